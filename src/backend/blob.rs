@@ -1,0 +1,237 @@
+//! The data the blob side of a backend speaks.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::key::ETag;
+
+/// Blob metadata: names (C# identifiers, case-insensitive in the service) to
+/// ASCII values.
+pub type Metadata = BTreeMap<String, String>;
+
+/// A lease id. leasehold always proposes its own, so a retried acquire is
+/// recognised as the same request.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaseId(Uuid);
+
+impl LeaseId {
+    /// A fresh random lease id.
+    pub fn new_random() -> Self {
+        LeaseId(Uuid::new_v4())
+    }
+
+    /// Wraps a UUID.
+    pub fn from_uuid(id: Uuid) -> Self {
+        LeaseId(id)
+    }
+
+    /// The UUID.
+    pub fn as_uuid(&self) -> Uuid {
+        self.0
+    }
+}
+
+impl fmt::Display for LeaseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0.hyphenated())
+    }
+}
+
+impl fmt::Debug for LeaseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LeaseId({})", self.0.hyphenated())
+    }
+}
+
+/// How long a lease lasts unless renewed: 15 to 60 seconds, or infinite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LeaseDuration {
+    /// A timed lease, in whole seconds (15..=60).
+    Seconds(u8),
+    /// A lease that lasts until released or broken.
+    Infinite,
+}
+
+impl LeaseDuration {
+    /// The shortest timed lease.
+    pub const MIN: Duration = Duration::from_secs(15);
+    /// The longest timed lease.
+    pub const MAX: Duration = Duration::from_secs(60);
+
+    /// A timed lease of `duration`, which must be whole seconds in 15..=60.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the duration otherwise.
+    pub fn timed(duration: Duration) -> Result<Self> {
+        let secs = duration.as_secs();
+        if duration.subsec_nanos() != 0 || !(15..=60).contains(&secs) {
+            return Err(Error::invalid(
+                format!("lease duration {duration:?}"),
+                "must be whole seconds from 15 to 60, or infinite",
+            ));
+        }
+        Ok(LeaseDuration::Seconds(secs as u8))
+    }
+
+    /// The duration, or `None` for an infinite lease.
+    pub fn as_duration(self) -> Option<Duration> {
+        match self {
+            LeaseDuration::Seconds(s) => Some(Duration::from_secs(u64::from(s))),
+            LeaseDuration::Infinite => None,
+        }
+    }
+
+    /// Checks a value built directly from the enum.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for `Seconds` outside 15..=60.
+    pub fn validate(self) -> Result<Self> {
+        match self {
+            LeaseDuration::Seconds(s) => Self::timed(Duration::from_secs(u64::from(s))),
+            LeaseDuration::Infinite => Ok(self),
+        }
+    }
+}
+
+/// The state of a blob's lease, as Get Blob Properties reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LeaseState {
+    /// Never leased, or released: anyone can acquire.
+    Available,
+    /// Held.
+    Leased,
+    /// A timed lease ran out; anyone can acquire (its holder can still renew
+    /// while nobody has).
+    Expired,
+    /// Being broken: the holder keeps it for the rest of the break period.
+    Breaking,
+    /// Broken: anyone can acquire.
+    Broken,
+}
+
+/// A blob's lease, as Get Blob Properties reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseInfo {
+    /// The lease state.
+    pub state: LeaseState,
+    /// The duration of the current lease, while `Leased`.
+    pub duration: Option<LeaseDuration>,
+}
+
+impl LeaseInfo {
+    /// Whether the blob is locked (`lease_status: locked`): leased or breaking.
+    pub fn is_locked(&self) -> bool {
+        matches!(self.state, LeaseState::Leased | LeaseState::Breaking)
+    }
+}
+
+/// A blob's properties.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlobProperties {
+    /// The blob's ETag.
+    pub etag: ETag,
+    /// The blob's metadata.
+    pub metadata: Metadata,
+    /// The blob's lease.
+    pub lease: LeaseInfo,
+    /// The body length in bytes.
+    pub content_length: u64,
+}
+
+/// A blob: body and properties.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Blob {
+    /// The body.
+    pub body: Vec<u8>,
+    /// The properties.
+    pub properties: BlobProperties,
+}
+
+/// One blob of a listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlobItem {
+    /// The blob's name.
+    pub name: String,
+    /// Its properties.
+    pub properties: BlobProperties,
+}
+
+/// One page of a blob listing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BlobListPage {
+    /// The blobs, in name order.
+    pub items: Vec<BlobItem>,
+    /// Where the next page starts; `None` on the last page.
+    pub next_marker: Option<String>,
+}
+
+/// The conditions of a blob write.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlobConditions {
+    /// `If-Match`: only if the blob still has this ETag (412 `ConditionNotMet`).
+    pub if_match: Option<ETag>,
+    /// `If-None-Match: *`: only if the blob does not exist (409
+    /// `BlobAlreadyExists`).
+    pub if_none_match_any: bool,
+    /// `x-ms-lease-id`: the write is made under this lease. A leased blob
+    /// accepts writes only with its lease id (412 `LeaseIdMissing` /
+    /// `LeaseIdMismatchWithBlobOperation`); a lease id on a blob without an
+    /// active lease fails (412 `LeaseNotPresentWithBlobOperation`).
+    pub lease_id: Option<LeaseId>,
+}
+
+impl BlobConditions {
+    /// No conditions.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Only under this lease.
+    pub fn leased(id: LeaseId) -> Self {
+        BlobConditions {
+            lease_id: Some(id),
+            ..Self::default()
+        }
+    }
+
+    /// Only if the blob does not exist.
+    pub fn create_only() -> Self {
+        BlobConditions {
+            if_none_match_any: true,
+            ..Self::default()
+        }
+    }
+
+    /// Only if the blob still has `etag`.
+    pub fn if_match(etag: ETag) -> Self {
+        BlobConditions {
+            if_match: Some(etag),
+            ..Self::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_durations() {
+        assert_eq!(
+            LeaseDuration::timed(Duration::from_secs(15)).unwrap(),
+            LeaseDuration::Seconds(15)
+        );
+        assert!(LeaseDuration::timed(Duration::from_secs(60)).is_ok());
+        for bad in [0, 14, 61, 300] {
+            let e = LeaseDuration::timed(Duration::from_secs(bad)).unwrap_err();
+            assert!(e.to_string().contains("lease duration"), "{e}");
+        }
+        assert!(LeaseDuration::timed(Duration::from_millis(15_500)).is_err());
+        assert!(LeaseDuration::Seconds(61).validate().is_err());
+        assert!(LeaseDuration::Seconds(14).validate().is_err());
+    }
+}

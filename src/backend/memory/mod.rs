@@ -1,0 +1,1 @@
+//! The embedded backend: a faithful in-memory Table and Blob service.

@@ -1,0 +1,173 @@
+//! The storage traits every backend implements, and the backends.
+//!
+//! Two small, object-safe traits: [`TableBackend`] (entities) and
+//! [`BlobBackend`] (blobs and their leases). They speak in stored properties,
+//! not user types, so a backend never sees a derive. [`memory`] is the
+//! embedded backend; `azure` (feature `azure`) talks to Azure Storage or
+//! Azurite. Wrappers (see [`crate::testing`]) implement the same traits around
+//! any backend.
+//!
+//! Every backend returns the same [`Error`](crate::Error) variants and service
+//! error codes for the same situations; the conformance suite in `tests/`
+//! holds them to it.
+
+mod blob;
+pub mod memory;
+mod table;
+
+#[cfg(feature = "azure")]
+pub mod azure;
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+pub use blob::{
+    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, LeaseDuration, LeaseId,
+    LeaseInfo, LeaseState, Metadata,
+};
+pub use table::{
+    MAX_BATCH_BYTES, MAX_BATCH_OPS, Precondition, QueryPage, QuerySpec, StoredEntity, TableOp,
+    Version, validate_batch,
+};
+
+use crate::error::Result;
+use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
+
+/// Entity storage: the operations of the Table service that leasehold uses.
+///
+/// Semantics follow Azure (not Azurite where they differ): see the docs of
+/// each method and of [`TableOp`].
+#[async_trait]
+pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
+    /// Creates the table unless it exists. Succeeds in both cases.
+    async fn create_table(&self, table: &TableName) -> Result<()>;
+
+    /// Reads one entity; `Ok(None)` when the table has no such entity.
+    ///
+    /// A missing table is [`Error::NotFound`](crate::Error::NotFound) with
+    /// code `TableNotFound`.
+    async fn get(
+        &self,
+        table: &TableName,
+        partition_key: &PartitionKey,
+        row_key: &RowKey,
+    ) -> Result<Option<StoredEntity>>;
+
+    /// Applies one write. Returns the new version, or `None` for a delete.
+    async fn execute(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>>;
+
+    /// Applies an entity-group transaction: all operations or none.
+    ///
+    /// Operations must share one partition, touch each row at most once, and
+    /// number at most [`MAX_BATCH_OPS`] within [`MAX_BATCH_BYTES`]; breaking a
+    /// limit is [`Error::Invalid`](crate::Error::Invalid) before anything is
+    /// sent. A failing operation is [`Error::Batch`](crate::Error::Batch) with
+    /// its index. Returns one result per operation, in order.
+    async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>>;
+
+    /// Reads one page of a query.
+    async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage>;
+}
+
+/// Blob storage with leases: the operations of the Blob service that
+/// leasehold uses.
+#[async_trait]
+pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
+    /// Creates the container unless it exists. Succeeds in both cases.
+    async fn create_container(&self, container: &ContainerName) -> Result<()>;
+
+    /// Writes a whole block blob with its metadata, under `conditions`.
+    /// Returns the new ETag.
+    async fn put_blob(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        body: Vec<u8>,
+        metadata: &Metadata,
+        conditions: &BlobConditions,
+    ) -> Result<crate::key::ETag>;
+
+    /// Reads a blob's body and properties; `Ok(None)` when it does not exist.
+    async fn get_blob(&self, container: &ContainerName, blob: &BlobName) -> Result<Option<Blob>>;
+
+    /// Reads a blob's properties (ETag, metadata, lease); `Ok(None)` when it
+    /// does not exist.
+    async fn blob_properties(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+    ) -> Result<Option<BlobProperties>>;
+
+    /// Replaces a blob's metadata under `conditions`. Returns the new ETag.
+    async fn set_blob_metadata(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        metadata: &Metadata,
+        conditions: &BlobConditions,
+    ) -> Result<crate::key::ETag>;
+
+    /// Deletes a blob under `conditions`.
+    async fn delete_blob(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        conditions: &BlobConditions,
+    ) -> Result<()>;
+
+    /// Lists blobs whose names start with `prefix`, a page at a time.
+    async fn list_blobs(
+        &self,
+        container: &ContainerName,
+        prefix: &str,
+        marker: Option<&str>,
+    ) -> Result<BlobListPage>;
+
+    /// Acquires a lease with a client-chosen id. Acquiring again with the
+    /// current id of an active lease succeeds (an idempotent retry).
+    async fn acquire_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        duration: LeaseDuration,
+        proposed_id: LeaseId,
+    ) -> Result<LeaseId>;
+
+    /// Renews a lease, restarting its duration.
+    async fn renew_lease(&self, container: &ContainerName, blob: &BlobName, id: LeaseId)
+    -> Result<()>;
+
+    /// Changes the id of an active lease.
+    async fn change_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+        proposed_id: LeaseId,
+    ) -> Result<LeaseId>;
+
+    /// Releases a lease so others can acquire it at once.
+    async fn release_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+    ) -> Result<()>;
+
+    /// Breaks a lease without knowing its id. `period` (0–60 s) is how long
+    /// the current holder keeps it; `None` lets a timed lease run out and
+    /// breaks an infinite one at once. Returns the time until it is broken.
+    async fn break_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        period: Option<Duration>,
+    ) -> Result<Duration>;
+}
+
+/// A complete backend: tables and blobs.
+pub trait Backend: TableBackend + BlobBackend {}
+
+impl<T: TableBackend + BlobBackend + ?Sized> Backend for T {}

@@ -1,0 +1,230 @@
+//! The data the table side of a backend speaks.
+
+use std::collections::HashSet;
+
+use time::OffsetDateTime;
+
+use crate::entity::{EntityData, wire};
+use crate::error::{Error, Result};
+use crate::key::{ETag, PartitionKey, RowKey};
+use crate::query::{Continuation, Filter, MAX_PAGE_SIZE};
+
+/// The most operations in one entity-group transaction.
+pub const MAX_BATCH_OPS: usize = 100;
+/// The largest entity-group transaction payload.
+pub const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
+
+/// An entity as stored: data plus version.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEntity {
+    /// Keys and properties.
+    pub data: EntityData,
+    /// The entity's current ETag.
+    pub etag: ETag,
+    /// The service's Timestamp of the last write.
+    pub timestamp: OffsetDateTime,
+}
+
+/// The version a write produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version {
+    /// The new ETag.
+    pub etag: ETag,
+    /// The new Timestamp.
+    pub timestamp: OffsetDateTime,
+}
+
+/// The condition of a replace, merge or delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Precondition {
+    /// `If-Match: <etag>`: only if unchanged since read (412 otherwise, 404 if
+    /// gone).
+    IfMatch(ETag),
+    /// `If-Match: *`: only if the entity exists (404 otherwise).
+    IfExists,
+    /// No condition: create or overwrite (insert-or-replace / insert-or-merge).
+    /// Not valid for a delete.
+    Upsert,
+}
+
+/// One write to a table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TableOp {
+    /// Create-only: 409 `EntityAlreadyExists` when the row exists.
+    Insert(EntityData),
+    /// Replace the whole entity.
+    Replace(EntityData, Precondition),
+    /// Merge properties into the entity, keeping the others.
+    Merge(EntityData, Precondition),
+    /// Delete the entity (`Upsert` is not a valid condition here).
+    Delete {
+        /// The partition key.
+        partition_key: PartitionKey,
+        /// The row key.
+        row_key: RowKey,
+        /// `IfMatch` or `IfExists`.
+        condition: Precondition,
+    },
+}
+
+impl TableOp {
+    /// The partition the operation writes.
+    pub fn partition_key(&self) -> &PartitionKey {
+        match self {
+            TableOp::Insert(d) | TableOp::Replace(d, _) | TableOp::Merge(d, _) => &d.partition_key,
+            TableOp::Delete { partition_key, .. } => partition_key,
+        }
+    }
+
+    /// The row the operation writes.
+    pub fn row_key(&self) -> &RowKey {
+        match self {
+            TableOp::Insert(d) | TableOp::Replace(d, _) | TableOp::Merge(d, _) => &d.row_key,
+            TableOp::Delete { row_key, .. } => row_key,
+        }
+    }
+
+    /// The operation's name, for logs and errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TableOp::Insert(_) => "insert",
+            TableOp::Replace(_, Precondition::Upsert) => "upsert",
+            TableOp::Replace(..) => "replace",
+            TableOp::Merge(_, Precondition::Upsert) => "upsert-merge",
+            TableOp::Merge(..) => "merge",
+            TableOp::Delete { .. } => "delete",
+        }
+    }
+
+    /// The entity data written, if any.
+    pub fn data(&self) -> Option<&EntityData> {
+        match self {
+            TableOp::Insert(d) | TableOp::Replace(d, _) | TableOp::Merge(d, _) => Some(d),
+            TableOp::Delete { .. } => None,
+        }
+    }
+
+    /// The operation's size in a batch payload: its JSON body plus a fixed
+    /// allowance for the MIME part headers.
+    pub fn payload_size(&self) -> usize {
+        const PART_OVERHEAD: usize = 512;
+        let body = match self.data() {
+            Some(d) => serde_json::to_vec(&wire::entity_to_json(
+                d.partition_key.as_str(),
+                d.row_key.as_str(),
+                &d.properties,
+            ))
+            .map(|v| v.len())
+            .unwrap_or(0),
+            None => 0,
+        };
+        PART_OVERHEAD + body + 2 * (self.partition_key().as_str().len() + self.row_key().as_str().len())
+    }
+}
+
+/// Checks an entity-group transaction against the service's limits: at least
+/// one and at most 100 operations, one partition, each row once, at most 4 MiB,
+/// no unconditional delete marked `Upsert`.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the limit and the operation that breaks it.
+pub fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
+    let what = || format!("batch on table `{table}`");
+    let Some(first) = ops.first() else {
+        return Err(Error::invalid(what(), "is empty"));
+    };
+    if ops.len() > MAX_BATCH_OPS {
+        return Err(Error::invalid(
+            what(),
+            format!("has {} operations; the limit is {MAX_BATCH_OPS}", ops.len()),
+        ));
+    }
+    let pk = first.partition_key();
+    let mut rows = HashSet::new();
+    let mut bytes = 0;
+    for (i, op) in ops.iter().enumerate() {
+        if op.partition_key() != pk {
+            return Err(Error::invalid(
+                what(),
+                format!(
+                    "operation {i} is in partition {:?}, operation 0 in {:?}; a batch spans one partition",
+                    op.partition_key().as_str(),
+                    pk.as_str()
+                ),
+            ));
+        }
+        if !rows.insert(op.row_key()) {
+            return Err(Error::invalid(
+                what(),
+                format!(
+                    "operation {i} touches row {:?} a second time; a batch touches each row once",
+                    op.row_key().as_str()
+                ),
+            ));
+        }
+        if let TableOp::Delete {
+            condition: Precondition::Upsert,
+            ..
+        } = op
+        {
+            return Err(Error::invalid(
+                what(),
+                format!("operation {i} is a delete without a condition"),
+            ));
+        }
+        bytes += op.payload_size();
+    }
+    if bytes > MAX_BATCH_BYTES {
+        return Err(Error::invalid(
+            what(),
+            format!("is about {bytes} bytes; the limit is {MAX_BATCH_BYTES}"),
+        ));
+    }
+    Ok(())
+}
+
+/// One query request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QuerySpec {
+    /// The filter, if any.
+    pub filter: Option<Filter>,
+    /// The user properties to return (keys and Timestamp always come back);
+    /// `None` for all.
+    pub select: Option<Vec<String>>,
+    /// The page size, at most [`MAX_PAGE_SIZE`]; `None` lets the service pick
+    /// (up to 1000).
+    pub top: Option<u16>,
+    /// Where to resume.
+    pub continuation: Option<Continuation>,
+}
+
+impl QuerySpec {
+    /// Checks the page size and filter.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a page size of 0 or over 1000, or a filter
+    /// the service would reject.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(top) = self.top {
+            if top == 0 || top > MAX_PAGE_SIZE {
+                return Err(Error::invalid(
+                    "page size",
+                    format!("{top} is outside 1..={MAX_PAGE_SIZE}"),
+                ));
+            }
+        }
+        if let Some(filter) = &self.filter {
+            filter.validate()?;
+        }
+        Ok(())
+    }
+}
+
+/// One page of query results.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueryPage {
+    /// The entities, in key order. May be empty even when more follow.
+    pub entities: Vec<StoredEntity>,
+    /// Where the next page starts; `None` on the last page.
+    pub continuation: Option<Continuation>,
+}

@@ -1,0 +1,81 @@
+//! `Edm.DateTime`: UTC, 100 ns ticks, from 1601-01-01 to 9999-12-31.
+
+use time::format_description::well_known::Rfc3339;
+use time::macros::datetime;
+use time::{OffsetDateTime, UtcOffset};
+
+/// The earliest `Edm.DateTime` the service stores.
+pub const MIN: OffsetDateTime = datetime!(1601-01-01 00:00:00 UTC);
+/// The latest `Edm.DateTime` the service stores.
+pub const MAX: OffsetDateTime = datetime!(9999-12-31 23:59:59.9999999 UTC);
+
+/// Brings a date-time to the service's form: UTC, truncated to 100 ns.
+///
+/// # Errors
+/// A message when the instant lies outside 1601-01-01..=9999-12-31.
+pub fn normalize(t: OffsetDateTime) -> Result<OffsetDateTime, String> {
+    let t = t.to_offset(UtcOffset::UTC);
+    if t < MIN || t > MAX {
+        return Err(format!(
+            "{} is outside the range of Edm.DateTime (1601-01-01 to 9999-12-31 UTC)",
+            format_any(t)
+        ));
+    }
+    let nanos = t.nanosecond();
+    t.replace_nanosecond(nanos - nanos % 100)
+        .map_err(|e| e.to_string())
+}
+
+/// Writes a date-time as the service does: `2024-01-02T03:04:05.1234567Z`,
+/// fixed width (so the text sorts as the instants do within the valid range).
+pub fn format(t: OffsetDateTime) -> String {
+    let t = t.to_offset(UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:07}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.nanosecond() / 100
+    )
+}
+
+fn format_any(t: OffsetDateTime) -> String {
+    t.format(&Rfc3339).unwrap_or_else(|_| format!("{t}"))
+}
+
+/// Parses an RFC 3339 date-time as the service returns it (any number of
+/// fractional digits) and normalizes it.
+///
+/// # Errors
+/// A message when `s` is not an RFC 3339 date-time in range.
+pub fn parse(s: &str) -> Result<OffsetDateTime, String> {
+    let t = OffsetDateTime::parse(s, &Rfc3339).map_err(|e| format!("{s:?}: {e}"))?;
+    normalize(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_at_the_edges_with_100ns_precision() {
+        for t in [MIN, MAX, datetime!(2024-02-29 12:34:56.1234567 UTC)] {
+            let text = format(t);
+            assert_eq!(parse(&text).unwrap(), t, "{text}");
+        }
+        assert_eq!(format(MIN), "1601-01-01T00:00:00.0000000Z");
+        assert_eq!(format(MAX), "9999-12-31T23:59:59.9999999Z");
+    }
+
+    #[test]
+    fn normalizes_offsets_and_truncates_nanoseconds() {
+        let t = datetime!(2024-01-01 01:00:00.123456789 +01:00);
+        let n = normalize(t).unwrap();
+        assert_eq!(n.offset(), UtcOffset::UTC);
+        assert_eq!(format(n), "2024-01-01T00:00:00.1234567Z");
+        assert!(normalize(datetime!(1600-12-31 23:59:59 UTC)).is_err());
+    }
+}

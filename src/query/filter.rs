@@ -1,0 +1,362 @@
+//! The filter language: a small AST of comparisons, rendered as OData.
+//!
+//! Backends receive the AST, not a string: the Azure backend renders it with
+//! [`Filter::to_odata`], the memory backend evaluates it with
+//! [`Filter::matches`]. Both follow the service's typing: a comparison matches
+//! only a property of exactly the literal's EDM type, so an `Edm.Int64` column
+//! compared with an `Int32` literal matches nothing, as in Azure.
+
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+
+use crate::entity::{Properties, Value, datetime};
+use crate::error::{Error, Result};
+
+/// The most comparisons one filter may hold (a service limit).
+pub const MAX_COMPARISONS: usize = 15;
+
+/// A comparison operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    /// `eq`
+    Eq,
+    /// `ne`
+    Ne,
+    /// `gt`
+    Gt,
+    /// `ge`
+    Ge,
+    /// `lt`
+    Lt,
+    /// `le`
+    Le,
+}
+
+impl CmpOp {
+    /// The OData spelling.
+    pub fn odata(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "eq",
+            CmpOp::Ne => "ne",
+            CmpOp::Gt => "gt",
+            CmpOp::Ge => "ge",
+            CmpOp::Lt => "lt",
+            CmpOp::Le => "le",
+        }
+    }
+
+    fn holds(self, ord: Ordering) -> bool {
+        match self {
+            CmpOp::Eq => ord == Ordering::Equal,
+            CmpOp::Ne => ord != Ordering::Equal,
+            CmpOp::Gt => ord == Ordering::Greater,
+            CmpOp::Ge => ord != Ordering::Less,
+            CmpOp::Lt => ord == Ordering::Less,
+            CmpOp::Le => ord != Ordering::Greater,
+        }
+    }
+}
+
+/// A filter over entities.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Filter {
+    /// `property op literal`. `PartitionKey`, `RowKey` and `Timestamp` are
+    /// properties here too.
+    Compare {
+        /// The property name.
+        property: String,
+        /// The operator.
+        op: CmpOp,
+        /// The literal, whose EDM type the property must have to match.
+        value: Value,
+    },
+    /// Both hold.
+    And(Box<Filter>, Box<Filter>),
+    /// Either holds.
+    Or(Box<Filter>, Box<Filter>),
+    /// The inner filter does not hold.
+    Not(Box<Filter>),
+}
+
+/// What a filter is evaluated against: an entity's keys, Timestamp and
+/// properties.
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    /// `PartitionKey`
+    pub partition_key: &'a str,
+    /// `RowKey`
+    pub row_key: &'a str,
+    /// `Timestamp`
+    pub timestamp: time::OffsetDateTime,
+    /// User properties.
+    pub properties: &'a Properties,
+}
+
+impl Filter {
+    /// A comparison.
+    pub fn compare(property: impl Into<String>, op: CmpOp, value: Value) -> Self {
+        Filter::Compare {
+            property: property.into(),
+            op,
+            value,
+        }
+    }
+
+    /// `self and other`
+    pub fn and(self, other: Filter) -> Self {
+        Filter::And(Box::new(self), Box::new(other))
+    }
+
+    /// `self or other`
+    pub fn or(self, other: Filter) -> Self {
+        Filter::Or(Box::new(self), Box::new(other))
+    }
+
+    /// `not self`
+    #[allow(clippy::should_implement_trait)]
+    pub fn not(self) -> Self {
+        Filter::Not(Box::new(self))
+    }
+
+    /// The number of comparisons.
+    pub fn comparisons(&self) -> usize {
+        match self {
+            Filter::Compare { .. } => 1,
+            Filter::And(a, b) | Filter::Or(a, b) => a.comparisons() + b.comparisons(),
+            Filter::Not(a) => a.comparisons(),
+        }
+    }
+
+    /// Checks the rules the service applies to filters: at most
+    /// [`MAX_COMPARISONS`] comparisons, literals it can spell (no NaN or
+    /// infinities), date-times in range.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the filter part at fault.
+    pub fn validate(&self) -> Result<()> {
+        let n = self.comparisons();
+        if n > MAX_COMPARISONS {
+            return Err(Error::invalid(
+                "filter",
+                format!("has {n} comparisons; the service allows at most {MAX_COMPARISONS}"),
+            ));
+        }
+        self.validate_literals()
+    }
+
+    fn validate_literals(&self) -> Result<()> {
+        match self {
+            Filter::Compare {
+                property, value, ..
+            } => match value {
+                Value::Double(d) if !d.is_finite() => Err(Error::invalid(
+                    format!("filter literal for `{property}`"),
+                    format!("{d} cannot be written in a filter"),
+                )),
+                Value::DateTime(t) => datetime::normalize(*t)
+                    .map(|_| ())
+                    .map_err(|why| Error::invalid(format!("filter literal for `{property}`"), why)),
+                _ => Ok(()),
+            },
+            Filter::And(a, b) | Filter::Or(a, b) => {
+                a.validate_literals()?;
+                b.validate_literals()
+            }
+            Filter::Not(a) => a.validate_literals(),
+        }
+    }
+
+    /// Renders the filter as an OData `$filter` expression.
+    pub fn to_odata(&self) -> String {
+        let mut out = String::new();
+        self.write_odata(&mut out);
+        out
+    }
+
+    fn write_odata(&self, out: &mut String) {
+        match self {
+            Filter::Compare {
+                property,
+                op,
+                value,
+            } => {
+                let _ = write!(out, "{property} {} ", op.odata());
+                write_literal(out, value);
+            }
+            Filter::And(a, b) | Filter::Or(a, b) => {
+                let word = if matches!(self, Filter::And(..)) {
+                    " and "
+                } else {
+                    " or "
+                };
+                out.push('(');
+                a.write_odata(out);
+                out.push(')');
+                out.push_str(word);
+                out.push('(');
+                b.write_odata(out);
+                out.push(')');
+            }
+            Filter::Not(a) => {
+                out.push_str("not (");
+                a.write_odata(out);
+                out.push(')');
+            }
+        }
+    }
+
+    /// Evaluates the filter as the service does.
+    pub fn matches(&self, row: &Row<'_>) -> bool {
+        match self {
+            Filter::Compare {
+                property,
+                op,
+                value,
+            } => {
+                let stored = match property.as_str() {
+                    "PartitionKey" => Some(Value::String(row.partition_key.to_owned())),
+                    "RowKey" => Some(Value::String(row.row_key.to_owned())),
+                    "Timestamp" => Some(Value::DateTime(row.timestamp)),
+                    name => row.properties.get(name).cloned(),
+                };
+                match stored.and_then(|s| compare_values(&s, value)) {
+                    Some(ord) => op.holds(ord),
+                    None => false,
+                }
+            }
+            Filter::And(a, b) => a.matches(row) && b.matches(row),
+            Filter::Or(a, b) => a.matches(row) || b.matches(row),
+            Filter::Not(a) => !a.matches(row),
+        }
+    }
+}
+
+/// Orders two values of the same EDM type as the service does; `None` when
+/// the types differ or a double is NaN (such comparisons never match).
+pub fn compare_values(stored: &Value, literal: &Value) -> Option<Ordering> {
+    match (stored, literal) {
+        (Value::String(a), Value::String(b)) => Some(crate::key::compare_keys(a, b)),
+        (Value::Boolean(a), Value::Boolean(b)) => Some(a.cmp(b)),
+        (Value::Int32(a), Value::Int32(b)) => Some(a.cmp(b)),
+        (Value::Int64(a), Value::Int64(b)) => Some(a.cmp(b)),
+        (Value::Double(a), Value::Double(b)) => a.partial_cmp(b),
+        (Value::DateTime(a), Value::DateTime(b)) => Some(a.cmp(b)),
+        (Value::Guid(a), Value::Guid(b)) => Some(a.cmp(b)),
+        (Value::Binary(a), Value::Binary(b)) => Some(a.cmp(b)),
+        _ => None,
+    }
+}
+
+/// Writes an OData literal: `'it''s'`, `42`, `42L`, `1.5`, `true`,
+/// `datetime'…'`, `guid'…'`, `X'0a0b'`.
+pub fn write_literal(out: &mut String, value: &Value) {
+    match value {
+        Value::String(s) => {
+            out.push('\'');
+            out.push_str(&s.replace('\'', "''"));
+            out.push('\'');
+        }
+        Value::Boolean(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Int32(i) => {
+            let _ = write!(out, "{i}");
+        }
+        Value::Int64(i) => {
+            let _ = write!(out, "{i}L");
+        }
+        Value::Double(d) => {
+            // `{:?}` always shows a fraction or exponent ("2.0", "1e300"), so
+            // the service reads a double, never an Int32.
+            let text = format!("{d:?}").replace("e", "E");
+            out.push_str(&text);
+        }
+        Value::DateTime(t) => {
+            let _ = write!(out, "datetime'{}'", datetime::format(*t));
+        }
+        Value::Guid(g) => {
+            let _ = write!(out, "guid'{}'", g.hyphenated());
+        }
+        Value::Binary(b) => {
+            out.push_str("X'");
+            for byte in b {
+                let _ = write!(out, "{byte:02x}");
+            }
+            out.push('\'');
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+    use uuid::Uuid;
+
+    fn lit(v: Value) -> String {
+        let mut s = String::new();
+        write_literal(&mut s, &v);
+        s
+    }
+
+    #[test]
+    fn literals_are_rendered_as_odata() {
+        assert_eq!(lit(Value::String("it's".into())), "'it''s'");
+        assert_eq!(lit(Value::Int32(42)), "42");
+        assert_eq!(lit(Value::Int64(42)), "42L");
+        assert_eq!(lit(Value::Double(1.5)), "1.5");
+        assert_eq!(lit(Value::Double(2.0)), "2.0");
+        assert_eq!(lit(Value::Double(1e300)), "1E300");
+        assert_eq!(lit(Value::Boolean(true)), "true");
+        assert_eq!(
+            lit(Value::DateTime(datetime!(2024-01-02 03:04:05 UTC))),
+            "datetime'2024-01-02T03:04:05.0000000Z'"
+        );
+        assert_eq!(
+            lit(Value::Guid(Uuid::nil())),
+            "guid'00000000-0000-0000-0000-000000000000'"
+        );
+        assert_eq!(lit(Value::Binary(vec![0x0a, 0xff])), "X'0aff'");
+    }
+
+    #[test]
+    fn nested_filters_are_parenthesized() {
+        let f = Filter::compare("a", CmpOp::Eq, Value::Int32(1))
+            .and(Filter::compare("b", CmpOp::Lt, Value::Int64(2)).or(
+                Filter::compare("c", CmpOp::Ne, Value::Boolean(false)).not(),
+            ));
+        assert_eq!(
+            f.to_odata(),
+            "(a eq 1) and ((b lt 2L) or (not (c ne false)))"
+        );
+        assert_eq!(f.comparisons(), 3);
+    }
+
+    #[test]
+    fn validation_counts_comparisons_and_rejects_nan() {
+        let mut f = Filter::compare("a", CmpOp::Eq, Value::Int32(0));
+        for i in 1..15 {
+            f = f.or(Filter::compare("a", CmpOp::Eq, Value::Int32(i)));
+        }
+        assert!(f.validate().is_ok());
+        let f = f.or(Filter::compare("a", CmpOp::Eq, Value::Int32(99)));
+        assert!(f.validate().unwrap_err().to_string().contains("16 comparisons"));
+        let nan = Filter::compare("d", CmpOp::Eq, Value::Double(f64::NAN));
+        assert!(nan.validate().unwrap_err().to_string().contains("`d`"));
+    }
+
+    #[test]
+    fn evaluation_follows_service_typing() {
+        let mut props = Properties::new();
+        props.insert("n", Value::Int64(5));
+        let row = Row {
+            partition_key: "p",
+            row_key: "r",
+            timestamp: datetime!(2024-01-01 0:00 UTC),
+            properties: &props,
+        };
+        assert!(Filter::compare("n", CmpOp::Eq, Value::Int64(5)).matches(&row));
+        assert!(!Filter::compare("n", CmpOp::Eq, Value::Int32(5)).matches(&row));
+        assert!(!Filter::compare("missing", CmpOp::Eq, Value::Int32(5)).matches(&row));
+        assert!(Filter::compare("missing", CmpOp::Eq, Value::Int32(5)).not().matches(&row));
+        assert!(Filter::compare("RowKey", CmpOp::Ge, Value::String("r".into())).matches(&row));
+    }
+}
