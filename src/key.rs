@@ -374,6 +374,11 @@ impl fmt::Debug for BlobName {
 /// the same way, so key ranges over encoded keys are ranges over values.
 /// Integers are written with a fixed width; `OffsetDateTime` as UTC with seven
 /// fractional digits; `Uuid` as lowercase hyphenated hex.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be part of a partition or row key",
+    label = "unsupported key type",
+    note = "supported: String, integers, Uuid and OffsetDateTime; or implement `leasehold::key::KeyPart`"
+)]
 pub trait KeyPart: Sized {
     /// Appends this value's key form.
     fn write_key(&self, out: &mut String);

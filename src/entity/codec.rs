@@ -76,6 +76,12 @@ pub fn describe(value: &Value) -> String {
 /// }
 /// assert_eq!(Cents::decode(Cents(5).encode().unwrap()), Ok(Cents(5)));
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be stored as an entity property",
+    label = "unsupported field type",
+    note = "supported: String, bool, integers, f64, Uuid, Vec<u8>, OffsetDateTime and Option of these",
+    note = "store other types with `#[entity(json)]`, or implement `leasehold::entity::PropertyCodec`"
+)]
 pub trait PropertyCodec: Sized {
     /// The EDM type this field is stored as (and compared as in queries).
     const EDM_TYPE: EdmType;
