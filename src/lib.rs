@@ -20,6 +20,7 @@ pub mod backend;
 pub mod entity;
 pub mod error;
 pub mod key;
+pub mod lease;
 pub mod query;
 
 pub use entity::{Entity as EntityTrait, EntityData, PropertyCodec, Versioned};

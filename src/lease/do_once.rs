@@ -1,0 +1,201 @@
+//! Run-once: exactly one process runs a piece of work; the others wait for
+//! its completion marker.
+//!
+//! The marker lives in the lease blob's metadata (`leasehold_once`), written
+//! under the lease: `started` before the work runs, `done` after it
+//! succeeded. A caller that finds `done` returns at once. A caller that gets
+//! the lease and finds `started` knows the previous attempt never finished
+//! (its process died, or the work failed) and runs the work again, told so
+//! through [`OnceContext::previous_attempt_unfinished`].
+
+use std::future::Future;
+
+use tokio::time::sleep;
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::error::{Error, Result};
+
+use super::document::{META_ONCE, META_ONCE_ATTEMPTS, OnceState, meta_set};
+use super::guard::{AcquireMode, LeaseStatus};
+use super::name::LeaseName;
+use super::{LeaseManager, ManagerInner};
+
+/// What [`LeaseManager::do_once`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OnceOutcome<T> {
+    /// This caller ran the work, and it succeeded.
+    Ran {
+        /// What the work returned.
+        output: T,
+        /// Whether an earlier attempt started and never finished (its process
+        /// died or its work failed), so the work may be partly done.
+        previous_attempt_unfinished: bool,
+    },
+    /// The work had already been done (by this or another process).
+    AlreadyDone,
+}
+
+/// What the run-once work is told.
+#[derive(Debug, Clone)]
+pub struct OnceContext {
+    status: LeaseStatus,
+    previous_attempt_unfinished: bool,
+    attempt: u64,
+}
+
+impl OnceContext {
+    /// Whether an earlier attempt started and never finished.
+    pub fn previous_attempt_unfinished(&self) -> bool {
+        self.previous_attempt_unfinished
+    }
+
+    /// Which attempt this is (1 for the first).
+    pub fn attempt(&self) -> u64 {
+        self.attempt
+    }
+
+    /// The lease held while the work runs: check it before side effects, and
+    /// stop when it is lost.
+    pub fn lease(&self) -> &LeaseStatus {
+        &self.status
+    }
+}
+
+impl LeaseManager {
+    /// Runs `f` exactly once across all processes sharing the lease `name`.
+    ///
+    /// The caller that gets the lease runs `f`; callers in other processes
+    /// poll (jittered backoff) and callers in this process queue locally,
+    /// until the completion marker says done, and then return
+    /// [`OnceOutcome::AlreadyDone`]. If `f` fails, or its process dies before
+    /// the marker is written, the next caller to get the lease runs `f`
+    /// again with [`OnceContext::previous_attempt_unfinished`] set.
+    ///
+    /// Waits as long as it takes; wrap it in `tokio::time::timeout` to bound
+    /// the wait.
+    ///
+    /// # Errors
+    /// `f`'s error (the marker stays `started`); [`Error::Invalid`] for a bad
+    /// name; [`Error::LeaseLost`] when the lease was lost before the `done`
+    /// marker could be written (`f` may then run again elsewhere); the
+    /// backend's error when a request fails for good.
+    pub async fn do_once<F, Fut, T, E>(&self, name: &str, f: F) -> Result<OnceOutcome<T>, E>
+    where
+        F: FnOnce(OnceContext) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
+        let name = LeaseName::new(name)?;
+        let span = info_span!("lease.do_once", lease = %name);
+        self.inner.do_once(name, f).instrument(span).await
+    }
+
+    /// The run-once state of `name`, read without the lease.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad name; the backend's error when the read
+    /// fails.
+    pub async fn once_state(&self, name: &str) -> Result<OnceState> {
+        let name = LeaseName::new(name)?;
+        Ok(self
+            .inner
+            .read(&name)
+            .await?
+            .map_or(OnceState::NotStarted, |b| b.once_state()))
+    }
+}
+
+impl ManagerInner {
+    async fn once_state_unleased(&self, name: &LeaseName) -> Result<OnceState> {
+        let blob = name.blob_name()?;
+        let env = &self.env;
+        match env
+            .backend
+            .blob_properties(&env.settings.container, &blob)
+            .await
+        {
+            Ok(Some(p)) => Ok(OnceState::from_metadata(&p.metadata)),
+            Ok(None) | Err(Error::NotFound { .. }) => Ok(OnceState::NotStarted),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn do_once<F, Fut, T, E>(&self, name: LeaseName, f: F) -> Result<OnceOutcome<T>, E>
+    where
+        F: FnOnce(OnceContext) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
+        let mut backoff = self.env.poll_backoff();
+        let guard = loop {
+            match self.once_state_unleased(&name).await {
+                Ok(OnceState::Done { .. }) => return Ok(OnceOutcome::AlreadyDone),
+                Ok(_) => {}
+                Err(e) if e.is_transient() => {}
+                Err(e) => return Err(e.into()),
+            }
+            match self.acquire(name.clone(), AcquireMode::LocalThenTry).await {
+                Ok(Some(guard)) => break guard,
+                Ok(None) => {}
+                Err(e) if e.is_transient() => {}
+                Err(e) => return Err(e.into()),
+            }
+            sleep(backoff.next_delay()).await;
+        };
+        let state = match guard.blob().await {
+            Ok(blob) => blob.once_state(),
+            Err(e) => {
+                let _ = guard.release().await;
+                return Err(e.into());
+            }
+        };
+        let (attempts, previous_attempt_unfinished) = match state {
+            OnceState::Done { .. } => {
+                let _ = guard.release().await;
+                return Ok(OnceOutcome::AlreadyDone);
+            }
+            OnceState::Started { attempts } => (attempts, true),
+            OnceState::NotStarted => (0, false),
+        };
+        let attempt = attempts.saturating_add(1);
+        if let Err(e) = guard
+            .update_metadata(|m| {
+                meta_set(m, META_ONCE, "started".into());
+                meta_set(m, META_ONCE_ATTEMPTS, attempt.to_string());
+            })
+            .await
+        {
+            let _ = guard.release().await;
+            return Err(e.into());
+        }
+        if previous_attempt_unfinished {
+            warn!(attempt, "a previous run-once attempt did not finish; running again");
+        }
+        let ctx = OnceContext {
+            status: guard.status(),
+            previous_attempt_unfinished,
+            attempt,
+        };
+        let output = match f(ctx).await {
+            Ok(output) => output,
+            Err(e) => {
+                let _ = guard.release().await;
+                return Err(e);
+            }
+        };
+        let marked = guard
+            .update_metadata(|m| meta_set(m, META_ONCE, "done".into()))
+            .await;
+        if let Err(e) = marked {
+            let _ = guard.release().await;
+            return Err(e.into());
+        }
+        info!(attempt, "run-once work done");
+        // The marker is durable; a failed release only delays the others.
+        let _ = guard.release().await;
+        Ok(OnceOutcome::Ran {
+            output,
+            previous_attempt_unfinished,
+        })
+    }
+}

@@ -1,0 +1,381 @@
+//! What a lease blob stores: a small versioned JSON document in the body, and
+//! a few metadata entries.
+//!
+//! The body ([`LeaseDocument`]) has two sections today: the reservation log
+//! ([`ReservationRecord`]s, owned by the reservation API) and an opaque
+//! `journal` owned by the partition-lock module. An empty body is the empty
+//! document, so a freshly created lease blob needs no initial write. Sections
+//! this version does not know are kept as they are when the document is
+//! rewritten, so an older node never erases what a newer one wrote.
+//!
+//! ```json
+//! {"v":1,"reservations":[{"seq":7,"holder":"web-1-4711-3fa8","reserved_at":"…","until":"…"}],"journal":{"…":"…"}}
+//! ```
+//!
+//! Metadata (names are lowercase; values ASCII):
+//!
+//! | name | value |
+//! |---|---|
+//! | `leasehold_owner` | identity of the process that last acquired the lease (when owner metadata is on) |
+//! | `leasehold_acquired` | when it did, RFC 3339 |
+//! | `leasehold_epoch` | the fencing epoch, a decimal `u64` (absent = 0) |
+//! | `leasehold_once` | `started` or `done` (run-once marker) |
+//! | `leasehold_once_attempts` | how many run-once attempts started |
+//!
+//! Every write of the body or metadata made through a guard carries the lease
+//! id, so the service itself refuses it once the lease is gone.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::backend::{Blob, Metadata};
+use crate::error::{Error, Result};
+
+use super::name::LeaseName;
+
+/// Metadata name: who acquired the lease last.
+pub const META_OWNER: &str = "leasehold_owner";
+/// Metadata name: when the lease was last acquired (RFC 3339).
+pub const META_ACQUIRED: &str = "leasehold_acquired";
+/// Metadata name: the fencing epoch.
+pub const META_EPOCH: &str = "leasehold_epoch";
+/// Metadata name: the run-once marker (`started` / `done`).
+pub const META_ONCE: &str = "leasehold_once";
+/// Metadata name: how many run-once attempts have started.
+pub const META_ONCE_ATTEMPTS: &str = "leasehold_once_attempts";
+
+/// How many reservation records a lease document keeps (the newest ones).
+pub const RESERVATION_LOG_LEN: usize = 10;
+
+/// The document version this leasehold writes and the newest it reads.
+pub const DOCUMENT_VERSION: u32 = 1;
+
+/// The JSON document stored in a lease blob's body.
+///
+/// Build one with `LeaseDocument::default()` and set the public fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeaseDocument {
+    /// The format version ([`DOCUMENT_VERSION`]).
+    #[serde(rename = "v")]
+    version: u32,
+    /// The reservation log: the newest [`RESERVATION_LOG_LEN`] records, oldest
+    /// first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<ReservationRecord>,
+    /// The partition-lock journal: `Some` while a multi-table commit is
+    /// pending. leasehold's lease code never interprets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<serde_json::Value>,
+    /// Sections written by a newer leasehold, kept verbatim.
+    #[serde(flatten)]
+    other: BTreeMap<String, serde_json::Value>,
+}
+
+impl Default for LeaseDocument {
+    fn default() -> Self {
+        LeaseDocument {
+            version: DOCUMENT_VERSION,
+            reservations: Vec::new(),
+            journal: None,
+            other: BTreeMap::new(),
+        }
+    }
+}
+
+impl LeaseDocument {
+    /// The format version the document was read with.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// Whether a partition-lock journal is pending.
+    pub fn journal_pending(&self) -> bool {
+        self.journal.is_some()
+    }
+
+    /// Parses a blob body. An empty body is the empty document.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when the body is not a lease document, or is one of
+    /// a newer version than this leasehold reads.
+    pub fn from_bytes(name: &LeaseName, body: &[u8]) -> Result<Self> {
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(LeaseDocument::default());
+        }
+        let doc: LeaseDocument = serde_json::from_slice(body).map_err(|e| {
+            Error::invalid(
+                format!("lease document of {name}"),
+                format!("is not a leasehold lease document: {e}"),
+            )
+        })?;
+        if doc.version > DOCUMENT_VERSION {
+            return Err(Error::invalid(
+                format!("lease document of {name}"),
+                format!(
+                    "has version {}; this leasehold reads up to version {DOCUMENT_VERSION}",
+                    doc.version
+                ),
+            ));
+        }
+        Ok(doc)
+    }
+
+    /// Serialises the document for the blob body. Writing upgrades the
+    /// version to [`DOCUMENT_VERSION`].
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] if a section cannot be serialised (a journal value
+    /// with a non-string map key, for instance).
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut doc = self.clone();
+        doc.version = DOCUMENT_VERSION;
+        serde_json::to_vec(&doc)
+            .map_err(|e| Error::invalid("lease document", format!("cannot be serialised: {e}")))
+    }
+
+    /// Appends a reservation record, dropping the oldest beyond
+    /// [`RESERVATION_LOG_LEN`]. The record's `seq` is set to one more than
+    /// the newest record's.
+    pub fn push_reservation(&mut self, mut record: ReservationRecord) -> u64 {
+        let seq = self.reservations.last().map_or(1, |r| r.seq.saturating_add(1));
+        record.seq = seq;
+        self.reservations.push(record);
+        let excess = self.reservations.len().saturating_sub(RESERVATION_LOG_LEN);
+        self.reservations.drain(..excess);
+        seq
+    }
+}
+
+/// One entry of a reservation log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReservationRecord {
+    /// Position in the log: strictly increasing, across holders.
+    pub seq: u64,
+    /// The owner identity of the reserving process.
+    pub holder: String,
+    /// When the reservation was taken.
+    #[serde(with = "rfc3339")]
+    pub reserved_at: OffsetDateTime,
+    /// When it ends unless cancelled earlier.
+    #[serde(with = "rfc3339")]
+    pub until: OffsetDateTime,
+    /// When it was cancelled, if it was.
+    #[serde(
+        default,
+        with = "rfc3339_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cancelled_at: Option<OffsetDateTime>,
+}
+
+/// Date-times as fixed-width RFC 3339 text (`2024-01-02T03:04:05.1234567Z`).
+mod rfc3339 {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use time::OffsetDateTime;
+
+    pub fn serialize<S: Serializer>(t: &OffsetDateTime, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&crate::entity::datetime::format(*t))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OffsetDateTime, D::Error> {
+        let text = String::deserialize(d)?;
+        crate::entity::datetime::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Optional date-times, as [`rfc3339`].
+mod rfc3339_option {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use time::OffsetDateTime;
+
+    pub fn serialize<S: Serializer>(t: &Option<OffsetDateTime>, s: S) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => super::rfc3339::serialize(t, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<OffsetDateTime>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            Some(text) => crate::entity::datetime::parse(&text)
+                .map(Some)
+                .map_err(serde::de::Error::custom),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The run-once state of a lease blob, from its metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OnceState {
+    /// No run-once attempt started here.
+    NotStarted,
+    /// An attempt started and has not finished (it is running, or its
+    /// process died).
+    Started {
+        /// Attempts started so far, this one included.
+        attempts: u64,
+    },
+    /// An attempt finished.
+    Done {
+        /// Attempts started in all.
+        attempts: u64,
+    },
+}
+
+impl OnceState {
+    /// Reads the run-once state from blob metadata.
+    pub fn from_metadata(metadata: &Metadata) -> Self {
+        let attempts = meta_u64(metadata, META_ONCE_ATTEMPTS).unwrap_or(0);
+        match meta_get(metadata, META_ONCE) {
+            Some("done") => OnceState::Done { attempts },
+            Some("started") => OnceState::Started { attempts },
+            _ => OnceState::NotStarted,
+        }
+    }
+}
+
+/// A metadata value by name, ignoring ASCII case (the service treats
+/// metadata names case-insensitively).
+pub(crate) fn meta_get<'a>(metadata: &'a Metadata, name: &str) -> Option<&'a str> {
+    metadata
+        .get(name)
+        .or_else(|| {
+            metadata
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v)
+        })
+        .map(String::as_str)
+}
+
+/// Sets a metadata value, replacing any spelling of the same name.
+pub(crate) fn meta_set(metadata: &mut Metadata, name: &str, value: String) {
+    metadata.retain(|k, _| !k.eq_ignore_ascii_case(name));
+    metadata.insert(name.to_owned(), value);
+}
+
+pub(crate) fn meta_u64(metadata: &Metadata, name: &str) -> Option<u64> {
+    meta_get(metadata, name).and_then(|v| v.trim().parse().ok())
+}
+
+/// The epoch recorded in blob metadata (0 when absent).
+pub(crate) fn epoch_of(metadata: &Metadata) -> u64 {
+    meta_u64(metadata, META_EPOCH).unwrap_or(0)
+}
+
+/// A lease blob as read, with its document parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseBlob {
+    /// The parsed body.
+    pub document: LeaseDocument,
+    /// The blob's metadata.
+    pub metadata: Metadata,
+    /// The blob's ETag.
+    pub etag: crate::key::ETag,
+    /// The lease as the service reported it.
+    pub lease: crate::backend::LeaseInfo,
+}
+
+impl LeaseBlob {
+    pub(crate) fn from_blob(name: &LeaseName, blob: Blob) -> Result<Self> {
+        Ok(LeaseBlob {
+            document: LeaseDocument::from_bytes(name, &blob.body)?,
+            metadata: blob.properties.metadata,
+            etag: blob.properties.etag,
+            lease: blob.properties.lease,
+        })
+    }
+
+    /// The fencing epoch (0 when never advanced).
+    pub fn epoch(&self) -> u64 {
+        epoch_of(&self.metadata)
+    }
+
+    /// The owner identity recorded by the last acquire that wrote it.
+    pub fn owner(&self) -> Option<&str> {
+        meta_get(&self.metadata, META_OWNER)
+    }
+
+    /// The run-once marker.
+    pub fn once_state(&self) -> OnceState {
+        OnceState::from_metadata(&self.metadata)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name() -> LeaseName {
+        LeaseName::new("doc").unwrap()
+    }
+
+    fn record(holder: &str) -> ReservationRecord {
+        ReservationRecord {
+            seq: 0,
+            holder: holder.into(),
+            reserved_at: OffsetDateTime::UNIX_EPOCH,
+            until: OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(5),
+            cancelled_at: None,
+        }
+    }
+
+    #[test]
+    fn empty_body_is_the_empty_document() {
+        let doc = LeaseDocument::from_bytes(&name(), b"").unwrap();
+        assert_eq!(doc, LeaseDocument::default());
+        assert!(!doc.journal_pending());
+    }
+
+    #[test]
+    fn document_round_trips_and_keeps_unknown_sections() {
+        let mut doc = LeaseDocument::default();
+        doc.journal = Some(serde_json::json!({"ops": [1, 2]}));
+        doc.push_reservation(record("a"));
+        let bytes = doc.to_bytes().unwrap();
+        assert_eq!(LeaseDocument::from_bytes(&name(), &bytes).unwrap(), doc);
+
+        let newer = br#"{"v":1,"future":{"x":1},"journal":null}"#;
+        let read = LeaseDocument::from_bytes(&name(), newer).unwrap();
+        let text = String::from_utf8(read.to_bytes().unwrap()).unwrap();
+        assert!(text.contains("\"future\":{\"x\":1}"), "{text}");
+    }
+
+    #[test]
+    fn newer_versions_and_garbage_are_refused() {
+        let e = LeaseDocument::from_bytes(&name(), br#"{"v":2}"#).unwrap_err();
+        assert!(e.to_string().contains("version 2"), "{e}");
+        assert!(LeaseDocument::from_bytes(&name(), b"not json").is_err());
+    }
+
+    #[test]
+    fn reservation_log_is_bounded_and_ordered() {
+        let mut doc = LeaseDocument::default();
+        for i in 0..25 {
+            doc.push_reservation(record(&format!("h{i}")));
+        }
+        assert_eq!(doc.reservations.len(), RESERVATION_LOG_LEN);
+        let seqs: Vec<u64> = doc.reservations.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, (16..=25).collect::<Vec<_>>());
+        assert_eq!(doc.reservations[9].holder, "h24");
+    }
+
+    #[test]
+    fn metadata_helpers_ignore_case() {
+        let mut m = Metadata::new();
+        m.insert("Leasehold_Epoch".into(), "7".into());
+        assert_eq!(epoch_of(&m), 7);
+        meta_set(&mut m, META_EPOCH, "8".into());
+        assert_eq!(m.len(), 1);
+        assert_eq!(epoch_of(&m), 8);
+        m.insert(META_ONCE.into(), "started".into());
+        m.insert(META_ONCE_ATTEMPTS.into(), "2".into());
+        assert_eq!(
+            OnceState::from_metadata(&m),
+            OnceState::Started { attempts: 2 }
+        );
+    }
+}

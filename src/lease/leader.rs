@@ -1,0 +1,251 @@
+//! Leader election: campaign for a lease, lead while holding it.
+
+use std::future::Future;
+
+use tokio::time::sleep;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::error::{Error, ErrorKind, Result};
+
+use super::guard::{AcquireMode, LeaseGuard, LeaseStatus};
+use super::name::LeaseName;
+use super::{LeaseManager, ManagerInner};
+
+/// How [`LeaseManager::run_as_leader`] campaigns.
+#[derive(Debug, Clone)]
+pub struct LeaderOptions {
+    stop: CancellationToken,
+    campaign_again: bool,
+    advance_epoch: bool,
+}
+
+impl Default for LeaderOptions {
+    fn default() -> Self {
+        LeaderOptions {
+            stop: CancellationToken::new(),
+            campaign_again: true,
+            advance_epoch: true,
+        }
+    }
+}
+
+impl LeaderOptions {
+    /// Campaign again after each term, advance the epoch each term, and never
+    /// stop unless asked through [`LeaderOptions::stop_token`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stops campaigning when `stop` is cancelled: a running term's token is
+    /// cancelled too, and `run_as_leader` returns once the leader's task
+    /// has returned and the lease is released.
+    pub fn with_stop(mut self, stop: CancellationToken) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// The token that stops campaigning (see [`LeaderOptions::with_stop`]).
+    pub fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    /// Whether to campaign again after a term ends (default: yes). With
+    /// `false`, `run_as_leader` returns after the first term.
+    pub fn with_campaign_again(mut self, again: bool) -> Self {
+        self.campaign_again = again;
+        self
+    }
+
+    /// Whether each term advances the lease's fencing epoch (one metadata
+    /// write; default: yes), giving the leader a number no earlier leader
+    /// had ([`LeaderContext::epoch`]).
+    pub fn with_epoch_per_term(mut self, advance: bool) -> Self {
+        self.advance_epoch = advance;
+        self
+    }
+}
+
+/// What the leader's task receives for one term.
+#[derive(Debug, Clone)]
+pub struct LeaderContext {
+    token: CancellationToken,
+    status: LeaseStatus,
+    epoch: u64,
+    term: u64,
+}
+
+impl LeaderContext {
+    /// Cancelled when leadership ends: the lease is lost, or campaigning is
+    /// being stopped. The task should return promptly then.
+    pub fn cancellation_token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    /// Completes when leadership ends (see
+    /// [`LeaderContext::cancellation_token`]).
+    pub async fn cancelled(&self) {
+        self.token.cancelled().await;
+    }
+
+    /// The lease held during this term.
+    pub fn lease(&self) -> &LeaseStatus {
+        &self.status
+    }
+
+    /// The fencing epoch of this term (the epoch as found when
+    /// [`LeaderOptions::with_epoch_per_term`] is off).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Which term of this `run_as_leader` call this is (1 for the first).
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+}
+
+impl LeaseManager {
+    /// Campaigns for the lease `name` and runs `f` while leading.
+    ///
+    /// `f` receives a [`LeaderContext`] whose token is cancelled when the
+    /// lease is lost (or campaigning is stopped). When `f` returns the lease
+    /// is released and, unless stopped (see [`LeaderOptions`]), campaigning
+    /// resumes after a pause of one poll backoff step so others get a turn.
+    /// Emits `tracing` events `became leader`, `leadership lost` and
+    /// `stepped down`.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad name; a backend error that is neither
+    /// transient nor a timeout (those are retried while campaigning).
+    pub async fn run_as_leader<F, Fut>(
+        &self,
+        name: &str,
+        options: LeaderOptions,
+        f: F,
+    ) -> Result<()>
+    where
+        F: FnMut(LeaderContext) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let name = LeaseName::new(name)?;
+        let span = info_span!("lease.leader", lease = %name);
+        self.inner
+            .run_as_leader(name, options, f)
+            .instrument(span)
+            .await
+    }
+}
+
+fn retryable(e: &Error) -> bool {
+    matches!(e.kind(), ErrorKind::Transient | ErrorKind::Timeout)
+}
+
+impl ManagerInner {
+    async fn campaign(&self, name: &LeaseName, stop: &CancellationToken) -> Result<Option<LeaseGuard>> {
+        let mut backoff = self.env.poll_backoff();
+        loop {
+            let attempt = tokio::select! {
+                biased;
+                () = stop.cancelled() => return Ok(None),
+                r = self.acquire(name.clone(), AcquireMode::LocalThenTry) => r,
+            };
+            match attempt {
+                Ok(Some(guard)) => return Ok(Some(guard)),
+                Ok(None) => {}
+                Err(e) if retryable(&e) => warn!(error = %e, "campaign attempt failed; retrying"),
+                Err(e) => return Err(e),
+            }
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => return Ok(None),
+                () = sleep(backoff.next_delay()) => {}
+            }
+        }
+    }
+
+    async fn run_as_leader<F, Fut>(
+        &self,
+        name: LeaseName,
+        options: LeaderOptions,
+        mut f: F,
+    ) -> Result<()>
+    where
+        F: FnMut(LeaderContext) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let stop = options.stop.clone();
+        let mut term = 0u64;
+        loop {
+            let Some(guard) = self.campaign(&name, &stop).await? else {
+                return Ok(());
+            };
+            let epoch = if options.advance_epoch {
+                guard.advance_epoch().await
+            } else {
+                guard.epoch().await
+            };
+            let epoch = match epoch {
+                Ok(epoch) => epoch,
+                Err(e) => {
+                    let _ = guard.release().await;
+                    if retryable(&e) || e.kind() == ErrorKind::LeaseLost {
+                        warn!(error = %e, "could not start a term; campaigning again");
+                        continue;
+                    }
+                    return Err(e);
+                }
+            };
+            term += 1;
+            info!(epoch, term, "became leader");
+            let token = guard.cancellation_token();
+            let ctx = LeaderContext {
+                token: token.clone(),
+                status: guard.status(),
+                epoch,
+                term,
+            };
+            let lost = guard.lost();
+            tokio::pin!(lost);
+            let work = f(ctx);
+            tokio::pin!(work);
+            let mut stopping = false;
+            let mut lost_seen = false;
+            loop {
+                tokio::select! {
+                    () = &mut work => break,
+                    () = &mut lost, if !lost_seen => {
+                        lost_seen = true;
+                        if guard.is_lost() {
+                            warn!(epoch, term, "leadership lost");
+                        }
+                    }
+                    () = stop.cancelled(), if !stopping => {
+                        stopping = true;
+                        token.cancel();
+                    }
+                }
+            }
+            if guard.is_lost() {
+                if !lost_seen {
+                    warn!(epoch, term, "leadership lost");
+                }
+                let _ = guard.release().await;
+            } else {
+                if let Err(e) = guard.release().await {
+                    warn!(error = %e, "release after stepping down failed");
+                }
+                info!(epoch, term, "stepped down");
+            }
+            if !options.campaign_again || stop.is_cancelled() {
+                return Ok(());
+            }
+            let mut rest = self.env.poll_backoff();
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => return Ok(()),
+                () = sleep(rest.next_delay()) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,730 @@
+//! Blob leases: an auto-renewing lease guard, and the patterns built on it.
+//!
+//! A [`LeaseManager`] hands out [`LeaseGuard`]s for named leases. Each name is
+//! one blob in the manager's container (see [`LeaseName`] for the encoding);
+//! the blob is created on first use. A guard:
+//!
+//! * was acquired with a lease id chosen here ([`LeaseId::new_random`]), so a
+//!   retried acquire is idempotent;
+//! * is renewed in the background (default: 30 s lease, renewed every 10 s);
+//! * counts its validity from the **send time** of the last successful
+//!   acquire or renew, minus a drift margin, on `tokio::time`'s clock, and
+//!   reports the lease lost when that deadline passes even if a renew request
+//!   hangs (see [`LeaseGuard::lost`], [`LeaseGuard::remaining`],
+//!   [`LeaseGuard::ensure_valid`]);
+//! * carries the lease id on every write it makes to the lease blob, so the
+//!   service refuses those writes once the lease is gone;
+//! * ends with [`LeaseGuard::release`]; dropping it releases in the
+//!   background, best effort.
+//!
+//! Built on guards: run-once initialisation ([`LeaseManager::do_once`]),
+//! leader election ([`LeaseManager::run_as_leader`]), job reservations with a
+//! holder log ([`LeaseManager::try_reserve`]), and operator tools
+//! ([`LeaseManager::describe`], [`LeaseManager::break_lease`]).
+//!
+//! # Process-local sharing
+//!
+//! Tasks of one process that want the same lease queue locally instead of
+//! polling storage. The process acquires the blob lease once and hands it
+//! from guard to guard ([`Acquisition::HandedOver`]) with renewal running
+//! throughout, up to a fairness bound ([`LeaseOptions::with_handover_limit`]),
+//! then releases it so other processes get their turn. Waiters in other
+//! processes poll with jittered exponential backoff capped at
+//! [`LeaseOptions::with_poll_cap`].
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use leasehold::backend::memory::MemoryBackend;
+//! use leasehold::lease::{LeaseManager, LeaseOptions};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> leasehold::Result<()> {
+//! let leases = LeaseManager::new(Arc::new(MemoryBackend::new()), LeaseOptions::default())?;
+//!
+//! let guard = leases.acquire("nightly-report", Duration::from_secs(30)).await?;
+//! guard.ensure_valid(Duration::from_secs(5))?;
+//! // ... work that must not run twice at once; watch `guard.lost()` ...
+//! let epoch = guard.advance_epoch().await?; // a fencing number for this holder
+//! assert_eq!(epoch, 1);
+//! guard.release().await?;
+//!
+//! // Somebody else holding it: `try_acquire` does not wait.
+//! let held = leases.acquire("nightly-report", Duration::from_secs(1)).await?;
+//! let other = LeaseManager::new(Arc::new(MemoryBackend::new()), LeaseOptions::default())?;
+//! assert!(other.try_acquire("unrelated").await?.is_some());
+//! held.release().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod do_once;
+mod document;
+mod guard;
+mod leader;
+mod local;
+mod name;
+mod renew;
+mod reservation;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use time::OffsetDateTime;
+use tokio::time::Instant;
+use tracing::{Instrument, info, info_span};
+
+use crate::backend::{BlobBackend, LeaseDuration, LeaseId, LeaseState};
+use crate::error::{Error, Result};
+use crate::key::ContainerName;
+
+pub use do_once::{OnceContext, OnceOutcome};
+pub use document::{
+    DOCUMENT_VERSION, LeaseBlob, LeaseDocument, META_ACQUIRED, META_EPOCH, META_ONCE,
+    META_ONCE_ATTEMPTS, META_OWNER, OnceState, RESERVATION_LOG_LEN, ReservationRecord,
+};
+pub use guard::{Acquisition, LeaseGuard, LeaseStatus};
+pub use leader::{LeaderContext, LeaderOptions};
+pub use name::LeaseName;
+pub use reservation::Reservation;
+
+use document::meta_get;
+use guard::AcquireMode;
+use local::LocalLeases;
+
+/// The default container for lease blobs.
+pub const DEFAULT_CONTAINER: &str = "leasehold-leases";
+
+/// Settings of a [`LeaseManager`], checked by [`LeaseManager::new`].
+///
+/// Defaults: 30 s leases renewed every 10 s (a third of the duration unless
+/// set), 1 s drift margin, container [`DEFAULT_CONTAINER`], acquire polling
+/// capped at 1 s, owner identity `hostname-pid-random`, owner metadata
+/// written on acquire, local hand-over up to 1000 times or 60 s in a row.
+#[derive(Debug, Clone)]
+pub struct LeaseOptions {
+    /// `None` for an infinite lease.
+    duration: Option<Duration>,
+    renew_interval: Option<Duration>,
+    drift_margin: Duration,
+    container: Option<ContainerName>,
+    poll_cap: Duration,
+    owner: Option<String>,
+    owner_metadata: bool,
+    max_handovers: u32,
+    max_hold: Duration,
+    jitter_seed: Option<u64>,
+}
+
+impl Default for LeaseOptions {
+    fn default() -> Self {
+        LeaseOptions {
+            duration: Some(Duration::from_secs(30)),
+            renew_interval: None,
+            drift_margin: Duration::from_secs(1),
+            container: None,
+            poll_cap: Duration::from_secs(1),
+            owner: None,
+            owner_metadata: true,
+            max_handovers: 1000,
+            max_hold: Duration::from_secs(60),
+            jitter_seed: None,
+        }
+    }
+}
+
+impl LeaseOptions {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The lease duration: whole seconds from 15 to 60.
+    pub fn with_duration(mut self, duration: Duration) -> Self {
+        self.duration = Some(duration);
+        self
+    }
+
+    /// Infinite leases: never renewed, held until released or broken. A
+    /// guard of an infinite lease learns of a loss only when a write under
+    /// the lease is refused.
+    pub fn with_infinite_duration(mut self) -> Self {
+        self.duration = None;
+        self
+    }
+
+    /// How often a held lease is renewed; must be shorter than the duration
+    /// minus the drift margin. Default: a third of the duration.
+    pub fn with_renew_interval(mut self, interval: Duration) -> Self {
+        self.renew_interval = Some(interval);
+        self
+    }
+
+    /// How much earlier than the service a guard considers its lease
+    /// expired, for clock-rate differences. Less than half the duration.
+    pub fn with_drift_margin(mut self, margin: Duration) -> Self {
+        self.drift_margin = margin;
+        self
+    }
+
+    /// The container that holds the lease blobs.
+    pub fn with_container(mut self, container: ContainerName) -> Self {
+        self.container = Some(container);
+        self
+    }
+
+    /// The longest pause between attempts to acquire a lease held by another
+    /// process (jittered exponential backoff up to this cap). From 10 ms to
+    /// half the lease duration.
+    pub fn with_poll_cap(mut self, cap: Duration) -> Self {
+        self.poll_cap = cap;
+        self
+    }
+
+    /// The identity written as owner metadata and into reservation logs:
+    /// 1 to 256 printable ASCII characters, no leading or trailing space.
+    pub fn with_owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    /// Whether a fresh acquire records the owner identity in the blob's
+    /// metadata (one read and one metadata write after the acquire).
+    /// Default: yes. Without it [`LeaseManager::describe`] shows the last
+    /// owner that did write it.
+    pub fn with_owner_metadata(mut self, write: bool) -> Self {
+        self.owner_metadata = write;
+        self
+    }
+
+    /// The fairness bound of process-local sharing: a blob lease is handed
+    /// from guard to guard at most `max_handovers` times in a row and only
+    /// within `max_hold` of its acquisition; then it is released.
+    pub fn with_handover_limit(mut self, max_handovers: u32, max_hold: Duration) -> Self {
+        self.max_handovers = max_handovers;
+        self.max_hold = max_hold;
+        self
+    }
+
+    /// Seeds the jitter of acquire polling (for reproducible tests). Without
+    /// a seed each manager draws a random one.
+    pub fn with_jitter_seed(mut self, seed: u64) -> Self {
+        self.jitter_seed = Some(seed);
+        self
+    }
+
+    /// Checks the options and fills in the defaults that depend on others.
+    fn resolve(&self) -> Result<Settings> {
+        let (duration, lease_len) = match self.duration {
+            None => (LeaseDuration::Infinite, None),
+            Some(d) => (LeaseDuration::timed(d)?, Some(d)),
+        };
+        if let Some(len) = lease_len {
+            if self.drift_margin >= len / 2 {
+                return Err(Error::invalid(
+                    format!("drift margin {:?}", self.drift_margin),
+                    format!("must be less than half the lease duration ({len:?})"),
+                ));
+            }
+        }
+        let renew_interval = match (self.renew_interval, lease_len) {
+            (Some(i), Some(len)) => {
+                let limit = len - self.drift_margin;
+                if i.is_zero() || i >= limit {
+                    return Err(Error::invalid(
+                        format!("renew interval {i:?}"),
+                        format!(
+                            "must be positive and shorter than the lease duration ({len:?}) \
+                             minus the drift margin ({:?})",
+                            self.drift_margin
+                        ),
+                    ));
+                }
+                i
+            }
+            (None, Some(len)) => len / 3,
+            (_, None) => Duration::MAX,
+        };
+        let poll_limit = lease_len.map_or(Duration::from_secs(30), |len| len / 2);
+        if self.poll_cap < Duration::from_millis(10) || self.poll_cap > poll_limit {
+            return Err(Error::invalid(
+                format!("poll cap {:?}", self.poll_cap),
+                format!("must be from 10ms to {poll_limit:?} (half the lease duration)"),
+            ));
+        }
+        let owner = match &self.owner {
+            Some(owner) => {
+                check_owner(owner)?;
+                owner.clone()
+            }
+            None => default_owner(),
+        };
+        let container = match &self.container {
+            Some(c) => c.clone(),
+            None => ContainerName::new(DEFAULT_CONTAINER)?,
+        };
+        Ok(Settings {
+            duration,
+            lease_len,
+            renew_interval,
+            drift: self.drift_margin,
+            container,
+            poll_cap: self.poll_cap,
+            owner,
+            owner_metadata: self.owner_metadata,
+            max_handovers: self.max_handovers,
+            max_hold: self.max_hold,
+            seed: self.jitter_seed.unwrap_or_else(|| {
+                let (hi, lo) = uuid::Uuid::new_v4().as_u64_pair();
+                hi ^ lo
+            }),
+        })
+    }
+}
+
+fn check_owner(owner: &str) -> Result<()> {
+    let why = if owner.is_empty() || owner.len() > 256 {
+        Some("must be 1 to 256 characters long")
+    } else if !owner.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        Some("may contain only printable ASCII characters")
+    } else if owner.starts_with(' ') || owner.ends_with(' ') {
+        Some("must not start or end with a space")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(Error::invalid(format!("owner identity {owner:?}"), why)),
+        None => Ok(()),
+    }
+}
+
+/// `hostname-pid-random`, with the host name cut to safe ASCII.
+fn default_owner() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .unwrap_or_default();
+    let host: String = host
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+        .take(200)
+        .collect();
+    let host = if host.is_empty() { "host".to_owned() } else { host };
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}-{}-{}", std::process::id(), &random[..8])
+}
+
+/// Validated settings, shared by everything a manager hands out.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) duration: LeaseDuration,
+    pub(crate) lease_len: Option<Duration>,
+    pub(crate) renew_interval: Duration,
+    pub(crate) drift: Duration,
+    pub(crate) container: ContainerName,
+    pub(crate) poll_cap: Duration,
+    pub(crate) owner: String,
+    pub(crate) owner_metadata: bool,
+    pub(crate) max_handovers: u32,
+    pub(crate) max_hold: Duration,
+    seed: u64,
+}
+
+/// What guards need from their manager: the backend, the settings, a clock.
+#[derive(Debug)]
+pub(crate) struct LeaseEnv {
+    pub(crate) backend: Arc<dyn BlobBackend>,
+    pub(crate) settings: Settings,
+    clock: WallClock,
+    backoffs: AtomicU64,
+}
+
+impl LeaseEnv {
+    /// A fresh jittered exponential backoff for polling, capped at the poll
+    /// cap: delays start at 50 ms (or the cap) and double, each drawn from
+    /// `[d, 2d]` with `2d` never above the cap.
+    pub(crate) fn poll_backoff(&self) -> Backoff {
+        let cap = self.settings.poll_cap;
+        let half = cap / 2;
+        let n = self.backoffs.fetch_add(1, Ordering::Relaxed);
+        let inner = ExponentialBuilder::new()
+            .with_min_delay(Duration::from_millis(50).min(half))
+            .with_max_delay(half)
+            .with_factor(2.0)
+            .without_max_times()
+            .with_jitter()
+            .with_jitter_seed(splitmix(self.settings.seed ^ n.wrapping_mul(0x9E37_79B9)))
+            .build();
+        Backoff { inner, cap }
+    }
+
+    /// Wall-clock time for logs and records, derived from `tokio::time` so
+    /// it follows paused time in tests.
+    pub(crate) fn now_wall(&self) -> OffsetDateTime {
+        self.clock.now()
+    }
+}
+
+/// A jittered backoff (see [`LeaseEnv::poll_backoff`]).
+pub(crate) struct Backoff {
+    inner: backon::ExponentialBackoff,
+    cap: Duration,
+}
+
+impl Backoff {
+    /// The next pause.
+    pub(crate) fn next_delay(&mut self) -> Duration {
+        self.inner.next().unwrap_or(self.cap).min(self.cap)
+    }
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// Wall-clock time as `tokio::time` sees it: the wall time at the manager's
+/// creation plus monotonic time elapsed since.
+#[derive(Debug)]
+struct WallClock {
+    wall: OffsetDateTime,
+    mono: Instant,
+}
+
+impl WallClock {
+    fn new() -> Self {
+        WallClock {
+            wall: OffsetDateTime::now_utc(),
+            mono: Instant::now(),
+        }
+    }
+
+    fn now(&self) -> OffsetDateTime {
+        self.wall + self.mono.elapsed()
+    }
+}
+
+/// Hands out lease guards and the patterns built on them. Cheap to clone;
+/// clones share the process-local queues.
+///
+/// See the [module docs](self) for the lease model and an example.
+#[derive(Debug, Clone)]
+pub struct LeaseManager {
+    inner: Arc<ManagerInner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct ManagerInner {
+    pub(crate) env: Arc<LeaseEnv>,
+    /// Whether this manager has created its container.
+    container_ready: tokio::sync::Mutex<bool>,
+    pub(crate) local: LocalLeases,
+    pub(crate) reservations: reservation::Registry,
+}
+
+/// What [`LeaseManager::describe`] reports about a lease.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct LeaseDescription {
+    /// The lease.
+    pub name: LeaseName,
+    /// Whether the lease blob exists (it is created on first acquire).
+    pub exists: bool,
+    /// The lease state ([`LeaseState::Available`] when the blob is missing).
+    pub state: LeaseState,
+    /// The owner identity written by the last acquire that recorded one:
+    /// the current holder while `state` is leased or breaking (if the holder
+    /// writes owner metadata).
+    pub owner: Option<String>,
+    /// When that owner acquired the lease, as it recorded (RFC 3339).
+    pub acquired_at: Option<String>,
+    /// The fencing epoch.
+    pub epoch: u64,
+    /// Whether a partition-lock journal is pending in the lease blob.
+    pub journal_pending: bool,
+    /// The run-once marker.
+    pub once: OnceState,
+    /// How many reservation records the blob's log holds.
+    pub reservation_records: usize,
+}
+
+impl LeaseDescription {
+    /// Whether somebody holds the lease (leased, or breaking but not yet
+    /// broken).
+    pub fn is_held(&self) -> bool {
+        matches!(self.state, LeaseState::Leased | LeaseState::Breaking)
+    }
+}
+
+impl LeaseManager {
+    /// A manager over `backend` with `options`.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the option when `options` break a rule
+    /// (lease duration outside 15–60 s, renew interval not below the duration
+    /// minus the drift margin, drift margin of half the duration or more,
+    /// poll cap out of range, bad owner identity). Nothing is sent.
+    pub fn new(backend: Arc<dyn BlobBackend>, options: LeaseOptions) -> Result<Self> {
+        let settings = options.resolve()?;
+        Ok(LeaseManager {
+            inner: Arc::new(ManagerInner {
+                env: Arc::new(LeaseEnv {
+                    backend,
+                    settings,
+                    clock: WallClock::new(),
+                    backoffs: AtomicU64::new(0),
+                }),
+                container_ready: tokio::sync::Mutex::new(false),
+                local: LocalLeases::default(),
+                reservations: reservation::Registry::default(),
+            }),
+        })
+    }
+
+    /// The owner identity this manager records.
+    pub fn owner(&self) -> &str {
+        &self.inner.env.settings.owner
+    }
+
+    /// The container of the lease blobs.
+    pub fn container(&self) -> &ContainerName {
+        &self.inner.env.settings.container
+    }
+
+    /// The lease duration.
+    pub fn lease_duration(&self) -> LeaseDuration {
+        self.inner.env.settings.duration
+    }
+
+    /// Takes the lease if it is free now; `Ok(None)` when another process,
+    /// or another task of this one, holds it.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad name (before any request); the backend's
+    /// error when a request fails for another reason than the lease being
+    /// held.
+    pub async fn try_acquire(&self, name: &str) -> Result<Option<LeaseGuard>> {
+        let name = LeaseName::new(name)?;
+        self.inner.acquire(name, AcquireMode::Try).await
+    }
+
+    /// Takes the lease, waiting up to `timeout`: behind other tasks of this
+    /// process on a local queue, and for other processes by polling with
+    /// jittered exponential backoff (capped by the poll cap).
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the lease did not come free in time;
+    /// [`Error::Invalid`] for a bad name (before any request); the backend's
+    /// error when a request fails for another reason than the lease being
+    /// held.
+    pub async fn acquire(&self, name: &str, timeout: Duration) -> Result<LeaseGuard> {
+        let name = LeaseName::new(name)?;
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+        match self
+            .inner
+            .acquire(name.clone(), AcquireMode::Until { deadline })
+            .await?
+        {
+            Some(guard) => Ok(guard),
+            None => Err(Error::Timeout {
+                what: format!("acquiring lease {name}"),
+                after: timeout,
+            }),
+        }
+    }
+
+    /// Reads a lease blob without holding the lease: its document, metadata
+    /// and lease state. `Ok(None)` when the blob does not exist.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad name or a body that is not a lease
+    /// document; the backend's error when the read fails.
+    pub async fn read(&self, name: &str) -> Result<Option<LeaseBlob>> {
+        let name = LeaseName::new(name)?;
+        self.inner.read(&name).await
+    }
+
+    /// Who holds a lease, its state, epoch, and whether a journal is
+    /// pending, without acquiring it (one read).
+    ///
+    /// # Errors
+    /// As [`LeaseManager::read`].
+    pub async fn describe(&self, name: &str) -> Result<LeaseDescription> {
+        let name = LeaseName::new(name)?;
+        let blob = self.inner.read(&name).await?;
+        Ok(match blob {
+            None => LeaseDescription {
+                name,
+                exists: false,
+                state: LeaseState::Available,
+                owner: None,
+                acquired_at: None,
+                epoch: 0,
+                journal_pending: false,
+                once: OnceState::NotStarted,
+                reservation_records: 0,
+            },
+            Some(blob) => LeaseDescription {
+                name,
+                exists: true,
+                state: blob.lease.state,
+                owner: blob.owner().map(str::to_owned),
+                acquired_at: meta_get(&blob.metadata, META_ACQUIRED).map(str::to_owned),
+                epoch: blob.epoch(),
+                journal_pending: blob.document.journal_pending(),
+                once: blob.once_state(),
+                reservation_records: blob.document.reservations.len(),
+            },
+        })
+    }
+
+    /// Breaks a lease for operators, whoever holds it. The holder keeps it
+    /// for `period` (0–60 whole seconds); `None` lets a timed lease run out
+    /// and breaks an infinite one at once. Returns the time until it is
+    /// broken. The holder's guard reports the loss at its next renewal or
+    /// write.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad name or period (before any request);
+    /// [`Error::NotFound`] when the lease blob does not exist; the backend's
+    /// error otherwise (for instance when the lease is not held).
+    pub async fn break_lease(&self, name: &str, period: Option<Duration>) -> Result<Duration> {
+        let name = LeaseName::new(name)?;
+        if let Some(p) = period {
+            if p > LeaseDuration::MAX || p.subsec_nanos() != 0 {
+                return Err(Error::invalid(
+                    format!("break period {p:?}"),
+                    "must be whole seconds from 0 to 60",
+                ));
+            }
+        }
+        let env = &self.inner.env;
+        let blob = name.blob_name()?;
+        let span = info_span!("lease.break", lease = %name);
+        async {
+            let left = env
+                .backend
+                .break_lease(&env.settings.container, &blob, period)
+                .await?;
+            info!(?left, "lease broken by operator");
+            Ok(left)
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+impl ManagerInner {
+    /// Creates the container unless this manager already did.
+    pub(crate) async fn ensure_container(&self, again: bool) -> Result<()> {
+        let mut ready = self.container_ready.lock().await;
+        if !*ready || again {
+            self.env
+                .backend
+                .create_container(&self.env.settings.container)
+                .await?;
+            *ready = true;
+        }
+        Ok(())
+    }
+
+    /// Reads a lease blob without the lease. A missing container reads as a
+    /// missing blob.
+    pub(crate) async fn read(&self, name: &LeaseName) -> Result<Option<LeaseBlob>> {
+        let blob = name.blob_name()?;
+        match self
+            .env
+            .backend
+            .get_blob(&self.env.settings.container, &blob)
+            .await
+        {
+            Ok(Some(b)) => LeaseBlob::from_blob(name, b).map(Some),
+            Ok(None) | Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A lease id as it may appear in logs: never at info level, and only its
+/// first characters.
+pub(crate) fn short_id(id: LeaseId) -> String {
+    id.to_string().chars().take(8).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    fn check(o: LeaseOptions) -> Result<Settings> {
+        o.resolve()
+    }
+
+    #[test]
+    fn defaults_are_thirty_second_leases_renewed_every_ten() {
+        let s = check(LeaseOptions::default()).unwrap();
+        assert_eq!(s.duration, LeaseDuration::Seconds(30));
+        assert_eq!(s.renew_interval, Duration::from_secs(10));
+        assert_eq!(s.container.as_str(), DEFAULT_CONTAINER);
+        assert!(s.owner.contains(&format!("-{}-", std::process::id())), "{}", s.owner);
+        check_owner(&s.owner).unwrap();
+    }
+
+    #[test]
+    fn bad_options_are_invalid_and_name_the_option() {
+        let cases = [
+            (LeaseOptions::new().with_duration(Duration::from_secs(14)), "lease duration"),
+            (LeaseOptions::new().with_duration(Duration::from_secs(61)), "lease duration"),
+            (LeaseOptions::new().with_duration(Duration::from_millis(15_500)), "lease duration"),
+            (LeaseOptions::new().with_renew_interval(Duration::from_secs(30)), "renew interval"),
+            (LeaseOptions::new().with_renew_interval(Duration::from_secs(29)), "renew interval"),
+            (LeaseOptions::new().with_renew_interval(Duration::ZERO), "renew interval"),
+            (LeaseOptions::new().with_drift_margin(Duration::from_secs(15)), "drift margin"),
+            (LeaseOptions::new().with_poll_cap(Duration::from_secs(16)), "poll cap"),
+            (LeaseOptions::new().with_poll_cap(Duration::from_millis(1)), "poll cap"),
+            (LeaseOptions::new().with_owner(""), "owner identity"),
+            (LeaseOptions::new().with_owner("é"), "owner identity"),
+            (LeaseOptions::new().with_owner(" x"), "owner identity"),
+        ];
+        for (o, what) in cases {
+            let e = check(o).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Invalid);
+            assert!(e.to_string().contains(what), "{e} should name {what}");
+        }
+        let ok = LeaseOptions::new()
+            .with_duration(Duration::from_secs(15))
+            .with_renew_interval(Duration::from_secs(5))
+            .with_owner("node a");
+        assert!(check(ok).is_ok());
+        assert!(check(LeaseOptions::new().with_infinite_duration()).is_ok());
+    }
+
+    #[test]
+    fn poll_backoff_is_capped_and_seeded() {
+        let backend: Arc<dyn BlobBackend> = Arc::new(crate::lease::guard::tests::NoBackend);
+        let options = LeaseOptions::new()
+            .with_poll_cap(Duration::from_millis(800))
+            .with_jitter_seed(7);
+        let a = LeaseManager::new(backend.clone(), options.clone()).unwrap();
+        let b = LeaseManager::new(backend, options).unwrap();
+        let mut x = a.inner.env.poll_backoff();
+        let mut y = b.inner.env.poll_backoff();
+        let xs: Vec<Duration> = (0..20).map(|_| x.next_delay()).collect();
+        let ys: Vec<Duration> = (0..20).map(|_| y.next_delay()).collect();
+        assert_eq!(xs, ys);
+        assert!(xs.iter().all(|d| *d <= Duration::from_millis(800)), "{xs:?}");
+        assert!(xs[0] < Duration::from_millis(101), "{xs:?}");
+        assert!(xs[19] >= Duration::from_millis(400), "{xs:?}");
+    }
+}

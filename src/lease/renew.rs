@@ -1,0 +1,436 @@
+//! The state a held lease shares with its renewal task, and the task itself.
+//!
+//! Validity is counted on `tokio::time`'s monotonic clock from the moment the
+//! last successful acquire or renew was **sent**: the service starts the new
+//! period when it processes the request, which is never earlier, so
+//! `send + duration - drift margin` is a deadline the service's own expiry
+//! cannot precede. The renewal task races every request against that
+//! deadline, so a request that hangs still ends in `lost` before the lease can
+//! expire at the service.
+//!
+//! Renewal failures are sorted into three kinds:
+//!
+//! * **definitive loss**: the service says the lease is no longer ours
+//!   (`LeaseIdMismatch*`, `LeaseNotPresent*`, `LeaseIsBroken*`,
+//!   `LeaseIsBreaking*`, another holder, or the blob is gone): lost at once;
+//! * **transient** ([`Error::Transient`]): retried quickly while the deadline
+//!   allows;
+//! * **ambiguous** (anything else, such as a reply that never came): verified
+//!   with a properties read. If the blob is still leased, a renew with our id
+//!   is retried (only the holder's id can renew, so its success proves we
+//!   still hold it); if it is not leased, the lease is lost.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep, sleep_until};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, debug_span, warn};
+
+use crate::backend::{BlobBackend, LeaseId, LeaseState};
+use crate::error::{Error, Result};
+use crate::key::{BlobName, ContainerName};
+
+use super::name::LeaseName;
+
+/// First delay before retrying a transiently failed renew.
+const RETRY_MIN: Duration = Duration::from_millis(250);
+/// Longest delay between renew retries.
+const RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// Why a lease was lost.
+#[derive(Debug, Clone)]
+struct Loss {
+    why: String,
+    code: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Times {
+    /// When the last successful acquire or renew was sent.
+    last_send: Instant,
+    /// Until when the lease is surely ours; `None` for an infinite lease.
+    valid_until: Option<Instant>,
+}
+
+/// What every holder of one blob lease (the guards, the renewal task, status
+/// handles) shares.
+#[derive(Debug)]
+pub(crate) struct LeaseShared {
+    pub(crate) name: LeaseName,
+    pub(crate) id: LeaseId,
+    /// The lease duration; `None` for an infinite lease.
+    lease_len: Option<Duration>,
+    drift: Duration,
+    times: Mutex<Times>,
+    loss: Mutex<Option<Loss>>,
+    /// Cancelled when the lease is lost (never on a normal release).
+    pub(crate) lost: CancellationToken,
+    /// Cancelled when the process stops holding the lease (release, loss or
+    /// abandonment): ends the renewal task.
+    pub(crate) stop: CancellationToken,
+}
+
+impl LeaseShared {
+    pub(crate) fn new(
+        name: LeaseName,
+        id: LeaseId,
+        lease_len: Option<Duration>,
+        drift: Duration,
+        sent: Instant,
+    ) -> Self {
+        LeaseShared {
+            name,
+            id,
+            lease_len,
+            drift,
+            times: Mutex::new(Times {
+                last_send: sent,
+                valid_until: lease_len.map(|len| valid_until(sent, len, drift)),
+            }),
+            loss: Mutex::new(None),
+            lost: CancellationToken::new(),
+            stop: CancellationToken::new(),
+        }
+    }
+
+    fn times(&self) -> Times {
+        *self.times.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a successful renew sent at `sent`.
+    fn renewed(&self, sent: Instant) {
+        if let Some(len) = self.lease_len {
+            let mut t = self.times.lock().unwrap_or_else(PoisonError::into_inner);
+            let until = valid_until(sent, len, self.drift);
+            t.last_send = t.last_send.max(sent);
+            t.valid_until = Some(t.valid_until.map_or(until, |old| old.max(until)));
+        }
+    }
+
+    /// The local deadline, `None` for an infinite lease.
+    pub(crate) fn valid_until(&self) -> Option<Instant> {
+        self.times().valid_until
+    }
+
+    /// How long the lease is surely still ours; zero once lost or released,
+    /// [`Duration::MAX`] for a held infinite lease.
+    pub(crate) fn remaining(&self) -> Duration {
+        if self.lost.is_cancelled() || self.stop.is_cancelled() {
+            return Duration::ZERO;
+        }
+        match self.valid_until() {
+            None => Duration::MAX,
+            Some(until) => until.saturating_duration_since(Instant::now()),
+        }
+    }
+
+    /// Whether the lease is lost. Passing the local deadline counts as a loss
+    /// even before the renewal task has noticed, and is recorded as one.
+    pub(crate) fn is_lost(&self) -> bool {
+        if self.lost.is_cancelled() {
+            return true;
+        }
+        match self.valid_until() {
+            Some(until) if Instant::now() >= until && !self.stop.is_cancelled() => {
+                self.mark_lost("its local validity deadline passed", None);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Records the loss (the first reason wins) and fires `lost`.
+    pub(crate) fn mark_lost(&self, why: impl Into<String>, code: Option<String>) {
+        {
+            let mut loss = self.loss.lock().unwrap_or_else(PoisonError::into_inner);
+            if loss.is_some() {
+                return;
+            }
+            let why = why.into();
+            warn!(lease = %self.name, reason = %why, "lease lost");
+            *loss = Some(Loss { why, code });
+        }
+        self.lost.cancel();
+        self.stop.cancel();
+    }
+
+    /// The error that reports this lease as lost.
+    pub(crate) fn lost_error(&self) -> Error {
+        let loss = self
+            .loss
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match loss {
+            Some(Loss { why, code }) => Error::LeaseLost {
+                what: format!("lease {}: {why}", self.name),
+                code,
+            },
+            None => Error::LeaseLost {
+                what: format!("lease {}", self.name),
+                code: None,
+            },
+        }
+    }
+
+    /// Marks the lease lost when `error` says the service no longer knows it
+    /// as ours.
+    pub(crate) fn note_error(&self, error: &Error) {
+        if classify(error) == Failure::Lost {
+            self.mark_lost(format!("the service refused it: {error}"), error.code().map(str::to_owned));
+        }
+    }
+}
+
+fn valid_until(sent: Instant, len: Duration, drift: Duration) -> Instant {
+    sent + len.saturating_sub(drift)
+}
+
+/// How a failed lease request is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// The lease is definitively not ours any more.
+    Lost,
+    /// Worth retrying as is.
+    Transient,
+    /// Unknown outcome: verify before deciding.
+    Ambiguous,
+}
+
+/// Sorts a failed renew (or write under the lease) into [`Failure`] kinds.
+pub(crate) fn classify(error: &Error) -> Failure {
+    const LOST_CODE_PREFIXES: [&str; 4] = [
+        "LeaseIdMismatch",
+        "LeaseNotPresent",
+        "LeaseIsBroken",
+        "LeaseIsBreaking",
+    ];
+    if error
+        .code()
+        .is_some_and(|code| LOST_CODE_PREFIXES.iter().any(|p| code.starts_with(p)))
+    {
+        return Failure::Lost;
+    }
+    match error {
+        Error::LeaseLost { .. } | Error::LeaseHeld { .. } | Error::NotFound { .. } => Failure::Lost,
+        Error::Transient { .. } => Failure::Transient,
+        _ => Failure::Ambiguous,
+    }
+}
+
+/// The background task that keeps a timed lease.
+pub(crate) struct Renewer {
+    pub(crate) shared: Arc<LeaseShared>,
+    pub(crate) backend: Arc<dyn BlobBackend>,
+    pub(crate) container: ContainerName,
+    pub(crate) blob: BlobName,
+    pub(crate) interval: Duration,
+}
+
+/// How one renew round ended.
+enum Round {
+    Renewed,
+    Stopped,
+    Lost,
+}
+
+impl Renewer {
+    /// Renews every `interval` until stopped or lost. Returns at once for an
+    /// infinite lease.
+    pub(crate) async fn run(self) {
+        let span = debug_span!("lease.renew", lease = %self.shared.name);
+        async move {
+            loop {
+                let Some(deadline) = self.shared.valid_until() else {
+                    return;
+                };
+                let next = self.shared.times().last_send + self.interval;
+                tokio::select! {
+                    biased;
+                    () = self.shared.stop.cancelled() => return,
+                    () = sleep_until(deadline) => {
+                        self.shared.mark_lost("its local validity deadline passed", None);
+                        return;
+                    }
+                    () = sleep_until(next) => {}
+                }
+                match self.round(deadline).await {
+                    Round::Renewed => {}
+                    Round::Stopped | Round::Lost => return,
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Renews once, retrying and verifying as the failures require, all
+    /// before `deadline`.
+    async fn round(&self, deadline: Instant) -> Round {
+        let mut retry_delay = RETRY_MIN;
+        loop {
+            let sent = Instant::now();
+            let result = tokio::select! {
+                biased;
+                () = self.shared.stop.cancelled() => return Round::Stopped,
+                () = sleep_until(deadline) => return self.deadline_passed(),
+                r = self.backend.renew_lease(&self.container, &self.blob, self.shared.id) => r,
+            };
+            let error = match result {
+                Ok(()) => {
+                    self.shared.renewed(sent);
+                    debug!("renewed");
+                    return Round::Renewed;
+                }
+                Err(e) => e,
+            };
+            match classify(&error) {
+                Failure::Lost => {
+                    self.shared.mark_lost(
+                        format!("renewal refused: {error}"),
+                        error.code().map(str::to_owned),
+                    );
+                    return Round::Lost;
+                }
+                Failure::Transient => {
+                    debug!(error = %error, "renew failed transiently; retrying");
+                }
+                Failure::Ambiguous => {
+                    debug!(error = %error, "renew outcome unknown; verifying");
+                    match self.verify(deadline).await {
+                        Verified::StillLeased => continue,
+                        Verified::NotLeased(why) => {
+                            self.shared.mark_lost(why, error.code().map(str::to_owned));
+                            return Round::Lost;
+                        }
+                        Verified::Unknown => {}
+                        Verified::Stopped => return Round::Stopped,
+                        Verified::DeadlinePassed => return self.deadline_passed(),
+                    }
+                }
+            }
+            tokio::select! {
+                biased;
+                () = self.shared.stop.cancelled() => return Round::Stopped,
+                () = sleep_until(deadline) => return self.deadline_passed(),
+                () = sleep(retry_delay) => {}
+            }
+            retry_delay = (retry_delay * 2).min(RETRY_MAX);
+        }
+    }
+
+    fn deadline_passed(&self) -> Round {
+        self.shared.mark_lost(
+            "its local validity deadline passed before a renewal succeeded",
+            None,
+        );
+        Round::Lost
+    }
+
+    /// Reads the blob's lease state to decide an ambiguous renew.
+    async fn verify(&self, deadline: Instant) -> Verified {
+        let read = tokio::select! {
+            biased;
+            () = self.shared.stop.cancelled() => return Verified::Stopped,
+            () = sleep_until(deadline) => return Verified::DeadlinePassed,
+            r = self.backend.blob_properties(&self.container, &self.blob) => r,
+        };
+        match read {
+            Ok(Some(p)) if p.lease.state == LeaseState::Leased => Verified::StillLeased,
+            Ok(Some(p)) => Verified::NotLeased(format!(
+                "renewal failed and the blob's lease is {:?}",
+                p.lease.state
+            )),
+            Ok(None) => Verified::NotLeased("the lease blob is gone".to_owned()),
+            Err(e) if classify(&e) == Failure::Lost => {
+                Verified::NotLeased(format!("the lease blob cannot be read: {e}"))
+            }
+            Err(_) => Verified::Unknown,
+        }
+    }
+}
+
+enum Verified {
+    StillLeased,
+    NotLeased(String),
+    Unknown,
+    Stopped,
+    DeadlinePassed,
+}
+
+/// Retries `op` on transient failures while `shared` is valid: a few quick
+/// attempts, for requests that are safe to repeat.
+pub(crate) async fn retry_transient<T, F, Fut>(shared: &LeaseShared, mut op: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut delay = RETRY_MIN;
+    let mut attempts = 0;
+    loop {
+        match op().await {
+            Err(e) if e.is_transient() && attempts < 3 && !shared.is_lost() => {
+                attempts += 1;
+                sleep(delay.min(shared.remaining() / 2)).await;
+                delay = (delay * 2).min(RETRY_MAX);
+            }
+            other => return other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renewal_failures_are_classified() {
+        let lost = [
+            Error::from_service(409, Some("LeaseIdMismatchWithLeaseOperation"), "x"),
+            Error::from_service(409, Some("LeaseNotPresentWithLeaseOperation"), "x"),
+            Error::from_service(409, Some("LeaseIsBrokenAndCannotBeRenewed"), "x"),
+            Error::from_service(409, Some("LeaseIsBreakingAndCannotBeRenewed"), "x"),
+            Error::from_service(412, Some("LeaseNotPresentWithBlobOperation"), "x"),
+            Error::from_service(404, Some("BlobNotFound"), "x"),
+        ];
+        for e in &lost {
+            assert_eq!(classify(e), Failure::Lost, "{e}");
+        }
+        let transient = Error::from_service(503, Some("ServerBusy"), "x");
+        assert_eq!(classify(&transient), Failure::Transient);
+        let ambiguous = [
+            Error::Timeout {
+                what: "renew".into(),
+                after: Duration::from_secs(5),
+            },
+            Error::from_service(400, Some("InvalidHeaderValue"), "x"),
+        ];
+        for e in &ambiguous {
+            assert_eq!(classify(e), Failure::Ambiguous, "{e}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn validity_counts_from_send_time_minus_drift() {
+        let sent = Instant::now();
+        let shared = LeaseShared::new(
+            LeaseName::new("v").unwrap(),
+            LeaseId::new_random(),
+            Some(Duration::from_secs(30)),
+            Duration::from_secs(2),
+            sent,
+        );
+        assert_eq!(shared.remaining(), Duration::from_secs(28));
+        tokio::time::advance(Duration::from_secs(10)).await;
+        shared.renewed(sent + Duration::from_secs(5));
+        assert_eq!(shared.remaining(), Duration::from_secs(23));
+        // An older send never shortens validity.
+        shared.renewed(sent);
+        assert_eq!(shared.remaining(), Duration::from_secs(23));
+        tokio::time::advance(Duration::from_secs(23)).await;
+        assert!(shared.is_lost());
+        assert!(shared.lost.is_cancelled());
+        assert_eq!(shared.lost_error().kind(), crate::ErrorKind::LeaseLost);
+    }
+}

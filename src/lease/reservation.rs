@@ -1,0 +1,287 @@
+//! Job reservations: "this process has job X for the next N seconds", with a
+//! log of recent holders kept in the job's lease blob.
+//!
+//! Semantics:
+//!
+//! * A reservation of `job` for `duration` is the lease `job`, taken without
+//!   waiting and held by this process for `duration` from the moment it was
+//!   taken: renewed in the background up to then, and released then (or at
+//!   [`LeaseManager::cancel_reservation`]). It is not renewed past
+//!   `duration`; if the process dies, the lease expires within one lease
+//!   duration of its last renewal.
+//! * The reservation belongs to the manager (and its clones), not to the
+//!   returned [`Reservation`] handle: dropping the handle does not end it.
+//! * Each reservation appends a [`ReservationRecord`] (holder, times) to the
+//!   lease blob's log, written under the lease; a cancellation stamps its
+//!   record. The log keeps the newest [`RESERVATION_LOG_LEN`] records, oldest
+//!   first, and anyone can read it without the lease
+//!   ([`LeaseManager::reservation_log`]).
+//! * Reservation names share the namespace of all other leases of the
+//!   manager.
+//!
+//! [`RESERVATION_LOG_LEN`]: super::RESERVATION_LOG_LEN
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tokio::sync::Mutex as AsyncMutex;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span};
+
+use crate::error::{Error, Result};
+
+use super::document::ReservationRecord;
+use super::guard::{AcquireMode, LeaseGuard, LeaseStatus};
+use super::name::LeaseName;
+use super::{LeaseManager, ManagerInner};
+
+/// The live reservations of a manager.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    entries: Mutex<HashMap<LeaseName, Arc<Entry>>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    guard: AsyncMutex<Option<LeaseGuard>>,
+    /// Cancelled when the reservation ends early.
+    cancel: CancellationToken,
+    status: LeaseStatus,
+    seq: u64,
+    until: Instant,
+}
+
+impl Registry {
+    fn get(&self, job: &LeaseName) -> Option<Arc<Entry>> {
+        self.lock().get(job).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseName, Arc<Entry>>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Removes `entry` if it is still the one registered for `job`.
+    fn remove(&self, job: &LeaseName, entry: &Arc<Entry>) -> bool {
+        let mut entries = self.lock();
+        if entries.get(job).is_some_and(|e| Arc::ptr_eq(e, entry)) {
+            entries.remove(job);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A handle on a live reservation (see the [module docs](self) for the
+/// semantics). Dropping it does not end the reservation.
+#[derive(Debug, Clone)]
+pub struct Reservation {
+    job: LeaseName,
+    status: LeaseStatus,
+    seq: u64,
+    reserved_at: OffsetDateTime,
+    until: OffsetDateTime,
+    ends: Instant,
+}
+
+impl Reservation {
+    /// The job reserved.
+    pub fn job(&self) -> &LeaseName {
+        &self.job
+    }
+
+    /// This reservation's position in the job's log.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// When it was taken.
+    pub fn reserved_at(&self) -> OffsetDateTime {
+        self.reserved_at
+    }
+
+    /// When it ends unless cancelled earlier.
+    pub fn until(&self) -> OffsetDateTime {
+        self.until
+    }
+
+    /// Time left: until its end, and never more than the lease's own
+    /// validity. Zero once ended or lost.
+    pub fn remaining(&self) -> Duration {
+        self.status
+            .remaining()
+            .min(self.ends.saturating_duration_since(Instant::now()))
+    }
+
+    /// Whether it is still held.
+    pub fn is_active(&self) -> bool {
+        self.status.is_held() && Instant::now() < self.ends
+    }
+
+    /// The lease behind the reservation (its token is cancelled when the
+    /// reservation ends or is lost).
+    pub fn lease(&self) -> &LeaseStatus {
+        &self.status
+    }
+}
+
+impl LeaseManager {
+    /// Reserves `job` for `duration` if nobody holds it now; `Ok(None)`
+    /// otherwise (including when this process already holds it).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad name or a zero duration (before any
+    /// request); the backend's error when a request fails (the lease is then
+    /// released).
+    pub async fn try_reserve(&self, job: &str, duration: Duration) -> Result<Option<Reservation>> {
+        let job = LeaseName::new(job)?;
+        if duration.is_zero() {
+            return Err(Error::invalid(
+                format!("reservation duration {duration:?} for {job}"),
+                "must be positive",
+            ));
+        }
+        let span = info_span!("lease.reserve", lease = %job);
+        ManagerInner::try_reserve(&self.inner, job, duration)
+            .instrument(span)
+            .await
+    }
+
+    /// Whether this process holds a live reservation of `job`. Sends nothing;
+    /// to see whether anyone holds it, use [`LeaseManager::describe`].
+    pub fn has_reservation(&self, job: &str) -> bool {
+        let Ok(job) = LeaseName::new(job) else {
+            return false;
+        };
+        self.inner
+            .reservations
+            .get(&job)
+            .is_some_and(|e| e.status.is_held() && Instant::now() < e.until)
+    }
+
+    /// Ends this process's reservation of `job` early: stamps its log
+    /// record as cancelled and releases the lease. `Ok(false)` when this
+    /// process held no live reservation of `job`.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad name; the backend's error when stamping
+    /// the record fails (the lease is released anyway).
+    pub async fn cancel_reservation(&self, job: &str) -> Result<bool> {
+        let job = LeaseName::new(job)?;
+        let Some(entry) = self.inner.reservations.get(&job) else {
+            return Ok(false);
+        };
+        self.inner.reservations.remove(&job, &entry);
+        entry.cancel.cancel();
+        let Some(guard) = entry.guard.lock().await.take() else {
+            return Ok(false);
+        };
+        let span = info_span!("lease.cancel_reservation", lease = %job);
+        let now = self.inner.env.now_wall();
+        let seq = entry.seq;
+        async move {
+            let stamped = guard
+                .update_document(|doc| {
+                    if let Some(r) = doc.reservations.iter_mut().find(|r| r.seq == seq) {
+                        r.cancelled_at = Some(now);
+                    }
+                })
+                .await;
+            let released = guard.release().await;
+            info!(seq, "reservation cancelled");
+            stamped.and(released).map(|()| true)
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The job's reservation log (newest [`RESERVATION_LOG_LEN`] records,
+    /// oldest first), read without the lease. Empty when the job was never
+    /// reserved.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad name or a blob that is not a lease
+    /// document; the backend's error when the read fails.
+    ///
+    /// [`RESERVATION_LOG_LEN`]: super::RESERVATION_LOG_LEN
+    pub async fn reservation_log(&self, job: &str) -> Result<Vec<ReservationRecord>> {
+        let job = LeaseName::new(job)?;
+        Ok(self
+            .inner
+            .read(&job)
+            .await?
+            .map(|b| b.document.reservations)
+            .unwrap_or_default())
+    }
+}
+
+impl ManagerInner {
+    async fn try_reserve(
+        this: &Arc<ManagerInner>,
+        job: LeaseName,
+        duration: Duration,
+    ) -> Result<Option<Reservation>> {
+        let Some(guard) = this.acquire(job.clone(), AcquireMode::Try).await? else {
+            return Ok(None);
+        };
+        let ends = Instant::now() + duration;
+        let reserved_at = this.env.now_wall();
+        let until = reserved_at + duration;
+        let record = ReservationRecord {
+            seq: 0,
+            holder: this.env.settings.owner.clone(),
+            reserved_at,
+            until,
+            cancelled_at: None,
+        };
+        let seq = match guard.update_document(|doc| doc.push_reservation(record)).await {
+            Ok(seq) => seq,
+            Err(e) => {
+                let _ = guard.release().await;
+                return Err(e);
+            }
+        };
+        let status = guard.status();
+        let entry = Arc::new(Entry {
+            guard: AsyncMutex::new(Some(guard)),
+            cancel: CancellationToken::new(),
+            status: status.clone(),
+            seq,
+            until: ends,
+        });
+        this.reservations
+            .lock()
+            .insert(job.clone(), entry.clone());
+        tokio::spawn(expire(Arc::downgrade(this), job.clone(), entry));
+        info!(seq, ?duration, "reserved");
+        Ok(Some(Reservation {
+            job,
+            status,
+            seq,
+            reserved_at,
+            until,
+            ends,
+        }))
+    }
+}
+
+/// Ends a reservation at its time, or when its lease is lost.
+async fn expire(manager: Weak<ManagerInner>, job: LeaseName, entry: Arc<Entry>) {
+    let lost = entry.status.lost();
+    tokio::select! {
+        () = sleep_until(entry.until) => {}
+        () = entry.cancel.cancelled() => return,
+        () = lost => {}
+    }
+    if let Some(manager) = manager.upgrade() {
+        manager.reservations.remove(&job, &entry);
+    }
+    let guard = entry.guard.lock().await.take();
+    if let Some(guard) = guard {
+        debug!(lease = %job, "reservation ended");
+        let _ = guard.release().await;
+    }
+}
