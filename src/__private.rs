@@ -21,7 +21,10 @@ pub fn encode_field<T: PropertyCodec>(
             Ok(())
         }
         Ok(None) => Ok(()),
-        Err(e) => Err(Error::invalid(format!("property `{name}` of table `{table}`"), e.0)),
+        Err(e) => Err(Error::invalid(
+            format!("property `{name}` of table `{table}`"),
+            e.0,
+        )),
     }
 }
 
@@ -38,7 +41,10 @@ pub fn encode_json_field<T: serde::Serialize>(
             Ok(())
         }
         Ok(None) => Ok(()),
-        Err(e) => Err(Error::invalid(format!("property `{name}` of table `{table}`"), e.0)),
+        Err(e) => Err(Error::invalid(
+            format!("property `{name}` of table `{table}`"),
+            e.0,
+        )),
     }
 }
 
