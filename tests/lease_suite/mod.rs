@@ -1,0 +1,668 @@
+//! The lease acceptance suite: async checks generic over the blob backend.
+//!
+//! Each check takes a backend that can be cloned into several "processes"
+//! (clones share storage; each process wraps its clone in its own
+//! [`FaultyBackend`] or [`CountingBackend`]) and a [`SuiteConfig`]. On the
+//! memory backend they run with paused Tokio time; on Azurite they run on
+//! real time with 15 s leases (every wait is derived from the lease
+//! duration).
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leasehold::backend::{BlobBackend, BlobConditions, LeaseState, Metadata};
+use leasehold::lease::{
+    Acquisition, LeaderOptions, LeaseManager, LeaseOptions, OnceOutcome, OnceState,
+    RESERVATION_LOG_LEN,
+};
+use leasehold::testing::{CountingBackend, FaultInjector, FaultyBackend, Op};
+use leasehold::{Error, ErrorKind};
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, sleep, timeout};
+use tokio_util::sync::CancellationToken;
+
+/// What a run of the suite is parameterised by.
+#[derive(Debug, Clone)]
+pub struct SuiteConfig {
+    /// The lease duration (15–60 s).
+    pub lease: Duration,
+    /// Prefix of every lease name, so runs against a shared service do not
+    /// meet.
+    pub prefix: String,
+    /// Forced failovers in the leader test.
+    pub failovers: usize,
+}
+
+impl SuiteConfig {
+    /// 30 s leases, 100 failovers.
+    pub fn memory() -> Self {
+        SuiteConfig {
+            lease: Duration::from_secs(30),
+            prefix: "suite".into(),
+            failovers: 100,
+        }
+    }
+
+    /// Options for one "process".
+    pub fn options(&self, owner: &str) -> LeaseOptions {
+        LeaseOptions::new()
+            .with_duration(self.lease)
+            .with_owner(owner)
+    }
+
+    /// A lease name unique to this run.
+    pub fn name(&self, base: &str) -> String {
+        format!("{}-{base}", self.prefix)
+    }
+
+    /// The renew interval the options give (a third of the lease).
+    pub fn renew_interval(&self) -> Duration {
+        self.lease / 3
+    }
+}
+
+/// One simulated process: a manager on its own fault-injecting wrapper.
+pub struct Process {
+    pub leases: LeaseManager,
+    pub faults: FaultInjector,
+}
+
+pub fn process<B: BlobBackend + Clone>(backend: &B, cfg: &SuiteConfig, owner: &str) -> Process {
+    let faulty = FaultyBackend::new(backend.clone());
+    let faults = faulty.injector();
+    let leases = LeaseManager::new(Arc::new(faulty), cfg.options(owner)).expect("valid options");
+    Process { leases, faults }
+}
+
+/// A manager whose requests are counted.
+pub fn counted<B: BlobBackend + Clone>(
+    backend: &B,
+    cfg: &SuiteConfig,
+    owner: &str,
+) -> (LeaseManager, leasehold::testing::RequestCounter) {
+    let counting = CountingBackend::new(backend.clone());
+    let counter = counting.counter();
+    let leases = LeaseManager::new(Arc::new(counting), cfg.options(owner)).expect("valid options");
+    (leases, counter)
+}
+
+/// Closed intervals recorded by critical sections.
+#[derive(Clone, Default)]
+pub struct Intervals(Arc<Mutex<Vec<(Instant, Instant, String)>>>);
+
+impl Intervals {
+    pub fn push(&self, start: Instant, end: Instant, who: impl Into<String>) {
+        assert!(start <= end);
+        self.0.lock().unwrap().push((start, end, who.into()));
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// Panics if two intervals overlap (touching ends are allowed: one
+    /// holder ending at the instant the next begins).
+    pub fn assert_disjoint(&self) {
+        let mut all = self.0.lock().unwrap().clone();
+        all.sort_by_key(|(s, e, _)| (*s, *e));
+        for w in all.windows(2) {
+            let (s0, e0, a) = &w[0];
+            let (s1, _, b) = &w[1];
+            assert!(
+                s1 >= e0,
+                "{a} held [{:?}, {:?}] and {b} started at {:?}",
+                *s0 - all[0].0,
+                *e0 - all[0].0,
+                *s1 - all[0].0
+            );
+        }
+    }
+}
+
+const LONG: Duration = Duration::from_secs(3600);
+
+/// 50 contenders (10 processes × 5 tasks) take one lease in turn; their
+/// critical sections never overlap.
+pub async fn mutual_exclusion_among_50<B: BlobBackend + Clone>(backend: B, cfg: SuiteConfig) {
+    let name = cfg.name("mutex");
+    let intervals = Intervals::default();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let mut tasks = JoinSet::new();
+    for p in 0..10 {
+        let proc = process(&backend, &cfg, &format!("proc-{p}"));
+        for t in 0..5 {
+            let leases = proc.leases.clone();
+            let (name, intervals, inside) = (name.clone(), intervals.clone(), inside.clone());
+            tasks.spawn(async move {
+                let guard = leases.acquire(&name, LONG).await.expect("acquire");
+                let start = Instant::now();
+                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+                sleep(Duration::from_millis(50)).await;
+                guard.ensure_valid(Duration::from_secs(1)).expect("still valid");
+                inside.fetch_sub(1, Ordering::SeqCst);
+                let end = Instant::now();
+                intervals.push(start, end, format!("proc-{p}/task-{t}"));
+                guard.release().await.expect("release");
+            });
+        }
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.expect("contender panicked");
+    }
+    assert_eq!(intervals.len(), 50);
+    intervals.assert_disjoint();
+}
+
+/// Background renewal keeps a lease for ten times its duration: nobody else
+/// gets it meanwhile, and it renews about every third of the duration.
+pub async fn renewal_holds_for_ten_durations<B: BlobBackend + Clone>(backend: B, cfg: SuiteConfig) {
+    let name = cfg.name("renewal");
+    let (holder, counter) = counted(&backend, &cfg, "holder");
+    let other = process(&backend, &cfg, "other");
+    let guard = holder.acquire(&name, LONG).await.expect("acquire");
+    let start = Instant::now();
+    while start.elapsed() < cfg.lease * 10 {
+        sleep(cfg.lease / 4).await;
+        assert!(
+            other.leases.try_acquire(&name).await.expect("try").is_none(),
+            "taken after {:?}",
+            start.elapsed()
+        );
+        guard.ensure_valid(cfg.lease / 2).expect("valid");
+    }
+    let renews = counter.get(Op::RenewLease);
+    assert!(renews >= 29, "only {renews} renewals in 10 lease durations");
+    guard.release().await.expect("release");
+    assert!(other.leases.try_acquire(&name).await.expect("try").is_some());
+}
+
+/// A renew request that hangs still ends in `lost` before the service's lease
+/// could expire: the local deadline does not wait for the request.
+pub async fn hanging_renew_fires_lost_before_expiry<B: BlobBackend + Clone>(
+    backend: B,
+    cfg: SuiteConfig,
+) {
+    let name = cfg.name("hang");
+    let holder = process(&backend, &cfg, "holder");
+    let other = process(&backend, &cfg, "other");
+    let sent = Instant::now();
+    let guard = holder.leases.acquire(&name, LONG).await.expect("acquire");
+    // Every renew from now on hangs.
+    for n in 1..=100 {
+        holder.faults.hang_nth(Some(Op::RenewLease), n);
+    }
+    let lost = guard.lost();
+    timeout(cfg.lease * 2, lost).await.expect("lost() fired");
+    let lost_at = Instant::now();
+    assert!(
+        lost_at < sent + cfg.lease,
+        "lost after {:?}, the lease lasts {:?}",
+        lost_at - sent,
+        cfg.lease
+    );
+    assert!(guard.is_lost());
+    assert_eq!(guard.remaining(), Duration::ZERO);
+    let e = guard.ensure_valid(Duration::ZERO).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LeaseLost);
+    // At that instant the service still has it leased: nobody else could
+    // have taken it yet.
+    let d = other.leases.describe(&name).await.expect("describe");
+    assert_eq!(d.state, LeaseState::Leased);
+    assert!(other.leases.try_acquire(&name).await.expect("try").is_none());
+    // After the service's expiry, another process gets it.
+    let g = other.leases.acquire(&name, cfg.lease).await.expect("taken after expiry");
+    assert!(Instant::now() >= sent + cfg.lease);
+    assert_eq!(
+        guard.release().await.unwrap_err().kind(),
+        ErrorKind::LeaseLost
+    );
+    g.release().await.expect("release");
+}
+
+/// An operator's break fires `lost()` and the service refuses writes made
+/// under the broken lease.
+pub async fn external_break_fires_lost<B: BlobBackend + Clone>(backend: B, cfg: SuiteConfig) {
+    let operator = process(&backend, &cfg, "operator");
+    let holder = process(&backend, &cfg, "holder");
+
+    // Noticed by the next renewal.
+    let name = cfg.name("break-renew");
+    let guard = holder.leases.acquire(&name, LONG).await.expect("acquire");
+    let left = operator
+        .leases
+        .break_lease(&name, Some(Duration::ZERO))
+        .await
+        .expect("break");
+    assert_eq!(left, Duration::ZERO);
+    let broken_at = Instant::now();
+    timeout(cfg.renew_interval() + Duration::from_secs(3), guard.lost())
+        .await
+        .expect("lost() after the next renewal");
+    assert!(broken_at.elapsed() <= cfg.renew_interval() + Duration::from_secs(3));
+    let e = guard.ensure_valid(Duration::ZERO).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LeaseLost);
+    assert!(e.code().is_some_and(|c| c.starts_with("LeaseIsBroken")), "{e}");
+    // Writes that carry the old lease id are refused by the service.
+    let raw = backend
+        .put_blob(
+            operator.leases.container(),
+            &leasehold::lease::LeaseName::new(name.as_str())
+                .unwrap()
+                .blob_name()
+                .unwrap(),
+            b"{}".to_vec(),
+            &Metadata::new(),
+            &BlobConditions::leased(guard.lease_id()),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(raw.kind(), ErrorKind::LeaseLost, "{raw}");
+    drop(guard);
+    assert!(operator.leases.try_acquire(&name).await.expect("try").is_some());
+
+    // Noticed at once by a write under the lease.
+    let name = cfg.name("break-write");
+    let guard = holder.leases.acquire(&name, LONG).await.expect("acquire");
+    guard.set_journal(Some(serde_json::json!({"step": 1}))).await.expect("journal");
+    operator
+        .leases
+        .break_lease(&name, Some(Duration::ZERO))
+        .await
+        .expect("break");
+    assert!(!guard.is_lost(), "not noticed yet");
+    let e = guard.set_journal(None).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LeaseLost, "{e}");
+    timeout(Duration::from_millis(1), guard.lost())
+        .await
+        .expect("lost() fires with the refused write");
+    // The journal written before the break is still there.
+    assert!(operator.leases.describe(&name).await.unwrap().journal_pending);
+    // Nothing more is sent under a lease known to be lost.
+    assert_eq!(guard.set_journal(None).await.unwrap_err().kind(), ErrorKind::LeaseLost);
+}
+
+/// Run-once with 10 concurrent callers (5 processes × 2 tasks) runs the work
+/// exactly once; after a crash between the `started` and `done` markers the
+/// next caller runs it again and is told so.
+pub async fn do_once_runs_exactly_once<B: BlobBackend + Clone>(backend: B, cfg: SuiteConfig) {
+    async fn ten_callers<B: BlobBackend + Clone>(
+        backend: &B,
+        cfg: &SuiteConfig,
+        name: &str,
+        runs: Arc<AtomicUsize>,
+        tag: &str,
+    ) -> Vec<OnceOutcome<usize>> {
+        let mut tasks = JoinSet::new();
+        for p in 0..5 {
+            let proc = process(backend, cfg, &format!("{tag}-{p}"));
+            for _ in 0..2 {
+                let (leases, runs, name) = (proc.leases.clone(), runs.clone(), name.to_owned());
+                let work_time = cfg.lease * 2;
+                tasks.spawn(async move {
+                    leases
+                        .do_once(&name, |ctx| async move {
+                            let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
+                            // Long enough that the lease must be renewed while
+                            // the others wait.
+                            sleep(work_time).await;
+                            ctx.lease().ensure_valid(Duration::from_secs(1))?;
+                            Ok::<_, Error>(n)
+                        })
+                        .await
+                        .expect("do_once")
+                });
+            }
+        }
+        let mut outcomes = Vec::new();
+        while let Some(r) = tasks.join_next().await {
+            outcomes.push(r.expect("caller panicked"));
+        }
+        outcomes
+    }
+
+    let name = cfg.name("once-a");
+    let runs = Arc::new(AtomicUsize::new(0));
+    let outcomes = ten_callers(&backend, &cfg, &name, runs.clone(), "a").await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let ran: Vec<_> = outcomes
+        .iter()
+        .filter(|o| matches!(o, OnceOutcome::Ran { .. }))
+        .collect();
+    assert_eq!(
+        ran,
+        [&OnceOutcome::Ran {
+            output: 1,
+            previous_attempt_unfinished: false
+        }]
+    );
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == OnceOutcome::AlreadyDone).count(),
+        9
+    );
+
+    // A process dies while running the work: "started" stays, "done" never
+    // comes.
+    let name = cfg.name("once-b");
+    let doomed = process(&backend, &cfg, "doomed");
+    let (started_tx, started_rx) = oneshot::channel();
+    let task = {
+        let (leases, name) = (doomed.leases.clone(), name.clone());
+        tokio::spawn(async move {
+            let _ = leases
+                .do_once(&name, |_ctx| async move {
+                    let _ = started_tx.send(());
+                    std::future::pending::<()>().await;
+                    Ok::<_, Error>(0usize)
+                })
+                .await;
+        })
+    };
+    started_rx.await.expect("work started");
+    doomed.faults.die_now();
+    task.abort();
+    let _ = task.await;
+    let observer = process(&backend, &cfg, "observer");
+    assert_eq!(
+        observer.leases.once_state(&name).await.unwrap(),
+        OnceState::Started { attempts: 1 }
+    );
+
+    let runs = Arc::new(AtomicUsize::new(0));
+    let outcomes = ten_callers(&backend, &cfg, &name, runs.clone(), "b").await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "ran once more after the crash");
+    let ran: Vec<_> = outcomes
+        .iter()
+        .filter(|o| matches!(o, OnceOutcome::Ran { .. }))
+        .collect();
+    assert_eq!(
+        ran,
+        [&OnceOutcome::Ran {
+            output: 1,
+            previous_attempt_unfinished: true
+        }]
+    );
+    assert_eq!(
+        observer.leases.once_state(&name).await.unwrap(),
+        OnceState::Done { attempts: 2 }
+    );
+}
+
+/// Five candidates, `cfg.failovers` forced failovers (the leader's process
+/// stops reaching storage): never two leaders at the same instant, and each
+/// term's epoch is higher than the last.
+pub async fn leader_failovers_never_overlap<B: BlobBackend + Clone>(backend: B, cfg: SuiteConfig) {
+    let name = cfg.name("leader");
+    let intervals = Intervals::default();
+    let leader: Arc<Mutex<Option<(usize, u64)>>> = Arc::new(Mutex::new(None));
+    let epochs: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(Vec::new()));
+    let stop = CancellationToken::new();
+    let mut candidates = Vec::new();
+    let mut tasks = JoinSet::new();
+    for c in 0..5 {
+        let proc = process(&backend, &cfg, &format!("candidate-{c}"));
+        candidates.push(proc.faults.clone());
+        let (leases, name, intervals, leader, epochs) = (
+            proc.leases.clone(),
+            name.clone(),
+            intervals.clone(),
+            leader.clone(),
+            epochs.clone(),
+        );
+        let options = LeaderOptions::new().with_stop(stop.clone());
+        tasks.spawn(async move {
+            leases
+                .run_as_leader(&name, options, |ctx| {
+                    let (intervals, leader, epochs) =
+                        (intervals.clone(), leader.clone(), epochs.clone());
+                    async move {
+                        let start = Instant::now();
+                        {
+                            let mut l = leader.lock().unwrap();
+                            assert!(l.is_none(), "{l:?} still leads as {c} takes over");
+                            *l = Some((c, ctx.epoch()));
+                        }
+                        epochs.lock().unwrap().push(ctx.epoch());
+                        ctx.cancelled().await;
+                        *leader.lock().unwrap() = None;
+                        intervals.push(start, Instant::now(), format!("candidate-{c}"));
+                    }
+                })
+                .await
+                .expect("run_as_leader");
+        });
+    }
+
+    let mut failovers = 0;
+    let mut last: Option<(usize, u64)> = None;
+    while failovers < cfg.failovers {
+        // Wait for a new term.
+        let current = loop {
+            let now = *leader.lock().unwrap();
+            match now {
+                Some(l) if Some(l) != last => break l,
+                _ => sleep(Duration::from_millis(200)).await,
+            }
+        };
+        if let Some((old, _)) = last {
+            candidates[old].revive();
+            failovers += 1;
+        }
+        last = Some(current);
+        candidates[current.0].die_now();
+    }
+    candidates[last.expect("a leader").0].revive();
+    stop.cancel();
+    while let Some(r) = tasks.join_next().await {
+        r.expect("candidate panicked");
+    }
+    intervals.assert_disjoint();
+    assert!(intervals.len() > cfg.failovers, "{} terms", intervals.len());
+    let epochs = epochs.lock().unwrap().clone();
+    assert!(epochs.windows(2).all(|w| w[0] < w[1]), "{epochs:?}");
+}
+
+/// The reservation log keeps the newest ten records, oldest first, and is
+/// readable without the lease.
+pub async fn reservation_log_is_bounded_and_ordered<B: BlobBackend + Clone>(
+    backend: B,
+    cfg: SuiteConfig,
+) {
+    let job = cfg.name("job");
+    let procs: Vec<Process> = (0..3)
+        .map(|i| process(&backend, &cfg, &format!("worker-{i}")))
+        .collect();
+    let reservation = Duration::from_secs(2);
+    for i in 0..15 {
+        let me = &procs[i % 3].leases;
+        let r = me
+            .try_reserve(&job, reservation)
+            .await
+            .expect("reserve")
+            .expect("free");
+        assert!(me.has_reservation(&job));
+        assert!(r.is_active());
+        assert!(me.try_reserve(&job, reservation).await.unwrap().is_none());
+        for other in procs.iter().filter(|p| !std::ptr::eq(&p.leases, me)) {
+            assert!(other.leases.try_reserve(&job, reservation).await.unwrap().is_none());
+            assert!(!other.leases.has_reservation(&job));
+        }
+        if i % 2 == 0 {
+            assert!(me.cancel_reservation(&job).await.expect("cancel"));
+        } else {
+            // Let it run out; renewal stops and the lease is released then.
+            sleep(reservation + Duration::from_millis(500)).await;
+        }
+        assert!(!me.has_reservation(&job));
+        assert!(!r.is_active());
+        assert!(!me.cancel_reservation(&job).await.unwrap());
+    }
+    let log = procs[0].leases.reservation_log(&job).await.expect("log");
+    assert_eq!(log.len(), RESERVATION_LOG_LEN);
+    let seqs: Vec<u64> = log.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, (6..=15).collect::<Vec<_>>());
+    for r in &log {
+        let i = (r.seq - 1) as usize;
+        assert_eq!(r.holder, format!("worker-{}", i % 3));
+        assert_eq!(r.cancelled_at.is_some(), i % 2 == 0, "{r:?}");
+        assert!(r.until > r.reserved_at);
+    }
+    // Order is by `seq`: the times come from each holder's own clock.
+}
+
+/// 100 units queued in one process share one blob lease: exactly one acquire
+/// and one release, the lease handed from unit to unit.
+pub async fn local_sharing_costs_one_acquire<B: BlobBackend + Clone>(backend: B, cfg: SuiteConfig) {
+    let name = cfg.name("local");
+    let (leases, counter) = counted(&backend, &cfg, "local");
+    // First use creates the container and blob; count from a warm start.
+    leases.acquire(&name, LONG).await.unwrap().release().await.unwrap();
+    counter.reset();
+
+    let intervals = Intervals::default();
+    let kinds = Arc::new(Mutex::new(BTreeMap::<String, usize>::new()));
+    let mut tasks = JoinSet::new();
+    for u in 0..100 {
+        let (leases, name, intervals, kinds) =
+            (leases.clone(), name.clone(), intervals.clone(), kinds.clone());
+        tasks.spawn(async move {
+            let guard = leases.acquire(&name, LONG).await.expect("acquire");
+            let start = Instant::now();
+            *kinds
+                .lock()
+                .unwrap()
+                .entry(format!("{:?}", guard.acquisition()))
+                .or_default() += 1;
+            sleep(Duration::from_millis(20)).await;
+            guard.ensure_valid(Duration::from_secs(1)).expect("valid");
+            intervals.push(start, Instant::now(), format!("unit-{u}"));
+            guard.release().await.expect("release");
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.expect("unit panicked");
+    }
+    intervals.assert_disjoint();
+    assert_eq!(counter.get(Op::AcquireLease), 1, "{counter:?}");
+    assert_eq!(counter.get(Op::ReleaseLease), 1, "{counter:?}");
+    let kinds = kinds.lock().unwrap().clone();
+    assert_eq!(kinds.get(&format!("{:?}", Acquisition::Fresh)), Some(&1));
+    assert_eq!(kinds.get(&format!("{:?}", Acquisition::HandedOver)), Some(&99));
+}
+
+/// A handed-over guard sees what the previous unit wrote without reading the
+/// blob; a fresh one reads it.
+pub async fn hand_over_keeps_the_blob_view<B: BlobBackend + Clone>(backend: B, cfg: SuiteConfig) {
+    let name = cfg.name("view");
+    let (leases, counter) = counted(&backend, &cfg, "view");
+    let first = leases.acquire(&name, LONG).await.unwrap();
+    assert_eq!(first.acquisition(), Acquisition::Fresh);
+    first.set_journal(Some(serde_json::json!(["op"]))).await.unwrap();
+    assert_eq!(first.advance_epoch().await.unwrap(), 1);
+    let waiting = tokio::spawn({
+        let (leases, name) = (leases.clone(), name.clone());
+        async move { leases.acquire(&name, LONG).await }
+    });
+    // Let the second unit queue locally.
+    sleep(Duration::from_millis(10)).await;
+    first.release().await.unwrap();
+    let second = waiting.await.unwrap().unwrap();
+    assert!(second.is_handed_over());
+    counter.reset();
+    assert_eq!(second.journal().await.unwrap(), Some(serde_json::json!(["op"])));
+    assert_eq!(second.epoch().await.unwrap(), 1);
+    assert_eq!(counter.total(), 0, "hand-over reads nothing: {counter:?}");
+    second.set_journal(None).await.unwrap();
+    second.release().await.unwrap();
+
+    let other = process(&backend, &cfg, "other");
+    let fresh = other.leases.acquire(&name, LONG).await.unwrap();
+    assert_eq!(fresh.acquisition(), Acquisition::Fresh);
+    assert_eq!(fresh.journal().await.unwrap(), None);
+    assert_eq!(fresh.advance_epoch().await.unwrap(), 2);
+    fresh.release().await.unwrap();
+}
+
+/// `describe` reports holder, state, epoch and a pending journal without
+/// acquiring; a dropped guard is released in the background.
+pub async fn describe_and_drop<B: BlobBackend + Clone>(backend: B, cfg: SuiteConfig) {
+    let name = cfg.name("describe");
+    let holder = process(&backend, &cfg, "holder-1");
+    let operator = process(&backend, &cfg, "operator");
+    let d = operator.leases.describe(&name).await.unwrap();
+    assert!(!d.exists && !d.is_held());
+
+    let guard = holder.leases.acquire(&name, LONG).await.unwrap();
+    guard.advance_epoch().await.unwrap();
+    guard.set_journal(Some(serde_json::json!({"t": 2}))).await.unwrap();
+    let d = operator.leases.describe(&name).await.unwrap();
+    assert!(d.exists && d.is_held());
+    assert_eq!(d.state, LeaseState::Leased);
+    assert_eq!(d.owner.as_deref(), Some("holder-1"));
+    assert!(d.acquired_at.is_some());
+    assert_eq!(d.epoch, 1);
+    assert!(d.journal_pending);
+
+    drop(guard);
+    // The background release lands promptly.
+    let taken = operator.leases.acquire(&name, Duration::from_secs(1)).await;
+    let taken = taken.expect("released by drop");
+    let d = operator.leases.describe(&name).await.unwrap();
+    assert_eq!(d.owner.as_deref(), Some("operator"));
+    assert!(d.journal_pending, "the journal outlives its writer");
+    taken.set_journal(None).await.unwrap();
+    taken.release().await.unwrap();
+    let d = operator.leases.describe(&name).await.unwrap();
+    assert_eq!(d.state, LeaseState::Available);
+    assert!(!d.journal_pending);
+}
+
+/// Bad options and names are `Error::Invalid` before any request.
+pub async fn invalid_input_sends_nothing<B: BlobBackend + Clone>(backend: B, cfg: SuiteConfig) {
+    let counting = CountingBackend::new(backend.clone());
+    let counter = counting.counter();
+    let shared: Arc<dyn BlobBackend> = Arc::new(counting);
+    for (options, what) in [
+        (cfg.options("x").with_duration(Duration::from_secs(10)), "lease duration"),
+        (cfg.options("x").with_duration(Duration::from_secs(61)), "lease duration"),
+        (cfg.options("x").with_renew_interval(cfg.lease), "renew interval"),
+        (cfg.options("x").with_poll_cap(cfg.lease), "poll cap"),
+        (cfg.options("x").with_owner("\n"), "owner identity"),
+    ] {
+        let e = LeaseManager::new(shared.clone(), options).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid);
+        assert!(e.to_string().contains(what), "{e}");
+    }
+    let leases = LeaseManager::new(shared, cfg.options("x")).unwrap();
+    let long = "n".repeat(257);
+    for name in ["", long.as_str()] {
+        assert_eq!(leases.try_acquire(name).await.unwrap_err().kind(), ErrorKind::Invalid);
+        assert_eq!(
+            leases.acquire(name, LONG).await.unwrap_err().kind(),
+            ErrorKind::Invalid
+        );
+        assert_eq!(leases.describe(name).await.unwrap_err().kind(), ErrorKind::Invalid);
+        let once = leases
+            .do_once(name, |_| async { Ok::<_, Error>(()) })
+            .await
+            .unwrap_err();
+        assert_eq!(once.kind(), ErrorKind::Invalid);
+        let lead = leases
+            .run_as_leader(name, LeaderOptions::new(), |_| async {})
+            .await
+            .unwrap_err();
+        assert_eq!(lead.kind(), ErrorKind::Invalid);
+    }
+    let e = leases
+        .break_lease("ok", Some(Duration::from_secs(61)))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("break period"), "{e}");
+    let e = leases.try_reserve("job", Duration::ZERO).await.unwrap_err();
+    assert!(e.to_string().contains("reservation duration"), "{e}");
+    assert_eq!(counter.total(), 0, "{counter:?}");
+}
