@@ -14,8 +14,13 @@ fn memory() -> MemoryBackend {
 }
 
 #[tokio::test(start_paused = true)]
-async fn mutual_exclusion_among_50_contenders() {
-    lease_suite::mutual_exclusion_among_50(memory(), SuiteConfig::memory()).await;
+async fn mutual_exclusion_among_50_contenders_in_10_processes() {
+    lease_suite::mutual_exclusion(memory(), SuiteConfig::memory(), 10, 5).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn mutual_exclusion_among_50_contenders_in_50_processes() {
+    lease_suite::mutual_exclusion(memory(), SuiteConfig::memory(), 50, 1).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -75,6 +80,21 @@ async fn describe_reports_holder_epoch_and_journal_and_drop_releases() {
 #[tokio::test(start_paused = true)]
 async fn bad_durations_and_names_are_invalid_before_any_request() {
     lease_suite::invalid_input_sends_nothing(memory(), SuiteConfig::memory()).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn ambiguous_renewals_are_verified_with_a_properties_read() {
+    lease_suite::ambiguous_renewals_are_verified(memory(), SuiteConfig::memory()).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_fairness_bound_lets_another_process_in() {
+    lease_suite::fairness_bound_lets_other_processes_in(memory(), SuiteConfig::memory()).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn infinite_leases_hold_until_released_or_broken() {
+    lease_suite::infinite_leases_hold_until_released(memory(), SuiteConfig::memory()).await;
 }
 
 /// A guard outliving its runtime is dropped without a panic and without a

@@ -299,12 +299,17 @@ impl Renewer {
                 Failure::Ambiguous => {
                     debug!(error = %error, "renew outcome unknown; verifying");
                     match self.verify(deadline).await {
-                        Verified::StillLeased => continue,
+                        // Only our id can renew it: retry (after the pause
+                        // below, so a backend that keeps failing is not
+                        // hammered).
+                        Verified::StillLeased => {}
                         Verified::NotLeased(why) => {
                             self.shared.mark_lost(why, error.code().map(str::to_owned));
                             return Round::Lost;
                         }
-                        Verified::Unknown => {}
+                        Verified::Unknown => {
+                            debug!("verification failed too; retrying");
+                        }
                         Verified::Stopped => return Round::Stopped,
                         Verified::DeadlinePassed => return self.deadline_passed(),
                     }

@@ -9,6 +9,8 @@
 
 #![allow(dead_code)]
 
+pub mod ambiguous;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -126,20 +128,26 @@ impl Intervals {
 
 const LONG: Duration = Duration::from_secs(3600);
 
-/// 50 contenders (10 processes × 5 tasks) take one lease in turn; their
-/// critical sections never overlap.
-pub async fn mutual_exclusion_among_50<B: BlobBackend + Clone>(backend: B, cfg: SuiteConfig) {
-    let name = cfg.name("mutex");
+/// `processes × tasks` contenders (each process a manager of its own) take
+/// one lease in turn; their critical sections never overlap.
+pub async fn mutual_exclusion<B: BlobBackend + Clone>(
+    backend: B,
+    cfg: SuiteConfig,
+    processes: usize,
+    tasks_per_process: usize,
+) {
+    let name = cfg.name(&format!("mutex-{processes}x{tasks_per_process}"));
     let intervals = Intervals::default();
     let inside = Arc::new(AtomicUsize::new(0));
     let mut tasks = JoinSet::new();
-    for p in 0..10 {
+    for p in 0..processes {
         let proc = process(&backend, &cfg, &format!("proc-{p}"));
-        for t in 0..5 {
+        for t in 0..tasks_per_process {
             let leases = proc.leases.clone();
             let (name, intervals, inside) = (name.clone(), intervals.clone(), inside.clone());
             tasks.spawn(async move {
                 let guard = leases.acquire(&name, LONG).await.expect("acquire");
+                eprintln!("DIAG mutex {p}/{t} {:?} at {:?}", guard.acquisition(), Instant::now());
                 let start = Instant::now();
                 assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
                 sleep(Duration::from_millis(50)).await;
@@ -154,7 +162,7 @@ pub async fn mutual_exclusion_among_50<B: BlobBackend + Clone>(backend: B, cfg: 
     while let Some(r) = tasks.join_next().await {
         r.expect("contender panicked");
     }
-    assert_eq!(intervals.len(), 50);
+    assert_eq!(intervals.len(), processes * tasks_per_process);
     intervals.assert_disjoint();
 }
 
@@ -438,6 +446,7 @@ pub async fn leader_failovers_never_overlap<B: BlobBackend + Clone>(backend: B, 
     }
 
     let mut failovers = 0;
+    let t0 = Instant::now();
     let mut last: Option<(usize, u64)> = None;
     while failovers < cfg.failovers {
         // Wait for a new term.
@@ -461,6 +470,7 @@ pub async fn leader_failovers_never_overlap<B: BlobBackend + Clone>(backend: B, 
         r.expect("candidate panicked");
     }
     intervals.assert_disjoint();
+    eprintln!("DIAG leader terms={} failovers={failovers} virtual={:?}", intervals.len(), t0.elapsed());
     assert!(intervals.len() > cfg.failovers, "{} terms", intervals.len());
     let epochs = epochs.lock().unwrap().clone();
     assert!(epochs.windows(2).all(|w| w[0] < w[1]), "{epochs:?}");
@@ -665,4 +675,141 @@ pub async fn invalid_input_sends_nothing<B: BlobBackend + Clone>(backend: B, cfg
     let e = leases.try_reserve("job", Duration::ZERO).await.unwrap_err();
     assert!(e.to_string().contains("reservation duration"), "{e}");
     assert_eq!(counter.total(), 0, "{counter:?}");
+}
+
+/// Renew replies that never come are verified with a properties read: while
+/// the blob is still leased the guard keeps retrying and keeps the lease;
+/// once the service shows it is not leased any more, the loss is immediate.
+pub async fn ambiguous_renewals_are_verified<B: BlobBackend + Clone>(backend: B, cfg: SuiteConfig) {
+    use ambiguous::{AmbiguousRenews, Renews};
+
+    let wrapper = AmbiguousRenews::new(backend.clone());
+    let switch = wrapper.switch();
+    let counting = CountingBackend::new(wrapper);
+    let counter = counting.counter();
+    let holder = LeaseManager::new(Arc::new(counting), cfg.options("holder")).unwrap();
+    let operator = process(&backend, &cfg, "operator");
+
+    // Replies lost for a while, requests applied: verified, kept, and the
+    // first renew that answers restores full validity.
+    let name = cfg.name("ambiguous-kept");
+    let guard = holder.acquire(&name, LONG).await.unwrap();
+    *switch.lock().unwrap() = Renews::AppliedNoReply;
+    sleep(cfg.renew_interval() * 2).await;
+    assert!(counter.get(Op::BlobProperties) >= 1, "verified: {counter:?}");
+    assert!(!guard.is_lost());
+    *switch.lock().unwrap() = Renews::Normal;
+    sleep(cfg.renew_interval() * 2).await;
+    guard.ensure_valid(cfg.lease / 2).expect("renewed again");
+    guard.release().await.unwrap();
+
+    // Replies lost and the lease broken meanwhile: the verification sees it.
+    let name = cfg.name("ambiguous-broken");
+    let guard = holder.acquire(&name, LONG).await.unwrap();
+    *switch.lock().unwrap() = Renews::LostNoReply;
+    operator
+        .leases
+        .break_lease(&name, Some(Duration::ZERO))
+        .await
+        .unwrap();
+    let broken_at = Instant::now();
+    timeout(cfg.renew_interval() + Duration::from_secs(1), guard.lost())
+        .await
+        .expect("lost at the first verification");
+    assert!(broken_at.elapsed() <= cfg.renew_interval() + Duration::from_secs(1));
+    *switch.lock().unwrap() = Renews::Normal;
+
+    // Replies never come and nothing is applied: lost at the local deadline,
+    // before the service's expiry.
+    let name = cfg.name("ambiguous-expiring");
+    let sent = Instant::now();
+    let guard = holder.acquire(&name, LONG).await.unwrap();
+    *switch.lock().unwrap() = Renews::LostNoReply;
+    timeout(cfg.lease, guard.lost()).await.expect("lost");
+    assert!(Instant::now() < sent + cfg.lease);
+    assert_eq!(
+        operator.leases.describe(&name).await.unwrap().state,
+        LeaseState::Leased
+    );
+    *switch.lock().unwrap() = Renews::Normal;
+}
+
+/// Local hand-over stops at the fairness bound (count, then time) so a
+/// process polling from outside gets its turn while local tasks still queue.
+pub async fn fairness_bound_lets_other_processes_in<B: BlobBackend + Clone>(
+    backend: B,
+    cfg: SuiteConfig,
+) {
+    for (limit, expected_before) in [
+        (LeaseOptions::new().with_handover_limit(3, LONG), 4),
+        (
+            LeaseOptions::new().with_handover_limit(1000, Duration::from_millis(2500)),
+            3,
+        ),
+    ] {
+        let name = cfg.name(&format!("fair-{expected_before}"));
+        let local = LeaseManager::new(
+            Arc::new(backend.clone()),
+            limit.with_duration(cfg.lease).with_owner("local"),
+        )
+        .unwrap();
+        let outsider = process(&backend, &cfg, "outsider");
+        let order = Arc::new(Mutex::new(Vec::<String>::new()));
+        let first = local.acquire(&name, LONG).await.unwrap();
+        let mut tasks = JoinSet::new();
+        for u in 0..8 {
+            let (local, name, order) = (local.clone(), name.clone(), order.clone());
+            tasks.spawn(async move {
+                let g = local.acquire(&name, LONG).await.unwrap();
+                order.lock().unwrap().push(format!("local-{u}"));
+                sleep(Duration::from_secs(1)).await;
+                g.release().await.unwrap();
+            });
+        }
+        {
+            let (leases, name, order) = (outsider.leases.clone(), name.clone(), order.clone());
+            tasks.spawn(async move {
+                let g = leases.acquire(&name, LONG).await.unwrap();
+                order.lock().unwrap().push("outsider".into());
+                sleep(Duration::from_secs(1)).await;
+                g.release().await.unwrap();
+            });
+        }
+        // Let everyone queue or poll, then start handing over.
+        sleep(Duration::from_millis(100)).await;
+        order.lock().unwrap().push("local-first".into());
+        sleep(Duration::from_secs(1)).await;
+        first.release().await.unwrap();
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        let at = order.iter().position(|o| o == "outsider").unwrap();
+        assert_eq!(at, expected_before, "{order:?}");
+    }
+}
+
+/// An infinite lease needs no renewal and reports no deadline; a break is
+/// noticed by the next write under it.
+pub async fn infinite_leases_hold_until_released<B: BlobBackend + Clone>(
+    backend: B,
+    cfg: SuiteConfig,
+) {
+    let name = cfg.name("infinite");
+    let counting = CountingBackend::new(backend.clone());
+    let counter = counting.counter();
+    let options = LeaseOptions::new().with_infinite_duration().with_owner("forever");
+    let holder = LeaseManager::new(Arc::new(counting), options).unwrap();
+    let operator = process(&backend, &cfg, "operator");
+    let guard = holder.acquire(&name, LONG).await.unwrap();
+    assert_eq!(guard.remaining(), Duration::MAX);
+    sleep(cfg.lease * 3).await;
+    assert_eq!(counter.get(Op::RenewLease), 0);
+    assert!(operator.leases.try_acquire(&name).await.unwrap().is_none());
+    guard.advance_epoch().await.unwrap();
+    operator.leases.break_lease(&name, None).await.unwrap();
+    let e = guard.advance_epoch().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LeaseLost);
+    assert!(guard.is_lost());
+    assert_eq!(guard.remaining(), Duration::ZERO);
 }
