@@ -169,7 +169,10 @@ impl ManagerInner {
             return Err(e.into());
         }
         if previous_attempt_unfinished {
-            warn!(attempt, "a previous run-once attempt did not finish; running again");
+            warn!(
+                attempt,
+                "a previous run-once attempt did not finish; running again"
+            );
         }
         let ctx = OnceContext {
             status: guard.status(),

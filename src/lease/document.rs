@@ -1,29 +1,7 @@
 //! What a lease blob stores: a small versioned JSON document in the body, and
 //! a few metadata entries.
 //!
-//! The body ([`LeaseDocument`]) has two sections today: the reservation log
-//! ([`ReservationRecord`]s, owned by the reservation API) and an opaque
-//! `journal` owned by the partition-lock module. An empty body is the empty
-//! document, so a freshly created lease blob needs no initial write. Sections
-//! this version does not know are kept as they are when the document is
-//! rewritten, so an older node never erases what a newer one wrote.
-//!
-//! ```json
-//! {"v":1,"reservations":[{"seq":7,"holder":"web-1-4711-3fa8","reserved_at":"…","until":"…"}],"journal":{"…":"…"}}
-//! ```
-//!
-//! Metadata (names are lowercase; values ASCII):
-//!
-//! | name | value |
-//! |---|---|
-//! | `leasehold_owner` | identity of the process that last acquired the lease (when owner metadata is on) |
-//! | `leasehold_acquired` | when it did, RFC 3339 |
-//! | `leasehold_epoch` | the fencing epoch, a decimal `u64` (absent = 0) |
-//! | `leasehold_once` | `started` or `done` (run-once marker) |
-//! | `leasehold_once_attempts` | how many run-once attempts started |
-//!
-//! Every write of the body or metadata made through a guard carries the lease
-//! id, so the service itself refuses it once the lease is gone.
+//! See [`LeaseDocument`] for the format.
 
 use std::collections::BTreeMap;
 
@@ -52,9 +30,37 @@ pub const RESERVATION_LOG_LEN: usize = 10;
 /// The document version this leasehold writes and the newest it reads.
 pub const DOCUMENT_VERSION: u32 = 1;
 
-/// The JSON document stored in a lease blob's body.
+/// The JSON document stored in a lease blob's body, and the metadata beside
+/// it.
 ///
-/// Build one with `LeaseDocument::default()` and set the public fields.
+/// The body has two sections today: the reservation log
+/// ([`ReservationRecord`]s, owned by the reservation API) and an opaque
+/// `journal` owned by the partition-lock module. An empty body is the empty
+/// document, so a freshly created lease blob needs no initial write. Sections
+/// this version does not know are kept as they are when the document is
+/// rewritten, so an older node never erases what a newer one wrote.
+///
+/// ```json
+/// {"v":1,"reservations":[{"seq":7,"holder":"web-1-4711-3fa8","reserved_at":"…","until":"…"}],"journal":{"…":"…"}}
+/// ```
+///
+/// Metadata (names are lowercase; values ASCII):
+///
+/// | name | value |
+/// |---|---|
+/// | `leasehold_owner` | identity of the process that last acquired the lease (when owner metadata is on) |
+/// | `leasehold_acquired` | when it did, RFC 3339 |
+/// | `leasehold_epoch` | the fencing epoch, a decimal `u64` (absent = 0) |
+/// | `leasehold_once` | `started` or `done` (run-once marker) |
+/// | `leasehold_once_attempts` | how many run-once attempts started |
+///
+/// Every write of the body or metadata made through a guard carries the lease
+/// id, so the service itself refuses it once the lease is gone.
+///
+/// Build a document with `LeaseDocument::default()` and set the public
+/// fields; guards write it with [`LeaseGuard::update_document`].
+///
+/// [`LeaseGuard::update_document`]: super::LeaseGuard::update_document
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LeaseDocument {
     /// The format version ([`DOCUMENT_VERSION`]).
@@ -139,7 +145,10 @@ impl LeaseDocument {
     /// [`RESERVATION_LOG_LEN`]. The record's `seq` is set to one more than
     /// the newest record's.
     pub fn push_reservation(&mut self, mut record: ReservationRecord) -> u64 {
-        let seq = self.reservations.last().map_or(1, |r| r.seq.saturating_add(1));
+        let seq = self
+            .reservations
+            .last()
+            .map_or(1, |r| r.seq.saturating_add(1));
         record.seq = seq;
         self.reservations.push(record);
         let excess = self.reservations.len().saturating_sub(RESERVATION_LOG_LEN);
@@ -197,7 +206,9 @@ mod rfc3339_option {
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<OffsetDateTime>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<OffsetDateTime>, D::Error> {
         match Option::<String>::deserialize(d)? {
             Some(text) => crate::entity::datetime::parse(&text)
                 .map(Some)
@@ -332,8 +343,10 @@ mod tests {
 
     #[test]
     fn document_round_trips_and_keeps_unknown_sections() {
-        let mut doc = LeaseDocument::default();
-        doc.journal = Some(serde_json::json!({"ops": [1, 2]}));
+        let mut doc = LeaseDocument {
+            journal: Some(serde_json::json!({"ops": [1, 2]})),
+            ..LeaseDocument::default()
+        };
         doc.push_reservation(record("a"));
         let bytes = doc.to_bytes().unwrap();
         assert_eq!(LeaseDocument::from_bytes(&name(), &bytes).unwrap(), doc);

@@ -1,5 +1,6 @@
 //! Acquiring a lease, the guard that holds it, and writes under it.
 
+use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -165,12 +166,16 @@ impl LeaseCore {
         let mut view = self.view.lock().await;
         *view = None;
         self.load(&mut view).await?;
-        view.as_ref().map(View::snapshot).ok_or_else(|| self.shared.lost_error())
+        view.as_ref()
+            .map(View::snapshot)
+            .ok_or_else(|| self.shared.lost_error())
     }
 
     async fn snapshot(&self) -> Result<LeaseBlob> {
         let view = self.view().await?;
-        view.as_ref().map(View::snapshot).ok_or_else(|| self.shared.lost_error())
+        view.as_ref()
+            .map(View::snapshot)
+            .ok_or_else(|| self.shared.lost_error())
     }
 
     /// Replaces the blob's metadata under the lease with `f` applied to the
@@ -346,7 +351,8 @@ impl Drop for LeaseCore {
 /// Every write this guard makes to the lease blob carries the lease id, so
 /// the service refuses it once the lease is gone; the guard also refuses to
 /// send one when it already knows the lease is lost.
-#[derive(Debug)]
+///
+/// `Debug` shows the name, acquisition and validity, never the lease id.
 pub struct LeaseGuard {
     core: Arc<LeaseCore>,
     slot: Arc<LocalSlot>,
@@ -578,6 +584,17 @@ impl LeaseGuard {
     }
 }
 
+impl fmt::Debug for LeaseGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaseGuard")
+            .field("name", &self.core.shared.name)
+            .field("acquisition", &self.acquisition)
+            .field("remaining", &self.remaining())
+            .field("lost", &self.core.shared.lost.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
         let Some((state, core)) = self.end() else {
@@ -690,12 +707,10 @@ impl ManagerInner {
                     None => return Ok(None),
                 },
                 AcquireMode::LocalThenTry => slot.lock().await,
-                AcquireMode::Until { deadline } => {
-                    match timeout_at(deadline, slot.lock()).await {
-                        Ok(state) => state,
-                        Err(_) => return Ok(None),
-                    }
-                }
+                AcquireMode::Until { deadline } => match timeout_at(deadline, slot.lock()).await {
+                    Ok(state) => state,
+                    Err(_) => return Ok(None),
+                },
             };
             if let Some(core) = state.held.clone() {
                 if !core.shared.is_lost() && !core.finished.load(Ordering::SeqCst) {
@@ -899,10 +914,20 @@ pub(crate) mod tests {
         ) -> Result<ETag> {
             refuse()
         }
-        async fn delete_blob(&self, _: &ContainerName, _: &BlobName, _: &BlobConditions) -> Result<()> {
+        async fn delete_blob(
+            &self,
+            _: &ContainerName,
+            _: &BlobName,
+            _: &BlobConditions,
+        ) -> Result<()> {
             refuse()
         }
-        async fn list_blobs(&self, _: &ContainerName, _: &str, _: Option<&str>) -> Result<BlobListPage> {
+        async fn list_blobs(
+            &self,
+            _: &ContainerName,
+            _: &str,
+            _: Option<&str>,
+        ) -> Result<BlobListPage> {
             refuse()
         }
         async fn acquire_lease(

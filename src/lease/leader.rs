@@ -142,7 +142,11 @@ fn retryable(e: &Error) -> bool {
 }
 
 impl ManagerInner {
-    async fn campaign(&self, name: &LeaseName, stop: &CancellationToken) -> Result<Option<LeaseGuard>> {
+    async fn campaign(
+        &self,
+        name: &LeaseName,
+        stop: &CancellationToken,
+    ) -> Result<Option<LeaseGuard>> {
         let mut backoff = self.env.poll_backoff();
         loop {
             let attempt = tokio::select! {

@@ -22,6 +22,26 @@
 //! holder log ([`LeaseManager::try_reserve`]), and operator tools
 //! ([`LeaseManager::describe`], [`LeaseManager::break_lease`]).
 //!
+//! # Renewal and loss
+//!
+//! The renewal task races every request against the guard's local deadline
+//! (send time of the last success + duration − drift margin): the service
+//! starts a new lease period when it processes a request, never earlier, so
+//! the service's expiry cannot come before that deadline. Failures are sorted:
+//!
+//! * **definitive loss**: the service says the lease is not ours
+//!   (`LeaseIdMismatch*`, `LeaseNotPresent*`, `LeaseIsBroken*`,
+//!   `LeaseIsBreaking*`, another holder, the blob gone): lost at once;
+//! * **transient** ([`Error::Transient`]): retried quickly (250 ms doubling
+//!   to 2 s) while the deadline allows;
+//! * **ambiguous** (anything else, such as a reply that never came):
+//!   verified with a properties read. Still leased: the renew is retried
+//!   (only our id can renew it, so a success proves we still hold it); not
+//!   leased: lost at once.
+//!
+//! A loss cancels the guard's token and completes [`LeaseGuard::lost`]; the
+//! guard then refuses to send writes under the lease.
+//!
 //! # Process-local sharing
 //!
 //! Tasks of one process that want the same lease queue locally instead of
@@ -39,24 +59,34 @@
 //! use std::time::Duration;
 //!
 //! use leasehold::backend::memory::MemoryBackend;
-//! use leasehold::lease::{LeaseManager, LeaseOptions};
+//! use leasehold::lease::{Acquisition, LeaseManager, LeaseOptions, OnceOutcome};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> leasehold::Result<()> {
-//! let leases = LeaseManager::new(Arc::new(MemoryBackend::new()), LeaseOptions::default())?;
+//! let backend = Arc::new(MemoryBackend::new());
+//! let leases = LeaseManager::new(backend.clone(), LeaseOptions::default())?;
 //!
+//! // An exclusive section: held (and renewed) until released.
 //! let guard = leases.acquire("nightly-report", Duration::from_secs(30)).await?;
-//! guard.ensure_valid(Duration::from_secs(5))?;
-//! // ... work that must not run twice at once; watch `guard.lost()` ...
+//! assert_eq!(guard.acquisition(), Acquisition::Fresh);
 //! let epoch = guard.advance_epoch().await?; // a fencing number for this holder
-//! assert_eq!(epoch, 1);
+//! guard.ensure_valid(Duration::from_secs(5))?; // before a side effect
+//! // ... work; `guard.lost()` completes if the lease is lost ...
+//!
+//! // Another process (another manager) cannot take it meanwhile.
+//! let other = LeaseManager::new(backend, LeaseOptions::default())?;
+//! assert!(other.try_acquire("nightly-report").await?.is_none());
+//! let seen = other.describe("nightly-report").await?;
+//! assert_eq!((seen.owner.as_deref(), seen.epoch), (Some(leases.owner()), epoch));
 //! guard.release().await?;
 //!
-//! // Somebody else holding it: `try_acquire` does not wait.
-//! let held = leases.acquire("nightly-report", Duration::from_secs(1)).await?;
-//! let other = LeaseManager::new(Arc::new(MemoryBackend::new()), LeaseOptions::default())?;
-//! assert!(other.try_acquire("unrelated").await?.is_some());
-//! held.release().await?;
+//! // Run-once initialisation, whoever gets there first.
+//! let outcome = other
+//!     .do_once("schema-v2", |_ctx| async { Ok::<_, leasehold::Error>("migrated") })
+//!     .await?;
+//! assert!(matches!(outcome, OnceOutcome::Ran { output: "migrated", .. }));
+//! let again = leases.do_once("schema-v2", |_| async { Ok::<_, leasehold::Error>("") }).await?;
+//! assert_eq!(again, OnceOutcome::AlreadyDone);
 //! # Ok(())
 //! # }
 //! ```
@@ -316,7 +346,11 @@ fn default_owner() -> String {
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
         .take(200)
         .collect();
-    let host = if host.is_empty() { "host".to_owned() } else { host };
+    let host = if host.is_empty() {
+        "host".to_owned()
+    } else {
+        host
+    };
     let random = uuid::Uuid::new_v4().simple().to_string();
     format!("{host}-{}-{}", std::process::id(), &random[..8])
 }
@@ -677,22 +711,53 @@ mod tests {
         assert_eq!(s.duration, LeaseDuration::Seconds(30));
         assert_eq!(s.renew_interval, Duration::from_secs(10));
         assert_eq!(s.container.as_str(), DEFAULT_CONTAINER);
-        assert!(s.owner.contains(&format!("-{}-", std::process::id())), "{}", s.owner);
+        assert!(
+            s.owner.contains(&format!("-{}-", std::process::id())),
+            "{}",
+            s.owner
+        );
         check_owner(&s.owner).unwrap();
     }
 
     #[test]
     fn bad_options_are_invalid_and_name_the_option() {
         let cases = [
-            (LeaseOptions::new().with_duration(Duration::from_secs(14)), "lease duration"),
-            (LeaseOptions::new().with_duration(Duration::from_secs(61)), "lease duration"),
-            (LeaseOptions::new().with_duration(Duration::from_millis(15_500)), "lease duration"),
-            (LeaseOptions::new().with_renew_interval(Duration::from_secs(30)), "renew interval"),
-            (LeaseOptions::new().with_renew_interval(Duration::from_secs(29)), "renew interval"),
-            (LeaseOptions::new().with_renew_interval(Duration::ZERO), "renew interval"),
-            (LeaseOptions::new().with_drift_margin(Duration::from_secs(15)), "drift margin"),
-            (LeaseOptions::new().with_poll_cap(Duration::from_secs(16)), "poll cap"),
-            (LeaseOptions::new().with_poll_cap(Duration::from_millis(1)), "poll cap"),
+            (
+                LeaseOptions::new().with_duration(Duration::from_secs(14)),
+                "lease duration",
+            ),
+            (
+                LeaseOptions::new().with_duration(Duration::from_secs(61)),
+                "lease duration",
+            ),
+            (
+                LeaseOptions::new().with_duration(Duration::from_millis(15_500)),
+                "lease duration",
+            ),
+            (
+                LeaseOptions::new().with_renew_interval(Duration::from_secs(30)),
+                "renew interval",
+            ),
+            (
+                LeaseOptions::new().with_renew_interval(Duration::from_secs(29)),
+                "renew interval",
+            ),
+            (
+                LeaseOptions::new().with_renew_interval(Duration::ZERO),
+                "renew interval",
+            ),
+            (
+                LeaseOptions::new().with_drift_margin(Duration::from_secs(15)),
+                "drift margin",
+            ),
+            (
+                LeaseOptions::new().with_poll_cap(Duration::from_secs(16)),
+                "poll cap",
+            ),
+            (
+                LeaseOptions::new().with_poll_cap(Duration::from_millis(1)),
+                "poll cap",
+            ),
             (LeaseOptions::new().with_owner(""), "owner identity"),
             (LeaseOptions::new().with_owner("é"), "owner identity"),
             (LeaseOptions::new().with_owner(" x"), "owner identity"),
@@ -723,7 +788,10 @@ mod tests {
         let xs: Vec<Duration> = (0..20).map(|_| x.next_delay()).collect();
         let ys: Vec<Duration> = (0..20).map(|_| y.next_delay()).collect();
         assert_eq!(xs, ys);
-        assert!(xs.iter().all(|d| *d <= Duration::from_millis(800)), "{xs:?}");
+        assert!(
+            xs.iter().all(|d| *d <= Duration::from_millis(800)),
+            "{xs:?}"
+        );
         assert!(xs[0] < Duration::from_millis(101), "{xs:?}");
         assert!(xs[19] >= Duration::from_millis(400), "{xs:?}");
     }

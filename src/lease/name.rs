@@ -1,22 +1,6 @@
 //! Lease names and their injective encoding into blob names.
 //!
-//! A lease name is any non-empty string of at most [`LeaseName::MAX_LEN`]
-//! bytes of UTF-8. Each name is stored in its own blob, whose name is the
-//! lease name with every byte outside a small safe set escaped:
-//!
-//! | input | blob name |
-//! |---|---|
-//! | ASCII letters `A–Z`, `a–z`, digits `0–9`, `-`, `_` | the character itself |
-//! | every other byte of the UTF-8 encoding (including `~`, `.`, `/`, `%`, spaces, non-ASCII) | `~` and two uppercase hex digits |
-//!
-//! So `orders/2024` becomes `orders~2F2024` and `é` becomes `~C3~A9`. The
-//! encoding is injective: a safe character stands only for itself, and `~`
-//! (never safe) always starts a three-character escape, so a blob name
-//! decodes back to exactly one lease name ([`LeaseName::from_blob_name`]).
-//! Case is kept (`Job` and `job` are different blobs; blob names are
-//! case-sensitive). The result is always a valid blob name: only unreserved
-//! URL characters, no `/` (so no virtual directories), never ending in `.`,
-//! at most `3 × 256 = 768` characters.
+//! See [`LeaseName`] for the rules and the encoding.
 
 use std::fmt;
 
@@ -26,10 +10,25 @@ use crate::key::{BlobName, shorten};
 /// The character that starts an escape in an encoded lease name.
 const ESCAPE: u8 = b'~';
 
-/// A validated lease name: non-empty, at most [`LeaseName::MAX_LEN`] bytes.
+/// A validated lease name: any non-empty string of at most
+/// [`LeaseName::MAX_LEN`] bytes of UTF-8.
 ///
-/// Every such string is a valid lease name; [`LeaseName::blob_name`] gives
-/// the blob that stores it (see the [module docs](self) for the encoding).
+/// Each name is stored in its own blob ([`LeaseName::blob_name`]), whose name
+/// is the lease name with every byte outside a small safe set escaped:
+///
+/// | input | blob name |
+/// |---|---|
+/// | ASCII letters `A–Z`, `a–z`, digits `0–9`, `-`, `_` | the character itself |
+/// | every other byte of the UTF-8 encoding (including `~`, `.`, `/`, `%`, spaces, non-ASCII) | `~` and two uppercase hex digits |
+///
+/// So `orders/2024` becomes `orders~2F2024` and `é` becomes `~C3~A9`. The
+/// encoding is injective: a safe character stands only for itself, and `~`
+/// (never safe) always starts a three-character escape, so a blob name
+/// decodes back to exactly one lease name ([`LeaseName::from_blob_name`]).
+/// Case is kept (`Job` and `job` are different blobs; blob names are
+/// case-sensitive). The result is always a valid blob name: only unreserved
+/// URL characters, no `/` (so no virtual directories), never ending in `.`,
+/// at most `3 × 256 = 768` characters.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LeaseName(String);
 
@@ -225,14 +224,17 @@ mod tests {
     #[test]
     fn encoding_is_injective_on_tricky_names() {
         let names = [
-            "a", "A", "job", "Job", "JOB", "a/b", "a~2Fb", "a%2Fb", "a%2fb", "a_2Fb", "a b",
-            "a+b", "a/", "a//b", "/a", "~", "~7E", "%", ".", "..", "a.", "é", "e\u{301}",
-            "\u{0}", "\u{7f}", "日本",
+            "a", "A", "job", "Job", "JOB", "a/b", "a~2Fb", "a%2Fb", "a%2fb", "a_2Fb", "a b", "a+b",
+            "a/", "a//b", "/a", "~", "~7E", "%", ".", "..", "a.", "é", "e\u{301}", "\u{0}",
+            "\u{7f}", "日本",
         ];
         let mut seen = HashSet::new();
         for n in names {
             let encoded = enc(n);
-            assert!(seen.insert(encoded.clone()), "{n:?} collides as {encoded:?}");
+            assert!(
+                seen.insert(encoded.clone()),
+                "{n:?} collides as {encoded:?}"
+            );
             assert_eq!(LeaseName::from_blob_name(&encoded).unwrap().as_str(), n);
             let blob = LeaseName::new(n).unwrap().blob_name().unwrap();
             assert!(!blob.as_str().contains('/'), "{blob:?}");

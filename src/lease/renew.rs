@@ -55,7 +55,6 @@ struct Times {
 
 /// What every holder of one blob lease (the guards, the renewal task, status
 /// handles) shares.
-#[derive(Debug)]
 pub(crate) struct LeaseShared {
     pub(crate) name: LeaseName,
     pub(crate) id: LeaseId,
@@ -178,8 +177,27 @@ impl LeaseShared {
     /// as ours.
     pub(crate) fn note_error(&self, error: &Error) {
         if classify(error) == Failure::Lost {
-            self.mark_lost(format!("the service refused it: {error}"), error.code().map(str::to_owned));
+            self.mark_lost(
+                format!("the service refused it: {error}"),
+                error.code().map(str::to_owned),
+            );
         }
+    }
+}
+
+/// Leaves the lease id out: it is a capability (whoever has it can write the
+/// lease blob), so it stays out of logs.
+impl std::fmt::Debug for LeaseShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("name", &self.name)
+            .field("remaining", &self.remaining())
+            .field("lost", &self.lost.is_cancelled())
+            .field(
+                "released",
+                &(self.stop.is_cancelled() && !self.lost.is_cancelled()),
+            )
+            .finish_non_exhaustive()
     }
 }
 

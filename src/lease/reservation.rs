@@ -1,25 +1,7 @@
 //! Job reservations: "this process has job X for the next N seconds", with a
 //! log of recent holders kept in the job's lease blob.
 //!
-//! Semantics:
-//!
-//! * A reservation of `job` for `duration` is the lease `job`, taken without
-//!   waiting and held by this process for `duration` from the moment it was
-//!   taken: renewed in the background up to then, and released then (or at
-//!   [`LeaseManager::cancel_reservation`]). It is not renewed past
-//!   `duration`; if the process dies, the lease expires within one lease
-//!   duration of its last renewal.
-//! * The reservation belongs to the manager (and its clones), not to the
-//!   returned [`Reservation`] handle: dropping the handle does not end it.
-//! * Each reservation appends a [`ReservationRecord`] (holder, times) to the
-//!   lease blob's log, written under the lease; a cancellation stamps its
-//!   record. The log keeps the newest [`RESERVATION_LOG_LEN`] records, oldest
-//!   first, and anyone can read it without the lease
-//!   ([`LeaseManager::reservation_log`]).
-//! * Reservation names share the namespace of all other leases of the
-//!   manager.
-//!
-//! [`RESERVATION_LOG_LEN`]: super::RESERVATION_LOG_LEN
+//! See [`Reservation`] for the semantics.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -75,8 +57,29 @@ impl Registry {
     }
 }
 
-/// A handle on a live reservation (see the [module docs](self) for the
-/// semantics). Dropping it does not end the reservation.
+/// A handle on a live job reservation.
+///
+/// Semantics:
+///
+/// * A reservation of `job` for `duration` is the lease `job`, taken without
+///   waiting and held by this process for `duration` from the moment it was
+///   taken: renewed in the background up to then, and released then (or at
+///   [`LeaseManager::cancel_reservation`]). It is never renewed past
+///   `duration`; if the process dies or the release fails, the lease runs
+///   out within one lease duration of its last renewal. A task of this
+///   process queued for the same lease name when the reservation ends gets
+///   the lease handed over, as with any guard.
+/// * The reservation belongs to the manager (and its clones), not to the
+///   returned [`Reservation`] handle: dropping the handle does not end it.
+/// * Each reservation appends a [`ReservationRecord`] (holder, times) to the
+///   lease blob's log, written under the lease; a cancellation stamps its
+///   record. The log keeps the newest [`RESERVATION_LOG_LEN`] records, oldest
+///   first, and anyone can read it without the lease
+///   ([`LeaseManager::reservation_log`]).
+/// * Reservation names share the namespace of all other leases of the
+///   manager.
+///
+/// [`RESERVATION_LOG_LEN`]: super::RESERVATION_LOG_LEN
 #[derive(Debug, Clone)]
 pub struct Reservation {
     job: LeaseName,
@@ -237,7 +240,10 @@ impl ManagerInner {
             until,
             cancelled_at: None,
         };
-        let seq = match guard.update_document(|doc| doc.push_reservation(record)).await {
+        let seq = match guard
+            .update_document(|doc| doc.push_reservation(record))
+            .await
+        {
             Ok(seq) => seq,
             Err(e) => {
                 let _ = guard.release().await;
@@ -252,9 +258,7 @@ impl ManagerInner {
             seq,
             until: ends,
         });
-        this.reservations
-            .lock()
-            .insert(job.clone(), entry.clone());
+        this.reservations.lock().insert(job.clone(), entry.clone());
         tokio::spawn(expire(Arc::downgrade(this), job.clone(), entry));
         info!(seq, ?duration, "reserved");
         Ok(Some(Reservation {

@@ -147,11 +147,21 @@ pub async fn mutual_exclusion<B: BlobBackend + Clone>(
             let (name, intervals, inside) = (name.clone(), intervals.clone(), inside.clone());
             tasks.spawn(async move {
                 let guard = leases.acquire(&name, LONG).await.expect("acquire");
-                eprintln!("DIAG mutex {p}/{t} {:?} at {:?}", guard.acquisition(), Instant::now());
+                eprintln!(
+                    "DIAG mutex {p}/{t} {:?} at {:?}",
+                    guard.acquisition(),
+                    Instant::now()
+                );
                 let start = Instant::now();
-                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+                assert_eq!(
+                    inside.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "two holders at once"
+                );
                 sleep(Duration::from_millis(50)).await;
-                guard.ensure_valid(Duration::from_secs(1)).expect("still valid");
+                guard
+                    .ensure_valid(Duration::from_secs(1))
+                    .expect("still valid");
                 inside.fetch_sub(1, Ordering::SeqCst);
                 let end = Instant::now();
                 intervals.push(start, end, format!("proc-{p}/task-{t}"));
@@ -177,7 +187,12 @@ pub async fn renewal_holds_for_ten_durations<B: BlobBackend + Clone>(backend: B,
     while start.elapsed() < cfg.lease * 10 {
         sleep(cfg.lease / 4).await;
         assert!(
-            other.leases.try_acquire(&name).await.expect("try").is_none(),
+            other
+                .leases
+                .try_acquire(&name)
+                .await
+                .expect("try")
+                .is_none(),
             "taken after {:?}",
             start.elapsed()
         );
@@ -186,7 +201,14 @@ pub async fn renewal_holds_for_ten_durations<B: BlobBackend + Clone>(backend: B,
     let renews = counter.get(Op::RenewLease);
     assert!(renews >= 29, "only {renews} renewals in 10 lease durations");
     guard.release().await.expect("release");
-    assert!(other.leases.try_acquire(&name).await.expect("try").is_some());
+    assert!(
+        other
+            .leases
+            .try_acquire(&name)
+            .await
+            .expect("try")
+            .is_some()
+    );
 }
 
 /// A renew request that hangs still ends in `lost` before the service's lease
@@ -221,9 +243,20 @@ pub async fn hanging_renew_fires_lost_before_expiry<B: BlobBackend + Clone>(
     // have taken it yet.
     let d = other.leases.describe(&name).await.expect("describe");
     assert_eq!(d.state, LeaseState::Leased);
-    assert!(other.leases.try_acquire(&name).await.expect("try").is_none());
+    assert!(
+        other
+            .leases
+            .try_acquire(&name)
+            .await
+            .expect("try")
+            .is_none()
+    );
     // After the service's expiry, another process gets it.
-    let g = other.leases.acquire(&name, cfg.lease).await.expect("taken after expiry");
+    let g = other
+        .leases
+        .acquire(&name, cfg.lease)
+        .await
+        .expect("taken after expiry");
     assert!(Instant::now() >= sent + cfg.lease);
     assert_eq!(
         guard.release().await.unwrap_err().kind(),
@@ -254,7 +287,10 @@ pub async fn external_break_fires_lost<B: BlobBackend + Clone>(backend: B, cfg: 
     assert!(broken_at.elapsed() <= cfg.renew_interval() + Duration::from_secs(3));
     let e = guard.ensure_valid(Duration::ZERO).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::LeaseLost);
-    assert!(e.code().is_some_and(|c| c.starts_with("LeaseIsBroken")), "{e}");
+    assert!(
+        e.code().is_some_and(|c| c.starts_with("LeaseIsBroken")),
+        "{e}"
+    );
     // Writes that carry the old lease id are refused by the service.
     let raw = backend
         .put_blob(
@@ -271,12 +307,22 @@ pub async fn external_break_fires_lost<B: BlobBackend + Clone>(backend: B, cfg: 
         .unwrap_err();
     assert_eq!(raw.kind(), ErrorKind::LeaseLost, "{raw}");
     drop(guard);
-    assert!(operator.leases.try_acquire(&name).await.expect("try").is_some());
+    assert!(
+        operator
+            .leases
+            .try_acquire(&name)
+            .await
+            .expect("try")
+            .is_some()
+    );
 
     // Noticed at once by a write under the lease.
     let name = cfg.name("break-write");
     let guard = holder.leases.acquire(&name, LONG).await.expect("acquire");
-    guard.set_journal(Some(serde_json::json!({"step": 1}))).await.expect("journal");
+    guard
+        .set_journal(Some(serde_json::json!({"step": 1})))
+        .await
+        .expect("journal");
     operator
         .leases
         .break_lease(&name, Some(Duration::ZERO))
@@ -289,9 +335,19 @@ pub async fn external_break_fires_lost<B: BlobBackend + Clone>(backend: B, cfg: 
         .await
         .expect("lost() fires with the refused write");
     // The journal written before the break is still there.
-    assert!(operator.leases.describe(&name).await.unwrap().journal_pending);
+    assert!(
+        operator
+            .leases
+            .describe(&name)
+            .await
+            .unwrap()
+            .journal_pending
+    );
     // Nothing more is sent under a lease known to be lost.
-    assert_eq!(guard.set_journal(None).await.unwrap_err().kind(), ErrorKind::LeaseLost);
+    assert_eq!(
+        guard.set_journal(None).await.unwrap_err().kind(),
+        ErrorKind::LeaseLost
+    );
 }
 
 /// Run-once with 10 concurrent callers (5 processes × 2 tasks) runs the work
@@ -349,7 +405,10 @@ pub async fn do_once_runs_exactly_once<B: BlobBackend + Clone>(backend: B, cfg: 
         }]
     );
     assert_eq!(
-        outcomes.iter().filter(|o| **o == OnceOutcome::AlreadyDone).count(),
+        outcomes
+            .iter()
+            .filter(|o| **o == OnceOutcome::AlreadyDone)
+            .count(),
         9
     );
 
@@ -382,7 +441,11 @@ pub async fn do_once_runs_exactly_once<B: BlobBackend + Clone>(backend: B, cfg: 
 
     let runs = Arc::new(AtomicUsize::new(0));
     let outcomes = ten_callers(&backend, &cfg, &name, runs.clone(), "b").await;
-    assert_eq!(runs.load(Ordering::SeqCst), 1, "ran once more after the crash");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "ran once more after the crash"
+    );
     let ran: Vec<_> = outcomes
         .iter()
         .filter(|o| matches!(o, OnceOutcome::Ran { .. }))
@@ -470,7 +533,11 @@ pub async fn leader_failovers_never_overlap<B: BlobBackend + Clone>(backend: B, 
         r.expect("candidate panicked");
     }
     intervals.assert_disjoint();
-    eprintln!("DIAG leader terms={} failovers={failovers} virtual={:?}", intervals.len(), t0.elapsed());
+    eprintln!(
+        "DIAG leader terms={} failovers={failovers} virtual={:?}",
+        intervals.len(),
+        t0.elapsed()
+    );
     assert!(intervals.len() > cfg.failovers, "{} terms", intervals.len());
     let epochs = epochs.lock().unwrap().clone();
     assert!(epochs.windows(2).all(|w| w[0] < w[1]), "{epochs:?}");
@@ -498,7 +565,14 @@ pub async fn reservation_log_is_bounded_and_ordered<B: BlobBackend + Clone>(
         assert!(r.is_active());
         assert!(me.try_reserve(&job, reservation).await.unwrap().is_none());
         for other in procs.iter().filter(|p| !std::ptr::eq(&p.leases, me)) {
-            assert!(other.leases.try_reserve(&job, reservation).await.unwrap().is_none());
+            assert!(
+                other
+                    .leases
+                    .try_reserve(&job, reservation)
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
             assert!(!other.leases.has_reservation(&job));
         }
         if i % 2 == 0 {
@@ -530,15 +604,25 @@ pub async fn local_sharing_costs_one_acquire<B: BlobBackend + Clone>(backend: B,
     let name = cfg.name("local");
     let (leases, counter) = counted(&backend, &cfg, "local");
     // First use creates the container and blob; count from a warm start.
-    leases.acquire(&name, LONG).await.unwrap().release().await.unwrap();
+    leases
+        .acquire(&name, LONG)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     counter.reset();
 
     let intervals = Intervals::default();
     let kinds = Arc::new(Mutex::new(BTreeMap::<String, usize>::new()));
     let mut tasks = JoinSet::new();
     for u in 0..100 {
-        let (leases, name, intervals, kinds) =
-            (leases.clone(), name.clone(), intervals.clone(), kinds.clone());
+        let (leases, name, intervals, kinds) = (
+            leases.clone(),
+            name.clone(),
+            intervals.clone(),
+            kinds.clone(),
+        );
         tasks.spawn(async move {
             let guard = leases.acquire(&name, LONG).await.expect("acquire");
             let start = Instant::now();
@@ -561,7 +645,10 @@ pub async fn local_sharing_costs_one_acquire<B: BlobBackend + Clone>(backend: B,
     assert_eq!(counter.get(Op::ReleaseLease), 1, "{counter:?}");
     let kinds = kinds.lock().unwrap().clone();
     assert_eq!(kinds.get(&format!("{:?}", Acquisition::Fresh)), Some(&1));
-    assert_eq!(kinds.get(&format!("{:?}", Acquisition::HandedOver)), Some(&99));
+    assert_eq!(
+        kinds.get(&format!("{:?}", Acquisition::HandedOver)),
+        Some(&99)
+    );
 }
 
 /// A handed-over guard sees what the previous unit wrote without reading the
@@ -571,7 +658,10 @@ pub async fn hand_over_keeps_the_blob_view<B: BlobBackend + Clone>(backend: B, c
     let (leases, counter) = counted(&backend, &cfg, "view");
     let first = leases.acquire(&name, LONG).await.unwrap();
     assert_eq!(first.acquisition(), Acquisition::Fresh);
-    first.set_journal(Some(serde_json::json!(["op"]))).await.unwrap();
+    first
+        .set_journal(Some(serde_json::json!(["op"])))
+        .await
+        .unwrap();
     assert_eq!(first.advance_epoch().await.unwrap(), 1);
     let waiting = tokio::spawn({
         let (leases, name) = (leases.clone(), name.clone());
@@ -583,7 +673,10 @@ pub async fn hand_over_keeps_the_blob_view<B: BlobBackend + Clone>(backend: B, c
     let second = waiting.await.unwrap().unwrap();
     assert!(second.is_handed_over());
     counter.reset();
-    assert_eq!(second.journal().await.unwrap(), Some(serde_json::json!(["op"])));
+    assert_eq!(
+        second.journal().await.unwrap(),
+        Some(serde_json::json!(["op"]))
+    );
     assert_eq!(second.epoch().await.unwrap(), 1);
     assert_eq!(counter.total(), 0, "hand-over reads nothing: {counter:?}");
     second.set_journal(None).await.unwrap();
@@ -608,7 +701,10 @@ pub async fn describe_and_drop<B: BlobBackend + Clone>(backend: B, cfg: SuiteCon
 
     let guard = holder.leases.acquire(&name, LONG).await.unwrap();
     guard.advance_epoch().await.unwrap();
-    guard.set_journal(Some(serde_json::json!({"t": 2}))).await.unwrap();
+    guard
+        .set_journal(Some(serde_json::json!({"t": 2})))
+        .await
+        .unwrap();
     let d = operator.leases.describe(&name).await.unwrap();
     assert!(d.exists && d.is_held());
     assert_eq!(d.state, LeaseState::Leased);
@@ -616,6 +712,9 @@ pub async fn describe_and_drop<B: BlobBackend + Clone>(backend: B, cfg: SuiteCon
     assert!(d.acquired_at.is_some());
     assert_eq!(d.epoch, 1);
     assert!(d.journal_pending);
+    let shown = format!("{guard:?} {:?}", guard.status());
+    assert!(!shown.contains(&guard.lease_id().to_string()), "{shown}");
+    assert!(shown.contains("describe"), "{shown}");
 
     drop(guard);
     // The background release lands promptly.
@@ -637,9 +736,18 @@ pub async fn invalid_input_sends_nothing<B: BlobBackend + Clone>(backend: B, cfg
     let counter = counting.counter();
     let shared: Arc<dyn BlobBackend> = Arc::new(counting);
     for (options, what) in [
-        (cfg.options("x").with_duration(Duration::from_secs(10)), "lease duration"),
-        (cfg.options("x").with_duration(Duration::from_secs(61)), "lease duration"),
-        (cfg.options("x").with_renew_interval(cfg.lease), "renew interval"),
+        (
+            cfg.options("x").with_duration(Duration::from_secs(10)),
+            "lease duration",
+        ),
+        (
+            cfg.options("x").with_duration(Duration::from_secs(61)),
+            "lease duration",
+        ),
+        (
+            cfg.options("x").with_renew_interval(cfg.lease),
+            "renew interval",
+        ),
         (cfg.options("x").with_poll_cap(cfg.lease), "poll cap"),
         (cfg.options("x").with_owner("\n"), "owner identity"),
     ] {
@@ -650,12 +758,18 @@ pub async fn invalid_input_sends_nothing<B: BlobBackend + Clone>(backend: B, cfg
     let leases = LeaseManager::new(shared, cfg.options("x")).unwrap();
     let long = "n".repeat(257);
     for name in ["", long.as_str()] {
-        assert_eq!(leases.try_acquire(name).await.unwrap_err().kind(), ErrorKind::Invalid);
+        assert_eq!(
+            leases.try_acquire(name).await.unwrap_err().kind(),
+            ErrorKind::Invalid
+        );
         assert_eq!(
             leases.acquire(name, LONG).await.unwrap_err().kind(),
             ErrorKind::Invalid
         );
-        assert_eq!(leases.describe(name).await.unwrap_err().kind(), ErrorKind::Invalid);
+        assert_eq!(
+            leases.describe(name).await.unwrap_err().kind(),
+            ErrorKind::Invalid
+        );
         let once = leases
             .do_once(name, |_| async { Ok::<_, Error>(()) })
             .await
@@ -696,7 +810,10 @@ pub async fn ambiguous_renewals_are_verified<B: BlobBackend + Clone>(backend: B,
     let guard = holder.acquire(&name, LONG).await.unwrap();
     *switch.lock().unwrap() = Renews::AppliedNoReply;
     sleep(cfg.renew_interval() * 2).await;
-    assert!(counter.get(Op::BlobProperties) >= 1, "verified: {counter:?}");
+    assert!(
+        counter.get(Op::BlobProperties) >= 1,
+        "verified: {counter:?}"
+    );
     assert!(!guard.is_lost());
     *switch.lock().unwrap() = Renews::Normal;
     sleep(cfg.renew_interval() * 2).await;
@@ -798,7 +915,9 @@ pub async fn infinite_leases_hold_until_released<B: BlobBackend + Clone>(
     let name = cfg.name("infinite");
     let counting = CountingBackend::new(backend.clone());
     let counter = counting.counter();
-    let options = LeaseOptions::new().with_infinite_duration().with_owner("forever");
+    let options = LeaseOptions::new()
+        .with_infinite_duration()
+        .with_owner("forever");
     let holder = LeaseManager::new(Arc::new(counting), options).unwrap();
     let operator = process(&backend, &cfg, "operator");
     let guard = holder.acquire(&name, LONG).await.unwrap();
