@@ -97,6 +97,11 @@ async fn infinite_leases_hold_until_released_or_broken() {
     lease_suite::infinite_leases_hold_until_released(memory(), SuiteConfig::memory()).await;
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_lock_unit_costs_acquire_read_writes_release_cold_and_only_writes_handed_over() {
+    lease_suite::lock_unit_request_budget(memory(), SuiteConfig::memory()).await;
+}
+
 /// A guard outliving its runtime is dropped without a panic and without a
 /// request (the lease then expires on its own).
 #[test]

@@ -443,7 +443,10 @@ impl WallClock {
     }
 
     fn now(&self) -> OffsetDateTime {
-        self.wall + self.mono.elapsed()
+        time::Duration::try_from(self.mono.elapsed())
+            .ok()
+            .and_then(|elapsed| self.wall.checked_add(elapsed))
+            .unwrap_or(self.wall)
     }
 }
 

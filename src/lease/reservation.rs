@@ -20,6 +20,9 @@ use super::guard::{AcquireMode, LeaseGuard, LeaseStatus};
 use super::name::LeaseName;
 use super::{LeaseManager, ManagerInner};
 
+/// The longest reservation.
+const MAX_RESERVATION: Duration = Duration::from_secs(366 * 86_400);
+
 /// The live reservations of a manager.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
@@ -136,15 +139,15 @@ impl LeaseManager {
     /// otherwise (including when this process already holds it).
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad name or a zero duration (before any
-    /// request); the backend's error when a request fails (the lease is then
+    /// [`Error::Invalid`] for a bad name or a duration that is zero or over
+    /// 366 days (before any request); the backend's error when a request fails (the lease is then
     /// released).
     pub async fn try_reserve(&self, job: &str, duration: Duration) -> Result<Option<Reservation>> {
         let job = LeaseName::new(job)?;
-        if duration.is_zero() {
+        if duration.is_zero() || duration > MAX_RESERVATION {
             return Err(Error::invalid(
                 format!("reservation duration {duration:?} for {job}"),
-                "must be positive",
+                "must be positive and at most 366 days",
             ));
         }
         let span = info_span!("lease.reserve", lease = %job);
@@ -232,7 +235,10 @@ impl ManagerInner {
         };
         let ends = Instant::now() + duration;
         let reserved_at = this.env.now_wall();
-        let until = reserved_at + duration;
+        let until = time::Duration::try_from(duration)
+            .ok()
+            .and_then(|d| reserved_at.checked_add(d))
+            .unwrap_or(reserved_at);
         let record = ReservationRecord {
             seq: 0,
             holder: this.env.settings.owner.clone(),

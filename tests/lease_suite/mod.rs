@@ -786,8 +786,10 @@ pub async fn invalid_input_sends_nothing<B: BlobBackend + Clone>(backend: B, cfg
         .await
         .unwrap_err();
     assert!(e.to_string().contains("break period"), "{e}");
-    let e = leases.try_reserve("job", Duration::ZERO).await.unwrap_err();
-    assert!(e.to_string().contains("reservation duration"), "{e}");
+    for bad in [Duration::ZERO, Duration::MAX] {
+        let e = leases.try_reserve("job", bad).await.unwrap_err();
+        assert!(e.to_string().contains("reservation duration"), "{e}");
+    }
     assert_eq!(counter.total(), 0, "{counter:?}");
 }
 
@@ -922,7 +924,7 @@ pub async fn infinite_leases_hold_until_released<B: BlobBackend + Clone>(
     let operator = process(&backend, &cfg, "operator");
     let guard = holder.acquire(&name, LONG).await.unwrap();
     assert_eq!(guard.remaining(), Duration::MAX);
-    sleep(cfg.lease * 3).await;
+    sleep(cfg.lease + Duration::from_secs(1)).await;
     assert_eq!(counter.get(Op::RenewLease), 0);
     assert!(operator.leases.try_acquire(&name).await.unwrap().is_none());
     guard.advance_epoch().await.unwrap();
@@ -931,4 +933,56 @@ pub async fn infinite_leases_hold_until_released<B: BlobBackend + Clone>(
     assert_eq!(e.kind(), ErrorKind::LeaseLost);
     assert!(guard.is_lost());
     assert_eq!(guard.remaining(), Duration::ZERO);
+}
+
+/// The requests a partition-lock unit costs on the lease side, with owner
+/// metadata off: a cold unit is acquire + one blob read + its journal
+/// writes + release; a unit handed over within the process sends only its
+/// journal writes.
+pub async fn lock_unit_request_budget<B: BlobBackend + Clone>(backend: B, cfg: SuiteConfig) {
+    let name = cfg.name("budget");
+    let counting = CountingBackend::new(backend.clone());
+    let counter = counting.counter();
+    let options = cfg.options("budget").with_owner_metadata(false);
+    let leases = LeaseManager::new(Arc::new(counting), options).unwrap();
+    // Warm: container and blob exist.
+    leases
+        .acquire(&name, LONG)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    counter.reset();
+
+    let cold = leases.acquire(&name, LONG).await.unwrap();
+    assert_eq!(cold.acquisition(), Acquisition::Fresh);
+    assert_eq!(cold.journal().await.unwrap(), None); // the lock-blob read
+    let next = tokio::spawn({
+        let (leases, name) = (leases.clone(), name.clone());
+        async move { leases.acquire(&name, LONG).await }
+    });
+    cold.set_journal(Some(serde_json::json!({"ops": 2})))
+        .await
+        .unwrap();
+    cold.set_journal(None).await.unwrap();
+    sleep(Duration::from_millis(10)).await;
+    cold.release().await.unwrap();
+    let work: BTreeMap<Op, u64> = [(Op::AcquireLease, 1), (Op::GetBlob, 1), (Op::PutBlob, 2)]
+        .into_iter()
+        .collect();
+    assert_eq!(counter.snapshot(), work, "cold unit");
+
+    counter.reset();
+    let warm = next.await.unwrap().unwrap();
+    assert_eq!(warm.acquisition(), Acquisition::HandedOver);
+    assert_eq!(warm.journal().await.unwrap(), None);
+    warm.set_journal(Some(serde_json::json!({"ops": 3})))
+        .await
+        .unwrap();
+    warm.set_journal(None).await.unwrap();
+    let handed: BTreeMap<Op, u64> = [(Op::PutBlob, 2)].into_iter().collect();
+    assert_eq!(counter.snapshot(), handed, "handed-over unit");
+    warm.release().await.unwrap();
+    assert_eq!(counter.get(Op::ReleaseLease), 1);
 }
