@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use quote::ToTokens;
 use syn::{Data, DeriveInput, Fields, Ident, Type, Visibility};
 
-use crate::attr::{self, FieldAttrs, KeyAttr};
+use crate::attr::{self, FieldAttrs, KeyAttr, Position};
 use crate::errors::Errors;
 use crate::rules;
 
@@ -141,6 +141,7 @@ impl<'a> Model<'a> {
         };
 
         let table = match &container.table {
+            None if container.table_written => String::new(),
             None => {
                 errors.spanned(
                     &input.ident,
@@ -234,21 +235,22 @@ fn field_role<'a>(
     stored: &mut HashMap<String, &'a Ident>,
     errors: &mut Errors,
 ) -> Role {
-    let storage = attrs.storage_attrs();
+    let property_attrs = attrs.property_attrs();
     let key = match (attrs.partition_key, attrs.row_key) {
-        (Some(pk), Some(rk)) => {
+        (Some(_), Some(rk)) => {
             errors.at(
                 rk.span,
-                format!("`{ident}` is already the partition key; a field can feed only one key"),
+                format!("`{ident}` cannot be both the partition key and the row key; a field feeds one key"),
             );
-            Some((KeyKind::Partition, pk))
+            // Not counted as a key field, so no further error follows from it.
+            return Role::Skip;
         }
         (Some(pk), None) => Some((KeyKind::Partition, pk)),
         (None, Some(rk)) => Some((KeyKind::Row, rk)),
         (None, None) => None,
     };
     if let Some((kind, key)) = key {
-        for (name, span) in storage {
+        for (name, span) in property_attrs {
             errors.at(
                 span,
                 format!(
@@ -264,7 +266,7 @@ fn field_role<'a>(
         return Role::Key(kind);
     }
     if attrs.skip.is_some() {
-        for (name, span) in storage {
+        for (name, span) in property_attrs {
             errors.at(
                 span,
                 format!("`{name}` does nothing on a skipped field: `{ident}` is not stored"),
@@ -281,9 +283,21 @@ fn field_role<'a>(
     };
     if let Some(why) = rules::property_name_problem(&name) {
         let mut message = format!("property name {name:?} {why}");
-        if rules::RESERVED_NAMES.contains(&name.as_str()) {
+        match name.as_str() {
+            "PartitionKey" => message.push_str(
+                "; to make the field the partition key, mark it `#[entity(partition_key)]`",
+            ),
+            "RowKey" => {
+                message.push_str("; to make the field the row key, mark it `#[entity(row_key)]`")
+            }
+            "Timestamp" => message.push_str(
+                "; the service sets it on every write, and reads return it as `Versioned::timestamp`",
+            ),
+            _ => {}
+        }
+        if attrs.rename.is_none() {
             message.push_str(
-                "; the keys are stored there through `#[entity(partition_key)]` and `#[entity(row_key)]`, and the service sets Timestamp",
+                "\nhelp: store the field under another name with `#[entity(rename = \"...\")]`",
             );
         }
         errors.spanned(&at, message);
@@ -342,15 +356,21 @@ fn key_parts(
 
     let positional: Vec<(usize, usize, &syn::LitInt)> = marked
         .iter()
-        .filter_map(|(i, a)| a.position.as_ref().map(|(p, lit)| (*i, *p, lit)))
+        .filter_map(|(i, a)| match &a.position {
+            Position::At(p, lit) => Some((*i, *p, lit)),
+            Position::None | Position::Invalid => None,
+        })
         .collect();
     let plain: Vec<(usize, &KeyAttr)> = marked
         .iter()
-        .filter(|(_, a)| a.position.is_none())
+        .filter(|(_, a)| matches!(a.position, Position::None))
         .copied()
         .collect();
+    let invalid = marked
+        .iter()
+        .any(|(_, a)| matches!(a.position, Position::Invalid));
 
-    if positional.is_empty() {
+    if plain.len() == marked.len() {
         for (i, a) in plain.iter().skip(1) {
             errors.at(
                 a.span,
@@ -378,6 +398,10 @@ fn key_parts(
         );
     }
 
+    if invalid {
+        // Positions cannot be checked against each other with one missing.
+        return Vec::new();
+    }
     let n = marked.len();
     let mut slots: Vec<Option<usize>> = vec![None; n];
     for &(i, position, lit) in &positional {
