@@ -17,6 +17,7 @@ pub use std::default::Default;
 pub use std::fmt::{Debug, Formatter, Result as FmtResult};
 pub use std::marker::Copy;
 pub use std::option::Option::{self, None, Some};
+pub use std::primitive::str;
 pub use std::result::Result::{Err, Ok};
 pub use std::string::String;
 

@@ -224,6 +224,8 @@ fn column_sets_are_visible_where_their_entity_is() {
 /// where the prelude's names, and the crate's own name, mean something else.
 #[allow(dead_code, non_camel_case_types, clippy::upper_case_acronyms)]
 mod shadowed_prelude {
+    struct str;
+    struct usize;
     struct Result;
     struct Ok;
     struct Err;

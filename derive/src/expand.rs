@@ -11,7 +11,7 @@ use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::Ident;
 use syn::spanned::Spanned;
 
-use crate::model::{Field, KeyKind, Model, Role, is_string, strip_option};
+use crate::model::{Field, KeyKind, Model, Role, is_string, strip_option, unraw};
 
 /// The generated items for one entity.
 pub fn expand(model: &Model<'_>) -> TokenStream {
@@ -106,44 +106,41 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
     let pk = local("pk");
     let rk = local("rk");
     let value = local("value");
-    let split = |kind: KeyKind, parts: &[usize], stored: &Ident| {
+    // The raw parts of a stored key, by position: `pk_0`, `pk_1`, ...
+    let raw_part = |kind: KeyKind, position: usize| {
+        let stored = match kind {
+            KeyKind::Partition => &pk,
+            KeyKind::Row => &rk,
+        };
+        Ident::new(&format!("{stored}_{position}"), Span::mixed_site())
+    };
+    let split = |kind: KeyKind, parts: &[usize]| {
+        let stored = match kind {
+            KeyKind::Partition => &pk,
+            KeyKind::Row => &rk,
+        };
         let n = parts.len();
         let kind_tokens = key_kind(kind);
-        let raws: Vec<Ident> = (0..n)
-            .map(|i| Ident::new(&format!("{stored}_{i}"), Span::mixed_site()))
-            .collect();
-        let split = quote! {
+        let raws = (0..n).map(|position| raw_part(kind, position));
+        quote! {
             let [#(#raws),*] = #p::split_key::<#n>(#table, #kind_tokens, #stored.as_str())?;
-        };
-        let parse = parts
-            .iter()
-            .zip(&raws)
-            .map(|(&i, raw)| {
-                let Field { ident, ty, .. } = &model.fields[i];
-                let field_name = ident.to_string();
-                let p = private_at(ty.span());
-                let expr = quote_spanned! {ty.span()=>
-                    #p::key_part(#table, #kind_tokens, #field_name, <#ty as #p::KeyPart>::parse_key(&#raw))?
-                };
-                (i, expr)
-            })
-            .collect::<Vec<_>>();
-        (split, parse)
+        }
     };
-    let (split_pk, parse_pk) = split(KeyKind::Partition, &model.partition_key, &pk);
-    let (split_rk, parse_rk) = split(KeyKind::Row, &model.row_key, &rk);
-    let key_values: Vec<(usize, TokenStream)> = parse_pk.into_iter().chain(parse_rk).collect();
+    let split_pk = split(KeyKind::Partition, &model.partition_key);
+    let split_rk = split(KeyKind::Row, &model.row_key);
 
-    let decoders = model.fields.iter().enumerate().map(|(i, f)| {
+    let decoders = model.fields.iter().map(|f| {
         let Field { ident, ty, role } = f;
         let p = private_at(ty.span());
         let expr = match role {
-            // Every key field of a valid model is a part of its key.
-            Role::Key(_) => key_values
-                .iter()
-                .find(|(k, _)| *k == i)
-                .map(|(_, expr)| expr.clone())
-                .unwrap_or_default(),
+            Role::Key { kind, position } => {
+                let raw = raw_part(*kind, *position);
+                let kind_tokens = key_kind(*kind);
+                let field_name = unraw(ident);
+                quote_spanned! {ty.span()=>
+                    #p::key_part(#table, #kind_tokens, #field_name, <#ty as #p::KeyPart>::parse_key(&#raw))?
+                }
+            }
             Role::Skip => quote_spanned!(ty.span()=> <#ty as #p::Default>::default()),
             Role::Property(prop) => {
                 let name = &prop.name;
@@ -172,8 +169,8 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
     quote! {
         #[automatically_derived]
         impl #p::Entity for #ident {
-            const TABLE: &'static str = #table;
-            const PROPERTY_NAMES: &'static [&'static str] = &[#(#names),*];
+            const TABLE: &'static #p::str = #table;
+            const PROPERTY_NAMES: &'static [&'static #p::str] = &[#(#names),*];
 
             #partition_key
 
@@ -212,7 +209,7 @@ fn columns(model: &Model<'_>) -> TokenStream {
     let mut columns: Vec<(&Ident, TokenStream, Option<&syn::Type>, String)> = Vec::new();
     for (i, field) in model.fields.iter().enumerate() {
         match &field.role {
-            Role::Key(kind) => {
+            Role::Key { kind, .. } => {
                 let parts = match kind {
                     KeyKind::Partition => &model.partition_key,
                     KeyKind::Row => &model.row_key,
@@ -276,7 +273,7 @@ fn columns(model: &Model<'_>) -> TokenStream {
             }
         });
     let debug_fields = columns.iter().map(|(field, _, _, _)| {
-        let name = field.to_string();
+        let name = unraw(field);
         quote!(.field(#name, &self.#field))
     });
     let columns_name = columns_ident.to_string();

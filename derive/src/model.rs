@@ -74,7 +74,12 @@ pub struct Field<'a> {
 /// How a field is stored.
 pub enum Role {
     /// (Part of) a key: not a property.
-    Key(KeyKind),
+    Key {
+        /// Which key.
+        kind: KeyKind,
+        /// The field's place among the key's parts (0 for a one-field key).
+        position: usize,
+    },
     /// A property.
     Property(Property),
     /// Not stored; `Default::default()` on read.
@@ -262,8 +267,12 @@ fn field_role<'a>(
         if let Some(span) = attrs.skip {
             errors.at(span, format!("a {} field cannot be skipped", kind.noun()));
         }
+        let position = match key.position {
+            Position::At(n, _) => n,
+            Position::None | Position::Invalid => 0,
+        };
         key_attrs.push((index, kind, key));
-        return Role::Key(kind);
+        return Role::Key { kind, position };
     }
     if attrs.skip.is_some() {
         for (name, span) in property_attrs {
@@ -319,7 +328,7 @@ fn field_role<'a>(
 }
 
 /// A field name as stored: without its `r#` prefix.
-fn unraw(ident: &Ident) -> String {
+pub fn unraw(ident: &Ident) -> String {
     let name = ident.to_string();
     match name.strip_prefix("r#") {
         Some(rest) => rest.to_owned(),
