@@ -364,6 +364,60 @@ impl fmt::Debug for BlobName {
     }
 }
 
+/// Anything that names a partition: `&str`, `String`, or a [`PartitionKey`].
+///
+/// Strings are validated on conversion.
+pub trait IntoPartitionKey {
+    /// Converts and validates.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when the key breaks the service's key rules.
+    fn into_partition_key(self) -> Result<PartitionKey>;
+}
+
+/// Anything that names a row: `&str`, `String`, or a [`RowKey`].
+///
+/// Strings are validated on conversion.
+pub trait IntoRowKey {
+    /// Converts and validates.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when the key breaks the service's key rules.
+    fn into_row_key(self) -> Result<RowKey>;
+}
+
+macro_rules! into_key {
+    ($trait:ident, $method:ident, $key:ident) => {
+        impl $trait for $key {
+            fn $method(self) -> Result<$key> {
+                Ok(self)
+            }
+        }
+        impl $trait for &$key {
+            fn $method(self) -> Result<$key> {
+                Ok(self.clone())
+            }
+        }
+        impl $trait for &str {
+            fn $method(self) -> Result<$key> {
+                $key::new(self)
+            }
+        }
+        impl $trait for String {
+            fn $method(self) -> Result<$key> {
+                $key::new(self)
+            }
+        }
+        impl $trait for &String {
+            fn $method(self) -> Result<$key> {
+                $key::new(self.as_str())
+            }
+        }
+    };
+}
+into_key!(IntoPartitionKey, into_partition_key, PartitionKey);
+into_key!(IntoRowKey, into_row_key, RowKey);
+
 // ---------------------------------------------------------------------------
 // Key parts and composite keys
 // ---------------------------------------------------------------------------
@@ -593,7 +647,9 @@ mod tests {
 
     #[test]
     fn keys_reject_forbidden_characters_and_length() {
-        for bad in ["a/b", "a\\b", "a#b", "a?b", "a\u{0}", "a\u{1f}", "\u{7f}", "\u{9f}"] {
+        for bad in [
+            "a/b", "a\\b", "a#b", "a?b", "a\u{0}", "a\u{1f}", "\u{7f}", "\u{9f}",
+        ] {
             let e = PartitionKey::new(bad).unwrap_err();
             assert!(e.to_string().contains("partition key"), "{e}");
         }

@@ -21,10 +21,17 @@ pub mod entity;
 pub mod error;
 pub mod key;
 pub mod query;
+pub mod retry;
+pub mod store;
+pub mod table;
+pub mod testing;
 
 pub use entity::{Entity as EntityTrait, EntityData, PropertyCodec, Versioned};
 pub use error::{Error, ErrorKind, Result};
 pub use key::{ETag, PartitionKey, RowKey, TableName};
+pub use retry::RetryPolicy;
+pub use store::{Store, StoreBuilder};
+pub use table::Table;
 
 /// Derives [`entity::Entity`] for a struct with named fields.
 ///

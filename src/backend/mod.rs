@@ -136,8 +136,12 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     ) -> Result<LeaseId>;
 
     /// Renews a lease, restarting its duration.
-    async fn renew_lease(&self, container: &ContainerName, blob: &BlobName, id: LeaseId)
-    -> Result<()>;
+    async fn renew_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+    ) -> Result<()>;
 
     /// Changes the id of an active lease.
     async fn change_lease(

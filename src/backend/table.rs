@@ -118,7 +118,9 @@ impl TableOp {
             .unwrap_or(0),
             None => 0,
         };
-        PART_OVERHEAD + body + 2 * (self.partition_key().as_str().len() + self.row_key().as_str().len())
+        PART_OVERHEAD
+            + body
+            + 2 * (self.partition_key().as_str().len() + self.row_key().as_str().len())
     }
 }
 

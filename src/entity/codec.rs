@@ -185,8 +185,12 @@ impl PropertyCodec for u32 {
     fn decode(value: Option<Value>) -> Result<Self, DecodeError> {
         let expected = "Edm.Int64 in the range of u32";
         match require(value, Self::EDM_TYPE)? {
-            Value::Int64(v) => u32::try_from(v).map_err(|_| DecodeError::mismatch(expected, &Value::Int64(v))),
-            Value::Int32(v) => u32::try_from(v).map_err(|_| DecodeError::mismatch(expected, &Value::Int32(v))),
+            Value::Int64(v) => {
+                u32::try_from(v).map_err(|_| DecodeError::mismatch(expected, &Value::Int64(v)))
+            }
+            Value::Int32(v) => {
+                u32::try_from(v).map_err(|_| DecodeError::mismatch(expected, &Value::Int32(v)))
+            }
             other => Err(DecodeError::mismatch(expected, &other)),
         }
     }
@@ -197,13 +201,22 @@ impl PropertyCodec for u64 {
     fn encode(&self) -> Result<Option<Value>, EncodeError> {
         i64::try_from(*self)
             .map(|v| Some(Value::Int64(v)))
-            .map_err(|_| EncodeError(format!("{self} does not fit Edm.Int64 (at most {})", i64::MAX)))
+            .map_err(|_| {
+                EncodeError(format!(
+                    "{self} does not fit Edm.Int64 (at most {})",
+                    i64::MAX
+                ))
+            })
     }
     fn decode(value: Option<Value>) -> Result<Self, DecodeError> {
         let expected = "Edm.Int64 in the range of u64";
         match require(value, Self::EDM_TYPE)? {
-            Value::Int64(v) => u64::try_from(v).map_err(|_| DecodeError::mismatch(expected, &Value::Int64(v))),
-            Value::Int32(v) => u64::try_from(v).map_err(|_| DecodeError::mismatch(expected, &Value::Int32(v))),
+            Value::Int64(v) => {
+                u64::try_from(v).map_err(|_| DecodeError::mismatch(expected, &Value::Int64(v)))
+            }
+            Value::Int32(v) => {
+                u64::try_from(v).map_err(|_| DecodeError::mismatch(expected, &Value::Int32(v)))
+            }
             other => Err(DecodeError::mismatch(expected, &other)),
         }
     }

@@ -166,7 +166,10 @@ pub fn validate_entity(
             ));
         }
         if let Some(why) = value_size_problem(value) {
-            return Err(Error::invalid(format!("property `{name}` of {}", at()), why));
+            return Err(Error::invalid(
+                format!("property `{name}` of {}", at()),
+                why,
+            ));
         }
     }
     if props.len() > MAX_USER_PROPERTIES {
@@ -201,7 +204,16 @@ mod tests {
         assert!(property_name_problem("balance").is_none());
         assert!(property_name_problem("_x1").is_none());
         assert!(property_name_problem("Größe").is_none());
-        for bad in ["", "1a", "a-b", "a b", "a@odata.type", "PartitionKey", "RowKey", "Timestamp"] {
+        for bad in [
+            "",
+            "1a",
+            "a-b",
+            "a b",
+            "a@odata.type",
+            "PartitionKey",
+            "RowKey",
+            "Timestamp",
+        ] {
             assert!(property_name_problem(bad).is_some(), "{bad}");
         }
         assert!(property_name_problem(&"a".repeat(255)).is_none());
@@ -218,14 +230,19 @@ mod tests {
         let e = validate_entity("T", &pk, &rk, &props).unwrap_err();
         assert!(e.to_string().contains("property `s`"), "{e}");
         // One astral character is two UTF-16 units.
-        props.insert("s", Value::String(format!("{}😀", "x".repeat(32 * 1024 - 1))));
+        props.insert(
+            "s",
+            Value::String(format!("{}😀", "x".repeat(32 * 1024 - 1))),
+        );
         assert!(validate_entity("T", &pk, &rk, &props).is_err());
     }
 
     #[test]
     fn count_and_entity_size_limits() {
         let (pk, rk) = keys();
-        let mut props: Properties = (0..252).map(|i| (format!("p{i}"), Value::Int32(i))).collect();
+        let mut props: Properties = (0..252)
+            .map(|i| (format!("p{i}"), Value::Int32(i)))
+            .collect();
         assert!(validate_entity("T", &pk, &rk, &props).is_ok());
         props.insert("one_more", Value::Boolean(true));
         let e = validate_entity("T", &pk, &rk, &props).unwrap_err();

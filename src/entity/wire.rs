@@ -113,7 +113,11 @@ pub fn entity_from_json(table: &str, json: &Map<String, Json>) -> Result<WireEnt
                 decode_err(name, "a known Edm type", format!("annotation {t:?}"))
             })?),
             Some(other) => {
-                return Err(decode_err(name, "an Edm type annotation", other.to_string()));
+                return Err(decode_err(
+                    name,
+                    "an Edm type annotation",
+                    other.to_string(),
+                ));
             }
         };
         let value = read_value(annotation, raw)
@@ -142,14 +146,19 @@ pub fn entity_from_json(table: &str, json: &Map<String, Json>) -> Result<WireEnt
 fn found_json(v: Option<&Json>) -> String {
     match v {
         None => "absent".into(),
-        Some(Json::String(s)) if s.chars().count() > 40 => format!("a {}-character string", s.chars().count()),
+        Some(Json::String(s)) if s.chars().count() > 40 => {
+            format!("a {}-character string", s.chars().count())
+        }
         Some(v) => v.to_string(),
     }
 }
 
 /// Reads one JSON value with its optional annotation. `Ok(None)` for null.
 /// The error is the expected type.
-fn read_value(annotation: Option<EdmType>, raw: &Json) -> std::result::Result<Option<Value>, String> {
+fn read_value(
+    annotation: Option<EdmType>,
+    raw: &Json,
+) -> std::result::Result<Option<Value>, String> {
     if raw.is_null() {
         return Ok(None);
     }
@@ -167,7 +176,9 @@ fn read_value(annotation: Option<EdmType>, raw: &Json) -> std::result::Result<Op
             },
             _ => return Err("a property value (not an object or array)".into()),
         },
-        Some(t @ EdmType::String) => Value::String(raw.as_str().ok_or_else(|| expected(t))?.to_owned()),
+        Some(t @ EdmType::String) => {
+            Value::String(raw.as_str().ok_or_else(|| expected(t))?.to_owned())
+        }
         Some(t @ EdmType::Boolean) => Value::Boolean(raw.as_bool().ok_or_else(|| expected(t))?),
         Some(t @ EdmType::Int32) => Value::Int32(
             raw.as_i64()
@@ -189,12 +200,12 @@ fn read_value(annotation: Option<EdmType>, raw: &Json) -> std::result::Result<Op
             },
             _ => return Err(expected(t)),
         }),
-        Some(t @ EdmType::DateTime) => {
-            Value::DateTime(datetime::parse(raw.as_str().ok_or_else(|| expected(t))?).map_err(|_| expected(t))?)
-        }
-        Some(t @ EdmType::Guid) => {
-            Value::Guid(Uuid::parse_str(raw.as_str().ok_or_else(|| expected(t))?).map_err(|_| expected(t))?)
-        }
+        Some(t @ EdmType::DateTime) => Value::DateTime(
+            datetime::parse(raw.as_str().ok_or_else(|| expected(t))?).map_err(|_| expected(t))?,
+        ),
+        Some(t @ EdmType::Guid) => Value::Guid(
+            Uuid::parse_str(raw.as_str().ok_or_else(|| expected(t))?).map_err(|_| expected(t))?,
+        ),
         Some(t @ EdmType::Binary) => Value::Binary(
             BASE64
                 .decode(raw.as_str().ok_or_else(|| expected(t))?)

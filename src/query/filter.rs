@@ -319,10 +319,14 @@ mod tests {
 
     #[test]
     fn nested_filters_are_parenthesized() {
-        let f = Filter::compare("a", CmpOp::Eq, Value::Int32(1))
-            .and(Filter::compare("b", CmpOp::Lt, Value::Int64(2)).or(
-                Filter::compare("c", CmpOp::Ne, Value::Boolean(false)).not(),
-            ));
+        let f = Filter::compare("a", CmpOp::Eq, Value::Int32(1)).and(
+            Filter::compare("b", CmpOp::Lt, Value::Int64(2)).or(Filter::compare(
+                "c",
+                CmpOp::Ne,
+                Value::Boolean(false),
+            )
+            .not()),
+        );
         assert_eq!(
             f.to_odata(),
             "(a eq 1) and ((b lt 2L) or (not (c ne false)))"
@@ -338,7 +342,12 @@ mod tests {
         }
         assert!(f.validate().is_ok());
         let f = f.or(Filter::compare("a", CmpOp::Eq, Value::Int32(99)));
-        assert!(f.validate().unwrap_err().to_string().contains("16 comparisons"));
+        assert!(
+            f.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("16 comparisons")
+        );
         let nan = Filter::compare("d", CmpOp::Eq, Value::Double(f64::NAN));
         assert!(nan.validate().unwrap_err().to_string().contains("`d`"));
     }
@@ -356,7 +365,11 @@ mod tests {
         assert!(Filter::compare("n", CmpOp::Eq, Value::Int64(5)).matches(&row));
         assert!(!Filter::compare("n", CmpOp::Eq, Value::Int32(5)).matches(&row));
         assert!(!Filter::compare("missing", CmpOp::Eq, Value::Int32(5)).matches(&row));
-        assert!(Filter::compare("missing", CmpOp::Eq, Value::Int32(5)).not().matches(&row));
+        assert!(
+            Filter::compare("missing", CmpOp::Eq, Value::Int32(5))
+                .not()
+                .matches(&row)
+        );
         assert!(Filter::compare("RowKey", CmpOp::Ge, Value::String("r".into())).matches(&row));
     }
 }

@@ -161,7 +161,9 @@ impl<E> TypedFilter<E> {
     /// [`Error::Invalid`] for a literal that cannot be stored or written, or
     /// more than [`MAX_COMPARISONS`] comparisons.
     pub fn into_filter(self) -> Result<Filter> {
-        let filter = self.inner.map_err(|(what, why)| Error::invalid(what, why))?;
+        let filter = self
+            .inner
+            .map_err(|(what, why)| Error::invalid(what, why))?;
         filter.validate()?;
         Ok(filter)
     }
@@ -291,7 +293,9 @@ pub fn prefix_range(prefix: &str) -> (Bound<String>, Bound<String>) {
 }
 
 /// Turns any `RangeBounds<&str>`-like range into owned bounds.
-pub(crate) fn owned_bounds<R: RangeBounds<S>, S: AsRef<str>>(range: R) -> (Bound<String>, Bound<String>) {
+pub(crate) fn owned_bounds<R: RangeBounds<S>, S: AsRef<str>>(
+    range: R,
+) -> (Bound<String>, Bound<String>) {
     let own = |b: Bound<&S>| match b {
         Bound::Included(s) => Bound::Included(s.as_ref().to_owned()),
         Bound::Excluded(s) => Bound::Excluded(s.as_ref().to_owned()),

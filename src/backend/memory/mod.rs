@@ -1,1 +1,486 @@
 //! The embedded backend: a faithful in-memory Table and Blob service.
+//!
+//! [`MemoryBackend`] is not a mock: it enforces the rules and returns the
+//! errors and codes of Azure Storage (not of Azurite, where Azurite is more
+//! lenient), so code tested against it behaves the same on the service.
+//!
+//! * **Tables.** Entities are kept in (PartitionKey, RowKey) order, compared
+//!   as UTF-16 like the service. Every write is checked with
+//!   [`validate_entity`](crate::entity::validate_entity) first. Each write
+//!   gets a Timestamp strictly later than every earlier write of the backend
+//!   (at least 100 ns apart), and an ETag of Azure's shape derived from it:
+//!   `W/"datetime'2026-11-21T04%3A46%3A16.9123456Z'"`. A batch is checked
+//!   whole before any of it applies, and all its entities share one
+//!   Timestamp.
+//! * **Queries.** Pages hold at most `top` (default 1000) entities; a page
+//!   also ends once it has examined [`MemoryBackendBuilder::scan_limit`]
+//!   entities, even if it is empty, with a continuation to resume from, as
+//!   the service does when a query runs long. Continuations are positions
+//!   (the next PartitionKey and RowKey), so resuming is stable under
+//!   concurrent writes.
+//! * **Blobs and leases.** Block blobs with metadata, conditional writes,
+//!   and the lease state machine of the Lease Blob operation, timed on
+//!   [`tokio::time::Instant`] so tests can pause and advance time. Blob
+//!   ETags are quoted hex numbers such as `"0x8DC5A1B2C3D4E5F"`.
+//!
+//! ```
+//! # tokio_test_block_on(async {
+//! use leasehold::backend::memory::MemoryBackend;
+//! use leasehold::backend::{TableBackend, TableOp};
+//! use leasehold::entity::{EntityData, Properties, Value};
+//! use leasehold::{PartitionKey, RowKey, TableName};
+//!
+//! let backend = MemoryBackend::new();
+//! let table = TableName::new("Accounts")?;
+//! backend.create_table(&table).await?;
+//! let mut properties = Properties::new();
+//! properties.insert("balance", Value::Int64(10));
+//! let data = EntityData {
+//!     partition_key: PartitionKey::new("alice")?,
+//!     row_key: RowKey::new("savings")?,
+//!     properties,
+//! };
+//! let version = backend.execute(&table, &TableOp::Insert(data.clone())).await?;
+//! let stored = backend.get(&table, &data.partition_key, &data.row_key).await?;
+//! assert_eq!(stored.map(|s| s.etag), version.map(|v| v.etag));
+//! # Ok::<(), leasehold::Error>(())
+//! # }).unwrap();
+//! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+//! # }
+//! ```
+
+mod blobs;
+mod clock;
+mod leases;
+mod tables;
+
+#[cfg(test)]
+mod blob_tests;
+#[cfg(test)]
+mod lease_tests;
+#[cfg(test)]
+mod table_tests;
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use self::blobs::BlobStore;
+use self::clock::WriteClock;
+use self::tables::TableStore;
+use crate::backend::{
+    Blob, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseDuration, LeaseId,
+    Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableOp, Version,
+};
+use crate::error::Result;
+use crate::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
+
+/// The default per-page scan budget: no limit, pages end only when full or
+/// at the end of the table.
+pub const DEFAULT_SCAN_LIMIT: usize = usize::MAX;
+
+/// The default number of blobs in one listing page (the service's default).
+pub const DEFAULT_BLOB_PAGE_SIZE: usize = 5000;
+
+/// An in-memory Table and Blob service with Azure's semantics.
+///
+/// Cheap to clone: clones share the same storage, like several clients of
+/// one storage account. Build one with [`MemoryBackend::new`] or, to change
+/// options, [`MemoryBackend::builder`].
+#[derive(Clone)]
+pub struct MemoryBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    options: Options,
+    clock: WriteClock,
+    tables: Mutex<TableStore>,
+    blobs: Mutex<BlobStore>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Options {
+    scan_limit: usize,
+    blob_page_size: usize,
+}
+
+/// Options for a [`MemoryBackend`].
+#[derive(Debug, Clone)]
+pub struct MemoryBackendBuilder {
+    options: Options,
+}
+
+impl MemoryBackendBuilder {
+    /// How many entities one query page may examine before it ends, full or
+    /// not (at least 1; default [`DEFAULT_SCAN_LIMIT`], no limit).
+    ///
+    /// A small budget makes pages end early with a continuation, possibly
+    /// with no entities at all, as the service's pages do when a query runs
+    /// long or crosses a partition-server boundary. Use it to test that
+    /// callers follow continuations instead of stopping at an empty page.
+    pub fn scan_limit(mut self, entities: usize) -> Self {
+        self.options.scan_limit = entities.max(1);
+        self
+    }
+
+    /// How many blobs one listing page holds at most (at least 1; default
+    /// [`DEFAULT_BLOB_PAGE_SIZE`]).
+    pub fn blob_page_size(mut self, blobs: usize) -> Self {
+        self.options.blob_page_size = blobs.max(1);
+        self
+    }
+
+    /// Builds an empty backend with these options.
+    pub fn build(self) -> MemoryBackend {
+        MemoryBackend {
+            inner: Arc::new(Inner {
+                options: self.options,
+                clock: WriteClock::new(),
+                tables: Mutex::new(TableStore::default()),
+                blobs: Mutex::new(BlobStore::default()),
+            }),
+        }
+    }
+}
+
+impl Default for MemoryBackendBuilder {
+    fn default() -> Self {
+        MemoryBackendBuilder {
+            options: Options {
+                scan_limit: DEFAULT_SCAN_LIMIT,
+                blob_page_size: DEFAULT_BLOB_PAGE_SIZE,
+            },
+        }
+    }
+}
+
+/// Locks a store. Nothing panics while a store is locked, but if something
+/// ever did, the store's data is still consistent (every change is checked
+/// before it is made), so a poisoned lock is recovered.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl MemoryBackend {
+    /// An empty backend with default options.
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    /// A builder for a backend with non-default options.
+    pub fn builder() -> MemoryBackendBuilder {
+        MemoryBackendBuilder::default()
+    }
+
+    fn tables(&self) -> MutexGuard<'_, TableStore> {
+        lock(&self.inner.tables)
+    }
+
+    fn blobs(&self) -> MutexGuard<'_, BlobStore> {
+        lock(&self.inner.blobs)
+    }
+}
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for MemoryBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tables = self.tables().table_count();
+        let containers = self.blobs().container_count();
+        f.debug_struct("MemoryBackend")
+            .field("tables", &tables)
+            .field("containers", &containers)
+            .field("scan_limit", &self.inner.options.scan_limit)
+            .field("blob_page_size", &self.inner.options.blob_page_size)
+            .finish()
+    }
+}
+
+/// Logs the outcome of one operation at debug level (never keys' contents
+/// beyond the span fields, never metadata values or lease ids).
+fn traced<T>(span: tracing::Span, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    span.in_scope(|| {
+        let result = f();
+        match &result {
+            Ok(_) => tracing::debug!("ok"),
+            Err(e) => tracing::debug!(kind = ?e.kind(), code = e.code(), "failed"),
+        }
+        result
+    })
+}
+
+#[async_trait]
+impl TableBackend for MemoryBackend {
+    async fn create_table(&self, table: &TableName) -> Result<()> {
+        let span = tracing::debug_span!("memory.create_table", table = %table);
+        traced(span, || {
+            self.tables().create_table(table);
+            Ok(())
+        })
+    }
+
+    async fn get(
+        &self,
+        table: &TableName,
+        partition_key: &PartitionKey,
+        row_key: &RowKey,
+    ) -> Result<Option<StoredEntity>> {
+        let span = tracing::debug_span!(
+            "memory.get",
+            table = %table,
+            partition = partition_key.as_str(),
+            row = row_key.as_str()
+        );
+        traced(span, || self.tables().get(table, partition_key, row_key))
+    }
+
+    async fn execute(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>> {
+        let span = tracing::debug_span!(
+            "memory.execute",
+            table = %table,
+            op = op.name(),
+            partition = op.partition_key().as_str(),
+            row = op.row_key().as_str()
+        );
+        traced(span, || self.tables().execute(&self.inner.clock, table, op))
+    }
+
+    async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
+        let span = tracing::debug_span!(
+            "memory.batch",
+            table = %table,
+            ops = ops.len(),
+            partition = ops.first().map(|op| op.partition_key().as_str())
+        );
+        traced(span, || self.tables().batch(&self.inner.clock, table, ops))
+    }
+
+    async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage> {
+        let span = tracing::debug_span!("memory.query", table = %table, top = query.top);
+        traced(span, || {
+            self.tables()
+                .query(table, query, self.inner.options.scan_limit)
+        })
+    }
+}
+
+#[async_trait]
+impl BlobBackend for MemoryBackend {
+    async fn create_container(&self, container: &ContainerName) -> Result<()> {
+        let span = tracing::debug_span!("memory.create_container", container = %container);
+        traced(span, || {
+            self.blobs().create_container(container);
+            Ok(())
+        })
+    }
+
+    async fn put_blob(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        body: Vec<u8>,
+        metadata: &Metadata,
+        conditions: &BlobConditions,
+    ) -> Result<ETag> {
+        let span = tracing::debug_span!(
+            "memory.put_blob",
+            container = %container,
+            blob = blob.as_str(),
+            bytes = body.len()
+        );
+        traced(span, || {
+            self.blobs().put_blob(
+                &self.inner.clock,
+                Instant::now(),
+                container,
+                blob,
+                body,
+                metadata,
+                conditions,
+            )
+        })
+    }
+
+    async fn get_blob(&self, container: &ContainerName, blob: &BlobName) -> Result<Option<Blob>> {
+        let span =
+            tracing::debug_span!("memory.get_blob", container = %container, blob = blob.as_str());
+        traced(span, || {
+            self.blobs().get_blob(Instant::now(), container, blob)
+        })
+    }
+
+    async fn blob_properties(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+    ) -> Result<Option<BlobProperties>> {
+        let span = tracing::debug_span!(
+            "memory.blob_properties",
+            container = %container,
+            blob = blob.as_str()
+        );
+        traced(span, || {
+            self.blobs()
+                .blob_properties(Instant::now(), container, blob)
+        })
+    }
+
+    async fn set_blob_metadata(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        metadata: &Metadata,
+        conditions: &BlobConditions,
+    ) -> Result<ETag> {
+        let span = tracing::debug_span!(
+            "memory.set_blob_metadata",
+            container = %container,
+            blob = blob.as_str()
+        );
+        traced(span, || {
+            self.blobs().set_blob_metadata(
+                &self.inner.clock,
+                Instant::now(),
+                container,
+                blob,
+                metadata,
+                conditions,
+            )
+        })
+    }
+
+    async fn delete_blob(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        conditions: &BlobConditions,
+    ) -> Result<()> {
+        let span = tracing::debug_span!(
+            "memory.delete_blob",
+            container = %container,
+            blob = blob.as_str()
+        );
+        traced(span, || {
+            self.blobs()
+                .delete_blob(Instant::now(), container, blob, conditions)
+        })
+    }
+
+    async fn list_blobs(
+        &self,
+        container: &ContainerName,
+        prefix: &str,
+        marker: Option<&str>,
+    ) -> Result<BlobListPage> {
+        let span = tracing::debug_span!("memory.list_blobs", container = %container, prefix);
+        traced(span, || {
+            self.blobs().list_blobs(
+                Instant::now(),
+                container,
+                prefix,
+                marker,
+                self.inner.options.blob_page_size,
+            )
+        })
+    }
+
+    async fn acquire_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        duration: LeaseDuration,
+        proposed_id: LeaseId,
+    ) -> Result<LeaseId> {
+        let span = tracing::debug_span!(
+            "memory.acquire_lease",
+            container = %container,
+            blob = blob.as_str(),
+            duration = ?duration
+        );
+        traced(span, || {
+            self.blobs()
+                .acquire_lease(Instant::now(), container, blob, duration, proposed_id)
+        })
+    }
+
+    async fn renew_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+    ) -> Result<()> {
+        let span = tracing::debug_span!(
+            "memory.renew_lease",
+            container = %container,
+            blob = blob.as_str()
+        );
+        traced(span, || {
+            self.blobs()
+                .renew_lease(Instant::now(), container, blob, id)
+        })
+    }
+
+    async fn change_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+        proposed_id: LeaseId,
+    ) -> Result<LeaseId> {
+        let span = tracing::debug_span!(
+            "memory.change_lease",
+            container = %container,
+            blob = blob.as_str()
+        );
+        traced(span, || {
+            self.blobs()
+                .change_lease(Instant::now(), container, blob, id, proposed_id)
+        })
+    }
+
+    async fn release_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+    ) -> Result<()> {
+        let span = tracing::debug_span!(
+            "memory.release_lease",
+            container = %container,
+            blob = blob.as_str()
+        );
+        traced(span, || {
+            self.blobs()
+                .release_lease(Instant::now(), container, blob, id)
+        })
+    }
+
+    async fn break_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        period: Option<Duration>,
+    ) -> Result<Duration> {
+        let span = tracing::debug_span!(
+            "memory.break_lease",
+            container = %container,
+            blob = blob.as_str(),
+            period = ?period
+        );
+        traced(span, || {
+            self.blobs()
+                .break_lease(Instant::now(), container, blob, period)
+        })
+    }
+}

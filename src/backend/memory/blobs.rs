@@ -1,0 +1,396 @@
+//! The blob side: containers, block blobs with metadata, conditional writes
+//! and the lease checks on writes.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::clock::{WriteClock, blob_etag};
+use super::leases::{Lease, MAX_BREAK_PERIOD, Refusal, WRITE_NO_BLOB_LEASE};
+use crate::backend::{
+    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, LeaseDuration, LeaseId, Metadata,
+};
+use crate::error::{Error, Result};
+use crate::key::{BlobName, ContainerName, ETag, shorten};
+
+/// The most bytes of metadata (names and values) one blob may carry.
+const MAX_METADATA_BYTES: usize = 8 * 1024;
+
+#[derive(Debug, Clone)]
+struct StoredBlob {
+    body: Vec<u8>,
+    metadata: Metadata,
+    etag: ETag,
+    lease: Lease,
+}
+
+impl StoredBlob {
+    fn properties(&self, now: Instant) -> BlobProperties {
+        BlobProperties {
+            etag: self.etag.clone(),
+            metadata: self.metadata.clone(),
+            lease: self.lease.info(now),
+            content_length: self.body.len() as u64,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Container {
+    /// By name; `String` order is the service's listing order (UTF-8 bytes).
+    blobs: BTreeMap<String, StoredBlob>,
+}
+
+/// Which write is being checked: the conditions mean slightly different
+/// things to a create than to an update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriteKind {
+    Put,
+    SetMetadata,
+    Delete,
+}
+
+/// Every container of one backend.
+#[derive(Debug, Default)]
+pub(super) struct BlobStore {
+    containers: BTreeMap<ContainerName, Container>,
+}
+
+fn blob_what(container: &ContainerName, blob: &BlobName) -> String {
+    format!("blob {} in container `{container}`", shorten(blob.as_str()))
+}
+
+fn refused(refusal: Refusal, what: String) -> Error {
+    Error::from_service(refusal.status, Some(refusal.code), what)
+}
+
+fn container_not_found(container: &ContainerName) -> Error {
+    Error::from_service(
+        404,
+        Some("ContainerNotFound"),
+        format!("container `{container}`"),
+    )
+}
+
+fn blob_not_found(container: &ContainerName, blob: &BlobName) -> Error {
+    Error::from_service(404, Some("BlobNotFound"), blob_what(container, blob))
+}
+
+/// Checks metadata as the service would: names are ASCII C# identifiers,
+/// unique ignoring case; values are printable ASCII (they travel as HTTP
+/// headers); names and values together take at most 8 KiB.
+fn validate_metadata(metadata: &Metadata) -> Result<()> {
+    let mut seen = HashSet::new();
+    let mut bytes = 0;
+    for (name, value) in metadata {
+        let what = || format!("blob metadata name {}", shorten(name));
+        let mut chars = name.chars();
+        let starts_well = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if !starts_well || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(Error::invalid(
+                what(),
+                "must be an ASCII identifier: a letter or `_`, then letters, digits or `_`",
+            ));
+        }
+        if !seen.insert(name.to_ascii_lowercase()) {
+            return Err(Error::invalid(
+                what(),
+                "appears twice ignoring case; metadata names are case-insensitive",
+            ));
+        }
+        // The value itself is never quoted back: metadata may hold anything.
+        if !value.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+            return Err(Error::invalid(
+                format!("value of blob metadata `{name}`"),
+                "must be printable ASCII",
+            ));
+        }
+        bytes += name.len() + value.len();
+    }
+    if bytes > MAX_METADATA_BYTES {
+        return Err(Error::invalid(
+            "blob metadata",
+            format!("is {bytes} bytes; the limit is {MAX_METADATA_BYTES}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a break period: whole seconds from 0 to 60.
+pub(super) fn validate_break_period(period: Option<Duration>) -> Result<()> {
+    match period {
+        Some(p) if p > MAX_BREAK_PERIOD || p.subsec_nanos() != 0 => Err(Error::invalid(
+            format!("lease break period {p:?}"),
+            "must be whole seconds from 0 to 60",
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl BlobStore {
+    pub(super) fn create_container(&mut self, container: &ContainerName) {
+        self.containers.entry(container.clone()).or_default();
+    }
+
+    fn container(&self, container: &ContainerName) -> Result<&Container> {
+        self.containers
+            .get(container)
+            .ok_or_else(|| container_not_found(container))
+    }
+
+    fn container_mut(&mut self, container: &ContainerName) -> Result<&mut Container> {
+        self.containers
+            .get_mut(container)
+            .ok_or_else(|| container_not_found(container))
+    }
+
+    /// Checks `conditions` against the blob as it is (`None`: absent).
+    fn check_conditions(
+        existing: Option<&mut StoredBlob>,
+        conditions: &BlobConditions,
+        kind: WriteKind,
+        now: Instant,
+        what: impl Fn() -> String,
+    ) -> Result<()> {
+        let Some(blob) = existing else {
+            // If-Match names a version of something that is not there.
+            if conditions.if_match.is_some() {
+                return Err(Error::from_service(412, Some("ConditionNotMet"), what()));
+            }
+            if conditions.lease_id.is_some() {
+                return Err(refused(WRITE_NO_BLOB_LEASE, what()));
+            }
+            return Ok(());
+        };
+        if let Some(etag) = &conditions.if_match {
+            if etag.as_str() != "*" && *etag != blob.etag {
+                return Err(Error::from_service(412, Some("ConditionNotMet"), what()));
+            }
+        }
+        if conditions.if_none_match_any {
+            return Err(match kind {
+                WriteKind::Put => Error::from_service(409, Some("BlobAlreadyExists"), what()),
+                WriteKind::SetMetadata | WriteKind::Delete => {
+                    Error::from_service(412, Some("ConditionNotMet"), what())
+                }
+            });
+        }
+        blob.lease
+            .check_write(now, conditions.lease_id)
+            .map_err(|r| refused(r, what()))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn put_blob(
+        &mut self,
+        clock: &WriteClock,
+        now: Instant,
+        container: &ContainerName,
+        blob: &BlobName,
+        body: Vec<u8>,
+        metadata: &Metadata,
+        conditions: &BlobConditions,
+    ) -> Result<ETag> {
+        validate_metadata(metadata)?;
+        let what = || blob_what(container, blob);
+        let c = self.container_mut(container)?;
+        let existing = c.blobs.get_mut(blob.as_str());
+        Self::check_conditions(existing, conditions, WriteKind::Put, now, what)?;
+        let etag = blob_etag(clock.tick());
+        match c.blobs.get_mut(blob.as_str()) {
+            Some(stored) => {
+                stored.body = body;
+                stored.metadata = metadata.clone();
+                stored.etag = etag.clone();
+                stored.lease.after_write(now);
+            }
+            None => {
+                c.blobs.insert(
+                    blob.as_str().to_owned(),
+                    StoredBlob {
+                        body,
+                        metadata: metadata.clone(),
+                        etag: etag.clone(),
+                        lease: Lease::Available,
+                    },
+                );
+            }
+        }
+        Ok(etag)
+    }
+
+    pub(super) fn get_blob(
+        &self,
+        now: Instant,
+        container: &ContainerName,
+        blob: &BlobName,
+    ) -> Result<Option<Blob>> {
+        let c = self.container(container)?;
+        Ok(c.blobs.get(blob.as_str()).map(|b| Blob {
+            body: b.body.clone(),
+            properties: b.properties(now),
+        }))
+    }
+
+    pub(super) fn blob_properties(
+        &self,
+        now: Instant,
+        container: &ContainerName,
+        blob: &BlobName,
+    ) -> Result<Option<BlobProperties>> {
+        let c = self.container(container)?;
+        Ok(c.blobs.get(blob.as_str()).map(|b| b.properties(now)))
+    }
+
+    pub(super) fn set_blob_metadata(
+        &mut self,
+        clock: &WriteClock,
+        now: Instant,
+        container: &ContainerName,
+        blob: &BlobName,
+        metadata: &Metadata,
+        conditions: &BlobConditions,
+    ) -> Result<ETag> {
+        validate_metadata(metadata)?;
+        let what = || blob_what(container, blob);
+        let c = self.container_mut(container)?;
+        let stored = c
+            .blobs
+            .get_mut(blob.as_str())
+            .ok_or_else(|| blob_not_found(container, blob))?;
+        Self::check_conditions(
+            Some(&mut *stored),
+            conditions,
+            WriteKind::SetMetadata,
+            now,
+            what,
+        )?;
+        let etag = blob_etag(clock.tick());
+        stored.metadata = metadata.clone();
+        stored.etag = etag.clone();
+        stored.lease.after_write(now);
+        Ok(etag)
+    }
+
+    pub(super) fn delete_blob(
+        &mut self,
+        now: Instant,
+        container: &ContainerName,
+        blob: &BlobName,
+        conditions: &BlobConditions,
+    ) -> Result<()> {
+        let what = || blob_what(container, blob);
+        let c = self.container_mut(container)?;
+        let stored = c
+            .blobs
+            .get_mut(blob.as_str())
+            .ok_or_else(|| blob_not_found(container, blob))?;
+        Self::check_conditions(Some(stored), conditions, WriteKind::Delete, now, what)?;
+        c.blobs.remove(blob.as_str());
+        Ok(())
+    }
+
+    pub(super) fn list_blobs(
+        &self,
+        now: Instant,
+        container: &ContainerName,
+        prefix: &str,
+        marker: Option<&str>,
+        page_size: usize,
+    ) -> Result<BlobListPage> {
+        let c = self.container(container)?;
+        let start = marker.map_or(prefix, |m| m.max(prefix));
+        let mut matching = c
+            .blobs
+            .range::<str, _>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded))
+            .take_while(|(name, _)| name.starts_with(prefix));
+        let items: Vec<BlobItem> = matching
+            .by_ref()
+            .take(page_size.max(1))
+            .map(|(name, b)| BlobItem {
+                name: name.clone(),
+                properties: b.properties(now),
+            })
+            .collect();
+        let next_marker = matching.next().map(|(name, _)| name.clone());
+        Ok(BlobListPage { items, next_marker })
+    }
+
+    /// Runs a lease operation on an existing blob.
+    fn with_lease<T>(
+        &mut self,
+        container: &ContainerName,
+        blob: &BlobName,
+        op: impl FnOnce(&mut Lease) -> std::result::Result<T, Refusal>,
+    ) -> Result<T> {
+        let c = self.container_mut(container)?;
+        let stored = c
+            .blobs
+            .get_mut(blob.as_str())
+            .ok_or_else(|| blob_not_found(container, blob))?;
+        op(&mut stored.lease)
+            .map_err(|r| refused(r, format!("lease on {}", blob_what(container, blob))))
+    }
+
+    pub(super) fn acquire_lease(
+        &mut self,
+        now: Instant,
+        container: &ContainerName,
+        blob: &BlobName,
+        duration: LeaseDuration,
+        proposed: LeaseId,
+    ) -> Result<LeaseId> {
+        let duration = duration.validate()?;
+        self.with_lease(container, blob, |l| l.acquire(now, duration, proposed))
+    }
+
+    pub(super) fn renew_lease(
+        &mut self,
+        now: Instant,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+    ) -> Result<()> {
+        self.with_lease(container, blob, |l| l.renew(now, id))
+    }
+
+    pub(super) fn change_lease(
+        &mut self,
+        now: Instant,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+        proposed: LeaseId,
+    ) -> Result<LeaseId> {
+        self.with_lease(container, blob, |l| l.change(now, id, proposed))
+    }
+
+    pub(super) fn release_lease(
+        &mut self,
+        now: Instant,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+    ) -> Result<()> {
+        self.with_lease(container, blob, |l| l.release(now, id))
+    }
+
+    pub(super) fn break_lease(
+        &mut self,
+        now: Instant,
+        container: &ContainerName,
+        blob: &BlobName,
+        period: Option<Duration>,
+    ) -> Result<Duration> {
+        validate_break_period(period)?;
+        self.with_lease(container, blob, |l| l.break_lease(now, period))
+    }
+
+    /// The number of containers, for `Debug`.
+    pub(super) fn container_count(&self) -> usize {
+        self.containers.len()
+    }
+}

@@ -1,0 +1,243 @@
+//! Entity-group transactions over a [`Table`].
+
+use tracing::Instrument as _;
+
+use super::Table;
+use crate::backend::{Precondition, TableOp, validate_batch};
+use crate::entity::{Entity, Versioned};
+use crate::error::{Error, Result};
+use crate::key::IntoRowKey;
+
+/// The outcome of one operation of a committed [`Batch`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum BatchResult<E> {
+    /// The entity as written, with its new version.
+    Written(Versioned<E>),
+    /// The entity was deleted.
+    Deleted,
+}
+
+impl<E> BatchResult<E> {
+    /// The written entity, if this was not a delete.
+    pub fn written(self) -> Option<Versioned<E>> {
+        match self {
+            BatchResult::Written(v) => Some(v),
+            BatchResult::Deleted => None,
+        }
+    }
+}
+
+/// An atomic group of writes to one partition of one table: all apply or
+/// none does.
+///
+/// Operations are checked when added and the whole group against the service
+/// limits (100 operations, 4 MiB, one partition, each row once) before
+/// anything is sent. The conditional forms send the ETag of the value passed.
+///
+/// ```
+/// # use leasehold::{Entity, Store};
+/// # #[derive(Entity, Clone, Debug)]
+/// # #[entity(table = "Accounts")]
+/// # struct Account { #[entity(partition_key)] customer: String, #[entity(row_key)] name: String, balance: i64 }
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let accounts = Store::memory().table::<Account>();
+/// let mut checking = accounts
+///     .insert(Account { customer: "alice".into(), name: "checking".into(), balance: 100 })
+///     .await?;
+/// checking.balance -= 40;
+/// accounts
+///     .batch()
+///     .replace(&checking)
+///     .insert(Account { customer: "alice".into(), name: "savings".into(), balance: 40 })
+///     .commit()
+///     .await?;
+/// assert_eq!(accounts.get("alice", "savings").await?.unwrap().balance, 40);
+/// # Ok::<(), leasehold::Error>(()) }).unwrap();
+/// ```
+pub struct Batch<E> {
+    table: Table<E>,
+    ops: Vec<(TableOp, Option<E>)>,
+    error: Option<Error>,
+}
+
+impl<E> std::fmt::Debug for Batch<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch")
+            .field("table", &self.table)
+            .field(
+                "ops",
+                &self.ops.iter().map(|(op, _)| op).collect::<Vec<_>>(),
+            )
+            .field("error", &self.error)
+            .finish()
+    }
+}
+
+impl<E: Entity> Batch<E> {
+    pub(super) fn new(table: Table<E>) -> Self {
+        Batch {
+            table,
+            ops: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn push(mut self, entity: E, make: impl FnOnce(crate::entity::EntityData) -> TableOp) -> Self {
+        if self.error.is_none() {
+            match entity.encode() {
+                Ok(data) => self.ops.push((make(data), Some(entity))),
+                Err(e) => {
+                    self.error = Some(Error::Batch {
+                        index: self.ops.len(),
+                        source: Box::new(e),
+                    })
+                }
+            }
+        }
+        self
+    }
+
+    /// Creates an entity (fails the batch if it exists).
+    pub fn insert(self, entity: E) -> Self {
+        self.push(entity, TableOp::Insert)
+    }
+
+    /// Replaces an entity if unchanged since read.
+    pub fn replace(self, current: &Versioned<E>) -> Self
+    where
+        E: Clone,
+    {
+        let etag = current.etag().clone();
+        self.push(current.entity().clone(), |d| {
+            TableOp::Replace(d, Precondition::IfMatch(etag))
+        })
+    }
+
+    /// Merges an entity if unchanged since read.
+    pub fn merge(self, current: &Versioned<E>) -> Self
+    where
+        E: Clone,
+    {
+        let etag = current.etag().clone();
+        self.push(current.entity().clone(), |d| {
+            TableOp::Merge(d, Precondition::IfMatch(etag))
+        })
+    }
+
+    /// Deletes an entity if unchanged since read.
+    pub fn delete(mut self, current: &Versioned<E>) -> Self {
+        if self.error.is_none() {
+            match current
+                .partition_key()
+                .and_then(|pk| Ok((pk, current.row_key()?)))
+            {
+                Ok((partition_key, row_key)) => self.ops.push((
+                    TableOp::Delete {
+                        partition_key,
+                        row_key,
+                        condition: Precondition::IfMatch(current.etag().clone()),
+                    },
+                    None,
+                )),
+                Err(e) => {
+                    self.error = Some(Error::Batch {
+                        index: self.ops.len(),
+                        source: Box::new(e),
+                    })
+                }
+            }
+        }
+        self
+    }
+
+    /// Creates or overwrites an entity. **Unconditional.**
+    pub fn upsert(self, entity: E) -> Self {
+        self.push(entity, |d| TableOp::Replace(d, Precondition::Upsert))
+    }
+
+    /// Creates an entity or merges into it. **Unconditional.**
+    pub fn upsert_merge(self, entity: E) -> Self {
+        self.push(entity, |d| TableOp::Merge(d, Precondition::Upsert))
+    }
+
+    /// Deletes an existing entity whatever its version, in the partition of
+    /// the batch's other operations. **Unconditional.**
+    pub fn delete_unconditionally(
+        mut self,
+        partition_key: impl crate::key::IntoPartitionKey,
+        row_key: impl IntoRowKey,
+    ) -> Self {
+        if self.error.is_none() {
+            let keys = partition_key
+                .into_partition_key()
+                .and_then(|pk| Ok((pk, row_key.into_row_key()?)));
+            match keys {
+                Ok((partition_key, row_key)) => self.ops.push((
+                    TableOp::Delete {
+                        partition_key,
+                        row_key,
+                        condition: Precondition::IfExists,
+                    },
+                    None,
+                )),
+                Err(e) => {
+                    self.error = Some(Error::Batch {
+                        index: self.ops.len(),
+                        source: Box::new(e),
+                    })
+                }
+            }
+        }
+        self
+    }
+
+    /// The number of operations so far.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether no operation was added.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Sends the batch: all operations apply, or none.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when the group breaks a service limit, and
+    /// [`Error::Batch`] (with the index) for an operation that could not be
+    /// encoded — both before anything is sent; [`Error::Batch`] with the
+    /// failing index and its cause (such as [`Error::Conflict`]) when the
+    /// service rejects an operation, in which case nothing was applied.
+    pub async fn commit(self) -> Result<Vec<BatchResult<E>>> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let name = self.table.ready().await?;
+        let (ops, entities): (Vec<TableOp>, Vec<Option<E>>) = self.ops.into_iter().unzip();
+        validate_batch(name.as_str(), &ops)?;
+        let span = tracing::debug_span!(
+            "leasehold.batch",
+            table = %name,
+            partition = %ops[0].partition_key(),
+            ops = ops.len()
+        );
+        let versions = self
+            .table
+            .store
+            .backend()
+            .batch(name, &ops)
+            .instrument(span)
+            .await?;
+        Ok(entities
+            .into_iter()
+            .zip(versions)
+            .map(|(entity, version)| match (entity, version) {
+                (Some(entity), Some(v)) => {
+                    BatchResult::Written(Versioned::new(entity, v.etag, v.timestamp))
+                }
+                _ => BatchResult::Deleted,
+            })
+            .collect())
+    }
+}

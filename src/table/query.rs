@@ -1,0 +1,254 @@
+//! Typed queries over a [`Table`].
+
+use std::ops::{Bound, RangeBounds};
+
+use futures_core::Stream;
+use futures_util::{StreamExt as _, TryStreamExt as _, stream};
+
+use super::{Table, versioned};
+use crate::backend::QuerySpec;
+use crate::entity::Value;
+use crate::entity::{Entity, Versioned, property_name_problem};
+use crate::error::{Error, Result};
+use crate::key::IntoPartitionKey;
+use crate::query::{
+    CmpOp, Continuation, Filter, MAX_PAGE_SIZE, TypedFilter, key_range_filter, owned_bounds,
+    prefix_range,
+};
+
+/// A query over a [`Table`]: partition, row-key range, filter, projection,
+/// page size and resume token, then [`Query::stream`], [`Query::page`] or
+/// [`Query::all`].
+///
+/// ```
+/// # use leasehold::{Entity, Store};
+/// # use futures_util::TryStreamExt;
+/// # #[derive(Entity, Clone, Debug)]
+/// # #[entity(table = "Accounts")]
+/// # struct Account { #[entity(partition_key)] customer: String, #[entity(row_key)] name: String, balance: i64 }
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let accounts = Store::memory().table::<Account>();
+/// for (name, balance) in [("checking", 10), ("savings", 500), ("spare", 0)] {
+///     accounts.insert(Account { customer: "alice".into(), name: name.into(), balance }).await?;
+/// }
+/// let c = Account::columns();
+/// let rich: Vec<_> = accounts
+///     .query()
+///     .partition("alice")
+///     .row_key_prefix("s")
+///     .filter(c.balance.gt(100))
+///     .stream()
+///     .try_collect()
+///     .await?;
+/// assert_eq!(rich.len(), 1);
+/// assert_eq!(rich[0].name, "savings");
+/// # Ok::<(), leasehold::Error>(()) }).unwrap();
+/// ```
+pub struct Query<E> {
+    table: Table<E>,
+    partition: Option<Result<String>>,
+    rows: (Bound<String>, Bound<String>),
+    filter: Option<TypedFilter<E>>,
+    select: Option<Vec<String>>,
+    page_size: Option<u16>,
+    resume: Option<String>,
+}
+
+impl<E> std::fmt::Debug for Query<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Query")
+            .field("rows", &self.rows)
+            .field("filter", &self.filter)
+            .field("select", &self.select)
+            .field("page_size", &self.page_size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One page of typed results.
+#[derive(Debug, Clone)]
+pub struct Page<E> {
+    /// The entities of this page, in key order (possibly none even when more
+    /// follow).
+    pub items: Vec<Versioned<E>>,
+    /// The token to pass to [`Query::resume`] for the next page; `None` on
+    /// the last page.
+    pub continuation: Option<String>,
+}
+
+impl<E: Entity> Query<E> {
+    pub(super) fn new(table: Table<E>) -> Self {
+        Query {
+            table,
+            partition: None,
+            rows: (Bound::Unbounded, Bound::Unbounded),
+            filter: None,
+            select: None,
+            page_size: None,
+            resume: None,
+        }
+    }
+
+    /// Only entities of this partition.
+    pub fn partition(mut self, partition_key: impl IntoPartitionKey) -> Self {
+        self.partition = Some(
+            partition_key
+                .into_partition_key()
+                .map(|pk| pk.into_string()),
+        );
+        self
+    }
+
+    /// Only row keys within `range` (such as `"a".."m"` or `"k"..`).
+    pub fn row_keys<R: RangeBounds<S>, S: AsRef<str>>(mut self, range: R) -> Self {
+        self.rows = owned_bounds(range);
+        self
+    }
+
+    /// Only row keys starting with `prefix` (turned into a key range, which
+    /// the service serves efficiently).
+    pub fn row_key_prefix(mut self, prefix: &str) -> Self {
+        self.rows = prefix_range(prefix);
+        self
+    }
+
+    /// Only entities matching `filter` (combined with `and` when called again).
+    pub fn filter(mut self, filter: TypedFilter<E>) -> Self {
+        self.filter = Some(match self.filter.take() {
+            Some(existing) => existing & filter,
+            None => filter,
+        });
+        self
+    }
+
+    /// Returns only these properties (keys and Timestamp always come back).
+    /// Fields not selected must tolerate absence (`Option`, `default`, `skip`),
+    /// or decoding fails with [`Error::Decode`].
+    pub fn select(mut self, properties: &[&str]) -> Self {
+        self.select = Some(properties.iter().map(|p| (*p).to_owned()).collect());
+        self
+    }
+
+    /// Entities per page, 1 to 1000 (the service's limit and default).
+    pub fn page_size(mut self, size: u16) -> Self {
+        self.page_size = Some(size);
+        self
+    }
+
+    /// Resumes from a continuation token returned in a [`Page`].
+    pub fn resume(mut self, token: impl Into<String>) -> Self {
+        self.resume = Some(token.into());
+        self
+    }
+
+    /// The request this query sends first, validated.
+    fn spec(&self) -> Result<QuerySpec> {
+        let mut filter: Option<Filter> = None;
+        let mut push = |f: Filter| {
+            filter = Some(match filter.take() {
+                Some(existing) => existing.and(f),
+                None => f,
+            })
+        };
+        if let Some(pk) = &self.partition {
+            let pk = pk.as_ref().map_err(clone_invalid)?;
+            push(Filter::compare(
+                "PartitionKey",
+                CmpOp::Eq,
+                Value::String(pk.clone()),
+            ));
+        }
+        if let Some(rows) = key_range_filter("RowKey", self.rows.clone()) {
+            push(rows);
+        }
+        if let Some(user) = &self.filter {
+            push(user.clone().into_filter()?);
+        }
+        if let Some(select) = &self.select {
+            for name in select {
+                if let Some(why) = property_name_problem(name) {
+                    return Err(Error::invalid(format!("selected property {name:?}"), why));
+                }
+            }
+        }
+        if let Some(size) = self.page_size {
+            if size == 0 || size > MAX_PAGE_SIZE {
+                return Err(Error::invalid(
+                    "page size",
+                    format!("{size} is outside 1..={MAX_PAGE_SIZE}"),
+                ));
+            }
+        }
+        let continuation = self
+            .resume
+            .as_deref()
+            .map(Continuation::from_token)
+            .transpose()?;
+        let spec = QuerySpec {
+            filter,
+            select: self.select.clone(),
+            top: self.page_size,
+            continuation,
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Reads one page.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad filter, page size or token (before any
+    /// request); [`Error::Decode`]; backend errors.
+    pub async fn page(self) -> Result<Page<E>> {
+        let spec = self.spec()?;
+        let name = self.table.ready().await?;
+        let page = self.table.store.backend().query(name, &spec).await?;
+        Ok(Page {
+            items: page
+                .entities
+                .into_iter()
+                .map(versioned)
+                .collect::<Result<_>>()?,
+            continuation: page.continuation.map(|c| c.to_token()),
+        })
+    }
+
+    /// Every matching entity, page after page, as a stream.
+    ///
+    /// Errors (invalid query, backend, decode) come through the stream.
+    pub fn stream(self) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
+        let start = self.spec().map(|spec| (self.table, spec));
+        stream::try_unfold(Some(start), |state| async move {
+            let Some(start) = state else {
+                return Ok(None);
+            };
+            let (table, mut spec) = start?;
+            let name = table.ready().await?.clone();
+            let page = table.store.backend().query(&name, &spec).await?;
+            let items: Vec<Result<Versioned<E>>> =
+                page.entities.into_iter().map(versioned).collect();
+            let next = page.continuation.map(|c| {
+                spec.continuation = Some(c);
+                Ok((table, spec))
+            });
+            Ok(Some((stream::iter(items), next)))
+        })
+        .try_flatten()
+        .boxed()
+    }
+
+    /// Every matching entity, collected.
+    ///
+    /// # Errors
+    /// As [`Query::page`].
+    pub async fn all(self) -> Result<Vec<Versioned<E>>> {
+        self.stream().try_collect().await
+    }
+}
+
+fn clone_invalid(e: &Error) -> Error {
+    match e {
+        Error::Invalid { what, why } => Error::invalid(what.clone(), why.clone()),
+        other => Error::invalid("partition key", other.to_string()),
+    }
+}
