@@ -1,9 +1,9 @@
 //! `#[derive(Entity)]` for leasehold.
 //!
 //! The derive is documented on its re-export, `leasehold::Entity`. Its
-//! pipeline has one module per stage: [`attr`] reads the `#[entity(...)]`
-//! attributes, [`model`] checks them against the service's rules and builds a
-//! validated model, and [`expand`] turns the model into code. Every problem
+//! pipeline has one module per stage: `attr` reads the `#[entity(...)]`
+//! attributes, `model` checks them against the service's rules and builds a
+//! validated model, and `expand` turns the model into code. Every problem
 //! found along the way is reported, each at the token that causes it.
 
 extern crate proc_macro;
