@@ -222,8 +222,20 @@ fn column_sets_are_visible_where_their_entity_is() {
 
 /// Generated code names everything by absolute path: it compiles in a module
 /// where the prelude's names, and the crate's own name, mean something else.
-#[allow(dead_code, non_camel_case_types, clippy::upper_case_acronyms)]
+#[allow(
+    dead_code,
+    non_camel_case_types,
+    non_upper_case_globals,
+    clippy::upper_case_acronyms
+)]
 mod shadowed_prelude {
+    const value: u8 = 0;
+    const props: u8 = 0;
+    const data: u8 = 0;
+    const pk: u8 = 0;
+    const rk: u8 = 0;
+    const pk_0: u8 = 0;
+    const f: u8 = 0;
     struct str;
     struct usize;
     struct Result;

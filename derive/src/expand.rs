@@ -33,10 +33,11 @@ fn private_at(span: Span) -> TokenStream {
     quote_spanned!(span=> ::leasehold::__private)
 }
 
-/// A local variable of the generated code: hygienic, so it cannot clash with
-/// anything the user named.
+/// A local variable of the generated code. Mixed-site hygiene keeps it apart
+/// from the user's variables; the prefix keeps it apart from their constants
+/// too (a binding pattern would otherwise match a constant of that name).
 fn local(name: &str) -> Ident {
-    Ident::new(name, Span::mixed_site())
+    Ident::new(&format!("__{name}"), Span::mixed_site())
 }
 
 fn key_kind(kind: KeyKind) -> TokenStream {
