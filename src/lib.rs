@@ -56,20 +56,56 @@ pub use table::Table;
 /// }
 /// ```
 ///
-/// Container attribute: `table = "Name"` (checked against the table-name rule
-/// at compile time).
+/// Container attribute: `table = "Name"` (required; checked against the
+/// table-name rule at compile time).
 ///
 /// Field attributes:
-/// * `partition_key`, `row_key`: the key fields. Mark several fields to compose
-///   a key from them (see [`key::CompositeKey`]); key fields implement
-///   [`key::KeyPart`].
-/// * `rename = "Name"`: the stored property name.
+/// * `partition_key`, `row_key`: the key fields, which implement
+///   [`key::KeyPart`] and are stored in the key, not as properties. To compose
+///   a key from several fields, give each its position: `row_key = 0`,
+///   `row_key = 1`, ... The parts are joined with [`key::CompositeKey`], which
+///   escapes every character the service forbids and keeps the tuple order.
+/// * `rename = "Name"`: the stored property name (checked at compile time).
 /// * `skip`: not stored; filled with `Default::default()` on read.
-/// * `json`: stored as a JSON string through serde.
+/// * `json`: stored as a JSON string through serde; JSON `null` (such as
+///   `None`) is stored as an absent property.
 /// * `default`: a missing property reads as `Default::default()`.
 ///
-/// The derive also generates `T::columns()`, a set of typed [`query::Column`]s
-/// for filters.
+/// Every other field is stored under its name with [`PropertyCodec`]; an
+/// `Option` that is `None` is an absent property. Mistakes (no key, an
+/// unsupported type, a reserved or invalid name, an unknown attribute) are
+/// compile errors at the offending field or attribute.
+///
+/// The derive also generates `T::columns()`, a `TColumns` struct of typed
+/// [`query::Column`]s for filters, with the entity's visibility. Each column
+/// is named after its field and compares the stored property: one per stored
+/// field that is not `json`, comparing values of the field's type (of `T` for
+/// an `Option<T>`), and one for each key made of a single `String` field,
+/// comparing `PartitionKey` or `RowKey`.
+///
+/// ```
+/// use leasehold::Entity;
+///
+/// #[derive(Entity)]
+/// #[entity(table = "Orders")]
+/// struct Order {
+///     #[entity(partition_key)]
+///     customer: String,
+///     #[entity(row_key = 0)]
+///     year: u16,
+///     #[entity(row_key = 1)]
+///     number: u32,
+///     total: i64,
+///     note: Option<String>,
+/// }
+///
+/// let c = Order::columns();
+/// let f = c.customer.eq("c1") & c.total.ge(100) & c.note.ne("gift");
+/// assert_eq!(
+///     f.to_odata().unwrap(),
+///     "((PartitionKey eq 'c1') and (total ge 100L)) and (note ne 'gift')"
+/// );
+/// ```
 pub use leasehold_derive::Entity;
 
 #[doc(hidden)]

@@ -1,9 +1,28 @@
 //! `#[derive(Entity)]` for leasehold.
-extern crate proc_macro;
-use proc_macro::TokenStream;
+//!
+//! The derive is documented on its re-export, `leasehold::Entity`. Its
+//! pipeline has one module per stage: `attr` reads the `#[entity(...)]`
+//! attributes, `model` checks them against the service's rules and builds a
+//! validated model, and `expand` turns the model into code. Every problem
+//! found along the way is reported, each at the token that causes it.
 
-/// See `leasehold::Entity`.
+extern crate proc_macro;
+
+mod attr;
+mod errors;
+mod expand;
+mod model;
+mod rules;
+
+use proc_macro::TokenStream;
+use syn::{DeriveInput, parse_macro_input};
+
+/// Derives `leasehold::entity::Entity`; see `leasehold::Entity`.
 #[proc_macro_derive(Entity, attributes(entity))]
-pub fn derive_entity(_input: TokenStream) -> TokenStream {
-    TokenStream::new()
+pub fn derive_entity(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    match model::Model::from_input(&input) {
+        Ok(model) => expand::expand(&model).into(),
+        Err(errors) => errors.to_compile_error().into(),
+    }
 }

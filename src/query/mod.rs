@@ -17,11 +17,13 @@
 //!     balance: i64,
 //! }
 //!
+//! // Columns are named after fields; a single `String` key field compares
+//! // the key itself, stored as `PartitionKey` or `RowKey`.
 //! let c = Account::columns();
 //! let f = c.balance.gt(100) & !c.name.eq("savings");
 //! assert_eq!(
 //!     f.to_odata().unwrap(),
-//!     "(balance gt 100L) and (not (name eq 'savings'))"
+//!     "(balance gt 100L) and (not (RowKey eq 'savings'))"
 //! );
 //! ```
 

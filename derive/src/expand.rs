@@ -1,0 +1,330 @@
+//! Code generation from a validated [`Model`].
+//!
+//! Generated code names everything by absolute path through
+//! `::leasehold::__private`, so it compiles whatever the user's module imports
+//! or shadows. Every use of a field's type is spanned at that type, and goes
+//! through a qualified path (`<T as PropertyCodec>::...`), so an unsupported
+//! type gives one error, at the field, from the trait's own diagnostic.
+
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
+use syn::Ident;
+use syn::spanned::Spanned;
+
+use crate::model::{Field, KeyKind, Model, Role, is_string, strip_option, unraw};
+
+/// The generated items for one entity.
+pub fn expand(model: &Model<'_>) -> TokenStream {
+    let entity = entity_impl(model);
+    let columns = columns(model);
+    quote! {
+        #entity
+        #columns
+    }
+}
+
+fn private() -> TokenStream {
+    quote!(::leasehold::__private)
+}
+
+/// `::leasehold::__private` spanned at `span`: code meant to point at a field
+/// must carry the field's span in every token, paths included.
+fn private_at(span: Span) -> TokenStream {
+    quote_spanned!(span=> ::leasehold::__private)
+}
+
+/// A local variable of the generated code. Mixed-site hygiene keeps it apart
+/// from the user's variables; the prefix keeps it apart from their constants
+/// too (a binding pattern would otherwise match a constant of that name).
+fn local(name: &str) -> Ident {
+    Ident::new(&format!("__{name}"), Span::mixed_site())
+}
+
+fn key_kind(kind: KeyKind) -> TokenStream {
+    let p = private();
+    match kind {
+        KeyKind::Partition => quote!(#p::KeyKind::Partition),
+        KeyKind::Row => quote!(#p::KeyKind::Row),
+    }
+}
+
+fn entity_impl(model: &Model<'_>) -> TokenStream {
+    let p = private();
+    let ident = model.ident;
+    let table = &model.table;
+
+    let names = model.fields.iter().filter_map(|f| match &f.role {
+        Role::Property(prop) => Some(&prop.name),
+        _ => None,
+    });
+
+    let key_fn = |kind: KeyKind, parts: &[usize]| {
+        let (fn_name, ty) = match kind {
+            KeyKind::Partition => (quote!(partition_key), quote!(#p::PartitionKey)),
+            KeyKind::Row => (quote!(row_key), quote!(#p::RowKey)),
+        };
+        let rendered = parts.iter().map(|&i| {
+            let Field { ident, ty, .. } = &model.fields[i];
+            let p = private_at(ty.span());
+            quote_spanned!(ty.span()=> <#ty as #p::KeyPart>::to_key(&self.#ident))
+        });
+        quote! {
+            fn #fn_name(&self) -> #p::Result<#ty> {
+                #p::#fn_name(#table, &[#(#rendered),*])
+            }
+        }
+    };
+    let partition_key = key_fn(KeyKind::Partition, &model.partition_key);
+    let row_key = key_fn(KeyKind::Row, &model.row_key);
+
+    let props = local("props");
+    let has_properties = model
+        .fields
+        .iter()
+        .any(|f| matches!(f.role, Role::Property(_)));
+    let encoders = model.fields.iter().filter_map(|f| {
+        let Role::Property(prop) = &f.role else { return None };
+        let Field { ident, ty, .. } = f;
+        let name = &prop.name;
+        let p = private_at(ty.span());
+        Some(if prop.json {
+            quote_spanned! {ty.span()=>
+                #p::encode_json_field::<#ty>(&mut #props, #table, #name, &self.#ident)?;
+            }
+        } else {
+            quote_spanned! {ty.span()=>
+                #p::put_encoded(&mut #props, #table, #name, <#ty as #p::PropertyCodec>::encode(&self.#ident))?;
+            }
+        })
+    });
+    let props_binding = if has_properties {
+        quote!(mut #props)
+    } else {
+        quote!(#props)
+    };
+
+    let data = local("data");
+    let pk = local("pk");
+    let rk = local("rk");
+    let value = local("value");
+    // The raw parts of a stored key, by position: `pk_0`, `pk_1`, ...
+    let raw_part = |kind: KeyKind, position: usize| {
+        let stored = match kind {
+            KeyKind::Partition => &pk,
+            KeyKind::Row => &rk,
+        };
+        Ident::new(&format!("{stored}_{position}"), Span::mixed_site())
+    };
+    let split = |kind: KeyKind, parts: &[usize]| {
+        let stored = match kind {
+            KeyKind::Partition => &pk,
+            KeyKind::Row => &rk,
+        };
+        let n = parts.len();
+        let kind_tokens = key_kind(kind);
+        let raws = (0..n).map(|position| raw_part(kind, position));
+        quote! {
+            let [#(#raws),*] = #p::split_key::<#n>(#table, #kind_tokens, #stored.as_str())?;
+        }
+    };
+    let split_pk = split(KeyKind::Partition, &model.partition_key);
+    let split_rk = split(KeyKind::Row, &model.row_key);
+
+    let decoders = model.fields.iter().map(|f| {
+        let Field { ident, ty, role } = f;
+        let p = private_at(ty.span());
+        let expr = match role {
+            Role::Key { kind, position } => {
+                let raw = raw_part(*kind, *position);
+                let kind_tokens = key_kind(*kind);
+                let field_name = unraw(ident);
+                quote_spanned! {ty.span()=>
+                    #p::key_part(#table, #kind_tokens, #field_name, <#ty as #p::KeyPart>::parse_key(&#raw))?
+                }
+            }
+            Role::Skip => quote_spanned!(ty.span()=> <#ty as #p::Default>::default()),
+            Role::Property(prop) => {
+                let name = &prop.name;
+                match (prop.json, prop.default) {
+                    (true, false) => quote_spanned! {ty.span()=>
+                        #p::decode_json_field::<#ty>(&mut #props, #table, #name)?
+                    },
+                    (true, true) => quote_spanned! {ty.span()=>
+                        #p::decode_json_field_or_default::<#ty>(&mut #props, #table, #name)?
+                    },
+                    (false, false) => quote_spanned! {ty.span()=>
+                        #p::decoded(#table, #name, <#ty as #p::PropertyCodec>::decode(#props.remove(#name)))?
+                    },
+                    (false, true) => quote_spanned! {ty.span()=>
+                        #p::decoded(#table, #name, match #props.remove(#name) {
+                            #p::None => #p::Ok(<#ty as #p::Default>::default()),
+                            #value => <#ty as #p::PropertyCodec>::decode(#value),
+                        })?
+                    },
+                }
+            }
+        };
+        quote!(#ident: #expr)
+    });
+
+    quote! {
+        #[automatically_derived]
+        impl #p::Entity for #ident {
+            const TABLE: &'static #p::str = #table;
+            const PROPERTY_NAMES: &'static [&'static #p::str] = &[#(#names),*];
+
+            #partition_key
+
+            #row_key
+
+            fn encode_properties(&self) -> #p::Result<#p::Properties> {
+                let #props_binding = #p::Properties::new();
+                #(#encoders)*
+                #p::Ok(#props)
+            }
+
+            fn decode(#data: #p::EntityData) -> #p::Result<Self> {
+                let #p::EntityData {
+                    partition_key: #pk,
+                    row_key: #rk,
+                    properties: #props_binding,
+                } = #data;
+                #split_pk
+                #split_rk
+                #p::Ok(Self {
+                    #(#decoders,)*
+                })
+            }
+        }
+    }
+}
+
+fn columns(model: &Model<'_>) -> TokenStream {
+    let p = private();
+    let ident = model.ident;
+    let vis = model.vis;
+    let columns_ident = format_ident!("{}Columns", ident);
+
+    // (field name, column value type, the field's type when it is a
+    // property, stored name), in field order.
+    let mut columns: Vec<(&Ident, TokenStream, Option<&syn::Type>, String)> = Vec::new();
+    for (i, field) in model.fields.iter().enumerate() {
+        match &field.role {
+            Role::Key { kind, .. } => {
+                let parts = match kind {
+                    KeyKind::Partition => &model.partition_key,
+                    KeyKind::Row => &model.row_key,
+                };
+                // A key has a column only when it is one `String` field: other
+                // key types are stored in an encoded form.
+                if parts.as_slice() == [i] && is_string(field.ty) {
+                    columns.push((
+                        field.ident,
+                        quote!(#p::String),
+                        None,
+                        kind.property().to_owned(),
+                    ));
+                }
+            }
+            Role::Property(prop) if !prop.json => {
+                let ty = strip_option(field.ty);
+                columns.push((field.ident, quote!(#ty), Some(field.ty), prop.name.clone()));
+            }
+            Role::Property(_) | Role::Skip => {}
+        }
+    }
+
+    let struct_doc =
+        format!("Typed columns of [`{ident}`] for query filters, from [`{ident}::columns`].");
+    let fn_doc = format!(
+        "Typed columns of `{ident}` for query filters: each compares a stored property with values of its field's type."
+    );
+    let defs = columns.iter().map(|(field, ty, _, stored)| {
+        let doc = if stored == "PartitionKey" || stored == "RowKey" {
+            format!("`{stored}`: the key held by field `{field}`.")
+        } else {
+            format!("Property `{stored}` (field `{field}`).")
+        };
+        quote! {
+            #[doc = #doc]
+            pub #field: #p::Column<#ident, #ty>
+        }
+    });
+    let inits = columns
+        .iter()
+        .map(|(field, ty, field_ty, stored)| match field_ty {
+            None => quote!(#field: #p::Column::new(#stored)),
+            Some(field_ty) => {
+                // The field's type is checked as the entity impl checks it, so an
+                // unsupported type gives the same error, which rustc reports
+                // once. `Column::new` needs the same bound of the column type;
+                // spanning its path over the whole field type puts that
+                // obligation at the same place, where rustc counts it as the
+                // same error.
+                let (first, last) = span_ends(field_ty);
+                let p_first = private_at(first);
+                let new = Ident::new("new", last);
+                quote_spanned! {first=>
+                    #field: {
+                        let _ = <#field_ty as #p_first::PropertyCodec>::EDM_TYPE;
+                        let column: #p::Column<#ident, #ty> = #p_first::Column::#new(#stored);
+                        column
+                    }
+                }
+            }
+        });
+    let debug_fields = columns.iter().map(|(field, _, _, _)| {
+        let name = unraw(field);
+        quote!(.field(#name, &self.#field))
+    });
+    let columns_name = columns_ident.to_string();
+    let f = local("f");
+
+    quote! {
+        #[doc = #struct_doc]
+        #vis struct #columns_ident {
+            #(#defs,)*
+        }
+
+        #[automatically_derived]
+        impl #p::Clone for #columns_ident {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+
+        #[automatically_derived]
+        impl #p::Copy for #columns_ident {}
+
+        #[automatically_derived]
+        impl #p::Debug for #columns_ident {
+            fn fmt(&self, #f: &mut #p::Formatter<'_>) -> #p::FmtResult {
+                #f.debug_struct(#columns_name)
+                    #(#debug_fields)*
+                    .finish()
+            }
+        }
+
+        impl #ident {
+            #[doc = #fn_doc]
+            pub const fn columns() -> #columns_ident {
+                #columns_ident {
+                    #(#inits,)*
+                }
+            }
+        }
+    }
+}
+
+/// The spans of the first and last tokens of a type: an expression whose
+/// first and last tokens carry them spans the whole type.
+fn span_ends(ty: &syn::Type) -> (Span, Span) {
+    let tokens: Vec<TokenTree> = ty.to_token_stream().into_iter().collect();
+    let first = tokens.first().map_or_else(Span::call_site, TokenTree::span);
+    let last = match tokens.last() {
+        Some(TokenTree::Group(group)) => group.span_close(),
+        Some(token) => token.span(),
+        None => first,
+    };
+    (first, last)
+}

@@ -1,0 +1,477 @@
+//! Blob checks: conditional writes, metadata, listing, and the lease state
+//! machine with the service's error codes (transitions that need no waiting;
+//! the timed ones are checked with paused time on the memory backend).
+
+use std::time::Duration;
+
+use leasehold::ErrorKind;
+use leasehold::backend::{BlobConditions, LeaseDuration, LeaseId, LeaseState, Metadata};
+use leasehold::key::BlobName;
+
+use super::Ctx;
+
+fn blob(name: &str) -> BlobName {
+    BlobName::new(name).unwrap()
+}
+
+fn err<T: std::fmt::Debug>(r: leasehold::Result<T>) -> (ErrorKind, String) {
+    let e = r.expect_err("expected an error");
+    (e.kind(), e.code().unwrap_or_default().to_owned())
+}
+
+async fn setup(ctx: &Ctx, name: &str) -> BlobName {
+    let b = blob(name);
+    ctx.backend()
+        .create_container(&ctx.container)
+        .await
+        .unwrap();
+    ctx.backend()
+        .create_container(&ctx.container)
+        .await
+        .expect("idempotent");
+    ctx.backend()
+        .put_blob(
+            &ctx.container,
+            &b,
+            b"x".to_vec(),
+            &Metadata::new(),
+            &BlobConditions::none(),
+        )
+        .await
+        .unwrap();
+    b
+}
+
+fn secs(s: u8) -> LeaseDuration {
+    LeaseDuration::Seconds(s)
+}
+
+pub async fn put_get_and_conditions(ctx: &Ctx) {
+    let be = ctx.backend();
+    be.create_container(&ctx.container).await.unwrap();
+    let b = blob("doc.json");
+    let e1 = be
+        .put_blob(
+            &ctx.container,
+            &b,
+            b"one".to_vec(),
+            &Metadata::new(),
+            &BlobConditions::create_only(),
+        )
+        .await
+        .expect("create");
+    let (k, code) = err(be
+        .put_blob(
+            &ctx.container,
+            &b,
+            b"two".to_vec(),
+            &Metadata::new(),
+            &BlobConditions::create_only(),
+        )
+        .await);
+    assert_eq!(
+        (k, code.as_str()),
+        (ErrorKind::AlreadyExists, "BlobAlreadyExists")
+    );
+    let e2 = be
+        .put_blob(
+            &ctx.container,
+            &b,
+            b"two".to_vec(),
+            &Metadata::new(),
+            &BlobConditions::if_match(e1.clone()),
+        )
+        .await
+        .expect("if-match current");
+    assert_ne!(e1, e2, "ETag changes on write");
+    let (k, code) = err(be
+        .put_blob(
+            &ctx.container,
+            &b,
+            b"three".to_vec(),
+            &Metadata::new(),
+            &BlobConditions::if_match(e1.clone()),
+        )
+        .await);
+    assert_eq!((k, code.as_str()), (ErrorKind::Conflict, "ConditionNotMet"));
+    let got = be
+        .get_blob(&ctx.container, &b)
+        .await
+        .unwrap()
+        .expect("exists");
+    assert_eq!(got.body, b"two");
+    assert_eq!(got.properties.etag, e2);
+    assert_eq!(got.properties.lease.state, LeaseState::Available);
+    let (k, code) = err(be
+        .delete_blob(&ctx.container, &b, &BlobConditions::if_match(e1))
+        .await);
+    assert_eq!((k, code.as_str()), (ErrorKind::Conflict, "ConditionNotMet"));
+    be.delete_blob(&ctx.container, &b, &BlobConditions::if_match(e2))
+        .await
+        .expect("delete");
+    assert!(be.get_blob(&ctx.container, &b).await.unwrap().is_none());
+    assert!(
+        be.blob_properties(&ctx.container, &b)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+pub async fn metadata_and_listing(ctx: &Ctx) {
+    let be = ctx.backend();
+    let b = setup(ctx, "lease/a").await;
+    let mut md = Metadata::new();
+    md.insert("owner".into(), "node1".into());
+    md.insert("epoch".into(), "7".into());
+    let before = be
+        .blob_properties(&ctx.container, &b)
+        .await
+        .unwrap()
+        .unwrap();
+    let etag = be
+        .set_blob_metadata(
+            &ctx.container,
+            &b,
+            &md,
+            &BlobConditions::if_match(before.etag.clone()),
+        )
+        .await
+        .expect("set metadata");
+    let after = be
+        .blob_properties(&ctx.container, &b)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(after.metadata, md);
+    assert_eq!(after.etag, etag);
+    assert_ne!(before.etag, etag);
+    assert_eq!(after.content_length, 1);
+    for name in ["lease/b", "lease/c", "other/x"] {
+        setup(ctx, name).await;
+    }
+    let page = be.list_blobs(&ctx.container, "lease/", None).await.unwrap();
+    let names: Vec<_> = page.items.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["lease/a", "lease/b", "lease/c"]);
+    assert_eq!(page.items[0].properties.metadata, md);
+}
+
+pub async fn lease_acquire_renew_change_release(ctx: &Ctx) {
+    let be = ctx.backend();
+    let b = setup(ctx, "l1").await;
+    let id = LeaseId::new_random();
+    assert_eq!(
+        be.acquire_lease(&ctx.container, &b, secs(15), id)
+            .await
+            .unwrap(),
+        id
+    );
+    let props = be
+        .blob_properties(&ctx.container, &b)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(props.lease.state, LeaseState::Leased);
+    assert_eq!(props.lease.duration, Some(secs(15)));
+    // Acquiring again with the current id is an idempotent retry.
+    assert_eq!(
+        be.acquire_lease(&ctx.container, &b, secs(15), id)
+            .await
+            .unwrap(),
+        id
+    );
+    be.renew_lease(&ctx.container, &b, id).await.expect("renew");
+    let id2 = LeaseId::new_random();
+    assert_eq!(
+        be.change_lease(&ctx.container, &b, id, id2).await.unwrap(),
+        id2
+    );
+    let (k, code) = err(be.renew_lease(&ctx.container, &b, id).await);
+    assert_eq!(
+        (k, code.as_str()),
+        (ErrorKind::LeaseLost, "LeaseIdMismatchWithLeaseOperation")
+    );
+    be.release_lease(&ctx.container, &b, id2)
+        .await
+        .expect("release");
+    let props = be
+        .blob_properties(&ctx.container, &b)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(props.lease.state, LeaseState::Available);
+    let (k, code) = err(be.renew_lease(&ctx.container, &b, id2).await);
+    assert_eq!(
+        (k, code.as_str()),
+        (ErrorKind::LeaseLost, "LeaseNotPresentWithLeaseOperation")
+    );
+    // Infinite leases.
+    let id3 = LeaseId::new_random();
+    be.acquire_lease(&ctx.container, &b, LeaseDuration::Infinite, id3)
+        .await
+        .unwrap();
+    let props = be
+        .blob_properties(&ctx.container, &b)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(props.lease.duration, Some(LeaseDuration::Infinite));
+    be.release_lease(&ctx.container, &b, id3).await.unwrap();
+    // Invalid durations are refused before sending.
+    for bad in [secs(14), secs(61)] {
+        let (k, _) = err(be
+            .acquire_lease(&ctx.container, &b, bad, LeaseId::new_random())
+            .await);
+        assert_eq!(k, ErrorKind::Invalid, "{bad:?}");
+    }
+}
+
+pub async fn lease_contention_codes(ctx: &Ctx) {
+    let be = ctx.backend();
+    let b = setup(ctx, "l2").await;
+    let holder = LeaseId::new_random();
+    let other = LeaseId::new_random();
+    be.acquire_lease(&ctx.container, &b, secs(60), holder)
+        .await
+        .unwrap();
+    let (k, code) = err(be.acquire_lease(&ctx.container, &b, secs(60), other).await);
+    assert_eq!(
+        (k, code.as_str()),
+        (ErrorKind::LeaseHeld, "LeaseAlreadyPresent")
+    );
+    for (name, r) in [
+        ("renew", be.renew_lease(&ctx.container, &b, other).await),
+        ("release", be.release_lease(&ctx.container, &b, other).await),
+        (
+            "change",
+            be.change_lease(&ctx.container, &b, other, LeaseId::new_random())
+                .await
+                .map(|_| ()),
+        ),
+    ] {
+        let (k, code) = err(r);
+        assert_eq!(
+            (k, code.as_str()),
+            (ErrorKind::LeaseLost, "LeaseIdMismatchWithLeaseOperation"),
+            "{name}"
+        );
+    }
+    be.release_lease(&ctx.container, &b, holder).await.unwrap();
+}
+
+pub async fn lease_break_and_broken_states(ctx: &Ctx) {
+    let be = ctx.backend();
+    let b = setup(ctx, "l3").await;
+    // Breaking an available blob fails.
+    let (k, code) = err(be
+        .break_lease(&ctx.container, &b, Some(Duration::ZERO))
+        .await);
+    assert_eq!(
+        (k, code.as_str()),
+        (ErrorKind::LeaseLost, "LeaseNotPresentWithLeaseOperation")
+    );
+    let id = LeaseId::new_random();
+    be.acquire_lease(&ctx.container, &b, secs(60), id)
+        .await
+        .unwrap();
+    // A break with a period leaves it breaking.
+    let left = be
+        .break_lease(&ctx.container, &b, Some(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert!(
+        left > Duration::from_secs(25) && left <= Duration::from_secs(30),
+        "{left:?}"
+    );
+    let props = be
+        .blob_properties(&ctx.container, &b)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(props.lease.state, LeaseState::Breaking);
+    let (k, code) = err(be
+        .acquire_lease(&ctx.container, &b, secs(15), LeaseId::new_random())
+        .await);
+    assert_eq!(
+        (k, code.as_str()),
+        (ErrorKind::LeaseHeld, "LeaseAlreadyPresent"),
+        "another id"
+    );
+    let (k, code) = err(be.acquire_lease(&ctx.container, &b, secs(15), id).await);
+    assert_eq!(
+        (k, code.as_str()),
+        (ErrorKind::LeaseHeld, "LeaseIsBreakingAndCannotBeAcquired"),
+        "the holder's id"
+    );
+    let (k, code) = err(be.renew_lease(&ctx.container, &b, id).await);
+    assert_eq!(
+        (k, code.as_str()),
+        (ErrorKind::LeaseLost, "LeaseIsBrokenAndCannotBeRenewed")
+    );
+    // Breaking again with period 0 breaks it at once.
+    let left = be
+        .break_lease(&ctx.container, &b, Some(Duration::ZERO))
+        .await
+        .unwrap();
+    assert_eq!(left, Duration::ZERO);
+    let props = be
+        .blob_properties(&ctx.container, &b)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(props.lease.state, LeaseState::Broken);
+    let (k, code) = err(be.renew_lease(&ctx.container, &b, id).await);
+    assert_eq!(
+        (k, code.as_str()),
+        (ErrorKind::LeaseLost, "LeaseIsBrokenAndCannotBeRenewed")
+    );
+    // The holder may release a broken lease; anyone may acquire it.
+    let id2 = LeaseId::new_random();
+    be.acquire_lease(&ctx.container, &b, secs(15), id2)
+        .await
+        .expect("acquire broken");
+    be.release_lease(&ctx.container, &b, id2).await.unwrap();
+    // An infinite lease broken without a period breaks at once.
+    let id3 = LeaseId::new_random();
+    be.acquire_lease(&ctx.container, &b, LeaseDuration::Infinite, id3)
+        .await
+        .unwrap();
+    assert_eq!(
+        be.break_lease(&ctx.container, &b, None).await.unwrap(),
+        Duration::ZERO
+    );
+    let props = be
+        .blob_properties(&ctx.container, &b)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(props.lease.state, LeaseState::Broken);
+}
+
+pub async fn writes_to_leased_blobs_need_the_lease(ctx: &Ctx) {
+    let be = ctx.backend();
+    let b = setup(ctx, "l4").await;
+    let id = LeaseId::new_random();
+    be.acquire_lease(&ctx.container, &b, secs(60), id)
+        .await
+        .unwrap();
+    let md = Metadata::new();
+    let (k, code) = err(be
+        .put_blob(&ctx.container, &b, vec![], &md, &BlobConditions::none())
+        .await);
+    assert_eq!((k, code.as_str()), (ErrorKind::LeaseHeld, "LeaseIdMissing"));
+    let (k, code) = err(be
+        .put_blob(
+            &ctx.container,
+            &b,
+            vec![],
+            &md,
+            &BlobConditions::leased(LeaseId::new_random()),
+        )
+        .await);
+    assert_eq!(
+        (k, code.as_str()),
+        (ErrorKind::LeaseLost, "LeaseIdMismatchWithBlobOperation")
+    );
+    let (k, code) = err(be
+        .set_blob_metadata(&ctx.container, &b, &md, &BlobConditions::none())
+        .await);
+    assert_eq!((k, code.as_str()), (ErrorKind::LeaseHeld, "LeaseIdMissing"));
+    let (k, code) = err(be
+        .delete_blob(&ctx.container, &b, &BlobConditions::none())
+        .await);
+    assert_eq!((k, code.as_str()), (ErrorKind::LeaseHeld, "LeaseIdMissing"));
+    // With the lease id, writes go through and keep the lease.
+    be.put_blob(
+        &ctx.container,
+        &b,
+        b"journal".to_vec(),
+        &md,
+        &BlobConditions::leased(id),
+    )
+    .await
+    .expect("write under lease");
+    be.set_blob_metadata(&ctx.container, &b, &md, &BlobConditions::leased(id))
+        .await
+        .unwrap();
+    let props = be
+        .blob_properties(&ctx.container, &b)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(props.lease.state, LeaseState::Leased);
+    be.renew_lease(&ctx.container, &b, id)
+        .await
+        .expect("lease kept across writes");
+    // Reads need no lease.
+    assert_eq!(
+        be.get_blob(&ctx.container, &b).await.unwrap().unwrap().body,
+        b"journal"
+    );
+    // Once released, a lease id on a write is refused.
+    be.release_lease(&ctx.container, &b, id).await.unwrap();
+    let (k, code) = err(be
+        .put_blob(&ctx.container, &b, vec![], &md, &BlobConditions::leased(id))
+        .await);
+    assert_eq!(
+        (k, code.as_str()),
+        (ErrorKind::LeaseLost, "LeaseNotPresentWithBlobOperation")
+    );
+    // A broken lease fences its former holder.
+    let id2 = LeaseId::new_random();
+    be.acquire_lease(&ctx.container, &b, secs(60), id2)
+        .await
+        .unwrap();
+    be.break_lease(&ctx.container, &b, Some(Duration::ZERO))
+        .await
+        .unwrap();
+    let (k, _) = err(be
+        .put_blob(
+            &ctx.container,
+            &b,
+            vec![],
+            &md,
+            &BlobConditions::leased(id2),
+        )
+        .await);
+    assert_eq!(k, ErrorKind::LeaseLost);
+}
+
+pub async fn missing_blob_and_container_codes(ctx: &Ctx) {
+    let be = ctx.backend();
+    let missing_container =
+        leasehold::key::ContainerName::new(format!("{}x", ctx.container)).unwrap();
+    let b = blob("nothing");
+    let (k, code) = err(be
+        .put_blob(
+            &missing_container,
+            &b,
+            vec![],
+            &Metadata::new(),
+            &BlobConditions::none(),
+        )
+        .await);
+    assert_eq!(
+        (k, code.as_str()),
+        (ErrorKind::NotFound, "ContainerNotFound")
+    );
+    be.create_container(&ctx.container).await.unwrap();
+    let (k, code) = err(be
+        .acquire_lease(&ctx.container, &b, secs(15), LeaseId::new_random())
+        .await);
+    assert_eq!((k, code.as_str()), (ErrorKind::NotFound, "BlobNotFound"));
+    let (k, code) = err(be
+        .set_blob_metadata(
+            &ctx.container,
+            &b,
+            &Metadata::new(),
+            &BlobConditions::none(),
+        )
+        .await);
+    assert_eq!((k, code.as_str()), (ErrorKind::NotFound, "BlobNotFound"));
+    let (k, _) = err(be
+        .delete_blob(&ctx.container, &b, &BlobConditions::none())
+        .await);
+    assert_eq!(k, ErrorKind::NotFound);
+    assert!(be.get_blob(&ctx.container, &b).await.unwrap().is_none());
+}

@@ -1,0 +1,760 @@
+//! Table checks: CRUD, conditions, batches, queries, optimistic updates.
+
+use std::time::Duration;
+
+use futures_util::TryStreamExt;
+use leasehold::backend::{Precondition, QuerySpec, TableOp};
+use leasehold::entity::{EntityData, Properties, Value};
+use leasehold::query::{CmpOp, Filter, TypedFilter};
+use leasehold::{EntityTrait, Error, ErrorKind, PartitionKey, RowKey, Store};
+use time::macros::datetime;
+use uuid::Uuid;
+
+use super::Ctx;
+use super::entities::{AllTypes, Counter, CounterAsText, CounterNote};
+
+fn kind<T: std::fmt::Debug>(r: leasehold::Result<T>) -> (ErrorKind, Option<String>) {
+    let e = r.expect_err("expected an error");
+    (e.kind(), e.code().map(str::to_owned))
+}
+
+async fn count_rows(store: &Store, pk: &str) -> usize {
+    store
+        .table::<Counter>()
+        .query()
+        .partition(pk)
+        .all()
+        .await
+        .expect("query")
+        .len()
+}
+
+pub async fn crud_round_trips_every_type_at_edge_values(ctx: &Ctx) {
+    let t = ctx.store.table::<AllTypes>();
+    let edge_values = [
+        AllTypes::sample("p", "typical"),
+        AllTypes {
+            text: String::new(),
+            flag: false,
+            int32: i32::MIN,
+            int64: i64::MIN,
+            double: f64::NAN,
+            when: datetime!(1601-01-01 00:00:00 UTC),
+            id: Uuid::nil(),
+            bytes: vec![],
+            small: 0,
+            unsigned: 0,
+            big: 0,
+            maybe: None,
+            tags: vec![],
+            ..AllTypes::sample("p", "min")
+        },
+        AllTypes {
+            text: "x".repeat(32 * 1024),
+            int32: i32::MAX,
+            int64: i64::MAX,
+            double: f64::INFINITY,
+            when: datetime!(9999-12-31 23:59:59.9999999 UTC),
+            bytes: vec![0xab; 64 * 1024],
+            ..AllTypes::sample("p", "max")
+        },
+        AllTypes {
+            double: f64::NEG_INFINITY,
+            ..AllTypes::sample("p", "neginf")
+        },
+        AllTypes {
+            double: -0.0,
+            ..AllTypes::sample("p", "negzero")
+        },
+    ];
+    for e in edge_values {
+        let written = t.insert(e.clone()).await.expect("insert");
+        let read = t
+            .get("p", e.rk.as_str())
+            .await
+            .expect("get")
+            .expect("present");
+        assert_eq!(read.etag(), written.etag(), "{}", e.rk);
+        // Doubles compare by bits, so NaN == NaN and -0.0 != 0.0 here.
+        assert_eq!(
+            read.double.to_bits(),
+            e.double.to_bits(),
+            "double of {}",
+            e.rk
+        );
+        let mut expected = e.clone();
+        let mut actual = read.entity().clone();
+        expected.double = 0.0;
+        actual.double = 0.0;
+        assert_eq!(actual, expected, "{}", e.rk);
+    }
+}
+
+pub async fn datetime_and_binary_edges(ctx: &Ctx) {
+    let t = ctx.store.table::<AllTypes>();
+    // Finer than 100 ns is dropped, as the service stores ticks.
+    let fine = AllTypes {
+        when: datetime!(2024-01-01 00:00:00.123456789 UTC),
+        ..AllTypes::sample("p", "fine")
+    };
+    t.insert(fine).await.expect("insert");
+    let read = t.get("p", "fine").await.unwrap().unwrap();
+    assert_eq!(read.when, datetime!(2024-01-01 00:00:00.1234567 UTC));
+    // Before 1601 the service cannot store the value.
+    let early = AllTypes {
+        when: datetime!(1600-12-31 23:59:59 UTC),
+        ..AllTypes::sample("p", "early")
+    };
+    assert_eq!(kind(t.insert(early).await).0, ErrorKind::Invalid);
+    // One byte over 64 KiB.
+    let big = AllTypes {
+        bytes: vec![1; 64 * 1024 + 1],
+        ..AllTypes::sample("p", "bigbin")
+    };
+    let e = t.insert(big).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(e.to_string().contains("bytes"), "{e}");
+    // One UTF-16 unit over 64 KiB.
+    let long = AllTypes {
+        text: "y".repeat(32 * 1024 + 1),
+        ..AllTypes::sample("p", "longstr")
+    };
+    let e = t.insert(long).await.unwrap_err();
+    assert!(e.to_string().contains("`text`"), "{e}");
+    assert!(t.get("p", "bigbin").await.unwrap().is_none());
+    assert!(t.get("p", "longstr").await.unwrap().is_none());
+}
+
+pub async fn insert_twice_is_already_exists(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    t.insert(Counter::new("p", "r", 1))
+        .await
+        .expect("first insert");
+    let (k, code) = kind(t.insert(Counter::new("p", "r", 2)).await);
+    assert_eq!(k, ErrorKind::AlreadyExists);
+    assert_eq!(code.as_deref(), Some("EntityAlreadyExists"));
+    assert_eq!(
+        t.get("p", "r").await.unwrap().unwrap().n,
+        1,
+        "first write kept"
+    );
+}
+
+pub async fn stale_etag_is_conflict_for_replace_merge_delete(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    let v1 = t.insert(Counter::new("p", "r", 1)).await.unwrap();
+    let mut v2 = v1.clone();
+    v2.n = 2;
+    let v2 = t.replace(&v2).await.expect("fresh replace");
+    assert_ne!(v1.etag(), v2.etag(), "ETag changes on every write");
+
+    let mut stale = v1.clone();
+    stale.n = 99;
+    for (name, result) in [
+        ("replace", t.replace(&stale).await.map(|_| ())),
+        ("merge", t.merge(&stale).await.map(|_| ())),
+        ("delete", t.delete(&stale).await),
+    ] {
+        let (k, code) = kind(result);
+        assert_eq!(k, ErrorKind::Conflict, "{name}");
+        assert_eq!(
+            code.as_deref(),
+            Some("UpdateConditionNotSatisfied"),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        t.get("p", "r").await.unwrap().unwrap().n,
+        2,
+        "stale writes changed nothing"
+    );
+}
+
+pub async fn chained_updates_need_no_reread(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    let mut v = t.insert(Counter::new("p", "chain", 0)).await.unwrap();
+    for i in 1..=5 {
+        v.n = i;
+        v = t.replace(&v).await.expect("replace with returned etag");
+    }
+    v.note = Some("merged".into());
+    let v = t.merge(&v).await.expect("merge with returned etag");
+    let read = t.get("p", "chain").await.unwrap().unwrap();
+    assert_eq!(read.etag(), v.etag());
+    assert_eq!(read.n, 5);
+    assert_eq!(read.note.as_deref(), Some("merged"));
+    t.delete(&v).await.expect("delete with returned etag");
+    assert!(t.get("p", "chain").await.unwrap().is_none());
+}
+
+pub async fn missing_entities(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    assert!(t.get("p", "nothing").await.unwrap().is_none());
+    let (k, code) = kind(t.delete_unconditionally("p", "nothing").await);
+    assert_eq!(k, ErrorKind::NotFound);
+    assert_eq!(code.as_deref(), Some("ResourceNotFound"));
+    let (k, _) = kind(
+        t.replace_unconditionally(Counter::new("p", "nothing", 1))
+            .await,
+    );
+    assert_eq!(k, ErrorKind::NotFound);
+    let v = t.insert(Counter::new("p", "gone", 1)).await.unwrap();
+    t.delete(&v).await.unwrap();
+    let (k, _) = kind(t.replace(&v).await);
+    assert_eq!(k, ErrorKind::NotFound, "replace of a deleted entity");
+    let (k, _) = kind(t.delete(&v).await);
+    assert_eq!(k, ErrorKind::NotFound, "delete of a deleted entity");
+    let (k, _) = kind(t.update_with("p", "nothing", |c| c.n += 1).await);
+    assert_eq!(k, ErrorKind::NotFound);
+}
+
+pub async fn upsert_and_merge_semantics(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    // Upsert creates, then overwrites (dropping properties not written).
+    let mut c = Counter::new("p", "u", 1);
+    c.note = Some("first".into());
+    t.upsert(c).await.expect("upsert creates");
+    t.upsert(Counter::new("p", "u", 2))
+        .await
+        .expect("upsert overwrites");
+    let read = t.get("p", "u").await.unwrap().unwrap();
+    assert_eq!((read.n, read.note.clone()), (2, None));
+    // Merge keeps properties the write does not carry.
+    let mut c = Counter::new("p", "m", 1);
+    c.note = Some("kept".into());
+    t.insert(c).await.unwrap();
+    t.upsert_merge(Counter::new("p", "m", 5))
+        .await
+        .expect("upsert_merge");
+    let read = t.get("p", "m").await.unwrap().unwrap();
+    assert_eq!((read.n, read.note.as_deref()), (5, Some("kept")));
+    // upsert_merge creates too.
+    t.upsert_merge(Counter::new("p", "m2", 7)).await.unwrap();
+    assert_eq!(t.get("p", "m2").await.unwrap().unwrap().n, 7);
+    // A conditional merge with a None field leaves the stored value.
+    let mut v = t.get("p", "m").await.unwrap().unwrap();
+    v.note = None;
+    v.n = 6;
+    t.merge(&v).await.unwrap();
+    let read = t.get("p", "m").await.unwrap().unwrap();
+    assert_eq!((read.n, read.note.as_deref()), (6, Some("kept")));
+}
+
+pub async fn unconditional_writes(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    let v1 = t.insert(Counter::new("p", "x", 1)).await.unwrap();
+    let v2 = t
+        .replace_unconditionally(Counter::new("p", "x", 2))
+        .await
+        .expect("replace whatever the version");
+    assert_ne!(v1.etag(), v2.etag());
+    t.delete_unconditionally("p", "x")
+        .await
+        .expect("delete whatever the version");
+    assert!(t.get("p", "x").await.unwrap().is_none());
+}
+
+pub async fn special_keys_work_everywhere(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    let pk = "o'brien %20+ é";
+    let keys = [
+        "it's",
+        "100%",
+        "a+b",
+        "two words",
+        "日本語",
+        "emoji 😀",
+        "''",
+        "%27",
+    ];
+    for rk in keys {
+        let v = t.insert(Counter::new(pk, rk, 1)).await.expect(rk);
+        let mut read = t.get(pk, rk).await.expect(rk).expect(rk);
+        assert_eq!(read.etag(), v.etag(), "{rk}");
+        read.n = 2;
+        let read = t.replace(&read).await.expect(rk);
+        let found = t
+            .query()
+            .partition(pk)
+            .filter(Counter::columns().rk.eq(rk))
+            .all()
+            .await
+            .expect(rk);
+        assert_eq!(found.len(), 1, "query by {rk:?}");
+        assert_eq!(found[0].n, 2);
+        if rk != "''" {
+            t.delete(&read).await.expect(rk);
+            assert!(t.get(pk, rk).await.unwrap().is_none(), "{rk}");
+        }
+    }
+    assert_eq!(t.query().partition(pk).all().await.unwrap().len(), 1);
+}
+
+pub async fn invalid_input_is_rejected_before_sending(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    for bad in ["a/b", "a\\b", "a#b", "a?b", "tab\there", "\u{7f}"] {
+        let e = t.insert(Counter::new("p", bad, 1)).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid, "{bad:?}");
+        assert!(e.to_string().contains("row key"), "{e}");
+        let e = t.get(bad, "r").await.unwrap_err();
+        assert!(e.to_string().contains("partition key"), "{e}");
+    }
+    let e = t
+        .insert(Counter::new("p", &"k".repeat(513), 1))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert_eq!(count_rows(&ctx.store, "p").await, 0, "nothing stored");
+    // Too many properties, through the raw backend.
+    let name = leasehold::TableName::new(format!("{}Raw", ctx.store.table_prefix())).unwrap();
+    ctx.backend().create_table(&name).await.unwrap();
+    let props: Properties = (0..253)
+        .map(|i| (format!("p{i}"), Value::Int32(i)))
+        .collect();
+    let op = TableOp::Insert(EntityData {
+        partition_key: PartitionKey::new("p").unwrap(),
+        row_key: RowKey::new("r").unwrap(),
+        properties: props,
+    });
+    let e = ctx.backend().execute(&name, &op).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(e.to_string().contains("253 properties"), "{e}");
+}
+
+pub async fn decode_errors_name_the_property(ctx: &Ctx) {
+    ctx.store
+        .table::<Counter>()
+        .insert(Counter::new("p", "r", 5))
+        .await
+        .unwrap();
+    let e = ctx
+        .store
+        .table::<CounterAsText>()
+        .get("p", "r")
+        .await
+        .unwrap_err();
+    match e {
+        Error::Decode {
+            table,
+            property,
+            expected,
+            found,
+        } => {
+            assert!(table.ends_with("Counters"), "{table}");
+            assert_eq!(property, "n");
+            assert!(expected.contains("Edm.String"), "{expected}");
+            assert!(found.contains("Edm.Int64"), "{found}");
+        }
+        other => panic!("expected Decode, got {other:?}"),
+    }
+}
+
+pub async fn batch_applies_all_or_nothing(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    let existing = t.insert(Counter::new("p", "exists", 1)).await.unwrap();
+    // The third operation fails: nothing of the batch is applied.
+    let e = t
+        .batch()
+        .insert(Counter::new("p", "a", 1))
+        .insert(Counter::new("p", "b", 1))
+        .insert(Counter::new("p", "exists", 2))
+        .commit()
+        .await
+        .unwrap_err();
+    match &e {
+        Error::Batch { index, source } => {
+            assert_eq!(*index, 2);
+            assert_eq!(source.kind(), ErrorKind::AlreadyExists);
+        }
+        other => panic!("expected Batch, got {other:?}"),
+    }
+    assert_eq!(e.code(), Some("EntityAlreadyExists"));
+    assert!(t.get("p", "a").await.unwrap().is_none(), "atomic");
+    // A stale ETag fails the batch at its index.
+    let mut fresh = existing.clone();
+    fresh.n = 10;
+    t.replace(&fresh).await.unwrap();
+    let e = t
+        .batch()
+        .insert(Counter::new("p", "c", 1))
+        .replace(&existing)
+        .commit()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Batch { index: 1, source } if source.kind() == ErrorKind::Conflict),
+        "{e:?}"
+    );
+    assert!(t.get("p", "c").await.unwrap().is_none(), "atomic");
+    // A good batch applies every kind of operation.
+    let current = t.get("p", "exists").await.unwrap().unwrap();
+    let results = t
+        .batch()
+        .insert(Counter::new("p", "a", 1))
+        .upsert(Counter::new("p", "b", 2))
+        .upsert_merge(Counter::new("p", "c", 3))
+        .delete(&current)
+        .commit()
+        .await
+        .expect("batch");
+    assert_eq!(results.len(), 4);
+    let written = results[0].clone().written().expect("insert result");
+    assert_eq!(
+        t.get("p", "a").await.unwrap().unwrap().etag(),
+        written.etag(),
+        "batch results carry the new ETags"
+    );
+    assert!(t.get("p", "exists").await.unwrap().is_none());
+    assert_eq!(count_rows(&ctx.store, "p").await, 3);
+}
+
+pub async fn batch_of_100_round_trips(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    let mut batch = t.batch();
+    for i in 0..100 {
+        batch = batch.insert(Counter::new("p", &format!("r{i:03}"), i));
+    }
+    let results = batch.commit().await.expect("100-op batch");
+    assert_eq!(results.len(), 100);
+    let all = t.query().partition("p").all().await.unwrap();
+    assert_eq!(all.len(), 100);
+    assert!(all.iter().enumerate().all(|(i, c)| c.n == i as i64));
+}
+
+pub async fn batch_limits_are_checked_before_sending(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    let mut batch = t.batch();
+    for i in 0..101 {
+        batch = batch.insert(Counter::new("p", &format!("r{i}"), i));
+    }
+    let e = batch.commit().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(e.to_string().contains("101 operations"), "{e}");
+
+    let e = t
+        .batch()
+        .insert(Counter::new("p", "a", 1))
+        .insert(Counter::new("q", "a", 1))
+        .commit()
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("one partition"), "{e}");
+
+    let e = t
+        .batch()
+        .insert(Counter::new("p", "same", 1))
+        .upsert(Counter::new("p", "same", 2))
+        .commit()
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("second time"), "{e}");
+
+    // 70 entities of 64 KiB of UTF-8 each: over the 4 MiB payload limit.
+    let big = |i: usize| {
+        let mut c = Counter::new("p", &format!("big{i}"), 0);
+        c.note = Some("é".repeat(32 * 1024));
+        c
+    };
+    let mut batch = t.batch();
+    for i in 0..70 {
+        batch = batch.insert(big(i));
+    }
+    let e = match batch.commit().await {
+        Ok(_) => panic!("an oversized batch was accepted"),
+        Err(e) => e,
+    };
+    assert!(e.to_string().contains("4194304"), "{e}");
+
+    let e = t.batch().commit().await.unwrap_err();
+    assert!(e.to_string().contains("empty"), "{e}");
+    assert_eq!(count_rows(&ctx.store, "p").await, 0, "nothing applied");
+    assert_eq!(count_rows(&ctx.store, "q").await, 0, "nothing applied");
+}
+
+pub async fn filters_of_every_literal_type(ctx: &Ctx) {
+    let t = ctx.store.table::<AllTypes>();
+    let a = AllTypes::sample("f", "a");
+    let b = AllTypes {
+        text: "it's b".into(),
+        flag: false,
+        int32: 10,
+        int64: -5,
+        double: 2.5,
+        when: datetime!(2030-01-01 00:00:00 UTC),
+        id: Uuid::nil(),
+        bytes: vec![9, 9],
+        small: 1,
+        unsigned: 5,
+        big: 1,
+        maybe: None,
+        ..AllTypes::sample("f", "b")
+    };
+    t.insert(a.clone()).await.unwrap();
+    t.insert(b.clone()).await.unwrap();
+    let c = AllTypes::columns();
+    let cases: Vec<(&str, TypedFilter<AllTypes>, Vec<&str>)> = vec![
+        ("string eq with quote", c.text.eq("it's b"), vec!["b"]),
+        ("string gt", c.text.gt("i"), vec!["b"]),
+        ("bool", c.flag.eq(true), vec!["a"]),
+        ("int32 lt", c.int32.lt(0), vec!["a"]),
+        (
+            "int64 exact beyond 2^53",
+            c.int64.eq((1i64 << 53) + 1),
+            vec!["a"],
+        ),
+        ("int64 lt", c.int64.lt(0i64), vec!["b"]),
+        ("double ge", c.double.ge(2.0), vec!["b"]),
+        (
+            "datetime gt",
+            c.when.gt(datetime!(2025-01-01 00:00:00 UTC)),
+            vec!["b"],
+        ),
+        ("datetime eq 100ns", c.when.eq(a.when), vec!["a"]),
+        ("guid eq", c.id.eq(Uuid::nil()), vec!["b"]),
+        ("guid ne", c.id.ne(Uuid::nil()), vec!["a"]),
+        ("binary eq", c.bytes.eq(vec![9u8, 9]), vec!["b"]),
+        ("widened u8", c.small.eq(200u8), vec!["a"]),
+        ("u32 as Int64", c.unsigned.eq(u32::MAX), vec!["a"]),
+        ("option column", c.maybe.eq("present"), vec!["a"]),
+        ("and", c.flag.eq(false) & c.int32.eq(10), vec!["b"]),
+        ("or", c.int32.eq(10) | c.int32.eq(-7), vec!["a", "b"]),
+        ("not", !c.flag.eq(true), vec!["b"]),
+        ("row key column", c.rk.ge("b"), vec!["b"]),
+    ];
+    for (name, filter, expected) in cases {
+        let found: Vec<String> = t
+            .query()
+            .partition("f")
+            .filter(filter)
+            .stream()
+            .map_ok(|v| v.rk.clone())
+            .try_collect()
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(found, expected, "{name}");
+    }
+    // 16 comparisons are refused before sending.
+    let mut f = c.int32.eq(0);
+    for i in 1..16 {
+        f = f | c.int32.eq(i);
+    }
+    let e = t.query().filter(f).all().await.unwrap_err();
+    assert!(e.to_string().contains("16 comparisons"), "{e}");
+    let e = t
+        .query()
+        .filter(c.big.eq(u64::MAX))
+        .all()
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+}
+
+pub async fn int64_column_vs_int32_literal_matches_nothing(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    t.insert(Counter::new("p", "r", 42)).await.unwrap();
+    let as_int64 = TypedFilter::raw(Filter::compare("n", CmpOp::Eq, Value::Int64(42)));
+    let as_int32 = TypedFilter::raw(Filter::compare("n", CmpOp::Eq, Value::Int32(42)));
+    assert_eq!(t.query().filter(as_int64).all().await.unwrap().len(), 1);
+    assert_eq!(
+        t.query().filter(as_int32).all().await.unwrap().len(),
+        0,
+        "an Int64 column never equals an Int32 literal"
+    );
+}
+
+pub async fn key_ranges_and_prefixes(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    for (pk, rk) in [
+        ("a", "apple"),
+        ("a", "apricot"),
+        ("a", "banana"),
+        ("a", "cherry"),
+        ("b", "apple"),
+    ] {
+        t.insert(Counter::new(pk, rk, 0)).await.unwrap();
+    }
+    let rks =
+        |v: Vec<leasehold::Versioned<Counter>>| v.iter().map(|c| c.rk.clone()).collect::<Vec<_>>();
+    let got = t
+        .query()
+        .partition("a")
+        .row_key_prefix("ap")
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(rks(got), ["apple", "apricot"]);
+    let got = t
+        .query()
+        .partition("a")
+        .row_keys("apricot".."cherry")
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(rks(got), ["apricot", "banana"]);
+    let got = t
+        .query()
+        .partition("a")
+        .row_keys("b"..)
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(rks(got), ["banana", "cherry"]);
+    let got = t
+        .query()
+        .partition("a")
+        .row_keys(..="banana")
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(rks(got), ["apple", "apricot", "banana"]);
+    let got = t.query().row_key_prefix("apple").all().await.unwrap();
+    assert_eq!(got.len(), 2, "prefix across partitions");
+    assert_eq!(
+        (got[0].pk.as_str(), got[1].pk.as_str()),
+        ("a", "b"),
+        "key order"
+    );
+}
+
+pub async fn paging_across_pages_and_resume(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    let mut batch = t.batch();
+    for i in 0..7 {
+        batch = batch.insert(Counter::new("pg", &format!("r{i}"), i));
+    }
+    batch.commit().await.unwrap();
+    // Page by page with tokens.
+    let mut token: Option<String> = None;
+    let mut seen = Vec::new();
+    let mut pages = 0;
+    loop {
+        let mut q = t.query().partition("pg").page_size(3);
+        if let Some(tok) = token.take() {
+            q = q.resume(tok);
+        }
+        let page = q.page().await.expect("page");
+        pages += 1;
+        assert!(page.items.len() <= 3);
+        seen.extend(page.items.iter().map(|c| c.n));
+        match page.continuation {
+            Some(next) => token = Some(next),
+            None => break,
+        }
+        assert!(pages < 20, "paging does not end");
+    }
+    assert!(pages >= 3, "{pages} pages");
+    assert_eq!(seen, (0..7).collect::<Vec<_>>());
+    // The stream follows continuations by itself.
+    let all = t.query().partition("pg").page_size(2).all().await.unwrap();
+    assert_eq!(all.len(), 7);
+    // A garbage token is refused before sending.
+    let e = t.query().resume("garbage!").page().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    let e = t.query().page_size(1001).page().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    // The backend caps a page at 1000 entities.
+    let name = t.name().unwrap().clone();
+    let page = ctx
+        .backend()
+        .query(&name, &QuerySpec::default())
+        .await
+        .unwrap();
+    assert_eq!(page.entities.len(), 7);
+}
+
+pub async fn select_projects_properties(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    let mut c = Counter::new("p", "r", 3);
+    c.note = Some("hello".into());
+    t.insert(c).await.unwrap();
+    let got = ctx
+        .store
+        .table::<CounterNote>()
+        .query()
+        .partition("p")
+        .select(&["note"])
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].note.as_deref(), Some("hello"));
+    assert_eq!(got[0].n, 0, "not selected, so absent and defaulted");
+    assert_eq!(got[0].rk, "r", "keys always come back");
+}
+
+pub async fn update_with_concurrent_increments_are_exact(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    t.insert(Counter::new("p", "hits", 0)).await.unwrap();
+    const TASKS: i64 = 8;
+    const INCREMENTS: i64 = 50;
+    let mut handles = Vec::new();
+    for _ in 0..TASKS {
+        let t = t.clone();
+        handles.push(tokio::spawn(async move {
+            for _ in 0..INCREMENTS {
+                t.update_with("p", "hits", |c| c.n += 1)
+                    .await
+                    .expect("update_with");
+            }
+        }));
+    }
+    for h in handles {
+        h.await.expect("task");
+    }
+    assert_eq!(
+        t.get("p", "hits").await.unwrap().unwrap().n,
+        TASKS * INCREMENTS
+    );
+}
+
+pub async fn update_with_gives_up_with_conflict(ctx: &Ctx) {
+    let store = Store::builder_shared(ctx.backend().clone())
+        .table_prefix(ctx.store.table_prefix())
+        .unwrap()
+        .conflict_retry(leasehold::RetryPolicy::new(3, Duration::ZERO, Duration::ZERO).unwrap())
+        .build();
+    let t = store.table::<Counter>();
+    t.insert(Counter::new("p", "contended", 0)).await.unwrap();
+    // Every attempt is overtaken by a write made between its read and its
+    // replace (from inside the update function, through the raw backend).
+    let backend = ctx.backend().clone();
+    let name = t.name().unwrap().clone();
+    let mut attempts = 0;
+    let e = t
+        .update_with("p", "contended", |c| {
+            attempts += 1;
+            c.n += 1;
+            let backend = backend.clone();
+            let name = name.clone();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let mut props = Properties::new();
+                    props.insert("n", Value::Int64(1000));
+                    let op = TableOp::Replace(
+                        EntityData {
+                            partition_key: PartitionKey::new("p").unwrap(),
+                            row_key: RowKey::new("contended").unwrap(),
+                            properties: props,
+                        },
+                        Precondition::IfExists,
+                    );
+                    backend.execute(&name, &op).await.unwrap();
+                });
+            })
+            .join()
+            .unwrap();
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    assert_eq!(attempts, 3);
+    assert!(e.to_string().contains("3 attempts"), "{e}");
+    assert_eq!(t.get("p", "contended").await.unwrap().unwrap().n, 1000);
+}
+
+#[allow(unused)]
+fn assert_entity_trait_in_scope<E: EntityTrait>() {}

@@ -1,0 +1,14 @@
+use leasehold::Entity;
+
+#[derive(Entity)]
+#[entity(table = "Orders")]
+struct Order {
+    #[entity(partition_key = 0)]
+    region: String,
+    #[entity(partition_key)]
+    customer: String,
+    #[entity(row_key)]
+    id: u64,
+}
+
+fn main() {}

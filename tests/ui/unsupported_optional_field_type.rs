@@ -1,0 +1,15 @@
+use leasehold::Entity;
+
+struct Money(i64);
+
+#[derive(Entity)]
+#[entity(table = "Accounts")]
+struct Account {
+    #[entity(partition_key)]
+    customer: String,
+    #[entity(row_key)]
+    name: String,
+    balance: Option<Money>,
+}
+
+fn main() {}
