@@ -5,12 +5,14 @@ mod lease_suite;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_suite::SuiteConfig;
+use lease_suite::{Shared, SuiteConfig};
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::lease::{LeaseManager, LeaseOptions};
 
-fn memory() -> MemoryBackend {
-    MemoryBackend::new()
+/// A fresh memory backend, handed over as an `Arc<dyn Backend>` the way the
+/// Azurite runner hands over its backend.
+fn memory() -> Shared {
+    Shared(Arc::new(MemoryBackend::new()))
 }
 
 #[tokio::test(start_paused = true)]

@@ -2,14 +2,17 @@
 //!
 //! Each check takes a backend that can be cloned into several "processes"
 //! (clones share storage; each process wraps its clone in its own
-//! [`FaultyBackend`] or [`CountingBackend`]) and a [`SuiteConfig`]. On the
+//! [`FaultyBackend`] or [`CountingBackend`]) and a [`SuiteConfig`]. Any
+//! `Arc<dyn Backend>` qualifies through [`Shared`]. On the
 //! memory backend they run with paused Tokio time; on Azurite they run on
 //! real time with 15 s leases (every wait is derived from the lease
 //! duration).
 
 #![allow(dead_code)]
 
-pub mod ambiguous;
+pub mod wrappers;
+
+pub use wrappers::Shared;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -797,7 +800,7 @@ pub async fn invalid_input_sends_nothing<B: BlobBackend + Clone>(backend: B, cfg
 /// the blob is still leased the guard keeps retrying and keeps the lease;
 /// once the service shows it is not leased any more, the loss is immediate.
 pub async fn ambiguous_renewals_are_verified<B: BlobBackend + Clone>(backend: B, cfg: SuiteConfig) {
-    use ambiguous::{AmbiguousRenews, Renews};
+    use wrappers::{AmbiguousRenews, Renews};
 
     let wrapper = AmbiguousRenews::new(backend.clone());
     let switch = wrapper.switch();
