@@ -181,6 +181,8 @@ impl LeaseCore {
     /// Replaces the blob's metadata under the lease with `f` applied to the
     /// current metadata. Returns the new metadata.
     async fn update_metadata(&self, f: impl FnOnce(&mut Metadata)) -> Result<Metadata> {
+        // A lease known to be lost sends nothing, not even the read.
+        self.ensure_held()?;
         let mut guard = self.view().await?;
         let Some(view) = guard.as_mut() else {
             return Err(self.shared.lost_error());
@@ -190,6 +192,8 @@ impl LeaseCore {
         self.ensure_held()?;
         let env = &self.env;
         let conditions = self.conditions();
+        // Retrying is safe: the write replaces the whole metadata and only
+        // this lease's holder can write meanwhile.
         let result = retry_transient(&self.shared, || {
             env.backend.set_blob_metadata(
                 &env.settings.container,
@@ -216,6 +220,8 @@ impl LeaseCore {
     /// Rewrites the body under the lease with `f` applied to the current
     /// document (metadata kept). Returns `f`'s result.
     async fn update_document<T>(&self, f: impl FnOnce(&mut LeaseDocument) -> T) -> Result<T> {
+        // A lease known to be lost sends nothing, not even the read.
+        self.ensure_held()?;
         let mut guard = self.view().await?;
         let Some(view) = guard.as_mut() else {
             return Err(self.shared.lost_error());
@@ -226,6 +232,8 @@ impl LeaseCore {
         self.ensure_held()?;
         let env = &self.env;
         let conditions = self.conditions();
+        // Retrying is safe: the write replaces the whole blob and only this
+        // lease's holder can write meanwhile.
         let result = retry_transient(&self.shared, || {
             env.backend.put_blob(
                 &env.settings.container,

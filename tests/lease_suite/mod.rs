@@ -321,7 +321,8 @@ pub async fn external_break_fires_lost<B: BlobBackend + Clone>(backend: B, cfg: 
 
     // Noticed at once by a write under the lease.
     let name = cfg.name("break-write");
-    let guard = holder.leases.acquire(&name, LONG).await.expect("acquire");
+    let (writer, counter) = counted(&backend, &cfg, "writer");
+    let guard = writer.acquire(&name, LONG).await.expect("acquire");
     guard
         .set_journal(Some(serde_json::json!({"step": 1})))
         .await
@@ -347,10 +348,20 @@ pub async fn external_break_fires_lost<B: BlobBackend + Clone>(backend: B, cfg: 
             .journal_pending
     );
     // Nothing more is sent under a lease known to be lost.
+    counter.reset();
     assert_eq!(
         guard.set_journal(None).await.unwrap_err().kind(),
         ErrorKind::LeaseLost
     );
+    assert_eq!(
+        guard.advance_epoch().await.unwrap_err().kind(),
+        ErrorKind::LeaseLost
+    );
+    assert_eq!(
+        guard.release().await.unwrap_err().kind(),
+        ErrorKind::LeaseLost
+    );
+    assert_eq!(counter.total(), 0, "{counter:?}");
 }
 
 /// Run-once with 10 concurrent callers (5 processes × 2 tasks) runs the work
