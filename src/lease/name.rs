@@ -99,8 +99,7 @@ impl LeaseName {
         let bytes = blob.as_bytes();
         let mut out = Vec::with_capacity(bytes.len());
         let mut i = 0;
-        while i < bytes.len() {
-            let b = bytes[i];
+        while let Some(&b) = bytes.get(i) {
             if is_safe(b) {
                 out.push(b);
                 i += 1;
@@ -133,7 +132,8 @@ fn is_safe(b: u8) -> bool {
 }
 
 fn hex_digit(v: u8) -> char {
-    char::from(b"0123456789ABCDEF"[usize::from(v & 0x0f)])
+    let v = v & 0x0f;
+    char::from(if v < 10 { b'0' + v } else { b'A' + v - 10 })
 }
 
 fn hex_value(b: u8) -> Option<u8> {
