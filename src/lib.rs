@@ -21,6 +21,7 @@ pub mod entity;
 pub mod error;
 pub mod key;
 pub mod lease;
+pub mod lock;
 pub mod query;
 pub mod retry;
 pub mod store;

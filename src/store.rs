@@ -4,11 +4,15 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use crate::backend::Backend;
+use std::time::Duration;
+
 use crate::backend::memory::MemoryBackend;
+use crate::backend::{Backend, BlobBackend};
 use crate::entity::Entity;
 use crate::error::Result;
-use crate::key::TableName;
+use crate::key::{ContainerName, IntoPartitionKey, TableName};
+use crate::lease::{LeaseManager, LeaseOptions};
+use crate::lock::{DEFAULT_LOCK_CONTAINER, Journal, LockOptions, RollForwardReport, Unit};
 use crate::retry::RetryPolicy;
 use crate::table::Table;
 
@@ -28,6 +32,9 @@ struct StoreInner {
     backend: Arc<dyn Backend>,
     conflict_retry: RetryPolicy,
     table_prefix: String,
+    leases: LeaseManager,
+    locks: LeaseManager,
+    lock_options: LockOptions,
     /// Tables this store has created (or found), so each is created once.
     ready_tables: Mutex<HashSet<TableName>>,
 }
@@ -45,12 +52,12 @@ impl fmt::Debug for Store {
 impl Store {
     /// A store on a new, empty embedded [`MemoryBackend`].
     pub fn memory() -> Store {
-        Store::builder(MemoryBackend::new()).build()
+        Store::new(MemoryBackend::new())
     }
 
     /// A store on any backend, with default options.
     pub fn new(backend: impl Backend) -> Store {
-        Store::builder(backend).build()
+        Store::builder_shared(Arc::new(backend)).build_defaults()
     }
 
     /// A builder for a store on `backend`.
@@ -64,6 +71,9 @@ impl Store {
             backend,
             conflict_retry: RetryPolicy::default(),
             table_prefix: String::new(),
+            lease_options: LeaseOptions::default(),
+            lock_lease_options: None,
+            lock_options: LockOptions::default(),
         }
     }
 
@@ -80,6 +90,95 @@ impl Store {
     /// How optimistic read-modify-write loops retry after a conflict.
     pub fn conflict_retry(&self) -> &RetryPolicy {
         &self.inner.conflict_retry
+    }
+
+    /// The lease manager: auto-renewing leases, run-once initialisation,
+    /// leader election and job reservations (container `leasehold-leases`
+    /// unless configured).
+    pub fn leases(&self) -> &LeaseManager {
+        &self.inner.leases
+    }
+
+    /// The lease manager of partition locks (container `leasehold-locks`).
+    pub(crate) fn locks(&self) -> &LeaseManager {
+        &self.inner.locks
+    }
+
+    /// The partition-lock settings.
+    pub fn lock_options(&self) -> &LockOptions {
+        &self.inner.lock_options
+    }
+
+    /// Takes the lock of a partition, waiting up to the configured
+    /// [`LockOptions::acquire_timeout`], and rolls forward a commit that a
+    /// previous holder left unfinished. See [`crate::lock`].
+    ///
+    /// # Errors
+    /// [`crate::Error::Timeout`] when the lock stays held;
+    /// [`crate::Error::Inconsistent`] when a pending journal cannot be rolled
+    /// forward; [`crate::Error::Invalid`] for a bad key; backend errors.
+    pub async fn lock(&self, partition_key: impl IntoPartitionKey) -> Result<Unit> {
+        self.lock_with_timeout(partition_key, self.inner.lock_options.acquire_timeout)
+            .await
+    }
+
+    /// As [`Store::lock`], waiting up to `timeout`.
+    ///
+    /// # Errors
+    /// As [`Store::lock`].
+    pub async fn lock_with_timeout(
+        &self,
+        partition_key: impl IntoPartitionKey,
+        timeout: Duration,
+    ) -> Result<Unit> {
+        Unit::open(self, partition_key, Some(timeout))
+            .await?
+            .ok_or_else(|| crate::Error::Timeout {
+                what: "partition lock".into(),
+                after: timeout,
+            })
+    }
+
+    /// Takes the lock of a partition if nobody holds it; `Ok(None)` otherwise.
+    ///
+    /// # Errors
+    /// As [`Store::lock`], without the timeout.
+    pub async fn try_lock(&self, partition_key: impl IntoPartitionKey) -> Result<Option<Unit>> {
+        Unit::open(self, partition_key, None).await
+    }
+
+    /// For operators: takes the lock of a partition, rolls forward a pending
+    /// journal if there is one, and releases the lock. Returns what was done
+    /// (`None`: nothing was pending).
+    ///
+    /// # Errors
+    /// As [`Store::lock`].
+    pub async fn roll_forward(
+        &self,
+        partition_key: impl IntoPartitionKey,
+    ) -> Result<Option<RollForwardReport>> {
+        let unit = self.lock(partition_key).await?;
+        let report = unit.rolled_forward().cloned();
+        unit.abandon().await?;
+        Ok(report)
+    }
+
+    /// For operators: the journal a commit left pending on a partition,
+    /// read without taking the lock.
+    ///
+    /// # Errors
+    /// [`crate::Error::Inconsistent`] when the journal does not parse;
+    /// backend errors.
+    pub async fn pending_journal(
+        &self,
+        partition_key: impl IntoPartitionKey,
+    ) -> Result<Option<Journal>> {
+        let pk = partition_key.into_partition_key()?;
+        let name = crate::lock::lock_name(self.table_prefix(), &pk)?;
+        match self.locks().read(name.as_str()).await? {
+            Some(blob) => blob.document.journal.map(Journal::from_value).transpose(),
+            None => Ok(None),
+        }
     }
 
     /// The prefix put before every table name (empty by default).
@@ -113,6 +212,9 @@ pub struct StoreBuilder {
     backend: Arc<dyn Backend>,
     conflict_retry: RetryPolicy,
     table_prefix: String,
+    lease_options: LeaseOptions,
+    lock_lease_options: Option<LeaseOptions>,
+    lock_options: LockOptions,
 }
 
 impl StoreBuilder {
@@ -149,15 +251,59 @@ impl StoreBuilder {
         Ok(self)
     }
 
+    /// Options of [`Store::leases`] (duration, renewal, container, ...).
+    pub fn lease_options(mut self, options: LeaseOptions) -> Self {
+        self.lease_options = options;
+        self
+    }
+
+    /// Lease options of partition locks. By default: those of
+    /// [`StoreBuilder::lease_options`] with container `leasehold-locks` and
+    /// no owner metadata (which would cost a request per lock).
+    pub fn lock_lease_options(mut self, options: LeaseOptions) -> Self {
+        self.lock_lease_options = Some(options);
+        self
+    }
+
+    /// Partition-lock settings (acquire timeout, commit margin).
+    pub fn lock_options(mut self, options: LockOptions) -> Self {
+        self.lock_options = options;
+        self
+    }
+
     /// Builds the store.
-    pub fn build(self) -> Store {
-        Store {
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] naming a lease option that is out of range.
+    pub fn build(self) -> Result<Store> {
+        let blobs: Arc<dyn BlobBackend> = self.backend.clone();
+        let lock_lease_options = match self.lock_lease_options {
+            Some(options) => options,
+            None => self
+                .lease_options
+                .clone()
+                .with_container(ContainerName::new(DEFAULT_LOCK_CONTAINER)?)
+                .with_owner_metadata(false),
+        };
+        Ok(Store {
             inner: Arc::new(StoreInner {
+                leases: LeaseManager::new(blobs.clone(), self.lease_options)?,
+                locks: LeaseManager::new(blobs, lock_lease_options)?,
+                lock_options: self.lock_options,
                 backend: self.backend,
                 conflict_retry: self.conflict_retry,
                 table_prefix: self.table_prefix,
                 ready_tables: Mutex::new(HashSet::new()),
             }),
+        })
+    }
+
+    /// Builds with options known to be valid (the defaults).
+    fn build_defaults(self) -> Store {
+        match self.build() {
+            Ok(store) => store,
+            // The default options are valid; this arm is unreachable.
+            Err(e) => unreachable!("default store options are valid: {e}"),
         }
     }
 }

@@ -39,7 +39,8 @@ impl Ctx {
                 )
                 .expect("valid policy"),
             )
-            .build();
+            .build()
+            .expect("valid store");
         let container = ContainerName::new(format!("c{}", &id[..20])).expect("valid container");
         Ctx { store, container }
     }

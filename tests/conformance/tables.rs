@@ -712,7 +712,8 @@ pub async fn update_with_gives_up_with_conflict(ctx: &Ctx) {
         .table_prefix(ctx.store.table_prefix())
         .unwrap()
         .conflict_retry(leasehold::RetryPolicy::new(3, Duration::ZERO, Duration::ZERO).unwrap())
-        .build();
+        .build()
+        .unwrap();
     let t = store.table::<Counter>();
     t.insert(Counter::new("p", "contended", 0)).await.unwrap();
     // Every attempt is overtaken by a write made between its read and its

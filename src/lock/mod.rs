@@ -1,0 +1,123 @@
+//! Partition-locked units of work across tables, with a crash-safe commit.
+//!
+//! [`Store::lock`](crate::Store::lock) takes the blob lease named after a
+//! partition key and returns a [`Unit`]: reads of entities of that partition
+//! (in any table) record the ETags they saw; writes are staged; reads see the
+//! unit's own staged writes; [`Unit::commit`] applies everything, all or
+//! nothing, and dropping the unit without committing sends nothing.
+//!
+//! # The commit protocol
+//!
+//! * Writes to **one table** (at most 100 of them) go in one entity-group
+//!   transaction, which the service applies atomically.
+//! * Writes to **several tables** (or more than 100 in one) are first written
+//!   as a *journal* — every operation with its precondition ETag and full
+//!   after-image — into the lock blob, under the lease id (so a holder that
+//!   lost its lease cannot write it). Then one transaction per table (and per
+//!   100 operations) is applied in a fixed order, and the journal is cleared.
+//! * Every write carries the ETag read in the unit, or insert-only semantics
+//!   (only the explicitly unconditional upserts carry none), so a holder that
+//!   lost its lease without noticing fails instead of overwriting.
+//! * Before sending anything, commit checks that the lease has enough time
+//!   left ([`LockOptions::commit_margin`]); otherwise
+//!   [`Error::LeaseLost`](crate::Error::LeaseLost) and nothing is sent.
+//!
+//! Whoever takes the lock next finds a journal left by a process that died
+//! half-way and **rolls it forward** before user code sees the partition:
+//! an operation whose row still has its precondition is applied; one whose
+//! row already shows its after-image is skipped; anything else stops with
+//! [`Error::Inconsistent`](crate::Error::Inconsistent) and leaves the journal
+//! for an operator ([`Store::roll_forward`](crate::Store::roll_forward)).
+//!
+//! If the first transaction of a journalled commit is refused (a stale ETag,
+//! say), nothing was applied: the journal is cleared and the error returned.
+//! A later transaction can only be refused if something wrote the partition
+//! without taking the lock; the journal is then kept and the commit returns
+//! `Error::Inconsistent`.
+//!
+//! # Request budget
+//!
+//! With `R` reads and writes to `T` tables, a unit that takes the lease costs
+//! acquire + lock-blob read + `R` + (`T > 1` ? journal + `T` + clear : 1) +
+//! release requests. A unit handed the lease by another task of the same
+//! process (see [`crate::lease`]'s process-local sharing) skips the acquire,
+//! the lock-blob read and the release.
+
+mod journal;
+mod unit;
+
+use std::time::Duration;
+
+pub use journal::{
+    JOURNAL_VERSION, Journal, JournalKind, JournalOp, RollForwardReport, roll_forward,
+};
+pub use unit::{CommitReport, Unit};
+
+use crate::error::{Error, Result};
+use crate::key::PartitionKey;
+use crate::lease::LeaseName;
+
+/// The default container for partition-lock blobs.
+pub const DEFAULT_LOCK_CONTAINER: &str = "leasehold-locks";
+
+/// Settings of partition locks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockOptions {
+    /// How long [`Store::lock`](crate::Store::lock) waits for the lease.
+    pub acquire_timeout: Duration,
+    /// How much lease validity a commit needs before it sends anything.
+    pub commit_margin: Duration,
+}
+
+impl Default for LockOptions {
+    /// Wait up to 60 s for a lock; commit only with at least 5 s of lease left.
+    fn default() -> Self {
+        LockOptions {
+            acquire_timeout: Duration::from_secs(60),
+            commit_margin: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The lease name of the lock of partition `pk` in a store with table prefix
+/// `prefix`: `prefix/pk`, or, when that exceeds the lease-name limit, the
+/// prefix and a 128-bit hash of the key after `#` (a character keys cannot
+/// contain, so the two forms never meet). Two keys sharing a hashed name
+/// would only share a lock, which stays safe.
+pub(crate) fn lock_name(prefix: &str, pk: &PartitionKey) -> Result<LeaseName> {
+    let plain = format!("{prefix}/{}", pk.as_str());
+    if plain.len() <= LeaseName::MAX_LEN {
+        return LeaseName::new(plain);
+    }
+    let (a, b) = (
+        fnv1a(0xcbf2_9ce4_8422_2325, pk.as_str()),
+        fnv1a(0x6c62_272e_07bb_0142, pk.as_str()),
+    );
+    LeaseName::new(format!("{prefix}/#{a:016x}{b:016x}"))
+        .map_err(|e| Error::invalid(format!("lock for partition key {pk:?}"), e.to_string()))
+}
+
+/// FNV-1a over UTF-8, stable across processes and versions.
+fn fnv1a(offset: u64, s: &str) -> u64 {
+    s.bytes().fold(offset, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_names_are_plain_for_short_keys_and_hashed_for_long_ones() {
+        let short = PartitionKey::new("customer-1").unwrap();
+        assert_eq!(lock_name("", &short).unwrap().as_str(), "/customer-1");
+        assert_eq!(lock_name("t1", &short).unwrap().as_str(), "t1/customer-1");
+        let long = PartitionKey::new("日".repeat(200)).unwrap();
+        let name = lock_name("", &long).unwrap();
+        assert!(name.as_str().starts_with("/#"), "{}", name.as_str());
+        let other = PartitionKey::new(format!("{}x", "日".repeat(199))).unwrap();
+        assert_ne!(lock_name("", &other).unwrap(), name);
+        assert_eq!(lock_name("", &long).unwrap(), name, "stable");
+    }
+}

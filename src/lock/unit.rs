@@ -1,0 +1,618 @@
+//! [`Unit`]: one unit of work under a partition lock.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tracing::Instrument as _;
+
+use super::journal::{Journal, RollForwardReport, roll_forward};
+use super::{LockOptions, lock_name};
+use crate::backend::{MAX_BATCH_OPS, Precondition, StoredEntity, TableOp, validate_batch};
+use crate::entity::{Entity, EntityData, Properties, Versioned};
+use crate::error::{Error, ErrorKind, Result};
+use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
+use crate::lease::{Acquisition, LeaseGuard};
+use crate::store::Store;
+
+/// The ETag of an entity as a unit shows it after staging a write to it: it
+/// has no stored version yet. Passing such a value back to the unit updates
+/// the staged write.
+const STAGED: &str = "leasehold-staged";
+
+/// What a commit did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitReport {
+    /// Operations written.
+    pub operations: usize,
+    /// Tables written.
+    pub tables: usize,
+    /// Entity-group transactions sent.
+    pub batches: usize,
+    /// Whether the commit went through the journal (several tables, or more
+    /// than 100 operations).
+    pub journalled: bool,
+}
+
+/// A unit of work holding the lock of one partition.
+///
+/// Reads record the ETag they saw; writes are staged until
+/// [`Unit::commit`]; reads see the unit's own staged writes. Dropping the unit
+/// without committing sends nothing and gives the lock up (to the next local
+/// task, or by releasing it in the background).
+///
+/// ```
+/// use leasehold::{Entity, Store};
+///
+/// #[derive(Entity, Clone, Debug)]
+/// #[entity(table = "Accounts")]
+/// struct Account { #[entity(partition_key)] customer: String, #[entity(row_key)] name: String, balance: i64 }
+///
+/// #[derive(Entity, Clone, Debug)]
+/// #[entity(table = "Ledger")]
+/// struct Entry { #[entity(partition_key)] customer: String, #[entity(row_key)] id: String, amount: i64 }
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let store = Store::memory();
+/// let accounts = store.table::<Account>();
+/// accounts.insert(Account { customer: "alice".into(), name: "checking".into(), balance: 100 }).await?;
+/// accounts.insert(Account { customer: "alice".into(), name: "savings".into(), balance: 0 }).await?;
+///
+/// let mut unit = store.lock("alice").await?;
+/// let mut from = unit.get::<Account>("checking").await?.expect("exists");
+/// let mut to = unit.get::<Account>("savings").await?.expect("exists");
+/// from.balance -= 30;
+/// to.balance += 30;
+/// unit.replace(&from)?;
+/// unit.replace(&to)?;
+/// unit.insert(&Entry { customer: "alice".into(), id: "t1".into(), amount: 30 })?;
+/// let report = unit.commit().await?; // two tables: journalled, all or nothing
+/// assert!(report.journalled);
+/// assert_eq!(accounts.get("alice", "savings").await?.unwrap().balance, 30);
+/// # Ok::<(), leasehold::Error>(()) }).unwrap();
+/// ```
+pub struct Unit {
+    store: Store,
+    guard: Option<LeaseGuard>,
+    partition_key: PartitionKey,
+    options: LockOptions,
+    /// What each row looked like when the unit read it (`None`: absent).
+    reads: HashMap<(TableName, RowKey), Option<StoredEntity>>,
+    /// One staged write per row, in a fixed order.
+    staged: BTreeMap<(TableName, RowKey), TableOp>,
+    rolled_forward: Option<RollForwardReport>,
+}
+
+impl std::fmt::Debug for Unit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unit")
+            .field("partition_key", &self.partition_key)
+            .field("reads", &self.reads.len())
+            .field("staged", &self.staged.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Unit {
+    /// Takes the lock of `partition_key` (waiting up to `timeout`, or not at
+    /// all when `None`) and rolls a pending journal forward.
+    pub(crate) async fn open(
+        store: &Store,
+        partition_key: impl IntoPartitionKey,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Unit>> {
+        let pk = partition_key.into_partition_key()?;
+        let name = lock_name(store.table_prefix(), &pk)?;
+        let locks = store.locks();
+        let guard = match timeout {
+            Some(t) => locks.acquire(name.as_str(), t).await?,
+            None => match locks.try_acquire(name.as_str()).await? {
+                Some(g) => g,
+                None => return Ok(None),
+            },
+        };
+        let mut unit = Unit {
+            store: store.clone(),
+            guard: Some(guard),
+            partition_key: pk,
+            options: store.lock_options().clone(),
+            reads: HashMap::new(),
+            staged: BTreeMap::new(),
+            rolled_forward: None,
+        };
+        unit.recover().await?;
+        Ok(Some(unit))
+    }
+
+    fn guard(&self) -> Result<&LeaseGuard> {
+        self.guard.as_ref().ok_or_else(|| Error::LeaseLost {
+            what: format!(
+                "lock of partition {:?} was already given up",
+                self.partition_key
+            ),
+            code: None,
+        })
+    }
+
+    /// Rolls a pending journal forward. A fresh acquire reads the lock blob
+    /// (the "lock-blob read"); a handed-over lease knows it already.
+    async fn recover(&mut self) -> Result<()> {
+        let guard = self.guard()?;
+        let journal = guard.journal().await?;
+        if let Some(value) = journal {
+            let journal = Journal::from_value(value)?;
+            let span = tracing::info_span!("leasehold.roll_forward", partition = %self.partition_key, ops = journal.ops.len());
+            let report = roll_forward(self.store.backend().as_ref(), &journal)
+                .instrument(span)
+                .await?;
+            guard.set_journal(None).await?;
+            tracing::info!(
+                partition = %self.partition_key,
+                applied = report.applied,
+                already_applied = report.already_applied,
+                "rolled a pending journal forward"
+            );
+            self.rolled_forward = Some(report);
+        }
+        Ok(())
+    }
+
+    /// The partition this unit holds.
+    pub fn partition_key(&self) -> &PartitionKey {
+        &self.partition_key
+    }
+
+    /// What taking the lock rolled forward, if a previous holder died during
+    /// a commit.
+    pub fn rolled_forward(&self) -> Option<&RollForwardReport> {
+        self.rolled_forward.as_ref()
+    }
+
+    /// Whether the lease was handed over by another local unit (no acquire,
+    /// no lock-blob read) rather than acquired.
+    pub fn is_handed_over(&self) -> bool {
+        self.guard
+            .as_ref()
+            .is_some_and(|g| g.acquisition() == Acquisition::HandedOver)
+    }
+
+    /// The lease guard (remaining validity, loss signal).
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] after the unit gave its lock up.
+    pub fn lease(&self) -> Result<&LeaseGuard> {
+        self.guard()
+    }
+
+    fn table_of<E: Entity>(&self) -> Result<TableName> {
+        TableName::new(format!("{}{}", self.store.table_prefix(), E::TABLE))
+    }
+
+    fn check_partition(&self, pk: &PartitionKey, what: &str) -> Result<()> {
+        if pk != &self.partition_key {
+            return Err(Error::invalid(
+                format!("{what} of partition {:?}", pk.as_str()),
+                format!(
+                    "this unit holds the lock of partition {:?} only",
+                    self.partition_key.as_str()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads an entity of this partition, recording its ETag; sees this
+    /// unit's staged writes.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad key; [`Error::Decode`]; backend errors.
+    pub async fn get<E: Entity>(
+        &mut self,
+        row_key: impl IntoRowKey,
+    ) -> Result<Option<Versioned<E>>> {
+        let rk = row_key.into_row_key()?;
+        let table = self.table_of::<E>()?;
+        let key = (table, rk);
+        if let Some(op) = self.staged.get(&key) {
+            return staged_view(op, self.reads.get(&key).and_then(Option::as_ref));
+        }
+        if let Some(read) = self.reads.get(&key) {
+            return read.clone().map(crate::table::versioned).transpose();
+        }
+        self.store.ensure_table(&key.0).await?;
+        let stored = self
+            .store
+            .backend()
+            .get(&key.0, &self.partition_key, &key.1)
+            .await?;
+        self.reads.insert(key, stored.clone());
+        stored.map(crate::table::versioned).transpose()
+    }
+
+    fn encode<E: Entity>(&self, entity: &E, what: &str) -> Result<(TableName, EntityData)> {
+        let data = entity.encode()?;
+        self.check_partition(&data.partition_key, what)?;
+        Ok((self.table_of::<E>()?, data))
+    }
+
+    /// The condition for a conditional write of `v`: its ETag, unless it is
+    /// the view of a staged write (then the staged write's condition holds).
+    fn condition_of<E>(v: &Versioned<E>) -> Option<Precondition> {
+        (v.etag().as_str() != STAGED).then(|| Precondition::IfMatch(v.etag().clone()))
+    }
+
+    /// Stages the creation of an entity (the commit fails if it exists).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for an entity of another partition, one breaking a
+    /// service limit, or a row this unit already wrote.
+    pub fn insert<E: Entity>(&mut self, entity: &E) -> Result<()> {
+        let (table, data) = self.encode(entity, "insert")?;
+        self.stage(table, TableOp::Insert(data))
+    }
+
+    /// Stages a replace conditioned on the ETag `current` was read at.
+    ///
+    /// # Errors
+    /// As [`Unit::insert`].
+    pub fn replace<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
+        let (table, data) = self.encode(current.entity(), "replace")?;
+        let condition = Self::condition_of(current);
+        self.stage_conditional(table, data, condition, false)
+    }
+
+    /// Stages a merge conditioned on the ETag `current` was read at.
+    ///
+    /// # Errors
+    /// As [`Unit::insert`].
+    pub fn merge<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
+        let (table, data) = self.encode(current.entity(), "merge")?;
+        let condition = Self::condition_of(current);
+        self.stage_conditional(table, data, condition, true)
+    }
+
+    /// Stages a delete conditioned on the ETag `current` was read at.
+    ///
+    /// # Errors
+    /// As [`Unit::insert`].
+    pub fn delete<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
+        let (table, data) = self.encode(current.entity(), "delete")?;
+        let condition = Self::condition_of(current).unwrap_or(Precondition::IfExists);
+        self.stage(
+            table,
+            TableOp::Delete {
+                partition_key: data.partition_key,
+                row_key: data.row_key,
+                condition,
+            },
+        )
+    }
+
+    /// Stages an **unconditional** create-or-replace.
+    ///
+    /// # Errors
+    /// As [`Unit::insert`].
+    pub fn upsert<E: Entity>(&mut self, entity: &E) -> Result<()> {
+        let (table, data) = self.encode(entity, "upsert")?;
+        self.stage(table, TableOp::Replace(data, Precondition::Upsert))
+    }
+
+    /// Stages an **unconditional** create-or-merge.
+    ///
+    /// # Errors
+    /// As [`Unit::insert`].
+    pub fn upsert_merge<E: Entity>(&mut self, entity: &E) -> Result<()> {
+        let (table, data) = self.encode(entity, "upsert_merge")?;
+        self.stage(table, TableOp::Merge(data, Precondition::Upsert))
+    }
+
+    fn stage_conditional(
+        &mut self,
+        table: TableName,
+        data: EntityData,
+        condition: Option<Precondition>,
+        merge: bool,
+    ) -> Result<()> {
+        let key = (table.clone(), data.row_key.clone());
+        let condition = match condition {
+            Some(c) => c,
+            None if self.staged.contains_key(&key) => Precondition::IfExists,
+            None => {
+                return Err(Error::invalid(
+                    format!("write of row {:?} in `{table}`", data.row_key.as_str()),
+                    "the value is a staged view from another unit",
+                ));
+            }
+        };
+        let op = if merge {
+            TableOp::Merge(data, condition)
+        } else {
+            TableOp::Replace(data, condition)
+        };
+        self.stage(table, op)
+    }
+
+    /// Adds `op` to the staged writes, folding it into an earlier write of the
+    /// same row so each row is written once, with the first condition.
+    fn stage(&mut self, table: TableName, op: TableOp) -> Result<()> {
+        let key = (table.clone(), op.row_key().clone());
+        let invalid = |why: &str| {
+            Error::invalid(
+                format!(
+                    "{} of row {:?} in `{table}`",
+                    op.name(),
+                    op.row_key().as_str()
+                ),
+                why.to_owned(),
+            )
+        };
+        let folded = match (self.staged.remove(&key), op.clone()) {
+            (None, op) => Some(op),
+            (Some(TableOp::Insert(_)), TableOp::Insert(_)) => {
+                return Err(invalid("this unit already inserts that row"));
+            }
+            (Some(TableOp::Insert(_)), TableOp::Replace(d, _)) => Some(TableOp::Insert(d)),
+            (Some(TableOp::Insert(old)), TableOp::Merge(d, _)) => {
+                Some(TableOp::Insert(merged(old, &d)))
+            }
+            (Some(TableOp::Insert(_)), TableOp::Delete { .. }) => None,
+            (Some(TableOp::Replace(_, c)), TableOp::Replace(d, _)) => Some(TableOp::Replace(d, c)),
+            (Some(TableOp::Replace(old, c)), TableOp::Merge(d, _)) => {
+                Some(TableOp::Replace(merged(old, &d), c))
+            }
+            (Some(TableOp::Merge(_, c)), TableOp::Replace(d, _)) => Some(TableOp::Replace(d, c)),
+            (Some(TableOp::Merge(old, c)), TableOp::Merge(d, _)) => {
+                Some(TableOp::Merge(merged(old, &d), c))
+            }
+            (Some(TableOp::Replace(d, c) | TableOp::Merge(d, c)), TableOp::Delete { .. }) => {
+                Some(TableOp::Delete {
+                    partition_key: d.partition_key,
+                    row_key: d.row_key,
+                    condition: match c {
+                        Precondition::Upsert => Precondition::IfExists,
+                        c => c,
+                    },
+                })
+            }
+            (Some(TableOp::Delete { condition, .. }), TableOp::Insert(d)) => {
+                Some(TableOp::Replace(d, condition))
+            }
+            (Some(previous @ TableOp::Delete { .. }), _) => {
+                self.staged.insert(key, previous);
+                return Err(invalid("this unit already deletes that row"));
+            }
+            (Some(previous), TableOp::Insert(_)) => {
+                self.staged.insert(key, previous);
+                return Err(invalid("this unit already writes that row, so it exists"));
+            }
+        };
+        if let Some(op) = folded {
+            self.staged.insert(key, op);
+        }
+        Ok(())
+    }
+
+    /// The number of staged writes.
+    pub fn staged(&self) -> usize {
+        self.staged.len()
+    }
+
+    /// Applies every staged write, all or nothing, then gives the lock up.
+    ///
+    /// # Errors
+    /// * [`Error::LeaseLost`] when the lease has less than the commit margin
+    ///   left — nothing is sent;
+    /// * [`Error::Invalid`] for writes breaking a service limit — nothing is
+    ///   sent;
+    /// * [`Error::Batch`] (with a [`Error::Conflict`] or
+    ///   [`Error::AlreadyExists`] inside) when a row changed since it was read
+    ///   or exists already — nothing was applied;
+    /// * [`Error::Inconsistent`] when a journalled commit was refused after
+    ///   part of it applied (only possible if something wrote the partition
+    ///   without the lock) — the journal is kept for an operator;
+    /// * backend errors.
+    pub async fn commit(mut self) -> Result<CommitReport> {
+        let span = tracing::debug_span!("leasehold.commit", partition = %self.partition_key, ops = self.staged.len());
+        let result = self.commit_inner().instrument(span).await;
+        // Whatever happened, the lock is given up; a journal left by a failed
+        // commit is rolled forward (or reported) by the next holder.
+        if let Some(guard) = self.guard.take() {
+            if let Err(e) = guard.release().await {
+                tracing::warn!(partition = %self.partition_key, error = %e, "releasing the lock after commit failed; it will expire");
+            }
+        }
+        result
+    }
+
+    async fn commit_inner(&mut self) -> Result<CommitReport> {
+        let mut report = CommitReport::default();
+        if self.staged.is_empty() {
+            return Ok(report);
+        }
+        let staged = std::mem::take(&mut self.staged);
+        let guard = self.guard()?;
+        guard.ensure_valid(self.options.commit_margin)?;
+        let mut by_table: BTreeMap<TableName, Vec<TableOp>> = BTreeMap::new();
+        for ((table, _), op) in staged {
+            by_table.entry(table).or_default().push(op);
+        }
+        report.operations = by_table.values().map(Vec::len).sum();
+        report.tables = by_table.len();
+        let mut batches: Vec<(TableName, Vec<TableOp>)> = Vec::new();
+        for (table, ops) in by_table {
+            for chunk in ops.chunks(MAX_BATCH_OPS) {
+                validate_batch(table.as_str(), chunk)?;
+                batches.push((table.clone(), chunk.to_vec()));
+            }
+        }
+        for (table, _) in &batches {
+            self.store.ensure_table(table).await?;
+        }
+        let backend = self.store.backend().clone();
+        if batches.len() == 1 {
+            let (table, ops) = &batches[0];
+            match backend.batch(table, ops).await {
+                Ok(_) => {}
+                Err(e) if refused(&e) => return Err(e),
+                Err(e) => {
+                    tracing::warn!(partition = %self.partition_key, error = %e, "transaction outcome unknown; verifying");
+                    guard.ensure_valid(Duration::ZERO)?;
+                    verify_batch(backend.as_ref(), &self.partition_key, table, ops, e).await?;
+                }
+            }
+            report.batches = 1;
+            return Ok(report);
+        }
+
+        report.journalled = true;
+        let all: Vec<(TableName, TableOp)> = batches
+            .iter()
+            .flat_map(|(t, ops)| ops.iter().map(move |op| (t.clone(), op.clone())))
+            .collect();
+        let journal = Journal::new(&self.partition_key, &all);
+        let value = journal.to_value()?;
+        if let Err(e) = guard.set_journal(Some(value.clone())).await {
+            // Writing the same journal again is harmless; a journal whose
+            // write really failed twice is either absent (nothing happened)
+            // or present (the next holder rolls it forward).
+            if !e.is_transient() {
+                return Err(e);
+            }
+            guard.set_journal(Some(value)).await?;
+        }
+        for (i, (table, ops)) in batches.iter().enumerate() {
+            match backend.batch(table, ops).await {
+                Ok(_) => report.batches += 1,
+                Err(e) if refused(&e) && i == 0 => {
+                    // Nothing of this commit was applied: withdraw the journal.
+                    guard.set_journal(None).await?;
+                    return Err(e);
+                }
+                Err(e) if refused(&e) => {
+                    return Err(Error::Inconsistent {
+                        what: format!(
+                            "transaction {} of {} of a journalled commit on partition {:?} was refused after earlier ones applied ({e}); something wrote the partition without its lock. The journal is kept for an operator",
+                            i + 1,
+                            batches.len(),
+                            self.partition_key.as_str()
+                        ),
+                    });
+                }
+                Err(e) => {
+                    // The outcome is unknown (a lost reply, a timeout):
+                    // finish by rolling the journal forward, which checks
+                    // every row before writing it.
+                    tracing::warn!(partition = %self.partition_key, error = %e, "transaction outcome unknown; rolling the journal forward");
+                    guard.ensure_valid(Duration::ZERO)?;
+                    roll_forward(backend.as_ref(), &journal).await?;
+                    break;
+                }
+            }
+        }
+        if let Err(e) = guard.set_journal(None).await {
+            // Every write is applied; a journal left behind is found fully
+            // applied by the next holder.
+            tracing::warn!(partition = %self.partition_key, error = %e, "clearing the journal failed; the next holder will find it applied");
+        }
+        Ok(report)
+    }
+
+    /// Gives the lock up without writing anything (as dropping the unit
+    /// does, but waiting for the release).
+    ///
+    /// # Errors
+    /// The release's error; the lease then expires on its own.
+    pub async fn abandon(mut self) -> Result<()> {
+        match self.guard.take() {
+            Some(guard) => guard.release().await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// Settles a single transaction whose reply was lost: the service applies it
+/// whole or not at all, so either every row shows its write (done), or every
+/// row still has the state the unit read (sent again, once), or something
+/// else wrote the partition meanwhile.
+async fn verify_batch(
+    backend: &dyn crate::backend::TableBackend,
+    pk: &PartitionKey,
+    table: &TableName,
+    ops: &[TableOp],
+    cause: Error,
+) -> Result<()> {
+    let mut applied = 0;
+    let mut pending = 0;
+    for op in ops {
+        let stored = backend.get(table, pk, op.row_key()).await?;
+        if super::journal::shows_effect(op, stored.as_ref()) {
+            applied += 1;
+        } else if super::journal::still_applicable(op, stored.as_ref()).is_some() {
+            pending += 1;
+        }
+    }
+    if applied == ops.len() {
+        return Ok(());
+    }
+    if pending == ops.len() {
+        return backend.batch(table, ops).await.map(|_| ());
+    }
+    Err(Error::Inconsistent {
+        what: format!(
+            "a transaction on partition {:?} of `{table}` lost its reply ({cause}) and its rows now match neither the state read nor the state written ({applied} of {} show the write); something wrote the partition without its lock",
+            pk.as_str(),
+            ops.len(),
+        ),
+    })
+}
+
+/// Whether the service refused the request, so it was not applied.
+fn refused(e: &Error) -> bool {
+    let kind = match e {
+        Error::Batch { source, .. } => source.kind(),
+        other => other.kind(),
+    };
+    matches!(
+        kind,
+        ErrorKind::Conflict
+            | ErrorKind::AlreadyExists
+            | ErrorKind::NotFound
+            | ErrorKind::Invalid
+            | ErrorKind::Backend
+    )
+}
+
+fn merged(mut base: EntityData, update: &EntityData) -> EntityData {
+    base.properties.merge_from(&update.properties);
+    base
+}
+
+/// What a read inside the unit returns for a row with a staged write.
+fn staged_view<E: Entity>(
+    op: &TableOp,
+    read: Option<&StoredEntity>,
+) -> Result<Option<Versioned<E>>> {
+    let props: Properties = match op {
+        TableOp::Delete { .. } => return Ok(None),
+        TableOp::Insert(d) | TableOp::Replace(d, _) => d.properties.clone(),
+        TableOp::Merge(d, _) => {
+            let mut base = read.map(|r| r.data.properties.clone()).unwrap_or_default();
+            base.merge_from(&d.properties);
+            base
+        }
+    };
+    let data = op.data().map(|d| EntityData {
+        partition_key: d.partition_key.clone(),
+        row_key: d.row_key.clone(),
+        properties: props,
+    });
+    match data {
+        Some(data) => Ok(Some(Versioned::new(
+            E::decode(data)?,
+            ETag::new(STAGED),
+            read.map(|r| r.timestamp)
+                .unwrap_or_else(OffsetDateTime::now_utc),
+        ))),
+        None => Ok(None),
+    }
+}
