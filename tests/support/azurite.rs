@@ -77,7 +77,10 @@ impl UniqueNames {
 
     /// A table name: the prefix and `suffix` (letters and digits).
     pub fn table(&self, suffix: &str) -> TableName {
-        let name: String = format!("{}{suffix}", self.prefix).chars().take(63).collect();
+        let name: String = format!("{}{suffix}", self.prefix)
+            .chars()
+            .take(63)
+            .collect();
         TableName::new(name).expect("unique table name")
     }
 

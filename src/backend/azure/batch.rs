@@ -36,13 +36,24 @@ pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<Ba
     for (i, op) in ops.iter().enumerate() {
         let (method, url) = match op {
             TableOp::Insert(_) => ("POST", table_url(base, table)?),
-            TableOp::Replace(..) => ("PUT", entity_url(base, table, op.partition_key(), op.row_key())?),
-            TableOp::Merge(..) => ("MERGE", entity_url(base, table, op.partition_key(), op.row_key())?),
-            TableOp::Delete { .. } => ("DELETE", entity_url(base, table, op.partition_key(), op.row_key())?),
+            TableOp::Replace(..) => (
+                "PUT",
+                entity_url(base, table, op.partition_key(), op.row_key())?,
+            ),
+            TableOp::Merge(..) => (
+                "MERGE",
+                entity_url(base, table, op.partition_key(), op.row_key())?,
+            ),
+            TableOp::Delete { .. } => (
+                "DELETE",
+                entity_url(base, table, op.partition_key(), op.row_key())?,
+            ),
         };
         let condition = match op {
             TableOp::Insert(_) => None,
-            TableOp::Replace(_, c) | TableOp::Merge(_, c) | TableOp::Delete { condition: c, .. } => {
+            TableOp::Replace(_, c)
+            | TableOp::Merge(_, c)
+            | TableOp::Delete { condition: c, .. } => {
                 match c {
                     Precondition::IfMatch(etag) => Some(etag.as_str().to_owned()),
                     Precondition::IfExists => Some("*".to_owned()),
@@ -126,11 +137,9 @@ impl PartReply {
             .and_then(Json::as_str)
             .map(str::to_owned)
             .or_else(|| self.header("x-ms-error-code").map(str::to_owned));
-        let message = err.and_then(|e| e.get("message")).and_then(|m| {
-            m.get("value")
-                .and_then(Json::as_str)
-                .or_else(|| m.as_str())
-        });
+        let message = err
+            .and_then(|e| e.get("message"))
+            .and_then(|m| m.get("value").and_then(Json::as_str).or_else(|| m.as_str()));
         let index = message.and_then(|m| {
             let digits: String = m.chars().take_while(char::is_ascii_digit).collect();
             (!digits.is_empty() && m[digits.len()..].starts_with(':'))

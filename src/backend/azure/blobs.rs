@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use azure_core::headers::Headers;
 use azure_core::request_options::{
-    IfMatchCondition, LeaseBreakPeriod, LeaseDuration as SdkLeaseDuration,
-    LeaseId as SdkLeaseId, MaxResults, Metadata as SdkMetadata, NextMarker, ProposedLeaseId,
+    IfMatchCondition, LeaseBreakPeriod, LeaseDuration as SdkLeaseDuration, LeaseId as SdkLeaseId,
+    MaxResults, Metadata as SdkMetadata, NextMarker, ProposedLeaseId,
 };
 use azure_core::{LeaseDuration as SdkDurationKind, LeaseState as SdkLeaseState};
 use azure_storage::clients::ServiceType;
@@ -316,7 +316,13 @@ impl AzureBackend {
             .url()
             .map_err(|e| Failure::from_azure(e, &self.inner.redactor))?;
         let reply = self
-            .send_raw(ServiceType::Blob, azure_core::Method::Get, url, Headers::new(), None)
+            .send_raw(
+                ServiceType::Blob,
+                azure_core::Method::Get,
+                url,
+                Headers::new(),
+                None,
+            )
             .await;
         match reply {
             Ok(r) => {
@@ -340,7 +346,11 @@ impl AzureBackend {
         let mut retry = self.inner.retry.start("blob_properties");
         loop {
             let reply = self
-                .attempt(self.blob_client(container, blob).get_properties().into_future())
+                .attempt(
+                    self.blob_client(container, blob)
+                        .get_properties()
+                        .into_future(),
+                )
                 .await;
             match reply {
                 Ok(r) => return Ok(Some(properties_from_sdk(&r.blob))),
@@ -412,10 +422,17 @@ impl AzureBackend {
                 Ok(_) => return Ok(()),
                 Err(f)
                     if retry.may_have_applied()
-                        && matches!(f.status(), Some((404, Some("BlobNotFound")))) =>
+                        && matches!(
+                            f.status(),
+                            Some((404, Some("BlobNotFound")) | (412, Some("ConditionNotMet")))
+                        ) =>
                 {
-                    // The lost attempt deleted it.
-                    return Ok(());
+                    // An earlier attempt may have deleted it (an `If-Match`
+                    // on a missing blob fails with 412): gone means done.
+                    return match self.blob_properties_impl(container, blob).await? {
+                        None => Ok(()),
+                        Some(_) => Err(f.into_error(&what)),
+                    };
                 }
                 Err(f) => retry.wait(f).await.map_err(|f| f.into_error(&what))?,
             }
@@ -441,9 +458,10 @@ impl AzureBackend {
         let what = format!("listing of container `{container}`");
         let max_results = match max_results {
             None => None,
-            Some(n) => Some(MaxResults::try_from(n).map_err(|_| {
-                Error::invalid("page size", format!("{n} must be at least 1"))
-            })?),
+            Some(n) => Some(
+                MaxResults::try_from(n)
+                    .map_err(|_| Error::invalid("page size", format!("{n} must be at least 1")))?,
+            ),
         };
         let mut retry = self.inner.retry.start("list_blobs");
         loop {
@@ -457,7 +475,7 @@ impl AzureBackend {
             if let Some(m) = marker {
                 builder = builder.marker(NextMarker::new(m.to_owned()));
             }
-            if let Some(n) = max_results.clone() {
+            if let Some(n) = max_results {
                 builder = builder.max_results(n);
             }
             let mut pages = builder.into_stream();

@@ -463,10 +463,9 @@ impl ConnectionSettings {
         let endpoint = |what: &str, explicit: Option<&str>, service: &str| -> Result<Endpoint> {
             match (explicit, p.account_name) {
                 (Some(url), _) => Endpoint::parse(what, url),
-                (None, Some(account)) => Endpoint::parse(
-                    what,
-                    &format!("{protocol}://{account}.{service}.{suffix}"),
-                ),
+                (None, Some(account)) => {
+                    Endpoint::parse(what, &format!("{protocol}://{account}.{service}.{suffix}"))
+                }
                 (None, None) => Err(conn_err(format!(
                     "has neither {what} nor AccountName to build it from"
                 ))),
@@ -644,21 +643,63 @@ mod tests {
     #[test]
     fn malformed_strings_name_the_part() {
         let cases: Vec<(String, &str)> = vec![
-            ("AccountName=myacct".into(), "neither AccountKey nor SharedAccessSignature"),
+            (
+                "AccountName=myacct".into(),
+                "neither AccountKey nor SharedAccessSignature",
+            ),
             (format!("AccountKey={KEY}"), "TableEndpoint"),
-            (format!("AccountName=myacct;AccountKey={KEY};AccountName=x"), "`AccountName` appears more than once"),
-            (format!("AccountName=myacct;AccountKey={KEY};Bogus=1"), "unknown part `Bogus`"),
-            (format!("AccountName=myacct;AccountKey={KEY};DefaultEndpointsProtocol=ftp"), "DefaultEndpointsProtocol"),
-            (format!("AccountName=myacct;AccountKey={KEY};TableEndpoint=not a url"), "TableEndpoint"),
-            (format!("AccountName=myacct;AccountKey={KEY};BlobEndpoint=ftp://x/"), "BlobEndpoint"),
-            ("AccountName=myacct;AccountKey=***not base64***".into(), "AccountKey is not valid base64"),
-            (format!("AccountName=myacct;AccountKey={KEY};SharedAccessSignature={}", sas()), "both AccountKey and SharedAccessSignature"),
-            ("AccountName=myacct;SharedAccessSignature=sv=1&sp=r".into(), "SharedAccessSignature has no `sig`"),
-            ("AccountName=My_Acct;SharedAccessSignature=sig=x".into(), "AccountName"),
+            (
+                format!("AccountName=myacct;AccountKey={KEY};AccountName=x"),
+                "`AccountName` appears more than once",
+            ),
+            (
+                format!("AccountName=myacct;AccountKey={KEY};Bogus=1"),
+                "unknown part `Bogus`",
+            ),
+            (
+                format!("AccountName=myacct;AccountKey={KEY};DefaultEndpointsProtocol=ftp"),
+                "DefaultEndpointsProtocol",
+            ),
+            (
+                format!("AccountName=myacct;AccountKey={KEY};TableEndpoint=not a url"),
+                "TableEndpoint",
+            ),
+            (
+                format!("AccountName=myacct;AccountKey={KEY};BlobEndpoint=ftp://x/"),
+                "BlobEndpoint",
+            ),
+            (
+                "AccountName=myacct;AccountKey=***not base64***".into(),
+                "AccountKey is not valid base64",
+            ),
+            (
+                format!(
+                    "AccountName=myacct;AccountKey={KEY};SharedAccessSignature={}",
+                    sas()
+                ),
+                "both AccountKey and SharedAccessSignature",
+            ),
+            (
+                "AccountName=myacct;SharedAccessSignature=sv=1&sp=r".into(),
+                "SharedAccessSignature has no `sig`",
+            ),
+            (
+                "AccountName=My_Acct;SharedAccessSignature=sig=x".into(),
+                "AccountName",
+            ),
             ("AccountName=myacct;garbage".into(), "segment 2"),
-            ("AccountName=myacct;AccountKey=".into(), "`AccountKey` is empty"),
-            (format!("AccountName=myacct;AccountKey={KEY};EndpointSuffix=.bad/x"), "EndpointSuffix"),
-            (format!("UseDevelopmentStorage=true;AccountKey={KEY}"), "cannot be combined with AccountKey"),
+            (
+                "AccountName=myacct;AccountKey=".into(),
+                "`AccountKey` is empty",
+            ),
+            (
+                format!("AccountName=myacct;AccountKey={KEY};EndpointSuffix=.bad/x"),
+                "EndpointSuffix",
+            ),
+            (
+                format!("UseDevelopmentStorage=true;AccountKey={KEY}"),
+                "cannot be combined with AccountKey",
+            ),
         ];
         for (s, expected) in cases {
             let e = ConnectionSettings::parse(&s).unwrap_err();
@@ -711,7 +752,10 @@ mod tests {
         for bad in [
             format!("AccountName=myacct;AccountKey={KEY};Extra{KEY}"),
             format!("AccountName=myacct;AccountKey={KEY};AccountKey={KEY}"),
-            format!("AccountName=myacct;AccountKey={KEY};SharedAccessSignature={}", sas()),
+            format!(
+                "AccountName=myacct;AccountKey={KEY};SharedAccessSignature={}",
+                sas()
+            ),
             format!("AccountName=myacct;AccountKey={KEY}!"),
             format!("AccountName=myacct;SharedAccessSignature={SIG}"),
             format!("AccountName=myacct;AccountKey={KEY};TableEndpoint=https://x/?sig={SIG}"),

@@ -141,9 +141,7 @@ impl Failure {
     pub(crate) fn may_have_applied(&self) -> bool {
         match self {
             Failure::ReplyLost(_) => true,
-            Failure::Status { status, .. } => {
-                *status == 408 || (*status >= 500 && *status != 503)
-            }
+            Failure::Status { status, .. } => *status == 408 || (*status >= 500 && *status != 503),
             Failure::NotSent(_) | Failure::Fatal(_) => false,
         }
     }

@@ -31,8 +31,9 @@
 //!   client's reader asks for ranges, which fails on an empty blob and can
 //!   stitch together two versions of a changing blob);
 //! * the SDK's retry policy is off; leasehold retries itself, see [`retry`];
-//! * the last pipeline policy is leasehold's own transport, see
-//!   [`transport`](FaultPlan).
+//! * the last pipeline policy is leasehold's own transport: the stock one
+//!   logs request URLs (with any SAS signature) and cannot tell a refused
+//!   connection from a lost reply; its test hook is [`FaultPlan`].
 
 mod batch;
 mod blobs;
@@ -119,7 +120,9 @@ impl AzureBackend {
     /// [`Error::Invalid`] naming the malformed part of the string (never
     /// quoting a key or signature).
     pub fn from_connection_string(connection_string: &str) -> Result<Self> {
-        Self::builder().connection_string(connection_string)?.build()
+        Self::builder()
+            .connection_string(connection_string)?
+            .build()
     }
 
     /// A builder taking the account, credentials and endpoints explicitly.
@@ -345,9 +348,10 @@ impl AzureBackendBuilder {
             match (explicit, from_base) {
                 (Some(url), _) => Endpoint::parse(what, &url),
                 (None, Some(e)) => Ok(e),
-                (None, None) => {
-                    Endpoint::parse(what, &format!("https://{account}.{service}.core.windows.net"))
-                }
+                (None, None) => Endpoint::parse(
+                    what,
+                    &format!("https://{account}.{service}.core.windows.net"),
+                ),
             }
         };
         let table_endpoint = endpoint(
@@ -379,14 +383,17 @@ impl AzureBackend {
         faults: Option<Arc<FaultPlan>>,
     ) -> Result<Self> {
         let storage_credentials = match &settings.credentials {
-            Credentials::AccessKey { account, key } => {
-                StorageCredentials::access_key(account.clone(), Secret::new(key.expose().to_owned()))
-            }
+            Credentials::AccessKey { account, key } => StorageCredentials::access_key(
+                account.clone(),
+                Secret::new(key.expose().to_owned()),
+            ),
             // The SDK's own error would quote the token; leasehold checked
             // it already, so any failure here gets a message of its own.
-            Credentials::Sas(token) => StorageCredentials::sas_token(token.expose()).map_err(
-                |_| Error::invalid("shared access signature", "is not a valid query string"),
-            )?,
+            Credentials::Sas(token) => {
+                StorageCredentials::sas_token(token.expose()).map_err(|_| {
+                    Error::invalid("shared access signature", "is not a valid query string")
+                })?
+            }
         };
         let transport: Arc<dyn Policy> = Arc::new(Transport::new(faults)?);
         // The SDK's retry policy is off (leasehold retries, see `retry`), and
@@ -410,8 +417,10 @@ impl AzureBackend {
         let blobs = ClientBuilder::with_location(blob_location, storage_credentials.clone())
             .client_options(options.clone())
             .blob_service_client();
-        let table_pipeline =
-            azure_storage::clients::new_pipeline_from_options(options.clone(), storage_credentials.clone());
+        let table_pipeline = azure_storage::clients::new_pipeline_from_options(
+            options.clone(),
+            storage_credentials.clone(),
+        );
         let blob_pipeline =
             azure_storage::clients::new_pipeline_from_options(options, storage_credentials);
         let redactor = Redactor::new(settings.credentials.secrets());
@@ -511,7 +520,8 @@ impl BlobBackend for AzureBackend {
         container: &ContainerName,
         blob: &BlobName,
     ) -> Result<Option<super::Blob>> {
-        let span = tracing::debug_span!("leasehold.azure.get_blob", container = %container, blob = %blob);
+        let span =
+            tracing::debug_span!("leasehold.azure.get_blob", container = %container, blob = %blob);
         self.get_blob_impl(container, blob).instrument(span).await
     }
 
@@ -565,7 +575,8 @@ impl BlobBackend for AzureBackend {
         prefix: &str,
         marker: Option<&str>,
     ) -> Result<BlobListPage> {
-        let span = tracing::debug_span!("leasehold.azure.list_blobs", container = %container, prefix);
+        let span =
+            tracing::debug_span!("leasehold.azure.list_blobs", container = %container, prefix);
         self.list_blobs_page(container, prefix, marker, None)
             .instrument(span)
             .await

@@ -65,9 +65,10 @@ impl RetryPolicy {
         Self::default()
     }
 
-    /// No retries: every failure is reported at once (a write whose reply
-    /// was lost is still verified within the attempt budget of zero, so it
-    /// is reported as [`Error::Transient`](crate::Error::Transient)).
+    /// No retries: every failure is reported at once. (A write whose reply
+    /// was lost is then reported as
+    /// [`Error::Transient`](crate::Error::Transient) without a read-back:
+    /// the caller cannot know whether it was applied.)
     pub fn none() -> Self {
         RetryPolicy {
             max_retries: 0,
@@ -211,7 +212,10 @@ mod tests {
             r.wait(Failure::NotSent("refused".into())).await.unwrap();
         }
         assert!(!r.may_have_applied());
-        let e = r.wait(Failure::NotSent("refused".into())).await.unwrap_err();
+        let e = r
+            .wait(Failure::NotSent("refused".into()))
+            .await
+            .unwrap_err();
         assert!(matches!(e, Failure::NotSent(_)));
         assert_eq!(r.attempt(), 4);
     }

@@ -15,7 +15,9 @@ use super::errors::{Failure, is_transient_status};
 use crate::backend::{
     Precondition, QueryPage, QuerySpec, StoredEntity, TableOp, Version, validate_batch,
 };
-use crate::entity::{EntityData, Properties, RESERVED_NAMES, datetime, property_name_problem, validate_entity, wire};
+use crate::entity::{
+    EntityData, Properties, RESERVED_NAMES, datetime, property_name_problem, validate_entity, wire,
+};
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName, shorten};
 use crate::query::Continuation;
@@ -106,7 +108,9 @@ fn stored_from_json(
         expected: expected.into(),
         found: "absent".into(),
     };
-    let etag = etag.or(w.etag).ok_or_else(|| decode("odata.etag", "an ETag"))?;
+    let etag = etag
+        .or(w.etag)
+        .ok_or_else(|| decode("odata.etag", "an ETag"))?;
     let timestamp = w
         .timestamp
         .ok_or_else(|| decode("Timestamp", "Edm.DateTime"))?;
@@ -193,13 +197,15 @@ fn applied(op: &TableOp, stored: Option<&StoredEntity>) -> Option<Option<Version
         (TableOp::Delete { .. }, Some(_)) => None,
         (_, None) => None,
         (TableOp::Insert(d), Some(s)) => (s.data.properties == stored_form(d)).then(|| version(s)),
-        (TableOp::Replace(d, c), Some(s)) => (not_precondition_etag(c, s)
-            && s.data.properties == stored_form(d))
-        .then(|| version(s)),
+        (TableOp::Replace(d, c), Some(s)) => {
+            (not_precondition_etag(c, s) && s.data.properties == stored_form(d)).then(|| version(s))
+        }
         (TableOp::Merge(d, c), Some(s)) => {
             let merged = stored_form(d);
             (not_precondition_etag(c, s)
-                && merged.iter().all(|(k, v)| s.data.properties.get(k) == Some(v)))
+                && merged
+                    .iter()
+                    .all(|(k, v)| s.data.properties.get(k) == Some(v)))
             .then(|| version(s))
         }
     }
@@ -362,9 +368,7 @@ impl AzureBackend {
         let mut verify_first = false;
         loop {
             if std::mem::take(&mut verify_first) {
-                let stored = self
-                    .get_once(table, op.partition_key(), op.row_key())
-                    .await;
+                let stored = self.get_once(table, op.partition_key(), op.row_key()).await;
                 match stored {
                     Ok(stored) => match judge(std::slice::from_ref(op), &[stored]) {
                         Verdict::Applied(mut v) => {
@@ -446,7 +450,10 @@ impl AzureBackend {
                 let replace = matches!(op, TableOp::Replace(..));
                 let body = entity_body(d);
                 let builder = match (if_match(c), replace) {
-                    (None, true) => client.insert_or_replace(&body).map_err(redact)?.into_future(),
+                    (None, true) => client
+                        .insert_or_replace(&body)
+                        .map_err(redact)?
+                        .into_future(),
                     (None, false) => client.insert_or_merge(&body).map_err(redact)?.into_future(),
                     (Some(c), true) => client.update(&body, c).map_err(redact)?.into_future(),
                     (Some(c), false) => client.merge(&body, c).map_err(redact)?.into_future(),
@@ -460,14 +467,17 @@ impl AzureBackend {
             } => {
                 let client = self.entity_client(table, partition_key, row_key);
                 let condition = if_match(condition).ok_or_else(|| {
-                    Failure::Fatal(Error::invalid(op_what(table, op), "a delete needs a condition"))
+                    Failure::Fatal(Error::invalid(
+                        op_what(table, op),
+                        "a delete needs a condition",
+                    ))
                 })?;
                 self.attempt(client.delete().if_match(condition).into_future())
                     .await?;
                 return Ok(None);
             }
         };
-        Ok(Some(version_from_etag(table, &etag.to_string())?))
+        Ok(Some(version_from_etag(table, etag.as_ref())?))
     }
 
     pub(super) async fn batch_impl(
@@ -478,7 +488,9 @@ impl AzureBackend {
         validate_batch(table.as_str(), ops)?;
         for (i, op) in ops.iter().enumerate() {
             validate_op(table, op).map_err(|e| match e {
-                Error::Invalid { what, why } => Error::invalid(format!("batch operation {i}: {what}"), why),
+                Error::Invalid { what, why } => {
+                    Error::invalid(format!("batch operation {i}: {what}"), why)
+                }
                 other => other,
             })?;
         }
@@ -489,7 +501,9 @@ impl AzureBackend {
                 .map(|o| shorten(o.partition_key().as_str()))
                 .unwrap_or_default()
         );
-        let base = self.base_url(ServiceType::Table).map_err(|f| f.into_error(&what))?;
+        let base = self
+            .base_url(ServiceType::Table)
+            .map_err(|f| f.into_error(&what))?;
         let request = batch::build(&base, table, ops)?;
         let mut retry = self.inner.retry.start("batch");
         let mut verify_first = false;
@@ -650,7 +664,11 @@ impl AzureBackend {
         Ok(Ok(versions))
     }
 
-    pub(super) async fn query_impl(&self, table: &TableName, spec: &QuerySpec) -> Result<QueryPage> {
+    pub(super) async fn query_impl(
+        &self,
+        table: &TableName,
+        spec: &QuerySpec,
+    ) -> Result<QueryPage> {
         spec.validate()?;
         let select = match &spec.select {
             None => None,
@@ -763,11 +781,8 @@ mod tests {
 
     #[test]
     fn versions_come_from_etags() {
-        let v = version_from_etag(
-            &table(),
-            "W/\"datetime'2026-11-21T04%3A46%3A16.9123456Z'\"",
-        )
-        .unwrap();
+        let v = version_from_etag(&table(), "W/\"datetime'2026-11-21T04%3A46%3A16.9123456Z'\"")
+            .unwrap();
         assert_eq!(
             datetime::format(v.timestamp),
             "2026-11-21T04:46:16.9123456Z"
@@ -780,7 +795,11 @@ mod tests {
         EntityData {
             partition_key: PartitionKey::new("p").unwrap(),
             row_key: RowKey::new("r").unwrap(),
-            properties: props.iter().cloned().map(|(k, v)| (k.to_owned(), v)).collect(),
+            properties: props
+                .iter()
+                .cloned()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
         }
     }
 
@@ -800,9 +819,17 @@ mod tests {
         let other = stored(&[("n", Value::Int64(3))], "e3");
         let replace = TableOp::Replace(ours.clone(), Precondition::IfMatch(ETag::new("e1")));
         let check = |op: &TableOp, s: Option<StoredEntity>| judge(std::slice::from_ref(op), &[s]);
-        assert!(matches!(check(&replace, Some(new.clone())), Verdict::Applied(v) if v[0].is_some()));
-        assert!(matches!(check(&replace, Some(old.clone())), Verdict::NotApplied));
-        assert!(matches!(check(&replace, Some(other.clone())), Verdict::Superseded));
+        assert!(
+            matches!(check(&replace, Some(new.clone())), Verdict::Applied(v) if v[0].is_some())
+        );
+        assert!(matches!(
+            check(&replace, Some(old.clone())),
+            Verdict::NotApplied
+        ));
+        assert!(matches!(
+            check(&replace, Some(other.clone())),
+            Verdict::Superseded
+        ));
         assert!(matches!(check(&replace, None), Verdict::Superseded));
 
         let merge = TableOp::Merge(ours.clone(), Precondition::IfMatch(ETag::new("e1")));
@@ -829,7 +856,10 @@ mod tests {
         let t = time::macros::datetime!(2024-01-01 0:00:00.000000001 UTC);
         let ours = data(&[("t", Value::DateTime(t))]);
         let back = stored(
-            &[("t", Value::DateTime(time::macros::datetime!(2024-01-01 0:00 UTC)))],
+            &[(
+                "t",
+                Value::DateTime(time::macros::datetime!(2024-01-01 0:00 UTC)),
+            )],
             "e",
         );
         assert!(applied(&TableOp::Insert(ours), Some(&back)).is_some());

@@ -185,12 +185,13 @@ impl Transport {
     }
 
     async fn execute(&self, request: &Request) -> Result<Response, TransportError> {
-        let method = reqwest::Method::from_bytes(request.method().as_ref().as_bytes()).map_err(
-            |_| TransportError {
-                maybe_sent: false,
-                message: format!("unsupported HTTP method {}", request.method().as_ref()),
-            },
-        )?;
+        let method =
+            reqwest::Method::from_bytes(request.method().as_ref().as_bytes()).map_err(|_| {
+                TransportError {
+                    maybe_sent: false,
+                    message: format!("unsupported HTTP method {}", request.method().as_ref()),
+                }
+            })?;
         let mut builder = self.client.request(method, request.url().clone());
         for (name, value) in request.headers().iter() {
             builder = builder.header(name.as_str(), value.as_str());
@@ -205,17 +206,13 @@ impl Transport {
                 });
             }
         };
-        let response = builder
-            .send()
-            .await
-            .map_err(TransportError::from_reqwest)?;
+        let response = builder.send().await.map_err(TransportError::from_reqwest)?;
 
-        let status = StatusCode::try_from(response.status().as_u16()).map_err(|_| {
-            TransportError {
+        let status =
+            StatusCode::try_from(response.status().as_u16()).map_err(|_| TransportError {
                 maybe_sent: true,
                 message: format!("unknown HTTP status {}", response.status().as_u16()),
-            }
-        })?;
+            })?;
         let mut headers = Headers::new();
         for (name, value) in response.headers() {
             // Names from the wire are ASCII tokens, lowercase in `http`.
@@ -259,13 +256,17 @@ impl Policy for Transport {
                 .into_azure());
             }
             Some(Fault::Status(status)) => {
-                let status = StatusCode::try_from(status).unwrap_or(StatusCode::InternalServerError);
+                let status =
+                    StatusCode::try_from(status).unwrap_or(StatusCode::InternalServerError);
                 let body = azure_core::BytesStream::new(Vec::new());
                 return Ok(Response::new(status, Headers::new(), Box::pin(body)));
             }
             Some(Fault::LoseReply) | None => {}
         }
-        let response = self.execute(request).await.map_err(TransportError::into_azure)?;
+        let response = self
+            .execute(request)
+            .await
+            .map_err(TransportError::into_azure)?;
         if fault == Some(Fault::LoseReply) {
             // Let the service finish the request, then drop what it said.
             let (_, _, body) = response.deconstruct();
