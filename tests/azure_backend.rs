@@ -472,6 +472,21 @@ async fn missing_entities_tables_and_conditions() {
     assert_kind(&e, ErrorKind::NotFound, Some("TableNotFound"));
     let e = b.query(&absent, &QuerySpec::default()).await.unwrap_err();
     assert_kind(&e, ErrorKind::NotFound, Some("TableNotFound"));
+    let e = b
+        .execute(&absent, &TableOp::Insert(entity("p", "r", &[])))
+        .await
+        .unwrap_err();
+    assert_kind(&e, ErrorKind::NotFound, Some("TableNotFound"));
+    let e = b
+        .batch(&absent, &[TableOp::Insert(entity("p", "r", &[]))])
+        .await
+        .unwrap_err();
+    match &e {
+        Error::Batch { index: 0, source } => {
+            assert_kind(source, ErrorKind::NotFound, Some("TableNotFound"))
+        }
+        other => panic!("expected Error::Batch at 0, got {other:?}"),
+    }
 
     for op in [
         TableOp::Replace(entity("p", "r", &[]), Precondition::IfExists),

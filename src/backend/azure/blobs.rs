@@ -26,6 +26,18 @@ fn blob_what(container: &ContainerName, blob: &BlobName) -> String {
     format!("blob {} in container `{container}`", shorten(blob.as_str()))
 }
 
+/// The blob client drops leading `/` from names (so `/a` would address
+/// `a`): such names are refused rather than silently aliased.
+fn check_blob_name(blob: &BlobName) -> Result<()> {
+    if blob.as_str().starts_with('/') {
+        return Err(Error::invalid(
+            format!("blob name {}", shorten(blob.as_str())),
+            "must not start with `/` on the Azure backend",
+        ));
+    }
+    Ok(())
+}
+
 fn sdk_lease_id(id: LeaseId) -> SdkLeaseId {
     SdkLeaseId::from(id.as_uuid())
 }
@@ -221,6 +233,7 @@ impl AzureBackend {
         metadata: &Metadata,
         conditions: &BlobConditions,
     ) -> Result<ETag> {
+        check_blob_name(blob)?;
         let what = blob_what(container, blob);
         conditions_check(&what, conditions)?;
         validate_metadata(metadata)?;
@@ -293,6 +306,7 @@ impl AzureBackend {
         container: &ContainerName,
         blob: &BlobName,
     ) -> Result<Option<Blob>> {
+        check_blob_name(blob)?;
         let what = blob_what(container, blob);
         let mut retry = self.inner.retry.start("get_blob");
         loop {
@@ -342,6 +356,7 @@ impl AzureBackend {
         container: &ContainerName,
         blob: &BlobName,
     ) -> Result<Option<BlobProperties>> {
+        check_blob_name(blob)?;
         let what = blob_what(container, blob);
         let mut retry = self.inner.retry.start("blob_properties");
         loop {
@@ -370,6 +385,7 @@ impl AzureBackend {
         metadata: &Metadata,
         conditions: &BlobConditions,
     ) -> Result<ETag> {
+        check_blob_name(blob)?;
         let what = blob_what(container, blob);
         conditions_check(&what, conditions)?;
         validate_metadata(metadata)?;
@@ -407,6 +423,7 @@ impl AzureBackend {
         blob: &BlobName,
         conditions: &BlobConditions,
     ) -> Result<()> {
+        check_blob_name(blob)?;
         let what = blob_what(container, blob);
         conditions_check(&what, conditions)?;
         let mut retry = self.inner.retry.start("delete_blob");
@@ -517,6 +534,7 @@ impl AzureBackend {
         duration: LeaseDuration,
         proposed_id: LeaseId,
     ) -> Result<LeaseId> {
+        check_blob_name(blob)?;
         let what = format!("lease on {}", blob_what(container, blob));
         let duration = sdk_duration(duration)?;
         // Retrying is safe: acquiring again with the current id of an active
@@ -541,6 +559,7 @@ impl AzureBackend {
         blob: &BlobName,
         id: LeaseId,
     ) -> Result<()> {
+        check_blob_name(blob)?;
         let what = format!("lease on {}", blob_what(container, blob));
         let mut retry = self.inner.retry.start("renew_lease");
         loop {
@@ -562,6 +581,7 @@ impl AzureBackend {
         id: LeaseId,
         proposed_id: LeaseId,
     ) -> Result<LeaseId> {
+        check_blob_name(blob)?;
         let what = format!("lease on {}", blob_what(container, blob));
         let mut retry = self.inner.retry.start("change_lease");
         loop {
@@ -597,6 +617,7 @@ impl AzureBackend {
         blob: &BlobName,
         id: LeaseId,
     ) -> Result<()> {
+        check_blob_name(blob)?;
         let what = format!("lease on {}", blob_what(container, blob));
         let mut retry = self.inner.retry.start("release_lease");
         loop {
@@ -635,6 +656,7 @@ impl AzureBackend {
         blob: &BlobName,
         period: Option<Duration>,
     ) -> Result<Duration> {
+        check_blob_name(blob)?;
         let what = format!("lease on {}", blob_what(container, blob));
         if let Some(p) = period {
             if p.subsec_nanos() != 0 || p > LeaseDuration::MAX {
@@ -690,6 +712,12 @@ mod tests {
         ));
         assert!(sdk_duration(LeaseDuration::Seconds(14)).is_err());
         assert!(sdk_duration(LeaseDuration::Seconds(61)).is_err());
+    }
+
+    #[test]
+    fn leading_slashes_are_refused() {
+        assert!(check_blob_name(&BlobName::new("/a").unwrap()).is_err());
+        assert!(check_blob_name(&BlobName::new("a//b").unwrap()).is_ok());
     }
 
     #[test]

@@ -36,6 +36,11 @@ use super::errors::Failure;
 /// The defaults: up to 5 retries, starting at 100 ms and doubling up to 4 s
 /// per wait, at most 20 s of waiting in all, each wait stretched by a random
 /// 0–100 %; each attempt may take at most 30 s.
+///
+/// Waits and per-attempt timeouts run on `tokio::time`. Under a paused
+/// clock (tokio's `test-util`) the clock jumps ahead while a request waits on
+/// the network, so every attempt would time out at once: run the Azure
+/// backend on real time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryPolicy {
     max_retries: usize,
