@@ -1,2 +1,726 @@
-//! The Azure backend: Azure Storage or Azurite through azure_data_tables and
-//! azure_storage_blobs 0.21.
+//! The Azure backend: Azure Storage or Azurite through `azure_data_tables`
+//! and `azure_storage_blobs` 0.21.
+//!
+//! ```no_run
+//! # async fn demo() -> leasehold::Result<()> {
+//! use leasehold::backend::azure::AzureBackend;
+//! let backend = AzureBackend::from_connection_string("UseDevelopmentStorage=true")?;
+//! # let _ = backend; Ok(()) }
+//! ```
+//!
+//! The 0.21 clients have sharp edges; this module works around each of them
+//! (the list is in `shared/AZURE_FACTS.md`):
+//!
+//! * entities travel as JSON with `@odata.type` annotations written and read
+//!   by [`crate::entity::wire`] (the clients annotate nothing, so an `i64`
+//!   above 2^53 would lose precision);
+//! * single quotes in keys are doubled in entity URLs (the clients do not
+//!   escape them, so `o'brien` could be inserted but not read);
+//! * entity-group transactions are built and their replies parsed here, on
+//!   the clients' own request pipeline: the client's transaction reply
+//!   drops the failing operation's index and error code (and reports a failed
+//!   batch as `Ok`);
+//! * transaction updates always carry a condition unless an upsert is meant
+//!   (the client turns a missing condition into an upsert);
+//! * batches, queries and entities are checked against the service limits
+//!   before anything is sent;
+//! * errors are classified by `x-ms-error-code`, then status;
+//! * lease durations are sent as `Seconds(n)` / `Infinite`, never through the
+//!   client's `From<Duration>` (which truncates to `u8`);
+//! * blob bodies are read with one un-ranged `GET` on the pipeline (the
+//!   client's reader asks for ranges, which fails on an empty blob and can
+//!   stitch together two versions of a changing blob);
+//! * the SDK's retry policy is off; leasehold retries itself, see [`retry`];
+//! * the last pipeline policy is leasehold's own transport: the stock one
+//!   logs request URLs (with any SAS signature) and cannot tell a refused
+//!   connection from a lost reply; its test hook is [`FaultPlan`].
+
+mod batch;
+mod blobs;
+mod connection;
+mod errors;
+pub mod retry;
+mod tables;
+mod transport;
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use azure_core::auth::Secret;
+use azure_core::headers::Headers;
+use azure_core::{
+    Body, ClientOptions, CollectedResponse, Context, Method, Pipeline, Policy, RetryOptions,
+    TransportOptions, Url,
+};
+use azure_data_tables::clients::{TableServiceClient, TableServiceClientBuilder};
+use azure_storage::clients::ServiceType;
+use azure_storage::{CloudLocation, StorageCredentials};
+use azure_storage_blobs::prelude::{BlobServiceClient, ClientBuilder};
+use tracing::Instrument as _;
+
+pub use connection::{
+    AccountKey, ConnectionSettings, Credentials, EMULATOR_ACCOUNT, EMULATOR_BLOB_ENDPOINT,
+    EMULATOR_TABLE_ENDPOINT, Endpoint, SasToken,
+};
+pub use retry::RetryPolicy;
+pub use transport::{Fault, FaultPlan};
+
+use self::errors::{Failure, Redactor};
+use self::transport::Transport;
+use super::{
+    BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseDuration, LeaseId, Metadata,
+    QueryPage, QuerySpec, StoredEntity, TableBackend, TableOp, Version,
+};
+use crate::error::{Error, Result};
+use crate::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
+
+/// Azure Table Storage and Blob Storage (or Azurite) as a leasehold backend.
+///
+/// Cheap to clone: clones share the HTTP connection pool.
+#[derive(Clone)]
+pub struct AzureBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: ConnectionSettings,
+    tables: TableServiceClient,
+    blobs: BlobServiceClient,
+    table_pipeline: Pipeline,
+    blob_pipeline: Pipeline,
+    retry: RetryPolicy,
+    redactor: Redactor,
+}
+
+impl fmt::Debug for AzureBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.inner.settings;
+        f.debug_struct("AzureBackend")
+            .field("account", &s.account)
+            .field("table_endpoint", &s.table_endpoint)
+            .field("blob_endpoint", &s.blob_endpoint)
+            .field("credentials", &s.credentials)
+            .field("retry", &self.inner.retry)
+            .finish()
+    }
+}
+
+impl AzureBackend {
+    /// Connects with an Azure Storage connection string (see
+    /// [`ConnectionSettings::parse`] for what it may hold).
+    /// `UseDevelopmentStorage=true` means Azurite on its default ports.
+    ///
+    /// Nothing is sent: a wrong key or an unreachable endpoint shows on the
+    /// first operation.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the malformed part of the string (never
+    /// quoting a key or signature).
+    pub fn from_connection_string(connection_string: &str) -> Result<Self> {
+        Self::builder()
+            .connection_string(connection_string)?
+            .build()
+    }
+
+    /// A builder taking the account, credentials and endpoints explicitly.
+    pub fn builder() -> AzureBackendBuilder {
+        AzureBackendBuilder::default()
+    }
+
+    /// The settings this backend was built from (secrets redacted in
+    /// `Debug`).
+    pub fn settings(&self) -> &ConnectionSettings {
+        &self.inner.settings
+    }
+
+    /// The retry policy in force.
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.inner.retry
+    }
+
+    /// Runs one request attempt with the per-attempt timeout, classifying
+    /// its failure.
+    async fn attempt<T, F>(&self, fut: F) -> std::result::Result<T, Failure>
+    where
+        F: Future<Output = azure_core::Result<T>>,
+    {
+        let limit = self.inner.retry.request_timeout();
+        match tokio::time::timeout(limit, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(Failure::from_azure(e, &self.inner.redactor)),
+            Err(_) => Err(Failure::ReplyLost(format!("no reply within {limit:?}"))),
+        }
+    }
+
+    /// Sends a request the clients cannot express, on the same pipeline
+    /// (signing, leasehold's transport) the clients use.
+    async fn send_raw(
+        &self,
+        service: ServiceType,
+        method: Method,
+        url: Url,
+        headers: Headers,
+        body: Option<Body>,
+    ) -> std::result::Result<CollectedResponse, Failure> {
+        let mut request = azure_storage::clients::finalize_request(url, method, headers, body)
+            .map_err(|e| Failure::from_azure(e, &self.inner.redactor))?;
+        let pipeline = match service {
+            ServiceType::Table => &self.inner.table_pipeline,
+            _ => &self.inner.blob_pipeline,
+        };
+        let mut context = Context::new();
+        context.insert(service);
+        self.attempt(async {
+            let response = pipeline.send(&context, &mut request).await?;
+            CollectedResponse::from_response(response).await
+        })
+        .await
+    }
+
+    /// The base URL of a service (no trailing `/`).
+    fn base_url(&self, service: ServiceType) -> std::result::Result<Url, Failure> {
+        let endpoint = match service {
+            ServiceType::Table => &self.inner.settings.table_endpoint,
+            _ => &self.inner.settings.blob_endpoint,
+        };
+        Url::parse(&endpoint.base_uri()).map_err(|_| {
+            Failure::Fatal(Error::invalid(
+                format!("{service:?} endpoint"),
+                "is not a valid URL",
+            ))
+        })
+    }
+}
+
+/// Builds an [`AzureBackend`] from explicit parts, or from a connection
+/// string with parts overridden.
+///
+/// ```no_run
+/// # fn demo() -> leasehold::Result<()> {
+/// use leasehold::backend::azure::{AccountKey, AzureBackend};
+/// let backend = AzureBackend::builder()
+///     .account("myaccount")
+///     .access_key(AccountKey::new("c2VjcmV0")?)
+///     .build()?;
+/// # let _ = backend; Ok(()) }
+/// ```
+#[derive(Default)]
+pub struct AzureBackendBuilder {
+    base: Option<ConnectionSettings>,
+    account: Option<String>,
+    credentials: Option<CredentialInput>,
+    table_endpoint: Option<String>,
+    blob_endpoint: Option<String>,
+    retry: RetryPolicy,
+    faults: Option<Arc<FaultPlan>>,
+}
+
+enum CredentialInput {
+    Key(AccountKey),
+    Sas(SasToken),
+}
+
+impl fmt::Debug for AzureBackendBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AzureBackendBuilder")
+            .field("base", &self.base)
+            .field("account", &self.account)
+            .field(
+                "credentials",
+                &match &self.credentials {
+                    None => "none".to_owned(),
+                    Some(CredentialInput::Key(k)) => format!("{k:?}"),
+                    Some(CredentialInput::Sas(s)) => format!("{s:?}"),
+                },
+            )
+            .field("table_endpoint", &self.table_endpoint)
+            .field("blob_endpoint", &self.blob_endpoint)
+            .field("retry", &self.retry)
+            .finish()
+    }
+}
+
+impl AzureBackendBuilder {
+    /// Starts from a connection string; later calls override its parts.
+    ///
+    /// # Errors
+    /// As [`ConnectionSettings::parse`].
+    pub fn connection_string(mut self, connection_string: &str) -> Result<Self> {
+        self.base = Some(ConnectionSettings::parse(connection_string)?);
+        Ok(self)
+    }
+
+    /// Starts from Azurite's defaults (`UseDevelopmentStorage=true`).
+    ///
+    /// # Errors
+    /// None in practice (see [`ConnectionSettings::emulator`]).
+    pub fn emulator(mut self) -> Result<Self> {
+        self.base = Some(ConnectionSettings::emulator()?);
+        Ok(self)
+    }
+
+    /// The storage account name.
+    pub fn account(mut self, account: impl Into<String>) -> Self {
+        self.account = Some(account.into());
+        self
+    }
+
+    /// Authorise with Shared Key, using this account key.
+    pub fn access_key(mut self, key: AccountKey) -> Self {
+        self.credentials = Some(CredentialInput::Key(key));
+        self
+    }
+
+    /// Authorise with this shared access signature (an account SAS covering
+    /// tables and blobs).
+    pub fn sas_token(mut self, token: SasToken) -> Self {
+        self.credentials = Some(CredentialInput::Sas(token));
+        self
+    }
+
+    /// The Table service endpoint, such as
+    /// `http://127.0.0.1:10002/devstoreaccount1`. Defaults to
+    /// `https://{account}.table.core.windows.net`.
+    pub fn table_endpoint(mut self, url: impl Into<String>) -> Self {
+        self.table_endpoint = Some(url.into());
+        self
+    }
+
+    /// The Blob service endpoint. Defaults to
+    /// `https://{account}.blob.core.windows.net`.
+    pub fn blob_endpoint(mut self, url: impl Into<String>) -> Self {
+        self.blob_endpoint = Some(url.into());
+        self
+    }
+
+    /// The retry policy (default: [`RetryPolicy::default`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// Injects faults into the transport and counts requests (for tests).
+    pub fn fault_plan(mut self, plan: Arc<FaultPlan>) -> Self {
+        self.faults = Some(plan);
+        self
+    }
+
+    /// Builds the backend. Sends nothing.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when the account, credentials or an endpoint is
+    /// missing or malformed.
+    pub fn build(self) -> Result<AzureBackend> {
+        let base = self.base;
+        let account = self
+            .account
+            .or_else(|| base.as_ref().map(|b| b.account.clone()))
+            .ok_or_else(|| Error::invalid("Azure backend", "has no account name"))?;
+        connection::account_name_check(&account)?;
+        let credentials = match self.credentials {
+            Some(CredentialInput::Key(key)) => Credentials::AccessKey {
+                account: account.clone(),
+                key,
+            },
+            Some(CredentialInput::Sas(token)) => Credentials::Sas(token),
+            None => match base.as_ref().map(|b| b.credentials.clone()) {
+                Some(Credentials::AccessKey { key, .. }) => Credentials::AccessKey {
+                    account: account.clone(),
+                    key,
+                },
+                Some(sas) => sas,
+                None => {
+                    return Err(Error::invalid(
+                        "Azure backend",
+                        "has no credentials (an account key or a SAS)",
+                    ));
+                }
+            },
+        };
+        let endpoint = |what: &str,
+                        explicit: Option<String>,
+                        from_base: Option<Endpoint>,
+                        service: &str|
+         -> Result<Endpoint> {
+            match (explicit, from_base) {
+                (Some(url), _) => Endpoint::parse(what, &url),
+                (None, Some(e)) => Ok(e),
+                (None, None) => Endpoint::parse(
+                    what,
+                    &format!("https://{account}.{service}.core.windows.net"),
+                ),
+            }
+        };
+        let table_endpoint = endpoint(
+            "TableEndpoint",
+            self.table_endpoint,
+            base.as_ref().map(|b| b.table_endpoint.clone()),
+            "table",
+        )?;
+        let blob_endpoint = endpoint(
+            "BlobEndpoint",
+            self.blob_endpoint,
+            base.as_ref().map(|b| b.blob_endpoint.clone()),
+            "blob",
+        )?;
+        let settings = ConnectionSettings {
+            account,
+            credentials,
+            table_endpoint,
+            blob_endpoint,
+        };
+        AzureBackend::from_settings(settings, self.retry, self.faults)
+    }
+}
+
+impl AzureBackend {
+    fn from_settings(
+        settings: ConnectionSettings,
+        retry: RetryPolicy,
+        faults: Option<Arc<FaultPlan>>,
+    ) -> Result<Self> {
+        let storage_credentials = match &settings.credentials {
+            Credentials::AccessKey { account, key } => StorageCredentials::access_key(
+                account.clone(),
+                Secret::new(key.expose().to_owned()),
+            ),
+            // The SDK's own error would quote the token; leasehold checked
+            // it already, so any failure here gets a message of its own.
+            Credentials::Sas(token) => {
+                StorageCredentials::sas_token(token.expose()).map_err(|_| {
+                    Error::invalid("shared access signature", "is not a valid query string")
+                })?
+            }
+        };
+        let transport: Arc<dyn Policy> = Arc::new(Transport::new(faults)?);
+        // The SDK's retry policy is off (leasehold retries, see `retry`), and
+        // leasehold's transport is the last policy that runs: it sits after
+        // the signing policy and answers without calling the stock transport.
+        let options = ClientOptions::new(TransportOptions::new_custom_policy(transport.clone()))
+            .retry(RetryOptions::none())
+            .per_retry_policies(vec![transport]);
+        let table_location = CloudLocation::Custom {
+            account: settings.account.clone(),
+            uri: settings.table_endpoint.base_uri(),
+        };
+        let blob_location = CloudLocation::Custom {
+            account: settings.account.clone(),
+            uri: settings.blob_endpoint.base_uri(),
+        };
+        let tables =
+            TableServiceClientBuilder::with_location(table_location, storage_credentials.clone())
+                .client_options(options.clone())
+                .build();
+        let blobs = ClientBuilder::with_location(blob_location, storage_credentials.clone())
+            .client_options(options.clone())
+            .blob_service_client();
+        let table_pipeline = azure_storage::clients::new_pipeline_from_options(
+            options.clone(),
+            storage_credentials.clone(),
+        );
+        let blob_pipeline =
+            azure_storage::clients::new_pipeline_from_options(options, storage_credentials);
+        let redactor = Redactor::new(settings.credentials.secrets());
+        Ok(AzureBackend {
+            inner: Arc::new(Inner {
+                settings,
+                tables,
+                blobs,
+                table_pipeline,
+                blob_pipeline,
+                retry,
+                redactor,
+            }),
+        })
+    }
+}
+
+#[async_trait]
+impl TableBackend for AzureBackend {
+    async fn create_table(&self, table: &TableName) -> Result<()> {
+        let span = tracing::debug_span!("leasehold.azure.create_table", table = %table);
+        self.create_table_impl(table).instrument(span).await
+    }
+
+    async fn get(
+        &self,
+        table: &TableName,
+        partition_key: &PartitionKey,
+        row_key: &RowKey,
+    ) -> Result<Option<StoredEntity>> {
+        let span = tracing::debug_span!(
+            "leasehold.azure.get",
+            table = %table,
+            partition = %partition_key,
+            row = %row_key
+        );
+        self.get_impl(table, partition_key, row_key)
+            .instrument(span)
+            .await
+    }
+
+    async fn execute(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>> {
+        let span = tracing::debug_span!(
+            "leasehold.azure.execute",
+            op = op.name(),
+            table = %table,
+            partition = %op.partition_key(),
+            row = %op.row_key()
+        );
+        self.execute_impl(table, op).instrument(span).await
+    }
+
+    async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
+        let span = tracing::debug_span!(
+            "leasehold.azure.batch",
+            table = %table,
+            partition = ops.first().map(|o| o.partition_key().as_str()).unwrap_or(""),
+            ops = ops.len()
+        );
+        self.batch_impl(table, ops).instrument(span).await
+    }
+
+    async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage> {
+        let span = tracing::debug_span!("leasehold.azure.query", table = %table);
+        self.query_impl(table, query).instrument(span).await
+    }
+}
+
+#[async_trait]
+impl BlobBackend for AzureBackend {
+    async fn create_container(&self, container: &ContainerName) -> Result<()> {
+        let span = tracing::debug_span!("leasehold.azure.create_container", container = %container);
+        self.create_container_impl(container).instrument(span).await
+    }
+
+    async fn put_blob(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        body: Vec<u8>,
+        metadata: &Metadata,
+        conditions: &BlobConditions,
+    ) -> Result<ETag> {
+        let span = tracing::debug_span!(
+            "leasehold.azure.put_blob",
+            container = %container,
+            blob = %blob,
+            bytes = body.len()
+        );
+        self.put_blob_impl(container, blob, body, metadata, conditions)
+            .instrument(span)
+            .await
+    }
+
+    async fn get_blob(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+    ) -> Result<Option<super::Blob>> {
+        let span =
+            tracing::debug_span!("leasehold.azure.get_blob", container = %container, blob = %blob);
+        self.get_blob_impl(container, blob).instrument(span).await
+    }
+
+    async fn blob_properties(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+    ) -> Result<Option<BlobProperties>> {
+        let span = tracing::debug_span!(
+            "leasehold.azure.blob_properties",
+            container = %container,
+            blob = %blob
+        );
+        self.blob_properties_impl(container, blob)
+            .instrument(span)
+            .await
+    }
+
+    async fn set_blob_metadata(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        metadata: &Metadata,
+        conditions: &BlobConditions,
+    ) -> Result<ETag> {
+        let span = tracing::debug_span!(
+            "leasehold.azure.set_blob_metadata",
+            container = %container,
+            blob = %blob
+        );
+        self.set_blob_metadata_impl(container, blob, metadata, conditions)
+            .instrument(span)
+            .await
+    }
+
+    async fn delete_blob(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        conditions: &BlobConditions,
+    ) -> Result<()> {
+        let span = tracing::debug_span!("leasehold.azure.delete_blob", container = %container, blob = %blob);
+        self.delete_blob_impl(container, blob, conditions)
+            .instrument(span)
+            .await
+    }
+
+    async fn list_blobs(
+        &self,
+        container: &ContainerName,
+        prefix: &str,
+        marker: Option<&str>,
+    ) -> Result<BlobListPage> {
+        let span =
+            tracing::debug_span!("leasehold.azure.list_blobs", container = %container, prefix);
+        self.list_blobs_page(container, prefix, marker, None)
+            .instrument(span)
+            .await
+    }
+
+    async fn acquire_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        duration: LeaseDuration,
+        proposed_id: LeaseId,
+    ) -> Result<LeaseId> {
+        let span = tracing::debug_span!(
+            "leasehold.azure.acquire_lease",
+            container = %container,
+            blob = %blob,
+            ?duration
+        );
+        self.acquire_lease_impl(container, blob, duration, proposed_id)
+            .instrument(span)
+            .await
+    }
+
+    async fn renew_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+    ) -> Result<()> {
+        let span = tracing::debug_span!("leasehold.azure.renew_lease", container = %container, blob = %blob);
+        self.renew_lease_impl(container, blob, id)
+            .instrument(span)
+            .await
+    }
+
+    async fn change_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+        proposed_id: LeaseId,
+    ) -> Result<LeaseId> {
+        let span = tracing::debug_span!("leasehold.azure.change_lease", container = %container, blob = %blob);
+        self.change_lease_impl(container, blob, id, proposed_id)
+            .instrument(span)
+            .await
+    }
+
+    async fn release_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+    ) -> Result<()> {
+        let span = tracing::debug_span!("leasehold.azure.release_lease", container = %container, blob = %blob);
+        self.release_lease_impl(container, blob, id)
+            .instrument(span)
+            .await
+    }
+
+    async fn break_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        period: Option<Duration>,
+    ) -> Result<Duration> {
+        let span = tracing::debug_span!(
+            "leasehold.azure.break_lease",
+            container = %container,
+            blob = %blob,
+            ?period
+        );
+        self.break_lease_impl(container, blob, period)
+            .instrument(span)
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "c2VjcmV0LWtleS1tYXRlcmlhbC10aGF0LW11c3Qtbm90LWxlYWs=";
+    const SIG: &str = "SuperSecretSignatureValue0123456789abcdef";
+
+    #[test]
+    fn backend_and_builder_debug_redact_secrets() {
+        let b = AzureBackend::from_connection_string(&format!(
+            "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={KEY};\
+             BlobEndpoint=http://127.0.0.1:1/devstoreaccount1;TableEndpoint=http://127.0.0.1:2/devstoreaccount1"
+        ))
+        .unwrap();
+        let text = format!("{b:?} {b:#?} {:?}", b.settings());
+        assert!(!text.contains(KEY) && !text.contains(&KEY[..16]), "{text}");
+        assert!(text.contains("127.0.0.1:2"), "{text}");
+
+        let sas = format!("sv=2022-11-02&ss=bt&sig={SIG}");
+        let builder = AzureBackend::builder()
+            .account("acct1")
+            .sas_token(SasToken::new(&sas).unwrap());
+        let text = format!("{builder:?}");
+        assert!(!text.contains(SIG), "{text}");
+        let b = builder.build().unwrap();
+        let text = format!("{b:?}");
+        assert!(!text.contains(SIG), "{text}");
+        assert!(text.contains("acct1.table.core.windows.net"), "{text}");
+
+        let builder = AzureBackend::builder()
+            .account("acct1")
+            .access_key(AccountKey::new(KEY).unwrap());
+        let text = format!("{builder:?}");
+        assert!(!text.contains(KEY), "{text}");
+    }
+
+    #[test]
+    fn builder_requires_account_and_credentials() {
+        let e = AzureBackend::builder().build().unwrap_err();
+        assert!(e.to_string().contains("account"), "{e}");
+        let e = AzureBackend::builder().account("abc").build().unwrap_err();
+        assert!(e.to_string().contains("credentials"), "{e}");
+        let e = AzureBackend::builder()
+            .account("abc")
+            .access_key(AccountKey::emulator())
+            .table_endpoint("nope")
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("TableEndpoint"), "{e}");
+    }
+
+    #[test]
+    fn builder_overrides_connection_string_parts() {
+        let b = AzureBackend::builder()
+            .emulator()
+            .unwrap()
+            .table_endpoint("http://127.0.0.1:4242/devstoreaccount1/")
+            .build()
+            .unwrap();
+        assert_eq!(
+            b.settings().table_endpoint.base_uri(),
+            "http://127.0.0.1:4242/devstoreaccount1"
+        );
+        assert_eq!(
+            b.settings().blob_endpoint.base_uri(),
+            EMULATOR_BLOB_ENDPOINT
+        );
+    }
+}

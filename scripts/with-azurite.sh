@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Runs a command against a private, in-memory Azurite.
+#
+#   scripts/with-azurite.sh cargo test --test azure_backend
+#
+# Installs the pinned Azurite (package-lock.json) when node_modules is missing
+# or older than the lockfile, starts Azurite on free loopback ports, exports
+# LEASEHOLD_TEST_AZURITE (a connection string for those ports and the
+# well-known devstoreaccount1 key), runs the command, always stops Azurite, and
+# exits with the command's exit code. Azurite's log is printed when Azurite
+# fails to start or the command fails.
+set -euo pipefail
+
+if [ "$#" -eq 0 ]; then
+    echo "usage: $0 <command> [args...]" >&2
+    exit 64
+fi
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+command -v node >/dev/null 2>&1 || { echo "with-azurite: node is required (Node 20)" >&2; exit 69; }
+command -v npm >/dev/null 2>&1 || { echo "with-azurite: npm is required" >&2; exit 69; }
+
+# Install the pinned Azurite when missing or stale. npm records the installed
+# tree in node_modules/.package-lock.json; it is older than the lockfile when
+# the lockfile changed since the last install.
+installed="node_modules/.package-lock.json"
+if [ ! -x node_modules/.bin/azurite ] || [ ! -f "$installed" ] || [ package-lock.json -nt "$installed" ]; then
+    echo "with-azurite: npm ci (installing the pinned Azurite)" >&2
+    npm ci --no-audit --no-fund >&2
+fi
+
+workdir="$(mktemp -d "${TMPDIR:-/tmp}/leasehold-azurite.XXXXXX")"
+log="$workdir/azurite.log"
+azurite_pid=""
+
+cleanup() {
+    if [ -n "$azurite_pid" ] && kill -0 "$azurite_pid" 2>/dev/null; then
+        kill "$azurite_pid" 2>/dev/null || true
+        # Give it a moment to exit cleanly, then make sure.
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            kill -0 "$azurite_pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        kill -9 "$azurite_pid" 2>/dev/null || true
+        wait "$azurite_pid" 2>/dev/null || true
+    fi
+    rm -rf "$workdir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+print_log() {
+    echo "---- azurite log ($log) ----" >&2
+    cat "$log" >&2 || true
+    echo "---- end of azurite log ----" >&2
+}
+
+# Three free loopback ports, chosen by the OS. A port can be taken between
+# this probe and Azurite's bind; startup is retried with new ports then.
+free_ports() {
+    node -e '
+        const net = require("net");
+        const servers = [0, 1, 2].map(() => net.createServer());
+        Promise.all(servers.map(s => new Promise((ok, fail) => {
+            s.once("error", fail);
+            s.listen(0, "127.0.0.1", () => ok(s.address().port));
+        }))).then(ports => {
+            console.log(ports.join(" "));
+            servers.forEach(s => s.close());
+        }, e => { console.error(e.message); process.exit(1); });
+    '
+}
+
+# Waits until every given loopback port accepts connections, up to $1
+# seconds; gives up at once when process $2 (Azurite) has exited.
+wait_for_ports() {
+    node -e '
+        const net = require("net");
+        const deadline = Date.now() + Number(process.argv[1]) * 1000;
+        const pid = Number(process.argv[2]);
+        const ports = process.argv.slice(3).map(Number);
+        const alive = () => { try { process.kill(pid, 0); return true; } catch (e) { return false; } };
+        const probe = port => new Promise(ok => {
+            const s = net.connect({ host: "127.0.0.1", port });
+            s.once("connect", () => { s.destroy(); ok(true); });
+            s.once("error", () => { s.destroy(); ok(false); });
+        });
+        (async () => {
+            for (;;) {
+                const up = await Promise.all(ports.map(probe));
+                if (up.every(Boolean)) process.exit(0);
+                if (Date.now() > deadline || !alive()) process.exit(1);
+                await new Promise(r => setTimeout(r, 100));
+            }
+        })();
+    ' "$@"
+}
+
+started=""
+for attempt in 1 2 3; do
+    read -r blob_port table_port queue_port < <(free_ports)
+    # Run from the temp dir so that nothing Azurite writes lands in the
+    # worktree (--location cannot be combined with --inMemoryPersistence).
+    (cd "$workdir" && exec "$root/node_modules/.bin/azurite" --silent --inMemoryPersistence \
+        --blobHost 127.0.0.1 --blobPort "$blob_port" \
+        --tableHost 127.0.0.1 --tablePort "$table_port" \
+        --queueHost 127.0.0.1 --queuePort "$queue_port" \
+        --skipApiVersionCheck) >>"$log" 2>&1 &
+    azurite_pid=$!
+    if wait_for_ports 30 "$azurite_pid" "$blob_port" "$table_port" && kill -0 "$azurite_pid" 2>/dev/null; then
+        started=yes
+        break
+    fi
+    echo "with-azurite: Azurite did not come up on ports $blob_port/$table_port (attempt $attempt)" >&2
+    kill "$azurite_pid" 2>/dev/null || true
+    wait "$azurite_pid" 2>/dev/null || true
+    azurite_pid=""
+done
+
+if [ -z "$started" ]; then
+    echo "with-azurite: giving up: Azurite did not start" >&2
+    print_log
+    exit 70
+fi
+
+account=devstoreaccount1
+# The well-known development storage key (public, documented by Microsoft).
+key="Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+export LEASEHOLD_TEST_AZURITE="DefaultEndpointsProtocol=http;AccountName=$account;AccountKey=$key;BlobEndpoint=http://127.0.0.1:$blob_port/$account;TableEndpoint=http://127.0.0.1:$table_port/$account;"
+echo "with-azurite: Azurite $(node -p 'require("./node_modules/azurite/package.json").version') on blob :$blob_port, table :$table_port" >&2
+
+status=0
+"$@" || status=$?
+
+if [ "$status" -ne 0 ]; then
+    print_log
+fi
+exit "$status"

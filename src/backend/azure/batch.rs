@@ -1,0 +1,257 @@
+//! Entity-group transactions on the wire: the `multipart/mixed` request and
+//! the parsing of its reply.
+//!
+//! The 0.21 client's transaction keeps only each part's status and ETag, so a
+//! failed batch looks like success with one odd status, and the failing
+//! operation's index and error code (which the service puts in the part's
+//! JSON body, as `"N:message"` and `code`) are lost. leasehold writes the
+//! request itself and reads everything back.
+
+use std::fmt::Write as _;
+
+use azure_core::Url;
+use serde_json::Value as Json;
+
+use super::tables::{entity_url, table_url};
+use crate::backend::{Precondition, TableOp};
+use crate::entity::wire;
+use crate::error::{Error, Result};
+use crate::key::TableName;
+
+/// A batch request: its `Content-Type` and body.
+pub(super) struct BatchRequest {
+    pub(super) content_type: String,
+    pub(super) body: String,
+}
+
+/// Writes the `multipart/mixed` body of a transaction on `table`.
+pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<BatchRequest> {
+    let batch = format!("batch_{}", uuid::Uuid::new_v4().hyphenated());
+    let changeset = format!("changeset_{}", uuid::Uuid::new_v4().hyphenated());
+    let mut body = String::new();
+    let _ = write!(
+        body,
+        "--{batch}\r\nContent-Type: multipart/mixed; boundary={changeset}\r\n\r\n"
+    );
+    for (i, op) in ops.iter().enumerate() {
+        let (method, url) = match op {
+            TableOp::Insert(_) => ("POST", table_url(base, table)?),
+            TableOp::Replace(..) => (
+                "PUT",
+                entity_url(base, table, op.partition_key(), op.row_key())?,
+            ),
+            TableOp::Merge(..) => (
+                "MERGE",
+                entity_url(base, table, op.partition_key(), op.row_key())?,
+            ),
+            TableOp::Delete { .. } => (
+                "DELETE",
+                entity_url(base, table, op.partition_key(), op.row_key())?,
+            ),
+        };
+        let condition = match op {
+            TableOp::Insert(_) => None,
+            TableOp::Replace(_, c)
+            | TableOp::Merge(_, c)
+            | TableOp::Delete { condition: c, .. } => {
+                match c {
+                    Precondition::IfMatch(etag) => Some(etag.as_str().to_owned()),
+                    Precondition::IfExists => Some("*".to_owned()),
+                    // No If-Match: insert-or-replace / insert-or-merge.
+                    // (Deletes never get here: validate_batch rejects them.)
+                    Precondition::Upsert => None,
+                }
+            }
+        };
+        let _ = write!(
+            body,
+            "--{changeset}\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n\
+             {method} {url} HTTP/1.1\r\n\
+             Content-ID: {}\r\n\
+             Accept: application/json;odata=minimalmetadata\r\n\
+             DataServiceVersion: 3.0;\r\n",
+            i + 1
+        );
+        if let Some(etag) = condition {
+            let _ = write!(body, "If-Match: {etag}\r\n");
+        }
+        match op.data() {
+            Some(d) => {
+                let json = serde_json::to_string(&wire::entity_to_json(
+                    d.partition_key.as_str(),
+                    d.row_key.as_str(),
+                    &d.properties,
+                ))
+                .map_err(|e| Error::invalid(format!("batch operation {i}"), e.to_string()))?;
+                let _ = write!(
+                    body,
+                    "Content-Type: application/json\r\nPrefer: return-no-content\r\nContent-Length: {}\r\n\r\n{json}\r\n",
+                    json.len()
+                );
+            }
+            None => body.push_str("\r\n"),
+        }
+    }
+    let _ = write!(body, "--{changeset}--\r\n\r\n--{batch}--\r\n");
+    Ok(BatchRequest {
+        content_type: format!("multipart/mixed; boundary={batch}"),
+        body,
+    })
+}
+
+/// One operation's reply inside a batch reply.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(super) struct PartReply {
+    pub(super) status: u16,
+    /// Headers, names lowercased.
+    pub(super) headers: Vec<(String, String)>,
+    pub(super) body: String,
+}
+
+impl PartReply {
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The zero-based operation index this reply names through `Content-ID`.
+    pub(super) fn content_index(&self) -> Option<usize> {
+        self.header("content-id")?
+            .trim()
+            .parse::<usize>()
+            .ok()?
+            .checked_sub(1)
+    }
+
+    /// The error code and the failing operation's index, from an OData error
+    /// body: `{"odata.error": {"code": "...", "message": {"value": "3:..."}}}`.
+    pub(super) fn error_details(&self) -> (Option<String>, Option<usize>) {
+        let Ok(json) = serde_json::from_str::<Json>(self.body.trim()) else {
+            return (self.header("x-ms-error-code").map(str::to_owned), None);
+        };
+        let err = json.get("odata.error").or_else(|| json.get("error"));
+        let code = err
+            .and_then(|e| e.get("code"))
+            .and_then(Json::as_str)
+            .map(str::to_owned)
+            .or_else(|| self.header("x-ms-error-code").map(str::to_owned));
+        let message = err
+            .and_then(|e| e.get("message"))
+            .and_then(|m| m.get("value").and_then(Json::as_str).or_else(|| m.as_str()));
+        let index = message.and_then(|m| {
+            let digits: String = m.chars().take_while(char::is_ascii_digit).collect();
+            (!digits.is_empty() && m[digits.len()..].starts_with(':'))
+                .then(|| digits.parse().ok())
+                .flatten()
+        });
+        (code, index)
+    }
+}
+
+/// Reads the operation replies out of a batch reply body, in order.
+///
+/// Each reply is an HTTP response inside a MIME part: a status line, headers,
+/// a blank line and a body, ending at the next boundary line (`--...`). This
+/// reads replies whether they sit in a changeset (the usual case) or directly
+/// in the batch (how the service answers a malformed batch).
+pub(super) fn parse(body: &str) -> Vec<PartReply> {
+    enum State {
+        Outside,
+        Headers,
+        Body,
+    }
+    let mut replies = Vec::new();
+    let mut current = PartReply::default();
+    let mut state = State::Outside;
+    for line in body.split('\n') {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        match state {
+            State::Outside => {
+                if let Some(rest) = line.strip_prefix("HTTP/1.1 ") {
+                    current = PartReply {
+                        status: rest
+                            .split_whitespace()
+                            .next()
+                            .and_then(|s| s.parse().ok())
+                            .unwrap_or(0),
+                        ..PartReply::default()
+                    };
+                    state = State::Headers;
+                }
+            }
+            State::Headers => {
+                if line.is_empty() {
+                    state = State::Body;
+                } else if let Some((name, value)) = line.split_once(':') {
+                    current
+                        .headers
+                        .push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+                }
+            }
+            State::Body => {
+                if line.starts_with("--") {
+                    replies.push(std::mem::take(&mut current));
+                    state = State::Outside;
+                } else {
+                    if !current.body.is_empty() {
+                        current.body.push('\n');
+                    }
+                    current.body.push_str(line);
+                }
+            }
+        }
+    }
+    if !matches!(state, State::Outside) {
+        replies.push(current);
+    }
+    replies
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FAILED: &str = "--batchresponse_1\r\n\
+        Content-Type: multipart/mixed; boundary=changesetresponse_2\r\n\r\n\
+        --changesetresponse_2\r\n\
+        Content-Type: application/http\r\n\
+        Content-Transfer-Encoding: binary\r\n\r\n\
+        HTTP/1.1 409 Conflict\r\n\
+        Content-ID: 4\r\n\
+        X-Content-Type-Options: nosniff\r\n\
+        Content-Type: application/json;odata=minimalmetadata;streaming=true;charset=utf-8\r\n\r\n\
+        {\"odata.error\":{\"code\":\"EntityAlreadyExists\",\"message\":{\"lang\":\"en-US\",\"value\":\"3:The specified entity already exists.\\nRequestId:x\"}}}\r\n\
+        --changesetresponse_2--\r\n\
+        --batchresponse_1--\r\n";
+
+    #[test]
+    fn parses_a_failed_batch_reply() {
+        let parts = parse(FAILED);
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].status, 409);
+        assert_eq!(parts[0].content_index(), Some(3));
+        assert_eq!(
+            parts[0].error_details(),
+            (Some("EntityAlreadyExists".into()), Some(3))
+        );
+    }
+
+    #[test]
+    fn parses_a_successful_batch_reply() {
+        let body = "--batchresponse_1\nContent-Type: multipart/mixed; boundary=changesetresponse_2\n\n\
+            --changesetresponse_2\nContent-Type: application/http\nContent-Transfer-Encoding: binary\n\n\
+            HTTP/1.1 204 No Content\nETag: W/\"datetime'2024-01-01T00%3A00%3A00.1Z'\"\n\n\n\
+            --changesetresponse_2\nContent-Type: application/http\nContent-Transfer-Encoding: binary\n\n\
+            HTTP/1.1 204 No Content\nETag: W/\"datetime'2024-01-01T00%3A00%3A00.2Z'\"\n\n\n\
+            --changesetresponse_2--\n--batchresponse_1--\n";
+        let parts = parse(body);
+        assert_eq!(parts.len(), 2);
+        assert!(parts.iter().all(|p| p.status == 204));
+        assert_eq!(
+            parts[1].header("etag"),
+            Some("W/\"datetime'2024-01-01T00%3A00%3A00.2Z'\"")
+        );
+    }
+}

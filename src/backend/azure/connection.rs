@@ -1,0 +1,779 @@
+//! Connection settings: Azure Storage connection strings, credentials and
+//! endpoints.
+//!
+//! None of the 0.21 clients parses a connection string, so leasehold does.
+//! Secrets (the account key, the SAS signature) live only in [`AccountKey`]
+//! and [`SasToken`], whose `Debug` and `Display` never show them, and no error
+//! built here quotes a value: errors name the *part* of the string that is
+//! wrong.
+
+use std::fmt;
+
+use azure_core::Url;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
+use crate::error::{Error, Result};
+
+/// The account name of the storage emulator (Azurite).
+pub const EMULATOR_ACCOUNT: &str = "devstoreaccount1";
+
+/// The well-known, publicly documented account key of the storage emulator.
+const EMULATOR_ACCOUNT_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// Azurite's default blob endpoint (`UseDevelopmentStorage=true`).
+pub const EMULATOR_BLOB_ENDPOINT: &str = "http://127.0.0.1:10000/devstoreaccount1";
+/// Azurite's default table endpoint (`UseDevelopmentStorage=true`).
+pub const EMULATOR_TABLE_ENDPOINT: &str = "http://127.0.0.1:10002/devstoreaccount1";
+
+const DEFAULT_ENDPOINT_SUFFIX: &str = "core.windows.net";
+
+const REDACTED: &str = "<redacted>";
+
+/// A storage account key. Its text never appears in `Debug` or `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AccountKey(String);
+
+impl AccountKey {
+    /// Wraps a base64 account key.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when the key is empty or not base64 (the key itself
+    /// is not quoted).
+    pub fn new(key: impl Into<String>) -> Result<Self> {
+        let key = key.into();
+        if key.is_empty() {
+            return Err(Error::invalid("account key", "is empty"));
+        }
+        if BASE64.decode(key.as_bytes()).is_err() {
+            return Err(Error::invalid("account key", "is not valid base64"));
+        }
+        Ok(AccountKey(key))
+    }
+
+    /// The well-known key of the storage emulator.
+    pub fn emulator() -> Self {
+        AccountKey(EMULATOR_ACCOUNT_KEY.to_owned())
+    }
+
+    /// The key, for signing requests.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for AccountKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AccountKey({REDACTED})")
+    }
+}
+
+impl fmt::Display for AccountKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+/// A shared access signature (the query string of a SAS URL). Its `sig`
+/// parameter never appears in `Debug` or `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SasToken {
+    pairs: Vec<(String, String)>,
+}
+
+impl SasToken {
+    /// Parses a SAS query string, with or without its leading `?`.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when it is empty or has no `sig` parameter (nothing
+    /// of the token is quoted).
+    pub fn new(token: impl AsRef<str>) -> Result<Self> {
+        let token = token.as_ref();
+        let token = token.strip_prefix('?').unwrap_or(token);
+        if token.is_empty() {
+            return Err(Error::invalid("shared access signature", "is empty"));
+        }
+        let mut probe = Url::parse("http://sas.invalid/")
+            .map_err(|_| Error::invalid("shared access signature", "cannot be parsed"))?;
+        probe.set_query(Some(token));
+        let pairs: Vec<(String, String)> = probe
+            .query_pairs()
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        if !pairs.iter().any(|(k, v)| k == "sig" && !v.is_empty()) {
+            return Err(Error::invalid(
+                "shared access signature",
+                "has no `sig` parameter",
+            ));
+        }
+        if pairs.iter().any(|(k, _)| k.is_empty()) {
+            return Err(Error::invalid(
+                "shared access signature",
+                "has a parameter without a name",
+            ));
+        }
+        Ok(SasToken { pairs })
+    }
+
+    /// The token as a query string, for the credential.
+    pub(crate) fn expose(&self) -> String {
+        form_encode(&self.pairs)
+    }
+
+    /// The signature, so that it can be scrubbed from foreign error text.
+    pub(crate) fn signature(&self) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(k, _)| k == "sig")
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn redacted(&self) -> String {
+        self.pairs
+            .iter()
+            .map(|(k, v)| {
+                if k == "sig" {
+                    format!("{k}={REDACTED}")
+                } else {
+                    format!("{k}={v}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+}
+
+impl fmt::Debug for SasToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SasToken({})", self.redacted())
+    }
+}
+
+impl fmt::Display for SasToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+/// How requests are authorised.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// Shared Key: the account name and one of its keys.
+    AccessKey {
+        /// The storage account.
+        account: String,
+        /// The key.
+        key: AccountKey,
+    },
+    /// A shared access signature valid for both the Table and Blob services
+    /// (an account SAS).
+    Sas(SasToken),
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Credentials::AccessKey { account, key } => f
+                .debug_struct("AccessKey")
+                .field("account", account)
+                .field("key", key)
+                .finish(),
+            Credentials::Sas(token) => f.debug_tuple("Sas").field(token).finish(),
+        }
+    }
+}
+
+impl Credentials {
+    /// Every secret string these credentials hold, to scrub from text that
+    /// leasehold did not write itself (errors of other crates).
+    pub(crate) fn secrets(&self) -> Vec<String> {
+        match self {
+            Credentials::AccessKey { key, .. } => vec![key.expose().to_owned()],
+            Credentials::Sas(token) => token
+                .signature()
+                .map(|sig| {
+                    let encoded = form_encode(&[("sig".to_owned(), sig.to_owned())]);
+                    let encoded = encoded.strip_prefix("sig=").unwrap_or(&encoded).to_owned();
+                    vec![sig.to_owned(), encoded]
+                })
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// `application/x-www-form-urlencoded` serialisation of query pairs.
+fn form_encode(pairs: &[(String, String)]) -> String {
+    match Url::parse("http://sas.invalid/") {
+        Ok(mut url) => {
+            url.query_pairs_mut().extend_pairs(pairs.iter());
+            url.query().unwrap_or_default().to_owned()
+        }
+        Err(_) => String::new(),
+    }
+}
+
+/// The base URL of one storage service, such as
+/// `https://myaccount.table.core.windows.net` or
+/// `http://127.0.0.1:10002/devstoreaccount1` (path-style, as Azurite uses).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Endpoint(Url);
+
+impl Endpoint {
+    /// Parses an endpoint URL: `http` or `https`, no query, no fragment, no
+    /// credentials. A trailing `/` is dropped.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming `what` (such as `TableEndpoint`) and the rule
+    /// broken; the URL is not quoted, in case a signature was pasted into it.
+    pub fn parse(what: &str, url: &str) -> Result<Self> {
+        let bad = |why: &str| Error::invalid(format!("connection string part {what}"), why);
+        let mut parsed = Url::parse(url.trim()).map_err(|_| bad("is not an absolute URL"))?;
+        if parsed.scheme() != "http" && parsed.scheme() != "https" {
+            return Err(bad("must be an http or https URL"));
+        }
+        if parsed.host_str().is_none_or(str::is_empty) {
+            return Err(bad("has no host"));
+        }
+        if parsed.query().is_some() || parsed.fragment().is_some() {
+            return Err(bad(
+                "must not carry a query or fragment (give a SAS as SharedAccessSignature)",
+            ));
+        }
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err(bad("must not carry user information"));
+        }
+        let trimmed = parsed.path().trim_end_matches('/').to_owned();
+        parsed.set_path(if trimmed.is_empty() { "/" } else { &trimmed });
+        Ok(Endpoint(parsed))
+    }
+
+    /// The URL, without a trailing `/` (except for a bare host).
+    pub fn url(&self) -> &Url {
+        &self.0
+    }
+
+    /// The URL as the clients' `CloudLocation::Custom` wants it: no
+    /// trailing `/`, so that paths are appended with one separator.
+    pub(crate) fn base_uri(&self) -> String {
+        self.0.as_str().trim_end_matches('/').to_owned()
+    }
+
+    /// The account an endpoint names: the first path segment of a
+    /// path-style (emulator) URL, else the first label of the host.
+    fn account_hint(&self) -> Option<String> {
+        let path_account = self
+            .0
+            .path_segments()
+            .and_then(|mut s| s.next())
+            .filter(|s| !s.is_empty());
+        if let Some(seg) = path_account {
+            return Some(seg.to_owned());
+        }
+        let host = self.0.host_str()?;
+        let is_ip = host.starts_with('[') || host.parse::<std::net::Ipv4Addr>().is_ok();
+        (!is_ip && host != "localhost")
+            .then(|| host.split('.').next().map(str::to_owned))
+            .flatten()
+    }
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Endpoint({})", self.0)
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// Everything a connection string says: account, credentials, and the Table
+/// and Blob endpoints.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ConnectionSettings {
+    /// The storage account name.
+    pub account: String,
+    /// How requests are authorised.
+    pub credentials: Credentials,
+    /// The Table service endpoint.
+    pub table_endpoint: Endpoint,
+    /// The Blob service endpoint.
+    pub blob_endpoint: Endpoint,
+}
+
+impl fmt::Debug for ConnectionSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectionSettings")
+            .field("account", &self.account)
+            .field("credentials", &self.credentials)
+            .field("table_endpoint", &self.table_endpoint)
+            .field("blob_endpoint", &self.blob_endpoint)
+            .finish()
+    }
+}
+
+/// The parts of a connection string leasehold knows. Parts for services it
+/// does not use (queues, files, secondaries) are accepted and ignored.
+#[derive(Default)]
+struct Parts<'a> {
+    use_development_storage: Option<&'a str>,
+    development_storage_proxy_uri: Option<&'a str>,
+    default_endpoints_protocol: Option<&'a str>,
+    account_name: Option<&'a str>,
+    account_key: Option<&'a str>,
+    shared_access_signature: Option<&'a str>,
+    table_endpoint: Option<&'a str>,
+    blob_endpoint: Option<&'a str>,
+    endpoint_suffix: Option<&'a str>,
+}
+
+const IGNORED_PARTS: [&str; 6] = [
+    "QueueEndpoint",
+    "FileEndpoint",
+    "BlobSecondaryEndpoint",
+    "TableSecondaryEndpoint",
+    "QueueSecondaryEndpoint",
+    "FileSecondaryEndpoint",
+];
+
+fn conn_err(why: impl Into<String>) -> Error {
+    Error::invalid("connection string", why)
+}
+
+/// A part name safe to repeat in an error: a short identifier. Anything else
+/// might be a mangled secret.
+fn printable_part_name(name: &str) -> Option<&str> {
+    (name.len() <= 40 && !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .then_some(name)
+}
+
+impl ConnectionSettings {
+    /// Parses an Azure Storage connection string.
+    ///
+    /// Understands `UseDevelopmentStorage=true` (Azurite on its default
+    /// ports), `DefaultEndpointsProtocol`, `AccountName`, `AccountKey`,
+    /// `SharedAccessSignature`, `TableEndpoint`, `BlobEndpoint` and
+    /// `EndpointSuffix`. Part names are case-insensitive. Queue, file and
+    /// secondary endpoints are ignored.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the part that is missing, repeated, unknown
+    /// or malformed. No value is quoted, so a key or signature in the string
+    /// never reaches an error message.
+    pub fn parse(connection_string: &str) -> Result<Self> {
+        let mut parts = Parts::default();
+        for (index, segment) in connection_string.split(';').enumerate() {
+            let segment = segment.trim();
+            if segment.is_empty() {
+                continue;
+            }
+            let Some((name, value)) = segment.split_once('=') else {
+                return Err(conn_err(format!(
+                    "segment {} is not of the form Name=Value",
+                    index + 1
+                )));
+            };
+            let name = name.trim();
+            let value = value.trim();
+            let slot = match name.to_ascii_lowercase().as_str() {
+                "usedevelopmentstorage" => &mut parts.use_development_storage,
+                "developmentstorageproxyuri" => &mut parts.development_storage_proxy_uri,
+                "defaultendpointsprotocol" => &mut parts.default_endpoints_protocol,
+                "accountname" => &mut parts.account_name,
+                "accountkey" => &mut parts.account_key,
+                "sharedaccesssignature" => &mut parts.shared_access_signature,
+                "tableendpoint" => &mut parts.table_endpoint,
+                "blobendpoint" => &mut parts.blob_endpoint,
+                "endpointsuffix" => &mut parts.endpoint_suffix,
+                lower => {
+                    if IGNORED_PARTS.iter().any(|p| p.eq_ignore_ascii_case(lower)) {
+                        continue;
+                    }
+                    return Err(conn_err(match printable_part_name(name) {
+                        Some(name) => format!("unknown part `{name}`"),
+                        None => format!("segment {} has an unknown part name", index + 1),
+                    }));
+                }
+            };
+            if slot.is_some() {
+                return Err(conn_err(format!(
+                    "part `{}` appears more than once",
+                    printable_part_name(name).unwrap_or("?")
+                )));
+            }
+            if value.is_empty() {
+                return Err(conn_err(format!(
+                    "part `{}` is empty",
+                    printable_part_name(name).unwrap_or("?")
+                )));
+            }
+            *slot = Some(value);
+        }
+        Self::from_parts(&parts)
+    }
+
+    fn from_parts(p: &Parts<'_>) -> Result<Self> {
+        if let Some(dev) = p.use_development_storage {
+            if !dev.eq_ignore_ascii_case("true") {
+                return Err(conn_err("UseDevelopmentStorage must be `true` when given"));
+            }
+            if p.development_storage_proxy_uri.is_some() {
+                return Err(conn_err("DevelopmentStorageProxyUri is not supported"));
+            }
+            let others = [
+                ("DefaultEndpointsProtocol", p.default_endpoints_protocol),
+                ("AccountName", p.account_name),
+                ("AccountKey", p.account_key),
+                ("SharedAccessSignature", p.shared_access_signature),
+                ("TableEndpoint", p.table_endpoint),
+                ("BlobEndpoint", p.blob_endpoint),
+                ("EndpointSuffix", p.endpoint_suffix),
+            ];
+            if let Some((name, _)) = others.iter().find(|(_, v)| v.is_some()) {
+                return Err(conn_err(format!(
+                    "UseDevelopmentStorage=true cannot be combined with {name}; \
+                     give explicit endpoints and the emulator account instead"
+                )));
+            }
+            return Self::emulator();
+        }
+        if p.development_storage_proxy_uri.is_some() {
+            return Err(conn_err("DevelopmentStorageProxyUri is not supported"));
+        }
+
+        let protocol = match p.default_endpoints_protocol {
+            None => "https",
+            Some(v) if v.eq_ignore_ascii_case("https") => "https",
+            Some(v) if v.eq_ignore_ascii_case("http") => "http",
+            Some(_) => return Err(conn_err("DefaultEndpointsProtocol must be http or https")),
+        };
+        let suffix = p.endpoint_suffix.unwrap_or(DEFAULT_ENDPOINT_SUFFIX);
+        if suffix.starts_with('.') || suffix.contains(['/', ':', '?', '#', '@']) {
+            return Err(conn_err(
+                "EndpointSuffix must be a bare domain such as core.windows.net",
+            ));
+        }
+        if let Some(account) = p.account_name {
+            account_name_check(account)?;
+        }
+
+        let endpoint = |what: &str, explicit: Option<&str>, service: &str| -> Result<Endpoint> {
+            match (explicit, p.account_name) {
+                (Some(url), _) => Endpoint::parse(what, url),
+                (None, Some(account)) => {
+                    Endpoint::parse(what, &format!("{protocol}://{account}.{service}.{suffix}"))
+                }
+                (None, None) => Err(conn_err(format!(
+                    "has neither {what} nor AccountName to build it from"
+                ))),
+            }
+        };
+        let table_endpoint = endpoint("TableEndpoint", p.table_endpoint, "table")?;
+        let blob_endpoint = endpoint("BlobEndpoint", p.blob_endpoint, "blob")?;
+
+        let account = match p.account_name {
+            Some(a) => a.to_owned(),
+            None => table_endpoint
+                .account_hint()
+                .or_else(|| blob_endpoint.account_hint())
+                .ok_or_else(|| conn_err("has no AccountName"))?,
+        };
+
+        let credentials = match (p.account_key, p.shared_access_signature) {
+            (Some(_), Some(_)) => {
+                return Err(conn_err(
+                    "has both AccountKey and SharedAccessSignature; give one",
+                ));
+            }
+            (Some(key), None) => {
+                if p.account_name.is_none() {
+                    return Err(conn_err("AccountKey needs AccountName"));
+                }
+                Credentials::AccessKey {
+                    account: account.clone(),
+                    key: AccountKey::new(key)
+                        .map_err(|_| conn_err("AccountKey is not valid base64"))?,
+                }
+            }
+            (None, Some(sas)) => Credentials::Sas(SasToken::new(sas).map_err(|e| match e {
+                Error::Invalid { why, .. } => conn_err(format!("SharedAccessSignature {why}")),
+                other => other,
+            })?),
+            (None, None) => {
+                return Err(conn_err(
+                    "has neither AccountKey nor SharedAccessSignature (anonymous access is not supported)",
+                ));
+            }
+        };
+
+        Ok(ConnectionSettings {
+            account,
+            credentials,
+            table_endpoint,
+            blob_endpoint,
+        })
+    }
+
+    /// Azurite (or the legacy emulator) on its default loopback ports with
+    /// the well-known account and key: what `UseDevelopmentStorage=true`
+    /// means.
+    ///
+    /// # Errors
+    /// None in practice: the endpoints are constants that parse.
+    pub fn emulator() -> Result<Self> {
+        Ok(ConnectionSettings {
+            account: EMULATOR_ACCOUNT.to_owned(),
+            credentials: Credentials::AccessKey {
+                account: EMULATOR_ACCOUNT.to_owned(),
+                key: AccountKey::emulator(),
+            },
+            table_endpoint: Endpoint::parse("TableEndpoint", EMULATOR_TABLE_ENDPOINT)?,
+            blob_endpoint: Endpoint::parse("BlobEndpoint", EMULATOR_BLOB_ENDPOINT)?,
+        })
+    }
+}
+
+/// Storage account names: 3 to 24 lowercase letters and digits (the
+/// emulator's `devstoreaccount1` fits).
+pub(crate) fn account_name_check(account: &str) -> Result<()> {
+    let ok = (3..=24).contains(&account.len())
+        && account
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(conn_err(
+            "AccountName must be 3 to 24 lowercase letters and digits",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "c2VjcmV0LWtleS1tYXRlcmlhbC10aGF0LW11c3Qtbm90LWxlYWs=";
+    const SIG: &str = "SuperSecretSignatureValue0123456789abcdef";
+
+    fn sas() -> String {
+        format!("sv=2022-11-02&ss=bt&srt=sco&sp=rwdlacu&se=2030-01-01T00:00:00Z&sig={SIG}")
+    }
+
+    #[test]
+    fn development_storage_means_azurite_default_ports() {
+        let s = ConnectionSettings::parse("UseDevelopmentStorage=true").unwrap();
+        assert_eq!(s.account, EMULATOR_ACCOUNT);
+        assert_eq!(s.table_endpoint.url().as_str(), EMULATOR_TABLE_ENDPOINT);
+        assert_eq!(s.blob_endpoint.url().as_str(), EMULATOR_BLOB_ENDPOINT);
+        assert!(matches!(s.credentials, Credentials::AccessKey { .. }));
+        let s = ConnectionSettings::parse("usedevelopmentstorage=TRUE;").unwrap();
+        assert_eq!(s, ConnectionSettings::emulator().unwrap());
+        let e = ConnectionSettings::parse("UseDevelopmentStorage=false").unwrap_err();
+        assert!(e.to_string().contains("UseDevelopmentStorage"), "{e}");
+        let e = ConnectionSettings::parse(
+            "UseDevelopmentStorage=true;DevelopmentStorageProxyUri=http://p",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("DevelopmentStorageProxyUri"), "{e}");
+    }
+
+    #[test]
+    fn account_and_key_build_public_endpoints() {
+        let s = ConnectionSettings::parse(&format!(
+            "DefaultEndpointsProtocol=https;AccountName=myacct;AccountKey={KEY};EndpointSuffix=core.windows.net"
+        ))
+        .unwrap();
+        assert_eq!(s.account, "myacct");
+        assert_eq!(
+            s.table_endpoint.url().as_str(),
+            "https://myacct.table.core.windows.net/"
+        );
+        assert_eq!(
+            s.blob_endpoint.base_uri(),
+            "https://myacct.blob.core.windows.net"
+        );
+        let s = ConnectionSettings::parse(&format!(
+            "DefaultEndpointsProtocol=http;AccountName=myacct;AccountKey={KEY};EndpointSuffix=core.chinacloudapi.cn"
+        ))
+        .unwrap();
+        assert_eq!(
+            s.table_endpoint.base_uri(),
+            "http://myacct.table.core.chinacloudapi.cn"
+        );
+    }
+
+    #[test]
+    fn custom_endpoints_are_path_style_and_trimmed() {
+        let s = ConnectionSettings::parse(&format!(
+            "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={KEY};\
+             BlobEndpoint=http://127.0.0.1:41000/devstoreaccount1/;TableEndpoint=http://127.0.0.1:41002/devstoreaccount1;"
+        ))
+        .unwrap();
+        assert_eq!(
+            s.blob_endpoint.base_uri(),
+            "http://127.0.0.1:41000/devstoreaccount1"
+        );
+        assert_eq!(
+            s.table_endpoint.base_uri(),
+            "http://127.0.0.1:41002/devstoreaccount1"
+        );
+    }
+
+    #[test]
+    fn sas_with_endpoints_derives_the_account() {
+        let s = ConnectionSettings::parse(&format!(
+            "BlobEndpoint=https://acct1.blob.core.windows.net;TableEndpoint=https://acct1.table.core.windows.net;SharedAccessSignature={}",
+            sas()
+        ))
+        .unwrap();
+        assert_eq!(s.account, "acct1");
+        assert!(matches!(s.credentials, Credentials::Sas(_)));
+        let s = ConnectionSettings::parse(&format!(
+            "BlobEndpoint=http://127.0.0.1:1/devstoreaccount1;TableEndpoint=http://127.0.0.1:2/devstoreaccount1;SharedAccessSignature=?{}",
+            sas()
+        ))
+        .unwrap();
+        assert_eq!(s.account, "devstoreaccount1");
+    }
+
+    #[test]
+    fn malformed_strings_name_the_part() {
+        let cases: Vec<(String, &str)> = vec![
+            (
+                "AccountName=myacct".into(),
+                "neither AccountKey nor SharedAccessSignature",
+            ),
+            (format!("AccountKey={KEY}"), "TableEndpoint"),
+            (
+                format!("AccountName=myacct;AccountKey={KEY};AccountName=x"),
+                "`AccountName` appears more than once",
+            ),
+            (
+                format!("AccountName=myacct;AccountKey={KEY};Bogus=1"),
+                "unknown part `Bogus`",
+            ),
+            (
+                format!("AccountName=myacct;AccountKey={KEY};DefaultEndpointsProtocol=ftp"),
+                "DefaultEndpointsProtocol",
+            ),
+            (
+                format!("AccountName=myacct;AccountKey={KEY};TableEndpoint=not a url"),
+                "TableEndpoint",
+            ),
+            (
+                format!("AccountName=myacct;AccountKey={KEY};BlobEndpoint=ftp://x/"),
+                "BlobEndpoint",
+            ),
+            (
+                "AccountName=myacct;AccountKey=***not base64***".into(),
+                "AccountKey is not valid base64",
+            ),
+            (
+                format!(
+                    "AccountName=myacct;AccountKey={KEY};SharedAccessSignature={}",
+                    sas()
+                ),
+                "both AccountKey and SharedAccessSignature",
+            ),
+            (
+                "AccountName=myacct;SharedAccessSignature=sv=1&sp=r".into(),
+                "SharedAccessSignature has no `sig`",
+            ),
+            (
+                "AccountName=My_Acct;SharedAccessSignature=sig=x".into(),
+                "AccountName",
+            ),
+            ("AccountName=myacct;garbage".into(), "segment 2"),
+            (
+                "AccountName=myacct;AccountKey=".into(),
+                "`AccountKey` is empty",
+            ),
+            (
+                format!("AccountName=myacct;AccountKey={KEY};EndpointSuffix=.bad/x"),
+                "EndpointSuffix",
+            ),
+            (
+                format!("UseDevelopmentStorage=true;AccountKey={KEY}"),
+                "cannot be combined with AccountKey",
+            ),
+        ];
+        for (s, expected) in cases {
+            let e = ConnectionSettings::parse(&s).unwrap_err();
+            assert!(matches!(e, Error::Invalid { .. }), "{s}: {e:?}");
+            let text = format!("{e} {e:?}");
+            assert!(text.contains(expected), "{s}: {text}");
+            assert!(!text.contains(KEY), "{text}");
+        }
+    }
+
+    #[test]
+    fn secrets_never_show_in_debug_display_or_errors() {
+        let conn = format!(
+            "DefaultEndpointsProtocol=https;AccountName=myacct;AccountKey={KEY};EndpointSuffix=core.windows.net"
+        );
+        let s = ConnectionSettings::parse(&conn).unwrap();
+        let Credentials::AccessKey { key, .. } = &s.credentials else {
+            panic!("expected an access key");
+        };
+        for text in [
+            format!("{s:?}"),
+            format!("{s:#?}"),
+            format!("{:?}", s.credentials),
+            format!("{key}"),
+            format!("{key:?}"),
+        ] {
+            assert!(!text.contains(KEY), "{text}");
+            assert!(!text.contains(&KEY[..20]), "{text}");
+        }
+
+        let conn = format!(
+            "BlobEndpoint=https://acct1.blob.core.windows.net;TableEndpoint=https://acct1.table.core.windows.net;SharedAccessSignature={}",
+            sas()
+        );
+        let s = ConnectionSettings::parse(&conn).unwrap();
+        let Credentials::Sas(token) = &s.credentials else {
+            panic!("expected a SAS");
+        };
+        for text in [
+            format!("{s:?}"),
+            format!("{:?}", s.credentials),
+            format!("{token}"),
+            format!("{token:?}"),
+        ] {
+            assert!(!text.contains(SIG), "{text}");
+            assert!(text.contains("sig=<redacted>"), "{text}");
+        }
+
+        // Malformed strings that carry secrets: the error quotes neither.
+        for bad in [
+            format!("AccountName=myacct;AccountKey={KEY};Extra{KEY}"),
+            format!("AccountName=myacct;AccountKey={KEY};AccountKey={KEY}"),
+            format!(
+                "AccountName=myacct;AccountKey={KEY};SharedAccessSignature={}",
+                sas()
+            ),
+            format!("AccountName=myacct;AccountKey={KEY}!"),
+            format!("AccountName=myacct;SharedAccessSignature={SIG}"),
+            format!("AccountName=myacct;AccountKey={KEY};TableEndpoint=https://x/?sig={SIG}"),
+            format!("{KEY}=x;AccountName=myacct"),
+            format!("AccountName=myacct;{SIG}"),
+        ] {
+            let e = ConnectionSettings::parse(&bad).unwrap_err();
+            let text = format!("{e} {e:?}");
+            assert!(!text.contains(KEY), "{text}");
+            assert!(!text.contains(SIG), "{text}");
+        }
+    }
+
+    #[test]
+    fn secret_list_includes_url_encoded_signature() {
+        let token = SasToken::new("sv=1&sig=a%2Bb%3D").unwrap();
+        let secrets = Credentials::Sas(token).secrets();
+        assert!(secrets.contains(&"a+b=".to_owned()));
+        assert!(secrets.contains(&"a%2Bb%3D".to_owned()));
+    }
+}

@@ -1,0 +1,231 @@
+//! From `azure_core` errors to leasehold's.
+//!
+//! A failed request attempt becomes a [`Failure`], which says what the retry
+//! loop needs: did the service answer (and with which status and
+//! `x-ms-error-code`), or did the request certainly not leave, or may it have
+//! been applied without a reply reaching us. Only at the end of the loop does
+//! a `Failure` become a public [`Error`], classified by
+//! [`Error::from_service`]: by error code first, then by status.
+//!
+//! Text from other crates can quote a request URL (and with it a SAS
+//! signature); every such text passes through a [`Redactor`] first.
+
+use std::fmt;
+
+use crate::error::Error;
+
+use super::transport::TransportError;
+
+/// Scrubs known secrets from text leasehold did not write itself.
+#[derive(Clone, Default)]
+pub(crate) struct Redactor {
+    secrets: Vec<String>,
+}
+
+impl fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Redactor({} secrets)", self.secrets.len())
+    }
+}
+
+impl Redactor {
+    pub(crate) fn new(secrets: Vec<String>) -> Self {
+        Redactor {
+            secrets: secrets.into_iter().filter(|s| s.len() >= 4).collect(),
+        }
+    }
+
+    /// `text` with every known secret, and any `sig=` query value, replaced.
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for secret in &self.secrets {
+            if out.contains(secret.as_str()) {
+                out = out.replace(secret.as_str(), "<redacted>");
+            }
+        }
+        scrub_sig_params(&out)
+    }
+}
+
+/// Replaces the value of every `sig=` parameter in `text`.
+fn scrub_sig_params(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("sig=") {
+        let starts_param = at == 0 || matches!(rest.as_bytes()[at - 1], b'?' | b'&' | b';' | b' ');
+        out.push_str(&rest[..at + 4]);
+        rest = &rest[at + 4..];
+        if starts_param {
+            let end = rest
+                .find(|c: char| c == '&' || c == ';' || c.is_whitespace() || c == '"' || c == '\'')
+                .unwrap_or(rest.len());
+            if end > 0 {
+                out.push_str("<redacted>");
+            }
+            rest = &rest[end..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// How one request attempt failed.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The service answered with an error status.
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// `x-ms-error-code` (or, failing that, the code in the body).
+        code: Option<String>,
+    },
+    /// The request certainly did not reach the service.
+    NotSent(String),
+    /// The request may have reached the service, but no complete reply came
+    /// back: it may or may not have been applied.
+    ReplyLost(String),
+    /// Not a service or transport failure; never retried.
+    Fatal(Error),
+}
+
+impl Failure {
+    /// Classifies an `azure_core` error, scrubbing its text.
+    pub(crate) fn from_azure(e: azure_core::Error, redactor: &Redactor) -> Self {
+        if let azure_core::error::ErrorKind::HttpResponse { status, error_code } = e.kind() {
+            return Failure::Status {
+                status: u16::from(*status),
+                code: error_code.clone(),
+            };
+        }
+        if let Some(t) = e.downcast_ref::<TransportError>() {
+            let message = redactor.scrub(&t.message);
+            return if t.maybe_sent {
+                Failure::ReplyLost(message)
+            } else {
+                Failure::NotSent(message)
+            };
+        }
+        let kind = e.kind().clone();
+        let message = redactor.scrub(&e.to_string());
+        match kind {
+            // Reading a reply body failed after the status arrived.
+            azure_core::error::ErrorKind::Io => Failure::ReplyLost(message),
+            _ => Failure::Fatal(Error::Backend {
+                status: 0,
+                code: None,
+                message: format!("unexpected reply or client error: {message}"),
+            }),
+        }
+    }
+
+    /// The service answered `status` with `code`.
+    pub(crate) fn status(&self) -> Option<(u16, Option<&str>)> {
+        match self {
+            Failure::Status { status, code } => Some((*status, code.as_deref())),
+            _ => None,
+        }
+    }
+
+    /// Whether retrying may help: 408, 429, 5xx, or no reply at all.
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            Failure::Status { status, .. } => is_transient_status(*status),
+            Failure::NotSent(_) | Failure::ReplyLost(_) => true,
+            Failure::Fatal(_) => false,
+        }
+    }
+
+    /// Whether the request may have been applied although it failed: no
+    /// reply, a timeout, or a server error other than throttling. A write
+    /// that failed this way is verified before it is sent again.
+    pub(crate) fn may_have_applied(&self) -> bool {
+        match self {
+            Failure::ReplyLost(_) => true,
+            Failure::Status { status, .. } => *status == 408 || (*status >= 500 && *status != 503),
+            Failure::NotSent(_) | Failure::Fatal(_) => false,
+        }
+    }
+
+    /// A short description for logs (no secrets, no keys).
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Failure::Status { status, code } => match code {
+                Some(code) => format!("status {status} ({code})"),
+                None => format!("status {status}"),
+            },
+            Failure::NotSent(m) => format!("not sent: {m}"),
+            Failure::ReplyLost(m) => format!("no reply: {m}"),
+            Failure::Fatal(e) => e.to_string(),
+        }
+    }
+
+    /// The public error for this failure of the operation on `what`.
+    pub(crate) fn into_error(self, what: impl Into<String>) -> Error {
+        let what = what.into();
+        match self {
+            Failure::Status { status, code } => Error::from_service(status, code.as_deref(), what),
+            Failure::NotSent(m) => Error::Transient {
+                message: format!("{what}: request not sent: {m}"),
+            },
+            Failure::ReplyLost(m) => Error::Transient {
+                message: format!("{what}: no reply: {m}"),
+            },
+            Failure::Fatal(e) => e,
+        }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Fatal(e)
+    }
+}
+
+/// Statuses worth retrying: request timeout, throttling, server errors.
+pub(crate) fn is_transient_status(status: u16) -> bool {
+    status == 408 || status == 429 || (500..=599).contains(&status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redactor_scrubs_secrets_and_sig_params() {
+        let r = Redactor::new(vec!["topsecretkey".into()]);
+        assert_eq!(
+            r.scrub("key topsecretkey in text"),
+            "key <redacted> in text"
+        );
+        assert_eq!(
+            r.scrub("http://h/p?sv=1&sig=abc%2Bdef&se=2"),
+            "http://h/p?sv=1&sig=<redacted>&se=2"
+        );
+        assert_eq!(r.scrub("sig=xyz"), "sig=<redacted>");
+        assert_eq!(r.scrub("design=ok"), "design=ok");
+    }
+
+    #[test]
+    fn classification_of_failures() {
+        let lost = Failure::ReplyLost("x".into());
+        assert!(lost.is_transient() && lost.may_have_applied());
+        let refused = Failure::NotSent("x".into());
+        assert!(refused.is_transient() && !refused.may_have_applied());
+        let busy = Failure::Status {
+            status: 503,
+            code: Some("ServerBusy".into()),
+        };
+        assert!(busy.is_transient() && !busy.may_have_applied());
+        let internal = Failure::Status {
+            status: 500,
+            code: None,
+        };
+        assert!(internal.is_transient() && internal.may_have_applied());
+        for status in [409, 412, 404, 400] {
+            let f = Failure::Status { status, code: None };
+            assert!(!f.is_transient() && !f.may_have_applied());
+        }
+        let e = Failure::NotSent("refused".into()).into_error("get x");
+        assert!(e.is_transient());
+    }
+}

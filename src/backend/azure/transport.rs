@@ -1,0 +1,282 @@
+//! The HTTP transport under both services' pipelines.
+//!
+//! leasehold puts its own last policy into the `azure_core` pipeline instead
+//! of the stock transport, for three reasons:
+//!
+//! * the stock transport logs every request at `DEBUG` with its full URL and
+//!   headers, which would put a SAS signature into the logs; this one logs the
+//!   method and path only;
+//! * the retry loop must know whether a failed request may have reached the
+//!   service (a lost reply) or certainly did not (connection refused), and the
+//!   stock transport folds both into one `Io` error;
+//! * connections are pooled (the stock client disables pooling), with an idle
+//!   timeout under the servers' keep-alive so a pooled connection is rarely
+//!   stale.
+//!
+//! It also hosts [`FaultPlan`], the hook tests use to lose replies or refuse
+//! connections at will.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use azure_core::error::ErrorKind;
+use azure_core::headers::{HeaderName, HeaderValue, Headers};
+use azure_core::{Body, Context, Policy, PolicyResult, Request, Response, StatusCode};
+use futures_util::TryStreamExt as _;
+
+/// Idle pooled connections are dropped after this long: below Node's default
+/// keep-alive (5 s, which Azurite inherits) and far below Azure's.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long establishing a connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A transport failure, with what the retry loop needs to know about it.
+#[derive(Debug)]
+pub(crate) struct TransportError {
+    /// Whether the request may have reached the service.
+    pub(crate) maybe_sent: bool,
+    /// What happened, without the URL.
+    pub(crate) message: String,
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for TransportError {}
+
+impl TransportError {
+    fn into_azure(self) -> azure_core::Error {
+        azure_core::Error::new(ErrorKind::Io, self)
+    }
+
+    fn from_reqwest(e: reqwest::Error) -> Self {
+        // A connect error means no byte of the request left this process.
+        let maybe_sent = !e.is_connect();
+        let e = e.without_url();
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            message.push_str(": ");
+            message.push_str(&s.to_string());
+            source = s.source();
+        }
+        TransportError {
+            maybe_sent,
+            message,
+        }
+    }
+}
+
+/// A fault to inject into one request. See [`FaultPlan`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// Fail as if the connection was refused: the request is not sent.
+    Refuse,
+    /// Send the request, let the service apply it, then drop the reply and
+    /// fail as if the connection broke: the caller cannot know the outcome.
+    LoseReply,
+    /// Do not send; answer with this status (such as 503), without an error
+    /// code.
+    Status(u16),
+}
+
+#[derive(Debug)]
+struct Rule {
+    method: String,
+    path_contains: String,
+    fault: Fault,
+}
+
+/// Faults to inject into the Azure backend's transport, and a count of the
+/// requests it was asked to send. For tests of retry and lost-reply
+/// handling; attach with
+/// [`AzureBackendBuilder::fault_plan`](super::AzureBackendBuilder::fault_plan).
+///
+/// Each pushed fault applies once, to the next request whose method and path
+/// match, in the order pushed.
+#[derive(Default)]
+pub struct FaultPlan {
+    rules: Mutex<VecDeque<Rule>>,
+    requests: AtomicU64,
+}
+
+impl fmt::Debug for FaultPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FaultPlan")
+            .field("pending", &self.pending())
+            .field("requests", &self.requests())
+            .finish()
+    }
+}
+
+impl FaultPlan {
+    /// An empty plan: counts requests, injects nothing.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Injects `fault` into the next request with HTTP method `method` (such
+    /// as `POST`, `PUT`, `MERGE`, `DELETE`, `GET`, `HEAD`) whose URL path
+    /// contains `path_contains` (percent-encoded, as sent).
+    pub fn push(&self, method: &str, path_contains: &str, fault: Fault) {
+        if let Ok(mut rules) = self.rules.lock() {
+            rules.push_back(Rule {
+                method: method.to_ascii_uppercase(),
+                path_contains: path_contains.to_owned(),
+                fault,
+            });
+        }
+    }
+
+    /// Faults pushed but not yet applied.
+    pub fn pending(&self) -> usize {
+        self.rules.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
+    /// How many requests the transport was asked to send (including ones
+    /// failed by an injected fault).
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    fn take(&self, method: &str, path: &str) -> Option<Fault> {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        let mut rules = self.rules.lock().ok()?;
+        let at = rules
+            .iter()
+            .position(|r| r.method == method && path.contains(&r.path_contains))?;
+        rules.remove(at).map(|r| r.fault)
+    }
+}
+
+/// The last policy of both pipelines: sends the request with a pooled
+/// `reqwest` client.
+#[derive(Debug)]
+pub(crate) struct Transport {
+    client: reqwest::Client,
+    faults: Option<Arc<FaultPlan>>,
+}
+
+impl Transport {
+    pub(crate) fn new(faults: Option<Arc<FaultPlan>>) -> crate::Result<Self> {
+        let client = reqwest::Client::builder()
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| crate::Error::Backend {
+                status: 0,
+                code: None,
+                message: format!(
+                    "cannot build the HTTP client: {}",
+                    TransportError::from_reqwest(e)
+                ),
+            })?;
+        Ok(Transport { client, faults })
+    }
+
+    async fn execute(&self, request: &Request) -> Result<Response, TransportError> {
+        let method =
+            reqwest::Method::from_bytes(request.method().as_ref().as_bytes()).map_err(|_| {
+                TransportError {
+                    maybe_sent: false,
+                    message: format!("unsupported HTTP method {}", request.method().as_ref()),
+                }
+            })?;
+        let mut builder = self.client.request(method, request.url().clone());
+        for (name, value) in request.headers().iter() {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        let builder = match request.body() {
+            Body::Bytes(bytes) => builder.body(bytes.clone()),
+            #[allow(unreachable_patterns)]
+            _ => {
+                return Err(TransportError {
+                    maybe_sent: false,
+                    message: "streamed request bodies are not supported".to_owned(),
+                });
+            }
+        };
+        let response = builder.send().await.map_err(TransportError::from_reqwest)?;
+
+        let status =
+            StatusCode::try_from(response.status().as_u16()).map_err(|_| TransportError {
+                maybe_sent: true,
+                message: format!("unknown HTTP status {}", response.status().as_u16()),
+            })?;
+        let mut headers = Headers::new();
+        for (name, value) in response.headers() {
+            // Names from the wire are ASCII tokens, lowercase in `http`.
+            if let Ok(value) = value.to_str() {
+                headers.insert(
+                    HeaderName::from(name.as_str().to_ascii_lowercase()),
+                    HeaderValue::from(value.to_owned()),
+                );
+            }
+        }
+        let body = response.bytes_stream().map_err(|e| {
+            let e = TransportError::from_reqwest(e);
+            TransportError {
+                maybe_sent: true,
+                message: format!("reply cut short: {}", e.message),
+            }
+            .into_azure()
+        });
+        Ok(Response::new(status, headers, Box::pin(body)))
+    }
+}
+
+#[async_trait]
+impl Policy for Transport {
+    async fn send(
+        &self,
+        _ctx: &Context,
+        request: &mut Request,
+        _next: &[Arc<dyn Policy>],
+    ) -> PolicyResult {
+        let method = request.method().as_ref().to_owned();
+        let path = request.url().path().to_owned();
+        tracing::trace!(%method, %path, "sending");
+        let fault = self.faults.as_ref().and_then(|f| f.take(&method, &path));
+        match fault {
+            Some(Fault::Refuse) => {
+                return Err(TransportError {
+                    maybe_sent: false,
+                    message: "connection refused (injected fault)".to_owned(),
+                }
+                .into_azure());
+            }
+            Some(Fault::Status(status)) => {
+                let status =
+                    StatusCode::try_from(status).unwrap_or(StatusCode::InternalServerError);
+                let body = azure_core::BytesStream::new(Vec::new());
+                return Ok(Response::new(status, Headers::new(), Box::pin(body)));
+            }
+            Some(Fault::LoseReply) | None => {}
+        }
+        let response = self
+            .execute(request)
+            .await
+            .map_err(TransportError::into_azure)?;
+        if fault == Some(Fault::LoseReply) {
+            // Let the service finish the request, then drop what it said.
+            let (_, _, body) = response.deconstruct();
+            let _ = body.collect().await;
+            return Err(TransportError {
+                maybe_sent: true,
+                message: "connection reset before the reply was read (injected fault)".to_owned(),
+            }
+            .into_azure());
+        }
+        Ok(response)
+    }
+}
