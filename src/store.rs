@@ -55,6 +55,36 @@ impl Store {
         Store::new(MemoryBackend::new())
     }
 
+    /// A store on Azure Storage (or Azurite) from a connection string, such
+    /// as `UseDevelopmentStorage=true` or
+    /// `DefaultEndpointsProtocol=https;AccountName=...;AccountKey=...`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] naming the malformed part of the string
+    /// (never echoing a key or signature).
+    #[cfg(feature = "azure")]
+    pub fn connect(connection_string: &str) -> Result<Store> {
+        Ok(Store::new(
+            crate::backend::azure::AzureBackend::from_connection_string(connection_string)?,
+        ))
+    }
+
+    /// A store from the connection string in `AZURE_STORAGE_CONNECTION_STRING`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] when the variable is unset or malformed.
+    #[cfg(feature = "azure")]
+    pub fn from_env() -> Result<Store> {
+        const VAR: &str = "AZURE_STORAGE_CONNECTION_STRING";
+        match std::env::var(VAR) {
+            Ok(s) => Store::connect(&s),
+            Err(_) => Err(crate::Error::invalid(
+                VAR,
+                "is not set (or not UTF-8); set it to a storage connection string",
+            )),
+        }
+    }
+
     /// A store on any backend, with default options.
     pub fn new(backend: impl Backend) -> Store {
         Store::builder_shared(Arc::new(backend)).build_defaults()

@@ -8,6 +8,7 @@
 #[path = "support/azurite.rs"]
 mod azurite;
 
+use leasehold::backend::LeaseKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -1566,7 +1567,7 @@ async fn lease_acquire_renew_change_release() {
     assert_eq!(props.lease.state, LeaseState::Leased);
     assert!(props.lease.is_locked());
     // The service says "fixed", not how many seconds.
-    assert_eq!(props.lease.duration, None);
+    assert_eq!(props.lease.kind, None);
 
     b.renew_lease(&c, &x, a).await.unwrap();
     let bb = LeaseId::new_random();
@@ -1591,7 +1592,7 @@ async fn lease_acquire_renew_change_release() {
         .await
         .unwrap();
     let props = b.blob_properties(&c, &x).await.unwrap().unwrap();
-    assert_eq!(props.lease.duration, Some(LeaseDuration::Infinite));
+    assert_eq!(props.lease.kind, Some(LeaseKind::Infinite));
     b.release_lease(&c, &x, d).await.unwrap();
 }
 

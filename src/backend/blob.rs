@@ -85,6 +85,14 @@ impl LeaseDuration {
         }
     }
 
+    /// Whether the lease is timed or infinite.
+    pub fn kind(self) -> LeaseKind {
+        match self {
+            LeaseDuration::Seconds(_) => LeaseKind::Fixed,
+            LeaseDuration::Infinite => LeaseKind::Infinite,
+        }
+    }
+
     /// Checks a value built directly from the enum.
     ///
     /// # Errors
@@ -113,13 +121,23 @@ pub enum LeaseState {
     Broken,
 }
 
+/// Whether a lease is timed or infinite, as the service reports it (it does
+/// not report a timed lease's seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LeaseKind {
+    /// A timed lease (15–60 s).
+    Fixed,
+    /// An infinite lease.
+    Infinite,
+}
+
 /// A blob's lease, as Get Blob Properties reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseInfo {
     /// The lease state.
     pub state: LeaseState,
-    /// The duration of the current lease, while `Leased`.
-    pub duration: Option<LeaseDuration>,
+    /// The kind of the current lease, while `Leased`.
+    pub kind: Option<LeaseKind>,
 }
 
 impl LeaseInfo {

@@ -25,7 +25,7 @@ use async_trait::async_trait;
 
 pub use blob::{
     Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, LeaseDuration, LeaseId,
-    LeaseInfo, LeaseState, Metadata,
+    LeaseInfo, LeaseKind, LeaseState, Metadata,
 };
 pub use table::{
     MAX_BATCH_BYTES, MAX_BATCH_OPS, Precondition, QueryPage, QuerySpec, StoredEntity, TableOp,

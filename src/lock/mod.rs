@@ -20,13 +20,13 @@
 //!   lost its lease without noticing fails instead of overwriting.
 //! * Before sending anything, commit checks that the lease has enough time
 //!   left ([`LockOptions::commit_margin`]); otherwise
-//!   [`Error::LeaseLost`](crate::Error::LeaseLost) and nothing is sent.
+//!   [`crate::Error::LeaseLost`] and nothing is sent.
 //!
 //! Whoever takes the lock next finds a journal left by a process that died
 //! half-way and **rolls it forward** before user code sees the partition:
 //! an operation whose row still has its precondition is applied; one whose
 //! row already shows its after-image is skipped; anything else stops with
-//! [`Error::Inconsistent`](crate::Error::Inconsistent) and leaves the journal
+//! [`crate::Error::Inconsistent`] and leaves the journal
 //! for an operator ([`Store::roll_forward`](crate::Store::roll_forward)).
 //!
 //! If the first transaction of a journalled commit is refused (a stale ETag,

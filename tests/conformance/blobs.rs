@@ -2,6 +2,7 @@
 //! machine with the service's error codes (transitions that need no waiting;
 //! the timed ones are checked with paused time on the memory backend).
 
+use leasehold::backend::LeaseKind;
 use std::time::Duration;
 
 use leasehold::ErrorKind;
@@ -172,7 +173,7 @@ pub async fn lease_acquire_renew_change_release(ctx: &Ctx) {
         .unwrap()
         .unwrap();
     assert_eq!(props.lease.state, LeaseState::Leased);
-    assert_eq!(props.lease.duration, Some(secs(15)));
+    assert_eq!(props.lease.kind, Some(LeaseKind::Fixed));
     // Acquiring again with the current id is an idempotent retry.
     assert_eq!(
         be.acquire_lease(&ctx.container, &b, secs(15), id)
@@ -201,9 +202,13 @@ pub async fn lease_acquire_renew_change_release(ctx: &Ctx) {
         .unwrap();
     assert_eq!(props.lease.state, LeaseState::Available);
     let (k, code) = err(be.renew_lease(&ctx.container, &b, id2).await);
-    assert_eq!(
-        (k, code.as_str()),
-        (ErrorKind::LeaseLost, "LeaseNotPresentWithLeaseOperation")
+    // Known difference: Azure answers LeaseNotPresentWithLeaseOperation (as
+    // the memory backend does); Azurite 3.37 answers
+    // LeaseIdMismatchWithLeaseOperation. Both mean the lease is gone.
+    assert_eq!(k, ErrorKind::LeaseLost);
+    assert!(
+        code == "LeaseNotPresentWithLeaseOperation" || code == "LeaseIdMismatchWithLeaseOperation",
+        "{code}"
     );
     // Infinite leases.
     let id3 = LeaseId::new_random();
@@ -215,7 +220,7 @@ pub async fn lease_acquire_renew_change_release(ctx: &Ctx) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(props.lease.duration, Some(LeaseDuration::Infinite));
+    assert_eq!(props.lease.kind, Some(LeaseKind::Infinite));
     be.release_lease(&ctx.container, &b, id3).await.unwrap();
     // Invalid durations are refused before sending.
     for bad in [secs(14), secs(61)] {

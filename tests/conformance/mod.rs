@@ -9,6 +9,7 @@
 pub mod blobs;
 pub mod entities;
 pub mod tables;
+pub mod timed;
 
 use std::sync::Arc;
 
@@ -96,6 +97,31 @@ macro_rules! conformance_suite {
                 let ctx: Option<conformance::Ctx> = $make_ctx;
                 let Some(ctx) = ctx else { return };
                 conformance::$module::$check(&ctx).await;
+            }
+        )*
+    };
+}
+
+/// Expands to one test per timed check (see [`timed`]), each carrying the
+/// test attribute given (paused time on memory, real time on Azurite).
+#[macro_export]
+macro_rules! timed_conformance_suite {
+    (#[$attr:meta] $make_ctx:expr) => {
+        $crate::timed_conformance_suite!(@tests #[$attr] $make_ctx;
+            an_expired_lease_can_be_taken_by_another,
+            an_expired_lease_can_be_renewed_by_its_holder,
+            an_expired_lease_can_be_released,
+            a_break_period_ends_in_broken,
+            a_timed_lease_broken_without_period_runs_out,
+        );
+    };
+    (@tests #[$attr:meta] $make_ctx:expr; $($check:ident),* $(,)?) => {
+        $(
+            #[$attr]
+            async fn $check() {
+                let ctx: Option<conformance::Ctx> = $make_ctx;
+                let Some(ctx) = ctx else { return };
+                conformance::timed::$check(&ctx).await;
             }
         )*
     };

@@ -1,5 +1,6 @@
 //! The Blob side of the Azure backend: blobs, metadata and leases.
 
+use crate::backend::LeaseKind;
 use std::time::Duration;
 
 use azure_core::headers::Headers;
@@ -139,17 +140,15 @@ fn lease_state(s: Option<&SdkLeaseState>) -> LeaseState {
     }
 }
 
-/// The service reports a lease as `infinite` or `fixed`, never its seconds:
-/// a fixed lease's duration is unknown here (`None`).
+/// The service reports a lease as `infinite` or `fixed`, never its seconds.
 fn lease_info(state: Option<&SdkLeaseState>, duration: Option<&SdkDurationKind>) -> LeaseInfo {
     let state = lease_state(state);
-    let duration = match (state, duration) {
-        (LeaseState::Leased | LeaseState::Breaking, Some(SdkDurationKind::Infinite)) => {
-            Some(LeaseDuration::Infinite)
-        }
+    let kind = match (state, duration) {
+        (LeaseState::Leased, Some(SdkDurationKind::Infinite)) => Some(LeaseKind::Infinite),
+        (LeaseState::Leased, Some(SdkDurationKind::Fixed)) => Some(LeaseKind::Fixed),
         _ => None,
     };
-    LeaseInfo { state, duration }
+    LeaseInfo { state, kind }
 }
 
 fn properties_from_sdk(blob: &azure_storage_blobs::prelude::Blob) -> BlobProperties {

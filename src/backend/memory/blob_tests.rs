@@ -2,6 +2,7 @@
 //! the lease checks on writes), through the public trait.
 
 use super::MemoryBackend;
+use crate::backend::LeaseKind;
 use crate::backend::{BlobBackend, BlobConditions, LeaseDuration, LeaseId, LeaseState, Metadata};
 use crate::error::{Error, ErrorKind};
 use crate::key::{BlobName, ContainerName, ETag};
@@ -136,7 +137,7 @@ async fn put_get_and_properties_round_trip() {
     assert_eq!(got.properties.metadata, md);
     assert_eq!(got.properties.content_length, 5);
     assert_eq!(got.properties.lease.state, LeaseState::Available);
-    assert_eq!(got.properties.lease.duration, None);
+    assert_eq!(got.properties.lease.kind, None);
     assert!(!got.properties.lease.is_locked());
     assert_eq!(
         m.blob_properties(&c, &b).await.unwrap().unwrap(),
@@ -409,7 +410,7 @@ async fn writes_to_a_leased_blob_need_its_lease_id() {
     m.set_blob_metadata(&c, &b, &md, &right).await.unwrap();
     let props = m.blob_properties(&c, &b).await.unwrap().unwrap();
     assert_eq!(props.lease.state, LeaseState::Leased);
-    assert_eq!(props.lease.duration, Some(LeaseDuration::Infinite));
+    assert_eq!(props.lease.kind, Some(LeaseKind::Infinite));
     m.renew_lease(&c, &b, id).await.unwrap();
     m.delete_blob(&c, &b, &right).await.unwrap();
     assert!(m.get_blob(&c, &b).await.unwrap().is_none());

@@ -1,5 +1,6 @@
 //! Unit tests of the lease state machine, on paused tokio time.
 
+use crate::backend::LeaseKind;
 use std::time::Duration;
 
 use tokio::time::advance;
@@ -147,7 +148,7 @@ async fn available_allows_only_acquire() {
         f.lease().await,
         LeaseInfo {
             state: LeaseState::Available,
-            duration: None
+            kind: None
         }
     );
     not_present(f.renew(a).await);
@@ -160,7 +161,7 @@ async fn available_allows_only_acquire() {
         f.lease().await,
         LeaseInfo {
             state: LeaseState::Leased,
-            duration: Some(SECS_30)
+            kind: Some(LeaseKind::Fixed)
         }
     );
     assert!(f.lease().await.is_locked());
@@ -201,7 +202,7 @@ async fn acquire_with_the_current_id_succeeds_and_restarts_the_duration() {
     // The retry may also change the duration.
     f.acquire(LeaseDuration::Infinite, a).await.unwrap();
     f.acquire(SECS_15, a).await.unwrap();
-    assert_eq!(f.lease().await.duration, Some(SECS_15));
+    assert_eq!(f.lease().await.kind, Some(LeaseKind::Fixed));
 }
 
 #[tokio::test(start_paused = true)]
@@ -229,7 +230,7 @@ async fn an_infinite_lease_never_expires_and_renews() {
         f.lease().await,
         LeaseInfo {
             state: LeaseState::Leased,
-            duration: Some(LeaseDuration::Infinite)
+            kind: Some(LeaseKind::Infinite)
         }
     );
     f.renew(a).await.unwrap();
@@ -292,7 +293,7 @@ async fn a_timed_lease_expires_at_its_duration() {
         f.lease().await,
         LeaseInfo {
             state: LeaseState::Expired,
-            duration: None
+            kind: None
         }
     );
     assert!(!f.lease().await.is_locked());
@@ -310,7 +311,7 @@ async fn an_expired_lease_can_be_renewed_by_its_holder_if_untouched() {
         f.lease().await,
         LeaseInfo {
             state: LeaseState::Leased,
-            duration: Some(SECS_15)
+            kind: Some(LeaseKind::Fixed)
         }
     );
     advance(secs(14)).await;
@@ -399,7 +400,7 @@ async fn break_without_period_lets_a_timed_lease_run_out() {
         f.lease().await,
         LeaseInfo {
             state: LeaseState::Breaking,
-            duration: None
+            kind: None
         }
     );
     assert!(f.lease().await.is_locked());
@@ -556,7 +557,7 @@ async fn a_broken_lease_refuses_renew_and_change() {
         f.lease().await,
         LeaseInfo {
             state: LeaseState::Broken,
-            duration: None
+            kind: None
         }
     );
     // Unlocked: anyone writes, and a lease id is refused.

@@ -98,23 +98,23 @@ impl Lease {
         match settled {
             Lease::Available => LeaseInfo {
                 state: LeaseState::Available,
-                duration: None,
+                kind: None,
             },
             Lease::Leased { duration, .. } => LeaseInfo {
                 state: LeaseState::Leased,
-                duration: Some(duration),
+                kind: Some(duration.kind()),
             },
             Lease::Breaking { .. } => LeaseInfo {
                 state: LeaseState::Breaking,
-                duration: None,
+                kind: None,
             },
             Lease::Broken { .. } => LeaseInfo {
                 state: LeaseState::Broken,
-                duration: None,
+                kind: None,
             },
             Lease::Expired { .. } => LeaseInfo {
                 state: LeaseState::Expired,
-                duration: None,
+                kind: None,
             },
         }
     }

@@ -1,0 +1,72 @@
+//! The conformance suite, the lock suite and the lease suite on a real
+//! Azurite (started by `scripts/with-azurite.sh`; required when `CI` is set).
+
+mod conformance;
+mod lock_suite;
+mod support;
+
+conformance_suite!(support::azurite_backend().map(conformance::Ctx::new));
+timed_conformance_suite!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    support::azurite_backend().map(conformance::Ctx::new)
+);
+
+fn prefix() -> String {
+    format!("z{}", &uuid::Uuid::new_v4().simple().to_string()[..10])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_concurrent_transfers_conserve_money() {
+    let Some(b) = support::azurite_backend() else {
+        return;
+    };
+    lock_suite::concurrent_transfers_conserve_money(b, &prefix(), 50).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_units_see_their_writes_and_stay_in_their_partition() {
+    let Some(b) = support::azurite_backend() else {
+        return;
+    };
+    lock_suite::units_see_their_writes_and_stay_in_their_partition(b, &prefix()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_multi_table_commit_applies_all() {
+    let Some(b) = support::azurite_backend() else {
+        return;
+    };
+    lock_suite::multi_table_commit_applies_all(b, &prefix()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_stale_reads_fail_the_whole_commit() {
+    let Some(b) = support::azurite_backend() else {
+        return;
+    };
+    lock_suite::stale_reads_fail_the_whole_commit(b, &prefix()).await;
+}
+
+mod lease_suite;
+
+fn shared() -> Option<lease_suite::Shared> {
+    support::azurite_backend().map(lease_suite::Shared)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_mutual_exclusion_among_contenders() {
+    let Some(b) = shared() else { return };
+    lease_suite::mutual_exclusion(b, lease_suite::SuiteConfig::real_time(0), 5, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_do_once_runs_exactly_once() {
+    let Some(b) = shared() else { return };
+    lease_suite::do_once_runs_exactly_once(b, lease_suite::SuiteConfig::real_time(0)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_leader_failovers_never_overlap() {
+    let Some(b) = shared() else { return };
+    lease_suite::leader_failovers_never_overlap(b, lease_suite::SuiteConfig::real_time(2)).await;
+}

@@ -1,0 +1,138 @@
+//! Lease transitions that need time to pass: expiry, renewal after expiry,
+//! release after expiry, the end of a break period. The memory backend runs
+//! them with paused Tokio time; Azurite in real time (about 16 s each, in
+//! parallel).
+
+use std::time::Duration;
+
+use leasehold::ErrorKind;
+use leasehold::backend::{BlobConditions, LeaseDuration, LeaseId, LeaseState, Metadata};
+use leasehold::key::BlobName;
+
+use super::Ctx;
+
+/// Just past the shortest lease.
+const PAST_EXPIRY: Duration = Duration::from_millis(16_500);
+
+async fn leased(ctx: &Ctx, name: &str) -> (BlobName, LeaseId) {
+    let be = ctx.backend();
+    let b = BlobName::new(name).unwrap();
+    be.create_container(&ctx.container).await.unwrap();
+    be.put_blob(
+        &ctx.container,
+        &b,
+        vec![1],
+        &Metadata::new(),
+        &BlobConditions::none(),
+    )
+    .await
+    .unwrap();
+    let id = LeaseId::new_random();
+    be.acquire_lease(&ctx.container, &b, LeaseDuration::Seconds(15), id)
+        .await
+        .unwrap();
+    (b, id)
+}
+
+async fn state(ctx: &Ctx, b: &BlobName) -> LeaseState {
+    ctx.backend()
+        .blob_properties(&ctx.container, b)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease
+        .state
+}
+
+pub async fn an_expired_lease_can_be_taken_by_another(ctx: &Ctx) {
+    let be = ctx.backend();
+    let (b, old) = leased(ctx, "expire").await;
+    tokio::time::sleep(PAST_EXPIRY).await;
+    assert_eq!(state(ctx, &b).await, LeaseState::Expired);
+    // Writes under the expired lease are refused.
+    let e = be
+        .put_blob(
+            &ctx.container,
+            &b,
+            vec![2],
+            &Metadata::new(),
+            &BlobConditions::leased(old),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LeaseLost);
+    assert_eq!(e.code(), Some("LeaseNotPresentWithBlobOperation"));
+    let new = LeaseId::new_random();
+    be.acquire_lease(&ctx.container, &b, LeaseDuration::Seconds(15), new)
+        .await
+        .expect("anyone may take an expired lease");
+    let e = be.renew_lease(&ctx.container, &b, old).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LeaseLost);
+    assert_eq!(e.code(), Some("LeaseIdMismatchWithLeaseOperation"));
+}
+
+pub async fn an_expired_lease_can_be_renewed_by_its_holder(ctx: &Ctx) {
+    let (b, id) = leased(ctx, "renewexpired").await;
+    tokio::time::sleep(PAST_EXPIRY).await;
+    ctx.backend()
+        .renew_lease(&ctx.container, &b, id)
+        .await
+        .expect("nobody took it and the blob was not written");
+    assert_eq!(state(ctx, &b).await, LeaseState::Leased);
+}
+
+pub async fn an_expired_lease_can_be_released(ctx: &Ctx) {
+    let (b, id) = leased(ctx, "releaseexpired").await;
+    tokio::time::sleep(PAST_EXPIRY).await;
+    ctx.backend()
+        .release_lease(&ctx.container, &b, id)
+        .await
+        .expect("releasing an expired lease succeeds");
+    assert_eq!(state(ctx, &b).await, LeaseState::Available);
+}
+
+pub async fn a_break_period_ends_in_broken(ctx: &Ctx) {
+    let be = ctx.backend();
+    let (b, id) = leased(ctx, "breakperiod").await;
+    let left = be
+        .break_lease(&ctx.container, &b, Some(Duration::from_secs(2)))
+        .await
+        .unwrap();
+    assert!(left <= Duration::from_secs(2), "{left:?}");
+    assert_eq!(state(ctx, &b).await, LeaseState::Breaking);
+    // The holder may still write during the break period.
+    be.put_blob(
+        &ctx.container,
+        &b,
+        vec![3],
+        &Metadata::new(),
+        &BlobConditions::leased(id),
+    )
+    .await
+    .expect("writes under a breaking lease");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(state(ctx, &b).await, LeaseState::Broken);
+    let e = be.renew_lease(&ctx.container, &b, id).await.unwrap_err();
+    assert_eq!(e.code(), Some("LeaseIsBrokenAndCannotBeRenewed"));
+    be.acquire_lease(
+        &ctx.container,
+        &b,
+        LeaseDuration::Seconds(15),
+        LeaseId::new_random(),
+    )
+    .await
+    .expect("anyone may take a broken lease");
+}
+
+pub async fn a_timed_lease_broken_without_period_runs_out(ctx: &Ctx) {
+    let be = ctx.backend();
+    let (b, _) = leased(ctx, "breaknone").await;
+    let left = be.break_lease(&ctx.container, &b, None).await.unwrap();
+    assert!(
+        left > Duration::from_secs(10) && left <= Duration::from_secs(15),
+        "{left:?}"
+    );
+    assert_eq!(state(ctx, &b).await, LeaseState::Breaking);
+    tokio::time::sleep(PAST_EXPIRY).await;
+    assert_eq!(state(ctx, &b).await, LeaseState::Broken);
+}
