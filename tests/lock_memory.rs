@@ -448,3 +448,32 @@ async fn a_contradicted_journal_stops_roll_forward_and_is_kept() {
     assert_eq!(report.applied, 2);
     assert!(healthy.pending_journal("q").await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn more_than_100_writes_to_one_table_are_journalled() {
+    let store = process(memory(), "big");
+    let mut unit = store.lock("many").await.unwrap();
+    for i in 0..150 {
+        unit.insert(&Account {
+            customer: "many".into(),
+            name: format!("a{i:03}"),
+            balance: i,
+        })
+        .unwrap();
+    }
+    let report = unit.commit().await.unwrap();
+    assert!(report.journalled, "{report:?}");
+    assert_eq!(
+        (report.tables, report.batches, report.operations),
+        (1, 2, 150)
+    );
+    let all = store
+        .table::<Account>()
+        .query()
+        .partition("many")
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 150);
+    assert!(store.pending_journal("many").await.unwrap().is_none());
+}
