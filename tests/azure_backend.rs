@@ -1567,7 +1567,7 @@ async fn lease_acquire_renew_change_release() {
     assert_eq!(props.lease.state, LeaseState::Leased);
     assert!(props.lease.is_locked());
     // The service says "fixed", not how many seconds.
-    assert_eq!(props.lease.kind, None);
+    assert_eq!(props.lease.kind, Some(LeaseKind::Fixed));
 
     b.renew_lease(&c, &x, a).await.unwrap();
     let bb = LeaseId::new_random();
