@@ -9,4 +9,13 @@ for example in quickstart transfer wiki_edit last_writer_wins; do
     echo "== example $example (Azurite)"
     AZURE_STORAGE_CONNECTION_STRING="$LEASEHOLD_TEST_AZURITE" cargo run --quiet --example "$example"
 done
-cargo test --workspace --no-fail-fast
+log="$(mktemp "${TMPDIR:-/tmp}/leasehold-test.XXXXXX")"
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --workspace --no-fail-fast 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line for the whole run (cargo prints one per test binary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i } }
+     END { printf "total: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"
