@@ -1,0 +1,426 @@
+//! Multi-process torture run: worker processes move money between accounts
+//! under partition locks (three tables per unit) while a controller kills
+//! random workers with SIGKILL at random moments and restarts them. At the
+//! end a checker takes every partition lock — rolling forward whatever the
+//! killed workers left half-done — and verifies that nothing was lost or
+//! applied in part.
+//!
+//! Needs Azure Storage or Azurite (`AZURE_STORAGE_CONNECTION_STRING`, or
+//! `LEASEHOLD_TEST_AZURITE` as set by `scripts/with-azurite.sh`):
+//!
+//! ```text
+//! scripts/with-azurite.sh cargo run --release --example torture -- --workers 6 --seconds 600
+//! ```
+//!
+//! Options: `--workers N` (6), `--seconds S` (60), `--customers C` (8),
+//! `--kill-min-ms` / `--kill-max-ms` (the pause between kills, 500–3000).
+//! It prints the units committed, kills, roll-forwards and violations, and
+//! exits non-zero when a violation is found.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use leasehold::key::ContainerName;
+use leasehold::lease::LeaseOptions;
+use leasehold::lock::DEFAULT_LOCK_CONTAINER;
+use leasehold::{Entity, Error, Store};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const ACCOUNTS: usize = 3;
+const OPENING_BALANCE: i64 = 1_000;
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "TortureAccounts")]
+struct Account {
+    #[entity(partition_key)]
+    customer: String,
+    #[entity(row_key)]
+    name: String,
+    balance: i64,
+}
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "TortureLedger")]
+struct Entry {
+    #[entity(partition_key)]
+    customer: String,
+    #[entity(row_key)]
+    id: String,
+    from: String,
+    to: String,
+    amount: i64,
+}
+
+/// How many transfers each customer has, kept in a third table so a commit
+/// that applied in part would show up as a count that disagrees with the
+/// ledger.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "TortureCounts")]
+struct Count {
+    #[entity(partition_key)]
+    customer: String,
+    #[entity(row_key)]
+    name: String,
+    transfers: i64,
+}
+
+/// A small deterministic generator, seeded per process.
+struct Rng(u64);
+
+impl Rng {
+    fn seeded(extra: u64) -> Rng {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1);
+        Rng(t ^ (u64::from(std::process::id()) << 32) ^ extra)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+struct Args {
+    workers: usize,
+    seconds: u64,
+    customers: usize,
+    kill_min_ms: u64,
+    kill_max_ms: u64,
+}
+
+fn parse_args(args: &[String]) -> Args {
+    let mut a = Args {
+        workers: 6,
+        seconds: 60,
+        customers: 8,
+        kill_min_ms: 500,
+        kill_max_ms: 3_000,
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let value = || -> u64 {
+            it.clone()
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{flag} needs a number"))
+        };
+        match flag.as_str() {
+            "--workers" => a.workers = value() as usize,
+            "--seconds" => a.seconds = value(),
+            "--customers" => a.customers = value() as usize,
+            "--kill-min-ms" => a.kill_min_ms = value(),
+            "--kill-max-ms" => a.kill_max_ms = value(),
+            other => panic!("unknown option {other}"),
+        }
+        it.next();
+    }
+    a
+}
+
+fn connection_string() -> String {
+    std::env::var("AZURE_STORAGE_CONNECTION_STRING")
+        .or_else(|_| std::env::var("LEASEHOLD_TEST_AZURITE"))
+        .expect("set AZURE_STORAGE_CONNECTION_STRING (or run through scripts/with-azurite.sh)")
+}
+
+/// A store ("process") with 15 s lock leases, so a killed holder's lock comes
+/// free quickly.
+fn store(prefix: &str) -> Result<Store, Error> {
+    let backend =
+        leasehold::backend::azure::AzureBackend::from_connection_string(&connection_string())?;
+    Store::builder(backend)
+        .table_prefix(prefix)?
+        .lock_lease_options(
+            LeaseOptions::new()
+                .with_duration(Duration::from_secs(15))
+                .with_container(ContainerName::new(DEFAULT_LOCK_CONTAINER)?)
+                .with_owner_metadata(false),
+        )
+        .build()
+}
+
+fn customer(i: usize) -> String {
+    format!("c{i}")
+}
+
+fn account(i: usize) -> String {
+    format!("a{i}")
+}
+
+/// One worker process: transfers until its standard input closes.
+async fn worker(prefix: &str, customers: usize) -> Result<(), Error> {
+    let store = store(prefix)?;
+    let mut rng = Rng::seeded(7);
+    let stop = Arc::new(AtomicU64::new(0));
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut line = String::new();
+            let _ = BufReader::new(tokio::io::stdin())
+                .read_line(&mut line)
+                .await;
+            stop.store(1, Ordering::SeqCst);
+        });
+    }
+    while stop.load(Ordering::SeqCst) == 0 {
+        let c = customer(rng.below(customers as u64) as usize);
+        let from = rng.below(ACCOUNTS as u64) as usize;
+        let to = (from + 1 + rng.below(ACCOUNTS as u64 - 1) as usize) % ACCOUNTS;
+        let amount = 1 + rng.below(50) as i64;
+        match transfer(&store, &c, &account(from), &account(to), amount).await {
+            Ok(outcome) => println!("{outcome}"),
+            Err(e) => println!("ERROR {e}"),
+        }
+    }
+    Ok(())
+}
+
+async fn transfer(
+    store: &Store,
+    c: &str,
+    from: &str,
+    to: &str,
+    amount: i64,
+) -> Result<&'static str, Error> {
+    let mut unit = store.lock(c).await?;
+    if unit.rolled_forward().is_some() {
+        println!("ROLLFWD");
+    }
+    let mut a = unit
+        .get::<Account>(from)
+        .await?
+        .ok_or_else(|| missing(c, from))?;
+    let mut b = unit
+        .get::<Account>(to)
+        .await?
+        .ok_or_else(|| missing(c, to))?;
+    let mut n = unit
+        .get::<Count>("transfers")
+        .await?
+        .ok_or_else(|| missing(c, "transfers"))?;
+    if a.balance < amount {
+        unit.abandon().await?;
+        return Ok("SKIP");
+    }
+    a.balance -= amount;
+    b.balance += amount;
+    n.transfers += 1;
+    unit.replace(&a)?;
+    unit.replace(&b)?;
+    unit.replace(&n)?;
+    unit.insert(&Entry {
+        customer: c.into(),
+        id: uuid::Uuid::new_v4().simple().to_string(),
+        from: from.into(),
+        to: to.into(),
+        amount,
+    })?;
+    unit.commit().await?;
+    Ok("COMMIT")
+}
+
+fn missing(c: &str, row: &str) -> Error {
+    Error::NotFound {
+        what: format!("row {row} of customer {c}"),
+        code: None,
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    commits: AtomicU64,
+    roll_forwards: AtomicU64,
+    errors: AtomicU64,
+}
+
+fn spawn_worker(prefix: &str, customers: usize, tally: &Arc<Tally>) -> Child {
+    let exe = std::env::current_exe().expect("own executable");
+    let mut child = Command::new(exe)
+        .args(["worker", prefix, &customers.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn worker");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let tally = tally.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            match line.as_str() {
+                "COMMIT" => tally.commits.fetch_add(1, Ordering::Relaxed),
+                "ROLLFWD" => tally.roll_forwards.fetch_add(1, Ordering::Relaxed),
+                l if l.starts_with("ERROR") => {
+                    eprintln!("worker: {l}");
+                    tally.errors.fetch_add(1, Ordering::Relaxed)
+                }
+                _ => 0,
+            };
+        }
+    });
+    child
+}
+
+async fn controller(args: Args) -> Result<u64, Error> {
+    let prefix = format!("tort{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let store = store(&prefix)?;
+    for c in 0..args.customers {
+        for a in 0..ACCOUNTS {
+            store
+                .table::<Account>()
+                .upsert(Account {
+                    customer: customer(c),
+                    name: account(a),
+                    balance: OPENING_BALANCE,
+                })
+                .await?;
+        }
+        store
+            .table::<Count>()
+            .upsert(Count {
+                customer: customer(c),
+                name: "transfers".into(),
+                transfers: 0,
+            })
+            .await?;
+    }
+    println!(
+        "torture: {} workers, {} s, {} customers × {ACCOUNTS} accounts, kills every {}–{} ms",
+        args.workers, args.seconds, args.customers, args.kill_min_ms, args.kill_max_ms
+    );
+    let tally = Arc::new(Tally::default());
+    let mut workers: Vec<Child> = (0..args.workers)
+        .map(|_| spawn_worker(&prefix, args.customers, &tally))
+        .collect();
+    let mut rng = Rng::seeded(11);
+    let end = Instant::now() + Duration::from_secs(args.seconds);
+    let mut kills = 0u64;
+    while Instant::now() < end {
+        let pause =
+            args.kill_min_ms + rng.below(args.kill_max_ms.saturating_sub(args.kill_min_ms) + 1);
+        tokio::time::sleep(
+            Duration::from_millis(pause).min(end.saturating_duration_since(Instant::now())),
+        )
+        .await;
+        if Instant::now() >= end {
+            break;
+        }
+        let victim = rng.below(workers.len() as u64) as usize;
+        let _ = workers[victim].start_kill();
+        let _ = workers[victim].wait().await;
+        kills += 1;
+        workers[victim] = spawn_worker(&prefix, args.customers, &tally);
+    }
+    // Ask the survivors to stop after their current unit.
+    for w in &mut workers {
+        drop(w.stdin.take());
+    }
+    for w in &mut workers {
+        if tokio::time::timeout(Duration::from_secs(90), w.wait())
+            .await
+            .is_err()
+        {
+            let _ = w.start_kill();
+            kills += 1;
+        }
+    }
+
+    // The checker: every partition, under its lock (rolling forward).
+    let checker = store.clone();
+    let mut violations = 0u64;
+    let mut checker_roll_forwards = 0u64;
+    let mut ledger_total = 0usize;
+    for c in 0..args.customers {
+        let c = customer(c);
+        let unit = checker.lock(&c).await?;
+        if unit.rolled_forward().is_some() {
+            checker_roll_forwards += 1;
+        }
+        let accounts = checker
+            .table::<Account>()
+            .query()
+            .partition(&c)
+            .all()
+            .await?;
+        let ledger = checker.table::<Entry>().query().partition(&c).all().await?;
+        let count = checker
+            .table::<Count>()
+            .get(&c, "transfers")
+            .await?
+            .map(|n| n.transfers)
+            .unwrap_or(-1);
+        unit.abandon().await?;
+        ledger_total += ledger.len();
+        let total: i64 = accounts.iter().map(|a| a.balance).sum();
+        if total != OPENING_BALANCE * ACCOUNTS as i64 {
+            println!(
+                "VIOLATION {c}: total {total}, expected {}",
+                OPENING_BALANCE * ACCOUNTS as i64
+            );
+            violations += 1;
+        }
+        let mut expected: HashMap<String, i64> = (0..ACCOUNTS)
+            .map(|a| (account(a), OPENING_BALANCE))
+            .collect();
+        for e in &ledger {
+            *expected.entry(e.from.clone()).or_default() -= e.amount;
+            *expected.entry(e.to.clone()).or_default() += e.amount;
+        }
+        for a in &accounts {
+            if expected.get(&a.name) != Some(&a.balance) {
+                println!(
+                    "VIOLATION {c}/{}: balance {} but the ledger says {:?}",
+                    a.name,
+                    a.balance,
+                    expected.get(&a.name)
+                );
+                violations += 1;
+            }
+        }
+        if count != ledger.len() as i64 {
+            println!(
+                "VIOLATION {c}: transfer count {count} but {} ledger entries",
+                ledger.len()
+            );
+            violations += 1;
+        }
+    }
+    let commits_reported = tally.commits.load(Ordering::Relaxed);
+    let roll_forwards = tally.roll_forwards.load(Ordering::Relaxed) + checker_roll_forwards;
+    println!(
+        "units committed: {ledger_total} (reported by workers before dying: {commits_reported}), kills: {kills}, roll-forwards: {roll_forwards}, worker errors: {}, violations: {violations}",
+        tally.errors.load(Ordering::Relaxed)
+    );
+    if ledger_total == 0 {
+        println!("VIOLATION: no unit was committed");
+        violations += 1;
+    }
+    Ok(violations)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("worker") {
+        let prefix = args.get(1).expect("prefix");
+        let customers = args.get(2).and_then(|c| c.parse().ok()).expect("customers");
+        return worker(prefix, customers).await;
+    }
+    let violations = controller(parse_args(&args)).await?;
+    if violations > 0 {
+        std::process::exit(1);
+    }
+    Ok(())
+}
