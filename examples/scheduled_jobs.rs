@@ -164,12 +164,12 @@ async fn main() -> Result<(), Error> {
         assert!(!log.is_empty(), "{job} ran");
         // A slot starts only after the previous one ended (its lease is
         // released when it ends). The holders' clocks are this process's
-        // clock read through separate managers, so allow a few
-        // milliseconds of rounding.
+        // clock read through separate managers, so allow some rounding;
+        // an overlap would be most of a slot.
         for pair in log.windows(2) {
             let gap = pair[1].reserved_at - pair[0].until;
             assert!(
-                gap > time::Duration::milliseconds(-5),
+                gap > time::Duration::milliseconds(-50),
                 "slots overlap: {pair:?}"
             );
         }

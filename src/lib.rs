@@ -4,10 +4,9 @@
 //!
 //! The embedded backend is [`backend::memory::MemoryBackend`]
 //! ([`Store::memory`]); the Azure Storage and Azurite backend
-//! (`backend::azure`, [`Store::connect`], [`Store::from_env`]) is behind the
-//! default feature `azure`. The `leasehold` operator command (leases and
-//! partition locks: list, show, break, roll forward) is behind the default
-//! feature `cli`.
+//! (`backend::azure`, `Store::connect`, `Store::from_env`) is behind the
+//! default feature `azure`. The `leasehold` operator command (see above) is
+//! behind the default feature `cli`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
