@@ -145,6 +145,18 @@ async fn a_stuck_infinite_lease_is_shown_and_broken() {
         "{shown}"
     );
     assert!(store.leases().try_acquire(name).await.unwrap().is_none());
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &c[..],
+        &["leases", "list"],
+    ]
+    .concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("nightly/report") && text.contains("leased"),
+        "{text}"
+    );
+    assert!(text.contains("2 leases"), "{text}");
 
     let (code, broken) = run_json(&cs, &[&c[..], &["leases", "break", name]].concat());
     assert_eq!(code, 0, "{broken}");
@@ -314,4 +326,8 @@ async fn a_crashed_units_journal_is_shown_and_rolled_forward() {
     assert_eq!((code, &again["rolled_forward"]), (0, &Value::from(false)));
     let (code, _) = run_json(&cs, &[&p[..], &["locks", "show", "never-locked"]].concat());
     assert_eq!(code, 3);
+    let (code, _) = run_json(&cs, &[&p[..], &["locks", "break", "never-locked"]].concat());
+    assert_eq!(code, 3);
+    let (code, broken) = run_json(&cs, &[&p[..], &["locks", "break", "p"]].concat());
+    assert_eq!((code, &broken["broken"]), (0, &Value::from(false)), "free");
 }
