@@ -3,7 +3,7 @@
 # running Azurite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for example in quickstart transfer wiki_edit last_writer_wins; do
+for example in quickstart transfer wiki_edit last_writer_wins init_once leader scheduled_jobs; do
     echo "== example $example (memory)"
     env -u AZURE_STORAGE_CONNECTION_STRING cargo run --quiet --example "$example"
     echo "== example $example (Azurite)"

@@ -1,17 +1,12 @@
-//! # leasehold
+#![doc = include_str!("../README.md")]
 //!
-//! Azure Table Storage made safe to use from many nodes at once.
+//! ## Backends and features
 //!
-//! * **Optimistic concurrency by default.** Typed entities
-//!   (`#[derive(Entity)]`) are read with their ETag, and every replace, merge
-//!   and delete sends it back: a stale write is [`Error::Conflict`], never a
-//!   silent overwrite. Unconditional writes exist only under names that say so.
-//! * **Pessimistic units of work when needed.** A blob lease named after the
-//!   partition key guards reads and writes across several tables, with a
-//!   crash-safe commit.
-//!
-//! Backends: an embedded in-memory backend with the service's semantics
-//! ([`backend::memory`]), and Azure Storage or Azurite (feature `azure`).
+//! The embedded backend is [`backend::memory::MemoryBackend`]
+//! ([`Store::memory`]); the Azure Storage and Azurite backend
+//! (`backend::azure`, `Store::connect`, `Store::from_env`) is behind the
+//! default feature `azure`. The `leasehold` operator command (see above) is
+//! behind the default feature `cli`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

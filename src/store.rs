@@ -11,7 +11,7 @@ use crate::backend::{Backend, BlobBackend};
 use crate::entity::Entity;
 use crate::error::Result;
 use crate::key::{ContainerName, IntoPartitionKey, TableName};
-use crate::lease::{LeaseManager, LeaseOptions};
+use crate::lease::{LeaseManager, LeaseName, LeaseOptions};
 use crate::lock::{DEFAULT_LOCK_CONTAINER, Journal, LockOptions, RollForwardReport, Unit};
 use crate::retry::RetryPolicy;
 use crate::table::Table;
@@ -129,9 +129,31 @@ impl Store {
         &self.inner.leases
     }
 
-    /// The lease manager of partition locks (container `leasehold-locks`).
-    pub(crate) fn locks(&self) -> &LeaseManager {
+    /// The lease manager of partition locks (container `leasehold-locks`
+    /// unless configured), for operators: [`LeaseManager::list`],
+    /// [`LeaseManager::describe`] and [`LeaseManager::break_lease`] on the
+    /// lease names of [`Store::lock_lease_name`]. Taking a lock goes through
+    /// [`Store::lock`], never through this manager.
+    pub fn locks(&self) -> &LeaseManager {
         &self.inner.locks
+    }
+
+    /// The lease name of the lock of a partition in [`Store::locks`]:
+    /// `"{table_prefix}/{partition_key}"`, or, for a key too long for a lease
+    /// name, the prefix, `/#` and a 128-bit hash of the key (`#` cannot
+    /// occur in a key, so the two forms never meet).
+    ///
+    /// ```
+    /// let store = leasehold::Store::memory();
+    /// assert_eq!(store.lock_lease_name("alice")?.as_str(), "/alice");
+    /// # Ok::<(), leasehold::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] for a bad partition key.
+    pub fn lock_lease_name(&self, partition_key: impl IntoPartitionKey) -> Result<LeaseName> {
+        let pk = partition_key.into_partition_key()?;
+        crate::lock::lock_name(self.table_prefix(), &pk)
     }
 
     /// The partition-lock settings.

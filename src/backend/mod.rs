@@ -42,12 +42,24 @@ use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
 #[async_trait]
 pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     /// Creates the table unless it exists. Succeeds in both cases.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`](crate::Error::Invalid) for a name the service refuses.
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn create_table(&self, table: &TableName) -> Result<()>;
 
     /// Reads one entity; `Ok(None)` when the table has no such entity.
     ///
     /// A missing table is [`Error::NotFound`](crate::Error::NotFound) with
     /// code `TableNotFound`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`](crate::Error::NotFound) (`TableNotFound`) for a missing table.
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn get(
         &self,
         table: &TableName,
@@ -56,6 +68,16 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     ) -> Result<Option<StoredEntity>>;
 
     /// Applies one write. Returns the new version, or `None` for a delete.
+    ///
+    /// # Errors
+    /// By [`TableOp`]: [`Error::AlreadyExists`](crate::Error::AlreadyExists) when an insert finds the row;
+    /// [`Error::NotFound`](crate::Error::NotFound) when a conditional write or delete finds no row (or
+    /// no table); [`Error::Conflict`](crate::Error::Conflict) when the row's ETag is not the precondition;
+    /// [`Error::Invalid`](crate::Error::Invalid) for an entity that breaks a service limit (before
+    /// anything is sent).
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn execute(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>>;
 
     /// Applies an entity-group transaction: all operations or none.
@@ -65,9 +87,23 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     /// limit is [`Error::Invalid`](crate::Error::Invalid) before anything is
     /// sent. A failing operation is [`Error::Batch`](crate::Error::Batch) with
     /// its index. Returns one result per operation, in order.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`](crate::Error::Invalid) for a batch that breaks a limit (before anything is
+    /// sent); [`Error::Batch`](crate::Error::Batch) with the index and error of the operation that
+    /// failed (nothing applied).
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>>;
 
     /// Reads one page of a query.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`](crate::Error::NotFound) (`TableNotFound`) for a missing table.
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage>;
 }
 
@@ -76,10 +112,26 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
 #[async_trait]
 pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     /// Creates the container unless it exists. Succeeds in both cases.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`](crate::Error::Invalid) for a name the service refuses.
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn create_container(&self, container: &ContainerName) -> Result<()>;
 
     /// Writes a whole block blob with its metadata, under `conditions`.
     /// Returns the new ETag.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`](crate::Error::NotFound) for a missing container; [`Error::AlreadyExists`](crate::Error::AlreadyExists) for a
+    /// create-only write that finds the blob; [`Error::Conflict`](crate::Error::Conflict) when `If-Match`
+    /// fails; [`Error::LeaseHeld`](crate::Error::LeaseHeld) when the blob is leased and no lease id was
+    /// given; [`Error::LeaseLost`](crate::Error::LeaseLost) when the lease id given is not the blob's
+    /// active lease.
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn put_blob(
         &self,
         container: &ContainerName,
@@ -90,10 +142,22 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     ) -> Result<crate::key::ETag>;
 
     /// Reads a blob's body and properties; `Ok(None)` when it does not exist.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`](crate::Error::NotFound) for a missing container.
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn get_blob(&self, container: &ContainerName, blob: &BlobName) -> Result<Option<Blob>>;
 
     /// Reads a blob's properties (ETag, metadata, lease); `Ok(None)` when it
     /// does not exist.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`](crate::Error::NotFound) for a missing container.
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn blob_properties(
         &self,
         container: &ContainerName,
@@ -101,6 +165,13 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     ) -> Result<Option<BlobProperties>>;
 
     /// Replaces a blob's metadata under `conditions`. Returns the new ETag.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob or container; otherwise as
+    /// [`BlobBackend::put_blob`] for the conditions.
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn set_blob_metadata(
         &self,
         container: &ContainerName,
@@ -110,6 +181,13 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     ) -> Result<crate::key::ETag>;
 
     /// Deletes a blob under `conditions`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob or container; otherwise as
+    /// [`BlobBackend::put_blob`] for the conditions.
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn delete_blob(
         &self,
         container: &ContainerName,
@@ -118,6 +196,12 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     ) -> Result<()>;
 
     /// Lists blobs whose names start with `prefix`, a page at a time.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`](crate::Error::NotFound) for a missing container.
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn list_blobs(
         &self,
         container: &ContainerName,
@@ -127,6 +211,14 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
 
     /// Acquires a lease with a client-chosen id. Acquiring again with the
     /// current id of an active lease succeeds (an idempotent retry).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob or container; [`Error::LeaseHeld`](crate::Error::LeaseHeld)
+    /// when another id holds the lease or it is breaking; [`Error::Invalid`](crate::Error::Invalid) for
+    /// a duration outside 15–60 s (before anything is sent).
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn acquire_lease(
         &self,
         container: &ContainerName,
@@ -136,6 +228,14 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     ) -> Result<LeaseId>;
 
     /// Renews a lease, restarting its duration.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob; [`Error::LeaseLost`](crate::Error::LeaseLost) when `id` is not
+    /// the blob's lease or the lease was broken (an expired lease nobody
+    /// took since can still be renewed).
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn renew_lease(
         &self,
         container: &ContainerName,
@@ -144,6 +244,13 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     ) -> Result<()>;
 
     /// Changes the id of an active lease.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob; [`Error::LeaseLost`](crate::Error::LeaseLost) when `id` is not
+    /// the active lease (changing to the current id is an idempotent retry).
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn change_lease(
         &self,
         container: &ContainerName,
@@ -153,6 +260,13 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     ) -> Result<LeaseId>;
 
     /// Releases a lease so others can acquire it at once.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob; [`Error::LeaseLost`](crate::Error::LeaseLost) when `id` is not
+    /// the blob's lease.
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn release_lease(
         &self,
         container: &ContainerName,
@@ -163,6 +277,15 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     /// Breaks a lease without knowing its id. `period` (0–60 s) is how long
     /// the current holder keeps it; `None` lets a timed lease run out and
     /// breaks an infinite one at once. Returns the time until it is broken.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob; [`Error::Invalid`](crate::Error::Invalid) for a period that
+    /// is not whole seconds from 0 to 60 (before anything is sent); a
+    /// service error ([`Error::LeaseLost`](crate::Error::LeaseLost), `LeaseNotPresentWithLeaseOperation`)
+    /// when the blob has no lease to break.
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn break_lease(
         &self,
         container: &ContainerName,

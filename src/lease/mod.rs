@@ -626,6 +626,49 @@ impl LeaseManager {
         })
     }
 
+    /// For operators: the names of the leases in this manager's container
+    /// that start with `prefix` (all of them for `""`), in blob-name order.
+    /// Blobs whose names are not lease-name encodings (written by something
+    /// else) are skipped; a missing container lists as empty. One listing
+    /// request per page of up to 5000 blobs; nothing is acquired.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a prefix longer than [`LeaseName::MAX_LEN`];
+    /// the backend's error when a listing request fails.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<LeaseName>> {
+        // The encoding is byte by byte, so the names starting with `prefix`
+        // are exactly the blobs starting with its encoding.
+        let blob_prefix = if prefix.is_empty() {
+            String::new()
+        } else {
+            LeaseName::new(prefix)?.encoded()
+        };
+        let env = &self.inner.env;
+        let mut names = Vec::new();
+        let mut marker: Option<String> = None;
+        loop {
+            let page = match env
+                .backend
+                .list_blobs(&env.settings.container, &blob_prefix, marker.as_deref())
+                .await
+            {
+                Ok(page) => page,
+                Err(Error::NotFound { .. }) => break,
+                Err(e) => return Err(e),
+            };
+            names.extend(
+                page.items
+                    .iter()
+                    .filter_map(|item| LeaseName::from_blob_name(&item.name).ok()),
+            );
+            match page.next_marker {
+                Some(next) => marker = Some(next),
+                None => break,
+            }
+        }
+        Ok(names)
+    }
+
     /// Breaks a lease for operators, whoever holds it. The holder keeps it
     /// for `period` (0–60 whole seconds); `None` lets a timed lease run out
     /// and breaks an infinite one at once. Returns the time until it is
@@ -776,6 +819,48 @@ mod tests {
             .with_owner("node a");
         assert!(check(ok).is_ok());
         assert!(check(LeaseOptions::new().with_infinite_duration()).is_ok());
+    }
+
+    #[tokio::test]
+    async fn list_finds_leases_by_prefix_and_skips_foreign_blobs() {
+        use crate::backend::BlobConditions;
+        use crate::backend::memory::MemoryBackend;
+        use crate::key::BlobName;
+
+        let backend = Arc::new(MemoryBackend::new());
+        let leases = LeaseManager::new(backend.clone(), LeaseOptions::default()).unwrap();
+        assert!(
+            leases.list("").await.unwrap().is_empty(),
+            "no container yet"
+        );
+        for name in ["jobs/a", "jobs/b", "jobs2", "other é"] {
+            leases
+                .try_acquire(name)
+                .await
+                .unwrap()
+                .unwrap()
+                .release()
+                .await
+                .unwrap();
+        }
+        backend
+            .put_blob(
+                leases.container(),
+                &BlobName::new("not.a~lease").unwrap(),
+                b"x".to_vec(),
+                &Default::default(),
+                &BlobConditions::none(),
+            )
+            .await
+            .unwrap();
+        let names = |v: Vec<LeaseName>| v.iter().map(|n| n.as_str().to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            names(leases.list("jobs/").await.unwrap()),
+            ["jobs/a", "jobs/b"]
+        );
+        assert_eq!(names(leases.list("jobs").await.unwrap()).len(), 3);
+        assert_eq!(names(leases.list("").await.unwrap()).len(), 4);
+        assert!(leases.list(&"x".repeat(300)).await.is_err());
     }
 
     #[test]

@@ -215,7 +215,11 @@ impl<E: Entity> Query<E> {
 
     /// Every matching entity, page after page, as a stream.
     ///
-    /// Errors (invalid query, backend, decode) come through the stream.
+    /// # Errors
+    /// Errors come through the stream, which ends after the first one:
+    /// [`Error::Invalid`](crate::Error::Invalid) for a query that cannot be
+    /// rendered, [`Error::Decode`](crate::Error::Decode) for an entity that
+    /// does not parse, and the backend's error when a page request fails.
     pub fn stream(self) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
         let start = self.spec().map(|spec| (self.table, spec));
         stream::try_unfold(Some(start), |state| async move {

@@ -1,0 +1,333 @@
+//! The `leasehold` operator command, end to end against Azurite (started by
+//! `scripts/with-azurite.sh`; required when `CI` is set): a stuck infinite
+//! lease is shown and broken, and a journal left by a unit that died
+//! mid-commit is shown and rolled forward.
+
+mod support;
+
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use leasehold::backend::azure::AzureBackend;
+use leasehold::backend::{BlobBackend, LeaseDuration, LeaseId};
+use leasehold::lease::{LeaseName, LeaseOptions};
+use leasehold::testing::{FaultyBackend, Op};
+use leasehold::{Entity, ErrorKind, Store};
+use serde_json::Value;
+use support::azurite::{azurite_connection_string, unique_names};
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "CliAccounts")]
+struct Account {
+    #[entity(partition_key)]
+    customer: String,
+    #[entity(row_key)]
+    name: String,
+    balance: i64,
+}
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "CliLedger")]
+struct LedgerEntry {
+    #[entity(partition_key)]
+    customer: String,
+    #[entity(row_key)]
+    id: String,
+    amount: i64,
+}
+
+/// Runs the command with `args` and no connection string in its environment.
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .env_remove("AZURE_STORAGE_CONNECTION_STRING")
+        .args(args)
+        .output()
+        .expect("the leasehold binary runs")
+}
+
+/// Runs the command against Azurite with `--json`; returns the exit code and
+/// the JSON document it printed.
+fn run_json(cs: &str, args: &[&str]) -> (i32, Value) {
+    let mut all = vec!["--connection-string", cs, "--json"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "{args:?} printed no JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().expect("exit code"), json)
+}
+
+#[test]
+fn usage_errors_exit_with_2() {
+    let out = run(&["leases", "show", "x"]);
+    assert_eq!(out.status.code(), Some(2), "no connection string");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("AZURE_STORAGE_CONNECTION_STRING"));
+    assert_eq!(run(&["leases", "frobnicate"]).status.code(), Some(2));
+    let out = run(&[
+        "--connection-string",
+        "UseDevelopmentStorage=true",
+        "leases",
+        "break",
+        "x",
+        "--period",
+        "61",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "period out of range");
+    let out = run(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Exit codes"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_infinite_lease_is_shown_and_broken() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_stuck_lease");
+    let container = names.container("leases");
+    let backend = Arc::new(AzureBackend::from_connection_string(&cs).unwrap());
+    let store = Store::builder_shared(backend.clone())
+        .lease_options(LeaseOptions::new().with_container(container.clone()))
+        .build()
+        .unwrap();
+    // A holder that took an infinite lease and died.
+    let name = "nightly/report";
+    store
+        .leases()
+        .try_acquire(name)
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    store
+        .leases()
+        .try_acquire("nightly/other")
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let blob = LeaseName::new(name).unwrap().blob_name().unwrap();
+    backend
+        .acquire_lease(
+            &container,
+            &blob,
+            LeaseDuration::Infinite,
+            LeaseId::new_random(),
+        )
+        .await
+        .unwrap();
+
+    let c = ["--lease-container", container.as_str()];
+    let (code, listed) = run_json(
+        &cs,
+        &[&c[..], &["leases", "list", "--prefix", "nightly/"]].concat(),
+    );
+    assert_eq!(code, 0, "{listed}");
+    let leases = listed["leases"].as_array().unwrap();
+    assert_eq!(leases.len(), 2, "{listed}");
+    let stuck = leases.iter().find(|l| l["name"] == name).unwrap();
+    assert_eq!(stuck["state"], "leased");
+    assert_eq!(stuck["held"], true);
+    assert_eq!(stuck["journal_pending"], false);
+
+    let (code, shown) = run_json(&cs, &[&c[..], &["leases", "show", name]].concat());
+    assert_eq!(
+        (code, &shown["state"]),
+        (0, &Value::from("leased")),
+        "{shown}"
+    );
+    assert!(store.leases().try_acquire(name).await.unwrap().is_none());
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &c[..],
+        &["leases", "list"],
+    ]
+    .concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("nightly/report") && text.contains("leased"),
+        "{text}"
+    );
+    assert!(text.contains("2 leases"), "{text}");
+
+    let (code, broken) = run_json(&cs, &[&c[..], &["leases", "break", name]].concat());
+    assert_eq!(code, 0, "{broken}");
+    assert_eq!(broken["broken"], true);
+    assert_eq!(broken["seconds_left"], 0);
+
+    let (code, shown) = run_json(&cs, &[&c[..], &["leases", "show", name]].concat());
+    assert_eq!(
+        (code, &shown["state"]),
+        (0, &Value::from("broken")),
+        "{shown}"
+    );
+    let guard = store.leases().try_acquire(name).await.unwrap();
+    assert!(guard.is_some(), "free after the break");
+    guard.unwrap().release().await.unwrap();
+
+    // Breaking a free lease changes nothing; a missing one is "not found".
+    let (code, again) = run_json(&cs, &[&c[..], &["leases", "break", name]].concat());
+    assert_eq!(
+        (code, &again["broken"]),
+        (0, &Value::from(false)),
+        "{again}"
+    );
+    let (code, missing) = run_json(
+        &cs,
+        &[&c[..], &["leases", "show", "no-such-lease"]].concat(),
+    );
+    assert_eq!(code, 3, "{missing}");
+    let (code, _) = run_json(
+        &cs,
+        &[&c[..], &["leases", "break", "no-such-lease"]].concat(),
+    );
+    assert_eq!(code, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_units_journal_is_shown_and_rolled_forward() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_crashed_unit");
+    let prefix = names.prefix().to_owned();
+    let healthy = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
+        .table_prefix(prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    let faulty = FaultyBackend::new(AzureBackend::from_connection_string(&cs).unwrap());
+    let injector = faulty.injector();
+    let dying = Store::builder(faulty)
+        .table_prefix(prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    let accounts = healthy.table::<Account>();
+    for (name, balance) in [("checking", 100), ("savings", 0)] {
+        accounts
+            .insert(Account {
+                customer: "p".into(),
+                name: name.into(),
+                balance,
+            })
+            .await
+            .unwrap();
+    }
+
+    // A transfer across two tables whose process dies at the first batch,
+    // after writing its journal: the lock stays leased, the journal pending.
+    let mut unit = dying.lock("p").await.unwrap();
+    let mut from = unit.get::<Account>("checking").await.unwrap().unwrap();
+    let mut to = unit.get::<Account>("savings").await.unwrap().unwrap();
+    from.balance -= 30;
+    to.balance += 30;
+    unit.replace(&from).unwrap();
+    unit.replace(&to).unwrap();
+    unit.insert(&LedgerEntry {
+        customer: "p".into(),
+        id: "t1".into(),
+        amount: 30,
+    })
+    .unwrap();
+    injector.die_at_nth(Some(Op::Batch), 1);
+    let e = unit.commit().await.unwrap_err();
+    assert_ne!(e.kind(), ErrorKind::Invalid, "{e}");
+    drop(dying);
+    assert_eq!(
+        accounts
+            .get("p", "checking")
+            .await
+            .unwrap()
+            .unwrap()
+            .balance,
+        100
+    );
+
+    let p = ["--table-prefix", prefix.as_str()];
+    let (code, listed) = run_json(&cs, &[&p[..], &["locks", "list"]].concat());
+    assert_eq!(code, 0, "{listed}");
+    let locks = listed["locks"].as_array().unwrap();
+    assert_eq!(locks.len(), 1, "{listed}");
+    assert_eq!(locks[0]["partition_key"], "p");
+    assert_eq!(locks[0]["journal_pending"], true);
+
+    let (code, shown) = run_json(&cs, &[&p[..], &["locks", "show", "p"]].concat());
+    assert_eq!(code, 0, "{shown}");
+    assert_eq!(shown["state"], "leased", "{shown}");
+    assert_eq!(shown["journal_pending"], true);
+    let ops = shown["journal"]["ops"].as_array().unwrap();
+    assert_eq!(ops.len(), 3, "{shown}");
+    // The text form lists the operations too.
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["locks", "show", "p"],
+    ]
+    .concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("pending, 3 operations"), "{text}");
+    assert!(text.contains("CliLedger/t1"), "{text}");
+
+    let (code, rolled) = run_json(
+        &cs,
+        &[
+            &p[..],
+            &[
+                "locks",
+                "roll-forward",
+                "p",
+                "--break-lease",
+                "--timeout",
+                "20",
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{rolled}");
+    assert_eq!(rolled["rolled_forward"], true);
+    assert_eq!(rolled["applied"], 3, "{rolled}");
+
+    assert_eq!(
+        accounts
+            .get("p", "checking")
+            .await
+            .unwrap()
+            .unwrap()
+            .balance,
+        70
+    );
+    assert_eq!(
+        accounts.get("p", "savings").await.unwrap().unwrap().balance,
+        30
+    );
+    let entry = healthy
+        .table::<LedgerEntry>()
+        .get("p", "t1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(entry.amount, 30);
+    assert!(healthy.pending_journal("p").await.unwrap().is_none());
+
+    let (code, shown) = run_json(&cs, &[&p[..], &["locks", "show", "p"]].concat());
+    assert_eq!(code, 0);
+    assert_eq!(shown["journal"], Value::Null);
+    assert_eq!(shown["held"], false, "{shown}");
+    let (code, again) = run_json(&cs, &[&p[..], &["locks", "roll-forward", "p"]].concat());
+    assert_eq!((code, &again["rolled_forward"]), (0, &Value::from(false)));
+    let (code, _) = run_json(&cs, &[&p[..], &["locks", "show", "never-locked"]].concat());
+    assert_eq!(code, 3);
+    let (code, _) = run_json(&cs, &[&p[..], &["locks", "break", "never-locked"]].concat());
+    assert_eq!(code, 3);
+    let (code, broken) = run_json(&cs, &[&p[..], &["locks", "break", "p"]].concat());
+    assert_eq!((code, &broken["broken"]), (0, &Value::from(false)), "free");
+}
