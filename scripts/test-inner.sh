@@ -9,8 +9,6 @@ for example in quickstart transfer wiki_edit last_writer_wins init_once leader s
     echo "== example $example (Azurite)"
     AZURE_STORAGE_CONNECTION_STRING="$LEASEHOLD_TEST_AZURITE" cargo run --quiet --example "$example"
 done
-echo "== torture (short): worker processes killed at random under partition locks"
-cargo run --quiet --example torture -- --workers 4 --seconds 30 --customers 6
 log="$(mktemp "${TMPDIR:-/tmp}/leasehold-test.XXXXXX")"
 trap 'rm -f "$log"' EXIT
 set +e

@@ -5,17 +5,24 @@
 //! killed workers left half-done — and verifies that nothing was lost or
 //! applied in part.
 //!
-//! Needs Azure Storage or Azurite (`AZURE_STORAGE_CONNECTION_STRING`, or
-//! `LEASEHOLD_TEST_AZURITE` as set by `scripts/with-azurite.sh`):
+//! A test binary without the standard harness: `cargo test` runs a short
+//! version (4 workers, 30 s) against the Azurite of `scripts/with-azurite.sh`
+//! (`LEASEHOLD_TEST_AZURITE`; required when `CI` is set, skipped with a
+//! notice otherwise). The worker processes are this same binary, started
+//! with the argument `worker`.
+//!
+//! The long run:
 //!
 //! ```text
-//! scripts/with-azurite.sh cargo run --release --example torture -- --workers 6 --seconds 600
+//! LEASEHOLD_TORTURE_WORKERS=6 LEASEHOLD_TORTURE_SECONDS=600 \
+//!     scripts/with-azurite.sh cargo test --release --test torture
 //! ```
 //!
-//! Options: `--workers N` (6), `--seconds S` (60), `--customers C` (8),
-//! `--kill-min-ms` / `--kill-max-ms` (the pause between kills, 500–3000).
-//! It prints the units committed, kills, roll-forwards and violations, and
-//! exits non-zero when a violation is found.
+//! Settings (environment): `LEASEHOLD_TORTURE_WORKERS` (4),
+//! `LEASEHOLD_TORTURE_SECONDS` (30), `LEASEHOLD_TORTURE_CUSTOMERS` (6),
+//! `LEASEHOLD_TORTURE_KILL_MIN_MS` / `_KILL_MAX_MS` (the pause between kills,
+//! 500–3000). It prints the units committed, kills, roll-forwards and
+//! violations, and fails when a violation is found.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -99,39 +106,28 @@ struct Args {
     kill_max_ms: u64,
 }
 
-fn parse_args(args: &[String]) -> Args {
-    let mut a = Args {
-        workers: 6,
-        seconds: 60,
-        customers: 8,
-        kill_min_ms: 500,
-        kill_max_ms: 3_000,
-    };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let value = || -> u64 {
-            it.clone()
-                .next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{flag} needs a number"))
-        };
-        match flag.as_str() {
-            "--workers" => a.workers = value() as usize,
-            "--seconds" => a.seconds = value(),
-            "--customers" => a.customers = value() as usize,
-            "--kill-min-ms" => a.kill_min_ms = value(),
-            "--kill-max-ms" => a.kill_max_ms = value(),
-            other => panic!("unknown option {other}"),
-        }
-        it.next();
+fn setting(name: &str, default: u64) -> u64 {
+    std::env::var(format!("LEASEHOLD_TORTURE_{name}"))
+        .ok()
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("LEASEHOLD_TORTURE_{name} must be a number"))
+        })
+        .unwrap_or(default)
+}
+
+fn settings() -> Args {
+    Args {
+        workers: setting("WORKERS", 4) as usize,
+        seconds: setting("SECONDS", 30),
+        customers: setting("CUSTOMERS", 6) as usize,
+        kill_min_ms: setting("KILL_MIN_MS", 500),
+        kill_max_ms: setting("KILL_MAX_MS", 3_000),
     }
-    a
 }
 
 fn connection_string() -> String {
-    std::env::var("AZURE_STORAGE_CONNECTION_STRING")
-        .or_else(|_| std::env::var("LEASEHOLD_TEST_AZURITE"))
-        .expect("set AZURE_STORAGE_CONNECTION_STRING (or run through scripts/with-azurite.sh)")
+    std::env::var("LEASEHOLD_TEST_AZURITE").expect("LEASEHOLD_TEST_AZURITE is set")
 }
 
 /// A store ("process") with 15 s lock leases, so a killed holder's lock comes
@@ -418,9 +414,21 @@ async fn main() -> Result<(), Error> {
         let customers = args.get(2).and_then(|c| c.parse().ok()).expect("customers");
         return worker(prefix, customers).await;
     }
-    let violations = controller(parse_args(&args)).await?;
+    if std::env::var_os("LEASEHOLD_TEST_AZURITE").is_none() {
+        if std::env::var_os("CI").is_some() {
+            eprintln!("torture: Azurite is required in CI: run through scripts/with-azurite.sh");
+            std::process::exit(1);
+        }
+        eprintln!(
+            "torture: LEASEHOLD_TEST_AZURITE is not set; skipped (run through scripts/with-azurite.sh)"
+        );
+        return Ok(());
+    }
+    let violations = controller(settings()).await?;
     if violations > 0 {
+        println!("torture: 0 passed, 1 failed");
         std::process::exit(1);
     }
+    println!("torture: 1 passed, 0 failed");
     Ok(())
 }
