@@ -1220,6 +1220,237 @@ fn svg_chart(points: &[(usize, f64)]) -> String {
     s
 }
 
+// ------------------------------------- 5. lease hand-off between processes
+
+/// How a waiting process takes a lease.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Waiter {
+    /// `store.leases().acquire(name, timeout)`.
+    Leasehold,
+    /// acquire; on 409 sleep random 250 ms–1 s; repeat.
+    Random,
+}
+
+fn unix_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+fn handoff_container() -> ContainerName {
+    ContainerName::new("bench-handoff").unwrap()
+}
+
+/// Acquires by the hand-written pattern; returns the lease id and the number
+/// of acquire requests.
+async fn acquire_randomly(store: &Store, blob: &BlobName) -> (LeaseId, u64) {
+    let mut polls = 0;
+    loop {
+        polls += 1;
+        match store
+            .backend()
+            .acquire_lease(
+                &handoff_container(),
+                blob,
+                LeaseDuration::Seconds(30),
+                LeaseId::new_random(),
+            )
+            .await
+        {
+            Ok(id) => return (id, polls),
+            Err(e) if e.kind() == ErrorKind::LeaseHeld => {
+                tokio::time::sleep(random_between(
+                    Duration::from_millis(250),
+                    Duration::from_secs(1),
+                ))
+                .await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// The waiting process: on each `go` line from the parent, waits for the
+/// lease, takes it, gives it back, and prints when it got it (Unix time in
+/// ns), its acquire requests and how long it waited.
+async fn handoff_child(mode: Waiter, name: String) -> Res<()> {
+    use tokio::io::AsyncBufReadExt as _;
+    let conn_str = std::env::var("LEASEHOLD_TEST_AZURITE")?;
+    let backend = CountingBackend::new(AzureBackend::from_connection_string(&conn_str)?);
+    let counter = backend.counter();
+    let store = Store::new(backend);
+    let blob = BlobName::new(name.clone())?;
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    while let Some(line) = lines.next_line().await? {
+        if line != "go" {
+            break;
+        }
+        let start = Instant::now();
+        let (got, polls) = match mode {
+            Waiter::Leasehold => {
+                let before = counter.get(Op::AcquireLease);
+                let guard = store
+                    .leases()
+                    .acquire(&name, Duration::from_secs(60))
+                    .await?;
+                let got = unix_nanos();
+                let polls = counter.get(Op::AcquireLease) - before;
+                guard.release().await?;
+                (got, polls)
+            }
+            Waiter::Random => {
+                let (id, polls) = acquire_randomly(&store, &blob).await;
+                let got = unix_nanos();
+                store
+                    .backend()
+                    .release_lease(&handoff_container(), &blob, id)
+                    .await?;
+                (got, polls)
+            }
+        };
+        println!("{got} {polls} {}", start.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
+struct Child {
+    mode: Waiter,
+    name: String,
+    process: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    latencies_ms: Vec<f64>,
+    polls: u64,
+    waited: f64,
+}
+
+async fn handoff(env: &Env, report: &mut Report) -> Res<()> {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    const SECTION: &str = "5 lease hand-off";
+    let store = Store::connect(&env.conn_str)?;
+    let run = Uuid::new_v4().simple().to_string();
+    store
+        .backend()
+        .create_container(&handoff_container())
+        .await?;
+    let mut children = Vec::new();
+    for mode in [Waiter::Leasehold, Waiter::Random] {
+        let name = format!("handoff-{run}-{mode:?}").to_lowercase();
+        if mode == Waiter::Random {
+            store
+                .backend()
+                .put_blob(
+                    &handoff_container(),
+                    &BlobName::new(name.clone())?,
+                    Vec::new(),
+                    &Metadata::new(),
+                    &BlobConditions::none(),
+                )
+                .await?;
+        }
+        let mut process = tokio::process::Command::new(std::env::current_exe()?)
+            .env("LEASEHOLD_BENCH_CHILD", format!("{mode:?}"))
+            .env("LEASEHOLD_BENCH_LEASE", &name)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdin = process.stdin.take().ok_or("no stdin")?;
+        let stdout = tokio::io::BufReader::new(process.stdout.take().ok_or("no stdout")?).lines();
+        children.push(Child {
+            mode,
+            name,
+            process,
+            stdin,
+            stdout,
+            latencies_ms: Vec::new(),
+            polls: 0,
+            waited: 0.0,
+        });
+    }
+    let rounds = env.n(12);
+    let hold = Duration::from_millis(1500);
+    for round in 0..rounds {
+        for i in 0..children.len() {
+            let c = &mut children[(i + round) % 2];
+            // This process holds the lease while the child waits for it.
+            let (guard, blob_lease) = match c.mode {
+                Waiter::Leasehold => (
+                    Some(
+                        store
+                            .leases()
+                            .acquire(&c.name, Duration::from_secs(60))
+                            .await?,
+                    ),
+                    None,
+                ),
+                Waiter::Random => {
+                    let blob = BlobName::new(c.name.clone())?;
+                    (None, Some((acquire_randomly(&store, &blob).await.0, blob)))
+                }
+            };
+            c.stdin.write_all(b"go\n").await?;
+            c.stdin.flush().await?;
+            tokio::time::sleep(hold).await;
+            if let Some(g) = guard {
+                g.release().await?;
+            }
+            if let Some((id, blob)) = blob_lease {
+                store
+                    .backend()
+                    .release_lease(&handoff_container(), &blob, id)
+                    .await?;
+            }
+            let released = unix_nanos();
+            let line = c.stdout.next_line().await?.ok_or("child exited")?;
+            let mut f = line.split_whitespace();
+            let got: u128 = f.next().ok_or("bad line")?.parse()?;
+            c.polls += f.next().ok_or("bad line")?.parse::<u64>()?;
+            c.waited += f.next().ok_or("bad line")?.parse::<f64>()?;
+            c.latencies_ms
+                .push(got.saturating_sub(released) as f64 / 1e6);
+        }
+    }
+    for c in &mut children {
+        c.stdin.write_all(b"quit\n").await?;
+        c.stdin.flush().await?;
+        c.process.wait().await?;
+    }
+    let (lh, rnd) = (&children[0], &children[1]);
+    let rate = |c: &Child| c.polls as f64 / c.waited;
+    for (label, q) in [("p50", 0.5), ("p99", 0.99)] {
+        report.row(
+            SECTION,
+            format!("hand-off latency {label}, leasehold acquire vs random 250 ms–1 s polling"),
+            format!("{:.0} ms", percentile(&lh.latencies_ms, q)),
+            format!("{:.0} ms", percentile(&rnd.latencies_ms, q)),
+            percentile(&lh.latencies_ms, q) / percentile(&rnd.latencies_ms, q),
+            None,
+            None,
+            "",
+        );
+    }
+    report.row(
+        SECTION,
+        "acquire polls/s per waiter",
+        format!("{:.2}/s", rate(lh)),
+        format!("{:.2}/s", rate(rnd)),
+        rate(lh) / rate(rnd),
+        None,
+        None,
+        "",
+    );
+    report.detail(format!(
+        "Lease hand-off: {rounds} rounds per side, alternating; a second process waits while \
+         this one holds the lease for {:.1} s, then releases it; latency is from the release's \
+         reply to the waiter holding the lease (same machine clock). leasehold waits with \
+         `leases().acquire` (jittered exponential backoff capped at its default 1 s poll cap).",
+        hold.as_secs_f64()
+    ));
+    Ok(())
+}
+
 // ------------------------------------------------------ 5. memory vs Azurite
 
 async fn memory_vs_azurite(env: &Env, report: &mut Report) -> Res<()> {
@@ -1305,6 +1536,14 @@ async fn memory_vs_azurite(env: &Env, report: &mut Report) -> Res<()> {
 
 #[tokio::main]
 async fn main() -> Res<()> {
+    if let Ok(mode) = std::env::var("LEASEHOLD_BENCH_CHILD") {
+        let mode = if mode == "Leasehold" {
+            Waiter::Leasehold
+        } else {
+            Waiter::Random
+        };
+        return handoff_child(mode, std::env::var("LEASEHOLD_BENCH_LEASE")?).await;
+    }
     let conn_str = std::env::var("LEASEHOLD_TEST_AZURITE")
         .map_err(|_| "LEASEHOLD_TEST_AZURITE is not set: run scripts/bench.sh")?;
     let scale = std::env::var("LEASEHOLD_BENCH_SCALE")
@@ -1331,6 +1570,7 @@ async fn main() -> Res<()> {
     let rtt = locked_units(&env, &mut report).await?;
     hot_partition(&env, &mut report, rtt).await?;
     memory_vs_azurite(&env, &mut report).await?;
+    handoff(&env, &mut report).await?;
     report.detail(format!(
         "Scale {scale}; whole benchmark {:.0} s.",
         started.elapsed().as_secs_f64()
