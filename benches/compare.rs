@@ -866,7 +866,7 @@ async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
         report.detail(format!(
             "Cold unit, {label}: {n} units; requests per unit {per_unit:.2} (budget {budget}): {}; \
              unit p99 {:.3} ms. The same requests priced at their own single-request medians \
-             (below): {priced:.3} ms, so the unit's median is {:.3}× that; the rest is time \
+             (the 'Single requests' line): {priced:.3} ms, so the unit's median is {:.3}× that; the rest is time \
              between requests (leasehold's own work, or waiting for one of 2 shared cores), \
              which this run does not separate.",
             fmt_counts(&counts, n),
