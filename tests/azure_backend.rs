@@ -7,6 +7,8 @@
 
 #[path = "support/azurite.rs"]
 mod azurite;
+#[path = "support/secrets.rs"]
+mod secrets;
 
 use leasehold::backend::LeaseKind;
 use std::sync::Arc;
@@ -28,6 +30,7 @@ use time::macros::datetime;
 use uuid::Uuid;
 
 use azurite::{UniqueNames, azurite_connection_string, unique_names};
+use secrets::{AccountKey_, Captured, account_sas};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -1936,49 +1939,6 @@ async fn lease_operations_whose_reply_was_lost_are_settled() {
 // ---------------------------------------------------------------------------
 // Shared access signatures, and what reaches the logs
 // ---------------------------------------------------------------------------
-
-/// A writer collecting everything a tracing subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-/// An account SAS for tables and blobs, signed with the account key.
-fn account_sas(account: &str, key: &AccountKey_) -> String {
-    let expiry = "2099-01-01T00:00:00Z";
-    let (permissions, services, types, version) = ("rwdlacu", "bt", "sco", "2018-11-09");
-    let to_sign =
-        format!("{account}\n{permissions}\n{services}\n{types}\n\n{expiry}\n\n\n{version}\n");
-    let sig =
-        azure_core::hmac::hmac_sha256(&to_sign, &azure_core::auth::Secret::new(key.0.clone()))
-            .unwrap();
-    let mut url = azure_core::Url::parse("http://x/").unwrap();
-    url.query_pairs_mut()
-        .append_pair("sv", version)
-        .append_pair("ss", services)
-        .append_pair("srt", types)
-        .append_pair("se", expiry)
-        .append_pair("sp", permissions)
-        .append_pair("sig", &sig);
-    url.query().unwrap().to_owned()
-}
-
-/// The raw account key (tests only).
-struct AccountKey_(String);
 
 /// Every operation kind through a SAS, with every log line at TRACE level
 /// captured: neither the signature nor the key reaches the logs.

@@ -9,7 +9,7 @@
 use std::cmp::Ordering;
 use std::fmt::Write as _;
 
-use crate::entity::{Properties, Value, datetime};
+use crate::entity::{Properties, Value, datetime, property_name_problem};
 use crate::error::{Error, Result};
 
 /// The most comparisons one filter may hold (a service limit).
@@ -128,8 +128,10 @@ impl Filter {
     }
 
     /// Checks the rules the service applies to filters: at most
-    /// [`MAX_COMPARISONS`] comparisons, literals it can spell (no NaN or
-    /// infinities), date-times in range.
+    /// [`MAX_COMPARISONS`] comparisons, property names it accepts
+    /// (`PartitionKey`, `RowKey`, `Timestamp` or a valid property name, so a
+    /// name can never change the rendered expression), literals it can spell
+    /// (no NaN or infinities), date-times in range.
     ///
     /// # Errors
     /// [`Error::Invalid`] naming the filter part at fault.
@@ -141,28 +143,40 @@ impl Filter {
                 format!("has {n} comparisons; the service allows at most {MAX_COMPARISONS}"),
             ));
         }
-        self.validate_literals()
+        self.validate_parts()
     }
 
-    fn validate_literals(&self) -> Result<()> {
+    fn validate_parts(&self) -> Result<()> {
         match self {
             Filter::Compare {
                 property, value, ..
-            } => match value {
-                Value::Double(d) if !d.is_finite() => Err(Error::invalid(
-                    format!("filter literal for `{property}`"),
-                    format!("{d} cannot be written in a filter"),
-                )),
-                Value::DateTime(t) => datetime::normalize(*t)
-                    .map(|_| ())
-                    .map_err(|why| Error::invalid(format!("filter literal for `{property}`"), why)),
-                _ => Ok(()),
-            },
-            Filter::And(a, b) | Filter::Or(a, b) => {
-                a.validate_literals()?;
-                b.validate_literals()
+            } => {
+                // Property names are written into the OData text unquoted.
+                let system = matches!(property.as_str(), "PartitionKey" | "RowKey" | "Timestamp");
+                let problem = if system {
+                    None
+                } else {
+                    property_name_problem(property)
+                };
+                if let Some(why) = problem {
+                    return Err(Error::invalid(format!("filter property {property:?}"), why));
+                }
+                match value {
+                    Value::Double(d) if !d.is_finite() => Err(Error::invalid(
+                        format!("filter literal for `{property}`"),
+                        format!("{d} cannot be written in a filter"),
+                    )),
+                    Value::DateTime(t) => datetime::normalize(*t).map(|_| ()).map_err(|why| {
+                        Error::invalid(format!("filter literal for `{property}`"), why)
+                    }),
+                    _ => Ok(()),
+                }
             }
-            Filter::Not(a) => a.validate_literals(),
+            Filter::And(a, b) | Filter::Or(a, b) => {
+                a.validate_parts()?;
+                b.validate_parts()
+            }
+            Filter::Not(a) => a.validate_parts(),
         }
     }
 
@@ -350,6 +364,28 @@ mod tests {
         );
         let nan = Filter::compare("d", CmpOp::Eq, Value::Double(f64::NAN));
         assert!(nan.validate().unwrap_err().to_string().contains("`d`"));
+    }
+
+    #[test]
+    fn property_names_that_would_change_the_expression_are_invalid() {
+        for ok in ["PartitionKey", "RowKey", "Timestamp", "n", "_x1", "Größe"] {
+            assert!(
+                Filter::compare(ok, CmpOp::Eq, Value::Int32(1))
+                    .validate()
+                    .is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in ["", "a b", "x eq 1) or (RowKey", "a'b", "p@odata.type", "1a"] {
+            let f = Filter::compare("n", CmpOp::Eq, Value::Int32(1))
+                .and(Filter::compare(bad, CmpOp::Eq, Value::Int32(1)).not());
+            match f.validate() {
+                Err(Error::Invalid { what, .. }) => {
+                    assert_eq!(what, format!("filter property {bad:?}"));
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]
