@@ -10,7 +10,7 @@ mod azurite;
 #[path = "support/secrets.rs"]
 mod secrets;
 
-use leasehold::backend::LeaseKind;
+use leasehold::backend::{LeaseKind, Version};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -1072,9 +1072,12 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
     let t = new_table(&b, &names, "t").await;
     let v1 = insert(&b, &t, entity("p", "r", &[("n", Value::Int32(1))])).await;
 
-    // Replace applied, reply lost: success with the stored version.
+    // Replace applied, reply lost: the written content is stored under a
+    // new ETag, which another writer could have produced as well, so the
+    // outcome is reported as unknown (never as a success that may hide a
+    // lost update), and the write is not sent again.
     plan.push("PUT", "RowKey='r'", Fault::LoseReply);
-    let v2 = b
+    let e = b
         .execute(
             &t,
             &TableOp::Replace(
@@ -1083,11 +1086,16 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
             ),
         )
         .await
-        .unwrap()
-        .unwrap();
+        .unwrap_err();
+    assert!(e.is_transient(), "{e:?}");
+    assert!(e.to_string().contains("unknown"), "{e}");
     let got = get(&b, &t, "p", "r").await.unwrap();
-    assert_eq!(got.etag, v2.etag);
+    assert_ne!(got.etag, v1.etag);
     assert_eq!(got.data.properties.get("n"), Some(&Value::Int32(2)));
+    let v2 = Version {
+        etag: got.etag.clone(),
+        timestamp: got.timestamp,
+    };
 
     // Merge not sent (connection refused): sent again normally.
     plan.push("MERGE", "RowKey='r'", Fault::Refuse);
@@ -1174,6 +1182,7 @@ async fn a_batch_whose_reply_was_lost_is_verified() {
     let names = unique_names("lostbatch");
     let t = new_table(&b, &names, "t").await;
     let v = insert(&b, &t, entity("p", "a", &[("n", Value::Int32(1))])).await;
+    // Unconditional writes whose effect is stored: applied.
     plan.push("POST", "$batch", Fault::LoseReply);
     let versions = b
         .batch(
@@ -1181,7 +1190,7 @@ async fn a_batch_whose_reply_was_lost_is_verified() {
             &[
                 TableOp::Replace(
                     entity("p", "a", &[("n", Value::Int32(2))]),
-                    Precondition::IfMatch(v.etag.clone()),
+                    Precondition::Upsert,
                 ),
                 TableOp::Insert(entity("p", "b", &[])),
             ],
@@ -1196,6 +1205,33 @@ async fn a_batch_whose_reply_was_lost_is_verified() {
     assert_eq!(
         get(&b, &t, "p", "b").await.unwrap().etag,
         versions[1].clone().unwrap().etag
+    );
+    assert_ne!(versions[0].clone().unwrap().etag, v.etag);
+
+    // A conditional write in a batch whose reply was lost: its effect under
+    // a new ETag could be another writer's, so the outcome is unknown.
+    let cur = get(&b, &t, "p", "a").await.unwrap();
+    plan.push("POST", "$batch", Fault::LoseReply);
+    let e = b
+        .batch(
+            &t,
+            &[TableOp::Replace(
+                entity("p", "a", &[("n", Value::Int32(3))]),
+                Precondition::IfMatch(cur.etag.clone()),
+            )],
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is_transient(), "{e:?}");
+    assert_eq!(
+        get(&b, &t, "p", "a")
+            .await
+            .unwrap()
+            .data
+            .properties
+            .get("n"),
+        Some(&Value::Int32(3)),
+        "applied once, not sent again"
     );
 
     // Not applied (a 503 before anything happened): sent again.

@@ -178,6 +178,11 @@ enum Verdict {
     NotApplied,
     /// Neither: someone else wrote in between.
     Superseded,
+    /// A conditional write whose content is stored under a new ETag: it may
+    /// be ours, or another writer's that computed the same content from the
+    /// same version (two increments of one counter). Reporting it as applied
+    /// could lose that other write's effect, so the outcome stays unknown.
+    Unknown,
 }
 
 /// `Some(result)` when `stored` is the state `op` leaves behind.
@@ -225,6 +230,15 @@ fn precondition_holds(op: &TableOp, stored: Option<&StoredEntity>) -> bool {
     }
 }
 
+/// Whether `op` is conditioned on the ETag it read: its effect seen under a
+/// new ETag does not prove it was this write that made it.
+fn conditioned_on_etag(op: &TableOp) -> bool {
+    matches!(
+        op,
+        TableOp::Replace(_, Precondition::IfMatch(_)) | TableOp::Merge(_, Precondition::IfMatch(_))
+    )
+}
+
 fn judge(ops: &[TableOp], stored: &[Option<StoredEntity>]) -> Verdict {
     let results: Option<Vec<Option<Version>>> = ops
         .iter()
@@ -232,6 +246,9 @@ fn judge(ops: &[TableOp], stored: &[Option<StoredEntity>]) -> Verdict {
         .map(|(op, s)| applied(op, s.as_ref()))
         .collect();
     if let Some(results) = results {
+        if ops.iter().any(conditioned_on_etag) {
+            return Verdict::Unknown;
+        }
         return Verdict::Applied(results);
     }
     if ops
@@ -242,6 +259,14 @@ fn judge(ops: &[TableOp], stored: &[Option<StoredEntity>]) -> Verdict {
         Verdict::NotApplied
     } else {
         Verdict::Superseded
+    }
+}
+
+fn unknown_outcome(what: &str) -> Error {
+    Error::Transient {
+        message: format!(
+            "{what}: the reply was lost and the entity now holds the written content under a new ETag; another writer may have written the same content from the same version, so whether this write was applied is unknown"
+        ),
     }
 }
 
@@ -379,6 +404,7 @@ impl AzureBackend {
                             tracing::debug!("lost reply: the write was not applied; sending again");
                         }
                         Verdict::Superseded => return Err(superseded(&what)),
+                        Verdict::Unknown => return Err(unknown_outcome(&what)),
                     },
                     Err(f) => {
                         retry.wait(f).await.map_err(|f| f.into_error(&what))?;
@@ -518,6 +544,7 @@ impl AzureBackend {
                         tracing::debug!("lost reply: the batch was not applied; sending again");
                     }
                     Ok(Verdict::Superseded) => return Err(superseded(&what)),
+                    Ok(Verdict::Unknown) => return Err(unknown_outcome(&what)),
                     Err(f) => {
                         retry.wait(f).await.map_err(|f| f.into_error(&what))?;
                         verify_first = true;
@@ -819,9 +846,14 @@ mod tests {
         let other = stored(&[("n", Value::Int64(3))], "e3");
         let replace = TableOp::Replace(ours.clone(), Precondition::IfMatch(ETag::new("e1")));
         let check = |op: &TableOp, s: Option<StoredEntity>| judge(std::slice::from_ref(op), &[s]);
-        assert!(
-            matches!(check(&replace, Some(new.clone())), Verdict::Applied(v) if v[0].is_some())
-        );
+        // The written content under a new ETag may be another writer's
+        // identical write: unknown, never "applied".
+        assert!(matches!(
+            check(&replace, Some(new.clone())),
+            Verdict::Unknown
+        ));
+        let upsert = TableOp::Replace(ours.clone(), Precondition::Upsert);
+        assert!(matches!(check(&upsert, Some(new.clone())), Verdict::Applied(v) if v[0].is_some()));
         assert!(matches!(
             check(&replace, Some(old.clone())),
             Verdict::NotApplied
@@ -834,7 +866,7 @@ mod tests {
 
         let merge = TableOp::Merge(ours.clone(), Precondition::IfMatch(ETag::new("e1")));
         let wider = stored(&[("n", Value::Int64(2)), ("m", Value::Boolean(true))], "e4");
-        assert!(matches!(check(&merge, Some(wider)), Verdict::Applied(v) if v[0].is_some()));
+        assert!(matches!(check(&merge, Some(wider)), Verdict::Unknown));
 
         let delete = TableOp::Delete {
             partition_key: ours.partition_key.clone(),
