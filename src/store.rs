@@ -3,7 +3,6 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
-
 use std::time::Duration;
 
 use crate::backend::memory::MemoryBackend;
