@@ -243,10 +243,28 @@ pub(crate) fn shorten(key: &str) -> String {
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ETag(String);
 
+/// See [`ETag::superseded`]: the service's shape, at a time no write of
+/// the service ever carries.
+const SUPERSEDED_ETAG: &str = "W/\"datetime'1601-01-01T00%3A00%3A00.0000000Z'\"";
+
 impl ETag {
     /// Wraps an ETag received from the service.
     pub fn new(tag: impl Into<String>) -> Self {
         ETag(tag.into())
+    }
+
+    /// The ETag reported for a write known to have been applied whose own
+    /// ETag could not be learnt because its reply was lost and later writes
+    /// have replaced it since. It matches no stored entity, as the lost one
+    /// no longer would: a conditional write based on it fails with
+    /// [`Error::Conflict`](crate::Error::Conflict).
+    pub fn superseded() -> Self {
+        ETag(SUPERSEDED_ETAG.into())
+    }
+
+    /// Whether this is [`ETag::superseded`].
+    pub fn is_superseded(&self) -> bool {
+        self.0 == SUPERSEDED_ETAG
     }
 
     /// The ETag as sent in `If-Match`.

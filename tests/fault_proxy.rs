@@ -4,11 +4,12 @@
 //!
 //! A conditional write whose reply is lost while its content now stands
 //! under a new ETag has an unknown outcome (another writer may have written
-//! the same content from the same version), and the backend says so instead
-//! of reporting success. The increment tests therefore count those unknown
-//! outcomes and check that no increment was lost or repeated: the final
-//! count lies between the confirmed increments and the confirmed plus the
-//! unknown ones.
+//! the same content from the same version), and by default the backend says
+//! so instead of reporting success: the default-mode increment test counts
+//! those unknown outcomes and checks that no increment was lost or repeated
+//! (the final count lies between the confirmed increments and the confirmed
+//! plus the unknown ones). With a write log (`Table::with_write_log`) every
+//! lost reply is settled, and the count is exact.
 //!
 //! The leader tests put one candidate's blob and table traffic behind
 //! proxies and blackhole it: the cut-off leader's token fires before its
@@ -138,9 +139,20 @@ impl Increments {
     }
 }
 
-/// `tasks` tasks × `each` increments through `update_with`.
-async fn increments(store: &Store, rk: &str, tasks_n: usize, each: usize) -> Increments {
-    let counters = store.table::<Counter>();
+/// `tasks` tasks × `each` increments through `update_with`, with or without
+/// a write log.
+async fn increments(
+    store: &Store,
+    rk: &str,
+    tasks_n: usize,
+    each: usize,
+    write_log: bool,
+) -> Increments {
+    let counters = if write_log {
+        store.table::<Counter>().with_write_log()
+    } else {
+        store.table::<Counter>()
+    };
     counters
         .insert(Counter {
             pk: "p".into(),
@@ -179,9 +191,17 @@ async fn increments(store: &Store, rk: &str, tasks_n: usize, each: usize) -> Inc
     }
 }
 
-/// With 5 % of requests lost to connection resets, the backend retries the
-/// transient failures and `update_with` its conflicts: no increment is lost
-/// or repeated.
+/// Sets both reset probabilities: requests reset before they reach the
+/// service, and replies reset after it applied the request.
+fn resets(proxy: &FaultProxy, p: f64) {
+    proxy.set_reset_probability(p);
+    proxy.set_reply_reset_probability(p);
+}
+
+/// With 5 % of requests and 5 % of replies lost to connection resets, the
+/// backend retries the transient failures and `update_with` its conflicts;
+/// by default a lost reply it cannot settle is reported as unknown: no
+/// increment is lost or repeated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn update_with_loses_no_increment_when_connections_reset() {
     let Some((store, proxy)) = proxied_store("resets", fast_retries()).await else {
@@ -192,9 +212,9 @@ async fn update_with_loses_no_increment_when_connections_reset() {
         .get("p", "warm")
         .await
         .expect("warm up");
-    proxy.set_reset_probability(0.05);
-    let n = increments(&store, "c", 4, 25).await;
-    proxy.set_reset_probability(0.0);
+    resets(&proxy, 0.05);
+    let n = increments(&store, "c", 4, 25, false).await;
+    resets(&proxy, 0.0);
     n.assert_exact();
     assert_eq!(
         n.confirmed + n.unknown,
@@ -205,11 +225,12 @@ async fn update_with_loses_no_increment_when_connections_reset() {
     assert!(proxy.resets() > 0, "the proxy reset no connection");
 }
 
-/// One writer, 5 % of requests and 5 % of replies lost to resets: every
-/// lost reply is settled by reading back; none is lost or repeated.
+/// The same with a write log, from 4 tasks and from a single one: every
+/// lost reply is settled, every `update_with` succeeds, and the count is
+/// exactly N × M.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_single_writer_loses_and_repeats_nothing_when_requests_and_replies_reset() {
-    let Some((store, proxy)) = proxied_store("single", fast_retries()).await else {
+async fn update_with_is_exact_under_connection_resets_with_a_write_log() {
+    let Some((store, proxy)) = proxied_store("exact", fast_retries()).await else {
         return;
     };
     store
@@ -217,19 +238,17 @@ async fn a_single_writer_loses_and_repeats_nothing_when_requests_and_replies_res
         .get("p", "warm")
         .await
         .expect("warm up");
-    proxy.set_reset_probability(0.05);
-    proxy.set_reply_reset_probability(0.05);
-    let n = increments(&store, "s", 1, 100).await;
-    proxy.set_reset_probability(0.0);
-    proxy.set_reply_reset_probability(0.0);
-    n.assert_exact();
-    assert_eq!(
-        n.confirmed + n.unknown,
-        100,
-        "after {} resets",
-        proxy.resets()
-    );
-    assert!(proxy.resets() > 0, "the proxy reset no connection");
+    for (rk, tasks, each) in [("x4", 4, 25), ("x1", 1, 100)] {
+        let before = proxy.resets();
+        resets(&proxy, 0.05);
+        let n = increments(&store, rk, tasks, each, true).await;
+        resets(&proxy, 0.0);
+        let resets = proxy.resets() - before;
+        assert_eq!(n.unknown, 0, "{rk}: {n:?} after {resets} resets");
+        assert_eq!(n.confirmed, 100, "{rk}: {n:?} after {resets} resets");
+        assert_eq!(n.total, 100, "{rk}: {n:?} after {resets} resets");
+        assert!(resets > 0, "{rk}: the proxy reset no connection");
+    }
 }
 
 /// Latency and a blackhole: a request into the blackhole times out per

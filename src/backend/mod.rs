@@ -14,6 +14,7 @@
 mod blob;
 pub mod memory;
 mod table;
+pub mod write_log;
 
 #[cfg(feature = "azure")]
 pub mod azure;

@@ -96,7 +96,15 @@ impl TableOp {
         }
     }
 
-    /// The entity data written, if any.
+    /// The entity written, if the operation writes one, for changing it.
+    pub fn data_mut(&mut self) -> Option<&mut EntityData> {
+        match self {
+            TableOp::Insert(d) | TableOp::Replace(d, _) | TableOp::Merge(d, _) => Some(d),
+            TableOp::Delete { .. } => None,
+        }
+    }
+
+    /// The entity written, if the operation writes one.
     pub fn data(&self) -> Option<&EntityData> {
         match self {
             TableOp::Insert(d) | TableOp::Replace(d, _) | TableOp::Merge(d, _) => Some(d),

@@ -102,6 +102,8 @@ pub struct Versioned<E> {
     entity: E,
     etag: ETag,
     timestamp: OffsetDateTime,
+    /// The stored write log (see [`crate::backend::write_log`]), if any.
+    write_log: Option<String>,
 }
 
 impl<E> Versioned<E> {
@@ -111,7 +113,19 @@ impl<E> Versioned<E> {
             entity,
             etag,
             timestamp,
+            write_log: None,
         }
+    }
+
+    /// Attaches the write log stored with this version.
+    pub(crate) fn with_write_log(mut self, log: Option<String>) -> Self {
+        self.write_log = log;
+        self
+    }
+
+    /// The write log stored with this version, if any.
+    pub(crate) fn write_log(&self) -> Option<&str> {
+        self.write_log.as_deref()
     }
 
     /// The ETag the entity was read or written at.

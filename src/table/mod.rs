@@ -17,8 +17,8 @@ use tracing::Instrument as _;
 pub use batch::{Batch, BatchResult};
 pub use query::{Page, Query};
 
-use crate::backend::{Precondition, StoredEntity, TableOp, Version};
-use crate::entity::{Entity, EntityData, Versioned};
+use crate::backend::{Precondition, StoredEntity, TableOp, Version, write_log};
+use crate::entity::{Entity, EntityData, Value, Versioned};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::store::Store;
@@ -27,6 +27,7 @@ use crate::store::Store;
 pub struct Table<E> {
     store: Store,
     name: std::result::Result<TableName, String>,
+    write_log: bool,
     _entity: PhantomData<fn() -> E>,
 }
 
@@ -35,6 +36,7 @@ impl<E> Clone for Table<E> {
         Table {
             store: self.store.clone(),
             name: self.name.clone(),
+            write_log: self.write_log,
             _entity: PhantomData,
         }
     }
@@ -42,17 +44,21 @@ impl<E> Clone for Table<E> {
 
 impl<E> std::fmt::Debug for Table<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Table").field("name", &self.name).finish()
+        f.debug_struct("Table")
+            .field("name", &self.name)
+            .field("write_log", &self.write_log)
+            .finish()
     }
 }
 
-/// Builds the typed value of a stored entity.
-pub(crate) fn versioned<E: Entity>(stored: StoredEntity) -> Result<Versioned<E>> {
-    Ok(Versioned::new(
-        E::decode(stored.data)?,
-        stored.etag,
-        stored.timestamp,
-    ))
+/// Builds the typed value of a stored entity; its write log, if any, is
+/// kept beside the entity rather than decoded into it.
+pub(crate) fn versioned<E: Entity>(mut stored: StoredEntity) -> Result<Versioned<E>> {
+    let log = match stored.data.properties.remove(write_log::PROPERTY) {
+        Some(Value::String(log)) => Some(log),
+        _ => None,
+    };
+    Ok(Versioned::new(E::decode(stored.data)?, stored.etag, stored.timestamp).with_write_log(log))
 }
 
 impl<E: Entity> Table<E> {
@@ -64,8 +70,49 @@ impl<E: Entity> Table<E> {
             name: TableName::new(format!("{}{}", store.table_prefix(), E::TABLE))
                 .map_err(|e| e.to_string()),
             store,
+            write_log: false,
             _entity: PhantomData,
         }
+    }
+
+    /// This table, keeping a write log in every entity it inserts, replaces
+    /// or merges conditionally, so that a write whose reply is lost can be
+    /// settled exactly.
+    ///
+    /// Without it, a conditional write whose reply was lost is settled by
+    /// reading the entity back, which cannot always tell this write from
+    /// another writer's (an identical write from the same version, or later
+    /// writes on top); then the write fails with [`Error::Transient`] saying
+    /// its outcome is unknown, rather than risk reporting it wrongly. With it,
+    /// each such write stores a fresh 8-character id in front of the ids of
+    /// the entity's last 31 writes, in the reserved property
+    /// [`write_log::PROPERTY`] (about 290 bytes per entity, one of the 252
+    /// properties); the read-back then finds the write among the ids, or finds
+    /// every write since the version it was based on listed without it. This
+    /// is what makes [`Table::update_with`] exact under lost replies.
+    ///
+    /// The log is never decoded into `E`. Unconditional writes
+    /// (`upsert`, `replace_unconditionally`) and batches do not extend it;
+    /// a full replacement without it drops it, after which the first
+    /// outcomes that depend on it are unknown again. The memory backend never
+    /// loses replies; it stores the log like any property.
+    ///
+    /// ```
+    /// # #[derive(leasehold::Entity, Clone)]
+    /// # #[entity(table = "Counters")]
+    /// # struct Counter { #[entity(partition_key)] pk: String, #[entity(row_key)] rk: String, n: i64 }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = leasehold::Store::memory();
+    /// let counters = store.table::<Counter>().with_write_log();
+    /// counters.insert(Counter { pk: "p".into(), rk: "r".into(), n: 0 }).await?;
+    /// let after = counters.update_with("p", "r", |c| c.n += 1).await?;
+    /// assert_eq!(after.n, 1);
+    /// # Ok::<_, leasehold::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn with_write_log(mut self) -> Self {
+        self.write_log = true;
+        self
     }
 
     /// The table's name.
@@ -126,11 +173,34 @@ impl<E: Entity> Table<E> {
     async fn write(
         &self,
         entity: E,
+        based_on: Option<&str>,
         make_op: impl FnOnce(EntityData) -> TableOp,
     ) -> Result<Versioned<E>> {
         let data = entity.encode()?;
         let name = self.ready().await?;
-        let op = make_op(data);
+        if data.properties.get(write_log::PROPERTY).is_some() {
+            return Err(Error::invalid(
+                format!(
+                    "property `{}` of {}",
+                    write_log::PROPERTY,
+                    std::any::type_name::<E>()
+                ),
+                "the name is reserved for write logs",
+            ));
+        }
+        let mut op = make_op(data);
+        let log = (self.write_log
+            && matches!(
+                op,
+                TableOp::Insert(_)
+                    | TableOp::Replace(_, Precondition::IfMatch(_))
+                    | TableOp::Merge(_, Precondition::IfMatch(_))
+            ))
+        .then(|| write_log::extend(&write_log::new_id(), based_on));
+        if let (Some(log), Some(data)) = (&log, op.data_mut()) {
+            data.properties
+                .insert(write_log::PROPERTY, Value::String(log.clone()));
+        }
         let span = tracing::debug_span!(
             "leasehold.write",
             table = %name,
@@ -149,7 +219,7 @@ impl<E: Entity> Table<E> {
             code: None,
             message: format!("{} returned no version", op.name()),
         })?;
-        Ok(Versioned::new(entity, etag, timestamp))
+        Ok(Versioned::new(entity, etag, timestamp).with_write_log(log))
     }
 
     /// Creates the entity; fails if it exists.
@@ -158,7 +228,7 @@ impl<E: Entity> Table<E> {
     /// [`Error::AlreadyExists`] when the row exists; [`Error::Invalid`] when
     /// the entity breaks a service limit (nothing is sent).
     pub async fn insert(&self, entity: E) -> Result<Versioned<E>> {
-        self.write(entity, TableOp::Insert).await
+        self.write(entity, None, TableOp::Insert).await
     }
 
     /// Replaces the entity if it is unchanged since `current` was read.
@@ -172,7 +242,7 @@ impl<E: Entity> Table<E> {
         E: Clone,
     {
         let etag = current.etag().clone();
-        self.write(current.entity().clone(), |d| {
+        self.write(current.entity().clone(), current.write_log(), |d| {
             TableOp::Replace(d, Precondition::IfMatch(etag))
         })
         .await
@@ -184,7 +254,8 @@ impl<E: Entity> Table<E> {
     /// As [`Table::replace`].
     pub async fn replace_owned(&self, current: Versioned<E>) -> Result<Versioned<E>> {
         let etag = current.etag().clone();
-        self.write(current.into_inner(), |d| {
+        let log = current.write_log().map(str::to_owned);
+        self.write(current.into_inner(), log.as_deref(), |d| {
             TableOp::Replace(d, Precondition::IfMatch(etag))
         })
         .await
@@ -202,7 +273,7 @@ impl<E: Entity> Table<E> {
         E: Clone,
     {
         let etag = current.etag().clone();
-        self.write(current.entity().clone(), |d| {
+        self.write(current.entity().clone(), current.write_log(), |d| {
             TableOp::Merge(d, Precondition::IfMatch(etag))
         })
         .await
@@ -226,7 +297,7 @@ impl<E: Entity> Table<E> {
     /// # Errors
     /// [`Error::Invalid`] when the entity breaks a service limit.
     pub async fn upsert(&self, entity: E) -> Result<Versioned<E>> {
-        self.write(entity, |d| TableOp::Replace(d, Precondition::Upsert))
+        self.write(entity, None, |d| TableOp::Replace(d, Precondition::Upsert))
             .await
     }
 
@@ -236,7 +307,7 @@ impl<E: Entity> Table<E> {
     /// # Errors
     /// [`Error::Invalid`] when the entity breaks a service limit.
     pub async fn upsert_merge(&self, entity: E) -> Result<Versioned<E>> {
-        self.write(entity, |d| TableOp::Merge(d, Precondition::Upsert))
+        self.write(entity, None, |d| TableOp::Merge(d, Precondition::Upsert))
             .await
     }
 
@@ -246,8 +317,10 @@ impl<E: Entity> Table<E> {
     /// # Errors
     /// [`Error::NotFound`] when there is no such entity.
     pub async fn replace_unconditionally(&self, entity: E) -> Result<Versioned<E>> {
-        self.write(entity, |d| TableOp::Replace(d, Precondition::IfExists))
-            .await
+        self.write(entity, None, |d| {
+            TableOp::Replace(d, Precondition::IfExists)
+        })
+        .await
     }
 
     /// Deletes an entity whatever its version. **Unconditional** except that

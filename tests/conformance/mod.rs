@@ -81,6 +81,7 @@ macro_rules! conformance_suite {
             tables::select_projects_properties,
             tables::update_with_concurrent_increments_are_exact,
             tables::update_with_gives_up_with_conflict,
+            tables::write_logs_are_kept_beside_the_entity,
             blobs::put_get_and_conditions,
             blobs::metadata_and_listing,
             blobs::lease_acquire_renew_change_release,

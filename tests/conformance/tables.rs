@@ -763,3 +763,80 @@ pub async fn update_with_gives_up_with_conflict(ctx: &Ctx) {
 
 #[allow(unused)]
 fn assert_entity_trait_in_scope<E: EntityTrait>() {}
+
+pub async fn write_logs_are_kept_beside_the_entity(ctx: &Ctx) {
+    use leasehold::backend::write_log;
+    let logged = ctx.store.table::<Counter>().with_write_log();
+    let plain = ctx.store.table::<Counter>();
+    let name = logged.name().unwrap().clone();
+    let stored_log = || async {
+        let s = ctx
+            .store
+            .backend()
+            .get(
+                &name,
+                &PartitionKey::new("p").unwrap(),
+                &RowKey::new("w").unwrap(),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        match s.data.properties.get(write_log::PROPERTY) {
+            Some(Value::String(log)) => Some(log.clone()),
+            None => None,
+            other => panic!("write log of the wrong type: {other:?}"),
+        }
+    };
+    let ids = |log: &str| log.split(' ').map(str::to_owned).collect::<Vec<_>>();
+
+    let mut v = logged.insert(Counter::new("p", "w", 0)).await.unwrap();
+    let first = stored_log().await.expect("an insert starts the log");
+    assert_eq!(ids(&first).len(), 1);
+    // Each conditional write puts a fresh id in front of the log it read.
+    for i in 1..=40 {
+        v.n = i;
+        v = logged.replace(&v).await.unwrap();
+        let log = ids(&stored_log().await.unwrap());
+        assert_eq!(
+            log.len(),
+            (i as usize + 1).min(write_log::CAPACITY),
+            "after {i}"
+        );
+        assert_eq!(
+            log.iter().collect::<std::collections::HashSet<_>>().len(),
+            log.len()
+        );
+    }
+    let after_merge = logged.update_with("p", "w", |c| c.n += 1).await.unwrap();
+    assert_eq!(after_merge.n, 41);
+    // The log never reaches the entity; a table without the log reads and
+    // writes the same entity, and its full replacement drops the log.
+    let read = plain.get("p", "w").await.unwrap().unwrap();
+    assert_eq!(read.n, 41);
+    assert_eq!(read.etag(), after_merge.etag());
+    plain.replace(&read).await.unwrap();
+    assert_eq!(stored_log().await, None);
+    // The property name is reserved: an entity bringing its own is refused.
+    #[derive(leasehold::Entity, Debug, Clone)]
+    #[entity(table = "Counters")]
+    struct Sneaky {
+        #[entity(partition_key)]
+        pk: String,
+        #[entity(row_key)]
+        rk: String,
+        #[entity(rename = "_lhWriteLog")]
+        log: String,
+    }
+    let sneaky = ctx.store.table::<Sneaky>();
+    let e = sneaky
+        .insert(Sneaky {
+            pk: "p".into(),
+            rk: "s".into(),
+            log: "x".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(e.to_string().contains(write_log::PROPERTY), "{e}");
+    assert!(sneaky.get("p", "s").await.unwrap().is_none());
+}

@@ -12,6 +12,7 @@ use serde_json::{Map, Value as Json};
 use super::AzureBackend;
 use super::batch;
 use super::errors::{Failure, is_transient_status};
+use crate::backend::write_log::{self, Evidence};
 use crate::backend::{
     Precondition, QueryPage, QuerySpec, StoredEntity, TableOp, Version, validate_batch,
 };
@@ -170,29 +171,43 @@ fn op_what(table: &TableName, op: &TableOp) -> String {
 /// What a read-back says about a write whose reply was lost.
 #[derive(Debug)]
 enum Verdict {
-    /// The stored state is what the write(s) produce: applied, with each
-    /// operation's stored version (`None` for a delete).
+    /// The write(s) were applied, with each operation's version (`None` for
+    /// a delete; [`ETag::superseded`] when later writes already replaced it).
     Applied(Vec<Option<Version>>),
     /// The stored state still meets the write's precondition: it was not
     /// applied and may be sent again.
     NotApplied,
-    /// Neither: someone else wrote in between.
-    Superseded,
-    /// A conditional write whose content is stored under a new ETag: it may
-    /// be ours, or another writer's that computed the same content from the
-    /// same version (two increments of one counter). Reporting it as applied
-    /// could lose that other write's effect, so the outcome stays unknown.
+    /// A write log proves the write was not applied, and someone else has
+    /// written since: the write fails as it would have.
+    Refused,
+    /// The read-back cannot tell. A conditional write whose content is stored
+    /// under a new ETag may be another writer's identical write (two
+    /// increments of one counter); a stored state that matches neither the
+    /// write nor its precondition may be the write built upon, or another
+    /// writer's. Reporting either as applied or as refused could lose or
+    /// repeat an effect, so the outcome stays unknown.
     Unknown,
+}
+
+/// The version of a stored entity.
+fn version_of(s: &StoredEntity) -> Version {
+    Version {
+        etag: s.etag.clone(),
+        timestamp: s.timestamp,
+    }
+}
+
+/// The version reported for a write known to be applied whose own ETag is
+/// already gone: one that matches nothing, as the lost one would not.
+fn superseded_version(s: Option<&StoredEntity>) -> Version {
+    Version {
+        etag: ETag::superseded(),
+        timestamp: s.map_or(time::OffsetDateTime::UNIX_EPOCH, |s| s.timestamp),
+    }
 }
 
 /// `Some(result)` when `stored` is the state `op` leaves behind.
 fn applied(op: &TableOp, stored: Option<&StoredEntity>) -> Option<Option<Version>> {
-    let version = |s: &StoredEntity| {
-        Some(Version {
-            etag: s.etag.clone(),
-            timestamp: s.timestamp,
-        })
-    };
     let not_precondition_etag = |c: &Precondition, s: &StoredEntity| match c {
         Precondition::IfMatch(e) => &s.etag != e,
         _ => true,
@@ -201,17 +216,19 @@ fn applied(op: &TableOp, stored: Option<&StoredEntity>) -> Option<Option<Version
         (TableOp::Delete { .. }, None) => Some(None),
         (TableOp::Delete { .. }, Some(_)) => None,
         (_, None) => None,
-        (TableOp::Insert(d), Some(s)) => (s.data.properties == stored_form(d)).then(|| version(s)),
-        (TableOp::Replace(d, c), Some(s)) => {
-            (not_precondition_etag(c, s) && s.data.properties == stored_form(d)).then(|| version(s))
+        (TableOp::Insert(d), Some(s)) => {
+            (s.data.properties == stored_form(d)).then(|| Some(version_of(s)))
         }
+        (TableOp::Replace(d, c), Some(s)) => (not_precondition_etag(c, s)
+            && s.data.properties == stored_form(d))
+        .then(|| Some(version_of(s))),
         (TableOp::Merge(d, c), Some(s)) => {
             let merged = stored_form(d);
             (not_precondition_etag(c, s)
                 && merged
                     .iter()
                     .all(|(k, v)| s.data.properties.get(k) == Some(v)))
-            .then(|| version(s))
+            .then(|| Some(version_of(s)))
         }
     }
 }
@@ -239,17 +256,66 @@ fn conditioned_on_etag(op: &TableOp) -> bool {
     )
 }
 
+/// What `op`'s write log (if it sent one) says, given the stored entity.
+fn log_evidence(op: &TableOp, stored: Option<&StoredEntity>) -> Evidence {
+    let sent = match op {
+        TableOp::Insert(d) | TableOp::Replace(d, _) | TableOp::Merge(d, _) => {
+            write_log::of(&d.properties)
+        }
+        TableOp::Delete { .. } => None,
+    };
+    match sent {
+        Some(sent) => {
+            write_log::evidence(sent, stored.and_then(|s| write_log::of(&s.data.properties)))
+        }
+        None => Evidence::Unknown,
+    }
+}
+
 fn judge(ops: &[TableOp], stored: &[Option<StoredEntity>]) -> Verdict {
-    let results: Option<Vec<Option<Version>>> = ops
+    let evidence: Vec<Evidence> = ops
         .iter()
         .zip(stored)
-        .map(|(op, s)| applied(op, s.as_ref()))
+        .map(|(op, s)| log_evidence(op, s.as_ref()))
         .collect();
-    if let Some(results) = results {
-        if ops.iter().any(conditioned_on_etag) {
-            return Verdict::Unknown;
+    let proven_applied = evidence
+        .iter()
+        .any(|e| matches!(e, Evidence::AppliedLatest | Evidence::AppliedThenBuiltUpon));
+    let proven_not_applied = evidence.contains(&Evidence::NotApplied);
+    if proven_applied && !proven_not_applied {
+        // A batch is atomic: one operation proven applied proves them all.
+        // Each reports its stored version only where that version is
+        // provably its own.
+        let versions = ops
+            .iter()
+            .zip(stored)
+            .zip(&evidence)
+            .map(|((op, s), e)| {
+                if let TableOp::Delete { .. } = op {
+                    return None;
+                }
+                let own = match e {
+                    Evidence::AppliedLatest => true,
+                    Evidence::Unknown => !conditioned_on_etag(op),
+                    _ => false,
+                };
+                match applied(op, s.as_ref()) {
+                    Some(version) if own => version,
+                    _ => Some(superseded_version(s.as_ref())),
+                }
+            })
+            .collect();
+        return Verdict::Applied(versions);
+    }
+    if !ops.iter().any(conditioned_on_etag) {
+        let results: Option<Vec<Option<Version>>> = ops
+            .iter()
+            .zip(stored)
+            .map(|(op, s)| applied(op, s.as_ref()))
+            .collect();
+        if let Some(results) = results {
+            return Verdict::Applied(results);
         }
-        return Verdict::Applied(results);
     }
     if ops
         .iter()
@@ -257,23 +323,25 @@ fn judge(ops: &[TableOp], stored: &[Option<StoredEntity>]) -> Verdict {
         .all(|(op, s)| precondition_holds(op, s.as_ref()))
     {
         Verdict::NotApplied
+    } else if proven_not_applied && !proven_applied {
+        Verdict::Refused
     } else {
-        Verdict::Superseded
+        Verdict::Unknown
     }
 }
 
 fn unknown_outcome(what: &str) -> Error {
     Error::Transient {
         message: format!(
-            "{what}: the reply was lost and the entity now holds the written content under a new ETag; another writer may have written the same content from the same version, so whether this write was applied is unknown"
+            "{what}: the reply was lost and the outcome is unknown: the read-back cannot tell whether this write was applied (its content stands under a new ETag, which another writer may have produced from the same version, or the entity has changed since); a table opened with `with_write_log` can tell"
         ),
     }
 }
 
-fn superseded(what: &str) -> Error {
+fn refused(what: &str) -> Error {
     Error::Conflict {
         what: format!(
-            "{what}: the reply was lost, and the stored entity matches neither the write nor its precondition"
+            "{what}: the reply was lost; the entity's write log shows the write was not applied and the entity has changed since it was read"
         ),
         code: None,
     }
@@ -403,7 +471,7 @@ impl AzureBackend {
                         Verdict::NotApplied => {
                             tracing::debug!("lost reply: the write was not applied; sending again");
                         }
-                        Verdict::Superseded => return Err(superseded(&what)),
+                        Verdict::Refused => return Err(refused(&what)),
                         Verdict::Unknown => return Err(unknown_outcome(&what)),
                     },
                     Err(f) => {
@@ -444,13 +512,15 @@ impl AzureBackend {
         what: &str,
     ) -> Result<Option<Version>> {
         let stored = self.get_impl(table, &d.partition_key, &d.row_key).await?;
+        let op = TableOp::Insert(d.clone());
         match stored {
             Some(s) if s.data.properties == stored_form(d) => {
                 tracing::debug!("insert retried after a lost reply: the stored entity is ours");
-                Ok(Some(Version {
-                    etag: s.etag,
-                    timestamp: s.timestamp,
-                }))
+                Ok(Some(version_of(&s)))
+            }
+            Some(s) if log_evidence(&op, Some(&s)) == Evidence::AppliedThenBuiltUpon => {
+                tracing::debug!("insert retried after a lost reply: applied, then built upon");
+                Ok(Some(superseded_version(Some(&s))))
             }
             _ => Err(Error::from_service(409, Some("EntityAlreadyExists"), what)),
         }
@@ -543,7 +613,7 @@ impl AzureBackend {
                     Ok(Verdict::NotApplied) => {
                         tracing::debug!("lost reply: the batch was not applied; sending again");
                     }
-                    Ok(Verdict::Superseded) => return Err(superseded(&what)),
+                    Ok(Verdict::Refused) => return Err(refused(&what)),
                     Ok(Verdict::Unknown) => return Err(unknown_outcome(&what)),
                     Err(f) => {
                         retry.wait(f).await.map_err(|f| f.into_error(&what))?;
@@ -858,11 +928,12 @@ mod tests {
             check(&replace, Some(old.clone())),
             Verdict::NotApplied
         ));
+        // Neither the write nor its precondition: built upon, or refused?
         assert!(matches!(
             check(&replace, Some(other.clone())),
-            Verdict::Superseded
+            Verdict::Unknown
         ));
-        assert!(matches!(check(&replace, None), Verdict::Superseded));
+        assert!(matches!(check(&replace, None), Verdict::Unknown));
 
         let merge = TableOp::Merge(ours.clone(), Precondition::IfMatch(ETag::new("e1")));
         let wider = stored(&[("n", Value::Int64(2)), ("m", Value::Boolean(true))], "e4");
@@ -875,11 +946,61 @@ mod tests {
         };
         assert!(matches!(check(&delete, None), Verdict::Applied(v) if v[0].is_none()));
         assert!(matches!(check(&delete, Some(old)), Verdict::NotApplied));
-        assert!(matches!(check(&delete, Some(other)), Verdict::Superseded));
+        assert!(matches!(check(&delete, Some(other)), Verdict::Unknown));
 
         let insert = TableOp::Insert(ours);
         assert!(matches!(check(&insert, None), Verdict::NotApplied));
         assert!(matches!(check(&insert, Some(new)), Verdict::Applied(v) if v[0].is_some()));
+    }
+
+    #[test]
+    fn write_logs_settle_lost_replies() {
+        let with_log = |n: i64, log: &str| {
+            vec![
+                ("n", Value::Int64(n)),
+                (write_log::PROPERTY, Value::String(log.into())),
+            ]
+        };
+        let base = write_log::extend("base", None);
+        let mine = write_log::extend("mine", Some(&base));
+        let rival = write_log::extend("rival", Some(&base));
+        let later = write_log::extend("later", Some(&mine));
+        let ours = data(&with_log(2, &mine));
+        let replace = TableOp::Replace(ours.clone(), Precondition::IfMatch(ETag::new("e1")));
+        let check = |op: &TableOp, s: Option<StoredEntity>| judge(std::slice::from_ref(op), &[s]);
+
+        // Ours, as written: applied, at the stored version.
+        let v = check(&replace, Some(stored(&with_log(2, &mine), "e2")));
+        assert!(
+            matches!(&v, Verdict::Applied(v) if v[0].as_ref().is_some_and(|v| v.etag.as_str() == "e2"))
+        );
+        // A rival's identical content from the same version: not ours, and
+        // the entity moved on, so the write fails as it would have.
+        assert!(matches!(
+            check(&replace, Some(stored(&with_log(2, &rival), "e2"))),
+            Verdict::Refused
+        ));
+        // Ours, then built upon: applied, with a version that matches nothing.
+        let v = check(&replace, Some(stored(&with_log(3, &later), "e3")));
+        assert!(
+            matches!(&v, Verdict::Applied(v) if v[0].as_ref().is_some_and(|v| v.etag.is_superseded()))
+        );
+        // Unchanged: send again.
+        assert!(matches!(
+            check(&replace, Some(stored(&with_log(1, &base), "e1"))),
+            Verdict::NotApplied
+        ));
+        // Log rewritten by a writer that does not keep it: unknown.
+        assert!(matches!(
+            check(&replace, Some(stored(&[("n", Value::Int64(9))], "e9"))),
+            Verdict::Unknown
+        ));
+        // A merge is judged the same way.
+        let merge = TableOp::Merge(ours, Precondition::IfMatch(ETag::new("e1")));
+        assert!(matches!(
+            check(&merge, Some(stored(&with_log(2, &rival), "e2"))),
+            Verdict::Refused
+        ));
     }
 
     #[test]
