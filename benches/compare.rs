@@ -172,12 +172,31 @@ impl Report {
         goal_min: Option<f64>,
         why_missed: &str,
     ) {
-        let name = name.into();
         let (goal, met) = match (goal_max, goal_min) {
             (Some(g), _) => (format!("≤ {g}"), ratio <= g),
             (None, Some(g)) => (format!("≥ {g}"), ratio >= g),
             (None, None) => ("—".into(), true),
         };
+        self.row_with_goal(
+            section, name, measured, baseline, ratio, goal, met, why_missed,
+        );
+    }
+
+    /// A row whose goal is not on the ratio (an absolute bound on the
+    /// measured value, say).
+    #[allow(clippy::too_many_arguments)]
+    fn row_with_goal(
+        &mut self,
+        section: &'static str,
+        name: impl Into<String>,
+        measured: String,
+        baseline: String,
+        ratio: f64,
+        goal: String,
+        met: bool,
+        why_missed: &str,
+    ) {
+        let name = name.into();
         eprintln!("{section} | {name} | {measured} | {baseline} | {ratio:.3} | {goal} | {met}");
         if !met {
             self.misses.push(format!(
@@ -712,10 +731,6 @@ async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
             n: 0,
         })
         .await?;
-    let rtt_client = env
-        .raw_table(Sample::TABLE)
-        .partition_key_client(pk.as_str())
-        .entity_client("s");
 
     let one_table = |store: Store, pk: String| async move {
         let mut unit = store.lock(pk.as_str()).await.unwrap();
@@ -741,70 +756,115 @@ async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
     }
 
     let n = env.n(100) as u64;
-    // What each kind of request costs on its own, to explain the floors.
-    let single: BTreeMap<&str, f64> = {
-        let backend = store.backend().clone();
-        let container = ContainerName::new("bench-requests").unwrap();
-        let blob = BlobName::new(format!("r-{run}")).unwrap();
-        let table = TableName::new(Sample::TABLE).unwrap();
-        backend.create_container(&container).await?;
-        backend
-            .put_blob(
-                &container,
-                &blob,
-                vec![1; 512],
-                &Metadata::new(),
-                &BlobConditions::none(),
-            )
-            .await?;
-        let op = TableOp::Replace(sample(&pk, "one", 0).encode()?, Precondition::Upsert);
-        backend.batch(&table, std::slice::from_ref(&op)).await?;
-        let mut t: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-        for _ in 0..n {
-            let (d, r) = timed(rtt_client.get::<Map<String, Json>>().into_future()).await;
-            r?;
-            t.entry("table get").or_default().push(ms(d));
-            let (d, r) = timed(backend.batch(&table, std::slice::from_ref(&op))).await;
-            r?;
-            t.entry("1-op batch").or_default().push(ms(d));
-            let (d, r) = timed(backend.get_blob(&container, &blob)).await;
-            r?;
-            t.entry("blob get").or_default().push(ms(d));
-            let (d, r) = timed(backend.acquire_lease(
-                &container,
-                &blob,
-                LeaseDuration::Seconds(15),
-                LeaseId::new_random(),
-            ))
-            .await;
-            let id = r?;
-            t.entry("lease acquire").or_default().push(ms(d));
-            let (d, r) = timed(backend.put_blob(
-                &container,
-                &blob,
-                vec![2; 512],
-                &Metadata::new(),
-                &BlobConditions::leased(id),
-            ))
-            .await;
-            r?;
-            t.entry("blob put under lease").or_default().push(ms(d));
-            let (d, r) = timed(backend.release_lease(&container, &blob, id)).await;
-            r?;
-            t.entry("lease release").or_default().push(ms(d));
+    // The floor: the unit's own requests, one after another, sent straight
+    // through the same backend with nothing in between, timed right next to
+    // each unit.
+    let backend = store.backend().clone();
+    let container = ContainerName::new("bench-requests").unwrap();
+    let blob = BlobName::new(format!("r-{run}")).unwrap();
+    let (sample_table, audit_table) = (
+        TableName::new(Sample::TABLE).unwrap(),
+        TableName::new(Audit::TABLE).unwrap(),
+    );
+    backend.create_container(&container).await?;
+    backend
+        .put_blob(
+            &container,
+            &blob,
+            Vec::new(),
+            &Metadata::new(),
+            &BlobConditions::none(),
+        )
+        .await?;
+    let sample_op = TableOp::Replace(sample(&pk, "one", 0).encode()?, Precondition::Upsert);
+    let audit_op = TableOp::Replace(
+        Audit {
+            pk: pk.clone(),
+            rk: "one".into(),
+            n: 0,
         }
-        report.detail(format!(
-            "Single requests in the same run (medians, {n} each): {}.",
-            t.iter()
-                .map(|(k, v)| format!("{k} {:.3} ms", median(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-        t.iter().map(|(k, v)| (*k, median(v))).collect()
+        .encode()?,
+        Precondition::Upsert,
+    );
+    let (pk_key, s_key, a_key) = (
+        PartitionKey::new(pk.clone())?,
+        RowKey::new("s")?,
+        RowKey::new("a")?,
+    );
+    let floor_sequence = |tables: usize| {
+        let (backend, container, blob) = (backend.clone(), container.clone(), blob.clone());
+        let (sample_table, audit_table) = (sample_table.clone(), audit_table.clone());
+        let (sample_op, audit_op) = (sample_op.clone(), audit_op.clone());
+        let (pk_key, s_key, a_key) = (pk_key.clone(), s_key.clone(), a_key.clone());
+        async move {
+            let id = backend
+                .acquire_lease(
+                    &container,
+                    &blob,
+                    LeaseDuration::Seconds(15),
+                    LeaseId::new_random(),
+                )
+                .await
+                .unwrap();
+            backend.get_blob(&container, &blob).await.unwrap();
+            backend.get(&sample_table, &pk_key, &s_key).await.unwrap();
+            if tables == 1 {
+                backend
+                    .batch(&sample_table, std::slice::from_ref(&sample_op))
+                    .await
+                    .unwrap();
+            } else {
+                backend.get(&audit_table, &pk_key, &a_key).await.unwrap();
+                let journal = vec![b'j'; 1536];
+                backend
+                    .put_blob(
+                        &container,
+                        &blob,
+                        journal,
+                        &Metadata::new(),
+                        &BlobConditions::leased(id),
+                    )
+                    .await
+                    .unwrap();
+                backend
+                    .batch(&sample_table, std::slice::from_ref(&sample_op))
+                    .await
+                    .unwrap();
+                backend
+                    .batch(&audit_table, std::slice::from_ref(&audit_op))
+                    .await
+                    .unwrap();
+                backend
+                    .put_blob(
+                        &container,
+                        &blob,
+                        Vec::new(),
+                        &Metadata::new(),
+                        &BlobConditions::leased(id),
+                    )
+                    .await
+                    .unwrap();
+            }
+            backend.release_lease(&container, &blob, id).await.unwrap();
+        }
     };
     for (label, budget, tables) in [("one table", 5u64, 1), ("two tables", 9u64, 2)] {
         let before = counter.snapshot();
-        let (mut unit_ms, mut get_ms) = (Vec::new(), Vec::new());
+        let mut unit_ms = Vec::new();
+        for _ in 0..n {
+            let unit = async {
+                if tables == 1 {
+                    one_table(store.clone(), pk.clone()).await
+                } else {
+                    two_tables(store.clone(), pk.clone()).await
+                }
+            };
+            unit_ms.push(ms(timed(unit).await.0));
+        }
+        let counts = diff(&counter.snapshot(), &before);
+        let per_unit = counts.values().sum::<u64>() as f64 / n as f64;
+        // Interleave again with the floor now that the counts are taken.
+        let (mut lh, mut floor_ms) = (Vec::new(), Vec::new());
         for i in 0..n {
             let unit = async {
                 if tables == 1 {
@@ -813,66 +873,44 @@ async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
                     two_tables(store.clone(), pk.clone()).await
                 }
             };
-            let gets = async {
-                let mut v = Vec::new();
-                for _ in 0..budget {
-                    let (d, r) = timed(rtt_client.get::<Map<String, Json>>().into_future()).await;
-                    r.unwrap();
-                    v.push(ms(d));
-                }
-                v
-            };
             if i % 2 == 0 {
-                unit_ms.push(ms(timed(unit).await.0));
-                get_ms.extend(gets.await);
+                lh.push(ms(timed(unit).await.0));
+                floor_ms.push(ms(timed(floor_sequence(tables)).await.0));
             } else {
-                get_ms.extend(gets.await);
-                unit_ms.push(ms(timed(unit).await.0));
+                floor_ms.push(ms(timed(floor_sequence(tables)).await.0));
+                lh.push(ms(timed(unit).await.0));
             }
         }
-        let counts = diff(&counter.snapshot(), &before);
-        let per_unit = counts.values().sum::<u64>() as f64 / n as f64;
-        let rtt = median(&get_ms);
-        let floor = budget as f64 * rtt;
+        let floor = median(&floor_ms);
         report.row(
             SECTION,
             format!("cold unit, {label} (read {tables}, write {tables})"),
-            format!("{:.3} ms", median(&unit_ms)),
-            format!("{floor:.3} ms = {budget} × {rtt:.3} ms"),
-            median(&unit_ms) / floor,
+            format!("{:.3} ms", median(&lh)),
+            format!("{floor:.3} ms = its {budget} requests back to back"),
+            median(&lh) / floor,
             Some(1.10),
             None,
-            "the floor prices every request at a table get, but a unit's other requests are \
-             lease operations, blob reads and writes and a multipart entity-group batch; the \
-             details price the unit's requests at their own medians and show how much of the \
-             gap is left after that (time between requests, not separated further here)",
+            "the unit's median exceeds its own requests sent back to back by more than the \
+             bound: the time between them is leasehold's work (encoding, staging, the journal) \
+             or waiting for one of the 2 shared cores, which Azurite also uses",
         );
-        // The same requests priced at their own medians.
-        let priced: f64 = counts
-            .iter()
-            .map(|(op, c)| {
-                let key = match op {
-                    Op::Get => "table get",
-                    Op::Batch => "1-op batch",
-                    Op::GetBlob => "blob get",
-                    Op::PutBlob => "blob put under lease",
-                    Op::AcquireLease => "lease acquire",
-                    Op::ReleaseLease => "lease release",
-                    _ => "table get",
-                };
-                *c as f64 / n as f64 * single.get(key).copied().unwrap_or(rtt)
-            })
-            .sum();
         report.detail(format!(
-            "Cold unit, {label}: {n} units; requests per unit {per_unit:.2} (budget {budget}): {}; \
-             unit p99 {:.3} ms. The same requests priced at their own single-request medians \
-             (the 'Single requests' line): {priced:.3} ms, so the unit's median is {:.3}× that; the rest is time \
-             between requests (leasehold's own work, or waiting for one of 2 shared cores), \
-             which this run does not separate.",
+            "Cold unit, {label}: {n} units counted, then {n} interleaved with the floor; \
+             requests per unit {per_unit:.2} (budget {budget}): {}; unit p99 {:.3} ms, floor p99 \
+             {:.3} ms. The floor sends the same kinds of request in the same order through the \
+             same backend: lease acquire, lock-blob read, {} entity read(s), {}lease release.",
             fmt_counts(&counts, n),
-            percentile(&unit_ms, 0.99),
-            median(&unit_ms) / priced
+            percentile(&lh, 0.99),
+            percentile(&floor_ms, 0.99),
+            tables,
+            if tables == 1 {
+                "one 1-operation batch, "
+            } else {
+                "a 1.5 KiB journal written under the lease, one 1-operation batch per table, \
+                 the journal cleared, "
+            }
         ));
+        let _ = &unit_ms;
     }
     Ok(())
 }
@@ -918,8 +956,16 @@ enum Hot {
 }
 
 /// `tasks` tasks doing read-modify-write on `partitions` partitions (task
-/// `t` works on partition `t % partitions`) until `bound` has passed.
-async fn hot(env: &Env, kind: Hot, tasks: usize, partitions: usize, bound: Duration) -> HotResult {
+/// `t` works on partition `t % partitions`) until `bound` has passed or each
+/// has done `quota` units.
+async fn hot(
+    env: &Env,
+    kind: Hot,
+    tasks: usize,
+    partitions: usize,
+    bound: Duration,
+    quota: usize,
+) -> HotResult {
     let (store, counter) = if kind == Hot::LeaseholdUnbounded {
         // The same lock settings as the default (container, no owner
         // metadata) but with the hand-over fairness bound lifted.
@@ -997,7 +1043,7 @@ async fn hot(env: &Env, kind: Hot, tasks: usize, partitions: usize, bound: Durat
             let rkey = RowKey::new("c").unwrap();
             let blob = BlobName::new(pk.clone()).unwrap();
             let mut lat = Vec::new();
-            while Instant::now() < deadline {
+            while Instant::now() < deadline && lat.len() < quota {
                 let t0 = Instant::now();
                 match kind {
                     Hot::Leasehold | Hot::LeaseholdUnbounded => {
@@ -1117,11 +1163,19 @@ async fn hot_partition(env: &Env, report: &mut Report) -> Res<()> {
     let bound = env.secs(10.0);
     let tasks = 16;
     // Interleave: leasehold, hand-written, optimistic, then leasehold again.
-    let lh1 = hot(env, Hot::Leasehold, tasks, 1, bound / 2).await;
-    let hand = hot(env, Hot::HandWritten, tasks, 1, bound).await;
-    let opt = hot(env, Hot::Optimistic, tasks, 1, bound / 2).await;
-    let lh2 = hot(env, Hot::Leasehold, tasks, 1, bound / 2).await;
-    let unbounded = hot(env, Hot::LeaseholdUnbounded, tasks, 1, bound / 2).await;
+    let lh1 = hot(env, Hot::Leasehold, tasks, 1, bound / 2, usize::MAX).await;
+    let hand = hot(env, Hot::HandWritten, tasks, 1, bound, usize::MAX).await;
+    let opt = hot(env, Hot::Optimistic, tasks, 1, bound / 2, usize::MAX).await;
+    let lh2 = hot(env, Hot::Leasehold, tasks, 1, bound / 2, usize::MAX).await;
+    let unbounded = hot(
+        env,
+        Hot::LeaseholdUnbounded,
+        tasks,
+        1,
+        bound / 2,
+        usize::MAX,
+    )
+    .await;
     gets.extend(round_trip_now(env, env.n(200)).await?);
     let rtt = median(&gets);
     let lh = HotResult {
@@ -1163,10 +1217,9 @@ async fn hot_partition(env: &Env, report: &mut Report) -> Res<()> {
         None,
         Some(0.8),
         "by default a lease is handed over in-process at most 1000 times in a row; then it \
-         is released and the next local task waits 1.25 × the 1 s poll cap so that pollers \
-         in other processes get a turn. That pause comes after every 1000 units (every few \
-         seconds here) and is the ~1.25 s unit latency p99 in the details; the row with the \
-         bound lifted shows the throughput without it",
+         is released and the next local task waits 1.25 × the poll interval so that pollers \
+         in other processes get a turn; the row with the hand-over bound lifted shows the \
+         throughput without that pause",
     );
     let ub_rpu = unbounded.requests as f64 / unbounded.units.max(1) as f64;
     let ub_floor = 1e3 / (ub_rpu * rtt);
@@ -1194,6 +1247,46 @@ async fn hot_partition(env: &Env, report: &mut Report) -> Res<()> {
         "as above: the hand-written loop's releaser re-wins at once, so its throughput is \
          near the floor while the other tasks starve",
     );
+    // Bursts: every task wants the lock once, at the same moment; the time
+    // until all are done, alternating sides.
+    let rounds = env.n(8);
+    let (mut burst_lh, mut burst_hand) = (Vec::new(), Vec::new());
+    let long = Duration::from_secs(120);
+    for round in 0..rounds {
+        let mut sides = [Hot::Leasehold, Hot::HandWritten];
+        if round % 2 == 1 {
+            sides.reverse();
+        }
+        for kind in sides {
+            let r = hot(env, kind, tasks, 1, long, 1).await;
+            assert_eq!(r.units, tasks as u64);
+            match kind {
+                Hot::Leasehold => burst_lh.push(ms(r.elapsed)),
+                _ => burst_hand.push(ms(r.elapsed)),
+            }
+        }
+    }
+    report.row(
+        SECTION,
+        format!("burst of {tasks} tasks × 1 unit, time to finish: hand-written over leasehold"),
+        format!("{:.1} ms", median(&burst_lh)),
+        format!("{:.1} ms", median(&burst_hand)),
+        median(&burst_hand) / median(&burst_lh),
+        None,
+        Some(20.0),
+        "the hand-written waiters sleep 250 ms–1 s after each refusal, so a burst lasts \
+         until the slowest waiter has woken to a free lease; leasehold hands the lease from \
+         task to task in the process",
+    );
+    report.detail(format!(
+        "Bursts: {rounds} rounds per side, alternating; {tasks} tasks start together, each \
+         does one locked read-modify-write; time from the start to the last unit's end. \
+         leasehold p50 {:.1} ms / max {:.1} ms; hand-written p50 {:.1} ms / max {:.1} ms.",
+        median(&burst_lh),
+        percentile(&burst_lh, 1.0),
+        median(&burst_hand),
+        percentile(&burst_hand, 1.0),
+    ));
     let opt_rps = opt.requests as f64 / opt.units.max(1) as f64;
     let opt_floor = 1e3 / (2.0 * rtt);
     report.row(
@@ -1257,7 +1350,7 @@ async fn hot_partition(env: &Env, report: &mut Report) -> Res<()> {
     let mut rates = Vec::new();
     for parts in [1usize, 4, 16, 64] {
         let tasks = 4 * parts;
-        let r = hot(env, Hot::Leasehold, tasks, parts, env.secs(3.0)).await;
+        let r = hot(env, Hot::Leasehold, tasks, parts, env.secs(3.0), usize::MAX).await;
         report.detail(format!(
             "Scaling: {parts} partition(s), {tasks} tasks: {:.0} units/s ({:.2} requests per \
              unit, {:.0} requests/s to Azurite), {}.",
@@ -1496,8 +1589,10 @@ async fn handoff(env: &Env, report: &mut Report) -> Res<()> {
             waited: 0.0,
         });
     }
-    let rounds = env.n(12);
-    let hold = Duration::from_millis(1500);
+    let rounds = env.n(16);
+    // Holds of random length, so that the release falls at a random point
+    // of the waiter's polling cycle.
+    let (hold_min, hold_max) = (Duration::from_millis(1000), Duration::from_millis(2000));
     for round in 0..rounds {
         for i in 0..children.len() {
             let c = &mut children[(i + round) % 2];
@@ -1519,7 +1614,7 @@ async fn handoff(env: &Env, report: &mut Report) -> Res<()> {
             };
             c.stdin.write_all(b"go\n").await?;
             c.stdin.flush().await?;
-            tokio::time::sleep(hold).await;
+            tokio::time::sleep(random_between(hold_min, hold_max)).await;
             if let Some(g) = guard {
                 g.release().await?;
             }
@@ -1546,34 +1641,52 @@ async fn handoff(env: &Env, report: &mut Report) -> Res<()> {
     }
     let (lh, rnd) = (&children[0], &children[1]);
     let rate = |c: &Child| c.polls as f64 / c.waited;
-    for (label, q) in [("p50", 0.5), ("p99", 0.99)] {
-        report.row(
-            SECTION,
-            format!("hand-off latency {label}, leasehold acquire vs random 250 ms–1 s polling"),
-            format!("{:.0} ms", percentile(&lh.latencies_ms, q)),
-            format!("{:.0} ms", percentile(&rnd.latencies_ms, q)),
-            percentile(&lh.latencies_ms, q) / percentile(&rnd.latencies_ms, q),
-            None,
-            None,
-            "",
-        );
-    }
+    let p = |c: &Child, q: f64| percentile(&c.latencies_ms, q);
+    let (p50, polls) = (p(lh, 0.5), rate(lh));
+    report.row_with_goal(
+        SECTION,
+        "hand-off latency p50, leasehold acquire vs random 250 ms–1 s polling",
+        format!("{p50:.0} ms"),
+        format!("{:.0} ms", p(rnd, 0.5)),
+        p50 / p(rnd, 0.5),
+        "≤ 60 ms".into(),
+        p50 <= 60.0,
+        "a waiter in another process learns of the release only by polling; at one poll \
+         per interval the wait after a release is spread over the interval, so its median \
+         is about half the interval (55 ms by default) plus one request, and this run's \
+         few rounds put the sample median above the bound",
+    );
     report.row(
         SECTION,
-        "acquire polls/s per waiter",
-        format!("{:.2}/s", rate(lh)),
-        format!("{:.2}/s", rate(rnd)),
-        rate(lh) / rate(rnd),
+        "hand-off latency p99, leasehold acquire vs random 250 ms–1 s polling",
+        format!("{:.0} ms", p(lh, 0.99)),
+        format!("{:.0} ms", p(rnd, 0.99)),
+        p(lh, 0.99) / p(rnd, 0.99),
         None,
         None,
         "",
     );
+    report.row_with_goal(
+        SECTION,
+        "acquire polls/s per waiter",
+        format!("{polls:.2}/s"),
+        format!("{:.2}/s", rate(rnd)),
+        polls / rate(rnd),
+        "≤ 10/s".into(),
+        polls <= 10.0,
+        "the waiter counts its first attempt and one poll per interval (110 ms ± 10 %); \
+         a short wait weighs the first attempt more",
+    );
     report.detail(format!(
         "Lease hand-off: {rounds} rounds per side, alternating; a second process waits while \
-         this one holds the lease for {:.1} s, then releases it; latency is from the release's \
-         reply to the waiter holding the lease (same machine clock). leasehold waits with \
-         `leases().acquire` (jittered exponential backoff capped at its default 1 s poll cap).",
-        hold.as_secs_f64()
+         this one holds the lease for a random {:.1}–{:.1} s, then releases it; latency is \
+         from the release's reply to the waiter holding the lease (same machine clock). \
+         leasehold waits with `leases().acquire` (its default poll interval, {} ms ± 10 %); \
+         polls per second are the waiter's acquire requests over its whole wait. The \
+         hand-written waiter sleeps a random 250 ms–1 s after each refused acquire.",
+        hold_min.as_secs_f64(),
+        hold_max.as_secs_f64(),
+        leasehold::lease::DEFAULT_POLL_INTERVAL.as_millis()
     ));
     Ok(())
 }

@@ -47,7 +47,7 @@ impl Storage {
     fn store_for(&self, owner: &str) -> Result<Store, Error> {
         let options = LeaseOptions::new()
             .with_owner(owner)
-            .with_poll_cap(Duration::from_millis(200));
+            .with_poll_interval(Duration::from_millis(200));
         match self {
             Storage::Memory(backend) => Store::builder(backend.clone()),
             Storage::Azure(cs) => {

@@ -407,7 +407,7 @@ async fn candidates(test: &str) -> Option<Candidates> {
             .with_duration(LEASE)
             .with_renew_interval(Duration::from_secs(5))
             .with_drift_margin(DRIFT)
-            .with_poll_cap(Duration::from_millis(500))
+            .with_poll_interval(Duration::from_millis(500))
             .with_container(names.container("leases"))
             .with_owner(owner);
         Store::builder(backend)

@@ -576,7 +576,7 @@ impl LeaseGuard {
             lost,
             settings.max_handovers,
             settings.max_hold,
-            settings.poll_cap,
+            settings.poll_interval,
         ) {
             Ending::HandOver => {
                 debug!(lease = %self.core.shared.name, "handing the lease over locally");

@@ -147,7 +147,7 @@ impl ManagerInner {
         name: &LeaseName,
         stop: &CancellationToken,
     ) -> Result<Option<LeaseGuard>> {
-        let mut backoff = self.env.poll_backoff();
+        let mut backoff = self.env.standby_backoff();
         loop {
             let attempt = tokio::select! {
                 biased;
@@ -244,7 +244,7 @@ impl ManagerInner {
             if !options.campaign_again || stop.is_cancelled() {
                 return Ok(());
             }
-            let mut rest = self.env.poll_backoff();
+            let mut rest = self.env.standby_backoff();
             tokio::select! {
                 biased;
                 () = stop.cancelled() => return Ok(()),

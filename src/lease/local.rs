@@ -7,8 +7,8 @@
 //! release or an acquire. After [`LeaseOptions::with_handover_limit`]'s bound
 //! (hand-overs in a row, or time since the blob lease was taken) the lease is
 //! released even though tasks are waiting, and the next local task waits one
-//! poll cap and a quarter before acquiring again, so pollers in other
-//! processes (whose next attempt comes within one poll cap) get a turn.
+//! poll interval and a quarter before acquiring again, so pollers in other
+//! processes (whose next attempt comes within one poll interval) get a turn.
 //!
 //! [`LeaseOptions::with_handover_limit`]: super::LeaseOptions::with_handover_limit
 
@@ -116,7 +116,7 @@ impl LocalSlot {
         if state.handovers < max_handovers && held_for < max_hold {
             Ending::HandOver
         } else {
-            // A poller elsewhere tries again within one poll cap; waiting a
+            // A poller elsewhere tries again within one poll interval; waiting a
             // quarter longer lets it in first.
             state.yield_until = Some(Instant::now() + yield_for + yield_for / 4);
             Ending::Release

@@ -49,8 +49,8 @@
 //! from guard to guard ([`Acquisition::HandedOver`]) with renewal running
 //! throughout, up to a fairness bound ([`LeaseOptions::with_handover_limit`]),
 //! then releases it so other processes get their turn. Waiters in other
-//! processes poll with jittered exponential backoff capped at
-//! [`LeaseOptions::with_poll_cap`].
+//! processes poll every [`LeaseOptions::with_poll_interval`] (110 ms by
+//! default, jittered).
 //!
 //! # Example
 //!
@@ -104,7 +104,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBuilder};
 use time::OffsetDateTime;
 use tokio::time::Instant;
 use tracing::{Instrument, info, info_span};
@@ -127,6 +126,10 @@ use document::meta_get;
 use guard::AcquireMode;
 use local::LocalLeases;
 
+/// The default pause between attempts to take a lease held by another
+/// process (see [`LeaseOptions::with_poll_interval`]).
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(110);
+
 /// The default container for lease blobs.
 pub const DEFAULT_CONTAINER: &str = "leasehold-leases";
 
@@ -134,7 +137,7 @@ pub const DEFAULT_CONTAINER: &str = "leasehold-leases";
 ///
 /// Defaults: 30 s leases renewed every 10 s (a third of the duration unless
 /// set), 1 s drift margin, container [`DEFAULT_CONTAINER`], acquire polling
-/// capped at 1 s, owner identity `hostname-pid-random`, owner metadata
+/// every 110 ms, owner identity `hostname-pid-random`, owner metadata
 /// written on acquire, local hand-over up to 1000 times or 60 s in a row.
 #[derive(Debug, Clone)]
 pub struct LeaseOptions {
@@ -143,7 +146,7 @@ pub struct LeaseOptions {
     renew_interval: Option<Duration>,
     drift_margin: Duration,
     container: Option<ContainerName>,
-    poll_cap: Duration,
+    poll_interval: Duration,
     owner: Option<String>,
     owner_metadata: bool,
     max_handovers: u32,
@@ -158,7 +161,7 @@ impl Default for LeaseOptions {
             renew_interval: None,
             drift_margin: Duration::from_secs(1),
             container: None,
-            poll_cap: Duration::from_secs(1),
+            poll_interval: DEFAULT_POLL_INTERVAL,
             owner: None,
             owner_metadata: true,
             max_handovers: 1000,
@@ -208,11 +211,20 @@ impl LeaseOptions {
         self
     }
 
-    /// The longest pause between attempts to acquire a lease held by another
-    /// process (jittered exponential backoff up to this cap). From 10 ms to
-    /// half the lease duration.
-    pub fn with_poll_cap(mut self, cap: Duration) -> Self {
-        self.poll_cap = cap;
+    /// How long a task waiting for a lease held by another process pauses
+    /// between attempts (each pause drawn within ±10 % of it). From 10 ms to
+    /// half the lease duration; default 110 ms.
+    ///
+    /// A released lease is taken by a waiter half an interval later on
+    /// average, at the price of one request per interval per waiting task
+    /// (the default: a median hand-over of about 55 ms at under 10 requests
+    /// per second per waiter). With many processes waiting on one lease,
+    /// a longer interval keeps the blob under the service's request rate
+    /// per blob. Leader candidates on standby ([`LeaseManager::run_as_leader`])
+    /// poll more slowly: backoff from 50 ms up to 1 s, or to this interval
+    /// when it is longer.
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
         self
     }
 
@@ -281,9 +293,9 @@ impl LeaseOptions {
             (_, None) => Duration::MAX,
         };
         let poll_limit = lease_len.map_or(Duration::from_secs(30), |len| len / 2);
-        if self.poll_cap < Duration::from_millis(10) || self.poll_cap > poll_limit {
+        if self.poll_interval < Duration::from_millis(10) || self.poll_interval > poll_limit {
             return Err(Error::invalid(
-                format!("poll cap {:?}", self.poll_cap),
+                format!("poll interval {:?}", self.poll_interval),
                 format!("must be from 10ms to {poll_limit:?} (half the lease duration)"),
             ));
         }
@@ -304,7 +316,7 @@ impl LeaseOptions {
             renew_interval,
             drift: self.drift_margin,
             container,
-            poll_cap: self.poll_cap,
+            poll_interval: self.poll_interval,
             owner,
             owner_metadata: self.owner_metadata,
             max_handovers: self.max_handovers,
@@ -363,7 +375,7 @@ pub(crate) struct Settings {
     pub(crate) renew_interval: Duration,
     pub(crate) drift: Duration,
     pub(crate) container: ContainerName,
-    pub(crate) poll_cap: Duration,
+    pub(crate) poll_interval: Duration,
     pub(crate) owner: String,
     pub(crate) owner_metadata: bool,
     pub(crate) max_handovers: u32,
@@ -381,22 +393,30 @@ pub(crate) struct LeaseEnv {
 }
 
 impl LeaseEnv {
-    /// A fresh jittered exponential backoff for polling, capped at the poll
-    /// cap: delays start at 50 ms (or the cap) and double, each drawn from
-    /// `[d, 2d]` with `2d` never above the cap.
+    /// A fresh pause generator for waiting on a lease held elsewhere: the
+    /// poll interval, each pause drawn within ±10 % of it.
     pub(crate) fn poll_backoff(&self) -> Backoff {
-        let cap = self.settings.poll_cap;
-        let half = cap / 2;
+        Backoff::new(Pace::Fixed(self.settings.poll_interval), self.next_seed())
+    }
+
+    /// A fresh pause generator for leader candidates on standby: from 50 ms
+    /// (or the poll interval, if shorter), doubling up to 1 s (or the poll
+    /// interval, if longer), each pause drawn from `[d, 2d]` under the cap.
+    pub(crate) fn standby_backoff(&self) -> Backoff {
+        let interval = self.settings.poll_interval;
+        let cap = interval.max(Duration::from_secs(1));
+        Backoff::new(
+            Pace::Doubling {
+                next: Duration::from_millis(50).min(interval),
+                cap,
+            },
+            self.next_seed(),
+        )
+    }
+
+    fn next_seed(&self) -> u64 {
         let n = self.backoffs.fetch_add(1, Ordering::Relaxed);
-        let inner = ExponentialBuilder::new()
-            .with_min_delay(Duration::from_millis(50).min(half))
-            .with_max_delay(half)
-            .with_factor(2.0)
-            .without_max_times()
-            .with_jitter()
-            .with_jitter_seed(splitmix(self.settings.seed ^ n.wrapping_mul(0x9E37_79B9)))
-            .build();
-        Backoff { inner, cap }
+        splitmix(self.settings.seed ^ n.wrapping_mul(0x9E37_79B9))
     }
 
     /// Wall-clock time for logs and records, derived from `tokio::time` so
@@ -406,16 +426,44 @@ impl LeaseEnv {
     }
 }
 
-/// A jittered backoff (see [`LeaseEnv::poll_backoff`]).
+/// How pauses grow.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Pace {
+    /// The same pause each time, ±10 %.
+    Fixed(Duration),
+    /// Doubling from `next`, each drawn from `[d, 2d]`, never above `cap`.
+    Doubling { next: Duration, cap: Duration },
+}
+
+/// Jittered pauses (see [`LeaseEnv::poll_backoff`] and
+/// [`LeaseEnv::standby_backoff`]).
 pub(crate) struct Backoff {
-    inner: backon::ExponentialBackoff,
-    cap: Duration,
+    pace: Pace,
+    rng: u64,
 }
 
 impl Backoff {
+    fn new(pace: Pace, seed: u64) -> Self {
+        Backoff { pace, rng: seed }
+    }
+
+    /// A uniform draw from `[0, 1)`.
+    fn unit(&mut self) -> f64 {
+        self.rng = splitmix(self.rng);
+        (self.rng >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     /// The next pause.
     pub(crate) fn next_delay(&mut self) -> Duration {
-        self.inner.next().unwrap_or(self.cap).min(self.cap)
+        let u = self.unit();
+        match &mut self.pace {
+            Pace::Fixed(d) => d.mul_f64(0.9 + 0.2 * u),
+            Pace::Doubling { next, cap } => {
+                let d = *next;
+                *next = (d * 2).min(*cap);
+                d.mul_f64(1.0 + u).min(*cap)
+            }
+        }
     }
 }
 
@@ -509,7 +557,7 @@ impl LeaseManager {
     /// [`Error::Invalid`] naming the option when `options` break a rule
     /// (lease duration outside 15–60 s, renew interval not below the duration
     /// minus the drift margin, drift margin of half the duration or more,
-    /// poll cap out of range, bad owner identity). Nothing is sent.
+    /// poll interval out of range, bad owner identity). Nothing is sent.
     pub fn new(backend: Arc<dyn BlobBackend>, options: LeaseOptions) -> Result<Self> {
         let settings = options.resolve()?;
         Ok(LeaseManager {
@@ -555,8 +603,8 @@ impl LeaseManager {
     }
 
     /// Takes the lease, waiting up to `timeout`: behind other tasks of this
-    /// process on a local queue, and for other processes by polling with
-    /// jittered exponential backoff (capped by the poll cap).
+    /// process on a local queue, and for other processes by polling every
+    /// poll interval ([`LeaseOptions::with_poll_interval`]).
     ///
     /// # Errors
     /// [`Error::Timeout`] when the lease did not come free in time;
@@ -797,12 +845,12 @@ mod tests {
                 "drift margin",
             ),
             (
-                LeaseOptions::new().with_poll_cap(Duration::from_secs(16)),
-                "poll cap",
+                LeaseOptions::new().with_poll_interval(Duration::from_secs(16)),
+                "poll interval",
             ),
             (
-                LeaseOptions::new().with_poll_cap(Duration::from_millis(1)),
-                "poll cap",
+                LeaseOptions::new().with_poll_interval(Duration::from_millis(1)),
+                "poll interval",
             ),
             (LeaseOptions::new().with_owner(""), "owner identity"),
             (LeaseOptions::new().with_owner("é"), "owner identity"),
@@ -864,23 +912,51 @@ mod tests {
     }
 
     #[test]
-    fn poll_backoff_is_capped_and_seeded() {
+    fn poll_pauses_stay_near_the_interval_and_are_seeded() {
         let backend: Arc<dyn BlobBackend> = Arc::new(crate::lease::guard::tests::NoBackend);
         let options = LeaseOptions::new()
-            .with_poll_cap(Duration::from_millis(800))
+            .with_poll_interval(Duration::from_millis(800))
             .with_jitter_seed(7);
         let a = LeaseManager::new(backend.clone(), options.clone()).unwrap();
         let b = LeaseManager::new(backend, options).unwrap();
         let mut x = a.inner.env.poll_backoff();
         let mut y = b.inner.env.poll_backoff();
-        let xs: Vec<Duration> = (0..20).map(|_| x.next_delay()).collect();
-        let ys: Vec<Duration> = (0..20).map(|_| y.next_delay()).collect();
+        let xs: Vec<Duration> = (0..50).map(|_| x.next_delay()).collect();
+        let ys: Vec<Duration> = (0..50).map(|_| y.next_delay()).collect();
         assert_eq!(xs, ys);
         assert!(
-            xs.iter().all(|d| *d <= Duration::from_millis(800)),
+            xs.iter().all(|d| (720..=880).contains(&d.as_millis())),
             "{xs:?}"
         );
-        assert!(xs[0] < Duration::from_millis(101), "{xs:?}");
-        assert!(xs[19] >= Duration::from_millis(400), "{xs:?}");
+        assert!(xs.windows(2).any(|w| w[0] != w[1]), "jittered: {xs:?}");
+        let mean = xs.iter().sum::<Duration>() / 50;
+        assert!((760..=840).contains(&mean.as_millis()), "{mean:?}");
+    }
+
+    #[test]
+    fn standby_pauses_double_up_to_a_second() {
+        let backend: Arc<dyn BlobBackend> = Arc::new(crate::lease::guard::tests::NoBackend);
+        let manager =
+            LeaseManager::new(backend.clone(), LeaseOptions::new().with_jitter_seed(3)).unwrap();
+        let mut s = manager.inner.env.standby_backoff();
+        let xs: Vec<Duration> = (0..20).map(|_| s.next_delay()).collect();
+        assert!(
+            xs[0] >= Duration::from_millis(50) && xs[0] <= Duration::from_millis(100),
+            "{xs:?}"
+        );
+        assert!(xs.iter().all(|d| *d <= Duration::from_secs(1)), "{xs:?}");
+        assert!(xs[19] >= Duration::from_millis(500), "{xs:?}");
+        // A poll interval above a second raises the cap to it.
+        let slow = LeaseManager::new(
+            backend,
+            LeaseOptions::new().with_poll_interval(Duration::from_secs(3)),
+        )
+        .unwrap();
+        let mut s = slow.inner.env.standby_backoff();
+        let last = (0..20).map(|_| s.next_delay()).last().unwrap();
+        assert!(
+            last > Duration::from_secs(1) && last <= Duration::from_secs(3),
+            "{last:?}"
+        );
     }
 }

@@ -774,7 +774,10 @@ pub async fn invalid_input_sends_nothing<B: BlobBackend + Clone>(backend: B, cfg
             cfg.options("x").with_renew_interval(cfg.lease),
             "renew interval",
         ),
-        (cfg.options("x").with_poll_cap(cfg.lease), "poll cap"),
+        (
+            cfg.options("x").with_poll_interval(cfg.lease),
+            "poll interval",
+        ),
         (cfg.options("x").with_owner("\n"), "owner identity"),
     ] {
         let e = LeaseManager::new(shared.clone(), options).unwrap_err();
