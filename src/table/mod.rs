@@ -17,7 +17,7 @@ use tracing::Instrument as _;
 pub use batch::{Batch, BatchResult};
 pub use query::{Page, Query};
 
-use crate::backend::{Precondition, StoredEntity, TableOp, Version};
+use crate::backend::{CheckedOp, Precondition, StoredEntity, TableOp, Version};
 use crate::entity::{Entity, EntityData, Versioned};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
@@ -138,16 +138,19 @@ impl<E: Entity> Table<E> {
             partition = %op.partition_key(),
             row = %op.row_key()
         );
+        let op_name = op.name();
+        // `encode` checked the entity against every service limit, and
+        // `make_op` never builds a delete.
         let version = self
             .store
             .backend()
-            .execute(name, &op)
+            .execute_checked(name, CheckedOp::new(op))
             .instrument(span)
             .await?;
         let Version { etag, timestamp } = version.ok_or_else(|| Error::Backend {
             status: 0,
             code: None,
-            message: format!("{} returned no version", op.name()),
+            message: format!("{op_name} returned no version"),
         })?;
         Ok(Versioned::new(entity, etag, timestamp))
     }
