@@ -11,6 +11,8 @@ mod batch;
 mod query;
 
 use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing::Instrument as _;
 
@@ -27,6 +29,9 @@ use crate::store::Store;
 pub struct Table<E> {
     store: Store,
     name: std::result::Result<TableName, String>,
+    /// Set once the store has made sure the table exists (the store never
+    /// forgets it), so later operations skip the store's lookup.
+    ready: Arc<AtomicBool>,
     _entity: PhantomData<fn() -> E>,
 }
 
@@ -35,6 +40,7 @@ impl<E> Clone for Table<E> {
         Table {
             store: self.store.clone(),
             name: self.name.clone(),
+            ready: Arc::clone(&self.ready),
             _entity: PhantomData,
         }
     }
@@ -64,6 +70,7 @@ impl<E: Entity> Table<E> {
             name: TableName::new(format!("{}{}", store.table_prefix(), E::TABLE))
                 .map_err(|e| e.to_string()),
             store,
+            ready: Arc::new(AtomicBool::new(false)),
             _entity: PhantomData,
         }
     }
@@ -90,7 +97,10 @@ impl<E: Entity> Table<E> {
     /// The table name, after making sure the table exists.
     async fn ready(&self) -> Result<&TableName> {
         let name = self.name()?;
-        self.store.ensure_table(name).await?;
+        if !self.ready.load(Ordering::Acquire) {
+            self.store.ensure_table(name).await?;
+            self.ready.store(true, Ordering::Release);
+        }
         Ok(name)
     }
 
