@@ -10,6 +10,7 @@
 
 use std::borrow::Borrow;
 use std::fmt;
+use std::sync::Arc;
 
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -73,9 +74,18 @@ impl PartialEq for TableName {
 
 impl std::hash::Hash for TableName {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        for b in self.0.bytes() {
-            state.write_u8(b.to_ascii_lowercase());
+        // Hashes the lowercase spelling in one write (a valid name is at most
+        // 63 ASCII bytes), consistent with the case-insensitive `eq`.
+        let mut lower = [0u8; 64];
+        let mut len = 0;
+        for chunk in self.0.as_bytes().chunks(lower.len()) {
+            for (slot, b) in lower.iter_mut().zip(chunk) {
+                *slot = b.to_ascii_lowercase();
+            }
+            state.write(&lower[..chunk.len()]);
+            len += chunk.len();
         }
+        state.write_usize(len);
     }
 }
 
@@ -239,9 +249,10 @@ pub(crate) fn shorten(key: &str) -> String {
 
 /// An entity tag: the version of an entity or blob, as the service gave it.
 ///
-/// Opaque: compare it, send it back, never parse it.
+/// Opaque: compare it, send it back, never parse it. Cheap to clone (the
+/// text is shared).
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct ETag(String);
+pub struct ETag(Arc<str>);
 
 /// See [`ETag::superseded`]: the service's shape, at a time no write of
 /// the service ever carries.
@@ -250,7 +261,7 @@ const SUPERSEDED_ETAG: &str = "W/\"datetime'1601-01-01T00%3A00%3A00.0000000Z'\""
 impl ETag {
     /// Wraps an ETag received from the service.
     pub fn new(tag: impl Into<String>) -> Self {
-        ETag(tag.into())
+        ETag(Arc::from(tag.into()))
     }
 
     /// The ETag reported for a write known to have been applied whose own
@@ -264,7 +275,7 @@ impl ETag {
 
     /// Whether this is [`ETag::superseded`].
     pub fn is_superseded(&self) -> bool {
-        self.0 == SUPERSEDED_ETAG
+        &*self.0 == SUPERSEDED_ETAG
     }
 
     /// The ETag as sent in `If-Match`.

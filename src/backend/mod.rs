@@ -81,6 +81,18 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn execute(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>>;
 
+    /// Applies one write that leasehold has already checked against the
+    /// service's entity limits, handed over by value: a backend that keeps
+    /// the entity may move it instead of copying it, and may skip the checks
+    /// already made. Same results and errors as [`TableBackend::execute`],
+    /// which the default calls.
+    ///
+    /// # Errors
+    /// As [`TableBackend::execute`].
+    async fn execute_checked(&self, table: &TableName, op: CheckedOp) -> Result<Option<Version>> {
+        self.execute(table, op.op()).await
+    }
+
     /// Applies an entity-group transaction: all operations or none.
     ///
     /// Operations must share one partition, touch each row at most once, and
@@ -106,6 +118,32 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     /// retrying (5xx, 408, a timeout, a lost connection); otherwise
     /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage>;
+}
+
+/// A [`TableOp`] whose entity leasehold has checked against every service
+/// limit (property names, value sizes, property count, entity size) and
+/// that is not a delete without a condition, for
+/// [`TableBackend::execute_checked`]. Only leasehold makes one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedOp(TableOp);
+
+impl CheckedOp {
+    /// Wraps `op`, whose entity data (if any) the caller has passed through
+    /// [`validate_entity`](crate::entity::validate_entity) and which is not
+    /// a delete under [`Precondition::Upsert`].
+    pub(crate) fn new(op: TableOp) -> Self {
+        CheckedOp(op)
+    }
+
+    /// The operation.
+    pub fn op(&self) -> &TableOp {
+        &self.0
+    }
+
+    /// The operation, by value.
+    pub fn into_op(self) -> TableOp {
+        self.0
+    }
 }
 
 /// Blob storage with leases: the operations of the Blob service that

@@ -11,14 +11,16 @@ mod batch;
 mod query;
 
 use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing::Instrument as _;
 
 pub use batch::{Batch, BatchResult};
 pub use query::{Page, Query};
 
-use crate::backend::{Precondition, StoredEntity, TableOp, Version, write_log};
-use crate::entity::{Entity, EntityData, Value, Versioned};
+use crate::backend::{CheckedOp, Precondition, StoredEntity, TableOp, Version, write_log};
+use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::store::Store;
@@ -28,6 +30,9 @@ pub struct Table<E> {
     store: Store,
     name: std::result::Result<TableName, String>,
     write_log: bool,
+    /// Set once the store has made sure the table exists (the store never
+    /// forgets it), so later operations skip the store's lookup.
+    ready: Arc<AtomicBool>,
     _entity: PhantomData<fn() -> E>,
 }
 
@@ -37,6 +42,7 @@ impl<E> Clone for Table<E> {
             store: self.store.clone(),
             name: self.name.clone(),
             write_log: self.write_log,
+            ready: Arc::clone(&self.ready),
             _entity: PhantomData,
         }
     }
@@ -71,6 +77,7 @@ impl<E: Entity> Table<E> {
                 .map_err(|e| e.to_string()),
             store,
             write_log: false,
+            ready: Arc::new(AtomicBool::new(false)),
             _entity: PhantomData,
         }
     }
@@ -137,7 +144,10 @@ impl<E: Entity> Table<E> {
     /// The table name, after making sure the table exists.
     async fn ready(&self) -> Result<&TableName> {
         let name = self.name()?;
-        self.store.ensure_table(name).await?;
+        if !self.ready.load(Ordering::Acquire) {
+            self.store.ensure_table(name).await?;
+            self.ready.store(true, Ordering::Release);
+        }
         Ok(name)
     }
 
@@ -177,7 +187,6 @@ impl<E: Entity> Table<E> {
         make_op: impl FnOnce(EntityData) -> TableOp,
     ) -> Result<Versioned<E>> {
         let data = entity.encode()?;
-        let name = self.ready().await?;
         if data.properties.get(write_log::PROPERTY).is_some() {
             return Err(Error::invalid(
                 format!(
@@ -200,7 +209,15 @@ impl<E: Entity> Table<E> {
         if let (Some(log), Some(data)) = (&log, op.data_mut()) {
             data.properties
                 .insert(write_log::PROPERTY, Value::String(log.clone()));
+            // The log adds a property: the limits are checked again.
+            validate_entity(
+                E::TABLE,
+                &data.partition_key,
+                &data.row_key,
+                &data.properties,
+            )?;
         }
+        let name = self.ready().await?;
         let span = tracing::debug_span!(
             "leasehold.write",
             table = %name,
@@ -208,16 +225,20 @@ impl<E: Entity> Table<E> {
             partition = %op.partition_key(),
             row = %op.row_key()
         );
+        let op_name = op.name();
+        // `encode` (and, with a write log, `validate_entity`) checked the
+        // entity against every service limit, and `make_op` never builds a
+        // delete.
         let version = self
             .store
             .backend()
-            .execute(name, &op)
+            .execute_checked(name, CheckedOp::new(op))
             .instrument(span)
             .await?;
         let Version { etag, timestamp } = version.ok_or_else(|| Error::Backend {
             status: 0,
             code: None,
-            message: format!("{} returned no version", op.name()),
+            message: format!("{op_name} returned no version"),
         })?;
         Ok(Versioned::new(entity, etag, timestamp).with_write_log(log))
     }

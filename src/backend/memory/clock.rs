@@ -52,8 +52,35 @@ impl WriteClock {
 /// `W/"datetime'2026-11-21T04%3A46%3A16.9123456Z'"`, where the date-time is
 /// the entity's Timestamp with `:` percent-encoded.
 pub(super) fn entity_etag(timestamp: OffsetDateTime) -> ETag {
-    let text = datetime::format(timestamp).replace(':', "%3A");
-    ETag::new(format!("W/\"datetime'{text}'\""))
+    // Written by hand, in one allocation: this runs on every entity write.
+    // The same text as `datetime::format` with `:` as `%3A`.
+    let t = timestamp.to_offset(time::UtcOffset::UTC);
+    let mut text = String::with_capacity(48);
+    text.push_str("W/\"datetime'");
+    push_digits(&mut text, u32::try_from(t.year()).unwrap_or(0), 4);
+    text.push('-');
+    push_digits(&mut text, u32::from(u8::from(t.month())), 2);
+    text.push('-');
+    push_digits(&mut text, u32::from(t.day()), 2);
+    text.push('T');
+    push_digits(&mut text, u32::from(t.hour()), 2);
+    text.push_str("%3A");
+    push_digits(&mut text, u32::from(t.minute()), 2);
+    text.push_str("%3A");
+    push_digits(&mut text, u32::from(t.second()), 2);
+    text.push('.');
+    push_digits(&mut text, t.nanosecond() / 100, 7);
+    text.push_str("Z'\"");
+    ETag::new(text)
+}
+
+/// Appends the last `width` decimal digits of `n`, zero-padded.
+fn push_digits(out: &mut String, n: u32, width: u32) {
+    let mut div = 10u32.pow(width - 1);
+    while div > 0 {
+        out.push(char::from(b'0' + ((n / div) % 10) as u8));
+        div /= 10;
+    }
 }
 
 /// The 100 ns ticks since 1601-01-01 UTC (a Windows FILETIME), the basis of
@@ -96,6 +123,18 @@ mod tests {
             entity_etag(t).as_str(),
             "W/\"datetime'2026-11-21T04%3A46%3A16.9123456Z'\""
         );
+        for t in [
+            datetime::MIN,
+            datetime::MAX,
+            datetime!(2024-02-29 00:00:00 UTC),
+            datetime!(2026-01-02 03:04:05.0000100 UTC),
+        ] {
+            let expected = format!(
+                "W/\"datetime'{}'\"",
+                datetime::format(t).replace(':', "%3A")
+            );
+            assert_eq!(entity_etag(t).as_str(), expected);
+        }
         let b = blob_etag(t);
         let s = b.as_str();
         assert!(s.starts_with("\"0x8") && s.ends_with('"'), "{s}");

@@ -1,46 +1,76 @@
 //! The table side: tables of entities in key order, single writes, atomic
 //! batches and paged queries.
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 
 use time::OffsetDateTime;
 
 use super::clock::{WriteClock, entity_etag};
-use crate::backend::{Precondition, QueryPage, QuerySpec, StoredEntity, TableOp, Version};
+use crate::backend::{
+    CheckedOp, Precondition, QueryPage, QuerySpec, StoredEntity, TableOp, Version,
+};
 use crate::entity::{
     EntityData, MAX_ENTITY_BYTES, MAX_USER_PROPERTIES, Properties, entity_size, validate_entity,
 };
 use crate::error::{Error, Result};
-use crate::key::{ETag, PartitionKey, RowKey, TableName, compare_keys, shorten};
+use crate::key::{ETag, PartitionKey, RowKey, TableName, shorten};
 use crate::query::{Continuation, MAX_PAGE_SIZE, Row};
 
-/// A row's position: (PartitionKey, RowKey) in the service's UTF-16 order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Position {
-    partition_key: String,
-    row_key: String,
+/// A row's position: the PartitionKey, a 0 unit, then the RowKey, all as
+/// UTF-16 code units. Keys hold no control characters, so comparing
+/// positions as slices orders rows by (PartitionKey, RowKey) in the service's
+/// UTF-16 order, and a lookup needs no allocation (see [`with_position`]).
+type Position = Box<[u16]>;
+
+/// Appends the position of (`partition_key`, `row_key`) to `out`.
+fn push_position(out: &mut Vec<u16>, partition_key: &str, row_key: &str) {
+    out.extend(partition_key.encode_utf16());
+    out.push(0);
+    out.extend(row_key.encode_utf16());
 }
 
-impl Position {
-    fn of(partition_key: &PartitionKey, row_key: &RowKey) -> Self {
-        Position {
-            partition_key: partition_key.as_str().to_owned(),
-            row_key: row_key.as_str().to_owned(),
+fn position(partition_key: &str, row_key: &str) -> Position {
+    let mut out = Vec::with_capacity(partition_key.len() + 1 + row_key.len());
+    push_position(&mut out, partition_key, row_key);
+    out.into_boxed_slice()
+}
+
+/// Runs `f` on the position of (`partition_key`, `row_key`), built on the
+/// stack when the keys are short.
+fn with_position<R>(partition_key: &str, row_key: &str, f: impl FnOnce(&[u16]) -> R) -> R {
+    const INLINE: usize = 128;
+    // UTF-8 takes at least as many bytes as UTF-16 takes units.
+    if partition_key.len() + 1 + row_key.len() > INLINE {
+        return f(&position(partition_key, row_key));
+    }
+    let mut buf = [0u16; INLINE];
+    let mut len = 0;
+    let units = partition_key
+        .encode_utf16()
+        .chain(std::iter::once(0))
+        .chain(row_key.encode_utf16());
+    for (slot, unit) in buf.iter_mut().zip(units) {
+        *slot = unit;
+        len += 1;
+    }
+    f(&buf[..len])
+}
+
+/// Where a continuation resumes: the first position at or after
+/// (`partition_key`, `row_key`) in key order. A continuation is not checked
+/// like a key, so a 0 unit in its PartitionKey (which would collide with
+/// the separator) is handled apart: no stored PartitionKey holds one, so the
+/// rows from there on are those whose PartitionKey is greater than the part
+/// before it.
+fn resume_position(partition_key: &str, row_key: &str) -> Position {
+    match partition_key.find('\0') {
+        Some(nul) => {
+            let mut out: Vec<u16> = partition_key[..nul].encode_utf16().collect();
+            out.push(1);
+            out.into_boxed_slice()
         }
-    }
-}
-
-impl Ord for Position {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare_keys(&self.partition_key, &other.partition_key)
-            .then_with(|| compare_keys(&self.row_key, &other.row_key))
-    }
-}
-
-impl PartialOrd for Position {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
+        None => position(partition_key, row_key),
     }
 }
 
@@ -79,11 +109,7 @@ struct Table {
 
 /// What one checked operation will do once committed.
 enum Planned {
-    Put {
-        partition_key: PartitionKey,
-        row_key: RowKey,
-        properties: Properties,
-    },
+    Put(EntityData),
     Remove {
         partition_key: PartitionKey,
         row_key: RowKey,
@@ -160,31 +186,28 @@ fn check_condition(
 impl Table {
     /// Decides what `op` does against the current rows, without changing
     /// anything.
-    fn plan(&self, name: &TableName, op: &TableOp) -> Result<Planned> {
-        let pk = op.partition_key();
-        let rk = op.row_key();
-        let existing = self.rows.get(&Position::of(pk, rk));
-        let what = || entity_what(name, pk, rk);
-        let put = |properties: Properties| Planned::Put {
-            partition_key: pk.clone(),
-            row_key: rk.clone(),
-            properties,
-        };
+    fn plan(&self, name: &TableName, op: TableOp) -> Result<Planned> {
+        let existing = with_position(op.partition_key().as_str(), op.row_key().as_str(), |p| {
+            self.rows.get(p)
+        });
         match op {
             TableOp::Insert(d) => match existing {
                 Some(_) => Err(Error::from_service(
                     409,
                     Some("EntityAlreadyExists"),
-                    what(),
+                    entity_what(name, &d.partition_key, &d.row_key),
                 )),
-                None => Ok(put(d.properties.clone())),
+                None => Ok(Planned::Put(d)),
             },
             TableOp::Replace(d, condition) => {
-                check_condition(condition, existing, what)?;
-                Ok(put(d.properties.clone()))
+                check_condition(&condition, existing, || {
+                    entity_what(name, &d.partition_key, &d.row_key)
+                })?;
+                Ok(Planned::Put(d))
             }
-            TableOp::Merge(d, condition) => {
-                check_condition(condition, existing, what)?;
+            TableOp::Merge(mut d, condition) => {
+                let what = || entity_what(name, &d.partition_key, &d.row_key);
+                check_condition(&condition, existing, what)?;
                 let mut merged = existing.map(|r| r.properties.clone()).unwrap_or_default();
                 merged.merge_from(&d.properties);
                 // Each part was valid; their union may not be. The caller
@@ -192,16 +215,23 @@ impl Table {
                 if merged.len() > MAX_USER_PROPERTIES {
                     return Err(Error::from_service(400, Some("TooManyProperties"), what()));
                 }
-                if entity_size(pk, rk, &merged) > MAX_ENTITY_BYTES {
+                if entity_size(&d.partition_key, &d.row_key, &merged) > MAX_ENTITY_BYTES {
                     return Err(Error::from_service(400, Some("EntityTooLarge"), what()));
                 }
-                Ok(put(merged))
+                d.properties = merged;
+                Ok(Planned::Put(d))
             }
-            TableOp::Delete { condition, .. } => {
-                check_condition(condition, existing, what)?;
+            TableOp::Delete {
+                partition_key,
+                row_key,
+                condition,
+            } => {
+                check_condition(&condition, existing, || {
+                    entity_what(name, &partition_key, &row_key)
+                })?;
                 Ok(Planned::Remove {
-                    partition_key: pk.clone(),
-                    row_key: rk.clone(),
+                    partition_key,
+                    row_key,
                 })
             }
         }
@@ -210,29 +240,39 @@ impl Table {
     /// Applies a checked plan at `timestamp`.
     fn commit(&mut self, plan: Planned, timestamp: OffsetDateTime) -> Option<Version> {
         match plan {
-            Planned::Put {
+            Planned::Put(EntityData {
                 partition_key,
                 row_key,
                 properties,
-            } => {
+            }) => {
                 let etag = entity_etag(timestamp);
-                self.rows.insert(
-                    Position::of(&partition_key, &row_key),
-                    StoredRow {
-                        partition_key,
-                        row_key,
-                        properties,
-                        timestamp,
-                        etag: etag.clone(),
-                    },
-                );
+                let row = StoredRow {
+                    partition_key,
+                    row_key,
+                    properties,
+                    timestamp,
+                    etag: etag.clone(),
+                };
+                let existing =
+                    with_position(row.partition_key.as_str(), row.row_key.as_str(), |p| {
+                        self.rows.get_mut(p)
+                    });
+                match existing {
+                    Some(slot) => *slot = row,
+                    None => {
+                        let at = position(row.partition_key.as_str(), row.row_key.as_str());
+                        self.rows.insert(at, row);
+                    }
+                }
                 Some(Version { etag, timestamp })
             }
             Planned::Remove {
                 partition_key,
                 row_key,
             } => {
-                self.rows.remove(&Position::of(&partition_key, &row_key));
+                with_position(partition_key.as_str(), row_key.as_str(), |p| {
+                    self.rows.remove(p)
+                });
                 None
             }
         }
@@ -261,9 +301,11 @@ impl TableStore {
         row_key: &RowKey,
     ) -> Result<Option<StoredEntity>> {
         let t = self.table(table)?;
-        Ok(t.rows
-            .get(&Position::of(partition_key, row_key))
-            .map(|r| r.to_entity(None)))
+        Ok(with_position(
+            partition_key.as_str(),
+            row_key.as_str(),
+            |p| t.rows.get(p).map(|r| r.to_entity(None)),
+        ))
     }
 
     pub(super) fn execute(
@@ -274,7 +316,20 @@ impl TableStore {
     ) -> Result<Option<Version>> {
         validate_op(table, op)?;
         let t = self.table_mut(table)?;
-        let plan = t.plan(table, op)?;
+        let plan = t.plan(table, op.clone())?;
+        Ok(t.commit(plan, clock.tick()))
+    }
+
+    /// As [`TableStore::execute`] for an operation already validated, which
+    /// is moved into the table instead of copied.
+    pub(super) fn execute_checked(
+        &mut self,
+        clock: &WriteClock,
+        table: &TableName,
+        op: CheckedOp,
+    ) -> Result<Option<Version>> {
+        let t = self.table_mut(table)?;
+        let plan = t.plan(table, op.into_op())?;
         Ok(t.commit(plan, clock.tick()))
     }
 
@@ -302,7 +357,7 @@ impl TableStore {
             .iter()
             .enumerate()
             .map(|(index, op)| {
-                t.plan(table, op).map_err(|source| Error::Batch {
+                t.plan(table, op.clone()).map_err(|source| Error::Batch {
                     index,
                     source: Box::new(source),
                 })
@@ -325,13 +380,17 @@ impl TableStore {
         let t = self.table(table)?;
         let top = usize::from(spec.top.unwrap_or(MAX_PAGE_SIZE));
         let scan_limit = scan_limit.max(1);
-        let start = spec.continuation.as_ref().map(|c| Position {
-            partition_key: c.next_partition_key.clone(),
-            row_key: c.next_row_key.clone().unwrap_or_default(),
+        let start = spec.continuation.as_ref().map(|c| {
+            resume_position(
+                &c.next_partition_key,
+                c.next_row_key.as_deref().unwrap_or(""),
+            )
         });
         let mut rows = match start {
-            Some(start) => t.rows.range(start..),
-            None => t.rows.range(..),
+            Some(start) => t
+                .rows
+                .range::<[u16], _>((Bound::Included(&*start), Bound::Unbounded)),
+            None => t.rows.range::<[u16], _>(..),
         };
         let select = spec.select.as_deref();
         let mut entities = Vec::new();
@@ -351,9 +410,9 @@ impl TableStore {
                 entities.push(row.to_entity(select));
             }
         }
-        let continuation = rows.next().map(|(position, _)| Continuation {
-            next_partition_key: position.partition_key.clone(),
-            next_row_key: Some(position.row_key.clone()),
+        let continuation = rows.next().map(|(_, row)| Continuation {
+            next_partition_key: row.partition_key.as_str().to_owned(),
+            next_row_key: Some(row.row_key.as_str().to_owned()),
         });
         Ok(QueryPage {
             entities,
@@ -364,5 +423,50 @@ impl TableStore {
     /// The number of tables, for `Debug`.
     pub(super) fn table_count(&self) -> usize {
         self.tables.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::compare_keys;
+
+    fn tuple_order(a: (&str, &str), b: (&str, &str)) -> std::cmp::Ordering {
+        compare_keys(a.0, b.0).then_with(|| compare_keys(a.1, b.1))
+    }
+
+    #[test]
+    fn positions_sort_as_key_tuples() {
+        let keys = [
+            ("", ""),
+            ("", "a"),
+            ("a", ""),
+            ("a", "b"),
+            ("a b", ""),
+            ("ab", ""),
+            ("a", "\u{ffff}"),
+            ("a\u{ffff}", ""),
+            ("a\u{10000}", ""),
+            ("a\u{e000}", "x"),
+            (&"p".repeat(200), "r"),
+            (&"p".repeat(200), ""),
+        ];
+        for a in keys {
+            for b in keys {
+                let stack = with_position(a.0, a.1, |pa| with_position(b.0, b.1, |pb| pa.cmp(pb)));
+                assert_eq!(stack, tuple_order(a, b), "{a:?} {b:?}");
+                assert_eq!(position(a.0, a.1).cmp(&position(b.0, b.1)), stack);
+                with_position(a.0, a.1, |pa| assert_eq!(*pa, *position(a.0, a.1)));
+            }
+        }
+    }
+
+    #[test]
+    fn resume_position_handles_a_nul_in_the_partition_key() {
+        let start = resume_position("a\u{0}z", "r");
+        assert!(*position("a", "zzz") < *start);
+        assert!(*position("a ", "") > *start);
+        assert!(*position("ab", "") > *start);
+        assert_eq!(resume_position("a", "b"), position("a", "b"));
     }
 }
