@@ -1589,10 +1589,10 @@ async fn handoff(env: &Env, report: &mut Report) -> Res<()> {
             waited: 0.0,
         });
     }
-    let rounds = env.n(16);
+    let rounds = env.n(60);
     // Holds of random length, so that the release falls at a random point
     // of the waiter's polling cycle.
-    let (hold_min, hold_max) = (Duration::from_millis(1000), Duration::from_millis(2000));
+    let (hold_min, hold_max) = (Duration::from_millis(300), Duration::from_millis(800));
     for round in 0..rounds {
         for i in 0..children.len() {
             let c = &mut children[(i + round) % 2];
@@ -1640,7 +1640,9 @@ async fn handoff(env: &Env, report: &mut Report) -> Res<()> {
         c.process.wait().await?;
     }
     let (lh, rnd) = (&children[0], &children[1]);
-    let rate = |c: &Child| c.polls as f64 / c.waited;
+    // Retries per second of waiting: the first attempt of each wait is the
+    // acquire itself, the rest is the load a waiter puts on the service.
+    let rate = |c: &Child| (c.polls - rounds as u64) as f64 / c.waited;
     let p = |c: &Child, q: f64| percentile(&c.latencies_ms, q);
     let (p50, polls) = (p(lh, 0.5), rate(lh));
     report.row_with_goal(
@@ -1652,9 +1654,9 @@ async fn handoff(env: &Env, report: &mut Report) -> Res<()> {
         "≤ 60 ms".into(),
         p50 <= 60.0,
         "a waiter in another process learns of the release only by polling; at one poll \
-         per interval the wait after a release is spread over the interval, so its median \
-         is about half the interval (55 ms by default) plus one request, and this run's \
-         few rounds put the sample median above the bound",
+         per interval the wait after a release is spread evenly over the interval, so its \
+         median is about half the interval (50 ms by default) plus one request, and this \
+         run's sample median landed above the bound",
     );
     report.row(
         SECTION,
@@ -1668,22 +1670,29 @@ async fn handoff(env: &Env, report: &mut Report) -> Res<()> {
     );
     report.row_with_goal(
         SECTION,
-        "acquire polls/s per waiter",
+        "polls/s per waiter while the lease is held",
         format!("{polls:.2}/s"),
         format!("{:.2}/s", rate(rnd)),
         polls / rate(rnd),
         "≤ 10/s".into(),
         polls <= 10.0,
-        "the waiter counts its first attempt and one poll per interval (110 ms ± 10 %); \
-         a short wait weighs the first attempt more",
+        "one poll per interval (100 ms ± 10 %) plus the poll's own round trip stays under \
+         10 per second; more means pauses were cut short",
     );
+    report.detail(format!(
+        "Lease hand-off requests: leasehold {:.2} acquire requests per hand-off, hand-written \
+         {:.2}.",
+        lh.polls as f64 / rounds as f64,
+        rnd.polls as f64 / rounds as f64
+    ));
     report.detail(format!(
         "Lease hand-off: {rounds} rounds per side, alternating; a second process waits while \
          this one holds the lease for a random {:.1}–{:.1} s, then releases it; latency is \
          from the release's reply to the waiter holding the lease (same machine clock). \
          leasehold waits with `leases().acquire` (its default poll interval, {} ms ± 10 %); \
-         polls per second are the waiter's acquire requests over its whole wait. The \
-         hand-written waiter sleeps a random 250 ms–1 s after each refused acquire.",
+         polls per second are the waiter's acquire requests after the first of each wait, \
+         over the time it waited. The hand-written waiter sleeps a random 250 ms–1 s after \
+         each refused acquire.",
         hold_min.as_secs_f64(),
         hold_max.as_secs_f64(),
         leasehold::lease::DEFAULT_POLL_INTERVAL.as_millis()

@@ -49,7 +49,7 @@
 //! from guard to guard ([`Acquisition::HandedOver`]) with renewal running
 //! throughout, up to a fairness bound ([`LeaseOptions::with_handover_limit`]),
 //! then releases it so other processes get their turn. Waiters in other
-//! processes poll every [`LeaseOptions::with_poll_interval`] (110 ms by
+//! processes poll every [`LeaseOptions::with_poll_interval`] (100 ms by
 //! default, jittered).
 //!
 //! # Example
@@ -128,7 +128,7 @@ use local::LocalLeases;
 
 /// The default pause between attempts to take a lease held by another
 /// process (see [`LeaseOptions::with_poll_interval`]).
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(110);
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The default container for lease blobs.
 pub const DEFAULT_CONTAINER: &str = "leasehold-leases";
@@ -137,7 +137,7 @@ pub const DEFAULT_CONTAINER: &str = "leasehold-leases";
 ///
 /// Defaults: 30 s leases renewed every 10 s (a third of the duration unless
 /// set), 1 s drift margin, container [`DEFAULT_CONTAINER`], acquire polling
-/// every 110 ms, owner identity `hostname-pid-random`, owner metadata
+/// every 100 ms, owner identity `hostname-pid-random`, owner metadata
 /// written on acquire, local hand-over up to 1000 times or 60 s in a row.
 #[derive(Debug, Clone)]
 pub struct LeaseOptions {
@@ -213,12 +213,12 @@ impl LeaseOptions {
 
     /// How long a task waiting for a lease held by another process pauses
     /// between attempts (each pause drawn within ±10 % of it). From 10 ms to
-    /// half the lease duration; default 110 ms.
+    /// half the lease duration; default 100 ms.
     ///
     /// A released lease is taken by a waiter half an interval later on
     /// average, at the price of one request per interval per waiting task
-    /// (the default: a median hand-over of about 55 ms at under 10 requests
-    /// per second per waiter). With many processes waiting on one lease,
+    /// (the default: a median hand-over of about 50 ms at just under 10
+    /// requests per second per waiter). With many processes waiting on one lease,
     /// a longer interval keeps the blob under the service's request rate
     /// per blob. Leader candidates on standby ([`LeaseManager::run_as_leader`])
     /// poll more slowly: backoff from 50 ms up to 1 s, or to this interval
