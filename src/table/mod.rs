@@ -396,9 +396,18 @@ impl<E: Entity> Table<E> {
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
     ///
+    /// When a reply is lost on the way back, the backend reads the entity to
+    /// learn whether the write was applied. On a table opened with
+    /// [`Table::with_write_log`] that always settles it, so `f`'s effect is
+    /// applied exactly once; without a write log an undecidable case is
+    /// reported as [`Error::Transient`] ("outcome unknown") rather than
+    /// retried, since retrying could apply `f` twice.
+    ///
     /// # Errors
     /// [`Error::Conflict`] when every attempt conflicted; [`Error::NotFound`]
-    /// when the entity does not exist; [`Error::Invalid`] when `f` changed a key.
+    /// when the entity does not exist; [`Error::Invalid`] when `f` changed a
+    /// key; [`Error::Transient`] when the outcome of a write is unknown (see
+    /// above) or the backend's retries ran out.
     pub async fn update_with<F>(
         &self,
         partition_key: impl IntoPartitionKey,
