@@ -33,7 +33,7 @@ pub fn put_encoded(
 ) -> Result<()> {
     match encoded {
         Ok(Some(v)) => {
-            props.insert(name, v);
+            props.insert_static(name, v);
             Ok(())
         }
         Ok(None) => Ok(()),
@@ -177,11 +177,10 @@ pub fn split_key<const N: usize>(table: &str, kind: KeyKind, key: &str) -> Resul
         expected: format!("a composite key of {N} parts"),
         found,
     };
-    let parts = if N == 1 {
-        vec![key.to_owned()]
-    } else {
-        CompositeKey::split(key).map_err(wrong)?
-    };
+    if N == 1 {
+        return Ok(std::array::from_fn(|_| key.to_owned()));
+    }
+    let parts = CompositeKey::split(key).map_err(wrong)?;
     let found = parts.len();
     <[String; N]>::try_from(parts).map_err(|_| wrong(format!("{found} parts")))
 }

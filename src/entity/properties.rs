@@ -1,5 +1,6 @@
 //! A property bag and the service's limits on it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use super::value::{Value, utf16_len};
@@ -24,7 +25,7 @@ pub const RESERVED_NAMES: [&str; 3] = ["PartitionKey", "RowKey", "Timestamp"];
 /// A name maps to at most one value; an absent name is an absent property
 /// (the service has no null).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Properties(BTreeMap<String, Value>);
+pub struct Properties(BTreeMap<Cow<'static, str>, Value>);
 
 impl Properties {
     /// An empty bag.
@@ -34,7 +35,13 @@ impl Properties {
 
     /// Sets a property, returning the previous value.
     pub fn insert(&mut self, name: impl Into<String>, value: Value) -> Option<Value> {
-        self.0.insert(name.into(), value)
+        self.0.insert(Cow::Owned(name.into()), value)
+    }
+
+    /// Sets a property under a name known at compile time (no copy of the
+    /// name is made), returning the previous value.
+    pub fn insert_static(&mut self, name: &'static str, value: Value) -> Option<Value> {
+        self.0.insert(Cow::Borrowed(name), value)
     }
 
     /// Looks a property up.
@@ -59,13 +66,13 @@ impl Properties {
 
     /// The properties in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), v))
+        self.0.iter().map(|(k, v)| (k.as_ref(), v))
     }
 
     /// Keeps only the named properties.
     pub fn retain_names(&mut self, names: &[impl AsRef<str>]) {
         self.0
-            .retain(|k, _| names.iter().any(|n| n.as_ref() == k.as_str()));
+            .retain(|k, _| names.iter().any(|n| n.as_ref() == k.as_ref()));
     }
 
     /// Merges `other` into this bag: its properties replace same-named ones,
@@ -79,15 +86,31 @@ impl Properties {
 
 impl FromIterator<(String, Value)> for Properties {
     fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Self {
-        Properties(iter.into_iter().collect())
+        Properties(iter.into_iter().map(|(k, v)| (Cow::Owned(k), v)).collect())
     }
 }
 
+/// The properties of a [`Properties`] bag by value, in name order.
+#[derive(Debug)]
+pub struct PropertiesIntoIter(std::collections::btree_map::IntoIter<Cow<'static, str>, Value>);
+
+impl Iterator for PropertiesIntoIter {
+    type Item = (String, Value);
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next().map(|(k, v)| (k.into_owned(), v))
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl ExactSizeIterator for PropertiesIntoIter {}
+
 impl IntoIterator for Properties {
     type Item = (String, Value);
-    type IntoIter = std::collections::btree_map::IntoIter<String, Value>;
+    type IntoIter = PropertiesIntoIter;
     fn into_iter(self) -> Self::IntoIter {
-        self.0.into_iter()
+        PropertiesIntoIter(self.0.into_iter())
     }
 }
 
@@ -158,19 +181,42 @@ pub fn validate_entity(
     props: &Properties,
 ) -> Result<()> {
     let at = || format!("entity ({pk:?}, {rk:?}) of table `{table}`");
+    // One pass: names, value sizes and the entity size (as `entity_size`).
+    let mut size = 4 + 2 * utf16_len(pk.as_str()) + 2 * utf16_len(rk.as_str());
     for (name, value) in props.iter() {
-        if let Some(why) = property_name_problem(name) {
-            return Err(Error::invalid(
-                format!("property name {name:?} in {}", at()),
-                why,
-            ));
+        if !is_plain_name(name) {
+            if let Some(why) = property_name_problem(name) {
+                return Err(Error::invalid(
+                    format!("property name {name:?} in {}", at()),
+                    why,
+                ));
+            }
         }
-        if let Some(why) = value_size_problem(value) {
-            return Err(Error::invalid(
-                format!("property `{name}` of {}", at()),
-                why,
-            ));
-        }
+        let value_size = match value {
+            Value::String(s) => {
+                let units = utf16_len(s);
+                if 2 * units > MAX_VALUE_BYTES {
+                    return Err(Error::invalid(
+                        format!("property `{name}` of {}", at()),
+                        format!(
+                            "string is {units} UTF-16 units ({} bytes); the limit is {MAX_VALUE_BYTES} bytes",
+                            2 * units
+                        ),
+                    ));
+                }
+                4 + 2 * units
+            }
+            other => {
+                if let Some(why) = value_size_problem(other) {
+                    return Err(Error::invalid(
+                        format!("property `{name}` of {}", at()),
+                        why,
+                    ));
+                }
+                other.stored_size()
+            }
+        };
+        size += 8 + 2 * utf16_len(name) + value_size;
     }
     if props.len() > MAX_USER_PROPERTIES {
         return Err(Error::invalid(
@@ -181,7 +227,6 @@ pub fn validate_entity(
             ),
         ));
     }
-    let size = entity_size(pk, rk, props);
     if size > MAX_ENTITY_BYTES {
         return Err(Error::invalid(
             at(),
@@ -189,6 +234,22 @@ pub fn validate_entity(
         ));
     }
     Ok(())
+}
+
+/// A quick yes for the common case: an ASCII identifier of at most 255
+/// characters that is not reserved. `false` means "ask
+/// [`property_name_problem`]", not "invalid".
+fn is_plain_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    match bytes.split_first() {
+        Some((first, rest)) => {
+            (first.is_ascii_alphabetic() || *first == b'_')
+                && rest.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+                && bytes.len() <= MAX_NAME_CHARS
+                && !RESERVED_NAMES.contains(&name)
+        }
+        None => false,
+    }
 }
 
 #[cfg(test)]

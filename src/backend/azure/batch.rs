@@ -77,7 +77,7 @@ pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<Ba
         }
         match op.data() {
             Some(d) => {
-                let json = serde_json::to_string(&wire::entity_to_json(
+                let json = serde_json::to_string(&wire::EntityBody::new(
                     d.partition_key.as_str(),
                     d.row_key.as_str(),
                     &d.properties,
