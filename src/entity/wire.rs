@@ -245,6 +245,22 @@ impl<'a> EntityBody<'a> {
         }
     }
 
+    /// About the length of the body text (more when strings need escapes),
+    /// to size the buffer once.
+    pub fn estimated_len(&self) -> usize {
+        let value_len = |v: &Value| match v {
+            Value::String(s) => s.len() + 2,
+            Value::Binary(b) => b.len().div_ceil(3) * 4 + 2,
+            _ => 40,
+        };
+        let props: usize = self
+            .properties
+            .iter()
+            .map(|(name, v)| 2 * name.len() + 4 + value_len(v) + 28)
+            .sum();
+        40 + self.partition_key.len() + self.row_key.len() + props
+    }
+
     /// Whether writing keys in the order "keys and properties merged by name,
     /// each annotation right after its property" is the order of a
     /// `serde_json::Map` (sorted by whole key) with no key written twice.
@@ -409,12 +425,16 @@ pub fn entity_to_json_string(
     row_key: &str,
     props: &Properties,
 ) -> Result<String> {
-    serde_json::to_string(&EntityBody::new(partition_key, row_key, props)).map_err(|e| {
+    let body = EntityBody::new(partition_key, row_key, props);
+    let mut out = Vec::with_capacity(body.estimated_len());
+    let fail = |e: &dyn std::fmt::Display| {
         Error::invalid(
             format!("entity ({partition_key:?}, {row_key:?})"),
             format!("cannot write its JSON: {e}"),
         )
-    })
+    };
+    serde_json::to_writer(&mut out, &body).map_err(|e| fail(&e))?;
+    String::from_utf8(out).map_err(|e| fail(&e))
 }
 
 /// An entity body parsed from JSON text but not yet checked: what
@@ -429,16 +449,28 @@ pub struct ParsedEntity {
     etag: Option<String>,
     /// Properties and annotations by property name.
     entries: Vec<Entry>,
+    /// Annotations that are not a known type name, for errors.
+    bad_annotations: Vec<Json>,
     /// Whether `entries` is strictly increasing by name (so every name occurs
     /// once, as in a `serde_json::Map`).
     sorted: bool,
 }
 
+/// Kept small (64 bytes): a body's entries fit one small allocation.
 #[derive(Debug, Clone)]
 struct Entry {
     name: String,
     value: Option<Json>,
-    annotation: Option<Annotation>,
+    annotation: Ann,
+}
+
+/// An annotation as an entry holds it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ann {
+    Absent,
+    Known(EdmType),
+    /// Index into `ParsedEntity::bad_annotations`.
+    Bad(u32),
 }
 
 /// An `@odata.type` annotation's value.
@@ -606,11 +638,19 @@ impl<'de> serde::de::Visitor<'de> for ParsedEntityVisitor {
                 }
                 Key::Property(name) => {
                     let value = map.next_value::<Json>()?;
-                    out.place(name, Some(value), None);
+                    out.place(name, Some(value), Ann::Absent);
                 }
                 Key::Annotation(name) => {
-                    let annotation = map.next_value::<Annotation>()?;
-                    out.place(name, None, Some(annotation));
+                    let annotation = match map.next_value::<Annotation>()? {
+                        Annotation::Known(t) => Ann::Known(t),
+                        Annotation::Other(json) => {
+                            out.bad_annotations.push(json);
+                            Ann::Bad(
+                                u32::try_from(out.bad_annotations.len() - 1).unwrap_or(u32::MAX),
+                            )
+                        }
+                    };
+                    out.place(name, None, annotation);
                 }
             }
         }
@@ -620,17 +660,17 @@ impl<'de> serde::de::Visitor<'de> for ParsedEntityVisitor {
 
 impl ParsedEntity {
     /// Files a property value or annotation under its name.
-    fn place(&mut self, name: KeyName, value: Option<Json>, annotation: Option<Annotation>) {
+    fn place(&mut self, name: KeyName, value: Option<Json>, annotation: Ann) {
         let name = match name {
             KeyName::Last => {
                 if let Some(last) = self.entries.last_mut() {
                     let free = (value.is_none() || last.value.is_none())
-                        && (annotation.is_none() || last.annotation.is_none());
+                        && (annotation == Ann::Absent || last.annotation == Ann::Absent);
                     if free {
                         if value.is_some() {
                             last.value = value;
                         }
-                        if annotation.is_some() {
+                        if annotation != Ann::Absent {
                             last.annotation = annotation;
                         }
                         return;
@@ -671,8 +711,8 @@ impl ParsedEntity {
             if later.value.is_some() {
                 earlier.value = later.value.take();
             }
-            if later.annotation.is_some() {
-                earlier.annotation = later.annotation.take();
+            if later.annotation != Ann::Absent {
+                earlier.annotation = later.annotation;
             }
             true
         });
@@ -700,7 +740,7 @@ pub fn entity_from_parsed(table: &str, mut parsed: ParsedEntity) -> Result<WireE
     let row_key = key("RowKey", parsed.row_key.take())?;
     parsed.normalize();
     let mut timestamp = None;
-    let mut properties = Properties::new();
+    let mut properties = Properties::with_capacity(parsed.entries.len());
     for Entry {
         name,
         value,
@@ -713,21 +753,20 @@ pub fn entity_from_parsed(table: &str, mut parsed: ParsedEntity) -> Result<WireE
             continue;
         };
         let annotation = match annotation {
-            None => None,
-            Some(Annotation::Known(t)) => Some(t),
-            Some(Annotation::Other(Json::String(t))) => {
-                return Err(decode_err(
-                    &name,
-                    "a known Edm type",
-                    format!("annotation {t:?}"),
-                ));
-            }
-            Some(Annotation::Other(other)) => {
-                return Err(decode_err(
-                    &name,
-                    "an Edm type annotation",
-                    other.to_string(),
-                ));
+            Ann::Absent => None,
+            Ann::Known(t) => Some(t),
+            Ann::Bad(i) => {
+                let bad = parsed
+                    .bad_annotations
+                    .get_mut(i as usize)
+                    .map(std::mem::take)
+                    .unwrap_or_default();
+                return Err(match bad {
+                    Json::String(t) => {
+                        decode_err(&name, "a known Edm type", format!("annotation {t:?}"))
+                    }
+                    other => decode_err(&name, "an Edm type annotation", other.to_string()),
+                });
             }
         };
         let value = read_value_owned(annotation, raw)
@@ -880,6 +919,11 @@ mod tests {
             Value::Binary(vec![0, 1, 255]),
             Value::Binary((0..=255).cycle().take(1000).collect()),
         ]
+    }
+
+    #[test]
+    fn entries_stay_small() {
+        assert!(std::mem::size_of::<Entry>() <= 64);
     }
 
     #[test]
