@@ -154,6 +154,13 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
         };
         let n = parts.len();
         let kind_tokens = key_kind(kind);
+        if n == 1 {
+            // A one-part key is the stored key itself: borrow it.
+            let raw = raw_part(kind, 0);
+            return quote! {
+                let #raw = #stored.as_str();
+            };
+        }
         let raws = (0..n).map(|position| raw_part(kind, position));
         quote! {
             let [#(#raws),*] = #p::split_key::<#n>(#table, #kind_tokens, #stored.as_str())?;
