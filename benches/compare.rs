@@ -593,9 +593,10 @@ fn codec(env: &Env, report: &mut Report, rtt_ms: f64) -> Res<()> {
     const SECTION: &str = "2 codec";
     let s = sample("customer-42", "row-0001", 42);
     // Check both paths round-trip before timing them.
-    // The Azure backend's path: requests serialize `wire::EntityBody` (what
-    // `entity_to_json_string` writes), replies deserialize `wire::ParsedEntity`
-    // and read it with `entity_from_parsed` (what `entity_from_json_str` does).
+    // The Azure backend's path: batch bodies are `entity_to_json_string`
+    // (single-entity requests serialize `wire::EntityBody` through the SDK:
+    // the same bytes); replies deserialize `wire::ParsedEntity` and read it
+    // with `entity_from_parsed` (what `entity_from_json_str` does).
     let lh = |s: &Sample| -> Sample {
         let data = s.encode().unwrap();
         let text = wire::entity_to_json_string(
@@ -669,8 +670,10 @@ fn codec(env: &Env, report: &mut Report, rtt_ms: f64) -> Res<()> {
     report.detail(format!(
         "Codec: median of {batches} interleaved batches of {per_batch} round trips \
          (struct → JSON text → struct). leasehold: `Entity::encode` (keys, properties, limit \
-         checks) → `wire::entity_to_json_string` (serializes `wire::EntityBody` straight from \
-         the property bag, as the Azure backend's requests do) → `wire::entity_from_json_str` \
+         checks) → `wire::entity_to_json_string` (writes the body text straight from the \
+         property bag, as the Azure backend's batch requests do; its single-entity requests \
+         serialize `wire::EntityBody` through serde_json into the same bytes) → \
+         `wire::entity_from_json_str` \
          (deserializes `wire::ParsedEntity` and reads it with `wire::entity_from_parsed`, as \
          the backend reads replies) → `Entity::decode`; no `serde_json::Map` on the way. \
          Baseline: `serde_json::to_string` / `from_str` of the same struct with \

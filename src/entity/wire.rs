@@ -415,8 +415,8 @@ fn format_i64(i: i64, buf: &mut [u8; 20]) -> std::result::Result<&str, std::str:
 }
 
 /// The request body text for an entity: the text of
-/// `serde_json::to_string(&entity_to_json(..))`, written straight from the
-/// property bag.
+/// `serde_json::to_string(&entity_to_json(..))` (and of serializing
+/// [`EntityBody`]), written straight from the property bag.
 ///
 /// # Errors
 /// [`Error::Invalid`] if serialization fails (it does not for any bag).
@@ -426,15 +426,142 @@ pub fn entity_to_json_string(
     props: &Properties,
 ) -> Result<String> {
     let body = EntityBody::new(partition_key, row_key, props);
-    let mut out = Vec::with_capacity(body.estimated_len());
     let fail = |e: &dyn std::fmt::Display| {
         Error::invalid(
             format!("entity ({partition_key:?}, {row_key:?})"),
             format!("cannot write its JSON: {e}"),
         )
     };
-    serde_json::to_writer(&mut out, &body).map_err(|e| fail(&e))?;
-    String::from_utf8(out).map_err(|e| fail(&e))
+    if !body.streams_in_map_order() {
+        return serde_json::to_string(&body).map_err(|e| fail(&e));
+    }
+    let mut out = String::with_capacity(body.estimated_len());
+    out.push('{');
+    let fixed = [("PartitionKey", partition_key), ("RowKey", row_key)];
+    let mut f = 0;
+    let mut first = true;
+    let mut key = |out: &mut String, k: &str| {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        write_json_str(out, k);
+        out.push(':');
+    };
+    for (name, value) in props.iter() {
+        while f < fixed.len() && fixed[f].0 < name {
+            key(&mut out, fixed[f].0);
+            write_json_str(&mut out, fixed[f].1);
+            f += 1;
+        }
+        key(&mut out, name);
+        write_value(&mut out, value).map_err(|e| fail(&e))?;
+        if needs_annotation(value) {
+            out.push(',');
+            out.push('"');
+            write_json_str_body(&mut out, name);
+            out.push_str(ANNOTATION);
+            out.push_str("\":\"");
+            out.push_str(value.edm_type().odata_name());
+            out.push('"');
+        }
+    }
+    for (k, v) in &fixed[f..] {
+        key(&mut out, k);
+        write_json_str(&mut out, v);
+    }
+    out.push('}');
+    Ok(out)
+}
+
+/// Writes `s` as a JSON string, escaped as serde_json escapes it.
+fn write_json_str(out: &mut String, s: &str) {
+    out.push('"');
+    write_json_str_body(out, s);
+    out.push('"');
+}
+
+/// The inside of [`write_json_str`]: serde_json escapes `"`, `\` and the
+/// control characters below U+0020 (`\b \t \n \f \r` by name, others as
+/// `\u00xx` in lowercase hex) and writes everything else as is.
+fn write_json_str_body(out: &mut String, s: &str) {
+    let needs_escape = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+    if !s.bytes().any(needs_escape) {
+        out.push_str(s);
+        return;
+    }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        if !needs_escape(b) {
+            continue;
+        }
+        // Escaped bytes are ASCII, so `start..i` lies on character bounds.
+        out.push_str(s.get(start..i).unwrap_or_default());
+        start = i + 1;
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            0x08 => out.push_str("\\b"),
+            0x0C => out.push_str("\\f"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            _ => {
+                out.push_str("\\u00");
+                out.push(char::from(HEX[usize::from(b >> 4)]));
+                out.push(char::from(HEX[usize::from(b & 0xF)]));
+            }
+        }
+    }
+    out.push_str(s.get(start..).unwrap_or_default());
+}
+
+/// Writes a property value (without its annotation) as [`ValueText`]
+/// serializes it.
+fn write_value(out: &mut String, value: &Value) -> std::result::Result<(), String> {
+    match value {
+        Value::String(v) => write_json_str(out, v),
+        Value::Boolean(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Int32(i) => {
+            let mut buf = [0u8; 20];
+            out.push_str(format_i64(i64::from(*i), &mut buf).map_err(|e| e.to_string())?);
+        }
+        Value::Int64(i) => {
+            let mut buf = [0u8; 20];
+            out.push('"');
+            out.push_str(format_i64(*i, &mut buf).map_err(|e| e.to_string())?);
+            out.push('"');
+        }
+        Value::Double(d) if d.is_finite() => {
+            // serde_json's own float text (shortest round-trip form).
+            let mut buf = [0u8; 40];
+            let mut cursor = std::io::Cursor::new(&mut buf[..]);
+            serde_json::to_writer(&mut cursor, d).map_err(|e| e.to_string())?;
+            let n = usize::try_from(cursor.position()).map_err(|e| e.to_string())?;
+            let text = buf.get(..n).unwrap_or_default();
+            out.push_str(std::str::from_utf8(text).map_err(|e| e.to_string())?);
+        }
+        Value::Double(d) if d.is_nan() => out.push_str("\"NaN\""),
+        Value::Double(d) if *d > 0.0 => out.push_str("\"Infinity\""),
+        Value::Double(_) => out.push_str("\"-Infinity\""),
+        Value::DateTime(t) => {
+            let mut buf = [0u8; 28];
+            match datetime::format_into(*t, &mut buf) {
+                Some(text) => write_json_str(out, text),
+                None => write_json_str(out, &datetime::format(*t)),
+            }
+        }
+        Value::Guid(g) => {
+            write_json_str(out, g.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
+        }
+        Value::Binary(b) => {
+            out.push('"');
+            BASE64.encode_string(b, out);
+            out.push('"');
+        }
+    }
+    Ok(())
 }
 
 /// An entity body parsed from JSON text but not yet checked: what
@@ -960,6 +1087,9 @@ mod tests {
                     for (pk, rk) in [("p", "r"), ("p\"\n", "r😀"), ("", "")] {
                         let text = entity_to_json_string(pk, rk, &props).unwrap();
                         assert_eq!(text, old_text(pk, rk, &props), "{n:?} {m:?} {v:?}");
+                        let serialized =
+                            serde_json::to_string(&EntityBody::new(pk, rk, &props)).unwrap();
+                        assert_eq!(serialized, text, "{n:?} {m:?} {v:?}");
                     }
                 }
             }
