@@ -55,6 +55,23 @@ impl Properties {
         Properties(Vec::with_capacity(n))
     }
 
+    /// Appends a property whose name the caller knows to sort after every
+    /// name in the bag (entries read in order). Out of order, it is inserted
+    /// in its place instead (checked in debug builds only: the caller's
+    /// order is trusted).
+    pub(crate) fn push_in_order(&mut self, name: String, value: Value) {
+        if cfg!(debug_assertions)
+            && self
+                .0
+                .last()
+                .is_some_and(|(k, _)| k.as_ref() >= name.as_str())
+        {
+            self.put(Cow::Owned(name), value);
+            return;
+        }
+        self.0.push((Cow::Owned(name), value));
+    }
+
     fn position(&self, name: &str) -> std::result::Result<usize, usize> {
         // Names usually arrive in order: check the end first.
         match self.0.last() {

@@ -907,7 +907,8 @@ pub fn entity_from_parsed(table: &str, mut parsed: ParsedEntity) -> Result<WireE
             continue;
         }
         if let Some(value) = value {
-            properties.insert(name, value);
+            // Entries are sorted and each name occurs once (`normalize`).
+            properties.push_in_order(name, value);
         }
     }
     Ok(WireEntity {
