@@ -21,26 +21,67 @@ pub use std::primitive::str;
 pub use std::result::Result::{Err, Ok};
 pub use std::string::String;
 
-/// Stores an encoded field (`None`: absent) in the property bag.
+/// Names the property of a field encoding result (`None`: absent).
 ///
 /// # Errors
 /// [`Error::Invalid`] naming the property when the field could not be encoded.
-pub fn put_encoded(
-    props: &mut Properties,
+pub fn encoded(
     table: &str,
     name: &'static str,
     encoded: std::result::Result<Option<Value>, EncodeError>,
-) -> Result<()> {
-    match encoded {
-        Ok(Some(v)) => {
-            props.insert(name, v);
-            Ok(())
-        }
-        Ok(None) => Ok(()),
-        Err(e) => Err(Error::invalid(
-            format!("property `{name}` of table `{table}`"),
-            e.0,
-        )),
+) -> Result<Option<Value>> {
+    encoded.map_err(|e| Error::invalid(format!("property `{name}` of table `{table}`"), e.0))
+}
+
+/// Encodes one `#[entity(json)]` field (`None`: absent, as JSON null is).
+///
+/// # Errors
+/// [`Error::Invalid`] naming the property when serde cannot serialize it.
+pub fn encode_json_field<T: serde::Serialize>(
+    table: &str,
+    name: &'static str,
+    value: &T,
+) -> Result<Option<Value>> {
+    let encoded = crate::entity::encode_json(value).map(|v| match v {
+        Some(Value::String(json)) if json == "null" => None,
+        other => other,
+    });
+    self::encoded(table, name, encoded)
+}
+
+/// Stores an encoded field (`None`: absent) in the property bag.
+pub fn put(props: &mut Properties, name: &'static str, value: Option<Value>) {
+    if let Some(v) = value {
+        props.insert_static(name, v);
+    }
+}
+
+/// Decodes one `#[entity(json)]` field from its stored value.
+///
+/// # Errors
+/// [`Error::Decode`] naming the property when it is missing (and `T` has no
+/// null) or does not hold JSON for `T`.
+pub fn decode_json_field<T: serde::de::DeserializeOwned>(
+    table: &str,
+    name: &'static str,
+    value: Option<Value>,
+) -> Result<T> {
+    crate::entity::decode_json(value).map_err(|e| decode_error(table, name, e))
+}
+
+/// Decodes one `#[entity(json, default)]` field from its stored value: a
+/// missing property is the default.
+///
+/// # Errors
+/// [`Error::Decode`] naming the property when it does not hold JSON for `T`.
+pub fn decode_json_field_or_default<T: serde::de::DeserializeOwned + Default>(
+    table: &str,
+    name: &'static str,
+    value: Option<Value>,
+) -> Result<T> {
+    match value {
+        None => Ok(T::default()),
+        some => crate::entity::decode_json(some).map_err(|e| decode_error(table, name, e)),
     }
 }
 
@@ -56,60 +97,12 @@ pub fn decoded<T>(
     result.map_err(|e| decode_error(table, name, e))
 }
 
-/// Encodes one `#[entity(json)]` field into the property bag.
-///
-/// # Errors
-/// [`Error::Invalid`] naming the property when serde cannot serialize it.
-pub fn encode_json_field<T: serde::Serialize>(
-    props: &mut Properties,
-    table: &str,
-    name: &'static str,
-    value: &T,
-) -> Result<()> {
-    let encoded = crate::entity::encode_json(value).map(|v| match v {
-        // JSON null (such as `None`) is stored as an absent property, which
-        // decodes back to null.
-        Some(Value::String(json)) if json == "null" => None,
-        other => other,
-    });
-    put_encoded(props, table, name, encoded)
-}
-
 fn decode_error(table: &str, name: &str, e: crate::entity::DecodeError) -> Error {
     Error::Decode {
         table: table.to_owned(),
         property: name.to_owned(),
         expected: e.expected,
         found: e.found,
-    }
-}
-
-/// Decodes one `#[entity(json)]` field.
-///
-/// # Errors
-/// [`Error::Decode`] naming the property when it is missing (and `T` has no
-/// null) or does not hold JSON for `T`.
-pub fn decode_json_field<T: serde::de::DeserializeOwned>(
-    props: &mut Properties,
-    table: &str,
-    name: &'static str,
-) -> Result<T> {
-    crate::entity::decode_json(props.remove(name)).map_err(|e| decode_error(table, name, e))
-}
-
-/// Decodes one `#[entity(json, default)]` field: a missing property is the
-/// default.
-///
-/// # Errors
-/// [`Error::Decode`] naming the property when it does not hold JSON for `T`.
-pub fn decode_json_field_or_default<T: serde::de::DeserializeOwned + Default>(
-    props: &mut Properties,
-    table: &str,
-    name: &'static str,
-) -> Result<T> {
-    match props.remove(name) {
-        None => Ok(T::default()),
-        some => crate::entity::decode_json(some).map_err(|e| decode_error(table, name, e)),
     }
 }
 
@@ -131,15 +124,6 @@ impl KeyKind {
     }
 }
 
-/// Builds a key string from the rendered key parts: one part is used as is,
-/// several are joined with [`CompositeKey`].
-pub fn join_key(parts: &[String]) -> String {
-    match parts {
-        [one] => one.clone(),
-        many => CompositeKey::join(many.iter().map(String::as_str)),
-    }
-}
-
 fn key_error(table: &str, e: Error) -> Error {
     match e {
         Error::Invalid { what, why } => Error::Invalid {
@@ -150,20 +134,30 @@ fn key_error(table: &str, e: Error) -> Error {
     }
 }
 
-/// The partition key made of the rendered key parts.
-///
-/// # Errors
-/// [`Error::Invalid`] when the parts do not make a valid key.
-pub fn partition_key(table: &str, parts: &[String]) -> Result<PartitionKey> {
-    PartitionKey::new(join_key(parts)).map_err(|e| key_error(table, e))
+/// Builds a key string from the `N` rendered key parts: one part is used as
+/// is (not copied), several are joined with [`CompositeKey`].
+pub fn join_key_parts<const N: usize>(parts: [String; N]) -> String {
+    if N == 1 {
+        parts.into_iter().next().unwrap_or_default()
+    } else {
+        CompositeKey::join(parts.iter().map(String::as_str))
+    }
 }
 
-/// The row key made of the rendered key parts.
+/// The partition key made of the `N` rendered key parts.
 ///
 /// # Errors
 /// [`Error::Invalid`] when the parts do not make a valid key.
-pub fn row_key(table: &str, parts: &[String]) -> Result<RowKey> {
-    RowKey::new(join_key(parts)).map_err(|e| key_error(table, e))
+pub fn partition_key_of<const N: usize>(table: &str, parts: [String; N]) -> Result<PartitionKey> {
+    PartitionKey::new(join_key_parts(parts)).map_err(|e| key_error(table, e))
+}
+
+/// The row key made of the `N` rendered key parts.
+///
+/// # Errors
+/// [`Error::Invalid`] when the parts do not make a valid key.
+pub fn row_key_of<const N: usize>(table: &str, parts: [String; N]) -> Result<RowKey> {
+    RowKey::new(join_key_parts(parts)).map_err(|e| key_error(table, e))
 }
 
 /// Splits a stored key into its `N` raw parts (one part: the key itself).
@@ -177,11 +171,10 @@ pub fn split_key<const N: usize>(table: &str, kind: KeyKind, key: &str) -> Resul
         expected: format!("a composite key of {N} parts"),
         found,
     };
-    let parts = if N == 1 {
-        vec![key.to_owned()]
-    } else {
-        CompositeKey::split(key).map_err(wrong)?
-    };
+    if N == 1 {
+        return Ok(std::array::from_fn(|_| key.to_owned()));
+    }
+    let parts = CompositeKey::split(key).map_err(wrong)?;
     let found = parts.len();
     <[String; N]>::try_from(parts).map_err(|_| wrong(format!("{found} parts")))
 }

@@ -59,9 +59,13 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
     });
 
     let key_fn = |kind: KeyKind, parts: &[usize]| {
-        let (fn_name, ty) = match kind {
-            KeyKind::Partition => (quote!(partition_key), quote!(#p::PartitionKey)),
-            KeyKind::Row => (quote!(row_key), quote!(#p::RowKey)),
+        let (fn_name, builder, ty) = match kind {
+            KeyKind::Partition => (
+                quote!(partition_key),
+                quote!(partition_key_of),
+                quote!(#p::PartitionKey),
+            ),
+            KeyKind::Row => (quote!(row_key), quote!(row_key_of), quote!(#p::RowKey)),
         };
         let rendered = parts.iter().map(|&i| {
             let Field { ident, ty, .. } = &model.fields[i];
@@ -70,7 +74,7 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
         });
         quote! {
             fn #fn_name(&self) -> #p::Result<#ty> {
-                #p::#fn_name(#table, &[#(#rendered),*])
+                #p::#builder(#table, [#(#rendered),*])
             }
         }
     };
@@ -78,24 +82,52 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
     let row_key = key_fn(KeyKind::Row, &model.row_key);
 
     let props = local("props");
-    let has_properties = model
+    let property_count = model
         .fields
         .iter()
-        .any(|f| matches!(f.role, Role::Property(_)));
-    let encoders = model.fields.iter().filter_map(|f| {
-        let Role::Property(prop) = &f.role else { return None };
+        .filter(|f| matches!(f.role, Role::Property(_)))
+        .count();
+    let has_properties = property_count > 0;
+    // Fields are encoded in field order (so the first failure reported is the
+    // first field's), then stored in name order, which the bag appends.
+    let property_fields: Vec<(usize, &Field<'_>, &crate::model::Property)> = model
+        .fields
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| match &f.role {
+            Role::Property(prop) => Some((i, f, prop)),
+            _ => None,
+        })
+        .collect();
+    let mut by_name = property_fields.clone();
+    by_name.sort_by(|a, b| a.2.name.cmp(&b.2.name));
+    let slot = |i: usize| local(&format!("value_{i}"));
+    let encoders = property_fields.iter().map(|&(i, f, prop)| {
         let Field { ident, ty, .. } = f;
         let name = &prop.name;
         let p = private_at(ty.span());
-        Some(if prop.json {
+        let slot = slot(i);
+        if prop.json {
             quote_spanned! {ty.span()=>
-                #p::encode_json_field::<#ty>(&mut #props, #table, #name, &self.#ident)?;
+                let #slot = #p::encode_json_field::<#ty>(#table, #name, &self.#ident)?;
             }
         } else {
             quote_spanned! {ty.span()=>
-                #p::put_encoded(&mut #props, #table, #name, <#ty as #p::PropertyCodec>::encode(&self.#ident))?;
+                let #slot = #p::encoded(#table, #name, <#ty as #p::PropertyCodec>::encode(&self.#ident))?;
             }
-        })
+        }
+    });
+    let stores = by_name.iter().map(|&(i, _, prop)| {
+        let name = &prop.name;
+        let slot = slot(i);
+        quote!(#p::put(&mut #props, #name, #slot);)
+    });
+    // Decoding takes the values out in reverse name order (each from the
+    // end of the bag), then decodes them in field order.
+    let takes = by_name.iter().rev().map(|&(i, _, prop)| {
+        let name = &prop.name;
+        let slot = slot(i);
+        quote!(let #slot = #props.remove(#name);)
     });
     let props_binding = if has_properties {
         quote!(mut #props)
@@ -122,6 +154,13 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
         };
         let n = parts.len();
         let kind_tokens = key_kind(kind);
+        if n == 1 {
+            // A one-part key is the stored key itself: borrow it.
+            let raw = raw_part(kind, 0);
+            return quote! {
+                let #raw = #stored.as_str();
+            };
+        }
         let raws = (0..n).map(|position| raw_part(kind, position));
         quote! {
             let [#(#raws),*] = #p::split_key::<#n>(#table, #kind_tokens, #stored.as_str())?;
@@ -130,8 +169,8 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
     let split_pk = split(KeyKind::Partition, &model.partition_key);
     let split_rk = split(KeyKind::Row, &model.row_key);
 
-    let decoders = model.fields.iter().map(|f| {
-        let Field { ident, ty, role } = f;
+    let decoders = model.fields.iter().map(|field| {
+        let Field { ident, ty, role } = field;
         let p = private_at(ty.span());
         let expr = match role {
             Role::Key { kind, position } => {
@@ -145,18 +184,22 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
             Role::Skip => quote_spanned!(ty.span()=> <#ty as #p::Default>::default()),
             Role::Property(prop) => {
                 let name = &prop.name;
+                let taken = property_fields
+                    .iter()
+                    .find(|(_, f, _)| std::ptr::eq(*f, field))
+                    .map(|&(i, _, _)| slot(i));
                 match (prop.json, prop.default) {
                     (true, false) => quote_spanned! {ty.span()=>
-                        #p::decode_json_field::<#ty>(&mut #props, #table, #name)?
+                        #p::decode_json_field::<#ty>(#table, #name, #taken)?
                     },
                     (true, true) => quote_spanned! {ty.span()=>
-                        #p::decode_json_field_or_default::<#ty>(&mut #props, #table, #name)?
+                        #p::decode_json_field_or_default::<#ty>(#table, #name, #taken)?
                     },
                     (false, false) => quote_spanned! {ty.span()=>
-                        #p::decoded(#table, #name, <#ty as #p::PropertyCodec>::decode(#props.remove(#name)))?
+                        #p::decoded(#table, #name, <#ty as #p::PropertyCodec>::decode(#taken))?
                     },
                     (false, true) => quote_spanned! {ty.span()=>
-                        #p::decoded(#table, #name, match #props.remove(#name) {
+                        #p::decoded(#table, #name, match #taken {
                             #p::None => #p::Ok(<#ty as #p::Default>::default()),
                             #value => <#ty as #p::PropertyCodec>::decode(#value),
                         })?
@@ -178,8 +221,9 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
             #row_key
 
             fn encode_properties(&self) -> #p::Result<#p::Properties> {
-                let #props_binding = #p::Properties::new();
                 #(#encoders)*
+                let #props_binding = #p::Properties::with_capacity(#property_count);
+                #(#stores)*
                 #p::Ok(#props)
             }
 
@@ -189,6 +233,7 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
                     row_key: #rk,
                     properties: #props_binding,
                 } = #data;
+                #(#takes)*
                 #split_pk
                 #split_rk
                 #p::Ok(Self {

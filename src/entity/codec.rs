@@ -311,14 +311,14 @@ pub fn encode_json<T: serde::Serialize>(value: &T) -> Result<Option<Value>, Enco
 /// # Errors
 /// [`DecodeError`] when the property is not a string of valid JSON for `T`.
 pub fn decode_json<T: serde::de::DeserializeOwned>(value: Option<Value>) -> Result<T, DecodeError> {
-    let expected = format!("Edm.String holding JSON for {}", std::any::type_name::<T>());
+    let expected = || format!("Edm.String holding JSON for {}", std::any::type_name::<T>());
     match value {
-        None => serde_json::from_str("null").map_err(|_| DecodeError::missing(expected)),
+        None => serde_json::from_str("null").map_err(|_| DecodeError::missing(expected())),
         Some(Value::String(s)) => serde_json::from_str(&s).map_err(|e| DecodeError {
-            expected,
+            expected: expected(),
             found: format!("Edm.String that does not parse: {e}"),
         }),
-        Some(other) => Err(DecodeError::mismatch(expected, &other)),
+        Some(other) => Err(DecodeError::mismatch(expected(), &other)),
     }
 }
 

@@ -42,6 +42,38 @@ pub fn format(t: OffsetDateTime) -> String {
     )
 }
 
+/// As [`format`], into a stack buffer: `None` (use [`format`]) unless the
+/// date-time is UTC with a four-digit year.
+pub(crate) fn format_into(t: OffsetDateTime, buf: &mut [u8; 28]) -> Option<&str> {
+    if t.offset() != UtcOffset::UTC {
+        return None;
+    }
+    let year = u32::try_from(t.year()).ok().filter(|y| *y <= 9999)?;
+    let frac = t.nanosecond() / 100;
+    let mut put = |at: usize, width: usize, mut v: u32| {
+        for i in (at..at + width).rev() {
+            // `v % 10` is a digit: the cast cannot truncate.
+            buf[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, 4, year);
+    put(5, 2, u32::from(u8::from(t.month())));
+    put(8, 2, u32::from(t.day()));
+    put(11, 2, u32::from(t.hour()));
+    put(14, 2, u32::from(t.minute()));
+    put(17, 2, u32::from(t.second()));
+    put(20, 7, frac);
+    buf[4] = b'-';
+    buf[7] = b'-';
+    buf[10] = b'T';
+    buf[13] = b':';
+    buf[16] = b':';
+    buf[19] = b'.';
+    buf[27] = b'Z';
+    std::str::from_utf8(buf).ok()
+}
+
 fn format_any(t: OffsetDateTime) -> String {
     t.format(&Rfc3339).unwrap_or_else(|_| format!("{t}"))
 }
@@ -68,6 +100,28 @@ mod tests {
         }
         assert_eq!(format(MIN), "1601-01-01T00:00:00.0000000Z");
         assert_eq!(format(MAX), "9999-12-31T23:59:59.9999999Z");
+    }
+
+    #[test]
+    fn format_into_matches_format() {
+        let mut buf = [0; 28];
+        for t in [
+            MIN,
+            MAX,
+            datetime!(2024-02-29 12:34:56.1234567 UTC),
+            datetime!(0000-01-01 00:00:00 UTC),
+            datetime!(0001-02-03 04:05:06.000000789 UTC),
+        ] {
+            assert_eq!(format_into(t, &mut buf), Some(format(t).as_str()));
+        }
+        assert_eq!(
+            format_into(datetime!(2024-01-01 01:00:00 +01:00), &mut buf),
+            None
+        );
+        assert_eq!(
+            format_into(datetime!(-0001-01-01 00:00:00 UTC), &mut buf),
+            None
+        );
     }
 
     #[test]

@@ -16,8 +16,8 @@ use time::OffsetDateTime;
 
 pub use codec::{DecodeError, EncodeError, PropertyCodec, decode_json, encode_json};
 pub use properties::{
-    MAX_ENTITY_BYTES, MAX_USER_PROPERTIES, MAX_VALUE_BYTES, Properties, RESERVED_NAMES,
-    entity_size, property_name_problem, validate_entity, value_size_problem,
+    MAX_ENTITY_BYTES, MAX_USER_PROPERTIES, MAX_VALUE_BYTES, Properties, PropertiesIntoIter,
+    RESERVED_NAMES, entity_size, property_name_problem, validate_entity, value_size_problem,
 };
 pub use value::{EdmType, Value, utf16_len};
 

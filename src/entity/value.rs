@@ -119,7 +119,14 @@ impl Value {
 
 /// The length of a string in UTF-16 code units, as the service measures it.
 pub fn utf16_len(s: &str) -> usize {
-    s.chars().map(char::len_utf16).sum()
+    if s.is_ascii() {
+        return s.len();
+    }
+    // One unit per character (every byte but UTF-8 continuation bytes), two
+    // for characters outside the BMP (four-byte sequences, lead byte >= 0xF0).
+    s.bytes()
+        .map(|b| usize::from(b & 0xC0 != 0x80) + usize::from(b >= 0xF0))
+        .sum()
 }
 
 impl PartialEq for Value {

@@ -77,11 +77,11 @@ pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<Ba
         }
         match op.data() {
             Some(d) => {
-                let json = serde_json::to_string(&wire::entity_to_json(
+                let json = wire::entity_to_json_string(
                     d.partition_key.as_str(),
                     d.row_key.as_str(),
                     &d.properties,
-                ))
+                )
                 .map_err(|e| Error::invalid(format!("batch operation {i}"), e.to_string()))?;
                 let _ = write!(
                     body,

@@ -7,7 +7,7 @@ use azure_data_tables::IfMatchCondition;
 use azure_data_tables::clients::{EntityClient, TableClient};
 use azure_storage::clients::ServiceType;
 use futures_util::StreamExt as _;
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 
 use super::AzureBackend;
 use super::batch;
@@ -99,10 +99,10 @@ fn percent_decode(s: &str) -> Option<String> {
 /// else from `odata.etag`).
 fn stored_from_json(
     table: &TableName,
-    json: &Map<String, Json>,
+    json: wire::ParsedEntity,
     etag: Option<String>,
 ) -> Result<StoredEntity> {
-    let w = wire::entity_from_json(table.as_str(), json)?;
+    let w = wire::entity_from_parsed(table.as_str(), json)?;
     let decode = |property: &str, expected: &str| Error::Decode {
         table: table.to_string(),
         property: property.into(),
@@ -136,12 +136,8 @@ fn stored_form(d: &EntityData) -> Properties {
     }
 }
 
-fn entity_body(d: &EntityData) -> Json {
-    Json::Object(wire::entity_to_json(
-        d.partition_key.as_str(),
-        d.row_key.as_str(),
-        &d.properties,
-    ))
+fn entity_body(d: &EntityData) -> wire::EntityBody<'_> {
+    wire::EntityBody::new(d.partition_key.as_str(), d.row_key.as_str(), &d.properties)
 }
 
 fn if_match(c: &Precondition) -> Option<IfMatchCondition> {
@@ -434,12 +430,12 @@ impl AzureBackend {
     ) -> std::result::Result<Option<StoredEntity>, Failure> {
         let client = self.entity_client(table, pk, rk);
         match self
-            .attempt(client.get::<Map<String, Json>>().into_future())
+            .attempt(client.get::<wire::ParsedEntity>().into_future())
             .await
         {
             Ok(r) => Ok(Some(stored_from_json(
                 table,
-                &r.entity,
+                r.entity,
                 Some(r.etag.to_string()),
             )?)),
             Err(f) => match f.status() {
@@ -547,12 +543,12 @@ impl AzureBackend {
                 let body = entity_body(d);
                 let builder = match (if_match(c), replace) {
                     (None, true) => client
-                        .insert_or_replace(&body)
+                        .insert_or_replace(body)
                         .map_err(redact)?
                         .into_future(),
-                    (None, false) => client.insert_or_merge(&body).map_err(redact)?.into_future(),
-                    (Some(c), true) => client.update(&body, c).map_err(redact)?.into_future(),
-                    (Some(c), false) => client.merge(&body, c).map_err(redact)?.into_future(),
+                    (None, false) => client.insert_or_merge(body).map_err(redact)?.into_future(),
+                    (Some(c), true) => client.update(body, c).map_err(redact)?.into_future(),
+                    (Some(c), false) => client.merge(body, c).map_err(redact)?.into_future(),
                 };
                 self.attempt(builder).await?.etag
             }
@@ -819,8 +815,8 @@ impl AzureBackend {
                 builder = builder.initial_row_key(rk.clone());
             }
         }
-        let mut pages = builder.into_stream::<Map<String, Json>>();
-        let page = self
+        let mut pages = builder.into_stream::<wire::ParsedEntity>();
+        let mut page = self
             .attempt(async move {
                 match pages.next().await {
                     Some(page) => page,
@@ -831,9 +827,8 @@ impl AzureBackend {
                 }
             })
             .await?;
-        let entities = page
-            .entities
-            .iter()
+        let entities = std::mem::take(&mut page.entities)
+            .into_iter()
             .map(|json| stored_from_json(table, json, None))
             .collect::<Result<Vec<_>>>()?;
         let continuation = page.continuation().map(|(pk, rk)| Continuation {
