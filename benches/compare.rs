@@ -1508,7 +1508,11 @@ async fn handoff_child(mode: Waiter, name: String) -> Res<()> {
     let conn_str = std::env::var("LEASEHOLD_TEST_AZURITE")?;
     let backend = CountingBackend::new(AzureBackend::from_connection_string(&conn_str)?);
     let counter = backend.counter();
-    let store = Store::new(backend);
+    // Like the hand-written waiter, only take the lease: no owner metadata
+    // (on by default for general leases, off for partition locks).
+    let store = Store::builder(backend)
+        .lease_options(LeaseOptions::default().with_owner_metadata(false))
+        .build()?;
     let blob = BlobName::new(name.clone())?;
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     while let Some(line) = lines.next_line().await? {
@@ -1598,13 +1602,35 @@ async fn handoff(env: &Env, report: &mut Report) -> Res<()> {
             waited: 0.0,
         });
     }
-    let rounds = env.n(60);
+    // What taking a free lease costs, with and without the owner metadata
+    // written after the acquire.
+    let bare = Store::builder(AzureBackend::from_connection_string(&env.conn_str)?)
+        .lease_options(LeaseOptions::default().with_owner_metadata(false))
+        .build()?;
+    let (mut free, mut free_bare) = (Vec::new(), Vec::new());
+    for _ in 0..20 {
+        let name = format!("handoff-{run}-free");
+        let (d, g) = timed(store.leases().acquire(&name, Duration::from_secs(60))).await;
+        free.push(ms(d));
+        g?.release().await?;
+        let (d, g) = timed(bare.leases().acquire(&name, Duration::from_secs(60))).await;
+        free_bare.push(ms(d));
+        g?.release().await?;
+    }
+    // leasehold's waiter every round, the hand-written one every fourth (its
+    // rounds take longer; its median needs fewer samples to be far off).
+    let rounds = env.n(160);
     // Holds of random length, so that the release falls at a random point
     // of the waiter's polling cycle.
-    let (hold_min, hold_max) = (Duration::from_millis(300), Duration::from_millis(800));
+    let (hold_min, hold_max) = (Duration::from_millis(150), Duration::from_millis(450));
     for round in 0..rounds {
-        for i in 0..children.len() {
-            let c = &mut children[(i + round) % 2];
+        let order: &[usize] = match round % 8 {
+            0 => &[0, 1],
+            4 => &[1, 0],
+            _ => &[0],
+        };
+        for &i in order {
+            let c = &mut children[i];
             // This process holds the lease while the child waits for it.
             let (guard, blob_lease) = match c.mode {
                 Waiter::Leasehold => (
@@ -1651,7 +1677,7 @@ async fn handoff(env: &Env, report: &mut Report) -> Res<()> {
     let (lh, rnd) = (&children[0], &children[1]);
     // Retries per second of waiting: the first attempt of each wait is the
     // acquire itself, the rest is the load a waiter puts on the service.
-    let rate = |c: &Child| (c.polls - rounds as u64) as f64 / c.waited;
+    let rate = |c: &Child| (c.polls - c.latencies_ms.len() as u64) as f64 / c.waited;
     let p = |c: &Child, q: f64| percentile(&c.latencies_ms, q);
     let (p50, polls) = (p(lh, 0.5), rate(lh));
     report.row_with_goal(
@@ -1690,18 +1716,28 @@ async fn handoff(env: &Env, report: &mut Report) -> Res<()> {
     );
     report.detail(format!(
         "Lease hand-off requests: leasehold {:.2} acquire requests per hand-off, hand-written \
-         {:.2}.",
-        lh.polls as f64 / rounds as f64,
-        rnd.polls as f64 / rounds as f64
+         {:.2}. Taking a free lease with leasehold: median {:.2} ms (the acquire alone), \
+         {:.2} ms with the owner metadata that general leases write by default (a blob read \
+         and a metadata write). Latencies: leasehold p25 {:.0} ms / p75 {:.0} ms.",
+        lh.polls as f64 / lh.latencies_ms.len() as f64,
+        rnd.polls as f64 / rnd.latencies_ms.len() as f64,
+        median(&free_bare),
+        median(&free),
+        p(lh, 0.25),
+        p(lh, 0.75),
     ));
     report.detail(format!(
-        "Lease hand-off: {rounds} rounds per side, alternating; a second process waits while \
-         this one holds the lease for a random {:.1}–{:.1} s, then releases it; latency is \
-         from the release's reply to the waiter holding the lease (same machine clock). \
-         leasehold waits with `leases().acquire` (its default poll interval, {} ms ± 10 %); \
+        "Lease hand-off: {} rounds with leasehold's waiter and {} with the hand-written one, \
+         interleaved; a second process waits while this one holds the lease for a random \
+         {:.2}–{:.2} s, then releases it; latency is from the release's reply to the waiter \
+         holding the lease (same machine clock). Both waiters only take the lease (leasehold \
+         without its default owner metadata, which the hand-written side has no counterpart \
+         for). leasehold waits with `leases().acquire` (its default poll interval, {} ms ± 10 %); \
          polls per second are the waiter's acquire requests after the first of each wait, \
          over the time it waited. The hand-written waiter sleeps a random 250 ms–1 s after \
          each refused acquire.",
+        lh.latencies_ms.len(),
+        rnd.latencies_ms.len(),
         hold_min.as_secs_f64(),
         hold_max.as_secs_f64(),
         leasehold::lease::DEFAULT_POLL_INTERVAL.as_millis()
@@ -1823,14 +1859,35 @@ async fn main() -> Res<()> {
         .into_future()
         .await
         .ok();
+    // `LEASEHOLD_BENCH_ONLY=codec,handoff` runs only the named sections
+    // (per-op, codec, units, hot, memory, handoff).
+    let only = std::env::var("LEASEHOLD_BENCH_ONLY").ok();
+    let run = |section: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|s| s.trim() == section))
+    };
     let started = Instant::now();
     let mut report = Report::default();
-    let rtt = per_operation(&env, &mut report).await?;
-    codec(&env, &mut report, rtt)?;
-    locked_units(&env, &mut report).await?;
-    hot_partition(&env, &mut report).await?;
-    memory_vs_azurite(&env, &mut report).await?;
-    handoff(&env, &mut report).await?;
+    let rtt = if run("per-op") {
+        per_operation(&env, &mut report).await?
+    } else {
+        median(&round_trip_now(&env, 50).await?)
+    };
+    if run("codec") {
+        codec(&env, &mut report, rtt)?;
+    }
+    if run("units") {
+        locked_units(&env, &mut report).await?;
+    }
+    if run("hot") {
+        hot_partition(&env, &mut report).await?;
+    }
+    if run("memory") {
+        memory_vs_azurite(&env, &mut report).await?;
+    }
+    if run("handoff") {
+        handoff(&env, &mut report).await?;
+    }
     report.detail(format!(
         "Scale {scale}; whole benchmark {:.0} s.",
         started.elapsed().as_secs_f64()

@@ -117,11 +117,11 @@ impl TableOp {
     pub fn payload_size(&self) -> usize {
         const PART_OVERHEAD: usize = 512;
         let body = match self.data() {
-            Some(d) => serde_json::to_vec(&wire::entity_to_json(
+            Some(d) => wire::entity_to_json_string(
                 d.partition_key.as_str(),
                 d.row_key.as_str(),
                 &d.properties,
-            ))
+            )
             .map(|v| v.len())
             .unwrap_or(0),
             None => 0,
