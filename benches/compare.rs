@@ -1465,7 +1465,8 @@ fn svg_chart(points: &[(usize, f64)], saturated: Option<(usize, f64)>) -> String
             } else {
                 x(i) - 6.0
             },
-            top + 14.0,
+            // Near the axis, below the points.
+            h - bottom - 8.0,
             if x(i) < w / 2.0 { "start" } else { "end" },
         );
     }
