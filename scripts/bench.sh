@@ -4,6 +4,7 @@
 #
 #   scripts/bench.sh                          # the default run, a few minutes
 #   LEASEHOLD_BENCH_SCALE=3 scripts/bench.sh  # more iterations, longer bounds
+#   LEASEHOLD_BENCH_ONLY=codec scripts/bench.sh  # some sections, printed only
 #
 # Every figure is a ratio against a baseline measured in the same run, so
 # noise from other work on the machine falls on both sides; still, run it on
@@ -19,6 +20,14 @@ fi
 
 tmp="$(mktemp)"
 trap 'rm -f "$tmp"' EXIT
+if [ -n "${LEASEHOLD_BENCH_ONLY:-}" ]; then
+    # Some sections only: print their report, leave BENCHMARKS.md alone.
+    LEASEHOLD_BENCH_OUT="$tmp" LEASEHOLD_BENCH_SVG="$tmp.svg" \
+        cargo bench --quiet --bench compare
+    cat "$tmp"
+    rm -f "$tmp.svg"
+    exit 0
+fi
 LEASEHOLD_BENCH_OUT="$tmp" LEASEHOLD_BENCH_SVG="benchmarks-scaling.svg" \
     cargo bench --quiet --bench compare
 
