@@ -1834,8 +1834,8 @@ async fn memory_vs_azurite(env: &Env, report: &mut Report) -> Res<()> {
                Timestamp; every read copies the stored properties out and decodes them into \
                the struct. Those steps cost about 1 µs per write and 0.8 µs per read; 1000× \
                Azurite would need about half that. Azurite's own rate also varies from run \
-               to run on this shared machine (1.1k to 2k requests/s), which moves the ratio as \
-               much as leasehold does";
+               to run on this shared machine (from about 1k to 2.6k requests/s), which moves \
+               the ratio as much as leasehold does";
     report.row(
         SECTION,
         "point reads/s, memory vs Azurite",
