@@ -1456,7 +1456,7 @@ fn svg_chart(points: &[(usize, f64)], saturated: Option<(usize, f64)>) -> String
             "<line x1=\"{0:.1}\" y1=\"{top}\" x2=\"{0:.1}\" y2=\"{1}\" stroke=\"firebrick\" \
              stroke-dasharray=\"4 3\"/>\n\
              <text x=\"{2:.1}\" y=\"{3:.1}\" text-anchor=\"{4}\" fill=\"firebrick\">Azurite \
-             saturates here (~{rate:.0} requests/s)</text>",
+             saturates (~{rate:.0} req/s)</text>",
             x(i),
             h - bottom,
             // The label goes on the side with more room.
