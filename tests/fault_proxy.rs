@@ -191,6 +191,18 @@ async fn increments(
     }
 }
 
+/// A proxied store with fast retries whose counter table exists and whose
+/// connection is open before any fault is switched on.
+async fn warm_proxied_store(test: &str) -> Option<(Store, FaultProxy)> {
+    let (store, proxy) = proxied_store(test, fast_retries()).await?;
+    store
+        .table::<Counter>()
+        .get("p", "warm")
+        .await
+        .expect("warm up");
+    Some((store, proxy))
+}
+
 /// Sets both reset probabilities: requests reset before they reach the
 /// service, and replies reset after it applied the request.
 fn resets(proxy: &FaultProxy, p: f64) {
@@ -204,14 +216,9 @@ fn resets(proxy: &FaultProxy, p: f64) {
 /// increment is lost or repeated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn update_with_loses_no_increment_when_connections_reset() {
-    let Some((store, proxy)) = proxied_store("resets", fast_retries()).await else {
+    let Some((store, proxy)) = warm_proxied_store("resets").await else {
         return;
     };
-    store
-        .table::<Counter>()
-        .get("p", "warm")
-        .await
-        .expect("warm up");
     resets(&proxy, 0.05);
     let n = increments(&store, "c", 4, 25, false).await;
     resets(&proxy, 0.0);
@@ -230,14 +237,9 @@ async fn update_with_loses_no_increment_when_connections_reset() {
 /// exactly N × M.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn update_with_is_exact_under_connection_resets_with_a_write_log() {
-    let Some((store, proxy)) = proxied_store("exact", fast_retries()).await else {
+    let Some((store, proxy)) = warm_proxied_store("exact").await else {
         return;
     };
-    store
-        .table::<Counter>()
-        .get("p", "warm")
-        .await
-        .expect("warm up");
     for (rk, tasks, each) in [("x4", 4, 25), ("x1", 1, 100)] {
         let before = proxy.resets();
         resets(&proxy, 0.05);
