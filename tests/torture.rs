@@ -15,14 +15,25 @@
 //!
 //! ```text
 //! LEASEHOLD_TORTURE_WORKERS=6 LEASEHOLD_TORTURE_SECONDS=600 \
+//! LEASEHOLD_TORTURE_CUSTOMERS=12 LEASEHOLD_TORTURE_BATCH_LATENCY_MS=150 \
 //!     scripts/with-azurite.sh cargo test --release --test torture
 //! ```
+//!
+//! The long run delays every transaction the workers send. A kill then
+//! lands inside a journalled commit far more often (more than one kill in four
+//! leaves a commit to roll forward), and the workers write the lock blobs
+//! slowly enough for Azurite. Azurite sweeps unreferenced blob data every ten
+//! minutes, at a cost that grows with the square of the blob writes since the
+//! previous sweep, and every journalled commit writes its lock blob twice.
+//! At full speed ten minutes leave some 75 000 blob versions, and the sweep
+//! stops Azurite from answering for well over 20 minutes.
 //!
 //! Settings (environment): `LEASEHOLD_TORTURE_WORKERS` (4),
 //! `LEASEHOLD_TORTURE_SECONDS` (30), `LEASEHOLD_TORTURE_CUSTOMERS` (6),
 //! `LEASEHOLD_TORTURE_KILL_MIN_MS` / `_KILL_MAX_MS` (the pause between kills,
-//! 500–3000). It prints the units committed, kills, roll-forwards and
-//! violations, and fails when a violation is found.
+//! 500–3000), `LEASEHOLD_TORTURE_BATCH_LATENCY_MS` (0; added before every
+//! transaction a worker sends). It prints the units committed, kills,
+//! roll-forwards and violations, and fails when a violation is found.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -33,6 +44,7 @@ use std::time::{Duration, Instant};
 use leasehold::key::ContainerName;
 use leasehold::lease::LeaseOptions;
 use leasehold::lock::DEFAULT_LOCK_CONTAINER;
+use leasehold::testing::{FaultyBackend, Op};
 use leasehold::{Entity, Error, Store};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -104,6 +116,7 @@ struct Args {
     customers: usize,
     kill_min_ms: u64,
     kill_max_ms: u64,
+    batch_latency_ms: u64,
 }
 
 fn setting(name: &str, default: u64) -> u64 {
@@ -123,6 +136,7 @@ fn settings() -> Args {
         customers: setting("CUSTOMERS", 6) as usize,
         kill_min_ms: setting("KILL_MIN_MS", 500),
         kill_max_ms: setting("KILL_MAX_MS", 3_000),
+        batch_latency_ms: setting("BATCH_LATENCY_MS", 0),
     }
 }
 
@@ -131,10 +145,16 @@ fn connection_string() -> String {
 }
 
 /// A store ("process") with 15 s lock leases, so a killed holder's lock comes
-/// free quickly.
-fn store(prefix: &str) -> Result<Store, Error> {
-    let backend =
-        leasehold::backend::azure::AzureBackend::from_connection_string(&connection_string())?;
+/// free quickly. `batch_latency` is added before every transaction the store
+/// sends (through [`FaultyBackend`]): it widens the window in which a kill
+/// leaves a journalled commit half-applied, and it slows the workers down.
+fn store(prefix: &str, batch_latency: Duration) -> Result<Store, Error> {
+    let backend = FaultyBackend::new(
+        leasehold::backend::azure::AzureBackend::from_connection_string(&connection_string())?,
+    );
+    backend
+        .injector()
+        .set_latency(Some(Op::Batch), batch_latency);
     Store::builder(backend)
         .table_prefix(prefix)?
         .lock_lease_options(
@@ -156,7 +176,8 @@ fn account(i: usize) -> String {
 
 /// One worker process: transfers until its standard input closes.
 async fn worker(prefix: &str, customers: usize) -> Result<(), Error> {
-    let store = store(prefix)?;
+    let latency = Duration::from_millis(settings().batch_latency_ms);
+    let store = store(prefix, latency)?;
     let mut rng = Rng::seeded(7);
     let stop = Arc::new(AtomicU64::new(0));
     {
@@ -271,7 +292,7 @@ fn spawn_worker(prefix: &str, customers: usize, tally: &Arc<Tally>) -> Child {
 
 async fn controller(args: Args) -> Result<u64, Error> {
     let prefix = format!("tort{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    let store = store(&prefix)?;
+    let store = store(&prefix, Duration::ZERO)?;
     for c in 0..args.customers {
         for a in 0..ACCOUNTS {
             store
@@ -293,8 +314,13 @@ async fn controller(args: Args) -> Result<u64, Error> {
             .await?;
     }
     println!(
-        "torture: {} workers, {} s, {} customers × {ACCOUNTS} accounts, kills every {}–{} ms",
-        args.workers, args.seconds, args.customers, args.kill_min_ms, args.kill_max_ms
+        "torture: {} workers, {} s, {} customers × {ACCOUNTS} accounts, kills every {}–{} ms, {} ms before every worker transaction",
+        args.workers,
+        args.seconds,
+        args.customers,
+        args.kill_min_ms,
+        args.kill_max_ms,
+        args.batch_latency_ms
     );
     let tally = Arc::new(Tally::default());
     let mut workers: Vec<Child> = (0..args.workers)
