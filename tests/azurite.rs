@@ -70,3 +70,9 @@ async fn lease_leader_failovers_never_overlap() {
     let Some(b) = shared() else { return };
     lease_suite::leader_failovers_never_overlap(b, lease_suite::SuiteConfig::real_time(2)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_acquire_gives_up_at_its_deadline() {
+    let Some(b) = shared() else { return };
+    lease_suite::acquire_gives_up_at_its_deadline(b, lease_suite::SuiteConfig::real_time(0)).await;
+}

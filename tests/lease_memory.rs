@@ -100,6 +100,11 @@ async fn infinite_leases_hold_until_released_or_broken() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn acquire_gives_up_at_its_deadline_and_gives_back_a_late_lease() {
+    lease_suite::acquire_gives_up_at_its_deadline(memory(), SuiteConfig::memory()).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_lock_unit_costs_acquire_read_writes_release_cold_and_only_writes_handed_over() {
     lease_suite::lock_unit_request_budget(memory(), SuiteConfig::memory()).await;
 }

@@ -9,6 +9,7 @@
 //! through [`OnceContext::previous_attempt_unfinished`].
 
 use std::future::Future;
+use std::sync::Arc;
 
 use tokio::time::sleep;
 use tracing::{Instrument, info, info_span, warn};
@@ -120,7 +121,11 @@ impl ManagerInner {
         }
     }
 
-    async fn do_once<F, Fut, T, E>(&self, name: LeaseName, f: F) -> Result<OnceOutcome<T>, E>
+    async fn do_once<F, Fut, T, E>(
+        self: &Arc<Self>,
+        name: LeaseName,
+        f: F,
+    ) -> Result<OnceOutcome<T>, E>
     where
         F: FnOnce(OnceContext) -> Fut,
         Fut: Future<Output = Result<T, E>>,

@@ -698,7 +698,7 @@ impl LeaseStatus {
 impl ManagerInner {
     /// Acquires `name` as `mode` allows: `Ok(None)` when it stayed held.
     pub(crate) async fn acquire(
-        &self,
+        self: &Arc<Self>,
         name: LeaseName,
         mode: AcquireMode,
     ) -> Result<Option<LeaseGuard>> {
@@ -742,7 +742,16 @@ impl ManagerInner {
             let proposed = LeaseId::new_random();
             let mut backoff = self.env.poll_backoff();
             let sent = loop {
-                if let Some(sent) = self.acquire_blob(&name, &blob, proposed).await? {
+                let attempt = match mode {
+                    AcquireMode::Until { deadline } => {
+                        self.acquire_blob_until(&name, &blob, proposed, deadline)
+                            .await?
+                    }
+                    AcquireMode::Try | AcquireMode::LocalThenTry => {
+                        self.acquire_blob(&name, &blob, proposed).await?
+                    }
+                };
+                if let Some(sent) = attempt {
                     break sent;
                 }
                 let AcquireMode::Until { deadline } = mode else {
@@ -772,6 +781,43 @@ impl ManagerInner {
         }
         .instrument(span)
         .await
+    }
+
+    /// [`Self::acquire_blob`], giving up at `deadline` even when the service
+    /// has not answered by then (`Ok(None)`). The attempt is not cancelled,
+    /// since its request may already be on its way: it finishes in the
+    /// background, and a lease it takes after all is released at once, so a
+    /// late success leaves nothing held (an infinite lease would otherwise
+    /// stay held until broken).
+    async fn acquire_blob_until(
+        self: &Arc<Self>,
+        name: &LeaseName,
+        blob: &BlobName,
+        proposed: LeaseId,
+        deadline: Instant,
+    ) -> Result<Option<Instant>> {
+        let inner = Arc::clone(self);
+        let (owned_name, owned_blob) = (name.clone(), blob.clone());
+        let mut attempt =
+            Box::pin(async move { inner.acquire_blob(&owned_name, &owned_blob, proposed).await });
+        match timeout_at(deadline, attempt.as_mut()).await {
+            Ok(result) => result,
+            Err(_) => {
+                debug!(id = %short_id(proposed), "deadline passed during an acquire; giving back whatever it takes");
+                let backend = self.env.backend.clone();
+                let container = self.env.settings.container.clone();
+                let blob = blob.clone();
+                tokio::spawn(
+                    async move {
+                        if let Ok(Some(_)) = attempt.await {
+                            let _ = backend.release_lease(&container, &blob, proposed).await;
+                        }
+                    }
+                    .in_current_span(),
+                );
+                Ok(None)
+            }
+        }
     }
 
     /// One acquire of the blob lease, creating the blob (and the container)

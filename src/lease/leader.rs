@@ -1,6 +1,7 @@
 //! Leader election: campaign for a lease, lead while holding it.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
@@ -143,7 +144,7 @@ fn retryable(e: &Error) -> bool {
 
 impl ManagerInner {
     async fn campaign(
-        &self,
+        self: &Arc<Self>,
         name: &LeaseName,
         stop: &CancellationToken,
     ) -> Result<Option<LeaseGuard>> {
@@ -169,7 +170,7 @@ impl ManagerInner {
     }
 
     async fn run_as_leader<F, Fut>(
-        &self,
+        self: &Arc<Self>,
         name: LeaseName,
         options: LeaderOptions,
         mut f: F,

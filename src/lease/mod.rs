@@ -606,6 +606,10 @@ impl LeaseManager {
     /// process on a local queue, and for other processes by polling every
     /// poll interval ([`LeaseOptions::with_poll_interval`]).
     ///
+    /// The timeout also bounds a service that does not answer: an acquire
+    /// request still in flight at the deadline is left to finish in the
+    /// background, and a lease it takes after all is released at once.
+    ///
     /// # Errors
     /// [`Error::Timeout`] when the lease did not come free in time;
     /// [`Error::Invalid`] for a bad name (before any request); the backend's

@@ -964,6 +964,52 @@ pub async fn infinite_leases_hold_until_released<B: BlobBackend + Clone>(
     assert_eq!(guard.remaining(), Duration::ZERO);
 }
 
+/// An acquire gives up at its deadline even when the service has not
+/// answered by then, and a lease its late request takes after all is given
+/// back at once (an infinite lease would otherwise stay held until broken).
+pub async fn acquire_gives_up_at_its_deadline<B: BlobBackend + Clone>(
+    backend: B,
+    cfg: SuiteConfig,
+) {
+    let name = cfg.name("deadline");
+    let other = process(&backend, &cfg, "other");
+    // The lease blob exists, so the slow acquire is a single request.
+    other
+        .leases
+        .acquire(&name, LONG)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+
+    let faulty = FaultyBackend::new(backend.clone());
+    let faults = faulty.injector();
+    let counting = CountingBackend::new(faulty);
+    let counter = counting.counter();
+    let options = LeaseOptions::new()
+        .with_infinite_duration()
+        .with_owner("slow");
+    let slow = LeaseManager::new(Arc::new(counting), options).unwrap();
+    let answer = Duration::from_secs(3);
+    faults.set_latency(Some(Op::AcquireLease), answer);
+    let started = Instant::now();
+    let e = slow
+        .acquire(&name, Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    let waited = started.elapsed();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert!(waited < answer, "gave up after {waited:?}");
+
+    // The late request takes the lease; it is released right after.
+    sleep(answer + Duration::from_secs(1)).await;
+    assert_eq!(counter.get(Op::AcquireLease), 1);
+    assert_eq!(counter.get(Op::ReleaseLease), 1);
+    let guard = other.leases.try_acquire(&name).await.unwrap();
+    assert!(guard.is_some(), "the late acquire was not given back");
+}
+
 /// The requests a partition-lock unit costs on the lease side, with owner
 /// metadata off: a cold unit is acquire + one blob read + its journal
 /// writes + release; a unit handed over within the process sends only its
