@@ -50,7 +50,9 @@
 //! throughout, up to a fairness bound ([`LeaseOptions::with_handover_limit`]),
 //! then releases it so other processes get their turn. Waiters in other
 //! processes poll every [`LeaseOptions::with_poll_interval`] (100 ms by
-//! default, jittered).
+//! default, jittered). [`LeaseManager::acquire`] waits at most its timeout,
+//! even when the service stops answering: an acquire request still in
+//! flight then finishes in the background and gives back any lease it took.
 //!
 //! # Example
 //!
