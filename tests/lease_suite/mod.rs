@@ -96,6 +96,17 @@ pub fn process<B: BlobBackend + Clone>(backend: &B, cfg: &SuiteConfig, owner: &s
     Process { leases, faults }
 }
 
+/// Takes and releases `name` once, so its container and blob exist.
+pub async fn warm_up(leases: &LeaseManager, name: &str) {
+    leases
+        .acquire(name, LONG)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
 /// A manager whose requests are counted.
 pub fn counted<B: BlobBackend + Clone>(
     backend: &B,
@@ -630,13 +641,7 @@ pub async fn local_sharing_costs_one_acquire<B: BlobBackend + Clone>(backend: B,
     let name = cfg.name("local");
     let (leases, counter) = counted(&backend, &cfg, "local");
     // First use creates the container and blob; count from a warm start.
-    leases
-        .acquire(&name, LONG)
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    warm_up(&leases, &name).await;
     counter.reset();
 
     let intervals = Intervals::default();
@@ -974,14 +979,7 @@ pub async fn acquire_gives_up_at_its_deadline<B: BlobBackend + Clone>(
     let name = cfg.name("deadline");
     let other = process(&backend, &cfg, "other");
     // The lease blob exists, so the slow acquire is a single request.
-    other
-        .leases
-        .acquire(&name, LONG)
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    warm_up(&other.leases, &name).await;
 
     let faulty = FaultyBackend::new(backend.clone());
     let faults = faulty.injector();
@@ -1020,14 +1018,7 @@ pub async fn lock_unit_request_budget<B: BlobBackend + Clone>(backend: B, cfg: S
     let counter = counting.counter();
     let options = cfg.options("budget").with_owner_metadata(false);
     let leases = LeaseManager::new(Arc::new(counting), options).unwrap();
-    // Warm: container and blob exist.
-    leases
-        .acquire(&name, LONG)
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    warm_up(&leases, &name).await;
     counter.reset();
 
     let cold = leases.acquire(&name, LONG).await.unwrap();
