@@ -26,7 +26,9 @@ use azure_storage::{CloudLocation, StorageCredentials};
 use base64::Engine as _;
 use futures_util::StreamExt as _;
 use leasehold::backend::azure::AzureBackend;
-use leasehold::backend::{BlobConditions, LeaseDuration, LeaseId, Metadata, Precondition, TableOp};
+use leasehold::backend::{
+    BlobBackend, BlobConditions, LeaseDuration, LeaseId, Metadata, Precondition, TableOp,
+};
 use leasehold::entity::wire;
 use leasehold::key::{BlobName, ContainerName};
 use leasehold::lease::LeaseOptions;
@@ -315,6 +317,25 @@ impl Env {
 }
 
 /// Times one future.
+/// Creates (or empties) a blob with no conditions: the blob a raw lease
+/// loop takes its leases on.
+async fn put_empty_blob(
+    backend: &dyn BlobBackend,
+    container: &ContainerName,
+    blob: &BlobName,
+) -> leasehold::Result<()> {
+    backend
+        .put_blob(
+            container,
+            blob,
+            Vec::new(),
+            &Metadata::new(),
+            &BlobConditions::none(),
+        )
+        .await
+        .map(drop)
+}
+
 async fn timed<T>(f: impl std::future::Future<Output = T>) -> (Duration, T) {
     let start = Instant::now();
     let out = f.await;
@@ -776,15 +797,7 @@ async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
         TableName::new(Audit::TABLE).unwrap(),
     );
     backend.create_container(&container).await?;
-    backend
-        .put_blob(
-            &container,
-            &blob,
-            Vec::new(),
-            &Metadata::new(),
-            &BlobConditions::none(),
-        )
-        .await?;
+    put_empty_blob(backend.as_ref(), &container, &blob).await?;
     let sample_op = TableOp::Replace(sample(&pk, "one", 0).encode()?, Precondition::Upsert);
     let audit_op = TableOp::Replace(
         Audit {
@@ -1013,14 +1026,7 @@ async fn hot(
         backend.create_container(&container).await.unwrap();
         for pk in &pks {
             let blob = BlobName::new(pk.clone()).unwrap();
-            backend
-                .put_blob(
-                    &container,
-                    &blob,
-                    Vec::new(),
-                    &Metadata::new(),
-                    &BlobConditions::none(),
-                )
+            put_empty_blob(backend.as_ref(), &container, &blob)
                 .await
                 .unwrap();
         }
@@ -1603,16 +1609,8 @@ async fn handoff(env: &Env, report: &mut Report) -> Res<()> {
     for mode in [Waiter::Leasehold, Waiter::Random] {
         let name = format!("handoff-{run}-{mode:?}").to_lowercase();
         if mode == Waiter::Random {
-            store
-                .backend()
-                .put_blob(
-                    &handoff_container(),
-                    &BlobName::new(name.clone())?,
-                    Vec::new(),
-                    &Metadata::new(),
-                    &BlobConditions::none(),
-                )
-                .await?;
+            let blob = BlobName::new(name.clone())?;
+            put_empty_blob(store.backend().as_ref(), &handoff_container(), &blob).await?;
         }
         let mut process = tokio::process::Command::new(std::env::current_exe()?)
             .env("LEASEHOLD_BENCH_CHILD", format!("{mode:?}"))
