@@ -137,6 +137,23 @@ pub enum Error {
         /// The service's message.
         message: String,
     },
+
+    /// Storage kept failing (transient errors, no reply, an unreachable
+    /// endpoint) for the configured bound while leasehold waited for a lease
+    /// (see [`LeaseOptions::with_unavailable_after`]), so it gave up.
+    /// leasehold has already retried for that long.
+    ///
+    /// [`LeaseOptions::with_unavailable_after`]: crate::lease::LeaseOptions::with_unavailable_after
+    #[error("storage at {endpoint} unavailable for {after:?}: {source}")]
+    Unavailable {
+        /// Where the storage was sought: the blob service URL (never with
+        /// credentials), or `memory`.
+        endpoint: String,
+        /// How long requests kept failing.
+        after: Duration,
+        /// The last failure.
+        source: Box<Error>,
+    },
 }
 
 fn code_suffix(code: &Option<String>) -> String {
@@ -175,6 +192,8 @@ pub enum ErrorKind {
     Transient,
     /// [`Error::Backend`]
     Backend,
+    /// [`Error::Unavailable`]
+    Unavailable,
 }
 
 impl Error {
@@ -193,6 +212,7 @@ impl Error {
             Error::Inconsistent { .. } => ErrorKind::Inconsistent,
             Error::Transient { .. } => ErrorKind::Transient,
             Error::Backend { .. } => ErrorKind::Backend,
+            Error::Unavailable { .. } => ErrorKind::Unavailable,
         }
     }
 
@@ -207,7 +227,7 @@ impl Error {
             | Error::LeaseHeld { code, .. }
             | Error::LeaseLost { code, .. }
             | Error::Backend { code, .. } => code.as_deref(),
-            Error::Batch { source, .. } => source.code(),
+            Error::Batch { source, .. } | Error::Unavailable { source, .. } => source.code(),
             _ => None,
         }
     }

@@ -166,6 +166,9 @@ impl Store {
     ///
     /// # Errors
     /// [`crate::Error::Timeout`] when the lock stays held;
+    /// [`crate::Error::Unavailable`] naming the blob endpoint when storage
+    /// kept failing for the lock lease options'
+    /// [`LeaseOptions::with_unavailable_after`] (30 s by default);
     /// [`crate::Error::Inconsistent`] when a pending journal cannot be rolled
     /// forward; [`crate::Error::Invalid`] for a bad key; backend errors.
     pub async fn lock(&self, partition_key: impl IntoPartitionKey) -> Result<Unit> {
@@ -302,7 +305,9 @@ impl StoreBuilder {
         Ok(self)
     }
 
-    /// Options of [`Store::leases`] (duration, renewal, container, ...).
+    /// Options of [`Store::leases`] (duration, renewal, container, how long
+    /// a wait for a lease rides out failing storage with
+    /// [`LeaseOptions::with_unavailable_after`], ...).
     pub fn lease_options(mut self, options: LeaseOptions) -> Self {
         self.lease_options = options;
         self

@@ -150,6 +150,15 @@ impl CheckedOp {
 /// leasehold uses.
 #[async_trait]
 pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
+    /// Where the blobs live, for error messages such as
+    /// [`Error::Unavailable`](crate::Error::Unavailable): the Blob service
+    /// URL (never with credentials or a signature), or a short name such as
+    /// `memory`. Wrappers report the backend they wrap. Default:
+    /// `unnamed blob backend`.
+    fn endpoint(&self) -> String {
+        "unnamed blob backend".to_owned()
+    }
+
     /// Creates the container unless it exists. Succeeds in both cases.
     ///
     /// # Errors

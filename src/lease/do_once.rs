@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use tokio::time::sleep;
+use tokio::time::{Instant, sleep, timeout_at};
 use tracing::{Instrument, info, info_span, warn};
 
 use crate::error::{Error, Result};
@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use super::document::{META_ONCE, META_ONCE_ATTEMPTS, OnceState, meta_set};
 use super::guard::{AcquireMode, LeaseStatus};
 use super::name::LeaseName;
+use super::outage::{Outage, storage_failed};
 use super::{LeaseManager, ManagerInner};
 
 /// What [`LeaseManager::do_once`] did.
@@ -72,12 +73,17 @@ impl LeaseManager {
     /// the marker is written, the next caller to get the lease runs `f`
     /// again with [`OnceContext::previous_attempt_unfinished`] set.
     ///
-    /// Waits as long as it takes; wrap it in `tokio::time::timeout` to bound
-    /// the wait.
+    /// Waits as long as another caller works on it; wrap it in
+    /// `tokio::time::timeout` to bound that wait. Failing storage ends the
+    /// wait on its own: after [`LeaseOptions::with_unavailable_after`] of
+    /// continuous failure (30 s by default).
+    ///
+    /// [`LeaseOptions::with_unavailable_after`]: super::LeaseOptions::with_unavailable_after
     ///
     /// # Errors
     /// `f`'s error (the marker stays `started`); [`Error::Invalid`] for a bad
-    /// name; [`Error::LeaseLost`] when the lease was lost before the `done`
+    /// name; [`Error::Unavailable`] naming the endpoint when storage kept
+    /// failing for the bound (`f` did not run); [`Error::LeaseLost`] when the lease was lost before the `done`
     /// marker could be written (`f` may then run again elsewhere); the
     /// backend's error when a request fails for good.
     pub async fn do_once<F, Fut, T, E>(&self, name: &str, f: F) -> Result<OnceOutcome<T>, E>
@@ -132,18 +138,31 @@ impl ManagerInner {
         E: From<Error>,
     {
         let mut backoff = self.env.poll_backoff();
+        // One failure window for the whole wait: the marker reads and the
+        // acquires count alike.
+        let mut outage = Outage::new(&self.env);
         let guard = loop {
-            match self.once_state_unleased(&name).await {
+            let sent = Instant::now();
+            let read = timeout_at(outage.limit(sent), self.once_state_unleased(&name)).await;
+            let read = read.unwrap_or_else(|_| {
+                Err(Error::Timeout {
+                    what: format!("no reply to a read of lease {name}"),
+                    after: sent.elapsed(),
+                })
+            });
+            match read {
                 Ok(OnceState::Done { .. }) => return Ok(OnceOutcome::AlreadyDone),
-                Ok(_) => {}
-                Err(e) if e.is_transient() => {}
+                Ok(_) => outage.answered(),
+                Err(e) if storage_failed(&e) => outage.failed(sent, e, &self.env)?,
                 Err(e) => return Err(e.into()),
             }
-            match self.acquire(name.clone(), AcquireMode::LocalThenTry).await {
-                Ok(Some(guard)) => break guard,
-                Ok(None) => {}
-                Err(e) if e.is_transient() => {}
-                Err(e) => return Err(e.into()),
+            // Retries storage failures until the bound; waits locally
+            // behind other tasks of this process without limit.
+            if let Some(guard) = self
+                .acquire_with(name.clone(), AcquireMode::LocalThenTry, &mut outage)
+                .await?
+            {
+                break guard;
             }
             sleep(backoff.next_delay()).await;
         };

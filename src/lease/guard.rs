@@ -20,6 +20,7 @@ use super::document::{
 };
 use super::local::{Ending, LocalSlot, SlotState};
 use super::name::LeaseName;
+use super::outage::{Outage, storage_failed};
 use super::renew::{Failure, LeaseShared, Renewer, classify, retry_transient};
 use super::{LeaseEnv, ManagerInner, short_id};
 
@@ -45,6 +46,24 @@ pub(crate) enum AcquireMode {
     /// Both, until `deadline`.
     Until { deadline: Instant },
 }
+
+/// How one attempt at a blob lease ended.
+enum Attempt {
+    /// Taken; the acquire was sent at this instant.
+    Acquired(Instant),
+    /// Somebody else holds it.
+    Held,
+    /// No answer before the attempt's deadline; it goes on in the
+    /// background and gives back whatever it takes.
+    NoReply,
+    /// The request failed.
+    Failed(Error),
+}
+
+/// First pause before retrying an acquire that storage failed.
+const FAILURE_RETRY_MIN: Duration = Duration::from_millis(100);
+/// Longest pause between acquires that storage failed.
+const FAILURE_RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// The process's hold on one blob lease, shared by the guards it is handed
 /// through. Dropping the last reference without a release releases in the
@@ -697,10 +716,24 @@ impl LeaseStatus {
 
 impl ManagerInner {
     /// Acquires `name` as `mode` allows: `Ok(None)` when it stayed held.
+    /// Storage failures are retried until they have gone on for the
+    /// manager's unavailable-after bound.
     pub(crate) async fn acquire(
         self: &Arc<Self>,
         name: LeaseName,
         mode: AcquireMode,
+    ) -> Result<Option<LeaseGuard>> {
+        let mut outage = Outage::new(&self.env);
+        self.acquire_with(name, mode, &mut outage).await
+    }
+
+    /// [`Self::acquire`], counting storage failures in `outage`, which the
+    /// caller may carry across several acquires.
+    pub(crate) async fn acquire_with(
+        self: &Arc<Self>,
+        name: LeaseName,
+        mode: AcquireMode,
+        outage: &mut Outage,
     ) -> Result<Option<LeaseGuard>> {
         let blob = name.blob_name()?;
         let runtime = Handle::try_current().map_err(|_| {
@@ -740,28 +773,11 @@ impl ManagerInner {
                 state.yield_until = None;
             }
             let proposed = LeaseId::new_random();
-            let mut backoff = self.env.poll_backoff();
-            let sent = loop {
-                let attempt = match mode {
-                    AcquireMode::Until { deadline } => {
-                        self.acquire_blob_until(&name, &blob, proposed, deadline)
-                            .await?
-                    }
-                    AcquireMode::Try | AcquireMode::LocalThenTry => {
-                        self.acquire_blob(&name, &blob, proposed).await?
-                    }
-                };
-                if let Some(sent) = attempt {
-                    break sent;
-                }
-                let AcquireMode::Until { deadline } = mode else {
-                    return Ok(None);
-                };
-                let now = Instant::now();
-                if now >= deadline {
-                    return Ok(None);
-                }
-                sleep(backoff.next_delay().min(deadline - now)).await;
+            let Some(sent) = self
+                .acquire_blob_loop(&name, &blob, proposed, mode, outage)
+                .await?
+            else {
+                return Ok(None);
             };
             debug!(id = %short_id(proposed), "acquired");
             let core = LeaseCore::start(self.env.clone(), name, blob, proposed, sent, &runtime);
@@ -783,25 +799,143 @@ impl ManagerInner {
         .await
     }
 
+    /// Attempts at the blob lease with one proposed id: polling while it is
+    /// held (as `mode` allows), retrying while storage fails (until
+    /// `outage` reaches its bound). `Ok(None)` when it stayed held.
+    async fn acquire_blob_loop(
+        self: &Arc<Self>,
+        name: &LeaseName,
+        blob: &BlobName,
+        proposed: LeaseId,
+        mode: AcquireMode,
+        outage: &mut Outage,
+    ) -> Result<Option<Instant>> {
+        let deadline = match mode {
+            AcquireMode::Until { deadline } => Some(deadline),
+            AcquireMode::Try | AcquireMode::LocalThenTry => None,
+        };
+        let mut backoff = self.env.poll_backoff();
+        let mut retry_delay = FAILURE_RETRY_MIN;
+        // Whether an attempt may have taken the lease without our knowing.
+        let mut ambiguous = false;
+        loop {
+            let started = Instant::now();
+            let limit = outage.limit(started);
+            let stop_at = deadline.map_or(limit, |d| d.min(limit));
+            let error = match self
+                .acquire_blob_until(name, blob, proposed, stop_at)
+                .await
+            {
+                Attempt::Acquired(sent) => {
+                    outage.answered();
+                    return Ok(Some(sent));
+                }
+                Attempt::Held => {
+                    outage.answered();
+                    retry_delay = FAILURE_RETRY_MIN;
+                    let Some(deadline) = deadline else {
+                        return Ok(None);
+                    };
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Ok(None);
+                    }
+                    sleep(backoff.next_delay().min(deadline - now)).await;
+                    continue;
+                }
+                // The attempt was left to finish in the background (it gives
+                // back whatever it takes), so no further attempt may use
+                // this id: give up now.
+                Attempt::NoReply => {
+                    let now = Instant::now();
+                    if deadline.is_some_and(|d| now >= d) && now < limit {
+                        return match outage.give_up(&self.env) {
+                            Some(e) => Err(e),
+                            None => Ok(None),
+                        };
+                    }
+                    let e = Error::Timeout {
+                        what: format!("no reply to an acquire of lease {name}"),
+                        after: now.saturating_duration_since(started),
+                    };
+                    return Err(match outage.failed(started, e, &self.env) {
+                        Err(unavailable) => unavailable,
+                        Ok(()) => outage.give_up(&self.env).unwrap_or_else(|| {
+                            Error::Timeout {
+                                what: format!("acquiring lease {name}"),
+                                after: now.saturating_duration_since(started),
+                            }
+                        }),
+                    });
+                }
+                Attempt::Failed(e) => e,
+            };
+            if !storage_failed(&error) {
+                if ambiguous || matches!(error, Error::Backend { .. }) {
+                    self.give_back(blob, proposed);
+                }
+                return Err(error);
+            }
+            ambiguous = true;
+            if let Err(unavailable) = outage.failed(started, error, &self.env) {
+                self.give_back(blob, proposed);
+                return Err(unavailable);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                self.give_back(blob, proposed);
+                return Err(outage
+                    .give_up(&self.env)
+                    .unwrap_or_else(|| Error::Timeout {
+                        what: format!("acquiring lease {name}"),
+                        after: Duration::ZERO,
+                    }));
+            }
+            // Retry with the same id (an acquire that was applied with its
+            // reply lost is then simply repeated), at the latest when the
+            // bound or the caller's deadline is reached.
+            let until = outage.limit(started);
+            let until = deadline.map_or(until, |d| d.min(until));
+            sleep(retry_delay.min(until.saturating_duration_since(now))).await;
+            retry_delay = (retry_delay * 2).min(FAILURE_RETRY_MAX);
+        }
+    }
+
+    /// Gives back, in the background, a lease an attempt may have taken
+    /// with its reply lost, rather than let it run out.
+    fn give_back(&self, blob: &BlobName, proposed: LeaseId) {
+        let backend = self.env.backend.clone();
+        let container = self.env.settings.container.clone();
+        let blob = blob.clone();
+        tokio::spawn(
+            async move {
+                let _ = backend.release_lease(&container, &blob, proposed).await;
+            }
+            .in_current_span(),
+        );
+    }
+
     /// [`Self::acquire_blob`], giving up at `deadline` even when the service
-    /// has not answered by then (`Ok(None)`). The attempt is not cancelled,
-    /// since its request may already be on its way: it finishes in the
-    /// background, and a lease it takes after all is released at once, so a
-    /// late success leaves nothing held (an infinite lease would otherwise
-    /// stay held until broken).
+    /// has not answered by then ([`Attempt::NoReply`]). The attempt is not
+    /// cancelled, since its request may already be on its way: it finishes
+    /// in the background, and a lease it takes after all is released at
+    /// once, so a late success leaves nothing held (an infinite lease would
+    /// otherwise stay held until broken).
     async fn acquire_blob_until(
         self: &Arc<Self>,
         name: &LeaseName,
         blob: &BlobName,
         proposed: LeaseId,
         deadline: Instant,
-    ) -> Result<Option<Instant>> {
+    ) -> Attempt {
         let inner = Arc::clone(self);
         let (owned_name, owned_blob) = (name.clone(), blob.clone());
         let mut attempt =
             Box::pin(async move { inner.acquire_blob(&owned_name, &owned_blob, proposed).await });
         match timeout_at(deadline, attempt.as_mut()).await {
-            Ok(result) => result,
+            Ok(Ok(Some(sent))) => Attempt::Acquired(sent),
+            Ok(Ok(None)) => Attempt::Held,
+            Ok(Err(e)) => Attempt::Failed(e),
             Err(_) => {
                 debug!(id = %short_id(proposed), "deadline passed during an acquire; giving back whatever it takes");
                 let backend = self.env.backend.clone();
@@ -815,14 +949,14 @@ impl ManagerInner {
                     }
                     .in_current_span(),
                 );
-                Ok(None)
+                Attempt::NoReply
             }
         }
     }
 
     /// One acquire of the blob lease, creating the blob (and the container)
-    /// on first use and retrying transient failures with the same proposed
-    /// id. `Ok(None)` when somebody else holds it.
+    /// on first use. `Ok(None)` when somebody else holds it. Failures are
+    /// the caller's to retry.
     async fn acquire_blob(
         &self,
         name: &LeaseName,
@@ -832,46 +966,20 @@ impl ManagerInner {
         let env = &self.env;
         let container = &env.settings.container;
         let mut created = false;
-        let mut retries = 0;
-        let mut delay = Duration::from_millis(100);
         loop {
             let sent = Instant::now();
-            let error = match env
+            match env
                 .backend
                 .acquire_lease(container, blob, env.settings.duration, proposed)
                 .await
             {
                 Ok(_) => return Ok(Some(sent)),
                 Err(Error::LeaseHeld { .. }) => return Ok(None),
-                Err(e) => e,
-            };
-            match error {
-                Error::NotFound { .. } if !created => {
+                Err(Error::NotFound { .. }) if !created => {
                     self.create_blob(name, blob).await?;
                     created = true;
                 }
-                e if e.is_transient() && retries < 3 => {
-                    debug!(error = %e, "acquire failed transiently; retrying with the same id");
-                    retries += 1;
-                    sleep(delay).await;
-                    delay *= 2;
-                }
-                e => {
-                    if matches!(
-                        e,
-                        Error::Transient { .. } | Error::Timeout { .. } | Error::Backend { .. }
-                    ) {
-                        // The acquire may have been applied with its reply lost:
-                        // give the lease back rather than let it run out.
-                        let backend = env.backend.clone();
-                        let container = container.clone();
-                        let blob = blob.clone();
-                        tokio::spawn(async move {
-                            let _ = backend.release_lease(&container, &blob, proposed).await;
-                        });
-                    }
-                    return Err(e);
-                }
+                Err(e) => return Err(e),
             }
         }
     }

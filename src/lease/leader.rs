@@ -11,6 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 
 use super::guard::{AcquireMode, LeaseGuard, LeaseStatus};
 use super::name::LeaseName;
+use super::outage::Outage;
 use super::{LeaseManager, ManagerInner};
 
 /// How [`LeaseManager::run_as_leader`] campaigns.
@@ -116,9 +117,19 @@ impl LeaseManager {
     /// Emits `tracing` events `became leader`, `leadership lost` and
     /// `stepped down`.
     ///
+    /// Campaigning goes on as long as another candidate leads, but not
+    /// while storage keeps failing: when every request of a campaign has
+    /// failed for [`LeaseOptions::with_unavailable_after`] (30 s by default;
+    /// any answer from the service starts the count afresh), it returns
+    /// [`Error::Unavailable`]. A running term is not affected: it ends when
+    /// its lease is lost, and campaigning resumes.
+    ///
+    /// [`LeaseOptions::with_unavailable_after`]: super::LeaseOptions::with_unavailable_after
+    ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad name; a backend error that is neither
-    /// transient nor a timeout (those are retried while campaigning).
+    /// [`Error::Invalid`] for a bad name; [`Error::Unavailable`] naming the
+    /// endpoint when storage kept failing for the bound while campaigning;
+    /// another backend error that is neither transient nor a timeout.
     pub async fn run_as_leader<F, Fut>(
         &self,
         name: &str,
@@ -149,17 +160,22 @@ impl ManagerInner {
         stop: &CancellationToken,
     ) -> Result<Option<LeaseGuard>> {
         let mut backoff = self.env.standby_backoff();
+        // Storage failures are retried inside each attempt until they have
+        // gone on for the bound; the campaign then ends with the error.
+        let mut outage = Outage::new(&self.env);
         loop {
             let attempt = tokio::select! {
                 biased;
                 () = stop.cancelled() => return Ok(None),
-                r = self.acquire(name.clone(), AcquireMode::LocalThenTry) => r,
+                r = self.acquire_with(name.clone(), AcquireMode::LocalThenTry, &mut outage) => r,
             };
             match attempt {
                 Ok(Some(guard)) => return Ok(Some(guard)),
                 Ok(None) => {}
-                Err(e) if retryable(&e) => warn!(error = %e, "campaign attempt failed; retrying"),
-                Err(e) => return Err(e),
+                Err(e) => {
+                    warn!(error = %e, "campaign ended");
+                    return Err(e);
+                }
             }
             tokio::select! {
                 biased;

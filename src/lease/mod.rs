@@ -54,6 +54,16 @@
 //! even when the service stops answering: an acquire request still in
 //! flight then finishes in the background and gives back any lease it took.
 //!
+//! # Failing storage
+//!
+//! Waiting for a lease that somebody else holds is bounded by the caller's
+//! timeout where the call has one. Storage that keeps failing (transient
+//! errors, no reply, an unreachable endpoint) is different: every call that
+//! waits for a lease (acquire, run-once, leader campaigns, reservations,
+//! partition locks) retries it, and gives up with [`Error::Unavailable`]
+//! naming the endpoint once requests have failed without a single answer
+//! for [`LeaseOptions::with_unavailable_after`] (30 s by default).
+//!
 //! # Example
 //!
 //! ```
@@ -99,6 +109,7 @@ mod guard;
 mod leader;
 mod local;
 mod name;
+mod outage;
 mod renew;
 mod reservation;
 
@@ -132,6 +143,10 @@ use local::LocalLeases;
 /// process (see [`LeaseOptions::with_poll_interval`]).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
+/// How long storage may keep failing before a wait for a lease gives up
+/// (see [`LeaseOptions::with_unavailable_after`]).
+pub const DEFAULT_UNAVAILABLE_AFTER: Duration = Duration::from_secs(30);
+
 /// The default container for lease blobs.
 pub const DEFAULT_CONTAINER: &str = "leasehold-leases";
 
@@ -140,7 +155,8 @@ pub const DEFAULT_CONTAINER: &str = "leasehold-leases";
 /// Defaults: 30 s leases renewed every 10 s (a third of the duration unless
 /// set), 1 s drift margin, container [`DEFAULT_CONTAINER`], acquire polling
 /// every 100 ms, owner identity `hostname-pid-random`, owner metadata
-/// written on acquire, local hand-over up to 1000 times or 60 s in a row.
+/// written on acquire, local hand-over up to 1000 times or 60 s in a row,
+/// waits for a lease ending after 30 s of failing storage.
 #[derive(Debug, Clone)]
 pub struct LeaseOptions {
     /// `None` for an infinite lease.
@@ -154,6 +170,7 @@ pub struct LeaseOptions {
     max_handovers: u32,
     max_hold: Duration,
     jitter_seed: Option<u64>,
+    unavailable_after: Duration,
 }
 
 impl Default for LeaseOptions {
@@ -169,6 +186,7 @@ impl Default for LeaseOptions {
             max_handovers: 1000,
             max_hold: Duration::from_secs(60),
             jitter_seed: None,
+            unavailable_after: DEFAULT_UNAVAILABLE_AFTER,
         }
     }
 }
@@ -262,6 +280,26 @@ impl LeaseOptions {
         self
     }
 
+    /// How long a call waiting for a lease keeps trying while storage keeps
+    /// failing (transient errors, no reply, an unreachable endpoint) before
+    /// it gives up with [`Error::Unavailable`] naming the endpoint. From
+    /// 1 ms to 24 hours; default 30 s ([`DEFAULT_UNAVAILABLE_AFTER`]).
+    ///
+    /// The bound counts continuous failure: any answer from the service
+    /// (even "held by another owner") starts it afresh. A lease held by
+    /// somebody else is no failure: that wait is bounded by the caller's
+    /// timeout, where the call has one. It applies to
+    /// [`LeaseManager::acquire`] and [`LeaseManager::try_acquire`],
+    /// [`LeaseManager::do_once`], [`LeaseManager::run_as_leader`] (a
+    /// campaign returns the error), [`LeaseManager::try_reserve`] and
+    /// partition locks ([`crate::Store::lock`], through
+    /// [`crate::StoreBuilder::lease_options`]). A held lease is not
+    /// affected: its renewal is bounded by the lease's own validity.
+    pub fn with_unavailable_after(mut self, bound: Duration) -> Self {
+        self.unavailable_after = bound;
+        self
+    }
+
     /// Checks the options and fills in the defaults that depend on others.
     fn resolve(&self) -> Result<Settings> {
         let (duration, lease_len) = match self.duration {
@@ -301,6 +339,14 @@ impl LeaseOptions {
                 format!("must be from 10ms to {poll_limit:?} (half the lease duration)"),
             ));
         }
+        if self.unavailable_after < Duration::from_millis(1)
+            || self.unavailable_after > Duration::from_secs(86_400)
+        {
+            return Err(Error::invalid(
+                format!("unavailable-after bound {:?}", self.unavailable_after),
+                "must be from 1ms to 24h",
+            ));
+        }
         let owner = match &self.owner {
             Some(owner) => {
                 check_owner(owner)?;
@@ -323,6 +369,7 @@ impl LeaseOptions {
             owner_metadata: self.owner_metadata,
             max_handovers: self.max_handovers,
             max_hold: self.max_hold,
+            unavailable_after: self.unavailable_after,
             seed: self.jitter_seed.unwrap_or_else(|| {
                 let (hi, lo) = uuid::Uuid::new_v4().as_u64_pair();
                 hi ^ lo
@@ -382,6 +429,7 @@ pub(crate) struct Settings {
     pub(crate) owner_metadata: bool,
     pub(crate) max_handovers: u32,
     pub(crate) max_hold: Duration,
+    pub(crate) unavailable_after: Duration,
     seed: u64,
 }
 
@@ -593,12 +641,14 @@ impl LeaseManager {
     }
 
     /// Takes the lease if it is free now; `Ok(None)` when another process,
-    /// or another task of this one, holds it.
+    /// or another task of this one, holds it. Failing storage is retried
+    /// for up to [`LeaseOptions::with_unavailable_after`].
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad name (before any request); the backend's
-    /// error when a request fails for another reason than the lease being
-    /// held.
+    /// [`Error::Invalid`] for a bad name (before any request);
+    /// [`Error::Unavailable`] naming the endpoint when storage kept failing
+    /// for the bound; the backend's error when a request fails for another
+    /// reason than the lease being held.
     pub async fn try_acquire(&self, name: &str) -> Result<Option<LeaseGuard>> {
         let name = LeaseName::new(name)?;
         self.inner.acquire(name, AcquireMode::Try).await
@@ -611,9 +661,15 @@ impl LeaseManager {
     /// The timeout also bounds a service that does not answer: an acquire
     /// request still in flight at the deadline is left to finish in the
     /// background, and a lease it takes after all is released at once.
+    /// Failing storage (transient errors, an unreachable endpoint) is
+    /// retried, but for no longer than
+    /// [`LeaseOptions::with_unavailable_after`] (30 s by default), even
+    /// when `timeout` is longer.
     ///
     /// # Errors
     /// [`Error::Timeout`] when the lease did not come free in time;
+    /// [`Error::Unavailable`] naming the endpoint when storage kept failing
+    /// for the bound, or was failing when the timeout came;
     /// [`Error::Invalid`] for a bad name (before any request); the backend's
     /// error when a request fails for another reason than the lease being
     /// held.

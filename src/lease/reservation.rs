@@ -140,8 +140,11 @@ impl LeaseManager {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name or a duration that is zero or over
-    /// 366 days (before any request); the backend's error when a request fails (the lease is then
-    /// released).
+    /// 366 days (before any request); [`Error::Unavailable`] naming the
+    /// endpoint when storage kept failing for
+    /// [`LeaseOptions::with_unavailable_after`](super::LeaseOptions::with_unavailable_after)
+    /// (failures are retried until then); the backend's error when a request
+    /// fails otherwise (the lease is then released).
     pub async fn try_reserve(&self, job: &str, duration: Duration) -> Result<Option<Reservation>> {
         let job = LeaseName::new(job)?;
         if duration.is_zero() || duration > MAX_RESERVATION {

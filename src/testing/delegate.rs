@@ -56,6 +56,9 @@ macro_rules! delegate_backend {
 
         #[async_trait::async_trait]
         impl<B: $crate::backend::BlobBackend> $crate::backend::BlobBackend for $wrapper<B> {
+            fn endpoint(&self) -> String {
+                self.inner.endpoint()
+            }
             async fn create_container(
                 &self,
                 container: &$crate::key::ContainerName,

@@ -52,6 +52,9 @@ fn no_reply() -> Error {
 
 #[async_trait]
 impl<B: BlobBackend> BlobBackend for AmbiguousRenews<B> {
+    fn endpoint(&self) -> String {
+        self.inner.endpoint()
+    }
     async fn create_container(&self, c: &ContainerName) -> Result<()> {
         self.inner.create_container(c).await
     }
@@ -145,6 +148,9 @@ pub struct Shared(pub Arc<dyn leasehold::backend::Backend>);
 
 #[async_trait]
 impl BlobBackend for Shared {
+    fn endpoint(&self) -> String {
+        self.0.endpoint()
+    }
     async fn create_container(&self, c: &ContainerName) -> Result<()> {
         self.0.create_container(c).await
     }

@@ -491,6 +491,12 @@ impl TableBackend for AzureBackend {
 
 #[async_trait]
 impl BlobBackend for AzureBackend {
+    /// The Blob service URL, such as `http://127.0.0.1:10000/devstoreaccount1`
+    /// (endpoints never carry credentials: a SAS travels separately).
+    fn endpoint(&self) -> String {
+        self.inner.settings.blob_endpoint.base_uri()
+    }
+
     async fn create_container(&self, container: &ContainerName) -> Result<()> {
         let span = tracing::debug_span!("leasehold.azure.create_container", container = %container);
         self.create_container_impl(container).instrument(span).await

@@ -290,6 +290,10 @@ impl TableBackend for MemoryBackend {
 
 #[async_trait]
 impl BlobBackend for MemoryBackend {
+    fn endpoint(&self) -> String {
+        "memory".to_owned()
+    }
+
     async fn create_container(&self, container: &ContainerName) -> Result<()> {
         let span = tracing::debug_span!("memory.create_container", container = %container);
         traced(span, || {

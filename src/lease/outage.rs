@@ -1,0 +1,96 @@
+//! How long a wait for a lease rides out failing storage.
+//!
+//! A wait for a lease can go wrong in two ways that look alike from the
+//! outside: somebody else holds the lease (keep waiting, as long as the
+//! caller allows), or storage keeps failing (transient errors, no reply, an
+//! unreachable endpoint). The second must end on its own: an [`Outage`]
+//! counts how long requests have failed without a single answer in
+//! between, and once that reaches the manager's bound
+//! ([`LeaseOptions::with_unavailable_after`]) the wait ends with
+//! [`Error::Unavailable`] naming the endpoint.
+//!
+//! [`LeaseOptions::with_unavailable_after`]: super::LeaseOptions::with_unavailable_after
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use crate::error::Error;
+
+use super::LeaseEnv;
+
+/// The failure window of one waiting call.
+#[derive(Debug)]
+pub(crate) struct Outage {
+    bound: Duration,
+    /// When the first request of the current run of failures was sent.
+    since: Option<Instant>,
+    /// The last failure, kept for the error at the caller's deadline.
+    last: Option<Error>,
+}
+
+/// Whether `e` says storage failed rather than answered: a transient
+/// failure or a request that got no reply in time.
+pub(crate) fn storage_failed(e: &Error) -> bool {
+    e.is_transient() || matches!(e, Error::Timeout { .. })
+}
+
+impl Outage {
+    pub(crate) fn new(env: &LeaseEnv) -> Self {
+        Outage {
+            bound: env.settings.unavailable_after,
+            since: None,
+            last: None,
+        }
+    }
+
+    /// Storage answered (whatever it said): the run of failures is over.
+    pub(crate) fn answered(&mut self) {
+        self.since = None;
+        self.last = None;
+    }
+
+    /// When the current run of failures (or, without one, a run starting
+    /// with a request sent at `sent`) reaches the bound.
+    pub(crate) fn limit(&self, sent: Instant) -> Instant {
+        let from = self.since.unwrap_or(sent);
+        from.checked_add(self.bound)
+            .unwrap_or_else(|| from + Duration::from_secs(86_400))
+    }
+
+    /// Records that a request sent at `sent` failed with `error`. Returns
+    /// [`Error::Unavailable`] once failures have gone on for the bound.
+    pub(crate) fn failed(&mut self, sent: Instant, error: Error, env: &LeaseEnv) -> Result<(), Error> {
+        if self.since.is_none() {
+            warn!(error = %error, endpoint = %env.backend.endpoint(), "storage request failed; retrying");
+        } else {
+            debug!(error = %error, "storage request failed again; retrying");
+        }
+        let since = *self.since.get_or_insert(sent);
+        if Instant::now().saturating_duration_since(since) >= self.bound {
+            return Err(self.unavailable(error, env));
+        }
+        self.last = Some(error);
+        Ok(())
+    }
+
+    /// The error that ends a wait during a run of failures (the caller's
+    /// deadline came first): [`Error::Unavailable`] with the last failure.
+    pub(crate) fn give_up(&mut self, env: &LeaseEnv) -> Option<Error> {
+        let last = self.last.take()?;
+        Some(self.unavailable(last, env))
+    }
+
+    fn unavailable(&self, error: Error, env: &LeaseEnv) -> Error {
+        let after = self
+            .since
+            .map_or(Duration::ZERO, |since| since.elapsed());
+        warn!(endpoint = %env.backend.endpoint(), ?after, "storage unavailable; giving up");
+        Error::Unavailable {
+            endpoint: env.backend.endpoint(),
+            after,
+            source: Box::new(error),
+        }
+    }
+}
