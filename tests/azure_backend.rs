@@ -2206,3 +2206,62 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
         assert!(!logs.contains(secret), "a secret reached the logs");
     }
 }
+
+// ---------------------------------------------------------------------------
+// Unreachable storage (no Azurite needed)
+// ---------------------------------------------------------------------------
+
+/// A store whose endpoints point at a closed loopback port: every call that
+/// waits for a lease gives up after the configured bound with
+/// `Error::Unavailable` naming the blob endpoint, never its signature.
+#[tokio::test]
+async fn lease_waits_on_a_closed_port_give_up_naming_the_blob_endpoint() {
+    use leasehold::Store;
+    use leasehold::lease::LeaseOptions;
+
+    // A port nothing listens on: bound, then closed again.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let endpoint = format!("http://127.0.0.1:{port}/devstoreaccount1");
+    let signature = "c2lnbmF0dXJlLW5vdC1hLXJlYWwtb25l";
+    let backend = AzureBackend::builder()
+        .account("devstoreaccount1")
+        .sas_token(SasToken::new(format!("sv=2022-11-02&ss=bt&sig={signature}")).unwrap())
+        .table_endpoint(endpoint.clone())
+        .blob_endpoint(endpoint.clone())
+        .retry_policy(RetryPolicy::none())
+        .build()
+        .unwrap();
+    assert_eq!(backend.endpoint(), endpoint);
+    let bound = Duration::from_secs(1);
+    let store = Store::builder(backend)
+        .lease_options(LeaseOptions::new().with_unavailable_after(bound))
+        .build()
+        .unwrap();
+
+    let check = |e: Error| {
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+        let text = e.to_string();
+        assert!(
+            text.starts_with(&format!("storage at {endpoint} unavailable for ")),
+            "{text}"
+        );
+        assert!(!text.contains(signature), "{text}");
+        assert!(!format!("{e:?}").contains(signature), "{e:?}");
+        let Error::Unavailable { after, source, .. } = e else {
+            unreachable!()
+        };
+        assert!(after >= bound, "gave up early: {after:?}");
+        assert!(source.is_transient(), "{source}");
+    };
+    check(store.lock("alice").await.unwrap_err());
+    check(
+        store
+            .leases()
+            .do_once("init", |_| async { Ok::<_, Error>(()) })
+            .await
+            .unwrap_err(),
+    );
+}

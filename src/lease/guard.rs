@@ -847,12 +847,13 @@ impl ManagerInner {
                 // back whatever it takes), so no further attempt may use
                 // this id: give up now.
                 Attempt::NoReply => {
+                    // Storage was failing already: report its last failure.
+                    if let Some(e) = outage.give_up(&self.env) {
+                        return Err(e);
+                    }
                     let now = Instant::now();
                     if deadline.is_some_and(|d| now >= d) && now < limit {
-                        return match outage.give_up(&self.env) {
-                            Some(e) => Err(e),
-                            None => Ok(None),
-                        };
+                        return Ok(None);
                     }
                     let e = Error::Timeout {
                         what: format!("no reply to an acquire of lease {name}"),
