@@ -2249,6 +2249,10 @@ async fn lease_waits_on_a_closed_port_give_up_naming_the_blob_endpoint() {
             "{text}"
         );
         assert!(!text.contains(signature), "{text}");
+        // Each fact once.
+        assert_eq!(text.matches(endpoint.as_str()).count(), 1, "{text}");
+        assert_eq!(text.matches("unavailable").count(), 1, "{text}");
+        assert_eq!(text.matches("transient").count(), 1, "{text}");
         assert!(!format!("{e:?}").contains(signature), "{e:?}");
         let Error::Unavailable { after, source, .. } = e else {
             unreachable!()

@@ -178,7 +178,7 @@ impl LeaseShared {
     pub(crate) fn note_error(&self, error: &Error) {
         if classify(error) == Failure::Lost {
             self.mark_lost(
-                format!("the service refused it: {error}"),
+                refusal("a request under it", error),
                 error.code().map(str::to_owned),
             );
         }
@@ -198,6 +198,18 @@ impl std::fmt::Debug for LeaseShared {
                 &(self.stop.is_cancelled() && !self.lost.is_cancelled()),
             )
             .finish_non_exhaustive()
+    }
+}
+
+/// Why a lease counts as lost after the service refused `action`, told
+/// once: the refusal's own text names the blob (the lease's name says it
+/// already) and its code is the lost error's code, so only its kind is
+/// kept.
+fn refusal(action: &str, error: &Error) -> String {
+    match error {
+        Error::NotFound { .. } => format!("the lease blob is gone ({action} found nothing)"),
+        Error::LeaseHeld { .. } => format!("another owner holds it ({action} was refused)"),
+        _ => format!("the service refused {action}"),
     }
 }
 
@@ -306,7 +318,7 @@ impl Renewer {
             match classify(&error) {
                 Failure::Lost => {
                     self.shared.mark_lost(
-                        format!("renewal refused: {error}"),
+                        refusal("its renewal", &error),
                         error.code().map(str::to_owned),
                     );
                     return Round::Lost;
@@ -366,9 +378,10 @@ impl Renewer {
                 p.lease.state
             )),
             Ok(None) => Verified::NotLeased("the lease blob is gone".to_owned()),
-            Err(e) if classify(&e) == Failure::Lost => {
-                Verified::NotLeased(format!("the lease blob cannot be read: {e}"))
-            }
+            Err(e) if classify(&e) == Failure::Lost => Verified::NotLeased(format!(
+                "renewal failed and {}",
+                refusal("a read of the lease blob", &e)
+            )),
             Err(_) => Verified::Unknown,
         }
     }

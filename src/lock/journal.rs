@@ -267,9 +267,12 @@ pub async fn roll_forward(
             Some(now) => {
                 backend.execute(&table, &now).await.map_err(|e| match e.kind() {
                     crate::ErrorKind::Conflict | crate::ErrorKind::AlreadyExists | crate::ErrorKind::NotFound => {
+                        // The row and table are named here already: keep
+                        // only what the service answered.
+                        let answer = e.code().map_or_else(|| format!("{:?}", e.kind()), str::to_owned);
                         Error::Inconsistent {
                             what: format!(
-                                "journal operation {i} ({} of row {:?} in `{table}`) was overtaken by another write while rolling forward: {e}",
+                                "journal operation {i} ({} of row {:?} in `{table}`) was overtaken by another write while rolling forward ({answer})",
                                 op.name(),
                                 op.row_key().as_str()
                             ),

@@ -317,6 +317,10 @@ pub async fn external_break_fires_lost<B: BlobBackend + Clone>(backend: B, cfg: 
         e.code().is_some_and(|c| c.starts_with("LeaseIsBroken")),
         "{e}"
     );
+    // Each fact once: neither the code nor the kind is repeated.
+    let text = e.to_string();
+    assert_eq!(text.matches(e.code().unwrap_or("-")).count(), 1, "{text}");
+    assert_eq!(text.matches("lease lost").count(), 1, "{text}");
     // Writes that carry the old lease id are refused by the service.
     let raw = backend
         .put_blob(
