@@ -117,7 +117,10 @@ fn the_repeat_checker_finds_what_the_issue_quoted() {
                   leasehold-leases/nightly-report (LeaseIsBrokenAndCannotBeRenewed) \
                   (LeaseIsBrokenAndCannotBeRenewed)";
     let found = repeats(quoted);
-    assert!(found.iter().any(|f| f.starts_with("code LeaseIsBroken")), "{found:?}");
+    assert!(
+        found.iter().any(|f| f.starts_with("code LeaseIsBroken")),
+        "{found:?}"
+    );
     assert!(found.iter().any(|f| f.contains("lease lost")), "{found:?}");
     assert!(repeats("a b c d a b c").iter().any(|f| f.contains("a b c")));
     assert!(repeats("lease lost: lease x (LeaseLost)").is_empty());
@@ -155,10 +158,7 @@ async fn errors_of_every_variant_say_each_fact_once() {
             .await
             .unwrap_err(),
     ));
-    errors.push((
-        "Invalid",
-        orders.get("alice/bob", "o1").await.unwrap_err(),
-    ));
+    errors.push(("Invalid", orders.get("alice/bob", "o1").await.unwrap_err()));
     errors.push((
         "Decode",
         store
@@ -176,21 +176,24 @@ async fn errors_of_every_variant_say_each_fact_once() {
             .collect::<Properties>(),
     };
     backend
-        .execute(&table, &TableOp::Merge(many("a", 200), Precondition::IfExists))
+        .execute(
+            &table,
+            &TableOp::Merge(many("a", 200), Precondition::IfExists),
+        )
         .await
         .unwrap();
     errors.push((
         "Backend",
         backend
-            .execute(&table, &TableOp::Merge(many("b", 100), Precondition::IfExists))
+            .execute(
+                &table,
+                &TableOp::Merge(many("b", 100), Precondition::IfExists),
+            )
             .await
             .unwrap_err(),
     ));
     faults.fail_nth(Some(Op::Get), 1);
-    errors.push((
-        "Transient",
-        orders.get("alice", "o2").await.unwrap_err(),
-    ));
+    errors.push(("Transient", orders.get("alice", "o2").await.unwrap_err()));
 
     // Lease errors.
     let leases = store.leases();
@@ -251,10 +254,7 @@ async fn errors_of_every_variant_say_each_fact_once() {
         .unwrap();
     sleep(Duration::from_secs(11)).await;
     assert!(guard.is_lost());
-    errors.push((
-        "LeaseLost",
-        guard.ensure_valid(Duration::ZERO).unwrap_err(),
-    ));
+    errors.push(("LeaseLost", guard.ensure_valid(Duration::ZERO).unwrap_err()));
     errors.push(("LeaseLost", guard.release().await.unwrap_err()));
     // A write under a lease broken since the last renewal.
     let guard = leases

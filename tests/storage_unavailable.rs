@@ -43,7 +43,8 @@ fn assert_unavailable_after(e: &Error, started: Instant, bound: Duration) {
         "gave up late, after {waited:?}: {e}"
     );
     assert!(
-        e.to_string().starts_with("storage at memory unavailable for "),
+        e.to_string()
+            .starts_with("storage at memory unavailable for "),
         "{e}"
     );
     let Error::Unavailable {

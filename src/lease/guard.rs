@@ -822,10 +822,7 @@ impl ManagerInner {
             let started = Instant::now();
             let limit = outage.limit(started);
             let stop_at = deadline.map_or(limit, |d| d.min(limit));
-            let error = match self
-                .acquire_blob_until(name, blob, proposed, stop_at)
-                .await
-            {
+            let error = match self.acquire_blob_until(name, blob, proposed, stop_at).await {
                 Attempt::Acquired(sent) => {
                     outage.answered();
                     return Ok(Some(sent));
@@ -861,11 +858,9 @@ impl ManagerInner {
                     };
                     return Err(match outage.failed(started, e, &self.env) {
                         Err(unavailable) => unavailable,
-                        Ok(()) => outage.give_up(&self.env).unwrap_or_else(|| {
-                            Error::Timeout {
-                                what: format!("acquiring lease {name}"),
-                                after: now.saturating_duration_since(started),
-                            }
+                        Ok(()) => outage.give_up(&self.env).unwrap_or_else(|| Error::Timeout {
+                            what: format!("acquiring lease {name}"),
+                            after: now.saturating_duration_since(started),
                         }),
                     });
                 }
@@ -885,12 +880,10 @@ impl ManagerInner {
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
                 self.give_back(blob, proposed);
-                return Err(outage
-                    .give_up(&self.env)
-                    .unwrap_or_else(|| Error::Timeout {
-                        what: format!("acquiring lease {name}"),
-                        after: Duration::ZERO,
-                    }));
+                return Err(outage.give_up(&self.env).unwrap_or_else(|| Error::Timeout {
+                    what: format!("acquiring lease {name}"),
+                    after: Duration::ZERO,
+                }));
             }
             // Retry with the same id (an acquire that was applied with its
             // reply lost is then simply repeated), at the latest when the

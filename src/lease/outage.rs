@@ -61,7 +61,12 @@ impl Outage {
 
     /// Records that a request sent at `sent` failed with `error`. Returns
     /// [`Error::Unavailable`] once failures have gone on for the bound.
-    pub(crate) fn failed(&mut self, sent: Instant, error: Error, env: &LeaseEnv) -> Result<(), Error> {
+    pub(crate) fn failed(
+        &mut self,
+        sent: Instant,
+        error: Error,
+        env: &LeaseEnv,
+    ) -> Result<(), Error> {
         if self.since.is_none() {
             warn!(error = %error, endpoint = %env.backend.endpoint(), "storage request failed; retrying");
         } else {
@@ -83,9 +88,7 @@ impl Outage {
     }
 
     fn unavailable(&self, error: Error, env: &LeaseEnv) -> Error {
-        let after = self
-            .since
-            .map_or(Duration::ZERO, |since| since.elapsed());
+        let after = self.since.map_or(Duration::ZERO, |since| since.elapsed());
         warn!(endpoint = %env.backend.endpoint(), ?after, "storage unavailable; giving up");
         Error::Unavailable {
             endpoint: env.backend.endpoint(),
