@@ -63,7 +63,11 @@ pub const DEFAULT_LOCK_CONTAINER: &str = "leasehold-locks";
 /// Settings of partition locks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockOptions {
-    /// How long [`Store::lock`](crate::Store::lock) waits for the lease.
+    /// How long [`Store::lock`](crate::Store::lock) waits for the lease
+    /// while another holder has it. Failing storage ends the wait sooner:
+    /// after the lock lease options'
+    /// [`with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after)
+    /// (30 s by default), with [`Error::Unavailable`].
     pub acquire_timeout: Duration,
     /// How much lease validity a commit needs before it sends anything.
     pub commit_margin: Duration,
