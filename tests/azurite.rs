@@ -72,6 +72,12 @@ async fn lease_leader_failovers_never_overlap() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_external_break_fires_lost_and_says_each_fact_once() {
+    let Some(b) = shared() else { return };
+    lease_suite::external_break_fires_lost(b, lease_suite::SuiteConfig::real_time(0)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_acquire_gives_up_at_its_deadline() {
     let Some(b) = shared() else { return };
     lease_suite::acquire_gives_up_at_its_deadline(b, lease_suite::SuiteConfig::real_time(0)).await;
