@@ -79,6 +79,31 @@ async fn do_once_gives_up_when_storage_keeps_failing() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn tasks_queued_behind_each_other_all_give_up_at_the_bound() {
+    let (leases, _faults) = dead_manager();
+    let started = Instant::now();
+    let calls = (0..5).map(|_| {
+        let leases = leases.clone();
+        tokio::spawn(async move {
+            let e = leases
+                .do_once("init", |_| async { Ok::<_, Error>(()) })
+                .await
+                .unwrap_err();
+            (e, Instant::now())
+        })
+    });
+    for call in calls.collect::<Vec<_>>() {
+        let (e, ended) = call.await.unwrap();
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+        let waited = ended - started;
+        assert!(
+            waited >= BOUND && waited <= BOUND + Duration::from_millis(1),
+            "a queued task gave up after {waited:?}: {e}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn acquire_gives_up_at_the_bound_even_with_a_longer_timeout() {
     let (leases, _faults) = dead_manager();
     let started = Instant::now();
@@ -105,6 +130,7 @@ async fn try_acquire_and_try_reserve_give_up_at_the_bound() {
     let e = leases.try_acquire("job").await.unwrap_err();
     assert_unavailable_after(&e, started, BOUND);
 
+    let (leases, _faults) = dead_manager();
     let started = Instant::now();
     let e = leases
         .try_reserve("job", Duration::from_secs(60))
@@ -112,6 +138,27 @@ async fn try_acquire_and_try_reserve_give_up_at_the_bound() {
         .unwrap_err();
     assert_unavailable_after(&e, started, BOUND);
     assert!(!leases.has_reservation("job"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_right_after_a_give_up_joins_the_run_of_failures() {
+    let (leases, faults) = dead_manager();
+    leases.try_acquire("job").await.unwrap_err();
+    // Storage has failed for the whole bound already: one more attempt.
+    let before = faults.injected();
+    let started = Instant::now();
+    let e = leases.try_acquire("other").await.unwrap_err();
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(faults.injected(), before + 1);
+    let Error::Unavailable { after, .. } = e else {
+        panic!("{e}")
+    };
+    assert_eq!(after, BOUND);
+    // After a quiet spell, a call counts afresh.
+    sleep(Duration::from_secs(5)).await;
+    let started = Instant::now();
+    let e = leases.try_acquire("job").await.unwrap_err();
+    assert_unavailable_after(&e, started, BOUND);
 }
 
 #[tokio::test(start_paused = true)]

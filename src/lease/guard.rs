@@ -824,11 +824,11 @@ impl ManagerInner {
             let stop_at = deadline.map_or(limit, |d| d.min(limit));
             let error = match self.acquire_blob_until(name, blob, proposed, stop_at).await {
                 Attempt::Acquired(sent) => {
-                    outage.answered();
+                    outage.answered(&self.env);
                     return Ok(Some(sent));
                 }
                 Attempt::Held => {
-                    outage.answered();
+                    outage.answered(&self.env);
                     retry_delay = FAILURE_RETRY_MIN;
                     let Some(deadline) = deadline else {
                         return Ok(None);

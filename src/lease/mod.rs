@@ -286,9 +286,13 @@ impl LeaseOptions {
     /// 1 ms to 24 hours; default 30 s ([`DEFAULT_UNAVAILABLE_AFTER`]).
     ///
     /// The bound counts continuous failure: any answer from the service
-    /// (even "held by another owner") starts it afresh. A lease held by
-    /// somebody else is no failure: that wait is bounded by the caller's
-    /// timeout, where the call has one. It applies to
+    /// (even "held by another owner") starts it afresh. The calls of one
+    /// manager share the count: a call whose first request fails within a
+    /// few seconds of another call's failure joins that run of failures,
+    /// so tasks queued behind one another do not each wait the bound
+    /// again, and a call right after a give-up fails after one attempt.
+    /// A lease held by somebody else is no failure: that wait is bounded by
+    /// the caller's timeout, where the call has one. It applies to
     /// [`LeaseManager::acquire`] and [`LeaseManager::try_acquire`],
     /// [`LeaseManager::do_once`], [`LeaseManager::run_as_leader`] (a
     /// campaign returns the error), [`LeaseManager::try_reserve`] and
@@ -440,6 +444,8 @@ pub(crate) struct LeaseEnv {
     pub(crate) settings: Settings,
     clock: WallClock,
     backoffs: AtomicU64,
+    /// The current run of failing requests, shared by waiting calls.
+    pub(crate) recent_failures: outage::RecentFailures,
 }
 
 impl LeaseEnv {
@@ -617,6 +623,7 @@ impl LeaseManager {
                     settings,
                     clock: WallClock::new(),
                     backoffs: AtomicU64::new(0),
+                    recent_failures: outage::RecentFailures::default(),
                 }),
                 container_ready: tokio::sync::Mutex::new(false),
                 local: LocalLeases::default(),

@@ -9,8 +9,15 @@
 //! ([`LeaseOptions::with_unavailable_after`]) the wait ends with
 //! [`Error::Unavailable`] naming the endpoint.
 //!
+//! Calls of one manager learn from each other: a call whose first request
+//! fails right after another call's request failed (the retry pace apart at
+//! most) joins that run of failures instead of starting its own. So tasks
+//! queued locally behind a task that gave up do not each wait the bound
+//! again.
+//!
 //! [`LeaseOptions::with_unavailable_after`]: super::LeaseOptions::with_unavailable_after
 
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -19,6 +26,21 @@ use tracing::{debug, warn};
 use crate::error::Error;
 
 use super::LeaseEnv;
+
+/// How close to the last failure of another call a first failure must come
+/// to join its run: the longest pause between retries, and some.
+const JOIN_WITHIN: Duration = Duration::from_secs(3);
+
+/// The current run of failures of a manager's requests, shared by its calls:
+/// (first request sent, last failure seen).
+#[derive(Debug, Default)]
+pub(crate) struct RecentFailures(Mutex<Option<(Instant, Instant)>>);
+
+impl RecentFailures {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Instant, Instant)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 /// The failure window of one waiting call.
 #[derive(Debug)]
@@ -46,9 +68,10 @@ impl Outage {
     }
 
     /// Storage answered (whatever it said): the run of failures is over.
-    pub(crate) fn answered(&mut self) {
+    pub(crate) fn answered(&mut self, env: &LeaseEnv) {
         self.since = None;
         self.last = None;
+        *env.recent_failures.lock() = None;
     }
 
     /// When the current run of failures (or, without one, a run starting
@@ -72,8 +95,23 @@ impl Outage {
         } else {
             debug!(error = %error, "storage request failed again; retrying");
         }
-        let since = *self.since.get_or_insert(sent);
-        if Instant::now().saturating_duration_since(since) >= self.bound {
+        let now = Instant::now();
+        let since = {
+            let mut recent = env.recent_failures.lock();
+            let since = match (self.since, *recent) {
+                (Some(since), _) => since,
+                (None, Some((since, last)))
+                    if sent.saturating_duration_since(last) <= JOIN_WITHIN =>
+                {
+                    since
+                }
+                (None, _) => sent,
+            };
+            *recent = Some((since, now));
+            since
+        };
+        self.since = Some(since);
+        if now.saturating_duration_since(since) >= self.bound {
             return Err(self.unavailable(error, env));
         }
         self.last = Some(error);
