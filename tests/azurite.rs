@@ -47,6 +47,14 @@ async fn lock_stale_reads_fail_the_whole_commit() {
     lock_suite::stale_reads_fail_the_whole_commit(b, &prefix()).await;
 }
 
+#[tokio::test]
+async fn lock_refused_staging_keeps_the_earlier_write() {
+    let Some(b) = support::azurite_backend() else {
+        return;
+    };
+    lock_suite::refused_staging_keeps_the_earlier_write(b, &prefix()).await;
+}
+
 mod lease_suite;
 
 fn shared() -> Option<lease_suite::Shared> {

@@ -36,6 +36,11 @@ async fn stale_reads_fail_the_whole_commit() {
     lock_suite::stale_reads_fail_the_whole_commit(memory(), "m").await;
 }
 
+#[tokio::test]
+async fn refused_staging_keeps_the_earlier_write() {
+    lock_suite::refused_staging_keeps_the_earlier_write(memory(), "m").await;
+}
+
 /// A store counting its requests, warmed up so one-time setup (containers,
 /// tables, the lock blob) is out of the counts.
 async fn counted() -> (Store, RequestCounter) {

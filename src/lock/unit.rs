@@ -71,6 +71,33 @@ pub struct CommitReport {
 /// assert_eq!(accounts.get("alice", "savings").await?.unwrap().balance, 30);
 /// # Ok::<(), leasehold::Error>(()) }).unwrap();
 /// ```
+///
+/// # Writing a row twice
+///
+/// A unit writes each row at most once: a second write of a row folds into
+/// the one already staged, keeping the condition of the first (the ETag it
+/// was read at, insert-only, or none for the upserts). Reads in the unit show
+/// the folded result. The table gives, for a staged write (row) followed by
+/// a second call on the same row (column), what the commit sends; *refused*
+/// is [`Error::Invalid`], and a refused call leaves the staged writes
+/// exactly as they were.
+///
+/// | staged \ then | `insert` | `replace` | `merge` | `delete` | `upsert` | `upsert_merge` |
+/// |---|---|---|---|---|---|---|
+/// | `insert` | refused | insert of the new value | insert of both merged | nothing | insert of the new value | insert of both merged |
+/// | `replace` | refused | replace with the new value | replace with both merged | delete | replace with the new value | replace with both merged |
+/// | `merge` | refused | replace with the new value | merge of both | delete | replace with the new value | merge of both |
+/// | `delete` | replace with the new value | refused | refused | refused | refused | refused |
+/// | `upsert` | refused | upsert of the new value | upsert of both merged | delete¹ | upsert of the new value | upsert of both merged |
+/// | `upsert_merge` | refused | upsert of the new value | upsert-merge of both | delete¹ | upsert of the new value | upsert-merge of both |
+///
+/// "Both merged" is the first value with the second one's properties laid
+/// over it. The refusals say why: the unit already inserts the row (insert
+/// after insert), already writes it so it exists (insert after any other
+/// write but a delete), or already deletes it.
+///
+/// ¹ The delete carries no ETag (the upsert had none); it needs the row to
+/// exist, so the commit fails with [`Error::NotFound`] if it did not.
 pub struct Unit {
     store: Store,
     guard: Option<LeaseGuard>,
@@ -245,7 +272,9 @@ impl Unit {
     ///
     /// # Errors
     /// [`Error::Invalid`] for an entity of another partition, one breaking a
-    /// service limit, or a row this unit already wrote.
+    /// service limit, or a write the unit cannot fold into the one it already
+    /// staged for that row (see [the folding table](Unit#writing-a-row-twice));
+    /// the staged writes are then left as they were.
     pub fn insert<E: Entity>(&mut self, entity: &E) -> Result<()> {
         let (table, data) = self.encode(entity, "insert")?;
         self.stage(table, TableOp::Insert(data))
@@ -333,61 +362,32 @@ impl Unit {
     }
 
     /// Adds `op` to the staged writes, folding it into an earlier write of the
-    /// same row so each row is written once, with the first condition.
+    /// same row so each row is written once, with the first condition (see
+    /// [the folding table](Unit#writing-a-row-twice)). A refused write leaves
+    /// the staged writes exactly as they were.
     fn stage(&mut self, table: TableName, op: TableOp) -> Result<()> {
-        let key = (table.clone(), op.row_key().clone());
-        let invalid = |why: &str| {
-            Error::invalid(
-                format!(
-                    "{} of row {:?} in `{table}`",
-                    op.name(),
-                    op.row_key().as_str()
-                ),
-                why.to_owned(),
-            )
+        let key = (table, op.row_key().clone());
+        let folded = match self.staged.get(&key) {
+            None => Some(op),
+            Some(previous) => fold(previous, op).map_err(|(op, why)| {
+                Error::invalid(
+                    format!(
+                        "{} of row {:?} in `{}`",
+                        op.name(),
+                        op.row_key().as_str(),
+                        key.0
+                    ),
+                    why,
+                )
+            })?,
         };
-        let folded = match (self.staged.remove(&key), op.clone()) {
-            (None, op) => Some(op),
-            (Some(TableOp::Insert(_)), TableOp::Insert(_)) => {
-                return Err(invalid("this unit already inserts that row"));
+        match folded {
+            Some(op) => {
+                self.staged.insert(key, op);
             }
-            (Some(TableOp::Insert(_)), TableOp::Replace(d, _)) => Some(TableOp::Insert(d)),
-            (Some(TableOp::Insert(old)), TableOp::Merge(d, _)) => {
-                Some(TableOp::Insert(merged(old, &d)))
+            None => {
+                self.staged.remove(&key);
             }
-            (Some(TableOp::Insert(_)), TableOp::Delete { .. }) => None,
-            (Some(TableOp::Replace(_, c)), TableOp::Replace(d, _)) => Some(TableOp::Replace(d, c)),
-            (Some(TableOp::Replace(old, c)), TableOp::Merge(d, _)) => {
-                Some(TableOp::Replace(merged(old, &d), c))
-            }
-            (Some(TableOp::Merge(_, c)), TableOp::Replace(d, _)) => Some(TableOp::Replace(d, c)),
-            (Some(TableOp::Merge(old, c)), TableOp::Merge(d, _)) => {
-                Some(TableOp::Merge(merged(old, &d), c))
-            }
-            (Some(TableOp::Replace(d, c) | TableOp::Merge(d, c)), TableOp::Delete { .. }) => {
-                Some(TableOp::Delete {
-                    partition_key: d.partition_key,
-                    row_key: d.row_key,
-                    condition: match c {
-                        Precondition::Upsert => Precondition::IfExists,
-                        c => c,
-                    },
-                })
-            }
-            (Some(TableOp::Delete { condition, .. }), TableOp::Insert(d)) => {
-                Some(TableOp::Replace(d, condition))
-            }
-            (Some(previous @ TableOp::Delete { .. }), _) => {
-                self.staged.insert(key, previous);
-                return Err(invalid("this unit already deletes that row"));
-            }
-            (Some(previous), TableOp::Insert(_)) => {
-                self.staged.insert(key, previous);
-                return Err(invalid("this unit already writes that row, so it exists"));
-            }
-        };
-        if let Some(op) = folded {
-            self.staged.insert(key, op);
         }
         Ok(())
     }
@@ -580,6 +580,39 @@ fn refused(e: &Error) -> bool {
             | ErrorKind::Invalid
             | ErrorKind::Backend
     )
+}
+
+/// Folds a write of a row into the write already staged for it: the one
+/// write that has the effect of both, or `None` when nothing is left to
+/// write; or the refused operation with the reason. Decides without changing
+/// anything, so a refusal cannot lose the earlier write.
+fn fold(
+    previous: &TableOp,
+    op: TableOp,
+) -> std::result::Result<Option<TableOp>, (TableOp, &'static str)> {
+    use TableOp::{Delete, Insert, Merge, Replace};
+    Ok(match (previous, op) {
+        (Insert(_), op @ Insert(_)) => return Err((op, "this unit already inserts that row")),
+        (Insert(_), Replace(d, _)) => Some(Insert(d)),
+        (Insert(old), Merge(d, _)) => Some(Insert(merged(old.clone(), &d))),
+        (Insert(_), Delete { .. }) => None,
+        (Replace(_, c) | Merge(_, c), Replace(d, _)) => Some(Replace(d, c.clone())),
+        (Replace(old, c), Merge(d, _)) => Some(Replace(merged(old.clone(), &d), c.clone())),
+        (Merge(old, c), Merge(d, _)) => Some(Merge(merged(old.clone(), &d), c.clone())),
+        (Replace(d, c) | Merge(d, c), Delete { .. }) => Some(Delete {
+            partition_key: d.partition_key.clone(),
+            row_key: d.row_key.clone(),
+            condition: match c {
+                Precondition::Upsert => Precondition::IfExists,
+                c => c.clone(),
+            },
+        }),
+        (Replace(..) | Merge(..), op @ Insert(_)) => {
+            return Err((op, "this unit already writes that row, so it exists"));
+        }
+        (Delete { condition, .. }, Insert(d)) => Some(Replace(d, condition.clone())),
+        (Delete { .. }, op) => return Err((op, "this unit already deletes that row")),
+    })
 }
 
 fn merged(mut base: EntityData, update: &EntityData) -> EntityData {

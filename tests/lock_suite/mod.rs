@@ -329,3 +329,39 @@ pub async fn stale_reads_fail_the_whole_commit(backend: Arc<dyn Backend>, prefix
         "journal withdrawn"
     );
 }
+
+/// A refused staging call leaves the staged writes as they were: the row
+/// inserted first is still stored by the commit.
+pub async fn refused_staging_keeps_the_earlier_write(backend: Arc<dyn Backend>, prefix: &str) {
+    let store = process(backend, prefix);
+    let audits = store.table::<Audit>();
+    let row = Audit {
+        customer: "refused".into(),
+        id: "a1".into(),
+        note: "first".into(),
+    };
+    let mut unit = store.lock("refused").await.expect("lock");
+    unit.insert(&row).expect("first insert is staged");
+    assert_eq!(unit.staged(), 1);
+    let again = Audit {
+        note: "second".into(),
+        ..row.clone()
+    };
+    let e = unit.insert(&again).expect_err("a second insert is refused");
+    assert_eq!(e.kind(), leasehold::ErrorKind::Invalid, "{e}");
+    assert!(e.to_string().contains("already inserts"), "{e}");
+    assert_eq!(unit.staged(), 1, "the refused call kept the first insert");
+    let staged = unit
+        .get::<Audit>("a1")
+        .await
+        .expect("read")
+        .expect("staged");
+    assert_eq!(staged.note, "first");
+    unit.commit().await.expect("commit");
+    let stored = audits
+        .get("refused", "a1")
+        .await
+        .expect("get")
+        .expect("the first insert was committed");
+    assert_eq!(stored.into_inner(), row);
+}
