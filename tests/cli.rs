@@ -331,3 +331,59 @@ async fn a_crashed_units_journal_is_shown_and_rolled_forward() {
     let (code, broken) = run_json(&cs, &[&p[..], &["locks", "break", "p"]].concat());
     assert_eq!((code, &broken["broken"]), (0, &Value::from(false)), "free");
 }
+
+/// `leasehold --json leases list | head -c 10`: when the reader goes away
+/// before the command prints, the command stops quietly with success
+/// instead of panicking with "failed printing to stdout".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_output_pipe_ends_the_command_quietly() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_closed_pipe");
+    let container = names.container("leases");
+    let backend = Arc::new(AzureBackend::from_connection_string(&cs).unwrap());
+    let store = Store::builder_shared(backend)
+        .lease_options(LeaseOptions::new().with_container(container.clone()))
+        .build()
+        .unwrap();
+    for name in ["pipe/a", "pipe/b"] {
+        store
+            .leases()
+            .try_acquire(name)
+            .await
+            .unwrap()
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+    }
+    for json in [true, false] {
+        let mut args = vec![
+            "--connection-string",
+            cs.as_str(),
+            "--lease-container",
+            container.as_str(),
+        ];
+        if json {
+            args.push("--json");
+        }
+        args.extend(["leases", "list"]);
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
+            .env_remove("AZURE_STORAGE_CONNECTION_STRING")
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the leasehold binary runs");
+        // Close the reading end before the command has listed anything.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("the command ends");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "json {json}: {stderr}");
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "json {json}: {stderr}"
+        );
+    }
+}

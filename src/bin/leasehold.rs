@@ -27,7 +27,7 @@
 //! Long listings show a progress bar on stderr when it is a terminal and
 //! `--json` is not given.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -43,6 +43,25 @@ use leasehold::lease::{
 use leasehold::lock::{Journal, LockOptions};
 use leasehold::{Error, ErrorKind, Store};
 use serde_json::{Value, json};
+
+/// `println!` for results: when stdout is closed early (`leasehold locks
+/// list | head`), the command stops quietly with success, as Unix tools do,
+/// instead of panicking; any other write failure exits with 1.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        if let Err(e) = writeln!(std::io::stdout().lock(), $($arg)*) {
+            stdout_failed(e)
+        }
+    };
+}
+
+fn stdout_failed(e: std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("leasehold: cannot write to stdout: {e}");
+    std::process::exit(1)
+}
 
 const EXIT_CODES: &str = "Exit codes: 0 success; 1 operation failed; 2 usage error \
                           (bad arguments, no connection string, invalid name or key); \
@@ -191,7 +210,7 @@ fn main() -> ExitCode {
         Err(failure) => {
             eprintln!("leasehold: {}", failure.message);
             if json {
-                println!(
+                out!(
                     "{}",
                     json!({ "error": { "exit_code": failure.code, "message": failure.message } })
                 );
@@ -411,22 +430,25 @@ impl Output {
         if self.json {
             eprintln!("{text}");
         } else {
-            println!("{text}");
+            out!("{text}");
         }
     }
 
     fn lease_list(&self, all: &[LeaseDescription]) {
         if self.json {
             let leases: Vec<Value> = all.iter().map(lease_json).collect();
-            println!("{}", json!({ "leases": leases }));
+            out!("{}", json!({ "leases": leases }));
             return;
         }
-        println!(
+        out!(
             "{:<40} {:<10} {:<32} {:>6} JOURNAL",
-            "NAME", "STATE", "HOLDER", "EPOCH"
+            "NAME",
+            "STATE",
+            "HOLDER",
+            "EPOCH"
         );
         for d in all {
-            println!(
+            out!(
                 "{:<40} {:<10} {:<32} {:>6} {}",
                 d.name.as_str(),
                 state_str(d.state),
@@ -435,26 +457,26 @@ impl Output {
                 if d.journal_pending { "pending" } else { "-" }
             );
         }
-        println!("{} leases", all.len());
+        out!("{} leases", all.len());
     }
 
     fn lease(&self, d: &LeaseDescription) {
         if self.json {
-            println!("{}", lease_json(d));
+            out!("{}", lease_json(d));
             return;
         }
-        println!("lease         {}", d.name.as_str());
-        println!("state         {}", state_str(d.state));
-        println!("holder        {}", holder(d).unwrap_or("-"));
-        println!("last owner    {}", d.owner.as_deref().unwrap_or("-"));
-        println!("acquired at   {}", d.acquired_at.as_deref().unwrap_or("-"));
-        println!("epoch         {}", d.epoch);
-        println!(
+        out!("lease         {}", d.name.as_str());
+        out!("state         {}", state_str(d.state));
+        out!("holder        {}", holder(d).unwrap_or("-"));
+        out!("last owner    {}", d.owner.as_deref().unwrap_or("-"));
+        out!("acquired at   {}", d.acquired_at.as_deref().unwrap_or("-"));
+        out!("epoch         {}", d.epoch);
+        out!(
             "journal       {}",
             if d.journal_pending { "pending" } else { "none" }
         );
-        println!("run-once      {}", once_text(&d.once));
-        println!("reservations  {} records", d.reservation_records);
+        out!("run-once      {}", once_text(&d.once));
+        out!("reservations  {} records", d.reservation_records);
     }
 
     fn lock_list(&self, prefix: &str, all: &[LeaseDescription]) {
@@ -476,15 +498,17 @@ impl Output {
                     v
                 })
                 .collect();
-            println!("{}", json!({ "locks": locks }));
+            out!("{}", json!({ "locks": locks }));
             return;
         }
-        println!(
+        out!(
             "{:<40} {:<10} {:<32} JOURNAL",
-            "PARTITION", "STATE", "HOLDER"
+            "PARTITION",
+            "STATE",
+            "HOLDER"
         );
         for d in all {
-            println!(
+            out!(
                 "{:<40} {:<10} {:<32} {}",
                 key(d).unwrap_or_else(|| format!("({})", d.name.as_str())),
                 state_str(d.state),
@@ -492,7 +516,7 @@ impl Output {
                 if d.journal_pending { "pending" } else { "-" }
             );
         }
-        println!("{} locks", all.len());
+        out!("{} locks", all.len());
     }
 
     fn lock(&self, partition_key: &str, d: &LeaseDescription, journal: Option<&Journal>) {
@@ -502,19 +526,19 @@ impl Output {
             v["journal"] = journal
                 .and_then(|j| serde_json::to_value(j).ok())
                 .unwrap_or(Value::Null);
-            println!("{v}");
+            out!("{v}");
             return;
         }
-        println!("partition     {partition_key}");
-        println!("lock lease    {}", d.name.as_str());
-        println!("state         {}", state_str(d.state));
-        println!("holder        {}", holder(d).unwrap_or("-"));
+        out!("partition     {partition_key}");
+        out!("lock lease    {}", d.name.as_str());
+        out!("state         {}", state_str(d.state));
+        out!("holder        {}", holder(d).unwrap_or("-"));
         match journal {
-            None => println!("journal       none pending"),
+            None => out!("journal       none pending"),
             Some(j) => {
-                println!("journal       pending, {} operations:", j.ops.len());
+                out!("journal       pending, {} operations:", j.ops.len());
                 for op in &j.ops {
-                    println!(
+                    out!(
                         "  {:<8} {}/{}{}",
                         format!("{:?}", op.kind).to_lowercase(),
                         op.table,
@@ -531,7 +555,7 @@ impl Output {
 
     fn broken(&self, name: &str, was: LeaseState, left: Option<Duration>) {
         if self.json {
-            println!(
+            out!(
                 "{}",
                 json!({
                     "name": name,
@@ -543,9 +567,9 @@ impl Output {
             return;
         }
         match left {
-            None => println!("{name}: not held ({}); nothing to break", state_str(was)),
-            Some(d) if d.is_zero() => println!("{name}: broken"),
-            Some(d) => println!("{name}: breaking, broken in {} s", d.as_secs()),
+            None => out!("{name}: not held ({}); nothing to break", state_str(was)),
+            Some(d) if d.is_zero() => out!("{name}: broken"),
+            Some(d) => out!("{name}: breaking, broken in {} s", d.as_secs()),
         }
     }
 
@@ -555,7 +579,7 @@ impl Output {
         report: Option<&leasehold::lock::RollForwardReport>,
     ) {
         if self.json {
-            println!(
+            out!(
                 "{}",
                 json!({
                     "partition_key": partition_key,
@@ -567,10 +591,11 @@ impl Output {
             return;
         }
         match report {
-            None => println!("{partition_key}: no journal pending; nothing to do"),
-            Some(r) => println!(
+            None => out!("{partition_key}: no journal pending; nothing to do"),
+            Some(r) => out!(
                 "{partition_key}: rolled forward ({} applied, {} already applied)",
-                r.applied, r.already_applied
+                r.applied,
+                r.already_applied
             ),
         }
     }
