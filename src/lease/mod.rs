@@ -142,6 +142,7 @@ pub const DEFAULT_CONTAINER: &str = "leasehold-leases";
 /// every 100 ms, owner identity `hostname-pid-random`, owner metadata
 /// written on acquire, local hand-over up to 1000 times or 60 s in a row.
 #[derive(Debug, Clone)]
+#[must_use = "LeaseOptions do nothing until given to `StoreBuilder::lease_options` or `LeaseManager::new`"]
 pub struct LeaseOptions {
     /// `None` for an infinite lease.
     duration: Option<Duration>,

@@ -71,6 +71,7 @@ pub struct CommitReport {
 /// assert_eq!(accounts.get("alice", "savings").await?.unwrap().balance, 30);
 /// # Ok::<(), leasehold::Error>(()) }).unwrap();
 /// ```
+#[must_use = "dropping a Unit discards its staged writes and releases the lock; call `commit().await` (or `abandon().await`)"]
 pub struct Unit {
     store: Store,
     guard: Option<LeaseGuard>,
