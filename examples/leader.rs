@@ -20,11 +20,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use leasehold::CancellationToken;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::lease::{LeaderOptions, LeaseOptions};
 use leasehold::{Error, Store};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 /// Where the workers keep their state: one embedded backend they all share,
 /// or the storage account in `AZURE_STORAGE_CONNECTION_STRING`.

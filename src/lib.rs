@@ -7,6 +7,23 @@
 //! (`backend::azure`, `Store::connect`, `Store::from_env`) is behind the
 //! default feature `azure`. The `leasehold` operator command (see above) is
 //! behind the default feature `cli`.
+//!
+//! ## Types from other crates
+//!
+//! Public signatures use a few types of other crates; they are re-exported
+//! here, so calling leasehold needs no extra dependency (and no matching of
+//! versions):
+//!
+//! * [`CancellationToken`] (from `tokio-util`): give one to
+//!   [`LeaderOptions::with_stop`](lease::LeaderOptions::with_stop); lease
+//!   guards and leaders hand one out that is cancelled on loss;
+//! * [`time`]: `OffsetDateTime` of entity fields, [`Versioned::timestamp`]
+//!   and `Edm.DateTime` values (its `datetime!` macro needs `time` as a
+//!   direct dependency, with feature `macros`);
+//! * [`uuid`]: `Uuid` of entity fields, `Edm.Guid` values and lease ids;
+//! * [`serde_json`]: the JSON values of lease documents and journals;
+//! * [`stream`]: the `Stream` trait [`table::Query::stream`] returns, and the
+//!   extension traits to consume it (`try_next`, `try_collect`, ...).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -29,6 +46,36 @@ pub use key::{ETag, PartitionKey, RowKey, TableName};
 pub use retry::RetryPolicy;
 pub use store::{Store, StoreBuilder};
 pub use table::Table;
+
+// Re-exports of other crates' items that public signatures use (see the
+// crate docs, "Types from other crates").
+pub use serde_json;
+pub use time;
+pub use tokio_util::sync::CancellationToken;
+pub use uuid;
+
+/// The `futures` stream traits, to consume [`table::Query::stream`] without
+/// depending on `futures` directly.
+///
+/// ```
+/// # use leasehold::{Entity, Store};
+/// use leasehold::stream::TryStreamExt as _;
+/// # #[derive(Entity, Clone, Debug)]
+/// # #[entity(table = "Accounts")]
+/// # struct Account { #[entity(partition_key)] customer: String, #[entity(row_key)] name: String }
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let accounts = Store::memory().table::<Account>();
+/// accounts.insert(Account { customer: "alice".into(), name: "checking".into() }).await?;
+/// let mut rows = Box::pin(accounts.query().partition("alice").stream());
+/// while let Some(row) = rows.try_next().await? {
+///     assert_eq!(row.name, "checking");
+/// }
+/// # Ok::<(), leasehold::Error>(()) }).unwrap();
+/// ```
+pub mod stream {
+    pub use futures_core::Stream;
+    pub use futures_util::{StreamExt, TryStreamExt};
+}
 
 /// Derives [`entity::Entity`] for a struct with named fields.
 ///

@@ -84,6 +84,64 @@ impl Store {
         }
     }
 
+    /// A builder for a store on Azure Storage (or Azurite) from a connection
+    /// string, to set a table prefix, lease options and the other
+    /// [`StoreBuilder`] settings. [`Store::connect`] is this builder with
+    /// the defaults. The string is read as [`Store::connect`] reads it
+    /// (see [`ConnectionSettings::parse`]); nothing is sent until the store
+    /// is used.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold::Store;
+    /// use leasehold::lease::LeaseOptions;
+    ///
+    /// let store = Store::builder_from_connection_string("UseDevelopmentStorage=true")?
+    ///     .table_prefix("shop")?
+    ///     .lease_options(LeaseOptions::new().with_duration(Duration::from_secs(20)))
+    ///     .build()?;
+    /// assert_eq!(store.table_prefix(), "shop");
+    /// # Ok::<(), leasehold::Error>(())
+    /// ```
+    ///
+    /// [`ConnectionSettings::parse`]: crate::backend::azure::ConnectionSettings::parse
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] naming the malformed or missing part of the
+    /// string (never echoing a key or signature).
+    #[cfg(feature = "azure")]
+    pub fn builder_from_connection_string(connection_string: &str) -> Result<StoreBuilder> {
+        Ok(Store::builder(
+            crate::backend::azure::AzureBackend::from_connection_string(connection_string)?,
+        ))
+    }
+
+    /// As [`Store::builder_from_connection_string`], with the connection
+    /// string in `AZURE_STORAGE_CONNECTION_STRING` (as [`Store::from_env`]).
+    ///
+    /// ```no_run
+    /// let store = leasehold::Store::builder_from_env()?
+    ///     .table_prefix("shop")?
+    ///     .build()?;
+    /// # let _ = store;
+    /// # Ok::<(), leasehold::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] naming `AZURE_STORAGE_CONNECTION_STRING`
+    /// when it is unset, or the malformed part of its value.
+    #[cfg(feature = "azure")]
+    pub fn builder_from_env() -> Result<StoreBuilder> {
+        const VAR: &str = "AZURE_STORAGE_CONNECTION_STRING";
+        match std::env::var(VAR) {
+            Ok(s) => Store::builder_from_connection_string(&s),
+            Err(_) => Err(crate::Error::invalid(
+                VAR,
+                "is not set (or not UTF-8); set it to a storage connection string",
+            )),
+        }
+    }
+
     /// A store on any backend, with default options.
     pub fn new(backend: impl Backend) -> Store {
         Store::builder_shared(Arc::new(backend)).build_defaults()
@@ -262,6 +320,7 @@ impl Store {
 
 /// Configures a [`Store`].
 #[derive(Debug)]
+#[must_use = "a StoreBuilder does nothing until `build()`"]
 pub struct StoreBuilder {
     backend: Arc<dyn Backend>,
     conflict_retry: RetryPolicy,

@@ -2269,3 +2269,79 @@ async fn lease_waits_on_a_closed_port_give_up_naming_the_blob_endpoint() {
             .unwrap_err(),
     );
 }
+
+// ---------------------------------------------------------------------------
+// A store built from a connection string, with options
+// ---------------------------------------------------------------------------
+
+#[derive(leasehold::Entity, Debug, Clone, PartialEq)]
+#[entity(table = "Prefixed")]
+struct PrefixedRow {
+    #[entity(partition_key)]
+    pk: String,
+    #[entity(row_key)]
+    rk: String,
+    n: i64,
+}
+
+/// `Store::builder_from_connection_string` with a table prefix and lease
+/// options: on Azurite the row lands in the prefixed table (and no
+/// unprefixed one), and the lease blob sits in the configured container with
+/// the configured (infinite) lease.
+#[tokio::test]
+async fn a_store_built_from_a_connection_string_applies_its_table_prefix_and_lease_options() {
+    let Some(conn) = azurite_connection_string() else {
+        return;
+    };
+    let Some(raw) = backend() else { return };
+    let names = unique_names("storebuilder");
+    let container = names.container("leases");
+    let store = leasehold::Store::builder_from_connection_string(&conn)
+        .unwrap()
+        .table_prefix(names.prefix())
+        .unwrap()
+        .lease_options(
+            leasehold::lease::LeaseOptions::new()
+                .with_infinite_duration()
+                .with_container(container.clone()),
+        )
+        .build()
+        .unwrap();
+
+    let row = PrefixedRow {
+        pk: "p".into(),
+        rk: "r".into(),
+        n: 7,
+    };
+    store.table::<PrefixedRow>().insert(row).await.unwrap();
+    let prefixed = TableName::new(format!("{}Prefixed", names.prefix())).unwrap();
+    let stored = raw
+        .get(&prefixed, &pk("p"), &rk("r"))
+        .await
+        .unwrap()
+        .expect("the row is in the prefixed table");
+    assert_eq!(stored.data.properties.get("n"), Some(&Value::Int64(7)));
+    let e = raw
+        .get(&TableName::new("Prefixed").unwrap(), &pk("p"), &rk("r"))
+        .await
+        .unwrap_err();
+    assert_kind(&e, ErrorKind::NotFound, Some("TableNotFound"));
+
+    let guard = store
+        .leases()
+        .acquire("job", Duration::from_secs(10))
+        .await
+        .unwrap();
+    let blob = leasehold::lease::LeaseName::new("job")
+        .unwrap()
+        .blob_name()
+        .unwrap();
+    let props = raw
+        .blob_properties(&container, &blob)
+        .await
+        .unwrap()
+        .expect("the lease blob is in the configured container");
+    assert_eq!(props.lease.state, LeaseState::Leased);
+    assert_eq!(props.lease.kind, Some(LeaseKind::Infinite));
+    guard.release().await.unwrap();
+}

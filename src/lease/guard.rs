@@ -380,6 +380,7 @@ impl Drop for LeaseCore {
 /// send one when it already knows the lease is lost.
 ///
 /// `Debug` shows the name, acquisition and validity, never the lease id.
+#[must_use = "dropping a LeaseGuard releases the lease at once; hold it while you need the lease, then call `release().await`"]
 pub struct LeaseGuard {
     core: Arc<LeaseCore>,
     slot: Arc<LocalSlot>,

@@ -16,6 +16,7 @@ use super::{LeaseManager, ManagerInner};
 
 /// How [`LeaseManager::run_as_leader`] campaigns.
 #[derive(Debug, Clone)]
+#[must_use = "LeaderOptions do nothing until given to `LeaseManager::run_as_leader`"]
 pub struct LeaderOptions {
     stop: CancellationToken,
     campaign_again: bool,

@@ -158,6 +158,7 @@ pub const DEFAULT_CONTAINER: &str = "leasehold-leases";
 /// written on acquire, local hand-over up to 1000 times or 60 s in a row,
 /// waits for a lease ending after 30 s of failing storage.
 #[derive(Debug, Clone)]
+#[must_use = "LeaseOptions do nothing until given to `StoreBuilder::lease_options` or `LeaseManager::new`"]
 pub struct LeaseOptions {
     /// `None` for an infinite lease.
     duration: Option<Duration>,

@@ -98,6 +98,7 @@ pub struct CommitReport {
 ///
 /// ¹ The delete carries no ETag (the upsert had none); it needs the row to
 /// exist, so the commit fails with [`Error::NotFound`] if it did not.
+#[must_use = "dropping a Unit discards its staged writes and releases the lock; call `commit().await` (or `abandon().await`)"]
 pub struct Unit {
     store: Store,
     guard: Option<LeaseGuard>,

@@ -94,6 +94,7 @@ pub struct Row<'a> {
 
 impl Filter {
     /// A comparison.
+    #[must_use = "a filter does nothing until used in a query"]
     pub fn compare(property: impl Into<String>, op: CmpOp, value: Value) -> Self {
         Filter::Compare {
             property: property.into(),
@@ -103,17 +104,20 @@ impl Filter {
     }
 
     /// `self and other`
+    #[must_use = "`and` returns the combined filter; `self` is consumed"]
     pub fn and(self, other: Filter) -> Self {
         Filter::And(Box::new(self), Box::new(other))
     }
 
     /// `self or other`
+    #[must_use = "`or` returns the combined filter; `self` is consumed"]
     pub fn or(self, other: Filter) -> Self {
         Filter::Or(Box::new(self), Box::new(other))
     }
 
     /// `not self`
     #[allow(clippy::should_implement_trait)]
+    #[must_use = "`not` returns the negated filter; `self` is consumed"]
     pub fn not(self) -> Self {
         Filter::Not(Box::new(self))
     }

@@ -123,6 +123,7 @@ impl<E, T: PropertyCodec> Column<E, T> {
 ///
 /// A literal that cannot be stored (such as a `u64` above `i64::MAX`) is kept
 /// as an error and reported when the query runs, before any request.
+#[must_use = "a filter does nothing until given to `Query::filter`"]
 pub struct TypedFilter<E> {
     inner: std::result::Result<Filter, (String, String)>,
     _entity: PhantomData<fn() -> E>,

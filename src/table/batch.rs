@@ -54,6 +54,7 @@ impl<E> BatchResult<E> {
 /// assert_eq!(accounts.get("alice", "savings").await?.unwrap().balance, 40);
 /// # Ok::<(), leasehold::Error>(()) }).unwrap();
 /// ```
+#[must_use = "a Batch sends nothing until `commit().await`"]
 pub struct Batch<E> {
     table: Table<E>,
     ops: Vec<(TableOp, Option<E>)>,

@@ -117,6 +117,7 @@ impl<E: Entity> Table<E> {
     /// # Ok::<_, leasehold::Error>(())
     /// # }).unwrap();
     /// ```
+    #[must_use = "`with_write_log` returns the changed table; `self` is consumed"]
     pub fn with_write_log(mut self) -> Self {
         self.write_log = true;
         self

@@ -44,6 +44,7 @@ use crate::query::{
 /// assert_eq!(rich[0].name, "savings");
 /// # Ok::<(), leasehold::Error>(()) }).unwrap();
 /// ```
+#[must_use = "a Query does nothing until `stream()`, `page().await` or `all().await`"]
 pub struct Query<E> {
     table: Table<E>,
     partition: Option<Result<String>>,

@@ -359,10 +359,36 @@ impl ConnectionSettings {
     /// `EndpointSuffix`. Part names are case-insensitive. Queue, file and
     /// secondary endpoints are ignored.
     ///
+    /// leasehold uses both the Table and the Blob service (leases live in
+    /// blobs), so a string names **both endpoints or neither**:
+    ///
+    /// * neither: both are built from `AccountName`,
+    ///   `DefaultEndpointsProtocol` (default `https`) and `EndpointSuffix`
+    ///   (default `core.windows.net`), as
+    ///   `{protocol}://{account}.table.{suffix}` and
+    ///   `{protocol}://{account}.blob.{suffix}`;
+    /// * both: each is used as given (path-style URLs such as Azurite's
+    ///   `http://127.0.0.1:10002/devstoreaccount1` included);
+    /// * only one: refused. A `TableEndpoint` usually points somewhere the
+    ///   derived public blob host does not (Azurite, a private endpoint, a
+    ///   proxy), and a derived host would only fail on the first lease, with
+    ///   a DNS error for a host nobody named.
+    ///
+    /// ```
+    /// use leasehold::backend::azure::ConnectionSettings;
+    /// let e = ConnectionSettings::parse(
+    ///     "AccountName=devstoreaccount1;AccountKey=c2VjcmV0;\
+    ///      TableEndpoint=http://127.0.0.1:10002/devstoreaccount1",
+    /// )
+    /// .unwrap_err();
+    /// assert!(e.to_string().contains("no BlobEndpoint"), "{e}");
+    /// ```
+    ///
     /// # Errors
     /// [`Error::Invalid`] naming the part that is missing, repeated, unknown
-    /// or malformed. No value is quoted, so a key or signature in the string
-    /// never reaches an error message.
+    /// or malformed (such as a `TableEndpoint` without a `BlobEndpoint`). No
+    /// value is quoted, so a key or signature in the string never reaches an
+    /// error message.
     pub fn parse(connection_string: &str) -> Result<Self> {
         let mut parts = Parts::default();
         for (index, segment) in connection_string.split(';').enumerate() {
@@ -458,6 +484,22 @@ impl ConnectionSettings {
         }
         if let Some(account) = p.account_name {
             account_name_check(account)?;
+        }
+
+        // Both endpoints or neither: deriving the missing one from the
+        // account and suffix would silently pair a custom endpoint with a
+        // public host (see `parse`).
+        let one_sided = |given: &str, missing: &str| {
+            conn_err(format!(
+                "has {given} but no {missing}; leasehold uses both the Table and the Blob \
+                 service, so give {missing} too (or neither endpoint, to derive both from \
+                 AccountName and EndpointSuffix)"
+            ))
+        };
+        match (p.table_endpoint, p.blob_endpoint) {
+            (Some(_), None) => return Err(one_sided("TableEndpoint", "BlobEndpoint")),
+            (None, Some(_)) => return Err(one_sided("BlobEndpoint", "TableEndpoint")),
+            _ => {}
         }
 
         let endpoint = |what: &str, explicit: Option<&str>, service: &str| -> Result<Endpoint> {
@@ -624,6 +666,76 @@ mod tests {
     }
 
     #[test]
+    fn one_endpoint_without_the_other_is_refused_naming_the_missing_one() {
+        let cases = [
+            (
+                format!(
+                    "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={KEY};\
+                     TableEndpoint=http://127.0.0.1:41002/devstoreaccount1"
+                ),
+                "has TableEndpoint but no BlobEndpoint",
+            ),
+            (
+                format!(
+                    "AccountName=myacct;AccountKey={KEY};EndpointSuffix=core.windows.net;\
+                     TableEndpoint=https://myacct.table.core.windows.net"
+                ),
+                "has TableEndpoint but no BlobEndpoint",
+            ),
+            (
+                format!(
+                    "AccountName=myacct;AccountKey={KEY};\
+                     BlobEndpoint=https://myacct.blob.core.windows.net"
+                ),
+                "has BlobEndpoint but no TableEndpoint",
+            ),
+            (
+                format!(
+                    "TableEndpoint=https://acct1.table.core.windows.net;SharedAccessSignature={}",
+                    sas()
+                ),
+                "has TableEndpoint but no BlobEndpoint",
+            ),
+            (
+                format!(
+                    "blobendpoint=http://127.0.0.1:1/devstoreaccount1;SharedAccessSignature={}",
+                    sas()
+                ),
+                "has BlobEndpoint but no TableEndpoint",
+            ),
+        ];
+        for (conn, expected) in cases {
+            let e = ConnectionSettings::parse(&conn).unwrap_err();
+            assert!(matches!(e, Error::Invalid { .. }), "{conn}: {e:?}");
+            let text = format!("{e} {e:?}");
+            assert!(text.contains(expected), "{conn}: {text}");
+            assert!(!text.contains(KEY), "{text}");
+            assert!(!text.contains(SIG), "{text}");
+            // Nothing derived is named: no host the user did not write.
+            assert!(!text.contains(".blob."), "{text}");
+        }
+    }
+
+    #[test]
+    fn both_endpoints_or_neither_are_accepted() {
+        let neither = ConnectionSettings::parse(&format!(
+            "DefaultEndpointsProtocol=https;AccountName=myacct;AccountKey={KEY};EndpointSuffix=core.windows.net"
+        ))
+        .unwrap();
+        assert_eq!(
+            neither.blob_endpoint.base_uri(),
+            "https://myacct.blob.core.windows.net"
+        );
+        let both = ConnectionSettings::parse(&format!(
+            "AccountName=myacct;AccountKey={KEY};EndpointSuffix=core.windows.net;\
+             TableEndpoint=https://t.example.net;BlobEndpoint=https://b.example.net/acct"
+        ))
+        .unwrap();
+        assert_eq!(both.table_endpoint.base_uri(), "https://t.example.net");
+        assert_eq!(both.blob_endpoint.base_uri(), "https://b.example.net/acct");
+    }
+
+    #[test]
     fn sas_with_endpoints_derives_the_account() {
         let s = ConnectionSettings::parse(&format!(
             "BlobEndpoint=https://acct1.blob.core.windows.net;TableEndpoint=https://acct1.table.core.windows.net;SharedAccessSignature={}",
@@ -661,12 +773,16 @@ mod tests {
                 "DefaultEndpointsProtocol",
             ),
             (
-                format!("AccountName=myacct;AccountKey={KEY};TableEndpoint=not a url"),
-                "TableEndpoint",
+                format!(
+                    "AccountName=myacct;AccountKey={KEY};TableEndpoint=not a url;BlobEndpoint=http://b/"
+                ),
+                "TableEndpoint: is not an absolute URL",
             ),
             (
-                format!("AccountName=myacct;AccountKey={KEY};BlobEndpoint=ftp://x/"),
-                "BlobEndpoint",
+                format!(
+                    "AccountName=myacct;AccountKey={KEY};BlobEndpoint=ftp://x/;TableEndpoint=http://t/"
+                ),
+                "BlobEndpoint: must be an http or https URL",
             ),
             (
                 "AccountName=myacct;AccountKey=***not base64***".into(),
@@ -758,7 +874,9 @@ mod tests {
             ),
             format!("AccountName=myacct;AccountKey={KEY}!"),
             format!("AccountName=myacct;SharedAccessSignature={SIG}"),
-            format!("AccountName=myacct;AccountKey={KEY};TableEndpoint=https://x/?sig={SIG}"),
+            format!(
+                "AccountName=myacct;AccountKey={KEY};TableEndpoint=https://x/?sig={SIG};BlobEndpoint=https://y/"
+            ),
             format!("{KEY}=x;AccountName=myacct"),
             format!("AccountName=myacct;{SIG}"),
         ] {

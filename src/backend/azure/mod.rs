@@ -208,6 +208,7 @@ impl AzureBackend {
 /// # let _ = backend; Ok(()) }
 /// ```
 #[derive(Default)]
+#[must_use = "an AzureBackendBuilder does nothing until `build()`"]
 pub struct AzureBackendBuilder {
     base: Option<ConnectionSettings>,
     account: Option<String>,

@@ -42,6 +42,7 @@ use super::errors::Failure;
 /// the network, so every attempt would time out at once: run the Azure
 /// backend on real time.
 #[derive(Debug, Clone, PartialEq)]
+#[must_use = "a RetryPolicy does nothing until given to `AzureBackendBuilder::retry_policy`"]
 pub struct RetryPolicy {
     max_retries: usize,
     initial_delay: Duration,

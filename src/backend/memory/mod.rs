@@ -111,6 +111,7 @@ struct Options {
 
 /// Options for a [`MemoryBackend`].
 #[derive(Debug, Clone)]
+#[must_use = "a MemoryBackendBuilder does nothing until `build()`"]
 pub struct MemoryBackendBuilder {
     options: Options,
 }
