@@ -284,14 +284,16 @@ impl AzureBackendBuilder {
 
     /// The Table service endpoint, such as
     /// `http://127.0.0.1:10002/devstoreaccount1`. Defaults to
-    /// `https://{account}.table.core.windows.net`.
+    /// `https://{account}.table.core.windows.net`. Without a connection
+    /// string, give both endpoints or neither.
     pub fn table_endpoint(mut self, url: impl Into<String>) -> Self {
         self.table_endpoint = Some(url.into());
         self
     }
 
     /// The Blob service endpoint. Defaults to
-    /// `https://{account}.blob.core.windows.net`.
+    /// `https://{account}.blob.core.windows.net`. Without a connection
+    /// string, give both endpoints or neither.
     pub fn blob_endpoint(mut self, url: impl Into<String>) -> Self {
         self.blob_endpoint = Some(url.into());
         self
@@ -341,6 +343,15 @@ impl AzureBackendBuilder {
                 }
             },
         };
+        // One custom endpoint with the other derived from the account would
+        // send half the requests to a public host nobody named.
+        if base.is_none() {
+            match (&self.table_endpoint, &self.blob_endpoint) {
+                (Some(_), None) => return Err(one_endpoint("TableEndpoint", "BlobEndpoint")),
+                (None, Some(_)) => return Err(one_endpoint("BlobEndpoint", "TableEndpoint")),
+                _ => {}
+            }
+        }
         let endpoint = |what: &str,
                         explicit: Option<String>,
                         from_base: Option<Endpoint>,
@@ -375,6 +386,16 @@ impl AzureBackendBuilder {
         };
         AzureBackend::from_settings(settings, self.retry, self.faults)
     }
+}
+
+fn one_endpoint(given: &str, missing: &str) -> Error {
+    Error::invalid(
+        "Azure backend",
+        format!(
+            "has a {given} but no {missing}; give {missing} too, or neither to use the \
+             account's public endpoints"
+        ),
+    )
 }
 
 impl AzureBackend {
@@ -708,9 +729,29 @@ mod tests {
             .account("abc")
             .access_key(AccountKey::emulator())
             .table_endpoint("nope")
+            .blob_endpoint("http://127.0.0.1:10000/abc")
             .build()
             .unwrap_err();
         assert!(e.to_string().contains("TableEndpoint"), "{e}");
+    }
+
+    #[test]
+    fn builder_refuses_one_endpoint_without_the_other() {
+        let e = AzureBackend::builder()
+            .account("abc")
+            .access_key(AccountKey::emulator())
+            .table_endpoint("http://127.0.0.1:10002/abc")
+            .build()
+            .unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Invalid);
+        assert!(e.to_string().contains("no BlobEndpoint"), "{e}");
+        let e = AzureBackend::builder()
+            .account("abc")
+            .access_key(AccountKey::emulator())
+            .blob_endpoint("http://127.0.0.1:10000/abc")
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("no TableEndpoint"), "{e}");
     }
 
     #[test]
