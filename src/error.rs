@@ -98,11 +98,16 @@ pub enum Error {
 
     /// A stored property could not be turned into the Rust field it feeds.
     #[error(
-        "cannot decode property `{property}` of table `{table}`: expected {expected}, found {found}"
+        "cannot decode property `{property}` of table `{table}`{}: expected {expected}, found {found}",
+        row_suffix(.partition_key, .row_key)
     )]
     Decode {
         /// The table the entity was read from.
         table: String,
+        /// The PartitionKey of the row, when known (rows read from a table).
+        partition_key: Option<String>,
+        /// The RowKey of the row, when known (rows read from a table).
+        row_key: Option<String>,
         /// The property name as stored.
         property: String,
         /// The type the Rust field needs.
@@ -137,6 +142,15 @@ pub enum Error {
         /// The service's message.
         message: String,
     },
+}
+
+fn row_suffix(partition_key: &Option<String>, row_key: &Option<String>) -> String {
+    match (partition_key, row_key) {
+        (Some(pk), Some(rk)) => format!(" at PartitionKey {pk:?}, RowKey {rk:?}"),
+        (Some(pk), None) => format!(" at PartitionKey {pk:?}"),
+        (None, Some(rk)) => format!(" at RowKey {rk:?}"),
+        (None, None) => String::new(),
+    }
 }
 
 fn code_suffix(code: &Option<String>) -> String {

@@ -429,6 +429,7 @@ fn assert_decode(e: Error, table: &str, property: &str, expected: &str, found: &
             property: p,
             expected: x,
             found: f,
+            ..
         } => {
             assert_eq!(t, table);
             assert_eq!(p, property);
@@ -483,6 +484,7 @@ fn a_missing_json_property_is_a_decode_error_unless_default() {
             property,
             expected,
             found,
+            ..
         } => {
             assert_eq!(table, "Customers");
             assert_eq!(property, "tags");
@@ -530,6 +532,7 @@ fn a_key_that_does_not_parse_is_a_decode_error_naming_the_key_and_field() {
             property,
             expected,
             found,
+            ..
         } => {
             assert_eq!(table, "Customers");
             assert_eq!(property, "RowKey (field `id`)");

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::Instrument as _;
 
 pub use batch::{Batch, BatchResult};
-pub use query::{Page, Query};
+pub use query::{DecodeErrors, OnDecodeError, Page, Query};
 
 use crate::backend::{CheckedOp, Precondition, StoredEntity, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Properties, Stored, Value, Versioned, validate_entity};
@@ -274,7 +274,7 @@ impl<E: Entity> Table<E> {
         let span = tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
         async {
             match self.store.backend().get(name, pk, rk).await? {
-                Some(stored) => Ok(Some(versioned(stored)?)),
+                Some(stored) => Ok(Some(crate::__private::in_row(pk, rk, versioned(stored))?)),
                 None => Ok(None),
             }
         }

@@ -343,6 +343,7 @@ pub async fn decode_errors_name_the_property(ctx: &Ctx) {
             property,
             expected,
             found,
+            ..
         } => {
             assert!(table.ends_with("Counters"), "{table}");
             assert_eq!(property, "n");
