@@ -347,11 +347,16 @@ impl<E: Entity> Query<E> {
             let name = table.ready().await?.clone();
             let page = table.store.backend().query(&name, &spec).await?;
             let complete = spec.select.is_none();
-            let items: Vec<Result<Versioned<E>>> = page
+            let mut items: Vec<Result<Versioned<E>>> = page
                 .entities
                 .into_iter()
                 .filter_map(|row| policy.apply(versioned_from(row, complete)))
                 .collect();
+            // The stream ends with its first error.
+            if let Some(failed) = items.iter().position(Result::is_err) {
+                items.truncate(failed + 1);
+                return Ok(Some((stream::iter(items), None)));
+            }
             let next = page.continuation.map(|c| {
                 spec.continuation = Some(c);
                 Ok((table, spec, policy))
