@@ -496,6 +496,35 @@ fn a_missing_json_property_is_a_decode_error_unless_default() {
 }
 
 #[test]
+fn a_json_field_error_names_the_short_rust_type_and_the_row() {
+    let data = customer_data(|p| {
+        p.insert("tags", Value::String("not json".into()));
+    });
+    let e = Customer::decode(data).unwrap_err();
+    let text = e.to_string();
+    match e {
+        Error::Decode {
+            property,
+            expected,
+            partition_key,
+            row_key,
+            ..
+        } => {
+            assert_eq!(property, "tags");
+            assert_eq!(expected, "Edm.String holding JSON for Vec<String>");
+            assert_eq!(partition_key.as_deref(), Some("eu"));
+            assert_eq!(row_key.as_deref(), Some("0000000042"));
+        }
+        other => panic!("expected Error::Decode, got {other:?}"),
+    }
+    assert!(!text.contains("alloc::"), "{text}");
+    assert!(
+        text.contains(r#"of table `Customers` at PartitionKey "eu", RowKey "0000000042": expected"#),
+        "{text}"
+    );
+}
+
+#[test]
 fn malformed_json_is_a_decode_error() {
     let data = customer_data(|p| {
         p.insert("address", Value::String("{not json".into()));
