@@ -100,8 +100,7 @@ pub fn decoded<T>(
 fn decode_error(table: &str, name: &str, e: crate::entity::DecodeError) -> Error {
     Error::Decode {
         table: table.to_owned(),
-        partition_key: None,
-        row_key: None,
+        row: None,
         property: name.to_owned(),
         expected: e.expected,
         found: e.found,
@@ -169,8 +168,7 @@ pub fn row_key_of<const N: usize>(table: &str, parts: [String; N]) -> Result<Row
 pub fn split_key<const N: usize>(table: &str, kind: KeyKind, key: &str) -> Result<[String; N]> {
     let wrong = |found: String| Error::Decode {
         table: table.to_owned(),
-        partition_key: None,
-        row_key: None,
+        row: None,
         property: kind.property().to_owned(),
         expected: format!("a composite key of {N} parts"),
         found,
@@ -195,8 +193,7 @@ pub fn key_part<K>(
 ) -> Result<K> {
     parsed.map_err(|why| Error::Decode {
         table: table.to_owned(),
-        partition_key: None,
-        row_key: None,
+        row: None,
         property: format!("{} (field `{field}`)", kind.property()),
         expected: crate::entity::codec::short_type_name::<K>(),
         found: why,
@@ -211,13 +208,10 @@ pub fn key_part<K>(
 pub fn in_row<T>(partition_key: &PartitionKey, row_key: &RowKey, decoded: Result<T>) -> Result<T> {
     decoded.map_err(|mut e| {
         if let Error::Decode {
-            partition_key: pk @ None,
-            row_key: rk @ None,
-            ..
+            row: row @ None, ..
         } = &mut e
         {
-            *pk = Some(partition_key.as_str().to_owned());
-            *rk = Some(row_key.as_str().to_owned());
+            *row = Some(Box::new((partition_key.clone(), row_key.clone())));
         }
         e
     })

@@ -99,15 +99,13 @@ pub enum Error {
     /// A stored property could not be turned into the Rust field it feeds.
     #[error(
         "cannot decode property `{property}` of table `{table}`{}: expected {expected}, found {found}",
-        row_suffix(.partition_key, .row_key)
+        row_suffix(.row)
     )]
     Decode {
         /// The table the entity was read from.
         table: String,
-        /// The PartitionKey of the row, when known (rows read from a table).
-        partition_key: Option<String>,
-        /// The RowKey of the row, when known (rows read from a table).
-        row_key: Option<String>,
+        /// The keys of the row, when known (every row read from a table).
+        row: Option<Box<(crate::key::PartitionKey, crate::key::RowKey)>>,
         /// The property name as stored.
         property: String,
         /// The type the Rust field needs.
@@ -144,12 +142,14 @@ pub enum Error {
     },
 }
 
-fn row_suffix(partition_key: &Option<String>, row_key: &Option<String>) -> String {
-    match (partition_key, row_key) {
-        (Some(pk), Some(rk)) => format!(" at PartitionKey {pk:?}, RowKey {rk:?}"),
-        (Some(pk), None) => format!(" at PartitionKey {pk:?}"),
-        (None, Some(rk)) => format!(" at RowKey {rk:?}"),
-        (None, None) => String::new(),
+fn row_suffix(row: &Option<Box<(crate::key::PartitionKey, crate::key::RowKey)>>) -> String {
+    match row.as_deref() {
+        Some((pk, rk)) => format!(
+            " at PartitionKey {:?}, RowKey {:?}",
+            pk.as_str(),
+            rk.as_str()
+        ),
+        None => String::new(),
     }
 }
 

@@ -74,7 +74,11 @@ async fn merge_of_a_value_knowing_nothing_reads_back_only_when_a_property_is_unw
     let (_, t, counts) = setup(&["o"]).await;
     let current = t.get("s", "o").await.unwrap().unwrap();
     counts.reset();
-    let blind = Versioned::new(order("o", 2, None), current.etag().clone(), current.timestamp());
+    let blind = Versioned::new(
+        order("o", 2, None),
+        current.etag().clone(),
+        current.timestamp(),
+    );
     let merged = t.merge(&blind).await.unwrap();
     assert_eq!(merged.note.as_deref(), Some("kept"));
     assert_eq!((counts.get(Op::Write), counts.get(Op::Get)), (1, 1));
@@ -132,7 +136,11 @@ async fn unit_view_after_merging_a_value_read_outside_needs_no_read() {
     unit.merge(&outside).unwrap();
     let view = unit.get::<Order>("o").await.unwrap().unwrap();
     assert_eq!((view.total, view.note.as_deref()), (9, Some("kept")));
-    assert_eq!(counts.total(), 0, "the view comes from what `outside` knows");
+    assert_eq!(
+        counts.total(),
+        0,
+        "the view comes from what `outside` knows"
+    );
     unit.abandon().await.unwrap();
 }
 
@@ -165,7 +173,10 @@ async fn update_error_shows_the_refusal_once_and_storage_errors_as_they_are() {
     }
     impl std::error::Error for Shipped {}
     let refused: UpdateError<Shipped> = UpdateError::Refused(Shipped);
-    assert_eq!(refused.to_string(), "update refused: cannot cancel once shipped");
+    assert_eq!(
+        refused.to_string(),
+        "update refused: cannot cancel once shipped"
+    );
     assert!(std::error::Error::source(&refused).is_none());
     let (_, t, _) = setup(&[]).await;
     let missing = t

@@ -263,7 +263,6 @@ impl<E> Versioned<E> {
     }
 }
 
-
 impl<E> Deref for Versioned<E> {
     type Target = E;
     fn deref(&self) -> &E {

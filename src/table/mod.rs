@@ -149,9 +149,7 @@ pub(crate) fn stored_after<E: Entity>(
     };
     Ok(Some(match base {
         Base::Nothing => (decode(data.properties.clone())?, Stored::unchanged(None)),
-        Base::MergeUnchanged(extra) => {
-            (decode(data.properties.clone())?, Stored::unchanged(extra))
-        }
+        Base::MergeUnchanged(extra) => (decode(data.properties.clone())?, Stored::unchanged(extra)),
         Base::Merge(Some(stored)) => {
             let mut after = Arc::unwrap_or_clone(stored);
             after.merge_from(&data.properties);
@@ -551,6 +549,8 @@ impl<E: Entity> Table<E> {
     /// applies `f` again to the fresh copy, waiting a jittered, growing delay,
     /// up to the store's [`conflict_retry`](crate::StoreBuilder::conflict_retry)
     /// attempt count. `f` may run several times and must not change the keys.
+    /// A function that may refuse the change (a business rule) is what
+    /// [`Table::try_update_with`] takes.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};

@@ -104,7 +104,9 @@ impl DecodeErrors {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Error>> {
         // A panic while pushing leaves a valid vector: the poison is moot.
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -113,7 +115,10 @@ impl OnDecodeError {
     fn apply<E>(&self, row: Result<Versioned<E>>) -> Option<Result<Versioned<E>>> {
         match (row, self) {
             (Err(e @ Error::Decode { .. }), OnDecodeError::Skip) => {
-                if let Error::Decode { table, property, .. } = &e {
+                if let Error::Decode {
+                    table, property, ..
+                } = &e
+                {
                     tracing::debug!(%table, %property, "skipping a row that does not decode");
                 }
                 None
