@@ -301,9 +301,9 @@ impl<E: Entity> Table<E> {
                 "the name is reserved for write logs",
             ));
         }
-        // Decoded before sending: an entity whose stored form does not
-        // decode is refused with nothing sent.
-        // `Err`: the keys to read the entity back at.
+        // Decoded before sending, so an entity whose stored form does not
+        // decode is refused with nothing sent. `Err` holds the keys to read
+        // the entity back at, when only a read can tell what is stored.
         let after = stored_after::<E>(&data, base)?
             .ok_or_else(|| (data.partition_key.clone(), data.row_key.clone()));
         let mut op = make_op(data);
@@ -600,10 +600,10 @@ impl<E: Entity> Table<E> {
 
     /// Like [`Table::update_with`], with an update function that may refuse
     /// the change: when `f` returns `Err(u)`, nothing is sent and the call
-    /// returns [`UpdateError::Refused`]`(u)`, the caller's own value. `f` sees
-    /// the freshly read entity on every attempt, so a refusal decided on a
-    /// stale copy cannot happen: after a conflict it runs again on the
-    /// re-read entity, with the same retry rules as [`Table::update_with`].
+    /// returns [`UpdateError::Refused`]`(u)`, the caller's own value. `f`
+    /// sees a freshly read entity on every attempt: after a conflict it runs
+    /// again on the re-read entity (and may refuse then), with the same
+    /// retry rules as [`Table::update_with`].
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
