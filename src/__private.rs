@@ -100,6 +100,7 @@ pub fn decoded<T>(
 fn decode_error(table: &str, name: &str, e: crate::entity::DecodeError) -> Error {
     Error::Decode {
         table: table.to_owned(),
+        row: None,
         property: name.to_owned(),
         expected: e.expected,
         found: e.found,
@@ -167,6 +168,7 @@ pub fn row_key_of<const N: usize>(table: &str, parts: [String; N]) -> Result<Row
 pub fn split_key<const N: usize>(table: &str, kind: KeyKind, key: &str) -> Result<[String; N]> {
     let wrong = |found: String| Error::Decode {
         table: table.to_owned(),
+        row: None,
         property: kind.property().to_owned(),
         expected: format!("a composite key of {N} parts"),
         found,
@@ -191,8 +193,26 @@ pub fn key_part<K>(
 ) -> Result<K> {
     parsed.map_err(|why| Error::Decode {
         table: table.to_owned(),
+        row: None,
         property: format!("{} (field `{field}`)", kind.property()),
-        expected: std::any::type_name::<K>().to_owned(),
+        expected: crate::entity::codec::short_type_name::<K>(),
         found: why,
+    })
+}
+
+/// Names the row of a decoding result: a [`Error::Decode`] that does not
+/// name one gets these keys.
+///
+/// # Errors
+/// `decoded`'s error, naming the row.
+pub fn in_row<T>(partition_key: &PartitionKey, row_key: &RowKey, decoded: Result<T>) -> Result<T> {
+    decoded.map_err(|mut e| {
+        if let Error::Decode {
+            row: row @ None, ..
+        } = &mut e
+        {
+            *row = Some(Box::new((partition_key.clone(), row_key.clone())));
+        }
+        e
     })
 }

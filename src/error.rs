@@ -98,11 +98,14 @@ pub enum Error {
 
     /// A stored property could not be turned into the Rust field it feeds.
     #[error(
-        "cannot decode property `{property}` of table `{table}`: expected {expected}, found {found}"
+        "cannot decode property `{property}` of table `{table}`{}: expected {expected}, found {found}",
+        row_suffix(.row)
     )]
     Decode {
         /// The table the entity was read from.
         table: String,
+        /// The keys of the row, when known (every row read from a table).
+        row: Option<Box<(crate::key::PartitionKey, crate::key::RowKey)>>,
         /// The property name as stored.
         property: String,
         /// The type the Rust field needs.
@@ -154,6 +157,17 @@ pub enum Error {
         /// The last failure.
         source: Box<Error>,
     },
+}
+
+fn row_suffix(row: &Option<Box<(crate::key::PartitionKey, crate::key::RowKey)>>) -> String {
+    match row.as_deref() {
+        Some((pk, rk)) => format!(
+            " at PartitionKey {:?}, RowKey {:?}",
+            pk.as_str(),
+            rk.as_str()
+        ),
+        None => String::new(),
+    }
 }
 
 fn code_suffix(code: &Option<String>) -> String {

@@ -437,6 +437,7 @@ async fn wrong_types_on_read(store: &Store) {
             property,
             expected,
             found,
+            ..
         }) => {
             assert!(t.contains("BadInput"), "{t}");
             assert_eq!(property, "n");

@@ -429,6 +429,7 @@ fn assert_decode(e: Error, table: &str, property: &str, expected: &str, found: &
             property: p,
             expected: x,
             found: f,
+            ..
         } => {
             assert_eq!(t, table);
             assert_eq!(p, property);
@@ -483,6 +484,7 @@ fn a_missing_json_property_is_a_decode_error_unless_default() {
             property,
             expected,
             found,
+            ..
         } => {
             assert_eq!(table, "Customers");
             assert_eq!(property, "tags");
@@ -491,6 +493,39 @@ fn a_missing_json_property_is_a_decode_error_unless_default() {
         }
         other => panic!("expected Error::Decode, got {other:?}"),
     }
+}
+
+#[test]
+fn a_json_field_error_names_the_short_rust_type_and_the_row() {
+    let data = customer_data(|p| {
+        p.insert("tags", Value::String("not json".into()));
+    });
+    let e = Customer::decode(data).unwrap_err();
+    let text = e.to_string();
+    match e {
+        Error::Decode {
+            property,
+            expected,
+            row,
+            ..
+        } => {
+            assert_eq!(property, "tags");
+            assert_eq!(expected, "Edm.String holding JSON for Vec<String>");
+            let (partition_key, row_key) = row.as_deref().expect("the row is named");
+            assert_eq!(
+                (partition_key.as_str(), row_key.as_str()),
+                ("eu", "0000000042")
+            );
+        }
+        other => panic!("expected Error::Decode, got {other:?}"),
+    }
+    assert!(!text.contains("alloc::"), "{text}");
+    assert!(
+        text.contains(
+            r#"of table `Customers` at PartitionKey "eu", RowKey "0000000042": expected"#
+        ),
+        "{text}"
+    );
 }
 
 #[test]
@@ -530,6 +565,7 @@ fn a_key_that_does_not_parse_is_a_decode_error_naming_the_key_and_field() {
             property,
             expected,
             found,
+            ..
         } => {
             assert_eq!(table, "Customers");
             assert_eq!(property, "RowKey (field `id`)");

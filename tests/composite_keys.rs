@@ -182,6 +182,7 @@ fn a_key_with_the_wrong_number_of_parts_is_a_decode_error() {
             property,
             expected,
             found,
+            ..
         } => {
             assert_eq!(table, "Composite");
             assert_eq!(property, "RowKey");

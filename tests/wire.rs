@@ -168,6 +168,7 @@ fn decode_error(e: Error) -> (String, String, String, String) {
             property,
             expected,
             found,
+            ..
         } => (table, property, expected, found),
         other => panic!("expected Error::Decode, got {other:?}"),
     }

@@ -139,6 +139,7 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
     let pk = local("pk");
     let rk = local("rk");
     let value = local("value");
+    let decoded = local("decoded");
     // The raw parts of a stored key, by position: `pk_0`, `pk_1`, ...
     let raw_part = |kind: KeyKind, position: usize| {
         let stored = match kind {
@@ -233,12 +234,16 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
                     row_key: #rk,
                     properties: #props_binding,
                 } = #data;
-                #(#takes)*
-                #split_pk
-                #split_rk
-                #p::Ok(Self {
-                    #(#decoders,)*
-                })
+                // Errors name the row, whose keys outlive the decoding.
+                let #decoded = (|| -> #p::Result<Self> {
+                    #(#takes)*
+                    #split_pk
+                    #split_rk
+                    #p::Ok(Self {
+                        #(#decoders,)*
+                    })
+                })();
+                #p::in_row(&#pk, &#rk, #decoded)
             }
         }
     }

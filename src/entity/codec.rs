@@ -305,13 +305,37 @@ pub fn encode_json<T: serde::Serialize>(value: &T) -> Result<Option<Value>, Enco
         .map_err(|e| EncodeError(format!("cannot serialize as JSON: {e}")))
 }
 
+/// `T`'s name as written in code, without module paths: `Vec<String>` for
+/// `alloc::vec::Vec<alloc::string::String>`.
+pub(crate) fn short_type_name<T: ?Sized>() -> String {
+    let full = std::any::type_name::<T>();
+    let mut out = String::with_capacity(full.len());
+    let mut word = String::new();
+    let mut chars = full.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_alphanumeric() || c == '_' {
+            word.push(c);
+        } else if c == ':' && chars.peek() == Some(&':') && !word.is_empty() {
+            // `path::` before the last segment: dropped.
+            chars.next();
+            word.clear();
+        } else {
+            out.push_str(&word);
+            word.clear();
+            out.push(c);
+        }
+    }
+    out.push_str(&word);
+    out
+}
+
 /// Decodes a JSON string property into any serde value (`#[entity(json)]`).
 /// An absent property decodes as JSON `null`, so `Option` fields may be absent.
 ///
 /// # Errors
 /// [`DecodeError`] when the property is not a string of valid JSON for `T`.
 pub fn decode_json<T: serde::de::DeserializeOwned>(value: Option<Value>) -> Result<T, DecodeError> {
-    let expected = || format!("Edm.String holding JSON for {}", std::any::type_name::<T>());
+    let expected = || format!("Edm.String holding JSON for {}", short_type_name::<T>());
     match value {
         None => serde_json::from_str("null").map_err(|_| DecodeError::missing(expected())),
         Some(Value::String(s)) => serde_json::from_str(&s).map_err(|e| DecodeError {
@@ -329,6 +353,17 @@ mod tests {
     fn round_trip<T: PropertyCodec + PartialEq + std::fmt::Debug>(v: T) {
         let encoded = v.encode().unwrap();
         assert_eq!(T::decode(encoded).unwrap(), v);
+    }
+
+    #[test]
+    fn short_type_names_drop_module_paths() {
+        assert_eq!(short_type_name::<Vec<String>>(), "Vec<String>");
+        assert_eq!(
+            short_type_name::<std::collections::HashMap<String, Option<u8>>>(),
+            "HashMap<String, Option<u8>>"
+        );
+        assert_eq!(short_type_name::<(u8, &str)>(), "(u8, &str)");
+        assert_eq!(short_type_name::<[u8; 4]>(), "[u8; 4]");
     }
 
     #[test]

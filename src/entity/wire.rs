@@ -83,6 +83,7 @@ pub struct WireEntity {
 pub fn entity_from_json(table: &str, json: &Map<String, Json>) -> Result<WireEntity> {
     let decode_err = |property: &str, expected: &str, found: String| Error::Decode {
         table: table.to_owned(),
+        row: None,
         property: property.to_owned(),
         expected: expected.to_owned(),
         found,
@@ -855,6 +856,7 @@ impl ParsedEntity {
 pub fn entity_from_parsed(table: &str, mut parsed: ParsedEntity) -> Result<WireEntity> {
     let decode_err = |property: &str, expected: &str, found: String| Error::Decode {
         table: table.to_owned(),
+        row: None,
         property: property.to_owned(),
         expected: expected.to_owned(),
         found,
@@ -930,6 +932,7 @@ pub fn entity_from_parsed(table: &str, mut parsed: ParsedEntity) -> Result<WireE
 pub fn entity_from_json_str(table: &str, text: &str) -> Result<WireEntity> {
     let parsed: ParsedEntity = serde_json::from_str(text).map_err(|e| Error::Decode {
         table: table.to_owned(),
+        row: None,
         property: "(body)".into(),
         expected: "an entity as a JSON object".into(),
         found: e.to_string(),

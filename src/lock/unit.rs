@@ -293,12 +293,38 @@ impl Unit {
 
     /// Stages a merge conditioned on the ETag `current` was read at.
     ///
+    /// Reads in the unit then show the entity as the commit will store it,
+    /// `None` fields with their stored values: from the unit's own read of
+    /// the row, or else from what `current` knows of its version (any value
+    /// read or written through this crate).
+    ///
     /// # Errors
     /// As [`Unit::insert`].
     pub fn merge<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
         let (table, data) = self.encode(current.entity(), "merge")?;
         let condition = Self::condition_of(current);
-        self.stage_conditional(table, data, condition, true)
+        let key = (table.clone(), data.row_key.clone());
+        // The version `current` was read at stands in for a read of the row
+        // by this unit, so the staged view knows what the merge keeps.
+        let base = match &condition {
+            Some(Precondition::IfMatch(etag)) if !self.reads.contains_key(&key) => {
+                current.stored_properties().map(|properties| StoredEntity {
+                    data: EntityData {
+                        partition_key: data.partition_key.clone(),
+                        row_key: data.row_key.clone(),
+                        properties: std::sync::Arc::unwrap_or_clone(properties),
+                    },
+                    etag: etag.clone(),
+                    timestamp: current.timestamp(),
+                })
+            }
+            _ => None,
+        };
+        self.stage_conditional(table, data, condition, true)?;
+        if let Some(read) = base {
+            self.reads.insert(key, Some(read));
+        }
+        Ok(())
     }
 
     /// Stages a delete conditioned on the ETag `current` was read at.
@@ -626,14 +652,21 @@ fn staged_view<E: Entity>(
     op: &TableOp,
     read: Option<&StoredEntity>,
 ) -> Result<Option<Versioned<E>>> {
-    let props: Properties = match op {
+    // `complete`: whether `props` is every property the commit leaves
+    // stored (a merge onto a row the unit knows nothing of is not).
+    let (props, complete): (Properties, bool) = match op {
         TableOp::Delete { .. } => return Ok(None),
-        TableOp::Insert(d) | TableOp::Replace(d, _) => d.properties.clone(),
+        TableOp::Insert(d) | TableOp::Replace(d, _) => (d.properties.clone(), true),
         TableOp::Merge(d, _) => {
             let mut base = read.map(|r| r.data.properties.clone()).unwrap_or_default();
             base.merge_from(&d.properties);
-            base
+            (base, read.is_some())
         }
+    };
+    let stored = if complete {
+        crate::entity::Stored::Known(std::sync::Arc::new(props.clone()))
+    } else {
+        crate::entity::Stored::Unknown
     };
     let data = op.data().map(|d| EntityData {
         partition_key: d.partition_key.clone(),
@@ -641,12 +674,15 @@ fn staged_view<E: Entity>(
         properties: props,
     });
     match data {
-        Some(data) => Ok(Some(Versioned::new(
-            E::decode(data)?,
-            ETag::new(STAGED),
-            read.map(|r| r.timestamp)
-                .unwrap_or_else(OffsetDateTime::now_utc),
-        ))),
+        Some(data) => Ok(Some(
+            Versioned::new(
+                E::decode(data)?,
+                ETag::new(STAGED),
+                read.map(|r| r.timestamp)
+                    .unwrap_or_else(OffsetDateTime::now_utc),
+            )
+            .with_stored(stored),
+        )),
         None => Ok(None),
     }
 }

@@ -2,16 +2,17 @@
 
 use tracing::Instrument as _;
 
-use super::Table;
+use super::{Base, Table, stored_after};
 use crate::backend::{Precondition, TableOp, validate_batch};
-use crate::entity::{Entity, Versioned};
+use crate::entity::{Entity, Stored, Versioned};
 use crate::error::{Error, Result};
 use crate::key::IntoRowKey;
 
 /// The outcome of one operation of a committed [`Batch`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum BatchResult<E> {
-    /// The entity as written, with its new version.
+    /// The entity as stored, with its new version (as [`Table::insert`] and
+    /// [`Table::merge`] return it).
     Written(Versioned<E>),
     /// The entity was deleted.
     Deleted,
@@ -54,11 +55,27 @@ impl<E> BatchResult<E> {
 /// assert_eq!(accounts.get("alice", "savings").await?.unwrap().balance, 40);
 /// # Ok::<(), leasehold::Error>(()) }).unwrap();
 /// ```
+///
+/// Written entities come back as stored, as from the single writes. A merge
+/// of a value that does not know the stored properties
+/// ([`Versioned::new`], a projected query), or an `upsert_merge`, leaving a
+/// property of `E` unwritten costs one read of that entity after the
+/// commit (see [`Table::merge`]).
 #[must_use = "a Batch sends nothing until `commit().await`"]
 pub struct Batch<E> {
     table: Table<E>,
-    ops: Vec<(TableOp, Option<E>)>,
+    ops: Vec<(TableOp, Returned<E>)>,
     error: Option<Error>,
+}
+
+/// What an operation of a batch returns once committed.
+enum Returned<E> {
+    /// Nothing: a delete.
+    Deleted,
+    /// This entity, as stored.
+    Entity(E, Stored<E>),
+    /// The entity as read back after the commit.
+    ReadBack,
 }
 
 impl<E> std::fmt::Debug for Batch<E> {
@@ -83,10 +100,22 @@ impl<E: Entity> Batch<E> {
         }
     }
 
-    fn push(mut self, entity: E, make: impl FnOnce(crate::entity::EntityData) -> TableOp) -> Self {
+    fn push(
+        mut self,
+        entity: &E,
+        base: Base,
+        make: impl FnOnce(crate::entity::EntityData) -> TableOp,
+    ) -> Self {
         if self.error.is_none() {
-            match entity.encode() {
-                Ok(data) => self.ops.push((make(data), Some(entity))),
+            let encoded = entity.encode().and_then(|data| {
+                let returned = match stored_after::<E>(&data, base)? {
+                    Some((entity, stored)) => Returned::Entity(entity, stored),
+                    None => Returned::ReadBack,
+                };
+                Ok((make(data), returned))
+            });
+            match encoded {
+                Ok(op) => self.ops.push(op),
                 Err(e) => {
                     self.error = Some(Error::Batch {
                         index: self.ops.len(),
@@ -100,27 +129,21 @@ impl<E: Entity> Batch<E> {
 
     /// Creates an entity (fails the batch if it exists).
     pub fn insert(self, entity: E) -> Self {
-        self.push(entity, TableOp::Insert)
+        self.push(&entity, Base::Nothing, TableOp::Insert)
     }
 
     /// Replaces an entity if unchanged since read.
-    pub fn replace(self, current: &Versioned<E>) -> Self
-    where
-        E: Clone,
-    {
+    pub fn replace(self, current: &Versioned<E>) -> Self {
         let etag = current.etag().clone();
-        self.push(current.entity().clone(), |d| {
+        self.push(current.entity(), Base::Nothing, |d| {
             TableOp::Replace(d, Precondition::IfMatch(etag))
         })
     }
 
     /// Merges an entity if unchanged since read.
-    pub fn merge(self, current: &Versioned<E>) -> Self
-    where
-        E: Clone,
-    {
+    pub fn merge(self, current: &Versioned<E>) -> Self {
         let etag = current.etag().clone();
-        self.push(current.entity().clone(), |d| {
+        self.push(current.entity(), Base::merge_of(current), |d| {
             TableOp::Merge(d, Precondition::IfMatch(etag))
         })
     }
@@ -138,7 +161,7 @@ impl<E: Entity> Batch<E> {
                         row_key,
                         condition: Precondition::IfMatch(current.etag().clone()),
                     },
-                    None,
+                    Returned::Deleted,
                 )),
                 Err(e) => {
                     self.error = Some(Error::Batch {
@@ -153,12 +176,16 @@ impl<E: Entity> Batch<E> {
 
     /// Creates or overwrites an entity. **Unconditional.**
     pub fn upsert(self, entity: E) -> Self {
-        self.push(entity, |d| TableOp::Replace(d, Precondition::Upsert))
+        self.push(&entity, Base::Nothing, |d| {
+            TableOp::Replace(d, Precondition::Upsert)
+        })
     }
 
     /// Creates an entity or merges into it. **Unconditional.**
     pub fn upsert_merge(self, entity: E) -> Self {
-        self.push(entity, |d| TableOp::Merge(d, Precondition::Upsert))
+        self.push(&entity, Base::Merge(None), |d| {
+            TableOp::Merge(d, Precondition::Upsert)
+        })
     }
 
     /// Deletes an existing entity whatever its version, in the partition of
@@ -179,7 +206,7 @@ impl<E: Entity> Batch<E> {
                         row_key,
                         condition: Precondition::IfExists,
                     },
-                    None,
+                    Returned::Deleted,
                 )),
                 Err(e) => {
                     self.error = Some(Error::Batch {
@@ -207,15 +234,17 @@ impl<E: Entity> Batch<E> {
     /// # Errors
     /// [`Error::Invalid`] when the group breaks a service limit, and
     /// [`Error::Batch`] (with the index) for an operation that could not be
-    /// encoded — both before anything is sent; [`Error::Batch`] with the
-    /// failing index and its cause (such as [`Error::Conflict`]) when the
-    /// service rejects an operation, in which case nothing was applied.
+    /// encoded or whose stored form does not decode — both before anything
+    /// is sent; [`Error::Batch`] with the failing index and its cause (such
+    /// as [`Error::Conflict`]) when the service rejects an operation, in
+    /// which case nothing was applied; the read's errors when an entity is
+    /// read back after the commit (the batch was applied).
     pub async fn commit(self) -> Result<Vec<BatchResult<E>>> {
         if let Some(e) = self.error {
             return Err(e);
         }
         let name = self.table.ready().await?;
-        let (ops, entities): (Vec<TableOp>, Vec<Option<E>>) = self.ops.into_iter().unzip();
+        let (ops, returned): (Vec<TableOp>, Vec<Returned<E>>) = self.ops.into_iter().unzip();
         validate_batch(name.as_str(), &ops)?;
         let span = tracing::debug_span!(
             "leasehold.batch",
@@ -228,17 +257,23 @@ impl<E: Entity> Batch<E> {
             .store
             .backend()
             .batch(name, &ops)
-            .instrument(span)
+            .instrument(span.clone())
             .await?;
-        Ok(entities
-            .into_iter()
-            .zip(versions)
-            .map(|(entity, version)| match (entity, version) {
-                (Some(entity), Some(v)) => {
-                    BatchResult::Written(Versioned::new(entity, v.etag, v.timestamp))
-                }
+        let mut results = Vec::with_capacity(ops.len());
+        for ((op, returned), version) in ops.iter().zip(returned).zip(versions) {
+            results.push(match (returned, version) {
+                (Returned::Entity(entity, stored), Some(v)) => BatchResult::Written(
+                    Versioned::new(entity, v.etag, v.timestamp).with_stored(stored),
+                ),
+                (Returned::ReadBack, Some(_)) => BatchResult::Written(
+                    self.table
+                        .read_back(op.partition_key(), op.row_key())
+                        .instrument(span.clone())
+                        .await?,
+                ),
                 _ => BatchResult::Deleted,
-            })
-            .collect())
+            });
+        }
+        Ok(results)
     }
 }

@@ -1,11 +1,12 @@
 //! Typed queries over a [`Table`].
 
 use std::ops::{Bound, RangeBounds};
+use std::sync::{Arc, Mutex};
 
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
-use super::{Table, versioned};
+use super::{Table, versioned_from};
 use crate::backend::QuerySpec;
 use crate::entity::Value;
 use crate::entity::{Entity, Versioned, property_name_problem};
@@ -53,6 +54,83 @@ pub struct Query<E> {
     select: Option<Vec<String>>,
     page_size: Option<u16>,
     resume: Option<String>,
+    on_decode_error: OnDecodeError,
+}
+
+/// What a [`Query`] does with a row that does not decode into its entity
+/// type ([`Error::Decode`]), set with [`Query::on_decode_error`].
+///
+/// Only decoding into `E` is covered: a reply the backend cannot parse at
+/// all still fails its page.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub enum OnDecodeError {
+    /// The error is returned, and a stream ends with it (the default).
+    #[default]
+    Fail,
+    /// The row is left out.
+    Skip,
+    /// The row is left out and its error (naming table, keys and property)
+    /// added to the [`DecodeErrors`].
+    Collect(DecodeErrors),
+}
+
+/// The decode errors of the rows a query left out under
+/// [`OnDecodeError::Collect`]. Clones share one list: keep a clone, hand
+/// one to the query, read it when the query is done.
+#[derive(Debug, Clone, Default)]
+pub struct DecodeErrors(Arc<Mutex<Vec<Error>>>);
+
+impl DecodeErrors {
+    /// An empty list.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes the errors collected so far, oldest first, leaving the list
+    /// empty.
+    pub fn take(&self) -> Vec<Error> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    /// The number of errors collected and not yet taken.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no error is waiting to be taken.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Error>> {
+        // A panic while pushing leaves a valid vector: the poison is moot.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl OnDecodeError {
+    /// Applies the policy to one decoded row: `None` when it is left out.
+    fn apply<E>(&self, row: Result<Versioned<E>>) -> Option<Result<Versioned<E>>> {
+        match (row, self) {
+            (Err(e @ Error::Decode { .. }), OnDecodeError::Skip) => {
+                if let Error::Decode {
+                    table, property, ..
+                } = &e
+                {
+                    tracing::debug!(%table, %property, "skipping a row that does not decode");
+                }
+                None
+            }
+            (Err(e @ Error::Decode { .. }), OnDecodeError::Collect(errors)) => {
+                errors.lock().push(e);
+                None
+            }
+            (row, _) => Some(row),
+        }
+    }
 }
 
 impl<E> std::fmt::Debug for Query<E> {
@@ -87,6 +165,7 @@ impl<E: Entity> Query<E> {
             select: None,
             page_size: None,
             resume: None,
+            on_decode_error: OnDecodeError::Fail,
         }
     }
 
@@ -133,6 +212,45 @@ impl<E: Entity> Query<E> {
     /// Entities per page, 1 to 1000 (the service's limit and default).
     pub fn page_size(mut self, size: u16) -> Self {
         self.page_size = Some(size);
+        self
+    }
+
+    /// What to do with a row that does not decode into `E`, such as one
+    /// written by another program with a property of another type: fail
+    /// (the default), skip it, or skip it and collect its error.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// use leasehold::table::{DecodeErrors, OnDecodeError};
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Orders")]
+    /// # struct Order { #[entity(partition_key)] shop: String, #[entity(row_key)] id: String, total: i64 }
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Orders")]
+    /// # struct LegacyOrder { #[entity(partition_key)] shop: String, #[entity(row_key)] id: String, total: String }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = Store::memory();
+    /// let orders = store.table::<Order>();
+    /// orders.insert(Order { shop: "s".into(), id: "1".into(), total: 5 }).await?;
+    /// // An older program stored the total as text.
+    /// let legacy = LegacyOrder { shop: "s".into(), id: "2".into(), total: "five".into() };
+    /// store.table::<LegacyOrder>().insert(legacy).await?;
+    ///
+    /// let bad = DecodeErrors::new();
+    /// let good = orders
+    ///     .query()
+    ///     .partition("s")
+    ///     .on_decode_error(OnDecodeError::Collect(bad.clone()))
+    ///     .all()
+    ///     .await?;
+    /// assert_eq!(good.len(), 1);
+    /// let errors = bad.take();
+    /// assert_eq!(errors.len(), 1);
+    /// assert!(errors[0].to_string().contains(r#"RowKey "2""#));
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    pub fn on_decode_error(mut self, policy: OnDecodeError) -> Self {
+        self.on_decode_error = policy;
         self
     }
 
@@ -199,16 +317,18 @@ impl<E: Entity> Query<E> {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad filter, page size or token (before any
-    /// request); [`Error::Decode`]; backend errors.
+    /// request); [`Error::Decode`] for a row that does not decode, unless
+    /// [`Query::on_decode_error`] says otherwise; backend errors.
     pub async fn page(self) -> Result<Page<E>> {
         let spec = self.spec()?;
         let name = self.table.ready().await?;
         let page = self.table.store.backend().query(name, &spec).await?;
+        let complete = spec.select.is_none();
         Ok(Page {
             items: page
                 .entities
                 .into_iter()
-                .map(versioned)
+                .filter_map(|row| self.on_decode_error.apply(versioned_from(row, complete)))
                 .collect::<Result<_>>()?,
             continuation: page.continuation.map(|c| c.to_token()),
         })
@@ -220,21 +340,32 @@ impl<E: Entity> Query<E> {
     /// Errors come through the stream, which ends after the first one:
     /// [`Error::Invalid`](crate::Error::Invalid) for a query that cannot be
     /// rendered, [`Error::Decode`](crate::Error::Decode) for an entity that
-    /// does not parse, and the backend's error when a page request fails.
+    /// does not decode (unless [`Query::on_decode_error`] skips it), and the
+    /// backend's error when a page request fails.
     pub fn stream(self) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
-        let start = self.spec().map(|spec| (self.table, spec));
+        let policy = self.on_decode_error.clone();
+        let start = self.spec().map(|spec| (self.table, spec, policy));
         stream::try_unfold(Some(start), |state| async move {
             let Some(start) = state else {
                 return Ok(None);
             };
-            let (table, mut spec) = start?;
+            let (table, mut spec, policy) = start?;
             let name = table.ready().await?.clone();
             let page = table.store.backend().query(&name, &spec).await?;
-            let items: Vec<Result<Versioned<E>>> =
-                page.entities.into_iter().map(versioned).collect();
+            let complete = spec.select.is_none();
+            let mut items: Vec<Result<Versioned<E>>> = page
+                .entities
+                .into_iter()
+                .filter_map(|row| policy.apply(versioned_from(row, complete)))
+                .collect();
+            // The stream ends with its first error.
+            if let Some(failed) = items.iter().position(Result::is_err) {
+                items.truncate(failed + 1);
+                return Ok(Some((stream::iter(items), None)));
+            }
             let next = page.continuation.map(|c| {
                 spec.continuation = Some(c);
-                Ok((table, spec))
+                Ok((table, spec, policy))
             });
             Ok(Some((stream::iter(items), next)))
         })

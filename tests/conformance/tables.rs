@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use futures_util::TryStreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use leasehold::backend::{Precondition, QuerySpec, TableOp};
 use leasehold::entity::{EntityData, Properties, Value};
 use leasehold::query::{CmpOp, Filter, TypedFilter};
@@ -343,6 +343,7 @@ pub async fn decode_errors_name_the_property(ctx: &Ctx) {
             property,
             expected,
             found,
+            ..
         } => {
             assert!(table.ends_with("Counters"), "{table}");
             assert_eq!(property, "n");
@@ -839,4 +840,373 @@ pub async fn write_logs_are_kept_beside_the_entity(ctx: &Ctx) {
     assert_eq!(e.kind(), ErrorKind::Invalid);
     assert!(e.to_string().contains(write_log::PROPERTY), "{e}");
     assert!(sneaky.get("p", "s").await.unwrap().is_none());
+}
+
+/// A merge leaves `None` fields stored; the value it returns shows them, so
+/// passing that value to `replace` keeps them too. The same holds for every
+/// way of merging: after a read, chained, from a value that knows nothing
+/// of the stored row, after a projected query, `upsert_merge`, and batches.
+pub async fn merge_returns_the_stored_entity_so_replacing_it_keeps_none_fields(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    let kept = || Some("kept".to_owned());
+    let stored = |rk: &'static str| {
+        let t = t.clone();
+        async move { t.get("p", rk).await.unwrap().expect("stored") }
+    };
+    for rk in ["read", "new", "select", "upsert", "batch", "batchup"] {
+        t.insert(Counter {
+            note: kept(),
+            ..Counter::new("p", rk, 1)
+        })
+        .await
+        .unwrap();
+    }
+
+    // After a read, with the field cleared to mean "leave it".
+    let mut v = t.get("p", "read").await.unwrap().unwrap();
+    v.n = 2;
+    v.note = None;
+    let merged = t.merge(&v).await.expect("merge");
+    assert_eq!((merged.n, merged.note.clone()), (2, kept()));
+    assert_eq!(merged, stored("read").await, "returned == get()");
+    // Chained: the returned value, changed and merged again.
+    let mut again = merged.clone();
+    again.n = 3;
+    again.note = None;
+    let again = t.merge(&again).await.expect("chained merge");
+    assert_eq!((again.n, again.note.clone()), (3, kept()));
+    let replaced = t.replace(&again).await.expect("replace the returned value");
+    assert_eq!(replaced.note, kept());
+    assert_eq!(stored("read").await.note, kept(), "replace kept the note");
+
+    // A value that knows nothing of the stored row.
+    let current = stored("new").await;
+    let blind = leasehold::Versioned::new(
+        Counter::new("p", "new", 4),
+        current.etag().clone(),
+        current.timestamp(),
+    );
+    let merged = t.merge(&blind).await.expect("merge");
+    assert_eq!((merged.n, merged.note.clone()), (4, kept()));
+    t.replace(&merged).await.unwrap();
+    assert_eq!(stored("new").await.note, kept());
+
+    // A projected read does not hold the note.
+    let projected = t
+        .query()
+        .partition("p")
+        .row_keys("select"..="select")
+        .select(&["n"])
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(projected.len(), 1);
+    assert_eq!(projected[0].note, None, "not selected");
+    let merged = t.merge(&projected[0]).await.expect("merge");
+    assert_eq!(merged.note, kept());
+    t.replace(&merged).await.unwrap();
+    assert_eq!(stored("select").await.note, kept());
+
+    // upsert_merge knows nothing beforehand.
+    let merged = t
+        .upsert_merge(Counter::new("p", "upsert", 5))
+        .await
+        .expect("upsert_merge");
+    assert_eq!((merged.n, merged.note.clone()), (5, kept()));
+    assert_eq!(merged, stored("upsert").await);
+    t.replace(&merged).await.unwrap();
+    assert_eq!(stored("upsert").await.note, kept());
+
+    // Batches.
+    let mut v = stored("batch").await;
+    v.n = 6;
+    v.note = None;
+    let results = t
+        .batch()
+        .merge(&v)
+        .upsert_merge(Counter::new("p", "batchup", 7))
+        .commit()
+        .await
+        .expect("batch");
+    let written: Vec<_> = results.into_iter().map(|r| r.written().unwrap()).collect();
+    assert_eq!((written[0].n, written[0].note.clone()), (6, kept()));
+    assert_eq!((written[1].n, written[1].note.clone()), (7, kept()));
+    assert_eq!(written[0], stored("batch").await);
+    assert_eq!(written[1], stored("batchup").await);
+    for w in &written {
+        t.replace(w).await.unwrap();
+    }
+    assert_eq!(stored("batch").await.note, kept());
+    assert_eq!(stored("batchup").await.note, kept());
+}
+
+/// Inside a unit, the view of a row after a staged merge shows what the
+/// commit stores, even when the merged value was read outside the unit.
+pub async fn unit_view_after_a_staged_merge_shows_stored_fields(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    let pk = format!("unit{}", &Uuid::new_v4().simple().to_string()[..8]);
+    t.insert(Counter {
+        note: Some("kept".into()),
+        ..Counter::new(&pk, "r", 1)
+    })
+    .await
+    .unwrap();
+    let mut outside = t.get(pk.as_str(), "r").await.unwrap().unwrap();
+    outside.n = 2;
+    outside.note = None;
+    let mut unit = ctx.store.lock(pk.as_str()).await.expect("lock");
+    unit.merge(&outside).expect("stage merge");
+    let view = unit.get::<Counter>("r").await.unwrap().expect("view");
+    assert_eq!((view.n, view.note.as_deref()), (2, Some("kept")));
+    // The view passed back unchanged keeps the note.
+    unit.replace(&view).expect("stage replace");
+    unit.commit().await.expect("commit");
+    let read = t.get(pk.as_str(), "r").await.unwrap().unwrap();
+    assert_eq!((read.n, read.note.as_deref()), (2, Some("kept")));
+}
+
+/// Every write returns what a read returns: date-times at 100 ns in UTC.
+pub async fn writes_return_what_get_returns(ctx: &Ctx) {
+    use time::macros::offset;
+    let t = ctx.store.table::<AllTypes>();
+    let fine = datetime!(2024-03-04 05:06:07.123456789 +02:00);
+    let stored_form = datetime!(2024-03-04 03:06:07.1234567 UTC);
+    let entity = |rk: &str| AllTypes {
+        when: fine,
+        ..AllTypes::sample("p", rk)
+    };
+    let check = |what: &str, returned: &leasehold::Versioned<AllTypes>| {
+        assert_eq!(returned.when, stored_form, "{what}");
+        assert_eq!(returned.when.offset(), offset!(UTC), "{what}");
+    };
+    let same_as_get = |what: &'static str, returned: leasehold::Versioned<AllTypes>| {
+        let t = t.clone();
+        async move {
+            let read = t.get("p", returned.rk.as_str()).await.unwrap().unwrap();
+            assert_eq!(returned.entity(), read.entity(), "{what}");
+            assert_eq!(returned.etag(), read.etag(), "{what}");
+        }
+    };
+
+    let inserted = t.insert(entity("a")).await.unwrap();
+    check("insert", &inserted);
+    same_as_get("insert", inserted.clone()).await;
+    let mut v = inserted;
+    v.when = fine;
+    let replaced = t.replace(&v).await.unwrap();
+    check("replace", &replaced);
+    same_as_get("replace", replaced.clone()).await;
+    let mut v = replaced;
+    v.when = fine;
+    let owned = t.replace_owned(v).await.unwrap();
+    check("replace_owned", &owned);
+    same_as_get("replace_owned", owned.clone()).await;
+    let mut v = owned;
+    v.when = fine;
+    let merged = t.merge(&v).await.unwrap();
+    check("merge", &merged);
+    same_as_get("merge", merged).await;
+    let upserted = t.upsert(entity("b")).await.unwrap();
+    check("upsert", &upserted);
+    same_as_get("upsert", upserted).await;
+    let upsert_merged = t.upsert_merge(entity("b")).await.unwrap();
+    check("upsert_merge", &upsert_merged);
+    same_as_get("upsert_merge", upsert_merged).await;
+    let unconditional = t.replace_unconditionally(entity("b")).await.unwrap();
+    check("replace_unconditionally", &unconditional);
+    same_as_get("replace_unconditionally", unconditional).await;
+    let updated = t.update_with("p", "b", |e| e.when = fine).await.unwrap();
+    check("update_with", &updated);
+    same_as_get("update_with", updated).await;
+    let updated = t
+        .try_update_with("p", "b", |e| {
+            e.when = fine;
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .await
+        .unwrap();
+    check("try_update_with", &updated);
+    same_as_get("try_update_with", updated).await;
+    let results = t
+        .batch()
+        .insert(entity("c"))
+        .upsert(entity("d"))
+        .commit()
+        .await
+        .unwrap();
+    for r in results {
+        let written = r.written().unwrap();
+        check("batch", &written);
+        same_as_get("batch", written).await;
+    }
+}
+
+/// A row that does not decode is named by its keys; a query fails on it by
+/// default, and can skip it or collect its error instead.
+pub async fn queries_skip_or_collect_rows_that_do_not_decode(ctx: &Ctx) {
+    use leasehold::table::{DecodeErrors, OnDecodeError};
+    let t = ctx.store.table::<Counter>();
+    t.insert(Counter::new("q", "r1", 1)).await.unwrap();
+    ctx.store
+        .table::<CounterAsText>()
+        .insert(CounterAsText {
+            pk: "q".into(),
+            rk: "r2".into(),
+            n: "shipped".into(),
+        })
+        .await
+        .unwrap();
+    t.insert(Counter::new("q", "r3", 3)).await.unwrap();
+
+    let assert_names_r2 = |e: &Error| match e {
+        Error::Decode { row, property, .. } => {
+            let (partition_key, row_key) = row.as_deref().expect("the row is named");
+            assert_eq!((partition_key.as_str(), row_key.as_str()), ("q", "r2"));
+            assert_eq!(property, "n");
+            let text = e.to_string();
+            assert!(text.contains(r#"PartitionKey "q", RowKey "r2""#), "{text}");
+            assert_eq!(text.matches("r2").count(), 1, "said once: {text}");
+        }
+        other => panic!("expected Decode, got {other:?}"),
+    };
+    assert_names_r2(&t.get("q", "r2").await.unwrap_err());
+
+    // Default: the stream yields r1, then the error, then ends.
+    let items: Vec<_> = t.query().partition("q").stream().collect().await;
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[0].as_ref().unwrap().rk, "r1");
+    assert_names_r2(items[1].as_ref().unwrap_err());
+
+    let rows = |policy| {
+        let t = t.clone();
+        async move {
+            t.query()
+                .partition("q")
+                .on_decode_error(policy)
+                .all()
+                .await
+                .expect("query")
+                .into_iter()
+                .map(|v| v.rk.clone())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(rows(OnDecodeError::Skip).await, ["r1", "r3"]);
+    let errors = DecodeErrors::new();
+    assert_eq!(
+        rows(OnDecodeError::Collect(errors.clone())).await,
+        ["r1", "r3"]
+    );
+    let collected = errors.take();
+    assert_eq!(collected.len(), 1);
+    assert_names_r2(&collected[0]);
+    assert!(errors.is_empty(), "taken");
+    // One page, with the policy too.
+    let page = t
+        .query()
+        .partition("q")
+        .on_decode_error(OnDecodeError::Skip)
+        .page()
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 2);
+}
+
+/// `try_update_with`: a refusal sends nothing and hands the caller's own
+/// error back; conflicts are retried, and the function runs again on the
+/// fresh entity, so it may refuse then.
+pub async fn try_update_with_refuses_or_retries(ctx: &Ctx) {
+    use leasehold::table::UpdateError;
+    #[derive(Debug, PartialEq)]
+    struct Shipped(i64);
+    let t = ctx.store.table::<Counter>();
+    let v = t.insert(Counter::new("p", "order", 1)).await.unwrap();
+    let outcome = t
+        .try_update_with("p", "order", |c| {
+            if c.n >= 1 {
+                return Err(Shipped(c.n));
+            }
+            c.n = -1;
+            Ok(())
+        })
+        .await;
+    match outcome {
+        Err(UpdateError::Refused(Shipped(1))) => {}
+        other => panic!("expected the refusal, got {other:?}"),
+    }
+    assert_eq!(
+        t.get("p", "order").await.unwrap().unwrap().etag(),
+        v.etag(),
+        "nothing written"
+    );
+
+    // The first attempt is overtaken by another writer; the second sees
+    // the change and refuses.
+    let mut attempts = 0;
+    let outcome = t
+        .try_update_with("p", "order", |c| {
+            attempts += 1;
+            if c.n == 1000 {
+                return Err(Shipped(c.n));
+            }
+            c.n += 1;
+            overwrite_counter(ctx, "order", 1000);
+            Ok(())
+        })
+        .await;
+    assert_eq!(attempts, 2);
+    match outcome {
+        Err(UpdateError::Refused(Shipped(1000))) => {}
+        other => panic!("expected the refusal, got {other:?}"),
+    }
+    // A conflict then success.
+    let mut attempts = 0;
+    let updated = t
+        .try_update_with("p", "order", |c| {
+            attempts += 1;
+            c.n += 1;
+            if attempts == 1 {
+                overwrite_counter(ctx, "order", 2000);
+            }
+            Ok::<(), Shipped>(())
+        })
+        .await
+        .expect("updated");
+    assert_eq!((attempts, updated.n), (2, 2001));
+    // Storage errors come back as `Failed`.
+    match t
+        .try_update_with("p", "missing", |_| Ok::<(), Shipped>(()))
+        .await
+    {
+        Err(UpdateError::Failed(e)) => assert_eq!(e.kind(), ErrorKind::NotFound),
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+}
+
+/// Writes `n` to the counter `("p", rk)` through the raw backend, from
+/// another thread (callable from inside an update function).
+fn overwrite_counter(ctx: &Ctx, rk: &'static str, n: i64) {
+    let backend = ctx.backend().clone();
+    let name = ctx.store.table::<Counter>().name().unwrap().clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut props = Properties::new();
+            props.insert("n", Value::Int64(n));
+            let op = TableOp::Replace(
+                EntityData {
+                    partition_key: PartitionKey::new("p").unwrap(),
+                    row_key: RowKey::new(rk).unwrap(),
+                    properties: props,
+                },
+                Precondition::IfExists,
+            );
+            backend.execute(&name, &op).await.unwrap();
+        });
+    })
+    .join()
+    .unwrap();
 }

@@ -63,6 +63,7 @@ pub(super) fn entity_url(
 pub(super) fn version_from_etag(table: &TableName, etag: &str) -> Result<Version> {
     let bad = || Error::Decode {
         table: table.to_string(),
+        row: None,
         property: "ETag".into(),
         expected: "W/\"datetime'…'\"".into(),
         found: etag.to_owned(),
@@ -105,6 +106,7 @@ fn stored_from_json(
     let w = wire::entity_from_parsed(table.as_str(), json)?;
     let decode = |property: &str, expected: &str| Error::Decode {
         table: table.to_string(),
+        row: None,
         property: property.into(),
         expected: expected.into(),
         found: "absent".into(),
@@ -738,6 +740,7 @@ impl AzureBackend {
                     let etag = part.header("etag").ok_or_else(|| {
                         Failure::Fatal(Error::Decode {
                             table: table.to_string(),
+                            row: None,
                             property: "ETag".into(),
                             expected: "an ETag header in the batch reply".into(),
                             found: "absent".into(),
