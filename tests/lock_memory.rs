@@ -477,3 +477,23 @@ async fn more_than_100_writes_to_one_table_are_journalled() {
     assert_eq!(all.len(), 150);
     assert!(store.pending_journal("many").await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn a_refused_insert_keeps_the_staged_insert() {
+    lock_suite::a_refused_insert_keeps_the_staged_insert(memory(), "m").await;
+}
+
+#[tokio::test]
+async fn writing_a_row_twice_follows_the_folding_table() {
+    lock_suite::writing_a_row_twice_follows_the_folding_table(memory(), "m").await;
+}
+
+#[tokio::test]
+async fn an_upsert_then_delete_of_an_absent_row_writes_nothing() {
+    lock_suite::an_upsert_then_delete_of_an_absent_row_writes_nothing(memory(), "m").await;
+}
+
+#[tokio::test]
+async fn a_staged_view_from_another_unit_is_refused_without_change() {
+    lock_suite::a_staged_view_from_another_unit_is_refused_without_change(memory(), "m").await;
+}

@@ -41,6 +41,45 @@ pub struct CommitReport {
 /// without committing sends nothing and gives the lock up (to the next local
 /// task, or by releasing it in the background).
 ///
+/// # Writing a row twice
+///
+/// A unit writes each row once: a second write of a row it already stages
+/// is folded into the staged one, keeping the first write's condition (the
+/// ETag the unit read, or none for an upsert), or refused with
+/// [`Error::Invalid`] when it could not follow the first one. **A refused
+/// call changes nothing**: the staged writes stay exactly as they were, and
+/// a commit still applies them. Rows: what the unit stages for the row (by
+/// the call that staged it); columns: the next call on that row.
+///
+/// | staged \ then | `insert` | `replace` | `merge` | `delete` | `upsert` | `upsert_merge` |
+/// |---|---|---|---|---|---|---|
+/// | **`insert`** | refused | insert of the new value | insert of the merged value | nothing (the two cancel out) | insert of the new value | insert of the merged value |
+/// | **`replace`** | refused | replace by the new value | replace by the merged value | delete | replace by the new value | replace by the merged value |
+/// | **`merge`** | refused | replace by the new value | merge of the merged value | delete | replace by the new value | merge of the merged value |
+/// | **`delete`** | replace by the new value | refused | refused | refused | replace by the new value | replace by the new value |
+/// | **`upsert`** | refused | upsert of the new value | upsert of the merged value | delete if it exists¹ | upsert of the new value | upsert of the merged value |
+/// | **`upsert_merge`** | refused | upsert of the new value | upsert-merge of the merged value | delete if it exists¹ | upsert of the new value | upsert-merge of the merged value |
+///
+/// "Merged value": the properties of the second call's value merged over
+/// the staged one's. Every folded write keeps the first write's condition,
+/// so `replace` then `delete` deletes only if the row still has the ETag the
+/// unit read. A refusal is where writing one after the other would fail:
+/// inserting a row the unit already writes (so it exists), or replacing,
+/// merging or deleting a row the unit deletes. An insert and its delete
+/// cancel out: nothing is written for the row, not even a check that it is
+/// absent.
+///
+/// ¹ The service cannot delete "if present": when the unit read the row and
+/// found none, the pair writes nothing; otherwise the commit deletes the row
+/// and fails with [`Error::NotFound`] (inside [`Error::Batch`]) if it does
+/// not exist.
+///
+/// `replace`, `merge` and `delete` of a *staged view* (what [`Unit::get`]
+/// returns for a row with a staged write) write over that staged write; a
+/// staged view of a row this unit stages no write for (one from another
+/// unit, or of a write this unit no longer stages) has no ETag and is
+/// refused.
+///
 /// ```
 /// use leasehold::{Entity, Store};
 ///
@@ -245,7 +284,9 @@ impl Unit {
     ///
     /// # Errors
     /// [`Error::Invalid`] for an entity of another partition, one breaking a
-    /// service limit, or a row this unit already wrote.
+    /// service limit, or a write that cannot follow the one this unit stages
+    /// for the row (see [writing a row twice](Unit#writing-a-row-twice));
+    /// the staged writes are then unchanged.
     pub fn insert<E: Entity>(&mut self, entity: &E) -> Result<()> {
         let (table, data) = self.encode(entity, "insert")?;
         self.stage(table, TableOp::Insert(data))
@@ -277,7 +318,8 @@ impl Unit {
     /// As [`Unit::insert`].
     pub fn delete<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
         let (table, data) = self.encode(current.entity(), "delete")?;
-        let condition = Self::condition_of(current).unwrap_or(Precondition::IfExists);
+        let key = (table.clone(), data.row_key.clone());
+        let condition = self.condition_for_view(&key, Self::condition_of(current), "delete")?;
         self.stage(
             table,
             TableOp::Delete {
@@ -314,16 +356,8 @@ impl Unit {
         merge: bool,
     ) -> Result<()> {
         let key = (table.clone(), data.row_key.clone());
-        let condition = match condition {
-            Some(c) => c,
-            None if self.staged.contains_key(&key) => Precondition::IfExists,
-            None => {
-                return Err(Error::invalid(
-                    format!("write of row {:?} in `{table}`", data.row_key.as_str()),
-                    "the value is a staged view from another unit",
-                ));
-            }
-        };
+        let what = if merge { "merge" } else { "replace" };
+        let condition = self.condition_for_view(&key, condition, what)?;
         let op = if merge {
             TableOp::Merge(data, condition)
         } else {
@@ -332,64 +366,50 @@ impl Unit {
         self.stage(table, op)
     }
 
-    /// Adds `op` to the staged writes, folding it into an earlier write of the
-    /// same row so each row is written once, with the first condition.
-    fn stage(&mut self, table: TableName, op: TableOp) -> Result<()> {
-        let key = (table.clone(), op.row_key().clone());
-        let invalid = |why: &str| {
-            Error::invalid(
-                format!(
-                    "{} of row {:?} in `{table}`",
-                    op.name(),
-                    op.row_key().as_str()
-                ),
-                why.to_owned(),
-            )
-        };
-        let folded = match (self.staged.remove(&key), op.clone()) {
-            (None, op) => Some(op),
-            (Some(TableOp::Insert(_)), TableOp::Insert(_)) => {
-                return Err(invalid("this unit already inserts that row"));
-            }
-            (Some(TableOp::Insert(_)), TableOp::Replace(d, _)) => Some(TableOp::Insert(d)),
-            (Some(TableOp::Insert(old)), TableOp::Merge(d, _)) => {
-                Some(TableOp::Insert(merged(old, &d)))
-            }
-            (Some(TableOp::Insert(_)), TableOp::Delete { .. }) => None,
-            (Some(TableOp::Replace(_, c)), TableOp::Replace(d, _)) => Some(TableOp::Replace(d, c)),
-            (Some(TableOp::Replace(old, c)), TableOp::Merge(d, _)) => {
-                Some(TableOp::Replace(merged(old, &d), c))
-            }
-            (Some(TableOp::Merge(_, c)), TableOp::Replace(d, _)) => Some(TableOp::Replace(d, c)),
-            (Some(TableOp::Merge(old, c)), TableOp::Merge(d, _)) => {
-                Some(TableOp::Merge(merged(old, &d), c))
-            }
-            (Some(TableOp::Replace(d, c) | TableOp::Merge(d, c)), TableOp::Delete { .. }) => {
-                Some(TableOp::Delete {
-                    partition_key: d.partition_key,
-                    row_key: d.row_key,
-                    condition: match c {
-                        Precondition::Upsert => Precondition::IfExists,
-                        c => c,
-                    },
-                })
-            }
-            (Some(TableOp::Delete { condition, .. }), TableOp::Insert(d)) => {
-                Some(TableOp::Replace(d, condition))
-            }
-            (Some(previous @ TableOp::Delete { .. }), _) => {
-                self.staged.insert(key, previous);
-                return Err(invalid("this unit already deletes that row"));
-            }
-            (Some(previous), TableOp::Insert(_)) => {
-                self.staged.insert(key, previous);
-                return Err(invalid("this unit already writes that row, so it exists"));
-            }
-        };
-        if let Some(op) = folded {
-            self.staged.insert(key, op);
+    /// The condition of a write of a value read at `condition` (`None`: a
+    /// staged view). A staged view stands for this unit's staged write of
+    /// the row; with none staged (a view from another unit, or of a write
+    /// this unit no longer stages) there is no ETag to condition on, so the
+    /// write is refused.
+    fn condition_for_view(
+        &self,
+        key: &(TableName, RowKey),
+        condition: Option<Precondition>,
+        what: &str,
+    ) -> Result<Precondition> {
+        match condition {
+            Some(c) => Ok(c),
+            None if self.staged.contains_key(key) => Ok(Precondition::IfExists),
+            None => Err(Error::invalid(
+                format!("{what} of row {:?} in `{}`", key.1.as_str(), key.0),
+                "the value is a staged view, and this unit stages no write of that row (a view from another unit, or of a write this unit no longer stages)",
+            )),
         }
-        Ok(())
+    }
+
+    /// Adds `op` to the staged writes, folding it into an earlier write of the
+    /// same row so each row is written once (the table in the [`Unit`] docs).
+    /// The fold is decided on a borrowed view of the staged writes and
+    /// applied only when it succeeds, so a refused call leaves them exactly
+    /// as they were.
+    fn stage(&mut self, table: TableName, op: TableOp) -> Result<()> {
+        let key = (table, op.row_key().clone());
+        let read_absent = matches!(self.reads.get(&key), Some(None));
+        let name = op.name();
+        match fold(self.staged.get(&key), op, read_absent) {
+            Ok(Some(op)) => {
+                self.staged.insert(key, op);
+                Ok(())
+            }
+            Ok(None) => {
+                self.staged.remove(&key);
+                Ok(())
+            }
+            Err(why) => Err(Error::invalid(
+                format!("{name} of row {:?} in `{}`", key.1.as_str(), key.0),
+                why,
+            )),
+        }
     }
 
     /// The number of staged writes.
@@ -580,6 +600,63 @@ fn refused(e: &Error) -> bool {
             | ErrorKind::Invalid
             | ErrorKind::Backend
     )
+}
+
+/// The staged write of a row once `op` follows `previous` (`None`: nothing
+/// staged for it): `Ok(None)` when the two cancel out, `Err(why)` when `op`
+/// cannot follow what is staged. `read_absent`: the unit read the row and
+/// found none. The rules are the table in the [`Unit`] docs; a fold keeps
+/// the condition of the first write, which is what the unit read.
+fn fold(
+    previous: Option<&TableOp>,
+    op: TableOp,
+    read_absent: bool,
+) -> std::result::Result<Option<TableOp>, &'static str> {
+    use TableOp::{Delete, Insert, Merge, Replace};
+    const UPSERT: Precondition = Precondition::Upsert;
+    let Some(previous) = previous else {
+        return Ok(Some(op));
+    };
+    Ok(match (previous, op) {
+        // Creating a row this unit deletes: the delete's condition, then the
+        // new content.
+        (Delete { condition, .. }, Insert(d) | Replace(d, UPSERT) | Merge(d, UPSERT)) => {
+            Some(Replace(d, condition.clone()))
+        }
+        (Delete { .. }, _) => return Err("this unit already deletes that row"),
+        (Insert(_), Insert(_)) => return Err("this unit already inserts that row"),
+        (_, Insert(_)) => return Err("this unit already writes that row, so it exists"),
+        (Insert(_), Replace(d, _)) => Some(Insert(d)),
+        (Insert(old), Merge(d, _)) => Some(Insert(merged(old.clone(), &d))),
+        (Insert(_), Delete { .. }) => None,
+        (Replace(_, c) | Merge(_, c), Replace(d, _)) => Some(Replace(d, c.clone())),
+        (Replace(old, c), Merge(d, _)) => Some(Replace(merged(old.clone(), &d), c.clone())),
+        (Merge(old, c), Merge(d, _)) => Some(Merge(merged(old.clone(), &d), c.clone())),
+        (
+            Replace(_, c) | Merge(_, c),
+            Delete {
+                partition_key,
+                row_key,
+                ..
+            },
+        ) => match c {
+            // An upsert of a row the unit found absent, then its delete:
+            // nothing to write.
+            Precondition::Upsert if read_absent => None,
+            // Otherwise the service cannot delete "if present": the delete
+            // needs the row to exist at commit.
+            Precondition::Upsert => Some(Delete {
+                partition_key,
+                row_key,
+                condition: Precondition::IfExists,
+            }),
+            c => Some(Delete {
+                partition_key,
+                row_key,
+                condition: c.clone(),
+            }),
+        },
+    })
 }
 
 fn merged(mut base: EntityData, update: &EntityData) -> EntityData {
