@@ -79,6 +79,22 @@ async fn lock_a_staged_view_from_another_unit_is_refused_without_change() {
     lock_suite::a_staged_view_from_another_unit_is_refused_without_change(b, &prefix()).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_breaking_a_free_lock_reports_not_held() {
+    let Some(b) = support::azurite_backend() else {
+        return;
+    };
+    lock_suite::breaking_a_free_lock_reports_not_held(b, &prefix()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_a_lock_names_its_holder_even_when_its_unit_is_leaked() {
+    let Some(b) = support::azurite_backend() else {
+        return;
+    };
+    lock_suite::a_lock_names_its_holder_even_when_its_unit_is_leaked(b, &prefix()).await;
+}
+
 mod lease_suite;
 
 fn shared() -> Option<lease_suite::Shared> {

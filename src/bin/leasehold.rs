@@ -21,13 +21,18 @@
 //! Exit codes: 0 success; 1 the operation failed (storage error, timeout, a
 //! journal that cannot be rolled forward); 2 usage error (bad arguments, no
 //! connection string, an invalid name or key); 3 not found (no such lease or
-//! lock blob).
+//! lock blob). When the reader of stdout goes away early (`leasehold --json
+//! locks list | head -c 10`), the command stops writing and exits quietly
+//! with 0: what it was asked to do is done, only its report was cut short.
+//! (Tools killed by `SIGPIPE` end with 141 instead; 0 keeps a
+//! `set -o pipefail` script from failing because its reader had seen
+//! enough.)
 //!
 //! Output is text for people, or one JSON document on stdout with `--json`.
 //! Long listings show a progress bar on stderr when it is a terminal and
 //! `--json` is not given.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -38,11 +43,45 @@ use leasehold::backend::LeaseState;
 use leasehold::backend::azure::AzureBackend;
 use leasehold::key::ContainerName;
 use leasehold::lease::{
-    DEFAULT_CONTAINER, LeaseDescription, LeaseManager, LeaseOptions, OnceState,
+    BreakOutcome, DEFAULT_CONTAINER, LeaseDescription, LeaseManager, LeaseOptions, OnceState,
 };
 use leasehold::lock::{Journal, LockOptions};
 use leasehold::{Error, ErrorKind, Store};
 use serde_json::{Value, json};
+
+/// Prints a line on stdout; see [`stdout_line`].
+macro_rules! out {
+    ($($arg:tt)*) => {
+        stdout_line(format_args!($($arg)*))
+    };
+}
+
+/// Prints a line on stderr, ignoring failures: a closed stderr is nobody's
+/// concern but the caller's.
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// Writes a line on stdout. A reader that closed the pipe (`| head`) ends
+/// the command at once, quietly and with status 0: the output is written
+/// only after the operation is done, so nothing is left half-way. Another
+/// write failure ends it with status 1 and a message on stderr.
+fn stdout_line(line: std::fmt::Arguments<'_>) {
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout
+        .write_fmt(line)
+        .and_then(|()| stdout.write_all(b"\n"))
+        .and_then(|()| stdout.flush());
+    if let Err(e) = written {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        err!("leasehold: cannot write the output: {e}");
+        std::process::exit(i32::from(Failure::FAILED));
+    }
+}
 
 const EXIT_CODES: &str = "Exit codes: 0 success; 1 operation failed; 2 usage error \
                           (bad arguments, no connection string, invalid name or key); \
@@ -189,9 +228,11 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("leasehold: {}", failure.message);
+            err!("leasehold: {}", failure.message);
             if json {
-                println!(
+                // The exit code tells the failure even when stdout is closed.
+                let _ = writeln!(
+                    std::io::stdout(),
                     "{}",
                     json!({ "error": { "exit_code": failure.code, "message": failure.message } })
                 );
@@ -329,16 +370,21 @@ async fn break_lease(
     if !d.exists {
         return Err(Failure::not_found(format!("no lease named {name:?}")));
     }
-    let left = if d.is_held() {
-        Some(
-            manager
-                .break_lease(name, Some(Duration::from_secs(period)))
-                .await?,
-        )
+    // An expired lease is not broken (that would mark it broken on the way
+    // to the next holder); a lease released since the read is reported as
+    // not held by the break itself.
+    let outcome = if d.is_held() {
+        manager
+            .break_lease(name, Some(Duration::from_secs(period)))
+            .await?
     } else {
-        None
+        BreakOutcome::NotHeld
     };
-    out.broken(name, d.state, left);
+    let was = match outcome {
+        BreakOutcome::NotHeld if d.is_held() => LeaseState::Available,
+        _ => d.state,
+    };
+    out.broken(name, was, outcome);
     Ok(())
 }
 
@@ -409,24 +455,27 @@ impl Output {
 
     fn note(&self, text: &str) {
         if self.json {
-            eprintln!("{text}");
+            err!("{text}");
         } else {
-            println!("{text}");
+            out!("{text}");
         }
     }
 
     fn lease_list(&self, all: &[LeaseDescription]) {
         if self.json {
             let leases: Vec<Value> = all.iter().map(lease_json).collect();
-            println!("{}", json!({ "leases": leases }));
+            out!("{}", json!({ "leases": leases }));
             return;
         }
-        println!(
+        out!(
             "{:<40} {:<10} {:<32} {:>6} JOURNAL",
-            "NAME", "STATE", "HOLDER", "EPOCH"
+            "NAME",
+            "STATE",
+            "HOLDER",
+            "EPOCH"
         );
         for d in all {
-            println!(
+            out!(
                 "{:<40} {:<10} {:<32} {:>6} {}",
                 d.name.as_str(),
                 state_str(d.state),
@@ -435,26 +484,26 @@ impl Output {
                 if d.journal_pending { "pending" } else { "-" }
             );
         }
-        println!("{} leases", all.len());
+        out!("{} leases", all.len());
     }
 
     fn lease(&self, d: &LeaseDescription) {
         if self.json {
-            println!("{}", lease_json(d));
+            out!("{}", lease_json(d));
             return;
         }
-        println!("lease         {}", d.name.as_str());
-        println!("state         {}", state_str(d.state));
-        println!("holder        {}", holder(d).unwrap_or("-"));
-        println!("last owner    {}", d.owner.as_deref().unwrap_or("-"));
-        println!("acquired at   {}", d.acquired_at.as_deref().unwrap_or("-"));
-        println!("epoch         {}", d.epoch);
-        println!(
+        out!("lease         {}", d.name.as_str());
+        out!("state         {}", state_str(d.state));
+        out!("holder        {}", holder(d).unwrap_or("-"));
+        out!("last owner    {}", d.owner.as_deref().unwrap_or("-"));
+        out!("acquired at   {}", d.acquired_at.as_deref().unwrap_or("-"));
+        out!("epoch         {}", d.epoch);
+        out!(
             "journal       {}",
             if d.journal_pending { "pending" } else { "none" }
         );
-        println!("run-once      {}", once_text(&d.once));
-        println!("reservations  {} records", d.reservation_records);
+        out!("run-once      {}", once_text(&d.once));
+        out!("reservations  {} records", d.reservation_records);
     }
 
     fn lock_list(&self, prefix: &str, all: &[LeaseDescription]) {
@@ -476,15 +525,17 @@ impl Output {
                     v
                 })
                 .collect();
-            println!("{}", json!({ "locks": locks }));
+            out!("{}", json!({ "locks": locks }));
             return;
         }
-        println!(
+        out!(
             "{:<40} {:<10} {:<32} JOURNAL",
-            "PARTITION", "STATE", "HOLDER"
+            "PARTITION",
+            "STATE",
+            "HOLDER"
         );
         for d in all {
-            println!(
+            out!(
                 "{:<40} {:<10} {:<32} {}",
                 key(d).unwrap_or_else(|| format!("({})", d.name.as_str())),
                 state_str(d.state),
@@ -492,7 +543,7 @@ impl Output {
                 if d.journal_pending { "pending" } else { "-" }
             );
         }
-        println!("{} locks", all.len());
+        out!("{} locks", all.len());
     }
 
     fn lock(&self, partition_key: &str, d: &LeaseDescription, journal: Option<&Journal>) {
@@ -502,19 +553,21 @@ impl Output {
             v["journal"] = journal
                 .and_then(|j| serde_json::to_value(j).ok())
                 .unwrap_or(Value::Null);
-            println!("{v}");
+            out!("{v}");
             return;
         }
-        println!("partition     {partition_key}");
-        println!("lock lease    {}", d.name.as_str());
-        println!("state         {}", state_str(d.state));
-        println!("holder        {}", holder(d).unwrap_or("-"));
+        out!("partition     {partition_key}");
+        out!("lock lease    {}", d.name.as_str());
+        out!("state         {}", state_str(d.state));
+        out!("holder        {}", holder(d).unwrap_or("-"));
+        out!("last holder   {}", d.owner.as_deref().unwrap_or("-"));
+        out!("since         {}", d.acquired_at.as_deref().unwrap_or("-"));
         match journal {
-            None => println!("journal       none pending"),
+            None => out!("journal       none pending"),
             Some(j) => {
-                println!("journal       pending, {} operations:", j.ops.len());
+                out!("journal       pending, {} operations:", j.ops.len());
                 for op in &j.ops {
-                    println!(
+                    out!(
                         "  {:<8} {}/{}{}",
                         format!("{:?}", op.kind).to_lowercase(),
                         op.table,
@@ -529,9 +582,13 @@ impl Output {
         }
     }
 
-    fn broken(&self, name: &str, was: LeaseState, left: Option<Duration>) {
+    fn broken(&self, name: &str, was: LeaseState, outcome: BreakOutcome) {
+        let left = match outcome {
+            BreakOutcome::Broken { left } => Some(left),
+            BreakOutcome::NotHeld => None,
+        };
         if self.json {
-            println!(
+            out!(
                 "{}",
                 json!({
                     "name": name,
@@ -543,9 +600,9 @@ impl Output {
             return;
         }
         match left {
-            None => println!("{name}: not held ({}); nothing to break", state_str(was)),
-            Some(d) if d.is_zero() => println!("{name}: broken"),
-            Some(d) => println!("{name}: breaking, broken in {} s", d.as_secs()),
+            None => out!("{name}: not held ({}); nothing to break", state_str(was)),
+            Some(d) if d.is_zero() => out!("{name}: broken"),
+            Some(d) => out!("{name}: breaking, broken in {} s", d.as_secs()),
         }
     }
 
@@ -555,7 +612,7 @@ impl Output {
         report: Option<&leasehold::lock::RollForwardReport>,
     ) {
         if self.json {
-            println!(
+            out!(
                 "{}",
                 json!({
                     "partition_key": partition_key,
@@ -567,10 +624,11 @@ impl Output {
             return;
         }
         match report {
-            None => println!("{partition_key}: no journal pending; nothing to do"),
-            Some(r) => println!(
+            None => out!("{partition_key}: no journal pending; nothing to do"),
+            Some(r) => out!(
                 "{partition_key}: rolled forward ({} applied, {} already applied)",
-                r.applied, r.already_applied
+                r.applied,
+                r.already_applied
             ),
         }
     }

@@ -12,7 +12,7 @@ use crate::backend::{MAX_BATCH_OPS, Precondition, StoredEntity, TableOp, validat
 use crate::entity::{Entity, EntityData, Properties, Versioned};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
-use crate::lease::{Acquisition, LeaseGuard};
+use crate::lease::{Acquisition, LeaseGuard, META_ACQUIRED, META_OWNER};
 use crate::store::Store;
 
 /// The ETag of an entity as a unit shows it after staging a write to it: it
@@ -193,7 +193,38 @@ impl Unit {
             );
             self.rolled_forward = Some(report);
         }
-        Ok(())
+        self.record_holder().await
+    }
+
+    /// Records this process as the lock's holder in the lock blob's metadata
+    /// unless the blob already names it (see "Who holds a lock" in the
+    /// [module docs](super)). The blob is known from the lock-blob read, so
+    /// only a change of holder costs a request. A failed write leaves the
+    /// holder unrecorded but the unit usable, unless the lease is lost.
+    async fn record_holder(&self) -> Result<()> {
+        let guard = self.guard()?;
+        let owner = self.store.locks().owner();
+        if guard.blob().await?.owner() == Some(owner) {
+            return Ok(());
+        }
+        let at = crate::entity::datetime::format(OffsetDateTime::now_utc());
+        let written = guard
+            .update_metadata(|m| {
+                m.retain(|k, _| {
+                    !k.eq_ignore_ascii_case(META_OWNER) && !k.eq_ignore_ascii_case(META_ACQUIRED)
+                });
+                m.insert(META_OWNER.to_owned(), owner.to_owned());
+                m.insert(META_ACQUIRED.to_owned(), at);
+            })
+            .await;
+        match written {
+            Ok(_) => Ok(()),
+            Err(e) if guard.is_lost() => Err(e),
+            Err(e) => {
+                tracing::warn!(partition = %self.partition_key, error = %e, "could not record the lock's holder");
+                Ok(())
+            }
+        }
     }
 
     /// The partition this unit holds.

@@ -619,3 +619,86 @@ pub async fn a_staged_view_from_another_unit_is_refused_without_change(
     assert_eq!(t.get("gina", "kept").await.unwrap().unwrap().a, Some(7));
     assert!(t.get("gina", "x").await.unwrap().is_none(), "nothing else");
 }
+
+/// Breaking a lock nobody holds is a typed "not held" outcome, not an
+/// error; breaking a held one reports it broken.
+pub async fn breaking_a_free_lock_reports_not_held(backend: Arc<dyn Backend>, prefix: &str) {
+    use leasehold::lease::BreakOutcome;
+    use std::time::Duration;
+
+    let store = process(backend, prefix);
+    let name = store.lock_lease_name("hank").unwrap();
+    store.lock("hank").await.unwrap().abandon().await.unwrap();
+    let outcome = store
+        .locks()
+        .break_lease(name.as_str(), Some(Duration::ZERO))
+        .await
+        .expect("breaking a free lock is not an error");
+    assert_eq!(outcome, BreakOutcome::NotHeld);
+    let unit = store.lock("hank").await.unwrap();
+    let outcome = store
+        .locks()
+        .break_lease(name.as_str(), Some(Duration::ZERO))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        BreakOutcome::Broken {
+            left: Duration::ZERO
+        }
+    );
+    drop(unit);
+    let missing = store
+        .locks()
+        .break_lease("no/such-lock", Some(Duration::ZERO))
+        .await
+        .unwrap_err();
+    assert_eq!(missing.kind(), leasehold::ErrorKind::NotFound, "{missing}");
+}
+
+/// A lock names its holder: another process's `describe` reports the
+/// holding process's identity while it holds the lock, also when its unit
+/// was leaked without a release (a hung or killed process); the next
+/// holder replaces it, and stays named as the last holder after release.
+pub async fn a_lock_names_its_holder_even_when_its_unit_is_leaked(
+    backend: Arc<dyn Backend>,
+    prefix: &str,
+) {
+    use std::time::Duration;
+
+    let holder = process(backend.clone(), prefix);
+    let operator = process(backend.clone(), prefix);
+    assert_ne!(holder.locks().owner(), operator.locks().owner());
+    let name = operator.lock_lease_name("ivy").unwrap();
+    let describe = || operator.locks().describe(name.as_str());
+
+    let unit = holder.lock("ivy").await.unwrap();
+    let d = describe().await.unwrap();
+    assert!(d.is_held(), "{d:?}");
+    assert_eq!(d.owner.as_deref(), Some(holder.locks().owner()), "{d:?}");
+    assert!(d.acquired_at.is_some(), "{d:?}");
+    // Leaked: never released, never committed.
+    std::mem::forget(unit);
+    let d = describe().await.unwrap();
+    assert!(d.is_held());
+    assert_eq!(d.owner.as_deref(), Some(holder.locks().owner()));
+
+    // An operator breaks it; the next process records itself.
+    operator
+        .locks()
+        .break_lease(name.as_str(), Some(Duration::ZERO))
+        .await
+        .unwrap();
+    let next = process(backend, prefix);
+    let unit = next.lock("ivy").await.unwrap();
+    let d = describe().await.unwrap();
+    assert_eq!(d.owner.as_deref(), Some(next.locks().owner()), "{d:?}");
+    unit.abandon().await.unwrap();
+    let d = describe().await.unwrap();
+    assert!(!d.is_held());
+    assert_eq!(
+        d.owner.as_deref(),
+        Some(next.locks().owner()),
+        "the last holder"
+    );
+}
