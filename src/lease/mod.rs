@@ -530,7 +530,8 @@ pub struct LeaseDescription {
     pub state: LeaseState,
     /// The owner identity written by the last acquire that recorded one:
     /// the current holder while `state` is leased or breaking (if the holder
-    /// writes owner metadata).
+    /// writes owner metadata; partition locks always name their holder, see
+    /// [`crate::lock`]).
     pub owner: Option<String>,
     /// When that owner acquired the lease, as it recorded (RFC 3339).
     pub acquired_at: Option<String>,

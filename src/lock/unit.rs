@@ -41,6 +41,37 @@ pub struct CommitReport {
 /// without committing sends nothing and gives the lock up (to the next local
 /// task, or by releasing it in the background).
 ///
+/// ```
+/// use leasehold::{Entity, Store};
+///
+/// #[derive(Entity, Clone, Debug)]
+/// #[entity(table = "Accounts")]
+/// struct Account { #[entity(partition_key)] customer: String, #[entity(row_key)] name: String, balance: i64 }
+///
+/// #[derive(Entity, Clone, Debug)]
+/// #[entity(table = "Ledger")]
+/// struct Entry { #[entity(partition_key)] customer: String, #[entity(row_key)] id: String, amount: i64 }
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let store = Store::memory();
+/// let accounts = store.table::<Account>();
+/// accounts.insert(Account { customer: "alice".into(), name: "checking".into(), balance: 100 }).await?;
+/// accounts.insert(Account { customer: "alice".into(), name: "savings".into(), balance: 0 }).await?;
+///
+/// let mut unit = store.lock("alice").await?;
+/// let mut from = unit.get::<Account>("checking").await?.expect("exists");
+/// let mut to = unit.get::<Account>("savings").await?.expect("exists");
+/// from.balance -= 30;
+/// to.balance += 30;
+/// unit.replace(&from)?;
+/// unit.replace(&to)?;
+/// unit.insert(&Entry { customer: "alice".into(), id: "t1".into(), amount: 30 })?;
+/// let report = unit.commit().await?; // two tables: journalled, all or nothing
+/// assert!(report.journalled);
+/// assert_eq!(accounts.get("alice", "savings").await?.unwrap().balance, 30);
+/// # Ok::<(), leasehold::Error>(()) }).unwrap();
+/// ```
+///
 /// # Writing a row twice
 ///
 /// A unit writes each row once: a second write of a row it already stages
@@ -81,33 +112,20 @@ pub struct CommitReport {
 /// refused.
 ///
 /// ```
-/// use leasehold::{Entity, Store};
-///
-/// #[derive(Entity, Clone, Debug)]
-/// #[entity(table = "Accounts")]
-/// struct Account { #[entity(partition_key)] customer: String, #[entity(row_key)] name: String, balance: i64 }
-///
-/// #[derive(Entity, Clone, Debug)]
-/// #[entity(table = "Ledger")]
-/// struct Entry { #[entity(partition_key)] customer: String, #[entity(row_key)] id: String, amount: i64 }
-///
+/// # use leasehold::{Entity, Store};
+/// # #[derive(Entity, Clone, Debug)]
+/// # #[entity(table = "Notes")]
+/// # struct Note { #[entity(partition_key)] pk: String, #[entity(row_key)] id: String, text: String }
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 /// let store = Store::memory();
-/// let accounts = store.table::<Account>();
-/// accounts.insert(Account { customer: "alice".into(), name: "checking".into(), balance: 100 }).await?;
-/// accounts.insert(Account { customer: "alice".into(), name: "savings".into(), balance: 0 }).await?;
-///
-/// let mut unit = store.lock("alice").await?;
-/// let mut from = unit.get::<Account>("checking").await?.expect("exists");
-/// let mut to = unit.get::<Account>("savings").await?.expect("exists");
-/// from.balance -= 30;
-/// to.balance += 30;
-/// unit.replace(&from)?;
-/// unit.replace(&to)?;
-/// unit.insert(&Entry { customer: "alice".into(), id: "t1".into(), amount: 30 })?;
-/// let report = unit.commit().await?; // two tables: journalled, all or nothing
-/// assert!(report.journalled);
-/// assert_eq!(accounts.get("alice", "savings").await?.unwrap().balance, 30);
+/// let mut unit = store.lock("p").await?;
+/// let note = Note { pk: "p".into(), id: "n1".into(), text: "first".into() };
+/// unit.insert(&note)?;
+/// let again = Note { text: "second".into(), ..note.clone() };
+/// assert!(unit.insert(&again).is_err()); // refused: the unit already inserts that row,
+/// assert_eq!(unit.staged(), 1); // and the first insert stays staged
+/// unit.commit().await?;
+/// assert_eq!(store.table::<Note>().get("p", "n1").await?.unwrap().text, "first");
 /// # Ok::<(), leasehold::Error>(()) }).unwrap();
 /// ```
 pub struct Unit {
