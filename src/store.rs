@@ -374,7 +374,9 @@ impl StoreBuilder {
 
     /// Lease options of partition locks. By default: those of
     /// [`StoreBuilder::lease_options`] with container `leasehold-locks` and
-    /// no owner metadata (which would cost a request per lock).
+    /// no owner metadata written at every acquire (which would cost a
+    /// request per lock; units record their holder only when the lock
+    /// changes hands, see [`crate::lock`]).
     pub fn lock_lease_options(mut self, options: LeaseOptions) -> Self {
         self.lock_lease_options = Some(options);
         self

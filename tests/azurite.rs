@@ -47,12 +47,52 @@ async fn lock_stale_reads_fail_the_whole_commit() {
     lock_suite::stale_reads_fail_the_whole_commit(b, &prefix()).await;
 }
 
-#[tokio::test]
-async fn lock_refused_staging_keeps_the_earlier_write() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_a_refused_insert_keeps_the_staged_insert() {
     let Some(b) = support::azurite_backend() else {
         return;
     };
-    lock_suite::refused_staging_keeps_the_earlier_write(b, &prefix()).await;
+    lock_suite::a_refused_insert_keeps_the_staged_insert(b, &prefix()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_writing_a_row_twice_follows_the_folding_table() {
+    let Some(b) = support::azurite_backend() else {
+        return;
+    };
+    lock_suite::writing_a_row_twice_follows_the_folding_table(b, &prefix()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_an_upsert_then_delete_of_an_absent_row_writes_nothing() {
+    let Some(b) = support::azurite_backend() else {
+        return;
+    };
+    lock_suite::an_upsert_then_delete_of_an_absent_row_writes_nothing(b, &prefix()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_a_staged_view_from_another_unit_is_refused_without_change() {
+    let Some(b) = support::azurite_backend() else {
+        return;
+    };
+    lock_suite::a_staged_view_from_another_unit_is_refused_without_change(b, &prefix()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_breaking_a_free_lock_reports_not_held() {
+    let Some(b) = support::azurite_backend() else {
+        return;
+    };
+    lock_suite::breaking_a_free_lock_reports_not_held(b, &prefix()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_a_lock_names_its_holder_even_when_its_unit_is_leaked() {
+    let Some(b) = support::azurite_backend() else {
+        return;
+    };
+    lock_suite::a_lock_names_its_holder_even_when_its_unit_is_leaked(b, &prefix()).await;
 }
 
 mod lease_suite;

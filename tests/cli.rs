@@ -332,58 +332,139 @@ async fn a_crashed_units_journal_is_shown_and_rolled_forward() {
     assert_eq!((code, &broken["broken"]), (0, &Value::from(false)), "free");
 }
 
-/// `leasehold --json leases list | head -c 10`: when the reader goes away
-/// before the command prints, the command stops quietly with success
-/// instead of panicking with "failed printing to stdout".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_closed_output_pipe_ends_the_command_quietly() {
+async fn locks_list_and_show_name_the_holder_of_a_leaked_unit() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_lock_holder");
+    let prefix = names.prefix().to_owned();
+    let holder = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
+        .table_prefix(prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    let owner = holder.locks().owner().to_owned();
+    // A process holds the lock and never gives it up (as if killed: its
+    // unit is leaked, never released).
+    std::mem::forget(holder.lock("p").await.unwrap());
+
+    let p = ["--table-prefix", prefix.as_str()];
+    let (code, listed) = run_json(&cs, &[&p[..], &["locks", "list"]].concat());
+    assert_eq!(code, 0, "{listed}");
+    let locks = listed["locks"].as_array().unwrap();
+    assert_eq!(locks.len(), 1, "{listed}");
+    assert_eq!(locks[0]["holder"], owner.as_str(), "{listed}");
+    let (code, shown) = run_json(&cs, &[&p[..], &["locks", "show", "p"]].concat());
+    assert_eq!(code, 0, "{shown}");
+    assert_eq!(shown["holder"], owner.as_str(), "{shown}");
+    assert!(shown["acquired_at"].is_string(), "{shown}");
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["locks", "show", "p"],
+    ]
+    .concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("holder") && l.ends_with(owner.as_str())),
+        "{text}"
+    );
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["locks", "list"],
+    ]
+    .concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(owner.as_str()), "{text}");
+
+    // After a break the lock is free, and its last holder is still named.
+    let (code, broken) = run_json(&cs, &[&p[..], &["locks", "break", "p"]].concat());
+    assert_eq!(
+        (code, &broken["broken"]),
+        (0, &Value::from(true)),
+        "{broken}"
+    );
+    let (_, shown) = run_json(&cs, &[&p[..], &["locks", "show", "p"]].concat());
+    assert_eq!(shown["holder"], Value::Null, "{shown}");
+    assert_eq!(shown["last_owner"], owner.as_str(), "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_the_command_quietly() {
+    use std::process::Stdio;
+
     let Some(cs) = azurite_connection_string() else {
         return;
     };
     let names = unique_names("cli_closed_pipe");
-    let container = names.container("leases");
-    let backend = Arc::new(AzureBackend::from_connection_string(&cs).unwrap());
-    let store = Store::builder_shared(backend)
-        .lease_options(LeaseOptions::new().with_container(container.clone()))
+    let prefix = names.prefix().to_owned();
+    let store = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
+        .table_prefix(prefix.as_str())
+        .unwrap()
         .build()
         .unwrap();
-    for name in ["pipe/a", "pipe/b"] {
-        store
-            .leases()
-            .try_acquire(name)
-            .await
-            .unwrap()
-            .unwrap()
-            .release()
-            .await
-            .unwrap();
+    for pk in ["a", "b", "c"] {
+        store.lock(pk).await.unwrap().abandon().await.unwrap();
     }
     for json in [true, false] {
-        let mut args = vec![
-            "--connection-string",
-            cs.as_str(),
-            "--lease-container",
-            container.as_str(),
-        ];
+        let mut args = vec!["--connection-string", cs.as_str(), "--table-prefix"];
+        args.push(prefix.as_str());
         if json {
             args.push("--json");
         }
-        args.extend(["leases", "list"]);
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        args.extend(["locks", "list"]);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_leasehold"))
             .env_remove("AZURE_STORAGE_CONNECTION_STRING")
             .args(&args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("the leasehold binary runs");
-        // Close the reading end before the command has listed anything.
+        // The reader goes away before anything is printed (as `head -c 10`
+        // does once it has its bytes).
         drop(child.stdout.take());
-        let out = child.wait_with_output().expect("the command ends");
+        let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "json {json}: {stderr}");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "json {json}: {:?} {stderr}",
+            out.status
+        );
         assert!(
             !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
             "json {json}: {stderr}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breaking_a_free_lock_prints_not_held() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_break_free");
+    let prefix = names.prefix().to_owned();
+    let store = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
+        .table_prefix(prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    store.lock("q").await.unwrap().abandon().await.unwrap();
+    let p = ["--table-prefix", prefix.as_str()];
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["locks", "break", "q"],
+    ]
+    .concat());
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("not held (available); nothing to break"),
+        "{text}"
+    );
 }

@@ -36,11 +36,6 @@ async fn stale_reads_fail_the_whole_commit() {
     lock_suite::stale_reads_fail_the_whole_commit(memory(), "m").await;
 }
 
-#[tokio::test]
-async fn refused_staging_keeps_the_earlier_write() {
-    lock_suite::refused_staging_keeps_the_earlier_write(memory(), "m").await;
-}
-
 /// A store counting its requests, warmed up so one-time setup (containers,
 /// tables, the lock blob) is out of the counts.
 async fn counted() -> (Store, RequestCounter) {
@@ -481,4 +476,91 @@ async fn more_than_100_writes_to_one_table_are_journalled() {
         .unwrap();
     assert_eq!(all.len(), 150);
     assert!(store.pending_journal("many").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_refused_insert_keeps_the_staged_insert() {
+    lock_suite::a_refused_insert_keeps_the_staged_insert(memory(), "m").await;
+}
+
+#[tokio::test]
+async fn writing_a_row_twice_follows_the_folding_table() {
+    lock_suite::writing_a_row_twice_follows_the_folding_table(memory(), "m").await;
+}
+
+#[tokio::test]
+async fn an_upsert_then_delete_of_an_absent_row_writes_nothing() {
+    lock_suite::an_upsert_then_delete_of_an_absent_row_writes_nothing(memory(), "m").await;
+}
+
+#[tokio::test]
+async fn a_staged_view_from_another_unit_is_refused_without_change() {
+    lock_suite::a_staged_view_from_another_unit_is_refused_without_change(memory(), "m").await;
+}
+
+#[tokio::test]
+async fn breaking_a_free_lock_reports_not_held() {
+    lock_suite::breaking_a_free_lock_reports_not_held(memory(), "m").await;
+}
+
+#[tokio::test]
+async fn a_lock_names_its_holder_even_when_its_unit_is_leaked() {
+    lock_suite::a_lock_names_its_holder_even_when_its_unit_is_leaked(memory(), "m").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_holder_stays_named_until_and_after_its_lease_expires() {
+    let memory = MemoryBackend::new();
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let dying = process(Arc::new(faulty), "k");
+    let operator = process(Arc::new(memory), "k");
+    let name = operator.lock_lease_name("kim").unwrap();
+    let unit = dying.lock("kim").await.unwrap();
+    // The process dies holding the lock: nothing it sends arrives, not
+    // even the release of its dropped unit.
+    injector.die_now();
+    drop(unit);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let d = operator.locks().describe(name.as_str()).await.unwrap();
+    assert!(d.is_held(), "{d:?}");
+    assert_eq!(d.owner.as_deref(), Some(dying.locks().owner()));
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let d = operator.locks().describe(name.as_str()).await.unwrap();
+    assert!(!d.is_held(), "expired: {d:?}");
+    assert_eq!(
+        d.owner.as_deref(),
+        Some(dying.locks().owner()),
+        "last holder"
+    );
+}
+
+#[tokio::test]
+async fn recording_the_holder_costs_a_write_only_when_the_lock_changes_hands() {
+    let counting = CountingBackend::new(MemoryBackend::new());
+    let counter = counting.counter();
+    let shared: Arc<dyn Backend> = Arc::new(counting);
+    let a = process(shared.clone(), "h");
+    let b = process(shared, "h");
+    a.lock("x").await.unwrap().abandon().await.unwrap();
+    // (acquire, lock-blob read, holder write, release) for each unit.
+    let cold = |store: &Store| {
+        let store = store.clone();
+        let counter = counter.clone();
+        async move {
+            counter.reset();
+            store.lock("x").await.unwrap().abandon().await.unwrap();
+            (
+                counter.get(Op::AcquireLease),
+                counter.get(Op::GetBlob),
+                counter.get(Op::SetBlobMetadata),
+                counter.get(Op::ReleaseLease),
+            )
+        }
+    };
+    assert_eq!(cold(&a).await, (1, 1, 0, 1), "a takes back its own lock");
+    assert_eq!(cold(&b).await, (1, 1, 1, 1), "b takes it from a");
+    assert_eq!(cold(&b).await, (1, 1, 0, 1), "b takes back its own lock");
+    assert_eq!(cold(&a).await, (1, 1, 1, 1), "a takes it from b");
+    assert_eq!(counter.total(), 4);
 }

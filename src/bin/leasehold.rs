@@ -21,13 +21,18 @@
 //! Exit codes: 0 success; 1 the operation failed (storage error, timeout, a
 //! journal that cannot be rolled forward); 2 usage error (bad arguments, no
 //! connection string, an invalid name or key); 3 not found (no such lease or
-//! lock blob).
+//! lock blob). When the reader of stdout goes away early (`leasehold --json
+//! locks list | head -c 10`), the command stops writing and exits quietly
+//! with 0: what it was asked to do is done, only its report was cut short.
+//! (Tools killed by `SIGPIPE` end with 141 instead; 0 keeps a
+//! `set -o pipefail` script from failing because its reader had seen
+//! enough.)
 //!
 //! Output is text for people, or one JSON document on stdout with `--json`.
 //! Long listings show a progress bar on stderr when it is a terminal and
 //! `--json` is not given.
 
-use std::io::{IsTerminal, Write as _};
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -38,29 +43,44 @@ use leasehold::backend::LeaseState;
 use leasehold::backend::azure::AzureBackend;
 use leasehold::key::ContainerName;
 use leasehold::lease::{
-    DEFAULT_CONTAINER, LeaseDescription, LeaseManager, LeaseOptions, OnceState,
+    BreakOutcome, DEFAULT_CONTAINER, LeaseDescription, LeaseManager, LeaseOptions, OnceState,
 };
 use leasehold::lock::{Journal, LockOptions};
 use leasehold::{Error, ErrorKind, Store};
 use serde_json::{Value, json};
 
-/// `println!` for results: when stdout is closed early (`leasehold locks
-/// list | head`), the command stops quietly with success, as Unix tools do,
-/// instead of panicking; any other write failure exits with 1.
+/// Prints a line on stdout; see [`stdout_line`].
 macro_rules! out {
     ($($arg:tt)*) => {
-        if let Err(e) = writeln!(std::io::stdout().lock(), $($arg)*) {
-            stdout_failed(e)
-        }
+        stdout_line(format_args!($($arg)*))
     };
 }
 
-fn stdout_failed(e: std::io::Error) -> ! {
-    if e.kind() == std::io::ErrorKind::BrokenPipe {
-        std::process::exit(0);
+/// Prints a line on stderr, ignoring failures: a closed stderr is nobody's
+/// concern but the caller's.
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// Writes a line on stdout. A reader that closed the pipe (`| head`) ends
+/// the command at once, quietly and with status 0: the output is written
+/// only after the operation is done, so nothing is left half-way. Another
+/// write failure ends it with status 1 and a message on stderr.
+fn stdout_line(line: std::fmt::Arguments<'_>) {
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout
+        .write_fmt(line)
+        .and_then(|()| stdout.write_all(b"\n"))
+        .and_then(|()| stdout.flush());
+    if let Err(e) = written {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        err!("leasehold: cannot write the output: {e}");
+        std::process::exit(i32::from(Failure::FAILED));
     }
-    eprintln!("leasehold: cannot write to stdout: {e}");
-    std::process::exit(1)
 }
 
 const EXIT_CODES: &str = "Exit codes: 0 success; 1 operation failed; 2 usage error \
@@ -208,9 +228,11 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("leasehold: {}", failure.message);
+            err!("leasehold: {}", failure.message);
             if json {
-                out!(
+                // The exit code tells the failure even when stdout is closed.
+                let _ = writeln!(
+                    std::io::stdout(),
                     "{}",
                     json!({ "error": { "exit_code": failure.code, "message": failure.message } })
                 );
@@ -348,16 +370,21 @@ async fn break_lease(
     if !d.exists {
         return Err(Failure::not_found(format!("no lease named {name:?}")));
     }
-    let left = if d.is_held() {
-        Some(
-            manager
-                .break_lease(name, Some(Duration::from_secs(period)))
-                .await?,
-        )
+    // An expired lease is not broken (that would mark it broken on the way
+    // to the next holder); a lease released since the read is reported as
+    // not held by the break itself.
+    let outcome = if d.is_held() {
+        manager
+            .break_lease(name, Some(Duration::from_secs(period)))
+            .await?
     } else {
-        None
+        BreakOutcome::NotHeld
     };
-    out.broken(name, d.state, left);
+    let was = match outcome {
+        BreakOutcome::NotHeld if d.is_held() => LeaseState::Available,
+        _ => d.state,
+    };
+    out.broken(name, was, outcome);
     Ok(())
 }
 
@@ -428,7 +455,7 @@ impl Output {
 
     fn note(&self, text: &str) {
         if self.json {
-            eprintln!("{text}");
+            err!("{text}");
         } else {
             out!("{text}");
         }
@@ -533,6 +560,8 @@ impl Output {
         out!("lock lease    {}", d.name.as_str());
         out!("state         {}", state_str(d.state));
         out!("holder        {}", holder(d).unwrap_or("-"));
+        out!("last holder   {}", d.owner.as_deref().unwrap_or("-"));
+        out!("since         {}", d.acquired_at.as_deref().unwrap_or("-"));
         match journal {
             None => out!("journal       none pending"),
             Some(j) => {
@@ -553,7 +582,11 @@ impl Output {
         }
     }
 
-    fn broken(&self, name: &str, was: LeaseState, left: Option<Duration>) {
+    fn broken(&self, name: &str, was: LeaseState, outcome: BreakOutcome) {
+        let left = match outcome {
+            BreakOutcome::Broken { left } => Some(left),
+            BreakOutcome::NotHeld => None,
+        };
         if self.json {
             out!(
                 "{}",

@@ -585,7 +585,8 @@ pub struct LeaseDescription {
     pub state: LeaseState,
     /// The owner identity written by the last acquire that recorded one:
     /// the current holder while `state` is leased or breaking (if the holder
-    /// writes owner metadata).
+    /// writes owner metadata; partition locks always name their holder, see
+    /// [`crate::lock`]).
     pub owner: Option<String>,
     /// When that owner acquired the lease, as it recorded (RFC 3339).
     pub acquired_at: Option<String>,
@@ -789,15 +790,37 @@ impl LeaseManager {
 
     /// Breaks a lease for operators, whoever holds it. The holder keeps it
     /// for `period` (0–60 whole seconds); `None` lets a timed lease run out
-    /// and breaks an infinite one at once. Returns the time until it is
-    /// broken. The holder's guard reports the loss at its next renewal or
-    /// write.
+    /// and breaks an infinite one at once. The holder's guard reports the
+    /// loss at its next renewal or write.
+    ///
+    /// Returns [`BreakOutcome::Broken`] with the time until the lease is
+    /// broken, or [`BreakOutcome::NotHeld`] when nobody held it (the
+    /// service had no lease to break; nothing changed).
+    ///
+    /// ```
+    /// # use std::{sync::Arc, time::Duration};
+    /// # use leasehold::backend::memory::MemoryBackend;
+    /// use leasehold::lease::{BreakOutcome, LeaseManager, LeaseOptions};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> leasehold::Result<()> {
+    /// let leases = LeaseManager::new(Arc::new(MemoryBackend::new()), LeaseOptions::default())?;
+    /// let guard = leases.acquire("job", Duration::from_secs(5)).await?;
+    /// let outcome = leases.break_lease("job", Some(Duration::ZERO)).await?;
+    /// assert_eq!(outcome, BreakOutcome::Broken { left: Duration::ZERO });
+    /// drop(guard);
+    ///
+    /// let free = leases.try_acquire("other").await?.expect("free");
+    /// free.release().await?;
+    /// assert_eq!(leases.break_lease("other", None).await?, BreakOutcome::NotHeld);
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name or period (before any request);
     /// [`Error::NotFound`] when the lease blob does not exist; the backend's
-    /// error otherwise (for instance when the lease is not held).
-    pub async fn break_lease(&self, name: &str, period: Option<Duration>) -> Result<Duration> {
+    /// error otherwise.
+    pub async fn break_lease(&self, name: &str, period: Option<Duration>) -> Result<BreakOutcome> {
         let name = LeaseName::new(name)?;
         if let Some(p) = period {
             if p > LeaseDuration::MAX || p.subsec_nanos() != 0 {
@@ -811,16 +834,42 @@ impl LeaseManager {
         let blob = name.blob_name()?;
         let span = info_span!("lease.break", lease = %name);
         async {
-            let left = env
+            match env
                 .backend
                 .break_lease(&env.settings.container, &blob, period)
-                .await?;
-            info!(?left, "lease broken by operator");
-            Ok(left)
+                .await
+            {
+                Ok(left) => {
+                    info!(?left, "lease broken by operator");
+                    Ok(BreakOutcome::Broken { left })
+                }
+                // The service's answer to a break when no lease is present.
+                Err(Error::LeaseLost {
+                    code: Some(code), ..
+                }) if code == "LeaseNotPresentWithLeaseOperation" => {
+                    info!("lease not held; nothing to break");
+                    Ok(BreakOutcome::NotHeld)
+                }
+                Err(e) => Err(e),
+            }
         }
         .instrument(span)
         .await
     }
+}
+
+/// What [`LeaseManager::break_lease`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakOutcome {
+    /// The lease was held (or already breaking): it is broken once `left`
+    /// has passed (at once when zero), and its holder keeps it until then.
+    Broken {
+        /// The time until the lease is broken.
+        left: Duration,
+    },
+    /// Nobody held the lease: the service had no lease to break, and
+    /// nothing changed.
+    NotHeld,
 }
 
 impl ManagerInner {

@@ -35,13 +35,41 @@
 //! without taking the lock; the journal is then kept and the commit returns
 //! `Error::Inconsistent`.
 //!
+//! # Who holds a lock
+//!
+//! The lock blob's metadata names the process holding the lock
+//! (`leasehold_owner`: the lock manager's owner identity,
+//! [`LeaseOptions::with_owner`](crate::lease::LeaseOptions::with_owner),
+//! by default `hostname-pid-random`; `leasehold_acquired`: when that process
+//! took the lock over). [`LeaseManager::describe`] on [`Store::locks`]
+//! reports it as `owner`, and the operator command shows it as the holder
+//! in `locks list` and `locks show` while the lease is held (a process that
+//! died holding the lock stays named until the lease expires, and as the
+//! last holder after).
+//!
+//! The holder is recorded when a unit takes the lease from storage: the
+//! lock-blob read of that acquire returns the metadata, and only when it
+//! names another process (or none) does the unit write its own name, one
+//! metadata write under the lease id. So a process taking a lock back that
+//! it held last, and every unit handed over inside a process, pays nothing;
+//! a lock changing hands between processes pays one request. That is the
+//! least storage allows: a lease's id cannot be read back (Get Blob
+//! Properties only confirms an id the caller already knows), and the ids
+//! stay random per tenure so a stale holder's request can never be taken
+//! for the current one's, so naming the holder of a tenure needs a write in
+//! that tenure.
+//!
 //! # Request budget
 //!
 //! With `R` reads and writes to `T` tables, a unit that takes the lease costs
 //! acquire + lock-blob read + `R` + (`T > 1` ? journal + `T` + clear : 1) +
-//! release requests. A unit handed the lease by another task of the same
-//! process (see [`crate::lease`]'s process-local sharing) skips the acquire,
-//! the lock-blob read and the release.
+//! release requests, plus one metadata write when the lock comes from
+//! another process (see above). A unit handed the lease by another task of
+//! the same process (see [`crate::lease`]'s process-local sharing) skips the
+//! acquire, the lock-blob read and the release.
+//!
+//! [`LeaseManager::describe`]: crate::lease::LeaseManager::describe
+//! [`Store::locks`]: crate::Store::locks
 
 mod journal;
 mod unit;

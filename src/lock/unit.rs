@@ -12,7 +12,7 @@ use crate::backend::{MAX_BATCH_OPS, Precondition, StoredEntity, TableOp, validat
 use crate::entity::{Entity, EntityData, Properties, Versioned};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
-use crate::lease::{Acquisition, LeaseGuard};
+use crate::lease::{Acquisition, LeaseGuard, META_ACQUIRED, META_OWNER};
 use crate::store::Store;
 
 /// The ETag of an entity as a unit shows it after staging a write to it: it
@@ -74,30 +74,60 @@ pub struct CommitReport {
 ///
 /// # Writing a row twice
 ///
-/// A unit writes each row at most once: a second write of a row folds into
-/// the one already staged, keeping the condition of the first (the ETag it
-/// was read at, insert-only, or none for the upserts). Reads in the unit show
-/// the folded result. The table gives, for a staged write (row) followed by
-/// a second call on the same row (column), what the commit sends; *refused*
-/// is [`Error::Invalid`], and a refused call leaves the staged writes
-/// exactly as they were.
+/// A unit writes each row once: a second write of a row it already stages
+/// is folded into the staged one, keeping the first write's condition (the
+/// ETag the unit read, or none for an upsert), or refused with
+/// [`Error::Invalid`] when it could not follow the first one. **A refused
+/// call changes nothing**: the staged writes stay exactly as they were, and
+/// a commit still applies them. Rows: what the unit stages for the row (by
+/// the call that staged it); columns: the next call on that row.
 ///
 /// | staged \ then | `insert` | `replace` | `merge` | `delete` | `upsert` | `upsert_merge` |
 /// |---|---|---|---|---|---|---|
-/// | `insert` | refused | insert of the new value | insert of both merged | nothing | insert of the new value | insert of both merged |
-/// | `replace` | refused | replace with the new value | replace with both merged | delete | replace with the new value | replace with both merged |
-/// | `merge` | refused | replace with the new value | merge of both | delete | replace with the new value | merge of both |
-/// | `delete` | replace with the new value | refused | refused | refused | refused | refused |
-/// | `upsert` | refused | upsert of the new value | upsert of both merged | delete¹ | upsert of the new value | upsert of both merged |
-/// | `upsert_merge` | refused | upsert of the new value | upsert-merge of both | delete¹ | upsert of the new value | upsert-merge of both |
+/// | **`insert`** | refused | insert of the new value | insert of the merged value | nothing (the two cancel out) | insert of the new value | insert of the merged value |
+/// | **`replace`** | refused | replace by the new value | replace by the merged value | delete | replace by the new value | replace by the merged value |
+/// | **`merge`** | refused | replace by the new value | merge of the merged value | delete | replace by the new value | merge of the merged value |
+/// | **`delete`** | replace by the new value | refused | refused | refused | replace by the new value | replace by the new value |
+/// | **`upsert`** | refused | upsert of the new value | upsert of the merged value | delete if it exists¹ | upsert of the new value | upsert of the merged value |
+/// | **`upsert_merge`** | refused | upsert of the new value | upsert-merge of the merged value | delete if it exists¹ | upsert of the new value | upsert-merge of the merged value |
 ///
-/// "Both merged" is the first value with the second one's properties laid
-/// over it. The refusals say why: the unit already inserts the row (insert
-/// after insert), already writes it so it exists (insert after any other
-/// write but a delete), or already deletes it.
+/// "Merged value": the properties of the second call's value merged over
+/// the staged one's. Every folded write keeps the first write's condition,
+/// so `replace` then `delete` deletes only if the row still has the ETag the
+/// unit read. A refusal is where writing one after the other would fail:
+/// inserting a row the unit already writes (so it exists), or replacing,
+/// merging or deleting a row the unit deletes. An insert and its delete
+/// cancel out: nothing is written for the row, not even a check that it is
+/// absent.
 ///
-/// ¹ The delete carries no ETag (the upsert had none); it needs the row to
-/// exist, so the commit fails with [`Error::NotFound`] if it did not.
+/// ¹ The service cannot delete "if present": when the unit read the row and
+/// found none, the pair writes nothing; otherwise the commit deletes the row
+/// and fails with [`Error::NotFound`] (inside [`Error::Batch`]) if it does
+/// not exist.
+///
+/// `replace`, `merge` and `delete` of a *staged view* (what [`Unit::get`]
+/// returns for a row with a staged write) write over that staged write; a
+/// staged view of a row this unit stages no write for (one from another
+/// unit, or of a write this unit no longer stages) has no ETag and is
+/// refused.
+///
+/// ```
+/// # use leasehold::{Entity, Store};
+/// # #[derive(Entity, Clone, Debug)]
+/// # #[entity(table = "Notes")]
+/// # struct Note { #[entity(partition_key)] pk: String, #[entity(row_key)] id: String, text: String }
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let store = Store::memory();
+/// let mut unit = store.lock("p").await?;
+/// let note = Note { pk: "p".into(), id: "n1".into(), text: "first".into() };
+/// unit.insert(&note)?;
+/// let again = Note { text: "second".into(), ..note.clone() };
+/// assert!(unit.insert(&again).is_err()); // refused: the unit already inserts that row,
+/// assert_eq!(unit.staged(), 1); // and the first insert stays staged
+/// unit.commit().await?;
+/// assert_eq!(store.table::<Note>().get("p", "n1").await?.unwrap().text, "first");
+/// # Ok::<(), leasehold::Error>(()) }).unwrap();
+/// ```
 #[must_use = "dropping a Unit discards its staged writes and releases the lock; call `commit().await` (or `abandon().await`)"]
 pub struct Unit {
     store: Store,
@@ -182,7 +212,38 @@ impl Unit {
             );
             self.rolled_forward = Some(report);
         }
-        Ok(())
+        self.record_holder().await
+    }
+
+    /// Records this process as the lock's holder in the lock blob's metadata
+    /// unless the blob already names it (see "Who holds a lock" in the
+    /// [module docs](super)). The blob is known from the lock-blob read, so
+    /// only a change of holder costs a request. A failed write leaves the
+    /// holder unrecorded but the unit usable, unless the lease is lost.
+    async fn record_holder(&self) -> Result<()> {
+        let guard = self.guard()?;
+        let owner = self.store.locks().owner();
+        if guard.blob().await?.owner() == Some(owner) {
+            return Ok(());
+        }
+        let at = crate::entity::datetime::format(OffsetDateTime::now_utc());
+        let written = guard
+            .update_metadata(|m| {
+                m.retain(|k, _| {
+                    !k.eq_ignore_ascii_case(META_OWNER) && !k.eq_ignore_ascii_case(META_ACQUIRED)
+                });
+                m.insert(META_OWNER.to_owned(), owner.to_owned());
+                m.insert(META_ACQUIRED.to_owned(), at);
+            })
+            .await;
+        match written {
+            Ok(_) => Ok(()),
+            Err(e) if guard.is_lost() => Err(e),
+            Err(e) => {
+                tracing::warn!(partition = %self.partition_key, error = %e, "could not record the lock's holder");
+                Ok(())
+            }
+        }
     }
 
     /// The partition this unit holds.
@@ -273,9 +334,9 @@ impl Unit {
     ///
     /// # Errors
     /// [`Error::Invalid`] for an entity of another partition, one breaking a
-    /// service limit, or a write the unit cannot fold into the one it already
-    /// staged for that row (see [the folding table](Unit#writing-a-row-twice));
-    /// the staged writes are then left as they were.
+    /// service limit, or a write that cannot follow the one this unit stages
+    /// for the row (see [writing a row twice](Unit#writing-a-row-twice));
+    /// the staged writes are then unchanged.
     pub fn insert<E: Entity>(&mut self, entity: &E) -> Result<()> {
         let (table, data) = self.encode(entity, "insert")?;
         self.stage(table, TableOp::Insert(data))
@@ -333,7 +394,8 @@ impl Unit {
     /// As [`Unit::insert`].
     pub fn delete<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
         let (table, data) = self.encode(current.entity(), "delete")?;
-        let condition = Self::condition_of(current).unwrap_or(Precondition::IfExists);
+        let key = (table.clone(), data.row_key.clone());
+        let condition = self.condition_for_view(&key, Self::condition_of(current), "delete")?;
         self.stage(
             table,
             TableOp::Delete {
@@ -370,16 +432,8 @@ impl Unit {
         merge: bool,
     ) -> Result<()> {
         let key = (table.clone(), data.row_key.clone());
-        let condition = match condition {
-            Some(c) => c,
-            None if self.staged.contains_key(&key) => Precondition::IfExists,
-            None => {
-                return Err(Error::invalid(
-                    format!("write of row {:?} in `{table}`", data.row_key.as_str()),
-                    "the value is a staged view from another unit",
-                ));
-            }
-        };
+        let what = if merge { "merge" } else { "replace" };
+        let condition = self.condition_for_view(&key, condition, what)?;
         let op = if merge {
             TableOp::Merge(data, condition)
         } else {
@@ -388,35 +442,50 @@ impl Unit {
         self.stage(table, op)
     }
 
+    /// The condition of a write of a value read at `condition` (`None`: a
+    /// staged view). A staged view stands for this unit's staged write of
+    /// the row; with none staged (a view from another unit, or of a write
+    /// this unit no longer stages) there is no ETag to condition on, so the
+    /// write is refused.
+    fn condition_for_view(
+        &self,
+        key: &(TableName, RowKey),
+        condition: Option<Precondition>,
+        what: &str,
+    ) -> Result<Precondition> {
+        match condition {
+            Some(c) => Ok(c),
+            None if self.staged.contains_key(key) => Ok(Precondition::IfExists),
+            None => Err(Error::invalid(
+                format!("{what} of row {:?} in `{}`", key.1.as_str(), key.0),
+                "the value is a staged view, and this unit stages no write of that row (a view from another unit, or of a write this unit no longer stages)",
+            )),
+        }
+    }
+
     /// Adds `op` to the staged writes, folding it into an earlier write of the
-    /// same row so each row is written once, with the first condition (see
-    /// [the folding table](Unit#writing-a-row-twice)). A refused write leaves
-    /// the staged writes exactly as they were.
+    /// same row so each row is written once (the table in the [`Unit`] docs).
+    /// The fold is decided on a borrowed view of the staged writes and
+    /// applied only when it succeeds, so a refused call leaves them exactly
+    /// as they were.
     fn stage(&mut self, table: TableName, op: TableOp) -> Result<()> {
         let key = (table, op.row_key().clone());
-        let folded = match self.staged.get(&key) {
-            None => Some(op),
-            Some(previous) => fold(previous, op).map_err(|(op, why)| {
-                Error::invalid(
-                    format!(
-                        "{} of row {:?} in `{}`",
-                        op.name(),
-                        op.row_key().as_str(),
-                        key.0
-                    ),
-                    why,
-                )
-            })?,
-        };
-        match folded {
-            Some(op) => {
+        let read_absent = matches!(self.reads.get(&key), Some(None));
+        let name = op.name();
+        match fold(self.staged.get(&key), op, read_absent) {
+            Ok(Some(op)) => {
                 self.staged.insert(key, op);
+                Ok(())
             }
-            None => {
+            Ok(None) => {
                 self.staged.remove(&key);
+                Ok(())
             }
+            Err(why) => Err(Error::invalid(
+                format!("{name} of row {:?} in `{}`", key.1.as_str(), key.0),
+                why,
+            )),
         }
-        Ok(())
     }
 
     /// The number of staged writes.
@@ -609,36 +678,60 @@ fn refused(e: &Error) -> bool {
     )
 }
 
-/// Folds a write of a row into the write already staged for it: the one
-/// write that has the effect of both, or `None` when nothing is left to
-/// write; or the refused operation with the reason. Decides without changing
-/// anything, so a refusal cannot lose the earlier write.
+/// The staged write of a row once `op` follows `previous` (`None`: nothing
+/// staged for it): `Ok(None)` when the two cancel out, `Err(why)` when `op`
+/// cannot follow what is staged. `read_absent`: the unit read the row and
+/// found none. The rules are the table in the [`Unit`] docs; a fold keeps
+/// the condition of the first write, which is what the unit read.
 fn fold(
-    previous: &TableOp,
+    previous: Option<&TableOp>,
     op: TableOp,
-) -> std::result::Result<Option<TableOp>, (TableOp, &'static str)> {
+    read_absent: bool,
+) -> std::result::Result<Option<TableOp>, &'static str> {
     use TableOp::{Delete, Insert, Merge, Replace};
+    const UPSERT: Precondition = Precondition::Upsert;
+    let Some(previous) = previous else {
+        return Ok(Some(op));
+    };
     Ok(match (previous, op) {
-        (Insert(_), op @ Insert(_)) => return Err((op, "this unit already inserts that row")),
+        // Creating a row this unit deletes: the delete's condition, then the
+        // new content.
+        (Delete { condition, .. }, Insert(d) | Replace(d, UPSERT) | Merge(d, UPSERT)) => {
+            Some(Replace(d, condition.clone()))
+        }
+        (Delete { .. }, _) => return Err("this unit already deletes that row"),
+        (Insert(_), Insert(_)) => return Err("this unit already inserts that row"),
+        (_, Insert(_)) => return Err("this unit already writes that row, so it exists"),
         (Insert(_), Replace(d, _)) => Some(Insert(d)),
         (Insert(old), Merge(d, _)) => Some(Insert(merged(old.clone(), &d))),
         (Insert(_), Delete { .. }) => None,
         (Replace(_, c) | Merge(_, c), Replace(d, _)) => Some(Replace(d, c.clone())),
         (Replace(old, c), Merge(d, _)) => Some(Replace(merged(old.clone(), &d), c.clone())),
         (Merge(old, c), Merge(d, _)) => Some(Merge(merged(old.clone(), &d), c.clone())),
-        (Replace(d, c) | Merge(d, c), Delete { .. }) => Some(Delete {
-            partition_key: d.partition_key.clone(),
-            row_key: d.row_key.clone(),
-            condition: match c {
-                Precondition::Upsert => Precondition::IfExists,
-                c => c.clone(),
+        (
+            Replace(_, c) | Merge(_, c),
+            Delete {
+                partition_key,
+                row_key,
+                ..
             },
-        }),
-        (Replace(..) | Merge(..), op @ Insert(_)) => {
-            return Err((op, "this unit already writes that row, so it exists"));
-        }
-        (Delete { condition, .. }, Insert(d)) => Some(Replace(d, condition.clone())),
-        (Delete { .. }, op) => return Err((op, "this unit already deletes that row")),
+        ) => match c {
+            // An upsert of a row the unit found absent, then its delete:
+            // nothing to write.
+            Precondition::Upsert if read_absent => None,
+            // Otherwise the service cannot delete "if present": the delete
+            // needs the row to exist at commit.
+            Precondition::Upsert => Some(Delete {
+                partition_key,
+                row_key,
+                condition: Precondition::IfExists,
+            }),
+            c => Some(Delete {
+                partition_key,
+                row_key,
+                condition: c.clone(),
+            }),
+        },
     })
 }
 

@@ -305,7 +305,12 @@ pub async fn external_break_fires_lost<B: BlobBackend + Clone>(backend: B, cfg: 
         .break_lease(&name, Some(Duration::ZERO))
         .await
         .expect("break");
-    assert_eq!(left, Duration::ZERO);
+    assert_eq!(
+        left,
+        leasehold::lease::BreakOutcome::Broken {
+            left: Duration::ZERO
+        }
+    );
     let broken_at = Instant::now();
     timeout(cfg.renew_interval() + Duration::from_secs(3), guard.lost())
         .await
