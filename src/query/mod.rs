@@ -35,7 +35,9 @@ use std::ops::{Bound, RangeBounds};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as TOKEN_BASE64;
 
-pub use filter::{CmpOp, Filter, MAX_COMPARISONS, Row, compare_values, write_literal};
+pub use filter::{
+    CmpOp, Filter, MAX_COMPARISONS, MAX_FILTER_LEN, Row, compare_values, write_literal,
+};
 
 use crate::entity::{PropertyCodec, Value};
 use crate::error::{Error, Result};
@@ -277,7 +279,8 @@ impl<E> TypedFilter<E> {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a literal that cannot be stored or written, or
-    /// more than [`MAX_COMPARISONS`] comparisons.
+    /// more than [`MAX_COMPARISONS`] comparisons, or a filter longer than
+    /// [`MAX_FILTER_LEN`] once URL-encoded.
     pub fn into_filter(self) -> Result<Filter> {
         let filter = self
             .inner
