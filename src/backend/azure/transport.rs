@@ -379,3 +379,4 @@ mod tests {
         assert!(f.is_transient() && f.may_have_applied());
     }
 }
+
