@@ -33,6 +33,12 @@ async fn over_long_filters_send_no_request_on_azurite() {
     conformance::emulator::over_long_filters_send_no_request(&store, || plan.requests()).await;
 }
 
+emulator_timed_suite!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    support::azurite_backend().map(conformance::Ctx::new),
+    crate::conformance::emulator::Target::Azurite
+);
+
 timed_conformance_suite!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     support::azurite_backend().map(conformance::Ctx::new)

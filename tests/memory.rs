@@ -22,6 +22,12 @@ async fn over_long_filters_send_no_request_on_memory() {
     conformance::emulator::over_long_filters_send_no_request(&store, || counter.total()).await;
 }
 
+emulator_timed_suite!(
+    #[tokio::test(start_paused = true)]
+    Some(conformance::Ctx::new(Arc::new(MemoryBackend::new()))),
+    crate::conformance::emulator::Target::Memory
+);
+
 timed_conformance_suite!(
     #[tokio::test(start_paused = true)]
     Some(conformance::Ctx::new(Arc::new(MemoryBackend::new())))

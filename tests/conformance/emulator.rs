@@ -315,3 +315,53 @@ pub async fn over_long_filters_send_no_request(store: &Store, requests: impl Fn(
     assert_eq!(requests(), before, "no request for a filter that cannot be sent");
 }
 
+
+/// Expands to one test per timed emulator check, in a module
+/// `emulator_timed`, with the test attribute given (paused time on memory,
+/// real time on Azurite).
+#[macro_export]
+macro_rules! emulator_timed_suite {
+    (#[$attr:meta] $make_ctx:expr, $target:expr) => {
+        mod emulator_timed {
+            #[allow(unused_imports)]
+            use super::*;
+            #[$attr]
+            async fn an_expired_lease_is_renewed_by_its_holder_until_the_blob_is_written() {
+                let ctx: Option<crate::conformance::Ctx> = $make_ctx;
+                let Some(ctx) = ctx else { return };
+                crate::conformance::emulator::an_expired_lease_is_renewed_by_its_holder_until_the_blob_is_written(&ctx, $target).await;
+            }
+        }
+    };
+}
+
+/// Renewal after expiry: the holder of an expired lease renews it while
+/// nobody acquired it and the blob was not written (checked in
+/// `timed::an_expired_lease_can_be_renewed_by_its_holder`); a write to the
+/// blob without the lease ends that, and the late renewal is refused. So a
+/// renewal that succeeds does not prove the lease was held all along: the
+/// lease guard counts validity locally and reports the lease lost when its
+/// deadline passes, whatever a later renewal says.
+pub async fn an_expired_lease_is_renewed_by_its_holder_until_the_blob_is_written(
+    ctx: &Ctx,
+    _: Target,
+) {
+    use leasehold::backend::{BlobConditions, LeaseDuration, LeaseId, Metadata};
+    use leasehold::key::BlobName;
+    let be = ctx.backend();
+    let b = BlobName::new("renew-after-write").unwrap();
+    be.create_container(&ctx.container).await.unwrap();
+    be.put_blob(&ctx.container, &b, vec![1], &Metadata::new(), &BlobConditions::none())
+        .await
+        .unwrap();
+    let id = LeaseId::new_random();
+    be.acquire_lease(&ctx.container, &b, LeaseDuration::Seconds(15), id)
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(16_500)).await;
+    be.put_blob(&ctx.container, &b, vec![2], &Metadata::new(), &BlobConditions::none())
+        .await
+        .expect("an expired lease does not guard the blob");
+    let e = be.renew_lease(&ctx.container, &b, id).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LeaseLost, "{e}");
+}
