@@ -1071,12 +1071,32 @@ mod tests {
             out
         }
         let samples = [
-            ("English", "The quick brown fox jumps over the lazy dog. ", 1.0),
-            ("French", "Le cœur déçu mais l'âme plutôt naïve, Louÿs rêva de crapaüter. ", 1.5),
-            ("German", "Falsches Üben von Xylophonmusik quält jeden größeren Zwerg. ", 1.25),
-            ("Russian", "Съешь же ещё этих мягких французских булок, да выпей чаю. ", 2.77),
+            (
+                "English",
+                "The quick brown fox jumps over the lazy dog. ",
+                1.0,
+            ),
+            (
+                "French",
+                "Le cœur déçu mais l'âme plutôt naïve, Louÿs rêva de crapaüter. ",
+                1.5,
+            ),
+            (
+                "German",
+                "Falsches Üben von Xylophonmusik quält jeden größeren Zwerg. ",
+                1.25,
+            ),
+            (
+                "Russian",
+                "Съешь же ещё этих мягких французских булок, да выпей чаю. ",
+                2.77,
+            ),
             ("Greek", "Ξεσκεπάζω την ψυχοφθόρα βδελυγμία. ", 2.84),
-            ("Japanese", "いろはにほへとちりぬるをわかよたれそつねならむ", 2.0),
+            (
+                "Japanese",
+                "いろはにほへとちりぬるをわかよたれそつねならむ",
+                2.0,
+            ),
             ("Chinese", "我能吞下玻璃而不伤身体。", 1.99),
             ("emoji", "😀🎉👍🚀", 2.97),
         ];

@@ -390,11 +390,11 @@ mod tests {
         assert_eq!(lit(Value::Double(2.0)), "2.0");
         assert_eq!(lit(Value::Double(2.5e3)), "2500.0");
         assert_eq!(lit(Value::Double(-0.0)), "-0.0");
+        assert_eq!(lit(Value::Double(1e300)), format!("1{}.0", "0".repeat(300)));
         assert_eq!(
-            lit(Value::Double(1e300)),
-            format!("1{}.0", "0".repeat(300))
+            lit(Value::Double(1e-300)),
+            format!("0.{}1", "0".repeat(299))
         );
-        assert_eq!(lit(Value::Double(1e-300)), format!("0.{}1", "0".repeat(299)));
         assert_eq!(lit(Value::Boolean(true)), "true");
         assert_eq!(
             lit(Value::DateTime(datetime!(2024-01-02 03:04:05 UTC))),
@@ -472,7 +472,10 @@ mod tests {
         match long(over).validate() {
             Err(Error::Invalid { what, why }) => {
                 assert_eq!(what, "filter on `PartitionKey`, `blob`");
-                assert!(why.contains(&format!("is {} bytes", fixed + 2 * over)), "{why}");
+                assert!(
+                    why.contains(&format!("is {} bytes", fixed + 2 * over)),
+                    "{why}"
+                );
             }
             other => panic!("{other:?}"),
         }

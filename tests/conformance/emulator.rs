@@ -187,12 +187,20 @@ pub async fn non_ascii_text_over_64_kib_round_trips_through_batches(ctx: &Ctx, t
             .commit()
             .await
             .expect("batch");
-        let read = t.get("p", batched.rk.as_str()).await.expect("get").expect("present");
+        let read = t
+            .get("p", batched.rk.as_str())
+            .await
+            .expect("get")
+            .expect("present");
         assert_eq!(read.entity(), &batched, "a batch body is read whole");
 
         let single = entity(format!("single{shift}"), shift);
         t.insert(single.clone()).await.expect("insert");
-        let read = t.get("p", single.rk.as_str()).await.expect("get").expect("present");
+        let read = t
+            .get("p", single.rk.as_str())
+            .await
+            .expect("get")
+            .expect("present");
         if read.entity() != &single {
             assert!(read.a.contains('\u{FFFD}'), "only split characters change");
             corrupted += 1;
@@ -298,7 +306,9 @@ pub async fn filters_at_the_length_limit_run(ctx: &Ctx, _: Target) {
         blob: vec![0xab; n],
     };
     t.insert(row.clone()).await.expect("insert");
-    let found = long_blob_query(&ctx.store, n).await.expect("query at the limit");
+    let found = long_blob_query(&ctx.store, n)
+        .await
+        .expect("query at the limit");
     assert_eq!(found, vec![row]);
     let e = long_blob_query(&ctx.store, n + 1).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
@@ -312,9 +322,12 @@ pub async fn over_long_filters_send_no_request(store: &Store, requests: impl Fn(
     let before = requests();
     let e = long_blob_query(store, 40_000).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
-    assert_eq!(requests(), before, "no request for a filter that cannot be sent");
+    assert_eq!(
+        requests(),
+        before,
+        "no request for a filter that cannot be sent"
+    );
 }
-
 
 /// Expands to one test per timed emulator check, in a module
 /// `emulator_timed`, with the test attribute given (paused time on memory,
@@ -351,17 +364,29 @@ pub async fn an_expired_lease_is_renewed_by_its_holder_until_the_blob_is_written
     let be = ctx.backend();
     let b = BlobName::new("renew-after-write").unwrap();
     be.create_container(&ctx.container).await.unwrap();
-    be.put_blob(&ctx.container, &b, vec![1], &Metadata::new(), &BlobConditions::none())
-        .await
-        .unwrap();
+    be.put_blob(
+        &ctx.container,
+        &b,
+        vec![1],
+        &Metadata::new(),
+        &BlobConditions::none(),
+    )
+    .await
+    .unwrap();
     let id = LeaseId::new_random();
     be.acquire_lease(&ctx.container, &b, LeaseDuration::Seconds(15), id)
         .await
         .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(16_500)).await;
-    be.put_blob(&ctx.container, &b, vec![2], &Metadata::new(), &BlobConditions::none())
-        .await
-        .expect("an expired lease does not guard the blob");
+    be.put_blob(
+        &ctx.container,
+        &b,
+        vec![2],
+        &Metadata::new(),
+        &BlobConditions::none(),
+    )
+    .await
+    .expect("an expired lease does not guard the blob");
     let e = be.renew_lease(&ctx.container, &b, id).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::LeaseLost, "{e}");
 }

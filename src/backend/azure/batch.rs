@@ -266,8 +266,18 @@ mod tests {
         let table = TableName::new("Things").unwrap();
         let cases = [
             ("ascii", "p".to_owned(), "r".repeat(10), "x".repeat(30_000)),
-            ("non-ASCII keys", "p ".repeat(256), "語".repeat(510), "語".repeat(10_000)),
-            ("punctuation", "%".repeat(512), "'".repeat(510), "\"".repeat(10_000)),
+            (
+                "non-ASCII keys",
+                "p ".repeat(256),
+                "語".repeat(510),
+                "語".repeat(10_000),
+            ),
+            (
+                "punctuation",
+                "%".repeat(512),
+                "'".repeat(510),
+                "\"".repeat(10_000),
+            ),
         ];
         for (name, pk, rk, text) in cases {
             let ops: Vec<TableOp> = (0..100)
@@ -288,7 +298,10 @@ mod tests {
                 .collect();
             let estimated: usize = ops.iter().map(TableOp::payload_size).sum();
             let sent = build(&base, &table, &ops).unwrap().body.len();
-            assert!(estimated >= sent, "{name}: estimated {estimated}, sent {sent}");
+            assert!(
+                estimated >= sent,
+                "{name}: estimated {estimated}, sent {sent}"
+            );
         }
     }
 }

@@ -230,8 +230,13 @@ impl Transport {
     }
 
     async fn execute(&self, request: &Request) -> azure_core::Result<Response> {
-        let method = reqwest::Method::from_bytes(request.method().as_ref().as_bytes())
-            .map_err(|_| unsendable(format!("unsupported HTTP method {}", request.method().as_ref())))?;
+        let method =
+            reqwest::Method::from_bytes(request.method().as_ref().as_bytes()).map_err(|_| {
+                unsendable(format!(
+                    "unsupported HTTP method {}",
+                    request.method().as_ref()
+                ))
+            })?;
         let mut builder = self.client.request(method, request.url().clone());
         for (name, value) in request.headers().iter() {
             builder = builder.header(name.as_str(), value.as_str());
@@ -239,18 +244,21 @@ impl Transport {
         let builder = match request.body() {
             Body::Bytes(bytes) => builder.body(bytes.clone()),
             #[allow(unreachable_patterns)]
-            _ => return Err(unsendable("streamed request bodies are not supported".to_owned())),
+            _ => {
+                return Err(unsendable(
+                    "streamed request bodies are not supported".to_owned(),
+                ));
+            }
         };
         let response = builder.send().await.map_err(classify)?;
 
-        let status =
-            StatusCode::try_from(response.status().as_u16()).map_err(|_| {
-                TransportError {
-                    maybe_sent: true,
-                    message: format!("unknown HTTP status {}", response.status().as_u16()),
-                }
-                .into_azure()
-            })?;
+        let status = StatusCode::try_from(response.status().as_u16()).map_err(|_| {
+            TransportError {
+                maybe_sent: true,
+                message: format!("unknown HTTP status {}", response.status().as_u16()),
+            }
+            .into_azure()
+        })?;
         let mut headers = Headers::new();
         for (name, value) in response.headers() {
             // Names from the wire are ASCII tokens, lowercase in `http`.
@@ -345,8 +353,15 @@ mod tests {
         let f = failure_of(&url).await;
         assert!(!f.is_transient(), "{}", f.describe());
         assert!(!f.may_have_applied(), "{}", f.describe());
-        assert!(f.describe().contains("request not sent"), "{}", f.describe());
-        assert!(!f.describe().contains("aaaa"), "the URL stays out of errors");
+        assert!(
+            f.describe().contains("request not sent"),
+            "{}",
+            f.describe()
+        );
+        assert!(
+            !f.describe().contains("aaaa"),
+            "the URL stays out of errors"
+        );
     }
 
     /// A refused connection: not sent, worth retrying, cannot have applied.
@@ -379,4 +394,3 @@ mod tests {
         assert!(f.is_transient() && f.may_have_applied());
     }
 }
-
