@@ -145,7 +145,7 @@ impl<E, T: PropertyCodec> Column<E, T> {
 /// `i32` and widened; a literal beyond the `i32` range needs its type
 /// spelled (`c.total.ge(5_000_000_000_i64)`).
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// # use leasehold::Entity;
 /// #[derive(Entity)]
 /// #[entity(table = "Orders")]
