@@ -182,7 +182,7 @@ impl Filter {
     /// (`application/x-www-form-urlencoded`, as the Azure client encodes it):
     /// ASCII letters, digits, `*-._` and space take one byte, every other
     /// byte of the UTF-8 text three.
-    pub fn encoded_len(&self) -> usize {
+    pub(crate) fn encoded_len(&self) -> usize {
         self.to_odata()
             .bytes()
             .map(|b| match b {
