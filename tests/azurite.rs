@@ -6,6 +6,39 @@ mod lock_suite;
 mod support;
 
 conformance_suite!(support::azurite_backend().map(conformance::Ctx::new));
+emulator_suite!(
+    support::azurite_backend().map(conformance::Ctx::new),
+    crate::conformance::emulator::Target::Azurite
+);
+
+/// An over-long filter is refused before the transport is asked to send
+/// anything (it used to be retried for about 5 s and end as `Transient`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_long_filters_send_no_request_on_azurite() {
+    let Some(cs) = support::azurite::azurite_connection_string() else {
+        return;
+    };
+    let plan = leasehold::backend::azure::FaultPlan::new();
+    let backend = leasehold::backend::azure::AzureBackend::builder()
+        .connection_string(&cs)
+        .unwrap()
+        .fault_plan(plan.clone())
+        .build()
+        .unwrap();
+    let store = leasehold::Store::builder(backend)
+        .table_prefix(prefix())
+        .unwrap()
+        .build()
+        .unwrap();
+    conformance::emulator::over_long_filters_send_no_request(&store, || plan.requests()).await;
+}
+
+emulator_timed_suite!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    support::azurite_backend().map(conformance::Ctx::new),
+    crate::conformance::emulator::Target::Azurite
+);
+
 timed_conformance_suite!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     support::azurite_backend().map(conformance::Ctx::new)

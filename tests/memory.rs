@@ -8,6 +8,26 @@ use leasehold::backend::memory::MemoryBackend;
 
 conformance_suite!(Some(conformance::Ctx::new(Arc::new(MemoryBackend::new()))));
 
+emulator_suite!(
+    Some(conformance::Ctx::new(Arc::new(MemoryBackend::new()))),
+    crate::conformance::emulator::Target::Memory
+);
+
+/// An over-long filter is refused before any request is counted.
+#[tokio::test]
+async fn over_long_filters_send_no_request_on_memory() {
+    let backend = leasehold::testing::CountingBackend::new(MemoryBackend::new());
+    let counter = backend.counter();
+    let store = leasehold::Store::new(backend);
+    conformance::emulator::over_long_filters_send_no_request(&store, || counter.total()).await;
+}
+
+emulator_timed_suite!(
+    #[tokio::test(start_paused = true)]
+    Some(conformance::Ctx::new(Arc::new(MemoryBackend::new()))),
+    crate::conformance::emulator::Target::Memory
+);
+
 timed_conformance_suite!(
     #[tokio::test(start_paused = true)]
     Some(conformance::Ctx::new(Arc::new(MemoryBackend::new())))

@@ -126,9 +126,17 @@ impl TableOp {
             .unwrap_or(0),
             None => 0,
         };
+        // The keys travel in the part's URL, percent-encoded: up to three
+        // bytes for each byte of UTF-8 (a quote is doubled).
+        let in_url = |key: &str| {
+            key.bytes()
+                .map(|b| if b.is_ascii_alphanumeric() { 1 } else { 3 })
+                .sum::<usize>()
+        };
         PART_OVERHEAD
             + body
-            + 2 * (self.partition_key().as_str().len() + self.row_key().as_str().len())
+            + in_url(self.partition_key().as_str())
+            + in_url(self.row_key().as_str())
     }
 }
 

@@ -1052,6 +1052,68 @@ mod tests {
         ]
     }
 
+    /// The size cost of sending non-ASCII text as `\uXXXX` escapes instead
+    /// of UTF-8 (the README's figures come from here; run with
+    /// `cargo test --lib escaping_non_ascii -- --nocapture` to print them).
+    /// Bodies stay UTF-8: escaping would cost these factors on every request
+    /// to Azure to work around an Azurite-only defect.
+    #[test]
+    fn escaping_non_ascii_would_cost_up_to_three_times_the_text() {
+        fn escaped(text: &str) -> String {
+            let mut out = String::with_capacity(text.len());
+            for c in text.chars() {
+                if c.is_ascii() {
+                    out.push(c);
+                } else {
+                    let mut units = [0u16; 2];
+                    for u in c.encode_utf16(&mut units) {
+                        out.push_str(&format!("\\u{u:04x}"));
+                    }
+                }
+            }
+            out
+        }
+        let samples = [
+            (
+                "English",
+                "The quick brown fox jumps over the lazy dog. ",
+                1.0,
+            ),
+            (
+                "French",
+                "Le cœur déçu mais l'âme plutôt naïve, Louÿs rêva de crapaüter. ",
+                1.5,
+            ),
+            (
+                "German",
+                "Falsches Üben von Xylophonmusik quält jeden größeren Zwerg. ",
+                1.25,
+            ),
+            (
+                "Russian",
+                "Съешь же ещё этих мягких французских булок, да выпей чаю. ",
+                2.77,
+            ),
+            ("Greek", "Ξεσκεπάζω την ψυχοφθόρα βδελυγμία. ", 2.84),
+            (
+                "Japanese",
+                "いろはにほへとちりぬるをわかよたれそつねならむ",
+                2.0,
+            ),
+            ("Chinese", "我能吞下玻璃而不伤身体。", 1.99),
+            ("emoji", "😀🎉👍🚀", 2.97),
+        ];
+        for (name, sentence, expected) in samples {
+            let text = sentence.repeat(200);
+            let props = bag(vec![("text", Value::String(text.clone()))]);
+            let raw = entity_to_json_string("p", "r", &props).unwrap().len();
+            let esc = raw - text.len() + escaped(&text).len();
+            let factor = esc as f64 / raw as f64;
+            println!("{name:>9}: body {raw} bytes as UTF-8, {esc} escaped: x{factor:.2}");
+            assert!((factor - expected).abs() < 0.05, "{name}: x{factor:.2}");
+        }
+    }
+
     #[test]
     fn entries_stay_small() {
         assert!(std::mem::size_of::<Entry>() <= 64);

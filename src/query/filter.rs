@@ -15,6 +15,19 @@ use crate::error::{Error, Result};
 /// The most comparisons one filter may hold (a service limit).
 pub const MAX_COMPARISONS: usize = 15;
 
+/// The longest filter leasehold sends, in bytes of its URL-encoded text (as
+/// it travels in the query's URL).
+///
+/// The Table service documents no length limit for `$filter`, but a query
+/// is a `GET` whose filter travels in the request line, and request lines
+/// are bounded: Azurite (on Node) refuses a request head over 16 KiB with
+/// 431, front ends commonly stop at 16 KiB, and the HTTP client cannot build
+/// a URL over 64 KiB at all. 8 KiB leaves room in a 16 KiB head for the
+/// path, a continuation (two keys of up to 1 KiB, up to three bytes each once
+/// encoded) and the headers. A longer filter is [`Error::Invalid`] before any
+/// request, on every backend.
+pub const MAX_FILTER_LEN: usize = 8 * 1024;
+
 /// A comparison operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CmpOp {
@@ -132,7 +145,8 @@ impl Filter {
     }
 
     /// Checks the rules the service applies to filters: at most
-    /// [`MAX_COMPARISONS`] comparisons, property names it accepts
+    /// [`MAX_COMPARISONS`] comparisons, at most [`MAX_FILTER_LEN`] bytes
+    /// once URL-encoded, property names it accepts
     /// (`PartitionKey`, `RowKey`, `Timestamp` or a valid property name, so a
     /// name can never change the rendered expression), literals it can spell
     /// (no NaN or infinities), date-times in range.
@@ -147,7 +161,55 @@ impl Filter {
                 format!("has {n} comparisons; the service allows at most {MAX_COMPARISONS}"),
             ));
         }
-        self.validate_parts()
+        self.validate_parts()?;
+        let len = self.encoded_len();
+        if len > MAX_FILTER_LEN {
+            let mut names: Vec<&str> = Vec::new();
+            self.property_names(&mut names);
+            let on = names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(Error::invalid(
+                format!("filter on {on}"),
+                format!(
+                    "is {len} bytes long once URL-encoded; at most {MAX_FILTER_LEN} are sent \
+                     (a filter travels in the request line, which the service bounds)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The length of the filter's text once URL-encoded for a query string
+    /// (`application/x-www-form-urlencoded`, as the Azure client encodes it):
+    /// ASCII letters, digits, `*-._` and space take one byte, every other
+    /// byte of the UTF-8 text three.
+    pub(crate) fn encoded_len(&self) -> usize {
+        self.to_odata()
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' | b' ' => 1,
+                _ => 3,
+            })
+            .sum()
+    }
+
+    /// The distinct property names compared, in order of appearance.
+    fn property_names<'a>(&'a self, out: &mut Vec<&'a str>) {
+        match self {
+            Filter::Compare { property, .. } => {
+                if !out.contains(&property.as_str()) {
+                    out.push(property);
+                }
+            }
+            Filter::And(a, b) | Filter::Or(a, b) => {
+                a.property_names(out);
+                b.property_names(out);
+            }
+            Filter::Not(a) => a.property_names(out),
+        }
     }
 
     fn validate_parts(&self) -> Result<()> {
@@ -282,10 +344,18 @@ pub fn write_literal(out: &mut String, value: &Value) {
             let _ = write!(out, "{i}L");
         }
         Value::Double(d) => {
-            // `{:?}` always shows a fraction or exponent ("2.0", "1e300"), so
-            // the service reads a double, never an Int32.
-            let text = format!("{d:?}").replace("e", "E");
-            out.push_str(&text);
+            // Plain decimal digits, never an exponent: `Display` writes the
+            // shortest digits that read back as the same double, without an
+            // exponent (so exact), and a fraction is added where it has none
+            // so the service reads a double, never an Int32. Azurite reads
+            // an exponent form ("1E300", "2.5E3") as a property name and
+            // matches the wrong rows. The longest such literal (5E-324) is
+            // 326 bytes, so even 15 of them fit in `MAX_FILTER_LEN`.
+            let start = out.len();
+            let _ = write!(out, "{d}");
+            if !out[start..].contains('.') {
+                out.push_str(".0");
+            }
         }
         Value::DateTime(t) => {
             let _ = write!(out, "datetime'{}'", datetime::format(*t));
@@ -322,7 +392,13 @@ mod tests {
         assert_eq!(lit(Value::Int64(42)), "42L");
         assert_eq!(lit(Value::Double(1.5)), "1.5");
         assert_eq!(lit(Value::Double(2.0)), "2.0");
-        assert_eq!(lit(Value::Double(1e300)), "1E300");
+        assert_eq!(lit(Value::Double(2.5e3)), "2500.0");
+        assert_eq!(lit(Value::Double(-0.0)), "-0.0");
+        assert_eq!(lit(Value::Double(1e300)), format!("1{}.0", "0".repeat(300)));
+        assert_eq!(
+            lit(Value::Double(1e-300)),
+            format!("0.{}1", "0".repeat(299))
+        );
         assert_eq!(lit(Value::Boolean(true)), "true");
         assert_eq!(
             lit(Value::DateTime(datetime!(2024-01-02 03:04:05 UTC))),
@@ -333,6 +409,83 @@ mod tests {
             "guid'00000000-0000-0000-0000-000000000000'"
         );
         assert_eq!(lit(Value::Binary(vec![0x0a, 0xff])), "X'0aff'");
+    }
+
+    /// Every finite double renders as plain decimal digits that read back as
+    /// the very same double, within the length the filter limit allows for.
+    #[test]
+    fn doubles_render_as_exact_plain_decimals() {
+        let edges = [
+            0.0,
+            -0.0,
+            1.0,
+            0.1,
+            2.5e3,
+            1e-300,
+            1e300,
+            f64::MAX,
+            f64::MIN,
+            f64::MIN_POSITIVE,
+            5e-324,
+            -5e-324,
+            f64::EPSILON,
+            9007199254740993.0,
+            123456.789e-7,
+        ];
+        let mut longest = 0;
+        let mut seed = 0x9e3779b97f4a7c15_u64;
+        let randoms = (0..20_000).map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            f64::from_bits(seed)
+        });
+        for d in edges.into_iter().chain(randoms).filter(|d| d.is_finite()) {
+            let text = lit(Value::Double(d));
+            let (int, frac) = text.trim_start_matches('-').split_once('.').unwrap();
+            assert!(
+                !int.is_empty()
+                    && !frac.is_empty()
+                    && int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()),
+                "{text}"
+            );
+            let back: f64 = text.parse().unwrap();
+            assert_eq!(back.to_bits(), d.to_bits(), "{text}");
+            longest = longest.max(text.len());
+        }
+        assert!(longest <= 330, "{longest}");
+        let mut f = Filter::compare("d", CmpOp::Eq, Value::Double(-5e-324));
+        for _ in 1..MAX_COMPARISONS {
+            f = f.or(Filter::compare("d", CmpOp::Eq, Value::Double(-5e-324)));
+        }
+        assert!(f.validate().is_ok(), "{}", f.encoded_len());
+    }
+
+    #[test]
+    fn filters_longer_than_the_limit_are_invalid_and_name_their_properties() {
+        let long = |n: usize| {
+            Filter::compare("PartitionKey", CmpOp::Eq, Value::String("p".into())).and(
+                Filter::compare("blob", CmpOp::Eq, Value::Binary(vec![0xab; n])),
+            )
+        };
+        // `(PartitionKey eq 'p') and (blob eq X'…')`: quotes and parentheses
+        // take three bytes each once encoded, hex digits one.
+        let fixed = long(0).encoded_len();
+        assert!(long((MAX_FILTER_LEN - fixed) / 2).validate().is_ok());
+        let over = (MAX_FILTER_LEN - fixed) / 2 + 1;
+        match long(over).validate() {
+            Err(Error::Invalid { what, why }) => {
+                assert_eq!(what, "filter on `PartitionKey`, `blob`");
+                assert!(
+                    why.contains(&format!("is {} bytes", fixed + 2 * over)),
+                    "{why}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Non-ASCII text counts as sent: three bytes per UTF-8 byte.
+        let f = Filter::compare("s", CmpOp::Eq, Value::String("é".into()));
+        assert_eq!(f.encoded_len(), "s eq ".len() + 3 + 6 + 3);
     }
 
     #[test]

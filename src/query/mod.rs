@@ -35,7 +35,9 @@ use std::ops::{Bound, RangeBounds};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as TOKEN_BASE64;
 
-pub use filter::{CmpOp, Filter, MAX_COMPARISONS, Row, compare_values, write_literal};
+pub use filter::{
+    CmpOp, Filter, MAX_COMPARISONS, MAX_FILTER_LEN, Row, compare_values, write_literal,
+};
 
 use crate::entity::{PropertyCodec, Value};
 use crate::error::{Error, Result};
@@ -94,30 +96,148 @@ impl<E, T: PropertyCodec> Column<E, T> {
     }
 
     /// `column eq value`
-    pub fn eq(self, value: impl Into<T>) -> TypedFilter<E> {
-        self.cmp(CmpOp::Eq, value.into())
+    pub fn eq(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
+        self.cmp(CmpOp::Eq, value.into_column_value())
     }
     /// `column ne value`
-    pub fn ne(self, value: impl Into<T>) -> TypedFilter<E> {
-        self.cmp(CmpOp::Ne, value.into())
+    pub fn ne(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
+        self.cmp(CmpOp::Ne, value.into_column_value())
     }
     /// `column gt value`
-    pub fn gt(self, value: impl Into<T>) -> TypedFilter<E> {
-        self.cmp(CmpOp::Gt, value.into())
+    pub fn gt(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
+        self.cmp(CmpOp::Gt, value.into_column_value())
     }
     /// `column ge value`
-    pub fn ge(self, value: impl Into<T>) -> TypedFilter<E> {
-        self.cmp(CmpOp::Ge, value.into())
+    pub fn ge(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
+        self.cmp(CmpOp::Ge, value.into_column_value())
     }
     /// `column lt value`
-    pub fn lt(self, value: impl Into<T>) -> TypedFilter<E> {
-        self.cmp(CmpOp::Lt, value.into())
+    pub fn lt(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
+        self.cmp(CmpOp::Lt, value.into_column_value())
     }
     /// `column le value`
-    pub fn le(self, value: impl Into<T>) -> TypedFilter<E> {
-        self.cmp(CmpOp::Le, value.into())
+    pub fn le(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
+        self.cmp(CmpOp::Le, value.into_column_value())
     }
 }
+
+/// A value a [`Column`] of type `T` compares with: `T` itself, or a type that
+/// converts to `T` without loss and means the same thing.
+///
+/// A column of a field of type `Option<T>` is a column of `T`: it compares
+/// with `T` (an absent value cannot be compared; the service has no null).
+/// Besides its own type, a column accepts these widenings and nothing else:
+///
+/// | column type | also accepts |
+/// |---|---|
+/// | `i64` | `i8`, `i16`, `i32`, `u8`, `u16`, `u32` |
+/// | `i32` | `i8`, `i16`, `u8`, `u16` |
+/// | `i16` | `i8`, `u8` |
+/// | `u64` | `u8`, `u16`, `u32` |
+/// | `u32` | `u8`, `u16` |
+/// | `u16` | `u8` |
+/// | `f64` | `f32`, `i8`, `i16`, `i32`, `u8`, `u16`, `u32` |
+/// | `String` | `&str`, `&String`, `Box<str>`, `Cow<str>` |
+/// | `Vec<u8>` | `&[u8]`, `&Vec<u8>`, `[u8; N]`, `&[u8; N]` |
+///
+/// So `bool` never compares with a number, nor a number with a string. An
+/// integer literal on an `i64` column (`c.total.ge(100)`) is read as an
+/// `i32` and widened; a literal beyond the `i32` range needs its type
+/// spelled (`c.total.ge(5_000_000_000_i64)`).
+///
+/// ```compile_fail,E0277
+/// # use leasehold::Entity;
+/// #[derive(Entity)]
+/// #[entity(table = "Orders")]
+/// struct Order {
+///     #[entity(partition_key)]
+///     customer: String,
+///     #[entity(row_key)]
+///     id: String,
+///     total: i64,
+/// }
+/// // A bool is not a number: this does not compile.
+/// let _ = Order::columns().total.ge(true);
+/// ```
+///
+/// A codec type of your own (see [`PropertyCodec`]) compares with itself;
+/// implement this trait for more widenings.
+#[diagnostic::on_unimplemented(
+    message = "a column of `{T}` does not compare with `{Self}`",
+    label = "not `{T}` nor a lossless widening of it",
+    note = "a column compares with its own type and the widenings listed in the docs of `leasehold::query::ColumnValue`"
+)]
+pub trait ColumnValue<T> {
+    /// The value as the column's type.
+    fn into_column_value(self) -> T;
+}
+
+impl<T: PropertyCodec> ColumnValue<T> for T {
+    fn into_column_value(self) -> T {
+        self
+    }
+}
+
+/// A column of `Option<T>` (built by hand; derived columns strip the
+/// `Option`) compares with a plain `T`.
+impl<T: PropertyCodec> ColumnValue<Option<T>> for T {
+    fn into_column_value(self) -> Option<T> {
+        Some(self)
+    }
+}
+
+// Lossless widenings, each also accepted by a column of `Option<column type>`.
+macro_rules! widen {
+    ($column:ty: $($from:ty),*) => {$(
+        impl ColumnValue<$column> for $from {
+            fn into_column_value(self) -> $column {
+                <$column>::from(self)
+            }
+        }
+        impl ColumnValue<Option<$column>> for $from {
+            fn into_column_value(self) -> Option<$column> {
+                Some(<$column>::from(self))
+            }
+        }
+    )*};
+}
+widen!(i64: i8, i16, i32, u8, u16, u32);
+widen!(i32: i8, i16, u8, u16);
+widen!(i16: i8, u8);
+widen!(u64: u8, u16, u32);
+widen!(u32: u8, u16);
+widen!(u16: u8);
+widen!(f64: f32, i8, i16, i32, u8, u16, u32);
+
+// Borrowed and boxed forms of strings and byte strings.
+macro_rules! borrowed {
+    ($column:ty: $([$($generics:tt)*] $from:ty => |$v:ident| $convert:expr),* $(,)?) => {$(
+        impl<$($generics)*> ColumnValue<$column> for $from {
+            fn into_column_value(self) -> $column {
+                let $v = self;
+                $convert
+            }
+        }
+        impl<$($generics)*> ColumnValue<Option<$column>> for $from {
+            fn into_column_value(self) -> Option<$column> {
+                let $v = self;
+                Some($convert)
+            }
+        }
+    )*};
+}
+borrowed!(String:
+    ['a] &'a str => |s| s.to_owned(),
+    ['a] &'a String => |s| s.clone(),
+    [] Box<str> => |s| s.into_string(),
+    ['a] std::borrow::Cow<'a, str> => |s| s.into_owned(),
+);
+borrowed!(Vec<u8>:
+    ['a] &'a [u8] => |b| b.to_vec(),
+    ['a] &'a Vec<u8> => |b| b.clone(),
+    [const N: usize] [u8; N] => |b| b.to_vec(),
+    ['a, const N: usize] &'a [u8; N] => |b| b.to_vec(),
+);
 
 /// A filter over entities of type `E`, combined with `&`, `|` and `!`.
 ///
@@ -160,7 +280,8 @@ impl<E> TypedFilter<E> {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a literal that cannot be stored or written, or
-    /// more than [`MAX_COMPARISONS`] comparisons.
+    /// more than [`MAX_COMPARISONS`] comparisons, or a filter longer than
+    /// [`MAX_FILTER_LEN`] once URL-encoded.
     pub fn into_filter(self) -> Result<Filter> {
         let filter = self
             .inner

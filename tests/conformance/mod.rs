@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod blobs;
+pub mod emulator;
 pub mod entities;
 pub mod tables;
 pub mod timed;

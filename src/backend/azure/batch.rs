@@ -254,4 +254,54 @@ mod tests {
             Some("W/\"datetime'2024-01-01T00%3A00%3A00.2Z'\"")
         );
     }
+
+    /// The batch-size check (`TableOp::payload_size`, summed against the
+    /// 4 MiB limit) never counts less than the body actually sent, whatever
+    /// the keys and text hold.
+    #[test]
+    fn the_batch_size_estimate_covers_the_body_sent() {
+        use crate::entity::{EntityData, Properties, Value};
+        use crate::key::{PartitionKey, RowKey};
+        let base = Url::parse("https://account.table.core.windows.net/").unwrap();
+        let table = TableName::new("Things").unwrap();
+        let cases = [
+            ("ascii", "p".to_owned(), "r".repeat(10), "x".repeat(30_000)),
+            (
+                "non-ASCII keys",
+                "p ".repeat(256),
+                "語".repeat(510),
+                "語".repeat(10_000),
+            ),
+            (
+                "punctuation",
+                "%".repeat(512),
+                "'".repeat(510),
+                "\"".repeat(10_000),
+            ),
+        ];
+        for (name, pk, rk, text) in cases {
+            let ops: Vec<TableOp> = (0..100)
+                .map(|i| {
+                    let mut properties = Properties::new();
+                    properties.insert("s", Value::String(text.clone()));
+                    let d = EntityData {
+                        partition_key: PartitionKey::new(pk.clone()).unwrap(),
+                        row_key: RowKey::new(format!("{i:02}{rk}")).unwrap(),
+                        properties,
+                    };
+                    match i % 3 {
+                        0 => TableOp::Insert(d),
+                        1 => TableOp::Replace(d, Precondition::IfExists),
+                        _ => TableOp::Merge(d, Precondition::IfExists),
+                    }
+                })
+                .collect();
+            let estimated: usize = ops.iter().map(TableOp::payload_size).sum();
+            let sent = build(&base, &table, &ops).unwrap().body.len();
+            assert!(
+                estimated >= sent,
+                "{name}: estimated {estimated}, sent {sent}"
+            );
+        }
+    }
 }

@@ -57,9 +57,25 @@ impl TransportError {
         azure_core::Error::new(ErrorKind::Io, self)
     }
 
+    /// Classifies a `reqwest` failure: whether the request may have reached
+    /// the service.
+    ///
+    /// What each kind of failure means, from the service's side:
+    ///
+    /// | `reqwest` failure | reached the service? | here |
+    /// |---|---|---|
+    /// | builder (a URL or header the HTTP stack refuses, such as a URL over its 64 KiB limit) | no, and never will | [`Unsendable`], never retried (see [`classify`]) |
+    /// | connect (DNS, refused, TLS handshake, connect timeout) | no: no byte of the request left this process | not sent; retried |
+    /// | request (the connection broke while sending or before the reply) | maybe: the service may have read and applied it | may have been applied |
+    /// | body (our body could not be sent; bodies here are in memory) | maybe, in part | may have been applied |
+    /// | reading the reply (decode, body cut short, redirect) | yes: a reply had started | may have been applied |
+    /// | the attempt's own time limit (set by the retry loop, not here) | unknown | may have been applied |
+    ///
+    /// Only failures that certainly left nothing behind count as not sent;
+    /// anything else is treated as a possibly lost reply, which the retry
+    /// loop verifies before re-sending a write.
     fn from_reqwest(e: reqwest::Error) -> Self {
-        // A connect error means no byte of the request left this process.
-        let maybe_sent = !e.is_connect();
+        let maybe_sent = !(e.is_connect() || e.is_builder());
         let e = e.without_url();
         let mut message = e.to_string();
         let mut source = std::error::Error::source(&e);
@@ -73,6 +89,35 @@ impl TransportError {
             message,
         }
     }
+}
+
+/// A request the HTTP stack refused to build: it was never sent, and sending
+/// it again cannot help. It reaches the retry loop as an error that is not a
+/// [`TransportError`], which the loop reports at once instead of retrying.
+#[derive(Debug)]
+pub(crate) struct Unsendable {
+    message: String,
+}
+
+impl fmt::Display for Unsendable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "request not sent: {}", self.message)
+    }
+}
+
+impl std::error::Error for Unsendable {}
+
+/// The `azure_core` error for a failed `reqwest` call (see
+/// [`TransportError::from_reqwest`] for what each failure means).
+fn classify(e: reqwest::Error) -> azure_core::Error {
+    if e.is_builder() {
+        return unsendable(TransportError::from_reqwest(e).message);
+    }
+    TransportError::from_reqwest(e).into_azure()
+}
+
+fn unsendable(message: String) -> azure_core::Error {
+    azure_core::Error::new(ErrorKind::Other, Unsendable { message })
 }
 
 /// A fault to inject into one request. See [`FaultPlan`].
@@ -184,13 +229,13 @@ impl Transport {
         Ok(Transport { client, faults })
     }
 
-    async fn execute(&self, request: &Request) -> Result<Response, TransportError> {
+    async fn execute(&self, request: &Request) -> azure_core::Result<Response> {
         let method =
             reqwest::Method::from_bytes(request.method().as_ref().as_bytes()).map_err(|_| {
-                TransportError {
-                    maybe_sent: false,
-                    message: format!("unsupported HTTP method {}", request.method().as_ref()),
-                }
+                unsendable(format!(
+                    "unsupported HTTP method {}",
+                    request.method().as_ref()
+                ))
             })?;
         let mut builder = self.client.request(method, request.url().clone());
         for (name, value) in request.headers().iter() {
@@ -200,19 +245,20 @@ impl Transport {
             Body::Bytes(bytes) => builder.body(bytes.clone()),
             #[allow(unreachable_patterns)]
             _ => {
-                return Err(TransportError {
-                    maybe_sent: false,
-                    message: "streamed request bodies are not supported".to_owned(),
-                });
+                return Err(unsendable(
+                    "streamed request bodies are not supported".to_owned(),
+                ));
             }
         };
-        let response = builder.send().await.map_err(TransportError::from_reqwest)?;
+        let response = builder.send().await.map_err(classify)?;
 
-        let status =
-            StatusCode::try_from(response.status().as_u16()).map_err(|_| TransportError {
+        let status = StatusCode::try_from(response.status().as_u16()).map_err(|_| {
+            TransportError {
                 maybe_sent: true,
                 message: format!("unknown HTTP status {}", response.status().as_u16()),
-            })?;
+            }
+            .into_azure()
+        })?;
         let mut headers = Headers::new();
         for (name, value) in response.headers() {
             // Names from the wire are ASCII tokens, lowercase in `http`.
@@ -263,10 +309,7 @@ impl Policy for Transport {
             }
             Some(Fault::LoseReply) | None => {}
         }
-        let response = self
-            .execute(request)
-            .await
-            .map_err(TransportError::into_azure)?;
+        let response = self.execute(request).await?;
         if fault == Some(Fault::LoseReply) {
             // Let the service finish the request, then drop what it said.
             let (_, _, body) = response.deconstruct();
@@ -278,5 +321,76 @@ impl Policy for Transport {
             .into_azure());
         }
         Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::azure::errors::{Failure, Redactor};
+    use azure_core::Method;
+
+    async fn failure_of(url: &str) -> Failure {
+        let transport = Transport::new(None).unwrap();
+        let mut request = Request::new(azure_core::Url::parse(url).unwrap(), Method::Get);
+        let e = transport
+            .send(&Context::new(), &mut request, &[])
+            .await
+            .unwrap_err();
+        Failure::from_azure(e, &Redactor::default())
+    }
+
+    /// A URL the HTTP stack cannot carry (over 64 KiB) is refused before a
+    /// connection is made: the request was never sent, so no reply was lost,
+    /// and sending it again would fail the same way.
+    #[tokio::test]
+    async fn a_request_that_cannot_be_built_is_neither_sent_nor_retried() {
+        // Nothing listens there; the failure must come before connecting.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let url = format!("http://127.0.0.1:{port}/T()?$filter={}", "a".repeat(70_000));
+        let f = failure_of(&url).await;
+        assert!(!f.is_transient(), "{}", f.describe());
+        assert!(!f.may_have_applied(), "{}", f.describe());
+        assert!(
+            f.describe().contains("request not sent"),
+            "{}",
+            f.describe()
+        );
+        assert!(
+            !f.describe().contains("aaaa"),
+            "the URL stays out of errors"
+        );
+    }
+
+    /// A refused connection: not sent, worth retrying, cannot have applied.
+    #[tokio::test]
+    async fn a_refused_connection_is_not_sent_and_retried() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let f = failure_of(&format!("http://127.0.0.1:{port}/T()")).await;
+        assert!(matches!(f, Failure::NotSent(_)), "{}", f.describe());
+        assert!(f.is_transient() && !f.may_have_applied());
+    }
+
+    /// A connection that breaks after the request went out may have applied
+    /// it.
+    #[tokio::test]
+    async fn a_connection_closed_after_sending_may_have_applied() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            use tokio::io::AsyncReadExt as _;
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            // Read the request, then hang up without answering.
+            let _ = socket.read(&mut buf).await;
+        });
+        let f = failure_of(&format!("http://127.0.0.1:{port}/T()")).await;
+        server.await.unwrap();
+        assert!(matches!(f, Failure::ReplyLost(_)), "{}", f.describe());
+        assert!(f.is_transient() && f.may_have_applied());
     }
 }
