@@ -291,7 +291,10 @@ impl Unit {
     }
 
     /// Reads an entity of this partition, recording its ETag; sees this
-    /// unit's staged writes.
+    /// unit's staged writes. A row read before (or staged from a value that
+    /// knows what is stored) costs no request; a row with a staged merge the
+    /// unit knows nothing of (an `upsert_merge`) is read once, so the view
+    /// shows every property the commit leaves stored.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad key; [`Error::Decode`]; backend errors.
@@ -302,8 +305,23 @@ impl Unit {
         let rk = row_key.into_row_key()?;
         let table = self.table_of::<E>()?;
         let key = (table, rk);
+        if matches!(self.staged.get(&key), Some(TableOp::Merge(..)))
+            && !self.reads.contains_key(&key)
+        {
+            // A merge onto a row this unit has not read (an `upsert_merge`,
+            // or a value that does not know what is stored): read the row,
+            // so the view shows every property the commit leaves stored.
+            self.store.ensure_table(&key.0).await?;
+            let stored = self
+                .store
+                .backend()
+                .get(&key.0, &self.partition_key, &key.1)
+                .await?;
+            self.reads.insert(key.clone(), stored);
+        }
         if let Some(op) = self.staged.get(&key) {
-            return staged_view(op, self.reads.get(&key).and_then(Option::as_ref));
+            let read = self.reads.get(&key);
+            return staged_view(op, read.and_then(Option::as_ref), read.is_some());
         }
         if let Some(read) = self.reads.get(&key) {
             return read.clone().map(crate::table::versioned).transpose();
@@ -744,6 +762,7 @@ fn merged(mut base: EntityData, update: &EntityData) -> EntityData {
 fn staged_view<E: Entity>(
     op: &TableOp,
     read: Option<&StoredEntity>,
+    read_known: bool,
 ) -> Result<Option<Versioned<E>>> {
     // `complete`: whether `props` is every property the commit leaves
     // stored (a merge onto a row the unit knows nothing of is not).
@@ -753,7 +772,7 @@ fn staged_view<E: Entity>(
         TableOp::Merge(d, _) => {
             let mut base = read.map(|r| r.data.properties.clone()).unwrap_or_default();
             base.merge_from(&d.properties);
-            (base, read.is_some())
+            (base, read_known)
         }
     };
     let stored = if complete {

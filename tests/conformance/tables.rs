@@ -963,6 +963,18 @@ pub async fn unit_view_after_a_staged_merge_shows_stored_fields(ctx: &Ctx) {
     unit.commit().await.expect("commit");
     let read = t.get(pk.as_str(), "r").await.unwrap().unwrap();
     assert_eq!((read.n, read.note.as_deref()), (2, Some("kept")));
+
+    // An upsert_merge of a row the unit has not read: the view reads the
+    // row, so it shows the property the merge keeps.
+    let mut unit = ctx.store.lock(pk.as_str()).await.expect("lock");
+    unit.upsert_merge(&Counter::new(&pk, "r", 3))
+        .expect("stage upsert_merge");
+    let view = unit.get::<Counter>("r").await.unwrap().expect("view");
+    assert_eq!((view.n, view.note.as_deref()), (3, Some("kept")));
+    unit.replace(&view).expect("stage replace");
+    unit.commit().await.expect("commit");
+    let read = t.get(pk.as_str(), "r").await.unwrap().unwrap();
+    assert_eq!((read.n, read.note.as_deref()), (3, Some("kept")));
 }
 
 /// Every write returns what a read returns: date-times at 100 ns in UTC.
