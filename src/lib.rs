@@ -35,7 +35,7 @@ pub mod key;
 pub mod lease;
 pub mod lock;
 pub mod query;
-pub mod retry;
+mod retry;
 pub mod store;
 pub mod table;
 pub mod testing;
@@ -43,7 +43,7 @@ pub mod testing;
 pub use entity::{Entity as EntityTrait, EntityData, PropertyCodec, Versioned};
 pub use error::{Error, ErrorKind, Result};
 pub use key::{ETag, PartitionKey, RowKey, TableName};
-pub use retry::RetryPolicy;
+pub use retry::ConflictRetry;
 pub use store::{Store, StoreBuilder};
 pub use table::Table;
 

@@ -1,29 +1,39 @@
-//! Backoff policies.
+//! Backoff and retries: the one home of "wait, then try again".
 //!
 //! leasehold retries only what is safe to retry. Optimistic read-modify-write
 //! loops ([`Table::update_with`](crate::table::Table::update_with)) retry after
 //! a [`Conflict`](crate::Error::Conflict) by *re-reading*, never by re-sending
-//! the stale write. Transient transport failures are retried inside the Azure
-//! backend. Nothing retries a 409 or 412 blindly.
+//! the stale write; how often is the [`ConflictRetry`] policy. Transient
+//! transport failures are retried inside the Azure backend, under its own
+//! transport retry policy. Nothing retries a 409 or 412 blindly.
+//!
+//! Every pause in the crate comes from one [`Backoff`]: seedable (tests replay
+//! the same pauses), jittered (many nodes do not retry in lock-step), and
+//! optionally bounded in retries and in total delay. [`retry_transient`] is
+//! the one loop that re-runs an operation after the failures a caller says
+//! are worth another attempt.
 
+use std::future::Future;
 use std::time::Duration;
-
-use backon::{BackoffBuilder, ExponentialBuilder};
 
 use crate::error::{Error, Result};
 
-/// Jittered exponential backoff, bounded by an attempt count.
+/// How [`Table::update_with`](crate::table::Table::update_with) retries after
+/// a conflict: jittered exponential backoff, bounded by an attempt count.
+/// Each attempt re-reads the entity; a stale write is never re-sent.
+///
+/// Configured with [`StoreBuilder::conflict_retry`](crate::StoreBuilder::conflict_retry).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RetryPolicy {
+pub struct ConflictRetry {
     max_attempts: u32,
     min_delay: Duration,
     max_delay: Duration,
 }
 
-impl Default for RetryPolicy {
-    /// 10 attempts, waiting 2 ms doubling up to 200 ms, with full jitter.
+impl Default for ConflictRetry {
+    /// 10 attempts, waiting 2 ms doubling up to 200 ms, with jitter.
     fn default() -> Self {
-        RetryPolicy {
+        ConflictRetry {
             max_attempts: 10,
             min_delay: Duration::from_millis(2),
             max_delay: Duration::from_millis(200),
@@ -31,9 +41,10 @@ impl Default for RetryPolicy {
     }
 }
 
-impl RetryPolicy {
+impl ConflictRetry {
     /// A policy making at most `max_attempts` attempts (the first included),
-    /// waiting between `min_delay` and `max_delay` (doubling, jittered).
+    /// waiting between `min_delay` and `max_delay` (doubling, each pause drawn
+    /// from `[d, 2d]` and never above `max_delay`).
     ///
     /// # Errors
     /// [`Error::Invalid`] when `max_attempts` is 0 or `min_delay > max_delay`.
@@ -47,7 +58,7 @@ impl RetryPolicy {
                 format!("min_delay {min_delay:?} is above max_delay {max_delay:?}"),
             ));
         }
-        Ok(RetryPolicy {
+        Ok(ConflictRetry {
             max_attempts,
             min_delay,
             max_delay,
@@ -59,15 +70,166 @@ impl RetryPolicy {
         self.max_attempts
     }
 
-    /// The delays to wait between attempts: `max_attempts - 1` of them.
-    pub fn delays(&self) -> impl Iterator<Item = Duration> + Send + use<> {
-        ExponentialBuilder::default()
-            .with_min_delay(self.min_delay)
-            .with_max_delay(self.max_delay)
-            .with_max_times(self.max_attempts.saturating_sub(1) as usize)
-            .with_jitter()
-            .build()
+    /// The pauses between attempts: `max_attempts - 1` of them.
+    pub(crate) fn backoff(&self) -> Backoff {
+        Backoff::doubling(self.min_delay, self.max_delay, random_seed())
+            .with_max_retries(self.max_attempts.saturating_sub(1))
     }
+}
+
+/// How pauses grow.
+#[derive(Debug, Clone, Copy)]
+enum Pace {
+    /// The same pause each time, ±10 %.
+    Fixed(Duration),
+    /// Doubling from `next`, each drawn from `[d, 2d]`, never above `cap`.
+    Doubling { next: Duration, cap: Duration },
+}
+
+/// Jittered, seedable pauses between attempts; an iterator of pauses that
+/// ends when its retry or total-delay budget is spent (never, without one).
+#[derive(Debug, Clone)]
+pub(crate) struct Backoff {
+    pace: Pace,
+    rng: u64,
+    retries_left: Option<u32>,
+    total_left: Option<Duration>,
+}
+
+impl Backoff {
+    /// Pauses of about `interval`, each drawn within ±10 % of it.
+    pub(crate) fn fixed(interval: Duration, seed: u64) -> Self {
+        Backoff::new(Pace::Fixed(interval), seed)
+    }
+
+    /// Pauses from `first`, doubling, each drawn from `[d, 2d]` and never
+    /// above `cap`.
+    pub(crate) fn doubling(first: Duration, cap: Duration, seed: u64) -> Self {
+        Backoff::new(
+            Pace::Doubling {
+                next: first.min(cap),
+                cap,
+            },
+            seed,
+        )
+    }
+
+    fn new(pace: Pace, seed: u64) -> Self {
+        Backoff {
+            pace,
+            rng: seed,
+            retries_left: None,
+            total_left: None,
+        }
+    }
+
+    /// Ends after `n` pauses.
+    pub(crate) fn with_max_retries(mut self, n: u32) -> Self {
+        self.retries_left = Some(n);
+        self
+    }
+
+    /// Ends before the pauses would add up to more than `total`.
+    pub(crate) fn with_max_total(mut self, total: Duration) -> Self {
+        self.total_left = Some(total);
+        self
+    }
+
+    /// The next pause of an unbounded backoff (a poll or standby pace); a
+    /// bounded one that is spent keeps returning its longest pause.
+    pub(crate) fn pause(&mut self) -> Duration {
+        let d = self.draw();
+        self.retries_left = self.retries_left.map(|n| n.saturating_sub(1));
+        d
+    }
+
+    /// A uniform draw from `[0, 1)`.
+    fn unit(&mut self) -> f64 {
+        self.rng = splitmix(self.rng);
+        (self.rng >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn draw(&mut self) -> Duration {
+        let u = self.unit();
+        match &mut self.pace {
+            Pace::Fixed(d) => d.mul_f64(0.9 + 0.2 * u),
+            Pace::Doubling { next, cap } => {
+                let d = *next;
+                *next = (d * 2).min(*cap);
+                d.mul_f64(1.0 + u).min(*cap)
+            }
+        }
+    }
+}
+
+impl Iterator for Backoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        if self.retries_left == Some(0) {
+            return None;
+        }
+        let d = self.draw();
+        if let Some(total) = self.total_left {
+            if d > total {
+                self.retries_left = Some(0);
+                return None;
+            }
+            self.total_left = Some(total - d);
+        }
+        self.retries_left = self.retries_left.map(|n| n - 1);
+        Some(d)
+    }
+}
+
+/// Runs `op` until it succeeds, fails in a way `retry_within` refuses, or
+/// `backoff` is spent; then returns the last result.
+///
+/// After each failure, `retry_within(&error)` says whether to try again:
+/// `None` stops with that error, `Some(limit)` pauses for the next backoff
+/// delay, but never longer than `limit` (a caller bound by a deadline passes
+/// the time it has left).
+pub(crate) async fn retry_transient<T, E, F, Fut>(
+    backoff: &mut Backoff,
+    mut op: F,
+    mut retry_within: impl FnMut(&E) -> Option<Duration>,
+) -> std::result::Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = std::result::Result<T, E>>,
+{
+    loop {
+        let error = match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let Some(limit) = retry_within(&error) else {
+            return Err(error);
+        };
+        let Some(delay) = backoff.next() else {
+            return Err(error);
+        };
+        tokio::time::sleep(delay.min(limit)).await;
+    }
+}
+
+/// A seed for a backoff nobody asked to replay.
+pub(crate) fn random_seed() -> u64 {
+    let (hi, lo) = uuid::Uuid::new_v4().as_u64_pair();
+    hi ^ lo
+}
+
+/// A fresh seed derived from `seed` and a counter, so many backoffs from one
+/// seeded source differ from each other but replay together.
+pub(crate) fn derive_seed(seed: u64, n: u64) -> u64 {
+    splitmix(seed ^ n.wrapping_mul(0x9E37_79B9))
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
 }
 
 #[cfg(test)]
@@ -75,16 +237,115 @@ mod tests {
     use super::*;
 
     #[test]
-    fn delays_are_bounded_in_count_and_size() {
-        let p = RetryPolicy::new(5, Duration::from_millis(1), Duration::from_millis(8)).unwrap();
-        let delays: Vec<_> = p.delays().collect();
+    fn conflict_retry_delays_are_bounded_in_count_and_size() {
+        let p = ConflictRetry::new(5, Duration::from_millis(1), Duration::from_millis(8)).unwrap();
+        let delays: Vec<_> = p.backoff().collect();
         assert_eq!(delays.len(), 4);
-        // Jitter adds at most one more unit of the base delay.
         assert!(
-            delays.iter().all(|d| *d <= Duration::from_millis(16)),
+            delays.iter().all(|d| *d <= Duration::from_millis(8)),
             "{delays:?}"
         );
-        assert!(RetryPolicy::new(0, Duration::ZERO, Duration::ZERO).is_err());
-        assert!(RetryPolicy::new(1, Duration::from_secs(2), Duration::from_secs(1)).is_err());
+        assert!(ConflictRetry::new(0, Duration::ZERO, Duration::ZERO).is_err());
+        assert!(ConflictRetry::new(1, Duration::from_secs(2), Duration::from_secs(1)).is_err());
+    }
+
+    #[test]
+    fn the_same_seed_replays_the_same_pauses() {
+        let a: Vec<_> = Backoff::doubling(Duration::from_millis(10), Duration::from_secs(1), 9)
+            .take(20)
+            .collect();
+        let b: Vec<_> = Backoff::doubling(Duration::from_millis(10), Duration::from_secs(1), 9)
+            .take(20)
+            .collect();
+        let c: Vec<_> = Backoff::doubling(Duration::from_millis(10), Duration::from_secs(1), 10)
+            .take(20)
+            .collect();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn doubling_pauses_are_drawn_between_d_and_2d_under_the_cap() {
+        let xs: Vec<_> =
+            Backoff::doubling(Duration::from_millis(10), Duration::from_millis(100), 1)
+                .take(10)
+                .collect();
+        let mut d = Duration::from_millis(10);
+        for x in &xs {
+            assert!(
+                *x >= d && *x <= (d * 2).min(Duration::from_millis(100)),
+                "{xs:?}"
+            );
+            d = (d * 2).min(Duration::from_millis(100));
+        }
+    }
+
+    #[test]
+    fn budgets_end_the_pauses() {
+        let n = Backoff::fixed(Duration::from_millis(10), 1)
+            .with_max_retries(3)
+            .count();
+        assert_eq!(n, 3);
+        // About 10 ms each: a 35 ms budget holds three pauses, not four.
+        let xs: Vec<_> = Backoff::fixed(Duration::from_millis(10), 1)
+            .with_max_total(Duration::from_millis(35))
+            .collect();
+        assert_eq!(xs.len(), 3, "{xs:?}");
+        assert!(xs.iter().sum::<Duration>() <= Duration::from_millis(35));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_transient_stops_when_told_or_spent() {
+        let mut calls = 0;
+        let mut backoff = Backoff::fixed(Duration::from_millis(10), 1).with_max_retries(2);
+        let r: std::result::Result<(), u32> = retry_transient(
+            &mut backoff,
+            || {
+                calls += 1;
+                std::future::ready(Err(calls))
+            },
+            |_| Some(Duration::MAX),
+        )
+        .await;
+        assert_eq!(r, Err(3), "one attempt and two retries");
+
+        let mut calls = 0;
+        let mut backoff = Backoff::fixed(Duration::from_millis(10), 1);
+        let r: std::result::Result<(), u32> = retry_transient(
+            &mut backoff,
+            || {
+                calls += 1;
+                std::future::ready(Err(calls))
+            },
+            |e| (*e < 2).then_some(Duration::MAX),
+        )
+        .await;
+        assert_eq!(r, Err(2), "the second failure is not retried");
+
+        let mut calls = 0;
+        let mut backoff = Backoff::fixed(Duration::from_millis(10), 1);
+        let r = retry_transient(
+            &mut backoff,
+            || {
+                calls += 1;
+                std::future::ready(if calls < 3 { Err(()) } else { Ok(calls) })
+            },
+            |_| Some(Duration::MAX),
+        )
+        .await;
+        assert_eq!(r, Ok(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_limit_shortens_the_pause() {
+        let started = tokio::time::Instant::now();
+        let mut backoff = Backoff::fixed(Duration::from_secs(10), 1).with_max_retries(1);
+        let _: std::result::Result<(), ()> = retry_transient(
+            &mut backoff,
+            || std::future::ready(Err(())),
+            |_| Some(Duration::from_millis(5)),
+        )
+        .await;
+        assert_eq!(started.elapsed(), Duration::from_millis(5));
     }
 }

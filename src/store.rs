@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::key::{ContainerName, IntoPartitionKey, TableName};
 use crate::lease::{LeaseManager, LeaseName, LeaseOptions};
 use crate::lock::{DEFAULT_LOCK_CONTAINER, Journal, LockOptions, RollForwardReport, Unit};
-use crate::retry::RetryPolicy;
+use crate::retry::ConflictRetry;
 use crate::table::Table;
 
 /// The entry point: a backend plus configuration. Cheap to clone; clones
@@ -29,7 +29,7 @@ pub struct Store {
 
 struct StoreInner {
     backend: Arc<dyn Backend>,
-    conflict_retry: RetryPolicy,
+    conflict_retry: ConflictRetry,
     table_prefix: String,
     leases: LeaseManager,
     locks: LeaseManager,
@@ -156,7 +156,7 @@ impl Store {
     pub fn builder_shared(backend: Arc<dyn Backend>) -> StoreBuilder {
         StoreBuilder {
             backend,
-            conflict_retry: RetryPolicy::default(),
+            conflict_retry: ConflictRetry::default(),
             table_prefix: String::new(),
             lease_options: LeaseOptions::default(),
             lock_lease_options: None,
@@ -175,7 +175,7 @@ impl Store {
     }
 
     /// How optimistic read-modify-write loops retry after a conflict.
-    pub fn conflict_retry(&self) -> &RetryPolicy {
+    pub fn conflict_retry(&self) -> &ConflictRetry {
         &self.inner.conflict_retry
     }
 
@@ -323,7 +323,7 @@ impl Store {
 #[must_use = "a StoreBuilder does nothing until `build()`"]
 pub struct StoreBuilder {
     backend: Arc<dyn Backend>,
-    conflict_retry: RetryPolicy,
+    conflict_retry: ConflictRetry,
     table_prefix: String,
     lease_options: LeaseOptions,
     lock_lease_options: Option<LeaseOptions>,
@@ -333,7 +333,7 @@ pub struct StoreBuilder {
 impl StoreBuilder {
     /// How [`Table::update_with`] retries after a conflict (default: 10
     /// attempts, 2–200 ms jittered backoff).
-    pub fn conflict_retry(mut self, policy: RetryPolicy) -> Self {
+    pub fn conflict_retry(mut self, policy: ConflictRetry) -> Self {
         self.conflict_retry = policy;
         self
     }

@@ -34,7 +34,7 @@ use leasehold::backend::azure::{
 use leasehold::backend::{Precondition, TableBackend, TableOp};
 use leasehold::entity::{EntityData, Value};
 use leasehold::lease::{LeaderContext, LeaderOptions, LeaseOptions};
-use leasehold::{Entity, ErrorKind, RetryPolicy, Store, Table, Versioned};
+use leasehold::{ConflictRetry, Entity, ErrorKind, Store, Table, Versioned};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep, timeout};
 use tokio_util::sync::CancellationToken;
@@ -72,7 +72,7 @@ async fn proxied_store(test: &str, retry: AzureRetry) -> Option<(Store, FaultPro
         .expect("prefix")
         // Four writers on one row conflict often: allow many attempts.
         .conflict_retry(
-            RetryPolicy::new(500, Duration::from_millis(1), Duration::from_millis(20))
+            ConflictRetry::new(500, Duration::from_millis(1), Duration::from_millis(20))
                 .expect("policy"),
         )
         .build()

@@ -164,7 +164,7 @@ impl ManagerInner {
             {
                 break guard;
             }
-            sleep(backoff.next_delay()).await;
+            sleep(backoff.pause()).await;
         };
         let state = match guard.blob().await {
             Ok(blob) => blob.once_state(),

@@ -838,7 +838,7 @@ impl ManagerInner {
                     if now >= deadline {
                         return Ok(None);
                     }
-                    sleep(backoff.next_delay().min(deadline - now)).await;
+                    sleep(backoff.pause().min(deadline - now)).await;
                     continue;
                 }
                 // The attempt was left to finish in the background (it gives

@@ -181,7 +181,7 @@ impl ManagerInner {
             tokio::select! {
                 biased;
                 () = stop.cancelled() => return Ok(None),
-                () = sleep(backoff.next_delay()) => {}
+                () = sleep(backoff.pause()) => {}
             }
         }
     }
@@ -266,7 +266,7 @@ impl ManagerInner {
             tokio::select! {
                 biased;
                 () = stop.cancelled() => return Ok(()),
-                () = sleep(rest.next_delay()) => {}
+                () = sleep(rest.pause()) => {}
             }
         }
     }

@@ -124,6 +124,7 @@ use tracing::{Instrument, info, info_span};
 use crate::backend::{BlobBackend, LeaseDuration, LeaseId, LeaseState};
 use crate::error::{Error, Result};
 use crate::key::ContainerName;
+use crate::retry::{self, Backoff};
 
 pub use do_once::{OnceContext, OnceOutcome};
 pub use document::{
@@ -375,10 +376,7 @@ impl LeaseOptions {
             max_handovers: self.max_handovers,
             max_hold: self.max_hold,
             unavailable_after: self.unavailable_after,
-            seed: self.jitter_seed.unwrap_or_else(|| {
-                let (hi, lo) = uuid::Uuid::new_v4().as_u64_pair();
-                hi ^ lo
-            }),
+            seed: self.jitter_seed.unwrap_or_else(retry::random_seed),
         })
     }
 }
@@ -453,7 +451,7 @@ impl LeaseEnv {
     /// A fresh pause generator for waiting on a lease held elsewhere: the
     /// poll interval, each pause drawn within ±10 % of it.
     pub(crate) fn poll_backoff(&self) -> Backoff {
-        Backoff::new(Pace::Fixed(self.settings.poll_interval), self.next_seed())
+        Backoff::fixed(self.settings.poll_interval, self.next_seed())
     }
 
     /// A fresh pause generator for leader candidates on standby: from 50 ms
@@ -462,18 +460,16 @@ impl LeaseEnv {
     pub(crate) fn standby_backoff(&self) -> Backoff {
         let interval = self.settings.poll_interval;
         let cap = interval.max(Duration::from_secs(1));
-        Backoff::new(
-            Pace::Doubling {
-                next: Duration::from_millis(50).min(interval),
-                cap,
-            },
+        Backoff::doubling(
+            Duration::from_millis(50).min(interval),
+            cap,
             self.next_seed(),
         )
     }
 
     fn next_seed(&self) -> u64 {
         let n = self.backoffs.fetch_add(1, Ordering::Relaxed);
-        splitmix(self.settings.seed ^ n.wrapping_mul(0x9E37_79B9))
+        retry::derive_seed(self.settings.seed, n)
     }
 
     /// Wall-clock time for logs and records, derived from `tokio::time` so
@@ -481,54 +477,6 @@ impl LeaseEnv {
     pub(crate) fn now_wall(&self) -> OffsetDateTime {
         self.clock.now()
     }
-}
-
-/// How pauses grow.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Pace {
-    /// The same pause each time, ±10 %.
-    Fixed(Duration),
-    /// Doubling from `next`, each drawn from `[d, 2d]`, never above `cap`.
-    Doubling { next: Duration, cap: Duration },
-}
-
-/// Jittered pauses (see [`LeaseEnv::poll_backoff`] and
-/// [`LeaseEnv::standby_backoff`]).
-pub(crate) struct Backoff {
-    pace: Pace,
-    rng: u64,
-}
-
-impl Backoff {
-    fn new(pace: Pace, seed: u64) -> Self {
-        Backoff { pace, rng: seed }
-    }
-
-    /// A uniform draw from `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        self.rng = splitmix(self.rng);
-        (self.rng >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// The next pause.
-    pub(crate) fn next_delay(&mut self) -> Duration {
-        let u = self.unit();
-        match &mut self.pace {
-            Pace::Fixed(d) => d.mul_f64(0.9 + 0.2 * u),
-            Pace::Doubling { next, cap } => {
-                let d = *next;
-                *next = (d * 2).min(*cap);
-                d.mul_f64(1.0 + u).min(*cap)
-            }
-        }
-    }
-}
-
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
 }
 
 /// Wall-clock time as `tokio::time` sees it: the wall time at the manager's
@@ -1040,8 +988,8 @@ mod tests {
         let b = LeaseManager::new(backend, options).unwrap();
         let mut x = a.inner.env.poll_backoff();
         let mut y = b.inner.env.poll_backoff();
-        let xs: Vec<Duration> = (0..50).map(|_| x.next_delay()).collect();
-        let ys: Vec<Duration> = (0..50).map(|_| y.next_delay()).collect();
+        let xs: Vec<Duration> = (0..50).map(|_| x.pause()).collect();
+        let ys: Vec<Duration> = (0..50).map(|_| y.pause()).collect();
         assert_eq!(xs, ys);
         assert!(
             xs.iter().all(|d| (720..=880).contains(&d.as_millis())),
@@ -1058,7 +1006,7 @@ mod tests {
         let manager =
             LeaseManager::new(backend.clone(), LeaseOptions::new().with_jitter_seed(3)).unwrap();
         let mut s = manager.inner.env.standby_backoff();
-        let xs: Vec<Duration> = (0..20).map(|_| s.next_delay()).collect();
+        let xs: Vec<Duration> = (0..20).map(|_| s.pause()).collect();
         assert!(
             xs[0] >= Duration::from_millis(50) && xs[0] <= Duration::from_millis(100),
             "{xs:?}"
@@ -1072,7 +1020,7 @@ mod tests {
         )
         .unwrap();
         let mut s = slow.inner.env.standby_backoff();
-        let last = (0..20).map(|_| s.next_delay()).last().unwrap();
+        let last = (0..20).map(|_| s.pause()).last().unwrap();
         assert!(
             last > Duration::from_secs(1) && last <= Duration::from_secs(3),
             "{last:?}"

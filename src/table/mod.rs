@@ -666,7 +666,7 @@ impl<E: Entity> Table<E> {
         let pk = partition_key.into_partition_key()?;
         let rk = row_key.into_row_key()?;
         let policy = self.store.conflict_retry().clone();
-        let mut delays = policy.delays();
+        let mut delays = policy.backoff();
         let mut attempts = 0u32;
         loop {
             attempts += 1;

@@ -34,7 +34,7 @@ impl Ctx {
             .table_prefix(format!("t{}", &id[..10]))
             .expect("valid prefix")
             .conflict_retry(
-                leasehold::RetryPolicy::new(
+                leasehold::ConflictRetry::new(
                     200,
                     std::time::Duration::from_millis(1),
                     std::time::Duration::from_millis(50),

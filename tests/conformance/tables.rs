@@ -716,7 +716,7 @@ pub async fn update_with_gives_up_with_conflict(ctx: &Ctx) {
     let store = Store::builder_shared(ctx.backend().clone())
         .table_prefix(ctx.store.table_prefix())
         .unwrap()
-        .conflict_retry(leasehold::RetryPolicy::new(3, Duration::ZERO, Duration::ZERO).unwrap())
+        .conflict_retry(leasehold::ConflictRetry::new(3, Duration::ZERO, Duration::ZERO).unwrap())
         .build()
         .unwrap();
     let t = store.table::<Counter>();
