@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Counts the items of leasehold's public API as rustdoc lists them
+# (target/doc/leasehold/all.html, built by `cargo doc`) and fails when there
+# are more than the budget. `-v` prints them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+budget=105
+page=target/doc/leasehold/all.html
+[[ -f $page ]] || cargo doc --no-deps -p leasehold --quiet
+items=$(grep -o '<li><a href="[^"]*">' "$page" | sed 's/<li><a href="\(.*\)">/\1/')
+count=$(printf '%s\n' "$items" | grep -c .)
+if [[ ${1:-} == -v ]]; then printf '%s\n' "$items"; fi
+echo "public API items: $count (budget $budget)"
+(( count <= budget ))
