@@ -1,4 +1,4 @@
-//! 2. Codec (CPU): an entity to its JSON body and back, against serde_json.
+//! Section 2, codec (CPU): an entity to its JSON body and back, against serde_json.
 
 use std::time::Instant;
 

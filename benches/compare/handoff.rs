@@ -1,4 +1,4 @@
-//! 5. Lease hand-off between processes: leasehold's waiting against a
+//! Section 5, lease hand-off between processes: leasehold's waiting against a
 //! hand-written random-sleep loop.
 
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! 4. Hot partition: many tasks doing read-modify-write units on few
+//! Section 4, hot partition: many tasks doing read-modify-write units on few
 //! partitions, leasehold's partition lock against a hand-written lease
 //! loop and optimistic retries, its floor, and how throughput scales with
 //! the partition count (the chart).

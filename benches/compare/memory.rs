@@ -1,4 +1,4 @@
-//! 5. Memory backend against Azurite.
+//! Section 5, memory backend against Azurite.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! 1. Per-operation overhead: leasehold against the SDK client, one
+//! Section 1, per-operation overhead: leasehold against the SDK client, one
 //! request at a time.
 
 use std::sync::Arc;

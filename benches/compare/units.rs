@@ -1,4 +1,4 @@
-//! 3. Locked units of work: the requests and latency of one- and two-table
+//! Section 3, locked units of work: the requests and latency of one- and two-table
 //! units, against the same requests sent one after another (their floor).
 
 use std::collections::BTreeMap;

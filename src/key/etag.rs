@@ -24,7 +24,7 @@ impl ETag {
     /// ETag could not be learnt because its reply was lost and later writes
     /// have replaced it since. It matches no stored entity, as the lost one
     /// no longer would: a conditional write based on it fails with
-    /// [`Error::Conflict`].
+    /// [`Error::Conflict`](crate::Error::Conflict).
     pub fn superseded() -> Self {
         ETag(SUPERSEDED_ETAG.into())
     }

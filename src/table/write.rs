@@ -148,7 +148,7 @@ impl<E: Entity> Table<E> {
     /// keeps them too. A `current` read or written through this crate knows
     /// the properties stored at its version, and the merge sends one request.
     /// A value that does not ([`Versioned::new`], or a query with
-    /// [`Query::select`]) costs a read after the merge when some property of
+    /// [`Query::select`](super::Query::select)) costs a read after the merge when some property of
     /// `E` is left unwritten; if another writer changed the entity in
     /// between, that read returns the later version.
     ///

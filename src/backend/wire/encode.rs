@@ -51,7 +51,7 @@ impl<'a> EntityBody<'a> {
     ///
     /// # Errors
     /// [`Error::Invalid`] if serialization fails (it does not for any bag).
-    pub(crate) fn to_text(&self) -> Result<String> {
+    pub(crate) fn to_text(self) -> Result<String> {
         let fail = |e: &dyn std::fmt::Display| {
             Error::invalid(
                 format!("entity ({:?}, {:?})", self.partition_key, self.row_key),
@@ -59,15 +59,15 @@ impl<'a> EntityBody<'a> {
             )
         };
         let mut out = Vec::with_capacity(self.estimated_len());
-        serde_json::to_writer(&mut out, self).map_err(|e| fail(&e))?;
+        serde_json::to_writer(&mut out, &self).map_err(|e| fail(&e))?;
         String::from_utf8(out).map_err(|e| fail(&e))
     }
 
     /// The body as a JSON object.
-    pub(crate) fn to_map(&self) -> Map<String, Json> {
+    pub(crate) fn to_map(self) -> Map<String, Json> {
         // Serializing into a `Value` only fails for map keys that are not
         // strings, and every key here is one.
-        match serde_json::to_value(InOrder(self)) {
+        match serde_json::to_value(InOrder(&self)) {
             Ok(Json::Object(map)) => map,
             _ => Map::new(),
         }

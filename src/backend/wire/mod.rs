@@ -18,9 +18,9 @@
 mod decode;
 mod encode;
 
-pub(crate) use decode::{entity_from_json, entity_from_json_str};
 #[cfg(any(test, feature = "azure"))]
 pub(crate) use decode::{ParsedEntity, entity_from_parsed};
+pub(crate) use decode::{entity_from_json, entity_from_json_str};
 #[cfg(any(test, feature = "azure"))]
 pub(crate) use encode::EntityBody;
 pub(crate) use encode::{entity_to_json, entity_to_json_string};
