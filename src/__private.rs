@@ -195,7 +195,7 @@ pub fn key_part<K>(
         table: table.to_owned(),
         row: None,
         property: format!("{} (field `{field}`)", kind.property()),
-        expected: crate::entity::codec::short_type_name::<K>(),
+        expected: crate::entity::short_type_name::<K>(),
         found: why,
     })
 }
@@ -215,4 +215,24 @@ pub fn in_row<T>(partition_key: &PartitionKey, row_key: &RowKey, decoded: Result
         }
         e
     })
+}
+
+/// The Table service's JSON body of an entity, as the Azure backend writes
+/// it: for leasehold's own codec benchmark and fuzz targets, which measure
+/// and exercise the wire form without a service.
+///
+/// # Errors
+/// [`Error::Invalid`] if the body cannot be written (it can for any bag).
+pub fn wire_body(partition_key: &str, row_key: &str, properties: &Properties) -> Result<String> {
+    crate::backend::wire::entity_to_json_string(partition_key, row_key, properties)
+}
+
+/// Reads a JSON entity body as the Azure backend reads replies: its keys and
+/// properties. For leasehold's own codec benchmark and fuzz targets.
+///
+/// # Errors
+/// [`Error::Decode`] naming `table` and the property that does not read.
+pub fn wire_read(table: &str, body: &str) -> Result<(String, String, Properties)> {
+    let read = crate::backend::wire::entity_from_json_str(table, body)?;
+    Ok((read.partition_key, read.row_key, read.properties))
 }

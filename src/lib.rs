@@ -28,7 +28,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// Lets unit tests derive `Entity`, whose generated code names `::leasehold`.
+#[cfg(test)]
+extern crate self as leasehold;
+
 pub mod backend;
+mod datetime;
 pub mod entity;
 pub mod error;
 pub mod key;
@@ -40,7 +45,7 @@ pub mod store;
 pub mod table;
 pub mod testing;
 
-pub use entity::{Entity as EntityTrait, EntityData, PropertyCodec, Versioned};
+pub use entity::{EntityData, PropertyCodec, Versioned};
 pub use error::{Error, ErrorKind, Result};
 pub use key::{ETag, PartitionKey, RowKey, TableName};
 pub use retry::ConflictRetry;

@@ -1,8 +1,7 @@
 //! [`Store`]: the entry point, owning the backend and the configuration.
 
-use std::collections::HashSet;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::memory::MemoryBackend;
@@ -13,7 +12,7 @@ use crate::key::{ContainerName, IntoPartitionKey, TableName};
 use crate::lease::{LeaseManager, LeaseName, LeaseOptions};
 use crate::lock::{DEFAULT_LOCK_CONTAINER, Journal, LockOptions, RollForwardReport, Unit};
 use crate::retry::ConflictRetry;
-use crate::table::Table;
+use crate::table::{Table, TableEnv};
 
 /// The entry point: a backend plus configuration. Cheap to clone; clones
 /// share the backend and the record of tables already created.
@@ -28,22 +27,20 @@ pub struct Store {
 }
 
 struct StoreInner {
-    backend: Arc<dyn Backend>,
-    conflict_retry: ConflictRetry,
-    table_prefix: String,
+    /// The backend, prefix, conflict retry policy and created tables, shared
+    /// with every table of this store.
+    tables: Arc<TableEnv>,
     leases: LeaseManager,
     locks: LeaseManager,
     lock_options: LockOptions,
-    /// Tables this store has created (or found), so each is created once.
-    ready_tables: Mutex<HashSet<TableName>>,
 }
 
 impl fmt::Debug for Store {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Store")
-            .field("backend", &self.inner.backend)
-            .field("conflict_retry", &self.inner.conflict_retry)
-            .field("table_prefix", &self.inner.table_prefix)
+            .field("backend", self.backend())
+            .field("conflict_retry", self.conflict_retry())
+            .field("table_prefix", &self.table_prefix())
             .finish_non_exhaustive()
     }
 }
@@ -166,17 +163,17 @@ impl Store {
 
     /// The typed table of entity type `E`.
     pub fn table<E: Entity>(&self) -> Table<E> {
-        Table::new(self.clone())
+        Table::new(Arc::clone(&self.inner.tables))
     }
 
     /// The backend this store uses.
     pub fn backend(&self) -> &Arc<dyn Backend> {
-        &self.inner.backend
+        self.inner.tables.backend()
     }
 
     /// How optimistic read-modify-write loops retry after a conflict.
     pub fn conflict_retry(&self) -> &ConflictRetry {
-        &self.inner.conflict_retry
+        self.inner.tables.conflict_retry()
     }
 
     /// The lease manager: auto-renewing leases, run-once initialisation,
@@ -295,26 +292,12 @@ impl Store {
 
     /// The prefix put before every table name (empty by default).
     pub fn table_prefix(&self) -> &str {
-        &self.inner.table_prefix
+        self.inner.tables.table_prefix()
     }
 
     /// Creates `table` unless this store already did.
     pub(crate) async fn ensure_table(&self, table: &TableName) -> Result<()> {
-        if self.lock_ready().contains(table) {
-            return Ok(());
-        }
-        self.inner.backend.create_table(table).await?;
-        self.lock_ready().insert(table.clone());
-        Ok(())
-    }
-
-    fn lock_ready(&self) -> std::sync::MutexGuard<'_, HashSet<TableName>> {
-        // The set only caches "already created"; a poisoned lock still holds
-        // a valid set.
-        self.inner
-            .ready_tables
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner.tables.ensure_table(table).await
     }
 }
 
@@ -407,10 +390,11 @@ impl StoreBuilder {
                 leases: LeaseManager::new(blobs.clone(), self.lease_options)?,
                 locks: LeaseManager::new(blobs, lock_lease_options)?,
                 lock_options: self.lock_options,
-                backend: self.backend,
-                conflict_retry: self.conflict_retry,
-                table_prefix: self.table_prefix,
-                ready_tables: Mutex::new(HashSet::new()),
+                tables: Arc::new(TableEnv::new(
+                    self.backend,
+                    self.conflict_retry,
+                    self.table_prefix,
+                )),
             }),
         })
     }

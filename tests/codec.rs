@@ -2,8 +2,11 @@
 //! edges, and the errors for values the service cannot hold or that do not
 //! decode.
 
-use leasehold::entity::{EntityData, MAX_VALUE_BYTES, Properties, Value};
-use leasehold::{Entity, EntityTrait, Error, PartitionKey, RowKey};
+use leasehold::entity::{Entity, EntityData, Properties, Value};
+use leasehold::{Entity, Error, PartitionKey, RowKey};
+
+/// The largest string (as UTF-16) or binary value.
+const MAX_VALUE_BYTES: usize = Value::MAX_BYTES;
 use time::OffsetDateTime;
 use time::macros::datetime;
 use uuid::Uuid;
@@ -54,12 +57,12 @@ fn scalars() -> Scalars {
     }
 }
 
-fn round_trip<E: EntityTrait>(entity: &E) -> E {
+fn round_trip<E: Entity>(entity: &E) -> E {
     let data = entity.encode().expect("encodes");
     E::decode(data).expect("decodes")
 }
 
-fn stored<E: EntityTrait>(entity: &E) -> Properties {
+fn stored<E: Entity>(entity: &E) -> Properties {
     entity.encode().expect("encodes").properties
 }
 

@@ -3,10 +3,20 @@
 
 use std::cmp::Ordering;
 
-use leasehold::entity::{EntityData, Properties};
-use leasehold::key::{compare_keys, is_forbidden_key_char};
-use leasehold::{Entity, EntityTrait, Error, PartitionKey, RowKey};
+use leasehold::entity::{Entity, EntityData, Properties};
+use leasehold::{Entity, Error, PartitionKey, RowKey};
 use proptest::prelude::*;
+
+/// The service's key order: by UTF-16 code unit.
+fn compare_keys(a: &str, b: &str) -> Ordering {
+    a.encode_utf16().cmp(b.encode_utf16())
+}
+
+/// The characters the service forbids in keys: `/ \ # ?` and control
+/// characters.
+fn is_forbidden_key_char(c: char) -> bool {
+    matches!(c, '/' | '\\' | '#' | '?' | '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}')
+}
 
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "Composite")]

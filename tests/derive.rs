@@ -1,8 +1,8 @@
 //! `#[derive(Entity)]`: what the generated impl stores, its column set, and
 //! that generated code compiles whatever the user's module has in scope.
 
-use leasehold::entity::{EntityData, Properties, Value};
-use leasehold::{Entity, EntityTrait, PartitionKey, RowKey};
+use leasehold::entity::{Entity, EntityData, Properties, Value};
+use leasehold::{Entity, PartitionKey, RowKey};
 
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "Accounts")]

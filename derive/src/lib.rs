@@ -2,7 +2,8 @@
 //!
 //! The derive is documented on its re-export, `leasehold::Entity`. Its
 //! pipeline has one module per stage: `attr` reads the `#[entity(...)]`
-//! attributes, `model` checks them against the service's rules and builds a
+//! attributes, `model` checks them against the service's rules (the
+//! `leasehold-rules` crate, which the runtime checks with too) and builds a
 //! validated model, and `expand` turns the model into code. Every problem
 //! found along the way is reported, each at the token that causes it.
 
@@ -12,7 +13,6 @@ mod attr;
 mod errors;
 mod expand;
 mod model;
-mod rules;
 
 use proc_macro::TokenStream;
 use syn::{DeriveInput, parse_macro_input};

@@ -8,7 +8,7 @@ use syn::{Data, DeriveInput, Fields, Ident, Type, Visibility};
 
 use crate::attr::{self, FieldAttrs, KeyAttr, Position};
 use crate::errors::Errors;
-use crate::rules;
+use leasehold_rules as rules;
 
 /// Which key a key field feeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,38 +2,51 @@
 //! `tests/properties.rs` (which includes this file as a module). Each takes
 //! arbitrary bytes and panics only when leasehold misbehaves.
 
-use leasehold::entity::wire::{entity_from_json, entity_to_json};
-use leasehold::entity::{Value, datetime};
-use leasehold::key::{CompositeKey, is_forbidden_key_char};
+use leasehold::__private::{wire_body, wire_read};
+use leasehold::entity::Value;
+use leasehold::key::CompositeKey;
 use leasehold::query::{CmpOp, Filter};
 use serde_json::{Map, Value as Json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use time::macros::datetime;
 
-/// The entity wire codec on arbitrary bytes: reading never panics, and an
-/// entity that reads writes back to JSON that reads as the same entity.
+/// The earliest and latest `Edm.DateTime` the service stores.
+const MIN_DATE_TIME: OffsetDateTime = datetime!(1601-01-01 00:00:00 UTC);
+const MAX_DATE_TIME: OffsetDateTime = datetime!(9999-12-31 23:59:59.9999999 UTC);
+
+/// The entity wire codec (the JSON body the Azure backend writes and reads;
+/// reached through leasehold's hidden `__private` hooks) on arbitrary bytes:
+/// reading never panics, and an entity that reads writes back to a body
+/// that reads as the same entity.
 pub fn wire_codec(data: &[u8]) {
-    let Ok(Json::Object(json)) = serde_json::from_slice::<Json>(data) else {
+    let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    wire_codec_json(&json);
+    let Ok((partition_key, row_key, properties)) = wire_read("Fuzz", text) else {
+        return;
+    };
+    let written = wire_body(&partition_key, &row_key, &properties).expect("writes");
+    let again = wire_read("Fuzz", &written).expect("written JSON reads back");
+    assert_eq!(again.0, partition_key);
+    assert_eq!(again.1, row_key);
+    assert_eq!(again.2, properties);
+    // The body is a JSON object.
+    let Ok(Json::Object(_)) = serde_json::from_str::<Json>(&written) else {
+        panic!("written JSON is an object");
+    };
 }
 
 /// As [`wire_codec`], on an already parsed JSON object.
 pub fn wire_codec_json(json: &Map<String, Json>) {
-    let Ok(first) = entity_from_json("Fuzz", json) else {
-        return;
-    };
-    let written = entity_to_json(&first.partition_key, &first.row_key, &first.properties);
-    let again = entity_from_json("Fuzz", &written).expect("written JSON reads back");
-    assert_eq!(again.partition_key, first.partition_key);
-    assert_eq!(again.row_key, first.row_key);
-    assert_eq!(again.properties, first.properties);
-    // And through text, as it travels.
-    let text = serde_json::to_vec(&written).expect("serialises");
-    let Ok(Json::Object(parsed)) = serde_json::from_slice::<Json>(&text) else {
-        panic!("written JSON is an object");
-    };
-    let third = entity_from_json("Fuzz", &parsed).expect("text reads back");
-    assert_eq!(third.properties, first.properties);
+    let text = serde_json::to_vec(json).expect("serialises");
+    wire_codec(&text);
+}
+
+/// Whether `c` is a character the service forbids in keys: `/ \ # ?` and
+/// control characters.
+fn is_forbidden_key_char(c: char) -> bool {
+    matches!(c, '/' | '\\' | '#' | '?' | '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}')
 }
 
 /// Composite keys on arbitrary text: splitting never panics; what splits
@@ -179,10 +192,10 @@ fn value_from_bytes(b: &mut Bytes<'_>) -> Value {
             Value::Double(if d.is_finite() { d } else { 0.5 })
         }
         5 => {
-            let span = datetime::MAX.unix_timestamp() - datetime::MIN.unix_timestamp();
+            let span = MAX_DATE_TIME.unix_timestamp() - MIN_DATE_TIME.unix_timestamp();
             let secs = i64::from_le_bytes(b.take()).rem_euclid(span + 1);
             let ticks = u32::from_le_bytes(b.take()) % 10_000_000;
-            let t = datetime::MIN + time::Duration::seconds(secs);
+            let t = MIN_DATE_TIME + time::Duration::seconds(secs);
             let t = t.replace_nanosecond(ticks * 100).unwrap_or(t);
             Value::DateTime(t)
         }
@@ -294,7 +307,10 @@ impl Parser<'_> {
             return Ok(Value::String(self.quoted()?));
         }
         if self.eat("datetime'") {
-            return datetime::parse(&self.quoted()?).map(Value::DateTime);
+            let text = self.quoted()?;
+            return OffsetDateTime::parse(&text, &Rfc3339)
+                .map(Value::DateTime)
+                .map_err(|e| format!("{text:?}: {e}"));
         }
         if self.eat("guid'") {
             let s = self.quoted()?;

@@ -14,6 +14,7 @@
 mod blob;
 pub mod memory;
 mod table;
+pub(crate) mod wire;
 pub mod write_log;
 
 #[cfg(feature = "azure")]
@@ -28,9 +29,10 @@ pub use blob::{
     Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, LeaseDuration, LeaseId,
     LeaseInfo, LeaseKind, LeaseState, Metadata,
 };
+pub(crate) use table::validate_batch;
 pub use table::{
     MAX_BATCH_BYTES, MAX_BATCH_OPS, Precondition, QueryPage, QuerySpec, StoredEntity, TableOp,
-    Version, validate_batch,
+    Version,
 };
 
 use crate::error::Result;

@@ -4,10 +4,11 @@ use std::collections::HashSet;
 
 use time::OffsetDateTime;
 
-use crate::entity::{EntityData, wire};
+use crate::backend::wire;
+use crate::entity::EntityData;
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey};
-use crate::query::{Continuation, Filter, MAX_PAGE_SIZE};
+use crate::query::{Continuation, Filter};
 
 /// The most operations in one entity-group transaction.
 pub const MAX_BATCH_OPS: usize = 100;
@@ -146,7 +147,7 @@ impl TableOp {
 ///
 /// # Errors
 /// [`Error::Invalid`] naming the limit and the operation that breaks it.
-pub fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
+pub(crate) fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
     let what = || format!("batch on table `{table}`");
     let Some(first) = ops.first() else {
         return Err(Error::invalid(what(), "is empty"));
@@ -209,7 +210,7 @@ pub struct QuerySpec {
     /// The user properties to return (keys and Timestamp always come back);
     /// `None` for all.
     pub select: Option<Vec<String>>,
-    /// The page size, at most [`MAX_PAGE_SIZE`]; `None` lets the service pick
+    /// The page size, at most [`QuerySpec::MAX_PAGE_SIZE`]; `None` lets the service pick
     /// (up to 1000).
     pub top: Option<u16>,
     /// Where to resume.
@@ -217,6 +218,9 @@ pub struct QuerySpec {
 }
 
 impl QuerySpec {
+    /// The most entities one page may hold (a service limit).
+    pub const MAX_PAGE_SIZE: u16 = 1000;
+
     /// Checks the page size and filter.
     ///
     /// # Errors
@@ -224,10 +228,10 @@ impl QuerySpec {
     /// the service would reject.
     pub fn validate(&self) -> Result<()> {
         if let Some(top) = self.top {
-            if top == 0 || top > MAX_PAGE_SIZE {
+            if top == 0 || top > Self::MAX_PAGE_SIZE {
                 return Err(Error::invalid(
                     "page size",
-                    format!("{top} is outside 1..={MAX_PAGE_SIZE}"),
+                    format!("{top} is outside 1..={}", Self::MAX_PAGE_SIZE),
                 ));
             }
         }

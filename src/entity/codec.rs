@@ -3,8 +3,8 @@
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::datetime;
 use super::value::{EdmType, Value};
+use crate::datetime;
 
 /// Why a field could not be encoded (the caller adds which field).
 #[derive(Debug, Clone, PartialEq)]
@@ -38,7 +38,7 @@ impl DecodeError {
 }
 
 /// A short description of a stored value for error messages.
-pub fn describe(value: &Value) -> String {
+pub(crate) fn describe(value: &Value) -> String {
     let shown = match value {
         Value::String(s) if s.chars().count() > 32 => {
             format!("{:?}…", s.chars().take(32).collect::<String>())
@@ -299,7 +299,7 @@ impl<T: PropertyCodec> PropertyCodec for Option<T> {
 ///
 /// # Errors
 /// [`EncodeError`] when serde_json cannot serialize the value.
-pub fn encode_json<T: serde::Serialize>(value: &T) -> Result<Option<Value>, EncodeError> {
+pub(crate) fn encode_json<T: serde::Serialize>(value: &T) -> Result<Option<Value>, EncodeError> {
     serde_json::to_string(value)
         .map(|s| Some(Value::String(s)))
         .map_err(|e| EncodeError(format!("cannot serialize as JSON: {e}")))
@@ -334,7 +334,9 @@ pub(crate) fn short_type_name<T: ?Sized>() -> String {
 ///
 /// # Errors
 /// [`DecodeError`] when the property is not a string of valid JSON for `T`.
-pub fn decode_json<T: serde::de::DeserializeOwned>(value: Option<Value>) -> Result<T, DecodeError> {
+pub(crate) fn decode_json<T: serde::de::DeserializeOwned>(
+    value: Option<Value>,
+) -> Result<T, DecodeError> {
     let expected = || format!("Edm.String holding JSON for {}", short_type_name::<T>());
     match value {
         None => serde_json::from_str("null").map_err(|_| DecodeError::missing(expected())),

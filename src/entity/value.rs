@@ -89,6 +89,9 @@ pub enum Value {
 }
 
 impl Value {
+    /// The largest string (as UTF-16) or binary value: 64 KiB.
+    pub const MAX_BYTES: usize = 64 * 1024;
+
     /// The EDM type of this value.
     pub fn edm_type(&self) -> EdmType {
         match self {
@@ -107,7 +110,7 @@ impl Value {
     /// entity limit (strings count two bytes per UTF-16 unit).
     pub fn stored_size(&self) -> usize {
         match self {
-            Value::String(s) => 4 + 2 * utf16_len(s),
+            Value::String(s) => 4 + 2 * leasehold_rules::utf16_len(s),
             Value::Boolean(_) => 1,
             Value::Int32(_) => 4,
             Value::Int64(_) | Value::Double(_) | Value::DateTime(_) => 8,
@@ -115,18 +118,6 @@ impl Value {
             Value::Binary(b) => 4 + b.len(),
         }
     }
-}
-
-/// The length of a string in UTF-16 code units, as the service measures it.
-pub fn utf16_len(s: &str) -> usize {
-    if s.is_ascii() {
-        return s.len();
-    }
-    // One unit per character (every byte but UTF-8 continuation bytes), two
-    // for characters outside the BMP (four-byte sequences, lead byte >= 0xF0).
-    s.bytes()
-        .map(|b| usize::from(b & 0xC0 != 0x80) + usize::from(b >= 0xF0))
-        .sum()
 }
 
 impl PartialEq for Value {
@@ -153,7 +144,7 @@ impl fmt::Display for Value {
             Value::Int32(i) => write!(f, "{i}"),
             Value::Int64(i) => write!(f, "{i}L"),
             Value::Double(d) => write!(f, "{d}"),
-            Value::DateTime(d) => f.write_str(&crate::entity::datetime::format(*d)),
+            Value::DateTime(d) => f.write_str(&crate::datetime::format(*d)),
             Value::Guid(g) => write!(f, "{g}"),
             Value::Binary(b) => write!(f, "{} bytes", b.len()),
         }

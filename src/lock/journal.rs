@@ -4,8 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::wire;
 use crate::backend::{Precondition, StoredEntity, TableBackend, TableOp};
-use crate::entity::{EntityData, Properties, wire};
+use crate::entity::{EntityData, Properties};
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 

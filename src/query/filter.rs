@@ -9,24 +9,11 @@
 use std::cmp::Ordering;
 use std::fmt::Write as _;
 
-use crate::entity::{Properties, Value, datetime, property_name_problem};
+use leasehold_rules::property_name_problem;
+
+use crate::datetime;
+use crate::entity::{Properties, Value};
 use crate::error::{Error, Result};
-
-/// The most comparisons one filter may hold (a service limit).
-pub const MAX_COMPARISONS: usize = 15;
-
-/// The longest filter leasehold sends, in bytes of its URL-encoded text (as
-/// it travels in the query's URL).
-///
-/// The Table service documents no length limit for `$filter`, but a query
-/// is a `GET` whose filter travels in the request line, and request lines
-/// are bounded: Azurite (on Node) refuses a request head over 16 KiB with
-/// 431, front ends commonly stop at 16 KiB, and the HTTP client cannot build
-/// a URL over 64 KiB at all. 8 KiB leaves room in a 16 KiB head for the
-/// path, a continuation (two keys of up to 1 KiB, up to three bytes each once
-/// encoded) and the headers. A longer filter is [`Error::Invalid`] before any
-/// request, on every backend.
-pub const MAX_FILTER_LEN: usize = 8 * 1024;
 
 /// A comparison operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -94,18 +81,34 @@ pub enum Filter {
 /// What a filter is evaluated against: an entity's keys, Timestamp and
 /// properties.
 #[derive(Debug, Clone, Copy)]
-pub struct Row<'a> {
+pub(crate) struct Row<'a> {
     /// `PartitionKey`
-    pub partition_key: &'a str,
+    pub(crate) partition_key: &'a str,
     /// `RowKey`
-    pub row_key: &'a str,
+    pub(crate) row_key: &'a str,
     /// `Timestamp`
-    pub timestamp: time::OffsetDateTime,
+    pub(crate) timestamp: time::OffsetDateTime,
     /// User properties.
-    pub properties: &'a Properties,
+    pub(crate) properties: &'a Properties,
 }
 
 impl Filter {
+    /// The most comparisons one filter may hold (a service limit).
+    pub const MAX_COMPARISONS: usize = 15;
+
+    /// The longest filter leasehold sends, in bytes of its URL-encoded text (as
+    /// it travels in the query's URL).
+    ///
+    /// The Table service documents no length limit for `$filter`, but a query
+    /// is a `GET` whose filter travels in the request line, and request lines
+    /// are bounded: Azurite (on Node) refuses a request head over 16 KiB with
+    /// 431, front ends commonly stop at 16 KiB, and the HTTP client cannot build
+    /// a URL over 64 KiB at all. 8 KiB leaves room in a 16 KiB head for the
+    /// path, a continuation (two keys of up to 1 KiB, up to three bytes each once
+    /// encoded) and the headers. A longer filter is [`Error::Invalid`] before any
+    /// request, on every backend.
+    pub const MAX_LEN: usize = 8 * 1024;
+
     /// A comparison.
     #[must_use = "a filter does nothing until used in a query"]
     pub fn compare(property: impl Into<String>, op: CmpOp, value: Value) -> Self {
@@ -145,7 +148,8 @@ impl Filter {
     }
 
     /// Checks the rules the service applies to filters: at most
-    /// [`MAX_COMPARISONS`] comparisons, at most [`MAX_FILTER_LEN`] bytes
+    /// [`MAX_COMPARISONS`](Self::MAX_COMPARISONS) comparisons, at most
+    /// [`MAX_LEN`](Self::MAX_LEN) bytes
     /// once URL-encoded, property names it accepts
     /// (`PartitionKey`, `RowKey`, `Timestamp` or a valid property name, so a
     /// name can never change the rendered expression), literals it can spell
@@ -154,6 +158,8 @@ impl Filter {
     /// # Errors
     /// [`Error::Invalid`] naming the filter part at fault.
     pub fn validate(&self) -> Result<()> {
+        const MAX_COMPARISONS: usize = Filter::MAX_COMPARISONS;
+        const MAX_FILTER_LEN: usize = Filter::MAX_LEN;
         let n = self.comparisons();
         if n > MAX_COMPARISONS {
             return Err(Error::invalid(
@@ -286,7 +292,7 @@ impl Filter {
     }
 
     /// Evaluates the filter as the service does.
-    pub fn matches(&self, row: &Row<'_>) -> bool {
+    pub(crate) fn matches(&self, row: &Row<'_>) -> bool {
         match self {
             Filter::Compare {
                 property,
@@ -313,7 +319,7 @@ impl Filter {
 
 /// Orders two values of the same EDM type as the service does; `None` when
 /// the types differ or a double is NaN (such comparisons never match).
-pub fn compare_values(stored: &Value, literal: &Value) -> Option<Ordering> {
+fn compare_values(stored: &Value, literal: &Value) -> Option<Ordering> {
     match (stored, literal) {
         (Value::String(a), Value::String(b)) => Some(crate::key::compare_keys(a, b)),
         (Value::Boolean(a), Value::Boolean(b)) => Some(a.cmp(b)),
@@ -329,7 +335,7 @@ pub fn compare_values(stored: &Value, literal: &Value) -> Option<Ordering> {
 
 /// Writes an OData literal: `'it''s'`, `42`, `42L`, `1.5`, `true`,
 /// `datetime'…'`, `guid'…'`, `X'0a0b'`.
-pub fn write_literal(out: &mut String, value: &Value) {
+fn write_literal(out: &mut String, value: &Value) {
     match value {
         Value::String(s) => {
             out.push('\'');
@@ -350,7 +356,7 @@ pub fn write_literal(out: &mut String, value: &Value) {
             // so the service reads a double, never an Int32. Azurite reads
             // an exponent form ("1E300", "2.5E3") as a property name and
             // matches the wrong rows. The longest such literal (5E-324) is
-            // 326 bytes, so even 15 of them fit in `MAX_FILTER_LEN`.
+            // 326 bytes, so even 15 of them fit in `Filter::MAX_LEN`.
             let start = out.len();
             let _ = write!(out, "{d}");
             if !out[start..].contains('.') {
@@ -455,7 +461,7 @@ mod tests {
         }
         assert!(longest <= 330, "{longest}");
         let mut f = Filter::compare("d", CmpOp::Eq, Value::Double(-5e-324));
-        for _ in 1..MAX_COMPARISONS {
+        for _ in 1..Filter::MAX_COMPARISONS {
             f = f.or(Filter::compare("d", CmpOp::Eq, Value::Double(-5e-324)));
         }
         assert!(f.validate().is_ok(), "{}", f.encoded_len());
@@ -471,8 +477,8 @@ mod tests {
         // `(PartitionKey eq 'p') and (blob eq X'…')`: quotes and parentheses
         // take three bytes each once encoded, hex digits one.
         let fixed = long(0).encoded_len();
-        assert!(long((MAX_FILTER_LEN - fixed) / 2).validate().is_ok());
-        let over = (MAX_FILTER_LEN - fixed) / 2 + 1;
+        assert!(long((Filter::MAX_LEN - fixed) / 2).validate().is_ok());
+        let over = (Filter::MAX_LEN - fixed) / 2 + 1;
         match long(over).validate() {
             Err(Error::Invalid { what, why }) => {
                 assert_eq!(what, "filter on `PartitionKey`, `blob`");

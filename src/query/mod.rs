@@ -35,15 +35,11 @@ use std::ops::{Bound, RangeBounds};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as TOKEN_BASE64;
 
-pub use filter::{
-    CmpOp, Filter, MAX_COMPARISONS, MAX_FILTER_LEN, Row, compare_values, write_literal,
-};
+pub(crate) use filter::Row;
+pub use filter::{CmpOp, Filter};
 
 use crate::entity::{PropertyCodec, Value};
 use crate::error::{Error, Result};
-
-/// The most entities one page may hold (a service limit).
-pub const MAX_PAGE_SIZE: u16 = 1000;
 
 /// A typed column of entity type `E` holding values of type `T`.
 ///
@@ -280,8 +276,8 @@ impl<E> TypedFilter<E> {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a literal that cannot be stored or written, or
-    /// more than [`MAX_COMPARISONS`] comparisons, or a filter longer than
-    /// [`MAX_FILTER_LEN`] once URL-encoded.
+    /// more than [`Filter::MAX_COMPARISONS`] comparisons, or a filter longer
+    /// than [`Filter::MAX_LEN`] once URL-encoded.
     pub fn into_filter(self) -> Result<Filter> {
         let filter = self
             .inner
@@ -394,7 +390,7 @@ pub(crate) fn key_range_filter(
 }
 
 /// The key range holding exactly the keys that start with `prefix`.
-pub fn prefix_range(prefix: &str) -> (Bound<String>, Bound<String>) {
+pub(crate) fn prefix_range(prefix: &str) -> (Bound<String>, Bound<String>) {
     if prefix.is_empty() {
         return (Bound::Unbounded, Bound::Unbounded);
     }

@@ -2,7 +2,8 @@
 
 use tracing::Instrument as _;
 
-use super::{Base, Table, stored_after};
+use super::handle::Table;
+use super::stored::{Base, stored_after};
 use crate::backend::{Precondition, TableOp, validate_batch};
 use crate::entity::{Entity, Stored, Versioned};
 use crate::error::{Error, Result};
@@ -91,8 +92,15 @@ impl<E> std::fmt::Debug for Batch<E> {
     }
 }
 
+impl<E: Entity> Table<E> {
+    /// An entity-group transaction on one partition of this table.
+    pub fn batch(&self) -> Batch<E> {
+        Batch::new(self.clone())
+    }
+}
+
 impl<E: Entity> Batch<E> {
-    pub(super) fn new(table: Table<E>) -> Self {
+    fn new(table: Table<E>) -> Self {
         Batch {
             table,
             ops: Vec::new(),
@@ -254,7 +262,7 @@ impl<E: Entity> Batch<E> {
         );
         let versions = self
             .table
-            .store
+            .env
             .backend()
             .batch(name, &ops)
             .instrument(span.clone())

@@ -6,15 +6,15 @@ use std::sync::{Arc, Mutex};
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
-use super::{Table, versioned_from};
+use super::handle::Table;
+use super::stored::versioned_from;
 use crate::backend::QuerySpec;
 use crate::entity::Value;
 use crate::entity::{Entity, Versioned, property_name_problem};
 use crate::error::{Error, Result};
 use crate::key::IntoPartitionKey;
 use crate::query::{
-    CmpOp, Continuation, Filter, MAX_PAGE_SIZE, TypedFilter, key_range_filter, owned_bounds,
-    prefix_range,
+    CmpOp, Continuation, Filter, TypedFilter, key_range_filter, owned_bounds, prefix_range,
 };
 
 /// A query over a [`Table`]: partition, row-key range, filter, projection,
@@ -155,8 +155,15 @@ pub struct Page<E> {
     pub continuation: Option<String>,
 }
 
+impl<E: Entity> Table<E> {
+    /// A query over this table.
+    pub fn query(&self) -> Query<E> {
+        Query::new(self.clone())
+    }
+}
+
 impl<E: Entity> Query<E> {
-    pub(super) fn new(table: Table<E>) -> Self {
+    fn new(table: Table<E>) -> Self {
         Query {
             table,
             partition: None,
@@ -209,7 +216,8 @@ impl<E: Entity> Query<E> {
         self
     }
 
-    /// Entities per page, 1 to 1000 (the service's limit and default).
+    /// Entities per page, 1 to 1000 ([`QuerySpec::MAX_PAGE_SIZE`], the
+    /// service's limit and default).
     pub fn page_size(mut self, size: u16) -> Self {
         self.page_size = Some(size);
         self
@@ -291,10 +299,10 @@ impl<E: Entity> Query<E> {
             }
         }
         if let Some(size) = self.page_size {
-            if size == 0 || size > MAX_PAGE_SIZE {
+            if size == 0 || size > QuerySpec::MAX_PAGE_SIZE {
                 return Err(Error::invalid(
                     "page size",
-                    format!("{size} is outside 1..={MAX_PAGE_SIZE}"),
+                    format!("{size} is outside 1..={}", QuerySpec::MAX_PAGE_SIZE),
                 ));
             }
         }
@@ -322,7 +330,7 @@ impl<E: Entity> Query<E> {
     pub async fn page(self) -> Result<Page<E>> {
         let spec = self.spec()?;
         let name = self.table.ready().await?;
-        let page = self.table.store.backend().query(name, &spec).await?;
+        let page = self.table.env.backend().query(name, &spec).await?;
         let complete = spec.select.is_none();
         Ok(Page {
             items: page
@@ -351,7 +359,7 @@ impl<E: Entity> Query<E> {
             };
             let (table, mut spec, policy) = start?;
             let name = table.ready().await?.clone();
-            let page = table.store.backend().query(&name, &spec).await?;
+            let page = table.env.backend().query(&name, &spec).await?;
             let complete = spec.select.is_none();
             let mut items: Vec<Result<Versioned<E>>> = page
                 .entities

@@ -11,10 +11,12 @@ use std::sync::Arc;
 use leasehold::backend::{Backend, TableOp};
 use leasehold::entity::{EntityData, Properties, Value};
 use leasehold::key::{PartitionKey, RowKey, TableName};
-use leasehold::query::{MAX_FILTER_LEN, TypedFilter};
+use leasehold::query::{Filter, TypedFilter};
 use leasehold::{Entity, ErrorKind, Store};
 
 use super::Ctx;
+
+const MAX_FILTER_LEN: usize = Filter::MAX_LEN;
 
 /// The backend a check runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

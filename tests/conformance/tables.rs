@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
 use leasehold::backend::{Precondition, QuerySpec, TableOp};
-use leasehold::entity::{EntityData, Properties, Value};
+use leasehold::entity::{Entity as EntityTrait, EntityData, Properties, Value};
 use leasehold::query::{CmpOp, Filter, TypedFilter};
-use leasehold::{EntityTrait, Error, ErrorKind, PartitionKey, RowKey, Store};
+use leasehold::{Error, ErrorKind, PartitionKey, RowKey, Store};
 use time::macros::datetime;
 use uuid::Uuid;
 

@@ -13,8 +13,8 @@ use azure_core::Url;
 use serde_json::Value as Json;
 
 use super::tables::{entity_url, table_url};
+use crate::backend::wire;
 use crate::backend::{Precondition, TableOp};
-use crate::entity::wire;
 use crate::error::{Error, Result};
 use crate::key::TableName;
 

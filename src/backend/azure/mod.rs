@@ -12,7 +12,7 @@
 //! (the list is in `shared/AZURE_FACTS.md`):
 //!
 //! * entities travel as JSON with `@odata.type` annotations written and read
-//!   by [`crate::entity::wire`] (the clients annotate nothing, so an `i64`
+//!   by `crate::backend::wire` (the clients annotate nothing, so an `i64`
 //!   above 2^53 would lose precision);
 //! * single quotes in keys are doubled in entity URLs (the clients do not
 //!   escape them, so `o'brien` could be inserted but not read);

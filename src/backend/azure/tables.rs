@@ -12,12 +12,13 @@ use serde_json::Value as Json;
 use super::AzureBackend;
 use super::batch;
 use super::errors::{Failure, is_transient_status};
+use crate::backend::wire;
 use crate::backend::write_log::{self, Evidence};
 use crate::backend::{
     Precondition, QueryPage, QuerySpec, StoredEntity, TableOp, Version, validate_batch,
 };
 use crate::entity::{
-    EntityData, Properties, RESERVED_NAMES, datetime, property_name_problem, validate_entity, wire,
+    EntityData, Properties, RESERVED_NAMES, datetime, property_name_problem, validate_entity,
 };
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName, shorten};

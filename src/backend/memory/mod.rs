@@ -5,8 +5,9 @@
 //! lenient), so code tested against it behaves the same on the service.
 //!
 //! * **Tables.** Entities are kept in (PartitionKey, RowKey) order, compared
-//!   as UTF-16 like the service. Every write is checked with
-//!   [`validate_entity`](crate::entity::validate_entity) first. Each write
+//!   as UTF-16 like the service. Every write is first checked against the
+//!   service's entity limits (as [`Entity::encode`](crate::entity::Entity::encode)
+//!   checks them). Each write
 //!   gets a Timestamp strictly later than every earlier write of the backend
 //!   (at least 100 ns apart), and an ETag of Azure's shape derived from it:
 //!   `W/"datetime'2026-11-21T04%3A46%3A16.9123456Z'"`. A batch is checked

@@ -10,12 +10,10 @@ use super::clock::{WriteClock, entity_etag};
 use crate::backend::{
     CheckedOp, Precondition, QueryPage, QuerySpec, StoredEntity, TableOp, Version,
 };
-use crate::entity::{
-    EntityData, MAX_ENTITY_BYTES, MAX_USER_PROPERTIES, Properties, entity_size, validate_entity,
-};
+use crate::entity::{EntityData, Properties, entity_size, validate_entity};
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName, shorten};
-use crate::query::{Continuation, MAX_PAGE_SIZE, Row};
+use crate::query::{Continuation, Row};
 
 /// A row's position: the PartitionKey, a 0 unit, then the RowKey, all as
 /// UTF-16 code units. Keys hold no control characters, so comparing
@@ -212,10 +210,10 @@ impl Table {
                 merged.merge_from(&d.properties);
                 // Each part was valid; their union may not be. The caller
                 // could not know, so this is the service's own 400.
-                if merged.len() > MAX_USER_PROPERTIES {
+                if merged.len() > EntityData::MAX_PROPERTIES {
                     return Err(Error::from_service(400, Some("TooManyProperties"), what()));
                 }
-                if entity_size(&d.partition_key, &d.row_key, &merged) > MAX_ENTITY_BYTES {
+                if entity_size(&d.partition_key, &d.row_key, &merged) > EntityData::MAX_BYTES {
                     return Err(Error::from_service(400, Some("EntityTooLarge"), what()));
                 }
                 d.properties = merged;
@@ -378,7 +376,7 @@ impl TableStore {
     ) -> Result<QueryPage> {
         spec.validate()?;
         let t = self.table(table)?;
-        let top = usize::from(spec.top.unwrap_or(MAX_PAGE_SIZE));
+        let top = usize::from(spec.top.unwrap_or(QuerySpec::MAX_PAGE_SIZE));
         let scan_limit = scan_limit.max(1);
         let start = spec.continuation.as_ref().map(|c| {
             resume_position(

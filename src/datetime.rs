@@ -1,19 +1,22 @@
-//! `Edm.DateTime`: UTC, 100 ns ticks, from 1601-01-01 to 9999-12-31.
+//! `Edm.DateTime`, the service's one date-time form: UTC, 100 ns ticks,
+//! from 1601-01-01 to 9999-12-31. Property values, date-time key parts,
+//! filter literals, the wire form and lease records all read and write
+//! date-times through here.
 
 use time::format_description::well_known::Rfc3339;
 use time::macros::datetime;
 use time::{OffsetDateTime, UtcOffset};
 
 /// The earliest `Edm.DateTime` the service stores.
-pub const MIN: OffsetDateTime = datetime!(1601-01-01 00:00:00 UTC);
+pub(crate) const MIN: OffsetDateTime = datetime!(1601-01-01 00:00:00 UTC);
 /// The latest `Edm.DateTime` the service stores.
-pub const MAX: OffsetDateTime = datetime!(9999-12-31 23:59:59.9999999 UTC);
+pub(crate) const MAX: OffsetDateTime = datetime!(9999-12-31 23:59:59.9999999 UTC);
 
 /// Brings a date-time to the service's form: UTC, truncated to 100 ns.
 ///
 /// # Errors
 /// A message when the instant lies outside 1601-01-01..=9999-12-31.
-pub fn normalize(t: OffsetDateTime) -> Result<OffsetDateTime, String> {
+pub(crate) fn normalize(t: OffsetDateTime) -> Result<OffsetDateTime, String> {
     let t = t.to_offset(UtcOffset::UTC);
     if t < MIN || t > MAX {
         return Err(format!(
@@ -28,7 +31,7 @@ pub fn normalize(t: OffsetDateTime) -> Result<OffsetDateTime, String> {
 
 /// Writes a date-time as the service does: `2024-01-02T03:04:05.1234567Z`,
 /// fixed width (so the text sorts as the instants do within the valid range).
-pub fn format(t: OffsetDateTime) -> String {
+pub(crate) fn format(t: OffsetDateTime) -> String {
     let t = t.to_offset(UtcOffset::UTC);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:07}Z",
@@ -83,7 +86,7 @@ fn format_any(t: OffsetDateTime) -> String {
 ///
 /// # Errors
 /// A message when `s` is not an RFC 3339 date-time in range.
-pub fn parse(s: &str) -> Result<OffsetDateTime, String> {
+pub(crate) fn parse(s: &str) -> Result<OffsetDateTime, String> {
     let t = OffsetDateTime::parse(s, &Rfc3339).map_err(|e| format!("{s:?}: {e}"))?;
     normalize(t)
 }

@@ -1,0 +1,224 @@
+//! Shared setup: the benchmark entities, the Azurite connection and the
+//! timing helpers every section uses.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use azure_core::auth::Secret;
+use azure_data_tables::clients::{TableClient, TableServiceClient, TableServiceClientBuilder};
+use azure_storage::{CloudLocation, StorageCredentials};
+use base64::Engine as _;
+use leasehold::backend::azure::AzureBackend;
+use leasehold::backend::{BlobBackend, BlobConditions, Metadata};
+use leasehold::entity::Entity as _;
+use leasehold::key::{BlobName, ContainerName};
+use leasehold::testing::{CountingBackend, RequestCounter};
+use leasehold::{Entity, Store};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json, json};
+use uuid::Uuid;
+
+use crate::Res;
+use crate::stats::ms;
+
+/// The 12-field entity of every table benchmark; it derives both leasehold's
+/// `Entity` and serde's traits so the codec comparison uses one struct.
+#[derive(Entity, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[entity(table = "BenchSamples")]
+pub(crate) struct Sample {
+    #[entity(partition_key)]
+    pub(crate) pk: String,
+    #[entity(row_key)]
+    pub(crate) rk: String,
+    pub(crate) name: String,
+    pub(crate) note: Option<String>,
+    pub(crate) count: i32,
+    pub(crate) total: i64,
+    pub(crate) big: i64,
+    pub(crate) ratio: f64,
+    pub(crate) active: bool,
+    pub(crate) id: Uuid,
+    pub(crate) data: Vec<u8>,
+    #[entity(json)]
+    pub(crate) tags: Vec<String>,
+}
+
+/// A second table for two-table units of work.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "BenchAudit")]
+pub(crate) struct Audit {
+    #[entity(partition_key)]
+    pub(crate) pk: String,
+    #[entity(row_key)]
+    pub(crate) rk: String,
+    pub(crate) n: i64,
+}
+
+pub(crate) fn sample(pk: &str, rk: &str, i: i64) -> Sample {
+    Sample {
+        pk: pk.into(),
+        rk: rk.into(),
+        name: format!("sample number {i}"),
+        note: Some("a note that is neither short nor long".into()),
+        count: i as i32,
+        total: 1_000_000 + i,
+        big: 9_007_199_254_740_993 + i,
+        ratio: 0.25 + i as f64,
+        active: i % 2 == 0,
+        id: Uuid::from_u128(0x1234_5678_9abc_def0_1234_5678_9abc_def0 + i as u128),
+        data: vec![7; 64],
+        tags: vec!["red".into(), "green".into(), "blue".into()],
+    }
+}
+
+/// The same entity written by hand the way a user of `azure_data_tables`
+/// must: every type the service cannot infer annotated with `@odata.type`.
+pub(crate) fn raw_json(s: &Sample) -> Json {
+    json!({
+        "PartitionKey": s.pk,
+        "RowKey": s.rk,
+        "name": s.name,
+        "note": s.note,
+        "count": s.count,
+        "total": s.total.to_string(),
+        "total@odata.type": "Edm.Int64",
+        "big": s.big.to_string(),
+        "big@odata.type": "Edm.Int64",
+        "ratio": s.ratio,
+        "ratio@odata.type": "Edm.Double",
+        "active": s.active,
+        "id": s.id.hyphenated().to_string(),
+        "id@odata.type": "Edm.Guid",
+        "data": base64::engine::general_purpose::STANDARD.encode(&s.data),
+        "data@odata.type": "Edm.Binary",
+        "tags": serde_json::to_string(&s.tags).unwrap(),
+    })
+}
+
+pub(crate) struct Conn {
+    account: String,
+    key: String,
+    table_endpoint: String,
+}
+
+pub(crate) fn parse_connection_string(s: &str) -> Conn {
+    let mut parts = BTreeMap::new();
+    for part in s.split(';').filter(|p| !p.is_empty()) {
+        if let Some((k, v)) = part.split_once('=') {
+            parts.insert(k.to_owned(), v.to_owned());
+        }
+    }
+    Conn {
+        account: parts["AccountName"].clone(),
+        key: parts["AccountKey"].clone(),
+        table_endpoint: parts["TableEndpoint"].trim_end_matches('/').to_owned(),
+    }
+}
+
+/// The SDK's own client, with its default options.
+pub(crate) fn raw_service(conn: &Conn) -> TableServiceClient {
+    let creds = StorageCredentials::access_key(conn.account.clone(), Secret::new(conn.key.clone()));
+    TableServiceClientBuilder::with_location(
+        CloudLocation::Custom {
+            account: conn.account.clone(),
+            uri: conn.table_endpoint.clone(),
+        },
+        creds,
+    )
+    .build()
+}
+
+pub(crate) struct Env {
+    pub(crate) conn_str: String,
+    pub(crate) raw: TableServiceClient,
+    pub(crate) scale: f64,
+}
+
+impl Env {
+    pub(crate) fn n(&self, base: usize) -> usize {
+        ((base as f64 * self.scale).round() as usize).max(5)
+    }
+
+    pub(crate) fn secs(&self, base: f64) -> Duration {
+        Duration::from_secs_f64((base * self.scale).max(1.0))
+    }
+
+    /// A counted store on its own Azure backend (own connection pool).
+    pub(crate) fn counted_store(&self) -> (Store, RequestCounter) {
+        let backend = CountingBackend::new(
+            AzureBackend::from_connection_string(&self.conn_str).expect("connection string"),
+        );
+        let counter = backend.counter();
+        (Store::new(backend), counter)
+    }
+
+    pub(crate) fn raw_table(&self, name: &str) -> TableClient {
+        self.raw.table_client(name)
+    }
+}
+
+/// Creates (or empties) a blob with no conditions: the blob a raw lease
+/// loop takes its leases on.
+pub(crate) async fn put_empty_blob(
+    backend: &dyn BlobBackend,
+    container: &ContainerName,
+    blob: &BlobName,
+) -> leasehold::Result<()> {
+    backend
+        .put_blob(
+            container,
+            blob,
+            Vec::new(),
+            &Metadata::new(),
+            &BlobConditions::none(),
+        )
+        .await
+        .map(drop)
+}
+
+/// Times one future.
+pub(crate) async fn timed<T>(f: impl std::future::Future<Output = T>) -> (Duration, T) {
+    let start = Instant::now();
+    let out = f.await;
+    (start.elapsed(), out)
+}
+
+/// Runs `n` rounds of A and B, alternating which goes first (A B, B A, ...),
+/// and returns the samples of each side in milliseconds.
+pub(crate) async fn abab<A, B, FA, FB>(n: usize, mut a: A, mut b: B) -> (Vec<f64>, Vec<f64>)
+where
+    A: FnMut(usize) -> FA,
+    B: FnMut(usize) -> FB,
+    FA: std::future::Future<Output = ()>,
+    FB: std::future::Future<Output = ()>,
+{
+    let (mut sa, mut sb) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..n {
+        if i % 2 == 0 {
+            sa.push(ms(timed(a(i)).await.0));
+            sb.push(ms(timed(b(i)).await.0));
+        } else {
+            sb.push(ms(timed(b(i)).await.0));
+            sa.push(ms(timed(a(i)).await.0));
+        }
+    }
+    (sa, sb)
+}
+
+/// Median of `n` simple gets now, as the SDK client does them.
+pub(crate) async fn round_trip_now(env: &Env, n: usize) -> Res<Vec<f64>> {
+    let pk = format!("rtt-{}", Uuid::new_v4().simple());
+    let table = env.raw_table(Sample::TABLE);
+    table
+        .insert::<_, Json>(raw_json(&sample(&pk, "r", 0)))?
+        .into_future()
+        .await?;
+    let client = table.partition_key_client(pk.as_str()).entity_client("r");
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (d, r) = timed(client.get::<Map<String, Json>>().into_future()).await;
+        r?;
+        v.push(ms(d));
+    }
+    Ok(v)
+}

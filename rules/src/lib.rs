@@ -1,0 +1,206 @@
+//! The Table service's naming rules, in one place for the two crates that
+//! check them: `leasehold` at run time (when a [`TableName`], a key or a
+//! property name is built) and `leasehold-derive` at compile time (the table
+//! name and the stored property names of `#[derive(Entity)]`).
+//!
+//! Each check says why a name is refused, or `None` when it is accepted; the
+//! callers add which name it was. Not meant for use outside leasehold: the
+//! runtime crate's validated types (`TableName`, `PartitionKey`, `RowKey`)
+//! are the public face of these rules.
+//!
+//! [`TableName`]: https://docs.rs/leasehold/latest/leasehold/key/struct.TableName.html
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+/// Property names the service keeps for itself.
+pub const RESERVED_NAMES: [&str; 3] = ["PartitionKey", "RowKey", "Timestamp"];
+
+/// The longest property name, in characters.
+pub const MAX_NAME_CHARS: usize = 255;
+
+/// The most user properties an entity may have (255 minus PartitionKey,
+/// RowKey and Timestamp).
+pub const MAX_USER_PROPERTIES: usize = 252;
+
+/// The largest partition or row key, in bytes of UTF-16 (the service stores
+/// keys as UTF-16).
+pub const MAX_KEY_BYTES: usize = 1024;
+
+/// Why `name` is not a valid table name (`^[A-Za-z][A-Za-z0-9]{2,62}$`, not
+/// `tables` in any case), or `None` when it is.
+pub fn table_name_problem(name: &str) -> Option<&'static str> {
+    let bytes = name.as_bytes();
+    if bytes.len() < 3 || bytes.len() > 63 {
+        return Some("must be 3 to 63 characters long");
+    }
+    if !bytes[0].is_ascii_alphabetic() {
+        return Some("must start with a letter");
+    }
+    if !bytes.iter().all(u8::is_ascii_alphanumeric) {
+        return Some("may contain only ASCII letters and digits");
+    }
+    if name.eq_ignore_ascii_case("tables") {
+        return Some("`tables` is reserved");
+    }
+    None
+}
+
+/// Why `name` cannot be a property name, or `None` when it can.
+///
+/// Names follow C# identifier rules (a letter or `_`, then letters, digits or
+/// `_`), are at most [`MAX_NAME_CHARS`] characters, and are not one of
+/// [`RESERVED_NAMES`].
+pub fn property_name_problem(name: &str) -> Option<String> {
+    let mut chars = name.chars();
+    match chars.next() {
+        None => return Some("is empty".into()),
+        Some(c) if !(c.is_alphabetic() || c == '_') => {
+            return Some(format!("must start with a letter or `_`, not {c:?}"));
+        }
+        _ => {}
+    }
+    if let Some(c) = chars.find(|&c| !(c.is_alphanumeric() || c == '_')) {
+        return Some(format!(
+            "may contain only letters, digits and `_`, not {c:?}"
+        ));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Some(format!("is longer than {MAX_NAME_CHARS} characters"));
+    }
+    if RESERVED_NAMES.contains(&name) {
+        return Some("is reserved by the service".into());
+    }
+    None
+}
+
+/// A quick yes for the common case, without allocating: an ASCII identifier
+/// of at most [`MAX_NAME_CHARS`] characters that is not reserved. `false`
+/// means "ask [`property_name_problem`]", not "invalid".
+pub fn is_plain_property_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    match bytes.split_first() {
+        Some((first, rest)) => {
+            (first.is_ascii_alphabetic() || *first == b'_')
+                && rest.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+                && bytes.len() <= MAX_NAME_CHARS
+                && !RESERVED_NAMES.contains(&name)
+        }
+        None => false,
+    }
+}
+
+/// Why `key` is not a valid partition or row key, or `None` when it is: at
+/// most [`MAX_KEY_BYTES`] as UTF-16, and no character of
+/// [`is_forbidden_key_char`].
+pub fn key_problem(key: &str) -> Option<String> {
+    if 2 * utf16_len(key) > MAX_KEY_BYTES {
+        return Some(format!(
+            "is {} bytes as UTF-16; keys are limited to {MAX_KEY_BYTES}",
+            2 * utf16_len(key)
+        ));
+    }
+    if let Some(c) = key.chars().find(|&c| is_forbidden_key_char(c)) {
+        return Some(format!("contains the forbidden character {c:?}"));
+    }
+    None
+}
+
+/// Characters the service forbids in keys: `/ \ # ?` and control characters
+/// (U+0000 to U+001F and U+007F to U+009F).
+pub fn is_forbidden_key_char(c: char) -> bool {
+    matches!(c, '/' | '\\' | '#' | '?' | '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}')
+}
+
+/// The length of a string in UTF-16 code units, as the service measures keys
+/// and string values.
+pub fn utf16_len(s: &str) -> usize {
+    if s.is_ascii() {
+        return s.len();
+    }
+    // One unit per character (every byte but UTF-8 continuation bytes), two
+    // for characters outside the BMP (four-byte sequences, lead byte >= 0xF0).
+    s.bytes()
+        .map(|b| usize::from(b & 0xC0 != 0x80) + usize::from(b >= 0xF0))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_names() {
+        for good in ["Accounts", "abc", "A12", &"a".repeat(63)] {
+            assert_eq!(table_name_problem(good), None, "{good}");
+        }
+        for bad in [
+            "",
+            "ab",
+            "1abc",
+            "ab-c",
+            "ab_c",
+            "tables",
+            "TABLES",
+            &"a".repeat(64),
+        ] {
+            assert!(table_name_problem(bad).is_some(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn property_names() {
+        for good in ["balance", "_x1", "Größe", &"a".repeat(255)] {
+            assert_eq!(property_name_problem(good), None, "{good}");
+        }
+        for bad in [
+            "",
+            "1a",
+            "a-b",
+            "a b",
+            "a@odata.type",
+            "PartitionKey",
+            "RowKey",
+            "Timestamp",
+        ] {
+            assert!(property_name_problem(bad).is_some(), "{bad}");
+        }
+        assert!(property_name_problem(&"a".repeat(256)).is_some());
+    }
+
+    #[test]
+    fn plain_names_are_a_subset_of_valid_names() {
+        for name in ["a", "_", "a_1", "Z9", "x".repeat(255).as_str()] {
+            assert!(is_plain_property_name(name), "{name}");
+            assert_eq!(property_name_problem(name), None);
+        }
+        for name in ["", "1", "Größe", "a-b", "RowKey", "x".repeat(256).as_str()] {
+            assert!(!is_plain_property_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn keys() {
+        for bad in [
+            "a/b", "a\\b", "a#b", "a?b", "a\u{0}", "a\u{1f}", "\u{7f}", "\u{9f}",
+        ] {
+            assert!(key_problem(bad).is_some(), "{bad:?}");
+        }
+        assert_eq!(key_problem(&"x".repeat(512)), None);
+        assert!(key_problem(&"x".repeat(513)).is_some());
+        assert_eq!(key_problem("o'brien %+ é 日本"), None);
+        assert_eq!(key_problem(""), None);
+        assert_eq!(
+            key_problem(&"😀".repeat(257)),
+            Some("is 1028 bytes as UTF-16; keys are limited to 1024".into())
+        );
+    }
+
+    #[test]
+    fn utf16_lengths() {
+        assert_eq!(utf16_len("abc"), 3);
+        assert_eq!(utf16_len("é日"), 2);
+        assert_eq!(utf16_len("😀"), 2);
+        assert_eq!(utf16_len("a😀é"), 4);
+    }
+}

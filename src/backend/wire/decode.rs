@@ -1,0 +1,509 @@
+//! Reading an entity's JSON body: [`ParsedEntity`] and
+//! [`entity_from_parsed`], the one decoder.
+//!
+//! Reading accepts what the service and other clients send: Int64 as a
+//! string or a number, doubles as numbers or the strings `NaN`, `Infinity`
+//! and `-Infinity`, and values without an annotation typed the way the
+//! service infers them. A JSON `null` is an absent property.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde::Deserialize as _;
+use serde_json::{Map, Number, Value as Json};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::encode::ANNOTATION;
+use crate::datetime;
+use crate::entity::{EdmType, Properties, Value};
+use crate::error::{Error, Result};
+
+/// An entity as read from the wire.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct WireEntity {
+    /// `PartitionKey`
+    pub(crate) partition_key: String,
+    /// `RowKey`
+    pub(crate) row_key: String,
+    /// `Timestamp`, when the service sent it.
+    pub(crate) timestamp: Option<OffsetDateTime>,
+    /// `odata.etag`, when the service sent it.
+    pub(crate) etag: Option<String>,
+    /// Every other property.
+    pub(crate) properties: Properties,
+}
+
+fn found_json(v: Option<&Json>) -> String {
+    match v {
+        None => "absent".into(),
+        Some(Json::String(s)) if s.chars().count() > 40 => {
+            format!("a {}-character string", s.chars().count())
+        }
+        Some(v) => v.to_string(),
+    }
+}
+
+/// An entity body parsed from JSON but not yet checked: what
+/// [`entity_from_parsed`] reads into a [`WireEntity`]. Deserializing it reads
+/// the text straight into property names and values, without building a
+/// `serde_json::Map`; give it to anything that deserializes a body (the SDK's
+/// response types), or use [`entity_from_json_str`] or [`entity_from_json`].
+///
+/// Entries are kept as a `serde_json::Map` would keep them: a later value or
+/// annotation of a name replaces an earlier one.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ParsedEntity {
+    partition_key: Option<Json>,
+    row_key: Option<Json>,
+    etag: Option<String>,
+    /// Properties and annotations by property name.
+    entries: Vec<Entry>,
+    /// Annotations that are not a known type name, for errors.
+    bad_annotations: Vec<Json>,
+    /// Whether `entries` is strictly increasing by name (so every name occurs
+    /// once, as in a `serde_json::Map`).
+    sorted: bool,
+}
+
+/// Kept small (64 bytes): a body's entries fit one small allocation.
+#[derive(Debug, Clone)]
+struct Entry {
+    name: String,
+    value: Option<Json>,
+    annotation: Ann,
+}
+
+/// An annotation as an entry holds it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ann {
+    Absent,
+    Known(EdmType),
+    /// Index into `ParsedEntity::bad_annotations`.
+    Bad(u32),
+}
+
+/// An `@odata.type` annotation's value.
+#[derive(Debug, Clone)]
+enum Annotation {
+    Known(EdmType),
+    /// Anything else (an unknown name or not a string), kept for the error.
+    Other(Json),
+}
+
+/// What a key of the body is.
+enum Key {
+    Partition,
+    Row,
+    Etag,
+    /// A key that does not bear on the entity (kept only as JSON is).
+    Ignored,
+    /// A property's value.
+    Property(KeyName),
+    /// A property's `@odata.type` annotation.
+    Annotation(KeyName),
+}
+
+/// The property name of a key.
+enum KeyName {
+    /// The name of the last entry read.
+    Last,
+    New(String),
+}
+
+struct KeySeed<'a> {
+    last: Option<&'a str>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for KeySeed<'_> {
+    type Value = Key;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<Key, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl serde::de::Visitor<'_> for KeySeed<'_> {
+    type Value = Key;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a property name")
+    }
+    fn visit_str<E: serde::de::Error>(self, k: &str) -> std::result::Result<Key, E> {
+        let name = |n: &str| {
+            if self.last == Some(n) {
+                KeyName::Last
+            } else {
+                KeyName::New(n.to_owned())
+            }
+        };
+        Ok(match k {
+            "PartitionKey" => Key::Partition,
+            "RowKey" => Key::Row,
+            _ if k.contains('@') => match k.strip_suffix(ANNOTATION) {
+                Some(base) if !base.contains('@') => Key::Annotation(name(base)),
+                _ => Key::Ignored,
+            },
+            "odata.etag" => Key::Etag,
+            _ if k.starts_with("odata.") => Key::Ignored,
+            _ => Key::Property(name(k)),
+        })
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Annotation {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_any(AnnotationVisitor)
+    }
+}
+
+struct AnnotationVisitor;
+
+impl<'de> serde::de::Visitor<'de> for AnnotationVisitor {
+    type Value = Annotation;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Annotation, E> {
+        Ok(match EdmType::from_odata_name(v) {
+            Some(t) => Annotation::Known(t),
+            None => Annotation::Other(Json::String(v.to_owned())),
+        })
+    }
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> std::result::Result<Annotation, E> {
+        Ok(Annotation::Other(Json::Bool(v)))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<Annotation, E> {
+        Ok(Annotation::Other(Json::Number(v.into())))
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<Annotation, E> {
+        Ok(Annotation::Other(Json::Number(v.into())))
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<Annotation, E> {
+        Ok(Annotation::Other(
+            Number::from_f64(v).map_or(Json::Null, Json::Number),
+        ))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Annotation, E> {
+        Ok(Annotation::Other(Json::Null))
+    }
+    fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Annotation, E> {
+        Ok(Annotation::Other(Json::Null))
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Annotation, D::Error> {
+        serde::Deserialize::deserialize(d)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        seq: A,
+    ) -> std::result::Result<Annotation, A::Error> {
+        let v = serde::Deserialize::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
+        Ok(Annotation::Other(v))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        map: A,
+    ) -> std::result::Result<Annotation, A::Error> {
+        let v = serde::Deserialize::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+        Ok(Annotation::Other(v))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ParsedEntity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_map(ParsedEntityVisitor)
+    }
+}
+
+struct ParsedEntityVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ParsedEntityVisitor {
+    type Value = ParsedEntity;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an entity (a JSON object)")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<ParsedEntity, A::Error> {
+        let mut out = ParsedEntity {
+            entries: Vec::with_capacity(map.size_hint().unwrap_or(16)),
+            sorted: true,
+            ..ParsedEntity::default()
+        };
+        loop {
+            let seed = KeySeed {
+                last: out.entries.last().map(|e| e.name.as_str()),
+            };
+            let Some(key) = map.next_key_seed(seed)? else {
+                break;
+            };
+            match key {
+                Key::Partition => out.partition_key = Some(map.next_value()?),
+                Key::Row => out.row_key = Some(map.next_value()?),
+                Key::Etag => out.etag = map.next_value::<Json>()?.as_str().map(str::to_owned),
+                Key::Ignored => {
+                    map.next_value::<Json>()?;
+                }
+                Key::Property(name) => {
+                    let value = map.next_value::<Json>()?;
+                    out.place(name, Some(value), Ann::Absent);
+                }
+                Key::Annotation(name) => {
+                    let annotation = match map.next_value::<Annotation>()? {
+                        Annotation::Known(t) => Ann::Known(t),
+                        Annotation::Other(json) => {
+                            out.bad_annotations.push(json);
+                            Ann::Bad(
+                                u32::try_from(out.bad_annotations.len() - 1).unwrap_or(u32::MAX),
+                            )
+                        }
+                    };
+                    out.place(name, None, annotation);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl ParsedEntity {
+    /// Files a property value or annotation under its name.
+    fn place(&mut self, name: KeyName, value: Option<Json>, annotation: Ann) {
+        let name = match name {
+            KeyName::Last => {
+                if let Some(last) = self.entries.last_mut() {
+                    let free = (value.is_none() || last.value.is_none())
+                        && (annotation == Ann::Absent || last.annotation == Ann::Absent);
+                    if free {
+                        if value.is_some() {
+                            last.value = value;
+                        }
+                        if annotation != Ann::Absent {
+                            last.annotation = annotation;
+                        }
+                        return;
+                    }
+                    // The same name again: the last occurrence will count.
+                    self.sorted = false;
+                    last.name.clone()
+                } else {
+                    // `Last` implies an entry; keep going regardless.
+                    String::new()
+                }
+            }
+            KeyName::New(name) => {
+                if self.entries.last().is_some_and(|last| name < last.name) {
+                    self.sorted = false;
+                }
+                name
+            }
+        };
+        self.entries.push(Entry {
+            name,
+            value,
+            annotation,
+        });
+    }
+
+    /// Sorts the entries by name and merges repeated names, the later value
+    /// or annotation winning (as a `serde_json::Map` keeps the last).
+    fn normalize(&mut self) {
+        if self.sorted {
+            return;
+        }
+        self.entries.sort_by(|a, b| a.name.cmp(&b.name));
+        self.entries.dedup_by(|later, earlier| {
+            if later.name != earlier.name {
+                return false;
+            }
+            if later.value.is_some() {
+                earlier.value = later.value.take();
+            }
+            if later.annotation != Ann::Absent {
+                earlier.annotation = later.annotation;
+            }
+            true
+        });
+        self.sorted = true;
+    }
+}
+
+/// Reads an entity from a parsed body: keys, Timestamp, ETag and properties,
+/// each value typed by its annotation or, without one, as the service infers
+/// it.
+///
+/// # Errors
+/// [`Error::Decode`] naming the table and the property that does not parse.
+pub(crate) fn entity_from_parsed(table: &str, mut parsed: ParsedEntity) -> Result<WireEntity> {
+    let decode_err = |property: &str, expected: &str, found: String| Error::Decode {
+        table: table.to_owned(),
+        row: None,
+        property: property.to_owned(),
+        expected: expected.to_owned(),
+        found,
+    };
+    let key = |name: &str, raw: Option<Json>| match raw {
+        Some(Json::String(s)) => Ok(s),
+        other => Err(decode_err(name, "Edm.String", found_json(other.as_ref()))),
+    };
+    let partition_key = key("PartitionKey", parsed.partition_key.take())?;
+    let row_key = key("RowKey", parsed.row_key.take())?;
+    parsed.normalize();
+    let mut timestamp = None;
+    let mut properties = Properties::with_capacity(parsed.entries.len());
+    for Entry {
+        name,
+        value,
+        annotation,
+    } in parsed.entries
+    {
+        // Annotation-only entries (including those of names that are not
+        // properties, such as `odata.*` or the keys) stand for nothing.
+        let Some(raw) = value else {
+            continue;
+        };
+        let annotation = match annotation {
+            Ann::Absent => None,
+            Ann::Known(t) => Some(t),
+            Ann::Bad(i) => {
+                let bad = parsed
+                    .bad_annotations
+                    .get_mut(i as usize)
+                    .map(std::mem::take)
+                    .unwrap_or_default();
+                return Err(match bad {
+                    Json::String(t) => {
+                        decode_err(&name, "a known Edm type", format!("annotation {t:?}"))
+                    }
+                    other => decode_err(&name, "an Edm type annotation", other.to_string()),
+                });
+            }
+        };
+        let value = read_value_owned(annotation, raw)
+            .map_err(|(expected, raw)| decode_err(&name, &expected, found_json(Some(&raw))))?;
+        if name == "Timestamp" {
+            timestamp = match value {
+                Some(Value::DateTime(t)) => Some(t),
+                Some(Value::String(s)) => datetime::parse(&s).ok(),
+                _ => None,
+            };
+            continue;
+        }
+        if let Some(value) = value {
+            // Entries are sorted and each name occurs once (`normalize`).
+            properties.push_in_order(name, value);
+        }
+    }
+    Ok(WireEntity {
+        partition_key,
+        row_key,
+        timestamp,
+        etag: parsed.etag,
+        properties,
+    })
+}
+
+/// Reads an entity from response body text, without building a
+/// `serde_json::Map`.
+///
+/// # Errors
+/// [`Error::Decode`] naming the table and the property that does not parse,
+/// or (property `(body)`) when the text is not a JSON object.
+pub(crate) fn entity_from_json_str(table: &str, text: &str) -> Result<WireEntity> {
+    let parsed: ParsedEntity = serde_json::from_str(text).map_err(|e| Error::Decode {
+        table: table.to_owned(),
+        row: None,
+        property: "(body)".into(),
+        expected: "an entity as a JSON object".into(),
+        found: e.to_string(),
+    })?;
+    entity_from_parsed(table, parsed)
+}
+
+/// Reads one JSON value with its optional annotation, taking it by value
+/// (strings move into the value); `Ok(None)` for null. The error is the
+/// expected type and the JSON given back.
+fn read_value_owned(
+    annotation: Option<EdmType>,
+    raw: Json,
+) -> std::result::Result<Option<Value>, (String, Json)> {
+    let fail = |t: EdmType, raw: Json| Err((t.odata_name().to_owned(), raw));
+    let value = match (annotation, raw) {
+        (_, Json::Null) => return Ok(None),
+        (None | Some(EdmType::String), Json::String(s)) => Value::String(s),
+        (None | Some(EdmType::Boolean), Json::Bool(b)) => Value::Boolean(b),
+        (None, Json::Number(n)) => match n.as_i64() {
+            Some(i) => match i32::try_from(i) {
+                Ok(i) => Value::Int32(i),
+                Err(_) => Value::Int64(i),
+            },
+            None => match n.as_f64() {
+                Some(d) => Value::Double(d),
+                None => return Err(("a number".into(), Json::Number(n))),
+            },
+        },
+        (None, raw) => {
+            return Err(("a property value (not an object or array)".into(), raw));
+        }
+        (Some(t), raw) => match read_typed(t, &raw) {
+            Some(v) => v,
+            None => return fail(t, raw),
+        },
+    };
+    Ok(Some(value))
+}
+
+/// A non-null JSON value read as `t` (other than a string as Edm.String or a
+/// boolean as Edm.Boolean, which move), or `None` when it is not one.
+fn read_typed(t: EdmType, raw: &Json) -> Option<Value> {
+    Some(match t {
+        EdmType::String | EdmType::Boolean => return None,
+        EdmType::Int32 => Value::Int32(raw.as_i64().and_then(|i| i32::try_from(i).ok())?),
+        EdmType::Int64 => Value::Int64(match raw {
+            Json::String(s) => s.parse().ok()?,
+            Json::Number(n) => n.as_i64()?,
+            _ => return None,
+        }),
+        EdmType::Double => Value::Double(match raw {
+            Json::Number(n) => n.as_f64()?,
+            Json::String(s) => match s.as_str() {
+                "NaN" => f64::NAN,
+                "Infinity" => f64::INFINITY,
+                "-Infinity" => f64::NEG_INFINITY,
+                other => other.parse().ok()?,
+            },
+            _ => return None,
+        }),
+        EdmType::DateTime => Value::DateTime(datetime::parse(raw.as_str()?).ok()?),
+        EdmType::Guid => Value::Guid(Uuid::parse_str(raw.as_str()?).ok()?),
+        EdmType::Binary => Value::Binary(BASE64.decode(raw.as_str()?).ok()?),
+    })
+}
+
+/// Reads an entity from a body already parsed into a JSON object.
+///
+/// # Errors
+/// As [`entity_from_parsed`].
+pub(crate) fn entity_from_json(table: &str, json: &Map<String, Json>) -> Result<WireEntity> {
+    // Reading a map's entries cannot fail: every key is a string and
+    // every value is read as it is.
+    let parsed = ParsedEntity::deserialize(json).map_err(|e| Error::Decode {
+        table: table.to_owned(),
+        row: None,
+        property: "(body)".into(),
+        expected: "an entity as a JSON object".into(),
+        found: e.to_string(),
+    })?;
+    entity_from_parsed(table, parsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_stay_small() {
+        assert!(std::mem::size_of::<Entry>() <= 64);
+    }
+}

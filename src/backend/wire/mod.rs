@@ -1,0 +1,29 @@
+//! The JSON form of an entity, as the Table service's REST API speaks it:
+//! the bodies the Azure backend sends and reads, the size of a batch
+//! operation (`TableOp::payload_size`), and the after-images of the lock
+//! journal. Crate-private: it is a storage format, not an API.
+//!
+//! Int64, Double, DateTime, Guid and Binary values carry an `@odata.type`
+//! annotation (the service cannot infer them), Int64 travels as a string
+//! (JSON numbers lose precision past 2^53), Binary as base64, and doubles
+//! that JSON cannot spell (`NaN`, `Infinity`, `-Infinity`) as annotated
+//! strings.
+//!
+//! One encoder ([`EntityBody`], in `encode`) and one decoder
+//! ([`ParsedEntity`] read by [`entity_from_parsed`], in `decode`); the other
+//! functions here only give them a JSON object or text to work on. Both
+//! compile without the `azure` feature: the memory backend sizes batches
+//! and the lock journal stores after-images with them.
+
+mod decode;
+mod encode;
+
+#[cfg(any(test, feature = "azure"))]
+pub(crate) use decode::{ParsedEntity, entity_from_parsed};
+pub(crate) use decode::{entity_from_json, entity_from_json_str};
+#[cfg(any(test, feature = "azure"))]
+pub(crate) use encode::EntityBody;
+pub(crate) use encode::{entity_to_json, entity_to_json_string};
+
+#[cfg(test)]
+mod tests;

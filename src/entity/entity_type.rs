@@ -1,0 +1,63 @@
+//! [`Entity`]: a Rust type stored as rows of one table.
+
+use super::data::EntityData;
+use super::limits::validate_entity;
+use super::properties::Properties;
+use crate::error::Result;
+use crate::key::{PartitionKey, RowKey};
+
+/// A Rust type stored as rows of one table.
+///
+/// Derive it with `#[derive(leasehold::Entity)]`; a hand-written impl must keep
+/// `decode(encode(x)) == x`.
+pub trait Entity: Sized + Send + Sync + 'static {
+    /// The table the entity lives in.
+    const TABLE: &'static str;
+
+    /// The stored names of the entity's properties (keys excluded), used for
+    /// projections.
+    const PROPERTY_NAMES: &'static [&'static str];
+
+    /// The entity's partition key.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`](crate::Error::Invalid) when the key fields do not
+    /// make a valid key.
+    fn partition_key(&self) -> Result<PartitionKey>;
+
+    /// The entity's row key.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`](crate::Error::Invalid) when the key fields do not
+    /// make a valid key.
+    fn row_key(&self) -> Result<RowKey>;
+
+    /// The entity's user properties.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`](crate::Error::Invalid) when a field cannot be stored.
+    fn encode_properties(&self) -> Result<Properties>;
+
+    /// Rebuilds the entity from its stored form.
+    ///
+    /// # Errors
+    /// [`Error::Decode`](crate::Error::Decode) naming the property that is
+    /// missing or of the wrong type.
+    fn decode(data: EntityData) -> Result<Self>;
+
+    /// Keys and properties, checked against every service limit.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`](crate::Error::Invalid) naming the culprit.
+    fn encode(&self) -> Result<EntityData> {
+        let partition_key = self.partition_key()?;
+        let row_key = self.row_key()?;
+        let properties = self.encode_properties()?;
+        validate_entity(Self::TABLE, &partition_key, &row_key, &properties)?;
+        Ok(EntityData {
+            partition_key,
+            row_key,
+            properties,
+        })
+    }
+}

@@ -1,0 +1,26 @@
+//! Validated names and keys, and the composite-key encoding.
+//!
+//! Everything that names a row is checked here, once, at the boundary:
+//! [`TableName`], [`PartitionKey`] and [`RowKey`] can only hold values the
+//! Table service accepts, so code past this point never re-checks them.
+//!
+//! Keys built from several fields use [`CompositeKey`], an encoding that keeps
+//! the tuple order of the parts (so key ranges and sorted scans behave as the
+//! tuples would), escapes every character the service forbids, and parses back.
+
+mod blob_names;
+mod composite;
+mod etag;
+mod keys;
+mod part;
+mod table_name;
+mod validate;
+
+pub use blob_names::{BlobName, ContainerName};
+pub use composite::CompositeKey;
+pub use etag::ETag;
+pub use keys::{PartitionKey, RowKey};
+pub(crate) use keys::{compare_keys, shorten};
+pub use part::KeyPart;
+pub use table_name::TableName;
+pub use validate::{IntoPartitionKey, IntoRowKey};

@@ -1,0 +1,159 @@
+//! [`Table`]: the handle of one typed table: its name, the table's
+//! creation on first use, and single-entity reads.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tracing::Instrument as _;
+
+use super::env::TableEnv;
+use super::stored::versioned;
+use crate::entity::{Entity, Versioned};
+use crate::error::{Error, Result};
+use crate::key::{IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
+
+/// The typed table of entity type `E`. Cheap to clone.
+pub struct Table<E> {
+    pub(super) env: Arc<TableEnv>,
+    name: std::result::Result<TableName, String>,
+    pub(super) write_log: bool,
+    /// Set once the store has made sure the table exists (the store never
+    /// forgets it), so later operations skip the store's lookup.
+    ready: Arc<AtomicBool>,
+    _entity: PhantomData<fn() -> E>,
+}
+
+impl<E> Clone for Table<E> {
+    fn clone(&self) -> Self {
+        Table {
+            env: Arc::clone(&self.env),
+            name: self.name.clone(),
+            write_log: self.write_log,
+            ready: Arc::clone(&self.ready),
+            _entity: PhantomData,
+        }
+    }
+}
+
+impl<E> std::fmt::Debug for Table<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("name", &self.name)
+            .field("write_log", &self.write_log)
+            .finish()
+    }
+}
+
+impl<E: Entity> Table<E> {
+    pub(crate) fn new(env: Arc<TableEnv>) -> Self {
+        Table {
+            // The derive checks the name at compile time; a hand-written
+            // `Entity` impl (or a prefix making it too long) gets its error at
+            // the first operation.
+            name: TableName::new(format!("{}{}", env.table_prefix(), E::TABLE))
+                .map_err(|e| e.to_string()),
+            env,
+            write_log: false,
+            ready: Arc::new(AtomicBool::new(false)),
+            _entity: PhantomData,
+        }
+    }
+
+    /// This table, keeping a write log in every entity it inserts, replaces
+    /// or merges conditionally, so that a write whose reply is lost can be
+    /// settled exactly.
+    ///
+    /// Without it, a conditional write whose reply was lost is settled by
+    /// reading the entity back, which cannot always tell this write from
+    /// another writer's (an identical write from the same version, or later
+    /// writes on top); then the write fails with [`Error::Transient`] saying
+    /// its outcome is unknown, rather than risk reporting it wrongly. With it,
+    /// each such write stores a fresh 8-character id in front of the ids of
+    /// the entity's last 31 writes, in the reserved property
+    /// [`write_log::PROPERTY`](crate::backend::write_log::PROPERTY) (a string of under 300 characters, one of the 252
+    /// properties); the read-back then finds the write among the ids, or finds
+    /// every write since the version it was based on listed without it. This
+    /// is what makes [`Table::update_with`] exact under lost replies.
+    ///
+    /// The log is never decoded into `E`. Unconditional writes
+    /// (`upsert`, `replace_unconditionally`) and batches do not extend it;
+    /// a full replacement without it drops it, after which the first
+    /// outcomes that depend on it are unknown again. The memory backend never
+    /// loses replies; it stores the log like any property.
+    ///
+    /// ```
+    /// # #[derive(leasehold::Entity, Clone)]
+    /// # #[entity(table = "Counters")]
+    /// # struct Counter { #[entity(partition_key)] pk: String, #[entity(row_key)] rk: String, n: i64 }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = leasehold::Store::memory();
+    /// let counters = store.table::<Counter>().with_write_log();
+    /// counters.insert(Counter { pk: "p".into(), rk: "r".into(), n: 0 }).await?;
+    /// let after = counters.update_with("p", "r", |c| c.n += 1).await?;
+    /// assert_eq!(after.n, 1);
+    /// # Ok::<_, leasehold::Error>(())
+    /// # }).unwrap();
+    /// ```
+    #[must_use = "`with_write_log` returns the changed table; `self` is consumed"]
+    pub fn with_write_log(mut self) -> Self {
+        self.write_log = true;
+        self
+    }
+
+    /// The table's name.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when `E::TABLE` is not a valid table name (only
+    /// possible with a hand-written `Entity` impl).
+    pub fn name(&self) -> Result<&TableName> {
+        self.name.as_ref().map_err(|why| {
+            Error::invalid(
+                format!("table name of {}", std::any::type_name::<E>()),
+                why.clone(),
+            )
+        })
+    }
+
+    /// The table name, after making sure the table exists.
+    pub(super) async fn ready(&self) -> Result<&TableName> {
+        let name = self.name()?;
+        if !self.ready.load(Ordering::Acquire) {
+            self.env.ensure_table(name).await?;
+            self.ready.store(true, Ordering::Release);
+        }
+        Ok(name)
+    }
+
+    /// Reads one entity with its ETag; `None` when there is none.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for an invalid key; [`Error::Decode`] when the stored
+    /// entity does not fit `E`; backend errors.
+    pub async fn get(
+        &self,
+        partition_key: impl IntoPartitionKey,
+        row_key: impl IntoRowKey,
+    ) -> Result<Option<Versioned<E>>> {
+        let pk = partition_key.into_partition_key()?;
+        let rk = row_key.into_row_key()?;
+        self.get_keys(&pk, &rk).await
+    }
+
+    pub(super) async fn get_keys(
+        &self,
+        pk: &PartitionKey,
+        rk: &RowKey,
+    ) -> Result<Option<Versioned<E>>> {
+        let name = self.ready().await?;
+        let span = tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
+        async {
+            match self.env.backend().get(name, pk, rk).await? {
+                Some(stored) => Ok(Some(crate::__private::in_row(pk, rk, versioned(stored))?)),
+                None => Ok(None),
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}

@@ -1,0 +1,119 @@
+//! From stored entities to typed values: what a read returns, and what a
+//! write leaves stored.
+
+use std::sync::Arc;
+
+use crate::backend::{StoredEntity, write_log};
+use crate::entity::{Entity, EntityData, Properties, Stored, Value, Versioned};
+use crate::error::Result;
+
+/// Builds the typed value of a stored entity; its write log, if any, is
+/// kept beside the entity rather than decoded into it.
+pub(crate) fn versioned<E: Entity>(stored: StoredEntity) -> Result<Versioned<E>> {
+    versioned_from(stored, true)
+}
+
+/// As [`versioned`]; `complete` says whether `stored` holds every stored
+/// property (not so for a projection), and so whether the value knows them.
+pub(crate) fn versioned_from<E: Entity>(
+    mut stored: StoredEntity,
+    complete: bool,
+) -> Result<Versioned<E>> {
+    let log = match stored.data.properties.remove(write_log::PROPERTY) {
+        Some(Value::String(log)) => Some(log),
+        _ => None,
+    };
+    let state = if complete {
+        Stored::unchanged(extra_properties::<E>(&stored.data.properties))
+    } else {
+        Stored::Unknown
+    };
+    Ok(
+        Versioned::new(E::decode(stored.data)?, stored.etag, stored.timestamp)
+            .with_write_log(log)
+            .with_stored(state),
+    )
+}
+
+/// The stored properties that `E` does not carry (written by another type
+/// sharing the table), copied only when there are some.
+fn extra_properties<E: Entity>(properties: &Properties) -> Option<Arc<Properties>> {
+    let carried = E::PROPERTY_NAMES
+        .iter()
+        .filter(|name| properties.get(name).is_some())
+        .count();
+    (carried < properties.len()).then(|| {
+        Arc::new(
+            properties
+                .iter()
+                .filter(|(name, _)| !E::PROPERTY_NAMES.contains(name))
+                .map(|(name, value)| (name.to_owned(), value.clone()))
+                .collect(),
+        )
+    })
+}
+
+/// What a write stores beside the properties it sends, as far as known
+/// before sending.
+pub(crate) enum Base {
+    /// Nothing: an insert or a full replacement stores what it sends.
+    Nothing,
+    /// A merge onto a version whose stored properties are these (`None`:
+    /// unknown).
+    Merge(Option<Arc<Properties>>),
+    /// A merge onto an unchanged value: the stored properties were the
+    /// entity's own encoding (which the merge sends again) plus these.
+    MergeUnchanged(Option<Arc<Properties>>),
+}
+
+impl Base {
+    /// The base of a merge of `current`.
+    pub(crate) fn merge_of<E>(current: &Versioned<E>) -> Base {
+        match current.unchanged_extra() {
+            Some(extra) => Base::MergeUnchanged(extra.cloned()),
+            None => Base::Merge(current.stored_properties()),
+        }
+    }
+}
+
+/// The entity a write of `data` onto `base` leaves stored, decoded as a
+/// read would decode it (so dates come back at 100 ns in UTC, JSON fields
+/// as they parse), with what the value knows of the stored properties;
+/// `None` when only a read can tell (a merge onto unknown properties that
+/// leaves some of `E`'s properties unwritten).
+///
+/// The cost is one copy of the properties sent and one decode per write
+/// (a merge onto a changed value copies the properties it is based on
+/// too); a copy is needed anyway, since the write moves the data into the
+/// backend.
+pub(crate) fn stored_after<E: Entity>(
+    data: &EntityData,
+    base: Base,
+) -> Result<Option<(E, Stored<E>)>> {
+    let decode = |properties: Properties| {
+        E::decode(EntityData {
+            partition_key: data.partition_key.clone(),
+            row_key: data.row_key.clone(),
+            properties,
+        })
+    };
+    Ok(Some(match base {
+        Base::Nothing => (decode(data.properties.clone())?, Stored::unchanged(None)),
+        Base::MergeUnchanged(extra) => (decode(data.properties.clone())?, Stored::unchanged(extra)),
+        Base::Merge(Some(stored)) => {
+            let mut after = Arc::unwrap_or_clone(stored);
+            after.merge_from(&data.properties);
+            (decode(after.clone())?, Stored::Known(Arc::new(after)))
+        }
+        Base::Merge(None) => {
+            if E::PROPERTY_NAMES
+                .iter()
+                .all(|name| data.properties.get(name).is_some())
+            {
+                (decode(data.properties.clone())?, Stored::Unknown)
+            } else {
+                return Ok(None);
+            }
+        }
+    }))
+}

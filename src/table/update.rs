@@ -1,0 +1,211 @@
+//! Optimistic read-modify-write: [`Table::update_with`] and
+//! [`Table::try_update_with`].
+
+use super::handle::Table;
+use crate::entity::{Entity, Versioned};
+use crate::error::{Error, ErrorKind, Result};
+use crate::key::{IntoPartitionKey, IntoRowKey};
+
+impl<E: Entity> Table<E> {
+    /// Read-modify-write with optimistic retries: reads the entity, applies
+    /// `f`, and replaces it under the ETag read. On a conflict it re-reads and
+    /// applies `f` again to the fresh copy, waiting a jittered, growing delay,
+    /// up to the store's [`conflict_retry`](crate::StoreBuilder::conflict_retry)
+    /// attempt count. `f` may run several times and must not change the keys.
+    /// A function that may refuse the change (a business rule) is what
+    /// [`Table::try_update_with`] takes.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Counters")]
+    /// # struct Counter { #[entity(partition_key)] pk: String, #[entity(row_key)] rk: String, n: i64 }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let counters = Store::memory().table::<Counter>();
+    /// counters.insert(Counter { pk: "a".into(), rk: "hits".into(), n: 0 }).await?;
+    /// let updated = counters.update_with("a", "hits", |c| c.n += 1).await?;
+    /// assert_eq!(updated.n, 1);
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// When a reply is lost on the way back, the backend reads the entity to
+    /// learn whether the write was applied. On a table opened with
+    /// [`Table::with_write_log`] that always settles it, so `f`'s effect is
+    /// applied exactly once; without a write log an undecidable case is
+    /// reported as [`Error::Transient`] ("outcome unknown") rather than
+    /// retried, since retrying could apply `f` twice.
+    ///
+    /// # Errors
+    /// [`Error::Conflict`] when every attempt conflicted; [`Error::NotFound`]
+    /// when the entity does not exist; [`Error::Invalid`] when `f` changed a
+    /// key; [`Error::Transient`] when the outcome of a write is unknown (see
+    /// above) or the backend's retries ran out.
+    pub async fn update_with<F>(
+        &self,
+        partition_key: impl IntoPartitionKey,
+        row_key: impl IntoRowKey,
+        mut f: F,
+    ) -> Result<Versioned<E>>
+    where
+        F: FnMut(&mut E),
+    {
+        let updated = self
+            .update_loop(partition_key, row_key, |e| {
+                f(e);
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .await;
+        updated.map_err(|e| match e {
+            UpdateError::Refused(never) => match never {},
+            UpdateError::Failed(e) => e,
+        })
+    }
+
+    /// Like [`Table::update_with`], with an update function that may refuse
+    /// the change: when `f` returns `Err(u)`, nothing is sent and the call
+    /// returns [`UpdateError::Refused`]`(u)`, the caller's own value. `f`
+    /// sees a freshly read entity on every attempt: after a conflict it runs
+    /// again on the re-read entity (and may refuse then), with the same
+    /// retry rules as [`Table::update_with`].
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// # use leasehold::table::UpdateError;
+    /// #[derive(Entity, Clone, Debug)]
+    /// #[entity(table = "Orders")]
+    /// struct Order { #[entity(partition_key)] shop: String, #[entity(row_key)] id: String, status: String }
+    ///
+    /// #[derive(Debug, PartialEq)]
+    /// enum CancelError { AlreadyShipped }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let orders = Store::memory().table::<Order>();
+    /// orders.insert(Order { shop: "s".into(), id: "1".into(), status: "shipped".into() }).await?;
+    /// let outcome = orders
+    ///     .try_update_with("s", "1", |o| {
+    ///         if o.status == "shipped" {
+    ///             return Err(CancelError::AlreadyShipped);
+    ///         }
+    ///         o.status = "cancelled".into();
+    ///         Ok(())
+    ///     })
+    ///     .await;
+    /// match outcome {
+    ///     Err(UpdateError::Refused(reason)) => assert_eq!(reason, CancelError::AlreadyShipped),
+    ///     Err(UpdateError::Failed(e)) => return Err(e),
+    ///     Ok(_) => unreachable!("a shipped order is not cancelled"),
+    /// }
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`UpdateError::Refused`] with `f`'s error when it refused (nothing
+    /// sent); [`UpdateError::Failed`] with the errors of
+    /// [`Table::update_with`].
+    pub async fn try_update_with<F, U>(
+        &self,
+        partition_key: impl IntoPartitionKey,
+        row_key: impl IntoRowKey,
+        f: F,
+    ) -> std::result::Result<Versioned<E>, UpdateError<U>>
+    where
+        F: FnMut(&mut E) -> std::result::Result<(), U>,
+    {
+        self.update_loop(partition_key, row_key, f).await
+    }
+
+    /// The optimistic read-modify-write loop of [`Table::update_with`] and
+    /// [`Table::try_update_with`].
+    async fn update_loop<F, U>(
+        &self,
+        partition_key: impl IntoPartitionKey,
+        row_key: impl IntoRowKey,
+        mut f: F,
+    ) -> std::result::Result<Versioned<E>, UpdateError<U>>
+    where
+        F: FnMut(&mut E) -> std::result::Result<(), U>,
+    {
+        let pk = partition_key.into_partition_key()?;
+        let rk = row_key.into_row_key()?;
+        let policy = self.env.conflict_retry().clone();
+        let mut delays = policy.backoff();
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            let mut current = self
+                .get_keys(&pk, &rk)
+                .await?
+                .ok_or_else(|| Error::NotFound {
+                    what: format!("entity ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
+                    code: Some("ResourceNotFound".into()),
+                })?;
+            // The whole entity is replaced next: no record of the stored
+            // properties is needed.
+            f(current.entity_mut_for_replace()).map_err(UpdateError::Refused)?;
+            if current.partition_key()? != pk || current.row_key()? != rk {
+                return Err(Error::invalid(
+                    format!("update of ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
+                    "the update function changed a key",
+                )
+                .into());
+            }
+            match self.replace(&current).await {
+                Err(e) if e.kind() == ErrorKind::Conflict => match delays.next() {
+                    Some(delay) => {
+                        tracing::debug!(table = E::TABLE, attempts, "conflict; retrying");
+                        tokio::time::sleep(delay).await;
+                    }
+                    None => {
+                        return Err(Error::Conflict {
+                            what: format!(
+                                "entity ({pk:?}, {rk:?}) in table `{}` kept changing: {attempts} attempts conflicted",
+                                E::TABLE
+                            ),
+                            code: e.code().map(str::to_owned),
+                        }
+                        .into());
+                    }
+                },
+                other => return other.map_err(UpdateError::Failed),
+            }
+        }
+    }
+}
+
+/// Why [`Table::try_update_with`] did not update: the update function
+/// refused, with the caller's own error, or the update failed.
+#[derive(Debug)]
+pub enum UpdateError<U> {
+    /// The update function returned this error; nothing was sent.
+    Refused(U),
+    /// Reading or writing failed, as [`Table::update_with`] fails.
+    Failed(Error),
+}
+
+impl<U> From<Error> for UpdateError<U> {
+    fn from(e: Error) -> Self {
+        UpdateError::Failed(e)
+    }
+}
+
+impl<U: std::fmt::Display> std::fmt::Display for UpdateError<U> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpdateError::Refused(u) => write!(f, "update refused: {u}"),
+            UpdateError::Failed(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<U> std::error::Error for UpdateError<U>
+where
+    U: std::error::Error + 'static,
+{
+    /// The source of the error shown: each message is said once.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            UpdateError::Refused(u) => u.source(),
+            UpdateError::Failed(e) => std::error::Error::source(e),
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! The single-entity writes of a [`Table`]: conditional by default, and
+//! unconditional under names that say so.
+
+use tracing::Instrument as _;
+
+use super::handle::Table;
+use super::stored::{Base, stored_after};
+use crate::backend::{CheckedOp, Precondition, TableOp, Version, write_log};
+use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
+use crate::error::{Error, Result};
+use crate::key::{IntoPartitionKey, IntoRowKey, PartitionKey, RowKey};
+
+impl<E: Entity> Table<E> {
+    /// Sends one write of `entity` and returns the entity as stored (see
+    /// [`stored_after`]) with the version produced. When only a read can
+    /// tell what is stored, the entity is read back after the write.
+    pub(super) async fn write(
+        &self,
+        entity: &E,
+        based_on: Option<&str>,
+        base: Base,
+        make_op: impl FnOnce(EntityData) -> TableOp,
+    ) -> Result<Versioned<E>> {
+        let data = entity.encode()?;
+        if data.properties.get(write_log::PROPERTY).is_some() {
+            return Err(Error::invalid(
+                format!(
+                    "property `{}` of {}",
+                    write_log::PROPERTY,
+                    std::any::type_name::<E>()
+                ),
+                "the name is reserved for write logs",
+            ));
+        }
+        // Decoded before sending, so an entity whose stored form does not
+        // decode is refused with nothing sent. `Err` holds the keys to read
+        // the entity back at, when only a read can tell what is stored.
+        let after = stored_after::<E>(&data, base)?
+            .ok_or_else(|| (data.partition_key.clone(), data.row_key.clone()));
+        let mut op = make_op(data);
+        let log = (self.write_log
+            && matches!(
+                op,
+                TableOp::Insert(_)
+                    | TableOp::Replace(_, Precondition::IfMatch(_))
+                    | TableOp::Merge(_, Precondition::IfMatch(_))
+            ))
+        .then(|| write_log::extend(&write_log::new_id(), based_on));
+        if let (Some(log), Some(data)) = (&log, op.data_mut()) {
+            data.properties
+                .insert(write_log::PROPERTY, Value::String(log.clone()));
+            // The log adds a property: the limits are checked again.
+            validate_entity(
+                E::TABLE,
+                &data.partition_key,
+                &data.row_key,
+                &data.properties,
+            )?;
+        }
+        let name = self.ready().await?;
+        let span = tracing::debug_span!(
+            "leasehold.write",
+            table = %name,
+            op = op.name(),
+            partition = %op.partition_key(),
+            row = %op.row_key()
+        );
+        let op_name = op.name();
+        // `encode` (and, with a write log, `validate_entity`) checked the
+        // entity against every service limit, and `make_op` never builds a
+        // delete.
+        let version = self
+            .env
+            .backend()
+            .execute_checked(name, CheckedOp::new(op))
+            .instrument(span.clone())
+            .await?;
+        let Version { etag, timestamp } = version.ok_or_else(|| Error::Backend {
+            status: 0,
+            code: None,
+            message: format!("{op_name} returned no version"),
+        })?;
+        match after {
+            Ok((entity, stored)) => Ok(Versioned::new(entity, etag, timestamp)
+                .with_write_log(log)
+                .with_stored(stored)),
+            Err((pk, rk)) => self.read_back(&pk, &rk).instrument(span).await,
+        }
+    }
+
+    /// Reads an entity back after a merge whose result only a read can
+    /// tell: its stored version, or a later one if another writer got in
+    /// between.
+    pub(super) async fn read_back(&self, pk: &PartitionKey, rk: &RowKey) -> Result<Versioned<E>> {
+        self.get_keys(pk, rk).await?.ok_or_else(|| Error::NotFound {
+            what: format!(
+                "entity ({pk:?}, {rk:?}) in table `{}`: deleted right after the merge, before it could be read back",
+                E::TABLE
+            ),
+            code: Some("ResourceNotFound".into()),
+        })
+    }
+
+    /// Creates the entity; fails if it exists.
+    ///
+    /// Every write returns the entity as stored, which is what a later
+    /// [`Table::get`] returns: date-times at the service's 100 ns precision
+    /// in UTC, `json` fields as they parse back.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`] when the row exists; [`Error::Invalid`] when
+    /// the entity breaks a service limit, and [`Error::Decode`] when its
+    /// stored form does not decode (nothing is sent).
+    pub async fn insert(&self, entity: E) -> Result<Versioned<E>> {
+        self.write(&entity, None, Base::Nothing, TableOp::Insert)
+            .await
+    }
+
+    /// Replaces the entity if it is unchanged since `current` was read.
+    /// Returns the new version, ready for the next conditional write.
+    ///
+    /// # Errors
+    /// [`Error::Conflict`] when the stored entity changed since `current` was
+    /// read; [`Error::NotFound`] when it was deleted; as [`Table::insert`]
+    /// for an entity that cannot be stored.
+    pub async fn replace(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
+        let etag = current.etag().clone();
+        self.write(current.entity(), current.write_log(), Base::Nothing, |d| {
+            TableOp::Replace(d, Precondition::IfMatch(etag))
+        })
+        .await
+    }
+
+    /// Like [`Table::replace`], taking the value by move.
+    ///
+    /// # Errors
+    /// As [`Table::replace`].
+    pub async fn replace_owned(&self, current: Versioned<E>) -> Result<Versioned<E>> {
+        self.replace(&current).await
+    }
+
+    /// Merges the entity's properties into the stored entity if it is
+    /// unchanged since `current` was read. Properties the entity does not
+    /// carry (`None` fields) keep their stored values.
+    ///
+    /// Returns the entity as stored after the merge, `None` fields showing
+    /// the values they kept, so that passing it on to [`Table::replace`]
+    /// keeps them too. A `current` read or written through this crate knows
+    /// the properties stored at its version, and the merge sends one request.
+    /// A value that does not ([`Versioned::new`], or a query with
+    /// [`Query::select`](super::Query::select)) costs a read after the merge when some property of
+    /// `E` is left unwritten; if another writer changed the entity in
+    /// between, that read returns the later version.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Accounts")]
+    /// # struct Account { #[entity(partition_key)] customer: String, #[entity(row_key)] name: String, balance: i64, note: Option<String> }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let accounts = Store::memory().table::<Account>();
+    /// accounts
+    ///     .insert(Account { customer: "a".into(), name: "c".into(), balance: 1, note: Some("vip".into()) })
+    ///     .await?;
+    /// let mut patch = accounts.get("a", "c").await?.expect("exists");
+    /// patch.balance = 2;
+    /// patch.note = None; // not sent: the stored note stays
+    /// let merged = accounts.merge(&patch).await?;
+    /// assert_eq!(merged.note.as_deref(), Some("vip"));
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Conflict`] when the stored entity changed since `current` was
+    /// read; [`Error::NotFound`] when it was deleted; as [`Table::insert`]
+    /// for an entity that cannot be stored; the read's errors when the
+    /// entity is read back (the merge was applied).
+    pub async fn merge(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
+        let etag = current.etag().clone();
+        self.write(
+            current.entity(),
+            current.write_log(),
+            Base::merge_of(current),
+            |d| TableOp::Merge(d, Precondition::IfMatch(etag)),
+        )
+        .await
+    }
+
+    /// Deletes the entity if it is unchanged since `current` was read.
+    ///
+    /// # Errors
+    /// [`Error::Conflict`] when the stored entity changed since `current` was
+    /// read; [`Error::NotFound`] when it is already gone.
+    pub async fn delete(&self, current: &Versioned<E>) -> Result<()> {
+        let pk = current.partition_key()?;
+        let rk = current.row_key()?;
+        self.delete_op(pk, rk, Precondition::IfMatch(current.etag().clone()))
+            .await
+    }
+
+    /// Creates or overwrites the entity, whatever is stored. **Unconditional:**
+    /// a concurrent change is lost.
+    ///
+    /// # Errors
+    /// As [`Table::insert`] for an entity that cannot be stored.
+    pub async fn upsert(&self, entity: E) -> Result<Versioned<E>> {
+        self.write(&entity, None, Base::Nothing, |d| {
+            TableOp::Replace(d, Precondition::Upsert)
+        })
+        .await
+    }
+
+    /// Creates the entity or merges its properties into the stored one,
+    /// whatever is stored. **Unconditional.**
+    ///
+    /// Returns the entity as stored. Nothing is known of the stored entity
+    /// beforehand, so when a property of `E` is left unwritten (a `None`
+    /// field) the entity is read back after the write, one more request; if
+    /// another writer changed it in between, that read returns the later
+    /// version.
+    ///
+    /// # Errors
+    /// As [`Table::insert`] for an entity that cannot be stored; the read's
+    /// errors when the entity is read back (the write was applied).
+    pub async fn upsert_merge(&self, entity: E) -> Result<Versioned<E>> {
+        self.write(&entity, None, Base::Merge(None), |d| {
+            TableOp::Merge(d, Precondition::Upsert)
+        })
+        .await
+    }
+
+    /// Replaces an existing entity whatever its version. **Unconditional**
+    /// except that it must exist.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when there is no such entity; as [`Table::insert`]
+    /// for an entity that cannot be stored.
+    pub async fn replace_unconditionally(&self, entity: E) -> Result<Versioned<E>> {
+        self.write(&entity, None, Base::Nothing, |d| {
+            TableOp::Replace(d, Precondition::IfExists)
+        })
+        .await
+    }
+
+    /// Deletes an entity whatever its version. **Unconditional** except that
+    /// it must exist.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when there is no such entity; [`Error::Invalid`]
+    /// for an invalid key.
+    pub async fn delete_unconditionally(
+        &self,
+        partition_key: impl IntoPartitionKey,
+        row_key: impl IntoRowKey,
+    ) -> Result<()> {
+        let pk = partition_key.into_partition_key()?;
+        let rk = row_key.into_row_key()?;
+        self.delete_op(pk, rk, Precondition::IfExists).await
+    }
+
+    async fn delete_op(&self, pk: PartitionKey, rk: RowKey, condition: Precondition) -> Result<()> {
+        let name = self.ready().await?;
+        let span =
+            tracing::debug_span!("leasehold.delete", table = %name, partition = %pk, row = %rk);
+        let op = TableOp::Delete {
+            partition_key: pk,
+            row_key: rk,
+            condition,
+        };
+        self.env
+            .backend()
+            .execute(name, &op)
+            .instrument(span)
+            .await
+            .map(|_| ())
+    }
+}
