@@ -32,7 +32,7 @@ use leasehold::backend::{
 use leasehold::entity::wire;
 use leasehold::key::{BlobName, ContainerName};
 use leasehold::lease::LeaseOptions;
-use leasehold::lock::DEFAULT_LOCK_CONTAINER;
+use leasehold::lock::LockOptions;
 use leasehold::testing::{CountingBackend, Op, RequestCounter};
 use leasehold::{Entity, EntityTrait as _, ErrorKind, PartitionKey, RowKey, Store, TableName};
 use serde::{Deserialize, Serialize};
@@ -996,7 +996,7 @@ async fn hot(
         );
         let counter = backend.counter();
         let options = LeaseOptions::default()
-            .with_container(ContainerName::new(DEFAULT_LOCK_CONTAINER).unwrap())
+            .with_container(ContainerName::new(LockOptions::DEFAULT_CONTAINER).unwrap())
             .with_owner_metadata(false)
             .with_handover_limit(u32::MAX, Duration::from_secs(3600));
         let store = Store::builder(backend)
@@ -1770,7 +1770,7 @@ async fn handoff(env: &Env, report: &mut Report) -> Res<()> {
         rnd.latencies_ms.len(),
         hold_min.as_secs_f64(),
         hold_max.as_secs_f64(),
-        leasehold::lease::DEFAULT_POLL_INTERVAL.as_millis()
+        leasehold::lease::LeaseOptions::DEFAULT_POLL_INTERVAL.as_millis()
     ));
     Ok(())
 }

@@ -10,7 +10,7 @@ mod azurite;
 #[path = "support/secrets.rs"]
 mod secrets;
 
-use leasehold::backend::{LeaseKind, Version, write_log};
+use leasehold::backend::{LeaseKind, Version};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -1176,12 +1176,15 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
     assert!(get(&b, &t, "p", "r").await.is_none());
 }
 
+/// The reserved property of write logs (see `Table::with_write_log`).
+const WRITE_LOG: &str = "_lhWriteLog";
+
 /// The entity's properties with a write log (ids newest first, as
 /// `Table::with_write_log` writes them).
 fn logged(n: i32, log: &str) -> Vec<(&'static str, Value)> {
     vec![
         ("n", Value::Int32(n)),
-        (write_log::PROPERTY, Value::String(log.to_owned())),
+        (WRITE_LOG, Value::String(log.to_owned())),
     ]
 }
 

@@ -14,7 +14,7 @@
 mod blob;
 pub mod memory;
 mod table;
-pub mod write_log;
+pub(crate) mod write_log;
 
 #[cfg(feature = "azure")]
 pub mod azure;
@@ -28,10 +28,8 @@ pub use blob::{
     Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, LeaseDuration, LeaseId,
     LeaseInfo, LeaseKind, LeaseState, Metadata,
 };
-pub use table::{
-    MAX_BATCH_BYTES, MAX_BATCH_OPS, Precondition, QueryPage, QuerySpec, StoredEntity, TableOp,
-    Version, validate_batch,
-};
+pub(crate) use table::validate_batch;
+pub use table::{Precondition, QueryPage, QuerySpec, StoredEntity, TableOp, Version};
 
 use crate::error::Result;
 use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
@@ -96,7 +94,8 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     /// Applies an entity-group transaction: all operations or none.
     ///
     /// Operations must share one partition, touch each row at most once, and
-    /// number at most [`MAX_BATCH_OPS`] within [`MAX_BATCH_BYTES`]; breaking a
+    /// number at most [`TableOp::MAX_BATCH_OPS`] within
+    /// [`TableOp::MAX_BATCH_BYTES`]; breaking a
     /// limit is [`Error::Invalid`](crate::Error::Invalid) before anything is
     /// sent. A failing operation is [`Error::Batch`](crate::Error::Batch) with
     /// its index. Returns one result per operation, in order.

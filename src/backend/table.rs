@@ -9,11 +9,6 @@ use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey};
 use crate::query::{Continuation, Filter, MAX_PAGE_SIZE};
 
-/// The most operations in one entity-group transaction.
-pub const MAX_BATCH_OPS: usize = 100;
-/// The largest entity-group transaction payload.
-pub const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
-
 /// An entity as stored: data plus version.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredEntity {
@@ -68,6 +63,14 @@ pub enum TableOp {
 }
 
 impl TableOp {
+    /// The most operations in one entity-group transaction
+    /// ([`TableBackend::batch`](super::TableBackend::batch)).
+    pub const MAX_BATCH_OPS: usize = 100;
+
+    /// The largest entity-group transaction payload, in bytes (each
+    /// operation counts [`TableOp::payload_size`]).
+    pub const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
+
     /// The partition the operation writes.
     pub fn partition_key(&self) -> &PartitionKey {
         match self {
@@ -146,15 +149,19 @@ impl TableOp {
 ///
 /// # Errors
 /// [`Error::Invalid`] naming the limit and the operation that breaks it.
-pub fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
+pub(crate) fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
     let what = || format!("batch on table `{table}`");
     let Some(first) = ops.first() else {
         return Err(Error::invalid(what(), "is empty"));
     };
-    if ops.len() > MAX_BATCH_OPS {
+    if ops.len() > TableOp::MAX_BATCH_OPS {
         return Err(Error::invalid(
             what(),
-            format!("has {} operations; the limit is {MAX_BATCH_OPS}", ops.len()),
+            format!(
+                "has {} operations; the limit is {}",
+                ops.len(),
+                TableOp::MAX_BATCH_OPS
+            ),
         ));
     }
     let pk = first.partition_key();
@@ -192,10 +199,13 @@ pub fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
         }
         bytes += op.payload_size();
     }
-    if bytes > MAX_BATCH_BYTES {
+    if bytes > TableOp::MAX_BATCH_BYTES {
         return Err(Error::invalid(
             what(),
-            format!("is about {bytes} bytes; the limit is {MAX_BATCH_BYTES}"),
+            format!(
+                "is about {bytes} bytes; the limit is {}",
+                TableOp::MAX_BATCH_BYTES
+            ),
         ));
     }
     Ok(())

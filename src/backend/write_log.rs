@@ -21,10 +21,10 @@
 use crate::entity::{Properties, Value};
 
 /// The reserved property holding an entity's write log.
-pub const PROPERTY: &str = "_lhWriteLog";
+pub(crate) const PROPERTY: &str = "_lhWriteLog";
 
 /// How many write ids a log keeps.
-pub const CAPACITY: usize = 32;
+pub(crate) const CAPACITY: usize = 32;
 
 /// A fresh write id: 48 random bits as 8 URL-safe base64 characters.
 pub(crate) fn new_id() -> String {

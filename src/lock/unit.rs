@@ -8,7 +8,7 @@ use tracing::Instrument as _;
 
 use super::journal::{Journal, RollForwardReport, roll_forward};
 use super::{LockOptions, lock_name};
-use crate::backend::{MAX_BATCH_OPS, Precondition, StoredEntity, TableOp, validate_batch};
+use crate::backend::{Precondition, StoredEntity, TableOp, validate_batch};
 use crate::entity::{Entity, EntityData, Properties, Versioned};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
@@ -196,14 +196,12 @@ impl Unit {
     /// (the "lock-blob read"); a handed-over lease knows it already.
     async fn recover(&mut self) -> Result<()> {
         let guard = self.guard()?;
-        let journal = guard.journal().await?;
-        if let Some(value) = journal {
-            let journal = Journal::from_value(value)?;
+        if let Some(journal) = Journal::pending(guard).await? {
             let span = tracing::info_span!("leasehold.roll_forward", partition = %self.partition_key, ops = journal.ops.len());
             let report = roll_forward(self.store.backend().as_ref(), &journal)
                 .instrument(span)
                 .await?;
-            guard.set_journal(None).await?;
+            Journal::clear(guard).await?;
             tracing::info!(
                 partition = %self.partition_key,
                 applied = report.applied,
@@ -554,7 +552,7 @@ impl Unit {
         report.tables = by_table.len();
         let mut batches: Vec<(TableName, Vec<TableOp>)> = Vec::new();
         for (table, ops) in by_table {
-            for chunk in ops.chunks(MAX_BATCH_OPS) {
+            for chunk in ops.chunks(TableOp::MAX_BATCH_OPS) {
                 validate_batch(table.as_str(), chunk)?;
                 batches.push((table.clone(), chunk.to_vec()));
             }
@@ -584,22 +582,21 @@ impl Unit {
             .flat_map(|(t, ops)| ops.iter().map(move |op| (t.clone(), op.clone())))
             .collect();
         let journal = Journal::new(&self.partition_key, &all);
-        let value = journal.to_value()?;
-        if let Err(e) = guard.set_journal(Some(value.clone())).await {
+        if let Err(e) = journal.write(guard).await {
             // Writing the same journal again is harmless; a journal whose
             // write really failed twice is either absent (nothing happened)
             // or present (the next holder rolls it forward).
             if !e.is_transient() {
                 return Err(e);
             }
-            guard.set_journal(Some(value)).await?;
+            journal.write(guard).await?;
         }
         for (i, (table, ops)) in batches.iter().enumerate() {
             match backend.batch(table, ops).await {
                 Ok(_) => report.batches += 1,
                 Err(e) if refused(&e) && i == 0 => {
                     // Nothing of this commit was applied: withdraw the journal.
-                    guard.set_journal(None).await?;
+                    Journal::clear(guard).await?;
                     return Err(e);
                 }
                 Err(e) if refused(&e) => {
@@ -623,7 +620,7 @@ impl Unit {
                 }
             }
         }
-        if let Err(e) = guard.set_journal(None).await {
+        if let Err(e) = Journal::clear(guard).await {
             // Every write is applied; a journal left behind is found fully
             // applied by the next holder.
             tracing::warn!(partition = %self.partition_key, error = %e, "clearing the journal failed; the next holder will find it applied");

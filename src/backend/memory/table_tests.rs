@@ -1,9 +1,7 @@
 //! Unit tests of the table side, through the public trait.
 
 use super::MemoryBackend;
-use crate::backend::{
-    MAX_BATCH_OPS, Precondition, QuerySpec, StoredEntity, TableBackend, TableOp, Version,
-};
+use crate::backend::{Precondition, QuerySpec, StoredEntity, TableBackend, TableOp, Version};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
@@ -565,14 +563,14 @@ async fn a_failing_batch_op_reports_its_index_and_code_and_applies_nothing() {
 #[tokio::test]
 async fn batch_limits_are_invalid_with_the_failing_index_and_apply_nothing() {
     let (b, t) = backend_with_table().await;
-    let many: Vec<TableOp> = (0..=MAX_BATCH_OPS)
+    let many: Vec<TableOp> = (0..=TableOp::MAX_BATCH_OPS)
         .map(|i| TableOp::Insert(n("p", &format!("{i:03}"), 0)))
         .collect();
     let e = b.batch(&t, &many).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid);
     assert!(e.to_string().contains("101 operations"), "{e}");
     // Exactly 100 is fine.
-    b.batch(&t, &many[..MAX_BATCH_OPS]).await.unwrap();
+    b.batch(&t, &many[..TableOp::MAX_BATCH_OPS]).await.unwrap();
     let t2 = table("Other");
     b.create_table(&t2).await.unwrap();
 
