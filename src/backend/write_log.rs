@@ -52,9 +52,9 @@ pub(crate) fn ids(log: &str) -> impl Iterator<Item = &str> {
     log.split(' ').filter(|id| !id.is_empty())
 }
 
-/// The log stored in a property bag, if any.
-pub(crate) fn of(properties: &Properties) -> Option<&str> {
-    match properties.get(PROPERTY) {
+/// The log stored in `property` of a property bag, if any.
+pub(crate) fn of<'a>(properties: &'a Properties, property: &str) -> Option<&'a str> {
+    match properties.get(property) {
         Some(Value::String(log)) => Some(log),
         _ => None,
     }

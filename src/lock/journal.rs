@@ -9,11 +9,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{Precondition, StoredEntity, TableBackend, TableOp};
+use crate::backend::{Precondition, TableBackend, TableOp};
 use crate::entity::{EntityData, Properties, wire};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 use crate::lease::{LOCK_SECTION, LeaseGuard, LeaseManager, LeaseName};
+use crate::outcome::{shows_effect, still_applicable};
 
 /// The journal format version.
 pub(crate) const JOURNAL_VERSION: u32 = 1;
@@ -77,14 +78,14 @@ impl JournalKind {
 impl JournalOp {
     /// Records a staged operation.
     pub(crate) fn from_op(table: &TableName, op: &TableOp) -> Self {
-        let (kind, precondition, data) = match op {
-            TableOp::Insert(d) => (JournalKind::Insert, None, Some(d)),
-            TableOp::Replace(d, p) => (JournalKind::Replace, precondition_text(p), Some(d)),
-            TableOp::Merge(d, p) => (JournalKind::Merge, precondition_text(p), Some(d)),
-            TableOp::Delete { condition, .. } => {
-                (JournalKind::Delete, precondition_text(condition), None)
-            }
+        let kind = match op {
+            TableOp::Insert(_) => JournalKind::Insert,
+            TableOp::Replace(..) => JournalKind::Replace,
+            TableOp::Merge(..) => JournalKind::Merge,
+            TableOp::Delete { .. } => JournalKind::Delete,
         };
+        let precondition = op.condition().as_ref().and_then(precondition_text);
+        let data = op.data();
         JournalOp {
             table: table.as_str().to_owned(),
             row_key: op.row_key().as_str().to_owned(),
@@ -141,10 +142,16 @@ impl JournalOp {
             JournalKind::Insert => TableOp::Insert(data()?),
             JournalKind::Replace => TableOp::Replace(data()?, condition),
             JournalKind::Merge => TableOp::Merge(data()?, condition),
+            // A delete without a precondition is never journalled; read
+            // as "whatever version is stored", as an unconditional write
+            // is rolled forward.
             JournalKind::Delete => TableOp::Delete {
                 partition_key: partition_key.clone(),
                 row_key,
-                condition,
+                if_match: match condition {
+                    Precondition::IfMatch(etag) => Some(etag),
+                    Precondition::IfExists | Precondition::Upsert => None,
+                },
             },
         };
         Ok((table, op))
@@ -317,51 +324,6 @@ pub struct RollForwardReport {
     pub already_applied: usize,
 }
 
-/// Whether the stored row already shows the effect of `op`.
-pub(crate) fn shows_effect(op: &TableOp, stored: Option<&StoredEntity>) -> bool {
-    match (op, stored) {
-        (TableOp::Delete { .. }, None) => true,
-        (TableOp::Delete { .. }, Some(_)) => false,
-        (_, None) => false,
-        (TableOp::Insert(d) | TableOp::Replace(d, _), Some(s)) => s.data.properties == d.properties,
-        (TableOp::Merge(d, _), Some(s)) => contains(&s.data.properties, &d.properties),
-    }
-}
-
-fn contains(stored: &Properties, written: &Properties) -> bool {
-    written.iter().all(|(k, v)| stored.get(k) == Some(v))
-}
-
-/// Whether the stored row still satisfies `op`'s precondition, so the op can
-/// be applied now. Returns the condition to send.
-pub(crate) fn still_applicable(op: &TableOp, stored: Option<&StoredEntity>) -> Option<TableOp> {
-    let condition = |c: &Precondition| match (c, stored) {
-        (Precondition::IfMatch(tag), Some(s)) if &s.etag == tag => Some(c.clone()),
-        (Precondition::IfExists, Some(s)) => Some(Precondition::IfMatch(s.etag.clone())),
-        (Precondition::Upsert, Some(s)) => Some(Precondition::IfMatch(s.etag.clone())),
-        (Precondition::Upsert, None) => Some(Precondition::Upsert),
-        _ => None,
-    };
-    match op {
-        TableOp::Insert(d) => stored.is_none().then(|| TableOp::Insert(d.clone())),
-        TableOp::Replace(d, c) => condition(c).map(|c| TableOp::Replace(d.clone(), c)),
-        TableOp::Merge(d, c) => condition(c).map(|c| TableOp::Merge(d.clone(), c)),
-        TableOp::Delete {
-            partition_key,
-            row_key,
-            condition: c,
-        } => match (c, stored) {
-            (Precondition::IfMatch(tag), Some(s)) if &s.etag == tag => Some(op.clone()),
-            (Precondition::IfExists | Precondition::Upsert, Some(s)) => Some(TableOp::Delete {
-                partition_key: partition_key.clone(),
-                row_key: row_key.clone(),
-                condition: Precondition::IfMatch(s.etag.clone()),
-            }),
-            _ => None,
-        },
-    }
-}
-
 /// Rolls `journal` forward, one operation at a time: an operation whose row
 /// still has its precondition is applied (conditioned on the ETag just read,
 /// so nothing written meanwhile is overwritten); one whose row already shows
@@ -390,7 +352,7 @@ pub(crate) async fn roll_forward(
         match still_applicable(&op, stored.as_ref()) {
             Some(now) => {
                 backend.execute(&table, &now).await.map_err(|e| match e.kind() {
-                    crate::ErrorKind::Conflict | crate::ErrorKind::AlreadyExists | crate::ErrorKind::NotFound => {
+                    ErrorKind::Conflict | ErrorKind::AlreadyExists | ErrorKind::NotFound => {
                         // The row and table are named here already: keep
                         // only what the service answered.
                         let answer = e.code().map_or_else(|| format!("{:?}", e.kind()), str::to_owned);

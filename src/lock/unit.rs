@@ -13,6 +13,7 @@ use crate::entity::{Entity, EntityData, Properties, Versioned};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::lease::{Acquisition, LeaseGuard, META_ACQUIRED, META_OWNER};
+use crate::outcome::{self, Locked};
 use crate::store::Store;
 
 /// The ETag of an entity as a unit shows it after staging a write to it: it
@@ -417,7 +418,7 @@ impl Unit {
             TableOp::Delete {
                 partition_key: data.partition_key,
                 row_key: data.row_key,
-                condition,
+                if_match: if_match_of(condition),
             },
         )
     }
@@ -652,22 +653,15 @@ async fn verify_batch(
     ops: &[TableOp],
     cause: Error,
 ) -> Result<()> {
-    let mut applied = 0;
-    let mut pending = 0;
+    let mut stored = Vec::with_capacity(ops.len());
     for op in ops {
-        let stored = backend.get(table, pk, op.row_key()).await?;
-        if super::journal::shows_effect(op, stored.as_ref()) {
-            applied += 1;
-        } else if super::journal::still_applicable(op, stored.as_ref()).is_some() {
-            pending += 1;
-        }
+        stored.push(backend.get(table, pk, op.row_key()).await?);
     }
-    if applied == ops.len() {
-        return Ok(());
-    }
-    if pending == ops.len() {
-        return backend.batch(table, ops).await.map(|_| ());
-    }
+    let applied = match outcome::judge_locked(ops, &stored) {
+        Locked::Applied => return Ok(()),
+        Locked::NotApplied => return backend.batch(table, ops).await.map(|_| ()),
+        Locked::Contradicted { applied } => applied,
+    };
     Err(Error::Inconsistent {
         what: format!(
             "a transaction on partition {:?} of `{table}` lost its reply ({cause}) and its rows now match neither the state read nor the state written ({applied} of {} show the write); something wrote the partition without its lock",
@@ -711,8 +705,8 @@ fn fold(
     Ok(match (previous, op) {
         // Creating a row this unit deletes: the delete's condition, then the
         // new content.
-        (Delete { condition, .. }, Insert(d) | Replace(d, UPSERT) | Merge(d, UPSERT)) => {
-            Some(Replace(d, condition.clone()))
+        (previous @ Delete { .. }, Insert(d) | Replace(d, UPSERT) | Merge(d, UPSERT)) => {
+            Some(Replace(d, previous.condition().unwrap_or(UPSERT)))
         }
         (Delete { .. }, _) => return Err("this unit already deletes that row"),
         (Insert(_), Insert(_)) => return Err("this unit already inserts that row"),
@@ -736,18 +730,24 @@ fn fold(
             Precondition::Upsert if read_absent => None,
             // Otherwise the service cannot delete "if present": the delete
             // needs the row to exist at commit.
-            Precondition::Upsert => Some(Delete {
-                partition_key,
-                row_key,
-                condition: Precondition::IfExists,
-            }),
             c => Some(Delete {
                 partition_key,
                 row_key,
-                condition: c.clone(),
+                if_match: if_match_of(c.clone()),
             }),
         },
     })
+}
+
+/// A delete's `if_match` for a write condition: the ETag it names; none
+/// (whatever version is stored) for `IfExists`, and for an upsert, since the
+/// service cannot delete "if present" and the delete needs the row to exist
+/// at commit.
+fn if_match_of(condition: Precondition) -> Option<ETag> {
+    match condition {
+        Precondition::IfMatch(etag) => Some(etag),
+        Precondition::IfExists | Precondition::Upsert => None,
+    }
 }
 
 fn merged(mut base: EntityData, update: &EntityData) -> EntityData {

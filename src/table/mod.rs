@@ -19,10 +19,10 @@ use tracing::Instrument as _;
 pub use batch::{Batch, BatchResult};
 pub use query::{DecodeErrors, OnDecodeError, Page, Query};
 
-use crate::backend::{CheckedOp, Precondition, StoredEntity, TableOp, Version, write_log};
+use crate::backend::{Precondition, StoredEntity, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Properties, Stored, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
-use crate::key::{IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
+use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::store::Store;
 
 /// The typed table of entity type `E`. Cheap to clone.
@@ -336,13 +336,12 @@ impl<E: Entity> Table<E> {
             row = %op.row_key()
         );
         let op_name = op.name();
-        // `encode` (and, with a write log, `validate_entity`) checked the
-        // entity against every service limit, and `make_op` never builds a
-        // delete.
+        // The backend is told where the write log is, to settle a lost
+        // reply by it.
         let version = self
             .store
             .backend()
-            .execute_checked(name, CheckedOp::new(op))
+            .execute_owned(name, op, log.as_ref().map(|_| write_log::PROPERTY))
             .instrument(span.clone())
             .await?;
         let Version { etag, timestamp } = version.ok_or_else(|| Error::Backend {
@@ -464,8 +463,7 @@ impl<E: Entity> Table<E> {
     pub async fn delete(&self, current: &Versioned<E>) -> Result<()> {
         let pk = current.partition_key()?;
         let rk = current.row_key()?;
-        self.delete_op(pk, rk, Precondition::IfMatch(current.etag().clone()))
-            .await
+        self.delete_op(pk, rk, Some(current.etag().clone())).await
     }
 
     /// Creates or overwrites the entity, whatever is stored. **Unconditional:**
@@ -525,17 +523,17 @@ impl<E: Entity> Table<E> {
     ) -> Result<()> {
         let pk = partition_key.into_partition_key()?;
         let rk = row_key.into_row_key()?;
-        self.delete_op(pk, rk, Precondition::IfExists).await
+        self.delete_op(pk, rk, None).await
     }
 
-    async fn delete_op(&self, pk: PartitionKey, rk: RowKey, condition: Precondition) -> Result<()> {
+    async fn delete_op(&self, pk: PartitionKey, rk: RowKey, if_match: Option<ETag>) -> Result<()> {
         let name = self.ready().await?;
         let span =
             tracing::debug_span!("leasehold.delete", table = %name, partition = %pk, row = %rk);
         let op = TableOp::Delete {
             partition_key: pk,
             row_key: rk,
-            condition,
+            if_match,
         };
         self.store
             .backend()
