@@ -39,6 +39,7 @@ pub mod error;
 pub mod key;
 pub mod lease;
 pub mod lock;
+mod outcome;
 pub mod query;
 mod retry;
 pub mod store;

@@ -10,7 +10,7 @@ use crate::entity::Entity;
 use crate::error::Result;
 use crate::key::{ContainerName, IntoPartitionKey, TableName};
 use crate::lease::{LeaseManager, LeaseName, LeaseOptions};
-use crate::lock::{DEFAULT_LOCK_CONTAINER, Journal, LockOptions, RollForwardReport, Unit};
+use crate::lock::{Journal, LockOptions, PendingCommit, RollForwardReport, Unit};
 use crate::retry::ConflictRetry;
 use crate::table::{Table, TableEnv};
 
@@ -272,22 +272,24 @@ impl Store {
         Ok(report)
     }
 
-    /// For operators: the journal a commit left pending on a partition,
-    /// read without taking the lock.
+    /// For operators: the commit a unit left pending on a partition (it
+    /// died, or lost its lease, half-way through a journalled commit), read
+    /// without taking the lock; `None` when nothing is pending.
+    /// [`Store::roll_forward`] finishes it.
     ///
     /// # Errors
-    /// [`crate::Error::Inconsistent`] when the journal does not parse;
-    /// backend errors.
-    pub async fn pending_journal(
+    /// [`crate::Error::Inconsistent`] when the stored journal does not
+    /// parse; [`crate::Error::Invalid`] for a bad key; backend errors.
+    pub async fn pending_commit(
         &self,
         partition_key: impl IntoPartitionKey,
-    ) -> Result<Option<Journal>> {
+    ) -> Result<Option<PendingCommit>> {
         let pk = partition_key.into_partition_key()?;
         let name = crate::lock::lock_name(self.table_prefix(), &pk)?;
-        match self.locks().read(name.as_str()).await? {
-            Some(blob) => blob.document.journal.map(Journal::from_value).transpose(),
-            None => Ok(None),
-        }
+        Journal::read(self.locks(), &name)
+            .await?
+            .map(|journal| journal.summary())
+            .transpose()
     }
 
     /// The prefix put before every table name (empty by default).
@@ -382,7 +384,7 @@ impl StoreBuilder {
             None => self
                 .lease_options
                 .clone()
-                .with_container(ContainerName::new(DEFAULT_LOCK_CONTAINER)?)
+                .with_container(ContainerName::new(LockOptions::DEFAULT_CONTAINER)?)
                 .with_owner_metadata(false),
         };
         Ok(Store {

@@ -316,7 +316,7 @@ async fn a_crashed_units_journal_is_shown_and_rolled_forward() {
         .unwrap()
         .unwrap();
     assert_eq!(entry.amount, 30);
-    assert!(healthy.pending_journal("p").await.unwrap().is_none());
+    assert!(healthy.pending_commit("p").await.unwrap().is_none());
 
     let (code, shown) = run_json(&cs, &[&p[..], &["locks", "show", "p"]].concat());
     assert_eq!(code, 0);

@@ -143,6 +143,14 @@ fn double(rng: &mut Rng) -> f64 {
     }
 }
 
+/// A delete's `if_match` for a chosen condition (`*`: whatever is stored).
+fn if_match(condition: Precondition) -> Option<ETag> {
+    match condition {
+        Precondition::IfMatch(etag) => Some(etag),
+        Precondition::IfExists | Precondition::Upsert => None,
+    }
+}
+
 fn etag_choice(rng: &mut Rng) -> EtagChoice {
     match rng.below(10) {
         0..=5 => EtagChoice::Latest,
@@ -349,7 +357,7 @@ impl Runner {
                 let op = TableOp::Delete {
                     partition_key,
                     row_key,
-                    condition: self.etag(*pk, *rk, *c),
+                    if_match: if_match(self.etag(*pk, *rk, *c)),
                 };
                 match self.backend.execute(&self.table, &op).await {
                     Ok(_) => Outcome::Ok,
@@ -369,7 +377,7 @@ impl Runner {
                         _ => TableOp::Delete {
                             partition_key: data.partition_key,
                             row_key: data.row_key,
-                            condition: self.etag(*pk, *rk, *c),
+                            if_match: if_match(self.etag(*pk, *rk, *c)),
                         },
                     });
                 }

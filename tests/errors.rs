@@ -272,21 +272,28 @@ async fn errors_of_every_variant_say_each_fact_once() {
     errors.push(("LeaseLost", guard.advance_epoch().await.unwrap_err()));
     errors.push(("LeaseLost", guard.release().await.unwrap_err()));
 
-    // A journal that does not parse.
+    // A lock blob whose journal does not parse (written by something else
+    // under the lock's lease).
     let lock = store.lock_lease_name("bob").unwrap();
     let guard = store
         .locks()
         .acquire(lock.as_str(), Duration::from_secs(1))
         .await
         .unwrap();
-    guard
-        .set_journal(Some(serde_json::json!({"not": "a journal"})))
+    backend
+        .put_blob(
+            store.locks().container(),
+            &lock.blob_name().unwrap(),
+            br#"{"v":1,"journal":{"not":"a journal"}}"#.to_vec(),
+            &Metadata::new(),
+            &BlobConditions::leased(guard.lease_id()),
+        )
         .await
         .unwrap();
     guard.release().await.unwrap();
     errors.push((
         "Inconsistent",
-        store.pending_journal("bob").await.unwrap_err(),
+        store.pending_commit("bob").await.unwrap_err(),
     ));
 
     // Storage that keeps failing.

@@ -424,12 +424,12 @@ async fn a_contradicted_journal_stops_roll_forward_and_is_kept() {
     let e = healthy.lock("q").await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Inconsistent, "{e}");
     assert!(e.to_string().contains("acct0"), "{e}");
-    let journal = healthy
-        .pending_journal("q")
+    let pending = healthy
+        .pending_commit("q")
         .await
         .unwrap()
         .expect("journal kept");
-    assert_eq!(journal.ops.len(), 3);
+    assert_eq!(pending.writes.len(), 3);
     // The operator repairs the row, then rolls forward.
     let mut a = healthy
         .table::<Account>()
@@ -446,7 +446,7 @@ async fn a_contradicted_journal_stops_roll_forward_and_is_kept() {
         .expect("rolled forward");
     assert_eq!(report.already_applied, 1);
     assert_eq!(report.applied, 2);
-    assert!(healthy.pending_journal("q").await.unwrap().is_none());
+    assert!(healthy.pending_commit("q").await.unwrap().is_none());
 }
 
 #[tokio::test]
@@ -475,7 +475,7 @@ async fn more_than_100_writes_to_one_table_are_journalled() {
         .await
         .unwrap();
     assert_eq!(all.len(), 150);
-    assert!(store.pending_journal("many").await.unwrap().is_none());
+    assert!(store.pending_commit("many").await.unwrap().is_none());
 }
 
 #[tokio::test]

@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::key::ContainerName;
 use leasehold::lease::LeaseOptions;
-use leasehold::lock::DEFAULT_LOCK_CONTAINER;
+use leasehold::lock::LockOptions;
 use leasehold::testing::{FaultyBackend, Op};
 use leasehold::{Entity, Error, Store};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -160,7 +160,7 @@ fn store(prefix: &str, batch_latency: Duration) -> Result<Store, Error> {
         .lock_lease_options(
             LeaseOptions::new()
                 .with_duration(Duration::from_secs(15))
-                .with_container(ContainerName::new(DEFAULT_LOCK_CONTAINER)?)
+                .with_container(ContainerName::new(LockOptions::DEFAULT_CONTAINER)?)
                 .with_owner_metadata(false),
         )
         .build()

@@ -297,7 +297,7 @@ pub(crate) async fn handoff(env: &Env, report: &mut Report) -> Res<()> {
         rnd.latencies_ms.len(),
         hold_min.as_secs_f64(),
         hold_max.as_secs_f64(),
-        leasehold::lease::DEFAULT_POLL_INTERVAL.as_millis()
+        leasehold::lease::LeaseOptions::DEFAULT_POLL_INTERVAL.as_millis()
     ));
     Ok(())
 }

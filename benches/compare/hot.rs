@@ -13,7 +13,7 @@ use leasehold::backend::{LeaseDuration, LeaseId, Precondition, TableOp};
 use leasehold::entity::Entity as _;
 use leasehold::key::{BlobName, ContainerName};
 use leasehold::lease::LeaseOptions;
-use leasehold::lock::DEFAULT_LOCK_CONTAINER;
+use leasehold::lock::LockOptions;
 use leasehold::testing::CountingBackend;
 use leasehold::{Entity, ErrorKind, PartitionKey, RowKey, Store, TableName};
 use uuid::Uuid;
@@ -80,7 +80,7 @@ async fn hot(
         );
         let counter = backend.counter();
         let options = LeaseOptions::default()
-            .with_container(ContainerName::new(DEFAULT_LOCK_CONTAINER).unwrap())
+            .with_container(ContainerName::new(LockOptions::DEFAULT_CONTAINER).unwrap())
             .with_owner_metadata(false)
             .with_handover_limit(u32::MAX, Duration::from_secs(3600));
         let store = Store::builder(backend)

@@ -15,7 +15,7 @@ mod blob;
 pub mod memory;
 mod table;
 pub(crate) mod wire;
-pub mod write_log;
+pub(crate) mod write_log;
 
 #[cfg(feature = "azure")]
 pub mod azure;
@@ -30,10 +30,7 @@ pub use blob::{
     LeaseInfo, LeaseKind, LeaseState, Metadata,
 };
 pub(crate) use table::validate_batch;
-pub use table::{
-    MAX_BATCH_BYTES, MAX_BATCH_OPS, Precondition, QueryPage, QuerySpec, StoredEntity, TableOp,
-    Version,
-};
+pub use table::{Precondition, QueryPage, QuerySpec, StoredEntity, TableOp, Version};
 
 use crate::error::Result;
 use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
@@ -83,22 +80,38 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn execute(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>>;
 
-    /// Applies one write that leasehold has already checked against the
-    /// service's entity limits, handed over by value: a backend that keeps
-    /// the entity may move it instead of copying it, and may skip the checks
-    /// already made. Same results and errors as [`TableBackend::execute`],
-    /// which the default calls.
+    /// Applies one write handed over by value, as [`TableBackend::execute`]
+    /// (a backend that keeps the entity may move it instead of copying it),
+    /// with what settles the write if its reply is lost. Leasehold's typed
+    /// tables write through here.
+    ///
+    /// `write_log` names the property of the written entity that holds the
+    /// write's log, when it keeps one (see
+    /// [`Table::with_write_log`](crate::Table::with_write_log)): the ids of
+    /// the entity's recent writes, newest first, this write's own in front.
+    /// A backend that can lose a reply (a connection dropped after the
+    /// request went out) reads the entity back and settles the outcome by
+    /// the log; without one it compares content, which cannot always tell
+    /// this write from another writer's. The default calls
+    /// [`TableBackend::execute`].
     ///
     /// # Errors
     /// As [`TableBackend::execute`].
-    async fn execute_checked(&self, table: &TableName, op: CheckedOp) -> Result<Option<Version>> {
-        self.execute(table, op.op()).await
+    async fn execute_owned(
+        &self,
+        table: &TableName,
+        op: TableOp,
+        write_log: Option<&str>,
+    ) -> Result<Option<Version>> {
+        let _ = write_log;
+        self.execute(table, &op).await
     }
 
     /// Applies an entity-group transaction: all operations or none.
     ///
     /// Operations must share one partition, touch each row at most once, and
-    /// number at most [`MAX_BATCH_OPS`] within [`MAX_BATCH_BYTES`]; breaking a
+    /// number at most [`TableOp::MAX_BATCH_OPS`] within
+    /// [`TableOp::MAX_BATCH_BYTES`]; breaking a
     /// limit is [`Error::Invalid`](crate::Error::Invalid) before anything is
     /// sent. A failing operation is [`Error::Batch`](crate::Error::Batch) with
     /// its index. Returns one result per operation, in order.
@@ -120,32 +133,6 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     /// retrying (5xx, 408, a timeout, a lost connection); otherwise
     /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
     async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage>;
-}
-
-/// A [`TableOp`] whose entity leasehold has checked against every service
-/// limit (property names, value sizes, property count, entity size) and
-/// that is not a delete without a condition, for
-/// [`TableBackend::execute_checked`]. Only leasehold makes one.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CheckedOp(TableOp);
-
-impl CheckedOp {
-    /// Wraps `op`, whose entity data (if any) the caller has passed through
-    /// [`validate_entity`](crate::entity::validate_entity) and which is not
-    /// a delete under [`Precondition::Upsert`].
-    pub(crate) fn new(op: TableOp) -> Self {
-        CheckedOp(op)
-    }
-
-    /// The operation.
-    pub fn op(&self) -> &TableOp {
-        &self.0
-    }
-
-    /// The operation, by value.
-    pub fn into_op(self) -> TableOp {
-        self.0
-    }
 }
 
 /// Blob storage with leases: the operations of the Blob service that

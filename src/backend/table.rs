@@ -10,11 +10,6 @@ use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey};
 use crate::query::{Continuation, Filter};
 
-/// The most operations in one entity-group transaction.
-pub const MAX_BATCH_OPS: usize = 100;
-/// The largest entity-group transaction payload.
-pub const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
-
 /// An entity as stored: data plus version.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredEntity {
@@ -35,7 +30,7 @@ pub struct Version {
     pub timestamp: OffsetDateTime,
 }
 
-/// The condition of a replace, merge or delete.
+/// The condition of a replace or merge.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Precondition {
     /// `If-Match: <etag>`: only if unchanged since read (412 otherwise, 404 if
@@ -44,7 +39,6 @@ pub enum Precondition {
     /// `If-Match: *`: only if the entity exists (404 otherwise).
     IfExists,
     /// No condition: create or overwrite (insert-or-replace / insert-or-merge).
-    /// Not valid for a delete.
     Upsert,
 }
 
@@ -57,18 +51,44 @@ pub enum TableOp {
     Replace(EntityData, Precondition),
     /// Merge properties into the entity, keeping the others.
     Merge(EntityData, Precondition),
-    /// Delete the entity (`Upsert` is not a valid condition here).
+    /// Delete the entity. The service has no unconditional delete: it
+    /// deletes a given version, or whatever version is stored (404 when
+    /// there is none).
     Delete {
         /// The partition key.
         partition_key: PartitionKey,
         /// The row key.
         row_key: RowKey,
-        /// `IfMatch` or `IfExists`.
-        condition: Precondition,
+        /// `Some(etag)`: only that version (`If-Match: <etag>`; 412 when
+        /// the entity changed); `None`: whatever version is stored
+        /// (`If-Match: *`).
+        if_match: Option<ETag>,
     },
 }
 
 impl TableOp {
+    /// The most operations in one entity-group transaction
+    /// ([`TableBackend::batch`](super::TableBackend::batch)).
+    pub const MAX_BATCH_OPS: usize = 100;
+
+    /// The largest entity-group transaction payload, in bytes (each
+    /// operation counts [`TableOp::payload_size`]).
+    pub const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
+
+    /// The operation's condition, as a [`Precondition`]: a delete's
+    /// `if_match` is [`Precondition::IfMatch`] or [`Precondition::IfExists`];
+    /// an insert, which needs the row to be absent, has none (`None`).
+    pub fn condition(&self) -> Option<Precondition> {
+        match self {
+            TableOp::Insert(_) => None,
+            TableOp::Replace(_, c) | TableOp::Merge(_, c) => Some(c.clone()),
+            TableOp::Delete { if_match, .. } => Some(match if_match {
+                Some(etag) => Precondition::IfMatch(etag.clone()),
+                None => Precondition::IfExists,
+            }),
+        }
+    }
+
     /// The partition the operation writes.
     pub fn partition_key(&self) -> &PartitionKey {
         match self {
@@ -142,8 +162,7 @@ impl TableOp {
 }
 
 /// Checks an entity-group transaction against the service's limits: at least
-/// one and at most 100 operations, one partition, each row once, at most 4 MiB,
-/// no unconditional delete marked `Upsert`.
+/// one and at most 100 operations, one partition, each row once, at most 4 MiB.
 ///
 /// # Errors
 /// [`Error::Invalid`] naming the limit and the operation that breaks it.
@@ -152,10 +171,14 @@ pub(crate) fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
     let Some(first) = ops.first() else {
         return Err(Error::invalid(what(), "is empty"));
     };
-    if ops.len() > MAX_BATCH_OPS {
+    if ops.len() > TableOp::MAX_BATCH_OPS {
         return Err(Error::invalid(
             what(),
-            format!("has {} operations; the limit is {MAX_BATCH_OPS}", ops.len()),
+            format!(
+                "has {} operations; the limit is {}",
+                ops.len(),
+                TableOp::MAX_BATCH_OPS
+            ),
         ));
     }
     let pk = first.partition_key();
@@ -181,22 +204,15 @@ pub(crate) fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
                 ),
             ));
         }
-        if let TableOp::Delete {
-            condition: Precondition::Upsert,
-            ..
-        } = op
-        {
-            return Err(Error::invalid(
-                what(),
-                format!("operation {i} is a delete without a condition"),
-            ));
-        }
         bytes += op.payload_size();
     }
-    if bytes > MAX_BATCH_BYTES {
+    if bytes > TableOp::MAX_BATCH_BYTES {
         return Err(Error::invalid(
             what(),
-            format!("is about {bytes} bytes; the limit is {MAX_BATCH_BYTES}"),
+            format!(
+                "is about {bytes} bytes; the limit is {}",
+                TableOp::MAX_BATCH_BYTES
+            ),
         ));
     }
     Ok(())

@@ -21,10 +21,10 @@
 use crate::entity::{Properties, Value};
 
 /// The reserved property holding an entity's write log.
-pub const PROPERTY: &str = "_lhWriteLog";
+pub(crate) const PROPERTY: &str = "_lhWriteLog";
 
 /// How many write ids a log keeps.
-pub const CAPACITY: usize = 32;
+pub(crate) const CAPACITY: usize = 32;
 
 /// A fresh write id: 48 random bits as 8 URL-safe base64 characters.
 pub(crate) fn new_id() -> String {
@@ -52,9 +52,9 @@ pub(crate) fn ids(log: &str) -> impl Iterator<Item = &str> {
     log.split(' ').filter(|id| !id.is_empty())
 }
 
-/// The log stored in a property bag, if any.
-pub(crate) fn of(properties: &Properties) -> Option<&str> {
-    match properties.get(PROPERTY) {
+/// The log stored in `property` of a property bag, if any.
+pub(crate) fn of<'a>(properties: &'a Properties, property: &str) -> Option<&'a str> {
+    match properties.get(property) {
         Some(Value::String(log)) => Some(log),
         _ => None,
     }

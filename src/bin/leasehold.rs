@@ -42,10 +42,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use leasehold::backend::LeaseState;
 use leasehold::backend::azure::AzureBackend;
 use leasehold::key::ContainerName;
-use leasehold::lease::{
-    BreakOutcome, DEFAULT_CONTAINER, LeaseDescription, LeaseManager, LeaseOptions, OnceState,
-};
-use leasehold::lock::{Journal, LockOptions};
+use leasehold::lease::{BreakOutcome, LeaseDescription, LeaseManager, LeaseOptions, OnceState};
+use leasehold::lock::{LockOptions, PendingCommit};
 use leasehold::{Error, ErrorKind, Store};
 use serde_json::{Value, json};
 
@@ -108,7 +106,7 @@ struct Cli {
     #[arg(long, global = true, default_value = "")]
     table_prefix: String,
     /// The container of the lease blobs.
-    #[arg(long, global = true, default_value = DEFAULT_CONTAINER)]
+    #[arg(long, global = true, default_value = LeaseOptions::DEFAULT_CONTAINER)]
     lease_container: String,
     #[command(subcommand)]
     command: Command,
@@ -281,8 +279,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     "partition {partition_key:?} has no lock blob (it was never locked)"
                 )));
             }
-            let journal = store.pending_journal(partition_key.as_str()).await?;
-            out.lock(&partition_key, &d, journal.as_ref());
+            let pending = store.pending_commit(partition_key.as_str()).await?;
+            out.lock(&partition_key, &d, pending.as_ref());
         }
         Command::Locks(LocksCommand::Break {
             partition_key,
@@ -435,6 +433,30 @@ fn lease_json(d: &LeaseDescription) -> Value {
     })
 }
 
+/// A pending commit as JSON: its partition, and each write's table, row,
+/// kind, precondition ETag and the properties it stores.
+fn pending_json(p: &PendingCommit) -> Value {
+    let ops: Vec<Value> = p
+        .writes
+        .iter()
+        .map(|w| {
+            json!({
+                "table": w.table.as_str(),
+                "row_key": w.row_key.as_str(),
+                "kind": w.operation,
+                "precondition": w.if_match.as_ref().map(|e| e.as_str()),
+                "after": w.properties.as_ref().map(|props| {
+                    props
+                        .iter()
+                        .map(|(name, value)| (name.to_owned(), json!(value.to_string())))
+                        .collect::<serde_json::Map<_, _>>()
+                }),
+            })
+        })
+        .collect();
+    json!({ "partition_key": p.partition_key.as_str(), "ops": ops })
+}
+
 /// Where results go: text or JSON on stdout, progress on stderr.
 struct Output {
     json: bool,
@@ -546,13 +568,11 @@ impl Output {
         out!("{} locks", all.len());
     }
 
-    fn lock(&self, partition_key: &str, d: &LeaseDescription, journal: Option<&Journal>) {
+    fn lock(&self, partition_key: &str, d: &LeaseDescription, pending: Option<&PendingCommit>) {
         if self.json {
             let mut v = lease_json(d);
             v["partition_key"] = json!(partition_key);
-            v["journal"] = journal
-                .and_then(|j| serde_json::to_value(j).ok())
-                .unwrap_or(Value::Null);
+            v["journal"] = pending.map_or(Value::Null, pending_json);
             out!("{v}");
             return;
         }
@@ -562,19 +582,19 @@ impl Output {
         out!("holder        {}", holder(d).unwrap_or("-"));
         out!("last holder   {}", d.owner.as_deref().unwrap_or("-"));
         out!("since         {}", d.acquired_at.as_deref().unwrap_or("-"));
-        match journal {
+        match pending {
             None => out!("journal       none pending"),
-            Some(j) => {
-                out!("journal       pending, {} operations:", j.ops.len());
-                for op in &j.ops {
+            Some(p) => {
+                out!("journal       pending, {} operations:", p.writes.len());
+                for w in &p.writes {
                     out!(
                         "  {:<8} {}/{}{}",
-                        format!("{:?}", op.kind).to_lowercase(),
-                        op.table,
-                        op.row_key,
-                        op.precondition
-                            .as_deref()
-                            .map(|etag| format!(" if-match {etag}"))
+                        w.operation,
+                        w.table,
+                        w.row_key.as_str(),
+                        w.if_match
+                            .as_ref()
+                            .map(|etag| format!(" if-match {}", etag.as_str()))
                             .unwrap_or_default()
                     );
                 }

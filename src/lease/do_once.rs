@@ -166,8 +166,8 @@ impl ManagerInner {
             }
             sleep(backoff.pause()).await;
         };
-        let state = match guard.blob().await {
-            Ok(blob) => blob.once_state(),
+        let state = match guard.metadata().await {
+            Ok(metadata) => OnceState::from_metadata(&metadata),
             Err(e) => {
                 let _ = guard.release().await;
                 return Err(e.into());

@@ -1,5 +1,7 @@
 //! What a lease blob stores: a small versioned JSON document in the body, and
-//! a few metadata entries.
+//! a few metadata entries. A storage format, private to the crate: operators
+//! see it through [`LeaseDescription`](super::LeaseDescription), the
+//! reservation log and the run-once state.
 //!
 //! See [`LeaseDocument`] for the format.
 
@@ -14,31 +16,38 @@ use crate::error::{Error, Result};
 use super::name::LeaseName;
 
 /// Metadata name: who acquired the lease last.
-pub const META_OWNER: &str = "leasehold_owner";
+pub(crate) const META_OWNER: &str = "leasehold_owner";
 /// Metadata name: when the lease was last acquired (RFC 3339).
-pub const META_ACQUIRED: &str = "leasehold_acquired";
+pub(crate) const META_ACQUIRED: &str = "leasehold_acquired";
 /// Metadata name: the fencing epoch.
-pub const META_EPOCH: &str = "leasehold_epoch";
+pub(crate) const META_EPOCH: &str = "leasehold_epoch";
 /// Metadata name: the run-once marker (`started` / `done`).
-pub const META_ONCE: &str = "leasehold_once";
+pub(crate) const META_ONCE: &str = "leasehold_once";
 /// Metadata name: how many run-once attempts have started.
-pub const META_ONCE_ATTEMPTS: &str = "leasehold_once_attempts";
+pub(crate) const META_ONCE_ATTEMPTS: &str = "leasehold_once_attempts";
 
 /// How many reservation records a lease document keeps (the newest ones).
-pub const RESERVATION_LOG_LEN: usize = 10;
+pub(crate) const RESERVATION_LOG_LEN: usize = 10;
 
 /// The document version this leasehold writes and the newest it reads.
-pub const DOCUMENT_VERSION: u32 = 1;
+pub(crate) const DOCUMENT_VERSION: u32 = 1;
+
+/// The section in which partition locks keep a pending commit. The lock
+/// module owns its content; the lease layer only reports whether it is
+/// there ([`LeaseDescription::journal_pending`](super::LeaseDescription::journal_pending)).
+pub(crate) const LOCK_SECTION: &str = "journal";
 
 /// The JSON document stored in a lease blob's body, and the metadata beside
 /// it.
 ///
-/// The body has two sections today: the reservation log
-/// ([`ReservationRecord`]s, owned by the reservation API) and an opaque
-/// `journal` owned by the partition-lock module. An empty body is the empty
-/// document, so a freshly created lease blob needs no initial write. Sections
-/// this version does not know are kept as they are when the document is
-/// rewritten, so an older node never erases what a newer one wrote.
+/// The body holds sections, each owned by one module: the reservation log
+/// ([`ReservationRecord`]s, owned by the reservation API), and the pending
+/// commit of a partition lock (section [`LOCK_SECTION`], owned by the lock
+/// module, never interpreted here). An empty body is the empty document, so
+/// a freshly created lease blob needs no initial write. Sections this layer
+/// does not know are kept as they are when the document is rewritten, so a
+/// module's section survives every other module's write, and an older node
+/// never erases what a newer one wrote.
 ///
 /// ```json
 /// {"v":1,"reservations":[{"seq":7,"holder":"web-1-4711-3fa8","reserved_at":"…","until":"…"}],"journal":{"…":"…"}}
@@ -56,27 +65,19 @@ pub const DOCUMENT_VERSION: u32 = 1;
 ///
 /// Every write of the body or metadata made through a guard carries the lease
 /// id, so the service itself refuses it once the lease is gone.
-///
-/// Build a document with `LeaseDocument::default()` and set the public
-/// fields; guards write it with [`LeaseGuard::update_document`].
-///
-/// [`LeaseGuard::update_document`]: super::LeaseGuard::update_document
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LeaseDocument {
+pub(crate) struct LeaseDocument {
     /// The format version ([`DOCUMENT_VERSION`]).
     #[serde(rename = "v")]
     version: u32,
     /// The reservation log: the newest [`RESERVATION_LOG_LEN`] records, oldest
     /// first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reservations: Vec<ReservationRecord>,
-    /// The partition-lock journal: `Some` while a multi-table commit is
-    /// pending. leasehold's lease code never interprets it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub journal: Option<serde_json::Value>,
-    /// Sections written by a newer leasehold, kept verbatim.
+    pub(crate) reservations: Vec<ReservationRecord>,
+    /// The other sections: those other modules own (the partition-lock
+    /// journal) and those written by a newer leasehold, kept verbatim.
     #[serde(flatten)]
-    other: BTreeMap<String, serde_json::Value>,
+    sections: BTreeMap<String, serde_json::Value>,
 }
 
 impl Default for LeaseDocument {
@@ -84,21 +85,28 @@ impl Default for LeaseDocument {
         LeaseDocument {
             version: DOCUMENT_VERSION,
             reservations: Vec::new(),
-            journal: None,
-            other: BTreeMap::new(),
+            sections: BTreeMap::new(),
         }
     }
 }
 
 impl LeaseDocument {
-    /// The format version the document was read with.
-    pub fn version(&self) -> u32 {
-        self.version
+    /// The section `key`, if the document has it.
+    pub(crate) fn section(&self, key: &str) -> Option<&serde_json::Value> {
+        self.sections.get(key)
     }
 
-    /// Whether a partition-lock journal is pending.
-    pub fn journal_pending(&self) -> bool {
-        self.journal.is_some()
+    /// Writes (`Some`) or removes (`None`) the section `key`, keeping every
+    /// other section as it is.
+    pub(crate) fn set_section(&mut self, key: &str, value: Option<serde_json::Value>) {
+        match value {
+            Some(v) if !v.is_null() => {
+                self.sections.insert(key.to_owned(), v);
+            }
+            _ => {
+                self.sections.remove(key);
+            }
+        }
     }
 
     /// Parses a blob body. An empty body is the empty document.
@@ -106,11 +114,11 @@ impl LeaseDocument {
     /// # Errors
     /// [`Error::Invalid`] when the body is not a lease document, or is one of
     /// a newer version than this leasehold reads.
-    pub fn from_bytes(name: &LeaseName, body: &[u8]) -> Result<Self> {
+    pub(crate) fn from_bytes(name: &LeaseName, body: &[u8]) -> Result<Self> {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(LeaseDocument::default());
         }
-        let doc: LeaseDocument = serde_json::from_slice(body).map_err(|e| {
+        let mut doc: LeaseDocument = serde_json::from_slice(body).map_err(|e| {
             Error::invalid(
                 format!("lease document of {name}"),
                 format!("is not a leasehold lease document: {e}"),
@@ -125,6 +133,8 @@ impl LeaseDocument {
                 ),
             ));
         }
+        // A section written as `null` is no section.
+        doc.sections.retain(|_, v| !v.is_null());
         Ok(doc)
     }
 
@@ -132,9 +142,8 @@ impl LeaseDocument {
     /// version to [`DOCUMENT_VERSION`].
     ///
     /// # Errors
-    /// [`Error::Invalid`] if a section cannot be serialised (a journal value
-    /// with a non-string map key, for instance).
-    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+    /// [`Error::Invalid`] if a section cannot be serialised.
+    pub(crate) fn to_bytes(&self) -> Result<Vec<u8>> {
         let mut doc = self.clone();
         doc.version = DOCUMENT_VERSION;
         serde_json::to_vec(&doc)
@@ -144,7 +153,7 @@ impl LeaseDocument {
     /// Appends a reservation record, dropping the oldest beyond
     /// [`RESERVATION_LOG_LEN`]. The record's `seq` is set to one more than
     /// the newest record's.
-    pub fn push_reservation(&mut self, mut record: ReservationRecord) -> u64 {
+    pub(crate) fn push_reservation(&mut self, mut record: ReservationRecord) -> u64 {
         let seq = self
             .reservations
             .last()
@@ -238,7 +247,7 @@ pub enum OnceState {
 
 impl OnceState {
     /// Reads the run-once state from blob metadata.
-    pub fn from_metadata(metadata: &Metadata) -> Self {
+    pub(crate) fn from_metadata(metadata: &Metadata) -> Self {
         let attempts = meta_u64(metadata, META_ONCE_ATTEMPTS).unwrap_or(0);
         match meta_get(metadata, META_ONCE) {
             Some("done") => OnceState::Done { attempts },
@@ -279,15 +288,13 @@ pub(crate) fn epoch_of(metadata: &Metadata) -> u64 {
 
 /// A lease blob as read, with its document parsed.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LeaseBlob {
+pub(crate) struct LeaseBlob {
     /// The parsed body.
-    pub document: LeaseDocument,
+    pub(crate) document: LeaseDocument,
     /// The blob's metadata.
-    pub metadata: Metadata,
-    /// The blob's ETag.
-    pub etag: crate::key::ETag,
+    pub(crate) metadata: Metadata,
     /// The lease as the service reported it.
-    pub lease: crate::backend::LeaseInfo,
+    pub(crate) lease: crate::backend::LeaseInfo,
 }
 
 impl LeaseBlob {
@@ -295,23 +302,22 @@ impl LeaseBlob {
         Ok(LeaseBlob {
             document: LeaseDocument::from_bytes(name, &blob.body)?,
             metadata: blob.properties.metadata,
-            etag: blob.properties.etag,
             lease: blob.properties.lease,
         })
     }
 
     /// The fencing epoch (0 when never advanced).
-    pub fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         epoch_of(&self.metadata)
     }
 
     /// The owner identity recorded by the last acquire that wrote it.
-    pub fn owner(&self) -> Option<&str> {
+    pub(crate) fn owner(&self) -> Option<&str> {
         meta_get(&self.metadata, META_OWNER)
     }
 
     /// The run-once marker.
-    pub fn once_state(&self) -> OnceState {
+    pub(crate) fn once_state(&self) -> OnceState {
         OnceState::from_metadata(&self.metadata)
     }
 }
@@ -338,23 +344,27 @@ mod tests {
     fn empty_body_is_the_empty_document() {
         let doc = LeaseDocument::from_bytes(&name(), b"").unwrap();
         assert_eq!(doc, LeaseDocument::default());
-        assert!(!doc.journal_pending());
+        assert!(doc.section(LOCK_SECTION).is_none());
     }
 
     #[test]
     fn document_round_trips_and_keeps_unknown_sections() {
-        let mut doc = LeaseDocument {
-            journal: Some(serde_json::json!({"ops": [1, 2]})),
-            ..LeaseDocument::default()
-        };
+        let mut doc = LeaseDocument::default();
+        doc.set_section(LOCK_SECTION, Some(serde_json::json!({"ops": [1, 2]})));
         doc.push_reservation(record("a"));
         let bytes = doc.to_bytes().unwrap();
         assert_eq!(LeaseDocument::from_bytes(&name(), &bytes).unwrap(), doc);
 
         let newer = br#"{"v":1,"future":{"x":1},"journal":null}"#;
         let read = LeaseDocument::from_bytes(&name(), newer).unwrap();
-        let text = String::from_utf8(read.to_bytes().unwrap()).unwrap();
+        assert!(read.section(LOCK_SECTION).is_none(), "null is no section");
+        let mut rewritten = read.clone();
+        rewritten.push_reservation(record("b"));
+        rewritten.set_section(LOCK_SECTION, Some(serde_json::json!(["op"])));
+        rewritten.set_section(LOCK_SECTION, None);
+        let text = String::from_utf8(rewritten.to_bytes().unwrap()).unwrap();
         assert!(text.contains("\"future\":{\"x\":1}"), "{text}");
+        assert!(!text.contains("journal"), "{text}");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use tracing::{Instrument, debug, info_span, warn};
 
 use crate::backend::{BlobConditions, LeaseId, Metadata};
 use crate::error::{Error, Result};
-use crate::key::{BlobName, ETag};
+use crate::key::BlobName;
 
 use super::document::{
     LeaseBlob, LeaseDocument, META_ACQUIRED, META_EPOCH, META_OWNER, epoch_of, meta_set,
@@ -84,7 +84,6 @@ pub(crate) struct LeaseCore {
 struct View {
     document: LeaseDocument,
     metadata: Metadata,
-    etag: ETag,
     lease: crate::backend::LeaseInfo,
 }
 
@@ -93,7 +92,6 @@ impl View {
         LeaseBlob {
             document: self.document.clone(),
             metadata: self.metadata.clone(),
-            etag: self.etag.clone(),
             lease: self.lease,
         }
     }
@@ -166,7 +164,6 @@ impl LeaseCore {
         *view = Some(View {
             document: blob.document,
             metadata: blob.metadata,
-            etag: blob.etag,
             lease: blob.lease,
         });
         Ok(())
@@ -179,15 +176,6 @@ impl LeaseCore {
             self.load(&mut view).await?;
         }
         Ok(view)
-    }
-
-    async fn read_fresh(&self) -> Result<LeaseBlob> {
-        let mut view = self.view.lock().await;
-        *view = None;
-        self.load(&mut view).await?;
-        view.as_ref()
-            .map(View::snapshot)
-            .ok_or_else(|| self.shared.lost_error())
     }
 
     async fn snapshot(&self) -> Result<LeaseBlob> {
@@ -223,9 +211,8 @@ impl LeaseCore {
         })
         .await;
         match result {
-            Ok(etag) => {
+            Ok(_) => {
                 view.metadata = metadata.clone();
-                view.etag = etag;
                 Ok(metadata)
             }
             Err(e) => {
@@ -264,9 +251,8 @@ impl LeaseCore {
         })
         .await;
         match result {
-            Ok(etag) => {
+            Ok(_) => {
                 view.document = document;
-                view.etag = etag;
                 Ok(out)
             }
             Err(e) => {
@@ -473,60 +459,54 @@ impl LeaseGuard {
         self.token.child_token()
     }
 
-    /// Reads the lease blob now (body and metadata), and remembers it for
-    /// later writes. This is the "lock-blob read" of a fresh acquire.
+    /// The lease blob's metadata as this process last read or wrote it
+    /// under this lease, read first if unknown (after a fresh acquire, this
+    /// is the lease-blob read). After a hand-over nothing is read: nobody
+    /// else can have written the blob in between.
     ///
     /// # Errors
-    /// The backend's error; [`Error::Invalid`] when the body is not a lease
+    /// [`Error::LeaseLost`] when the lease is lost and the blob is unknown;
+    /// the backend's error; [`Error::Invalid`] when the body is not a lease
     /// document.
-    pub async fn read(&self) -> Result<LeaseBlob> {
-        self.core.read_fresh().await
+    pub async fn metadata(&self) -> Result<Metadata> {
+        Ok(self.core.snapshot().await?.metadata)
     }
 
     /// The lease blob as this process last read or wrote it under this
-    /// lease, read first if unknown. After a hand-over nothing is read.
-    ///
-    /// # Errors
-    /// As [`LeaseGuard::read`], when a read is needed.
-    pub async fn blob(&self) -> Result<LeaseBlob> {
+    /// lease, read first if unknown.
+    pub(crate) async fn blob(&self) -> Result<LeaseBlob> {
         self.core.snapshot().await
     }
 
-    /// The document in the lease blob, as [`LeaseGuard::blob`].
-    ///
-    /// # Errors
-    /// As [`LeaseGuard::read`], when a read is needed.
-    pub async fn document(&self) -> Result<LeaseDocument> {
-        Ok(self.core.snapshot().await?.document)
+    /// The section `key` of the lease document (see
+    /// [`LeaseDocument`](super::document::LeaseDocument)), as
+    /// [`LeaseGuard::metadata`] sees the blob.
+    pub(crate) async fn section(&self, key: &str) -> Result<Option<serde_json::Value>> {
+        Ok(self.core.snapshot().await?.document.section(key).cloned())
     }
 
-    /// Rewrites the document in the lease blob, under the lease id, with
-    /// `f` applied to the current document; the metadata is kept. Returns
-    /// what `f` returned.
-    ///
-    /// # Errors
-    /// [`Error::LeaseLost`] when the lease is lost (nothing is sent when
-    /// that was already known); the backend's error otherwise. After an
-    /// error whose outcome is unknown, the next call reads the blob first.
-    pub async fn update_document<T>(&self, f: impl FnOnce(&mut LeaseDocument) -> T) -> Result<T> {
+    /// Writes (`Some`) or removes (`None`) the section `key` of the lease
+    /// document under the lease id; every other section and the metadata
+    /// are kept.
+    pub(crate) async fn set_section(
+        &self,
+        key: &str,
+        value: Option<serde_json::Value>,
+    ) -> Result<()> {
+        self.core
+            .update_document(|d| d.set_section(key, value))
+            .await
+    }
+
+    /// Rewrites the lease document under the lease id with `f` applied to
+    /// the current document; the metadata is kept. Returns what `f`
+    /// returned. After an error whose outcome is unknown, the next call
+    /// reads the blob first.
+    pub(crate) async fn update_document<T>(
+        &self,
+        f: impl FnOnce(&mut LeaseDocument) -> T,
+    ) -> Result<T> {
         self.core.update_document(f).await
-    }
-
-    /// Writes (`Some`) or clears (`None`) the partition-lock journal in the
-    /// lease blob, under the lease id.
-    ///
-    /// # Errors
-    /// As [`LeaseGuard::update_document`].
-    pub async fn set_journal(&self, journal: Option<serde_json::Value>) -> Result<()> {
-        self.core.update_document(|d| d.journal = journal).await
-    }
-
-    /// The pending journal, as [`LeaseGuard::document`] sees it.
-    ///
-    /// # Errors
-    /// As [`LeaseGuard::read`], when a read is needed.
-    pub async fn journal(&self) -> Result<Option<serde_json::Value>> {
-        Ok(self.document().await?.journal)
     }
 
     /// Replaces the blob's metadata under the lease id with `f` applied to
@@ -534,7 +514,9 @@ impl LeaseGuard {
     /// own entries (`leasehold_*`) unless you mean to change them.
     ///
     /// # Errors
-    /// As [`LeaseGuard::update_document`].
+    /// [`Error::LeaseLost`] when the lease is lost (nothing is sent when
+    /// that was already known); the backend's error otherwise. After an
+    /// error whose outcome is unknown, the next call reads the blob first.
     pub async fn update_metadata(&self, f: impl FnOnce(&mut Metadata)) -> Result<Metadata> {
         self.core.update_metadata(f).await
     }
@@ -542,7 +524,7 @@ impl LeaseGuard {
     /// The fencing epoch stored with the lease (0 if never advanced).
     ///
     /// # Errors
-    /// As [`LeaseGuard::read`], when a read is needed.
+    /// As [`LeaseGuard::metadata`], when a read is needed.
     pub async fn epoch(&self) -> Result<u64> {
         Ok(self.core.snapshot().await?.epoch())
     }
@@ -552,7 +534,7 @@ impl LeaseGuard {
     /// earlier holder had.
     ///
     /// # Errors
-    /// As [`LeaseGuard::update_document`].
+    /// As [`LeaseGuard::update_metadata`].
     pub async fn advance_epoch(&self) -> Result<u64> {
         let mut next = 0;
         self.core

@@ -121,40 +121,27 @@ use time::OffsetDateTime;
 use tokio::time::Instant;
 use tracing::{Instrument, info, info_span};
 
-use crate::backend::{BlobBackend, LeaseDuration, LeaseId, LeaseState};
+use crate::backend::{BlobBackend, LeaseDuration, LeaseId, LeaseState, Metadata};
 use crate::error::{Error, Result};
 use crate::key::ContainerName;
 use crate::retry::{self, Backoff};
 
 pub use do_once::{OnceContext, OnceOutcome};
-pub use document::{
-    DOCUMENT_VERSION, LeaseBlob, LeaseDocument, META_ACQUIRED, META_EPOCH, META_ONCE,
-    META_ONCE_ATTEMPTS, META_OWNER, OnceState, RESERVATION_LOG_LEN, ReservationRecord,
-};
+pub(crate) use document::{LOCK_SECTION, META_ACQUIRED, META_OWNER};
+pub use document::{OnceState, ReservationRecord};
 pub use guard::{Acquisition, LeaseGuard, LeaseStatus};
 pub use leader::{LeaderContext, LeaderOptions};
 pub use name::LeaseName;
 pub use reservation::Reservation;
 
-use document::meta_get;
+use document::{LeaseBlob, meta_get};
 use guard::AcquireMode;
 use local::LocalLeases;
-
-/// The default pause between attempts to take a lease held by another
-/// process (see [`LeaseOptions::with_poll_interval`]).
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
-
-/// How long storage may keep failing before a wait for a lease gives up
-/// (see [`LeaseOptions::with_unavailable_after`]).
-pub const DEFAULT_UNAVAILABLE_AFTER: Duration = Duration::from_secs(30);
-
-/// The default container for lease blobs.
-pub const DEFAULT_CONTAINER: &str = "leasehold-leases";
 
 /// Settings of a [`LeaseManager`], checked by [`LeaseManager::new`].
 ///
 /// Defaults: 30 s leases renewed every 10 s (a third of the duration unless
-/// set), 1 s drift margin, container [`DEFAULT_CONTAINER`], acquire polling
+/// set), 1 s drift margin, container [`LeaseOptions::DEFAULT_CONTAINER`], acquire polling
 /// every 100 ms, owner identity `hostname-pid-random`, owner metadata
 /// written on acquire, local hand-over up to 1000 times or 60 s in a row,
 /// waits for a lease ending after 30 s of failing storage.
@@ -182,18 +169,29 @@ impl Default for LeaseOptions {
             renew_interval: None,
             drift_margin: Duration::from_secs(1),
             container: None,
-            poll_interval: DEFAULT_POLL_INTERVAL,
+            poll_interval: Self::DEFAULT_POLL_INTERVAL,
             owner: None,
             owner_metadata: true,
             max_handovers: 1000,
             max_hold: Duration::from_secs(60),
             jitter_seed: None,
-            unavailable_after: DEFAULT_UNAVAILABLE_AFTER,
+            unavailable_after: Self::DEFAULT_UNAVAILABLE_AFTER,
         }
     }
 }
 
 impl LeaseOptions {
+    /// The default pause between attempts to take a lease held by another
+    /// process (see [`LeaseOptions::with_poll_interval`]).
+    pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+    /// How long storage may keep failing before a wait for a lease gives up
+    /// (see [`LeaseOptions::with_unavailable_after`]).
+    pub const DEFAULT_UNAVAILABLE_AFTER: Duration = Duration::from_secs(30);
+
+    /// The default container for lease blobs.
+    pub const DEFAULT_CONTAINER: &str = "leasehold-leases";
+
     /// The defaults.
     pub fn new() -> Self {
         Self::default()
@@ -285,7 +283,7 @@ impl LeaseOptions {
     /// How long a call waiting for a lease keeps trying while storage keeps
     /// failing (transient errors, no reply, an unreachable endpoint) before
     /// it gives up with [`Error::Unavailable`] naming the endpoint. From
-    /// 1 ms to 24 hours; default 30 s ([`DEFAULT_UNAVAILABLE_AFTER`]).
+    /// 1 ms to 24 hours; default 30 s ([`LeaseOptions::DEFAULT_UNAVAILABLE_AFTER`]).
     ///
     /// The bound counts continuous failure: any answer from the service
     /// (even "held by another owner") starts it afresh. The calls of one
@@ -362,7 +360,7 @@ impl LeaseOptions {
         };
         let container = match &self.container {
             Some(c) => c.clone(),
-            None => ContainerName::new(DEFAULT_CONTAINER)?,
+            None => ContainerName::new(Self::DEFAULT_CONTAINER)?,
         };
         Ok(Settings {
             duration,
@@ -540,7 +538,12 @@ pub struct LeaseDescription {
     pub acquired_at: Option<String>,
     /// The fencing epoch.
     pub epoch: u64,
-    /// Whether a partition-lock journal is pending in the lease blob.
+    /// The blob's metadata: leasehold's own entries (`leasehold_*`, shown
+    /// above) and any written with [`LeaseGuard::update_metadata`]. Empty
+    /// when the blob is missing.
+    pub metadata: Metadata,
+    /// Whether a partition lock's commit is pending in the lease blob (see
+    /// [`crate::Store::pending_commit`]).
     pub journal_pending: bool,
     /// The run-once marker.
     pub once: OnceState,
@@ -648,22 +651,12 @@ impl LeaseManager {
         }
     }
 
-    /// Reads a lease blob without holding the lease: its document, metadata
-    /// and lease state. `Ok(None)` when the blob does not exist.
+    /// Who holds a lease, its state, epoch, metadata, and whether a
+    /// partition lock's commit is pending, without acquiring it (one read).
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name or a body that is not a lease
     /// document; the backend's error when the read fails.
-    pub async fn read(&self, name: &str) -> Result<Option<LeaseBlob>> {
-        let name = LeaseName::new(name)?;
-        self.inner.read(&name).await
-    }
-
-    /// Who holds a lease, its state, epoch, and whether a journal is
-    /// pending, without acquiring it (one read).
-    ///
-    /// # Errors
-    /// As [`LeaseManager::read`].
     pub async fn describe(&self, name: &str) -> Result<LeaseDescription> {
         let name = LeaseName::new(name)?;
         let blob = self.inner.read(&name).await?;
@@ -675,6 +668,7 @@ impl LeaseManager {
                 owner: None,
                 acquired_at: None,
                 epoch: 0,
+                metadata: Metadata::new(),
                 journal_pending: false,
                 once: OnceState::NotStarted,
                 reservation_records: 0,
@@ -686,9 +680,10 @@ impl LeaseManager {
                 owner: blob.owner().map(str::to_owned),
                 acquired_at: meta_get(&blob.metadata, META_ACQUIRED).map(str::to_owned),
                 epoch: blob.epoch(),
-                journal_pending: blob.document.journal_pending(),
+                journal_pending: blob.document.section(LOCK_SECTION).is_some(),
                 once: blob.once_state(),
                 reservation_records: blob.document.reservations.len(),
+                metadata: blob.metadata,
             },
         })
     }
@@ -851,6 +846,22 @@ impl ManagerInner {
     }
 }
 
+impl LeaseManager {
+    /// The section `key` of the document in lease blob `name`, read without
+    /// the lease; `None` when the blob or the section is missing.
+    pub(crate) async fn read_section(
+        &self,
+        name: &LeaseName,
+        key: &str,
+    ) -> Result<Option<serde_json::Value>> {
+        Ok(self
+            .inner
+            .read(name)
+            .await?
+            .and_then(|blob| blob.document.section(key).cloned()))
+    }
+}
+
 /// A lease id as it may appear in logs: never at info level, and only its
 /// first characters.
 pub(crate) fn short_id(id: LeaseId) -> String {
@@ -871,7 +882,7 @@ mod tests {
         let s = check(LeaseOptions::default()).unwrap();
         assert_eq!(s.duration, LeaseDuration::Seconds(30));
         assert_eq!(s.renew_interval, Duration::from_secs(10));
-        assert_eq!(s.container.as_str(), DEFAULT_CONTAINER);
+        assert_eq!(s.container.as_str(), LeaseOptions::DEFAULT_CONTAINER);
         assert!(
             s.owner.contains(&format!("-{}-", std::process::id())),
             "{}",

@@ -15,7 +15,7 @@ use tracing::{Instrument, debug, info, info_span};
 
 use crate::error::{Error, Result};
 
-use super::document::ReservationRecord;
+use super::document::{RESERVATION_LOG_LEN, ReservationRecord};
 use super::guard::{AcquireMode, LeaseGuard, LeaseStatus};
 use super::name::LeaseName;
 use super::{LeaseManager, ManagerInner};
@@ -76,13 +76,11 @@ impl Registry {
 ///   returned [`Reservation`] handle: dropping the handle does not end it.
 /// * Each reservation appends a [`ReservationRecord`] (holder, times) to the
 ///   lease blob's log, written under the lease; a cancellation stamps its
-///   record. The log keeps the newest [`RESERVATION_LOG_LEN`] records, oldest
+///   record. The log keeps the newest [`Reservation::LOG_LEN`] records, oldest
 ///   first, and anyone can read it without the lease
 ///   ([`LeaseManager::reservation_log`]).
 /// * Reservation names share the namespace of all other leases of the
 ///   manager.
-///
-/// [`RESERVATION_LOG_LEN`]: super::RESERVATION_LOG_LEN
 #[derive(Debug, Clone)]
 pub struct Reservation {
     job: LeaseName,
@@ -94,6 +92,9 @@ pub struct Reservation {
 }
 
 impl Reservation {
+    /// How many records a job's reservation log keeps (the newest ones).
+    pub const LOG_LEN: usize = RESERVATION_LOG_LEN;
+
     /// The job reserved.
     pub fn job(&self) -> &LeaseName {
         &self.job
@@ -207,15 +208,13 @@ impl LeaseManager {
         .await
     }
 
-    /// The job's reservation log (newest [`RESERVATION_LOG_LEN`] records,
+    /// The job's reservation log (newest [`Reservation::LOG_LEN`] records,
     /// oldest first), read without the lease. Empty when the job was never
     /// reserved.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name or a blob that is not a lease
     /// document; the backend's error when the read fails.
-    ///
-    /// [`RESERVATION_LOG_LEN`]: super::RESERVATION_LOG_LEN
     pub async fn reservation_log(&self, job: &str) -> Result<Vec<ReservationRecord>> {
         let job = LeaseName::new(job)?;
         Ok(self

@@ -1,34 +1,41 @@
 //! The commit journal: what a multi-table commit is about to do, written into
 //! the lock blob under the lease before any table is touched, and rolled
 //! forward by whoever takes the lock next if the writer died half-way.
+//!
+//! The journal is the lock module's section of the lock blob's document
+//! ([`LOCK_SECTION`]); the lease layer stores it without reading it. Its
+//! format is private: operators see a pending commit as a
+//! [`PendingCommit`].
 
 use serde::{Deserialize, Serialize};
 
 use crate::backend::wire;
-use crate::backend::{Precondition, StoredEntity, TableBackend, TableOp};
+use crate::backend::{Precondition, TableBackend, TableOp};
 use crate::entity::{EntityData, Properties};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
+use crate::lease::{LOCK_SECTION, LeaseGuard, LeaseManager, LeaseName};
+use crate::outcome::{shows_effect, still_applicable};
 
 /// The journal format version.
-pub const JOURNAL_VERSION: u32 = 1;
+pub(crate) const JOURNAL_VERSION: u32 = 1;
 
-/// A pending commit.
+/// A pending commit, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Journal {
+pub(crate) struct Journal {
     /// Format version ([`JOURNAL_VERSION`]).
     #[serde(rename = "v")]
-    pub version: u32,
+    pub(crate) version: u32,
     /// The partition every operation writes.
-    pub partition_key: String,
+    pub(crate) partition_key: String,
     /// The operations, in the order they are applied.
-    pub ops: Vec<JournalOp>,
+    pub(crate) ops: Vec<JournalOp>,
 }
 
 /// What one journalled operation does to its row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum JournalKind {
+pub(crate) enum JournalKind {
     /// Create; the row must not exist.
     Insert,
     /// Replace the whole entity.
@@ -41,33 +48,45 @@ pub enum JournalKind {
 
 /// One operation with its precondition and after-image.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JournalOp {
+pub(crate) struct JournalOp {
     /// The table (prefix included).
-    pub table: String,
+    pub(crate) table: String,
     /// The row key.
-    pub row_key: String,
+    pub(crate) row_key: String,
     /// What is done.
-    pub kind: JournalKind,
+    pub(crate) kind: JournalKind,
     /// The ETag the row had when read in the unit (`None`: inserts, and the
     /// explicitly unconditional upserts; `Some("*")`: must merely exist).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub precondition: Option<String>,
+    pub(crate) precondition: Option<String>,
     /// The properties written, in the wire form (`None` for deletes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub after: Option<serde_json::Map<String, serde_json::Value>>,
+    pub(crate) after: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl JournalKind {
+    /// The kind's name, as operators see it.
+    fn name(self) -> &'static str {
+        match self {
+            JournalKind::Insert => "insert",
+            JournalKind::Replace => "replace",
+            JournalKind::Merge => "merge",
+            JournalKind::Delete => "delete",
+        }
+    }
 }
 
 impl JournalOp {
     /// Records a staged operation.
-    pub fn from_op(table: &TableName, op: &TableOp) -> Self {
-        let (kind, precondition, data) = match op {
-            TableOp::Insert(d) => (JournalKind::Insert, None, Some(d)),
-            TableOp::Replace(d, p) => (JournalKind::Replace, precondition_text(p), Some(d)),
-            TableOp::Merge(d, p) => (JournalKind::Merge, precondition_text(p), Some(d)),
-            TableOp::Delete { condition, .. } => {
-                (JournalKind::Delete, precondition_text(condition), None)
-            }
+    pub(crate) fn from_op(table: &TableName, op: &TableOp) -> Self {
+        let kind = match op {
+            TableOp::Insert(_) => JournalKind::Insert,
+            TableOp::Replace(..) => JournalKind::Replace,
+            TableOp::Merge(..) => JournalKind::Merge,
+            TableOp::Delete { .. } => JournalKind::Delete,
         };
+        let precondition = op.condition().as_ref().and_then(precondition_text);
+        let data = op.data();
         JournalOp {
             table: table.as_str().to_owned(),
             row_key: op.row_key().as_str().to_owned(),
@@ -91,7 +110,7 @@ impl JournalOp {
     /// # Errors
     /// [`Error::Inconsistent`] when the journal does not parse as leasehold
     /// wrote it.
-    pub fn to_op(&self, partition_key: &PartitionKey) -> Result<(TableName, TableOp)> {
+    pub(crate) fn to_op(&self, partition_key: &PartitionKey) -> Result<(TableName, TableOp)> {
         let bad = |why: String| Error::Inconsistent {
             what: format!(
                 "journal entry for row {:?} of `{}`: {why}",
@@ -124,10 +143,16 @@ impl JournalOp {
             JournalKind::Insert => TableOp::Insert(data()?),
             JournalKind::Replace => TableOp::Replace(data()?, condition),
             JournalKind::Merge => TableOp::Merge(data()?, condition),
+            // A delete without a precondition is never journalled; read
+            // as "whatever version is stored", as an unconditional write
+            // is rolled forward.
             JournalKind::Delete => TableOp::Delete {
                 partition_key: partition_key.clone(),
                 row_key,
-                condition,
+                if_match: match condition {
+                    Precondition::IfMatch(etag) => Some(etag),
+                    Precondition::IfExists | Precondition::Upsert => None,
+                },
             },
         };
         Ok((table, op))
@@ -144,7 +169,7 @@ fn precondition_text(p: &Precondition) -> Option<String> {
 
 impl Journal {
     /// A journal of `ops`, grouped by table in application order.
-    pub fn new(partition_key: &PartitionKey, ops: &[(TableName, TableOp)]) -> Self {
+    pub(crate) fn new(partition_key: &PartitionKey, ops: &[(TableName, TableOp)]) -> Self {
         Journal {
             version: JOURNAL_VERSION,
             partition_key: partition_key.as_str().to_owned(),
@@ -159,7 +184,7 @@ impl Journal {
     ///
     /// # Errors
     /// Never in practice: serialising plain data cannot fail.
-    pub fn to_value(&self) -> Result<serde_json::Value> {
+    fn to_value(&self) -> Result<serde_json::Value> {
         serde_json::to_value(self).map_err(|e| Error::Inconsistent {
             what: format!("cannot serialise the journal: {e}"),
         })
@@ -169,7 +194,7 @@ impl Journal {
     ///
     /// # Errors
     /// [`Error::Inconsistent`] when it is not a journal this version knows.
-    pub fn from_value(value: serde_json::Value) -> Result<Self> {
+    fn from_value(value: serde_json::Value) -> Result<Self> {
         let journal: Journal = serde_json::from_value(value).map_err(|e| Error::Inconsistent {
             what: format!("the pending journal does not parse: {e}"),
         })?;
@@ -183,6 +208,112 @@ impl Journal {
         }
         Ok(journal)
     }
+
+    /// The journal pending in the lock blob `guard` holds, as the guard
+    /// sees the blob (a fresh acquire reads it; a hand-over knows it).
+    ///
+    /// # Errors
+    /// [`Error::Inconsistent`] when the stored journal does not parse; the
+    /// guard's read errors.
+    pub(crate) async fn pending(guard: &LeaseGuard) -> Result<Option<Journal>> {
+        guard
+            .section(LOCK_SECTION)
+            .await?
+            .map(Journal::from_value)
+            .transpose()
+    }
+
+    /// The journal pending in lock blob `name`, read without the lock.
+    ///
+    /// # Errors
+    /// As [`Journal::pending`].
+    pub(crate) async fn read(locks: &LeaseManager, name: &LeaseName) -> Result<Option<Journal>> {
+        locks
+            .read_section(name, LOCK_SECTION)
+            .await?
+            .map(Journal::from_value)
+            .transpose()
+    }
+
+    /// Writes the journal into the lock blob, under the lease.
+    ///
+    /// # Errors
+    /// The guard's write errors ([`Error::LeaseLost`] among them).
+    pub(crate) async fn write(&self, guard: &LeaseGuard) -> Result<()> {
+        guard
+            .set_section(LOCK_SECTION, Some(self.to_value()?))
+            .await
+    }
+
+    /// Removes the journal from the lock blob, under the lease.
+    ///
+    /// # Errors
+    /// As [`Journal::write`].
+    pub(crate) async fn clear(guard: &LeaseGuard) -> Result<()> {
+        guard.set_section(LOCK_SECTION, None).await
+    }
+
+    /// What operators see of the journal.
+    ///
+    /// # Errors
+    /// [`Error::Inconsistent`] when an entry does not parse.
+    pub(crate) fn summary(&self) -> Result<PendingCommit> {
+        let partition_key =
+            PartitionKey::new(&self.partition_key).map_err(|e| Error::Inconsistent {
+                what: format!("the journal's partition key does not parse: {e}"),
+            })?;
+        let writes = self
+            .ops
+            .iter()
+            .map(|entry| {
+                let (table, op) = entry.to_op(&partition_key)?;
+                Ok(PendingWrite {
+                    table,
+                    row_key: op.row_key().clone(),
+                    operation: entry.kind.name(),
+                    if_match: entry.precondition.as_deref().map(ETag::new),
+                    properties: op.data().map(|d| d.properties.clone()),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(PendingCommit {
+            partition_key,
+            writes,
+        })
+    }
+}
+
+/// A commit that a unit left pending on its partition (it died, or lost its
+/// lease, between writing its journal and clearing it): what it was about to
+/// write, for an operator to look at before finishing it with
+/// [`Store::roll_forward`](crate::Store::roll_forward). Read with
+/// [`Store::pending_commit`](crate::Store::pending_commit).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PendingCommit {
+    /// The partition every write is in.
+    pub partition_key: PartitionKey,
+    /// The writes, in the order a roll-forward applies them.
+    pub writes: Vec<PendingWrite>,
+}
+
+/// One write of a [`PendingCommit`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PendingWrite {
+    /// The table, its prefix included.
+    pub table: TableName,
+    /// The row.
+    pub row_key: RowKey,
+    /// What the write does: `"insert"`, `"replace"`, `"merge"` or
+    /// `"delete"`.
+    pub operation: &'static str,
+    /// The ETag the row must still have for the write to be applied (`*`:
+    /// the row must merely exist); `None` for an insert, and for a replace
+    /// or merge that is an unconditional upsert.
+    pub if_match: Option<ETag>,
+    /// The properties the write stores; `None` for a delete.
+    pub properties: Option<Properties>,
 }
 
 /// The outcome of rolling a journal forward.
@@ -192,51 +323,6 @@ pub struct RollForwardReport {
     pub applied: usize,
     /// Operations found already applied.
     pub already_applied: usize,
-}
-
-/// Whether the stored row already shows the effect of `op`.
-pub(crate) fn shows_effect(op: &TableOp, stored: Option<&StoredEntity>) -> bool {
-    match (op, stored) {
-        (TableOp::Delete { .. }, None) => true,
-        (TableOp::Delete { .. }, Some(_)) => false,
-        (_, None) => false,
-        (TableOp::Insert(d) | TableOp::Replace(d, _), Some(s)) => s.data.properties == d.properties,
-        (TableOp::Merge(d, _), Some(s)) => contains(&s.data.properties, &d.properties),
-    }
-}
-
-fn contains(stored: &Properties, written: &Properties) -> bool {
-    written.iter().all(|(k, v)| stored.get(k) == Some(v))
-}
-
-/// Whether the stored row still satisfies `op`'s precondition, so the op can
-/// be applied now. Returns the condition to send.
-pub(crate) fn still_applicable(op: &TableOp, stored: Option<&StoredEntity>) -> Option<TableOp> {
-    let condition = |c: &Precondition| match (c, stored) {
-        (Precondition::IfMatch(tag), Some(s)) if &s.etag == tag => Some(c.clone()),
-        (Precondition::IfExists, Some(s)) => Some(Precondition::IfMatch(s.etag.clone())),
-        (Precondition::Upsert, Some(s)) => Some(Precondition::IfMatch(s.etag.clone())),
-        (Precondition::Upsert, None) => Some(Precondition::Upsert),
-        _ => None,
-    };
-    match op {
-        TableOp::Insert(d) => stored.is_none().then(|| TableOp::Insert(d.clone())),
-        TableOp::Replace(d, c) => condition(c).map(|c| TableOp::Replace(d.clone(), c)),
-        TableOp::Merge(d, c) => condition(c).map(|c| TableOp::Merge(d.clone(), c)),
-        TableOp::Delete {
-            partition_key,
-            row_key,
-            condition: c,
-        } => match (c, stored) {
-            (Precondition::IfMatch(tag), Some(s)) if &s.etag == tag => Some(op.clone()),
-            (Precondition::IfExists | Precondition::Upsert, Some(s)) => Some(TableOp::Delete {
-                partition_key: partition_key.clone(),
-                row_key: row_key.clone(),
-                condition: Precondition::IfMatch(s.etag.clone()),
-            }),
-            _ => None,
-        },
-    }
 }
 
 /// Rolls `journal` forward, one operation at a time: an operation whose row
@@ -249,7 +335,7 @@ pub(crate) fn still_applicable(op: &TableOp, stored: Option<&StoredEntity>) -> O
 /// # Errors
 /// [`Error::Inconsistent`] naming the row that contradicts the journal; the
 /// backend's errors.
-pub async fn roll_forward(
+pub(crate) async fn roll_forward(
     backend: &dyn TableBackend,
     journal: &Journal,
 ) -> Result<RollForwardReport> {
@@ -267,7 +353,7 @@ pub async fn roll_forward(
         match still_applicable(&op, stored.as_ref()) {
             Some(now) => {
                 backend.execute(&table, &now).await.map_err(|e| match e.kind() {
-                    crate::ErrorKind::Conflict | crate::ErrorKind::AlreadyExists | crate::ErrorKind::NotFound => {
+                    ErrorKind::Conflict | ErrorKind::AlreadyExists | ErrorKind::NotFound => {
                         // The row and table are named here already: keep
                         // only what the service answered.
                         let answer = e.code().map_or_else(|| format!("{:?}", e.kind()), str::to_owned);
@@ -295,4 +381,154 @@ pub async fn roll_forward(
         }
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::backend::memory::MemoryBackend;
+    use crate::entity::Value;
+    use crate::lease::{Acquisition, LeaseOptions};
+    use crate::testing::{CountingBackend, Op};
+
+    const LONG: Duration = Duration::from_secs(60);
+
+    fn journal(rows: &[&str]) -> Journal {
+        let pk = PartitionKey::new("p").unwrap();
+        let table = TableName::new("Accounts").unwrap();
+        let ops: Vec<(TableName, TableOp)> = rows
+            .iter()
+            .map(|rk| {
+                let data = EntityData {
+                    partition_key: pk.clone(),
+                    row_key: RowKey::new(*rk).unwrap(),
+                    properties: [("n".to_owned(), Value::Int64(1))].into_iter().collect(),
+                };
+                (table.clone(), TableOp::Insert(data))
+            })
+            .collect();
+        Journal::new(&pk, &ops)
+    }
+
+    /// A lock unit's lease-side requests with owner metadata off: a cold
+    /// unit is acquire + one lock-blob read + its journal write and clear +
+    /// release; a unit handed over within the process sends only the
+    /// journal write and clear.
+    #[tokio::test(start_paused = true)]
+    async fn a_journal_costs_its_writes_and_a_hand_over_reads_nothing() {
+        let counting = CountingBackend::new(MemoryBackend::new());
+        let counter = counting.counter();
+        let options = LeaseOptions::new()
+            .with_owner("budget")
+            .with_owner_metadata(false);
+        let locks = LeaseManager::new(Arc::new(counting), options).unwrap();
+        locks
+            .acquire("l", LONG)
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        counter.reset();
+
+        let cold = locks.acquire("l", LONG).await.unwrap();
+        assert!(Journal::pending(&cold).await.unwrap().is_none()); // the lock-blob read
+        let next = tokio::spawn({
+            let locks = locks.clone();
+            async move { locks.acquire("l", LONG).await }
+        });
+        let written = journal(&["a", "b"]);
+        written.write(&cold).await.unwrap();
+        Journal::clear(&cold).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        cold.release().await.unwrap();
+        let work: BTreeMap<Op, u64> = [(Op::AcquireLease, 1), (Op::GetBlob, 1), (Op::PutBlob, 2)]
+            .into_iter()
+            .collect();
+        assert_eq!(counter.snapshot(), work, "cold unit");
+
+        counter.reset();
+        let warm = next.await.unwrap().unwrap();
+        assert_eq!(warm.acquisition(), Acquisition::HandedOver);
+        assert!(Journal::pending(&warm).await.unwrap().is_none());
+        written.write(&warm).await.unwrap();
+        Journal::clear(&warm).await.unwrap();
+        let handed: BTreeMap<Op, u64> = [(Op::PutBlob, 2)].into_iter().collect();
+        assert_eq!(counter.snapshot(), handed, "handed-over unit");
+        warm.release().await.unwrap();
+        assert_eq!(counter.get(Op::ReleaseLease), 1);
+    }
+
+    /// A journal is seen by `describe` and by the next holder (handed over:
+    /// without a read), outlives its writer, survives the lease layer's own
+    /// writes to the blob, and is gone once cleared.
+    #[tokio::test(start_paused = true)]
+    async fn a_journal_outlives_its_writer_until_cleared() {
+        let backend = Arc::new(MemoryBackend::new());
+        let locks =
+            LeaseManager::new(backend.clone(), LeaseOptions::new().with_owner("a")).unwrap();
+        let operator = LeaseManager::new(backend, LeaseOptions::new().with_owner("op")).unwrap();
+        let name = LeaseName::new("l").unwrap();
+        let written = journal(&["a", "b", "c"]);
+
+        let first = locks.acquire("l", LONG).await.unwrap();
+        written.write(&first).await.unwrap();
+        assert_eq!(first.advance_epoch().await.unwrap(), 1);
+        assert!(operator.describe("l").await.unwrap().journal_pending);
+        let waiting = tokio::spawn({
+            let locks = locks.clone();
+            async move { locks.acquire("l", LONG).await }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        first.release().await.unwrap();
+        let second = waiting.await.unwrap().unwrap();
+        assert!(second.is_handed_over());
+        assert_eq!(
+            Journal::pending(&second).await.unwrap(),
+            Some(written.clone())
+        );
+        drop(second);
+
+        // Another process takes the lock: the journal is still there, and a
+        // write of the lease layer's own (a reservation record) keeps it.
+        let taken = operator.acquire("l", Duration::from_secs(1)).await.unwrap();
+        assert_eq!(
+            Journal::pending(&taken).await.unwrap(),
+            Some(written.clone())
+        );
+        assert_eq!(
+            Journal::read(&operator, &name).await.unwrap(),
+            Some(written.clone())
+        );
+        taken
+            .update_document(|d| {
+                d.push_reservation(crate::lease::ReservationRecord {
+                    seq: 0,
+                    holder: "op".into(),
+                    reserved_at: time::OffsetDateTime::UNIX_EPOCH,
+                    until: time::OffsetDateTime::UNIX_EPOCH,
+                    cancelled_at: None,
+                })
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            Journal::read(&operator, &name).await.unwrap(),
+            Some(written.clone())
+        );
+        let summary = written.summary().unwrap();
+        assert_eq!(summary.writes.len(), 3);
+        assert_eq!(summary.writes[0].operation, "insert");
+        assert_eq!(summary.writes[2].row_key.as_str(), "c");
+        Journal::clear(&taken).await.unwrap();
+        taken.release().await.unwrap();
+        let d = operator.describe("l").await.unwrap();
+        assert!(!d.journal_pending);
+        assert_eq!(d.reservation_records, 1);
+        assert!(Journal::read(&operator, &name).await.unwrap().is_none());
+    }
 }

@@ -76,17 +76,13 @@ mod unit;
 
 use std::time::Duration;
 
-pub use journal::{
-    JOURNAL_VERSION, Journal, JournalKind, JournalOp, RollForwardReport, roll_forward,
-};
+pub(crate) use journal::Journal;
+pub use journal::{PendingCommit, PendingWrite, RollForwardReport};
 pub use unit::{CommitReport, Unit};
 
 use crate::error::{Error, Result};
 use crate::key::PartitionKey;
 use crate::lease::LeaseName;
-
-/// The default container for partition-lock blobs.
-pub const DEFAULT_LOCK_CONTAINER: &str = "leasehold-locks";
 
 /// Settings of partition locks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +95,12 @@ pub struct LockOptions {
     pub acquire_timeout: Duration,
     /// How much lease validity a commit needs before it sends anything.
     pub commit_margin: Duration,
+}
+
+impl LockOptions {
+    /// The default container for partition-lock blobs (see
+    /// [`StoreBuilder::lock_lease_options`](crate::StoreBuilder::lock_lease_options)).
+    pub const DEFAULT_CONTAINER: &str = "leasehold-locks";
 }
 
 impl Default for LockOptions {

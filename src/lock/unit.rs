@@ -8,11 +8,12 @@ use tracing::Instrument as _;
 
 use super::journal::{Journal, RollForwardReport, roll_forward};
 use super::{LockOptions, lock_name};
-use crate::backend::{MAX_BATCH_OPS, Precondition, StoredEntity, TableOp, validate_batch};
+use crate::backend::{Precondition, StoredEntity, TableOp, validate_batch};
 use crate::entity::{Entity, EntityData, Properties, Versioned};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::lease::{Acquisition, LeaseGuard, META_ACQUIRED, META_OWNER};
+use crate::outcome::{self, Locked};
 use crate::store::Store;
 
 /// The ETag of an entity as a unit shows it after staging a write to it: it
@@ -196,14 +197,12 @@ impl Unit {
     /// (the "lock-blob read"); a handed-over lease knows it already.
     async fn recover(&mut self) -> Result<()> {
         let guard = self.guard()?;
-        let journal = guard.journal().await?;
-        if let Some(value) = journal {
-            let journal = Journal::from_value(value)?;
+        if let Some(journal) = Journal::pending(guard).await? {
             let span = tracing::info_span!("leasehold.roll_forward", partition = %self.partition_key, ops = journal.ops.len());
             let report = roll_forward(self.store.backend().as_ref(), &journal)
                 .instrument(span)
                 .await?;
-            guard.set_journal(None).await?;
+            Journal::clear(guard).await?;
             tracing::info!(
                 partition = %self.partition_key,
                 applied = report.applied,
@@ -419,7 +418,7 @@ impl Unit {
             TableOp::Delete {
                 partition_key: data.partition_key,
                 row_key: data.row_key,
-                condition,
+                if_match: if_match_of(condition),
             },
         )
     }
@@ -554,7 +553,7 @@ impl Unit {
         report.tables = by_table.len();
         let mut batches: Vec<(TableName, Vec<TableOp>)> = Vec::new();
         for (table, ops) in by_table {
-            for chunk in ops.chunks(MAX_BATCH_OPS) {
+            for chunk in ops.chunks(TableOp::MAX_BATCH_OPS) {
                 validate_batch(table.as_str(), chunk)?;
                 batches.push((table.clone(), chunk.to_vec()));
             }
@@ -584,22 +583,21 @@ impl Unit {
             .flat_map(|(t, ops)| ops.iter().map(move |op| (t.clone(), op.clone())))
             .collect();
         let journal = Journal::new(&self.partition_key, &all);
-        let value = journal.to_value()?;
-        if let Err(e) = guard.set_journal(Some(value.clone())).await {
+        if let Err(e) = journal.write(guard).await {
             // Writing the same journal again is harmless; a journal whose
             // write really failed twice is either absent (nothing happened)
             // or present (the next holder rolls it forward).
             if !e.is_transient() {
                 return Err(e);
             }
-            guard.set_journal(Some(value)).await?;
+            journal.write(guard).await?;
         }
         for (i, (table, ops)) in batches.iter().enumerate() {
             match backend.batch(table, ops).await {
                 Ok(_) => report.batches += 1,
                 Err(e) if refused(&e) && i == 0 => {
                     // Nothing of this commit was applied: withdraw the journal.
-                    guard.set_journal(None).await?;
+                    Journal::clear(guard).await?;
                     return Err(e);
                 }
                 Err(e) if refused(&e) => {
@@ -623,7 +621,7 @@ impl Unit {
                 }
             }
         }
-        if let Err(e) = guard.set_journal(None).await {
+        if let Err(e) = Journal::clear(guard).await {
             // Every write is applied; a journal left behind is found fully
             // applied by the next holder.
             tracing::warn!(partition = %self.partition_key, error = %e, "clearing the journal failed; the next holder will find it applied");
@@ -655,22 +653,15 @@ async fn verify_batch(
     ops: &[TableOp],
     cause: Error,
 ) -> Result<()> {
-    let mut applied = 0;
-    let mut pending = 0;
+    let mut stored = Vec::with_capacity(ops.len());
     for op in ops {
-        let stored = backend.get(table, pk, op.row_key()).await?;
-        if super::journal::shows_effect(op, stored.as_ref()) {
-            applied += 1;
-        } else if super::journal::still_applicable(op, stored.as_ref()).is_some() {
-            pending += 1;
-        }
+        stored.push(backend.get(table, pk, op.row_key()).await?);
     }
-    if applied == ops.len() {
-        return Ok(());
-    }
-    if pending == ops.len() {
-        return backend.batch(table, ops).await.map(|_| ());
-    }
+    let applied = match outcome::judge_locked(ops, &stored) {
+        Locked::Applied => return Ok(()),
+        Locked::NotApplied => return backend.batch(table, ops).await.map(|_| ()),
+        Locked::Contradicted { applied } => applied,
+    };
     Err(Error::Inconsistent {
         what: format!(
             "a transaction on partition {:?} of `{table}` lost its reply ({cause}) and its rows now match neither the state read nor the state written ({applied} of {} show the write); something wrote the partition without its lock",
@@ -714,8 +705,8 @@ fn fold(
     Ok(match (previous, op) {
         // Creating a row this unit deletes: the delete's condition, then the
         // new content.
-        (Delete { condition, .. }, Insert(d) | Replace(d, UPSERT) | Merge(d, UPSERT)) => {
-            Some(Replace(d, condition.clone()))
+        (previous @ Delete { .. }, Insert(d) | Replace(d, UPSERT) | Merge(d, UPSERT)) => {
+            Some(Replace(d, previous.condition().unwrap_or(UPSERT)))
         }
         (Delete { .. }, _) => return Err("this unit already deletes that row"),
         (Insert(_), Insert(_)) => return Err("this unit already inserts that row"),
@@ -739,18 +730,24 @@ fn fold(
             Precondition::Upsert if read_absent => None,
             // Otherwise the service cannot delete "if present": the delete
             // needs the row to exist at commit.
-            Precondition::Upsert => Some(Delete {
-                partition_key,
-                row_key,
-                condition: Precondition::IfExists,
-            }),
             c => Some(Delete {
                 partition_key,
                 row_key,
-                condition: c.clone(),
+                if_match: if_match_of(c.clone()),
             }),
         },
     })
+}
+
+/// A delete's `if_match` for a write condition: the ETag it names; none
+/// (whatever version is stored) for `IfExists`, and for an upsert, since the
+/// service cannot delete "if present" and the delete needs the row to exist
+/// at commit.
+fn if_match_of(condition: Precondition) -> Option<ETag> {
+    match condition {
+        Precondition::IfMatch(etag) => Some(etag),
+        Precondition::IfExists | Precondition::Upsert => None,
+    }
 }
 
 fn merged(mut base: EntityData, update: &EntityData) -> EntityData {

@@ -167,7 +167,7 @@ impl<E: Entity> Batch<E> {
                     TableOp::Delete {
                         partition_key,
                         row_key,
-                        condition: Precondition::IfMatch(current.etag().clone()),
+                        if_match: Some(current.etag().clone()),
                     },
                     Returned::Deleted,
                 )),
@@ -212,7 +212,7 @@ impl<E: Entity> Batch<E> {
                     TableOp::Delete {
                         partition_key,
                         row_key,
-                        condition: Precondition::IfExists,
+                        if_match: None,
                     },
                     Returned::Deleted,
                 )),

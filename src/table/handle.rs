@@ -71,7 +71,7 @@ impl<E: Entity> Table<E> {
     /// its outcome is unknown, rather than risk reporting it wrongly. With it,
     /// each such write stores a fresh 8-character id in front of the ids of
     /// the entity's last 31 writes, in the reserved property
-    /// [`write_log::PROPERTY`](crate::backend::write_log::PROPERTY) (a string of under 300 characters, one of the 252
+    /// `_lhWriteLog` (a string of under 300 characters, one of the 252
     /// properties); the read-back then finds the write among the ids, or finds
     /// every write since the version it was based on listed without it. This
     /// is what makes [`Table::update_with`] exact under lost replies.

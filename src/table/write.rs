@@ -5,10 +5,10 @@ use tracing::Instrument as _;
 
 use super::handle::Table;
 use super::stored::{Base, stored_after};
-use crate::backend::{CheckedOp, Precondition, TableOp, Version, write_log};
+use crate::backend::{Precondition, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, Result};
-use crate::key::{IntoPartitionKey, IntoRowKey, PartitionKey, RowKey};
+use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey};
 
 impl<E: Entity> Table<E> {
     /// Sends one write of `entity` and returns the entity as stored (see
@@ -66,13 +66,12 @@ impl<E: Entity> Table<E> {
             row = %op.row_key()
         );
         let op_name = op.name();
-        // `encode` (and, with a write log, `validate_entity`) checked the
-        // entity against every service limit, and `make_op` never builds a
-        // delete.
+        // The backend is told where the write log is, to settle a lost
+        // reply by it.
         let version = self
             .env
             .backend()
-            .execute_checked(name, CheckedOp::new(op))
+            .execute_owned(name, op, log.as_ref().map(|_| write_log::PROPERTY))
             .instrument(span.clone())
             .await?;
         let Version { etag, timestamp } = version.ok_or_else(|| Error::Backend {
@@ -194,8 +193,7 @@ impl<E: Entity> Table<E> {
     pub async fn delete(&self, current: &Versioned<E>) -> Result<()> {
         let pk = current.partition_key()?;
         let rk = current.row_key()?;
-        self.delete_op(pk, rk, Precondition::IfMatch(current.etag().clone()))
-            .await
+        self.delete_op(pk, rk, Some(current.etag().clone())).await
     }
 
     /// Creates or overwrites the entity, whatever is stored. **Unconditional:**
@@ -255,17 +253,17 @@ impl<E: Entity> Table<E> {
     ) -> Result<()> {
         let pk = partition_key.into_partition_key()?;
         let rk = row_key.into_row_key()?;
-        self.delete_op(pk, rk, Precondition::IfExists).await
+        self.delete_op(pk, rk, None).await
     }
 
-    async fn delete_op(&self, pk: PartitionKey, rk: RowKey, condition: Precondition) -> Result<()> {
+    async fn delete_op(&self, pk: PartitionKey, rk: RowKey, if_match: Option<ETag>) -> Result<()> {
         let name = self.ready().await?;
         let span =
             tracing::debug_span!("leasehold.delete", table = %name, partition = %pk, row = %rk);
         let op = TableOp::Delete {
             partition_key: pk,
             row_key: rk,
-            condition,
+            if_match,
         };
         self.env
             .backend()

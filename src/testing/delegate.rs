@@ -36,6 +36,18 @@ macro_rules! delegate_backend {
                 self.call($crate::testing::Op::Write, self.inner.execute(table, op))
                     .await
             }
+            async fn execute_owned(
+                &self,
+                table: &$crate::key::TableName,
+                op: $crate::backend::TableOp,
+                write_log: Option<&str>,
+            ) -> $crate::Result<Option<$crate::backend::Version>> {
+                self.call(
+                    $crate::testing::Op::Write,
+                    self.inner.execute_owned(table, op, write_log),
+                )
+                .await
+            }
             async fn batch(
                 &self,
                 table: &$crate::key::TableName,

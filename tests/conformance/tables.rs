@@ -766,7 +766,10 @@ pub async fn update_with_gives_up_with_conflict(ctx: &Ctx) {
 fn assert_entity_trait_in_scope<E: EntityTrait>() {}
 
 pub async fn write_logs_are_kept_beside_the_entity(ctx: &Ctx) {
-    use leasehold::backend::write_log;
+    // The reserved property and the log's length, as `Table::with_write_log`
+    // documents them.
+    const PROPERTY: &str = "_lhWriteLog";
+    const CAPACITY: usize = 32;
     let logged = ctx.store.table::<Counter>().with_write_log();
     let plain = ctx.store.table::<Counter>();
     let name = logged.name().unwrap().clone();
@@ -782,7 +785,7 @@ pub async fn write_logs_are_kept_beside_the_entity(ctx: &Ctx) {
             .await
             .unwrap()
             .unwrap();
-        match s.data.properties.get(write_log::PROPERTY) {
+        match s.data.properties.get(PROPERTY) {
             Some(Value::String(log)) => Some(log.clone()),
             None => None,
             other => panic!("write log of the wrong type: {other:?}"),
@@ -798,11 +801,7 @@ pub async fn write_logs_are_kept_beside_the_entity(ctx: &Ctx) {
         v.n = i;
         v = logged.replace(&v).await.unwrap();
         let log = ids(&stored_log().await.unwrap());
-        assert_eq!(
-            log.len(),
-            (i as usize + 1).min(write_log::CAPACITY),
-            "after {i}"
-        );
+        assert_eq!(log.len(), (i as usize + 1).min(CAPACITY), "after {i}");
         assert_eq!(
             log.iter().collect::<std::collections::HashSet<_>>().len(),
             log.len()
@@ -838,7 +837,7 @@ pub async fn write_logs_are_kept_beside_the_entity(ctx: &Ctx) {
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid);
-    assert!(e.to_string().contains(write_log::PROPERTY), "{e}");
+    assert!(e.to_string().contains(PROPERTY), "{e}");
     assert!(sneaky.get("p", "s").await.unwrap().is_none());
 }
 

@@ -272,7 +272,7 @@ pub async fn multi_table_commit_applies_all(backend: Arc<dyn Backend>, prefix: &
             .is_some()
     );
     assert!(
-        store.pending_journal("carol").await.unwrap().is_none(),
+        store.pending_commit("carol").await.unwrap().is_none(),
         "journal cleared"
     );
 }
@@ -325,7 +325,7 @@ pub async fn stale_reads_fail_the_whole_commit(backend: Arc<dyn Backend>, prefix
         1
     );
     assert!(
-        store.pending_journal("dave").await.unwrap().is_none(),
+        store.pending_commit("dave").await.unwrap().is_none(),
         "journal withdrawn"
     );
 }

@@ -49,19 +49,12 @@ pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<Ba
                 entity_url(base, table, op.partition_key(), op.row_key())?,
             ),
         };
-        let condition = match op {
-            TableOp::Insert(_) => None,
-            TableOp::Replace(_, c)
-            | TableOp::Merge(_, c)
-            | TableOp::Delete { condition: c, .. } => {
-                match c {
-                    Precondition::IfMatch(etag) => Some(etag.as_str().to_owned()),
-                    Precondition::IfExists => Some("*".to_owned()),
-                    // No If-Match: insert-or-replace / insert-or-merge.
-                    // (Deletes never get here: validate_batch rejects them.)
-                    Precondition::Upsert => None,
-                }
-            }
+        let condition = match op.condition() {
+            None => None,
+            Some(Precondition::IfMatch(etag)) => Some(etag.as_str().to_owned()),
+            Some(Precondition::IfExists) => Some("*".to_owned()),
+            // No If-Match: insert-or-replace / insert-or-merge.
+            Some(Precondition::Upsert) => None,
         };
         let _ = write!(
             body,

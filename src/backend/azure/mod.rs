@@ -492,7 +492,25 @@ impl TableBackend for AzureBackend {
             partition = %op.partition_key(),
             row = %op.row_key()
         );
-        self.execute_impl(table, op).instrument(span).await
+        self.execute_impl(table, op, None).instrument(span).await
+    }
+
+    async fn execute_owned(
+        &self,
+        table: &TableName,
+        op: TableOp,
+        write_log: Option<&str>,
+    ) -> Result<Option<Version>> {
+        let span = tracing::debug_span!(
+            "leasehold.azure.execute",
+            op = op.name(),
+            table = %table,
+            partition = %op.partition_key(),
+            row = %op.row_key()
+        );
+        self.execute_impl(table, &op, write_log)
+            .instrument(span)
+            .await
     }
 
     async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {

@@ -13,7 +13,6 @@ use super::AzureBackend;
 use super::batch;
 use super::errors::{Failure, is_transient_status};
 use crate::backend::wire;
-use crate::backend::write_log::{self, Evidence};
 use crate::backend::{
     Precondition, QueryPage, QuerySpec, StoredEntity, TableOp, Version, validate_batch,
 };
@@ -22,6 +21,7 @@ use crate::entity::{
 };
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName, shorten};
+use crate::outcome::{self, Verdict};
 use crate::query::Continuation;
 
 /// A key as it goes into an entity URL: `'` doubled, as OData string
@@ -167,166 +167,14 @@ fn op_what(table: &TableName, op: &TableOp) -> String {
     )
 }
 
-/// What a read-back says about a write whose reply was lost.
-#[derive(Debug)]
-enum Verdict {
-    /// The write(s) were applied, with each operation's version (`None` for
-    /// a delete; [`ETag::superseded`] when later writes already replaced it).
-    Applied(Vec<Option<Version>>),
-    /// The stored state still meets the write's precondition: it was not
-    /// applied and may be sent again.
-    NotApplied,
-    /// A write log proves the write was not applied, and someone else has
-    /// written since: the write fails as it would have.
-    Refused,
-    /// The read-back cannot tell. A conditional write whose content is stored
-    /// under a new ETag may be another writer's identical write (two
-    /// increments of one counter); a stored state that matches neither the
-    /// write nor its precondition may be the write built upon, or another
-    /// writer's. Reporting either as applied or as refused could lose or
-    /// repeat an effect, so the outcome stays unknown.
-    Unknown,
-}
-
-/// The version of a stored entity.
-fn version_of(s: &StoredEntity) -> Version {
-    Version {
-        etag: s.etag.clone(),
-        timestamp: s.timestamp,
+/// `op` in the form the service stores it: what a read-back is compared
+/// with.
+fn as_stored(op: &TableOp) -> TableOp {
+    let mut op = op.clone();
+    if let Some(d) = op.data_mut() {
+        d.properties = stored_form(d);
     }
-}
-
-/// The version reported for a write known to be applied whose own ETag is
-/// already gone: one that matches nothing, as the lost one would not.
-fn superseded_version(s: Option<&StoredEntity>) -> Version {
-    Version {
-        etag: ETag::superseded(),
-        timestamp: s.map_or(time::OffsetDateTime::UNIX_EPOCH, |s| s.timestamp),
-    }
-}
-
-/// `Some(result)` when `stored` is the state `op` leaves behind.
-fn applied(op: &TableOp, stored: Option<&StoredEntity>) -> Option<Option<Version>> {
-    let not_precondition_etag = |c: &Precondition, s: &StoredEntity| match c {
-        Precondition::IfMatch(e) => &s.etag != e,
-        _ => true,
-    };
-    match (op, stored) {
-        (TableOp::Delete { .. }, None) => Some(None),
-        (TableOp::Delete { .. }, Some(_)) => None,
-        (_, None) => None,
-        (TableOp::Insert(d), Some(s)) => {
-            (s.data.properties == stored_form(d)).then(|| Some(version_of(s)))
-        }
-        (TableOp::Replace(d, c), Some(s)) => (not_precondition_etag(c, s)
-            && s.data.properties == stored_form(d))
-        .then(|| Some(version_of(s))),
-        (TableOp::Merge(d, c), Some(s)) => {
-            let merged = stored_form(d);
-            (not_precondition_etag(c, s)
-                && merged
-                    .iter()
-                    .all(|(k, v)| s.data.properties.get(k) == Some(v)))
-            .then(|| Some(version_of(s)))
-        }
-    }
-}
-
-/// Whether `stored` still meets `op`'s precondition.
-fn precondition_holds(op: &TableOp, stored: Option<&StoredEntity>) -> bool {
-    match op {
-        TableOp::Insert(_) => stored.is_none(),
-        TableOp::Replace(_, c) | TableOp::Merge(_, c) | TableOp::Delete { condition: c, .. } => {
-            match c {
-                Precondition::IfMatch(e) => stored.is_some_and(|s| &s.etag == e),
-                Precondition::IfExists => stored.is_some(),
-                Precondition::Upsert => true,
-            }
-        }
-    }
-}
-
-/// Whether `op` is conditioned on the ETag it read: its effect seen under a
-/// new ETag does not prove it was this write that made it.
-fn conditioned_on_etag(op: &TableOp) -> bool {
-    matches!(
-        op,
-        TableOp::Replace(_, Precondition::IfMatch(_)) | TableOp::Merge(_, Precondition::IfMatch(_))
-    )
-}
-
-/// What `op`'s write log (if it sent one) says, given the stored entity.
-fn log_evidence(op: &TableOp, stored: Option<&StoredEntity>) -> Evidence {
-    let sent = match op {
-        TableOp::Insert(d) | TableOp::Replace(d, _) | TableOp::Merge(d, _) => {
-            write_log::of(&d.properties)
-        }
-        TableOp::Delete { .. } => None,
-    };
-    match sent {
-        Some(sent) => {
-            write_log::evidence(sent, stored.and_then(|s| write_log::of(&s.data.properties)))
-        }
-        None => Evidence::Unknown,
-    }
-}
-
-fn judge(ops: &[TableOp], stored: &[Option<StoredEntity>]) -> Verdict {
-    let evidence: Vec<Evidence> = ops
-        .iter()
-        .zip(stored)
-        .map(|(op, s)| log_evidence(op, s.as_ref()))
-        .collect();
-    let proven_applied = evidence
-        .iter()
-        .any(|e| matches!(e, Evidence::AppliedLatest | Evidence::AppliedThenBuiltUpon));
-    let proven_not_applied = evidence.contains(&Evidence::NotApplied);
-    if proven_applied && !proven_not_applied {
-        // A batch is atomic: one operation proven applied proves them all.
-        // Each reports its stored version only where that version is
-        // provably its own.
-        let versions = ops
-            .iter()
-            .zip(stored)
-            .zip(&evidence)
-            .map(|((op, s), e)| {
-                if let TableOp::Delete { .. } = op {
-                    return None;
-                }
-                let own = match e {
-                    Evidence::AppliedLatest => true,
-                    Evidence::Unknown => !conditioned_on_etag(op),
-                    _ => false,
-                };
-                match applied(op, s.as_ref()) {
-                    Some(version) if own => version,
-                    _ => Some(superseded_version(s.as_ref())),
-                }
-            })
-            .collect();
-        return Verdict::Applied(versions);
-    }
-    if !ops.iter().any(conditioned_on_etag) {
-        let results: Option<Vec<Option<Version>>> = ops
-            .iter()
-            .zip(stored)
-            .map(|(op, s)| applied(op, s.as_ref()))
-            .collect();
-        if let Some(results) = results {
-            return Verdict::Applied(results);
-        }
-    }
-    if ops
-        .iter()
-        .zip(stored)
-        .all(|(op, s)| precondition_holds(op, s.as_ref()))
-    {
-        Verdict::NotApplied
-    } else if proven_not_applied && !proven_applied {
-        Verdict::Refused
-    } else {
-        Verdict::Unknown
-    }
+    op
 }
 
 fn unknown_outcome(what: &str) -> Error {
@@ -349,28 +197,10 @@ fn refused(what: &str) -> Error {
 /// Whether re-sending `op` after a possibly-applied failure needs a check
 /// first: conditional writes would fail against their own effect.
 fn needs_verification(op: &TableOp) -> bool {
-    matches!(
-        op,
-        TableOp::Replace(_, Precondition::IfMatch(_))
-            | TableOp::Merge(_, Precondition::IfMatch(_))
-            | TableOp::Delete {
-                condition: Precondition::IfMatch(_),
-                ..
-            }
-    )
+    matches!(op.condition(), Some(Precondition::IfMatch(_)))
 }
 
 fn validate_op(table: &TableName, op: &TableOp) -> Result<()> {
-    if let TableOp::Delete {
-        condition: Precondition::Upsert,
-        ..
-    } = op
-    {
-        return Err(Error::invalid(
-            op_what(table, op),
-            "a delete needs a condition (IfMatch or IfExists)",
-        ));
-    }
     if let Some(d) = op.data() {
         validate_entity(table.as_str(), &d.partition_key, &d.row_key, &d.properties)?;
     }
@@ -449,10 +279,13 @@ impl AzureBackend {
         }
     }
 
+    /// One write; `write_log` names the property holding its write log,
+    /// which settles a lost reply.
     pub(super) async fn execute_impl(
         &self,
         table: &TableName,
         op: &TableOp,
+        write_log: Option<&str>,
     ) -> Result<Option<Version>> {
         validate_op(table, op)?;
         let what = op_what(table, op);
@@ -462,7 +295,7 @@ impl AzureBackend {
             if std::mem::take(&mut verify_first) {
                 let stored = self.get_once(table, op.partition_key(), op.row_key()).await;
                 match stored {
-                    Ok(stored) => match judge(std::slice::from_ref(op), &[stored]) {
+                    Ok(stored) => match outcome::judge(&[as_stored(op)], &[stored], write_log) {
                         Verdict::Applied(mut v) => {
                             tracing::debug!("lost reply: the write was applied");
                             return Ok(v.pop().flatten());
@@ -486,7 +319,9 @@ impl AzureBackend {
                     if retry.may_have_applied() {
                         match (op, f.status()) {
                             (TableOp::Insert(d), Some((409, Some("EntityAlreadyExists")))) => {
-                                return self.insert_after_lost_reply(table, d, &what).await;
+                                return self
+                                    .insert_after_lost_reply(table, d, write_log, &what)
+                                    .await;
                             }
                             (TableOp::Delete { .. }, Some((404, Some("ResourceNotFound")))) => {
                                 return Ok(None);
@@ -508,20 +343,17 @@ impl AzureBackend {
         &self,
         table: &TableName,
         d: &EntityData,
+        write_log: Option<&str>,
         what: &str,
     ) -> Result<Option<Version>> {
         let stored = self.get_impl(table, &d.partition_key, &d.row_key).await?;
-        let op = TableOp::Insert(d.clone());
-        match stored {
-            Some(s) if s.data.properties == stored_form(d) => {
+        let op = as_stored(&TableOp::Insert(d.clone()));
+        match stored.and_then(|s| outcome::insert_found(&op, &s, write_log)) {
+            Some(version) => {
                 tracing::debug!("insert retried after a lost reply: the stored entity is ours");
-                Ok(Some(version_of(&s)))
+                Ok(Some(version))
             }
-            Some(s) if log_evidence(&op, Some(&s)) == Evidence::AppliedThenBuiltUpon => {
-                tracing::debug!("insert retried after a lost reply: applied, then built upon");
-                Ok(Some(superseded_version(Some(&s))))
-            }
-            _ => Err(Error::from_service(409, Some("EntityAlreadyExists"), what)),
+            None => Err(Error::from_service(409, Some("EntityAlreadyExists"), what)),
         }
     }
 
@@ -558,15 +390,13 @@ impl AzureBackend {
             TableOp::Delete {
                 partition_key,
                 row_key,
-                condition,
+                if_match,
             } => {
                 let client = self.entity_client(table, partition_key, row_key);
-                let condition = if_match(condition).ok_or_else(|| {
-                    Failure::Fatal(Error::invalid(
-                        op_what(table, op),
-                        "a delete needs a condition",
-                    ))
-                })?;
+                let condition = match if_match {
+                    Some(etag) => IfMatchCondition::Etag(etag.as_str().into()),
+                    None => IfMatchCondition::Any,
+                };
                 self.attempt(client.delete().if_match(condition).into_future())
                     .await?;
                 return Ok(None);
@@ -654,7 +484,8 @@ impl AzureBackend {
         ops: &[TableOp],
     ) -> std::result::Result<Verdict, Failure> {
         let stored = self.read_rows(table, ops).await?;
-        Ok(judge(ops, &stored))
+        let ops: Vec<TableOp> = ops.iter().map(as_stored).collect();
+        Ok(outcome::judge(&ops, &stored, None))
     }
 
     /// Sends the batch once. `Ok(Err(_))` is a final answer (an operation
@@ -908,101 +739,6 @@ mod tests {
     }
 
     #[test]
-    fn lost_reply_verdicts() {
-        let ours = data(&[("n", Value::Int64(2))]);
-        let old = stored(&[("n", Value::Int64(1))], "e1");
-        let new = stored(&[("n", Value::Int64(2))], "e2");
-        let other = stored(&[("n", Value::Int64(3))], "e3");
-        let replace = TableOp::Replace(ours.clone(), Precondition::IfMatch(ETag::new("e1")));
-        let check = |op: &TableOp, s: Option<StoredEntity>| judge(std::slice::from_ref(op), &[s]);
-        // The written content under a new ETag may be another writer's
-        // identical write: unknown, never "applied".
-        assert!(matches!(
-            check(&replace, Some(new.clone())),
-            Verdict::Unknown
-        ));
-        let upsert = TableOp::Replace(ours.clone(), Precondition::Upsert);
-        assert!(matches!(check(&upsert, Some(new.clone())), Verdict::Applied(v) if v[0].is_some()));
-        assert!(matches!(
-            check(&replace, Some(old.clone())),
-            Verdict::NotApplied
-        ));
-        // Neither the write nor its precondition: built upon, or refused?
-        assert!(matches!(
-            check(&replace, Some(other.clone())),
-            Verdict::Unknown
-        ));
-        assert!(matches!(check(&replace, None), Verdict::Unknown));
-
-        let merge = TableOp::Merge(ours.clone(), Precondition::IfMatch(ETag::new("e1")));
-        let wider = stored(&[("n", Value::Int64(2)), ("m", Value::Boolean(true))], "e4");
-        assert!(matches!(check(&merge, Some(wider)), Verdict::Unknown));
-
-        let delete = TableOp::Delete {
-            partition_key: ours.partition_key.clone(),
-            row_key: ours.row_key.clone(),
-            condition: Precondition::IfMatch(ETag::new("e1")),
-        };
-        assert!(matches!(check(&delete, None), Verdict::Applied(v) if v[0].is_none()));
-        assert!(matches!(check(&delete, Some(old)), Verdict::NotApplied));
-        assert!(matches!(check(&delete, Some(other)), Verdict::Unknown));
-
-        let insert = TableOp::Insert(ours);
-        assert!(matches!(check(&insert, None), Verdict::NotApplied));
-        assert!(matches!(check(&insert, Some(new)), Verdict::Applied(v) if v[0].is_some()));
-    }
-
-    #[test]
-    fn write_logs_settle_lost_replies() {
-        let with_log = |n: i64, log: &str| {
-            vec![
-                ("n", Value::Int64(n)),
-                (write_log::PROPERTY, Value::String(log.into())),
-            ]
-        };
-        let base = write_log::extend("base", None);
-        let mine = write_log::extend("mine", Some(&base));
-        let rival = write_log::extend("rival", Some(&base));
-        let later = write_log::extend("later", Some(&mine));
-        let ours = data(&with_log(2, &mine));
-        let replace = TableOp::Replace(ours.clone(), Precondition::IfMatch(ETag::new("e1")));
-        let check = |op: &TableOp, s: Option<StoredEntity>| judge(std::slice::from_ref(op), &[s]);
-
-        // Ours, as written: applied, at the stored version.
-        let v = check(&replace, Some(stored(&with_log(2, &mine), "e2")));
-        assert!(
-            matches!(&v, Verdict::Applied(v) if v[0].as_ref().is_some_and(|v| v.etag.as_str() == "e2"))
-        );
-        // A rival's identical content from the same version: not ours, and
-        // the entity moved on, so the write fails as it would have.
-        assert!(matches!(
-            check(&replace, Some(stored(&with_log(2, &rival), "e2"))),
-            Verdict::Refused
-        ));
-        // Ours, then built upon: applied, with a version that matches nothing.
-        let v = check(&replace, Some(stored(&with_log(3, &later), "e3")));
-        assert!(
-            matches!(&v, Verdict::Applied(v) if v[0].as_ref().is_some_and(|v| v.etag.is_superseded()))
-        );
-        // Unchanged: send again.
-        assert!(matches!(
-            check(&replace, Some(stored(&with_log(1, &base), "e1"))),
-            Verdict::NotApplied
-        ));
-        // Log rewritten by a writer that does not keep it: unknown.
-        assert!(matches!(
-            check(&replace, Some(stored(&[("n", Value::Int64(9))], "e9"))),
-            Verdict::Unknown
-        ));
-        // A merge is judged the same way.
-        let merge = TableOp::Merge(ours, Precondition::IfMatch(ETag::new("e1")));
-        assert!(matches!(
-            check(&merge, Some(stored(&with_log(2, &rival), "e2"))),
-            Verdict::Refused
-        ));
-    }
-
-    #[test]
     fn read_back_compares_the_stored_form() {
         // 100 ns is the service's resolution: a written 1 ns is read back as 0.
         let t = time::macros::datetime!(2024-01-01 0:00:00.000000001 UTC);
@@ -1014,6 +750,9 @@ mod tests {
             )],
             "e",
         );
-        assert!(applied(&TableOp::Insert(ours), Some(&back)).is_some());
+        assert!(outcome::shows_effect(
+            &as_stored(&TableOp::Insert(ours)),
+            Some(&back)
+        ));
     }
 }

@@ -74,8 +74,8 @@ use self::blobs::BlobStore;
 use self::clock::WriteClock;
 use self::tables::TableStore;
 use crate::backend::{
-    Blob, BlobBackend, BlobConditions, BlobListPage, BlobProperties, CheckedOp, LeaseDuration,
-    LeaseId, Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableOp, Version,
+    Blob, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseDuration, LeaseId,
+    Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableOp, Version,
 };
 use crate::error::Result;
 use crate::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
@@ -248,6 +248,16 @@ impl TableBackend for MemoryBackend {
     }
 
     async fn execute(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>> {
+        self.execute_owned(table, op.clone(), None).await
+    }
+
+    /// The memory backend never loses a reply: `write_log` is not needed.
+    async fn execute_owned(
+        &self,
+        table: &TableName,
+        op: TableOp,
+        _write_log: Option<&str>,
+    ) -> Result<Option<Version>> {
         let span = tracing::debug_span!(
             "memory.execute",
             table = %table,
@@ -256,19 +266,6 @@ impl TableBackend for MemoryBackend {
             row = op.row_key().as_str()
         );
         traced(span, || self.tables().execute(&self.inner.clock, table, op))
-    }
-
-    async fn execute_checked(&self, table: &TableName, op: CheckedOp) -> Result<Option<Version>> {
-        let span = tracing::debug_span!(
-            "memory.execute",
-            table = %table,
-            op = op.op().name(),
-            partition = op.op().partition_key().as_str(),
-            row = op.op().row_key().as_str()
-        );
-        traced(span, || {
-            self.tables().execute_checked(&self.inner.clock, table, op)
-        })
     }
 
     async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {

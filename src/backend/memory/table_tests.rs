@@ -1,9 +1,7 @@
 //! Unit tests of the table side, through the public trait.
 
 use super::MemoryBackend;
-use crate::backend::{
-    MAX_BATCH_OPS, Precondition, QuerySpec, StoredEntity, TableBackend, TableOp, Version,
-};
+use crate::backend::{Precondition, QuerySpec, StoredEntity, TableBackend, TableOp, Version};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
@@ -56,11 +54,11 @@ fn assert_service_error(e: &Error, kind: ErrorKind, code: &str) {
     assert_eq!(e.code(), Some(code), "{e}");
 }
 
-fn delete(p: &str, r: &str, condition: Precondition) -> TableOp {
+fn delete(p: &str, r: &str, if_match: Option<ETag>) -> TableOp {
     TableOp::Delete {
         partition_key: pk(p),
         row_key: rk(r),
-        condition,
+        if_match,
     }
 }
 
@@ -220,7 +218,7 @@ async fn replace_and_merge_with_a_stale_etag_are_update_condition_not_satisfied(
     for op in [
         TableOp::Replace(n("p", "r", 3), Precondition::IfMatch(old.clone())),
         TableOp::Merge(n("p", "r", 3), Precondition::IfMatch(old.clone())),
-        delete("p", "r", Precondition::IfMatch(old.clone())),
+        delete("p", "r", Some(old.clone())),
     ] {
         let e = b.execute(&t, &op).await.unwrap_err();
         assert_service_error(&e, ErrorKind::Conflict, "UpdateConditionNotSatisfied");
@@ -239,8 +237,8 @@ async fn conditional_writes_on_a_missing_entity_are_resource_not_found() {
         TableOp::Replace(n("p", "r", 1), Precondition::IfExists),
         TableOp::Merge(n("p", "r", 1), Precondition::IfMatch(some_etag.clone())),
         TableOp::Merge(n("p", "r", 1), Precondition::IfExists),
-        delete("p", "r", Precondition::IfMatch(some_etag.clone())),
-        delete("p", "r", Precondition::IfExists),
+        delete("p", "r", Some(some_etag.clone())),
+        delete("p", "r", None),
     ] {
         let e = b.execute(&t, &op).await.unwrap_err();
         assert_service_error(&e, ErrorKind::NotFound, "ResourceNotFound");
@@ -380,28 +378,13 @@ async fn delete_removes_and_a_second_delete_is_resource_not_found() {
     let (b, t) = backend_with_table().await;
     let v = insert(&b, &t, n("p", "r", 1)).await;
     let out = b
-        .execute(&t, &delete("p", "r", Precondition::IfMatch(v.etag)))
+        .execute(&t, &delete("p", "r", Some(v.etag)))
         .await
         .unwrap();
     assert_eq!(out, None);
     assert!(read(&b, &t, "p", "r").await.is_none());
-    let e = b
-        .execute(&t, &delete("p", "r", Precondition::IfExists))
-        .await
-        .unwrap_err();
+    let e = b.execute(&t, &delete("p", "r", None)).await.unwrap_err();
     assert_service_error(&e, ErrorKind::NotFound, "ResourceNotFound");
-}
-
-#[tokio::test]
-async fn delete_with_upsert_is_invalid_and_changes_nothing() {
-    let (b, t) = backend_with_table().await;
-    insert(&b, &t, n("p", "r", 1)).await;
-    let e = b
-        .execute(&t, &delete("p", "r", Precondition::Upsert))
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
-    assert!(read(&b, &t, "p", "r").await.is_some());
 }
 
 #[tokio::test]
@@ -466,10 +449,7 @@ async fn keys_with_quotes_percent_plus_spaces_and_unicode_round_trip() {
         let got = read(&b, &t, k, k).await.unwrap();
         assert_eq!(got.data.partition_key.as_str(), *k);
         assert_eq!(got.data.properties.get("n"), Some(&Value::Int64(i as i64)));
-        let v = b
-            .execute(&t, &delete(k, k, Precondition::IfMatch(got.etag)))
-            .await
-            .unwrap();
+        let v = b.execute(&t, &delete(k, k, Some(got.etag))).await.unwrap();
         assert!(v.is_none());
     }
     assert!(all_rows(&b, &t, QuerySpec::default()).await.is_empty());
@@ -487,7 +467,7 @@ async fn batch_applies_all_and_returns_one_result_per_op() {
     let ops = [
         TableOp::Insert(n("p", "0", 0)),
         TableOp::Replace(n("p", "1", 10), Precondition::IfMatch(v1.etag)),
-        delete("p", "2", Precondition::IfExists),
+        delete("p", "2", None),
         TableOp::Merge(n("p", "3", 3), Precondition::Upsert),
     ];
     let out = b.batch(&t, &ops).await.unwrap();
@@ -530,7 +510,7 @@ async fn a_failing_batch_op_reports_its_index_and_code_and_applies_nothing() {
         (
             vec![
                 TableOp::Insert(n("p", "new1", 1)),
-                delete("p", "new2", Precondition::IfExists),
+                delete("p", "new2", None),
                 TableOp::Insert(n("p", "new3", 1)),
             ],
             1,
@@ -565,14 +545,14 @@ async fn a_failing_batch_op_reports_its_index_and_code_and_applies_nothing() {
 #[tokio::test]
 async fn batch_limits_are_invalid_with_the_failing_index_and_apply_nothing() {
     let (b, t) = backend_with_table().await;
-    let many: Vec<TableOp> = (0..=MAX_BATCH_OPS)
+    let many: Vec<TableOp> = (0..=TableOp::MAX_BATCH_OPS)
         .map(|i| TableOp::Insert(n("p", &format!("{i:03}"), 0)))
         .collect();
     let e = b.batch(&t, &many).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid);
     assert!(e.to_string().contains("101 operations"), "{e}");
     // Exactly 100 is fine.
-    b.batch(&t, &many[..MAX_BATCH_OPS]).await.unwrap();
+    b.batch(&t, &many[..TableOp::MAX_BATCH_OPS]).await.unwrap();
     let t2 = table("Other");
     b.create_table(&t2).await.unwrap();
 
@@ -592,13 +572,6 @@ async fn batch_limits_are_invalid_with_the_failing_index_and_apply_nothing() {
                 TableOp::Replace(n("p", "1", 0), Precondition::Upsert),
             ],
             "operation 2 touches row",
-        ),
-        (
-            vec![
-                TableOp::Insert(n("p", "1", 0)),
-                delete("p", "2", Precondition::Upsert),
-            ],
-            "operation 1 is a delete without a condition",
         ),
         (
             vec![
@@ -919,9 +892,7 @@ async fn continuation_is_a_position_stable_under_writes_between_pages() {
     insert(&b, &t, n("p", "b", 0)).await;
     insert(&b, &t, n("p", "d", 0)).await;
     insert(&b, &t, n("p", "f", 0)).await;
-    b.execute(&t, &delete("p", "e", Precondition::IfExists))
-        .await
-        .unwrap();
+    b.execute(&t, &delete("p", "e", None)).await.unwrap();
     let rest = all_rows(
         &b,
         &t,

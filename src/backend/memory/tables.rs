@@ -7,9 +7,7 @@ use std::ops::Bound;
 use time::OffsetDateTime;
 
 use super::clock::{WriteClock, entity_etag};
-use crate::backend::{
-    CheckedOp, Precondition, QueryPage, QuerySpec, StoredEntity, TableOp, Version,
-};
+use crate::backend::{Precondition, QueryPage, QuerySpec, StoredEntity, TableOp, Version};
 use crate::entity::{EntityData, Properties, entity_size, validate_entity};
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName, shorten};
@@ -136,19 +134,9 @@ fn entity_what(table: &TableName, partition_key: &PartitionKey, row_key: &RowKey
 /// Checks what the caller can check before sending anything: the entity
 /// limits of every written entity, and that a delete has a condition.
 fn validate_op(table: &TableName, op: &TableOp) -> Result<()> {
-    match op {
-        TableOp::Insert(d) | TableOp::Replace(d, _) | TableOp::Merge(d, _) => {
-            validate_entity(table.as_str(), &d.partition_key, &d.row_key, &d.properties)
-        }
-        TableOp::Delete {
-            partition_key,
-            row_key,
-            condition: Precondition::Upsert,
-        } => Err(Error::invalid(
-            format!("delete of {}", entity_what(table, partition_key, row_key)),
-            "a delete needs a condition (an ETag or `IfExists`), not `Upsert`",
-        )),
-        TableOp::Delete { .. } => Ok(()),
+    match op.data() {
+        Some(d) => validate_entity(table.as_str(), &d.partition_key, &d.row_key, &d.properties),
+        None => Ok(()),
     }
 }
 
@@ -222,8 +210,12 @@ impl Table {
             TableOp::Delete {
                 partition_key,
                 row_key,
-                condition,
+                if_match,
             } => {
+                let condition = match if_match {
+                    Some(etag) => Precondition::IfMatch(etag),
+                    None => Precondition::IfExists,
+                };
                 check_condition(&condition, existing, || {
                     entity_what(name, &partition_key, &row_key)
                 })?;
@@ -306,28 +298,16 @@ impl TableStore {
         ))
     }
 
+    /// Applies one write, moving its entity into the table.
     pub(super) fn execute(
         &mut self,
         clock: &WriteClock,
         table: &TableName,
-        op: &TableOp,
+        op: TableOp,
     ) -> Result<Option<Version>> {
-        validate_op(table, op)?;
+        validate_op(table, &op)?;
         let t = self.table_mut(table)?;
-        let plan = t.plan(table, op.clone())?;
-        Ok(t.commit(plan, clock.tick()))
-    }
-
-    /// As [`TableStore::execute`] for an operation already validated, which
-    /// is moved into the table instead of copied.
-    pub(super) fn execute_checked(
-        &mut self,
-        clock: &WriteClock,
-        table: &TableName,
-        op: CheckedOp,
-    ) -> Result<Option<Version>> {
-        let t = self.table_mut(table)?;
-        let plan = t.plan(table, op.into_op())?;
+        let plan = t.plan(table, op)?;
         Ok(t.commit(plan, clock.tick()))
     }
 
