@@ -141,6 +141,20 @@ impl AzureBackend {
         &self.inner.retry
     }
 
+    /// Runs one operation under the retry policy: `attempt` again after each
+    /// transient failure (see [`RetryPolicy::run`]).
+    async fn retrying<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        attempt: F,
+    ) -> std::result::Result<T, Failure>
+    where
+        F: FnMut(retry::Attempt) -> Fut,
+        Fut: Future<Output = std::result::Result<T, Failure>>,
+    {
+        self.inner.retry.run(operation, attempt).await
+    }
+
     /// Runs one request attempt with the per-attempt timeout, classifying
     /// its failure.
     async fn attempt<T, F>(&self, fut: F) -> std::result::Result<T, Failure>

@@ -3,8 +3,9 @@
 //!
 //! The SDK's own retry policy is switched off (it re-sends a POST insert after
 //! a lost reply and then reports the 409 of its own first attempt). Instead
-//! every operation runs in a loop here, with jittered exponential backoff from
-//! `backon`, bounded in attempts and in total delay:
+//! every operation runs through [`RetryPolicy::run`], which re-runs one
+//! attempt under the crate's one [`retry_transient`] loop, pausing by the
+//! crate's one jittered [`Backoff`], bounded in attempts and in total delay:
 //!
 //! | failure | retried? |
 //! |---|---|
@@ -25,18 +26,22 @@
 //! | blob delete | re-sent; a 404 then counts as success |
 //! | lease release, change | re-sent; release answered `LeaseNotPresent*` / `LeaseIdMismatch*`, or change answered `LeaseIdMismatch*` with the proposed id now current, counts as success |
 
+use std::future::Future;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use backon::{BackoffBuilder as _, ExponentialBackoff, ExponentialBuilder};
+use tokio::time::Instant;
 
 use super::errors::Failure;
+use crate::retry::{Backoff, random_seed, retry_transient};
 
 /// How the Azure backend retries transient failures (see the
 /// [module docs](self) for what is retried and how).
 ///
 /// The defaults: up to 5 retries, starting at 100 ms and doubling up to 4 s
-/// per wait, at most 20 s of waiting in all, each wait stretched by a random
-/// 0–100 %; each attempt may take at most 30 s.
+/// per wait, at most 20 s of waiting in all, each wait drawn at random
+/// between the current step and twice it (never above the longest wait);
+/// each attempt may take at most 30 s.
 ///
 /// Waits and per-attempt timeouts run on `tokio::time`. Under a paused
 /// clock (tokio's `test-util`) the clock jumps ahead while a request waits on
@@ -95,7 +100,7 @@ impl RetryPolicy {
         self
     }
 
-    /// The longest single wait (before jitter).
+    /// The longest single wait.
     pub fn with_max_delay(mut self, d: Duration) -> Self {
         self.max_delay = d;
         self
@@ -130,118 +135,173 @@ impl RetryPolicy {
         self.request_timeout
     }
 
-    pub(crate) fn start(&self, operation: &'static str) -> Retrier {
-        let seed = self
-            .jitter_seed
-            .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0);
-        let backoff = ExponentialBuilder::default()
-            .with_min_delay(self.initial_delay)
-            .with_max_delay(self.max_delay)
-            .with_factor(2.0)
-            .with_max_times(self.max_retries)
-            .with_total_delay(Some(self.max_total_delay))
-            .with_jitter()
-            .with_jitter_seed(seed)
-            .build();
-        Retrier {
-            backoff,
-            operation,
-            attempt: 1,
-            applied_maybe: false,
+    /// The pauses of one operation.
+    fn backoff(&self) -> Backoff {
+        let seed = self.jitter_seed.unwrap_or_else(random_seed);
+        Backoff::doubling(self.initial_delay, self.max_delay, seed)
+            .with_max_retries(u32::try_from(self.max_retries).unwrap_or(u32::MAX))
+            .with_max_total(self.max_total_delay)
+    }
+
+    /// Runs one operation: `attempt` until it succeeds, fails in a way that
+    /// is not transient, or the budget is spent; then the last failure.
+    ///
+    /// Each call of `attempt` is told whether an earlier attempt failed in a
+    /// way that may have applied the operation (so its effect may already be
+    /// stored), which decides how a write is re-sent (see the module docs).
+    pub(crate) async fn run<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        mut attempt: F,
+    ) -> Result<T, Failure>
+    where
+        F: FnMut(Attempt) -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let mut backoff = self.backoff();
+        // What the next attempt is told, and the last failure with when it
+        // came (for the log line of the retry). The closures below share it;
+        // a lock, not a cell, so that the operation's future stays `Send`.
+        let state = Mutex::new(State {
+            next: Attempt {
+                number: 1,
+                may_have_applied: false,
+            },
+            last: None,
+        });
+        let lock = || state.lock().unwrap_or_else(PoisonError::into_inner);
+        let result = retry_transient(
+            &mut backoff,
+            || {
+                let (now, last) = {
+                    let mut s = lock();
+                    (s.next, s.last.take())
+                };
+                if let Some((failure, at)) = last {
+                    tracing::debug!(
+                        operation,
+                        attempt = now.number,
+                        waited = ?at.elapsed(),
+                        failure = %failure,
+                        "transient failure; retrying"
+                    );
+                }
+                attempt(now)
+            },
+            |failure: &Failure| {
+                if !failure.is_transient() {
+                    return None;
+                }
+                let mut s = lock();
+                s.next = Attempt {
+                    number: s.next.number + 1,
+                    may_have_applied: s.next.may_have_applied || failure.may_have_applied(),
+                };
+                s.last = Some((failure.describe(), Instant::now()));
+                Some(Duration::MAX)
+            },
+        )
+        .await;
+        if let Err(failure) = &result {
+            if failure.is_transient() {
+                tracing::warn!(
+                    operation,
+                    attempts = lock().next.number - 1,
+                    failure = %failure.describe(),
+                    "transient failure; giving up"
+                );
+            }
         }
+        result
     }
 }
 
 /// The retry state of one operation.
-pub(crate) struct Retrier {
-    backoff: ExponentialBackoff,
-    operation: &'static str,
-    attempt: u32,
-    applied_maybe: bool,
+struct State {
+    next: Attempt,
+    last: Option<(String, Instant)>,
 }
 
-impl Retrier {
-    /// Called with the failure of an attempt. Waits and returns `Ok(())` when
-    /// the operation should try again; returns the failure when it is not
-    /// transient or the budget is spent.
-    pub(crate) async fn wait(&mut self, failure: Failure) -> Result<(), Failure> {
-        if !failure.is_transient() {
-            return Err(failure);
-        }
-        self.applied_maybe |= failure.may_have_applied();
-        match self.backoff.next() {
-            Some(delay) => {
-                tracing::debug!(
-                    operation = self.operation,
-                    attempt = self.attempt,
-                    ?delay,
-                    failure = %failure.describe(),
-                    "transient failure; retrying"
-                );
-                tokio::time::sleep(delay).await;
-                self.attempt += 1;
-                Ok(())
-            }
-            None => {
-                tracing::warn!(
-                    operation = self.operation,
-                    attempts = self.attempt,
-                    failure = %failure.describe(),
-                    "transient failure; giving up"
-                );
-                Err(failure)
-            }
-        }
-    }
-
-    /// Whether an earlier attempt of this operation failed in a way that may
-    /// have applied it (so its effect may already be stored).
-    pub(crate) fn may_have_applied(&self) -> bool {
-        self.applied_maybe
-    }
-
-    /// The number of the current attempt, from 1.
-    #[cfg(test)]
-    pub(crate) fn attempt(&self) -> u32 {
-        self.attempt
-    }
+/// What an attempt is told about the attempts before it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Attempt {
+    /// The number of this attempt, from 1.
+    pub(crate) number: u32,
+    /// Whether an earlier attempt failed in a way that may have applied the
+    /// operation.
+    pub(crate) may_have_applied: bool,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Runs `policy` over attempts that fail as `failures` says, in turn
+    /// (the last one repeating); returns the final failure and what each
+    /// attempt was told.
+    async fn run_failing(
+        policy: &RetryPolicy,
+        failures: impl Fn(u32) -> Failure,
+    ) -> (Failure, Vec<Attempt>) {
+        let mut seen = Vec::new();
+        let r: Result<(), Failure> = policy
+            .run("test", |a| {
+                seen.push(a);
+                std::future::ready(Err(failures(a.number)))
+            })
+            .await;
+        (r.unwrap_err(), seen)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn retries_transient_failures_within_budget() {
         let policy = RetryPolicy::new().with_max_retries(3).with_jitter_seed(7);
-        let mut r = policy.start("test");
-        for _ in 0..3 {
-            r.wait(Failure::NotSent("refused".into())).await.unwrap();
-        }
-        assert!(!r.may_have_applied());
-        let e = r
-            .wait(Failure::NotSent("refused".into()))
-            .await
-            .unwrap_err();
+        let (e, seen) = run_failing(&policy, |_| Failure::NotSent("refused".into())).await;
         assert!(matches!(e, Failure::NotSent(_)));
-        assert_eq!(r.attempt(), 4);
+        assert_eq!(seen.len(), 4, "one attempt and three retries");
+        assert_eq!(seen.last().map(|a| a.number), Some(4));
+        assert!(seen.iter().all(|a| !a.may_have_applied));
     }
 
     #[tokio::test(start_paused = true)]
     async fn never_retries_conflicts() {
-        let mut r = RetryPolicy::new().start("test");
         for status in [409, 412, 404, 400] {
-            let f = Failure::Status { status, code: None };
-            assert!(r.wait(f).await.is_err());
+            let (e, seen) = run_failing(&RetryPolicy::new(), |_| Failure::Status {
+                status,
+                code: None,
+            })
+            .await;
+            assert!(matches!(e, Failure::Status { .. }));
+            assert_eq!(seen.len(), 1);
         }
-        assert_eq!(r.attempt(), 1);
     }
 
     #[tokio::test(start_paused = true)]
     async fn remembers_possibly_applied_attempts() {
-        let mut r = RetryPolicy::new().start("test");
-        r.wait(Failure::ReplyLost("reset".into())).await.unwrap();
-        assert!(r.may_have_applied());
+        let (_, seen) = run_failing(&RetryPolicy::new().with_max_retries(2), |n| {
+            if n == 1 {
+                Failure::ReplyLost("reset".into())
+            } else {
+                Failure::NotSent("refused".into())
+            }
+        })
+        .await;
+        assert!(!seen[0].may_have_applied);
+        assert!(seen[1].may_have_applied && seen[2].may_have_applied);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn succeeds_after_transient_failures() {
+        let r = RetryPolicy::new()
+            .run("test", |a| {
+                std::future::ready(if a.number < 3 {
+                    Err(Failure::NotSent("refused".into()))
+                } else {
+                    Ok(a.number)
+                })
+            })
+            .await;
+        assert!(matches!(r, Ok(3)));
     }
 
     #[tokio::test(start_paused = true)]
@@ -251,10 +311,9 @@ mod tests {
             .with_initial_delay(Duration::from_secs(1))
             .with_max_delay(Duration::from_secs(1))
             .with_max_total_delay(Duration::from_secs(10));
-        let mut r = policy.start("test");
         let start = tokio::time::Instant::now();
-        while r.wait(Failure::NotSent("x".into())).await.is_ok() {}
+        let (_, seen) = run_failing(&policy, |_| Failure::NotSent("x".into())).await;
         assert!(start.elapsed() <= Duration::from_secs(10));
-        assert!(r.attempt() < 20);
+        assert!(seen.len() < 20);
     }
 }
