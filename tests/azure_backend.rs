@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::backend::azure::{
-    AccountKey, AzureBackend, ConnectionSettings, Credentials, Fault, FaultPlan, RetryPolicy,
-    SasToken,
+    AccountKey, AzureBackend, ConnectionSettings, Credentials, Fault, FaultPlan, SasToken,
+    TransportRetry,
 };
 use leasehold::backend::{
     BlobBackend, BlobConditions, LeaseDuration, LeaseId, LeaseState, Metadata, Precondition,
@@ -41,8 +41,8 @@ fn backend() -> Option<AzureBackend> {
     backend_with(None)
 }
 
-fn fast_retries() -> RetryPolicy {
-    RetryPolicy::new()
+fn fast_retries() -> TransportRetry {
+    TransportRetry::new()
         .with_initial_delay(Duration::from_millis(10))
         .with_max_delay(Duration::from_millis(50))
         .with_jitter_seed(1)
@@ -53,7 +53,7 @@ fn backend_with(plan: Option<Arc<FaultPlan>>) -> Option<AzureBackend> {
     let mut builder = AzureBackend::builder()
         .connection_string(&conn)
         .expect("the Azurite connection string parses")
-        .retry_policy(fast_retries());
+        .transport_retry(fast_retries());
     if let Some(plan) = plan {
         builder = builder.fault_plan(plan);
     }
@@ -190,7 +190,7 @@ async fn secrets_never_appear_in_debug_display_or_errors() {
         let backend = AzureBackend::builder()
             .connection_string(conn)
             .unwrap()
-            .retry_policy(RetryPolicy::none())
+            .transport_retry(TransportRetry::none())
             .build()
             .unwrap();
         texts.extend(shown(&backend));
@@ -1236,8 +1236,8 @@ async fn write_logs_settle_lost_replies_exactly() {
     let slow = AzureBackend::builder()
         .connection_string(&azurite_connection_string().unwrap())
         .unwrap()
-        .retry_policy(
-            RetryPolicy::new()
+        .transport_retry(
+            TransportRetry::new()
                 .with_initial_delay(Duration::from_millis(500))
                 .with_max_delay(Duration::from_millis(500)),
         )
@@ -1368,7 +1368,7 @@ async fn transient_failures_are_retried_then_reported_as_transient() {
     let e = b.get(&t, &pk("p"), &rk("r")).await.unwrap_err();
     assert!(e.is_transient(), "{e:?}");
     let used = 10 - plan.pending();
-    assert_eq!(used, 1 + RetryPolicy::new().max_retries(), "attempts");
+    assert_eq!(used, 1 + TransportRetry::new().max_retries(), "attempts");
 
     // 409 and 412 are never retried.
     while plan.pending() > 0 {
@@ -2120,7 +2120,7 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
         .sas_token(SasToken::new(&sas).unwrap())
         .table_endpoint(settings.table_endpoint.url().as_str())
         .blob_endpoint(settings.blob_endpoint.url().as_str())
-        .retry_policy(fast_retries())
+        .transport_retry(fast_retries())
         .fault_plan(plan.clone())
         .build()
         .unwrap();
@@ -2186,7 +2186,7 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
         .sas_token(SasToken::new(&sas).unwrap())
         .table_endpoint("http://127.0.0.1:1/devstoreaccount1")
         .blob_endpoint("http://127.0.0.1:1/devstoreaccount1")
-        .retry_policy(RetryPolicy::none())
+        .transport_retry(TransportRetry::none())
         .build()
         .unwrap();
     let e = dead.get(&t, &pk("p"), &rk("r")).await.unwrap_err();
@@ -2231,7 +2231,7 @@ async fn lease_waits_on_a_closed_port_give_up_naming_the_blob_endpoint() {
         .sas_token(SasToken::new(format!("sv=2022-11-02&ss=bt&sig={signature}")).unwrap())
         .table_endpoint(endpoint.clone())
         .blob_endpoint(endpoint.clone())
-        .retry_policy(RetryPolicy::none())
+        .transport_retry(TransportRetry::none())
         .build()
         .unwrap();
     assert_eq!(backend.endpoint(), endpoint);

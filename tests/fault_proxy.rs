@@ -29,7 +29,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use leasehold::backend::azure::{
-    AzureBackend, ConnectionSettings, Endpoint, Fault, FaultPlan, RetryPolicy as AzureRetry,
+    AzureBackend, ConnectionSettings, Endpoint, Fault, FaultPlan, TransportRetry as AzureRetry,
 };
 use leasehold::backend::{Precondition, TableBackend, TableOp};
 use leasehold::entity::{EntityData, Value};
@@ -63,7 +63,7 @@ async fn proxied_store(test: &str, retry: AzureRetry) -> Option<(Store, FaultPro
     let backend = AzureBackend::builder()
         .connection_string(&via_proxy)
         .expect("parses")
-        .retry_policy(retry)
+        .transport_retry(retry)
         .build()
         .expect("builds");
     let names = azurite::unique_names(test);
@@ -307,7 +307,7 @@ async fn a_stale_write_that_was_never_sent_is_not_reported_as_applied() {
     let a = AzureBackend::builder()
         .connection_string(&conn)
         .expect("parses")
-        .retry_policy(fast_retries())
+        .transport_retry(fast_retries())
         .fault_plan(plan.clone())
         .build()
         .expect("builds");
@@ -402,7 +402,7 @@ async fn candidates(test: &str) -> Option<Candidates> {
         let backend = AzureBackend::builder()
             .connection_string(conn)
             .expect("parses")
-            .retry_policy(retry)
+            .transport_retry(retry)
             .build()
             .expect("builds");
         let leases = LeaseOptions::new()

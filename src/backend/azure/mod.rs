@@ -30,7 +30,8 @@
 //! * blob bodies are read with one un-ranged `GET` on the pipeline (the
 //!   client's reader asks for ranges, which fails on an empty blob and can
 //!   stitch together two versions of a changing blob);
-//! * the SDK's retry policy is off; leasehold retries itself, see [`retry`];
+//! * the SDK's retry policy is off; leasehold retries itself, see
+//!   [`TransportRetry`];
 //! * the last pipeline policy is leasehold's own transport: the stock one
 //!   logs request URLs (with any SAS signature) and cannot tell a refused
 //!   connection from a lost reply; its test hook is [`FaultPlan`].
@@ -39,7 +40,7 @@ mod batch;
 mod blobs;
 mod connection;
 mod errors;
-pub mod retry;
+mod retry;
 mod tables;
 mod transport;
 
@@ -65,7 +66,7 @@ pub use connection::{
     AccountKey, ConnectionSettings, Credentials, EMULATOR_ACCOUNT, EMULATOR_BLOB_ENDPOINT,
     EMULATOR_TABLE_ENDPOINT, Endpoint, SasToken,
 };
-pub use retry::RetryPolicy;
+pub use retry::TransportRetry;
 pub use transport::{Fault, FaultPlan};
 
 use self::errors::{Failure, Redactor};
@@ -91,7 +92,7 @@ struct Inner {
     blobs: BlobServiceClient,
     table_pipeline: Pipeline,
     blob_pipeline: Pipeline,
-    retry: RetryPolicy,
+    retry: TransportRetry,
     redactor: Redactor,
 }
 
@@ -136,13 +137,13 @@ impl AzureBackend {
         &self.inner.settings
     }
 
-    /// The retry policy in force.
-    pub fn retry_policy(&self) -> &RetryPolicy {
+    /// The transport retry policy in force.
+    pub fn transport_retry(&self) -> &TransportRetry {
         &self.inner.retry
     }
 
     /// Runs one operation under the retry policy: `attempt` again after each
-    /// transient failure (see [`RetryPolicy::run`]).
+    /// transient failure (see [`TransportRetry::run`]).
     async fn retrying<T, F, Fut>(
         &self,
         operation: &'static str,
@@ -229,7 +230,7 @@ pub struct AzureBackendBuilder {
     credentials: Option<CredentialInput>,
     table_endpoint: Option<String>,
     blob_endpoint: Option<String>,
-    retry: RetryPolicy,
+    retry: TransportRetry,
     faults: Option<Arc<FaultPlan>>,
 }
 
@@ -313,8 +314,8 @@ impl AzureBackendBuilder {
         self
     }
 
-    /// The retry policy (default: [`RetryPolicy::default`]).
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+    /// The transport retry policy (default: [`TransportRetry::default`]).
+    pub fn transport_retry(mut self, policy: TransportRetry) -> Self {
         self.retry = policy;
         self
     }
@@ -415,7 +416,7 @@ fn one_endpoint(given: &str, missing: &str) -> Error {
 impl AzureBackend {
     fn from_settings(
         settings: ConnectionSettings,
-        retry: RetryPolicy,
+        retry: TransportRetry,
         faults: Option<Arc<FaultPlan>>,
     ) -> Result<Self> {
         let storage_credentials = match &settings.credentials {

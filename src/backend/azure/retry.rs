@@ -1,30 +1,11 @@
-//! The Azure backend's retry policy: the one place that decides what is
-//! retried, how often and how long to wait.
+//! The Azure backend's transport retry policy: the one place that decides
+//! what is retried, how often and how long to wait (see [`TransportRetry`]).
 //!
 //! The SDK's own retry policy is switched off (it re-sends a POST insert after
 //! a lost reply and then reports the 409 of its own first attempt). Instead
-//! every operation runs through [`RetryPolicy::run`], which re-runs one
+//! every operation runs through [`TransportRetry::run`], which re-runs one
 //! attempt under the crate's one [`retry_transient`] loop, pausing by the
-//! crate's one jittered [`Backoff`], bounded in attempts and in total delay:
-//!
-//! | failure | retried? |
-//! |---|---|
-//! | 408, 429, 5xx, connection refused, connection reset, per-attempt timeout | yes, until the budget is spent; then [`Error::Transient`](crate::Error::Transient) |
-//! | 409, 412, 404, 400 and every other status | never |
-//! | a request the HTTP stack refuses to build (such as a URL over its 64 KiB limit): never sent | never: [`Error::Backend`](crate::Error::Backend) at once (filters are checked against [`MAX_FILTER_LEN`](crate::query::MAX_FILTER_LEN) before this point) |
-//!
-//! What is re-sent after a failure that *may have been applied* (no reply, a
-//! timeout, a 5xx other than 503) depends on the operation, because blindly
-//! re-sending a write is not safe:
-//!
-//! | operation | after a possibly-applied failure |
-//! |---|---|
-//! | reads, lease acquire (same proposed id), renew, break, upserts, `If-Match: *` writes | re-sent as is (idempotent) |
-//! | insert | re-sent; a 409 `EntityAlreadyExists` then reads the entity back and counts as success when the stored properties equal the ones written |
-//! | replace / merge / delete with `If-Match: <etag>`, batches | verified first: the entities are read; if they hold what was written the write succeeded (with the stored ETag); if they still match the preconditions it is re-sent; otherwise [`Error::Conflict`](crate::Error::Conflict) |
-//! | blob put / set metadata with `If-Match` or `If-None-Match: *` | re-sent; a 412 / 409 then reads the blob back and counts as success when body and metadata equal the ones written |
-//! | blob delete | re-sent; a 404 then counts as success |
-//! | lease release, change | re-sent; release answered `LeaseNotPresent*` / `LeaseIdMismatch*`, or change answered `LeaseIdMismatch*` with the proposed id now current, counts as success |
+//! crate's one jittered [`Backoff`].
 
 use std::future::Future;
 use std::sync::{Mutex, PoisonError};
@@ -35,8 +16,32 @@ use tokio::time::Instant;
 use super::errors::Failure;
 use crate::retry::{Backoff, random_seed, retry_transient};
 
-/// How the Azure backend retries transient failures (see the
-/// [module docs](self) for what is retried and how).
+/// How the Azure backend retries transient transport failures, configured
+/// with [`AzureBackendBuilder::transport_retry`](super::AzureBackendBuilder::transport_retry).
+/// (Conflicts are never retried here: [`ConflictRetry`](crate::ConflictRetry)
+/// is the policy of optimistic read-modify-write loops.)
+///
+/// Every request runs under it, with jittered exponential backoff bounded in
+/// attempts and in total delay:
+///
+/// | failure | retried? |
+/// |---|---|
+/// | 408, 429, 5xx, connection refused, connection reset, per-attempt timeout | yes, until the budget is spent; then [`Error::Transient`](crate::Error::Transient) |
+/// | 409, 412, 404, 400 and every other status | never |
+/// | a request the HTTP stack refuses to build (such as a URL over its 64 KiB limit): never sent | never: [`Error::Backend`](crate::Error::Backend) at once (filters are checked against [`MAX_FILTER_LEN`](crate::query::MAX_FILTER_LEN) before this point) |
+///
+/// What is re-sent after a failure that *may have been applied* (no reply, a
+/// timeout, a 5xx other than 503) depends on the operation, because blindly
+/// re-sending a write is not safe:
+///
+/// | operation | after a possibly-applied failure |
+/// |---|---|
+/// | reads, lease acquire (same proposed id), renew, break, upserts, `If-Match: *` writes | re-sent as is (idempotent) |
+/// | insert | re-sent; a 409 `EntityAlreadyExists` then reads the entity back and counts as success when the stored properties equal the ones written |
+/// | replace / merge / delete with `If-Match: <etag>`, batches | verified first: the entities are read; if they hold what was written the write succeeded (with the stored ETag); if they still match the preconditions it is re-sent; otherwise [`Error::Conflict`](crate::Error::Conflict) |
+/// | blob put / set metadata with `If-Match` or `If-None-Match: *` | re-sent; a 412 / 409 then reads the blob back and counts as success when body and metadata equal the ones written |
+/// | blob delete | re-sent; a 404 then counts as success |
+/// | lease release, change | re-sent; release answered `LeaseNotPresent*` / `LeaseIdMismatch*`, or change answered `LeaseIdMismatch*` with the proposed id now current, counts as success |
 ///
 /// The defaults: up to 5 retries, starting at 100 ms and doubling up to 4 s
 /// per wait, at most 20 s of waiting in all, each wait drawn at random
@@ -48,8 +53,8 @@ use crate::retry::{Backoff, random_seed, retry_transient};
 /// the network, so every attempt would time out at once: run the Azure
 /// backend on real time.
 #[derive(Debug, Clone, PartialEq)]
-#[must_use = "a RetryPolicy does nothing until given to `AzureBackendBuilder::retry_policy`"]
-pub struct RetryPolicy {
+#[must_use = "a TransportRetry does nothing until given to `AzureBackendBuilder::transport_retry`"]
+pub struct TransportRetry {
     max_retries: usize,
     initial_delay: Duration,
     max_delay: Duration,
@@ -58,9 +63,9 @@ pub struct RetryPolicy {
     jitter_seed: Option<u64>,
 }
 
-impl Default for RetryPolicy {
+impl Default for TransportRetry {
     fn default() -> Self {
-        RetryPolicy {
+        TransportRetry {
             max_retries: 5,
             initial_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(4),
@@ -71,7 +76,7 @@ impl Default for RetryPolicy {
     }
 }
 
-impl RetryPolicy {
+impl TransportRetry {
     /// The default policy.
     pub fn new() -> Self {
         Self::default()
@@ -82,7 +87,7 @@ impl RetryPolicy {
     /// [`Error::Transient`](crate::Error::Transient) without a read-back:
     /// the caller cannot know whether it was applied.)
     pub fn none() -> Self {
-        RetryPolicy {
+        TransportRetry {
             max_retries: 0,
             ..Self::default()
         }
@@ -148,7 +153,7 @@ impl RetryPolicy {
     ///
     /// Each call of `attempt` is told whether an earlier attempt failed in a
     /// way that may have applied the operation (so its effect may already be
-    /// stored), which decides how a write is re-sent (see the module docs).
+    /// stored), which decides how a write is re-sent (see [`TransportRetry`]).
     pub(crate) async fn run<T, F, Fut>(
         &self,
         operation: &'static str,
@@ -240,7 +245,7 @@ mod tests {
     /// (the last one repeating); returns the final failure and what each
     /// attempt was told.
     async fn run_failing(
-        policy: &RetryPolicy,
+        policy: &TransportRetry,
         failures: impl Fn(u32) -> Failure,
     ) -> (Failure, Vec<Attempt>) {
         let mut seen = Vec::new();
@@ -255,7 +260,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn retries_transient_failures_within_budget() {
-        let policy = RetryPolicy::new().with_max_retries(3).with_jitter_seed(7);
+        let policy = TransportRetry::new()
+            .with_max_retries(3)
+            .with_jitter_seed(7);
         let (e, seen) = run_failing(&policy, |_| Failure::NotSent("refused".into())).await;
         assert!(matches!(e, Failure::NotSent(_)));
         assert_eq!(seen.len(), 4, "one attempt and three retries");
@@ -266,7 +273,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn never_retries_conflicts() {
         for status in [409, 412, 404, 400] {
-            let (e, seen) = run_failing(&RetryPolicy::new(), |_| Failure::Status {
+            let (e, seen) = run_failing(&TransportRetry::new(), |_| Failure::Status {
                 status,
                 code: None,
             })
@@ -278,7 +285,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn remembers_possibly_applied_attempts() {
-        let (_, seen) = run_failing(&RetryPolicy::new().with_max_retries(2), |n| {
+        let (_, seen) = run_failing(&TransportRetry::new().with_max_retries(2), |n| {
             if n == 1 {
                 Failure::ReplyLost("reset".into())
             } else {
@@ -292,7 +299,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn succeeds_after_transient_failures() {
-        let r = RetryPolicy::new()
+        let r = TransportRetry::new()
             .run("test", |a| {
                 std::future::ready(if a.number < 3 {
                     Err(Failure::NotSent("refused".into()))
@@ -306,7 +313,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn total_delay_is_bounded() {
-        let policy = RetryPolicy::new()
+        let policy = TransportRetry::new()
             .with_max_retries(1000)
             .with_initial_delay(Duration::from_secs(1))
             .with_max_delay(Duration::from_secs(1))
