@@ -34,7 +34,9 @@
 //!   [`TransportRetry`];
 //! * the last pipeline policy is leasehold's own transport: the stock one
 //!   logs request URLs (with any SAS signature) and cannot tell a refused
-//!   connection from a lost reply; its test hook is [`FaultPlan`].
+//!   connection from a lost reply. It has no test hooks; policies of your
+//!   own (such as the fault injector of [`crate::testing`]) go in front of
+//!   it through [`AzureBackendBuilder::policy`].
 
 mod batch;
 mod blobs;
@@ -62,12 +64,8 @@ use azure_storage::{CloudLocation, StorageCredentials};
 use azure_storage_blobs::prelude::{BlobServiceClient, ClientBuilder};
 use tracing::Instrument as _;
 
-pub use connection::{
-    AccountKey, ConnectionSettings, Credentials, EMULATOR_ACCOUNT, EMULATOR_BLOB_ENDPOINT,
-    EMULATOR_TABLE_ENDPOINT, Endpoint, SasToken,
-};
+pub use connection::{AccountKey, ConnectionSettings, Credentials, Endpoint, SasToken};
 pub use retry::TransportRetry;
-pub use transport::{Fault, FaultPlan};
 
 use self::errors::{Failure, Redactor};
 use self::transport::Transport;
@@ -231,7 +229,7 @@ pub struct AzureBackendBuilder {
     table_endpoint: Option<String>,
     blob_endpoint: Option<String>,
     retry: TransportRetry,
-    faults: Option<Arc<FaultPlan>>,
+    policies: Vec<Arc<dyn Policy>>,
 }
 
 enum CredentialInput {
@@ -255,6 +253,7 @@ impl fmt::Debug for AzureBackendBuilder {
             .field("table_endpoint", &self.table_endpoint)
             .field("blob_endpoint", &self.blob_endpoint)
             .field("retry", &self.retry)
+            .field("policies", &self.policies.len())
             .finish()
     }
 }
@@ -320,9 +319,25 @@ impl AzureBackendBuilder {
         self
     }
 
-    /// Injects faults into the transport and counts requests (for tests).
-    pub fn fault_plan(mut self, plan: Arc<FaultPlan>) -> Self {
-        self.faults = Some(plan);
+    /// Adds a pipeline policy that sees every HTTP request of both services
+    /// just before it is sent: after signing, in front of leasehold's
+    /// transport, on every attempt. Policies run in the order added; each
+    /// passes the request on to the next (`next[0]`), or answers itself.
+    ///
+    /// What a policy answers is read as the network's answer: an `Ok`
+    /// response as the service's reply (an error status included); an
+    /// `azure_core::Error` of kind `Io` whose inner error is a
+    /// [`std::io::Error`] of kind `ConnectionRefused` as a request that was
+    /// not sent (retried); any other `Io` error as a reply that was lost
+    /// after the request may have been applied (retried, writes verified
+    /// first, see [`TransportRetry`]); any other error is reported at once.
+    ///
+    /// For tests, [`FaultInjector::transport_policy`](crate::testing::FaultInjector::transport_policy)
+    /// is such a policy: it counts requests, refuses them, loses their
+    /// replies or answers with a status. The policy is written against
+    /// `azure_core` 0.21, the version this backend uses.
+    pub fn policy(mut self, policy: Arc<dyn Policy>) -> Self {
+        self.policies.push(policy);
         self
     }
 
@@ -399,7 +414,7 @@ impl AzureBackendBuilder {
             table_endpoint,
             blob_endpoint,
         };
-        AzureBackend::from_settings(settings, self.retry, self.faults)
+        AzureBackend::from_settings(settings, self.retry, self.policies)
     }
 }
 
@@ -417,7 +432,7 @@ impl AzureBackend {
     fn from_settings(
         settings: ConnectionSettings,
         retry: TransportRetry,
-        faults: Option<Arc<FaultPlan>>,
+        mut policies: Vec<Arc<dyn Policy>>,
     ) -> Result<Self> {
         let storage_credentials = match &settings.credentials {
             Credentials::AccessKey { account, key } => StorageCredentials::access_key(
@@ -432,13 +447,15 @@ impl AzureBackend {
                 })?
             }
         };
-        let transport: Arc<dyn Policy> = Arc::new(Transport::new(faults)?);
+        let transport: Arc<dyn Policy> = Arc::new(Transport::new()?);
         // The SDK's retry policy is off (leasehold retries, see `retry`), and
         // leasehold's transport is the last policy that runs: it sits after
         // the signing policy and answers without calling the stock transport.
-        let options = ClientOptions::new(TransportOptions::new_custom_policy(transport.clone()))
+        // The caller's policies run just before it.
+        policies.push(transport.clone());
+        let options = ClientOptions::new(TransportOptions::new_custom_policy(transport))
             .retry(RetryOptions::none())
-            .per_retry_policies(vec![transport]);
+            .per_retry_policies(policies);
         let table_location = CloudLocation::Custom {
             account: settings.account.clone(),
             uri: settings.table_endpoint.base_uri(),
@@ -783,7 +800,7 @@ mod tests {
         );
         assert_eq!(
             b.settings().blob_endpoint.base_uri(),
-            EMULATOR_BLOB_ENDPOINT
+            connection::EMULATOR_BLOB_ENDPOINT
         );
     }
 }
