@@ -5,7 +5,7 @@
 //! a [`Conflict`](crate::Error::Conflict) by *re-reading*, never by re-sending
 //! the stale write; how often is the [`ConflictRetry`] policy. Transient
 //! transport failures are retried inside the Azure backend, under its own
-//! transport retry policy. Nothing retries a 409 or 412 blindly.
+//! transport policy (`backend::azure::TransportRetry`). Nothing retries a 409 or 412 blindly.
 //!
 //! Every pause in the crate comes from one [`Backoff`]: seedable (tests replay
 //! the same pauses), jittered (many nodes do not retry in lock-step), and

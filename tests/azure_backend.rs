@@ -11,12 +11,10 @@ mod azurite;
 mod secrets;
 
 use leasehold::backend::{LeaseKind, Version};
-use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::backend::azure::{
-    AccountKey, AzureBackend, ConnectionSettings, Credentials, Fault, FaultPlan, RetryPolicy,
-    SasToken,
+    AccountKey, AzureBackend, ConnectionSettings, Credentials, SasToken, TransportRetry,
 };
 use leasehold::backend::{
     BlobBackend, BlobConditions, LeaseDuration, LeaseId, LeaseState, Metadata, Precondition,
@@ -25,6 +23,7 @@ use leasehold::backend::{
 use leasehold::entity::{EntityData, Properties, Value};
 use leasehold::key::{BlobName, ContainerName};
 use leasehold::query::{CmpOp, Filter};
+use leasehold::testing::{Fault, FaultInjector};
 use leasehold::{ETag, Error, ErrorKind, PartitionKey, RowKey, TableName};
 use time::macros::datetime;
 use uuid::Uuid;
@@ -41,21 +40,21 @@ fn backend() -> Option<AzureBackend> {
     backend_with(None)
 }
 
-fn fast_retries() -> RetryPolicy {
-    RetryPolicy::new()
+fn fast_retries() -> TransportRetry {
+    TransportRetry::new()
         .with_initial_delay(Duration::from_millis(10))
         .with_max_delay(Duration::from_millis(50))
         .with_jitter_seed(1)
 }
 
-fn backend_with(plan: Option<Arc<FaultPlan>>) -> Option<AzureBackend> {
+fn backend_with(plan: Option<FaultInjector>) -> Option<AzureBackend> {
     let conn = azurite_connection_string()?;
     let mut builder = AzureBackend::builder()
         .connection_string(&conn)
         .expect("the Azurite connection string parses")
-        .retry_policy(fast_retries());
+        .transport_retry(fast_retries());
     if let Some(plan) = plan {
-        builder = builder.fault_plan(plan);
+        builder = builder.policy(plan.transport_policy());
     }
     Some(builder.build().expect("backend builds"))
 }
@@ -190,7 +189,7 @@ async fn secrets_never_appear_in_debug_display_or_errors() {
         let backend = AzureBackend::builder()
             .connection_string(conn)
             .unwrap()
-            .retry_policy(RetryPolicy::none())
+            .transport_retry(TransportRetry::none())
             .build()
             .unwrap();
         texts.extend(shown(&backend));
@@ -386,7 +385,7 @@ async fn keys_with_single_quotes_work_everywhere() {
 
 #[tokio::test]
 async fn a_64_kib_string_round_trips_and_one_more_unit_is_rejected_before_sending() {
-    let plan = FaultPlan::new();
+    let plan = FaultInjector::default();
     let Some(b) = backend_with(Some(plan.clone())) else {
         return;
     };
@@ -725,7 +724,7 @@ async fn a_failing_batch_op_reports_its_index_and_code_and_applies_nothing() {
 
 #[tokio::test]
 async fn invalid_batches_are_rejected_before_sending() {
-    let plan = FaultPlan::new();
+    let plan = FaultInjector::default();
     let Some(b) = backend_with(Some(plan.clone())) else {
         return;
     };
@@ -1019,13 +1018,13 @@ async fn paging_with_top_across_three_pages_and_more() {
 
 #[tokio::test]
 async fn an_insert_whose_reply_was_lost_succeeds_on_retry() {
-    let plan = FaultPlan::new();
+    let plan = FaultInjector::default();
     let Some(b) = backend_with(Some(plan.clone())) else {
         return;
     };
     let names = unique_names("lostinsert");
     let t = new_table(&b, &names, "t").await;
-    plan.push("POST", t.as_str(), Fault::LoseReply);
+    plan.inject_request("POST", t.as_str(), Fault::LoseReply);
     let v = b
         .execute(
             &t,
@@ -1041,7 +1040,7 @@ async fn an_insert_whose_reply_was_lost_succeeds_on_retry() {
     // Someone else's identical row counts the same way; a different one is
     // AlreadyExists.
     insert(&b, &t, entity("p", "other", &[("n", Value::Int32(1))])).await;
-    plan.push("POST", t.as_str(), Fault::LoseReply);
+    plan.inject_request("POST", t.as_str(), Fault::LoseReply);
     let e = b
         .execute(
             &t,
@@ -1054,7 +1053,7 @@ async fn an_insert_whose_reply_was_lost_succeeds_on_retry() {
 
 #[tokio::test]
 async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
-    let plan = FaultPlan::new();
+    let plan = FaultInjector::default();
     let Some(b) = backend_with(Some(plan.clone())) else {
         return;
     };
@@ -1066,7 +1065,7 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
     // new ETag, which another writer could have produced as well, so the
     // outcome is reported as unknown (never as a success that may hide a
     // lost update), and the write is not sent again.
-    plan.push("PUT", "RowKey='r'", Fault::LoseReply);
+    plan.inject_request("PUT", "RowKey='r'", Fault::LoseReply);
     let e = b
         .execute(
             &t,
@@ -1088,7 +1087,7 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
     };
 
     // Merge not sent (connection refused): sent again normally.
-    plan.push("MERGE", "RowKey='r'", Fault::Refuse);
+    plan.inject_request("MERGE", "RowKey='r'", Fault::Fail);
     let v3 = b
         .execute(
             &t,
@@ -1103,7 +1102,7 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
 
     // A 500 may have applied or not: verified; here it was not applied, so
     // it is sent again.
-    plan.push("MERGE", "RowKey='r'", Fault::Status(500));
+    plan.inject_request("MERGE", "RowKey='r'", Fault::Status(500));
     let v4 = b
         .execute(
             &t,
@@ -1135,7 +1134,7 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
         )
         .await
         .unwrap();
-    plan.push("PUT", "RowKey='r'", Fault::Status(500));
+    plan.inject_request("PUT", "RowKey='r'", Fault::Status(500));
     let e = b
         .execute(
             &t,
@@ -1152,7 +1151,7 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
 
     // Delete applied, reply lost: success.
     let cur = get(&b, &t, "p", "r").await.unwrap();
-    plan.push("DELETE", "RowKey='r'", Fault::LoseReply);
+    plan.inject_request("DELETE", "RowKey='r'", Fault::LoseReply);
     b.execute(
         &t,
         &TableOp::Delete {
@@ -1181,7 +1180,7 @@ fn logged(n: i32, log: &str) -> Vec<(&'static str, Value)> {
 
 #[tokio::test]
 async fn write_logs_settle_lost_replies_exactly() {
-    let plan = FaultPlan::new();
+    let plan = FaultInjector::default();
     let Some(b) = backend_with(Some(plan.clone())) else {
         return;
     };
@@ -1198,7 +1197,7 @@ async fn write_logs_settle_lost_replies_exactly() {
 
     // Applied, reply lost: the log shows it, so it is a success with the
     // stored version, not an unknown outcome.
-    plan.push("PUT", "RowKey='r'", Fault::LoseReply);
+    plan.inject_request("PUT", "RowKey='r'", Fault::LoseReply);
     let v2 = b
         .execute_owned(&t, replace(2, "mine base", &v1.etag), Some(WRITE_LOG))
         .await
@@ -1215,7 +1214,7 @@ async fn write_logs_settle_lost_replies_exactly() {
         .execute_owned(&t, replace(3, "rival mine base", &v2.etag), Some(WRITE_LOG))
         .await
         .unwrap();
-    plan.push("PUT", "RowKey='r'", Fault::Status(500));
+    plan.inject_request("PUT", "RowKey='r'", Fault::Status(500));
     let e = b
         .execute_owned(&t, replace(3, "again mine base", &v2.etag), Some(WRITE_LOG))
         .await
@@ -1226,20 +1225,20 @@ async fn write_logs_settle_lost_replies_exactly() {
     // Applied, reply lost, then built upon by another writer before the
     // read-back (the writer retries only after 500 ms): still a success,
     // with an ETag that matches nothing.
-    let slow_plan = FaultPlan::new();
+    let slow_plan = FaultInjector::default();
     let slow = AzureBackend::builder()
         .connection_string(&azurite_connection_string().unwrap())
         .unwrap()
-        .retry_policy(
-            RetryPolicy::new()
+        .transport_retry(
+            TransportRetry::new()
                 .with_initial_delay(Duration::from_millis(500))
                 .with_max_delay(Duration::from_millis(500)),
         )
-        .fault_plan(slow_plan.clone())
+        .policy(slow_plan.transport_policy())
         .build()
         .unwrap();
     let cur = get(&b, &t, "p", "r").await.unwrap();
-    slow_plan.push("PUT", "RowKey='r'", Fault::LoseReply);
+    slow_plan.inject_request("PUT", "RowKey='r'", Fault::LoseReply);
     let write = {
         let (slow, t, op) = (
             slow.clone(),
@@ -1277,7 +1276,7 @@ async fn write_logs_settle_lost_replies_exactly() {
 
 #[tokio::test]
 async fn a_batch_whose_reply_was_lost_is_verified() {
-    let plan = FaultPlan::new();
+    let plan = FaultInjector::default();
     let Some(b) = backend_with(Some(plan.clone())) else {
         return;
     };
@@ -1285,7 +1284,7 @@ async fn a_batch_whose_reply_was_lost_is_verified() {
     let t = new_table(&b, &names, "t").await;
     let v = insert(&b, &t, entity("p", "a", &[("n", Value::Int32(1))])).await;
     // Unconditional writes whose effect is stored: applied.
-    plan.push("POST", "$batch", Fault::LoseReply);
+    plan.inject_request("POST", "$batch", Fault::LoseReply);
     let versions = b
         .batch(
             &t,
@@ -1313,7 +1312,7 @@ async fn a_batch_whose_reply_was_lost_is_verified() {
     // A conditional write in a batch whose reply was lost: its effect under
     // a new ETag could be another writer's, so the outcome is unknown.
     let cur = get(&b, &t, "p", "a").await.unwrap();
-    plan.push("POST", "$batch", Fault::LoseReply);
+    plan.inject_request("POST", "$batch", Fault::LoseReply);
     let e = b
         .batch(
             &t,
@@ -1337,7 +1336,7 @@ async fn a_batch_whose_reply_was_lost_is_verified() {
     );
 
     // Not applied (a 503 before anything happened): sent again.
-    plan.push("POST", "$batch", Fault::Status(503));
+    plan.inject_request("POST", "$batch", Fault::Status(503));
     b.batch(&t, &[TableOp::Insert(entity("p", "c", &[]))])
         .await
         .unwrap();
@@ -1346,27 +1345,27 @@ async fn a_batch_whose_reply_was_lost_is_verified() {
 
 #[tokio::test]
 async fn transient_failures_are_retried_then_reported_as_transient() {
-    let plan = FaultPlan::new();
+    let plan = FaultInjector::default();
     let Some(b) = backend_with(Some(plan.clone())) else {
         return;
     };
     let names = unique_names("transient");
     let t = new_table(&b, &names, "t").await;
     insert(&b, &t, entity("p", "r", &[])).await;
-    plan.push("GET", "RowKey='r'", Fault::Status(503));
-    plan.push("GET", "RowKey='r'", Fault::Refuse);
-    plan.push("GET", "RowKey='r'", Fault::Status(408));
+    plan.inject_request("GET", "RowKey='r'", Fault::Status(503));
+    plan.inject_request("GET", "RowKey='r'", Fault::Fail);
+    plan.inject_request("GET", "RowKey='r'", Fault::Status(408));
     assert!(get(&b, &t, "p", "r").await.is_some());
     assert_eq!(plan.pending(), 0);
 
     // More failures than the policy allows.
     for _ in 0..10 {
-        plan.push("GET", "RowKey='r'", Fault::Status(500));
+        plan.inject_request("GET", "RowKey='r'", Fault::Status(500));
     }
     let e = b.get(&t, &pk("p"), &rk("r")).await.unwrap_err();
     assert!(e.is_transient(), "{e:?}");
     let used = 10 - plan.pending();
-    assert_eq!(used, 1 + RetryPolicy::new().max_retries(), "attempts");
+    assert_eq!(used, 1 + TransportRetry::new().max_retries(), "attempts");
 
     // 409 and 412 are never retried.
     while plan.pending() > 0 {
@@ -1610,14 +1609,14 @@ async fn listing_by_prefix_with_markers() {
 
 #[tokio::test]
 async fn a_put_whose_reply_was_lost_is_verified() {
-    let plan = FaultPlan::new();
+    let plan = FaultInjector::default();
     let Some(b) = backend_with(Some(plan.clone())) else {
         return;
     };
     let names = unique_names("lostput");
     let c = new_container(&b, &names).await;
     let x = blob("x");
-    plan.push("PUT", "/x", Fault::LoseReply);
+    plan.inject_request("PUT", "/x", Fault::LoseReply);
     let etag = b
         .put_blob(
             &c,
@@ -1631,7 +1630,7 @@ async fn a_put_whose_reply_was_lost_is_verified() {
     assert_eq!(plan.pending(), 0);
     assert_eq!(b.blob_properties(&c, &x).await.unwrap().unwrap().etag, etag);
 
-    plan.push("PUT", "/x", Fault::LoseReply);
+    plan.inject_request("PUT", "/x", Fault::LoseReply);
     let etag2 = b
         .set_blob_metadata(
             &c,
@@ -1646,7 +1645,7 @@ async fn a_put_whose_reply_was_lost_is_verified() {
         etag2
     );
 
-    plan.push("DELETE", "/x", Fault::LoseReply);
+    plan.inject_request("DELETE", "/x", Fault::LoseReply);
     b.delete_blob(&c, &x, &BlobConditions::if_match(etag2))
         .await
         .unwrap();
@@ -1739,7 +1738,7 @@ async fn lease_acquire_renew_change_release() {
 
 #[tokio::test]
 async fn lease_durations_are_checked_before_sending() {
-    let plan = FaultPlan::new();
+    let plan = FaultInjector::default();
     let Some(b) = backend_with(Some(plan.clone())) else {
         return;
     };
@@ -2042,7 +2041,7 @@ async fn an_expired_lease_can_be_renewed_by_its_holder_until_someone_takes_it() 
 
 #[tokio::test]
 async fn lease_operations_whose_reply_was_lost_are_settled() {
-    let plan = FaultPlan::new();
+    let plan = FaultInjector::default();
     let Some(b) = backend_with(Some(plan.clone())) else {
         return;
     };
@@ -2050,7 +2049,7 @@ async fn lease_operations_whose_reply_was_lost_are_settled() {
     let c = new_container(&b, &names).await;
     let x = leased_blob(&b, &c, "x").await;
     let a = LeaseId::new_random();
-    plan.push("PUT", "/x", Fault::LoseReply);
+    plan.inject_request("PUT", "/x", Fault::LoseReply);
     assert_eq!(
         b.acquire_lease(&c, &x, LeaseDuration::Infinite, a)
             .await
@@ -2058,9 +2057,9 @@ async fn lease_operations_whose_reply_was_lost_are_settled() {
         a
     );
     let bb = LeaseId::new_random();
-    plan.push("PUT", "/x", Fault::LoseReply);
+    plan.inject_request("PUT", "/x", Fault::LoseReply);
     assert_eq!(b.change_lease(&c, &x, a, bb).await.unwrap(), bb);
-    plan.push("PUT", "/x", Fault::LoseReply);
+    plan.inject_request("PUT", "/x", Fault::LoseReply);
     b.release_lease(&c, &x, bb).await.unwrap();
     assert_eq!(plan.pending(), 0);
     assert_eq!(
@@ -2112,20 +2111,20 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let plan = FaultPlan::new();
+    let plan = FaultInjector::default();
     let b = AzureBackend::builder()
         .account(settings.account.clone())
         .sas_token(SasToken::new(&sas).unwrap())
         .table_endpoint(settings.table_endpoint.url().as_str())
         .blob_endpoint(settings.blob_endpoint.url().as_str())
-        .retry_policy(fast_retries())
-        .fault_plan(plan.clone())
+        .transport_retry(fast_retries())
+        .policy(plan.transport_policy())
         .build()
         .unwrap();
     let names = unique_names("sas");
     let t = new_table(&b, &names, "t").await;
     insert(&b, &t, entity("p", "r", &[("n", Value::Int64(1))])).await;
-    plan.push("GET", "RowKey='r'", Fault::Status(503));
+    plan.inject_request("GET", "RowKey='r'", Fault::Status(503));
     assert!(get(&b, &t, "p", "r").await.is_some());
     b.batch(&t, &[TableOp::Insert(entity("p", "s", &[]))])
         .await
@@ -2184,7 +2183,7 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
         .sas_token(SasToken::new(&sas).unwrap())
         .table_endpoint("http://127.0.0.1:1/devstoreaccount1")
         .blob_endpoint("http://127.0.0.1:1/devstoreaccount1")
-        .retry_policy(RetryPolicy::none())
+        .transport_retry(TransportRetry::none())
         .build()
         .unwrap();
     let e = dead.get(&t, &pk("p"), &rk("r")).await.unwrap_err();
@@ -2229,7 +2228,7 @@ async fn lease_waits_on_a_closed_port_give_up_naming_the_blob_endpoint() {
         .sas_token(SasToken::new(format!("sv=2022-11-02&ss=bt&sig={signature}")).unwrap())
         .table_endpoint(endpoint.clone())
         .blob_endpoint(endpoint.clone())
-        .retry_policy(RetryPolicy::none())
+        .transport_retry(TransportRetry::none())
         .build()
         .unwrap();
     assert_eq!(backend.endpoint(), endpoint);

@@ -18,11 +18,11 @@ async fn over_long_filters_send_no_request_on_azurite() {
     let Some(cs) = support::azurite::azurite_connection_string() else {
         return;
     };
-    let plan = leasehold::backend::azure::FaultPlan::new();
+    let plan = leasehold::testing::FaultInjector::default();
     let backend = leasehold::backend::azure::AzureBackend::builder()
         .connection_string(&cs)
         .unwrap()
-        .fault_plan(plan.clone())
+        .policy(plan.transport_policy())
         .build()
         .unwrap();
     let store = leasehold::Store::builder(backend)

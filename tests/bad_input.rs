@@ -649,7 +649,7 @@ async fn raw_checks_happen_before_the_wire() {
              BlobEndpoint=http://127.0.0.1:1/devstoreaccount1"
         ))
         .unwrap()
-        .retry_policy(leasehold::backend::azure::RetryPolicy::none())
+        .transport_retry(leasehold::backend::azure::TransportRetry::none())
         .build()
         .unwrap();
     use leasehold::backend::{BlobBackend, LeaseId, TableBackend};

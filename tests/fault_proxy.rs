@@ -29,11 +29,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use leasehold::backend::azure::{
-    AzureBackend, ConnectionSettings, Endpoint, Fault, FaultPlan, RetryPolicy as AzureRetry,
+    AzureBackend, ConnectionSettings, Endpoint, TransportRetry as AzureRetry,
 };
 use leasehold::backend::{Precondition, TableBackend, TableOp};
 use leasehold::entity::{EntityData, Value};
 use leasehold::lease::{LeaderContext, LeaderOptions, LeaseOptions};
+use leasehold::testing::{Fault, FaultInjector};
 use leasehold::{ConflictRetry, Entity, ErrorKind, Store, Table, Versioned};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep, timeout};
@@ -63,7 +64,7 @@ async fn proxied_store(test: &str, retry: AzureRetry) -> Option<(Store, FaultPro
     let backend = AzureBackend::builder()
         .connection_string(&via_proxy)
         .expect("parses")
-        .retry_policy(retry)
+        .transport_retry(retry)
         .build()
         .expect("builds");
     let names = azurite::unique_names(test);
@@ -303,12 +304,12 @@ async fn a_stale_write_that_was_never_sent_is_not_reported_as_applied() {
     let Some(conn) = azurite::azurite_connection_string() else {
         return;
     };
-    let plan = FaultPlan::new();
+    let plan = FaultInjector::default();
     let a = AzureBackend::builder()
         .connection_string(&conn)
         .expect("parses")
-        .retry_policy(fast_retries())
-        .fault_plan(plan.clone())
+        .transport_retry(fast_retries())
+        .policy(plan.transport_policy())
         .build()
         .expect("builds");
     let b = AzureBackend::from_connection_string(&conn).expect("parses");
@@ -338,7 +339,7 @@ async fn a_stale_write_that_was_never_sent_is_not_reported_as_applied() {
     assert_eq!(e.kind(), ErrorKind::Conflict, "{e:?}");
     // With its request failing unsent (a 500 may mean "applied"), it must
     // not turn into a success.
-    plan.push("PUT", "RowKey='r'", Fault::Status(500));
+    plan.inject_request("PUT", "RowKey='r'", Fault::Status(500));
     let r = a.execute(&t, &stale).await;
     assert!(
         r.is_err(),
@@ -402,7 +403,7 @@ async fn candidates(test: &str) -> Option<Candidates> {
         let backend = AzureBackend::builder()
             .connection_string(conn)
             .expect("parses")
-            .retry_policy(retry)
+            .transport_retry(retry)
             .build()
             .expect("builds");
         let leases = LeaseOptions::new()

@@ -16,7 +16,7 @@ mod secrets;
 use std::fmt::Debug;
 use std::time::Duration;
 
-use leasehold::backend::azure::{AzureBackend, ConnectionSettings, RetryPolicy};
+use leasehold::backend::azure::{AzureBackend, ConnectionSettings, TransportRetry};
 use leasehold::{Entity, Error, ErrorKind, Store};
 use secrets::{AccountKey_, Captured, account_sas, signature_forms};
 
@@ -110,7 +110,7 @@ fn fail_fast_store(conn: &str) -> Store {
     let backend = AzureBackend::builder()
         .connection_string(conn)
         .expect("parses")
-        .retry_policy(RetryPolicy::none())
+        .transport_retry(TransportRetry::none())
         .build()
         .expect("builds");
     Store::builder(backend)

@@ -1,4 +1,7 @@
-//! The fault-injecting wrapper.
+//! Fault injection: one [`Fault`] type and one [`FaultInjector`] that plans
+//! faults for a [`FaultyBackend`] (any backend, by request kind) or for the
+//! Azure backend's transport (by HTTP request, through
+//! [`FaultInjector::transport_policy`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -11,12 +14,19 @@ use super::delegate::delegate_backend;
 use crate::error::{Error, Result};
 
 /// What happens to a request picked by a [`FaultInjector`] rule.
+///
+/// A [`FaultyBackend`] reports each as an [`Error`]; on the Azure transport
+/// each becomes what the network would do, and the backend's own retries
+/// and lost-reply handling take it from there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Fault {
-    /// The request is not sent; the caller gets [`Error::Transient`].
+    /// The request is not sent (as if the connection was refused); a
+    /// wrapped backend's caller gets [`Error::Transient`].
     Fail,
-    /// The request is applied, but its reply is lost: the caller gets
-    /// [`Error::Transient`] although the change happened.
+    /// The request is applied, but its reply is lost (as if the connection
+    /// broke): a wrapped backend's caller gets [`Error::Transient`] although
+    /// the change happened.
     LoseReply,
     /// The request never completes (until the caller gives up on it). It is
     /// not applied.
@@ -24,12 +34,29 @@ pub enum Fault {
     /// The process "dies" here: this request and every later one are not
     /// sent and fail with [`Error::Transient`], until [`FaultInjector::revive`].
     Die,
+    /// The request is not sent; the service seems to answer with this HTTP
+    /// status (such as 503) and no error code: a wrapped backend's caller
+    /// gets the error that status means (a 5xx is [`Error::Transient`]).
+    Status(u16),
 }
 
-#[derive(Debug, Clone, Copy)]
+/// Which request a rule picks.
+#[derive(Debug, Clone)]
+enum Target {
+    /// The `nth` backend call of kind `op` (`None`: of any kind), counted
+    /// from the start.
+    Call { op: Option<Op>, nth: u64 },
+    /// The next HTTP request with this method whose URL path contains
+    /// `path_contains`.
+    Request {
+        method: String,
+        path_contains: String,
+    },
+}
+
+#[derive(Debug, Clone)]
 struct Rule {
-    op: Option<Op>,
-    nth: u64,
+    target: Target,
     fault: Fault,
 }
 
@@ -37,18 +64,48 @@ struct Rule {
 struct Plan {
     seen: BTreeMap<Op, u64>,
     seen_any: u64,
+    http_requests: u64,
     rules: Vec<Rule>,
     latency: BTreeMap<Option<Op>, Duration>,
     dead: bool,
     injected: u64,
 }
 
-/// Controls a [`FaultyBackend`]: which requests fail, hang or lose their
-/// reply, how slow requests are, and whether the "process" is dead.
-/// Cheap to clone; clones control the same backend.
+/// Plans faults: which requests fail, hang, lose their reply or get a
+/// status, how slow requests are, and whether the "process" is dead; and
+/// counts the requests it sees. Cheap to clone; clones control the same plan.
 ///
-/// Rules count requests from the moment they are added: `fail_nth(Some(Op::Batch), 1)`
-/// fails the next batch.
+/// It acts in one of two places:
+///
+/// * as the control of a [`FaultyBackend`], which wraps any backend: rules
+///   pick backend calls by kind ([`inject`](Self::inject) and the `*_nth`
+///   methods). Rules count requests from the moment they are added:
+///   `fail_nth(Some(Op::Batch), 1)` fails the next batch.
+/// * as a pipeline policy of the Azure backend
+///   ([`transport_policy`](Self::transport_policy), given to
+///   `AzureBackendBuilder::policy`), in front of the HTTP transport: rules
+///   pick HTTP requests by method and path
+///   ([`inject_request`](Self::inject_request)), so a test can lose the
+///   reply of exactly the request it means, after the service applied it,
+///   and watch the backend's retries and lost-reply verification.
+///
+/// Latency without a request kind, [`die_now`](Self::die_now) and
+/// [`revive`](Self::revive) act in both places.
+///
+/// ```no_run
+/// # async fn demo() -> leasehold::Result<()> {
+/// use leasehold::backend::azure::AzureBackend;
+/// use leasehold::testing::{Fault, FaultInjector};
+///
+/// let faults = FaultInjector::default();
+/// let backend = AzureBackend::builder()
+///     .connection_string("UseDevelopmentStorage=true")?
+///     .policy(faults.transport_policy())
+///     .build()?;
+/// // The next insert into `Things` is applied, but its reply is lost.
+/// faults.inject_request("POST", "/Things", Fault::LoseReply);
+/// # let _ = backend; Ok(()) }
+/// ```
 #[derive(Clone, Default)]
 pub struct FaultInjector {
     plan: Arc<Mutex<Plan>>,
@@ -59,6 +116,7 @@ impl fmt::Debug for FaultInjector {
         let plan = self.lock();
         f.debug_struct("FaultInjector")
             .field("rules", &plan.rules)
+            .field("requests", &(plan.seen_any + plan.http_requests))
             .field("dead", &plan.dead)
             .finish()
     }
@@ -78,11 +136,42 @@ impl FaultInjector {
             None => plan.seen_any,
         };
         plan.rules.push(Rule {
-            op,
-            nth: base + nth.max(1),
+            target: Target::Call {
+                op,
+                nth: base + nth.max(1),
+            },
             fault,
         });
         self
+    }
+
+    /// Applies `fault` once, to the next HTTP request with method `method`
+    /// (such as `POST`, `PUT`, `MERGE`, `DELETE`, `GET`, `HEAD`) whose URL
+    /// path contains `path_contains` (percent-encoded, as sent). Rules apply
+    /// in the order added. Only a [`transport_policy`](Self::transport_policy)
+    /// sees HTTP requests.
+    pub fn inject_request(&self, method: &str, path_contains: &str, fault: Fault) -> &Self {
+        self.lock().rules.push(Rule {
+            target: Target::Request {
+                method: method.to_ascii_uppercase(),
+                path_contains: path_contains.to_owned(),
+            },
+            fault,
+        });
+        self
+    }
+
+    /// Rules added but not yet applied.
+    pub fn pending(&self) -> usize {
+        self.lock().rules.len()
+    }
+
+    /// How many requests were seen so far: backend calls through a
+    /// [`FaultyBackend`] and HTTP requests through a
+    /// [`transport_policy`](Self::transport_policy), faulted ones included.
+    pub fn requests(&self) -> u64 {
+        let plan = self.lock();
+        plan.seen_any + plan.http_requests
     }
 
     /// Fails the `nth` request of kind `op` from now, without sending it.
@@ -158,9 +247,10 @@ impl FaultInjector {
             plan.injected += 1;
             return (Some(Fault::Die), latency);
         }
-        let hit = plan.rules.iter().position(|r| match r.op {
-            Some(rop) => rop == op && r.nth == n_op,
-            None => r.nth == n_any,
+        let hit = plan.rules.iter().position(|r| match r.target {
+            Target::Call { op: Some(rop), nth } => rop == op && nth == n_op,
+            Target::Call { op: None, nth } => nth == n_any,
+            Target::Request { .. } => false,
         });
         let fault = hit.map(|i| plan.rules.remove(i).fault);
         if fault.is_some() {
@@ -170,6 +260,119 @@ impl FaultInjector {
             plan.dead = true;
         }
         (fault, latency)
+    }
+
+    /// Decides the fate of one HTTP request on the Azure transport.
+    #[cfg(feature = "azure")]
+    fn decide_request(&self, method: &str, path: &str) -> (Option<Fault>, Duration) {
+        let mut plan = self.lock();
+        plan.http_requests += 1;
+        let latency = plan.latency.get(&None).copied().unwrap_or_default();
+        if plan.dead {
+            plan.injected += 1;
+            return (Some(Fault::Die), latency);
+        }
+        let hit = plan.rules.iter().position(|r| match &r.target {
+            Target::Request {
+                method: m,
+                path_contains,
+            } => m == method && path.contains(path_contains.as_str()),
+            Target::Call { .. } => false,
+        });
+        let fault = hit.map(|i| plan.rules.remove(i).fault);
+        if fault.is_some() {
+            plan.injected += 1;
+        }
+        if fault == Some(Fault::Die) {
+            plan.dead = true;
+        }
+        (fault, latency)
+    }
+
+    /// This injector as a pipeline policy for the Azure backend
+    /// (`AzureBackendBuilder::policy`): it sees every HTTP request just
+    /// before it is sent, counts it, and applies the rules added with
+    /// [`inject_request`](Self::inject_request), the latency added without
+    /// a request kind, and a dead "process".
+    #[cfg(feature = "azure")]
+    pub fn transport_policy(&self) -> Arc<dyn azure_core::Policy> {
+        Arc::new(TransportFaults(self.clone()))
+    }
+}
+
+/// Passes `request` on to the next policy of the pipeline.
+#[cfg(feature = "azure")]
+async fn send_next(
+    ctx: &azure_core::Context,
+    request: &mut azure_core::Request,
+    next: &[Arc<dyn azure_core::Policy>],
+) -> azure_core::PolicyResult {
+    match next.split_first() {
+        Some((policy, rest)) => policy.send(ctx, request, rest).await,
+        None => Err(azure_core::Error::message(
+            azure_core::error::ErrorKind::Other,
+            "the fault policy has no transport behind it",
+        )),
+    }
+}
+
+/// A [`FaultInjector`] in the Azure pipeline, in front of the transport.
+///
+/// Its failures are what the backend reads as the network's: an `Io` error
+/// whose inner error is a refused connection was not sent; any other `Io`
+/// error lost its reply (see `AzureBackendBuilder::policy`).
+#[cfg(feature = "azure")]
+#[derive(Debug)]
+struct TransportFaults(FaultInjector);
+
+#[cfg(feature = "azure")]
+#[async_trait::async_trait]
+impl azure_core::Policy for TransportFaults {
+    async fn send(
+        &self,
+        ctx: &azure_core::Context,
+        request: &mut azure_core::Request,
+        next: &[Arc<dyn azure_core::Policy>],
+    ) -> azure_core::PolicyResult {
+        use std::io::ErrorKind as Io;
+        let io = |kind: Io, what: &str| {
+            azure_core::Error::new(
+                azure_core::error::ErrorKind::Io,
+                std::io::Error::new(kind, format!("{what} (injected fault)")),
+            )
+        };
+        let method = request.method().as_ref().to_ascii_uppercase();
+        let path = request.url().path().to_owned();
+        let (fault, latency) = self.0.decide_request(&method, &path);
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        match fault {
+            None => send_next(ctx, request, next).await,
+            Some(Fault::Fail) => Err(io(Io::ConnectionRefused, "connection refused")),
+            Some(Fault::Die) => Err(io(Io::ConnectionRefused, "process stopped")),
+            Some(Fault::Hang) => std::future::pending().await,
+            Some(Fault::Status(status)) => {
+                let status = azure_core::StatusCode::try_from(status)
+                    .unwrap_or(azure_core::StatusCode::InternalServerError);
+                let body = azure_core::BytesStream::new(Vec::new());
+                Ok(azure_core::Response::new(
+                    status,
+                    azure_core::headers::Headers::new(),
+                    Box::pin(body),
+                ))
+            }
+            Some(Fault::LoseReply) => {
+                // Let the service finish the request, then drop what it said.
+                let response = send_next(ctx, request, next).await?;
+                let (_, _, body) = response.deconstruct();
+                let _ = body.collect().await;
+                Err(io(
+                    Io::ConnectionReset,
+                    "connection reset before the reply was read",
+                ))
+            }
+        }
     }
 }
 
@@ -226,6 +429,11 @@ impl<B> FaultyBackend<B> {
                 let _ = fut.await;
                 Err(injected("reply lost"))
             }
+            Some(Fault::Status(status)) => Err(Error::from_service(
+                status,
+                None,
+                format!("injected fault ({op:?})"),
+            )),
         }
     }
 }

@@ -206,22 +206,20 @@ impl AzureBackend {
     }
 
     pub(super) async fn create_container_impl(&self, container: &ContainerName) -> Result<()> {
-        let mut retry = self.inner.retry.start("create_container");
-        loop {
+        self.retrying("create_container", |_| async move {
             match self
                 .attempt(self.container_client(container).create().into_future())
                 .await
             {
-                Ok(_) => return Ok(()),
+                Ok(_) => Ok(()),
                 Err(f) if matches!(f.status(), Some((409, Some("ContainerAlreadyExists")))) => {
-                    return Ok(());
+                    Ok(())
                 }
-                Err(f) => retry
-                    .wait(f)
-                    .await
-                    .map_err(|f| f.into_error(format!("container `{container}`")))?,
+                Err(f) => Err(f),
             }
-        }
+        })
+        .await
+        .map_err(|f| f.into_error(format!("container `{container}`")))
     }
 
     pub(super) async fn put_blob_impl(
@@ -236,8 +234,8 @@ impl AzureBackend {
         let what = blob_what(container, blob);
         conditions_check(&what, conditions)?;
         validate_metadata(metadata)?;
-        let mut retry = self.inner.retry.start("put_blob");
-        loop {
+        let (body, what) = (&body, &what);
+        self.retrying("put_blob", |earlier| async move {
             let mut builder = self
                 .blob_client(container, blob)
                 .put_block_blob(body.clone())
@@ -249,21 +247,24 @@ impl AzureBackend {
                 builder = builder.if_match(c);
             }
             match self.attempt(builder.into_future()).await {
-                Ok(r) => return Ok(ETag::new(r.etag)),
+                Ok(r) => Ok(ETag::new(r.etag)),
                 Err(f) => {
                     let precondition_failed = matches!(
                         f.status(),
                         Some((412, Some("ConditionNotMet")) | (409, Some("BlobAlreadyExists")))
                     );
-                    if precondition_failed && retry.may_have_applied() {
+                    if precondition_failed && earlier.may_have_applied {
                         return self
-                            .blob_after_lost_reply(container, blob, Some(&body), metadata, f, &what)
-                            .await;
+                            .blob_after_lost_reply(container, blob, Some(body), metadata, f, what)
+                            .await
+                            .map_err(Failure::Fatal);
                     }
-                    retry.wait(f).await.map_err(|f| f.into_error(&what))?;
+                    Err(f)
                 }
             }
-        }
+        })
+        .await
+        .map_err(|f| f.into_error(what))
     }
 
     /// A conditional blob write whose earlier attempt may have been applied
@@ -307,13 +308,9 @@ impl AzureBackend {
     ) -> Result<Option<Blob>> {
         check_blob_name(blob)?;
         let what = blob_what(container, blob);
-        let mut retry = self.inner.retry.start("get_blob");
-        loop {
-            match self.get_blob_once(container, blob).await {
-                Ok(b) => return Ok(b),
-                Err(f) => retry.wait(f).await.map_err(|f| f.into_error(&what))?,
-            }
-        }
+        self.retrying("get_blob", |_| self.get_blob_once(container, blob))
+            .await
+            .map_err(|f| f.into_error(&what))
     }
 
     /// One un-ranged `GET` on the pipeline: the client's reader asks for
@@ -357,8 +354,7 @@ impl AzureBackend {
     ) -> Result<Option<BlobProperties>> {
         check_blob_name(blob)?;
         let what = blob_what(container, blob);
-        let mut retry = self.inner.retry.start("blob_properties");
-        loop {
+        self.retrying("blob_properties", |_| async move {
             let reply = self
                 .attempt(
                     self.blob_client(container, blob)
@@ -367,14 +363,14 @@ impl AzureBackend {
                 )
                 .await;
             match reply {
-                Ok(r) => return Ok(Some(properties_from_sdk(&r.blob))),
+                Ok(r) => Ok(Some(properties_from_sdk(&r.blob))),
                 // HEAD has no body: the code comes from x-ms-error-code.
-                Err(f) if matches!(f.status(), Some((404, Some("BlobNotFound")))) => {
-                    return Ok(None);
-                }
-                Err(f) => retry.wait(f).await.map_err(|f| f.into_error(&what))?,
+                Err(f) if matches!(f.status(), Some((404, Some("BlobNotFound")))) => Ok(None),
+                Err(f) => Err(f),
             }
-        }
+        })
+        .await
+        .map_err(|f| f.into_error(&what))
     }
 
     pub(super) async fn set_blob_metadata_impl(
@@ -388,8 +384,8 @@ impl AzureBackend {
         let what = blob_what(container, blob);
         conditions_check(&what, conditions)?;
         validate_metadata(metadata)?;
-        let mut retry = self.inner.retry.start("set_blob_metadata");
-        loop {
+        let what = &what;
+        self.retrying("set_blob_metadata", |earlier| async move {
             let mut builder = self
                 .blob_client(container, blob)
                 .set_metadata()
@@ -401,19 +397,22 @@ impl AzureBackend {
                 builder = builder.if_match(c);
             }
             match self.attempt(builder.into_future()).await {
-                Ok(r) => return Ok(ETag::new(r.etag)),
+                Ok(r) => Ok(ETag::new(r.etag)),
                 Err(f) => {
                     let precondition_failed =
                         matches!(f.status(), Some((412, Some("ConditionNotMet"))));
-                    if precondition_failed && retry.may_have_applied() {
+                    if precondition_failed && earlier.may_have_applied {
                         return self
-                            .blob_after_lost_reply(container, blob, None, metadata, f, &what)
-                            .await;
+                            .blob_after_lost_reply(container, blob, None, metadata, f, what)
+                            .await
+                            .map_err(Failure::Fatal);
                     }
-                    retry.wait(f).await.map_err(|f| f.into_error(&what))?;
+                    Err(f)
                 }
             }
-        }
+        })
+        .await
+        .map_err(|f| f.into_error(what))
     }
 
     pub(super) async fn delete_blob_impl(
@@ -425,8 +424,8 @@ impl AzureBackend {
         check_blob_name(blob)?;
         let what = blob_what(container, blob);
         conditions_check(&what, conditions)?;
-        let mut retry = self.inner.retry.start("delete_blob");
-        loop {
+        let what = &what;
+        self.retrying("delete_blob", |earlier| async move {
             let mut builder = self.blob_client(container, blob).delete();
             if let Some(id) = conditions.lease_id {
                 builder = builder.lease_id(sdk_lease_id(id));
@@ -435,9 +434,9 @@ impl AzureBackend {
                 builder = builder.if_match(c);
             }
             match self.attempt(builder.into_future()).await {
-                Ok(_) => return Ok(()),
+                Ok(_) => Ok(()),
                 Err(f)
-                    if retry.may_have_applied()
+                    if earlier.may_have_applied
                         && matches!(
                             f.status(),
                             Some((404, Some("BlobNotFound")) | (412, Some("ConditionNotMet")))
@@ -445,14 +444,16 @@ impl AzureBackend {
                 {
                     // An earlier attempt may have deleted it (an `If-Match`
                     // on a missing blob fails with 412): gone means done.
-                    return match self.blob_properties_impl(container, blob).await? {
+                    match self.blob_properties_impl(container, blob).await? {
                         None => Ok(()),
-                        Some(_) => Err(f.into_error(&what)),
-                    };
+                        Some(_) => Err(Failure::Fatal(f.into_error(what))),
+                    }
                 }
-                Err(f) => retry.wait(f).await.map_err(|f| f.into_error(&what))?,
+                Err(f) => Err(f),
             }
-        }
+        })
+        .await
+        .map_err(|f| f.into_error(what))
     }
 
     /// Lists blobs whose names start with `prefix`, one page at a time, with
@@ -479,8 +480,7 @@ impl AzureBackend {
                     .map_err(|_| Error::invalid("page size", format!("{n} must be at least 1")))?,
             ),
         };
-        let mut retry = self.inner.retry.start("list_blobs");
-        loop {
+        self.retrying("list_blobs", |_| async move {
             let mut builder = self
                 .container_client(container)
                 .list_blobs()
@@ -506,24 +506,22 @@ impl AzureBackend {
                     }
                 })
                 .await;
-            match reply {
-                Ok(page) => {
-                    let items = page
-                        .blobs
-                        .blobs()
-                        .map(|b| BlobItem {
-                            name: b.name.clone(),
-                            properties: properties_from_sdk(b),
-                        })
-                        .collect();
-                    return Ok(BlobListPage {
-                        items,
-                        next_marker: page.next_marker.map(|m| m.as_str().to_owned()),
-                    });
-                }
-                Err(f) => retry.wait(f).await.map_err(|f| f.into_error(&what))?,
-            }
-        }
+            let page = reply?;
+            let items = page
+                .blobs
+                .blobs()
+                .map(|b| BlobItem {
+                    name: b.name.clone(),
+                    properties: properties_from_sdk(b),
+                })
+                .collect();
+            Ok(BlobListPage {
+                items,
+                next_marker: page.next_marker.map(|m| m.as_str().to_owned()),
+            })
+        })
+        .await
+        .map_err(|f| f.into_error(&what))
     }
 
     pub(super) async fn acquire_lease_impl(
@@ -538,18 +536,17 @@ impl AzureBackend {
         let duration = sdk_duration(duration)?;
         // Retrying is safe: acquiring again with the current id of an active
         // lease succeeds.
-        let mut retry = self.inner.retry.start("acquire_lease");
-        loop {
+        let duration = &duration;
+        self.retrying("acquire_lease", |_| async move {
             let builder = self
                 .blob_client(container, blob)
                 .acquire_lease(duration.clone())
                 .proposed_lease_id(ProposedLeaseId::from(sdk_lease_id(proposed_id)));
             let reply = self.attempt(builder.into_future()).await;
-            match reply.and_then(|r| lease_id_from_sdk(r.lease_id)) {
-                Ok(id) => return Ok(id),
-                Err(f) => retry.wait(f).await.map_err(|f| f.into_error(&what))?,
-            }
-        }
+            reply.and_then(|r| lease_id_from_sdk(r.lease_id))
+        })
+        .await
+        .map_err(|f| f.into_error(&what))
     }
 
     pub(super) async fn renew_lease_impl(
@@ -560,17 +557,15 @@ impl AzureBackend {
     ) -> Result<()> {
         check_blob_name(blob)?;
         let what = format!("lease on {}", blob_what(container, blob));
-        let mut retry = self.inner.retry.start("renew_lease");
-        loop {
+        self.retrying("renew_lease", |_| async move {
             let builder = self
                 .blob_client(container, blob)
                 .blob_lease_client(sdk_lease_id(id))
                 .renew();
-            match self.attempt(builder.into_future()).await {
-                Ok(_) => return Ok(()),
-                Err(f) => retry.wait(f).await.map_err(|f| f.into_error(&what))?,
-            }
-        }
+            self.attempt(builder.into_future()).await.map(drop)
+        })
+        .await
+        .map_err(|f| f.into_error(&what))
     }
 
     pub(super) async fn change_lease_impl(
@@ -582,17 +577,17 @@ impl AzureBackend {
     ) -> Result<LeaseId> {
         check_blob_name(blob)?;
         let what = format!("lease on {}", blob_what(container, blob));
-        let mut retry = self.inner.retry.start("change_lease");
-        loop {
+        let what = &what;
+        self.retrying("change_lease", |earlier| async move {
             let builder = self
                 .blob_client(container, blob)
                 .blob_lease_client(sdk_lease_id(id))
                 .change(ProposedLeaseId::from(sdk_lease_id(proposed_id)));
             let reply = self.attempt(builder.into_future()).await;
             match reply.and_then(|r| lease_id_from_sdk(r.lease_id)) {
-                Ok(id) => return Ok(id),
+                Ok(id) => Ok(id),
                 Err(f)
-                    if retry.may_have_applied()
+                    if earlier.may_have_applied
                         && matches!(
                             f.status(),
                             Some((409, Some("LeaseIdMismatchWithLeaseOperation")))
@@ -601,13 +596,15 @@ impl AzureBackend {
                     // The lost attempt may have changed it: if the proposed
                     // id is current now, renewing with it succeeds.
                     match self.renew_lease_impl(container, blob, proposed_id).await {
-                        Ok(()) => return Ok(proposed_id),
-                        Err(_) => return Err(f.into_error(&what)),
+                        Ok(()) => Ok(proposed_id),
+                        Err(_) => Err(Failure::Fatal(f.into_error(what))),
                     }
                 }
-                Err(f) => retry.wait(f).await.map_err(|f| f.into_error(&what))?,
+                Err(f) => Err(f),
             }
-        }
+        })
+        .await
+        .map_err(|f| f.into_error(what))
     }
 
     pub(super) async fn release_lease_impl(
@@ -618,16 +615,15 @@ impl AzureBackend {
     ) -> Result<()> {
         check_blob_name(blob)?;
         let what = format!("lease on {}", blob_what(container, blob));
-        let mut retry = self.inner.retry.start("release_lease");
-        loop {
+        self.retrying("release_lease", |earlier| async move {
             let builder = self
                 .blob_client(container, blob)
                 .blob_lease_client(sdk_lease_id(id))
                 .release();
             match self.attempt(builder.into_future()).await {
-                Ok(_) => return Ok(()),
+                Ok(_) => Ok(()),
                 Err(f)
-                    if retry.may_have_applied()
+                    if earlier.may_have_applied
                         && matches!(
                             f.status(),
                             Some((
@@ -642,11 +638,13 @@ impl AzureBackend {
                     // The lost attempt released it (and someone may have
                     // acquired it since): either way this caller holds
                     // nothing, which is what release is for.
-                    return Ok(());
+                    Ok(())
                 }
-                Err(f) => retry.wait(f).await.map_err(|f| f.into_error(&what))?,
+                Err(f) => Err(f),
             }
-        }
+        })
+        .await
+        .map_err(|f| f.into_error(&what))
     }
 
     pub(super) async fn break_lease_impl(
@@ -665,17 +663,16 @@ impl AzureBackend {
                 ));
             }
         }
-        let mut retry = self.inner.retry.start("break_lease");
-        loop {
+        self.retrying("break_lease", |_| async move {
             let mut builder = self.blob_client(container, blob).break_lease();
             if let Some(p) = period {
                 builder = builder.lease_break_period(LeaseBreakPeriod::from(p));
             }
-            match self.attempt(builder.into_future()).await {
-                Ok(r) => return Ok(Duration::from_secs(u64::from(r.lease_time))),
-                Err(f) => retry.wait(f).await.map_err(|f| f.into_error(&what))?,
-            }
-        }
+            let r = self.attempt(builder.into_future()).await?;
+            Ok(Duration::from_secs(u64::from(r.lease_time)))
+        })
+        .await
+        .map_err(|f| f.into_error(&what))
     }
 }
 

@@ -16,16 +16,16 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use crate::error::{Error, Result};
 
 /// The account name of the storage emulator (Azurite).
-pub const EMULATOR_ACCOUNT: &str = "devstoreaccount1";
+pub(crate) const EMULATOR_ACCOUNT: &str = "devstoreaccount1";
 
 /// The well-known, publicly documented account key of the storage emulator.
 const EMULATOR_ACCOUNT_KEY: &str =
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
 /// Azurite's default blob endpoint (`UseDevelopmentStorage=true`).
-pub const EMULATOR_BLOB_ENDPOINT: &str = "http://127.0.0.1:10000/devstoreaccount1";
+pub(crate) const EMULATOR_BLOB_ENDPOINT: &str = "http://127.0.0.1:10000/devstoreaccount1";
 /// Azurite's default table endpoint (`UseDevelopmentStorage=true`).
-pub const EMULATOR_TABLE_ENDPOINT: &str = "http://127.0.0.1:10002/devstoreaccount1";
+pub(crate) const EMULATOR_TABLE_ENDPOINT: &str = "http://127.0.0.1:10002/devstoreaccount1";
 
 const DEFAULT_ENDPOINT_SUFFIX: &str = "core.windows.net";
 

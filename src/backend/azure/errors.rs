@@ -108,7 +108,11 @@ impl Failure {
         let kind = e.kind().clone();
         let message = redactor.scrub(&e.to_string());
         match kind {
-            // Reading a reply body failed after the status arrived.
+            // A pipeline policy's refused connection (such as an injected
+            // fault): certainly not sent.
+            azure_core::error::ErrorKind::Io if refused(&e) => Failure::NotSent(message),
+            // Reading a reply body failed after the status arrived, or a
+            // pipeline policy lost the reply.
             azure_core::error::ErrorKind::Io => Failure::ReplyLost(message),
             _ => Failure::Fatal(Error::Backend {
                 status: 0,
@@ -179,6 +183,13 @@ impl From<Error> for Failure {
     fn from(e: Error) -> Self {
         Failure::Fatal(e)
     }
+}
+
+/// Whether `e` wraps an I/O error saying the connection was refused: the
+/// request never left.
+fn refused(e: &azure_core::Error) -> bool {
+    e.downcast_ref::<std::io::Error>()
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
 }
 
 /// Statuses worth retrying: request timeout, throttling, server errors.

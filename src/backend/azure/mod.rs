@@ -30,16 +30,19 @@
 //! * blob bodies are read with one un-ranged `GET` on the pipeline (the
 //!   client's reader asks for ranges, which fails on an empty blob and can
 //!   stitch together two versions of a changing blob);
-//! * the SDK's retry policy is off; leasehold retries itself, see [`retry`];
+//! * the SDK's retry policy is off; leasehold retries itself, see
+//!   [`TransportRetry`];
 //! * the last pipeline policy is leasehold's own transport: the stock one
 //!   logs request URLs (with any SAS signature) and cannot tell a refused
-//!   connection from a lost reply; its test hook is [`FaultPlan`].
+//!   connection from a lost reply. It has no test hooks; policies of your
+//!   own (such as the fault injector of [`crate::testing`]) go in front of
+//!   it through [`AzureBackendBuilder::policy`].
 
 mod batch;
 mod blobs;
 mod connection;
 mod errors;
-pub mod retry;
+mod retry;
 mod tables;
 mod transport;
 
@@ -61,12 +64,8 @@ use azure_storage::{CloudLocation, StorageCredentials};
 use azure_storage_blobs::prelude::{BlobServiceClient, ClientBuilder};
 use tracing::Instrument as _;
 
-pub use connection::{
-    AccountKey, ConnectionSettings, Credentials, EMULATOR_ACCOUNT, EMULATOR_BLOB_ENDPOINT,
-    EMULATOR_TABLE_ENDPOINT, Endpoint, SasToken,
-};
-pub use retry::RetryPolicy;
-pub use transport::{Fault, FaultPlan};
+pub use connection::{AccountKey, ConnectionSettings, Credentials, Endpoint, SasToken};
+pub use retry::TransportRetry;
 
 use self::errors::{Failure, Redactor};
 use self::transport::Transport;
@@ -91,7 +90,7 @@ struct Inner {
     blobs: BlobServiceClient,
     table_pipeline: Pipeline,
     blob_pipeline: Pipeline,
-    retry: RetryPolicy,
+    retry: TransportRetry,
     redactor: Redactor,
 }
 
@@ -136,9 +135,23 @@ impl AzureBackend {
         &self.inner.settings
     }
 
-    /// The retry policy in force.
-    pub fn retry_policy(&self) -> &RetryPolicy {
+    /// The transport retry policy in force.
+    pub fn transport_retry(&self) -> &TransportRetry {
         &self.inner.retry
+    }
+
+    /// Runs one operation under the retry policy: `attempt` again after each
+    /// transient failure (see [`TransportRetry::run`]).
+    async fn retrying<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        attempt: F,
+    ) -> std::result::Result<T, Failure>
+    where
+        F: FnMut(retry::Attempt) -> Fut,
+        Fut: Future<Output = std::result::Result<T, Failure>>,
+    {
+        self.inner.retry.run(operation, attempt).await
     }
 
     /// Runs one request attempt with the per-attempt timeout, classifying
@@ -215,8 +228,8 @@ pub struct AzureBackendBuilder {
     credentials: Option<CredentialInput>,
     table_endpoint: Option<String>,
     blob_endpoint: Option<String>,
-    retry: RetryPolicy,
-    faults: Option<Arc<FaultPlan>>,
+    retry: TransportRetry,
+    policies: Vec<Arc<dyn Policy>>,
 }
 
 enum CredentialInput {
@@ -240,6 +253,7 @@ impl fmt::Debug for AzureBackendBuilder {
             .field("table_endpoint", &self.table_endpoint)
             .field("blob_endpoint", &self.blob_endpoint)
             .field("retry", &self.retry)
+            .field("policies", &self.policies.len())
             .finish()
     }
 }
@@ -299,15 +313,31 @@ impl AzureBackendBuilder {
         self
     }
 
-    /// The retry policy (default: [`RetryPolicy::default`]).
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+    /// The transport retry policy (default: [`TransportRetry::default`]).
+    pub fn transport_retry(mut self, policy: TransportRetry) -> Self {
         self.retry = policy;
         self
     }
 
-    /// Injects faults into the transport and counts requests (for tests).
-    pub fn fault_plan(mut self, plan: Arc<FaultPlan>) -> Self {
-        self.faults = Some(plan);
+    /// Adds a pipeline policy that sees every HTTP request of both services
+    /// just before it is sent: after signing, in front of leasehold's
+    /// transport, on every attempt. Policies run in the order added; each
+    /// passes the request on to the next (`next[0]`), or answers itself.
+    ///
+    /// What a policy answers is read as the network's answer: an `Ok`
+    /// response as the service's reply (an error status included); an
+    /// `azure_core::Error` of kind `Io` whose inner error is a
+    /// [`std::io::Error`] of kind `ConnectionRefused` as a request that was
+    /// not sent (retried); any other `Io` error as a reply that was lost
+    /// after the request may have been applied (retried, writes verified
+    /// first, see [`TransportRetry`]); any other error is reported at once.
+    ///
+    /// For tests, [`FaultInjector::transport_policy`](crate::testing::FaultInjector::transport_policy)
+    /// is such a policy: it counts requests, refuses them, loses their
+    /// replies or answers with a status. The policy is written against
+    /// `azure_core` 0.21, the version this backend uses.
+    pub fn policy(mut self, policy: Arc<dyn Policy>) -> Self {
+        self.policies.push(policy);
         self
     }
 
@@ -384,7 +414,7 @@ impl AzureBackendBuilder {
             table_endpoint,
             blob_endpoint,
         };
-        AzureBackend::from_settings(settings, self.retry, self.faults)
+        AzureBackend::from_settings(settings, self.retry, self.policies)
     }
 }
 
@@ -401,8 +431,8 @@ fn one_endpoint(given: &str, missing: &str) -> Error {
 impl AzureBackend {
     fn from_settings(
         settings: ConnectionSettings,
-        retry: RetryPolicy,
-        faults: Option<Arc<FaultPlan>>,
+        retry: TransportRetry,
+        mut policies: Vec<Arc<dyn Policy>>,
     ) -> Result<Self> {
         let storage_credentials = match &settings.credentials {
             Credentials::AccessKey { account, key } => StorageCredentials::access_key(
@@ -417,13 +447,15 @@ impl AzureBackend {
                 })?
             }
         };
-        let transport: Arc<dyn Policy> = Arc::new(Transport::new(faults)?);
+        let transport: Arc<dyn Policy> = Arc::new(Transport::new()?);
         // The SDK's retry policy is off (leasehold retries, see `retry`), and
         // leasehold's transport is the last policy that runs: it sits after
         // the signing policy and answers without calling the stock transport.
-        let options = ClientOptions::new(TransportOptions::new_custom_policy(transport.clone()))
+        // The caller's policies run just before it.
+        policies.push(transport.clone());
+        let options = ClientOptions::new(TransportOptions::new_custom_policy(transport))
             .retry(RetryOptions::none())
-            .per_retry_policies(vec![transport]);
+            .per_retry_policies(policies);
         let table_location = CloudLocation::Custom {
             account: settings.account.clone(),
             uri: settings.table_endpoint.base_uri(),
@@ -786,7 +818,7 @@ mod tests {
         );
         assert_eq!(
             b.settings().blob_endpoint.base_uri(),
-            EMULATOR_BLOB_ENDPOINT
+            connection::EMULATOR_BLOB_ENDPOINT
         );
     }
 }

@@ -1,50 +1,60 @@
-//! The Azure backend's retry policy: the one place that decides what is
-//! retried, how often and how long to wait.
+//! The Azure backend's transport retry policy: the one place that decides
+//! what is retried, how often and how long to wait (see [`TransportRetry`]).
 //!
 //! The SDK's own retry policy is switched off (it re-sends a POST insert after
 //! a lost reply and then reports the 409 of its own first attempt). Instead
-//! every operation runs in a loop here, with jittered exponential backoff from
-//! `backon`, bounded in attempts and in total delay:
-//!
-//! | failure | retried? |
-//! |---|---|
-//! | 408, 429, 5xx, connection refused, connection reset, per-attempt timeout | yes, until the budget is spent; then [`Error::Transient`](crate::Error::Transient) |
-//! | 409, 412, 404, 400 and every other status | never |
-//! | a request the HTTP stack refuses to build (such as a URL over its 64 KiB limit): never sent | never: [`Error::Backend`](crate::Error::Backend) at once (filters are checked against [`Filter::MAX_LEN`](crate::query::Filter::MAX_LEN) before this point) |
-//!
-//! What is re-sent after a failure that *may have been applied* (no reply, a
-//! timeout, a 5xx other than 503) depends on the operation, because blindly
-//! re-sending a write is not safe:
-//!
-//! | operation | after a possibly-applied failure |
-//! |---|---|
-//! | reads, lease acquire (same proposed id), renew, break, upserts, `If-Match: *` writes | re-sent as is (idempotent) |
-//! | insert | re-sent; a 409 `EntityAlreadyExists` then reads the entity back and counts as success when the stored properties equal the ones written |
-//! | replace / merge / delete with `If-Match: <etag>`, batches | verified first: the entities are read; if they hold what was written the write succeeded (with the stored ETag); if they still match the preconditions it is re-sent; otherwise [`Error::Conflict`](crate::Error::Conflict) |
-//! | blob put / set metadata with `If-Match` or `If-None-Match: *` | re-sent; a 412 / 409 then reads the blob back and counts as success when body and metadata equal the ones written |
-//! | blob delete | re-sent; a 404 then counts as success |
-//! | lease release, change | re-sent; release answered `LeaseNotPresent*` / `LeaseIdMismatch*`, or change answered `LeaseIdMismatch*` with the proposed id now current, counts as success |
+//! every operation runs through [`TransportRetry::run`], which re-runs one
+//! attempt under the crate's one [`retry_transient`] loop, pausing by the
+//! crate's one jittered [`Backoff`].
 
+use std::future::Future;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use backon::{BackoffBuilder as _, ExponentialBackoff, ExponentialBuilder};
+use tokio::time::Instant;
 
 use super::errors::Failure;
+use crate::retry::{Backoff, random_seed, retry_transient};
 
-/// How the Azure backend retries transient failures (see the
-/// [module docs](self) for what is retried and how).
+/// How the Azure backend retries transient transport failures, configured
+/// with [`AzureBackendBuilder::transport_retry`](super::AzureBackendBuilder::transport_retry).
+/// (Conflicts are never retried here: [`ConflictRetry`](crate::ConflictRetry)
+/// is the policy of optimistic read-modify-write loops.)
+///
+/// Every request runs under it, with jittered exponential backoff bounded in
+/// attempts and in total delay:
+///
+/// | failure | retried? |
+/// |---|---|
+/// | 408, 429, 5xx, connection refused, connection reset, per-attempt timeout | yes, until the budget is spent; then [`Error::Transient`](crate::Error::Transient) |
+/// | 409, 412, 404, 400 and every other status | never |
+/// | a request the HTTP stack refuses to build (such as a URL over its 64 KiB limit): never sent | never: [`Error::Backend`](crate::Error::Backend) at once (filters are checked against [`MAX_FILTER_LEN`](crate::query::MAX_FILTER_LEN) before this point) |
+///
+/// What is re-sent after a failure that *may have been applied* (no reply, a
+/// timeout, a 5xx other than 503) depends on the operation, because blindly
+/// re-sending a write is not safe:
+///
+/// | operation | after a possibly-applied failure |
+/// |---|---|
+/// | reads, lease acquire (same proposed id), renew, break, upserts, `If-Match: *` writes | re-sent as is (idempotent) |
+/// | insert | re-sent; a 409 `EntityAlreadyExists` then reads the entity back and counts as success when the stored properties equal the ones written |
+/// | replace / merge / delete with `If-Match: <etag>`, batches | verified first: the entities are read; if they hold what was written the write succeeded (with the stored ETag); if they still match the preconditions it is re-sent; otherwise [`Error::Conflict`](crate::Error::Conflict) |
+/// | blob put / set metadata with `If-Match` or `If-None-Match: *` | re-sent; a 412 / 409 then reads the blob back and counts as success when body and metadata equal the ones written |
+/// | blob delete | re-sent; a 404 then counts as success |
+/// | lease release, change | re-sent; release answered `LeaseNotPresent*` / `LeaseIdMismatch*`, or change answered `LeaseIdMismatch*` with the proposed id now current, counts as success |
 ///
 /// The defaults: up to 5 retries, starting at 100 ms and doubling up to 4 s
-/// per wait, at most 20 s of waiting in all, each wait stretched by a random
-/// 0–100 %; each attempt may take at most 30 s.
+/// per wait, at most 20 s of waiting in all, each wait drawn at random
+/// between the current step and twice it (never above the longest wait);
+/// each attempt may take at most 30 s.
 ///
 /// Waits and per-attempt timeouts run on `tokio::time`. Under a paused
 /// clock (tokio's `test-util`) the clock jumps ahead while a request waits on
 /// the network, so every attempt would time out at once: run the Azure
 /// backend on real time.
 #[derive(Debug, Clone, PartialEq)]
-#[must_use = "a RetryPolicy does nothing until given to `AzureBackendBuilder::retry_policy`"]
-pub struct RetryPolicy {
+#[must_use = "a TransportRetry does nothing until given to `AzureBackendBuilder::transport_retry`"]
+pub struct TransportRetry {
     max_retries: usize,
     initial_delay: Duration,
     max_delay: Duration,
@@ -53,9 +63,9 @@ pub struct RetryPolicy {
     jitter_seed: Option<u64>,
 }
 
-impl Default for RetryPolicy {
+impl Default for TransportRetry {
     fn default() -> Self {
-        RetryPolicy {
+        TransportRetry {
             max_retries: 5,
             initial_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(4),
@@ -66,7 +76,7 @@ impl Default for RetryPolicy {
     }
 }
 
-impl RetryPolicy {
+impl TransportRetry {
     /// The default policy.
     pub fn new() -> Self {
         Self::default()
@@ -77,7 +87,7 @@ impl RetryPolicy {
     /// [`Error::Transient`](crate::Error::Transient) without a read-back:
     /// the caller cannot know whether it was applied.)
     pub fn none() -> Self {
-        RetryPolicy {
+        TransportRetry {
             max_retries: 0,
             ..Self::default()
         }
@@ -95,7 +105,7 @@ impl RetryPolicy {
         self
     }
 
-    /// The longest single wait (before jitter).
+    /// The longest single wait.
     pub fn with_max_delay(mut self, d: Duration) -> Self {
         self.max_delay = d;
         self
@@ -130,131 +140,187 @@ impl RetryPolicy {
         self.request_timeout
     }
 
-    pub(crate) fn start(&self, operation: &'static str) -> Retrier {
-        let seed = self
-            .jitter_seed
-            .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0);
-        let backoff = ExponentialBuilder::default()
-            .with_min_delay(self.initial_delay)
-            .with_max_delay(self.max_delay)
-            .with_factor(2.0)
-            .with_max_times(self.max_retries)
-            .with_total_delay(Some(self.max_total_delay))
-            .with_jitter()
-            .with_jitter_seed(seed)
-            .build();
-        Retrier {
-            backoff,
-            operation,
-            attempt: 1,
-            applied_maybe: false,
+    /// The pauses of one operation.
+    fn backoff(&self) -> Backoff {
+        let seed = self.jitter_seed.unwrap_or_else(random_seed);
+        Backoff::doubling(self.initial_delay, self.max_delay, seed)
+            .with_max_retries(u32::try_from(self.max_retries).unwrap_or(u32::MAX))
+            .with_max_total(self.max_total_delay)
+    }
+
+    /// Runs one operation: `attempt` until it succeeds, fails in a way that
+    /// is not transient, or the budget is spent; then the last failure.
+    ///
+    /// Each call of `attempt` is told whether an earlier attempt failed in a
+    /// way that may have applied the operation (so its effect may already be
+    /// stored), which decides how a write is re-sent (see [`TransportRetry`]).
+    pub(crate) async fn run<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        mut attempt: F,
+    ) -> Result<T, Failure>
+    where
+        F: FnMut(Attempt) -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let mut backoff = self.backoff();
+        // What the next attempt is told, and the last failure with when it
+        // came (for the log line of the retry). The closures below share it;
+        // a lock, not a cell, so that the operation's future stays `Send`.
+        let state = Mutex::new(State {
+            next: Attempt {
+                number: 1,
+                may_have_applied: false,
+            },
+            last: None,
+        });
+        let lock = || state.lock().unwrap_or_else(PoisonError::into_inner);
+        let result = retry_transient(
+            &mut backoff,
+            || {
+                let (now, last) = {
+                    let mut s = lock();
+                    (s.next, s.last.take())
+                };
+                if let Some((failure, at)) = last {
+                    tracing::debug!(
+                        operation,
+                        attempt = now.number,
+                        waited = ?at.elapsed(),
+                        failure = %failure,
+                        "transient failure; retrying"
+                    );
+                }
+                attempt(now)
+            },
+            |failure: &Failure| {
+                if !failure.is_transient() {
+                    return None;
+                }
+                let mut s = lock();
+                s.next = Attempt {
+                    number: s.next.number + 1,
+                    may_have_applied: s.next.may_have_applied || failure.may_have_applied(),
+                };
+                s.last = Some((failure.describe(), Instant::now()));
+                Some(Duration::MAX)
+            },
+        )
+        .await;
+        if let Err(failure) = &result {
+            if failure.is_transient() {
+                tracing::warn!(
+                    operation,
+                    attempts = lock().next.number - 1,
+                    failure = %failure.describe(),
+                    "transient failure; giving up"
+                );
+            }
         }
+        result
     }
 }
 
 /// The retry state of one operation.
-pub(crate) struct Retrier {
-    backoff: ExponentialBackoff,
-    operation: &'static str,
-    attempt: u32,
-    applied_maybe: bool,
+struct State {
+    next: Attempt,
+    last: Option<(String, Instant)>,
 }
 
-impl Retrier {
-    /// Called with the failure of an attempt. Waits and returns `Ok(())` when
-    /// the operation should try again; returns the failure when it is not
-    /// transient or the budget is spent.
-    pub(crate) async fn wait(&mut self, failure: Failure) -> Result<(), Failure> {
-        if !failure.is_transient() {
-            return Err(failure);
-        }
-        self.applied_maybe |= failure.may_have_applied();
-        match self.backoff.next() {
-            Some(delay) => {
-                tracing::debug!(
-                    operation = self.operation,
-                    attempt = self.attempt,
-                    ?delay,
-                    failure = %failure.describe(),
-                    "transient failure; retrying"
-                );
-                tokio::time::sleep(delay).await;
-                self.attempt += 1;
-                Ok(())
-            }
-            None => {
-                tracing::warn!(
-                    operation = self.operation,
-                    attempts = self.attempt,
-                    failure = %failure.describe(),
-                    "transient failure; giving up"
-                );
-                Err(failure)
-            }
-        }
-    }
-
-    /// Whether an earlier attempt of this operation failed in a way that may
-    /// have applied it (so its effect may already be stored).
-    pub(crate) fn may_have_applied(&self) -> bool {
-        self.applied_maybe
-    }
-
-    /// The number of the current attempt, from 1.
-    #[cfg(test)]
-    pub(crate) fn attempt(&self) -> u32 {
-        self.attempt
-    }
+/// What an attempt is told about the attempts before it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Attempt {
+    /// The number of this attempt, from 1.
+    pub(crate) number: u32,
+    /// Whether an earlier attempt failed in a way that may have applied the
+    /// operation.
+    pub(crate) may_have_applied: bool,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Runs `policy` over attempts that fail as `failures` says, in turn
+    /// (the last one repeating); returns the final failure and what each
+    /// attempt was told.
+    async fn run_failing(
+        policy: &TransportRetry,
+        failures: impl Fn(u32) -> Failure,
+    ) -> (Failure, Vec<Attempt>) {
+        let mut seen = Vec::new();
+        let r: Result<(), Failure> = policy
+            .run("test", |a| {
+                seen.push(a);
+                std::future::ready(Err(failures(a.number)))
+            })
+            .await;
+        (r.unwrap_err(), seen)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn retries_transient_failures_within_budget() {
-        let policy = RetryPolicy::new().with_max_retries(3).with_jitter_seed(7);
-        let mut r = policy.start("test");
-        for _ in 0..3 {
-            r.wait(Failure::NotSent("refused".into())).await.unwrap();
-        }
-        assert!(!r.may_have_applied());
-        let e = r
-            .wait(Failure::NotSent("refused".into()))
-            .await
-            .unwrap_err();
+        let policy = TransportRetry::new()
+            .with_max_retries(3)
+            .with_jitter_seed(7);
+        let (e, seen) = run_failing(&policy, |_| Failure::NotSent("refused".into())).await;
         assert!(matches!(e, Failure::NotSent(_)));
-        assert_eq!(r.attempt(), 4);
+        assert_eq!(seen.len(), 4, "one attempt and three retries");
+        assert_eq!(seen.last().map(|a| a.number), Some(4));
+        assert!(seen.iter().all(|a| !a.may_have_applied));
     }
 
     #[tokio::test(start_paused = true)]
     async fn never_retries_conflicts() {
-        let mut r = RetryPolicy::new().start("test");
         for status in [409, 412, 404, 400] {
-            let f = Failure::Status { status, code: None };
-            assert!(r.wait(f).await.is_err());
+            let (e, seen) = run_failing(&TransportRetry::new(), |_| Failure::Status {
+                status,
+                code: None,
+            })
+            .await;
+            assert!(matches!(e, Failure::Status { .. }));
+            assert_eq!(seen.len(), 1);
         }
-        assert_eq!(r.attempt(), 1);
     }
 
     #[tokio::test(start_paused = true)]
     async fn remembers_possibly_applied_attempts() {
-        let mut r = RetryPolicy::new().start("test");
-        r.wait(Failure::ReplyLost("reset".into())).await.unwrap();
-        assert!(r.may_have_applied());
+        let (_, seen) = run_failing(&TransportRetry::new().with_max_retries(2), |n| {
+            if n == 1 {
+                Failure::ReplyLost("reset".into())
+            } else {
+                Failure::NotSent("refused".into())
+            }
+        })
+        .await;
+        assert!(!seen[0].may_have_applied);
+        assert!(seen[1].may_have_applied && seen[2].may_have_applied);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn succeeds_after_transient_failures() {
+        let r = TransportRetry::new()
+            .run("test", |a| {
+                std::future::ready(if a.number < 3 {
+                    Err(Failure::NotSent("refused".into()))
+                } else {
+                    Ok(a.number)
+                })
+            })
+            .await;
+        assert!(matches!(r, Ok(3)));
     }
 
     #[tokio::test(start_paused = true)]
     async fn total_delay_is_bounded() {
-        let policy = RetryPolicy::new()
+        let policy = TransportRetry::new()
             .with_max_retries(1000)
             .with_initial_delay(Duration::from_secs(1))
             .with_max_delay(Duration::from_secs(1))
             .with_max_total_delay(Duration::from_secs(10));
-        let mut r = policy.start("test");
         let start = tokio::time::Instant::now();
-        while r.wait(Failure::NotSent("x".into())).await.is_ok() {}
+        let (_, seen) = run_failing(&policy, |_| Failure::NotSent("x".into())).await;
         assert!(start.elapsed() <= Duration::from_secs(10));
-        assert!(r.attempt() < 20);
+        assert!(seen.len() < 20);
     }
 }

@@ -1,5 +1,7 @@
 //! The Table side of the Azure backend.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use azure_core::Url;
 use azure_core::headers::Headers;
 use azure_core::prelude::Continuable as _;
@@ -219,22 +221,18 @@ impl AzureBackend {
     }
 
     pub(super) async fn create_table_impl(&self, table: &TableName) -> Result<()> {
-        let mut retry = self.inner.retry.start("create_table");
-        loop {
+        self.retrying("create_table", |_| async move {
             match self
                 .attempt(self.table_client(table).create().into_future())
                 .await
             {
-                Ok(_) => return Ok(()),
-                Err(f) if matches!(f.status(), Some((409, Some("TableAlreadyExists")))) => {
-                    return Ok(());
-                }
-                Err(f) => retry
-                    .wait(f)
-                    .await
-                    .map_err(|f| f.into_error(format!("table `{table}`")))?,
+                Ok(_) => Ok(()),
+                Err(f) if matches!(f.status(), Some((409, Some("TableAlreadyExists")))) => Ok(()),
+                Err(f) => Err(f),
             }
-        }
+        })
+        .await
+        .map_err(|f| f.into_error(format!("table `{table}`")))
     }
 
     pub(super) async fn get_impl(
@@ -243,16 +241,9 @@ impl AzureBackend {
         pk: &PartitionKey,
         rk: &RowKey,
     ) -> Result<Option<StoredEntity>> {
-        let mut retry = self.inner.retry.start("get");
-        loop {
-            match self.get_once(table, pk, rk).await {
-                Ok(v) => return Ok(v),
-                Err(f) => retry
-                    .wait(f)
-                    .await
-                    .map_err(|f| f.into_error(entity_what(table, pk, rk)))?,
-            }
-        }
+        self.retrying("get", |_| self.get_once(table, pk, rk))
+            .await
+            .map_err(|f| f.into_error(entity_what(table, pk, rk)))
     }
 
     async fn get_once(
@@ -288,40 +279,39 @@ impl AzureBackend {
         write_log: Option<&str>,
     ) -> Result<Option<Version>> {
         validate_op(table, op)?;
-        let what = op_what(table, op);
-        let mut retry = self.inner.retry.start(op.name());
-        let mut verify_first = false;
-        loop {
-            if std::mem::take(&mut verify_first) {
-                let stored = self.get_once(table, op.partition_key(), op.row_key()).await;
-                match stored {
-                    Ok(stored) => match outcome::judge(&[as_stored(op)], &[stored], write_log) {
-                        Verdict::Applied(mut v) => {
-                            tracing::debug!("lost reply: the write was applied");
-                            return Ok(v.pop().flatten());
-                        }
-                        Verdict::NotApplied => {
-                            tracing::debug!("lost reply: the write was not applied; sending again");
-                        }
-                        Verdict::Refused => return Err(refused(&what)),
-                        Verdict::Unknown => return Err(unknown_outcome(&what)),
-                    },
-                    Err(f) => {
-                        retry.wait(f).await.map_err(|f| f.into_error(&what))?;
-                        verify_first = true;
-                        continue;
+        let what = &op_what(table, op);
+        // Whether the next attempt reads the entity first: the last one may
+        // have applied a write that cannot simply be sent again.
+        let verify_first = &AtomicBool::new(false);
+        self.retrying(op.name(), |earlier| async move {
+            if verify_first.load(Ordering::Relaxed) {
+                // A failed read is retried, and verifies again.
+                let stored = self
+                    .get_once(table, op.partition_key(), op.row_key())
+                    .await?;
+                verify_first.store(false, Ordering::Relaxed);
+                match outcome::judge(&[as_stored(op)], &[stored], write_log) {
+                    Verdict::Applied(mut v) => {
+                        tracing::debug!("lost reply: the write was applied");
+                        return Ok(v.pop().flatten());
                     }
+                    Verdict::NotApplied => {
+                        tracing::debug!("lost reply: the write was not applied; sending again");
+                    }
+                    Verdict::Refused => return Err(Failure::Fatal(refused(what))),
+                    Verdict::Unknown => return Err(Failure::Fatal(unknown_outcome(what))),
                 }
             }
             match self.execute_once(table, op).await {
-                Ok(v) => return Ok(v),
+                Ok(v) => Ok(v),
                 Err(f) => {
-                    if retry.may_have_applied() {
+                    if earlier.may_have_applied {
                         match (op, f.status()) {
                             (TableOp::Insert(d), Some((409, Some("EntityAlreadyExists")))) => {
                                 return self
-                                    .insert_after_lost_reply(table, d, write_log, &what)
-                                    .await;
+                                    .insert_after_lost_reply(table, d, write_log, what)
+                                    .await
+                                    .map_err(Failure::Fatal);
                             }
                             (TableOp::Delete { .. }, Some((404, Some("ResourceNotFound")))) => {
                                 return Ok(None);
@@ -329,12 +319,16 @@ impl AzureBackend {
                             _ => {}
                         }
                     }
-                    let verify = f.may_have_applied() && needs_verification(op);
-                    retry.wait(f).await.map_err(|f| f.into_error(&what))?;
-                    verify_first = verify;
+                    verify_first.store(
+                        f.may_have_applied() && needs_verification(op),
+                        Ordering::Relaxed,
+                    );
+                    Err(f)
                 }
             }
-        }
+        })
+        .await
+        .map_err(|f| f.into_error(what))
     }
 
     /// An insert whose earlier attempt may have been applied came back 409:
@@ -429,37 +423,38 @@ impl AzureBackend {
         let base = self
             .base_url(ServiceType::Table)
             .map_err(|f| f.into_error(&what))?;
-        let request = batch::build(&base, table, ops)?;
-        let mut retry = self.inner.retry.start("batch");
-        let mut verify_first = false;
-        loop {
-            if std::mem::take(&mut verify_first) {
-                match self.verify_batch(table, ops).await {
-                    Ok(Verdict::Applied(versions)) => {
+        let request = &batch::build(&base, table, ops)?;
+        let (base, what) = (&base, &what);
+        // Whether the next attempt reads the rows first: the last one may
+        // have applied the batch.
+        let verify_first = &AtomicBool::new(false);
+        self.retrying("batch", |_| async move {
+            if verify_first.load(Ordering::Relaxed) {
+                // A failed read is retried, and verifies again.
+                let verdict = self.verify_batch(table, ops).await?;
+                verify_first.store(false, Ordering::Relaxed);
+                match verdict {
+                    Verdict::Applied(versions) => {
                         tracing::debug!("lost reply: the batch was applied");
                         return Ok(versions);
                     }
-                    Ok(Verdict::NotApplied) => {
+                    Verdict::NotApplied => {
                         tracing::debug!("lost reply: the batch was not applied; sending again");
                     }
-                    Ok(Verdict::Refused) => return Err(refused(&what)),
-                    Ok(Verdict::Unknown) => return Err(unknown_outcome(&what)),
-                    Err(f) => {
-                        retry.wait(f).await.map_err(|f| f.into_error(&what))?;
-                        verify_first = true;
-                        continue;
-                    }
+                    Verdict::Refused => return Err(Failure::Fatal(refused(what))),
+                    Verdict::Unknown => return Err(Failure::Fatal(unknown_outcome(what))),
                 }
             }
-            match self.batch_once(table, ops, &base, &request, &what).await {
-                Ok(outcome) => return outcome,
+            match self.batch_once(table, ops, base, request, what).await {
+                Ok(outcome) => outcome.map_err(Failure::Fatal),
                 Err(f) => {
-                    let verify = f.may_have_applied();
-                    retry.wait(f).await.map_err(|f| f.into_error(&what))?;
-                    verify_first = verify;
+                    verify_first.store(f.may_have_applied(), Ordering::Relaxed);
+                    Err(f)
                 }
             }
-        }
+        })
+        .await
+        .map_err(|f| f.into_error(what))
     }
 
     /// Reads every row a batch writes.
@@ -619,13 +614,9 @@ impl AzureBackend {
             }
         };
         let what = format!("query of table `{table}`");
-        let mut retry = self.inner.retry.start("query");
-        loop {
-            match self.query_once(table, spec, select.clone()).await {
-                Ok(page) => return Ok(page),
-                Err(f) => retry.wait(f).await.map_err(|f| f.into_error(&what))?,
-            }
-        }
+        self.retrying("query", |_| self.query_once(table, spec, select.clone()))
+            .await
+            .map_err(|f| f.into_error(&what))
     }
 
     async fn query_once(

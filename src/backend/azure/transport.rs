@@ -13,14 +13,11 @@
 //!   timeout under the servers' keep-alive so a pooled connection is rarely
 //!   stale.
 //!
-//! It also hosts [`FaultPlan`], the hook tests use to lose replies or refuse
-//! connections at will.
+//! It has no test hooks: faults are injected by a policy in front of it (see
+//! `AzureBackendBuilder::policy` and `testing::FaultInjector`).
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -120,99 +117,15 @@ fn unsendable(message: String) -> azure_core::Error {
     azure_core::Error::new(ErrorKind::Other, Unsendable { message })
 }
 
-/// A fault to inject into one request. See [`FaultPlan`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Fault {
-    /// Fail as if the connection was refused: the request is not sent.
-    Refuse,
-    /// Send the request, let the service apply it, then drop the reply and
-    /// fail as if the connection broke: the caller cannot know the outcome.
-    LoseReply,
-    /// Do not send; answer with this status (such as 503), without an error
-    /// code.
-    Status(u16),
-}
-
-#[derive(Debug)]
-struct Rule {
-    method: String,
-    path_contains: String,
-    fault: Fault,
-}
-
-/// Faults to inject into the Azure backend's transport, and a count of the
-/// requests it was asked to send. For tests of retry and lost-reply
-/// handling; attach with
-/// [`AzureBackendBuilder::fault_plan`](super::AzureBackendBuilder::fault_plan).
-///
-/// Each pushed fault applies once, to the next request whose method and path
-/// match, in the order pushed.
-#[derive(Default)]
-pub struct FaultPlan {
-    rules: Mutex<VecDeque<Rule>>,
-    requests: AtomicU64,
-}
-
-impl fmt::Debug for FaultPlan {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FaultPlan")
-            .field("pending", &self.pending())
-            .field("requests", &self.requests())
-            .finish()
-    }
-}
-
-impl FaultPlan {
-    /// An empty plan: counts requests, injects nothing.
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
-    }
-
-    /// Injects `fault` into the next request with HTTP method `method` (such
-    /// as `POST`, `PUT`, `MERGE`, `DELETE`, `GET`, `HEAD`) whose URL path
-    /// contains `path_contains` (percent-encoded, as sent).
-    pub fn push(&self, method: &str, path_contains: &str, fault: Fault) {
-        if let Ok(mut rules) = self.rules.lock() {
-            rules.push_back(Rule {
-                method: method.to_ascii_uppercase(),
-                path_contains: path_contains.to_owned(),
-                fault,
-            });
-        }
-    }
-
-    /// Faults pushed but not yet applied.
-    pub fn pending(&self) -> usize {
-        self.rules.lock().map(|r| r.len()).unwrap_or(0)
-    }
-
-    /// How many requests the transport was asked to send (including ones
-    /// failed by an injected fault).
-    pub fn requests(&self) -> u64 {
-        self.requests.load(Ordering::SeqCst)
-    }
-
-    fn take(&self, method: &str, path: &str) -> Option<Fault> {
-        self.requests.fetch_add(1, Ordering::SeqCst);
-        let mut rules = self.rules.lock().ok()?;
-        let at = rules
-            .iter()
-            .position(|r| r.method == method && path.contains(&r.path_contains))?;
-        rules.remove(at).map(|r| r.fault)
-    }
-}
-
 /// The last policy of both pipelines: sends the request with a pooled
 /// `reqwest` client.
 #[derive(Debug)]
 pub(crate) struct Transport {
     client: reqwest::Client,
-    faults: Option<Arc<FaultPlan>>,
 }
 
 impl Transport {
-    pub(crate) fn new(faults: Option<Arc<FaultPlan>>) -> crate::Result<Self> {
+    pub(crate) fn new() -> crate::Result<Self> {
         let client = reqwest::Client::builder()
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .connect_timeout(CONNECT_TIMEOUT)
@@ -226,7 +139,7 @@ impl Transport {
                     TransportError::from_reqwest(e)
                 ),
             })?;
-        Ok(Transport { client, faults })
+        Ok(Transport { client })
     }
 
     async fn execute(&self, request: &Request) -> azure_core::Result<Response> {
@@ -289,38 +202,8 @@ impl Policy for Transport {
         request: &mut Request,
         _next: &[Arc<dyn Policy>],
     ) -> PolicyResult {
-        let method = request.method().as_ref().to_owned();
-        let path = request.url().path().to_owned();
-        tracing::trace!(%method, %path, "sending");
-        let fault = self.faults.as_ref().and_then(|f| f.take(&method, &path));
-        match fault {
-            Some(Fault::Refuse) => {
-                return Err(TransportError {
-                    maybe_sent: false,
-                    message: "connection refused (injected fault)".to_owned(),
-                }
-                .into_azure());
-            }
-            Some(Fault::Status(status)) => {
-                let status =
-                    StatusCode::try_from(status).unwrap_or(StatusCode::InternalServerError);
-                let body = azure_core::BytesStream::new(Vec::new());
-                return Ok(Response::new(status, Headers::new(), Box::pin(body)));
-            }
-            Some(Fault::LoseReply) | None => {}
-        }
-        let response = self.execute(request).await?;
-        if fault == Some(Fault::LoseReply) {
-            // Let the service finish the request, then drop what it said.
-            let (_, _, body) = response.deconstruct();
-            let _ = body.collect().await;
-            return Err(TransportError {
-                maybe_sent: true,
-                message: "connection reset before the reply was read (injected fault)".to_owned(),
-            }
-            .into_azure());
-        }
-        Ok(response)
+        tracing::trace!(method = %request.method().as_ref(), path = %request.url().path(), "sending");
+        self.execute(request).await
     }
 }
 
@@ -331,7 +214,7 @@ mod tests {
     use azure_core::Method;
 
     async fn failure_of(url: &str) -> Failure {
-        let transport = Transport::new(None).unwrap();
+        let transport = Transport::new().unwrap();
         let mut request = Request::new(azure_core::Url::parse(url).unwrap(), Method::Get);
         let e = transport
             .send(&Context::new(), &mut request, &[])
