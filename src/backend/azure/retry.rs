@@ -28,7 +28,7 @@ use crate::retry::{Backoff, random_seed, retry_transient};
 /// |---|---|
 /// | 408, 429, 5xx, connection refused, connection reset, per-attempt timeout | yes, until the budget is spent; then [`Error::Transient`](crate::Error::Transient) |
 /// | 409, 412, 404, 400 and every other status | never |
-/// | a request the HTTP stack refuses to build (such as a URL over its 64 KiB limit): never sent | never: [`Error::Backend`](crate::Error::Backend) at once (filters are checked against [`MAX_FILTER_LEN`](crate::query::MAX_FILTER_LEN) before this point) |
+/// | a request the HTTP stack refuses to build (such as a URL over its 64 KiB limit): never sent | never: [`Error::Backend`](crate::Error::Backend) at once (filters are checked against [`Filter::MAX_LEN`](crate::query::Filter::MAX_LEN) before this point) |
 ///
 /// What is re-sent after a failure that *may have been applied* (no reply, a
 /// timeout, a 5xx other than 503) depends on the operation, because blindly
