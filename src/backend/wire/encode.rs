@@ -1,14 +1,18 @@
 //! Writing an entity's JSON body: [`EntityBody`], the one encoder.
 //!
-//! The body is the JSON object a `serde_json::Map` of the keys and
-//! properties would be (keys in that map's order, a later entry of the same
-//! name replacing an earlier one), written without building the map
-//! whenever the names allow it (all but unusual ones: see
-//! `streams_in_map_order`).
+//! The body text is that of the JSON object a `serde_json::Map` of the keys
+//! and properties would be (keys in that map's order, a later entry of the
+//! same name replacing an earlier one). For usual names it is written
+//! straight from the property bag; unusual ones (see `streams_in_map_order`)
+//! put the entries in map order first. Either way every entry is written by
+//! the same code, `write_entry`.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use serde::ser::{Error as _, SerializeMap};
+use serde::ser::Error as _;
 use serde_json::{Map, Value as Json};
 use uuid::Uuid;
 
@@ -23,14 +27,25 @@ pub(super) const ANNOTATION: &str = "@odata.type";
 /// those the service cannot infer (Int64, Double, DateTime, Guid, Binary)
 /// followed by their `name@odata.type` annotation.
 ///
-/// It serializes as the body (pass it to anything that takes `Serialize`,
-/// such as the SDK's request builders); [`EntityBody::to_text`] and
-/// [`EntityBody::to_map`] give the text and the JSON object.
+/// [`EntityBody::to_text`] writes it; it also serializes as that text (pass
+/// it to the SDK's request builders, which write JSON with serde_json), and
+/// [`EntityBody::to_map`] reads the text back as a JSON object.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EntityBody<'a> {
     partition_key: &'a str,
     row_key: &'a str,
     properties: &'a Properties,
+}
+
+/// The value of one entry of a body.
+#[derive(Clone, Copy)]
+enum Entry<'a> {
+    /// A key's value: a JSON string.
+    Text(&'a str),
+    /// A type annotation: an `Edm.*` name (a JSON string needing no escape).
+    TypeName(&'static str),
+    /// A property's value.
+    Value(&'a Value),
 }
 
 impl<'a> EntityBody<'a> {
@@ -50,27 +65,31 @@ impl<'a> EntityBody<'a> {
     /// The body text.
     ///
     /// # Errors
-    /// [`Error::Invalid`] if serialization fails (it does not for any bag).
+    /// [`Error::Invalid`] if a value cannot be written (none fails).
     pub(crate) fn to_text(self) -> Result<String> {
-        let fail = |e: &dyn std::fmt::Display| {
+        let mut out = String::with_capacity(self.estimated_len());
+        let written = if self.streams_in_map_order() {
+            self.write_merged(&mut out)
+        } else {
+            self.write_in_map_order(&mut out)
+        };
+        written.map_err(|e| {
             Error::invalid(
                 format!("entity ({:?}, {:?})", self.partition_key, self.row_key),
                 format!("cannot write its JSON: {e}"),
             )
-        };
-        let mut out = Vec::with_capacity(self.estimated_len());
-        serde_json::to_writer(&mut out, &self).map_err(|e| fail(&e))?;
-        String::from_utf8(out).map_err(|e| fail(&e))
+        })?;
+        Ok(out)
     }
 
-    /// The body as a JSON object.
+    /// The body as a JSON object: its text, read back.
     pub(crate) fn to_map(self) -> Map<String, Json> {
-        // Serializing into a `Value` only fails for map keys that are not
-        // strings, and every key here is one.
-        match serde_json::to_value(InOrder(&self)) {
-            Ok(Json::Object(map)) => map,
-            _ => Map::new(),
-        }
+        // The text is a JSON object, and reading a double back gives the same
+        // bits (serde_json's `float_roundtrip`).
+        self.to_text()
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default()
     }
 
     /// About the length of the body text (more when strings need escapes),
@@ -118,46 +137,58 @@ impl<'a> EntityBody<'a> {
         true
     }
 
-    /// Writes the entries: the keys first (`merged`: each where it sorts
-    /// among the property names instead), then every property, each
-    /// followed by its annotation when it needs one.
-    fn write_entries<M: SerializeMap>(&self, map: &mut M, merged: bool) -> Result<(), M::Error> {
+    /// Writes the body with the keys merged into the property names by
+    /// order, each annotation right after its property: map order, when
+    /// [`streams_in_map_order`](Self::streams_in_map_order) says so.
+    fn write_merged(&self, out: &mut String) -> std::result::Result<(), String> {
         let fixed = [
             ("PartitionKey", self.partition_key),
             ("RowKey", self.row_key),
         ];
         let mut f = 0;
-        if !merged {
-            for (key, value) in &fixed {
-                map.serialize_entry(key, value)?;
-            }
-            f = fixed.len();
-        }
-        let mut key_buf = [0u8; 128];
+        let mut first = true;
+        out.push('{');
         for (name, value) in self.properties.iter() {
             while f < fixed.len() && fixed[f].0 < name {
-                map.serialize_entry(fixed[f].0, fixed[f].1)?;
+                write_entry(out, &mut first, fixed[f].0, false, Entry::Text(fixed[f].1))?;
                 f += 1;
             }
-            map.serialize_key(name)?;
-            map.serialize_value(&ValueText(value))?;
+            write_entry(out, &mut first, name, false, Entry::Value(value))?;
             if needs_annotation(value) {
                 let annotation = value.edm_type().odata_name();
-                let total = name.len() + ANNOTATION.len();
-                match key_buf.get_mut(..total) {
-                    Some(buf) => {
-                        buf[..name.len()].copy_from_slice(name.as_bytes());
-                        buf[name.len()..].copy_from_slice(ANNOTATION.as_bytes());
-                        let key = std::str::from_utf8(buf).map_err(M::Error::custom)?;
-                        map.serialize_entry(key, annotation)?;
-                    }
-                    None => map.serialize_entry(&format!("{name}{ANNOTATION}"), annotation)?,
-                }
+                write_entry(out, &mut first, name, true, Entry::TypeName(annotation))?;
             }
         }
         for (key, value) in &fixed[f..] {
-            map.serialize_entry(key, value)?;
+            write_entry(out, &mut first, key, false, Entry::Text(value))?;
         }
+        out.push('}');
+        Ok(())
+    }
+
+    /// Writes the body as the map its entries make: put in order (keys
+    /// first, then each property and its annotation), a later entry of a
+    /// name replacing an earlier one, written sorted by name.
+    fn write_in_map_order(&self, out: &mut String) -> std::result::Result<(), String> {
+        let mut map: BTreeMap<Cow<'_, str>, Entry<'_>> = BTreeMap::new();
+        map.insert("PartitionKey".into(), Entry::Text(self.partition_key));
+        map.insert("RowKey".into(), Entry::Text(self.row_key));
+        for (name, value) in self.properties.iter() {
+            map.insert(name.into(), Entry::Value(value));
+            if needs_annotation(value) {
+                let annotation = value.edm_type().odata_name();
+                map.insert(
+                    format!("{name}{ANNOTATION}").into(),
+                    Entry::TypeName(annotation),
+                );
+            }
+        }
+        let mut first = true;
+        out.push('{');
+        for (key, entry) in map {
+            write_entry(out, &mut first, &key, false, entry)?;
+        }
+        out.push('}');
         Ok(())
     }
 }
@@ -179,79 +210,141 @@ fn after_annotation(next: &str, name: &str) -> bool {
 }
 
 impl serde::Serialize for EntityBody<'_> {
+    /// Serializes as the body text (for serde_json, which writes it as is).
     fn serialize<S: serde::Serializer>(
         &self,
         serializer: S,
     ) -> std::result::Result<S::Ok, S::Error> {
-        if !self.streams_in_map_order() {
-            // Unusual names: build the map the entries make, and write it.
-            let map = serde_json::to_value(InOrder(self)).map_err(S::Error::custom)?;
-            return map.serialize(serializer);
-        }
-        let mut map = serializer.serialize_map(None)?;
-        self.write_entries(&mut map, true)?;
-        map.end()
+        let text = self.to_text().map_err(S::Error::custom)?;
+        let raw = serde_json::value::RawValue::from_string(text).map_err(S::Error::custom)?;
+        raw.serialize(serializer)
     }
 }
 
-/// The entries of a body in the order they are put in the map (keys first),
-/// later ones replacing earlier ones of the same name: what a map built from
-/// them holds.
-struct InOrder<'a, 'b>(&'b EntityBody<'a>);
-
-impl serde::Serialize for InOrder<'_, '_> {
-    fn serialize<S: serde::Serializer>(
-        &self,
-        serializer: S,
-    ) -> std::result::Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(None)?;
-        self.0.write_entries(&mut map, false)?;
-        map.end()
+/// Writes one entry, after a comma unless it is the first: its key (`key`
+/// escaped as serde_json escapes it, then [`ANNOTATION`] when `annotation`)
+/// and its value.
+#[inline]
+fn write_entry(
+    out: &mut String,
+    first: &mut bool,
+    key: &str,
+    annotation: bool,
+    entry: Entry<'_>,
+) -> std::result::Result<(), String> {
+    if !*first {
+        out.push(',');
     }
+    *first = false;
+    out.push('"');
+    write_json_str_body(out, key);
+    if annotation {
+        out.push_str(ANNOTATION);
+    }
+    out.push_str("\":");
+    match entry {
+        Entry::Text(text) => write_json_str(out, text),
+        Entry::TypeName(name) => {
+            out.push('"');
+            out.push_str(name);
+            out.push('"');
+        }
+        Entry::Value(value) => write_value(out, value)?,
+    }
+    Ok(())
 }
 
-/// A property value as it is written (without its annotation): Int64 as a
-/// decimal string (JSON numbers lose precision past 2^53), doubles JSON
-/// cannot spell as `"NaN"`, `"Infinity"`, `"-Infinity"`, date-times as the
-/// service writes them, Guids lowercase and hyphenated, Binary as base64.
-struct ValueText<'a>(&'a Value);
+/// Writes `s` as a JSON string, escaped as serde_json escapes it.
+fn write_json_str(out: &mut String, s: &str) {
+    out.push('"');
+    write_json_str_body(out, s);
+    out.push('"');
+}
 
-impl serde::Serialize for ValueText<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        match self.0 {
-            Value::String(v) => s.serialize_str(v),
-            Value::Boolean(b) => s.serialize_bool(*b),
-            Value::Int32(i) => s.serialize_i32(*i),
-            Value::Int64(i) => {
-                let mut buf = [0u8; 20];
-                s.serialize_str(format_i64(*i, &mut buf).map_err(S::Error::custom)?)
-            }
-            Value::Double(d) if d.is_finite() => s.serialize_f64(*d),
-            Value::Double(d) if d.is_nan() => s.serialize_str("NaN"),
-            Value::Double(d) if *d > 0.0 => s.serialize_str("Infinity"),
-            Value::Double(_) => s.serialize_str("-Infinity"),
-            Value::DateTime(t) => {
-                let mut buf = [0u8; 28];
-                match datetime::format_into(*t, &mut buf) {
-                    Some(text) => s.serialize_str(text),
-                    None => s.serialize_str(&datetime::format(*t)),
-                }
-            }
-            Value::Guid(g) => {
-                s.serialize_str(g.hyphenated().encode_lower(&mut Uuid::encode_buffer()))
-            }
-            Value::Binary(b) => {
-                let mut buf = [0u8; 344];
-                match BASE64.encode_slice(b, &mut buf) {
-                    Ok(n) => s.serialize_str(
-                        std::str::from_utf8(buf.get(..n).unwrap_or_default())
-                            .map_err(S::Error::custom)?,
-                    ),
-                    Err(_) => s.serialize_str(&BASE64.encode(b)),
-                }
+/// The inside of [`write_json_str`]: serde_json escapes `"`, `\` and the
+/// control characters below U+0020 (`\b \t \n \f \r` by name, others as
+/// `\u00xx` in lowercase hex) and writes everything else as is.
+fn write_json_str_body(out: &mut String, s: &str) {
+    let needs_escape = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+    if !s.bytes().any(needs_escape) {
+        out.push_str(s);
+        return;
+    }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        if !needs_escape(b) {
+            continue;
+        }
+        // Escaped bytes are ASCII, so `start..i` lies on character bounds.
+        out.push_str(s.get(start..i).unwrap_or_default());
+        start = i + 1;
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            0x08 => out.push_str("\\b"),
+            0x0C => out.push_str("\\f"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            _ => {
+                out.push_str("\\u00");
+                out.push(char::from(HEX[usize::from(b >> 4)]));
+                out.push(char::from(HEX[usize::from(b & 0xF)]));
             }
         }
     }
+    out.push_str(s.get(start..).unwrap_or_default());
+}
+
+/// Writes a property value (without its annotation): Int64 as a decimal
+/// string (JSON numbers lose precision past 2^53), doubles as serde_json
+/// writes them or, when JSON cannot spell them, as `"NaN"`, `"Infinity"`,
+/// `"-Infinity"`, date-times as the service writes them, Guids lowercase
+/// and hyphenated, Binary as base64.
+fn write_value(out: &mut String, value: &Value) -> std::result::Result<(), String> {
+    match value {
+        Value::String(v) => write_json_str(out, v),
+        Value::Boolean(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Int32(i) => {
+            let mut buf = [0u8; 20];
+            out.push_str(format_i64(i64::from(*i), &mut buf).map_err(|e| e.to_string())?);
+        }
+        Value::Int64(i) => {
+            let mut buf = [0u8; 20];
+            out.push('"');
+            out.push_str(format_i64(*i, &mut buf).map_err(|e| e.to_string())?);
+            out.push('"');
+        }
+        Value::Double(d) if d.is_finite() => {
+            // serde_json's own float text (shortest round-trip form).
+            let mut buf = [0u8; 40];
+            let mut cursor = std::io::Cursor::new(&mut buf[..]);
+            serde_json::to_writer(&mut cursor, d).map_err(|e| e.to_string())?;
+            let n = usize::try_from(cursor.position()).map_err(|e| e.to_string())?;
+            let text = buf.get(..n).unwrap_or_default();
+            out.push_str(std::str::from_utf8(text).map_err(|e| e.to_string())?);
+        }
+        Value::Double(d) if d.is_nan() => out.push_str("\"NaN\""),
+        Value::Double(d) if *d > 0.0 => out.push_str("\"Infinity\""),
+        Value::Double(_) => out.push_str("\"-Infinity\""),
+        Value::DateTime(t) => {
+            let mut buf = [0u8; 28];
+            match datetime::format_into(*t, &mut buf) {
+                Some(text) => write_json_str(out, text),
+                None => write_json_str(out, &datetime::format(*t)),
+            }
+        }
+        Value::Guid(g) => {
+            write_json_str(out, g.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
+        }
+        Value::Binary(b) => {
+            out.push('"');
+            BASE64.encode_string(b, out);
+            out.push('"');
+        }
+    }
+    Ok(())
 }
 
 /// `i` in decimal, as `i.to_string()` writes it, in `buf`.
