@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
@@ -14,6 +14,7 @@ use tracing::{Instrument, debug, info_span, warn};
 use crate::backend::{BlobConditions, LeaseId, Metadata};
 use crate::error::{Error, Result};
 use crate::key::BlobName;
+use crate::retry::{self, Backoff};
 
 use super::document::{
     LeaseBlob, LeaseDocument, META_ACQUIRED, META_EPOCH, META_OWNER, epoch_of, meta_set,
@@ -64,6 +65,16 @@ enum Attempt {
 const FAILURE_RETRY_MIN: Duration = Duration::from_millis(100);
 /// Longest pause between acquires that storage failed.
 const FAILURE_RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// The pauses between acquires that storage failed: 100 ms doubling to 2 s,
+/// exact (the unavailable-after bound and the caller's deadline, which
+/// tests count on, cut them).
+fn failure_backoff() -> Backoff {
+    Backoff::doubling(FAILURE_RETRY_MIN, FAILURE_RETRY_MAX, 0).without_jitter()
+}
+
+/// The first pause before retrying a failed release (then twice that).
+const RELEASE_RETRY: Duration = Duration::from_millis(100);
 
 /// The process's hold on one blob lease, shared by the guards it is handed
 /// through. Dropping the last reference without a release releases in the
@@ -296,33 +307,42 @@ impl LeaseCore {
         let span = info_span!("lease.release", lease = %self.shared.name);
         let env = &self.env;
         async {
-            let mut retried = false;
-            let mut delay = Duration::from_millis(100);
-            for attempt in 0..3 {
-                match env
-                    .backend
-                    .release_lease(&env.settings.container, &self.blob, self.shared.id)
-                    .await
-                {
-                    Ok(()) => {
-                        debug!("released");
-                        return Ok(());
+            // Up to three attempts, 100 ms then 200 ms apart, while the
+            // service does not say the lease is gone.
+            let mut backoff = Backoff::doubling(RELEASE_RETRY, RELEASE_RETRY * 2, 0)
+                .without_jitter()
+                .with_max_retries(2);
+            let attempts = AtomicU32::new(0);
+            let released = retry::retry_transient(
+                &mut backoff,
+                || {
+                    attempts.fetch_add(1, Ordering::Relaxed);
+                    env.backend
+                        .release_lease(&env.settings.container, &self.blob, self.shared.id)
+                },
+                |e: &Error| {
+                    if classify(e) == Failure::Lost || attempts.load(Ordering::Relaxed) >= 3 {
+                        return None;
                     }
-                    // An earlier attempt whose reply was lost did release it.
-                    Err(e) if retried && classify(&e) == Failure::Lost => return Ok(()),
-                    Err(e) if classify(&e) != Failure::Lost && attempt < 2 => {
-                        debug!(error = %e, "release failed; retrying");
-                        retried = true;
-                        sleep(delay).await;
-                        delay *= 2;
-                    }
-                    Err(e) => {
-                        warn!(error = %e, "release failed; the lease will expire on its own");
-                        return Err(e);
-                    }
+                    debug!(error = %e, "release failed; retrying");
+                    Some(Duration::MAX)
+                },
+            )
+            .await;
+            match released {
+                Ok(()) => {
+                    debug!("released");
+                    Ok(())
+                }
+                // An earlier attempt whose reply was lost did release it.
+                Err(e) if attempts.load(Ordering::Relaxed) > 1 && classify(&e) == Failure::Lost => {
+                    Ok(())
+                }
+                Err(e) => {
+                    warn!(error = %e, "release failed; the lease will expire on its own");
+                    Err(e)
                 }
             }
-            Ok(())
         }
         .instrument(span)
         .await
@@ -798,7 +818,7 @@ impl ManagerInner {
             AcquireMode::Try | AcquireMode::LocalThenTry => None,
         };
         let mut backoff = self.env.poll_backoff();
-        let mut retry_delay = FAILURE_RETRY_MIN;
+        let mut failures = failure_backoff();
         // Whether an attempt may have taken the lease without our knowing.
         let mut ambiguous = false;
         loop {
@@ -812,7 +832,7 @@ impl ManagerInner {
                 }
                 Attempt::Held => {
                     outage.answered(&self.env);
-                    retry_delay = FAILURE_RETRY_MIN;
+                    failures = failure_backoff();
                     let Some(deadline) = deadline else {
                         return Ok(None);
                     };
@@ -873,8 +893,7 @@ impl ManagerInner {
             // bound or the caller's deadline is reached.
             let until = outage.limit(started);
             let until = deadline.map_or(until, |d| d.min(until));
-            sleep(retry_delay.min(until.saturating_duration_since(now))).await;
-            retry_delay = (retry_delay * 2).min(FAILURE_RETRY_MAX);
+            sleep(failures.pause().min(until.saturating_duration_since(now))).await;
         }
     }
 
