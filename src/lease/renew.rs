@@ -468,6 +468,9 @@ mod tests {
         tokio::time::advance(Duration::from_secs(23)).await;
         assert!(shared.is_lost());
         assert!(shared.lost.is_cancelled());
-        assert_eq!(shared.lost_error().kind(), crate::ErrorKind::LeaseLost);
+        assert_eq!(
+            shared.lost_error().kind(),
+            crate::error::ErrorKind::LeaseLost
+        );
     }
 }
