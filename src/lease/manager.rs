@@ -17,7 +17,7 @@ use super::env::LeaseEnv;
 use super::guard::LeaseGuard;
 use super::local::LocalLeases;
 use super::name::LeaseName;
-use super::options::LeaseOptions;
+use super::options::{LeaseOptions, Settings};
 use super::registry::Registry;
 
 /// Hands out lease guards and the patterns built on them. Cheap to clone;
@@ -58,15 +58,19 @@ impl LeaseManager {
     /// minus the drift margin, drift margin of half the duration or more,
     /// poll interval out of range, bad owner identity). Nothing is sent.
     pub fn new(backend: Arc<dyn BlobBackend>, options: LeaseOptions) -> Result<Self> {
-        let settings = options.resolve()?;
-        Ok(LeaseManager {
+        Ok(LeaseManager::from_settings(backend, options.resolve()?))
+    }
+
+    /// A manager over `backend` with settings already checked.
+    pub(crate) fn from_settings(backend: Arc<dyn BlobBackend>, settings: Settings) -> Self {
+        LeaseManager {
             inner: Arc::new(ManagerInner {
                 env: Arc::new(LeaseEnv::new(backend, settings)),
                 container_ready: tokio::sync::Mutex::new(false),
                 local: LocalLeases::default(),
                 reservations: Registry::default(),
             }),
-        })
+        }
     }
 
     /// The owner identity this manager records.

@@ -131,4 +131,5 @@ pub use manager::LeaseManager;
 pub use name::LeaseName;
 pub use operator::{BreakOutcome, LeaseDescription};
 pub use options::LeaseOptions;
+pub(crate) use options::Settings;
 pub use reservation::Reservation;

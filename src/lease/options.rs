@@ -32,18 +32,26 @@ pub struct LeaseOptions {
     unavailable_after: Duration,
 }
 
+/// The default lease duration, in seconds.
+const DEFAULT_DURATION_SECS: u8 = 30;
+/// The default drift margin.
+const DEFAULT_DRIFT: Duration = Duration::from_secs(1);
+/// The default fairness bound of process-local sharing.
+const DEFAULT_MAX_HANDOVERS: u32 = 1000;
+const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(60);
+
 impl Default for LeaseOptions {
     fn default() -> Self {
         LeaseOptions {
-            duration: Some(Duration::from_secs(30)),
+            duration: Some(Duration::from_secs(u64::from(DEFAULT_DURATION_SECS))),
             renew_interval: None,
-            drift_margin: Duration::from_secs(1),
+            drift_margin: DEFAULT_DRIFT,
             container: None,
             poll_interval: Self::DEFAULT_POLL_INTERVAL,
             owner: None,
             owner_metadata: true,
-            max_handovers: 1000,
-            max_hold: Duration::from_secs(60),
+            max_handovers: DEFAULT_MAX_HANDOVERS,
+            max_hold: DEFAULT_MAX_HOLD,
             jitter_seed: None,
             unavailable_after: Self::DEFAULT_UNAVAILABLE_AFTER,
         }
@@ -230,7 +238,7 @@ impl LeaseOptions {
         };
         let container = match &self.container {
             Some(c) => c.clone(),
-            None => ContainerName::new(Self::DEFAULT_CONTAINER)?,
+            None => ContainerName::from_static(Self::DEFAULT_CONTAINER),
         };
         Ok(Settings {
             duration,
@@ -287,6 +295,29 @@ fn default_owner() -> String {
     format!("{host}-{}-{}", std::process::id(), &random[..8])
 }
 
+impl Settings {
+    /// The settings of the default options, in `container`, writing owner
+    /// metadata on acquire or not: valid by construction, so a store with
+    /// default options is built without a check that could fail.
+    pub(crate) fn defaults(container: ContainerName, owner_metadata: bool) -> Settings {
+        let len = Duration::from_secs(u64::from(DEFAULT_DURATION_SECS));
+        Settings {
+            duration: LeaseDuration::Seconds(DEFAULT_DURATION_SECS),
+            lease_len: Some(len),
+            renew_interval: len / 3,
+            drift: DEFAULT_DRIFT,
+            container,
+            poll_interval: LeaseOptions::DEFAULT_POLL_INTERVAL,
+            owner: default_owner(),
+            owner_metadata,
+            max_handovers: DEFAULT_MAX_HANDOVERS,
+            max_hold: DEFAULT_MAX_HOLD,
+            unavailable_after: LeaseOptions::DEFAULT_UNAVAILABLE_AFTER,
+            seed: retry::random_seed(),
+        }
+    }
+}
+
 /// Validated settings, shared by everything a manager hands out.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
@@ -325,6 +356,30 @@ mod tests {
             s.owner
         );
         check_owner(&s.owner).unwrap();
+    }
+
+    #[test]
+    fn the_default_settings_are_those_of_the_default_options() {
+        let resolved = check(LeaseOptions::default()).unwrap();
+        let built = Settings::defaults(resolved.container.clone(), true);
+        let fields = |s: &Settings| {
+            format!(
+                "{:?} {:?} {:?} {:?} {} {:?} {} {} {:?} {:?}",
+                s.duration,
+                s.lease_len,
+                s.renew_interval,
+                s.drift,
+                s.container,
+                s.poll_interval,
+                s.owner_metadata,
+                s.max_handovers,
+                s.max_hold,
+                s.unavailable_after
+            )
+        };
+        assert_eq!(fields(&built), fields(&resolved));
+        check_owner(&built.owner).unwrap();
+        ContainerName::new(LeaseOptions::DEFAULT_CONTAINER).unwrap();
     }
 
     #[test]

@@ -174,8 +174,7 @@ impl<E: Entity> Table<E> {
             // The derive checks the name at compile time; a hand-written
             // `Entity` impl (or a prefix making it too long) gets its error at
             // the first operation.
-            name: TableName::new(format!("{}{}", store.table_prefix(), E::TABLE))
-                .map_err(|e| e.to_string()),
+            name: store.table_name(E::TABLE).map_err(|e| e.to_string()),
             store,
             write_log: false,
             ready: Arc::new(AtomicBool::new(false)),
