@@ -23,7 +23,7 @@ use super::registry::Registry;
 /// Hands out lease guards and the patterns built on them. Cheap to clone;
 /// clones share the process-local queues.
 ///
-/// See the [module docs](self) for the lease model and an example.
+/// See the [module docs](crate::lease) for the lease model and an example.
 #[derive(Debug, Clone)]
 pub struct LeaseManager {
     pub(crate) inner: Arc<ManagerInner>,

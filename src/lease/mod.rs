@@ -4,7 +4,7 @@
 //! one blob in the manager's container (see [`LeaseName`] for the encoding);
 //! the blob is created on first use. A guard:
 //!
-//! * was acquired with a lease id chosen here ([`LeaseId::new_random`]), so a
+//! * was acquired with a lease id chosen here ([`LeaseId::new_random`](crate::backend::LeaseId::new_random)), so a
 //!   retried acquire is idempotent;
 //! * is renewed in the background (default: 30 s lease, renewed every 10 s);
 //! * counts its validity from the **send time** of the last successful
@@ -32,7 +32,7 @@
 //! * **definitive loss**: the service says the lease is not ours
 //!   (`LeaseIdMismatch*`, `LeaseNotPresent*`, `LeaseIsBroken*`,
 //!   `LeaseIsBreaking*`, another holder, the blob gone): lost at once;
-//! * **transient** ([`Error::Transient`]): retried quickly (250 ms doubling
+//! * **transient** ([`Error::Transient`](crate::Error::Transient)): retried quickly (250 ms doubling
 //!   to 2 s) while the deadline allows;
 //! * **ambiguous** (anything else, such as a reply that never came):
 //!   verified with a properties read. Still leased: the renew is retried
@@ -60,7 +60,7 @@
 //! timeout where the call has one. Storage that keeps failing (transient
 //! errors, no reply, an unreachable endpoint) is different: every call that
 //! waits for a lease (acquire, run-once, leader campaigns, reservations,
-//! partition locks) retries it, and gives up with [`Error::Unavailable`]
+//! partition locks) retries it, and gives up with [`Error::Unavailable`](crate::Error::Unavailable)
 //! naming the endpoint once requests have failed without a single answer
 //! for [`LeaseOptions::with_unavailable_after`] (30 s by default).
 //!

@@ -32,7 +32,7 @@ pub struct LeaseDescription {
     /// The fencing epoch.
     pub epoch: u64,
     /// The blob's metadata: leasehold's own entries (`leasehold_*`, shown
-    /// above) and any written with [`LeaseGuard::update_metadata`]. Empty
+    /// above) and any written with [`LeaseGuard::update_metadata`](crate::lease::LeaseGuard::update_metadata). Empty
     /// when the blob is missing.
     pub metadata: Metadata,
     /// Whether a partition lock's commit is pending in the lease blob (see

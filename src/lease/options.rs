@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::key::ContainerName;
 use crate::retry;
 
-/// Settings of a [`LeaseManager`], checked by [`LeaseManager::new`].
+/// Settings of a [`LeaseManager`](crate::lease::LeaseManager), checked by [`LeaseManager::new`](crate::lease::LeaseManager::new).
 ///
 /// Defaults: 30 s leases renewed every 10 s (a third of the duration unless
 /// set), 1 s drift margin, container [`LeaseOptions::DEFAULT_CONTAINER`], acquire polling
@@ -118,7 +118,7 @@ impl LeaseOptions {
     /// (the default: a median hand-over of about 50 ms at just under 10
     /// requests per second per waiter). With many processes waiting on one lease,
     /// a longer interval keeps the blob under the service's request rate
-    /// per blob. Leader candidates on standby ([`LeaseManager::run_as_leader`])
+    /// per blob. Leader candidates on standby ([`LeaseManager::run_as_leader`](crate::lease::LeaseManager::run_as_leader))
     /// poll more slowly: backoff from 50 ms up to 1 s, or to this interval
     /// when it is longer.
     pub fn with_poll_interval(mut self, interval: Duration) -> Self {
@@ -135,7 +135,7 @@ impl LeaseOptions {
 
     /// Whether a fresh acquire records the owner identity in the blob's
     /// metadata (one read and one metadata write after the acquire).
-    /// Default: yes. Without it [`LeaseManager::describe`] shows the last
+    /// Default: yes. Without it [`LeaseManager::describe`](crate::lease::LeaseManager::describe) shows the last
     /// owner that did write it.
     pub fn with_owner_metadata(mut self, write: bool) -> Self {
         self.owner_metadata = write;
@@ -171,9 +171,9 @@ impl LeaseOptions {
     /// again, and a call right after a give-up fails after one attempt.
     /// A lease held by somebody else is no failure: that wait is bounded by
     /// the caller's timeout, where the call has one. It applies to
-    /// [`LeaseManager::acquire`] and [`LeaseManager::try_acquire`],
-    /// [`LeaseManager::do_once`], [`LeaseManager::run_as_leader`] (a
-    /// campaign returns the error), [`LeaseManager::try_reserve`] and
+    /// [`LeaseManager::acquire`](crate::lease::LeaseManager::acquire) and [`LeaseManager::try_acquire`](crate::lease::LeaseManager::try_acquire),
+    /// [`LeaseManager::do_once`](crate::lease::LeaseManager::do_once), [`LeaseManager::run_as_leader`](crate::lease::LeaseManager::run_as_leader) (a
+    /// campaign returns the error), [`LeaseManager::try_reserve`](crate::lease::LeaseManager::try_reserve) and
     /// partition locks ([`crate::Store::lock`], through
     /// [`crate::StoreBuilder::lease_options`]). A held lease is not
     /// affected: its renewal is bounded by the lease's own validity.

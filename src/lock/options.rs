@@ -9,7 +9,7 @@ pub struct LockOptions {
     /// while another holder has it. Failing storage ends the wait sooner:
     /// after the lock lease options'
     /// [`with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after)
-    /// (30 s by default), with [`Error::Unavailable`].
+    /// (30 s by default), with [`Error::Unavailable`](crate::Error::Unavailable).
     pub acquire_timeout: Duration,
     /// How much lease validity a commit needs before it sends anything.
     pub commit_margin: Duration,

@@ -292,7 +292,7 @@ pub struct StoreBuilder {
 }
 
 impl StoreBuilder {
-    /// How [`Table::update_with`] retries after a conflict (default: 10
+    /// How [`Table::update_with`](crate::Table::update_with) retries after a conflict (default: 10
     /// attempts, 2–200 ms jittered backoff).
     pub fn conflict_retry(mut self, policy: ConflictRetry) -> Self {
         self.conflict_retry = policy;
@@ -306,7 +306,7 @@ impl StoreBuilder {
     /// checked when a table is used.
     ///
     /// # Errors
-    /// [`Error::Invalid`](crate::Error::Invalid) naming the prefix.
+    /// [`Error::Invalid`] naming the prefix.
     pub fn table_prefix(mut self, prefix: impl Into<String>) -> Result<Self> {
         let prefix = prefix.into();
         let ok = prefix.len() <= 60

@@ -19,14 +19,14 @@ impl Store {
     }
 
     /// Takes the lock of a partition, waiting up to the configured
-    /// [`LockOptions::acquire_timeout`], and rolls forward a commit that a
+    /// [`LockOptions::acquire_timeout`](crate::lock::LockOptions::acquire_timeout), and rolls forward a commit that a
     /// previous holder left unfinished. See [`crate::lock`].
     ///
     /// # Errors
     /// [`crate::Error::Timeout`] when the lock stays held;
     /// [`crate::Error::Unavailable`] naming the blob endpoint when storage
     /// kept failing for the lock lease options'
-    /// [`LeaseOptions::with_unavailable_after`] (30 s by default);
+    /// [`LeaseOptions::with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after) (30 s by default);
     /// [`crate::Error::Inconsistent`] when a pending journal cannot be rolled
     /// forward; [`crate::Error::Invalid`] for a bad key; backend errors.
     pub async fn lock(&self, partition_key: impl IntoPartitionKey) -> Result<Unit> {
