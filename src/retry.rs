@@ -94,6 +94,7 @@ pub(crate) struct Backoff {
     rng: u64,
     retries_left: Option<u32>,
     total_left: Option<Duration>,
+    jitter: bool,
 }
 
 impl Backoff {
@@ -120,7 +121,16 @@ impl Backoff {
             rng: seed,
             retries_left: None,
             total_left: None,
+            jitter: true,
         }
+    }
+
+    /// Exact pauses: `interval` each time for a fixed pace, `d` (not a draw
+    /// from `[d, 2d]`) for a doubling one. For waits whose timing tests
+    /// count on, where no crowd of nodes retries in step.
+    pub(crate) fn without_jitter(mut self) -> Self {
+        self.jitter = false;
+        self
     }
 
     /// Ends after `n` pauses.
@@ -150,6 +160,16 @@ impl Backoff {
     }
 
     fn draw(&mut self) -> Duration {
+        if !self.jitter {
+            return match &mut self.pace {
+                Pace::Fixed(d) => *d,
+                Pace::Doubling { next, cap } => {
+                    let d = *next;
+                    *next = (d * 2).min(*cap);
+                    d
+                }
+            };
+        }
         let u = self.unit();
         match &mut self.pace {
             Pace::Fixed(d) => d.mul_f64(0.9 + 0.2 * u),
@@ -278,6 +298,19 @@ mod tests {
             );
             d = (d * 2).min(Duration::from_millis(100));
         }
+    }
+
+    #[test]
+    fn pauses_without_jitter_are_exact() {
+        let xs: Vec<_> = Backoff::doubling(Duration::from_millis(250), Duration::from_secs(2), 1)
+            .without_jitter()
+            .take(6)
+            .collect();
+        let ms: Vec<u128> = xs.iter().map(Duration::as_millis).collect();
+        assert_eq!(ms, [250, 500, 1000, 2000, 2000, 2000]);
+        let mut fixed = Backoff::fixed(Duration::from_millis(80), 1).without_jitter();
+        assert_eq!(fixed.pause(), Duration::from_millis(80));
+        assert_eq!(fixed.pause(), Duration::from_millis(80));
     }
 
     #[test]

@@ -38,6 +38,13 @@ impl ContainerName {
         }
     }
 
+    /// A name leasehold itself spells out (its default containers), which
+    /// follows the rule: a unit test beside each such name checks it with
+    /// [`ContainerName::new`].
+    pub(crate) fn from_static(name: &'static str) -> Self {
+        ContainerName(name.to_owned())
+    }
+
     /// The name.
     pub fn as_str(&self) -> &str {
         &self.0

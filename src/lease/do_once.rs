@@ -17,10 +17,10 @@ use tracing::{Instrument, info, info_span, warn};
 use crate::error::{Error, Result};
 
 use super::document::{META_ONCE, META_ONCE_ATTEMPTS, OnceState, meta_set};
-use super::guard::{AcquireMode, LeaseStatus};
+use super::guard::LeaseStatus;
+use super::manager::{AcquireMode, LeaseManager, ManagerInner};
 use super::name::LeaseName;
 use super::outage::{Outage, storage_failed};
-use super::{LeaseManager, ManagerInner};
 
 /// What [`LeaseManager::do_once`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -210,7 +210,7 @@ mod rfc3339_option {
 
     pub fn serialize<S: Serializer>(t: &Option<OffsetDateTime>, s: S) -> Result<S::Ok, S::Error> {
         match t {
-            Some(t) => super::rfc3339::serialize(t, s),
+            Some(t) => s.serialize_str(&crate::entity::datetime::format(*t)),
             None => s.serialize_none(),
         }
     }

@@ -9,10 +9,10 @@ use tracing::{Instrument, info, info_span, warn};
 
 use crate::error::{Error, ErrorKind, Result};
 
-use super::guard::{AcquireMode, LeaseGuard, LeaseStatus};
+use super::guard::{LeaseGuard, LeaseStatus};
+use super::manager::{AcquireMode, LeaseManager, ManagerInner};
 use super::name::LeaseName;
 use super::outage::Outage;
-use super::{LeaseManager, ManagerInner};
 
 /// How [`LeaseManager::run_as_leader`] campaigns.
 #[derive(Debug, Clone)]

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 use tokio::time::Instant;
 
-use super::guard::LeaseCore;
+use super::core::LeaseCore;
 use super::name::LeaseName;
 
 /// The per-name local locks of one manager.

@@ -204,7 +204,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::ErrorKind;
+    use crate::error::ErrorKind;
 
     fn enc(s: &str) -> String {
         LeaseName::new(s).unwrap().encoded()

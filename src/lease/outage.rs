@@ -17,7 +17,6 @@
 //!
 //! [`LeaseOptions::with_unavailable_after`]: super::LeaseOptions::with_unavailable_after
 
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -25,22 +24,11 @@ use tracing::{debug, warn};
 
 use crate::error::Error;
 
-use super::LeaseEnv;
+use super::env::LeaseEnv;
 
 /// How close to the last failure of another call a first failure must come
 /// to join its run: the longest pause between retries, and some.
 const JOIN_WITHIN: Duration = Duration::from_secs(3);
-
-/// The current run of failures of a manager's requests, shared by its calls:
-/// (first request sent, last failure seen).
-#[derive(Debug, Default)]
-pub(crate) struct RecentFailures(Mutex<Option<(Instant, Instant)>>);
-
-impl RecentFailures {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Instant, Instant)>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
 
 /// The failure window of one waiting call.
 #[derive(Debug)]

@@ -30,6 +30,7 @@ use tracing::{Instrument, debug, debug_span, warn};
 use crate::backend::{BlobBackend, LeaseId, LeaseState};
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName};
+use crate::retry::{self, Backoff};
 
 use super::name::LeaseName;
 
@@ -37,6 +38,13 @@ use super::name::LeaseName;
 const RETRY_MIN: Duration = Duration::from_millis(250);
 /// Longest delay between renew retries.
 const RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// The pauses between retries of a request under a held lease: 250 ms
+/// doubling to 2 s. Exact, not jittered: each lease has one renewer, and
+/// the lease's deadline (not a crowd of peers) bounds the retries.
+fn retry_backoff() -> Backoff {
+    Backoff::doubling(RETRY_MIN, RETRY_MAX, 0).without_jitter()
+}
 
 /// Why a lease was lost.
 #[derive(Debug, Clone)]
@@ -298,7 +306,7 @@ impl Renewer {
     /// Renews once, retrying and verifying as the failures require, all
     /// before `deadline`.
     async fn round(&self, deadline: Instant) -> Round {
-        let mut retry_delay = RETRY_MIN;
+        let mut backoff = retry_backoff();
         loop {
             let sent = Instant::now();
             let result = tokio::select! {
@@ -349,9 +357,8 @@ impl Renewer {
                 biased;
                 () = self.shared.stop.cancelled() => return Round::Stopped,
                 () = sleep_until(deadline) => return self.deadline_passed(),
-                () = sleep(retry_delay) => {}
+                () = sleep(backoff.pause()) => {}
             }
-            retry_delay = (retry_delay * 2).min(RETRY_MAX);
         }
     }
 
@@ -395,25 +402,19 @@ enum Verified {
     DeadlinePassed,
 }
 
-/// Retries `op` on transient failures while `shared` is valid: a few quick
-/// attempts, for requests that are safe to repeat.
-pub(crate) async fn retry_transient<T, F, Fut>(shared: &LeaseShared, mut op: F) -> Result<T>
+/// Retries `op` on transient failures while `shared` is valid: three
+/// retries at most, each pause at most half the validity left, for requests
+/// that are safe to repeat.
+pub(crate) async fn retry_transient<T, F, Fut>(shared: &LeaseShared, op: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T>>,
 {
-    let mut delay = RETRY_MIN;
-    let mut attempts = 0;
-    loop {
-        match op().await {
-            Err(e) if e.is_transient() && attempts < 3 && !shared.is_lost() => {
-                attempts += 1;
-                sleep(delay.min(shared.remaining() / 2)).await;
-                delay = (delay * 2).min(RETRY_MAX);
-            }
-            other => return other,
-        }
-    }
+    let mut backoff = retry_backoff().with_max_retries(3);
+    retry::retry_transient(&mut backoff, op, |e: &Error| {
+        (e.is_transient() && !shared.is_lost()).then(|| shared.remaining() / 2)
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -467,6 +468,9 @@ mod tests {
         tokio::time::advance(Duration::from_secs(23)).await;
         assert!(shared.is_lost());
         assert!(shared.lost.is_cancelled());
-        assert_eq!(shared.lost_error().kind(), crate::ErrorKind::LeaseLost);
+        assert_eq!(
+            shared.lost_error().kind(),
+            crate::error::ErrorKind::LeaseLost
+        );
     }
 }

@@ -71,87 +71,15 @@
 //! [`LeaseManager::describe`]: crate::lease::LeaseManager::describe
 //! [`Store::locks`]: crate::Store::locks
 
+mod fold;
 mod journal;
+pub(crate) mod name;
+pub(crate) mod options;
+mod roll_forward;
 mod unit;
 
-use std::time::Duration;
-
 pub(crate) use journal::Journal;
-pub use journal::{PendingCommit, PendingWrite, RollForwardReport};
+pub use journal::{PendingCommit, PendingWrite};
+pub use options::LockOptions;
+pub use roll_forward::RollForwardReport;
 pub use unit::{CommitReport, Unit};
-
-use crate::error::{Error, Result};
-use crate::key::PartitionKey;
-use crate::lease::LeaseName;
-
-/// Settings of partition locks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockOptions {
-    /// How long [`Store::lock`](crate::Store::lock) waits for the lease
-    /// while another holder has it. Failing storage ends the wait sooner:
-    /// after the lock lease options'
-    /// [`with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after)
-    /// (30 s by default), with [`Error::Unavailable`].
-    pub acquire_timeout: Duration,
-    /// How much lease validity a commit needs before it sends anything.
-    pub commit_margin: Duration,
-}
-
-impl LockOptions {
-    /// The default container for partition-lock blobs (see
-    /// [`StoreBuilder::lock_lease_options`](crate::StoreBuilder::lock_lease_options)).
-    pub const DEFAULT_CONTAINER: &str = "leasehold-locks";
-}
-
-impl Default for LockOptions {
-    /// Wait up to 60 s for a lock; commit only with at least 5 s of lease left.
-    fn default() -> Self {
-        LockOptions {
-            acquire_timeout: Duration::from_secs(60),
-            commit_margin: Duration::from_secs(5),
-        }
-    }
-}
-
-/// The lease name of the lock of partition `pk` in a store with table prefix
-/// `prefix`: `prefix/pk`, or, when that exceeds the lease-name limit, the
-/// prefix and a 128-bit hash of the key after `#` (a character keys cannot
-/// contain, so the two forms never meet). Two keys sharing a hashed name
-/// would only share a lock, which stays safe.
-pub(crate) fn lock_name(prefix: &str, pk: &PartitionKey) -> Result<LeaseName> {
-    let plain = format!("{prefix}/{}", pk.as_str());
-    if plain.len() <= LeaseName::MAX_LEN {
-        return LeaseName::new(plain);
-    }
-    let (a, b) = (
-        fnv1a(0xcbf2_9ce4_8422_2325, pk.as_str()),
-        fnv1a(0x6c62_272e_07bb_0142, pk.as_str()),
-    );
-    LeaseName::new(format!("{prefix}/#{a:016x}{b:016x}"))
-        .map_err(|e| Error::invalid(format!("lock for partition key {pk:?}"), e.to_string()))
-}
-
-/// FNV-1a over UTF-8, stable across processes and versions.
-fn fnv1a(offset: u64, s: &str) -> u64 {
-    s.bytes().fold(offset, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lock_names_are_plain_for_short_keys_and_hashed_for_long_ones() {
-        let short = PartitionKey::new("customer-1").unwrap();
-        assert_eq!(lock_name("", &short).unwrap().as_str(), "/customer-1");
-        assert_eq!(lock_name("t1", &short).unwrap().as_str(), "t1/customer-1");
-        let long = PartitionKey::new("日".repeat(200)).unwrap();
-        let name = lock_name("", &long).unwrap();
-        assert!(name.as_str().starts_with("/#"), "{}", name.as_str());
-        let other = PartitionKey::new(format!("{}x", "日".repeat(199))).unwrap();
-        assert_ne!(lock_name("", &other).unwrap(), name);
-        assert_eq!(lock_name("", &long).unwrap(), name, "stable");
-    }
-}

@@ -49,6 +49,16 @@ impl TableEnv {
         &self.table_prefix
     }
 
+    /// The name of table `table` in this store: the table prefix, then
+    /// `table`. The one place a prefixed name is made.
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] when the prefixed name is not a valid table
+    /// name (too long, say).
+    pub(crate) fn table_name(&self, table: &str) -> Result<TableName> {
+        TableName::new(format!("{}{table}", self.table_prefix))
+    }
+
     /// Creates `table` unless it was created (or found) before.
     pub(crate) async fn ensure_table(&self, table: &TableName) -> Result<()> {
         if self.lock_ready().contains(table) {

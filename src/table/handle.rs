@@ -51,7 +51,7 @@ impl<E: Entity> Table<E> {
             // The derive checks the name at compile time; a hand-written
             // `Entity` impl (or a prefix making it too long) gets its error at
             // the first operation.
-            name: TableName::new(format!("{}{}", env.table_prefix(), E::TABLE))
+            name: env.table_name(E::TABLE)
                 .map_err(|e| e.to_string()),
             env,
             write_log: false,

@@ -2,17 +2,18 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, BlobBackend};
-use crate::entity::Entity;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::{ContainerName, IntoPartitionKey, TableName};
-use crate::lease::{LeaseManager, LeaseName, LeaseOptions};
-use crate::lock::{Journal, LockOptions, PendingCommit, RollForwardReport, Unit};
+use crate::lease::{LeaseManager, LeaseName, LeaseOptions, Settings};
+use crate::lock::name::lock_name;
+use crate::lock::options::LockOptions;
 use crate::retry::ConflictRetry;
-use crate::table::{Table, TableEnv};
+use crate::table::TableEnv;
+
+mod open;
 
 /// The entry point: a backend plus configuration. Cheap to clone; clones
 /// share the backend and the record of tables already created.
@@ -74,7 +75,7 @@ impl Store {
         const VAR: &str = "AZURE_STORAGE_CONNECTION_STRING";
         match std::env::var(VAR) {
             Ok(s) => Store::connect(&s),
-            Err(_) => Err(crate::Error::invalid(
+            Err(_) => Err(Error::invalid(
                 VAR,
                 "is not set (or not UTF-8); set it to a storage connection string",
             )),
@@ -132,7 +133,7 @@ impl Store {
         const VAR: &str = "AZURE_STORAGE_CONNECTION_STRING";
         match std::env::var(VAR) {
             Ok(s) => Store::builder_from_connection_string(&s),
-            Err(_) => Err(crate::Error::invalid(
+            Err(_) => Err(Error::invalid(
                 VAR,
                 "is not set (or not UTF-8); set it to a storage connection string",
             )),
@@ -141,7 +142,34 @@ impl Store {
 
     /// A store on any backend, with default options.
     pub fn new(backend: impl Backend) -> Store {
-        Store::builder_shared(Arc::new(backend)).build_defaults()
+        let backend: Arc<dyn Backend> = Arc::new(backend);
+        let blobs: Arc<dyn BlobBackend> = backend.clone();
+        Store::assemble(
+            backend,
+            ConflictRetry::default(),
+            String::new(),
+            default_leases(blobs.clone()),
+            default_locks(blobs),
+            LockOptions::default(),
+        )
+    }
+
+    fn assemble(
+        backend: Arc<dyn Backend>,
+        conflict_retry: ConflictRetry,
+        table_prefix: String,
+        leases: LeaseManager,
+        locks: LeaseManager,
+        lock_options: LockOptions,
+    ) -> Store {
+        Store {
+            inner: Arc::new(StoreInner {
+                tables: Arc::new(TableEnv::new(backend, conflict_retry, table_prefix)),
+                leases,
+                locks,
+                lock_options,
+            }),
+        }
     }
 
     /// A builder for a store on `backend`.
@@ -155,15 +183,10 @@ impl Store {
             backend,
             conflict_retry: ConflictRetry::default(),
             table_prefix: String::new(),
-            lease_options: LeaseOptions::default(),
+            lease_options: None,
             lock_lease_options: None,
             lock_options: LockOptions::default(),
         }
-    }
-
-    /// The typed table of entity type `E`.
-    pub fn table<E: Entity>(&self) -> Table<E> {
-        Table::new(Arc::clone(&self.inner.tables))
     }
 
     /// The backend this store uses.
@@ -207,7 +230,7 @@ impl Store {
     /// [`crate::Error::Invalid`] for a bad partition key.
     pub fn lock_lease_name(&self, partition_key: impl IntoPartitionKey) -> Result<LeaseName> {
         let pk = partition_key.into_partition_key()?;
-        crate::lock::lock_name(self.table_prefix(), &pk)
+        lock_name(self.table_prefix(), &pk)
     }
 
     /// The partition-lock settings.
@@ -215,91 +238,29 @@ impl Store {
         &self.inner.lock_options
     }
 
-    /// Takes the lock of a partition, waiting up to the configured
-    /// [`LockOptions::acquire_timeout`], and rolls forward a commit that a
-    /// previous holder left unfinished. See [`crate::lock`].
-    ///
-    /// # Errors
-    /// [`crate::Error::Timeout`] when the lock stays held;
-    /// [`crate::Error::Unavailable`] naming the blob endpoint when storage
-    /// kept failing for the lock lease options'
-    /// [`LeaseOptions::with_unavailable_after`] (30 s by default);
-    /// [`crate::Error::Inconsistent`] when a pending journal cannot be rolled
-    /// forward; [`crate::Error::Invalid`] for a bad key; backend errors.
-    pub async fn lock(&self, partition_key: impl IntoPartitionKey) -> Result<Unit> {
-        self.lock_with_timeout(partition_key, self.inner.lock_options.acquire_timeout)
-            .await
-    }
-
-    /// As [`Store::lock`], waiting up to `timeout`.
-    ///
-    /// # Errors
-    /// As [`Store::lock`].
-    pub async fn lock_with_timeout(
-        &self,
-        partition_key: impl IntoPartitionKey,
-        timeout: Duration,
-    ) -> Result<Unit> {
-        Unit::open(self, partition_key, Some(timeout))
-            .await?
-            .ok_or_else(|| crate::Error::Timeout {
-                what: "partition lock".into(),
-                after: timeout,
-            })
-    }
-
-    /// Takes the lock of a partition if nobody holds it; `Ok(None)` otherwise.
-    ///
-    /// # Errors
-    /// As [`Store::lock`], without the timeout.
-    pub async fn try_lock(&self, partition_key: impl IntoPartitionKey) -> Result<Option<Unit>> {
-        Unit::open(self, partition_key, None).await
-    }
-
-    /// For operators: takes the lock of a partition, rolls forward a pending
-    /// journal if there is one, and releases the lock. Returns what was done
-    /// (`None`: nothing was pending).
-    ///
-    /// # Errors
-    /// As [`Store::lock`].
-    pub async fn roll_forward(
-        &self,
-        partition_key: impl IntoPartitionKey,
-    ) -> Result<Option<RollForwardReport>> {
-        let unit = self.lock(partition_key).await?;
-        let report = unit.rolled_forward().cloned();
-        unit.abandon().await?;
-        Ok(report)
-    }
-
-    /// For operators: the commit a unit left pending on a partition (it
-    /// died, or lost its lease, half-way through a journalled commit), read
-    /// without taking the lock; `None` when nothing is pending.
-    /// [`Store::roll_forward`] finishes it.
-    ///
-    /// # Errors
-    /// [`crate::Error::Inconsistent`] when the stored journal does not
-    /// parse; [`crate::Error::Invalid`] for a bad key; backend errors.
-    pub async fn pending_commit(
-        &self,
-        partition_key: impl IntoPartitionKey,
-    ) -> Result<Option<PendingCommit>> {
-        let pk = partition_key.into_partition_key()?;
-        let name = crate::lock::lock_name(self.table_prefix(), &pk)?;
-        Journal::read(self.locks(), &name)
-            .await?
-            .map(|journal| journal.summary())
-            .transpose()
-    }
-
     /// The prefix put before every table name (empty by default).
     pub fn table_prefix(&self) -> &str {
         self.inner.tables.table_prefix()
     }
 
+    /// The name of table `table` in this store: the table prefix, then
+    /// `table`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] when the prefixed name is not a valid table
+    /// name (too long, say).
+    pub(crate) fn table_name(&self, table: &str) -> Result<TableName> {
+        self.inner.tables.table_name(table)
+    }
+
     /// Creates `table` unless this store already did.
     pub(crate) async fn ensure_table(&self, table: &TableName) -> Result<()> {
         self.inner.tables.ensure_table(table).await
+    }
+
+    /// What the store's tables share.
+    pub(crate) fn tables(&self) -> &Arc<TableEnv> {
+        &self.inner.tables
     }
 }
 
@@ -310,13 +271,14 @@ pub struct StoreBuilder {
     backend: Arc<dyn Backend>,
     conflict_retry: ConflictRetry,
     table_prefix: String,
-    lease_options: LeaseOptions,
+    /// `None`: the defaults.
+    lease_options: Option<LeaseOptions>,
     lock_lease_options: Option<LeaseOptions>,
     lock_options: LockOptions,
 }
 
 impl StoreBuilder {
-    /// How [`Table::update_with`] retries after a conflict (default: 10
+    /// How [`Table::update_with`](crate::Table::update_with) retries after a conflict (default: 10
     /// attempts, 2–200 ms jittered backoff).
     pub fn conflict_retry(mut self, policy: ConflictRetry) -> Self {
         self.conflict_retry = policy;
@@ -330,7 +292,7 @@ impl StoreBuilder {
     /// checked when a table is used.
     ///
     /// # Errors
-    /// [`Error::Invalid`](crate::Error::Invalid) naming the prefix.
+    /// [`Error::Invalid`] naming the prefix.
     pub fn table_prefix(mut self, prefix: impl Into<String>) -> Result<Self> {
         let prefix = prefix.into();
         let ok = prefix.len() <= 60
@@ -340,7 +302,7 @@ impl StoreBuilder {
                 .is_some_and(|b| b.is_ascii_alphabetic())
             && prefix.bytes().all(|b| b.is_ascii_alphanumeric());
         if !ok {
-            return Err(crate::Error::invalid(
+            return Err(Error::invalid(
                 format!("table prefix {prefix:?}"),
                 "must be 1 to 60 ASCII letters and digits, starting with a letter",
             ));
@@ -353,7 +315,7 @@ impl StoreBuilder {
     /// a wait for a lease rides out failing storage with
     /// [`LeaseOptions::with_unavailable_after`], ...).
     pub fn lease_options(mut self, options: LeaseOptions) -> Self {
-        self.lease_options = options;
+        self.lease_options = Some(options);
         self
     }
 
@@ -379,34 +341,74 @@ impl StoreBuilder {
     /// [`crate::Error::Invalid`] naming a lease option that is out of range.
     pub fn build(self) -> Result<Store> {
         let blobs: Arc<dyn BlobBackend> = self.backend.clone();
-        let lock_lease_options = match self.lock_lease_options {
-            Some(options) => options,
-            None => self
-                .lease_options
-                .clone()
-                .with_container(ContainerName::new(LockOptions::DEFAULT_CONTAINER)?)
-                .with_owner_metadata(false),
+        let locks = match (self.lock_lease_options, &self.lease_options) {
+            (Some(options), _) => LeaseManager::new(blobs.clone(), options)?,
+            (None, Some(options)) => LeaseManager::new(
+                blobs.clone(),
+                options
+                    .clone()
+                    .with_container(lock_container())
+                    .with_owner_metadata(false),
+            )?,
+            (None, None) => default_locks(blobs.clone()),
         };
-        Ok(Store {
-            inner: Arc::new(StoreInner {
-                leases: LeaseManager::new(blobs.clone(), self.lease_options)?,
-                locks: LeaseManager::new(blobs, lock_lease_options)?,
-                lock_options: self.lock_options,
-                tables: Arc::new(TableEnv::new(
-                    self.backend,
-                    self.conflict_retry,
-                    self.table_prefix,
-                )),
-            }),
-        })
+        let leases = match self.lease_options {
+            Some(options) => LeaseManager::new(blobs, options)?,
+            None => default_leases(blobs),
+        };
+        Ok(Store::assemble(
+            self.backend,
+            self.conflict_retry,
+            self.table_prefix,
+            leases,
+            locks,
+            self.lock_options,
+        ))
+    }
+}
+
+/// The lease manager of a store with default lease options.
+fn default_leases(blobs: Arc<dyn BlobBackend>) -> LeaseManager {
+    let container = ContainerName::from_static(LeaseOptions::DEFAULT_CONTAINER);
+    LeaseManager::from_settings(blobs, Settings::defaults(container, true))
+}
+
+/// The lock manager of a store with default lease options: container
+/// `leasehold-locks`, no owner metadata written at every acquire.
+fn default_locks(blobs: Arc<dyn BlobBackend>) -> LeaseManager {
+    LeaseManager::from_settings(blobs, Settings::defaults(lock_container(), false))
+}
+
+fn lock_container() -> ContainerName {
+    ContainerName::from_static(LockOptions::DEFAULT_CONTAINER)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_lock_container_is_a_container_name() {
+        assert_eq!(
+            ContainerName::new(LockOptions::DEFAULT_CONTAINER).unwrap(),
+            lock_container()
+        );
     }
 
-    /// Builds with options known to be valid (the defaults).
-    fn build_defaults(self) -> Store {
-        match self.build() {
-            Ok(store) => store,
-            // The default options are valid; this arm is unreachable.
-            Err(e) => unreachable!("default store options are valid: {e}"),
+    #[test]
+    fn a_default_store_has_the_settings_of_default_options() {
+        let default = Store::memory();
+        let built = Store::builder(MemoryBackend::new())
+            .lease_options(LeaseOptions::default())
+            .build()
+            .unwrap();
+        for (a, b) in [
+            (default.leases(), built.leases()),
+            (default.locks(), built.locks()),
+        ] {
+            assert_eq!(a.container(), b.container());
+            assert_eq!(a.lease_duration(), b.lease_duration());
         }
+        assert_eq!(default.locks().container().as_str(), "leasehold-locks");
     }
 }

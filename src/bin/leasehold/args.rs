@@ -1,0 +1,98 @@
+//! The command line.
+
+use clap::{Parser, Subcommand};
+use leasehold::lease::LeaseOptions;
+
+pub(crate) const EXIT_CODES: &str = "Exit codes: 0 success; 1 operation failed; 2 usage error \
+                          (bad arguments, no connection string, invalid name or key); \
+                          3 not found (no such lease or lock blob).";
+
+/// Inspect and repair the leases and partition locks of a leasehold store.
+#[derive(Debug, Parser)]
+#[command(name = "leasehold", version, after_help = EXIT_CODES)]
+pub(crate) struct Cli {
+    /// The storage connection string (`UseDevelopmentStorage=true` for
+    /// Azurite on its default ports).
+    #[arg(
+        long,
+        global = true,
+        env = "AZURE_STORAGE_CONNECTION_STRING",
+        hide_env_values = true
+    )]
+    pub(crate) connection_string: Option<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    /// The table prefix of the store whose locks to inspect (as given to
+    /// `StoreBuilder::table_prefix`).
+    #[arg(long, global = true, default_value = "")]
+    pub(crate) table_prefix: String,
+    /// The container of the lease blobs.
+    #[arg(long, global = true, default_value = LeaseOptions::DEFAULT_CONTAINER)]
+    pub(crate) lease_container: String,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Leases: run-once markers, leaders, reservations, guards.
+    #[command(subcommand)]
+    Leases(LeasesCommand),
+    /// Partition locks of units of work.
+    #[command(subcommand)]
+    Locks(LocksCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum LeasesCommand {
+    /// Lists the leases, with state, holder, epoch and pending journal.
+    List {
+        /// Only the leases whose names start with this.
+        #[arg(long, default_value = "")]
+        prefix: String,
+    },
+    /// Shows one lease.
+    Show {
+        /// The lease name.
+        name: String,
+    },
+    /// Breaks a lease, whoever holds it.
+    Break {
+        /// The lease name.
+        name: String,
+        /// Seconds (0-60) the holder keeps the lease; default 0, at once.
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60))]
+        period: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum LocksCommand {
+    /// Lists the partition locks, with state, holder and pending journal.
+    List,
+    /// Shows the lock of one partition and its pending journal.
+    Show {
+        /// The partition key.
+        partition_key: String,
+    },
+    /// Breaks the lease of a partition's lock, whoever holds it.
+    Break {
+        /// The partition key.
+        partition_key: String,
+        /// Seconds (0-60) the holder keeps the lease; default 0, at once.
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60))]
+        period: u64,
+    },
+    /// Takes a partition's lock, finishes a commit left pending, releases.
+    RollForward {
+        /// The partition key.
+        partition_key: String,
+        /// Break the lock's lease first (for a holder known to be dead).
+        #[arg(long)]
+        break_lease: bool,
+        /// Seconds to wait for the lock.
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+    },
+}

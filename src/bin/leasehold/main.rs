@@ -1,0 +1,141 @@
+//! `leasehold`: the operator command for the leases and partition locks of a
+//! storage account used through the leasehold library.
+//!
+//! ```text
+//! leasehold [--connection-string CS] [--json] [--table-prefix P] [--lease-container C] <COMMAND>
+//!
+//!   leases list [--prefix P]          lease blobs: state, holder, epoch, journal pending
+//!   leases show NAME                  one lease in detail
+//!   leases break NAME [--period S]    break a lease, whoever holds it
+//!   locks list                        partition locks: state, holder, journal pending
+//!   locks show PK                     one partition lock and its pending journal
+//!   locks break PK [--period S]       break a partition lock's lease
+//!   locks roll-forward PK [--break-lease] [--timeout S]
+//!                                     finish a commit a crashed holder left pending
+//! ```
+//!
+//! The connection string comes from `--connection-string` or, failing that,
+//! `AZURE_STORAGE_CONNECTION_STRING` (`UseDevelopmentStorage=true` means
+//! Azurite on its default ports). It is never printed.
+//!
+//! Exit codes: 0 success; 1 the operation failed (storage error, timeout, a
+//! journal that cannot be rolled forward); 2 usage error (bad arguments, no
+//! connection string, an invalid name or key); 3 not found (no such lease or
+//! lock blob). When the reader of stdout goes away early (`leasehold --json
+//! locks list | head -c 10`), the command stops writing and exits quietly
+//! with 0: what it was asked to do is done, only its report was cut short.
+//! (Tools killed by `SIGPIPE` end with 141 instead; 0 keeps a
+//! `set -o pipefail` script from failing because its reader had seen
+//! enough.)
+//!
+//! Output is text for people, or one JSON document on stdout with `--json`.
+//! Long listings show a progress bar on stderr when it is a terminal and
+//! `--json` is not given.
+//!
+//! One module per command group ([`leases`], [`locks`]); [`args`] parses
+//! the command line, [`output`] writes the results, [`failure`] maps errors
+//! to exit codes.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use leasehold::Store;
+use leasehold::backend::azure::AzureBackend;
+use leasehold::key::ContainerName;
+use leasehold::lease::LeaseOptions;
+use leasehold::lock::LockOptions;
+use serde_json::json;
+
+/// Prints a line on stdout; see [`output::stdout_line`].
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::stdout_line(format_args!($($arg)*))
+    };
+}
+
+/// Prints a line on stderr, ignoring failures: a closed stderr is nobody's
+/// concern but the caller's.
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+mod args;
+mod failure;
+mod leases;
+mod locks;
+mod output;
+
+use args::{Cli, Command, LocksCommand};
+use failure::Failure;
+use output::Output;
+
+fn main() -> ExitCode {
+    // Usage errors exit with 2, `--help` and `--version` with 0.
+    let cli = Cli::parse();
+    let json = cli.json;
+    let result = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(run(cli)),
+        Err(e) => Err(Failure {
+            code: Failure::FAILED,
+            message: format!("cannot start the async runtime: {e}"),
+        }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            err!("leasehold: {}", failure.message);
+            if json {
+                // The exit code tells the failure even when stdout is closed.
+                let _ = writeln!(
+                    std::io::stdout(),
+                    "{}",
+                    json!({ "error": { "exit_code": failure.code, "message": failure.message } })
+                );
+            }
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), Failure> {
+    let out = Output { json: cli.json };
+    let timeout = match &cli.command {
+        Command::Locks(LocksCommand::RollForward { timeout, .. }) => Duration::from_secs(*timeout),
+        _ => LockOptions::default().acquire_timeout,
+    };
+    let store = open_store(&cli, timeout)?;
+    match cli.command {
+        Command::Leases(command) => leases::run(&store, command, &out).await,
+        Command::Locks(command) => locks::run(&store, command, &out).await,
+    }
+}
+
+/// The store the command works on.
+fn open_store(cli: &Cli, lock_timeout: Duration) -> Result<Store, Failure> {
+    let Some(cs) = cli.connection_string.as_deref() else {
+        return Err(Failure {
+            code: Failure::USAGE,
+            message: "no connection string: pass --connection-string or set \
+                      AZURE_STORAGE_CONNECTION_STRING"
+                .into(),
+        });
+    };
+    let container = ContainerName::new(cli.lease_container.as_str())?;
+    let mut builder = Store::builder(AzureBackend::from_connection_string(cs)?)
+        .lease_options(LeaseOptions::new().with_container(container))
+        .lock_options(LockOptions {
+            acquire_timeout: lock_timeout,
+            ..LockOptions::default()
+        });
+    if !cli.table_prefix.is_empty() {
+        builder = builder.table_prefix(cli.table_prefix.as_str())?;
+    }
+    Ok(builder.build()?)
+}

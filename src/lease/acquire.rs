@@ -1,0 +1,349 @@
+//! Taking a lease: the local queue, attempts at the blob lease (creating
+//! the blob on first use), polling while it is held elsewhere, and riding
+//! out failing storage.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::time::{Instant, sleep, sleep_until, timeout_at};
+use tracing::{Instrument, debug, info_span, warn};
+
+use crate::backend::{BlobConditions, LeaseId, Metadata};
+use crate::error::{Error, Result};
+use crate::key::BlobName;
+use crate::retry::Backoff;
+
+use super::core::LeaseCore;
+use super::guard::{Acquisition, LeaseGuard};
+use super::manager::{AcquireMode, ManagerInner};
+use super::name::LeaseName;
+use super::outage::{Outage, storage_failed};
+
+/// How one attempt at a blob lease ended.
+enum Attempt {
+    /// Taken; the acquire was sent at this instant.
+    Acquired(Instant),
+    /// Somebody else holds it.
+    Held,
+    /// No answer before the attempt's deadline; it goes on in the
+    /// background and gives back whatever it takes.
+    NoReply,
+    /// The request failed.
+    Failed(Error),
+}
+
+/// First pause before retrying an acquire that storage failed.
+const FAILURE_RETRY_MIN: Duration = Duration::from_millis(100);
+/// Longest pause between acquires that storage failed.
+const FAILURE_RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// The pauses between acquires that storage failed: 100 ms doubling to 2 s,
+/// exact (the unavailable-after bound and the caller's deadline, which
+/// tests count on, cut them).
+fn failure_backoff() -> Backoff {
+    Backoff::doubling(FAILURE_RETRY_MIN, FAILURE_RETRY_MAX, 0).without_jitter()
+}
+
+/// A lease id as it may appear in logs: never at info level, and only its
+/// first characters.
+fn short_id(id: LeaseId) -> String {
+    id.to_string().chars().take(8).collect()
+}
+
+impl ManagerInner {
+    /// Acquires `name` as `mode` allows: `Ok(None)` when it stayed held.
+    /// Storage failures are retried until they have gone on for the
+    /// manager's unavailable-after bound.
+    pub(crate) async fn acquire(
+        self: &Arc<Self>,
+        name: LeaseName,
+        mode: AcquireMode,
+    ) -> Result<Option<LeaseGuard>> {
+        let mut outage = Outage::new(&self.env);
+        self.acquire_with(name, mode, &mut outage).await
+    }
+
+    /// [`Self::acquire`], counting storage failures in `outage`, which the
+    /// caller may carry across several acquires.
+    pub(crate) async fn acquire_with(
+        self: &Arc<Self>,
+        name: LeaseName,
+        mode: AcquireMode,
+        outage: &mut Outage,
+    ) -> Result<Option<LeaseGuard>> {
+        let blob = name.blob_name()?;
+        let runtime = Handle::try_current().map_err(|_| {
+            Error::invalid("runtime", "leases need a Tokio runtime with time enabled")
+        })?;
+        let span = info_span!("lease.acquire", lease = %name);
+        async move {
+            let slot = self.local.slot(&name);
+            let mut state = match mode {
+                AcquireMode::Try => match slot.try_lock() {
+                    Some(state) => state,
+                    None => return Ok(None),
+                },
+                AcquireMode::LocalThenTry => slot.lock().await,
+                AcquireMode::Until { deadline } => match timeout_at(deadline, slot.lock()).await {
+                    Ok(state) => state,
+                    Err(_) => return Ok(None),
+                },
+            };
+            if let Some(core) = state.held.clone() {
+                if !core.shared.is_lost() && !core.finished.load(Ordering::SeqCst) {
+                    state.handovers = state.handovers.saturating_add(1);
+                    debug!("handed over locally");
+                    return Ok(Some(LeaseGuard::new(
+                        core,
+                        slot.clone(),
+                        state,
+                        Acquisition::HandedOver,
+                    )));
+                }
+                state.held = None;
+            }
+            if let (Some(until), AcquireMode::Until { deadline }) = (state.yield_until, mode) {
+                state.yield_until = None;
+                sleep_until(until.min(deadline)).await;
+            } else if matches!(mode, AcquireMode::LocalThenTry) {
+                state.yield_until = None;
+            }
+            let proposed = LeaseId::new_random();
+            let Some(sent) = self
+                .acquire_blob_loop(&name, &blob, proposed, mode, outage)
+                .await?
+            else {
+                return Ok(None);
+            };
+            debug!(id = %short_id(proposed), "acquired");
+            let core = LeaseCore::start(self.env.clone(), name, blob, proposed, sent, &runtime);
+            state.held = Some(core.clone());
+            state.handovers = 0;
+            state.held_since = Some(Instant::now());
+            let guard = LeaseGuard::new(core, slot.clone(), state, Acquisition::Fresh);
+            if self.env.settings.owner_metadata {
+                if let Err(e) = guard.core.write_owner().await {
+                    if guard.core.shared.is_lost() {
+                        return Err(e);
+                    }
+                    warn!(error = %e, "could not record the lease owner");
+                }
+            }
+            Ok(Some(guard))
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Attempts at the blob lease with one proposed id: polling while it is
+    /// held (as `mode` allows), retrying while storage fails (until
+    /// `outage` reaches its bound). `Ok(None)` when it stayed held.
+    async fn acquire_blob_loop(
+        self: &Arc<Self>,
+        name: &LeaseName,
+        blob: &BlobName,
+        proposed: LeaseId,
+        mode: AcquireMode,
+        outage: &mut Outage,
+    ) -> Result<Option<Instant>> {
+        let deadline = match mode {
+            AcquireMode::Until { deadline } => Some(deadline),
+            AcquireMode::Try | AcquireMode::LocalThenTry => None,
+        };
+        let mut backoff = self.env.poll_backoff();
+        let mut failures = failure_backoff();
+        // Whether an attempt may have taken the lease without our knowing.
+        let mut ambiguous = false;
+        loop {
+            let started = Instant::now();
+            let limit = outage.limit(started);
+            let stop_at = deadline.map_or(limit, |d| d.min(limit));
+            let error = match self.acquire_blob_until(name, blob, proposed, stop_at).await {
+                Attempt::Acquired(sent) => {
+                    outage.answered(&self.env);
+                    return Ok(Some(sent));
+                }
+                Attempt::Held => {
+                    outage.answered(&self.env);
+                    failures = failure_backoff();
+                    let Some(deadline) = deadline else {
+                        return Ok(None);
+                    };
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Ok(None);
+                    }
+                    sleep(backoff.pause().min(deadline - now)).await;
+                    continue;
+                }
+                // The attempt was left to finish in the background (it gives
+                // back whatever it takes), so no further attempt may use
+                // this id: give up now.
+                Attempt::NoReply => {
+                    // Storage was failing already: report its last failure.
+                    if let Some(e) = outage.give_up(&self.env) {
+                        return Err(e);
+                    }
+                    let now = Instant::now();
+                    if deadline.is_some_and(|d| now >= d) && now < limit {
+                        return Ok(None);
+                    }
+                    let e = Error::Timeout {
+                        what: format!("no reply to an acquire of lease {name}"),
+                        after: now.saturating_duration_since(started),
+                    };
+                    return Err(match outage.failed(started, e, &self.env) {
+                        Err(unavailable) => unavailable,
+                        Ok(()) => outage.give_up(&self.env).unwrap_or_else(|| Error::Timeout {
+                            what: format!("acquiring lease {name}"),
+                            after: now.saturating_duration_since(started),
+                        }),
+                    });
+                }
+                Attempt::Failed(e) => e,
+            };
+            if !storage_failed(&error) {
+                if ambiguous || matches!(error, Error::Backend { .. }) {
+                    self.give_back(blob, proposed);
+                }
+                return Err(error);
+            }
+            ambiguous = true;
+            if let Err(unavailable) = outage.failed(started, error, &self.env) {
+                self.give_back(blob, proposed);
+                return Err(unavailable);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                self.give_back(blob, proposed);
+                return Err(outage.give_up(&self.env).unwrap_or_else(|| Error::Timeout {
+                    what: format!("acquiring lease {name}"),
+                    after: Duration::ZERO,
+                }));
+            }
+            // Retry with the same id (an acquire that was applied with its
+            // reply lost is then simply repeated), at the latest when the
+            // bound or the caller's deadline is reached.
+            let until = outage.limit(started);
+            let until = deadline.map_or(until, |d| d.min(until));
+            sleep(failures.pause().min(until.saturating_duration_since(now))).await;
+        }
+    }
+
+    /// Gives back, in the background, a lease an attempt may have taken
+    /// with its reply lost, rather than let it run out.
+    fn give_back(&self, blob: &BlobName, proposed: LeaseId) {
+        let backend = self.env.backend.clone();
+        let container = self.env.settings.container.clone();
+        let blob = blob.clone();
+        tokio::spawn(
+            async move {
+                let _ = backend.release_lease(&container, &blob, proposed).await;
+            }
+            .in_current_span(),
+        );
+    }
+
+    /// [`Self::acquire_blob`], giving up at `deadline` even when the service
+    /// has not answered by then ([`Attempt::NoReply`]). The attempt is not
+    /// cancelled, since its request may already be on its way: it finishes
+    /// in the background, and a lease it takes after all is released at
+    /// once, so a late success leaves nothing held (an infinite lease would
+    /// otherwise stay held until broken).
+    async fn acquire_blob_until(
+        self: &Arc<Self>,
+        name: &LeaseName,
+        blob: &BlobName,
+        proposed: LeaseId,
+        deadline: Instant,
+    ) -> Attempt {
+        let inner = Arc::clone(self);
+        let (owned_name, owned_blob) = (name.clone(), blob.clone());
+        let mut attempt =
+            Box::pin(async move { inner.acquire_blob(&owned_name, &owned_blob, proposed).await });
+        match timeout_at(deadline, attempt.as_mut()).await {
+            Ok(Ok(Some(sent))) => Attempt::Acquired(sent),
+            Ok(Ok(None)) => Attempt::Held,
+            Ok(Err(e)) => Attempt::Failed(e),
+            Err(_) => {
+                debug!(id = %short_id(proposed), "deadline passed during an acquire; giving back whatever it takes");
+                let backend = self.env.backend.clone();
+                let container = self.env.settings.container.clone();
+                let blob = blob.clone();
+                tokio::spawn(
+                    async move {
+                        if let Ok(Some(_)) = attempt.await {
+                            let _ = backend.release_lease(&container, &blob, proposed).await;
+                        }
+                    }
+                    .in_current_span(),
+                );
+                Attempt::NoReply
+            }
+        }
+    }
+
+    /// One acquire of the blob lease, creating the blob (and the container)
+    /// on first use. `Ok(None)` when somebody else holds it. Failures are
+    /// the caller's to retry.
+    async fn acquire_blob(
+        &self,
+        name: &LeaseName,
+        blob: &BlobName,
+        proposed: LeaseId,
+    ) -> Result<Option<Instant>> {
+        let env = &self.env;
+        let container = &env.settings.container;
+        let mut created = false;
+        loop {
+            let sent = Instant::now();
+            match env
+                .backend
+                .acquire_lease(container, blob, env.settings.duration, proposed)
+                .await
+            {
+                Ok(_) => return Ok(Some(sent)),
+                Err(Error::LeaseHeld { .. }) => return Ok(None),
+                Err(Error::NotFound { .. }) if !created => {
+                    self.create_blob(name, blob).await?;
+                    created = true;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Creates an empty lease blob (create-only, so an existing one is kept).
+    async fn create_blob(&self, name: &LeaseName, blob: &BlobName) -> Result<()> {
+        let env = &self.env;
+        self.ensure_container(false).await?;
+        for again in [false, true] {
+            if again {
+                self.ensure_container(true).await?;
+            }
+            match env
+                .backend
+                .put_blob(
+                    &env.settings.container,
+                    blob,
+                    Vec::new(),
+                    &Metadata::new(),
+                    &BlobConditions::create_only(),
+                )
+                .await
+            {
+                Ok(_) | Err(Error::AlreadyExists { .. }) => {
+                    debug!(lease = %name, "created the lease blob");
+                    return Ok(());
+                }
+                // Someone else just created and leased it.
+                Err(Error::LeaseHeld { .. }) => return Ok(()),
+                Err(Error::NotFound { .. }) if !again => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}

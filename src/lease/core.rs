@@ -1,0 +1,329 @@
+//! [`LeaseCore`]: the process's hold on one blob lease (its renewal, its
+//! view of the lease blob, the writes made under it, its release), shared by
+//! the guards it is handed through.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::sync::{Mutex as AsyncMutex, MutexGuard};
+use tokio::time::Instant;
+use tracing::{Instrument, debug, info_span, warn};
+
+use crate::backend::{BlobConditions, LeaseId, Metadata};
+use crate::error::{Error, Result};
+use crate::key::BlobName;
+use crate::retry::{self, Backoff};
+
+use super::document::{LeaseBlob, LeaseDocument, META_ACQUIRED, META_OWNER, meta_set};
+use super::env::LeaseEnv;
+use super::name::LeaseName;
+use super::renew::{Failure, LeaseShared, Renewer, classify, retry_transient};
+
+/// The first pause before retrying a failed release (then twice that).
+const RELEASE_RETRY: Duration = Duration::from_millis(100);
+
+/// The process's hold on one blob lease, shared by the guards it is handed
+/// through. Dropping the last reference without a release releases in the
+/// background.
+#[derive(Debug)]
+pub(crate) struct LeaseCore {
+    pub(crate) shared: Arc<LeaseShared>,
+    pub(crate) env: Arc<LeaseEnv>,
+    blob: BlobName,
+    /// The lease blob as last read or written under this lease; `None` when
+    /// unknown (never read, or a write's outcome is uncertain).
+    view: AsyncMutex<Option<View>>,
+    /// Set once released or abandoned.
+    pub(crate) finished: AtomicBool,
+}
+
+#[derive(Debug, Clone)]
+struct View {
+    document: LeaseDocument,
+    metadata: Metadata,
+    lease: crate::backend::LeaseInfo,
+}
+
+impl View {
+    pub(crate) fn snapshot(&self) -> LeaseBlob {
+        LeaseBlob {
+            document: self.document.clone(),
+            metadata: self.metadata.clone(),
+            lease: self.lease,
+        }
+    }
+}
+
+impl LeaseCore {
+    /// Starts holding a lease acquired at `sent`: spawns its renewal.
+    pub(crate) fn start(
+        env: Arc<LeaseEnv>,
+        name: LeaseName,
+        blob: BlobName,
+        id: LeaseId,
+        sent: Instant,
+        runtime: &Handle,
+    ) -> Arc<LeaseCore> {
+        let settings = &env.settings;
+        let shared = Arc::new(LeaseShared::new(
+            name,
+            id,
+            settings.lease_len,
+            settings.drift,
+            sent,
+        ));
+        if settings.lease_len.is_some() {
+            runtime.spawn(
+                Renewer {
+                    shared: shared.clone(),
+                    backend: env.backend.clone(),
+                    container: settings.container.clone(),
+                    blob: blob.clone(),
+                    interval: settings.renew_interval,
+                }
+                .run(),
+            );
+        }
+        Arc::new(LeaseCore {
+            shared,
+            env,
+            blob,
+            view: AsyncMutex::new(None),
+            finished: AtomicBool::new(false),
+        })
+    }
+
+    fn conditions(&self) -> BlobConditions {
+        BlobConditions::leased(self.shared.id)
+    }
+
+    /// Reads the blob into the view.
+    async fn load(&self, view: &mut Option<View>) -> Result<()> {
+        let env = &self.env;
+        let read = env
+            .backend
+            .get_blob(&env.settings.container, &self.blob)
+            .await
+            .and_then(|b| {
+                b.ok_or_else(|| Error::NotFound {
+                    what: format!("lease blob of {}", self.shared.name),
+                    code: Some("BlobNotFound".into()),
+                })
+            });
+        let blob = match read {
+            Ok(b) => b,
+            Err(e) => {
+                self.shared.note_error(&e);
+                return Err(e);
+            }
+        };
+        let blob = LeaseBlob::from_blob(&self.shared.name, blob)?;
+        *view = Some(View {
+            document: blob.document,
+            metadata: blob.metadata,
+            lease: blob.lease,
+        });
+        Ok(())
+    }
+
+    /// The view, read first when unknown.
+    async fn view(&self) -> Result<MutexGuard<'_, Option<View>>> {
+        let mut view = self.view.lock().await;
+        if view.is_none() {
+            self.load(&mut view).await?;
+        }
+        Ok(view)
+    }
+
+    pub(crate) async fn snapshot(&self) -> Result<LeaseBlob> {
+        let view = self.view().await?;
+        view.as_ref()
+            .map(View::snapshot)
+            .ok_or_else(|| self.shared.lost_error())
+    }
+
+    /// Replaces the blob's metadata under the lease with `f` applied to the
+    /// current metadata. Returns the new metadata.
+    pub(crate) async fn update_metadata(&self, f: impl FnOnce(&mut Metadata)) -> Result<Metadata> {
+        // A lease known to be lost sends nothing, not even the read.
+        self.ensure_held()?;
+        let mut guard = self.view().await?;
+        let Some(view) = guard.as_mut() else {
+            return Err(self.shared.lost_error());
+        };
+        let mut metadata = view.metadata.clone();
+        f(&mut metadata);
+        self.ensure_held()?;
+        let env = &self.env;
+        let conditions = self.conditions();
+        // Retrying is safe: the write replaces the whole metadata and only
+        // this lease's holder can write meanwhile.
+        let result = retry_transient(&self.shared, || {
+            env.backend.set_blob_metadata(
+                &env.settings.container,
+                &self.blob,
+                &metadata,
+                &conditions,
+            )
+        })
+        .await;
+        match result {
+            Ok(_) => {
+                view.metadata = metadata.clone();
+                Ok(metadata)
+            }
+            Err(e) => {
+                self.shared.note_error(&e);
+                *guard = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// Rewrites the body under the lease with `f` applied to the current
+    /// document (metadata kept). Returns `f`'s result.
+    pub(crate) async fn update_document<T>(
+        &self,
+        f: impl FnOnce(&mut LeaseDocument) -> T,
+    ) -> Result<T> {
+        // A lease known to be lost sends nothing, not even the read.
+        self.ensure_held()?;
+        let mut guard = self.view().await?;
+        let Some(view) = guard.as_mut() else {
+            return Err(self.shared.lost_error());
+        };
+        let mut document = view.document.clone();
+        let out = f(&mut document);
+        let body = document.to_bytes()?;
+        self.ensure_held()?;
+        let env = &self.env;
+        let conditions = self.conditions();
+        // Retrying is safe: the write replaces the whole blob and only this
+        // lease's holder can write meanwhile.
+        let result = retry_transient(&self.shared, || {
+            env.backend.put_blob(
+                &env.settings.container,
+                &self.blob,
+                body.clone(),
+                &view.metadata,
+                &conditions,
+            )
+        })
+        .await;
+        match result {
+            Ok(_) => {
+                view.document = document;
+                Ok(out)
+            }
+            Err(e) => {
+                self.shared.note_error(&e);
+                *guard = None;
+                Err(e)
+            }
+        }
+    }
+
+    fn ensure_held(&self) -> Result<()> {
+        if self.shared.is_lost() || self.finished.load(Ordering::SeqCst) {
+            return Err(self.shared.lost_error());
+        }
+        Ok(())
+    }
+
+    /// Records who holds the lease.
+    pub(crate) async fn write_owner(&self) -> Result<()> {
+        let owner = self.env.settings.owner.clone();
+        let at = crate::entity::datetime::format(self.env.now_wall());
+        self.update_metadata(|m| {
+            meta_set(m, META_OWNER, owner);
+            meta_set(m, META_ACQUIRED, at);
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Releases the blob lease (once). A lost lease is not released: its
+    /// loss is returned instead.
+    pub(crate) async fn release(&self) -> Result<()> {
+        if self.finished.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let was_lost = self.shared.is_lost();
+        self.shared.stop.cancel();
+        if was_lost {
+            return Err(self.shared.lost_error());
+        }
+        let span = info_span!("lease.release", lease = %self.shared.name);
+        let env = &self.env;
+        async {
+            // Up to three attempts, 100 ms then 200 ms apart, while the
+            // service does not say the lease is gone.
+            let mut backoff = Backoff::doubling(RELEASE_RETRY, RELEASE_RETRY * 2, 0)
+                .without_jitter()
+                .with_max_retries(2);
+            let attempts = AtomicU32::new(0);
+            let released = retry::retry_transient(
+                &mut backoff,
+                || {
+                    attempts.fetch_add(1, Ordering::Relaxed);
+                    env.backend
+                        .release_lease(&env.settings.container, &self.blob, self.shared.id)
+                },
+                |e: &Error| {
+                    if classify(e) == Failure::Lost || attempts.load(Ordering::Relaxed) >= 3 {
+                        return None;
+                    }
+                    debug!(error = %e, "release failed; retrying");
+                    Some(Duration::MAX)
+                },
+            )
+            .await;
+            match released {
+                Ok(()) => {
+                    debug!("released");
+                    Ok(())
+                }
+                // An earlier attempt whose reply was lost did release it.
+                Err(e) if attempts.load(Ordering::Relaxed) > 1 && classify(&e) == Failure::Lost => {
+                    Ok(())
+                }
+                Err(e) => {
+                    warn!(error = %e, "release failed; the lease will expire on its own");
+                    Err(e)
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Stops holding without a request (no runtime to send one on).
+    pub(crate) fn abandon(&self) {
+        self.finished.store(true, Ordering::SeqCst);
+        self.shared.stop.cancel();
+    }
+}
+
+impl Drop for LeaseCore {
+    fn drop(&mut self) {
+        if self.finished.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let was_lost = self.shared.lost.is_cancelled();
+        self.shared.stop.cancel();
+        if was_lost {
+            return;
+        }
+        if let Ok(runtime) = Handle::try_current() {
+            let backend = self.env.backend.clone();
+            let container = self.env.settings.container.clone();
+            let blob = self.blob.clone();
+            let id = self.shared.id;
+            runtime.spawn(async move {
+                let _ = backend.release_lease(&container, &blob, id).await;
+            });
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! [`LeaseEnv`]: what everything a lease manager hands out shares: the
+//! backend, the checked settings, the pacing of waits, a clock, and the
+//! current run of storage failures.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tokio::time::Instant;
+
+use crate::backend::BlobBackend;
+use crate::retry::{self, Backoff};
+
+use super::options::Settings;
+
+/// What guards need from their manager: the backend, the settings, a clock.
+#[derive(Debug)]
+pub(crate) struct LeaseEnv {
+    pub(crate) backend: Arc<dyn BlobBackend>,
+    pub(crate) settings: Settings,
+    clock: WallClock,
+    backoffs: AtomicU64,
+    /// The current run of failing requests, shared by waiting calls.
+    pub(crate) recent_failures: RecentFailures,
+}
+
+impl LeaseEnv {
+    pub(crate) fn new(backend: Arc<dyn BlobBackend>, settings: Settings) -> Self {
+        LeaseEnv {
+            backend,
+            settings,
+            clock: WallClock::new(),
+            backoffs: AtomicU64::new(0),
+            recent_failures: RecentFailures::default(),
+        }
+    }
+
+    /// A fresh pause generator for waiting on a lease held elsewhere: the
+    /// poll interval, each pause drawn within ±10 % of it.
+    pub(crate) fn poll_backoff(&self) -> Backoff {
+        Backoff::fixed(self.settings.poll_interval, self.next_seed())
+    }
+
+    /// A fresh pause generator for leader candidates on standby: from 50 ms
+    /// (or the poll interval, if shorter), doubling up to 1 s (or the poll
+    /// interval, if longer), each pause drawn from `[d, 2d]` under the cap.
+    pub(crate) fn standby_backoff(&self) -> Backoff {
+        let interval = self.settings.poll_interval;
+        let cap = interval.max(Duration::from_secs(1));
+        Backoff::doubling(
+            Duration::from_millis(50).min(interval),
+            cap,
+            self.next_seed(),
+        )
+    }
+
+    fn next_seed(&self) -> u64 {
+        let n = self.backoffs.fetch_add(1, Ordering::Relaxed);
+        retry::derive_seed(self.settings.seed, n)
+    }
+
+    /// Wall-clock time for logs and records, derived from `tokio::time` so
+    /// it follows paused time in tests.
+    pub(crate) fn now_wall(&self) -> OffsetDateTime {
+        self.clock.now()
+    }
+}
+
+/// Wall-clock time as `tokio::time` sees it: the wall time at the manager's
+/// creation plus monotonic time elapsed since.
+#[derive(Debug)]
+struct WallClock {
+    wall: OffsetDateTime,
+    mono: Instant,
+}
+
+impl WallClock {
+    fn new() -> Self {
+        WallClock {
+            wall: OffsetDateTime::now_utc(),
+            mono: Instant::now(),
+        }
+    }
+
+    fn now(&self) -> OffsetDateTime {
+        time::Duration::try_from(self.mono.elapsed())
+            .ok()
+            .and_then(|elapsed| self.wall.checked_add(elapsed))
+            .unwrap_or(self.wall)
+    }
+}
+
+/// The current run of failures of a manager's requests, shared by its calls:
+/// (first request sent, last failure seen). See [`Outage`](super::outage::Outage).
+#[derive(Debug, Default)]
+pub(crate) struct RecentFailures(Mutex<Option<(Instant, Instant)>>);
+
+impl RecentFailures {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Option<(Instant, Instant)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

@@ -1,0 +1,242 @@
+//! [`LeaseManager`]: the entry point of leases. It owns what its guards
+//! share and hands guards out; the patterns built on guards (run-once,
+//! leaders, reservations, operator tools) add their methods in their own
+//! files.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::backend::{BlobBackend, LeaseDuration};
+use crate::error::{Error, Result};
+use crate::key::ContainerName;
+
+use super::document::LeaseBlob;
+use super::env::LeaseEnv;
+use super::guard::LeaseGuard;
+use super::local::LocalLeases;
+use super::name::LeaseName;
+use super::options::{LeaseOptions, Settings};
+use super::registry::Registry;
+
+/// Hands out lease guards and the patterns built on them. Cheap to clone;
+/// clones share the process-local queues.
+///
+/// See the [module docs](crate::lease) for the lease model and an example.
+#[derive(Debug, Clone)]
+pub struct LeaseManager {
+    pub(crate) inner: Arc<ManagerInner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct ManagerInner {
+    pub(crate) env: Arc<LeaseEnv>,
+    /// Whether this manager has created its container.
+    container_ready: tokio::sync::Mutex<bool>,
+    pub(crate) local: LocalLeases,
+    pub(crate) reservations: Registry,
+}
+
+/// How long an acquire may wait.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum AcquireMode {
+    /// Neither locally nor for other processes.
+    Try,
+    /// Behind local tasks without limit, then one attempt at the blob.
+    LocalThenTry,
+    /// Both, until `deadline`.
+    Until { deadline: Instant },
+}
+
+impl LeaseManager {
+    /// A manager over `backend` with `options`.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the option when `options` break a rule
+    /// (lease duration outside 15–60 s, renew interval not below the duration
+    /// minus the drift margin, drift margin of half the duration or more,
+    /// poll interval out of range, bad owner identity). Nothing is sent.
+    pub fn new(backend: Arc<dyn BlobBackend>, options: LeaseOptions) -> Result<Self> {
+        Ok(LeaseManager::from_settings(backend, options.resolve()?))
+    }
+
+    /// A manager over `backend` with settings already checked.
+    pub(crate) fn from_settings(backend: Arc<dyn BlobBackend>, settings: Settings) -> Self {
+        LeaseManager {
+            inner: Arc::new(ManagerInner {
+                env: Arc::new(LeaseEnv::new(backend, settings)),
+                container_ready: tokio::sync::Mutex::new(false),
+                local: LocalLeases::default(),
+                reservations: Registry::default(),
+            }),
+        }
+    }
+
+    /// The owner identity this manager records.
+    pub fn owner(&self) -> &str {
+        &self.inner.env.settings.owner
+    }
+
+    /// The container of the lease blobs.
+    pub fn container(&self) -> &ContainerName {
+        &self.inner.env.settings.container
+    }
+
+    /// The lease duration.
+    pub fn lease_duration(&self) -> LeaseDuration {
+        self.inner.env.settings.duration
+    }
+
+    /// Takes the lease if it is free now; `Ok(None)` when another process,
+    /// or another task of this one, holds it. Failing storage is retried
+    /// for up to [`LeaseOptions::with_unavailable_after`].
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad name (before any request);
+    /// [`Error::Unavailable`] naming the endpoint when storage kept failing
+    /// for the bound; the backend's error when a request fails for another
+    /// reason than the lease being held.
+    pub async fn try_acquire(&self, name: &str) -> Result<Option<LeaseGuard>> {
+        let name = LeaseName::new(name)?;
+        self.inner.acquire(name, AcquireMode::Try).await
+    }
+
+    /// Takes the lease, waiting up to `timeout`: behind other tasks of this
+    /// process on a local queue, and for other processes by polling every
+    /// poll interval ([`LeaseOptions::with_poll_interval`]).
+    ///
+    /// The timeout also bounds a service that does not answer: an acquire
+    /// request still in flight at the deadline is left to finish in the
+    /// background, and a lease it takes after all is released at once.
+    /// Failing storage (transient errors, an unreachable endpoint) is
+    /// retried, but for no longer than
+    /// [`LeaseOptions::with_unavailable_after`] (30 s by default), even
+    /// when `timeout` is longer.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the lease did not come free in time;
+    /// [`Error::Unavailable`] naming the endpoint when storage kept failing
+    /// for the bound, or was failing when the timeout came;
+    /// [`Error::Invalid`] for a bad name (before any request); the backend's
+    /// error when a request fails for another reason than the lease being
+    /// held.
+    pub async fn acquire(&self, name: &str, timeout: Duration) -> Result<LeaseGuard> {
+        let name = LeaseName::new(name)?;
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+        match self
+            .inner
+            .acquire(name.clone(), AcquireMode::Until { deadline })
+            .await?
+        {
+            Some(guard) => Ok(guard),
+            None => Err(Error::Timeout {
+                what: format!("acquiring lease {name}"),
+                after: timeout,
+            }),
+        }
+    }
+}
+
+impl ManagerInner {
+    /// Creates the container unless this manager already did.
+    pub(crate) async fn ensure_container(&self, again: bool) -> Result<()> {
+        let mut ready = self.container_ready.lock().await;
+        if !*ready || again {
+            self.env
+                .backend
+                .create_container(&self.env.settings.container)
+                .await?;
+            *ready = true;
+        }
+        Ok(())
+    }
+
+    /// Reads a lease blob without the lease. A missing container reads as a
+    /// missing blob.
+    pub(crate) async fn read(&self, name: &LeaseName) -> Result<Option<LeaseBlob>> {
+        let blob = name.blob_name()?;
+        match self
+            .env
+            .backend
+            .get_blob(&self.env.settings.container, &blob)
+            .await
+        {
+            Ok(Some(b)) => LeaseBlob::from_blob(name, b).map(Some),
+            Ok(None) | Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl LeaseManager {
+    /// The section `key` of the document in lease blob `name`, read without
+    /// the lease; `None` when the blob or the section is missing.
+    pub(crate) async fn read_section(
+        &self,
+        name: &LeaseName,
+        key: &str,
+    ) -> Result<Option<serde_json::Value>> {
+        Ok(self
+            .inner
+            .read(name)
+            .await?
+            .and_then(|blob| blob.document.section(key).cloned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_pauses_stay_near_the_interval_and_are_seeded() {
+        let backend: Arc<dyn BlobBackend> = Arc::new(crate::lease::test_support::NoBackend);
+        let options = LeaseOptions::new()
+            .with_poll_interval(Duration::from_millis(800))
+            .with_jitter_seed(7);
+        let a = LeaseManager::new(backend.clone(), options.clone()).unwrap();
+        let b = LeaseManager::new(backend, options).unwrap();
+        let mut x = a.inner.env.poll_backoff();
+        let mut y = b.inner.env.poll_backoff();
+        let xs: Vec<Duration> = (0..50).map(|_| x.pause()).collect();
+        let ys: Vec<Duration> = (0..50).map(|_| y.pause()).collect();
+        assert_eq!(xs, ys);
+        assert!(
+            xs.iter().all(|d| (720..=880).contains(&d.as_millis())),
+            "{xs:?}"
+        );
+        assert!(xs.windows(2).any(|w| w[0] != w[1]), "jittered: {xs:?}");
+        let mean = xs.iter().sum::<Duration>() / 50;
+        assert!((760..=840).contains(&mean.as_millis()), "{mean:?}");
+    }
+
+    #[test]
+    fn standby_pauses_double_up_to_a_second() {
+        let backend: Arc<dyn BlobBackend> = Arc::new(crate::lease::test_support::NoBackend);
+        let manager =
+            LeaseManager::new(backend.clone(), LeaseOptions::new().with_jitter_seed(3)).unwrap();
+        let mut s = manager.inner.env.standby_backoff();
+        let xs: Vec<Duration> = (0..20).map(|_| s.pause()).collect();
+        assert!(
+            xs[0] >= Duration::from_millis(50) && xs[0] <= Duration::from_millis(100),
+            "{xs:?}"
+        );
+        assert!(xs.iter().all(|d| *d <= Duration::from_secs(1)), "{xs:?}");
+        assert!(xs[19] >= Duration::from_millis(500), "{xs:?}");
+        // A poll interval above a second raises the cap to it.
+        let slow = LeaseManager::new(
+            backend,
+            LeaseOptions::new().with_poll_interval(Duration::from_secs(3)),
+        )
+        .unwrap();
+        let mut s = slow.inner.env.standby_backoff();
+        let last = (0..20).map(|_| s.pause()).last().unwrap();
+        assert!(
+            last > Duration::from_secs(1) && last <= Duration::from_secs(3),
+            "{last:?}"
+        );
+    }
+}

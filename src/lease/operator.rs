@@ -1,0 +1,269 @@
+//! Operator tools on a [`LeaseManager`]: describing, listing and breaking
+//! leases without holding them.
+
+use std::time::Duration;
+
+use tracing::{Instrument, info, info_span};
+
+use crate::backend::{LeaseDuration, LeaseState, Metadata};
+use crate::error::{Error, Result};
+
+use super::document::{LOCK_SECTION, META_ACQUIRED, OnceState, meta_get};
+use super::manager::LeaseManager;
+use super::name::LeaseName;
+
+/// What [`LeaseManager::describe`] reports about a lease.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct LeaseDescription {
+    /// The lease.
+    pub name: LeaseName,
+    /// Whether the lease blob exists (it is created on first acquire).
+    pub exists: bool,
+    /// The lease state ([`LeaseState::Available`] when the blob is missing).
+    pub state: LeaseState,
+    /// The owner identity written by the last acquire that recorded one:
+    /// the current holder while `state` is leased or breaking (if the holder
+    /// writes owner metadata; partition locks always name their holder, see
+    /// [`crate::lock`]).
+    pub owner: Option<String>,
+    /// When that owner acquired the lease, as it recorded (RFC 3339).
+    pub acquired_at: Option<String>,
+    /// The fencing epoch.
+    pub epoch: u64,
+    /// The blob's metadata: leasehold's own entries (`leasehold_*`, shown
+    /// above) and any written with [`LeaseGuard::update_metadata`](crate::lease::LeaseGuard::update_metadata). Empty
+    /// when the blob is missing.
+    pub metadata: Metadata,
+    /// Whether a partition lock's commit is pending in the lease blob (see
+    /// [`crate::Store::pending_commit`]).
+    pub journal_pending: bool,
+    /// The run-once marker.
+    pub once: OnceState,
+    /// How many reservation records the blob's log holds.
+    pub reservation_records: usize,
+}
+
+impl LeaseDescription {
+    /// Whether somebody holds the lease (leased, or breaking but not yet
+    /// broken).
+    pub fn is_held(&self) -> bool {
+        matches!(self.state, LeaseState::Leased | LeaseState::Breaking)
+    }
+}
+
+impl LeaseManager {
+    /// Who holds a lease, its state, epoch, metadata, and whether a
+    /// partition lock's commit is pending, without acquiring it (one read).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad name or a body that is not a lease
+    /// document; the backend's error when the read fails.
+    pub async fn describe(&self, name: &str) -> Result<LeaseDescription> {
+        let name = LeaseName::new(name)?;
+        let blob = self.inner.read(&name).await?;
+        Ok(match blob {
+            None => LeaseDescription {
+                name,
+                exists: false,
+                state: LeaseState::Available,
+                owner: None,
+                acquired_at: None,
+                epoch: 0,
+                metadata: Metadata::new(),
+                journal_pending: false,
+                once: OnceState::NotStarted,
+                reservation_records: 0,
+            },
+            Some(blob) => LeaseDescription {
+                name,
+                exists: true,
+                state: blob.lease.state,
+                owner: blob.owner().map(str::to_owned),
+                acquired_at: meta_get(&blob.metadata, META_ACQUIRED).map(str::to_owned),
+                epoch: blob.epoch(),
+                journal_pending: blob.document.section(LOCK_SECTION).is_some(),
+                once: blob.once_state(),
+                reservation_records: blob.document.reservations.len(),
+                metadata: blob.metadata,
+            },
+        })
+    }
+
+    /// For operators: the names of the leases in this manager's container
+    /// that start with `prefix` (all of them for `""`), in blob-name order.
+    /// Blobs whose names are not lease-name encodings (written by something
+    /// else) are skipped; a missing container lists as empty. One listing
+    /// request per page of up to 5000 blobs; nothing is acquired.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a prefix longer than [`LeaseName::MAX_LEN`];
+    /// the backend's error when a listing request fails.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<LeaseName>> {
+        // The encoding is byte by byte, so the names starting with `prefix`
+        // are exactly the blobs starting with its encoding.
+        let blob_prefix = if prefix.is_empty() {
+            String::new()
+        } else {
+            LeaseName::new(prefix)?.encoded()
+        };
+        let env = &self.inner.env;
+        let mut names = Vec::new();
+        let mut marker: Option<String> = None;
+        loop {
+            let page = match env
+                .backend
+                .list_blobs(&env.settings.container, &blob_prefix, marker.as_deref())
+                .await
+            {
+                Ok(page) => page,
+                Err(Error::NotFound { .. }) => break,
+                Err(e) => return Err(e),
+            };
+            names.extend(
+                page.items
+                    .iter()
+                    .filter_map(|item| LeaseName::from_blob_name(&item.name).ok()),
+            );
+            match page.next_marker {
+                Some(next) => marker = Some(next),
+                None => break,
+            }
+        }
+        Ok(names)
+    }
+
+    /// Breaks a lease for operators, whoever holds it. The holder keeps it
+    /// for `period` (0–60 whole seconds); `None` lets a timed lease run out
+    /// and breaks an infinite one at once. The holder's guard reports the
+    /// loss at its next renewal or write.
+    ///
+    /// Returns [`BreakOutcome::Broken`] with the time until the lease is
+    /// broken, or [`BreakOutcome::NotHeld`] when nobody held it (the
+    /// service had no lease to break; nothing changed).
+    ///
+    /// ```
+    /// # use std::{sync::Arc, time::Duration};
+    /// # use leasehold::backend::memory::MemoryBackend;
+    /// use leasehold::lease::{BreakOutcome, LeaseManager, LeaseOptions};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> leasehold::Result<()> {
+    /// let leases = LeaseManager::new(Arc::new(MemoryBackend::new()), LeaseOptions::default())?;
+    /// let guard = leases.acquire("job", Duration::from_secs(5)).await?;
+    /// let outcome = leases.break_lease("job", Some(Duration::ZERO)).await?;
+    /// assert_eq!(outcome, BreakOutcome::Broken { left: Duration::ZERO });
+    /// drop(guard);
+    ///
+    /// let free = leases.try_acquire("other").await?.expect("free");
+    /// free.release().await?;
+    /// assert_eq!(leases.break_lease("other", None).await?, BreakOutcome::NotHeld);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad name or period (before any request);
+    /// [`Error::NotFound`] when the lease blob does not exist; the backend's
+    /// error otherwise.
+    pub async fn break_lease(&self, name: &str, period: Option<Duration>) -> Result<BreakOutcome> {
+        let name = LeaseName::new(name)?;
+        if let Some(p) = period {
+            if p > LeaseDuration::MAX || p.subsec_nanos() != 0 {
+                return Err(Error::invalid(
+                    format!("break period {p:?}"),
+                    "must be whole seconds from 0 to 60",
+                ));
+            }
+        }
+        let env = &self.inner.env;
+        let blob = name.blob_name()?;
+        let span = info_span!("lease.break", lease = %name);
+        async {
+            match env
+                .backend
+                .break_lease(&env.settings.container, &blob, period)
+                .await
+            {
+                Ok(left) => {
+                    info!(?left, "lease broken by operator");
+                    Ok(BreakOutcome::Broken { left })
+                }
+                // The service's answer to a break when no lease is present.
+                Err(Error::LeaseLost {
+                    code: Some(code), ..
+                }) if code == "LeaseNotPresentWithLeaseOperation" => {
+                    info!("lease not held; nothing to break");
+                    Ok(BreakOutcome::NotHeld)
+                }
+                Err(e) => Err(e),
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+/// What [`LeaseManager::break_lease`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakOutcome {
+    /// The lease was held (or already breaking): it is broken once `left`
+    /// has passed (at once when zero), and its holder keeps it until then.
+    Broken {
+        /// The time until the lease is broken.
+        left: Duration,
+    },
+    /// Nobody held the lease: the service had no lease to break, and
+    /// nothing changed.
+    NotHeld,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::backend::BlobBackend;
+    use crate::lease::options::LeaseOptions;
+
+    #[tokio::test]
+    async fn list_finds_leases_by_prefix_and_skips_foreign_blobs() {
+        use crate::backend::BlobConditions;
+        use crate::backend::memory::MemoryBackend;
+        use crate::key::BlobName;
+
+        let backend = Arc::new(MemoryBackend::new());
+        let leases = LeaseManager::new(backend.clone(), LeaseOptions::default()).unwrap();
+        assert!(
+            leases.list("").await.unwrap().is_empty(),
+            "no container yet"
+        );
+        for name in ["jobs/a", "jobs/b", "jobs2", "other é"] {
+            leases
+                .try_acquire(name)
+                .await
+                .unwrap()
+                .unwrap()
+                .release()
+                .await
+                .unwrap();
+        }
+        backend
+            .put_blob(
+                leases.container(),
+                &BlobName::new("not.a~lease").unwrap(),
+                b"x".to_vec(),
+                &Default::default(),
+                &BlobConditions::none(),
+            )
+            .await
+            .unwrap();
+        let names = |v: Vec<LeaseName>| v.iter().map(|n| n.as_str().to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            names(leases.list("jobs/").await.unwrap()),
+            ["jobs/a", "jobs/b"]
+        );
+        assert_eq!(names(leases.list("jobs").await.unwrap()).len(), 3);
+        assert_eq!(names(leases.list("").await.unwrap()).len(), 4);
+        assert!(leases.list(&"x".repeat(300)).await.is_err());
+    }
+}

@@ -1,0 +1,440 @@
+//! [`LeaseOptions`]: what a lease manager is configured with, and the
+//! settings it checks them into.
+
+use std::time::Duration;
+
+use crate::backend::LeaseDuration;
+use crate::error::{Error, Result};
+use crate::key::ContainerName;
+use crate::retry;
+
+/// Settings of a [`LeaseManager`](crate::lease::LeaseManager), checked by [`LeaseManager::new`](crate::lease::LeaseManager::new).
+///
+/// Defaults: 30 s leases renewed every 10 s (a third of the duration unless
+/// set), 1 s drift margin, container [`LeaseOptions::DEFAULT_CONTAINER`], acquire polling
+/// every 100 ms, owner identity `hostname-pid-random`, owner metadata
+/// written on acquire, local hand-over up to 1000 times or 60 s in a row,
+/// waits for a lease ending after 30 s of failing storage.
+#[derive(Debug, Clone)]
+#[must_use = "LeaseOptions do nothing until given to `StoreBuilder::lease_options` or `LeaseManager::new`"]
+pub struct LeaseOptions {
+    /// `None` for an infinite lease.
+    duration: Option<Duration>,
+    renew_interval: Option<Duration>,
+    drift_margin: Duration,
+    container: Option<ContainerName>,
+    poll_interval: Duration,
+    owner: Option<String>,
+    owner_metadata: bool,
+    max_handovers: u32,
+    max_hold: Duration,
+    jitter_seed: Option<u64>,
+    unavailable_after: Duration,
+}
+
+/// The default lease duration, in seconds.
+const DEFAULT_DURATION_SECS: u8 = 30;
+/// The default drift margin.
+const DEFAULT_DRIFT: Duration = Duration::from_secs(1);
+/// The default fairness bound of process-local sharing.
+const DEFAULT_MAX_HANDOVERS: u32 = 1000;
+const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(60);
+
+impl Default for LeaseOptions {
+    fn default() -> Self {
+        LeaseOptions {
+            duration: Some(Duration::from_secs(u64::from(DEFAULT_DURATION_SECS))),
+            renew_interval: None,
+            drift_margin: DEFAULT_DRIFT,
+            container: None,
+            poll_interval: Self::DEFAULT_POLL_INTERVAL,
+            owner: None,
+            owner_metadata: true,
+            max_handovers: DEFAULT_MAX_HANDOVERS,
+            max_hold: DEFAULT_MAX_HOLD,
+            jitter_seed: None,
+            unavailable_after: Self::DEFAULT_UNAVAILABLE_AFTER,
+        }
+    }
+}
+
+impl LeaseOptions {
+    /// The default pause between attempts to take a lease held by another
+    /// process (see [`LeaseOptions::with_poll_interval`]).
+    pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+    /// How long storage may keep failing before a wait for a lease gives up
+    /// (see [`LeaseOptions::with_unavailable_after`]).
+    pub const DEFAULT_UNAVAILABLE_AFTER: Duration = Duration::from_secs(30);
+
+    /// The default container for lease blobs.
+    pub const DEFAULT_CONTAINER: &str = "leasehold-leases";
+
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The lease duration: whole seconds from 15 to 60.
+    pub fn with_duration(mut self, duration: Duration) -> Self {
+        self.duration = Some(duration);
+        self
+    }
+
+    /// Infinite leases: never renewed, held until released or broken. A
+    /// guard of an infinite lease learns of a loss only when a write under
+    /// the lease is refused.
+    pub fn with_infinite_duration(mut self) -> Self {
+        self.duration = None;
+        self
+    }
+
+    /// How often a held lease is renewed; must be shorter than the duration
+    /// minus the drift margin. Default: a third of the duration.
+    pub fn with_renew_interval(mut self, interval: Duration) -> Self {
+        self.renew_interval = Some(interval);
+        self
+    }
+
+    /// How much earlier than the service a guard considers its lease
+    /// expired, for clock-rate differences. Less than half the duration.
+    pub fn with_drift_margin(mut self, margin: Duration) -> Self {
+        self.drift_margin = margin;
+        self
+    }
+
+    /// The container that holds the lease blobs.
+    pub fn with_container(mut self, container: ContainerName) -> Self {
+        self.container = Some(container);
+        self
+    }
+
+    /// How long a task waiting for a lease held by another process pauses
+    /// between attempts (each pause drawn within ±10 % of it). From 10 ms to
+    /// half the lease duration; default 100 ms.
+    ///
+    /// A released lease is taken by a waiter half an interval later on
+    /// average, at the price of one request per interval per waiting task
+    /// (the default: a median hand-over of about 50 ms at just under 10
+    /// requests per second per waiter). With many processes waiting on one lease,
+    /// a longer interval keeps the blob under the service's request rate
+    /// per blob. Leader candidates on standby ([`LeaseManager::run_as_leader`](crate::lease::LeaseManager::run_as_leader))
+    /// poll more slowly: backoff from 50 ms up to 1 s, or to this interval
+    /// when it is longer.
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// The identity written as owner metadata and into reservation logs:
+    /// 1 to 256 printable ASCII characters, no leading or trailing space.
+    pub fn with_owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    /// Whether a fresh acquire records the owner identity in the blob's
+    /// metadata (one read and one metadata write after the acquire).
+    /// Default: yes. Without it [`LeaseManager::describe`](crate::lease::LeaseManager::describe) shows the last
+    /// owner that did write it.
+    pub fn with_owner_metadata(mut self, write: bool) -> Self {
+        self.owner_metadata = write;
+        self
+    }
+
+    /// The fairness bound of process-local sharing: a blob lease is handed
+    /// from guard to guard at most `max_handovers` times in a row and only
+    /// within `max_hold` of its acquisition; then it is released.
+    pub fn with_handover_limit(mut self, max_handovers: u32, max_hold: Duration) -> Self {
+        self.max_handovers = max_handovers;
+        self.max_hold = max_hold;
+        self
+    }
+
+    /// Seeds the jitter of acquire polling (for reproducible tests). Without
+    /// a seed each manager draws a random one.
+    pub fn with_jitter_seed(mut self, seed: u64) -> Self {
+        self.jitter_seed = Some(seed);
+        self
+    }
+
+    /// How long a call waiting for a lease keeps trying while storage keeps
+    /// failing (transient errors, no reply, an unreachable endpoint) before
+    /// it gives up with [`Error::Unavailable`] naming the endpoint. From
+    /// 1 ms to 24 hours; default 30 s ([`LeaseOptions::DEFAULT_UNAVAILABLE_AFTER`]).
+    ///
+    /// The bound counts continuous failure: any answer from the service
+    /// (even "held by another owner") starts it afresh. The calls of one
+    /// manager share the count: a call whose first request fails within a
+    /// few seconds of another call's failure joins that run of failures,
+    /// so tasks queued behind one another do not each wait the bound
+    /// again, and a call right after a give-up fails after one attempt.
+    /// A lease held by somebody else is no failure: that wait is bounded by
+    /// the caller's timeout, where the call has one. It applies to
+    /// [`LeaseManager::acquire`](crate::lease::LeaseManager::acquire) and [`LeaseManager::try_acquire`](crate::lease::LeaseManager::try_acquire),
+    /// [`LeaseManager::do_once`](crate::lease::LeaseManager::do_once), [`LeaseManager::run_as_leader`](crate::lease::LeaseManager::run_as_leader) (a
+    /// campaign returns the error), [`LeaseManager::try_reserve`](crate::lease::LeaseManager::try_reserve) and
+    /// partition locks ([`crate::Store::lock`], through
+    /// [`crate::StoreBuilder::lease_options`]). A held lease is not
+    /// affected: its renewal is bounded by the lease's own validity.
+    pub fn with_unavailable_after(mut self, bound: Duration) -> Self {
+        self.unavailable_after = bound;
+        self
+    }
+
+    /// Checks the options and fills in the defaults that depend on others.
+    pub(crate) fn resolve(&self) -> Result<Settings> {
+        let (duration, lease_len) = match self.duration {
+            None => (LeaseDuration::Infinite, None),
+            Some(d) => (LeaseDuration::timed(d)?, Some(d)),
+        };
+        if let Some(len) = lease_len {
+            if self.drift_margin >= len / 2 {
+                return Err(Error::invalid(
+                    format!("drift margin {:?}", self.drift_margin),
+                    format!("must be less than half the lease duration ({len:?})"),
+                ));
+            }
+        }
+        let renew_interval = match (self.renew_interval, lease_len) {
+            (Some(i), Some(len)) => {
+                let limit = len - self.drift_margin;
+                if i.is_zero() || i >= limit {
+                    return Err(Error::invalid(
+                        format!("renew interval {i:?}"),
+                        format!(
+                            "must be positive and shorter than the lease duration ({len:?}) \
+                             minus the drift margin ({:?})",
+                            self.drift_margin
+                        ),
+                    ));
+                }
+                i
+            }
+            (None, Some(len)) => len / 3,
+            (_, None) => Duration::MAX,
+        };
+        let poll_limit = lease_len.map_or(Duration::from_secs(30), |len| len / 2);
+        if self.poll_interval < Duration::from_millis(10) || self.poll_interval > poll_limit {
+            return Err(Error::invalid(
+                format!("poll interval {:?}", self.poll_interval),
+                format!("must be from 10ms to {poll_limit:?} (half the lease duration)"),
+            ));
+        }
+        if self.unavailable_after < Duration::from_millis(1)
+            || self.unavailable_after > Duration::from_secs(86_400)
+        {
+            return Err(Error::invalid(
+                format!("unavailable-after bound {:?}", self.unavailable_after),
+                "must be from 1ms to 24h",
+            ));
+        }
+        let owner = match &self.owner {
+            Some(owner) => {
+                check_owner(owner)?;
+                owner.clone()
+            }
+            None => default_owner(),
+        };
+        let container = match &self.container {
+            Some(c) => c.clone(),
+            None => ContainerName::from_static(Self::DEFAULT_CONTAINER),
+        };
+        Ok(Settings {
+            duration,
+            lease_len,
+            renew_interval,
+            drift: self.drift_margin,
+            container,
+            poll_interval: self.poll_interval,
+            owner,
+            owner_metadata: self.owner_metadata,
+            max_handovers: self.max_handovers,
+            max_hold: self.max_hold,
+            unavailable_after: self.unavailable_after,
+            seed: self.jitter_seed.unwrap_or_else(retry::random_seed),
+        })
+    }
+}
+
+fn check_owner(owner: &str) -> Result<()> {
+    let why = if owner.is_empty() || owner.len() > 256 {
+        Some("must be 1 to 256 characters long")
+    } else if !owner.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        Some("may contain only printable ASCII characters")
+    } else if owner.starts_with(' ') || owner.ends_with(' ') {
+        Some("must not start or end with a space")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(Error::invalid(format!("owner identity {owner:?}"), why)),
+        None => Ok(()),
+    }
+}
+
+/// `hostname-pid-random`, with the host name cut to safe ASCII.
+fn default_owner() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .unwrap_or_default();
+    let host: String = host
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+        .take(200)
+        .collect();
+    let host = if host.is_empty() {
+        "host".to_owned()
+    } else {
+        host
+    };
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}-{}-{}", std::process::id(), &random[..8])
+}
+
+impl Settings {
+    /// The settings of the default options, in `container`, writing owner
+    /// metadata on acquire or not: valid by construction, so a store with
+    /// default options is built without a check that could fail.
+    pub(crate) fn defaults(container: ContainerName, owner_metadata: bool) -> Settings {
+        let len = Duration::from_secs(u64::from(DEFAULT_DURATION_SECS));
+        Settings {
+            duration: LeaseDuration::Seconds(DEFAULT_DURATION_SECS),
+            lease_len: Some(len),
+            renew_interval: len / 3,
+            drift: DEFAULT_DRIFT,
+            container,
+            poll_interval: LeaseOptions::DEFAULT_POLL_INTERVAL,
+            owner: default_owner(),
+            owner_metadata,
+            max_handovers: DEFAULT_MAX_HANDOVERS,
+            max_hold: DEFAULT_MAX_HOLD,
+            unavailable_after: LeaseOptions::DEFAULT_UNAVAILABLE_AFTER,
+            seed: retry::random_seed(),
+        }
+    }
+}
+
+/// Validated settings, shared by everything a manager hands out.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) duration: LeaseDuration,
+    pub(crate) lease_len: Option<Duration>,
+    pub(crate) renew_interval: Duration,
+    pub(crate) drift: Duration,
+    pub(crate) container: ContainerName,
+    pub(crate) poll_interval: Duration,
+    pub(crate) owner: String,
+    pub(crate) owner_metadata: bool,
+    pub(crate) max_handovers: u32,
+    pub(crate) max_hold: Duration,
+    pub(crate) unavailable_after: Duration,
+    pub(crate) seed: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    fn check(o: LeaseOptions) -> Result<Settings> {
+        o.resolve()
+    }
+
+    #[test]
+    fn defaults_are_thirty_second_leases_renewed_every_ten() {
+        let s = check(LeaseOptions::default()).unwrap();
+        assert_eq!(s.duration, LeaseDuration::Seconds(30));
+        assert_eq!(s.renew_interval, Duration::from_secs(10));
+        assert_eq!(s.container.as_str(), LeaseOptions::DEFAULT_CONTAINER);
+        assert!(
+            s.owner.contains(&format!("-{}-", std::process::id())),
+            "{}",
+            s.owner
+        );
+        check_owner(&s.owner).unwrap();
+    }
+
+    #[test]
+    fn the_default_settings_are_those_of_the_default_options() {
+        let resolved = check(LeaseOptions::default()).unwrap();
+        let built = Settings::defaults(resolved.container.clone(), true);
+        let fields = |s: &Settings| {
+            format!(
+                "{:?} {:?} {:?} {:?} {} {:?} {} {} {:?} {:?}",
+                s.duration,
+                s.lease_len,
+                s.renew_interval,
+                s.drift,
+                s.container,
+                s.poll_interval,
+                s.owner_metadata,
+                s.max_handovers,
+                s.max_hold,
+                s.unavailable_after
+            )
+        };
+        assert_eq!(fields(&built), fields(&resolved));
+        check_owner(&built.owner).unwrap();
+        ContainerName::new(LeaseOptions::DEFAULT_CONTAINER).unwrap();
+    }
+
+    #[test]
+    fn bad_options_are_invalid_and_name_the_option() {
+        let cases = [
+            (
+                LeaseOptions::new().with_duration(Duration::from_secs(14)),
+                "lease duration",
+            ),
+            (
+                LeaseOptions::new().with_duration(Duration::from_secs(61)),
+                "lease duration",
+            ),
+            (
+                LeaseOptions::new().with_duration(Duration::from_millis(15_500)),
+                "lease duration",
+            ),
+            (
+                LeaseOptions::new().with_renew_interval(Duration::from_secs(30)),
+                "renew interval",
+            ),
+            (
+                LeaseOptions::new().with_renew_interval(Duration::from_secs(29)),
+                "renew interval",
+            ),
+            (
+                LeaseOptions::new().with_renew_interval(Duration::ZERO),
+                "renew interval",
+            ),
+            (
+                LeaseOptions::new().with_drift_margin(Duration::from_secs(15)),
+                "drift margin",
+            ),
+            (
+                LeaseOptions::new().with_poll_interval(Duration::from_secs(16)),
+                "poll interval",
+            ),
+            (
+                LeaseOptions::new().with_poll_interval(Duration::from_millis(1)),
+                "poll interval",
+            ),
+            (LeaseOptions::new().with_owner(""), "owner identity"),
+            (LeaseOptions::new().with_owner("é"), "owner identity"),
+            (LeaseOptions::new().with_owner(" x"), "owner identity"),
+        ];
+        for (o, what) in cases {
+            let e = check(o).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Invalid);
+            assert!(e.to_string().contains(what), "{e} should name {what}");
+        }
+        let ok = LeaseOptions::new()
+            .with_duration(Duration::from_secs(15))
+            .with_renew_interval(Duration::from_secs(5))
+            .with_owner("node a");
+        assert!(check(ok).is_ok());
+        assert!(check(LeaseOptions::new().with_infinite_duration()).is_ok());
+    }
+}

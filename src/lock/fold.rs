@@ -1,0 +1,74 @@
+//! Writing a row twice in a unit: how a second write folds into the one
+//! staged (the table in the [`Unit`](super::Unit) docs).
+
+use crate::backend::{Precondition, TableOp};
+use crate::entity::EntityData;
+use crate::key::ETag;
+
+/// The staged write of a row once `op` follows `previous` (`None`: nothing
+/// staged for it): `Ok(None)` when the two cancel out, `Err(why)` when `op`
+/// cannot follow what is staged. `read_absent`: the unit read the row and
+/// found none. The rules are the table in the [`Unit`] docs; a fold keeps
+/// the condition of the first write, which is what the unit read.
+pub(crate) fn fold(
+    previous: Option<&TableOp>,
+    op: TableOp,
+    read_absent: bool,
+) -> std::result::Result<Option<TableOp>, &'static str> {
+    use TableOp::{Delete, Insert, Merge, Replace};
+    const UPSERT: Precondition = Precondition::Upsert;
+    let Some(previous) = previous else {
+        return Ok(Some(op));
+    };
+    Ok(match (previous, op) {
+        // Creating a row this unit deletes: the delete's condition, then the
+        // new content.
+        (previous @ Delete { .. }, Insert(d) | Replace(d, UPSERT) | Merge(d, UPSERT)) => {
+            Some(Replace(d, previous.condition().unwrap_or(UPSERT)))
+        }
+        (Delete { .. }, _) => return Err("this unit already deletes that row"),
+        (Insert(_), Insert(_)) => return Err("this unit already inserts that row"),
+        (_, Insert(_)) => return Err("this unit already writes that row, so it exists"),
+        (Insert(_), Replace(d, _)) => Some(Insert(d)),
+        (Insert(old), Merge(d, _)) => Some(Insert(merged(old.clone(), &d))),
+        (Insert(_), Delete { .. }) => None,
+        (Replace(_, c) | Merge(_, c), Replace(d, _)) => Some(Replace(d, c.clone())),
+        (Replace(old, c), Merge(d, _)) => Some(Replace(merged(old.clone(), &d), c.clone())),
+        (Merge(old, c), Merge(d, _)) => Some(Merge(merged(old.clone(), &d), c.clone())),
+        (
+            Replace(_, c) | Merge(_, c),
+            Delete {
+                partition_key,
+                row_key,
+                ..
+            },
+        ) => match c {
+            // An upsert of a row the unit found absent, then its delete:
+            // nothing to write.
+            Precondition::Upsert if read_absent => None,
+            // Otherwise the service cannot delete "if present": the delete
+            // needs the row to exist at commit.
+            c => Some(Delete {
+                partition_key,
+                row_key,
+                if_match: if_match_of(c.clone()),
+            }),
+        },
+    })
+}
+
+/// A delete's `if_match` for a write condition: the ETag it names; none
+/// (whatever version is stored) for `IfExists`, and for an upsert, since the
+/// service cannot delete "if present" and the delete needs the row to exist
+/// at commit.
+pub(crate) fn if_match_of(condition: Precondition) -> Option<ETag> {
+    match condition {
+        Precondition::IfMatch(etag) => Some(etag),
+        Precondition::IfExists | Precondition::Upsert => None,
+    }
+}
+
+fn merged(mut base: EntityData, update: &EntityData) -> EntityData {
+    base.properties.merge_from(&update.properties);
+    base
+}

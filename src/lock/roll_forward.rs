@@ -1,0 +1,76 @@
+//! Rolling a pending journal forward: finishing, row by row, a commit whose
+//! writer died half-way.
+
+use crate::backend::TableBackend;
+use crate::error::{Error, ErrorKind, Result};
+use crate::key::PartitionKey;
+use crate::outcome::{shows_effect, still_applicable};
+
+use super::journal::Journal;
+
+/// The outcome of rolling a journal forward.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RollForwardReport {
+    /// Operations applied by the roll-forward.
+    pub applied: usize,
+    /// Operations found already applied.
+    pub already_applied: usize,
+}
+
+/// Rolls `journal` forward, one operation at a time: an operation whose row
+/// still has its precondition is applied (conditioned on the ETag just read,
+/// so nothing written meanwhile is overwritten); one whose row already shows
+/// its effect is skipped; anything else stops with [`Error::Inconsistent`].
+///
+/// Idempotent: running it again after a partial run finishes the job.
+///
+/// # Errors
+/// [`Error::Inconsistent`] naming the row that contradicts the journal; the
+/// backend's errors.
+pub(crate) async fn roll_forward(
+    backend: &dyn TableBackend,
+    journal: &Journal,
+) -> Result<RollForwardReport> {
+    let pk = PartitionKey::new(&journal.partition_key).map_err(|e| Error::Inconsistent {
+        what: format!("the journal's partition key does not parse: {e}"),
+    })?;
+    let mut report = RollForwardReport::default();
+    for (i, entry) in journal.ops.iter().enumerate() {
+        let (table, op) = entry.to_op(&pk)?;
+        let stored = backend.get(&table, &pk, op.row_key()).await?;
+        if shows_effect(&op, stored.as_ref()) {
+            report.already_applied += 1;
+            continue;
+        }
+        match still_applicable(&op, stored.as_ref()) {
+            Some(now) => {
+                backend.execute(&table, &now).await.map_err(|e| match e.kind() {
+                    ErrorKind::Conflict | ErrorKind::AlreadyExists | ErrorKind::NotFound => {
+                        // The row and table are named here already: keep
+                        // only what the service answered.
+                        let answer = e.code().map_or_else(|| format!("{:?}", e.kind()), str::to_owned);
+                        Error::Inconsistent {
+                            what: format!(
+                                "journal operation {i} ({} of row {:?} in `{table}`) was overtaken by another write while rolling forward ({answer})",
+                                op.name(),
+                                op.row_key().as_str()
+                            ),
+                        }
+                    }
+                    _ => e,
+                })?;
+                report.applied += 1;
+            }
+            None => {
+                return Err(Error::Inconsistent {
+                    what: format!(
+                        "journal operation {i} ({} of row {:?} in `{table}`): the row neither has the ETag the unit read nor shows the operation's effect, so something wrote it outside the lock; the journal is kept for an operator",
+                        op.name(),
+                        op.row_key().as_str()
+                    ),
+                });
+            }
+        }
+    }
+    Ok(report)
+}
