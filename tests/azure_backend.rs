@@ -2177,7 +2177,16 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
         .build()
         .unwrap();
     let e = bad.get(&t, &pk("p"), &rk("r")).await.unwrap_err();
-    assert!(matches!(e, Error::Backend { status: 403, .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            Error::Backend {
+                status: Some(403),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
 
     // A failure whose text comes from the HTTP stack.
     let dead = AzureBackend::builder()

@@ -153,6 +153,8 @@ impl LeaseCore {
                 b.ok_or_else(|| Error::NotFound {
                     what: format!("lease blob of {}", self.shared.name),
                     code: Some("BlobNotFound".into()),
+                    table: None,
+                    row: None,
                 })
             });
         let blob = match read {
@@ -1031,9 +1033,10 @@ pub(crate) mod tests {
 
     fn refuse<T>() -> Result<T> {
         Err(Error::Backend {
-            status: 500,
+            status: Some(500),
             code: None,
             message: "no backend".into(),
+            source: None,
         })
     }
 

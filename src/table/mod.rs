@@ -346,9 +346,10 @@ impl<E: Entity> Table<E> {
             .instrument(span.clone())
             .await?;
         let Version { etag, timestamp } = version.ok_or_else(|| Error::Backend {
-            status: 0,
+            status: None,
             code: None,
             message: format!("{op_name} returned no version"),
+            source: None,
         })?;
         match after {
             Ok((entity, stored)) => Ok(Versioned::new(entity, etag, timestamp)
@@ -368,6 +369,8 @@ impl<E: Entity> Table<E> {
                 E::TABLE
             ),
             code: Some("ResourceNotFound".into()),
+            table: Some(E::TABLE.into()),
+            row: Some(Box::new((pk.clone(), rk.clone()))),
         })
     }
 
@@ -676,6 +679,8 @@ impl<E: Entity> Table<E> {
                 .ok_or_else(|| Error::NotFound {
                     what: format!("entity ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
                     code: Some("ResourceNotFound".into()),
+                    table: Some(E::TABLE.into()),
+                    row: Some(Box::new((pk.clone(), rk.clone()))),
                 })?;
             // The whole entity is replaced next: no record of the stored
             // properties is needed.
@@ -700,6 +705,8 @@ impl<E: Entity> Table<E> {
                                 E::TABLE
                             ),
                             code: e.code().map(str::to_owned),
+                            table: Some(E::TABLE.into()),
+                            row: Some(Box::new((pk.clone(), rk.clone()))),
                         }
                         .into());
                     }

@@ -47,12 +47,10 @@ fn lease_id_from_sdk(id: SdkLeaseId) -> std::result::Result<LeaseId, Failure> {
     id.to_string()
         .parse::<Uuid>()
         .map(LeaseId::from_uuid)
-        .map_err(|_| {
-            Failure::Fatal(Error::Backend {
-                status: 0,
-                code: None,
-                message: "the service returned a lease id that is not a GUID".into(),
-            })
+        .map_err(|e| {
+            Failure::Fatal(
+                Error::client("the service returned a lease id that is not a GUID").with_source(e),
+            )
         })
 }
 
@@ -172,9 +170,10 @@ fn properties_from_headers(headers: &Headers) -> std::result::Result<BlobPropert
     };
     let missing = |what: &str| {
         Failure::Fatal(Error::Backend {
-            status: 200,
+            status: Some(200),
             code: None,
             message: format!("the blob reply has no valid {what} header"),
+            source: None,
         })
     };
     let etag = get("etag").ok_or_else(|| missing("ETag"))?;

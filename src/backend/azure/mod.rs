@@ -164,7 +164,10 @@ impl AzureBackend {
         match tokio::time::timeout(limit, fut).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(Failure::from_azure(e, &self.inner.redactor)),
-            Err(_) => Err(Failure::ReplyLost(format!("no reply within {limit:?}"))),
+            Err(elapsed) => Err(Failure::ReplyLost(errors::NoReply::new(
+                format!("no reply within {limit:?}"),
+                Some(Box::new(elapsed)),
+            ))),
         }
     }
 
