@@ -25,8 +25,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub use blob::{
-    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, LeaseDuration, LeaseId,
-    LeaseInfo, LeaseKind, LeaseState, Metadata,
+    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseDuration,
+    LeaseId, LeaseInfo, LeaseKind, LeaseState, Metadata,
 };
 pub use table::{
     MAX_BATCH_BYTES, MAX_BATCH_OPS, Precondition, QueryPage, QuerySpec, StoredEntity, TableOp,
