@@ -54,6 +54,8 @@ async fn save(
                         .ok_or_else(|| Error::NotFound {
                             what: "the page was deleted".into(),
                             code: None,
+                            table: None,
+                            row: None,
                         })?;
                 append(&mut fresh, editor, paragraph);
                 copy = fresh;

@@ -7,50 +7,69 @@
 //! other. Where the storage service gave an error code (`x-ms-error-code`), it
 //! is kept and available through [`Error::code`].
 //!
+//! Errors about one row carry the table and the row's keys as fields
+//! ([`Error::table`], [`Error::row`]), not only in their message; transient
+//! and service failures keep the HTTP status ([`Error::status`]) and the
+//! underlying failure ([`std::error::Error::source`]).
+//!
 //! Secrets never appear here: connection strings are parsed before errors are
 //! built, and errors name the *part* that was wrong, never its value when the
-//! part is a key or a signature.
+//! part is a key or a signature. Text from other crates (an HTTP stack's
+//! error) is scrubbed of known secrets before it becomes a source.
 
 use std::time::Duration;
+
+use crate::key::{PartitionKey, RowKey};
+
+/// The keys of one row, as error fields carry them.
+type RowKeys = Option<Box<(PartitionKey, RowKey)>>;
 
 /// The result type used throughout leasehold.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in leasehold.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
     /// The entity, table, blob or container does not exist (HTTP 404).
-    #[error("not found: {what}{}", code_suffix(.code))]
     NotFound {
         /// What was looked for.
         what: String,
         /// The service's error code, such as `ResourceNotFound` or `BlobNotFound`.
         code: Option<String>,
+        /// The table, when a table or a row was looked for.
+        table: Option<String>,
+        /// The keys of the row, when a row was looked for.
+        row: RowKeys,
     },
 
     /// A create-only write found something already there (HTTP 409).
-    #[error("already exists: {what}{}", code_suffix(.code))]
     AlreadyExists {
         /// What already exists.
         what: String,
         /// The service's error code, such as `EntityAlreadyExists`.
         code: Option<String>,
+        /// The table, when a table or a row already exists.
+        table: Option<String>,
+        /// The keys of the row, when a row already exists.
+        row: RowKeys,
     },
 
     /// A conditional write failed: the ETag that was read is stale, someone
     /// else wrote in between (HTTP 412).
-    #[error("conflict: {what}{}", code_suffix(.code))]
     Conflict {
         /// What was being written.
         what: String,
         /// The service's error code, such as `UpdateConditionNotSatisfied`.
         code: Option<String>,
+        /// The table, when a row was being written.
+        table: Option<String>,
+        /// The keys of the row, when a row was being written.
+        row: RowKeys,
     },
 
     /// Somebody else holds the lease (HTTP 409 `LeaseAlreadyPresent`, or a
     /// write to a leased blob without its lease id).
-    #[error("lease held by another owner: {what}{}", code_suffix(.code))]
     LeaseHeld {
         /// The lease, or the blob that is leased.
         what: String,
@@ -60,7 +79,6 @@ pub enum Error {
 
     /// The lease this caller held is gone: expired, broken, or taken by
     /// another owner. Nothing was written.
-    #[error("lease lost: {what}{}", code_suffix(.code))]
     LeaseLost {
         /// The lease that was lost.
         what: String,
@@ -69,7 +87,6 @@ pub enum Error {
     },
 
     /// An operation did not complete in the time it was given.
-    #[error("timed out after {after:?}: {what}")]
     Timeout {
         /// What was waited for.
         what: String,
@@ -78,7 +95,6 @@ pub enum Error {
     },
 
     /// One operation of an atomic batch failed, so none was applied.
-    #[error("batch operation {index} failed: {source}")]
     Batch {
         /// The zero-based index of the failing operation.
         index: usize,
@@ -88,7 +104,6 @@ pub enum Error {
 
     /// Input that the service would reject: a key, table name, property,
     /// size, duration or connection string. Raised before any request.
-    #[error("invalid {what}: {why}")]
     Invalid {
         /// The culprit: which field, key, name or value.
         what: String,
@@ -97,15 +112,11 @@ pub enum Error {
     },
 
     /// A stored property could not be turned into the Rust field it feeds.
-    #[error(
-        "cannot decode property `{property}` of table `{table}`{}: expected {expected}, found {found}",
-        row_suffix(.row)
-    )]
     Decode {
         /// The table the entity was read from.
         table: String,
         /// The keys of the row, when known (every row read from a table).
-        row: Option<Box<(crate::key::PartitionKey, crate::key::RowKey)>>,
+        row: RowKeys,
         /// The property name as stored.
         property: String,
         /// The type the Rust field needs.
@@ -116,29 +127,39 @@ pub enum Error {
 
     /// Stored data contradicts a pending journal: roll-forward stopped and
     /// left the journal in place for an operator.
-    #[error("inconsistent state: {what}")]
     Inconsistent {
         /// What contradicts what.
         what: String,
     },
 
-    /// A failure that may go away if retried (5xx, 408, connection errors),
-    /// left after leasehold's own retries gave up.
-    #[error("transient failure: {message}")]
+    /// A failure that may go away if retried (5xx, 408, 429, no reply, a
+    /// refused connection), left after leasehold's own retries gave up.
     Transient {
         /// What failed.
         message: String,
+        /// The HTTP status the service answered with; `None` when no reply
+        /// came (the request was not sent, or its reply was lost).
+        status: Option<u16>,
+        /// The service's error code, such as `ServerBusy`, when it gave one.
+        code: Option<String>,
+        /// The underlying failure (such as the connection error), when
+        /// there is one.
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
-    /// Any other failure reported by the storage service.
-    #[error("storage service error {status}{}: {message}", code_suffix(.code))]
+    /// Any other failure: reported by the storage service (with its
+    /// status), or found on this side of the wire (`status` is `None`: a
+    /// reply that makes no sense, a client that cannot be built).
     Backend {
-        /// The HTTP status.
-        status: u16,
+        /// The HTTP status the service answered with; `None` for a failure
+        /// on the client side.
+        status: Option<u16>,
         /// The service's error code, when it gave one.
         code: Option<String>,
-        /// The service's message.
+        /// What went wrong (the service's message, or the client's).
         message: String,
+        /// The underlying failure, when there is one.
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
     /// Storage kept failing (transient errors, no reply, an unreachable
@@ -147,7 +168,6 @@ pub enum Error {
     /// leasehold has already retried for that long.
     ///
     /// [`LeaseOptions::with_unavailable_after`]: crate::lease::LeaseOptions::with_unavailable_after
-    #[error("storage at {endpoint} unavailable for {after:?}: {source}")]
     Unavailable {
         /// Where the storage was sought: the blob service URL (never with
         /// credentials), or `memory`.
@@ -159,7 +179,88 @@ pub enum Error {
     },
 }
 
-fn row_suffix(row: &Option<Box<(crate::key::PartitionKey, crate::key::RowKey)>>) -> String {
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::NotFound { what, code, .. } => {
+                write!(f, "not found: {what}{}", code_suffix(code))
+            }
+            Error::AlreadyExists { what, code, .. } => {
+                write!(f, "already exists: {what}{}", code_suffix(code))
+            }
+            Error::Conflict { what, code, .. } => {
+                write!(f, "conflict: {what}{}", code_suffix(code))
+            }
+            Error::LeaseHeld { what, code } => {
+                write!(
+                    f,
+                    "lease held by another owner: {what}{}",
+                    code_suffix(code)
+                )
+            }
+            Error::LeaseLost { what, code } => write!(f, "lease lost: {what}{}", code_suffix(code)),
+            Error::Timeout { what, after } => write!(f, "timed out after {after:?}: {what}"),
+            Error::Batch { index, source } => write!(f, "batch operation {index} failed: {source}"),
+            Error::Invalid { what, why } => write!(f, "invalid {what}: {why}"),
+            Error::Decode {
+                table,
+                row,
+                property,
+                expected,
+                found,
+            } => write!(
+                f,
+                "cannot decode property `{property}` of table `{table}`{}: expected {expected}, found {found}",
+                row_suffix(row)
+            ),
+            Error::Inconsistent { what } => write!(f, "inconsistent state: {what}"),
+            Error::Transient { message, .. } => write!(f, "transient failure: {message}"),
+            Error::Backend {
+                status,
+                code,
+                message,
+                ..
+            } => write!(
+                f,
+                "{}{}: {message}",
+                backend_prefix(*status),
+                code_suffix(code)
+            ),
+            Error::Unavailable {
+                endpoint,
+                after,
+                source,
+            } => write!(
+                f,
+                "storage at {endpoint} unavailable for {after:?}: {source}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    /// The error beneath: a batch's failing operation, the last failure
+    /// before storage counted as unavailable (both an [`Error`]), or the
+    /// failure a transient or backend error came from.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Batch { source, .. } | Error::Unavailable { source, .. } => Some(&**source),
+            Error::Transient { source, .. } | Error::Backend { source, .. } => {
+                source.as_deref().map(|e| e as _)
+            }
+            _ => None,
+        }
+    }
+}
+
+fn backend_prefix(status: Option<u16>) -> String {
+    match status {
+        Some(status) => format!("storage service error {status}"),
+        None => "storage error".to_owned(),
+    }
+}
+
+fn row_suffix(row: &RowKeys) -> String {
     match row.as_deref() {
         Some((pk, rk)) => format!(
             " at PartitionKey {:?}, RowKey {:?}",
@@ -240,8 +341,48 @@ impl Error {
             | Error::Conflict { code, .. }
             | Error::LeaseHeld { code, .. }
             | Error::LeaseLost { code, .. }
+            | Error::Transient { code, .. }
             | Error::Backend { code, .. } => code.as_deref(),
             Error::Batch { source, .. } | Error::Unavailable { source, .. } => source.code(),
+            _ => None,
+        }
+    }
+
+    /// The HTTP status the storage service answered with, for
+    /// [`Transient`](Error::Transient) and [`Backend`](Error::Backend)
+    /// failures that got a reply (and a batch or unavailability caused by
+    /// one).
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::Transient { status, .. } | Error::Backend { status, .. } => *status,
+            Error::Batch { source, .. } | Error::Unavailable { source, .. } => source.status(),
+            _ => None,
+        }
+    }
+
+    /// The table an error concerns, when it concerns one: a missing table,
+    /// or a row that is missing, already exists, conflicts or does not
+    /// decode (through a [`Batch`](Error::Batch) too).
+    pub fn table(&self) -> Option<&str> {
+        match self {
+            Error::NotFound { table, .. }
+            | Error::AlreadyExists { table, .. }
+            | Error::Conflict { table, .. } => table.as_deref(),
+            Error::Decode { table, .. } => Some(table),
+            Error::Batch { source, .. } => source.table(),
+            _ => None,
+        }
+    }
+
+    /// The keys of the row an error concerns, when it concerns one (see
+    /// [`Error::table`]).
+    pub fn row(&self) -> Option<(&PartitionKey, &RowKey)> {
+        match self {
+            Error::NotFound { row, .. }
+            | Error::AlreadyExists { row, .. }
+            | Error::Conflict { row, .. }
+            | Error::Decode { row, .. } => row.as_deref().map(|(pk, rk)| (pk, rk)),
+            Error::Batch { source, .. } => source.row(),
             _ => None,
         }
     }
@@ -260,9 +401,91 @@ impl Error {
         }
     }
 
+    /// A [`Transient`](Error::Transient) failure without a reply: no status,
+    /// no code, no source (add one with [`Error::with_source`]).
+    pub(crate) fn transient(message: impl Into<String>) -> Self {
+        Error::Transient {
+            message: message.into(),
+            status: None,
+            code: None,
+            source: None,
+        }
+    }
+
+    /// A [`Backend`](Error::Backend) failure found on the client side: a
+    /// reply that makes no sense, a client that cannot be built.
+    pub(crate) fn client(message: impl Into<String>) -> Self {
+        Error::Backend {
+            status: None,
+            code: None,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// This error with `cause` as its source, for the variants that keep
+    /// one ([`Transient`](Error::Transient) and [`Backend`](Error::Backend));
+    /// others are returned unchanged.
+    pub(crate) fn with_source(
+        mut self,
+        cause: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        if let Error::Transient { source, .. } | Error::Backend { source, .. } = &mut self {
+            *source = Some(cause.into());
+        }
+        self
+    }
+
+    /// This error marked as concerning the row (`partition_key`,
+    /// `row_key`) of `table`: fills the table and row fields of
+    /// [`NotFound`](Error::NotFound), [`AlreadyExists`](Error::AlreadyExists),
+    /// [`Conflict`](Error::Conflict) and [`Decode`](Error::Decode) (and of
+    /// the source of a [`Batch`](Error::Batch)) where they are empty. A
+    /// missing table (`TableNotFound`) gets the table only.
+    pub(crate) fn for_row(
+        mut self,
+        table: &str,
+        partition_key: &PartitionKey,
+        row_key: &RowKey,
+    ) -> Self {
+        let keys = || Some(Box::new((partition_key.clone(), row_key.clone())));
+        match &mut self {
+            // A missing table is about the table, whatever row was sought.
+            Error::NotFound { code, .. } if code.as_deref() == Some("TableNotFound") => {
+                return self.for_table(table);
+            }
+            Error::NotFound { table: t, row, .. }
+            | Error::AlreadyExists { table: t, row, .. }
+            | Error::Conflict { table: t, row, .. } => {
+                t.get_or_insert_with(|| table.to_owned());
+                if row.is_none() {
+                    *row = keys();
+                }
+            }
+            Error::Decode { row, .. } if row.is_none() => *row = keys(),
+            Error::Batch { source, .. } => {
+                let inner = std::mem::replace(&mut **source, Error::transient(""));
+                **source = inner.for_row(table, partition_key, row_key);
+            }
+            _ => {}
+        }
+        self
+    }
+
+    /// This error marked as concerning `table` itself (a missing table):
+    /// fills the table field of [`NotFound`](Error::NotFound) and
+    /// [`AlreadyExists`](Error::AlreadyExists) where it is empty.
+    pub(crate) fn for_table(mut self, table: &str) -> Self {
+        if let Error::NotFound { table: t, .. } | Error::AlreadyExists { table: t, .. } = &mut self
+        {
+            t.get_or_insert_with(|| table.to_owned());
+        }
+        self
+    }
+
     /// Builds an error from a service status and error code, the way both
     /// backends classify failures: by code first, then by status.
-    pub fn from_service(status: u16, code: Option<&str>, what: impl Into<String>) -> Self {
+    pub(crate) fn from_service(status: u16, code: Option<&str>, what: impl Into<String>) -> Self {
         let what = what.into();
         let code_owned = code.map(str::to_owned);
         match (status, code) {
@@ -289,6 +512,8 @@ impl Error {
             (404, _) => Error::NotFound {
                 what,
                 code: code_owned,
+                table: None,
+                row: None,
             },
             (
                 409,
@@ -301,21 +526,29 @@ impl Error {
             ) => Error::AlreadyExists {
                 what,
                 code: code_owned,
+                table: None,
+                row: None,
             },
             (412, _) => Error::Conflict {
                 what,
                 code: code_owned,
+                table: None,
+                row: None,
             },
             (408 | 429 | 500..=599, _) => Error::Transient {
                 message: match code {
                     Some(code) => format!("{what}: status {status} ({code})"),
                     None => format!("{what}: status {status}"),
                 },
+                status: Some(status),
+                code: code_owned,
+                source: None,
             },
             _ => Error::Backend {
-                status,
+                status: Some(status),
                 code: code_owned,
                 message: what,
+                source: None,
             },
         }
     }

@@ -127,11 +127,11 @@ fn connection_strings_parse_into_settings() {
     let s = ConnectionSettings::parse("UseDevelopmentStorage=true").unwrap();
     assert_eq!(s.account, "devstoreaccount1");
     assert_eq!(
-        s.table_endpoint.url().as_str(),
+        s.table_endpoint.as_str(),
         "http://127.0.0.1:10002/devstoreaccount1"
     );
     assert_eq!(
-        s.blob_endpoint.url().as_str(),
+        s.blob_endpoint.as_str(),
         "http://127.0.0.1:10000/devstoreaccount1"
     );
 
@@ -141,7 +141,7 @@ fn connection_strings_parse_into_settings() {
     ))
     .unwrap();
     assert_eq!(
-        s.table_endpoint.url().as_str(),
+        s.table_endpoint.as_str(),
         "http://127.0.0.1:50002/devstoreaccount1"
     );
     assert!(matches!(s.credentials, Credentials::AccessKey { .. }));
@@ -151,7 +151,7 @@ fn connection_strings_parse_into_settings() {
     ))
     .unwrap();
     assert_eq!(
-        s.blob_endpoint.url().as_str(),
+        s.blob_endpoint.as_str(),
         "https://prod1.blob.core.usgovcloudapi.net/"
     );
 
@@ -2115,8 +2115,8 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
     let b = AzureBackend::builder()
         .account(settings.account.clone())
         .sas_token(SasToken::new(&sas).unwrap())
-        .table_endpoint(settings.table_endpoint.url().as_str())
-        .blob_endpoint(settings.blob_endpoint.url().as_str())
+        .table_endpoint(settings.table_endpoint.as_str())
+        .blob_endpoint(settings.blob_endpoint.as_str())
         .transport_retry(fast_retries())
         .policy(plan.transport_policy())
         .build()
@@ -2170,12 +2170,16 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
     let bad = AzureBackend::builder()
         .account(settings.account.clone())
         .sas_token(SasToken::new(&forged).unwrap())
-        .table_endpoint(settings.table_endpoint.url().as_str())
-        .blob_endpoint(settings.blob_endpoint.url().as_str())
+        .table_endpoint(settings.table_endpoint.as_str())
+        .blob_endpoint(settings.blob_endpoint.as_str())
         .build()
         .unwrap();
     let e = bad.get(&t, &pk("p"), &rk("r")).await.unwrap_err();
-    assert!(matches!(e, Error::Backend { status: 403, .. }), "{e:?}");
+    assert_eq!(
+        (e.kind(), e.status()),
+        (ErrorKind::Backend, Some(403)),
+        "{e:?}"
+    );
 
     // A failure whose text comes from the HTTP stack.
     let dead = AzureBackend::builder()

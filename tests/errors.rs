@@ -340,3 +340,117 @@ async fn errors_of_every_variant_say_each_fact_once() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Errors about one row carry the table and the row's keys as fields, also
+/// through a batch; a status error keeps its status and code; `source()`
+/// chains to the failure beneath.
+#[tokio::test(start_paused = true)]
+async fn errors_name_their_row_and_keep_their_cause() {
+    use leasehold::testing::Fault;
+    use std::error::Error as _;
+
+    let faulty = FaultyBackend::new(MemoryBackend::new());
+    let faults = faulty.injector();
+    let store = Store::new(faulty);
+    let orders = store.table::<Order>();
+    let keys = |e: &Error| {
+        e.row()
+            .map(|(pk, rk)| (pk.as_str().to_owned(), rk.as_str().to_owned()))
+    };
+    let at = |id: &str| Some(("alice".to_owned(), id.to_owned()));
+
+    let placed = orders.insert(order("o1", "placed")).await.unwrap();
+    let e = orders.insert(order("o1", "placed")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists);
+    assert_eq!((e.table(), keys(&e)), (Some("Orders"), at("o1")), "{e:?}");
+    assert!(
+        matches!(&e, Error::AlreadyExists { table: Some(t), row: Some(_), .. } if t == "Orders")
+    );
+
+    orders.upsert(order("o1", "paid")).await.unwrap();
+    let e = orders.replace(&placed).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    assert_eq!((e.table(), keys(&e)), (Some("Orders"), at("o1")), "{e:?}");
+
+    let gone = orders.get("alice", "o1").await.unwrap().unwrap();
+    orders.delete(&gone).await.unwrap();
+    let e = orders.delete(&gone).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert_eq!((e.table(), keys(&e)), (Some("Orders"), at("o1")), "{e:?}");
+    let e = orders
+        .update_with("alice", "o9", |o| o.status = "x".into())
+        .await
+        .unwrap_err();
+    assert_eq!((e.table(), keys(&e)), (Some("Orders"), at("o9")), "{e:?}");
+
+    // Through a batch: the failing operation's row, and source() is it.
+    orders.insert(order("o2", "placed")).await.unwrap();
+    let e = orders
+        .batch()
+        .insert(order("o3", "placed"))
+        .insert(order("o2", "placed"))
+        .commit()
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Batch);
+    assert_eq!(keys(&e), at("o2"), "{e:?}");
+    let inner = e.source().expect("a batch error has a source");
+    let inner = inner
+        .downcast_ref::<Error>()
+        .expect("the operation's error");
+    assert_eq!(inner.kind(), ErrorKind::AlreadyExists);
+    assert_eq!(inner.code(), Some("EntityAlreadyExists"));
+
+    // A missing table is about the table, not a row.
+    let missing = TableName::new("NoSuchTable").unwrap();
+    let e = store
+        .backend()
+        .get(&missing, &"p".parse().unwrap(), &"r".parse().unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!((e.table(), e.row()), (Some("NoSuchTable"), None), "{e:?}");
+
+    // A throttled read: transient, with the status kept.
+    faults.inject(Some(Op::Get), 1, Fault::Status(503));
+    let e = orders.get("alice", "o2").await.unwrap_err();
+    assert!(e.is_transient(), "{e:?}");
+    assert_eq!(e.status(), Some(503));
+    assert!(matches!(
+        e,
+        Error::Transient {
+            status: Some(503),
+            ..
+        }
+    ));
+    // A request that got no reply has no status.
+    faults.fail_nth(Some(Op::Get), 1);
+    let e = orders.get("alice", "o2").await.unwrap_err();
+    assert!(matches!(e, Error::Transient { status: None, .. }), "{e:?}");
+    assert_eq!((e.status(), e.table()), (None, None));
+}
+
+/// A failure found on the client side has no HTTP status (no `0`
+/// stand-in) and says so; a status error says its status.
+#[test]
+fn backend_errors_without_a_status_read_well() {
+    let e = Error::Backend {
+        status: None,
+        code: None,
+        message: "the reply makes no sense".into(),
+        source: Some("underlying".into()),
+    };
+    assert_eq!(e.to_string(), "storage error: the reply makes no sense");
+    assert_eq!(e.status(), None);
+    assert_eq!(
+        std::error::Error::source(&e).map(|s| s.to_string()),
+        Some("underlying".to_owned())
+    );
+    let e = Error::Backend {
+        status: Some(400),
+        code: Some("InvalidInput".into()),
+        message: "x".into(),
+        source: None,
+    };
+    assert_eq!(e.to_string(), "storage service error 400 (InvalidInput): x");
+    assert_eq!(e.status(), Some(400));
+}

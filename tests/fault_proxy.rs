@@ -28,9 +28,7 @@ mod fault_proxy;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use leasehold::backend::azure::{
-    AzureBackend, ConnectionSettings, Endpoint, TransportRetry as AzureRetry,
-};
+use leasehold::backend::azure::{AzureBackend, ConnectionSettings, TransportRetry as AzureRetry};
 use leasehold::backend::{Precondition, TableBackend, TableOp};
 use leasehold::entity::{EntityData, Value};
 use leasehold::lease::{LeaderContext, LeaderOptions, LeaseOptions};
@@ -82,8 +80,7 @@ async fn proxied_store(test: &str, retry: AzureRetry) -> Option<(Store, FaultPro
 }
 
 /// The loopback address of an Azurite endpoint.
-fn loopback(endpoint: &Endpoint) -> SocketAddr {
-    let url = endpoint.url();
+fn loopback(url: &azure_core::Url) -> SocketAddr {
     format!(
         "{}:{}",
         url.host_str().expect("a host"),

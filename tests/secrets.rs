@@ -214,8 +214,7 @@ async fn a_sas_store_logs_no_secret_at_trace_level() {
     let sas = account_sas(&settings.account, &key);
     let sas_conn = format!(
         "TableEndpoint={};BlobEndpoint={};SharedAccessSignature={sas}",
-        settings.table_endpoint.url(),
-        settings.blob_endpoint.url()
+        &settings.table_endpoint, &settings.blob_endpoint
     );
     let mut secrets: Vec<String> = signature_forms(&sas).into();
     secrets.push(key.0.clone());

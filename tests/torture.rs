@@ -251,6 +251,8 @@ fn missing(c: &str, row: &str) -> Error {
     Error::NotFound {
         what: format!("row {row} of customer {c}"),
         code: None,
+        table: None,
+        row: None,
     }
 }
 

@@ -187,14 +187,29 @@ pub struct BlobListPage {
     pub next_marker: Option<String>,
 }
 
-/// The conditions of a blob write.
+/// How a blob write treats the blob as it is: whatever is there, only
+/// nothing, or only one version. One mode per write, so conditions that
+/// cannot hold together cannot be asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum BlobWriteMode {
+    /// Whatever is stored, or nothing: no condition.
+    #[default]
+    Overwrite,
+    /// Only if the blob does not exist (`If-None-Match: *`): a put finds one
+    /// there with 409 `BlobAlreadyExists`, other writes with 412
+    /// `ConditionNotMet`.
+    Create,
+    /// Only if the blob still has this ETag (`If-Match`; 412
+    /// `ConditionNotMet`, also when the blob is gone).
+    IfMatch(ETag),
+}
+
+/// The conditions of a blob write: a [mode](BlobWriteMode) and, optionally,
+/// the lease it is made under.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BlobConditions {
-    /// `If-Match`: only if the blob still has this ETag (412 `ConditionNotMet`).
-    pub if_match: Option<ETag>,
-    /// `If-None-Match: *`: only if the blob does not exist (409
-    /// `BlobAlreadyExists`).
-    pub if_none_match_any: bool,
+    /// What the blob must be for the write to apply.
+    pub mode: BlobWriteMode,
     /// `x-ms-lease-id`: the write is made under this lease. A leased blob
     /// accepts writes only with its lease id (412 `LeaseIdMissing` /
     /// `LeaseIdMismatchWithBlobOperation`); a lease id on a blob without an
@@ -203,12 +218,12 @@ pub struct BlobConditions {
 }
 
 impl BlobConditions {
-    /// No conditions.
+    /// No conditions: overwrite, without a lease.
     pub fn none() -> Self {
         Self::default()
     }
 
-    /// Only under this lease.
+    /// Overwrite, under this lease.
     pub fn leased(id: LeaseId) -> Self {
         BlobConditions {
             lease_id: Some(id),
@@ -219,17 +234,23 @@ impl BlobConditions {
     /// Only if the blob does not exist.
     pub fn create_only() -> Self {
         BlobConditions {
-            if_none_match_any: true,
-            ..Self::default()
+            mode: BlobWriteMode::Create,
+            lease_id: None,
         }
     }
 
     /// Only if the blob still has `etag`.
     pub fn if_match(etag: ETag) -> Self {
         BlobConditions {
-            if_match: Some(etag),
-            ..Self::default()
+            mode: BlobWriteMode::IfMatch(etag),
+            lease_id: None,
         }
+    }
+
+    /// These conditions, under the lease `id`.
+    pub fn with_lease(mut self, id: LeaseId) -> Self {
+        self.lease_id = Some(id);
+        self
     }
 }
 

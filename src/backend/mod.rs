@@ -26,8 +26,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub use blob::{
-    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, LeaseDuration, LeaseId,
-    LeaseInfo, LeaseKind, LeaseState, Metadata,
+    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseDuration,
+    LeaseId, LeaseInfo, LeaseKind, LeaseState, Metadata,
 };
 pub(crate) use table::validate_batch;
 pub use table::{Precondition, QueryPage, QuerySpec, StoredEntity, TableOp, Version};

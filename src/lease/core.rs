@@ -110,6 +110,8 @@ impl LeaseCore {
                 b.ok_or_else(|| Error::NotFound {
                     what: format!("lease blob of {}", self.shared.name),
                     code: Some("BlobNotFound".into()),
+                    table: None,
+                    row: None,
                 })
             });
         let blob = match read {

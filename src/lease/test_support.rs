@@ -17,9 +17,10 @@ pub(crate) struct NoBackend;
 
 fn refuse<T>() -> Result<T> {
     Err(Error::Backend {
-        status: 500,
+        status: Some(500),
         code: None,
         message: "no backend".into(),
+        source: None,
     })
 }
 

@@ -138,6 +138,8 @@ impl<E: Entity> Table<E> {
                 .ok_or_else(|| Error::NotFound {
                     what: format!("entity ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
                     code: Some("ResourceNotFound".into()),
+                    table: Some(E::TABLE.into()),
+                    row: Some(Box::new((pk.clone(), rk.clone()))),
                 })?;
             // The whole entity is replaced next: no record of the stored
             // properties is needed.
@@ -162,6 +164,8 @@ impl<E: Entity> Table<E> {
                                 E::TABLE
                             ),
                             code: e.code().map(str::to_owned),
+                            table: Some(E::TABLE.into()),
+                            row: Some(Box::new((pk.clone(), rk.clone()))),
                         }
                         .into());
                     }

@@ -75,9 +75,10 @@ impl<E: Entity> Table<E> {
             .instrument(span.clone())
             .await?;
         let Version { etag, timestamp } = version.ok_or_else(|| Error::Backend {
-            status: 0,
+            status: None,
             code: None,
             message: format!("{op_name} returned no version"),
+            source: None,
         })?;
         match after {
             Ok((entity, stored)) => Ok(Versioned::new(entity, etag, timestamp)
@@ -97,6 +98,8 @@ impl<E: Entity> Table<E> {
                 E::TABLE
             ),
             code: Some("ResourceNotFound".into()),
+            table: Some(E::TABLE.into()),
+            row: Some(Box::new((pk.clone(), rk.clone()))),
         })
     }
 

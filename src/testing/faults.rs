@@ -416,9 +416,7 @@ impl<B> FaultyBackend<B> {
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
         }
-        let injected = |what: &str| Error::Transient {
-            message: format!("injected fault: {what} ({op:?})"),
-        };
+        let injected = |what: &str| Error::transient(format!("injected fault: {what} ({op:?})"));
         match fault {
             None => fut.await,
             Some(Fault::Fail) => Err(injected("request failed")),

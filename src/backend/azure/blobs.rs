@@ -17,8 +17,8 @@ use uuid::Uuid;
 use super::AzureBackend;
 use super::errors::Failure;
 use crate::backend::{
-    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, LeaseDuration, LeaseId,
-    LeaseInfo, LeaseState, Metadata,
+    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseDuration,
+    LeaseId, LeaseInfo, LeaseState, Metadata,
 };
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName, ETag, shorten};
@@ -47,12 +47,10 @@ fn lease_id_from_sdk(id: SdkLeaseId) -> std::result::Result<LeaseId, Failure> {
     id.to_string()
         .parse::<Uuid>()
         .map(LeaseId::from_uuid)
-        .map_err(|_| {
-            Failure::Fatal(Error::Backend {
-                status: 0,
-                code: None,
-                message: "the service returned a lease id that is not a GUID".into(),
-            })
+        .map_err(|e| {
+            Failure::Fatal(
+                Error::client("the service returned a lease id that is not a GUID").with_source(e),
+            )
         })
 }
 
@@ -112,21 +110,11 @@ fn same_metadata(a: &Metadata, b: &Metadata) -> bool {
     metadata_from(a.clone()) == metadata_from(b.clone())
 }
 
-fn conditions_check(what: &str, c: &BlobConditions) -> Result<()> {
-    if c.if_match.is_some() && c.if_none_match_any {
-        return Err(Error::invalid(
-            what.to_owned(),
-            "If-Match and If-None-Match: * cannot both hold",
-        ));
-    }
-    Ok(())
-}
-
 fn if_match(c: &BlobConditions) -> Option<IfMatchCondition> {
-    match (&c.if_match, c.if_none_match_any) {
-        (Some(etag), _) => Some(IfMatchCondition::Match(etag.as_str().to_owned())),
-        (None, true) => Some(IfMatchCondition::NotMatch("*".to_owned())),
-        (None, false) => None,
+    match &c.mode {
+        BlobWriteMode::Overwrite => None,
+        BlobWriteMode::Create => Some(IfMatchCondition::NotMatch("*".to_owned())),
+        BlobWriteMode::IfMatch(etag) => Some(IfMatchCondition::Match(etag.as_str().to_owned())),
     }
 }
 
@@ -172,9 +160,10 @@ fn properties_from_headers(headers: &Headers) -> std::result::Result<BlobPropert
     };
     let missing = |what: &str| {
         Failure::Fatal(Error::Backend {
-            status: 200,
+            status: Some(200),
             code: None,
             message: format!("the blob reply has no valid {what} header"),
+            source: None,
         })
     };
     let etag = get("etag").ok_or_else(|| missing("ETag"))?;
@@ -232,7 +221,6 @@ impl AzureBackend {
     ) -> Result<ETag> {
         check_blob_name(blob)?;
         let what = blob_what(container, blob);
-        conditions_check(&what, conditions)?;
         validate_metadata(metadata)?;
         let (body, what) = (&body, &what);
         self.retrying("put_blob", |earlier| async move {
@@ -382,7 +370,6 @@ impl AzureBackend {
     ) -> Result<ETag> {
         check_blob_name(blob)?;
         let what = blob_what(container, blob);
-        conditions_check(&what, conditions)?;
         validate_metadata(metadata)?;
         let what = &what;
         self.retrying("set_blob_metadata", |earlier| async move {
@@ -423,7 +410,6 @@ impl AzureBackend {
     ) -> Result<()> {
         check_blob_name(blob)?;
         let what = blob_what(container, blob);
-        conditions_check(&what, conditions)?;
         let what = &what;
         self.retrying("delete_blob", |earlier| async move {
             let mut builder = self.blob_client(container, blob).delete();
@@ -716,13 +702,21 @@ mod tests {
         assert!(check_blob_name(&BlobName::new("a//b").unwrap()).is_ok());
     }
 
+    /// One mode per write: each sends one condition header, and none can
+    /// contradict another (If-Match with If-None-Match: * is not
+    /// expressible).
     #[test]
-    fn conditions_that_cannot_hold_together_are_rejected() {
-        let c = BlobConditions {
-            if_match: Some(ETag::new("\"x\"")),
-            if_none_match_any: true,
-            lease_id: None,
-        };
-        assert!(conditions_check("blob", &c).is_err());
+    fn each_write_mode_sends_one_condition() {
+        let etag = ETag::new("\"x\"");
+        assert!(if_match(&BlobConditions::none()).is_none());
+        assert!(if_match(&BlobConditions::leased(LeaseId::new_random())).is_none());
+        assert!(matches!(
+            if_match(&BlobConditions::create_only()),
+            Some(IfMatchCondition::NotMatch(s)) if s == "*"
+        ));
+        assert!(matches!(
+            if_match(&BlobConditions::if_match(etag).with_lease(LeaseId::new_random())),
+            Some(IfMatchCondition::Match(s)) if s == "\"x\""
+        ));
     }
 }

@@ -213,81 +213,58 @@ fn form_encode(pairs: &[(String, String)]) -> String {
     }
 }
 
-/// The base URL of one storage service, such as
+/// Parses the base URL of one storage service, such as
 /// `https://myaccount.table.core.windows.net` or
-/// `http://127.0.0.1:10002/devstoreaccount1` (path-style, as Azurite uses).
-#[derive(Clone, PartialEq, Eq)]
-pub struct Endpoint(Url);
-
-impl Endpoint {
-    /// Parses an endpoint URL: `http` or `https`, no query, no fragment, no
-    /// credentials. A trailing `/` is dropped.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] naming `what` (such as `TableEndpoint`) and the rule
-    /// broken; the URL is not quoted, in case a signature was pasted into it.
-    pub fn parse(what: &str, url: &str) -> Result<Self> {
-        let bad = |why: &str| Error::invalid(format!("connection string part {what}"), why);
-        let mut parsed = Url::parse(url.trim()).map_err(|_| bad("is not an absolute URL"))?;
-        if parsed.scheme() != "http" && parsed.scheme() != "https" {
-            return Err(bad("must be an http or https URL"));
-        }
-        if parsed.host_str().is_none_or(str::is_empty) {
-            return Err(bad("has no host"));
-        }
-        if parsed.query().is_some() || parsed.fragment().is_some() {
-            return Err(bad(
-                "must not carry a query or fragment (give a SAS as SharedAccessSignature)",
-            ));
-        }
-        if !parsed.username().is_empty() || parsed.password().is_some() {
-            return Err(bad("must not carry user information"));
-        }
-        let trimmed = parsed.path().trim_end_matches('/').to_owned();
-        parsed.set_path(if trimmed.is_empty() { "/" } else { &trimmed });
-        Ok(Endpoint(parsed))
+/// `http://127.0.0.1:10002/devstoreaccount1` (path-style, as Azurite uses):
+/// `http` or `https`, no query, no fragment, no credentials. A trailing `/`
+/// is dropped.
+///
+/// # Errors
+/// [`Error::Invalid`] naming `what` (such as `TableEndpoint`) and the rule
+/// broken; the URL is not quoted, in case a signature was pasted into it.
+pub(crate) fn parse_endpoint(what: &str, url: &str) -> Result<Url> {
+    let bad = |why: &str| Error::invalid(format!("connection string part {what}"), why);
+    let mut parsed = Url::parse(url.trim()).map_err(|_| bad("is not an absolute URL"))?;
+    if parsed.scheme() != "http" && parsed.scheme() != "https" {
+        return Err(bad("must be an http or https URL"));
     }
-
-    /// The URL, without a trailing `/` (except for a bare host).
-    pub fn url(&self) -> &Url {
-        &self.0
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(bad("has no host"));
     }
-
-    /// The URL as the clients' `CloudLocation::Custom` wants it: no
-    /// trailing `/`, so that paths are appended with one separator.
-    pub(crate) fn base_uri(&self) -> String {
-        self.0.as_str().trim_end_matches('/').to_owned()
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(bad(
+            "must not carry a query or fragment (give a SAS as SharedAccessSignature)",
+        ));
     }
-
-    /// The account an endpoint names: the first path segment of a
-    /// path-style (emulator) URL, else the first label of the host.
-    fn account_hint(&self) -> Option<String> {
-        let path_account = self
-            .0
-            .path_segments()
-            .and_then(|mut s| s.next())
-            .filter(|s| !s.is_empty());
-        if let Some(seg) = path_account {
-            return Some(seg.to_owned());
-        }
-        let host = self.0.host_str()?;
-        let is_ip = host.starts_with('[') || host.parse::<std::net::Ipv4Addr>().is_ok();
-        (!is_ip && host != "localhost")
-            .then(|| host.split('.').next().map(str::to_owned))
-            .flatten()
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(bad("must not carry user information"));
     }
+    let trimmed = parsed.path().trim_end_matches('/').to_owned();
+    parsed.set_path(if trimmed.is_empty() { "/" } else { &trimmed });
+    Ok(parsed)
 }
 
-impl fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Endpoint({})", self.0)
-    }
+/// An endpoint as the clients' `CloudLocation::Custom` wants it: no
+/// trailing `/`, so that paths are appended with one separator.
+pub(crate) fn base_uri(endpoint: &Url) -> String {
+    endpoint.as_str().trim_end_matches('/').to_owned()
 }
 
-impl fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
+/// The account an endpoint names: the first path segment of a path-style
+/// (emulator) URL, else the first label of the host.
+fn account_hint(endpoint: &Url) -> Option<String> {
+    let path_account = endpoint
+        .path_segments()
+        .and_then(|mut s| s.next())
+        .filter(|s| !s.is_empty());
+    if let Some(seg) = path_account {
+        return Some(seg.to_owned());
     }
+    let host = endpoint.host_str()?;
+    let is_ip = host.starts_with('[') || host.parse::<std::net::Ipv4Addr>().is_ok();
+    (!is_ip && host != "localhost")
+        .then(|| host.split('.').next().map(str::to_owned))
+        .flatten()
 }
 
 /// Everything a connection string says: account, credentials, and the Table
@@ -298,10 +275,14 @@ pub struct ConnectionSettings {
     pub account: String,
     /// How requests are authorised.
     pub credentials: Credentials,
-    /// The Table service endpoint.
-    pub table_endpoint: Endpoint,
-    /// The Blob service endpoint.
-    pub blob_endpoint: Endpoint,
+    /// The Table service endpoint, such as
+    /// `https://myaccount.table.core.windows.net/` or
+    /// `http://127.0.0.1:10002/devstoreaccount1` (path-style, as Azurite
+    /// uses): `http` or `https`, without a query, fragment or credentials,
+    /// without a trailing `/` after a path.
+    pub table_endpoint: Url,
+    /// The Blob service endpoint (as the Table service endpoint).
+    pub blob_endpoint: Url,
 }
 
 impl fmt::Debug for ConnectionSettings {
@@ -309,8 +290,8 @@ impl fmt::Debug for ConnectionSettings {
         f.debug_struct("ConnectionSettings")
             .field("account", &self.account)
             .field("credentials", &self.credentials)
-            .field("table_endpoint", &self.table_endpoint)
-            .field("blob_endpoint", &self.blob_endpoint)
+            .field("table_endpoint", &self.table_endpoint.as_str())
+            .field("blob_endpoint", &self.blob_endpoint.as_str())
             .finish()
     }
 }
@@ -502,11 +483,11 @@ impl ConnectionSettings {
             _ => {}
         }
 
-        let endpoint = |what: &str, explicit: Option<&str>, service: &str| -> Result<Endpoint> {
+        let endpoint = |what: &str, explicit: Option<&str>, service: &str| -> Result<Url> {
             match (explicit, p.account_name) {
-                (Some(url), _) => Endpoint::parse(what, url),
+                (Some(url), _) => parse_endpoint(what, url),
                 (None, Some(account)) => {
-                    Endpoint::parse(what, &format!("{protocol}://{account}.{service}.{suffix}"))
+                    parse_endpoint(what, &format!("{protocol}://{account}.{service}.{suffix}"))
                 }
                 (None, None) => Err(conn_err(format!(
                     "has neither {what} nor AccountName to build it from"
@@ -518,9 +499,8 @@ impl ConnectionSettings {
 
         let account = match p.account_name {
             Some(a) => a.to_owned(),
-            None => table_endpoint
-                .account_hint()
-                .or_else(|| blob_endpoint.account_hint())
+            None => account_hint(&table_endpoint)
+                .or_else(|| account_hint(&blob_endpoint))
                 .ok_or_else(|| conn_err("has no AccountName"))?,
         };
 
@@ -572,8 +552,8 @@ impl ConnectionSettings {
                 account: EMULATOR_ACCOUNT.to_owned(),
                 key: AccountKey::emulator(),
             },
-            table_endpoint: Endpoint::parse("TableEndpoint", EMULATOR_TABLE_ENDPOINT)?,
-            blob_endpoint: Endpoint::parse("BlobEndpoint", EMULATOR_BLOB_ENDPOINT)?,
+            table_endpoint: parse_endpoint("TableEndpoint", EMULATOR_TABLE_ENDPOINT)?,
+            blob_endpoint: parse_endpoint("BlobEndpoint", EMULATOR_BLOB_ENDPOINT)?,
         })
     }
 }
@@ -609,8 +589,8 @@ mod tests {
     fn development_storage_means_azurite_default_ports() {
         let s = ConnectionSettings::parse("UseDevelopmentStorage=true").unwrap();
         assert_eq!(s.account, EMULATOR_ACCOUNT);
-        assert_eq!(s.table_endpoint.url().as_str(), EMULATOR_TABLE_ENDPOINT);
-        assert_eq!(s.blob_endpoint.url().as_str(), EMULATOR_BLOB_ENDPOINT);
+        assert_eq!(s.table_endpoint.as_str(), EMULATOR_TABLE_ENDPOINT);
+        assert_eq!(s.blob_endpoint.as_str(), EMULATOR_BLOB_ENDPOINT);
         assert!(matches!(s.credentials, Credentials::AccessKey { .. }));
         let s = ConnectionSettings::parse("usedevelopmentstorage=TRUE;").unwrap();
         assert_eq!(s, ConnectionSettings::emulator().unwrap());
@@ -631,11 +611,11 @@ mod tests {
         .unwrap();
         assert_eq!(s.account, "myacct");
         assert_eq!(
-            s.table_endpoint.url().as_str(),
+            s.table_endpoint.as_str(),
             "https://myacct.table.core.windows.net/"
         );
         assert_eq!(
-            s.blob_endpoint.base_uri(),
+            base_uri(&s.blob_endpoint),
             "https://myacct.blob.core.windows.net"
         );
         let s = ConnectionSettings::parse(&format!(
@@ -643,7 +623,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(
-            s.table_endpoint.base_uri(),
+            base_uri(&s.table_endpoint),
             "http://myacct.table.core.chinacloudapi.cn"
         );
     }
@@ -656,11 +636,11 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(
-            s.blob_endpoint.base_uri(),
+            base_uri(&s.blob_endpoint),
             "http://127.0.0.1:41000/devstoreaccount1"
         );
         assert_eq!(
-            s.table_endpoint.base_uri(),
+            base_uri(&s.table_endpoint),
             "http://127.0.0.1:41002/devstoreaccount1"
         );
     }
@@ -723,7 +703,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(
-            neither.blob_endpoint.base_uri(),
+            base_uri(&neither.blob_endpoint),
             "https://myacct.blob.core.windows.net"
         );
         let both = ConnectionSettings::parse(&format!(
@@ -731,8 +711,8 @@ mod tests {
              TableEndpoint=https://t.example.net;BlobEndpoint=https://b.example.net/acct"
         ))
         .unwrap();
-        assert_eq!(both.table_endpoint.base_uri(), "https://t.example.net");
-        assert_eq!(both.blob_endpoint.base_uri(), "https://b.example.net/acct");
+        assert_eq!(base_uri(&both.table_endpoint), "https://t.example.net");
+        assert_eq!(base_uri(&both.blob_endpoint), "https://b.example.net/acct");
     }
 
     #[test]

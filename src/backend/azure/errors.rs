@@ -69,6 +69,72 @@ fn scrub_sig_params(text: &str) -> String {
     out
 }
 
+/// Text from another crate's error, scrubbed of secrets, level by level: the
+/// source a leasehold error keeps of a foreign failure.
+#[derive(Debug)]
+pub(crate) struct Scrubbed {
+    text: String,
+    next: Option<Box<Scrubbed>>,
+}
+
+impl Scrubbed {
+    /// `e` and its sources, each level's text scrubbed.
+    pub(crate) fn chain(e: &(dyn std::error::Error + 'static), redactor: &Redactor) -> Self {
+        Scrubbed {
+            text: redactor.scrub(&e.to_string()),
+            next: e
+                .source()
+                .map(|next| Box::new(Scrubbed::chain(next, redactor))),
+        }
+    }
+}
+
+impl fmt::Display for Scrubbed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for Scrubbed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.next.as_deref().map(|e| e as _)
+    }
+}
+
+/// What happened to a request that got no reply, and the failure beneath.
+#[derive(Debug)]
+pub(crate) struct NoReply {
+    message: String,
+    cause: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl NoReply {
+    pub(crate) fn new(
+        message: String,
+        cause: Option<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        NoReply { message, cause }
+    }
+}
+
+impl From<&str> for NoReply {
+    fn from(message: &str) -> Self {
+        NoReply::new(message.to_owned(), None)
+    }
+}
+
+impl From<String> for NoReply {
+    fn from(message: String) -> Self {
+        NoReply::new(message, None)
+    }
+}
+
+impl fmt::Display for NoReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// How one request attempt failed.
 #[derive(Debug)]
 pub(crate) enum Failure {
@@ -80,10 +146,10 @@ pub(crate) enum Failure {
         code: Option<String>,
     },
     /// The request certainly did not reach the service.
-    NotSent(String),
+    NotSent(NoReply),
     /// The request may have reached the service, but no complete reply came
     /// back: it may or may not have been applied.
-    ReplyLost(String),
+    ReplyLost(NoReply),
     /// Not a service or transport failure; never retried.
     Fatal(Error),
 }
@@ -97,28 +163,37 @@ impl Failure {
                 code: error_code.clone(),
             };
         }
+        let scrubbed =
+            |e: &(dyn std::error::Error + 'static)| -> Box<dyn std::error::Error + Send + Sync> {
+                Box::new(Scrubbed::chain(e, redactor))
+            };
         if let Some(t) = e.downcast_ref::<TransportError>() {
-            let message = redactor.scrub(&t.message);
+            let why = NoReply::new(
+                redactor.scrub(&t.message),
+                t.cause.as_ref().map(|c| scrubbed(c)),
+            );
             return if t.maybe_sent {
-                Failure::ReplyLost(message)
+                Failure::ReplyLost(why)
             } else {
-                Failure::NotSent(message)
+                Failure::NotSent(why)
             };
         }
         let kind = e.kind().clone();
         let message = redactor.scrub(&e.to_string());
+        let inner = e.get_ref().map(|inner| scrubbed(inner));
         match kind {
             // A pipeline policy's refused connection (such as an injected
             // fault): certainly not sent.
-            azure_core::error::ErrorKind::Io if refused(&e) => Failure::NotSent(message),
+            azure_core::error::ErrorKind::Io if refused(&e) => {
+                Failure::NotSent(NoReply::new(message, inner))
+            }
             // Reading a reply body failed after the status arrived, or a
             // pipeline policy lost the reply.
-            azure_core::error::ErrorKind::Io => Failure::ReplyLost(message),
-            _ => Failure::Fatal(Error::Backend {
-                status: 0,
-                code: None,
-                message: format!("unexpected reply or client error: {message}"),
-            }),
+            azure_core::error::ErrorKind::Io => Failure::ReplyLost(NoReply::new(message, inner)),
+            _ => Failure::Fatal(
+                Error::client(format!("unexpected reply or client error: {message}"))
+                    .with_source(scrubbed(&e)),
+            ),
         }
     }
 
@@ -168,12 +243,13 @@ impl Failure {
         let what = what.into();
         match self {
             Failure::Status { status, code } => Error::from_service(status, code.as_deref(), what),
-            Failure::NotSent(m) => Error::Transient {
-                message: format!("{what}: request not sent: {m}"),
-            },
-            Failure::ReplyLost(m) => Error::Transient {
-                message: format!("{what}: no reply: {m}"),
-            },
+            Failure::NotSent(m) => with_cause(
+                Error::transient(format!("{what}: request not sent: {m}")),
+                m,
+            ),
+            Failure::ReplyLost(m) => {
+                with_cause(Error::transient(format!("{what}: no reply: {m}")), m)
+            }
             Failure::Fatal(e) => e,
         }
     }
@@ -182,6 +258,14 @@ impl Failure {
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
         Failure::Fatal(e)
+    }
+}
+
+/// `error` with the failure beneath `why` as its source.
+fn with_cause(error: Error, why: NoReply) -> Error {
+    match why.cause {
+        Some(cause) => error.with_source(cause),
+        None => error,
     }
 }
 
@@ -214,6 +298,31 @@ mod tests {
         );
         assert_eq!(r.scrub("sig=xyz"), "sig=<redacted>");
         assert_eq!(r.scrub("design=ok"), "design=ok");
+    }
+
+    #[test]
+    fn foreign_error_chains_are_scrubbed_level_by_level() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl fmt::Display for Outer {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("request to http://h/c?sv=1&sig=abc failed")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let r = Redactor::new(vec!["topsecretkey".into()]);
+        let e = Outer(std::io::Error::other("key topsecretkey refused"));
+        let s = Scrubbed::chain(&e, &r);
+        assert_eq!(
+            s.to_string(),
+            "request to http://h/c?sv=1&sig=<redacted> failed"
+        );
+        let inner = std::error::Error::source(&s).map(ToString::to_string);
+        assert_eq!(inner.as_deref(), Some("key <redacted> refused"));
     }
 
     #[test]

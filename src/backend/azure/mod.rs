@@ -64,7 +64,9 @@ use azure_storage::{CloudLocation, StorageCredentials};
 use azure_storage_blobs::prelude::{BlobServiceClient, ClientBuilder};
 use tracing::Instrument as _;
 
-pub use connection::{AccountKey, ConnectionSettings, Credentials, Endpoint, SasToken};
+pub use connection::{AccountKey, ConnectionSettings, Credentials, SasToken};
+
+use self::connection::{base_uri, parse_endpoint};
 pub use retry::TransportRetry;
 
 use self::errors::{Failure, Redactor};
@@ -99,8 +101,8 @@ impl fmt::Debug for AzureBackend {
         let s = &self.inner.settings;
         f.debug_struct("AzureBackend")
             .field("account", &s.account)
-            .field("table_endpoint", &s.table_endpoint)
-            .field("blob_endpoint", &s.blob_endpoint)
+            .field("table_endpoint", &s.table_endpoint.as_str())
+            .field("blob_endpoint", &s.blob_endpoint.as_str())
             .field("credentials", &s.credentials)
             .field("retry", &self.inner.retry)
             .finish()
@@ -164,7 +166,10 @@ impl AzureBackend {
         match tokio::time::timeout(limit, fut).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(Failure::from_azure(e, &self.inner.redactor)),
-            Err(_) => Err(Failure::ReplyLost(format!("no reply within {limit:?}"))),
+            Err(elapsed) => Err(Failure::ReplyLost(errors::NoReply::new(
+                format!("no reply within {limit:?}"),
+                Some(Box::new(elapsed)),
+            ))),
         }
     }
 
@@ -199,7 +204,7 @@ impl AzureBackend {
             ServiceType::Table => &self.inner.settings.table_endpoint,
             _ => &self.inner.settings.blob_endpoint,
         };
-        Url::parse(&endpoint.base_uri()).map_err(|_| {
+        Url::parse(&base_uri(endpoint)).map_err(|_| {
             Failure::Fatal(Error::invalid(
                 format!("{service:?} endpoint"),
                 "is not a valid URL",
@@ -384,13 +389,13 @@ impl AzureBackendBuilder {
         }
         let endpoint = |what: &str,
                         explicit: Option<String>,
-                        from_base: Option<Endpoint>,
+                        from_base: Option<Url>,
                         service: &str|
-         -> Result<Endpoint> {
+         -> Result<Url> {
             match (explicit, from_base) {
-                (Some(url), _) => Endpoint::parse(what, &url),
+                (Some(url), _) => parse_endpoint(what, &url),
                 (None, Some(e)) => Ok(e),
-                (None, None) => Endpoint::parse(
+                (None, None) => parse_endpoint(
                     what,
                     &format!("https://{account}.{service}.core.windows.net"),
                 ),
@@ -458,11 +463,11 @@ impl AzureBackend {
             .per_retry_policies(policies);
         let table_location = CloudLocation::Custom {
             account: settings.account.clone(),
-            uri: settings.table_endpoint.base_uri(),
+            uri: base_uri(&settings.table_endpoint),
         };
         let blob_location = CloudLocation::Custom {
             account: settings.account.clone(),
-            uri: settings.blob_endpoint.base_uri(),
+            uri: base_uri(&settings.blob_endpoint),
         };
         let tables =
             TableServiceClientBuilder::with_location(table_location, storage_credentials.clone())
@@ -566,7 +571,7 @@ impl BlobBackend for AzureBackend {
     /// The Blob service URL, such as `http://127.0.0.1:10000/devstoreaccount1`
     /// (endpoints never carry credentials: a SAS travels separately).
     fn endpoint(&self) -> String {
-        self.inner.settings.blob_endpoint.base_uri()
+        base_uri(&self.inner.settings.blob_endpoint)
     }
 
     async fn create_container(&self, container: &ContainerName) -> Result<()> {
@@ -813,11 +818,11 @@ mod tests {
             .build()
             .unwrap();
         assert_eq!(
-            b.settings().table_endpoint.base_uri(),
+            base_uri(&b.settings().table_endpoint),
             "http://127.0.0.1:4242/devstoreaccount1"
         );
         assert_eq!(
-            b.settings().blob_endpoint.base_uri(),
+            base_uri(&b.settings().blob_endpoint),
             connection::EMULATOR_BLOB_ENDPOINT
         );
     }

@@ -180,11 +180,9 @@ fn as_stored(op: &TableOp) -> TableOp {
 }
 
 fn unknown_outcome(what: &str) -> Error {
-    Error::Transient {
-        message: format!(
-            "{what}: the reply was lost and the outcome is unknown: the read-back cannot tell whether this write was applied (its content stands under a new ETag, which another writer may have produced from the same version, or the entity has changed since); a table opened with `with_write_log` can tell"
-        ),
-    }
+    Error::transient(format!(
+        "{what}: the reply was lost and the outcome is unknown: the read-back cannot tell whether this write was applied (its content stands under a new ETag, which another writer may have produced from the same version, or the entity has changed since); a table opened with `with_write_log` can tell"
+    ))
 }
 
 fn refused(what: &str) -> Error {
@@ -193,6 +191,8 @@ fn refused(what: &str) -> Error {
             "{what}: the reply was lost; the entity's write log shows the write was not applied and the entity has changed since it was read"
         ),
         code: None,
+        table: None,
+        row: None,
     }
 }
 
@@ -232,7 +232,10 @@ impl AzureBackend {
             }
         })
         .await
-        .map_err(|f| f.into_error(format!("table `{table}`")))
+        .map_err(|f| {
+            f.into_error(format!("table `{table}`"))
+                .for_table(table.as_str())
+        })
     }
 
     pub(super) async fn get_impl(
@@ -243,7 +246,10 @@ impl AzureBackend {
     ) -> Result<Option<StoredEntity>> {
         self.retrying("get", |_| self.get_once(table, pk, rk))
             .await
-            .map_err(|f| f.into_error(entity_what(table, pk, rk)))
+            .map_err(|f| {
+                f.into_error(entity_what(table, pk, rk))
+                    .for_row(table.as_str(), pk, rk)
+            })
     }
 
     async fn get_once(
@@ -328,7 +334,10 @@ impl AzureBackend {
             }
         })
         .await
-        .map_err(|f| f.into_error(what))
+        .map_err(|f| {
+            f.into_error(what)
+                .for_row(table.as_str(), op.partition_key(), op.row_key())
+        })
     }
 
     /// An insert whose earlier attempt may have been applied came back 409:
@@ -537,20 +546,25 @@ impl AzureBackend {
             return Ok(Err(match index {
                 Some(index) => Error::Batch {
                     index,
-                    source: Box::new(source),
+                    source: Box::new(source.for_row(
+                        table.as_str(),
+                        ops[index].partition_key(),
+                        ops[index].row_key(),
+                    )),
                 },
                 None => source,
             }));
         }
         if parts.len() != ops.len() {
             return Err(Failure::Fatal(Error::Backend {
-                status: 202,
+                status: Some(202),
                 code: None,
                 message: format!(
                     "{what}: the reply holds {} operation results for {} operations",
                     parts.len(),
                     ops.len()
                 ),
+                source: None,
             }));
         }
         // Replies come in request order; Content-ID, when echoed, says so too.
@@ -577,9 +591,10 @@ impl AzureBackend {
                 }
                 (_, None) => {
                     return Err(Failure::Fatal(Error::Backend {
-                        status: 202,
+                        status: Some(202),
                         code: None,
                         message: format!("{what}: an operation has no reply"),
+                        source: None,
                     }));
                 }
             }

@@ -39,6 +39,8 @@ pub(crate) struct TransportError {
     pub(crate) maybe_sent: bool,
     /// What happened, without the URL.
     pub(crate) message: String,
+    /// The HTTP stack's own error, without the URL.
+    pub(crate) cause: Option<reqwest::Error>,
 }
 
 impl fmt::Display for TransportError {
@@ -47,7 +49,11 @@ impl fmt::Display for TransportError {
     }
 }
 
-impl std::error::Error for TransportError {}
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause.as_ref().map(|e| e as _)
+    }
+}
 
 impl TransportError {
     fn into_azure(self) -> azure_core::Error {
@@ -84,6 +90,7 @@ impl TransportError {
         TransportError {
             maybe_sent,
             message,
+            cause: Some(e),
         }
     }
 }
@@ -131,13 +138,13 @@ impl Transport {
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true)
             .build()
-            .map_err(|e| crate::Error::Backend {
-                status: 0,
-                code: None,
-                message: format!(
-                    "cannot build the HTTP client: {}",
-                    TransportError::from_reqwest(e)
-                ),
+            .map_err(|e| {
+                let e = TransportError::from_reqwest(e);
+                let error = crate::Error::client(format!("cannot build the HTTP client: {e}"));
+                match e.cause {
+                    Some(cause) => error.with_source(cause),
+                    None => error,
+                }
             })?;
         Ok(Transport { client })
     }
@@ -169,6 +176,7 @@ impl Transport {
             TransportError {
                 maybe_sent: true,
                 message: format!("unknown HTTP status {}", response.status().as_u16()),
+                cause: None,
             }
             .into_azure()
         })?;
@@ -187,6 +195,7 @@ impl Transport {
             TransportError {
                 maybe_sent: true,
                 message: format!("reply cut short: {}", e.message),
+                cause: e.cause,
             }
             .into_azure()
         });
@@ -256,6 +265,25 @@ mod tests {
         let f = failure_of(&format!("http://127.0.0.1:{port}/T()")).await;
         assert!(matches!(f, Failure::NotSent(_)), "{}", f.describe());
         assert!(f.is_transient() && !f.may_have_applied());
+        // The public error keeps the connection error as its source chain,
+        // and no status (no reply came).
+        let e = f.into_error("get x");
+        assert!(
+            matches!(e, crate::Error::Transient { status: None, .. }),
+            "{e:?}"
+        );
+        let mut chain = Vec::new();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            chain.push(s.to_string());
+            source = s.source();
+        }
+        assert!(
+            chain
+                .last()
+                .is_some_and(|s| s.to_lowercase().contains("refused")),
+            "{chain:?}"
+        );
     }
 
     /// A connection that breaks after the request went out may have applied

@@ -9,7 +9,8 @@ use tokio::time::Instant;
 use super::clock::{WriteClock, blob_etag};
 use super::leases::{Lease, MAX_BREAK_PERIOD, Refusal, WRITE_NO_BLOB_LEASE};
 use crate::backend::{
-    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, LeaseDuration, LeaseId, Metadata,
+    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseDuration,
+    LeaseId, Metadata,
 };
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName, ETag, shorten};
@@ -157,7 +158,7 @@ impl BlobStore {
     ) -> Result<()> {
         let Some(blob) = existing else {
             // If-Match names a version of something that is not there.
-            if conditions.if_match.is_some() {
+            if let BlobWriteMode::IfMatch(_) = conditions.mode {
                 return Err(Error::from_service(412, Some("ConditionNotMet"), what()));
             }
             if conditions.lease_id.is_some() {
@@ -165,12 +166,12 @@ impl BlobStore {
             }
             return Ok(());
         };
-        if let Some(etag) = &conditions.if_match {
+        if let BlobWriteMode::IfMatch(etag) = &conditions.mode {
             if etag.as_str() != "*" && *etag != blob.etag {
                 return Err(Error::from_service(412, Some("ConditionNotMet"), what()));
             }
         }
-        if conditions.if_none_match_any {
+        if conditions.mode == BlobWriteMode::Create {
             return Err(match kind {
                 WriteKind::Put => Error::from_service(409, Some("BlobAlreadyExists"), what()),
                 WriteKind::SetMetadata | WriteKind::Delete => {

@@ -121,6 +121,7 @@ pub(super) struct TableStore {
 
 fn table_not_found(table: &TableName) -> Error {
     Error::from_service(404, Some("TableNotFound"), format!("table `{table}`"))
+        .for_table(table.as_str())
 }
 
 fn entity_what(table: &TableName, partition_key: &PartitionKey, row_key: &RowKey) -> String {
@@ -171,8 +172,14 @@ fn check_condition(
 
 impl Table {
     /// Decides what `op` does against the current rows, without changing
-    /// anything.
+    /// anything. Its errors name the row.
     fn plan(&self, name: &TableName, op: TableOp) -> Result<Planned> {
+        let (pk, rk) = (op.partition_key().clone(), op.row_key().clone());
+        self.plan_op(name, op)
+            .map_err(|e| e.for_row(name.as_str(), &pk, &rk))
+    }
+
+    fn plan_op(&self, name: &TableName, op: TableOp) -> Result<Planned> {
         let existing = with_position(op.partition_key().as_str(), op.row_key().as_str(), |p| {
             self.rows.get(p)
         });
