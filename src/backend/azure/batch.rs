@@ -1,5 +1,5 @@
-//! Entity-group transactions on the wire: the `multipart/mixed` request and
-//! the parsing of its reply.
+//! Entity-group transactions on the wire: the `multipart/mixed` request,
+//! sending it once, and the parsing of its reply.
 //!
 //! The 0.21 client's transaction keeps only each part's status and ETag, so a
 //! failed batch looks like success with one odd status, and the failing
@@ -10,11 +10,15 @@
 use std::fmt::Write as _;
 
 use azure_core::Url;
+use azure_core::headers::Headers;
+use azure_storage::clients::ServiceType;
 use serde_json::Value as Json;
 
-use super::tables::{entity_url, table_url};
+use super::AzureBackend;
+use super::errors::{Failure, is_transient_status};
+use super::requests::{entity_url, op_what, table_url, version_from_etag};
+use crate::backend::{Precondition, TableOp, Version};
 use crate::backend::wire;
-use crate::backend::{Precondition, TableOp};
 use crate::error::{Error, Result};
 use crate::key::TableName;
 
@@ -200,6 +204,118 @@ pub(super) fn parse(body: &str) -> Vec<PartReply> {
         replies.push(current);
     }
     replies
+}
+
+impl AzureBackend {
+    /// Sends the batch once. `Ok(Err(_))` is a final answer (an operation
+    /// failed; nothing was applied); `Err(_)` a failure to retry or report.
+    pub(super) async fn batch_once(
+        &self,
+        table: &TableName,
+        ops: &[TableOp],
+        base: &Url,
+        request: &BatchRequest,
+        what: &str,
+    ) -> std::result::Result<Result<Vec<Option<Version>>>, Failure> {
+        let mut url = base.clone();
+        url.path_segments_mut()
+            .map_err(|()| Failure::Fatal(Error::invalid("table endpoint", "cannot carry a path")))?
+            .push("$batch");
+        let mut headers = Headers::new();
+        headers.insert("content-type", request.content_type.clone());
+        headers.insert("accept", "application/json;odata=minimalmetadata");
+        headers.insert("dataserviceversion", "3.0;");
+        headers.insert("maxdataserviceversion", "3.0;NetFx");
+        let reply = self
+            .send_raw(
+                ServiceType::Table,
+                azure_core::Method::Post,
+                url,
+                headers,
+                Some(request.body.clone().into()),
+            )
+            .await?;
+        let text = String::from_utf8_lossy(reply.body());
+        let parts = parse(&text);
+
+        if let Some(part) = parts.iter().find(|p| p.status >= 300 || p.status < 200) {
+            let (code, message_index) = part.error_details();
+            if is_transient_status(part.status) {
+                return Err(Failure::Status {
+                    status: part.status,
+                    code,
+                });
+            }
+            let index = message_index
+                .or_else(|| part.content_index())
+                .or((ops.len() == 1).then_some(0))
+                .filter(|i| *i < ops.len());
+            let source = Error::from_service(
+                part.status,
+                code.as_deref(),
+                match index {
+                    Some(i) => op_what(table, &ops[i]),
+                    None => what.to_owned(),
+                },
+            );
+            return Ok(Err(match index {
+                Some(index) => Error::Batch {
+                    index,
+                    source: Box::new(source.for_row(
+                        table.as_str(),
+                        ops[index].partition_key(),
+                        ops[index].row_key(),
+                    )),
+                },
+                None => source,
+            }));
+        }
+        if parts.len() != ops.len() {
+            return Err(Failure::Fatal(Error::Backend {
+                status: Some(202),
+                code: None,
+                message: format!(
+                    "{what}: the reply holds {} operation results for {} operations",
+                    parts.len(),
+                    ops.len()
+                ),
+                source: None,
+            }));
+        }
+        // Replies come in request order; Content-ID, when echoed, says so too.
+        let mut ordered: Vec<Option<&PartReply>> = vec![None; ops.len()];
+        for (i, part) in parts.iter().enumerate() {
+            let at = part.content_index().filter(|j| *j < ops.len()).unwrap_or(i);
+            ordered[at] = Some(part);
+        }
+        let mut versions = Vec::with_capacity(ops.len());
+        for (op, part) in ops.iter().zip(ordered) {
+            match (op, part) {
+                (TableOp::Delete { .. }, _) => versions.push(None),
+                (_, Some(part)) => {
+                    let etag = part.header("etag").ok_or_else(|| {
+                        Failure::Fatal(Error::Decode {
+                            table: table.to_string(),
+                            row: None,
+                            property: "ETag".into(),
+                            expected: "an ETag header in the batch reply".into(),
+                            found: "absent".into(),
+                        })
+                    })?;
+                    versions.push(Some(version_from_etag(table, etag)?));
+                }
+                (_, None) => {
+                    return Err(Failure::Fatal(Error::Backend {
+                        status: Some(202),
+                        code: None,
+                        message: format!("{what}: an operation has no reply"),
+                        source: None,
+                    }));
+                }
+            }
+        }
+        Ok(Ok(versions))
+    }
 }
 
 #[cfg(test)]

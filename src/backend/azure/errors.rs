@@ -284,6 +284,95 @@ pub(crate) fn is_transient_status(status: u16) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::azure::transport::Transport;
+    use azure_core::{Context, Method, Policy as _, Request};
+
+    // How the transport's failures are classified.
+
+    async fn failure_of(url: &str) -> Failure {
+        let transport = Transport::new().unwrap();
+        let mut request = Request::new(azure_core::Url::parse(url).unwrap(), Method::Get);
+        let e = transport
+            .send(&Context::new(), &mut request, &[])
+            .await
+            .unwrap_err();
+        Failure::from_azure(e, &Redactor::default())
+    }
+
+    /// A URL the HTTP stack cannot carry (over 64 KiB) is refused before a
+    /// connection is made: the request was never sent, so no reply was lost,
+    /// and sending it again would fail the same way.
+    #[tokio::test]
+    async fn a_request_that_cannot_be_built_is_neither_sent_nor_retried() {
+        // Nothing listens there; the failure must come before connecting.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let url = format!("http://127.0.0.1:{port}/T()?$filter={}", "a".repeat(70_000));
+        let f = failure_of(&url).await;
+        assert!(!f.is_transient(), "{}", f.describe());
+        assert!(!f.may_have_applied(), "{}", f.describe());
+        assert!(
+            f.describe().contains("request not sent"),
+            "{}",
+            f.describe()
+        );
+        assert!(
+            !f.describe().contains("aaaa"),
+            "the URL stays out of errors"
+        );
+    }
+
+    /// A refused connection: not sent, worth retrying, cannot have applied.
+    #[tokio::test]
+    async fn a_refused_connection_is_not_sent_and_retried() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let f = failure_of(&format!("http://127.0.0.1:{port}/T()")).await;
+        assert!(matches!(f, Failure::NotSent(_)), "{}", f.describe());
+        assert!(f.is_transient() && !f.may_have_applied());
+        // The public error keeps the connection error as its source chain,
+        // and no status (no reply came).
+        let e = f.into_error("get x");
+        assert!(
+            matches!(e, crate::Error::Transient { status: None, .. }),
+            "{e:?}"
+        );
+        let mut chain = Vec::new();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            chain.push(s.to_string());
+            source = s.source();
+        }
+        assert!(
+            chain
+                .last()
+                .is_some_and(|s| s.to_lowercase().contains("refused")),
+            "{chain:?}"
+        );
+    }
+
+    /// A connection that breaks after the request went out may have applied
+    /// it.
+    #[tokio::test]
+    async fn a_connection_closed_after_sending_may_have_applied() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            use tokio::io::AsyncReadExt as _;
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            // Read the request, then hang up without answering.
+            let _ = socket.read(&mut buf).await;
+        });
+        let f = failure_of(&format!("http://127.0.0.1:{port}/T()")).await;
+        server.await.unwrap();
+        assert!(matches!(f, Failure::ReplyLost(_)), "{}", f.describe());
+        assert!(f.is_transient() && f.may_have_applied());
+    }
+
+    // Failures and their classification.
 
     #[test]
     fn redactor_scrubs_secrets_and_sig_params() {

@@ -42,6 +42,8 @@ mod batch;
 mod blobs;
 mod connection;
 mod errors;
+mod query;
+mod requests;
 mod retry;
 mod tables;
 mod transport;
