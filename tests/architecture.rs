@@ -93,7 +93,6 @@ fn code_of(text: &str) -> String {
 /// The module paths a file's code names, resolved against the module tree.
 fn dependencies(
     module: &[String],
-    is_mod_file: bool,
     code: &str,
     all: &BTreeMap<Vec<String>, PathBuf>,
 ) -> BTreeSet<Vec<String>> {
@@ -137,7 +136,7 @@ fn dependencies(
                 k += 1;
             }
             for part in group.split(',') {
-                let part = part.trim().split_whitespace().next().unwrap_or("");
+                let part = part.split_whitespace().next().unwrap_or("");
                 let part = part.trim_matches(|c: char| c == '{' || c == '}');
                 if !part.is_empty() {
                     paths.push(format!("{path}{part}"));
@@ -149,13 +148,7 @@ fn dependencies(
             let mut segs: Vec<String> = p.split("::").map(str::to_owned).collect();
             let base: Vec<String> = match segs[0].as_str() {
                 "crate" => vec![],
-                "self" => {
-                    if is_mod_file {
-                        module.to_vec()
-                    } else {
-                        module.to_vec()
-                    }
-                }
+                "self" => module.to_vec(),
                 "super" => {
                     let mut b = module.to_vec();
                     // In `a/b.rs` (module a::b), `super` is `a`; in
@@ -195,8 +188,7 @@ fn graph() -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
     let mut graph = BTreeMap::new();
     for (module, path) in &all {
         let text = std::fs::read_to_string(path).unwrap();
-        let is_mod_file = path.file_name().is_some_and(|n| n == "mod.rs");
-        let deps = dependencies(module, is_mod_file, &code_of(&text), &all);
+        let deps = dependencies(module, &code_of(&text), &all);
         graph.insert(module.clone(), deps);
     }
     graph
@@ -341,7 +333,7 @@ fn paths_resolve_to_the_files_that_define_them() {
         "use super::local::{LocalLeases, Slot};\nuse crate::key::ETag;\npub use super::Thing;\n\
          fn f() { crate::lease::X; }\n#[cfg(test)]\nmod tests {\n    use crate::other::Y;\n}\n",
     );
-    let deps = dependencies(&guard, false, &code, &all);
+    let deps = dependencies(&guard, &code, &all);
     let names: Vec<String> = deps.iter().map(|d| name(d)).collect();
     assert_eq!(names, vec!["key", "lease", "lease::local"]);
 }

@@ -51,8 +51,7 @@ impl<E: Entity> Table<E> {
             // The derive checks the name at compile time; a hand-written
             // `Entity` impl (or a prefix making it too long) gets its error at
             // the first operation.
-            name: env.table_name(E::TABLE)
-                .map_err(|e| e.to_string()),
+            name: env.table_name(E::TABLE).map_err(|e| e.to_string()),
             env,
             write_log: false,
             ready: Arc::new(AtomicBool::new(false)),

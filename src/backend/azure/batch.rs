@@ -17,8 +17,8 @@ use serde_json::Value as Json;
 use super::AzureBackend;
 use super::errors::{Failure, is_transient_status};
 use super::requests::{entity_url, op_what, table_url, version_from_etag};
-use crate::backend::{Precondition, TableOp, Version};
 use crate::backend::wire;
+use crate::backend::{Precondition, TableOp, Version};
 use crate::error::{Error, Result};
 use crate::key::TableName;
 

@@ -7,8 +7,8 @@ use azure_data_tables::IfMatchCondition;
 use azure_data_tables::clients::{EntityClient, TableClient};
 
 use super::AzureBackend;
-use crate::backend::{Precondition, StoredEntity, TableOp, Version};
 use crate::backend::wire;
+use crate::backend::{Precondition, StoredEntity, TableOp, Version};
 use crate::entity::{EntityData, Properties, datetime, validate_entity};
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName, shorten};

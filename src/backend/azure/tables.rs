@@ -331,8 +331,8 @@ impl AzureBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::ETag;
     use crate::entity::Value;
+    use crate::key::ETag;
 
     fn data(props: &[(&str, Value)]) -> EntityData {
         EntityData {
