@@ -89,6 +89,44 @@ async fn entity_types_and_query_streams_are_reachable_through_leasehold_paths() 
 }
 
 // ---------------------------------------------------------------------------
+// Service limits: associated constants of what they limit
+// ---------------------------------------------------------------------------
+
+/// Each limit is a constant of the type it limits, with the service's value,
+/// and is what the checks enforce.
+#[test]
+fn service_limits_are_constants_of_what_they_limit() {
+    use leasehold::backend::QuerySpec;
+    use leasehold::entity::{EntityData, Value};
+    use leasehold::key::CompositeKey;
+    use leasehold::query::Filter;
+    use leasehold::{PartitionKey, RowKey};
+
+    assert_eq!(PartitionKey::MAX_BYTES, 1024);
+    assert_eq!(RowKey::MAX_BYTES, 1024);
+    assert_eq!(EntityData::MAX_BYTES, 1024 * 1024);
+    assert_eq!(EntityData::MAX_PROPERTIES, 252);
+    assert_eq!(Value::MAX_BYTES, 64 * 1024);
+    assert_eq!(Filter::MAX_COMPARISONS, 15);
+    assert_eq!(Filter::MAX_LEN, 8 * 1024);
+    assert_eq!(QuerySpec::MAX_PAGE_SIZE, 1000);
+    assert_eq!(CompositeKey::SEPARATOR, ' ');
+
+    // Keys: UTF-16 bytes, so 512 characters of the BMP fit and 513 do not.
+    assert!(RowKey::new("x".repeat(RowKey::MAX_BYTES / 2)).is_ok());
+    assert!(RowKey::new("x".repeat(RowKey::MAX_BYTES / 2 + 1)).is_err());
+    let key = CompositeKey::join(["a", "b"]);
+    assert_eq!(key, format!("a{}b", CompositeKey::SEPARATOR));
+    // Page sizes: 1 to the maximum.
+    let spec = |top| QuerySpec {
+        top: Some(top),
+        ..QuerySpec::default()
+    };
+    assert!(spec(QuerySpec::MAX_PAGE_SIZE).validate().is_ok());
+    assert!(spec(QuerySpec::MAX_PAGE_SIZE + 1).validate().is_err());
+}
+
+// ---------------------------------------------------------------------------
 // Connection strings: both endpoints or neither
 // ---------------------------------------------------------------------------
 

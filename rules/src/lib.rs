@@ -77,6 +77,7 @@ pub fn property_name_problem(name: &str) -> Option<String> {
 /// A quick yes for the common case, without allocating: an ASCII identifier
 /// of at most [`MAX_NAME_CHARS`] characters that is not reserved. `false`
 /// means "ask [`property_name_problem`]", not "invalid".
+#[inline]
 pub fn is_plain_property_name(name: &str) -> bool {
     let bytes = name.as_bytes();
     match bytes.split_first() {
@@ -93,6 +94,7 @@ pub fn is_plain_property_name(name: &str) -> bool {
 /// Why `key` is not a valid partition or row key, or `None` when it is: at
 /// most [`MAX_KEY_BYTES`] as UTF-16, and no character of
 /// [`is_forbidden_key_char`].
+#[inline]
 pub fn key_problem(key: &str) -> Option<String> {
     if 2 * utf16_len(key) > MAX_KEY_BYTES {
         return Some(format!(
@@ -108,12 +110,14 @@ pub fn key_problem(key: &str) -> Option<String> {
 
 /// Characters the service forbids in keys: `/ \ # ?` and control characters
 /// (U+0000 to U+001F and U+007F to U+009F).
+#[inline]
 pub fn is_forbidden_key_char(c: char) -> bool {
     matches!(c, '/' | '\\' | '#' | '?' | '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}')
 }
 
 /// The length of a string in UTF-16 code units, as the service measures keys
 /// and string values.
+#[inline]
 pub fn utf16_len(s: &str) -> usize {
     if s.is_ascii() {
         return s.len();

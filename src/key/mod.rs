@@ -7,6 +7,10 @@
 //! Keys built from several fields use [`CompositeKey`], an encoding that keeps
 //! the tuple order of the parts (so key ranges and sorted scans behave as the
 //! tuples would), escapes every character the service forbids, and parses back.
+//!
+//! The rules themselves (table names, key characters, the key length limit
+//! [`PartitionKey::MAX_BYTES`]) are those of the `leasehold-rules` crate,
+//! which `#[derive(Entity)]` checks table names with at compile time.
 
 mod blob_names;
 mod composite;

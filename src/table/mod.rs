@@ -1,11 +1,17 @@
 //! [`Table<E>`]: typed, optimistic access to the entities of one table.
 //!
-//! Every read returns a [`Versioned<E>`](crate::entity::Versioned) (the entity and its ETag); every
-//! replace, merge and delete takes one back and sends its ETag, so a write
-//! based on a stale copy fails with [`Error::Conflict`](crate::Error::Conflict) instead of silently
+//! Every read returns a [`Versioned<E>`](crate::entity::Versioned) (the
+//! entity and its ETag); every replace, merge and delete takes one back and
+//! sends its ETag, so a write based on a stale copy fails with
+//! [`Error::Conflict`](crate::Error::Conflict) instead of silently
 //! overwriting. Writes without a condition exist only under names that say
 //! so: [`Table::upsert`], [`Table::upsert_merge`],
 //! [`Table::replace_unconditionally`], [`Table::delete_unconditionally`].
+//!
+//! One file per job: `handle` (the table, its name and reads), `write`
+//! (single-entity writes), `update` (optimistic read-modify-write), `query`,
+//! `batch`, `stored` (what a read returns and a write leaves stored) and
+//! `env` (what the tables of a store share).
 
 mod batch;
 mod env;

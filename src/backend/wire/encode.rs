@@ -27,9 +27,9 @@ pub(super) const ANNOTATION: &str = "@odata.type";
 /// those the service cannot infer (Int64, Double, DateTime, Guid, Binary)
 /// followed by their `name@odata.type` annotation.
 ///
-/// [`EntityBody::to_text`] writes it; it also serializes as that text (pass
-/// it to the SDK's request builders, which write JSON with serde_json), and
-/// [`EntityBody::to_map`] reads the text back as a JSON object.
+/// [`EntityBody::to_text`] writes it; [`EntityBody::to_map`] reads the text
+/// back as a JSON object, and it serializes as that object (for the SDK's
+/// request builders, which write it with serde_json: the same text).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EntityBody<'a> {
     partition_key: &'a str,
@@ -210,14 +210,18 @@ fn after_annotation(next: &str, name: &str) -> bool {
 }
 
 impl serde::Serialize for EntityBody<'_> {
-    /// Serializes as the body text (for serde_json, which writes it as is).
+    /// Serializes as the JSON object of the body text, which serde_json
+    /// writes back as that same text (the object's keys are in its order,
+    /// and doubles read back to the same bits). For request builders that
+    /// take `Serialize`; where a request can take the text, send
+    /// [`EntityBody::to_text`] and skip the round trip.
     fn serialize<S: serde::Serializer>(
         &self,
         serializer: S,
     ) -> std::result::Result<S::Ok, S::Error> {
         let text = self.to_text().map_err(S::Error::custom)?;
-        let raw = serde_json::value::RawValue::from_string(text).map_err(S::Error::custom)?;
-        raw.serialize(serializer)
+        let map: Map<String, Json> = serde_json::from_str(&text).map_err(S::Error::custom)?;
+        map.serialize(serializer)
     }
 }
 
