@@ -130,8 +130,8 @@ async fn lock_a_lock_names_its_holder_even_when_its_unit_is_leaked() {
 
 mod lease_suite;
 
-fn shared() -> Option<lease_suite::Shared> {
-    support::azurite_backend().map(lease_suite::Shared)
+fn shared() -> Option<std::sync::Arc<dyn leasehold::backend::Backend>> {
+    support::azurite_backend()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

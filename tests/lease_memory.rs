@@ -5,14 +5,15 @@ mod lease_suite;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_suite::{Shared, SuiteConfig};
+use lease_suite::SuiteConfig;
+use leasehold::backend::Backend;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::lease::{LeaseManager, LeaseOptions};
 
 /// A fresh memory backend, handed over as an `Arc<dyn Backend>` the way the
 /// Azurite runner hands over its backend.
-fn memory() -> Shared {
-    Shared(Arc::new(MemoryBackend::new()))
+fn memory() -> Arc<dyn Backend> {
+    Arc::new(MemoryBackend::new())
 }
 
 #[tokio::test(start_paused = true)]

@@ -3,7 +3,7 @@
 //! Each check takes a backend that can be cloned into several "processes"
 //! (clones share storage; each process wraps its clone in its own
 //! [`FaultyBackend`] or [`CountingBackend`]) and a [`SuiteConfig`]. Any
-//! `Arc<dyn Backend>` qualifies through [`Shared`]. On the
+//! `Arc<dyn Backend>` qualifies. On the
 //! memory backend they run with paused Tokio time; on Azurite they run on
 //! real time with 15 s leases (every wait is derived from the lease
 //! duration).
@@ -11,8 +11,6 @@
 #![allow(dead_code)]
 
 pub mod wrappers;
-
-pub use wrappers::Shared;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,5 +1,4 @@
-//! Test-side backend wrappers: [`Shared`] (an `Arc<dyn Backend>` as a
-//! cloneable blob backend) and [`AmbiguousRenews`] (renew requests whose
+//! A test-side backend wrapper: [`AmbiguousRenews`] (renew requests whose
 //! reply never comes, applied or not, as switched).
 
 use std::sync::{Arc, Mutex};
@@ -137,93 +136,5 @@ impl<B: BlobBackend> BlobBackend for AmbiguousRenews<B> {
         period: Option<Duration>,
     ) -> Result<Duration> {
         self.inner.break_lease(c, b, period).await
-    }
-}
-
-/// Any backend behind an `Arc<dyn Backend>` (what the conformance suite and
-/// the Azurite runner hand out), as a cloneable blob backend whose clones
-/// share storage.
-#[derive(Debug, Clone)]
-pub struct Shared(pub Arc<dyn leasehold::backend::Backend>);
-
-#[async_trait]
-impl BlobBackend for Shared {
-    fn endpoint(&self) -> String {
-        self.0.endpoint()
-    }
-    async fn create_container(&self, c: &ContainerName) -> Result<()> {
-        self.0.create_container(c).await
-    }
-    async fn put_blob(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        body: Vec<u8>,
-        m: &Metadata,
-        k: &BlobConditions,
-    ) -> Result<ETag> {
-        self.0.put_blob(c, b, body, m, k).await
-    }
-    async fn get_blob(&self, c: &ContainerName, b: &BlobName) -> Result<Option<Blob>> {
-        self.0.get_blob(c, b).await
-    }
-    async fn blob_properties(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-    ) -> Result<Option<BlobProperties>> {
-        self.0.blob_properties(c, b).await
-    }
-    async fn set_blob_metadata(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        m: &Metadata,
-        k: &BlobConditions,
-    ) -> Result<ETag> {
-        self.0.set_blob_metadata(c, b, m, k).await
-    }
-    async fn delete_blob(&self, c: &ContainerName, b: &BlobName, k: &BlobConditions) -> Result<()> {
-        self.0.delete_blob(c, b, k).await
-    }
-    async fn list_blobs(
-        &self,
-        c: &ContainerName,
-        prefix: &str,
-        marker: Option<&str>,
-    ) -> Result<BlobListPage> {
-        self.0.list_blobs(c, prefix, marker).await
-    }
-    async fn acquire_lease(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        d: LeaseDuration,
-        id: LeaseId,
-    ) -> Result<LeaseId> {
-        self.0.acquire_lease(c, b, d, id).await
-    }
-    async fn renew_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
-        self.0.renew_lease(c, b, id).await
-    }
-    async fn change_lease(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        id: LeaseId,
-        proposed: LeaseId,
-    ) -> Result<LeaseId> {
-        self.0.change_lease(c, b, id, proposed).await
-    }
-    async fn release_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
-        self.0.release_lease(c, b, id).await
-    }
-    async fn break_lease(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        period: Option<Duration>,
-    ) -> Result<Duration> {
-        self.0.break_lease(c, b, period).await
     }
 }
