@@ -1,4 +1,5 @@
-//! The conformance suite on the embedded memory backend.
+//! The conformance suite (tables, blobs, leases, locks) on the embedded
+//! memory backend, timed checks on paused Tokio time.
 
 mod conformance;
 
@@ -6,12 +7,16 @@ use std::sync::Arc;
 
 use leasehold::backend::memory::MemoryBackend;
 
-conformance_suite!(Some(conformance::Ctx::new(Arc::new(MemoryBackend::new()))));
+conformance_suite!(paused: Some(Arc::new(MemoryBackend::new())));
 
-emulator_suite!(
-    Some(conformance::Ctx::new(Arc::new(MemoryBackend::new()))),
-    crate::conformance::emulator::Target::Memory
-);
+fn memory_ctx() -> Option<conformance::Ctx> {
+    Some(conformance::Ctx::new(
+        Arc::new(MemoryBackend::new()),
+        conformance::Clock::Paused,
+    ))
+}
+
+emulator_suite!(memory_ctx(), crate::conformance::emulator::Target::Memory);
 
 /// An over-long filter is refused before any request is counted.
 #[tokio::test]
@@ -24,13 +29,8 @@ async fn over_long_filters_send_no_request_on_memory() {
 
 emulator_timed_suite!(
     #[tokio::test(start_paused = true)]
-    Some(conformance::Ctx::new(Arc::new(MemoryBackend::new()))),
+    memory_ctx(),
     crate::conformance::emulator::Target::Memory
-);
-
-timed_conformance_suite!(
-    #[tokio::test(start_paused = true)]
-    Some(conformance::Ctx::new(Arc::new(MemoryBackend::new())))
 );
 
 /// The service may end a page early, even with no entity in it, and still

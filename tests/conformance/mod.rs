@@ -1,22 +1,41 @@
 //! The conformance suite: the behaviour every backend must have.
 //!
 //! Each check is an async function over a [`Ctx`] (a store on a fresh
-//! namespace of the backend under test). `conformance_suite!` turns the list
-//! into one `#[tokio::test]` per check for a given backend, so the memory
+//! namespace of the backend under test, and how time passes for it).
+//! `conformance_suite!` turns the whole list (table, blob, lease and lock
+//! checks) into one test per check for a given backend, so the memory
 //! backend and Azurite run the very same functions.
 #![allow(dead_code)]
 
+pub mod ambiguous;
 pub mod blobs;
 pub mod emulator;
 pub mod entities;
+pub mod lease;
+pub mod lock;
 pub mod tables;
 pub mod timed;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use leasehold::Store;
 use leasehold::backend::Backend;
 use leasehold::key::ContainerName;
+
+/// How time passes for the checks that wait: for leases to run out, for
+/// renewals, for a process to "die".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// Paused Tokio time (`#[tokio::test(start_paused = true)]`): waiting
+    /// costs nothing, so leases last 30 s and the leader check forces 100
+    /// failovers.
+    Paused,
+    /// Real time, as a service needs: the shortest leases (15 s) and 2
+    /// forced failovers; each timed check waits for real (up to a few
+    /// minutes), so run them in parallel.
+    Real,
+}
 
 /// What a check runs against.
 pub struct Ctx {
@@ -24,14 +43,17 @@ pub struct Ctx {
     pub store: Store,
     /// A container private to this check.
     pub container: ContainerName,
+    clock: Clock,
+    prefix: String,
 }
 
 impl Ctx {
     /// A context on `backend`, namespaced by a fresh random prefix.
-    pub fn new(backend: Arc<dyn Backend>) -> Ctx {
+    pub fn new(backend: Arc<dyn Backend>, clock: Clock) -> Ctx {
         let id = uuid::Uuid::new_v4().simple().to_string();
+        let prefix = format!("t{}", &id[..10]);
         let store = Store::builder_shared(backend)
-            .table_prefix(format!("t{}", &id[..10]))
+            .table_prefix(prefix.clone())
             .expect("valid prefix")
             .conflict_retry(
                 leasehold::RetryPolicy::new(
@@ -44,92 +66,222 @@ impl Ctx {
             .build()
             .expect("valid store");
         let container = ContainerName::new(format!("c{}", &id[..20])).expect("valid container");
-        Ctx { store, container }
+        Ctx {
+            store,
+            container,
+            clock,
+            prefix,
+        }
     }
 
     /// The backend.
     pub fn backend(&self) -> &Arc<dyn Backend> {
         self.store.backend()
     }
+
+    /// How time passes.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// The lease duration of the lease and lock checks: 30 s on paused
+    /// time, the shortest the service allows (15 s) on real time.
+    pub fn lease_duration(&self) -> Duration {
+        match self.clock {
+            Clock::Paused => Duration::from_secs(30),
+            Clock::Real => Duration::from_secs(15),
+        }
+    }
+
+    /// Extra time a check allows a service to answer, on top of a bound
+    /// that holds exactly on paused time: none there, 3 s on real time
+    /// (a loaded emulator answering checks that run side by side).
+    pub fn slack(&self) -> Duration {
+        match self.clock {
+            Clock::Paused => Duration::ZERO,
+            Clock::Real => Duration::from_secs(3),
+        }
+    }
+
+    /// A prefix unique to this context (letters and digits, starting with a
+    /// letter), for table prefixes and lease names of the check's own
+    /// stores and lease managers.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
 }
 
-/// Expands to one `#[tokio::test]` per conformance check, each on a fresh
-/// context made by `$make_ctx`, an expression of type `Option<Ctx>`: `None`
-/// skips the check (the backend is unavailable and not required here; the
-/// expression itself panics when the backend is required, as in CI).
+/// Expands to one test per conformance check (tables, blobs, timed blob
+/// leases, the lease manager, partition locks), in modules named after the
+/// check modules, each on a fresh context.
+///
+/// `conformance_suite!(paused: backend)` runs the timed checks on paused
+/// Tokio time; `conformance_suite!(real: backend)` in real time (for a
+/// service). `backend` is an expression of type `Option<Arc<dyn Backend>>`
+/// evaluated for each check: `None` skips the check (the backend is
+/// unavailable and not required here; the expression itself panics when the
+/// backend is required, as in CI).
 #[macro_export]
 macro_rules! conformance_suite {
-    ($make_ctx:expr) => {
-        $crate::conformance_suite!(@tests $make_ctx;
-            tables::crud_round_trips_every_type_at_edge_values,
-            tables::datetime_and_binary_edges,
-            tables::insert_twice_is_already_exists,
-            tables::stale_etag_is_conflict_for_replace_merge_delete,
-            tables::chained_updates_need_no_reread,
-            tables::missing_entities,
-            tables::upsert_and_merge_semantics,
-            tables::unconditional_writes,
-            tables::special_keys_work_everywhere,
-            tables::invalid_input_is_rejected_before_sending,
-            tables::decode_errors_name_the_property,
-            tables::batch_applies_all_or_nothing,
-            tables::batch_of_100_round_trips,
-            tables::batch_limits_are_checked_before_sending,
-            tables::filters_of_every_literal_type,
-            tables::int64_column_vs_int32_literal_matches_nothing,
-            tables::key_ranges_and_prefixes,
-            tables::paging_across_pages_and_resume,
-            tables::select_projects_properties,
-            tables::update_with_concurrent_increments_are_exact,
-            tables::update_with_gives_up_with_conflict,
-            tables::write_logs_are_kept_beside_the_entity,
-            tables::merge_returns_the_stored_entity_so_replacing_it_keeps_none_fields,
-            tables::unit_view_after_a_staged_merge_shows_stored_fields,
-            tables::writes_return_what_get_returns,
-            tables::queries_skip_or_collect_rows_that_do_not_decode,
-            tables::try_update_with_refuses_or_retries,
-            blobs::put_get_and_conditions,
-            blobs::metadata_and_listing,
-            blobs::lease_acquire_renew_change_release,
-            blobs::lease_contention_codes,
-            blobs::lease_break_and_broken_states,
-            blobs::writes_to_leased_blobs_need_the_lease,
-            blobs::missing_blob_and_container_codes,
+    (paused: $backend:expr) => {
+        $crate::conformance_suite!(@suite $backend, Paused,
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
+            #[tokio::test(start_paused = true)]);
+    };
+    (real: $backend:expr) => {
+        $crate::conformance_suite!(@suite $backend, Real,
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]);
+    };
+    (@suite $backend:expr, $clock:ident, #[$plain:meta], #[$timed:meta]) => {
+        /// A fresh context for one check, or `None` to skip it.
+        fn conformance_ctx() -> Option<$crate::conformance::Ctx> {
+            let backend: Option<std::sync::Arc<dyn leasehold::backend::Backend>> = $backend;
+            backend.map(|b| $crate::conformance::Ctx::new(b, $crate::conformance::Clock::$clock))
+        }
+        $crate::conformance_suite!(@module tables #[$plain] #[$timed];
+            plain [
+                crud_round_trips_every_type_at_edge_values,
+                datetime_and_binary_edges,
+                insert_twice_is_already_exists,
+                stale_etag_is_conflict_for_replace_merge_delete,
+                chained_updates_need_no_reread,
+                missing_entities,
+                upsert_and_merge_semantics,
+                unconditional_writes,
+                special_keys_work_everywhere,
+                invalid_input_is_rejected_before_sending,
+                decode_errors_name_the_property,
+                batch_applies_all_or_nothing,
+                batch_of_100_round_trips,
+                batch_limits_are_checked_before_sending,
+                filters_of_every_literal_type,
+                int64_column_vs_int32_literal_matches_nothing,
+                key_ranges_and_prefixes,
+                paging_across_pages_and_resume,
+                select_projects_properties,
+                update_with_concurrent_increments_are_exact,
+                update_with_gives_up_with_conflict,
+                write_logs_are_kept_beside_the_entity,
+                merge_returns_the_stored_entity_so_replacing_it_keeps_none_fields,
+                unit_view_after_a_staged_merge_shows_stored_fields,
+                writes_return_what_get_returns,
+                queries_skip_or_collect_rows_that_do_not_decode,
+                try_update_with_refuses_or_retries,
+            ]
+            timed []
+            blocking []
+        );
+        $crate::conformance_suite!(@module blobs #[$plain] #[$timed];
+            plain [
+                put_get_and_conditions,
+                metadata_and_listing,
+                lease_acquire_renew_change_release,
+                lease_contention_codes,
+                lease_break_and_broken_states,
+                writes_to_leased_blobs_need_the_lease,
+                missing_blob_and_container_codes,
+            ]
+            timed []
+            blocking []
+        );
+        $crate::conformance_suite!(@module timed #[$plain] #[$timed];
+            plain []
+            timed [
+                an_expired_lease_can_be_taken_by_another,
+                an_expired_lease_can_be_renewed_by_its_holder,
+                an_expired_lease_can_be_released,
+                a_break_period_ends_in_broken,
+                a_timed_lease_broken_without_period_runs_out,
+            ]
+            blocking []
+        );
+        $crate::conformance_suite!(@module lease #[$plain] #[$timed];
+            plain []
+            timed [
+                mutual_exclusion_among_50_contenders_in_10_processes,
+                mutual_exclusion_among_50_contenders_in_50_processes,
+                renewal_holds_a_lease_for_ten_durations,
+                renewal_holds_a_fifteen_second_lease_for_ten_durations,
+                hanging_renew_fires_lost_before_the_lease_expires,
+                external_break_fires_lost_and_fences_writes,
+                do_once_runs_once_among_10_callers_and_again_after_a_crash,
+                leader_election_with_5_candidates_never_overlaps,
+                reservation_log_stays_bounded_and_ordered,
+                local_sharing_serves_100_units_with_one_acquire_and_one_release,
+                hand_over_keeps_the_blob_view_without_reading,
+                describe_reports_holder_epoch_and_journal_and_drop_releases,
+                bad_durations_and_names_are_invalid_before_any_request,
+                ambiguous_renewals_are_verified_with_a_properties_read,
+                the_fairness_bound_lets_another_process_in,
+                infinite_leases_hold_until_released_or_broken,
+                acquire_gives_up_at_its_deadline_and_gives_back_a_late_lease,
+                a_lock_unit_costs_acquire_read_writes_release_cold_and_only_writes_handed_over,
+            ]
+            blocking [
+                dropping_a_guard_without_a_runtime_does_not_panic,
+            ]
+        );
+        $crate::conformance_suite!(@module lock #[$plain] #[$timed];
+            plain [
+                concurrent_transfers_conserve_money,
+                units_see_their_writes_and_stay_in_their_partition,
+                multi_table_commit_applies_all,
+                stale_reads_fail_the_whole_commit,
+                one_table_unit_costs_acquire_read_reads_batch_release,
+                two_table_unit_costs_acquire_read_reads_journal_batches_clear_release,
+                handed_over_unit_skips_acquire_read_and_release,
+                one_hundred_queued_units_share_one_acquire_and_one_release,
+                more_than_100_writes_to_one_table_are_journalled,
+                a_refused_insert_keeps_the_staged_insert,
+                writing_a_row_twice_follows_the_folding_table,
+                an_upsert_then_delete_of_an_absent_row_writes_nothing,
+                a_staged_view_from_another_unit_is_refused_without_change,
+                breaking_a_free_lock_reports_not_held,
+                a_lock_names_its_holder_even_when_its_unit_is_leaked,
+                recording_the_holder_costs_a_write_only_when_the_lock_changes_hands,
+            ]
+            timed [
+                crash_before_the_journal_leaves_the_partition_before,
+                crash_after_the_journal_is_rolled_forward,
+                crash_after_the_first_batch_is_rolled_forward,
+                crash_before_the_journal_clear_is_rolled_forward,
+                lost_replies_at_each_step_end_fully_before_or_after,
+                commit_without_enough_lease_left_sends_nothing,
+                a_paused_holder_cannot_overwrite_the_next_holder,
+                a_contradicted_journal_stops_roll_forward_and_is_kept,
+                a_dead_holder_stays_named_until_and_after_its_lease_expires,
+            ]
+            blocking []
         );
     };
-    (@tests $make_ctx:expr; $($module:ident :: $check:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $check() {
-                let ctx: Option<conformance::Ctx> = $make_ctx;
-                let Some(ctx) = ctx else { return };
-                conformance::$module::$check(&ctx).await;
-            }
-        )*
-    };
-}
-
-/// Expands to one test per timed check (see [`timed`]), each carrying the
-/// test attribute given (paused time on memory, real time on Azurite).
-#[macro_export]
-macro_rules! timed_conformance_suite {
-    (#[$attr:meta] $make_ctx:expr) => {
-        $crate::timed_conformance_suite!(@tests #[$attr] $make_ctx;
-            an_expired_lease_can_be_taken_by_another,
-            an_expired_lease_can_be_renewed_by_its_holder,
-            an_expired_lease_can_be_released,
-            a_break_period_ends_in_broken,
-            a_timed_lease_broken_without_period_runs_out,
-        );
-    };
-    (@tests #[$attr:meta] $make_ctx:expr; $($check:ident),* $(,)?) => {
-        $(
-            #[$attr]
-            async fn $check() {
-                let ctx: Option<conformance::Ctx> = $make_ctx;
-                let Some(ctx) = ctx else { return };
-                conformance::timed::$check(&ctx).await;
-            }
-        )*
+    (@module $module:ident #[$plain:meta] #[$timed:meta];
+        plain [$($p:ident),* $(,)?]
+        timed [$($t:ident),* $(,)?]
+        blocking [$($b:ident),* $(,)?]
+    ) => {
+        mod $module {
+            $(
+                #[$plain]
+                async fn $p() {
+                    let Some(ctx) = super::conformance_ctx() else { return };
+                    $crate::conformance::$module::$p(&ctx).await;
+                }
+            )*
+            $(
+                #[$timed]
+                async fn $t() {
+                    let Some(ctx) = super::conformance_ctx() else { return };
+                    $crate::conformance::$module::$t(&ctx).await;
+                }
+            )*
+            $(
+                #[test]
+                fn $b() {
+                    let Some(ctx) = super::conformance_ctx() else { return };
+                    $crate::conformance::$module::$b(&ctx);
+                }
+            )*
+        }
     };
 }

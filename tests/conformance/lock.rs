@@ -1,10 +1,15 @@
-//! Partition-lock checks that run on any backend (memory, Azurite).
-#![allow(dead_code)]
+//! Partition-lock checks: units of work, their request budgets, crash
+//! recovery at every step, stale holders.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use leasehold::backend::Backend;
-use leasehold::{Entity, Store};
+use leasehold::lease::LeaseOptions;
+use leasehold::testing::{CountingBackend, FaultInjector, FaultyBackend, Op, RequestCounter};
+use leasehold::{Entity, ErrorKind, Store};
+
+use super::{Clock, Ctx};
 
 /// A customer's account.
 #[derive(Entity, Debug, Clone, PartialEq)]
@@ -116,13 +121,11 @@ pub async fn totals(store: &Store, customer: &str) -> (i64, usize) {
     (accounts.iter().map(|a| a.balance).sum(), ledger.len())
 }
 
-/// 8 tasks × `per_task` transfers across 2 tables on one partition conserve
+/// 8 tasks × 50 transfers across 2 tables on one partition conserve
 /// the total exactly, and the ledger counts the committed transfers.
-pub async fn concurrent_transfers_conserve_money(
-    backend: Arc<dyn Backend>,
-    prefix: &str,
-    per_task: usize,
-) {
+pub async fn concurrent_transfers_conserve_money(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
+    let per_task = 50;
     let store = process(backend, prefix);
     open_accounts(&store, "bank", 4).await;
     let mut tasks = Vec::new();
@@ -165,10 +168,8 @@ pub async fn concurrent_transfers_conserve_money(
 
 /// Reads see the unit's own staged writes; other partitions are refused;
 /// dropping a unit sends nothing.
-pub async fn units_see_their_writes_and_stay_in_their_partition(
-    backend: Arc<dyn Backend>,
-    prefix: &str,
-) {
+pub async fn units_see_their_writes_and_stay_in_their_partition(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let store = process(backend, prefix);
     open_accounts(&store, "alice", 2).await;
     let mut unit = store.lock("alice").await.expect("lock");
@@ -218,7 +219,8 @@ pub async fn units_see_their_writes_and_stay_in_their_partition(
 }
 
 /// A three-table commit applies everything, and the journal is cleared.
-pub async fn multi_table_commit_applies_all(backend: Arc<dyn Backend>, prefix: &str) {
+pub async fn multi_table_commit_applies_all(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let store = process(backend, prefix);
     open_accounts(&store, "carol", 2).await;
     let mut unit = store.lock("carol").await.unwrap();
@@ -278,7 +280,8 @@ pub async fn multi_table_commit_applies_all(backend: Arc<dyn Backend>, prefix: &
 }
 
 /// A stale read fails the whole commit and applies nothing.
-pub async fn stale_reads_fail_the_whole_commit(backend: Arc<dyn Backend>, prefix: &str) {
+pub async fn stale_reads_fail_the_whole_commit(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let store = process(backend, prefix);
     open_accounts(&store, "dave", 2).await;
     let mut unit = store.lock("dave").await.unwrap();
@@ -351,7 +354,8 @@ fn content(v: Option<&Note>) -> Content {
 
 /// The headline of issue 14 item 1: a refused second insert keeps the
 /// first one staged, and the commit stores it.
-pub async fn a_refused_insert_keeps_the_staged_insert(backend: Arc<dyn Backend>, prefix: &str) {
+pub async fn a_refused_insert_keeps_the_staged_insert(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let store = process(backend, prefix);
     let row = Note {
         customer: "erin".into(),
@@ -452,10 +456,8 @@ impl Call {
 /// then leaves the staged write as it was; otherwise the commit stores what
 /// the two calls applied in order would. One cell per pair, named in every
 /// failure.
-pub async fn writing_a_row_twice_follows_the_folding_table(
-    backend: Arc<dyn Backend>,
-    prefix: &str,
-) {
+pub async fn writing_a_row_twice_follows_the_folding_table(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let store = process(backend, prefix);
     let notes = store.table::<Note>();
     const BASE: (Option<i64>, Option<i64>) = (Some(100), Some(100));
@@ -536,10 +538,8 @@ pub async fn writing_a_row_twice_follows_the_folding_table(
 
 /// An upsert (or upsert-merge) then a delete of a row the unit read as
 /// absent writes nothing, and the commit succeeds.
-pub async fn an_upsert_then_delete_of_an_absent_row_writes_nothing(
-    backend: Arc<dyn Backend>,
-    prefix: &str,
-) {
+pub async fn an_upsert_then_delete_of_an_absent_row_writes_nothing(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let store = process(backend, prefix);
     for (i, merge) in [false, true].into_iter().enumerate() {
         let id = format!("gone{i}");
@@ -574,10 +574,8 @@ pub async fn an_upsert_then_delete_of_an_absent_row_writes_nothing(
 /// A staged view passed to a unit that stages no write of that row has no
 /// ETag to write under: replace, merge and delete refuse it and leave the
 /// unit's staged writes as they were.
-pub async fn a_staged_view_from_another_unit_is_refused_without_change(
-    backend: Arc<dyn Backend>,
-    prefix: &str,
-) {
+pub async fn a_staged_view_from_another_unit_is_refused_without_change(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let store = process(backend, prefix);
     let note = |id: &str, a: i64| Note {
         customer: "gina".into(),
@@ -622,7 +620,8 @@ pub async fn a_staged_view_from_another_unit_is_refused_without_change(
 
 /// Breaking a lock nobody holds is a typed "not held" outcome, not an
 /// error; breaking a held one reports it broken.
-pub async fn breaking_a_free_lock_reports_not_held(backend: Arc<dyn Backend>, prefix: &str) {
+pub async fn breaking_a_free_lock_reports_not_held(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     use leasehold::lease::BreakOutcome;
     use std::time::Duration;
 
@@ -660,10 +659,8 @@ pub async fn breaking_a_free_lock_reports_not_held(backend: Arc<dyn Backend>, pr
 /// holding process's identity while it holds the lock, also when its unit
 /// was leaked without a release (a hung or killed process); the next
 /// holder replaces it, and stays named as the last holder after release.
-pub async fn a_lock_names_its_holder_even_when_its_unit_is_leaked(
-    backend: Arc<dyn Backend>,
-    prefix: &str,
-) {
+pub async fn a_lock_names_its_holder_even_when_its_unit_is_leaked(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     use std::time::Duration;
 
     let holder = process(backend.clone(), prefix);
@@ -701,4 +698,527 @@ pub async fn a_lock_names_its_holder_even_when_its_unit_is_leaked(
         Some(next.locks().owner()),
         "the last holder"
     );
+}
+
+/// A store counting its requests, warmed up so one-time setup (containers,
+/// tables, the lock blob) is out of the counts.
+async fn counted(ctx: &Ctx) -> (Store, RequestCounter) {
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    // On real time, the longest lease: no renewal falls within what is
+    // counted, however slow the service answers.
+    let lease = match ctx.clock() {
+        Clock::Paused => LeaseOptions::new(),
+        Clock::Real => LeaseOptions::new().with_duration(Duration::from_secs(60)),
+    };
+    let store = Store::builder_shared(Arc::new(counting))
+        .table_prefix(ctx.prefix())
+        .expect("valid prefix")
+        .lease_options(lease)
+        .build()
+        .expect("valid store");
+    open_accounts(&store, "alice", 2).await;
+    assert!(
+        transfer(&store, "alice", "acct0", "acct1", 1, "warmup")
+            .await
+            .unwrap()
+    );
+    let mut unit = store.lock("alice").await.unwrap();
+    let _ = unit.get::<Audit>("warm").await.unwrap();
+    unit.abandon().await.unwrap();
+    counter.reset();
+    (store, counter)
+}
+
+fn counts(counter: &RequestCounter) -> Vec<(Op, u64)> {
+    counter.snapshot().into_iter().collect()
+}
+
+pub async fn one_table_unit_costs_acquire_read_reads_batch_release(ctx: &Ctx) {
+    let (store, counter) = counted(ctx).await;
+    let mut unit = store.lock("alice").await.unwrap();
+    let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+    let mut b = unit.get::<Account>("acct1").await.unwrap().unwrap();
+    a.balance -= 5;
+    b.balance += 5;
+    unit.replace(&a).unwrap();
+    unit.replace(&b).unwrap();
+    let report = unit.commit().await.unwrap();
+    assert!(!report.journalled);
+    // acquire + lock-blob read + R (2) + 1 batch + release = 6
+    assert_eq!(
+        counts(&counter),
+        vec![
+            (Op::Get, 2),
+            (Op::Batch, 1),
+            (Op::GetBlob, 1),
+            (Op::AcquireLease, 1),
+            (Op::ReleaseLease, 1),
+        ]
+    );
+    assert_eq!(counter.total(), 6);
+}
+
+pub async fn two_table_unit_costs_acquire_read_reads_journal_batches_clear_release(ctx: &Ctx) {
+    let (store, counter) = counted(ctx).await;
+    assert!(
+        transfer(&store, "alice", "acct0", "acct1", 5, "t1")
+            .await
+            .unwrap()
+    );
+    // acquire + lock-blob read + R (2) + journal + T (2) + clear + release = 9
+    assert_eq!(
+        counts(&counter),
+        vec![
+            (Op::Get, 2),
+            (Op::Batch, 2),
+            (Op::PutBlob, 2),
+            (Op::GetBlob, 1),
+            (Op::AcquireLease, 1),
+            (Op::ReleaseLease, 1),
+        ]
+    );
+    assert_eq!(counter.total(), 9);
+}
+
+pub async fn handed_over_unit_skips_acquire_read_and_release(ctx: &Ctx) {
+    let (store, counter) = counted(ctx).await;
+    // The first unit holds the lock while the second queues behind it.
+    let first = store.lock("alice").await.unwrap();
+    let second = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut unit = store.lock("alice").await.unwrap();
+            assert!(unit.is_handed_over());
+            let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+            a.balance += 1;
+            unit.replace(&a).unwrap();
+            unit.insert(&Entry {
+                customer: "alice".into(),
+                id: "h".into(),
+                from: "x".into(),
+                to: "acct0".into(),
+                amount: 1,
+            })
+            .unwrap();
+            unit
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    counter.reset();
+    first.abandon().await.unwrap();
+    let unit = second.await.unwrap();
+    let before_commit = counter.total();
+    unit.commit().await.unwrap();
+    // Hand-over and the read: R (1); commit: journal + T (2) + clear; no
+    // acquire, no lock-blob read; the release is real (nobody waits).
+    assert_eq!(before_commit, 1, "{:?}", counts(&counter));
+    assert_eq!(counter.get(Op::AcquireLease), 0);
+    assert_eq!(counter.get(Op::GetBlob), 0);
+    assert_eq!(counter.get(Op::Get), 1);
+    assert_eq!(counter.get(Op::PutBlob), 2);
+    assert_eq!(counter.get(Op::Batch), 2);
+    assert_eq!(counter.get(Op::ReleaseLease), 1, "the last unit releases");
+}
+
+pub async fn one_hundred_queued_units_share_one_acquire_and_one_release(ctx: &Ctx) {
+    let (store, counter) = counted(ctx).await;
+    let mut tasks = Vec::new();
+    let gate = store.lock("alice").await.unwrap();
+    for i in 0..100 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut unit = store.lock("alice").await.unwrap();
+            let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+            a.balance += 1;
+            unit.replace(&a).unwrap();
+            unit.commit().await.unwrap();
+            i
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    gate.abandon().await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(counter.get(Op::AcquireLease), 1, "{:?}", counts(&counter));
+    assert_eq!(counter.get(Op::ReleaseLease), 1);
+    assert_eq!(counter.get(Op::Batch), 100);
+    assert_eq!(counter.get(Op::Get), 100);
+    let a = store
+        .table::<Account>()
+        .get("alice", "acct0")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(a.balance, 99 + 100);
+}
+
+/// The state of customer "crash" as (balance0, balance1, ledger entries).
+async fn state(store: &Store) -> (i64, i64, usize) {
+    let t = store.table::<Account>();
+    let a = t.get("crash", "acct0").await.unwrap().unwrap().balance;
+    let b = t.get("crash", "acct1").await.unwrap().unwrap().balance;
+    let (_, entries) = totals(store, "crash").await;
+    (a, b, entries)
+}
+
+const BEFORE: (i64, i64, usize) = (100, 100, 0);
+const AFTER: (i64, i64, usize) = (70, 130, 1);
+
+/// A store ("process") like [`process`] whose locks last the context's
+/// lease duration.
+fn process_leasing(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
+    Store::builder_shared(backend)
+        .table_prefix(prefix)
+        .expect("valid prefix")
+        .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
+        .build()
+        .expect("valid store")
+}
+
+/// Long enough for a dead process's lock to run out: two lease durations
+/// and a second.
+fn past_expiry(ctx: &Ctx) -> Duration {
+    ctx.lease_duration() * 2 + Duration::from_secs(1)
+}
+
+/// Runs one transfer in a "process" whose backend misbehaves as `plan` says,
+/// then lets the lease run out and has a healthy process take the lock.
+/// Returns (what the faulty commit said, what the next lock rolled forward,
+/// the final state).
+async fn crash_at(
+    ctx: &Ctx,
+    prefix: &str,
+    plan: impl FnOnce(&FaultInjector),
+) -> (Result<bool, ErrorKind>, bool, (i64, i64, usize)) {
+    let memory = ctx.backend().clone();
+    let healthy = process_leasing(ctx, memory.clone(), prefix);
+    open_accounts(&healthy, "crash", 2).await;
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let dying = process_leasing(ctx, Arc::new(faulty), prefix);
+    // Warm up the dying process (lease blob, tables) before planning faults.
+    let unit = dying.lock("crash").await.unwrap();
+    unit.abandon().await.unwrap();
+    plan(&injector);
+    let outcome = transfer(&dying, "crash", "acct0", "acct1", 30, "t1")
+        .await
+        .map_err(|e| e.kind());
+    // The dead process stays dead; its lease runs out.
+    injector.die_now();
+    tokio::time::sleep(past_expiry(ctx)).await;
+    let unit = healthy
+        .lock("crash")
+        .await
+        .expect("the next holder gets the lock");
+    let rolled = unit.rolled_forward().is_some();
+    unit.abandon().await.unwrap();
+    drop(dying);
+    (outcome, rolled, state(&healthy).await)
+}
+
+pub async fn crash_before_the_journal_leaves_the_partition_before(ctx: &Ctx) {
+    let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
+        f.die_at_nth(Some(Op::PutBlob), 1);
+    })
+    .await;
+    assert!(outcome.is_err());
+    assert!(!rolled);
+    assert_eq!(state, BEFORE);
+}
+
+pub async fn crash_after_the_journal_is_rolled_forward(ctx: &Ctx) {
+    let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
+        f.die_at_nth(Some(Op::Batch), 1);
+    })
+    .await;
+    assert!(outcome.is_err());
+    assert!(rolled, "the journal was found");
+    assert_eq!(state, AFTER);
+}
+
+pub async fn crash_after_the_first_batch_is_rolled_forward(ctx: &Ctx) {
+    let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
+        f.die_at_nth(Some(Op::Batch), 2);
+    })
+    .await;
+    assert!(outcome.is_err());
+    assert!(rolled);
+    assert_eq!(state, AFTER);
+}
+
+pub async fn crash_before_the_journal_clear_is_rolled_forward(ctx: &Ctx) {
+    let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
+        f.die_at_nth(Some(Op::PutBlob), 2);
+    })
+    .await;
+    // Every write was applied before the process died; the commit itself
+    // reports success (the clear is best effort).
+    assert_eq!(outcome, Ok(true));
+    assert!(rolled, "the next holder finds the journal, fully applied");
+    assert_eq!(state, AFTER);
+}
+
+pub async fn lost_replies_at_each_step_end_fully_before_or_after(ctx: &Ctx) {
+    // (step, request, which one, whether the transfer must still go through)
+    let steps: Vec<(&str, Op, u64, bool)> = vec![
+        ("journal write", Op::PutBlob, 1, true),
+        ("first batch", Op::Batch, 1, true),
+        ("second batch", Op::Batch, 2, true),
+        ("journal clear", Op::PutBlob, 2, true),
+        ("acquire", Op::AcquireLease, 1, true),
+        // A lost read fails the unit before anything is written.
+        ("lock-blob read", Op::GetBlob, 1, false),
+        ("first read", Op::Get, 1, false),
+    ];
+    // The steps run side by side, each on its own tables and lock, so the
+    // lease expiries they wait for overlap.
+    let runs = steps.iter().enumerate().map(|(i, &(_, op, nth, _))| {
+        let prefix = format!("{}s{i}", ctx.prefix());
+        async move {
+            crash_at(ctx, &prefix, |f| {
+                f.lose_reply_nth(Some(op), nth);
+            })
+            .await
+        }
+    });
+    let results = futures_util::future::join_all(runs).await;
+    for ((name, _, _, goes_through), (outcome, _, state)) in steps.into_iter().zip(results) {
+        assert!(
+            state == BEFORE || state == AFTER,
+            "{name}: partial state {state:?}"
+        );
+        if outcome == Ok(true) {
+            assert_eq!(state, AFTER, "{name}: reported committed");
+        }
+        if goes_through {
+            // Lost write replies are retried or verified.
+            assert_eq!(state, AFTER, "{name}: outcome {outcome:?}");
+        } else {
+            assert_eq!((outcome.is_err(), state), (true, BEFORE), "{name}");
+        }
+    }
+}
+
+pub async fn commit_without_enough_lease_left_sends_nothing(ctx: &Ctx) {
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    let inner = counting.inner().clone();
+    let store = process_leasing(ctx, Arc::new(counting), ctx.prefix());
+    open_accounts(&store, "x", 2).await;
+    let mut unit = store.lock("x").await.unwrap();
+    let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+    a.balance = 0;
+    unit.replace(&a).unwrap();
+    // Someone breaks the lock; the renewer notices at its next renewal.
+    let operator = process_leasing(ctx, inner, ctx.prefix());
+    let locks = leasehold::lease::LeaseManager::new(
+        operator.backend().clone(),
+        leasehold::lease::LeaseOptions::default()
+            .with_container(leasehold::key::ContainerName::new("leasehold-locks").unwrap()),
+    )
+    .unwrap();
+    let name = store.lock_lease_name("x").unwrap();
+    locks
+        .break_lease(name.as_str(), Some(Duration::ZERO))
+        .await
+        .unwrap();
+    tokio::time::sleep(ctx.lease_duration() / 3 + Duration::from_secs(1) + ctx.slack()).await;
+    let batches = counter.get(Op::Batch);
+    let e = unit.commit().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LeaseLost, "{e}");
+    assert_eq!(counter.get(Op::Batch), batches, "nothing sent");
+    assert_eq!(
+        store
+            .table::<Account>()
+            .get("x", "acct0")
+            .await
+            .unwrap()
+            .unwrap()
+            .balance,
+        100
+    );
+}
+
+pub async fn a_paused_holder_cannot_overwrite_the_next_holder(ctx: &Ctx) {
+    let memory = ctx.backend().clone();
+    let faulty = FaultyBackend::new(memory.clone());
+    let pause = faulty.injector();
+    let paused = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
+    let next = process_leasing(ctx, memory, ctx.prefix());
+    open_accounts(&next, "p", 2).await;
+    let mut unit = paused.lock("p").await.unwrap();
+    let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+    // The holder stalls: its renewals hang, its lease runs out.
+    pause.set_latency(Some(Op::RenewLease), Duration::from_secs(3600));
+    tokio::time::sleep(ctx.lease_duration() + Duration::from_secs(10)).await;
+    assert!(
+        transfer(&next, "p", "acct0", "acct1", 10, "n1")
+            .await
+            .unwrap()
+    );
+    a.balance = 0;
+    unit.replace(&a).unwrap();
+    unit.insert(&Entry {
+        customer: "p".into(),
+        id: "stale".into(),
+        from: "a".into(),
+        to: "b".into(),
+        amount: 100,
+    })
+    .unwrap();
+    let e = unit.commit().await.unwrap_err();
+    let kind = match &e {
+        leasehold::Error::Batch { source, .. } => source.kind(),
+        other => other.kind(),
+    };
+    assert!(
+        matches!(kind, ErrorKind::LeaseLost | ErrorKind::Conflict),
+        "{e}"
+    );
+    let t = next.table::<Account>();
+    assert_eq!(
+        t.get("p", "acct0").await.unwrap().unwrap().balance,
+        90,
+        "the next holder's write stands"
+    );
+    assert!(
+        next.table::<Entry>()
+            .get("p", "stale")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+pub async fn a_contradicted_journal_stops_roll_forward_and_is_kept(ctx: &Ctx) {
+    let memory = ctx.backend().clone();
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let dying = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
+    let healthy = process_leasing(ctx, memory, ctx.prefix());
+    open_accounts(&healthy, "q", 2).await;
+    injector.die_at_nth(Some(Op::Batch), 1);
+    assert!(
+        transfer(&dying, "q", "acct0", "acct1", 30, "t1")
+            .await
+            .is_err()
+    );
+    // Something writes the partition without the lock.
+    healthy
+        .table::<Account>()
+        .update_with("q", "acct0", |a| a.balance = 5)
+        .await
+        .unwrap();
+    tokio::time::sleep(past_expiry(ctx)).await;
+    let e = healthy.lock("q").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Inconsistent, "{e}");
+    assert!(e.to_string().contains("acct0"), "{e}");
+    let journal = healthy
+        .pending_journal("q")
+        .await
+        .unwrap()
+        .expect("journal kept");
+    assert_eq!(journal.ops.len(), 3);
+    // The operator repairs the row, then rolls forward.
+    let mut a = healthy
+        .table::<Account>()
+        .get("q", "acct0")
+        .await
+        .unwrap()
+        .unwrap();
+    a.balance = 70;
+    healthy.table::<Account>().replace(&a).await.unwrap();
+    let report = healthy
+        .roll_forward("q")
+        .await
+        .unwrap()
+        .expect("rolled forward");
+    assert_eq!(report.already_applied, 1);
+    assert_eq!(report.applied, 2);
+    assert!(healthy.pending_journal("q").await.unwrap().is_none());
+}
+
+pub async fn more_than_100_writes_to_one_table_are_journalled(ctx: &Ctx) {
+    let store = process(ctx.backend().clone(), ctx.prefix());
+    let mut unit = store.lock("many").await.unwrap();
+    for i in 0..150 {
+        unit.insert(&Account {
+            customer: "many".into(),
+            name: format!("a{i:03}"),
+            balance: i,
+        })
+        .unwrap();
+    }
+    let report = unit.commit().await.unwrap();
+    assert!(report.journalled, "{report:?}");
+    assert_eq!(
+        (report.tables, report.batches, report.operations),
+        (1, 2, 150)
+    );
+    let all = store
+        .table::<Account>()
+        .query()
+        .partition("many")
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 150);
+    assert!(store.pending_journal("many").await.unwrap().is_none());
+}
+
+pub async fn a_dead_holder_stays_named_until_and_after_its_lease_expires(ctx: &Ctx) {
+    let memory = ctx.backend().clone();
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let dying = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
+    let operator = process_leasing(ctx, memory, ctx.prefix());
+    let name = operator.lock_lease_name("kim").unwrap();
+    let unit = dying.lock("kim").await.unwrap();
+    // The process dies holding the lock: nothing it sends arrives, not
+    // even the release of its dropped unit.
+    injector.die_now();
+    drop(unit);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let d = operator.locks().describe(name.as_str()).await.unwrap();
+    assert!(d.is_held(), "{d:?}");
+    assert_eq!(d.owner.as_deref(), Some(dying.locks().owner()));
+    tokio::time::sleep(ctx.lease_duration() * 2).await;
+    let d = operator.locks().describe(name.as_str()).await.unwrap();
+    assert!(!d.is_held(), "expired: {d:?}");
+    assert_eq!(
+        d.owner.as_deref(),
+        Some(dying.locks().owner()),
+        "last holder"
+    );
+}
+
+pub async fn recording_the_holder_costs_a_write_only_when_the_lock_changes_hands(ctx: &Ctx) {
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    let shared: Arc<dyn Backend> = Arc::new(counting);
+    let a = process(shared.clone(), ctx.prefix());
+    let b = process(shared, ctx.prefix());
+    a.lock("x").await.unwrap().abandon().await.unwrap();
+    // (acquire, lock-blob read, holder write, release) for each unit.
+    let cold = |store: &Store| {
+        let store = store.clone();
+        let counter = counter.clone();
+        async move {
+            counter.reset();
+            store.lock("x").await.unwrap().abandon().await.unwrap();
+            (
+                counter.get(Op::AcquireLease),
+                counter.get(Op::GetBlob),
+                counter.get(Op::SetBlobMetadata),
+                counter.get(Op::ReleaseLease),
+            )
+        }
+    };
+    assert_eq!(cold(&a).await, (1, 1, 0, 1), "a takes back its own lock");
+    assert_eq!(cold(&b).await, (1, 1, 1, 1), "b takes it from a");
+    assert_eq!(cold(&b).await, (1, 1, 0, 1), "b takes back its own lock");
+    assert_eq!(cold(&a).await, (1, 1, 1, 1), "a takes it from b");
+    assert_eq!(counter.total(), 4);
 }
