@@ -28,6 +28,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// The conformance checks (feature `conformance`) are written against the
+// public API as `leasehold::...`, and derive entities, whose generated code
+// names `::leasehold`.
+#[cfg(any(feature = "conformance", clippy))]
+extern crate self as leasehold;
+
 pub mod backend;
 pub mod entity;
 pub mod error;

@@ -2,16 +2,17 @@
 //! (started by `scripts/with-azurite.sh`; required when `CI` is set), timed
 //! checks in real time with 15 s leases.
 
-mod conformance;
-mod support;
+use leasehold::testing::conformance;
 
-conformance_suite!(real: support::azurite_backend());
+use crate::support;
+
+leasehold::conformance_suite!(real: support::azurite_backend());
 
 fn azurite_ctx() -> Option<conformance::Ctx> {
     support::azurite_backend().map(|b| conformance::Ctx::new(b, conformance::Clock::Real))
 }
 
-emulator_suite!(azurite_ctx(), crate::conformance::emulator::Target::Azurite);
+crate::emulator_suite!(azurite_ctx(), crate::emulator::Target::Azurite);
 
 /// An over-long filter is refused before the transport is asked to send
 /// anything (it used to be retried for about 5 s and end as `Transient`).
@@ -32,13 +33,13 @@ async fn over_long_filters_send_no_request_on_azurite() {
         .unwrap()
         .build()
         .unwrap();
-    conformance::emulator::over_long_filters_send_no_request(&store, || plan.requests()).await;
+    crate::emulator::over_long_filters_send_no_request(&store, || plan.requests()).await;
 }
 
-emulator_timed_suite!(
+crate::emulator_timed_suite!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     azurite_ctx(),
-    crate::conformance::emulator::Target::Azurite
+    crate::emulator::Target::Azurite
 );
 
 fn prefix() -> String {

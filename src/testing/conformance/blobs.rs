@@ -47,6 +47,7 @@ fn secs(s: u8) -> LeaseDuration {
     LeaseDuration::Seconds(s)
 }
 
+/// Put get and conditions.
 pub async fn put_get_and_conditions(ctx: &Ctx) {
     let be = ctx.backend();
     be.create_container(&ctx.container).await.unwrap();
@@ -119,6 +120,7 @@ pub async fn put_get_and_conditions(ctx: &Ctx) {
     );
 }
 
+/// Metadata and listing.
 pub async fn metadata_and_listing(ctx: &Ctx) {
     let be = ctx.backend();
     let b = setup(ctx, "lease/a").await;
@@ -157,6 +159,7 @@ pub async fn metadata_and_listing(ctx: &Ctx) {
     assert_eq!(page.items[0].properties.metadata, md);
 }
 
+/// Lease acquire renew change release.
 pub async fn lease_acquire_renew_change_release(ctx: &Ctx) {
     let be = ctx.backend();
     let b = setup(ctx, "l1").await;
@@ -231,6 +234,7 @@ pub async fn lease_acquire_renew_change_release(ctx: &Ctx) {
     }
 }
 
+/// Lease contention codes.
 pub async fn lease_contention_codes(ctx: &Ctx) {
     let be = ctx.backend();
     let b = setup(ctx, "l2").await;
@@ -264,6 +268,7 @@ pub async fn lease_contention_codes(ctx: &Ctx) {
     be.release_lease(&ctx.container, &b, holder).await.unwrap();
 }
 
+/// Lease break and broken states.
 pub async fn lease_break_and_broken_states(ctx: &Ctx) {
     let be = ctx.backend();
     let b = setup(ctx, "l3").await;
@@ -353,6 +358,7 @@ pub async fn lease_break_and_broken_states(ctx: &Ctx) {
     assert_eq!(props.lease.state, LeaseState::Broken);
 }
 
+/// Writes to leased blobs need the lease.
 pub async fn writes_to_leased_blobs_need_the_lease(ctx: &Ctx) {
     let be = ctx.backend();
     let b = setup(ctx, "l4").await;
@@ -442,6 +448,7 @@ pub async fn writes_to_leased_blobs_need_the_lease(ctx: &Ctx) {
     assert_eq!(k, ErrorKind::LeaseLost);
 }
 
+/// Missing blob and container codes.
 pub async fn missing_blob_and_container_codes(ctx: &Ctx) {
     let be = ctx.backend();
     let missing_container =

@@ -2,13 +2,10 @@
 //! batches, queries, blobs and every lease error code; plus connection-string
 //! parsing and secret redaction (which need no Azurite).
 //!
-//! Run with `scripts/with-azurite.sh cargo test --test azure_backend`.
+//! Run with `scripts/with-azurite.sh cargo test --test it azure_backend::`.
 #![cfg(feature = "azure")]
 
-#[path = "support/azurite.rs"]
-mod azurite;
-#[path = "support/secrets.rs"]
-mod secrets;
+use crate::support::{azurite, secrets};
 
 use leasehold::backend::{LeaseKind, Version, write_log};
 use std::sync::Arc;

@@ -1,16 +1,37 @@
-//! The conformance suite: the behaviour every backend must have.
+//! The conformance suite (feature `conformance`): the behaviour every
+//! backend must have, and the lease manager and partition locks must show
+//! on it.
 //!
-//! Each check is an async function over a [`Ctx`] (a store on a fresh
-//! namespace of the backend under test, and how time passes for it).
-//! `conformance_suite!` turns the whole list (table, blob, lease and lock
-//! checks) into one test per check for a given backend, so the memory
-//! backend and Azurite run the very same functions.
-#![allow(dead_code)]
+//! Each check is a public async function over a [`Ctx`] (a store on a fresh
+//! namespace of the backend under test, and how time passes for it) that
+//! panics when the backend falls short, like a test. The checks are
+//! grouped by what they exercise: [`tables`], [`blobs`], [`timed`] (blob
+//! leases running out), [`lease`] and [`lock`].
+//! [`conformance_suite!`](crate::conformance_suite) turns them all into one
+//! test per check; leasehold runs it on the memory backend and on Azurite,
+//! and a backend or backend wrapper of your own can run the same:
+//!
+//! ```no_run
+//! // tests/conformance.rs, with leasehold's `conformance` feature enabled
+//! // and tokio (features `macros`, `rt-multi-thread`, `test-util`) as a
+//! // dev-dependency.
+//! use std::sync::Arc;
+//! use leasehold::backend::memory::MemoryBackend;
+//! use leasehold::testing::CountingBackend;
+//!
+//! // One test per check, on a request-counting wrapper of the memory
+//! // backend, timed checks on paused time.
+//! leasehold::conformance_suite!(paused: Some(Arc::new(CountingBackend::new(
+//!     MemoryBackend::new(),
+//! ))));
+//! # fn main() {}
+//! ```
+//!
+//! The checks use only leasehold's public API.
 
-pub mod ambiguous;
+mod ambiguous;
 pub mod blobs;
-pub mod emulator;
-pub mod entities;
+mod entities;
 pub mod lease;
 pub mod lock;
 pub mod tables;
@@ -19,9 +40,9 @@ pub mod timed;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::Store;
-use leasehold::backend::Backend;
-use leasehold::key::ContainerName;
+use crate::Store;
+use crate::backend::Backend;
+use crate::key::ContainerName;
 
 /// How time passes for the checks that wait: for leases to run out, for
 /// renewals, for a process to "die".
@@ -37,7 +58,10 @@ pub enum Clock {
     Real,
 }
 
-/// What a check runs against.
+/// What a check runs against: a store on the backend under test with
+/// tables private to the check, a container and a name prefix private to
+/// it, and how time passes.
+#[derive(Debug)]
 pub struct Ctx {
     /// A store whose tables are private to this check.
     pub store: Store,
@@ -48,7 +72,12 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// A context on `backend`, namespaced by a fresh random prefix.
+    /// A context on `backend`, namespaced by a fresh random prefix. With
+    /// [`Clock::Paused`] the timed checks must run on a paused Tokio
+    /// runtime (`#[tokio::test(start_paused = true)]`).
+    ///
+    /// # Panics
+    /// Never for a backend; the prefix and settings it uses are valid.
     pub fn new(backend: Arc<dyn Backend>, clock: Clock) -> Ctx {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let prefix = format!("t{}", &id[..10]);
@@ -56,7 +85,7 @@ impl Ctx {
             .table_prefix(prefix.clone())
             .expect("valid prefix")
             .conflict_retry(
-                leasehold::RetryPolicy::new(
+                crate::RetryPolicy::new(
                     200,
                     std::time::Duration::from_millis(1),
                     std::time::Duration::from_millis(50),
@@ -113,14 +142,23 @@ impl Ctx {
 
 /// Expands to one test per conformance check (tables, blobs, timed blob
 /// leases, the lease manager, partition locks), in modules named after the
-/// check modules, each on a fresh context.
+/// check modules of [`testing::conformance`](crate::testing::conformance),
+/// each on a fresh [`Ctx`](crate::testing::conformance::Ctx).
 ///
 /// `conformance_suite!(paused: backend)` runs the timed checks on paused
-/// Tokio time; `conformance_suite!(real: backend)` in real time (for a
-/// service). `backend` is an expression of type `Option<Arc<dyn Backend>>`
-/// evaluated for each check: `None` skips the check (the backend is
-/// unavailable and not required here; the expression itself panics when the
-/// backend is required, as in CI).
+/// Tokio time, for an embedded backend such as the memory backend;
+/// `conformance_suite!(real: backend)` in real time with 15 s leases, for a
+/// service (the timed checks then take up to a few minutes each; run them
+/// with enough test threads to run side by side, such as
+/// `--test-threads=48`). `backend` is an expression of type
+/// `Option<Arc<dyn Backend>>` evaluated for each check: `None` skips the
+/// check (the backend is not configured and not required here; to require
+/// it, have the expression panic instead).
+///
+/// The tests use `#[tokio::test]`: the calling crate needs tokio with the
+/// `macros`, `rt-multi-thread` and (for `paused`) `test-util` features.
+/// Invoke it once per module: it defines `conformance_ctx()` and the
+/// modules `tables`, `blobs`, `timed`, `lease` and `lock` there.
 #[macro_export]
 macro_rules! conformance_suite {
     (paused: $backend:expr) => {
@@ -135,9 +173,14 @@ macro_rules! conformance_suite {
     };
     (@suite $backend:expr, $clock:ident, #[$plain:meta], #[$timed:meta]) => {
         /// A fresh context for one check, or `None` to skip it.
-        fn conformance_ctx() -> Option<$crate::conformance::Ctx> {
-            let backend: Option<std::sync::Arc<dyn leasehold::backend::Backend>> = $backend;
-            backend.map(|b| $crate::conformance::Ctx::new(b, $crate::conformance::Clock::$clock))
+        fn conformance_ctx() -> Option<$crate::testing::conformance::Ctx> {
+            let backend: Option<std::sync::Arc<dyn $crate::backend::Backend>> = $backend;
+            backend.map(|b| {
+                $crate::testing::conformance::Ctx::new(
+                    b,
+                    $crate::testing::conformance::Clock::$clock,
+                )
+            })
         }
         $crate::conformance_suite!(@module tables #[$plain] #[$timed];
             plain [
@@ -265,21 +308,21 @@ macro_rules! conformance_suite {
                 #[$plain]
                 async fn $p() {
                     let Some(ctx) = super::conformance_ctx() else { return };
-                    $crate::conformance::$module::$p(&ctx).await;
+                    $crate::testing::conformance::$module::$p(&ctx).await;
                 }
             )*
             $(
                 #[$timed]
                 async fn $t() {
                     let Some(ctx) = super::conformance_ctx() else { return };
-                    $crate::conformance::$module::$t(&ctx).await;
+                    $crate::testing::conformance::$module::$t(&ctx).await;
                 }
             )*
             $(
                 #[test]
                 fn $b() {
                     let Some(ctx) = super::conformance_ctx() else { return };
-                    $crate::conformance::$module::$b(&ctx);
+                    $crate::testing::conformance::$module::$b(&ctx);
                 }
             )*
         }

@@ -28,7 +28,7 @@ use super::{Clock, Ctx};
 
 /// What a run of the suite is parameterised by.
 #[derive(Debug, Clone)]
-pub struct SuiteConfig {
+struct SuiteConfig {
     /// The lease duration (15–60 s).
     pub lease: Duration,
     /// Prefix of every lease name, so runs against a shared service do not
@@ -108,12 +108,12 @@ fn suite(ctx: &Ctx) -> (Arc<dyn leasehold::backend::Backend>, SuiteConfig) {
 }
 
 /// One simulated process: a manager on its own fault-injecting wrapper.
-pub struct Process {
+struct Process {
     pub leases: LeaseManager,
     pub faults: FaultInjector,
 }
 
-pub fn process<B: BlobBackend + Clone>(backend: &B, cfg: &SuiteConfig, owner: &str) -> Process {
+fn process<B: BlobBackend + Clone>(backend: &B, cfg: &SuiteConfig, owner: &str) -> Process {
     let faulty = FaultyBackend::new(backend.clone());
     let faults = faulty.injector();
     let leases = LeaseManager::new(Arc::new(faulty), cfg.options(owner)).expect("valid options");
@@ -121,7 +121,7 @@ pub fn process<B: BlobBackend + Clone>(backend: &B, cfg: &SuiteConfig, owner: &s
 }
 
 /// Takes and releases `name` once, so its container and blob exist.
-pub async fn warm_up(leases: &LeaseManager, name: &str) {
+async fn warm_up(leases: &LeaseManager, name: &str) {
     leases
         .acquire(name, LONG)
         .await
@@ -132,7 +132,7 @@ pub async fn warm_up(leases: &LeaseManager, name: &str) {
 }
 
 /// A manager whose requests are counted.
-pub fn counted<B: BlobBackend + Clone>(
+fn counted<B: BlobBackend + Clone>(
     backend: &B,
     cfg: &SuiteConfig,
     owner: &str,
@@ -145,7 +145,7 @@ pub fn counted<B: BlobBackend + Clone>(
 
 /// Closed intervals recorded by critical sections.
 #[derive(Clone, Default)]
-pub struct Intervals(Arc<Mutex<Vec<(Instant, Instant, String)>>>);
+struct Intervals(Arc<Mutex<Vec<(Instant, Instant, String)>>>);
 
 impl Intervals {
     pub fn push(&self, start: Instant, end: Instant, who: impl Into<String>) {

@@ -3,15 +3,12 @@
 //!
 //! The backend-level checks (every `AzureBackend` operation against a dead
 //! endpoint, connection-setting types, a SAS backend logging at TRACE) live in
-//! `tests/azure_backend.rs`; this file covers what is built on top: stores
+//! `tests/it/azure_backend.rs`; this file covers what is built on top: stores
 //! made with `Store::connect`, their tables, leases and partition locks, and
 //! the errors those return.
 #![cfg(feature = "azure")]
 
-#[path = "support/azurite.rs"]
-mod azurite;
-#[path = "support/secrets.rs"]
-mod secrets;
+use crate::support::{azurite, secrets};
 
 use std::fmt::Debug;
 use std::time::Duration;

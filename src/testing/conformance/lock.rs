@@ -14,7 +14,7 @@ use super::{Clock, Ctx};
 /// A customer's account.
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "LockAccounts")]
-pub struct Account {
+struct Account {
     #[entity(partition_key)]
     pub customer: String,
     #[entity(row_key)]
@@ -25,7 +25,7 @@ pub struct Account {
 /// One applied transfer.
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "LockLedger")]
-pub struct Entry {
+struct Entry {
     #[entity(partition_key)]
     pub customer: String,
     #[entity(row_key)]
@@ -38,7 +38,7 @@ pub struct Entry {
 /// A third table, for three-table units.
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "LockAudit")]
-pub struct Audit {
+struct Audit {
     #[entity(partition_key)]
     pub customer: String,
     #[entity(row_key)]
@@ -47,7 +47,7 @@ pub struct Audit {
 }
 
 /// A store ("process") on `backend` with the given table prefix.
-pub fn process(backend: Arc<dyn Backend>, prefix: &str) -> Store {
+fn process(backend: Arc<dyn Backend>, prefix: &str) -> Store {
     Store::builder_shared(backend)
         .table_prefix(prefix)
         .expect("valid prefix")
@@ -56,7 +56,7 @@ pub fn process(backend: Arc<dyn Backend>, prefix: &str) -> Store {
 }
 
 /// Opens `accounts` accounts for `customer` with 100 each.
-pub async fn open_accounts(store: &Store, customer: &str, accounts: usize) {
+async fn open_accounts(store: &Store, customer: &str, accounts: usize) {
     let t = store.table::<Account>();
     for i in 0..accounts {
         t.upsert(Account {
@@ -72,7 +72,7 @@ pub async fn open_accounts(store: &Store, customer: &str, accounts: usize) {
 /// Moves `amount` between two accounts of `customer` under the partition
 /// lock, with a ledger entry: a two-table unit. Returns false when the
 /// source lacks funds.
-pub async fn transfer(
+async fn transfer(
     store: &Store,
     customer: &str,
     from: &str,
@@ -103,7 +103,7 @@ pub async fn transfer(
 }
 
 /// The sum of a customer's balances and the number of ledger entries.
-pub async fn totals(store: &Store, customer: &str) -> (i64, usize) {
+async fn totals(store: &Store, customer: &str) -> (i64, usize) {
     let accounts = store
         .table::<Account>()
         .query()
@@ -336,7 +336,7 @@ pub async fn stale_reads_fail_the_whole_commit(ctx: &Ctx) {
 /// A row with two optional properties, so merges and replaces differ.
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "LockNotes")]
-pub struct Note {
+struct Note {
     #[entity(partition_key)]
     pub customer: String,
     #[entity(row_key)]
@@ -388,7 +388,7 @@ pub async fn a_refused_insert_keeps_the_staged_insert(ctx: &Ctx) {
 
 /// The six staging calls of a unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Call {
+enum Call {
     Insert,
     Replace,
     Merge,
@@ -734,6 +734,7 @@ fn counts(counter: &RequestCounter) -> Vec<(Op, u64)> {
     counter.snapshot().into_iter().collect()
 }
 
+/// One table unit costs acquire read reads batch release.
 pub async fn one_table_unit_costs_acquire_read_reads_batch_release(ctx: &Ctx) {
     let (store, counter) = counted(ctx).await;
     let mut unit = store.lock("alice").await.unwrap();
@@ -759,6 +760,7 @@ pub async fn one_table_unit_costs_acquire_read_reads_batch_release(ctx: &Ctx) {
     assert_eq!(counter.total(), 6);
 }
 
+/// Two table unit costs acquire read reads journal batches clear release.
 pub async fn two_table_unit_costs_acquire_read_reads_journal_batches_clear_release(ctx: &Ctx) {
     let (store, counter) = counted(ctx).await;
     assert!(
@@ -781,6 +783,7 @@ pub async fn two_table_unit_costs_acquire_read_reads_journal_batches_clear_relea
     assert_eq!(counter.total(), 9);
 }
 
+/// Handed over unit skips acquire read and release.
 pub async fn handed_over_unit_skips_acquire_read_and_release(ctx: &Ctx) {
     let (store, counter) = counted(ctx).await;
     // The first unit holds the lock while the second queues behind it.
@@ -821,6 +824,7 @@ pub async fn handed_over_unit_skips_acquire_read_and_release(ctx: &Ctx) {
     assert_eq!(counter.get(Op::ReleaseLease), 1, "the last unit releases");
 }
 
+/// One hundred queued units share one acquire and one release.
 pub async fn one_hundred_queued_units_share_one_acquire_and_one_release(ctx: &Ctx) {
     let (store, counter) = counted(ctx).await;
     let mut tasks = Vec::new();
@@ -918,6 +922,7 @@ async fn crash_at(
     (outcome, rolled, state(&healthy).await)
 }
 
+/// Crash before the journal leaves the partition before.
 pub async fn crash_before_the_journal_leaves_the_partition_before(ctx: &Ctx) {
     let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
         f.die_at_nth(Some(Op::PutBlob), 1);
@@ -928,6 +933,7 @@ pub async fn crash_before_the_journal_leaves_the_partition_before(ctx: &Ctx) {
     assert_eq!(state, BEFORE);
 }
 
+/// Crash after the journal is rolled forward.
 pub async fn crash_after_the_journal_is_rolled_forward(ctx: &Ctx) {
     let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
         f.die_at_nth(Some(Op::Batch), 1);
@@ -938,6 +944,7 @@ pub async fn crash_after_the_journal_is_rolled_forward(ctx: &Ctx) {
     assert_eq!(state, AFTER);
 }
 
+/// Crash after the first batch is rolled forward.
 pub async fn crash_after_the_first_batch_is_rolled_forward(ctx: &Ctx) {
     let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
         f.die_at_nth(Some(Op::Batch), 2);
@@ -948,6 +955,7 @@ pub async fn crash_after_the_first_batch_is_rolled_forward(ctx: &Ctx) {
     assert_eq!(state, AFTER);
 }
 
+/// Crash before the journal clear is rolled forward.
 pub async fn crash_before_the_journal_clear_is_rolled_forward(ctx: &Ctx) {
     let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
         f.die_at_nth(Some(Op::PutBlob), 2);
@@ -960,6 +968,7 @@ pub async fn crash_before_the_journal_clear_is_rolled_forward(ctx: &Ctx) {
     assert_eq!(state, AFTER);
 }
 
+/// Lost replies at each step end fully before or after.
 pub async fn lost_replies_at_each_step_end_fully_before_or_after(ctx: &Ctx) {
     // (step, request, which one, whether the transfer must still go through)
     let steps: Vec<(&str, Op, u64, bool)> = vec![
@@ -1001,6 +1010,7 @@ pub async fn lost_replies_at_each_step_end_fully_before_or_after(ctx: &Ctx) {
     }
 }
 
+/// Commit without enough lease left sends nothing.
 pub async fn commit_without_enough_lease_left_sends_nothing(ctx: &Ctx) {
     let counting = CountingBackend::new(ctx.backend().clone());
     let counter = counting.counter();
@@ -1041,6 +1051,7 @@ pub async fn commit_without_enough_lease_left_sends_nothing(ctx: &Ctx) {
     );
 }
 
+/// A paused holder cannot overwrite the next holder.
 pub async fn a_paused_holder_cannot_overwrite_the_next_holder(ctx: &Ctx) {
     let memory = ctx.backend().clone();
     let faulty = FaultyBackend::new(memory.clone());
@@ -1092,6 +1103,7 @@ pub async fn a_paused_holder_cannot_overwrite_the_next_holder(ctx: &Ctx) {
     );
 }
 
+/// A contradicted journal stops roll forward and is kept.
 pub async fn a_contradicted_journal_stops_roll_forward_and_is_kept(ctx: &Ctx) {
     let memory = ctx.backend().clone();
     let faulty = FaultyBackend::new(memory.clone());
@@ -1140,6 +1152,7 @@ pub async fn a_contradicted_journal_stops_roll_forward_and_is_kept(ctx: &Ctx) {
     assert!(healthy.pending_journal("q").await.unwrap().is_none());
 }
 
+/// More than 100 writes to one table are journalled.
 pub async fn more_than_100_writes_to_one_table_are_journalled(ctx: &Ctx) {
     let store = process(ctx.backend().clone(), ctx.prefix());
     let mut unit = store.lock("many").await.unwrap();
@@ -1168,6 +1181,7 @@ pub async fn more_than_100_writes_to_one_table_are_journalled(ctx: &Ctx) {
     assert!(store.pending_journal("many").await.unwrap().is_none());
 }
 
+/// A dead holder stays named until and after its lease expires.
 pub async fn a_dead_holder_stays_named_until_and_after_its_lease_expires(ctx: &Ctx) {
     let memory = ctx.backend().clone();
     let faulty = FaultyBackend::new(memory.clone());
@@ -1194,6 +1208,7 @@ pub async fn a_dead_holder_stays_named_until_and_after_its_lease_expires(ctx: &C
     );
 }
 
+/// Recording the holder costs a write only when the lock changes hands.
 pub async fn recording_the_holder_costs_a_write_only_when_the_lock_changes_hands(ctx: &Ctx) {
     let counting = CountingBackend::new(ctx.backend().clone());
     let counter = counting.counter();

@@ -44,6 +44,7 @@ async fn state(ctx: &Ctx, b: &BlobName) -> LeaseState {
         .state
 }
 
+/// An expired lease can be taken by another.
 pub async fn an_expired_lease_can_be_taken_by_another(ctx: &Ctx) {
     let be = ctx.backend();
     let (b, old) = leased(ctx, "expire").await;
@@ -71,6 +72,7 @@ pub async fn an_expired_lease_can_be_taken_by_another(ctx: &Ctx) {
     assert_eq!(e.code(), Some("LeaseIdMismatchWithLeaseOperation"));
 }
 
+/// An expired lease can be renewed by its holder.
 pub async fn an_expired_lease_can_be_renewed_by_its_holder(ctx: &Ctx) {
     let (b, id) = leased(ctx, "renewexpired").await;
     tokio::time::sleep(PAST_EXPIRY).await;
@@ -81,6 +83,7 @@ pub async fn an_expired_lease_can_be_renewed_by_its_holder(ctx: &Ctx) {
     assert_eq!(state(ctx, &b).await, LeaseState::Leased);
 }
 
+/// An expired lease can be released.
 pub async fn an_expired_lease_can_be_released(ctx: &Ctx) {
     let (b, id) = leased(ctx, "releaseexpired").await;
     tokio::time::sleep(PAST_EXPIRY).await;
@@ -91,6 +94,7 @@ pub async fn an_expired_lease_can_be_released(ctx: &Ctx) {
     assert_eq!(state(ctx, &b).await, LeaseState::Available);
 }
 
+/// A break period ends in broken.
 pub async fn a_break_period_ends_in_broken(ctx: &Ctx) {
     let be = ctx.backend();
     let (b, id) = leased(ctx, "breakperiod").await;
@@ -124,6 +128,7 @@ pub async fn a_break_period_ends_in_broken(ctx: &Ctx) {
     .expect("anyone may take a broken lease");
 }
 
+/// A timed lease broken without period runs out.
 pub async fn a_timed_lease_broken_without_period_runs_out(ctx: &Ctx) {
     let be = ctx.backend();
     let (b, _) = leased(ctx, "breaknone").await;
