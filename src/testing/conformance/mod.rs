@@ -5,8 +5,9 @@
 //! Each check is a public async function over a [`Ctx`] (a store on a fresh
 //! namespace of the backend under test, and how time passes for it) that
 //! panics when the backend falls short, like a test. The checks are
-//! grouped by what they exercise: [`tables`], [`blobs`], [`timed`] (blob
-//! leases running out), [`lease`] and [`lock`].
+//! grouped by what they exercise: [`tables`] (through the typed API),
+//! [`table_backend`] (through the backend trait), [`blobs`], [`timed`]
+//! (blob leases running out), [`lease`] and [`lock`].
 //! [`conformance_suite!`](crate::conformance_suite) turns them all into one
 //! test per check; leasehold runs it on the memory backend and on Azurite,
 //! and a backend or backend wrapper of your own can run the same:
@@ -34,6 +35,7 @@ pub mod blobs;
 mod entities;
 pub mod lease;
 pub mod lock;
+pub mod table_backend;
 pub mod tables;
 pub mod timed;
 
@@ -158,7 +160,8 @@ impl Ctx {
 /// The tests use `#[tokio::test]`: the calling crate needs tokio with the
 /// `macros`, `rt-multi-thread` and (for `paused`) `test-util` features.
 /// Invoke it once per module: it defines `conformance_ctx()` and the
-/// modules `tables`, `blobs`, `timed`, `lease` and `lock` there.
+/// modules `tables`, `table_backend`, `blobs`, `timed`, `lease` and `lock`
+/// there.
 #[macro_export]
 macro_rules! conformance_suite {
     (paused: $backend:expr) => {
@@ -211,6 +214,38 @@ macro_rules! conformance_suite {
                 writes_return_what_get_returns,
                 queries_skip_or_collect_rows_that_do_not_decode,
                 try_update_with_refuses_or_retries,
+            ]
+            timed []
+            blocking []
+        );
+        $crate::conformance_suite!(@module table_backend #[$plain] #[$timed];
+            plain [
+                every_operation_on_a_missing_table_is_table_not_found,
+                get_of_a_missing_entity_is_none,
+                insert_then_get_returns_data_etag_and_timestamp,
+                insert_of_an_existing_entity_is_entity_already_exists,
+                replace_and_merge_with_a_stale_etag_are_update_condition_not_satisfied,
+                conditional_writes_on_a_missing_entity_are_resource_not_found,
+                if_exists_and_if_match_star_write_whatever_version_is_there,
+                upsert_creates_or_overwrites_and_merge_upsert_merges,
+                merge_keeps_other_properties_and_replace_drops_them,
+                delete_removes_and_a_second_delete_is_resource_not_found,
+                delete_with_upsert_is_invalid_and_changes_nothing,
+                invalid_entities_are_rejected_before_anything_changes,
+                keys_with_quotes_percent_plus_spaces_and_unicode_round_trip,
+                a_failing_batch_op_reports_its_index_and_code_and_applies_nothing,
+                query_returns_entities_in_utf16_key_order,
+                invalid_query_specs_are_rejected,
+                top_pages_through_three_or_more_pages,
+                select_keeps_listed_properties_and_always_keys_and_timestamp,
+                concurrent_optimistic_increments_lose_no_update,
+                int64_above_2_pow_53_round_trips_exactly,
+                every_edm_type_round_trips,
+                keys_with_single_quotes_work_everywhere,
+                upserts_create_and_overwrite,
+                a_100_op_batch_round_trips,
+                filters_of_every_literal_type_through_the_backend,
+                paging_with_top_across_three_pages_and_more,
             ]
             timed []
             blocking []
