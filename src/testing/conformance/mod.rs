@@ -6,7 +6,8 @@
 //! namespace of the backend under test, and how time passes for it) that
 //! panics when the backend falls short, like a test. The checks are
 //! grouped by what they exercise: [`tables`] (through the typed API),
-//! [`table_backend`] (through the backend trait), [`blobs`], [`timed`]
+//! [`table_backend`] (through the backend trait), [`blob_backend`] and
+//! [`blobs`], [`timed`]
 //! (blob leases running out), [`lease`] and [`lock`].
 //! [`conformance_suite!`](crate::conformance_suite) turns them all into one
 //! test per check; leasehold runs it on the memory backend and on Azurite,
@@ -31,6 +32,7 @@
 //! The checks use only leasehold's public API.
 
 mod ambiguous;
+pub mod blob_backend;
 pub mod blobs;
 mod entities;
 pub mod lease;
@@ -160,7 +162,7 @@ impl Ctx {
 /// The tests use `#[tokio::test]`: the calling crate needs tokio with the
 /// `macros`, `rt-multi-thread` and (for `paused`) `test-util` features.
 /// Invoke it once per module: it defines `conformance_ctx()` and the
-/// modules `tables`, `table_backend`, `blobs`, `timed`, `lease` and `lock`
+/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease` and `lock`
 /// there.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -246,6 +248,23 @@ macro_rules! conformance_suite {
                 a_100_op_batch_round_trips,
                 filters_of_every_literal_type_through_the_backend,
                 paging_with_top_across_three_pages_and_more,
+            ]
+            timed []
+            blocking []
+        );
+        $crate::conformance_suite!(@module blob_backend #[$plain] #[$timed];
+            plain [
+                every_operation_on_a_missing_container_is_container_not_found,
+                a_missing_blob_reads_as_none_and_other_ops_are_blob_not_found,
+                put_get_and_properties_round_trip,
+                blob_etags_change_on_every_write,
+                set_metadata_replaces_metadata_and_keeps_the_body,
+                if_match_stale_is_condition_not_met_for_every_write,
+                if_match_on_a_missing_blob_is_condition_not_met,
+                delete_of_a_missing_blob_is_blob_not_found,
+                writes_to_a_leased_blob_need_its_lease_id,
+                blobs_put_get_properties_metadata_delete_with_conditions,
+                a_large_blob_reads_back_in_one_piece,
             ]
             timed []
             blocking []
