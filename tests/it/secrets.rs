@@ -220,6 +220,10 @@ async fn a_sas_store_logs_no_secret_at_trace_level() {
 
     let captured = Captured::default();
     let _guard = tracing::subscriber::set_default(captured.subscriber());
+    // Other tests in this binary hit the same callsites concurrently; one
+    // registered while this subscriber was being installed may have cached
+    // "never". Recompute every callsite's interest with it in place.
+    tracing::callsite::rebuild_interest_cache();
 
     let names = azurite::unique_names("secrets");
     let store = Store::builder(AzureBackend::from_connection_string(&sas_conn).unwrap())

@@ -278,6 +278,7 @@ macro_rules! conformance_suite {
                 lease_break_and_broken_states,
                 writes_to_leased_blobs_need_the_lease,
                 missing_blob_and_container_codes,
+                every_lease_error_code,
             ]
             timed []
             blocking []
@@ -290,6 +291,7 @@ macro_rules! conformance_suite {
                 an_expired_lease_can_be_released,
                 a_break_period_ends_in_broken,
                 a_timed_lease_broken_without_period_runs_out,
+                an_expired_lease_can_be_renewed_by_its_holder_until_someone_takes_it,
             ]
             blocking []
         );
