@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a command against a private, in-memory Azurite.
 #
-#   scripts/with-azurite.sh cargo test --test azure_backend
+#   scripts/with-azurite.sh cargo test --test it azure_backend::
 #
 # Installs the pinned Azurite (package-lock.json) when node_modules is missing
 # or older than the lockfile, starts Azurite on free loopback ports, exports

@@ -28,8 +28,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-// Lets unit tests derive `Entity`, whose generated code names `::leasehold`.
-#[cfg(test)]
+// Lets unit tests and the conformance checks (feature `conformance`, written
+// against the public API as `leasehold::...`) derive `Entity`, whose
+// generated code names `::leasehold`.
+#[cfg(any(test, feature = "conformance", clippy))]
 extern crate self as leasehold;
 
 pub mod backend;

@@ -180,7 +180,7 @@ fn connect_refuses_one_endpoint_without_the_other_naming_the_missing_part() {
 
 /// `Store::builder_from_connection_string` gives the whole `StoreBuilder`:
 /// the table prefix and lease options take effect (checked against Azurite
-/// in `tests/azure_backend.rs`).
+/// in `tests/it/azure_backend.rs`).
 #[cfg(feature = "azure")]
 #[test]
 fn a_store_from_a_connection_string_takes_a_table_prefix_and_lease_options() {

@@ -12,6 +12,7 @@
 //! holds them to it.
 
 mod blob;
+mod forward;
 pub mod memory;
 mod table;
 pub(crate) mod wire;

@@ -1,5 +1,11 @@
 //! One delegation of both backend traits, shared by every wrapper: each
 //! request goes through the wrapper's `call(op, future)`.
+//!
+//! Every method is forwarded, provided ones too (`execute_checked`,
+//! `endpoint`), so a store on a wrapper takes the same path as on the
+//! wrapped backend. The impls deny `clippy::missing_trait_methods`: a
+//! method added to a trait with a default body is a lint error here until it
+//! is forwarded.
 
 /// Implements [`TableBackend`](crate::backend::TableBackend) and
 /// [`BlobBackend`](crate::backend::BlobBackend) for a wrapper type with an
@@ -7,6 +13,7 @@
 /// `async fn call<T>(&self, op: Op, fut: impl Future<Output = Result<T>>) -> Result<T>`.
 macro_rules! delegate_backend {
     ($wrapper:ident) => {
+        #[deny(clippy::missing_trait_methods)]
         #[async_trait::async_trait]
         impl<B: $crate::backend::TableBackend> $crate::backend::TableBackend for $wrapper<B> {
             async fn create_table(&self, table: &$crate::key::TableName) -> $crate::Result<()> {
@@ -66,6 +73,7 @@ macro_rules! delegate_backend {
             }
         }
 
+        #[deny(clippy::missing_trait_methods)]
         #[async_trait::async_trait]
         impl<B: $crate::backend::BlobBackend> $crate::backend::BlobBackend for $wrapper<B> {
             fn endpoint(&self) -> String {

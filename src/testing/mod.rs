@@ -1,4 +1,5 @@
-//! Backend wrappers for tests: count requests, inject faults.
+//! Backend wrappers for tests: count requests, inject faults; and, with the
+//! `conformance` feature, the conformance suite.
 //!
 //! Both wrap any backend and implement the same traits, so a store built on
 //! them behaves exactly as on the wrapped backend, except for what the test
@@ -29,6 +30,8 @@
 //! # Ok::<(), leasehold::Error>(()) }).unwrap();
 //! ```
 
+#[cfg(any(feature = "conformance", clippy))]
+pub mod conformance;
 mod delegate;
 mod faults;
 

@@ -1,13 +1,7 @@
 //! Shared helpers for integration tests that run against Azurite.
 //!
-//! Include from a test file with
-//!
-//! ```ignore
-//! #[path = "support/azurite.rs"]
-//! mod azurite;
-//! ```
-//!
-//! and run the tests through `scripts/with-azurite.sh`, which starts a private
+//! A module of `tests/support` (`crate::support::azurite` in the `it` test
+//! binary). Run the tests through `scripts/with-azurite.sh`, which starts a private
 //! Azurite and sets `LEASEHOLD_TEST_AZURITE`.
 #![allow(dead_code)]
 

@@ -2,12 +2,8 @@
 //! (such as Azurite's table port) and, on command, adds latency, resets
 //! connections at random, or swallows all traffic (a blackhole).
 //!
-//! Include with
-//!
-//! ```ignore
-//! #[path = "support/fault_proxy.rs"]
-//! mod fault_proxy;
-//! ```
+//! A module of `tests/support` (`crate::support::fault_proxy` in the `it` test
+//! binary).
 #![allow(dead_code)]
 
 use std::net::SocketAddr;

@@ -2,6 +2,8 @@
 #![allow(dead_code)]
 
 pub mod azurite;
+pub mod fault_proxy;
+pub mod secrets;
 
 use std::sync::Arc;
 

@@ -1,12 +1,8 @@
 //! Helpers for tests about secrets: a tracing writer that keeps what is
 //! written, and an account SAS signed with an account key.
 //!
-//! Include from a test file with
-//!
-//! ```ignore
-//! #[path = "support/secrets.rs"]
-//! mod secrets;
-//! ```
+//! A module of `tests/support` (`crate::support::secrets` in the `it` test
+//! binary).
 #![allow(dead_code)]
 
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,8 @@
-//! Unit tests of the lease state machine, on paused tokio time.
+//! Unit tests of the memory backend's lease state machine, timed to the
+//! millisecond on paused Tokio time: when a lease expires, how renewals,
+//! changes and breaks move its deadline. The conformance suite checks the
+//! same transitions, and their error codes, on every backend
+//! (`testing::conformance::blobs` and `timed`).
 
 use crate::backend::LeaseKind;
 use std::time::Duration;
@@ -126,16 +130,6 @@ async fn break_periods_outside_0_to_60_seconds_are_invalid() {
     assert_eq!(f.state().await, LeaseState::Leased);
 }
 
-#[tokio::test(start_paused = true)]
-async fn acquire_on_a_missing_blob_is_blob_not_found() {
-    let f = Fixture::new().await;
-    let e =
-        f.m.acquire_lease(&f.c, &blob("nope"), SECS_30, LeaseId::new_random())
-            .await
-            .unwrap_err();
-    assert_service_error(&e, ErrorKind::NotFound, "BlobNotFound");
-}
-
 // ---------------------------------------------------------------------------
 // Available
 // ---------------------------------------------------------------------------
@@ -170,23 +164,6 @@ async fn available_allows_only_acquire() {
 // ---------------------------------------------------------------------------
 // Leased
 // ---------------------------------------------------------------------------
-
-#[tokio::test(start_paused = true)]
-async fn leased_rejects_other_ids() {
-    let f = Fixture::new().await;
-    let a = LeaseId::new_random();
-    let b = LeaseId::new_random();
-    f.acquire(SECS_30, a).await.unwrap();
-    expect_err(
-        f.acquire(SECS_30, b).await,
-        ErrorKind::LeaseHeld,
-        "LeaseAlreadyPresent",
-    );
-    mismatch(f.renew(b).await);
-    mismatch(f.change(b, LeaseId::new_random()).await);
-    mismatch(f.release(b).await);
-    assert_eq!(f.state().await, LeaseState::Leased);
-}
 
 #[tokio::test(start_paused = true)]
 async fn acquire_with_the_current_id_succeeds_and_restarts_the_duration() {

@@ -80,13 +80,6 @@ use crate::backend::{
 use crate::error::Result;
 use crate::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
 
-/// The default per-page scan budget: no limit, pages end only when full or
-/// at the end of the table.
-pub const DEFAULT_SCAN_LIMIT: usize = usize::MAX;
-
-/// The default number of blobs in one listing page (the service's default).
-pub const DEFAULT_BLOB_PAGE_SIZE: usize = 5000;
-
 /// An in-memory Table and Blob service with Azure's semantics.
 ///
 /// Cheap to clone: clones share the same storage, like several clients of
@@ -119,7 +112,8 @@ pub struct MemoryBackendBuilder {
 
 impl MemoryBackendBuilder {
     /// How many entities one query page may examine before it ends, full or
-    /// not (at least 1; default [`DEFAULT_SCAN_LIMIT`], no limit).
+    /// not (at least 1; default
+    /// [`MemoryBackend::DEFAULT_SCAN_LIMIT`], no limit).
     ///
     /// A small budget makes pages end early with a continuation, possibly
     /// with no entities at all, as the service's pages do when a query runs
@@ -131,7 +125,7 @@ impl MemoryBackendBuilder {
     }
 
     /// How many blobs one listing page holds at most (at least 1; default
-    /// [`DEFAULT_BLOB_PAGE_SIZE`]).
+    /// [`MemoryBackend::DEFAULT_BLOB_PAGE_SIZE`]).
     pub fn blob_page_size(mut self, blobs: usize) -> Self {
         self.options.blob_page_size = blobs.max(1);
         self
@@ -154,8 +148,8 @@ impl Default for MemoryBackendBuilder {
     fn default() -> Self {
         MemoryBackendBuilder {
             options: Options {
-                scan_limit: DEFAULT_SCAN_LIMIT,
-                blob_page_size: DEFAULT_BLOB_PAGE_SIZE,
+                scan_limit: MemoryBackend::DEFAULT_SCAN_LIMIT,
+                blob_page_size: MemoryBackend::DEFAULT_BLOB_PAGE_SIZE,
             },
         }
     }
@@ -171,6 +165,14 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl MemoryBackend {
+    /// The default per-page scan budget: no limit, pages end only when full
+    /// or at the end of the table.
+    pub const DEFAULT_SCAN_LIMIT: usize = usize::MAX;
+
+    /// The default number of blobs in one listing page (the service's
+    /// default).
+    pub const DEFAULT_BLOB_PAGE_SIZE: usize = 5000;
+
     /// An empty backend with default options.
     pub fn new() -> Self {
         Self::builder().build()

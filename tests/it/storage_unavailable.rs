@@ -4,7 +4,7 @@
 //! by somebody else is no failure and keeps a waiter waiting.
 //!
 //! Memory backend behind the fault-injecting wrapper, on paused time. (The
-//! Azure side, a store on a closed port, is in `tests/azure_backend.rs`.)
+//! Azure side, a store on a closed port, is in `tests/it/azure_backend.rs`.)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -14,7 +14,7 @@ use leasehold::key::{PartitionKey, RowKey, TableName};
 use leasehold::query::{Filter, TypedFilter};
 use leasehold::{Entity, ErrorKind, Store};
 
-use super::Ctx;
+use leasehold::testing::conformance::Ctx;
 
 const MAX_FILTER_LEN: usize = Filter::MAX_LEN;
 
@@ -49,9 +49,9 @@ macro_rules! emulator_suite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $check() {
-                    let ctx: Option<$crate::conformance::Ctx> = $make_ctx;
+                    let ctx: Option<leasehold::testing::conformance::Ctx> = $make_ctx;
                     let Some(ctx) = ctx else { return };
-                    $crate::conformance::emulator::$check(&ctx, $target).await;
+                    $crate::emulator::$check(&ctx, $target).await;
                 }
             )*
         }
@@ -342,9 +342,9 @@ macro_rules! emulator_timed_suite {
             use super::*;
             #[$attr]
             async fn an_expired_lease_is_renewed_by_its_holder_until_the_blob_is_written() {
-                let ctx: Option<$crate::conformance::Ctx> = $make_ctx;
+                let ctx: Option<leasehold::testing::conformance::Ctx> = $make_ctx;
                 let Some(ctx) = ctx else { return };
-                $crate::conformance::emulator::an_expired_lease_is_renewed_by_its_holder_until_the_blob_is_written(&ctx, $target).await;
+                $crate::emulator::an_expired_lease_is_renewed_by_its_holder_until_the_blob_is_written(&ctx, $target).await;
             }
         }
     };

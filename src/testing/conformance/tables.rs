@@ -29,6 +29,7 @@ async fn count_rows(store: &Store, pk: &str) -> usize {
         .len()
 }
 
+/// CRUD round trips every type at edge values.
 pub async fn crud_round_trips_every_type_at_edge_values(ctx: &Ctx) {
     let t = ctx.store.table::<AllTypes>();
     let edge_values = [
@@ -94,6 +95,7 @@ pub async fn crud_round_trips_every_type_at_edge_values(ctx: &Ctx) {
     }
 }
 
+/// Datetime and binary edges.
 pub async fn datetime_and_binary_edges(ctx: &Ctx) {
     let t = ctx.store.table::<AllTypes>();
     // Finer than 100 ns is dropped, as the service stores ticks.
@@ -129,6 +131,7 @@ pub async fn datetime_and_binary_edges(ctx: &Ctx) {
     assert!(t.get("p", "longstr").await.unwrap().is_none());
 }
 
+/// Insert twice is already exists.
 pub async fn insert_twice_is_already_exists(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     t.insert(Counter::new("p", "r", 1))
@@ -144,6 +147,7 @@ pub async fn insert_twice_is_already_exists(ctx: &Ctx) {
     );
 }
 
+/// Stale ETag is conflict for replace merge delete.
 pub async fn stale_etag_is_conflict_for_replace_merge_delete(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     let v1 = t.insert(Counter::new("p", "r", 1)).await.unwrap();
@@ -174,6 +178,7 @@ pub async fn stale_etag_is_conflict_for_replace_merge_delete(ctx: &Ctx) {
     );
 }
 
+/// Chained updates need no reread.
 pub async fn chained_updates_need_no_reread(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     let mut v = t.insert(Counter::new("p", "chain", 0)).await.unwrap();
@@ -191,6 +196,7 @@ pub async fn chained_updates_need_no_reread(ctx: &Ctx) {
     assert!(t.get("p", "chain").await.unwrap().is_none());
 }
 
+/// Missing entities.
 pub async fn missing_entities(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     assert!(t.get("p", "nothing").await.unwrap().is_none());
@@ -212,6 +218,7 @@ pub async fn missing_entities(ctx: &Ctx) {
     assert_eq!(k, ErrorKind::NotFound);
 }
 
+/// Upsert and merge semantics.
 pub async fn upsert_and_merge_semantics(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     // Upsert creates, then overwrites (dropping properties not written).
@@ -244,6 +251,7 @@ pub async fn upsert_and_merge_semantics(ctx: &Ctx) {
     assert_eq!((read.n, read.note.as_deref()), (6, Some("kept")));
 }
 
+/// Unconditional writes.
 pub async fn unconditional_writes(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     let v1 = t.insert(Counter::new("p", "x", 1)).await.unwrap();
@@ -258,6 +266,7 @@ pub async fn unconditional_writes(ctx: &Ctx) {
     assert!(t.get("p", "x").await.unwrap().is_none());
 }
 
+/// Special keys work everywhere.
 pub async fn special_keys_work_everywhere(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     let pk = "o'brien %20+ é";
@@ -294,6 +303,7 @@ pub async fn special_keys_work_everywhere(ctx: &Ctx) {
     assert_eq!(t.query().partition(pk).all().await.unwrap().len(), 1);
 }
 
+/// Invalid input is rejected before sending.
 pub async fn invalid_input_is_rejected_before_sending(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     for bad in ["a/b", "a\\b", "a#b", "a?b", "tab\there", "\u{7f}"] {
@@ -325,6 +335,7 @@ pub async fn invalid_input_is_rejected_before_sending(ctx: &Ctx) {
     assert!(e.to_string().contains("253 properties"), "{e}");
 }
 
+/// Decode errors name the property.
 pub async fn decode_errors_name_the_property(ctx: &Ctx) {
     ctx.store
         .table::<Counter>()
@@ -354,6 +365,7 @@ pub async fn decode_errors_name_the_property(ctx: &Ctx) {
     }
 }
 
+/// Batch applies all or nothing.
 pub async fn batch_applies_all_or_nothing(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     let existing = t.insert(Counter::new("p", "exists", 1)).await.unwrap();
@@ -413,6 +425,7 @@ pub async fn batch_applies_all_or_nothing(ctx: &Ctx) {
     assert_eq!(count_rows(&ctx.store, "p").await, 3);
 }
 
+/// Batch of 100 round trips.
 pub async fn batch_of_100_round_trips(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     let mut batch = t.batch();
@@ -426,6 +439,7 @@ pub async fn batch_of_100_round_trips(ctx: &Ctx) {
     assert!(all.iter().enumerate().all(|(i, c)| c.n == i as i64));
 }
 
+/// Batch limits are checked before sending.
 pub async fn batch_limits_are_checked_before_sending(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     let mut batch = t.batch();
@@ -476,6 +490,7 @@ pub async fn batch_limits_are_checked_before_sending(ctx: &Ctx) {
     assert_eq!(count_rows(&ctx.store, "q").await, 0, "nothing applied");
 }
 
+/// Filters of every literal type.
 pub async fn filters_of_every_literal_type(ctx: &Ctx) {
     let t = ctx.store.table::<AllTypes>();
     let a = AllTypes::sample("f", "a");
@@ -554,6 +569,7 @@ pub async fn filters_of_every_literal_type(ctx: &Ctx) {
     assert_eq!(e.kind(), ErrorKind::Invalid);
 }
 
+/// Int64 column vs Int32 literal matches nothing.
 pub async fn int64_column_vs_int32_literal_matches_nothing(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     t.insert(Counter::new("p", "r", 42)).await.unwrap();
@@ -567,6 +583,7 @@ pub async fn int64_column_vs_int32_literal_matches_nothing(ctx: &Ctx) {
     );
 }
 
+/// Key ranges and prefixes.
 pub async fn key_ranges_and_prefixes(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     for (pk, rk) in [
@@ -621,6 +638,7 @@ pub async fn key_ranges_and_prefixes(ctx: &Ctx) {
     );
 }
 
+/// Paging across pages and resume.
 pub async fn paging_across_pages_and_resume(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     let mut batch = t.batch();
@@ -667,6 +685,7 @@ pub async fn paging_across_pages_and_resume(ctx: &Ctx) {
     assert_eq!(page.entities.len(), 7);
 }
 
+/// Select projects properties.
 pub async fn select_projects_properties(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     let mut c = Counter::new("p", "r", 3);
@@ -687,6 +706,7 @@ pub async fn select_projects_properties(ctx: &Ctx) {
     assert_eq!(got[0].rk, "r", "keys always come back");
 }
 
+/// Update with concurrent increments are exact.
 pub async fn update_with_concurrent_increments_are_exact(ctx: &Ctx) {
     let t = ctx.store.table::<Counter>();
     t.insert(Counter::new("p", "hits", 0)).await.unwrap();
@@ -712,6 +732,7 @@ pub async fn update_with_concurrent_increments_are_exact(ctx: &Ctx) {
     );
 }
 
+/// Update with gives up with conflict.
 pub async fn update_with_gives_up_with_conflict(ctx: &Ctx) {
     let store = Store::builder_shared(ctx.backend().clone())
         .table_prefix(ctx.store.table_prefix())
@@ -765,6 +786,7 @@ pub async fn update_with_gives_up_with_conflict(ctx: &Ctx) {
 #[allow(unused)]
 fn assert_entity_trait_in_scope<E: EntityTrait>() {}
 
+/// Write logs are kept beside the entity.
 pub async fn write_logs_are_kept_beside_the_entity(ctx: &Ctx) {
     // The reserved property and the log's length, as `Table::with_write_log`
     // documents them.

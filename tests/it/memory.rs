@@ -1,17 +1,22 @@
-//! The conformance suite on the embedded memory backend.
-
-mod conformance;
+//! The conformance suite (tables, blobs, leases, locks) on the embedded
+//! memory backend, timed checks on paused Tokio time; the emulator checks
+//! as the memory backend answers them.
 
 use std::sync::Arc;
 
 use leasehold::backend::memory::MemoryBackend;
+use leasehold::testing::conformance;
 
-conformance_suite!(Some(conformance::Ctx::new(Arc::new(MemoryBackend::new()))));
+leasehold::conformance_suite!(paused: Some(Arc::new(MemoryBackend::new())));
 
-emulator_suite!(
-    Some(conformance::Ctx::new(Arc::new(MemoryBackend::new()))),
-    crate::conformance::emulator::Target::Memory
-);
+fn memory_ctx() -> Option<conformance::Ctx> {
+    Some(conformance::Ctx::new(
+        Arc::new(MemoryBackend::new()),
+        conformance::Clock::Paused,
+    ))
+}
+
+crate::emulator_suite!(memory_ctx(), crate::emulator::Target::Memory);
 
 /// An over-long filter is refused before any request is counted.
 #[tokio::test]
@@ -19,18 +24,13 @@ async fn over_long_filters_send_no_request_on_memory() {
     let backend = leasehold::testing::CountingBackend::new(MemoryBackend::new());
     let counter = backend.counter();
     let store = leasehold::Store::new(backend);
-    conformance::emulator::over_long_filters_send_no_request(&store, || counter.total()).await;
+    crate::emulator::over_long_filters_send_no_request(&store, || counter.total()).await;
 }
 
-emulator_timed_suite!(
+crate::emulator_timed_suite!(
     #[tokio::test(start_paused = true)]
-    Some(conformance::Ctx::new(Arc::new(MemoryBackend::new()))),
-    crate::conformance::emulator::Target::Memory
-);
-
-timed_conformance_suite!(
-    #[tokio::test(start_paused = true)]
-    Some(conformance::Ctx::new(Arc::new(MemoryBackend::new())))
+    memory_ctx(),
+    crate::emulator::Target::Memory
 );
 
 /// The service may end a page early, even with no entity in it, and still
@@ -38,14 +38,26 @@ timed_conformance_suite!(
 /// scanned `scan_limit` rows. Typed queries follow such pages to the end.
 #[tokio::test]
 async fn typed_queries_follow_empty_pages_with_continuations() {
-    use conformance::entities::Counter;
+    #[derive(leasehold::Entity, Debug, Clone, PartialEq)]
+    #[entity(table = "Counters")]
+    struct Counter {
+        #[entity(partition_key)]
+        pk: String,
+        #[entity(row_key)]
+        rk: String,
+        n: i64,
+    }
     let backend = MemoryBackend::builder().scan_limit(3).build();
     let store = leasehold::Store::new(backend);
     let t = store.table::<Counter>();
     for i in 0..12 {
-        t.insert(Counter::new("p", &format!("r{i:02}"), i))
-            .await
-            .unwrap();
+        t.insert(Counter {
+            pk: "p".into(),
+            rk: format!("r{i:02}"),
+            n: i,
+        })
+        .await
+        .unwrap();
     }
     // Only the last row matches: the first pages scan 3 rows each and come
     // back empty, each with a continuation.

@@ -47,6 +47,7 @@ fn secs(s: u8) -> LeaseDuration {
     LeaseDuration::Seconds(s)
 }
 
+/// Put get and conditions.
 pub async fn put_get_and_conditions(ctx: &Ctx) {
     let be = ctx.backend();
     be.create_container(&ctx.container).await.unwrap();
@@ -119,6 +120,7 @@ pub async fn put_get_and_conditions(ctx: &Ctx) {
     );
 }
 
+/// Metadata and listing.
 pub async fn metadata_and_listing(ctx: &Ctx) {
     let be = ctx.backend();
     let b = setup(ctx, "lease/a").await;
@@ -157,6 +159,7 @@ pub async fn metadata_and_listing(ctx: &Ctx) {
     assert_eq!(page.items[0].properties.metadata, md);
 }
 
+/// Lease acquire renew change release.
 pub async fn lease_acquire_renew_change_release(ctx: &Ctx) {
     let be = ctx.backend();
     let b = setup(ctx, "l1").await;
@@ -173,6 +176,7 @@ pub async fn lease_acquire_renew_change_release(ctx: &Ctx) {
         .unwrap()
         .unwrap();
     assert_eq!(props.lease.state, LeaseState::Leased);
+    assert!(props.lease.is_locked());
     assert_eq!(props.lease.kind, Some(LeaseKind::Fixed));
     // Acquiring again with the current id is an idempotent retry.
     assert_eq!(
@@ -187,6 +191,14 @@ pub async fn lease_acquire_renew_change_release(ctx: &Ctx) {
         be.change_lease(&ctx.container, &b, id, id2).await.unwrap(),
         id2
     );
+    // Changing again to the id it already has succeeds too.
+    assert_eq!(
+        be.change_lease(&ctx.container, &b, id, id2).await.unwrap(),
+        id2
+    );
+    be.renew_lease(&ctx.container, &b, id2)
+        .await
+        .expect("renew under the new id");
     let (k, code) = err(be.renew_lease(&ctx.container, &b, id).await);
     assert_eq!(
         (k, code.as_str()),
@@ -223,7 +235,7 @@ pub async fn lease_acquire_renew_change_release(ctx: &Ctx) {
     assert_eq!(props.lease.kind, Some(LeaseKind::Infinite));
     be.release_lease(&ctx.container, &b, id3).await.unwrap();
     // Invalid durations are refused before sending.
-    for bad in [secs(14), secs(61)] {
+    for bad in [secs(0), secs(14), secs(61)] {
         let (k, _) = err(be
             .acquire_lease(&ctx.container, &b, bad, LeaseId::new_random())
             .await);
@@ -231,6 +243,7 @@ pub async fn lease_acquire_renew_change_release(ctx: &Ctx) {
     }
 }
 
+/// Lease contention codes.
 pub async fn lease_contention_codes(ctx: &Ctx) {
     let be = ctx.backend();
     let b = setup(ctx, "l2").await;
@@ -264,6 +277,7 @@ pub async fn lease_contention_codes(ctx: &Ctx) {
     be.release_lease(&ctx.container, &b, holder).await.unwrap();
 }
 
+/// Lease break and broken states.
 pub async fn lease_break_and_broken_states(ctx: &Ctx) {
     let be = ctx.backend();
     let b = setup(ctx, "l3").await;
@@ -353,6 +367,7 @@ pub async fn lease_break_and_broken_states(ctx: &Ctx) {
     assert_eq!(props.lease.state, LeaseState::Broken);
 }
 
+/// Writes to leased blobs need the lease.
 pub async fn writes_to_leased_blobs_need_the_lease(ctx: &Ctx) {
     let be = ctx.backend();
     let b = setup(ctx, "l4").await;
@@ -442,6 +457,7 @@ pub async fn writes_to_leased_blobs_need_the_lease(ctx: &Ctx) {
     assert_eq!(k, ErrorKind::LeaseLost);
 }
 
+/// Missing blob and container codes.
 pub async fn missing_blob_and_container_codes(ctx: &Ctx) {
     let be = ctx.backend();
     let missing_container =
@@ -479,4 +495,246 @@ pub async fn missing_blob_and_container_codes(ctx: &Ctx) {
         .await);
     assert_eq!(k, ErrorKind::NotFound);
     assert!(be.get_blob(&ctx.container, &b).await.unwrap().is_none());
+}
+
+/// Azure answers a renew or release of a blob without a lease with 409
+/// `LeaseNotPresentWithLeaseOperation` (as the memory backend does);
+/// Azurite 3.37 with `LeaseIdMismatchWithLeaseOperation`. Both are
+/// `LeaseLost`.
+fn assert_no_lease_for_lease_op(e: &leasehold::Error) {
+    assert_eq!(e.kind(), ErrorKind::LeaseLost, "{e:?}");
+    assert!(
+        matches!(
+            e.code(),
+            Some("LeaseNotPresentWithLeaseOperation" | "LeaseIdMismatchWithLeaseOperation")
+        ),
+        "{e:?}"
+    );
+}
+
+fn assert_kind(e: &leasehold::Error, kind: ErrorKind, code: Option<&str>) {
+    assert_eq!(e.kind(), kind, "{e:?}");
+    if let Some(code) = code {
+        assert_eq!(e.code(), Some(code), "{e:?}");
+    }
+}
+
+/// A blob `name` in the context's container (created), to lease.
+async fn leased_blob(ctx: &Ctx, name: &str) -> BlobName {
+    let x = BlobName::new(name).unwrap();
+    let be = ctx.backend();
+    be.create_container(&ctx.container).await.unwrap();
+    be.put_blob(
+        &ctx.container,
+        &x,
+        b"lock".to_vec(),
+        &Metadata::new(),
+        &BlobConditions::none(),
+    )
+    .await
+    .unwrap();
+    x
+}
+
+/// Every lease error code, through every state: no lease, leased, breaking,
+/// broken.
+pub async fn every_lease_error_code(ctx: &Ctx) {
+    let b = ctx.backend().clone();
+    let c = ctx.container.clone();
+    let x = leased_blob(ctx, "x").await;
+    let holder = LeaseId::new_random();
+    let other = LeaseId::new_random();
+    let none = BlobConditions::none();
+    let body = || b"w".to_vec();
+
+    // No lease yet.
+    let e = b.renew_lease(&c, &x, holder).await.unwrap_err();
+    assert_no_lease_for_lease_op(&e);
+    let e = b.release_lease(&c, &x, holder).await.unwrap_err();
+    assert_no_lease_for_lease_op(&e);
+    let e = b.change_lease(&c, &x, holder, other).await.unwrap_err();
+    assert_kind(
+        &e,
+        ErrorKind::LeaseLost,
+        Some("LeaseNotPresentWithLeaseOperation"),
+    );
+    let e = b
+        .put_blob(
+            &c,
+            &x,
+            body(),
+            &Metadata::new(),
+            &BlobConditions::leased(holder),
+        )
+        .await
+        .unwrap_err();
+    assert_kind(
+        &e,
+        ErrorKind::LeaseLost,
+        Some("LeaseNotPresentWithBlobOperation"),
+    );
+
+    b.acquire_lease(&c, &x, LeaseDuration::Infinite, holder)
+        .await
+        .unwrap();
+
+    // Contention.
+    let e = b
+        .acquire_lease(&c, &x, LeaseDuration::Infinite, other)
+        .await
+        .unwrap_err();
+    assert_kind(&e, ErrorKind::LeaseHeld, Some("LeaseAlreadyPresent"));
+
+    // Lease operations with a wrong id.
+    for e in [
+        b.renew_lease(&c, &x, other).await.unwrap_err(),
+        b.release_lease(&c, &x, other).await.unwrap_err(),
+        b.change_lease(&c, &x, other, LeaseId::new_random())
+            .await
+            .unwrap_err(),
+    ] {
+        assert_kind(
+            &e,
+            ErrorKind::LeaseLost,
+            Some("LeaseIdMismatchWithLeaseOperation"),
+        );
+    }
+
+    // Blob writes on a leased blob: without the id, with a wrong id.
+    let e = b
+        .put_blob(&c, &x, body(), &Metadata::new(), &none)
+        .await
+        .unwrap_err();
+    assert_kind(&e, ErrorKind::LeaseHeld, Some("LeaseIdMissing"));
+    let e = b
+        .set_blob_metadata(&c, &x, &Metadata::new(), &none)
+        .await
+        .unwrap_err();
+    assert_kind(&e, ErrorKind::LeaseHeld, Some("LeaseIdMissing"));
+    let e = b.delete_blob(&c, &x, &none).await.unwrap_err();
+    assert_kind(&e, ErrorKind::LeaseHeld, Some("LeaseIdMissing"));
+    let e = b
+        .put_blob(
+            &c,
+            &x,
+            body(),
+            &Metadata::new(),
+            &BlobConditions::leased(other),
+        )
+        .await
+        .unwrap_err();
+    assert_kind(
+        &e,
+        ErrorKind::LeaseLost,
+        Some("LeaseIdMismatchWithBlobOperation"),
+    );
+    let e = b
+        .set_blob_metadata(&c, &x, &Metadata::new(), &BlobConditions::leased(other))
+        .await
+        .unwrap_err();
+    assert_kind(
+        &e,
+        ErrorKind::LeaseLost,
+        Some("LeaseIdMismatchWithBlobOperation"),
+    );
+    // Reads need no lease id; writes with it succeed.
+    assert!(b.get_blob(&c, &x).await.unwrap().is_some());
+    b.put_blob(
+        &c,
+        &x,
+        body(),
+        &[("epoch".to_owned(), "1".to_owned())].into_iter().collect(),
+        &BlobConditions::leased(holder),
+    )
+    .await
+    .unwrap();
+
+    // Breaking (a period on an infinite lease): the holder keeps it for
+    // the period; others cannot acquire; the holder cannot change it.
+    let left = b
+        .break_lease(&c, &x, Some(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert!(
+        left > Duration::from_secs(20) && left <= Duration::from_secs(30),
+        "{left:?}"
+    );
+    let props = b.blob_properties(&c, &x).await.unwrap().unwrap();
+    assert_eq!(props.lease.state, LeaseState::Breaking);
+    assert!(props.lease.is_locked());
+    let e = b
+        .acquire_lease(&c, &x, LeaseDuration::Infinite, other)
+        .await
+        .unwrap_err();
+    // Azure: 409 LeaseIsBreakingAndCannotBeAcquired. Azurite 3.37.0 answers
+    // 409 LeaseAlreadyPresent. Both are LeaseHeld.
+    assert_eq!(e.kind(), ErrorKind::LeaseHeld, "{e:?}");
+    assert!(
+        matches!(
+            e.code(),
+            Some("LeaseIsBreakingAndCannotBeAcquired" | "LeaseAlreadyPresent")
+        ),
+        "{e:?}"
+    );
+    let e = b.change_lease(&c, &x, holder, other).await.unwrap_err();
+    assert_kind(
+        &e,
+        ErrorKind::LeaseLost,
+        Some("LeaseIsBreakingAndCannotBeChanged"),
+    );
+    // The holder can still write during the break period.
+    b.set_blob_metadata(&c, &x, &Metadata::new(), &BlobConditions::leased(holder))
+        .await
+        .unwrap();
+
+    // Broken (break again with period 0): renew fails; writes under the old
+    // id fail; anyone can acquire.
+    let left = b.break_lease(&c, &x, Some(Duration::ZERO)).await.unwrap();
+    assert_eq!(left, Duration::ZERO);
+    let props = b.blob_properties(&c, &x).await.unwrap().unwrap();
+    assert_eq!(props.lease.state, LeaseState::Broken);
+    let e = b.renew_lease(&c, &x, holder).await.unwrap_err();
+    assert_kind(
+        &e,
+        ErrorKind::LeaseLost,
+        Some("LeaseIsBrokenAndCannotBeRenewed"),
+    );
+    let e = b
+        .put_blob(
+            &c,
+            &x,
+            body(),
+            &Metadata::new(),
+            &BlobConditions::leased(holder),
+        )
+        .await
+        .unwrap_err();
+    assert_kind(
+        &e,
+        ErrorKind::LeaseLost,
+        Some("LeaseNotPresentWithBlobOperation"),
+    );
+    b.acquire_lease(&c, &x, LeaseDuration::Infinite, other)
+        .await
+        .unwrap();
+    // The old holder's release now meets another's lease.
+    let e = b.release_lease(&c, &x, holder).await.unwrap_err();
+    assert_kind(
+        &e,
+        ErrorKind::LeaseLost,
+        Some("LeaseIdMismatchWithLeaseOperation"),
+    );
+
+    // Break without a period breaks an infinite lease at once.
+    let left = b.break_lease(&c, &x, None).await.unwrap();
+    assert_eq!(left, Duration::ZERO);
+    assert_eq!(
+        b.blob_properties(&c, &x)
+            .await
+            .unwrap()
+            .unwrap()
+            .lease
+            .state,
+        LeaseState::Broken
+    );
 }

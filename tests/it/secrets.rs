@@ -3,15 +3,12 @@
 //!
 //! The backend-level checks (every `AzureBackend` operation against a dead
 //! endpoint, connection-setting types, a SAS backend logging at TRACE) live in
-//! `tests/azure_backend.rs`; this file covers what is built on top: stores
+//! `tests/it/azure_backend.rs`; this file covers what is built on top: stores
 //! made with `Store::connect`, their tables, leases and partition locks, and
 //! the errors those return.
 #![cfg(feature = "azure")]
 
-#[path = "support/azurite.rs"]
-mod azurite;
-#[path = "support/secrets.rs"]
-mod secrets;
+use crate::support::{azurite, secrets};
 
 use std::fmt::Debug;
 use std::time::Duration;
@@ -222,6 +219,10 @@ async fn a_sas_store_logs_no_secret_at_trace_level() {
 
     let captured = Captured::default();
     let _guard = tracing::subscriber::set_default(captured.subscriber());
+    // Other tests in this binary hit the same callsites concurrently; one
+    // registered while this subscriber was being installed may have cached
+    // "never". Recompute every callsite's interest with it in place.
+    tracing::callsite::rebuild_interest_cache();
 
     let names = azurite::unique_names("secrets");
     let store = Store::builder(AzureBackend::from_connection_string(&sas_conn).unwrap())

@@ -11,7 +11,7 @@
 //! The catalogue runs on the memory backend and, through
 //! `scripts/with-azurite.sh`, on Azurite (required when `CI` is set).
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

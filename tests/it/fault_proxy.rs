@@ -17,13 +17,10 @@
 //! it, and a stale leader's fenced (epoch-checked, ETag-conditional) write is
 //! refused.
 //!
-//! Run with `scripts/with-azurite.sh cargo test --test fault_proxy`.
+//! Run with `scripts/with-azurite.sh cargo test --test it fault_proxy::`.
 #![cfg(feature = "azure")]
 
-#[path = "support/azurite.rs"]
-mod azurite;
-#[path = "support/fault_proxy.rs"]
-mod fault_proxy;
+use crate::support::{azurite, fault_proxy};
 
 use std::net::SocketAddr;
 use std::time::Duration;

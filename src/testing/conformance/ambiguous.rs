@@ -1,0 +1,66 @@
+//! A backend wrapper whose renew requests get no reply, applied or not, as
+//! switched: [`AmbiguousRenews`].
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::testing::Op;
+use crate::testing::delegate::delegate_backend;
+use crate::{Error, Result};
+
+/// What happens to renew requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Renews {
+    /// Passed through.
+    Normal,
+    /// Applied, but the caller gets `Error::Timeout`.
+    AppliedNoReply,
+    /// Not applied; the caller gets `Error::Timeout`.
+    LostNoReply,
+}
+
+/// Passes every request through except renewals, which follow the switch.
+#[derive(Debug, Clone)]
+pub(super) struct AmbiguousRenews<B> {
+    inner: B,
+    mode: Arc<Mutex<Renews>>,
+}
+
+impl<B> AmbiguousRenews<B> {
+    pub(super) fn new(inner: B) -> Self {
+        AmbiguousRenews {
+            inner,
+            mode: Arc::new(Mutex::new(Renews::Normal)),
+        }
+    }
+
+    /// The switch: what happens to renew requests from now on.
+    pub(super) fn switch(&self) -> Arc<Mutex<Renews>> {
+        self.mode.clone()
+    }
+
+    async fn call<T>(&self, op: Op, fut: impl Future<Output = Result<T>>) -> Result<T> {
+        if op != Op::RenewLease {
+            return fut.await;
+        }
+        let mode = *self.mode.lock().unwrap_or_else(|p| p.into_inner());
+        match mode {
+            Renews::Normal => fut.await,
+            Renews::AppliedNoReply => {
+                let _ = fut.await;
+                Err(no_reply())
+            }
+            Renews::LostNoReply => Err(no_reply()),
+        }
+    }
+}
+
+fn no_reply() -> Error {
+    Error::Timeout {
+        what: "renew reply".into(),
+        after: Duration::from_secs(5),
+    }
+}
+
+delegate_backend!(AmbiguousRenews);

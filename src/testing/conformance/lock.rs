@@ -1,0 +1,1239 @@
+//! Partition-lock checks: units of work, their request budgets, crash
+//! recovery at every step, stale holders.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::backend::Backend;
+use leasehold::lease::LeaseOptions;
+use leasehold::testing::{CountingBackend, FaultInjector, FaultyBackend, Op, RequestCounter};
+use leasehold::{Entity, ErrorKind, Store};
+
+use super::{Clock, Ctx};
+
+/// A customer's account.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "LockAccounts")]
+struct Account {
+    #[entity(partition_key)]
+    pub customer: String,
+    #[entity(row_key)]
+    pub name: String,
+    pub balance: i64,
+}
+
+/// One applied transfer.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "LockLedger")]
+struct Entry {
+    #[entity(partition_key)]
+    pub customer: String,
+    #[entity(row_key)]
+    pub id: String,
+    pub from: String,
+    pub to: String,
+    pub amount: i64,
+}
+
+/// A third table, for three-table units.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "LockAudit")]
+struct Audit {
+    #[entity(partition_key)]
+    pub customer: String,
+    #[entity(row_key)]
+    pub id: String,
+    pub note: String,
+}
+
+/// A store ("process") on `backend` with the given table prefix.
+fn process(backend: Arc<dyn Backend>, prefix: &str) -> Store {
+    Store::builder_shared(backend)
+        .table_prefix(prefix)
+        .expect("valid prefix")
+        .build()
+        .expect("valid store")
+}
+
+/// Opens `accounts` accounts for `customer` with 100 each.
+async fn open_accounts(store: &Store, customer: &str, accounts: usize) {
+    let t = store.table::<Account>();
+    for i in 0..accounts {
+        t.upsert(Account {
+            customer: customer.into(),
+            name: format!("acct{i}"),
+            balance: 100,
+        })
+        .await
+        .expect("open account");
+    }
+}
+
+/// Moves `amount` between two accounts of `customer` under the partition
+/// lock, with a ledger entry: a two-table unit. Returns false when the
+/// source lacks funds.
+async fn transfer(
+    store: &Store,
+    customer: &str,
+    from: &str,
+    to: &str,
+    amount: i64,
+    id: &str,
+) -> leasehold::Result<bool> {
+    let mut unit = store.lock(customer).await?;
+    let mut a = unit.get::<Account>(from).await?.expect("source exists");
+    let mut b = unit.get::<Account>(to).await?.expect("target exists");
+    if a.balance < amount {
+        unit.abandon().await?;
+        return Ok(false);
+    }
+    a.balance -= amount;
+    b.balance += amount;
+    unit.replace(&a)?;
+    unit.replace(&b)?;
+    unit.insert(&Entry {
+        customer: customer.into(),
+        id: id.into(),
+        from: from.into(),
+        to: to.into(),
+        amount,
+    })?;
+    unit.commit().await?;
+    Ok(true)
+}
+
+/// The sum of a customer's balances and the number of ledger entries.
+async fn totals(store: &Store, customer: &str) -> (i64, usize) {
+    let accounts = store
+        .table::<Account>()
+        .query()
+        .partition(customer)
+        .all()
+        .await
+        .expect("accounts");
+    let ledger = store
+        .table::<Entry>()
+        .query()
+        .partition(customer)
+        .all()
+        .await
+        .expect("ledger");
+    (accounts.iter().map(|a| a.balance).sum(), ledger.len())
+}
+
+/// 8 tasks × 50 transfers across 2 tables on one partition conserve
+/// the total exactly, and the ledger counts the committed transfers.
+pub async fn concurrent_transfers_conserve_money(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
+    let per_task = 50;
+    let store = process(backend, prefix);
+    open_accounts(&store, "bank", 4).await;
+    let mut tasks = Vec::new();
+    for t in 0..8usize {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut committed = 0;
+            for i in 0..per_task {
+                let from = format!("acct{}", (t + i) % 4);
+                let to = format!("acct{}", (t + i + 1) % 4);
+                if transfer(
+                    &store,
+                    "bank",
+                    &from,
+                    &to,
+                    1 + (i as i64 % 7),
+                    &format!("t{t}-{i}"),
+                )
+                .await
+                .expect("transfer")
+                {
+                    committed += 1;
+                }
+            }
+            committed
+        }));
+    }
+    let mut committed = 0;
+    for task in tasks {
+        committed += task.await.expect("task");
+    }
+    let (total, entries) = totals(&store, "bank").await;
+    assert_eq!(total, 400, "money is conserved");
+    assert_eq!(
+        entries, committed,
+        "one ledger entry per committed transfer"
+    );
+    assert!(committed > 0);
+}
+
+/// Reads see the unit's own staged writes; other partitions are refused;
+/// dropping a unit sends nothing.
+pub async fn units_see_their_writes_and_stay_in_their_partition(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
+    let store = process(backend, prefix);
+    open_accounts(&store, "alice", 2).await;
+    let mut unit = store.lock("alice").await.expect("lock");
+    let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+    a.balance = 7;
+    unit.replace(&a).unwrap();
+    let seen = unit.get::<Account>("acct0").await.unwrap().unwrap();
+    assert_eq!(seen.balance, 7, "reads see staged writes");
+    let mut seen = seen;
+    seen.balance = 8;
+    unit.replace(&seen)
+        .expect("a staged view can be written again");
+    unit.insert(&Account {
+        customer: "alice".into(),
+        name: "new".into(),
+        balance: 1,
+    })
+    .unwrap();
+    assert_eq!(
+        unit.get::<Account>("new").await.unwrap().unwrap().balance,
+        1
+    );
+    let gone = unit.get::<Account>("acct1").await.unwrap().unwrap();
+    unit.delete(&gone).unwrap();
+    assert!(
+        unit.get::<Account>("acct1").await.unwrap().is_none(),
+        "staged delete"
+    );
+    let e = unit
+        .insert(&Account {
+            customer: "bob".into(),
+            name: "x".into(),
+            balance: 0,
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), leasehold::ErrorKind::Invalid);
+    assert!(e.to_string().contains("\"bob\""), "{e}");
+    drop(unit);
+    // Nothing was sent: the stored rows are untouched.
+    let t = store.table::<Account>();
+    assert_eq!(t.get("alice", "acct0").await.unwrap().unwrap().balance, 100);
+    assert!(t.get("alice", "new").await.unwrap().is_none());
+    assert!(t.get("alice", "acct1").await.unwrap().is_some());
+    // The dropped unit's lock is free again (released in the background).
+    let unit = store.lock("alice").await.expect("lock again");
+    unit.abandon().await.unwrap();
+}
+
+/// A three-table commit applies everything, and the journal is cleared.
+pub async fn multi_table_commit_applies_all(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
+    let store = process(backend, prefix);
+    open_accounts(&store, "carol", 2).await;
+    let mut unit = store.lock("carol").await.unwrap();
+    let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+    a.balance -= 10;
+    unit.replace(&a).unwrap();
+    unit.insert(&Entry {
+        customer: "carol".into(),
+        id: "e1".into(),
+        from: "acct0".into(),
+        to: "out".into(),
+        amount: 10,
+    })
+    .unwrap();
+    unit.upsert(&Audit {
+        customer: "carol".into(),
+        id: "a1".into(),
+        note: "withdrawal".into(),
+    })
+    .unwrap();
+    let report = unit.commit().await.unwrap();
+    assert!(report.journalled);
+    assert_eq!(
+        (report.tables, report.operations, report.batches),
+        (3, 3, 3)
+    );
+    assert_eq!(
+        store
+            .table::<Account>()
+            .get("carol", "acct0")
+            .await
+            .unwrap()
+            .unwrap()
+            .balance,
+        90
+    );
+    assert!(
+        store
+            .table::<Entry>()
+            .get("carol", "e1")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        store
+            .table::<Audit>()
+            .get("carol", "a1")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        store.pending_commit("carol").await.unwrap().is_none(),
+        "journal cleared"
+    );
+}
+
+/// A stale read fails the whole commit and applies nothing.
+pub async fn stale_reads_fail_the_whole_commit(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
+    let store = process(backend, prefix);
+    open_accounts(&store, "dave", 2).await;
+    let mut unit = store.lock("dave").await.unwrap();
+    let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+    // An optimistic writer that bypasses the lock changes the row.
+    store
+        .table::<Account>()
+        .update_with("dave", "acct0", |a| a.balance = 1)
+        .await
+        .unwrap();
+    a.balance -= 10;
+    unit.replace(&a).unwrap();
+    unit.insert(&Entry {
+        customer: "dave".into(),
+        id: "e1".into(),
+        from: "acct0".into(),
+        to: "x".into(),
+        amount: 10,
+    })
+    .unwrap();
+    let e = unit.commit().await.unwrap_err();
+    let inner = match &e {
+        leasehold::Error::Batch { source, .. } => source.kind(),
+        other => other.kind(),
+    };
+    assert_eq!(inner, leasehold::ErrorKind::Conflict, "{e}");
+    assert!(
+        store
+            .table::<Entry>()
+            .get("dave", "e1")
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing applied"
+    );
+    assert_eq!(
+        store
+            .table::<Account>()
+            .get("dave", "acct0")
+            .await
+            .unwrap()
+            .unwrap()
+            .balance,
+        1
+    );
+    assert!(
+        store.pending_commit("dave").await.unwrap().is_none(),
+        "journal withdrawn"
+    );
+}
+
+/// A row with two optional properties, so merges and replaces differ.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "LockNotes")]
+struct Note {
+    #[entity(partition_key)]
+    pub customer: String,
+    #[entity(row_key)]
+    pub id: String,
+    pub a: Option<i64>,
+    pub b: Option<i64>,
+}
+
+/// The stored content of a note (`None`: no row).
+type Content = Option<(Option<i64>, Option<i64>)>;
+
+fn content(v: Option<&Note>) -> Content {
+    v.map(|n| (n.a, n.b))
+}
+
+/// The headline of issue 14 item 1: a refused second insert keeps the
+/// first one staged, and the commit stores it.
+pub async fn a_refused_insert_keeps_the_staged_insert(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
+    let store = process(backend, prefix);
+    let row = Note {
+        customer: "erin".into(),
+        id: "n1".into(),
+        a: Some(1),
+        b: None,
+    };
+    let mut unit = store.lock("erin").await.unwrap();
+    unit.insert(&row).unwrap();
+    assert_eq!(unit.staged(), 1);
+    let again = Note {
+        a: Some(2),
+        ..row.clone()
+    };
+    let e = unit.insert(&again).unwrap_err();
+    assert_eq!(e.kind(), leasehold::ErrorKind::Invalid, "{e}");
+    assert!(e.to_string().contains("\"n1\""), "names the row: {e}");
+    assert_eq!(unit.staged(), 1, "the refused insert kept the staged one");
+    let seen = unit.get::<Note>("n1").await.unwrap().unwrap();
+    assert_eq!(*seen, row, "the staged view is the first insert");
+    let report = unit.commit().await.unwrap();
+    assert_eq!(report.operations, 1);
+    let stored = store.table::<Note>().get("erin", "n1").await.unwrap();
+    assert_eq!(
+        stored.map(|v| v.into_inner()),
+        Some(row),
+        "the row is stored"
+    );
+}
+
+/// The six staging calls of a unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Insert,
+    Replace,
+    Merge,
+    Delete,
+    Upsert,
+    UpsertMerge,
+}
+
+impl Call {
+    pub const ALL: [Call; 6] = [
+        Call::Insert,
+        Call::Replace,
+        Call::Merge,
+        Call::Delete,
+        Call::Upsert,
+        Call::UpsertMerge,
+    ];
+
+    /// What the call does to `stored` when applied alone, writing `(a, b)`;
+    /// `None` when it would fail there.
+    fn model(self, stored: Content, value: (Option<i64>, Option<i64>)) -> Option<Content> {
+        let merge = |base: Content| {
+            let (a0, b0) = base.unwrap_or((None, None));
+            Some((value.0.or(a0), value.1.or(b0)))
+        };
+        match (self, stored) {
+            (Call::Insert, None) => Some(Some(value)),
+            (Call::Insert, Some(_)) => None,
+            (Call::Replace | Call::Merge | Call::Delete, None) => None,
+            (Call::Replace, Some(_)) | (Call::Upsert, _) => Some(Some(value)),
+            (Call::Merge, s @ Some(_)) | (Call::UpsertMerge, s) => Some(merge(s)),
+            (Call::Delete, Some(_)) => Some(None),
+        }
+    }
+
+    /// Stages the call in `unit` on `current` (a value the unit returned)
+    /// or `fresh`, carrying `value`.
+    fn stage(
+        self,
+        unit: &mut leasehold::lock::Unit,
+        current: Option<&leasehold::Versioned<Note>>,
+        fresh: &Note,
+        value: (Option<i64>, Option<i64>),
+    ) -> leasehold::Result<()> {
+        let mut note = fresh.clone();
+        (note.a, note.b) = value;
+        let versioned = || {
+            let mut v = current.expect("a value read in the unit").clone();
+            (v.a, v.b) = value;
+            v
+        };
+        match self {
+            Call::Insert => unit.insert(&note),
+            Call::Replace => unit.replace(&versioned()),
+            Call::Merge => unit.merge(&versioned()),
+            Call::Delete => unit.delete(&versioned()),
+            Call::Upsert => unit.upsert(&note),
+            Call::UpsertMerge => unit.upsert_merge(&note),
+        }
+    }
+}
+
+/// Every pair of staging calls on one row: the second call is refused
+/// exactly where applying the two one after the other would fail, and
+/// then leaves the staged write as it was; otherwise the commit stores what
+/// the two calls applied in order would. One cell per pair, named in every
+/// failure.
+pub async fn writing_a_row_twice_follows_the_folding_table(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
+    let store = process(backend, prefix);
+    let notes = store.table::<Note>();
+    const BASE: (Option<i64>, Option<i64>) = (Some(100), Some(100));
+    const FIRST: (Option<i64>, Option<i64>) = (Some(1), None);
+    const SECOND: (Option<i64>, Option<i64>) = (None, Some(2));
+    let mut refused = 0;
+    for first in Call::ALL {
+        for then in Call::ALL {
+            let cell = format!("{first:?} then {then:?}");
+            let id = format!("{first:?}-{then:?}");
+            let fresh = Note {
+                customer: "fold".into(),
+                id: id.clone(),
+                a: None,
+                b: None,
+            };
+            // The row exists unless the first call creates it.
+            let before: Content = (first != Call::Insert).then_some(BASE);
+            if before.is_some() {
+                notes
+                    .upsert(Note {
+                        a: BASE.0,
+                        b: BASE.1,
+                        ..fresh.clone()
+                    })
+                    .await
+                    .unwrap();
+            }
+            let after_first = first.model(before, FIRST).expect("first call applies");
+            let expected = then.model(after_first, SECOND);
+
+            let mut unit = store.lock("fold").await.unwrap();
+            let read = unit.get::<Note>(id.as_str()).await.unwrap();
+            assert_eq!(content(read.as_deref()), before, "{cell}: read");
+            first
+                .stage(&mut unit, read.as_ref(), &fresh, FIRST)
+                .unwrap_or_else(|e| panic!("{cell}: first call refused: {e}"));
+            let staged = unit.staged();
+            let view = unit.get::<Note>(id.as_str()).await.unwrap();
+            assert_eq!(content(view.as_deref()), after_first, "{cell}: first view");
+            let current = view.as_ref().or(read.as_ref());
+            let outcome = then.stage(&mut unit, current, &fresh, SECOND);
+            let stored_expected = match (&outcome, expected) {
+                (Err(e), None) => {
+                    refused += 1;
+                    assert_eq!(e.kind(), leasehold::ErrorKind::Invalid, "{cell}: {e}");
+                    assert!(e.to_string().contains(&id), "{cell}: names the row: {e}");
+                    assert_eq!(unit.staged(), staged, "{cell}: staged count unchanged");
+                    let again = unit.get::<Note>(id.as_str()).await.unwrap();
+                    assert_eq!(
+                        again.as_deref(),
+                        view.as_deref(),
+                        "{cell}: staged write unchanged"
+                    );
+                    after_first
+                }
+                (Ok(()), Some(expected)) => {
+                    let seen = unit.get::<Note>(id.as_str()).await.unwrap();
+                    assert_eq!(content(seen.as_deref()), expected, "{cell}: folded view");
+                    expected
+                }
+                (Err(e), Some(_)) => panic!("{cell}: refused, expected a fold: {e}"),
+                (Ok(()), None) => panic!("{cell}: accepted, expected a refusal"),
+            };
+            unit.commit()
+                .await
+                .unwrap_or_else(|e| panic!("{cell}: commit failed: {e}"));
+            let stored = notes.get("fold", id.as_str()).await.unwrap();
+            assert_eq!(
+                content(stored.as_deref()),
+                stored_expected,
+                "{cell}: stored after commit"
+            );
+        }
+    }
+    assert_eq!(refused, 8, "the refused cells of the table");
+}
+
+/// An upsert (or upsert-merge) then a delete of a row the unit read as
+/// absent writes nothing, and the commit succeeds.
+pub async fn an_upsert_then_delete_of_an_absent_row_writes_nothing(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
+    let store = process(backend, prefix);
+    for (i, merge) in [false, true].into_iter().enumerate() {
+        let id = format!("gone{i}");
+        let note = Note {
+            customer: "frank".into(),
+            id: id.clone(),
+            a: Some(1),
+            b: None,
+        };
+        let mut unit = store.lock("frank").await.unwrap();
+        assert!(unit.get::<Note>(id.as_str()).await.unwrap().is_none());
+        if merge {
+            unit.upsert_merge(&note).unwrap();
+        } else {
+            unit.upsert(&note).unwrap();
+        }
+        let view = unit.get::<Note>(id.as_str()).await.unwrap().unwrap();
+        unit.delete(&view).unwrap();
+        assert_eq!(unit.staged(), 0, "merge {merge}");
+        unit.commit().await.unwrap();
+        assert!(
+            store
+                .table::<Note>()
+                .get("frank", id.as_str())
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+}
+
+/// A staged view passed to a unit that stages no write of that row has no
+/// ETag to write under: replace, merge and delete refuse it and leave the
+/// unit's staged writes as they were.
+pub async fn a_staged_view_from_another_unit_is_refused_without_change(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
+    let store = process(backend, prefix);
+    let note = |id: &str, a: i64| Note {
+        customer: "gina".into(),
+        id: id.into(),
+        a: Some(a),
+        b: None,
+    };
+    let mut first = store.lock("gina").await.unwrap();
+    first.upsert(&note("x", 1)).unwrap();
+    let foreign = first.get::<Note>("x").await.unwrap().unwrap();
+    first.abandon().await.unwrap();
+
+    let mut unit = store.lock("gina").await.unwrap();
+    unit.insert(&note("kept", 7)).unwrap();
+    let kept = unit
+        .get::<Note>("kept")
+        .await
+        .unwrap()
+        .map(|v| v.into_inner());
+    for (call, result) in [
+        ("replace", unit.replace(&foreign)),
+        ("merge", unit.merge(&foreign)),
+        ("delete", unit.delete(&foreign)),
+    ] {
+        let e = result.expect_err(call);
+        assert_eq!(e.kind(), leasehold::ErrorKind::Invalid, "{call}: {e}");
+        assert!(e.to_string().contains("staged view"), "{call}: {e}");
+    }
+    assert_eq!(unit.staged(), 1);
+    assert_eq!(
+        unit.get::<Note>("kept")
+            .await
+            .unwrap()
+            .map(|v| v.into_inner()),
+        kept
+    );
+    unit.commit().await.unwrap();
+    let t = store.table::<Note>();
+    assert_eq!(t.get("gina", "kept").await.unwrap().unwrap().a, Some(7));
+    assert!(t.get("gina", "x").await.unwrap().is_none(), "nothing else");
+}
+
+/// Breaking a lock nobody holds is a typed "not held" outcome, not an
+/// error; breaking a held one reports it broken.
+pub async fn breaking_a_free_lock_reports_not_held(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
+    use leasehold::lease::BreakOutcome;
+    use std::time::Duration;
+
+    let store = process(backend, prefix);
+    let name = store.lock_lease_name("hank").unwrap();
+    store.lock("hank").await.unwrap().abandon().await.unwrap();
+    let outcome = store
+        .locks()
+        .break_lease(name.as_str(), Some(Duration::ZERO))
+        .await
+        .expect("breaking a free lock is not an error");
+    assert_eq!(outcome, BreakOutcome::NotHeld);
+    let unit = store.lock("hank").await.unwrap();
+    let outcome = store
+        .locks()
+        .break_lease(name.as_str(), Some(Duration::ZERO))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        BreakOutcome::Broken {
+            left: Duration::ZERO
+        }
+    );
+    drop(unit);
+    let missing = store
+        .locks()
+        .break_lease("no/such-lock", Some(Duration::ZERO))
+        .await
+        .unwrap_err();
+    assert_eq!(missing.kind(), leasehold::ErrorKind::NotFound, "{missing}");
+}
+
+/// A lock names its holder: another process's `describe` reports the
+/// holding process's identity while it holds the lock, also when its unit
+/// was leaked without a release (a hung or killed process); the next
+/// holder replaces it, and stays named as the last holder after release.
+pub async fn a_lock_names_its_holder_even_when_its_unit_is_leaked(ctx: &Ctx) {
+    let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
+    use std::time::Duration;
+
+    let holder = process(backend.clone(), prefix);
+    let operator = process(backend.clone(), prefix);
+    assert_ne!(holder.locks().owner(), operator.locks().owner());
+    let name = operator.lock_lease_name("ivy").unwrap();
+    let describe = || operator.locks().describe(name.as_str());
+
+    let unit = holder.lock("ivy").await.unwrap();
+    let d = describe().await.unwrap();
+    assert!(d.is_held(), "{d:?}");
+    assert_eq!(d.owner.as_deref(), Some(holder.locks().owner()), "{d:?}");
+    assert!(d.acquired_at.is_some(), "{d:?}");
+    // Leaked: never released, never committed.
+    std::mem::forget(unit);
+    let d = describe().await.unwrap();
+    assert!(d.is_held());
+    assert_eq!(d.owner.as_deref(), Some(holder.locks().owner()));
+
+    // An operator breaks it; the next process records itself.
+    operator
+        .locks()
+        .break_lease(name.as_str(), Some(Duration::ZERO))
+        .await
+        .unwrap();
+    let next = process(backend, prefix);
+    let unit = next.lock("ivy").await.unwrap();
+    let d = describe().await.unwrap();
+    assert_eq!(d.owner.as_deref(), Some(next.locks().owner()), "{d:?}");
+    unit.abandon().await.unwrap();
+    let d = describe().await.unwrap();
+    assert!(!d.is_held());
+    assert_eq!(
+        d.owner.as_deref(),
+        Some(next.locks().owner()),
+        "the last holder"
+    );
+}
+
+/// A store counting its requests, warmed up so one-time setup (containers,
+/// tables, the lock blob) is out of the counts.
+async fn counted(ctx: &Ctx) -> (Store, RequestCounter) {
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    // On real time, the longest lease: no renewal falls within what is
+    // counted, however slow the service answers.
+    let lease = match ctx.clock() {
+        Clock::Paused => LeaseOptions::new(),
+        Clock::Real => LeaseOptions::new().with_duration(Duration::from_secs(60)),
+    };
+    let store = Store::builder_shared(Arc::new(counting))
+        .table_prefix(ctx.prefix())
+        .expect("valid prefix")
+        .lease_options(lease)
+        .build()
+        .expect("valid store");
+    open_accounts(&store, "alice", 2).await;
+    assert!(
+        transfer(&store, "alice", "acct0", "acct1", 1, "warmup")
+            .await
+            .unwrap()
+    );
+    let mut unit = store.lock("alice").await.unwrap();
+    let _ = unit.get::<Audit>("warm").await.unwrap();
+    unit.abandon().await.unwrap();
+    counter.reset();
+    (store, counter)
+}
+
+fn counts(counter: &RequestCounter) -> Vec<(Op, u64)> {
+    counter.snapshot().into_iter().collect()
+}
+
+/// One table unit costs acquire read reads batch release.
+pub async fn one_table_unit_costs_acquire_read_reads_batch_release(ctx: &Ctx) {
+    let (store, counter) = counted(ctx).await;
+    let mut unit = store.lock("alice").await.unwrap();
+    let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+    let mut b = unit.get::<Account>("acct1").await.unwrap().unwrap();
+    a.balance -= 5;
+    b.balance += 5;
+    unit.replace(&a).unwrap();
+    unit.replace(&b).unwrap();
+    let report = unit.commit().await.unwrap();
+    assert!(!report.journalled);
+    // acquire + lock-blob read + R (2) + 1 batch + release = 6
+    assert_eq!(
+        counts(&counter),
+        vec![
+            (Op::Get, 2),
+            (Op::Batch, 1),
+            (Op::GetBlob, 1),
+            (Op::AcquireLease, 1),
+            (Op::ReleaseLease, 1),
+        ]
+    );
+    assert_eq!(counter.total(), 6);
+}
+
+/// Two table unit costs acquire read reads journal batches clear release.
+pub async fn two_table_unit_costs_acquire_read_reads_journal_batches_clear_release(ctx: &Ctx) {
+    let (store, counter) = counted(ctx).await;
+    assert!(
+        transfer(&store, "alice", "acct0", "acct1", 5, "t1")
+            .await
+            .unwrap()
+    );
+    // acquire + lock-blob read + R (2) + journal + T (2) + clear + release = 9
+    assert_eq!(
+        counts(&counter),
+        vec![
+            (Op::Get, 2),
+            (Op::Batch, 2),
+            (Op::PutBlob, 2),
+            (Op::GetBlob, 1),
+            (Op::AcquireLease, 1),
+            (Op::ReleaseLease, 1),
+        ]
+    );
+    assert_eq!(counter.total(), 9);
+}
+
+/// Handed over unit skips acquire read and release.
+pub async fn handed_over_unit_skips_acquire_read_and_release(ctx: &Ctx) {
+    let (store, counter) = counted(ctx).await;
+    // The first unit holds the lock while the second queues behind it.
+    let first = store.lock("alice").await.unwrap();
+    let second = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut unit = store.lock("alice").await.unwrap();
+            assert!(unit.is_handed_over());
+            let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+            a.balance += 1;
+            unit.replace(&a).unwrap();
+            unit.insert(&Entry {
+                customer: "alice".into(),
+                id: "h".into(),
+                from: "x".into(),
+                to: "acct0".into(),
+                amount: 1,
+            })
+            .unwrap();
+            unit
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    counter.reset();
+    first.abandon().await.unwrap();
+    let unit = second.await.unwrap();
+    let before_commit = counter.total();
+    unit.commit().await.unwrap();
+    // Hand-over and the read: R (1); commit: journal + T (2) + clear; no
+    // acquire, no lock-blob read; the release is real (nobody waits).
+    assert_eq!(before_commit, 1, "{:?}", counts(&counter));
+    assert_eq!(counter.get(Op::AcquireLease), 0);
+    assert_eq!(counter.get(Op::GetBlob), 0);
+    assert_eq!(counter.get(Op::Get), 1);
+    assert_eq!(counter.get(Op::PutBlob), 2);
+    assert_eq!(counter.get(Op::Batch), 2);
+    assert_eq!(counter.get(Op::ReleaseLease), 1, "the last unit releases");
+}
+
+/// One hundred queued units share one acquire and one release.
+pub async fn one_hundred_queued_units_share_one_acquire_and_one_release(ctx: &Ctx) {
+    let (store, counter) = counted(ctx).await;
+    let mut tasks = Vec::new();
+    let gate = store.lock("alice").await.unwrap();
+    for i in 0..100 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut unit = store.lock("alice").await.unwrap();
+            let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+            a.balance += 1;
+            unit.replace(&a).unwrap();
+            unit.commit().await.unwrap();
+            i
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    gate.abandon().await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(counter.get(Op::AcquireLease), 1, "{:?}", counts(&counter));
+    assert_eq!(counter.get(Op::ReleaseLease), 1);
+    assert_eq!(counter.get(Op::Batch), 100);
+    assert_eq!(counter.get(Op::Get), 100);
+    let a = store
+        .table::<Account>()
+        .get("alice", "acct0")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(a.balance, 99 + 100);
+}
+
+/// The state of customer "crash" as (balance0, balance1, ledger entries).
+async fn state(store: &Store) -> (i64, i64, usize) {
+    let t = store.table::<Account>();
+    let a = t.get("crash", "acct0").await.unwrap().unwrap().balance;
+    let b = t.get("crash", "acct1").await.unwrap().unwrap().balance;
+    let (_, entries) = totals(store, "crash").await;
+    (a, b, entries)
+}
+
+const BEFORE: (i64, i64, usize) = (100, 100, 0);
+const AFTER: (i64, i64, usize) = (70, 130, 1);
+
+/// A store ("process") like [`process`] whose locks last the context's
+/// lease duration.
+fn process_leasing(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
+    Store::builder_shared(backend)
+        .table_prefix(prefix)
+        .expect("valid prefix")
+        .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
+        .build()
+        .expect("valid store")
+}
+
+/// Long enough for a dead process's lock to run out: two lease durations
+/// and a second.
+fn past_expiry(ctx: &Ctx) -> Duration {
+    ctx.lease_duration() * 2 + Duration::from_secs(1)
+}
+
+/// Runs one transfer in a "process" whose backend misbehaves as `plan` says,
+/// then lets the lease run out and has a healthy process take the lock.
+/// Returns (what the faulty commit said, what the next lock rolled forward,
+/// the final state).
+async fn crash_at(
+    ctx: &Ctx,
+    prefix: &str,
+    plan: impl FnOnce(&FaultInjector),
+) -> (Result<bool, ErrorKind>, bool, (i64, i64, usize)) {
+    let memory = ctx.backend().clone();
+    let healthy = process_leasing(ctx, memory.clone(), prefix);
+    open_accounts(&healthy, "crash", 2).await;
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let dying = process_leasing(ctx, Arc::new(faulty), prefix);
+    // Warm up the dying process (lease blob, tables) before planning faults.
+    let unit = dying.lock("crash").await.unwrap();
+    unit.abandon().await.unwrap();
+    plan(&injector);
+    let outcome = transfer(&dying, "crash", "acct0", "acct1", 30, "t1")
+        .await
+        .map_err(|e| e.kind());
+    // The dead process stays dead; its lease runs out.
+    injector.die_now();
+    tokio::time::sleep(past_expiry(ctx)).await;
+    let unit = healthy
+        .lock("crash")
+        .await
+        .expect("the next holder gets the lock");
+    let rolled = unit.rolled_forward().is_some();
+    unit.abandon().await.unwrap();
+    drop(dying);
+    (outcome, rolled, state(&healthy).await)
+}
+
+/// Crash before the journal leaves the partition before.
+pub async fn crash_before_the_journal_leaves_the_partition_before(ctx: &Ctx) {
+    let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
+        f.die_at_nth(Some(Op::PutBlob), 1);
+    })
+    .await;
+    assert!(outcome.is_err());
+    assert!(!rolled);
+    assert_eq!(state, BEFORE);
+}
+
+/// Crash after the journal is rolled forward.
+pub async fn crash_after_the_journal_is_rolled_forward(ctx: &Ctx) {
+    let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
+        f.die_at_nth(Some(Op::Batch), 1);
+    })
+    .await;
+    assert!(outcome.is_err());
+    assert!(rolled, "the journal was found");
+    assert_eq!(state, AFTER);
+}
+
+/// Crash after the first batch is rolled forward.
+pub async fn crash_after_the_first_batch_is_rolled_forward(ctx: &Ctx) {
+    let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
+        f.die_at_nth(Some(Op::Batch), 2);
+    })
+    .await;
+    assert!(outcome.is_err());
+    assert!(rolled);
+    assert_eq!(state, AFTER);
+}
+
+/// Crash before the journal clear is rolled forward.
+pub async fn crash_before_the_journal_clear_is_rolled_forward(ctx: &Ctx) {
+    let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
+        f.die_at_nth(Some(Op::PutBlob), 2);
+    })
+    .await;
+    // Every write was applied before the process died; the commit itself
+    // reports success (the clear is best effort).
+    assert_eq!(outcome, Ok(true));
+    assert!(rolled, "the next holder finds the journal, fully applied");
+    assert_eq!(state, AFTER);
+}
+
+/// Lost replies at each step end fully before or after.
+pub async fn lost_replies_at_each_step_end_fully_before_or_after(ctx: &Ctx) {
+    // (step, request, which one, whether the transfer must still go through)
+    let steps: Vec<(&str, Op, u64, bool)> = vec![
+        ("journal write", Op::PutBlob, 1, true),
+        ("first batch", Op::Batch, 1, true),
+        ("second batch", Op::Batch, 2, true),
+        ("journal clear", Op::PutBlob, 2, true),
+        ("acquire", Op::AcquireLease, 1, true),
+        // A lost read fails the unit before anything is written.
+        ("lock-blob read", Op::GetBlob, 1, false),
+        ("first read", Op::Get, 1, false),
+    ];
+    // The steps run side by side, each on its own tables and lock, so the
+    // lease expiries they wait for overlap.
+    let runs = steps.iter().enumerate().map(|(i, &(_, op, nth, _))| {
+        let prefix = format!("{}s{i}", ctx.prefix());
+        async move {
+            crash_at(ctx, &prefix, |f| {
+                f.lose_reply_nth(Some(op), nth);
+            })
+            .await
+        }
+    });
+    let results = futures_util::future::join_all(runs).await;
+    for ((name, _, _, goes_through), (outcome, _, state)) in steps.into_iter().zip(results) {
+        assert!(
+            state == BEFORE || state == AFTER,
+            "{name}: partial state {state:?}"
+        );
+        if outcome == Ok(true) {
+            assert_eq!(state, AFTER, "{name}: reported committed");
+        }
+        if goes_through {
+            // Lost write replies are retried or verified.
+            assert_eq!(state, AFTER, "{name}: outcome {outcome:?}");
+        } else {
+            assert_eq!((outcome.is_err(), state), (true, BEFORE), "{name}");
+        }
+    }
+}
+
+/// Commit without enough lease left sends nothing.
+pub async fn commit_without_enough_lease_left_sends_nothing(ctx: &Ctx) {
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    let inner = counting.inner().clone();
+    let store = process_leasing(ctx, Arc::new(counting), ctx.prefix());
+    open_accounts(&store, "x", 2).await;
+    let mut unit = store.lock("x").await.unwrap();
+    let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+    a.balance = 0;
+    unit.replace(&a).unwrap();
+    // Someone breaks the lock; the renewer notices at its next renewal.
+    let operator = process_leasing(ctx, inner, ctx.prefix());
+    let locks = leasehold::lease::LeaseManager::new(
+        operator.backend().clone(),
+        leasehold::lease::LeaseOptions::default()
+            .with_container(leasehold::key::ContainerName::new("leasehold-locks").unwrap()),
+    )
+    .unwrap();
+    let name = store.lock_lease_name("x").unwrap();
+    locks
+        .break_lease(name.as_str(), Some(Duration::ZERO))
+        .await
+        .unwrap();
+    tokio::time::sleep(ctx.lease_duration() / 3 + Duration::from_secs(1) + ctx.slack()).await;
+    let batches = counter.get(Op::Batch);
+    let e = unit.commit().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LeaseLost, "{e}");
+    assert_eq!(counter.get(Op::Batch), batches, "nothing sent");
+    assert_eq!(
+        store
+            .table::<Account>()
+            .get("x", "acct0")
+            .await
+            .unwrap()
+            .unwrap()
+            .balance,
+        100
+    );
+}
+
+/// A paused holder cannot overwrite the next holder.
+pub async fn a_paused_holder_cannot_overwrite_the_next_holder(ctx: &Ctx) {
+    let memory = ctx.backend().clone();
+    let faulty = FaultyBackend::new(memory.clone());
+    let pause = faulty.injector();
+    let paused = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
+    let next = process_leasing(ctx, memory, ctx.prefix());
+    open_accounts(&next, "p", 2).await;
+    let mut unit = paused.lock("p").await.unwrap();
+    let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+    // The holder stalls: its renewals hang, its lease runs out.
+    pause.set_latency(Some(Op::RenewLease), Duration::from_secs(3600));
+    tokio::time::sleep(ctx.lease_duration() + Duration::from_secs(10)).await;
+    assert!(
+        transfer(&next, "p", "acct0", "acct1", 10, "n1")
+            .await
+            .unwrap()
+    );
+    a.balance = 0;
+    unit.replace(&a).unwrap();
+    unit.insert(&Entry {
+        customer: "p".into(),
+        id: "stale".into(),
+        from: "a".into(),
+        to: "b".into(),
+        amount: 100,
+    })
+    .unwrap();
+    let e = unit.commit().await.unwrap_err();
+    let kind = match &e {
+        leasehold::Error::Batch { source, .. } => source.kind(),
+        other => other.kind(),
+    };
+    assert!(
+        matches!(kind, ErrorKind::LeaseLost | ErrorKind::Conflict),
+        "{e}"
+    );
+    let t = next.table::<Account>();
+    assert_eq!(
+        t.get("p", "acct0").await.unwrap().unwrap().balance,
+        90,
+        "the next holder's write stands"
+    );
+    assert!(
+        next.table::<Entry>()
+            .get("p", "stale")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// A contradicted journal stops roll forward and is kept.
+pub async fn a_contradicted_journal_stops_roll_forward_and_is_kept(ctx: &Ctx) {
+    let memory = ctx.backend().clone();
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let dying = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
+    let healthy = process_leasing(ctx, memory, ctx.prefix());
+    open_accounts(&healthy, "q", 2).await;
+    injector.die_at_nth(Some(Op::Batch), 1);
+    assert!(
+        transfer(&dying, "q", "acct0", "acct1", 30, "t1")
+            .await
+            .is_err()
+    );
+    // Something writes the partition without the lock.
+    healthy
+        .table::<Account>()
+        .update_with("q", "acct0", |a| a.balance = 5)
+        .await
+        .unwrap();
+    tokio::time::sleep(past_expiry(ctx)).await;
+    let e = healthy.lock("q").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Inconsistent, "{e}");
+    assert!(e.to_string().contains("acct0"), "{e}");
+    let journal = healthy
+        .pending_commit("q")
+        .await
+        .unwrap()
+        .expect("journal kept");
+    assert_eq!(journal.writes.len(), 3);
+    // The operator repairs the row, then rolls forward.
+    let mut a = healthy
+        .table::<Account>()
+        .get("q", "acct0")
+        .await
+        .unwrap()
+        .unwrap();
+    a.balance = 70;
+    healthy.table::<Account>().replace(&a).await.unwrap();
+    let report = healthy
+        .roll_forward("q")
+        .await
+        .unwrap()
+        .expect("rolled forward");
+    assert_eq!(report.already_applied, 1);
+    assert_eq!(report.applied, 2);
+    assert!(healthy.pending_commit("q").await.unwrap().is_none());
+}
+
+/// More than 100 writes to one table are journalled.
+pub async fn more_than_100_writes_to_one_table_are_journalled(ctx: &Ctx) {
+    let store = process(ctx.backend().clone(), ctx.prefix());
+    let mut unit = store.lock("many").await.unwrap();
+    for i in 0..150 {
+        unit.insert(&Account {
+            customer: "many".into(),
+            name: format!("a{i:03}"),
+            balance: i,
+        })
+        .unwrap();
+    }
+    let report = unit.commit().await.unwrap();
+    assert!(report.journalled, "{report:?}");
+    assert_eq!(
+        (report.tables, report.batches, report.operations),
+        (1, 2, 150)
+    );
+    let all = store
+        .table::<Account>()
+        .query()
+        .partition("many")
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 150);
+    assert!(store.pending_commit("many").await.unwrap().is_none());
+}
+
+/// A dead holder stays named until and after its lease expires.
+pub async fn a_dead_holder_stays_named_until_and_after_its_lease_expires(ctx: &Ctx) {
+    let memory = ctx.backend().clone();
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let dying = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
+    let operator = process_leasing(ctx, memory, ctx.prefix());
+    let name = operator.lock_lease_name("kim").unwrap();
+    let unit = dying.lock("kim").await.unwrap();
+    // The process dies holding the lock: nothing it sends arrives, not
+    // even the release of its dropped unit.
+    injector.die_now();
+    drop(unit);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let d = operator.locks().describe(name.as_str()).await.unwrap();
+    assert!(d.is_held(), "{d:?}");
+    assert_eq!(d.owner.as_deref(), Some(dying.locks().owner()));
+    tokio::time::sleep(ctx.lease_duration() * 2).await;
+    let d = operator.locks().describe(name.as_str()).await.unwrap();
+    assert!(!d.is_held(), "expired: {d:?}");
+    assert_eq!(
+        d.owner.as_deref(),
+        Some(dying.locks().owner()),
+        "last holder"
+    );
+}
+
+/// Recording the holder costs a write only when the lock changes hands.
+pub async fn recording_the_holder_costs_a_write_only_when_the_lock_changes_hands(ctx: &Ctx) {
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    let shared: Arc<dyn Backend> = Arc::new(counting);
+    let a = process(shared.clone(), ctx.prefix());
+    let b = process(shared, ctx.prefix());
+    a.lock("x").await.unwrap().abandon().await.unwrap();
+    // (acquire, lock-blob read, holder write, release) for each unit.
+    let cold = |store: &Store| {
+        let store = store.clone();
+        let counter = counter.clone();
+        async move {
+            counter.reset();
+            store.lock("x").await.unwrap().abandon().await.unwrap();
+            (
+                counter.get(Op::AcquireLease),
+                counter.get(Op::GetBlob),
+                counter.get(Op::SetBlobMetadata),
+                counter.get(Op::ReleaseLease),
+            )
+        }
+    };
+    assert_eq!(cold(&a).await, (1, 1, 0, 1), "a takes back its own lock");
+    assert_eq!(cold(&b).await, (1, 1, 1, 1), "b takes it from a");
+    assert_eq!(cold(&b).await, (1, 1, 0, 1), "b takes back its own lock");
+    assert_eq!(cold(&a).await, (1, 1, 1, 1), "a takes it from b");
+    assert_eq!(counter.total(), 4);
+}

@@ -1,0 +1,385 @@
+//! The conformance suite (feature `conformance`): the behaviour every
+//! backend must have, and the lease manager and partition locks must show
+//! on it.
+//!
+//! Each check is a public async function over a [`Ctx`] (a store on a fresh
+//! namespace of the backend under test, and how time passes for it) that
+//! panics when the backend falls short, like a test. The checks are
+//! grouped by what they exercise: [`tables`] (through the typed API),
+//! [`table_backend`] (through the backend trait), [`blob_backend`] and
+//! [`blobs`], [`timed`]
+//! (blob leases running out), [`lease`] and [`lock`].
+//! [`conformance_suite!`](crate::conformance_suite) turns them all into one
+//! test per check; leasehold runs it on the memory backend and on Azurite,
+//! and a backend or backend wrapper of your own can run the same:
+//!
+//! ```no_run
+//! // tests/conformance.rs, with leasehold's `conformance` feature enabled
+//! // and tokio (features `macros`, `rt-multi-thread`, `test-util`) as a
+//! // dev-dependency.
+//! use std::sync::Arc;
+//! use leasehold::backend::memory::MemoryBackend;
+//! use leasehold::testing::CountingBackend;
+//!
+//! // One test per check, on a request-counting wrapper of the memory
+//! // backend, timed checks on paused time.
+//! leasehold::conformance_suite!(paused: Some(Arc::new(CountingBackend::new(
+//!     MemoryBackend::new(),
+//! ))));
+//! # fn main() {}
+//! ```
+//!
+//! The checks use only leasehold's public API.
+
+mod ambiguous;
+pub mod blob_backend;
+pub mod blobs;
+mod entities;
+pub mod lease;
+pub mod lock;
+pub mod table_backend;
+pub mod tables;
+pub mod timed;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::Store;
+use crate::backend::Backend;
+use crate::key::ContainerName;
+
+/// How time passes for the checks that wait: for leases to run out, for
+/// renewals, for a process to "die".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// Paused Tokio time (`#[tokio::test(start_paused = true)]`): waiting
+    /// costs nothing, so leases last 30 s and the leader check forces 100
+    /// failovers.
+    Paused,
+    /// Real time, as a service needs: the shortest leases (15 s) and 2
+    /// forced failovers; each timed check waits for real (up to a few
+    /// minutes), so run them in parallel.
+    Real,
+}
+
+/// What a check runs against: a store on the backend under test with
+/// tables private to the check, a container and a name prefix private to
+/// it, and how time passes.
+#[derive(Debug)]
+pub struct Ctx {
+    /// A store whose tables are private to this check.
+    pub store: Store,
+    /// A container private to this check.
+    pub container: ContainerName,
+    clock: Clock,
+    prefix: String,
+}
+
+impl Ctx {
+    /// A context on `backend`, namespaced by a fresh random prefix. With
+    /// [`Clock::Paused`] the timed checks must run on a paused Tokio
+    /// runtime (`#[tokio::test(start_paused = true)]`).
+    ///
+    /// # Panics
+    /// Never for a backend; the prefix and settings it uses are valid.
+    pub fn new(backend: Arc<dyn Backend>, clock: Clock) -> Ctx {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let prefix = format!("t{}", &id[..10]);
+        let store = Store::builder_shared(backend)
+            .table_prefix(prefix.clone())
+            .expect("valid prefix")
+            .conflict_retry(
+                crate::ConflictRetry::new(
+                    200,
+                    std::time::Duration::from_millis(1),
+                    std::time::Duration::from_millis(50),
+                )
+                .expect("valid policy"),
+            )
+            .build()
+            .expect("valid store");
+        let container = ContainerName::new(format!("c{}", &id[..20])).expect("valid container");
+        Ctx {
+            store,
+            container,
+            clock,
+            prefix,
+        }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        self.store.backend()
+    }
+
+    /// How time passes.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// The lease duration of the lease and lock checks: 30 s on paused
+    /// time, the shortest the service allows (15 s) on real time.
+    pub fn lease_duration(&self) -> Duration {
+        match self.clock {
+            Clock::Paused => Duration::from_secs(30),
+            Clock::Real => Duration::from_secs(15),
+        }
+    }
+
+    /// Extra time a check allows a service to answer, on top of a bound
+    /// that holds exactly on paused time: none there, 3 s on real time
+    /// (a loaded emulator answering checks that run side by side).
+    pub fn slack(&self) -> Duration {
+        match self.clock {
+            Clock::Paused => Duration::ZERO,
+            Clock::Real => Duration::from_secs(3),
+        }
+    }
+
+    /// A prefix unique to this context (letters and digits, starting with a
+    /// letter), for table prefixes and lease names of the check's own
+    /// stores and lease managers.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+}
+
+/// Expands to one test per conformance check (tables, blobs, timed blob
+/// leases, the lease manager, partition locks), in modules named after the
+/// check modules of [`testing::conformance`](crate::testing::conformance),
+/// each on a fresh [`Ctx`](crate::testing::conformance::Ctx).
+///
+/// `conformance_suite!(paused: backend)` runs the timed checks on paused
+/// Tokio time, for an embedded backend such as the memory backend;
+/// `conformance_suite!(real: backend)` in real time with 15 s leases, for a
+/// service (the timed checks then take up to a few minutes each; run them
+/// with enough test threads to run side by side, such as
+/// `--test-threads=48`). `backend` is an expression of type
+/// `Option<Arc<dyn Backend>>` evaluated for each check: `None` skips the
+/// check (the backend is not configured and not required here; to require
+/// it, have the expression panic instead).
+///
+/// The tests use `#[tokio::test]`: the calling crate needs tokio with the
+/// `macros`, `rt-multi-thread` and (for `paused`) `test-util` features.
+/// Invoke it once per module: it defines `conformance_ctx()` and the
+/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease` and `lock`
+/// there.
+#[macro_export]
+macro_rules! conformance_suite {
+    (paused: $backend:expr) => {
+        $crate::conformance_suite!(@suite $backend, Paused,
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
+            #[tokio::test(start_paused = true)]);
+    };
+    (real: $backend:expr) => {
+        $crate::conformance_suite!(@suite $backend, Real,
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]);
+    };
+    (@suite $backend:expr, $clock:ident, #[$plain:meta], #[$timed:meta]) => {
+        /// A fresh context for one check, or `None` to skip it.
+        fn conformance_ctx() -> Option<$crate::testing::conformance::Ctx> {
+            let backend: Option<std::sync::Arc<dyn $crate::backend::Backend>> = $backend;
+            backend.map(|b| {
+                $crate::testing::conformance::Ctx::new(
+                    b,
+                    $crate::testing::conformance::Clock::$clock,
+                )
+            })
+        }
+        $crate::conformance_suite!(@module tables #[$plain] #[$timed];
+            plain [
+                crud_round_trips_every_type_at_edge_values,
+                datetime_and_binary_edges,
+                insert_twice_is_already_exists,
+                stale_etag_is_conflict_for_replace_merge_delete,
+                chained_updates_need_no_reread,
+                missing_entities,
+                upsert_and_merge_semantics,
+                unconditional_writes,
+                special_keys_work_everywhere,
+                invalid_input_is_rejected_before_sending,
+                decode_errors_name_the_property,
+                batch_applies_all_or_nothing,
+                batch_of_100_round_trips,
+                batch_limits_are_checked_before_sending,
+                filters_of_every_literal_type,
+                int64_column_vs_int32_literal_matches_nothing,
+                key_ranges_and_prefixes,
+                paging_across_pages_and_resume,
+                select_projects_properties,
+                update_with_concurrent_increments_are_exact,
+                update_with_gives_up_with_conflict,
+                write_logs_are_kept_beside_the_entity,
+                merge_returns_the_stored_entity_so_replacing_it_keeps_none_fields,
+                unit_view_after_a_staged_merge_shows_stored_fields,
+                writes_return_what_get_returns,
+                queries_skip_or_collect_rows_that_do_not_decode,
+                try_update_with_refuses_or_retries,
+            ]
+            timed []
+            blocking []
+        );
+        $crate::conformance_suite!(@module table_backend #[$plain] #[$timed];
+            plain [
+                every_operation_on_a_missing_table_is_table_not_found,
+                get_of_a_missing_entity_is_none,
+                insert_then_get_returns_data_etag_and_timestamp,
+                insert_of_an_existing_entity_is_entity_already_exists,
+                replace_and_merge_with_a_stale_etag_are_update_condition_not_satisfied,
+                conditional_writes_on_a_missing_entity_are_resource_not_found,
+                if_exists_and_if_match_star_write_whatever_version_is_there,
+                upsert_creates_or_overwrites_and_merge_upsert_merges,
+                merge_keeps_other_properties_and_replace_drops_them,
+                delete_removes_and_a_second_delete_is_resource_not_found,
+                invalid_entities_are_rejected_before_anything_changes,
+                keys_with_quotes_percent_plus_spaces_and_unicode_round_trip,
+                a_failing_batch_op_reports_its_index_and_code_and_applies_nothing,
+                query_returns_entities_in_utf16_key_order,
+                invalid_query_specs_are_rejected,
+                top_pages_through_three_or_more_pages,
+                select_keeps_listed_properties_and_always_keys_and_timestamp,
+                concurrent_optimistic_increments_lose_no_update,
+                int64_above_2_pow_53_round_trips_exactly,
+                every_edm_type_round_trips,
+                keys_with_single_quotes_work_everywhere,
+                upserts_create_and_overwrite,
+                a_100_op_batch_round_trips,
+                filters_of_every_literal_type_through_the_backend,
+                paging_with_top_across_three_pages_and_more,
+            ]
+            timed []
+            blocking []
+        );
+        $crate::conformance_suite!(@module blob_backend #[$plain] #[$timed];
+            plain [
+                every_operation_on_a_missing_container_is_container_not_found,
+                a_missing_blob_reads_as_none_and_other_ops_are_blob_not_found,
+                put_get_and_properties_round_trip,
+                blob_etags_change_on_every_write,
+                set_metadata_replaces_metadata_and_keeps_the_body,
+                if_match_stale_is_condition_not_met_for_every_write,
+                if_match_on_a_missing_blob_is_condition_not_met,
+                delete_of_a_missing_blob_is_blob_not_found,
+                writes_to_a_leased_blob_need_its_lease_id,
+                blobs_put_get_properties_metadata_delete_with_conditions,
+                a_large_blob_reads_back_in_one_piece,
+            ]
+            timed []
+            blocking []
+        );
+        $crate::conformance_suite!(@module blobs #[$plain] #[$timed];
+            plain [
+                put_get_and_conditions,
+                metadata_and_listing,
+                lease_acquire_renew_change_release,
+                lease_contention_codes,
+                lease_break_and_broken_states,
+                writes_to_leased_blobs_need_the_lease,
+                missing_blob_and_container_codes,
+                every_lease_error_code,
+            ]
+            timed []
+            blocking []
+        );
+        $crate::conformance_suite!(@module timed #[$plain] #[$timed];
+            plain []
+            timed [
+                an_expired_lease_can_be_taken_by_another,
+                an_expired_lease_can_be_renewed_by_its_holder,
+                an_expired_lease_can_be_released,
+                a_break_period_ends_in_broken,
+                a_timed_lease_broken_without_period_runs_out,
+                an_expired_lease_can_be_renewed_by_its_holder_until_someone_takes_it,
+            ]
+            blocking []
+        );
+        $crate::conformance_suite!(@module lease #[$plain] #[$timed];
+            plain []
+            timed [
+                mutual_exclusion_among_50_contenders_in_10_processes,
+                mutual_exclusion_among_50_contenders_in_50_processes,
+                renewal_holds_a_lease_for_ten_durations,
+                renewal_holds_a_fifteen_second_lease_for_ten_durations,
+                hanging_renew_fires_lost_before_the_lease_expires,
+                external_break_fires_lost_and_fences_writes,
+                do_once_runs_once_among_10_callers_and_again_after_a_crash,
+                leader_election_with_5_candidates_never_overlaps,
+                reservation_log_stays_bounded_and_ordered,
+                local_sharing_serves_100_units_with_one_acquire_and_one_release,
+                hand_over_keeps_the_blob_view_without_reading,
+                describe_reports_holder_epoch_and_journal_and_drop_releases,
+                bad_durations_and_names_are_invalid_before_any_request,
+                ambiguous_renewals_are_verified_with_a_properties_read,
+                the_fairness_bound_lets_another_process_in,
+                infinite_leases_hold_until_released_or_broken,
+                acquire_gives_up_at_its_deadline_and_gives_back_a_late_lease,
+                a_lock_unit_costs_acquire_read_writes_release_cold_and_only_writes_handed_over,
+            ]
+            blocking [
+                dropping_a_guard_without_a_runtime_does_not_panic,
+            ]
+        );
+        $crate::conformance_suite!(@module lock #[$plain] #[$timed];
+            plain [
+                concurrent_transfers_conserve_money,
+                units_see_their_writes_and_stay_in_their_partition,
+                multi_table_commit_applies_all,
+                stale_reads_fail_the_whole_commit,
+                one_table_unit_costs_acquire_read_reads_batch_release,
+                two_table_unit_costs_acquire_read_reads_journal_batches_clear_release,
+                handed_over_unit_skips_acquire_read_and_release,
+                one_hundred_queued_units_share_one_acquire_and_one_release,
+                more_than_100_writes_to_one_table_are_journalled,
+                a_refused_insert_keeps_the_staged_insert,
+                writing_a_row_twice_follows_the_folding_table,
+                an_upsert_then_delete_of_an_absent_row_writes_nothing,
+                a_staged_view_from_another_unit_is_refused_without_change,
+                breaking_a_free_lock_reports_not_held,
+                a_lock_names_its_holder_even_when_its_unit_is_leaked,
+                recording_the_holder_costs_a_write_only_when_the_lock_changes_hands,
+            ]
+            timed [
+                crash_before_the_journal_leaves_the_partition_before,
+                crash_after_the_journal_is_rolled_forward,
+                crash_after_the_first_batch_is_rolled_forward,
+                crash_before_the_journal_clear_is_rolled_forward,
+                lost_replies_at_each_step_end_fully_before_or_after,
+                commit_without_enough_lease_left_sends_nothing,
+                a_paused_holder_cannot_overwrite_the_next_holder,
+                a_contradicted_journal_stops_roll_forward_and_is_kept,
+                a_dead_holder_stays_named_until_and_after_its_lease_expires,
+            ]
+            blocking []
+        );
+    };
+    (@module $module:ident #[$plain:meta] #[$timed:meta];
+        plain [$($p:ident),* $(,)?]
+        timed [$($t:ident),* $(,)?]
+        blocking [$($b:ident),* $(,)?]
+    ) => {
+        mod $module {
+            $(
+                #[$plain]
+                async fn $p() {
+                    let Some(ctx) = super::conformance_ctx() else { return };
+                    $crate::testing::conformance::$module::$p(&ctx).await;
+                }
+            )*
+            $(
+                #[$timed]
+                async fn $t() {
+                    let Some(ctx) = super::conformance_ctx() else { return };
+                    $crate::testing::conformance::$module::$t(&ctx).await;
+                }
+            )*
+            $(
+                #[test]
+                fn $b() {
+                    let Some(ctx) = super::conformance_ctx() else { return };
+                    $crate::testing::conformance::$module::$b(&ctx);
+                }
+            )*
+        }
+    };
+}

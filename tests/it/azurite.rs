@@ -1,0 +1,47 @@
+//! The conformance suite (tables, blobs, leases, locks) on a real Azurite
+//! (started by `scripts/with-azurite.sh`; required when `CI` is set), timed
+//! checks in real time with 15 s leases.
+
+use leasehold::testing::conformance;
+
+use crate::support;
+
+leasehold::conformance_suite!(real: support::azurite_backend());
+
+fn azurite_ctx() -> Option<conformance::Ctx> {
+    support::azurite_backend().map(|b| conformance::Ctx::new(b, conformance::Clock::Real))
+}
+
+crate::emulator_suite!(azurite_ctx(), crate::emulator::Target::Azurite);
+
+/// An over-long filter is refused before the transport is asked to send
+/// anything (it used to be retried for about 5 s and end as `Transient`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_long_filters_send_no_request_on_azurite() {
+    let Some(cs) = support::azurite::azurite_connection_string() else {
+        return;
+    };
+    let plan = leasehold::testing::FaultInjector::default();
+    let backend = leasehold::backend::azure::AzureBackend::builder()
+        .connection_string(&cs)
+        .unwrap()
+        .policy(plan.transport_policy())
+        .build()
+        .unwrap();
+    let store = leasehold::Store::builder(backend)
+        .table_prefix(prefix())
+        .unwrap()
+        .build()
+        .unwrap();
+    crate::emulator::over_long_filters_send_no_request(&store, || plan.requests()).await;
+}
+
+crate::emulator_timed_suite!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    azurite_ctx(),
+    crate::emulator::Target::Azurite
+);
+
+fn prefix() -> String {
+    format!("z{}", &uuid::Uuid::new_v4().simple().to_string()[..10])
+}

@@ -1,0 +1,42 @@
+//! The integration tests, in one binary so CI links one test executable
+//! instead of one per file. (`tests/ui.rs` (trybuild), `tests/torture.rs`
+//! (its own harness) and `tests/cli.rs` (needs the binary) stay apart, as do
+//! the codec, derive and key tests.)
+//!
+//! The conformance runs (`memory`, `azurite`, `emulator`) need the
+//! `conformance` feature: `cargo test --features conformance --test it`.
+//! Tests that need Azurite run through `scripts/with-azurite.sh`; without
+//! it they skip with a notice, and fail when `CI` is set. The Azurite
+//! conformance checks wait in real time for leases to run out: give them
+//! enough test threads to run side by side (scripts/test.sh uses 48).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+#[cfg(any(feature = "conformance", clippy))]
+mod azurite;
+#[cfg(any(feature = "conformance", clippy))]
+mod emulator;
+#[cfg(any(feature = "conformance", clippy))]
+mod memory;
+
+mod azure_backend;
+mod bad_input;
+mod differential;
+mod errors;
+mod fault_proxy;
+mod secrets;
+mod storage_unavailable;
+mod write_results;
+
+/// Without the `conformance` feature the conformance runs are left out:
+/// fine for a quick local run, never in CI.
+#[cfg(not(any(feature = "conformance", clippy)))]
+#[test]
+fn conformance_runs_need_the_conformance_feature() {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI runs the conformance suite: test with `--features conformance`"
+    );
+    eprintln!("notice: the conformance runs need `--features conformance`; left out");
+}
