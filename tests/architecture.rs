@@ -365,3 +365,45 @@ fn one_backoff_implementation() {
         "backoff outside src/retry.rs: {offenders:?}"
     );
 }
+
+/// The README's module map (also the crate docs) names every source file,
+/// and only files that exist.
+#[test]
+fn the_module_map_matches_the_tree() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let map = readme
+        .split("## Module map")
+        .nth(1)
+        .expect("a `## Module map` section")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let listed: BTreeSet<String> = map
+        .lines()
+        .filter_map(|l| l.strip_prefix("- `"))
+        .filter_map(|l| l.split('`').next())
+        .map(str::to_owned)
+        .collect();
+    fn walk(dir: &Path, root: &Path, out: &mut BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, root, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let rel = path.strip_prefix(root).unwrap();
+                out.insert(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    let mut files = BTreeSet::new();
+    for dir in ["src", "rules/src", "derive/src"] {
+        walk(&root.join(dir), root, &mut files);
+    }
+    let missing: Vec<_> = files.difference(&listed).collect();
+    let stale: Vec<_> = listed.difference(&files).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "module map out of date: not listed {missing:?}; listed but absent {stale:?}"
+    );
+}
