@@ -985,17 +985,7 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
         .to_owned();
 
     let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-    // Other tests in this binary hit the same callsites concurrently; one
-    // registered while this subscriber was being installed may have cached
-    // "never". Recompute every callsite's interest with it in place.
-    tracing::callsite::rebuild_interest_cache();
+    let _guard = captured.capture();
 
     let plan = FaultInjector::default();
     let b = AzureBackend::builder()

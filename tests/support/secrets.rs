@@ -30,14 +30,60 @@ impl Captured {
         String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
     }
 
-    /// A subscriber logging every level, without colours, into this buffer.
-    pub fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync + 'static {
-        let writer = self.clone();
-        tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish()
+    /// Logs every level, without colours, into this buffer: everything the
+    /// current thread records until the guard is dropped.
+    ///
+    /// One global subscriber serves every capture of the test binary, each
+    /// thread writing into its own buffer. (A scoped subscriber per test is
+    /// not enough when many tests share a binary: a callsite another test
+    /// registers first can cache an interest that leaves the capture empty.)
+    pub fn capture(&self) -> CaptureGuard {
+        static INSTALL: std::sync::Once = std::sync::Once::new();
+        INSTALL.call_once(|| {
+            use tracing_subscriber::Layer as _;
+            use tracing_subscriber::layer::SubscriberExt as _;
+            let layer = tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(|| ThreadWriter)
+                .with_filter(tracing_subscriber::filter::filter_fn(|_| {
+                    CURRENT.with(|c| c.borrow().is_some())
+                }));
+            let subscriber = tracing_subscriber::registry().with(layer);
+            tracing::subscriber::set_global_default(subscriber)
+                .expect("no other global subscriber in the test binary");
+        });
+        CURRENT.with(|c| *c.borrow_mut() = Some(self.clone()));
+        tracing::callsite::rebuild_interest_cache();
+        CaptureGuard(())
+    }
+}
+
+thread_local! {
+    /// The buffer the current thread's events go to, while capturing.
+    static CURRENT: std::cell::RefCell<Option<Captured>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Writes into the current thread's capture, if any.
+struct ThreadWriter;
+
+impl std::io::Write for ThreadWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        CURRENT.with(|c| match &mut *c.borrow_mut() {
+            Some(captured) => captured.write(buf),
+            None => Ok(buf.len()),
+        })
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Ends a capture of the current thread when dropped.
+pub struct CaptureGuard(());
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| *c.borrow_mut() = None);
     }
 }
 
