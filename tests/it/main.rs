@@ -8,7 +8,8 @@
 //! Tests that need Azurite run through `scripts/with-azurite.sh`; without
 //! it they skip with a notice, and fail when `CI` is set. The Azurite
 //! conformance checks wait in real time for leases to run out: give them
-//! enough test threads to run side by side (scripts/test.sh uses 48).
+//! enough test threads to run side by side (scripts/test.sh runs them on
+//! their own, after everything else, with 48).
 
 #[path = "../support/mod.rs"]
 mod support;

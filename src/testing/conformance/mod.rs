@@ -136,6 +136,19 @@ impl Ctx {
         }
     }
 
+    /// A turn to run a check that sends many requests in quick succession
+    /// (the checks without waits): on real time at most four such checks
+    /// run at once, so that a service answering every check from one
+    /// process (an emulator) stays prompt for the timed checks running
+    /// beside them; on paused time no limit. Hold it for the whole check.
+    pub async fn busy_turn(&self) -> Option<tokio::sync::SemaphorePermit<'static>> {
+        static TURNS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+        match self.clock {
+            Clock::Paused => None,
+            Clock::Real => TURNS.acquire().await.ok(),
+        }
+    }
+
     /// A prefix unique to this context (letters and digits, starting with a
     /// letter), for table prefixes and lease names of the check's own
     /// stores and lease managers.
@@ -363,6 +376,7 @@ macro_rules! conformance_suite {
                 #[$plain]
                 async fn $p() {
                     let Some(ctx) = super::conformance_ctx() else { return };
+                    let _turn = ctx.busy_turn().await;
                     $crate::testing::conformance::$module::$p(&ctx).await;
                 }
             )*
