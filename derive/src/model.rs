@@ -3,12 +3,12 @@
 
 use std::collections::HashMap;
 
+use leasehold_rules as rules;
 use quote::ToTokens;
 use syn::{Data, DeriveInput, Fields, Ident, Type, Visibility};
 
 use crate::attr::{self, FieldAttrs, KeyAttr, Position};
 use crate::errors::Errors;
-use leasehold_rules as rules;
 
 /// Which key a key field feeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

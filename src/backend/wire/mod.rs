@@ -18,7 +18,7 @@
 mod decode;
 mod encode;
 
-#[cfg(any(test, feature = "azure"))]
+#[cfg(feature = "azure")]
 pub(crate) use decode::{ParsedEntity, entity_from_parsed};
 pub(crate) use decode::{entity_from_json, entity_from_json_str};
 #[cfg(any(test, feature = "azure"))]

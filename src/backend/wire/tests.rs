@@ -550,12 +550,13 @@ mod derived {
 // ---------------------------------------------------------------------------
 
 mod round_trips {
+    use leasehold_rules::RESERVED_NAMES;
     use proptest::prelude::*;
     use time::OffsetDateTime;
 
     use super::super::{entity_from_json, entity_to_json};
     use crate::datetime;
-    use crate::entity::{Properties, RESERVED_NAMES, Value};
+    use crate::entity::{Properties, Value};
 
     /// Any double; NaN always in its canonical form (the wire spells every NaN
     /// `"NaN"`, so payload bits are not kept).
