@@ -13,17 +13,31 @@ for example in quickstart transfer wiki_edit last_writer_wins init_once leader s
     AZURE_STORAGE_CONNECTION_STRING="$LEASEHOLD_TEST_AZURITE" cargo run --quiet "${features[@]}" --example "$example"
 done
 log="$(mktemp "${TMPDIR:-/tmp}/leasehold-test.XXXXXX")"
-trap 'rm -f "$log"' EXIT
+timed="$(mktemp "${TMPDIR:-/tmp}/leasehold-timed.XXXXXX")"
+trap 'rm -f "$log" "$timed"' EXIT
+# Build every test once, so the runs below never wait for each other's build.
+cargo test --workspace --no-run --quiet "${features[@]}"
 set +e
-# Everything but the conformance suite on Azurite...
-cargo test --workspace --no-fail-fast "${features[@]}" -- --skip azurite:: 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
-# ... which then has Azurite to itself: its timed checks wait in real time
-# for leases to run out (15 s to 2.5 min each), so they run side by side.
+# The conformance suite on Azurite waits in real time for leases to run out
+# (15 s to 2.5 min per check), so its checks run side by side, 48 at a time,
+# and while they wait the tests that need no Azurite (unit tests, doctests,
+# compile-fail diagnostics) use the processor at the lowest priority. Nothing
+# else talks to this Azurite meanwhile: its timed checks need prompt answers.
 RUST_TEST_THREADS="${RUST_TEST_THREADS:-48}" \
-    cargo test --no-fail-fast "${features[@]}" --test it azurite:: 2>&1 | tee -a "$log"
-second=${PIPESTATUS[0]}
-[ "$status" -ne 0 ] || status=$second
+    cargo test --no-fail-fast "${features[@]}" --test it azurite:: >"$timed" 2>&1 &
+timed_pid=$!
+nice -n 19 cargo test --workspace --no-fail-fast "${features[@]}" --lib --bins --test ui 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+nice -n 19 cargo test --workspace --no-fail-fast "${features[@]}" --doc 2>&1 | tee -a "$log"
+[ "$status" -ne 0 ] || status=${PIPESTATUS[0]}
+wait "$timed_pid"
+timed_status=$?
+tee -a "$log" <"$timed"
+[ "$status" -ne 0 ] || status=$timed_status
+# Then the integration tests that share Azurite (fault proxy, SAS, CLI,
+# multi-process torture).
+cargo test --no-fail-fast "${features[@]}" --test it --test cli --test torture -- --skip azurite:: 2>&1 | tee -a "$log"
+[ "$status" -ne 0 ] || status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i } }

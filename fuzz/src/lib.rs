@@ -1,5 +1,5 @@
 //! The checks behind the fuzz targets, shared with the stable smoke test in
-//! `tests/properties.rs` (which includes this file as a module). Each takes
+//! `tests/it/properties.rs` (which includes this file as a module). Each takes
 //! arbitrary bytes and panics only when leasehold misbehaves.
 
 use leasehold::__private::{wire_body, wire_read};

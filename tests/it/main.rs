@@ -1,7 +1,6 @@
 //! The integration tests, in one binary so CI links one test executable
 //! instead of one per file. (`tests/ui.rs` (trybuild), `tests/torture.rs`
-//! (its own harness) and `tests/cli.rs` (needs the binary) stay apart, as do
-//! the codec, derive and key tests.)
+//! (its own harness) and `tests/cli.rs` (needs the binary) stay apart.)
 //!
 //! The conformance runs (`memory`, `azurite`, `emulator`) need the
 //! `conformance` feature: `cargo test --features conformance --test it`.
@@ -21,11 +20,17 @@ mod emulator;
 #[cfg(any(feature = "conformance", clippy))]
 mod memory;
 
+mod api_surface;
+mod architecture;
 mod azure_backend;
 mod bad_input;
+mod codec;
+mod composite_keys;
+mod derive;
 mod differential;
 mod errors;
 mod fault_proxy;
+mod properties;
 mod secrets;
 mod storage_unavailable;
 mod write_results;

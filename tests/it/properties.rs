@@ -3,10 +3,10 @@
 //! random bytes.
 //!
 //! Composite-key order and round trips through the derive are in
-//! `tests/composite_keys.rs`; the entity wire codec's property tests are
+//! `tests/it/composite_keys.rs`; the entity wire codec's property tests are
 //! unit tests of `src/backend/wire`.
 
-#[path = "../fuzz/src/lib.rs"]
+#[path = "../../fuzz/src/lib.rs"]
 mod fuzz_checks;
 
 use leasehold::entity::Value;

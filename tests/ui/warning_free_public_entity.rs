@@ -1,5 +1,10 @@
 //! A public entity in a crate that denies warnings and missing docs: the
 //! generated column set and `columns()` are documented and warning-free.
+//!
+//! The case is checked, not built (a passing case would make trybuild build
+//! every dependency), so it ends with one deliberate lint error, an
+//! undocumented public item: the expected output is that error alone, and
+//! any warning from the derive (lints run together) fails the case.
 #![deny(missing_docs, warnings)]
 
 use leasehold::Entity;
@@ -40,3 +45,5 @@ fn main() {
     let _ = Account::columns().balance.gt(0);
     let _ = Marker::columns();
 }
+
+pub struct TheOnlyUndocumentedItem;
