@@ -17,6 +17,7 @@ use crate::retry::Backoff;
 
 use super::core::LeaseCore;
 use super::guard::{Acquisition, LeaseGuard};
+use super::local::TenureBounds;
 use super::manager::{AcquireMode, ManagerInner};
 use super::name::LeaseName;
 use super::outage::{Outage, storage_failed};
@@ -104,24 +105,32 @@ impl ManagerInner {
                 }
                 state.held = None;
             }
-            if let (Some(until), AcquireMode::Until { deadline }) = (state.yield_until, mode) {
-                state.yield_until = None;
-                sleep_until(until.min(deadline)).await;
-            } else if matches!(mode, AcquireMode::LocalThenTry) {
-                state.yield_until = None;
+            // Standing back at the end of a tenure: waiting calls wait it
+            // out; calls that try once report the lease as held without a
+            // request (their callers poll again); `Try` is not held back.
+            if let Some(until) = state.yield_until {
+                match mode {
+                    AcquireMode::Until { deadline } => {
+                        state.yield_until = None;
+                        sleep_until(until.min(deadline)).await;
+                    }
+                    AcquireMode::LocalThenTry if Instant::now() < until => return Ok(None),
+                    AcquireMode::LocalThenTry | AcquireMode::Try => state.yield_until = None,
+                }
             }
             let proposed = LeaseId::new_random();
-            let Some(sent) = self
-                .acquire_blob_loop(&name, &blob, proposed, mode, outage)
-                .await?
-            else {
+            let mut held_seen = false;
+            let found = self
+                .acquire_blob_loop(&name, &blob, proposed, mode, outage, &mut held_seen)
+                .await;
+            state.attempted(held_seen);
+            let Some(sent) = found? else {
                 return Ok(None);
             };
             debug!(id = %short_id(proposed), "acquired");
             let core = LeaseCore::start(self.env.clone(), name, blob, proposed, sent, &runtime);
             state.held = Some(core.clone());
-            state.handovers = 0;
-            state.held_since = Some(Instant::now());
+            state.acquired(Instant::now(), TenureBounds::of(&self.env.settings).stand_back);
             let guard = LeaseGuard::new(core, slot.clone(), state, Acquisition::Fresh);
             if self.env.settings.owner_metadata {
                 if let Err(e) = guard.core.write_owner().await {
@@ -147,6 +156,7 @@ impl ManagerInner {
         proposed: LeaseId,
         mode: AcquireMode,
         outage: &mut Outage,
+        held_seen: &mut bool,
     ) -> Result<Option<Instant>> {
         let deadline = match mode {
             AcquireMode::Until { deadline } => Some(deadline),
@@ -166,6 +176,7 @@ impl ManagerInner {
                     return Ok(Some(sent));
                 }
                 Attempt::Held => {
+                    *held_seen = true;
                     outage.answered(&self.env);
                     failures = failure_backoff();
                     let Some(deadline) = deadline else {

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 
 use super::core::LeaseCore;
 use super::document::{LeaseBlob, LeaseDocument, META_EPOCH, epoch_of, meta_set};
-use super::local::{Ending, LocalSlot, SlotState};
+use super::local::{Ending, LocalSlot, SlotState, TenureBounds};
 use super::name::LeaseName;
 use super::renew::LeaseShared;
 
@@ -245,23 +245,15 @@ impl LeaseGuard {
     fn end(&mut self) -> Option<(OwnedMutexGuard<SlotState>, Arc<LeaseCore>)> {
         self.token.cancel();
         let mut state = self.state.take()?;
-        let settings = &self.core.env.settings;
+        let bounds = TenureBounds::of(&self.core.env.settings);
         let lost = self.core.shared.is_lost();
-        match self.slot.ending(
-            &mut state,
-            lost,
-            settings.max_handovers,
-            settings.max_hold,
-            settings.poll_interval,
-        ) {
+        match self.slot.ending(&mut state, lost, bounds) {
             Ending::HandOver => {
                 debug!(lease = %self.core.shared.name, "handing the lease over locally");
                 None
             }
             Ending::Release => {
                 let core = state.held.take().unwrap_or_else(|| self.core.clone());
-                state.held_since = None;
-                state.handovers = 0;
                 Some((state, core))
             }
         }

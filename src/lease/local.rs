@@ -1,20 +1,33 @@
-//! Process-local sharing of a blob lease.
+//! Process-local sharing of a blob lease, and the turns processes take.
 //!
 //! Tasks of one process that want the same lease queue on a local async lock
 //! (one per lease name, FIFO) instead of polling storage. The process takes
 //! the blob lease once; when a guard ends while other local tasks are queued,
 //! the lease (with its running renewal) is handed to the next task without a
-//! release or an acquire. After [`LeaseOptions::with_handover_limit`]'s bound
-//! (hand-overs in a row, or time since the blob lease was taken) the lease is
-//! released even though tasks are waiting, and the next local task waits one
-//! poll interval and a quarter before acquiring again, so pollers in other
-//! processes (whose next attempt comes within one poll interval) get a turn.
+//! release or an acquire.
+//!
+//! A process's **tenure** is its run of guards on one lease held back to
+//! back: hand-overs, and fresh acquires that follow this process's own
+//! release of the lease by less than a stand-back (one poll interval and a
+//! quarter: no poller elsewhere can be sure to have tried in between). A
+//! tenure ends when a guard ends after [`LeaseOptions::with_handover_limit`]'s
+//! bound (units in a row, or time since the tenure began), or after the
+//! shorter [`LeaseOptions::with_contended_hold`] once this process has seen
+//! another one hold the lease (one of its own acquires was refused). At the
+//! end of a tenure the lease is released even though local tasks wait, and
+//! this process **stands back**: none of its tasks tries the blob again for
+//! one poll interval and a quarter, so a poller elsewhere (whose next attempt
+//! comes within 1.1 poll intervals) takes it. A stand-back after which this
+//! process's own next attempt finds the lease free tells it that nobody else
+//! waits any more: it goes back to the longer bound. None of this sends a
+//! request.
 //!
 //! [`LeaseOptions::with_handover_limit`]: super::LeaseOptions::with_handover_limit
+//! [`LeaseOptions::with_contended_hold`]: super::LeaseOptions::with_contended_hold
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
@@ -31,7 +44,9 @@ pub(crate) struct LocalLeases {
 
 #[derive(Debug, Default)]
 struct SlotMap {
-    slots: HashMap<LeaseName, Weak<LocalSlot>>,
+    /// Kept while idle too, so that a tenure and what this process learnt
+    /// of contention survive between guards; swept when long idle.
+    slots: HashMap<LeaseName, Arc<LocalSlot>>,
     /// Size after the last sweep of dead entries.
     swept_len: usize,
 }
@@ -40,13 +55,15 @@ impl LocalLeases {
     /// The slot for `name`, created when no task uses it.
     pub(crate) fn slot(&self, name: &LeaseName) -> Arc<LocalSlot> {
         let mut map = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(slot) = map.slots.get(name).and_then(Weak::upgrade) {
-            return slot;
+        if let Some(slot) = map.slots.get(name) {
+            return slot.clone();
         }
         let slot = Arc::new(LocalSlot::default());
-        map.slots.insert(name.clone(), Arc::downgrade(&slot));
+        map.slots.insert(name.clone(), slot.clone());
         if map.slots.len() > 2 * map.swept_len.max(32) {
-            map.slots.retain(|_, s| s.strong_count() > 0);
+            let now = Instant::now();
+            map.slots
+                .retain(|_, s| Arc::strong_count(s) > 1 || !s.forgettable(now));
             map.swept_len = map.slots.len();
         }
         slot
@@ -67,12 +84,79 @@ pub(crate) struct SlotState {
     /// The blob lease this process holds for the name, kept between guards
     /// while it is being handed over.
     pub(crate) held: Option<Arc<LeaseCore>>,
-    /// Hand-overs since the blob lease was acquired.
+    /// Guards after the first in the current tenure (hand-overs and
+    /// back-to-back re-acquires).
     pub(crate) handovers: u32,
-    /// When the blob lease was acquired.
+    /// When the current tenure began.
     pub(crate) held_since: Option<Instant>,
-    /// After a fairness release: local acquirers wait until then.
+    /// When this process last released the blob lease (not at a tenure's
+    /// end): a fresh acquire soon after continues the tenure.
+    pub(crate) released_at: Option<Instant>,
+    /// After a tenure's end: local acquirers wait until then.
     pub(crate) yield_until: Option<Instant>,
+    /// The last release ended a tenure, and no attempt was made since.
+    pub(crate) stood_back: bool,
+    /// This process has seen another one hold the lease (an acquire of its
+    /// own was refused) since its last stand-back that nobody used.
+    pub(crate) contended: bool,
+}
+
+/// How long an idle slot is kept for what it knows (its tenure, whether
+/// others wait) before a sweep may drop it.
+const FORGET_AFTER: Duration = Duration::from_secs(60);
+
+/// The bounds that end a tenure, from the manager's settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TenureBounds {
+    pub(crate) max_handovers: u32,
+    pub(crate) max_hold: Duration,
+    pub(crate) contended_hold: Duration,
+    /// How long a process stands back at a tenure's end.
+    pub(crate) stand_back: Duration,
+}
+
+impl TenureBounds {
+    pub(crate) fn of(settings: &super::Settings) -> Self {
+        let poll = settings.poll_interval;
+        TenureBounds {
+            max_handovers: settings.max_handovers,
+            max_hold: settings.max_hold,
+            contended_hold: settings.contended_hold,
+            stand_back: poll + poll / 4,
+        }
+    }
+}
+
+impl SlotState {
+    /// Records a fresh acquire at `now`: it continues the tenure when it
+    /// follows this process's own release closely and nobody else was seen
+    /// in between; otherwise a tenure begins.
+    pub(crate) fn acquired(&mut self, now: Instant, stand_back: Duration) {
+        let continued = self
+            .released_at
+            .is_some_and(|at| now.saturating_duration_since(at) < stand_back)
+            && self.held_since.is_some();
+        if continued {
+            self.handovers = self.handovers.saturating_add(1);
+        } else {
+            self.handovers = 0;
+            self.held_since = Some(now);
+        }
+        self.released_at = None;
+    }
+
+    /// Records what an attempt at the blob found: refused (`held_seen`) or
+    /// not. A stand-back nobody used ends what this process knew of others
+    /// waiting.
+    pub(crate) fn attempted(&mut self, held_seen: bool) {
+        if held_seen {
+            self.contended = true;
+            self.released_at = None;
+        } else if self.stood_back {
+            self.contended = false;
+        }
+        self.stood_back = false;
+    }
 }
 
 /// What a guard's end does with the blob lease.
@@ -86,6 +170,18 @@ pub(crate) enum Ending {
 }
 
 impl LocalSlot {
+    /// Whether an idle slot knows nothing worth keeping any more.
+    fn forgettable(&self, now: Instant) -> bool {
+        let Ok(state) = self.state.try_lock() else {
+            return false;
+        };
+        let last = [state.released_at, state.yield_until, state.held_since]
+            .into_iter()
+            .flatten()
+            .max();
+        state.held.is_none() && last.is_none_or(|t| now.saturating_duration_since(t) > FORGET_AFTER)
+    }
+
     /// Waits for the slot's lock, counted as a waiter meanwhile.
     pub(crate) async fn lock(&self) -> OwnedMutexGuard<SlotState> {
         let _ticket = Waiting::new(&self.waiters);
@@ -98,27 +194,36 @@ impl LocalSlot {
     }
 
     /// Decides what the end of a guard does, and records the decision in
-    /// `state`: hand over while tasks wait and the lease is healthy, up to
-    /// `max_handovers` hand-overs and `max_hold` of holding.
-    pub(crate) fn ending(
-        &self,
-        state: &mut SlotState,
-        lost: bool,
-        max_handovers: u32,
-        max_hold: Duration,
-        yield_for: Duration,
-    ) -> Ending {
-        let waiting = self.waiters.load(Ordering::SeqCst) > 0;
-        if !waiting || lost {
+    /// `state`: hand over while tasks wait and the lease is healthy, until
+    /// the tenure reaches its bound; at the bound release and stand back.
+    pub(crate) fn ending(&self, state: &mut SlotState, lost: bool, bounds: TenureBounds) -> Ending {
+        let now = Instant::now();
+        if lost {
+            state.released_at = None;
+            state.held_since = None;
             return Ending::Release;
         }
-        let held_for = state.held_since.map_or(Duration::ZERO, |t| t.elapsed());
-        if state.handovers < max_handovers && held_for < max_hold {
+        let held_for = state
+            .held_since
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        let hold = if state.contended {
+            bounds.contended_hold.min(bounds.max_hold)
+        } else {
+            bounds.max_hold
+        };
+        if state.handovers >= bounds.max_handovers || held_for >= hold {
+            // A poller elsewhere tries again within 1.1 poll intervals;
+            // standing back a quarter longer lets it in first.
+            state.yield_until = Some(now + bounds.stand_back);
+            state.stood_back = true;
+            state.released_at = None;
+            state.held_since = None;
+            return Ending::Release;
+        }
+        if self.waiters.load(Ordering::SeqCst) > 0 {
             Ending::HandOver
         } else {
-            // A poller elsewhere tries again within one poll interval; waiting a
-            // quarter longer lets it in first.
-            state.yield_until = Some(Instant::now() + yield_for + yield_for / 4);
+            state.released_at = Some(now);
             Ending::Release
         }
     }

@@ -35,6 +35,7 @@ mod ambiguous;
 pub mod blob_backend;
 pub mod blobs;
 mod entities;
+pub mod fairness;
 pub mod lease;
 pub mod lock;
 pub mod table_backend;
@@ -175,7 +176,7 @@ impl Ctx {
 /// The tests use `#[tokio::test]`: the calling crate needs tokio with the
 /// `macros`, `rt-multi-thread` and (for `paused`) `test-util` features.
 /// Invoke it once per module: it defines `conformance_ctx()` and the
-/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease` and `lock`
+/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness` and `lock`
 /// there.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -332,6 +333,16 @@ macro_rules! conformance_suite {
             blocking [
                 dropping_a_guard_without_a_runtime_does_not_panic,
             ]
+        );
+        $crate::conformance_suite!(@module fairness #[$plain] #[$timed];
+            plain []
+            timed [
+                a_process_relocking_back_to_back_cannot_keep_another_waiting,
+                a_manager_reacquiring_by_name_cannot_keep_another_waiting,
+                turns_cost_no_request_when_nobody_else_waits,
+                a_waiter_that_goes_away_costs_the_holder_at_most_one_stand_back,
+            ]
+            blocking []
         );
         $crate::conformance_suite!(@module lock #[$plain] #[$timed];
             plain [
