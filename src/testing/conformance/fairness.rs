@@ -158,7 +158,7 @@ pub async fn a_manager_reacquiring_by_name_cannot_keep_another_waiting(ctx: &Ctx
 pub async fn turns_cost_no_request_when_nobody_else_waits(ctx: &Ctx) {
     let (guards, work) = match ctx.clock() {
         Clock::Paused => (40, Duration::from_millis(150)),
-        Clock::Real => (12, Duration::from_millis(300)),
+        Clock::Real => (16, Duration::from_millis(300)),
     };
     let counting = CountingBackend::new(ctx.backend().clone());
     let counter = counting.counter();
