@@ -130,7 +130,10 @@ impl ManagerInner {
             debug!(id = %short_id(proposed), "acquired");
             let core = LeaseCore::start(self.env.clone(), name, blob, proposed, sent, &runtime);
             state.held = Some(core.clone());
-            state.acquired(Instant::now(), TenureBounds::of(&self.env.settings).stand_back);
+            state.acquired(
+                Instant::now(),
+                TenureBounds::of(&self.env.settings).stand_back,
+            );
             let guard = LeaseGuard::new(core, slot.clone(), state, Acquisition::Fresh);
             if self.env.settings.owner_metadata {
                 if let Err(e) = guard.core.write_owner().await {

@@ -47,12 +47,69 @@
 //! Tasks of one process that want the same lease queue locally instead of
 //! polling storage. The process acquires the blob lease once and hands it
 //! from guard to guard ([`Acquisition::HandedOver`]) with renewal running
-//! throughout, up to a fairness bound ([`LeaseOptions::with_handover_limit`]),
-//! then releases it so other processes get their turn. Waiters in other
-//! processes poll every [`LeaseOptions::with_poll_interval`] (100 ms by
-//! default, jittered). [`LeaseManager::acquire`] waits at most its timeout,
-//! even when the service stops answering: an acquire request still in
-//! flight then finishes in the background and gives back any lease it took.
+//! throughout, up to the tenure bound below, then releases it so other
+//! processes get their turn. Waiters in other processes poll every
+//! [`LeaseOptions::with_poll_interval`] (100 ms by default, jittered).
+//! [`LeaseManager::acquire`] waits at most its timeout, even when the
+//! service stops answering: an acquire request still in flight then
+//! finishes in the background and gives back any lease it took.
+//!
+//! # Turns between processes
+//!
+//! A process that takes a lease back to back (tasks handing it over, or one
+//! task releasing and acquiring again at once) would otherwise keep it from
+//! other processes for good: its next acquire comes before their next poll.
+//! So a process holds a lease in **tenures**: its run of guards held back to
+//! back, counting hand-overs and fresh acquires that follow its own release
+//! by less than 1.25 poll intervals. A tenure ends with the first guard that
+//! ends after `max_handovers` guards or `max_hold` of time
+//! ([`LeaseOptions::with_handover_limit`], default 1000 and 2 s), or after
+//! the shorter contended hold ([`LeaseOptions::with_contended_hold`],
+//! default 250 ms) once this process has seen another process hold the
+//! lease (one of its own acquires was refused). The process then releases
+//! the lease and **stands back**: none of its tasks tries it again for 1.25
+//! poll intervals, so a waiter elsewhere, which tries at most 1.1 poll
+//! intervals apart, takes it. A stand-back after which the lease is still
+//! free for this process tells it that nobody else waits any more: it goes
+//! back to the longer bound.
+//!
+//! With `p` the poll interval, `H` the tenure bound in force (`max_hold`, or
+//! the contended hold once the holder has seen another process), `U` the
+//! longest a guard is held (a tenure ends only when a guard ends) and `r`
+//! a round trip:
+//!
+//! * **the bound**: a waiter behind one other process gets the lease within
+//!   `H + U + 1.1 p + r` of starting to wait (with the defaults and 10 ms
+//!   units: 2.12 s when the holder had not seen it yet, 370 ms once it has).
+//!   With `P` processes waiting, every turn goes to one of them within
+//!   `H + U + 1.1 p + r` of the previous one, and from the second turn on
+//!   every holder knows of the contention, so turns last at most
+//!   `250 ms + U + 1.1 p + r`; but which waiting process gets a turn is
+//!   decided by whose poll comes first after the release, not by who waited
+//!   longest. A process waits `P − 1` turns on average; the chance that it
+//!   is passed over `k` turns in a row is about `(1 − 1/(P − 1))^k`, so
+//!   for more than two processes the bound is on the mean, not on every
+//!   wait.
+//! * **what it costs**: no request: the uncontended request count of a
+//!   guard or a partition-lock unit is what it was. In time, a process alone
+//!   on a lease pauses 1.25 `p` every `max_hold` of continuous holding
+//!   (about 6 % with the defaults); under contention each turn leaves the
+//!   lease idle until the next holder's poll (at most 1.1 `p`, half `p` on
+//!   average).
+//! * **the knobs**: [`LeaseOptions::with_handover_limit`] (`max_handovers`,
+//!   `max_hold`), [`LeaseOptions::with_contended_hold`] and
+//!   [`LeaseOptions::with_poll_interval`]; partition locks take them through
+//!   [`StoreBuilder::lock_lease_options`](crate::StoreBuilder::lock_lease_options).
+//!   The bound assumes every process polls at the same interval.
+//!
+//! The same turns apply to every wait by name: [`LeaseManager::acquire`],
+//! [`LeaseManager::do_once`], partition locks, and leader campaigns
+//! ([`LeaseManager::run_as_leader`]) — during a stand-back a campaign's
+//! attempt reports the lease as held without a request. Candidates on
+//! standby, though, back off to 1 s between attempts, longer than a
+//! stand-back, so a leader that campaigns again at once after its term is
+//! not held to the bound. [`LeaseManager::try_acquire`] and reservations
+//! try once and do not stand back.
 //!
 //! # Failing storage
 //!
