@@ -9,15 +9,15 @@
 //! A process's **tenure** is its run of guards on one lease held back to
 //! back: hand-overs, and fresh acquires that follow this process's own
 //! release of the lease by less than a stand-back (one poll interval and a
-//! quarter: no poller elsewhere can be sure to have tried in between). A
+//! half: no poller elsewhere can be sure to have tried in between). A
 //! tenure ends when a guard ends after [`LeaseOptions::with_handover_limit`]'s
 //! bound (units in a row, or time since the tenure began), or after the
 //! shorter [`LeaseOptions::with_contended_hold`] once this process has seen
 //! another one hold the lease (one of its own acquires was refused). At the
 //! end of a tenure the lease is released even though local tasks wait, and
 //! this process **stands back**: none of its tasks tries the blob again for
-//! one poll interval and a quarter, so a poller elsewhere (whose next attempt
-//! comes within 1.1 poll intervals) takes it. A stand-back after which this
+//! one poll interval and a half, so a poller elsewhere (whose next attempt
+//! comes within 1.1 poll intervals and a reply) takes it. A stand-back after which this
 //! process's own next attempt finds the lease free tells it that nobody else
 //! waits any more: it goes back to the longer bound. None of this sends a
 //! request.
@@ -122,7 +122,7 @@ impl TenureBounds {
             max_handovers: settings.max_handovers,
             max_hold: settings.max_hold,
             contended_hold: settings.contended_hold,
-            stand_back: poll + poll / 4,
+            stand_back: poll + poll / 2,
         }
     }
 }
@@ -212,8 +212,9 @@ impl LocalSlot {
             bounds.max_hold
         };
         if state.handovers >= bounds.max_handovers || held_for >= hold {
-            // A poller elsewhere tries again within 1.1 poll intervals;
-            // standing back a quarter longer lets it in first.
+            // A poller elsewhere tries again within 1.1 poll intervals and
+            // the reply to its last attempt; standing back half an
+            // interval longer lets it in first.
             state.yield_until = Some(now + bounds.stand_back);
             state.stood_back = true;
             state.released_at = None;

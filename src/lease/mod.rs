@@ -61,15 +61,15 @@
 //! other processes for good: its next acquire comes before their next poll.
 //! So a process holds a lease in **tenures**: its run of guards held back to
 //! back, counting hand-overs and fresh acquires that follow its own release
-//! by less than 1.25 poll intervals. A tenure ends with the first guard that
+//! by less than 1.5 poll intervals. A tenure ends with the first guard that
 //! ends after `max_handovers` guards or `max_hold` of time
 //! ([`LeaseOptions::with_handover_limit`], default 1000 and 2 s), or after
 //! the shorter contended hold ([`LeaseOptions::with_contended_hold`],
 //! default 250 ms) once this process has seen another process hold the
 //! lease (one of its own acquires was refused). The process then releases
-//! the lease and **stands back**: none of its tasks tries it again for 1.25
+//! the lease and **stands back**: none of its tasks tries it again for 1.5
 //! poll intervals, so a waiter elsewhere, which tries at most 1.1 poll
-//! intervals apart, takes it. A stand-back after which the lease is still
+//! intervals and a reply apart, takes it. A stand-back after which the lease is still
 //! free for this process tells it that nobody else waits any more: it goes
 //! back to the longer bound.
 //!
@@ -92,8 +92,8 @@
 //!   wait.
 //! * **what it costs**: no request: the uncontended request count of a
 //!   guard or a partition-lock unit is what it was. In time, a process alone
-//!   on a lease pauses 1.25 `p` every `max_hold` of continuous holding
-//!   (about 6 % with the defaults); under contention each turn leaves the
+//!   on a lease pauses 1.5 `p` every `max_hold` of continuous holding
+//!   (about 7 % with the defaults); under contention each turn leaves the
 //!   lease idle until the next holder's poll (at most 1.1 `p`, half `p` on
 //!   average).
 //! * **the knobs**: [`LeaseOptions::with_handover_limit`] (`max_handovers`,

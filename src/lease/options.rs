@@ -151,16 +151,16 @@ impl LeaseOptions {
     /// other processes may want it. A tenure is the run of guards this
     /// process holds back to back: hand-overs between its tasks, and fresh
     /// acquires that follow its own release by less than one poll interval
-    /// and a quarter. It ends with the first guard that ends after
+    /// and a half. It ends with the first guard that ends after
     /// `max_handovers` guards after the first, or `max_hold` after the
     /// tenure began; the lease is then released even though local tasks
     /// wait, and none of them tries it again for one poll interval and a
-    /// quarter (the process **stands back**), so a process polling from
+    /// half (the process **stands back**), so a process polling from
     /// elsewhere takes it. Default: 1000 and 2 s.
     ///
     /// This is the bound for a process that has not seen another process
-    /// want the lease: when nobody else does, it costs a pause of 1.25 poll
-    /// intervals every `max_hold` of continuous holding (about 6 % of the
+    /// want the lease: when nobody else does, it costs a pause of 1.5 poll
+    /// intervals every `max_hold` of continuous holding (about 7 % of the
     /// time with the defaults), and no request. Once this process has seen
     /// another one hold the lease, the shorter
     /// [`LeaseOptions::with_contended_hold`] applies instead. See the
