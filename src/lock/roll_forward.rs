@@ -3,7 +3,6 @@
 
 use crate::backend::TableBackend;
 use crate::error::{Error, ErrorKind, Result};
-use crate::key::PartitionKey;
 use crate::outcome::{shows_effect, still_applicable};
 
 use super::journal::Journal;
@@ -31,13 +30,13 @@ pub(crate) async fn roll_forward(
     backend: &dyn TableBackend,
     journal: &Journal,
 ) -> Result<RollForwardReport> {
-    let pk = PartitionKey::new(&journal.partition_key).map_err(|e| Error::Inconsistent {
-        what: format!("the journal's partition key does not parse: {e}"),
-    })?;
+    let primary = journal.primary()?;
     let mut report = RollForwardReport::default();
     for (i, entry) in journal.ops.iter().enumerate() {
-        let (table, op) = entry.to_op(&pk)?;
-        let stored = backend.get(&table, &pk, op.row_key()).await?;
+        let (table, op) = entry.to_op(&primary)?;
+        let stored = backend
+            .get(&table, op.partition_key(), op.row_key())
+            .await?;
         if shows_effect(&op, stored.as_ref()) {
             report.already_applied += 1;
             continue;

@@ -8,7 +8,7 @@
 //! grouped by what they exercise: [`tables`] (through the typed API),
 //! [`table_backend`] (through the backend trait), [`blob_backend`] and
 //! [`blobs`], [`timed`]
-//! (blob leases running out), [`lease`] and [`lock`].
+//! (blob leases running out), [`lease`], [`lock`] and [`lock_many`].
 //! [`conformance_suite!`](crate::conformance_suite) turns them all into one
 //! test per check; leasehold runs it on the memory backend and on Azurite,
 //! and a backend or backend wrapper of your own can run the same:
@@ -37,6 +37,7 @@ pub mod blobs;
 mod entities;
 pub mod lease;
 pub mod lock;
+pub mod lock_many;
 pub mod table_backend;
 pub mod tables;
 pub mod timed;
@@ -175,7 +176,7 @@ impl Ctx {
 /// The tests use `#[tokio::test]`: the calling crate needs tokio with the
 /// `macros`, `rt-multi-thread` and (for `paused`) `test-util` features.
 /// Invoke it once per module: it defines `conformance_ctx()` and the
-/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease` and `lock`
+/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `lock` and `lock_many`
 /// there.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -332,6 +333,22 @@ macro_rules! conformance_suite {
             blocking [
                 dropping_a_guard_without_a_runtime_does_not_panic,
             ]
+        );
+        $crate::conformance_suite!(@module lock_many #[$plain] #[$timed];
+            plain [
+                a_unit_over_several_partitions_reads_writes_and_commits_them_all,
+                a_cross_partition_unit_costs_its_budget_exactly,
+                a_commit_refused_half_way_by_a_stray_writer_is_undone,
+            ]
+            timed [
+                taking_several_locks_gives_back_what_it_took_on_a_held_key,
+                overlapping_lock_sets_never_deadlock,
+                a_handed_over_cross_partition_unit_skips_acquires_and_reads,
+                a_crash_at_every_step_is_recovered_from_any_participant,
+                a_lost_reply_at_every_step_ends_all_before_or_after,
+                pending_commits_show_intents_and_roll_forward_from_any_participant,
+            ]
+            blocking []
         );
         $crate::conformance_suite!(@module lock #[$plain] #[$timed];
             plain [
