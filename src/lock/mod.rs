@@ -147,11 +147,13 @@ mod fold;
 mod journal;
 pub(crate) mod name;
 pub(crate) mod options;
+mod query;
 mod roll_forward;
 mod unit;
 
 pub(crate) use journal::LockRecord;
 pub use journal::{PendingCommit, PendingWrite};
 pub use options::LockOptions;
+pub use query::UnitQuery;
 pub use roll_forward::RollForwardReport;
 pub use unit::{CommitReport, Unit};

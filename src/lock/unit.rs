@@ -314,12 +314,12 @@ impl Unit {
         self.guard_of(0)
     }
 
-    fn table_of<E: Entity>(&self) -> Result<TableName> {
+    pub(super) fn table_of<E: Entity>(&self) -> Result<TableName> {
         self.store.table_name(E::TABLE)
     }
 
     /// The index of partition `pk` among the locked ones.
-    fn part_of(&self, pk: &PartitionKey, what: &str) -> Result<usize> {
+    pub(super) fn part_of(&self, pk: &PartitionKey, what: &str) -> Result<usize> {
         self.parts.iter().position(|p| &p.pk == pk).ok_or_else(|| {
             let held: Vec<&str> = self.parts.iter().map(|p| p.pk.as_str()).collect();
             Error::invalid(
@@ -645,7 +645,7 @@ impl Unit {
     }
 }
 /// What a read inside the unit returns for a row with a staged write.
-fn staged_view<E: Entity>(
+pub(super) fn staged_view<E: Entity>(
     op: &TableOp,
     read: Option<&StoredEntity>,
     read_known: bool,

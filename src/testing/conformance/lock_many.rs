@@ -426,7 +426,6 @@ pub async fn a_handed_over_cross_partition_unit_skips_acquires_and_reads(ctx: &C
         let store = store.clone();
         tokio::spawn(async move {
             let mut unit = store.lock_many(["b", "a"]).await.unwrap();
-            assert!(unit.is_handed_over());
             let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
             let mut b = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
             a.balance -= 1;
@@ -448,6 +447,7 @@ pub async fn a_handed_over_cross_partition_unit_skips_acquires_and_reads(ctx: &C
         assert_eq!(balance(&store, "a").await, 99);
         return;
     }
+    assert!(unit.is_handed_over());
     assert_eq!(counter.get(Op::Get), 2, "{:?}", counts(&counter));
     unit.commit().await.unwrap();
     // R (2) + intent + journal + G (2) + clear + intent clear + 2 releases
@@ -752,4 +752,96 @@ pub async fn pending_commits_show_intents_and_roll_forward_from_any_participant(
     assert_eq!(balance(&healthy, "b").await, 110);
     nothing_pending(&healthy, &["a", "b"]).await;
     assert!(healthy.roll_forward("a").await.unwrap().is_none());
+}
+
+/// `Unit::query` answers as the unit sees its partitions: staged inserts
+/// show, staged deletes hide, filters apply to staged values, rows of every
+/// locked partition (or the one named) come back; a partition not held is
+/// refused; and a write of a queried row that changed since fails the
+/// commit, applying nothing.
+pub async fn unit_queries_see_staged_writes_and_stale_reads_fail_the_commit(ctx: &Ctx) {
+    let store = &ctx.store;
+    let lines = store.table::<Entry>();
+    for (c, id, amount) in [
+        ("a", "l1", 2),
+        ("a", "l2", 0),
+        ("a", "l3", 7),
+        ("a", "m1", 9),
+        ("b", "l1", 4),
+    ] {
+        lines
+            .insert(Entry {
+                customer: c.into(),
+                id: id.into(),
+                amount,
+            })
+            .await
+            .unwrap();
+    }
+    let col = Entry::columns();
+    let mut unit = store.lock_many(["a", "b"]).await.unwrap();
+    let l2 = unit.get_in::<Entry>("a", "l2").await.unwrap().unwrap();
+    let l3 = unit.get_in::<Entry>("a", "l3").await.unwrap().unwrap();
+    let mut l2 = l2.clone();
+    l2.amount = 9;
+    unit.replace(&l2).unwrap();
+    unit.delete(&l3).unwrap();
+    unit.insert(&Entry {
+        customer: "a".into(),
+        id: "l4".into(),
+        amount: 5,
+    })
+    .unwrap();
+    let ids = |v: &[leasehold::Versioned<Entry>]| {
+        v.iter()
+            .map(|e| format!("{}/{}={}", e.customer, e.id, e.amount))
+            .collect::<Vec<_>>()
+    };
+    let found = unit
+        .query::<Entry>()
+        .partition("a")
+        .row_key_prefix("l")
+        .filter(col.amount.gt(1))
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(ids(&found), vec!["a/l1=2", "a/l2=9", "a/l4=5"]);
+    let everywhere = unit
+        .query::<Entry>()
+        .row_keys("l1"..="l1")
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(ids(&everywhere), vec!["a/l1=2", "b/l1=4"]);
+    let e = unit
+        .query::<Entry>()
+        .partition("c")
+        .all()
+        .await
+        .expect_err("not locked");
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+
+    // A queried row changes behind the unit's back; writing it fails the
+    // commit and nothing is applied.
+    let mut b1 = everywhere[1].clone();
+    lines
+        .upsert(Entry {
+            customer: "b".into(),
+            id: "l1".into(),
+            amount: 100,
+        })
+        .await
+        .unwrap();
+    b1.amount += 1;
+    unit.replace(&b1).unwrap();
+    let e = unit.commit().await.expect_err("stale read");
+    assert!(
+        matches!(e.kind(), ErrorKind::Conflict | ErrorKind::Batch),
+        "{e}"
+    );
+    let a2 = lines.get("a", "l2").await.unwrap().unwrap();
+    assert_eq!(a2.amount, 0, "nothing applied");
+    assert!(lines.get("a", "l4").await.unwrap().is_none());
+    assert!(lines.get("a", "l3").await.unwrap().is_some());
+    nothing_pending(store, &["a", "b"]).await;
 }

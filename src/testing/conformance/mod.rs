@@ -339,6 +339,7 @@ macro_rules! conformance_suite {
                 a_unit_over_several_partitions_reads_writes_and_commits_them_all,
                 a_cross_partition_unit_costs_its_budget_exactly,
                 a_commit_refused_half_way_by_a_stray_writer_is_undone,
+                unit_queries_see_staged_writes_and_stale_reads_fail_the_commit,
             ]
             timed [
                 taking_several_locks_gives_back_what_it_took_on_a_held_key,
