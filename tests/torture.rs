@@ -28,6 +28,25 @@
 //! At full speed ten minutes leave some 75 000 blob versions, and the sweep
 //! stops Azurite from answering for well over 20 minutes.
 //!
+//! A second, cross-partition mode runs after the first (or alone, with
+//! `LEASEHOLD_TORTURE_MODE=cross`; `single` runs only the first): each unit
+//! moves money between two customers in different partitions with
+//! [`Store::lock_many`], writing both accounts, both transfer counts and a
+//! ledger entry on each side (three tables, two partitions), so a killed
+//! worker leaves a journal in one customer's lock and an intent in the
+//! other's. The checker then verifies that money is conserved over all
+//! customers, that each customer's balances match its ledger and its count,
+//! and that every transfer has both its sides (no partial commit). Its
+//! short run in the test command lasts `LEASEHOLD_TORTURE_CROSS_SECONDS`
+//! (20); the long run:
+//!
+//! ```text
+//! LEASEHOLD_TORTURE_MODE=cross LEASEHOLD_TORTURE_WORKERS=6 \
+//! LEASEHOLD_TORTURE_CROSS_SECONDS=600 LEASEHOLD_TORTURE_CUSTOMERS=12 \
+//! LEASEHOLD_TORTURE_BATCH_LATENCY_MS=150 \
+//!     scripts/with-azurite.sh cargo test --release --test torture
+//! ```
+//!
 //! Settings (environment): `LEASEHOLD_TORTURE_WORKERS` (4),
 //! `LEASEHOLD_TORTURE_SECONDS` (30), `LEASEHOLD_TORTURE_CUSTOMERS` (6),
 //! `LEASEHOLD_TORTURE_KILL_MIN_MS` / `_KILL_MAX_MS` (the pause between kills,
@@ -117,6 +136,8 @@ struct Args {
     kill_min_ms: u64,
     kill_max_ms: u64,
     batch_latency_ms: u64,
+    mode: String,
+    cross_seconds: u64,
 }
 
 fn setting(name: &str, default: u64) -> u64 {
@@ -137,6 +158,8 @@ fn settings() -> Args {
         kill_min_ms: setting("KILL_MIN_MS", 500),
         kill_max_ms: setting("KILL_MAX_MS", 3_000),
         batch_latency_ms: setting("BATCH_LATENCY_MS", 0),
+        mode: std::env::var("LEASEHOLD_TORTURE_MODE").unwrap_or_else(|_| "both".into()),
+        cross_seconds: setting("CROSS_SECONDS", 20),
     }
 }
 
@@ -174,8 +197,9 @@ fn account(i: usize) -> String {
     format!("a{i}")
 }
 
-/// One worker process: transfers until its standard input closes.
-async fn worker(prefix: &str, customers: usize) -> Result<(), Error> {
+/// One worker process: transfers until its standard input closes, within
+/// one partition or (`cross`) between two.
+async fn worker(prefix: &str, customers: usize, cross: bool) -> Result<(), Error> {
     let latency = Duration::from_millis(settings().batch_latency_ms);
     let store = store(prefix, latency)?;
     let mut rng = Rng::seeded(7);
@@ -191,12 +215,20 @@ async fn worker(prefix: &str, customers: usize) -> Result<(), Error> {
         });
     }
     while stop.load(Ordering::SeqCst) == 0 {
-        let c = customer(rng.below(customers as u64) as usize);
+        let ci = rng.below(customers as u64) as usize;
+        let c = customer(ci);
         let from = rng.below(ACCOUNTS as u64) as usize;
         let to = (from + 1 + rng.below(ACCOUNTS as u64 - 1) as usize) % ACCOUNTS;
         let amount = 1 + rng.below(50) as i64;
-        match transfer(&store, &c, &account(from), &account(to), amount).await {
+        let outcome = if cross {
+            let other = customer((ci + 1 + rng.below(customers as u64 - 1) as usize) % customers);
+            transfer_across(&store, &c, &other, &account(from), &account(to), amount).await
+        } else {
+            transfer(&store, &c, &account(from), &account(to), amount).await
+        };
+        match outcome {
             Ok(outcome) => println!("{outcome}"),
+            Err(e) if e.kind() == leasehold::ErrorKind::Conflict => println!("UNDO {e}"),
             Err(e) => println!("ERROR {e}"),
         }
     }
@@ -247,6 +279,68 @@ async fn transfer(
     Ok("COMMIT")
 }
 
+/// Moves `amount` from account `from` of customer `c` to account `to` of
+/// customer `d` in one unit over both partitions: both accounts, both
+/// transfer counts, and a ledger entry on each side.
+async fn transfer_across(
+    store: &Store,
+    c: &str,
+    d: &str,
+    from: &str,
+    to: &str,
+    amount: i64,
+) -> Result<&'static str, Error> {
+    let mut unit = store.lock_many([d, c]).await?;
+    if unit.rolled_forward().is_some() {
+        println!("ROLLFWD");
+    }
+    let mut a = unit
+        .get_in::<Account>(c, from)
+        .await?
+        .ok_or_else(|| missing(c, from))?;
+    let mut b = unit
+        .get_in::<Account>(d, to)
+        .await?
+        .ok_or_else(|| missing(d, to))?;
+    let mut nc = unit
+        .get_in::<Count>(c, "transfers")
+        .await?
+        .ok_or_else(|| missing(c, "transfers"))?;
+    let mut nd = unit
+        .get_in::<Count>(d, "transfers")
+        .await?
+        .ok_or_else(|| missing(d, "transfers"))?;
+    if a.balance < amount {
+        unit.abandon().await?;
+        return Ok("SKIP");
+    }
+    a.balance -= amount;
+    b.balance += amount;
+    nc.transfers += 1;
+    nd.transfers += 1;
+    unit.replace(&a)?;
+    unit.replace(&b)?;
+    unit.replace(&nc)?;
+    unit.replace(&nd)?;
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    unit.insert(&Entry {
+        customer: c.into(),
+        id: id.clone(),
+        from: from.into(),
+        to: String::new(),
+        amount,
+    })?;
+    unit.insert(&Entry {
+        customer: d.into(),
+        id,
+        from: String::new(),
+        to: to.into(),
+        amount,
+    })?;
+    unit.commit().await?;
+    Ok("COMMIT")
+}
+
 fn missing(c: &str, row: &str) -> Error {
     Error::NotFound {
         what: format!("row {row} of customer {c}"),
@@ -260,13 +354,15 @@ fn missing(c: &str, row: &str) -> Error {
 struct Tally {
     commits: AtomicU64,
     roll_forwards: AtomicU64,
+    undos: AtomicU64,
     errors: AtomicU64,
 }
 
-fn spawn_worker(prefix: &str, customers: usize, tally: &Arc<Tally>) -> Child {
+fn spawn_worker(prefix: &str, customers: usize, cross: bool, tally: &Arc<Tally>) -> Child {
     let exe = std::env::current_exe().expect("own executable");
+    let mode = if cross { "cross" } else { "single" };
     let mut child = Command::new(exe)
-        .args(["worker", prefix, &customers.to_string()])
+        .args(["worker", prefix, &customers.to_string(), mode])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -281,6 +377,7 @@ fn spawn_worker(prefix: &str, customers: usize, tally: &Arc<Tally>) -> Child {
             match line.as_str() {
                 "COMMIT" => tally.commits.fetch_add(1, Ordering::Relaxed),
                 "ROLLFWD" => tally.roll_forwards.fetch_add(1, Ordering::Relaxed),
+                l if l.starts_with("UNDO") => tally.undos.fetch_add(1, Ordering::Relaxed),
                 l if l.starts_with("ERROR") => {
                     eprintln!("worker: {l}");
                     tally.errors.fetch_add(1, Ordering::Relaxed)
@@ -292,7 +389,12 @@ fn spawn_worker(prefix: &str, customers: usize, tally: &Arc<Tally>) -> Child {
     child
 }
 
-async fn controller(args: Args) -> Result<u64, Error> {
+async fn controller(args: &Args, cross: bool) -> Result<u64, Error> {
+    let seconds = if cross {
+        args.cross_seconds
+    } else {
+        args.seconds
+    };
     let prefix = format!("tort{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let store = store(&prefix, Duration::ZERO)?;
     for c in 0..args.customers {
@@ -316,9 +418,14 @@ async fn controller(args: Args) -> Result<u64, Error> {
             .await?;
     }
     println!(
-        "torture: {} workers, {} s, {} customers × {ACCOUNTS} accounts, kills every {}–{} ms, {} ms before every worker transaction",
+        "torture ({}): {} workers, {} s, {} customers × {ACCOUNTS} accounts, kills every {}–{} ms, {} ms before every worker transaction",
+        if cross {
+            "cross-partition"
+        } else {
+            "single-partition"
+        },
         args.workers,
-        args.seconds,
+        seconds,
         args.customers,
         args.kill_min_ms,
         args.kill_max_ms,
@@ -326,10 +433,10 @@ async fn controller(args: Args) -> Result<u64, Error> {
     );
     let tally = Arc::new(Tally::default());
     let mut workers: Vec<Child> = (0..args.workers)
-        .map(|_| spawn_worker(&prefix, args.customers, &tally))
+        .map(|_| spawn_worker(&prefix, args.customers, cross, &tally))
         .collect();
     let mut rng = Rng::seeded(11);
-    let end = Instant::now() + Duration::from_secs(args.seconds);
+    let end = Instant::now() + Duration::from_secs(seconds);
     let mut kills = 0u64;
     while Instant::now() < end {
         let pause =
@@ -345,7 +452,7 @@ async fn controller(args: Args) -> Result<u64, Error> {
         let _ = workers[victim].start_kill();
         let _ = workers[victim].wait().await;
         kills += 1;
-        workers[victim] = spawn_worker(&prefix, args.customers, &tally);
+        workers[victim] = spawn_worker(&prefix, args.customers, cross, &tally);
     }
     // Ask the survivors to stop after their current unit.
     for w in &mut workers {
@@ -366,6 +473,9 @@ async fn controller(args: Args) -> Result<u64, Error> {
     let mut violations = 0u64;
     let mut checker_roll_forwards = 0u64;
     let mut ledger_total = 0usize;
+    let mut money = 0i64;
+    // Transfer id → (debits, credits, amounts agree), in cross mode.
+    let mut sides: HashMap<String, (u32, u32, Option<i64>, bool)> = HashMap::new();
     for c in 0..args.customers {
         let c = customer(c);
         let unit = checker.lock(&c).await?;
@@ -388,7 +498,22 @@ async fn controller(args: Args) -> Result<u64, Error> {
         unit.abandon().await?;
         ledger_total += ledger.len();
         let total: i64 = accounts.iter().map(|a| a.balance).sum();
-        if total != OPENING_BALANCE * ACCOUNTS as i64 {
+        money += total;
+        if cross {
+            for e in &ledger {
+                let side = sides.entry(e.id.clone()).or_insert((0, 0, None, true));
+                if e.from.is_empty() {
+                    side.1 += 1;
+                } else {
+                    side.0 += 1;
+                }
+                if side.2.is_some_and(|a| a != e.amount) {
+                    side.3 = false;
+                }
+                side.2 = Some(e.amount);
+            }
+        }
+        if !cross && total != OPENING_BALANCE * ACCOUNTS as i64 {
             println!(
                 "VIOLATION {c}: total {total}, expected {}",
                 OPENING_BALANCE * ACCOUNTS as i64
@@ -421,10 +546,27 @@ async fn controller(args: Args) -> Result<u64, Error> {
             violations += 1;
         }
     }
+    let expected_money = OPENING_BALANCE * (ACCOUNTS * args.customers) as i64;
+    if money != expected_money {
+        println!("VIOLATION: {money} in all accounts, expected {expected_money}");
+        violations += 1;
+    }
+    for (id, (debits, credits, _, agree)) in &sides {
+        if (*debits, *credits, *agree) != (1, 1, true) {
+            println!(
+                "VIOLATION transfer {id}: {debits} debits, {credits} credits, amounts agree: {agree} (a partial commit)"
+            );
+            violations += 1;
+        }
+    }
+    if cross {
+        ledger_total /= 2;
+    }
     let commits_reported = tally.commits.load(Ordering::Relaxed);
     let roll_forwards = tally.roll_forwards.load(Ordering::Relaxed) + checker_roll_forwards;
     println!(
-        "units committed: {ledger_total} (reported by workers before dying: {commits_reported}), kills: {kills}, roll-forwards: {roll_forwards}, worker errors: {}, violations: {violations}",
+        "units committed: {ledger_total} (reported by workers before dying: {commits_reported}), kills: {kills}, roll-forwards: {roll_forwards}, undos: {}, worker errors: {}, violations: {violations}",
+        tally.undos.load(Ordering::Relaxed),
         tally.errors.load(Ordering::Relaxed)
     );
     if ledger_total == 0 {
@@ -440,7 +582,8 @@ async fn main() -> Result<(), Error> {
     if args.first().map(String::as_str) == Some("worker") {
         let prefix = args.get(1).expect("prefix");
         let customers = args.get(2).and_then(|c| c.parse().ok()).expect("customers");
-        return worker(prefix, customers).await;
+        let cross = args.get(3).map(String::as_str) == Some("cross");
+        return worker(prefix, customers, cross).await;
     }
     if std::env::var_os("LEASEHOLD_TEST_AZURITE").is_none() {
         if std::env::var_os("CI").is_some() {
@@ -452,7 +595,14 @@ async fn main() -> Result<(), Error> {
         );
         return Ok(());
     }
-    let violations = controller(settings()).await?;
+    let args = settings();
+    let mut violations = 0;
+    if args.mode != "cross" {
+        violations += controller(&args, false).await?;
+    }
+    if args.mode != "single" {
+        violations += controller(&args, true).await?;
+    }
     if violations > 0 {
         println!("torture: 0 passed, 1 failed");
         std::process::exit(1);

@@ -136,6 +136,15 @@ pub async fn a_unit_over_several_partitions_reads_writes_and_commits_them_all(ct
         .await
         .expect_err("empty set");
     assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    // A bad key anywhere in the set is refused before any lock is taken.
+    let e = store.lock_many(["a", "b#"]).await.expect_err("bad key");
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    let a = store
+        .try_lock("a")
+        .await
+        .unwrap()
+        .expect("`a` was not taken");
+    a.abandon().await.unwrap();
 
     let mut unit = store.lock_many(["b", "a", "b"]).await.unwrap();
     assert_eq!(
