@@ -589,6 +589,104 @@ mod tests {
         Journal::new(&pk, None, &ops)
     }
 
+    /// Every kind of operation undoes to its before-image, conditioned on
+    /// the ETag its own write produced; an intent and a journal are told
+    /// apart when read back, and an intent summarises as pointing at its
+    /// primary.
+    #[test]
+    fn undo_ops_and_records_round_trip() {
+        let primary = PartitionKey::new("a").unwrap();
+        let other = PartitionKey::new("b").unwrap();
+        let table = TableName::new("Accounts").unwrap();
+        let props = |n: i64| -> crate::entity::Properties {
+            [("n".to_owned(), Value::Int64(n))].into_iter().collect()
+        };
+        let data = |pk: &PartitionKey, n: i64| EntityData {
+            partition_key: pk.clone(),
+            row_key: RowKey::new("r").unwrap(),
+            properties: props(n),
+        };
+        let before = |pk: &PartitionKey, n: i64| {
+            Before::of(Some(&crate::backend::StoredEntity {
+                data: data(pk, n),
+                etag: ETag::new("old"),
+                timestamp: time::OffsetDateTime::UNIX_EPOCH,
+            }))
+        };
+        let produced = ETag::new("mine");
+        let etag = Precondition::IfMatch(ETag::new("old"));
+        let cases: Vec<(TableOp, Before, Option<TableOp>)> = vec![
+            (
+                TableOp::Insert(data(&other, 2)),
+                Before::Absent,
+                Some(TableOp::Delete {
+                    partition_key: other.clone(),
+                    row_key: RowKey::new("r").unwrap(),
+                    if_match: Some(produced.clone()),
+                }),
+            ),
+            (
+                TableOp::Replace(data(&other, 2), etag.clone()),
+                before(&other, 1),
+                Some(TableOp::Replace(
+                    data(&other, 1),
+                    Precondition::IfMatch(produced.clone()),
+                )),
+            ),
+            (
+                TableOp::Merge(data(&primary, 2), etag.clone()),
+                before(&primary, 1),
+                Some(TableOp::Replace(
+                    data(&primary, 1),
+                    Precondition::IfMatch(produced.clone()),
+                )),
+            ),
+            (
+                TableOp::Delete {
+                    partition_key: other.clone(),
+                    row_key: RowKey::new("r").unwrap(),
+                    if_match: Some(ETag::new("old")),
+                },
+                before(&other, 1),
+                Some(TableOp::Insert(data(&other, 1))),
+            ),
+        ];
+        for (op, before, undo) in cases {
+            let entry = JournalOp::from_op(&primary, &table, &op, Some(before));
+            let (t, back) = entry.to_op(&primary).unwrap();
+            assert_eq!((t, &back), (table.clone(), &op));
+            let etag = (!matches!(op, TableOp::Delete { .. })).then_some(&produced);
+            assert_eq!(entry.undo(&primary, etag).unwrap(), undo, "{op:?}");
+        }
+        let unrecorded =
+            JournalOp::from_op(&primary, &table, &TableOp::Insert(data(&other, 1)), None);
+        assert_eq!(
+            unrecorded
+                .undo(&primary, Some(&produced))
+                .unwrap_err()
+                .kind(),
+            crate::ErrorKind::Inconsistent
+        );
+
+        let intent = Intent::new(&primary, "t1");
+        let value = serde_json::to_value(&intent).unwrap();
+        let LockRecord::Intent(back) = LockRecord::from_value(value).unwrap() else {
+            panic!("an intent reads back as an intent");
+        };
+        let summary = LockRecord::Intent(back).summary(&other).unwrap();
+        assert!(summary.is_intent());
+        assert_eq!(summary.primary, primary);
+        assert_eq!(summary.transaction.as_deref(), Some("t1"));
+        let journal = journal(&["x"]);
+        assert!(matches!(
+            LockRecord::from_value(journal.to_value().unwrap()).unwrap(),
+            LockRecord::Journal(_)
+        ));
+        let mut old = journal.to_value().unwrap();
+        old["v"] = 7.into();
+        assert!(LockRecord::from_value(old).is_err());
+    }
+
     /// A lock unit's lease-side requests with owner metadata off: a cold
     /// unit is acquire + one lock-blob read + its journal write and clear +
     /// release; a unit handed over within the process sends only the

@@ -39,12 +39,16 @@ pub struct CommitReport {
     pub journalled: bool,
 }
 
-/// A unit of work holding the lock of one partition.
+/// A unit of work holding the locks of one partition
+/// ([`Store::lock`](crate::Store::lock)) or several
+/// ([`Store::lock_many`](crate::Store::lock_many)).
 ///
 /// Reads record the ETag they saw; writes are staged until
-/// [`Unit::commit`]; reads see the unit's own staged writes. Dropping the unit
-/// without committing sends nothing and gives the lock up (to the next local
-/// task, or by releasing it in the background).
+/// [`Unit::commit`]; reads see the unit's own staged writes. With several
+/// partitions, [`Unit::get_in`] names the partition to read and writes take
+/// entities of any of them. Dropping the unit without committing sends
+/// nothing and gives the locks up (to the next local task, or by releasing
+/// them in the background).
 ///
 /// ```
 /// use leasehold::{Entity, Store};
