@@ -267,6 +267,7 @@ pub async fn overlapping_lock_sets_never_deadlock(ctx: &Ctx) {
     };
     let customers = ["p0", "p1", "p2", "p3", "p4"];
     open(&ctx.store, &customers, 1000).await;
+    let started = tokio::time::Instant::now();
     let holders: Arc<Vec<AtomicUsize>> = Arc::new((0..5).map(|_| AtomicUsize::new(0)).collect());
     let violations = Arc::new(AtomicUsize::new(0));
     let committed = Arc::new(AtomicUsize::new(0));
@@ -326,6 +327,16 @@ pub async fn overlapping_lock_sets_never_deadlock(ctx: &Ctx) {
     for t in tasks {
         t.await.expect("task finished");
     }
+    let took = started.elapsed();
+    eprintln!(
+        "overlapping lock sets: {} units in {took:?}",
+        stores * rounds
+    );
+    let bound = match ctx.clock() {
+        Clock::Paused => Duration::from_secs(30),
+        Clock::Real => Duration::from_secs(300),
+    };
+    assert!(took < bound, "took {took:?}");
     assert_eq!(violations.load(Ordering::SeqCst), 0, "two holders at once");
     assert_eq!(committed.load(Ordering::SeqCst), stores * rounds);
     let mut total = 0;
