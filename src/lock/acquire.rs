@@ -11,7 +11,7 @@ use tracing::Instrument as _;
 
 use super::journal::{Journal, LockRecord};
 use super::name::lock_name;
-use super::roll_forward::{RollForwardReport, roll_forward};
+use super::roll_forward::{RollForwardReport, roll_back, roll_forward};
 use crate::error::{Error, Result};
 use crate::key::PartitionKey;
 use crate::lease::{LeaseGuard, LeaseName};
@@ -190,17 +190,24 @@ async fn finish_journal(
     let Some(journal) = Journal::pending(guard).await? else {
         return Ok(None);
     };
-    let span =
-        tracing::info_span!("leasehold.roll_forward", partition = %pk, ops = journal.ops.len());
-    let report = roll_forward(store.backend().as_ref(), &journal)
-        .instrument(span)
-        .await?;
+    let span = tracing::info_span!("leasehold.roll_forward", partition = %pk, ops = journal.ops.len(), undo = ?journal.undo);
+    let backend = store.backend().as_ref();
+    let report = match journal.undo {
+        // A commit refused half-way died while undoing: finish the undo.
+        Some(applied) => {
+            roll_back(backend, &journal, applied)
+                .instrument(span)
+                .await?
+        }
+        None => roll_forward(backend, &journal).instrument(span).await?,
+    };
     Journal::clear(guard).await?;
     tracing::info!(
         partition = %pk,
         applied = report.applied,
         already_applied = report.already_applied,
-        "rolled a pending journal forward"
+        undo = journal.undo.is_some(),
+        "finished a pending journal"
     );
     Ok(Some(report))
 }

@@ -236,6 +236,21 @@ impl Unit {
             offsets.push(offset);
             offset += b.ops.len();
         }
+        // Mark the journal as undoing first: a crash from here on is
+        // finished by undoing, not by rolling forward onto the row that
+        // refused.
+        let marked = Journal {
+            undo: Some(offsets[failed]),
+            ..journal.clone()
+        };
+        match self.guard_of(batches[0].part) {
+            Ok(guard) => {
+                if let Err(e) = write_twice(|| marked.write(guard)).await {
+                    return undo_failed(0, batches.len(), &cause, &e);
+                }
+            }
+            Err(e) => return undo_failed(0, batches.len(), &cause, &e),
+        }
         for j in (0..failed).rev() {
             let b = &batches[j];
             let pk = &self.parts[b.part].pk;

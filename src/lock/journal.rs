@@ -38,6 +38,11 @@ pub(crate) struct Journal {
     pub(crate) txn: Option<String>,
     /// The operations, in the order they are applied.
     pub(crate) ops: Vec<JournalOp>,
+    /// Set when a later transaction was refused and the commit is undoing
+    /// the first `undo` operations (those applied): the next holder then
+    /// finishes the undo instead of rolling forward.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) undo: Option<usize>,
 }
 
 /// An intent: the mark a journalled commit leaves in the lock blob of every
@@ -247,6 +252,33 @@ impl JournalOp {
         Ok((table, op))
     }
 
+    /// Whether `stored` (`None`: no row) is the row as it was before this
+    /// operation (its content; the ETag differs once an undo wrote it).
+    ///
+    /// # Errors
+    /// [`Error::Inconsistent`] when no before-image was recorded or it does
+    /// not parse.
+    pub(crate) fn shows_before(
+        &self,
+        primary: &PartitionKey,
+        stored: Option<&StoredEntity>,
+    ) -> Result<bool> {
+        let before = self
+            .before
+            .as_ref()
+            .ok_or_else(|| self.bad("no before-image to undo it with".into()))?;
+        match (before, stored) {
+            (Before::Absent, stored) => Ok(stored.is_none()),
+            (Before::Row(_), None) => Ok(false),
+            (Before::Row(json), Some(s)) => {
+                let (table, op) = self.to_op(primary)?;
+                let data = entity_of(&table, op.partition_key(), op.row_key(), json)
+                    .map_err(|e| self.bad(e))?;
+                Ok(data.properties == s.data.properties)
+            }
+        }
+    }
+
     /// The write that undoes this operation, given the ETag its own write
     /// produced (`None` for a delete): the before-image back, conditioned on
     /// that ETag (or, for an undone delete, on the row being absent).
@@ -411,6 +443,7 @@ impl Journal {
                 .iter()
                 .map(|(t, op, before)| JournalOp::from_op(primary, t, op, before.clone()))
                 .collect(),
+            undo: None,
         }
     }
 

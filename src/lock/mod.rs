@@ -76,15 +76,21 @@
 //! If the first transaction of a journalled commit is refused (a stale ETag,
 //! say), nothing was applied: the journal and intents are cleared and the
 //! error returned. A later transaction can only be refused if something
-//! wrote a row without taking its lock; the commit then undoes the
-//! transactions already applied, last first, from the before-images, each
-//! undo conditioned on the ETag its own write produced (an undone insert is
-//! deleted at that ETag, an undone delete inserted back), clears the journal
-//! and intents, and returns [`crate::Error::Conflict`] naming the refused
-//! row. Only an undo that is itself refused (the row was written again
-//! meanwhile) ends in [`crate::Error::Inconsistent`], the journal kept for an
-//! operator. A crash is not undone: a decided commit (its journal written)
-//! is rolled forward by the next holder.
+//! wrote a row without taking its lock; the commit then marks the journal
+//! as undoing (one more lock-blob write), undoes the transactions already
+//! applied, last first, from the before-images, each undo conditioned on the
+//! ETag its own write produced (an undone insert is deleted at that ETag, an
+//! undone delete inserted back), clears the journal and intents, and
+//! returns [`crate::Error::Conflict`] naming the refused row. Only an undo
+//! that is itself refused (the row was written again meanwhile) ends in
+//! [`crate::Error::Inconsistent`], the journal kept for an operator.
+//!
+//! A crash is not undone: a decided commit (its journal written) is rolled
+//! forward by the next holder. Only a journal marked as undoing — the
+//! commit was already refused — is finished the other way: the next holder
+//! puts back the before-image of every applied operation that still shows
+//! its effect, conditioned on the ETag it reads, and skips those that
+//! already show their before-image.
 //!
 //! # Who holds a lock
 //!

@@ -865,3 +865,56 @@ pub async fn unit_queries_see_staged_writes_and_stale_reads_fail_the_commit(ctx:
     assert!(lines.get("a", "l3").await.unwrap().is_some());
     nothing_pending(store, &["a", "b"]).await;
 }
+
+/// A commit refused half-way by a stray write dies while undoing (or loses
+/// the reply of its undo): the next holder of either participant finishes
+/// the undo, so every row is as before the commit (the stray write kept).
+pub async fn a_crash_while_undoing_is_finished_by_the_next_holder(ctx: &Ctx) {
+    for (i, lose) in [false, true].into_iter().enumerate() {
+        let prefix = format!("{}u{i}", ctx.prefix());
+        let memory = ctx.backend().clone();
+        let healthy = process(ctx, memory.clone(), &prefix);
+        open(&healthy, &["a", "b"], 100).await;
+        let faulty = FaultyBackend::new(memory.clone());
+        let injector = faulty.injector();
+        let dying = process(ctx, Arc::new(faulty), &prefix);
+        let mut unit = dying.lock_many(["a", "b"]).await.unwrap();
+        let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
+        let mut b = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
+        a.balance -= 30;
+        b.balance += 30;
+        unit.replace(&a).unwrap();
+        unit.replace(&b).unwrap();
+        healthy
+            .table::<Account>()
+            .upsert(Account {
+                customer: "b".into(),
+                name: "main".into(),
+                balance: 7,
+            })
+            .await
+            .unwrap();
+        // Transactions: a (applied), b (refused), then the undo of a.
+        if lose {
+            injector.lose_reply_nth(Some(Op::Batch), 3);
+        } else {
+            injector.die_at_nth(Some(Op::Batch), 3);
+        }
+        let e = unit.commit().await.expect_err("refused");
+        if lose {
+            assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+        } else {
+            injector.die_now();
+            tokio::time::sleep(ctx.lease_duration() * 2 + Duration::from_secs(1)).await;
+            let report = healthy.roll_forward("b").await.unwrap();
+            assert_eq!(report.map(|r| r.applied), Some(1), "the undo finished");
+        }
+        assert_eq!(balance(&healthy, "a").await, 100, "lose reply: {lose}");
+        assert_eq!(balance(&healthy, "b").await, 7);
+        for c in ["a", "b"] {
+            healthy.lock(c).await.unwrap().abandon().await.unwrap();
+        }
+        nothing_pending(&healthy, &["a", "b"]).await;
+        drop(dying);
+    }
+}

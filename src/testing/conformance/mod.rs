@@ -348,6 +348,7 @@ macro_rules! conformance_suite {
                 a_crash_at_every_step_is_recovered_from_any_participant,
                 a_lost_reply_at_every_step_ends_all_before_or_after,
                 pending_commits_show_intents_and_roll_forward_from_any_participant,
+                a_crash_while_undoing_is_finished_by_the_next_holder,
             ]
             blocking []
         );
