@@ -137,6 +137,11 @@
 //! and 10 once both locks are handed over (plus the releases of the last
 //! unit in the queue).
 //!
+//! A journalled commit refused half-way sends its transactions up to the
+//! refused one, then one lock-blob write (the journal marked as undoing) and
+//! one undo transaction per transaction applied, and clears the journal and
+//! intents as usual.
+//!
 //! The hand-written equivalent — take both leases, read, write each
 //! partition's transaction, release — costs `2L + R + G` (14 for that
 //! transfer), but it is neither atomic nor crash-safe: a crash between the

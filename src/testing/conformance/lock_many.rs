@@ -489,7 +489,13 @@ pub async fn a_handed_over_cross_partition_unit_skips_acquires_and_reads(ctx: &C
 /// naming the row — every row as before the commit, no record left. The
 /// same for a single-partition commit over two tables.
 pub async fn a_commit_refused_half_way_by_a_stray_writer_is_undone(ctx: &Ctx) {
-    let store = &ctx.store;
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    let store = &Store::builder_shared(Arc::new(counting))
+        .table_prefix(ctx.prefix())
+        .expect("valid prefix")
+        .build()
+        .expect("valid store");
     open(store, &["a", "b"], 100).await;
     let mut unit = store.lock_many(["a", "b"]).await.unwrap();
     let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
@@ -498,6 +504,7 @@ pub async fn a_commit_refused_half_way_by_a_stray_writer_is_undone(ctx: &Ctx) {
     b.balance += 30;
     unit.replace(&a).unwrap();
     unit.replace(&b).unwrap();
+    assert!(unit.get_in::<Entry>("a", "t").await.unwrap().is_none());
     unit.insert(&Entry {
         customer: "a".into(),
         id: "t".into(),
@@ -514,7 +521,16 @@ pub async fn a_commit_refused_half_way_by_a_stray_writer_is_undone(ctx: &Ctx) {
         })
         .await
         .unwrap();
+    counter.reset();
     let e = unit.commit().await.expect_err("refused");
+    // intent + journal + 3 transactions (the third refused) + the journal
+    // marked as undoing + 2 undo transactions + journal and intent cleared
+    // + 2 releases.
+    assert_eq!(
+        counts(&counter),
+        vec![(Op::Batch, 5), (Op::PutBlob, 5), (Op::ReleaseLease, 2)],
+        "{e}"
+    );
     assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
     match &e {
         leasehold::Error::Conflict { row, .. } => {
