@@ -6,6 +6,8 @@ use leasehold::testing::conformance;
 
 use crate::support;
 
+mod oauth;
+
 leasehold::conformance_suite!(real: support::azurite_backend());
 
 fn azurite_ctx() -> Option<conformance::Ctx> {
