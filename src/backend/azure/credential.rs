@@ -225,7 +225,16 @@ async fn refresh_loop(weak: Weak<Shared>) {
         let result = {
             let _one = shared.fetching.lock().await;
             TokenCache::fetch(&shared).await
-        };
+        }
+        .and_then(|token| match TokenCache::usable(&shared) {
+            Some(_) => Ok(token),
+            // A token already (nearly) expired would be refreshed again at
+            // once, and again: back off as after a failure.
+            None => Err(azure_core::Error::message(
+                azure_core::error::ErrorKind::Credential,
+                "the credential gave a token that is already expired",
+            )),
+        });
         match result {
             Ok(_) => {
                 backoff = Backoff::doubling(
@@ -422,6 +431,18 @@ mod tests {
         drop(cache);
         tokio::time::sleep(Duration::from_secs(5 * 3600)).await;
         assert_eq!(fake.fetches(), 1);
+    }
+
+    /// A credential whose tokens are already expired is not asked again
+    /// and again: refreshes back off (up to 30 s apart).
+    #[tokio::test(start_paused = true)]
+    async fn expired_tokens_do_not_make_the_refresher_spin() {
+        let fake = FakeCredential::new(Duration::ZERO, Duration::ZERO);
+        let cache = TokenCache::new(fake.clone(), DEFAULT_AUDIENCE);
+        let _ = cache.get_token(SCOPE).await;
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        let n = fake.fetches();
+        assert!(n < 40, "{n} fetches in 10 minutes");
     }
 
     #[test]

@@ -314,8 +314,8 @@ impl AzureBackendBuilder {
 
     /// Authorise with Microsoft Entra ID bearer tokens from `credential`
     /// (any `azure_core` 0.21 [`TokenCredential`], such as those of
-    /// `azure_identity` 0.21; [`AzureBackendBuilder::default_credential`]
-    /// with the feature `identity`). The principal needs the *Storage Table
+    /// `azure_identity` 0.21; `default_credential` with the feature
+    /// `identity`). The principal needs the *Storage Table
     /// Data Contributor* and *Storage Blob Data Contributor* roles.
     ///
     /// Tokens are cached and refreshed in the background ahead of their
