@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The body of scripts/test.sh, run with LEASEHOLD_TEST_AZURITE pointing at a
-# running Azurite.
+# running Azurite (and LEASEHOLD_TEST_AZURITE_OAUTH at the HTTPS one with
+# OAuth, whose checks, `azurite::oauth::`, run in the Azurite phase below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The conformance suite is the `conformance` feature; building the

@@ -1,6 +1,6 @@
 //! The command line.
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use leasehold::lease::LeaseOptions;
 
 pub(crate) const EXIT_CODES: &str = "Exit codes: 0 success; 1 operation failed; 2 usage error \
@@ -20,6 +20,22 @@ pub(crate) struct Cli {
         hide_env_values = true
     )]
     pub(crate) connection_string: Option<String>,
+    /// How to authorise: `key` (the connection string) or `login`
+    /// (Microsoft Entra ID through the default credential chain:
+    /// environment / workload identity, managed identity, Azure CLI), as
+    /// the Azure CLI's `--auth-mode`.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "AZURE_STORAGE_AUTH_MODE",
+        default_value = "key",
+        ignore_case = true
+    )]
+    pub(crate) auth_mode: AuthMode,
+    /// The storage account, for `--auth-mode login`.
+    #[arg(long, global = true, env = "AZURE_STORAGE_ACCOUNT")]
+    pub(crate) account_name: Option<String>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long, global = true)]
     pub(crate) json: bool,
@@ -32,6 +48,15 @@ pub(crate) struct Cli {
     pub(crate) lease_container: String,
     #[command(subcommand)]
     pub(crate) command: Command,
+}
+
+/// How requests are authorised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum AuthMode {
+    /// The account key or SAS of the connection string.
+    Key,
+    /// Microsoft Entra ID sign-in.
+    Login,
 }
 
 #[derive(Debug, Subcommand)]
