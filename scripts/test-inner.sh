@@ -23,9 +23,10 @@ set +e
 # (15 s to 2.5 min per check), so its checks run side by side, 48 at a time,
 # and while they wait the tests that need no Azurite (unit tests, doctests,
 # compile-fail diagnostics) use the processor at the lowest priority. Nothing
-# else talks to this Azurite meanwhile: its timed checks need prompt answers.
+# else talks to this Azurite meanwhile: its timed checks need prompt answers
+# (the suite's run on the OAuth Azurite comes last, for the same reason).
 RUST_TEST_THREADS="${RUST_TEST_THREADS:-48}" \
-    cargo test --no-fail-fast "${features[@]}" --test it azurite:: >"$timed" 2>&1 &
+    cargo test --no-fail-fast "${features[@]}" --test it -- azurite:: --skip azurite::oauth:: >"$timed" 2>&1 &
 timed_pid=$!
 nice -n 19 cargo test --workspace --no-fail-fast "${features[@]}" --lib --bins --test ui 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
@@ -38,6 +39,10 @@ tee -a "$log" <"$timed"
 # Then the integration tests that share Azurite (fault proxy, SAS, CLI,
 # multi-process torture).
 cargo test --no-fail-fast "${features[@]}" --test it --test cli --test torture -- --skip azurite:: 2>&1 | tee -a "$log"
+[ "$status" -ne 0 ] || status=${PIPESTATUS[0]}
+# Last, the conformance suite through Entra ID tokens on the OAuth Azurite.
+RUST_TEST_THREADS="${RUST_TEST_THREADS:-48}" \
+    cargo test --no-fail-fast "${features[@]}" --test it azurite::oauth:: 2>&1 | tee -a "$log"
 [ "$status" -ne 0 ] || status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole run (cargo prints one per test binary).

@@ -4,14 +4,13 @@
 //! credential, and the refusals a wrong or expired token gets.
 //!
 //! The plain checks (no waits) of every group run here as on the shared-key
-//! Azurite, sharing its four turns for busy checks, so no more than four
-//! busy checks of both suites run at once. Of the checks that
+//! Azurite. `scripts/test.sh` runs this module last, on its own: beside the
+//! shared-key suite, on a two-core machine, the load of a second emulator
+//! made that suite's timing checks miss their bounds. Of the checks that
 //! wait in real time, only seven run here (lease errors, describe, an
 //! external break, do-once, infinite leases, a roll-forward, the commit
 //! deadline): the others (renewal for 150 s, many contenders polling, lease
-//! expiry timings) change nothing under token sign-in but the header, and
-//! on a two-core machine their load beside the shared-key suite's made its
-//! timing checks miss their bounds. The token cache's timing is checked on
+//! expiry timings) change nothing under token sign-in but the header. The token cache's timing is checked on
 //! paused time in the crate's unit tests.
 
 use std::sync::Arc;
