@@ -19,6 +19,9 @@ trap 'rm -f "$log" "$timed"' EXIT
 # Build every test once, so the runs below never wait for each other's build.
 cargo test --workspace --no-run --quiet "${features[@]}"
 set +e
+status=0
+# Remembers the first failure: `keep "${PIPESTATUS[0]}"` right after a run.
+keep() { [ "$status" -ne 0 ] || status=$1; }
 # The conformance suite on Azurite waits in real time for leases to run out
 # (15 s to 2.5 min per check), so its checks run side by side, 48 at a time,
 # and while they wait the tests that need no Azurite (unit tests, doctests,
@@ -29,21 +32,21 @@ RUST_TEST_THREADS="${RUST_TEST_THREADS:-48}" \
     cargo test --no-fail-fast "${features[@]}" --test it -- azurite:: --skip azurite::oauth:: >"$timed" 2>&1 &
 timed_pid=$!
 nice -n 19 cargo test --workspace --no-fail-fast "${features[@]}" --lib --bins --test ui 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
+keep "${PIPESTATUS[0]}"
 nice -n 19 cargo test --workspace --no-fail-fast "${features[@]}" --doc 2>&1 | tee -a "$log"
-[ "$status" -ne 0 ] || status=${PIPESTATUS[0]}
+keep "${PIPESTATUS[0]}"
 wait "$timed_pid"
 timed_status=$?
 tee -a "$log" <"$timed"
-[ "$status" -ne 0 ] || status=$timed_status
+keep "$timed_status"
 # Then the integration tests that share Azurite (fault proxy, SAS, CLI,
 # multi-process torture).
 cargo test --no-fail-fast "${features[@]}" --test it --test cli --test torture -- --skip azurite:: 2>&1 | tee -a "$log"
-[ "$status" -ne 0 ] || status=${PIPESTATUS[0]}
+keep "${PIPESTATUS[0]}"
 # Last, the conformance suite through Entra ID tokens on the OAuth Azurite.
 RUST_TEST_THREADS="${RUST_TEST_THREADS:-48}" \
     cargo test --no-fail-fast "${features[@]}" --test it azurite::oauth:: 2>&1 | tee -a "$log"
-[ "$status" -ne 0 ] || status=${PIPESTATUS[0]}
+keep "${PIPESTATUS[0]}"
 set -e
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i } }
