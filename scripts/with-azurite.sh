@@ -11,11 +11,11 @@
 # fails to start or the command fails.
 #
 # It also starts a second Azurite with OAuth (`--oauth basic`, which needs
-# HTTPS) on a certificate made for this run by the openssl command (a test CA
-# and a server certificate with 127.0.0.1 in its subject alternative names),
-# and exports LEASEHOLD_TEST_AZURITE_OAUTH (a connection string with its https
-# endpoints) and LEASEHOLD_TEST_AZURITE_OAUTH_CA (the CA's PEM file). Without
-# openssl it says so and leaves both unset.
+# HTTPS) on a certificate made for this run by scripts/test-cert.js (a test
+# CA and a server certificate with 127.0.0.1 in its subject alternative
+# names; Node and the pinned node-forge, no openssl command needed), and
+# exports LEASEHOLD_TEST_AZURITE_OAUTH (a connection string with its https
+# endpoints) and LEASEHOLD_TEST_AZURITE_OAUTH_CA (the CA's PEM file).
 set -euo pipefail
 
 if [ "$#" -eq 0 ]; then
@@ -158,38 +158,22 @@ echo "with-azurite: Azurite $(node -p 'require("./node_modules/azurite/package.j
 # it (both valid two days, made fresh for this run), then Azurite over HTTPS
 # checking bearer tokens (`--oauth basic`: lifetime, issuer, audience).
 oauth_log="$workdir/azurite-oauth.log"
-if command -v openssl >/dev/null 2>&1; then
-    tls="$workdir/tls"
-    mkdir -p "$tls"
-    if (
-        cd "$tls" &&
-        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-            -keyout ca.key -out ca.pem -days 2 -subj "/CN=leasehold test CA" \
-            -addext "basicConstraints=critical,CA:TRUE" \
-            -addext "keyUsage=critical,keyCertSign,cRLSign" &&
-        openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-            -keyout server.key -out server.csr -subj "/CN=127.0.0.1" &&
-        printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" "basicConstraints=CA:FALSE" \
-            "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >server.ext &&
-        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
-            -out server.pem -days 2 -extfile server.ext
-    ) >"$tls/openssl.log" 2>&1; then
-        start_azurite "$oauth_log" --oauth basic --cert "$tls/server.pem" --key "$tls/server.key"
-        oauth_pid="$started_pid"
-        if [ -n "$oauth_pid" ]; then
-            export LEASEHOLD_TEST_AZURITE_OAUTH="DefaultEndpointsProtocol=https;AccountName=$account;AccountKey=$key;BlobEndpoint=https://127.0.0.1:$blob_port/$account;TableEndpoint=https://127.0.0.1:$table_port/$account;"
-            export LEASEHOLD_TEST_AZURITE_OAUTH_CA="$tls/ca.pem"
-            echo "with-azurite: OAuth Azurite (HTTPS) on blob :$blob_port, table :$table_port" >&2
-        else
-            echo "with-azurite: the OAuth Azurite did not start; its tests will skip (fail in CI)" >&2
-            cat "$oauth_log" >&2 || true
-        fi
+tls="$workdir/tls"
+mkdir -p "$tls"
+if node scripts/test-cert.js "$tls" >"$tls/cert.log" 2>&1; then
+    start_azurite "$oauth_log" --oauth basic --cert "$tls/server.pem" --key "$tls/server.key"
+    oauth_pid="$started_pid"
+    if [ -n "$oauth_pid" ]; then
+        export LEASEHOLD_TEST_AZURITE_OAUTH="DefaultEndpointsProtocol=https;AccountName=$account;AccountKey=$key;BlobEndpoint=https://127.0.0.1:$blob_port/$account;TableEndpoint=https://127.0.0.1:$table_port/$account;"
+        export LEASEHOLD_TEST_AZURITE_OAUTH_CA="$tls/ca.pem"
+        echo "with-azurite: OAuth Azurite (HTTPS) on blob :$blob_port, table :$table_port" >&2
     else
-        echo "with-azurite: openssl could not make the test certificate; OAuth tests will skip (fail in CI)" >&2
-        cat "$tls/openssl.log" >&2 || true
+        echo "with-azurite: the OAuth Azurite did not start; its tests will skip (fail in CI)" >&2
+        cat "$oauth_log" >&2 || true
     fi
 else
-    echo "with-azurite: no openssl command; the OAuth Azurite is not started (its tests skip, fail in CI)" >&2
+    echo "with-azurite: could not make the test certificate; OAuth tests will skip (fail in CI)" >&2
+    cat "$tls/cert.log" >&2 || true
 fi
 
 status=0

@@ -54,7 +54,7 @@ pub fn oauth_azurite() -> Option<OAuthAzurite> {
             if std::env::var_os("CI").is_some() {
                 panic!(
                     "the OAuth Azurite is required in CI: run through scripts/with-azurite.sh \
-                     ({OAUTH_ENV} / {OAUTH_CA_ENV} are not set; is openssl installed?)"
+                     ({OAUTH_ENV} / {OAUTH_CA_ENV} are not set; did scripts/test-cert.js run?)"
                 );
             }
             eprintln!(
