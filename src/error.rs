@@ -78,7 +78,9 @@ pub enum Error {
     },
 
     /// The lease this caller held is gone: expired, broken, or taken by
-    /// another owner. Nothing was written.
+    /// another owner. Nothing was written. Also a fenced table write
+    /// refused because a later epoch of the lease wrote the partition
+    /// ([`Table::fenced`](crate::Table::fenced)).
     LeaseLost {
         /// The lease that was lost.
         what: String,

@@ -262,8 +262,7 @@ impl<E: Entity> Batch<E> {
         );
         let versions = self
             .table
-            .env
-            .backend()
+            .writer()
             .batch(name, &ops)
             .instrument(span.clone())
             .await?;

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::Instrument as _;
 
 use super::env::TableEnv;
+use super::fence::FencedWrites;
 use super::stored::versioned;
 use crate::entity::{Entity, Versioned};
 use crate::error::{Error, Result};
@@ -18,6 +19,8 @@ pub struct Table<E> {
     pub(super) env: Arc<TableEnv>,
     name: std::result::Result<TableName, String>,
     pub(super) write_log: bool,
+    /// The fenced writer of [`Table::fenced`]: writes go through it.
+    pub(super) fence: Option<Arc<FencedWrites>>,
     /// Set once the store has made sure the table exists (the store never
     /// forgets it), so later operations skip the store's lookup.
     ready: Arc<AtomicBool>,
@@ -30,6 +33,7 @@ impl<E> Clone for Table<E> {
             env: Arc::clone(&self.env),
             name: self.name.clone(),
             write_log: self.write_log,
+            fence: self.fence.clone(),
             ready: Arc::clone(&self.ready),
             _entity: PhantomData,
         }
@@ -54,6 +58,7 @@ impl<E: Entity> Table<E> {
             name: env.table_name(E::TABLE).map_err(|e| e.to_string()),
             env,
             write_log: false,
+            fence: None,
             ready: Arc::new(AtomicBool::new(false)),
             _entity: PhantomData,
         }

@@ -3,9 +3,10 @@
 
 use tracing::Instrument as _;
 
+use super::fence::{Fence, FencedWrites};
 use super::handle::Table;
 use super::stored::{Base, stored_after};
-use crate::backend::{Precondition, TableOp, Version, write_log};
+use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey};
@@ -69,8 +70,7 @@ impl<E: Entity> Table<E> {
         // The backend is told where the write log is, to settle a lost
         // reply by it.
         let version = self
-            .env
-            .backend()
+            .writer()
             .execute_owned(name, op, log.as_ref().map(|_| write_log::PROPERTY))
             .instrument(span.clone())
             .await?;
@@ -268,11 +268,57 @@ impl<E: Entity> Table<E> {
             row_key: rk,
             if_match,
         };
-        self.env
-            .backend()
+        self.writer()
             .execute(name, &op)
             .instrument(span)
             .await
             .map(|_| ())
+    }
+}
+
+impl<E: Entity> Table<E> {
+    /// This table, its writes fenced by `fence`: every insert, replace,
+    /// merge, delete and upsert (and [`Table::update_with`], and
+    /// [`Table::batch`]) goes as one entity-group transaction together with
+    /// the partition's fence row, and the service refuses it once a later
+    /// epoch of the fence's lease has written the partition
+    /// ([`Error::LeaseLost`]). Reads and queries are unchanged. Cheap: call
+    /// it for each write or keep the table.
+    ///
+    /// Costs one extra operation in each transaction (so fenced batches hold
+    /// at most 99 operations) and one read of the fence row per partition
+    /// per fence; see [`Fence`] for the protocol and the errors. Fenced
+    /// writes do not extend a [write log](Table::with_write_log).
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Settings")]
+    /// # struct Setting { #[entity(partition_key)] app: String, #[entity(row_key)] key: String, value: String }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = Store::memory();
+    /// let guard = store.leases().acquire("settings-writer", std::time::Duration::from_secs(30)).await?;
+    /// let settings = store.table::<Setting>().fenced(&guard.fence().await?);
+    /// settings.upsert(Setting { app: "a".into(), key: "mode".into(), value: "on".into() }).await?;
+    /// settings.update_with("a", "mode", |s| s.value = "off".into()).await?;
+    /// # guard.release().await?;
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    #[must_use = "`fenced` returns a fenced copy of the table; `self` is unchanged"]
+    pub fn fenced(&self, fence: &Fence) -> Table<E> {
+        let mut table = self.clone();
+        table.fence = Some(std::sync::Arc::new(FencedWrites::new(
+            self.env.backend().clone(),
+            fence.clone(),
+        )));
+        table
+    }
+
+    /// Where this table's writes go: the fenced writer, or the backend.
+    pub(super) fn writer(&self) -> &dyn TableBackend {
+        match &self.fence {
+            Some(fenced) => &**fenced,
+            None => &**self.env.backend(),
+        }
     }
 }

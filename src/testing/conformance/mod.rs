@@ -8,7 +8,8 @@
 //! grouped by what they exercise: [`tables`] (through the typed API),
 //! [`table_backend`] (through the backend trait), [`blob_backend`] and
 //! [`blobs`], [`timed`]
-//! (blob leases running out), [`lease`], [`lock`] and [`lock_many`].
+//! (blob leases running out), [`lease`], [`lock`], [`lock_many`] and
+//! [`fence`] (fenced writes).
 //! [`conformance_suite!`](crate::conformance_suite) turns them all into one
 //! test per check; leasehold runs it on the memory backend and on Azurite,
 //! and a backend or backend wrapper of your own can run the same:
@@ -35,6 +36,7 @@ mod ambiguous;
 pub mod blob_backend;
 pub mod blobs;
 mod entities;
+pub mod fence;
 pub mod lease;
 pub mod lock;
 pub mod lock_many;
@@ -176,7 +178,7 @@ impl Ctx {
 /// The tests use `#[tokio::test]`: the calling crate needs tokio with the
 /// `macros`, `rt-multi-thread` and (for `paused`) `test-util` features.
 /// Invoke it once per module: it defines `conformance_ctx()` and the
-/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `lock` and `lock_many`
+/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `lock`, `lock_many` and `fence`
 /// there.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -349,6 +351,18 @@ macro_rules! conformance_suite {
                 a_lost_reply_at_every_step_ends_all_before_or_after,
                 pending_commits_show_intents_and_roll_forward_from_any_participant,
                 a_crash_while_undoing_is_finished_by_the_next_holder,
+            ]
+            blocking []
+        );
+        $crate::conformance_suite!(@module fence #[$plain] #[$timed];
+            plain [
+                fenced_writes_cost_one_transaction_and_one_fence_read_per_partition,
+                an_older_epoch_is_refused_once_a_newer_one_wrote_the_partition,
+                concurrent_writers_of_one_epoch_all_succeed,
+                fences_without_a_fresh_epoch_or_with_an_overlong_name_are_invalid,
+            ]
+            timed [
+                a_leader_paused_past_its_lease_is_fenced_out_by_its_successor,
             ]
             blocking []
         );
