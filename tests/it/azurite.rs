@@ -7,6 +7,7 @@ use leasehold::testing::conformance;
 
 use crate::support;
 
+mod fenced_leader;
 mod oauth;
 
 leasehold::conformance_suite!(real: support::azurite_backend());
