@@ -100,6 +100,13 @@ pub(crate) fn is_fence_row(row_key: &str) -> bool {
 /// validity: the service decides (check [`LeaseStatus::ensure_valid`]
 /// before work you want to stop sooner).
 ///
+/// **Lost replies:** a fenced transaction whose reply is lost is read back
+/// like any transaction. When it was not applied it is sent again; when it
+/// was, the fence row (conditioned on its ETag, its content the same for
+/// every write of the epoch) cannot prove it was this write, so the write
+/// fails with [`Error::Transient`] saying its outcome is unknown (the next
+/// write reads the fence row again).
+///
 /// ```
 /// # use leasehold::{Entity, Store};
 /// # use std::time::Duration;
@@ -539,5 +546,51 @@ impl TableBackend for FencedWrites {
 
     async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage> {
         self.backend.query(table, query).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fence_row_keys_encode_the_characters_keys_forbid() {
+        let fence = Fence::new("jobs/a%b#c?d\\e\u{1}f", 3).unwrap();
+        assert_eq!(
+            fence.inner.row_key.as_str(),
+            "~lhfence~jobs%2Fa%25b%23c%3Fd%5Ce%01f"
+        );
+        assert!(is_fence_row(fence.inner.row_key.as_str()));
+        assert!(!is_fence_row("lhfence"));
+        assert_eq!((fence.lease(), fence.epoch()), ("jobs/a%b#c?d\\e\u{1}f", 3));
+    }
+
+    #[test]
+    fn epochs_beyond_int64_and_overlong_names_are_invalid() {
+        let e = Fence::new("x", u64::MAX).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid);
+        assert!(e.to_string().contains("i64::MAX"), "{e}");
+        let e = Fence::new(&"/".repeat(256), 1).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid);
+        assert!(Fence::new(&"a".repeat(256), 1).is_ok());
+    }
+
+    #[test]
+    fn the_fence_row_is_inserted_when_absent_and_replaced_on_its_etag() {
+        let fence = Fence::new("l", 7).unwrap();
+        let pk = PartitionKey::new("p").unwrap();
+        let TableOp::Insert(data) = fence.fence_op(&pk, None) else {
+            panic!("an insert");
+        };
+        assert_eq!(data.properties.get(EPOCH_PROPERTY), Some(&Value::Int64(7)));
+        assert_eq!(
+            data.properties.get(LEASE_PROPERTY),
+            Some(&Value::String("l".into()))
+        );
+        let etag = ETag::new("W/\"1\"");
+        assert!(matches!(
+            fence.fence_op(&pk, Some(etag.clone())),
+            TableOp::Replace(_, Precondition::IfMatch(e)) if e == etag
+        ));
     }
 }
