@@ -11,6 +11,7 @@ use crate::entity::{Entity, Properties, Value, Versioned};
 use crate::error::Result;
 use crate::key::{IntoPartitionKey, PartitionKey, RowKey};
 use crate::query::{CmpOp, Filter, Row, TypedFilter, key_range_filter, owned_bounds, prefix_range};
+use crate::table::is_fence_row;
 
 /// A typed query over the partitions of a [`Unit`] (all of them, or one
 /// named with [`UnitQuery::partition`]): row-key ranges and prefixes and
@@ -154,7 +155,12 @@ impl<E: Entity> UnitQuery<'_, E> {
             let mut seen: BTreeMap<RowKey, ()> = BTreeMap::new();
             loop {
                 let page = backend.query(&table, &spec).await?;
-                for row in page.entities {
+                // Fence rows (fenced writes) are not the caller's entities.
+                for row in page
+                    .entities
+                    .into_iter()
+                    .filter(|r| !is_fence_row(r.data.row_key.as_str()))
+                {
                     let key = (slot.clone(), row.data.row_key.clone());
                     seen.insert(row.data.row_key.clone(), ());
                     unit.reads.entry(key).or_insert(Some(row));

@@ -25,6 +25,7 @@ mod write;
 pub use batch::{Batch, BatchResult};
 pub(crate) use env::TableEnv;
 pub use fence::Fence;
+pub(crate) use fence::is_fence_row;
 pub use handle::Table;
 pub use query::{DecodeErrors, OnDecodeError, Page, Query};
 pub(crate) use stored::versioned;

@@ -217,6 +217,10 @@ pub async fn fenced_writes_cost_one_transaction_and_one_fence_read_per_partition
         ["a", "b", "c"]
     );
     assert_eq!(fenced.query().all().await.unwrap().len(), 6);
+    // So do the queries of a partition-locked unit.
+    let mut unit = store.lock("p").await.unwrap();
+    assert_eq!(unit.query::<Row>().all().await.unwrap().len(), 3);
+    unit.abandon().await.unwrap();
 
     // 99 operations of yours fit a fenced batch; 100 do not, nor does a
     // data row with the reserved key prefix: refused before any request.

@@ -7,6 +7,9 @@
 //! The leader is this test binary run again on
 //! [`fenced_leader_child`] (ignored unless run so), reporting each write on
 //! stdout.
+//!
+//! Also: a fenced write whose reply is lost, as the Azure backend settles
+//! it.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -279,4 +282,75 @@ async fn a_leader_paused_with_sigstop_is_fenced_out() {
         "fenced leader: epoch {old_epoch} wrote {} times, paused, then {after:?} after epoch {new_epoch} took over",
         before.len()
     );
+}
+
+/// A fenced transaction whose reply is lost (the Azure backend reads the
+/// rows back): the first write to a partition (the fence row inserted) is
+/// settled by its content; a later one (the fence row replaced on its ETag,
+/// with the same content as before) was applied but cannot be proven this
+/// write's, so it is reported as an unknown outcome, and the next write
+/// reads the fence row again and goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_write_whose_reply_is_lost_is_settled_or_reported_unknown() {
+    use leasehold::testing::{Fault, FaultInjector};
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let plan = FaultInjector::default();
+    let backend = AzureBackend::builder()
+        .connection_string(&cs)
+        .expect("connection string")
+        .policy(plan.transport_policy())
+        .build()
+        .expect("backend");
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let store = Store::builder(backend)
+        .table_prefix(format!("l{}", &id[..10]))
+        .expect("prefix")
+        .build()
+        .expect("store");
+    let guard = store
+        .leases()
+        .acquire(
+            &format!("fence-lost/{}", &id[..12]),
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("lease");
+    let fence = guard.fence().await.expect("fence");
+    let steps = store.table::<Step>().fenced(&fence);
+    let step = |id: &str, n| Step {
+        part: "p".into(),
+        id: id.into(),
+        by: "me".into(),
+        n,
+    };
+    steps
+        .insert(step("warm", 0))
+        .await
+        .expect("creates the table");
+
+    // The first write to a partition: settled by content.
+    plan.inject_request("POST", "$batch", Fault::LoseReply);
+    let first = Step {
+        part: "q".into(),
+        ..step("a", 1)
+    };
+    let written = steps.upsert(first.clone()).await.expect("settled");
+    assert_eq!(written.entity(), &first);
+
+    // A later write: applied, outcome unknown.
+    plan.inject_request("POST", "$batch", Fault::LoseReply);
+    let e = steps.upsert(step("b", 2)).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Transient, "{e}");
+    assert!(e.to_string().contains("outcome is unknown"), "{e}");
+    assert_eq!(plan.pending(), 0, "the reply was lost");
+    let b = store.table::<Step>().get("p", "b").await.expect("read");
+    assert_eq!(b.map(|b| b.n), Some(2), "it was applied");
+
+    // The next write reads the fence row again (this epoch's) and goes
+    // through.
+    steps.upsert(step("c", 3)).await.expect("next write");
+    assert_eq!(fence.superseded_by(), None);
+    guard.release().await.expect("release");
 }
