@@ -112,8 +112,10 @@ impl LeaderContext {
     /// A [`Fence`] at this term's epoch, for
     /// [`Table::fenced`](crate::Table::fenced): the term's table writes are
     /// refused by the service once a later term (of any candidate) has
-    /// written the same partition with its fence. No request; clones share
-    /// what the fence knows, and fences of one term compete fairly.
+    /// written the same partition with its fence. No request. Clones share
+    /// what the fence knows; fences from several calls in one term share
+    /// the epoch, so none fences out another (when they race on a fence
+    /// row, the loser reads it again and retries).
     ///
     /// ```
     /// # use leasehold::lease::LeaderOptions;

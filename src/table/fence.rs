@@ -76,8 +76,8 @@ pub(crate) fn is_fence_row(row_key: &str) -> bool {
 ///
 /// Get one from the lease: [`LeaseGuard::fence`] (advances the epoch) or
 /// [`LeaderContext::fence`] (the term's epoch). Clones share what the fence
-/// knows (the fence rows' ETags), so give clones to the tasks doing the
-/// leader's writes.
+/// knows (one fence-row ETag per partition written, kept as long as the
+/// fence lives), so give clones to the tasks doing the leader's writes.
 ///
 /// **Cost:** each write is one entity-group transaction holding one extra
 /// operation (the fence row), so a fenced batch holds at most 99 operations
