@@ -23,7 +23,8 @@
 //!   read again. A newer epoch: [`Error::LeaseLost`], and every later write
 //!   of this fence is refused before sending. The same epoch (another fence
 //!   of this epoch wrote in between): the write is sent again with the ETag
-//!   read, up to [`SAME_EPOCH_ATTEMPTS`] times.
+//!   read, after a pause, as often as the store's
+//!   [`ConflictRetry`](crate::ConflictRetry) allows.
 //!
 //! An older epoch can never replace a newer epoch's fence row: it would
 //! need the row's current ETag, which it only gets by reading the row, and
@@ -47,6 +48,7 @@ use crate::backend::{
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
+use crate::retry::ConflictRetry;
 
 /// The row-key prefix reserved for fence rows. Typed queries and scans of a
 /// [`Table`](super::Table) leave such rows out, and a fenced table refuses
@@ -58,11 +60,6 @@ const EPOCH_PROPERTY: &str = "_lhFenceEpoch";
 
 /// The fence row's lease-name property (for people reading the table).
 const LEASE_PROPERTY: &str = "_lhFenceLease";
-
-/// How many times a write is sent when other fences of the same epoch keep
-/// changing the fence row in between (each refusal means one of them
-/// succeeded).
-pub(crate) const SAME_EPOCH_ATTEMPTS: u32 = 32;
 
 /// Whether `row_key` is a fence row's.
 pub(crate) fn is_fence_row(row_key: &str) -> bool {
@@ -354,6 +351,7 @@ impl Fence {
     async fn write(
         &self,
         backend: &dyn TableBackend,
+        races: &ConflictRetry,
         table: &TableName,
         ops: &[TableOp],
     ) -> Result<Vec<Option<Version>>> {
@@ -387,6 +385,7 @@ impl Fence {
                 }
             };
             let mut attempts = 0;
+            let mut delays = races.backoff();
             loop {
                 self.check_current(table, &pk)?;
                 let mut all = Vec::with_capacity(ops.len() + 1);
@@ -415,7 +414,7 @@ impl Fence {
                         // Another writer changed the fence row; nothing was
                         // applied. Whose epoch is it now?
                         condition = self.read(backend, table, &pk, source.code()).await?;
-                        if attempts >= SAME_EPOCH_ATTEMPTS {
+                        let Some(delay) = delays.next() else {
                             return Err(Error::Conflict {
                                 what: format!(
                                     "fence row of lease {:?} in partition {:?} of table `{table}`: other writers of epoch {} changed it before each of {attempts} attempts",
@@ -427,8 +426,9 @@ impl Fence {
                                 table: Some(table.to_string()),
                                 row: Some(Box::new((pk.clone(), self.inner.row_key.clone()))),
                             });
-                        }
+                        };
                         tracing::debug!(attempts, "fence row changed by this epoch; sending again");
+                        tokio::time::sleep(delay).await;
                     }
                     // An operation of the caller's failed: nothing was
                     // applied, the fence row's ETag is still current.
@@ -482,11 +482,17 @@ fn stored_epoch(stored: &StoredEntity) -> Result<u64> {
 pub(crate) struct FencedWrites {
     backend: Arc<dyn Backend>,
     fence: Fence,
+    /// How races with fences of the same epoch are retried.
+    races: ConflictRetry,
 }
 
 impl FencedWrites {
-    pub(crate) fn new(backend: Arc<dyn Backend>, fence: Fence) -> Self {
-        FencedWrites { backend, fence }
+    pub(crate) fn new(backend: Arc<dyn Backend>, fence: Fence, races: ConflictRetry) -> Self {
+        FencedWrites {
+            backend,
+            fence,
+            races,
+        }
     }
 
     /// One fenced operation: its version, or its own error (not wrapped in
@@ -494,7 +500,7 @@ impl FencedWrites {
     async fn one(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>> {
         match self
             .fence
-            .write(&*self.backend, table, std::slice::from_ref(op))
+            .write(&*self.backend, &self.races, table, std::slice::from_ref(op))
             .await
         {
             Ok(mut versions) => Ok(versions.pop().flatten()),
@@ -541,7 +547,9 @@ impl TableBackend for FencedWrites {
     }
 
     async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
-        self.fence.write(&*self.backend, table, ops).await
+        self.fence
+            .write(&*self.backend, &self.races, table, ops)
+            .await
     }
 
     async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage> {

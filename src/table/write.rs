@@ -310,6 +310,7 @@ impl<E: Entity> Table<E> {
         table.fence = Some(std::sync::Arc::new(FencedWrites::new(
             self.env.backend().clone(),
             fence.clone(),
+            self.env.conflict_retry().clone(),
         )));
         table
     }

@@ -48,9 +48,15 @@ fn process(ctx: &Ctx, backend: Arc<dyn Backend>, lease: Duration) -> Store {
     if ctx.clock() == Clock::Real {
         options = options.with_poll_interval(Duration::from_millis(500));
     }
+    // As the context's store: the concurrent checks' read-modify-writes
+    // may conflict many times in a row.
+    let conflicts =
+        leasehold::ConflictRetry::new(200, Duration::from_millis(1), Duration::from_millis(50))
+            .expect("valid policy");
     Store::builder_shared(backend)
         .table_prefix(ctx.prefix())
         .expect("valid prefix")
+        .conflict_retry(conflicts)
         .lease_options(options)
         .build()
         .expect("valid store")
@@ -439,6 +445,54 @@ pub async fn concurrent_writers_of_one_epoch_all_succeed(ctx: &Ctx) {
     assert_eq!(stored.len(), 2 * TASKS * WRITES as usize + 1);
     let counter = rows.get("p", "counter").await.unwrap().unwrap();
     assert_eq!(counter.n, 2 * TASKS as i64 * WRITES);
+}
+
+/// Two fences of one term racing on a partition's fence row: the one whose
+/// ETag went stale reads the row, finds its own epoch, and sends again:
+/// one refused transaction, one read, one transaction that stands.
+pub async fn a_fence_raced_by_its_own_epoch_reads_again_and_resends(ctx: &Ctx) {
+    let (store, counter) = counted(ctx);
+    let rows = store.table::<Row>();
+    rows.insert(row("warm", "w", "plain", 0)).await.unwrap();
+    let options = LeaderOptions::new().with_campaign_again(false);
+    let (tx, rx) = oneshot::channel();
+    let mut tx = Some(tx);
+    store
+        .leases()
+        .run_as_leader(&lease_name(ctx, "race"), options, |term| {
+            let (one, two) = (term.fence().unwrap(), term.fence().unwrap());
+            let rows = rows.clone();
+            let counter = counter.clone();
+            let tx = tx.take();
+            async move {
+                rows.fenced(&one)
+                    .insert(row("p", "a", "one", 1))
+                    .await
+                    .unwrap();
+                rows.fenced(&two)
+                    .insert(row("p", "b", "two", 1))
+                    .await
+                    .unwrap();
+                counter.reset();
+                rows.fenced(&one)
+                    .insert(row("p", "c", "one", 2))
+                    .await
+                    .unwrap();
+                if let Some(tx) = tx {
+                    let _ = tx.send((table_requests(&counter), one.superseded_by()));
+                }
+            }
+        })
+        .await
+        .unwrap();
+    let (sent, superseded) = rx.await.unwrap();
+    assert_eq!(
+        sent,
+        requests(&[(Op::Batch, 2), (Op::Get, 1)]),
+        "refused on the stale ETag, read, sent again"
+    );
+    assert_eq!(superseded, None, "its own epoch does not fence it out");
+    assert_eq!(rows.query().partition("p").all().await.unwrap().len(), 3);
 }
 
 /// A fence needs an epoch no earlier holder had, and a lease name that fits

@@ -359,6 +359,7 @@ macro_rules! conformance_suite {
                 fenced_writes_cost_one_transaction_and_one_fence_read_per_partition,
                 an_older_epoch_is_refused_once_a_newer_one_wrote_the_partition,
                 concurrent_writers_of_one_epoch_all_succeed,
+                a_fence_raced_by_its_own_epoch_reads_again_and_resends,
                 fences_without_a_fresh_epoch_or_with_an_overlong_name_are_invalid,
             ]
             timed [
