@@ -287,8 +287,10 @@ impl<E: Entity> Table<E> {
     ///
     /// Costs one extra operation in each transaction (so fenced batches hold
     /// at most 99 operations) and one read of the fence row per partition
-    /// per fence; see [`Fence`] for the protocol and the errors. Fenced
-    /// writes do not extend a [write log](Table::with_write_log).
+    /// per fence; see [`Fence`] for the protocol and the errors. On a table
+    /// with a [write log](Table::with_write_log), fenced writes still
+    /// extend it, but a lost reply is settled as a transaction's (see
+    /// [`Fence`]), not by the log.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
