@@ -38,6 +38,7 @@ pub mod backend;
 mod datetime;
 pub mod entity;
 pub mod error;
+pub mod index;
 pub mod key;
 pub mod lease;
 pub mod lock;
@@ -50,6 +51,7 @@ pub mod testing;
 
 pub use entity::{EntityData, PropertyCodec, Versioned};
 pub use error::{Error, ErrorKind, Result};
+pub use index::IndexReport;
 pub use key::{ETag, PartitionKey, RowKey, TableName};
 pub use retry::ConflictRetry;
 pub use store::{Store, StoreBuilder};

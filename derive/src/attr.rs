@@ -71,6 +71,10 @@ pub struct FieldAttrs {
     pub json: Flag,
     /// `default`.
     pub default: Flag,
+    /// `unique`: an index whose values no two entities share.
+    pub unique: Flag,
+    /// `index`: a non-unique index.
+    pub index: Flag,
 }
 
 impl FieldAttrs {
@@ -234,10 +238,12 @@ pub fn field(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
                         out.rename = lit;
                     }
                 }
-                "skip" | "json" | "default" => {
+                "skip" | "json" | "default" | "unique" | "index" => {
                     let slot = match name.as_str() {
                         "skip" => &mut out.skip,
                         "json" => &mut out.json,
+                        "unique" => &mut out.unique,
+                        "index" => &mut out.index,
                         _ => &mut out.default,
                     };
                     if slot.is_some() {

@@ -21,6 +21,9 @@ pub struct Table<E> {
     /// Set once the store has made sure the table exists (the store never
     /// forgets it), so later operations skip the store's lookup.
     ready: Arc<AtomicBool>,
+    /// The store the table belongs to: indexed writes take its partition
+    /// locks (see [`crate::index`]).
+    pub(crate) store: Option<crate::store::Store>,
     _entity: PhantomData<fn() -> E>,
 }
 
@@ -31,6 +34,7 @@ impl<E> Clone for Table<E> {
             name: self.name.clone(),
             write_log: self.write_log,
             ready: Arc::clone(&self.ready),
+            store: self.store.clone(),
             _entity: PhantomData,
         }
     }
@@ -55,6 +59,7 @@ impl<E: Entity> Table<E> {
             env,
             write_log: false,
             ready: Arc::new(AtomicBool::new(false)),
+            store: None,
             _entity: PhantomData,
         }
     }
