@@ -101,9 +101,12 @@
 //! 2 releases, and a read of the entity after the commit for its new ETag:
 //! 15 requests against 1 for the plain insert (plus one lock-blob metadata
 //! write per lock last held by another process). A value change adds a
-//! third lock and the old index row's read: 20 requests. The benchmark
-//! (`benches/compare`, section `indexes`) measures both next to the plain
-//! write.
+//! third locked and written partition and the old index row's read: 22
+//! requests. A delete costs 14 (no read-back). Each further index value a
+//! write claims or frees adds its partition the same way (a lock, a read,
+//! an intent and its clear, a transaction). The benchmark
+//! (`benches/compare`, section `indexes`) measures the latency next to the
+//! plain write.
 
 pub(crate) mod def;
 mod lookup;

@@ -505,3 +505,103 @@ pub async fn verify_and_rebuild_fix_orphans_and_missing_rows(ctx: &Ctx) {
     assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
     let _ = Arc::clone(backend);
 }
+
+/// A member whose e-mail is unique: one index, for the request budget.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "IxMembers")]
+struct Member {
+    #[entity(partition_key)]
+    region: String,
+    #[entity(row_key)]
+    id: String,
+    #[entity(unique)]
+    email: String,
+    note: String,
+}
+
+/// The request budget of indexed writes, on a store whose locks record no
+/// holder, every lock blob existing: an insert claiming one value (15), a
+/// replace moving it (22), a replace leaving it alone (1, the plain write),
+/// a delete freeing it (14: the insert's, without the read-back).
+pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
+    use leasehold::lease::LeaseOptions;
+    use leasehold::testing::{CountingBackend, Op, RequestCounter};
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    let lease = match ctx.clock() {
+        super::Clock::Paused => LeaseOptions::new(),
+        super::Clock::Real => LeaseOptions::new().with_duration(std::time::Duration::from_secs(60)),
+    };
+    let store = Store::builder_shared(Arc::new(counting))
+        .table_prefix(ctx.prefix())
+        .expect("valid prefix")
+        .lease_options(lease)
+        .build()
+        .expect("valid store");
+    let t = store.table::<Member>();
+    let member = |id: &str, email: &str| Member {
+        region: "eu".into(),
+        id: id.into(),
+        email: email.into(),
+        note: String::new(),
+    };
+    // Warm: the tables, the definitions, the lock container and the lock
+    // blobs of the values used below.
+    for (id, email) in [("w1", "a@x.org"), ("w2", "b@x.org")] {
+        let w = t.insert(member(id, email)).await.expect("warm");
+        t.delete(&w).await.expect("warm");
+    }
+    let counts = |counter: &RequestCounter| -> (u64, Vec<(Op, u64)>) {
+        let c: Vec<(Op, u64)> = counter
+            .snapshot()
+            .into_iter()
+            .filter(|(op, _)| !op.is_setup())
+            .collect();
+        (c.iter().map(|(_, n)| n).sum(), c)
+    };
+    // 2 acquires + 2 lock-blob reads + 2 reads (entity, index row) +
+    // intent + journal + 2 transactions + 2 clears + 2 releases + read-back.
+    counter.reset();
+    let ann = t.insert(member("1", "a@x.org")).await.expect("insert");
+    let budget = vec![
+        (Op::Get, 3),
+        (Op::Batch, 2),
+        (Op::PutBlob, 4),
+        (Op::GetBlob, 2),
+        (Op::AcquireLease, 2),
+        (Op::ReleaseLease, 2),
+    ];
+    assert_eq!(counts(&counter), (15, budget.clone()), "insert");
+    // Three locks and three partitions written: 2 intents, the journal, 3
+    // transactions, the journal clear, 2 intent clears; reads of the
+    // entity, the old and the new index rows, and the read-back.
+    counter.reset();
+    let mut moved = ann.clone();
+    moved.email = "b@x.org".into();
+    let moved = t.replace(&moved).await.expect("move");
+    assert_eq!(
+        counts(&counter),
+        (
+            22,
+            vec![
+                (Op::Get, 4),
+                (Op::Batch, 3),
+                (Op::PutBlob, 6),
+                (Op::GetBlob, 3),
+                (Op::AcquireLease, 3),
+                (Op::ReleaseLease, 3),
+            ]
+        ),
+        "replace moving the value"
+    );
+    counter.reset();
+    let mut same = moved.clone();
+    same.note = "n".into();
+    let same = t.replace(&same).await.expect("same");
+    assert_eq!(counts(&counter), (1, vec![(Op::Write, 1)]), "plain replace");
+    // A delete: no read-back, but the entity's read.
+    counter.reset();
+    t.delete(&same).await.expect("delete");
+    let (total, _) = counts(&counter);
+    assert_eq!(total, 14, "delete");
+}

@@ -343,6 +343,7 @@ macro_rules! conformance_suite {
                 lookups_by_value_and_range,
                 error_paths_leave_state_unchanged,
                 verify_and_rebuild_fix_orphans_and_missing_rows,
+                indexed_writes_cost_their_budget,
             ]
             timed [
                 sixteen_concurrent_registrations_over_four_values_give_four,
