@@ -607,7 +607,7 @@ struct Customer {
 const REGIONS: u64 = 6;
 const IDS: u64 = 12;
 const EMAILS: u64 = 6;
-const GROUPS: u64 = 3;
+const GROUPS: u64 = 12;
 
 fn email(i: u64) -> String {
     format!("user{i}@example.com")

@@ -99,11 +99,19 @@ pub(crate) async fn route<E: Entity>(
         W::Replace(_) | W::Merge(_) | W::Delete(_) if known.is_some() => known.clone(),
         _ => {
             store.ensure_table(&indexes.table).await?;
-            store
-                .backend()
-                .get(&indexes.table, &pk, &rk)
-                .await?
-                .map(|s| s.data.properties)
+            let stored = store.backend().get(&indexes.table, &pk, &rk).await?;
+            // A conditional replace or merge of the version just read that
+            // leaves every indexed value alone (`update_with`, say) is the
+            // plain write: its condition holds only on that version.
+            if let (W::Replace(v) | W::Merge(v), Some(s)) = (&write, &stored) {
+                if &s.etag == v.etag()
+                    && indexes.keys(Some(&s.data.properties))?
+                        == indexes.keys(after(Some(&s.data.properties)).as_ref())?
+                {
+                    return Ok(None);
+                }
+            }
+            stored.map(|s| s.data.properties)
         }
     };
     for _ in 0..ATTEMPTS {

@@ -347,6 +347,7 @@ macro_rules! conformance_suite {
             ]
             timed [
                 sixteen_concurrent_registrations_over_four_values_give_four,
+                a_crash_at_every_step_of_an_indexed_write_leaves_a_consistent_index,
             ]
             blocking []
         );
