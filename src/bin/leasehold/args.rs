@@ -5,7 +5,7 @@ use leasehold::lease::LeaseOptions;
 
 pub(crate) const EXIT_CODES: &str = "Exit codes: 0 success; 1 operation failed; 2 usage error \
                           (bad arguments, no connection string, invalid name or key); \
-                          3 not found (no such lease or lock blob).";
+                          3 not found (no such lease or lock blob, no index definitions).";
 
 /// Inspect and repair the leases and partition locks of a leasehold store.
 #[derive(Debug, Parser)]
