@@ -782,6 +782,8 @@ async fn index_controller(args: &Args) -> Result<u64, Error> {
         child
     };
     let mut workers: Vec<Child> = (0..args.workers).map(|_| spawn(&tally)).collect();
+    let partitions = index_mode_partitions(&store)?;
+    let mut left_pending = 0u64;
     let mut rng = Rng::seeded(17);
     let end = Instant::now() + Duration::from_secs(args.index_seconds);
     let mut kills = 0u64;
@@ -799,6 +801,14 @@ async fn index_controller(args: &Args) -> Result<u64, Error> {
         let _ = workers[victim].start_kill();
         let _ = workers[victim].wait().await;
         kills += 1;
+        // Did the kill land inside a commit? Its journal or intent is
+        // then pending in a lock blob.
+        for key in &partitions {
+            if store.pending_commit(key.clone()).await?.is_some() {
+                left_pending += 1;
+                break;
+            }
+        }
         workers[victim] = spawn(&tally);
     }
     for w in &mut workers {
@@ -852,7 +862,7 @@ async fn index_controller(args: &Args) -> Result<u64, Error> {
     let roll_forwards = tally.roll_forwards.load(Ordering::Relaxed) + checker_roll_forwards;
     let commits = tally.commits.load(Ordering::Relaxed);
     println!(
-        "writes committed (reported): {commits}, refused: {}, customers: {}, index rows: {}, kills: {kills}, roll-forwards: {roll_forwards}, worker errors: {}, violations: {violations}",
+        "writes committed (reported): {commits}, refused: {}, customers: {}, index rows: {}, kills: {kills} ({left_pending} inside a commit, leaving it pending), roll-forwards: {roll_forwards}, worker errors: {}, violations: {violations}",
         tally.undos.load(Ordering::Relaxed),
         customers.len(),
         report.index_rows,
