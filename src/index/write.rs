@@ -85,6 +85,11 @@ pub(crate) async fn route<E: Entity>(
             return Ok(None);
         }
     }
+    if let (W::Delete(_), Some(stored)) = (&write, &known) {
+        if indexes.keys(Some(stored))?.iter().all(Option::is_none) {
+            return Ok(None);
+        }
+    }
     if let (W::Insert(_), Some(new)) = (&write, &new) {
         if indexes
             .keys(Some(&new.properties))?
