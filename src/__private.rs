@@ -10,6 +10,7 @@ pub use crate::entity::{
     DecodeError, EncodeError, Entity, EntityData, Properties, PropertyCodec, Value,
 };
 pub use crate::error::{Error, Result};
+pub use crate::index::def::IndexDef;
 pub use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey};
 pub use crate::query::Column;
 pub use std::clone::Clone;

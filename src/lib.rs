@@ -38,6 +38,7 @@ pub mod backend;
 mod datetime;
 pub mod entity;
 pub mod error;
+pub mod index;
 pub mod key;
 pub mod lease;
 pub mod lock;
@@ -50,6 +51,7 @@ pub mod testing;
 
 pub use entity::{EntityData, PropertyCodec, Versioned};
 pub use error::{Error, ErrorKind, Result};
+pub use index::IndexReport;
 pub use key::{ETag, PartitionKey, RowKey, TableName};
 pub use retry::ConflictRetry;
 pub use store::{Store, StoreBuilder};
@@ -121,6 +123,12 @@ pub mod stream {
 /// * `json`: stored as a JSON string through serde; JSON `null` (such as
 ///   `None`) is stored as an absent property.
 /// * `default`: a missing property reads as `Default::default()`.
+/// * `unique`: no two entities of the type share the field's value;
+///   `index`: a non-unique index. Index rows are kept with every write
+///   and looked up with [`Table::get_by`], [`Table::find_by`] and
+///   [`Table::find_range`] (see [`index`]). The field's type (or the `T`
+///   of an `Option<T>`; `None` is not indexed) must implement
+///   [`key::KeyPart`]; key, `json` and `skip` fields cannot be indexed.
 ///
 /// Every other field is stored under its name with [`PropertyCodec`]; an
 /// `Option` that is `None` is an absent property. Mistakes (no key, an

@@ -14,7 +14,7 @@
 //!   stdout).
 //!
 //! One module per section (`per_op`, `codec`, `units`, `hot`, `handoff`,
-//! `memory`), plus the shared `setup`, `stats` and `report`; the program
+//! `memory`, `indexes`), plus the shared `setup`, `stats` and `report`; the program
 //! uses only leasehold's public API (the codec section reaches the wire
 //! form through the hidden `leasehold::__private` hooks meant for it).
 
@@ -26,6 +26,7 @@ use leasehold::entity::Entity as _;
 mod codec;
 mod handoff;
 mod hot;
+mod indexes;
 mod memory;
 mod per_op;
 mod report;
@@ -36,6 +37,7 @@ mod units;
 use codec::codec;
 use handoff::{Waiter, handoff, handoff_child};
 use hot::hot_partition;
+use indexes::indexes;
 use memory::memory_vs_azurite;
 use per_op::per_operation;
 use report::Report;
@@ -76,7 +78,7 @@ async fn main() -> Res<()> {
         .await
         .ok();
     // `LEASEHOLD_BENCH_ONLY=codec,handoff` runs only the named sections
-    // (per-op, codec, units, hot, memory, handoff).
+    // (per-op, codec, units, hot, memory, handoff, indexes).
     let only = std::env::var("LEASEHOLD_BENCH_ONLY").ok();
     let run = |section: &str| {
         only.as_deref()
@@ -103,6 +105,9 @@ async fn main() -> Res<()> {
     }
     if run("handoff") {
         handoff(&env, &mut report).await?;
+    }
+    if run("indexes") {
+        indexes(&env, &mut report).await?;
     }
     report.detail(format!(
         "Scale {scale}; whole benchmark {:.0} s.",

@@ -12,17 +12,18 @@ use syn::{Attribute, Expr, ExprLit, Lit, LitInt, LitStr, Token};
 use crate::errors::Errors;
 
 /// What a field may say, for messages.
-const FIELD_ATTRIBUTES: &str =
-    "`partition_key`, `row_key`, `rename = \"...\"`, `skip`, `json` or `default`";
+const FIELD_ATTRIBUTES: &str = "`partition_key`, `row_key`, `rename = \"...\"`, `skip`, `json`, `default`, `unique` or `index`";
 
 /// The names a field attribute may have.
-const FIELD_NAMES: [&str; 6] = [
+const FIELD_NAMES: [&str; 8] = [
     "partition_key",
     "row_key",
     "rename",
     "skip",
     "json",
     "default",
+    "unique",
+    "index",
 ];
 
 /// The container attribute: `#[entity(table = "Name")]`.
@@ -71,6 +72,10 @@ pub struct FieldAttrs {
     pub json: Flag,
     /// `default`.
     pub default: Flag,
+    /// `unique`: an index whose values no two entities share.
+    pub unique: Flag,
+    /// `index`: a non-unique index.
+    pub index: Flag,
 }
 
 impl FieldAttrs {
@@ -234,10 +239,12 @@ pub fn field(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
                         out.rename = lit;
                     }
                 }
-                "skip" | "json" | "default" => {
+                "skip" | "json" | "default" | "unique" | "index" => {
                     let slot = match name.as_str() {
                         "skip" => &mut out.skip,
                         "json" => &mut out.json,
+                        "unique" => &mut out.unique,
+                        "index" => &mut out.index,
                         _ => &mut out.default,
                     };
                     if slot.is_some() {
@@ -325,6 +332,6 @@ mod tests {
             did_you_mean("rowkey", &FIELD_NAMES),
             " (did you mean `row_key`?)"
         );
-        assert_eq!(did_you_mean("index", &FIELD_NAMES), "");
+        assert_eq!(did_you_mean("primary", &FIELD_NAMES), "");
     }
 }

@@ -17,9 +17,11 @@ use crate::model::{Field, KeyKind, Model, Role, is_string, strip_option, unraw};
 pub fn expand(model: &Model<'_>) -> TokenStream {
     let entity = entity_impl(model);
     let columns = columns(model);
+    let index_checks = crate::index::checks(model);
     quote! {
         #entity
         #columns
+        #index_checks
     }
 }
 
@@ -81,6 +83,7 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
     let partition_key = key_fn(KeyKind::Partition, &model.partition_key);
     let row_key = key_fn(KeyKind::Row, &model.row_key);
 
+    let index_consts = crate::index::consts(model);
     let props = local("props");
     let property_count = model
         .fields
@@ -216,6 +219,7 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
         impl #p::Entity for #ident {
             const TABLE: &'static #p::str = #table;
             const PROPERTY_NAMES: &'static [&'static #p::str] = &[#(#names),*];
+            #index_consts
 
             #partition_key
 

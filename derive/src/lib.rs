@@ -12,6 +12,7 @@ extern crate proc_macro;
 mod attr;
 mod errors;
 mod expand;
+mod index;
 mod model;
 
 use proc_macro::TokenStream;

@@ -59,6 +59,8 @@ pub struct Model<'a> {
     pub partition_key: Vec<usize>,
     /// The row key's fields, as indexes into `fields`, in key order.
     pub row_key: Vec<usize>,
+    /// The indexed fields (`#[entity(unique)]`, `#[entity(index)]`).
+    pub indexes: Vec<crate::index::Index>,
 }
 
 /// One field and what it is stored as.
@@ -175,6 +177,7 @@ impl<'a> Model<'a> {
         let mut key_attrs: Vec<(usize, KeyKind, KeyAttr)> = Vec::new();
         // Stored name -> the field that claimed it first.
         let mut stored: HashMap<String, &Ident> = HashMap::new();
+        let mut indexes = Vec::new();
         for field in &named.named {
             // Invariant: fields of `Fields::Named` always have a name.
             let Some(ident) = field.ident.as_ref() else {
@@ -182,6 +185,12 @@ impl<'a> Model<'a> {
             };
             let attrs = attr::field(&field.attrs, &mut errors);
             let index = fields.len();
+            if let Some((unique, _)) = crate::index::of_field(ident, &attrs, &mut errors) {
+                indexes.push(crate::index::Index {
+                    field: index,
+                    unique,
+                });
+            }
             let role = field_role(
                 ident,
                 attrs,
@@ -227,6 +236,7 @@ impl<'a> Model<'a> {
             fields,
             partition_key,
             row_key,
+            indexes,
         })
     }
 }

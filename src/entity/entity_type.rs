@@ -60,4 +60,10 @@ pub trait Entity: Sized + Send + Sync + 'static {
             properties,
         })
     }
+
+    /// The indexes its `#[entity(unique)]` and `#[entity(index)]` fields
+    /// declare (see [`crate::Table::get_by`]). Not a public API: written by
+    /// the derive.
+    #[doc(hidden)]
+    const INDEXES: &'static [crate::index::def::IndexDef] = &[];
 }

@@ -155,6 +155,7 @@
 mod acquire;
 mod commit;
 mod fold;
+mod indexes;
 mod journal;
 pub(crate) mod name;
 pub(crate) mod options;

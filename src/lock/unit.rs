@@ -149,6 +149,8 @@ pub struct Unit {
     /// order), table, row.
     pub(super) staged: BTreeMap<(Slot, RowKey), TableOp>,
     pub(super) rolled_forward: Option<RollForwardReport>,
+    /// The indexes of the indexed entity types this unit writes.
+    pub(super) indexes: Vec<crate::index::Indexes>,
 }
 
 /// One locked partition of a unit.
@@ -230,6 +232,7 @@ impl Unit {
             reads: HashMap::new(),
             staged: BTreeMap::new(),
             rolled_forward: report,
+            indexes: Vec::new(),
         };
         for part in &unit.parts {
             unit.record_holder(part).await?;
@@ -407,9 +410,11 @@ impl Unit {
         stored.map(crate::table::versioned).transpose()
     }
 
-    fn encode<E: Entity>(&self, entity: &E, what: &str) -> Result<(Slot, EntityData)> {
+    fn encode<E: Entity>(&mut self, entity: &E, what: &str) -> Result<(Slot, EntityData)> {
         let data = entity.encode()?;
         let part = self.part_of(&data.partition_key, what)?;
+        let table = self.table_of::<E>()?;
+        self.note_indexes::<E>(&table, &data, what)?;
         Ok((
             Slot {
                 part,
@@ -607,7 +612,12 @@ impl Unit {
     /// * backend errors.
     pub async fn commit(mut self) -> Result<CommitReport> {
         let span = tracing::debug_span!("leasehold.commit", partition = %self.partition_key(), partitions = self.parts.len(), ops = self.staged.len());
-        let result = self.commit_inner().instrument(span).await;
+        let result = async {
+            self.stage_index_rows().await?;
+            self.commit_inner().await
+        }
+        .instrument(span)
+        .await;
         // Whatever happened, the locks are given up; a journal left by a
         // failed commit is rolled forward (or reported) by the next holder.
         self.release_all().await;

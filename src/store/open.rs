@@ -16,7 +16,9 @@ use super::Store;
 impl Store {
     /// The typed table of entity type `E`.
     pub fn table<E: Entity>(&self) -> Table<E> {
-        Table::new(Arc::clone(self.tables()))
+        let mut table = Table::new(Arc::clone(self.tables()));
+        table.store = Some(self.clone());
+        table
     }
 
     /// Takes the lock of a partition, waiting up to the configured

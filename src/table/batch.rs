@@ -251,6 +251,12 @@ impl<E: Entity> Batch<E> {
         if let Some(e) = self.error {
             return Err(e);
         }
+        if !E::INDEXES.is_empty() {
+            return Err(Error::invalid(
+                format!("batch of {}", std::any::type_name::<E>()),
+                "the type has indexes, whose rows live in other partitions: write it with Table writes or a Unit",
+            ));
+        }
         let name = self.table.ready().await?;
         let (ops, returned): (Vec<TableOp>, Vec<Returned<E>>) = self.ops.into_iter().unzip();
         validate_batch(name.as_str(), &ops)?;

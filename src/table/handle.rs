@@ -20,10 +20,13 @@ pub struct Table<E> {
     name: std::result::Result<TableName, String>,
     pub(super) write_log: bool,
     /// The fenced writer of [`Table::fenced`]: writes go through it.
-    pub(super) fence: Option<Arc<FencedWrites>>,
+    pub(crate) fence: Option<Arc<FencedWrites>>,
     /// Set once the store has made sure the table exists (the store never
     /// forgets it), so later operations skip the store's lookup.
     ready: Arc<AtomicBool>,
+    /// The store the table belongs to: indexed writes take its partition
+    /// locks (see [`crate::index`]).
+    pub(crate) store: Option<crate::store::Store>,
     _entity: PhantomData<fn() -> E>,
 }
 
@@ -35,6 +38,7 @@ impl<E> Clone for Table<E> {
             write_log: self.write_log,
             fence: self.fence.clone(),
             ready: Arc::clone(&self.ready),
+            store: self.store.clone(),
             _entity: PhantomData,
         }
     }
@@ -60,6 +64,7 @@ impl<E: Entity> Table<E> {
             write_log: false,
             fence: None,
             ready: Arc::new(AtomicBool::new(false)),
+            store: None,
             _entity: PhantomData,
         }
     }

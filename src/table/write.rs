@@ -9,6 +9,7 @@ use super::stored::{Base, stored_after};
 use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, Result};
+use crate::index::{self, IndexedWrite};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey};
 
 impl<E: Entity> Table<E> {
@@ -114,6 +115,9 @@ impl<E: Entity> Table<E> {
     /// the entity breaks a service limit, and [`Error::Decode`] when its
     /// stored form does not decode (nothing is sent).
     pub async fn insert(&self, entity: E) -> Result<Versioned<E>> {
+        if let Some(Some(v)) = index::route(self, IndexedWrite::Insert(&entity)).await? {
+            return Ok(v);
+        }
         self.write(&entity, None, Base::Nothing, TableOp::Insert)
             .await
     }
@@ -126,6 +130,9 @@ impl<E: Entity> Table<E> {
     /// read; [`Error::NotFound`] when it was deleted; as [`Table::insert`]
     /// for an entity that cannot be stored.
     pub async fn replace(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
+        if let Some(Some(v)) = index::route(self, IndexedWrite::Replace(current)).await? {
+            return Ok(v);
+        }
         let etag = current.etag().clone();
         self.write(current.entity(), current.write_log(), Base::Nothing, |d| {
             TableOp::Replace(d, Precondition::IfMatch(etag))
@@ -178,6 +185,9 @@ impl<E: Entity> Table<E> {
     /// for an entity that cannot be stored; the read's errors when the
     /// entity is read back (the merge was applied).
     pub async fn merge(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
+        if let Some(Some(v)) = index::route(self, IndexedWrite::Merge(current)).await? {
+            return Ok(v);
+        }
         let etag = current.etag().clone();
         self.write(
             current.entity(),
@@ -194,6 +204,12 @@ impl<E: Entity> Table<E> {
     /// [`Error::Conflict`] when the stored entity changed since `current` was
     /// read; [`Error::NotFound`] when it is already gone.
     pub async fn delete(&self, current: &Versioned<E>) -> Result<()> {
+        if index::route(self, IndexedWrite::Delete(current))
+            .await?
+            .is_some()
+        {
+            return Ok(());
+        }
         let pk = current.partition_key()?;
         let rk = current.row_key()?;
         self.delete_op(pk, rk, Some(current.etag().clone())).await
@@ -205,6 +221,9 @@ impl<E: Entity> Table<E> {
     /// # Errors
     /// As [`Table::insert`] for an entity that cannot be stored.
     pub async fn upsert(&self, entity: E) -> Result<Versioned<E>> {
+        if let Some(Some(v)) = index::route(self, IndexedWrite::Upsert(&entity)).await? {
+            return Ok(v);
+        }
         self.write(&entity, None, Base::Nothing, |d| {
             TableOp::Replace(d, Precondition::Upsert)
         })
@@ -224,6 +243,9 @@ impl<E: Entity> Table<E> {
     /// As [`Table::insert`] for an entity that cannot be stored; the read's
     /// errors when the entity is read back (the write was applied).
     pub async fn upsert_merge(&self, entity: E) -> Result<Versioned<E>> {
+        if let Some(Some(v)) = index::route(self, IndexedWrite::UpsertMerge(&entity)).await? {
+            return Ok(v);
+        }
         self.write(&entity, None, Base::Merge(None), |d| {
             TableOp::Merge(d, Precondition::Upsert)
         })
@@ -237,6 +259,11 @@ impl<E: Entity> Table<E> {
     /// [`Error::NotFound`] when there is no such entity; as [`Table::insert`]
     /// for an entity that cannot be stored.
     pub async fn replace_unconditionally(&self, entity: E) -> Result<Versioned<E>> {
+        if let Some(Some(v)) =
+            index::route(self, IndexedWrite::ReplaceUnconditionally(&entity)).await?
+        {
+            return Ok(v);
+        }
         self.write(&entity, None, Base::Nothing, |d| {
             TableOp::Replace(d, Precondition::IfExists)
         })
@@ -256,6 +283,12 @@ impl<E: Entity> Table<E> {
     ) -> Result<()> {
         let pk = partition_key.into_partition_key()?;
         let rk = row_key.into_row_key()?;
+        if index::route(self, IndexedWrite::DeleteUnconditionally(&pk, &rk))
+            .await?
+            .is_some()
+        {
+            return Ok(());
+        }
         self.delete_op(pk, rk, None).await
     }
 
@@ -290,7 +323,10 @@ impl<E: Entity> Table<E> {
     /// per fence; see [`Fence`] for the protocol and the errors. On a table
     /// with a [write log](Table::with_write_log), fenced writes still
     /// extend it, but a lost reply is settled as a transaction's (see
-    /// [`Fence`]), not by the log.
+    /// [`Fence`]), not by the log. A type with
+    /// [indexes](crate::index) cannot be written through a fenced table
+    /// (its writes span the index partitions): such writes are refused with
+    /// [`Error::Invalid`] before any request.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};

@@ -5,7 +5,7 @@ use leasehold::lease::LeaseOptions;
 
 pub(crate) const EXIT_CODES: &str = "Exit codes: 0 success; 1 operation failed; 2 usage error \
                           (bad arguments, no connection string, invalid name or key); \
-                          3 not found (no such lease or lock blob).";
+                          3 not found (no such lease or lock blob, no index definitions).";
 
 /// Inspect and repair the leases and partition locks of a leasehold store.
 #[derive(Debug, Parser)]
@@ -67,6 +67,25 @@ pub(crate) enum Command {
     /// Partition locks of units of work.
     #[command(subcommand)]
     Locks(LocksCommand),
+    /// Index rows of `#[entity(unique)]` and `#[entity(index)]` fields.
+    #[command(subcommand)]
+    Indexes(IndexesCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum IndexesCommand {
+    /// Reports missing and orphan index rows, and unique values held twice
+    /// (read-only; exits 0 either way, the report says `consistent`).
+    Verify {
+        /// The entity table (without the table prefix).
+        table: String,
+    },
+    /// Verifies, then writes missing index rows and deletes orphans, each
+    /// under the partition locks a leasehold write takes.
+    Rebuild {
+        /// The entity table (without the table prefix).
+        table: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

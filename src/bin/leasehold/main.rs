@@ -13,6 +13,8 @@
 //!   locks break PK [--period S]       break a partition lock's lease
 //!   locks roll-forward PK [--break-lease] [--timeout S]
 //!                                     finish a commit a crashed holder left pending
+//!   indexes verify TABLE              missing and orphan index rows, duplicated unique values
+//!   indexes rebuild TABLE             the same, then fix missing and orphan rows
 //! ```
 //!
 //! The connection string comes from `--connection-string` or, failing that,
@@ -37,7 +39,7 @@
 //! Long listings show a progress bar on stderr when it is a terminal and
 //! `--json` is not given.
 //!
-//! One module per command group ([`leases`], [`locks`]); [`args`] parses
+//! One module per command group ([`leases`], [`locks`], [`indexes`]); [`args`] parses
 //! the command line, [`output`] writes the results, [`failure`] maps errors
 //! to exit codes.
 
@@ -70,6 +72,7 @@ macro_rules! err {
 
 mod args;
 mod failure;
+mod indexes;
 mod leases;
 mod locks;
 mod output;
@@ -119,6 +122,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Leases(command) => leases::run(&store, command, &out).await,
         Command::Locks(command) => locks::run(&store, command, &out).await,
+        Command::Indexes(command) => indexes::run(&store, command, &out).await,
     }
 }
 

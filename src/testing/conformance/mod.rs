@@ -8,8 +8,8 @@
 //! grouped by what they exercise: [`tables`] (through the typed API),
 //! [`table_backend`] (through the backend trait), [`blob_backend`] and
 //! [`blobs`], [`timed`]
-//! (blob leases running out), [`lease`], [`lock`], [`lock_many`] and
-//! [`fence`] (fenced writes).
+//! (blob leases running out), [`lease`], [`lock`], [`lock_many`],
+//! [`fence`] (fenced writes) and [`indexes`].
 //! [`conformance_suite!`](crate::conformance_suite) turns them all into one
 //! test per check; leasehold runs it on the memory backend and on Azurite,
 //! and a backend or backend wrapper of your own can run the same:
@@ -37,6 +37,7 @@ pub mod blob_backend;
 pub mod blobs;
 mod entities;
 pub mod fence;
+pub mod indexes;
 pub mod lease;
 pub mod lock;
 pub mod lock_many;
@@ -335,6 +336,22 @@ macro_rules! conformance_suite {
             blocking [
                 dropping_a_guard_without_a_runtime_does_not_panic,
             ]
+        );
+        $crate::conformance_suite!(@module indexes #[$plain] #[$timed];
+            plain [
+                duplicates_are_refused_with_nothing_stored,
+                value_changes_and_deletes_free_values,
+                lookups_by_value_and_range,
+                error_paths_leave_state_unchanged,
+                verify_and_rebuild_fix_orphans_and_missing_rows,
+                indexed_writes_cost_their_budget,
+                fenced_writes_of_an_indexed_type_are_refused,
+            ]
+            timed [
+                sixteen_concurrent_registrations_over_four_values_give_four,
+                a_crash_at_every_step_of_an_indexed_write_leaves_a_consistent_index,
+            ]
+            blocking []
         );
         $crate::conformance_suite!(@module lock_many #[$plain] #[$timed];
             plain [
