@@ -6,6 +6,8 @@
 //! itself, so that an unsupported field type is reported at the field; the
 //! helpers here only add the table and property to errors.
 
+pub use crate::entity::EdmType;
+pub use crate::entity::enums::{enum_int32, enum_string, unknown_variant};
 pub use crate::entity::{
     DecodeError, EncodeError, Entity, EntityData, Properties, PropertyCodec, Value,
 };

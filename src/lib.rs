@@ -159,5 +159,56 @@ pub mod stream {
 /// ```
 pub use leasehold_derive::Entity;
 
+/// Derives [`PropertyCodec`](trait@PropertyCodec) for a fieldless enum, so
+/// it can be an entity field (and a typed column) of its own.
+///
+/// By default a variant is stored as an `Edm.String` holding its name; a
+/// variant's `#[entity(rename = "...")]` or the enum's
+/// `#[entity(rename_all = "...")]` changes it, spelled as serde spells them
+/// (`lowercase`, `UPPERCASE`, `PascalCase`, `camelCase`, `snake_case`,
+/// `SCREAMING_SNAKE_CASE`, `kebab-case`, `SCREAMING-KEBAB-CASE`). With
+/// `#[entity(int32)]` on the enum, every variant needs an explicit integer
+/// discriminant, and is stored as that `Edm.Int32` (which keeps the stored
+/// value when a variant is renamed, and orders as the numbers do).
+///
+/// A stored value no variant stands for (written by a newer program, or by
+/// hand) is an [`Error::Decode`] naming the property, the value and the row.
+///
+/// ```
+/// use leasehold::{Entity, PropertyCodec};
+///
+/// #[derive(PropertyCodec, Debug, Clone, Copy, PartialEq)]
+/// #[entity(rename_all = "snake_case")]
+/// enum Status {
+///     Pending,
+///     OutForDelivery,
+///     #[entity(rename = "done")]
+///     Shipped,
+/// }
+///
+/// #[derive(PropertyCodec, Debug, Clone, Copy, PartialEq)]
+/// #[entity(int32)]
+/// enum Priority {
+///     Low = 1,
+///     High = 10,
+/// }
+///
+/// #[derive(Entity)]
+/// #[entity(table = "Orders")]
+/// struct Order {
+///     #[entity(partition_key)]
+///     shop: String,
+///     #[entity(row_key)]
+///     id: String,
+///     status: Status,
+///     priority: Option<Priority>,
+/// }
+///
+/// let c = Order::columns();
+/// let f = c.status.eq(Status::Shipped) & c.priority.ge(Priority::High);
+/// assert_eq!(f.to_odata().unwrap(), "(status eq 'done') and (priority ge 10)");
+/// ```
+pub use leasehold_derive::PropertyCodec;
+
 #[doc(hidden)]
 pub mod __private;

@@ -97,7 +97,7 @@ fn is_entity(attr: &Attribute) -> bool {
 
 /// Consumes the value of an attribute that is being rejected, so parsing can
 /// go on to the next one and report it too.
-fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+pub(crate) fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
     if meta.input.peek(Token![=]) {
         meta.value()?.parse::<Expr>()?;
     } else if meta.input.peek(syn::token::Paren) {
@@ -109,7 +109,7 @@ fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
 
 /// Parses `= <value>` and returns the value if it is a string literal; any
 /// other value is reported at itself.
-fn string_value(
+pub(crate) fn string_value(
     meta: &ParseNestedMeta<'_>,
     errors: &mut Errors,
     example: &str,
@@ -270,13 +270,13 @@ pub fn field(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
     out
 }
 
-fn path_text(path: &syn::Path) -> String {
+pub(crate) fn path_text(path: &syn::Path) -> String {
     let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
     segments.join("::")
 }
 
 /// ` (did you mean `x`?)` for a close known name, else nothing.
-fn did_you_mean(name: &str, known: &[&str]) -> String {
+pub(crate) fn did_you_mean(name: &str, known: &[&str]) -> String {
     known
         .iter()
         .map(|k| (edit_distance(name, k), k))

@@ -12,6 +12,7 @@
 mod codec;
 mod data;
 mod entity_type;
+pub(crate) mod enums;
 mod limits;
 mod properties;
 mod value;

@@ -28,6 +28,7 @@ mod codec;
 mod composite_keys;
 mod derive;
 mod differential;
+mod enums;
 mod errors;
 mod fault_proxy;
 mod properties;
