@@ -238,3 +238,34 @@ pub fn wire_read(table: &str, body: &str) -> Result<(String, String, Properties)
     let read = crate::backend::wire::entity_from_json_str(table, body)?;
     Ok((read.partition_key, read.row_key, read.properties))
 }
+
+/// Checks that a stored key is the entity's constant key
+/// (`#[entity(row_key = "...")]`).
+///
+/// # Errors
+/// [`Error::Decode`] naming the key when the row holds another.
+pub fn constant_key(table: &str, kind: KeyKind, stored: &str, expected: &str) -> Result<()> {
+    if stored == expected {
+        return Ok(());
+    }
+    Err(Error::Decode {
+        table: table.to_owned(),
+        row: None,
+        property: kind.property().to_owned(),
+        expected: format!("the constant {expected:?}"),
+        found: format!("{stored:?}"),
+    })
+}
+
+pub use crate::query::TypedFilter;
+
+/// The rows whose `column` (`PartitionKey` or `RowKey`) starts with the
+/// `K` rendered leading parts of a composite key: a key range.
+pub fn key_prefix_filter<E, const K: usize>(
+    column: &'static str,
+    parts: [String; K],
+) -> TypedFilter<E> {
+    let (low, high) = CompositeKey::prefix_bounds(parts.iter().map(String::as_str));
+    let column = Column::<E, String>::new(column);
+    column.ge(low) & column.lt(high)
+}

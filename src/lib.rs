@@ -107,8 +107,16 @@ pub mod stream {
 /// }
 /// ```
 ///
-/// Container attribute: `table = "Name"` (required; checked against the
-/// table-name rule at compile time).
+/// Container attributes:
+/// * `table = "Name"` (required; checked against the table-name rule at
+///   compile time).
+/// * `partition_key = "..."`, `row_key = "..."`: a constant key, for a type
+///   with one row per partition (`#[entity(table = "Customers", row_key =
+///   "profile")]`) or one row in all; no field is then marked with that
+///   key. The constant is checked at compile time, and a row read with
+///   another key is an [`Error::Decode`].
+/// * `drop_unknown_properties`: see [`Versioned`] on properties unknown to
+///   the type.
 ///
 /// Field attributes:
 /// * `partition_key`, `row_key`: the key fields, which implement
@@ -126,6 +134,40 @@ pub mod stream {
 /// `Option` that is `None` is an absent property. Mistakes (no key, an
 /// unsupported type, a reserved or invalid name, an unknown attribute) are
 /// compile errors at the offending field or attribute.
+///
+/// Key builders, associated functions of the type: `T::partition_key_from(...)`
+/// and `T::row_key_from(...)` take the key fields in position order
+/// (`String` parts as `impl Into<String>`, others by value; nothing for a
+/// constant key) and build the key as the entity's own `partition_key` /
+/// `row_key` does. For a key of several fields, `T::row_key_prefix_a(a)`,
+/// `T::row_key_prefix_a_b(a, b)`, ... (named after the leading fields they
+/// take; `partition_key_prefix_...` likewise) are typed filters selecting
+/// exactly the rows whose key starts with those parts, as a key range:
+///
+/// ```
+/// # use leasehold::{Entity, Store};
+/// #[derive(Entity, Debug, Clone)]
+/// #[entity(table = "Orders")]
+/// struct Order {
+///     #[entity(partition_key)]
+///     shop: String,
+///     #[entity(row_key = 0)]
+///     year: i32,
+///     #[entity(row_key = 1)]
+///     number: u32,
+///     total: i64,
+/// }
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let orders = Store::memory().table::<Order>();
+/// for (year, number) in [(2025, 7), (2026, 1), (2026, 2)] {
+///     orders.insert(Order { shop: "s1".into(), year, number, total: 5 }).await?;
+/// }
+/// let rk = Order::row_key_from(2026, 2)?;
+/// assert!(orders.get("s1", rk).await?.is_some());
+/// let of_2026 = orders.query().partition("s1").filter(Order::row_key_prefix_year(2026)).all().await?;
+/// assert_eq!(of_2026.len(), 2);
+/// # Ok::<(), leasehold::Error>(()) }).unwrap();
+/// ```
 ///
 /// The derive also generates `T::columns()`, a `TColumns` struct of typed
 /// [`query::Column`]s for filters, with the entity's visibility. Each column

@@ -33,6 +33,13 @@ pub struct ContainerAttrs {
     /// Whether `table` was written at all (perhaps with a wrong value that
     /// was already reported).
     pub table_written: bool,
+    /// `partition_key = "..."`: a constant partition key, not from a field.
+    pub partition_key: Option<LitStr>,
+    /// `row_key = "..."`: a constant row key, not from a field.
+    pub row_key: Option<LitStr>,
+    /// `drop_unknown_properties`: reads keep no properties the type does
+    /// not know, so a replace removes them.
+    pub drop_unknown: Flag,
 }
 
 /// `partition_key` or `row_key`, with its position when one is given.
@@ -182,13 +189,15 @@ pub fn container(attrs: &[Attribute], errors: &mut Errors) -> ContainerAttrs {
                 } else {
                     out.table = lit;
                 }
+            } else if crate::keys::container_attr(&meta, &mut out, errors)? {
+                // A constant key or `drop_unknown_properties` (crate::keys).
             } else {
                 let name = path_text(&meta.path);
                 errors.spanned(
                     &meta.path,
                     format!(
                         "unknown entity attribute `{name}`{}; on the struct, write `#[entity(table = \"...\")]`",
-                        did_you_mean(&name, &["table"])
+                        did_you_mean(&name, &crate::keys::CONTAINER_NAMES)
                     ),
                 );
                 skip_value(&meta)?;

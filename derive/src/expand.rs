@@ -17,9 +17,11 @@ use crate::model::{Field, KeyKind, Model, Role, is_string, strip_option, unraw};
 pub fn expand(model: &Model<'_>) -> TokenStream {
     let entity = entity_impl(model);
     let columns = columns(model);
+    let builders = crate::keys::builders(model);
     quote! {
         #entity
         #columns
+        #builders
     }
 }
 
@@ -29,7 +31,7 @@ fn private() -> TokenStream {
 
 /// `::leasehold::__private` spanned at `span`: code meant to point at a field
 /// must carry the field's span in every token, paths included.
-fn private_at(span: Span) -> TokenStream {
+pub(crate) fn private_at(span: Span) -> TokenStream {
     quote_spanned!(span=> ::leasehold::__private)
 }
 
@@ -58,28 +60,8 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
         _ => None,
     });
 
-    let key_fn = |kind: KeyKind, parts: &[usize]| {
-        let (fn_name, builder, ty) = match kind {
-            KeyKind::Partition => (
-                quote!(partition_key),
-                quote!(partition_key_of),
-                quote!(#p::PartitionKey),
-            ),
-            KeyKind::Row => (quote!(row_key), quote!(row_key_of), quote!(#p::RowKey)),
-        };
-        let rendered = parts.iter().map(|&i| {
-            let Field { ident, ty, .. } = &model.fields[i];
-            let p = private_at(ty.span());
-            quote_spanned!(ty.span()=> <#ty as #p::KeyPart>::to_key(&self.#ident))
-        });
-        quote! {
-            fn #fn_name(&self) -> #p::Result<#ty> {
-                #p::#builder(#table, [#(#rendered),*])
-            }
-        }
-    };
-    let partition_key = key_fn(KeyKind::Partition, &model.partition_key);
-    let row_key = key_fn(KeyKind::Row, &model.row_key);
+    let partition_key = crate::keys::key_method(model, KeyKind::Partition);
+    let row_key = crate::keys::key_method(model, KeyKind::Row);
 
     let props = local("props");
     let property_count = model
@@ -155,6 +137,10 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
         };
         let n = parts.len();
         let kind_tokens = key_kind(kind);
+        if n == 0 {
+            // A constant key: checked, not split.
+            return crate::keys::constant_check(model, kind, stored);
+        }
         if n == 1 {
             // A one-part key is the stored key itself: borrow it.
             let raw = raw_part(kind, 0);

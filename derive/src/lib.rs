@@ -13,6 +13,7 @@ mod attr;
 mod codec;
 mod errors;
 mod expand;
+mod keys;
 mod model;
 
 use proc_macro::TokenStream;

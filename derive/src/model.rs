@@ -59,6 +59,12 @@ pub struct Model<'a> {
     pub partition_key: Vec<usize>,
     /// The row key's fields, as indexes into `fields`, in key order.
     pub row_key: Vec<usize>,
+    /// `#[entity(partition_key = "...")]`: a constant partition key.
+    pub partition_key_const: Option<String>,
+    /// `#[entity(row_key = "...")]`: a constant row key.
+    pub row_key_const: Option<String>,
+    /// `#[entity(drop_unknown_properties)]`.
+    pub drop_unknown: bool,
 }
 
 /// One field and what it is stored as.
@@ -211,14 +217,39 @@ impl<'a> Model<'a> {
             );
         }
 
-        let partition_key = key_parts(
+        let partition_key_const = crate::keys::constant(
+            container.partition_key.as_ref(),
             KeyKind::Partition,
-            &input.ident,
-            &fields,
-            &key_attrs,
             &mut errors,
         );
-        let row_key = key_parts(KeyKind::Row, &input.ident, &fields, &key_attrs, &mut errors);
+        let row_key_const =
+            crate::keys::constant(container.row_key.as_ref(), KeyKind::Row, &mut errors);
+        let partition_key = match &partition_key_const {
+            Some(value) => crate::keys::constant_key_parts(
+                KeyKind::Partition,
+                value,
+                &fields,
+                &key_attrs,
+                &mut errors,
+            ),
+            None => key_parts(
+                KeyKind::Partition,
+                &input.ident,
+                &fields,
+                &key_attrs,
+                &mut errors,
+            ),
+        };
+        let row_key = match &row_key_const {
+            Some(value) => crate::keys::constant_key_parts(
+                KeyKind::Row,
+                value,
+                &fields,
+                &key_attrs,
+                &mut errors,
+            ),
+            None => key_parts(KeyKind::Row, &input.ident, &fields, &key_attrs, &mut errors),
+        };
 
         errors.finish(Model {
             ident: &input.ident,
@@ -227,6 +258,9 @@ impl<'a> Model<'a> {
             fields,
             partition_key,
             row_key,
+            partition_key_const,
+            row_key_const,
+            drop_unknown: container.drop_unknown.is_some(),
         })
     }
 }

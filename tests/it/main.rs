@@ -31,6 +31,7 @@ mod differential;
 mod enums;
 mod errors;
 mod fault_proxy;
+mod key_builders;
 mod properties;
 mod secrets;
 mod storage_unavailable;
