@@ -197,6 +197,14 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
         quote!(#ident: #expr)
     });
 
+    let keep_unknown = if model.drop_unknown {
+        quote!(
+            const KEEP_UNKNOWN_PROPERTIES: bool = false;
+        )
+    } else {
+        TokenStream::new()
+    };
+
     quote! {
         #[automatically_derived]
         impl #p::Entity for #ident {
@@ -231,6 +239,8 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
                 })();
                 #p::in_row(&#pk, &#rk, #decoded)
             }
+
+            #keep_unknown
         }
     }
 }

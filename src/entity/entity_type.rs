@@ -60,4 +60,11 @@ pub trait Entity: Sized + Send + Sync + 'static {
             properties,
         })
     }
+
+    /// Whether values of this type read from storage keep the stored
+    /// properties the type does not know and write them back on replace
+    /// (see [`Versioned`](crate::Versioned#properties-unknown-to-the-type)).
+    /// `true` unless the type is derived with
+    /// `#[entity(drop_unknown_properties)]`.
+    const KEEP_UNKNOWN_PROPERTIES: bool = true;
 }

@@ -443,6 +443,7 @@ impl Unit {
     /// As [`Unit::insert`].
     pub fn replace<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
         let (table, data) = self.encode(current.entity(), "replace")?;
+        let data = crate::table::Base::replace_of(current).complete::<E>(data)?;
         let condition = Self::condition_of(current);
         self.stage_conditional(table, data, condition, false)
     }

@@ -25,5 +25,5 @@ pub use batch::{Batch, BatchResult};
 pub(crate) use env::TableEnv;
 pub use handle::Table;
 pub use query::{DecodeErrors, OnDecodeError, Page, Query};
-pub(crate) use stored::versioned;
+pub(crate) use stored::{Base, versioned};
 pub use update::UpdateError;

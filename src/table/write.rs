@@ -21,7 +21,7 @@ impl<E: Entity> Table<E> {
         base: Base,
         make_op: impl FnOnce(EntityData) -> TableOp,
     ) -> Result<Versioned<E>> {
-        let data = entity.encode()?;
+        let data = base.encode(entity)?;
         if data.properties.get(write_log::PROPERTY).is_some() {
             return Err(Error::invalid(
                 format!(
@@ -127,9 +127,12 @@ impl<E: Entity> Table<E> {
     /// for an entity that cannot be stored.
     pub async fn replace(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
         let etag = current.etag().clone();
-        self.write(current.entity(), current.write_log(), Base::Nothing, |d| {
-            TableOp::Replace(d, Precondition::IfMatch(etag))
-        })
+        self.write(
+            current.entity(),
+            current.write_log(),
+            Base::replace_of(current),
+            |d| TableOp::Replace(d, Precondition::IfMatch(etag)),
+        )
         .await
     }
 

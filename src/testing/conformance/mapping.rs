@@ -1,0 +1,381 @@
+//! Entity mapping checks: two versions of one struct over one table keep
+//! each other's properties through every kind of replace; the opt-out;
+//! enums, constant keys and prefix filters round trip.
+
+use leasehold::entity::Value;
+use leasehold::{Entity, PropertyCodec};
+
+use super::Ctx;
+
+/// A status column, stored by name.
+#[derive(PropertyCodec, Debug, Clone, Copy, PartialEq)]
+#[entity(rename_all = "snake_case")]
+enum Status {
+    /// Not sent yet.
+    Pending,
+    /// On its way.
+    OutForDelivery,
+    /// Delivered.
+    Delivered,
+}
+
+/// A priority, stored as Edm.Int32.
+#[derive(PropertyCodec, Debug, Clone, Copy, PartialEq)]
+#[entity(int32)]
+enum Priority {
+    /// Whenever.
+    Low = 1,
+    /// First.
+    High = 9,
+}
+
+/// The newer version of a customer: adds `email` and `status`, and no
+/// longer has `nickname`.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "MapCustomers", row_key = "profile")]
+struct CustomerV2 {
+    /// The customer.
+    #[entity(partition_key)]
+    pub id: String,
+    /// Shared by both versions.
+    pub name: String,
+    /// Added by this version.
+    pub email: String,
+    /// Added by this version.
+    pub status: Status,
+}
+
+/// The older version of the same rows.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "MapCustomers", row_key = "profile")]
+struct CustomerV1 {
+    /// The customer.
+    #[entity(partition_key)]
+    pub id: String,
+    /// Shared by both versions.
+    pub name: String,
+    /// Dropped by the newer version.
+    pub nickname: Option<String>,
+}
+
+/// The older version, opting out of keeping what it does not know.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "MapCustomers", row_key = "profile", drop_unknown_properties)]
+struct CustomerV1Strict {
+    /// The customer.
+    #[entity(partition_key)]
+    pub id: String,
+    /// Shared by all versions.
+    pub name: String,
+}
+
+/// Order lines keyed by (year, number, line).
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "MapOrders")]
+struct OrderLine {
+    /// The shop.
+    #[entity(partition_key)]
+    pub shop: String,
+    /// First key part.
+    #[entity(row_key = 0)]
+    pub year: i32,
+    /// Second key part, text.
+    #[entity(row_key = 1)]
+    pub number: String,
+    /// Third key part.
+    #[entity(row_key = 2)]
+    pub line: u16,
+    /// An enum column.
+    pub status: Status,
+    /// An optional Int32 enum column.
+    pub priority: Option<Priority>,
+}
+
+fn v2(id: &str) -> CustomerV2 {
+    CustomerV2 {
+        id: id.into(),
+        name: "Ann".into(),
+        email: "ann@example.com".into(),
+        status: Status::OutForDelivery,
+    }
+}
+
+/// Writes a row as the newer version, then has the older version add its
+/// `nickname` (by a merge, which leaves the newer version's properties).
+async fn seed(ctx: &Ctx, id: &str) {
+    let new = ctx.store.table::<CustomerV2>();
+    new.insert(v2(id)).await.expect("insert v2");
+    let old = ctx.store.table::<CustomerV1>();
+    let mut read = old
+        .get(id, CustomerV1::row_key_from().expect("constant"))
+        .await
+        .expect("get v1")
+        .expect("row");
+    read.nickname = Some("annie".into());
+    old.merge(&read).await.expect("merge v1");
+}
+
+/// Asserts the row holds both versions' properties and the older version's
+/// name change.
+async fn assert_both_kept(ctx: &Ctx, id: &str, name: &str) {
+    let new = ctx
+        .store
+        .table::<CustomerV2>()
+        .get(id, "profile")
+        .await
+        .expect("get v2")
+        .expect("row");
+    assert_eq!(new.name, name, "{id}");
+    assert_eq!(
+        new.email, "ann@example.com",
+        "{id}: the newer version's email was lost"
+    );
+    assert_eq!(new.status, Status::OutForDelivery, "{id}");
+    assert_eq!(
+        new.unknown_properties().and_then(|p| p.get("nickname")),
+        Some(&Value::String("annie".into())),
+        "{id}: the older version's nickname was lost"
+    );
+}
+
+/// Two versions of one struct over one table keep each other's properties
+/// through a replace, a batch replace, a unit replace, `update_with` and
+/// chained replaces of what a write returned.
+pub async fn two_versions_keep_each_others_properties(ctx: &Ctx) {
+    let old = ctx.store.table::<CustomerV1>();
+
+    seed(ctx, "replace").await;
+    let mut v = old.get("replace", "profile").await.unwrap().unwrap();
+    assert!(
+        v.unknown_properties()
+            .is_some_and(|p| p.get("email").is_some() && p.get("status").is_some()),
+        "{:?}",
+        v.unknown_properties()
+    );
+    v.name = "Anna".into();
+    let mut v = old.replace(&v).await.expect("replace v1");
+    assert_both_kept(ctx, "replace", "Anna").await;
+    // What the replace returned keeps them for the next one.
+    v.name = "Anne".into();
+    old.replace(&v).await.expect("second replace v1");
+    assert_both_kept(ctx, "replace", "Anne").await;
+
+    seed(ctx, "batch").await;
+    let mut v = old.get("batch", "profile").await.unwrap().unwrap();
+    v.name = "Anna".into();
+    old.batch()
+        .replace(&v)
+        .commit()
+        .await
+        .expect("batch replace");
+    assert_both_kept(ctx, "batch", "Anna").await;
+
+    seed(ctx, "unit").await;
+    let mut unit = ctx.store.lock("unit").await.expect("lock");
+    let mut v = unit.get::<CustomerV1>("profile").await.unwrap().unwrap();
+    v.name = "Anna".into();
+    unit.replace(&v).expect("stage");
+    unit.commit().await.expect("commit");
+    assert_both_kept(ctx, "unit", "Anna").await;
+
+    seed(ctx, "update").await;
+    old.update_with("update", "profile", |c| c.name = "Anna".into())
+        .await
+        .expect("update_with");
+    assert_both_kept(ctx, "update", "Anna").await;
+
+    // A merge leaves them stored too.
+    seed(ctx, "merge").await;
+    let mut v = old.get("merge", "profile").await.unwrap().unwrap();
+    v.name = "Anna".into();
+    let merged = old.merge(&v).await.expect("merge");
+    assert!(
+        merged
+            .unknown_properties()
+            .is_some_and(|p| p.get("email").is_some())
+    );
+    assert_both_kept(ctx, "merge", "Anna").await;
+}
+
+/// The opt-out: a type derived with `drop_unknown_properties` keeps none,
+/// so its replace removes them; one value can drop them too; an upsert of a
+/// fresh value replaces everything.
+pub async fn unknown_properties_can_be_dropped(ctx: &Ctx) {
+    seed(ctx, "strict").await;
+    let strict = ctx.store.table::<CustomerV1Strict>();
+    let mut v = strict.get("strict", "profile").await.unwrap().unwrap();
+    assert!(v.unknown_properties().is_none());
+    v.name = "Anna".into();
+    strict.replace(&v).await.expect("replace");
+    let row = ctx
+        .store
+        .table::<CustomerV1>()
+        .get("strict", "profile")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.name, "Anna");
+    assert_eq!(row.nickname, None);
+    assert!(
+        row.unknown_properties().is_none(),
+        "{:?}",
+        row.unknown_properties()
+    );
+
+    seed(ctx, "take").await;
+    let old = ctx.store.table::<CustomerV1>();
+    let mut v = old.get("take", "profile").await.unwrap().unwrap();
+    let taken = v.take_unknown_properties().expect("some");
+    assert!(taken.get("email").is_some());
+    old.replace(&v).await.expect("replace");
+    let row = old.get("take", "profile").await.unwrap().unwrap();
+    assert!(row.unknown_properties().is_none());
+
+    seed(ctx, "upsert").await;
+    old.upsert(CustomerV1 {
+        id: "upsert".into(),
+        name: "Bob".into(),
+        nickname: None,
+    })
+    .await
+    .expect("upsert");
+    let row = old.get("upsert", "profile").await.unwrap().unwrap();
+    assert!(row.unknown_properties().is_none());
+    assert_eq!(row.nickname, None);
+}
+
+/// Enum columns, composite keys, constant keys and prefix filters round
+/// trip through the backend.
+pub async fn enums_keys_and_prefix_filters_round_trip(ctx: &Ctx) {
+    let t = ctx.store.table::<OrderLine>();
+    let rows = [
+        (2025, "9", 1, Status::Delivered, None),
+        (2026, "1", 1, Status::Pending, Some(Priority::High)),
+        (2026, "1", 2, Status::OutForDelivery, Some(Priority::Low)),
+        (2026, "10", 1, Status::Pending, None),
+        (2026, "1 b", 1, Status::Pending, None),
+        (2027, "1", 1, Status::Pending, Some(Priority::High)),
+    ];
+    for (year, number, line, status, priority) in rows {
+        t.insert(OrderLine {
+            shop: "s1".into(),
+            year,
+            number: number.into(),
+            line,
+            status,
+            priority,
+        })
+        .await
+        .expect("insert");
+    }
+    let keys = |v: &[leasehold::Versioned<OrderLine>]| -> Vec<(i32, String, u16)> {
+        v.iter()
+            .map(|l| (l.year, l.number.clone(), l.line))
+            .collect()
+    };
+    let of_2026 = t
+        .query()
+        .partition("s1")
+        .filter(OrderLine::row_key_prefix_year(2026))
+        .all()
+        .await
+        .expect("query");
+    assert_eq!(
+        keys(&of_2026),
+        [
+            (2026, "1".into(), 1),
+            (2026, "1".into(), 2),
+            (2026, "1 b".into(), 1),
+            (2026, "10".into(), 1)
+        ]
+    );
+    let order_1 = t
+        .query()
+        .partition("s1")
+        .filter(OrderLine::row_key_prefix_year_number(2026, "1"))
+        .all()
+        .await
+        .expect("query");
+    assert_eq!(
+        keys(&order_1),
+        [(2026, "1".into(), 1), (2026, "1".into(), 2)]
+    );
+
+    let c = OrderLine::columns();
+    let pending = t
+        .query()
+        .partition("s1")
+        .filter(c.status.eq(Status::Pending) & c.priority.ge(Priority::High))
+        .all()
+        .await
+        .expect("query");
+    assert_eq!(
+        keys(&pending),
+        [(2026, "1".into(), 1), (2027, "1".into(), 1)]
+    );
+    let out = t
+        .get("s1", OrderLine::row_key_from(2026, "1", 2).expect("key"))
+        .await
+        .expect("get")
+        .expect("row");
+    assert_eq!(out.status, Status::OutForDelivery);
+    assert_eq!(out.priority, Some(Priority::Low));
+
+    // A value no variant stands for names the value and the row.
+    let raw = ctx.store.table::<CustomerV2>();
+    ctx.store
+        .table::<CustomerV1>()
+        .insert(CustomerV1 {
+            id: "odd".into(),
+            name: "X".into(),
+            nickname: None,
+        })
+        .await
+        .expect("insert");
+    let mut v = ctx
+        .store
+        .table::<CustomerV1>()
+        .get("odd", "profile")
+        .await
+        .unwrap()
+        .unwrap();
+    v.take_unknown_properties();
+    let e = ctx
+        .store
+        .table::<OddStatus>()
+        .replace(&leasehold::Versioned::new(
+            OddStatus {
+                id: "odd".into(),
+                name: "X".into(),
+                email: "x".into(),
+                status: "lost".into(),
+            },
+            v.etag().clone(),
+            v.timestamp(),
+        ))
+        .await;
+    e.expect("replace with an odd status");
+    let e = raw.get("odd", "profile").await.expect_err("odd status");
+    let text = e.to_string();
+    assert!(
+        text.contains("status") && text.contains("\"lost\""),
+        "{text}"
+    );
+    assert!(text.contains("odd") && text.contains("profile"), "{text}");
+}
+
+/// The newer version's row as a program with a plain string status writes
+/// it.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "MapCustomers", row_key = "profile")]
+struct OddStatus {
+    /// The customer.
+    #[entity(partition_key)]
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Email.
+    pub email: String,
+    /// Any text.
+    pub status: String,
+}
