@@ -9,6 +9,8 @@
 //! [`Value::MAX_BYTES`]; an entity is checked against them by
 //! [`Entity::encode`], before anything is sent.
 
+#[cfg(feature = "chrono")]
+mod chrono;
 mod codec;
 mod data;
 mod entity_type;

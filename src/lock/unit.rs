@@ -503,6 +503,8 @@ impl Unit {
     }
 
     /// Stages an **unconditional** create-or-replace.
+    /// It replaces everything stored in the row, properties the type does
+    /// not know included (as [`Table::upsert`](crate::Table::upsert)).
     ///
     /// # Errors
     /// As [`Unit::insert`].

@@ -183,6 +183,8 @@ impl<E: Entity> Batch<E> {
     }
 
     /// Creates or overwrites an entity. **Unconditional.**
+    /// Replaces everything stored in the row, properties the type does not
+    /// know included (as [`Table::upsert`](crate::Table::upsert)).
     pub fn upsert(self, entity: E) -> Self {
         self.push(&entity, Base::Nothing, |d| {
             TableOp::Replace(d, Precondition::Upsert)

@@ -205,6 +205,12 @@ impl<E: Entity> Table<E> {
     /// Creates or overwrites the entity, whatever is stored. **Unconditional:**
     /// a concurrent change is lost.
     ///
+    /// It replaces everything stored in the row: properties the type does
+    /// not know (written by a newer version of the program, or another one)
+    /// are removed, since a fresh value carries none (see
+    /// [`Versioned`](crate::Versioned#properties-unknown-to-the-type));
+    /// [`Table::upsert_merge`] keeps them.
+    ///
     /// # Errors
     /// As [`Table::insert`] for an entity that cannot be stored.
     pub async fn upsert(&self, entity: E) -> Result<Versioned<E>> {

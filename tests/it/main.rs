@@ -24,6 +24,8 @@ mod api_surface;
 mod architecture;
 mod azure_backend;
 mod bad_input;
+#[cfg(feature = "chrono")]
+mod chrono_fields;
 mod codec;
 mod composite_keys;
 mod derive;
