@@ -48,7 +48,7 @@ pub mod store;
 pub mod table;
 pub mod testing;
 
-pub use entity::{EntityData, PropertyCodec, Versioned};
+pub use entity::{DynamicEntity, EntityData, PropertyCodec, Versioned};
 pub use error::{Error, ErrorKind, Result};
 pub use key::{ETag, PartitionKey, RowKey, TableName};
 pub use retry::ConflictRetry;

@@ -13,6 +13,7 @@
 mod chrono;
 mod codec;
 mod data;
+mod dynamic;
 mod entity_type;
 pub(crate) mod enums;
 mod limits;
@@ -23,6 +24,7 @@ mod versioned;
 pub use codec::{DecodeError, EncodeError, PropertyCodec};
 pub(crate) use codec::{decode_json, encode_json, short_type_name};
 pub use data::EntityData;
+pub use dynamic::DynamicEntity;
 pub use entity_type::Entity;
 #[cfg(feature = "azure")]
 pub(crate) use leasehold_rules::RESERVED_NAMES;

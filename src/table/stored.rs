@@ -140,6 +140,14 @@ pub(crate) fn stored_after<E: Entity>(
             decode(data.properties.clone())?,
             Stored::unchanged(Some(unknown)),
         ),
+        // A type with no property names of its own (`DynamicEntity`, whose
+        // bag is every stored property) is what the merge leaves: the
+        // stored properties merged with those sent.
+        Base::MergeUnchanged(Some(extra)) if E::PROPERTY_NAMES.is_empty() => {
+            let mut after = Arc::unwrap_or_clone(extra);
+            after.merge_from(&data.properties);
+            (decode(after.clone())?, Stored::Known(Arc::new(after)))
+        }
         Base::MergeUnchanged(extra) => (decode(data.properties.clone())?, Stored::unchanged(extra)),
         Base::Merge(Some(stored)) => {
             let mut after = Arc::unwrap_or_clone(stored);
@@ -147,9 +155,12 @@ pub(crate) fn stored_after<E: Entity>(
             (decode(after.clone())?, Stored::Known(Arc::new(after)))
         }
         Base::Merge(None) => {
-            if E::PROPERTY_NAMES
-                .iter()
-                .all(|name| data.properties.get(name).is_some())
+            // Every property of `E` sent: the merge leaves exactly them for
+            // `E` (not so for a type with no property names of its own).
+            if !E::PROPERTY_NAMES.is_empty()
+                && E::PROPERTY_NAMES
+                    .iter()
+                    .all(|name| data.properties.get(name).is_some())
             {
                 (decode(data.properties.clone())?, Stored::Unknown)
             } else {

@@ -379,3 +379,116 @@ struct OddStatus {
     /// Any text.
     pub status: String,
 }
+
+/// A dynamic entity reads rows of typed entities and rows in the forms
+/// other programs store (64-bit integers as plain numbers, GUIDs and dates
+/// as text), and has the table operations and queries typed tables have.
+pub async fn dynamic_entities_read_and_write_any_row(ctx: &Ctx) {
+    use leasehold::query::Column;
+    use leasehold::{DynamicEntity, PartitionKey, RowKey};
+    use time::OffsetDateTime;
+    use uuid::Uuid;
+
+    // Rows of a typed entity, read without the type.
+    let typed = ctx.store.table::<CustomerV2>();
+    typed.insert(v2("c1")).await.expect("insert");
+    let rows = ctx.store.dynamic_table("MapCustomers");
+    let mut row = rows.get("c1", "profile").await.expect("get").expect("row");
+    assert_eq!(
+        row.get::<String>("email").unwrap().as_deref(),
+        Some("ann@example.com")
+    );
+    assert_eq!(
+        row.get::<Status>("status").unwrap(),
+        Some(Status::OutForDelivery)
+    );
+    assert!(row.unknown_properties().is_none());
+
+    // A replace writes the bag as it is: a removed property is removed.
+    row.properties.remove("email");
+    row.set("vip", true).unwrap();
+    let row = rows.replace(&row).await.expect("replace");
+    let raw = rows.get("c1", "profile").await.unwrap().unwrap();
+    assert_eq!(raw.properties, row.properties);
+    assert!(raw.properties.get("email").is_none());
+    assert_eq!(raw.get::<bool>("vip").unwrap(), Some(true));
+    assert!(
+        typed.get("c1", "profile").await.is_err(),
+        "the typed row lost its email"
+    );
+
+    // Rows as another program writes them.
+    let legacy = ctx.store.dynamic_table("MapLegacy");
+    let guid = "c2b7ae4b-9b7f-4d60-a8c0-50a1bd1c9e38";
+    for (rk, count) in [("a", 3), ("b", 7), ("c", 11)] {
+        let mut d = DynamicEntity::new(PartitionKey::new("p").unwrap(), RowKey::new(rk).unwrap());
+        d.properties.insert("count", Value::Int32(count));
+        d.properties
+            .insert("big", Value::Double(1_099_511_627_776.0));
+        d.properties.insert("id", Value::String(guid.into()));
+        d.properties
+            .insert("at", Value::String("2024-05-06T07:08:09.5+02:00".into()));
+        legacy.insert(d).await.expect("insert legacy");
+    }
+    let count = Column::<DynamicEntity, i32>::new("count");
+    let found = legacy
+        .query()
+        .partition("p")
+        .filter(count.ge(5))
+        .all()
+        .await
+        .expect("query");
+    assert_eq!(found.len(), 2);
+    let b = &found[0];
+    assert_eq!(b.row_key.as_str(), "b");
+    assert_eq!(b.get::<i64>("count").unwrap(), Some(7));
+    assert_eq!(b.get::<i64>("big").unwrap(), Some(1 << 40));
+    assert_eq!(
+        b.get::<Uuid>("id").unwrap(),
+        Some(Uuid::parse_str(guid).unwrap())
+    );
+    let at = b.get::<OffsetDateTime>("at").unwrap().unwrap();
+    assert_eq!(at.unix_timestamp(), 1_714_972_089);
+    let e = b.get::<Uuid>("count").unwrap_err();
+    assert!(
+        e.to_string().contains("count") && e.to_string().contains("\"b\""),
+        "{e}"
+    );
+
+    // Merge, update_with, a batch, delete.
+    let mut patch = DynamicEntity::new(PartitionKey::new("p").unwrap(), RowKey::new("a").unwrap());
+    patch.set("note", "x".to_string()).unwrap();
+    let a = legacy.get("p", "a").await.unwrap().unwrap();
+    let merged = legacy
+        .merge(&leasehold::Versioned::new(
+            patch,
+            a.etag().clone(),
+            a.timestamp(),
+        ))
+        .await
+        .expect("merge");
+    assert_eq!(merged.get::<i64>("count").unwrap(), Some(3));
+    legacy
+        .update_with("p", "a", |d| {
+            let n = d.get::<i64>("count").ok().flatten().unwrap_or(0);
+            d.set("count", n + 1).unwrap();
+        })
+        .await
+        .expect("update_with");
+    let a = legacy.get("p", "a").await.unwrap().unwrap();
+    assert_eq!(a.properties.get("count"), Some(&Value::Int64(4)));
+    assert_eq!(a.get::<String>("note").unwrap().as_deref(), Some("x"));
+    let c = legacy.get("p", "c").await.unwrap().unwrap();
+    legacy
+        .batch()
+        .delete(&c)
+        .replace(&a)
+        .commit()
+        .await
+        .expect("batch");
+    let left = legacy.query().partition("p").all().await.unwrap();
+    assert_eq!(left.len(), 2);
+    let b = legacy.get("p", "b").await.unwrap().unwrap();
+    legacy.delete(&b).await.expect("delete");
+    assert!(legacy.get("p", "b").await.unwrap().is_none());
+}

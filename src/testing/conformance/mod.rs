@@ -242,6 +242,7 @@ macro_rules! conformance_suite {
                 two_versions_keep_each_others_properties,
                 unknown_properties_can_be_dropped,
                 enums_keys_and_prefix_filters_round_trip,
+                dynamic_entities_read_and_write_any_row,
             ]
             timed []
             blocking []
