@@ -7,6 +7,9 @@
 //! helpers here only add the table and property to errors.
 
 pub use crate::entity::EdmType;
+pub use crate::entity::chunked::{
+    ChunkedField, chunked_field, is_chunk_of, put_chunked, take_chunked,
+};
 pub use crate::entity::enums::{enum_int32, enum_string, unknown_variant};
 pub use crate::entity::{
     DecodeError, EncodeError, Entity, EntityData, Properties, PropertyCodec, Value,

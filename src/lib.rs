@@ -129,6 +129,14 @@ pub mod stream {
 /// * `json`: stored as a JSON string through serde; JSON `null` (such as
 ///   `None`) is stored as an absent property.
 /// * `default`: a missing property reads as `Default::default()`.
+/// * `chunked`, on a `String`, `Vec<u8>` (or `Option` of these) or `json`
+///   field: a value over the 64 KiB property limit is stored across
+///   numbered properties `name`, `name_1`, `name_2`, ... with the count in
+///   `name_count`, up to the 1 MiB entity limit, and joined on read (the
+///   layout Orleans' Azure table storage uses; a replace with a shorter
+///   value leaves no stale chunk). A value over the limit is an
+///   [`Error::Invalid`] naming the field and the limit, before anything is
+///   sent. Chunked fields have no typed column.
 ///
 /// Every other field is stored under its name with [`PropertyCodec`]; an
 /// `Option` that is `None` is an absent property. Mistakes (no key, an

@@ -13,16 +13,17 @@ use crate::errors::Errors;
 
 /// What a field may say, for messages.
 const FIELD_ATTRIBUTES: &str =
-    "`partition_key`, `row_key`, `rename = \"...\"`, `skip`, `json` or `default`";
+    "`partition_key`, `row_key`, `rename = \"...\"`, `skip`, `json`, `default` or `chunked`";
 
 /// The names a field attribute may have.
-const FIELD_NAMES: [&str; 6] = [
+const FIELD_NAMES: [&str; 7] = [
     "partition_key",
     "row_key",
     "rename",
     "skip",
     "json",
     "default",
+    "chunked",
 ];
 
 /// The container attribute: `#[entity(table = "Name")]`.
@@ -78,6 +79,8 @@ pub struct FieldAttrs {
     pub json: Flag,
     /// `default`.
     pub default: Flag,
+    /// `chunked`.
+    pub chunked: Flag,
 }
 
 impl FieldAttrs {
@@ -93,6 +96,9 @@ impl FieldAttrs {
         }
         if let Some(span) = self.default {
             out.push(("default", span));
+        }
+        if let Some(span) = self.chunked {
+            out.push(("chunked", span));
         }
         out
     }
@@ -243,10 +249,11 @@ pub fn field(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
                         out.rename = lit;
                     }
                 }
-                "skip" | "json" | "default" => {
+                "skip" | "json" | "default" | "chunked" => {
                     let slot = match name.as_str() {
                         "skip" => &mut out.skip,
                         "json" => &mut out.json,
+                        "chunked" => &mut out.chunked,
                         _ => &mut out.default,
                     };
                     if slot.is_some() {

@@ -55,10 +55,14 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
     let ident = model.ident;
     let table = &model.table;
 
-    let names = model.fields.iter().filter_map(|f| match &f.role {
-        Role::Property(prop) => Some(&prop.name),
-        _ => None,
+    let names = model.fields.iter().flat_map(|f| match &f.role {
+        Role::Property(prop) if prop.chunked => {
+            vec![prop.name.clone(), crate::chunked::count_name(&prop.name)]
+        }
+        Role::Property(prop) => vec![prop.name.clone()],
+        _ => Vec::new(),
     });
+    let own_property = crate::chunked::is_own_property(model);
 
     let partition_key = crate::keys::key_method(model, KeyKind::Partition);
     let row_key = crate::keys::key_method(model, KeyKind::Row);
@@ -89,12 +93,18 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
         let name = &prop.name;
         let p = private_at(ty.span());
         let slot = slot(i);
+        let check = if prop.chunked && !prop.json {
+            quote_spanned!(ty.span()=> #p::chunked_field::<#ty>();)
+        } else {
+            TokenStream::new()
+        };
         if prop.json {
             quote_spanned! {ty.span()=>
                 let #slot = #p::encode_json_field::<#ty>(#table, #name, &self.#ident)?;
             }
         } else {
             quote_spanned! {ty.span()=>
+                #check
                 let #slot = #p::encoded(#table, #name, <#ty as #p::PropertyCodec>::encode(&self.#ident))?;
             }
         }
@@ -102,14 +112,22 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
     let stores = by_name.iter().map(|&(i, _, prop)| {
         let name = &prop.name;
         let slot = slot(i);
-        quote!(#p::put(&mut #props, #name, #slot);)
+        if prop.chunked {
+            quote!(#p::put_chunked(&mut #props, #table, #name, #slot)?;)
+        } else {
+            quote!(#p::put(&mut #props, #name, #slot);)
+        }
     });
     // Decoding takes the values out in reverse name order (each from the
     // end of the bag), then decodes them in field order.
     let takes = by_name.iter().rev().map(|&(i, _, prop)| {
         let name = &prop.name;
         let slot = slot(i);
-        quote!(let #slot = #props.remove(#name);)
+        if prop.chunked {
+            quote!(let #slot = #p::take_chunked(&mut #props, #table, #name)?;)
+        } else {
+            quote!(let #slot = #props.remove(#name);)
+        }
     });
     let props_binding = if has_properties {
         quote!(mut #props)
@@ -241,6 +259,8 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
             }
 
             #keep_unknown
+
+            #own_property
         }
     }
 }
@@ -272,7 +292,7 @@ fn columns(model: &Model<'_>) -> TokenStream {
                     ));
                 }
             }
-            Role::Property(prop) if !prop.json => {
+            Role::Property(prop) if !prop.json && !prop.chunked => {
                 let ty = strip_option(field.ty);
                 columns.push((field.ident, quote!(#ty), Some(field.ty), prop.name.clone()));
             }

@@ -10,6 +10,7 @@
 extern crate proc_macro;
 
 mod attr;
+mod chunked;
 mod codec;
 mod errors;
 mod expand;

@@ -100,6 +100,8 @@ pub struct Property {
     pub json: bool,
     /// `#[entity(default)]`: a missing property reads as the default.
     pub default: bool,
+    /// `#[entity(chunked)]`: stored across numbered properties.
+    pub chunked: bool,
 }
 
 impl<'a> Model<'a> {
@@ -203,6 +205,7 @@ impl<'a> Model<'a> {
             });
         }
 
+        crate::chunked::check(&fields, &mut errors);
         let properties = fields
             .iter()
             .filter(|f| matches!(f.role, Role::Property(_)))
@@ -358,6 +361,7 @@ fn field_role<'a>(
         name,
         json: attrs.json.is_some(),
         default: attrs.default.is_some(),
+        chunked: attrs.chunked.is_some(),
     })
 }
 

@@ -67,4 +67,11 @@ pub trait Entity: Sized + Send + Sync + 'static {
     /// `true` unless the type is derived with
     /// `#[entity(drop_unknown_properties)]`.
     const KEEP_UNKNOWN_PROPERTIES: bool = true;
+
+    /// Whether the stored property `name` belongs to this type: one of
+    /// [`Entity::PROPERTY_NAMES`], or a chunk of an `#[entity(chunked)]`
+    /// field. Properties that do not are the ones a read keeps as unknown.
+    fn is_own_property(name: &str) -> bool {
+        Self::PROPERTY_NAMES.contains(&name)
+    }
 }

@@ -11,6 +11,7 @@
 
 #[cfg(feature = "chrono")]
 mod chrono;
+pub(crate) mod chunked;
 mod codec;
 mod data;
 mod dynamic;

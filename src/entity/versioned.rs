@@ -115,7 +115,7 @@ impl<E: Entity> Versioned<E> {
 pub(crate) fn unknown_of<E: Entity>(all: &Properties) -> Option<Arc<Properties>> {
     let unknown: Properties = all
         .iter()
-        .filter(|(name, _)| !E::PROPERTY_NAMES.contains(name))
+        .filter(|(name, _)| !E::is_own_property(name))
         .map(|(name, value)| (name.to_owned(), value.clone()))
         .collect();
     (!unknown.is_empty()).then(|| Arc::new(unknown))

@@ -42,15 +42,16 @@ fn extra_properties<E: Entity>(properties: &Properties) -> Option<Arc<Properties
         .iter()
         .filter(|name| properties.get(name).is_some())
         .count();
-    (carried < properties.len()).then(|| {
-        Arc::new(
-            properties
-                .iter()
-                .filter(|(name, _)| !E::PROPERTY_NAMES.contains(name))
-                .map(|(name, value)| (name.to_owned(), value.clone()))
-                .collect(),
-        )
-    })
+    if carried == properties.len() {
+        return None;
+    }
+    let extra: Properties = properties
+        .iter()
+        .filter(|(name, _)| !E::is_own_property(name))
+        .map(|(name, value)| (name.to_owned(), value.clone()))
+        .collect();
+    // Chunks of chunked fields are carried, though not named.
+    (!extra.is_empty()).then(|| Arc::new(extra))
 }
 
 /// What a write stores beside the properties it sends, as far as known

@@ -243,6 +243,7 @@ macro_rules! conformance_suite {
                 unknown_properties_can_be_dropped,
                 enums_keys_and_prefix_filters_round_trip,
                 dynamic_entities_read_and_write_any_row,
+                chunked_fields_round_trip_and_shrink,
             ]
             timed []
             blocking []
