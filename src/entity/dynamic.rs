@@ -143,8 +143,9 @@ fn convert(value: &Value, target: EdmType) -> Option<Value> {
     }
     let integral = |d: f64| -> Option<i64> {
         // Exactly integral and within i64 (2^63 as a double is out).
-        (d.fract() == 0.0 && d >= -9_223_372_036_854_775_808.0 && d < 9_223_372_036_854_775_808.0)
-            .then_some(d as i64)
+        (d.fract() == 0.0
+            && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&d))
+        .then_some(d as i64)
     };
     let as_i64 = || -> Option<i64> {
         match value {
