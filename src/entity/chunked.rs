@@ -21,6 +21,11 @@
 //! properties: every `body_<n>` belongs to the field); a merge cannot
 //! remove properties, so the old chunks past the new `body_count` stay
 //! stored, ignored by reads, until the next replace.
+//!
+//! A projection ([`Query::select`](crate::table::Query::select)) returns
+//! the chunks of a chunked field only when it names every one of them and
+//! the count; name the other fields instead, and read the entity whole when
+//! the large value is needed.
 
 use super::data::EntityData;
 use super::properties::Properties;
