@@ -86,10 +86,13 @@ pub fn is_own_property(model: &Model<'_>) -> TokenStream {
         return TokenStream::new();
     }
     let p = quote!(::leasehold::__private);
+    // Mixed-site hygiene and a prefix keep it apart from the user's
+    // constants (a parameter pattern would match a constant of its name).
+    let name = proc_macro2::Ident::new("__name", proc_macro2::Span::mixed_site());
     quote! {
-        fn is_own_property(name: &#p::str) -> bool {
-            <Self as #p::Entity>::PROPERTY_NAMES.contains(&name)
-                || #p::is_chunk_of(name, &[#(#chunked),*])
+        fn is_own_property(#name: &#p::str) -> ::core::primitive::bool {
+            <Self as #p::Entity>::PROPERTY_NAMES.contains(&#name)
+                || #p::is_chunk_of(#name, &[#(#chunked),*])
         }
     }
 }

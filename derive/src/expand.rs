@@ -217,7 +217,7 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
 
     let keep_unknown = if model.drop_unknown {
         quote!(
-            const KEEP_UNKNOWN_PROPERTIES: bool = false;
+            const KEEP_UNKNOWN_PROPERTIES: ::core::primitive::bool = false;
         )
     } else {
         TokenStream::new()
