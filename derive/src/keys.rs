@@ -132,7 +132,13 @@ fn params_and_rendered(fields: &[&Field<'_>]) -> (Vec<TokenStream>, Vec<TokenStr
     let mut params = Vec::new();
     let mut rendered = Vec::new();
     for field in fields {
-        let ident = field.ident;
+        // Named after the field, but prefixed (and mixed-site) so that a
+        // constant of the field's name cannot turn the parameter into a
+        // pattern.
+        let ident = &proc_macro2::Ident::new(
+            &format!("__{}", unraw(field.ident)),
+            proc_macro2::Span::mixed_site(),
+        );
         let ty = field.ty;
         if is_string(ty) {
             params.push(quote!(#ident: impl ::core::convert::Into<#p::String>));

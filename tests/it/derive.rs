@@ -446,6 +446,8 @@ mod widenings {
 mod shadowed_mapping {
     const value: u8 = 0;
     const name: u8 = 0;
+    const a: u8 = 0;
+    const b: u8 = 0;
     struct bool;
     struct i32;
     struct str;
