@@ -137,7 +137,7 @@ fn params_and_rendered(fields: &[&Field<'_>]) -> (Vec<TokenStream>, Vec<TokenStr
         // pattern.
         let ident = &proc_macro2::Ident::new(
             &format!("__{}", unraw(field.ident)),
-            proc_macro2::Span::mixed_site(),
+            proc_macro2::Span::mixed_site().located_at(field.ident.span()),
         );
         let ty = field.ty;
         if is_string(ty) {
