@@ -57,6 +57,13 @@ pub fn of_field(ident: &Ident, attrs: &FieldAttrs, errors: &mut Errors) -> Optio
         );
         return None;
     }
+    if attrs.chunked.is_some() {
+        errors.at(
+            span,
+            format!("`{name}` does not apply to a `chunked` field: `{ident}` may hold values far over a key's 1 KiB, spread across several properties"),
+        );
+        return None;
+    }
     Some((unique, span))
 }
 

@@ -448,6 +448,7 @@ impl Unit {
     /// As [`Unit::insert`].
     pub fn replace<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
         let (table, data) = self.encode(current.entity(), "replace")?;
+        let data = crate::table::Base::replace_of(current).complete::<E>(data)?;
         let condition = Self::condition_of(current);
         self.stage_conditional(table, data, condition, false)
     }
@@ -507,6 +508,8 @@ impl Unit {
     }
 
     /// Stages an **unconditional** create-or-replace.
+    /// It replaces everything stored in the row, properties the type does
+    /// not know included (as [`Table::upsert`](crate::Table::upsert)).
     ///
     /// # Errors
     /// As [`Unit::insert`].

@@ -21,6 +21,15 @@ impl Store {
         table
     }
 
+    /// The table named `table` (with the store's prefix, as for typed
+    /// tables), its rows as [`DynamicEntity`](crate::DynamicEntity): keys,
+    /// ETag, Timestamp and every property, whatever wrote them. An invalid
+    /// name is an [`Error::Invalid`] at the first
+    /// operation, as for [`Store::table`].
+    pub fn dynamic_table(&self, table: &str) -> Table<crate::DynamicEntity> {
+        Table::new(Arc::clone(self.tables())).with_table_name(table)
+    }
+
     /// Takes the lock of a partition, waiting up to the configured
     /// [`LockOptions::acquire_timeout`](crate::lock::LockOptions::acquire_timeout), and rolls forward a commit that a
     /// previous holder left unfinished. See [`crate::lock`].

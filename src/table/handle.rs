@@ -69,6 +69,14 @@ impl<E: Entity> Table<E> {
         }
     }
 
+    /// This handle on the table named `table` instead of `E::TABLE` (with
+    /// the store's prefix), for [`crate::Store::dynamic_table`].
+    pub(crate) fn with_table_name(mut self, table: &str) -> Self {
+        self.name = self.env.table_name(table).map_err(|e| e.to_string());
+        self.ready = Arc::new(AtomicBool::new(false));
+        self
+    }
+
     /// This table, keeping a write log in every entity it inserts, replaces
     /// or merges conditionally, so that a write whose reply is lost can be
     /// settled exactly.

@@ -28,5 +28,5 @@ pub use fence::Fence;
 pub(crate) use fence::is_fence_row;
 pub use handle::Table;
 pub use query::{DecodeErrors, OnDecodeError, Page, Query};
-pub(crate) use stored::versioned;
+pub(crate) use stored::{Base, versioned};
 pub use update::UpdateError;

@@ -23,7 +23,7 @@ impl<E: Entity> Table<E> {
         base: Base,
         make_op: impl FnOnce(EntityData) -> TableOp,
     ) -> Result<Versioned<E>> {
-        let data = entity.encode()?;
+        let data = base.encode(entity)?;
         if data.properties.get(write_log::PROPERTY).is_some() {
             return Err(Error::invalid(
                 format!(
@@ -134,9 +134,12 @@ impl<E: Entity> Table<E> {
             return Ok(v);
         }
         let etag = current.etag().clone();
-        self.write(current.entity(), current.write_log(), Base::Nothing, |d| {
-            TableOp::Replace(d, Precondition::IfMatch(etag))
-        })
+        self.write(
+            current.entity(),
+            current.write_log(),
+            Base::replace_of(current),
+            |d| TableOp::Replace(d, Precondition::IfMatch(etag)),
+        )
         .await
     }
 
@@ -217,6 +220,12 @@ impl<E: Entity> Table<E> {
 
     /// Creates or overwrites the entity, whatever is stored. **Unconditional:**
     /// a concurrent change is lost.
+    ///
+    /// It replaces everything stored in the row: properties the type does
+    /// not know (written by a newer version of the program, or another one)
+    /// are removed, since a fresh value carries none (see
+    /// [`Versioned`](crate::Versioned#properties-unknown-to-the-type));
+    /// [`Table::upsert_merge`] keeps them.
     ///
     /// # Errors
     /// As [`Table::insert`] for an entity that cannot be stored.

@@ -9,7 +9,8 @@
 //! [`table_backend`] (through the backend trait), [`blob_backend`] and
 //! [`blobs`], [`timed`]
 //! (blob leases running out), [`lease`], [`lock`], [`lock_many`],
-//! [`fence`] (fenced writes) and [`indexes`].
+//! [`fence`] (fenced writes), [`indexes`] and [`mapping`] (entity
+//! mapping: unknown properties kept, enums, key builders).
 //! [`conformance_suite!`](crate::conformance_suite) turns them all into one
 //! test per check; leasehold runs it on the memory backend and on Azurite,
 //! and a backend or backend wrapper of your own can run the same:
@@ -41,6 +42,7 @@ pub mod indexes;
 pub mod lease;
 pub mod lock;
 pub mod lock_many;
+pub mod mapping;
 pub mod table_backend;
 pub mod tables;
 pub mod timed;
@@ -233,6 +235,17 @@ macro_rules! conformance_suite {
                 writes_return_what_get_returns,
                 queries_skip_or_collect_rows_that_do_not_decode,
                 try_update_with_refuses_or_retries,
+            ]
+            timed []
+            blocking []
+        );
+        $crate::conformance_suite!(@module mapping #[$plain] #[$timed];
+            plain [
+                two_versions_keep_each_others_properties,
+                unknown_properties_can_be_dropped,
+                enums_keys_and_prefix_filters_round_trip,
+                dynamic_entities_read_and_write_any_row,
+                chunked_fields_round_trip_and_shrink,
             ]
             timed []
             blocking []
