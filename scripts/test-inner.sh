@@ -4,9 +4,10 @@
 # OAuth, whose checks, `azurite::oauth::`, run last).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The conformance suite is the `conformance` feature; building the
-# examples with the same features reuses one build of the library.
-features=(--features leasehold/conformance)
+# The conformance suite is the `conformance` feature, `chrono` adds the
+# chrono field types and their tests; building the examples with the same
+# features reuses one build of the library.
+features=(--features leasehold/conformance,leasehold/chrono)
 log="$(mktemp "${TMPDIR:-/tmp}/leasehold-test.XXXXXX")"
 timed="$(mktemp "${TMPDIR:-/tmp}/leasehold-timed.XXXXXX")"
 ui="$(mktemp "${TMPDIR:-/tmp}/leasehold-ui.XXXXXX")"

@@ -31,7 +31,7 @@ pub use entity_type::Entity;
 pub(crate) use leasehold_rules::RESERVED_NAMES;
 pub(crate) use leasehold_rules::property_name_problem;
 pub(crate) use limits::{entity_size, validate_entity};
-pub use properties::{Properties, PropertiesIntoIter};
+pub use properties::Properties;
 pub use value::{EdmType, Value};
 pub(crate) use versioned::Stored;
 pub use versioned::Versioned;
