@@ -6,7 +6,11 @@
 //!
 //! Each worker stands for a separate process: its own `Store` and lease
 //! manager over the same storage. Every term advances the lease's fencing
-//! epoch, so each leader holds a number no earlier leader had.
+//! epoch, so each leader holds a number no earlier leader had. The leader
+//! records its progress in a table through its term's fence
+//! (`LeaderContext::fence`, `Table::fenced`): once a later leader has
+//! written, the service refuses an earlier leader's writes, even from a
+//! leader that was paused past its lease and does not know it lost it.
 //!
 //! Runs on the embedded memory backend (one `MemoryBackend` shared by all
 //! workers); set `AZURE_STORAGE_CONNECTION_STRING` to run against Azure
@@ -23,7 +27,8 @@ use std::time::Duration;
 use leasehold::CancellationToken;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::lease::{LeaderOptions, LeaseOptions};
-use leasehold::{Error, Store};
+use leasehold::table::Fence;
+use leasehold::{Entity, Error, ErrorKind, Store};
 use tokio::sync::mpsc;
 
 /// Where the workers keep their state: one embedded backend they all share,
@@ -59,17 +64,38 @@ impl Storage {
     }
 }
 
+/// The coordinator's progress, written only by the leader, fenced.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "LeaderProgress")]
+struct Progress {
+    #[entity(partition_key)]
+    run: String,
+    #[entity(row_key)]
+    name: String,
+    worker: i64,
+    epoch: i64,
+    ticks: i64,
+}
+
 /// What the workers report to `main`.
 #[derive(Debug)]
 enum Event {
-    BecameLeader { worker: usize, epoch: u64 },
-    SteppedDown { worker: usize, ticks: u32 },
+    BecameLeader {
+        worker: usize,
+        epoch: u64,
+        fence: Fence,
+    },
+    SteppedDown {
+        worker: usize,
+        ticks: u32,
+    },
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let storage = Storage::from_env();
-    let lease = format!("coordinator/{}", uuid::Uuid::new_v4().simple());
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let lease = format!("coordinator/{run}");
     const WORKERS: usize = 3;
 
     let (events, mut inbox) = mpsc::unbounded_channel();
@@ -84,6 +110,7 @@ async fn main() -> Result<(), Error> {
         let events = events.clone();
         let leading = leading.clone();
         let lease = lease.clone();
+        let run = run.clone();
         workers.push(tokio::spawn(async move {
             let options = LeaderOptions::new().with_stop(stop);
             store
@@ -91,20 +118,38 @@ async fn main() -> Result<(), Error> {
                 .run_as_leader(&lease, options, |ctx| {
                     let events = events.clone();
                     let leading = leading.clone();
+                    // The term's writes go through its fence.
+                    let fence = ctx.fence().expect("each term advances the epoch");
+                    let progress = store.table::<Progress>().fenced(&fence);
+                    let run = run.clone();
                     async move {
                         let others = leading.fetch_add(1, Ordering::SeqCst);
                         assert_eq!(others, 0, "two leaders at once");
                         let _ = events.send(Event::BecameLeader {
                             worker,
                             epoch: ctx.epoch(),
+                            fence,
                         });
-                        // Coordinate until leadership ends.
+                        // Coordinate until leadership ends, recording each
+                        // tick (one transaction with the fence row).
                         let mut ticks = 0;
                         let mut tick = tokio::time::interval(Duration::from_millis(100));
                         loop {
                             tokio::select! {
                                 () = ctx.cancelled() => break,
-                                _ = tick.tick() => ticks += 1,
+                                _ = tick.tick() => {
+                                    ticks += 1;
+                                    progress
+                                        .upsert(Progress {
+                                            run: run.clone(),
+                                            name: "state".into(),
+                                            worker: worker as i64,
+                                            epoch: ctx.epoch() as i64,
+                                            ticks: i64::from(ticks),
+                                        })
+                                        .await
+                                        .expect("the current leader's writes are accepted");
+                                }
                             }
                         }
                         leading.fetch_sub(1, Ordering::SeqCst);
@@ -120,6 +165,7 @@ async fn main() -> Result<(), Error> {
     // take over one by one until all three have led.
     let mut leaders = Vec::new();
     let mut epochs = Vec::new();
+    let mut fences = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while leaders.len() < WORKERS {
         let event = tokio::time::timeout_at(deadline, inbox.recv())
@@ -127,10 +173,15 @@ async fn main() -> Result<(), Error> {
             .expect("a standby takes over within seconds")
             .expect("workers are running");
         match event {
-            Event::BecameLeader { worker, epoch } => {
+            Event::BecameLeader {
+                worker,
+                epoch,
+                fence,
+            } => {
                 println!("worker-{worker} became leader (epoch {epoch})");
                 leaders.push(worker);
                 epochs.push(epoch);
+                fences.push(fence);
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 println!("stopping worker-{worker}");
                 stops[worker].cancel();
@@ -159,11 +210,39 @@ async fn main() -> Result<(), Error> {
     );
     assert_eq!(leading.load(Ordering::SeqCst), 0);
 
-    let seen = storage
-        .store_for("operator")?
-        .leases()
-        .describe(&lease)
-        .await?;
+    // The progress row holds the last leader's writes; a write through the
+    // first leader's fence (as a leader paused past its term would send) is
+    // refused by the service.
+    let operator = storage.store_for("operator")?;
+    let progress = operator.table::<Progress>();
+    let state = progress
+        .get(run.as_str(), "state")
+        .await?
+        .expect("recorded");
+    let last = WORKERS - 1;
+    assert_eq!(
+        (state.worker, state.epoch),
+        (leaders[last] as i64, epochs[last] as i64),
+        "the last leader's progress stands"
+    );
+    let stale = progress
+        .fenced(&fences[0])
+        .upsert(Progress {
+            run: run.clone(),
+            name: "state".into(),
+            worker: leaders[0] as i64,
+            epoch: epochs[0] as i64,
+            ticks: 0,
+        })
+        .await
+        .expect_err("a write of an earlier term is refused");
+    assert_eq!(stale.kind(), ErrorKind::LeaseLost, "{stale}");
+    println!(
+        "a write through worker-{}'s fence is refused: {stale}",
+        leaders[0]
+    );
+
+    let seen = operator.leases().describe(&lease).await?;
     assert!(!seen.is_held(), "the last leader released the lease");
     println!(
         "leader finished: leaders in turn {leaders:?}, epochs {epochs:?}, lease now {:?}",

@@ -4,7 +4,10 @@
 # are more than the budget. `-v` prints them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-budget=105
+# 105 when the surface was cut to what users use; 106 since fenced writes,
+# indexes and entity mapping added `Fence`, `IndexReport`, `DynamicEntity`
+# and the `PropertyCodec` derive, and `PropertiesIntoIter` became a std type.
+budget=106
 page=target/doc/leasehold/all.html
 [[ -f $page ]] || cargo doc --no-deps -p leasehold --quiet
 items=$(grep -o '<li><a href="[^"]*">' "$page" | sed 's/<li><a href="\(.*\)">/\1/')

@@ -1,43 +1,64 @@
 #!/usr/bin/env bash
 # The body of scripts/test.sh, run with LEASEHOLD_TEST_AZURITE pointing at a
-# running Azurite.
+# running Azurite (and LEASEHOLD_TEST_AZURITE_OAUTH at the HTTPS one with
+# OAuth, whose checks, `azurite::oauth::`, run last).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The conformance suite is the `conformance` feature; building the
-# examples with the same features reuses one build of the library.
-features=(--features leasehold/conformance)
+# The conformance suite is the `conformance` feature, `chrono` adds the
+# chrono field types and their tests; building the examples with the same
+# features reuses one build of the library.
+features=(--features leasehold/conformance,leasehold/chrono)
+log="$(mktemp "${TMPDIR:-/tmp}/leasehold-test.XXXXXX")"
+timed="$(mktemp "${TMPDIR:-/tmp}/leasehold-timed.XXXXXX")"
+ui="$(mktemp "${TMPDIR:-/tmp}/leasehold-ui.XXXXXX")"
+trap 'rm -f "$log" "$timed" "$ui"' EXIT
+# Build every test once, so the runs below never wait for each other's build.
+cargo test --workspace --no-run --quiet "${features[@]}"
+# The compile-fail diagnostics compile in their own target directory, the
+# heaviest work of the run: at the lowest priority while the examples run,
+# never beside the conformance suite's real-time checks.
+# Without `chrono`: its types would join the lists of implementors that
+# the expected diagnostics quote.
+nice -n 19 cargo test --no-fail-fast --features leasehold/conformance --test ui >"$ui" 2>&1 &
+ui_pid=$!
 for example in quickstart transfer wiki_edit last_writer_wins init_once leader scheduled_jobs; do
     echo "== example $example (memory)"
     env -u AZURE_STORAGE_CONNECTION_STRING cargo run --quiet "${features[@]}" --example "$example"
     echo "== example $example (Azurite)"
     AZURE_STORAGE_CONNECTION_STRING="$LEASEHOLD_TEST_AZURITE" cargo run --quiet "${features[@]}" --example "$example"
 done
-log="$(mktemp "${TMPDIR:-/tmp}/leasehold-test.XXXXXX")"
-timed="$(mktemp "${TMPDIR:-/tmp}/leasehold-timed.XXXXXX")"
-trap 'rm -f "$log" "$timed"' EXIT
-# Build every test once, so the runs below never wait for each other's build.
-cargo test --workspace --no-run --quiet "${features[@]}"
 set +e
+status=0
+# Remembers the first failure: `keep "${PIPESTATUS[0]}"` right after a run.
+keep() { [ "$status" -ne 0 ] || status=$1; }
+wait "$ui_pid"
+keep $?
+cat "$ui" | tee "$log"
 # The conformance suite on Azurite waits in real time for leases to run out
 # (15 s to 2.5 min per check), so its checks run side by side, 48 at a time,
-# and while they wait the tests that need no Azurite (unit tests, doctests,
-# compile-fail diagnostics) use the processor at the lowest priority. Nothing
-# else talks to this Azurite meanwhile: its timed checks need prompt answers.
+# and while they wait the tests that need no Azurite (unit tests, doctests)
+# use the processor at the lowest priority. Nothing else talks to this
+# Azurite meanwhile: its timed checks need prompt answers (the suite's run
+# on the OAuth Azurite comes last, for the same reason).
 RUST_TEST_THREADS="${RUST_TEST_THREADS:-48}" \
-    cargo test --no-fail-fast "${features[@]}" --test it azurite:: >"$timed" 2>&1 &
+    cargo test --no-fail-fast "${features[@]}" --test it -- azurite:: --skip azurite::oauth:: >"$timed" 2>&1 &
 timed_pid=$!
-nice -n 19 cargo test --workspace --no-fail-fast "${features[@]}" --lib --bins --test ui 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
+nice -n 19 cargo test --workspace --no-fail-fast "${features[@]}" --lib --bins 2>&1 | tee -a "$log"
+keep "${PIPESTATUS[0]}"
 nice -n 19 cargo test --workspace --no-fail-fast "${features[@]}" --doc 2>&1 | tee -a "$log"
-[ "$status" -ne 0 ] || status=${PIPESTATUS[0]}
+keep "${PIPESTATUS[0]}"
 wait "$timed_pid"
 timed_status=$?
 tee -a "$log" <"$timed"
-[ "$status" -ne 0 ] || status=$timed_status
+keep "$timed_status"
 # Then the integration tests that share Azurite (fault proxy, SAS, CLI,
 # multi-process torture).
 cargo test --no-fail-fast "${features[@]}" --test it --test cli --test torture -- --skip azurite:: 2>&1 | tee -a "$log"
-[ "$status" -ne 0 ] || status=${PIPESTATUS[0]}
+keep "${PIPESTATUS[0]}"
+# Last, the conformance suite through Entra ID tokens on the OAuth Azurite.
+RUST_TEST_THREADS="${RUST_TEST_THREADS:-48}" \
+    cargo test --no-fail-fast "${features[@]}" --test it azurite::oauth:: 2>&1 | tee -a "$log"
+keep "${PIPESTATUS[0]}"
 set -e
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i } }

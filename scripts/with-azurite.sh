@@ -9,6 +9,13 @@
 # well-known devstoreaccount1 key), runs the command, always stops Azurite, and
 # exits with the command's exit code. Azurite's log is printed when Azurite
 # fails to start or the command fails.
+#
+# It also starts a second Azurite with OAuth (`--oauth basic`, which needs
+# HTTPS) on a certificate made for this run by scripts/test-cert.js (a test
+# CA and a server certificate with 127.0.0.1 in its subject alternative
+# names; Node and the pinned node-forge, no openssl command needed), and
+# exports LEASEHOLD_TEST_AZURITE_OAUTH (a connection string with its https
+# endpoints) and LEASEHOLD_TEST_AZURITE_OAUTH_CA (the CA's PEM file).
 set -euo pipefail
 
 if [ "$#" -eq 0 ]; then
@@ -34,18 +41,25 @@ fi
 workdir="$(mktemp -d "${TMPDIR:-/tmp}/leasehold-azurite.XXXXXX")"
 log="$workdir/azurite.log"
 azurite_pid=""
+oauth_pid=""
 
-cleanup() {
-    if [ -n "$azurite_pid" ] && kill -0 "$azurite_pid" 2>/dev/null; then
-        kill "$azurite_pid" 2>/dev/null || true
+stop() {
+    local pid="$1"
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        kill "$pid" 2>/dev/null || true
         # Give it a moment to exit cleanly, then make sure.
         for _ in 1 2 3 4 5 6 7 8 9 10; do
-            kill -0 "$azurite_pid" 2>/dev/null || break
+            kill -0 "$pid" 2>/dev/null || break
             sleep 0.2
         done
-        kill -9 "$azurite_pid" 2>/dev/null || true
-        wait "$azurite_pid" 2>/dev/null || true
+        kill -9 "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
     fi
+}
+
+cleanup() {
+    stop "$azurite_pid"
+    stop "$oauth_pid"
     rm -rf "$workdir"
 }
 trap cleanup EXIT
@@ -99,28 +113,36 @@ wait_for_ports() {
     ' "$@"
 }
 
-started=""
-for attempt in 1 2 3; do
-    read -r blob_port table_port queue_port < <(free_ports)
-    # Run from the temp dir so that nothing Azurite writes lands in the
-    # worktree (--location cannot be combined with --inMemoryPersistence).
-    (cd "$workdir" && exec "$root/node_modules/.bin/azurite" --silent --inMemoryPersistence \
-        --blobHost 127.0.0.1 --blobPort "$blob_port" \
-        --tableHost 127.0.0.1 --tablePort "$table_port" \
-        --queueHost 127.0.0.1 --queuePort "$queue_port" \
-        --skipApiVersionCheck) >>"$log" 2>&1 &
-    azurite_pid=$!
-    if wait_for_ports 30 "$azurite_pid" "$blob_port" "$table_port" && kill -0 "$azurite_pid" 2>/dev/null; then
-        started=yes
-        break
-    fi
-    echo "with-azurite: Azurite did not come up on ports $blob_port/$table_port (attempt $attempt)" >&2
-    kill "$azurite_pid" 2>/dev/null || true
-    wait "$azurite_pid" 2>/dev/null || true
-    azurite_pid=""
-done
+# Starts one Azurite (extra arguments after the first, which names its log)
+# on free ports, retrying with new ports; sets started_pid, blob_port and
+# table_port, or leaves started_pid empty.
+start_azurite() {
+    local out="$1"
+    shift
+    started_pid=""
+    for attempt in 1 2 3; do
+        read -r blob_port table_port queue_port < <(free_ports)
+        # Run from the temp dir so that nothing Azurite writes lands in the
+        # worktree (--location cannot be combined with --inMemoryPersistence).
+        (cd "$workdir" && exec "$root/node_modules/.bin/azurite" --silent --inMemoryPersistence \
+            --blobHost 127.0.0.1 --blobPort "$blob_port" \
+            --tableHost 127.0.0.1 --tablePort "$table_port" \
+            --queueHost 127.0.0.1 --queuePort "$queue_port" \
+            --skipApiVersionCheck "$@") >>"$out" 2>&1 &
+        local pid=$!
+        if wait_for_ports 30 "$pid" "$blob_port" "$table_port" && kill -0 "$pid" 2>/dev/null; then
+            started_pid=$pid
+            return 0
+        fi
+        echo "with-azurite: Azurite did not come up on ports $blob_port/$table_port (attempt $attempt)" >&2
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+}
 
-if [ -z "$started" ]; then
+start_azurite "$log"
+azurite_pid="$started_pid"
+if [ -z "$azurite_pid" ]; then
     echo "with-azurite: giving up: Azurite did not start" >&2
     print_log
     exit 70
@@ -132,10 +154,36 @@ key="Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/K
 export LEASEHOLD_TEST_AZURITE="DefaultEndpointsProtocol=http;AccountName=$account;AccountKey=$key;BlobEndpoint=http://127.0.0.1:$blob_port/$account;TableEndpoint=http://127.0.0.1:$table_port/$account;"
 echo "with-azurite: Azurite $(node -p 'require("./node_modules/azurite/package.json").version') on blob :$blob_port, table :$table_port" >&2
 
+# The OAuth Azurite: a test CA, a server certificate for 127.0.0.1 signed by
+# it (both valid two days, made fresh for this run), then Azurite over HTTPS
+# checking bearer tokens (`--oauth basic`: lifetime, issuer, audience).
+oauth_log="$workdir/azurite-oauth.log"
+tls="$workdir/tls"
+mkdir -p "$tls"
+if node scripts/test-cert.js "$tls" >"$tls/cert.log" 2>&1; then
+    start_azurite "$oauth_log" --oauth basic --cert "$tls/server.pem" --key "$tls/server.key"
+    oauth_pid="$started_pid"
+    if [ -n "$oauth_pid" ]; then
+        export LEASEHOLD_TEST_AZURITE_OAUTH="DefaultEndpointsProtocol=https;AccountName=$account;AccountKey=$key;BlobEndpoint=https://127.0.0.1:$blob_port/$account;TableEndpoint=https://127.0.0.1:$table_port/$account;"
+        export LEASEHOLD_TEST_AZURITE_OAUTH_CA="$tls/ca.pem"
+        echo "with-azurite: OAuth Azurite (HTTPS) on blob :$blob_port, table :$table_port" >&2
+    else
+        echo "with-azurite: the OAuth Azurite did not start; its tests will skip (fail in CI)" >&2
+        cat "$oauth_log" >&2 || true
+    fi
+else
+    echo "with-azurite: could not make the test certificate; OAuth tests will skip (fail in CI)" >&2
+    cat "$tls/cert.log" >&2 || true
+fi
+
 status=0
 "$@" || status=$?
 
 if [ "$status" -ne 0 ]; then
     print_log
+    if [ -s "$oauth_log" ]; then
+        echo "---- OAuth azurite log ($oauth_log) ----" >&2
+        cat "$oauth_log" >&2 || true
+    fi
 fi
 exit "$status"

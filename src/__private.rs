@@ -6,10 +6,16 @@
 //! itself, so that an unsupported field type is reported at the field; the
 //! helpers here only add the table and property to errors.
 
+pub use crate::entity::EdmType;
+pub use crate::entity::chunked::{
+    ChunkedField, chunked_field, is_chunk_of, put_chunked, take_chunked,
+};
+pub use crate::entity::enums::{enum_int32, enum_string, unknown_variant};
 pub use crate::entity::{
     DecodeError, EncodeError, Entity, EntityData, Properties, PropertyCodec, Value,
 };
 pub use crate::error::{Error, Result};
+pub use crate::index::def::IndexDef;
 pub use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey};
 pub use crate::query::Column;
 pub use std::clone::Clone;
@@ -235,4 +241,35 @@ pub fn wire_body(partition_key: &str, row_key: &str, properties: &Properties) ->
 pub fn wire_read(table: &str, body: &str) -> Result<(String, String, Properties)> {
     let read = crate::backend::wire::entity_from_json_str(table, body)?;
     Ok((read.partition_key, read.row_key, read.properties))
+}
+
+/// Checks that a stored key is the entity's constant key
+/// (`#[entity(row_key = "...")]`).
+///
+/// # Errors
+/// [`Error::Decode`] naming the key when the row holds another.
+pub fn constant_key(table: &str, kind: KeyKind, stored: &str, expected: &str) -> Result<()> {
+    if stored == expected {
+        return Ok(());
+    }
+    Err(Error::Decode {
+        table: table.to_owned(),
+        row: None,
+        property: kind.property().to_owned(),
+        expected: format!("the constant {expected:?}"),
+        found: format!("{stored:?}"),
+    })
+}
+
+pub use crate::query::TypedFilter;
+
+/// The rows whose `column` (`PartitionKey` or `RowKey`) starts with the
+/// `K` rendered leading parts of a composite key: a key range.
+pub fn key_prefix_filter<E, const K: usize>(
+    column: &'static str,
+    parts: [String; K],
+) -> TypedFilter<E> {
+    let (low, high) = CompositeKey::prefix_bounds(parts.iter().map(String::as_str));
+    let column = Column::<E, String>::new(column);
+    column.ge(low) & column.lt(high)
 }

@@ -78,7 +78,9 @@ pub enum Error {
     },
 
     /// The lease this caller held is gone: expired, broken, or taken by
-    /// another owner. Nothing was written.
+    /// another owner. Nothing was written. Also a fenced table write
+    /// refused because a later epoch of the lease wrote the partition
+    /// ([`Table::fenced`](crate::Table::fenced)).
     LeaseLost {
         /// The lease that was lost.
         what: String,
@@ -162,6 +164,27 @@ pub enum Error {
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
+    /// The request was not authorised: the credential could not give a
+    /// token (`status` is `None`), or the service refused the credentials it
+    /// was sent (HTTP 401 or 403: a token for the wrong audience or expired,
+    /// a missing role assignment, shared-key access turned off). Not
+    /// transient: retrying the same credentials does not help. Never holds a
+    /// key, a signature or a token.
+    Auth {
+        /// The kind of credential, such as `shared key`, `SAS`, or a token
+        /// credential's type (`DefaultAzureCredential`, `AzureCliCredential`).
+        credential: String,
+        /// The HTTP status of the refusal; `None` when no token was had.
+        status: Option<u16>,
+        /// The service's error code, such as `AuthenticationFailed` or
+        /// `AuthorizationPermissionMismatch`.
+        code: Option<String>,
+        /// What was refused, and why when known.
+        message: String,
+        /// The credential's own failure, when there is one (scrubbed).
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+
     /// Storage kept failing (transient errors, no reply, an unreachable
     /// endpoint) for the configured bound while leasehold waited for a lease
     /// (see [`LeaseOptions::with_unavailable_after`]), so it gave up.
@@ -226,6 +249,16 @@ impl std::fmt::Display for Error {
                 backend_prefix(*status),
                 code_suffix(code)
             ),
+            Error::Auth {
+                credential,
+                code,
+                message,
+                ..
+            } => write!(
+                f,
+                "not authorised ({credential}){}: {message}",
+                code_suffix(code)
+            ),
             Error::Unavailable {
                 endpoint,
                 after,
@@ -245,9 +278,9 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Batch { source, .. } | Error::Unavailable { source, .. } => Some(&**source),
-            Error::Transient { source, .. } | Error::Backend { source, .. } => {
-                source.as_deref().map(|e| e as _)
-            }
+            Error::Transient { source, .. }
+            | Error::Backend { source, .. }
+            | Error::Auth { source, .. } => source.as_deref().map(|e| e as _),
             _ => None,
         }
     }
@@ -309,6 +342,8 @@ pub enum ErrorKind {
     Backend,
     /// [`Error::Unavailable`]
     Unavailable,
+    /// [`Error::Auth`]
+    Auth,
 }
 
 impl Error {
@@ -328,6 +363,7 @@ impl Error {
             Error::Transient { .. } => ErrorKind::Transient,
             Error::Backend { .. } => ErrorKind::Backend,
             Error::Unavailable { .. } => ErrorKind::Unavailable,
+            Error::Auth { .. } => ErrorKind::Auth,
         }
     }
 
@@ -342,7 +378,8 @@ impl Error {
             | Error::LeaseHeld { code, .. }
             | Error::LeaseLost { code, .. }
             | Error::Transient { code, .. }
-            | Error::Backend { code, .. } => code.as_deref(),
+            | Error::Backend { code, .. }
+            | Error::Auth { code, .. } => code.as_deref(),
             Error::Batch { source, .. } | Error::Unavailable { source, .. } => source.code(),
             _ => None,
         }
@@ -354,7 +391,9 @@ impl Error {
     /// one).
     pub fn status(&self) -> Option<u16> {
         match self {
-            Error::Transient { status, .. } | Error::Backend { status, .. } => *status,
+            Error::Transient { status, .. }
+            | Error::Backend { status, .. }
+            | Error::Auth { status, .. } => *status,
             Error::Batch { source, .. } | Error::Unavailable { source, .. } => source.status(),
             _ => None,
         }
@@ -430,7 +469,10 @@ impl Error {
         mut self,
         cause: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> Self {
-        if let Error::Transient { source, .. } | Error::Backend { source, .. } = &mut self {
+        if let Error::Transient { source, .. }
+        | Error::Backend { source, .. }
+        | Error::Auth { source, .. } = &mut self
+        {
             *source = Some(cause.into());
         }
         self

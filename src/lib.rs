@@ -38,6 +38,7 @@ pub mod backend;
 mod datetime;
 pub mod entity;
 pub mod error;
+pub mod index;
 pub mod key;
 pub mod lease;
 pub mod lock;
@@ -48,8 +49,9 @@ pub mod store;
 pub mod table;
 pub mod testing;
 
-pub use entity::{EntityData, PropertyCodec, Versioned};
+pub use entity::{DynamicEntity, EntityData, PropertyCodec, Versioned};
 pub use error::{Error, ErrorKind, Result};
+pub use index::IndexReport;
 pub use key::{ETag, PartitionKey, RowKey, TableName};
 pub use retry::ConflictRetry;
 pub use store::{Store, StoreBuilder};
@@ -107,8 +109,16 @@ pub mod stream {
 /// }
 /// ```
 ///
-/// Container attribute: `table = "Name"` (required; checked against the
-/// table-name rule at compile time).
+/// Container attributes:
+/// * `table = "Name"` (required; checked against the table-name rule at
+///   compile time).
+/// * `partition_key = "..."`, `row_key = "..."`: a constant key, for a type
+///   with one row per partition (`#[entity(table = "Customers", row_key =
+///   "profile")]`) or one row in all; no field is then marked with that
+///   key. The constant is checked at compile time, and a row read with
+///   another key is an [`Error::Decode`].
+/// * `drop_unknown_properties`: see [`Versioned`] on properties unknown to
+///   the type.
 ///
 /// Field attributes:
 /// * `partition_key`, `row_key`: the key fields, which implement
@@ -121,11 +131,59 @@ pub mod stream {
 /// * `json`: stored as a JSON string through serde; JSON `null` (such as
 ///   `None`) is stored as an absent property.
 /// * `default`: a missing property reads as `Default::default()`.
+/// * `unique`: no two entities of the type share the field's value;
+///   `index`: a non-unique index. Index rows are kept with every write
+///   and looked up with [`Table::get_by`], [`Table::find_by`] and
+///   [`Table::find_range`] (see [`index`]). The field's type (or the `T`
+///   of an `Option<T>`; `None` is not indexed) must implement
+///   [`key::KeyPart`]; key, `json` and `skip` fields cannot be indexed.
+/// * `chunked`, on a `String`, `Vec<u8>` (or `Option` of these) or `json`
+///   field: a value over the 64 KiB property limit is stored across
+///   numbered properties `name`, `name_1`, `name_2`, ... with the count in
+///   `name_count`, up to the 1 MiB entity limit, and joined on read (the
+///   layout Orleans' Azure table storage uses; a replace with a shorter
+///   value leaves no stale chunk). A value over the limit is an
+///   [`Error::Invalid`] naming the field and the limit, before anything is
+///   sent. Chunked fields have no typed column.
 ///
 /// Every other field is stored under its name with [`PropertyCodec`]; an
 /// `Option` that is `None` is an absent property. Mistakes (no key, an
 /// unsupported type, a reserved or invalid name, an unknown attribute) are
 /// compile errors at the offending field or attribute.
+///
+/// Key builders, associated functions of the type: `T::partition_key_from(...)`
+/// and `T::row_key_from(...)` take the key fields in position order
+/// (`String` parts as `impl Into<String>`, others by value; nothing for a
+/// constant key) and build the key as the entity's own `partition_key` /
+/// `row_key` does. For a key of several fields, `T::row_key_prefix_a(a)`,
+/// `T::row_key_prefix_a_b(a, b)`, ... (named after the leading fields they
+/// take; `partition_key_prefix_...` likewise) are typed filters selecting
+/// exactly the rows whose key starts with those parts, as a key range:
+///
+/// ```
+/// # use leasehold::{Entity, Store};
+/// #[derive(Entity, Debug, Clone)]
+/// #[entity(table = "Orders")]
+/// struct Order {
+///     #[entity(partition_key)]
+///     shop: String,
+///     #[entity(row_key = 0)]
+///     year: i32,
+///     #[entity(row_key = 1)]
+///     number: u32,
+///     total: i64,
+/// }
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let orders = Store::memory().table::<Order>();
+/// for (year, number) in [(2025, 7), (2026, 1), (2026, 2)] {
+///     orders.insert(Order { shop: "s1".into(), year, number, total: 5 }).await?;
+/// }
+/// let rk = Order::row_key_from(2026, 2)?;
+/// assert!(orders.get("s1", rk).await?.is_some());
+/// let of_2026 = orders.query().partition("s1").filter(Order::row_key_prefix_year(2026)).all().await?;
+/// assert_eq!(of_2026.len(), 2);
+/// # Ok::<(), leasehold::Error>(()) }).unwrap();
+/// ```
 ///
 /// The derive also generates `T::columns()`, a `TColumns` struct of typed
 /// [`query::Column`]s for filters, with the entity's visibility. Each column
@@ -158,6 +216,57 @@ pub mod stream {
 /// );
 /// ```
 pub use leasehold_derive::Entity;
+
+/// Derives [`PropertyCodec`](trait@PropertyCodec) for a fieldless enum, so
+/// it can be an entity field (and a typed column) of its own.
+///
+/// By default a variant is stored as an `Edm.String` holding its name; a
+/// variant's `#[entity(rename = "...")]` or the enum's
+/// `#[entity(rename_all = "...")]` changes it, spelled as serde spells them
+/// (`lowercase`, `UPPERCASE`, `PascalCase`, `camelCase`, `snake_case`,
+/// `SCREAMING_SNAKE_CASE`, `kebab-case`, `SCREAMING-KEBAB-CASE`). With
+/// `#[entity(int32)]` on the enum, every variant needs an explicit integer
+/// discriminant, and is stored as that `Edm.Int32` (which keeps the stored
+/// value when a variant is renamed, and orders as the numbers do).
+///
+/// A stored value no variant stands for (written by a newer program, or by
+/// hand) is an [`Error::Decode`] naming the property, the value and the row.
+///
+/// ```
+/// use leasehold::{Entity, PropertyCodec};
+///
+/// #[derive(PropertyCodec, Debug, Clone, Copy, PartialEq)]
+/// #[entity(rename_all = "snake_case")]
+/// enum Status {
+///     Pending,
+///     OutForDelivery,
+///     #[entity(rename = "done")]
+///     Shipped,
+/// }
+///
+/// #[derive(PropertyCodec, Debug, Clone, Copy, PartialEq)]
+/// #[entity(int32)]
+/// enum Priority {
+///     Low = 1,
+///     High = 10,
+/// }
+///
+/// #[derive(Entity)]
+/// #[entity(table = "Orders")]
+/// struct Order {
+///     #[entity(partition_key)]
+///     shop: String,
+///     #[entity(row_key)]
+///     id: String,
+///     status: Status,
+///     priority: Option<Priority>,
+/// }
+///
+/// let c = Order::columns();
+/// let f = c.status.eq(Status::Shipped) & c.priority.ge(Priority::High);
+/// assert_eq!(f.to_odata().unwrap(), "(status eq 'done') and (priority ge 10)");
+/// ```
+pub use leasehold_derive::PropertyCodec;
 
 #[doc(hidden)]
 pub mod __private;

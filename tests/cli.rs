@@ -1,7 +1,8 @@
 //! The `leasehold` operator command, end to end against Azurite (started by
 //! `scripts/with-azurite.sh`; required when `CI` is set): a stuck infinite
-//! lease is shown and broken, and a journal left by a unit that died
-//! mid-commit is shown and rolled forward.
+//! lease is shown and broken, a journal left by a unit that died
+//! mid-commit is shown and rolled forward, and so is a commit across
+//! partitions (an intent naming its primary), from a participant.
 
 mod support;
 
@@ -467,4 +468,389 @@ async fn breaking_a_free_lock_prints_not_held() {
         text.contains("not held (available); nothing to break"),
         "{text}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_cross_partition_unit_is_shown_and_rolled_forward_from_a_participant() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_crashed_transfer");
+    let prefix = names.prefix().to_owned();
+    let healthy = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
+        .table_prefix(prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    let faulty = FaultyBackend::new(AzureBackend::from_connection_string(&cs).unwrap());
+    let injector = faulty.injector();
+    let dying = Store::builder(faulty)
+        .table_prefix(prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    let accounts = healthy.table::<Account>();
+    let ledger = healthy.table::<LedgerEntry>();
+    for (customer, balance) in [("a", 100), ("b", 0)] {
+        accounts
+            .insert(Account {
+                customer: customer.into(),
+                name: "main".into(),
+                balance,
+            })
+            .await
+            .unwrap();
+    }
+
+    // A transfer from customer "a" to customer "b" (two partitions, two
+    // tables each) whose process dies at its first batch, after writing the
+    // intent in "b" and the journal in "a" (the primary: first in canonical
+    // order): both locks stay leased, nothing is applied.
+    let mut unit = dying.lock_many(["b", "a"]).await.unwrap();
+    let mut from = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
+    let mut to = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
+    let (from_etag, to_etag) = (
+        from.etag().as_str().to_owned(),
+        to.etag().as_str().to_owned(),
+    );
+    from.balance -= 30;
+    to.balance += 30;
+    unit.replace(&from).unwrap();
+    unit.replace(&to).unwrap();
+    for (customer, amount) in [("a", -30), ("b", 30)] {
+        unit.insert(&LedgerEntry {
+            customer: customer.into(),
+            id: "t1".into(),
+            amount,
+        })
+        .unwrap();
+    }
+    injector.die_at_nth(Some(Op::Batch), 1);
+    let e = unit.commit().await.unwrap_err();
+    assert_ne!(e.kind(), ErrorKind::Invalid, "{e}");
+    drop(dying);
+    for (customer, balance) in [("a", 100), ("b", 0)] {
+        let row = accounts.get(customer, "main").await.unwrap().unwrap();
+        assert_eq!(row.balance, balance, "{customer}");
+    }
+    assert!(ledger.get("b", "t1").await.unwrap().is_none());
+    let txn = healthy
+        .pending_commit("a")
+        .await
+        .unwrap()
+        .expect("journal in the primary")
+        .transaction
+        .expect("a transaction id");
+
+    let p = ["--table-prefix", prefix.as_str()];
+    let (code, listed) = run_json(&cs, &[&p[..], &["locks", "list"]].concat());
+    assert_eq!(code, 0, "{listed}");
+    let locks = listed["locks"].as_array().unwrap();
+    assert_eq!(locks.len(), 2, "{listed}");
+    let lock = |pk: &str| {
+        locks
+            .iter()
+            .find(|l| l["partition_key"] == pk)
+            .unwrap_or_else(|| panic!("no lock {pk} in {listed}"))
+    };
+    for pk in ["a", "b"] {
+        assert_eq!(lock(pk)["journal_pending"], true, "{listed}");
+        assert_eq!(lock(pk)["held"], true, "{listed}");
+    }
+    assert_eq!(lock("a")["intent_of"], Value::Null, "{listed}");
+    assert_eq!(lock("b")["intent_of"], "a", "{listed}");
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["locks", "list"],
+    ]
+    .concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = |pk: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(pk))
+            .unwrap_or_else(|| panic!("no row {pk} in {text}"))
+            .to_owned()
+    };
+    assert!(row("a").ends_with(" pending"), "{text}");
+    assert!(row("b").ends_with(" intent of a"), "{text}");
+    assert!(text.contains("2 locks"), "{text}");
+
+    // The participant shows an intent naming the primary and the
+    // transaction, with no operations (they are in the primary's journal).
+    let (code, shown) = run_json(&cs, &[&p[..], &["locks", "show", "b"]].concat());
+    assert_eq!(code, 0, "{shown}");
+    assert_eq!(shown["state"], "leased", "{shown}");
+    assert_eq!(shown["journal_pending"], true, "{shown}");
+    assert_eq!(
+        shown["journal"],
+        serde_json::json!({
+            "partition_key": "b",
+            "intent": true,
+            "primary": "a",
+            "transaction": txn.as_str(),
+            "ops": [],
+        }),
+        "{shown}"
+    );
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["locks", "show", "b"],
+    ]
+    .concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "intent of transaction {txn}: the journal is in partition a"
+        )),
+        "{text}"
+    );
+
+    // The primary shows the pending journal: four operations over both
+    // partitions, in application order, with preconditions and after-images.
+    let (code, shown) = run_json(&cs, &[&p[..], &["locks", "show", "a"]].concat());
+    assert_eq!(code, 0, "{shown}");
+    assert_eq!(shown["state"], "leased", "{shown}");
+    let journal = &shown["journal"];
+    assert_eq!(journal["partition_key"], "a", "{shown}");
+    assert_eq!(journal["intent"], false, "{shown}");
+    assert_eq!(journal["primary"], "a", "{shown}");
+    assert_eq!(journal["transaction"], txn.as_str(), "{shown}");
+    let ops = journal["ops"].as_array().unwrap();
+    let summary: Vec<(&str, &str, &str, &str)> = ops
+        .iter()
+        .map(|o| {
+            (
+                o["table"].as_str().unwrap(),
+                o["partition_key"].as_str().unwrap(),
+                o["row_key"].as_str().unwrap(),
+                o["kind"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let accounts_table = format!("{prefix}CliAccounts");
+    let ledger_table = format!("{prefix}CliLedger");
+    assert_eq!(
+        summary,
+        [
+            (accounts_table.as_str(), "a", "main", "replace"),
+            (ledger_table.as_str(), "a", "t1", "insert"),
+            (accounts_table.as_str(), "b", "main", "replace"),
+            (ledger_table.as_str(), "b", "t1", "insert"),
+        ],
+        "{shown}"
+    );
+    assert_eq!(ops[0]["precondition"], from_etag.as_str(), "{shown}");
+    assert_eq!(ops[0]["after"]["balance"], "70L", "{shown}");
+    assert_eq!(ops[1]["precondition"], Value::Null, "{shown}");
+    assert_eq!(ops[2]["precondition"], to_etag.as_str(), "{shown}");
+    assert_eq!(ops[2]["after"]["balance"], "30L", "{shown}");
+    assert_eq!(ops[3]["after"]["amount"], "30L", "{shown}");
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["locks", "show", "a"],
+    ]
+    .concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("transaction   {txn} (across partitions)")),
+        "{text}"
+    );
+    assert!(text.contains("pending, 4 operations"), "{text}");
+    assert!(text.contains("CliLedger/t1 (partition b)"), "{text}");
+
+    // Rolled forward from the participant: both leases are broken, the
+    // primary's journal applied, the intent cleared.
+    let (code, rolled) = run_json(
+        &cs,
+        &[
+            &p[..],
+            &[
+                "locks",
+                "roll-forward",
+                "b",
+                "--break-lease",
+                "--timeout",
+                "20",
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{rolled}");
+    assert_eq!(
+        rolled,
+        serde_json::json!({
+            "partition_key": "b",
+            "rolled_forward": true,
+            "applied": 4,
+            "already_applied": 0,
+        })
+    );
+
+    for (customer, balance, amount) in [("a", 70, -30), ("b", 30, 30)] {
+        let row = accounts.get(customer, "main").await.unwrap().unwrap();
+        assert_eq!(row.balance, balance, "{customer}");
+        let entry = ledger.get(customer, "t1").await.unwrap().unwrap();
+        assert_eq!(entry.amount, amount, "{customer}");
+        assert!(healthy.pending_commit(customer).await.unwrap().is_none());
+        let (code, shown) = run_json(&cs, &[&p[..], &["locks", "show", customer]].concat());
+        assert_eq!(code, 0, "{shown}");
+        assert_eq!(shown["journal"], Value::Null, "{shown}");
+        assert_eq!(shown["journal_pending"], false, "{shown}");
+        assert_eq!(shown["held"], false, "{shown}");
+        let out = run(&[
+            &["--connection-string", cs.as_str()][..],
+            &p[..],
+            &["locks", "show", customer],
+        ]
+        .concat());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("journal       none pending"), "{text}");
+    }
+    let (code, listed) = run_json(&cs, &[&p[..], &["locks", "list"]].concat());
+    assert_eq!(code, 0, "{listed}");
+    for l in listed["locks"].as_array().unwrap() {
+        assert_eq!(l["journal_pending"], false, "{listed}");
+        assert_eq!(l["intent_of"], Value::Null, "{listed}");
+    }
+    // Nothing left to do from either side.
+    for customer in ["a", "b"] {
+        let (code, again) = run_json(
+            &cs,
+            &[&p[..], &["locks", "roll-forward", customer]].concat(),
+        );
+        assert_eq!(
+            (code, &again["rolled_forward"]),
+            (0, &Value::from(false)),
+            "{again}"
+        );
+    }
+}
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "CliCustomers")]
+struct Customer {
+    #[entity(partition_key)]
+    region: String,
+    #[entity(row_key)]
+    id: String,
+    #[entity(unique)]
+    email: String,
+}
+
+/// An entity written around leasehold (no index row) and an index row
+/// left behind are reported by `indexes verify` and fixed by `indexes
+/// rebuild`; a table never indexed is "not found".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexes_verify_reports_and_rebuild_fixes_broken_index_rows() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_indexes");
+    let prefix = names.prefix().to_owned();
+    let store = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
+        .table_prefix(prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    let customers = store.table::<Customer>();
+    for i in 0..3 {
+        customers
+            .insert(Customer {
+                region: "eu".into(),
+                id: format!("c{i}"),
+                email: format!("c{i}@x.org"),
+            })
+            .await
+            .unwrap();
+    }
+    // A writer outside leasehold: deletes c0 without its index row, and
+    // writes c9 without one.
+    let table = names.table("CliCustomers");
+    let backend = store.backend();
+    backend
+        .execute(
+            &table,
+            &leasehold::backend::TableOp::Delete {
+                partition_key: "eu".parse().unwrap(),
+                row_key: "c0".parse().unwrap(),
+                if_match: None,
+            },
+        )
+        .await
+        .unwrap();
+    let outside = Customer {
+        region: "eu".into(),
+        id: "c9".into(),
+        email: "c9@x.org".into(),
+    };
+    backend
+        .execute(
+            &table,
+            &leasehold::backend::TableOp::Insert(
+                leasehold::entity::Entity::encode(&outside).unwrap(),
+            ),
+        )
+        .await
+        .unwrap();
+
+    let args = [
+        "--table-prefix",
+        prefix.as_str(),
+        "indexes",
+        "verify",
+        "CliCustomers",
+    ];
+    let (code, doc) = run_json(&cs, &args);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["consistent"], false, "{doc}");
+    assert_eq!(doc["entities"], 3, "{doc}");
+    assert_eq!(doc["missing"].as_array().unwrap().len(), 1, "{doc}");
+    assert_eq!(doc["orphans"].as_array().unwrap().len(), 1, "{doc}");
+
+    let args = [
+        "--table-prefix",
+        prefix.as_str(),
+        "indexes",
+        "rebuild",
+        "CliCustomers",
+    ];
+    let (code, doc) = run_json(&cs, &args);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["repaired"], 2, "{doc}");
+
+    let mut text = vec!["--connection-string", cs.as_str()];
+    text.extend([
+        "--table-prefix",
+        prefix.as_str(),
+        "indexes",
+        "verify",
+        "CliCustomers",
+    ]);
+    let out = run(&text);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("consistent"), "{stdout}");
+    assert!(out.stderr.is_empty(), "no progress bar off a terminal");
+    // The freed value can be taken again through leasehold.
+    customers
+        .insert(Customer {
+            region: "us".into(),
+            id: "c5".into(),
+            email: "c0@x.org".into(),
+        })
+        .await
+        .unwrap();
+
+    let args = [
+        "--table-prefix",
+        prefix.as_str(),
+        "indexes",
+        "verify",
+        "Nothing",
+    ];
+    let (code, _) = run_json(&cs, &args);
+    assert_eq!(code, 3);
 }

@@ -28,6 +28,37 @@
 //! At full speed ten minutes leave some 75 000 blob versions, and the sweep
 //! stops Azurite from answering for well over 20 minutes.
 //!
+//! A second, cross-partition mode runs after the first (or alone, with
+//! `LEASEHOLD_TORTURE_MODE=cross`; `single` runs only the first): each unit
+//! moves money between two customers in different partitions with
+//! [`Store::lock_many`], writing both accounts, both transfer counts and a
+//! ledger entry on each side (three tables, two partitions), so a killed
+//! worker leaves a journal in one customer's lock and an intent in the
+//! other's. The checker then verifies that money is conserved over all
+//! customers, that each customer's balances match its ledger and its count,
+//! and that every transfer has both its sides (no partial commit). Its
+//! short run in the test command lasts `LEASEHOLD_TORTURE_CROSS_SECONDS`
+//! (20); the long run:
+//!
+//! ```text
+//! LEASEHOLD_TORTURE_MODE=cross LEASEHOLD_TORTURE_WORKERS=6 \
+//! LEASEHOLD_TORTURE_CROSS_SECONDS=600 LEASEHOLD_TORTURE_CUSTOMERS=12 \
+//! LEASEHOLD_TORTURE_BATCH_LATENCY_MS=150 \
+//!     scripts/with-azurite.sh cargo test --release --test torture
+//! ```
+//!
+//! A third mode, `indexes` (run after the other two, or alone with
+//! `LEASEHOLD_TORTURE_MODE=indexes`), exercises declarative indexes: the
+//! workers register customers whose e-mails (`#[entity(unique)]`) are
+//! drawn from a small pool so they collide, change e-mails, move customers
+//! to another partition (a unit deleting the old row and inserting the new
+//! one with the same e-mail) and delete them, every write keeping its index
+//! rows through the journalled multi-partition commit. After the kills the
+//! checker takes every entity and index partition's lock (rolling forward
+//! what the killed workers left) and verifies that no two customers share
+//! an e-mail and that there is no orphan or missing index row. Its short
+//! run lasts `LEASEHOLD_TORTURE_INDEX_SECONDS` (15).
+//!
 //! Settings (environment): `LEASEHOLD_TORTURE_WORKERS` (4),
 //! `LEASEHOLD_TORTURE_SECONDS` (30), `LEASEHOLD_TORTURE_CUSTOMERS` (6),
 //! `LEASEHOLD_TORTURE_KILL_MIN_MS` / `_KILL_MAX_MS` (the pause between kills,
@@ -117,6 +148,9 @@ struct Args {
     kill_min_ms: u64,
     kill_max_ms: u64,
     batch_latency_ms: u64,
+    mode: String,
+    cross_seconds: u64,
+    index_seconds: u64,
 }
 
 fn setting(name: &str, default: u64) -> u64 {
@@ -137,6 +171,9 @@ fn settings() -> Args {
         kill_min_ms: setting("KILL_MIN_MS", 500),
         kill_max_ms: setting("KILL_MAX_MS", 3_000),
         batch_latency_ms: setting("BATCH_LATENCY_MS", 0),
+        mode: std::env::var("LEASEHOLD_TORTURE_MODE").unwrap_or_else(|_| "both".into()),
+        cross_seconds: setting("CROSS_SECONDS", 20),
+        index_seconds: setting("INDEX_SECONDS", 15),
     }
 }
 
@@ -174,8 +211,9 @@ fn account(i: usize) -> String {
     format!("a{i}")
 }
 
-/// One worker process: transfers until its standard input closes.
-async fn worker(prefix: &str, customers: usize) -> Result<(), Error> {
+/// One worker process: transfers until its standard input closes, within
+/// one partition or (`cross`) between two.
+async fn worker(prefix: &str, customers: usize, cross: bool) -> Result<(), Error> {
     let latency = Duration::from_millis(settings().batch_latency_ms);
     let store = store(prefix, latency)?;
     let mut rng = Rng::seeded(7);
@@ -191,12 +229,20 @@ async fn worker(prefix: &str, customers: usize) -> Result<(), Error> {
         });
     }
     while stop.load(Ordering::SeqCst) == 0 {
-        let c = customer(rng.below(customers as u64) as usize);
+        let ci = rng.below(customers as u64) as usize;
+        let c = customer(ci);
         let from = rng.below(ACCOUNTS as u64) as usize;
         let to = (from + 1 + rng.below(ACCOUNTS as u64 - 1) as usize) % ACCOUNTS;
         let amount = 1 + rng.below(50) as i64;
-        match transfer(&store, &c, &account(from), &account(to), amount).await {
+        let outcome = if cross {
+            let other = customer((ci + 1 + rng.below(customers as u64 - 1) as usize) % customers);
+            transfer_across(&store, &c, &other, &account(from), &account(to), amount).await
+        } else {
+            transfer(&store, &c, &account(from), &account(to), amount).await
+        };
+        match outcome {
             Ok(outcome) => println!("{outcome}"),
+            Err(e) if e.kind() == leasehold::ErrorKind::Conflict => println!("UNDO {e}"),
             Err(e) => println!("ERROR {e}"),
         }
     }
@@ -247,6 +293,68 @@ async fn transfer(
     Ok("COMMIT")
 }
 
+/// Moves `amount` from account `from` of customer `c` to account `to` of
+/// customer `d` in one unit over both partitions: both accounts, both
+/// transfer counts, and a ledger entry on each side.
+async fn transfer_across(
+    store: &Store,
+    c: &str,
+    d: &str,
+    from: &str,
+    to: &str,
+    amount: i64,
+) -> Result<&'static str, Error> {
+    let mut unit = store.lock_many([d, c]).await?;
+    if unit.rolled_forward().is_some() {
+        println!("ROLLFWD");
+    }
+    let mut a = unit
+        .get_in::<Account>(c, from)
+        .await?
+        .ok_or_else(|| missing(c, from))?;
+    let mut b = unit
+        .get_in::<Account>(d, to)
+        .await?
+        .ok_or_else(|| missing(d, to))?;
+    let mut nc = unit
+        .get_in::<Count>(c, "transfers")
+        .await?
+        .ok_or_else(|| missing(c, "transfers"))?;
+    let mut nd = unit
+        .get_in::<Count>(d, "transfers")
+        .await?
+        .ok_or_else(|| missing(d, "transfers"))?;
+    if a.balance < amount {
+        unit.abandon().await?;
+        return Ok("SKIP");
+    }
+    a.balance -= amount;
+    b.balance += amount;
+    nc.transfers += 1;
+    nd.transfers += 1;
+    unit.replace(&a)?;
+    unit.replace(&b)?;
+    unit.replace(&nc)?;
+    unit.replace(&nd)?;
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    unit.insert(&Entry {
+        customer: c.into(),
+        id: id.clone(),
+        from: from.into(),
+        to: String::new(),
+        amount,
+    })?;
+    unit.insert(&Entry {
+        customer: d.into(),
+        id,
+        from: String::new(),
+        to: to.into(),
+        amount,
+    })?;
+    unit.commit().await?;
+    Ok("COMMIT")
+}
+
 fn missing(c: &str, row: &str) -> Error {
     Error::NotFound {
         what: format!("row {row} of customer {c}"),
@@ -260,13 +368,15 @@ fn missing(c: &str, row: &str) -> Error {
 struct Tally {
     commits: AtomicU64,
     roll_forwards: AtomicU64,
+    undos: AtomicU64,
     errors: AtomicU64,
 }
 
-fn spawn_worker(prefix: &str, customers: usize, tally: &Arc<Tally>) -> Child {
+fn spawn_worker(prefix: &str, customers: usize, cross: bool, tally: &Arc<Tally>) -> Child {
     let exe = std::env::current_exe().expect("own executable");
+    let mode = if cross { "cross" } else { "single" };
     let mut child = Command::new(exe)
-        .args(["worker", prefix, &customers.to_string()])
+        .args(["worker", prefix, &customers.to_string(), mode])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -281,6 +391,7 @@ fn spawn_worker(prefix: &str, customers: usize, tally: &Arc<Tally>) -> Child {
             match line.as_str() {
                 "COMMIT" => tally.commits.fetch_add(1, Ordering::Relaxed),
                 "ROLLFWD" => tally.roll_forwards.fetch_add(1, Ordering::Relaxed),
+                l if l.starts_with("UNDO") => tally.undos.fetch_add(1, Ordering::Relaxed),
                 l if l.starts_with("ERROR") => {
                     eprintln!("worker: {l}");
                     tally.errors.fetch_add(1, Ordering::Relaxed)
@@ -292,7 +403,12 @@ fn spawn_worker(prefix: &str, customers: usize, tally: &Arc<Tally>) -> Child {
     child
 }
 
-async fn controller(args: Args) -> Result<u64, Error> {
+async fn controller(args: &Args, cross: bool) -> Result<u64, Error> {
+    let seconds = if cross {
+        args.cross_seconds
+    } else {
+        args.seconds
+    };
     let prefix = format!("tort{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let store = store(&prefix, Duration::ZERO)?;
     for c in 0..args.customers {
@@ -316,9 +432,14 @@ async fn controller(args: Args) -> Result<u64, Error> {
             .await?;
     }
     println!(
-        "torture: {} workers, {} s, {} customers × {ACCOUNTS} accounts, kills every {}–{} ms, {} ms before every worker transaction",
+        "torture ({}): {} workers, {} s, {} customers × {ACCOUNTS} accounts, kills every {}–{} ms, {} ms before every worker transaction",
+        if cross {
+            "cross-partition"
+        } else {
+            "single-partition"
+        },
         args.workers,
-        args.seconds,
+        seconds,
         args.customers,
         args.kill_min_ms,
         args.kill_max_ms,
@@ -326,10 +447,10 @@ async fn controller(args: Args) -> Result<u64, Error> {
     );
     let tally = Arc::new(Tally::default());
     let mut workers: Vec<Child> = (0..args.workers)
-        .map(|_| spawn_worker(&prefix, args.customers, &tally))
+        .map(|_| spawn_worker(&prefix, args.customers, cross, &tally))
         .collect();
     let mut rng = Rng::seeded(11);
-    let end = Instant::now() + Duration::from_secs(args.seconds);
+    let end = Instant::now() + Duration::from_secs(seconds);
     let mut kills = 0u64;
     while Instant::now() < end {
         let pause =
@@ -345,7 +466,7 @@ async fn controller(args: Args) -> Result<u64, Error> {
         let _ = workers[victim].start_kill();
         let _ = workers[victim].wait().await;
         kills += 1;
-        workers[victim] = spawn_worker(&prefix, args.customers, &tally);
+        workers[victim] = spawn_worker(&prefix, args.customers, cross, &tally);
     }
     // Ask the survivors to stop after their current unit.
     for w in &mut workers {
@@ -366,6 +487,9 @@ async fn controller(args: Args) -> Result<u64, Error> {
     let mut violations = 0u64;
     let mut checker_roll_forwards = 0u64;
     let mut ledger_total = 0usize;
+    let mut money = 0i64;
+    // Transfer id → (debits, credits, amounts agree), in cross mode.
+    let mut sides: HashMap<String, (u32, u32, Option<i64>, bool)> = HashMap::new();
     for c in 0..args.customers {
         let c = customer(c);
         let unit = checker.lock(&c).await?;
@@ -388,7 +512,22 @@ async fn controller(args: Args) -> Result<u64, Error> {
         unit.abandon().await?;
         ledger_total += ledger.len();
         let total: i64 = accounts.iter().map(|a| a.balance).sum();
-        if total != OPENING_BALANCE * ACCOUNTS as i64 {
+        money += total;
+        if cross {
+            for e in &ledger {
+                let side = sides.entry(e.id.clone()).or_insert((0, 0, None, true));
+                if e.from.is_empty() {
+                    side.1 += 1;
+                } else {
+                    side.0 += 1;
+                }
+                if side.2.is_some_and(|a| a != e.amount) {
+                    side.3 = false;
+                }
+                side.2 = Some(e.amount);
+            }
+        }
+        if !cross && total != OPENING_BALANCE * ACCOUNTS as i64 {
             println!(
                 "VIOLATION {c}: total {total}, expected {}",
                 OPENING_BALANCE * ACCOUNTS as i64
@@ -421,14 +560,316 @@ async fn controller(args: Args) -> Result<u64, Error> {
             violations += 1;
         }
     }
+    let expected_money = OPENING_BALANCE * (ACCOUNTS * args.customers) as i64;
+    if money != expected_money {
+        println!("VIOLATION: {money} in all accounts, expected {expected_money}");
+        violations += 1;
+    }
+    for (id, (debits, credits, _, agree)) in &sides {
+        if (*debits, *credits, *agree) != (1, 1, true) {
+            println!(
+                "VIOLATION transfer {id}: {debits} debits, {credits} credits, amounts agree: {agree} (a partial commit)"
+            );
+            violations += 1;
+        }
+    }
+    if cross {
+        ledger_total /= 2;
+    }
     let commits_reported = tally.commits.load(Ordering::Relaxed);
     let roll_forwards = tally.roll_forwards.load(Ordering::Relaxed) + checker_roll_forwards;
     println!(
-        "units committed: {ledger_total} (reported by workers before dying: {commits_reported}), kills: {kills}, roll-forwards: {roll_forwards}, worker errors: {}, violations: {violations}",
+        "units committed: {ledger_total} (reported by workers before dying: {commits_reported}), kills: {kills}, roll-forwards: {roll_forwards}, undos: {}, worker errors: {}, violations: {violations}",
+        tally.undos.load(Ordering::Relaxed),
         tally.errors.load(Ordering::Relaxed)
     );
     if ledger_total == 0 {
         println!("VIOLATION: no unit was committed");
+        violations += 1;
+    }
+    Ok(violations)
+}
+
+/// A customer of the index mode: its e-mail is unique, its group indexed.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "TortureCustomers")]
+struct Customer {
+    #[entity(partition_key)]
+    region: String,
+    #[entity(row_key)]
+    id: String,
+    #[entity(unique)]
+    email: String,
+    #[entity(index)]
+    group: String,
+}
+
+const REGIONS: u64 = 6;
+const IDS: u64 = 12;
+const EMAILS: u64 = 6;
+const GROUPS: u64 = 12;
+
+fn email(i: u64) -> String {
+    format!("user{i}@example.com")
+}
+
+/// Every partition the index mode can write: the regions and the index
+/// partitions of every e-mail and group.
+fn index_mode_partitions(store: &Store) -> Result<Vec<leasehold::PartitionKey>, Error> {
+    let t = store.table::<Customer>();
+    let mut keys = Vec::new();
+    for r in 0..REGIONS {
+        keys.push(leasehold::PartitionKey::new(format!("r{r}"))?);
+    }
+    for i in 0..EMAILS.max(GROUPS) {
+        keys.extend(t.index_partitions(&Customer {
+            region: "r0".into(),
+            id: "x".into(),
+            email: email(i % EMAILS),
+            group: format!("g{}", i % GROUPS),
+        })?);
+    }
+    keys.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    keys.dedup();
+    Ok(keys)
+}
+
+/// One index-mode worker: registers, changes e-mails, moves and deletes
+/// customers until its standard input closes.
+async fn index_worker(prefix: &str) -> Result<(), Error> {
+    let latency = Duration::from_millis(settings().batch_latency_ms);
+    let store = store(prefix, latency)?;
+    let t = store.table::<Customer>();
+    let mut rng = Rng::seeded(13);
+    let stop = Arc::new(AtomicU64::new(0));
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut line = String::new();
+            let _ = BufReader::new(tokio::io::stdin())
+                .read_line(&mut line)
+                .await;
+            stop.store(1, Ordering::SeqCst);
+        });
+    }
+    while stop.load(Ordering::SeqCst) == 0 {
+        let region = format!("r{}", rng.below(REGIONS));
+        let id = format!("u{}", rng.below(IDS));
+        let new_email = email(rng.below(EMAILS));
+        let group = format!("g{}", rng.below(GROUPS));
+        let outcome: Result<&str, Error> = async {
+            match rng.below(4) {
+                0 => {
+                    t.insert(Customer {
+                        region: region.clone(),
+                        id: id.clone(),
+                        email: new_email,
+                        group,
+                    })
+                    .await?;
+                }
+                1 => {
+                    let Some(mut c) = t.get(&region, &id).await? else {
+                        return Ok("SKIP");
+                    };
+                    c.email = new_email;
+                    c.group = group;
+                    t.replace(&c).await?;
+                }
+                2 => {
+                    // Move the customer to another region, keeping its
+                    // e-mail: one unit over both regions and the e-mail's
+                    // and group's index partitions.
+                    let Some(c) = t.get(&region, &id).await? else {
+                        return Ok("SKIP");
+                    };
+                    let to = format!(
+                        "r{}",
+                        (rng.below(REGIONS - 1) + 1 + region[1..].parse::<u64>().unwrap_or(0))
+                            % REGIONS
+                    );
+                    let moved = Customer {
+                        region: to.clone(),
+                        ..c.entity().clone()
+                    };
+                    let mut keys = t.index_partitions(&moved)?;
+                    keys.push(leasehold::PartitionKey::new(region.clone())?);
+                    keys.push(leasehold::PartitionKey::new(to.clone())?);
+                    let mut unit = store.lock_many(keys).await?;
+                    if unit.rolled_forward().is_some() {
+                        println!("ROLLFWD");
+                    }
+                    let Some(now) = unit
+                        .get_in::<Customer>(region.as_str(), id.as_str())
+                        .await?
+                    else {
+                        unit.abandon().await?;
+                        return Ok("SKIP");
+                    };
+                    if now.email != moved.email || now.group != moved.group {
+                        unit.abandon().await?;
+                        return Ok("SKIP");
+                    }
+                    unit.get_in::<Customer>(to.as_str(), id.as_str()).await?;
+                    unit.delete(&now)?;
+                    unit.insert(&moved)?;
+                    unit.commit().await?;
+                }
+                _ => {
+                    let Some(c) = t.get(&region, &id).await? else {
+                        return Ok("SKIP");
+                    };
+                    t.delete(&c).await?;
+                }
+            }
+            Ok("COMMIT")
+        }
+        .await;
+        match outcome {
+            Ok(o) => println!("{o}"),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    leasehold::ErrorKind::AlreadyExists
+                        | leasehold::ErrorKind::Conflict
+                        | leasehold::ErrorKind::NotFound
+                        | leasehold::ErrorKind::Batch
+                ) =>
+            {
+                println!("REFUSED {e}")
+            }
+            Err(e) => println!("ERROR {e}"),
+        }
+    }
+    Ok(())
+}
+
+async fn index_controller(args: &Args) -> Result<u64, Error> {
+    let prefix = format!("tort{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let store = store(&prefix, Duration::ZERO)?;
+    println!(
+        "torture (indexes): {} workers, {} s, {REGIONS} regions × {IDS} ids, {EMAILS} e-mails, kills every {}–{} ms",
+        args.workers, args.index_seconds, args.kill_min_ms, args.kill_max_ms
+    );
+    let tally = Arc::new(Tally::default());
+    let spawn = |tally: &Arc<Tally>| {
+        let exe = std::env::current_exe().expect("own executable");
+        let mut child = Command::new(exe)
+            .args(["worker", prefix.as_str(), "0", "indexes"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn worker");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let tally = tally.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                match line.as_str() {
+                    "COMMIT" => tally.commits.fetch_add(1, Ordering::Relaxed),
+                    "ROLLFWD" => tally.roll_forwards.fetch_add(1, Ordering::Relaxed),
+                    l if l.starts_with("REFUSED") => tally.undos.fetch_add(1, Ordering::Relaxed),
+                    l if l.starts_with("ERROR") => {
+                        eprintln!("worker: {l}");
+                        tally.errors.fetch_add(1, Ordering::Relaxed)
+                    }
+                    _ => 0,
+                };
+            }
+        });
+        child
+    };
+    let mut workers: Vec<Child> = (0..args.workers).map(|_| spawn(&tally)).collect();
+    let partitions = index_mode_partitions(&store)?;
+    let mut left_pending = 0u64;
+    let mut rng = Rng::seeded(17);
+    let end = Instant::now() + Duration::from_secs(args.index_seconds);
+    let mut kills = 0u64;
+    while Instant::now() < end {
+        let pause =
+            args.kill_min_ms + rng.below(args.kill_max_ms.saturating_sub(args.kill_min_ms) + 1);
+        tokio::time::sleep(
+            Duration::from_millis(pause).min(end.saturating_duration_since(Instant::now())),
+        )
+        .await;
+        if Instant::now() >= end {
+            break;
+        }
+        let victim = rng.below(workers.len() as u64) as usize;
+        let _ = workers[victim].start_kill();
+        let _ = workers[victim].wait().await;
+        kills += 1;
+        // Did the kill land inside a commit? Its journal or intent is
+        // then pending in a lock blob.
+        for key in &partitions {
+            if store.pending_commit(key.clone()).await?.is_some() {
+                left_pending += 1;
+                break;
+            }
+        }
+        workers[victim] = spawn(&tally);
+    }
+    for w in &mut workers {
+        drop(w.stdin.take());
+    }
+    for w in &mut workers {
+        if tokio::time::timeout(Duration::from_secs(90), w.wait())
+            .await
+            .is_err()
+        {
+            let _ = w.start_kill();
+            kills += 1;
+        }
+    }
+
+    // The checker: every partition the workers wrote, under its lock, so
+    // what killed workers left pending is rolled forward first.
+    let mut checker_roll_forwards = 0u64;
+    for key in index_mode_partitions(&store)? {
+        let unit = store.lock(key).await?;
+        if unit.rolled_forward().is_some() {
+            checker_roll_forwards += 1;
+        }
+        unit.abandon().await?;
+    }
+    let mut violations = 0u64;
+    let customers = store.table::<Customer>().query().all().await?;
+    let mut by_email: HashMap<&str, Vec<String>> = HashMap::new();
+    for c in &customers {
+        by_email
+            .entry(c.email.as_str())
+            .or_default()
+            .push(format!("{}/{}", c.region, c.id));
+    }
+    for (email, holders) in &by_email {
+        if holders.len() > 1 {
+            println!("VIOLATION: {email} is held by {holders:?}");
+            violations += 1;
+        }
+    }
+    let report = store.table::<Customer>().verify_indexes().await?;
+    for line in report
+        .missing
+        .iter()
+        .chain(&report.orphans)
+        .chain(&report.duplicates)
+    {
+        println!("VIOLATION: {line}");
+        violations += 1;
+    }
+    let roll_forwards = tally.roll_forwards.load(Ordering::Relaxed) + checker_roll_forwards;
+    let commits = tally.commits.load(Ordering::Relaxed);
+    println!(
+        "writes committed (reported): {commits}, refused: {}, customers: {}, index rows: {}, kills: {kills} ({left_pending} inside a commit, leaving it pending), roll-forwards: {roll_forwards}, worker errors: {}, violations: {violations}",
+        tally.undos.load(Ordering::Relaxed),
+        customers.len(),
+        report.index_rows,
+        tally.errors.load(Ordering::Relaxed)
+    );
+    if commits == 0 {
+        println!("VIOLATION: no write was committed");
         violations += 1;
     }
     Ok(violations)
@@ -440,7 +881,11 @@ async fn main() -> Result<(), Error> {
     if args.first().map(String::as_str) == Some("worker") {
         let prefix = args.get(1).expect("prefix");
         let customers = args.get(2).and_then(|c| c.parse().ok()).expect("customers");
-        return worker(prefix, customers).await;
+        if args.get(3).map(String::as_str) == Some("indexes") {
+            return index_worker(prefix).await;
+        }
+        let cross = args.get(3).map(String::as_str) == Some("cross");
+        return worker(prefix, customers, cross).await;
     }
     if std::env::var_os("LEASEHOLD_TEST_AZURITE").is_none() {
         if std::env::var_os("CI").is_some() {
@@ -452,7 +897,17 @@ async fn main() -> Result<(), Error> {
         );
         return Ok(());
     }
-    let violations = controller(settings()).await?;
+    let args = settings();
+    let mut violations = 0;
+    if args.mode != "cross" && args.mode != "indexes" {
+        violations += controller(&args, false).await?;
+    }
+    if args.mode != "single" && args.mode != "indexes" {
+        violations += controller(&args, true).await?;
+    }
+    if args.mode == "both" || args.mode == "indexes" {
+        violations += index_controller(&args).await?;
+    }
     if violations > 0 {
         println!("torture: 0 passed, 1 failed");
         std::process::exit(1);

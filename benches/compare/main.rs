@@ -14,7 +14,7 @@
 //!   stdout).
 //!
 //! One module per section (`per_op`, `codec`, `units`, `hot`, `handoff`,
-//! `memory`, `across`), plus the shared `setup`, `stats` and `report`; the program
+//! `memory`, `indexes`, `across`), plus the shared `setup`, `stats` and `report`; the program
 //! uses only leasehold's public API (the codec section reaches the wire
 //! form through the hidden `leasehold::__private` hooks meant for it).
 
@@ -27,6 +27,7 @@ mod across;
 mod codec;
 mod handoff;
 mod hot;
+mod indexes;
 mod memory;
 mod per_op;
 mod report;
@@ -38,6 +39,7 @@ use across::{WORKER, across_processes, across_worker};
 use codec::codec;
 use handoff::{Waiter, handoff, handoff_child};
 use hot::hot_partition;
+use indexes::indexes;
 use memory::memory_vs_azurite;
 use per_op::per_operation;
 use report::Report;
@@ -81,7 +83,7 @@ async fn main() -> Res<()> {
         .await
         .ok();
     // `LEASEHOLD_BENCH_ONLY=codec,handoff` runs only the named sections
-    // (per-op, codec, units, hot, memory, handoff, across).
+    // (per-op, codec, units, hot, memory, handoff, indexes, across).
     let only = std::env::var("LEASEHOLD_BENCH_ONLY").ok();
     let run = |section: &str| {
         only.as_deref()
@@ -108,6 +110,9 @@ async fn main() -> Res<()> {
     }
     if run("handoff") {
         handoff(&env, &mut report).await?;
+    }
+    if run("indexes") {
+        indexes(&env, &mut report).await?;
     }
     if run("across") {
         across_processes(&env, &mut report).await?;

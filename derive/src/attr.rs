@@ -12,17 +12,19 @@ use syn::{Attribute, Expr, ExprLit, Lit, LitInt, LitStr, Token};
 use crate::errors::Errors;
 
 /// What a field may say, for messages.
-const FIELD_ATTRIBUTES: &str =
-    "`partition_key`, `row_key`, `rename = \"...\"`, `skip`, `json` or `default`";
+const FIELD_ATTRIBUTES: &str = "`partition_key`, `row_key`, `rename = \"...\"`, `skip`, `json`, `default`, `chunked`, `unique` or `index`";
 
 /// The names a field attribute may have.
-const FIELD_NAMES: [&str; 6] = [
+const FIELD_NAMES: [&str; 9] = [
     "partition_key",
     "row_key",
     "rename",
     "skip",
     "json",
     "default",
+    "chunked",
+    "unique",
+    "index",
 ];
 
 /// The container attribute: `#[entity(table = "Name")]`.
@@ -33,6 +35,13 @@ pub struct ContainerAttrs {
     /// Whether `table` was written at all (perhaps with a wrong value that
     /// was already reported).
     pub table_written: bool,
+    /// `partition_key = "..."`: a constant partition key, not from a field.
+    pub partition_key: Option<LitStr>,
+    /// `row_key = "..."`: a constant row key, not from a field.
+    pub row_key: Option<LitStr>,
+    /// `drop_unknown_properties`: reads keep no properties the type does
+    /// not know, so a replace removes them.
+    pub drop_unknown: Flag,
 }
 
 /// `partition_key` or `row_key`, with its position when one is given.
@@ -71,6 +80,12 @@ pub struct FieldAttrs {
     pub json: Flag,
     /// `default`.
     pub default: Flag,
+    /// `chunked`.
+    pub chunked: Flag,
+    /// `unique`: an index whose values no two entities share.
+    pub unique: Flag,
+    /// `index`: a non-unique index.
+    pub index: Flag,
 }
 
 impl FieldAttrs {
@@ -87,6 +102,9 @@ impl FieldAttrs {
         if let Some(span) = self.default {
             out.push(("default", span));
         }
+        if let Some(span) = self.chunked {
+            out.push(("chunked", span));
+        }
         out
     }
 }
@@ -97,7 +115,7 @@ fn is_entity(attr: &Attribute) -> bool {
 
 /// Consumes the value of an attribute that is being rejected, so parsing can
 /// go on to the next one and report it too.
-fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+pub(crate) fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
     if meta.input.peek(Token![=]) {
         meta.value()?.parse::<Expr>()?;
     } else if meta.input.peek(syn::token::Paren) {
@@ -109,7 +127,7 @@ fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
 
 /// Parses `= <value>` and returns the value if it is a string literal; any
 /// other value is reported at itself.
-fn string_value(
+pub(crate) fn string_value(
     meta: &ParseNestedMeta<'_>,
     errors: &mut Errors,
     example: &str,
@@ -182,13 +200,15 @@ pub fn container(attrs: &[Attribute], errors: &mut Errors) -> ContainerAttrs {
                 } else {
                     out.table = lit;
                 }
+            } else if crate::keys::container_attr(&meta, &mut out, errors)? {
+                // A constant key or `drop_unknown_properties` (crate::keys).
             } else {
                 let name = path_text(&meta.path);
                 errors.spanned(
                     &meta.path,
                     format!(
                         "unknown entity attribute `{name}`{}; on the struct, write `#[entity(table = \"...\")]`",
-                        did_you_mean(&name, &["table"])
+                        did_you_mean(&name, &crate::keys::CONTAINER_NAMES)
                     ),
                 );
                 skip_value(&meta)?;
@@ -234,10 +254,13 @@ pub fn field(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
                         out.rename = lit;
                     }
                 }
-                "skip" | "json" | "default" => {
+                "skip" | "json" | "default" | "chunked" | "unique" | "index" => {
                     let slot = match name.as_str() {
                         "skip" => &mut out.skip,
                         "json" => &mut out.json,
+                        "chunked" => &mut out.chunked,
+                        "unique" => &mut out.unique,
+                        "index" => &mut out.index,
                         _ => &mut out.default,
                     };
                     if slot.is_some() {
@@ -270,13 +293,13 @@ pub fn field(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
     out
 }
 
-fn path_text(path: &syn::Path) -> String {
+pub(crate) fn path_text(path: &syn::Path) -> String {
     let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
     segments.join("::")
 }
 
 /// ` (did you mean `x`?)` for a close known name, else nothing.
-fn did_you_mean(name: &str, known: &[&str]) -> String {
+pub(crate) fn did_you_mean(name: &str, known: &[&str]) -> String {
     known
         .iter()
         .map(|k| (edit_distance(name, k), k))
@@ -325,6 +348,6 @@ mod tests {
             did_you_mean("rowkey", &FIELD_NAMES),
             " (did you mean `row_key`?)"
         );
-        assert_eq!(did_you_mean("index", &FIELD_NAMES), "");
+        assert_eq!(did_you_mean("primary", &FIELD_NAMES), "");
     }
 }

@@ -17,9 +17,13 @@ use crate::model::{Field, KeyKind, Model, Role, is_string, strip_option, unraw};
 pub fn expand(model: &Model<'_>) -> TokenStream {
     let entity = entity_impl(model);
     let columns = columns(model);
+    let index_checks = crate::index::checks(model);
+    let builders = crate::keys::builders(model);
     quote! {
         #entity
         #columns
+        #index_checks
+        #builders
     }
 }
 
@@ -29,7 +33,7 @@ fn private() -> TokenStream {
 
 /// `::leasehold::__private` spanned at `span`: code meant to point at a field
 /// must carry the field's span in every token, paths included.
-fn private_at(span: Span) -> TokenStream {
+pub(crate) fn private_at(span: Span) -> TokenStream {
     quote_spanned!(span=> ::leasehold::__private)
 }
 
@@ -53,34 +57,19 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
     let ident = model.ident;
     let table = &model.table;
 
-    let names = model.fields.iter().filter_map(|f| match &f.role {
-        Role::Property(prop) => Some(&prop.name),
-        _ => None,
-    });
-
-    let key_fn = |kind: KeyKind, parts: &[usize]| {
-        let (fn_name, builder, ty) = match kind {
-            KeyKind::Partition => (
-                quote!(partition_key),
-                quote!(partition_key_of),
-                quote!(#p::PartitionKey),
-            ),
-            KeyKind::Row => (quote!(row_key), quote!(row_key_of), quote!(#p::RowKey)),
-        };
-        let rendered = parts.iter().map(|&i| {
-            let Field { ident, ty, .. } = &model.fields[i];
-            let p = private_at(ty.span());
-            quote_spanned!(ty.span()=> <#ty as #p::KeyPart>::to_key(&self.#ident))
-        });
-        quote! {
-            fn #fn_name(&self) -> #p::Result<#ty> {
-                #p::#builder(#table, [#(#rendered),*])
-            }
+    let names = model.fields.iter().flat_map(|f| match &f.role {
+        Role::Property(prop) if prop.chunked => {
+            vec![prop.name.clone(), crate::chunked::count_name(&prop.name)]
         }
-    };
-    let partition_key = key_fn(KeyKind::Partition, &model.partition_key);
-    let row_key = key_fn(KeyKind::Row, &model.row_key);
+        Role::Property(prop) => vec![prop.name.clone()],
+        _ => Vec::new(),
+    });
+    let own_property = crate::chunked::is_own_property(model);
 
+    let partition_key = crate::keys::key_method(model, KeyKind::Partition);
+    let row_key = crate::keys::key_method(model, KeyKind::Row);
+
+    let index_consts = crate::index::consts(model);
     let props = local("props");
     let property_count = model
         .fields
@@ -107,12 +96,18 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
         let name = &prop.name;
         let p = private_at(ty.span());
         let slot = slot(i);
+        let check = if prop.chunked && !prop.json {
+            quote_spanned!(ty.span()=> #p::chunked_field::<#ty>();)
+        } else {
+            TokenStream::new()
+        };
         if prop.json {
             quote_spanned! {ty.span()=>
                 let #slot = #p::encode_json_field::<#ty>(#table, #name, &self.#ident)?;
             }
         } else {
             quote_spanned! {ty.span()=>
+                #check
                 let #slot = #p::encoded(#table, #name, <#ty as #p::PropertyCodec>::encode(&self.#ident))?;
             }
         }
@@ -120,14 +115,22 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
     let stores = by_name.iter().map(|&(i, _, prop)| {
         let name = &prop.name;
         let slot = slot(i);
-        quote!(#p::put(&mut #props, #name, #slot);)
+        if prop.chunked {
+            quote!(#p::put_chunked(&mut #props, #table, #name, #slot)?;)
+        } else {
+            quote!(#p::put(&mut #props, #name, #slot);)
+        }
     });
     // Decoding takes the values out in reverse name order (each from the
     // end of the bag), then decodes them in field order.
     let takes = by_name.iter().rev().map(|&(i, _, prop)| {
         let name = &prop.name;
         let slot = slot(i);
-        quote!(let #slot = #props.remove(#name);)
+        if prop.chunked {
+            quote!(let #slot = #p::take_chunked(&mut #props, #table, #name)?;)
+        } else {
+            quote!(let #slot = #props.remove(#name);)
+        }
     });
     let props_binding = if has_properties {
         quote!(mut #props)
@@ -155,6 +158,10 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
         };
         let n = parts.len();
         let kind_tokens = key_kind(kind);
+        if n == 0 {
+            // A constant key: checked, not split.
+            return crate::keys::constant_check(model, kind, stored);
+        }
         if n == 1 {
             // A one-part key is the stored key itself: borrow it.
             let raw = raw_part(kind, 0);
@@ -211,11 +218,20 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
         quote!(#ident: #expr)
     });
 
+    let keep_unknown = if model.drop_unknown {
+        quote!(
+            const KEEP_UNKNOWN_PROPERTIES: ::core::primitive::bool = false;
+        )
+    } else {
+        TokenStream::new()
+    };
+
     quote! {
         #[automatically_derived]
         impl #p::Entity for #ident {
             const TABLE: &'static #p::str = #table;
             const PROPERTY_NAMES: &'static [&'static #p::str] = &[#(#names),*];
+            #index_consts
 
             #partition_key
 
@@ -245,6 +261,10 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
                 })();
                 #p::in_row(&#pk, &#rk, #decoded)
             }
+
+            #keep_unknown
+
+            #own_property
         }
     }
 }
@@ -276,7 +296,7 @@ fn columns(model: &Model<'_>) -> TokenStream {
                     ));
                 }
             }
-            Role::Property(prop) if !prop.json => {
+            Role::Property(prop) if !prop.json && !prop.chunked => {
                 let ty = strip_option(field.ty);
                 columns.push((field.ident, quote!(#ty), Some(field.ty), prop.name.clone()));
             }

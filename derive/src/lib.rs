@@ -10,8 +10,12 @@
 extern crate proc_macro;
 
 mod attr;
+mod chunked;
+mod codec;
 mod errors;
 mod expand;
+mod index;
+mod keys;
 mod model;
 
 use proc_macro::TokenStream;
@@ -23,6 +27,17 @@ pub fn derive_entity(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     match model::Model::from_input(&input) {
         Ok(model) => expand::expand(&model).into(),
+        Err(errors) => errors.to_compile_error().into(),
+    }
+}
+
+/// Derives `leasehold::entity::PropertyCodec` for a fieldless enum; see
+/// `leasehold::PropertyCodec`.
+#[proc_macro_derive(PropertyCodec, attributes(entity))]
+pub fn derive_property_codec(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    match codec::derive(&input) {
+        Ok(tokens) => tokens.into(),
         Err(errors) => errors.to_compile_error().into(),
     }
 }

@@ -59,6 +59,14 @@ pub struct Model<'a> {
     pub partition_key: Vec<usize>,
     /// The row key's fields, as indexes into `fields`, in key order.
     pub row_key: Vec<usize>,
+    /// The indexed fields (`#[entity(unique)]`, `#[entity(index)]`).
+    pub indexes: Vec<crate::index::Index>,
+    /// `#[entity(partition_key = "...")]`: a constant partition key.
+    pub partition_key_const: Option<String>,
+    /// `#[entity(row_key = "...")]`: a constant row key.
+    pub row_key_const: Option<String>,
+    /// `#[entity(drop_unknown_properties)]`.
+    pub drop_unknown: bool,
 }
 
 /// One field and what it is stored as.
@@ -94,6 +102,8 @@ pub struct Property {
     pub json: bool,
     /// `#[entity(default)]`: a missing property reads as the default.
     pub default: bool,
+    /// `#[entity(chunked)]`: stored across numbered properties.
+    pub chunked: bool,
 }
 
 impl<'a> Model<'a> {
@@ -175,6 +185,7 @@ impl<'a> Model<'a> {
         let mut key_attrs: Vec<(usize, KeyKind, KeyAttr)> = Vec::new();
         // Stored name -> the field that claimed it first.
         let mut stored: HashMap<String, &Ident> = HashMap::new();
+        let mut indexes = Vec::new();
         for field in &named.named {
             // Invariant: fields of `Fields::Named` always have a name.
             let Some(ident) = field.ident.as_ref() else {
@@ -182,6 +193,12 @@ impl<'a> Model<'a> {
             };
             let attrs = attr::field(&field.attrs, &mut errors);
             let index = fields.len();
+            if let Some((unique, _)) = crate::index::of_field(ident, &attrs, &mut errors) {
+                indexes.push(crate::index::Index {
+                    field: index,
+                    unique,
+                });
+            }
             let role = field_role(
                 ident,
                 attrs,
@@ -197,6 +214,7 @@ impl<'a> Model<'a> {
             });
         }
 
+        crate::chunked::check(&fields, &mut errors);
         let properties = fields
             .iter()
             .filter(|f| matches!(f.role, Role::Property(_)))
@@ -211,14 +229,39 @@ impl<'a> Model<'a> {
             );
         }
 
-        let partition_key = key_parts(
+        let partition_key_const = crate::keys::constant(
+            container.partition_key.as_ref(),
             KeyKind::Partition,
-            &input.ident,
-            &fields,
-            &key_attrs,
             &mut errors,
         );
-        let row_key = key_parts(KeyKind::Row, &input.ident, &fields, &key_attrs, &mut errors);
+        let row_key_const =
+            crate::keys::constant(container.row_key.as_ref(), KeyKind::Row, &mut errors);
+        let partition_key = match &partition_key_const {
+            Some(value) => crate::keys::constant_key_parts(
+                KeyKind::Partition,
+                value,
+                &fields,
+                &key_attrs,
+                &mut errors,
+            ),
+            None => key_parts(
+                KeyKind::Partition,
+                &input.ident,
+                &fields,
+                &key_attrs,
+                &mut errors,
+            ),
+        };
+        let row_key = match &row_key_const {
+            Some(value) => crate::keys::constant_key_parts(
+                KeyKind::Row,
+                value,
+                &fields,
+                &key_attrs,
+                &mut errors,
+            ),
+            None => key_parts(KeyKind::Row, &input.ident, &fields, &key_attrs, &mut errors),
+        };
 
         errors.finish(Model {
             ident: &input.ident,
@@ -227,6 +270,10 @@ impl<'a> Model<'a> {
             fields,
             partition_key,
             row_key,
+            indexes,
+            partition_key_const,
+            row_key_const,
+            drop_unknown: container.drop_unknown.is_some(),
         })
     }
 }
@@ -324,6 +371,7 @@ fn field_role<'a>(
         name,
         json: attrs.json.is_some(),
         default: attrs.default.is_some(),
+        chunked: attrs.chunked.is_some(),
     })
 }
 

@@ -60,4 +60,24 @@ pub trait Entity: Sized + Send + Sync + 'static {
             properties,
         })
     }
+
+    /// The indexes its `#[entity(unique)]` and `#[entity(index)]` fields
+    /// declare (see [`crate::Table::get_by`]). Not a public API: written by
+    /// the derive.
+    #[doc(hidden)]
+    const INDEXES: &'static [crate::index::def::IndexDef] = &[];
+
+    /// Whether values of this type read from storage keep the stored
+    /// properties the type does not know and write them back on replace
+    /// (see [`Versioned`](crate::Versioned#properties-unknown-to-the-type)).
+    /// `true` unless the type is derived with
+    /// `#[entity(drop_unknown_properties)]`.
+    const KEEP_UNKNOWN_PROPERTIES: bool = true;
+
+    /// Whether the stored property `name` belongs to this type: one of
+    /// [`Entity::PROPERTY_NAMES`], or a chunk of an `#[entity(chunked)]`
+    /// field. Properties that do not are the ones a read keeps as unknown.
+    fn is_own_property(name: &str) -> bool {
+        Self::PROPERTY_NAMES.contains(&name)
+    }
 }

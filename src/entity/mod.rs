@@ -9,9 +9,14 @@
 //! [`Value::MAX_BYTES`]; an entity is checked against them by
 //! [`Entity::encode`], before anything is sent.
 
+#[cfg(feature = "chrono")]
+mod chrono;
+pub(crate) mod chunked;
 mod codec;
 mod data;
+mod dynamic;
 mod entity_type;
+pub(crate) mod enums;
 mod limits;
 mod properties;
 mod value;
@@ -20,12 +25,13 @@ mod versioned;
 pub use codec::{DecodeError, EncodeError, PropertyCodec};
 pub(crate) use codec::{decode_json, encode_json, short_type_name};
 pub use data::EntityData;
+pub use dynamic::DynamicEntity;
 pub use entity_type::Entity;
 #[cfg(feature = "azure")]
 pub(crate) use leasehold_rules::RESERVED_NAMES;
 pub(crate) use leasehold_rules::property_name_problem;
 pub(crate) use limits::{entity_size, validate_entity};
-pub use properties::{Properties, PropertiesIntoIter};
+pub use properties::Properties;
 pub use value::{EdmType, Value};
 pub(crate) use versioned::Stored;
 pub use versioned::Versioned;

@@ -148,27 +148,20 @@ impl FromIterator<(String, Value)> for Properties {
     }
 }
 
-/// The properties of a [`Properties`] bag by value, in name order.
-#[derive(Debug)]
-pub struct PropertiesIntoIter(std::vec::IntoIter<(Cow<'static, str>, Value)>);
-
-impl Iterator for PropertiesIntoIter {
-    type Item = (String, Value);
-    fn next(&mut self) -> Option<Self::Item> {
-        self.0.next().map(|(k, v)| (k.into_owned(), v))
-    }
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.0.size_hint()
-    }
+/// One stored property by value, its name owned.
+fn owned((name, value): (Cow<'static, str>, Value)) -> (String, Value) {
+    (name.into_owned(), value)
 }
 
-impl ExactSizeIterator for PropertiesIntoIter {}
-
+/// The properties by value, in name order.
 impl IntoIterator for Properties {
     type Item = (String, Value);
-    type IntoIter = PropertiesIntoIter;
+    type IntoIter = std::iter::Map<
+        std::vec::IntoIter<(Cow<'static, str>, Value)>,
+        fn((Cow<'static, str>, Value)) -> (String, Value),
+    >;
     fn into_iter(self) -> Self::IntoIter {
-        PropertiesIntoIter(self.0.into_iter())
+        self.0.into_iter().map(owned as fn(_) -> _)
     }
 }
 

@@ -21,6 +21,29 @@ use crate::key::ETag;
 /// version, so that a merge can return the entity as stored without reading
 /// it again. Two values compare equal when their
 /// entities, ETags, Timestamps and write logs are equal.
+///
+/// # Properties unknown to the type
+///
+/// A row may hold properties the type does not know: a newer version of
+/// the program added a field, or another program writes the same rows. A
+/// value read from storage keeps them ([`Versioned::unknown_properties`]),
+/// and writes them back beside the entity's own properties when it is
+/// passed to `replace` (of a [`Table`](crate::Table), a
+/// [`Batch`](crate::table::Batch) or a [`Unit`](crate::lock::Unit), and so
+/// in `update_with`), so an older binary during a rolling upgrade does not
+/// delete what a newer one added. A merge leaves them stored anyway. What
+/// a write returns keeps them too, for the next write.
+///
+/// They are not kept by a value the program makes itself
+/// ([`Versioned::new`]), nor by one read through a projection
+/// ([`Query::select`](crate::table::Query::select)); and writes that take
+/// a fresh entity rather than a read value (`insert`, `upsert`,
+/// `replace_unconditionally`) store exactly the entity's properties:
+/// an `upsert` of a fresh value replaces everything stored in the row.
+/// [`Versioned::take_unknown_properties`] drops them from one value;
+/// `#[entity(drop_unknown_properties)]` on a type keeps none for any of its
+/// values ([`Entity::KEEP_UNKNOWN_PROPERTIES`]), so its replaces remove
+/// what the type does not know.
 #[derive(Clone)]
 pub struct Versioned<E> {
     entity: E,
@@ -30,6 +53,9 @@ pub struct Versioned<E> {
     write_log: Option<String>,
     /// What is known of the stored properties of this version.
     stored: Stored<E>,
+    /// The stored properties the entity's type does not know, written back
+    /// by a replace (see "Properties unknown to the type" above).
+    unknown: Option<Arc<Properties>>,
 }
 
 /// What a [`Versioned`] knows of the user properties stored at its version
@@ -63,6 +89,36 @@ impl<E> Clone for Stored<E> {
             Stored::Known(p) => Stored::Known(Arc::clone(p)),
         }
     }
+}
+
+impl<E: Entity> Versioned<E> {
+    /// Records what is known of the properties stored at this version, and
+    /// from it the properties the type does not know (unless the type opts
+    /// out of keeping them).
+    pub(crate) fn with_stored(mut self, stored: Stored<E>) -> Self {
+        self.unknown = if E::KEEP_UNKNOWN_PROPERTIES {
+            match &stored {
+                Stored::Unknown => None,
+                Stored::Unchanged { extra, .. } => extra.clone(),
+                Stored::Known(all) => unknown_of::<E>(all),
+            }
+        } else {
+            None
+        };
+        self.stored = stored;
+        self
+    }
+}
+
+/// The properties of `all` that `E` does not know, shared; `None` when
+/// there are none.
+pub(crate) fn unknown_of<E: Entity>(all: &Properties) -> Option<Arc<Properties>> {
+    let unknown: Properties = all
+        .iter()
+        .filter(|(name, _)| !E::is_own_property(name))
+        .map(|(name, value)| (name.to_owned(), value.clone()))
+        .collect();
+    (!unknown.is_empty()).then(|| Arc::new(unknown))
 }
 
 impl<E: Entity> Stored<E> {
@@ -108,13 +164,62 @@ impl<E> Versioned<E> {
             timestamp,
             write_log: None,
             stored: Stored::Unknown,
+            unknown: None,
         }
     }
 
-    /// Records what is known of the properties stored at this version.
-    pub(crate) fn with_stored(mut self, stored: Stored<E>) -> Self {
-        self.stored = stored;
-        self
+    /// The stored properties of this version that the entity's type does
+    /// not know, which a replace writes back (see "Properties unknown to the
+    /// type" above); `None` when there are none, or they are not known.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// #[derive(Entity, Debug, Clone)]
+    /// #[entity(table = "Customers")]
+    /// struct CustomerV2 {
+    ///     #[entity(partition_key)] id: String,
+    ///     #[entity(row_key)] kind: String,
+    ///     name: String,
+    ///     email: String,
+    /// }
+    /// #[derive(Entity, Debug, Clone)]
+    /// #[entity(table = "Customers")]
+    /// struct CustomerV1 {
+    ///     #[entity(partition_key)] id: String,
+    ///     #[entity(row_key)] kind: String,
+    ///     name: String,
+    /// }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = Store::memory();
+    /// let c = CustomerV2 { id: "c1".into(), kind: "profile".into(), name: "Ann".into(), email: "a@x".into() };
+    /// store.table::<CustomerV2>().insert(c).await?;
+    ///
+    /// // An older binary renames the customer...
+    /// let old = store.table::<CustomerV1>();
+    /// let mut v1 = old.get("c1", "profile").await?.unwrap();
+    /// assert!(v1.unknown_properties().unwrap().get("email").is_some());
+    /// v1.name = "Anna".into();
+    /// old.replace(&v1).await?;
+    ///
+    /// // ...and the newer binary's email is still there.
+    /// let v2 = store.table::<CustomerV2>().get("c1", "profile").await?.unwrap();
+    /// assert_eq!((v2.name.as_str(), v2.email.as_str()), ("Anna", "a@x"));
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    pub fn unknown_properties(&self) -> Option<&Properties> {
+        self.unknown.as_deref()
+    }
+
+    /// Removes and returns the stored properties the type does not know
+    /// from this value, so that passing it to `replace` removes them from
+    /// the row.
+    pub fn take_unknown_properties(&mut self) -> Option<Properties> {
+        self.unknown.take().map(Arc::unwrap_or_clone)
+    }
+
+    /// The unknown properties, shared, for a write that keeps them.
+    pub(crate) fn unknown_shared(&self) -> Option<Arc<Properties>> {
+        self.unknown.clone()
     }
 
     /// Every user property stored at this version, when known (a copy is

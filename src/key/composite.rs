@@ -3,11 +3,10 @@
 
 /// The composite-key encoding: several parts joined into one valid key.
 ///
-/// Each part is escaped so that the result holds no character the service
-/// forbids, then parts are joined with a space. Space sorts below every
-/// character an escaped part can start with, so the encoding keeps tuple
-/// order: `(a, b) < (a', b')` exactly when `encode(a, b) < encode(a', b')`
-/// (comparing by code point). The escapes:
+/// [`CompositeKey::join`] escapes every part (so that the result holds no
+/// character the service forbids, and no separator) and joins them with a
+/// space, [`CompositeKey::SEPARATOR`]; [`CompositeKey::split`] undoes it.
+/// The escapes:
 ///
 /// | characters | written as |
 /// |---|---|
@@ -16,17 +15,44 @@
 /// | `.`, `/` | `.0`, `.1` |
 /// | `>`, `?` | `>0`, `>1` |
 /// | `[`, `\` | `[0`, `[1` |
-/// | `~`, U+007F–U+009F | `~` and two hex digits |
+/// | `~`, U+007F–U+009F | `~` and two hex digits (uppercase) |
 ///
-/// Every other character stands for itself. Each escape starts with the
-/// character just below the one it hides, so order is preserved.
+/// Every other character stands for itself. The six characters that start
+/// an escape (`!`, `"`, `.`, `>`, `[`, `~`) are themselves escaped, so they
+/// only ever start one; each escape starts with a character that sorts
+/// above every unescaped character below the characters it hides and below
+/// every unescaped character above them, and escapes of one family keep
+/// their order. So escaping keeps the order
+/// of parts, and since the space sorts below every character an escaped
+/// part holds, a part that is a prefix of another sorts first: the
+/// encoding keeps tuple order, `(a, b) < (a', b')` exactly when
+/// `join(a, b) < join(a', b')`. That holds in the service's key order (by
+/// UTF-16 code unit) and by code point alike, since escapes are ASCII and
+/// every other character is copied unchanged.
+///
+/// `#[derive(Entity)]` keys made of several fields are this encoding of the
+/// fields' [`KeyPart`](crate::key::KeyPart) forms; a key made of one field
+/// is that field's form as it is, without escapes. The derive also
+/// generates builders for both (`T::row_key_from(...)`) and prefix filters
+/// over the leading parts of a composite key (`T::row_key_prefix_year(...)`),
+/// so code never needs to join parts by hand.
+///
+/// ```
+/// use leasehold::key::CompositeKey;
+///
+/// let key = CompositeKey::join(["a b", "x/y"]);
+/// assert_eq!(key, "a!20b x.1y");
+/// assert_eq!(CompositeKey::split(&key).unwrap(), ["a b", "x/y"]);
+/// // Tuple order: ("a", "z") < ("a b", "a").
+/// assert!(CompositeKey::join(["a", "z"]) < CompositeKey::join(["a b", "a"]));
+/// ```
 pub struct CompositeKey;
 
 impl CompositeKey {
     /// The separator between parts of a composite key.
     pub const SEPARATOR: char = ' ';
 
-    /// Escapes one part and appends it to `out`.
+    /// Escapes one part and appends it to `out` (without a separator).
     pub fn push_part(out: &mut String, part: &str) {
         use std::fmt::Write;
         for c in part.chars() {
@@ -50,7 +76,10 @@ impl CompositeKey {
         }
     }
 
-    /// Joins already-rendered parts into one key string.
+    /// Escapes each part (the key forms of the fields, such as
+    /// [`KeyPart::to_key`](crate::key::KeyPart::to_key) gives) and joins
+    /// them with [`CompositeKey::SEPARATOR`]. A single part is escaped too:
+    /// `join(["a b"])` is `"a!20b"`.
     pub fn join<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
         let mut out = String::new();
         for (i, part) in parts.into_iter().enumerate() {
@@ -60,6 +89,21 @@ impl CompositeKey {
             Self::push_part(&mut out, part);
         }
         out
+    }
+
+    /// The key range of the composite keys whose leading parts are `parts`
+    /// (each escaped as [`CompositeKey::join`] escapes it): every key from
+    /// the first bound (included) to the second (excluded). The range ends
+    /// at the separator, so the leading part `"20"` does not take in keys
+    /// whose first part is `"2026"`.
+    pub(crate) fn prefix_bounds<'a>(parts: impl IntoIterator<Item = &'a str>) -> (String, String) {
+        let mut low = Self::join(parts);
+        let mut high = low.clone();
+        low.push(Self::SEPARATOR);
+        // The character just above the separator, which no escaped part
+        // holds in its place.
+        high.push('!');
+        (low, high)
     }
 
     /// Splits a composite key into its unescaped parts.

@@ -12,6 +12,7 @@ use tracing::debug;
 
 use crate::backend::{LeaseId, Metadata};
 use crate::error::{Error, Result};
+use crate::table::Fence;
 
 use super::core::LeaseCore;
 use super::document::{LeaseBlob, LeaseDocument, META_EPOCH, epoch_of, meta_set};
@@ -218,6 +219,33 @@ impl LeaseGuard {
             })
             .await?;
         Ok(next)
+    }
+
+    /// Advances the fencing epoch (as [`LeaseGuard::advance_epoch`]: one
+    /// metadata write under the lease) and returns a [`Fence`] at the new
+    /// epoch, for [`Table::fenced`](crate::Table::fenced): its table writes
+    /// are refused by the service once a fence of a later epoch of this
+    /// lease has written the same partition. Each call gives a new epoch
+    /// (fencing out the fences of earlier calls), so call it once per hold
+    /// and share the fence (clones share what it knows).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = leasehold::Store::memory();
+    /// let guard = store.leases().acquire("importer", std::time::Duration::from_secs(30)).await?;
+    /// let fence = guard.fence().await?;
+    /// assert_eq!(fence.epoch(), guard.epoch().await?);
+    /// # guard.release().await?;
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// As [`LeaseGuard::advance_epoch`]; [`Error::Invalid`] when the lease
+    /// name is too long to name a fence row (over about 500 characters once
+    /// `%`, `/`, `\`, `#`, `?` and control characters are percent-encoded).
+    pub async fn fence(&self) -> Result<Fence> {
+        let epoch = self.advance_epoch().await?;
+        Fence::new(self.name().as_str(), epoch)
     }
 
     /// Ends the guard: hands the blob lease to the next local task when one

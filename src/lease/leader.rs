@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::table::Fence;
 
 use super::guard::{LeaseGuard, LeaseStatus};
 use super::manager::{AcquireMode, LeaseManager, ManagerInner};
@@ -76,6 +77,7 @@ pub struct LeaderContext {
     status: LeaseStatus,
     epoch: u64,
     term: u64,
+    epoch_per_term: bool,
 }
 
 impl LeaderContext {
@@ -105,6 +107,41 @@ impl LeaderContext {
     /// Which term of this `run_as_leader` call this is (1 for the first).
     pub fn term(&self) -> u64 {
         self.term
+    }
+
+    /// A [`Fence`] at this term's epoch, for
+    /// [`Table::fenced`](crate::Table::fenced): the term's table writes are
+    /// refused by the service once a later term (of any candidate) has
+    /// written the same partition with its fence. No request. Clones share
+    /// what the fence knows; fences from several calls in one term share
+    /// the epoch, so none fences out another (when they race on a fence
+    /// row, the loser reads it again and retries).
+    ///
+    /// ```
+    /// # use leasehold::lease::LeaderOptions;
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = leasehold::Store::memory();
+    /// let options = LeaderOptions::new().with_campaign_again(false);
+    /// store.leases().run_as_leader("coordinator", options, |ctx| async move {
+    ///     let fence = ctx.fence().expect("epochs advance each term");
+    ///     assert_eq!(fence.epoch(), ctx.epoch());
+    /// }).await?;
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when the term did not advance the epoch
+    /// ([`LeaderOptions::with_epoch_per_term`] is off: two terms could share
+    /// it, so it fences nothing), or the lease name is too long to name a
+    /// fence row (see [`LeaseGuard::fence`]).
+    pub fn fence(&self) -> Result<Fence> {
+        if !self.epoch_per_term {
+            return Err(Error::invalid(
+                format!("fence of lease {:?}", self.status.name().as_str()),
+                "this term did not advance the epoch (LeaderOptions::with_epoch_per_term(false)); a fence needs an epoch no earlier term had",
+            ));
+        }
+        Fence::new(self.status.name().as_str(), self.epoch)
     }
 }
 
@@ -226,6 +263,7 @@ impl ManagerInner {
                 status: guard.status(),
                 epoch,
                 term,
+                epoch_per_term: options.advance_epoch,
             };
             let lost = guard.lost();
             tokio::pin!(lost);

@@ -1,16 +1,20 @@
-//! The commit journal: what a multi-table commit is about to do, written into
-//! the lock blob under the lease before any table is touched, and rolled
-//! forward by whoever takes the lock next if the writer died half-way.
+//! The lock module's record in a lock blob: the commit *journal* (what a
+//! journalled commit is about to do, written into the primary partition's
+//! lock blob under its lease before any table is touched, and rolled forward
+//! by whoever takes that lock next if the writer died half-way), or an
+//! *intent* (written into every other participating partition's lock blob:
+//! "this partition takes part in transaction `txn`, whose journal is in the
+//! lock blob of partition `primary`").
 //!
-//! The journal is the lock module's section of the lock blob's document
+//! The record is the lock module's section of the lock blob's document
 //! ([`LOCK_SECTION`]); the lease layer stores it without reading it. Its
-//! format is private: operators see a pending commit as a
+//! format is private: operators see a pending commit or an intent as a
 //! [`PendingCommit`].
 
 use serde::{Deserialize, Serialize};
 
 use crate::backend::wire;
-use crate::backend::{Precondition, TableOp};
+use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::entity::{EntityData, Properties};
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
@@ -25,10 +29,42 @@ pub(crate) struct Journal {
     /// Format version ([`JOURNAL_VERSION`]).
     #[serde(rename = "v")]
     pub(crate) version: u32,
-    /// The partition every operation writes.
+    /// The primary partition: the one whose lock blob holds the journal, and
+    /// the partition of every operation that names none.
     pub(crate) partition_key: String,
+    /// The transaction id the intents of the other participants name
+    /// (`None`: a single-partition commit, which writes no intents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) txn: Option<String>,
     /// The operations, in the order they are applied.
     pub(crate) ops: Vec<JournalOp>,
+    /// Set when a later transaction was refused and the commit is undoing
+    /// the first `undo` operations (those applied): the next holder then
+    /// finishes the undo instead of rolling forward.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) undo: Option<usize>,
+}
+
+/// An intent: the mark a journalled commit leaves in the lock blob of every
+/// participating partition but the primary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Intent {
+    /// Format version ([`JOURNAL_VERSION`]).
+    #[serde(rename = "v")]
+    pub(crate) version: u32,
+    /// The primary partition, whose lock blob holds (or held) the journal.
+    pub(crate) intent_of: String,
+    /// The transaction.
+    pub(crate) txn: String,
+}
+
+/// What the lock module keeps in a lock blob.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum LockRecord {
+    /// A pending commit's journal (this is its primary partition).
+    Journal(Journal),
+    /// This partition takes part in a commit whose journal is elsewhere.
+    Intent(Intent),
 }
 
 /// What one journalled operation does to its row.
@@ -45,11 +81,34 @@ pub(crate) enum JournalKind {
     Delete,
 }
 
-/// One operation with its precondition and after-image.
+/// A row as it was before a journalled operation, for undoing it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Before {
+    /// There was no row.
+    Absent,
+    /// The row's properties, in the wire form.
+    Row(serde_json::Map<String, serde_json::Value>),
+}
+
+impl Before {
+    /// The before-image of a row as read (`None`: absent).
+    pub(crate) fn of(stored: Option<&StoredEntity>) -> Before {
+        match stored {
+            None => Before::Absent,
+            Some(s) => Before::Row(properties_json(&s.data)),
+        }
+    }
+}
+
+/// One operation with its precondition, after-image and before-image.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct JournalOp {
     /// The table (prefix included).
     pub(crate) table: String,
+    /// The partition, when it is not the journal's.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "pk")]
+    pub(crate) partition_key: Option<String>,
     /// The row key.
     pub(crate) row_key: String,
     /// What is done.
@@ -61,6 +120,9 @@ pub(crate) struct JournalOp {
     /// The properties written, in the wire form (`None` for deletes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) after: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The row before the operation (`None`: not recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) before: Option<Before>,
 }
 
 impl JournalKind {
@@ -75,9 +137,42 @@ impl JournalKind {
     }
 }
 
+/// An entity's properties in the wire form, without its keys.
+fn properties_json(d: &EntityData) -> serde_json::Map<String, serde_json::Value> {
+    let mut json =
+        wire::entity_to_json(d.partition_key.as_str(), d.row_key.as_str(), &d.properties);
+    json.remove("PartitionKey");
+    json.remove("RowKey");
+    json
+}
+
+/// Wire-form properties back as an entity of `table` at the given keys.
+fn entity_of(
+    table: &TableName,
+    partition_key: &PartitionKey,
+    row_key: &RowKey,
+    json: &serde_json::Map<String, serde_json::Value>,
+) -> std::result::Result<EntityData, String> {
+    let mut json = json.clone();
+    json.insert("PartitionKey".into(), partition_key.as_str().into());
+    json.insert("RowKey".into(), row_key.as_str().into());
+    let parsed = wire::entity_from_json(table.as_str(), &json).map_err(|e| e.to_string())?;
+    Ok(EntityData {
+        partition_key: partition_key.clone(),
+        row_key: row_key.clone(),
+        properties: parsed.properties,
+    })
+}
+
 impl JournalOp {
-    /// Records a staged operation.
-    pub(crate) fn from_op(table: &TableName, op: &TableOp) -> Self {
+    /// Records a staged operation of partition `pk` in a journal whose
+    /// primary partition is `primary`.
+    pub(crate) fn from_op(
+        primary: &PartitionKey,
+        table: &TableName,
+        op: &TableOp,
+        before: Option<Before>,
+    ) -> Self {
         let kind = match op {
             TableOp::Insert(_) => JournalKind::Insert,
             TableOp::Replace(..) => JournalKind::Replace,
@@ -85,53 +180,53 @@ impl JournalOp {
             TableOp::Delete { .. } => JournalKind::Delete,
         };
         let precondition = op.condition().as_ref().and_then(precondition_text);
-        let data = op.data();
+        let pk = op.partition_key();
         JournalOp {
             table: table.as_str().to_owned(),
+            partition_key: (pk != primary).then(|| pk.as_str().to_owned()),
             row_key: op.row_key().as_str().to_owned(),
             kind,
             precondition,
-            after: data.map(|d| {
-                let mut json = wire::entity_to_json(
-                    d.partition_key.as_str(),
-                    d.row_key.as_str(),
-                    &d.properties,
-                );
-                json.remove("PartitionKey");
-                json.remove("RowKey");
-                json
-            }),
+            after: op.data().map(properties_json),
+            before,
         }
     }
 
-    /// The operation back, for the given partition.
-    ///
-    /// # Errors
-    /// [`Error::Inconsistent`] when the journal does not parse as leasehold
-    /// wrote it.
-    pub(crate) fn to_op(&self, partition_key: &PartitionKey) -> Result<(TableName, TableOp)> {
-        let bad = |why: String| Error::Inconsistent {
+    fn bad(&self, why: String) -> Error {
+        Error::Inconsistent {
             what: format!(
                 "journal entry for row {:?} of `{}`: {why}",
                 self.row_key, self.table
             ),
-        };
-        let table = TableName::new(&self.table).map_err(|e| bad(e.to_string()))?;
-        let row_key = RowKey::new(&self.row_key).map_err(|e| bad(e.to_string()))?;
+        }
+    }
+
+    /// The operation's partition, in a journal whose partition is `primary`.
+    ///
+    /// # Errors
+    /// [`Error::Inconsistent`] when it does not parse.
+    pub(crate) fn partition(&self, primary: &PartitionKey) -> Result<PartitionKey> {
+        match &self.partition_key {
+            None => Ok(primary.clone()),
+            Some(pk) => PartitionKey::new(pk).map_err(|e| self.bad(e.to_string())),
+        }
+    }
+
+    /// The operation back, in a journal whose partition is `primary`.
+    ///
+    /// # Errors
+    /// [`Error::Inconsistent`] when the journal does not parse as leasehold
+    /// wrote it.
+    pub(crate) fn to_op(&self, primary: &PartitionKey) -> Result<(TableName, TableOp)> {
+        let partition_key = self.partition(primary)?;
+        let table = TableName::new(&self.table).map_err(|e| self.bad(e.to_string()))?;
+        let row_key = RowKey::new(&self.row_key).map_err(|e| self.bad(e.to_string()))?;
         let data = || -> Result<EntityData> {
-            let mut json = self
+            let json = self
                 .after
-                .clone()
-                .ok_or_else(|| bad("no after-image".into()))?;
-            json.insert("PartitionKey".into(), partition_key.as_str().into());
-            json.insert("RowKey".into(), row_key.as_str().into());
-            let parsed =
-                wire::entity_from_json(table.as_str(), &json).map_err(|e| bad(e.to_string()))?;
-            Ok(EntityData {
-                partition_key: partition_key.clone(),
-                row_key: row_key.clone(),
-                properties: parsed.properties,
-            })
+                .as_ref()
+                .ok_or_else(|| self.bad("no after-image".into()))?;
+            entity_of(&table, &partition_key, &row_key, json).map_err(|e| self.bad(e))
         };
         let condition = match self.precondition.as_deref() {
             None => Precondition::Upsert,
@@ -156,6 +251,77 @@ impl JournalOp {
         };
         Ok((table, op))
     }
+
+    /// Whether `stored` (`None`: no row) is the row as it was before this
+    /// operation (its content; the ETag differs once an undo wrote it).
+    ///
+    /// # Errors
+    /// [`Error::Inconsistent`] when no before-image was recorded or it does
+    /// not parse.
+    pub(crate) fn shows_before(
+        &self,
+        primary: &PartitionKey,
+        stored: Option<&StoredEntity>,
+    ) -> Result<bool> {
+        let before = self
+            .before
+            .as_ref()
+            .ok_or_else(|| self.bad("no before-image to undo it with".into()))?;
+        match (before, stored) {
+            (Before::Absent, stored) => Ok(stored.is_none()),
+            (Before::Row(_), None) => Ok(false),
+            (Before::Row(json), Some(s)) => {
+                let (table, op) = self.to_op(primary)?;
+                let data = entity_of(&table, op.partition_key(), op.row_key(), json)
+                    .map_err(|e| self.bad(e))?;
+                Ok(data.properties == s.data.properties)
+            }
+        }
+    }
+
+    /// The write that undoes this operation, given the ETag its own write
+    /// produced (`None` for a delete): the before-image back, conditioned on
+    /// that ETag (or, for an undone delete, on the row being absent).
+    /// `Ok(None)`: nothing to undo.
+    ///
+    /// # Errors
+    /// [`Error::Inconsistent`] when no before-image was recorded or it does
+    /// not parse.
+    pub(crate) fn undo(
+        &self,
+        primary: &PartitionKey,
+        produced: Option<&ETag>,
+    ) -> Result<Option<TableOp>> {
+        let (table, op) = self.to_op(primary)?;
+        let pk = op.partition_key().clone();
+        let rk = op.row_key().clone();
+        let before = self
+            .before
+            .as_ref()
+            .ok_or_else(|| self.bad("no before-image to undo it with".into()))?;
+        let delete_ours = || -> Result<Option<TableOp>> {
+            let etag = produced.ok_or_else(|| self.bad("its write produced no ETag".into()))?;
+            Ok(Some(TableOp::Delete {
+                partition_key: pk.clone(),
+                row_key: rk.clone(),
+                if_match: Some(etag.clone()),
+            }))
+        };
+        match (op, before) {
+            (TableOp::Delete { .. }, Before::Absent) => Ok(None),
+            (TableOp::Delete { .. }, Before::Row(json)) => Ok(Some(TableOp::Insert(
+                entity_of(&table, &pk, &rk, json).map_err(|e| self.bad(e))?,
+            ))),
+            (_, Before::Absent) => delete_ours(),
+            (_, Before::Row(json)) => {
+                let etag = produced.ok_or_else(|| self.bad("its write produced no ETag".into()))?;
+                Ok(Some(TableOp::Replace(
+                    entity_of(&table, &pk, &rk, json).map_err(|e| self.bad(e))?,
+                    Precondition::IfMatch(etag.clone()),
+                )))
+            }
+        }
+    }
 }
 
 fn precondition_text(p: &Precondition) -> Option<String> {
@@ -166,17 +332,129 @@ fn precondition_text(p: &Precondition) -> Option<String> {
     }
 }
 
+impl LockRecord {
+    /// Parses a stored record.
+    ///
+    /// # Errors
+    /// [`Error::Inconsistent`] when it is not a record this version knows.
+    fn from_value(value: serde_json::Value) -> Result<Self> {
+        let is_intent = value.get("intent_of").is_some();
+        let version = value.get("v").and_then(serde_json::Value::as_u64);
+        if version != Some(u64::from(JOURNAL_VERSION)) {
+            return Err(Error::Inconsistent {
+                what: format!(
+                    "the pending lock record has version {version:?}; this leasehold reads version {JOURNAL_VERSION}"
+                ),
+            });
+        }
+        if is_intent {
+            let intent = serde_json::from_value(value).map_err(|e| Error::Inconsistent {
+                what: format!("the pending intent does not parse: {e}"),
+            })?;
+            return Ok(LockRecord::Intent(intent));
+        }
+        let journal = serde_json::from_value(value).map_err(|e| Error::Inconsistent {
+            what: format!("the pending journal does not parse: {e}"),
+        })?;
+        Ok(LockRecord::Journal(journal))
+    }
+
+    /// The record pending in the lock blob `guard` holds, as the guard sees
+    /// the blob (a fresh acquire reads it; a hand-over knows it).
+    ///
+    /// # Errors
+    /// [`Error::Inconsistent`] when the stored record does not parse; the
+    /// guard's read errors.
+    pub(crate) async fn pending(guard: &LeaseGuard) -> Result<Option<LockRecord>> {
+        guard
+            .section(LOCK_SECTION)
+            .await?
+            .map(LockRecord::from_value)
+            .transpose()
+    }
+
+    /// The record pending in lock blob `name`, read without the lock.
+    ///
+    /// # Errors
+    /// As [`LockRecord::pending`].
+    pub(crate) async fn read(locks: &LeaseManager, name: &LeaseName) -> Result<Option<LockRecord>> {
+        locks
+            .read_section(name, LOCK_SECTION)
+            .await?
+            .map(LockRecord::from_value)
+            .transpose()
+    }
+
+    /// What operators see of the record kept in the lock blob of
+    /// `partition_key`.
+    ///
+    /// # Errors
+    /// [`Error::Inconsistent`] when an entry does not parse.
+    pub(crate) fn summary(&self, partition_key: &PartitionKey) -> Result<PendingCommit> {
+        match self {
+            LockRecord::Journal(j) => j.summary(),
+            LockRecord::Intent(i) => Ok(PendingCommit {
+                partition_key: partition_key.clone(),
+                primary: PartitionKey::new(&i.intent_of).map_err(|e| Error::Inconsistent {
+                    what: format!("the intent's primary partition does not parse: {e}"),
+                })?,
+                transaction: Some(i.txn.clone()),
+                writes: Vec::new(),
+            }),
+        }
+    }
+}
+
+impl Intent {
+    /// An intent naming `primary` and transaction `txn`.
+    pub(crate) fn new(primary: &PartitionKey, txn: &str) -> Self {
+        Intent {
+            version: JOURNAL_VERSION,
+            intent_of: primary.as_str().to_owned(),
+            txn: txn.to_owned(),
+        }
+    }
+
+    /// Writes the intent into the lock blob, under the lease.
+    ///
+    /// # Errors
+    /// The guard's write errors ([`Error::LeaseLost`] among them).
+    pub(crate) async fn write(&self, guard: &LeaseGuard) -> Result<()> {
+        let value = serde_json::to_value(self).map_err(|e| Error::Inconsistent {
+            what: format!("cannot serialise the intent: {e}"),
+        })?;
+        guard.set_section(LOCK_SECTION, Some(value)).await
+    }
+}
+
 impl Journal {
-    /// A journal of `ops`, grouped by table in application order.
-    pub(crate) fn new(partition_key: &PartitionKey, ops: &[(TableName, TableOp)]) -> Self {
+    /// A journal whose primary partition is `primary`, of `ops` (each with
+    /// its before-image, when recorded) in application order.
+    pub(crate) fn new(
+        primary: &PartitionKey,
+        txn: Option<String>,
+        ops: &[(TableName, TableOp, Option<Before>)],
+    ) -> Self {
         Journal {
             version: JOURNAL_VERSION,
-            partition_key: partition_key.as_str().to_owned(),
+            partition_key: primary.as_str().to_owned(),
+            txn,
             ops: ops
                 .iter()
-                .map(|(t, op)| JournalOp::from_op(t, op))
+                .map(|(t, op, before)| JournalOp::from_op(primary, t, op, before.clone()))
                 .collect(),
+            undo: None,
         }
+    }
+
+    /// The primary partition.
+    ///
+    /// # Errors
+    /// [`Error::Inconsistent`] when it does not parse.
+    pub(crate) fn primary(&self) -> Result<PartitionKey> {
+        PartitionKey::new(&self.partition_key).map_err(|e| Error::Inconsistent {
+            what: format!("the journal's partition key does not parse: {e}"),
+        })
     }
 
     /// The journal as stored in the lease document.
@@ -189,49 +467,28 @@ impl Journal {
         })
     }
 
-    /// Parses a stored journal.
+    /// The journal pending in the lock blob `guard` holds (`None` also when
+    /// the blob holds an intent).
     ///
     /// # Errors
-    /// [`Error::Inconsistent`] when it is not a journal this version knows.
-    fn from_value(value: serde_json::Value) -> Result<Self> {
-        let journal: Journal = serde_json::from_value(value).map_err(|e| Error::Inconsistent {
-            what: format!("the pending journal does not parse: {e}"),
-        })?;
-        if journal.version != JOURNAL_VERSION {
-            return Err(Error::Inconsistent {
-                what: format!(
-                    "the pending journal has version {}; this leasehold reads version {JOURNAL_VERSION}",
-                    journal.version
-                ),
-            });
-        }
-        Ok(journal)
-    }
-
-    /// The journal pending in the lock blob `guard` holds, as the guard
-    /// sees the blob (a fresh acquire reads it; a hand-over knows it).
-    ///
-    /// # Errors
-    /// [`Error::Inconsistent`] when the stored journal does not parse; the
-    /// guard's read errors.
+    /// As [`LockRecord::pending`].
     pub(crate) async fn pending(guard: &LeaseGuard) -> Result<Option<Journal>> {
-        guard
-            .section(LOCK_SECTION)
-            .await?
-            .map(Journal::from_value)
-            .transpose()
+        Ok(match LockRecord::pending(guard).await? {
+            Some(LockRecord::Journal(j)) => Some(j),
+            _ => None,
+        })
     }
 
     /// The journal pending in lock blob `name`, read without the lock.
     ///
     /// # Errors
-    /// As [`Journal::pending`].
+    /// As [`LockRecord::pending`].
+    #[cfg(test)]
     pub(crate) async fn read(locks: &LeaseManager, name: &LeaseName) -> Result<Option<Journal>> {
-        locks
-            .read_section(name, LOCK_SECTION)
-            .await?
-            .map(Journal::from_value)
-            .transpose()
+        Ok(match LockRecord::read(locks, name).await? {
+            Some(LockRecord::Journal(j)) => Some(j),
+            _ => None,
+        })
     }
 
     /// Writes the journal into the lock blob, under the lease.
@@ -244,7 +501,8 @@ impl Journal {
             .await
     }
 
-    /// Removes the journal from the lock blob, under the lease.
+    /// Removes the record (journal or intent) from the lock blob, under the
+    /// lease.
     ///
     /// # Errors
     /// As [`Journal::write`].
@@ -257,17 +515,15 @@ impl Journal {
     /// # Errors
     /// [`Error::Inconsistent`] when an entry does not parse.
     pub(crate) fn summary(&self) -> Result<PendingCommit> {
-        let partition_key =
-            PartitionKey::new(&self.partition_key).map_err(|e| Error::Inconsistent {
-                what: format!("the journal's partition key does not parse: {e}"),
-            })?;
+        let primary = self.primary()?;
         let writes = self
             .ops
             .iter()
             .map(|entry| {
-                let (table, op) = entry.to_op(&partition_key)?;
+                let (table, op) = entry.to_op(&primary)?;
                 Ok(PendingWrite {
                     table,
+                    partition_key: op.partition_key().clone(),
                     row_key: op.row_key().clone(),
                     operation: entry.kind.name(),
                     if_match: entry.precondition.as_deref().map(ETag::new),
@@ -276,24 +532,42 @@ impl Journal {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(PendingCommit {
-            partition_key,
+            partition_key: primary.clone(),
+            primary,
+            transaction: self.txn.clone(),
             writes,
         })
     }
 }
 
-/// A commit that a unit left pending on its partition (it died, or lost its
-/// lease, between writing its journal and clearing it): what it was about to
-/// write, for an operator to look at before finishing it with
-/// [`Store::roll_forward`](crate::Store::roll_forward). Read with
+/// A commit that a unit left pending (it died, or lost its lease, between
+/// writing its journal and clearing it), as recorded in one partition's lock
+/// blob: in its primary partition, the journal (what it was about to write,
+/// for an operator to look at before finishing it with
+/// [`Store::roll_forward`](crate::Store::roll_forward)); in every other
+/// partition it writes, an *intent* naming the primary. Read with
 /// [`Store::pending_commit`](crate::Store::pending_commit).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct PendingCommit {
-    /// The partition every write is in.
+    /// The partition whose lock blob holds this record.
     pub partition_key: PartitionKey,
-    /// The writes, in the order a roll-forward applies them.
+    /// The primary partition, whose lock blob holds the journal: this
+    /// partition for a journal, the one the intent points at for an intent.
+    pub primary: PartitionKey,
+    /// The transaction id of a commit across partitions (`None` for a
+    /// single-partition journal).
+    pub transaction: Option<String>,
+    /// The writes, in the order a roll-forward applies them; empty for an
+    /// intent (they are in the primary's journal).
     pub writes: Vec<PendingWrite>,
+}
+
+impl PendingCommit {
+    /// Whether this is an intent pointing at another partition's journal.
+    pub fn is_intent(&self) -> bool {
+        self.primary != self.partition_key
+    }
 }
 
 /// One write of a [`PendingCommit`].
@@ -302,6 +576,8 @@ pub struct PendingCommit {
 pub struct PendingWrite {
     /// The table, its prefix included.
     pub table: TableName,
+    /// The partition.
+    pub partition_key: PartitionKey,
     /// The row.
     pub row_key: RowKey,
     /// What the write does: `"insert"`, `"replace"`, `"merge"` or
@@ -332,7 +608,7 @@ mod tests {
     fn journal(rows: &[&str]) -> Journal {
         let pk = PartitionKey::new("p").unwrap();
         let table = TableName::new("Accounts").unwrap();
-        let ops: Vec<(TableName, TableOp)> = rows
+        let ops: Vec<(TableName, TableOp, Option<Before>)> = rows
             .iter()
             .map(|rk| {
                 let data = EntityData {
@@ -340,10 +616,108 @@ mod tests {
                     row_key: RowKey::new(*rk).unwrap(),
                     properties: [("n".to_owned(), Value::Int64(1))].into_iter().collect(),
                 };
-                (table.clone(), TableOp::Insert(data))
+                (table.clone(), TableOp::Insert(data), Some(Before::Absent))
             })
             .collect();
-        Journal::new(&pk, &ops)
+        Journal::new(&pk, None, &ops)
+    }
+
+    /// Every kind of operation undoes to its before-image, conditioned on
+    /// the ETag its own write produced; an intent and a journal are told
+    /// apart when read back, and an intent summarises as pointing at its
+    /// primary.
+    #[test]
+    fn undo_ops_and_records_round_trip() {
+        let primary = PartitionKey::new("a").unwrap();
+        let other = PartitionKey::new("b").unwrap();
+        let table = TableName::new("Accounts").unwrap();
+        let props = |n: i64| -> crate::entity::Properties {
+            [("n".to_owned(), Value::Int64(n))].into_iter().collect()
+        };
+        let data = |pk: &PartitionKey, n: i64| EntityData {
+            partition_key: pk.clone(),
+            row_key: RowKey::new("r").unwrap(),
+            properties: props(n),
+        };
+        let before = |pk: &PartitionKey, n: i64| {
+            Before::of(Some(&crate::backend::StoredEntity {
+                data: data(pk, n),
+                etag: ETag::new("old"),
+                timestamp: time::OffsetDateTime::UNIX_EPOCH,
+            }))
+        };
+        let produced = ETag::new("mine");
+        let etag = Precondition::IfMatch(ETag::new("old"));
+        let cases: Vec<(TableOp, Before, Option<TableOp>)> = vec![
+            (
+                TableOp::Insert(data(&other, 2)),
+                Before::Absent,
+                Some(TableOp::Delete {
+                    partition_key: other.clone(),
+                    row_key: RowKey::new("r").unwrap(),
+                    if_match: Some(produced.clone()),
+                }),
+            ),
+            (
+                TableOp::Replace(data(&other, 2), etag.clone()),
+                before(&other, 1),
+                Some(TableOp::Replace(
+                    data(&other, 1),
+                    Precondition::IfMatch(produced.clone()),
+                )),
+            ),
+            (
+                TableOp::Merge(data(&primary, 2), etag.clone()),
+                before(&primary, 1),
+                Some(TableOp::Replace(
+                    data(&primary, 1),
+                    Precondition::IfMatch(produced.clone()),
+                )),
+            ),
+            (
+                TableOp::Delete {
+                    partition_key: other.clone(),
+                    row_key: RowKey::new("r").unwrap(),
+                    if_match: Some(ETag::new("old")),
+                },
+                before(&other, 1),
+                Some(TableOp::Insert(data(&other, 1))),
+            ),
+        ];
+        for (op, before, undo) in cases {
+            let entry = JournalOp::from_op(&primary, &table, &op, Some(before));
+            let (t, back) = entry.to_op(&primary).unwrap();
+            assert_eq!((t, &back), (table.clone(), &op));
+            let etag = (!matches!(op, TableOp::Delete { .. })).then_some(&produced);
+            assert_eq!(entry.undo(&primary, etag).unwrap(), undo, "{op:?}");
+        }
+        let unrecorded =
+            JournalOp::from_op(&primary, &table, &TableOp::Insert(data(&other, 1)), None);
+        assert_eq!(
+            unrecorded
+                .undo(&primary, Some(&produced))
+                .unwrap_err()
+                .kind(),
+            crate::ErrorKind::Inconsistent
+        );
+
+        let intent = Intent::new(&primary, "t1");
+        let value = serde_json::to_value(&intent).unwrap();
+        let LockRecord::Intent(back) = LockRecord::from_value(value).unwrap() else {
+            panic!("an intent reads back as an intent");
+        };
+        let summary = LockRecord::Intent(back).summary(&other).unwrap();
+        assert!(summary.is_intent());
+        assert_eq!(summary.primary, primary);
+        assert_eq!(summary.transaction.as_deref(), Some("t1"));
+        let journal = journal(&["x"]);
+        assert!(matches!(
+            LockRecord::from_value(journal.to_value().unwrap()).unwrap(),
+            LockRecord::Journal(_)
+        ));
+        let mut old = journal.to_value().unwrap();
+        old["v"] = 7.into();
+        assert!(LockRecord::from_value(old).is_err());
     }
 
     /// A lock unit's lease-side requests with owner metadata off: a cold

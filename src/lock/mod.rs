@@ -1,39 +1,96 @@
-//! Partition-locked units of work across tables, with a crash-safe commit.
+//! Partition-locked units of work across tables and partitions, with a
+//! crash-safe commit.
 //!
 //! [`Store::lock`](crate::Store::lock) takes the blob lease named after a
-//! partition key and returns a [`Unit`]: reads of entities of that partition
-//! (in any table) record the ETags they saw; writes are staged; reads see the
-//! unit's own staged writes; [`Unit::commit`] applies everything, all or
-//! nothing, and dropping the unit without committing sends nothing.
+//! partition key and returns a [`Unit`];
+//! [`Store::lock_many`](crate::Store::lock_many) takes several and returns
+//! the same type. Reads of entities of a locked partition (in any table)
+//! record the ETags they saw; writes are staged; reads see the unit's own
+//! staged writes; [`Unit::commit`] applies everything, all or nothing, and
+//! dropping the unit without committing sends nothing.
+//!
+//! # Taking several locks
+//!
+//! The locks of a unit are taken one after the other in one canonical
+//! order, by lock blob name ([`Store::lock_lease_name`](crate::Store::lock_lease_name)),
+//! so units taking overlapping sets never wait for each other in a cycle.
+//! When a lock cannot be had (a timeout, `try_lock_many` meeting a held
+//! one, any error), every lock already taken is given back. Each lock goes
+//! through the same per-partition acquisition as [`Store::lock`](crate::Store::lock),
+//! so process-local hand-over works per partition.
 //!
 //! # The commit protocol
 //!
-//! * Writes to **one table** (at most 100 of them) go in one entity-group
-//!   transaction, which the service applies atomically.
-//! * Writes to **several tables** (or more than 100 in one) are first written
-//!   as a *journal* — every operation with its precondition ETag and full
-//!   after-image — into the lock blob, under the lease id (so a holder that
-//!   lost its lease cannot write it). Then one transaction per table (and per
-//!   100 operations) is applied in a fixed order, and the journal is cleared.
+//! * Writes to **one partition of one table** (at most 100 of them) go in
+//!   one entity-group transaction, which the service applies atomically.
+//! * Anything else is a *journalled commit*. The *primary* partition is the
+//!   first written partition in canonical order.
+//!   1. Every other written partition's lock blob gets an *intent* naming the
+//!      primary and a fresh transaction id, under that lock's lease.
+//!   2. The *journal* — every operation with its precondition ETag, its
+//!      after-image and its before-image (as the unit read the row; a row
+//!      written without being read is read at this point) — is written into
+//!      the primary's lock blob, under its lease (so a holder that lost its
+//!      lease cannot write it). **This write is the commit point**: from
+//!      here on the commit is finished, by this unit or by whoever takes a
+//!      participating lock next; before it, nothing is applied.
+//!   3. One transaction per (partition, table, 100 operations) is applied, in
+//!      a fixed order (partitions in canonical order, then tables by name).
+//!   4. The journal is cleared, then the intents.
+//!
+//!   Intents go first so that a journal is never rolled forward onto a
+//!   partition whose lock blob does not say it takes part; the journal is
+//!   cleared first so that an intent left behind is always stale.
 //! * Every write carries the ETag read in the unit, or insert-only semantics
 //!   (only the explicitly unconditional upserts carry none), so a holder that
 //!   lost its lease without noticing fails instead of overwriting.
-//! * Before sending anything, commit checks that the lease has enough time
+//! * Before sending anything, commit checks that every lease has enough time
 //!   left ([`LockOptions::commit_margin`]); otherwise
 //!   [`crate::Error::LeaseLost`] and nothing is sent.
 //!
-//! Whoever takes the lock next finds a journal left by a process that died
-//! half-way and **rolls it forward** before user code sees the partition:
-//! an operation whose row still has its precondition is applied; one whose
-//! row already shows its after-image is skipped; anything else stops with
-//! [`crate::Error::Inconsistent`] and leaves the journal
-//! for an operator ([`Store::roll_forward`](crate::Store::roll_forward)).
+//! # Recovery
+//!
+//! Whoever takes a lock next finds what a process that died half-way left
+//! behind, and resolves it before user code sees the partition:
+//!
+//! * a **journal** is rolled forward: an operation whose row still has its
+//!   precondition is applied; one whose row already shows its after-image
+//!   is skipped; anything else stops with [`crate::Error::Inconsistent`] and
+//!   leaves the journal for an operator
+//!   ([`Store::roll_forward`](crate::Store::roll_forward)). Rows of other
+//!   partitions are written under the primary's lock alone: their intents
+//!   keep everyone else out of them meanwhile.
+//! * an **intent** is resolved through its primary. If the unit already
+//!   holds the primary (it comes earlier in canonical order), the primary's
+//!   journal was rolled forward when it was taken, so the intent is stale and
+//!   is cleared. Otherwise the unit gives back every lock it took, takes the
+//!   primary alone, rolls its journal forward if there is one, gives it
+//!   back, and starts over; the intent it meets again is cleared (the
+//!   primary was held after the commit's writer lost it, so no journal of
+//!   that transaction can appear any more). Giving everything back keeps
+//!   the canonical order, so resolving cannot deadlock against units taking
+//!   the same locks.
+//!
+//! # Undo
 //!
 //! If the first transaction of a journalled commit is refused (a stale ETag,
-//! say), nothing was applied: the journal is cleared and the error returned.
-//! A later transaction can only be refused if something wrote the partition
-//! without taking the lock; the journal is then kept and the commit returns
-//! `Error::Inconsistent`.
+//! say), nothing was applied: the journal and intents are cleared and the
+//! error returned. A later transaction can only be refused if something
+//! wrote a row without taking its lock; the commit then marks the journal
+//! as undoing (one more lock-blob write), undoes the transactions already
+//! applied, last first, from the before-images, each undo conditioned on the
+//! ETag its own write produced (an undone insert is deleted at that ETag, an
+//! undone delete inserted back), clears the journal and intents, and
+//! returns [`crate::Error::Conflict`] naming the refused row. Only an undo
+//! that is itself refused (the row was written again meanwhile) ends in
+//! [`crate::Error::Inconsistent`], the journal kept for an operator.
+//!
+//! A crash is not undone: a decided commit (its journal written) is rolled
+//! forward by the next holder. Only a journal marked as undoing — the
+//! commit was already refused — is finished the other way: the next holder
+//! puts back the before-image of every applied operation that still shows
+//! its effect, conditioned on the ETag it reads, and skips those that
+//! already show their before-image.
 //!
 //! # Who holds a lock
 //!
@@ -61,25 +118,54 @@
 //!
 //! # Request budget
 //!
-//! With `R` reads and writes to `T` tables, a unit that takes the lease costs
-//! acquire + lock-blob read + `R` + (`T > 1` ? journal + `T` + clear : 1) +
-//! release requests, plus one metadata write when the lock comes from
-//! another process (see above). A unit handed the lease by another task of
-//! the same process (see [`crate::lease`]'s process-local sharing) skips the
-//! acquire, the lock-blob read and the release.
+//! With `L` locked partitions, `P` of them written, `G` transactions (one
+//! per partition, table and 100 operations) and `R` reads, a unit that
+//! takes its leases costs
+//!
+//! `L` acquires + `L` lock-blob reads + `R` +
+//! (`G = 1` ? 1 : (`P` − 1) intents + journal + `G` + journal clear +
+//! (`P` − 1) intent clears) + `L` releases,
+//!
+//! plus one metadata write per lock that comes from another process (see
+//! above), and one read per row a journalled commit writes without having
+//! read it (an upsert, say; inserts need none). Locks handed over by
+//! another task of the same process (see [`crate::lease`]'s process-local
+//! sharing) skip their acquire, lock-blob read and release. So one table of
+//! one partition costs acquire + read + `R` + 1 + release (5 with one
+//! read), two tables `R` + 7, and a transfer between two customers (an
+//! account and a ledger entry each: `P` = 2, `G` = 4, `R` = 2) costs 16,
+//! and 10 once both locks are handed over (plus the releases of the last
+//! unit in the queue).
+//!
+//! A journalled commit refused half-way sends its transactions up to the
+//! refused one, then one lock-blob write (the journal marked as undoing) and
+//! one undo transaction per transaction applied, and clears the journal and
+//! intents as usual.
+//!
+//! The hand-written equivalent — take both leases, read, write each
+//! partition's transaction, release — costs `2L + R + G` (14 for that
+//! transfer), but it is neither atomic nor crash-safe: a crash between the
+//! transactions leaves money gone from one customer and not arrived at the
+//! other, and nothing finishes it. The 2`P` lock-blob writes are the price
+//! of the decision record.
 //!
 //! [`LeaseManager::describe`]: crate::lease::LeaseManager::describe
 //! [`Store::locks`]: crate::Store::locks
 
+mod acquire;
+mod commit;
 mod fold;
+mod indexes;
 mod journal;
 pub(crate) mod name;
 pub(crate) mod options;
+mod query;
 mod roll_forward;
 mod unit;
 
-pub(crate) use journal::Journal;
+pub(crate) use journal::LockRecord;
 pub use journal::{PendingCommit, PendingWrite};
 pub use options::LockOptions;
+pub use query::UnitQuery;
 pub use roll_forward::RollForwardReport;
 pub use unit::{CommitReport, Unit};

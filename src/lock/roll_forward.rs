@@ -3,7 +3,6 @@
 
 use crate::backend::TableBackend;
 use crate::error::{Error, ErrorKind, Result};
-use crate::key::PartitionKey;
 use crate::outcome::{shows_effect, still_applicable};
 
 use super::journal::Journal;
@@ -31,13 +30,13 @@ pub(crate) async fn roll_forward(
     backend: &dyn TableBackend,
     journal: &Journal,
 ) -> Result<RollForwardReport> {
-    let pk = PartitionKey::new(&journal.partition_key).map_err(|e| Error::Inconsistent {
-        what: format!("the journal's partition key does not parse: {e}"),
-    })?;
+    let primary = journal.primary()?;
     let mut report = RollForwardReport::default();
     for (i, entry) in journal.ops.iter().enumerate() {
-        let (table, op) = entry.to_op(&pk)?;
-        let stored = backend.get(&table, &pk, op.row_key()).await?;
+        let (table, op) = entry.to_op(&primary)?;
+        let stored = backend
+            .get(&table, op.partition_key(), op.row_key())
+            .await?;
         if shows_effect(&op, stored.as_ref()) {
             report.already_applied += 1;
             continue;
@@ -70,6 +69,58 @@ pub(crate) async fn roll_forward(
                     ),
                 });
             }
+        }
+    }
+    Ok(report)
+}
+
+/// Finishes the undo of a journal whose commit was refused half-way (its
+/// first `applied` operations applied; see [`Journal::undo`]), one
+/// operation at a time, last first: a row that already shows its
+/// before-image is skipped; one that shows the operation's effect gets its
+/// before-image back, conditioned on the ETag just read; anything else
+/// stops with [`Error::Inconsistent`]. Idempotent, as [`roll_forward`].
+/// The report counts undo writes as `applied`.
+///
+/// # Errors
+/// As [`roll_forward`].
+pub(crate) async fn roll_back(
+    backend: &dyn TableBackend,
+    journal: &Journal,
+    applied: usize,
+) -> Result<RollForwardReport> {
+    let primary = journal.primary()?;
+    let mut report = RollForwardReport::default();
+    for (i, entry) in journal.ops.iter().enumerate().take(applied).rev() {
+        let (table, op) = entry.to_op(&primary)?;
+        let stored = backend
+            .get(&table, op.partition_key(), op.row_key())
+            .await?;
+        if entry.shows_before(&primary, stored.as_ref())? {
+            report.already_applied += 1;
+            continue;
+        }
+        let contradicted = || Error::Inconsistent {
+            what: format!(
+                "undoing journal operation {i} ({} of row {:?} in `{table}`): the row shows neither the operation's effect nor the state before it, so something wrote it outside the lock; the journal is kept for an operator",
+                op.name(),
+                op.row_key().as_str()
+            ),
+        };
+        if !shows_effect(&op, stored.as_ref()) {
+            return Err(contradicted());
+        }
+        if let Some(undo) = entry.undo(&primary, stored.as_ref().map(|s| &s.etag))? {
+            backend
+                .execute(&table, &undo)
+                .await
+                .map_err(|e| match e.kind() {
+                    ErrorKind::Conflict | ErrorKind::AlreadyExists | ErrorKind::NotFound => {
+                        contradicted()
+                    }
+                    _ => e,
+                })?;
+            report.applied += 1;
         }
     }
     Ok(report)

@@ -6,17 +6,16 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use tracing::Instrument as _;
 
+use super::acquire;
 use super::fold::{fold, if_match_of};
-use super::journal::Journal;
 use super::name::lock_name;
 use super::options::LockOptions;
-use super::roll_forward::{RollForwardReport, roll_forward};
-use crate::backend::{Precondition, StoredEntity, TableOp, validate_batch};
+use super::roll_forward::RollForwardReport;
+use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::entity::{Entity, EntityData, Properties, Versioned};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
-use crate::lease::{Acquisition, LeaseGuard, META_ACQUIRED, META_OWNER};
-use crate::outcome::{self, Locked};
+use crate::lease::{Acquisition, LeaseGuard, LeaseName, META_ACQUIRED, META_OWNER};
 use crate::store::Store;
 
 /// The ETag of an entity as a unit shows it after staging a write to it: it
@@ -31,19 +30,25 @@ pub struct CommitReport {
     pub operations: usize,
     /// Tables written.
     pub tables: usize,
+    /// Partitions written.
+    pub partitions: usize,
     /// Entity-group transactions sent.
     pub batches: usize,
-    /// Whether the commit went through the journal (several tables, or more
-    /// than 100 operations).
+    /// Whether the commit went through the journal (several partitions or
+    /// tables, or more than 100 operations).
     pub journalled: bool,
 }
 
-/// A unit of work holding the lock of one partition.
+/// A unit of work holding the locks of one partition
+/// ([`Store::lock`](crate::Store::lock)) or several
+/// ([`Store::lock_many`](crate::Store::lock_many)).
 ///
 /// Reads record the ETag they saw; writes are staged until
-/// [`Unit::commit`]; reads see the unit's own staged writes. Dropping the unit
-/// without committing sends nothing and gives the lock up (to the next local
-/// task, or by releasing it in the background).
+/// [`Unit::commit`]; reads see the unit's own staged writes. With several
+/// partitions, [`Unit::get_in`] names the partition to read and writes take
+/// entities of any of them. Dropping the unit without committing sends
+/// nothing and gives the locks up (to the next local task, or by releasing
+/// them in the background).
 ///
 /// ```
 /// use leasehold::{Entity, Store};
@@ -134,21 +139,45 @@ pub struct CommitReport {
 /// ```
 #[must_use = "dropping a Unit discards its staged writes and releases the lock; call `commit().await` (or `abandon().await`)"]
 pub struct Unit {
-    store: Store,
-    guard: Option<LeaseGuard>,
-    partition_key: PartitionKey,
-    options: LockOptions,
+    pub(super) store: Store,
+    /// The locked partitions, in canonical order (by lock blob name).
+    pub(super) parts: Vec<Part>,
+    pub(super) options: LockOptions,
     /// What each row looked like when the unit read it (`None`: absent).
-    reads: HashMap<(TableName, RowKey), Option<StoredEntity>>,
-    /// One staged write per row, in a fixed order.
-    staged: BTreeMap<(TableName, RowKey), TableOp>,
-    rolled_forward: Option<RollForwardReport>,
+    pub(super) reads: HashMap<(Slot, RowKey), Option<StoredEntity>>,
+    /// One staged write per row, in a fixed order: by partition (canonical
+    /// order), table, row.
+    pub(super) staged: BTreeMap<(Slot, RowKey), TableOp>,
+    pub(super) rolled_forward: Option<RollForwardReport>,
+    /// The indexes of the indexed entity types this unit writes.
+    pub(super) indexes: Vec<crate::index::Indexes>,
+}
+
+/// One locked partition of a unit.
+pub(super) struct Part {
+    pub(super) pk: PartitionKey,
+    /// `None` once the unit gave its locks up.
+    pub(super) guard: Option<LeaseGuard>,
+}
+
+/// Where a row of the unit lives: the index of its partition in
+/// [`Unit::parts`], and its table.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct Slot {
+    pub(super) part: usize,
+    pub(super) table: TableName,
+}
+
+impl std::fmt::Display for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.table, f)
+    }
 }
 
 impl std::fmt::Debug for Unit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Unit")
-            .field("partition_key", &self.partition_key)
+            .field("partition_keys", &self.partition_keys())
             .field("reads", &self.reads.len())
             .field("staged", &self.staged.len())
             .finish_non_exhaustive()
@@ -156,65 +185,70 @@ impl std::fmt::Debug for Unit {
 }
 
 impl Unit {
-    /// Takes the lock of `partition_key` (waiting up to `timeout`, or not at
-    /// all when `None`) and rolls a pending journal forward.
-    pub(crate) async fn open(
+    /// Takes the locks of `keys` (waiting up to `timeout` in all, or not at
+    /// all when `None`) in canonical order, resolving what previous holders
+    /// left pending (see [`super::acquire`]).
+    pub(crate) async fn open<K: IntoPartitionKey>(
         store: &Store,
-        partition_key: impl IntoPartitionKey,
+        keys: impl IntoIterator<Item = K>,
         timeout: Option<Duration>,
     ) -> Result<Option<Unit>> {
-        let pk = partition_key.into_partition_key()?;
-        let name = lock_name(store.table_prefix(), &pk)?;
-        let locks = store.locks();
-        let guard = match timeout {
-            Some(t) => locks.acquire(name.as_str(), t).await?,
-            None => match locks.try_acquire(name.as_str()).await? {
-                Some(g) => g,
-                None => return Ok(None),
-            },
+        let mut targets: Vec<(LeaseName, PartitionKey)> = Vec::new();
+        for key in keys {
+            let pk = key.into_partition_key()?;
+            if targets.iter().any(|(_, p)| p == &pk) {
+                continue;
+            }
+            let name = lock_name(store.table_prefix(), &pk)?;
+            if let Some((_, other)) = targets.iter().find(|(n, _)| n == &name) {
+                return Err(Error::invalid(
+                    format!("partition keys {:?} and {:?}", other.as_str(), pk.as_str()),
+                    "share one lock blob name; lock them one at a time",
+                ));
+            }
+            targets.push((name, pk));
+        }
+        if targets.is_empty() {
+            return Err(Error::invalid(
+                "partition keys",
+                "the set is empty; lock at least one partition",
+            ));
+        }
+        targets.sort_by(|a, b| a.0.cmp(&b.0));
+        let Some((guards, report)) = acquire::take_all(store, &targets, timeout).await? else {
+            return Ok(None);
         };
-        let mut unit = Unit {
+        let unit = Unit {
             store: store.clone(),
-            guard: Some(guard),
-            partition_key: pk,
+            parts: targets
+                .into_iter()
+                .zip(guards)
+                .map(|((_, pk), guard)| Part {
+                    pk,
+                    guard: Some(guard),
+                })
+                .collect(),
             options: store.lock_options().clone(),
             reads: HashMap::new(),
             staged: BTreeMap::new(),
-            rolled_forward: None,
+            rolled_forward: report,
+            indexes: Vec::new(),
         };
-        unit.recover().await?;
+        for part in &unit.parts {
+            unit.record_holder(part).await?;
+        }
         Ok(Some(unit))
     }
 
-    fn guard(&self) -> Result<&LeaseGuard> {
-        self.guard.as_ref().ok_or_else(|| Error::LeaseLost {
-            what: format!(
-                "lock of partition {:?} was already given up",
-                self.partition_key
-            ),
+    /// The guard of part `i`.
+    pub(super) fn guard_of(&self, i: usize) -> Result<&LeaseGuard> {
+        let part = self.parts.get(i).ok_or_else(|| Error::Inconsistent {
+            what: format!("unit has no partition {i}"),
+        })?;
+        part.guard.as_ref().ok_or_else(|| Error::LeaseLost {
+            what: format!("lock of partition {:?} was already given up", part.pk),
             code: None,
         })
-    }
-
-    /// Rolls a pending journal forward. A fresh acquire reads the lock blob
-    /// (the "lock-blob read"); a handed-over lease knows it already.
-    async fn recover(&mut self) -> Result<()> {
-        let guard = self.guard()?;
-        if let Some(journal) = Journal::pending(guard).await? {
-            let span = tracing::info_span!("leasehold.roll_forward", partition = %self.partition_key, ops = journal.ops.len());
-            let report = roll_forward(self.store.backend().as_ref(), &journal)
-                .instrument(span)
-                .await?;
-            Journal::clear(guard).await?;
-            tracing::info!(
-                partition = %self.partition_key,
-                applied = report.applied,
-                already_applied = report.already_applied,
-                "rolled a pending journal forward"
-            );
-            self.rolled_forward = Some(report);
-        }
-        self.record_holder().await
     }
 
     /// Records this process as the lock's holder in the lock blob's metadata
@@ -222,8 +256,10 @@ impl Unit {
     /// [module docs](super)). The blob is known from the lock-blob read, so
     /// only a change of holder costs a request. A failed write leaves the
     /// holder unrecorded but the unit usable, unless the lease is lost.
-    async fn record_holder(&self) -> Result<()> {
-        let guard = self.guard()?;
+    async fn record_holder(&self, part: &Part) -> Result<()> {
+        let Some(guard) = part.guard.as_ref() else {
+            return Ok(());
+        };
         let owner = self.store.locks().owner();
         if guard.blob().await?.owner() == Some(owner) {
             return Ok(());
@@ -242,83 +278,123 @@ impl Unit {
             Ok(_) => Ok(()),
             Err(e) if guard.is_lost() => Err(e),
             Err(e) => {
-                tracing::warn!(partition = %self.partition_key, error = %e, "could not record the lock's holder");
+                tracing::warn!(partition = %part.pk, error = %e, "could not record the lock's holder");
                 Ok(())
             }
         }
     }
 
-    /// The partition this unit holds.
+    /// The partition this unit holds; with several, the first in canonical
+    /// order (the primary of a journalled commit).
     pub fn partition_key(&self) -> &PartitionKey {
-        &self.partition_key
+        &self.parts[0].pk
     }
 
-    /// What taking the lock rolled forward, if a previous holder died during
-    /// a commit.
+    /// The partitions this unit holds, in canonical order (by lock blob
+    /// name).
+    pub fn partition_keys(&self) -> Vec<&PartitionKey> {
+        self.parts.iter().map(|p| &p.pk).collect()
+    }
+
+    /// What taking the locks rolled forward, if a previous holder died during
+    /// a commit (summed over the partitions).
     pub fn rolled_forward(&self) -> Option<&RollForwardReport> {
         self.rolled_forward.as_ref()
     }
 
-    /// Whether the lease was handed over by another local unit (no acquire,
-    /// no lock-blob read) rather than acquired.
+    /// Whether every lock was handed over by another local unit (no
+    /// acquire, no lock-blob read) rather than acquired.
     pub fn is_handed_over(&self) -> bool {
-        self.guard
-            .as_ref()
-            .is_some_and(|g| g.acquisition() == Acquisition::HandedOver)
+        self.parts.iter().all(|p| {
+            p.guard
+                .as_ref()
+                .is_some_and(|g| g.acquisition() == Acquisition::HandedOver)
+        })
     }
 
-    /// The lease guard (remaining validity, loss signal).
+    /// The lease guard (remaining validity, loss signal); with several
+    /// partitions, that of the first in canonical order.
     ///
     /// # Errors
-    /// [`Error::LeaseLost`] after the unit gave its lock up.
+    /// [`Error::LeaseLost`] after the unit gave its locks up.
     pub fn lease(&self) -> Result<&LeaseGuard> {
-        self.guard()
+        self.guard_of(0)
     }
 
-    fn table_of<E: Entity>(&self) -> Result<TableName> {
+    pub(super) fn table_of<E: Entity>(&self) -> Result<TableName> {
         self.store.table_name(E::TABLE)
     }
 
-    fn check_partition(&self, pk: &PartitionKey, what: &str) -> Result<()> {
-        if pk != &self.partition_key {
-            return Err(Error::invalid(
+    /// The index of partition `pk` among the locked ones.
+    pub(super) fn part_of(&self, pk: &PartitionKey, what: &str) -> Result<usize> {
+        self.parts.iter().position(|p| &p.pk == pk).ok_or_else(|| {
+            let held: Vec<&str> = self.parts.iter().map(|p| p.pk.as_str()).collect();
+            Error::invalid(
                 format!("{what} of partition {:?}", pk.as_str()),
-                format!(
-                    "this unit holds the lock of partition {:?} only",
-                    self.partition_key.as_str()
-                ),
-            ));
-        }
-        Ok(())
+                format!("this unit holds the locks of partitions {held:?} only"),
+            )
+        })
     }
 
-    /// Reads an entity of this partition, recording its ETag; sees this
-    /// unit's staged writes. A row read before (or staged from a value that
-    /// knows what is stored) costs no request; a row with a staged merge the
-    /// unit knows nothing of (an `upsert_merge`) is read once, so the view
-    /// shows every property the commit leaves stored.
+    /// Reads an entity of this unit's partition, recording its ETag; sees
+    /// this unit's staged writes. A row read before (or staged from a value
+    /// that knows what is stored) costs no request; a row with a staged
+    /// merge the unit knows nothing of (an `upsert_merge`) is read once, so
+    /// the view shows every property the commit leaves stored.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad key; [`Error::Decode`]; backend errors.
+    /// [`Error::Invalid`] for a bad key, or when the unit holds several
+    /// partitions (use [`Unit::get_in`]); [`Error::Decode`]; backend errors.
     pub async fn get<E: Entity>(
         &mut self,
         row_key: impl IntoRowKey,
     ) -> Result<Option<Versioned<E>>> {
+        if self.parts.len() > 1 {
+            let held: Vec<&str> = self.parts.iter().map(|p| p.pk.as_str()).collect();
+            return Err(Error::invalid(
+                "Unit::get",
+                format!(
+                    "this unit holds several partitions ({held:?}); name the partition with Unit::get_in"
+                ),
+            ));
+        }
         let rk = row_key.into_row_key()?;
+        self.read_row::<E>(0, rk).await
+    }
+
+    /// Reads an entity of any locked partition, as [`Unit::get`].
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad key or a partition this unit does not
+    /// hold (naming it and the locked ones); [`Error::Decode`]; backend
+    /// errors.
+    pub async fn get_in<E: Entity>(
+        &mut self,
+        partition_key: impl IntoPartitionKey,
+        row_key: impl IntoRowKey,
+    ) -> Result<Option<Versioned<E>>> {
+        let pk = partition_key.into_partition_key()?;
+        let rk = row_key.into_row_key()?;
+        let part = self.part_of(&pk, "read")?;
+        self.read_row::<E>(part, rk).await
+    }
+
+    async fn read_row<E: Entity>(
+        &mut self,
+        part: usize,
+        rk: RowKey,
+    ) -> Result<Option<Versioned<E>>> {
         let table = self.table_of::<E>()?;
-        let key = (table, rk);
+        let pk = self.parts[part].pk.clone();
+        let key = (Slot { part, table }, rk);
         if matches!(self.staged.get(&key), Some(TableOp::Merge(..)))
             && !self.reads.contains_key(&key)
         {
             // A merge onto a row this unit has not read (an `upsert_merge`,
             // or a value that does not know what is stored): read the row,
             // so the view shows every property the commit leaves stored.
-            self.store.ensure_table(&key.0).await?;
-            let stored = self
-                .store
-                .backend()
-                .get(&key.0, &self.partition_key, &key.1)
-                .await?;
+            self.store.ensure_table(&key.0.table).await?;
+            let stored = self.store.backend().get(&key.0.table, &pk, &key.1).await?;
             self.reads.insert(key.clone(), stored);
         }
         if let Some(op) = self.staged.get(&key) {
@@ -328,20 +404,24 @@ impl Unit {
         if let Some(read) = self.reads.get(&key) {
             return read.clone().map(crate::table::versioned).transpose();
         }
-        self.store.ensure_table(&key.0).await?;
-        let stored = self
-            .store
-            .backend()
-            .get(&key.0, &self.partition_key, &key.1)
-            .await?;
+        self.store.ensure_table(&key.0.table).await?;
+        let stored = self.store.backend().get(&key.0.table, &pk, &key.1).await?;
         self.reads.insert(key, stored.clone());
         stored.map(crate::table::versioned).transpose()
     }
 
-    fn encode<E: Entity>(&self, entity: &E, what: &str) -> Result<(TableName, EntityData)> {
+    fn encode<E: Entity>(&mut self, entity: &E, what: &str) -> Result<(Slot, EntityData)> {
         let data = entity.encode()?;
-        self.check_partition(&data.partition_key, what)?;
-        Ok((self.table_of::<E>()?, data))
+        let part = self.part_of(&data.partition_key, what)?;
+        let table = self.table_of::<E>()?;
+        self.note_indexes::<E>(&table, &data, what)?;
+        Ok((
+            Slot {
+                part,
+                table: self.table_of::<E>()?,
+            },
+            data,
+        ))
     }
 
     /// The condition for a conditional write of `v`: its ETag, unless it is
@@ -368,6 +448,7 @@ impl Unit {
     /// As [`Unit::insert`].
     pub fn replace<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
         let (table, data) = self.encode(current.entity(), "replace")?;
+        let data = crate::table::Base::replace_of(current).complete::<E>(data)?;
         let condition = Self::condition_of(current);
         self.stage_conditional(table, data, condition, false)
     }
@@ -427,6 +508,8 @@ impl Unit {
     }
 
     /// Stages an **unconditional** create-or-replace.
+    /// It replaces everything stored in the row, properties the type does
+    /// not know included (as [`Table::upsert`](crate::Table::upsert)).
     ///
     /// # Errors
     /// As [`Unit::insert`].
@@ -446,7 +529,7 @@ impl Unit {
 
     fn stage_conditional(
         &mut self,
-        table: TableName,
+        table: Slot,
         data: EntityData,
         condition: Option<Precondition>,
         merge: bool,
@@ -469,7 +552,7 @@ impl Unit {
     /// write is refused.
     fn condition_for_view(
         &self,
-        key: &(TableName, RowKey),
+        key: &(Slot, RowKey),
         condition: Option<Precondition>,
         what: &str,
     ) -> Result<Precondition> {
@@ -488,7 +571,7 @@ impl Unit {
     /// The fold is decided on a borrowed view of the staged writes and
     /// applied only when it succeeds, so a refused call leaves them exactly
     /// as they were.
-    fn stage(&mut self, table: TableName, op: TableOp) -> Result<()> {
+    fn stage(&mut self, table: Slot, op: TableOp) -> Result<()> {
         let key = (table, op.row_key().clone());
         let read_absent = matches!(self.reads.get(&key), Some(None));
         let name = op.name();
@@ -513,185 +596,73 @@ impl Unit {
         self.staged.len()
     }
 
-    /// Applies every staged write, all or nothing, then gives the lock up.
+    /// Applies every staged write, all or nothing, then gives the locks up.
     ///
     /// # Errors
-    /// * [`Error::LeaseLost`] when the lease has less than the commit margin
+    /// * [`Error::LeaseLost`] when a lease has less than the commit margin
     ///   left — nothing is sent;
     /// * [`Error::Invalid`] for writes breaking a service limit — nothing is
     ///   sent;
     /// * [`Error::Batch`] (with a [`Error::Conflict`] or
     ///   [`Error::AlreadyExists`] inside) when a row changed since it was read
     ///   or exists already — nothing was applied;
-    /// * [`Error::Inconsistent`] when a journalled commit was refused after
-    ///   part of it applied (only possible if something wrote the partition
-    ///   without the lock) — the journal is kept for an operator;
+    /// * [`Error::Conflict`] naming the row when a later transaction of a
+    ///   journalled commit was refused (something wrote the row without its
+    ///   lock) and the transactions already applied were undone — nothing
+    ///   of the commit remains;
+    /// * [`Error::Inconsistent`] when such an undo was itself refused — the
+    ///   journal is kept for an operator;
     /// * backend errors.
     pub async fn commit(mut self) -> Result<CommitReport> {
-        let span = tracing::debug_span!("leasehold.commit", partition = %self.partition_key, ops = self.staged.len());
-        let result = self.commit_inner().instrument(span).await;
-        // Whatever happened, the lock is given up; a journal left by a failed
-        // commit is rolled forward (or reported) by the next holder.
-        if let Some(guard) = self.guard.take() {
-            if let Err(e) = guard.release().await {
-                tracing::warn!(partition = %self.partition_key, error = %e, "releasing the lock after commit failed; it will expire");
+        let span = tracing::debug_span!("leasehold.commit", partition = %self.partition_key(), partitions = self.parts.len(), ops = self.staged.len());
+        let result = async {
+            self.stage_index_rows().await?;
+            self.commit_inner().await
+        }
+        .instrument(span)
+        .await;
+        // Whatever happened, the locks are given up; a journal left by a
+        // failed commit is rolled forward (or reported) by the next holder.
+        self.release_all().await;
+        result
+    }
+
+    /// Gives every lock up, logging (not returning) failed releases.
+    async fn release_all(&mut self) {
+        for part in &mut self.parts {
+            if let Some(guard) = part.guard.take() {
+                if let Err(e) = guard.release().await {
+                    tracing::warn!(partition = %part.pk, error = %e, "releasing the lock after commit failed; it will expire");
+                }
+                // A local unit handed this lock gets to queue for the next
+                // one before it is released.
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+
+    /// Gives the locks up without writing anything (as dropping the unit
+    /// does, but waiting for the releases).
+    ///
+    /// # Errors
+    /// The first release's error; the lease then expires on its own.
+    pub async fn abandon(mut self) -> Result<()> {
+        let mut result = Ok(());
+        for part in &mut self.parts {
+            if let Some(guard) = part.guard.take() {
+                if let Err(e) = guard.release().await {
+                    if result.is_ok() {
+                        result = Err(e);
+                    }
+                }
+                tokio::task::yield_now().await;
             }
         }
         result
     }
-
-    async fn commit_inner(&mut self) -> Result<CommitReport> {
-        let mut report = CommitReport::default();
-        if self.staged.is_empty() {
-            return Ok(report);
-        }
-        let staged = std::mem::take(&mut self.staged);
-        let guard = self.guard()?;
-        guard.ensure_valid(self.options.commit_margin)?;
-        let mut by_table: BTreeMap<TableName, Vec<TableOp>> = BTreeMap::new();
-        for ((table, _), op) in staged {
-            by_table.entry(table).or_default().push(op);
-        }
-        report.operations = by_table.values().map(Vec::len).sum();
-        report.tables = by_table.len();
-        let mut batches: Vec<(TableName, Vec<TableOp>)> = Vec::new();
-        for (table, ops) in by_table {
-            for chunk in ops.chunks(TableOp::MAX_BATCH_OPS) {
-                validate_batch(table.as_str(), chunk)?;
-                batches.push((table.clone(), chunk.to_vec()));
-            }
-        }
-        for (table, _) in &batches {
-            self.store.ensure_table(table).await?;
-        }
-        let backend = self.store.backend().clone();
-        if batches.len() == 1 {
-            let (table, ops) = &batches[0];
-            match backend.batch(table, ops).await {
-                Ok(_) => {}
-                Err(e) if refused(&e) => return Err(e),
-                Err(e) => {
-                    tracing::warn!(partition = %self.partition_key, error = %e, "transaction outcome unknown; verifying");
-                    guard.ensure_valid(Duration::ZERO)?;
-                    verify_batch(backend.as_ref(), &self.partition_key, table, ops, e).await?;
-                }
-            }
-            report.batches = 1;
-            return Ok(report);
-        }
-
-        report.journalled = true;
-        let all: Vec<(TableName, TableOp)> = batches
-            .iter()
-            .flat_map(|(t, ops)| ops.iter().map(move |op| (t.clone(), op.clone())))
-            .collect();
-        let journal = Journal::new(&self.partition_key, &all);
-        if let Err(e) = journal.write(guard).await {
-            // Writing the same journal again is harmless; a journal whose
-            // write really failed twice is either absent (nothing happened)
-            // or present (the next holder rolls it forward).
-            if !e.is_transient() {
-                return Err(e);
-            }
-            journal.write(guard).await?;
-        }
-        for (i, (table, ops)) in batches.iter().enumerate() {
-            match backend.batch(table, ops).await {
-                Ok(_) => report.batches += 1,
-                Err(e) if refused(&e) && i == 0 => {
-                    // Nothing of this commit was applied: withdraw the journal.
-                    Journal::clear(guard).await?;
-                    return Err(e);
-                }
-                Err(e) if refused(&e) => {
-                    return Err(Error::Inconsistent {
-                        what: format!(
-                            "transaction {} of {} of a journalled commit on partition {:?} was refused after earlier ones applied ({e}); something wrote the partition without its lock. The journal is kept for an operator",
-                            i + 1,
-                            batches.len(),
-                            self.partition_key.as_str()
-                        ),
-                    });
-                }
-                Err(e) => {
-                    // The outcome is unknown (a lost reply, a timeout):
-                    // finish by rolling the journal forward, which checks
-                    // every row before writing it.
-                    tracing::warn!(partition = %self.partition_key, error = %e, "transaction outcome unknown; rolling the journal forward");
-                    guard.ensure_valid(Duration::ZERO)?;
-                    roll_forward(backend.as_ref(), &journal).await?;
-                    break;
-                }
-            }
-        }
-        if let Err(e) = Journal::clear(guard).await {
-            // Every write is applied; a journal left behind is found fully
-            // applied by the next holder.
-            tracing::warn!(partition = %self.partition_key, error = %e, "clearing the journal failed; the next holder will find it applied");
-        }
-        Ok(report)
-    }
-
-    /// Gives the lock up without writing anything (as dropping the unit
-    /// does, but waiting for the release).
-    ///
-    /// # Errors
-    /// The release's error; the lease then expires on its own.
-    pub async fn abandon(mut self) -> Result<()> {
-        match self.guard.take() {
-            Some(guard) => guard.release().await,
-            None => Ok(()),
-        }
-    }
 }
-
-/// Settles a single transaction whose reply was lost: the service applies it
-/// whole or not at all, so either every row shows its write (done), or every
-/// row still has the state the unit read (sent again, once), or something
-/// else wrote the partition meanwhile.
-async fn verify_batch(
-    backend: &dyn crate::backend::TableBackend,
-    pk: &PartitionKey,
-    table: &TableName,
-    ops: &[TableOp],
-    cause: Error,
-) -> Result<()> {
-    let mut stored = Vec::with_capacity(ops.len());
-    for op in ops {
-        stored.push(backend.get(table, pk, op.row_key()).await?);
-    }
-    let applied = match outcome::judge_locked(ops, &stored) {
-        Locked::Applied => return Ok(()),
-        Locked::NotApplied => return backend.batch(table, ops).await.map(|_| ()),
-        Locked::Contradicted { applied } => applied,
-    };
-    Err(Error::Inconsistent {
-        what: format!(
-            "a transaction on partition {:?} of `{table}` lost its reply ({cause}) and its rows now match neither the state read nor the state written ({applied} of {} show the write); something wrote the partition without its lock",
-            pk.as_str(),
-            ops.len(),
-        ),
-    })
-}
-
-/// Whether the service refused the request, so it was not applied.
-fn refused(e: &Error) -> bool {
-    let kind = match e {
-        Error::Batch { source, .. } => source.kind(),
-        other => other.kind(),
-    };
-    matches!(
-        kind,
-        ErrorKind::Conflict
-            | ErrorKind::AlreadyExists
-            | ErrorKind::NotFound
-            | ErrorKind::Invalid
-            | ErrorKind::Backend
-    )
-}
-
 /// What a read inside the unit returns for a row with a staged write.
-fn staged_view<E: Entity>(
+pub(super) fn staged_view<E: Entity>(
     op: &TableOp,
     read: Option<&StoredEntity>,
     read_known: bool,

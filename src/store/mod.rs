@@ -66,20 +66,27 @@ impl Store {
         ))
     }
 
-    /// A store from the connection string in `AZURE_STORAGE_CONNECTION_STRING`.
+    /// A store on Azure Storage (or Azurite) configured by the environment,
+    /// with the conventions of the Azure CLI:
+    ///
+    /// * `AZURE_STORAGE_AUTH_MODE=login` with `AZURE_STORAGE_ACCOUNT`:
+    ///   Microsoft Entra ID sign-in through the default credential chain
+    ///   (environment / workload identity, managed identity, Azure CLI; see
+    ///   `AzureBackendBuilder::default_credential`) on the account's public
+    ///   endpoints. Needs the feature `identity`;
+    /// * otherwise (`AZURE_STORAGE_AUTH_MODE` unset or `key`): the
+    ///   connection string in `AZURE_STORAGE_CONNECTION_STRING`.
     ///
     /// # Errors
-    /// [`crate::Error::Invalid`] when the variable is unset or malformed.
+    /// [`crate::Error::Invalid`] naming the variable that is unset,
+    /// malformed, or asks for what this build cannot do (`login` without
+    /// the `identity` feature); [`crate::Error::Auth`] when no credential
+    /// of the chain can be set up.
     #[cfg(feature = "azure")]
     pub fn from_env() -> Result<Store> {
-        const VAR: &str = "AZURE_STORAGE_CONNECTION_STRING";
-        match std::env::var(VAR) {
-            Ok(s) => Store::connect(&s),
-            Err(_) => Err(Error::invalid(
-                VAR,
-                "is not set (or not UTF-8); set it to a storage connection string",
-            )),
-        }
+        Ok(Store::new(backend_from_env(&|name| {
+            std::env::var(name).ok()
+        })?))
     }
 
     /// A builder for a store on Azure Storage (or Azurite) from a connection
@@ -114,8 +121,10 @@ impl Store {
         ))
     }
 
-    /// As [`Store::builder_from_connection_string`], with the connection
-    /// string in `AZURE_STORAGE_CONNECTION_STRING` (as [`Store::from_env`]).
+    /// As [`Store::builder_from_connection_string`], with the store the
+    /// environment describes (as [`Store::from_env`]: a connection string
+    /// in `AZURE_STORAGE_CONNECTION_STRING`, or `AZURE_STORAGE_AUTH_MODE=login`
+    /// with `AZURE_STORAGE_ACCOUNT`).
     ///
     /// ```no_run
     /// let store = leasehold::Store::builder_from_env()?
@@ -126,18 +135,12 @@ impl Store {
     /// ```
     ///
     /// # Errors
-    /// [`crate::Error::Invalid`] naming `AZURE_STORAGE_CONNECTION_STRING`
-    /// when it is unset, or the malformed part of its value.
+    /// As [`Store::from_env`].
     #[cfg(feature = "azure")]
     pub fn builder_from_env() -> Result<StoreBuilder> {
-        const VAR: &str = "AZURE_STORAGE_CONNECTION_STRING";
-        match std::env::var(VAR) {
-            Ok(s) => Store::builder_from_connection_string(&s),
-            Err(_) => Err(Error::invalid(
-                VAR,
-                "is not set (or not UTF-8); set it to a storage connection string",
-            )),
-        }
+        Ok(Store::builder(backend_from_env(&|name| {
+            std::env::var(name).ok()
+        })?))
     }
 
     /// A store on any backend, with default options.
@@ -368,6 +371,58 @@ impl StoreBuilder {
 }
 
 /// The lease manager of a store with default lease options.
+/// The Azure backend the environment describes (see [`Store::from_env`]);
+/// `var` reads a variable (`None` when unset or not UTF-8).
+#[cfg(feature = "azure")]
+fn backend_from_env(
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<crate::backend::azure::AzureBackend> {
+    const CONNECTION_STRING: &str = "AZURE_STORAGE_CONNECTION_STRING";
+    const AUTH_MODE: &str = "AZURE_STORAGE_AUTH_MODE";
+    let mode = var(AUTH_MODE).map(|m| m.trim().to_ascii_lowercase());
+    match mode.as_deref() {
+        None | Some("" | "key") => match var(CONNECTION_STRING) {
+            Some(s) => crate::backend::azure::AzureBackend::from_connection_string(&s),
+            None => Err(Error::invalid(
+                CONNECTION_STRING,
+                "is not set (or not UTF-8); set it to a storage connection string, or set \
+                 AZURE_STORAGE_AUTH_MODE=login and AZURE_STORAGE_ACCOUNT",
+            )),
+        },
+        Some("login") => login_backend(var),
+        Some(_) => Err(Error::invalid(AUTH_MODE, "must be `key` or `login`")),
+    }
+}
+
+/// `AZURE_STORAGE_AUTH_MODE=login`: Entra ID sign-in for the account in
+/// `AZURE_STORAGE_ACCOUNT`.
+#[cfg(feature = "azure")]
+fn login_backend(
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<crate::backend::azure::AzureBackend> {
+    const ACCOUNT: &str = "AZURE_STORAGE_ACCOUNT";
+    let Some(account) = var(ACCOUNT).filter(|a| !a.trim().is_empty()) else {
+        return Err(Error::invalid(
+            ACCOUNT,
+            "is not set; AZURE_STORAGE_AUTH_MODE=login needs the storage account name",
+        ));
+    };
+    let builder = crate::backend::azure::AzureBackend::builder().account(account.trim());
+    #[cfg(feature = "identity")]
+    {
+        builder.default_credential()?.build()
+    }
+    #[cfg(not(feature = "identity"))]
+    {
+        let _ = builder;
+        Err(Error::invalid(
+            "AZURE_STORAGE_AUTH_MODE",
+            "is `login`, which needs leasehold's `identity` feature; enable it \
+             (features = [\"identity\"]) or use a connection string",
+        ))
+    }
+}
+
 fn default_leases(blobs: Arc<dyn BlobBackend>) -> LeaseManager {
     let container = ContainerName::from_static(LeaseOptions::DEFAULT_CONTAINER);
     LeaseManager::from_settings(blobs, Settings::defaults(container, true))
@@ -385,6 +440,79 @@ fn lock_container() -> ContainerName {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(feature = "azure")]
+    fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[cfg(feature = "azure")]
+    #[test]
+    fn the_environment_selects_key_or_login() {
+        use crate::ErrorKind;
+        let b = super::backend_from_env(&env_of(&[(
+            "AZURE_STORAGE_CONNECTION_STRING",
+            "UseDevelopmentStorage=true",
+        )]))
+        .unwrap();
+        assert_eq!(b.settings().account, "devstoreaccount1");
+        let b = super::backend_from_env(&env_of(&[
+            ("AZURE_STORAGE_AUTH_MODE", "Key"),
+            (
+                "AZURE_STORAGE_CONNECTION_STRING",
+                "UseDevelopmentStorage=true",
+            ),
+        ]))
+        .unwrap();
+        assert_eq!(b.settings().account, "devstoreaccount1");
+        let e = super::backend_from_env(&env_of(&[])).unwrap_err();
+        assert!(
+            e.to_string().contains("AZURE_STORAGE_CONNECTION_STRING"),
+            "{e}"
+        );
+        let e =
+            super::backend_from_env(&env_of(&[("AZURE_STORAGE_AUTH_MODE", "sso")])).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid);
+        assert!(e.to_string().contains("AZURE_STORAGE_AUTH_MODE"), "{e}");
+        let e =
+            super::backend_from_env(&env_of(&[("AZURE_STORAGE_AUTH_MODE", "login")])).unwrap_err();
+        assert!(e.to_string().contains("AZURE_STORAGE_ACCOUNT"), "{e}");
+        // Login with an account: a token-authenticated backend (identity),
+        // or an error saying to enable the feature.
+        let login = super::backend_from_env(&env_of(&[
+            ("AZURE_STORAGE_AUTH_MODE", "login"),
+            ("AZURE_STORAGE_ACCOUNT", "myacct"),
+            (
+                "AZURE_STORAGE_CONNECTION_STRING",
+                "UseDevelopmentStorage=true",
+            ),
+        ]));
+        #[cfg(feature = "identity")]
+        {
+            // The chain of `azure_identity` can always be set up (the
+            // Azure CLI and managed identity need nothing to start).
+            let b = login.unwrap();
+            assert_eq!(b.settings().account, "myacct");
+            assert!(matches!(
+                b.settings().credentials,
+                crate::backend::azure::Credentials::Token { .. }
+            ));
+            assert_eq!(
+                b.settings().blob_endpoint.as_str(),
+                "https://myacct.blob.core.windows.net/"
+            );
+        }
+        #[cfg(not(feature = "identity"))]
+        {
+            let e = login.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Invalid);
+            assert!(e.to_string().contains("`identity` feature"), "{e}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -8,7 +8,7 @@ use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::key::IntoPartitionKey;
 use crate::lock::name::lock_name;
-use crate::lock::{Journal, PendingCommit, RollForwardReport, Unit};
+use crate::lock::{LockRecord, PendingCommit, RollForwardReport, Unit};
 use crate::table::Table;
 
 use super::Store;
@@ -16,7 +16,18 @@ use super::Store;
 impl Store {
     /// The typed table of entity type `E`.
     pub fn table<E: Entity>(&self) -> Table<E> {
-        Table::new(Arc::clone(self.tables()))
+        let mut table = Table::new(Arc::clone(self.tables()));
+        table.store = Some(self.clone());
+        table
+    }
+
+    /// The table named `table` (with the store's prefix, as for typed
+    /// tables), its rows as [`DynamicEntity`](crate::DynamicEntity): keys,
+    /// ETag, Timestamp and every property, whatever wrote them. An invalid
+    /// name is an [`Error::Invalid`] at the first
+    /// operation, as for [`Store::table`].
+    pub fn dynamic_table(&self, table: &str) -> Table<crate::DynamicEntity> {
+        Table::new(Arc::clone(self.tables())).with_table_name(table)
     }
 
     /// Takes the lock of a partition, waiting up to the configured
@@ -44,7 +55,7 @@ impl Store {
         partition_key: impl IntoPartitionKey,
         timeout: Duration,
     ) -> Result<Unit> {
-        Unit::open(self, partition_key, Some(timeout))
+        Unit::open(self, [partition_key], Some(timeout))
             .await?
             .ok_or_else(|| Error::Timeout {
                 what: "partition lock".into(),
@@ -57,12 +68,90 @@ impl Store {
     /// # Errors
     /// As [`Store::lock`], without the timeout.
     pub async fn try_lock(&self, partition_key: impl IntoPartitionKey) -> Result<Option<Unit>> {
-        Unit::open(self, partition_key, None).await
+        Unit::open(self, [partition_key], None).await
+    }
+
+    /// Takes the locks of several partitions for one [`Unit`], waiting up to
+    /// the configured
+    /// [`LockOptions::acquire_timeout`](crate::lock::LockOptions::acquire_timeout)
+    /// in all. Duplicate keys count once; the locks are taken in one
+    /// canonical order (by lock blob name), so units taking overlapping sets
+    /// never deadlock, and on any failure every lock already taken is given
+    /// back. Each partition is recovered as [`Store::lock`] does (a pending
+    /// journal rolled forward, an intent resolved through its primary)
+    /// before the unit is returned. See [`crate::lock`].
+    ///
+    /// ```
+    /// use leasehold::{Entity, Store};
+    ///
+    /// #[derive(Entity, Clone, Debug)]
+    /// #[entity(table = "Accounts")]
+    /// struct Account { #[entity(partition_key)] customer: String, #[entity(row_key)] name: String, balance: i64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = Store::memory();
+    /// let accounts = store.table::<Account>();
+    /// accounts.insert(Account { customer: "alice".into(), name: "main".into(), balance: 100 }).await?;
+    /// accounts.insert(Account { customer: "bob".into(), name: "main".into(), balance: 0 }).await?;
+    ///
+    /// let mut unit = store.lock_many(["bob", "alice"]).await?;
+    /// let mut from = unit.get_in::<Account>("alice", "main").await?.expect("exists");
+    /// let mut to = unit.get_in::<Account>("bob", "main").await?.expect("exists");
+    /// from.balance -= 30;
+    /// to.balance += 30;
+    /// unit.replace(&from)?;
+    /// unit.replace(&to)?;
+    /// let report = unit.commit().await?; // two partitions: journalled, all or nothing
+    /// assert_eq!((report.partitions, report.journalled), (2, true));
+    /// assert_eq!(accounts.get("bob", "main").await?.unwrap().balance, 30);
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] for a bad key or an empty set (before any
+    /// request); otherwise as [`Store::lock`].
+    pub async fn lock_many<K: IntoPartitionKey>(
+        &self,
+        partition_keys: impl IntoIterator<Item = K>,
+    ) -> Result<Unit> {
+        self.lock_many_with_timeout(partition_keys, self.lock_options().acquire_timeout)
+            .await
+    }
+
+    /// As [`Store::lock_many`], waiting up to `timeout` in all.
+    ///
+    /// # Errors
+    /// As [`Store::lock_many`].
+    pub async fn lock_many_with_timeout<K: IntoPartitionKey>(
+        &self,
+        partition_keys: impl IntoIterator<Item = K>,
+        timeout: Duration,
+    ) -> Result<Unit> {
+        Unit::open(self, partition_keys, Some(timeout))
+            .await?
+            .ok_or_else(|| Error::Timeout {
+                what: "partition locks".into(),
+                after: timeout,
+            })
+    }
+
+    /// Takes the locks of several partitions if nobody holds any of them;
+    /// `Ok(None)` otherwise, with every lock it took given back.
+    ///
+    /// # Errors
+    /// As [`Store::lock_many`], without the timeout.
+    pub async fn try_lock_many<K: IntoPartitionKey>(
+        &self,
+        partition_keys: impl IntoIterator<Item = K>,
+    ) -> Result<Option<Unit>> {
+        Unit::open(self, partition_keys, None).await
     }
 
     /// For operators: takes the lock of a partition, rolls forward a pending
-    /// journal if there is one, and releases the lock. Returns what was done
-    /// (`None`: nothing was pending).
+    /// journal if there is one (or, for an intent of a commit across
+    /// partitions, resolves it through its primary partition, rolling the
+    /// primary's journal forward), and releases the lock. Returns what was
+    /// done (`None`: no journal was rolled forward).
     ///
     /// # Errors
     /// As [`Store::lock`].
@@ -78,7 +167,9 @@ impl Store {
 
     /// For operators: the commit a unit left pending on a partition (it
     /// died, or lost its lease, half-way through a journalled commit), read
-    /// without taking the lock; `None` when nothing is pending.
+    /// without taking the lock: the journal in its primary partition, an
+    /// intent naming the primary in the others
+    /// ([`PendingCommit::is_intent`]); `None` when nothing is pending.
     /// [`Store::roll_forward`] finishes it.
     ///
     /// # Errors
@@ -90,9 +181,9 @@ impl Store {
     ) -> Result<Option<PendingCommit>> {
         let pk = partition_key.into_partition_key()?;
         let name = lock_name(self.table_prefix(), &pk)?;
-        Journal::read(self.locks(), &name)
+        LockRecord::read(self.locks(), &name)
             .await?
-            .map(|journal| journal.summary())
+            .map(|record| record.summary(&pk))
             .transpose()
     }
 }

@@ -115,7 +115,7 @@ impl<E: Entity> Batch<E> {
         make: impl FnOnce(crate::entity::EntityData) -> TableOp,
     ) -> Self {
         if self.error.is_none() {
-            let encoded = entity.encode().and_then(|data| {
+            let encoded = base.encode(entity).and_then(|data| {
                 let returned = match stored_after::<E>(&data, base)? {
                     Some((entity, stored)) => Returned::Entity(entity, stored),
                     None => Returned::ReadBack,
@@ -143,7 +143,7 @@ impl<E: Entity> Batch<E> {
     /// Replaces an entity if unchanged since read.
     pub fn replace(self, current: &Versioned<E>) -> Self {
         let etag = current.etag().clone();
-        self.push(current.entity(), Base::Nothing, |d| {
+        self.push(current.entity(), Base::replace_of(current), |d| {
             TableOp::Replace(d, Precondition::IfMatch(etag))
         })
     }
@@ -183,6 +183,8 @@ impl<E: Entity> Batch<E> {
     }
 
     /// Creates or overwrites an entity. **Unconditional.**
+    /// Replaces everything stored in the row, properties the type does not
+    /// know included (as [`Table::upsert`](crate::Table::upsert)).
     pub fn upsert(self, entity: E) -> Self {
         self.push(&entity, Base::Nothing, |d| {
             TableOp::Replace(d, Precondition::Upsert)
@@ -251,6 +253,12 @@ impl<E: Entity> Batch<E> {
         if let Some(e) = self.error {
             return Err(e);
         }
+        if !E::INDEXES.is_empty() {
+            return Err(Error::invalid(
+                format!("batch of {}", std::any::type_name::<E>()),
+                "the type has indexes, whose rows live in other partitions: write it with Table writes or a Unit",
+            ));
+        }
         let name = self.table.ready().await?;
         let (ops, returned): (Vec<TableOp>, Vec<Returned<E>>) = self.ops.into_iter().unzip();
         validate_batch(name.as_str(), &ops)?;
@@ -262,8 +270,7 @@ impl<E: Entity> Batch<E> {
         );
         let versions = self
             .table
-            .env
-            .backend()
+            .writer()
             .batch(name, &ops)
             .instrument(span.clone())
             .await?;

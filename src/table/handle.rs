@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::Instrument as _;
 
 use super::env::TableEnv;
+use super::fence::FencedWrites;
 use super::stored::versioned;
 use crate::entity::{Entity, Versioned};
 use crate::error::{Error, Result};
@@ -18,9 +19,14 @@ pub struct Table<E> {
     pub(super) env: Arc<TableEnv>,
     name: std::result::Result<TableName, String>,
     pub(super) write_log: bool,
+    /// The fenced writer of [`Table::fenced`]: writes go through it.
+    pub(crate) fence: Option<Arc<FencedWrites>>,
     /// Set once the store has made sure the table exists (the store never
     /// forgets it), so later operations skip the store's lookup.
     ready: Arc<AtomicBool>,
+    /// The store the table belongs to: indexed writes take its partition
+    /// locks (see [`crate::index`]).
+    pub(crate) store: Option<crate::store::Store>,
     _entity: PhantomData<fn() -> E>,
 }
 
@@ -30,7 +36,9 @@ impl<E> Clone for Table<E> {
             env: Arc::clone(&self.env),
             name: self.name.clone(),
             write_log: self.write_log,
+            fence: self.fence.clone(),
             ready: Arc::clone(&self.ready),
+            store: self.store.clone(),
             _entity: PhantomData,
         }
     }
@@ -54,9 +62,19 @@ impl<E: Entity> Table<E> {
             name: env.table_name(E::TABLE).map_err(|e| e.to_string()),
             env,
             write_log: false,
+            fence: None,
             ready: Arc::new(AtomicBool::new(false)),
+            store: None,
             _entity: PhantomData,
         }
+    }
+
+    /// This handle on the table named `table` instead of `E::TABLE` (with
+    /// the store's prefix), for [`crate::Store::dynamic_table`].
+    pub(crate) fn with_table_name(mut self, table: &str) -> Self {
+        self.name = self.env.table_name(table).map_err(|e| e.to_string());
+        self.ready = Arc::new(AtomicBool::new(false));
+        self
     }
 
     /// This table, keeping a write log in every entity it inserts, replaces

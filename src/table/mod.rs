@@ -10,11 +10,12 @@
 //!
 //! One file per job: `handle` (the table, its name and reads), `write`
 //! (single-entity writes), `update` (optimistic read-modify-write), `query`,
-//! `batch`, `stored` (what a read returns and a write leaves stored) and
+//! `batch`, `fence` (fenced writes), `stored` (what a read returns and a write leaves stored) and
 //! `env` (what the tables of a store share).
 
 mod batch;
 mod env;
+mod fence;
 mod handle;
 mod query;
 mod stored;
@@ -23,7 +24,9 @@ mod write;
 
 pub use batch::{Batch, BatchResult};
 pub(crate) use env::TableEnv;
+pub use fence::Fence;
+pub(crate) use fence::is_fence_row;
 pub use handle::Table;
 pub use query::{DecodeErrors, OnDecodeError, Page, Query};
-pub(crate) use stored::versioned;
+pub(crate) use stored::{Base, versioned};
 pub use update::UpdateError;

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
+use super::fence::is_fence_row;
 use super::handle::Table;
 use super::stored::versioned_from;
 use crate::backend::QuerySpec;
@@ -156,7 +157,8 @@ pub struct Page<E> {
 }
 
 impl<E: Entity> Table<E> {
-    /// A query over this table.
+    /// A query over this table. Fence rows (row keys starting with
+    /// `~lhfence~`, see [`Fence`](super::Fence)) are left out.
     pub fn query(&self) -> Query<E> {
         Query::new(self.clone())
     }
@@ -336,6 +338,7 @@ impl<E: Entity> Query<E> {
             items: page
                 .entities
                 .into_iter()
+                .filter(|row| !is_fence_row(row.data.row_key.as_str()))
                 .filter_map(|row| self.on_decode_error.apply(versioned_from(row, complete)))
                 .collect::<Result<_>>()?,
             continuation: page.continuation.map(|c| c.to_token()),
@@ -364,6 +367,7 @@ impl<E: Entity> Query<E> {
             let mut items: Vec<Result<Versioned<E>>> = page
                 .entities
                 .into_iter()
+                .filter(|row| !is_fence_row(row.data.row_key.as_str()))
                 .filter_map(|row| policy.apply(versioned_from(row, complete)))
                 .collect();
             // The stream ends with its first error.

@@ -42,15 +42,16 @@ fn extra_properties<E: Entity>(properties: &Properties) -> Option<Arc<Properties
         .iter()
         .filter(|name| properties.get(name).is_some())
         .count();
-    (carried < properties.len()).then(|| {
-        Arc::new(
-            properties
-                .iter()
-                .filter(|(name, _)| !E::PROPERTY_NAMES.contains(name))
-                .map(|(name, value)| (name.to_owned(), value.clone()))
-                .collect(),
-        )
-    })
+    if carried == properties.len() {
+        return None;
+    }
+    let extra: Properties = properties
+        .iter()
+        .filter(|(name, _)| !E::is_own_property(name))
+        .map(|(name, value)| (name.to_owned(), value.clone()))
+        .collect();
+    // Chunks of chunked fields are carried, though not named.
+    (!extra.is_empty()).then(|| Arc::new(extra))
 }
 
 /// What a write stores beside the properties it sends, as far as known
@@ -58,6 +59,10 @@ fn extra_properties<E: Entity>(properties: &Properties) -> Option<Arc<Properties
 pub(crate) enum Base {
     /// Nothing: an insert or a full replacement stores what it sends.
     Nothing,
+    /// A replace of a read value, which sends these properties its type
+    /// does not know beside the entity's own (see
+    /// [`Versioned::unknown_properties`]).
+    Replace(Option<Arc<Properties>>),
     /// A merge onto a version whose stored properties are these (`None`:
     /// unknown).
     Merge(Option<Arc<Properties>>),
@@ -67,6 +72,37 @@ pub(crate) enum Base {
 }
 
 impl Base {
+    /// The base of a replace of `current`: the properties it keeps.
+    pub(crate) fn replace_of<E>(current: &Versioned<E>) -> Base {
+        Base::Replace(current.unknown_shared())
+    }
+
+    /// The stored form a write of `entity` onto this base sends: the
+    /// entity's own, plus the unknown properties a replace keeps (checked
+    /// against the service's limits again, with them).
+    pub(crate) fn encode<E: Entity>(&self, entity: &E) -> Result<EntityData> {
+        self.complete::<E>(entity.encode()?)
+    }
+
+    /// `data`, an entity's own stored form, with the unknown properties a
+    /// replace keeps.
+    pub(crate) fn complete<E: Entity>(&self, mut data: EntityData) -> Result<EntityData> {
+        if let Base::Replace(Some(unknown)) = self {
+            for (name, value) in unknown.iter() {
+                if data.properties.get(name).is_none() {
+                    data.properties.insert(name, value.clone());
+                }
+            }
+            crate::entity::validate_entity(
+                E::TABLE,
+                &data.partition_key,
+                &data.row_key,
+                &data.properties,
+            )?;
+        }
+        Ok(data)
+    }
+
     /// The base of a merge of `current`.
     pub(crate) fn merge_of<E>(current: &Versioned<E>) -> Base {
         match current.unchanged_extra() {
@@ -98,7 +134,21 @@ pub(crate) fn stored_after<E: Entity>(
         })
     };
     Ok(Some(match base {
-        Base::Nothing => (decode(data.properties.clone())?, Stored::unchanged(None)),
+        Base::Nothing | Base::Replace(None) => {
+            (decode(data.properties.clone())?, Stored::unchanged(None))
+        }
+        Base::Replace(Some(unknown)) => (
+            decode(data.properties.clone())?,
+            Stored::unchanged(Some(unknown)),
+        ),
+        // A type with no property names of its own (`DynamicEntity`, whose
+        // bag is every stored property) is what the merge leaves: the
+        // stored properties merged with those sent.
+        Base::MergeUnchanged(Some(extra)) if E::PROPERTY_NAMES.is_empty() => {
+            let mut after = Arc::unwrap_or_clone(extra);
+            after.merge_from(&data.properties);
+            (decode(after.clone())?, Stored::Known(Arc::new(after)))
+        }
         Base::MergeUnchanged(extra) => (decode(data.properties.clone())?, Stored::unchanged(extra)),
         Base::Merge(Some(stored)) => {
             let mut after = Arc::unwrap_or_clone(stored);
@@ -106,9 +156,12 @@ pub(crate) fn stored_after<E: Entity>(
             (decode(after.clone())?, Stored::Known(Arc::new(after)))
         }
         Base::Merge(None) => {
-            if E::PROPERTY_NAMES
-                .iter()
-                .all(|name| data.properties.get(name).is_some())
+            // Every property of `E` sent: the merge leaves exactly them for
+            // `E` (not so for a type with no property names of its own).
+            if !E::PROPERTY_NAMES.is_empty()
+                && E::PROPERTY_NAMES
+                    .iter()
+                    .all(|name| data.properties.get(name).is_some())
             {
                 (decode(data.properties.clone())?, Stored::Unknown)
             } else {

@@ -3,11 +3,13 @@
 
 use tracing::Instrument as _;
 
+use super::fence::{Fence, FencedWrites};
 use super::handle::Table;
 use super::stored::{Base, stored_after};
-use crate::backend::{Precondition, TableOp, Version, write_log};
+use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, Result};
+use crate::index::{self, IndexedWrite};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey};
 
 impl<E: Entity> Table<E> {
@@ -21,7 +23,7 @@ impl<E: Entity> Table<E> {
         base: Base,
         make_op: impl FnOnce(EntityData) -> TableOp,
     ) -> Result<Versioned<E>> {
-        let data = entity.encode()?;
+        let data = base.encode(entity)?;
         if data.properties.get(write_log::PROPERTY).is_some() {
             return Err(Error::invalid(
                 format!(
@@ -69,8 +71,7 @@ impl<E: Entity> Table<E> {
         // The backend is told where the write log is, to settle a lost
         // reply by it.
         let version = self
-            .env
-            .backend()
+            .writer()
             .execute_owned(name, op, log.as_ref().map(|_| write_log::PROPERTY))
             .instrument(span.clone())
             .await?;
@@ -114,6 +115,9 @@ impl<E: Entity> Table<E> {
     /// the entity breaks a service limit, and [`Error::Decode`] when its
     /// stored form does not decode (nothing is sent).
     pub async fn insert(&self, entity: E) -> Result<Versioned<E>> {
+        if let Some(Some(v)) = index::route(self, IndexedWrite::Insert(&entity)).await? {
+            return Ok(v);
+        }
         self.write(&entity, None, Base::Nothing, TableOp::Insert)
             .await
     }
@@ -126,10 +130,16 @@ impl<E: Entity> Table<E> {
     /// read; [`Error::NotFound`] when it was deleted; as [`Table::insert`]
     /// for an entity that cannot be stored.
     pub async fn replace(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
+        if let Some(Some(v)) = index::route(self, IndexedWrite::Replace(current)).await? {
+            return Ok(v);
+        }
         let etag = current.etag().clone();
-        self.write(current.entity(), current.write_log(), Base::Nothing, |d| {
-            TableOp::Replace(d, Precondition::IfMatch(etag))
-        })
+        self.write(
+            current.entity(),
+            current.write_log(),
+            Base::replace_of(current),
+            |d| TableOp::Replace(d, Precondition::IfMatch(etag)),
+        )
         .await
     }
 
@@ -178,6 +188,9 @@ impl<E: Entity> Table<E> {
     /// for an entity that cannot be stored; the read's errors when the
     /// entity is read back (the merge was applied).
     pub async fn merge(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
+        if let Some(Some(v)) = index::route(self, IndexedWrite::Merge(current)).await? {
+            return Ok(v);
+        }
         let etag = current.etag().clone();
         self.write(
             current.entity(),
@@ -194,6 +207,12 @@ impl<E: Entity> Table<E> {
     /// [`Error::Conflict`] when the stored entity changed since `current` was
     /// read; [`Error::NotFound`] when it is already gone.
     pub async fn delete(&self, current: &Versioned<E>) -> Result<()> {
+        if index::route(self, IndexedWrite::Delete(current))
+            .await?
+            .is_some()
+        {
+            return Ok(());
+        }
         let pk = current.partition_key()?;
         let rk = current.row_key()?;
         self.delete_op(pk, rk, Some(current.etag().clone())).await
@@ -202,9 +221,18 @@ impl<E: Entity> Table<E> {
     /// Creates or overwrites the entity, whatever is stored. **Unconditional:**
     /// a concurrent change is lost.
     ///
+    /// It replaces everything stored in the row: properties the type does
+    /// not know (written by a newer version of the program, or another one)
+    /// are removed, since a fresh value carries none (see
+    /// [`Versioned`](crate::Versioned#properties-unknown-to-the-type));
+    /// [`Table::upsert_merge`] keeps them.
+    ///
     /// # Errors
     /// As [`Table::insert`] for an entity that cannot be stored.
     pub async fn upsert(&self, entity: E) -> Result<Versioned<E>> {
+        if let Some(Some(v)) = index::route(self, IndexedWrite::Upsert(&entity)).await? {
+            return Ok(v);
+        }
         self.write(&entity, None, Base::Nothing, |d| {
             TableOp::Replace(d, Precondition::Upsert)
         })
@@ -224,6 +252,9 @@ impl<E: Entity> Table<E> {
     /// As [`Table::insert`] for an entity that cannot be stored; the read's
     /// errors when the entity is read back (the write was applied).
     pub async fn upsert_merge(&self, entity: E) -> Result<Versioned<E>> {
+        if let Some(Some(v)) = index::route(self, IndexedWrite::UpsertMerge(&entity)).await? {
+            return Ok(v);
+        }
         self.write(&entity, None, Base::Merge(None), |d| {
             TableOp::Merge(d, Precondition::Upsert)
         })
@@ -237,6 +268,11 @@ impl<E: Entity> Table<E> {
     /// [`Error::NotFound`] when there is no such entity; as [`Table::insert`]
     /// for an entity that cannot be stored.
     pub async fn replace_unconditionally(&self, entity: E) -> Result<Versioned<E>> {
+        if let Some(Some(v)) =
+            index::route(self, IndexedWrite::ReplaceUnconditionally(&entity)).await?
+        {
+            return Ok(v);
+        }
         self.write(&entity, None, Base::Nothing, |d| {
             TableOp::Replace(d, Precondition::IfExists)
         })
@@ -256,6 +292,12 @@ impl<E: Entity> Table<E> {
     ) -> Result<()> {
         let pk = partition_key.into_partition_key()?;
         let rk = row_key.into_row_key()?;
+        if index::route(self, IndexedWrite::DeleteUnconditionally(&pk, &rk))
+            .await?
+            .is_some()
+        {
+            return Ok(());
+        }
         self.delete_op(pk, rk, None).await
     }
 
@@ -268,11 +310,63 @@ impl<E: Entity> Table<E> {
             row_key: rk,
             if_match,
         };
-        self.env
-            .backend()
+        self.writer()
             .execute(name, &op)
             .instrument(span)
             .await
             .map(|_| ())
+    }
+}
+
+impl<E: Entity> Table<E> {
+    /// This table, its writes fenced by `fence`: every insert, replace,
+    /// merge, delete and upsert (and [`Table::update_with`], and
+    /// [`Table::batch`]) goes as one entity-group transaction together with
+    /// the partition's fence row, and the service refuses it once a later
+    /// epoch of the fence's lease has written the partition
+    /// ([`Error::LeaseLost`]). Reads and queries are unchanged. Cheap: call
+    /// it for each write or keep the table.
+    ///
+    /// Costs one extra operation in each transaction (so fenced batches hold
+    /// at most 99 operations) and one read of the fence row per partition
+    /// per fence; see [`Fence`] for the protocol and the errors. On a table
+    /// with a [write log](Table::with_write_log), fenced writes still
+    /// extend it, but a lost reply is settled as a transaction's (see
+    /// [`Fence`]), not by the log. A type with
+    /// [indexes](crate::index) cannot be written through a fenced table
+    /// (its writes span the index partitions): such writes are refused with
+    /// [`Error::Invalid`] before any request.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Settings")]
+    /// # struct Setting { #[entity(partition_key)] app: String, #[entity(row_key)] key: String, value: String }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = Store::memory();
+    /// let guard = store.leases().acquire("settings-writer", std::time::Duration::from_secs(30)).await?;
+    /// let settings = store.table::<Setting>().fenced(&guard.fence().await?);
+    /// settings.upsert(Setting { app: "a".into(), key: "mode".into(), value: "on".into() }).await?;
+    /// settings.update_with("a", "mode", |s| s.value = "off".into()).await?;
+    /// # guard.release().await?;
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    #[must_use = "`fenced` returns a fenced copy of the table; `self` is unchanged"]
+    pub fn fenced(&self, fence: &Fence) -> Table<E> {
+        let mut table = self.clone();
+        table.fence = Some(std::sync::Arc::new(FencedWrites::new(
+            self.env.backend().clone(),
+            fence.clone(),
+            self.env.conflict_retry().clone(),
+        )));
+        table
+    }
+
+    /// Where this table's writes go: the fenced writer, or the backend.
+    pub(super) fn writer(&self) -> &dyn TableBackend {
+        match &self.fence {
+            Some(fenced) => &**fenced,
+            None => &**self.env.backend(),
+        }
     }
 }

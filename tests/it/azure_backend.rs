@@ -1053,7 +1053,7 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
     let e = bad.get(&t, &pk("p"), &rk("r")).await.unwrap_err();
     assert_eq!(
         (e.kind(), e.status()),
-        (ErrorKind::Backend, Some(403)),
+        (ErrorKind::Auth, Some(403)),
         "{e:?}"
     );
 

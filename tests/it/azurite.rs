@@ -1,10 +1,14 @@
 //! The conformance suite (tables, blobs, leases, locks) on a real Azurite
 //! (started by `scripts/with-azurite.sh`; required when `CI` is set), timed
-//! checks in real time with 15 s leases.
+//! checks in real time with 15 s leases. `oauth`: the same suite (but its
+//! longest timings) on the HTTPS Azurite with OAuth, signed in with tokens.
 
 use leasehold::testing::conformance;
 
 use crate::support;
+
+mod fenced_leader;
+mod oauth;
 
 leasehold::conformance_suite!(real: support::azurite_backend());
 

@@ -433,3 +433,109 @@ mod widenings {
         assert_eq!(odata(c.flag.eq(true)), "flag eq true");
     }
 }
+
+/// The derives of the entity mapping (enums, constant keys, key builders,
+/// prefix filters, chunked fields, the unknown-properties opt-out) compile
+/// with prelude names shadowed too.
+#[allow(
+    dead_code,
+    non_camel_case_types,
+    non_upper_case_globals,
+    clippy::upper_case_acronyms
+)]
+mod shadowed_mapping {
+    const value: u8 = 0;
+    const name: u8 = 0;
+    const a: u8 = 0;
+    const b: u8 = 0;
+    struct bool;
+    struct i32;
+    struct str;
+    struct Result;
+    struct Ok;
+    struct Err;
+    struct Option;
+    struct Some;
+    struct None;
+    struct String;
+    struct Value;
+    struct EdmType;
+    struct TypedFilter;
+    struct PropertyCodec;
+    struct Entity;
+    mod leasehold {}
+    mod std {}
+    mod core {}
+    trait Into {}
+
+    #[derive(
+        ::leasehold::PropertyCodec, ::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq,
+    )]
+    #[entity(rename_all = "kebab-case")]
+    pub enum Mood {
+        VeryHappy,
+        Sad,
+    }
+
+    #[derive(
+        ::leasehold::PropertyCodec, ::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq,
+    )]
+    #[entity(int32)]
+    pub enum Level {
+        Low = -1,
+        High = 2,
+    }
+
+    #[derive(
+        ::leasehold::Entity, ::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq,
+    )]
+    #[entity(table = "ShadowedMap", row_key = "one", drop_unknown_properties)]
+    pub struct Mapped {
+        #[entity(partition_key = 0)]
+        pub a: ::std::string::String,
+        #[entity(partition_key = 1)]
+        pub b: u32,
+        pub mood: Mood,
+        pub level: ::std::option::Option<Level>,
+        #[entity(chunked)]
+        pub body: ::std::string::String,
+        #[entity(json, chunked)]
+        pub list: ::std::vec::Vec<u32>,
+    }
+}
+
+#[test]
+fn mapping_derives_compile_with_shadowed_prelude_names() {
+    use shadowed_mapping::{Level, Mapped, Mood};
+    let m = Mapped {
+        a: "x".into(),
+        b: 1,
+        mood: Mood::VeryHappy,
+        level: Some(Level::Low),
+        body: "é".repeat(40_000),
+        list: vec![1, 2],
+    };
+    let data = m.encode().unwrap();
+    assert_eq!(data.row_key.as_str(), "one");
+    assert_eq!(
+        data.properties.get("mood"),
+        Some(&Value::String("very-happy".into()))
+    );
+    assert_eq!(data.properties.get("body_count"), Some(&Value::Int32(2)));
+    assert_eq!(Mapped::decode(data.clone()).unwrap(), m);
+    assert_eq!(
+        Mapped::partition_key_from("x", 1u32).unwrap(),
+        data.partition_key
+    );
+    assert_eq!(
+        Mapped::partition_key_prefix_a("x").to_odata().unwrap(),
+        "(PartitionKey ge 'x ') and (PartitionKey lt 'x!')"
+    );
+    const { assert!(!Mapped::KEEP_UNKNOWN_PROPERTIES) };
+    assert!(Mapped::is_own_property("body_7"));
+    assert!(!Mapped::is_own_property("other"));
+    assert_eq!(
+        Mapped::columns().level.ge(Level::High).to_odata().unwrap(),
+        "level ge 2"
+    );
+}

@@ -24,12 +24,17 @@ mod api_surface;
 mod architecture;
 mod azure_backend;
 mod bad_input;
+#[cfg(feature = "chrono")]
+mod chrono_fields;
 mod codec;
 mod composite_keys;
 mod derive;
 mod differential;
+mod enums;
 mod errors;
 mod fault_proxy;
+mod key_builders;
+mod mapping_budgets;
 mod properties;
 mod secrets;
 mod storage_unavailable;

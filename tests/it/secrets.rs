@@ -300,3 +300,60 @@ async fn a_sas_store_logs_no_secret_at_trace_level() {
     assert!(logs.contains("TRACE"), "trace events were logged");
     assert_clean(&[logs], &secrets);
 }
+
+/// A store signed in with a token credential, against a dead https
+/// endpoint: the token its credential gave (it is fetched before the
+/// request is sent) never shows in `Debug`, in errors or their sources, or
+/// in trace-level logs; the credential's kind does. Tokens on a live
+/// service: `azurite::oauth::tokens_never_show_in_debug_errors_or_logs`.
+#[tokio::test(flavor = "current_thread")]
+async fn tokens_never_show_in_debug_errors_or_logs_of_a_token_store() {
+    use crate::support::oauth::TestCredential;
+    use std::sync::Arc;
+
+    let captured = Captured::default();
+    let _capture = captured.capture();
+    let credential = Arc::new(TestCredential::new());
+    let builder = AzureBackend::builder()
+        .account("acct1")
+        .table_endpoint("https://127.0.0.1:1/acct1")
+        .blob_endpoint("https://127.0.0.1:1/acct1")
+        .token_credential(credential.clone())
+        .transport_retry(TransportRetry::none());
+    let mut texts = shown(&builder).to_vec();
+    let backend = builder.build().unwrap();
+    let store = Store::builder(backend.clone())
+        .lease_options(
+            leasehold::lease::LeaseOptions::new()
+                .with_unavailable_after(Duration::from_millis(100)),
+        )
+        .build()
+        .unwrap();
+    texts.extend(shown(&store));
+    texts.extend(shown(&backend));
+    texts.extend(shown(backend.settings()));
+    let errors = [
+        store.table::<Note>().get("p", "r").await.unwrap_err(),
+        store.leases().try_acquire("job").await.unwrap_err(),
+    ];
+    for e in &errors {
+        tracing::error!(error = %e, debug = ?e, "reported");
+        texts.extend(error_texts(e));
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            texts.push(format!("{s} {s:?}"));
+            source = s.source();
+        }
+    }
+    texts.push(captured.text());
+    assert!(captured.text().contains("reported"), "the capture works");
+    assert!(texts.iter().any(|t| t.contains("TestCredential")));
+    let tokens = credential.tokens();
+    assert!(!tokens.is_empty(), "a token was fetched");
+    let mut secrets = Vec::new();
+    for token in tokens {
+        secrets.push(token.split('.').nth(1).unwrap().to_owned());
+        secrets.push(token);
+    }
+    assert_clean(&texts, &secrets);
+}

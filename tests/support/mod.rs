@@ -3,6 +3,7 @@
 
 pub mod azurite;
 pub mod fault_proxy;
+pub mod oauth;
 pub mod secrets;
 
 use std::sync::Arc;

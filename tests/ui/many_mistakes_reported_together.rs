@@ -7,7 +7,7 @@ struct Account {
     customer: String,
     #[entity(rename = "PartitionKey")]
     region: String,
-    #[entity(index)]
+    #[entity(primary)]
     balance: i64,
 }
 

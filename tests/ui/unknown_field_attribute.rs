@@ -7,7 +7,7 @@ struct Account {
     customer: String,
     #[entity(row_key)]
     name: String,
-    #[entity(renamed = "Balance", index)]
+    #[entity(renamed = "Balance", primary)]
     balance: i64,
 }
 

@@ -157,7 +157,7 @@ impl fmt::Display for SasToken {
 }
 
 /// How requests are authorised.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum Credentials {
     /// Shared Key: the account name and one of its keys.
     AccessKey {
@@ -169,7 +169,50 @@ pub enum Credentials {
     /// A shared access signature valid for both the Table and Blob services
     /// (an account SAS).
     Sas(SasToken),
+    /// Microsoft Entra ID: bearer tokens for `audience` from a token
+    /// credential (see [`AzureBackendBuilder::token_credential`]). The
+    /// principal needs the *Storage Table Data Contributor* and *Storage
+    /// Blob Data Contributor* roles on the account.
+    ///
+    /// [`AzureBackendBuilder::token_credential`]: super::AzureBackendBuilder::token_credential
+    Token {
+        /// The credential tokens come from (`azure_core` 0.21's trait).
+        credential: std::sync::Arc<dyn azure_core::auth::TokenCredential>,
+        /// The resource tokens are asked for, such as
+        /// `https://storage.azure.com` (the default) or a sovereign cloud's.
+        audience: String,
+    },
 }
+
+impl PartialEq for Credentials {
+    /// Keys and signatures compare by value; token credentials by identity
+    /// (the same credential) and audience.
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (
+                Credentials::AccessKey { account, key },
+                Credentials::AccessKey {
+                    account: a2,
+                    key: k2,
+                },
+            ) => account == a2 && key == k2,
+            (Credentials::Sas(a), Credentials::Sas(b)) => a == b,
+            (
+                Credentials::Token {
+                    credential,
+                    audience,
+                },
+                Credentials::Token {
+                    credential: c2,
+                    audience: a2,
+                },
+            ) => std::sync::Arc::ptr_eq(credential, c2) && audience == a2,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Credentials {}
 
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -180,11 +223,34 @@ impl fmt::Debug for Credentials {
                 .field("key", key)
                 .finish(),
             Credentials::Sas(token) => f.debug_tuple("Sas").field(token).finish(),
+            Credentials::Token {
+                credential,
+                audience,
+            } => f
+                .debug_struct("Token")
+                .field(
+                    "credential",
+                    &super::credential::credential_kind(credential.as_ref()),
+                )
+                .field("audience", audience)
+                .finish(),
         }
     }
 }
 
 impl Credentials {
+    /// The kind of credential, for errors: `shared key`, `SAS`, or a token
+    /// credential's type name.
+    pub(crate) fn kind(&self) -> String {
+        match self {
+            Credentials::AccessKey { .. } => "shared key".to_owned(),
+            Credentials::Sas(_) => "SAS".to_owned(),
+            Credentials::Token { credential, .. } => {
+                super::credential::credential_kind(credential.as_ref())
+            }
+        }
+    }
+
     /// Every secret string these credentials hold, to scrub from text that
     /// leasehold did not write itself (errors of other crates).
     pub(crate) fn secrets(&self) -> Vec<String> {
@@ -198,6 +264,8 @@ impl Credentials {
                     vec![sig.to_owned(), encoded]
                 })
                 .unwrap_or_default(),
+            // Tokens change; they never reach text leasehold writes.
+            Credentials::Token { .. } => Vec::new(),
         }
     }
 }

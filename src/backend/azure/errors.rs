@@ -14,12 +14,15 @@ use std::fmt;
 
 use crate::error::Error;
 
+use super::credential::CredentialFailure;
 use super::transport::TransportError;
 
-/// Scrubs known secrets from text leasehold did not write itself.
+/// Scrubs known secrets from text leasehold did not write itself, and
+/// knows the kind of credential in use (to name it in `Error::Auth`).
 #[derive(Clone, Default)]
 pub(crate) struct Redactor {
     secrets: Vec<String>,
+    credential: String,
 }
 
 impl fmt::Debug for Redactor {
@@ -32,7 +35,14 @@ impl Redactor {
     pub(crate) fn new(secrets: Vec<String>) -> Self {
         Redactor {
             secrets: secrets.into_iter().filter(|s| s.len() >= 4).collect(),
+            credential: String::new(),
         }
+    }
+
+    /// This redactor, naming `kind` as the credential in use.
+    pub(crate) fn for_credential(mut self, kind: String) -> Self {
+        self.credential = kind;
+        self
     }
 
     /// `text` with every known secret, and any `sig=` query value, replaced.
@@ -158,10 +168,31 @@ impl Failure {
     /// Classifies an `azure_core` error, scrubbing its text.
     pub(crate) fn from_azure(e: azure_core::Error, redactor: &Redactor) -> Self {
         if let azure_core::error::ErrorKind::HttpResponse { status, error_code } = e.kind() {
+            let status = u16::from(*status);
+            if status == 401 || status == 403 {
+                return Failure::Fatal(Error::Auth {
+                    credential: redactor.credential.clone(),
+                    status: Some(status),
+                    code: error_code.clone(),
+                    message: format!(
+                        "the service refused the request's credentials (HTTP {status})"
+                    ),
+                    source: None,
+                });
+            }
             return Failure::Status {
-                status: u16::from(*status),
+                status,
                 code: error_code.clone(),
             };
+        }
+        if let Some(failure) = credential_failure(&e) {
+            return Failure::Fatal(Error::Auth {
+                credential: failure.kind.clone(),
+                status: None,
+                code: None,
+                message: "no token could be had".to_owned(),
+                source: Some(Box::new(Scrubbed::chain(&failure.source, redactor))),
+            });
         }
         let scrubbed =
             |e: &(dyn std::error::Error + 'static)| -> Box<dyn std::error::Error + Send + Sync> {
@@ -269,6 +300,27 @@ fn with_cause(error: Error, why: NoReply) -> Error {
     }
 }
 
+/// The credential failure `e` carries (under the signing policy's context),
+/// if any.
+fn credential_failure(e: &azure_core::Error) -> Option<&CredentialFailure> {
+    if let Some(f) = e.downcast_ref::<CredentialFailure>() {
+        return Some(f);
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(f) = s.downcast_ref::<CredentialFailure>() {
+            return Some(f);
+        }
+        if let Some(inner) = s.downcast_ref::<azure_core::Error>() {
+            if let Some(f) = inner.downcast_ref::<CredentialFailure>() {
+                return Some(f);
+            }
+        }
+        source = s.source();
+    }
+    None
+}
+
 /// Whether `e` wraps an I/O error saying the connection was refused: the
 /// request never left.
 fn refused(e: &azure_core::Error) -> bool {
@@ -290,7 +342,7 @@ mod tests {
     // How the transport's failures are classified.
 
     async fn failure_of(url: &str) -> Failure {
-        let transport = Transport::new().unwrap();
+        let transport = Transport::new(&[]).unwrap();
         let mut request = Request::new(azure_core::Url::parse(url).unwrap(), Method::Get);
         let e = transport
             .send(&Context::new(), &mut request, &[])

@@ -41,6 +41,7 @@
 mod batch;
 mod blobs;
 mod connection;
+mod credential;
 mod errors;
 mod query;
 mod requests;
@@ -54,7 +55,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use azure_core::auth::Secret;
+use azure_core::auth::{Secret, TokenCredential};
 use azure_core::headers::Headers;
 use azure_core::{
     Body, ClientOptions, CollectedResponse, Context, Method, Pipeline, Policy, RetryOptions,
@@ -237,11 +238,14 @@ pub struct AzureBackendBuilder {
     blob_endpoint: Option<String>,
     retry: TransportRetry,
     policies: Vec<Arc<dyn Policy>>,
+    audience: Option<String>,
+    root_certificates: Vec<reqwest::Certificate>,
 }
 
 enum CredentialInput {
     Key(AccountKey),
     Sas(SasToken),
+    Token(Arc<dyn TokenCredential>),
 }
 
 impl fmt::Debug for AzureBackendBuilder {
@@ -255,8 +259,13 @@ impl fmt::Debug for AzureBackendBuilder {
                     None => "none".to_owned(),
                     Some(CredentialInput::Key(k)) => format!("{k:?}"),
                     Some(CredentialInput::Sas(s)) => format!("{s:?}"),
+                    Some(CredentialInput::Token(c)) => {
+                        format!("Token({})", credential::credential_kind(c.as_ref()))
+                    }
                 },
             )
+            .field("audience", &self.audience)
+            .field("root_certificates", &self.root_certificates.len())
             .field("table_endpoint", &self.table_endpoint)
             .field("blob_endpoint", &self.blob_endpoint)
             .field("retry", &self.retry)
@@ -301,6 +310,85 @@ impl AzureBackendBuilder {
     pub fn sas_token(mut self, token: SasToken) -> Self {
         self.credentials = Some(CredentialInput::Sas(token));
         self
+    }
+
+    /// Authorise with Microsoft Entra ID bearer tokens from `credential`
+    /// (any `azure_core` 0.21 [`TokenCredential`], such as those of
+    /// `azure_identity` 0.21; `default_credential` with the feature
+    /// `identity`). The principal needs the *Storage Table
+    /// Data Contributor* and *Storage Blob Data Contributor* roles.
+    ///
+    /// Tokens are cached and refreshed in the background ahead of their
+    /// expiry, so requests (lease renewals included) do not wait for one;
+    /// a credential that cannot give a token makes requests fail with
+    /// [`Error::Auth`] naming its kind. Bearer tokens travel only over
+    /// `https` endpoints ([`build`](Self::build) refuses `http` ones).
+    ///
+    /// ```no_run
+    /// # fn demo(credential: std::sync::Arc<dyn azure_core::auth::TokenCredential>) -> leasehold::Result<()> {
+    /// use leasehold::backend::azure::AzureBackend;
+    /// let backend = AzureBackend::builder()
+    ///     .account("myaccount")
+    ///     .token_credential(credential)
+    ///     .build()?;
+    /// # let _ = backend; Ok(()) }
+    /// ```
+    pub fn token_credential(mut self, credential: Arc<dyn TokenCredential>) -> Self {
+        self.credentials = Some(CredentialInput::Token(credential));
+        self
+    }
+
+    /// Authorise with Microsoft Entra ID through the default credential
+    /// chain of `azure_identity` 0.21: environment (a client secret, or
+    /// workload identity with `AZURE_FEDERATED_TOKEN_FILE`), managed
+    /// identity (App Service, virtual machines), then the Azure CLI
+    /// (`az login`). With `AZURE_CREDENTIAL_KIND` set, only that kind. See
+    /// [`AzureBackendBuilder::token_credential`].
+    ///
+    /// # Errors
+    /// [`Error::Auth`] when no credential of the chain can be set up here
+    /// (nothing is asked of any yet: a chain that cannot give a token shows
+    /// on the first request).
+    #[cfg(feature = "identity")]
+    pub fn default_credential(self) -> Result<Self> {
+        let credential = azure_identity::create_credential().map_err(|e| Error::Auth {
+            credential: "DefaultAzureCredential".to_owned(),
+            status: None,
+            code: None,
+            message: "the default credential chain cannot be set up".to_owned(),
+            source: Some(Box::new(errors::Scrubbed::chain(&e, &Redactor::default()))),
+        })?;
+        Ok(self.token_credential(credential))
+    }
+
+    /// The audience (resource) Entra ID tokens are asked for: by default
+    /// `https://storage.azure.com`, which every cloud accepts for storage;
+    /// a sovereign cloud's own (such as `https://storage.azure.us`), or an
+    /// account's (`https://myaccount.blob.core.windows.net`) when required.
+    /// The scope asked for is the audience and `/.default`.
+    pub fn token_audience(mut self, audience: impl Into<String>) -> Self {
+        self.audience = Some(audience.into());
+        self
+    }
+
+    /// Trusts `pem` (one or more PEM certificates) as a root certificate
+    /// authority for `https` endpoints, beside the system's: for private
+    /// CAs, proxies, or an emulator with a certificate of its own.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the root certificate when `pem` holds no
+    /// certificate that parses.
+    pub fn root_certificate_pem(mut self, pem: &[u8]) -> Result<Self> {
+        let certificates = reqwest::Certificate::from_pem_bundle(pem)
+            .map_err(|_| Error::invalid("root certificate", "is not a PEM certificate"))?;
+        if certificates.is_empty() {
+            return Err(Error::invalid(
+                "root certificate",
+                "holds no PEM certificate",
+            ));
+        }
+        self.root_certificates.extend(certificates);
+        Ok(self)
     }
 
     /// The Table service endpoint, such as
@@ -366,6 +454,13 @@ impl AzureBackendBuilder {
                 key,
             },
             Some(CredentialInput::Sas(token)) => Credentials::Sas(token),
+            Some(CredentialInput::Token(credential)) => Credentials::Token {
+                credential,
+                audience: self
+                    .audience
+                    .clone()
+                    .unwrap_or_else(|| credential::DEFAULT_AUDIENCE.to_owned()),
+            },
             None => match base.as_ref().map(|b| b.credentials.clone()) {
                 Some(Credentials::AccessKey { key, .. }) => Credentials::AccessKey {
                     account: account.clone(),
@@ -415,13 +510,34 @@ impl AzureBackendBuilder {
             base.as_ref().map(|b| b.blob_endpoint.clone()),
             "blob",
         )?;
+        if let Credentials::Token { audience, .. } = &credentials {
+            parse_endpoint("token audience", audience)
+                .map_err(|_| Error::invalid("token audience", "is not an absolute http(s) URL"))?;
+            for (what, url) in [
+                ("TableEndpoint", &table_endpoint),
+                ("BlobEndpoint", &blob_endpoint),
+            ] {
+                if url.scheme() != "https" {
+                    return Err(Error::invalid(
+                        format!("connection string part {what}"),
+                        "must be an https URL with a token credential (bearer tokens never \
+                         travel over plain http)",
+                    ));
+                }
+            }
+        } else if self.audience.is_some() {
+            return Err(Error::invalid(
+                "token audience",
+                "is set, but the credentials are not a token credential",
+            ));
+        }
         let settings = ConnectionSettings {
             account,
             credentials,
             table_endpoint,
             blob_endpoint,
         };
-        AzureBackend::from_settings(settings, self.retry, self.policies)
+        AzureBackend::from_settings(settings, self.retry, self.policies, &self.root_certificates)
     }
 }
 
@@ -440,6 +556,7 @@ impl AzureBackend {
         settings: ConnectionSettings,
         retry: TransportRetry,
         mut policies: Vec<Arc<dyn Policy>>,
+        root_certificates: &[reqwest::Certificate],
     ) -> Result<Self> {
         let storage_credentials = match &settings.credentials {
             Credentials::AccessKey { account, key } => StorageCredentials::access_key(
@@ -453,8 +570,15 @@ impl AzureBackend {
                     Error::invalid("shared access signature", "is not a valid query string")
                 })?
             }
+            Credentials::Token {
+                credential,
+                audience,
+            } => StorageCredentials::token_credential(Arc::new(credential::TokenCache::new(
+                credential.clone(),
+                audience,
+            ))),
         };
-        let transport: Arc<dyn Policy> = Arc::new(Transport::new()?);
+        let transport: Arc<dyn Policy> = Arc::new(Transport::new(root_certificates)?);
         // The SDK's retry policy is off (leasehold retries, see `retry`), and
         // leasehold's transport is the last policy that runs: it sits after
         // the signing policy and answers without calling the stock transport.
@@ -484,7 +608,8 @@ impl AzureBackend {
         );
         let blob_pipeline =
             azure_storage::clients::new_pipeline_from_options(options, storage_credentials);
-        let redactor = Redactor::new(settings.credentials.secrets());
+        let redactor = Redactor::new(settings.credentials.secrets())
+            .for_credential(settings.credentials.kind());
         Ok(AzureBackend {
             inner: Arc::new(Inner {
                 settings,
@@ -809,6 +934,109 @@ mod tests {
             .build()
             .unwrap_err();
         assert!(e.to_string().contains("no TableEndpoint"), "{e}");
+    }
+
+    #[derive(Debug)]
+    struct NoTokens;
+
+    #[async_trait]
+    impl TokenCredential for NoTokens {
+        async fn get_token(&self, _: &[&str]) -> azure_core::Result<azure_core::auth::AccessToken> {
+            Err(azure_core::Error::message(
+                azure_core::error::ErrorKind::Credential,
+                "no tokens here",
+            ))
+        }
+        async fn clear_cache(&self) -> azure_core::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn token_credentials_need_https_and_a_valid_audience() {
+        let b = AzureBackend::builder()
+            .account("acct1")
+            .token_credential(Arc::new(NoTokens))
+            .build()
+            .unwrap();
+        let text = format!("{b:?}");
+        assert!(
+            text.contains("NoTokens") && text.contains("https://storage.azure.com"),
+            "{text}"
+        );
+        assert!(
+            text.contains("https://acct1.blob.core.windows.net"),
+            "{text}"
+        );
+        let e = AzureBackend::builder()
+            .account("acct1")
+            .token_credential(Arc::new(NoTokens))
+            .table_endpoint("http://127.0.0.1:10002/acct1")
+            .blob_endpoint("http://127.0.0.1:10000/acct1")
+            .build()
+            .unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Invalid);
+        assert!(
+            e.to_string().contains("TableEndpoint") && e.to_string().contains("https"),
+            "{e}"
+        );
+        let e = AzureBackend::builder()
+            .account("acct1")
+            .token_credential(Arc::new(NoTokens))
+            .token_audience("not a url")
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("token audience"), "{e}");
+        let e = AzureBackend::builder()
+            .account("acct1")
+            .access_key(AccountKey::emulator())
+            .token_audience("https://storage.azure.us")
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("not a token credential"), "{e}");
+        let e = AzureBackend::builder()
+            .root_certificate_pem(b"-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("root certificate"), "{e}");
+        let e = AzureBackend::builder()
+            .root_certificate_pem(b"")
+            .unwrap_err();
+        assert!(e.to_string().contains("root certificate"), "{e}");
+    }
+
+    /// A credential that gives no token fails the request at once with
+    /// `Error::Auth` naming the credential's kind: not retried as transient.
+    #[tokio::test(start_paused = true)]
+    async fn a_credential_without_tokens_is_an_auth_error_naming_its_kind() {
+        let plan = crate::testing::FaultInjector::default();
+        let b = AzureBackend::builder()
+            .account("acct1")
+            .token_credential(Arc::new(NoTokens))
+            .table_endpoint("https://127.0.0.1:1/acct1")
+            .blob_endpoint("https://127.0.0.1:1/acct1")
+            .policy(plan.transport_policy())
+            .build()
+            .unwrap();
+        let t = TableName::new("Things").unwrap();
+        let e = b
+            .get(
+                &t,
+                &PartitionKey::new("p").unwrap(),
+                &RowKey::new("r").unwrap(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Auth, "{e:?}");
+        assert!(!e.is_transient());
+        let Error::Auth {
+            credential, status, ..
+        } = &e
+        else {
+            unreachable!()
+        };
+        assert_eq!((credential.as_str(), *status), ("NoTokens", None));
+        assert!(e.to_string().contains("NoTokens"), "{e}");
+        assert_eq!(plan.requests(), 0, "nothing was sent");
     }
 
     #[test]

@@ -132,8 +132,13 @@ pub(crate) struct Transport {
 }
 
 impl Transport {
-    pub(crate) fn new() -> crate::Result<Self> {
-        let client = reqwest::Client::builder()
+    /// A transport trusting `root_certificates` beside the system's roots.
+    pub(crate) fn new(root_certificates: &[reqwest::Certificate]) -> crate::Result<Self> {
+        let mut builder = reqwest::Client::builder();
+        for certificate in root_certificates {
+            builder = builder.add_root_certificate(certificate.clone());
+        }
+        let client = builder
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true)

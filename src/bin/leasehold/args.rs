@@ -1,11 +1,11 @@
 //! The command line.
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use leasehold::lease::LeaseOptions;
 
 pub(crate) const EXIT_CODES: &str = "Exit codes: 0 success; 1 operation failed; 2 usage error \
                           (bad arguments, no connection string, invalid name or key); \
-                          3 not found (no such lease or lock blob).";
+                          3 not found (no such lease or lock blob, no index definitions).";
 
 /// Inspect and repair the leases and partition locks of a leasehold store.
 #[derive(Debug, Parser)]
@@ -20,6 +20,22 @@ pub(crate) struct Cli {
         hide_env_values = true
     )]
     pub(crate) connection_string: Option<String>,
+    /// How to authorise: `key` (the connection string) or `login`
+    /// (Microsoft Entra ID through the default credential chain:
+    /// environment / workload identity, managed identity, Azure CLI), as
+    /// the Azure CLI's `--auth-mode`.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "AZURE_STORAGE_AUTH_MODE",
+        default_value = "key",
+        ignore_case = true
+    )]
+    pub(crate) auth_mode: AuthMode,
+    /// The storage account, for `--auth-mode login`.
+    #[arg(long, global = true, env = "AZURE_STORAGE_ACCOUNT")]
+    pub(crate) account_name: Option<String>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long, global = true)]
     pub(crate) json: bool,
@@ -34,6 +50,15 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+/// How requests are authorised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum AuthMode {
+    /// The account key or SAS of the connection string.
+    Key,
+    /// Microsoft Entra ID sign-in.
+    Login,
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Leases: run-once markers, leaders, reservations, guards.
@@ -42,6 +67,25 @@ pub(crate) enum Command {
     /// Partition locks of units of work.
     #[command(subcommand)]
     Locks(LocksCommand),
+    /// Index rows of `#[entity(unique)]` and `#[entity(index)]` fields.
+    #[command(subcommand)]
+    Indexes(IndexesCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum IndexesCommand {
+    /// Reports missing and orphan index rows, and unique values held twice
+    /// (read-only; exits 0 either way, the report says `consistent`).
+    Verify {
+        /// The entity table (without the table prefix).
+        table: String,
+    },
+    /// Verifies, then writes missing index rows and deletes orphans, each
+    /// under the partition locks a leasehold write takes.
+    Rebuild {
+        /// The entity table (without the table prefix).
+        table: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

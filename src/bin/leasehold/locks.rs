@@ -21,7 +21,16 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
             let names = store.locks().list(&prefix).await?;
             let descriptions =
                 describe_all(store.locks(), names.iter().map(|n| n.as_str()), out).await?;
-            out.lock_list(&prefix, &descriptions);
+            // What is pending, read only for the locks that have something.
+            let mut pending = Vec::with_capacity(descriptions.len());
+            for d in &descriptions {
+                let record = match partition_of(&prefix, d) {
+                    Some(key) if d.journal_pending => store.pending_commit(key.as_str()).await?,
+                    _ => None,
+                };
+                pending.push(record);
+            }
+            out.lock_list(&prefix, &descriptions, &pending);
         }
         LocksCommand::Show { partition_key } => {
             let name = store.lock_lease_name(partition_key.as_str())?;
@@ -60,6 +69,22 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
                     .await?;
                 out.note(&format!("broke the lease of lock {name}"));
             }
+            // An intent is resolved through its primary partition, whose
+            // lock the crashed unit held too.
+            if break_first {
+                if let Some(p) = store.pending_commit(partition_key.as_str()).await? {
+                    if p.is_intent() {
+                        let primary = store.lock_lease_name(p.primary.as_str())?;
+                        if store.locks().describe(primary.as_str()).await?.is_held() {
+                            store
+                                .locks()
+                                .break_lease(primary.as_str(), Some(Duration::ZERO))
+                                .await?;
+                            out.note(&format!("broke the lease of lock {primary} (the primary)"));
+                        }
+                    }
+                }
+            }
             let report = store.roll_forward(partition_key.as_str()).await?;
             out.rolled_forward(&partition_key, report.as_ref());
         }
@@ -67,8 +92,32 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
     Ok(())
 }
 
-/// A pending commit as JSON: its partition, and each write's table, row,
-/// kind, precondition ETag and the properties it stores.
+/// The partition key of a lock in a listing, unless its name is hashed
+/// (`/#...`, for a key too long for a lease name), which does not give the
+/// key back.
+fn partition_of(prefix: &str, d: &LeaseDescription) -> Option<String> {
+    d.name
+        .as_str()
+        .strip_prefix(prefix)
+        .filter(|k| !k.starts_with('#'))
+        .map(str::to_owned)
+}
+
+/// What the JOURNAL column shows for a lock.
+fn pending_str(d: &LeaseDescription, p: Option<&PendingCommit>) -> String {
+    match p {
+        Some(p) if p.is_intent() => format!("intent of {}", p.primary.as_str()),
+        Some(_) => "pending".to_owned(),
+        None if d.journal_pending => "pending".to_owned(),
+        None => "-".to_owned(),
+    }
+}
+
+/// A pending commit as JSON: its partition, the primary partition it
+/// points at and the transaction (for a commit across partitions), and
+/// each write's table, partition, row, kind, precondition ETag and the
+/// properties it stores (none for an intent: they are in the primary's
+/// journal).
 fn pending_json(p: &PendingCommit) -> Value {
     let ops: Vec<Value> = p
         .writes
@@ -76,6 +125,7 @@ fn pending_json(p: &PendingCommit) -> Value {
         .map(|w| {
             json!({
                 "table": w.table.as_str(),
+                "partition_key": w.partition_key.as_str(),
                 "row_key": w.row_key.as_str(),
                 "kind": w.operation,
                 "precondition": w.if_match.as_ref().map(|e| e.as_str()),
@@ -88,26 +138,30 @@ fn pending_json(p: &PendingCommit) -> Value {
             })
         })
         .collect();
-    json!({ "partition_key": p.partition_key.as_str(), "ops": ops })
+    json!({
+        "partition_key": p.partition_key.as_str(),
+        "intent": p.is_intent(),
+        "primary": p.primary.as_str(),
+        "transaction": p.transaction,
+        "ops": ops,
+    })
 }
 
 impl Output {
-    fn lock_list(&self, prefix: &str, all: &[LeaseDescription]) {
-        // A hashed name (`/#...`, for a key too long for a lease name) does
-        // not give its key back.
-        let key = |d: &LeaseDescription| {
-            d.name
-                .as_str()
-                .strip_prefix(prefix)
-                .filter(|k| !k.starts_with('#'))
-                .map(str::to_owned)
-        };
+    fn lock_list(&self, prefix: &str, all: &[LeaseDescription], pending: &[Option<PendingCommit>]) {
+        let key = |d: &LeaseDescription| partition_of(prefix, d);
         if self.json {
             let locks: Vec<Value> = all
                 .iter()
-                .map(|d| {
+                .zip(pending)
+                .map(|(d, p)| {
                     let mut v = lease_json(d);
                     v["partition_key"] = json!(key(d));
+                    v["intent_of"] = json!(
+                        p.as_ref()
+                            .filter(|p| p.is_intent())
+                            .map(|p| p.primary.as_str())
+                    );
                     v
                 })
                 .collect();
@@ -120,13 +174,13 @@ impl Output {
             "STATE",
             "HOLDER"
         );
-        for d in all {
+        for (d, p) in all.iter().zip(pending) {
             out!(
                 "{:<40} {:<10} {:<32} {}",
                 key(d).unwrap_or_else(|| format!("({})", d.name.as_str())),
                 state_str(d.state),
                 holder(d).unwrap_or("-"),
-                if d.journal_pending { "pending" } else { "-" }
+                pending_str(d, p.as_ref())
             );
         }
         out!("{} locks", all.len());
@@ -148,11 +202,26 @@ impl Output {
         out!("since         {}", d.acquired_at.as_deref().unwrap_or("-"));
         match pending {
             None => out!("journal       none pending"),
+            Some(p) if p.is_intent() => {
+                out!(
+                    "journal       intent of transaction {}: the journal is in partition {} (roll forward from either)",
+                    p.transaction.as_deref().unwrap_or("-"),
+                    p.primary.as_str()
+                );
+            }
             Some(p) => {
+                if let Some(txn) = &p.transaction {
+                    out!("transaction   {txn} (across partitions)");
+                }
                 out!("journal       pending, {} operations:", p.writes.len());
                 for w in &p.writes {
+                    let partition = if w.partition_key == p.partition_key {
+                        String::new()
+                    } else {
+                        format!(" (partition {})", w.partition_key.as_str())
+                    };
                     out!(
-                        "  {:<8} {}/{}{}",
+                        "  {:<8} {}/{}{partition}{}",
                         w.operation,
                         w.table,
                         w.row_key.as_str(),

@@ -2,7 +2,8 @@
 //! storage account used through the leasehold library.
 //!
 //! ```text
-//! leasehold [--connection-string CS] [--json] [--table-prefix P] [--lease-container C] <COMMAND>
+//! leasehold [--connection-string CS | --auth-mode login --account-name A] [--json]
+//!           [--table-prefix P] [--lease-container C] <COMMAND>
 //!
 //!   leases list [--prefix P]          lease blobs: state, holder, epoch, journal pending
 //!   leases show NAME                  one lease in detail
@@ -12,11 +13,17 @@
 //!   locks break PK [--period S]       break a partition lock's lease
 //!   locks roll-forward PK [--break-lease] [--timeout S]
 //!                                     finish a commit a crashed holder left pending
+//!   indexes verify TABLE              missing and orphan index rows, duplicated unique values
+//!   indexes rebuild TABLE             the same, then fix missing and orphan rows
 //! ```
 //!
 //! The connection string comes from `--connection-string` or, failing that,
 //! `AZURE_STORAGE_CONNECTION_STRING` (`UseDevelopmentStorage=true` means
-//! Azurite on its default ports). It is never printed.
+//! Azurite on its default ports). It is never printed. With
+//! `--auth-mode login` (or `AZURE_STORAGE_AUTH_MODE=login`) the command
+//! signs in with Microsoft Entra ID instead (environment / workload
+//! identity, managed identity, Azure CLI) to the account of
+//! `--account-name` (or `AZURE_STORAGE_ACCOUNT`).
 //!
 //! Exit codes: 0 success; 1 the operation failed (storage error, timeout, a
 //! journal that cannot be rolled forward); 2 usage error (bad arguments, no
@@ -32,7 +39,7 @@
 //! Long listings show a progress bar on stderr when it is a terminal and
 //! `--json` is not given.
 //!
-//! One module per command group ([`leases`], [`locks`]); [`args`] parses
+//! One module per command group ([`leases`], [`locks`], [`indexes`]); [`args`] parses
 //! the command line, [`output`] writes the results, [`failure`] maps errors
 //! to exit codes.
 
@@ -65,11 +72,12 @@ macro_rules! err {
 
 mod args;
 mod failure;
+mod indexes;
 mod leases;
 mod locks;
 mod output;
 
-use args::{Cli, Command, LocksCommand};
+use args::{AuthMode, Cli, Command, LocksCommand};
 use failure::Failure;
 use output::Output;
 
@@ -114,21 +122,42 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Leases(command) => leases::run(&store, command, &out).await,
         Command::Locks(command) => locks::run(&store, command, &out).await,
+        Command::Indexes(command) => indexes::run(&store, command, &out).await,
     }
 }
 
 /// The store the command works on.
 fn open_store(cli: &Cli, lock_timeout: Duration) -> Result<Store, Failure> {
-    let Some(cs) = cli.connection_string.as_deref() else {
-        return Err(Failure {
-            code: Failure::USAGE,
-            message: "no connection string: pass --connection-string or set \
-                      AZURE_STORAGE_CONNECTION_STRING"
-                .into(),
-        });
+    let backend = match cli.auth_mode {
+        AuthMode::Key => {
+            let Some(cs) = cli.connection_string.as_deref() else {
+                return Err(Failure {
+                    code: Failure::USAGE,
+                    message: "no connection string: pass --connection-string or set \
+                              AZURE_STORAGE_CONNECTION_STRING (or sign in with \
+                              --auth-mode login --account-name A)"
+                        .into(),
+                });
+            };
+            AzureBackend::from_connection_string(cs)?
+        }
+        AuthMode::Login => {
+            let Some(account) = cli.account_name.as_deref() else {
+                return Err(Failure {
+                    code: Failure::USAGE,
+                    message: "--auth-mode login needs the storage account: pass \
+                              --account-name or set AZURE_STORAGE_ACCOUNT"
+                        .into(),
+                });
+            };
+            AzureBackend::builder()
+                .account(account)
+                .default_credential()?
+                .build()?
+        }
     };
     let container = ContainerName::new(cli.lease_container.as_str())?;
-    let mut builder = Store::builder(AzureBackend::from_connection_string(cs)?)
+    let mut builder = Store::builder(backend)
         .lease_options(LeaseOptions::new().with_container(container))
         .lock_options(LockOptions {
             acquire_timeout: lock_timeout,

@@ -8,7 +8,9 @@
 //! grouped by what they exercise: [`tables`] (through the typed API),
 //! [`table_backend`] (through the backend trait), [`blob_backend`] and
 //! [`blobs`], [`timed`]
-//! (blob leases running out), [`lease`] and [`lock`].
+//! (blob leases running out), [`lease`], [`lock`], [`lock_many`],
+//! [`fence`] (fenced writes), [`indexes`] and [`mapping`] (entity
+//! mapping: unknown properties kept, enums, key builders).
 //! [`conformance_suite!`](crate::conformance_suite) turns them all into one
 //! test per check; leasehold runs it on the memory backend and on Azurite,
 //! and a backend or backend wrapper of your own can run the same:
@@ -36,8 +38,12 @@ pub mod blob_backend;
 pub mod blobs;
 mod entities;
 pub mod fairness;
+pub mod fence;
+pub mod indexes;
 pub mod lease;
 pub mod lock;
+pub mod lock_many;
+pub mod mapping;
 pub mod table_backend;
 pub mod tables;
 pub mod timed;
@@ -176,7 +182,7 @@ impl Ctx {
 /// The tests use `#[tokio::test]`: the calling crate needs tokio with the
 /// `macros`, `rt-multi-thread` and (for `paused`) `test-util` features.
 /// Invoke it once per module: it defines `conformance_ctx()` and the
-/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness` and `lock`
+/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness`, `lock`, `lock_many` and `fence`
 /// there.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -230,6 +236,17 @@ macro_rules! conformance_suite {
                 writes_return_what_get_returns,
                 queries_skip_or_collect_rows_that_do_not_decode,
                 try_update_with_refuses_or_retries,
+            ]
+            timed []
+            blocking []
+        );
+        $crate::conformance_suite!(@module mapping #[$plain] #[$timed];
+            plain [
+                two_versions_keep_each_others_properties,
+                unknown_properties_can_be_dropped,
+                enums_keys_and_prefix_filters_round_trip,
+                dynamic_entities_read_and_write_any_row,
+                chunked_fields_round_trip_and_shrink,
             ]
             timed []
             blocking []
@@ -341,6 +358,53 @@ macro_rules! conformance_suite {
                 a_manager_reacquiring_by_name_cannot_keep_another_waiting,
                 turns_cost_no_request_when_nobody_else_waits,
                 a_waiter_that_goes_away_costs_the_holder_at_most_one_stand_back,
+            ]
+            blocking []
+        );
+        $crate::conformance_suite!(@module indexes #[$plain] #[$timed];
+            plain [
+                duplicates_are_refused_with_nothing_stored,
+                value_changes_and_deletes_free_values,
+                lookups_by_value_and_range,
+                error_paths_leave_state_unchanged,
+                verify_and_rebuild_fix_orphans_and_missing_rows,
+                indexed_writes_cost_their_budget,
+                fenced_writes_of_an_indexed_type_are_refused,
+            ]
+            timed [
+                sixteen_concurrent_registrations_over_four_values_give_four,
+                a_crash_at_every_step_of_an_indexed_write_leaves_a_consistent_index,
+            ]
+            blocking []
+        );
+        $crate::conformance_suite!(@module lock_many #[$plain] #[$timed];
+            plain [
+                a_unit_over_several_partitions_reads_writes_and_commits_them_all,
+                a_cross_partition_unit_costs_its_budget_exactly,
+                a_commit_refused_half_way_by_a_stray_writer_is_undone,
+                unit_queries_see_staged_writes_and_stale_reads_fail_the_commit,
+            ]
+            timed [
+                taking_several_locks_gives_back_what_it_took_on_a_held_key,
+                overlapping_lock_sets_never_deadlock,
+                a_handed_over_cross_partition_unit_skips_acquires_and_reads,
+                a_crash_at_every_step_is_recovered_from_any_participant,
+                a_lost_reply_at_every_step_ends_all_before_or_after,
+                pending_commits_show_intents_and_roll_forward_from_any_participant,
+                a_crash_while_undoing_is_finished_by_the_next_holder,
+            ]
+            blocking []
+        );
+        $crate::conformance_suite!(@module fence #[$plain] #[$timed];
+            plain [
+                fenced_writes_cost_one_transaction_and_one_fence_read_per_partition,
+                an_older_epoch_is_refused_once_a_newer_one_wrote_the_partition,
+                concurrent_writers_of_one_epoch_all_succeed,
+                a_fence_raced_by_its_own_epoch_reads_again_and_resends,
+                fences_without_a_fresh_epoch_or_with_an_overlong_name_are_invalid,
+            ]
+            timed [
+                a_leader_paused_past_its_lease_is_fenced_out_by_its_successor,
             ]
             blocking []
         );

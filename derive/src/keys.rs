@@ -1,0 +1,290 @@
+//! Keys beyond one field per key: constant keys written on the struct
+//! (`#[entity(row_key = "profile")]`), and the key builders and prefix
+//! filters generated for every entity.
+//!
+//! For each key the derive generates, as associated functions of the entity
+//! type (with its visibility):
+//!
+//! * `partition_key_from(parts...)` / `row_key_from(parts...)`: the key of an
+//!   entity with these key fields, in position order (no arguments for a
+//!   constant key), built exactly as `Entity::partition_key` builds it;
+//! * for a key of several parts, one prefix filter per proper prefix of its
+//!   parts, named after the fields it takes:
+//!   `row_key_prefix_year(year)`, `row_key_prefix_year_number(year, number)`,
+//!   a `TypedFilter` matching exactly the rows whose key starts with these
+//!   leading parts.
+
+use leasehold_rules as rules;
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::LitStr;
+use syn::meta::ParseNestedMeta;
+use syn::spanned::Spanned;
+
+use crate::attr::{ContainerAttrs, KeyAttr};
+use crate::errors::Errors;
+use crate::model::{Field, KeyKind, Model, is_string, unraw};
+
+/// The names a container attribute may have, for suggestions.
+pub const CONTAINER_NAMES: [&str; 4] = [
+    "table",
+    "partition_key",
+    "row_key",
+    "drop_unknown_properties",
+];
+
+/// Reads the container attributes this module owns; `false` when `meta`
+/// is none of them.
+pub fn container_attr(
+    meta: &ParseNestedMeta<'_>,
+    out: &mut ContainerAttrs,
+    errors: &mut Errors,
+) -> syn::Result<bool> {
+    let name = crate::attr::path_text(&meta.path);
+    match name.as_str() {
+        "partition_key" | "row_key" => {
+            let example = if name == "row_key" { "profile" } else { "all" };
+            let lit = crate::attr::string_value(meta, errors, example)?;
+            let slot = if name == "row_key" {
+                &mut out.row_key
+            } else {
+                &mut out.partition_key
+            };
+            if slot.is_some() {
+                errors.spanned(&meta.path, format!("duplicate `{name}` attribute"));
+            } else {
+                *slot = lit;
+            }
+            Ok(true)
+        }
+        "drop_unknown_properties" => {
+            if out.drop_unknown.is_some() {
+                errors.spanned(&meta.path, format!("duplicate `{name}` attribute"));
+            }
+            out.drop_unknown = Some(meta.path.span());
+            if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
+                errors.spanned(
+                    &meta.path,
+                    format!("`{name}` takes no value: write `#[entity({name})]`"),
+                );
+                crate::attr::skip_value(meta)?;
+            }
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// The value of a constant key, checked against the service's key rules.
+pub fn constant(lit: Option<&LitStr>, kind: KeyKind, errors: &mut Errors) -> Option<String> {
+    let lit = lit?;
+    let value = lit.value();
+    if let Some(why) = rules::key_problem(&value) {
+        errors.spanned(
+            lit,
+            format!("invalid constant {} {value:?}: {why}", kind.noun()),
+        );
+    }
+    Some(value)
+}
+
+/// With a constant key, no field may feed that key: each one marked is an
+/// error. Returns the (empty) list of the key's fields.
+pub fn constant_key_parts(
+    kind: KeyKind,
+    value: &str,
+    fields: &[Field<'_>],
+    key_attrs: &[(usize, KeyKind, KeyAttr)],
+    errors: &mut Errors,
+) -> Vec<usize> {
+    for (i, _, attr) in key_attrs.iter().filter(|(_, k, _)| *k == kind) {
+        errors.at(
+            attr.span,
+            format!(
+                "`{field}` cannot be the {noun}: the struct sets the {noun} to the constant {value:?}\n\
+                 help: remove `{key} = \"...\"` from the struct, or `{key}` from this field",
+                field = fields[*i].ident,
+                noun = kind.noun(),
+                key = kind.attr(),
+            ),
+        );
+    }
+    Vec::new()
+}
+
+fn private() -> TokenStream {
+    quote!(::leasehold::__private)
+}
+
+/// One key's fields in position order.
+fn parts<'m>(model: &'m Model<'_>, kind: KeyKind) -> Vec<&'m Field<'m>> {
+    let indexes = match kind {
+        KeyKind::Partition => &model.partition_key,
+        KeyKind::Row => &model.row_key,
+    };
+    indexes.iter().map(|&i| &model.fields[i]).collect()
+}
+
+/// A builder's parameters and the rendered key parts they give: `String`
+/// parts take `impl Into<String>`, others their own type by value.
+fn params_and_rendered(fields: &[&Field<'_>]) -> (Vec<TokenStream>, Vec<TokenStream>) {
+    let p = private();
+    let mut params = Vec::new();
+    let mut rendered = Vec::new();
+    for field in fields {
+        // Named after the field, but prefixed (and mixed-site) so that a
+        // constant of the field's name cannot turn the parameter into a
+        // pattern.
+        let ident = &proc_macro2::Ident::new(
+            &format!("__{}", unraw(field.ident)),
+            proc_macro2::Span::mixed_site().located_at(field.ident.span()),
+        );
+        let ty = field.ty;
+        if is_string(ty) {
+            params.push(quote!(#ident: impl ::core::convert::Into<#p::String>));
+            rendered.push(quote_spanned! {ty.span()=>
+                <#ty as #p::KeyPart>::to_key(&::core::convert::Into::<#p::String>::into(#ident))
+            });
+        } else {
+            params.push(quote!(#ident: #ty));
+            rendered.push(quote_spanned!(ty.span()=> <#ty as #p::KeyPart>::to_key(&#ident)));
+        }
+    }
+    (params, rendered)
+}
+
+/// `Entity::partition_key` / `row_key` of an entity: from its fields, or
+/// the constant.
+pub fn key_method(model: &Model<'_>, kind: KeyKind) -> TokenStream {
+    let p = private();
+    let table = &model.table;
+    let (fn_name, builder, ty, constant) = match kind {
+        KeyKind::Partition => (
+            quote!(partition_key),
+            quote!(partition_key_of),
+            quote!(#p::PartitionKey),
+            &model.partition_key_const,
+        ),
+        KeyKind::Row => (
+            quote!(row_key),
+            quote!(row_key_of),
+            quote!(#p::RowKey),
+            &model.row_key_const,
+        ),
+    };
+    if let Some(value) = constant {
+        return quote! {
+            fn #fn_name(&self) -> #p::Result<#ty> {
+                #p::#builder(#table, [#p::String::from(#value)])
+            }
+        };
+    }
+    let rendered = parts(model, kind).into_iter().map(|field| {
+        let Field { ident, ty, .. } = field;
+        let p = crate::expand::private_at(ty.span());
+        quote_spanned!(ty.span()=> <#ty as #p::KeyPart>::to_key(&self.#ident))
+    });
+    quote! {
+        fn #fn_name(&self) -> #p::Result<#ty> {
+            #p::#builder(#table, [#(#rendered),*])
+        }
+    }
+}
+
+/// The check, on decode, that a stored key equals the constant.
+pub fn constant_check(model: &Model<'_>, kind: KeyKind, stored: &syn::Ident) -> TokenStream {
+    let p = private();
+    let table = &model.table;
+    let (constant, kind_tokens) = match kind {
+        KeyKind::Partition => (&model.partition_key_const, quote!(#p::KeyKind::Partition)),
+        KeyKind::Row => (&model.row_key_const, quote!(#p::KeyKind::Row)),
+    };
+    match constant {
+        Some(value) => quote! {
+            #p::constant_key(#table, #kind_tokens, #stored.as_str(), #value)?;
+        },
+        None => TokenStream::new(),
+    }
+}
+
+/// The key builders and prefix filters of an entity.
+pub fn builders(model: &Model<'_>) -> TokenStream {
+    let p = private();
+    let ident = model.ident;
+    let vis = model.vis;
+    let table = &model.table;
+    let mut out = TokenStream::new();
+    for kind in [KeyKind::Partition, KeyKind::Row] {
+        let (from, builder, ty, constant, column) = match kind {
+            KeyKind::Partition => (
+                "partition_key_from",
+                quote!(partition_key_of),
+                quote!(#p::PartitionKey),
+                &model.partition_key_const,
+                "PartitionKey",
+            ),
+            KeyKind::Row => (
+                "row_key_from",
+                quote!(row_key_of),
+                quote!(#p::RowKey),
+                &model.row_key_const,
+                "RowKey",
+            ),
+        };
+        let from = format_ident!("{}", from);
+        if let Some(value) = constant {
+            let doc = format!(
+                "The {} of every `{ident}`: the constant {value:?}.\n\n# Errors\nNone in practice: the constant was checked at compile time.",
+                kind.noun()
+            );
+            out.extend(quote! {
+                #[doc = #doc]
+                #vis fn #from() -> #p::Result<#ty> {
+                    #p::#builder(#table, [#p::String::from(#value)])
+                }
+            });
+            continue;
+        }
+        let fields = parts(model, kind);
+        let names: Vec<String> = fields
+            .iter()
+            .map(|f| format!("`{}`", unraw(f.ident)))
+            .collect();
+        let (params, rendered) = params_and_rendered(&fields);
+        let doc = format!(
+            "The {} of a `{ident}` whose key fields are these ({}, in key order), as [`Entity::{}`](::leasehold::entity::Entity) builds it.\n\n# Errors\n`Error::Invalid` when the parts do not make a valid key (such as one over 1 KiB).",
+            kind.noun(),
+            names.join(", "),
+            kind.attr(),
+        );
+        out.extend(quote! {
+            #[doc = #doc]
+            #vis fn #from(#(#params),*) -> #p::Result<#ty> {
+                #p::#builder(#table, [#(#rendered),*])
+            }
+        });
+        // Prefix filters over the leading parts of a composite key.
+        for k in 1..fields.len() {
+            let leading = &fields[..k];
+            let suffix: Vec<String> = leading.iter().map(|f| unraw(f.ident)).collect();
+            let name = format_ident!("{}_prefix_{}", kind.attr(), suffix.join("_"));
+            let (params, rendered) = params_and_rendered(leading);
+            let doc = format!(
+                "A filter on the rows of `{ident}` whose {} starts with these leading parts ({}): for `Query::filter`, as a key range the service serves efficiently.",
+                kind.noun(),
+                names[..k].join(", "),
+            );
+            out.extend(quote! {
+                #[doc = #doc]
+                #vis fn #name(#(#params),*) -> #p::TypedFilter<Self> {
+                    #p::key_prefix_filter(#column, [#(#rendered),*])
+                }
+            });
+        }
+    }
+    quote! {
+        impl #ident {
+            #out
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! Microsoft Entra ID tokens for both services: the token cache that sits
+//! between the clients' signing policy and the caller's `TokenCredential`.
+//!
+//! The signing policy of `azure_storage` 0.21 asks its credential for a
+//! token before **every** request, for the fixed scope
+//! `https://storage.azure.com/.default`. The cache answers at once with the
+//! token it holds, asks the wrapped credential for the configured audience
+//! instead (sovereign clouds have their own), and refreshes the token in a
+//! background task ahead of its expiry (at the earlier of half its lifetime
+//! and five minutes before it ends), so that a lease renewal never waits on
+//! a token fetch. Only the first request, or one made after every
+//! background refresh failed until the token ran out, fetches in line.
+//!
+//! Validity is counted on the Tokio clock from the moment each token
+//! arrives (its remaining lifetime then), so paused time drives it in tests
+//! and a wall clock that jumps does not.
+//!
+//! A failure to get a token is an `azure_core` error of kind `Credential`
+//! carrying a [`CredentialFailure`]: the backend turns it into
+//! `Error::Auth` naming the credential's kind. Neither the token nor the
+//! cache's `Debug` ever shows a token.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use azure_core::auth::{AccessToken, TokenCredential};
+use tokio::time::Instant;
+
+use crate::retry::{Backoff, random_seed};
+
+/// The audience of Azure Storage in the public cloud.
+pub(crate) const DEFAULT_AUDIENCE: &str = "https://storage.azure.com";
+
+/// A token is refreshed at most this long before it runs out.
+const REFRESH_AHEAD: Duration = Duration::from_secs(5 * 60);
+/// A token with less than this left is not handed out: a request could
+/// arrive after it ended.
+const MIN_LEFT: Duration = Duration::from_secs(5);
+
+/// The kind of a token credential, for errors and `Debug`: the type name
+/// its `Debug` starts with (`DefaultAzureCredential { .. }` gives
+/// `DefaultAzureCredential`), never a field value.
+pub(crate) fn credential_kind(credential: &dyn TokenCredential) -> String {
+    let text = format!("{credential:?}");
+    let name: String = text
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .take(64)
+        .collect();
+    if name.is_empty() {
+        "token credential".to_owned()
+    } else {
+        name
+    }
+}
+
+/// The scope a token is asked for: the audience and `/.default`.
+pub(crate) fn scope_of(audience: &str) -> String {
+    format!("{}/.default", audience.trim_end_matches('/'))
+}
+
+/// Why no token could be had: the credential's kind and its own failure
+/// (whose text is its own; credentials do not quote tokens).
+#[derive(Debug)]
+pub(crate) struct CredentialFailure {
+    pub(crate) kind: String,
+    pub(crate) source: azure_core::Error,
+}
+
+impl fmt::Display for CredentialFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} could not get a token", self.kind)
+    }
+}
+
+impl std::error::Error for CredentialFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// A token and when it stops being usable, on the Tokio clock.
+struct Held {
+    token: AccessToken,
+    ends: Instant,
+    refresh_at: Instant,
+}
+
+struct Shared {
+    credential: Arc<dyn TokenCredential>,
+    kind: String,
+    scope: String,
+    held: Mutex<Option<Held>>,
+    /// One fetch at a time.
+    fetching: tokio::sync::Mutex<()>,
+    /// Whether a refresh task is alive (cleared when it ends, such as with
+    /// the runtime that ran it).
+    refresher: AtomicBool,
+}
+
+/// The caching, refreshing credential the signing policy sees.
+#[derive(Clone)]
+pub(crate) struct TokenCache {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for TokenCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenCache")
+            .field("credential", &self.shared.kind)
+            .field("scope", &self.shared.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenCache {
+    pub(crate) fn new(credential: Arc<dyn TokenCredential>, audience: &str) -> Self {
+        let kind = credential_kind(credential.as_ref());
+        TokenCache {
+            shared: Arc::new(Shared {
+                credential,
+                kind,
+                scope: scope_of(audience),
+                held: Mutex::new(None),
+                fetching: tokio::sync::Mutex::new(()),
+                refresher: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The held token, when it has at least [`MIN_LEFT`] left.
+    fn usable(shared: &Shared) -> Option<AccessToken> {
+        let held = shared.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.as_ref()
+            .filter(|h| Instant::now() + MIN_LEFT < h.ends)
+            .map(|h| h.token.clone())
+    }
+
+    /// Asks the credential for a token and holds it.
+    async fn fetch(shared: &Shared) -> azure_core::Result<AccessToken> {
+        let scope = shared.scope.as_str();
+        let token = shared
+            .credential
+            .get_token(&[scope])
+            .await
+            .map_err(|source| {
+                azure_core::Error::new(
+                    azure_core::error::ErrorKind::Credential,
+                    CredentialFailure {
+                        kind: shared.kind.clone(),
+                        source,
+                    },
+                )
+            })?;
+        let now = Instant::now();
+        let left = token.expires_on - time::OffsetDateTime::now_utc();
+        let left = Duration::try_from(left).unwrap_or(Duration::ZERO);
+        let ends = now + left;
+        let refresh_at = ends - (left / 2).min(REFRESH_AHEAD);
+        *shared.held.lock().unwrap_or_else(PoisonError::into_inner) = Some(Held {
+            token: token.clone(),
+            ends,
+            refresh_at,
+        });
+        Ok(token)
+    }
+
+    /// Starts the refresh task unless one is alive.
+    fn ensure_refresher(&self) {
+        if self.shared.refresher.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.shared.refresher.store(false, Ordering::Release);
+            return;
+        };
+        let weak = Arc::downgrade(&self.shared);
+        runtime.spawn(refresh_loop(weak));
+    }
+}
+
+/// Clears the refresher flag when the task ends, however it ends.
+struct Alive(Weak<Shared>);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.refresher.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Refreshes the held token ahead of its end, for as long as the cache
+/// lives. Failures are retried with backoff; the held token stays in use
+/// meanwhile.
+async fn refresh_loop(weak: Weak<Shared>) {
+    let _alive = Alive(weak.clone());
+    let mut backoff = Backoff::doubling(
+        Duration::from_secs(1),
+        Duration::from_secs(30),
+        random_seed(),
+    );
+    loop {
+        let refresh_at = {
+            let Some(shared) = weak.upgrade() else { return };
+            let held = shared.held.lock().unwrap_or_else(PoisonError::into_inner);
+            match held.as_ref() {
+                Some(h) => h.refresh_at,
+                None => return,
+            }
+        };
+        tokio::time::sleep_until(refresh_at).await;
+        let Some(shared) = weak.upgrade() else { return };
+        let due = {
+            let held = shared.held.lock().unwrap_or_else(PoisonError::into_inner);
+            held.as_ref()
+                .is_some_and(|h| h.refresh_at <= Instant::now())
+        };
+        if !due {
+            continue;
+        }
+        let result = {
+            let _one = shared.fetching.lock().await;
+            TokenCache::fetch(&shared).await
+        }
+        .and_then(|token| match TokenCache::usable(&shared) {
+            Some(_) => Ok(token),
+            // A token already (nearly) expired would be refreshed again at
+            // once, and again: back off as after a failure.
+            None => Err(azure_core::Error::message(
+                azure_core::error::ErrorKind::Credential,
+                "the credential gave a token that is already expired",
+            )),
+        });
+        match result {
+            Ok(_) => {
+                backoff = Backoff::doubling(
+                    Duration::from_secs(1),
+                    Duration::from_secs(30),
+                    random_seed(),
+                );
+            }
+            Err(e) => {
+                let pause = backoff.pause();
+                tracing::warn!(
+                    credential = %shared.kind,
+                    error = %e,
+                    retry_in = ?pause,
+                    "token refresh failed; the held token stays in use"
+                );
+                drop(shared);
+                tokio::time::sleep(pause).await;
+                // Try again at once: the held token's refresh time passed.
+                if let Some(shared) = weak.upgrade() {
+                    let mut held = shared.held.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Some(h) = held.as_mut() {
+                        h.refresh_at = h.refresh_at.min(Instant::now());
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl TokenCredential for TokenCache {
+    /// The held token, or a fresh one; `scopes` is ignored (the configured
+    /// audience's scope is asked for).
+    async fn get_token(&self, _scopes: &[&str]) -> azure_core::Result<AccessToken> {
+        if let Some(token) = TokenCache::usable(&self.shared) {
+            self.ensure_refresher();
+            return Ok(token);
+        }
+        let _one = self.shared.fetching.lock().await;
+        if let Some(token) = TokenCache::usable(&self.shared) {
+            self.ensure_refresher();
+            return Ok(token);
+        }
+        let token = TokenCache::fetch(&self.shared).await?;
+        self.ensure_refresher();
+        Ok(token)
+    }
+
+    async fn clear_cache(&self) -> azure_core::Result<()> {
+        *self
+            .shared
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        self.shared.credential.clear_cache().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    /// Tokens of `lifetime`, each fetch taking `delay`; counts fetches and
+    /// the scopes asked for.
+    #[derive(Debug)]
+    struct FakeCredential {
+        fetches: AtomicU32,
+        failing: AtomicBool,
+        lifetime: Duration,
+        delay: Duration,
+        scopes: Mutex<Vec<String>>,
+    }
+
+    impl FakeCredential {
+        fn new(lifetime: Duration, delay: Duration) -> Arc<Self> {
+            Arc::new(FakeCredential {
+                fetches: AtomicU32::new(0),
+                failing: AtomicBool::new(false),
+                lifetime,
+                delay,
+                scopes: Mutex::new(Vec::new()),
+            })
+        }
+        fn fetches(&self) -> u32 {
+            self.fetches.load(Ordering::SeqCst)
+        }
+    }
+
+    #[async_trait]
+    impl TokenCredential for FakeCredential {
+        async fn get_token(&self, scopes: &[&str]) -> azure_core::Result<AccessToken> {
+            let n = self.fetches.fetch_add(1, Ordering::SeqCst) + 1;
+            self.scopes
+                .lock()
+                .unwrap()
+                .extend(scopes.iter().map(|s| s.to_string()));
+            tokio::time::sleep(self.delay).await;
+            if self.failing.load(Ordering::SeqCst) {
+                return Err(azure_core::Error::message(
+                    azure_core::error::ErrorKind::Credential,
+                    "no identity endpoint",
+                ));
+            }
+            // The token's end is on the wall clock, as real tokens say it;
+            // the cache counts what is left when it arrives.
+            Ok(AccessToken::new(
+                format!("fake-token-{n}"),
+                time::OffsetDateTime::now_utc() + self.lifetime,
+            ))
+        }
+        async fn clear_cache(&self) -> azure_core::Result<()> {
+            Ok(())
+        }
+    }
+
+    const SCOPE: &[&str] = &["https://storage.azure.com/.default"];
+
+    /// Three hours of requests, one a minute, on one-hour tokens that take
+    /// 10 s to fetch: four fetches (the first, then one ahead of each end),
+    /// and no request after the first waits at all.
+    #[tokio::test(start_paused = true)]
+    async fn tokens_are_refreshed_ahead_of_expiry_and_requests_never_wait() {
+        let fake = FakeCredential::new(Duration::from_secs(3600), Duration::from_secs(10));
+        let cache = TokenCache::new(fake.clone(), "https://storage.azure.us/");
+        let first = cache.get_token(SCOPE).await.unwrap();
+        assert_eq!(first.token.secret(), "fake-token-1");
+        assert_eq!(fake.fetches(), 1);
+        for minute in 1..=180u32 {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            let asked = Instant::now();
+            let token = cache.get_token(SCOPE).await.unwrap();
+            assert_eq!(asked.elapsed(), Duration::ZERO, "minute {minute} waited");
+            assert!(token.expires_on > time::OffsetDateTime::now_utc());
+        }
+        // Refreshes at 55, 110 and 165 minutes (each 10 s late: the fetch).
+        assert_eq!(fake.fetches(), 4);
+        // The configured audience, not the scope the signing policy asks for.
+        let scopes = fake.scopes.lock().unwrap().clone();
+        assert!(
+            scopes
+                .iter()
+                .all(|s| s == "https://storage.azure.us/.default"),
+            "{scopes:?}"
+        );
+    }
+
+    /// A refresh that fails keeps the held token in use and is retried with
+    /// backoff; once the token runs out, a request fetches in line and gets
+    /// the failure, naming the credential's kind.
+    #[tokio::test(start_paused = true)]
+    async fn failed_refreshes_are_retried_and_then_surface_as_credential_errors() {
+        let fake = FakeCredential::new(Duration::from_secs(600), Duration::ZERO);
+        let cache = TokenCache::new(fake.clone(), DEFAULT_AUDIENCE);
+        cache.get_token(SCOPE).await.unwrap();
+        fake.failing.store(true, Ordering::SeqCst);
+        // Refresh at 5 min; retries until the token ends at 10 min.
+        tokio::time::sleep(Duration::from_secs(9 * 60)).await;
+        let retried = fake.fetches();
+        assert!(retried > 3, "{retried} fetches");
+        assert_eq!(
+            cache.get_token(SCOPE).await.unwrap().token.secret(),
+            "fake-token-1"
+        );
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let e = cache.get_token(SCOPE).await.unwrap_err();
+        assert_eq!(e.kind(), &azure_core::error::ErrorKind::Credential);
+        let failure = e.downcast_ref::<CredentialFailure>().unwrap();
+        assert_eq!(failure.kind, "FakeCredential");
+        // Back in service: the next request fetches a token again.
+        fake.failing.store(false, Ordering::SeqCst);
+        let token = cache.get_token(SCOPE).await.unwrap();
+        assert!(token.token.secret().starts_with("fake-token-"));
+        assert!(!format!("{cache:?}").contains("fake-token"));
+    }
+
+    /// Concurrent first requests share one fetch.
+    #[tokio::test(start_paused = true)]
+    async fn concurrent_first_requests_share_one_fetch() {
+        let fake = FakeCredential::new(Duration::from_secs(3600), Duration::from_secs(1));
+        let cache = TokenCache::new(fake.clone(), DEFAULT_AUDIENCE);
+        let all = futures_util::future::join_all((0..20).map(|_| cache.get_token(SCOPE))).await;
+        assert!(all.iter().all(Result::is_ok));
+        assert_eq!(fake.fetches(), 1);
+    }
+
+    /// The background task ends with the cache.
+    #[tokio::test(start_paused = true)]
+    async fn the_refresh_task_ends_with_the_cache() {
+        let fake = FakeCredential::new(Duration::from_secs(3600), Duration::ZERO);
+        let cache = TokenCache::new(fake.clone(), DEFAULT_AUDIENCE);
+        cache.get_token(SCOPE).await.unwrap();
+        drop(cache);
+        tokio::time::sleep(Duration::from_secs(5 * 3600)).await;
+        assert_eq!(fake.fetches(), 1);
+    }
+
+    /// A credential whose tokens are already expired is not asked again
+    /// and again: refreshes back off (up to 30 s apart).
+    #[tokio::test(start_paused = true)]
+    async fn expired_tokens_do_not_make_the_refresher_spin() {
+        let fake = FakeCredential::new(Duration::ZERO, Duration::ZERO);
+        let cache = TokenCache::new(fake.clone(), DEFAULT_AUDIENCE);
+        let _ = cache.get_token(SCOPE).await;
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        let n = fake.fetches();
+        assert!(n < 40, "{n} fetches in 10 minutes");
+    }
+
+    #[test]
+    fn kinds_are_type_names_only() {
+        let fake = FakeCredential::new(Duration::from_secs(1), Duration::ZERO);
+        assert_eq!(credential_kind(fake.as_ref()), "FakeCredential");
+        assert_eq!(
+            scope_of("https://storage.azure.com/"),
+            "https://storage.azure.com/.default"
+        );
+    }
+}

@@ -1,0 +1,102 @@
+//! `leasehold indexes ...`: verify and rebuild the index rows of a table
+//! (`#[entity(unique)]` / `#[entity(index)]` fields) that writers outside
+//! leasehold may have broken.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use leasehold::Store;
+use leasehold::index::IndexReport;
+use serde_json::json;
+
+use crate::args::IndexesCommand;
+use crate::failure::Failure;
+use crate::output::Output;
+
+/// Runs an `indexes` command.
+pub(crate) async fn run(
+    store: &Store,
+    command: IndexesCommand,
+    out: &Output,
+) -> Result<(), Failure> {
+    let (table, rebuild) = match command {
+        IndexesCommand::Verify { table } => (table, false),
+        IndexesCommand::Rebuild { table } => (table, true),
+    };
+    let bar = spinner(out, if rebuild { "rebuilding" } else { "verifying" });
+    let tick = |n: u64| bar.set_position(n);
+    let report = if rebuild {
+        store.rebuild_indexes(&table, tick).await
+    } else {
+        store.verify_indexes(&table, tick).await
+    };
+    bar.finish_and_clear();
+    print(out, &report?, rebuild);
+    Ok(())
+}
+
+/// A count of rows read on stderr, when it is a terminal and the output is
+/// not JSON (the number of rows is not known beforehand).
+fn spinner(out: &Output, what: &'static str) -> ProgressBar {
+    if out.json || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {msg}: {pos} rows read") {
+        bar.set_style(style);
+    }
+    bar.set_message(what);
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+fn print(out: &Output, r: &IndexReport, rebuild: bool) {
+    if out.json {
+        let mut doc = json!({
+            "table": r.table,
+            "entities": r.entities,
+            "index_rows": r.index_rows,
+            "consistent": r.is_consistent(),
+            "missing": r.missing,
+            "orphans": r.orphans,
+            "duplicates": r.duplicates,
+        });
+        if rebuild {
+            doc["repaired"] = json!(r.repaired);
+        }
+        out!("{doc}");
+        return;
+    }
+    out!(
+        "table {}: {} entities, {} index rows",
+        r.table,
+        r.entities,
+        r.index_rows
+    );
+    for (title, lines) in [
+        ("missing index rows", &r.missing),
+        ("orphan index rows", &r.orphans),
+        (
+            "unique values held twice (not fixed: change one entity)",
+            &r.duplicates,
+        ),
+    ] {
+        if !lines.is_empty() {
+            out!("{title} ({}):", lines.len());
+            for line in lines {
+                out!("  {line}");
+            }
+        }
+    }
+    if rebuild {
+        out!("repaired {} index rows", r.repaired);
+    } else if r.is_consistent() {
+        out!("consistent");
+    } else {
+        out!(
+            "inconsistent: `leasehold indexes rebuild {}` fixes missing and orphan rows",
+            r.table
+        );
+    }
+}

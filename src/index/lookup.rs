@@ -1,0 +1,275 @@
+//! Lookups through an index: by unique value, by value, by range of values.
+
+use std::ops::{Bound, RangeBounds};
+
+use futures_core::Stream;
+use futures_util::{StreamExt as _, TryStreamExt as _, stream};
+
+use super::{Indexes, target_of, value_key};
+use crate::backend::{QuerySpec, StoredEntity};
+use crate::entity::{Entity, PropertyCodec, Value, Versioned};
+use crate::error::{Error, Result};
+use crate::key::{CompositeKey, KeyPart, RowKey};
+use crate::query::{CmpOp, Column, ColumnValue, Filter};
+use crate::store::Store;
+use crate::table::{Table, versioned};
+
+impl<E: Entity> Table<E> {
+    /// The indexes of `E` and the position of the index on `column`.
+    fn index_on<T>(&self, column: &Column<E, T>, unique: bool) -> Result<(Store, Indexes, usize)>
+    where
+        T: PropertyCodec,
+    {
+        let name = column.name();
+        let type_name = std::any::type_name::<E>();
+        let not_indexed =
+            |why: &str| Error::invalid(format!("column `{name}` of {type_name}"), why.to_owned());
+        let store = self
+            .store
+            .clone()
+            .ok_or_else(|| not_indexed("the table belongs to no store"))?;
+        let Some(indexes) = Indexes::of::<E>(store.tables())? else {
+            return Err(not_indexed(
+                "the type has no indexes; mark the field `#[entity(unique)]` or `#[entity(index)]`",
+            ));
+        };
+        let Some(i) = indexes.defs.iter().position(|d| d.property == name) else {
+            return Err(not_indexed(
+                "the field is not indexed; mark it `#[entity(unique)]` or `#[entity(index)]`",
+            ));
+        };
+        if unique && !indexes.defs[i].unique {
+            return Err(not_indexed(
+                "the index is not unique (`#[entity(index)]`); look values up with `find_by`",
+            ));
+        }
+        Ok((store, indexes, i))
+    }
+
+    /// The entity holding a value of a `#[entity(unique)]` field; `None`
+    /// when no entity holds it. Two reads: the index row, then the entity.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Customers")]
+    /// # struct Customer { #[entity(partition_key)] region: String, #[entity(row_key)] id: String, #[entity(unique)] email: String }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let customers = Store::memory().table::<Customer>();
+    /// customers.insert(Customer { region: "eu".into(), id: "1".into(), email: "ann@example.com".into() }).await?;
+    /// let c = Customer::columns();
+    /// assert_eq!(customers.get_by(c.email, "ann@example.com").await?.map(|v| v.id.clone()), Some("1".into()));
+    /// assert!(customers.get_by(c.email, "bob@example.com").await?.is_none());
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when the column's field is not `#[entity(unique)]`
+    /// or the value has no key form (before any request);
+    /// [`Error::Decode`] when the entity does not decode; backend errors.
+    pub async fn get_by<T: PropertyCodec + KeyPart>(
+        &self,
+        column: Column<E, T>,
+        value: impl ColumnValue<T>,
+    ) -> Result<Option<Versioned<E>>> {
+        let (store, indexes, i) = self.index_on(&column, true)?;
+        let key = key_of(column.name(), &value.into_column_value())?;
+        let def = &indexes.defs[i];
+        let ipk = indexes.partition(def, &key)?;
+        store.ensure_table(&indexes.index_table).await?;
+        let Some(row) = store
+            .backend()
+            .get(&indexes.index_table, &ipk, &RowKey::new("")?)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let Some(entity) = holder(&store, &indexes, i, &key, &row).await? else {
+            return Ok(None);
+        };
+        versioned(entity).map(Some)
+    }
+
+    /// Every entity whose `#[entity(index)]` (or `unique`) field holds
+    /// `value`, as a stream: one query of the value's index partition per
+    /// page, and one read per entity.
+    ///
+    /// # Errors
+    /// Through the stream, which ends after the first one:
+    /// [`Error::Invalid`] when the field is not indexed or the value has no
+    /// key form; [`Error::Decode`]; backend errors.
+    pub fn find_by<T: PropertyCodec + KeyPart>(
+        &self,
+        column: Column<E, T>,
+        value: impl ColumnValue<T>,
+    ) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
+        let value = value.into_column_value();
+        let start = self
+            .index_on(&column, false)
+            .and_then(|(store, indexes, i)| {
+                let key = key_of(column.name(), &value)?;
+                let ipk = indexes.partition(&indexes.defs[i], &key)?;
+                let filter = Filter::compare(
+                    "PartitionKey",
+                    CmpOp::Eq,
+                    Value::String(ipk.as_str().to_owned()),
+                );
+                Ok((store, indexes, i, filter))
+            });
+        lookup_stream::<E>(start)
+    }
+
+    /// Every entity whose indexed field holds a value in `range`, in value
+    /// order, as a stream (the key form of values keeps their order, so a
+    /// range of values is a range of index partitions).
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// # use leasehold::stream::TryStreamExt as _;
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "People")]
+    /// # struct Person { #[entity(partition_key)] team: String, #[entity(row_key)] name: String, #[entity(index)] age: i64 }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let people = Store::memory().table::<Person>();
+    /// for (name, age) in [("a", 7), ("b", -3), ("c", 40), ("d", 12)] {
+    ///     people.insert(Person { team: "t".into(), name: name.into(), age }).await?;
+    /// }
+    /// let c = Person::columns();
+    /// let young: Vec<_> = people.find_range(c.age, -5..=12).try_collect().await?;
+    /// let names: Vec<&str> = young.iter().map(|p| p.name.as_str()).collect();
+    /// assert_eq!(names, ["b", "a", "d"]);
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Table::find_by`].
+    pub fn find_range<T: PropertyCodec + KeyPart, R: RangeBounds<T>>(
+        &self,
+        column: Column<E, T>,
+        range: R,
+    ) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
+        let bound =
+            |b: Bound<&T>, included: CmpOp, excluded: CmpOp| -> Result<Option<(CmpOp, String)>> {
+                Ok(match b {
+                    Bound::Included(v) => Some((included, key_of(column.name(), v)?)),
+                    Bound::Excluded(v) => Some((excluded, key_of(column.name(), v)?)),
+                    Bound::Unbounded => None,
+                })
+            };
+        let lo = bound(range.start_bound(), CmpOp::Ge, CmpOp::Gt);
+        let hi = bound(range.end_bound(), CmpOp::Le, CmpOp::Lt);
+        let start = self
+            .index_on(&column, false)
+            .and_then(|(store, indexes, i)| {
+                let def = &indexes.defs[i];
+                let pk = |key: &str| -> Result<Value> {
+                    Ok(Value::String(
+                        indexes.partition(def, key)?.as_str().to_owned(),
+                    ))
+                };
+                let low = match lo? {
+                    Some((op, key)) => Filter::compare("PartitionKey", op, pk(&key)?),
+                    None => Filter::compare("PartitionKey", CmpOp::Ge, pk("")?),
+                };
+                let high = match hi? {
+                    Some((op, key)) => Filter::compare("PartitionKey", op, pk(&key)?),
+                    // Every partition of this index starts with the property
+                    // and the separator; the next character bounds them.
+                    None => Filter::compare(
+                        "PartitionKey",
+                        CmpOp::Lt,
+                        Value::String(format!("{}!", CompositeKey::join([def.property.as_str()]))),
+                    ),
+                };
+                Ok((store, indexes, i, low.and(high)))
+            });
+        lookup_stream::<E>(start)
+    }
+}
+
+/// The key form of a column value.
+fn key_of<T: PropertyCodec>(name: &str, value: &T) -> Result<String> {
+    let what = || format!("lookup value for `{name}`");
+    match value.encode() {
+        Ok(Some(v)) => value_key(&v).map_err(|why| Error::invalid(what(), why)),
+        Ok(None) => Err(Error::invalid(
+            what(),
+            "an absent value has no index row; look up a present value",
+        )),
+        Err(e) => Err(Error::invalid(what(), e.0)),
+    }
+}
+
+/// The entity an index row points at, if it still holds the row's value
+/// (a row left by a writer outside leasehold may point at an entity that
+/// does not).
+async fn holder(
+    store: &Store,
+    indexes: &Indexes,
+    i: usize,
+    key: &str,
+    row: &StoredEntity,
+) -> Result<Option<StoredEntity>> {
+    let Some((pk, rk)) = target_of(&row.data) else {
+        return Ok(None);
+    };
+    store.ensure_table(&indexes.table).await?;
+    let Some(entity) = store.backend().get(&indexes.table, &pk, &rk).await? else {
+        return Ok(None);
+    };
+    let holds = indexes.keys(Some(&entity.data.properties))?[i]
+        .as_ref()
+        .is_some_and(|k| k.key == key);
+    Ok(holds.then_some(entity))
+}
+
+/// The value key of an index row, from its partition key.
+fn row_key_form(row: &StoredEntity) -> Option<String> {
+    let mut parts = CompositeKey::split(row.data.partition_key.as_str()).ok()?;
+    (parts.len() == 2).then(|| parts.swap_remove(1))
+}
+
+type Start = Result<(Store, Indexes, usize, Filter)>;
+
+/// The entities of the index rows `filter` selects, page after page.
+fn lookup_stream<E: Entity>(
+    start: Start,
+) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
+    let start = start.map(|(store, indexes, i, filter)| {
+        let spec = QuerySpec {
+            filter: Some(filter),
+            select: None,
+            top: None,
+            continuation: None,
+        };
+        (store, indexes, i, spec)
+    });
+    stream::try_unfold(Some(start), |state| async move {
+        let Some(start) = state else {
+            return Ok(None);
+        };
+        let (store, indexes, i, mut spec) = start?;
+        store.ensure_table(&indexes.index_table).await?;
+        let page = store.backend().query(&indexes.index_table, &spec).await?;
+        let mut items: Vec<Result<Versioned<E>>> = Vec::new();
+        for row in &page.entities {
+            let Some(key) = row_key_form(row) else {
+                continue;
+            };
+            if let Some(entity) = holder(&store, &indexes, i, &key, row).await? {
+                items.push(versioned(entity));
+            }
+        }
+        if let Some(failed) = items.iter().position(Result::is_err) {
+            items.truncate(failed + 1);
+            return Ok(Some((stream::iter(items), None)));
+        }
+        let next = page.continuation.map(|c| {
+            spec.continuation = Some(c);
+            Ok((store, indexes, i, spec))
+        });
+        Ok(Some((stream::iter(items), next)))
+    })
+    .try_flatten()
+    .boxed()
+}

@@ -1,0 +1,416 @@
+//! Declarative indexes: `#[entity(unique)]` and `#[entity(index)]`.
+//!
+//! A field marked `#[entity(unique)]` holds a value no two entities of the
+//! type share; one marked `#[entity(index)]` is looked up by value. Every
+//! write through [`Table`](crate::Table) or a [`Unit`](crate::lock::Unit)
+//! keeps the index rows together with the entity, all or nothing, and a
+//! duplicate is refused before anything is stored.
+//!
+//! ```
+//! use leasehold::{Entity, ErrorKind, Store};
+//!
+//! #[derive(Entity, Debug, Clone, PartialEq)]
+//! #[entity(table = "Customers")]
+//! struct Customer {
+//!     #[entity(partition_key)] region: String,
+//!     #[entity(row_key)] id: String,
+//!     #[entity(unique)] email: String,
+//!     #[entity(index)] city: Option<String>,
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! let customers = Store::memory().table::<Customer>();
+//! let c = Customer::columns();
+//! customers.insert(Customer { region: "eu".into(), id: "1".into(),
+//!     email: "ann@example.com".into(), city: Some("Oslo".into()) }).await?;
+//! let dup = customers.insert(Customer { region: "us".into(), id: "2".into(),
+//!     email: "ann@example.com".into(), city: None }).await;
+//! assert_eq!(dup.unwrap_err().kind(), ErrorKind::AlreadyExists); // nothing stored
+//!
+//! let ann = customers.get_by(c.email, "ann@example.com").await?.expect("indexed");
+//! assert_eq!(ann.id, "1");
+//! use leasehold::stream::TryStreamExt as _;
+//! let in_oslo: Vec<_> = customers.find_by(c.city, "Oslo").try_collect().await?;
+//! assert_eq!(in_oslo.len(), 1);
+//! # Ok::<(), leasehold::Error>(()) }).unwrap();
+//! ```
+//!
+//! # Storage layout
+//!
+//! * The index rows of entity type `E` live in their own table, named
+//!   `E::TABLE` followed by `Idx` (with the store's table prefix), so
+//!   queries of the entity's table never meet them.
+//! * The **partition key** of an index row is the composite key
+//!   ([`CompositeKey`]) of the property name and
+//!   the value's key form, so every value has its own partition (and its
+//!   own partition lock). The key form keeps order, so the partitions of
+//!   one index sort as their values do and a range of values is a range of
+//!   partition keys: strings stand for themselves, integers (`Edm.Int32`
+//!   and `Edm.Int64` alike) are the sign-flipped 20-digit decimal form of
+//!   `i64`, date-times are UTC with seven fractional digits, GUIDs are
+//!   lowercase hyphenated. A field whose type has no key form
+//!   ([`KeyPart`]) cannot be indexed (a compile error).
+//! * A **unique** index row has the empty row key, so the service itself
+//!   refuses a second row for a value; a **non-unique** one has the
+//!   composite key of the entity's partition and row keys. Both carry the
+//!   entity's keys in `EntityPartitionKey` and `EntityRowKey`.
+//! * An absent value (a `None` field) has no index row: any number of
+//!   entities may leave a unique field empty.
+//! * The partition `~indexes` of the index table describes the indexes (one
+//!   row per indexed property, `Unique` true or false), written once per
+//!   process and store by the first indexed write, so that the operator
+//!   command can verify a table without the Rust type.
+//!
+//! # Writes
+//!
+//! A write that changes an indexed value (or inserts or deletes an entity
+//! with one) is a unit of work ([`Store::lock_many`](crate::Store::lock_many))
+//! over the entity's partition and the partition of every index value it
+//! frees or claims: the old value's row is deleted (conditioned on its
+//! ETag), the new value's inserted. The unit's journalled commit makes the
+//! entity and its index rows one all-or-nothing change, and a process dying
+//! half-way is rolled forward by the next holder of any of those locks, so
+//! there is never an orphan or a missing index row. Every writer of a value
+//! holds its partition's lock, so the unit's read of a unique row is the
+//! truth: a value held by another entity is refused with
+//! [`Error::AlreadyExists`] naming the type,
+//! field and value, before any write. A unique row pointing at an entity
+//! that no longer holds the value (left by a writer outside leasehold) is
+//! taken over.
+//!
+//! Writes through a [`Unit`](crate::lock::Unit) stage the entity as usual;
+//! the commit adds the index rows. The unit must hold the index partitions
+//! it touches: [`Table::index_partitions`](crate::Table::index_partitions)
+//! names those of a value, to pass to `lock_many` with the entity's. A
+//! [`Batch`](crate::table::Batch) of an indexed type is refused: it cannot
+//! span the index partitions.
+//!
+//! A write that leaves every indexed value as it is (a replace or merge of
+//! a value read through leasehold, whose stored properties are known) is the
+//! plain single write, one request.
+//!
+//! # Cost per write
+//!
+//! The index rows always live in another partition and table than the
+//! entity (a query of the entity's table must not see them), so an indexed
+//! write is never a single entity-group transaction: with one index value
+//! claimed and none freed (an insert), it takes two locks and costs 2
+//! acquires, 2 lock-blob reads, a read of the entity's row (an existing
+//! entity is refused before anything is written) and of the index row, an
+//! intent, the journal, 2 transactions, the journal clear, the intent clear,
+//! 2 releases, and a read of the entity after the commit for its new ETag:
+//! 15 requests against 1 for the plain insert (plus one lock-blob metadata
+//! write per lock last held by another process). A value change adds a
+//! third locked and written partition and the old index row's read: 22
+//! requests. A delete costs 14 (no read-back). Each further index value a
+//! write claims or frees adds its partition the same way (a lock, a read,
+//! an intent and its clear, a transaction). The benchmark
+//! (`benches/compare`, section `indexes`) measures the latency next to the
+//! plain write.
+
+pub(crate) mod def;
+mod lookup;
+mod verify;
+mod write;
+
+use std::sync::{Arc, Mutex, Weak};
+
+pub use verify::IndexReport;
+pub(crate) use write::{IndexedWrite, route};
+
+use crate::entity::{EntityData, Properties, Value};
+use crate::error::{Error, Result};
+use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey, TableName};
+use crate::store::Store;
+use crate::table::TableEnv;
+
+/// The suffix of an index table's name.
+pub(crate) const TABLE_SUFFIX: &str = "Idx";
+/// The property of an index row holding the entity's partition key.
+pub(crate) const ENTITY_PK: &str = "EntityPartitionKey";
+/// The property of an index row holding the entity's row key.
+pub(crate) const ENTITY_RK: &str = "EntityRowKey";
+/// The partition of an index table describing its indexes.
+pub(crate) const DEFS_PARTITION: &str = "~indexes";
+/// The property of a definition row saying whether the index is unique.
+pub(crate) const UNIQUE: &str = "Unique";
+
+/// One index, by stored property.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Def {
+    pub(crate) field: String,
+    pub(crate) property: String,
+    pub(crate) unique: bool,
+}
+
+/// The indexes of one entity table in one store.
+#[derive(Debug, Clone)]
+pub(crate) struct Indexes {
+    /// The entity's type (or table) name, for messages.
+    pub(crate) type_name: String,
+    /// The entity table.
+    pub(crate) table: TableName,
+    /// The index table.
+    pub(crate) index_table: TableName,
+    pub(crate) defs: Vec<Def>,
+}
+
+/// The key form of a stored value in an index (see the module docs), or
+/// why it has none.
+pub(crate) fn value_key(value: &Value) -> std::result::Result<String, String> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Int32(v) => Ok(i64::from(*v).to_key()),
+        Value::Int64(v) => Ok(v.to_key()),
+        Value::Guid(g) => Ok(g.to_key()),
+        Value::DateTime(t) => Ok(t.to_key()),
+        other => Err(format!(
+            "an {} value has no key form; index strings, integers, GUIDs or date-times",
+            other.edm_type()
+        )),
+    }
+}
+
+/// A value as error messages show it.
+pub(crate) fn show(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("{s:?}"),
+        Value::Int32(v) => v.to_string(),
+        Value::Int64(v) => v.to_string(),
+        Value::Guid(g) => g.to_string(),
+        Value::DateTime(t) => crate::datetime::format(*t),
+        other => format!("{other:?}"),
+    }
+}
+
+/// An index value of one entity: the value and its key form.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Key {
+    pub(crate) value: Value,
+    pub(crate) key: String,
+}
+
+impl Indexes {
+    /// The indexes of `E` in `store`; `None` when it has none.
+    pub(crate) fn of<E: crate::entity::Entity>(tables: &TableEnv) -> Result<Option<Indexes>> {
+        if E::INDEXES.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Indexes {
+            type_name: short_type_name::<E>(),
+            table: tables.table_name(E::TABLE)?,
+            index_table: tables.table_name(&format!("{}{TABLE_SUFFIX}", E::TABLE))?,
+            defs: E::INDEXES
+                .iter()
+                .map(|d| Def {
+                    field: d.field.to_owned(),
+                    property: d.property.to_owned(),
+                    unique: d.unique,
+                })
+                .collect(),
+        }))
+    }
+
+    /// The index values of an entity's stored properties, one per index
+    /// (`None`: absent, no index row).
+    pub(crate) fn keys(&self, properties: Option<&Properties>) -> Result<Vec<Option<Key>>> {
+        self.defs
+            .iter()
+            .map(|def| match properties.and_then(|p| p.get(&def.property)) {
+                None => Ok(None),
+                Some(value) => value_key(value)
+                    .map(|key| {
+                        Some(Key {
+                            value: value.clone(),
+                            key,
+                        })
+                    })
+                    .map_err(|why| {
+                        Error::invalid(
+                            format!("indexed property `{}` of {}", def.property, self.type_name),
+                            why,
+                        )
+                    }),
+            })
+            .collect()
+    }
+
+    /// The partition of index `def`'s row for a value of key form `key`.
+    pub(crate) fn partition(&self, def: &Def, key: &str) -> Result<PartitionKey> {
+        PartitionKey::new(CompositeKey::join([def.property.as_str(), key])).map_err(|e| {
+            Error::invalid(
+                format!("{}.{} index value", self.type_name, def.field),
+                format!("its index partition key is not a valid key: {e}"),
+            )
+        })
+    }
+
+    /// The row key of index `def`'s row for the entity `(pk, rk)`.
+    pub(crate) fn row(def: &Def, pk: &PartitionKey, rk: &RowKey) -> Result<RowKey> {
+        if def.unique {
+            RowKey::new("")
+        } else {
+            RowKey::new(CompositeKey::join([pk.as_str(), rk.as_str()]))
+        }
+    }
+
+    /// The stored form of an index row pointing at entity `(pk, rk)`.
+    pub(crate) fn row_data(
+        ipk: PartitionKey,
+        irk: RowKey,
+        pk: &PartitionKey,
+        rk: &RowKey,
+    ) -> EntityData {
+        let mut properties = Properties::with_capacity(2);
+        properties.insert_static(ENTITY_PK, Value::String(pk.as_str().to_owned()));
+        properties.insert_static(ENTITY_RK, Value::String(rk.as_str().to_owned()));
+        EntityData {
+            partition_key: ipk,
+            row_key: irk,
+            properties,
+        }
+    }
+
+    /// The index partitions of an entity's indexed values.
+    pub(crate) fn partitions_of(&self, keys: &[Option<Key>]) -> Result<Vec<PartitionKey>> {
+        let mut out = Vec::new();
+        for (def, key) in self.defs.iter().zip(keys) {
+            if let Some(key) = key {
+                out.push(self.partition(def, &key.key)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The error refusing a value another entity holds.
+    pub(crate) fn duplicate(
+        &self,
+        def: &Def,
+        value: &Value,
+        holder: Option<(PartitionKey, RowKey)>,
+    ) -> Error {
+        let held = match &holder {
+            Some((pk, rk)) => format!(
+                " (held by the entity at ({:?}, {:?}))",
+                pk.as_str(),
+                rk.as_str()
+            ),
+            None => String::new(),
+        };
+        Error::AlreadyExists {
+            what: format!(
+                "{}.{} = {}: the field is unique and the value is taken{held}",
+                self.type_name,
+                def.field,
+                show(value)
+            ),
+            code: Some("UniqueValueTaken".into()),
+            table: Some(self.table.as_str().to_owned()),
+            row: holder.map(Box::new),
+        }
+    }
+}
+
+/// The entity keys an index row points at.
+pub(crate) fn target_of(data: &EntityData) -> Option<(PartitionKey, RowKey)> {
+    let text = |name: &str| match data.properties.get(name) {
+        Some(Value::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let pk = PartitionKey::new(text(ENTITY_PK)?).ok()?;
+    let rk = RowKey::new(text(ENTITY_RK)?).ok()?;
+    Some((pk, rk))
+}
+
+/// `E`'s name without its module path.
+fn short_type_name<E>() -> String {
+    let full = std::any::type_name::<E>();
+    full.rsplit("::").next().unwrap_or(full).to_owned()
+}
+
+/// The index tables whose definition rows this process wrote, per store.
+static DEFS_WRITTEN: Mutex<Vec<(Weak<TableEnv>, TableName)>> = Mutex::new(Vec::new());
+
+/// Writes the definition rows of `indexes` (see the module docs) unless
+/// this process already did for this store; creates the index table.
+pub(crate) async fn ensure_defs(store: &Store, indexes: &Indexes) -> Result<()> {
+    let env = Arc::downgrade(store.tables());
+    let known = {
+        let mut written = DEFS_WRITTEN.lock().unwrap_or_else(|p| p.into_inner());
+        written.retain(|(w, _)| w.strong_count() > 0);
+        written
+            .iter()
+            .any(|(w, t)| Weak::ptr_eq(w, &env) && t == &indexes.index_table)
+    };
+    if known {
+        return Ok(());
+    }
+    store.ensure_table(&indexes.index_table).await?;
+    let pk = PartitionKey::new(DEFS_PARTITION)?;
+    let ops: Vec<crate::backend::TableOp> = indexes
+        .defs
+        .iter()
+        .map(|def| {
+            let mut properties = Properties::with_capacity(2);
+            properties.insert_static(UNIQUE, Value::Boolean(def.unique));
+            properties.insert("Field", Value::String(def.field.clone()));
+            Ok(crate::backend::TableOp::Replace(
+                EntityData {
+                    partition_key: pk.clone(),
+                    row_key: RowKey::new(def.property.clone())?,
+                    properties,
+                },
+                crate::backend::Precondition::Upsert,
+            ))
+        })
+        .collect::<Result<_>>()?;
+    store.backend().batch(&indexes.index_table, &ops).await?;
+    DEFS_WRITTEN
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push((env, indexes.index_table.clone()));
+    Ok(())
+}
+
+/// Reads the definition rows of the index table of entity table `table`
+/// (unprefixed name); `None` when there are none.
+pub(crate) async fn read_defs(store: &Store, table: &str) -> Result<Option<Indexes>> {
+    let entity_table = store.table_name(table)?;
+    let index_table = store.table_name(&format!("{table}{TABLE_SUFFIX}"))?;
+    let spec = crate::backend::QuerySpec {
+        filter: Some(crate::query::Filter::compare(
+            "PartitionKey",
+            crate::query::CmpOp::Eq,
+            Value::String(DEFS_PARTITION.into()),
+        )),
+        select: None,
+        top: None,
+        continuation: None,
+    };
+    let page = match store.backend().query(&index_table, &spec).await {
+        Ok(page) => page,
+        Err(Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let defs: Vec<Def> = page
+        .entities
+        .iter()
+        .map(|row| Def {
+            property: row.data.row_key.as_str().to_owned(),
+            field: match row.data.properties.get("Field") {
+                Some(Value::String(f)) => f.clone(),
+                _ => row.data.row_key.as_str().to_owned(),
+            },
+            unique: matches!(row.data.properties.get(UNIQUE), Some(Value::Boolean(true))),
+        })
+        .collect();
+    if defs.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Indexes {
+        type_name: table.to_owned(),
+        table: entity_table,
+        index_table,
+        defs,
+    }))
+}

@@ -1,0 +1,433 @@
+//! Verifying and rebuilding the index rows of a table: finding (and
+//! fixing) the orphan and missing rows that writers outside leasehold leave.
+
+use std::collections::BTreeMap;
+
+use super::{DEFS_PARTITION, Indexes, read_defs, target_of};
+use crate::backend::{Precondition, QuerySpec, StoredEntity, TableOp};
+use crate::entity::{Entity, Value};
+use crate::error::{Error, Result};
+use crate::key::{PartitionKey, RowKey, TableName};
+use crate::store::Store;
+use crate::table::Table;
+
+/// What [`Store::verify_indexes`] found, or [`Store::rebuild_indexes`]
+/// found and fixed, in the index rows of one table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IndexReport {
+    /// The entity table, as stored (with the store's table prefix).
+    pub table: String,
+    /// Entities read.
+    pub entities: u64,
+    /// Index rows read.
+    pub index_rows: u64,
+    /// Indexed values with no index row pointing at their entity, one line
+    /// each (type, field, value, entity keys).
+    pub missing: Vec<String>,
+    /// Index rows pointing at no entity holding their value, one line each.
+    pub orphans: Vec<String>,
+    /// Values of unique fields held by several entities (left by writers
+    /// outside leasehold; not fixed: one entity must change), one line each.
+    pub duplicates: Vec<String>,
+    /// Index rows written or deleted by a rebuild.
+    pub repaired: u64,
+}
+
+impl IndexReport {
+    /// Whether nothing is missing, orphaned or duplicated.
+    pub fn is_consistent(&self) -> bool {
+        self.missing.is_empty() && self.orphans.is_empty() && self.duplicates.is_empty()
+    }
+}
+
+/// An index row that should exist: its keys and the entity it points at.
+#[derive(Debug, Clone)]
+struct Expected {
+    def: usize,
+    value: Value,
+    key: String,
+    entity: (PartitionKey, RowKey),
+}
+
+/// A problem found, with what it takes to fix it.
+enum Problem {
+    Missing(Expected),
+    Orphan {
+        row: StoredEntity,
+        def: Option<usize>,
+    },
+}
+
+/// Every row of `table` (but the definitions partition), page after page.
+async fn scan(
+    store: &Store,
+    table: &TableName,
+    select: Option<Vec<String>>,
+    mut each: impl FnMut(StoredEntity),
+) -> Result<()> {
+    let mut spec = QuerySpec {
+        filter: None,
+        select,
+        top: Some(QuerySpec::MAX_PAGE_SIZE),
+        continuation: None,
+    };
+    loop {
+        let page = match store.backend().query(table, &spec).await {
+            Ok(page) => page,
+            Err(Error::NotFound { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for row in page.entities {
+            if row.data.partition_key.as_str() != DEFS_PARTITION {
+                each(row);
+            }
+        }
+        match page.continuation {
+            Some(c) => spec.continuation = Some(c),
+            None => return Ok(()),
+        }
+    }
+}
+
+fn show_entity(e: &(PartitionKey, RowKey)) -> String {
+    format!("({:?}, {:?})", e.0.as_str(), e.1.as_str())
+}
+
+async fn check(
+    store: &Store,
+    indexes: &Indexes,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(IndexReport, Vec<Problem>)> {
+    let mut report = IndexReport {
+        table: indexes.table.as_str().to_owned(),
+        ..IndexReport::default()
+    };
+    let mut scanned = 0u64;
+    // Index row keys -> the entities that should have it.
+    let mut expected: BTreeMap<(PartitionKey, RowKey), Vec<Expected>> = BTreeMap::new();
+    let mut failed: Option<Error> = None;
+    let select: Vec<String> = indexes.defs.iter().map(|d| d.property.clone()).collect();
+    scan(store, &indexes.table, Some(select), |row| {
+        report.entities += 1;
+        scanned += 1;
+        progress(scanned);
+        let entity = (row.data.partition_key.clone(), row.data.row_key.clone());
+        let keys = match indexes.keys(Some(&row.data.properties)) {
+            Ok(keys) => keys,
+            Err(e) => {
+                failed.get_or_insert(e);
+                return;
+            }
+        };
+        for (def_i, key) in keys.into_iter().enumerate() {
+            let Some(key) = key else { continue };
+            let def = &indexes.defs[def_i];
+            let keys = indexes
+                .partition(def, &key.key)
+                .and_then(|ipk| Ok((ipk, Indexes::row(def, &entity.0, &entity.1)?)));
+            match keys {
+                Ok(k) => expected.entry(k).or_default().push(Expected {
+                    def: def_i,
+                    value: key.value,
+                    key: key.key,
+                    entity: entity.clone(),
+                }),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+    })
+    .await?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let mut actual: BTreeMap<(PartitionKey, RowKey), StoredEntity> = BTreeMap::new();
+    scan(store, &indexes.index_table, None, |row| {
+        report.index_rows += 1;
+        scanned += 1;
+        progress(scanned);
+        actual.insert(
+            (row.data.partition_key.clone(), row.data.row_key.clone()),
+            row,
+        );
+    })
+    .await?;
+
+    let mut problems = Vec::new();
+    for (keys, holders) in &expected {
+        let def = &indexes.defs[holders[0].def];
+        let describe = |e: &Expected| {
+            format!(
+                "{}.{} = {} of entity {}",
+                indexes.type_name,
+                def.field,
+                super::show(&e.value),
+                show_entity(&e.entity)
+            )
+        };
+        if holders.len() > 1 {
+            let list: Vec<String> = holders.iter().map(|h| show_entity(&h.entity)).collect();
+            report.duplicates.push(format!(
+                "{}.{} = {} is held by {} entities: {}",
+                indexes.type_name,
+                def.field,
+                super::show(&holders[0].value),
+                holders.len(),
+                list.join(", ")
+            ));
+        }
+        let row = actual.get(keys);
+        let ok = row
+            .and_then(|r| target_of(&r.data))
+            .is_some_and(|t| holders.iter().any(|h| h.entity == t));
+        if !ok {
+            report.missing.push(describe(&holders[0]));
+            problems.push(Problem::Missing(holders[0].clone()));
+        }
+    }
+    for (keys, row) in actual {
+        let target = target_of(&row.data);
+        let def = crate::key::CompositeKey::split(keys.0.as_str())
+            .ok()
+            .and_then(|parts| {
+                indexes
+                    .defs
+                    .iter()
+                    .position(|d| parts.first().is_some_and(|p| p == &d.property))
+            });
+        let wanted = expected.get(&keys).is_some_and(|hs| {
+            target
+                .as_ref()
+                .is_some_and(|t| hs.iter().any(|h| &h.entity == t))
+        });
+        if !wanted {
+            // A unique row pointing at a non-holder was counted as missing
+            // for the holder; the fix overwrites it.
+            if def.is_some_and(|d| indexes.defs[d].unique) && expected.contains_key(&keys) {
+                continue;
+            }
+            report.orphans.push(format!(
+                "index row ({:?}, {:?}) points at {}, which does not hold its value",
+                keys.0.as_str(),
+                keys.1.as_str(),
+                target
+                    .as_ref()
+                    .map_or_else(|| "no entity".to_owned(), show_entity)
+            ));
+            problems.push(Problem::Orphan { row, def });
+        }
+    }
+    Ok((report, problems))
+}
+
+/// Whether the entity `(pk, rk)` holds key form `key` of index `def` now.
+async fn holds(
+    store: &Store,
+    indexes: &Indexes,
+    def: usize,
+    key: &str,
+    entity: &(PartitionKey, RowKey),
+) -> Result<bool> {
+    Ok(
+        match store
+            .backend()
+            .get(&indexes.table, &entity.0, &entity.1)
+            .await?
+        {
+            Some(s) => indexes.keys(Some(&s.data.properties))?[def]
+                .as_ref()
+                .is_some_and(|k| k.key == key),
+            None => false,
+        },
+    )
+}
+
+/// Fixes one problem under the locks of the partitions involved,
+/// re-checking it there (leasehold writers may have fixed or changed it
+/// since the scan). Returns whether a row was written.
+async fn fix(store: &Store, indexes: &Indexes, problem: Problem) -> Result<bool> {
+    match problem {
+        Problem::Missing(e) => {
+            let def = &indexes.defs[e.def];
+            let ipk = indexes.partition(def, &e.key)?;
+            let irk = Indexes::row(def, &e.entity.0, &e.entity.1)?;
+            let unit = store.lock_many([e.entity.0.clone(), ipk.clone()]).await?;
+            let result = async {
+                if !holds(store, indexes, e.def, &e.key, &e.entity).await? {
+                    return Ok(false);
+                }
+                let row = store
+                    .backend()
+                    .get(&indexes.index_table, &ipk, &irk)
+                    .await?;
+                let data = Indexes::row_data(ipk.clone(), irk.clone(), &e.entity.0, &e.entity.1);
+                let op = match row {
+                    None => TableOp::Insert(data),
+                    Some(r) => {
+                        let target = target_of(&r.data);
+                        if target.as_ref() == Some(&e.entity) {
+                            return Ok(false);
+                        }
+                        if let Some(t) = &target {
+                            if holds(store, indexes, e.def, &e.key, t).await? {
+                                return Ok(false);
+                            }
+                        }
+                        TableOp::Replace(data, Precondition::IfMatch(r.etag))
+                    }
+                };
+                store.backend().execute(&indexes.index_table, &op).await?;
+                Ok(true)
+            }
+            .await;
+            unit.abandon().await?;
+            result
+        }
+        Problem::Orphan { row, def } => {
+            let ipk = row.data.partition_key.clone();
+            let irk = row.data.row_key.clone();
+            let unit = store.lock(ipk.clone()).await?;
+            let result = async {
+                let Some(now) = store
+                    .backend()
+                    .get(&indexes.index_table, &ipk, &irk)
+                    .await?
+                else {
+                    return Ok(false);
+                };
+                if let (Some(def), Some(target)) = (def, target_of(&now.data)) {
+                    let key = crate::key::CompositeKey::split(ipk.as_str())
+                        .ok()
+                        .and_then(|mut p| (p.len() == 2).then(|| p.swap_remove(1)));
+                    if let Some(key) = key {
+                        if holds(store, indexes, def, &key, &target).await? {
+                            return Ok(false);
+                        }
+                    }
+                }
+                store
+                    .backend()
+                    .execute(
+                        &indexes.index_table,
+                        &TableOp::Delete {
+                            partition_key: ipk.clone(),
+                            row_key: irk.clone(),
+                            if_match: Some(now.etag),
+                        },
+                    )
+                    .await?;
+                Ok(true)
+            }
+            .await;
+            unit.abandon().await?;
+            result
+        }
+    }
+}
+
+async fn defs_of(store: &Store, table: &str) -> Result<Indexes> {
+    read_defs(store, table).await?.ok_or_else(|| Error::NotFound {
+        what: format!(
+            "index definitions of table `{table}` (table `{table}{}`, partition `{DEFS_PARTITION}`): no indexed entity was written to it through leasehold",
+            super::TABLE_SUFFIX
+        ),
+        code: None,
+        table: Some(format!("{table}{}", super::TABLE_SUFFIX)),
+        row: None,
+    })
+}
+
+impl Store {
+    /// Reads entity table `table` (its name without the store's table
+    /// prefix) and its index table, and reports index rows that are
+    /// missing or orphaned, and unique values held twice. Read-only.
+    /// `progress` is called with the number of rows read so far.
+    ///
+    /// The indexes are those the table's index table describes (see
+    /// [`crate::Table::get_by`] and the layout in the README); with the
+    /// entity type at hand, [`Table::verify_indexes`] needs no description.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the table has no index descriptions (no
+    /// indexed entity was ever written through leasehold);
+    /// [`Error::Invalid`] for an indexed property holding a value with no
+    /// key form; backend errors.
+    pub async fn verify_indexes(
+        &self,
+        table: &str,
+        mut progress: impl FnMut(u64),
+    ) -> Result<IndexReport> {
+        let indexes = defs_of(self, table).await?;
+        Ok(check(self, &indexes, &mut progress).await?.0)
+    }
+
+    /// As [`Store::verify_indexes`], then fixes what it found: a missing row
+    /// is written and an orphan deleted, each under the partition locks a
+    /// leasehold write of it takes, after checking again that the problem
+    /// is still there. Duplicated unique values are reported, not fixed.
+    /// Running it again finds nothing to fix.
+    ///
+    /// # Errors
+    /// As [`Store::verify_indexes`]; lock and backend errors of a fix (the
+    /// fixes before it stay).
+    pub async fn rebuild_indexes(
+        &self,
+        table: &str,
+        mut progress: impl FnMut(u64),
+    ) -> Result<IndexReport> {
+        let indexes = defs_of(self, table).await?;
+        rebuild(self, &indexes, &mut progress).await
+    }
+}
+
+async fn rebuild(
+    store: &Store,
+    indexes: &Indexes,
+    progress: &mut dyn FnMut(u64),
+) -> Result<IndexReport> {
+    let (mut report, problems) = check(store, indexes, progress).await?;
+    for problem in problems {
+        if fix(store, indexes, problem).await? {
+            report.repaired += 1;
+        }
+    }
+    Ok(report)
+}
+
+impl<E: Entity> Table<E> {
+    /// As [`Store::verify_indexes`] for this table, with `E`'s indexes.
+    ///
+    /// # Errors
+    /// As [`Store::verify_indexes`]; [`Error::Invalid`] when `E` has no
+    /// indexes.
+    pub async fn verify_indexes(&self) -> Result<IndexReport> {
+        let (store, indexes) = self.indexes_of()?;
+        super::ensure_defs(&store, &indexes).await?;
+        Ok(check(&store, &indexes, &mut |_| {}).await?.0)
+    }
+
+    /// As [`Store::rebuild_indexes`] for this table, with `E`'s indexes.
+    ///
+    /// # Errors
+    /// As [`Store::rebuild_indexes`]; [`Error::Invalid`] when `E` has no
+    /// indexes.
+    pub async fn rebuild_indexes(&self) -> Result<IndexReport> {
+        let (store, indexes) = self.indexes_of()?;
+        super::ensure_defs(&store, &indexes).await?;
+        rebuild(&store, &indexes, &mut |_| {}).await
+    }
+
+    fn indexes_of(&self) -> Result<(Store, Indexes)> {
+        let no = || {
+            Error::invalid(
+                std::any::type_name::<E>(),
+                "has no indexes; mark fields `#[entity(unique)]` or `#[entity(index)]`",
+            )
+        };
+        let store = self.store.clone().ok_or_else(no)?;
+        let indexes = Indexes::of::<E>(store.tables())?.ok_or_else(no)?;
+        Ok((store, indexes))
+    }
+}

@@ -1,0 +1,213 @@
+//! Taking the locks of a unit: in canonical order, giving everything back on
+//! any failure, and resolving what earlier holders left pending (a journal
+//! is rolled forward; an intent is resolved through its primary) before
+//! user code sees a partition.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::Instrument as _;
+
+use super::journal::{Journal, LockRecord};
+use super::name::lock_name;
+use super::roll_forward::{RollForwardReport, roll_back, roll_forward};
+use crate::error::{Error, Result};
+use crate::key::PartitionKey;
+use crate::lease::{LeaseGuard, LeaseName};
+use crate::store::Store;
+
+/// How many times taking a set of locks may have to give them back to
+/// resolve an intent through its primary before giving up. Each round
+/// resolves one intent for good, so only a storm of crashing commits
+/// could use them up.
+const MAX_ROUNDS: usize = 16;
+
+/// What taking one lock found.
+enum Found {
+    /// Nothing pending, or a journal rolled forward (its report).
+    Ready(Option<RollForwardReport>),
+    /// An intent whose primary this acquisition does not hold: the locks
+    /// must be given back and the primary resolved first.
+    Detour { primary: PartitionKey, txn: String },
+}
+
+/// Takes the locks of `targets` (sorted by lock name, distinct) one after
+/// the other, waiting up to `timeout` in all (`None`: not at all, and a held
+/// lock ends with `Ok(None)`). Returns the guards, in `targets` order, and
+/// what was rolled forward.
+///
+/// An intent found in a lock blob points at a commit whose journal is (or
+/// was) in its primary partition, which comes earlier in canonical order.
+/// When the primary is among the locks already taken, its journal was rolled
+/// forward on taking it, so the intent is stale and is cleared. Otherwise the
+/// locks taken are given back (taking the primary now would break the
+/// order), the primary is taken alone and its journal rolled forward, and
+/// the round starts over, clearing the intent when it is met again.
+///
+/// # Errors
+/// [`Error::Timeout`] when a lock stays held; the errors of taking a lock or
+/// rolling a journal forward; [`Error::Inconsistent`] when the rounds run
+/// out. Every lock taken is given back first.
+pub(super) async fn take_all(
+    store: &Store,
+    targets: &[(LeaseName, PartitionKey)],
+    timeout: Option<Duration>,
+) -> Result<Option<(Vec<LeaseGuard>, Option<RollForwardReport>)>> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut resolved: HashSet<(PartitionKey, String)> = HashSet::new();
+    let mut report: Option<RollForwardReport> = None;
+    for _ in 0..MAX_ROUNDS {
+        let mut guards: Vec<LeaseGuard> = Vec::with_capacity(targets.len());
+        let mut detour = None;
+        for (i, (name, pk)) in targets.iter().enumerate() {
+            let guard = match take(store, name, deadline).await {
+                Ok(Some(guard)) => guard,
+                Ok(None) => {
+                    give_back(guards).await;
+                    return Ok(None);
+                }
+                Err(e) => {
+                    give_back(guards).await;
+                    return Err(e);
+                }
+            };
+            let held = &targets[..i];
+            let found = resolve_here(store, pk, &guard, held, &resolved).await;
+            guards.push(guard);
+            match found {
+                Ok(Found::Ready(r)) => add(&mut report, r),
+                Ok(Found::Detour { primary, txn }) => {
+                    detour = Some((primary, txn));
+                    break;
+                }
+                Err(e) => {
+                    give_back(guards).await;
+                    return Err(e);
+                }
+            }
+        }
+        let Some((primary, txn)) = detour else {
+            return Ok(Some((guards, report)));
+        };
+        give_back(guards).await;
+        tracing::info!(primary = %primary, txn = %txn, "resolving an intent through its primary partition");
+        let name = lock_name(store.table_prefix(), &primary)?;
+        let Some(guard) = take(store, &name, deadline).await? else {
+            return Ok(None);
+        };
+        let r = finish_journal(store, &primary, &guard).await;
+        if let Err(e) = guard.release().await {
+            tracing::warn!(partition = %primary, error = %e, "releasing the primary's lock failed; it will expire");
+        }
+        add(&mut report, r?);
+        // The primary was held here after the commit's writer lost it, so
+        // no journal of that transaction can appear there any more.
+        resolved.insert((primary, txn));
+    }
+    Err(Error::Inconsistent {
+        what: format!(
+            "taking the locks of {} partitions met intents of other commits {MAX_ROUNDS} times in a row",
+            targets.len()
+        ),
+    })
+}
+
+/// Takes one lock: waiting until `deadline`, or trying once without one.
+async fn take(
+    store: &Store,
+    name: &LeaseName,
+    deadline: Option<Instant>,
+) -> Result<Option<LeaseGuard>> {
+    match deadline {
+        Some(deadline) => {
+            let left = deadline.saturating_duration_since(Instant::now());
+            store.locks().acquire(name.as_str(), left).await.map(Some)
+        }
+        None => store.locks().try_acquire(name.as_str()).await,
+    }
+}
+
+/// Gives back locks taken by an acquisition that does not go on.
+async fn give_back(guards: Vec<LeaseGuard>) {
+    for guard in guards.into_iter().rev() {
+        let name = guard.name().clone();
+        if let Err(e) = guard.release().await {
+            tracing::warn!(lock = %name, error = %e, "giving a lock back failed; it will expire");
+        }
+    }
+}
+
+fn add(total: &mut Option<RollForwardReport>, r: Option<RollForwardReport>) {
+    if let Some(r) = r {
+        let t = total.get_or_insert_with(RollForwardReport::default);
+        t.applied += r.applied;
+        t.already_applied += r.already_applied;
+    }
+}
+
+/// Resolves what the lock blob of `pk` (held by `guard`) has pending,
+/// where it can be done without taking another lock.
+async fn resolve_here(
+    store: &Store,
+    pk: &PartitionKey,
+    guard: &LeaseGuard,
+    held: &[(LeaseName, PartitionKey)],
+    resolved: &HashSet<(PartitionKey, String)>,
+) -> Result<Found> {
+    match LockRecord::pending(guard).await? {
+        None => Ok(Found::Ready(None)),
+        Some(LockRecord::Journal(_)) => Ok(Found::Ready(finish_journal(store, pk, guard).await?)),
+        Some(LockRecord::Intent(intent)) => {
+            let primary =
+                PartitionKey::new(&intent.intent_of).map_err(|e| Error::Inconsistent {
+                    what: format!(
+                        "the intent in the lock of partition {pk:?} names a bad primary: {e}"
+                    ),
+                })?;
+            let primary_held = held.iter().any(|(_, p)| p == &primary);
+            if primary_held || resolved.contains(&(primary.clone(), intent.txn.clone())) {
+                Journal::clear(guard).await?;
+                tracing::info!(partition = %pk, primary = %primary, txn = %intent.txn, "cleared a resolved intent");
+                Ok(Found::Ready(None))
+            } else {
+                Ok(Found::Detour {
+                    primary,
+                    txn: intent.txn,
+                })
+            }
+        }
+    }
+}
+
+/// Rolls forward and clears the journal pending in the lock blob of `pk`
+/// (held by `guard`), if there is one; an intent there is left alone.
+async fn finish_journal(
+    store: &Store,
+    pk: &PartitionKey,
+    guard: &LeaseGuard,
+) -> Result<Option<RollForwardReport>> {
+    let Some(journal) = Journal::pending(guard).await? else {
+        return Ok(None);
+    };
+    let span = tracing::info_span!("leasehold.roll_forward", partition = %pk, ops = journal.ops.len(), undo = ?journal.undo);
+    let backend = store.backend().as_ref();
+    let report = match journal.undo {
+        // A commit refused half-way died while undoing: finish the undo.
+        Some(applied) => {
+            roll_back(backend, &journal, applied)
+                .instrument(span)
+                .await?
+        }
+        None => roll_forward(backend, &journal).instrument(span).await?,
+    };
+    Journal::clear(guard).await?;
+    tracing::info!(
+        partition = %pk,
+        applied = report.applied,
+        already_applied = report.already_applied,
+        undo = journal.undo.is_some(),
+        "finished a pending journal"
+    );
+    Ok(Some(report))
+}

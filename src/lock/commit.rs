@@ -1,0 +1,378 @@
+//! [`Unit::commit`]: one entity-group transaction when it can be, the
+//! journalled protocol otherwise (see "The commit protocol" in the
+//! [module docs](super)), and the undo of a journalled commit that
+//! something writing without the lock made impossible to finish.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::journal::{Before, Intent, Journal};
+use super::roll_forward::roll_forward;
+use super::unit::{CommitReport, Slot, Unit};
+use crate::backend::{TableBackend, TableOp, Version, validate_batch};
+use crate::error::{Error, ErrorKind, Result};
+use crate::key::{PartitionKey, RowKey, TableName};
+use crate::outcome::{self, Locked};
+
+/// One entity-group transaction of a commit: up to 100 operations on one
+/// partition of one table.
+struct Batch {
+    part: usize,
+    table: TableName,
+    ops: Vec<TableOp>,
+    rows: Vec<(Slot, RowKey)>,
+}
+
+impl Unit {
+    pub(super) async fn commit_inner(&mut self) -> Result<CommitReport> {
+        let mut report = CommitReport::default();
+        if self.staged.is_empty() {
+            return Ok(report);
+        }
+        let staged = std::mem::take(&mut self.staged);
+        for i in 0..self.parts.len() {
+            self.guard_of(i)?.ensure_valid(self.options.commit_margin)?;
+        }
+        // Staged writes are ordered by partition (canonical order), table
+        // and row: consecutive runs are the (partition, table) groups.
+        let mut groups: Vec<Batch> = Vec::new();
+        for (key, op) in staged {
+            match groups.last_mut() {
+                Some(g) if g.part == key.0.part && g.table == key.0.table => {
+                    g.ops.push(op);
+                    g.rows.push(key);
+                }
+                _ => groups.push(Batch {
+                    part: key.0.part,
+                    table: key.0.table.clone(),
+                    ops: vec![op],
+                    rows: vec![key],
+                }),
+            }
+        }
+        report.operations = groups.iter().map(|g| g.ops.len()).sum();
+        report.tables = groups
+            .iter()
+            .map(|g| &g.table)
+            .collect::<BTreeSet<_>>()
+            .len();
+        report.partitions = groups.iter().map(|g| g.part).collect::<BTreeSet<_>>().len();
+        let mut batches: Vec<Batch> = Vec::new();
+        for g in groups {
+            for (ops, rows) in g
+                .ops
+                .chunks(TableOp::MAX_BATCH_OPS)
+                .zip(g.rows.chunks(TableOp::MAX_BATCH_OPS))
+            {
+                validate_batch(g.table.as_str(), ops)?;
+                batches.push(Batch {
+                    part: g.part,
+                    table: g.table.clone(),
+                    ops: ops.to_vec(),
+                    rows: rows.to_vec(),
+                });
+            }
+        }
+        let tables: BTreeSet<&TableName> = batches.iter().map(|b| &b.table).collect();
+        for table in tables {
+            self.store.ensure_table(table).await?;
+        }
+        let backend = self.store.backend().clone();
+        if let [batch] = batches.as_slice() {
+            let pk = &self.parts[batch.part].pk;
+            match backend.batch(&batch.table, &batch.ops).await {
+                Ok(_) => {}
+                Err(e) if refused(&e) => return Err(e),
+                Err(e) => {
+                    tracing::warn!(partition = %pk, error = %e, "transaction outcome unknown; verifying");
+                    self.guard_of(batch.part)?.ensure_valid(Duration::ZERO)?;
+                    verify_batch(backend.as_ref(), pk, &batch.table, &batch.ops, e).await?;
+                }
+            }
+            report.batches = 1;
+            return Ok(report);
+        }
+        report.journalled = true;
+        self.commit_journalled(&batches, &mut report).await?;
+        Ok(report)
+    }
+
+    /// The journalled commit of `batches` (more than one).
+    async fn commit_journalled(&self, batches: &[Batch], report: &mut CommitReport) -> Result<()> {
+        let backend = self.store.backend().clone();
+        let participants: Vec<usize> = batches
+            .iter()
+            .map(|b| b.part)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let primary_part = batches[0].part;
+        let primary = self.parts[primary_part].pk.clone();
+        let others: Vec<usize> = participants
+            .iter()
+            .copied()
+            .filter(|p| *p != primary_part)
+            .collect();
+        let txn = (!others.is_empty()).then(|| uuid::Uuid::new_v4().simple().to_string());
+
+        let mut entries: Vec<(TableName, TableOp, Option<Before>)> = Vec::new();
+        for b in batches {
+            for (op, row) in b.ops.iter().zip(&b.rows) {
+                let before = match (self.reads.get(row), op) {
+                    (Some(read), _) => Before::of(read.as_ref()),
+                    (None, TableOp::Insert(_)) => Before::Absent,
+                    // A row written without being read in the unit (an
+                    // upsert, or a value read elsewhere): read it now, for
+                    // the before-image an undo would need.
+                    (None, _) => Before::of(
+                        backend
+                            .get(&b.table, &self.parts[b.part].pk, &row.1)
+                            .await?
+                            .as_ref(),
+                    ),
+                };
+                entries.push((b.table.clone(), op.clone(), Some(before)));
+            }
+        }
+        let journal = Journal::new(&primary, txn.clone(), &entries);
+
+        // Intents first: a participant's lock blob points at the primary
+        // before the journal exists, so a journal is never rolled forward
+        // onto a partition that does not know it takes part.
+        if let Some(txn) = &txn {
+            let intent = Intent::new(&primary, txn);
+            for (n, &p) in others.iter().enumerate() {
+                let guard = self.guard_of(p)?;
+                if let Err(e) = write_twice(|| intent.write(guard)).await {
+                    self.clear_records(&others[..n]).await;
+                    return Err(e);
+                }
+            }
+        }
+        let primary_guard = self.guard_of(primary_part)?;
+        // A journal whose write really failed twice is either absent
+        // (nothing happened) or present (the next holder rolls it forward);
+        // the intents are cleared only in the first case, by whoever
+        // resolves them through the primary.
+        write_twice(|| journal.write(primary_guard)).await?;
+
+        // The commit point: the journal is stored.
+        let mut produced: Vec<Vec<Option<Version>>> = Vec::with_capacity(batches.len());
+        for (i, b) in batches.iter().enumerate() {
+            match backend.batch(&b.table, &b.ops).await {
+                Ok(versions) => {
+                    produced.push(versions);
+                    report.batches += 1;
+                }
+                Err(e) if refused(&e) && i == 0 => {
+                    // Nothing of this commit was applied: withdraw it.
+                    Journal::clear(primary_guard).await?;
+                    self.clear_records(&others).await;
+                    return Err(e);
+                }
+                Err(e) if refused(&e) => {
+                    return Err(self.undo(&journal, batches, &produced, i, &others, e).await);
+                }
+                Err(e) => {
+                    // The outcome is unknown (a lost reply, a timeout):
+                    // finish by rolling the journal forward, which checks
+                    // every row before writing it.
+                    tracing::warn!(partition = %primary, error = %e, "transaction outcome unknown; rolling the journal forward");
+                    for &p in &participants {
+                        self.guard_of(p)?.ensure_valid(Duration::ZERO)?;
+                    }
+                    roll_forward(backend.as_ref(), &journal).await?;
+                    break;
+                }
+            }
+        }
+        // The journal goes first: intents left behind are then stale, and
+        // whoever meets one finds no journal and clears it.
+        if let Err(e) = Journal::clear(primary_guard).await {
+            // Every write is applied; a journal left behind is found fully
+            // applied by the next holder.
+            tracing::warn!(partition = %primary, error = %e, "clearing the journal failed; the next holder will find it applied");
+            return Ok(());
+        }
+        self.clear_records(&others).await;
+        Ok(())
+    }
+
+    /// Clears the lock records (intents, or a journal) of parts `parts`,
+    /// best effort: one left behind is resolved by the next holder.
+    async fn clear_records(&self, parts: &[usize]) {
+        for &p in parts {
+            let cleared = match self.guard_of(p) {
+                Ok(guard) => Journal::clear(guard).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = cleared {
+                tracing::warn!(partition = %self.parts[p].pk, error = %e, "clearing an intent failed; the next holder resolves it");
+            }
+        }
+    }
+
+    /// Transaction `failed` of a journalled commit was refused by `cause`
+    /// after the ones before it applied (`produced`: the versions each of
+    /// their writes produced). Undoes them, last first, each conditioned on
+    /// the ETag its own write produced, then clears the journal and the
+    /// intents. Returns the error the commit returns: [`Error::Conflict`]
+    /// naming the refused row, or [`Error::Inconsistent`] when an undo was
+    /// refused (the journal is then kept).
+    async fn undo(
+        &self,
+        journal: &Journal,
+        batches: &[Batch],
+        produced: &[Vec<Option<Version>>],
+        failed: usize,
+        others: &[usize],
+        cause: Error,
+    ) -> Error {
+        let backend = self.store.backend().clone();
+        let primary = &self.parts[batches[0].part].pk;
+        let mut offsets = Vec::with_capacity(batches.len());
+        let mut offset = 0;
+        for b in batches {
+            offsets.push(offset);
+            offset += b.ops.len();
+        }
+        // Mark the journal as undoing first: a crash from here on is
+        // finished by undoing, not by rolling forward onto the row that
+        // refused.
+        let marked = Journal {
+            undo: Some(offsets[failed]),
+            ..journal.clone()
+        };
+        match self.guard_of(batches[0].part) {
+            Ok(guard) => {
+                if let Err(e) = write_twice(|| marked.write(guard)).await {
+                    return undo_failed(0, batches.len(), &cause, &e);
+                }
+            }
+            Err(e) => return undo_failed(0, batches.len(), &cause, &e),
+        }
+        for j in (0..failed).rev() {
+            let b = &batches[j];
+            let pk = &self.parts[b.part].pk;
+            let mut ops = Vec::with_capacity(b.ops.len());
+            for k in 0..b.ops.len() {
+                let etag = produced
+                    .get(j)
+                    .and_then(|v| v.get(k))
+                    .and_then(|v| v.as_ref())
+                    .map(|v| &v.etag);
+                match journal.ops[offsets[j] + k].undo(primary, etag) {
+                    Ok(Some(op)) => ops.push(op),
+                    Ok(None) => {}
+                    Err(e) => return undo_failed(j, batches.len(), &cause, &e),
+                }
+            }
+            if ops.is_empty() {
+                continue;
+            }
+            let undone = match backend.batch(&b.table, &ops).await {
+                Ok(_) => Ok(()),
+                Err(e) if refused(&e) => Err(e),
+                Err(e) => verify_batch(backend.as_ref(), pk, &b.table, &ops, e).await,
+            };
+            if let Err(e) = undone {
+                return undo_failed(j, batches.len(), &cause, &e);
+            }
+        }
+        if let Ok(guard) = self.guard_of(batches[0].part) {
+            if let Err(e) = Journal::clear(guard).await {
+                tracing::warn!(partition = %primary, error = %e, "clearing the journal after an undo failed");
+            }
+        }
+        self.clear_records(others).await;
+        let b = &batches[failed];
+        let (index, source) = match &cause {
+            Error::Batch { index, source } => (*index, source.as_ref()),
+            other => (0, other),
+        };
+        let row = b.ops.get(index).unwrap_or(&b.ops[0]);
+        Error::Conflict {
+            what: format!(
+                "row {:?} of partition {:?} in `{}` changed without its lock, so transaction {} of {} of a journalled commit was refused ({source}); the {failed} applied before it were undone and nothing of the commit remains",
+                row.row_key().as_str(),
+                row.partition_key().as_str(),
+                b.table,
+                failed + 1,
+                batches.len(),
+            ),
+            code: source.code().map(str::to_owned),
+            table: Some(b.table.as_str().to_owned()),
+            row: Some(Box::new((
+                row.partition_key().clone(),
+                row.row_key().clone(),
+            ))),
+        }
+    }
+}
+
+fn undo_failed(j: usize, n: usize, cause: &Error, e: &Error) -> Error {
+    Error::Inconsistent {
+        what: format!(
+            "a journalled commit was refused ({cause}) after earlier transactions applied, and undoing transaction {} of {n} was refused too ({e}); something writes the partitions without their locks. The journal is kept for an operator",
+            j + 1
+        ),
+    }
+}
+
+/// Runs a lock-blob write, once more after a transient failure (writing the
+/// same record again is harmless).
+async fn write_twice<F, Fut>(mut write: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    match write().await {
+        Err(e) if e.is_transient() => write().await,
+        other => other,
+    }
+}
+
+/// Settles a single transaction whose reply was lost: the service applies it
+/// whole or not at all, so either every row shows its write (done), or every
+/// row still has the state the unit read (sent again, once), or something
+/// else wrote the partition meanwhile.
+async fn verify_batch(
+    backend: &dyn TableBackend,
+    pk: &PartitionKey,
+    table: &TableName,
+    ops: &[TableOp],
+    cause: Error,
+) -> Result<()> {
+    let mut stored = Vec::with_capacity(ops.len());
+    for op in ops {
+        stored.push(backend.get(table, pk, op.row_key()).await?);
+    }
+    let applied = match outcome::judge_locked(ops, &stored) {
+        Locked::Applied => return Ok(()),
+        Locked::NotApplied => return backend.batch(table, ops).await.map(|_| ()),
+        Locked::Contradicted { applied } => applied,
+    };
+    Err(Error::Inconsistent {
+        what: format!(
+            "a transaction on partition {:?} of `{table}` lost its reply ({cause}) and its rows now match neither the state read nor the state written ({applied} of {} show the write); something wrote the partition without its lock",
+            pk.as_str(),
+            ops.len(),
+        ),
+    })
+}
+
+/// Whether the service refused the request, so it was not applied.
+fn refused(e: &Error) -> bool {
+    let kind = match e {
+        Error::Batch { source, .. } => source.kind(),
+        other => other.kind(),
+    };
+    matches!(
+        kind,
+        ErrorKind::Conflict
+            | ErrorKind::AlreadyExists
+            | ErrorKind::NotFound
+            | ErrorKind::Invalid
+            | ErrorKind::Backend
+    )
+}

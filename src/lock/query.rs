@@ -1,0 +1,250 @@
+//! [`UnitQuery`]: typed queries over the partitions a [`Unit`] holds, seeing
+//! its staged writes.
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+
+use super::unit::{Slot, Unit, staged_view};
+use crate::backend::{QuerySpec, StoredEntity, TableOp};
+use crate::entity::{Entity, Properties, Value, Versioned};
+use crate::error::Result;
+use crate::key::{IntoPartitionKey, PartitionKey, RowKey};
+use crate::query::{CmpOp, Filter, Row, TypedFilter, key_range_filter, owned_bounds, prefix_range};
+use crate::table::is_fence_row;
+
+/// A typed query over the partitions of a [`Unit`] (all of them, or one
+/// named with [`UnitQuery::partition`]): row-key ranges and prefixes and
+/// typed filters as [`Table::query`](crate::Table::query) takes them,
+/// answered as the unit sees the rows — its staged writes included (a
+/// staged insert shows, a staged delete hides its row, and filters apply
+/// to what the commit will store), rows it read before as it read them.
+///
+/// Every row a query returns is recorded as read, like [`Unit::get`]: a
+/// write of the returned value is conditioned on the ETag read, so the
+/// commit fails if the row changed since.
+///
+/// ```
+/// use leasehold::{Entity, Store};
+///
+/// #[derive(Entity, Clone, Debug)]
+/// #[entity(table = "Lines")]
+/// struct Line { #[entity(partition_key)] order: String, #[entity(row_key)] id: String, qty: i64 }
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let store = Store::memory();
+/// store.table::<Line>().insert(Line { order: "o1".into(), id: "l1".into(), qty: 2 }).await?;
+/// let mut unit = store.lock("o1").await?;
+/// unit.insert(&Line { order: "o1".into(), id: "l2".into(), qty: 5 })?;
+/// let c = Line::columns();
+/// let big = unit.query::<Line>().row_key_prefix("l").filter(c.qty.gt(1)).all().await?;
+/// assert_eq!(big.len(), 2); // the stored line and the staged one
+/// # unit.abandon().await?;
+/// # Ok::<(), leasehold::Error>(()) }).unwrap();
+/// ```
+#[must_use = "a UnitQuery does nothing until `all().await`"]
+pub struct UnitQuery<'u, E> {
+    unit: &'u mut Unit,
+    partition: Option<Result<PartitionKey>>,
+    rows: (Bound<String>, Bound<String>),
+    filter: Option<TypedFilter<E>>,
+    entity: PhantomData<fn() -> E>,
+}
+
+impl<E> std::fmt::Debug for UnitQuery<'_, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnitQuery").finish_non_exhaustive()
+    }
+}
+
+impl Unit {
+    /// A typed query over this unit's partitions; see [`UnitQuery`].
+    pub fn query<E: Entity>(&mut self) -> UnitQuery<'_, E> {
+        UnitQuery {
+            unit: self,
+            partition: None,
+            rows: (Bound::Unbounded, Bound::Unbounded),
+            filter: None,
+            entity: PhantomData,
+        }
+    }
+}
+
+impl<E: Entity> UnitQuery<'_, E> {
+    /// Only entities of this partition (one the unit holds).
+    pub fn partition(mut self, partition_key: impl IntoPartitionKey) -> Self {
+        self.partition = Some(partition_key.into_partition_key());
+        self
+    }
+
+    /// Only row keys within `range` (such as `"a".."m"` or `"k"..`).
+    pub fn row_keys<R: RangeBounds<S>, S: AsRef<str>>(mut self, range: R) -> Self {
+        self.rows = owned_bounds(range);
+        self
+    }
+
+    /// Only row keys starting with `prefix`.
+    pub fn row_key_prefix(mut self, prefix: &str) -> Self {
+        self.rows = prefix_range(prefix);
+        self
+    }
+
+    /// Only entities matching `filter` (combined with `and` when called
+    /// again).
+    pub fn filter(mut self, filter: TypedFilter<E>) -> Self {
+        self.filter = Some(match self.filter.take() {
+            Some(existing) => existing & filter,
+            None => filter,
+        });
+        self
+    }
+
+    /// Every matching entity as the unit sees it: by partition (in
+    /// canonical order), then by row key.
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] for a bad filter or key, or a partition the
+    /// unit does not hold (before any request); [`crate::Error::Decode`];
+    /// backend errors.
+    pub async fn all(self) -> Result<Vec<Versioned<E>>> {
+        let UnitQuery {
+            unit,
+            partition,
+            rows,
+            filter,
+            ..
+        } = self;
+        let filter = filter.map(TypedFilter::into_filter).transpose()?;
+        let parts: Vec<usize> = match partition {
+            Some(pk) => vec![unit.part_of(&pk?, "query")?],
+            None => (0..unit.parts.len()).collect(),
+        };
+        let table = unit.table_of::<E>()?;
+        let mut specs = Vec::with_capacity(parts.len());
+        for &part in &parts {
+            let mut all = Filter::compare(
+                "PartitionKey",
+                CmpOp::Eq,
+                Value::String(unit.parts[part].pk.as_str().to_owned()),
+            );
+            if let Some(range) = key_range_filter("RowKey", rows.clone()) {
+                all = all.and(range);
+            }
+            if let Some(f) = &filter {
+                all = all.and(f.clone());
+            }
+            let spec = QuerySpec {
+                filter: Some(all),
+                select: None,
+                top: None,
+                continuation: None,
+            };
+            spec.validate()?;
+            specs.push((part, spec));
+        }
+        unit.store.ensure_table(&table).await?;
+        let backend = unit.store.backend().clone();
+        let mut out = Vec::new();
+        for (part, mut spec) in specs {
+            let slot = Slot {
+                part,
+                table: table.clone(),
+            };
+            // Rows as stored now; a row the unit read before keeps the
+            // version it read.
+            let mut seen: BTreeMap<RowKey, ()> = BTreeMap::new();
+            loop {
+                let page = backend.query(&table, &spec).await?;
+                // Fence rows (fenced writes) are not the caller's entities.
+                for row in page
+                    .entities
+                    .into_iter()
+                    .filter(|r| !is_fence_row(r.data.row_key.as_str()))
+                {
+                    let key = (slot.clone(), row.data.row_key.clone());
+                    seen.insert(row.data.row_key.clone(), ());
+                    unit.reads.entry(key).or_insert(Some(row));
+                }
+                match page.continuation {
+                    Some(c) => spec.continuation = Some(c),
+                    None => break,
+                }
+            }
+            // Rows the unit read or stages in range, whatever the service
+            // says of them now.
+            for (key, _) in unit.reads.iter().filter(|(k, _)| k.0 == slot) {
+                if in_range(&rows, key.1.as_str()) {
+                    seen.insert(key.1.clone(), ());
+                }
+            }
+            for (key, _) in unit.staged.iter().filter(|(k, _)| k.0 == slot) {
+                if in_range(&rows, key.1.as_str()) {
+                    seen.insert(key.1.clone(), ());
+                }
+            }
+            for rk in seen.into_keys() {
+                let key = (slot.clone(), rk);
+                let read = unit.reads.get(&key);
+                let (view, props) = match unit.staged.get(&key) {
+                    Some(op) => {
+                        let props = staged_properties(op, read.and_then(Option::as_ref));
+                        (
+                            staged_view::<E>(op, read.and_then(Option::as_ref), read.is_some())?,
+                            props,
+                        )
+                    }
+                    None => match read.and_then(Option::as_ref) {
+                        Some(stored) => (
+                            Some(crate::table::versioned::<E>(stored.clone())?),
+                            Some(stored.data.properties.clone()),
+                        ),
+                        None => (None, None),
+                    },
+                };
+                let (Some(view), Some(props)) = (view, props) else {
+                    continue;
+                };
+                let matches = filter.as_ref().is_none_or(|f| {
+                    f.matches(&Row {
+                        partition_key: unit.parts[part].pk.as_str(),
+                        row_key: key.1.as_str(),
+                        timestamp: view.timestamp(),
+                        properties: &props,
+                    })
+                });
+                if matches {
+                    out.push(view);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The properties a staged write leaves stored (`None`: a delete).
+fn staged_properties(op: &TableOp, read: Option<&StoredEntity>) -> Option<Properties> {
+    match op {
+        TableOp::Delete { .. } => None,
+        TableOp::Insert(d) | TableOp::Replace(d, _) => Some(d.properties.clone()),
+        TableOp::Merge(d, _) => {
+            let mut base = read.map(|r| r.data.properties.clone()).unwrap_or_default();
+            base.merge_from(&d.properties);
+            Some(base)
+        }
+    }
+}
+
+/// Whether row key `rk` is within `rows`.
+fn in_range(rows: &(Bound<String>, Bound<String>), rk: &str) -> bool {
+    let above = match &rows.0 {
+        Bound::Included(lo) => rk >= lo.as_str(),
+        Bound::Excluded(lo) => rk > lo.as_str(),
+        Bound::Unbounded => true,
+    };
+    let below = match &rows.1 {
+        Bound::Included(hi) => rk <= hi.as_str(),
+        Bound::Excluded(hi) => rk < hi.as_str(),
+        Bound::Unbounded => true,
+    };
+    above && below
+}

@@ -1,0 +1,772 @@
+//! Declarative indexes: duplicates refused with nothing stored, values
+//! freed by changes and deletes, lookups by value and range, concurrent
+//! registrations, error paths that change nothing, and verify/rebuild of
+//! index rows broken by a writer outside leasehold.
+
+use std::sync::Arc;
+
+use futures_util::TryStreamExt as _;
+use leasehold::backend::{Precondition, TableOp};
+use leasehold::entity::Entity as _;
+use leasehold::key::TableName;
+use leasehold::{Entity, EntityData, ErrorKind, PartitionKey, RowKey, Store};
+
+use super::Ctx;
+
+/// A customer whose e-mail is unique, whose phone (when given) is unique,
+/// and who is looked up by city and age.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "IxCustomers")]
+struct Customer {
+    #[entity(partition_key)]
+    region: String,
+    #[entity(row_key)]
+    id: String,
+    #[entity(unique)]
+    email: String,
+    #[entity(unique)]
+    phone: Option<String>,
+    #[entity(index)]
+    city: Option<String>,
+    #[entity(index)]
+    age: i64,
+    note: String,
+}
+
+fn customer(region: &str, id: &str, email: &str) -> Customer {
+    Customer {
+        region: region.into(),
+        id: id.into(),
+        email: email.into(),
+        phone: None,
+        city: None,
+        age: 30,
+        note: String::new(),
+    }
+}
+
+/// Every customer of the test, by (region, id).
+async fn all(store: &Store) -> Vec<Customer> {
+    let mut out: Vec<Customer> = store
+        .table::<Customer>()
+        .query()
+        .all()
+        .await
+        .expect("query")
+        .into_iter()
+        .map(|v| v.into_inner())
+        .collect();
+    out.sort_by(|a, b| (&a.region, &a.id).cmp(&(&b.region, &b.id)));
+    out
+}
+
+/// The index is exactly what the entities say: nothing missing, orphaned
+/// or duplicated.
+async fn consistent(store: &Store) {
+    let report = store
+        .table::<Customer>()
+        .verify_indexes()
+        .await
+        .expect("verify");
+    assert!(report.is_consistent(), "{report:?}");
+}
+
+fn email_of(v: &Option<leasehold::Versioned<Customer>>) -> Option<String> {
+    v.as_ref().map(|c| c.id.clone())
+}
+
+/// A duplicate unique value is refused with `AlreadyExists` naming the
+/// type, field and value, through every write of `Table` and through a
+/// unit, and nothing of the refused write is stored.
+pub async fn duplicates_are_refused_with_nothing_stored(ctx: &Ctx) {
+    let store = &ctx.store;
+    let t = store.table::<Customer>();
+    t.insert(customer("eu", "1", "ann@x.org"))
+        .await
+        .expect("first");
+    let before = all(store).await;
+
+    let e = t
+        .insert(customer("us", "2", "ann@x.org"))
+        .await
+        .expect_err("duplicate e-mail");
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    let text = e.to_string();
+    for part in ["Customer", "email", "ann@x.org"] {
+        assert!(text.contains(part), "{text} names {part}");
+    }
+    assert_eq!(all(store).await, before, "nothing stored");
+
+    // An upsert and a replace onto the taken value are refused too.
+    let e = t
+        .upsert(customer("us", "2", "ann@x.org"))
+        .await
+        .expect_err("upsert");
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    let mut bob = t
+        .insert(customer("us", "2", "bob@x.org"))
+        .await
+        .expect("bob");
+    let before = all(store).await;
+    bob.email = "ann@x.org".into();
+    let e = t.replace(&bob).await.expect_err("replace");
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    let e = t.merge(&bob).await.expect_err("merge");
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(all(store).await, before, "nothing changed");
+
+    // Through a unit holding the right partitions.
+    let carl = customer("eu", "3", "ann@x.org");
+    let mut keys = t.index_partitions(&carl).expect("partitions");
+    keys.push(PartitionKey::new("eu").expect("key"));
+    let mut unit = store.lock_many(keys).await.expect("lock");
+    unit.insert(&carl).expect("staged");
+    let e = unit.commit().await.expect_err("duplicate in a unit");
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(all(store).await, before, "nothing stored by the unit");
+
+    // Two writes of one unit claiming one value.
+    let d1 = customer("eu", "4", "dup@x.org");
+    let d2 = customer("us", "5", "dup@x.org");
+    let mut keys = t.index_partitions(&d1).expect("partitions");
+    keys.extend(["eu", "us"].map(|k| PartitionKey::new(k).expect("key")));
+    let mut unit = store.lock_many(keys).await.expect("lock");
+    unit.insert(&d1).expect("staged");
+    unit.insert(&d2).expect("staged");
+    let e = unit.commit().await.expect_err("two claims");
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(all(store).await, before, "nothing stored");
+
+    // Absent values are not indexed: any number may leave them empty.
+    assert!(before.iter().all(|c| c.phone.is_none()));
+    consistent(store).await;
+}
+
+/// Changing a value frees the old one and deleting the entity frees its
+/// values; lookups follow every change; a unit can re-key an entity
+/// keeping its value; writes that leave indexed values alone stay plain.
+pub async fn value_changes_and_deletes_free_values(ctx: &Ctx) {
+    let store = &ctx.store;
+    let t = store.table::<Customer>();
+    let c = Customer::columns();
+    let mut ann = t
+        .insert(customer("eu", "1", "ann@x.org"))
+        .await
+        .expect("ann");
+    ann.email = "ann@y.org".into();
+    let ann = t.replace(&ann).await.expect("change e-mail");
+    assert_eq!(ann.email, "ann@y.org");
+    // The old value is free again.
+    t.insert(customer("us", "2", "ann@x.org"))
+        .await
+        .expect("old value reused");
+    assert_eq!(
+        email_of(&t.get_by(c.email, "ann@x.org").await.unwrap()),
+        Some("2".into())
+    );
+    assert_eq!(
+        email_of(&t.get_by(c.email, "ann@y.org").await.unwrap()),
+        Some("1".into())
+    );
+
+    // A merge changing the value.
+    let mut ann = t.get("eu", "1").await.unwrap().expect("ann");
+    ann.email = "ann@z.org".into();
+    let ann = t.merge(&ann).await.expect("merge");
+    assert!(t.get_by(c.email, "ann@y.org").await.unwrap().is_none());
+    t.insert(customer("us", "3", "ann@y.org"))
+        .await
+        .expect("freed by merge");
+
+    // A write leaving the indexed values alone.
+    let mut ann = ann;
+    ann.note = "vip".into();
+    let ann = t.replace(&ann).await.expect("plain replace");
+
+    // Deleting frees the value.
+    t.delete(&ann).await.expect("delete");
+    assert!(t.get_by(c.email, "ann@z.org").await.unwrap().is_none());
+    t.insert(customer("eu", "4", "ann@z.org"))
+        .await
+        .expect("freed by delete");
+    t.delete_unconditionally("eu", "4").await.expect("delete");
+    t.upsert(customer("eu", "5", "ann@z.org"))
+        .await
+        .expect("freed again");
+
+    // A read-modify-write moving a value.
+    let moved = t
+        .update_with("eu", "5", |c| c.email = "eve@y.org".into())
+        .await
+        .expect("update_with");
+    assert_eq!(moved.email, "eve@y.org");
+    assert_eq!(
+        email_of(&t.get_by(c.email, "eve@y.org").await.unwrap()),
+        Some("5".into())
+    );
+    t.insert(customer("eu", "9", "ann@z.org"))
+        .await
+        .expect("freed by update_with");
+
+    // Upserts move values too.
+    t.upsert(customer("eu", "5", "eve@x.org"))
+        .await
+        .expect("upsert moves");
+    t.insert(customer("eu", "6", "eve@y.org"))
+        .await
+        .expect("freed by upsert");
+
+    // Optional unique values: absent for many, present for one.
+    let mut p = customer("eu", "7", "p7@x.org");
+    p.phone = Some("555".into());
+    t.insert(p.clone()).await.expect("phone");
+    let mut q = customer("eu", "8", "p8@x.org");
+    q.phone = Some("555".into());
+    let e = t.insert(q.clone()).await.expect_err("phone taken");
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert!(e.to_string().contains("phone"), "{e}");
+    let mut p = t.get("eu", "7").await.unwrap().expect("p");
+    p.phone = None;
+    t.replace(&p).await.expect("phone dropped");
+    t.insert(q).await.expect("phone freed");
+
+    // A unit re-keying an entity, keeping its e-mail: the delete frees the
+    // value, the insert of the new row claims it.
+    let old = t.get("us", "2").await.unwrap().expect("customer 2");
+    let moved = Customer {
+        region: "ap".into(),
+        ..old.entity().clone()
+    };
+    let mut keys = t.index_partitions(&moved).expect("partitions");
+    keys.extend(["us", "ap"].map(|k| PartitionKey::new(k).expect("key")));
+    let mut unit = store.lock_many(keys).await.expect("lock");
+    unit.get_in::<Customer>("us", "2").await.expect("read");
+    unit.delete(&old).expect("delete staged");
+    unit.insert(&moved).expect("insert staged");
+    unit.commit().await.expect("re-key");
+    let holder = t.get_by(c.email, "ann@x.org").await.unwrap().expect("held");
+    assert_eq!(holder.region, "ap");
+    consistent(store).await;
+}
+
+/// Lookups by non-unique value and by range, in value order; lookups
+/// through a column that is not indexed (or not unique, for `get_by`) are
+/// refused before any request.
+pub async fn lookups_by_value_and_range(ctx: &Ctx) {
+    let store = &ctx.store;
+    let t = store.table::<Customer>();
+    let c = Customer::columns();
+    for (i, (city, age)) in [
+        (Some("Oslo"), 40),
+        (Some("Rome"), -2),
+        (Some("Oslo"), 7),
+        (None, 12),
+        (Some("Lima"), 7),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut x = customer("eu", &format!("c{i}"), &format!("c{i}@x.org"));
+        x.city = city.map(Into::into);
+        x.age = age;
+        t.insert(x).await.expect("insert");
+    }
+    let mut oslo: Vec<String> = t
+        .find_by(c.city, "Oslo")
+        .map_ok(|v| v.id.clone())
+        .try_collect()
+        .await
+        .expect("find");
+    oslo.sort();
+    assert_eq!(oslo, ["c0", "c2"]);
+    let ages: Vec<i64> = t
+        .find_range(c.age, -5..=12)
+        .map_ok(|v| v.age)
+        .try_collect()
+        .await
+        .expect("range");
+    assert_eq!(ages.len(), 4);
+    assert_eq!(ages[0], -2);
+    assert!(ages.windows(2).all(|w| w[0] <= w[1]), "{ages:?}");
+    let above: Vec<i64> = t
+        .find_range(c.age, 8..)
+        .map_ok(|v| v.age)
+        .try_collect()
+        .await
+        .expect("range");
+    assert_eq!(above, [12, 40]);
+    let cities: Vec<Option<String>> = t
+        .find_range(c.city, .."Oslo".to_owned())
+        .map_ok(|v| v.city.clone())
+        .try_collect()
+        .await
+        .expect("range");
+    assert_eq!(cities, [Some("Lima".to_owned())]);
+
+    let e = t.get_by(c.city, "Oslo").await.expect_err("not unique");
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    let e = t.get_by(c.note, "").await.expect_err("not indexed");
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    assert!(e.to_string().contains("note"), "{e}");
+    let found: Vec<_> = t
+        .find_by(c.email, "nobody@x.org")
+        .try_collect()
+        .await
+        .expect("none");
+    assert!(found.is_empty());
+}
+
+/// Refused calls change nothing: a stale replace, a unit not holding an
+/// index partition (refused when staged, the staged writes unchanged), a
+/// batch of an indexed type.
+pub async fn error_paths_leave_state_unchanged(ctx: &Ctx) {
+    let store = &ctx.store;
+    let t = store.table::<Customer>();
+    let ann = t
+        .insert(customer("eu", "1", "ann@x.org"))
+        .await
+        .expect("ann");
+    let mut newer = ann.clone();
+    newer.note = "newer".into();
+    t.replace(&newer).await.expect("newer");
+    let before = all(store).await;
+    let mut stale = ann.clone();
+    stale.email = "other@x.org".into();
+    let e = t.replace(&stale).await.expect_err("stale");
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    let e = t.delete(&ann).await.expect_err("stale delete");
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    assert_eq!(all(store).await, before);
+    assert!(
+        t.get_by(Customer::columns().email, "other@x.org")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let mut unit = store.lock("eu").await.expect("lock");
+    unit.insert(&customer("eu", "9", "nine@x.org"))
+        .expect_err("index partition not held");
+    assert_eq!(unit.staged(), 0);
+    unit.abandon().await.expect("abandon");
+
+    let e = t
+        .batch()
+        .insert(customer("eu", "10", "ten@x.org"))
+        .commit()
+        .await
+        .expect_err("batch");
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    let e = t
+        .insert(customer("eu", "1", "again@x.org"))
+        .await
+        .expect_err("row exists");
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(all(store).await, before);
+    consistent(store).await;
+}
+
+/// An indexed type cannot be written through a fenced table: its writes
+/// span the index partitions, which one partition's fence row cannot
+/// cover, so they are refused before any request rather than sent
+/// unfenced; plain reads of the fenced table still work.
+pub async fn fenced_writes_of_an_indexed_type_are_refused(ctx: &Ctx) {
+    let store = &ctx.store;
+    let t = store.table::<Customer>();
+    let ann = t
+        .insert(customer("eu", "1", "ann@x.org"))
+        .await
+        .expect("ann");
+    let before = all(store).await;
+    let guard = store
+        .leases()
+        .acquire(
+            &format!("{}/ix-fence", ctx.prefix()),
+            std::time::Duration::from_secs(60),
+        )
+        .await
+        .expect("lease");
+    let fence = guard.fence().await.expect("fence");
+    let fenced = t.fenced(&fence);
+    let e = fenced
+        .insert(customer("eu", "2", "bob@x.org"))
+        .await
+        .expect_err("fenced insert");
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    assert!(e.to_string().contains("fenced"), "{e}");
+    let mut changed = ann.clone();
+    changed.email = "ann2@x.org".into();
+    let e = fenced.replace(&changed).await.expect_err("fenced replace");
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    let e = fenced.delete(&ann).await.expect_err("fenced delete");
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    assert_eq!(all(store).await, before);
+    assert!(fenced.get("eu", "1").await.expect("read").is_some());
+    guard.release().await.expect("release");
+    consistent(store).await;
+}
+
+/// Sixteen concurrent registrations over four e-mails: exactly four
+/// customers, one per e-mail, and the index matches.
+pub async fn sixteen_concurrent_registrations_over_four_values_give_four(ctx: &Ctx) {
+    let store = &ctx.store;
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let t = store.table::<Customer>();
+        tasks.push(tokio::spawn(async move {
+            t.insert(customer(
+                &format!("r{}", i % 3),
+                &format!("c{i}"),
+                &format!("v{}@x.org", i % 4),
+            ))
+            .await
+        }));
+    }
+    let mut ok = 0;
+    for task in tasks {
+        match task.await.expect("task") {
+            Ok(_) => ok += 1,
+            Err(e) => assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}"),
+        }
+    }
+    assert_eq!(ok, 4);
+    let stored = all(store).await;
+    assert_eq!(stored.len(), 4);
+    let mut emails: Vec<&str> = stored.iter().map(|c| c.email.as_str()).collect();
+    emails.sort();
+    assert_eq!(emails, ["v0@x.org", "v1@x.org", "v2@x.org", "v3@x.org"]);
+    consistent(store).await;
+}
+
+/// A writer outside leasehold breaks the index (an entity written without
+/// its index row, an index row deleted, an orphan row, a row pointing at
+/// the wrong entity); verify finds each, rebuild fixes them, and verify
+/// then finds nothing. The operator's form (by table name) agrees.
+pub async fn verify_and_rebuild_fix_orphans_and_missing_rows(ctx: &Ctx) {
+    let store = &ctx.store;
+    let t = store.table::<Customer>();
+    let c = Customer::columns();
+    for i in 0..4 {
+        let mut x = customer("eu", &format!("c{i}"), &format!("c{i}@x.org"));
+        x.city = Some("Oslo".into());
+        t.insert(x).await.expect("insert");
+    }
+    let backend = store.backend();
+    let table = TableName::new(format!("{}IxCustomers", ctx.prefix())).expect("name");
+    let index = TableName::new(format!("{}IxCustomersIdx", ctx.prefix())).expect("name");
+    // An entity written directly: its two index rows are missing.
+    let outside = customer("us", "x", "outside@x.org");
+    backend
+        .execute(&table, &TableOp::Insert(outside.encode().expect("encode")))
+        .await
+        .expect("outside write");
+    // An e-mail changed directly: its row is an orphan, the new one missing.
+    let mut c1 = t.get("eu", "c1").await.unwrap().expect("c1").into_inner();
+    c1.email = "changed@x.org".into();
+    backend
+        .execute(
+            &table,
+            &TableOp::Replace(c1.encode().expect("encode"), Precondition::Upsert),
+        )
+        .await
+        .expect("outside change");
+    // A deleted index row.
+    let rows = backend
+        .query(&index, &Default::default())
+        .await
+        .expect("index rows");
+    let c2_city = rows
+        .entities
+        .iter()
+        .find(|r| {
+            r.data.row_key.as_str().ends_with("c2")
+                && r.data.partition_key.as_str().starts_with("city")
+        })
+        .expect("c2's city row")
+        .data
+        .clone();
+    backend
+        .execute(
+            &index,
+            &TableOp::Delete {
+                partition_key: c2_city.partition_key.clone(),
+                row_key: c2_city.row_key.clone(),
+                if_match: None,
+            },
+        )
+        .await
+        .expect("delete index row");
+    // An orphan pointing at nothing.
+    let mut props = leasehold::entity::Properties::new();
+    props.insert(
+        "EntityPartitionKey",
+        leasehold::entity::Value::String("zz".into()),
+    );
+    props.insert(
+        "EntityRowKey",
+        leasehold::entity::Value::String("gone".into()),
+    );
+    backend
+        .execute(
+            &index,
+            &TableOp::Insert(EntityData {
+                partition_key: PartitionKey::new("city Paris").expect("key"),
+                row_key: RowKey::new("zz gone").expect("key"),
+                properties: props,
+            }),
+        )
+        .await
+        .expect("orphan");
+
+    let report = t.verify_indexes().await.expect("verify");
+    // outside: its e-mail and age (no city); c1: its new e-mail; c2: its
+    // city.
+    assert_eq!(report.missing.len(), 4, "{report:?}");
+    // c1's old e-mail row, the Paris row.
+    assert_eq!(report.orphans.len(), 2, "{report:?}");
+    assert!(report.duplicates.is_empty(), "{report:?}");
+    assert_eq!(report.entities, 5);
+    let by_name = store
+        .verify_indexes("IxCustomers", |_| {})
+        .await
+        .expect("verify by name");
+    assert_eq!(by_name.missing.len(), report.missing.len());
+    assert_eq!(by_name.orphans, report.orphans);
+
+    let mut seen = 0;
+    let fixed = store
+        .rebuild_indexes("IxCustomers", |n| seen = n)
+        .await
+        .expect("rebuild");
+    assert_eq!(fixed.repaired, 6, "{fixed:?}");
+    assert!(seen > 0);
+    consistent(store).await;
+    let again = t.rebuild_indexes().await.expect("again");
+    assert_eq!(again.repaired, 0);
+    assert_eq!(
+        email_of(&t.get_by(c.email, "changed@x.org").await.unwrap()),
+        Some("c1".into())
+    );
+    assert!(t.get_by(c.email, "c1@x.org").await.unwrap().is_none());
+    // The freed value can be taken again.
+    t.insert(customer("eu", "c9", "c1@x.org"))
+        .await
+        .expect("freed");
+    let e = store
+        .verify_indexes("NoSuchTable", |_| {})
+        .await
+        .expect_err("no definitions");
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    let _ = Arc::clone(backend);
+}
+
+/// A member whose e-mail is unique: one index, for the request budget.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "IxMembers")]
+struct Member {
+    #[entity(partition_key)]
+    region: String,
+    #[entity(row_key)]
+    id: String,
+    #[entity(unique)]
+    email: String,
+    note: String,
+}
+
+/// The request budget of indexed writes, on a store whose locks record no
+/// holder, every lock blob existing: an insert claiming one value (15), a
+/// replace moving it (22), a replace leaving it alone (1, the plain write),
+/// a delete freeing it (14: the insert's, without the read-back).
+pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
+    use leasehold::lease::LeaseOptions;
+    use leasehold::testing::{CountingBackend, Op, RequestCounter};
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    let lease = match ctx.clock() {
+        super::Clock::Paused => LeaseOptions::new(),
+        super::Clock::Real => LeaseOptions::new().with_duration(std::time::Duration::from_secs(60)),
+    };
+    let store = Store::builder_shared(Arc::new(counting))
+        .table_prefix(ctx.prefix())
+        .expect("valid prefix")
+        .lease_options(lease)
+        .build()
+        .expect("valid store");
+    let t = store.table::<Member>();
+    let member = |id: &str, email: &str| Member {
+        region: "eu".into(),
+        id: id.into(),
+        email: email.into(),
+        note: String::new(),
+    };
+    // Warm: the tables, the definitions, the lock container and the lock
+    // blobs of the values used below.
+    for (id, email) in [("w1", "a@x.org"), ("w2", "b@x.org")] {
+        let w = t.insert(member(id, email)).await.expect("warm");
+        t.delete(&w).await.expect("warm");
+    }
+    let counts = |counter: &RequestCounter| -> (u64, Vec<(Op, u64)>) {
+        let c: Vec<(Op, u64)> = counter
+            .snapshot()
+            .into_iter()
+            .filter(|(op, _)| !op.is_setup())
+            .collect();
+        (c.iter().map(|(_, n)| n).sum(), c)
+    };
+    // 2 acquires + 2 lock-blob reads + 2 reads (entity, index row) +
+    // intent + journal + 2 transactions + 2 clears + 2 releases + read-back.
+    counter.reset();
+    let ann = t.insert(member("1", "a@x.org")).await.expect("insert");
+    let budget = vec![
+        (Op::Get, 3),
+        (Op::Batch, 2),
+        (Op::PutBlob, 4),
+        (Op::GetBlob, 2),
+        (Op::AcquireLease, 2),
+        (Op::ReleaseLease, 2),
+    ];
+    assert_eq!(counts(&counter), (15, budget.clone()), "insert");
+    // Three locks and three partitions written: 2 intents, the journal, 3
+    // transactions, the journal clear, 2 intent clears; reads of the
+    // entity, the old and the new index rows, and the read-back.
+    counter.reset();
+    let mut moved = ann.clone();
+    moved.email = "b@x.org".into();
+    let moved = t.replace(&moved).await.expect("move");
+    assert_eq!(
+        counts(&counter),
+        (
+            22,
+            vec![
+                (Op::Get, 4),
+                (Op::Batch, 3),
+                (Op::PutBlob, 6),
+                (Op::GetBlob, 3),
+                (Op::AcquireLease, 3),
+                (Op::ReleaseLease, 3),
+            ]
+        ),
+        "replace moving the value"
+    );
+    counter.reset();
+    let mut same = moved.clone();
+    same.note = "n".into();
+    t.replace(&same).await.expect("same");
+    assert_eq!(counts(&counter), (1, vec![(Op::Write, 1)]), "plain replace");
+    // A read-modify-write leaving the value alone: its read, one read to
+    // learn the stored values, the plain write.
+    counter.reset();
+    let same = t
+        .update_with("eu", "1", |m| m.note = "m".into())
+        .await
+        .expect("update_with");
+    assert_eq!(
+        counts(&counter),
+        (3, vec![(Op::Get, 2), (Op::Write, 1)]),
+        "update_with"
+    );
+    // A delete: no read-back, but the entity's read.
+    counter.reset();
+    t.delete(&same).await.expect("delete");
+    let (total, _) = counts(&counter);
+    assert_eq!(total, 14, "delete");
+}
+
+/// A process dies at every request of an indexed write moving a value (a
+/// unit over three partitions): afterwards, once the locks are taken
+/// again, the entity holds the old or the new value, lookups agree, and
+/// the index has no orphan and no missing row.
+pub async fn a_crash_at_every_step_of_an_indexed_write_leaves_a_consistent_index(ctx: &Ctx) {
+    use leasehold::lease::LeaseOptions;
+    use leasehold::testing::FaultyBackend;
+    let process = |backend: Arc<dyn leasehold::backend::Backend>, prefix: &str| {
+        Store::builder_shared(backend)
+            .table_prefix(prefix)
+            .expect("valid prefix")
+            .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
+            .build()
+            .expect("valid store")
+    };
+    let member = |email: &str| Member {
+        region: "eu".into(),
+        id: "ann".into(),
+        email: email.into(),
+        note: String::new(),
+    };
+    let mut runs = Vec::new();
+    for nth in 1..=24u64 {
+        let prefix = format!("{}c{nth}", ctx.prefix());
+        runs.push(async move {
+            let healthy = process(ctx.backend().clone(), &prefix);
+            let t = healthy.table::<Member>();
+            t.insert(member("a@x.org")).await.expect("ann");
+            // Every lock blob exists before the crash run.
+            healthy
+                .lock_many(
+                    t.index_partitions(&member("b@x.org"))
+                        .expect("keys")
+                        .into_iter()
+                        .chain([PartitionKey::new("eu").expect("key")]),
+                )
+                .await
+                .expect("lock")
+                .abandon()
+                .await
+                .expect("abandon");
+            let faulty = FaultyBackend::new(ctx.backend().clone());
+            let injector = faulty.injector();
+            let dying = process(Arc::new(faulty), &prefix);
+            let mut ann = dying
+                .table::<Member>()
+                .get("eu", "ann")
+                .await
+                .expect("read before dying")
+                .expect("ann");
+            ann.email = "b@x.org".into();
+            injector.die_at_nth(None, nth);
+            let outcome = dying.table::<Member>().replace(&ann).await;
+            tokio::time::sleep(ctx.lease_duration() * 2 + std::time::Duration::from_secs(1)).await;
+            // Recovery: the locks of every partition taken again.
+            let mut keys = t.index_partitions(&member("a@x.org")).expect("keys");
+            keys.extend(t.index_partitions(&member("b@x.org")).expect("keys"));
+            keys.push(PartitionKey::new("eu").expect("key"));
+            for key in keys {
+                healthy
+                    .lock(key)
+                    .await
+                    .expect("lock")
+                    .abandon()
+                    .await
+                    .expect("abandon");
+            }
+            let now = t.get("eu", "ann").await.expect("read").expect("ann");
+            let c = Member::columns();
+            let (held, free) = if now.email == "a@x.org" {
+                ("a@x.org", "b@x.org")
+            } else {
+                ("b@x.org", "a@x.org")
+            };
+            assert_eq!(
+                t.get_by(c.email, held)
+                    .await
+                    .expect("lookup")
+                    .map(|v| v.id.clone()),
+                Some("ann".into()),
+                "die at request {nth}"
+            );
+            assert!(
+                t.get_by(c.email, free).await.expect("lookup").is_none(),
+                "die at request {nth}"
+            );
+            let report = t.verify_indexes().await.expect("verify");
+            assert!(report.is_consistent(), "die at request {nth}: {report:?}");
+            if outcome.is_ok() {
+                assert_eq!(now.email, "b@x.org", "die at request {nth}: reported done");
+            }
+            now.email == "b@x.org"
+        });
+    }
+    let moved = futures_util::future::join_all(runs).await;
+    assert!(moved.iter().any(|m| *m), "some crashes roll forward");
+    assert!(moved.iter().any(|m| !*m), "some end before");
+}

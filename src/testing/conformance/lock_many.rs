@@ -1,0 +1,943 @@
+//! Units of work across partitions: taking several locks without deadlock,
+//! the journalled commit with intents, its request budget, undo of a commit
+//! a stray writer refuses, and recovery from any participant after a crash
+//! at every step.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leasehold::backend::Backend;
+use leasehold::lease::LeaseOptions;
+use leasehold::testing::{CountingBackend, FaultInjector, FaultyBackend, Op, RequestCounter};
+use leasehold::{Entity, ErrorKind, Store};
+
+use super::{Clock, Ctx};
+
+/// A customer's account.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "ManyAccounts")]
+struct Account {
+    #[entity(partition_key)]
+    pub customer: String,
+    #[entity(row_key)]
+    pub name: String,
+    pub balance: i64,
+}
+
+/// One side of an applied transfer.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "ManyLedger")]
+struct Entry {
+    #[entity(partition_key)]
+    pub customer: String,
+    #[entity(row_key)]
+    pub id: String,
+    pub amount: i64,
+}
+
+/// A store ("process") on `backend` with the given table prefix, its locks
+/// lasting the context's lease duration.
+fn process(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
+    Store::builder_shared(backend)
+        .table_prefix(prefix)
+        .expect("valid prefix")
+        .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
+        .build()
+        .expect("valid store")
+}
+
+/// Opens account `main` with `balance` for each customer.
+async fn open(store: &Store, customers: &[&str], balance: i64) {
+    let t = store.table::<Account>();
+    for c in customers {
+        t.upsert(Account {
+            customer: (*c).into(),
+            name: "main".into(),
+            balance,
+        })
+        .await
+        .expect("open account");
+    }
+}
+
+async fn balance(store: &Store, customer: &str) -> i64 {
+    store
+        .table::<Account>()
+        .get(customer, "main")
+        .await
+        .expect("read")
+        .expect("account exists")
+        .balance
+}
+
+async fn entries(store: &Store, customer: &str) -> usize {
+    store
+        .table::<Entry>()
+        .query()
+        .partition(customer)
+        .all()
+        .await
+        .expect("ledger")
+        .len()
+}
+
+/// Moves `amount` from `from` to `to` (different customers) in one unit
+/// over both partitions, with a ledger entry on each side: two partitions,
+/// two tables each, so four transactions.
+async fn transfer(
+    store: &Store,
+    from: &str,
+    to: &str,
+    amount: i64,
+    id: &str,
+) -> leasehold::Result<leasehold::lock::CommitReport> {
+    let mut unit = store.lock_many([to, from]).await?;
+    let mut a = unit.get_in::<Account>(from, "main").await?.expect("source");
+    let mut b = unit.get_in::<Account>(to, "main").await?.expect("target");
+    a.balance -= amount;
+    b.balance += amount;
+    unit.replace(&a)?;
+    unit.replace(&b)?;
+    unit.insert(&Entry {
+        customer: from.into(),
+        id: id.into(),
+        amount: -amount,
+    })?;
+    unit.insert(&Entry {
+        customer: to.into(),
+        id: id.into(),
+        amount,
+    })?;
+    unit.commit().await
+}
+
+/// Nothing pending in the lock blobs of `customers`.
+async fn nothing_pending(store: &Store, customers: &[&str]) {
+    for c in customers {
+        assert_eq!(
+            store.pending_commit(*c).await.unwrap(),
+            None,
+            "record left in the lock of {c}"
+        );
+    }
+}
+
+/// `get_in` reads every locked partition, `get` is refused with several,
+/// writes to an unlocked partition are refused naming it (and change
+/// nothing), keys are deduplicated, an empty set is refused, and a commit
+/// over two partitions applies everything and leaves no record behind.
+pub async fn a_unit_over_several_partitions_reads_writes_and_commits_them_all(ctx: &Ctx) {
+    let store = &ctx.store;
+    open(store, &["a", "b", "c"], 100).await;
+    let e = store
+        .lock_many(Vec::<&str>::new())
+        .await
+        .expect_err("empty set");
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    // A bad key anywhere in the set is refused before any lock is taken.
+    let e = store.lock_many(["a", "b#"]).await.expect_err("bad key");
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    let a = store
+        .try_lock("a")
+        .await
+        .unwrap()
+        .expect("`a` was not taken");
+    a.abandon().await.unwrap();
+
+    let mut unit = store.lock_many(["b", "a", "b"]).await.unwrap();
+    assert_eq!(
+        unit.partition_keys()
+            .iter()
+            .map(|p| p.as_str())
+            .collect::<Vec<_>>(),
+        vec!["a", "b"]
+    );
+    let e = unit.get::<Account>("main").await.expect_err("several");
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(e.to_string().contains("get_in"), "{e}");
+    let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
+    let mut b = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
+    let e = unit
+        .get_in::<Account>("c", "main")
+        .await
+        .expect_err("not locked");
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    a.balance -= 10;
+    b.balance += 10;
+    unit.replace(&a).unwrap();
+    unit.replace(&b).unwrap();
+    let stray = Entry {
+        customer: "c".into(),
+        id: "x".into(),
+        amount: 1,
+    };
+    let e = unit.insert(&stray).expect_err("partition c is not locked");
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    let text = e.to_string();
+    assert!(
+        text.contains("\"c\"") && text.contains("\"a\"") && text.contains("\"b\""),
+        "{text}"
+    );
+    assert_eq!(unit.staged(), 2, "the refused write changed nothing");
+    // A staged view of another partition reads back through `get_in`.
+    assert_eq!(
+        unit.get_in::<Account>("b", "main")
+            .await
+            .unwrap()
+            .unwrap()
+            .balance,
+        110
+    );
+    let report = unit.commit().await.unwrap();
+    assert_eq!(
+        (
+            report.partitions,
+            report.tables,
+            report.batches,
+            report.journalled
+        ),
+        (2, 1, 2, true)
+    );
+    assert_eq!(balance(store, "a").await, 90);
+    assert_eq!(balance(store, "b").await, 110);
+    nothing_pending(store, &["a", "b", "c"]).await;
+
+    // One partition through `lock_many` is `lock`: `get` works.
+    let mut unit = store.lock_many(["c"]).await.unwrap();
+    assert!(unit.get::<Account>("main").await.unwrap().is_some());
+    unit.abandon().await.unwrap();
+}
+
+/// `try_lock_many` meeting a held key gives back what it took and returns
+/// `None`; `lock_many_with_timeout` does the same with `Timeout`.
+pub async fn taking_several_locks_gives_back_what_it_took_on_a_held_key(ctx: &Ctx) {
+    let holder = process(ctx, ctx.backend().clone(), ctx.prefix());
+    let other = process(ctx, ctx.backend().clone(), ctx.prefix());
+    let held = holder.lock("m").await.unwrap();
+    assert!(
+        other
+            .try_lock_many(["a", "m", "z"])
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let a = holder.try_lock("a").await.unwrap();
+    assert!(a.is_some(), "`a` was given back");
+    a.unwrap().abandon().await.unwrap();
+    let e = other
+        .lock_many_with_timeout(["a", "m"], Duration::from_secs(2))
+        .await
+        .expect_err("m stays held");
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    let a = holder.try_lock("a").await.unwrap();
+    assert!(a.is_some(), "`a` was given back after the timeout");
+    a.unwrap().abandon().await.unwrap();
+    held.abandon().await.unwrap();
+    let unit = other.try_lock_many(["a", "m"]).await.unwrap();
+    assert!(unit.is_some());
+    unit.unwrap().abandon().await.unwrap();
+}
+
+/// A small deterministic generator (xorshift), for random key sets.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// 8 stores over one backend lock random overlapping sets of 1–3 of 5
+/// partitions, in random key order, a fixed number of times each, and
+/// move money between the partitions locked: every unit finishes, no
+/// partition is ever held by two units, and the total is conserved.
+pub async fn overlapping_lock_sets_never_deadlock(ctx: &Ctx) {
+    let rounds = match ctx.clock() {
+        Clock::Paused => 12,
+        Clock::Real => 3,
+    };
+    let stores = match ctx.clock() {
+        Clock::Paused => 8,
+        Clock::Real => 4,
+    };
+    let customers = ["p0", "p1", "p2", "p3", "p4"];
+    open(&ctx.store, &customers, 1000).await;
+    let started = tokio::time::Instant::now();
+    let holders: Arc<Vec<AtomicUsize>> = Arc::new((0..5).map(|_| AtomicUsize::new(0)).collect());
+    let violations = Arc::new(AtomicUsize::new(0));
+    let committed = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for s in 0..stores {
+        let store = process(ctx, ctx.backend().clone(), ctx.prefix());
+        let holders = holders.clone();
+        let violations = violations.clone();
+        let committed = committed.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut rng =
+                Rng(0x9e37_79b9_7f4a_7c15 ^ (s as u64 + 1).wrapping_mul(0x1234_5678_9abc));
+            for _ in 0..rounds {
+                let n = 1 + rng.below(3);
+                let mut set: Vec<usize> = Vec::new();
+                while set.len() < n {
+                    let p = rng.below(5);
+                    if !set.contains(&p) {
+                        set.push(p);
+                    }
+                }
+                let keys: Vec<&str> = set.iter().map(|&p| customers[p]).collect();
+                let mut unit = store
+                    .lock_many_with_timeout(keys.clone(), Duration::from_secs(600))
+                    .await
+                    .expect("every unit gets its locks");
+                for &p in &set {
+                    if holders[p].fetch_add(1, Ordering::SeqCst) != 0 {
+                        violations.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                let mut accounts = Vec::new();
+                for k in &keys {
+                    accounts.push(unit.get_in::<Account>(*k, "main").await.unwrap().unwrap());
+                }
+                // Each partition gives 1 to the next one in the set.
+                let len = accounts.len();
+                for a in &mut accounts {
+                    a.balance -= 1;
+                }
+                for i in 0..len {
+                    accounts[(i + 1) % len].balance += 1;
+                }
+                // A partition locked alone gives 1 to itself: still a write.
+                for a in &accounts {
+                    unit.replace(a).unwrap();
+                }
+                tokio::task::yield_now().await;
+                for &p in &set {
+                    holders[p].fetch_sub(1, Ordering::SeqCst);
+                }
+                unit.commit().await.expect("commit");
+                committed.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("task finished");
+    }
+    let took = started.elapsed();
+    eprintln!(
+        "overlapping lock sets: {} units in {took:?}",
+        stores * rounds
+    );
+    let bound = match ctx.clock() {
+        Clock::Paused => Duration::from_secs(30),
+        Clock::Real => Duration::from_secs(300),
+    };
+    assert!(took < bound, "took {took:?}");
+    assert_eq!(violations.load(Ordering::SeqCst), 0, "two holders at once");
+    assert_eq!(committed.load(Ordering::SeqCst), stores * rounds);
+    let mut total = 0;
+    for c in customers {
+        total += balance(&ctx.store, c).await;
+    }
+    assert_eq!(total, 5000, "money conserved");
+    nothing_pending(&ctx.store, &customers).await;
+}
+
+/// A store counting its requests, warmed up (containers, tables, lock
+/// blobs, holder metadata) so one-time setup is out of the counts.
+async fn counted(ctx: &Ctx, customers: &[&str]) -> (Store, RequestCounter) {
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    let lease = match ctx.clock() {
+        Clock::Paused => LeaseOptions::new(),
+        Clock::Real => LeaseOptions::new().with_duration(Duration::from_secs(60)),
+    };
+    let store = Store::builder_shared(Arc::new(counting))
+        .table_prefix(ctx.prefix())
+        .expect("valid prefix")
+        .lease_options(lease)
+        .build()
+        .expect("valid store");
+    open(&store, customers, 100).await;
+    let mut unit = store.lock_many(customers.iter().copied()).await.unwrap();
+    for c in customers {
+        unit.insert(&Entry {
+            customer: (*c).into(),
+            id: "warm".into(),
+            amount: 0,
+        })
+        .unwrap();
+    }
+    unit.commit().await.unwrap();
+    counter.reset();
+    (store, counter)
+}
+
+fn counts(counter: &RequestCounter) -> Vec<(Op, u64)> {
+    counter.snapshot().into_iter().collect()
+}
+
+/// The request budget of a cold unit over P partitions with G groups and R
+/// reads: P acquires + P lock-blob reads + R reads + (P − 1) intents +
+/// journal + G transactions + journal clear + (P − 1) intent clears + P
+/// releases — for P = 2 (G = 4, R = 2) and P = 3 (G = 3, R = 3).
+pub async fn a_cross_partition_unit_costs_its_budget_exactly(ctx: &Ctx) {
+    let (store, counter) = counted(ctx, &["a", "b", "c"]).await;
+    transfer(&store, "a", "b", 5, "t1").await.unwrap();
+    // 2 + 2 + 2 + (1 + 1 + 4 + 1 + 1) + 2 = 16
+    assert_eq!(
+        counts(&counter),
+        vec![
+            (Op::Get, 2),
+            (Op::Batch, 4),
+            (Op::PutBlob, 4),
+            (Op::GetBlob, 2),
+            (Op::AcquireLease, 2),
+            (Op::ReleaseLease, 2),
+        ]
+    );
+    assert_eq!(counter.total(), 16);
+
+    counter.reset();
+    let mut unit = store.lock_many(["c", "b", "a"]).await.unwrap();
+    for c in ["a", "b", "c"] {
+        let mut v = unit.get_in::<Account>(c, "main").await.unwrap().unwrap();
+        v.balance += 1;
+        unit.replace(&v).unwrap();
+    }
+    let report = unit.commit().await.unwrap();
+    assert_eq!((report.partitions, report.batches), (3, 3));
+    // 3 + 3 + 3 + (2 + 1 + 3 + 1 + 2) + 3 = 21
+    assert_eq!(
+        counts(&counter),
+        vec![
+            (Op::Get, 3),
+            (Op::Batch, 3),
+            (Op::PutBlob, 6),
+            (Op::GetBlob, 3),
+            (Op::AcquireLease, 3),
+            (Op::ReleaseLease, 3),
+        ]
+    );
+    assert_eq!(counter.total(), 21);
+
+    // One partition × one table stays one transaction: the single-partition
+    // budget, unchanged.
+    counter.reset();
+    let mut unit = store.lock_many(["a"]).await.unwrap();
+    let mut v = unit.get::<Account>("main").await.unwrap().unwrap();
+    v.balance += 1;
+    unit.replace(&v).unwrap();
+    assert!(!unit.commit().await.unwrap().journalled);
+    assert_eq!(counter.total(), 5, "{:?}", counts(&counter));
+}
+
+/// Handed over within the process, a cross-partition unit sends no
+/// acquire, no lock-blob read: R reads + (P − 1) intents + journal + G +
+/// clear + (P − 1) intent clears, and the releases of the last unit.
+pub async fn a_handed_over_cross_partition_unit_skips_acquires_and_reads(ctx: &Ctx) {
+    let (store, counter) = counted(ctx, &["a", "b"]).await;
+    let first = store.lock_many(["a", "b"]).await.unwrap();
+    let second = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut unit = store.lock_many(["b", "a"]).await.unwrap();
+            let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
+            let mut b = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
+            a.balance -= 1;
+            b.balance += 1;
+            unit.replace(&a).unwrap();
+            unit.replace(&b).unwrap();
+            unit
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    counter.reset();
+    first.abandon().await.unwrap();
+    let unit = second.await.unwrap();
+    if ctx.clock() == Clock::Real {
+        // Whether the second lock is handed over too depends on the
+        // waiting task queueing for it before the first unit releases it,
+        // which only paused time makes certain.
+        unit.commit().await.unwrap();
+        assert_eq!(balance(&store, "a").await, 99);
+        return;
+    }
+    assert!(unit.is_handed_over());
+    assert_eq!(counter.get(Op::Get), 2, "{:?}", counts(&counter));
+    unit.commit().await.unwrap();
+    // R (2) + intent + journal + G (2) + clear + intent clear + 2 releases
+    assert_eq!(
+        counts(&counter),
+        vec![
+            (Op::Get, 2),
+            (Op::Batch, 2),
+            (Op::PutBlob, 4),
+            (Op::ReleaseLease, 2),
+        ]
+    );
+    assert_eq!(balance(&store, "a").await, 99);
+}
+
+/// Something writes a row of the second transaction's group without the
+/// lock after the unit read it: the first transaction applies, the second
+/// is refused, the first is undone, and the commit returns `Conflict`
+/// naming the row — every row as before the commit, no record left. The
+/// same for a single-partition commit over two tables.
+pub async fn a_commit_refused_half_way_by_a_stray_writer_is_undone(ctx: &Ctx) {
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    // On real time, the longest lease: no renewal falls within what is
+    // counted, however slow the service answers.
+    let lease = match ctx.clock() {
+        Clock::Paused => LeaseOptions::new(),
+        Clock::Real => LeaseOptions::new().with_duration(Duration::from_secs(60)),
+    };
+    let store = &Store::builder_shared(Arc::new(counting))
+        .table_prefix(ctx.prefix())
+        .expect("valid prefix")
+        .lease_options(lease)
+        .build()
+        .expect("valid store");
+    open(store, &["a", "b"], 100).await;
+    let mut unit = store.lock_many(["a", "b"]).await.unwrap();
+    let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
+    let mut b = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
+    a.balance -= 30;
+    b.balance += 30;
+    unit.replace(&a).unwrap();
+    unit.replace(&b).unwrap();
+    assert!(unit.get_in::<Entry>("a", "t").await.unwrap().is_none());
+    unit.insert(&Entry {
+        customer: "a".into(),
+        id: "t".into(),
+        amount: -30,
+    })
+    .unwrap();
+    // The stray writer, without the lock.
+    store
+        .table::<Account>()
+        .upsert(Account {
+            customer: "b".into(),
+            name: "main".into(),
+            balance: 7,
+        })
+        .await
+        .unwrap();
+    counter.reset();
+    let e = unit.commit().await.expect_err("refused");
+    // intent + journal + 3 transactions (the third refused) + the journal
+    // marked as undoing + 2 undo transactions + journal and intent cleared
+    // + 2 releases.
+    assert_eq!(
+        counts(&counter),
+        vec![(Op::Batch, 5), (Op::PutBlob, 5), (Op::ReleaseLease, 2)],
+        "{e}"
+    );
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    match &e {
+        leasehold::Error::Conflict { row, .. } => {
+            let (pk, rk) = row.as_deref().expect("names the row").clone();
+            assert_eq!((pk.as_str(), rk.as_str()), ("b", "main"));
+        }
+        other => panic!("{other}"),
+    }
+    assert_eq!(balance(store, "a").await, 100, "undone");
+    assert_eq!(entries(store, "a").await, 0, "undone");
+    assert_eq!(balance(store, "b").await, 7, "the stray write stays");
+    nothing_pending(store, &["a", "b"]).await;
+    // The locks are free and nothing is rolled forward.
+    let unit = store.lock_many(["a", "b"]).await.unwrap();
+    assert!(unit.rolled_forward().is_none());
+    unit.abandon().await.unwrap();
+
+    // One partition, two tables (ledger after accounts by name: the
+    // account changes under the second transaction).
+    let mut unit = store.lock("a").await.unwrap();
+    let mut a = unit.get::<Account>("main").await.unwrap().unwrap();
+    a.balance -= 1;
+    unit.replace(&a).unwrap();
+    let mut e0 = unit.get::<Entry>("e0").await.unwrap();
+    assert!(e0.is_none());
+    unit.insert(&Entry {
+        customer: "a".into(),
+        id: "e0".into(),
+        amount: 1,
+    })
+    .unwrap();
+    store
+        .table::<Entry>()
+        .insert(Entry {
+            customer: "a".into(),
+            id: "e0".into(),
+            amount: 99,
+        })
+        .await
+        .unwrap();
+    // `ManyAccounts` comes before `ManyLedger`: the ledger insert is the
+    // second transaction.
+    let e = unit.commit().await.expect_err("refused");
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    assert_eq!(balance(store, "a").await, 100);
+    e0 = store.table::<Entry>().get("a", "e0").await.unwrap();
+    assert_eq!(e0.map(|v| v.amount), Some(99));
+    nothing_pending(store, &["a"]).await;
+}
+
+/// (balance a, balance b, balance c, ledger entries) of the crash checks.
+type State = Vec<i64>;
+
+async fn state(store: &Store, customers: &[&str]) -> State {
+    let mut s = Vec::new();
+    for c in customers {
+        s.push(balance(store, c).await);
+        s.push(entries(store, c).await as i64);
+    }
+    s
+}
+
+/// A transfer over `customers` (2 or 3): each pays 10 to the first one.
+async fn pay_first(store: &Store, customers: &[&str]) -> leasehold::Result<()> {
+    let mut unit = store.lock_many(customers.iter().rev().copied()).await?;
+    let mut first = unit
+        .get_in::<Account>(customers[0], "main")
+        .await?
+        .expect("exists");
+    for c in &customers[1..] {
+        let mut v = unit.get_in::<Account>(*c, "main").await?.expect("exists");
+        v.balance -= 10;
+        first.balance += 10;
+        unit.replace(&v)?;
+        unit.insert(&Entry {
+            customer: (*c).into(),
+            id: "t".into(),
+            amount: -10,
+        })?;
+    }
+    unit.replace(&first)?;
+    unit.commit().await?;
+    Ok(())
+}
+
+/// Runs one cross-partition commit in a "process" whose backend misbehaves
+/// as `plan` says, lets its leases run out, and recovers by taking the lock
+/// of participant `from` alone in a healthy process, then every other.
+/// Returns the state after the first recovery and after all.
+async fn crash_run(
+    ctx: &Ctx,
+    prefix: String,
+    customers: Vec<&'static str>,
+    from: usize,
+    plan: impl FnOnce(&FaultInjector),
+) -> (Result<(), ErrorKind>, State, State, State) {
+    let memory = ctx.backend().clone();
+    let healthy = process(ctx, memory.clone(), &prefix);
+    open(&healthy, &customers, 100).await;
+    let before = state(&healthy, &customers).await;
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let dying = process(ctx, Arc::new(faulty), &prefix);
+    let mut warm = dying.lock_many(customers.iter().copied()).await.unwrap();
+    for c in &customers {
+        let _ = warm.get_in::<Entry>(*c, "warm").await.unwrap();
+    }
+    warm.abandon().await.unwrap();
+    plan(&injector);
+    let outcome = pay_first(&dying, &customers).await.map_err(|e| e.kind());
+    injector.die_now();
+    tokio::time::sleep(ctx.lease_duration() * 2 + Duration::from_secs(1)).await;
+    let unit = healthy
+        .lock(customers[from])
+        .await
+        .expect("the next holder gets the lock");
+    unit.abandon().await.unwrap();
+    let first = state(&healthy, &customers).await;
+    for c in &customers {
+        healthy.lock(*c).await.unwrap().abandon().await.unwrap();
+    }
+    nothing_pending(&healthy, &customers).await;
+    let last = state(&healthy, &customers).await;
+    drop(dying);
+    (outcome, before, first, last)
+}
+
+/// The steps of a cross-partition commit over P partitions (the requests
+/// it sends after its reads), as (name, request, which one).
+fn steps(p: u64) -> Vec<(String, Op, u64)> {
+    let mut s = Vec::new();
+    for i in 1..p {
+        s.push((format!("intent {i}"), Op::PutBlob, i));
+    }
+    s.push(("journal".into(), Op::PutBlob, p));
+    for g in 1..=(2 * p - 1) {
+        s.push((format!("transaction {g}"), Op::Batch, g));
+    }
+    s.push(("journal clear".into(), Op::PutBlob, p + 1));
+    for i in 1..p {
+        s.push((format!("intent clear {i}"), Op::PutBlob, p + 1 + i));
+    }
+    s
+}
+
+async fn crash_everywhere(ctx: &Ctx, lose_reply: bool) {
+    let mut runs = Vec::new();
+    for p in [2u64, 3] {
+        let customers: Vec<&'static str> = ["x", "y", "z"][..p as usize].to_vec();
+        for (name, op, nth) in steps(p) {
+            for from in 0..p as usize {
+                let prefix = format!("{}{}{}{}", ctx.prefix(), p, runs.len(), from);
+                let customers = customers.clone();
+                let label = format!("P={p} {name} recovered from {}", customers[from]);
+                runs.push(async move {
+                    let r = crash_run(ctx, prefix, customers, from, |f| {
+                        if lose_reply {
+                            f.lose_reply_nth(Some(op), nth);
+                        } else {
+                            f.die_at_nth(Some(op), nth);
+                        }
+                    })
+                    .await;
+                    (label, r)
+                });
+            }
+        }
+    }
+    let results = futures_util::future::join_all(runs).await;
+    let seen = Mutex::new(HashMap::new());
+    for (label, (outcome, before, first, last)) in results {
+        let p = before.len() / 2;
+        let mut after = before.clone();
+        after[0] += 10 * (p as i64 - 1);
+        for i in 1..p {
+            after[2 * i] -= 10;
+            after[2 * i + 1] += 1;
+        }
+        assert!(
+            first == before || first == after,
+            "{label}: partial state {first:?} (before {before:?}, after {after:?})"
+        );
+        assert_eq!(
+            first, last,
+            "{label}: recovery from one participant decides"
+        );
+        if outcome.is_ok() {
+            assert_eq!(last, after, "{label}: reported committed");
+        }
+        *seen.lock().unwrap().entry(last == after).or_insert(0) += 1;
+    }
+    let seen = seen.into_inner().unwrap();
+    assert!(
+        seen.get(&true).copied().unwrap_or(0) > 0,
+        "some crashes roll forward"
+    );
+    if !lose_reply {
+        assert!(
+            seen.get(&false).copied().unwrap_or(0) > 0,
+            "some end before"
+        );
+    }
+}
+
+/// A process dies at every step of a commit over 2 and 3 partitions; taking
+/// the lock of any one participant afterwards decides it: all before, or
+/// all after.
+pub async fn a_crash_at_every_step_is_recovered_from_any_participant(ctx: &Ctx) {
+    crash_everywhere(ctx, false).await;
+}
+
+/// The reply of every request of a commit over 2 and 3 partitions is lost
+/// in turn: the commit ends all before or all after, from any participant.
+pub async fn a_lost_reply_at_every_step_ends_all_before_or_after(ctx: &Ctx) {
+    crash_everywhere(ctx, true).await;
+}
+
+/// `pending_commit` shows an intent and the primary it points at; taking
+/// the intent's lock (or `roll_forward` on it) resolves the commit through
+/// the primary.
+pub async fn pending_commits_show_intents_and_roll_forward_from_any_participant(ctx: &Ctx) {
+    let memory = ctx.backend().clone();
+    let healthy = process(ctx, memory.clone(), ctx.prefix());
+    open(&healthy, &["a", "b"], 100).await;
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let dying = process(ctx, Arc::new(faulty), ctx.prefix());
+    dying
+        .lock_many(["a", "b"])
+        .await
+        .unwrap()
+        .abandon()
+        .await
+        .unwrap();
+    // Dies after the journal and the first transaction.
+    injector.die_at_nth(Some(Op::Batch), 2);
+    assert!(transfer(&dying, "a", "b", 10, "t").await.is_err());
+    let journal = healthy.pending_commit("a").await.unwrap().expect("journal");
+    assert!(!journal.is_intent());
+    assert_eq!(journal.writes.len(), 4);
+    assert!(journal.transaction.is_some());
+    let intent = healthy.pending_commit("b").await.unwrap().expect("intent");
+    assert!(intent.is_intent());
+    assert_eq!(intent.primary.as_str(), "a");
+    assert_eq!(intent.transaction, journal.transaction);
+    assert!(intent.writes.is_empty());
+    tokio::time::sleep(ctx.lease_duration() * 2 + Duration::from_secs(1)).await;
+    let report = healthy
+        .roll_forward("b")
+        .await
+        .unwrap()
+        .expect("rolled forward");
+    assert_eq!(report.applied + report.already_applied, 4);
+    assert_eq!(balance(&healthy, "a").await, 90);
+    assert_eq!(balance(&healthy, "b").await, 110);
+    nothing_pending(&healthy, &["a", "b"]).await;
+    assert!(healthy.roll_forward("a").await.unwrap().is_none());
+}
+
+/// `Unit::query` answers as the unit sees its partitions: staged inserts
+/// show, staged deletes hide, filters apply to staged values, rows of every
+/// locked partition (or the one named) come back; a partition not held is
+/// refused; and a write of a queried row that changed since fails the
+/// commit, applying nothing.
+pub async fn unit_queries_see_staged_writes_and_stale_reads_fail_the_commit(ctx: &Ctx) {
+    let store = &ctx.store;
+    let lines = store.table::<Entry>();
+    for (c, id, amount) in [
+        ("a", "l1", 2),
+        ("a", "l2", 0),
+        ("a", "l3", 7),
+        ("a", "m1", 9),
+        ("b", "l1", 4),
+    ] {
+        lines
+            .insert(Entry {
+                customer: c.into(),
+                id: id.into(),
+                amount,
+            })
+            .await
+            .unwrap();
+    }
+    let col = Entry::columns();
+    let mut unit = store.lock_many(["a", "b"]).await.unwrap();
+    let l2 = unit.get_in::<Entry>("a", "l2").await.unwrap().unwrap();
+    let l3 = unit.get_in::<Entry>("a", "l3").await.unwrap().unwrap();
+    let mut l2 = l2.clone();
+    l2.amount = 9;
+    unit.replace(&l2).unwrap();
+    unit.delete(&l3).unwrap();
+    unit.insert(&Entry {
+        customer: "a".into(),
+        id: "l4".into(),
+        amount: 5,
+    })
+    .unwrap();
+    let ids = |v: &[leasehold::Versioned<Entry>]| {
+        v.iter()
+            .map(|e| format!("{}/{}={}", e.customer, e.id, e.amount))
+            .collect::<Vec<_>>()
+    };
+    let found = unit
+        .query::<Entry>()
+        .partition("a")
+        .row_key_prefix("l")
+        .filter(col.amount.gt(1))
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(ids(&found), vec!["a/l1=2", "a/l2=9", "a/l4=5"]);
+    let everywhere = unit
+        .query::<Entry>()
+        .row_keys("l1"..="l1")
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(ids(&everywhere), vec!["a/l1=2", "b/l1=4"]);
+    let e = unit
+        .query::<Entry>()
+        .partition("c")
+        .all()
+        .await
+        .expect_err("not locked");
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+
+    // A queried row changes behind the unit's back; writing it fails the
+    // commit and nothing is applied.
+    let mut b1 = everywhere[1].clone();
+    lines
+        .upsert(Entry {
+            customer: "b".into(),
+            id: "l1".into(),
+            amount: 100,
+        })
+        .await
+        .unwrap();
+    b1.amount += 1;
+    unit.replace(&b1).unwrap();
+    let e = unit.commit().await.expect_err("stale read");
+    assert!(
+        matches!(e.kind(), ErrorKind::Conflict | ErrorKind::Batch),
+        "{e}"
+    );
+    let a2 = lines.get("a", "l2").await.unwrap().unwrap();
+    assert_eq!(a2.amount, 0, "nothing applied");
+    assert!(lines.get("a", "l4").await.unwrap().is_none());
+    assert!(lines.get("a", "l3").await.unwrap().is_some());
+    nothing_pending(store, &["a", "b"]).await;
+}
+
+/// A commit refused half-way by a stray write dies while undoing (or loses
+/// the reply of its undo): the next holder of either participant finishes
+/// the undo, so every row is as before the commit (the stray write kept).
+pub async fn a_crash_while_undoing_is_finished_by_the_next_holder(ctx: &Ctx) {
+    for (i, lose) in [false, true].into_iter().enumerate() {
+        let prefix = format!("{}u{i}", ctx.prefix());
+        let memory = ctx.backend().clone();
+        let healthy = process(ctx, memory.clone(), &prefix);
+        open(&healthy, &["a", "b"], 100).await;
+        let faulty = FaultyBackend::new(memory.clone());
+        let injector = faulty.injector();
+        let dying = process(ctx, Arc::new(faulty), &prefix);
+        let mut unit = dying.lock_many(["a", "b"]).await.unwrap();
+        let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
+        let mut b = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
+        a.balance -= 30;
+        b.balance += 30;
+        unit.replace(&a).unwrap();
+        unit.replace(&b).unwrap();
+        healthy
+            .table::<Account>()
+            .upsert(Account {
+                customer: "b".into(),
+                name: "main".into(),
+                balance: 7,
+            })
+            .await
+            .unwrap();
+        // Transactions: a (applied), b (refused), then the undo of a.
+        if lose {
+            injector.lose_reply_nth(Some(Op::Batch), 3);
+        } else {
+            injector.die_at_nth(Some(Op::Batch), 3);
+        }
+        let e = unit.commit().await.expect_err("refused");
+        if lose {
+            assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+        } else {
+            injector.die_now();
+            tokio::time::sleep(ctx.lease_duration() * 2 + Duration::from_secs(1)).await;
+            let report = healthy.roll_forward("b").await.unwrap();
+            assert_eq!(report.map(|r| r.applied), Some(1), "the undo finished");
+        }
+        assert_eq!(balance(&healthy, "a").await, 100, "lose reply: {lose}");
+        assert_eq!(balance(&healthy, "b").await, 7);
+        for c in ["a", "b"] {
+            healthy.lock(c).await.unwrap().abandon().await.unwrap();
+        }
+        nothing_pending(&healthy, &["a", "b"]).await;
+        drop(dying);
+    }
+}
