@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::runtime::Handle;
-use tokio::time::{Instant, sleep, sleep_until, timeout_at};
+use tokio::time::{Instant, sleep, timeout_at};
 use tracing::{Instrument, debug, info_span, warn};
 
 use crate::backend::{BlobConditions, LeaseId, Metadata};
@@ -105,30 +105,17 @@ impl ManagerInner {
                 }
                 state.held = None;
             }
-            // Standing back at the end of a tenure: waiting calls wait it
-            // out; calls that try once report the lease as held without a
-            // request (their callers poll again); `Try` is not held back.
-            if let Some(until) = state.yield_until {
-                match mode {
-                    AcquireMode::Until { deadline } => {
-                        state.yield_until = None;
-                        sleep_until(until.min(deadline)).await;
-                    }
-                    AcquireMode::LocalThenTry if Instant::now() < until => return Ok(None),
-                    AcquireMode::LocalThenTry | AcquireMode::Try => state.yield_until = None,
-                }
-            }
             let proposed = LeaseId::new_random();
             let mut held_seen = false;
             let found = self
                 .acquire_blob_loop(&name, &blob, proposed, mode, outage, &mut held_seen)
                 .await;
             state.attempted(held_seen);
-            let Some(sent) = found? else {
+            let Some((sent, id)) = found? else {
                 return Ok(None);
             };
-            debug!(id = %short_id(proposed), "acquired");
-            let core = LeaseCore::start(self.env.clone(), name, blob, proposed, sent, &runtime);
+            debug!(id = %short_id(id), "acquired");
+            let core = LeaseCore::start(self.env.clone(), name, blob, id, sent, &runtime);
             state.held = Some(core.clone());
             state.acquired(
                 Instant::now(),
@@ -149,9 +136,12 @@ impl ManagerInner {
         .await
     }
 
-    /// Attempts at the blob lease with one proposed id: polling while it is
-    /// held (as `mode` allows), retrying while storage fails (until
-    /// `outage` reaches its bound). `Ok(None)` when it stayed held.
+    /// [`Self::acquire_blob_attempts`], registered in the lease's wait queue
+    /// while the lease is held elsewhere (waiting calls only): the queue
+    /// orders waiters across processes, and a holder at the end of its
+    /// tenure changes its lease to the id registered at the head. A lease
+    /// taken under a registered (so published) id is changed at once to an
+    /// id nobody else knows. Returns when it was acquired and the id held.
     async fn acquire_blob_loop(
         self: &Arc<Self>,
         name: &LeaseName,
@@ -160,7 +150,87 @@ impl ManagerInner {
         mode: AcquireMode,
         outage: &mut Outage,
         held_seen: &mut bool,
+    ) -> Result<Option<(Instant, LeaseId)>> {
+        let mut registered = false;
+        let found = self
+            .acquire_blob_attempts(
+                name,
+                blob,
+                proposed,
+                mode,
+                outage,
+                held_seen,
+                &mut registered,
+            )
+            .await;
+        if !registered {
+            return found.map(|f| f.map(|sent| (sent, proposed)));
+        }
+        let env = &self.env;
+        let container = &env.settings.container;
+        let result = match found {
+            Ok(Some(sent)) => {
+                let own = LeaseId::new_random();
+                match env
+                    .backend
+                    .change_lease(container, blob, proposed, own)
+                    .await
+                {
+                    Ok(_) => Ok(Some((sent, own))),
+                    // Taken back by another process from what it thought a
+                    // dead registration: not ours after all.
+                    Err(Error::LeaseLost { .. }) => Ok(None),
+                    // Unknown whether the change was applied: keep the
+                    // registered id (if it was changed, renewals find the
+                    // lease lost, and nobody else knows the new id).
+                    Err(e) => {
+                        debug!(error = %e, "could not change a handed-over lease's id");
+                        Ok(Some((sent, proposed)))
+                    }
+                }
+            }
+            other => other.map(|f| f.map(|sent| (sent, proposed))),
+        };
+        // Leave the queue in the background; a lease handed to the
+        // registration after the caller gave up is given back.
+        let inner = Arc::clone(self);
+        let blob = blob.clone();
+        let gave_up = !matches!(result, Ok(Some(_)));
+        let pause = env.settings.poll_interval;
+        tokio::spawn(
+            async move {
+                let env = &inner.env;
+                if let Ok(queue) = super::queue::WaitQueue::of(env, &blob) {
+                    let _ = queue.leave(proposed).await;
+                }
+                if gave_up {
+                    sleep(pause).await;
+                    let _ = env
+                        .backend
+                        .release_lease(&env.settings.container, &blob, proposed)
+                        .await;
+                }
+            }
+            .in_current_span(),
+        );
+        result
+    }
+
+    /// Attempts at the blob lease with one proposed id: polling while it is
+    /// held (as `mode` allows), retrying while storage fails (until
+    /// `outage` reaches its bound). `Ok(None)` when it stayed held.
+    #[allow(clippy::too_many_arguments)]
+    async fn acquire_blob_attempts(
+        self: &Arc<Self>,
+        name: &LeaseName,
+        blob: &BlobName,
+        proposed: LeaseId,
+        mode: AcquireMode,
+        outage: &mut Outage,
+        held_seen: &mut bool,
+        registered: &mut bool,
     ) -> Result<Option<Instant>> {
+        let mut renewed_at: Option<Instant> = None;
         let deadline = match mode {
             AcquireMode::Until { deadline } => Some(deadline),
             AcquireMode::Try | AcquireMode::LocalThenTry => None,
@@ -185,6 +255,17 @@ impl ManagerInner {
                     let Some(deadline) = deadline else {
                         return Ok(None);
                     };
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Ok(None);
+                    }
+                    let refresh = super::queue::refresh(&self.env);
+                    if renewed_at.is_none_or(|at| now.saturating_duration_since(at) >= refresh) {
+                        renewed_at = Some(now);
+                        if let Some(sent) = self.register(blob, proposed, registered).await {
+                            return Ok(Some(sent));
+                        }
+                    }
                     let now = Instant::now();
                     if now >= deadline {
                         return Ok(None);
@@ -244,6 +325,48 @@ impl ManagerInner {
             let until = deadline.map_or(until, |d| d.min(until));
             sleep(failures.pause().min(until.saturating_duration_since(now))).await;
         }
+    }
+
+    /// Registers (or renews) `proposed` in the lease's wait queue. A lease
+    /// handed to a stale registration ahead of every fresh one (a waiter
+    /// that died) is taken over with `proposed`: returns when, if so.
+    /// Failures only cost the order: the waiter goes on polling.
+    async fn register(
+        &self,
+        blob: &BlobName,
+        proposed: LeaseId,
+        registered: &mut bool,
+    ) -> Option<Instant> {
+        let env = &self.env;
+        let queue = super::queue::WaitQueue::of(env, blob).ok()?;
+        let stale = match queue.register(proposed).await {
+            Ok(stale) => stale,
+            Err(e) => {
+                debug!(error = %e, "could not register in the wait queue");
+                return None;
+            }
+        };
+        *registered = true;
+        let container = &env.settings.container;
+        for dead in stale {
+            if env
+                .backend
+                .change_lease(container, blob, dead.id, proposed)
+                .await
+                .is_ok()
+            {
+                debug!("took over a lease handed to a waiter that went away");
+                // Restart its duration (an acquire with the current id).
+                let sent = Instant::now();
+                return env
+                    .backend
+                    .acquire_lease(container, blob, env.settings.duration, proposed)
+                    .await
+                    .ok()
+                    .map(|_| sent);
+            }
+        }
+        None
     }
 
     /// Gives back, in the background, a lease an attempt may have taken

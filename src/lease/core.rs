@@ -301,6 +301,44 @@ impl LeaseCore {
         .await
     }
 
+    /// At a tenure's end: looks at the wait queue once and, when a fresh
+    /// registration of another process is at its head, changes the lease to
+    /// that registration's id (the waiter takes it on its next poll).
+    /// `true` when the lease was passed on (this process holds it no more).
+    pub(crate) async fn pass_to_waiter(&self) -> bool {
+        if self.shared.is_lost() || self.finished.load(Ordering::SeqCst) {
+            return false;
+        }
+        let env = &self.env;
+        let Ok(queue) = super::queue::WaitQueue::of(env, &self.blob) else {
+            return false;
+        };
+        let head = match queue.head().await {
+            Ok(Some(head)) if head.id != self.shared.id => head,
+            Ok(_) => return false,
+            Err(e) => {
+                debug!(error = %e, "could not read the wait queue");
+                return false;
+            }
+        };
+        match env
+            .backend
+            .change_lease(&env.settings.container, &self.blob, self.shared.id, head.id)
+            .await
+        {
+            Ok(_) => {
+                self.finished.store(true, Ordering::SeqCst);
+                self.shared.stop.cancel();
+                debug!(lease = %self.shared.name, "passed the lease to the next process in the queue");
+                true
+            }
+            Err(e) => {
+                debug!(error = %e, "could not pass the lease on");
+                false
+            }
+        }
+    }
+
     /// Stops holding without a request (no runtime to send one on).
     pub(crate) fn abandon(&self) {
         self.finished.store(true, Ordering::SeqCst);

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::OwnedMutexGuard;
+use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::debug;
 
@@ -258,10 +259,8 @@ impl LeaseGuard {
     pub async fn release(mut self) -> Result<()> {
         let lost = self.core.shared.is_lost();
         match self.end() {
-            Some((state, core)) => {
-                let result = core.release().await;
-                drop(state);
-                result
+            Some((state, core, tenure_end)) => {
+                finish(self.slot.clone(), state, core, tenure_end).await
             }
             None if lost => Err(self.core.shared.lost_error()),
             None => Ok(()),
@@ -269,23 +268,52 @@ impl LeaseGuard {
     }
 
     /// Ends the guard's hold. Returns what must still be released, with the
-    /// local lock to keep until then; `None` when the lease was handed over.
-    fn end(&mut self) -> Option<(OwnedMutexGuard<SlotState>, Arc<LeaseCore>)> {
+    /// local lock to keep until then and whether the tenure ended; `None`
+    /// when the lease was handed over.
+    fn end(&mut self) -> Option<(OwnedMutexGuard<SlotState>, Arc<LeaseCore>, bool)> {
         self.token.cancel();
         let mut state = self.state.take()?;
         let bounds = TenureBounds::of(&self.core.env.settings);
         let lost = self.core.shared.is_lost();
-        match self.slot.ending(&mut state, lost, bounds) {
+        let ending = self.slot.ending(&mut state, lost, bounds);
+        match ending {
             Ending::HandOver => {
                 debug!(lease = %self.core.shared.name, "handing the lease over locally");
                 None
             }
-            Ending::Release => {
+            Ending::Release | Ending::TenureEnd => {
                 let core = state.held.take().unwrap_or_else(|| self.core.clone());
-                Some((state, core))
+                Some((state, core, ending == Ending::TenureEnd))
             }
         }
     }
+}
+
+/// Finishes a guard's end: at a tenure's end passes the lease to the head
+/// of the wait queue across processes, or (nobody there) keeps it for the
+/// next local task in a new tenure; otherwise releases it. The local lock
+/// is held until then.
+async fn finish(
+    slot: Arc<LocalSlot>,
+    mut state: OwnedMutexGuard<SlotState>,
+    core: Arc<LeaseCore>,
+    tenure_end: bool,
+) -> Result<()> {
+    if tenure_end {
+        if core.pass_to_waiter().await {
+            return Ok(());
+        }
+        if slot.has_waiters() && !core.shared.is_lost() {
+            state.renew_tenure(Instant::now());
+            state.held = Some(core);
+            return Ok(());
+        }
+        state.renew_tenure(Instant::now());
+        state.held_since = None;
+    }
+    let result = core.release().await;
+    drop(state);
+    result
 }
 
 impl fmt::Debug for LeaseGuard {
@@ -301,16 +329,14 @@ impl fmt::Debug for LeaseGuard {
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
-        let Some((state, core)) = self.end() else {
+        let Some((state, core, tenure_end)) = self.end() else {
             return;
         };
         match Handle::try_current() {
             Ok(runtime) => {
                 let slot = self.slot.clone();
                 runtime.spawn(async move {
-                    let _ = core.release().await;
-                    drop(state);
-                    drop(slot);
+                    let _ = finish(slot, state, core, tenure_end).await;
                 });
             }
             Err(_) => {

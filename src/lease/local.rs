@@ -92,12 +92,8 @@ pub(crate) struct SlotState {
     /// When this process last released the blob lease (not at a tenure's
     /// end): a fresh acquire soon after continues the tenure.
     pub(crate) released_at: Option<Instant>,
-    /// After a tenure's end: local acquirers wait until then.
-    pub(crate) yield_until: Option<Instant>,
-    /// The last release ended a tenure, and no attempt was made since.
-    pub(crate) stood_back: bool,
     /// This process has seen another one hold the lease (an acquire of its
-    /// own was refused) since its last stand-back that nobody used.
+    /// own was refused) since its last look at an empty wait queue.
     pub(crate) contended: bool,
 }
 
@@ -111,7 +107,8 @@ pub(crate) struct TenureBounds {
     pub(crate) max_handovers: u32,
     pub(crate) max_hold: Duration,
     pub(crate) contended_hold: Duration,
-    /// How long a process stands back at a tenure's end.
+    /// How soon after this process's own release a fresh acquire of its
+    /// continues the tenure.
     pub(crate) stand_back: Duration,
 }
 
@@ -146,16 +143,20 @@ impl SlotState {
     }
 
     /// Records what an attempt at the blob found: refused (`held_seen`) or
-    /// not. A stand-back nobody used ends what this process knew of others
-    /// waiting.
+    /// not.
     pub(crate) fn attempted(&mut self, held_seen: bool) {
         if held_seen {
             self.contended = true;
             self.released_at = None;
-        } else if self.stood_back {
-            self.contended = false;
         }
-        self.stood_back = false;
+    }
+
+    /// Starts a new tenure on a lease this process keeps (nobody waited in
+    /// the queue at the end of the last one).
+    pub(crate) fn renew_tenure(&mut self, now: Instant) {
+        self.held_since = Some(now);
+        self.handovers = 0;
+        self.contended = false;
     }
 }
 
@@ -164,9 +165,12 @@ impl SlotState {
 pub(crate) enum Ending {
     /// Keep it for the next local task.
     HandOver,
-    /// Release it (nobody waits, the lease is lost, or the fairness bound
-    /// was reached).
+    /// Release it (nobody waits, or the lease is lost).
     Release,
+    /// The tenure reached its bound: pass the lease to the head of the wait
+    /// queue across processes, if a fresh one is there; otherwise hand it
+    /// over locally (a new tenure) or release it.
+    TenureEnd,
 }
 
 impl LocalSlot {
@@ -175,7 +179,7 @@ impl LocalSlot {
         let Ok(state) = self.state.try_lock() else {
             return false;
         };
-        let last = [state.released_at, state.yield_until, state.held_since]
+        let last = [state.released_at, state.held_since]
             .into_iter()
             .flatten()
             .max();
@@ -186,6 +190,11 @@ impl LocalSlot {
     pub(crate) async fn lock(&self) -> OwnedMutexGuard<SlotState> {
         let _ticket = Waiting::new(&self.waiters);
         self.state.clone().lock_owned().await
+    }
+
+    /// Whether tasks of this process queue for the lease.
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.waiters.load(Ordering::SeqCst) > 0
     }
 
     /// Takes the slot's lock if it is free.
@@ -212,14 +221,12 @@ impl LocalSlot {
             bounds.max_hold
         };
         if state.handovers >= bounds.max_handovers || held_for >= hold {
-            // A poller elsewhere tries again within 1.1 poll intervals and
-            // the reply to its last attempt; standing back half an
-            // interval longer lets it in first.
-            state.yield_until = Some(now + bounds.stand_back);
-            state.stood_back = true;
+            // The tenure's end: the guard's end looks at the wait queue
+            // (once) and hands the lease to a remote waiter there, or
+            // carries on with a new tenure.
             state.released_at = None;
             state.held_since = None;
-            return Ending::Release;
+            return Ending::TenureEnd;
         }
         if self.waiters.load(Ordering::SeqCst) > 0 {
             Ending::HandOver

@@ -173,6 +173,7 @@ mod name;
 mod operator;
 mod options;
 mod outage;
+mod queue;
 mod registry;
 mod renew;
 mod reservation;

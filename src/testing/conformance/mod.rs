@@ -354,10 +354,12 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@module fairness #[$plain] #[$timed];
             plain []
             timed [
-                a_process_relocking_back_to_back_cannot_keep_another_waiting,
+                two_processes_relocking_back_to_back_wait_within_the_bound,
+                four_processes_relocking_back_to_back_wait_within_the_bound,
+                eight_processes_relocking_back_to_back_wait_within_the_bound,
                 a_manager_reacquiring_by_name_cannot_keep_another_waiting,
-                turns_cost_no_request_when_nobody_else_waits,
-                a_waiter_that_goes_away_costs_the_holder_at_most_one_stand_back,
+                turns_cost_one_queue_read_per_tenure_when_nobody_else_waits,
+                a_waiter_that_dies_while_registered_costs_the_holder_one_bounded_pause,
             ]
             blocking []
         );

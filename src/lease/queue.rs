@@ -1,0 +1,221 @@
+//! The wait queue of a lease across processes: a small unleased blob beside
+//! the lease blob (`<lease blob>.waiters`) where a process whose acquire
+//! was refused registers the lease id it proposes, in arrival order.
+//!
+//! A holder reads the queue once per tenure end (never per unit, so an
+//! uncontended lease costs what it did) and, when a fresh registration is at
+//! the head, changes its lease to that registration's id (Change Lease: an
+//! atomic hand-over, with no moment where anybody else can take the lease).
+//! The waiter learns it holds the lease on its next poll (an acquire with
+//! the current id succeeds), and at once changes the id again to one nobody
+//! else knows: from then on no other process can touch its lease.
+//!
+//! A registration is renewed by its waiter every [`refresh`] and counts as
+//! stale after [`stale_after`]; stale ones are skipped and dropped. A lease
+//! handed to a waiter that died meanwhile is taken back by the next process
+//! that renews its own registration and finds that head stale: it changes
+//! the dead id to its own (which fails harmlessly when the waiter did take
+//! the lease, since it changed the id at once).
+//!
+//! The body is one line per registration, `<lease id> <unix ms>`; writes are
+//! conditional on the blob's ETag (create-only when absent) and retried a
+//! few times on a conflict.
+
+use time::OffsetDateTime;
+
+use crate::backend::{BlobConditions, LeaseId, Metadata};
+use crate::error::{Error, Result};
+use crate::key::{BlobName, ETag};
+
+use super::env::LeaseEnv;
+
+use std::time::Duration;
+
+/// How many conflicting writers a queue update outlasts before giving up.
+const WRITE_ATTEMPTS: usize = 6;
+
+/// How often a waiter renews its registration: five poll intervals.
+pub(crate) fn refresh(env: &LeaseEnv) -> Duration {
+    env.settings.poll_interval * 5
+}
+
+/// After how long without renewal a registration is stale: three renewals
+/// missed (plus room for clocks that differ by a second).
+pub(crate) fn stale_after(env: &LeaseEnv) -> Duration {
+    refresh(env) * 3 + Duration::from_secs(1)
+}
+
+/// One registration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub(crate) id: LeaseId,
+    /// When its waiter last renewed it (unix milliseconds).
+    seen_ms: i64,
+}
+
+/// The queue blob of one lease.
+#[derive(Debug)]
+pub(crate) struct WaitQueue<'a> {
+    env: &'a LeaseEnv,
+    blob: BlobName,
+}
+
+fn unix_ms(t: OffsetDateTime) -> i64 {
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
+}
+
+fn parse(body: &[u8]) -> Vec<Entry> {
+    String::from_utf8_lossy(body)
+        .lines()
+        .filter_map(|line| {
+            let (id, seen) = line.split_once(' ')?;
+            Some(Entry {
+                id: LeaseId::from_uuid(id.parse().ok()?),
+                seen_ms: seen.trim().parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+fn render(entries: &[Entry]) -> Vec<u8> {
+    entries
+        .iter()
+        .map(|e| format!("{} {}\n", e.id.as_uuid(), e.seen_ms))
+        .collect::<String>()
+        .into_bytes()
+}
+
+impl<'a> WaitQueue<'a> {
+    /// The queue beside the lease blob `lease`.
+    pub(crate) fn of(env: &'a LeaseEnv, lease: &BlobName) -> Result<Self> {
+        Ok(WaitQueue {
+            env,
+            blob: BlobName::new(format!("{}.waiters", lease.as_str()))?,
+        })
+    }
+
+    fn now_ms(&self) -> i64 {
+        unix_ms(self.env.now_wall())
+    }
+
+    fn is_fresh(&self, e: &Entry, now_ms: i64) -> bool {
+        let stale = i64::try_from(stale_after(self.env).as_millis()).unwrap_or(i64::MAX);
+        now_ms.saturating_sub(e.seen_ms) <= stale
+    }
+
+    async fn read(&self) -> Result<(Vec<Entry>, Option<ETag>)> {
+        let env = self.env;
+        match env
+            .backend
+            .get_blob(&env.settings.container, &self.blob)
+            .await?
+        {
+            Some(blob) => Ok((parse(&blob.body), Some(blob.properties.etag))),
+            None => Ok((Vec::new(), None)),
+        }
+    }
+
+    /// The first fresh registration (one read).
+    ///
+    /// # Errors
+    /// The backend's, for a failed read.
+    pub(crate) async fn head(&self) -> Result<Option<Entry>> {
+        let (entries, _) = self.read().await?;
+        let now = self.now_ms();
+        Ok(entries.into_iter().find(|e| self.is_fresh(e, now)))
+    }
+
+    /// Applies `change` to the registrations (stale ones already dropped and
+    /// passed to it separately), writing the result conditionally; retried
+    /// on a conflict. Returns the stale registrations that were at the head
+    /// before the first fresh one.
+    async fn update(&self, change: impl Fn(&mut Vec<Entry>, i64)) -> Result<Vec<Entry>> {
+        let env = self.env;
+        let mut last = None;
+        for _ in 0..WRITE_ATTEMPTS {
+            let (entries, etag) = self.read().await?;
+            let now = self.now_ms();
+            let stale_head: Vec<Entry> = entries
+                .iter()
+                .take_while(|e| !self.is_fresh(e, now))
+                .copied()
+                .collect();
+            let mut kept: Vec<Entry> = entries
+                .iter()
+                .filter(|e| self.is_fresh(e, now))
+                .copied()
+                .collect();
+            change(&mut kept, now);
+            if kept == entries {
+                return Ok(stale_head);
+            }
+            let conditions = match etag {
+                Some(etag) => BlobConditions::if_match(etag),
+                None => BlobConditions::create_only(),
+            };
+            match env
+                .backend
+                .put_blob(
+                    &env.settings.container,
+                    &self.blob,
+                    render(&kept),
+                    &Metadata::new(),
+                    &conditions,
+                )
+                .await
+            {
+                Ok(_) => return Ok(stale_head),
+                Err(e @ (Error::Conflict { .. } | Error::AlreadyExists { .. })) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::invalid("wait queue", "no attempt was made")))
+    }
+
+    /// Registers `id` at the tail, or renews its registration in place.
+    /// Returns the stale registrations found ahead of every fresh one
+    /// (dropped from the queue): a lease may have been handed to one of
+    /// them.
+    ///
+    /// # Errors
+    /// The backend's; a conflict when other writers kept winning.
+    pub(crate) async fn register(&self, id: LeaseId) -> Result<Vec<Entry>> {
+        self.update(
+            |entries, now| match entries.iter_mut().find(|e| e.id == id) {
+                Some(e) => e.seen_ms = now,
+                None => entries.push(Entry { id, seen_ms: now }),
+            },
+        )
+        .await
+    }
+
+    /// Removes the registration of `id`.
+    ///
+    /// # Errors
+    /// The backend's; a conflict when other writers kept winning.
+    pub(crate) async fn leave(&self, id: LeaseId) -> Result<()> {
+        self.update(|entries, _| entries.retain(|e| e.id != id))
+            .await
+            .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_and_bad_lines_are_skipped() {
+        let a = Entry {
+            id: LeaseId::new_random(),
+            seen_ms: 1_700_000_000_123,
+        };
+        let b = Entry {
+            id: LeaseId::new_random(),
+            seen_ms: 5,
+        };
+        let mut body = render(&[a, b]);
+        body.extend_from_slice(b"garbage\nnot-a-uuid 12\n");
+        assert_eq!(parse(&body), vec![a, b]);
+    }
+}
