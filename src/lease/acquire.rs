@@ -21,6 +21,7 @@ use super::local::TenureBounds;
 use super::manager::{AcquireMode, ManagerInner};
 use super::name::LeaseName;
 use super::outage::{Outage, storage_failed};
+use super::queue::Queued;
 
 /// How one attempt at a blob lease ended.
 enum Attempt {
@@ -105,12 +106,22 @@ impl ManagerInner {
                 }
                 state.held = None;
             }
-            let proposed = LeaseId::new_random();
+            // Calls that try once keep their place in the wait queue (and
+            // the id registered there) from one call to the next.
+            let keeps_place = matches!(mode, AcquireMode::LocalThenTry);
+            let mut queued = state
+                .queued
+                .take()
+                .filter(|_| keeps_place)
+                .unwrap_or_else(|| Queued::new(LeaseId::new_random()));
             let mut held_seen = false;
             let found = self
-                .acquire_blob_loop(&name, &blob, proposed, mode, outage, &mut held_seen)
+                .acquire_blob_loop(&name, &blob, mode, outage, &mut held_seen, &mut queued)
                 .await;
             state.attempted(held_seen);
+            if keeps_place && queued.registered && matches!(found, Ok(None)) {
+                state.queued = Some(queued);
+            }
             let Some((sent, id)) = found? else {
                 return Ok(None);
             };
@@ -142,28 +153,24 @@ impl ManagerInner {
     /// tenure changes its lease to the id registered at the head. A lease
     /// taken under a registered (so published) id is changed at once to an
     /// id nobody else knows. Returns when it was acquired and the id held.
+    /// A call that tries once and finds the lease held stays registered
+    /// (`queued`) for the caller's next call.
     async fn acquire_blob_loop(
         self: &Arc<Self>,
         name: &LeaseName,
         blob: &BlobName,
-        proposed: LeaseId,
         mode: AcquireMode,
         outage: &mut Outage,
         held_seen: &mut bool,
+        queued: &mut Queued,
     ) -> Result<Option<(Instant, LeaseId)>> {
-        let mut registered = false;
+        let proposed = queued.id;
         let found = self
-            .acquire_blob_attempts(
-                name,
-                blob,
-                proposed,
-                mode,
-                outage,
-                held_seen,
-                &mut registered,
-            )
+            .acquire_blob_attempts(name, blob, mode, outage, held_seen, queued)
             .await;
-        if !registered {
+        if !queued.registered
+            || (matches!(mode, AcquireMode::LocalThenTry) && matches!(found, Ok(None)))
+        {
             return found.map(|f| f.map(|sent| (sent, proposed)));
         }
         let env = &self.env;
@@ -224,13 +231,13 @@ impl ManagerInner {
         self: &Arc<Self>,
         name: &LeaseName,
         blob: &BlobName,
-        proposed: LeaseId,
         mode: AcquireMode,
         outage: &mut Outage,
         held_seen: &mut bool,
-        registered: &mut bool,
+        queued: &mut Queued,
     ) -> Result<Option<Instant>> {
-        let mut renewed_at: Option<Instant> = None;
+        let proposed = queued.id;
+        let refresh = super::queue::refresh(&self.env);
         let deadline = match mode {
             AcquireMode::Until { deadline } => Some(deadline),
             AcquireMode::Try | AcquireMode::LocalThenTry => None,
@@ -252,20 +259,22 @@ impl ManagerInner {
                     *held_seen = true;
                     outage.answered(&self.env);
                     failures = failure_backoff();
-                    let Some(deadline) = deadline else {
-                        return Ok(None);
-                    };
                     let now = Instant::now();
-                    if now >= deadline {
-                        return Ok(None);
-                    }
-                    let refresh = super::queue::refresh(&self.env);
-                    if renewed_at.is_none_or(|at| now.saturating_duration_since(at) >= refresh) {
-                        renewed_at = Some(now);
-                        if let Some(sent) = self.register(blob, proposed, registered).await {
+                    let registering = match deadline {
+                        Some(deadline) => now < deadline,
+                        None => matches!(mode, AcquireMode::LocalThenTry),
+                    };
+                    if registering && queued.due(now, refresh) {
+                        queued.renewed_at = Some(now);
+                        if let Some(sent) =
+                            self.register(blob, proposed, &mut queued.registered).await
+                        {
                             return Ok(Some(sent));
                         }
                     }
+                    let Some(deadline) = deadline else {
+                        return Ok(None);
+                    };
                     let now = Instant::now();
                     if now >= deadline {
                         return Ok(None);

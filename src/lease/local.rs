@@ -92,6 +92,9 @@ pub(crate) struct SlotState {
     /// When this process last released the blob lease (not at a tenure's
     /// end): a fresh acquire soon after continues the tenure.
     pub(crate) released_at: Option<Instant>,
+    /// The registration in the wait queue that calls trying once (leader
+    /// campaigns, run-once) keep between calls.
+    pub(crate) queued: Option<super::queue::Queued>,
     /// This process has seen another one hold the lease (an acquire of its
     /// own was refused) since its last look at an empty wait queue.
     pub(crate) contended: bool,

@@ -31,6 +31,8 @@ use super::env::LeaseEnv;
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 /// How many conflicting writers a queue update outlasts before giving up.
 const WRITE_ATTEMPTS: usize = 6;
 
@@ -43,6 +45,33 @@ pub(crate) fn refresh(env: &LeaseEnv) -> Duration {
 /// missed (plus room for clocks that differ by a second).
 pub(crate) fn stale_after(env: &LeaseEnv) -> Duration {
     refresh(env) * 3 + Duration::from_secs(1)
+}
+
+/// A waiter's registration in a lease's wait queue.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Queued {
+    /// The lease id it proposes (and a holder changes its lease to).
+    pub(crate) id: LeaseId,
+    /// When it last registered or renewed its registration.
+    pub(crate) renewed_at: Option<Instant>,
+    /// Whether a registration was written (the id is published).
+    pub(crate) registered: bool,
+}
+
+impl Queued {
+    pub(crate) fn new(id: LeaseId) -> Self {
+        Queued {
+            id,
+            renewed_at: None,
+            registered: false,
+        }
+    }
+
+    /// Whether the registration is to be written or renewed at `now`.
+    pub(crate) fn due(&self, now: Instant, refresh: Duration) -> bool {
+        self.renewed_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= refresh)
+    }
 }
 
 /// One registration.
