@@ -130,7 +130,7 @@ impl ManagerInner {
             state.held = Some(core.clone());
             state.acquired(
                 Instant::now(),
-                TenureBounds::of(&self.env.settings).stand_back,
+                TenureBounds::of(&self.env.settings).continue_within,
             );
             let guard = LeaseGuard::new(core, slot.clone(), state, Acquisition::Fresh);
             if self.env.settings.owner_metadata {

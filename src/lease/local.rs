@@ -8,19 +8,15 @@
 //!
 //! A process's **tenure** is its run of guards on one lease held back to
 //! back: hand-overs, and fresh acquires that follow this process's own
-//! release of the lease by less than a stand-back (one poll interval and a
-//! half: no poller elsewhere can be sure to have tried in between). A
+//! release of the lease by less than one poll interval and a half. A
 //! tenure ends when a guard ends after [`LeaseOptions::with_handover_limit`]'s
 //! bound (units in a row, or time since the tenure began), or after the
 //! shorter [`LeaseOptions::with_contended_hold`] once this process has seen
 //! another one hold the lease (one of its own acquires was refused). At the
-//! end of a tenure the lease is released even though local tasks wait, and
-//! this process **stands back**: none of its tasks tries the blob again for
-//! one poll interval and a half, so a poller elsewhere (whose next attempt
-//! comes within 1.1 poll intervals and a reply) takes it. A stand-back after which this
-//! process's own next attempt finds the lease free tells it that nobody else
-//! waits any more: it goes back to the longer bound. None of this sends a
-//! request.
+//! end of a tenure the guard's end looks at the wait queue across processes
+//! (`queue.rs`) once: a fresh remote waiter at its head is handed the lease
+//! (Change Lease to its registered id); nobody there, and a new tenure
+//! begins (local hand-over or release as usual), with the longer bound.
 //!
 //! [`LeaseOptions::with_handover_limit`]: super::LeaseOptions::with_handover_limit
 //! [`LeaseOptions::with_contended_hold`]: super::LeaseOptions::with_contended_hold
@@ -112,7 +108,7 @@ pub(crate) struct TenureBounds {
     pub(crate) contended_hold: Duration,
     /// How soon after this process's own release a fresh acquire of its
     /// continues the tenure.
-    pub(crate) stand_back: Duration,
+    pub(crate) continue_within: Duration,
 }
 
 impl TenureBounds {
@@ -122,7 +118,7 @@ impl TenureBounds {
             max_handovers: settings.max_handovers,
             max_hold: settings.max_hold,
             contended_hold: settings.contended_hold,
-            stand_back: poll + poll / 2,
+            continue_within: poll + poll / 2,
         }
     }
 }
@@ -131,10 +127,10 @@ impl SlotState {
     /// Records a fresh acquire at `now`: it continues the tenure when it
     /// follows this process's own release closely and nobody else was seen
     /// in between; otherwise a tenure begins.
-    pub(crate) fn acquired(&mut self, now: Instant, stand_back: Duration) {
+    pub(crate) fn acquired(&mut self, now: Instant, continue_within: Duration) {
         let continued = self
             .released_at
-            .is_some_and(|at| now.saturating_duration_since(at) < stand_back)
+            .is_some_and(|at| now.saturating_duration_since(at) < continue_within)
             && self.held_since.is_some();
         if continued {
             self.handovers = self.handovers.saturating_add(1);
@@ -207,7 +203,8 @@ impl LocalSlot {
 
     /// Decides what the end of a guard does, and records the decision in
     /// `state`: hand over while tasks wait and the lease is healthy, until
-    /// the tenure reaches its bound; at the bound release and stand back.
+    /// the tenure reaches its bound; at the bound, a tenure end (the guard
+    /// looks at the wait queue).
     pub(crate) fn ending(&self, state: &mut SlotState, lost: bool, bounds: TenureBounds) -> Ending {
         let now = Instant::now();
         if lost {

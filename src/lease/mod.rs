@@ -59,57 +59,72 @@
 //! A process that takes a lease back to back (tasks handing it over, or one
 //! task releasing and acquiring again at once) would otherwise keep it from
 //! other processes for good: its next acquire comes before their next poll.
-//! So a process holds a lease in **tenures**: its run of guards held back to
-//! back, counting hand-overs and fresh acquires that follow its own release
-//! by less than 1.5 poll intervals. A tenure ends with the first guard that
-//! ends after `max_handovers` guards or `max_hold` of time
-//! ([`LeaseOptions::with_handover_limit`], default 1000 and 2 s), or after
-//! the shorter contended hold ([`LeaseOptions::with_contended_hold`],
-//! default 250 ms) once this process has seen another process hold the
-//! lease (one of its own acquires was refused). The process then releases
-//! the lease and **stands back**: none of its tasks tries it again for 1.5
-//! poll intervals, so a waiter elsewhere, which tries at most 1.1 poll
-//! intervals and a reply apart, takes it. A stand-back after which the lease is still
-//! free for this process tells it that nobody else waits any more: it goes
-//! back to the longer bound.
+//! So waiters across processes queue, and a process holds a lease in
+//! **tenures**.
 //!
-//! With `p` the poll interval, `H` the tenure bound in force (`max_hold`, or
-//! the contended hold once the holder has seen another process), `U` the
-//! longest a guard is held (a tenure ends only when a guard ends) and `r`
-//! a round trip:
+//! * **The wait queue.** A waiting call whose acquire is refused registers
+//!   the lease id it proposes in a small unleased blob beside the lease blob
+//!   (`<lease blob>.waiters`, one line per waiter, written conditionally on
+//!   its ETag) and renews that registration every 5 poll intervals while it
+//!   waits; it still polls the lease once per poll interval (at most 10
+//!   times a second with the default 100 ms).
+//! * **Tenures.** A tenure is a process's run of guards held back to back:
+//!   hand-overs, and fresh acquires that follow its own release by less
+//!   than 1.5 poll intervals. It ends with the first guard that ends after
+//!   `max_handovers` guards or `max_hold` of time
+//!   ([`LeaseOptions::with_handover_limit`], default 1000 and 2 s), or after
+//!   the shorter contended hold ([`LeaseOptions::with_contended_hold`],
+//!   default 250 ms) once this process has itself waited for the lease.
+//! * **Hand-over across processes.** At a tenure's end the holder reads the
+//!   queue (one request) and, when a fresh registration of another process
+//!   is at its head, changes its lease to that registration's id (Change
+//!   Lease: nobody else can take the lease in between). The waiter's next
+//!   poll (an acquire with the current id) succeeds, and it changes the id
+//!   at once to one nobody else knows. Nobody in the queue: the tenure
+//!   simply starts again (handing over locally, or releasing as usual), and
+//!   the process goes back to the longer `max_hold`.
+//! * **Waiters that went away.** A registration not renewed for
+//!   `stale_after` = 15 poll intervals + 1 s (2.5 s with the defaults; the
+//!   second allows for clocks that differ) is skipped and dropped. A lease
+//!   handed to a waiter that died just before is taken over (changed from
+//!   the dead id to its own) by the next waiter that renews its registration
+//!   and finds the dead one stale at the head.
 //!
-//! * **the bound**: a waiter behind one other process gets the lease within
-//!   `H + U + 1.1 p + r` of starting to wait (with the defaults and 10 ms
-//!   units: 2.12 s when the holder had not seen it yet, 370 ms once it has).
-//!   With `P` processes waiting, every turn goes to one of them within
-//!   `H + U + 1.1 p + r` of the previous one, and from the second turn on
-//!   every holder knows of the contention, so turns last at most
-//!   `250 ms + U + 1.1 p + r`; but which waiting process gets a turn is
-//!   decided by whose poll comes first after the release, not by who waited
-//!   longest. A process waits `P − 1` turns on average; the chance that it
-//!   is passed over `k` turns in a row is about `(1 − 1/(P − 1))^k`, so
-//!   for more than two processes the bound is on the mean, not on every
-//!   wait.
-//! * **what it costs**: no request: the uncontended request count of a
-//!   guard or a partition-lock unit is what it was. In time, a process alone
-//!   on a lease pauses 1.5 `p` every `max_hold` of continuous holding
-//!   (about 7 % with the defaults); under contention each turn leaves the
-//!   lease idle until the next holder's poll (at most 1.1 `p`, half `p` on
-//!   average).
+//! With `P` the number of processes waiting for the lease, `p` the poll
+//! interval, `H` = `max_hold`, `C` = the contended hold, `U` the longest a
+//! guard is held (a tenure ends only when a guard ends) and `r` a round trip:
+//!
+//! * **the bound**: every waiting call gets the lease within
+//!   `H + (P − 2) × C + (P − 1) × (U + 1.1 p + 3 r)` of starting to wait
+//!   (the holder's tenure, then at most one contended tenure of each
+//!   process queued ahead, each followed by the next waiter's poll). With the
+//!   defaults and 10 ms units: 2.12 s for 2 processes, 2.86 s for 4,
+//!   4.34 s for 8, plus round trips. A waiter that died while at the head of
+//!   the queue adds at most `stale_after + 5 p + 1.1 p` (3.1 s) once.
+//!   The order is first come, first served, except that a waiter whose poll
+//!   finds the lease free between a holder's units takes it out of turn
+//!   (its tenure then ends by handing the lease to the head).
+//! * **what it costs**: an uncontended guard or partition-lock unit sends
+//!   exactly what it did; once per `max_hold` of continuous holding the
+//!   holder reads the queue (one small GET that finds nothing). A contended
+//!   acquire adds the registration (a read and a write, renewed every 5
+//!   `p`), a Change Lease when it is handed the lease and a background
+//!   removal of its registration; each hand-over costs the holder one read
+//!   and one Change Lease, and leaves the lease idle until the waiter's
+//!   next poll (at most 1.1 `p`).
 //! * **the knobs**: [`LeaseOptions::with_handover_limit`] (`max_handovers`,
 //!   `max_hold`), [`LeaseOptions::with_contended_hold`] and
 //!   [`LeaseOptions::with_poll_interval`]; partition locks take them through
 //!   [`StoreBuilder::lock_lease_options`](crate::StoreBuilder::lock_lease_options).
 //!   The bound assumes every process polls at the same interval.
 //!
-//! The same turns apply to every wait by name: [`LeaseManager::acquire`],
-//! [`LeaseManager::do_once`], partition locks, and leader campaigns
-//! ([`LeaseManager::run_as_leader`]) — during a stand-back a campaign's
-//! attempt reports the lease as held without a request. Candidates on
-//! standby, though, back off to 1 s between attempts, longer than a
-//! stand-back, so a leader that campaigns again at once after its term is
-//! not held to the bound. [`LeaseManager::try_acquire`] and reservations
-//! try once and do not stand back.
+//! The queue serves every wait by name: [`LeaseManager::acquire`],
+//! partition locks, [`LeaseManager::do_once`] and leader campaigns
+//! ([`LeaseManager::run_as_leader`]), whose attempts keep their registration
+//! from one attempt to the next. A candidate on standby tries at most once
+//! a second, so when it is handed the lease it may stay idle up to that
+//! second (in place of 1.1 `p` in the bound). [`LeaseManager::try_acquire`]
+//! and reservations try once and do not queue.
 //!
 //! # Failing storage
 //!

@@ -153,16 +153,15 @@ impl LeaseOptions {
     /// acquires that follow its own release by less than one poll interval
     /// and a half. It ends with the first guard that ends after
     /// `max_handovers` guards after the first, or `max_hold` after the
-    /// tenure began; the lease is then released even though local tasks
-    /// wait, and none of them tries it again for one poll interval and a
-    /// half (the process **stands back**), so a process polling from
-    /// elsewhere takes it. Default: 1000 and 2 s.
+    /// tenure began: the process then reads the lease's wait queue and
+    /// hands the lease to the process registered at its head, if any (even
+    /// though local tasks wait); otherwise a new tenure begins. Default:
+    /// 1000 and 2 s.
     ///
-    /// This is the bound for a process that has not seen another process
-    /// want the lease: when nobody else does, it costs a pause of 1.5 poll
-    /// intervals every `max_hold` of continuous holding (about 7 % of the
-    /// time with the defaults), and no request. Once this process has seen
-    /// another one hold the lease, the shorter
+    /// This is the bound for a process that has not itself waited for the
+    /// lease: when nobody else wants it, it costs one small read every
+    /// `max_hold` of continuous holding, and no pause. Once this process has
+    /// waited for the lease, the shorter
     /// [`LeaseOptions::with_contended_hold`] applies instead. See the
     /// [module docs](crate::lease#turns-between-processes) for the bound on
     /// waiting that results.
@@ -174,12 +173,11 @@ impl LeaseOptions {
 
     /// The bound of a tenure (see [`LeaseOptions::with_handover_limit`])
     /// once this process has seen another process hold the lease (one of
-    /// its own acquires was refused), until a stand-back of its own passes
-    /// with nobody taking the lease. Default: 250 ms. Shorter turns serve
-    /// waiters sooner; longer ones lose less time to the turns (each costs
-    /// the pause until the next holder's poll, half a poll interval on
-    /// average). Never longer than the `max_hold` of
-    /// [`LeaseOptions::with_handover_limit`].
+    /// its own acquires was refused), until a tenure's end finds the wait
+    /// queue empty. Default: 250 ms. Shorter turns serve waiters sooner;
+    /// longer ones lose less time to the turns (each leaves the lease idle
+    /// until the next holder's poll, at most 1.1 poll intervals). Never
+    /// longer than the `max_hold` of [`LeaseOptions::with_handover_limit`].
     pub fn with_contended_hold(mut self, hold: Duration) -> Self {
         self.contended_hold = hold;
         self
