@@ -126,7 +126,18 @@ impl ManagerInner {
                 return Ok(None);
             };
             debug!(id = %short_id(id), "acquired");
-            let core = LeaseCore::start(self.env.clone(), name, blob, id, sent, &runtime);
+            // The id it was registered in the wait queue under, while its
+            // registration is being removed: never a waiter to pass to.
+            let registered_as = queued.registered.then_some(queued.id);
+            let core = LeaseCore::start(
+                self.env.clone(),
+                name,
+                blob,
+                id,
+                sent,
+                &runtime,
+                registered_as,
+            );
             state.held = Some(core.clone());
             state.acquired(
                 Instant::now(),

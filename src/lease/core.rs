@@ -37,6 +37,9 @@ pub(crate) struct LeaseCore {
     view: AsyncMutex<Option<View>>,
     /// Set once released or abandoned.
     pub(crate) finished: AtomicBool,
+    /// The id this process was registered under in the wait queue before
+    /// it took the lease (its registration may linger a little).
+    registered_as: Option<LeaseId>,
 }
 
 #[derive(Debug, Clone)]
@@ -65,6 +68,7 @@ impl LeaseCore {
         id: LeaseId,
         sent: Instant,
         runtime: &Handle,
+        registered_as: Option<LeaseId>,
     ) -> Arc<LeaseCore> {
         let settings = &env.settings;
         let shared = Arc::new(LeaseShared::new(
@@ -92,6 +96,7 @@ impl LeaseCore {
             blob,
             view: AsyncMutex::new(None),
             finished: AtomicBool::new(false),
+            registered_as,
         })
     }
 
@@ -313,9 +318,10 @@ impl LeaseCore {
         let Ok(queue) = super::queue::WaitQueue::of(env, &self.blob) else {
             return false;
         };
-        let head = match queue.head().await {
-            Ok(Some(head)) if head.id != self.shared.id => head,
-            Ok(_) => return false,
+        let own = [Some(self.shared.id), self.registered_as];
+        let head = match queue.head_excluding(&own).await {
+            Ok(Some(head)) => head,
+            Ok(None) => return false,
             Err(e) => {
                 debug!(error = %e, "could not read the wait queue");
                 return false;

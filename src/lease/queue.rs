@@ -144,14 +144,17 @@ impl<'a> WaitQueue<'a> {
         }
     }
 
-    /// The first fresh registration (one read).
+    /// The first fresh registration whose id is not one of `own` (this
+    /// process's own, lingering while being removed); one read.
     ///
     /// # Errors
     /// The backend's, for a failed read.
-    pub(crate) async fn head(&self) -> Result<Option<Entry>> {
+    pub(crate) async fn head_excluding(&self, own: &[Option<LeaseId>]) -> Result<Option<Entry>> {
         let (entries, _) = self.read().await?;
         let now = self.now_ms();
-        Ok(entries.into_iter().find(|e| self.is_fresh(e, now)))
+        Ok(entries
+            .into_iter()
+            .find(|e| self.is_fresh(e, now) && !own.contains(&Some(e.id))))
     }
 
     /// Applies `change` to the registrations (stale ones already dropped and
