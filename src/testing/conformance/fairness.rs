@@ -285,3 +285,57 @@ pub async fn a_waiter_that_dies_while_registered_costs_the_holder_one_bounded_pa
         assert!(units >= least, "{units} units, expected {least}");
     }
 }
+
+/// Leader campaigns queue too: two candidates whose terms are short (a
+/// leader steps down after 10 ms and campaigns again at once) both lead,
+/// and neither waits between its terms longer than the bound with the
+/// standby pace (1 s) in place of a poll interval: `max_hold + unit + 1 s +
+/// the pause after a term`. (The pause a leader takes after its term gives
+/// the other candidate its turn already; this pins that queued campaigns
+/// keep it so.) On a real service: skipped (timing).
+pub async fn leader_candidates_that_step_down_at_once_take_turns(ctx: &Ctx) {
+    if ctx.clock() != Clock::Paused {
+        return;
+    }
+    let run = Duration::from_secs(20);
+    let options = LeaseOptions::new().with_duration(ctx.lease_duration());
+    let backend = ctx.backend().clone();
+    let name = format!("{}-leader", ctx.prefix());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut tasks = Vec::new();
+    for c in 0..2 {
+        let leases = LeaseManager::new(backend.clone(), options.clone()).unwrap();
+        let (name, stop) = (name.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let terms = Arc::new(std::sync::Mutex::new(Vec::<Instant>::new()));
+            let leader_options = crate::lease::LeaderOptions::new().with_stop(stop);
+            leases
+                .run_as_leader(&name, leader_options, |_| {
+                    let terms = terms.clone();
+                    async move {
+                        terms.lock().unwrap().push(Instant::now());
+                        sleep(UNIT).await;
+                    }
+                })
+                .await
+                .unwrap_or_else(|e| panic!("candidate {c}: {e}"));
+            let terms = terms.lock().unwrap().clone();
+            terms
+        }));
+    }
+    let started = Instant::now();
+    sleep(run).await;
+    stop.cancel();
+    let bound = MAX_HOLD + UNIT + Duration::from_secs(1) + POLL + POLL / 10;
+    for t in tasks {
+        let mut terms = t.await.unwrap();
+        terms.insert(0, started);
+        let longest = terms.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(run);
+        println!(
+            "{} terms, longest gap {longest:?}, bound {bound:?}",
+            terms.len() - 1
+        );
+        assert!(terms.len() > 10, "{} terms", terms.len() - 1);
+        assert!(longest <= bound, "longest gap {longest:?}, bound {bound:?}");
+    }
+}
