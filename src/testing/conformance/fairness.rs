@@ -319,8 +319,7 @@ pub async fn leader_candidates_that_step_down_at_once_take_turns(ctx: &Ctx) {
                 })
                 .await
                 .unwrap_or_else(|e| panic!("candidate {c}: {e}"));
-            let terms = terms.lock().unwrap().clone();
-            terms
+            terms.lock().unwrap().clone()
         }));
     }
     let started = Instant::now();
