@@ -157,11 +157,15 @@ impl<'a> WaitQueue<'a> {
             .find(|e| self.is_fresh(e, now) && !own.contains(&Some(e.id))))
     }
 
-    /// Applies `change` to the registrations (stale ones already dropped and
-    /// passed to it separately), writing the result conditionally; retried
-    /// on a conflict. Returns the stale registrations that were at the head
+    /// Applies `change` to the registrations (stale ones dropped first when
+    /// `drop_stale`), writing the result conditionally; retried on a
+    /// conflict. Returns the stale registrations that were at the head
     /// before the first fresh one.
-    async fn update(&self, change: impl Fn(&mut Vec<Entry>, i64)) -> Result<Vec<Entry>> {
+    async fn update(
+        &self,
+        drop_stale: bool,
+        change: impl Fn(&mut Vec<Entry>, i64),
+    ) -> Result<Vec<Entry>> {
         let env = self.env;
         let mut last = None;
         for _ in 0..WRITE_ATTEMPTS {
@@ -174,7 +178,7 @@ impl<'a> WaitQueue<'a> {
                 .collect();
             let mut kept: Vec<Entry> = entries
                 .iter()
-                .filter(|e| self.is_fresh(e, now))
+                .filter(|e| !drop_stale || self.is_fresh(e, now))
                 .copied()
                 .collect();
             change(&mut kept, now);
@@ -212,21 +216,22 @@ impl<'a> WaitQueue<'a> {
     /// # Errors
     /// The backend's; a conflict when other writers kept winning.
     pub(crate) async fn register(&self, id: LeaseId) -> Result<Vec<Entry>> {
-        self.update(
-            |entries, now| match entries.iter_mut().find(|e| e.id == id) {
+        self.update(true, |entries, now| {
+            match entries.iter_mut().find(|e| e.id == id) {
                 Some(e) => e.seen_ms = now,
                 None => entries.push(Entry { id, seen_ms: now }),
-            },
-        )
+            }
+        })
         .await
     }
 
-    /// Removes the registration of `id`.
+    /// Removes the registration of `id`. Stale ones stay: only a waiter
+    /// that registers drops them, as it takes over a lease handed to one.
     ///
     /// # Errors
     /// The backend's; a conflict when other writers kept winning.
     pub(crate) async fn leave(&self, id: LeaseId) -> Result<()> {
-        self.update(|entries, _| entries.retain(|e| e.id != id))
+        self.update(false, |entries, _| entries.retain(|e| e.id != id))
             .await
             .map(drop)
     }
