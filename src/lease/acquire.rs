@@ -21,7 +21,7 @@ use super::local::TenureBounds;
 use super::manager::{AcquireMode, ManagerInner};
 use super::name::LeaseName;
 use super::outage::{Outage, storage_failed};
-use super::queue::Queued;
+use super::queue::{Queued, Schedule};
 
 /// How one attempt at a blob lease ended.
 enum Attempt {
@@ -249,6 +249,8 @@ impl ManagerInner {
     ) -> Result<Option<Instant>> {
         let proposed = queued.id;
         let refresh = super::queue::refresh(&self.env);
+        let poll = self.env.settings.poll_interval;
+        let poll_ms = i64::try_from(poll.as_millis()).unwrap_or(i64::MAX).max(1);
         let deadline = match mode {
             AcquireMode::Until { deadline } => Some(deadline),
             AcquireMode::Try | AcquireMode::LocalThenTry => None,
@@ -277,8 +279,18 @@ impl ManagerInner {
                     };
                     if registering && queued.due(now, refresh) {
                         queued.renewed_at = Some(now);
-                        if let Some(sent) =
-                            self.register(blob, proposed, &mut queued.registered).await
+                        // A wait with a deadline polls on a schedule from
+                        // here on, and publishes it.
+                        let schedule = deadline.map(|_| {
+                            let anchor = *queued.anchor.get_or_insert(started + poll);
+                            Schedule {
+                                anchor_ms: self.env.wall_ms(anchor),
+                                every_ms: poll_ms,
+                            }
+                        });
+                        if let Some(sent) = self
+                            .register(blob, proposed, schedule, &mut queued.registered)
+                            .await
                         {
                             return Ok(Some(sent));
                         }
@@ -290,7 +302,11 @@ impl ManagerInner {
                     if now >= deadline {
                         return Ok(None);
                     }
-                    sleep(backoff.pause().min(deadline - now)).await;
+                    let pause = match queued.next_poll(now, poll) {
+                        Some(at) => at - now,
+                        None => backoff.pause(),
+                    };
+                    sleep(pause.min(deadline - now)).await;
                     continue;
                 }
                 // The attempt was left to finish in the background (it gives
@@ -355,11 +371,12 @@ impl ManagerInner {
         &self,
         blob: &BlobName,
         proposed: LeaseId,
+        schedule: Option<Schedule>,
         registered: &mut bool,
     ) -> Option<Instant> {
         let env = &self.env;
         let queue = super::queue::WaitQueue::of(env, blob).ok()?;
-        let stale = match queue.register(proposed).await {
+        let stale = match queue.register(proposed, schedule).await {
             Ok(stale) => stale,
             Err(e) => {
                 debug!(error = %e, "could not register in the wait queue");

@@ -306,30 +306,37 @@ impl LeaseCore {
         .await
     }
 
-    /// At a tenure's end: looks at the wait queue once and, when a fresh
-    /// registration of another process is at its head, changes the lease to
-    /// that registration's id (the waiter takes it on its next poll).
-    /// `true` when the lease was passed on (this process holds it no more).
-    pub(crate) async fn pass_to_waiter(&self) -> bool {
+    /// At a tenure's end: the first fresh registration of another process
+    /// in the wait queue (one read), with how long the read took (about a
+    /// round trip). `None` when nobody waits, the lease is lost or the
+    /// queue could not be read.
+    pub(crate) async fn queue_head(&self) -> Option<(super::queue::Entry, Duration)> {
+        if self.shared.is_lost() || self.finished.load(Ordering::SeqCst) {
+            return None;
+        }
+        let queue = super::queue::WaitQueue::of(&self.env, &self.blob).ok()?;
+        let own = [Some(self.shared.id), self.registered_as];
+        let sent = Instant::now();
+        match queue.head_excluding(&own).await {
+            Ok(head) => head.map(|head| (head, sent.elapsed())),
+            Err(e) => {
+                debug!(error = %e, "could not read the wait queue");
+                None
+            }
+        }
+    }
+
+    /// Passes the lease to the waiter registered as `to`: changes the lease
+    /// to that id (the waiter takes it on its next poll). `true` when it
+    /// was passed on (this process holds it no more).
+    pub(crate) async fn pass_to(&self, to: LeaseId) -> bool {
         if self.shared.is_lost() || self.finished.load(Ordering::SeqCst) {
             return false;
         }
         let env = &self.env;
-        let Ok(queue) = super::queue::WaitQueue::of(env, &self.blob) else {
-            return false;
-        };
-        let own = [Some(self.shared.id), self.registered_as];
-        let head = match queue.head_excluding(&own).await {
-            Ok(Some(head)) => head,
-            Ok(None) => return false,
-            Err(e) => {
-                debug!(error = %e, "could not read the wait queue");
-                return false;
-            }
-        };
         match env
             .backend
-            .change_lease(&env.settings.container, &self.blob, self.shared.id, head.id)
+            .change_lease(&env.settings.container, &self.blob, self.shared.id, to)
             .await
         {
             Ok(_) => {

@@ -10,16 +10,15 @@
 //! back: hand-overs, and fresh acquires that follow this process's own
 //! release of the lease by less than one poll interval and a half. A
 //! tenure ends when a guard ends after [`LeaseOptions::with_handover_limit`]'s
-//! bound (units in a row, or time since the tenure began), or after the
-//! shorter [`LeaseOptions::with_contended_hold`] once this process has seen
-//! another one hold the lease (one of its own acquires was refused). At the
-//! end of a tenure the guard's end looks at the wait queue across processes
-//! (`queue.rs`) once: a fresh remote waiter at its head is handed the lease
-//! (Change Lease to its registered id); nobody there, and a new tenure
-//! begins (local hand-over or release as usual), with the longer bound.
+//! bound (units in a row, or time since the tenure began). At the end of a
+//! tenure the guard's end looks at the wait queue across processes
+//! (`queue.rs`) once. Nobody there: a new tenure begins (local hand-over or
+//! release as usual). A fresh remote waiter at its head: the lease is passed
+//! to it (Change Lease to its registered id), timed for its next poll when
+//! it publishes a schedule: local tasks go on using the lease until the
+//! guard end after which the next would come too late for that poll.
 //!
 //! [`LeaseOptions::with_handover_limit`]: super::LeaseOptions::with_handover_limit
-//! [`LeaseOptions::with_contended_hold`]: super::LeaseOptions::with_contended_hold
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -28,6 +27,8 @@ use std::time::Duration;
 
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 use tokio::time::Instant;
+
+use crate::backend::LeaseId;
 
 use super::core::LeaseCore;
 use super::name::LeaseName;
@@ -91,9 +92,50 @@ pub(crate) struct SlotState {
     /// The registration in the wait queue that calls trying once (leader
     /// campaigns, run-once) keep between calls.
     pub(crate) queued: Option<super::queue::Queued>,
-    /// This process has seen another one hold the lease (an acquire of its
-    /// own was refused) since its last look at an empty wait queue.
-    pub(crate) contended: bool,
+    /// A pass to a remote waiter decided at a tenure's end, waiting for
+    /// the right guard end.
+    pub(crate) pending: Option<Pending>,
+    /// When the last guard ended, and how long before that the one before
+    /// it had ended (about how long a guard lasts).
+    pub(crate) last_end: Option<Instant>,
+    pub(crate) last_unit: Duration,
+}
+
+/// A pass of the lease to a remote waiter, timed for its next poll.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pending {
+    /// The id the waiter registered (the lease is changed to it).
+    pub(crate) to: LeaseId,
+    /// The waiter's next poll, on this process's clock.
+    pub(crate) poll: Instant,
+    /// How often it polls.
+    pub(crate) every: Duration,
+    /// How long before its poll the change is to be sent.
+    pub(crate) lead: Duration,
+}
+
+impl Pending {
+    /// Whether a guard end at `now` passes the lease, guards lasting about
+    /// `unit`: yes when the next guard end might come too late for the
+    /// waiter's next poll. A poll already too close is given up for the
+    /// one after it (the waiter waits one poll interval more; the lease is
+    /// not left idle).
+    /// When a lease kept for nobody is passed: in time for the poll.
+    pub(crate) fn pass_at(&self) -> Instant {
+        self.poll.checked_sub(self.lead).unwrap_or(self.poll)
+    }
+
+    pub(crate) fn due(&mut self, now: Instant, unit: Duration) -> bool {
+        if now + self.lead > self.poll {
+            let late = (now + self.lead).saturating_duration_since(self.poll);
+            let every = self.every.max(Duration::from_millis(1));
+            let skip = u32::try_from(late.as_nanos() / every.as_nanos() + 1).unwrap_or(u32::MAX);
+            self.poll += every.saturating_mul(skip);
+        }
+        // Twice the last guard's length: guards vary, and a pass that
+        // misses the poll costs the waiter a whole poll interval.
+        now + unit.saturating_mul(2) + self.lead >= self.poll
+    }
 }
 
 /// How long an idle slot is kept for what it knows (its tenure, whether
@@ -105,7 +147,6 @@ const FORGET_AFTER: Duration = Duration::from_secs(60);
 pub(crate) struct TenureBounds {
     pub(crate) max_handovers: u32,
     pub(crate) max_hold: Duration,
-    pub(crate) contended_hold: Duration,
     /// How soon after this process's own release a fresh acquire of its
     /// continues the tenure.
     pub(crate) continue_within: Duration,
@@ -117,7 +158,6 @@ impl TenureBounds {
         TenureBounds {
             max_handovers: settings.max_handovers,
             max_hold: settings.max_hold,
-            contended_hold: settings.contended_hold,
             continue_within: poll + poll / 2,
         }
     }
@@ -142,10 +182,10 @@ impl SlotState {
     }
 
     /// Records what an attempt at the blob found: refused (`held_seen`) or
-    /// not.
+    /// not. A lease somebody else held in between does not continue this
+    /// process's tenure.
     pub(crate) fn attempted(&mut self, held_seen: bool) {
         if held_seen {
-            self.contended = true;
             self.released_at = None;
         }
     }
@@ -155,7 +195,15 @@ impl SlotState {
     pub(crate) fn renew_tenure(&mut self, now: Instant) {
         self.held_since = Some(now);
         self.handovers = 0;
-        self.contended = false;
+    }
+
+    /// Forgets the tenure of a lease this process no longer holds.
+    pub(crate) fn passed(&mut self) {
+        self.held = None;
+        self.held_since = None;
+        self.handovers = 0;
+        self.released_at = None;
+        self.pending = None;
     }
 }
 
@@ -170,6 +218,12 @@ pub(crate) enum Ending {
     /// queue across processes, if a fresh one is there; otherwise hand it
     /// over locally (a new tenure) or release it.
     TenureEnd,
+    /// Pass the lease to the waiter a tenure's end chose, now.
+    Pass(LeaseId),
+    /// Keep the lease (no local task waits now, but one may come back)
+    /// until the pass to the waiter a tenure's end chose is due, at the
+    /// instant given.
+    Linger(Instant),
 }
 
 impl LocalSlot {
@@ -204,31 +258,44 @@ impl LocalSlot {
     /// Decides what the end of a guard does, and records the decision in
     /// `state`: hand over while tasks wait and the lease is healthy, until
     /// the tenure reaches its bound; at the bound, a tenure end (the guard
-    /// looks at the wait queue).
+    /// looks at the wait queue); once a pass to a remote waiter is pending,
+    /// the pass at the last guard end before that waiter's next poll (or at
+    /// once when no local task waits).
     pub(crate) fn ending(&self, state: &mut SlotState, lost: bool, bounds: TenureBounds) -> Ending {
         let now = Instant::now();
+        if let Some(last) = state.last_end {
+            state.last_unit = now.saturating_duration_since(last);
+        }
+        state.last_end = Some(now);
         if lost {
             state.released_at = None;
             state.held_since = None;
+            state.pending = None;
             return Ending::Release;
+        }
+        let waiters = self.waiters.load(Ordering::SeqCst) > 0;
+        let unit = state.last_unit;
+        if let Some(pending) = state.pending.as_mut() {
+            return if pending.due(now, unit) {
+                Ending::Pass(pending.to)
+            } else if waiters {
+                Ending::HandOver
+            } else {
+                Ending::Linger(pending.pass_at())
+            };
         }
         let held_for = state
             .held_since
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
-        let hold = if state.contended {
-            bounds.contended_hold.min(bounds.max_hold)
-        } else {
-            bounds.max_hold
-        };
-        if state.handovers >= bounds.max_handovers || held_for >= hold {
+        if state.handovers >= bounds.max_handovers || held_for >= bounds.max_hold {
             // The tenure's end: the guard's end looks at the wait queue
-            // (once) and hands the lease to a remote waiter there, or
+            // (once) and passes the lease to a remote waiter there, or
             // carries on with a new tenure.
             state.released_at = None;
             state.held_since = None;
             return Ending::TenureEnd;
         }
-        if self.waiters.load(Ordering::SeqCst) > 0 {
+        if waiters {
             Ending::HandOver
         } else {
             state.released_at = Some(now);

@@ -13,9 +13,8 @@ use crate::retry;
 /// Defaults: 30 s leases renewed every 10 s (a third of the duration unless
 /// set), 1 s drift margin, container [`LeaseOptions::DEFAULT_CONTAINER`], acquire polling
 /// every 100 ms, owner identity `hostname-pid-random`, owner metadata
-/// written on acquire, tenures of up to 1000 units or 2 s in a row (250 ms
-/// once another process waits), waits for a lease ending after 30 s of
-/// failing storage.
+/// written on acquire, tenures of up to 1000 units or 500 ms in a row, waits
+/// for a lease ending after 30 s of failing storage.
 #[derive(Debug, Clone)]
 #[must_use = "LeaseOptions do nothing until given to `StoreBuilder::lease_options` or `LeaseManager::new`"]
 pub struct LeaseOptions {
@@ -29,7 +28,6 @@ pub struct LeaseOptions {
     owner_metadata: bool,
     max_handovers: u32,
     max_hold: Duration,
-    contended_hold: Duration,
     jitter_seed: Option<u64>,
     unavailable_after: Duration,
 }
@@ -40,9 +38,7 @@ const DEFAULT_DURATION_SECS: u8 = 30;
 const DEFAULT_DRIFT: Duration = Duration::from_secs(1);
 /// The default fairness bound of process-local sharing.
 const DEFAULT_MAX_HANDOVERS: u32 = 1000;
-const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(2);
-/// The default tenure once another process is known to wait.
-const DEFAULT_CONTENDED_HOLD: Duration = Duration::from_millis(250);
+const DEFAULT_MAX_HOLD: Duration = Duration::from_millis(500);
 
 impl Default for LeaseOptions {
     fn default() -> Self {
@@ -56,7 +52,6 @@ impl Default for LeaseOptions {
             owner_metadata: true,
             max_handovers: DEFAULT_MAX_HANDOVERS,
             max_hold: DEFAULT_MAX_HOLD,
-            contended_hold: DEFAULT_CONTENDED_HOLD,
             jitter_seed: None,
             unavailable_after: Self::DEFAULT_UNAVAILABLE_AFTER,
         }
@@ -154,32 +149,19 @@ impl LeaseOptions {
     /// and a half. It ends with the first guard that ends after
     /// `max_handovers` guards after the first, or `max_hold` after the
     /// tenure began: the process then reads the lease's wait queue and
-    /// hands the lease to the process registered at its head, if any (even
-    /// though local tasks wait); otherwise a new tenure begins. Default:
-    /// 1000 and 2 s.
+    /// passes the lease to the process registered at its head, if any (even
+    /// though local tasks wait), timed for that process's next poll;
+    /// otherwise a new tenure begins. Default: 1000 and 500 ms.
     ///
-    /// This is the bound for a process that has not itself waited for the
-    /// lease: when nobody else wants it, it costs one small read every
-    /// `max_hold` of continuous holding, and no pause. Once this process has
-    /// waited for the lease, the shorter
-    /// [`LeaseOptions::with_contended_hold`] applies instead. See the
-    /// [module docs](crate::lease#turns-between-processes) for the bound on
-    /// waiting that results.
+    /// When nobody else wants the lease this costs one small read every
+    /// `max_hold` of continuous holding, and no pause. Shorter tenures serve
+    /// waiters sooner; longer ones lose less time to the turns (each leaves
+    /// the lease idle for about a round trip between the two processes).
+    /// See the [module docs](crate::lease#turns-between-processes) for the
+    /// bound on waiting that results.
     pub fn with_handover_limit(mut self, max_handovers: u32, max_hold: Duration) -> Self {
         self.max_handovers = max_handovers;
         self.max_hold = max_hold;
-        self
-    }
-
-    /// The bound of a tenure (see [`LeaseOptions::with_handover_limit`])
-    /// once this process has seen another process hold the lease (one of
-    /// its own acquires was refused), until a tenure's end finds the wait
-    /// queue empty. Default: 250 ms. Shorter turns serve waiters sooner;
-    /// longer ones lose less time to the turns (each leaves the lease idle
-    /// until the next holder's poll, at most 1.1 poll intervals). Never
-    /// longer than the `max_hold` of [`LeaseOptions::with_handover_limit`].
-    pub fn with_contended_hold(mut self, hold: Duration) -> Self {
-        self.contended_hold = hold;
         self
     }
 
@@ -283,7 +265,6 @@ impl LeaseOptions {
             owner_metadata: self.owner_metadata,
             max_handovers: self.max_handovers,
             max_hold: self.max_hold,
-            contended_hold: self.contended_hold,
             unavailable_after: self.unavailable_after,
             seed: self.jitter_seed.unwrap_or_else(retry::random_seed),
         })
@@ -345,7 +326,6 @@ impl Settings {
             owner_metadata,
             max_handovers: DEFAULT_MAX_HANDOVERS,
             max_hold: DEFAULT_MAX_HOLD,
-            contended_hold: DEFAULT_CONTENDED_HOLD,
             unavailable_after: LeaseOptions::DEFAULT_UNAVAILABLE_AFTER,
             seed: retry::random_seed(),
         }
@@ -365,7 +345,6 @@ pub(crate) struct Settings {
     pub(crate) owner_metadata: bool,
     pub(crate) max_handovers: u32,
     pub(crate) max_hold: Duration,
-    pub(crate) contended_hold: Duration,
     pub(crate) unavailable_after: Duration,
     pub(crate) seed: u64,
 }
@@ -399,7 +378,7 @@ mod tests {
         let built = Settings::defaults(resolved.container.clone(), true);
         let fields = |s: &Settings| {
             format!(
-                "{:?} {:?} {:?} {:?} {} {:?} {} {} {:?} {:?} {:?}",
+                "{:?} {:?} {:?} {:?} {} {:?} {} {} {:?} {:?}",
                 s.duration,
                 s.lease_len,
                 s.renew_interval,
@@ -409,7 +388,6 @@ mod tests {
                 s.owner_metadata,
                 s.max_handovers,
                 s.max_hold,
-                s.contended_hold,
                 s.unavailable_after
             )
         };

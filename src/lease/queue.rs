@@ -17,11 +17,20 @@
 //! the dead id to its own (which fails harmlessly when the waiter did take
 //! the lease, since it changed the id at once).
 //!
-//! The body is one line per registration, `<lease id> <unix ms>`; writes are
+//! A waiting call polls on a fixed schedule while registered (every poll
+//! interval from an anchor it chooses) and publishes that schedule with its
+//! registration. A holder that finds a waiter with a schedule at the head
+//! does not pass the lease at once: it goes on handing it over locally and
+//! changes it just before the waiter's next poll, so the lease is idle for
+//! little more than a round trip between the two processes instead of half
+//! a poll interval on average. The schedule is wall-clock time: processes
+//! whose clocks differ lose some of that gain (up to one poll interval per
+//! turn), never safety.
+//!
+//! The body is one line per registration, `<lease id> <unix ms>` and, for a
+//! waiter polling on a schedule, ` <anchor unix ms> <every ms>`; writes are
 //! conditional on the blob's ETag (create-only when absent) and retried a
 //! few times on a conflict.
-
-use time::OffsetDateTime;
 
 use crate::backend::{BlobConditions, LeaseId, Metadata};
 use crate::error::{Error, Result};
@@ -56,6 +65,10 @@ pub(crate) struct Queued {
     pub(crate) renewed_at: Option<Instant>,
     /// Whether a registration was written (the id is published).
     pub(crate) registered: bool,
+    /// The first poll of the schedule it polls on, once registered (waits
+    /// with a deadline only; calls that try once poll at their caller's
+    /// pace and publish no schedule).
+    pub(crate) anchor: Option<Instant>,
 }
 
 impl Queued {
@@ -64,7 +77,19 @@ impl Queued {
             id,
             renewed_at: None,
             registered: false,
+            anchor: None,
         }
+    }
+
+    /// The next poll on its schedule after `now`, if it has one.
+    pub(crate) fn next_poll(&self, now: Instant, every: Duration) -> Option<Instant> {
+        let anchor = self.anchor?;
+        if anchor > now {
+            return Some(anchor);
+        }
+        let every = every.max(Duration::from_millis(1));
+        let steps = now.saturating_duration_since(anchor).as_nanos() / every.as_nanos() + 1;
+        Some(anchor + every.saturating_mul(u32::try_from(steps).unwrap_or(u32::MAX)))
     }
 
     /// Whether the registration is to be written or renewed at `now`.
@@ -74,12 +99,35 @@ impl Queued {
     }
 }
 
+/// The times a registered waiter polls: `anchor_ms + k × every_ms` (unix
+/// milliseconds) for every whole `k`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Schedule {
+    pub(crate) anchor_ms: i64,
+    pub(crate) every_ms: i64,
+}
+
+impl Schedule {
+    /// The first poll at or after `after_ms`.
+    pub(crate) fn next_poll(&self, after_ms: i64) -> i64 {
+        let every = self.every_ms.max(1);
+        let behind = after_ms.saturating_sub(self.anchor_ms);
+        if behind <= 0 {
+            return self.anchor_ms;
+        }
+        let steps = behind.saturating_add(every - 1) / every;
+        self.anchor_ms.saturating_add(steps.saturating_mul(every))
+    }
+}
+
 /// One registration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Entry {
     pub(crate) id: LeaseId,
     /// When its waiter last renewed it (unix milliseconds).
     seen_ms: i64,
+    /// When its waiter polls, if it polls on a schedule.
+    pub(crate) schedule: Option<Schedule>,
 }
 
 /// The queue blob of one lease.
@@ -89,18 +137,24 @@ pub(crate) struct WaitQueue<'a> {
     blob: BlobName,
 }
 
-fn unix_ms(t: OffsetDateTime) -> i64 {
-    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
-}
-
 fn parse(body: &[u8]) -> Vec<Entry> {
     String::from_utf8_lossy(body)
         .lines()
         .filter_map(|line| {
-            let (id, seen) = line.split_once(' ')?;
+            let mut fields = line.split_ascii_whitespace();
+            let id = LeaseId::from_uuid(fields.next()?.parse().ok()?);
+            let seen_ms = fields.next()?.parse().ok()?;
+            let schedule = match (fields.next(), fields.next()) {
+                (Some(anchor), Some(every)) => Some(Schedule {
+                    anchor_ms: anchor.parse().ok()?,
+                    every_ms: every.parse().ok().filter(|e: &i64| *e > 0)?,
+                }),
+                _ => None,
+            };
             Some(Entry {
-                id: LeaseId::from_uuid(id.parse().ok()?),
-                seen_ms: seen.trim().parse().ok()?,
+                id,
+                seen_ms,
+                schedule,
             })
         })
         .collect()
@@ -109,7 +163,16 @@ fn parse(body: &[u8]) -> Vec<Entry> {
 fn render(entries: &[Entry]) -> Vec<u8> {
     entries
         .iter()
-        .map(|e| format!("{} {}\n", e.id.as_uuid(), e.seen_ms))
+        .map(|e| match e.schedule {
+            Some(s) => format!(
+                "{} {} {} {}\n",
+                e.id.as_uuid(),
+                e.seen_ms,
+                s.anchor_ms,
+                s.every_ms
+            ),
+            None => format!("{} {}\n", e.id.as_uuid(), e.seen_ms),
+        })
         .collect::<String>()
         .into_bytes()
 }
@@ -124,7 +187,7 @@ impl<'a> WaitQueue<'a> {
     }
 
     fn now_ms(&self) -> i64 {
-        unix_ms(self.env.now_wall())
+        self.env.wall_ms(Instant::now())
     }
 
     fn is_fresh(&self, e: &Entry, now_ms: i64) -> bool {
@@ -208,18 +271,29 @@ impl<'a> WaitQueue<'a> {
         Err(last.unwrap_or_else(|| Error::invalid("wait queue", "no attempt was made")))
     }
 
-    /// Registers `id` at the tail, or renews its registration in place.
-    /// Returns the stale registrations found ahead of every fresh one
-    /// (dropped from the queue): a lease may have been handed to one of
-    /// them.
+    /// Registers `id` at the tail, or renews its registration in place,
+    /// with the waiter's poll schedule if it has one. Returns the stale
+    /// registrations found ahead of every fresh one (dropped from the
+    /// queue): a lease may have been handed to one of them.
     ///
     /// # Errors
     /// The backend's; a conflict when other writers kept winning.
-    pub(crate) async fn register(&self, id: LeaseId) -> Result<Vec<Entry>> {
+    pub(crate) async fn register(
+        &self,
+        id: LeaseId,
+        schedule: Option<Schedule>,
+    ) -> Result<Vec<Entry>> {
         self.update(true, |entries, now| {
             match entries.iter_mut().find(|e| e.id == id) {
-                Some(e) => e.seen_ms = now,
-                None => entries.push(Entry { id, seen_ms: now }),
+                Some(e) => {
+                    e.seen_ms = now;
+                    e.schedule = schedule;
+                }
+                None => entries.push(Entry {
+                    id,
+                    seen_ms: now,
+                    schedule,
+                }),
             }
         })
         .await
@@ -246,13 +320,32 @@ mod tests {
         let a = Entry {
             id: LeaseId::new_random(),
             seen_ms: 1_700_000_000_123,
+            schedule: None,
         };
         let b = Entry {
             id: LeaseId::new_random(),
             seen_ms: 5,
+            schedule: Some(Schedule {
+                anchor_ms: 1_700_000_000_200,
+                every_ms: 100,
+            }),
         };
         let mut body = render(&[a, b]);
         body.extend_from_slice(b"garbage\nnot-a-uuid 12\n");
+        body.extend_from_slice(format!("{} 7 8 0\n", LeaseId::new_random().as_uuid()).as_bytes());
         assert_eq!(parse(&body), vec![a, b]);
+    }
+
+    #[test]
+    fn the_next_poll_is_on_the_schedule_and_not_before_the_time_given() {
+        let s = Schedule {
+            anchor_ms: 1000,
+            every_ms: 100,
+        };
+        assert_eq!(s.next_poll(0), 1000);
+        assert_eq!(s.next_poll(1000), 1000);
+        assert_eq!(s.next_poll(1001), 1100);
+        assert_eq!(s.next_poll(1100), 1100);
+        assert_eq!(s.next_poll(1234), 1300);
     }
 }

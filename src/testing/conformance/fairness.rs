@@ -21,17 +21,16 @@ use super::{Clock, Ctx};
 
 /// The default poll interval, tenure bounds and unit length of the checks.
 const POLL: Duration = LeaseOptions::DEFAULT_POLL_INTERVAL;
-const MAX_HOLD: Duration = Duration::from_secs(2);
-const CONTENDED_HOLD: Duration = Duration::from_millis(250);
+const MAX_HOLD: Duration = Duration::from_millis(500);
 const UNIT: Duration = Duration::from_millis(10);
 
 /// The documented bound on a wait with `p` processes wanting the lease:
-/// the holder's tenure (`max_hold`) and the contended tenures of the
-/// `p - 2` processes queued ahead, each with the unit under way when it
-/// ends and the next waiter's poll (1.1 poll intervals), plus `slack` for
-/// the requests on a real service.
+/// one turn for the holder and for each of the `p - 2` processes queued
+/// ahead, a turn being a tenure (`max_hold`), the unit under way when it
+/// ends and up to two poll intervals until the next waiter's poll, plus
+/// `slack` for the requests on a real service.
 fn bound(p: u32, slack: Duration) -> Duration {
-    MAX_HOLD + CONTENDED_HOLD * p.saturating_sub(2) + (UNIT + POLL + POLL / 10) * (p - 1) + slack
+    (MAX_HOLD + UNIT + POLL * 2) * (p - 1) + slack
 }
 
 /// What the round trips of a real service may add to a wait.
@@ -175,8 +174,8 @@ pub async fn a_manager_reacquiring_by_name_cannot_keep_another_waiting(ctx: &Ctx
 
 /// A process alone on a lease, taking it back to back for longer than its
 /// tenure bound, sends per guard one acquire and one release (owner
-/// metadata off), as before turns existed, and once per tenure (2 s here)
-/// one read of the wait queue, which finds nobody.
+/// metadata off), as before turns existed, and once per tenure (500 ms
+/// here) one read of the wait queue, which finds nobody.
 pub async fn turns_cost_one_queue_read_per_tenure_when_nobody_else_waits(ctx: &Ctx) {
     let (guards, work) = match ctx.clock() {
         Clock::Paused => (40, Duration::from_millis(150)),
@@ -208,8 +207,9 @@ pub async fn turns_cost_one_queue_read_per_tenure_when_nobody_else_waits(ctx: &C
     let elapsed = started.elapsed();
     let reads = counter.get(Op::GetBlob);
     match ctx.clock() {
-        // 40 guards of 150 ms: tenures end at 2.1 s and 4.2 s.
-        Clock::Paused => assert_eq!(reads, 2),
+        // 40 guards of 150 ms: a tenure ends with every fourth guard (at
+        // 600 ms, 1.2 s, ... 6 s).
+        Clock::Paused => assert_eq!(reads, 10),
         Clock::Real => {
             let most = (elapsed.as_millis() / MAX_HOLD.as_millis()) as u64;
             assert!(reads >= 1 && reads <= most, "{reads} reads in {elapsed:?}");
@@ -223,6 +223,43 @@ pub async fn turns_cost_one_queue_read_per_tenure_when_nobody_else_waits(ctx: &C
     .into_iter()
     .collect();
     assert_eq!(counter.snapshot(), expected);
+}
+
+/// A waiter polls the lease at most once per poll interval (10 times a
+/// second with the default 100 ms) while another process holds it, and
+/// renews its registration in the wait queue every 5 poll intervals (a read
+/// and a write each).
+pub async fn a_waiter_polls_at_most_ten_times_a_second(ctx: &Ctx) {
+    let wait = match ctx.clock() {
+        Clock::Paused => Duration::from_secs(3),
+        Clock::Real => Duration::from_secs(1),
+    };
+    let options = LeaseOptions::new()
+        .with_duration(ctx.lease_duration())
+        .with_owner_metadata(false);
+    let holder = LeaseManager::new(ctx.backend().clone(), options.clone()).unwrap();
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    let waiter = LeaseManager::new(Arc::new(counting), options).unwrap();
+    let name = format!("{}-polls", ctx.prefix());
+    let held = holder.acquire(&name, Duration::from_secs(5)).await.unwrap();
+    counter.reset();
+    let started = Instant::now();
+    let err = waiter.acquire(&name, wait).await.unwrap_err();
+    let waited = started.elapsed();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    let polls = counter.get(Op::AcquireLease);
+    let per_second = LeaseOptions::DEFAULT_POLL_INTERVAL.as_millis() as u64;
+    let most = waited.as_millis() as u64 / per_second + 1;
+    assert!(polls <= most, "{polls} polls in {waited:?}");
+    assert!(polls * 2 >= most, "only {polls} polls in {waited:?}");
+    let renewals = waited.as_millis() as u64 / (per_second * 5) + 1;
+    assert!(
+        counter.get(Op::PutBlob) <= renewals + 1,
+        "{:?}",
+        counter.snapshot()
+    );
+    held.release().await.unwrap();
 }
 
 /// A waiter whose process dies while it is registered (its registration

@@ -359,6 +359,7 @@ macro_rules! conformance_suite {
                 eight_processes_relocking_back_to_back_wait_within_the_bound,
                 a_manager_reacquiring_by_name_cannot_keep_another_waiting,
                 turns_cost_one_queue_read_per_tenure_when_nobody_else_waits,
+                a_waiter_polls_at_most_ten_times_a_second,
                 a_waiter_that_dies_while_registered_costs_the_holder_one_bounded_pause,
                 leader_candidates_that_step_down_at_once_take_turns,
             ]
