@@ -14,7 +14,7 @@
 //!   stdout).
 //!
 //! One module per section (`per_op`, `codec`, `units`, `hot`, `handoff`,
-//! `memory`, `indexes`), plus the shared `setup`, `stats` and `report`; the program
+//! `memory`, `indexes`, `across`), plus the shared `setup`, `stats` and `report`; the program
 //! uses only leasehold's public API (the codec section reaches the wire
 //! form through the hidden `leasehold::__private` hooks meant for it).
 
@@ -23,6 +23,7 @@ use std::time::Instant;
 
 use leasehold::entity::Entity as _;
 
+mod across;
 mod codec;
 mod handoff;
 mod hot;
@@ -34,6 +35,7 @@ mod setup;
 mod stats;
 mod units;
 
+use across::{WORKER, across_processes, across_worker};
 use codec::codec;
 use handoff::{Waiter, handoff, handoff_child};
 use hot::hot_partition;
@@ -50,6 +52,9 @@ pub(crate) type Res<T> = std::result::Result<T, BoxError>;
 
 #[tokio::main]
 async fn main() -> Res<()> {
+    if let Ok(spec) = std::env::var(WORKER) {
+        return across_worker(spec).await;
+    }
     if let Ok(mode) = std::env::var("LEASEHOLD_BENCH_CHILD") {
         let mode = if mode == "Leasehold" {
             Waiter::Leasehold
@@ -78,7 +83,7 @@ async fn main() -> Res<()> {
         .await
         .ok();
     // `LEASEHOLD_BENCH_ONLY=codec,handoff` runs only the named sections
-    // (per-op, codec, units, hot, memory, handoff, indexes).
+    // (per-op, codec, units, hot, memory, handoff, indexes, across).
     let only = std::env::var("LEASEHOLD_BENCH_ONLY").ok();
     let run = |section: &str| {
         only.as_deref()
@@ -108,6 +113,9 @@ async fn main() -> Res<()> {
     }
     if run("indexes") {
         indexes(&env, &mut report).await?;
+    }
+    if run("across") {
+        across_processes(&env, &mut report).await?;
     }
     report.detail(format!(
         "Scale {scale}; whole benchmark {:.0} s.",

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::runtime::Handle;
-use tokio::time::{Instant, sleep, sleep_until, timeout_at};
+use tokio::time::{Instant, sleep, timeout_at};
 use tracing::{Instrument, debug, info_span, warn};
 
 use crate::backend::{BlobConditions, LeaseId, Metadata};
@@ -17,9 +17,11 @@ use crate::retry::Backoff;
 
 use super::core::LeaseCore;
 use super::guard::{Acquisition, LeaseGuard};
+use super::local::TenureBounds;
 use super::manager::{AcquireMode, ManagerInner};
 use super::name::LeaseName;
 use super::outage::{Outage, storage_failed};
+use super::queue::{Queued, Schedule};
 
 /// How one attempt at a blob lease ended.
 enum Attempt {
@@ -104,24 +106,43 @@ impl ManagerInner {
                 }
                 state.held = None;
             }
-            if let (Some(until), AcquireMode::Until { deadline }) = (state.yield_until, mode) {
-                state.yield_until = None;
-                sleep_until(until.min(deadline)).await;
-            } else if matches!(mode, AcquireMode::LocalThenTry) {
-                state.yield_until = None;
+            // Calls that try once keep their place in the wait queue (and
+            // the id registered there) from one call to the next.
+            let keeps_place = matches!(mode, AcquireMode::LocalThenTry);
+            let mut queued = state
+                .queued
+                .take()
+                .filter(|_| keeps_place)
+                .unwrap_or_else(|| Queued::new(LeaseId::new_random()));
+            let mut held_seen = false;
+            let found = self
+                .acquire_blob_loop(&name, &blob, mode, outage, &mut held_seen, &mut queued)
+                .await;
+            state.attempted(held_seen);
+            if keeps_place && queued.registered && matches!(found, Ok(None)) {
+                state.queued = Some(queued);
             }
-            let proposed = LeaseId::new_random();
-            let Some(sent) = self
-                .acquire_blob_loop(&name, &blob, proposed, mode, outage)
-                .await?
-            else {
+            let Some((sent, id)) = found? else {
                 return Ok(None);
             };
-            debug!(id = %short_id(proposed), "acquired");
-            let core = LeaseCore::start(self.env.clone(), name, blob, proposed, sent, &runtime);
+            debug!(id = %short_id(id), "acquired");
+            // The id it was registered in the wait queue under, while its
+            // registration is being removed: never a waiter to pass to.
+            let registered_as = queued.registered.then_some(queued.id);
+            let core = LeaseCore::start(
+                self.env.clone(),
+                name,
+                blob,
+                id,
+                sent,
+                &runtime,
+                registered_as,
+            );
             state.held = Some(core.clone());
-            state.handovers = 0;
-            state.held_since = Some(Instant::now());
+            state.acquired(
+                Instant::now(),
+                TenureBounds::of(&self.env.settings).continue_within,
+            );
             let guard = LeaseGuard::new(core, slot.clone(), state, Acquisition::Fresh);
             if self.env.settings.owner_metadata {
                 if let Err(e) = guard.core.write_owner().await {
@@ -137,17 +158,99 @@ impl ManagerInner {
         .await
     }
 
-    /// Attempts at the blob lease with one proposed id: polling while it is
-    /// held (as `mode` allows), retrying while storage fails (until
-    /// `outage` reaches its bound). `Ok(None)` when it stayed held.
+    /// [`Self::acquire_blob_attempts`], registered in the lease's wait queue
+    /// while the lease is held elsewhere (waiting calls only): the queue
+    /// orders waiters across processes, and a holder at the end of its
+    /// tenure changes its lease to the id registered at the head. A lease
+    /// taken under a registered (so published) id is changed at once to an
+    /// id nobody else knows. Returns when it was acquired and the id held.
+    /// A call that tries once and finds the lease held stays registered
+    /// (`queued`) for the caller's next call.
     async fn acquire_blob_loop(
         self: &Arc<Self>,
         name: &LeaseName,
         blob: &BlobName,
-        proposed: LeaseId,
         mode: AcquireMode,
         outage: &mut Outage,
+        held_seen: &mut bool,
+        queued: &mut Queued,
+    ) -> Result<Option<(Instant, LeaseId)>> {
+        let proposed = queued.id;
+        let found = self
+            .acquire_blob_attempts(name, blob, mode, outage, held_seen, queued)
+            .await;
+        if !queued.registered
+            || (matches!(mode, AcquireMode::LocalThenTry) && matches!(found, Ok(None)))
+        {
+            return found.map(|f| f.map(|sent| (sent, proposed)));
+        }
+        let env = &self.env;
+        let container = &env.settings.container;
+        let result = match found {
+            Ok(Some(sent)) => {
+                let own = LeaseId::new_random();
+                match env
+                    .backend
+                    .change_lease(container, blob, proposed, own)
+                    .await
+                {
+                    Ok(_) => Ok(Some((sent, own))),
+                    // Taken back by another process from what it thought a
+                    // dead registration: not ours after all.
+                    Err(Error::LeaseLost { .. }) => Ok(None),
+                    // Unknown whether the change was applied: keep the
+                    // registered id (if it was changed, renewals find the
+                    // lease lost, and nobody else knows the new id).
+                    Err(e) => {
+                        debug!(error = %e, "could not change a handed-over lease's id");
+                        Ok(Some((sent, proposed)))
+                    }
+                }
+            }
+            other => other.map(|f| f.map(|sent| (sent, proposed))),
+        };
+        // Leave the queue in the background; a lease handed to the
+        // registration after the caller gave up is given back.
+        let inner = Arc::clone(self);
+        let blob = blob.clone();
+        let gave_up = !matches!(result, Ok(Some(_)));
+        let pause = env.settings.poll_interval;
+        tokio::spawn(
+            async move {
+                let env = &inner.env;
+                if let Ok(queue) = super::queue::WaitQueue::of(env, &blob) {
+                    let _ = queue.leave(proposed).await;
+                }
+                if gave_up {
+                    sleep(pause).await;
+                    let _ = env
+                        .backend
+                        .release_lease(&env.settings.container, &blob, proposed)
+                        .await;
+                }
+            }
+            .in_current_span(),
+        );
+        result
+    }
+
+    /// Attempts at the blob lease with one proposed id: polling while it is
+    /// held (as `mode` allows), retrying while storage fails (until
+    /// `outage` reaches its bound). `Ok(None)` when it stayed held.
+    #[allow(clippy::too_many_arguments)]
+    async fn acquire_blob_attempts(
+        self: &Arc<Self>,
+        name: &LeaseName,
+        blob: &BlobName,
+        mode: AcquireMode,
+        outage: &mut Outage,
+        held_seen: &mut bool,
+        queued: &mut Queued,
     ) -> Result<Option<Instant>> {
+        let proposed = queued.id;
+        let refresh = super::queue::refresh(&self.env);
+        let poll = self.env.settings.poll_interval;
+        let poll_ms = i64::try_from(poll.as_millis()).unwrap_or(i64::MAX).max(1);
         let deadline = match mode {
             AcquireMode::Until { deadline } => Some(deadline),
             AcquireMode::Try | AcquireMode::LocalThenTry => None,
@@ -166,8 +269,32 @@ impl ManagerInner {
                     return Ok(Some(sent));
                 }
                 Attempt::Held => {
+                    *held_seen = true;
                     outage.answered(&self.env);
                     failures = failure_backoff();
+                    let now = Instant::now();
+                    let registering = match deadline {
+                        Some(deadline) => now < deadline,
+                        None => matches!(mode, AcquireMode::LocalThenTry),
+                    };
+                    if registering && queued.due(now, refresh) {
+                        queued.renewed_at = Some(now);
+                        // A wait with a deadline polls on a schedule from
+                        // here on, and publishes it.
+                        let schedule = deadline.map(|_| {
+                            let anchor = *queued.anchor.get_or_insert(started + poll);
+                            Schedule {
+                                anchor_ms: self.env.wall_ms(anchor),
+                                every_ms: poll_ms,
+                            }
+                        });
+                        if let Some(sent) = self
+                            .register(blob, proposed, schedule, &mut queued.registered)
+                            .await
+                        {
+                            return Ok(Some(sent));
+                        }
+                    }
                     let Some(deadline) = deadline else {
                         return Ok(None);
                     };
@@ -175,7 +302,11 @@ impl ManagerInner {
                     if now >= deadline {
                         return Ok(None);
                     }
-                    sleep(backoff.pause().min(deadline - now)).await;
+                    let pause = match queued.next_poll(now, poll) {
+                        Some(at) => at - now,
+                        None => backoff.pause(),
+                    };
+                    sleep(pause.min(deadline - now)).await;
                     continue;
                 }
                 // The attempt was left to finish in the background (it gives
@@ -230,6 +361,49 @@ impl ManagerInner {
             let until = deadline.map_or(until, |d| d.min(until));
             sleep(failures.pause().min(until.saturating_duration_since(now))).await;
         }
+    }
+
+    /// Registers (or renews) `proposed` in the lease's wait queue. A lease
+    /// handed to a stale registration ahead of every fresh one (a waiter
+    /// that died) is taken over with `proposed`: returns when, if so.
+    /// Failures only cost the order: the waiter goes on polling.
+    async fn register(
+        &self,
+        blob: &BlobName,
+        proposed: LeaseId,
+        schedule: Option<Schedule>,
+        registered: &mut bool,
+    ) -> Option<Instant> {
+        let env = &self.env;
+        let queue = super::queue::WaitQueue::of(env, blob).ok()?;
+        let stale = match queue.register(proposed, schedule).await {
+            Ok(stale) => stale,
+            Err(e) => {
+                debug!(error = %e, "could not register in the wait queue");
+                return None;
+            }
+        };
+        *registered = true;
+        let container = &env.settings.container;
+        for dead in stale {
+            if env
+                .backend
+                .change_lease(container, blob, dead.id, proposed)
+                .await
+                .is_ok()
+            {
+                debug!("took over a lease handed to a waiter that went away");
+                // Restart its duration (an acquire with the current id).
+                let sent = Instant::now();
+                return env
+                    .backend
+                    .acquire_lease(container, blob, env.settings.duration, proposed)
+                    .await
+                    .ok()
+                    .map(|_| sent);
+            }
+        }
+        None
     }
 
     /// Gives back, in the background, a lease an attempt may have taken

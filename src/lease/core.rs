@@ -37,6 +37,9 @@ pub(crate) struct LeaseCore {
     view: AsyncMutex<Option<View>>,
     /// Set once released or abandoned.
     pub(crate) finished: AtomicBool,
+    /// The id this process was registered under in the wait queue before
+    /// it took the lease (its registration may linger a little).
+    registered_as: Option<LeaseId>,
 }
 
 #[derive(Debug, Clone)]
@@ -65,6 +68,7 @@ impl LeaseCore {
         id: LeaseId,
         sent: Instant,
         runtime: &Handle,
+        registered_as: Option<LeaseId>,
     ) -> Arc<LeaseCore> {
         let settings = &env.settings;
         let shared = Arc::new(LeaseShared::new(
@@ -92,6 +96,7 @@ impl LeaseCore {
             blob,
             view: AsyncMutex::new(None),
             finished: AtomicBool::new(false),
+            registered_as,
         })
     }
 
@@ -299,6 +304,52 @@ impl LeaseCore {
         }
         .instrument(span)
         .await
+    }
+
+    /// At a tenure's end: the first fresh registration of another process
+    /// in the wait queue (one read), with how long the read took (about a
+    /// round trip). `None` when nobody waits, the lease is lost or the
+    /// queue could not be read.
+    pub(crate) async fn queue_head(&self) -> Option<(super::queue::Entry, Duration)> {
+        if self.shared.is_lost() || self.finished.load(Ordering::SeqCst) {
+            return None;
+        }
+        let queue = super::queue::WaitQueue::of(&self.env, &self.blob).ok()?;
+        let own = [Some(self.shared.id), self.registered_as];
+        let sent = Instant::now();
+        match queue.head_excluding(&own).await {
+            Ok(head) => head.map(|head| (head, sent.elapsed())),
+            Err(e) => {
+                debug!(error = %e, "could not read the wait queue");
+                None
+            }
+        }
+    }
+
+    /// Passes the lease to the waiter registered as `to`: changes the lease
+    /// to that id (the waiter takes it on its next poll). `true` when it
+    /// was passed on (this process holds it no more).
+    pub(crate) async fn pass_to(&self, to: LeaseId) -> bool {
+        if self.shared.is_lost() || self.finished.load(Ordering::SeqCst) {
+            return false;
+        }
+        let env = &self.env;
+        match env
+            .backend
+            .change_lease(&env.settings.container, &self.blob, self.shared.id, to)
+            .await
+        {
+            Ok(_) => {
+                self.finished.store(true, Ordering::SeqCst);
+                self.shared.stop.cancel();
+                debug!(lease = %self.shared.name, "passed the lease to the next process in the queue");
+                true
+            }
+            Err(e) => {
+                debug!(error = %e, "could not pass the lease on");
+                false
+            }
+        }
     }
 
     /// Stops holding without a request (no runtime to send one on).

@@ -65,6 +65,24 @@ impl LeaseEnv {
     pub(crate) fn now_wall(&self) -> OffsetDateTime {
         self.clock.now()
     }
+
+    /// The wall-clock time (unix milliseconds) of the instant `at` on this
+    /// manager's clock: how processes tell each other when they poll.
+    pub(crate) fn wall_ms(&self, at: Instant) -> i64 {
+        self.clock.ms_at(at)
+    }
+
+    /// The instant on this manager's clock of the wall-clock time `ms`
+    /// (unix milliseconds), as seen from `now`.
+    pub(crate) fn instant_at_ms(&self, ms: i64, now: Instant) -> Instant {
+        let ahead = ms.saturating_sub(self.wall_ms(now));
+        let by = Duration::from_millis(ahead.unsigned_abs());
+        if ahead >= 0 {
+            now + by
+        } else {
+            now.checked_sub(by).unwrap_or(now)
+        }
+    }
 }
 
 /// Wall-clock time as `tokio::time` sees it: the wall time at the manager's
@@ -81,6 +99,17 @@ impl WallClock {
             wall: OffsetDateTime::now_utc(),
             mono: Instant::now(),
         }
+    }
+
+    /// Unix milliseconds at `at`.
+    fn ms_at(&self, at: Instant) -> i64 {
+        let base = i64::try_from(self.wall.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX);
+        let (since, sign) = match at.checked_duration_since(self.mono) {
+            Some(d) => (d, 1),
+            None => (self.mono.saturating_duration_since(at), -1),
+        };
+        let since = i64::try_from(since.as_millis()).unwrap_or(i64::MAX);
+        base.saturating_add(sign * since)
     }
 
     fn now(&self) -> OffsetDateTime {

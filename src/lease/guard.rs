@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::OwnedMutexGuard;
+use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::debug;
 
@@ -16,7 +17,7 @@ use crate::table::Fence;
 
 use super::core::LeaseCore;
 use super::document::{LeaseBlob, LeaseDocument, META_EPOCH, epoch_of, meta_set};
-use super::local::{Ending, LocalSlot, SlotState};
+use super::local::{Ending, LocalSlot, Pending, SlotState, TenureBounds};
 use super::name::LeaseName;
 use super::renew::LeaseShared;
 
@@ -258,42 +259,154 @@ impl LeaseGuard {
     pub async fn release(mut self) -> Result<()> {
         let lost = self.core.shared.is_lost();
         match self.end() {
-            Some((state, core)) => {
-                let result = core.release().await;
-                drop(state);
-                result
-            }
+            Some((state, core, ending)) => finish(self.slot.clone(), state, core, ending).await,
             None if lost => Err(self.core.shared.lost_error()),
             None => Ok(()),
         }
     }
 
-    /// Ends the guard's hold. Returns what must still be released, with the
-    /// local lock to keep until then; `None` when the lease was handed over.
-    fn end(&mut self) -> Option<(OwnedMutexGuard<SlotState>, Arc<LeaseCore>)> {
+    /// Ends the guard's hold. Returns what must still be released or
+    /// passed on, with the local lock to keep until then and what the end
+    /// does; `None` when the lease was handed over.
+    fn end(&mut self) -> Option<(OwnedMutexGuard<SlotState>, Arc<LeaseCore>, Ending)> {
         self.token.cancel();
         let mut state = self.state.take()?;
-        let settings = &self.core.env.settings;
+        let bounds = TenureBounds::of(&self.core.env.settings);
         let lost = self.core.shared.is_lost();
-        match self.slot.ending(
-            &mut state,
-            lost,
-            settings.max_handovers,
-            settings.max_hold,
-            settings.poll_interval,
-        ) {
+        let ending = self.slot.ending(&mut state, lost, bounds);
+        match ending {
             Ending::HandOver => {
                 debug!(lease = %self.core.shared.name, "handing the lease over locally");
                 None
             }
-            Ending::Release => {
+            Ending::Release | Ending::TenureEnd | Ending::Pass(_) | Ending::Linger(_) => {
                 let core = state.held.take().unwrap_or_else(|| self.core.clone());
-                state.held_since = None;
-                state.handovers = 0;
-                Some((state, core))
+                Some((state, core, ending))
             }
         }
     }
+}
+
+/// Finishes a guard's end, with the local lock held until then:
+///
+/// * a release releases;
+/// * a tenure's end reads the wait queue: nobody there, the lease is kept
+///   for the next local task in a new tenure (or released when none
+///   waits); a remote waiter at the head is passed the lease, at once or
+///   (when it polls on a schedule) timed for its next poll: meanwhile local
+///   tasks go on using the lease;
+/// * a pending pass changes the lease to the waiter's id;
+/// * a lease kept for nobody until a pending pass is due is passed then,
+///   unless a local task has taken it meanwhile (its guard's end passes it).
+///
+/// A pass that fails (the lease was lost meanwhile) ends like a tenure's
+/// end with nobody queued.
+async fn finish(
+    slot: Arc<LocalSlot>,
+    mut state: OwnedMutexGuard<SlotState>,
+    core: Arc<LeaseCore>,
+    ending: Ending,
+) -> Result<()> {
+    let to = match ending {
+        Ending::HandOver | Ending::Release => None,
+        Ending::Pass(to) => Some(to),
+        Ending::Linger(at) => {
+            linger(slot, state, core, at);
+            return Ok(());
+        }
+        Ending::TenureEnd => match core.queue_head().await {
+            None => None,
+            Some((head, read_took)) => {
+                let now = Instant::now();
+                match head.schedule {
+                    Some(schedule) => {
+                        let env = &core.env;
+                        let every = Duration::from_millis(schedule.every_ms.unsigned_abs());
+                        let lead = (read_took + Duration::from_millis(2)).min(every / 2);
+                        let lead_ms = i64::try_from(lead.as_millis()).unwrap_or(i64::MAX);
+                        let poll_ms = schedule.next_poll(env.wall_ms(now).saturating_add(lead_ms));
+                        let mut pending = Pending {
+                            to: head.id,
+                            poll: env.instant_at_ms(poll_ms, now),
+                            every,
+                            lead,
+                        };
+                        if pending.due(now, state.last_unit) {
+                            Some(head.id)
+                        } else {
+                            let at = pending.pass_at();
+                            state.pending = Some(pending);
+                            if slot.has_waiters() {
+                                state.held = Some(core);
+                            } else {
+                                linger(slot, state, core, at);
+                            }
+                            return Ok(());
+                        }
+                    }
+                    None => Some(head.id),
+                }
+            }
+        },
+    };
+    if let Some(to) = to {
+        if core.pass_to(to).await {
+            state.passed();
+            return Ok(());
+        }
+        state.pending = None;
+    }
+    if matches!(ending, Ending::TenureEnd | Ending::Pass(_)) {
+        let now = Instant::now();
+        if slot.has_waiters() && !core.shared.is_lost() {
+            state.renew_tenure(now);
+            state.held = Some(core);
+            return Ok(());
+        }
+        state.renew_tenure(now);
+        state.held_since = None;
+    }
+    let result = core.release().await;
+    drop(state);
+    result
+}
+
+/// Keeps the lease for a local task that may come back until `at`, when a
+/// pending pass to a remote waiter is due; then passes it, unless a local
+/// task holds it (its guard's end decides) or it was passed already.
+fn linger(
+    slot: Arc<LocalSlot>,
+    mut state: OwnedMutexGuard<SlotState>,
+    core: Arc<LeaseCore>,
+    at: Instant,
+) {
+    state.held = Some(core.clone());
+    drop(state);
+    let Ok(runtime) = Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        tokio::time::sleep_until(at).await;
+        let Some(mut state) = slot.try_lock() else {
+            return;
+        };
+        let still_held = state
+            .held
+            .as_ref()
+            .is_some_and(|held| Arc::ptr_eq(held, &core));
+        let Some(to) = state.pending.map(|p| p.to).filter(|_| still_held) else {
+            return;
+        };
+        if core.pass_to(to).await {
+            state.passed();
+            return;
+        }
+        state.pending = None;
+        state.held = None;
+        state.renew_tenure(Instant::now());
+        state.held_since = None;
+        let _ = core.release().await;
+    });
 }
 
 impl fmt::Debug for LeaseGuard {
@@ -309,16 +422,14 @@ impl fmt::Debug for LeaseGuard {
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
-        let Some((state, core)) = self.end() else {
+        let Some((state, core, ending)) = self.end() else {
             return;
         };
         match Handle::try_current() {
             Ok(runtime) => {
                 let slot = self.slot.clone();
                 runtime.spawn(async move {
-                    let _ = core.release().await;
-                    drop(state);
-                    drop(slot);
+                    let _ = finish(slot, state, core, ending).await;
                 });
             }
             Err(_) => {

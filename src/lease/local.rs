@@ -1,24 +1,34 @@
-//! Process-local sharing of a blob lease.
+//! Process-local sharing of a blob lease, and the turns processes take.
 //!
 //! Tasks of one process that want the same lease queue on a local async lock
 //! (one per lease name, FIFO) instead of polling storage. The process takes
 //! the blob lease once; when a guard ends while other local tasks are queued,
 //! the lease (with its running renewal) is handed to the next task without a
-//! release or an acquire. After [`LeaseOptions::with_handover_limit`]'s bound
-//! (hand-overs in a row, or time since the blob lease was taken) the lease is
-//! released even though tasks are waiting, and the next local task waits one
-//! poll interval and a quarter before acquiring again, so pollers in other
-//! processes (whose next attempt comes within one poll interval) get a turn.
+//! release or an acquire.
+//!
+//! A process's **tenure** is its run of guards on one lease held back to
+//! back: hand-overs, and fresh acquires that follow this process's own
+//! release of the lease by less than one poll interval and a half. A
+//! tenure ends when a guard ends after [`LeaseOptions::with_handover_limit`]'s
+//! bound (units in a row, or time since the tenure began). At the end of a
+//! tenure the guard's end looks at the wait queue across processes
+//! (`queue.rs`) once. Nobody there: a new tenure begins (local hand-over or
+//! release as usual). A fresh remote waiter at its head: the lease is passed
+//! to it (Change Lease to its registered id), timed for its next poll when
+//! it publishes a schedule: local tasks go on using the lease until the
+//! guard end after which the next would come too late for that poll.
 //!
 //! [`LeaseOptions::with_handover_limit`]: super::LeaseOptions::with_handover_limit
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 use tokio::time::Instant;
+
+use crate::backend::LeaseId;
 
 use super::core::LeaseCore;
 use super::name::LeaseName;
@@ -31,7 +41,9 @@ pub(crate) struct LocalLeases {
 
 #[derive(Debug, Default)]
 struct SlotMap {
-    slots: HashMap<LeaseName, Weak<LocalSlot>>,
+    /// Kept while idle too, so that a tenure and what this process learnt
+    /// of contention survive between guards; swept when long idle.
+    slots: HashMap<LeaseName, Arc<LocalSlot>>,
     /// Size after the last sweep of dead entries.
     swept_len: usize,
 }
@@ -40,13 +52,15 @@ impl LocalLeases {
     /// The slot for `name`, created when no task uses it.
     pub(crate) fn slot(&self, name: &LeaseName) -> Arc<LocalSlot> {
         let mut map = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(slot) = map.slots.get(name).and_then(Weak::upgrade) {
-            return slot;
+        if let Some(slot) = map.slots.get(name) {
+            return slot.clone();
         }
         let slot = Arc::new(LocalSlot::default());
-        map.slots.insert(name.clone(), Arc::downgrade(&slot));
+        map.slots.insert(name.clone(), slot.clone());
         if map.slots.len() > 2 * map.swept_len.max(32) {
-            map.slots.retain(|_, s| s.strong_count() > 0);
+            let now = Instant::now();
+            map.slots
+                .retain(|_, s| Arc::strong_count(s) > 1 || !s.forgettable(now));
             map.swept_len = map.slots.len();
         }
         slot
@@ -67,12 +81,130 @@ pub(crate) struct SlotState {
     /// The blob lease this process holds for the name, kept between guards
     /// while it is being handed over.
     pub(crate) held: Option<Arc<LeaseCore>>,
-    /// Hand-overs since the blob lease was acquired.
+    /// Guards after the first in the current tenure (hand-overs and
+    /// back-to-back re-acquires).
     pub(crate) handovers: u32,
-    /// When the blob lease was acquired.
+    /// When the current tenure began.
     pub(crate) held_since: Option<Instant>,
-    /// After a fairness release: local acquirers wait until then.
-    pub(crate) yield_until: Option<Instant>,
+    /// When this process last released the blob lease (not at a tenure's
+    /// end): a fresh acquire soon after continues the tenure.
+    pub(crate) released_at: Option<Instant>,
+    /// The registration in the wait queue that calls trying once (leader
+    /// campaigns, run-once) keep between calls.
+    pub(crate) queued: Option<super::queue::Queued>,
+    /// A pass to a remote waiter decided at a tenure's end, waiting for
+    /// the right guard end.
+    pub(crate) pending: Option<Pending>,
+    /// When the last guard ended, and how long before that the one before
+    /// it had ended (about how long a guard lasts).
+    pub(crate) last_end: Option<Instant>,
+    pub(crate) last_unit: Duration,
+}
+
+/// A pass of the lease to a remote waiter, timed for its next poll.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pending {
+    /// The id the waiter registered (the lease is changed to it).
+    pub(crate) to: LeaseId,
+    /// The waiter's next poll, on this process's clock.
+    pub(crate) poll: Instant,
+    /// How often it polls.
+    pub(crate) every: Duration,
+    /// How long before its poll the change is to be sent.
+    pub(crate) lead: Duration,
+}
+
+impl Pending {
+    /// Whether a guard end at `now` passes the lease, guards lasting about
+    /// `unit`: yes when the next guard end might come too late for the
+    /// waiter's next poll. A poll already too close is given up for the
+    /// one after it (the waiter waits one poll interval more; the lease is
+    /// not left idle).
+    /// When a lease kept for nobody is passed: in time for the poll.
+    pub(crate) fn pass_at(&self) -> Instant {
+        self.poll.checked_sub(self.lead).unwrap_or(self.poll)
+    }
+
+    pub(crate) fn due(&mut self, now: Instant, unit: Duration) -> bool {
+        if now + self.lead > self.poll {
+            let late = (now + self.lead).saturating_duration_since(self.poll);
+            let every = self.every.max(Duration::from_millis(1));
+            let skip = u32::try_from(late.as_nanos() / every.as_nanos() + 1).unwrap_or(u32::MAX);
+            self.poll += every.saturating_mul(skip);
+        }
+        // Twice the last guard's length: guards vary, and a pass that
+        // misses the poll costs the waiter a whole poll interval.
+        now + unit.saturating_mul(2) + self.lead >= self.poll
+    }
+}
+
+/// How long an idle slot is kept for what it knows (its tenure, whether
+/// others wait) before a sweep may drop it.
+const FORGET_AFTER: Duration = Duration::from_secs(60);
+
+/// The bounds that end a tenure, from the manager's settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TenureBounds {
+    pub(crate) max_handovers: u32,
+    pub(crate) max_hold: Duration,
+    /// How soon after this process's own release a fresh acquire of its
+    /// continues the tenure.
+    pub(crate) continue_within: Duration,
+}
+
+impl TenureBounds {
+    pub(crate) fn of(settings: &super::Settings) -> Self {
+        let poll = settings.poll_interval;
+        TenureBounds {
+            max_handovers: settings.max_handovers,
+            max_hold: settings.max_hold,
+            continue_within: poll + poll / 2,
+        }
+    }
+}
+
+impl SlotState {
+    /// Records a fresh acquire at `now`: it continues the tenure when it
+    /// follows this process's own release closely and nobody else was seen
+    /// in between; otherwise a tenure begins.
+    pub(crate) fn acquired(&mut self, now: Instant, continue_within: Duration) {
+        let continued = self
+            .released_at
+            .is_some_and(|at| now.saturating_duration_since(at) < continue_within)
+            && self.held_since.is_some();
+        if continued {
+            self.handovers = self.handovers.saturating_add(1);
+        } else {
+            self.handovers = 0;
+            self.held_since = Some(now);
+        }
+        self.released_at = None;
+    }
+
+    /// Records what an attempt at the blob found: refused (`held_seen`) or
+    /// not. A lease somebody else held in between does not continue this
+    /// process's tenure.
+    pub(crate) fn attempted(&mut self, held_seen: bool) {
+        if held_seen {
+            self.released_at = None;
+        }
+    }
+
+    /// Starts a new tenure on a lease this process keeps (nobody waited in
+    /// the queue at the end of the last one).
+    pub(crate) fn renew_tenure(&mut self, now: Instant) {
+        self.held_since = Some(now);
+        self.handovers = 0;
+    }
+
+    /// Forgets the tenure of a lease this process no longer holds.
+    pub(crate) fn passed(&mut self) {
+        self.held = None;
+        self.held_since = None;
+        self.handovers = 0;
+        self.released_at = None;
+        self.pending = None;
+    }
 }
 
 /// What a guard's end does with the blob lease.
@@ -80,16 +212,42 @@ pub(crate) struct SlotState {
 pub(crate) enum Ending {
     /// Keep it for the next local task.
     HandOver,
-    /// Release it (nobody waits, the lease is lost, or the fairness bound
-    /// was reached).
+    /// Release it (nobody waits, or the lease is lost).
     Release,
+    /// The tenure reached its bound: pass the lease to the head of the wait
+    /// queue across processes, if a fresh one is there; otherwise hand it
+    /// over locally (a new tenure) or release it.
+    TenureEnd,
+    /// Pass the lease to the waiter a tenure's end chose, now.
+    Pass(LeaseId),
+    /// Keep the lease (no local task waits now, but one may come back)
+    /// until the pass to the waiter a tenure's end chose is due, at the
+    /// instant given.
+    Linger(Instant),
 }
 
 impl LocalSlot {
+    /// Whether an idle slot knows nothing worth keeping any more.
+    fn forgettable(&self, now: Instant) -> bool {
+        let Ok(state) = self.state.try_lock() else {
+            return false;
+        };
+        let last = [state.released_at, state.held_since]
+            .into_iter()
+            .flatten()
+            .max();
+        state.held.is_none() && last.is_none_or(|t| now.saturating_duration_since(t) > FORGET_AFTER)
+    }
+
     /// Waits for the slot's lock, counted as a waiter meanwhile.
     pub(crate) async fn lock(&self) -> OwnedMutexGuard<SlotState> {
         let _ticket = Waiting::new(&self.waiters);
         self.state.clone().lock_owned().await
+    }
+
+    /// Whether tasks of this process queue for the lease.
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.waiters.load(Ordering::SeqCst) > 0
     }
 
     /// Takes the slot's lock if it is free.
@@ -98,27 +256,49 @@ impl LocalSlot {
     }
 
     /// Decides what the end of a guard does, and records the decision in
-    /// `state`: hand over while tasks wait and the lease is healthy, up to
-    /// `max_handovers` hand-overs and `max_hold` of holding.
-    pub(crate) fn ending(
-        &self,
-        state: &mut SlotState,
-        lost: bool,
-        max_handovers: u32,
-        max_hold: Duration,
-        yield_for: Duration,
-    ) -> Ending {
-        let waiting = self.waiters.load(Ordering::SeqCst) > 0;
-        if !waiting || lost {
+    /// `state`: hand over while tasks wait and the lease is healthy, until
+    /// the tenure reaches its bound; at the bound, a tenure end (the guard
+    /// looks at the wait queue); once a pass to a remote waiter is pending,
+    /// the pass at the last guard end before that waiter's next poll (or at
+    /// once when no local task waits).
+    pub(crate) fn ending(&self, state: &mut SlotState, lost: bool, bounds: TenureBounds) -> Ending {
+        let now = Instant::now();
+        if let Some(last) = state.last_end {
+            state.last_unit = now.saturating_duration_since(last);
+        }
+        state.last_end = Some(now);
+        if lost {
+            state.released_at = None;
+            state.held_since = None;
+            state.pending = None;
             return Ending::Release;
         }
-        let held_for = state.held_since.map_or(Duration::ZERO, |t| t.elapsed());
-        if state.handovers < max_handovers && held_for < max_hold {
+        let waiters = self.waiters.load(Ordering::SeqCst) > 0;
+        let unit = state.last_unit;
+        if let Some(pending) = state.pending.as_mut() {
+            return if pending.due(now, unit) {
+                Ending::Pass(pending.to)
+            } else if waiters {
+                Ending::HandOver
+            } else {
+                Ending::Linger(pending.pass_at())
+            };
+        }
+        let held_for = state
+            .held_since
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        if state.handovers >= bounds.max_handovers || held_for >= bounds.max_hold {
+            // The tenure's end: the guard's end looks at the wait queue
+            // (once) and passes the lease to a remote waiter there, or
+            // carries on with a new tenure.
+            state.released_at = None;
+            state.held_since = None;
+            return Ending::TenureEnd;
+        }
+        if waiters {
             Ending::HandOver
         } else {
-            // A poller elsewhere tries again within one poll interval; waiting a
-            // quarter longer lets it in first.
-            state.yield_until = Some(Instant::now() + yield_for + yield_for / 4);
+            state.released_at = Some(now);
             Ending::Release
         }
     }

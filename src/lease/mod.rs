@@ -47,12 +47,94 @@
 //! Tasks of one process that want the same lease queue locally instead of
 //! polling storage. The process acquires the blob lease once and hands it
 //! from guard to guard ([`Acquisition::HandedOver`]) with renewal running
-//! throughout, up to a fairness bound ([`LeaseOptions::with_handover_limit`]),
-//! then releases it so other processes get their turn. Waiters in other
-//! processes poll every [`LeaseOptions::with_poll_interval`] (100 ms by
-//! default, jittered). [`LeaseManager::acquire`] waits at most its timeout,
-//! even when the service stops answering: an acquire request still in
-//! flight then finishes in the background and gives back any lease it took.
+//! throughout, up to the tenure bound below, then releases it so other
+//! processes get their turn. Waiters in other processes poll every
+//! [`LeaseOptions::with_poll_interval`] (100 ms by default, jittered).
+//! [`LeaseManager::acquire`] waits at most its timeout, even when the
+//! service stops answering: an acquire request still in flight then
+//! finishes in the background and gives back any lease it took.
+//!
+//! # Turns between processes
+//!
+//! A process that takes a lease back to back (tasks handing it over, or one
+//! task releasing and acquiring again at once) would otherwise keep it from
+//! other processes for good: its next acquire comes before their next poll.
+//! So waiters across processes queue, and a process holds a lease in
+//! **tenures**.
+//!
+//! * **The wait queue.** A waiting call whose acquire is refused registers
+//!   the lease id it proposes in a small unleased blob beside the lease blob
+//!   (`<lease blob>.waiters`, one line per waiter, written conditionally on
+//!   its ETag) and renews that registration every 5 poll intervals while it
+//!   waits. From then on it polls the lease on a fixed schedule, once per
+//!   poll interval (10 times a second with the default 100 ms, never more),
+//!   and publishes that schedule with its registration.
+//! * **Tenures.** A tenure is a process's run of guards held back to back:
+//!   hand-overs, and fresh acquires that follow its own release by less
+//!   than 1.5 poll intervals. It ends with the first guard that ends after
+//!   `max_handovers` guards or `max_hold` of time
+//!   ([`LeaseOptions::with_handover_limit`], default 1000 and 500 ms).
+//! * **Hand-over across processes.** At a tenure's end the holder reads the
+//!   queue (one request). Nobody there: the tenure simply starts again
+//!   (handing over locally, or releasing as usual). A fresh registration of
+//!   another process at the head: the holder passes it the lease by
+//!   changing the lease to that registration's id (Change Lease: nobody
+//!   else can take the lease in between), timed for the waiter's next poll.
+//!   Until then the holder's own tasks go on using the lease (or it is kept
+//!   for a task that may come back), and the change is sent at the last
+//!   guard end before that poll. The waiter's poll (an acquire with the
+//!   current id) succeeds, and it changes the id at once to one nobody else
+//!   knows. So a turn leaves the lease idle for about a round trip between
+//!   the two processes, not half a poll interval. The schedule is wall-clock
+//!   time: processes whose clocks differ lose some of that (at most a poll
+//!   interval per turn), never safety.
+//! * **Waiters that went away.** A registration not renewed for
+//!   `stale_after` = 15 poll intervals + 1 s (2.5 s with the defaults; the
+//!   second allows for clocks that differ) is skipped and dropped. A lease
+//!   passed to a waiter that died just before is taken over (changed from
+//!   the dead id to its own) by the next waiter that renews its registration
+//!   and finds the dead one stale at the head.
+//!
+//! With `P` the number of processes waiting for the lease, `p` the poll
+//! interval, `T` = `max_hold`, `U` the longest a guard is held (a tenure
+//! ends only when a guard ends) and `r` a round trip:
+//!
+//! * **the bound**: every waiting call gets the lease within
+//!   `(P − 1) × (T + U + 2 p + 4 r)` of starting to wait: one turn for the
+//!   holder and for each process queued ahead, a turn being a tenure, the
+//!   guard under way when it ends and the wait for the next holder's poll
+//!   (at most one poll interval, or two when a guard ends too late for the
+//!   poll aimed at). With the defaults and 10 ms guards: 0.71 s for 2
+//!   processes, 2.13 s for 4, 4.97 s for 8, plus round trips. A waiter that
+//!   died while at the head of the queue adds at most
+//!   `stale_after + 5 p + p` (3.1 s) once. The order is first come, first
+//!   served, except that a waiter whose poll finds the lease free (between
+//!   the units of a holder with one task) takes it out of turn.
+//! * **what it costs**: an uncontended guard or partition-lock unit sends
+//!   exactly what it did; once per `max_hold` of continuous holding the
+//!   holder reads the queue (one small GET that finds nothing). A waiting
+//!   acquire adds its registration (a read and a write, renewed every 5
+//!   `p`), a Change Lease when it is passed the lease and a background
+//!   removal of its registration; each turn costs the holder one read and
+//!   one Change Lease. Measured on the emulator with 8 processes × 4 tasks
+//!   on one partition: every process within 2× of its fair share and the
+//!   throughput above 0.8× the single-process floor (section 6 of
+//!   `BENCHMARKS.md`).
+//! * **the knobs**: [`LeaseOptions::with_handover_limit`] (`max_handovers`,
+//!   `max_hold`: shorter turns serve waiters sooner, longer ones lose less
+//!   to the turns) and [`LeaseOptions::with_poll_interval`]; partition
+//!   locks take them through
+//!   [`StoreBuilder::lock_lease_options`](crate::StoreBuilder::lock_lease_options).
+//!   The bound assumes every process uses the same options.
+//!
+//! The queue serves every wait by name: [`LeaseManager::acquire`],
+//! partition locks, [`LeaseManager::do_once`] and leader campaigns
+//! ([`LeaseManager::run_as_leader`]), whose attempts keep their registration
+//! from one attempt to the next. A candidate on standby tries at most once
+//! a second and publishes no schedule, so it is passed the lease at once
+//! and may leave it idle up to that second (in place of `2 p` in the
+//! bound). [`LeaseManager::try_acquire`] and reservations try once and do
+//! not queue.
 //!
 //! # Failing storage
 //!
@@ -116,6 +198,7 @@ mod name;
 mod operator;
 mod options;
 mod outage;
+mod queue;
 mod registry;
 mod renew;
 mod reservation;

@@ -13,8 +13,8 @@ use crate::retry;
 /// Defaults: 30 s leases renewed every 10 s (a third of the duration unless
 /// set), 1 s drift margin, container [`LeaseOptions::DEFAULT_CONTAINER`], acquire polling
 /// every 100 ms, owner identity `hostname-pid-random`, owner metadata
-/// written on acquire, local hand-over up to 1000 times or 60 s in a row,
-/// waits for a lease ending after 30 s of failing storage.
+/// written on acquire, tenures of up to 1000 units or 500 ms in a row, waits
+/// for a lease ending after 30 s of failing storage.
 #[derive(Debug, Clone)]
 #[must_use = "LeaseOptions do nothing until given to `StoreBuilder::lease_options` or `LeaseManager::new`"]
 pub struct LeaseOptions {
@@ -38,7 +38,7 @@ const DEFAULT_DURATION_SECS: u8 = 30;
 const DEFAULT_DRIFT: Duration = Duration::from_secs(1);
 /// The default fairness bound of process-local sharing.
 const DEFAULT_MAX_HANDOVERS: u32 = 1000;
-const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(60);
+const DEFAULT_MAX_HOLD: Duration = Duration::from_millis(500);
 
 impl Default for LeaseOptions {
     fn default() -> Self {
@@ -142,9 +142,23 @@ impl LeaseOptions {
         self
     }
 
-    /// The fairness bound of process-local sharing: a blob lease is handed
-    /// from guard to guard at most `max_handovers` times in a row and only
-    /// within `max_hold` of its acquisition; then it is released.
+    /// The bound of a tenure: how long one process keeps a lease while
+    /// other processes may want it. A tenure is the run of guards this
+    /// process holds back to back: hand-overs between its tasks, and fresh
+    /// acquires that follow its own release by less than one poll interval
+    /// and a half. It ends with the first guard that ends after
+    /// `max_handovers` guards after the first, or `max_hold` after the
+    /// tenure began: the process then reads the lease's wait queue and
+    /// passes the lease to the process registered at its head, if any (even
+    /// though local tasks wait), timed for that process's next poll;
+    /// otherwise a new tenure begins. Default: 1000 and 500 ms.
+    ///
+    /// When nobody else wants the lease this costs one small read every
+    /// `max_hold` of continuous holding, and no pause. Shorter tenures serve
+    /// waiters sooner; longer ones lose less time to the turns (each leaves
+    /// the lease idle for about a round trip between the two processes).
+    /// See the [module docs](crate::lease#turns-between-processes) for the
+    /// bound on waiting that results.
     pub fn with_handover_limit(mut self, max_handovers: u32, max_hold: Duration) -> Self {
         self.max_handovers = max_handovers;
         self.max_hold = max_hold;

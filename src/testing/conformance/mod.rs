@@ -37,6 +37,7 @@ mod ambiguous;
 pub mod blob_backend;
 pub mod blobs;
 mod entities;
+pub mod fairness;
 pub mod fence;
 pub mod indexes;
 pub mod lease;
@@ -181,7 +182,7 @@ impl Ctx {
 /// The tests use `#[tokio::test]`: the calling crate needs tokio with the
 /// `macros`, `rt-multi-thread` and (for `paused`) `test-util` features.
 /// Invoke it once per module: it defines `conformance_ctx()` and the
-/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `lock`, `lock_many` and `fence`
+/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness`, `lock`, `lock_many` and `fence`
 /// there.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -349,6 +350,20 @@ macro_rules! conformance_suite {
             blocking [
                 dropping_a_guard_without_a_runtime_does_not_panic,
             ]
+        );
+        $crate::conformance_suite!(@module fairness #[$plain] #[$timed];
+            plain []
+            timed [
+                two_processes_relocking_back_to_back_wait_within_the_bound,
+                four_processes_relocking_back_to_back_wait_within_the_bound,
+                eight_processes_relocking_back_to_back_wait_within_the_bound,
+                a_manager_reacquiring_by_name_cannot_keep_another_waiting,
+                turns_cost_one_queue_read_per_tenure_when_nobody_else_waits,
+                a_waiter_polls_at_most_ten_times_a_second,
+                a_waiter_that_dies_while_registered_costs_the_holder_one_bounded_pause,
+                leader_candidates_that_step_down_at_once_take_turns,
+            ]
+            blocking []
         );
         $crate::conformance_suite!(@module indexes #[$plain] #[$timed];
             plain [

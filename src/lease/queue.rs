@@ -1,0 +1,351 @@
+//! The wait queue of a lease across processes: a small unleased blob beside
+//! the lease blob (`<lease blob>.waiters`) where a process whose acquire
+//! was refused registers the lease id it proposes, in arrival order.
+//!
+//! A holder reads the queue once per tenure end (never per unit, so an
+//! uncontended lease costs what it did) and, when a fresh registration is at
+//! the head, changes its lease to that registration's id (Change Lease: an
+//! atomic hand-over, with no moment where anybody else can take the lease).
+//! The waiter learns it holds the lease on its next poll (an acquire with
+//! the current id succeeds), and at once changes the id again to one nobody
+//! else knows: from then on no other process can touch its lease.
+//!
+//! A registration is renewed by its waiter every [`refresh`] and counts as
+//! stale after [`stale_after`]; stale ones are skipped and dropped. A lease
+//! handed to a waiter that died meanwhile is taken back by the next process
+//! that renews its own registration and finds that head stale: it changes
+//! the dead id to its own (which fails harmlessly when the waiter did take
+//! the lease, since it changed the id at once).
+//!
+//! A waiting call polls on a fixed schedule while registered (every poll
+//! interval from an anchor it chooses) and publishes that schedule with its
+//! registration. A holder that finds a waiter with a schedule at the head
+//! does not pass the lease at once: it goes on handing it over locally and
+//! changes it just before the waiter's next poll, so the lease is idle for
+//! little more than a round trip between the two processes instead of half
+//! a poll interval on average. The schedule is wall-clock time: processes
+//! whose clocks differ lose some of that gain (up to one poll interval per
+//! turn), never safety.
+//!
+//! The body is one line per registration, `<lease id> <unix ms>` and, for a
+//! waiter polling on a schedule, ` <anchor unix ms> <every ms>`; writes are
+//! conditional on the blob's ETag (create-only when absent) and retried a
+//! few times on a conflict.
+
+use crate::backend::{BlobConditions, LeaseId, Metadata};
+use crate::error::{Error, Result};
+use crate::key::{BlobName, ETag};
+
+use super::env::LeaseEnv;
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How many conflicting writers a queue update outlasts before giving up.
+const WRITE_ATTEMPTS: usize = 6;
+
+/// How often a waiter renews its registration: five poll intervals.
+pub(crate) fn refresh(env: &LeaseEnv) -> Duration {
+    env.settings.poll_interval * 5
+}
+
+/// After how long without renewal a registration is stale: three renewals
+/// missed (plus room for clocks that differ by a second).
+pub(crate) fn stale_after(env: &LeaseEnv) -> Duration {
+    refresh(env) * 3 + Duration::from_secs(1)
+}
+
+/// A waiter's registration in a lease's wait queue.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Queued {
+    /// The lease id it proposes (and a holder changes its lease to).
+    pub(crate) id: LeaseId,
+    /// When it last registered or renewed its registration.
+    pub(crate) renewed_at: Option<Instant>,
+    /// Whether a registration was written (the id is published).
+    pub(crate) registered: bool,
+    /// The first poll of the schedule it polls on, once registered (waits
+    /// with a deadline only; calls that try once poll at their caller's
+    /// pace and publish no schedule).
+    pub(crate) anchor: Option<Instant>,
+}
+
+impl Queued {
+    pub(crate) fn new(id: LeaseId) -> Self {
+        Queued {
+            id,
+            renewed_at: None,
+            registered: false,
+            anchor: None,
+        }
+    }
+
+    /// The next poll on its schedule after `now`, if it has one.
+    pub(crate) fn next_poll(&self, now: Instant, every: Duration) -> Option<Instant> {
+        let anchor = self.anchor?;
+        if anchor > now {
+            return Some(anchor);
+        }
+        let every = every.max(Duration::from_millis(1));
+        let steps = now.saturating_duration_since(anchor).as_nanos() / every.as_nanos() + 1;
+        Some(anchor + every.saturating_mul(u32::try_from(steps).unwrap_or(u32::MAX)))
+    }
+
+    /// Whether the registration is to be written or renewed at `now`.
+    pub(crate) fn due(&self, now: Instant, refresh: Duration) -> bool {
+        self.renewed_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= refresh)
+    }
+}
+
+/// The times a registered waiter polls: `anchor_ms + k × every_ms` (unix
+/// milliseconds) for every whole `k`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Schedule {
+    pub(crate) anchor_ms: i64,
+    pub(crate) every_ms: i64,
+}
+
+impl Schedule {
+    /// The first poll at or after `after_ms`.
+    pub(crate) fn next_poll(&self, after_ms: i64) -> i64 {
+        let every = self.every_ms.max(1);
+        let behind = after_ms.saturating_sub(self.anchor_ms);
+        if behind <= 0 {
+            return self.anchor_ms;
+        }
+        let steps = behind.saturating_add(every - 1) / every;
+        self.anchor_ms.saturating_add(steps.saturating_mul(every))
+    }
+}
+
+/// One registration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub(crate) id: LeaseId,
+    /// When its waiter last renewed it (unix milliseconds).
+    seen_ms: i64,
+    /// When its waiter polls, if it polls on a schedule.
+    pub(crate) schedule: Option<Schedule>,
+}
+
+/// The queue blob of one lease.
+#[derive(Debug)]
+pub(crate) struct WaitQueue<'a> {
+    env: &'a LeaseEnv,
+    blob: BlobName,
+}
+
+fn parse(body: &[u8]) -> Vec<Entry> {
+    String::from_utf8_lossy(body)
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_ascii_whitespace();
+            let id = LeaseId::from_uuid(fields.next()?.parse().ok()?);
+            let seen_ms = fields.next()?.parse().ok()?;
+            let schedule = match (fields.next(), fields.next()) {
+                (Some(anchor), Some(every)) => Some(Schedule {
+                    anchor_ms: anchor.parse().ok()?,
+                    every_ms: every.parse().ok().filter(|e: &i64| *e > 0)?,
+                }),
+                _ => None,
+            };
+            Some(Entry {
+                id,
+                seen_ms,
+                schedule,
+            })
+        })
+        .collect()
+}
+
+fn render(entries: &[Entry]) -> Vec<u8> {
+    entries
+        .iter()
+        .map(|e| match e.schedule {
+            Some(s) => format!(
+                "{} {} {} {}\n",
+                e.id.as_uuid(),
+                e.seen_ms,
+                s.anchor_ms,
+                s.every_ms
+            ),
+            None => format!("{} {}\n", e.id.as_uuid(), e.seen_ms),
+        })
+        .collect::<String>()
+        .into_bytes()
+}
+
+impl<'a> WaitQueue<'a> {
+    /// The queue beside the lease blob `lease`.
+    pub(crate) fn of(env: &'a LeaseEnv, lease: &BlobName) -> Result<Self> {
+        Ok(WaitQueue {
+            env,
+            blob: BlobName::new(format!("{}.waiters", lease.as_str()))?,
+        })
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.env.wall_ms(Instant::now())
+    }
+
+    fn is_fresh(&self, e: &Entry, now_ms: i64) -> bool {
+        let stale = i64::try_from(stale_after(self.env).as_millis()).unwrap_or(i64::MAX);
+        now_ms.saturating_sub(e.seen_ms) <= stale
+    }
+
+    async fn read(&self) -> Result<(Vec<Entry>, Option<ETag>)> {
+        let env = self.env;
+        match env
+            .backend
+            .get_blob(&env.settings.container, &self.blob)
+            .await?
+        {
+            Some(blob) => Ok((parse(&blob.body), Some(blob.properties.etag))),
+            None => Ok((Vec::new(), None)),
+        }
+    }
+
+    /// The first fresh registration whose id is not one of `own` (this
+    /// process's own, lingering while being removed); one read.
+    ///
+    /// # Errors
+    /// The backend's, for a failed read.
+    pub(crate) async fn head_excluding(&self, own: &[Option<LeaseId>]) -> Result<Option<Entry>> {
+        let (entries, _) = self.read().await?;
+        let now = self.now_ms();
+        Ok(entries
+            .into_iter()
+            .find(|e| self.is_fresh(e, now) && !own.contains(&Some(e.id))))
+    }
+
+    /// Applies `change` to the registrations (stale ones dropped first when
+    /// `drop_stale`), writing the result conditionally; retried on a
+    /// conflict. Returns the stale registrations that were at the head
+    /// before the first fresh one.
+    async fn update(
+        &self,
+        drop_stale: bool,
+        change: impl Fn(&mut Vec<Entry>, i64),
+    ) -> Result<Vec<Entry>> {
+        let env = self.env;
+        let mut last = None;
+        for _ in 0..WRITE_ATTEMPTS {
+            let (entries, etag) = self.read().await?;
+            let now = self.now_ms();
+            let stale_head: Vec<Entry> = entries
+                .iter()
+                .take_while(|e| !self.is_fresh(e, now))
+                .copied()
+                .collect();
+            let mut kept: Vec<Entry> = entries
+                .iter()
+                .filter(|e| !drop_stale || self.is_fresh(e, now))
+                .copied()
+                .collect();
+            change(&mut kept, now);
+            if kept == entries {
+                return Ok(stale_head);
+            }
+            let conditions = match etag {
+                Some(etag) => BlobConditions::if_match(etag),
+                None => BlobConditions::create_only(),
+            };
+            match env
+                .backend
+                .put_blob(
+                    &env.settings.container,
+                    &self.blob,
+                    render(&kept),
+                    &Metadata::new(),
+                    &conditions,
+                )
+                .await
+            {
+                Ok(_) => return Ok(stale_head),
+                Err(e @ (Error::Conflict { .. } | Error::AlreadyExists { .. })) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::invalid("wait queue", "no attempt was made")))
+    }
+
+    /// Registers `id` at the tail, or renews its registration in place,
+    /// with the waiter's poll schedule if it has one. Returns the stale
+    /// registrations found ahead of every fresh one (dropped from the
+    /// queue): a lease may have been handed to one of them.
+    ///
+    /// # Errors
+    /// The backend's; a conflict when other writers kept winning.
+    pub(crate) async fn register(
+        &self,
+        id: LeaseId,
+        schedule: Option<Schedule>,
+    ) -> Result<Vec<Entry>> {
+        self.update(true, |entries, now| {
+            match entries.iter_mut().find(|e| e.id == id) {
+                Some(e) => {
+                    e.seen_ms = now;
+                    e.schedule = schedule;
+                }
+                None => entries.push(Entry {
+                    id,
+                    seen_ms: now,
+                    schedule,
+                }),
+            }
+        })
+        .await
+    }
+
+    /// Removes the registration of `id`. Stale ones stay: only a waiter
+    /// that registers drops them, as it takes over a lease handed to one.
+    ///
+    /// # Errors
+    /// The backend's; a conflict when other writers kept winning.
+    pub(crate) async fn leave(&self, id: LeaseId) -> Result<()> {
+        self.update(false, |entries, _| entries.retain(|e| e.id != id))
+            .await
+            .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_and_bad_lines_are_skipped() {
+        let a = Entry {
+            id: LeaseId::new_random(),
+            seen_ms: 1_700_000_000_123,
+            schedule: None,
+        };
+        let b = Entry {
+            id: LeaseId::new_random(),
+            seen_ms: 5,
+            schedule: Some(Schedule {
+                anchor_ms: 1_700_000_000_200,
+                every_ms: 100,
+            }),
+        };
+        let mut body = render(&[a, b]);
+        body.extend_from_slice(b"garbage\nnot-a-uuid 12\n");
+        body.extend_from_slice(format!("{} 7 8 0\n", LeaseId::new_random().as_uuid()).as_bytes());
+        assert_eq!(parse(&body), vec![a, b]);
+    }
+
+    #[test]
+    fn the_next_poll_is_on_the_schedule_and_not_before_the_time_given() {
+        let s = Schedule {
+            anchor_ms: 1000,
+            every_ms: 100,
+        };
+        assert_eq!(s.next_poll(0), 1000);
+        assert_eq!(s.next_poll(1000), 1000);
+        assert_eq!(s.next_poll(1001), 1100);
+        assert_eq!(s.next_poll(1100), 1100);
+        assert_eq!(s.next_poll(1234), 1300);
+    }
+}
