@@ -315,8 +315,12 @@ async fn finish(
             return Ok(());
         }
         Ending::TenureEnd => match core.queue_head().await {
-            None => None,
+            None => {
+                state.contended = false;
+                None
+            }
             Some((head, read_took)) => {
+                state.contended = true;
                 let now = Instant::now();
                 match head.schedule {
                     Some(schedule) => {

@@ -95,6 +95,10 @@ pub(crate) struct SlotState {
     /// A pass to a remote waiter decided at a tenure's end, waiting for
     /// the right guard end.
     pub(crate) pending: Option<Pending>,
+    /// This process has seen another want the lease (an acquire of its own
+    /// refused, or somebody in the queue) since a tenure's end last found
+    /// the queue empty.
+    pub(crate) contended: bool,
     /// When the last guard ended, and how long before that the one before
     /// it had ended (about how long a guard lasts).
     pub(crate) last_end: Option<Instant>,
@@ -187,6 +191,7 @@ impl SlotState {
     pub(crate) fn attempted(&mut self, held_seen: bool) {
         if held_seen {
             self.released_at = None;
+            self.contended = true;
         }
     }
 
@@ -287,7 +292,17 @@ impl LocalSlot {
         let held_for = state
             .held_since
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
-        if state.handovers >= bounds.max_handovers || held_for >= bounds.max_hold {
+        // A tenure of one guard that nobody local waits for ends with a
+        // release anyway (the lease is free for every waiter): no read. A
+        // run of one task's re-acquires looks at the queue after four
+        // tenures' time unless this process has seen others want the lease.
+        let chain = state.handovers > 0 || waiters;
+        let hold = if waiters || state.contended {
+            bounds.max_hold
+        } else {
+            bounds.max_hold.saturating_mul(4)
+        };
+        if chain && (state.handovers >= bounds.max_handovers || held_for >= hold) {
             // The tenure's end: the guard's end looks at the wait queue
             // (once) and passes the lease to a remote waiter there, or
             // carries on with a new tenure.

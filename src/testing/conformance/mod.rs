@@ -357,6 +357,7 @@ macro_rules! conformance_suite {
                 two_processes_relocking_back_to_back_wait_within_the_bound,
                 four_processes_relocking_back_to_back_wait_within_the_bound,
                 eight_processes_relocking_back_to_back_wait_within_the_bound,
+                turns_keep_the_lease_busy,
                 a_manager_reacquiring_by_name_cannot_keep_another_waiting,
                 turns_cost_one_queue_read_per_tenure_when_nobody_else_waits,
                 a_waiter_polls_at_most_ten_times_a_second,
