@@ -142,6 +142,14 @@ impl Pending {
     }
 }
 
+/// Guards in a tenure from which, even when this process has not seen
+/// anyone else want the lease, the tenure ends after `max_hold` rather than
+/// after [`SHORT_RUN_HOLD`].
+const LONG_RUN: u32 = 16;
+/// The least a shorter tenure of a process that has not seen anyone else
+/// want the lease lasts.
+const SHORT_RUN_HOLD: Duration = Duration::from_secs(2);
+
 /// How long an idle slot is kept for what it knows (its tenure, whether
 /// others wait) before a sweep may drop it.
 const FORGET_AFTER: Duration = Duration::from_secs(60);
@@ -294,13 +302,14 @@ impl LocalSlot {
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
         // A tenure of one guard that nobody local waits for ends with a
         // release anyway (the lease is free for every waiter): no read. A
-        // run of one task's re-acquires looks at the queue after four
-        // tenures' time unless this process has seen others want the lease.
+        // short run of guards (a few units in a row, say) looks at the
+        // queue only after 2 s unless this process has seen others want the
+        // lease; a long run (a hot lease) after `max_hold`.
         let chain = state.handovers > 0 || waiters;
-        let hold = if waiters || state.contended {
+        let hold = if state.contended || state.handovers >= LONG_RUN {
             bounds.max_hold
         } else {
-            bounds.max_hold.saturating_mul(4)
+            bounds.max_hold.max(SHORT_RUN_HOLD)
         };
         if chain && (state.handovers >= bounds.max_handovers || held_for >= hold) {
             // The tenure's end: the guard's end looks at the wait queue

@@ -74,12 +74,12 @@
 //!   than 1.5 poll intervals. It ends with the first guard that ends after
 //!   `max_handovers` guards or `max_hold` of time
 //!   ([`LeaseOptions::with_handover_limit`], default 1000 and 500 ms). Two
-//!   exceptions keep an uncontended lease at exactly its old cost: a
+//!   exceptions keep a few uncontended units at exactly their old cost: a
 //!   tenure of a single guard that no local task waits for ends with a
-//!   plain release (the lease is free for everyone anyway), and a run of
-//!   one task's re-acquires with nobody local waiting ends after
-//!   `4 × max_hold` (2 s) unless this process has seen another want the
-//!   lease (an acquire of its own refused, or a waiter in the queue).
+//!   plain release (the lease is free for everyone anyway), and a tenure
+//!   of fewer than 16 guards runs to at least 2 s unless this
+//!   process has seen another want the lease (an acquire of its own
+//!   refused, or a waiter in the queue).
 //! * **Hand-over across processes.** At a tenure's end the holder reads the
 //!   queue (one request). Nobody there: the tenure simply starts again
 //!   (handing over locally, or releasing as usual). A fresh registration of
@@ -110,8 +110,9 @@
 //!   holder and for each process queued ahead, a turn being a tenure, the
 //!   guard under way when it ends and the wait for the next holder's poll
 //!   (at most one poll interval, or two when a guard ends too late for the
-//!   poll aimed at); plus `3 × T` once when the holder's tasks take the
-//!   lease one at a time and it has not yet seen anyone else want it. With
+//!   poll aimed at); plus `2 s − T` once when the holder's tenure is
+//!   fewer than 16 guards long and it has not yet seen anyone else want it.
+//!   With
 //!   the defaults and 10 ms guards: 0.71 s for 2 processes, 2.13 s for 4,
 //!   4.97 s for 8 (2.21, 3.63 and 6.47 s with that once), plus round
 //!   trips. A waiter that
@@ -120,9 +121,9 @@
 //!   served, except that a waiter whose poll finds the lease free (between
 //!   the units of a holder with one task) takes it out of turn.
 //! * **what it costs**: an uncontended guard or partition-lock unit sends
-//!   exactly what it did; once per `max_hold` of holding with local tasks
-//!   queued (`4 × max_hold` for one task taking the lease back to back) the
-//!   holder reads the queue (one small GET that finds nothing). A waiting
+//!   exactly what it did; once per `max_hold` of holding in a run of 16
+//!   guards or more (2 s at least for shorter runs) the holder reads the
+//!   queue (one small GET that finds nothing). A waiting
 //!   acquire adds its registration (a read and a write, renewed every 5
 //!   `p`), a Change Lease when it is passed the lease and a background
 //!   removal of its registration; each turn costs the holder one read and

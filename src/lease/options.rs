@@ -154,8 +154,8 @@ impl LeaseOptions {
     /// otherwise a new tenure begins. Default: 1000 and 500 ms.
     ///
     /// When nobody else wants the lease this costs one small read every
-    /// `max_hold` of holding with local tasks queued (every `4 × max_hold`
-    /// for one task taking it back to back), and no pause. Shorter tenures serve
+    /// `max_hold` of holding in a run of 16 guards or more (2 s at least
+    /// for shorter runs), and no pause. Shorter tenures serve
     /// waiters sooner; longer ones lose less time to the turns (each leaves
     /// the lease idle for about a round trip between the two processes).
     /// See the [module docs](crate::lease#turns-between-processes) for the
