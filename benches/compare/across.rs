@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use leasehold::backend::azure::AzureBackend;
-use leasehold::backend::{LeaseDuration, LeaseId, Precondition, TableOp};
+use leasehold::backend::{Precondition, TableOp};
 use leasehold::entity::Entity as _;
 use leasehold::key::{BlobName, ContainerName};
 use leasehold::lease::LeaseOptions;
@@ -23,8 +23,8 @@ use uuid::Uuid;
 
 use crate::Res;
 use crate::report::Report;
-use crate::setup::{Env, put_empty_blob};
-use crate::stats::{median, ms, percentile, random_between};
+use crate::setup::{Env, hand_written_acquire, put_empty_blob};
+use crate::stats::{median, ms, percentile};
 
 /// The environment variable that makes this program a worker.
 pub(crate) const WORKER: &str = "LEASEHOLD_BENCH_ACROSS";
@@ -80,33 +80,10 @@ pub(crate) async fn across_worker(spec: String) -> Res<()> {
             while Instant::now() < deadline {
                 let t0 = Instant::now();
                 if hand {
-                    // Section 4's pattern: try the lease, on 409 sleep a
-                    // random 250 ms–1 s and try again.
-                    let lease = loop {
-                        match backend
-                            .acquire_lease(
-                                &hand_container(),
-                                &blob,
-                                LeaseDuration::Seconds(30),
-                                LeaseId::new_random(),
-                            )
-                            .await
-                        {
-                            Ok(id) => break Some(id),
-                            Err(e) if e.kind() == ErrorKind::LeaseHeld => {
-                                let wake = Instant::now()
-                                    + random_between(
-                                        Duration::from_millis(250),
-                                        Duration::from_secs(1),
-                                    );
-                                tokio::time::sleep_until(wake.min(deadline).into()).await;
-                                if wake >= deadline {
-                                    break None;
-                                }
-                            }
-                            Err(e) => panic!("{e}"),
-                        }
-                    };
+                    // Section 4's pattern, written by hand.
+                    let lease =
+                        hand_written_acquire(backend.as_ref(), &hand_container(), &blob, deadline)
+                            .await;
                     let Some(lease) = lease else { break };
                     waits.push(ms(t0.elapsed()));
                     let stored = backend.get(&table, &pkey, &rkey).await.unwrap().unwrap();

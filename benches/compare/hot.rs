@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use leasehold::backend::azure::AzureBackend;
-use leasehold::backend::{LeaseDuration, LeaseId, Precondition, TableOp};
+use leasehold::backend::{Precondition, TableOp};
 use leasehold::entity::Entity as _;
 use leasehold::key::{BlobName, ContainerName};
 use leasehold::lease::LeaseOptions;
@@ -20,8 +20,8 @@ use uuid::Uuid;
 
 use crate::Res;
 use crate::report::Report;
-use crate::setup::{Env, put_empty_blob, round_trip_now};
-use crate::stats::{median, ms, percentile, random_between};
+use crate::setup::{Env, hand_written_acquire, put_empty_blob, round_trip_now};
+use crate::stats::{median, ms, percentile};
 
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "BenchCounters")]
@@ -163,34 +163,10 @@ async fn hot(
                         }
                     }
                     Hot::HandWritten => {
-                        // The pattern as people write it: try the lease, on
-                        // 409 sleep a random 250 ms–1 s and try again.
-                        let lease = loop {
-                            match backend
-                                .acquire_lease(
-                                    &container,
-                                    &blob,
-                                    LeaseDuration::Seconds(30),
-                                    LeaseId::new_random(),
-                                )
-                                .await
-                            {
-                                Ok(id) => break Some(id),
-                                Err(e) if e.kind() == ErrorKind::LeaseHeld => {
-                                    let wake = Instant::now()
-                                        + random_between(
-                                            Duration::from_millis(250),
-                                            Duration::from_secs(1),
-                                        );
-                                    // Stop polling at the time bound.
-                                    tokio::time::sleep_until(wake.min(deadline).into()).await;
-                                    if wake >= deadline {
-                                        break None;
-                                    }
-                                }
-                                Err(e) => panic!("{e}"),
-                            }
-                        };
+                        // The pattern as people write it.
+                        let lease =
+                            hand_written_acquire(backend.as_ref(), &container, &blob, deadline)
+                                .await;
                         let Some(lease) = lease else { break };
                         let stored = backend.get(&table, &pkey, &rkey).await.unwrap().unwrap();
                         let mut c = Counter::decode(stored.data).unwrap();

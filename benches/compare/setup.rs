@@ -9,17 +9,17 @@ use azure_data_tables::clients::{TableClient, TableServiceClient, TableServiceCl
 use azure_storage::{CloudLocation, StorageCredentials};
 use base64::Engine as _;
 use leasehold::backend::azure::AzureBackend;
-use leasehold::backend::{BlobBackend, BlobConditions, Metadata};
+use leasehold::backend::{BlobBackend, BlobConditions, LeaseDuration, LeaseId, Metadata};
 use leasehold::entity::Entity as _;
 use leasehold::key::{BlobName, ContainerName};
 use leasehold::testing::{CountingBackend, RequestCounter};
-use leasehold::{Entity, Store};
+use leasehold::{Entity, ErrorKind, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json, json};
 use uuid::Uuid;
 
 use crate::Res;
-use crate::stats::ms;
+use crate::stats::{ms, random_between};
 
 /// The 12-field entity of every table benchmark; it derives both leasehold's
 /// `Entity` and serde's traits so the codec comparison uses one struct.
@@ -159,6 +159,39 @@ impl Env {
 
 /// Creates (or empties) a blob with no conditions: the blob a raw lease
 /// loop takes its leases on.
+/// The lease loop as people write it by hand: try the lease, on 409 sleep
+/// a random 250 ms–1 s and try again. `None` once `deadline` passes.
+pub(crate) async fn hand_written_acquire(
+    backend: &dyn BlobBackend,
+    container: &ContainerName,
+    blob: &BlobName,
+    deadline: Instant,
+) -> Option<LeaseId> {
+    loop {
+        match backend
+            .acquire_lease(
+                container,
+                blob,
+                LeaseDuration::Seconds(30),
+                LeaseId::new_random(),
+            )
+            .await
+        {
+            Ok(id) => return Some(id),
+            Err(e) if e.kind() == ErrorKind::LeaseHeld => {
+                let wake = Instant::now()
+                    + random_between(Duration::from_millis(250), Duration::from_secs(1));
+                // Stop polling at the time bound.
+                tokio::time::sleep_until(wake.min(deadline).into()).await;
+                if wake >= deadline {
+                    return None;
+                }
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 pub(crate) async fn put_empty_blob(
     backend: &dyn BlobBackend,
     container: &ContainerName,

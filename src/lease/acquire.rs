@@ -221,12 +221,17 @@ impl ManagerInner {
                 if let Ok(queue) = super::queue::WaitQueue::of(env, &blob) {
                     let _ = queue.leave(proposed).await;
                 }
+                // A holder passes the lease at most two poll intervals after
+                // it read the queue (timed for the waiter's poll): give back
+                // after one, and again after three.
                 if gave_up {
-                    sleep(pause).await;
-                    let _ = env
-                        .backend
-                        .release_lease(&env.settings.container, &blob, proposed)
-                        .await;
+                    for wait in [pause, pause * 2] {
+                        sleep(wait).await;
+                        let _ = env
+                            .backend
+                            .release_lease(&env.settings.container, &blob, proposed)
+                            .await;
+                    }
                 }
             }
             .in_current_span(),

@@ -119,16 +119,16 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    /// Whether a guard end at `now` passes the lease, guards lasting about
-    /// `unit`: yes when the next guard end might come too late for the
-    /// waiter's next poll. A poll already too close is given up for the
-    /// one after it (the waiter waits one poll interval more; the lease is
-    /// not left idle).
     /// When a lease kept for nobody is passed: in time for the poll.
     pub(crate) fn pass_at(&self) -> Instant {
         self.poll.checked_sub(self.lead).unwrap_or(self.poll)
     }
 
+    /// Whether a guard end at `now` passes the lease, guards lasting about
+    /// `unit`: yes when the next guard end might come too late for the
+    /// waiter's next poll. A poll already too close is given up for the
+    /// one after it (the waiter waits one poll interval more; the lease is
+    /// not left idle).
     pub(crate) fn due(&mut self, now: Instant, unit: Duration) -> bool {
         if now + self.lead > self.poll {
             let late = (now + self.lead).saturating_duration_since(self.poll);
@@ -272,8 +272,9 @@ impl LocalSlot {
     /// `state`: hand over while tasks wait and the lease is healthy, until
     /// the tenure reaches its bound; at the bound, a tenure end (the guard
     /// looks at the wait queue); once a pass to a remote waiter is pending,
-    /// the pass at the last guard end before that waiter's next poll (or at
-    /// once when no local task waits).
+    /// the pass at the last guard end before that waiter's next poll (with
+    /// no local task waiting, the lease is kept for one that may come back
+    /// until the pass is due).
     pub(crate) fn ending(&self, state: &mut SlotState, lost: bool, bounds: TenureBounds) -> Ending {
         let now = Instant::now();
         if let Some(last) = state.last_end {
