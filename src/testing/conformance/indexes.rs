@@ -13,10 +13,6 @@ use leasehold::{Entity, EntityData, ErrorKind, PartitionKey, RowKey, Store};
 
 use super::Ctx;
 
-/// Longer than the pause after which a re-acquire starts a fresh tenure
-/// (1.5 poll intervals).
-const FRESH_TENURE: std::time::Duration = std::time::Duration::from_millis(200);
-
 /// A customer whose e-mail is unique, whose phone (when given) is unique,
 /// and who is looked up by city and age.
 #[derive(Entity, Debug, Clone, PartialEq)]
@@ -619,9 +615,7 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
     };
     // 2 acquires + 2 lock-blob reads + 2 reads (entity, index row) +
     // intent + journal + 2 transactions + 2 clears + 2 releases + read-back.
-    // A fresh tenure on each lock (no run of re-acquires reaching its
-    // bound, which would add a read of the wait queue).
-    tokio::time::sleep(FRESH_TENURE).await;
+    super::fresh_tenure().await;
     counter.reset();
     let ann = t.insert(member("1", "a@x.org")).await.expect("insert");
     let budget = vec![
@@ -636,9 +630,7 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
     // Three locks and three partitions written: 2 intents, the journal, 3
     // transactions, the journal clear, 2 intent clears; reads of the
     // entity, the old and the new index rows, and the read-back.
-    // A fresh tenure on each lock (no run of re-acquires reaching its
-    // bound, which would add a read of the wait queue).
-    tokio::time::sleep(FRESH_TENURE).await;
+    super::fresh_tenure().await;
     counter.reset();
     let mut moved = ann.clone();
     moved.email = "b@x.org".into();
@@ -658,9 +650,7 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
         ),
         "replace moving the value"
     );
-    // A fresh tenure on each lock (no run of re-acquires reaching its
-    // bound, which would add a read of the wait queue).
-    tokio::time::sleep(FRESH_TENURE).await;
+    super::fresh_tenure().await;
     counter.reset();
     let mut same = moved.clone();
     same.note = "n".into();
@@ -668,9 +658,7 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
     assert_eq!(counts(&counter), (1, vec![(Op::Write, 1)]), "plain replace");
     // A read-modify-write leaving the value alone: its read, one read to
     // learn the stored values, the plain write.
-    // A fresh tenure on each lock (no run of re-acquires reaching its
-    // bound, which would add a read of the wait queue).
-    tokio::time::sleep(FRESH_TENURE).await;
+    super::fresh_tenure().await;
     counter.reset();
     let same = t
         .update_with("eu", "1", |m| m.note = "m".into())
@@ -682,9 +670,7 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
         "update_with"
     );
     // A delete: no read-back, but the entity's read.
-    // A fresh tenure on each lock (no run of re-acquires reaching its
-    // bound, which would add a read of the wait queue).
-    tokio::time::sleep(FRESH_TENURE).await;
+    super::fresh_tenure().await;
     counter.reset();
     t.delete(&same).await.expect("delete");
     let (total, _) = counts(&counter);

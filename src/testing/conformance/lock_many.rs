@@ -15,10 +15,6 @@ use leasehold::{Entity, ErrorKind, Store};
 
 use super::{Clock, Ctx};
 
-/// Longer than the pause after which a re-acquire starts a fresh tenure
-/// (1.5 poll intervals).
-const FRESH_TENURE: std::time::Duration = std::time::Duration::from_millis(200);
-
 /// A customer's account.
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "ManyAccounts")]
@@ -406,9 +402,7 @@ pub async fn a_cross_partition_unit_costs_its_budget_exactly(ctx: &Ctx) {
     );
     assert_eq!(counter.total(), 16);
 
-    // A fresh tenure on each lock (no run of re-acquires reaching its
-    // bound, which would add a read of the wait queue).
-    tokio::time::sleep(FRESH_TENURE).await;
+    super::fresh_tenure().await;
     counter.reset();
     let mut unit = store.lock_many(["c", "b", "a"]).await.unwrap();
     for c in ["a", "b", "c"] {
@@ -434,9 +428,7 @@ pub async fn a_cross_partition_unit_costs_its_budget_exactly(ctx: &Ctx) {
 
     // One partition × one table stays one transaction: the single-partition
     // budget, unchanged.
-    // A fresh tenure on each lock (no run of re-acquires reaching its
-    // bound, which would add a read of the wait queue).
-    tokio::time::sleep(FRESH_TENURE).await;
+    super::fresh_tenure().await;
     counter.reset();
     let mut unit = store.lock_many(["a"]).await.unwrap();
     let mut v = unit.get::<Account>("main").await.unwrap().unwrap();

@@ -55,6 +55,14 @@ use crate::Store;
 use crate::backend::Backend;
 use crate::key::ContainerName;
 
+/// Pauses longer than the gap after which a re-acquire starts a fresh
+/// tenure (1.5 poll intervals), so that the next counted unit on each lock
+/// is not part of a run of re-acquires reaching its bound (which would add
+/// a read of the wait queue to the count).
+pub(crate) async fn fresh_tenure() {
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
 /// How time passes for the checks that wait: for leases to run out, for
 /// renewals, for a process to "die".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
