@@ -134,6 +134,29 @@ pub enum Error {
         what: String,
     },
 
+    /// A unit's commit could not finish after its commit point may have
+    /// been passed, and storage could not be asked what became of it: it is
+    /// either fully applied (or will be, by the next holder of the primary
+    /// partition's lock) or not applied at all, never partly. Do not retry
+    /// blindly: for a journalled commit ask
+    /// [`Store::commit_outcome`](crate::Store::commit_outcome) with
+    /// `primary` and `transaction` once storage answers; a single
+    /// transaction (`transaction` is `None`) shows in its rows.
+    InDoubt {
+        /// What happened.
+        what: String,
+        /// The commit's primary partition, whose lock blob holds its
+        /// journal or the record of its outcome (for a single transaction:
+        /// its partition).
+        primary: PartitionKey,
+        /// The commit's transaction id
+        /// ([`CommitReport::transaction`](crate::lock::CommitReport::transaction));
+        /// `None` for a single entity-group transaction, which has none.
+        transaction: Option<String>,
+        /// Why the outcome could not be read.
+        source: Box<Error>,
+    },
+
     /// A failure that may go away if retried (5xx, 408, 429, no reply, a
     /// refused connection), left after leasehold's own retries gave up.
     Transient {
@@ -237,6 +260,24 @@ impl std::fmt::Display for Error {
                 row_suffix(row)
             ),
             Error::Inconsistent { what } => write!(f, "inconsistent state: {what}"),
+            Error::InDoubt {
+                what,
+                primary,
+                transaction,
+                source,
+            } => match transaction {
+                Some(txn) => write!(
+                    f,
+                    "commit outcome in doubt: {what}; transaction {txn} of primary partition {:?} is either fully applied or not at all: ask Store::commit_outcome({:?}, {txn:?}) ({source})",
+                    primary.as_str(),
+                    primary.as_str()
+                ),
+                None => write!(
+                    f,
+                    "commit outcome in doubt: {what}; its one transaction on partition {:?} is either fully applied or not at all: read its rows ({source})",
+                    primary.as_str()
+                ),
+            },
             Error::Transient { message, .. } => write!(f, "transient failure: {message}"),
             Error::Backend {
                 status,
@@ -277,7 +318,9 @@ impl std::error::Error for Error {
     /// failure a transient or backend error came from.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Batch { source, .. } | Error::Unavailable { source, .. } => Some(&**source),
+            Error::Batch { source, .. }
+            | Error::Unavailable { source, .. }
+            | Error::InDoubt { source, .. } => Some(&**source),
             Error::Transient { source, .. }
             | Error::Backend { source, .. }
             | Error::Auth { source, .. } => source.as_deref().map(|e| e as _),
@@ -336,6 +379,8 @@ pub enum ErrorKind {
     Decode,
     /// [`Error::Inconsistent`]
     Inconsistent,
+    /// [`Error::InDoubt`]
+    InDoubt,
     /// [`Error::Transient`]
     Transient,
     /// [`Error::Backend`]
@@ -360,6 +405,7 @@ impl Error {
             Error::Invalid { .. } => ErrorKind::Invalid,
             Error::Decode { .. } => ErrorKind::Decode,
             Error::Inconsistent { .. } => ErrorKind::Inconsistent,
+            Error::InDoubt { .. } => ErrorKind::InDoubt,
             Error::Transient { .. } => ErrorKind::Transient,
             Error::Backend { .. } => ErrorKind::Backend,
             Error::Unavailable { .. } => ErrorKind::Unavailable,

@@ -172,6 +172,12 @@ impl ManagerInner {
 }
 
 impl LeaseManager {
+    /// Lease blob `name` (document, metadata, lease state), read without the
+    /// lease; `None` when the blob is missing.
+    pub(crate) async fn read_blob(&self, name: &LeaseName) -> Result<Option<LeaseBlob>> {
+        self.inner.read(name).await
+    }
+
     /// The section `key` of the document in lease blob `name`, read without
     /// the lease; `None` when the blob or the section is missing.
     pub(crate) async fn read_section(

@@ -201,7 +201,9 @@ async fn finish_journal(
         }
         None => roll_forward(backend, &journal).instrument(span).await?,
     };
-    Journal::clear(guard).await?;
+    // The commit that wrote the journal did not finish it: its writer may
+    // still be waiting to learn the outcome (see `super::settle`).
+    journal.finish(guard, journal.undo.is_none()).await?;
     tracing::info!(
         partition = %pk,
         applied = report.applied,

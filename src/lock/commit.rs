@@ -8,11 +8,30 @@ use std::time::Duration;
 
 use super::journal::{Before, Intent, Journal};
 use super::roll_forward::roll_forward;
+use super::settle::Unsettled;
 use super::unit::{CommitReport, Slot, Unit};
 use crate::backend::{TableBackend, TableOp, Version, validate_batch};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 use crate::outcome::{self, Locked};
+
+/// Why a commit failed.
+#[derive(Debug)]
+pub(super) enum Failed {
+    /// Before its commit point, or after an undo it finished: nothing of the
+    /// commit is applied (or, for [`Error::Inconsistent`], what is kept for
+    /// an operator says what is).
+    Definite(Error),
+    /// After its journal write was sent, without finishing: what storage
+    /// holds decides the answer.
+    Unsettled(Unsettled),
+}
+
+impl From<Error> for Failed {
+    fn from(e: Error) -> Self {
+        Failed::Definite(e)
+    }
+}
 
 /// One entity-group transaction of a commit: up to 100 operations on one
 /// partition of one table.
@@ -24,7 +43,7 @@ struct Batch {
 }
 
 impl Unit {
-    pub(super) async fn commit_inner(&mut self) -> Result<CommitReport> {
+    pub(super) async fn commit_inner(&mut self) -> Result<CommitReport, Failed> {
         let mut report = CommitReport::default();
         if self.staged.is_empty() {
             return Ok(report);
@@ -82,11 +101,25 @@ impl Unit {
             let pk = &self.parts[batch.part].pk;
             match backend.batch(&batch.table, &batch.ops).await {
                 Ok(_) => {}
-                Err(e) if refused(&e) => return Err(e),
+                Err(e) if refused(&e) => return Err(e.into()),
                 Err(e) => {
+                    // Reading is safe without the lease; sending again is
+                    // not, so only a holder does it.
                     tracing::warn!(partition = %pk, error = %e, "transaction outcome unknown; verifying");
-                    self.guard_of(batch.part)?.ensure_valid(Duration::ZERO)?;
-                    verify_batch(backend.as_ref(), pk, &batch.table, &batch.ops, e).await?;
+                    let held = self.holds(&[batch.part]);
+                    verify_batch(backend.as_ref(), pk, &batch.table, &batch.ops, e, held)
+                        .await
+                        .map_err(|e| match e.kind() {
+                            // The rows could not be read back: applied
+                            // whole or not at all, not known which.
+                            ErrorKind::Transient | ErrorKind::Unavailable => Error::InDoubt {
+                                what: "the transaction's reply was lost and its rows could not be read back".into(),
+                                primary: pk.clone(),
+                                transaction: None,
+                                source: Box::new(e),
+                            },
+                            _ => e,
+                        })?;
                 }
             }
             report.batches = 1;
@@ -97,8 +130,25 @@ impl Unit {
         Ok(report)
     }
 
+    /// Whether this unit still holds the locks of `parts` (by the local
+    /// validity deadline, which ends before the service lets anyone else
+    /// take a lease). While it does, nobody else can have finished or
+    /// undone its journal, so a refused transaction was refused by a
+    /// writer without the lock.
+    fn holds(&self, parts: &[usize]) -> bool {
+        parts.iter().all(|&p| {
+            self.guard_of(p)
+                .and_then(|g| g.ensure_valid(Duration::ZERO))
+                .is_ok()
+        })
+    }
+
     /// The journalled commit of `batches` (more than one).
-    async fn commit_journalled(&self, batches: &[Batch], report: &mut CommitReport) -> Result<()> {
+    async fn commit_journalled(
+        &self,
+        batches: &[Batch],
+        report: &mut CommitReport,
+    ) -> Result<(), Failed> {
         let backend = self.store.backend().clone();
         let participants: Vec<usize> = batches
             .iter()
@@ -113,7 +163,18 @@ impl Unit {
             .copied()
             .filter(|p| *p != primary_part)
             .collect();
-        let txn = (!others.is_empty()).then(|| uuid::Uuid::new_v4().simple().to_string());
+        let txn = uuid::Uuid::new_v4().simple().to_string();
+        report.transaction = Some(txn.clone());
+        // After the journal write is sent, a failure is settled by what
+        // storage holds (see `Unsettled::settle`).
+        let unsettled = |cause: Error, report: &CommitReport| {
+            Failed::Unsettled(Unsettled {
+                primary: primary.clone(),
+                txn: txn.clone(),
+                cause,
+                report: report.clone(),
+            })
+        };
 
         let mut entries: Vec<(TableName, TableOp, Option<Before>)> = Vec::new();
         for b in batches {
@@ -134,27 +195,27 @@ impl Unit {
                 entries.push((b.table.clone(), op.clone(), Some(before)));
             }
         }
-        let journal = Journal::new(&primary, txn.clone(), &entries);
+        let journal = Journal::new(&primary, Some(txn.clone()), &entries);
 
         // Intents first: a participant's lock blob points at the primary
         // before the journal exists, so a journal is never rolled forward
         // onto a partition that does not know it takes part.
-        if let Some(txn) = &txn {
-            let intent = Intent::new(&primary, txn);
-            for (n, &p) in others.iter().enumerate() {
-                let guard = self.guard_of(p)?;
-                if let Err(e) = write_twice(|| intent.write(guard)).await {
-                    self.clear_records(&others[..n]).await;
-                    return Err(e);
-                }
+        let intent = Intent::new(&primary, &txn);
+        for (n, &p) in others.iter().enumerate() {
+            let guard = self.guard_of(p)?;
+            if let Err(e) = write_twice(|| intent.write(guard)).await {
+                self.clear_records(&others[..n]).await;
+                return Err(e.into());
             }
         }
         let primary_guard = self.guard_of(primary_part)?;
-        // A journal whose write really failed twice is either absent
-        // (nothing happened) or present (the next holder rolls it forward);
-        // the intents are cleared only in the first case, by whoever
-        // resolves them through the primary.
-        write_twice(|| journal.write(primary_guard)).await?;
+        // A journal whose write failed is either absent (nothing happened)
+        // or present (decided: the next holder rolls it forward); settling
+        // reads which. The intents are cleared by whoever resolves them
+        // through the primary.
+        if let Err(e) = write_twice(|| journal.write(primary_guard)).await {
+            return Err(unsettled(e, report));
+        }
 
         // The commit point: the journal is stored.
         let mut produced: Vec<Vec<Option<Version>>> = Vec::with_capacity(batches.len());
@@ -164,24 +225,37 @@ impl Unit {
                     produced.push(versions);
                     report.batches += 1;
                 }
+                // A lock lost meanwhile: the refusal may be the next
+                // holder's roll-forward of this very journal.
+                Err(e) if refused(&e) && !self.holds(&participants) => {
+                    return Err(unsettled(e, report));
+                }
                 Err(e) if refused(&e) && i == 0 => {
                     // Nothing of this commit was applied: withdraw it.
-                    Journal::clear(primary_guard).await?;
+                    if let Err(clear) = Journal::clear(primary_guard).await {
+                        tracing::warn!(partition = %primary, error = %clear, "withdrawing a refused commit's journal failed");
+                        return Err(unsettled(e, report));
+                    }
                     self.clear_records(&others).await;
-                    return Err(e);
+                    return Err(e.into());
                 }
                 Err(e) if refused(&e) => {
-                    return Err(self.undo(&journal, batches, &produced, i, &others, e).await);
+                    return Err(self
+                        .undo(&journal, batches, &produced, i, &others, e, &participants)
+                        .await
+                        .map_or_else(|cause| unsettled(cause, report), Failed::Definite));
                 }
                 Err(e) => {
                     // The outcome is unknown (a lost reply, a timeout):
                     // finish by rolling the journal forward, which checks
-                    // every row before writing it.
+                    // every row before writing it. Only a holder may.
                     tracing::warn!(partition = %primary, error = %e, "transaction outcome unknown; rolling the journal forward");
-                    for &p in &participants {
-                        self.guard_of(p)?.ensure_valid(Duration::ZERO)?;
+                    if !self.holds(&participants) {
+                        return Err(unsettled(e, report));
                     }
-                    roll_forward(backend.as_ref(), &journal).await?;
+                    if let Err(e) = roll_forward(backend.as_ref(), &journal).await {
+                        return Err(unsettled(e, report));
+                    }
                     break;
                 }
             }
@@ -214,11 +288,14 @@ impl Unit {
 
     /// Transaction `failed` of a journalled commit was refused by `cause`
     /// after the ones before it applied (`produced`: the versions each of
-    /// their writes produced). Undoes them, last first, each conditioned on
-    /// the ETag its own write produced, then clears the journal and the
-    /// intents. Returns the error the commit returns: [`Error::Conflict`]
-    /// naming the refused row, or [`Error::Inconsistent`] when an undo was
-    /// refused (the journal is then kept).
+    /// their writes produced), while this unit held every lock. Undoes
+    /// them, last first, each conditioned on the ETag its own write
+    /// produced, then clears the journal and the intents. Returns the error
+    /// the commit returns: [`Error::Conflict`] naming the refused row, or
+    /// [`Error::Inconsistent`] when an undo was refused while the unit held
+    /// its locks (the journal is then kept); `Err` with the cause when the
+    /// undo could not go on (a lock lost, storage failing), to be settled.
+    #[allow(clippy::too_many_arguments)]
     async fn undo(
         &self,
         journal: &Journal,
@@ -227,7 +304,8 @@ impl Unit {
         failed: usize,
         others: &[usize],
         cause: Error,
-    ) -> Error {
+        participants: &[usize],
+    ) -> Result<Error, Error> {
         let backend = self.store.backend().clone();
         let primary = &self.parts[batches[0].part].pk;
         let mut offsets = Vec::with_capacity(batches.len());
@@ -243,13 +321,10 @@ impl Unit {
             undo: Some(offsets[failed]),
             ..journal.clone()
         };
-        match self.guard_of(batches[0].part) {
-            Ok(guard) => {
-                if let Err(e) = write_twice(|| marked.write(guard)).await {
-                    return undo_failed(0, batches.len(), &cause, &e);
-                }
-            }
-            Err(e) => return undo_failed(0, batches.len(), &cause, &e),
+        let guard = self.guard_of(batches[0].part)?;
+        if let Err(e) = write_twice(|| marked.write(guard)).await {
+            tracing::warn!(partition = %primary, error = %e, "marking the journal as undoing failed");
+            return Err(cause);
         }
         for j in (0..failed).rev() {
             let b = &batches[j];
@@ -264,7 +339,7 @@ impl Unit {
                 match journal.ops[offsets[j] + k].undo(primary, etag) {
                     Ok(Some(op)) => ops.push(op),
                     Ok(None) => {}
-                    Err(e) => return undo_failed(j, batches.len(), &cause, &e),
+                    Err(e) => return Ok(undo_failed(j, batches.len(), &cause, &e)),
                 }
             }
             if ops.is_empty() {
@@ -273,10 +348,16 @@ impl Unit {
             let undone = match backend.batch(&b.table, &ops).await {
                 Ok(_) => Ok(()),
                 Err(e) if refused(&e) => Err(e),
-                Err(e) => verify_batch(backend.as_ref(), pk, &b.table, &ops, e).await,
+                Err(e) => verify_batch(backend.as_ref(), pk, &b.table, &ops, e, true).await,
             };
             if let Err(e) = undone {
-                return undo_failed(j, batches.len(), &cause, &e);
+                if !self.holds(participants) || e.is_transient() {
+                    // The journal is marked: whoever takes the lock next
+                    // finishes the undo, and settling finds out.
+                    tracing::warn!(partition = %pk, error = %e, "an undo transaction failed; the next holder finishes the undo");
+                    return Err(cause);
+                }
+                return Ok(undo_failed(j, batches.len(), &cause, &e));
             }
         }
         if let Ok(guard) = self.guard_of(batches[0].part) {
@@ -291,7 +372,7 @@ impl Unit {
             other => (0, other),
         };
         let row = b.ops.get(index).unwrap_or(&b.ops[0]);
-        Error::Conflict {
+        Ok(Error::Conflict {
             what: format!(
                 "row {:?} of partition {:?} in `{}` changed without its lock, so transaction {} of {} of a journalled commit was refused ({source}); the {failed} applied before it were undone and nothing of the commit remains",
                 row.row_key().as_str(),
@@ -306,7 +387,7 @@ impl Unit {
                 row.partition_key().clone(),
                 row.row_key().clone(),
             ))),
-        }
+        })
     }
 }
 
@@ -334,14 +415,16 @@ where
 
 /// Settles a single transaction whose reply was lost: the service applies it
 /// whole or not at all, so either every row shows its write (done), or every
-/// row still has the state the unit read (sent again, once), or something
-/// else wrote the partition meanwhile.
+/// row still has the state the unit read (sent again, once, by a `holder`
+/// of the lock; otherwise [`Error::LeaseLost`], nothing applied), or
+/// something else wrote the partition meanwhile.
 async fn verify_batch(
     backend: &dyn TableBackend,
     pk: &PartitionKey,
     table: &TableName,
     ops: &[TableOp],
     cause: Error,
+    holder: bool,
 ) -> Result<()> {
     let mut stored = Vec::with_capacity(ops.len());
     for op in ops {
@@ -349,7 +432,16 @@ async fn verify_batch(
     }
     let applied = match outcome::judge_locked(ops, &stored) {
         Locked::Applied => return Ok(()),
-        Locked::NotApplied => return backend.batch(table, ops).await.map(|_| ()),
+        Locked::NotApplied if holder => return backend.batch(table, ops).await.map(|_| ()),
+        Locked::NotApplied => {
+            return Err(Error::LeaseLost {
+                what: format!(
+                    "the lock of partition {:?} ran out while its transaction's reply was lost ({cause}); the rows show it was not applied, and it is not sent again",
+                    pk.as_str()
+                ),
+                code: None,
+            });
+        }
         Locked::Contradicted { applied } => applied,
     };
     Err(Error::Inconsistent {

@@ -337,7 +337,7 @@ impl LockRecord {
     ///
     /// # Errors
     /// [`Error::Inconsistent`] when it is not a record this version knows.
-    fn from_value(value: serde_json::Value) -> Result<Self> {
+    pub(crate) fn from_value(value: serde_json::Value) -> Result<Self> {
         let is_intent = value.get("intent_of").is_some();
         let version = value.get("v").and_then(serde_json::Value::as_u64);
         if version != Some(u64::from(JOURNAL_VERSION)) {

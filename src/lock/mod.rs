@@ -27,13 +27,14 @@
 //!   first written partition in canonical order.
 //!   1. Every other written partition's lock blob gets an *intent* naming the
 //!      primary and a fresh transaction id, under that lock's lease.
-//!   2. The *journal* — every operation with its precondition ETag, its
-//!      after-image and its before-image (as the unit read the row; a row
-//!      written without being read is read at this point) — is written into
-//!      the primary's lock blob, under its lease (so a holder that lost its
-//!      lease cannot write it). **This write is the commit point**: from
-//!      here on the commit is finished, by this unit or by whoever takes a
-//!      participating lock next; before it, nothing is applied.
+//!   2. The *journal* — a fresh transaction id, and every operation with
+//!      its precondition ETag, its after-image and its before-image (as the
+//!      unit read the row; a row written without being read is read at this
+//!      point) — is written into the primary's lock blob, under its lease
+//!      (so a holder that lost its lease cannot write it). **This write is
+//!      the commit point**: from here on the commit is finished, by this
+//!      unit or by whoever takes a participating lock next; before it,
+//!      nothing is applied.
 //!   3. One transaction per (partition, table, 100 operations) is applied, in
 //!      a fixed order (partitions in canonical order, then tables by name).
 //!   4. The journal is cleared, then the intents.
@@ -47,6 +48,47 @@
 //! * Before sending anything, commit checks that every lease has enough time
 //!   left ([`LockOptions::commit_margin`]); otherwise
 //!   [`crate::Error::LeaseLost`] and nothing is sent.
+//!
+//! # What the caller is told
+//!
+//! [`Unit::commit`] answers with what storage holds, even when the unit
+//! stalled past its leases half-way:
+//!
+//! * `Ok` means every write is applied. [`CommitReport::finished_by`] says
+//!   whether this unit applied them, or whether the partition's next holder
+//!   rolled the journal forward after this unit lost its lease
+//!   ([`FinishedBy::Recovery`]).
+//! * An error other than [`crate::Error::InDoubt`] means nothing of the
+//!   commit is applied (and, for [`crate::Error::Inconsistent`], that a
+//!   journal is kept for an operator, as it says).
+//! * [`crate::Error::InDoubt`] — only when storage could not be asked — means
+//!   all or nothing, not known which; it names the primary partition and
+//!   the transaction, and [`Store::commit_outcome`](crate::Store::commit_outcome)
+//!   answers once storage does.
+//!
+//! A commit that fails after its journal write was sent does not guess: it
+//! gives its locks up and reads the primary's lock blob. A journal still
+//! there is decided, so it takes the primary's lock again, which rolls the
+//! journal forward, and answers `Ok`. A journal finished by someone else
+//! left a line in the blob's *outcome record* (the newest 32 transactions
+//! finished by a holder other than their own commit): applied, or undone.
+//! Neither means the journal was never stored: nothing was applied. These
+//! reads happen only on such failures; a commit that goes through sends
+//! exactly its budget below.
+//!
+//! # Readers outside a unit
+//!
+//! A one-partition, one-table commit (one entity-group transaction) is
+//! atomic to every reader. A journalled commit is atomic to units — taking
+//! a participating lock first finishes whatever was decided — but not to
+//! plain [`Table`](crate::Table) reads and queries: while its transactions
+//! are being applied, or before a dead writer's journal is rolled forward,
+//! such a reader can see some of its rows written and others not (a
+//! transfer's debit without its credit). To read several partitions
+//! consistently, read them inside a unit holding their locks
+//! ([`Store::lock_many`](crate::Store::lock_many), then [`Unit::get_in`] or
+//! [`Unit::query`], then [`Unit::abandon`]): nothing commits to them while
+//! it holds them.
 //!
 //! # Recovery
 //!
@@ -74,8 +116,10 @@
 //! # Undo
 //!
 //! If the first transaction of a journalled commit is refused (a stale ETag,
-//! say), nothing was applied: the journal and intents are cleared and the
-//! error returned. A later transaction can only be refused if something
+//! say) while the unit holds its locks, nothing was applied: the journal
+//! and intents are cleared and the error returned. (A refusal after a lock
+//! was lost may be the next holder's roll-forward of this very journal: the
+//! commit is then settled as above.) A later transaction can only be refused if something
 //! wrote a row without taking its lock; the commit then marks the journal
 //! as undoing (one more lock-blob write), undoes the transactions already
 //! applied, last first, from the before-images, each undo conditioned on the
@@ -161,6 +205,7 @@ pub(crate) mod name;
 pub(crate) mod options;
 mod query;
 mod roll_forward;
+mod settle;
 mod unit;
 
 pub(crate) use journal::LockRecord;
@@ -168,4 +213,6 @@ pub use journal::{PendingCommit, PendingWrite};
 pub use options::LockOptions;
 pub use query::UnitQuery;
 pub use roll_forward::RollForwardReport;
-pub use unit::{CommitReport, Unit};
+pub use settle::CommitOutcome;
+pub(crate) use settle::outcome as outcome_of;
+pub use unit::{CommitReport, FinishedBy, Unit};

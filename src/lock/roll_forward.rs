@@ -42,24 +42,33 @@ pub(crate) async fn roll_forward(
             continue;
         }
         match still_applicable(&op, stored.as_ref()) {
-            Some(now) => {
-                backend.execute(&table, &now).await.map_err(|e| match e.kind() {
-                    ErrorKind::Conflict | ErrorKind::AlreadyExists | ErrorKind::NotFound => {
+            Some(now) => match backend.execute(&table, &now).await {
+                Ok(_) => report.applied += 1,
+                Err(e) if refused(&e) => {
+                    // The journal's own writer, paused past its lease, may
+                    // have sent the same write just now: then the row
+                    // shows the effect.
+                    let again = backend
+                        .get(&table, op.partition_key(), op.row_key())
+                        .await?;
+                    if !shows_effect(&op, again.as_ref()) {
                         // The row and table are named here already: keep
                         // only what the service answered.
-                        let answer = e.code().map_or_else(|| format!("{:?}", e.kind()), str::to_owned);
-                        Error::Inconsistent {
+                        let answer = e
+                            .code()
+                            .map_or_else(|| format!("{:?}", e.kind()), str::to_owned);
+                        return Err(Error::Inconsistent {
                             what: format!(
                                 "journal operation {i} ({} of row {:?} in `{table}`) was overtaken by another write while rolling forward ({answer})",
                                 op.name(),
                                 op.row_key().as_str()
                             ),
-                        }
+                        });
                     }
-                    _ => e,
-                })?;
-                report.applied += 1;
-            }
+                    report.already_applied += 1;
+                }
+                Err(e) => return Err(e),
+            },
             None => {
                 return Err(Error::Inconsistent {
                     what: format!(
@@ -72,6 +81,14 @@ pub(crate) async fn roll_forward(
         }
     }
     Ok(report)
+}
+
+/// Whether the service refused a write because the row is not as expected.
+fn refused(e: &Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Conflict | ErrorKind::AlreadyExists | ErrorKind::NotFound
+    )
 }
 
 /// Finishes the undo of a journal whose commit was refused half-way (its
@@ -111,16 +128,21 @@ pub(crate) async fn roll_back(
             return Err(contradicted());
         }
         if let Some(undo) = entry.undo(&primary, stored.as_ref().map(|s| &s.etag))? {
-            backend
-                .execute(&table, &undo)
-                .await
-                .map_err(|e| match e.kind() {
-                    ErrorKind::Conflict | ErrorKind::AlreadyExists | ErrorKind::NotFound => {
-                        contradicted()
+            match backend.execute(&table, &undo).await {
+                Ok(_) => report.applied += 1,
+                Err(e) if refused(&e) => {
+                    // The undoing writer, paused past its lease, may have
+                    // sent the same undo just now.
+                    let again = backend
+                        .get(&table, op.partition_key(), op.row_key())
+                        .await?;
+                    if !entry.shows_before(&primary, again.as_ref())? {
+                        return Err(contradicted());
                     }
-                    _ => e,
-                })?;
-            report.applied += 1;
+                    report.already_applied += 1;
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
     Ok(report)

@@ -7,6 +7,7 @@ use time::OffsetDateTime;
 use tracing::Instrument as _;
 
 use super::acquire;
+use super::commit::Failed;
 use super::fold::{fold, if_match_of};
 use super::name::lock_name;
 use super::options::LockOptions;
@@ -37,6 +38,26 @@ pub struct CommitReport {
     /// Whether the commit went through the journal (several partitions or
     /// tables, or more than 100 operations).
     pub journalled: bool,
+    /// The transaction id of a journalled commit (`None` for a single
+    /// transaction): what [`Store::commit_outcome`](crate::Store::commit_outcome)
+    /// and [`crate::Error::InDoubt`] name.
+    pub transaction: Option<String>,
+    /// Who finished applying the writes.
+    pub finished_by: FinishedBy,
+}
+
+/// Who finished applying a commit's writes ([`CommitReport::finished_by`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FinishedBy {
+    /// The unit's own commit.
+    #[default]
+    ThisUnit,
+    /// The unit lost its lease after its journal was stored (its commit
+    /// point), and the journal was rolled forward by the partition's next
+    /// holder — another process, or this one taking the lock again to find
+    /// out. Every write is applied all the same.
+    Recovery,
 }
 
 /// A unit of work holding the locks of one partition
@@ -598,9 +619,16 @@ impl Unit {
 
     /// Applies every staged write, all or nothing, then gives the locks up.
     ///
+    /// `Ok` means every write is applied — by this unit, or, when it lost
+    /// its lease after its journal was stored, by the partition's next
+    /// holder ([`CommitReport::finished_by`]). Every error but
+    /// [`Error::InDoubt`] means nothing of the commit is applied. See "What
+    /// the caller is told" in the [module docs](super).
+    ///
     /// # Errors
     /// * [`Error::LeaseLost`] when a lease has less than the commit margin
-    ///   left — nothing is sent;
+    ///   left (nothing is sent), or was lost before the journal was stored
+    ///   (nothing is applied);
     /// * [`Error::Invalid`] for writes breaking a service limit — nothing is
     ///   sent;
     /// * [`Error::Batch`] (with a [`Error::Conflict`] or
@@ -610,21 +638,39 @@ impl Unit {
     ///   journalled commit was refused (something wrote the row without its
     ///   lock) and the transactions already applied were undone — nothing
     ///   of the commit remains;
-    /// * [`Error::Inconsistent`] when such an undo was itself refused — the
-    ///   journal is kept for an operator;
-    /// * backend errors.
+    /// * [`Error::Inconsistent`] when such an undo was itself refused, or a
+    ///   decided journal cannot be rolled forward — the journal is kept for
+    ///   an operator;
+    /// * [`Error::InDoubt`] when the commit could not finish after its
+    ///   journal write was sent and storage could not be asked what it
+    ///   holds: all or nothing is applied, and
+    ///   [`Store::commit_outcome`](crate::Store::commit_outcome) tells which;
+    /// * [`Error::Transient`], [`Error::Unavailable`] and other backend
+    ///   errors before the journal write — nothing is applied.
     pub async fn commit(mut self) -> Result<CommitReport> {
         let span = tracing::debug_span!("leasehold.commit", partition = %self.partition_key(), partitions = self.parts.len(), ops = self.staged.len());
         let result = async {
-            self.stage_index_rows().await?;
+            self.stage_index_rows().await.map_err(Failed::Definite)?;
             self.commit_inner().await
         }
-        .instrument(span)
+        .instrument(span.clone())
         .await;
         // Whatever happened, the locks are given up; a journal left by a
         // failed commit is rolled forward (or reported) by the next holder.
         self.release_all().await;
-        result
+        match result {
+            Ok(report) => Ok(report),
+            Err(Failed::Definite(e)) => Err(e),
+            // After the journal write was sent, the answer is what storage
+            // holds: found out with the locks given up, since finishing the
+            // journal may mean taking the primary's lock again.
+            Err(Failed::Unsettled(unsettled)) => {
+                unsettled
+                    .settle(&self.store, self.options.acquire_timeout)
+                    .instrument(span)
+                    .await
+            }
+        }
     }
 
     /// Gives every lock up, logging (not returning) failed releases.

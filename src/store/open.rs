@@ -8,7 +8,7 @@ use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::key::IntoPartitionKey;
 use crate::lock::name::lock_name;
-use crate::lock::{LockRecord, PendingCommit, RollForwardReport, Unit};
+use crate::lock::{CommitOutcome, LockRecord, PendingCommit, RollForwardReport, Unit};
 use crate::table::Table;
 
 use super::Store;
@@ -163,6 +163,48 @@ impl Store {
         let report = unit.rolled_forward().cloned();
         unit.abandon().await?;
         Ok(report)
+    }
+
+    /// What became of the journalled commit `transaction` whose primary
+    /// partition is `primary` ([`CommitReport::transaction`], or the fields
+    /// of [`Error::InDoubt`]), read without taking the lock: still
+    /// [`Pending`](CommitOutcome::Pending) (decided; [`Store::roll_forward`]
+    /// finishes it), [`Applied`](CommitOutcome::Applied) or
+    /// [`Undone`](CommitOutcome::Undone) by a later holder of the lock, or
+    /// [`NotRecorded`](CommitOutcome::NotRecorded): its journal was never
+    /// stored, so nothing of it was applied. One blob read.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store, lock::CommitOutcome};
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Notes")]
+    /// # struct Note { #[entity(partition_key)] pk: String, #[entity(row_key)] id: String }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = Store::memory();
+    /// // After `Error::InDoubt { primary, transaction, .. }`, once storage answers:
+    /// match store.commit_outcome("alice", "0f1e2d3c").await? {
+    ///     CommitOutcome::Pending => { store.roll_forward("alice").await?; } // applied now
+    ///     CommitOutcome::Applied => {}                                    // nothing to redo
+    ///     _ => { /* nothing was applied: safe to run the unit again */ }
+    /// }
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad key (before any request);
+    /// [`Error::Inconsistent`] when the stored record does not parse;
+    /// backend errors.
+    ///
+    /// [`CommitReport::transaction`]: crate::lock::CommitReport::transaction
+    /// [`Error::InDoubt`]: crate::Error::InDoubt
+    pub async fn commit_outcome(
+        &self,
+        primary: impl IntoPartitionKey,
+        transaction: &str,
+    ) -> Result<CommitOutcome> {
+        let pk = primary.into_partition_key()?;
+        let name = lock_name(self.table_prefix(), &pk)?;
+        crate::lock::outcome_of(self.locks(), &name, transaction).await
     }
 
     /// For operators: the commit a unit left pending on a partition (it

@@ -38,6 +38,10 @@ pub enum Fault {
     /// status (such as 503) and no error code: a wrapped backend's caller
     /// gets the error that status means (a 5xx is [`Error::Transient`]).
     Status(u16),
+    /// The request waits this long, then is sent and answered as usual: a
+    /// process stopped (or starved) just before sending it, whose leases
+    /// may run out meanwhile.
+    Delay(Duration),
 }
 
 /// Which request a rule picks.
@@ -349,6 +353,10 @@ impl azure_core::Policy for TransportFaults {
         }
         match fault {
             None => send_next(ctx, request, next).await,
+            Some(Fault::Delay(pause)) => {
+                tokio::time::sleep(pause).await;
+                send_next(ctx, request, next).await
+            }
             Some(Fault::Fail) => Err(io(Io::ConnectionRefused, "connection refused")),
             Some(Fault::Die) => Err(io(Io::ConnectionRefused, "process stopped")),
             Some(Fault::Hang) => std::future::pending().await,
@@ -432,6 +440,10 @@ impl<B> FaultyBackend<B> {
                 None,
                 format!("injected fault ({op:?})"),
             )),
+            Some(Fault::Delay(pause)) => {
+                tokio::time::sleep(pause).await;
+                fut.await
+            }
         }
     }
 }

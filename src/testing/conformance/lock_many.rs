@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use leasehold::backend::Backend;
 use leasehold::lease::LeaseOptions;
-use leasehold::testing::{CountingBackend, FaultInjector, FaultyBackend, Op, RequestCounter};
+use leasehold::lock::{CommitOutcome, FinishedBy};
+use leasehold::testing::{
+    CountingBackend, Fault, FaultInjector, FaultyBackend, Op, RequestCounter,
+};
 use leasehold::{Entity, ErrorKind, Store};
 
 use super::{Clock, Ctx};
@@ -603,7 +606,10 @@ async fn state(store: &Store, customers: &[&str]) -> State {
 }
 
 /// A transfer over `customers` (2 or 3): each pays 10 to the first one.
-async fn pay_first(store: &Store, customers: &[&str]) -> leasehold::Result<()> {
+async fn pay_first(
+    store: &Store,
+    customers: &[&str],
+) -> leasehold::Result<leasehold::lock::CommitReport> {
     let mut unit = store.lock_many(customers.iter().rev().copied()).await?;
     let mut first = unit
         .get_in::<Account>(customers[0], "main")
@@ -621,8 +627,7 @@ async fn pay_first(store: &Store, customers: &[&str]) -> leasehold::Result<()> {
         })?;
     }
     unit.replace(&first)?;
-    unit.commit().await?;
-    Ok(())
+    unit.commit().await
 }
 
 /// Runs one cross-partition commit in a "process" whose backend misbehaves
@@ -649,7 +654,10 @@ async fn crash_run(
     }
     warm.abandon().await.unwrap();
     plan(&injector);
-    let outcome = pay_first(&dying, &customers).await.map_err(|e| e.kind());
+    let outcome = pay_first(&dying, &customers)
+        .await
+        .map(drop)
+        .map_err(|e| e.kind());
     injector.die_now();
     tokio::time::sleep(ctx.lease_duration() * 2 + Duration::from_secs(1)).await;
     let unit = healthy
@@ -711,13 +719,7 @@ async fn crash_everywhere(ctx: &Ctx, lose_reply: bool) {
     let results = futures_util::future::join_all(runs).await;
     let seen = Mutex::new(HashMap::new());
     for (label, (outcome, before, first, last)) in results {
-        let p = before.len() / 2;
-        let mut after = before.clone();
-        after[0] += 10 * (p as i64 - 1);
-        for i in 1..p {
-            after[2 * i] -= 10;
-            after[2 * i + 1] += 1;
-        }
+        let after = paid_first(&before);
         assert!(
             first == before || first == after,
             "{label}: partial state {first:?} (before {before:?}, after {after:?})"
@@ -726,8 +728,11 @@ async fn crash_everywhere(ctx: &Ctx, lose_reply: bool) {
             first, last,
             "{label}: recovery from one participant decides"
         );
-        if outcome.is_ok() {
-            assert_eq!(last, after, "{label}: reported committed");
+        match outcome {
+            Ok(()) => assert_eq!(last, after, "{label}: reported committed"),
+            // Only an answer in doubt may hide a decided commit.
+            Err(ErrorKind::InDoubt) => {}
+            Err(kind) => assert_eq!(last, before, "{label}: reported failed ({kind:?})"),
         }
         *seen.lock().unwrap().entry(last == after).or_insert(0) += 1;
     }
@@ -755,6 +760,195 @@ pub async fn a_crash_at_every_step_is_recovered_from_any_participant(ctx: &Ctx) 
 /// in turn: the commit ends all before or all after, from any participant.
 pub async fn a_lost_reply_at_every_step_ends_all_before_or_after(ctx: &Ctx) {
     crash_everywhere(ctx, true).await;
+}
+
+/// The state a transfer from every other customer to the first leaves
+/// (see [`pay_first`]), from the state `before` it.
+fn paid_first(before: &State) -> State {
+    let p = before.len() / 2;
+    let mut after = before.clone();
+    after[0] += 10 * (p as i64 - 1);
+    for i in 1..p {
+        after[2 * i] -= 10;
+        after[2 * i + 1] += 1;
+    }
+    after
+}
+
+/// Runs one cross-partition commit in a "process" that stops just before
+/// request `nth` of kind `op` of its commit for three lease durations, its
+/// renewals hanging meanwhile; another process takes every participant's
+/// lock in the pause (rolling a stored journal forward, clearing stale
+/// intents). Returns what the stopped process was told, and the state
+/// before and once it answered.
+async fn pause_run(
+    ctx: &Ctx,
+    prefix: String,
+    customers: Vec<&'static str>,
+    op: Op,
+    nth: u64,
+) -> (
+    leasehold::Result<leasehold::lock::CommitReport>,
+    State,
+    State,
+) {
+    let memory = ctx.backend().clone();
+    let next = process(ctx, memory.clone(), &prefix);
+    open(&next, &customers, 100).await;
+    let before = state(&next, &customers).await;
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let paused = process(ctx, Arc::new(faulty), &prefix);
+    let mut warm = paused.lock_many(customers.iter().copied()).await.unwrap();
+    for c in &customers {
+        let _ = warm.get_in::<Entry>(*c, "warm").await.unwrap();
+    }
+    warm.abandon().await.unwrap();
+    injector.inject(Some(op), nth, Fault::Delay(ctx.lease_duration() * 3));
+    injector.set_latency(Some(Op::RenewLease), Duration::from_secs(3600));
+    let (answer, ()) = tokio::join!(pay_first(&paused, &customers), async {
+        tokio::time::sleep(ctx.lease_duration() + ctx.slack() + Duration::from_secs(1)).await;
+        for c in &customers {
+            next.lock(*c).await.unwrap().abandon().await.unwrap();
+        }
+    });
+    let stored = state(&next, &customers).await;
+    drop(paused);
+    (answer, before, stored)
+}
+
+/// A holder stopped past its leases before each request of a commit over
+/// 2 and 3 partitions, while the next holder takes the locks and rolls
+/// forward what was decided, is told what storage holds: `Ok` exactly when
+/// every write is applied (by itself, or by the next holder's roll-forward,
+/// which the report says), and an error exactly when nothing is.
+pub async fn a_holder_paused_past_its_lease_at_every_step_is_told_what_is_stored(ctx: &Ctx) {
+    let mut runs = Vec::new();
+    for p in [2u64, 3] {
+        let customers: Vec<&'static str> = ["x", "y", "z"][..p as usize].to_vec();
+        for (name, op, nth) in steps(p) {
+            let prefix = format!("{}{}{}", ctx.prefix(), p, runs.len());
+            let customers = customers.clone();
+            let label = format!("P={p} paused before {name}");
+            runs.push(async move { (label, pause_run(ctx, prefix, customers, op, nth).await) });
+        }
+    }
+    let results = futures_util::future::join_all(runs).await;
+    let mut recovered = 0;
+    let mut refused = 0;
+    for (label, (answer, before, stored)) in results {
+        let after = paid_first(&before);
+        match answer {
+            Ok(report) => {
+                assert_eq!(stored, after, "{label}: told applied ({report:?})");
+                assert!(report.transaction.is_some(), "{label}: {report:?}");
+                if report.finished_by == FinishedBy::Recovery {
+                    recovered += 1;
+                }
+            }
+            Err(e) => {
+                assert_eq!(stored, before, "{label}: told {e}");
+                assert_ne!(
+                    e.kind(),
+                    ErrorKind::InDoubt,
+                    "{label}: storage answered: {e}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    assert!(
+        recovered > 0,
+        "some commits are finished by the next holder"
+    );
+    assert!(refused > 0, "some pauses come before the commit point");
+}
+
+/// A commit that cannot finish and cannot read back its outcome (storage
+/// stops answering right after its journal is stored) is in doubt, naming
+/// its primary partition and transaction; once storage answers,
+/// `commit_outcome` says the commit is pending, rolling the primary
+/// forward applies it, and `commit_outcome` then says applied. A
+/// transaction nobody wrote is not recorded.
+pub async fn a_commit_that_cannot_read_its_outcome_is_in_doubt_until_asked_again(ctx: &Ctx) {
+    let memory = ctx.backend().clone();
+    let prefix = format!("{}d", ctx.prefix());
+    let healthy = process(ctx, memory.clone(), &prefix);
+    let customers = ["x", "y"];
+    open(&healthy, &customers, 100).await;
+    let before = state(&healthy, &customers).await;
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let dying = process(ctx, Arc::new(faulty), &prefix);
+    let mut unit = dying.lock_many(customers).await.unwrap();
+    let mut x = unit.get_in::<Account>("x", "main").await.unwrap().unwrap();
+    let mut y = unit.get_in::<Account>("y", "main").await.unwrap().unwrap();
+    x.balance += 10;
+    y.balance -= 10;
+    unit.replace(&x).unwrap();
+    unit.replace(&y).unwrap();
+    unit.insert(&Entry {
+        customer: "y".into(),
+        id: "t".into(),
+        amount: -10,
+    })
+    .unwrap();
+    // Storage stops answering at the first transaction, after the journal.
+    injector.die_at_nth(Some(Op::Batch), 1);
+    let e = unit.commit().await.expect_err("in doubt");
+    assert_eq!(e.kind(), ErrorKind::InDoubt, "{e}");
+    let leasehold::Error::InDoubt {
+        primary,
+        transaction,
+        ..
+    } = &e
+    else {
+        panic!("{e:?}")
+    };
+    let transaction = transaction
+        .as_deref()
+        .expect("a journalled commit has an id");
+    assert!(e.to_string().contains(transaction), "{e}");
+    assert_eq!(
+        healthy
+            .commit_outcome(primary.clone(), transaction)
+            .await
+            .unwrap(),
+        CommitOutcome::Pending
+    );
+    assert_eq!(
+        state(&healthy, &customers).await,
+        before,
+        "nothing applied yet"
+    );
+    let report = healthy.roll_forward(primary.clone()).await.unwrap();
+    assert!(report.is_some_and(|r| r.applied > 0));
+    assert_eq!(
+        healthy
+            .commit_outcome(primary.clone(), transaction)
+            .await
+            .unwrap(),
+        CommitOutcome::Applied
+    );
+    assert_eq!(
+        state(&healthy, &customers).await,
+        vec![110, 0, 90, 1],
+        "applied once"
+    );
+    assert_eq!(
+        healthy
+            .commit_outcome(primary.clone(), "0123456789abcdef")
+            .await
+            .unwrap(),
+        CommitOutcome::NotRecorded
+    );
+    // The other participant's intent is stale, cleared by its next holder.
+    for c in customers {
+        healthy.lock(c).await.unwrap().abandon().await.unwrap();
+    }
+    nothing_pending(&healthy, &customers).await;
+    assert_eq!(state(&healthy, &customers).await, vec![110, 0, 90, 1]);
+    drop(dying);
 }
 
 /// `pending_commit` shows an intent and the primary it points at; taking
