@@ -333,6 +333,160 @@ async fn a_crashed_units_journal_is_shown_and_rolled_forward() {
     assert_eq!((code, &broken["broken"]), (0, &Value::from(false)), "free");
 }
 
+/// A journal that cannot be rolled forward (a row was written without the
+/// lock after the unit died): `roll-forward` says what it waits for and
+/// fails, `resolve` shows the stray row and what each choice would write,
+/// and `resolve --undo` puts the rows back and clears the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_journal_is_shown_and_undone_from_the_command_line() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_resolve");
+    let prefix = names.prefix().to_owned();
+    let healthy = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
+        .table_prefix(prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    let faulty = FaultyBackend::new(AzureBackend::from_connection_string(&cs).unwrap());
+    let injector = faulty.injector();
+    let dying = Store::builder(faulty)
+        .table_prefix(prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    let accounts = healthy.table::<Account>();
+    for (name, balance) in [("checking", 100), ("savings", 0)] {
+        accounts
+            .insert(Account {
+                customer: "r".into(),
+                name: name.into(),
+                balance,
+            })
+            .await
+            .unwrap();
+    }
+    let mut unit = dying.lock("r").await.unwrap();
+    let mut from = unit.get::<Account>("checking").await.unwrap().unwrap();
+    let mut to = unit.get::<Account>("savings").await.unwrap().unwrap();
+    from.balance -= 30;
+    to.balance += 30;
+    unit.replace(&from).unwrap();
+    unit.replace(&to).unwrap();
+    unit.insert(&LedgerEntry {
+        customer: "r".into(),
+        id: "t1".into(),
+        amount: 30,
+    })
+    .unwrap();
+    injector.die_at_nth(Some(Op::Batch), 1);
+    let e = unit.commit().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InDoubt, "{e}");
+    drop(dying);
+    // Something writes the row without the lock.
+    accounts
+        .update_with("r", "checking", |a| a.balance = 5)
+        .await
+        .unwrap();
+
+    let p = ["--table-prefix", prefix.as_str()];
+    let waited = run(&[
+        &["--connection-string", cs.as_str(), "--json"][..],
+        &p[..],
+        &["locks", "roll-forward", "r", "--timeout", "1"],
+    ]
+    .concat());
+    assert_eq!(waited.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&waited.stderr);
+    assert!(
+        said.contains("waiting up to 1 s") && said.contains("--break-lease"),
+        "{said}"
+    );
+    let (code, failed) = run_json(
+        &cs,
+        &[
+            &p[..],
+            &[
+                "locks",
+                "roll-forward",
+                "r",
+                "--break-lease",
+                "--timeout",
+                "20",
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 1, "{failed}");
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("checking"),
+        "{failed}"
+    );
+
+    let (code, shown) = run_json(&cs, &[&p[..], &["locks", "resolve", "r"]].concat());
+    assert_eq!(code, 0, "{shown}");
+    assert_eq!(shown["pending"], true);
+    assert_eq!(shown["done"], "shown");
+    let rows = shown["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{shown}");
+    let stray: Vec<&Value> = rows.iter().filter(|r| r["shows"] == "neither").collect();
+    assert_eq!(stray.len(), 1, "{shown}");
+    assert_eq!(stray[0]["row_key"], "checking");
+    assert_eq!(stray[0]["stored"]["balance"], "5L");
+    assert_eq!(stray[0]["after"]["balance"], "70L");
+    assert_eq!(stray[0]["before"]["balance"], "100L");
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["locks", "resolve", "r"],
+    ]
+    .concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("1 rows were written without the lock"),
+        "{text}"
+    );
+    assert!(text.contains("--undo      balance=100L"), "{text}");
+
+    let (code, undone) = run_json(
+        &cs,
+        &[&p[..], &["locks", "resolve", "r", "--undo"]].concat(),
+    );
+    assert_eq!(code, 0, "{undone}");
+    assert_eq!(
+        (&undone["done"], &undone["written"]),
+        (&Value::from("undone"), &Value::from(1))
+    );
+    assert_eq!(
+        accounts
+            .get("r", "checking")
+            .await
+            .unwrap()
+            .unwrap()
+            .balance,
+        100
+    );
+    assert_eq!(
+        accounts.get("r", "savings").await.unwrap().unwrap().balance,
+        0
+    );
+    assert!(
+        healthy
+            .table::<LedgerEntry>()
+            .get("r", "t1")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let (code, none) = run_json(&cs, &[&p[..], &["locks", "resolve", "r"]].concat());
+    assert_eq!((code, &none["pending"]), (0, &Value::from(false)));
+    healthy.lock("r").await.unwrap().abandon().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_list_and_show_name_the_holder_of_a_leaked_unit() {
     let Some(cs) = azurite_connection_string() else {

@@ -279,6 +279,27 @@ impl JournalOp {
         }
     }
 
+    /// The row as it was before this operation (`None`: absent).
+    ///
+    /// # Errors
+    /// [`Error::Inconsistent`] when no before-image was recorded or it does
+    /// not parse.
+    pub(crate) fn before_image(&self, primary: &PartitionKey) -> Result<Option<EntityData>> {
+        let before = self
+            .before
+            .as_ref()
+            .ok_or_else(|| self.bad("no before-image to undo it with".into()))?;
+        match before {
+            Before::Absent => Ok(None),
+            Before::Row(json) => {
+                let (table, op) = self.to_op(primary)?;
+                entity_of(&table, op.partition_key(), op.row_key(), json)
+                    .map(Some)
+                    .map_err(|e| self.bad(e))
+            }
+        }
+    }
+
     /// The write that undoes this operation, given the ETag its own write
     /// produced (`None` for a delete): the before-image back, conditioned on
     /// that ETag (or, for an undone delete, on the row being absent).

@@ -98,8 +98,11 @@
 //! * a **journal** is rolled forward: an operation whose row still has its
 //!   precondition is applied; one whose row already shows its after-image
 //!   is skipped; anything else stops with [`crate::Error::Inconsistent`] and
-//!   leaves the journal for an operator
-//!   ([`Store::roll_forward`](crate::Store::roll_forward)). Rows of other
+//!   leaves the journal for an operator, who sees what finishing or
+//!   undoing it would overwrite and picks one
+//!   ([`Store::resolve_commit`](crate::Store::resolve_commit), or
+//!   `leasehold locks resolve PK`); until then every lock of that partition
+//!   is refused with that error. Rows of other
 //!   partitions are written under the primary's lock alone: their intents
 //!   keep everyone else out of them meanwhile.
 //! * an **intent** is resolved through its primary. If the unit already
@@ -204,6 +207,7 @@ mod journal;
 pub(crate) mod name;
 pub(crate) mod options;
 mod query;
+mod resolve;
 mod roll_forward;
 mod settle;
 mod unit;
@@ -212,6 +216,8 @@ pub(crate) use journal::LockRecord;
 pub use journal::{PendingCommit, PendingWrite};
 pub use options::LockOptions;
 pub use query::UnitQuery;
+pub(crate) use resolve::resolve_commit;
+pub use resolve::{Resolution, ResolveAction, ResolveRow, RowShows};
 pub use roll_forward::RollForwardReport;
 pub use settle::CommitOutcome;
 pub(crate) use settle::outcome as outcome_of;

@@ -8,7 +8,9 @@ use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::key::IntoPartitionKey;
 use crate::lock::name::lock_name;
-use crate::lock::{CommitOutcome, LockRecord, PendingCommit, RollForwardReport, Unit};
+use crate::lock::{
+    CommitOutcome, LockRecord, PendingCommit, Resolution, ResolveAction, RollForwardReport, Unit,
+};
 use crate::table::Table;
 
 use super::Store;
@@ -205,6 +207,51 @@ impl Store {
         let pk = primary.into_partition_key()?;
         let name = lock_name(self.table_prefix(), &pk)?;
         crate::lock::outcome_of(self.locks(), &name, transaction).await
+    }
+
+    /// For operators: the way out of a commit that cannot be rolled forward
+    /// (a row it writes was changed by something without the lock, so
+    /// taking the partition's lock fails with
+    /// [`Error::Inconsistent`] and the journal is kept).
+    ///
+    /// With [`ResolveAction::Show`] it reads the pending commit of
+    /// `partition_key` (the journal there, or the one its intent points at)
+    /// and every row it writes, without taking a lock, and reports for each
+    /// whether the row shows the commit's write, the state the unit read, or
+    /// neither ([`Resolution::overwritten`]: what a choice would overwrite).
+    /// [`ResolveAction::Finish`] writes every after-image and
+    /// [`ResolveAction::Undo`] every before-image, under the primary
+    /// partition's lock, each conditioned on the row as read just before;
+    /// then the journal is cleared and its outcome recorded. `None`: nothing
+    /// is pending. See [`crate::lock`]'s "Recovery".
+    ///
+    /// ```
+    /// # use leasehold::{Store, lock::ResolveAction};
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = Store::memory();
+    /// if let Some(pending) = store.resolve_commit("alice", ResolveAction::Show).await? {
+    ///     for row in pending.overwritten() {
+    ///         println!("{} {:?} was written without the lock: {:?}",
+    ///                  row.write.table, row.write.row_key, row.stored);
+    ///     }
+    ///     store.resolve_commit("alice", ResolveAction::Finish).await?;
+    /// }
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad key (before any request);
+    /// [`Error::Conflict`] when a row changed while the choice was carried
+    /// out (the rows written so far stay, the journal is kept: look and
+    /// resolve again); [`Error::Timeout`] when the primary's lock stays
+    /// held; [`Error::Inconsistent`] for a journal that does not parse, or
+    /// an undo of a journal without before-images; backend errors.
+    pub async fn resolve_commit(
+        &self,
+        partition_key: impl IntoPartitionKey,
+        action: ResolveAction,
+    ) -> Result<Option<Resolution>> {
+        crate::lock::resolve_commit(self, partition_key.into_partition_key()?, action).await
     }
 
     /// For operators: the commit a unit left pending on a partition (it

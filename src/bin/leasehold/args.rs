@@ -139,4 +139,21 @@ pub(crate) enum LocksCommand {
         #[arg(long, default_value_t = 60)]
         timeout: u64,
     },
+    /// Shows a commit that cannot be rolled forward, row by row (what
+    /// finishing or undoing it would overwrite); with --finish or --undo,
+    /// does that under the lock.
+    Resolve {
+        /// The partition key (the commit's primary, or a participant).
+        partition_key: String,
+        /// Write every after-image over what the rows hold: the commit ends
+        /// applied.
+        #[arg(long, conflicts_with = "undo")]
+        finish: bool,
+        /// Write the before-images back: the commit ends undone.
+        #[arg(long)]
+        undo: bool,
+        /// Seconds to wait for the lock.
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+    },
 }

@@ -4,8 +4,10 @@
 use std::time::Duration;
 
 use leasehold::Store;
+use leasehold::backend::LeaseDuration;
+use leasehold::entity::Properties;
 use leasehold::lease::LeaseDescription;
-use leasehold::lock::{PendingCommit, RollForwardReport};
+use leasehold::lock::{PendingCommit, Resolution, ResolveAction, RollForwardReport, RowShows};
 use serde_json::{Value, json};
 
 use crate::args::LocksCommand;
@@ -85,8 +87,34 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
                     }
                 }
             }
+            if d.is_held() && !break_first {
+                // Say what the wait is for, before waiting silently.
+                out.note(&format!(
+                    "waiting up to {} s for the lock of {partition_key:?}, held by {} (a crashed holder's lease runs out within the lock lease duration, {}); for a holder known to be dead, run again with --break-lease",
+                    store.lock_options().acquire_timeout.as_secs(),
+                    holder(&d).unwrap_or("an unnamed holder"),
+                    match store.locks().lease_duration() {
+                        LeaseDuration::Seconds(n) => format!("{n} s"),
+                        LeaseDuration::Infinite => "infinite: break it".to_owned(),
+                    },
+                ));
+            }
             let report = store.roll_forward(partition_key.as_str()).await?;
             out.rolled_forward(&partition_key, report.as_ref());
+        }
+        LocksCommand::Resolve {
+            partition_key,
+            finish,
+            undo,
+            ..
+        } => {
+            let action = match (finish, undo) {
+                (true, _) => ResolveAction::Finish,
+                (false, true) => ResolveAction::Undo,
+                (false, false) => ResolveAction::Show,
+            };
+            let resolution = store.resolve_commit(partition_key.as_str(), action).await?;
+            out.resolution(&partition_key, resolution.as_ref());
         }
     }
     Ok(())
@@ -235,6 +263,97 @@ impl Output {
         }
     }
 
+    fn resolution(&self, partition_key: &str, r: Option<&Resolution>) {
+        let Some(r) = r else {
+            if self.json {
+                out!(
+                    "{}",
+                    json!({ "partition_key": partition_key, "pending": false })
+                );
+            } else {
+                out!("{partition_key}: no commit pending; nothing to resolve");
+            }
+            return;
+        };
+        let shows = |s: RowShows| match s {
+            RowShows::After => "after",
+            RowShows::Before => "before",
+            _ => "neither",
+        };
+        let done = match r.done {
+            ResolveAction::Show => "shown",
+            ResolveAction::Finish => "finished",
+            ResolveAction::Undo => "undone",
+        };
+        if self.json {
+            let rows: Vec<Value> = r
+                .rows
+                .iter()
+                .map(|row| {
+                    json!({
+                        "table": row.write.table.as_str(),
+                        "partition_key": row.write.partition_key.as_str(),
+                        "row_key": row.write.row_key.as_str(),
+                        "kind": row.write.operation,
+                        "shows": shows(row.shows),
+                        "stored": row.stored.as_ref().map(props_json),
+                        "after": row.write.properties.as_ref().map(props_json),
+                        "before": row.before.as_ref().map(props_json),
+                    })
+                })
+                .collect();
+            out!(
+                "{}",
+                json!({
+                    "partition_key": partition_key,
+                    "pending": true,
+                    "primary": r.primary.as_str(),
+                    "transaction": r.transaction,
+                    "undoing": r.undoing,
+                    "done": done,
+                    "written": r.written,
+                    "rows": rows,
+                })
+            );
+            return;
+        }
+        out!(
+            "commit {} (journal in partition {}){}: {done}{}",
+            r.transaction.as_deref().unwrap_or("-"),
+            r.primary.as_str(),
+            if r.undoing { ", was undoing" } else { "" },
+            if r.done == ResolveAction::Show {
+                String::new()
+            } else {
+                format!(", {} rows written", r.written)
+            }
+        );
+        for row in &r.rows {
+            out!(
+                "  {:<8} {}/{}/{}  now shows {}",
+                row.write.operation,
+                row.write.table,
+                row.write.partition_key.as_str(),
+                row.write.row_key.as_str(),
+                shows(row.shows)
+            );
+            if row.shows == RowShows::Neither {
+                out!("      stored now  {}", props_text(row.stored.as_ref()));
+                out!(
+                    "      --finish    {}",
+                    props_text(row.write.properties.as_ref())
+                );
+                out!("      --undo      {}", props_text(row.before.as_ref()));
+            }
+        }
+        if r.done == ResolveAction::Show {
+            let n = r.overwritten().count();
+            out!(
+                "{n} rows were written without the lock; --finish writes the commit's values over them, --undo the values read before it"
+            );
+        }
+    }
+
     fn rolled_forward(&self, partition_key: &str, report: Option<&RollForwardReport>) {
         if self.json {
             out!(
@@ -256,5 +375,27 @@ impl Output {
                 r.already_applied
             ),
         }
+    }
+}
+
+/// Properties as a JSON object of their OData literals.
+fn props_json(props: &Properties) -> Value {
+    Value::Object(
+        props
+            .iter()
+            .map(|(name, value)| (name.to_owned(), json!(value.to_string())))
+            .collect(),
+    )
+}
+
+/// Properties in one line (`absent` for no row).
+fn props_text(props: Option<&Properties>) -> String {
+    match props {
+        None => "absent".to_owned(),
+        Some(p) => p
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect::<Vec<_>>()
+            .join(" "),
     }
 }

@@ -13,6 +13,9 @@
 //!   locks break PK [--period S]       break a partition lock's lease
 //!   locks roll-forward PK [--break-lease] [--timeout S]
 //!                                     finish a commit a crashed holder left pending
+//!   locks resolve PK [--finish | --undo] [--timeout S]
+//!                                     show a commit that cannot be rolled forward
+//!                                     (what each choice overwrites), or carry one out
 //!   indexes verify TABLE              missing and orphan index rows, duplicated unique values
 //!   indexes rebuild TABLE             the same, then fix missing and orphan rows
 //! ```
@@ -115,7 +118,9 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<(), Failure> {
     let out = Output { json: cli.json };
     let timeout = match &cli.command {
-        Command::Locks(LocksCommand::RollForward { timeout, .. }) => Duration::from_secs(*timeout),
+        Command::Locks(
+            LocksCommand::RollForward { timeout, .. } | LocksCommand::Resolve { timeout, .. },
+        ) => Duration::from_secs(*timeout),
         _ => LockOptions::default().acquire_timeout,
     };
     let store = open_store(&cli, timeout)?;

@@ -1152,6 +1152,118 @@ pub async fn a_contradicted_journal_stops_roll_forward_and_is_kept(ctx: &Ctx) {
     assert!(healthy.pending_commit("q").await.unwrap().is_none());
 }
 
+/// A journal kept because a row was written without the lock is shown
+/// row by row (the stray write is what a choice would overwrite, and
+/// showing writes nothing), then finished or undone on the operator's
+/// choice; the partition can be locked again and the outcome is recorded.
+pub async fn a_kept_journal_is_shown_then_finished_or_undone_by_choice(ctx: &Ctx) {
+    use leasehold::lock::{CommitOutcome, ResolveAction, RowShows};
+    let memory = ctx.backend().clone();
+    let healthy = process_leasing(ctx, memory.clone(), ctx.prefix());
+    assert!(
+        healthy
+            .resolve_commit("nothing", ResolveAction::Show)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let e = healthy
+        .resolve_commit("bad/key", ResolveAction::Finish)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    for (customer, action) in [("f", ResolveAction::Finish), ("u", ResolveAction::Undo)] {
+        let faulty = FaultyBackend::new(memory.clone());
+        let injector = faulty.injector();
+        let dying = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
+        open_accounts(&healthy, customer, 2).await;
+        injector.die_at_nth(Some(Op::Batch), 1);
+        assert!(
+            transfer(&dying, customer, "acct0", "acct1", 30, "t1")
+                .await
+                .is_err()
+        );
+        let accounts = healthy.table::<Account>();
+        accounts
+            .update_with(customer, "acct0", |a| a.balance = 5)
+            .await
+            .unwrap();
+        tokio::time::sleep(past_expiry(ctx)).await;
+        let e = healthy.lock(customer).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Inconsistent, "{e}");
+
+        let shown = healthy
+            .resolve_commit(customer, ResolveAction::Show)
+            .await
+            .unwrap()
+            .expect("a journal is kept");
+        assert_eq!(shown.rows.len(), 3);
+        assert_eq!(shown.done, ResolveAction::Show);
+        assert_eq!(shown.written, 0);
+        let stray: Vec<_> = shown.overwritten().collect();
+        assert_eq!(stray.len(), 1, "{shown:?}");
+        assert_eq!(stray[0].write.row_key.as_str(), "acct0");
+        assert_eq!(
+            stray[0]
+                .stored
+                .as_ref()
+                .and_then(|p| p.get("balance"))
+                .map(ToString::to_string),
+            Some("5L".to_owned()),
+            "the stray write, as an Edm.Int64 literal"
+        );
+        assert!(shown.rows[1..].iter().all(|r| r.shows == RowShows::Before));
+        assert!(
+            healthy.pending_commit(customer).await.unwrap().is_some(),
+            "showing changes nothing"
+        );
+
+        let done = healthy
+            .resolve_commit(customer, action)
+            .await
+            .unwrap()
+            .expect("still pending");
+        assert_eq!(done.done, action);
+        let balances = (
+            accounts
+                .get(customer, "acct0")
+                .await
+                .unwrap()
+                .unwrap()
+                .balance,
+            accounts
+                .get(customer, "acct1")
+                .await
+                .unwrap()
+                .unwrap()
+                .balance,
+        );
+        let entry = healthy.table::<Entry>().get(customer, "t1").await.unwrap();
+        let txn = done.transaction.clone().expect("a transaction id");
+        let outcome = healthy.commit_outcome(customer, &txn).await.unwrap();
+        if action == ResolveAction::Finish {
+            assert_eq!(done.written, 3);
+            assert_eq!(balances, (70, 130));
+            assert!(entry.is_some());
+            assert_eq!(outcome, CommitOutcome::Applied);
+        } else {
+            assert_eq!(done.written, 1, "only the stray row differs from before");
+            assert_eq!(balances, (100, 100));
+            assert!(entry.is_none());
+            assert_eq!(outcome, CommitOutcome::Undone);
+        }
+        assert!(healthy.pending_commit(customer).await.unwrap().is_none());
+        healthy
+            .lock(customer)
+            .await
+            .unwrap()
+            .abandon()
+            .await
+            .unwrap();
+        drop(dying);
+    }
+}
+
 /// More than 100 writes to one table are journalled.
 pub async fn more_than_100_writes_to_one_table_are_journalled(ctx: &Ctx) {
     let store = process(ctx.backend().clone(), ctx.prefix());

@@ -451,6 +451,7 @@ macro_rules! conformance_suite {
                 commit_without_enough_lease_left_sends_nothing,
                 a_paused_holder_cannot_overwrite_the_next_holder,
                 a_contradicted_journal_stops_roll_forward_and_is_kept,
+                a_kept_journal_is_shown_then_finished_or_undone_by_choice,
                 a_dead_holder_stays_named_until_and_after_its_lease_expires,
             ]
             blocking []
