@@ -217,7 +217,7 @@ mod reservation;
 mod test_support;
 
 pub use do_once::{OnceContext, OnceOutcome};
-pub(crate) use document::{LOCK_SECTION, META_ACQUIRED, META_OWNER};
+pub(crate) use document::{LOCK_SECTION, LeaseDocument, META_ACQUIRED, META_OWNER};
 pub use document::{OnceState, ReservationRecord};
 pub use guard::{Acquisition, LeaseGuard, LeaseStatus};
 pub use leader::{LeaderContext, LeaderOptions};

@@ -220,5 +220,5 @@ pub(crate) use resolve::resolve_commit;
 pub use resolve::{Resolution, ResolveAction, ResolveRow, RowShows};
 pub use roll_forward::RollForwardReport;
 pub use settle::CommitOutcome;
-pub(crate) use settle::outcome as outcome_of;
+pub(crate) use settle::{newest_outcome, outcome as outcome_of};
 pub use unit::{CommitReport, FinishedBy, Unit};

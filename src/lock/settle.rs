@@ -66,6 +66,22 @@ struct Line {
     txn: String,
     /// `true`: applied; `false`: undone.
     applied: bool,
+    /// When it was finished, in Unix seconds (by the finisher's clock).
+    #[serde(default)]
+    at: i64,
+}
+
+/// When the newest transaction in the outcome record of `document` was
+/// finished (`None`: the record is empty). A lock blob whose record is
+/// recent must be kept: a writer that stalled may still come to read it.
+pub(crate) fn newest_outcome(
+    document: &crate::lease::LeaseDocument,
+) -> Option<time::OffsetDateTime> {
+    lines(document.section(OUTCOME_SECTION))
+        .iter()
+        .map(|l| l.at)
+        .max()
+        .and_then(|at| time::OffsetDateTime::from_unix_timestamp(at).ok())
 }
 
 /// The outcome record's lines, oldest first (an unreadable record counts as
@@ -86,13 +102,14 @@ impl Journal {
     /// As [`Journal::clear`].
     pub(crate) async fn finish(&self, guard: &LeaseGuard, applied: bool) -> Result<()> {
         let txn = self.txn.clone();
+        let at = time::OffsetDateTime::now_utc().unix_timestamp();
         guard
             .update_document(|d| {
                 d.set_section(crate::lease::LOCK_SECTION, None);
                 if let Some(txn) = txn {
                     let mut log = lines(d.section(OUTCOME_SECTION));
                     log.retain(|l| l.txn != txn);
-                    log.push(Line { txn, applied });
+                    log.push(Line { txn, applied, at });
                     let excess = log.len().saturating_sub(OUTCOME_LOG_LEN);
                     log.drain(..excess);
                     d.set_section(OUTCOME_SECTION, serde_json::to_value(log).ok());
