@@ -225,5 +225,5 @@ pub use manager::LeaseManager;
 pub use name::LeaseName;
 pub use operator::{BreakOutcome, LeaseDescription};
 pub use options::LeaseOptions;
-pub(crate) use options::Settings;
+pub(crate) use options::{DEFAULT_DURATION_SECS, Settings};
 pub use reservation::Reservation;

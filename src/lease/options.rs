@@ -33,7 +33,7 @@ pub struct LeaseOptions {
 }
 
 /// The default lease duration, in seconds.
-const DEFAULT_DURATION_SECS: u8 = 30;
+pub(crate) const DEFAULT_DURATION_SECS: u8 = 30;
 /// The default drift margin.
 const DEFAULT_DRIFT: Duration = Duration::from_secs(1);
 /// The default fairness bound of process-local sharing.
@@ -312,12 +312,15 @@ fn default_owner() -> String {
 
 impl Settings {
     /// The settings of the default options, in `container`, writing owner
-    /// metadata on acquire or not: valid by construction, so a store with
-    /// default options is built without a check that could fail.
-    pub(crate) fn defaults(container: ContainerName, owner_metadata: bool) -> Settings {
-        let len = Duration::from_secs(u64::from(DEFAULT_DURATION_SECS));
+    /// metadata on acquire or not, for leases of `secs` seconds (15 to 60):
+    /// valid by construction, so a store with default options is built
+    /// without a check that could fail.
+    pub(crate) fn defaults(container: ContainerName, owner_metadata: bool, secs: u8) -> Settings {
+        // Whole seconds within the service's range (15 to 60).
+        let secs = secs.clamp(15, 60);
+        let len = Duration::from_secs(u64::from(secs));
         Settings {
-            duration: LeaseDuration::Seconds(DEFAULT_DURATION_SECS),
+            duration: LeaseDuration::Seconds(secs),
             lease_len: Some(len),
             renew_interval: len / 3,
             drift: DEFAULT_DRIFT,
@@ -376,7 +379,7 @@ mod tests {
     #[test]
     fn the_default_settings_are_those_of_the_default_options() {
         let resolved = check(LeaseOptions::default()).unwrap();
-        let built = Settings::defaults(resolved.container.clone(), true);
+        let built = Settings::defaults(resolved.container.clone(), true, DEFAULT_DURATION_SECS);
         let fields = |s: &Settings| {
             format!(
                 "{:?} {:?} {:?} {:?} {} {:?} {} {} {:?} {:?}",

@@ -116,6 +116,19 @@
 //!   the canonical order, so resolving cannot deadlock against units taking
 //!   the same locks.
 //!
+//! # Waiting for a crashed holder
+//!
+//! A unit that finds a partition's lock held waits on it (up to
+//! [`LockOptions::acquire_timeout`], 60 s by default). When the holder's
+//! process died, its lease runs out at most one lease duration after its
+//! last acquire or renewal — [`LockOptions::DEFAULT_LEASE_DURATION`], 15 s,
+//! for a store built without lease options, or the lock lease options'
+//! duration — and the waiter takes it at its next poll (see
+//! [`crate::lease`]), then rolls forward what the dead unit decided. So the
+//! worst-case stall after a crash is the lock lease duration plus one poll
+//! interval and a few round trips. An operator who knows the holder is
+//! dead ends it sooner with `leasehold locks roll-forward PK --break-lease`.
+//!
 //! # Undo
 //!
 //! If the first transaction of a journalled commit is refused (a stale ETag,

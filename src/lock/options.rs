@@ -19,6 +19,14 @@ impl LockOptions {
     /// The default container for partition-lock blobs (see
     /// [`StoreBuilder::lock_lease_options`](crate::StoreBuilder::lock_lease_options)).
     pub const DEFAULT_CONTAINER: &str = "leasehold-locks";
+
+    /// The lease duration of partition locks when a store is built without
+    /// lease options: the service's minimum, 15 s, renewed every 5 s. It
+    /// bounds how long a unit waits for the lock of a holder that crashed
+    /// (see "Waiting for a crashed holder" in [`crate::lock`]). A held lock
+    /// costs one renewal per 5 s, but units hold locks for milliseconds, so
+    /// few ever renew; a longer lease would only lengthen the stall.
+    pub const DEFAULT_LEASE_DURATION: std::time::Duration = std::time::Duration::from_secs(15);
 }
 
 impl Default for LockOptions {

@@ -326,7 +326,8 @@ impl StoreBuilder {
     /// [`StoreBuilder::lease_options`] with container `leasehold-locks` and
     /// no owner metadata written at every acquire (which would cost a
     /// request per lock; units record their holder only when the lock
-    /// changes hands, see [`crate::lock`]).
+    /// changes hands, see [`crate::lock`]); without lease options either,
+    /// leases of [`LockOptions::DEFAULT_LEASE_DURATION`] (15 s).
     pub fn lock_lease_options(mut self, options: LeaseOptions) -> Self {
         self.lock_lease_options = Some(options);
         self
@@ -425,13 +426,18 @@ fn login_backend(
 
 fn default_leases(blobs: Arc<dyn BlobBackend>) -> LeaseManager {
     let container = ContainerName::from_static(LeaseOptions::DEFAULT_CONTAINER);
-    LeaseManager::from_settings(blobs, Settings::defaults(container, true))
+    LeaseManager::from_settings(
+        blobs,
+        Settings::defaults(container, true, crate::lease::DEFAULT_DURATION_SECS),
+    )
 }
 
 /// The lock manager of a store with default lease options: container
-/// `leasehold-locks`, no owner metadata written at every acquire.
+/// `leasehold-locks`, no owner metadata written at every acquire, and
+/// leases of [`LockOptions::DEFAULT_LEASE_DURATION`].
 fn default_locks(blobs: Arc<dyn BlobBackend>) -> LeaseManager {
-    LeaseManager::from_settings(blobs, Settings::defaults(lock_container(), false))
+    let secs = u8::try_from(LockOptions::DEFAULT_LEASE_DURATION.as_secs()).unwrap_or(15);
+    LeaseManager::from_settings(blobs, Settings::defaults(lock_container(), false, secs))
 }
 
 fn lock_container() -> ContainerName {
@@ -535,8 +541,21 @@ mod tests {
             (default.locks(), built.locks()),
         ] {
             assert_eq!(a.container(), b.container());
-            assert_eq!(a.lease_duration(), b.lease_duration());
         }
+        assert_eq!(
+            default.leases().lease_duration(),
+            built.leases().lease_duration()
+        );
         assert_eq!(default.locks().container().as_str(), "leasehold-locks");
+        // Locks of a store without lease options last the service minimum;
+        // with lease options, those options' duration.
+        assert_eq!(
+            default.locks().lease_duration(),
+            crate::backend::LeaseDuration::Seconds(15)
+        );
+        assert_eq!(
+            built.locks().lease_duration(),
+            built.leases().lease_duration()
+        );
     }
 }
