@@ -6,12 +6,13 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use super::journal::{Journal, LockRecord};
 use super::name::lock_name;
-use super::roll_forward::{RollForwardReport, roll_back, roll_forward};
+use super::roll_forward::{RollForwardReport, finished_participants, roll_back, roll_forward};
 use crate::error::{Error, Result};
 use crate::key::PartitionKey;
 use crate::lease::{LeaseGuard, LeaseName};
@@ -57,17 +58,31 @@ pub(super) async fn take_all(
     let deadline = timeout.map(|t| Instant::now() + t);
     let mut resolved: HashSet<(PartitionKey, String)> = HashSet::new();
     let mut report: Option<RollForwardReport> = None;
+    let mut at_once = match try_all_at_once(store, targets).await? {
+        AtOnce::Taken(guards) => Some(guards),
+        AtOnce::Held { failed: false } if deadline.is_none() => return Ok(None),
+        AtOnce::Held { .. } => None,
+    };
     for _ in 0..MAX_ROUNDS {
         let mut guards: Vec<LeaseGuard> = Vec::with_capacity(targets.len());
+        // Locks taken all at once (first round only) are used in order;
+        // what is left of them is given back with the others.
+        let mut taken = at_once.take().map(Vec::into_iter);
         let mut detour = None;
         for (i, (name, pk)) in targets.iter().enumerate() {
-            let guard = match take(store, name, deadline).await {
+            let next = match taken.as_mut().and_then(Iterator::next) {
+                Some(guard) => Ok(Some(guard)),
+                None => take(store, name, deadline).await,
+            };
+            let guard = match next {
                 Ok(Some(guard)) => guard,
                 Ok(None) => {
+                    guards.extend(taken.into_iter().flatten());
                     give_back(guards).await;
                     return Ok(None);
                 }
                 Err(e) => {
+                    guards.extend(taken.into_iter().flatten());
                     give_back(guards).await;
                     return Err(e);
                 }
@@ -82,11 +97,13 @@ pub(super) async fn take_all(
                     break;
                 }
                 Err(e) => {
+                    guards.extend(taken.into_iter().flatten());
                     give_back(guards).await;
                     return Err(e);
                 }
             }
         }
+        guards.extend(taken.into_iter().flatten());
         let Some((primary, txn)) = detour else {
             return Ok(Some((guards, report)));
         };
@@ -113,6 +130,64 @@ pub(super) async fn take_all(
     })
 }
 
+/// What trying every lock of a unit at once found.
+enum AtOnce {
+    /// Every lock, in `targets` order, with its lock blob read.
+    Taken(Vec<LeaseGuard>),
+    /// Some lock was held, or (`failed`) could not be tried: every lock
+    /// taken was given back.
+    Held {
+        /// Whether a try failed (rather than finding the lock held).
+        failed: bool,
+    },
+}
+
+/// Tries every lock of `targets` at once, and reads the lock blobs of a
+/// full set together. No request waits on a held lock, so trying out of
+/// order cannot deadlock; when any lock is held (or a try fails), what was
+/// taken is given back and the caller falls back to taking the locks one
+/// after the other in canonical order. A single lock is left to that path.
+///
+/// # Errors
+/// [`Error::Invalid`] for a bad lock name (before any request).
+async fn try_all_at_once(store: &Store, targets: &[(LeaseName, PartitionKey)]) -> Result<AtOnce> {
+    if targets.len() < 2 {
+        return Ok(AtOnce::Held { failed: true });
+    }
+    let tries = join_all(
+        targets
+            .iter()
+            .map(|(name, _)| store.locks().try_acquire(name.as_str())),
+    )
+    .await;
+    let mut guards = Vec::with_capacity(targets.len());
+    let mut all = true;
+    let mut failed = false;
+    for t in tries {
+        match t {
+            Ok(Some(guard)) => guards.push(guard),
+            Ok(None) => all = false,
+            Err(e) if e.kind() == crate::ErrorKind::Invalid => {
+                give_back(guards).await;
+                return Err(e);
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "trying the locks at once failed; taking them in order");
+                all = false;
+                failed = true;
+            }
+        }
+    }
+    if !all {
+        give_back(guards).await;
+        return Ok(AtOnce::Held { failed });
+    }
+    // The lock-blob reads, together; a failed one is read again when the
+    // lock's record is looked at.
+    join_all(guards.iter().map(LockRecord::pending)).await;
+    Ok(AtOnce::Taken(guards))
+}
+
 /// Takes one lock: waiting until `deadline`, or trying once without one.
 async fn take(
     store: &Store,
@@ -128,14 +203,16 @@ async fn take(
     }
 }
 
-/// Gives back locks taken by an acquisition that does not go on.
+/// Gives back locks taken by an acquisition that does not go on, all at
+/// once.
 async fn give_back(guards: Vec<LeaseGuard>) {
-    for guard in guards.into_iter().rev() {
+    join_all(guards.into_iter().map(|guard| async move {
         let name = guard.name().clone();
         if let Err(e) = guard.release().await {
             tracing::warn!(lock = %name, error = %e, "giving a lock back failed; it will expire");
         }
-    }
+    }))
+    .await;
 }
 
 fn add(total: &mut Option<RollForwardReport>, r: Option<RollForwardReport>) {
@@ -192,14 +269,19 @@ async fn finish_journal(
     };
     let span = tracing::info_span!("leasehold.roll_forward", partition = %pk, ops = journal.ops.len(), undo = ?journal.undo);
     let backend = store.backend().as_ref();
+    let done = finished_participants(store.locks(), store.table_prefix(), &journal).await?;
     let report = match journal.undo {
         // A commit refused half-way died while undoing: finish the undo.
         Some(applied) => {
-            roll_back(backend, &journal, applied)
+            roll_back(backend, &journal, applied, &done)
                 .instrument(span)
                 .await?
         }
-        None => roll_forward(backend, &journal).instrument(span).await?,
+        None => {
+            roll_forward(backend, &journal, &done)
+                .instrument(span)
+                .await?
+        }
     };
     // The commit that wrote the journal did not finish it: its writer may
     // still be waiting to learn the outcome (see `super::settle`).

@@ -4,6 +4,8 @@
 //! something writing without the lock made impossible to finish.
 
 use std::collections::BTreeSet;
+
+use futures_util::future::join_all;
 use std::time::Duration;
 
 use super::journal::{Before, Intent, Journal};
@@ -199,14 +201,27 @@ impl Unit {
 
         // Intents first: a participant's lock blob points at the primary
         // before the journal exists, so a journal is never rolled forward
-        // onto a partition that does not know it takes part.
-        let intent = Intent::new(&primary, &txn);
-        for (n, &p) in others.iter().enumerate() {
+        // onto a partition that does not know it takes part. They go out
+        // together.
+        let intent = &Intent::new(&primary, &txn);
+        let written = join_all(others.iter().map(|&p| async move {
             let guard = self.guard_of(p)?;
-            if let Err(e) = write_twice(|| intent.write(guard)).await {
-                self.clear_records(&others[..n]).await;
-                return Err(e.into());
+            write_twice(|| intent.write(guard)).await
+        }))
+        .await;
+        let mut failed = None;
+        let mut taken = Vec::with_capacity(others.len());
+        for (&p, result) in others.iter().zip(written) {
+            match result {
+                Ok(()) => taken.push(p),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
             }
+        }
+        if let Some(e) = failed {
+            self.clear_records(&taken).await;
+            return Err(e.into());
         }
         let primary_guard = self.guard_of(primary_part)?;
         // A journal whose write failed is either absent (nothing happened)
@@ -217,108 +232,132 @@ impl Unit {
             return Err(unsettled(e, report));
         }
 
-        // The commit point: the journal is stored.
-        let mut produced: Vec<Vec<Option<Version>>> = Vec::with_capacity(batches.len());
-        for (i, b) in batches.iter().enumerate() {
-            match backend.batch(&b.table, &b.ops).await {
+        // The commit point: the journal is stored. The transactions touch
+        // distinct (partition, table) groups, so they go out together.
+        let results = join_all(batches.iter().map(|b| backend.batch(&b.table, &b.ops))).await;
+        let mut produced: Vec<Option<Vec<Option<Version>>>> = Vec::with_capacity(batches.len());
+        let mut refusal: Option<(usize, Error)> = None;
+        let mut unknown: Option<Error> = None;
+        for (i, result) in results.into_iter().enumerate() {
+            match result {
                 Ok(versions) => {
-                    produced.push(versions);
+                    produced.push(Some(versions));
                     report.batches += 1;
                 }
-                // A lock lost meanwhile: the refusal may be the next
-                // holder's roll-forward of this very journal.
-                Err(e) if refused(&e) && !self.holds(&participants) => {
-                    return Err(unsettled(e, report));
-                }
-                Err(e) if refused(&e) && i == 0 => {
-                    // Nothing of this commit was applied: withdraw it.
-                    if let Err(clear) = Journal::clear(primary_guard).await {
-                        tracing::warn!(partition = %primary, error = %clear, "withdrawing a refused commit's journal failed");
-                        return Err(unsettled(e, report));
-                    }
-                    self.clear_records(&others).await;
-                    return Err(e.into());
-                }
-                Err(e) if refused(&e) => {
-                    return Err(self
-                        .undo(&journal, batches, &produced, i, &others, e, &participants)
-                        .await
-                        .map_or_else(|cause| unsettled(cause, report), Failed::Definite));
-                }
                 Err(e) => {
-                    // The outcome is unknown (a lost reply, a timeout):
-                    // finish by rolling the journal forward, which checks
-                    // every row before writing it. Only a holder may.
-                    tracing::warn!(partition = %primary, error = %e, "transaction outcome unknown; rolling the journal forward");
-                    if !self.holds(&participants) {
-                        return Err(unsettled(e, report));
+                    produced.push(None);
+                    if refused(&e) {
+                        refusal.get_or_insert((i, e));
+                    } else {
+                        unknown.get_or_insert(e);
                     }
-                    if let Err(e) = roll_forward(backend.as_ref(), &journal).await {
-                        return Err(unsettled(e, report));
-                    }
-                    break;
                 }
             }
         }
-        // The journal goes first: intents left behind are then stale, and
-        // whoever meets one finds no journal and clears it.
-        if let Err(e) = Journal::clear(primary_guard).await {
-            // Every write is applied; a journal left behind is found fully
-            // applied by the next holder.
-            tracing::warn!(partition = %primary, error = %e, "clearing the journal failed; the next holder will find it applied");
-            return Ok(());
+        match (refusal, unknown) {
+            (None, None) => {}
+            // A lock lost meanwhile: a refusal may be the next holder's
+            // roll-forward of this very journal.
+            (Some((_, e)), _) | (None, Some(e)) if !self.holds(&participants) => {
+                return Err(unsettled(e, report));
+            }
+            // Some outcomes are unknown (a lost reply, a timeout): finish by
+            // rolling the journal forward, which checks every row before
+            // writing it.
+            (_, Some(e)) => {
+                tracing::warn!(partition = %primary, error = %e, "transaction outcome unknown; rolling the journal forward");
+                if let Err(e) = roll_forward(backend.as_ref(), &journal, &BTreeSet::new()).await {
+                    return Err(unsettled(e, report));
+                }
+            }
+            (Some((_, e)), None) if produced.iter().all(Option::is_none) => {
+                // Nothing of this commit was applied: withdraw it.
+                if let Err(clear) = Journal::clear(primary_guard).await {
+                    tracing::warn!(partition = %primary, error = %clear, "withdrawing a refused commit's journal failed");
+                    return Err(unsettled(e, report));
+                }
+                self.clear_records(&others).await;
+                return Err(e.into());
+            }
+            (Some((i, e)), None) => {
+                return Err(self
+                    .undo(&journal, batches, &produced, i, e, &participants)
+                    .await
+                    .map_or_else(|cause| unsettled(cause, report), Failed::Definite));
+            }
         }
-        self.clear_records(&others).await;
+        // The journal and the intents are cleared together: a roll-forward
+        // of a journal left behind skips the partitions whose intent is
+        // gone (their transactions were applied before it was cleared).
+        let mut all = vec![primary_part];
+        all.extend(&others);
+        self.clear_records(&all).await;
         Ok(())
     }
 
     /// Clears the lock records (intents, or a journal) of parts `parts`,
-    /// best effort: one left behind is resolved by the next holder.
+    /// all at once, best effort: one left behind is resolved by the next
+    /// holder.
     async fn clear_records(&self, parts: &[usize]) {
-        for &p in parts {
+        join_all(parts.iter().map(|&p| async move {
             let cleared = match self.guard_of(p) {
                 Ok(guard) => Journal::clear(guard).await,
                 Err(e) => Err(e),
             };
             if let Err(e) = cleared {
-                tracing::warn!(partition = %self.parts[p].pk, error = %e, "clearing an intent failed; the next holder resolves it");
+                tracing::warn!(partition = %self.parts[p].pk, error = %e, "clearing a lock record failed; the next holder resolves it");
             }
-        }
+        }))
+        .await;
     }
 
     /// Transaction `failed` of a journalled commit was refused by `cause`
-    /// after the ones before it applied (`produced`: the versions each of
-    /// their writes produced), while this unit held every lock. Undoes
-    /// them, last first, each conditioned on the ETag its own write
-    /// produced, then clears the journal and the intents. Returns the error
-    /// the commit returns: [`Error::Conflict`] naming the refused row, or
+    /// while others applied (`produced`: the versions each applied
+    /// transaction's writes produced, `None` for those not applied), and
+    /// this unit held every lock. Marks the journal as undoing (keeping only
+    /// the operations applied), undoes those transactions together, each
+    /// write conditioned on the ETag its own write produced, then clears
+    /// the journal and the intents. Returns the error the commit returns:
+    /// [`Error::Conflict`] naming the refused row, or
     /// [`Error::Inconsistent`] when an undo was refused while the unit held
     /// its locks (the journal is then kept); `Err` with the cause when the
     /// undo could not go on (a lock lost, storage failing), to be settled.
-    #[allow(clippy::too_many_arguments)]
     async fn undo(
         &self,
         journal: &Journal,
         batches: &[Batch],
-        produced: &[Vec<Option<Version>>],
+        produced: &[Option<Vec<Option<Version>>>],
         failed: usize,
-        others: &[usize],
         cause: Error,
         participants: &[usize],
     ) -> Result<Error, Error> {
         let backend = self.store.backend().clone();
         let primary = &self.parts[batches[0].part].pk;
-        let mut offsets = Vec::with_capacity(batches.len());
+        // The journal's operations of the transactions applied, each with
+        // the ETag its write produced.
+        let mut applied_ops = Vec::new();
+        let mut undo_batches: Vec<(usize, Vec<usize>)> = Vec::new();
         let mut offset = 0;
-        for b in batches {
-            offsets.push(offset);
+        for (j, b) in batches.iter().enumerate() {
+            if let Some(versions) = &produced[j] {
+                let mut rows = Vec::with_capacity(b.ops.len());
+                for (k, version) in versions.iter().enumerate().take(b.ops.len()) {
+                    rows.push(applied_ops.len());
+                    applied_ops.push((
+                        journal.ops[offset + k].clone(),
+                        version.as_ref().map(|v| v.etag.clone()),
+                    ));
+                }
+                undo_batches.push((j, rows));
+            }
             offset += b.ops.len();
         }
         // Mark the journal as undoing first: a crash from here on is
-        // finished by undoing, not by rolling forward onto the row that
-        // refused.
+        // finished by undoing what was applied, not by rolling forward onto
+        // the row that refused.
         let marked = Journal {
-            undo: Some(offsets[failed]),
+            ops: applied_ops.iter().map(|(op, _)| op.clone()).collect(),
+            undo: Some(applied_ops.len()),
             ..journal.clone()
         };
         let guard = self.guard_of(batches[0].part)?;
@@ -326,46 +365,46 @@ impl Unit {
             tracing::warn!(partition = %primary, error = %e, "marking the journal as undoing failed");
             return Err(cause);
         }
-        for j in (0..failed).rev() {
-            let b = &batches[j];
-            let pk = &self.parts[b.part].pk;
-            let mut ops = Vec::with_capacity(b.ops.len());
-            for k in 0..b.ops.len() {
-                let etag = produced
-                    .get(j)
-                    .and_then(|v| v.get(k))
-                    .and_then(|v| v.as_ref())
-                    .map(|v| &v.etag);
-                match journal.ops[offsets[j] + k].undo(primary, etag) {
+        let mut sends = Vec::with_capacity(undo_batches.len());
+        for (j, rows) in &undo_batches {
+            let b = &batches[*j];
+            let mut ops = Vec::with_capacity(rows.len());
+            for &r in rows {
+                let (entry, etag) = &applied_ops[r];
+                match entry.undo(primary, etag.as_ref()) {
                     Ok(Some(op)) => ops.push(op),
                     Ok(None) => {}
-                    Err(e) => return Ok(undo_failed(j, batches.len(), &cause, &e)),
+                    Err(e) => return Ok(undo_failed(*j, batches.len(), &cause, &e)),
                 }
             }
-            if ops.is_empty() {
-                continue;
+            if !ops.is_empty() {
+                sends.push((*j, b, ops));
             }
-            let undone = match backend.batch(&b.table, &ops).await {
-                Ok(_) => Ok(()),
-                Err(e) if refused(&e) => Err(e),
-                Err(e) => verify_batch(backend.as_ref(), pk, &b.table, &ops, e, true).await,
-            };
-            if let Err(e) = undone {
+        }
+        let undone = join_all(sends.iter().map(|(_, b, ops)| {
+            let backend = backend.clone();
+            async move {
+                let pk = &self.parts[b.part].pk;
+                match backend.batch(&b.table, ops).await {
+                    Ok(_) => Ok(()),
+                    Err(e) if refused(&e) => Err(e),
+                    Err(e) => verify_batch(backend.as_ref(), pk, &b.table, ops, e, true).await,
+                }
+            }
+        }))
+        .await;
+        for ((j, b, _), result) in sends.iter().zip(undone) {
+            if let Err(e) = result {
                 if !self.holds(participants) || e.is_transient() {
                     // The journal is marked: whoever takes the lock next
                     // finishes the undo, and settling finds out.
-                    tracing::warn!(partition = %pk, error = %e, "an undo transaction failed; the next holder finishes the undo");
+                    tracing::warn!(partition = %self.parts[b.part].pk, error = %e, "an undo transaction failed; the next holder finishes the undo");
                     return Err(cause);
                 }
-                return Ok(undo_failed(j, batches.len(), &cause, &e));
+                return Ok(undo_failed(*j, batches.len(), &cause, &e));
             }
         }
-        if let Ok(guard) = self.guard_of(batches[0].part) {
-            if let Err(e) = Journal::clear(guard).await {
-                tracing::warn!(partition = %primary, error = %e, "clearing the journal after an undo failed");
-            }
-        }
-        self.clear_records(others).await;
+        self.clear_records(participants).await;
         let b = &batches[failed];
         let (index, source) = match &cause {
             Error::Batch { index, source } => (*index, source.as_ref()),
@@ -374,12 +413,13 @@ impl Unit {
         let row = b.ops.get(index).unwrap_or(&b.ops[0]);
         Ok(Error::Conflict {
             what: format!(
-                "row {:?} of partition {:?} in `{}` changed without its lock, so transaction {} of {} of a journalled commit was refused ({source}); the {failed} applied before it were undone and nothing of the commit remains",
+                "row {:?} of partition {:?} in `{}` changed without its lock, so transaction {} of {} of a journalled commit was refused ({source}); the {} applied were undone and nothing of the commit remains",
                 row.row_key().as_str(),
                 row.partition_key().as_str(),
                 b.table,
                 failed + 1,
                 batches.len(),
+                undo_batches.len(),
             ),
             code: source.code().map(str::to_owned),
             table: Some(b.table.as_str().to_owned()),

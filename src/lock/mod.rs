@@ -11,13 +11,19 @@
 //!
 //! # Taking several locks
 //!
-//! The locks of a unit are taken one after the other in one canonical
-//! order, by lock blob name ([`Store::lock_lease_name`](crate::Store::lock_lease_name)),
-//! so units taking overlapping sets never wait for each other in a cycle.
-//! When a lock cannot be had (a timeout, `try_lock_many` meeting a held
-//! one, any error), every lock already taken is given back. Each lock goes
-//! through the same per-partition acquisition as [`Store::lock`](crate::Store::lock),
-//! so process-local hand-over works per partition.
+//! A unit of several partitions first tries every lock at once, and when
+//! it has them all reads their lock blobs at once: two round trips however
+//! many partitions. A try never waits, so trying out of order cannot
+//! deadlock. When any lock is held (or a try fails), the locks taken are
+//! given back and the unit takes them one after the other in one
+//! canonical order, by lock blob name
+//! ([`Store::lock_lease_name`](crate::Store::lock_lease_name)), waiting on
+//! each, so units taking overlapping sets never wait for each other in a
+//! cycle. When a lock cannot be had (a timeout, `try_lock_many` meeting a
+//! held one, any error), every lock already taken is given back. Each lock
+//! goes through the same per-partition acquisition as
+//! [`Store::lock`](crate::Store::lock), so process-local hand-over works
+//! per partition.
 //!
 //! # The commit protocol
 //!
@@ -26,7 +32,8 @@
 //! * Anything else is a *journalled commit*. The *primary* partition is the
 //!   first written partition in canonical order.
 //!   1. Every other written partition's lock blob gets an *intent* naming the
-//!      primary and a fresh transaction id, under that lock's lease.
+//!      primary and a fresh transaction id, under that lock's lease (all
+//!      at once).
 //!   2. The *journal* — a fresh transaction id, and every operation with
 //!      its precondition ETag, its after-image and its before-image (as the
 //!      unit read the row; a row written without being read is read at this
@@ -35,13 +42,22 @@
 //!      the commit point**: from here on the commit is finished, by this
 //!      unit or by whoever takes a participating lock next; before it,
 //!      nothing is applied.
-//!   3. One transaction per (partition, table, 100 operations) is applied, in
-//!      a fixed order (partitions in canonical order, then tables by name).
-//!   4. The journal is cleared, then the intents.
+//!   3. One transaction per (partition, table, 100 operations) is applied;
+//!      they touch distinct entity groups, so they all go out at once.
+//!   4. The journal and the intents are cleared, all at once.
+//!
+//!   Then the locks are given up, all at once. After the unit's reads, a
+//!   journalled commit so takes 4 sequential round trips however many
+//!   partitions and tables it writes, and the releases a fifth.
 //!
 //!   Intents go first so that a journal is never rolled forward onto a
-//!   partition whose lock blob does not say it takes part; the journal is
-//!   cleared first so that an intent left behind is always stale.
+//!   partition whose lock blob does not say it takes part. The converse
+//!   makes clearing them together safe: an intent is cleared only once its
+//!   transactions are applied (or undone), or by someone who finished the
+//!   primary's journal first, so a roll-forward of a journal whose clear
+//!   failed skips the partitions whose intent is gone (where a later holder
+//!   may have written since), and an intent left behind is resolved
+//!   through its primary.
 //! * Every write carries the ETag read in the unit, or insert-only semantics
 //!   (only the explicitly unconditional upserts carry none), so a holder that
 //!   lost its lease without noticing fails instead of overwriting.
@@ -209,6 +225,17 @@
 //! other, and nothing finishes it. The 2`P` lock-blob writes are the price
 //! of the decision record.
 //!
+//! # Lock blobs
+//!
+//! A partition's lock blob is created the first time the partition is
+//! locked and stays after it, so the lock container holds one blob per
+//! partition ever locked. [`Store::prune_locks`](crate::Store::prune_locks)
+//! deletes those of partitions nobody has locked for a given time: free,
+//! without a pending journal or intent, and without a recent commit outcome
+//! recorded, each checked again and deleted under the lock's own lease, so
+//! a unit locking the partition at that moment waits for it as for any
+//! holder and then creates the blob again. See [`PruneReport`].
+//!
 //! [`LeaseManager::describe`]: crate::lease::LeaseManager::describe
 //! [`Store::locks`]: crate::Store::locks
 
@@ -219,6 +246,7 @@ mod indexes;
 mod journal;
 pub(crate) mod name;
 pub(crate) mod options;
+mod prune;
 mod query;
 mod resolve;
 mod roll_forward;
@@ -228,6 +256,8 @@ mod unit;
 pub(crate) use journal::LockRecord;
 pub use journal::{PendingCommit, PendingWrite};
 pub use options::LockOptions;
+pub use prune::PruneReport;
+pub(crate) use prune::prune_locks;
 pub use query::UnitQuery;
 pub(crate) use resolve::resolve_commit;
 pub use resolve::{Resolution, ResolveAction, ResolveRow, RowShows};

@@ -1,11 +1,16 @@
 //! Rolling a pending journal forward: finishing, row by row, a commit whose
 //! writer died half-way.
 
+use std::collections::BTreeSet;
+
 use crate::backend::TableBackend;
 use crate::error::{Error, ErrorKind, Result};
+use crate::key::PartitionKey;
+use crate::lease::LeaseManager;
 use crate::outcome::{shows_effect, still_applicable};
 
-use super::journal::Journal;
+use super::journal::{Journal, LockRecord};
+use super::name::lock_name;
 
 /// The outcome of rolling a journal forward.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -21,6 +26,10 @@ pub struct RollForwardReport {
 /// so nothing written meanwhile is overwritten); one whose row already shows
 /// its effect is skipped; anything else stops with [`Error::Inconsistent`].
 ///
+/// Operations of partitions in `done` are counted as already applied
+/// without a look: their intents are gone, which the commit's writer does
+/// only once every transaction is applied (see [`finished_participants`]).
+///
 /// Idempotent: running it again after a partial run finishes the job.
 ///
 /// # Errors
@@ -29,11 +38,16 @@ pub struct RollForwardReport {
 pub(crate) async fn roll_forward(
     backend: &dyn TableBackend,
     journal: &Journal,
+    done: &BTreeSet<PartitionKey>,
 ) -> Result<RollForwardReport> {
     let primary = journal.primary()?;
     let mut report = RollForwardReport::default();
     for (i, entry) in journal.ops.iter().enumerate() {
         let (table, op) = entry.to_op(&primary)?;
+        if done.contains(op.partition_key()) {
+            report.already_applied += 1;
+            continue;
+        }
         let stored = backend
             .get(&table, op.partition_key(), op.row_key())
             .await?;
@@ -105,11 +119,16 @@ pub(crate) async fn roll_back(
     backend: &dyn TableBackend,
     journal: &Journal,
     applied: usize,
+    done: &BTreeSet<PartitionKey>,
 ) -> Result<RollForwardReport> {
     let primary = journal.primary()?;
     let mut report = RollForwardReport::default();
     for (i, entry) in journal.ops.iter().enumerate().take(applied).rev() {
         let (table, op) = entry.to_op(&primary)?;
+        if done.contains(op.partition_key()) {
+            report.already_applied += 1;
+            continue;
+        }
         let stored = backend
             .get(&table, op.partition_key(), op.row_key())
             .await?;
@@ -146,4 +165,42 @@ pub(crate) async fn roll_back(
         }
     }
     Ok(report)
+}
+
+/// The participants of `journal` (partitions other than its primary) whose
+/// lock blobs no longer hold its intent. A commit's writer clears its
+/// intents only once every transaction is applied (or undone), and
+/// whoever resolves an intent through its primary finishes the primary's
+/// journal first, so those partitions are finished: a journal left behind
+/// (its clear failed) is not applied onto them again, where a later holder
+/// may have written since. Reads the lock blobs without their locks.
+///
+/// # Errors
+/// The backend's errors; [`Error::Inconsistent`] for a record that does not
+/// parse.
+pub(crate) async fn finished_participants(
+    locks: &LeaseManager,
+    table_prefix: &str,
+    journal: &Journal,
+) -> Result<BTreeSet<PartitionKey>> {
+    let primary = journal.primary()?;
+    let mut participants = BTreeSet::new();
+    for entry in &journal.ops {
+        let pk = entry.partition(&primary)?;
+        if pk != primary {
+            participants.insert(pk);
+        }
+    }
+    let mut done = BTreeSet::new();
+    let Some(txn) = journal.txn.as_deref() else {
+        return Ok(done);
+    };
+    for pk in participants {
+        let record = LockRecord::read(locks, &lock_name(table_prefix, &pk)?).await?;
+        let takes_part = matches!(&record, Some(LockRecord::Intent(i)) if i.txn == txn);
+        if !takes_part {
+            done.insert(pk);
+        }
+    }
+    Ok(done)
 }

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use time::OffsetDateTime;
 use tracing::Instrument as _;
 
@@ -255,8 +256,9 @@ impl Unit {
             rolled_forward: report,
             indexes: Vec::new(),
         };
-        for part in &unit.parts {
-            unit.record_holder(part).await?;
+        // Holder records (only where the lock changed hands) go together.
+        for recorded in join_all(unit.parts.iter().map(|part| unit.record_holder(part))).await {
+            recorded?;
         }
         Ok(Some(unit))
     }
@@ -673,18 +675,20 @@ impl Unit {
         }
     }
 
-    /// Gives every lock up, logging (not returning) failed releases.
+    /// Gives every lock up, all at once, logging (not returning) failed
+    /// releases.
     async fn release_all(&mut self) {
-        for part in &mut self.parts {
+        join_all(self.parts.iter_mut().map(|part| async move {
             if let Some(guard) = part.guard.take() {
                 if let Err(e) = guard.release().await {
                     tracing::warn!(partition = %part.pk, error = %e, "releasing the lock after commit failed; it will expire");
                 }
-                // A local unit handed this lock gets to queue for the next
-                // one before it is released.
-                tokio::task::yield_now().await;
             }
-        }
+        }))
+        .await;
+        // A local unit handed a lock gets to queue for the next one before
+        // this task takes any again.
+        tokio::task::yield_now().await;
     }
 
     /// Gives the locks up without writing anything (as dropping the unit

@@ -441,6 +441,64 @@ pub async fn a_cross_partition_unit_costs_its_budget_exactly(ctx: &Ctx) {
     assert_eq!(counter.total(), 5, "{:?}", counts(&counter));
 }
 
+/// Requests that do not depend on each other go out together: with every
+/// request taking the same time `L` (an injected latency far above the
+/// service's own), a cold unit over two partitions takes its locks in 2
+/// round trips (acquires, then lock-blob reads, each pair at once), and its
+/// journalled commit — intents, journal, the four transactions, the clears
+/// — in 4, then gives its locks up in 1. Counted as elapsed time over `L`
+/// (exact on paused time; on real time `L` dwarfs a local round trip).
+pub async fn a_cross_partition_unit_sends_independent_requests_together(ctx: &Ctx) {
+    let latency = match ctx.clock() {
+        Clock::Paused => Duration::from_secs(1),
+        Clock::Real => Duration::from_secs(2),
+    };
+    let memory = ctx.backend().clone();
+    let prefix = format!("{}r", ctx.prefix());
+    let healthy = process(ctx, memory.clone(), &prefix);
+    open(&healthy, &["a", "b"], 100).await;
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let store = process(ctx, Arc::new(faulty), &prefix);
+    // Warm: tables known, the holder recorded in both lock blobs.
+    transfer(&store, "a", "b", 1, "warm").await.unwrap();
+    super::fresh_tenure().await;
+    injector.set_latency(None, latency);
+    let round_trips = |since: tokio::time::Instant| {
+        let elapsed = since.elapsed();
+        (elapsed.as_millis() / latency.as_millis()) as u64
+    };
+
+    let t = tokio::time::Instant::now();
+    let mut unit = store.lock_many(["b", "a"]).await.unwrap();
+    assert_eq!(round_trips(t), 2, "acquires, then lock-blob reads");
+    let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
+    let mut b = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
+    a.balance -= 5;
+    b.balance += 5;
+    unit.replace(&a).unwrap();
+    unit.replace(&b).unwrap();
+    for (customer, amount) in [("a", -5), ("b", 5)] {
+        unit.insert(&Entry {
+            customer: customer.into(),
+            id: "t".into(),
+            amount,
+        })
+        .unwrap();
+    }
+    let t = tokio::time::Instant::now();
+    let report = unit.commit().await.unwrap();
+    assert_eq!(report.batches, 4);
+    assert_eq!(
+        round_trips(t),
+        5,
+        "intents, journal, transactions, clears, then the releases"
+    );
+    assert_eq!(balance(&healthy, "a").await, 94);
+    assert_eq!(balance(&healthy, "b").await, 106);
+    nothing_pending(&healthy, &["a", "b"]).await;
+}
+
 /// Handed over within the process, a cross-partition unit sends no
 /// acquire, no lock-blob read: R reads + (P − 1) intents + journal + G +
 /// clear + (P − 1) intent clears, and the releases of the last unit.

@@ -401,6 +401,7 @@ macro_rules! conformance_suite {
                 taking_several_locks_gives_back_what_it_took_on_a_held_key,
                 overlapping_lock_sets_never_deadlock,
                 a_handed_over_cross_partition_unit_skips_acquires_and_reads,
+                a_cross_partition_unit_sends_independent_requests_together,
                 a_crash_at_every_step_is_recovered_from_any_participant,
                 a_lost_reply_at_every_step_ends_all_before_or_after,
                 pending_commits_show_intents_and_roll_forward_from_any_participant,
@@ -441,6 +442,8 @@ macro_rules! conformance_suite {
                 breaking_a_free_lock_reports_not_held,
                 a_lock_names_its_holder_even_when_its_unit_is_leaked,
                 recording_the_holder_costs_a_write_only_when_the_lock_changes_hands,
+                pruning_deletes_only_free_clean_old_lock_blobs,
+                pruning_races_units_locking_the_same_partitions,
             ]
             timed [
                 crash_before_the_journal_leaves_the_partition_before,
