@@ -12,7 +12,7 @@ use leasehold::backend::azure::AzureBackend;
 use leasehold::backend::{BlobBackend, BlobConditions, LeaseDuration, LeaseId, Metadata};
 use leasehold::entity::Entity as _;
 use leasehold::key::{BlobName, ContainerName};
-use leasehold::testing::{CountingBackend, RequestCounter};
+use leasehold::testing::{CountingBackend, FaultyBackend, RequestCounter};
 use leasehold::{Entity, ErrorKind, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json, json};
@@ -148,6 +148,19 @@ impl Env {
         let backend = CountingBackend::new(
             AzureBackend::from_connection_string(&self.conn_str).expect("connection string"),
         );
+        let counter = backend.counter();
+        (Store::new(backend), counter)
+    }
+
+    /// A counted store whose every request first waits `latency`, as over a
+    /// network: the same wait for leasehold's requests and for a baseline
+    /// sent through [`Store::backend`].
+    pub(crate) fn counted_store_with_latency(&self, latency: Duration) -> (Store, RequestCounter) {
+        let faulty = FaultyBackend::new(
+            AzureBackend::from_connection_string(&self.conn_str).expect("connection string"),
+        );
+        faulty.injector().set_latency(None, latency);
+        let backend = CountingBackend::new(faulty);
         let counter = backend.counter();
         (Store::new(backend), counter)
     }

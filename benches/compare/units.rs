@@ -1,8 +1,8 @@
 //! Section 3, locked units of work: the requests and latency of one- and two-table
 //! units, against the same requests sent one after another (their floor); and
-//! a cold transfer across two partitions (`Store::lock_many`), against its
-//! floor and against the hand-written pattern (two leases, one transaction
-//! per partition: neither atomic nor crash-safe).
+//! cold units across two and four partitions (`Store::lock_many`), against
+//! their floor and against the hand-written pattern (a lease and one
+//! transaction per partition: neither atomic nor crash-safe).
 
 use std::collections::BTreeMap;
 
@@ -228,73 +228,109 @@ pub(crate) async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
         ));
         let _ = &unit_ms;
     }
-    cross_partition(env, report).await
+    for parts in [2, 4] {
+        cross_partition(env, report, parts, None).await?;
+    }
+    for parts in [2, 4] {
+        cross_partition(env, report, parts, Some(NETWORK)).await?;
+    }
+    Ok(())
 }
 
-/// A cold transfer between two partitions, one table each: 2 acquires, 2
-/// lock-blob reads, 2 reads, an intent, the journal, 2 transactions, the
-/// journal and intent cleared, 2 releases — 14 requests.
-async fn cross_partition(env: &Env, report: &mut Report) -> Res<()> {
+/// The wait added to every request to stand for a network like Azure's
+/// (round trips of 5 to 10 ms), where round trips, not the service's own
+/// work, set the pace.
+const NETWORK: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// A cold unit over `parts` partitions, one table each, reading and
+/// writing one row in each: `parts` acquires and lock-blob reads, `parts`
+/// reads, `parts − 1` intents, the journal, `parts` transactions, the
+/// journal and intents cleared, `parts` releases — 14 requests for 2
+/// partitions, 28 for 4 — against the same requests sent back to back
+/// (its floor) and against the hand-written pattern; on the local Azurite
+/// as it is, or (`latency`) with that wait added to every request on both
+/// sides.
+async fn cross_partition(
+    env: &Env,
+    report: &mut Report,
+    parts: usize,
+    latency: Option<std::time::Duration>,
+) -> Res<()> {
     const SECTION: &str = "3 locked units";
-    const BUDGET: u64 = 14;
-    let (store, counter) = env.counted_store();
+    let budget = 7 * parts as u64;
+    let (store, counter) = match latency {
+        None => env.counted_store(),
+        Some(l) => env.counted_store_with_latency(l),
+    };
+    let over = latency.map_or_else(String::new, |l| {
+        format!(", {} ms added per request", l.as_millis())
+    });
     let samples = store.table::<Sample>();
     let run = Uuid::new_v4().simple().to_string();
-    let (p1, p2) = (format!("x1-{run}"), format!("x2-{run}"));
-    samples.insert(sample(&p1, "s", 100)).await?;
-    samples.insert(sample(&p2, "s", 100)).await?;
-    let transfer = |store: Store, p1: String, p2: String| async move {
-        let mut unit = store.lock_many([p2.as_str(), p1.as_str()]).await.unwrap();
-        let mut a = unit
-            .get_in::<Sample>(p1.as_str(), "s")
+    let keys_text: Vec<String> = (0..parts).map(|i| format!("x{i}-{run}")).collect();
+    for k in &keys_text {
+        samples.insert(sample(k, "s", 100)).await?;
+    }
+    // The first partition pays one to each of the others.
+    let transfer = |store: Store, keys: Vec<String>| async move {
+        let mut unit = store
+            .lock_many(keys.iter().rev().map(String::as_str))
             .await
-            .unwrap()
             .unwrap();
-        let mut b = unit
-            .get_in::<Sample>(p2.as_str(), "s")
-            .await
-            .unwrap()
-            .unwrap();
-        a.total -= 1;
-        b.total += 1;
-        unit.replace(&a).unwrap();
-        unit.replace(&b).unwrap();
+        let mut rows = Vec::with_capacity(keys.len());
+        for k in &keys {
+            rows.push(
+                unit.get_in::<Sample>(k.as_str(), "s")
+                    .await
+                    .unwrap()
+                    .unwrap(),
+            );
+        }
+        for (i, row) in rows.iter_mut().enumerate() {
+            row.total += if i == 0 { -(keys.len() as i64 - 1) } else { 1 };
+            unit.replace(row).unwrap();
+        }
         unit.commit().await.unwrap();
     };
     for _ in 0..5 {
-        transfer(store.clone(), p1.clone(), p2.clone()).await;
+        transfer(store.clone(), keys_text.clone()).await;
     }
-    let n = env.n(100) as u64;
+    let n = env.n(if latency.is_some() { 40 } else { 100 }) as u64;
     let before = counter.snapshot();
     for _ in 0..n {
-        transfer(store.clone(), p1.clone(), p2.clone()).await;
+        transfer(store.clone(), keys_text.clone()).await;
     }
     let counts = diff(&counter.snapshot(), &before);
     let per_unit = counts.values().sum::<u64>() as f64 / n as f64;
 
     let backend = store.backend().clone();
     let container = ContainerName::new("bench-requests").unwrap();
-    let blobs = [
-        BlobName::new(format!("x1-{run}")).unwrap(),
-        BlobName::new(format!("x2-{run}")).unwrap(),
-    ];
+    let blobs: Vec<BlobName> = keys_text
+        .iter()
+        .map(|k| BlobName::new(k.clone()).unwrap())
+        .collect();
     backend.create_container(&container).await.ok();
     for blob in &blobs {
         put_empty_blob(backend.as_ref(), &container, blob).await?;
     }
     let table = TableName::new(Sample::TABLE).unwrap();
-    let keys = [
-        PartitionKey::new(p1.clone())?,
-        PartitionKey::new(p2.clone())?,
-    ];
-    let ops = [
-        TableOp::Replace(sample(&p1, "h", 0).encode()?, Precondition::Upsert),
-        TableOp::Replace(sample(&p2, "h", 0).encode()?, Precondition::Upsert),
-    ];
+    let keys: Vec<PartitionKey> = keys_text
+        .iter()
+        .map(|k| PartitionKey::new(k.clone()))
+        .collect::<Result<_, _>>()?;
+    let ops: Vec<TableOp> = keys_text
+        .iter()
+        .map(|k| {
+            Ok(TableOp::Replace(
+                sample(k, "h", 0).encode()?,
+                Precondition::Upsert,
+            ))
+        })
+        .collect::<Res<_>>()?;
     let s_key = RowKey::new("s")?;
-    // `journalled`: the floor of the unit (the same 14 requests back to
-    // back); otherwise the hand-written pattern: two leases, two reads, one
-    // transaction per partition, two releases (8 requests).
+    // `journalled`: the floor of the unit (the same requests back to back);
+    // otherwise the hand-written pattern: a lease per partition, a read and
+    // one transaction per partition, the releases, one after another.
     let sequence = |journalled: bool| {
         let (backend, container, blobs) = (backend.clone(), container.clone(), blobs.clone());
         let (table, keys, ops, s_key) = (table.clone(), keys.clone(), ops.clone(), s_key.clone());
@@ -338,8 +374,10 @@ async fn cross_partition(env: &Env, report: &mut Report) -> Res<()> {
                 }
             };
             if journalled {
-                put(1, vec![b'i'; 96]).await;
-                put(0, vec![b'j'; 1536]).await;
+                for i in 1..blobs.len() {
+                    put(i, vec![b'i'; 96]).await;
+                }
+                put(0, vec![b'j'; 768 * blobs.len()]).await;
             }
             for op in &ops {
                 backend
@@ -348,8 +386,9 @@ async fn cross_partition(env: &Env, report: &mut Report) -> Res<()> {
                     .unwrap();
             }
             if journalled {
-                put(0, Vec::new()).await;
-                put(1, Vec::new()).await;
+                for i in 0..blobs.len() {
+                    put(i, Vec::new()).await;
+                }
             }
             for (blob, id) in blobs.iter().zip(&ids) {
                 backend.release_lease(&container, blob, *id).await.unwrap();
@@ -358,51 +397,58 @@ async fn cross_partition(env: &Env, report: &mut Report) -> Res<()> {
     };
     let (unit_ms, floor_ms) = abab(
         n as usize,
-        |_| transfer(store.clone(), p1.clone(), p2.clone()),
+        |_| transfer(store.clone(), keys_text.clone()),
         |_| sequence(true),
     )
     .await;
     let (unit2_ms, hand_ms) = abab(
         n as usize,
-        |_| transfer(store.clone(), p1.clone(), p2.clone()),
+        |_| transfer(store.clone(), keys_text.clone()),
         |_| sequence(false),
     )
     .await;
     let floor = median(&floor_ms);
     report.row(
         SECTION,
-        "cold transfer across 2 partitions (read 2, write 2)",
+        format!("cold unit across {parts} partitions (read {parts}, write {parts}){over}"),
         format!("{:.3} ms", median(&unit_ms)),
-        format!("{floor:.3} ms = its {BUDGET} requests back to back"),
+        format!("{floor:.3} ms = its {budget} requests back to back"),
         median(&unit_ms) / floor,
-        Some(1.10),
+        Some(1.0),
         None,
-        "the unit's median exceeds its own requests sent back to back by more than the \
-         bound: the time between them is leasehold's work (staging, the intent and the \
-         journal) or waiting for one of the 2 shared cores, which Azurite also uses",
+        "the unit's median exceeds its own requests sent back to back: its independent \
+         requests (the acquires, the lock-blob reads, the intents, the transactions, the \
+         clears, the releases) no longer go out together, or leasehold's own work between \
+         them grew",
     );
     let hand = median(&hand_ms);
     report.row(
         SECTION,
-        "cold transfer across 2 partitions vs the hand-written pattern",
+        format!("cold unit across {parts} partitions vs the hand-written pattern{over}"),
         format!("{:.3} ms", median(&unit2_ms)),
-        format!("{hand:.3} ms = 2 leases, 2 reads, 2 transactions, 2 releases"),
+        format!(
+            "{hand:.3} ms = {parts} leases, {parts} reads, {parts} transactions, {parts} releases"
+        ),
         median(&unit2_ms) / hand,
-        // No goal: the ratio is the price of atomicity and crash safety
-        // (6 requests more than the hand-written 8: 2 lock-blob reads, an
-        // intent, the journal and their clears), which the row above holds
-        // to its floor.
+        // The price of atomicity and crash safety: the lock-blob reads,
+        // the intents, the journal and their clears, most of them sent
+        // together. Over a network that costs round trips, which the goal
+        // holds; the local Azurite works through requests one at a time on
+        // a shared core, so there the ratio follows the request counts
+        // (7 × parts against 4 × parts) and has no goal.
+        latency.map(|_| 1.3),
         None,
-        None,
-        "",
+        "the unit's independent requests no longer go out together",
     );
     report.detail(format!(
-        "Cold transfer across 2 partitions: {n} units counted, then {n} interleaved with the \
+        "Cold unit across {parts} partitions{over}: {n} units counted, then {n} interleaved with the \
          floor and {n} with the hand-written pattern; requests per unit {per_unit:.2} (budget \
-         {BUDGET}): {}; unit p99 {:.3} ms, floor p99 {:.3} ms, hand-written p99 {:.3} ms. The \
-         hand-written pattern (both leases, both reads, one transaction per partition, both \
-         releases) is neither atomic nor crash-safe: a crash between its transactions leaves \
-         one side applied, and nothing finishes or undoes it.",
+         {budget}): {}; unit p99 {:.3} ms, floor p99 {:.3} ms, hand-written p99 {:.3} ms. The \
+         unit takes its locks in 2 round trips (acquires, then lock-blob reads, each all at \
+         once), and commits in 4 (intents, journal, transactions, clears) before its releases. \
+         The hand-written pattern (the leases, the reads, one transaction per partition, the \
+         releases, one after another) is neither atomic nor crash-safe: a crash between its \
+         transactions leaves some sides applied, and nothing finishes or undoes it.",
         fmt_counts(&counts, n),
         percentile(&unit_ms, 0.99),
         percentile(&floor_ms, 0.99),

@@ -499,6 +499,43 @@ pub async fn a_cross_partition_unit_sends_independent_requests_together(ctx: &Ct
     nothing_pending(&healthy, &["a", "b"]).await;
 }
 
+/// A process that stalls past its leases while taking several locks (here
+/// while recording itself as their holder), as the next holder takes them
+/// meanwhile, gets [`leasehold::Error::LeaseLost`] from `lock_many` —
+/// documented — with nothing of its own written; the locks can be taken
+/// again.
+pub async fn a_lock_lost_while_it_is_taken_is_lease_lost(ctx: &Ctx) {
+    let memory = ctx.backend().clone();
+    let prefix = format!("{}l", ctx.prefix());
+    let next = process(ctx, memory.clone(), &prefix);
+    open(&next, &["a", "b"], 100).await;
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let stalled = process(ctx, Arc::new(faulty), &prefix);
+    // A new holder records its name: the first such write stalls.
+    injector.inject(
+        Some(Op::SetBlobMetadata),
+        1,
+        Fault::Delay(ctx.lease_duration() * 3),
+    );
+    injector.set_latency(Some(Op::RenewLease), Duration::from_secs(3600));
+    let (taken, ()) = tokio::join!(stalled.lock_many(["a", "b"]), async {
+        tokio::time::sleep(ctx.lease_duration() + ctx.slack() + Duration::from_secs(1)).await;
+        transfer(&next, "a", "b", 1, "meanwhile").await.unwrap();
+    });
+    let e = taken.expect_err("the lease ran out while taking the locks");
+    assert_eq!(e.kind(), ErrorKind::LeaseLost, "{e}");
+    assert_eq!(
+        balance(&next, "a").await,
+        99,
+        "the next holder's commit stands"
+    );
+    injector.set_latency(Some(Op::RenewLease), Duration::ZERO);
+    let unit = stalled.lock_many(["a", "b"]).await.unwrap();
+    unit.abandon().await.unwrap();
+    nothing_pending(&next, &["a", "b"]).await;
+}
+
 /// Handed over within the process, a cross-partition unit sends no
 /// acquire, no lock-blob read: R reads + (P − 1) intents + journal + G +
 /// clear + (P − 1) intent clears, and the releases of the last unit.

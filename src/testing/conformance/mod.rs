@@ -402,6 +402,7 @@ macro_rules! conformance_suite {
                 overlapping_lock_sets_never_deadlock,
                 a_handed_over_cross_partition_unit_skips_acquires_and_reads,
                 a_cross_partition_unit_sends_independent_requests_together,
+                a_lock_lost_while_it_is_taken_is_lease_lost,
                 a_crash_at_every_step_is_recovered_from_any_participant,
                 a_lost_reply_at_every_step_ends_all_before_or_after,
                 pending_commits_show_intents_and_roll_forward_from_any_participant,
