@@ -1008,3 +1008,110 @@ async fn indexes_verify_reports_and_rebuild_fixes_broken_index_rows() {
     let (code, _) = run_json(&cs, &args);
     assert_eq!(code, 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_prune_lists_with_dry_run_then_deletes_free_lock_blobs() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_prune");
+    let prefix = names.prefix().to_owned();
+    let store = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
+        .table_prefix(prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    for pk in ["a", "b", "c"] {
+        store.lock(pk).await.unwrap().abandon().await.unwrap();
+    }
+    // A lock held while pruning stays.
+    let held = store.lock("held").await.unwrap();
+    let p = ["--table-prefix", prefix.as_str()];
+    let listed = |cs: &str| {
+        let (code, listed) = run_json(cs, &[&p[..], &["locks", "list"]].concat());
+        assert_eq!(code, 0, "{listed}");
+        listed["locks"].as_array().unwrap().len()
+    };
+    assert_eq!(listed(&cs), 4);
+
+    // Bad durations are usage errors, before anything is sent.
+    for bad in ["7", "7w", "1.5h", "-1s", "", "1 h"] {
+        // `=` so that clap hands `-1s` to the parser instead of reading a flag.
+        let arg = format!("--older-than={bad}");
+        let out = run(&[
+            &["--connection-string", cs.as_str()][..],
+            &p[..],
+            &["locks", "prune", arg.as_str()],
+        ]
+        .concat());
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("is not a duration"), "{bad:?}: {stderr}");
+    }
+    assert_eq!(listed(&cs), 4);
+
+    // Nothing is a week old; --dry-run lists every free lock at 0s, deletes
+    // nothing.
+    let prune = |extra: &[&str]| -> (i32, Value) {
+        let (code, v) = run_json(&cs, &[&p[..], &["locks", "prune"], extra].concat());
+        (code, v)
+    };
+    let (code, week) = prune(&["--older-than", "7d"]);
+    assert_eq!(code, 0, "{week}");
+    assert_eq!(
+        (&week["deleted"], &week["kept_recent"]),
+        (&Value::from(0), &Value::from(3)),
+        "{week}"
+    );
+    let (code, plan) = prune(&["--older-than", "0s", "--dry-run"]);
+    assert_eq!(code, 0, "{plan}");
+    assert_eq!(plan["dry_run"], true, "{plan}");
+    assert_eq!(
+        plan["deleted_partitions"],
+        serde_json::json!(["a", "b", "c"]),
+        "{plan}"
+    );
+    assert_eq!(plan["kept_held"], 1, "{plan}");
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["locks", "prune", "--older-than", "0s", "--dry-run"],
+    ]
+    .concat());
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[..3], ["a", "b", "c"], "{text}");
+    assert!(
+        lines[3].starts_with("would delete 3 of 4 lock blobs; kept 1 held"),
+        "{text}"
+    );
+    assert_eq!(listed(&cs), 4, "a dry run deletes nothing");
+
+    // Then for real: the free locks go, the held one stays.
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["locks", "prune", "--older-than", "0s"],
+    ]
+    .concat());
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("deleted 3 of 4 lock blobs; kept 1 held, 0 pending, 0 recent"),
+        "{text}"
+    );
+    assert_eq!(listed(&cs), 1);
+    held.abandon().await.unwrap();
+    let (code, report) = prune(&["--older-than", "0s"]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(
+        report["deleted_partitions"],
+        serde_json::json!(["held"]),
+        "{report}"
+    );
+    assert_eq!(listed(&cs), 0);
+    // A pruned partition locks again.
+    store.lock("a").await.unwrap().abandon().await.unwrap();
+    assert_eq!(listed(&cs), 1);
+}

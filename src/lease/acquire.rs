@@ -41,6 +41,11 @@ const FAILURE_RETRY_MIN: Duration = Duration::from_millis(100);
 /// Longest pause between acquires that storage failed.
 const FAILURE_RETRY_MAX: Duration = Duration::from_secs(2);
 
+/// How many times one attempt creates a lease blob that is missing at its
+/// acquire before it counts the lease as held (the blob deleted again each
+/// time, between the creation and the acquire).
+const MISSING_BLOB_CREATES: u32 = 3;
+
 /// The pauses between acquires that storage failed: 100 ms doubling to 2 s,
 /// exact (the unavailable-after bound and the caller's deadline, which
 /// tests count on, cut them).
@@ -475,7 +480,7 @@ impl ManagerInner {
     ) -> Result<Option<Instant>> {
         let env = &self.env;
         let container = &env.settings.container;
-        let mut created = false;
+        let mut created = 0;
         loop {
             let sent = Instant::now();
             match env
@@ -485,9 +490,19 @@ impl ManagerInner {
             {
                 Ok(_) => return Ok(Some(sent)),
                 Err(Error::LeaseHeld { .. }) => return Ok(None),
-                Err(Error::NotFound { .. }) if !created => {
+                // Missing again after it was created: somebody deleted it
+                // in between, under its lease (pruning lock blobs, see
+                // `Store::prune_locks`). Create it again; a blob that keeps
+                // vanishing is as busy as a held one.
+                Err(Error::NotFound { .. }) if created < MISSING_BLOB_CREATES => {
                     self.create_blob(name, blob).await?;
-                    created = true;
+                    created += 1;
+                }
+                Err(Error::NotFound { .. }) => {
+                    debug!(
+                        "the lease blob was deleted each time it was created; counting it as held"
+                    );
+                    return Ok(None);
                 }
                 Err(e) => return Err(e),
             }
@@ -524,5 +539,45 @@ impl ManagerInner {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::lease::test_support::Vanishing;
+    use crate::lease::{LeaseManager, LeaseOptions};
+
+    /// A lease blob deleted between its creation and the acquire that
+    /// follows (a lock blob pruned at that moment) is created again and
+    /// acquired; one that vanishes every time counts as held.
+    #[tokio::test]
+    async fn a_blob_deleted_right_after_its_creation_is_created_again() {
+        let backend = Arc::new(Vanishing::new(2));
+        let leases = LeaseManager::new(backend.clone(), LeaseOptions::default()).unwrap();
+        let guard = leases
+            .try_acquire("pruned")
+            .await
+            .unwrap()
+            .expect("created a third time and acquired");
+        guard
+            .ensure_valid(std::time::Duration::from_secs(1))
+            .unwrap();
+        let blob = guard.blob().await.unwrap();
+        assert!(blob.lease.is_locked());
+        guard.release().await.unwrap();
+
+        let always = Arc::new(Vanishing::new(u32::MAX));
+        let leases = LeaseManager::new(always.clone(), LeaseOptions::default()).unwrap();
+        assert!(
+            leases.try_acquire("pruned").await.unwrap().is_none(),
+            "a blob deleted each time it is created is as busy as a held one"
+        );
+        let waited = leases
+            .acquire("pruned", std::time::Duration::from_millis(300))
+            .await
+            .unwrap_err();
+        assert_eq!(waited.kind(), crate::ErrorKind::Timeout, "{waited}");
     }
 }

@@ -326,6 +326,63 @@ impl LeaseCore {
         }
     }
 
+    /// Before the lease blob is deleted: deletes its wait queue unless a
+    /// fresh registration of another process is in it (see
+    /// [`WaitQueue::remove_if_idle`](super::queue::WaitQueue::remove_if_idle)).
+    /// `Ok(true)`: no queue blob is left; `Ok(false)`: somebody waits.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] when the lease is known to be lost (nothing is
+    /// sent); the backend's, for a failed read or delete.
+    pub(crate) async fn remove_queue_if_idle(&self) -> Result<bool> {
+        self.ensure_held()?;
+        let queue = super::queue::WaitQueue::of(&self.env, &self.blob)?;
+        queue
+            .remove_if_idle(&[Some(self.shared.id), self.registered_as])
+            .await
+    }
+
+    /// Deletes the lease blob under the lease id, so the service refuses the
+    /// delete once anybody else holds the lease. On success the hold ends
+    /// without a release (there is no lease left to release): renewal
+    /// stops, and the finished core is never handed to another local task
+    /// (the next one acquires afresh, creating the blob again).
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] when the lease is known to be lost (nothing is
+    /// sent) or the service refuses the lease id (somebody else holds the
+    /// lease now); the backend's error otherwise. The hold goes on after an
+    /// error.
+    pub(crate) async fn delete_blob(&self) -> Result<()> {
+        self.ensure_held()?;
+        let mut view = self.view.lock().await;
+        let env = &self.env;
+        let conditions = self.conditions();
+        let attempts = AtomicU32::new(0);
+        // Retrying is safe: only this lease's holder can delete the blob.
+        let result = retry_transient(&self.shared, || {
+            attempts.fetch_add(1, Ordering::Relaxed);
+            env.backend
+                .delete_blob(&env.settings.container, &self.blob, &conditions)
+        })
+        .await;
+        match result {
+            Ok(()) => {}
+            // An earlier attempt whose reply was lost did delete it.
+            Err(Error::NotFound { .. }) if attempts.load(Ordering::Relaxed) > 1 => {}
+            Err(e) => {
+                self.shared.note_error(&e);
+                *view = None;
+                return Err(e);
+            }
+        }
+        *view = None;
+        self.finished.store(true, Ordering::SeqCst);
+        self.shared.stop.cancel();
+        debug!(lease = %self.shared.name, "deleted the lease blob under the lease");
+        Ok(())
+    }
+
     /// Passes the lease to the waiter registered as `to`: changes the lease
     /// to that id (the waiter takes it on its next poll). `true` when it
     /// was passed on (this process holds it no more).

@@ -96,6 +96,13 @@ impl LeaseDocument {
         self.sections.get(key)
     }
 
+    /// The names of the sections the document has (the reservation log
+    /// aside), so that a module deleting a blob can tell it holds nothing
+    /// it does not know.
+    pub(crate) fn section_names(&self) -> impl Iterator<Item = &str> {
+        self.sections.keys().map(String::as_str)
+    }
+
     /// Writes (`Some`) or removes (`None`) the section `key`, keeping every
     /// other section as it is.
     pub(crate) fn set_section(&mut self, key: &str, value: Option<serde_json::Value>) {
@@ -319,6 +326,12 @@ impl LeaseBlob {
     /// The run-once marker.
     pub(crate) fn once_state(&self) -> OnceState {
         OnceState::from_metadata(&self.metadata)
+    }
+
+    /// When the last acquire that recorded it took the lease
+    /// (`leasehold_acquired`), if it parses as RFC 3339.
+    pub(crate) fn acquired_at(&self) -> Option<OffsetDateTime> {
+        meta_get(&self.metadata, META_ACQUIRED).and_then(|v| crate::datetime::parse(v.trim()).ok())
     }
 }
 

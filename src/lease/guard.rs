@@ -265,6 +265,37 @@ impl LeaseGuard {
         }
     }
 
+    /// Ends the guard by deleting the lease blob under the lease id (the
+    /// service refuses the delete once anybody else holds the lease), after
+    /// its wait queue. `Ok(true)`: both are gone, and the hold ended
+    /// without a release; the next acquire of the name, here or anywhere,
+    /// creates the blob again. `Ok(false)`: another process is registered
+    /// in the wait queue, so nothing was deleted and the guard ended as
+    /// [`LeaseGuard::release`] ends it (a failed release is only logged:
+    /// the lease then runs out on its own).
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] when the lease was lost (somebody else may hold
+    /// it now; nothing was deleted); the backend's error. The guard ends
+    /// either way.
+    pub(crate) async fn delete_blob(self) -> Result<bool> {
+        let deleted = async {
+            if !self.core.remove_queue_if_idle().await? {
+                return Ok(false);
+            }
+            self.core.delete_blob().await.map(|()| true)
+        }
+        .await;
+        // After a delete the core is finished: ending the guard sends
+        // nothing, and no local task is handed the deleted blob's lease.
+        let name = self.core.shared.name.clone();
+        if let Err(e) = self.release().await {
+            // Nothing was deleted then, and the lease runs out on its own.
+            debug!(lease = %name, error = %e, "ending a guard that deleted nothing failed");
+        }
+        deleted
+    }
+
     /// Ends the guard's hold. Returns what must still be released or
     /// passed on, with the local lock to keep until then and what the end
     /// does; `None` when the lease was handed over.

@@ -178,6 +178,14 @@ impl LeaseManager {
         self.inner.read(name).await
     }
 
+    /// Whether a fresh acquire writes the owner entries (`leasehold_owner`,
+    /// `leasehold_acquired`) itself ([`LeaseOptions::with_owner_metadata`]);
+    /// partition locks write them from the unit instead, and only when the
+    /// holder changes.
+    pub(crate) fn records_owner_on_acquire(&self) -> bool {
+        self.inner.env.settings.owner_metadata
+    }
+
     /// The section `key` of the document in lease blob `name`, read without
     /// the lease; `None` when the blob or the section is missing.
     pub(crate) async fn read_section(

@@ -220,6 +220,49 @@ impl<'a> WaitQueue<'a> {
             .find(|e| self.is_fresh(e, now) && !own.contains(&Some(e.id))))
     }
 
+    /// Deletes the queue blob unless a fresh registration whose id is not
+    /// one of `own` is in it, conditioned on the ETag read, so a waiter
+    /// registering meanwhile keeps it (and its own write, conditioned on
+    /// that ETag too, then finds the blob gone and creates it again). Stale
+    /// registrations do not keep it: they are skipped by every holder and
+    /// dropped by the next waiter anyway. `Ok(true)`: no queue blob is
+    /// left; `Ok(false)`: somebody waits.
+    ///
+    /// Called only by the lease's holder before it deletes the lease blob:
+    /// a lease held under our own id was passed to no waiter, so no stale
+    /// registration can stand for a lease handed to a waiter that died.
+    ///
+    /// # Errors
+    /// The backend's, for a failed read or delete.
+    pub(crate) async fn remove_if_idle(&self, own: &[Option<LeaseId>]) -> Result<bool> {
+        let env = self.env;
+        let (entries, etag) = self.read().await?;
+        let Some(etag) = etag else {
+            return Ok(true);
+        };
+        let now = self.now_ms();
+        if entries
+            .iter()
+            .any(|e| self.is_fresh(e, now) && !own.contains(&Some(e.id)))
+        {
+            return Ok(false);
+        }
+        match env
+            .backend
+            .delete_blob(
+                &env.settings.container,
+                &self.blob,
+                &BlobConditions::if_match(etag),
+            )
+            .await
+        {
+            Ok(()) | Err(Error::NotFound { .. }) => Ok(true),
+            // Written since the read: a waiter registered.
+            Err(Error::Conflict { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Applies `change` to the registrations (stale ones dropped first when
     /// `drop_stale`), writing the result conditionally; retried on a
     /// conflict. Returns the stale registrations that were at the head

@@ -102,3 +102,122 @@ impl BlobBackend for NoBackend {
         refuse()
     }
 }
+
+/// A memory backend on which every create-only write of a blob is undone
+/// right after it succeeds, the first `times` times: somebody deleting a
+/// lease blob between its creation and the acquire that follows (a lock
+/// blob being pruned).
+#[derive(Debug)]
+pub(crate) struct Vanishing {
+    pub(crate) inner: crate::backend::memory::MemoryBackend,
+    pub(crate) times: std::sync::atomic::AtomicU32,
+}
+
+impl Vanishing {
+    pub(crate) fn new(times: u32) -> Self {
+        Vanishing {
+            inner: crate::backend::memory::MemoryBackend::new(),
+            times: std::sync::atomic::AtomicU32::new(times),
+        }
+    }
+}
+
+#[async_trait]
+impl BlobBackend for Vanishing {
+    async fn create_container(&self, c: &ContainerName) -> Result<()> {
+        self.inner.create_container(c).await
+    }
+    async fn put_blob(
+        &self,
+        c: &ContainerName,
+        b: &BlobName,
+        body: Vec<u8>,
+        m: &Metadata,
+        conditions: &BlobConditions,
+    ) -> Result<ETag> {
+        let etag = self.inner.put_blob(c, b, body, m, conditions).await?;
+        let create = conditions.mode == crate::backend::BlobWriteMode::Create;
+        let vanish = create
+            && self
+                .times
+                .fetch_update(
+                    std::sync::atomic::Ordering::SeqCst,
+                    std::sync::atomic::Ordering::SeqCst,
+                    |n| n.checked_sub(1),
+                )
+                .is_ok();
+        if vanish {
+            self.inner
+                .delete_blob(c, b, &BlobConditions::none())
+                .await?;
+        }
+        Ok(etag)
+    }
+    async fn get_blob(&self, c: &ContainerName, b: &BlobName) -> Result<Option<Blob>> {
+        self.inner.get_blob(c, b).await
+    }
+    async fn blob_properties(
+        &self,
+        c: &ContainerName,
+        b: &BlobName,
+    ) -> Result<Option<BlobProperties>> {
+        self.inner.blob_properties(c, b).await
+    }
+    async fn set_blob_metadata(
+        &self,
+        c: &ContainerName,
+        b: &BlobName,
+        m: &Metadata,
+        conditions: &BlobConditions,
+    ) -> Result<ETag> {
+        self.inner.set_blob_metadata(c, b, m, conditions).await
+    }
+    async fn delete_blob(
+        &self,
+        c: &ContainerName,
+        b: &BlobName,
+        conditions: &BlobConditions,
+    ) -> Result<()> {
+        self.inner.delete_blob(c, b, conditions).await
+    }
+    async fn list_blobs(
+        &self,
+        c: &ContainerName,
+        p: &str,
+        m: Option<&str>,
+    ) -> Result<BlobListPage> {
+        self.inner.list_blobs(c, p, m).await
+    }
+    async fn acquire_lease(
+        &self,
+        c: &ContainerName,
+        b: &BlobName,
+        d: LeaseDuration,
+        id: LeaseId,
+    ) -> Result<LeaseId> {
+        self.inner.acquire_lease(c, b, d, id).await
+    }
+    async fn renew_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
+        self.inner.renew_lease(c, b, id).await
+    }
+    async fn change_lease(
+        &self,
+        c: &ContainerName,
+        b: &BlobName,
+        id: LeaseId,
+        to: LeaseId,
+    ) -> Result<LeaseId> {
+        self.inner.change_lease(c, b, id, to).await
+    }
+    async fn release_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
+        self.inner.release_lease(c, b, id).await
+    }
+    async fn break_lease(
+        &self,
+        c: &ContainerName,
+        b: &BlobName,
+        period: Option<Duration>,
+    ) -> Result<Duration> {
+        self.inner.break_lease(c, b, period).await
+    }
+}

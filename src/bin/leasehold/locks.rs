@@ -1,5 +1,6 @@
-//! `leasehold locks ...`: list, show and break partition locks, and roll
-//! forward a commit a crashed holder left pending.
+//! `leasehold locks ...`: list, show and break partition locks, roll
+//! forward a commit a crashed holder left pending, and prune the lock blobs
+//! of partitions nobody locks any more.
 
 use std::time::Duration;
 
@@ -7,7 +8,9 @@ use leasehold::Store;
 use leasehold::backend::LeaseDuration;
 use leasehold::entity::Properties;
 use leasehold::lease::LeaseDescription;
-use leasehold::lock::{PendingCommit, Resolution, ResolveAction, RollForwardReport, RowShows};
+use leasehold::lock::{
+    PendingCommit, PruneReport, Resolution, ResolveAction, RollForwardReport, RowShows,
+};
 use serde_json::{Value, json};
 
 use crate::args::LocksCommand;
@@ -115,6 +118,17 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
             };
             let resolution = store.resolve_commit(partition_key.as_str(), action).await?;
             out.resolution(&partition_key, resolution.as_ref());
+        }
+        LocksCommand::Prune {
+            older_than,
+            dry_run,
+        } => {
+            let report = if dry_run {
+                store.prune_locks_dry_run(older_than).await?
+            } else {
+                store.prune_locks(older_than).await?
+            };
+            out.pruned(&report);
         }
     }
     Ok(())
@@ -352,6 +366,43 @@ impl Output {
                 "{n} rows were written without the lock; --finish writes the commit's values over them, --undo the values read before it"
             );
         }
+    }
+
+    fn pruned(&self, r: &PruneReport) {
+        if self.json {
+            let partitions: Vec<&str> = r.deleted_partitions.iter().map(|k| k.as_str()).collect();
+            out!(
+                "{}",
+                json!({
+                    "dry_run": r.dry_run,
+                    "examined": r.examined,
+                    "deleted": r.deleted,
+                    "kept_held": r.kept_held,
+                    "kept_pending": r.kept_pending,
+                    "kept_recent": r.kept_recent,
+                    "deleted_partitions": partitions,
+                })
+            );
+            return;
+        }
+        for key in &r.deleted_partitions {
+            out!("{}", key.as_str());
+        }
+        let unnamed = r.deleted.saturating_sub(r.deleted_partitions.len());
+        out!(
+            "{} {} of {} lock blobs{}; kept {} held, {} pending, {} recent",
+            if r.dry_run { "would delete" } else { "deleted" },
+            r.deleted,
+            r.examined,
+            if unnamed > 0 {
+                format!(" ({unnamed} of keys too long to name)")
+            } else {
+                String::new()
+            },
+            r.kept_held,
+            r.kept_pending,
+            r.kept_recent
+        );
     }
 
     fn rolled_forward(&self, partition_key: &str, report: Option<&RollForwardReport>) {

@@ -16,6 +16,9 @@
 //!   locks resolve PK [--finish | --undo] [--timeout S]
 //!                                     show a commit that cannot be rolled forward
 //!                                     (what each choice overwrites), or carry one out
+//!   locks prune --older-than DURATION [--dry-run]
+//!                                     delete the lock blobs of partitions not locked
+//!                                     for DURATION (90s, 30m, 24h, 7d), free and clean
 //!   indexes verify TABLE              missing and orphan index rows, duplicated unique values
 //!   indexes rebuild TABLE             the same, then fix missing and orphan rows
 //! ```

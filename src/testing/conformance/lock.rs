@@ -1349,3 +1349,382 @@ pub async fn recording_the_holder_costs_a_write_only_when_the_lock_changes_hands
     assert_eq!(cold(&a).await, (1, 1, 1, 1), "a takes it from b");
     assert_eq!(counter.total(), 4);
 }
+
+/// A "process" that dies at its first transaction, after its journal (and
+/// intents) are stored, while running `unit`; the leases of `keys`' locks
+/// are then broken, so their lock blobs are free and keep what it left.
+async fn die_after_the_journal<F, Fut>(ctx: &Ctx, operator: &Store, keys: &[&str], unit: F)
+where
+    F: FnOnce(Store) -> Fut,
+    Fut: std::future::Future<Output = leasehold::Result<()>>,
+{
+    let faulty = FaultyBackend::new(ctx.backend().clone());
+    let injector = faulty.injector();
+    let dying = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
+    injector.die_at_nth(Some(Op::Batch), 1);
+    assert!(unit(dying).await.is_err(), "the process died");
+    for key in keys {
+        let name = operator.lock_lease_name(*key).unwrap();
+        operator
+            .locks()
+            .break_lease(name.as_str(), Some(Duration::ZERO))
+            .await
+            .unwrap();
+    }
+}
+
+/// Writes `leasehold_acquired` of the lock of `key` as if a process had
+/// taken it over in 2001, under the lock's lease.
+async fn date_lock_back(store: &Store, key: &str) {
+    let name = store.lock_lease_name(key).unwrap();
+    let guard = store
+        .locks()
+        .acquire(name.as_str(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    guard
+        .update_metadata(|m| {
+            m.insert(
+                "leasehold_acquired".to_owned(),
+                "2001-01-01T00:00:00.0000000Z".to_owned(),
+            );
+        })
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+}
+
+/// Whether the blob `name` exists in the lock container.
+async fn lock_container_has(store: &Store, name: &str) -> bool {
+    use leasehold::backend::BlobBackend as _;
+    let blob = leasehold::key::BlobName::new(name).unwrap();
+    store
+        .backend()
+        .blob_properties(store.locks().container(), &blob)
+        .await
+        .unwrap()
+        .is_some()
+}
+
+/// The sorted partition keys of a prune report.
+fn pruned(report: &leasehold::lock::PruneReport) -> Vec<String> {
+    let mut keys: Vec<String> = report
+        .deleted_partitions
+        .iter()
+        .map(|k| k.as_str().to_owned())
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// Pruning deletes only free, clean, old lock blobs (and their wait
+/// queues): it keeps a lock held here or by another process, a journal and
+/// an intent a dead process left, a lock taken over within `older_than`
+/// and one whose outcome record is that recent, and stamps an undated one
+/// (kept until it ages); a dry run deletes nothing; `Duration::ZERO` makes
+/// every free, clean lock old; pruned partitions lock again (their blobs
+/// created anew) and kept ones roll forward.
+pub async fn pruning_deletes_only_free_clean_old_lock_blobs(ctx: &Ctx) {
+    let memory = ctx.backend().clone();
+    let store = process_leasing(ctx, memory.clone(), ctx.prefix());
+    let other = process_leasing(ctx, memory.clone(), ctx.prefix());
+    for key in ["old", "pending", "ia", "ib", "settled"] {
+        open_accounts(&store, key, 2).await;
+    }
+    let hour = Duration::from_secs(3600);
+    let e = store
+        .prune_locks(Duration::from_secs(u64::MAX))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+
+    // Free and clean: a journalled transfer, a bare unit, one dated back.
+    assert!(
+        transfer(&store, "old", "acct0", "acct1", 1, "o1")
+            .await
+            .unwrap()
+    );
+    for key in ["recent", "dated"] {
+        store.lock(key).await.unwrap().abandon().await.unwrap();
+    }
+    date_lock_back(&store, "dated").await;
+    // Held here, and by another process.
+    let held = store.lock("held").await.unwrap();
+    let held_elsewhere = other.lock("elsewhere").await.unwrap();
+    // A journal, and a journal with an intent, left by dead processes.
+    die_after_the_journal(ctx, &store, &["pending"], |dying| async move {
+        transfer(&dying, "pending", "acct0", "acct1", 30, "p1")
+            .await
+            .map(drop)
+    })
+    .await;
+    die_after_the_journal(ctx, &store, &["ia", "ib"], |dying| async move {
+        let mut unit = dying.lock_many(["ia", "ib"]).await?;
+        let mut a = unit
+            .get_in::<Account>("ia", "acct0")
+            .await?
+            .expect("exists");
+        let mut b = unit
+            .get_in::<Account>("ib", "acct0")
+            .await?
+            .expect("exists");
+        a.balance -= 10;
+        b.balance += 10;
+        unit.replace(&a)?;
+        unit.replace(&b)?;
+        unit.commit().await.map(drop)
+    })
+    .await;
+    // A journal another holder finished (its outcome recorded just now),
+    // in a lock dated back.
+    die_after_the_journal(ctx, &store, &["settled"], |dying| async move {
+        transfer(&dying, "settled", "acct0", "acct1", 30, "s1")
+            .await
+            .map(drop)
+    })
+    .await;
+    assert!(store.roll_forward("settled").await.unwrap().is_some());
+    date_lock_back(&store, "settled").await;
+    // A lock whose wait queue another process used and left.
+    let queued = store.lock("queued").await.unwrap();
+    let e = other
+        .lock_with_timeout("queued", Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    queued.abandon().await.unwrap();
+    let queue = format!(
+        "{}.waiters",
+        store
+            .lock_lease_name("queued")
+            .unwrap()
+            .blob_name()
+            .unwrap()
+            .as_str()
+    );
+    assert!(
+        lock_container_has(&store, &queue).await,
+        "the waiter registered"
+    );
+    // Its registration is removed in the background.
+    for _ in 0..100 {
+        use leasehold::backend::BlobBackend as _;
+        let blob = leasehold::key::BlobName::new(queue.as_str()).unwrap();
+        let body = store
+            .backend()
+            .get_blob(store.locks().container(), &blob)
+            .await
+            .unwrap()
+            .map(|b| b.body)
+            .unwrap_or_default();
+        if body.iter().all(u8::is_ascii_whitespace) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // A lock blob taken only through `Store::locks` names no holder and
+    // no time: it cannot be dated.
+    let bare = store.lock_lease_name("bare").unwrap();
+    store
+        .locks()
+        .acquire(bare.as_str(), Duration::from_secs(10))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let undated = store.locks().describe(bare.as_str()).await.unwrap();
+    assert_eq!(undated.acquired_at, None, "{undated:?}");
+
+    // Older than an hour: only the lock dated back without a recent
+    // outcome. A dry run says so and deletes nothing.
+    let plan = store.prune_locks_dry_run(hour).await.unwrap();
+    let expected = (11, 1, 2, 3, 5);
+    let counts = |r: &leasehold::lock::PruneReport| {
+        (
+            r.examined,
+            r.deleted,
+            r.kept_held,
+            r.kept_pending,
+            r.kept_recent,
+        )
+    };
+    assert!(plan.dry_run);
+    assert_eq!(counts(&plan), expected, "{plan:?}");
+    assert_eq!(pruned(&plan), ["dated"]);
+    let dated = store.lock_lease_name("dated").unwrap();
+    assert!(store.locks().describe(dated.as_str()).await.unwrap().exists);
+    let report = store.prune_locks(hour).await.unwrap();
+    assert!(!report.dry_run);
+    assert_eq!(counts(&report), expected, "{report:?}");
+    assert_eq!(pruned(&report), ["dated"]);
+    assert!(!store.locks().describe(dated.as_str()).await.unwrap().exists);
+    // The undated one was stamped: it ages from now.
+    let stamped = store.locks().describe(bare.as_str()).await.unwrap();
+    assert!(stamped.acquired_at.is_some(), "{stamped:?}");
+    assert_eq!(stamped.owner, None, "{stamped:?}");
+    assert_eq!(
+        counts(&store.prune_locks(hour).await.unwrap()),
+        (10, 0, 2, 3, 5)
+    );
+
+    // Every free, clean lock blob, however recent; not held or pending ones.
+    let report = store.prune_locks(Duration::ZERO).await.unwrap();
+    assert_eq!(counts(&report), (10, 5, 2, 3, 0), "{report:?}");
+    assert_eq!(
+        pruned(&report),
+        ["bare", "old", "queued", "recent", "settled"]
+    );
+    assert!(
+        !lock_container_has(&store, &queue).await,
+        "the queue went too"
+    );
+    let again = store.prune_locks(Duration::ZERO).await.unwrap();
+    assert_eq!(counts(&again), (5, 0, 2, 3, 0), "{again:?}");
+
+    // Pruned partitions lock again; kept ones are as they were.
+    assert!(
+        transfer(&store, "old", "acct0", "acct1", 1, "o2")
+            .await
+            .unwrap()
+    );
+    assert_eq!(totals(&store, "old").await, (200, 2));
+    for key in ["recent", "dated", "queued", "bare"] {
+        other.lock(key).await.unwrap().abandon().await.unwrap();
+    }
+    held.abandon().await.unwrap();
+    held_elsewhere.abandon().await.unwrap();
+    let unit = store.lock("pending").await.unwrap();
+    assert!(unit.rolled_forward().is_some(), "the journal was kept");
+    unit.abandon().await.unwrap();
+    let unit = store.lock("ib").await.unwrap();
+    assert!(unit.rolled_forward().is_some(), "the intent was kept");
+    unit.abandon().await.unwrap();
+    let t = store.table::<Account>();
+    assert_eq!(t.get("ia", "acct0").await.unwrap().unwrap().balance, 90);
+    assert_eq!(t.get("ib", "acct0").await.unwrap().unwrap().balance, 110);
+}
+
+/// A counter row, for the pruning race.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "LockPruneCounters")]
+struct Counter {
+    #[entity(partition_key)]
+    pub partition: String,
+    #[entity(row_key)]
+    pub id: String,
+    pub count: i64,
+}
+
+/// One unit on partition `key` adding 1 to its counter; every other unit
+/// also writes a ledger entry, so its commit is journalled (a lock-blob
+/// write under the lease).
+async fn count_one(store: &Store, key: &str, id: &str, journalled: bool) -> leasehold::Result<()> {
+    let mut unit = store.lock(key).await?;
+    match unit.get::<Counter>("c").await? {
+        Some(mut c) => {
+            c.count += 1;
+            unit.replace(&c)?;
+        }
+        None => unit.insert(&Counter {
+            partition: key.into(),
+            id: "c".into(),
+            count: 1,
+        })?,
+    }
+    if journalled {
+        unit.insert(&Entry {
+            customer: key.into(),
+            id: id.into(),
+            from: "-".into(),
+            to: "c".into(),
+            amount: 1,
+        })?;
+    }
+    unit.commit().await.map(drop)
+}
+
+/// Pruning with `older_than` zero in a loop (from a third process, and from
+/// one of the two processes that lock) while 8 tasks in two processes run
+/// 25 units each on the same 4 partitions, each unit adding 1 to its
+/// partition's counter: every unit commits, the counters add up to the 200
+/// units exactly, every prune succeeds with a report that adds up, lock
+/// blobs were deleted during the race, and every partition locks
+/// afterwards. Acquires and deletes are slowed a little (see inside), so
+/// that units meet a pruner at every step.
+pub async fn pruning_races_units_locking_the_same_partitions(ctx: &Ctx) {
+    // Slow acquires widen the window between a unit creating a lock blob
+    // and acquiring it; slow deletes keep a pruner holding a lock while
+    // units of its own process queue behind it locally and units of the
+    // other processes register in the lock's wait queue.
+    let slowed = |acquire: u64, delete: u64| {
+        let faulty = FaultyBackend::new(ctx.backend().clone());
+        let injector = faulty.injector();
+        injector.set_latency(Some(Op::AcquireLease), Duration::from_millis(acquire));
+        injector.set_latency(Some(Op::DeleteBlob), Duration::from_millis(delete));
+        process(Arc::new(faulty), ctx.prefix())
+    };
+    let a = slowed(2, 3);
+    let b = slowed(5, 0);
+    let pruner = slowed(0, 0);
+    let keys: Vec<String> = (0..4).map(|i| format!("race{i}")).collect();
+    let (tasks, units) = (8usize, 25usize);
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let prune = {
+        let (a, pruner, done) = (a.clone(), pruner.clone(), done.clone());
+        tokio::spawn(async move {
+            let (mut rounds, mut deleted) = (0usize, 0usize);
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let from = if rounds % 2 == 0 { &pruner } else { &a };
+                let r = from.prune_locks(Duration::ZERO).await.expect("prune");
+                assert_eq!(
+                    r.examined,
+                    r.deleted + r.kept_held + r.kept_pending + r.kept_recent,
+                    "{r:?}"
+                );
+                assert_eq!(r.kept_recent, 0, "nothing is recent at zero: {r:?}");
+                deleted += r.deleted;
+                rounds += 1;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            (rounds, deleted)
+        })
+    };
+    let mut workers = Vec::new();
+    for t in 0..tasks {
+        let store = if t % 2 == 0 { a.clone() } else { b.clone() };
+        let keys = keys.clone();
+        workers.push(tokio::spawn(async move {
+            for i in 0..units {
+                let key = &keys[(t + i) % keys.len()];
+                count_one(&store, key, &format!("t{t}-{i}"), i % 2 == 0)
+                    .await
+                    .unwrap_or_else(|e| panic!("unit {t}-{i} on {key}: {e}"));
+                // Gaps in which the locks are free for the pruner.
+                tokio::time::sleep(Duration::from_millis(1 + (i % 4) as u64)).await;
+            }
+        }));
+    }
+    for w in workers {
+        w.await.expect("every unit commits");
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (rounds, deleted) = prune.await.expect("every prune succeeds");
+    assert!(rounds > 0);
+    assert!(
+        deleted > 0,
+        "lock blobs were deleted during the race ({rounds} rounds)"
+    );
+    let mut total = 0;
+    for key in &keys {
+        // Lockable afterwards, and counting on.
+        let mut unit = a.lock(key.as_str()).await.expect("lockable afterwards");
+        let c = unit.get::<Counter>("c").await.unwrap().expect("counted");
+        total += c.count;
+        unit.abandon().await.unwrap();
+    }
+    assert_eq!(total, (tasks * units) as i64, "one increment per unit");
+    let report = pruner.prune_locks(Duration::ZERO).await.unwrap();
+    assert_eq!(report.kept_pending, 0, "{report:?}");
+}
