@@ -249,6 +249,12 @@ impl LeaseGuard {
         Fence::new(self.name().as_str(), epoch)
     }
 
+    /// Whether another task of this process waits for this lease, so that
+    /// releasing it hands it over without a request.
+    pub(crate) fn has_local_waiters(&self) -> bool {
+        self.slot.has_waiters()
+    }
+
     /// Ends the guard: hands the blob lease to the next local task when one
     /// waits (within the fairness bound), otherwise releases it.
     ///

@@ -7,11 +7,13 @@ use std::collections::BTreeSet;
 
 use futures_util::future::join_all;
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use super::journal::{Before, Intent, Journal};
+use super::report::CommitReport;
 use super::roll_forward::roll_forward;
 use super::settle::Unsettled;
-use super::unit::{CommitReport, Slot, Unit};
+use super::unit::{Slot, Unit};
 use crate::backend::{TableBackend, TableOp, Version, validate_batch};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
@@ -45,7 +47,36 @@ struct Batch {
 }
 
 impl Unit {
-    pub(super) async fn commit_inner(&mut self) -> Result<CommitReport, Failed> {
+    /// [`Unit::commit`]: stages the index rows, commits, gives the locks up
+    /// and, for a commit that could not finish after its journal write was
+    /// sent, finds out what storage holds.
+    pub(super) async fn commit_and_settle(mut self) -> Result<CommitReport> {
+        let span = tracing::debug_span!("leasehold.commit", partition = %self.partition_key(), partitions = self.parts.len(), ops = self.staged.len());
+        let result = async {
+            self.stage_index_rows().await.map_err(Failed::Definite)?;
+            self.commit_inner().await
+        }
+        .instrument(span.clone())
+        .await;
+        // Whatever happened, the locks are given up; a journal left by a
+        // failed commit is rolled forward (or reported) by the next holder.
+        self.release_all().await;
+        match result {
+            Ok(report) => Ok(report),
+            Err(Failed::Definite(e)) => Err(e),
+            // After the journal write was sent, the answer is what storage
+            // holds: found out with the locks given up, since finishing the
+            // journal may mean taking the primary's lock again.
+            Err(Failed::Unsettled(unsettled)) => {
+                unsettled
+                    .settle(&self.store, self.options.acquire_timeout)
+                    .instrument(span)
+                    .await
+            }
+        }
+    }
+
+    async fn commit_inner(&mut self) -> Result<CommitReport, Failed> {
         let mut report = CommitReport::default();
         if self.staged.is_empty() {
             return Ok(report);

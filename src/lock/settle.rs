@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::journal::{Journal, LockRecord};
 use super::name::lock_name;
-use super::unit::{CommitReport, FinishedBy};
+use super::report::{CommitReport, FinishedBy};
 use crate::error::{Error, Result};
 use crate::key::PartitionKey;
 use crate::lease::{LeaseGuard, LeaseManager, LeaseName};

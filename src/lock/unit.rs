@@ -5,13 +5,12 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use time::OffsetDateTime;
-use tracing::Instrument as _;
 
 use super::acquire;
-use super::commit::Failed;
 use super::fold::{fold, if_match_of};
 use super::name::lock_name;
 use super::options::LockOptions;
+use super::report::CommitReport;
 use super::roll_forward::RollForwardReport;
 use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::entity::{Entity, EntityData, Properties, Versioned};
@@ -24,42 +23,6 @@ use crate::store::Store;
 /// has no stored version yet. Passing such a value back to the unit updates
 /// the staged write.
 const STAGED: &str = "leasehold-staged";
-
-/// What a commit did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CommitReport {
-    /// Operations written.
-    pub operations: usize,
-    /// Tables written.
-    pub tables: usize,
-    /// Partitions written.
-    pub partitions: usize,
-    /// Entity-group transactions sent.
-    pub batches: usize,
-    /// Whether the commit went through the journal (several partitions or
-    /// tables, or more than 100 operations).
-    pub journalled: bool,
-    /// The transaction id of a journalled commit (`None` for a single
-    /// transaction): what [`Store::commit_outcome`](crate::Store::commit_outcome)
-    /// and [`crate::Error::InDoubt`] name.
-    pub transaction: Option<String>,
-    /// Who finished applying the writes.
-    pub finished_by: FinishedBy,
-}
-
-/// Who finished applying a commit's writes ([`CommitReport::finished_by`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FinishedBy {
-    /// The unit's own commit.
-    #[default]
-    ThisUnit,
-    /// The unit lost its lease after its journal was stored (its commit
-    /// point), and the journal was rolled forward by the partition's next
-    /// holder — another process, or this one taking the lock again to find
-    /// out. Every write is applied all the same.
-    Recovery,
-}
 
 /// A unit of work holding the locks of one partition
 /// ([`Store::lock`](crate::Store::lock)) or several
@@ -649,66 +612,61 @@ impl Unit {
     ///   [`Store::commit_outcome`](crate::Store::commit_outcome) tells which;
     /// * [`Error::Transient`], [`Error::Unavailable`] and other backend
     ///   errors before the journal write — nothing is applied.
-    pub async fn commit(mut self) -> Result<CommitReport> {
-        let span = tracing::debug_span!("leasehold.commit", partition = %self.partition_key(), partitions = self.parts.len(), ops = self.staged.len());
-        let result = async {
-            self.stage_index_rows().await.map_err(Failed::Definite)?;
-            self.commit_inner().await
-        }
-        .instrument(span.clone())
-        .await;
-        // Whatever happened, the locks are given up; a journal left by a
-        // failed commit is rolled forward (or reported) by the next holder.
-        self.release_all().await;
-        match result {
-            Ok(report) => Ok(report),
-            Err(Failed::Definite(e)) => Err(e),
-            // After the journal write was sent, the answer is what storage
-            // holds: found out with the locks given up, since finishing the
-            // journal may mean taking the primary's lock again.
-            Err(Failed::Unsettled(unsettled)) => {
-                unsettled
-                    .settle(&self.store, self.options.acquire_timeout)
-                    .instrument(span)
-                    .await
+    pub async fn commit(self) -> Result<CommitReport> {
+        self.commit_and_settle().await
+    }
+
+    /// Gives every lock up, logging (not returning) failed releases.
+    pub(super) async fn release_all(&mut self) {
+        for (pk, released) in self.give_up().await {
+            if let Err(e) = released {
+                tracing::warn!(partition = %pk, error = %e, "releasing the lock after commit failed; it will expire");
             }
         }
     }
 
-    /// Gives every lock up, all at once, logging (not returning) failed
-    /// releases.
-    async fn release_all(&mut self) {
-        join_all(self.parts.iter_mut().map(|part| async move {
-            if let Some(guard) = part.guard.take() {
-                if let Err(e) = guard.release().await {
-                    tracing::warn!(partition = %part.pk, error = %e, "releasing the lock after commit failed; it will expire");
-                }
+    /// Gives every lock up: in canonical order, a lock another task of this
+    /// process waits for is handed over at once (no request), and that task
+    /// gets to queue for the next one before it is looked at; the locks
+    /// nobody here waits for are then released to storage all together.
+    async fn give_up(&mut self) -> Vec<(PartitionKey, Result<()>)> {
+        let mut results = Vec::with_capacity(self.parts.len());
+        let mut to_release = Vec::new();
+        for part in &mut self.parts {
+            let Some(guard) = part.guard.take() else {
+                continue;
+            };
+            if guard.has_local_waiters() {
+                results.push((part.pk.clone(), guard.release().await));
+                tokio::task::yield_now().await;
+            } else {
+                to_release.push((part.pk.clone(), guard));
             }
-        }))
+        }
+        let released = join_all(
+            to_release
+                .into_iter()
+                .map(|(pk, guard)| async move { (pk, guard.release().await) }),
+        )
         .await;
-        // A local unit handed a lock gets to queue for the next one before
-        // this task takes any again.
+        results.extend(released);
         tokio::task::yield_now().await;
+        results
     }
 
     /// Gives the locks up without writing anything (as dropping the unit
-    /// does, but waiting for the releases).
+    /// does, but waiting for the releases, which go out together).
     ///
     /// # Errors
-    /// The first release's error; the lease then expires on its own.
+    /// The first release's error ([`Error::LeaseLost`] for a lease that ran
+    /// out, [`Error::Transient`] and other backend errors); that lease then
+    /// expires on its own, and the others are released all the same.
     pub async fn abandon(mut self) -> Result<()> {
-        let mut result = Ok(());
-        for part in &mut self.parts {
-            if let Some(guard) = part.guard.take() {
-                if let Err(e) = guard.release().await {
-                    if result.is_ok() {
-                        result = Err(e);
-                    }
-                }
-                tokio::task::yield_now().await;
-            }
-        }
-        result
+        self.give_up()
+            .await
+            .into_iter()
+            .map(|(_, released)| released)
+            .collect()
     }
 }
 /// What a read inside the unit returns for a row with a staged write.

@@ -42,7 +42,14 @@ impl Store {
     /// kept failing for the lock lease options'
     /// [`LeaseOptions::with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after) (30 s by default);
     /// [`crate::Error::Inconsistent`] when a pending journal cannot be rolled
-    /// forward; [`crate::Error::Invalid`] for a bad key; backend errors.
+    /// forward (see [`Store::resolve_commit`]);
+    /// [`crate::Error::LeaseLost`] when the lease ran out while the lock was
+    /// being taken (the process stalled past the lease duration while it
+    /// recorded itself as the holder or resolved what a previous holder
+    /// left): nothing of the call's own was written, the locks taken are
+    /// given back, and calling again is safe; [`crate::Error::Invalid`] for
+    /// a bad key; [`crate::Error::Auth`] when storage refuses the
+    /// credentials; other backend errors.
     pub async fn lock(&self, partition_key: impl IntoPartitionKey) -> Result<Unit> {
         self.lock_with_timeout(partition_key, self.lock_options().acquire_timeout)
             .await
