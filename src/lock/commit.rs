@@ -372,12 +372,13 @@ impl Unit {
         for (j, b) in batches.iter().enumerate() {
             if let Some(versions) = &produced[j] {
                 let mut rows = Vec::with_capacity(b.ops.len());
-                for (k, version) in versions.iter().enumerate().take(b.ops.len()) {
+                for k in 0..b.ops.len() {
                     rows.push(applied_ops.len());
-                    applied_ops.push((
-                        journal.ops[offset + k].clone(),
-                        version.as_ref().map(|v| v.etag.clone()),
-                    ));
+                    let etag = versions
+                        .get(k)
+                        .and_then(Option::as_ref)
+                        .map(|v| v.etag.clone());
+                    applied_ops.push((journal.ops[offset + k].clone(), etag));
                 }
                 undo_batches.push((j, rows));
             }
