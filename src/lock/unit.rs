@@ -665,8 +665,7 @@ impl Unit {
         self.give_up()
             .await
             .into_iter()
-            .map(|(_, released)| released)
-            .collect()
+            .try_for_each(|(_, released)| released)
     }
 }
 /// What a read inside the unit returns for a row with a staged write.
