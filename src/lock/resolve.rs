@@ -33,7 +33,8 @@ pub enum ResolveAction {
     /// lock is taken.
     Show,
     /// Write every after-image, over whatever the rows hold now: the commit
-    /// ends applied.
+    /// ends applied. Refused for a commit that was undoing
+    /// ([`Resolution::undoing`]): its caller was told nothing of it remains.
     Finish,
     /// Write the before-images back (of every operation, or of those a
     /// commit that was undoing had applied): the commit ends undone.
@@ -134,8 +135,15 @@ pub(crate) async fn resolve_commit(
         let Some(journal) = Journal::pending(&guard).await? else {
             return Ok(None);
         };
-        let (mut resolution, stored) = inspect(backend, &journal, &primary).await?;
         let finish = action == ResolveAction::Finish;
+        if finish && journal.undo.is_some() {
+            // Its commit already told its caller that nothing remains.
+            return Err(Error::invalid(
+                format!("ResolveAction::Finish of the commit pending in partition {:?}", primary.as_str()),
+                "that commit was refused half-way and is being undone (its caller was told nothing of it remains); only ResolveAction::Undo ends it",
+            ));
+        }
+        let (mut resolution, stored) = inspect(backend, &journal, &primary).await?;
         // Undo last first, over the operations that were (or may have been)
         // applied; finish in the commit's order.
         let count = match (finish, journal.undo) {

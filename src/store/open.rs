@@ -251,7 +251,9 @@ impl Store {
     /// [`Error::Conflict`] when a row changed while the choice was carried
     /// out (the rows written so far stay, the journal is kept: look and
     /// resolve again); [`Error::Timeout`] when the primary's lock stays
-    /// held; [`Error::Inconsistent`] for a journal that does not parse, or
+    /// held; [`Error::Invalid`] for [`ResolveAction::Finish`] of a commit
+    /// that was undoing (its caller was told nothing of it remains);
+    /// [`Error::Inconsistent`] for a journal that does not parse, or
     /// an undo of a journal without before-images; backend errors.
     pub async fn resolve_commit(
         &self,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use leasehold::backend::Backend;
 use leasehold::lease::LeaseOptions;
-use leasehold::lock::{CommitOutcome, FinishedBy};
+use leasehold::lock::{CommitOutcome, FinishedBy, ResolveAction};
 use leasehold::testing::{
     CountingBackend, Fault, FaultInjector, FaultyBackend, Op, RequestCounter,
 };
@@ -1218,10 +1218,38 @@ pub async fn a_crash_while_undoing_is_finished_by_the_next_holder(ctx: &Ctx) {
         if lose {
             assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
         } else {
+            // Storage is gone before the commit can read back what it left.
+            assert_eq!(e.kind(), ErrorKind::InDoubt, "{e}");
             injector.die_now();
             tokio::time::sleep(ctx.lease_duration() * 2 + Duration::from_secs(1)).await;
+            // An operator cannot finish a commit that was undoing: its
+            // caller may have been told nothing of it remains.
+            let shown = healthy
+                .resolve_commit("b", ResolveAction::Show)
+                .await
+                .unwrap()
+                .expect("the undoing journal is kept");
+            assert!(shown.undoing);
+            let refused = healthy
+                .resolve_commit("b", ResolveAction::Finish)
+                .await
+                .unwrap_err();
+            assert_eq!(refused.kind(), ErrorKind::Invalid, "{refused}");
+            assert!(healthy.pending_commit("b").await.unwrap().is_some());
             let report = healthy.roll_forward("b").await.unwrap();
             assert_eq!(report.map(|r| r.applied), Some(1), "the undo finished");
+            let leasehold::Error::InDoubt {
+                primary,
+                transaction: Some(txn),
+                ..
+            } = &e
+            else {
+                panic!("{e:?}")
+            };
+            assert_eq!(
+                healthy.commit_outcome(primary.clone(), txn).await.unwrap(),
+                CommitOutcome::Undone
+            );
         }
         assert_eq!(balance(&healthy, "a").await, 100, "lose reply: {lose}");
         assert_eq!(balance(&healthy, "b").await, 7);
