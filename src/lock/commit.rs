@@ -60,6 +60,8 @@ impl Unit {
         .await;
         // Whatever happened, the locks are given up; a journal left by a
         // failed commit is rolled forward (or reported) by the next holder.
+        // The caller asked to commit: what was not is not "forgotten".
+        self.staged.clear();
         self.release_all().await;
         match result {
             Ok(report) => Ok(report),

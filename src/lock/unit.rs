@@ -33,7 +33,9 @@ const STAGED: &str = "leasehold-staged";
 /// partitions, [`Unit::get_in`] names the partition to read and writes take
 /// entities of any of them. Dropping the unit without committing sends
 /// nothing and gives the locks up (to the next local task, or by releasing
-/// them in the background).
+/// them in the background); with staged writes it also logs a `WARN`
+/// naming the partitions and the number of writes discarded
+/// ([`Unit::abandon`] discards them without it).
 ///
 /// ```
 /// use leasehold::{Entity, Store};
@@ -662,12 +664,31 @@ impl Unit {
     /// out, [`Error::Transient`] and other backend errors); that lease then
     /// expires on its own, and the others are released all the same.
     pub async fn abandon(mut self) -> Result<()> {
+        // Discarded on purpose: no warning when the unit is dropped.
+        self.staged.clear();
         self.give_up()
             .await
             .into_iter()
             .try_for_each(|(_, released)| released)
     }
 }
+impl Drop for Unit {
+    /// A unit dropped with staged writes it never committed logs a `WARN`
+    /// naming its partitions and how many writes are discarded: usually a
+    /// forgotten `commit().await` or an early `?` return. Nothing is sent
+    /// for them either way; [`Unit::abandon`] discards them quietly.
+    fn drop(&mut self) {
+        if !self.staged.is_empty() {
+            let partitions: Vec<&str> = self.parts.iter().map(|p| p.pk.as_str()).collect();
+            tracing::warn!(
+                partitions = ?partitions,
+                writes = self.staged.len(),
+                "a unit was dropped with staged writes it never committed; they are discarded (commit them, or abandon the unit to discard them without this warning)"
+            );
+        }
+    }
+}
+
 /// What a read inside the unit returns for a row with a staged write.
 pub(super) fn staged_view<E: Entity>(
     op: &TableOp,

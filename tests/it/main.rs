@@ -38,6 +38,7 @@ mod mapping_budgets;
 mod properties;
 mod secrets;
 mod storage_unavailable;
+mod unit_drop;
 mod write_results;
 
 /// Without the `conformance` feature the conformance runs are left out:
