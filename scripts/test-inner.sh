@@ -67,6 +67,9 @@ RUST_TEST_THREADS="${RUST_TEST_THREADS:-48}" \
     cargo test --no-fail-fast "${features[@]}" --test it azurite::oauth:: 2>&1 | tee -a "$log"
 keep "${PIPESTATUS[0]}"
 set -e
+# The failures' own output again, gathered at the end where a truncated log
+# still shows it (cargo prints it after each test binary, among the rest).
+awk '/^failures:$/ { on = 1 } on { print } /^test result:/ { on = 0 }' "$log"
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i } }
      END { printf "total: %d passed, %d failed\n", p, f }' "$log"

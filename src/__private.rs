@@ -16,7 +16,8 @@ pub use crate::entity::{
 };
 pub use crate::error::{Error, Result};
 pub use crate::index::def::IndexDef;
-pub use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey};
+pub use crate::key::part::{FixedKeyPart, fixed_parts_fit};
+pub use crate::key::{CompositeKey, ConstantRowKey, KeyPart, PartitionKey, RowKey};
 pub use crate::query::Column;
 pub use std::clone::Clone;
 pub use std::default::Default;
@@ -187,7 +188,9 @@ pub fn split_key<const N: usize>(table: &str, kind: KeyKind, key: &str) -> Resul
     <[String; N]>::try_from(parts).map_err(|_| wrong(format!("{found} parts")))
 }
 
-/// Names the key and field of a key part parsing result.
+/// Names the key and field of a key part parsing result: what was expected
+/// is the field's type, what was found the stored part `raw` and why it
+/// does not parse.
 ///
 /// # Errors
 /// [`Error::Decode`] naming the key and field when parsing failed.
@@ -195,15 +198,47 @@ pub fn key_part<K>(
     table: &str,
     kind: KeyKind,
     field: &str,
+    raw: &str,
     parsed: std::result::Result<K, String>,
 ) -> Result<K> {
-    parsed.map_err(|why| Error::Decode {
-        table: table.to_owned(),
-        row: None,
-        property: format!("{} (field `{field}`)", kind.property()),
-        expected: crate::entity::short_type_name::<K>(),
-        found: why,
+    parsed.map_err(|why| {
+        let raw = crate::key::shorten(raw);
+        Error::Decode {
+            table: table.to_owned(),
+            row: None,
+            property: format!("{} (field `{field}`)", kind.property()),
+            expected: crate::entity::short_type_name::<K>(),
+            found: if why.is_empty() {
+                raw
+            } else {
+                format!("{raw} ({why})")
+            },
+        }
     })
+}
+
+/// The partition key made of the `N` rendered [`FixedKeyPart`]s, whose
+/// forms the derive checked fit the key limit ([`fixed_parts_fit`]).
+pub fn fixed_partition_key<const N: usize>(parts: [String; N]) -> PartitionKey {
+    PartitionKey::from_valid(join_key_parts(parts))
+}
+
+/// The row key made of the `N` rendered [`FixedKeyPart`]s, whose forms the
+/// derive checked fit the key limit ([`fixed_parts_fit`]).
+pub fn fixed_row_key<const N: usize>(parts: [String; N]) -> RowKey {
+    RowKey::from_valid(join_key_parts(parts))
+}
+
+/// A constant partition key, checked against the key rules at compile time
+/// by the derive.
+pub fn constant_partition_key(key: &'static str) -> PartitionKey {
+    PartitionKey::from_valid(key.to_owned())
+}
+
+/// A constant row key, checked against the key rules at compile time by the
+/// derive.
+pub fn constant_row_key(key: &'static str) -> RowKey {
+    RowKey::from_valid(key.to_owned())
 }
 
 /// Names the row of a decoding result: a [`Error::Decode`] that does not

@@ -24,6 +24,9 @@ use crate::key::{PartitionKey, RowKey};
 /// The keys of one row, as error fields carry them.
 type RowKeys = Option<Box<(PartitionKey, RowKey)>>;
 
+/// The [`code`](Error::code) of [`Error::ValueTaken`].
+const VALUE_TAKEN_CODE: &str = "UniqueValueTaken";
+
 /// The result type used throughout leasehold.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -53,6 +56,26 @@ pub enum Error {
         table: Option<String>,
         /// The keys of the row, when a row already exists.
         row: RowKeys,
+    },
+
+    /// A write would give a unique field (`#[entity(unique)]`) a value that
+    /// another entity holds (see [`crate::index`]). Refused before anything
+    /// was written; not transient: the value stays taken until its holder
+    /// changes or is deleted. A row that already exists (an insert onto
+    /// existing keys) is [`Error::AlreadyExists`] instead. Its
+    /// [`code`](Error::code) is `UniqueValueTaken`; [`Error::table`] is the
+    /// entity table and [`Error::row`] the holder's keys.
+    ValueTaken {
+        /// The unique index: the entity's type (its table name for a store
+        /// read by table name) and the field, such as `Customer.email`.
+        index: String,
+        /// The value as messages show it: a string in quotes, a number,
+        /// GUID or date-time as text.
+        value: String,
+        /// The entity table (with the store's table prefix).
+        table: String,
+        /// The keys of the entity holding the value, when known.
+        holder: RowKeys,
     },
 
     /// A conditional write failed: the ETag that was read is stale, someone
@@ -127,10 +150,19 @@ pub enum Error {
         found: String,
     },
 
-    /// Stored data contradicts a pending journal: roll-forward stopped and
-    /// left the journal in place for an operator.
+    /// Stored data contradicts what leasehold wrote, or leasehold found one
+    /// of its own rules broken. Not transient; retrying does not help.
+    ///
+    /// * Rows contradict a pending journal, or a commit was refused and its
+    ///   undo refused too: something wrote the partitions without their
+    ///   locks. Roll-forward stops and the journal is kept for an operator.
+    /// * A lock record (journal, intent) or fence row does not parse as
+    ///   leasehold's, or names a bad partition.
+    /// * Taking several locks met other commits' intents round after round.
+    /// * An internal invariant failed (a unit asked for a partition it does
+    ///   not hold, a record that cannot be serialised): a leasehold bug.
     Inconsistent {
-        /// What contradicts what.
+        /// What contradicts what, or which rule was broken.
         what: String,
     },
 
@@ -233,6 +265,23 @@ impl std::fmt::Display for Error {
             }
             Error::AlreadyExists { what, code, .. } => {
                 write!(f, "already exists: {what}{}", code_suffix(code))
+            }
+            Error::ValueTaken {
+                index,
+                value,
+                holder,
+                ..
+            } => {
+                write!(f, "unique value taken: {index} = {value}")?;
+                match holder.as_deref() {
+                    Some((pk, rk)) => write!(
+                        f,
+                        " is held by the entity at ({:?}, {:?})",
+                        pk.as_str(),
+                        rk.as_str()
+                    ),
+                    None => f.write_str(" is held by another entity"),
+                }
             }
             Error::Conflict { what, code, .. } => {
                 write!(f, "conflict: {what}{}", code_suffix(code))
@@ -363,6 +412,8 @@ pub enum ErrorKind {
     NotFound,
     /// [`Error::AlreadyExists`]
     AlreadyExists,
+    /// [`Error::ValueTaken`]
+    ValueTaken,
     /// [`Error::Conflict`]
     Conflict,
     /// [`Error::LeaseHeld`]
@@ -397,6 +448,7 @@ impl Error {
         match self {
             Error::NotFound { .. } => ErrorKind::NotFound,
             Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
+            Error::ValueTaken { .. } => ErrorKind::ValueTaken,
             Error::Conflict { .. } => ErrorKind::Conflict,
             Error::LeaseHeld { .. } => ErrorKind::LeaseHeld,
             Error::LeaseLost { .. } => ErrorKind::LeaseLost,
@@ -426,6 +478,7 @@ impl Error {
             | Error::Transient { code, .. }
             | Error::Backend { code, .. }
             | Error::Auth { code, .. } => code.as_deref(),
+            Error::ValueTaken { .. } => Some(VALUE_TAKEN_CODE),
             Error::Batch { source, .. } | Error::Unavailable { source, .. } => source.code(),
             _ => None,
         }
@@ -447,26 +500,29 @@ impl Error {
 
     /// The table an error concerns, when it concerns one: a missing table,
     /// or a row that is missing, already exists, conflicts or does not
-    /// decode (through a [`Batch`](Error::Batch) too).
+    /// decode, or whose unique value is taken (through a
+    /// [`Batch`](Error::Batch) too).
     pub fn table(&self) -> Option<&str> {
         match self {
             Error::NotFound { table, .. }
             | Error::AlreadyExists { table, .. }
             | Error::Conflict { table, .. } => table.as_deref(),
-            Error::Decode { table, .. } => Some(table),
+            Error::Decode { table, .. } | Error::ValueTaken { table, .. } => Some(table),
             Error::Batch { source, .. } => source.table(),
             _ => None,
         }
     }
 
     /// The keys of the row an error concerns, when it concerns one (see
-    /// [`Error::table`]).
+    /// [`Error::table`]); for [`ValueTaken`](Error::ValueTaken), the
+    /// entity holding the value.
     pub fn row(&self) -> Option<(&PartitionKey, &RowKey)> {
         match self {
             Error::NotFound { row, .. }
             | Error::AlreadyExists { row, .. }
             | Error::Conflict { row, .. }
-            | Error::Decode { row, .. } => row.as_deref().map(|(pk, rk)| (pk, rk)),
+            | Error::Decode { row, .. }
+            | Error::ValueTaken { holder: row, .. } => row.as_deref().map(|(pk, rk)| (pk, rk)),
             Error::Batch { source, .. } => source.row(),
             _ => None,
         }
@@ -664,6 +720,33 @@ mod tests {
         let e = Error::from_service(400, Some("InvalidInput"), "x");
         assert_eq!(e.kind(), ErrorKind::Backend);
         assert_eq!(e.code(), Some("InvalidInput"));
+    }
+
+    #[test]
+    fn a_taken_value_has_its_own_kind_and_keeps_its_code() {
+        let keys = (PartitionKey::new("eu").unwrap(), RowKey::new("1").unwrap());
+        let e = Error::ValueTaken {
+            index: "Customer.email".into(),
+            value: "\"ann@x.org\"".into(),
+            table: "Customers".into(),
+            holder: Some(Box::new(keys.clone())),
+        };
+        assert_eq!(e.kind(), ErrorKind::ValueTaken);
+        assert_ne!(e.kind(), ErrorKind::AlreadyExists);
+        assert_eq!(e.code(), Some("UniqueValueTaken"));
+        assert_eq!(e.table(), Some("Customers"));
+        assert_eq!(e.row(), Some((&keys.0, &keys.1)));
+        assert!(!e.is_transient());
+        assert_eq!(
+            e.to_string(),
+            "unique value taken: Customer.email = \"ann@x.org\" is held by the entity at (\"eu\", \"1\")"
+        );
+        let batch = Error::Batch {
+            index: 1,
+            source: Box::new(e),
+        };
+        assert_eq!(batch.code(), Some("UniqueValueTaken"));
+        assert_eq!(batch.table(), Some("Customers"));
     }
 
     #[test]

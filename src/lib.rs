@@ -116,7 +116,9 @@ pub mod stream {
 ///   with one row per partition (`#[entity(table = "Customers", row_key =
 ///   "profile")]`) or one row in all; no field is then marked with that
 ///   key. The constant is checked at compile time, and a row read with
-///   another key is an [`Error::Decode`].
+///   another key is an [`Error::Decode`]. A constant row key implements
+///   [`key::ConstantRowKey`], so [`Table::get_one`] reads an entity by its
+///   partition key alone.
 /// * `drop_unknown_properties`: see [`Versioned`] on properties unknown to
 ///   the type.
 ///
@@ -155,7 +157,18 @@ pub mod stream {
 /// and `T::row_key_from(...)` take the key fields in position order
 /// (`String` parts as `impl Into<String>`, others by value; nothing for a
 /// constant key) and build the key as the entity's own `partition_key` /
-/// `row_key` does. For a key of several fields, `T::row_key_prefix_a(a)`,
+/// `row_key` does. A builder that cannot fail returns the key itself
+/// ([`PartitionKey`] / [`RowKey`]): that of a constant key, and that of a key
+/// whose every part is written as an integer type (`u8` to `u64`, `i8` to
+/// `i64`), `Uuid`, `OffsetDateTime` or `DateTime<Utc>` (alone or behind its
+/// crate's path, such as `uuid::Uuid`; a type of your own by one of these
+/// names is a compile error unless written with another path, such as
+/// `crate::ids::Uuid`), whose key forms have a fixed width
+/// and no forbidden character (a compile-time check makes sure their longest
+/// forms fit the key limit together). A builder taking a `String` (or any
+/// other) part returns a `Result`, an [`Error::Invalid`] when the parts make
+/// no valid key: a single `String` part with a character keys forbid, or a
+/// key over 1 KiB. For a key of several fields, `T::row_key_prefix_a(a)`,
 /// `T::row_key_prefix_a_b(a, b)`, ... (named after the leading fields they
 /// take; `partition_key_prefix_...` likewise) are typed filters selecting
 /// exactly the rows whose key starts with those parts, as a key range:
@@ -178,7 +191,8 @@ pub mod stream {
 /// for (year, number) in [(2025, 7), (2026, 1), (2026, 2)] {
 ///     orders.insert(Order { shop: "s1".into(), year, number, total: 5 }).await?;
 /// }
-/// let rk = Order::row_key_from(2026, 2)?;
+/// // Integer parts cannot fail: the key itself, no `?`.
+/// let rk = Order::row_key_from(2026, 2);
 /// assert!(orders.get("s1", rk).await?.is_some());
 /// let of_2026 = orders.query().partition("s1").filter(Order::row_key_prefix_year(2026)).all().await?;
 /// assert_eq!(of_2026.len(), 2);

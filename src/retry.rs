@@ -12,6 +12,16 @@
 //! optionally bounded in retries and in total delay. [`retry_transient`] is
 //! the one loop that re-runs an operation after the failures a caller says
 //! are worth another attempt.
+//!
+//! The schedule is written here rather than taken from the `backon` crate,
+//! whose builders offer seeded jitter and the same bounds, because three of
+//! its behaviours (backon 1.6) would change leasehold's pauses: a jittered
+//! exponential pause may reach twice its cap (a quarter of the pauses of the
+//! default [`ConflictRetry`] went over its 200 ms, up to 400 ms); doubling
+//! is computed in `f32` seconds, so the exact, unjittered schedules whose
+//! timing tests count on them drift (100 ms doubles to 200.000003 ms, 30 ms
+//! to 59.999999 ms); and a constant pace jitters by up to +100 %, where
+//! polls want ±10 %.
 
 use std::future::Future;
 use std::time::Duration;
@@ -140,6 +150,7 @@ impl Backoff {
     }
 
     /// Ends before the pauses would add up to more than `total`.
+    #[cfg(any(test, feature = "azure"))]
     pub(crate) fn with_max_total(mut self, total: Duration) -> Self {
         self.total_left = Some(total);
         self

@@ -731,6 +731,7 @@ async fn index_worker(prefix: &str) -> Result<(), Error> {
                 if matches!(
                     e.kind(),
                     leasehold::ErrorKind::AlreadyExists
+                        | leasehold::ErrorKind::ValueTaken
                         | leasehold::ErrorKind::Conflict
                         | leasehold::ErrorKind::NotFound
                         | leasehold::ErrorKind::Batch
@@ -850,11 +851,12 @@ async fn index_controller(args: &Args) -> Result<u64, Error> {
         }
     }
     let report = store.table::<Customer>().verify_indexes().await?;
+    let duplicates: Vec<String> = report.duplicates.iter().map(ToString::to_string).collect();
     for line in report
         .missing
         .iter()
         .chain(&report.orphans)
-        .chain(&report.duplicates)
+        .chain(&duplicates)
     {
         println!("VIOLATION: {line}");
         violations += 1;

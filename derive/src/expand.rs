@@ -186,7 +186,7 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
                 let kind_tokens = key_kind(*kind);
                 let field_name = unraw(ident);
                 quote_spanned! {ty.span()=>
-                    #p::key_part(#table, #kind_tokens, #field_name, <#ty as #p::KeyPart>::parse_key(&#raw))?
+                    #p::key_part(#table, #kind_tokens, #field_name, &#raw, <#ty as #p::KeyPart>::parse_key(&#raw))?
                 }
             }
             Role::Skip => quote_spanned!(ty.span()=> <#ty as #p::Default>::default()),

@@ -8,8 +8,9 @@
 //! any backend.
 //!
 //! Every backend returns the same [`Error`](crate::Error) variants and service
-//! error codes for the same situations; the conformance suite in `tests/`
-//! holds them to it.
+//! error codes for the same situations; the conformance suite
+//! (`src/testing/conformance/`, published as `testing::conformance` under
+//! the `conformance` feature) holds them to it.
 
 mod blob;
 mod forward;

@@ -60,7 +60,7 @@ impl KeyPart for DateTime<Utc> {
     }
     fn parse_key(s: &str) -> Result<Self, String> {
         let t = OffsetDateTime::parse_key(s)?;
-        from_time(t).ok_or_else(|| format!("{s:?} is outside chrono's range"))
+        from_time(t).ok_or_else(|| "outside chrono's range".to_owned())
     }
 }
 

@@ -80,7 +80,8 @@ pub(crate) fn describe(value: &Value) -> String {
     message = "`{Self}` cannot be stored as an entity property",
     label = "unsupported field type",
     note = "supported: String, bool, integers, f64, Uuid, Vec<u8>, OffsetDateTime and Option of these",
-    note = "store other types with `#[entity(json)]`, or implement `leasehold::entity::PropertyCodec`"
+    note = "a fieldless enum of your own: add `#[derive(leasehold::PropertyCodec)]` to it (stored by variant name, or with `#[entity(int32)]` by discriminant)",
+    note = "any other type: mark the field `#[entity(json)]` to store it as JSON through serde, or implement `leasehold::entity::PropertyCodec` for it (a newtype stored as its inner value, say)"
 )]
 pub trait PropertyCodec: Sized {
     /// The EDM type this field is stored as (and compared as in queries).

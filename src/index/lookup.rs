@@ -9,7 +9,7 @@ use super::{Indexes, target_of, value_key};
 use crate::backend::{QuerySpec, StoredEntity};
 use crate::entity::{Entity, PropertyCodec, Value, Versioned};
 use crate::error::{Error, Result};
-use crate::key::{CompositeKey, KeyPart, RowKey};
+use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey};
 use crate::query::{CmpOp, Column, ColumnValue, Filter};
 use crate::store::Store;
 use crate::table::{Table, versioned};
@@ -187,6 +187,77 @@ impl<E: Entity> Table<E> {
     }
 }
 
+impl Store {
+    /// The partition key of the index row of `value` in the index on
+    /// `field` of entity table `table` (its name without the store's table
+    /// prefix), as the index descriptions of the table say (read as
+    /// [`Store::verify_indexes`] reads them; one request): the partition
+    /// whose lock a write claiming or freeing the value takes, and the key
+    /// the operator command's `locks` commands take. `field` is the field's
+    /// name or its stored property name. Integers have one key form
+    /// whatever their width: `Value::Int32(7)` and `Value::Int64(7)` give
+    /// the same key. With the entity and its type at hand,
+    /// [`Table::index_partitions`] needs no request.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// # use leasehold::entity::Value;
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Customers")]
+    /// # struct Customer { #[entity(partition_key)] region: String, #[entity(row_key)] id: String, #[entity(unique)] email: String }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = Store::memory();
+    /// let ann = Customer { region: "eu".into(), id: "1".into(), email: "ann@example.com".into() };
+    /// store.table::<Customer>().insert(ann.clone()).await?;
+    /// let key = store
+    ///     .index_partition("Customers", "email", &Value::String("ann@example.com".into()))
+    ///     .await?;
+    /// assert_eq!(key.as_str(), "email ann@example.0com"); // escaped as CompositeKey escapes
+    /// assert_eq!(store.table::<Customer>().index_partitions(&ann)?, [key]);
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the table has no index descriptions (no
+    /// indexed entity was ever written to it through leasehold);
+    /// [`Error::Invalid`] naming the field when it is not indexed (the
+    /// message lists the indexed fields), and naming the value when it has
+    /// no key form or its partition key would be too long; backend errors.
+    pub async fn index_partition(
+        &self,
+        table: &str,
+        field: &str,
+        value: &Value,
+    ) -> Result<PartitionKey> {
+        let indexes = super::verify::defs_of(self, table).await?;
+        let Some(def) = indexes
+            .defs
+            .iter()
+            .find(|d| d.field == field || d.property == field)
+        else {
+            let known: Vec<&str> = indexes.defs.iter().map(|d| d.field.as_str()).collect();
+            return Err(Error::invalid(
+                format!("field `{field}` of table `{table}`"),
+                format!(
+                    "it is not indexed; the indexed fields are {}",
+                    known.join(", ")
+                ),
+            ));
+        };
+        let key = value_key(value).map_err(|why| {
+            Error::invalid(
+                format!(
+                    "value {} for index {table}.{}",
+                    super::show(value),
+                    def.field
+                ),
+                why,
+            )
+        })?;
+        indexes.partition(def, &key)
+    }
+}
+
 /// The key form of a column value.
 fn key_of<T: PropertyCodec>(name: &str, value: &T) -> Result<String> {
     let what = || format!("lookup value for `{name}`");
@@ -246,7 +317,7 @@ fn lookup_stream<E: Entity>(
     });
     stream::try_unfold(Some(start), |state| async move {
         let Some(start) = state else {
-            return Ok(None);
+            return Ok::<_, Error>(None);
         };
         let (store, indexes, i, mut spec) = start?;
         store.ensure_table(&indexes.index_table).await?;

@@ -25,7 +25,10 @@
 //!     email: "ann@example.com".into(), city: Some("Oslo".into()) }).await?;
 //! let dup = customers.insert(Customer { region: "us".into(), id: "2".into(),
 //!     email: "ann@example.com".into(), city: None }).await;
-//! assert_eq!(dup.unwrap_err().kind(), ErrorKind::AlreadyExists); // nothing stored
+//! assert_eq!(dup.unwrap_err().kind(), ErrorKind::ValueTaken); // nothing stored
+//! let again = customers.insert(Customer { region: "eu".into(), id: "1".into(),
+//!     email: "bob@example.com".into(), city: None }).await;
+//! assert_eq!(again.unwrap_err().kind(), ErrorKind::AlreadyExists); // the row exists
 //!
 //! let ann = customers.get_by(c.email, "ann@example.com").await?.expect("indexed");
 //! assert_eq!(ann.id, "1");
@@ -73,10 +76,10 @@
 //! there is never an orphan or a missing index row. Every writer of a value
 //! holds its partition's lock, so the unit's read of a unique row is the
 //! truth: a value held by another entity is refused with
-//! [`Error::AlreadyExists`] naming the type,
-//! field and value, before any write. A unique row pointing at an entity
-//! that no longer holds the value (left by a writer outside leasehold) is
-//! taken over.
+//! [`Error::ValueTaken`] naming the type, field, value and holder, before
+//! any write ([`Error::AlreadyExists`] stays for a row that exists). A
+//! unique row pointing at an entity that no longer holds the value (left
+//! by a writer outside leasehold) is taken over.
 //!
 //! Writes through a [`Unit`](crate::lock::Unit) stage the entity as usual;
 //! the commit adds the index rows. The unit must hold the index partitions
@@ -88,6 +91,114 @@
 //! A write that leaves every indexed value as it is (a replace or merge of
 //! a value read through leasehold, whose stored properties are known) is the
 //! plain single write, one request.
+//!
+//! # Errors of indexed writes
+//!
+//! Each write method of [`Table`](crate::Table) lists its errors. One that
+//! has to be an indexed write (it claims or frees a value) adds:
+//!
+//! * [`Error::ValueTaken`] when it would give a unique field a value
+//!   another entity holds (not for deletes, which only free values). Match
+//!   the kind: `e.kind() == ErrorKind::ValueTaken`; the code
+//!   `UniqueValueTaken` ([`Error::code`]) is kept.
+//! * The errors of taking the locks, as [`Store::lock_many`](crate::Store::lock_many)
+//!   gives them: [`Error::Timeout`] when a lock stays held past the lock
+//!   options' acquire timeout (also, with no wait, when the entity's
+//!   indexed values kept changing under the write for 8 attempts),
+//!   [`Error::Unavailable`], [`Error::Inconsistent`] (a pending journal
+//!   that cannot be rolled forward), [`Error::LeaseLost`].
+//! * The errors of the commit, as [`Unit::commit`](crate::lock::Unit::commit)
+//!   gives them, unwrapped from [`Error::Batch`]: [`Error::Conflict`] or
+//!   [`Error::AlreadyExists`] naming a row that something wrote without its
+//!   lock meanwhile (nothing is applied), [`Error::LeaseLost`],
+//!   [`Error::Inconsistent`], and [`Error::InDoubt`] when the commit may or
+//!   may not be applied (never partly).
+//! * [`Error::NotFound`] when the entity was deleted right after the write,
+//!   before it could be read back for its ETag (the write was applied).
+//! * [`Error::Invalid`] through a [fenced](crate::Table::fenced) table, or
+//!   when a value's index partition key would be too long — before any
+//!   request.
+//!
+//! # Adding an index to a populated table
+//!
+//! Marking a field `#[entity(unique)]` or `#[entity(index)]` changes no
+//! stored row: the entities already there have no index rows until they
+//! are backfilled, so until then lookups ([`Table::get_by`](crate::Table::get_by),
+//! `find_by`, `find_range`) miss them, and a unique value one of them holds
+//! is not yet defended (a write claiming it finds no index row and is let
+//! through). The steps:
+//!
+//! 1. **Deploy the new type to every writer first.** Writes of the new
+//!    version keep the index rows of every value they claim or free;
+//!    writers still running the old version write without them (their rows
+//!    show as missing or orphaned later).
+//! 2. **Update the code that writes the type in units or batches.** A
+//!    [`Unit`](crate::lock::Unit) writing the type must now also hold the
+//!    index partitions of the values it claims,
+//!    [`Table::index_partitions`](crate::Table::index_partitions) of each
+//!    entity it writes, and of those it frees, `index_partitions` of the
+//!    stored entity it replaces or deletes: a staged write whose claimed
+//!    partition is not held is refused with [`Error::Invalid`] when staged,
+//!    a freed one at the commit. A [`Batch`](crate::table::Batch) of the
+//!    type, and writes through a [fenced](crate::Table::fenced) table, are
+//!    refused with [`Error::Invalid`]: move them into units.
+//! 3. **Backfill**: [`Table::rebuild_indexes`](crate::Table::rebuild_indexes)
+//!    from a program with the new type, or the operator command
+//!    `leasehold indexes rebuild TABLE` ([`Store::rebuild_indexes`](crate::Store::rebuild_indexes)).
+//!    The command reads the index descriptions that the new version writes
+//!    at its first indexed write (or its first `Table::verify_indexes` or
+//!    `Table::rebuild_indexes`); before that it ends with "not found".
+//!    Each missing row is written under the locks of the entity's partition
+//!    and of the value's, after checking again that the entity still holds
+//!    the value, so writes of the new version may go on meanwhile: neither
+//!    undoes the other. The rebuild reads the whole entity table (one query
+//!    page per 1,000 entities) and takes two locks per row it writes.
+//! 4. **Verify**: [`Table::verify_indexes`](crate::Table::verify_indexes)
+//!    or `leasehold indexes verify TABLE` (read-only) should report nothing
+//!    missing or orphaned. Run the rebuild again if writers of the old
+//!    version were still running during the first one.
+//! 5. **Duplicates** of a new unique field (entities that shared the value
+//!    before it was unique, or that took one while it was not yet
+//!    defended) are reported in [`IndexReport::duplicates`], never fixed:
+//!    the index row goes to one holder, and each other holder must get
+//!    another value (an ordinary write of the new version does it). When
+//!    no duplicate may arise at all, stop the writes of the type from step
+//!    1 until the backfill is done.
+//!
+//! ```
+//! use leasehold::{Entity, Store};
+//!
+//! /// The type as the old version knew it: no index.
+//! #[derive(Entity, Debug, Clone)]
+//! #[entity(table = "Members")]
+//! struct MemberV1 { #[entity(partition_key)] region: String, #[entity(row_key)] id: String, email: String }
+//!
+//! /// The new version: the e-mail is unique.
+//! #[derive(Entity, Debug, Clone)]
+//! #[entity(table = "Members")]
+//! struct Member { #[entity(partition_key)] region: String, #[entity(row_key)] id: String, #[entity(unique)] email: String }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! let store = Store::memory();
+//! for (id, email) in [("1", "ann@x.org"), ("2", "bob@x.org"), ("3", "ann@x.org")] {
+//!     let old = MemberV1 { region: "eu".into(), id: id.into(), email: email.into() };
+//!     store.table::<MemberV1>().insert(old).await?;
+//! }
+//! let members = store.table::<Member>();
+//! let c = Member::columns();
+//! assert!(members.get_by(c.email, "bob@x.org").await?.is_none()); // not yet indexed
+//!
+//! let fixed = members.rebuild_indexes().await?; // backfill
+//! assert_eq!(fixed.repaired, 2); // a row for ann@x.org, one for bob@x.org
+//! assert_eq!(members.get_by(c.email, "bob@x.org").await?.expect("indexed").id, "2");
+//! let dup = &fixed.duplicates[0]; // ann@x.org, held by "1" and "3"
+//! assert_eq!((dup.value.as_str(), dup.entities.len()), ("ann@x.org", 2));
+//!
+//! // The index row went to one holder; the other gets a value of its own.
+//! members.update_with("eu", "3", |m| m.email = "ann.b@x.org".into()).await?;
+//! assert!(members.verify_indexes().await?.is_consistent());
+//! # Ok::<(), leasehold::Error>(()) }).unwrap();
+//! ```
 //!
 //! # Cost per write
 //!
@@ -115,7 +226,7 @@ mod write;
 
 use std::sync::{Arc, Mutex, Weak};
 
-pub use verify::IndexReport;
+pub use verify::{DuplicateValue, IndexReport};
 pub(crate) use write::{IndexedWrite, route};
 
 use crate::entity::{EntityData, Properties, Value};
@@ -180,6 +291,15 @@ pub(crate) fn show(value: &Value) -> String {
         Value::Guid(g) => g.to_string(),
         Value::DateTime(t) => crate::datetime::format(*t),
         other => format!("{other:?}"),
+    }
+}
+
+/// A value as text, without quotes: a string as it is, a number in
+/// decimal, a GUID hyphenated, a date-time in RFC 3339.
+pub(crate) fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => show(other),
     }
 }
 
@@ -289,24 +409,11 @@ impl Indexes {
         value: &Value,
         holder: Option<(PartitionKey, RowKey)>,
     ) -> Error {
-        let held = match &holder {
-            Some((pk, rk)) => format!(
-                " (held by the entity at ({:?}, {:?}))",
-                pk.as_str(),
-                rk.as_str()
-            ),
-            None => String::new(),
-        };
-        Error::AlreadyExists {
-            what: format!(
-                "{}.{} = {}: the field is unique and the value is taken{held}",
-                self.type_name,
-                def.field,
-                show(value)
-            ),
-            code: Some("UniqueValueTaken".into()),
-            table: Some(self.table.as_str().to_owned()),
-            row: holder.map(Box::new),
+        Error::ValueTaken {
+            index: format!("{}.{}", self.type_name, def.field),
+            value: show(value),
+            table: self.table.as_str().to_owned(),
+            holder: holder.map(Box::new),
         }
     }
 }

@@ -28,8 +28,10 @@ pub struct IndexReport {
     /// Index rows pointing at no entity holding their value, one line each.
     pub orphans: Vec<String>,
     /// Values of unique fields held by several entities (left by writers
-    /// outside leasehold; not fixed: one entity must change), one line each.
-    pub duplicates: Vec<String>,
+    /// outside leasehold, or by entities written before the field was
+    /// unique; not fixed: one entity must change). Each shows as one line
+    /// (`Display`).
+    pub duplicates: Vec<DuplicateValue>,
     /// Index rows written or deleted by a rebuild.
     pub repaired: u64,
 }
@@ -38,6 +40,64 @@ impl IndexReport {
     /// Whether nothing is missing, orphaned or duplicated.
     pub fn is_consistent(&self) -> bool {
         self.missing.is_empty() && self.orphans.is_empty() && self.duplicates.is_empty()
+    }
+}
+
+/// A value of a unique field that several entities hold, as
+/// [`IndexReport::duplicates`] lists it.
+///
+/// ```
+/// # use leasehold::{Entity, Store};
+/// # #[derive(Entity, Clone, Debug)]
+/// # #[entity(table = "Customers")]
+/// # struct Customer { #[entity(partition_key)] region: String, #[entity(row_key)] id: String, #[entity(unique)] email: String }
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let store = Store::memory();
+/// let customers = store.table::<Customer>();
+/// // Two rows written around the index (a plain table of the same rows).
+/// let raw = store.dynamic_table("Customers");
+/// for id in ["1", "2"] {
+///     let mut row = leasehold::DynamicEntity::new(leasehold::PartitionKey::new("eu")?, leasehold::RowKey::new(id)?);
+///     row.set("email", "ann@example.com".to_owned())?;
+///     raw.insert(row).await?;
+/// }
+/// let report = customers.verify_indexes().await?;
+/// let dup = &report.duplicates[0];
+/// assert_eq!((dup.index.as_str(), dup.value.as_str()), ("Customer.email", "ann@example.com"));
+/// assert_eq!(dup.partition_key.as_str(), "email ann@example.0com");
+/// assert_eq!(dup.entities.len(), 2);
+/// assert_eq!(dup.entities[0].1.as_str(), "1");
+/// # Ok::<(), leasehold::Error>(()) }).unwrap();
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DuplicateValue {
+    /// The unique index: the entity's type (the table name for
+    /// [`Store::verify_indexes`]) and the field, such as `Customer.email`.
+    pub index: String,
+    /// The field.
+    pub field: String,
+    /// The value as text: a string as it is, an integer in decimal, a GUID
+    /// hyphenated, a date-time in RFC 3339 (UTC). This is the form
+    /// `leasehold locks show --index TABLE.FIELD VALUE` takes.
+    pub value: String,
+    /// The partition of the value's index row (and of its lock).
+    pub partition_key: PartitionKey,
+    /// The keys of the entities holding the value, in key order.
+    pub entities: Vec<(PartitionKey, RowKey)>,
+}
+
+impl std::fmt::Display for DuplicateValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list: Vec<String> = self.entities.iter().map(show_entity).collect();
+        write!(
+            f,
+            "{} = {:?} is held by {} entities: {}",
+            self.index,
+            self.value,
+            self.entities.len(),
+            list.join(", ")
+        )
     }
 }
 
@@ -168,15 +228,13 @@ async fn check(
             )
         };
         if holders.len() > 1 {
-            let list: Vec<String> = holders.iter().map(|h| show_entity(&h.entity)).collect();
-            report.duplicates.push(format!(
-                "{}.{} = {} is held by {} entities: {}",
-                indexes.type_name,
-                def.field,
-                super::show(&holders[0].value),
-                holders.len(),
-                list.join(", ")
-            ));
+            report.duplicates.push(DuplicateValue {
+                index: format!("{}.{}", indexes.type_name, def.field),
+                field: def.field.clone(),
+                value: super::text(&holders[0].value),
+                partition_key: keys.0.clone(),
+                entities: holders.iter().map(|h| h.entity.clone()).collect(),
+            });
         }
         let row = actual.get(keys);
         let ok = row
@@ -327,7 +385,7 @@ async fn fix(store: &Store, indexes: &Indexes, problem: Problem) -> Result<bool>
     }
 }
 
-async fn defs_of(store: &Store, table: &str) -> Result<Indexes> {
+pub(super) async fn defs_of(store: &Store, table: &str) -> Result<Indexes> {
     read_defs(store, table).await?.ok_or_else(|| Error::NotFound {
         what: format!(
             "index definitions of table `{table}` (table `{table}{}`, partition `{DEFS_PARTITION}`): no indexed entity was written to it through leasehold",

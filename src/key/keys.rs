@@ -20,8 +20,9 @@ macro_rules! key_type {
             /// as UTF-16): 1 KiB.
             pub const MAX_BYTES: usize = leasehold_rules::MAX_KEY_BYTES;
 
-            /// Wraps a key that passed `leasehold_rules::key_problem`.
-            pub(super) fn from_valid(key: String) -> Self {
+            /// Wraps a key that passed `leasehold_rules::key_problem` (or
+            /// is known to pass it, as keys of fixed-width parts are).
+            pub(crate) fn from_valid(key: String) -> Self {
                 $name(key)
             }
 

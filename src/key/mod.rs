@@ -14,14 +14,16 @@
 
 mod blob_names;
 mod composite;
+mod constant;
 mod etag;
 mod keys;
-mod part;
+pub(crate) mod part;
 mod table_name;
 mod validate;
 
 pub use blob_names::{BlobName, ContainerName};
 pub use composite::CompositeKey;
+pub use constant::ConstantRowKey;
 pub use etag::ETag;
 pub use keys::{PartitionKey, RowKey};
 pub(crate) use keys::{compare_keys, shorten};

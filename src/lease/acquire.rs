@@ -361,7 +361,7 @@ impl ManagerInner {
                 self.give_back(blob, proposed);
                 return Err(outage.give_up(&self.env).unwrap_or_else(|| Error::Timeout {
                     what: format!("acquiring lease {name}"),
-                    after: Duration::ZERO,
+                    after: now.saturating_duration_since(started),
                 }));
             }
             // Retry with the same id (an acquire that was applied with its

@@ -128,7 +128,7 @@ impl Unit {
     /// Stages the index rows of every staged write of an indexed type: the
     /// rows of values freed are deleted, those of values claimed inserted;
     /// a unique value another entity holds is refused with
-    /// [`Error::AlreadyExists`]. Nothing is sent but reads.
+    /// [`Error::ValueTaken`]. Nothing is sent but reads.
     pub(super) async fn stage_index_rows(&mut self) -> Result<()> {
         if self.indexes.is_empty() {
             return Ok(());

@@ -244,6 +244,7 @@ mod commit;
 mod fold;
 mod indexes;
 mod journal;
+mod keys;
 pub(crate) mod name;
 pub(crate) mod options;
 mod prune;
@@ -256,6 +257,7 @@ mod unit;
 
 pub(crate) use journal::LockRecord;
 pub use journal::{PendingCommit, PendingWrite};
+pub use keys::IntoPartitionKeys;
 pub use options::LockOptions;
 pub use prune::PruneReport;
 pub(crate) use prune::prune_locks;

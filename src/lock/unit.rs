@@ -601,6 +601,8 @@ impl Unit {
     /// * [`Error::Batch`] (with a [`Error::Conflict`] or
     ///   [`Error::AlreadyExists`] inside) when a row changed since it was read
     ///   or exists already — nothing was applied;
+    /// * [`Error::ValueTaken`] when a staged write of an indexed type would
+    ///   give a unique field a value another entity holds — nothing is sent;
     /// * [`Error::Conflict`] naming the row when a later transaction of a
     ///   journalled commit was refused (something wrote the row without its
     ///   lock) and the transactions already applied were undone — nothing

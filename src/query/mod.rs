@@ -26,6 +26,28 @@
 //!     "(balance gt 100L) and (not (RowKey eq 'savings'))"
 //! );
 //! ```
+//!
+//! # Key ranges
+//!
+//! A query's partition key and row-key range travel in its filter, which is
+//! at most [`Filter::MAX_LEN`] (10 KiB) once URL-encoded. Each UTF-16 unit
+//! of a key costs: 1 byte for ASCII letters, digits, space and `*-._`;
+//! 3 for other ASCII (6 for `'`, which is doubled); 6 for a character of two
+//! UTF-8 bytes (`é`, Cyrillic, Greek); 9 for one of three (CJK, most of the
+//! BMP); 6 per unit for one outside the BMP (an emoji is two units, 12
+//! bytes). A 1 KiB key (512 units) costs at most 4608 bytes, so:
+//!
+//! * a range of one key (`k..=k`) is sent as one `eq` comparison and runs
+//!   for any valid partition and row key;
+//! * a range with one bound (`a..`, `..b`, `..=b`) runs for any valid keys;
+//! * a range with two bounds runs when the costs of its partition key and
+//!   both bounds add up to at most 10 152 bytes (`MAX_LEN` less the 88
+//!   bytes of the filter around them): any two valid bounds in a partition
+//!   whose key is ASCII letters and digits, for one. Two 512-character CJK
+//!   bounds in a partition with a 512-character CJK key are
+//!   [`Error::Invalid`] naming the filter, before any request.
+//!
+//! A filter of your own adds to the same total.
 
 mod filter;
 
@@ -368,11 +390,22 @@ impl Continuation {
     }
 }
 
-/// A key range over string keys, turned into a filter.
+/// A key range over string keys, turned into a filter. A range of one key
+/// (`k..=k`) is one `eq` comparison, which sends the key once: so any valid
+/// key fits within [`Filter::MAX_LEN`], in any valid partition.
 pub(crate) fn key_range_filter(
     property: &'static str,
     range: (Bound<String>, Bound<String>),
 ) -> Option<Filter> {
+    if let (Bound::Included(low), Bound::Included(high)) = &range {
+        if low == high {
+            return Some(Filter::compare(
+                property,
+                CmpOp::Eq,
+                Value::String(low.clone()),
+            ));
+        }
+    }
     let lower = match range.0 {
         Bound::Included(s) => Some(Filter::compare(property, CmpOp::Ge, Value::String(s))),
         Bound::Excluded(s) => Some(Filter::compare(property, CmpOp::Gt, Value::String(s))),
@@ -434,6 +467,66 @@ mod tests {
         };
         assert_eq!(Continuation::from_token(&c.to_token()).unwrap(), c);
         assert!(Continuation::from_token("not a token").is_err());
+    }
+
+    /// The filter a query over `partition` and `rows` sends.
+    fn query_filter(partition: &str, rows: (Bound<String>, Bound<String>)) -> Filter {
+        let pk = Filter::compare("PartitionKey", CmpOp::Eq, Value::String(partition.into()));
+        match key_range_filter("RowKey", rows) {
+            Some(rows) => pk.and(rows),
+            None => pk,
+        }
+    }
+
+    #[test]
+    fn a_range_of_one_key_is_one_comparison() {
+        let k = "日".repeat(512);
+        let f = key_range_filter("RowKey", owned_bounds(k.clone()..=k.clone())).unwrap();
+        assert_eq!(f, Filter::compare("RowKey", CmpOp::Eq, Value::String(k)));
+        // Unequal or half-open bounds stay a range.
+        let f = key_range_filter("RowKey", owned_bounds("a".."a")).unwrap();
+        assert_eq!(f.comparisons(), 2);
+        let f = key_range_filter("RowKey", owned_bounds("a"..="b")).unwrap();
+        assert_eq!(f.to_odata(), "(RowKey ge 'a') and (RowKey le 'b')");
+    }
+
+    /// What the module docs promise about which key ranges fit
+    /// `Filter::MAX_LEN`, with the costliest valid keys: 512 UTF-16 units of
+    /// three-byte characters (9 bytes each once encoded).
+    #[test]
+    fn key_ranges_over_the_longest_keys_fit_as_documented() {
+        let cjk = |last: char| format!("{}{last}", "日".repeat(511));
+        let (low, high) = (cjk('a'), cjk('c'));
+        let long_pk = "日".repeat(512);
+        let fits = |f: Filter| f.validate().map(|()| f.encoded_len());
+        // One key, in the costliest partition.
+        assert!(
+            fits(query_filter(
+                &long_pk,
+                owned_bounds(low.clone()..=low.clone())
+            ))
+            .is_ok()
+        );
+        // One bound, in the costliest partition.
+        assert!(fits(query_filter(&long_pk, owned_bounds(low.clone()..))).is_ok());
+        assert!(fits(query_filter(&long_pk, owned_bounds(..=high.clone()))).is_ok());
+        // Two bounds, in the longest ASCII partition.
+        let len = fits(query_filter(
+            &"p".repeat(512),
+            owned_bounds(low.clone()..=high.clone()),
+        ));
+        assert!(len.is_ok(), "{len:?}");
+        // The 88 bytes around the three keys.
+        let around = query_filter("p", owned_bounds("a"..="b")).encoded_len() - 3;
+        assert_eq!(around, 88);
+        // Two bounds in the costliest partition: over the limit, named.
+        match query_filter(&long_pk, owned_bounds(low..=high)).validate() {
+            Err(Error::Invalid { what, why }) => {
+                assert_eq!(what, "filter on `PartitionKey`, `RowKey`");
+                assert!(why.contains(&Filter::MAX_LEN.to_string()), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

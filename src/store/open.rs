@@ -9,7 +9,8 @@ use crate::error::{Error, Result};
 use crate::key::IntoPartitionKey;
 use crate::lock::name::lock_name;
 use crate::lock::{
-    CommitOutcome, LockRecord, PendingCommit, Resolution, ResolveAction, RollForwardReport, Unit,
+    CommitOutcome, IntoPartitionKeys, LockRecord, PendingCommit, Resolution, ResolveAction,
+    RollForwardReport, Unit,
 };
 use crate::table::Table;
 
@@ -116,13 +117,14 @@ impl Store {
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
     ///
+    /// Keys of different kinds (`&str` and [`PartitionKey`](crate::PartitionKey),
+    /// say) go in one call joined with
+    /// [`IntoPartitionKeys::and_keys`].
+    ///
     /// # Errors
-    /// [`crate::Error::Invalid`] for a bad key or an empty set (before any
-    /// request); otherwise as [`Store::lock`].
-    pub async fn lock_many<K: IntoPartitionKey>(
-        &self,
-        partition_keys: impl IntoIterator<Item = K>,
-    ) -> Result<Unit> {
+    /// [`crate::Error::Invalid`] for a bad key (naming it) or an empty set
+    /// (before any request); otherwise as [`Store::lock`].
+    pub async fn lock_many(&self, partition_keys: impl IntoPartitionKeys) -> Result<Unit> {
         self.lock_many_with_timeout(partition_keys, self.lock_options().acquire_timeout)
             .await
     }
@@ -131,12 +133,12 @@ impl Store {
     ///
     /// # Errors
     /// As [`Store::lock_many`].
-    pub async fn lock_many_with_timeout<K: IntoPartitionKey>(
+    pub async fn lock_many_with_timeout(
         &self,
-        partition_keys: impl IntoIterator<Item = K>,
+        partition_keys: impl IntoPartitionKeys,
         timeout: Duration,
     ) -> Result<Unit> {
-        Unit::open(self, partition_keys, Some(timeout))
+        Unit::open(self, partition_keys.into_partition_keys()?, Some(timeout))
             .await?
             .ok_or_else(|| Error::Timeout {
                 what: "partition locks".into(),
@@ -149,11 +151,11 @@ impl Store {
     ///
     /// # Errors
     /// As [`Store::lock_many`], without the timeout.
-    pub async fn try_lock_many<K: IntoPartitionKey>(
+    pub async fn try_lock_many(
         &self,
-        partition_keys: impl IntoIterator<Item = K>,
+        partition_keys: impl IntoPartitionKeys,
     ) -> Result<Option<Unit>> {
-        Unit::open(self, partition_keys, None).await
+        Unit::open(self, partition_keys.into_partition_keys()?, None).await
     }
 
     /// For operators: takes the lock of a partition, rolls forward a pending

@@ -12,7 +12,7 @@ use super::fence::FencedWrites;
 use super::stored::versioned;
 use crate::entity::{Entity, Versioned};
 use crate::error::{Error, Result};
-use crate::key::{IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
+use crate::key::{ConstantRowKey, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 
 /// The typed table of entity type `E`. Cheap to clone.
 pub struct Table<E> {
@@ -172,5 +172,43 @@ impl<E: Entity> Table<E> {
         }
         .instrument(span)
         .await
+    }
+}
+
+/// Reads of entity types with a constant row key: the bound is on the impl,
+/// so that calling them on another type is one error, at the call.
+impl<E: Entity + ConstantRowKey> Table<E> {
+    /// Reads the one entity of partition `partition_key`, for a type whose
+    /// row key is a constant (`#[entity(row_key = "...")]`, see
+    /// [`ConstantRowKey`]); `None` when there is none. A type whose row key
+    /// comes from its fields has no such method (a compile error), and is
+    /// read with [`Table::get`].
+    ///
+    /// ```
+    /// use leasehold::{Entity, Store};
+    ///
+    /// #[derive(Entity, Debug, Clone)]
+    /// #[entity(table = "Customers", row_key = "profile")]
+    /// struct Profile {
+    ///     #[entity(partition_key)]
+    ///     customer: String,
+    ///     name: String,
+    /// }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let profiles = Store::memory().table::<Profile>();
+    /// profiles.insert(Profile { customer: "c1".into(), name: "Ann".into() }).await?;
+    /// assert_eq!(profiles.get_one("c1").await?.expect("stored").name, "Ann");
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Table::get`]: [`Error::Invalid`] for an invalid key (before any
+    /// request); [`Error::Decode`] when the stored entity does not fit `E`;
+    /// backend errors.
+    pub async fn get_one(
+        &self,
+        partition_key: impl IntoPartitionKey,
+    ) -> Result<Option<Versioned<E>>> {
+        self.get(partition_key, E::ROW_KEY).await
     }
 }

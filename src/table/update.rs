@@ -36,10 +36,26 @@ impl<E: Entity> Table<E> {
     /// retried, since retrying could apply `f` twice.
     ///
     /// # Errors
-    /// [`Error::Conflict`] when every attempt conflicted; [`Error::NotFound`]
-    /// when the entity does not exist; [`Error::Invalid`] when `f` changed a
-    /// key; [`Error::Transient`] when the outcome of a write is unknown (see
-    /// above) or the backend's retries ran out.
+    /// * [`Error::Conflict`] when every attempt conflicted;
+    ///   [`Error::NotFound`] when the entity does not exist;
+    /// * [`Error::ValueTaken`] when the type has unique fields
+    ///   (`#[entity(unique)]`) and `f` gave one a value another entity holds
+    ///   (not retried; nothing is written; its [`code`](Error::code) is
+    ///   `UniqueValueTaken`);
+    /// * [`Error::Invalid`] when `f` changed a key, or the entity breaks a
+    ///   service limit; [`Error::Decode`] when the stored entity, or its
+    ///   changed form, does not decode — nothing is sent;
+    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
+    ///   later epoch of the fence's lease wrote the partition;
+    ///   [`Error::Invalid`] through a fenced table for a type with indexes;
+    /// * when `f` changes an indexed value, the
+    ///   [errors of indexed writes](crate::index#errors-of-indexed-writes)
+    ///   (taking the locks: [`Error::Timeout`], [`Error::Unavailable`],
+    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]; committing:
+    ///   [`Error::InDoubt`]);
+    /// * [`Error::Transient`] when the outcome of a write is unknown (see
+    ///   above) or the backend's retries ran out; [`Error::Unavailable`],
+    ///   [`Error::Auth`] and other backend errors.
     pub async fn update_with<F>(
         &self,
         partition_key: impl IntoPartitionKey,
@@ -178,12 +194,97 @@ impl<E: Entity> Table<E> {
 
 /// Why [`Table::try_update_with`] did not update: the update function
 /// refused, with the caller's own error, or the update failed.
+///
+/// Match it to tell the two apart. A function whose own error type holds
+/// leasehold's errors (`From<leasehold::Error>`) and whose update function
+/// refuses with that same type needs no match:
+/// [`UpdateError::flatten`] gives that error either way, so
+/// `.await.map_err(UpdateError::flatten)?` returns it. For a plain `?`,
+/// implement `From<UpdateError<MyError>> for MyError` with `flatten` in
+/// your crate (the orphan rules allow it there, since `MyError` is yours).
+/// With leasehold's own [`Error`] as the function's error (an update
+/// function refusing with an [`Error`]), `.map_err(UpdateError::flatten)?`
+/// works the same.
+///
+/// ```
+/// use leasehold::table::UpdateError;
+/// use leasehold::{Entity, Store, Table};
+///
+/// #[derive(Entity, Clone, Debug)]
+/// #[entity(table = "Orders")]
+/// struct Order { #[entity(partition_key)] shop: String, #[entity(row_key)] id: String, status: String }
+///
+/// #[derive(Debug)]
+/// enum ShopError {
+///     AlreadyShipped(String),
+///     Storage(leasehold::Error),
+/// }
+///
+/// impl From<leasehold::Error> for ShopError {
+///     fn from(e: leasehold::Error) -> Self {
+///         ShopError::Storage(e)
+///     }
+/// }
+///
+/// async fn cancel(orders: &Table<Order>, id: &str) -> Result<(), ShopError> {
+///     orders
+///         .try_update_with("s", id, |o| {
+///             if o.status == "shipped" {
+///                 return Err(ShopError::AlreadyShipped(o.id.clone()));
+///             }
+///             o.status = "cancelled".into();
+///             Ok(())
+///         })
+///         .await
+///         .map_err(UpdateError::flatten)?;
+///     Ok(())
+/// }
+///
+/// // With this in your crate, a plain `?` does the same.
+/// impl From<UpdateError<ShopError>> for ShopError {
+///     fn from(e: UpdateError<ShopError>) -> Self {
+///         e.flatten()
+///     }
+/// }
+///
+/// async fn ship(orders: &Table<Order>, id: &str) -> Result<(), ShopError> {
+///     orders.try_update_with("s", id, |o| {
+///         o.status = "shipped".into();
+///         Ok::<(), ShopError>(())
+///     }).await?;
+///     Ok(())
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let orders = Store::memory().table::<Order>();
+/// orders.insert(Order { shop: "s".into(), id: "1".into(), status: "new".into() }).await?;
+/// ship(&orders, "1").await.unwrap();
+/// assert!(matches!(cancel(&orders, "1").await, Err(ShopError::AlreadyShipped(id)) if id == "1"));
+/// assert!(matches!(
+///     cancel(&orders, "2").await,
+///     Err(ShopError::Storage(e)) if e.kind() == leasehold::ErrorKind::NotFound
+/// ));
+/// # Ok::<(), leasehold::Error>(()) }).unwrap();
+/// ```
 #[derive(Debug)]
 pub enum UpdateError<U> {
     /// The update function returned this error; nothing was sent.
     Refused(U),
     /// Reading or writing failed, as [`Table::update_with`] fails.
     Failed(Error),
+}
+
+impl<U: From<Error>> UpdateError<U> {
+    /// The caller's error either way: the update function's own error, or
+    /// leasehold's error converted with `U::from`. For a function returning
+    /// `Result<_, U>`: `.await.map_err(UpdateError::flatten)?` (see
+    /// [`UpdateError`]).
+    pub fn flatten(self) -> U {
+        match self {
+            UpdateError::Refused(u) => u,
+            UpdateError::Failed(e) => U::from(e),
+        }
+    }
 }
 
 impl<U> From<Error> for UpdateError<U> {

@@ -111,9 +111,27 @@ impl<E: Entity> Table<E> {
     /// in UTC, `json` fields as they parse back.
     ///
     /// # Errors
-    /// [`Error::AlreadyExists`] when the row exists; [`Error::Invalid`] when
-    /// the entity breaks a service limit, and [`Error::Decode`] when its
-    /// stored form does not decode (nothing is sent).
+    /// * [`Error::AlreadyExists`] when a row with the entity's keys exists
+    ///   (an indexed insert says so before writing anything);
+    /// * [`Error::ValueTaken`] when the type has unique fields
+    ///   (`#[entity(unique)]`) and the entity would take a value another entity
+    ///   holds (nothing is written; its [`code`](Error::code) is
+    ///   `UniqueValueTaken`);
+    /// * [`Error::Invalid`] when the entity breaks a service limit or has an
+    ///   invalid key (or an indexed value whose index partition key would be
+    ///   invalid), and [`Error::Decode`] when its stored form does not decode
+    ///   — nothing is sent;
+    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
+    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
+    ///   through a fenced table for a type with indexes (nothing is sent);
+    /// * for a type with indexes, when the write claims or frees an indexed
+    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
+    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
+    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
+    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
+    ///   without its lock meanwhile);
+    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
+    ///   other backend errors.
     pub async fn insert(&self, entity: E) -> Result<Versioned<E>> {
         if let Some(Some(v)) = index::route(self, IndexedWrite::Insert(&entity)).await? {
             return Ok(v);
@@ -126,9 +144,27 @@ impl<E: Entity> Table<E> {
     /// Returns the new version, ready for the next conditional write.
     ///
     /// # Errors
-    /// [`Error::Conflict`] when the stored entity changed since `current` was
-    /// read; [`Error::NotFound`] when it was deleted; as [`Table::insert`]
-    /// for an entity that cannot be stored.
+    /// * [`Error::Conflict`] when the stored entity changed since `current`
+    ///   was read; [`Error::NotFound`] when it was deleted;
+    /// * [`Error::ValueTaken`] when the type has unique fields
+    ///   (`#[entity(unique)]`) and the change would give the entity a value another entity
+    ///   holds (nothing is written; its [`code`](Error::code) is
+    ///   `UniqueValueTaken`);
+    /// * [`Error::Invalid`] when the entity breaks a service limit or has an
+    ///   invalid key (or an indexed value whose index partition key would be
+    ///   invalid), and [`Error::Decode`] when its stored form does not decode
+    ///   — nothing is sent;
+    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
+    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
+    ///   through a fenced table for a type with indexes (nothing is sent);
+    /// * for a type with indexes, when the write claims or frees an indexed
+    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
+    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
+    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
+    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
+    ///   without its lock meanwhile);
+    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
+    ///   other backend errors.
     pub async fn replace(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
         if let Some(Some(v)) = index::route(self, IndexedWrite::Replace(current)).await? {
             return Ok(v);
@@ -183,10 +219,29 @@ impl<E: Entity> Table<E> {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Conflict`] when the stored entity changed since `current` was
-    /// read; [`Error::NotFound`] when it was deleted; as [`Table::insert`]
-    /// for an entity that cannot be stored; the read's errors when the
-    /// entity is read back (the merge was applied).
+    /// * [`Error::Conflict`] when the stored entity changed since `current`
+    ///   was read; [`Error::NotFound`] when it was deleted;
+    /// * [`Error::ValueTaken`] when the type has unique fields
+    ///   (`#[entity(unique)]`) and the merge would give the entity a value another entity
+    ///   holds (nothing is written; its [`code`](Error::code) is
+    ///   `UniqueValueTaken`);
+    /// * [`Error::Invalid`] when the entity breaks a service limit or has an
+    ///   invalid key (or an indexed value whose index partition key would be
+    ///   invalid), and [`Error::Decode`] when its stored form does not decode
+    ///   — nothing is sent;
+    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
+    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
+    ///   through a fenced table for a type with indexes (nothing is sent);
+    /// * the read's errors when the entity is read back (the merge was
+    ///   applied);
+    /// * for a type with indexes, when the write claims or frees an indexed
+    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
+    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
+    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
+    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
+    ///   without its lock meanwhile);
+    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
+    ///   other backend errors.
     pub async fn merge(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
         if let Some(Some(v)) = index::route(self, IndexedWrite::Merge(current)).await? {
             return Ok(v);
@@ -203,9 +258,25 @@ impl<E: Entity> Table<E> {
 
     /// Deletes the entity if it is unchanged since `current` was read.
     ///
+    /// Deleting frees the entity's indexed values; it never takes one, so
+    /// it is never refused with [`Error::ValueTaken`].
+    ///
     /// # Errors
-    /// [`Error::Conflict`] when the stored entity changed since `current` was
-    /// read; [`Error::NotFound`] when it is already gone.
+    /// * [`Error::Conflict`] when the stored entity changed since `current`
+    ///   was read; [`Error::NotFound`] when it is already gone;
+    /// * [`Error::Invalid`] when `current`'s keys are invalid (nothing is
+    ///   sent);
+    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
+    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
+    ///   through a fenced table for a type with indexes (nothing is sent);
+    /// * for a type with indexes, when the write claims or frees an indexed
+    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
+    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
+    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
+    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
+    ///   without its lock meanwhile);
+    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
+    ///   other backend errors.
     pub async fn delete(&self, current: &Versioned<E>) -> Result<()> {
         if index::route(self, IndexedWrite::Delete(current))
             .await?
@@ -228,7 +299,25 @@ impl<E: Entity> Table<E> {
     /// [`Table::upsert_merge`] keeps them.
     ///
     /// # Errors
-    /// As [`Table::insert`] for an entity that cannot be stored.
+    /// * [`Error::ValueTaken`] when the type has unique fields
+    ///   (`#[entity(unique)]`) and the entity would take a value another entity
+    ///   holds (nothing is written; its [`code`](Error::code) is
+    ///   `UniqueValueTaken`);
+    /// * [`Error::Invalid`] when the entity breaks a service limit or has an
+    ///   invalid key (or an indexed value whose index partition key would be
+    ///   invalid), and [`Error::Decode`] when its stored form does not decode
+    ///   — nothing is sent;
+    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
+    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
+    ///   through a fenced table for a type with indexes (nothing is sent);
+    /// * for a type with indexes, when the write claims or frees an indexed
+    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
+    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
+    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
+    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
+    ///   without its lock meanwhile);
+    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
+    ///   other backend errors.
     pub async fn upsert(&self, entity: E) -> Result<Versioned<E>> {
         if let Some(Some(v)) = index::route(self, IndexedWrite::Upsert(&entity)).await? {
             return Ok(v);
@@ -249,8 +338,27 @@ impl<E: Entity> Table<E> {
     /// version.
     ///
     /// # Errors
-    /// As [`Table::insert`] for an entity that cannot be stored; the read's
-    /// errors when the entity is read back (the write was applied).
+    /// * [`Error::ValueTaken`] when the type has unique fields
+    ///   (`#[entity(unique)]`) and the merged entity would hold a value another entity
+    ///   holds (nothing is written; its [`code`](Error::code) is
+    ///   `UniqueValueTaken`);
+    /// * [`Error::Invalid`] when the entity breaks a service limit or has an
+    ///   invalid key (or an indexed value whose index partition key would be
+    ///   invalid), and [`Error::Decode`] when its stored form does not decode
+    ///   — nothing is sent;
+    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
+    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
+    ///   through a fenced table for a type with indexes (nothing is sent);
+    /// * the read's errors when the entity is read back (the write was
+    ///   applied);
+    /// * for a type with indexes, when the write claims or frees an indexed
+    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
+    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
+    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
+    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
+    ///   without its lock meanwhile);
+    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
+    ///   other backend errors.
     pub async fn upsert_merge(&self, entity: E) -> Result<Versioned<E>> {
         if let Some(Some(v)) = index::route(self, IndexedWrite::UpsertMerge(&entity)).await? {
             return Ok(v);
@@ -265,8 +373,26 @@ impl<E: Entity> Table<E> {
     /// except that it must exist.
     ///
     /// # Errors
-    /// [`Error::NotFound`] when there is no such entity; as [`Table::insert`]
-    /// for an entity that cannot be stored.
+    /// * [`Error::NotFound`] when there is no such entity;
+    /// * [`Error::ValueTaken`] when the type has unique fields
+    ///   (`#[entity(unique)]`) and the entity would take a value another entity
+    ///   holds (nothing is written; its [`code`](Error::code) is
+    ///   `UniqueValueTaken`);
+    /// * [`Error::Invalid`] when the entity breaks a service limit or has an
+    ///   invalid key (or an indexed value whose index partition key would be
+    ///   invalid), and [`Error::Decode`] when its stored form does not decode
+    ///   — nothing is sent;
+    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
+    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
+    ///   through a fenced table for a type with indexes (nothing is sent);
+    /// * for a type with indexes, when the write claims or frees an indexed
+    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
+    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
+    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
+    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
+    ///   without its lock meanwhile);
+    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
+    ///   other backend errors.
     pub async fn replace_unconditionally(&self, entity: E) -> Result<Versioned<E>> {
         if let Some(Some(v)) =
             index::route(self, IndexedWrite::ReplaceUnconditionally(&entity)).await?
@@ -282,9 +408,23 @@ impl<E: Entity> Table<E> {
     /// Deletes an entity whatever its version. **Unconditional** except that
     /// it must exist.
     ///
+    /// Deleting frees the entity's indexed values; it is never refused
+    /// with [`Error::ValueTaken`].
+    ///
     /// # Errors
-    /// [`Error::NotFound`] when there is no such entity; [`Error::Invalid`]
-    /// for an invalid key.
+    /// * [`Error::NotFound`] when there is no such entity;
+    /// * [`Error::Invalid`] for an invalid key (nothing is sent);
+    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
+    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
+    ///   through a fenced table for a type with indexes (nothing is sent);
+    /// * for a type with indexes, when the write claims or frees an indexed
+    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
+    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
+    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
+    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
+    ///   without its lock meanwhile);
+    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
+    ///   other backend errors.
     pub async fn delete_unconditionally(
         &self,
         partition_key: impl IntoPartitionKey,

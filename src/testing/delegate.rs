@@ -1,7 +1,7 @@
 //! One delegation of both backend traits, shared by every wrapper: each
 //! request goes through the wrapper's `call(op, future)`.
 //!
-//! Every method is forwarded, provided ones too (`execute_checked`,
+//! Every method is forwarded, provided ones too (`execute_owned`,
 //! `endpoint`), so a store on a wrapper takes the same path as on the
 //! wrapped backend. The impls deny `clippy::missing_trait_methods`: a
 //! method added to a trait with a default body is a lint error here until it

@@ -108,7 +108,7 @@ fn service_limits_are_constants_of_what_they_limit() {
     assert_eq!(EntityData::MAX_PROPERTIES, 252);
     assert_eq!(Value::MAX_BYTES, 64 * 1024);
     assert_eq!(Filter::MAX_COMPARISONS, 15);
-    assert_eq!(Filter::MAX_LEN, 8 * 1024);
+    assert_eq!(Filter::MAX_LEN, 10 * 1024);
     assert_eq!(QuerySpec::MAX_PAGE_SIZE, 1000);
     assert_eq!(CompositeKey::SEPARATOR, ' ');
 

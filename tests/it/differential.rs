@@ -25,7 +25,8 @@ use leasehold::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableN
 use leasehold::query::{CmpOp, Filter};
 
 /// Inputs the generator never produces, because Azurite accepts what Azure
-/// rejects (the memory backend follows Azure, see AZURE_FACTS.md). A list
+/// rejects (the memory backend follows Azure; see the README's "Azurite
+/// differences"). A list
 /// for readers: nothing uses it.
 #[allow(dead_code)]
 pub const KNOWN_DIFFERENCES: &[&str] = &[

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use leasehold::backend::{Backend, TableOp};
+use leasehold::backend::{Backend, Precondition, TableOp};
 use leasehold::entity::{EntityData, Properties, Value};
 use leasehold::key::{PartitionKey, RowKey, TableName};
 use leasehold::query::{Filter, TypedFilter};
@@ -35,11 +35,12 @@ macro_rules! emulator_suite {
         $crate::emulator_suite!(@tests $make_ctx, $target;
             negative_zero_reads_back_as_zero_only_on_azurite,
             exponent_sized_doubles_in_filters_select_the_right_rows,
-            non_ascii_text_over_64_kib_round_trips_through_batches,
+            long_non_ascii_strings_round_trip_through_every_write,
             keys_are_limited_to_1_kib_as_utf16,
             entity_size_counts_stored_data_not_json_text,
             over_long_filters_are_invalid_and_name_the_filter,
             filters_at_the_length_limit_run,
+            key_ranges_over_the_longest_keys_run,
         );
     };
     (@tests $make_ctx:expr, $target:expr; $($check:ident),* $(,)?) => {
@@ -163,54 +164,94 @@ pub async fn exponent_sized_doubles_in_filters_select_the_right_rows(ctx: &Ctx, 
     }
 }
 
-/// Non-ASCII text in a request body over 64 KiB: memory and Azure store
-/// what was sent. Azurite decodes a single-entity request body chunk by
-/// chunk (64 KiB each), so a character split across two chunks comes back
-/// as U+FFFD; it reads batch bodies whole, so the same entity written in a
-/// batch (even of one operation) round-trips there. leasehold sends the
-/// text as UTF-8 (the README says why it does not escape it).
-pub async fn non_ascii_text_over_64_kib_round_trips_through_batches(ctx: &Ctx, target: Target) {
+/// Long non-ASCII strings round-trip through every kind of write, single
+/// or batched. Azurite decodes a single-entity request body chunk by chunk
+/// (64 KiB each), so a multi-byte character split between two chunks came
+/// back as U+FFFD, or turned a string at the 64 KiB limit into one over it
+/// (`400 PropertyValueTooLarge`); it reads batch bodies whole. leasehold
+/// sends single-entity bodies with non-ASCII characters escaped
+/// (`\uXXXX`), which read the same however the body is cut.
+pub async fn long_non_ascii_strings_round_trip_through_every_write(ctx: &Ctx, _: Target) {
     let t = ctx.store.table::<Text>();
-    // 21 845 three-byte characters (64 KiB of UTF-8, 43 690 bytes as UTF-16)
-    // after 0, 1 and 2 ASCII bytes: wherever a 64 KiB boundary falls in the
-    // text, it splits a character for at least two of the three shifts.
-    let entity = |rk: String, shift: usize| Text {
-        pk: "p".into(),
-        rk,
-        a: format!("{}{}", "x".repeat(shift), "語".repeat(21_845)),
-        b: "b".into(),
-        c: "ç".into(),
-    };
-    let mut corrupted = 0;
-    for shift in 0..3 {
-        let batched = entity(format!("batched{shift}"), shift);
+    // At the 64 KiB limit (32 768 UTF-16 units): emoji (four UTF-8 bytes)
+    // after 0 to 3 ASCII characters, so that wherever a chunk boundary
+    // falls, some shift splits a character there; and three-byte CJK.
+    let mut texts: Vec<(String, String)> = (0..=3)
+        .map(|shift| {
+            let emoji = "😀".repeat((32_768 - shift) / 2);
+            (
+                format!("emoji{shift}"),
+                format!("{}{emoji}", "x".repeat(shift)),
+            )
+        })
+        .collect();
+    texts.push(("cjk".into(), "語".repeat(32_768)));
+    let reversed = |s: &str| -> String { s.chars().rev().collect() };
+    for (name, text) in &texts {
+        assert!(text.encode_utf16().count() <= 32_768, "{name}");
+        let entity = |rk: &str, a: &str| Text {
+            pk: "p".into(),
+            rk: rk.into(),
+            a: a.into(),
+            b: "b".into(),
+            c: "ç".into(),
+        };
+        let read = |rk: String| {
+            let t = t.clone();
+            async move {
+                t.get("p", rk.as_str())
+                    .await
+                    .expect("get")
+                    .expect("present")
+            }
+        };
+
+        // insert, then replace with the text shifted the other way.
+        let rk = format!("{name}-single");
+        t.insert(entity(&rk, text))
+            .await
+            .unwrap_or_else(|e| panic!("insert {name}: {e}"));
+        let mut v = read(rk.clone()).await;
+        assert_eq!(v.entity(), &entity(&rk, text), "insert {name}");
+        v.a = reversed(text);
+        t.replace(&v)
+            .await
+            .unwrap_or_else(|e| panic!("replace {name}: {e}"));
+        let mut v = read(rk.clone()).await;
+        assert_eq!(v.a, reversed(text), "replace {name}");
+        // merge, with the text in a second property.
+        v.c = text.clone();
+        t.merge(&v)
+            .await
+            .unwrap_or_else(|e| panic!("merge {name}: {e}"));
+        let v = read(rk.clone()).await;
+        assert_eq!((&v.a, &v.c), (&reversed(text), text), "merge {name}");
+
+        // upsert (a replace of a new row), then upsert_merge.
+        let rk = format!("{name}-upsert");
+        t.upsert(entity(&rk, text))
+            .await
+            .unwrap_or_else(|e| panic!("upsert {name}: {e}"));
+        assert_eq!(read(rk.clone()).await.entity(), &entity(&rk, text));
+        let mut merged = entity(&rk, text);
+        merged.b = reversed(text);
+        t.upsert_merge(merged.clone())
+            .await
+            .unwrap_or_else(|e| panic!("upsert_merge {name}: {e}"));
+        assert_eq!(
+            read(rk.clone()).await.entity(),
+            &merged,
+            "upsert_merge {name}"
+        );
+
+        // A batch of one insert.
+        let rk = format!("{name}-batched");
         t.batch()
-            .insert(batched.clone())
+            .insert(entity(&rk, text))
             .commit()
             .await
-            .expect("batch");
-        let read = t
-            .get("p", batched.rk.as_str())
-            .await
-            .expect("get")
-            .expect("present");
-        assert_eq!(read.entity(), &batched, "a batch body is read whole");
-
-        let single = entity(format!("single{shift}"), shift);
-        t.insert(single.clone()).await.expect("insert");
-        let read = t
-            .get("p", single.rk.as_str())
-            .await
-            .expect("get")
-            .expect("present");
-        if read.entity() != &single {
-            assert!(read.a.contains('\u{FFFD}'), "only split characters change");
-            corrupted += 1;
-        }
-    }
-    match target {
-        Target::Memory => assert_eq!(corrupted, 0),
-        Target::Azurite => assert!(corrupted >= 2, "Azurite split {corrupted} of 3"),
+            .unwrap_or_else(|e| panic!("batch {name}: {e}"));
+        assert_eq!(read(rk.clone()).await.entity(), &entity(&rk, text));
     }
 }
 
@@ -253,7 +294,10 @@ pub async fn keys_are_limited_to_1_kib_as_utf16(ctx: &Ctx, _: Target) {
 
 /// The 1 MiB entity limit counts stored data (strings and names as UTF-16,
 /// binaries as bytes), not the JSON text: fifteen 64 KiB binaries (960 KiB
-/// of data, about 1.3 MB of base64 JSON) fit, on memory as on Azurite.
+/// of data, about 1.3 MB of base64 JSON) fit, on memory as on Azurite; so
+/// do fifteen strings of 32 767 CJK characters (960 KiB of data, sent as
+/// 2.9 MB of JSON once their characters are escaped), and a sixteenth is
+/// refused before sending, as the same entity in UTF-8 would be.
 pub async fn entity_size_counts_stored_data_not_json_text(ctx: &Ctx, _: Target) {
     let table = TableName::new(format!("{}Big", ctx.store.table_prefix())).unwrap();
     let be: &Arc<dyn Backend> = ctx.backend();
@@ -270,6 +314,32 @@ pub async fn entity_size_counts_stored_data_not_json_text(ctx: &Ctx, _: Target) 
     be.execute(&table, &TableOp::Insert(data))
         .await
         .expect("960 KiB of data is within 1 MiB");
+
+    let mut props = Properties::new();
+    for i in 0..15 {
+        props.insert(format!("s{i:02}"), Value::String("語".repeat(32_767)));
+    }
+    let mut data = EntityData {
+        partition_key: PartitionKey::new("p").unwrap(),
+        row_key: RowKey::new("text").unwrap(),
+        properties: props.clone(),
+    };
+    be.execute(&table, &TableOp::Insert(data.clone()))
+        .await
+        .expect("960 KiB of text is within 1 MiB");
+    let stored = be
+        .get(&table, &data.partition_key, &data.row_key)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(stored.data.properties, props);
+    data.properties
+        .insert("s15", Value::String("語".repeat(32_767)));
+    let e = be
+        .execute(&table, &TableOp::Replace(data, Precondition::Upsert))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
 }
 
 /// A filter longer than [`MAX_FILTER_LEN`] once URL-encoded is `Invalid`,
@@ -314,6 +384,100 @@ pub async fn filters_at_the_length_limit_run(ctx: &Ctx, _: Target) {
     assert_eq!(found, vec![row]);
     let e = long_blob_query(&ctx.store, n + 1).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+}
+
+/// Key ranges over the costliest valid keys (512 UTF-16 units of
+/// three-byte characters, 4608 bytes each once URL-encoded) run as the
+/// `leasehold::query` docs say: a range of one key in any partition, a
+/// range with two such bounds in a short partition, and a range with one
+/// bound in a partition with such a key, paged one row at a time so each
+/// request also carries a continuation of two long keys (the longest query
+/// head leasehold sends). Two such bounds in such a partition are over
+/// [`MAX_FILTER_LEN`]: `Invalid`, naming the filter.
+pub async fn key_ranges_over_the_longest_keys_run(ctx: &Ctx, _: Target) {
+    let t = ctx.store.table::<Measure>();
+    let k = |last: &str| format!("{}{last}", "日".repeat(511));
+    let long_pk = "日".repeat(512);
+    let keys = [k("a"), k("b"), k("c")];
+    for pk in ["p", long_pk.as_str()] {
+        let mut batch = t.batch();
+        for (i, rk) in keys.iter().enumerate() {
+            batch = batch.insert(Measure {
+                pk: pk.into(),
+                rk: rk.clone(),
+                d: i as f64,
+            });
+        }
+        batch.commit().await.expect("batch");
+    }
+    let rks = |found: Vec<leasehold::Versioned<Measure>>| -> Vec<f64> {
+        found.iter().map(|v| v.entity().d).collect()
+    };
+
+    // A range of one key: one comparison, in either partition.
+    let one = "日".repeat(512);
+    t.insert(Measure {
+        pk: "p".into(),
+        rk: one.clone(),
+        d: 9.0,
+    })
+    .await
+    .expect("insert");
+    let found = t
+        .query()
+        .partition("p")
+        .row_keys(one.clone()..=one.clone())
+        .all()
+        .await
+        .expect("a range of one long key");
+    assert_eq!(rks(found), [9.0]);
+    let found = t
+        .query()
+        .partition(long_pk.as_str())
+        .row_keys(keys[1].clone()..=keys[1].clone())
+        .all()
+        .await
+        .expect("a range of one long key in a long partition");
+    assert_eq!(rks(found), [1.0]);
+
+    // Two long bounds in a short partition, one row a page.
+    let found = t
+        .query()
+        .partition("p")
+        .row_keys(keys[0].clone()..=keys[2].clone())
+        .page_size(1)
+        .all()
+        .await
+        .expect("a range between two long keys");
+    assert_eq!(rks(found), [0.0, 1.0, 2.0]);
+
+    // One long bound in a long partition, one row a page: every request
+    // after the first resumes from two long keys.
+    let found = t
+        .query()
+        .partition(long_pk.as_str())
+        .row_keys(keys[0].clone()..)
+        .page_size(1)
+        .all()
+        .await
+        .expect("a range from a long key in a long partition");
+    assert_eq!(rks(found), [0.0, 1.0, 2.0]);
+
+    // Two long bounds in a long partition: over the limit.
+    let e = t
+        .query()
+        .partition(long_pk.as_str())
+        .row_keys(keys[0].clone()..=keys[2].clone())
+        .all()
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    let text = e.to_string();
+    assert!(
+        text.starts_with("invalid filter on `PartitionKey`, `RowKey`: is "),
+        "{text}"
+    );
+    assert!(text.contains(&MAX_FILTER_LEN.to_string()), "{text}");
 }
 
 /// An over-long filter sends nothing: `requests` counts the requests the

@@ -11,9 +11,10 @@ use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::{BlobBackend, BlobConditions, LeaseDuration, LeaseId, Metadata};
 use leasehold::backend::{Precondition, TableBackend, TableOp};
 use leasehold::entity::{EntityData, Properties, Value};
+use leasehold::key::{BlobName, ContainerName};
 use leasehold::lease::{LeaseManager, LeaseName, LeaseOptions};
 use leasehold::testing::{FaultyBackend, Op};
-use leasehold::{Entity, Error, ErrorKind, PartitionKey, RowKey, Store, TableName};
+use leasehold::{ETag, Entity, Error, ErrorKind, PartitionKey, RowKey, Store, TableName};
 use tokio::time::sleep;
 
 #[derive(Entity, Debug, Clone, PartialEq)]
@@ -453,4 +454,321 @@ fn backend_errors_without_a_status_read_well() {
     };
     assert_eq!(e.to_string(), "storage service error 400 (InvalidInput): x");
     assert_eq!(e.status(), Some(400));
+}
+
+/// An application error holding leasehold's errors, as a program built on
+/// leasehold would have.
+#[derive(Debug)]
+enum ShopError {
+    AlreadyShipped(String),
+    Storage(Error),
+}
+
+impl From<Error> for ShopError {
+    fn from(e: Error) -> Self {
+        ShopError::Storage(e)
+    }
+}
+
+/// `UpdateError::flatten` gives the function's own error whichever way the
+/// update ended, so one `map_err(…)?` returns it.
+async fn cancel_order(orders: &leasehold::Table<Order>, id: &str) -> Result<(), ShopError> {
+    orders
+        .try_update_with("alice", id, |o| {
+            if o.status == "shipped" {
+                return Err(ShopError::AlreadyShipped(o.id.clone()));
+            }
+            o.status = "cancelled".into();
+            Ok(())
+        })
+        .await
+        .map_err(leasehold::table::UpdateError::flatten)?;
+    Ok(())
+}
+
+/// With leasehold's own error as the function's error, `flatten` works the
+/// same.
+async fn ship_order(orders: &leasehold::Table<Order>, id: &str) -> leasehold::Result<()> {
+    orders
+        .try_update_with("alice", id, |o| {
+            if o.status == "cancelled" {
+                return Err(Error::invalid(
+                    format!("shipping order {:?}", o.id),
+                    "it was cancelled",
+                ));
+            }
+            o.status = "shipped".into();
+            Ok(())
+        })
+        .await
+        .map_err(leasehold::table::UpdateError::flatten)?;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn update_errors_convert_into_the_callers_error_with_one_question_mark() {
+    let orders = Store::memory().table::<Order>();
+    orders.insert(order("o1", "new")).await.unwrap();
+    orders.insert(order("o2", "new")).await.unwrap();
+
+    // The caller's own error type: refusals come back as themselves,
+    // failures through `From<leasehold::Error>`.
+    ship_order(&orders, "o1").await.unwrap();
+    match cancel_order(&orders, "o1").await {
+        Err(ShopError::AlreadyShipped(id)) => assert_eq!(id, "o1"),
+        other => panic!("{other:?}"),
+    }
+    match cancel_order(&orders, "missing").await {
+        Err(ShopError::Storage(e)) => assert_eq!(e.kind(), ErrorKind::NotFound, "{e}"),
+        other => panic!("{other:?}"),
+    }
+    cancel_order(&orders, "o2").await.unwrap();
+    assert_eq!(
+        orders.get("alice", "o2").await.unwrap().unwrap().status,
+        "cancelled"
+    );
+
+    // leasehold's own error type: the refusal is the error the update
+    // function made, and nothing was written.
+    let e = ship_order(&orders, "o2").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert_eq!(
+        e.to_string(),
+        "invalid shipping order \"o2\": it was cancelled"
+    );
+    assert_eq!(
+        orders.get("alice", "o2").await.unwrap().unwrap().status,
+        "cancelled"
+    );
+    let e = ship_order(&orders, "missing").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+}
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "Members")]
+struct Member {
+    #[entity(partition_key)]
+    club: String,
+    #[entity(row_key)]
+    id: String,
+    #[entity(unique)]
+    email: String,
+}
+
+/// A memory backend on which a member's e-mail changes each time its row is
+/// read (written straight to storage, as a writer ignoring the locks
+/// would), 5 ms before the read answers.
+#[derive(Debug)]
+struct MovingEmails {
+    inner: MemoryBackend,
+    moves: std::sync::atomic::AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl TableBackend for MovingEmails {
+    async fn create_table(&self, table: &TableName) -> leasehold::Result<()> {
+        self.inner.create_table(table).await
+    }
+    async fn get(
+        &self,
+        table: &TableName,
+        partition_key: &PartitionKey,
+        row_key: &RowKey,
+    ) -> leasehold::Result<Option<leasehold::backend::StoredEntity>> {
+        if table.as_str().ends_with("Members") && row_key.as_str() == "m1" {
+            let n = self.moves.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut properties = Properties::new();
+            properties.insert("email", Value::String(format!("moved{n}@x")));
+            let data = EntityData {
+                partition_key: partition_key.clone(),
+                row_key: row_key.clone(),
+                properties,
+            };
+            self.inner
+                .execute(table, &TableOp::Replace(data, Precondition::Upsert))
+                .await?;
+            sleep(Duration::from_millis(5)).await;
+        }
+        self.inner.get(table, partition_key, row_key).await
+    }
+    async fn execute(
+        &self,
+        table: &TableName,
+        op: &TableOp,
+    ) -> leasehold::Result<Option<leasehold::backend::Version>> {
+        self.inner.execute(table, op).await
+    }
+    async fn execute_owned(
+        &self,
+        table: &TableName,
+        op: TableOp,
+        write_log: Option<&str>,
+    ) -> leasehold::Result<Option<leasehold::backend::Version>> {
+        self.inner.execute_owned(table, op, write_log).await
+    }
+    async fn batch(
+        &self,
+        table: &TableName,
+        ops: &[TableOp],
+    ) -> leasehold::Result<Vec<Option<leasehold::backend::Version>>> {
+        self.inner.batch(table, ops).await
+    }
+    async fn query(
+        &self,
+        table: &TableName,
+        query: &leasehold::backend::QuerySpec,
+    ) -> leasehold::Result<leasehold::backend::QueryPage> {
+        self.inner.query(table, query).await
+    }
+}
+
+#[async_trait::async_trait]
+impl BlobBackend for MovingEmails {
+    fn endpoint(&self) -> String {
+        self.inner.endpoint()
+    }
+    async fn create_container(&self, container: &ContainerName) -> leasehold::Result<()> {
+        self.inner.create_container(container).await
+    }
+    async fn put_blob(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        body: Vec<u8>,
+        metadata: &Metadata,
+        conditions: &BlobConditions,
+    ) -> leasehold::Result<ETag> {
+        self.inner
+            .put_blob(container, blob, body, metadata, conditions)
+            .await
+    }
+    async fn get_blob(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+    ) -> leasehold::Result<Option<leasehold::backend::Blob>> {
+        self.inner.get_blob(container, blob).await
+    }
+    async fn blob_properties(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+    ) -> leasehold::Result<Option<leasehold::backend::BlobProperties>> {
+        self.inner.blob_properties(container, blob).await
+    }
+    async fn set_blob_metadata(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        metadata: &Metadata,
+        conditions: &BlobConditions,
+    ) -> leasehold::Result<ETag> {
+        self.inner
+            .set_blob_metadata(container, blob, metadata, conditions)
+            .await
+    }
+    async fn delete_blob(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        conditions: &BlobConditions,
+    ) -> leasehold::Result<()> {
+        self.inner.delete_blob(container, blob, conditions).await
+    }
+    async fn list_blobs(
+        &self,
+        container: &ContainerName,
+        prefix: &str,
+        marker: Option<&str>,
+    ) -> leasehold::Result<leasehold::backend::BlobListPage> {
+        self.inner.list_blobs(container, prefix, marker).await
+    }
+    async fn acquire_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        duration: LeaseDuration,
+        proposed_id: LeaseId,
+    ) -> leasehold::Result<LeaseId> {
+        self.inner
+            .acquire_lease(container, blob, duration, proposed_id)
+            .await
+    }
+    async fn renew_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+    ) -> leasehold::Result<()> {
+        self.inner.renew_lease(container, blob, id).await
+    }
+    async fn change_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+        proposed_id: LeaseId,
+    ) -> leasehold::Result<LeaseId> {
+        self.inner
+            .change_lease(container, blob, id, proposed_id)
+            .await
+    }
+    async fn release_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+    ) -> leasehold::Result<()> {
+        self.inner.release_lease(container, blob, id).await
+    }
+    async fn break_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        period: Option<Duration>,
+    ) -> leasehold::Result<Duration> {
+        self.inner.break_lease(container, blob, period).await
+    }
+}
+
+/// An indexed write whose indexed value changes under every attempt gives
+/// up after its attempts and says how long they took: the reads alone took
+/// 5 ms each, so not the "timed out after 0ns" it used to say.
+#[tokio::test(start_paused = true)]
+async fn an_indexed_write_that_runs_out_of_attempts_reports_the_time_they_took() {
+    let backend = MovingEmails {
+        inner: MemoryBackend::new(),
+        moves: std::sync::atomic::AtomicU64::new(0),
+    };
+    let store = Store::new(backend);
+    let members = store.table::<Member>();
+    let started = tokio::time::Instant::now();
+    let e = members
+        .upsert(Member {
+            club: "chess".into(),
+            id: "m1".into(),
+            email: "mine@x".into(),
+        })
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    let Error::Timeout { after, .. } = &e else {
+        panic!("{e:?}");
+    };
+    // Eight attempts, each reading the row once at least.
+    assert!(
+        *after >= Duration::from_millis(40) && *after <= took,
+        "{after:?} of {took:?}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "timed out after {after:?}: an indexed write of Member ("
+        )),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("its indexed values kept changing under it (8 attempts)"),
+        "{text}"
+    );
 }

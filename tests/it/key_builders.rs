@@ -42,6 +42,21 @@ struct Settings {
     mode: String,
 }
 
+/// Invoices keyed by fixed-width parts only: their key builders cannot fail.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "Invoices")]
+struct Invoice {
+    #[entity(partition_key = 0)]
+    tenant: leasehold::uuid::Uuid,
+    #[entity(partition_key = 1)]
+    opened: time::OffsetDateTime,
+    #[entity(row_key = 0)]
+    year: u16,
+    #[entity(row_key = 1)]
+    number: u32,
+    total: i64,
+}
+
 fn line(region: &str, shop: &str, year: i32, number: &str, line: u16) -> OrderLine {
     OrderLine {
         region: region.into(),
@@ -69,14 +84,79 @@ fn builders_give_the_keys_of_the_entity() {
         OrderLine::row_key_from(2026, "A/7", 3).unwrap(),
         data.row_key
     );
-    assert_eq!(Profile::row_key_from().unwrap().as_str(), "profile");
+    assert_eq!(Profile::row_key_from().as_str(), "profile");
     assert_eq!(
         Profile::partition_key_from(String::from("c1"))
             .unwrap()
             .as_str(),
         "c1"
     );
-    assert_eq!(Settings::partition_key_from().unwrap().as_str(), "global");
+    assert_eq!(Settings::partition_key_from().as_str(), "global");
+}
+
+#[test]
+fn builders_of_fixed_width_parts_return_the_key_itself() {
+    let tenant = leasehold::uuid::Uuid::from_u128(7);
+    let opened = time::macros::datetime!(2026-01-02 03:04:05.5 UTC);
+    // No `?` nor `unwrap`: the builders return keys, not results.
+    let pk: PartitionKey = Invoice::partition_key_from(tenant, opened);
+    let rk: RowKey = Invoice::row_key_from(2026u16, 7u32);
+    let data = Invoice {
+        tenant,
+        opened,
+        year: 2026,
+        number: 7,
+        total: 5,
+    }
+    .encode()
+    .unwrap();
+    assert_eq!(pk, data.partition_key);
+    assert_eq!(rk, data.row_key);
+    assert_eq!(rk.as_str(), "02026 0000000007");
+    assert_eq!(
+        pk.as_str(),
+        "00000000-0000-0000-0000-000000000007 2026-01-02T03:04:05.05000000Z"
+    );
+    // The extremes of every part still make a valid key.
+    let widest = Invoice::row_key_from(u16::MAX, u32::MAX);
+    assert_eq!(RowKey::new(widest.as_str()).unwrap(), widest);
+}
+
+#[test]
+fn a_builder_with_a_string_part_still_refuses_a_bad_string() {
+    let e = Profile::partition_key_from("a/b").unwrap_err();
+    assert!(matches!(e, Error::Invalid { .. }), "{e:?}");
+    assert!(e.to_string().contains(r#""a/b""#), "{e}");
+    assert!(e.to_string().contains("Customers"), "{e}");
+}
+
+/// A row whose `u16` key part is not 5 digits: the error names the type
+/// once and the stored part once.
+#[tokio::test(start_paused = true)]
+async fn a_key_part_that_does_not_parse_is_named_once() {
+    let store = Store::memory();
+    let pk = Invoice::partition_key_from(
+        leasehold::uuid::Uuid::nil(),
+        time::macros::datetime!(2026-01-01 0:00 UTC),
+    );
+    let mut row =
+        leasehold::DynamicEntity::new(pk.clone(), RowKey::new("2026 0000000007").unwrap());
+    row.set("total", 1i64).unwrap();
+    store.dynamic_table("Invoices").insert(row).await.unwrap();
+    let e = store
+        .table::<Invoice>()
+        .get(pk.clone(), "2026 0000000007")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "cannot decode property `RowKey (field `year`)` of table `Invoices` \
+             at PartitionKey {:?}, RowKey \"2026 0000000007\": \
+             expected u16, found \"2026\" (not 5 decimal digits)",
+            pk.as_str()
+        )
+    );
 }
 
 #[test]
@@ -157,7 +237,7 @@ async fn constant_keys_and_prefix_queries_on_the_memory_backend() {
         .await
         .unwrap();
     let got = profiles
-        .get("c1", Profile::row_key_from().unwrap())
+        .get("c1", Profile::row_key_from())
         .await
         .unwrap()
         .unwrap();
@@ -214,6 +294,43 @@ async fn constant_keys_and_prefix_queries_on_the_memory_backend() {
         .unwrap();
     assert_eq!(eu.len(), 6);
     assert!(eu.iter().all(|l| l.region == "eu"));
+}
+
+/// A type with a constant row key reads by partition key alone; the key is
+/// checked before any request.
+#[tokio::test(start_paused = true)]
+async fn a_constant_row_key_reads_by_partition_key_alone() {
+    use leasehold::key::ConstantRowKey;
+    assert_eq!(Profile::ROW_KEY, "profile");
+    assert_eq!(Settings::ROW_KEY, "current");
+    let store = Store::memory();
+    let profiles = store.table::<Profile>();
+    assert!(profiles.get_one("c1").await.unwrap().is_none());
+    profiles
+        .insert(Profile {
+            customer: "c1".into(),
+            name: "Ann".into(),
+        })
+        .await
+        .unwrap();
+    let got = profiles.get_one("c1").await.unwrap().expect("stored");
+    assert_eq!(got.customer, "c1");
+    assert_eq!(got.name, "Ann");
+    assert!(profiles.get_one("c2").await.unwrap().is_none());
+    let e = profiles.get_one("a/b").await.unwrap_err();
+    assert!(matches!(e, Error::Invalid { .. }), "{e:?}");
+    // Both keys constant: the partition key still names the row.
+    let settings = store.table::<Settings>();
+    settings
+        .insert(Settings { mode: "on".into() })
+        .await
+        .unwrap();
+    let got = settings
+        .get_one(Settings::partition_key_from())
+        .await
+        .unwrap()
+        .expect("stored");
+    assert_eq!(got.mode, "on");
 }
 
 /// Strings over characters that need care in composite keys.

@@ -47,11 +47,7 @@ async fn keeping_unknown_properties_costs_no_request() {
 
     counter.reset();
     let old = store.table::<Old>();
-    let mut v = old
-        .get("c", Old::row_key_from().unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let mut v = old.get("c", Old::row_key_from()).await.unwrap().unwrap();
     v.name = "Anna".into();
     let mut v = old.replace(&v).await.unwrap();
     v.name = "Anne".into();

@@ -5,6 +5,7 @@
 use azure_core::Url;
 use azure_data_tables::IfMatchCondition;
 use azure_data_tables::clients::{EntityClient, TableClient};
+use serde_json::value::RawValue;
 
 use super::AzureBackend;
 use crate::backend::wire;
@@ -128,8 +129,24 @@ pub(super) fn stored_form(d: &EntityData) -> Properties {
     }
 }
 
-pub(super) fn entity_body(d: &EntityData) -> wire::EntityBody<'_> {
-    wire::EntityBody::new(d.partition_key.as_str(), d.row_key.as_str(), &d.properties)
+/// The body of a single-entity write: the entity's JSON with non-ASCII
+/// characters escaped (see `wire::EntityBody::to_ascii_text`: Azurite
+/// mangles a multi-byte character split between two chunks of a body it
+/// reads as it arrives), handed to the client as raw JSON so it is sent as
+/// written.
+pub(super) fn entity_body(d: &EntityData) -> Result<Box<RawValue>> {
+    let text = wire::EntityBody::new(d.partition_key.as_str(), d.row_key.as_str(), &d.properties)
+        .to_ascii_text()?;
+    RawValue::from_string(text).map_err(|e| {
+        Error::invalid(
+            format!(
+                "entity ({:?}, {:?})",
+                d.partition_key.as_str(),
+                d.row_key.as_str()
+            ),
+            format!("cannot write its JSON: {e}"),
+        )
+    })
 }
 
 pub(super) fn if_match(c: &Precondition) -> Option<IfMatchCondition> {

@@ -205,7 +205,7 @@ impl AzureBackend {
             TableOp::Insert(d) => {
                 let builder = self
                     .table_client(table)
-                    .insert::<_, Json>(entity_body(d))
+                    .insert::<_, Json>(entity_body(d)?)
                     .map_err(redact)?
                     .return_entity(false);
                 self.attempt(builder.into_future()).await?.etag
@@ -213,7 +213,7 @@ impl AzureBackend {
             TableOp::Replace(d, c) | TableOp::Merge(d, c) => {
                 let client = self.entity_client(table, &d.partition_key, &d.row_key);
                 let replace = matches!(op, TableOp::Replace(..));
-                let body = entity_body(d);
+                let body = entity_body(d)?;
                 let builder = match (if_match(c), replace) {
                     (None, true) => client
                         .insert_or_replace(body)

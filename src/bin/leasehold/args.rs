@@ -1,6 +1,6 @@
 //! The command line.
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use leasehold::lease::LeaseOptions;
 
 pub(crate) const EXIT_CODES: &str = "Exit codes: 0 success; 1 operation failed; 2 usage error \
@@ -111,27 +111,44 @@ pub(crate) enum LeasesCommand {
     },
 }
 
+/// The partition a `locks` command works on: its key as stored, or an
+/// index value as it is.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub(crate) struct PartitionArg {
+    /// The partition key, as stored. The partition of an index value is
+    /// escaped (`email user@example.0com`); --index takes the value as it
+    /// is.
+    pub(crate) partition_key: Option<String>,
+    /// Instead of a key: the partition of an index value, named by the
+    /// entity table (without the table prefix) and field, then the value as
+    /// it is: `--index Customers.email user@example.com`. Integers, GUIDs
+    /// and RFC 3339 date-times are written as text.
+    #[arg(long, num_args = 2, value_names = ["TABLE.FIELD", "VALUE"])]
+    pub(crate) index: Option<Vec<String>>,
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum LocksCommand {
     /// Lists the partition locks, with state, holder and pending journal.
     List,
     /// Shows the lock of one partition and its pending journal.
     Show {
-        /// The partition key.
-        partition_key: String,
+        #[command(flatten)]
+        partition: PartitionArg,
     },
     /// Breaks the lease of a partition's lock, whoever holds it.
     Break {
-        /// The partition key.
-        partition_key: String,
+        #[command(flatten)]
+        partition: PartitionArg,
         /// Seconds (0-60) the holder keeps the lease; default 0, at once.
         #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60))]
         period: u64,
     },
     /// Takes a partition's lock, finishes a commit left pending, releases.
     RollForward {
-        /// The partition key.
-        partition_key: String,
+        #[command(flatten)]
+        partition: PartitionArg,
         /// Break the lock's lease first (for a holder known to be dead).
         #[arg(long)]
         break_lease: bool,
@@ -143,8 +160,9 @@ pub(crate) enum LocksCommand {
     /// finishing or undoing it would overwrite); with --finish or --undo,
     /// does that under the lock.
     Resolve {
-        /// The partition key (the commit's primary, or a participant).
-        partition_key: String,
+        // The commit's primary partition, or a participant.
+        #[command(flatten)]
+        partition: PartitionArg,
         /// Write every after-image over what the rows hold: the commit ends
         /// applied.
         #[arg(long, conflicts_with = "undo")]

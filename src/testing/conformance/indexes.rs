@@ -75,7 +75,7 @@ fn email_of(v: &Option<leasehold::Versioned<Customer>>) -> Option<String> {
     v.as_ref().map(|c| c.id.clone())
 }
 
-/// A duplicate unique value is refused with `AlreadyExists` naming the
+/// A duplicate unique value is refused with `ValueTaken` naming the
 /// type, field and value, through every write of `Table` and through a
 /// unit, and nothing of the refused write is stored.
 pub async fn duplicates_are_refused_with_nothing_stored(ctx: &Ctx) {
@@ -90,7 +90,7 @@ pub async fn duplicates_are_refused_with_nothing_stored(ctx: &Ctx) {
         .insert(customer("us", "2", "ann@x.org"))
         .await
         .expect_err("duplicate e-mail");
-    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
     let text = e.to_string();
     for part in ["Customer", "email", "ann@x.org"] {
         assert!(text.contains(part), "{text} names {part}");
@@ -102,7 +102,7 @@ pub async fn duplicates_are_refused_with_nothing_stored(ctx: &Ctx) {
         .upsert(customer("us", "2", "ann@x.org"))
         .await
         .expect_err("upsert");
-    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
     let mut bob = t
         .insert(customer("us", "2", "bob@x.org"))
         .await
@@ -110,9 +110,9 @@ pub async fn duplicates_are_refused_with_nothing_stored(ctx: &Ctx) {
     let before = all(store).await;
     bob.email = "ann@x.org".into();
     let e = t.replace(&bob).await.expect_err("replace");
-    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
     let e = t.merge(&bob).await.expect_err("merge");
-    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
     assert_eq!(all(store).await, before, "nothing changed");
 
     // Through a unit holding the right partitions.
@@ -122,7 +122,7 @@ pub async fn duplicates_are_refused_with_nothing_stored(ctx: &Ctx) {
     let mut unit = store.lock_many(keys).await.expect("lock");
     unit.insert(&carl).expect("staged");
     let e = unit.commit().await.expect_err("duplicate in a unit");
-    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
     assert_eq!(all(store).await, before, "nothing stored by the unit");
 
     // Two writes of one unit claiming one value.
@@ -134,11 +134,111 @@ pub async fn duplicates_are_refused_with_nothing_stored(ctx: &Ctx) {
     unit.insert(&d1).expect("staged");
     unit.insert(&d2).expect("staged");
     let e = unit.commit().await.expect_err("two claims");
-    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
     assert_eq!(all(store).await, before, "nothing stored");
 
     // Absent values are not indexed: any number may leave them empty.
     assert!(before.iter().all(|c| c.phone.is_none()));
+    consistent(store).await;
+}
+
+/// A taken unique value and an existing row are told apart by kind: an
+/// insert, a replace changing the value, and `update_with` changing it are
+/// refused with `ValueTaken` (code `UniqueValueTaken`, naming the index,
+/// the value, the entity table and the holder's keys) when another entity
+/// holds the value, and with `AlreadyExists` (an insert onto existing keys)
+/// or `Conflict` (a stale replace) for the row itself; nothing is stored.
+pub async fn a_taken_value_and_an_existing_row_are_told_apart(ctx: &Ctx) {
+    let store = &ctx.store;
+    let t = store.table::<Customer>();
+    let ann = t
+        .insert(customer("eu", "1", "ann@x.org"))
+        .await
+        .expect("ann");
+    let bob = t
+        .insert(customer("us", "2", "bob@x.org"))
+        .await
+        .expect("bob");
+    let before = all(store).await;
+    let taken = |e: &leasehold::Error, what: &str| {
+        assert_eq!(e.kind(), ErrorKind::ValueTaken, "{what}: {e}");
+        assert_eq!(e.code(), Some("UniqueValueTaken"), "{what}: {e}");
+        match e {
+            leasehold::Error::ValueTaken {
+                index,
+                value,
+                table,
+                holder,
+            } => {
+                assert_eq!(index, "Customer.email", "{what}");
+                assert_eq!(value, "\"ann@x.org\"", "{what}");
+                assert_eq!(table, &format!("{}IxCustomers", ctx.prefix()), "{what}");
+                let (pk, rk) = holder.as_deref().expect("the holder is named");
+                assert_eq!((pk.as_str(), rk.as_str()), ("eu", "1"), "{what}");
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+        let (pk, rk) = e.row().expect("row");
+        assert_eq!((pk.as_str(), rk.as_str()), ("eu", "1"), "{what}");
+    };
+
+    // Insert: a new row with a taken value, then existing keys.
+    let e = t
+        .insert(customer("ap", "3", "ann@x.org"))
+        .await
+        .expect_err("value taken");
+    taken(&e, "insert");
+    let e = t
+        .insert(customer("us", "2", "carl@x.org"))
+        .await
+        .expect_err("row exists");
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(e.code(), Some("EntityAlreadyExists"), "{e}");
+    // Both at once: the row is what is refused.
+    let e = t
+        .insert(customer("us", "2", "ann@x.org"))
+        .await
+        .expect_err("row exists, value taken");
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+
+    // Replace changing the value: to a taken one, then a stale version.
+    let mut onto = bob.clone();
+    onto.email = "ann@x.org".into();
+    let e = t.replace(&onto).await.expect_err("value taken");
+    taken(&e, "replace");
+    let mut newer = bob.clone();
+    newer.note = "newer".into();
+    let newer = t.replace(&newer).await.expect("plain replace");
+    let mut stale = bob.clone();
+    stale.email = "bob2@x.org".into();
+    let e = t.replace(&stale).await.expect_err("stale");
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+
+    // update_with: a taken value is refused at once, not retried.
+    let e = t
+        .update_with("us", "2", |c| c.email = "ann@x.org".into())
+        .await
+        .expect_err("value taken");
+    taken(&e, "update_with");
+    let e = t
+        .update_with("zz", "none", |c| c.email = "zed@x.org".into())
+        .await
+        .expect_err("no row");
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+
+    let mut after = before.clone();
+    for c in &mut after {
+        if c.id == "2" {
+            c.note = "newer".into();
+        }
+    }
+    assert_eq!(
+        all(store).await,
+        after,
+        "nothing of a refused write is stored"
+    );
+    assert_eq!(newer.email, "bob@x.org");
+    assert_eq!(ann.email, "ann@x.org");
     consistent(store).await;
 }
 
@@ -223,7 +323,7 @@ pub async fn value_changes_and_deletes_free_values(ctx: &Ctx) {
     let mut q = customer("eu", "8", "p8@x.org");
     q.phone = Some("555".into());
     let e = t.insert(q.clone()).await.expect_err("phone taken");
-    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
     assert!(e.to_string().contains("phone"), "{e}");
     let mut p = t.get("eu", "7").await.unwrap().expect("p");
     p.phone = None;
@@ -409,6 +509,7 @@ pub async fn fenced_writes_of_an_indexed_type_are_refused(ctx: &Ctx) {
 /// Sixteen concurrent registrations over four e-mails: exactly four
 /// customers, one per e-mail, and the index matches.
 pub async fn sixteen_concurrent_registrations_over_four_values_give_four(ctx: &Ctx) {
+    let _turn = ctx.contention_turn().await;
     let store = &ctx.store;
     let mut tasks = Vec::new();
     for i in 0..16 {
@@ -426,7 +527,7 @@ pub async fn sixteen_concurrent_registrations_over_four_values_give_four(ctx: &C
     for task in tasks {
         match task.await.expect("task") {
             Ok(_) => ok += 1,
-            Err(e) => assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}"),
+            Err(e) => assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}"),
         }
     }
     assert_eq!(ok, 4);

@@ -260,6 +260,7 @@ impl Rng {
 /// move money between the partitions locked: every unit finishes, no
 /// partition is ever held by two units, and the total is conserved.
 pub async fn overlapping_lock_sets_never_deadlock(ctx: &Ctx) {
+    let _turn = ctx.contention_turn().await;
     let rounds = match ctx.clock() {
         Clock::Paused => 12,
         Clock::Real => 3,

@@ -164,6 +164,20 @@ impl Ctx {
         }
     }
 
+    /// A turn to run a timed check in which many contenders poll one lease
+    /// (dozens of requests a second for as long as the check runs): on real
+    /// time one such check at a time, so that an emulator answering from
+    /// one process keeps answering the renewals of the timed checks beside
+    /// it well within their leases, even on a busy machine; on paused time
+    /// no limit. Hold it for the whole check.
+    pub async fn contention_turn(&self) -> Option<tokio::sync::SemaphorePermit<'static>> {
+        static TURNS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+        match self.clock {
+            Clock::Paused => None,
+            Clock::Real => TURNS.acquire().await.ok(),
+        }
+    }
+
     /// A prefix unique to this context (letters and digits, starting with a
     /// letter), for table prefixes and lease names of the check's own
     /// stores and lease managers.
@@ -377,6 +391,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@module indexes #[$plain] #[$timed];
             plain [
                 duplicates_are_refused_with_nothing_stored,
+                a_taken_value_and_an_existing_row_are_told_apart,
                 value_changes_and_deletes_free_values,
                 lookups_by_value_and_range,
                 error_paths_leave_state_unchanged,

@@ -1061,9 +1061,10 @@ pub async fn filters_of_every_literal_type_through_the_backend(ctx: &Ctx) {
         assert_eq!(rows, expected, "{text}");
     }
 
-    // In Azure an Int32 literal never matches an Int64 column (AZURE_FACTS:
-    // "without `L` an Int64 column silently matches nothing"). Azurite 3.37.0
-    // differs: it compares the numbers and matches all three rows.
+    // In Azure an Int32 literal never matches an Int64 column: a comparison
+    // matches only a property of the literal's EDM type, so without `L` an
+    // Int64 column silently matches nothing. Azurite 3.37.0 differs: it
+    // compares the numbers and matches all three rows.
     let rows = query_all(&b, &t, cmp("i64", CmpOp::Gt, Value::Int32(0))).await;
     assert!(
         rows.is_empty() || rows == ["a", "b", "c"],
