@@ -9,17 +9,19 @@ cd "$(dirname "$0")/.."
 # features reuses one build of the library.
 features=(--features leasehold/conformance,leasehold/chrono)
 log="$(mktemp "${TMPDIR:-/tmp}/leasehold-test.XXXXXX")"
-timed="$(mktemp "${TMPDIR:-/tmp}/leasehold-timed.XXXXXX")"
 ui="$(mktemp "${TMPDIR:-/tmp}/leasehold-ui.XXXXXX")"
-trap 'rm -f "$log" "$timed" "$ui"' EXIT
-# Build every test once, so the runs below never wait for each other's build.
+trap 'rm -f "$log" "$ui"' EXIT
+# Build every test once, so the runs below never wait for each other's build
+# (nor for the build directory's lock). The compile-fail test builds the
+# library without `chrono`: its types would join the lists of implementors
+# that the expected diagnostics quote.
 cargo test --workspace --no-run --quiet "${features[@]}"
-# The compile-fail diagnostics compile in their own target directory, the
-# heaviest work of the run: at the lowest priority while the examples run,
-# never beside the conformance suite's real-time checks.
-# Without `chrono`: its types would join the lists of implementors that
-# the expected diagnostics quote.
-nice -n 19 cargo test --no-fail-fast --features leasehold/conformance --test ui >"$ui" 2>&1 &
+cargo test --no-run --quiet --features leasehold/conformance --test ui
+# Nothing runs at a lowered priority: beside other busy processes on the
+# machine (a shared CI runner) such work would barely get the processor.
+# The compile-fail diagnostics (their own target directory) compile while
+# the examples, which mostly wait on Azurite, run.
+cargo test --no-fail-fast --features leasehold/conformance --test ui >"$ui" 2>&1 &
 ui_pid=$!
 for example in quickstart transfer wiki_edit last_writer_wins init_once leader scheduled_jobs; do
     echo "== example $example (memory)"
@@ -34,28 +36,25 @@ keep() { [ "$status" -ne 0 ] || status=$1; }
 wait "$ui_pid"
 keep $?
 cat "$ui" | tee "$log"
+# The tests that need no Azurite (unit tests, doctests) next, on their own.
+cargo test --workspace --no-fail-fast "${features[@]}" --lib --bins 2>&1 | tee -a "$log"
+keep "${PIPESTATUS[0]}"
+cargo test --workspace --no-fail-fast "${features[@]}" --doc 2>&1 | tee -a "$log"
+keep "${PIPESTATUS[0]}"
 # The conformance suite on Azurite waits in real time for leases to run out
 # (15 s to 2.5 min per check), so its checks run side by side, 48 at a time,
-# and while they wait the tests that need no Azurite (unit tests, doctests)
-# use the processor at the lowest priority. Nothing else talks to this
-# Azurite meanwhile: its timed checks need prompt answers (the suite's run
-# on the OAuth Azurite comes last, for the same reason).
+# with nothing else talking to this Azurite meanwhile: its timed checks need
+# prompt answers (the suite's run on the OAuth Azurite comes last, for the
+# same reason; checks where many contenders poll one lease take turns, see
+# `Ctx::contention_turn`).
 # The checks that measure waits and turns on real time (the fairness module,
 # and the lease checks timing renewals against a reply's delay) run on their
 # own right after: among 48 others their bounds would also measure the load.
 prompt=(azurite::fairness:: azurite::lease::ambiguous_renewals azurite::lease::reservation_log)
 RUST_TEST_THREADS="${RUST_TEST_THREADS:-48}" \
     cargo test --no-fail-fast "${features[@]}" --test it -- azurite:: --skip azurite::oauth:: \
-        --skip azurite::fairness:: --skip ambiguous_renewals --skip reservation_log >"$timed" 2>&1 &
-timed_pid=$!
-nice -n 19 cargo test --workspace --no-fail-fast "${features[@]}" --lib --bins 2>&1 | tee -a "$log"
+        --skip azurite::fairness:: --skip ambiguous_renewals --skip reservation_log 2>&1 | tee -a "$log"
 keep "${PIPESTATUS[0]}"
-nice -n 19 cargo test --workspace --no-fail-fast "${features[@]}" --doc 2>&1 | tee -a "$log"
-keep "${PIPESTATUS[0]}"
-wait "$timed_pid"
-timed_status=$?
-tee -a "$log" <"$timed"
-keep "$timed_status"
 cargo test --no-fail-fast "${features[@]}" --test it -- "${prompt[@]}" 2>&1 | tee -a "$log"
 keep "${PIPESTATUS[0]}"
 # Then the integration tests that share Azurite (fault proxy, SAS, CLI,
