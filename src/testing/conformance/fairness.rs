@@ -202,11 +202,20 @@ pub async fn a_manager_reacquiring_by_name_cannot_keep_another_waiting(ctx: &Ctx
         }
     });
     sleep(Duration::from_millis(300)).await;
+    // On real time B's limit grows with the round trips measured here (a
+    // busy machine or emulator); on paused time they take no time.
+    let mut round_trip = Duration::ZERO;
+    for _ in 0..3 {
+        let sent = Instant::now();
+        b.describe(&name).await.unwrap();
+        round_trip = round_trip.max(sent.elapsed());
+    }
+    let limit = Duration::from_secs(4).max(bound(2) + round_trip * 40);
     let mut waits = Vec::new();
     for _ in 0..rounds {
         let started = Instant::now();
         let guard = b
-            .acquire(&name, Duration::from_secs(4))
+            .acquire(&name, limit)
             .await
             .unwrap_or_else(|e| panic!("B: {e} after {waits:?}"));
         waits.push(started.elapsed());
@@ -216,7 +225,7 @@ pub async fn a_manager_reacquiring_by_name_cannot_keep_another_waiting(ctx: &Ctx
     }
     stop.store(true, Ordering::SeqCst);
     hog.await.unwrap();
-    // On a real service B's acquires succeeding within their 4 s is the
+    // On a real service B's acquires succeeding within their limit is the
     // check; on paused time, the bound.
     let bound = bound(2);
     if ctx.clock() == Clock::Paused {
@@ -265,9 +274,13 @@ pub async fn turns_cost_one_queue_read_per_tenure_when_nobody_else_waits(ctx: &C
     match ctx.clock() {
         // 40 guards of 150 ms: tenures end at 2.1 s and 4.2 s.
         Clock::Paused => assert_eq!(reads, 2),
+        // On real time the cost is the check: at most one read per 2 s.
+        // (A slow round trip between a release and the next acquire, over
+        // 1.5 poll intervals, starts a tenure afresh, so fewer tenures may
+        // reach their end on a busy machine.)
         Clock::Real => {
             let most = (elapsed.as_millis() / 2000) as u64;
-            assert!(reads >= 1 && reads <= most, "{reads} reads in {elapsed:?}");
+            assert!(reads <= most, "{reads} reads in {elapsed:?}");
         }
     }
     let expected = [
