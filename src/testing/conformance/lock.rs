@@ -807,7 +807,9 @@ pub async fn handed_over_unit_skips_acquire_read_and_release(ctx: &Ctx) {
             unit
         })
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Time for the second to queue (on real time also for a busy machine
+    // to schedule its task).
+    tokio::time::sleep(Duration::from_millis(50) + ctx.slack()).await;
     counter.reset();
     first.abandon().await.unwrap();
     let unit = second.await.unwrap();
