@@ -1147,7 +1147,12 @@ pub async fn a_lock_unit_costs_acquire_read_writes_release_cold_and_only_writes_
     let name = cfg.name("budget");
     let counting = CountingBackend::new(backend.clone());
     let counter = counting.counter();
-    let options = cfg.options("budget").with_owner_metadata(false);
+    // Tenures of a minute: on a busy machine slow replies cannot end one
+    // (and add its wait-queue read) within what is counted.
+    let options = cfg
+        .options("budget")
+        .with_owner_metadata(false)
+        .with_handover_limit(1000, Duration::from_secs(60));
     let leases = LeaseManager::new(Arc::new(counting), options).unwrap();
     warm_up(&leases, &name).await;
     counter.reset();
