@@ -65,6 +65,9 @@
 //! 500–3000), `LEASEHOLD_TORTURE_BATCH_LATENCY_MS` (0; added before every
 //! transaction a worker sends). It prints the units committed, kills,
 //! roll-forwards and violations, and fails when a violation is found.
+//! The controller and every worker print leasehold's warnings and the Azure
+//! transport's retries on standard error; `LEASEHOLD_TORTURE_TRACE` (a level
+//! such as `debug`) prints all of leasehold's events at that level instead.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -72,6 +75,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use leasehold::backend::azure::{AzureBackend, TransportRetry};
 use leasehold::key::ContainerName;
 use leasehold::lease::LeaseOptions;
 use leasehold::lock::LockOptions;
@@ -186,9 +190,15 @@ fn connection_string() -> String {
 /// sends (through [`FaultyBackend`]): it widens the window in which a kill
 /// leaves a journalled commit half-applied, and it slows the workers down.
 fn store(prefix: &str, batch_latency: Duration) -> Result<Store, Error> {
-    let backend = FaultyBackend::new(
-        leasehold::backend::azure::AzureBackend::from_connection_string(&connection_string())?,
-    );
+    // A request left without a reply is given up after 5 s and sent again
+    // (over a fresh connection), well within the 30 s the store rides out
+    // failing storage: one stalled connection must not cost a worker its
+    // whole bound.
+    let azure = AzureBackend::builder()
+        .connection_string(&connection_string())?
+        .transport_retry(TransportRetry::new().with_request_timeout(Duration::from_secs(5)))
+        .build()?;
+    let backend = FaultyBackend::new(azure);
     backend
         .injector()
         .set_latency(Some(Op::Batch), batch_latency);
@@ -877,9 +887,59 @@ async fn index_controller(args: &Args) -> Result<u64, Error> {
     Ok(violations)
 }
 
+/// Prints leasehold's warnings and transport retries (or every event at the
+/// level `LEASEHOLD_TORTURE_TRACE` names), each line starting with the
+/// process's role and id.
+fn trace(role: &str) {
+    use tracing::level_filters::LevelFilter;
+    // Unset, the transport's retries and lost replies (debug events, printed
+    // only when a request fails) and every warning.
+    let filter = match std::env::var("LEASEHOLD_TORTURE_TRACE")
+        .ok()
+        .and_then(|l| l.parse::<tracing::Level>().ok())
+    {
+        Some(level) => tracing_subscriber::filter::Targets::new().with_target("leasehold", level),
+        None => tracing_subscriber::filter::Targets::new()
+            .with_target("leasehold::backend::azure", LevelFilter::DEBUG)
+            .with_target("leasehold", LevelFilter::WARN),
+    };
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let prefix: &'static str = Box::leak(format!("{role} {}: ", std::process::id()).into());
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(move || Prefixed(prefix)),
+        )
+        .with(filter)
+        .init();
+}
+
+/// Standard error, each write (one event) after a prefix.
+struct Prefixed(&'static str);
+
+impl std::io::Write for Prefixed {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut line = self.0.as_bytes().to_vec();
+        line.extend_from_slice(buf);
+        std::io::stderr().write_all(&line)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    trace(if args.first().map(String::as_str) == Some("worker") {
+        "worker"
+    } else {
+        "controller"
+    });
     if args.first().map(String::as_str) == Some("worker") {
         let prefix = args.get(1).expect("prefix");
         let customers = args.get(2).and_then(|c| c.parse().ok()).expect("customers");
