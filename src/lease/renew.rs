@@ -6,7 +6,10 @@
 //! `send + duration - drift margin` is a deadline the service's own expiry
 //! cannot precede. The renewal task races every request against that
 //! deadline, so a request that hangs still ends in `lost` before the lease can
-//! expire at the service.
+//! expire at the service. A renew left unanswered for a third of the validity
+//! left (at least a second) is given up and sent again: renewing twice is
+//! harmless, and the new request does not wait on a connection that stopped
+//! answering.
 //!
 //! Renewal failures are sorted into three kinds:
 //!
@@ -44,6 +47,17 @@ const RETRY_MAX: Duration = Duration::from_secs(2);
 /// the lease's deadline (not a crowd of peers) bounds the retries.
 fn retry_backoff() -> Backoff {
     Backoff::doubling(RETRY_MIN, RETRY_MAX, 0).without_jitter()
+}
+
+/// The shortest time a renew attempt is given before another is sent.
+const ATTEMPT_MIN: Duration = Duration::from_secs(1);
+
+/// Until when a renew sent at `sent` is waited for before another is sent:
+/// a third of the validity left (at least [`ATTEMPT_MIN`]), so a request
+/// that hangs leaves time for several more before `deadline`.
+fn attempt_cutoff(sent: Instant, deadline: Instant) -> Instant {
+    let left = deadline.saturating_duration_since(sent);
+    (sent + (left / 3).max(ATTEMPT_MIN)).min(deadline)
 }
 
 /// Why a lease was lost.
@@ -309,11 +323,20 @@ impl Renewer {
         let mut backoff = retry_backoff();
         loop {
             let sent = Instant::now();
+            let cutoff = attempt_cutoff(sent, deadline);
             let result = tokio::select! {
                 biased;
                 () = self.shared.stop.cancelled() => return Round::Stopped,
                 () = sleep_until(deadline) => return self.deadline_passed(),
                 r = self.backend.renew_lease(&self.container, &self.blob, self.shared.id) => r,
+                () = sleep_until(cutoff) => {
+                    // Renewing again is safe (only our id can renew) and
+                    // proves as much as an answer to the first would: give
+                    // this one up and send another, which a connection
+                    // that stopped answering cannot hold up.
+                    debug!(waited = ?cutoff - sent, "renew unanswered; sending it again");
+                    continue;
+                }
             };
             let error = match result {
                 Ok(()) => {
@@ -446,6 +469,18 @@ mod tests {
         for e in &ambiguous {
             assert_eq!(classify(e), Failure::Ambiguous, "{e}");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renew_gets_a_third_of_the_validity_left_and_at_least_a_second() {
+        let now = Instant::now();
+        let secs = Duration::from_secs;
+        assert_eq!(attempt_cutoff(now, now + secs(9)), now + secs(3));
+        assert_eq!(attempt_cutoff(now, now + secs(2)), now + secs(1));
+        // Never past the deadline.
+        let close = now + Duration::from_millis(400);
+        assert_eq!(attempt_cutoff(now, close), close);
+        assert_eq!(attempt_cutoff(now, now), now);
     }
 
     #[tokio::test(start_paused = true)]

@@ -360,6 +360,36 @@ pub async fn hanging_renew_fires_lost_before_the_lease_expires(ctx: &Ctx) {
     g.release().await.expect("release");
 }
 
+/// A renew that is never answered (a connection that stopped answering) is
+/// given up and sent again well before the lease's deadline: the lease is
+/// kept, and nobody else can take it.
+pub async fn a_renew_left_unanswered_is_sent_again_and_the_lease_kept(ctx: &Ctx) {
+    let (backend, cfg) = suite(ctx);
+    let name = cfg.name("resend");
+    let holder = process(&backend, &cfg, "holder");
+    let other = process(&backend, &cfg, "other");
+    warm_up(&holder.leases, &name).await;
+    let guard = holder.leases.acquire(&name, LONG).await.expect("acquire");
+    // The first renew hangs; the ones after it are answered.
+    holder.faults.hang_nth(Some(Op::RenewLease), 1);
+    sleep(cfg.lease * 2).await;
+    assert!(
+        !guard.is_lost(),
+        "a hanging renew lost the lease: {:?}",
+        guard.ensure_valid(Duration::ZERO).err()
+    );
+    assert!(
+        other
+            .leases
+            .try_acquire(&name)
+            .await
+            .expect("try")
+            .is_none(),
+        "another process took a lease whose holder renews it"
+    );
+    guard.release().await.expect("release");
+}
+
 /// An operator's break fires `lost()` and the service refuses writes made
 /// under the broken lease.
 pub async fn external_break_fires_lost_and_fences_writes(ctx: &Ctx) {

@@ -355,6 +355,7 @@ macro_rules! conformance_suite {
                 renewal_holds_a_lease_for_ten_durations,
                 renewal_holds_a_fifteen_second_lease_for_ten_durations,
                 hanging_renew_fires_lost_before_the_lease_expires,
+                a_renew_left_unanswered_is_sent_again_and_the_lease_kept,
                 external_break_fires_lost_and_fences_writes,
                 do_once_runs_once_among_10_callers_and_again_after_a_crash,
                 leader_election_with_5_candidates_never_overlaps,
