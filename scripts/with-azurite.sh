@@ -113,6 +113,14 @@ wait_for_ports() {
     ' "$@"
 }
 
+# `setsid` where there is one (util-linux); it runs the command in this
+# process (no fork: a background subshell leads no process group), so `$!`
+# stays Azurite's pid.
+own_session=""
+if command -v setsid >/dev/null 2>&1; then
+    own_session=setsid
+fi
+
 # Starts one Azurite (extra arguments after the first, which names its log)
 # on free ports, retrying with new ports; sets started_pid, blob_port and
 # table_port, or leaves started_pid empty.
@@ -124,7 +132,14 @@ start_azurite() {
         read -r blob_port table_port queue_port < <(free_ports)
         # Run from the temp dir so that nothing Azurite writes lands in the
         # worktree (--location cannot be combined with --inMemoryPersistence).
-        (cd "$workdir" && exec "$root/node_modules/.bin/azurite" --silent --inMemoryPersistence \
+        # In a session of its own, like a service started apart from its
+        # clients: where the kernel shares the processor between sessions
+        # (autogroups), the tests and whatever else runs in this session
+        # cannot crowd Azurite out and turn its replies into seconds.
+        # scripts/azurite-preload.js puts off Azurite's periodic blob GC,
+        # whose pass over a full run's blobs stops every reply for minutes.
+        (cd "$workdir" && exec $own_session node --require "$root/scripts/azurite-preload.js" \
+            "$root/node_modules/azurite/dist/src/azurite.js" --silent --inMemoryPersistence \
             --blobHost 127.0.0.1 --blobPort "$blob_port" \
             --tableHost 127.0.0.1 --tablePort "$table_port" \
             --queueHost 127.0.0.1 --queuePort "$queue_port" \

@@ -447,8 +447,9 @@ pub async fn a_cross_partition_unit_costs_its_budget_exactly(ctx: &Ctx) {
 /// service's own), a cold unit over two partitions takes its locks in 2
 /// round trips (acquires, then lock-blob reads, each pair at once), and its
 /// journalled commit — intents, journal, the four transactions, the clears
-/// — in 4, then gives its locks up in 1. Counted as elapsed time over `L`
-/// (exact on paused time; on real time `L` dwarfs a local round trip).
+/// — in 4, then gives its locks up in 1. Counted as elapsed time over `L`:
+/// exact on paused time; on real time, where a busy machine's slow replies
+/// add to `L`, fewer than sending one request after another would take.
 pub async fn a_cross_partition_unit_sends_independent_requests_together(ctx: &Ctx) {
     let latency = match ctx.clock() {
         Clock::Paused => Duration::from_secs(1),
@@ -469,10 +470,27 @@ pub async fn a_cross_partition_unit_sends_independent_requests_together(ctx: &Ct
         let elapsed = since.elapsed();
         (elapsed.as_millis() / latency.as_millis()) as u64
     };
+    // On paused time the count is exact. On real time the service's own
+    // replies add to the injected latency, and on a busy machine they can
+    // add up to a round trip or two: there the check is that the steps
+    // went out together, fewer round trips than one request after another
+    // would take.
+    let check = |since: tokio::time::Instant, together: u64, one_by_one: u64, what: &str| {
+        let counted = round_trips(since);
+        match ctx.clock() {
+            Clock::Paused => assert_eq!(counted, together, "{what}"),
+            Clock::Real => assert!(
+                counted >= together && counted < one_by_one,
+                "{what}: {counted} round trips of {latency:?}, {together} expected, \
+                 {one_by_one} one request after another"
+            ),
+        }
+    };
 
     let t = tokio::time::Instant::now();
     let mut unit = store.lock_many(["b", "a"]).await.unwrap();
-    assert_eq!(round_trips(t), 2, "acquires, then lock-blob reads");
+    // One by one: two acquires, two lock-blob reads.
+    check(t, 2, 4, "acquires, then lock-blob reads");
     let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
     let mut b = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
     a.balance -= 5;
@@ -490,10 +508,13 @@ pub async fn a_cross_partition_unit_sends_independent_requests_together(ctx: &Ct
     let t = tokio::time::Instant::now();
     let report = unit.commit().await.unwrap();
     assert_eq!(report.batches, 4);
-    assert_eq!(
-        round_trips(t),
+    // One by one: an intent, the journal, four transactions, the journal
+    // and intent clears, two releases.
+    check(
+        t,
         5,
-        "intents, journal, transactions, clears, then the releases"
+        10,
+        "intents, journal, transactions, clears, then the releases",
     );
     assert_eq!(balance(&healthy, "a").await, 94);
     assert_eq!(balance(&healthy, "b").await, 106);
