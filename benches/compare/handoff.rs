@@ -52,7 +52,7 @@ async fn acquire_randomly(store: &Store, blob: &BlobName) -> (LeaseId, u64) {
             )
             .await
         {
-            Ok(id) => return (id, polls),
+            Ok(acquired) => return (acquired.id, polls),
             Err(e) if e.kind() == ErrorKind::LeaseHeld => {
                 tokio::time::sleep(random_between(
                     Duration::from_millis(250),

@@ -190,7 +190,7 @@ pub(crate) async fn hand_written_acquire(
             )
             .await
         {
-            Ok(id) => return Some(id),
+            Ok(acquired) => return Some(acquired.id),
             Err(e) if e.kind() == ErrorKind::LeaseHeld => {
                 let wake = Instant::now()
                     + random_between(Duration::from_millis(250), Duration::from_secs(1));

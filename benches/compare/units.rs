@@ -121,7 +121,8 @@ pub(crate) async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
                     LeaseId::new_random(),
                 )
                 .await
-                .unwrap();
+                .unwrap()
+                .id;
             backend.get_blob(&container, &blob).await.unwrap();
             backend.get(&sample_table, &pk_key, &s_key).await.unwrap();
             if tables == 1 {
@@ -346,7 +347,8 @@ async fn cross_partition(
                             LeaseId::new_random(),
                         )
                         .await
-                        .unwrap(),
+                        .unwrap()
+                        .id,
                 );
             }
             if journalled {

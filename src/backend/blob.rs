@@ -47,6 +47,38 @@ impl fmt::Debug for LeaseId {
     }
 }
 
+/// What a successful [`BlobBackend::acquire_lease`](super::BlobBackend::acquire_lease)
+/// returns: the lease id, and the blob's ETag as the reply reported it.
+///
+/// Taking a lease never changes a blob's ETag (only writes do), so a caller
+/// that remembers what the blob held at that ETag knows its content without
+/// reading it.
+///
+/// ```
+/// use leasehold::backend::{AcquiredLease, LeaseId};
+/// use leasehold::key::ETag;
+///
+/// let id = LeaseId::new_random();
+/// let acquired = AcquiredLease::new(id, Some(ETag::new("\"0x8D\"")));
+/// assert_eq!(acquired.id, id);
+/// assert_eq!(acquired.etag.as_ref().map(ETag::as_str), Some("\"0x8D\""));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcquiredLease {
+    /// The lease id now active on the blob (the proposed one).
+    pub id: LeaseId,
+    /// The blob's ETag from the reply; `None` when the backend does not
+    /// report it (the blob's content is then unknown to the caller).
+    pub etag: Option<ETag>,
+}
+
+impl AcquiredLease {
+    /// The lease `id`, acquired on a blob whose ETag is `etag`.
+    pub fn new(id: LeaseId, etag: Option<ETag>) -> Self {
+        AcquiredLease { id, etag }
+    }
+}
+
 /// How long a lease lasts unless renewed: 15 to 60 seconds, or infinite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LeaseDuration {

@@ -130,7 +130,7 @@ macro_rules! forward_through {
                 blob: &$crate::key::BlobName,
                 duration: $crate::backend::LeaseDuration,
                 proposed_id: $crate::backend::LeaseId,
-            ) -> $crate::Result<$crate::backend::LeaseId> {
+            ) -> $crate::Result<$crate::backend::AcquiredLease> {
                 (**self)
                     .acquire_lease(container, blob, duration, proposed_id)
                     .await

@@ -28,8 +28,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub use blob::{
-    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseDuration,
-    LeaseId, LeaseInfo, LeaseKind, LeaseState, Metadata,
+    AcquiredLease, Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode,
+    LeaseDuration, LeaseId, LeaseInfo, LeaseKind, LeaseState, Metadata,
 };
 pub(crate) use table::validate_batch;
 pub use table::{Precondition, QueryPage, QuerySpec, StoredEntity, TableOp, Version};
@@ -251,6 +251,11 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     /// Acquires a lease with a client-chosen id. Acquiring again with the
     /// current id of an active lease succeeds (an idempotent retry).
     ///
+    /// Returns the lease id and the blob's ETag from the reply (Azure's
+    /// Lease Blob reply carries it). Taking a lease does not change the
+    /// ETag, so a lease manager that remembers the blob at that ETag skips
+    /// reading it; a backend that cannot tell returns `etag: None`.
+    ///
     /// # Errors
     /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob or container; [`Error::LeaseHeld`](crate::Error::LeaseHeld)
     /// when another id holds the lease or it is breaking; [`Error::Invalid`](crate::Error::Invalid) for
@@ -264,7 +269,7 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
         blob: &BlobName,
         duration: LeaseDuration,
         proposed_id: LeaseId,
-    ) -> Result<LeaseId>;
+    ) -> Result<AcquiredLease>;
 
     /// Renews a lease, restarting its duration.
     ///

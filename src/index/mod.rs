@@ -211,9 +211,12 @@
 //! intent, the journal, 2 transactions, the journal clear, the intent clear,
 //! 2 releases, and a read of the entity after the commit for its new ETag:
 //! 15 requests against 1 for the plain insert (plus one lock-blob metadata
-//! write per lock last held by another process). A value change adds a
-//! third locked and written partition and the old index row's read: 22
-//! requests. A delete costs 14 (no read-back). Each further index value a
+//! write per lock last held by another process). A lock-blob read is
+//! skipped for a lock this process took last with nobody writing its blob
+//! since (see [`crate::lock`]'s request budget): 13 requests then. A value
+//! change adds a third locked and written partition and the old index
+//! row's read: 22 requests (19 on locks taken back unchanged). A delete
+//! costs 14 (12) (no read-back). Each further index value a
 //! write claims or frees adds its partition the same way (a lock, a read,
 //! an intent and its clear, a transaction). The benchmark
 //! (`benches/compare`, section `indexes`) measures the latency next to the

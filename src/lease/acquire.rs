@@ -15,7 +15,8 @@ use crate::error::{Error, Result};
 use crate::key::BlobName;
 use crate::retry::Backoff;
 
-use super::core::LeaseCore;
+use super::core::{LeaseCore, Taken};
+use super::document::LeaseDocument;
 use super::guard::{Acquisition, LeaseGuard};
 use super::local::TenureBounds;
 use super::manager::{AcquireMode, ManagerInner};
@@ -25,8 +26,8 @@ use super::queue::{Queued, Schedule};
 
 /// How one attempt at a blob lease ended.
 enum Attempt {
-    /// Taken; the acquire was sent at this instant.
-    Acquired(Instant),
+    /// Taken (with the proposed id).
+    Acquired(Taken),
     /// Somebody else holds it.
     Held,
     /// No answer before the attempt's deadline; it goes on in the
@@ -127,22 +128,15 @@ impl ManagerInner {
             if keeps_place && queued.registered && matches!(found, Ok(None)) {
                 state.queued = Some(queued);
             }
-            let Some((sent, id)) = found? else {
+            let Some(taken) = found? else {
                 return Ok(None);
             };
-            debug!(id = %short_id(id), "acquired");
+            debug!(id = %short_id(taken.id), "acquired");
             // The id it was registered in the wait queue under, while its
             // registration is being removed: never a waiter to pass to.
             let registered_as = queued.registered.then_some(queued.id);
-            let core = LeaseCore::start(
-                self.env.clone(),
-                name,
-                blob,
-                id,
-                sent,
-                &runtime,
-                registered_as,
-            );
+            let core =
+                LeaseCore::start(self.env.clone(), name, blob, taken, &runtime, registered_as);
             state.held = Some(core.clone());
             state.acquired(
                 Instant::now(),
@@ -152,6 +146,9 @@ impl ManagerInner {
             if self.env.settings.owner_metadata {
                 if let Err(e) = guard.core.write_owner().await {
                     if guard.core.shared.is_lost() {
+                        // Ended here, not by a task spawned on drop: the
+                        // caller's next call must find the name free.
+                        let _ = guard.release().await;
                         return Err(e);
                     }
                     warn!(error = %e, "could not record the lease owner");
@@ -168,7 +165,7 @@ impl ManagerInner {
     /// orders waiters across processes, and a holder at the end of its
     /// tenure changes its lease to the id registered at the head. A lease
     /// taken under a registered (so published) id is changed at once to an
-    /// id nobody else knows. Returns when it was acquired and the id held.
+    /// id nobody else knows. Returns the lease taken, with the id held.
     /// A call that tries once and finds the lease held stays registered
     /// (`queued`) for the caller's next call.
     async fn acquire_blob_loop(
@@ -179,7 +176,7 @@ impl ManagerInner {
         outage: &mut Outage,
         held_seen: &mut bool,
         queued: &mut Queued,
-    ) -> Result<Option<(Instant, LeaseId)>> {
+    ) -> Result<Option<Taken>> {
         let proposed = queued.id;
         let found = self
             .acquire_blob_attempts(name, blob, mode, outage, held_seen, queued)
@@ -187,19 +184,20 @@ impl ManagerInner {
         if !queued.registered
             || (matches!(mode, AcquireMode::LocalThenTry) && matches!(found, Ok(None)))
         {
-            return found.map(|f| f.map(|sent| (sent, proposed)));
+            return found;
         }
         let env = &self.env;
         let container = &env.settings.container;
         let result = match found {
-            Ok(Some(sent)) => {
+            Ok(Some(taken)) => {
                 let own = LeaseId::new_random();
                 match env
                     .backend
                     .change_lease(container, blob, proposed, own)
                     .await
                 {
-                    Ok(_) => Ok(Some((sent, own))),
+                    // Changing the id leaves the blob (and its ETag) as it is.
+                    Ok(_) => Ok(Some(Taken { id: own, ..taken })),
                     // Taken back by another process from what it thought a
                     // dead registration: not ours after all.
                     Err(Error::LeaseLost { .. }) => Ok(None),
@@ -208,11 +206,11 @@ impl ManagerInner {
                     // lease lost, and nobody else knows the new id).
                     Err(e) => {
                         debug!(error = %e, "could not change a handed-over lease's id");
-                        Ok(Some((sent, proposed)))
+                        Ok(Some(taken))
                     }
                 }
             }
-            other => other.map(|f| f.map(|sent| (sent, proposed))),
+            other => other,
         };
         // Leave the queue in the background; a lease handed to the
         // registration after the caller gave up is given back.
@@ -256,7 +254,7 @@ impl ManagerInner {
         outage: &mut Outage,
         held_seen: &mut bool,
         queued: &mut Queued,
-    ) -> Result<Option<Instant>> {
+    ) -> Result<Option<Taken>> {
         let proposed = queued.id;
         let refresh = super::queue::refresh(&self.env);
         let poll = self.env.settings.poll_interval;
@@ -274,9 +272,9 @@ impl ManagerInner {
             let limit = outage.limit(started);
             let stop_at = deadline.map_or(limit, |d| d.min(limit));
             let error = match self.acquire_blob_until(name, blob, proposed, stop_at).await {
-                Attempt::Acquired(sent) => {
+                Attempt::Acquired(taken) => {
                     outage.answered(&self.env);
-                    return Ok(Some(sent));
+                    return Ok(Some(taken));
                 }
                 Attempt::Held => {
                     *held_seen = true;
@@ -298,11 +296,11 @@ impl ManagerInner {
                                 every_ms: poll_ms,
                             }
                         });
-                        if let Some(sent) = self
+                        if let Some(taken) = self
                             .register(blob, proposed, schedule, &mut queued.registered)
                             .await
                         {
-                            return Ok(Some(sent));
+                            return Ok(Some(taken));
                         }
                     }
                     let Some(deadline) = deadline else {
@@ -375,7 +373,7 @@ impl ManagerInner {
 
     /// Registers (or renews) `proposed` in the lease's wait queue. A lease
     /// handed to a stale registration ahead of every fresh one (a waiter
-    /// that died) is taken over with `proposed`: returns when, if so.
+    /// that died) is taken over with `proposed`: returns it, if so.
     /// Failures only cost the order: the waiter goes on polling.
     async fn register(
         &self,
@@ -383,7 +381,7 @@ impl ManagerInner {
         proposed: LeaseId,
         schedule: Option<Schedule>,
         registered: &mut bool,
-    ) -> Option<Instant> {
+    ) -> Option<Taken> {
         let env = &self.env;
         let queue = super::queue::WaitQueue::of(env, blob).ok()?;
         let stale = match queue.register(proposed, schedule).await {
@@ -410,7 +408,11 @@ impl ManagerInner {
                     .acquire_lease(container, blob, env.settings.duration, proposed)
                     .await
                     .ok()
-                    .map(|_| sent);
+                    .map(|acquired| Taken {
+                        id: proposed,
+                        sent,
+                        etag: acquired.etag,
+                    });
             }
         }
         None
@@ -448,7 +450,7 @@ impl ManagerInner {
         let mut attempt =
             Box::pin(async move { inner.acquire_blob(&owned_name, &owned_blob, proposed).await });
         match timeout_at(deadline, attempt.as_mut()).await {
-            Ok(Ok(Some(sent))) => Attempt::Acquired(sent),
+            Ok(Ok(Some(taken))) => Attempt::Acquired(taken),
             Ok(Ok(None)) => Attempt::Held,
             Ok(Err(e)) => Attempt::Failed(e),
             Err(_) => {
@@ -477,7 +479,7 @@ impl ManagerInner {
         name: &LeaseName,
         blob: &BlobName,
         proposed: LeaseId,
-    ) -> Result<Option<Instant>> {
+    ) -> Result<Option<Taken>> {
         let env = &self.env;
         let container = &env.settings.container;
         let mut created = 0;
@@ -488,7 +490,13 @@ impl ManagerInner {
                 .acquire_lease(container, blob, env.settings.duration, proposed)
                 .await
             {
-                Ok(_) => return Ok(Some(sent)),
+                Ok(acquired) => {
+                    return Ok(Some(Taken {
+                        id: proposed,
+                        sent,
+                        etag: acquired.etag,
+                    }));
+                }
                 Err(Error::LeaseHeld { .. }) => return Ok(None),
                 // Missing again after it was created: somebody deleted it
                 // in between, under its lease (pruning lock blobs, see
@@ -510,6 +518,7 @@ impl ManagerInner {
     }
 
     /// Creates an empty lease blob (create-only, so an existing one is kept).
+    /// A blob created here is remembered as seen, empty.
     async fn create_blob(&self, name: &LeaseName, blob: &BlobName) -> Result<()> {
         let env = &self.env;
         self.ensure_container(false).await?;
@@ -528,10 +537,13 @@ impl ManagerInner {
                 )
                 .await
             {
-                Ok(_) | Err(Error::AlreadyExists { .. }) => {
+                Ok(etag) => {
                     debug!(lease = %name, "created the lease blob");
+                    env.seen
+                        .remember(blob, etag, &LeaseDocument::default(), &Metadata::new());
                     return Ok(());
                 }
+                Err(Error::AlreadyExists { .. }) => return Ok(()),
                 // Someone else just created and leased it.
                 Err(Error::LeaseHeld { .. }) => return Ok(()),
                 Err(Error::NotFound { .. }) if !again => {}
@@ -579,5 +591,46 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(waited.kind(), crate::ErrorKind::Timeout, "{waited}");
+    }
+
+    /// An acquire whose owner record is refused because the lease ran out
+    /// meanwhile (the holder stalled, another took and released the lease)
+    /// answers `LeaseLost` with the name already free here: a `try_acquire`
+    /// right after it asks storage, and gets the lease.
+    #[tokio::test(start_paused = true)]
+    async fn an_acquire_that_lost_its_lease_leaves_the_name_free_here() {
+        use std::time::Duration;
+
+        use crate::backend::memory::MemoryBackend;
+        use crate::testing::{Fault, FaultyBackend, Op};
+
+        let memory = MemoryBackend::new();
+        let faulty = FaultyBackend::new(memory.clone());
+        let faults = faulty.injector();
+        let options = LeaseOptions::new().with_duration(Duration::from_secs(15));
+        let stalled = LeaseManager::new(Arc::new(faulty), options.clone()).unwrap();
+        let other = LeaseManager::new(Arc::new(memory), options).unwrap();
+        faults.inject(
+            Some(Op::SetBlobMetadata),
+            1,
+            Fault::Delay(Duration::from_secs(45)),
+        );
+        faults.set_latency(Some(Op::RenewLease), Duration::from_secs(3600));
+        let (taken, ()) = tokio::join!(stalled.try_acquire("n"), async {
+            tokio::time::sleep(Duration::from_secs(17)).await;
+            other
+                .acquire("n", Duration::from_secs(5))
+                .await
+                .unwrap()
+                .release()
+                .await
+                .unwrap();
+        });
+        let e = taken.expect_err("the lease ran out while its owner was recorded");
+        assert_eq!(e.kind(), crate::ErrorKind::LeaseLost, "{e}");
+        faults.set_latency(Some(Op::RenewLease), Duration::ZERO);
+        let again = stalled.try_acquire("n").await.unwrap();
+        assert!(again.is_some(), "the name was still taken here");
+        again.unwrap().release().await.unwrap();
     }
 }

@@ -11,9 +11,9 @@ use tokio::sync::{Mutex as AsyncMutex, MutexGuard};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info_span, warn};
 
-use crate::backend::{BlobConditions, LeaseId, Metadata};
+use crate::backend::{BlobConditions, LeaseId, LeaseInfo, LeaseState, Metadata};
 use crate::error::{Error, Result};
-use crate::key::BlobName;
+use crate::key::{BlobName, ETag};
 use crate::retry::{self, Backoff};
 
 use super::document::{LeaseBlob, LeaseDocument, META_ACQUIRED, META_OWNER, meta_set};
@@ -32,8 +32,9 @@ pub(crate) struct LeaseCore {
     pub(crate) shared: Arc<LeaseShared>,
     pub(crate) env: Arc<LeaseEnv>,
     blob: BlobName,
-    /// The lease blob as last read or written under this lease; `None` when
-    /// unknown (never read, or a write's outcome is uncertain).
+    /// The lease blob as last read or written under this lease (or, when
+    /// the acquire found it unchanged, as this manager last saw it); `None`
+    /// when unknown (never read, or a write's outcome is uncertain).
     view: AsyncMutex<Option<View>>,
     /// Set once released or abandoned.
     pub(crate) finished: AtomicBool,
@@ -46,7 +47,16 @@ pub(crate) struct LeaseCore {
 struct View {
     document: LeaseDocument,
     metadata: Metadata,
-    lease: crate::backend::LeaseInfo,
+    lease: LeaseInfo,
+}
+
+/// A blob lease just taken: its id, when its acquire was sent, and the
+/// blob's ETag that acquire's reply carried.
+#[derive(Debug, Clone)]
+pub(crate) struct Taken {
+    pub(crate) id: LeaseId,
+    pub(crate) sent: Instant,
+    pub(crate) etag: Option<ETag>,
 }
 
 impl View {
@@ -60,23 +70,39 @@ impl View {
 }
 
 impl LeaseCore {
-    /// Starts holding a lease acquired at `sent`: spawns its renewal.
+    /// Starts holding a lease just `taken`: spawns its renewal. When the
+    /// acquire's reply shows the blob at the ETag this manager last saw it
+    /// with, that view is the hold's, and the blob is not read.
     pub(crate) fn start(
         env: Arc<LeaseEnv>,
         name: LeaseName,
         blob: BlobName,
-        id: LeaseId,
-        sent: Instant,
+        taken: Taken,
         runtime: &Handle,
         registered_as: Option<LeaseId>,
     ) -> Arc<LeaseCore> {
         let settings = &env.settings;
+        let view = taken
+            .etag
+            .as_ref()
+            .and_then(|etag| env.seen.at(&blob, etag))
+            .map(|(document, metadata)| {
+                debug!(lease = %name, "the lease blob is as last seen here; not reading it");
+                View {
+                    document,
+                    metadata,
+                    lease: LeaseInfo {
+                        state: LeaseState::Leased,
+                        kind: Some(settings.duration.kind()),
+                    },
+                }
+            });
         let shared = Arc::new(LeaseShared::new(
             name,
-            id,
+            taken.id,
             settings.lease_len,
             settings.drift,
-            sent,
+            taken.sent,
         ));
         if settings.lease_len.is_some() {
             runtime.spawn(
@@ -94,7 +120,7 @@ impl LeaseCore {
             shared,
             env,
             blob,
-            view: AsyncMutex::new(None),
+            view: AsyncMutex::new(view),
             finished: AtomicBool::new(false),
             registered_as,
         })
@@ -126,7 +152,10 @@ impl LeaseCore {
                 return Err(e);
             }
         };
+        let etag = blob.properties.etag.clone();
         let blob = LeaseBlob::from_blob(&self.shared.name, blob)?;
+        env.seen
+            .remember(&self.blob, etag, &blob.document, &blob.metadata);
         *view = Some(View {
             document: blob.document,
             metadata: blob.metadata,
@@ -177,13 +206,16 @@ impl LeaseCore {
         })
         .await;
         match result {
-            Ok(_) => {
+            Ok(etag) => {
                 view.metadata = metadata.clone();
+                env.seen
+                    .remember(&self.blob, etag, &view.document, &view.metadata);
                 Ok(metadata)
             }
             Err(e) => {
                 self.shared.note_error(&e);
                 *guard = None;
+                env.seen.forget(&self.blob);
                 Err(e)
             }
         }
@@ -220,13 +252,16 @@ impl LeaseCore {
         })
         .await;
         match result {
-            Ok(_) => {
+            Ok(etag) => {
                 view.document = document;
+                env.seen
+                    .remember(&self.blob, etag, &view.document, &view.metadata);
                 Ok(out)
             }
             Err(e) => {
                 self.shared.note_error(&e);
                 *guard = None;
+                env.seen.forget(&self.blob);
                 Err(e)
             }
         }
@@ -366,6 +401,7 @@ impl LeaseCore {
                 .delete_blob(&env.settings.container, &self.blob, &conditions)
         })
         .await;
+        env.seen.forget(&self.blob);
         match result {
             Ok(()) => {}
             // An earlier attempt whose reply was lost did delete it.

@@ -1,6 +1,7 @@
 //! [`LeaseEnv`]: what everything a lease manager hands out shares: the
-//! backend, the checked settings, the pacing of waits, a clock, and the
-//! current run of storage failures.
+//! backend, the checked settings, the pacing of waits, a clock, the
+//! current run of storage failures, and what it last saw of its lease
+//! blobs.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -13,6 +14,7 @@ use crate::backend::BlobBackend;
 use crate::retry::{self, Backoff};
 
 use super::options::Settings;
+use super::seen::SeenBlobs;
 
 /// What guards need from their manager: the backend, the settings, a clock.
 #[derive(Debug)]
@@ -23,6 +25,9 @@ pub(crate) struct LeaseEnv {
     backoffs: AtomicU64,
     /// The current run of failing requests, shared by waiting calls.
     pub(crate) recent_failures: RecentFailures,
+    /// The lease blobs as last read or written, by ETag: a fresh acquire
+    /// that finds one unchanged does not read it.
+    pub(crate) seen: SeenBlobs,
 }
 
 impl LeaseEnv {
@@ -33,6 +38,7 @@ impl LeaseEnv {
             clock: WallClock::new(),
             backoffs: AtomicU64::new(0),
             recent_failures: RecentFailures::default(),
+            seen: SeenBlobs::default(),
         }
     }
 

@@ -24,7 +24,10 @@ use super::renew::LeaseShared;
 /// How a guard came to hold its lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Acquisition {
-    /// The blob lease was acquired for this guard.
+    /// The blob lease was acquired for this guard. Its view of the lease
+    /// blob is read on first use, unless the acquire's reply showed the
+    /// blob at the ETag this manager last saw it with (nobody wrote it
+    /// since): that view is used without a read.
     Fresh,
     /// Another task of this process held the blob lease and handed it over
     /// without releasing it: renewal ran throughout, and nobody else can have
@@ -76,7 +79,10 @@ impl LeaseGuard {
     }
 
     /// The lease id, for writes made directly to the lease blob
-    /// (`BlobConditions::leased(guard.lease_id())`).
+    /// (`BlobConditions::leased(guard.lease_id())`). The guard does not
+    /// see such writes: it goes on from the blob as it last read or wrote
+    /// it (its own writes replace the metadata, or the body and the
+    /// metadata, whole).
     pub fn lease_id(&self) -> LeaseId {
         self.core.shared.id
     }
@@ -136,9 +142,11 @@ impl LeaseGuard {
     }
 
     /// The lease blob's metadata as this process last read or wrote it
-    /// under this lease, read first if unknown (after a fresh acquire, this
-    /// is the lease-blob read). After a hand-over nothing is read: nobody
-    /// else can have written the blob in between.
+    /// under this lease, read first if unknown: after a fresh acquire, this
+    /// is the lease-blob read, skipped when the acquire's reply showed the
+    /// blob unchanged (the same ETag) since this manager last read or wrote
+    /// it. After a hand-over nothing is read: nobody else can have written
+    /// the blob in between.
     ///
     /// # Errors
     /// [`Error::LeaseLost`] when the lease is lost and the blob is unknown;

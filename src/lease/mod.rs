@@ -42,6 +42,21 @@
 //! A loss cancels the guard's token and completes [`LeaseGuard::lost`]; the
 //! guard then refuses to send writes under the lease.
 //!
+//! # Reading the lease blob
+//!
+//! A guard reads its lease blob (document and metadata) when it first
+//! needs it ([`LeaseGuard::metadata`], the epoch, the run-once state, a
+//! partition lock's record), and keeps that view up to date with its own
+//! writes. The manager remembers, for the 1024 lease blobs it used most
+//! recently, the blob as it last read, wrote or created it, with the ETag
+//! the blob had then. The reply to an acquire carries the blob's current
+//! ETag, which taking a lease leaves as it is, so when it is the
+//! remembered one (nobody wrote the blob since) the new guard starts from
+//! that view and reads nothing. Any write by anybody else changes the
+//! ETag, and a write under the lease whose outcome is unknown makes the
+//! manager forget the blob: the next guard reads it. A guard handed over
+//! inside the process reads nothing either.
+//!
 //! # Process-local sharing
 //!
 //! Tasks of one process that want the same lease queue locally instead of
@@ -213,6 +228,7 @@ mod queue;
 mod registry;
 mod renew;
 mod reservation;
+mod seen;
 #[cfg(test)]
 mod test_support;
 

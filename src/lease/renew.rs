@@ -7,9 +7,10 @@
 //! cannot precede. The renewal task races every request against that
 //! deadline, so a request that hangs still ends in `lost` before the lease can
 //! expire at the service. A renew left unanswered for a third of the validity
-//! left (at least a second) is given up and sent again: renewing twice is
-//! harmless, and the new request does not wait on a connection that stopped
-//! answering.
+//! left (at least a second) gets another sent beside it (up to three at
+//! once): renewing twice is harmless, the first answer counts (validity from
+//! that request's send), so a slow reply is never thrown away and a
+//! connection that stopped answering cannot hold the renewal up.
 //!
 //! Renewal failures are sorted into three kinds:
 //!
@@ -26,6 +27,9 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
 use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span, warn};
@@ -49,12 +53,16 @@ fn retry_backoff() -> Backoff {
     Backoff::doubling(RETRY_MIN, RETRY_MAX, 0).without_jitter()
 }
 
-/// The shortest time a renew attempt is given before another is sent.
+/// The shortest time a renew is waited for before another is sent beside it.
 const ATTEMPT_MIN: Duration = Duration::from_secs(1);
 
-/// Until when a renew sent at `sent` is waited for before another is sent:
-/// a third of the validity left (at least [`ATTEMPT_MIN`]), so a request
-/// that hangs leaves time for several more before `deadline`.
+/// The most renews of one round waiting for their answers at once.
+const MAX_IN_FLIGHT: usize = 3;
+
+/// Until when a renew sent at `sent` is waited for alone before another is
+/// sent beside it: a third of the validity left (at least
+/// [`ATTEMPT_MIN`]), so a request that hangs leaves time for more before
+/// `deadline`.
 fn attempt_cutoff(sent: Instant, deadline: Instant) -> Instant {
     let left = deadline.saturating_duration_since(sent);
     (sent + (left / 3).max(ATTEMPT_MIN)).min(deadline)
@@ -322,22 +330,29 @@ impl Renewer {
     async fn round(&self, deadline: Instant) -> Round {
         let mut backoff = retry_backoff();
         loop {
-            let sent = Instant::now();
-            let cutoff = attempt_cutoff(sent, deadline);
-            let result = tokio::select! {
-                biased;
-                () = self.shared.stop.cancelled() => return Round::Stopped,
-                () = sleep_until(deadline) => return self.deadline_passed(),
-                r = self.backend.renew_lease(&self.container, &self.blob, self.shared.id) => r,
-                () = sleep_until(cutoff) => {
-                    // Renewing again is safe (only our id can renew) and
-                    // proves as much as an answer to the first would: give
-                    // this one up and send another, which a connection
-                    // that stopped answering cannot hold up.
-                    debug!(waited = ?cutoff - sent, "renew unanswered; sending it again");
-                    continue;
+            // One renew; each time the newest has gone unanswered for its
+            // cutoff, another is sent beside it (renewing twice is harmless:
+            // only our id can renew). The first answer counts, so a slow
+            // reply is never thrown away, and a connection that stopped
+            // answering cannot hold the renewal up.
+            let mut in_flight = FuturesUnordered::new();
+            let mut newest = Instant::now();
+            in_flight.push(self.attempt(newest));
+            let (sent, result) = loop {
+                let cutoff = attempt_cutoff(newest, deadline);
+                tokio::select! {
+                    biased;
+                    () = self.shared.stop.cancelled() => return Round::Stopped,
+                    () = sleep_until(deadline) => return self.deadline_passed(),
+                    Some(answer) = in_flight.next() => break answer,
+                    () = sleep_until(cutoff), if in_flight.len() < MAX_IN_FLIGHT => {
+                        debug!(waited = ?cutoff - newest, "renew unanswered; sending another beside it");
+                        newest = Instant::now();
+                        in_flight.push(self.attempt(newest));
+                    }
                 }
             };
+            drop(in_flight);
             let error = match result {
                 Ok(()) => {
                     self.shared.renewed(sent);
@@ -383,6 +398,17 @@ impl Renewer {
                 () = sleep(backoff.pause()) => {}
             }
         }
+    }
+
+    /// One renew request sent at `sent`, answered with that instant.
+    fn attempt(&self, sent: Instant) -> BoxFuture<'_, (Instant, Result<()>)> {
+        Box::pin(async move {
+            let r = self
+                .backend
+                .renew_lease(&self.container, &self.blob, self.shared.id)
+                .await;
+            (sent, r)
+        })
     }
 
     fn deadline_passed(&self) -> Round {

@@ -75,7 +75,7 @@ impl BlobBackend for NoBackend {
         _: &BlobName,
         _: LeaseDuration,
         _: LeaseId,
-    ) -> Result<LeaseId> {
+    ) -> Result<crate::backend::AcquiredLease> {
         refuse()
     }
     async fn renew_lease(&self, _: &ContainerName, _: &BlobName, _: LeaseId) -> Result<()> {
@@ -194,7 +194,7 @@ impl BlobBackend for Vanishing {
         b: &BlobName,
         d: LeaseDuration,
         id: LeaseId,
-    ) -> Result<LeaseId> {
+    ) -> Result<crate::backend::AcquiredLease> {
         self.inner.acquire_lease(c, b, d, id).await
     }
     async fn renew_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {

@@ -742,18 +742,22 @@ mod tests {
     }
 
     /// A lock unit's lease-side requests with owner metadata off: a cold
-    /// unit is acquire + one lock-blob read + its journal write and clear +
-    /// release; a unit handed over within the process sends only the
-    /// journal write and clear.
+    /// unit (another process took the lock last) is acquire + one lock-blob
+    /// read + its journal write and clear + release; a unit handed over
+    /// within the process sends only the journal write and clear; a unit
+    /// taking the lock back with the blob unchanged since reads nothing.
     #[tokio::test(start_paused = true)]
     async fn a_journal_costs_its_writes_and_a_hand_over_reads_nothing() {
-        let counting = CountingBackend::new(MemoryBackend::new());
+        let memory = MemoryBackend::new();
+        let counting = CountingBackend::new(memory.clone());
         let counter = counting.counter();
         let options = LeaseOptions::new()
             .with_owner("budget")
             .with_owner_metadata(false);
         let locks = LeaseManager::new(Arc::new(counting), options).unwrap();
-        locks
+        let other =
+            LeaseManager::new(Arc::new(memory), LeaseOptions::new().with_owner("other")).unwrap();
+        other
             .acquire("l", LONG)
             .await
             .unwrap()
@@ -788,6 +792,41 @@ mod tests {
         assert_eq!(counter.snapshot(), handed, "handed-over unit");
         warm.release().await.unwrap();
         assert_eq!(counter.get(Op::ReleaseLease), 1);
+
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        counter.reset();
+        let back = locks.acquire("l", LONG).await.unwrap();
+        assert_eq!(back.acquisition(), Acquisition::Fresh);
+        assert!(Journal::pending(&back).await.unwrap().is_none());
+        written.write(&back).await.unwrap();
+        assert_eq!(
+            Journal::pending(&back).await.unwrap(),
+            Some(written.clone())
+        );
+        Journal::clear(&back).await.unwrap();
+        back.release().await.unwrap();
+        let taken_back: BTreeMap<Op, u64> = [
+            (Op::PutBlob, 2),
+            (Op::AcquireLease, 1),
+            (Op::ReleaseLease, 1),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(counter.snapshot(), taken_back, "taken back, unchanged");
+
+        // Another process wrote the blob in between (its journal, left
+        // behind): the next acquire here reads it and sees that journal.
+        let guard = other.acquire("l", LONG).await.unwrap();
+        written.write(&guard).await.unwrap();
+        guard.release().await.unwrap();
+        counter.reset();
+        let after = locks.acquire("l", LONG).await.unwrap();
+        assert_eq!(
+            Journal::pending(&after).await.unwrap(),
+            Some(written.clone())
+        );
+        assert_eq!(counter.get(Op::GetBlob), 1);
+        after.release().await.unwrap();
     }
 
     /// A journal is seen by `describe` and by the next holder (handed over:

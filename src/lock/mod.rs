@@ -181,11 +181,12 @@
 //! last holder after).
 //!
 //! The holder is recorded when a unit takes the lease from storage: the
-//! lock-blob read of that acquire returns the metadata, and only when it
-//! names another process (or none) does the unit write its own name, one
-//! metadata write under the lease id. So a process taking a lock back that
-//! it held last, and every unit handed over inside a process, pays nothing;
-//! a lock changing hands between processes pays one request. That is the
+//! lock blob as that acquire finds it (read, or known unchanged: see the
+//! request budget) holds the metadata, and only when it names another
+//! process (or none) does the unit write its own name, one metadata write
+//! under the lease id. So a process taking a lock back that it held last,
+//! and every unit handed over inside a process, pays nothing; a lock
+//! changing hands between processes pays one request. That is the
 //! least storage allows: a lease's id cannot be read back (Get Blob
 //! Properties only confirms an id the caller already knows), and the ids
 //! stay random per tenure so a stale holder's request can never be taken
@@ -204,14 +205,29 @@
 //!
 //! plus one metadata write per lock that comes from another process (see
 //! above), and one read per row a journalled commit writes without having
-//! read it (an upsert, say; inserts need none). Locks handed over by
-//! another task of the same process (see [`crate::lease`]'s process-local
-//! sharing) skip their acquire, lock-blob read and release. So one table of
-//! one partition costs acquire + read + `R` + 1 + release (5 with one
-//! read), two tables `R` + 7, and a transfer between two customers (an
-//! account and a ledger entry each: `P` = 2, `G` = 4, `R` = 2) costs 16,
-//! and 10 once both locks are handed over (plus the releases of the last
-//! unit in the queue).
+//! read it (an upsert, say; inserts need none).
+//!
+//! A lock-blob read is skipped when the acquire's reply shows the blob
+//! unchanged since this process last saw it: the reply carries the blob's
+//! ETag (taking a lease leaves it as it is), and the lock manager
+//! remembers each lock blob as it last read, wrote or created it, with its
+//! ETag (see [`crate::lease`]'s "Reading the lease blob"). Any write by
+//! anybody else changes the ETag, so the read is skipped only when nobody
+//! else wrote the blob since; after a write under the lease whose outcome
+//! is unknown, the blob is read again. So a process taking back a lock
+//! that nobody else took since pays neither the read nor the holder write,
+//! and one taking a lock from another process pays both. Locks handed over
+//! by another task of the same process (see [`crate::lease`]'s
+//! process-local sharing) skip their acquire, lock-blob read and release.
+//!
+//! So one table of one partition costs acquire + lock-blob read + `R` +
+//! 1 + release (5 with one read; 4 taken back unchanged; 6 taken from
+//! another process, with the holder write), two tables `R` + 7 (`R` + 6
+//! taken back unchanged), and a transfer between two customers (an
+//! account and a ledger entry each: `P` = 2, `G` = 4, `R` = 2) costs 16:
+//! 14 when both locks are taken back unchanged, 18 when both come from
+//! another process, and 10 once both locks are handed over (plus the
+//! releases of the last unit in the queue).
 //!
 //! A journalled commit refused half-way sends its transactions up to the
 //! refused one, then one lock-blob write (the journal marked as undoing) and
@@ -223,7 +239,8 @@
 //! transfer), but it is neither atomic nor crash-safe: a crash between the
 //! transactions leaves money gone from one customer and not arrived at the
 //! other, and nothing finishes it. The 2`P` lock-blob writes are the price
-//! of the decision record.
+//! of the decision record; a unit taking back locks nobody else took since
+//! sends as many requests as that hand-written pattern.
 //!
 //! # Lock blobs
 //!

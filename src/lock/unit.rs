@@ -222,8 +222,12 @@ impl Unit {
             indexes: Vec::new(),
         };
         // Holder records (only where the lock changed hands) go together.
-        for recorded in join_all(unit.parts.iter().map(|part| unit.record_holder(part))).await {
-            recorded?;
+        let recorded = join_all(unit.parts.iter().map(|part| unit.record_holder(part))).await;
+        if let Some(e) = recorded.into_iter().find_map(Result::err) {
+            // Given back before answering (not by tasks spawned on drop),
+            // so that the caller's next call finds the locks free here.
+            let _ = unit.abandon().await;
+            return Err(e);
         }
         Ok(Some(unit))
     }

@@ -170,7 +170,7 @@ macro_rules! delegate_backend {
                 blob: &$crate::key::BlobName,
                 duration: $crate::backend::LeaseDuration,
                 proposed_id: $crate::backend::LeaseId,
-            ) -> $crate::Result<$crate::backend::LeaseId> {
+            ) -> $crate::Result<$crate::backend::AcquiredLease> {
                 self.call(
                     $crate::testing::Op::AcquireLease,
                     self.inner

@@ -935,7 +935,8 @@ async fn lease_operations_whose_reply_was_lost_are_settled() {
     assert_eq!(
         b.acquire_lease(&c, &x, LeaseDuration::Infinite, a)
             .await
-            .unwrap(),
+            .unwrap()
+            .id,
         a
     );
     let bb = LeaseId::new_random();

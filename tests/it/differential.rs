@@ -459,12 +459,24 @@ impl Runner {
                 } else {
                     LeaseDuration::Seconds(60)
                 };
+                let blob = Self::blob(*b);
                 match self
                     .backend
-                    .acquire_lease(&self.container, &Self::blob(*b), d, self.lease_ids[*id])
+                    .acquire_lease(&self.container, &blob, d, self.lease_ids[*id])
                     .await
                 {
-                    Ok(_) => Outcome::Ok,
+                    Ok(acquired) => {
+                        // The reply carries the blob's ETag, which taking
+                        // the lease leaves as it is.
+                        let stored = self
+                            .backend
+                            .blob_properties(&self.container, &blob)
+                            .await
+                            .unwrap()
+                            .expect("a leased blob exists");
+                        assert_eq!(acquired.etag, Some(stored.etag), "acquire of {blob}");
+                        Outcome::Ok
+                    }
                     Err(e) => err(e),
                 }
             }

@@ -689,7 +689,7 @@ impl BlobBackend for MovingEmails {
         blob: &BlobName,
         duration: LeaseDuration,
         proposed_id: LeaseId,
-    ) -> leasehold::Result<LeaseId> {
+    ) -> leasehold::Result<leasehold::backend::AcquiredLease> {
         self.inner
             .acquire_lease(container, blob, duration, proposed_id)
             .await

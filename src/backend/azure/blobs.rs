@@ -17,8 +17,8 @@ use uuid::Uuid;
 use super::AzureBackend;
 use super::errors::Failure;
 use crate::backend::{
-    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseDuration,
-    LeaseId, LeaseInfo, LeaseState, Metadata,
+    AcquiredLease, Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode,
+    LeaseDuration, LeaseId, LeaseInfo, LeaseState, Metadata,
 };
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName, ETag, shorten};
@@ -516,7 +516,7 @@ impl AzureBackend {
         blob: &BlobName,
         duration: LeaseDuration,
         proposed_id: LeaseId,
-    ) -> Result<LeaseId> {
+    ) -> Result<AcquiredLease> {
         check_blob_name(blob)?;
         let what = format!("lease on {}", blob_what(container, blob));
         let duration = sdk_duration(duration)?;
@@ -529,7 +529,11 @@ impl AzureBackend {
                 .acquire_lease(duration.clone())
                 .proposed_lease_id(ProposedLeaseId::from(sdk_lease_id(proposed_id)));
             let reply = self.attempt(builder.into_future()).await;
-            reply.and_then(|r| lease_id_from_sdk(r.lease_id))
+            // The reply's ETag is the blob's: leasing does not change it.
+            reply.and_then(|r| {
+                let id = lease_id_from_sdk(r.lease_id)?;
+                Ok(AcquiredLease::new(id, Some(ETag::new(r.etag))))
+            })
         })
         .await
         .map_err(|f| f.into_error(&what))

@@ -79,8 +79,8 @@ pub use retry::TransportRetry;
 use self::errors::{Failure, Redactor};
 use self::transport::Transport;
 use super::{
-    BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseDuration, LeaseId, Metadata,
-    QueryPage, QuerySpec, StoredEntity, TableBackend, TableOp, Version,
+    AcquiredLease, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseDuration,
+    LeaseId, Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableOp, Version,
 };
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
@@ -802,7 +802,7 @@ impl BlobBackend for AzureBackend {
         blob: &BlobName,
         duration: LeaseDuration,
         proposed_id: LeaseId,
-    ) -> Result<LeaseId> {
+    ) -> Result<AcquiredLease> {
         let span = tracing::debug_span!(
             "leasehold.azure.acquire_lease",
             container = %container,

@@ -194,7 +194,8 @@ async fn a_deleted_blob_loses_its_lease() {
     let id = m
         .acquire_lease(&c, &b, SECS_30, LeaseId::new_random())
         .await
-        .unwrap();
+        .unwrap()
+        .id;
     m.delete_blob(&c, &b, &BlobConditions::leased(id))
         .await
         .unwrap();

@@ -9,8 +9,8 @@ use tokio::time::Instant;
 use super::clock::{WriteClock, blob_etag};
 use super::leases::{Lease, MAX_BREAK_PERIOD, Refusal, WRITE_NO_BLOB_LEASE};
 use crate::backend::{
-    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseDuration,
-    LeaseId, Metadata,
+    AcquiredLease, Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode,
+    LeaseDuration, LeaseId, Metadata,
 };
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName, ETag, shorten};
@@ -320,19 +320,20 @@ impl BlobStore {
         Ok(BlobListPage { items, next_marker })
     }
 
-    /// Runs a lease operation on an existing blob.
+    /// Runs a lease operation on an existing blob. Lease operations never
+    /// change the blob's ETag; `op` is given it for its reply.
     fn with_lease<T>(
         &mut self,
         container: &ContainerName,
         blob: &BlobName,
-        op: impl FnOnce(&mut Lease) -> std::result::Result<T, Refusal>,
+        op: impl FnOnce(&mut Lease, &ETag) -> std::result::Result<T, Refusal>,
     ) -> Result<T> {
         let c = self.container_mut(container)?;
         let stored = c
             .blobs
             .get_mut(blob.as_str())
             .ok_or_else(|| blob_not_found(container, blob))?;
-        op(&mut stored.lease)
+        op(&mut stored.lease, &stored.etag)
             .map_err(|r| refused(r, format!("lease on {}", blob_what(container, blob))))
     }
 
@@ -343,9 +344,13 @@ impl BlobStore {
         blob: &BlobName,
         duration: LeaseDuration,
         proposed: LeaseId,
-    ) -> Result<LeaseId> {
+    ) -> Result<AcquiredLease> {
         let duration = duration.validate()?;
-        self.with_lease(container, blob, |l| l.acquire(now, duration, proposed))
+        // As the service: the reply carries the blob's ETag.
+        self.with_lease(container, blob, |l, etag| {
+            let id = l.acquire(now, duration, proposed)?;
+            Ok(AcquiredLease::new(id, Some(etag.clone())))
+        })
     }
 
     pub(super) fn renew_lease(
@@ -355,7 +360,7 @@ impl BlobStore {
         blob: &BlobName,
         id: LeaseId,
     ) -> Result<()> {
-        self.with_lease(container, blob, |l| l.renew(now, id))
+        self.with_lease(container, blob, |l, _| l.renew(now, id))
     }
 
     pub(super) fn change_lease(
@@ -366,7 +371,7 @@ impl BlobStore {
         id: LeaseId,
         proposed: LeaseId,
     ) -> Result<LeaseId> {
-        self.with_lease(container, blob, |l| l.change(now, id, proposed))
+        self.with_lease(container, blob, |l, _| l.change(now, id, proposed))
     }
 
     pub(super) fn release_lease(
@@ -376,7 +381,7 @@ impl BlobStore {
         blob: &BlobName,
         id: LeaseId,
     ) -> Result<()> {
-        self.with_lease(container, blob, |l| l.release(now, id))
+        self.with_lease(container, blob, |l, _| l.release(now, id))
     }
 
     pub(super) fn break_lease(
@@ -387,7 +392,7 @@ impl BlobStore {
         period: Option<Duration>,
     ) -> Result<Duration> {
         validate_break_period(period)?;
-        self.with_lease(container, blob, |l| l.break_lease(now, period))
+        self.with_lease(container, blob, |l, _| l.break_lease(now, period))
     }
 
     /// The number of containers, for `Debug`.

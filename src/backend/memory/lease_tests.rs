@@ -51,7 +51,10 @@ impl Fixture {
     }
 
     async fn acquire(&self, d: LeaseDuration, id: LeaseId) -> crate::Result<LeaseId> {
-        self.m.acquire_lease(&self.c, &self.b, d, id).await
+        self.m
+            .acquire_lease(&self.c, &self.b, d, id)
+            .await
+            .map(|acquired| acquired.id)
     }
 
     async fn renew(&self, id: LeaseId) -> crate::Result<()> {

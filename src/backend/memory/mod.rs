@@ -74,8 +74,8 @@ use self::blobs::BlobStore;
 use self::clock::WriteClock;
 use self::tables::TableStore;
 use crate::backend::{
-    Blob, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseDuration, LeaseId,
-    Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableOp, Version,
+    AcquiredLease, Blob, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseDuration,
+    LeaseId, Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableOp, Version,
 };
 use crate::error::Result;
 use crate::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
@@ -419,7 +419,7 @@ impl BlobBackend for MemoryBackend {
         blob: &BlobName,
         duration: LeaseDuration,
         proposed_id: LeaseId,
-    ) -> Result<LeaseId> {
+    ) -> Result<AcquiredLease> {
         let span = tracing::debug_span!(
             "memory.acquire_lease",
             container = %container,

@@ -180,6 +180,54 @@ pub async fn blob_etags_change_on_every_write(ctx: &Ctx) {
     assert_eq!(props.etag, e3);
 }
 
+/// An acquire replies with the blob's ETag, and no lease operation changes
+/// it (renew, change, release, break, acquiring again); a write under the
+/// lease does, and the next acquire reports the new one.
+pub async fn an_acquire_replies_with_the_blob_etag_and_leasing_keeps_it(ctx: &Ctx) {
+    let (m, c, b, created) = setup(ctx).await;
+    let m = m.as_ref();
+    let etag_now = || async { m.blob_properties(&c, &b).await.unwrap().unwrap().etag };
+    let a = LeaseId::new_random();
+    let acquired = m.acquire_lease(&c, &b, SECS_30, a).await.unwrap();
+    assert_eq!(acquired.id, a);
+    assert_eq!(
+        acquired.etag.as_ref(),
+        Some(&created),
+        "the acquire's reply"
+    );
+    assert_eq!(etag_now().await, created, "leasing keeps the ETag");
+    // Acquiring again with the current id (a retry) reports it too.
+    let again = m.acquire_lease(&c, &b, SECS_30, a).await.unwrap();
+    assert_eq!(again.etag.as_ref(), Some(&created));
+    m.renew_lease(&c, &b, a).await.unwrap();
+    let a2 = LeaseId::new_random();
+    m.change_lease(&c, &b, a, a2).await.unwrap();
+    assert_eq!(etag_now().await, created, "renew and change keep it");
+    let written = m
+        .set_blob_metadata(
+            &c,
+            &b,
+            &meta(&[("owner", "a")]),
+            &BlobConditions::leased(a2),
+        )
+        .await
+        .unwrap();
+    assert_ne!(written, created);
+    m.release_lease(&c, &b, a2).await.unwrap();
+    assert_eq!(etag_now().await, written, "release keeps it");
+    let b1 = LeaseId::new_random();
+    let acquired = m.acquire_lease(&c, &b, SECS_30, b1).await.unwrap();
+    assert_eq!(acquired.etag.as_ref(), Some(&written), "the write's ETag");
+    m.break_lease(&c, &b, Some(std::time::Duration::ZERO))
+        .await
+        .unwrap();
+    assert_eq!(etag_now().await, written, "break keeps it");
+    let b2 = LeaseId::new_random();
+    let acquired = m.acquire_lease(&c, &b, SECS_30, b2).await.unwrap();
+    assert_eq!(acquired.etag.as_ref(), Some(&written), "after a break");
+    m.release_lease(&c, &b, b2).await.unwrap();
+}
+
 /// Set metadata replaces metadata and keeps the body.
 pub async fn set_metadata_replaces_metadata_and_keeps_the_body(ctx: &Ctx) {
     let (m, c, b, _) = setup(ctx).await;
@@ -274,7 +322,8 @@ pub async fn writes_to_a_leased_blob_need_its_lease_id(ctx: &Ctx) {
     let id = m
         .acquire_lease(&c, &b, LeaseDuration::Infinite, LeaseId::new_random())
         .await
-        .unwrap();
+        .unwrap()
+        .id;
     let md = meta(&[("k", "v")]);
     let without = BlobConditions::none();
     let wrong = BlobConditions::leased(LeaseId::new_random());

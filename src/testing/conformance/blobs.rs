@@ -167,7 +167,8 @@ pub async fn lease_acquire_renew_change_release(ctx: &Ctx) {
     assert_eq!(
         be.acquire_lease(&ctx.container, &b, secs(15), id)
             .await
-            .unwrap(),
+            .unwrap()
+            .id,
         id
     );
     let props = be
@@ -182,7 +183,8 @@ pub async fn lease_acquire_renew_change_release(ctx: &Ctx) {
     assert_eq!(
         be.acquire_lease(&ctx.container, &b, secs(15), id)
             .await
-            .unwrap(),
+            .unwrap()
+            .id,
         id
     );
     be.renew_lease(&ctx.container, &b, id).await.expect("renew");

@@ -1165,10 +1165,14 @@ pub async fn acquire_gives_up_at_its_deadline_and_gives_back_a_late_lease(ctx: &
 }
 
 /// The requests a partition-lock unit costs on the lease side, with owner
-/// metadata off: a cold unit is acquire + one blob read + its writes under
-/// the lease + release; a unit handed over within the process sends only
-/// its writes. (Units write their journal into the blob's body; the exact
-/// lock-unit budgets are checked in the lock suite and in the crate.)
+/// metadata off: a cold unit (on a blob another process wrote last) is
+/// acquire + one blob read + its writes under the lease + release; a unit
+/// handed over within the process sends only its writes; and so does a unit
+/// that takes the lease back from storage with nobody having written the
+/// blob since, besides its acquire and release: the acquire's reply shows
+/// the blob's ETag unchanged, so it is not read. (Units write their journal
+/// into the blob's body; the exact lock-unit budgets are checked in the
+/// lock suite and in the crate.)
 pub async fn a_lock_unit_costs_acquire_read_writes_release_cold_and_only_writes_handed_over(
     ctx: &Ctx,
 ) {
@@ -1184,7 +1188,9 @@ pub async fn a_lock_unit_costs_acquire_read_writes_release_cold_and_only_writes_
         .with_owner_metadata(false)
         .with_handover_limit(1000, Duration::from_secs(60));
     let leases = LeaseManager::new(Arc::new(counting), options).unwrap();
-    warm_up(&leases, &name).await;
+    // Another process took the lease last (and recorded itself as owner).
+    let other = process(&backend, &cfg, "other");
+    warm_up(&other.leases, &name).await;
     counter.reset();
 
     let cold = leases.acquire(&name, LONG).await.unwrap();
@@ -1233,6 +1239,41 @@ pub async fn a_lock_unit_costs_acquire_read_writes_release_cold_and_only_writes_
     assert_eq!(counter.snapshot(), handed, "handed-over unit");
     warm.release().await.unwrap();
     assert_eq!(counter.get(Op::ReleaseLease), 1);
+
+    // Taken back from storage (a tenure of its own: more than 1.5 poll
+    // intervals later): nobody wrote the blob since this process's last
+    // write, so the acquire's reply (its ETag) is enough.
+    sleep(cfg.poll.unwrap_or(Duration::from_millis(100)) * 2).await;
+    counter.reset();
+    let back = leases.acquire(&name, LONG).await.unwrap();
+    assert_eq!(back.acquisition(), Acquisition::Fresh);
+    assert_eq!(back.metadata().await.unwrap().get("ops"), None);
+    back.update_metadata(|m| {
+        m.insert("ops".into(), "4".into());
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        back.metadata()
+            .await
+            .unwrap()
+            .get("ops")
+            .map(String::as_str),
+        Some("4")
+    );
+    back.release().await.unwrap();
+    let taken_back: BTreeMap<Op, u64> = [
+        (Op::AcquireLease, 1),
+        (Op::SetBlobMetadata, 1),
+        (Op::ReleaseLease, 1),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(
+        counter.snapshot(),
+        taken_back,
+        "unit taken back, blob unchanged"
+    );
 }
 
 /// A guard outliving its runtime is dropped without a panic and without a

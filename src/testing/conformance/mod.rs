@@ -310,6 +310,7 @@ macro_rules! conformance_suite {
                 a_missing_blob_reads_as_none_and_other_ops_are_blob_not_found,
                 put_get_and_properties_round_trip,
                 blob_etags_change_on_every_write,
+                an_acquire_replies_with_the_blob_etag_and_leasing_keeps_it,
                 set_metadata_replaces_metadata_and_keeps_the_body,
                 if_match_stale_is_condition_not_met_for_every_write,
                 if_match_on_a_missing_blob_is_condition_not_met,
@@ -447,8 +448,8 @@ macro_rules! conformance_suite {
                 units_see_their_writes_and_stay_in_their_partition,
                 multi_table_commit_applies_all,
                 stale_reads_fail_the_whole_commit,
-                one_table_unit_costs_acquire_read_reads_batch_release,
-                two_table_unit_costs_acquire_read_reads_journal_batches_clear_release,
+                one_table_unit_costs_acquire_reads_batch_release,
+                two_table_unit_costs_acquire_reads_journal_batches_clear_release,
                 handed_over_unit_skips_acquire_read_and_release,
                 one_hundred_queued_units_share_one_acquire_and_one_release,
                 more_than_100_writes_to_one_table_are_journalled,
@@ -459,6 +460,7 @@ macro_rules! conformance_suite {
                 breaking_a_free_lock_reports_not_held,
                 a_lock_names_its_holder_even_when_its_unit_is_leaked,
                 recording_the_holder_costs_a_write_only_when_the_lock_changes_hands,
+                a_lock_taken_back_unchanged_sends_no_lock_blob_read,
                 pruning_deletes_only_free_clean_old_lock_blobs,
                 pruning_races_units_locking_the_same_partitions,
             ]
@@ -473,6 +475,7 @@ macro_rules! conformance_suite {
                 a_contradicted_journal_stops_roll_forward_and_is_kept,
                 a_kept_journal_is_shown_then_finished_or_undone_by_choice,
                 a_dead_holder_stays_named_until_and_after_its_lease_expires,
+                a_journal_written_by_another_process_is_read_and_rolled_forward,
             ]
             blocking []
         );
