@@ -320,6 +320,33 @@ async fn is_held(store: &Store, key: &str) -> bool {
         .is_some_and(|p| p.lease.state == leasehold::backend::LeaseState::Leased)
 }
 
+/// Every action of `Store::resolve_commit`.
+const ALL_ACTIONS: [ResolveAction; 3] = [
+    ResolveAction::Show,
+    ResolveAction::Finish,
+    ResolveAction::Undo,
+];
+
+/// The errors of the operator calls on the lock record of `key`, each of
+/// which must fail: `commit_outcome`, `pending_commit`, and `resolve_commit`
+/// with each of `actions`.
+async fn operator_errors(store: &Store, key: &str, actions: &[ResolveAction]) -> Vec<Error> {
+    let mut errors = vec![
+        store.commit_outcome(key, "t").await.map(drop).unwrap_err(),
+        store.pending_commit(key).await.map(drop).unwrap_err(),
+    ];
+    for &action in actions {
+        errors.push(
+            store
+                .resolve_commit(key, action)
+                .await
+                .map(drop)
+                .unwrap_err(),
+        );
+    }
+    errors
+}
+
 /// Whether the lock blob of `key` keeps a lock record (journal or intent).
 async fn record_kept(store: &Store, key: &str) -> bool {
     let name = store.lock_lease_name(key).unwrap();
@@ -533,26 +560,7 @@ async fn bad_keys_and_empty_sets_are_invalid_before_any_request() {
         assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
         assert!(e.to_string().contains("empty"), "{e}");
     }
-    let operators = [
-        store.commit_outcome(bad, "t").await.map(drop).unwrap_err(),
-        store.pending_commit(bad).await.map(drop).unwrap_err(),
-        store
-            .resolve_commit(bad, ResolveAction::Show)
-            .await
-            .map(drop)
-            .unwrap_err(),
-        store
-            .resolve_commit(bad, ResolveAction::Finish)
-            .await
-            .map(drop)
-            .unwrap_err(),
-        store
-            .resolve_commit(bad, ResolveAction::Undo)
-            .await
-            .map(drop)
-            .unwrap_err(),
-    ];
-    for e in operators {
+    for e in operator_errors(&store, bad, &ALL_ACTIONS).await {
         assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
     }
     assert_eq!(counter.total(), 0, "{counter:?}");
@@ -616,30 +624,7 @@ async fn a_lock_record_that_does_not_parse_stops_every_taker_and_is_kept() {
 async fn operators_reading_a_lock_record_that_does_not_parse_get_inconsistent() {
     let store = store_on(memory());
     write_lock_blob(&store, "bad", UNPARSABLE).await;
-    let errors = [
-        store.pending_commit("bad").await.map(drop).unwrap_err(),
-        store
-            .commit_outcome("bad", "t")
-            .await
-            .map(drop)
-            .unwrap_err(),
-        store
-            .resolve_commit("bad", ResolveAction::Show)
-            .await
-            .map(drop)
-            .unwrap_err(),
-        store
-            .resolve_commit("bad", ResolveAction::Finish)
-            .await
-            .map(drop)
-            .unwrap_err(),
-        store
-            .resolve_commit("bad", ResolveAction::Undo)
-            .await
-            .map(drop)
-            .unwrap_err(),
-    ];
-    for e in errors {
+    for e in operator_errors(&store, "bad", &ALL_ACTIONS).await {
         assert_eq!(e.kind(), ErrorKind::Inconsistent, "{e}");
     }
     assert!(record_kept(&store, "bad").await);
@@ -664,20 +649,7 @@ async fn a_lock_blob_that_is_not_a_lease_document_is_invalid_everywhere() {
         assert!(!is_held(&store, "junk").await, "{taker:?}");
         assert!(!is_held(&store, OTHER).await, "{taker:?}");
     }
-    let errors = [
-        store.pending_commit("junk").await.map(drop).unwrap_err(),
-        store
-            .commit_outcome("junk", "t")
-            .await
-            .map(drop)
-            .unwrap_err(),
-        store
-            .resolve_commit("junk", ResolveAction::Show)
-            .await
-            .map(drop)
-            .unwrap_err(),
-    ];
-    for e in errors {
+    for e in operator_errors(&store, "junk", &[ResolveAction::Show]).await {
         assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
     }
 }
