@@ -59,20 +59,52 @@
 //! an e-mail and that there is no orphan or missing index row. Its short
 //! run lasts `LEASEHOLD_TORTURE_INDEX_SECONDS` (15).
 //!
+//! A fourth mode, `stray` (run after the other three, or alone with
+//! `LEASEHOLD_TORTURE_MODE=stray`), is the cross-partition mode with
+//! optimistic writers beside the units: `LEASEHOLD_TORTURE_STRAY_WRITERS`
+//! (2) more processes (started with `worker PREFIX CUSTOMERS stray`, never
+//! killed) call plain [`Table::update_with`](leasehold::Table::update_with),
+//! without a lock, every 100–300 ms on a random account, adding 1 to its
+//! `touched` column, which the units carry through unchanged (they replace
+//! the whole account as they read it). Besides the SIGKILLs, the controller
+//! now and then stops a worker with SIGSTOP for longer than the 15 s lock
+//! lease and then lets it go on (SIGCONT), so its leases run out under it,
+//! mid-unit. Every worker prints the answer of every commit it gets one
+//! from (`TXN id OK` or `TXN id ERR kind`), each stray writer prints, per
+//! account, how many of its updates were acknowledged, ended with an unknown
+//! outcome (`Transient`, `InDoubt`) or failed. The checker then verifies,
+//! on top of the cross-partition checks, that every partition's lock can
+//! be taken (no stuck partition), that each account's final `touched` lies
+//! between its acknowledged updates and those plus its unknown ones (no
+//! acknowledged optimistic write lost, none applied that was said to have
+//! failed), and that every commit's answer matches the ledger (`Ok`: its
+//! entries are there; an error other than `InDoubt`: they are not). Its
+//! short run lasts `LEASEHOLD_TORTURE_STRAY_SECONDS` (15) plus the end of a
+//! pause still running; the long run:
+//!
+//! ```text
+//! LEASEHOLD_TORTURE_MODE=stray LEASEHOLD_TORTURE_WORKERS=6 \
+//! LEASEHOLD_TORTURE_STRAY_SECONDS=600 LEASEHOLD_TORTURE_CUSTOMERS=12 \
+//! LEASEHOLD_TORTURE_BATCH_LATENCY_MS=150 \
+//!     scripts/with-azurite.sh cargo test --release --test torture
+//! ```
+//!
 //! Settings (environment): `LEASEHOLD_TORTURE_WORKERS` (4),
 //! `LEASEHOLD_TORTURE_SECONDS` (30), `LEASEHOLD_TORTURE_CUSTOMERS` (6),
 //! `LEASEHOLD_TORTURE_KILL_MIN_MS` / `_KILL_MAX_MS` (the pause between kills,
 //! 500–3000), `LEASEHOLD_TORTURE_BATCH_LATENCY_MS` (0; added before every
 //! transaction a worker sends). It prints the units committed, kills,
-//! roll-forwards and violations, and fails when a violation is found.
+//! roll-forwards and violations (and, in the `stray` mode, the pauses, the
+//! stray writes acknowledged and of unknown outcome, the commit answers
+//! checked and the stuck partitions), and fails when a violation is found.
 //! The controller and every worker print leasehold's warnings and the Azure
 //! transport's retries on standard error; `LEASEHOLD_TORTURE_TRACE` (a level
 //! such as `debug`) prints all of leasehold's events at that level instead.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use leasehold::backend::azure::{AzureBackend, TransportRetry};
@@ -87,6 +119,9 @@ use tokio::process::{Child, Command};
 const ACCOUNTS: usize = 3;
 const OPENING_BALANCE: i64 = 1_000;
 
+/// The lease of every partition lock the torture takes.
+const LOCK_LEASE: Duration = Duration::from_secs(15);
+
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "TortureAccounts")]
 struct Account {
@@ -95,6 +130,9 @@ struct Account {
     #[entity(row_key)]
     name: String,
     balance: i64,
+    /// Only the stray writers change it (by 1 per update); units carry it
+    /// through as they read it.
+    touched: i64,
 }
 
 #[derive(Entity, Debug, Clone, PartialEq)]
@@ -155,6 +193,8 @@ struct Args {
     mode: String,
     cross_seconds: u64,
     index_seconds: u64,
+    stray_seconds: u64,
+    stray_writers: usize,
 }
 
 fn setting(name: &str, default: u64) -> u64 {
@@ -178,6 +218,8 @@ fn settings() -> Args {
         mode: std::env::var("LEASEHOLD_TORTURE_MODE").unwrap_or_else(|_| "both".into()),
         cross_seconds: setting("CROSS_SECONDS", 20),
         index_seconds: setting("INDEX_SECONDS", 15),
+        stray_seconds: setting("STRAY_SECONDS", 15),
+        stray_writers: setting("STRAY_WRITERS", 2) as usize,
     }
 }
 
@@ -206,7 +248,7 @@ fn store(prefix: &str, batch_latency: Duration) -> Result<Store, Error> {
         .table_prefix(prefix)?
         .lock_lease_options(
             LeaseOptions::new()
-                .with_duration(Duration::from_secs(15))
+                .with_duration(LOCK_LEASE)
                 .with_container(ContainerName::new(LockOptions::DEFAULT_CONTAINER)?)
                 .with_owner_metadata(false),
         )
@@ -222,8 +264,10 @@ fn account(i: usize) -> String {
 }
 
 /// One worker process: transfers until its standard input closes, within
-/// one partition or (`cross`) between two.
-async fn worker(prefix: &str, customers: usize, cross: bool) -> Result<(), Error> {
+/// one partition or (`cross`) between two. Beside stray writers
+/// (`strays`), a commit refused because a row changed since the unit read
+/// it (a stray update) is expected: `REFUSED`, not `ERROR`.
+async fn worker(prefix: &str, customers: usize, cross: bool, strays: bool) -> Result<(), Error> {
     let latency = Duration::from_millis(settings().batch_latency_ms);
     let store = store(prefix, latency)?;
     let mut rng = Rng::seeded(7);
@@ -253,6 +297,9 @@ async fn worker(prefix: &str, customers: usize, cross: bool) -> Result<(), Error
         match outcome {
             Ok(outcome) => println!("{outcome}"),
             Err(e) if e.kind() == leasehold::ErrorKind::Conflict => println!("UNDO {e}"),
+            Err(e) if strays && e.kind() == leasehold::ErrorKind::Batch => {
+                println!("REFUSED {e}")
+            }
             Err(e) => println!("ERROR {e}"),
         }
     }
@@ -356,13 +403,82 @@ async fn transfer_across(
     })?;
     unit.insert(&Entry {
         customer: d.into(),
-        id,
+        id: id.clone(),
         from: String::new(),
         to: to.into(),
         amount,
     })?;
-    unit.commit().await?;
+    // What the commit answered, for the checker to hold against the ledger
+    // (printed, so flushed, before anything else is done).
+    let answer = unit.commit().await;
+    match &answer {
+        Ok(report) => println!("TXN {id} OK {:?}", report.finished_by),
+        Err(e) => println!("TXN {id} ERR {:?} {e}", e.kind()),
+    }
+    answer?;
     Ok("COMMIT")
+}
+
+/// One stray writer: plain optimistic updates (no lock) of random accounts,
+/// adding 1 to `touched`, every 100–300 ms until its standard input closes.
+/// Then it prints, per account, how many updates were acknowledged, how
+/// many ended with an unknown outcome and how many failed
+/// (`STRAY customer account ok unknown failed`), and `STRAYDONE`.
+async fn stray_writer(prefix: &str, customers: usize) -> Result<(), Error> {
+    let latency = Duration::from_millis(settings().batch_latency_ms);
+    let store = store(prefix, latency)?;
+    let accounts = store.table::<Account>();
+    let mut rng = Rng::seeded(19);
+    let stop = Arc::new(AtomicU64::new(0));
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut line = String::new();
+            let _ = BufReader::new(tokio::io::stdin())
+                .read_line(&mut line)
+                .await;
+            stop.store(1, Ordering::SeqCst);
+        });
+    }
+    // (customer, account) → [acknowledged, unknown outcome, failed].
+    let mut counts: BTreeMap<(usize, usize), [u64; 3]> = BTreeMap::new();
+    while stop.load(Ordering::SeqCst) == 0 {
+        let c = rng.below(customers as u64) as usize;
+        let a = rng.below(ACCOUNTS as u64) as usize;
+        let slot = counts.entry((c, a)).or_default();
+        let started = Instant::now();
+        match accounts
+            .update_with(customer(c), account(a), |row| row.touched += 1)
+            .await
+        {
+            Ok(_) => slot[0] += 1,
+            Err(e) => {
+                let unknown = matches!(
+                    e.kind(),
+                    leasehold::ErrorKind::Transient | leasehold::ErrorKind::InDoubt
+                );
+                slot[if unknown { 1 } else { 2 }] += 1;
+                println!(
+                    "STRAYERR {}/{} after {:?}, {}: {:?} {e}",
+                    customer(c),
+                    account(a),
+                    started.elapsed(),
+                    if unknown { "outcome unknown" } else { "failed" },
+                    e.kind()
+                );
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100 + rng.below(201))).await;
+    }
+    for ((c, a), [ok, unknown, failed]) in counts {
+        println!(
+            "STRAY {} {} {ok} {unknown} {failed}",
+            customer(c),
+            account(a)
+        );
+    }
+    println!("STRAYDONE");
+    Ok(())
 }
 
 fn missing(c: &str, row: &str) -> Error {
@@ -380,13 +496,44 @@ struct Tally {
     roll_forwards: AtomicU64,
     undos: AtomicU64,
     errors: AtomicU64,
+    /// Transfer id → what its commit answered (`OK`, or the error's kind).
+    answers: Mutex<HashMap<String, String>>,
+    /// (customer, account) → the stray writers' [acknowledged, unknown
+    /// outcome, failed] updates.
+    strays: Mutex<BTreeMap<(String, String), [u64; 3]>>,
+    /// Stray writers that printed their counts to the end.
+    strays_done: AtomicU64,
+    /// Commits answered `Ok` that the next holder finished
+    /// (`FinishedBy::Recovery`).
+    recovered: AtomicU64,
+    /// Commits refused because a stray writer changed a row the unit read.
+    refused: AtomicU64,
 }
 
-fn spawn_worker(prefix: &str, customers: usize, cross: bool, tally: &Arc<Tally>) -> Child {
+/// The modes built on the money transfers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Units within one partition.
+    Single,
+    /// Units over two partitions.
+    Cross,
+    /// `Cross`, with stray optimistic writers and pauses past the lease.
+    Stray,
+}
+
+/// Starts a worker process (`role`: `single`, `cross`, `cross-stray` (a
+/// `cross` worker beside stray writers) or `stray`, a stray writer) whose standard output feeds `tally`; the task reading it is
+/// added to `readers`.
+fn spawn_worker(
+    prefix: &str,
+    customers: usize,
+    role: &str,
+    tally: &Arc<Tally>,
+    readers: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Child {
     let exe = std::env::current_exe().expect("own executable");
-    let mode = if cross { "cross" } else { "single" };
     let mut child = Command::new(exe)
-        .args(["worker", prefix, &customers.to_string(), mode])
+        .args(["worker", prefix, &customers.to_string(), role])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -395,29 +542,83 @@ fn spawn_worker(prefix: &str, customers: usize, cross: bool, tally: &Arc<Tally>)
         .expect("spawn worker");
     let stdout = child.stdout.take().expect("piped stdout");
     let tally = tally.clone();
-    tokio::spawn(async move {
+    let pid = child.id().unwrap_or(0);
+    readers.push(tokio::spawn(async move {
         let mut lines = BufReader::new(stdout).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             match line.as_str() {
                 "COMMIT" => tally.commits.fetch_add(1, Ordering::Relaxed),
                 "ROLLFWD" => tally.roll_forwards.fetch_add(1, Ordering::Relaxed),
+                "STRAYDONE" => tally.strays_done.fetch_add(1, Ordering::Relaxed),
                 l if l.starts_with("UNDO") => tally.undos.fetch_add(1, Ordering::Relaxed),
+                l if l.starts_with("REFUSED") => tally.refused.fetch_add(1, Ordering::Relaxed),
                 l if l.starts_with("ERROR") => {
-                    eprintln!("worker: {l}");
+                    eprintln!("worker {pid}: {l}");
                     tally.errors.fetch_add(1, Ordering::Relaxed)
+                }
+                l if l.starts_with("TXN ") => {
+                    // `TXN id OK FinishedBy` or `TXN id ERR Kind message`.
+                    let mut words = l.split(' ').skip(1);
+                    if let (Some(id), Some(answer), Some(detail)) =
+                        (words.next(), words.next(), words.next())
+                    {
+                        let answer = if answer == "OK" { "OK" } else { detail };
+                        if answer != "OK" && answer != "Batch" {
+                            eprintln!("worker {pid}: {l}");
+                        } else if detail == "Recovery" {
+                            tally.recovered.fetch_add(1, Ordering::Relaxed);
+                        }
+                        tally
+                            .answers
+                            .lock()
+                            .unwrap()
+                            .insert(id.to_owned(), answer.to_owned());
+                    }
+                    0
+                }
+                l if l.starts_with("STRAYERR") => {
+                    eprintln!("stray {pid}: {l}");
+                    0
+                }
+                l if l.starts_with("STRAY ") => {
+                    let words: Vec<&str> = l.split(' ').collect();
+                    if let [_, c, a, ok, unknown, failed] = words[..] {
+                        let mut strays = tally.strays.lock().unwrap();
+                        let slot = strays.entry((c.to_owned(), a.to_owned())).or_default();
+                        for (i, n) in [ok, unknown, failed].into_iter().enumerate() {
+                            slot[i] += n.parse::<u64>().expect("a count");
+                        }
+                    }
+                    0
                 }
                 _ => 0,
             };
         }
-    });
+    }));
     child
 }
 
-async fn controller(args: &Args, cross: bool) -> Result<u64, Error> {
-    let seconds = if cross {
-        args.cross_seconds
-    } else {
-        args.seconds
+/// Sends `signal` (`STOP`, `CONT`) to `child`.
+async fn signal(child: &Child, signal: &str) {
+    let Some(pid) = child.id() else {
+        return;
+    };
+    let sent = Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .await;
+    if !sent.as_ref().is_ok_and(|s| s.success()) {
+        eprintln!("torture: kill -{signal} {pid} failed: {sent:?}");
+    }
+}
+
+async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
+    let cross = mode != Mode::Single;
+    let stray = mode == Mode::Stray;
+    let seconds = match mode {
+        Mode::Single => args.seconds,
+        Mode::Cross => args.cross_seconds,
+        Mode::Stray => args.stray_seconds,
     };
     let prefix = format!("tort{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let store = store(&prefix, Duration::ZERO)?;
@@ -429,6 +630,7 @@ async fn controller(args: &Args, cross: bool) -> Result<u64, Error> {
                     customer: customer(c),
                     name: account(a),
                     balance: OPENING_BALANCE,
+                    touched: 0,
                 })
                 .await?;
         }
@@ -443,10 +645,10 @@ async fn controller(args: &Args, cross: bool) -> Result<u64, Error> {
     }
     println!(
         "torture ({}): {} workers, {} s, {} customers × {ACCOUNTS} accounts, kills every {}–{} ms, {} ms before every worker transaction",
-        if cross {
-            "cross-partition"
-        } else {
-            "single-partition"
+        match mode {
+            Mode::Single => "single-partition",
+            Mode::Cross => "cross-partition",
+            Mode::Stray => "cross-partition with stray optimistic writers",
         },
         args.workers,
         seconds,
@@ -455,31 +657,91 @@ async fn controller(args: &Args, cross: bool) -> Result<u64, Error> {
         args.kill_max_ms,
         args.batch_latency_ms
     );
+    if stray {
+        println!(
+            "torture (stray): {} stray writers (update_with every 100–300 ms), one worker in four events paused with SIGSTOP for {}–{} s (lock lease {} s)",
+            args.stray_writers,
+            LOCK_LEASE.as_secs() + 1,
+            LOCK_LEASE.as_secs() + 5,
+            LOCK_LEASE.as_secs()
+        );
+    }
     let tally = Arc::new(Tally::default());
+    let mut readers = Vec::new();
+    let role = match mode {
+        Mode::Single => "single",
+        Mode::Cross => "cross",
+        Mode::Stray => "cross-stray",
+    };
     let mut workers: Vec<Child> = (0..args.workers)
-        .map(|_| spawn_worker(&prefix, args.customers, cross, &tally))
+        .map(|_| spawn_worker(&prefix, args.customers, role, &tally, &mut readers))
         .collect();
+    let mut strays: Vec<Child> = if stray {
+        (0..args.stray_writers)
+            .map(|_| spawn_worker(&prefix, args.customers, "stray", &tally, &mut readers))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut rng = Rng::seeded(11);
     let end = Instant::now() + Duration::from_secs(seconds);
     let mut kills = 0u64;
-    while Instant::now() < end {
-        let pause =
-            args.kill_min_ms + rng.below(args.kill_max_ms.saturating_sub(args.kill_min_ms) + 1);
-        tokio::time::sleep(
-            Duration::from_millis(pause).min(end.saturating_duration_since(Instant::now())),
+    let mut pauses = 0u64;
+    // The worker stopped with SIGSTOP, and when it is to go on.
+    let mut paused: Option<(usize, Instant)> = None;
+    let gap = |rng: &mut Rng| {
+        Duration::from_millis(
+            args.kill_min_ms + rng.below(args.kill_max_ms.saturating_sub(args.kill_min_ms) + 1),
         )
-        .await;
-        if Instant::now() >= end {
+    };
+    let mut next_event = Instant::now() + gap(&mut rng);
+    loop {
+        let mut wake = next_event.min(end);
+        if let Some((_, until)) = paused {
+            wake = wake.min(until);
+        }
+        tokio::time::sleep(wake.saturating_duration_since(Instant::now())).await;
+        let now = Instant::now();
+        if let Some((slot, until)) = paused
+            && now >= until
+        {
+            signal(&workers[slot], "CONT").await;
+            paused = None;
+        }
+        if now >= end {
             break;
         }
-        let victim = rng.below(workers.len() as u64) as usize;
+        if now < next_event {
+            continue;
+        }
+        next_event = now + gap(&mut rng);
+        // In the stray mode the first event, and one in four after it,
+        // stops a worker past its leases (one at a time).
+        if stray && paused.is_none() && (pauses == 0 || rng.below(4) == 0) {
+            let victim = rng.below(workers.len() as u64) as usize;
+            signal(&workers[victim], "STOP").await;
+            let pause = LOCK_LEASE + Duration::from_millis(1_000 + rng.below(4_001));
+            paused = Some((victim, now + pause));
+            pauses += 1;
+            continue;
+        }
+        let running: Vec<usize> = (0..workers.len())
+            .filter(|&i| paused.is_none_or(|(slot, _)| slot != i))
+            .collect();
+        let victim = running[rng.below(running.len() as u64) as usize];
         let _ = workers[victim].start_kill();
         let _ = workers[victim].wait().await;
         kills += 1;
-        workers[victim] = spawn_worker(&prefix, args.customers, cross, &tally);
+        workers[victim] = spawn_worker(&prefix, args.customers, role, &tally, &mut readers);
     }
-    // Ask the survivors to stop after their current unit.
-    for w in &mut workers {
+    // A pause still running lasts its full length.
+    if let Some((slot, until)) = paused.take() {
+        tokio::time::sleep(until.saturating_duration_since(Instant::now())).await;
+        signal(&workers[slot], "CONT").await;
+    }
+    // Ask the survivors (and the stray writers) to stop after their
+    // current unit (update).
+    for w in workers.iter_mut().chain(&mut strays) {
         drop(w.stdin.take());
     }
     for w in &mut workers {
@@ -491,38 +753,80 @@ async fn controller(args: &Args, cross: bool) -> Result<u64, Error> {
             kills += 1;
         }
     }
+    for w in &mut strays {
+        if tokio::time::timeout(Duration::from_secs(90), w.wait())
+            .await
+            .is_err()
+        {
+            eprintln!("torture: a stray writer did not stop; killed");
+            let _ = w.start_kill();
+        }
+    }
+    // Every line the processes printed is counted before checking.
+    for reader in readers {
+        let _ = tokio::time::timeout(Duration::from_secs(10), reader).await;
+    }
 
-    // The checker: every partition, under its lock (rolling forward).
+    // The checker: every partition, under its lock (rolling forward), read
+    // through the unit (which withdraws the marks of commits never decided
+    // on the partitions it holds).
     let checker = store.clone();
     let mut violations = 0u64;
+    let mut stuck = 0u64;
     let mut checker_roll_forwards = 0u64;
     let mut ledger_total = 0usize;
     let mut money = 0i64;
     // Transfer id → (debits, credits, amounts agree), in cross mode.
     let mut sides: HashMap<String, (u32, u32, Option<i64>, bool)> = HashMap::new();
+    // (customer, account) → its final `touched`.
+    let mut touched: BTreeMap<(String, String), i64> = BTreeMap::new();
     for c in 0..args.customers {
         let c = customer(c);
-        let unit = checker.lock(&c).await?;
+        let mut unit = match checker.lock(&c).await {
+            Ok(unit) => unit,
+            Err(e) => {
+                println!(
+                    "VIOLATION {c}: its lock cannot be taken (a stuck partition): {:?}: {e}",
+                    e.kind()
+                );
+                stuck += 1;
+                violations += 1;
+                continue;
+            }
+        };
         if unit.rolled_forward().is_some() {
             checker_roll_forwards += 1;
         }
-        let accounts = checker
-            .table::<Account>()
-            .query()
-            .partition(&c)
-            .all()
-            .await?;
-        let ledger = checker.table::<Entry>().query().partition(&c).all().await?;
-        let count = checker
-            .table::<Count>()
-            .get(&c, "transfers")
-            .await?
-            .map(|n| n.transfers)
-            .unwrap_or(-1);
+        let read = async {
+            let accounts = unit.query::<Account>().partition(c.as_str()).all().await?;
+            let ledger = unit.query::<Entry>().partition(c.as_str()).all().await?;
+            let count = unit
+                .get::<Count>("transfers")
+                .await?
+                .map(|n| n.transfers)
+                .unwrap_or(-1);
+            Ok::<_, Error>((accounts, ledger, count))
+        }
+        .await;
         unit.abandon().await?;
+        let (accounts, ledger, count) = match read {
+            Ok(read) => read,
+            Err(e) => {
+                println!(
+                    "VIOLATION {c}: reading it under its lock failed: {:?}: {e}",
+                    e.kind()
+                );
+                stuck += 1;
+                violations += 1;
+                continue;
+            }
+        };
         ledger_total += ledger.len();
         let total: i64 = accounts.iter().map(|a| a.balance).sum();
         money += total;
+        for a in &accounts {
+            touched.insert((c.clone(), a.name.clone()), a.touched);
+        }
         if cross {
             for e in &ledger {
                 let side = sides.entry(e.id.clone()).or_insert((0, 0, None, true));
@@ -571,7 +875,7 @@ async fn controller(args: &Args, cross: bool) -> Result<u64, Error> {
         }
     }
     let expected_money = OPENING_BALANCE * (ACCOUNTS * args.customers) as i64;
-    if money != expected_money {
+    if stuck == 0 && money != expected_money {
         println!("VIOLATION: {money} in all accounts, expected {expected_money}");
         violations += 1;
     }
@@ -579,6 +883,75 @@ async fn controller(args: &Args, cross: bool) -> Result<u64, Error> {
         if (*debits, *credits, *agree) != (1, 1, true) {
             println!(
                 "VIOLATION transfer {id}: {debits} debits, {credits} credits, amounts agree: {agree} (a partial commit)"
+            );
+            violations += 1;
+        }
+    }
+    // Every commit's answer against the ledger: `Ok` is stored, an error
+    // other than `InDoubt` is not.
+    let (mut answered_ok, mut answered_err, mut in_doubt) = (0u64, 0u64, 0u64);
+    if cross {
+        let answers = tally.answers.lock().unwrap().clone();
+        let mut answers: Vec<(String, String)> = answers.into_iter().collect();
+        answers.sort();
+        for (id, answer) in &answers {
+            let stored = sides.contains_key(id);
+            match answer.as_str() {
+                "OK" => {
+                    answered_ok += 1;
+                    if !stored && stuck == 0 {
+                        println!(
+                            "VIOLATION transfer {id}: its commit answered Ok, but the ledger does not hold it"
+                        );
+                        violations += 1;
+                    }
+                }
+                "InDoubt" => in_doubt += 1,
+                kind => {
+                    answered_err += 1;
+                    if stored {
+                        println!(
+                            "VIOLATION transfer {id}: its commit answered {kind} (nothing applied), but the ledger holds it"
+                        );
+                        violations += 1;
+                    }
+                }
+            }
+        }
+    }
+    // Every acknowledged stray update is kept, and no more are applied than
+    // were acknowledged or left unknown.
+    let (mut stray_ok, mut stray_unknown, mut stray_failed) = (0u64, 0u64, 0u64);
+    if stray {
+        let counts = tally.strays.lock().unwrap().clone();
+        for [ok, unknown, failed] in counts.values() {
+            stray_ok += ok;
+            stray_unknown += unknown;
+            stray_failed += failed;
+        }
+        for (c, a) in counts.keys() {
+            if !touched.contains_key(&(c.clone(), a.clone())) && stuck == 0 {
+                println!("VIOLATION {c}/{a}: the stray writers updated it, but it is gone");
+                violations += 1;
+            }
+        }
+        for ((c, a), t) in &touched {
+            let [ok, unknown, failed] = counts
+                .get(&(c.clone(), a.clone()))
+                .copied()
+                .unwrap_or_default();
+            if *t < ok as i64 || *t > (ok + unknown) as i64 {
+                println!(
+                    "VIOLATION {c}/{a}: touched {t}, but the stray writers had {ok} updates acknowledged, {unknown} of unknown outcome, {failed} failed"
+                );
+                violations += 1;
+            }
+        }
+        let done = tally.strays_done.load(Ordering::Relaxed);
+        if done != args.stray_writers as u64 {
+            println!(
+                "VIOLATION: {done} of {} stray writers reported their counts",
+                args.stray_writers
             );
             violations += 1;
         }
@@ -593,8 +966,24 @@ async fn controller(args: &Args, cross: bool) -> Result<u64, Error> {
         tally.undos.load(Ordering::Relaxed),
         tally.errors.load(Ordering::Relaxed)
     );
+    if cross {
+        println!(
+            "commit answers checked: {answered_ok} Ok ({} finished by recovery), {answered_err} definite errors, {in_doubt} in doubt; stuck partitions: {stuck}",
+            tally.recovered.load(Ordering::Relaxed)
+        );
+    }
+    if stray {
+        println!(
+            "pauses past the lease: {pauses}; commits refused for a row a stray writer changed: {}; stray writes acknowledged: {stray_ok}, outcome unknown: {stray_unknown}, failed: {stray_failed}",
+            tally.refused.load(Ordering::Relaxed)
+        );
+    }
     if ledger_total == 0 {
         println!("VIOLATION: no unit was committed");
+        violations += 1;
+    }
+    if stray && stray_ok == 0 {
+        println!("VIOLATION: no stray write was acknowledged");
         violations += 1;
     }
     Ok(violations)
@@ -935,19 +1324,22 @@ impl std::io::Write for Prefixed {
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    trace(if args.first().map(String::as_str) == Some("worker") {
-        "worker"
-    } else {
-        "controller"
+    let role = args.get(3).map(String::as_str);
+    trace(match args.first().map(String::as_str) {
+        Some("worker") if role == Some("stray") => "stray",
+        Some("worker") => "worker",
+        _ => "controller",
     });
     if args.first().map(String::as_str) == Some("worker") {
         let prefix = args.get(1).expect("prefix");
         let customers = args.get(2).and_then(|c| c.parse().ok()).expect("customers");
-        if args.get(3).map(String::as_str) == Some("indexes") {
-            return index_worker(prefix).await;
+        match role {
+            Some("indexes") => return index_worker(prefix).await,
+            Some("stray") => return stray_writer(prefix, customers).await,
+            _ => {}
         }
-        let cross = args.get(3).map(String::as_str) == Some("cross");
-        return worker(prefix, customers, cross).await;
+        let cross = matches!(role, Some("cross" | "cross-stray"));
+        return worker(prefix, customers, cross, role == Some("cross-stray")).await;
     }
     if std::env::var_os("LEASEHOLD_TEST_AZURITE").is_none() {
         if std::env::var_os("CI").is_some() {
@@ -961,14 +1353,18 @@ async fn main() -> Result<(), Error> {
     }
     let args = settings();
     let mut violations = 0;
-    if args.mode != "cross" && args.mode != "indexes" {
-        violations += controller(&args, false).await?;
+    let mode = args.mode.as_str();
+    if !matches!(mode, "cross" | "indexes" | "stray") {
+        violations += controller(&args, Mode::Single).await?;
     }
-    if args.mode != "single" && args.mode != "indexes" {
-        violations += controller(&args, true).await?;
+    if !matches!(mode, "single" | "indexes" | "stray") {
+        violations += controller(&args, Mode::Cross).await?;
     }
-    if args.mode == "both" || args.mode == "indexes" {
+    if mode == "both" || mode == "indexes" {
         violations += index_controller(&args).await?;
+    }
+    if mode == "both" || mode == "stray" {
+        violations += controller(&args, Mode::Stray).await?;
     }
     if violations > 0 {
         println!("torture: 0 passed, 1 failed");

@@ -77,11 +77,11 @@ impl<E: Entity> Table<E> {
         let def = &indexes.defs[i];
         let ipk = indexes.partition(def, &key)?;
         store.ensure_table(&indexes.index_table).await?;
-        let Some(row) = store
+        let row = store
             .backend()
             .get(&indexes.index_table, &ipk, &RowKey::new("")?)
-            .await?
-        else {
+            .await?;
+        let Some(row) = store.resolve_row(&indexes.index_table, row).await? else {
             return Ok(None);
         };
         let Some(entity) = holder(&store, &indexes, i, &key, &row).await? else {
@@ -285,7 +285,8 @@ async fn holder(
         return Ok(None);
     };
     store.ensure_table(&indexes.table).await?;
-    let Some(entity) = store.backend().get(&indexes.table, &pk, &rk).await? else {
+    let entity = store.backend().get(&indexes.table, &pk, &rk).await?;
+    let Some(entity) = store.resolve_row(&indexes.table, entity).await? else {
         return Ok(None);
     };
     let holds = indexes.keys(Some(&entity.data.properties))?[i]
@@ -322,6 +323,9 @@ fn lookup_stream<E: Entity>(
         let (store, indexes, i, mut spec) = start?;
         store.ensure_table(&indexes.index_table).await?;
         let page = store.backend().query(&indexes.index_table, &spec).await?;
+        let page = store
+            .resolve_page(&indexes.index_table, &spec, page)
+            .await?;
         let mut items: Vec<Result<Versioned<E>>> = Vec::new();
         for row in &page.entities {
             let Some(key) = row_key_form(row) else {

@@ -116,6 +116,7 @@ pub(crate) async fn route<E: Entity>(
         _ => {
             store.ensure_table(&indexes.table).await?;
             let stored = store.backend().get(&indexes.table, &pk, &rk).await?;
+            let stored = store.resolve_row(&indexes.table, stored).await?;
             // A conditional replace or merge of the version just read that
             // leaves every indexed value alone (`update_with`, say) is the
             // plain write: its condition holds only on that version.

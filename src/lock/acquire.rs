@@ -269,7 +269,13 @@ async fn finish_journal(
     };
     let span = tracing::info_span!("leasehold.roll_forward", partition = %pk, ops = journal.ops.len(), undo = ?journal.undo);
     let backend = store.backend().as_ref();
-    let done = finished_participants(store.locks(), store.table_prefix(), &journal).await?;
+    // A journal with row marks names no intents: its roll-forward looks at
+    // every row (and writes only those still carrying its marks).
+    let done = if journal.marked {
+        std::collections::BTreeSet::new()
+    } else {
+        finished_participants(store.locks(), store.table_prefix(), &journal).await?
+    };
     let report = match journal.undo {
         // A commit refused half-way died while undoing: finish the undo.
         Some(applied) => {

@@ -9,12 +9,13 @@ use futures_util::future::join_all;
 use std::time::Duration;
 use tracing::Instrument as _;
 
-use super::journal::{Before, Intent, Journal};
+use super::journal::{Before, Journal};
+use super::marks::{Mark, Resolver, apply_op, strip};
 use super::report::CommitReport;
 use super::roll_forward::roll_forward;
 use super::settle::Unsettled;
 use super::unit::{Slot, Unit};
-use crate::backend::{TableBackend, TableOp, Version, validate_batch};
+use crate::backend::{Precondition, StoredEntity, TableBackend, TableOp, Version, validate_batch};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 use crate::outcome::{self, Locked};
@@ -39,11 +40,11 @@ impl From<Error> for Failed {
 
 /// One entity-group transaction of a commit: up to 100 operations on one
 /// partition of one table.
-struct Batch {
-    part: usize,
-    table: TableName,
-    ops: Vec<TableOp>,
-    rows: Vec<(Slot, RowKey)>,
+pub(super) struct Batch {
+    pub(super) part: usize,
+    pub(super) table: TableName,
+    pub(super) ops: Vec<TableOp>,
+    pub(super) rows: Vec<(Slot, RowKey)>,
 }
 
 impl Unit {
@@ -134,7 +135,15 @@ impl Unit {
         let backend = self.store.backend().clone();
         if let [batch] = batches.as_slice() {
             let pk = &self.parts[batch.part].pk;
-            match backend.batch(&batch.table, &batch.ops).await {
+            let mut sent = backend.batch(&batch.table, &batch.ops).await;
+            if let Err(e) = &sent
+                && self.withdrew_placeholder(batch, e).await?
+            {
+                // The row an insert met was an undecided commit's
+                // placeholder, now gone: the transaction is sent again.
+                sent = backend.batch(&batch.table, &batch.ops).await;
+            }
+            match sent {
                 Ok(_) => {}
                 Err(e) if refused(&e) => return Err(e.into()),
                 Err(e) => {
@@ -161,8 +170,51 @@ impl Unit {
             return Ok(report);
         }
         report.journalled = true;
-        self.commit_journalled(&batches, &mut report).await?;
+        if self.options.row_marks {
+            self.commit_journalled(&batches, &mut report).await?;
+        } else {
+            self.commit_journalled_unmarked(&batches, &mut report)
+                .await?;
+        }
         Ok(report)
+    }
+
+    /// Whether `refusal` of `batch` (or of its marking transaction) is an
+    /// insert meeting a row mark's placeholder that resolving it removed
+    /// (the commit it stood for was never decided). Reads the row only for
+    /// such a refusal.
+    async fn withdrew_placeholder(&self, batch: &Batch, refusal: &Error) -> Result<bool> {
+        let Error::Batch { index, source } = refusal else {
+            return Ok(false);
+        };
+        let Some(TableOp::Insert(data)) = batch.ops.get(*index) else {
+            return Ok(false);
+        };
+        if source.kind() != ErrorKind::AlreadyExists {
+            return Ok(false);
+        }
+        let stored = self
+            .store
+            .backend()
+            .get(&batch.table, &data.partition_key, &data.row_key)
+            .await?;
+        let marked = stored
+            .as_ref()
+            .is_some_and(|row| Mark::of(&row.data.properties).is_some());
+        Ok(marked
+            && self
+                .resolver()
+                .resolve_opt(&batch.table, stored)
+                .await?
+                .is_none())
+    }
+
+    /// The resolver of row marks this unit meets: it holds its partitions.
+    pub(super) fn resolver(&self) -> Resolver<'_> {
+        Resolver::new(
+            &self.store,
+            self.parts.iter().map(|p| p.pk.clone()).collect(),
+        )
     }
 
     /// Whether this unit still holds the locks of `parts` (by the local
@@ -170,7 +222,7 @@ impl Unit {
     /// take a lease). While it does, nobody else can have finished or
     /// undone its journal, so a refused transaction was refused by a
     /// writer without the lock.
-    fn holds(&self, parts: &[usize]) -> bool {
+    pub(super) fn holds(&self, parts: &[usize]) -> bool {
         parts.iter().all(|&p| {
             self.guard_of(p)
                 .and_then(|g| g.ensure_valid(Duration::ZERO))
@@ -193,11 +245,6 @@ impl Unit {
             .collect();
         let primary_part = batches[0].part;
         let primary = self.parts[primary_part].pk.clone();
-        let others: Vec<usize> = participants
-            .iter()
-            .copied()
-            .filter(|p| *p != primary_part)
-            .collect();
         let txn = uuid::Uuid::new_v4().simple().to_string();
         report.transaction = Some(txn.clone());
         // After the journal write is sent, a failure is settled by what
@@ -211,127 +258,251 @@ impl Unit {
             })
         };
 
-        let mut entries: Vec<(TableName, TableOp, Option<Before>)> = Vec::new();
+        // Every row as it was before the commit: as read in the unit, or
+        // read now (an upsert, or a value read elsewhere; inserts need
+        // none).
+        let mut reads: Vec<Vec<Option<StoredEntity>>> = Vec::with_capacity(batches.len());
         for b in batches {
-            for (op, row) in b.ops.iter().zip(&b.rows) {
-                let before = match (self.reads.get(row), op) {
-                    (Some(read), _) => Before::of(read.as_ref()),
-                    (None, TableOp::Insert(_)) => Before::Absent,
-                    // A row written without being read in the unit (an
-                    // upsert, or a value read elsewhere): read it now, for
-                    // the before-image an undo would need.
-                    (None, _) => Before::of(
-                        backend
+            let mut rows = Vec::with_capacity(b.ops.len());
+            for (k, (op, row)) in b.ops.iter().zip(&b.rows).enumerate() {
+                let read = match (self.reads.get(row), op) {
+                    (Some(read), _) => read.clone(),
+                    (None, TableOp::Insert(_)) => None,
+                    (None, _) => {
+                        let stored = backend
                             .get(&b.table, &self.parts[b.part].pk, &row.1)
-                            .await?
-                            .as_ref(),
-                    ),
+                            .await?;
+                        self.resolver().resolve_opt(&b.table, stored).await?
+                    }
                 };
-                entries.push((b.table.clone(), op.clone(), Some(before)));
+                if read.is_some() && matches!(op, TableOp::Insert(_)) {
+                    return Err(Error::Batch {
+                        index: k,
+                        source: Box::new(Error::AlreadyExists {
+                            what: format!(
+                                "insert of row {:?} of partition {:?}, which exists",
+                                row.1.as_str(),
+                                self.parts[b.part].pk.as_str()
+                            ),
+                            code: Some("EntityAlreadyExists".into()),
+                            table: Some(b.table.as_str().to_owned()),
+                            row: Some(Box::new((self.parts[b.part].pk.clone(), row.1.clone()))),
+                        }),
+                    }
+                    .into());
+                }
+                if read.is_none() && needs_row(op) {
+                    // The service would refuse it: nothing is sent.
+                    return Err(Error::Batch {
+                        index: k,
+                        source: Box::new(Error::NotFound {
+                            what: format!(
+                                "{} of row {:?} of partition {:?}, which does not exist",
+                                op.name(),
+                                row.1.as_str(),
+                                self.parts[b.part].pk.as_str()
+                            ),
+                            code: Some("ResourceNotFound".into()),
+                            table: Some(b.table.as_str().to_owned()),
+                            row: Some(Box::new((self.parts[b.part].pk.clone(), row.1.clone()))),
+                        }),
+                    }
+                    .into());
+                }
+                rows.push(read);
             }
+            reads.push(rows);
         }
-        let journal = Journal::new(&primary, Some(txn.clone()), &entries);
 
-        // Intents first: a participant's lock blob points at the primary
-        // before the journal exists, so a journal is never rolled forward
-        // onto a partition that does not know it takes part. They go out
-        // together.
-        let intent = &Intent::new(&primary, &txn);
-        let written = join_all(others.iter().map(|&p| async move {
-            let guard = self.guard_of(p)?;
-            write_twice(|| intent.write(guard)).await
-        }))
-        .await;
-        let mut failed = None;
-        let mut taken = Vec::with_capacity(others.len());
-        for (&p, result) in others.iter().zip(written) {
-            match result {
-                Ok(()) => taken.push(p),
-                Err(e) => {
-                    failed.get_or_insert(e);
+        // The first round, all at once: the marks on every row written,
+        // each conditioned as the write itself is, so a row changed since
+        // the unit read it fails the commit here, before anything is
+        // applied.
+        let prewrites: Vec<Vec<TableOp>> = batches
+            .iter()
+            .zip(&reads)
+            .map(|(b, rows)| {
+                b.ops
+                    .iter()
+                    .zip(rows)
+                    .map(|(op, read)| prewrite(op, read.as_ref(), &txn, &primary))
+                    .collect()
+            })
+            .collect();
+        for (b, ops) in batches.iter().zip(&prewrites) {
+            // A mark adds a property to the row as read: a row at the
+            // service's size limit cannot take one, and is refused here.
+            validate_batch(b.table.as_str(), ops)?;
+        }
+        // An insert meeting an undecided commit's placeholder, which
+        // resolving it removed, gets the round sent once more.
+        let mut again = true;
+        let etags = loop {
+            let marked = join_all(
+                batches
+                    .iter()
+                    .zip(&prewrites)
+                    .map(|(b, ops)| backend.batch(&b.table, ops)),
+            )
+            .await;
+            let mut failed: Option<(usize, Error)> = None;
+            let mut etags: Vec<Option<Vec<Option<Version>>>> = Vec::with_capacity(batches.len());
+            for (j, result) in marked.into_iter().enumerate() {
+                match result {
+                    Ok(versions) => etags.push(Some(versions)),
+                    Err(e) => {
+                        etags.push(None);
+                        // A refusal says more than a lost reply.
+                        if refused(&e) {
+                            failed = Some((j, e));
+                        } else {
+                            failed.get_or_insert((j, e));
+                        }
+                    }
                 }
             }
-        }
-        if let Some(e) = failed {
-            self.clear_records(&taken).await;
+            let Some((j, e)) = failed else {
+                break etags;
+            };
+            // Nothing is applied: take the marks made off again. A mark
+            // left behind (its reply lost, or this clean-up failing) is
+            // withdrawn by whoever meets it, since no journal of this
+            // transaction can be stored any more.
+            self.withdraw(batches, &prewrites, &etags).await;
+            if again && self.withdrew_placeholder(&batches[j], &e).await? {
+                again = false;
+                continue;
+            }
             return Err(e.into());
+        };
+
+        let mut entries: Vec<(TableName, TableOp, Option<Before>)> = Vec::new();
+        let mut applies: Vec<Vec<TableOp>> = Vec::with_capacity(batches.len());
+        for ((b, rows), versions) in batches.iter().zip(&reads).zip(&etags) {
+            let versions = versions.as_deref().unwrap_or_default();
+            let mut ops = Vec::with_capacity(b.ops.len());
+            for (k, (op, read)) in b.ops.iter().zip(rows).enumerate() {
+                let Some(marked) = versions.get(k).and_then(Option::as_ref) else {
+                    return Err(Error::Inconsistent {
+                        what: format!(
+                            "the transaction marking the rows of `{}` did not answer with the ETag of operation {k}",
+                            b.table
+                        ),
+                    }
+                    .into());
+                };
+                let apply = apply_op(op, read.as_ref(), &marked.etag);
+                entries.push((
+                    b.table.clone(),
+                    apply.clone(),
+                    Some(Before::of(read.as_ref())),
+                ));
+                ops.push(apply);
+            }
+            validate_batch(b.table.as_str(), &ops)?;
+            applies.push(ops);
         }
+        let mut journal = Journal::new(&primary, Some(txn.clone()), &entries);
+        journal.marked = true;
+
         let primary_guard = self.guard_of(primary_part)?;
         // A journal whose write failed is either absent (nothing happened)
         // or present (decided: the next holder rolls it forward); settling
-        // reads which. The intents are cleared by whoever resolves them
-        // through the primary.
+        // reads which. The marks are resolved by whoever meets them.
         if let Err(e) = write_twice(|| journal.write(primary_guard)).await {
             return Err(unsettled(e, report));
         }
 
         // The commit point: the journal is stored. The transactions touch
         // distinct (partition, table) groups, so they go out together.
-        let results = join_all(batches.iter().map(|b| backend.batch(&b.table, &b.ops))).await;
-        let mut produced: Vec<Option<Vec<Option<Version>>>> = Vec::with_capacity(batches.len());
-        let mut refusal: Option<(usize, Error)> = None;
-        let mut unknown: Option<Error> = None;
-        for (i, result) in results.into_iter().enumerate() {
+        // Each replaces marked rows at the ETags the marks produced: only an
+        // unconditional write (or a reader finishing a row of this very
+        // journal) can have changed one since.
+        let results = join_all(
+            batches
+                .iter()
+                .zip(&applies)
+                .map(|(b, ops)| backend.batch(&b.table, ops)),
+        )
+        .await;
+        let mut failure: Option<Error> = None;
+        for result in results {
             match result {
-                Ok(versions) => {
-                    produced.push(Some(versions));
-                    report.batches += 1;
-                }
+                Ok(_) => report.batches += 1,
                 Err(e) => {
-                    produced.push(None);
-                    if refused(&e) {
-                        refusal.get_or_insert((i, e));
-                    } else {
-                        unknown.get_or_insert(e);
-                    }
+                    failure.get_or_insert(e);
                 }
             }
         }
-        match (refusal, unknown) {
-            (None, None) => {}
-            // A lock lost meanwhile: a refusal may be the next holder's
-            // roll-forward of this very journal.
-            (Some((_, e)), _) | (None, Some(e)) if !self.holds(&participants) => {
+        if let Some(e) = failure {
+            // A lock lost meanwhile: the next holder may be rolling this
+            // very journal forward; settling finds out.
+            if !self.holds(&participants) {
                 return Err(unsettled(e, report));
             }
-            // Some outcomes are unknown (a lost reply, a timeout): finish by
-            // rolling the journal forward, which checks every row before
-            // writing it.
-            (_, Some(e)) => {
-                tracing::warn!(partition = %primary, error = %e, "transaction outcome unknown; rolling the journal forward");
-                if let Err(e) = roll_forward(backend.as_ref(), &journal, &BTreeSet::new()).await {
-                    return Err(unsettled(e, report));
-                }
-            }
-            (Some((_, e)), None) if produced.iter().all(Option::is_none) => {
-                // Nothing of this commit was applied: withdraw it.
-                if let Err(clear) = Journal::clear(primary_guard).await {
-                    tracing::warn!(partition = %primary, error = %clear, "withdrawing a refused commit's journal failed");
-                    return Err(unsettled(e, report));
-                }
-                self.clear_records(&others).await;
-                return Err(e.into());
-            }
-            (Some((i, e)), None) => {
-                return Err(self
-                    .undo(&journal, batches, &produced, i, e, &participants)
-                    .await
-                    .map_or_else(|cause| unsettled(cause, report), Failed::Definite));
+            // A refusal (a row already finished by a reader, or overwritten
+            // unconditionally) or an unknown outcome: finish row by row,
+            // which applies what still carries the mark and skips the rest.
+            tracing::debug!(partition = %primary, error = %e, "a transaction after the journal did not go through; rolling the journal forward");
+            if let Err(e) = roll_forward(backend.as_ref(), &journal, &BTreeSet::new()).await {
+                return Err(unsettled(e, report));
             }
         }
-        // The journal and the intents are cleared together: a roll-forward
-        // of a journal left behind skips the partitions whose intent is
-        // gone (their transactions were applied before it was cleared).
-        let mut all = vec![primary_part];
-        all.extend(&others);
-        self.clear_records(&all).await;
+        // Every mark is off: the journal is done with. A clear that fails
+        // leaves it to the next holder, whose roll-forward finds no mark
+        // and writes nothing.
+        self.clear_records(&[primary_part]).await;
         Ok(())
+    }
+
+    /// Takes the marks of a commit that failed before its journal off the
+    /// rows whose prewrite went through (`etags`: the versions each
+    /// prewrite transaction produced, `None` for those that failed), all
+    /// at once, best effort.
+    async fn withdraw(
+        &self,
+        batches: &[Batch],
+        prewrites: &[Vec<TableOp>],
+        etags: &[Option<Vec<Option<Version>>>],
+    ) {
+        let backend = self.store.backend().clone();
+        let sends = batches
+            .iter()
+            .zip(prewrites)
+            .zip(etags)
+            .filter_map(|((b, ops), versions)| {
+                let versions = versions.as_ref()?;
+                let strips: Vec<TableOp> = ops
+                    .iter()
+                    .zip(versions)
+                    .filter_map(|(op, version)| {
+                        let data = op.data()?.clone();
+                        let mark = Mark::of(&data.properties)?;
+                        let row = StoredEntity {
+                            data,
+                            etag: version.as_ref()?.etag.clone(),
+                            timestamp: time::OffsetDateTime::UNIX_EPOCH,
+                        };
+                        Some(strip(&row, &mark))
+                    })
+                    .collect();
+                (!strips.is_empty()).then_some((b, strips))
+            });
+        join_all(sends.map(|(b, ops)| {
+            let backend = backend.clone();
+            async move {
+                if let Err(e) = backend.batch(&b.table, &ops).await {
+                    tracing::warn!(table = %b.table, partition = %self.parts[b.part].pk, error = %e, "taking a failed commit's marks off failed; whoever meets them does it");
+                }
+            }
+        }))
+        .await;
     }
 
     /// Clears the lock records (intents, or a journal) of parts `parts`,
     /// all at once, best effort: one left behind is resolved by the next
     /// holder.
-    async fn clear_records(&self, parts: &[usize]) {
+    pub(super) async fn clear_records(&self, parts: &[usize]) {
         join_all(parts.iter().map(|&p| async move {
             let cleared = match self.guard_of(p) {
                 Ok(guard) => Journal::clear(guard).await,
@@ -343,140 +514,37 @@ impl Unit {
         }))
         .await;
     }
-
-    /// Transaction `failed` of a journalled commit was refused by `cause`
-    /// while others applied (`produced`: the versions each applied
-    /// transaction's writes produced, `None` for those not applied), and
-    /// this unit held every lock. Marks the journal as undoing (keeping only
-    /// the operations applied), undoes those transactions together, each
-    /// write conditioned on the ETag its own write produced, then clears
-    /// the journal and the intents. Returns the error the commit returns:
-    /// [`Error::Conflict`] naming the refused row, or
-    /// [`Error::Inconsistent`] when an undo was refused while the unit held
-    /// its locks (the journal is then kept); `Err` with the cause when the
-    /// undo could not go on (a lock lost, storage failing), to be settled.
-    async fn undo(
-        &self,
-        journal: &Journal,
-        batches: &[Batch],
-        produced: &[Option<Vec<Option<Version>>>],
-        failed: usize,
-        cause: Error,
-        participants: &[usize],
-    ) -> Result<Error, Error> {
-        let backend = self.store.backend().clone();
-        let primary = &self.parts[batches[0].part].pk;
-        // The journal's operations of the transactions applied, each with
-        // the ETag its write produced.
-        let mut applied_ops = Vec::new();
-        let mut undo_batches: Vec<(usize, Vec<usize>)> = Vec::new();
-        let mut offset = 0;
-        for (j, b) in batches.iter().enumerate() {
-            if let Some(versions) = &produced[j] {
-                let mut rows = Vec::with_capacity(b.ops.len());
-                for k in 0..b.ops.len() {
-                    rows.push(applied_ops.len());
-                    let etag = versions
-                        .get(k)
-                        .and_then(Option::as_ref)
-                        .map(|v| v.etag.clone());
-                    applied_ops.push((journal.ops[offset + k].clone(), etag));
-                }
-                undo_batches.push((j, rows));
-            }
-            offset += b.ops.len();
-        }
-        // Mark the journal as undoing first: a crash from here on is
-        // finished by undoing what was applied, not by rolling forward onto
-        // the row that refused.
-        let marked = Journal {
-            ops: applied_ops.iter().map(|(op, _)| op.clone()).collect(),
-            undo: Some(applied_ops.len()),
-            ..journal.clone()
-        };
-        let guard = self.guard_of(batches[0].part)?;
-        if let Err(e) = write_twice(|| marked.write(guard)).await {
-            tracing::warn!(partition = %primary, error = %e, "marking the journal as undoing failed");
-            return Err(cause);
-        }
-        let mut sends = Vec::with_capacity(undo_batches.len());
-        for (j, rows) in &undo_batches {
-            let b = &batches[*j];
-            let mut ops = Vec::with_capacity(rows.len());
-            for &r in rows {
-                let (entry, etag) = &applied_ops[r];
-                match entry.undo(primary, etag.as_ref()) {
-                    Ok(Some(op)) => ops.push(op),
-                    Ok(None) => {}
-                    Err(e) => return Ok(undo_failed(*j, batches.len(), &cause, &e)),
-                }
-            }
-            if !ops.is_empty() {
-                sends.push((*j, b, ops));
-            }
-        }
-        let undone = join_all(sends.iter().map(|(_, b, ops)| {
-            let backend = backend.clone();
-            async move {
-                let pk = &self.parts[b.part].pk;
-                match backend.batch(&b.table, ops).await {
-                    Ok(_) => Ok(()),
-                    Err(e) if refused(&e) => Err(e),
-                    Err(e) => verify_batch(backend.as_ref(), pk, &b.table, ops, e, true).await,
-                }
-            }
-        }))
-        .await;
-        for ((j, b, _), result) in sends.iter().zip(undone) {
-            if let Err(e) = result {
-                if !self.holds(participants) || e.is_transient() {
-                    // The journal is marked: whoever takes the lock next
-                    // finishes the undo, and settling finds out.
-                    tracing::warn!(partition = %self.parts[b.part].pk, error = %e, "an undo transaction failed; the next holder finishes the undo");
-                    return Err(cause);
-                }
-                return Ok(undo_failed(*j, batches.len(), &cause, &e));
-            }
-        }
-        self.clear_records(participants).await;
-        let b = &batches[failed];
-        let (index, source) = match &cause {
-            Error::Batch { index, source } => (*index, source.as_ref()),
-            other => (0, other),
-        };
-        let row = b.ops.get(index).unwrap_or(&b.ops[0]);
-        Ok(Error::Conflict {
-            what: format!(
-                "row {:?} of partition {:?} in `{}` changed without its lock, so transaction {} of {} of a journalled commit was refused ({source}); the {} applied were undone and nothing of the commit remains",
-                row.row_key().as_str(),
-                row.partition_key().as_str(),
-                b.table,
-                failed + 1,
-                batches.len(),
-                undo_batches.len(),
-            ),
-            code: source.code().map(str::to_owned),
-            table: Some(b.table.as_str().to_owned()),
-            row: Some(Box::new((
-                row.partition_key().clone(),
-                row.row_key().clone(),
-            ))),
-        })
-    }
 }
 
-fn undo_failed(j: usize, n: usize, cause: &Error, e: &Error) -> Error {
-    Error::Inconsistent {
-        what: format!(
-            "a journalled commit was refused ({cause}) after earlier transactions applied, and undoing transaction {} of {n} was refused too ({e}); something writes the partitions without their locks. The journal is kept for an operator",
-            j + 1
-        ),
+/// The prewrite marking the row of `op` (found as `read`) for transaction
+/// `txn`: conditioned on the ETag the write itself carries, or else on the
+/// row as read (an upsert's), or inserting a placeholder where there was
+/// no row.
+fn prewrite(
+    op: &TableOp,
+    read: Option<&StoredEntity>,
+    txn: &str,
+    primary: &PartitionKey,
+) -> TableOp {
+    let mark = Mark::new(txn, primary, read.is_none());
+    let mut pre = mark.prewrite(op.partition_key(), op.row_key(), read);
+    if let (TableOp::Replace(_, condition), Some(Precondition::IfMatch(etag))) =
+        (&mut pre, op.condition())
+    {
+        *condition = Precondition::IfMatch(etag);
     }
+    pre
+}
+
+/// Whether `op` needs its row to exist (every write but inserts and
+/// upserts).
+fn needs_row(op: &TableOp) -> bool {
+    !matches!(op.condition(), None | Some(Precondition::Upsert))
 }
 
 /// Runs a lock-blob write, once more after a transient failure (writing the
 /// same record again is harmless).
-async fn write_twice<F, Fut>(mut write: F) -> Result<()>
+pub(super) async fn write_twice<F, Fut>(mut write: F) -> Result<()>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
@@ -492,7 +560,7 @@ where
 /// row still has the state the unit read (sent again, once, by a `holder`
 /// of the lock; otherwise [`Error::LeaseLost`], nothing applied), or
 /// something else wrote the partition meanwhile.
-async fn verify_batch(
+pub(super) async fn verify_batch(
     backend: &dyn TableBackend,
     pk: &PartitionKey,
     table: &TableName,
@@ -528,7 +596,7 @@ async fn verify_batch(
 }
 
 /// Whether the service refused the request, so it was not applied.
-fn refused(e: &Error) -> bool {
+pub(super) fn refused(e: &Error) -> bool {
     let kind = match e {
         Error::Batch { source, .. } => source.kind(),
         other => other.kind(),

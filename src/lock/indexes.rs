@@ -84,6 +84,7 @@ impl Unit {
         self.store.ensure_table(&slot.table).await?;
         let pk = self.parts[slot.part].pk.clone();
         let stored = self.store.backend().get(&slot.table, &pk, rk).await?;
+        let stored = self.resolver().resolve_opt(&slot.table, stored).await?;
         self.reads.insert(key, stored.clone());
         Ok(stored)
     }
@@ -262,6 +263,7 @@ impl Unit {
                     // leasehold), which is then taken over.
                     if let Some((hpk, hrk)) = &holder {
                         let stored = self.store.backend().get(&indexes.table, hpk, hrk).await?;
+                        let stored = self.resolver().resolve_opt(&indexes.table, stored).await?;
                         let holds = match stored {
                             Some(s) => {
                                 indexes.keys(Some(&s.data.properties))?[change.def].as_ref()

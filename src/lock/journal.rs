@@ -43,6 +43,12 @@ pub(crate) struct Journal {
     /// finishes the undo instead of rolling forward.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) undo: Option<usize>,
+    /// Set when every row the journal writes was marked before it was
+    /// stored (see [`super::marks`]): each operation is then a replace or a
+    /// delete at the ETag its mark produced, and rolling forward applies
+    /// the operations whose rows still carry the mark and skips the others.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) marked: bool,
 }
 
 /// An intent: the mark a journalled commit leaves in the lock blob of every
@@ -465,6 +471,7 @@ impl Journal {
                 .map(|(t, op, before)| JournalOp::from_op(primary, t, op, before.clone()))
                 .collect(),
             undo: None,
+            marked: false,
         }
     }
 

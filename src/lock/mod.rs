@@ -31,39 +31,107 @@
 //!   one entity-group transaction, which the service applies atomically.
 //! * Anything else is a *journalled commit*. The *primary* partition is the
 //!   first written partition in canonical order.
-//!   1. Every other written partition's lock blob gets an *intent* naming the
-//!      primary and a fresh transaction id, under that lock's lease (all
-//!      at once).
-//!   2. The *journal* — a fresh transaction id, and every operation with
-//!      its precondition ETag, its after-image and its before-image (as the
-//!      unit read the row; a row written without being read is read at this
-//!      point) — is written into the primary's lock blob, under its lease
-//!      (so a holder that lost its lease cannot write it). **This write is
-//!      the commit point**: from here on the commit is finished, by this
-//!      unit or by whoever takes a participating lock next; before it,
-//!      nothing is applied.
+//!   1. Every row the commit writes gets a *row mark* naming a fresh
+//!      transaction id and the primary: one transaction per partition,
+//!      table and 100 rows, all at once, each row written as read plus the
+//!      reserved property `_lhTxn`, conditioned on the ETag the unit read
+//!      (a placeholder holding only the mark where the row was absent). A
+//!      row changed since the unit read it fails its mark, and the commit
+//!      fails here, before anything is applied (see "Units and optimistic
+//!      writes").
+//!   2. The *journal* — the transaction id, and every operation (a whole
+//!      replacement or a delete, conditioned on the ETag its row's mark
+//!      produced) with the row's before-image — is written into the
+//!      primary's lock blob, under its lease (so a holder that lost its
+//!      lease cannot write it). **This write is the commit point**: from
+//!      here on the commit is finished, by this unit or by whoever takes a
+//!      participating lock or reads a marked row next; before it, nothing
+//!      is applied.
 //!   3. One transaction per (partition, table, 100 operations) is applied;
-//!      they touch distinct entity groups, so they all go out at once.
-//!   4. The journal and the intents are cleared, all at once.
+//!      they touch distinct entity groups, so they all go out at once. Each
+//!      replaces the marked rows at the ETags their marks produced, which
+//!      takes the marks off.
+//!   4. The journal is cleared.
 //!
 //!   Then the locks are given up, all at once. After the unit's reads, a
 //!   journalled commit so takes 4 sequential round trips however many
 //!   partitions and tables it writes, and the releases a fifth.
 //!
-//!   Intents go first so that a journal is never rolled forward onto a
-//!   partition whose lock blob does not say it takes part. The converse
-//!   makes clearing them together safe: an intent is cleared only once its
-//!   transactions are applied (or undone), or by someone who finished the
-//!   primary's journal first, so a roll-forward of a journal whose clear
-//!   failed skips the partitions whose intent is gone (where a later holder
-//!   may have written since), and an intent left behind is resolved
-//!   through its primary.
+//!   The other partitions' lock blobs are not written: their rows carry the
+//!   marks, which every reader resolves through the primary (see "Units and
+//!   optimistic writes"), and a roll-forward writes only rows that still
+//!   carry its marks, so it never overwrites what a later holder wrote.
+//!
+//!   Without row marks ([`LockOptions::row_marks`] off, as earlier versions
+//!   did), every other written partition's lock blob first gets an
+//!   *intent* naming the primary and the transaction, under that lock's
+//!   lease (all at once), so that a journal is never rolled forward onto a
+//!   partition whose lock blob does not say it takes part; the journal and
+//!   the intents are cleared together at the end. The converse makes that
+//!   safe: an intent is cleared only once its transactions are applied (or
+//!   undone), or by someone who finished the primary's journal first, so a
+//!   roll-forward of a journal whose clear failed skips the partitions
+//!   whose intent is gone, and an intent left behind is resolved through
+//!   its primary.
 //! * Every write carries the ETag read in the unit, or insert-only semantics
 //!   (only the explicitly unconditional upserts carry none), so a holder that
 //!   lost its lease without noticing fails instead of overwriting.
 //! * Before sending anything, commit checks that every lease has enough time
 //!   left ([`LockOptions::commit_margin`]); otherwise
 //!   [`crate::Error::LeaseLost`] and nothing is sent.
+//!
+//! # Units and optimistic writes
+//!
+//! Rows that units write may also be written by plain [`Table`](crate::Table)
+//! writes — the same entity types, no declaration — and neither model can
+//! break the other:
+//!
+//! * **Before a commit's journal**, an optimistic write that lands on a row
+//!   the unit read makes that row's mark fail (its ETag changed): the
+//!   commit takes off the marks it made and fails with
+//!   the refusal ([`crate::Error::Conflict`] inside
+//!   [`crate::Error::Batch`], naming the row), nothing applied. The caller
+//!   runs the unit again, as after any stale read.
+//! * **From its marks on**, a marked row's ETag is known only to the commit:
+//!   every read — [`Table::get`](crate::Table::get), queries,
+//!   [`Table::update_with`](crate::Table::update_with), index lookups, and
+//!   the reads of other units — resolves a mark it meets before it returns
+//!   the row, so no optimistic writer ever holds a marked row's ETag, and
+//!   one holding an older ETag fails with `Conflict` as usual (and
+//!   `update_with` reads again). Resolving reads the primary's lock blob:
+//!   when the journal is stored, the commit is decided and the reader
+//!   applies that row's operation (at the row's ETag) itself; when it is
+//!   not, the reader waits briefly for the commit's writer, then takes the
+//!   primary's lock — which rolls a stored journal forward, and after which
+//!   no journal of that transaction can be stored any more — and takes the
+//!   mark off (a placeholder is deleted). An insert that meets a
+//!   placeholder resolves it and is tried again.
+//! * **After the journal**, the commit's transactions replace marked rows at
+//!   the ETags the marks produced, so nothing but an unconditional write can
+//!   refuse them: a commit is never undone half-way, and rolling a journal
+//!   forward applies every operation whose row still carries its mark and
+//!   skips the others, so it never stops on a row changed meanwhile. No
+//!   journal is kept for an operator, and no partition is left unusable.
+//!
+//! Unconditional writes ([`Table::upsert`](crate::Table::upsert),
+//! `upsert_merge`, `replace_unconditionally`, `delete_unconditionally`)
+//! ask for last-writer-wins and get it: one that replaces or deletes a
+//! marked row after the journal wins over the commit for that row (the
+//! roll-forward skips it); a merge keeps the mark, and the commit's write,
+//! applied later, replaces the row. Either way the result is that of the
+//! two writes one after the other.
+//!
+//! A reader meeting a mark pays for it: one lock-blob read and one write
+//! when the commit is decided; a short wait, and when the writer is slow
+//! or dead, the wait for the primary's lock (at most
+//! [`LockOptions::acquire_timeout`]; see "Waiting for a crashed holder").
+//! Marks exist only between a commit's first round and its transactions, a
+//! few round trips, unless its writer dies there. A read inside a unit that
+//! holds the primary's lock takes an undecided mark off at once.
+//!
+//! [`LockOptions::row_marks`] turns the marks off, for a rolling upgrade
+//! while processes of a version that does not resolve them still read the
+//! same tables: commits then work as those versions' did (see "Undo").
 //!
 //! # What the caller is told
 //!
@@ -111,17 +179,25 @@
 //! Whoever takes a lock next finds what a process that died half-way left
 //! behind, and resolves it before user code sees the partition:
 //!
-//! * a **journal** is rolled forward: an operation whose row still has its
-//!   precondition is applied; one whose row already shows its after-image
-//!   is skipped; anything else stops with [`crate::Error::Inconsistent`] and
-//!   leaves the journal for an operator, who sees what finishing or
+//! * a **journal** is rolled forward: an operation whose row still carries
+//!   the commit's mark is applied; one whose row does not is skipped
+//!   (applied already, by the commit or a reader, or overwritten by an
+//!   unconditional write). A journal without marks (written with
+//!   [`LockOptions::row_marks`] off, or by an earlier version): an
+//!   operation whose row still has its precondition is applied; one whose
+//!   row already shows its after-image is skipped; anything else stops with
+//!   [`crate::Error::Inconsistent`] and leaves the journal for an
+//!   operator, who sees what finishing or
 //!   undoing it would overwrite and picks one
 //!   ([`Store::resolve_commit`](crate::Store::resolve_commit), or
 //!   `leasehold locks resolve PK`); until then every lock of that partition
-//!   is refused with that error. Rows of other
-//!   partitions are written under the primary's lock alone: their intents
-//!   keep everyone else out of them meanwhile.
-//! * an **intent** is resolved through its primary. If the unit already
+//!   is refused with that error. Rows of other partitions are written
+//!   under the primary's lock alone: their marks (or, without marks, their
+//!   intents) keep everyone else out of them meanwhile.
+//! * a **row mark** met by a read, in a unit or not, is resolved through
+//!   its primary (see "Units and optimistic writes").
+//! * an **intent** (of a commit without row marks) is resolved through its
+//!   primary. If the unit already
 //!   holds the primary (it comes earlier in canonical order), the primary's
 //!   journal was rolled forward when it was taken, so the intent is stale and
 //!   is cleared. Otherwise the unit gives back every lock it took, takes the
@@ -147,25 +223,30 @@
 //!
 //! # Undo
 //!
-//! If the first transaction of a journalled commit is refused (a stale ETag,
-//! say) while the unit holds its locks, nothing was applied: the journal
-//! and intents are cleared and the error returned. (A refusal after a lock
-//! was lost may be the next holder's roll-forward of this very journal: the
-//! commit is then settled as above.) A later transaction can only be refused if something
-//! wrote a row without taking its lock; the commit then marks the journal
-//! as undoing (one more lock-blob write), undoes the transactions already
-//! applied, last first, from the before-images, each undo conditioned on the
-//! ETag its own write produced (an undone insert is deleted at that ETag, an
-//! undone delete inserted back), clears the journal and intents, and
-//! returns [`crate::Error::Conflict`] naming the refused row. Only an undo
-//! that is itself refused (the row was written again meanwhile) ends in
-//! [`crate::Error::Inconsistent`], the journal kept for an operator.
+//! A journalled commit whose rows are marked is never undone after its
+//! journal: nothing but an unconditional write can refuse its transactions
+//! (see "Units and optimistic writes"). A crash is not undone either: a
+//! decided commit (its journal written) is rolled forward by the next
+//! holder, or row by row by the readers that meet its marks.
 //!
-//! A crash is not undone: a decided commit (its journal written) is rolled
-//! forward by the next holder. Only a journal marked as undoing — the
-//! commit was already refused — is finished the other way: the next holder
-//! puts back the before-image of every applied operation that still shows
-//! its effect, conditioned on the ETag it reads, and skips those that
+//! Without row marks ([`LockOptions::row_marks`] off, and journals written
+//! by earlier versions): if the first transaction of a journalled commit is
+//! refused (a stale ETag, say) while the unit holds its locks, nothing was
+//! applied: the journal and intents are cleared and the error returned. (A
+//! refusal after a lock was lost may be the next holder's roll-forward of
+//! this very journal: the commit is then settled as above.) A later
+//! transaction can only be refused if something wrote a row without taking
+//! its lock; the commit then marks the journal as undoing (one more
+//! lock-blob write), undoes the transactions already applied, last first,
+//! from the before-images, each undo conditioned on the ETag its own write
+//! produced (an undone insert is deleted at that ETag, an undone delete
+//! inserted back), clears the journal and intents, and returns
+//! [`crate::Error::Conflict`] naming the refused row. Only an undo that is
+//! itself refused (the row was written again meanwhile) ends in
+//! [`crate::Error::Inconsistent`], the journal kept for an operator. A
+//! journal marked as undoing is finished the other way by the next holder:
+//! it puts back the before-image of every applied operation that still
+//! shows its effect, conditioned on the ETag it reads, and skips those that
 //! already show their before-image.
 //!
 //! # Who holds a lock
@@ -200,8 +281,8 @@
 //! takes its leases costs
 //!
 //! `L` acquires + `L` lock-blob reads + `R` +
-//! (`G = 1` ? 1 : (`P` − 1) intents + journal + `G` + journal clear +
-//! (`P` − 1) intent clears) + `L` releases,
+//! (`G = 1` ? 1 : `G` marking transactions + journal + `G` + journal
+//! clear) + `L` releases,
 //!
 //! plus one metadata write per lock that comes from another process (see
 //! above), and one read per row a journalled commit writes without having
@@ -222,25 +303,33 @@
 //!
 //! So one table of one partition costs acquire + lock-blob read + `R` +
 //! 1 + release (5 with one read; 4 taken back unchanged; 6 taken from
-//! another process, with the holder write), two tables `R` + 7 (`R` + 6
+//! another process, with the holder write), two tables `R` + 9 (`R` + 8
 //! taken back unchanged), and a transfer between two customers (an
-//! account and a ledger entry each: `P` = 2, `G` = 4, `R` = 2) costs 16:
-//! 14 when both locks are taken back unchanged, 18 when both come from
-//! another process, and 10 once both locks are handed over (plus the
+//! account and a ledger entry each: `P` = 2, `G` = 4, `R` = 2) costs 18:
+//! 16 when both locks are taken back unchanged, 20 when both come from
+//! another process, and 12 once both locks are handed over (plus the
 //! releases of the last unit in the queue).
 //!
-//! A journalled commit refused half-way sends its transactions up to the
-//! refused one, then one lock-blob write (the journal marked as undoing) and
-//! one undo transaction per transaction applied, and clears the journal and
-//! intents as usual.
+//! A journalled commit refused before its journal (a row changed since it
+//! was read) sends its marking transactions, then one transaction per
+//! marking transaction that went through (taking its marks off).
+//!
+//! Without row marks, a journalled commit sends `P` − 1 intents (together,
+//! in its first round) instead of the `G` marking transactions, and clears
+//! them with its journal: the transfer above costs 16 (14 taken back
+//! unchanged). One refused half-way sends its transactions up to the
+//! refused one, then one lock-blob write (the journal marked as undoing)
+//! and one undo transaction per transaction applied, and clears the journal
+//! and intents as usual.
 //!
 //! The hand-written equivalent — take both leases, read, write each
 //! partition's transaction, release — costs `2L + R + G` (14 for that
 //! transfer), but it is neither atomic nor crash-safe: a crash between the
 //! transactions leaves money gone from one customer and not arrived at the
-//! other, and nothing finishes it. The 2`P` lock-blob writes are the price
-//! of the decision record; a unit taking back locks nobody else took since
-//! sends as many requests as that hand-written pattern.
+//! other, and nothing finishes it; nor does it keep optimistic writers from
+//! overwriting what a unit read. The journal's write and clear are the
+//! price of the decision record, the `G` marking transactions that of
+//! living beside optimistic writes.
 //!
 //! # Lock blobs
 //!
@@ -262,6 +351,7 @@ mod fold;
 mod indexes;
 mod journal;
 mod keys;
+pub(crate) mod marks;
 pub(crate) mod name;
 pub(crate) mod options;
 mod prune;
@@ -271,6 +361,7 @@ mod resolve;
 mod roll_forward;
 mod settle;
 mod unit;
+mod unmarked;
 
 pub(crate) use journal::LockRecord;
 pub use journal::{PendingCommit, PendingWrite};

@@ -13,6 +13,17 @@ pub struct LockOptions {
     pub acquire_timeout: Duration,
     /// How much lease validity a commit needs before it sends anything.
     pub commit_margin: Duration,
+    /// Whether journalled commits mark the rows they write before their
+    /// journal (`true`, the default), so that optimistic [`Table`](crate::Table)
+    /// writes on those rows never wedge a commit (see "Units and optimistic
+    /// writes" in [`crate::lock`]). Turn it off only for a rolling upgrade
+    /// while processes running a version that does not resolve row marks
+    /// still read or write the same tables: commits then work as those
+    /// versions' did, and a row written without its lock between a commit's
+    /// journal and its transactions makes the commit undo itself or, if the
+    /// undo is refused too, keeps the journal for an operator
+    /// ([`Store::resolve_commit`](crate::Store::resolve_commit)).
+    pub row_marks: bool,
 }
 
 impl LockOptions {
@@ -30,11 +41,13 @@ impl LockOptions {
 }
 
 impl Default for LockOptions {
-    /// Wait up to 60 s for a lock; commit only with at least 5 s of lease left.
+    /// Wait up to 60 s for a lock; commit only with at least 5 s of lease
+    /// left; mark the rows of journalled commits.
     fn default() -> Self {
         LockOptions {
             acquire_timeout: Duration::from_secs(60),
             commit_margin: Duration::from_secs(5),
+            row_marks: true,
         }
     }
 }

@@ -155,9 +155,17 @@ impl<E: Entity> UnitQuery<'_, E> {
             let mut seen: BTreeMap<RowKey, ()> = BTreeMap::new();
             loop {
                 let page = backend.query(&table, &spec).await?;
+                let mut rows = Vec::with_capacity(page.entities.len());
+                for row in page.entities {
+                    let key = (slot.clone(), row.data.row_key.clone());
+                    if unit.reads.contains_key(&key) {
+                        rows.push(row);
+                    } else if let Some(row) = unit.resolver().resolve(&table, row).await? {
+                        rows.push(row);
+                    }
+                }
                 // Fence rows (fenced writes) are not the caller's entities.
-                for row in page
-                    .entities
+                for row in rows
                     .into_iter()
                     .filter(|r| !is_fence_row(r.data.row_key.as_str()))
                 {

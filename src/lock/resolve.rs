@@ -5,7 +5,10 @@
 //!
 //! A journal is kept for an operator only when a row it writes was changed
 //! by something that did not take the lock, so rolling forward cannot tell
-//! whether that change should survive. Finishing writes the journal's
+//! whether that change should survive; that happens only to commits
+//! without row marks ([`LockOptions::row_marks`](super::LockOptions::row_marks)
+//! off, or written by earlier versions). A commit with row marks can only
+//! be finished (rolled forward): `Undo` of one is refused. Finishing writes the journal's
 //! after-images over whatever the rows hold now; undoing writes the
 //! before-images back (for a commit that was undoing, the first operations
 //! only: those it had applied). Either way each write is conditioned on the
@@ -35,9 +38,13 @@ pub enum ResolveAction {
     /// Write every after-image, over whatever the rows hold now: the commit
     /// ends applied. Refused for a commit that was undoing
     /// ([`Resolution::undoing`]): its caller was told nothing of it remains.
+    /// For a commit with row marks: roll it forward (only rows still
+    /// carrying its marks are written).
     Finish,
     /// Write the before-images back (of every operation, or of those a
     /// commit that was undoing had applied): the commit ends undone.
+    /// Refused ([`Error::Invalid`]) for a commit with row marks, which is
+    /// decided once its journal is stored.
     Undo,
 }
 
@@ -142,6 +149,30 @@ pub(crate) async fn resolve_commit(
                 format!("ResolveAction::Finish of the commit pending in partition {:?}", primary.as_str()),
                 "that commit was refused half-way and is being undone (its caller was told nothing of it remains); only ResolveAction::Undo ends it",
             ));
+        }
+        if journal.marked {
+            // A commit whose rows were marked is decided by its journal and
+            // never stopped by a row changed meanwhile: finishing it is
+            // rolling it forward, which writes only the rows still carrying
+            // its marks.
+            if !finish {
+                return Err(Error::invalid(
+                    format!("ResolveAction::Undo of the commit pending in partition {:?}", primary.as_str()),
+                    "its rows were marked before its journal, so the commit is decided and nothing can stop it; only ResolveAction::Finish (or Store::roll_forward) ends it",
+                ));
+            }
+            let (mut resolution, _) = inspect(backend, &journal, &primary).await?;
+            let report = super::roll_forward::roll_forward(
+                backend,
+                &journal,
+                &std::collections::BTreeSet::new(),
+            )
+            .await?;
+            journal.finish(&guard, true).await?;
+            resolution.written = report.applied;
+            resolution.done = action;
+            tracing::warn!(partition = %primary, txn = ?journal.txn, action = ?action, written = resolution.written, "an operator resolved a pending commit");
+            return Ok(Some(resolution));
         }
         let (mut resolution, stored) = inspect(backend, &journal, &primary).await?;
         // Undo last first, over the operations that were (or may have been)

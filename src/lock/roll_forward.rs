@@ -10,6 +10,7 @@ use crate::lease::LeaseManager;
 use crate::outcome::{shows_effect, still_applicable};
 
 use super::journal::{Journal, LockRecord};
+use super::marks::{Mark, at_etag};
 use super::name::lock_name;
 
 /// The outcome of rolling a journal forward.
@@ -40,6 +41,9 @@ pub(crate) async fn roll_forward(
     journal: &Journal,
     done: &BTreeSet<PartitionKey>,
 ) -> Result<RollForwardReport> {
+    if journal.marked {
+        return roll_forward_marked(backend, journal, done).await;
+    }
     let primary = journal.primary()?;
     let mut report = RollForwardReport::default();
     for (i, entry) in journal.ops.iter().enumerate() {
@@ -96,6 +100,67 @@ pub(crate) async fn roll_forward(
     }
     Ok(report)
 }
+
+/// [`roll_forward`] of a journal whose rows were marked first: an
+/// operation whose row still carries the journal's mark is applied at the
+/// row's ETag; one whose row does not is skipped (applied already, or
+/// overwritten since by an unconditional write, which then wins). Nothing
+/// can contradict such a journal, so it never stops with
+/// [`Error::Inconsistent`].
+async fn roll_forward_marked(
+    backend: &dyn TableBackend,
+    journal: &Journal,
+    done: &BTreeSet<PartitionKey>,
+) -> Result<RollForwardReport> {
+    let primary = journal.primary()?;
+    let txn = journal.txn.as_deref().unwrap_or_default();
+    let mut report = RollForwardReport::default();
+    'ops: for entry in &journal.ops {
+        let (table, op) = entry.to_op(&primary)?;
+        if done.contains(op.partition_key()) {
+            report.already_applied += 1;
+            continue;
+        }
+        // A refusal means someone else (a reader finishing the row, the
+        // journal's own writer) wrote it first: look again.
+        for _ in 0..MARKED_ATTEMPTS {
+            let stored = backend
+                .get(&table, op.partition_key(), op.row_key())
+                .await?;
+            let marked = stored
+                .as_ref()
+                .filter(|row| Mark::of(&row.data.properties).is_some_and(|m| m.txn == txn));
+            let Some(row) = marked else {
+                report.already_applied += 1;
+                continue 'ops;
+            };
+            match backend
+                .execute(&table, &at_etag(op.clone(), &row.etag))
+                .await
+            {
+                Ok(_) => {
+                    report.applied += 1;
+                    continue 'ops;
+                }
+                Err(e) if refused(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        return Err(Error::Conflict {
+            what: format!(
+                "row {:?} of `{table}` kept changing while its journalled write was rolled forward; rolling forward again finishes it",
+                op.row_key().as_str()
+            ),
+            code: None,
+            table: Some(table.as_str().to_owned()),
+            row: Some(Box::new((op.partition_key().clone(), op.row_key().clone()))),
+        });
+    }
+    Ok(report)
+}
+
+/// How often a marked journal's row is looked at again after a refusal.
+const MARKED_ATTEMPTS: usize = 8;
 
 /// Whether the service refused a write because the row is not as expected.
 fn refused(e: &Error) -> bool {

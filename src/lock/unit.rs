@@ -387,6 +387,7 @@ impl Unit {
             // so the view shows every property the commit leaves stored.
             self.store.ensure_table(&key.0.table).await?;
             let stored = self.store.backend().get(&key.0.table, &pk, &key.1).await?;
+            let stored = self.resolver().resolve_opt(&key.0.table, stored).await?;
             self.reads.insert(key.clone(), stored);
         }
         if let Some(op) = self.staged.get(&key) {
@@ -398,6 +399,7 @@ impl Unit {
         }
         self.store.ensure_table(&key.0.table).await?;
         let stored = self.store.backend().get(&key.0.table, &pk, &key.1).await?;
+        let stored = self.resolver().resolve_opt(&key.0.table, stored).await?;
         self.reads.insert(key, stored.clone());
         stored.map(crate::table::versioned).transpose()
     }

@@ -30,7 +30,9 @@ impl Store {
     /// name is an [`Error::Invalid`] at the first
     /// operation, as for [`Store::table`].
     pub fn dynamic_table(&self, table: &str) -> Table<crate::DynamicEntity> {
-        Table::new(Arc::clone(self.tables())).with_table_name(table)
+        let mut dynamic = Table::new(Arc::clone(self.tables())).with_table_name(table);
+        dynamic.store = Some(self.clone());
+        dynamic
     }
 
     /// Takes the lock of a partition, waiting up to the configured
@@ -254,7 +256,9 @@ impl Store {
     /// out (the rows written so far stay, the journal is kept: look and
     /// resolve again); [`Error::Timeout`] when the primary's lock stays
     /// held; [`Error::Invalid`] for [`ResolveAction::Finish`] of a commit
-    /// that was undoing (its caller was told nothing of it remains);
+    /// that was undoing (its caller was told nothing of it remains), and for
+    /// [`ResolveAction::Undo`] of a commit with row marks (decided once its
+    /// journal is stored: `Finish` rolls it forward);
     /// [`Error::Inconsistent`] for a journal that does not parse, or
     /// an undo of a journal without before-images; backend errors.
     pub async fn resolve_commit(

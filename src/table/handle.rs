@@ -165,7 +165,12 @@ impl<E: Entity> Table<E> {
         let name = self.ready().await?;
         let span = tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
         async {
-            match self.env.backend().get(name, pk, rk).await? {
+            let stored = self.env.backend().get(name, pk, rk).await?;
+            let stored = match &self.store {
+                Some(store) => store.resolve_row(name, stored).await?,
+                None => stored,
+            };
+            match stored {
                 Some(stored) => Ok(Some(crate::__private::in_row(pk, rk, versioned(stored))?)),
                 None => Ok(None),
             }

@@ -315,7 +315,13 @@ impl<E: Entity> Query<E> {
             .transpose()?;
         let spec = QuerySpec {
             filter,
-            select: self.select.clone(),
+            // A projection asks for the row mark too, so that a marked row
+            // is seen as such (see `crate::lock`'s "Units and optimistic
+            // writes").
+            select: self.select.clone().map(|mut names| {
+                names.push(crate::lock::marks::MARK.to_owned());
+                names
+            }),
             top: self.page_size,
             continuation,
         };
@@ -333,6 +339,10 @@ impl<E: Entity> Query<E> {
         let spec = self.spec()?;
         let name = self.table.ready().await?;
         let page = self.table.env.backend().query(name, &spec).await?;
+        let page = match &self.table.store {
+            Some(store) => store.resolve_page(name, &spec, page).await?,
+            None => page,
+        };
         let complete = spec.select.is_none();
         Ok(Page {
             items: page
@@ -363,6 +373,10 @@ impl<E: Entity> Query<E> {
             let (table, mut spec, policy) = start?;
             let name = table.ready().await?.clone();
             let page = table.env.backend().query(&name, &spec).await?;
+            let page = match &table.store {
+                Some(store) => store.resolve_page(&name, &spec, page).await?,
+                None => page,
+            };
             let complete = spec.select.is_none();
             let mut items: Vec<Result<Versioned<E>>> = page
                 .entities

@@ -8,7 +8,7 @@ use super::handle::Table;
 use super::stored::{Base, stored_after};
 use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::index::{self, IndexedWrite};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey};
 
@@ -136,8 +136,40 @@ impl<E: Entity> Table<E> {
         if let Some(Some(v)) = index::route(self, IndexedWrite::Insert(&entity)).await? {
             return Ok(v);
         }
-        self.write(&entity, None, Base::Nothing, TableOp::Insert)
+        match self
+            .write(&entity, None, Base::Nothing, TableOp::Insert)
             .await
+        {
+            // The row may be the placeholder of a unit's insert that was
+            // never decided: once resolved, the insert is tried again.
+            Err(e)
+                if e.kind() == ErrorKind::AlreadyExists
+                    && self.absent_once_resolved(&entity).await? =>
+            {
+                self.write(&entity, None, Base::Nothing, TableOp::Insert)
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    /// Whether the row of `entity` carries a row mark and is absent once
+    /// the mark is resolved (see [`crate::lock`]'s "Units and optimistic
+    /// writes").
+    async fn absent_once_resolved(&self, entity: &E) -> Result<bool> {
+        let (Some(store), Ok(data)) = (&self.store, entity.encode()) else {
+            return Ok(false);
+        };
+        let name = self.ready().await?;
+        let stored = self
+            .env
+            .backend()
+            .get(name, &data.partition_key, &data.row_key)
+            .await?;
+        let marked = stored
+            .as_ref()
+            .is_some_and(|row| crate::lock::marks::Mark::of(&row.data.properties).is_some());
+        Ok(marked && store.resolve_row(name, stored).await?.is_none())
     }
 
     /// Replaces the entity if it is unchanged since `current` was read.

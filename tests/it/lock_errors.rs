@@ -32,6 +32,7 @@
 //! | | `Conflict`: a row changed meanwhile, rows written stay, journal kept | `a_row_changed_while_a_commit_is_resolved_is_a_conflict_and_keeps_the_journal` |
 //! | | `Timeout`: the primary's lock stays held | `resolving_a_commit_whose_lock_stays_held_times_out_and_writes_nothing` |
 //! | | `Invalid`: `Finish` of a commit that was undoing | `memory::lock_many::a_crash_while_undoing_is_finished_by_the_next_holder` |
+//! | | `Invalid`: `Undo` of a commit with row marks | `undoing_a_commit_with_row_marks_is_invalid_and_finishing_rolls_it_forward` |
 //! | | `Inconsistent`: a journal that does not parse | `operators_reading_a_lock_record_that_does_not_parse_get_inconsistent` |
 //! | | `Inconsistent`: undo of a journal without before-images | `undoing_a_journal_without_before_images_is_inconsistent_and_keeps_it` |
 //! | | `Unavailable` while taking the primary's lock | `resolving_on_failing_storage_gives_up_unavailable_and_keeps_the_journal` |
@@ -258,6 +259,22 @@ fn faulty_store(backend: &Arc<dyn Backend>) -> (Store, FaultInjector) {
     (store_on(Arc::new(faulty)), faults)
 }
 
+/// As [`faulty_store`], committing without row marks
+/// ([`LockOptions::row_marks`] off, as earlier versions did): its journals
+/// can be contradicted by a stray write, and its commits undo themselves.
+fn unmarked_faulty_store(backend: &Arc<dyn Backend>) -> (Store, FaultInjector) {
+    let faulty = FaultyBackend::new(backend.clone());
+    let faults = faulty.injector();
+    let store = Store::builder_shared(Arc::new(faulty))
+        .lock_options(LockOptions {
+            row_marks: false,
+            ..LockOptions::default()
+        })
+        .build()
+        .expect("store");
+    (store, faults)
+}
+
 /// A store on `backend` counting its requests.
 fn counted_store(backend: &Arc<dyn Backend>) -> (Store, RequestCounter) {
     let counting = CountingBackend::new(backend.clone());
@@ -385,14 +402,14 @@ async fn write_lock_blob(store: &Store, key: &str, body: &[u8]) {
 const UNPARSABLE: &[u8] = br#"{"v":1,"journal":{"not":"a journal"}}"#;
 
 /// Leaves in the lock of `customer` (on `backend`) a journal that cannot
-/// be rolled forward: a process dies right after storing the journal of a
+/// be rolled forward: a process committing without row marks dies right after storing the journal of a
 /// transfer (account `main` 100 → 70, ledger `t1` of -30), something then
 /// writes `main` (to 5) without the lock, and the dead holder's lease runs
 /// out.
 async fn leave_a_contradicted_journal(backend: &Arc<dyn Backend>, customer: &str) {
     let healthy = store_on(backend.clone());
     open(&healthy, &[customer]).await;
-    let (dying, faults) = faulty_store(backend);
+    let (dying, faults) = unmarked_faulty_store(backend);
     let mut unit = dying.lock(customer).await.unwrap();
     let mut a = unit.get::<Account>("main").await.unwrap().unwrap();
     a.balance -= 30;
@@ -1494,7 +1511,7 @@ async fn an_undo_refused_by_a_stray_writer_is_inconsistent_and_keeps_the_journal
     let backend = memory();
     let healthy = store_on(backend.clone());
     open(&healthy, &["a", "b"]).await;
-    let (store, faults) = faulty_store(&backend);
+    let (store, faults) = unmarked_faulty_store(&backend);
     let mut unit = store.lock_many(["a", "b"]).await.unwrap();
     let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
     let mut b = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
@@ -1528,6 +1545,49 @@ async fn an_undo_refused_by_a_stray_writer_is_inconsistent_and_keeps_the_journal
     assert_eq!(balance(&healthy, "b").await, 7);
 }
 
+/// A process dies right after storing the journal of a commit with row
+/// marks: `resolve_commit(Undo)` is `Invalid` and writes nothing (the
+/// commit is decided), and `Finish` rolls it forward, writing only the
+/// rows that still carry its marks.
+#[tokio::test(start_paused = true)]
+async fn undoing_a_commit_with_row_marks_is_invalid_and_finishing_rolls_it_forward() {
+    let backend = memory();
+    let healthy = store_on(backend.clone());
+    open(&healthy, &["m"]).await;
+    let (dying, faults) = faulty_store(&backend);
+    let mut unit = dying.lock("m").await.unwrap();
+    let mut a = unit.get::<Account>("main").await.unwrap().unwrap();
+    a.balance -= 30;
+    unit.replace(&a).unwrap();
+    unit.insert(&entry("m", "t1", -30)).unwrap();
+    // Two transactions mark the rows; the journal; then the process dies.
+    faults.die_at_nth(Some(Op::Batch), 3);
+    assert!(unit.commit().await.is_err(), "the process died");
+    sleep(LEASE * 2).await;
+    let e = healthy
+        .resolve_commit("m", ResolveAction::Undo)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    assert!(e.to_string().contains("Finish"), "{e}");
+    assert!(healthy.pending_commit("m").await.unwrap().is_some(), "kept");
+    let done = healthy
+        .resolve_commit("m", ResolveAction::Finish)
+        .await
+        .unwrap()
+        .expect("pending");
+    assert_eq!((done.done, done.written), (ResolveAction::Finish, 2));
+    assert!(healthy.pending_commit("m").await.unwrap().is_none());
+    assert_eq!(balance(&healthy, "m").await, 70);
+    assert_eq!(
+        healthy
+            .commit_outcome("m", done.transaction.as_deref().unwrap())
+            .await
+            .unwrap(),
+        CommitOutcome::Applied
+    );
+}
+
 /// A journalled commit that lost the reply of a transaction (applied)
 /// rolls its journal forward, and a row it wrote was changed meanwhile
 /// without the lock: the decided journal cannot be rolled forward, the
@@ -1537,7 +1597,7 @@ async fn a_decided_journal_that_cannot_be_rolled_forward_is_inconsistent_and_kep
     let backend = memory();
     let healthy = store_on(backend.clone());
     open(&healthy, &["d"]).await;
-    let (store, faults) = faulty_store(&backend);
+    let (store, faults) = unmarked_faulty_store(&backend);
     let mut unit = store.lock("d").await.unwrap();
     let mut a = unit.get::<Account>("main").await.unwrap().unwrap();
     a.balance -= 30;

@@ -776,18 +776,18 @@ pub async fn two_table_unit_costs_acquire_reads_journal_batches_clear_release(ct
             .await
             .unwrap()
     );
-    // acquire + R (2) + journal + T (2) + clear + release = 8
+    // acquire + R (2) + marks (2) + journal + T (2) + clear + release = 10
     assert_eq!(
         counts(&counter),
         vec![
             (Op::Get, 2),
-            (Op::Batch, 2),
+            (Op::Batch, 4),
             (Op::PutBlob, 2),
             (Op::AcquireLease, 1),
             (Op::ReleaseLease, 1),
         ]
     );
-    assert_eq!(counter.total(), 8);
+    assert_eq!(counter.total(), 10);
 }
 
 /// Handed over unit skips acquire read and release.
@@ -820,14 +820,15 @@ pub async fn handed_over_unit_skips_acquire_read_and_release(ctx: &Ctx) {
     let unit = second.await.unwrap();
     let before_commit = counter.total();
     unit.commit().await.unwrap();
-    // Hand-over and the read: R (1); commit: journal + T (2) + clear; no
-    // acquire, no lock-blob read; the release is real (nobody waits).
+    // Hand-over and the read: R (1); commit: marks (2) + journal + T (2) +
+    // clear; no acquire, no lock-blob read; the release is real (nobody
+    // waits).
     assert_eq!(before_commit, 1, "{:?}", counts(&counter));
     assert_eq!(counter.get(Op::AcquireLease), 0);
     assert_eq!(counter.get(Op::GetBlob), 0);
     assert_eq!(counter.get(Op::Get), 1);
     assert_eq!(counter.get(Op::PutBlob), 2);
-    assert_eq!(counter.get(Op::Batch), 2);
+    assert_eq!(counter.get(Op::Batch), 4);
     assert_eq!(counter.get(Op::ReleaseLease), 1, "the last unit releases");
 }
 
@@ -888,6 +889,18 @@ fn process_leasing(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store 
         .expect("valid store")
 }
 
+/// As [`process_leasing`], committing without row marks, as earlier
+/// versions did.
+fn unmarked_leasing(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
+    Store::builder_shared(backend)
+        .table_prefix(prefix)
+        .expect("valid prefix")
+        .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
+        .lock_options(super::lock_many::unmarked())
+        .build()
+        .expect("valid store")
+}
+
 /// Long enough for a dead process's lock to run out: two lease durations
 /// and a second.
 fn past_expiry(ctx: &Ctx) -> Duration {
@@ -944,10 +957,196 @@ pub async fn crash_before_the_journal_leaves_the_partition_before(ctx: &Ctx) {
     assert_eq!(state, BEFORE);
 }
 
+/// Crash while marking the rows leaves the partition before: the marks
+/// made are withdrawn by whoever meets them.
+pub async fn crash_while_marking_the_rows_leaves_the_partition_before(ctx: &Ctx) {
+    for nth in [1, 2] {
+        let prefix = format!("{}m{nth}", ctx.prefix());
+        let (outcome, rolled, state) = crash_at(ctx, &prefix, |f| {
+            f.die_at_nth(Some(Op::Batch), nth);
+        })
+        .await;
+        assert!(outcome.is_err());
+        assert!(!rolled);
+        assert_eq!(state, BEFORE, "died at mark transaction {nth}");
+    }
+}
+
+/// A process dies holding a decided commit (its journal stored, nothing
+/// applied) in partition "q", and others die before deciding one (their
+/// rows marked, no journal) in "w", "v" and "u". Plain optimistic `Table`
+/// writes on their rows, without any lock, never wedge a partition:
+/// `update_with` finishes the decided commit's row before it reads it (its
+/// write lands on top) or withdraws the undecided one's mark (after taking
+/// the primary's lock, once the dead holder's lease ran out); an insert
+/// onto the undecided commit's placeholder goes through; an unconditional
+/// upsert overwrites a marked row (and wins over the commit for that row).
+/// Every lock can be taken afterwards and nothing is pending: "q" shows the
+/// whole commit, "w" none of it, and every acknowledged write is kept.
+pub async fn optimistic_writes_on_a_dead_commits_rows_never_wedge_it(ctx: &Ctx) {
+    let memory = ctx.backend().clone();
+    let healthy = process_leasing(ctx, memory.clone(), ctx.prefix());
+    let dead = [
+        ("q", Op::Batch),
+        ("w", Op::PutBlob),
+        ("v", Op::PutBlob),
+        ("u", Op::PutBlob),
+    ];
+    for (customer, die_at) in dead {
+        open_accounts(&healthy, customer, 2).await;
+        let faulty = FaultyBackend::new(memory.clone());
+        let injector = faulty.injector();
+        let dying = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
+        // "q": the two transactions marking the rows and the journal go
+        // through, the first transaction applying them does not. "w": the
+        // journal write (the first lock-blob write of a one-partition
+        // commit) does not.
+        injector.die_at_nth(Some(die_at), if die_at == Op::Batch { 3 } else { 1 });
+        assert!(
+            transfer(&dying, customer, "acct0", "acct1", 30, "t1")
+                .await
+                .is_err()
+        );
+        injector.die_now();
+    }
+    let accounts = healthy.table::<Account>();
+    let ledger = healthy.table::<Entry>();
+
+    let q0 = accounts
+        .update_with("q", "acct0", |a| a.balance += 1)
+        .await
+        .unwrap();
+    assert_eq!(q0.balance, 71, "the commit's 70, then the optimistic +1");
+    accounts
+        .upsert(Account {
+            customer: "q".into(),
+            name: "acct1".into(),
+            balance: 5,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        ledger.get("q", "t1").await.unwrap().map(|e| e.amount),
+        Some(30),
+        "a read finishes the decided commit's insert"
+    );
+
+    let stray = Entry {
+        customer: "w".into(),
+        id: "t1".into(),
+        from: "x".into(),
+        to: "y".into(),
+        amount: 7,
+    };
+    ledger
+        .insert(stray)
+        .await
+        .expect("the undecided commit's placeholder is withdrawn first");
+    let w0 = accounts
+        .update_with("w", "acct0", |a| a.balance += 1)
+        .await
+        .unwrap();
+    assert_eq!(w0.balance, 101, "the undecided commit is withdrawn");
+    let w = accounts.query().partition("w").all().await.unwrap();
+    let balances: Vec<i64> = w.iter().map(|a| a.balance).collect();
+    assert_eq!(balances, vec![101, 100]);
+
+    // A unit inserting where an undecided commit left its placeholder: its
+    // one transaction is refused, the placeholder withdrawn (the unit holds
+    // the primary's lock), and the transaction sent again.
+    let mut unit = healthy.lock("v").await.expect("never wedged");
+    unit.insert(&Entry {
+        customer: "v".into(),
+        id: "t1".into(),
+        from: "x".into(),
+        to: "y".into(),
+        amount: 8,
+    })
+    .unwrap();
+    assert!(!unit.commit().await.unwrap().journalled);
+    assert_eq!(
+        ledger.get("v", "t1").await.unwrap().map(|e| e.amount),
+        Some(8)
+    );
+    assert_eq!(totals(&healthy, "v").await, (200, 1), "withdrawn");
+    // The same in a journalled unit: marking the row is refused, the
+    // placeholder withdrawn, and the commit's first round sent again.
+    assert!(
+        transfer(&healthy, "u", "acct0", "acct1", 20, "t1")
+            .await
+            .unwrap()
+    );
+    assert_eq!(totals(&healthy, "u").await, (200, 1));
+    assert_eq!(
+        ledger.get("u", "t1").await.unwrap().map(|e| e.amount),
+        Some(20)
+    );
+
+    for customer in ["q", "w", "v", "u"] {
+        let unit = healthy.lock(customer).await.expect("never wedged");
+        unit.abandon().await.unwrap();
+        assert!(healthy.pending_commit(customer).await.unwrap().is_none());
+    }
+    let q = accounts.query().partition("q").all().await.unwrap();
+    let balances: Vec<i64> = q.iter().map(|a| a.balance).collect();
+    assert_eq!(
+        balances,
+        vec![71, 5],
+        "the upsert won over the commit's 130"
+    );
+    assert_eq!(
+        ledger.get("w", "t1").await.unwrap().map(|e| e.amount),
+        Some(7),
+        "the optimistic insert stands"
+    );
+}
+
+/// A live holder is slow to store its journal (every lock-blob write takes
+/// long): a plain `update_with` that meets the rows it marked waits for the
+/// commit — it takes the primary's lock once the holder gives it up — and
+/// then writes on top of it. The commit answers `Ok` and is whole, and the
+/// optimistic write is kept.
+pub async fn an_optimistic_write_meeting_a_live_commit_waits_for_it(ctx: &Ctx) {
+    let memory = ctx.backend().clone();
+    let healthy = process_leasing(ctx, memory.clone(), ctx.prefix());
+    open_accounts(&healthy, "live", 2).await;
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let slow = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
+    // Warm: the lock blob exists, the tables are known.
+    slow.lock("live").await.unwrap().abandon().await.unwrap();
+    injector.set_latency(Some(Op::PutBlob), Duration::from_millis(1500));
+    let commit = tokio::spawn({
+        let slow = slow.clone();
+        async move { transfer(&slow, "live", "acct0", "acct1", 30, "t1").await }
+    });
+    // Wait until the rows carry the commit's marks.
+    let raw = ctx.backend().clone();
+    let table = healthy.table::<Account>().name().unwrap().clone();
+    let key = |s: &str| leasehold::key::PartitionKey::new(s).unwrap();
+    let row = leasehold::key::RowKey::new("acct0").unwrap();
+    loop {
+        let stored = raw.get(&table, &key("live"), &row).await.unwrap().unwrap();
+        if stored.data.properties.get("_lhTxn").is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let after = healthy
+        .table::<Account>()
+        .update_with("live", "acct0", |a| a.balance += 1)
+        .await
+        .unwrap();
+    assert_eq!(after.balance, 71, "written on top of the commit");
+    assert!(commit.await.unwrap().unwrap(), "the commit answers Ok");
+    assert_eq!(totals(&healthy, "live").await, (201, 1));
+}
+
 /// Crash after the journal is rolled forward.
 pub async fn crash_after_the_journal_is_rolled_forward(ctx: &Ctx) {
     let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
-        f.die_at_nth(Some(Op::Batch), 1);
+        // The two transactions marking the rows went through.
+        f.die_at_nth(Some(Op::Batch), 3);
     })
     .await;
     assert!(outcome.is_err());
@@ -958,7 +1157,7 @@ pub async fn crash_after_the_journal_is_rolled_forward(ctx: &Ctx) {
 /// Crash after the first batch is rolled forward.
 pub async fn crash_after_the_first_batch_is_rolled_forward(ctx: &Ctx) {
     let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
-        f.die_at_nth(Some(Op::Batch), 2);
+        f.die_at_nth(Some(Op::Batch), 4);
     })
     .await;
     assert!(outcome.is_err());
@@ -983,9 +1182,13 @@ pub async fn crash_before_the_journal_clear_is_rolled_forward(ctx: &Ctx) {
 pub async fn lost_replies_at_each_step_end_fully_before_or_after(ctx: &Ctx) {
     // (step, request, which one, whether the transfer must still go through)
     let steps: Vec<(&str, Op, u64, bool)> = vec![
+        // A lost reply while marking the rows fails the commit before its
+        // journal: nothing is applied.
+        ("first marks", Op::Batch, 1, false),
+        ("second marks", Op::Batch, 2, false),
         ("journal write", Op::PutBlob, 1, true),
-        ("first batch", Op::Batch, 1, true),
-        ("second batch", Op::Batch, 2, true),
+        ("first batch", Op::Batch, 3, true),
+        ("second batch", Op::Batch, 4, true),
         ("journal clear", Op::PutBlob, 2, true),
         ("acquire", Op::AcquireLease, 1, true),
         // A lost read fails the unit before anything is written.
@@ -1114,12 +1317,13 @@ pub async fn a_paused_holder_cannot_overwrite_the_next_holder(ctx: &Ctx) {
     );
 }
 
-/// A contradicted journal stops roll forward and is kept.
+/// A contradicted journal stops roll forward and is kept (a commit without
+/// row marks, as earlier versions wrote them).
 pub async fn a_contradicted_journal_stops_roll_forward_and_is_kept(ctx: &Ctx) {
     let memory = ctx.backend().clone();
     let faulty = FaultyBackend::new(memory.clone());
     let injector = faulty.injector();
-    let dying = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
+    let dying = unmarked_leasing(ctx, Arc::new(faulty), ctx.prefix());
     let healthy = process_leasing(ctx, memory, ctx.prefix());
     open_accounts(&healthy, "q", 2).await;
     injector.die_at_nth(Some(Op::Batch), 1);
@@ -1186,7 +1390,7 @@ pub async fn a_kept_journal_is_shown_then_finished_or_undone_by_choice(ctx: &Ctx
     for (customer, action) in [("f", ResolveAction::Finish), ("u", ResolveAction::Undo)] {
         let faulty = FaultyBackend::new(memory.clone());
         let injector = faulty.injector();
-        let dying = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
+        let dying = unmarked_leasing(ctx, Arc::new(faulty), ctx.prefix());
         open_accounts(&healthy, customer, 2).await;
         injector.die_at_nth(Some(Op::Batch), 1);
         assert!(
@@ -1398,7 +1602,7 @@ pub async fn a_lock_taken_back_unchanged_sends_no_lock_blob_read(ctx: &Ctx) {
             .unwrap()
     );
     b.lock("back").await.unwrap().abandon().await.unwrap();
-    let journalled = [(Op::Get, 2), (Op::Batch, 2), (Op::PutBlob, 2)];
+    let journalled = [(Op::Get, 2), (Op::Batch, 4), (Op::PutBlob, 2)];
     let budget = |read: bool| -> Vec<(Op, u64)> {
         let mut ops: Vec<(Op, u64)> = journalled.to_vec();
         if read {
@@ -1416,10 +1620,10 @@ pub async fn a_lock_taken_back_unchanged_sends_no_lock_blob_read(ctx: &Ctx) {
             counts(&counter)
         }
     };
-    // acquire + lock-blob read + holder write + R (2) + journal + T (2) +
-    // clear + release = 10
+    // acquire + lock-blob read + holder write + R (2) + marks (2) +
+    // journal + T (2) + clear + release = 12
     assert_eq!(run("t1").await, budget(true), "taken from b");
-    // acquire + R (2) + journal + T (2) + clear + release = 8
+    // acquire + R (2) + marks (2) + journal + T (2) + clear + release = 10
     assert_eq!(run("t2").await, budget(false), "taken back, unchanged");
     assert_eq!(run("t3").await, budget(false), "and again");
     b.lock("back").await.unwrap().abandon().await.unwrap();
@@ -1474,17 +1678,39 @@ pub async fn a_journal_written_by_another_process_is_read_and_rolled_forward(ctx
 }
 
 /// A "process" that dies at its first transaction, after its journal (and
-/// intents) are stored, while running `unit`; the leases of `keys`' locks
+/// intents and row marks) are stored, while running `unit`; the leases of `keys`' locks
 /// are then broken, so their lock blobs are free and keep what it left.
 async fn die_after_the_journal<F, Fut>(ctx: &Ctx, operator: &Store, keys: &[&str], unit: F)
 where
     F: FnOnce(Store) -> Fut,
     Fut: std::future::Future<Output = leasehold::Result<()>>,
 {
+    die_after_the_journal_as(ctx, operator, keys, true, unit).await;
+}
+
+/// As [`die_after_the_journal`]; `marks`: whether the process commits with
+/// row marks (without, a commit over several partitions leaves intents).
+async fn die_after_the_journal_as<F, Fut>(
+    ctx: &Ctx,
+    operator: &Store,
+    keys: &[&str],
+    marks: bool,
+    unit: F,
+) where
+    F: FnOnce(Store) -> Fut,
+    Fut: std::future::Future<Output = leasehold::Result<()>>,
+{
     let faulty = FaultyBackend::new(ctx.backend().clone());
     let injector = faulty.injector();
-    let dying = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
-    injector.die_at_nth(Some(Op::Batch), 1);
+    let (dying, first_transaction) = if marks {
+        // Every unit here writes two (partition, table) groups: two
+        // transactions mark their rows, then the journal, then the first
+        // transaction applying them.
+        (process_leasing(ctx, Arc::new(faulty), ctx.prefix()), 3)
+    } else {
+        (unmarked_leasing(ctx, Arc::new(faulty), ctx.prefix()), 1)
+    };
+    injector.die_at_nth(Some(Op::Batch), first_transaction);
     assert!(unit(dying).await.is_err(), "the process died");
     for key in keys {
         let name = operator.lock_lease_name(*key).unwrap();
@@ -1574,14 +1800,15 @@ pub async fn pruning_deletes_only_free_clean_old_lock_blobs(ctx: &Ctx) {
     // Held here, and by another process.
     let held = store.lock("held").await.unwrap();
     let held_elsewhere = other.lock("elsewhere").await.unwrap();
-    // A journal, and a journal with an intent, left by dead processes.
+    // A journal, and a journal with an intent (a commit without row
+    // marks), left by dead processes.
     die_after_the_journal(ctx, &store, &["pending"], |dying| async move {
         transfer(&dying, "pending", "acct0", "acct1", 30, "p1")
             .await
             .map(drop)
     })
     .await;
-    die_after_the_journal(ctx, &store, &["ia", "ib"], |dying| async move {
+    die_after_the_journal_as(ctx, &store, &["ia", "ib"], false, |dying| async move {
         let mut unit = dying.lock_many(["ia", "ib"]).await?;
         let mut a = unit
             .get_in::<Account>("ia", "acct0")

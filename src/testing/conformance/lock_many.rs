@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use leasehold::backend::Backend;
 use leasehold::lease::LeaseOptions;
-use leasehold::lock::{CommitOutcome, FinishedBy, ResolveAction};
+use leasehold::lock::{CommitOutcome, FinishedBy, LockOptions, ResolveAction};
 use leasehold::testing::{
     CountingBackend, Fault, FaultInjector, FaultyBackend, Op, RequestCounter,
 };
@@ -49,6 +49,25 @@ fn process(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
         .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
         .build()
         .expect("valid store")
+}
+
+/// As [`process`], committing without row marks, as earlier versions did.
+fn unmarked_process(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
+    Store::builder_shared(backend)
+        .table_prefix(prefix)
+        .expect("valid prefix")
+        .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
+        .lock_options(unmarked())
+        .build()
+        .expect("valid store")
+}
+
+/// Lock options without row marks ([`LockOptions::row_marks`] off).
+pub(super) fn unmarked() -> LockOptions {
+    LockOptions {
+        row_marks: false,
+        ..LockOptions::default()
+    }
 }
 
 /// Opens account `main` with `balance` for each customer.
@@ -387,27 +406,27 @@ fn counts(counter: &RequestCounter) -> Vec<(Op, u64)> {
 }
 
 /// The request budget of a unit over P partitions with G groups and R
-/// reads, on locks this process took last: P acquires + R reads + (P − 1)
-/// intents + journal + G transactions + journal clear + (P − 1) intent
-/// clears + P releases — for P = 2 (G = 4, R = 2) and P = 3 (G = 3,
+/// reads, on locks this process took last: P acquires + R reads + G
+/// transactions marking the rows + journal + G transactions + journal
+/// clear + P releases — for P = 2 (G = 4, R = 2) and P = 3 (G = 3,
 /// R = 3); the lock blobs are unchanged since this process wrote them, so
 /// they are not read. Once another process has taken the locks, the next
 /// unit reads each lock blob and records itself as holder again: 2 P more.
 pub async fn a_cross_partition_unit_costs_its_budget_exactly(ctx: &Ctx) {
     let (store, counter) = counted(ctx, &["a", "b", "c"]).await;
     transfer(&store, "a", "b", 5, "t1").await.unwrap();
-    // 2 + 2 + (1 + 1 + 4 + 1 + 1) + 2 = 14
+    // 2 + 2 + (4 + 1 + 4 + 1) + 2 = 16
     assert_eq!(
         counts(&counter),
         vec![
             (Op::Get, 2),
-            (Op::Batch, 4),
-            (Op::PutBlob, 4),
+            (Op::Batch, 8),
+            (Op::PutBlob, 2),
             (Op::AcquireLease, 2),
             (Op::ReleaseLease, 2),
         ]
     );
-    assert_eq!(counter.total(), 14);
+    assert_eq!(counter.total(), 16);
 
     super::fresh_tenure().await;
     counter.reset();
@@ -419,18 +438,18 @@ pub async fn a_cross_partition_unit_costs_its_budget_exactly(ctx: &Ctx) {
     }
     let report = unit.commit().await.unwrap();
     assert_eq!((report.partitions, report.batches), (3, 3));
-    // 3 + 3 + (2 + 1 + 3 + 1 + 2) + 3 = 18
+    // 3 + 3 + (3 + 1 + 3 + 1) + 3 = 17
     assert_eq!(
         counts(&counter),
         vec![
             (Op::Get, 3),
-            (Op::Batch, 3),
-            (Op::PutBlob, 6),
+            (Op::Batch, 6),
+            (Op::PutBlob, 2),
             (Op::AcquireLease, 3),
             (Op::ReleaseLease, 3),
         ]
     );
-    assert_eq!(counter.total(), 18);
+    assert_eq!(counter.total(), 17);
 
     // One partition × one table stays one transaction: the single-partition
     // budget (acquire + read + transaction + release).
@@ -456,20 +475,20 @@ pub async fn a_cross_partition_unit_costs_its_budget_exactly(ctx: &Ctx) {
     super::fresh_tenure().await;
     counter.reset();
     transfer(&store, "a", "b", 5, "t2").await.unwrap();
-    // 14 + 2 lock-blob reads + 2 holder writes = 18
+    // 16 + 2 lock-blob reads + 2 holder writes = 20
     assert_eq!(
         counts(&counter),
         vec![
             (Op::Get, 2),
-            (Op::Batch, 4),
-            (Op::PutBlob, 4),
+            (Op::Batch, 8),
+            (Op::PutBlob, 2),
             (Op::GetBlob, 2),
             (Op::SetBlobMetadata, 2),
             (Op::AcquireLease, 2),
             (Op::ReleaseLease, 2),
         ]
     );
-    assert_eq!(counter.total(), 18);
+    assert_eq!(counter.total(), 20);
 }
 
 /// Requests that do not depend on each other go out together: with every
@@ -644,24 +663,139 @@ pub async fn a_handed_over_cross_partition_unit_skips_acquires_and_reads(ctx: &C
     assert!(unit.is_handed_over());
     assert_eq!(counter.get(Op::Get), 2, "{:?}", counts(&counter));
     unit.commit().await.unwrap();
-    // R (2) + intent + journal + G (2) + clear + intent clear + 2 releases
+    // R (2) + G (2) marks + journal + G (2) + clear + 2 releases
     assert_eq!(
         counts(&counter),
         vec![
             (Op::Get, 2),
-            (Op::Batch, 2),
-            (Op::PutBlob, 4),
+            (Op::Batch, 4),
+            (Op::PutBlob, 2),
             (Op::ReleaseLease, 2),
         ]
     );
     assert_eq!(balance(&store, "a").await, 99);
 }
 
+/// Something writes a row of the commit without the lock after the unit
+/// read it: marking that row is refused, so the commit fails before its
+/// journal, the marks made on the other rows are taken off again, and the
+/// commit returns the refusal naming the row — every row as before the
+/// commit (the other writer's kept), no record left. The same for a
+/// single-partition commit over two tables.
+pub async fn a_row_changed_since_it_was_read_fails_the_commit_before_anything_is_applied(
+    ctx: &Ctx,
+) {
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    // On real time, the longest lease: no renewal falls within what is
+    // counted, however slow the service answers.
+    let lease = match ctx.clock() {
+        Clock::Paused => LeaseOptions::new(),
+        Clock::Real => LeaseOptions::new().with_duration(Duration::from_secs(60)),
+    };
+    let store = &Store::builder_shared(Arc::new(counting))
+        .table_prefix(ctx.prefix())
+        .expect("valid prefix")
+        .lease_options(lease)
+        .build()
+        .expect("valid store");
+    open(store, &["a", "b"], 100).await;
+    let mut unit = store.lock_many(["a", "b"]).await.unwrap();
+    let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
+    let mut b = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
+    a.balance -= 30;
+    b.balance += 30;
+    unit.replace(&a).unwrap();
+    unit.replace(&b).unwrap();
+    assert!(unit.get_in::<Entry>("a", "t").await.unwrap().is_none());
+    unit.insert(&Entry {
+        customer: "a".into(),
+        id: "t".into(),
+        amount: -30,
+    })
+    .unwrap();
+    // The stray writer, without the lock.
+    store
+        .table::<Account>()
+        .upsert(Account {
+            customer: "b".into(),
+            name: "main".into(),
+            balance: 7,
+        })
+        .await
+        .unwrap();
+    counter.reset();
+    let e = unit.commit().await.expect_err("refused");
+    // 3 transactions marking the rows (b's refused), at once; the 2
+    // transactions taking a's marks off; 2 releases. No journal.
+    assert_eq!(
+        counts(&counter),
+        vec![(Op::Batch, 5), (Op::ReleaseLease, 2)],
+        "{e}"
+    );
+    let refusal = match &e {
+        leasehold::Error::Batch { source, .. } => source.as_ref(),
+        other => other,
+    };
+    assert_eq!(refusal.kind(), ErrorKind::Conflict, "{e}");
+    match refusal {
+        leasehold::Error::Conflict { row, .. } => {
+            let (pk, rk) = row.as_deref().expect("names the row").clone();
+            assert_eq!((pk.as_str(), rk.as_str()), ("b", "main"));
+        }
+        other => panic!("{other}"),
+    }
+    assert_eq!(balance(store, "a").await, 100, "nothing applied");
+    assert_eq!(entries(store, "a").await, 0, "nothing applied");
+    assert_eq!(balance(store, "b").await, 7, "the stray write stays");
+    nothing_pending(store, &["a", "b"]).await;
+    // The locks are free and nothing is rolled forward.
+    let unit = store.lock_many(["a", "b"]).await.unwrap();
+    assert!(unit.rolled_forward().is_none());
+    unit.abandon().await.unwrap();
+
+    // One partition, two tables (ledger after accounts by name: the
+    // account changes under the second transaction).
+    let mut unit = store.lock("a").await.unwrap();
+    let mut a = unit.get::<Account>("main").await.unwrap().unwrap();
+    a.balance -= 1;
+    unit.replace(&a).unwrap();
+    let mut e0 = unit.get::<Entry>("e0").await.unwrap();
+    assert!(e0.is_none());
+    unit.insert(&Entry {
+        customer: "a".into(),
+        id: "e0".into(),
+        amount: 1,
+    })
+    .unwrap();
+    store
+        .table::<Entry>()
+        .insert(Entry {
+            customer: "a".into(),
+            id: "e0".into(),
+            amount: 99,
+        })
+        .await
+        .unwrap();
+    // The ledger row exists now: its placeholder cannot be inserted.
+    let e = unit.commit().await.expect_err("refused");
+    let refusal = match &e {
+        leasehold::Error::Batch { source, .. } => source.kind(),
+        other => other.kind(),
+    };
+    assert_eq!(refusal, ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(balance(store, "a").await, 100);
+    e0 = store.table::<Entry>().get("a", "e0").await.unwrap();
+    assert_eq!(e0.map(|v| v.amount), Some(99));
+    nothing_pending(store, &["a"]).await;
+}
+
 /// Something writes a row of the second transaction's group without the
 /// lock after the unit read it: the first transaction applies, the second
 /// is refused, the first is undone, and the commit returns `Conflict`
 /// naming the row — every row as before the commit, no record left. The
-/// same for a single-partition commit over two tables.
+/// same for a single-partition commit over two tables. Commits without row
+/// marks ([`LockOptions::row_marks`] off), as earlier versions wrote them.
 pub async fn a_commit_refused_half_way_by_a_stray_writer_is_undone(ctx: &Ctx) {
     let counting = CountingBackend::new(ctx.backend().clone());
     let counter = counting.counter();
@@ -675,6 +809,7 @@ pub async fn a_commit_refused_half_way_by_a_stray_writer_is_undone(ctx: &Ctx) {
         .table_prefix(ctx.prefix())
         .expect("valid prefix")
         .lease_options(lease)
+        .lock_options(unmarked())
         .build()
         .expect("valid store");
     open(store, &["a", "b"], 100).await;
@@ -848,17 +983,17 @@ async fn crash_run(
 /// it sends after its reads), as (name, request, which one).
 fn steps(p: u64) -> Vec<(String, Op, u64)> {
     let mut s = Vec::new();
-    for i in 1..p {
-        s.push((format!("intent {i}"), Op::PutBlob, i));
+    // The first round: the marks on the rows of each of the 2P − 1
+    // transactions, all at once.
+    let groups = 2 * p - 1;
+    for g in 1..=groups {
+        s.push((format!("marks of transaction {g}"), Op::Batch, g));
     }
-    s.push(("journal".into(), Op::PutBlob, p));
-    for g in 1..=(2 * p - 1) {
-        s.push((format!("transaction {g}"), Op::Batch, g));
+    s.push(("journal".into(), Op::PutBlob, 1));
+    for g in 1..=groups {
+        s.push((format!("transaction {g}"), Op::Batch, groups + g));
     }
-    s.push(("journal clear".into(), Op::PutBlob, p + 1));
-    for i in 1..p {
-        s.push((format!("intent clear {i}"), Op::PutBlob, p + 1 + i));
-    }
+    s.push(("journal clear".into(), Op::PutBlob, 2));
     s
 }
 
@@ -1062,8 +1197,9 @@ pub async fn a_commit_that_cannot_read_its_outcome_is_in_doubt_until_asked_again
         amount: -10,
     })
     .unwrap();
-    // Storage stops answering at the first transaction, after the journal.
-    injector.die_at_nth(Some(Op::Batch), 1);
+    // Storage stops answering at the first transaction, after the journal
+    // (the three transactions marking the rows went through).
+    injector.die_at_nth(Some(Op::Batch), 4);
     let e = unit.commit().await.expect_err("in doubt");
     assert_eq!(e.kind(), ErrorKind::InDoubt, "{e}");
     let leasehold::Error::InDoubt {
@@ -1085,13 +1221,16 @@ pub async fn a_commit_that_cannot_read_its_outcome_is_in_doubt_until_asked_again
             .unwrap(),
         CommitOutcome::Pending
     );
+    // The commit is decided: a reader meeting its marked rows finishes
+    // them, so it sees every write of it.
+    assert_ne!(state(&healthy, &customers).await, before);
     assert_eq!(
         state(&healthy, &customers).await,
-        before,
-        "nothing applied yet"
+        vec![110, 0, 90, 1],
+        "a reader sees the decided commit whole"
     );
     let report = healthy.roll_forward(primary.clone()).await.unwrap();
-    assert!(report.is_some_and(|r| r.applied > 0));
+    assert!(report.is_some_and(|r| r.applied + r.already_applied == 3));
     assert_eq!(
         healthy
             .commit_outcome(primary.clone(), transaction)
@@ -1120,16 +1259,17 @@ pub async fn a_commit_that_cannot_read_its_outcome_is_in_doubt_until_asked_again
     drop(dying);
 }
 
-/// `pending_commit` shows an intent and the primary it points at; taking
-/// the intent's lock (or `roll_forward` on it) resolves the commit through
-/// the primary.
+/// `pending_commit` shows an intent (of a commit without row marks, as
+/// earlier versions wrote them) and the primary it points at; taking the
+/// intent's lock (or `roll_forward` on it) resolves the commit through the
+/// primary.
 pub async fn pending_commits_show_intents_and_roll_forward_from_any_participant(ctx: &Ctx) {
     let memory = ctx.backend().clone();
     let healthy = process(ctx, memory.clone(), ctx.prefix());
     open(&healthy, &["a", "b"], 100).await;
     let faulty = FaultyBackend::new(memory.clone());
     let injector = faulty.injector();
-    let dying = process(ctx, Arc::new(faulty), ctx.prefix());
+    let dying = unmarked_process(ctx, Arc::new(faulty), ctx.prefix());
     dying
         .lock_many(["a", "b"])
         .await
@@ -1257,6 +1397,7 @@ pub async fn unit_queries_see_staged_writes_and_stale_reads_fail_the_commit(ctx:
 /// A commit refused half-way by a stray write dies while undoing (or loses
 /// the reply of its undo): the next holder of either participant finishes
 /// the undo, so every row is as before the commit (the stray write kept).
+/// Commits without row marks, as earlier versions wrote them.
 pub async fn a_crash_while_undoing_is_finished_by_the_next_holder(ctx: &Ctx) {
     for (i, lose) in [false, true].into_iter().enumerate() {
         let prefix = format!("{}u{i}", ctx.prefix());
@@ -1265,7 +1406,7 @@ pub async fn a_crash_while_undoing_is_finished_by_the_next_holder(ctx: &Ctx) {
         open(&healthy, &["a", "b"], 100).await;
         let faulty = FaultyBackend::new(memory.clone());
         let injector = faulty.injector();
-        let dying = process(ctx, Arc::new(faulty), &prefix);
+        let dying = unmarked_process(ctx, Arc::new(faulty), &prefix);
         let mut unit = dying.lock_many(["a", "b"]).await.unwrap();
         let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
         let mut b = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();

@@ -412,6 +412,7 @@ macro_rules! conformance_suite {
                 a_unit_over_several_partitions_reads_writes_and_commits_them_all,
                 a_cross_partition_unit_costs_its_budget_exactly,
                 a_commit_refused_half_way_by_a_stray_writer_is_undone,
+                a_row_changed_since_it_was_read_fails_the_commit_before_anything_is_applied,
                 unit_queries_see_staged_writes_and_stale_reads_fail_the_commit,
             ]
             timed [
@@ -466,6 +467,9 @@ macro_rules! conformance_suite {
             ]
             timed [
                 crash_before_the_journal_leaves_the_partition_before,
+                crash_while_marking_the_rows_leaves_the_partition_before,
+                optimistic_writes_on_a_dead_commits_rows_never_wedge_it,
+                an_optimistic_write_meeting_a_live_commit_waits_for_it,
                 crash_after_the_journal_is_rolled_forward,
                 crash_after_the_first_batch_is_rolled_forward,
                 crash_before_the_journal_clear_is_rolled_forward,

@@ -1,0 +1,486 @@
+//! Row marks: how a journalled commit keeps optimistic writers off the rows
+//! it is about to write, and how anyone who reads a marked row finishes or
+//! withdraws what the mark stands for (see "Units and optimistic writes" in
+//! the [module docs](super)).
+//!
+//! A mark is the reserved property [`MARK`] on a stored row, naming the
+//! commit's transaction and primary partition. The commit puts it on every
+//! row it writes before its journal (its *prewrite*, conditioned on the ETag
+//! the unit read, so a row changed since fails the commit before anything
+//! is applied), and each transaction after the journal replaces a marked
+//! row at the ETag its prewrite produced. So from the prewrite on, only a
+//! writer holding the marked row's ETag can write it; every read resolves a
+//! mark before returning a row, so nobody gets that ETag.
+
+use std::time::Duration;
+
+use crate::backend::{Precondition, QueryPage, QuerySpec, StoredEntity, TableOp};
+use crate::entity::{EntityData, Properties, Value};
+use crate::error::{Error, ErrorKind, Result};
+use crate::key::{PartitionKey, RowKey, TableName};
+use crate::store::Store;
+
+use super::journal::LockRecord;
+use super::name::lock_name;
+
+/// The reserved property holding a row's mark.
+pub(crate) const MARK: &str = "_lhTxn";
+
+/// How often a row that stays marked is looked at again before giving up.
+const RESOLVE_ATTEMPTS: u32 = 12;
+
+/// How long a reader meeting a mark of an undecided commit waits for its
+/// writer (re-reading the row in between) before taking the primary's lock
+/// to settle it: the writer is normally one round trip from its journal.
+const WAITS: [Duration; 3] = [
+    Duration::from_millis(10),
+    Duration::from_millis(40),
+    Duration::from_millis(160),
+];
+
+/// A row's mark: the journalled commit `txn`, whose journal is (or will be)
+/// in the lock blob of `primary`; `absent`: the row did not exist before
+/// it (the mark is a placeholder the commit's insert replaces).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Mark {
+    pub(crate) txn: String,
+    pub(crate) primary: PartitionKey,
+    pub(crate) absent: bool,
+}
+
+impl Mark {
+    /// The mark of transaction `txn` of primary `primary`.
+    pub(crate) fn new(txn: &str, primary: &PartitionKey, absent: bool) -> Mark {
+        Mark {
+            txn: txn.to_owned(),
+            primary: primary.clone(),
+            absent,
+        }
+    }
+
+    /// The stored form: `txn|r|primary` (`a` instead of `r` for a
+    /// placeholder). A partition key holds no `|` only by chance, so the
+    /// primary is whatever follows the second one.
+    fn encode(&self) -> String {
+        let kind = if self.absent { 'a' } else { 'r' };
+        format!("{}|{kind}|{}", self.txn, self.primary.as_str())
+    }
+
+    /// The mark a row carries, if any (a value that does not parse is not a
+    /// mark).
+    pub(crate) fn of(properties: &Properties) -> Option<Mark> {
+        let Some(Value::String(text)) = properties.get(MARK) else {
+            return None;
+        };
+        let mut parts = text.splitn(3, '|');
+        let (txn, kind, primary) = (parts.next()?, parts.next()?, parts.next()?);
+        let absent = match kind {
+            "a" => true,
+            "r" => false,
+            _ => return None,
+        };
+        Some(Mark {
+            txn: txn.to_owned(),
+            primary: PartitionKey::new(primary).ok()?,
+            absent,
+        })
+    }
+
+    /// The prewrite putting this mark on a row the unit found as `read`
+    /// (`None`: absent, so a placeholder is inserted).
+    pub(crate) fn prewrite(
+        &self,
+        pk: &PartitionKey,
+        rk: &RowKey,
+        read: Option<&StoredEntity>,
+    ) -> TableOp {
+        match read {
+            Some(row) => {
+                let mut data = row.data.clone();
+                data.properties
+                    .insert_static(MARK, Value::String(self.encode()));
+                TableOp::Replace(data, Precondition::IfMatch(row.etag.clone()))
+            }
+            None => {
+                let mut properties = Properties::new();
+                properties.insert_static(MARK, Value::String(self.encode()));
+                TableOp::Insert(EntityData {
+                    partition_key: pk.clone(),
+                    row_key: rk.clone(),
+                    properties,
+                })
+            }
+        }
+    }
+}
+
+/// The write taking a mark off `row` without the commit: the row as it was
+/// (a placeholder nothing else wrote into is deleted), at its ETag.
+pub(crate) fn strip(row: &StoredEntity, mark: &Mark) -> TableOp {
+    let mut data = row.data.clone();
+    data.properties.remove(MARK);
+    if mark.absent && data.properties.is_empty() {
+        TableOp::Delete {
+            partition_key: data.partition_key,
+            row_key: data.row_key,
+            if_match: Some(row.etag.clone()),
+        }
+    } else {
+        TableOp::Replace(data, Precondition::IfMatch(row.etag.clone()))
+    }
+}
+
+/// The write a journalled commit applies to a marked row for the staged
+/// `op`, the row having been `read` before its mark: a whole replacement
+/// (a merge's result computed from the row as read, so the mark goes) or a
+/// delete, at the ETag `marked`.
+pub(crate) fn apply_op(
+    op: &TableOp,
+    read: Option<&StoredEntity>,
+    marked: &crate::key::ETag,
+) -> TableOp {
+    let at = Precondition::IfMatch(marked.clone());
+    match op {
+        TableOp::Insert(data) | TableOp::Replace(data, _) => TableOp::Replace(data.clone(), at),
+        TableOp::Merge(data, _) => {
+            let mut properties = read.map(|r| r.data.properties.clone()).unwrap_or_default();
+            properties.remove(crate::backend::write_log::PROPERTY);
+            properties.merge_from(&data.properties);
+            TableOp::Replace(
+                EntityData {
+                    partition_key: data.partition_key.clone(),
+                    row_key: data.row_key.clone(),
+                    properties,
+                },
+                at,
+            )
+        }
+        TableOp::Delete {
+            partition_key,
+            row_key,
+            ..
+        } => TableOp::Delete {
+            partition_key: partition_key.clone(),
+            row_key: row_key.clone(),
+            if_match: Some(marked.clone()),
+        },
+    }
+}
+
+/// What to do with a marked row.
+enum Step {
+    /// The commit is decided: write this (its journal's operation, at the
+    /// row's current ETag).
+    Apply(TableOp),
+    /// The commit can no longer be decided: take the mark off.
+    Strip,
+    /// The commit's writer may be about to decide it: look again later.
+    Wait(Duration),
+    /// Take the primary's lock, which settles the commit one way or the
+    /// other, and look again.
+    Fence,
+}
+
+/// Who resolves a mark: what it holds.
+pub(crate) struct Resolver<'a> {
+    store: &'a Store,
+    /// The partitions whose locks the caller holds.
+    held: Vec<PartitionKey>,
+}
+
+impl<'a> Resolver<'a> {
+    /// A resolver for `store`, holding the locks of `held` (none for a
+    /// plain read).
+    pub(crate) fn new(store: &'a Store, held: Vec<PartitionKey>) -> Self {
+        Resolver { store, held }
+    }
+
+    /// [`Resolver::resolve`] of a row that may be absent.
+    ///
+    /// # Errors
+    /// As [`Resolver::resolve`].
+    pub(crate) async fn resolve_opt(
+        &self,
+        table: &TableName,
+        row: Option<StoredEntity>,
+    ) -> Result<Option<StoredEntity>> {
+        match row {
+            Some(row) => self.resolve(table, row).await,
+            None => Ok(None),
+        }
+    }
+
+    /// `row` (of `table`) as it is once any mark on it is resolved: the
+    /// commit it stands for finished (when its journal is stored) or
+    /// withdrawn (when it can no longer be stored). `None`: the row is
+    /// absent once resolved. A row without a mark costs nothing.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the row stays marked (the primary's lock
+    /// stays held); the errors of reading the lock blob, taking the lock
+    /// and writing the row.
+    pub(crate) async fn resolve(
+        &self,
+        table: &TableName,
+        row: StoredEntity,
+    ) -> Result<Option<StoredEntity>> {
+        Box::pin(self.resolve_marked(table, row)).await
+    }
+
+    async fn resolve_marked(
+        &self,
+        table: &TableName,
+        row: StoredEntity,
+    ) -> Result<Option<StoredEntity>> {
+        if Mark::of(&row.data.properties).is_none() {
+            return Ok(Some(row));
+        }
+        let pk = row.data.partition_key.clone();
+        let rk = row.data.row_key.clone();
+        let backend = self.store.backend().clone();
+        let mut current = Some(row);
+        let mut waited = 0;
+        // The transaction whose primary this resolver held (or took): its
+        // journal can no longer appear.
+        let mut fenced: Option<String> = None;
+        let started = tokio::time::Instant::now();
+        for _ in 0..RESOLVE_ATTEMPTS {
+            let Some(row) = current.take() else {
+                return Ok(None);
+            };
+            let Some(mark) = Mark::of(&row.data.properties) else {
+                return Ok(Some(row));
+            };
+            let step = self
+                .step(table, &row, &mark, fenced.as_deref(), &mut waited)
+                .await?;
+            match step {
+                Step::Apply(op) => {
+                    tracing::debug!(table = %table, partition = %pk, row = %rk, txn = %mark.txn, "finishing a decided commit's write met on a read");
+                    write(backend.as_ref(), table, &op).await?;
+                }
+                Step::Strip => {
+                    tracing::debug!(table = %table, partition = %pk, row = %rk, txn = %mark.txn, "withdrawing the mark of a commit that was never decided");
+                    write(backend.as_ref(), table, &strip(&row, &mark)).await?;
+                }
+                Step::Wait(pause) => tokio::time::sleep(pause).await,
+                Step::Fence => {
+                    let lock = self.store.lock(mark.primary.clone()).await?;
+                    lock.abandon().await?;
+                    fenced = Some(mark.txn.clone());
+                }
+            }
+            current = backend.get(table, &pk, &rk).await?;
+        }
+        Err(Error::Timeout {
+            what: format!(
+                "row {:?} of partition {:?} in `{table}` stayed marked by a commit in progress",
+                rk.as_str(),
+                pk.as_str()
+            ),
+            after: started.elapsed(),
+        })
+    }
+
+    async fn step(
+        &self,
+        table: &TableName,
+        row: &StoredEntity,
+        mark: &Mark,
+        fenced: Option<&str>,
+        waited: &mut usize,
+    ) -> Result<Step> {
+        let name = lock_name(self.store.table_prefix(), &mark.primary)?;
+        if let Some(LockRecord::Journal(journal)) =
+            LockRecord::read(self.store.locks(), &name).await?
+            && journal.marked
+            && journal.txn.as_deref() == Some(mark.txn.as_str())
+        {
+            let pk = &row.data.partition_key;
+            let rk = &row.data.row_key;
+            for entry in &journal.ops {
+                let (t, op) = entry.to_op(&mark.primary)?;
+                if &t == table && op.partition_key() == pk && op.row_key() == rk {
+                    return Ok(Step::Apply(at_etag(op, &row.etag)));
+                }
+            }
+            return Err(Error::Inconsistent {
+                what: format!(
+                    "row {:?} of partition {:?} in `{table}` carries the mark of transaction {} whose journal does not name it",
+                    rk.as_str(),
+                    pk.as_str(),
+                    mark.txn
+                ),
+            });
+        }
+        // Not decided. Whoever holds the primary's lock (or held it after
+        // the mark was made) knows it never will be: the journal is written
+        // under that lock's lease, and taking the lock finished any journal
+        // stored before.
+        if fenced == Some(mark.txn.as_str()) || self.held.contains(&mark.primary) {
+            return Ok(Step::Strip);
+        }
+        if let Some(&pause) = WAITS.get(*waited) {
+            *waited += 1;
+            return Ok(Step::Wait(pause));
+        }
+        Ok(Step::Fence)
+    }
+}
+
+impl Store {
+    /// `row` of `table` as a reader outside any unit may see it: with any
+    /// mark on it resolved (see [`Resolver::resolve`]).
+    ///
+    /// # Errors
+    /// As [`Resolver::resolve`].
+    pub(crate) async fn resolve_row(
+        &self,
+        table: &TableName,
+        row: Option<StoredEntity>,
+    ) -> Result<Option<StoredEntity>> {
+        Resolver::new(self, Vec::new())
+            .resolve_opt(table, row)
+            .await
+    }
+
+    /// A page of a query of `table` by `spec` with every marked row on it
+    /// resolved: dropped when it is absent once resolved or no longer
+    /// matches the filter, cut down to the selected properties otherwise.
+    /// A page without marks costs nothing.
+    ///
+    /// # Errors
+    /// As [`Resolver::resolve`].
+    pub(crate) async fn resolve_page(
+        &self,
+        table: &TableName,
+        spec: &QuerySpec,
+        mut page: QueryPage,
+    ) -> Result<QueryPage> {
+        if !page
+            .entities
+            .iter()
+            .any(|row| Mark::of(&row.data.properties).is_some())
+        {
+            return Ok(page);
+        }
+        let resolver = Resolver::new(self, Vec::new());
+        let mut rows = Vec::with_capacity(page.entities.len());
+        for row in std::mem::take(&mut page.entities) {
+            if Mark::of(&row.data.properties).is_none() {
+                rows.push(row);
+                continue;
+            }
+            let Some(mut row) = resolver.resolve(table, row).await? else {
+                continue;
+            };
+            if let Some(filter) = &spec.filter {
+                let matches = filter.matches(&crate::query::Row {
+                    partition_key: row.data.partition_key.as_str(),
+                    row_key: row.data.row_key.as_str(),
+                    timestamp: row.timestamp,
+                    properties: &row.data.properties,
+                });
+                if !matches {
+                    continue;
+                }
+            }
+            if let Some(names) = &spec.select {
+                row.data.properties.retain_names(names);
+            }
+            rows.push(row);
+        }
+        page.entities = rows;
+        Ok(page)
+    }
+}
+
+/// `op` conditioned on `etag` instead of its own precondition.
+pub(super) fn at_etag(op: TableOp, etag: &crate::key::ETag) -> TableOp {
+    match op {
+        TableOp::Replace(data, _) => TableOp::Replace(data, Precondition::IfMatch(etag.clone())),
+        TableOp::Merge(data, _) => TableOp::Merge(data, Precondition::IfMatch(etag.clone())),
+        TableOp::Delete {
+            partition_key,
+            row_key,
+            ..
+        } => TableOp::Delete {
+            partition_key,
+            row_key,
+            if_match: Some(etag.clone()),
+        },
+        insert @ TableOp::Insert(_) => insert,
+    }
+}
+
+/// Sends a resolving write; a refusal means someone else resolved (or
+/// wrote) the row first, which the next read shows.
+async fn write(
+    backend: &dyn crate::backend::TableBackend,
+    table: &TableName,
+    op: &TableOp,
+) -> Result<()> {
+    match backend.execute(table, op).await {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::Conflict | ErrorKind::NotFound | ErrorKind::AlreadyExists
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pk(s: &str) -> PartitionKey {
+        PartitionKey::new(s).unwrap()
+    }
+
+    #[test]
+    fn a_mark_round_trips_and_other_values_are_not_marks() {
+        for absent in [false, true] {
+            let mark = Mark::new("0f1e", &pk("a|b c"), absent);
+            let mut props = Properties::new();
+            props.insert(MARK, Value::String(mark.encode()));
+            assert_eq!(Mark::of(&props), Some(mark));
+        }
+        let mut props = Properties::new();
+        assert_eq!(Mark::of(&props), None);
+        props.insert(MARK, Value::String("nonsense".into()));
+        assert_eq!(Mark::of(&props), None);
+        props.insert(MARK, Value::Int64(3));
+        assert_eq!(Mark::of(&props), None);
+    }
+
+    #[test]
+    fn stripping_a_placeholder_deletes_it_and_keeps_what_was_merged_in() {
+        let mark = Mark::new("t", &pk("p"), true);
+        let TableOp::Insert(mut data) = mark.prewrite(&pk("p"), &RowKey::new("r").unwrap(), None)
+        else {
+            panic!("a placeholder is inserted");
+        };
+        let etag = crate::key::ETag::new("W/\"1\"");
+        let row = StoredEntity {
+            data: data.clone(),
+            etag: etag.clone(),
+            timestamp: time::OffsetDateTime::UNIX_EPOCH,
+        };
+        assert!(
+            matches!(strip(&row, &mark), TableOp::Delete { if_match: Some(e), .. } if e == etag)
+        );
+        data.properties.insert("n", Value::Int64(1));
+        let merged = StoredEntity { data, ..row };
+        let TableOp::Replace(kept, Precondition::IfMatch(e)) = strip(&merged, &mark) else {
+            panic!("a placeholder written into keeps what was written");
+        };
+        assert_eq!(e, etag);
+        assert_eq!(kept.properties.get("n"), Some(&Value::Int64(1)));
+        assert!(kept.properties.get(MARK).is_none());
+    }
+}
