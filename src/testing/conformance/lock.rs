@@ -136,7 +136,7 @@ pub async fn concurrent_transfers_conserve_money(ctx: &Ctx) {
             for i in 0..per_task {
                 let from = format!("acct{}", (t + i) % 4);
                 let to = format!("acct{}", (t + i + 1) % 4);
-                if transfer(
+                match transfer(
                     &store,
                     "bank",
                     &from,
@@ -145,9 +145,14 @@ pub async fn concurrent_transfers_conserve_money(ctx: &Ctx) {
                     &format!("t{t}-{i}"),
                 )
                 .await
-                .expect("transfer")
                 {
-                    committed += 1;
+                    Ok(true) => committed += 1,
+                    Ok(false) => {}
+                    // A storage slow enough to hold a renewal back past the
+                    // commit margin: the commit sent nothing (checked below
+                    // by the totals), and the next transfer goes on.
+                    Err(e) if e.kind() == ErrorKind::LeaseLost => {}
+                    Err(e) => panic!("transfer: {e:?}"),
                 }
             }
             committed
