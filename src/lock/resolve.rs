@@ -242,7 +242,15 @@ async fn inspect(
             .get(&table, op.partition_key(), op.row_key())
             .await?;
         let before = before_of(entry, primary)?;
-        let shows = if shows_effect(&op, stored.as_ref()) {
+        // A row still carrying the commit's mark is as the unit read it.
+        let marked = journal.marked
+            && stored.as_ref().is_some_and(|row| {
+                super::marks::Mark::of(&row.data.properties)
+                    .is_some_and(|m| journal.txn.as_deref() == Some(m.txn.as_str()))
+            });
+        let shows = if marked {
+            RowShows::Before
+        } else if shows_effect(&op, stored.as_ref()) {
             RowShows::After
         } else if entry.before.is_some() && entry.shows_before(primary, stored.as_ref())? {
             RowShows::Before

@@ -89,7 +89,7 @@ use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::{Backend, BlobBackend as _, BlobConditions, Metadata};
 use leasehold::key::ContainerName;
 use leasehold::lease::LeaseOptions;
-use leasehold::lock::{CommitOutcome, LockOptions, ResolveAction, Unit};
+use leasehold::lock::{CommitOutcome, LockOptions, ResolveAction, RowShows, Unit};
 use leasehold::testing::{
     CountingBackend, Fault, FaultInjector, FaultyBackend, Op, RequestCounter,
 };
@@ -1571,6 +1571,16 @@ async fn undoing_a_commit_with_row_marks_is_invalid_and_finishing_rolls_it_forwa
     assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
     assert!(e.to_string().contains("Finish"), "{e}");
     assert!(healthy.pending_commit("m").await.unwrap().is_some(), "kept");
+    let shown = healthy
+        .resolve_commit("m", ResolveAction::Show)
+        .await
+        .unwrap()
+        .expect("pending");
+    assert!(
+        shown.rows.iter().all(|r| r.shows == RowShows::Before),
+        "marked rows are as the unit read them: {shown:?}"
+    );
+    assert_eq!(shown.overwritten().count(), 0);
     let done = healthy
         .resolve_commit("m", ResolveAction::Finish)
         .await
