@@ -377,31 +377,14 @@ impl Unit {
         };
 
         let mut entries: Vec<(TableName, TableOp, Option<Before>)> = Vec::new();
-        let mut applies: Vec<Vec<TableOp>> = Vec::with_capacity(batches.len());
-        for ((b, rows), versions) in batches.iter().zip(&reads).zip(&etags) {
-            let versions = versions.as_deref().unwrap_or_default();
-            let mut ops = Vec::with_capacity(b.ops.len());
-            for (k, (op, read)) in b.ops.iter().zip(rows).enumerate() {
-                let Some(marked) = versions.get(k).and_then(Option::as_ref) else {
-                    return Err(Error::Inconsistent {
-                        what: format!(
-                            "the transaction marking the rows of `{}` did not answer with the ETag of operation {k}",
-                            b.table
-                        ),
-                    }
-                    .into());
-                };
-                let apply = apply_op(op, read.as_ref(), &marked.etag);
-                entries.push((
-                    b.table.clone(),
-                    apply.clone(),
-                    Some(Before::of(read.as_ref())),
-                ));
-                ops.push(apply);
+        let applies = match apply_ops(batches, &reads, &etags, &mut entries) {
+            Ok(applies) => applies,
+            Err(e) => {
+                // Refused before the journal: nothing is applied.
+                self.withdraw(batches, &prewrites, &etags).await;
+                return Err(e.into());
             }
-            validate_batch(b.table.as_str(), &ops)?;
-            applies.push(ops);
-        }
+        };
         let mut journal = Journal::new(&primary, Some(txn.clone()), &entries);
         journal.marked = true;
 
@@ -514,6 +497,43 @@ impl Unit {
         }))
         .await;
     }
+}
+
+/// The transactions applying `batches` after the journal: each staged
+/// write as a replace or delete at the ETag its row's mark produced
+/// (`etags`), recorded in `entries` with the row as read (`reads`).
+fn apply_ops(
+    batches: &[Batch],
+    reads: &[Vec<Option<StoredEntity>>],
+    etags: &[Option<Vec<Option<Version>>>],
+    entries: &mut Vec<(TableName, TableOp, Option<Before>)>,
+) -> Result<Vec<Vec<TableOp>>> {
+    let mut applies: Vec<Vec<TableOp>> = Vec::with_capacity(batches.len());
+    for ((b, rows), versions) in batches.iter().zip(reads).zip(etags) {
+        let versions = versions.as_deref().unwrap_or_default();
+        let mut ops = Vec::with_capacity(b.ops.len());
+        for (k, (op, read)) in b.ops.iter().zip(rows).enumerate() {
+            let Some(marked) = versions.get(k).and_then(Option::as_ref) else {
+                return Err(Error::Inconsistent {
+                    what: format!(
+                        "the transaction marking the rows of `{}` did not answer with the ETag of operation {k}",
+                        b.table
+                    ),
+                });
+            };
+            let apply = apply_op(op, read.as_ref(), &marked.etag);
+            entries.push((
+                b.table.clone(),
+                apply.clone(),
+                Some(Before::of(read.as_ref())),
+            ));
+            ops.push(apply);
+        }
+        // A merge is applied as the whole row it leaves: checked again.
+        validate_batch(b.table.as_str(), &ops)?;
+        applies.push(ops);
+    }
+    Ok(applies)
 }
 
 /// The prewrite marking the row of `op` (found as `read`) for transaction

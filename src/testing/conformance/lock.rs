@@ -1842,10 +1842,12 @@ pub async fn pruning_deletes_only_free_clean_old_lock_blobs(ctx: &Ctx) {
     date_lock_back(&store, "settled").await;
     // A lock whose wait queue another process used and left.
     let queued = store.lock("queued").await.unwrap();
-    let e = other
-        .lock_with_timeout("queued", Duration::from_millis(300))
-        .await
-        .unwrap_err();
+    // Long enough for the waiter to register (a few round trips), however
+    // slowly a busy storage answers: from a measured lock-blob read.
+    let sent = tokio::time::Instant::now();
+    store.pending_commit("queued").await.unwrap();
+    let wait = (sent.elapsed() * 20).max(Duration::from_millis(300));
+    let e = other.lock_with_timeout("queued", wait).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
     queued.abandon().await.unwrap();
     let queue = format!(
