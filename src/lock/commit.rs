@@ -237,26 +237,14 @@ impl Unit {
         report: &mut CommitReport,
     ) -> Result<(), Failed> {
         let backend = self.store.backend().clone();
-        let participants: Vec<usize> = batches
-            .iter()
-            .map(|b| b.part)
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let primary_part = batches[0].part;
-        let primary = self.parts[primary_part].pk.clone();
-        let txn = uuid::Uuid::new_v4().simple().to_string();
-        report.transaction = Some(txn.clone());
-        // After the journal write is sent, a failure is settled by what
-        // storage holds (see `Unsettled::settle`).
-        let unsettled = |cause: Error, report: &CommitReport| {
-            Failed::Unsettled(Unsettled {
-                primary: primary.clone(),
-                txn: txn.clone(),
-                cause,
-                report: report.clone(),
-            })
-        };
+        let Parties {
+            participants,
+            primary_part,
+            primary,
+            txn,
+        } = self.parties(batches, report);
+        let unsettled =
+            |cause: Error, report: &CommitReport| unsettled(&primary, &txn, cause, report);
 
         // Every row as it was before the commit: as read in the unit, or
         // read now (an upsert, or a value read elsewhere; inserts need
@@ -534,6 +522,54 @@ fn apply_ops(
         applies.push(ops);
     }
     Ok(applies)
+}
+
+/// Who takes part in a journalled commit: the written partitions (by
+/// index, in canonical order), the primary (the first) and a fresh
+/// transaction id.
+pub(super) struct Parties {
+    pub(super) participants: Vec<usize>,
+    pub(super) primary_part: usize,
+    pub(super) primary: PartitionKey,
+    pub(super) txn: String,
+}
+
+/// A failure after the journal write was sent: settled by what storage
+/// holds (see `Unsettled::settle`).
+pub(super) fn unsettled(
+    primary: &PartitionKey,
+    txn: &str,
+    cause: Error,
+    report: &CommitReport,
+) -> Failed {
+    Failed::Unsettled(Unsettled {
+        primary: primary.clone(),
+        txn: txn.to_owned(),
+        cause,
+        report: report.clone(),
+    })
+}
+
+impl Unit {
+    /// The [`Parties`] of a journalled commit of `batches`, its transaction
+    /// id recorded in `report`.
+    pub(super) fn parties(&self, batches: &[Batch], report: &mut CommitReport) -> Parties {
+        let participants: Vec<usize> = batches
+            .iter()
+            .map(|b| b.part)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let primary_part = batches[0].part;
+        let txn = uuid::Uuid::new_v4().simple().to_string();
+        report.transaction = Some(txn.clone());
+        Parties {
+            participants,
+            primary_part,
+            primary: self.parts[primary_part].pk.clone(),
+            txn,
+        }
+    }
 }
 
 /// The prewrite marking the row of `op` (found as `read`) for transaction

@@ -9,11 +9,10 @@ use std::collections::BTreeSet;
 
 use futures_util::future::join_all;
 
-use super::commit::{Batch, Failed, refused, verify_batch, write_twice};
+use super::commit::{Batch, Failed, Parties, refused, unsettled, verify_batch, write_twice};
 use super::journal::{Before, Intent, Journal};
 use super::report::CommitReport;
 use super::roll_forward::roll_forward;
-use super::settle::Unsettled;
 use super::unit::Unit;
 use crate::backend::{TableOp, Version};
 use crate::error::{Error, Result};
@@ -28,31 +27,19 @@ impl Unit {
         report: &mut CommitReport,
     ) -> Result<(), Failed> {
         let backend = self.store.backend().clone();
-        let participants: Vec<usize> = batches
-            .iter()
-            .map(|b| b.part)
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let primary_part = batches[0].part;
-        let primary = self.parts[primary_part].pk.clone();
+        let Parties {
+            participants,
+            primary_part,
+            primary,
+            txn,
+        } = self.parties(batches, report);
         let others: Vec<usize> = participants
             .iter()
             .copied()
             .filter(|p| *p != primary_part)
             .collect();
-        let txn = uuid::Uuid::new_v4().simple().to_string();
-        report.transaction = Some(txn.clone());
-        // After the journal write is sent, a failure is settled by what
-        // storage holds (see `Unsettled::settle`).
-        let unsettled = |cause: Error, report: &CommitReport| {
-            Failed::Unsettled(Unsettled {
-                primary: primary.clone(),
-                txn: txn.clone(),
-                cause,
-                report: report.clone(),
-            })
-        };
+        let unsettled =
+            |cause: Error, report: &CommitReport| unsettled(&primary, &txn, cause, report);
 
         let mut entries: Vec<(TableName, TableOp, Option<Before>)> = Vec::new();
         for b in batches {
