@@ -139,7 +139,11 @@ async fn scan(
             Err(e) => return Err(e),
         };
         for row in page.entities {
-            if row.data.partition_key.as_str() != DEFS_PARTITION {
+            // A commit's decision row (see `crate::lock`) is leasehold's
+            // own, neither an entity nor an index row.
+            if row.data.partition_key.as_str() != DEFS_PARTITION
+                && !crate::lock::decision::is_decision_row(&row.data.row_key)
+            {
                 each(row);
             }
         }

@@ -38,6 +38,33 @@ impl From<Error> for Failed {
     }
 }
 
+/// What a commit deciding in a row did ([`Unit::commit_decided`]).
+pub(super) enum Decided {
+    /// Its rows do not fit a decision row: nothing was sent, and the
+    /// commit is journalled in the lock blob instead.
+    DoesNotFit,
+    /// Committed; what to send with the releases.
+    Committed(Option<Cleanup>),
+}
+
+/// What a finished commit sends with the locks' releases: the delete of its
+/// decision row, once no mark of it is left.
+#[derive(Debug, Clone)]
+pub(super) struct Cleanup {
+    pub(super) table: TableName,
+    pub(super) op: TableOp,
+}
+
+impl Cleanup {
+    /// Sends the clean-up, best effort: a decision row left behind costs
+    /// nothing but its storage (queries never return it).
+    pub(super) async fn send(&self, backend: &dyn TableBackend) {
+        if let Err(e) = backend.execute(&self.table, &self.op).await {
+            tracing::debug!(table = %self.table, error = %e, "deleting a finished commit's decision row failed; it stays, hidden from queries");
+        }
+    }
+}
+
 /// One entity-group transaction of a commit: up to 100 operations on one
 /// partition of one table.
 pub(super) struct Batch {
@@ -63,9 +90,19 @@ impl Unit {
         // failed commit is rolled forward (or reported) by the next holder.
         // The caller asked to commit: what was not is not "forgotten".
         self.staged.clear();
-        self.release_all().await;
+        let cleanup = match &result {
+            Ok((_, Some(cleanup))) => Some(cleanup.clone()),
+            _ => None,
+        };
+        let backend = self.store.backend().clone();
+        futures_util::future::join(self.release_all(), async {
+            if let Some(cleanup) = cleanup {
+                cleanup.send(backend.as_ref()).await;
+            }
+        })
+        .await;
         match result {
-            Ok(report) => Ok(report),
+            Ok((report, _)) => Ok(report),
             Err(Failed::Definite(e)) => Err(e),
             // After the journal write was sent, the answer is what storage
             // holds: found out with the locks given up, since finishing the
@@ -79,10 +116,13 @@ impl Unit {
         }
     }
 
-    async fn commit_inner(&mut self) -> Result<CommitReport, Failed> {
+    /// Commits the staged writes; what it answers besides the report is
+    /// the clean-up sent with the locks' releases (a decision row no mark
+    /// needs any more).
+    async fn commit_inner(&mut self) -> Result<(CommitReport, Option<Cleanup>), Failed> {
         let mut report = CommitReport::default();
         if self.staged.is_empty() {
-            return Ok(report);
+            return Ok((report, None));
         }
         let staged = std::mem::take(&mut self.staged);
         for i in 0..self.parts.len() {
@@ -167,23 +207,35 @@ impl Unit {
                 }
             }
             report.batches = 1;
-            return Ok(report);
+            return Ok((report, None));
         }
         report.journalled = true;
-        if self.options.row_marks {
-            self.commit_journalled(&batches, &mut report).await?;
-        } else {
+        if !self.options.row_marks {
             self.commit_journalled_unmarked(&batches, &mut report)
                 .await?;
+            return Ok((report, None));
         }
-        Ok(report)
+        let reads = self.before_images(&batches).await?;
+        if self.options.decision_rows
+            && let Decided::Committed(cleanup) =
+                self.commit_decided(&batches, &reads, &mut report).await?
+        {
+            return Ok((report, cleanup));
+        }
+        self.commit_journalled(&batches, &reads, &mut report)
+            .await?;
+        Ok((report, None))
     }
 
     /// Whether `refusal` of `batch` (or of its marking transaction) is an
     /// insert meeting a row mark's placeholder that resolving it removed
     /// (the commit it stood for was never decided). Reads the row only for
     /// such a refusal.
-    async fn withdrew_placeholder(&self, batch: &Batch, refusal: &Error) -> Result<bool> {
+    pub(super) async fn withdrew_placeholder(
+        &self,
+        batch: &Batch,
+        refusal: &Error,
+    ) -> Result<bool> {
         let Error::Batch { index, source } = refusal else {
             return Ok(false);
         };
@@ -230,10 +282,12 @@ impl Unit {
         })
     }
 
-    /// The journalled commit of `batches` (more than one).
+    /// The journalled commit of `batches` (more than one), the rows found
+    /// as `reads` before it (see [`Unit::before_images`]).
     async fn commit_journalled(
         &self,
         batches: &[Batch],
+        reads: &[Vec<Option<StoredEntity>>],
         report: &mut CommitReport,
     ) -> Result<(), Failed> {
         let backend = self.store.backend().clone();
@@ -246,74 +300,21 @@ impl Unit {
         let unsettled =
             |cause: Error, report: &CommitReport| unsettled(&primary, &txn, cause, report);
 
-        // Every row as it was before the commit: as read in the unit, or
-        // read now (an upsert, or a value read elsewhere; inserts need
-        // none).
-        let mut reads: Vec<Vec<Option<StoredEntity>>> = Vec::with_capacity(batches.len());
-        for b in batches {
-            let mut rows = Vec::with_capacity(b.ops.len());
-            for (k, (op, row)) in b.ops.iter().zip(&b.rows).enumerate() {
-                let read = match (self.reads.get(row), op) {
-                    (Some(read), _) => read.clone(),
-                    (None, TableOp::Insert(_)) => None,
-                    (None, _) => {
-                        let stored = backend
-                            .get(&b.table, &self.parts[b.part].pk, &row.1)
-                            .await?;
-                        self.resolver().resolve_opt(&b.table, stored).await?
-                    }
-                };
-                if read.is_some() && matches!(op, TableOp::Insert(_)) {
-                    return Err(Error::Batch {
-                        index: k,
-                        source: Box::new(Error::AlreadyExists {
-                            what: format!(
-                                "insert of row {:?} of partition {:?}, which exists",
-                                row.1.as_str(),
-                                self.parts[b.part].pk.as_str()
-                            ),
-                            code: Some("EntityAlreadyExists".into()),
-                            table: Some(b.table.as_str().to_owned()),
-                            row: Some(Box::new((self.parts[b.part].pk.clone(), row.1.clone()))),
-                        }),
-                    }
-                    .into());
-                }
-                if read.is_none() && needs_row(op) {
-                    // The service would refuse it: nothing is sent.
-                    return Err(Error::Batch {
-                        index: k,
-                        source: Box::new(Error::NotFound {
-                            what: format!(
-                                "{} of row {:?} of partition {:?}, which does not exist",
-                                op.name(),
-                                row.1.as_str(),
-                                self.parts[b.part].pk.as_str()
-                            ),
-                            code: Some("ResourceNotFound".into()),
-                            table: Some(b.table.as_str().to_owned()),
-                            row: Some(Box::new((self.parts[b.part].pk.clone(), row.1.clone()))),
-                        }),
-                    }
-                    .into());
-                }
-                rows.push(read);
-            }
-            reads.push(rows);
-        }
-
         // The first round, all at once: the marks on every row written,
         // each conditioned as the write itself is, so a row changed since
         // the unit read it fails the commit here, before anything is
         // applied.
         let prewrites: Vec<Vec<TableOp>> = batches
             .iter()
-            .zip(&reads)
+            .zip(reads)
             .map(|(b, rows)| {
                 b.ops
                     .iter()
                     .zip(rows)
-                    .map(|(op, read)| prewrite(op, read.as_ref(), &txn, &primary))
+                    .map(|(op, read)| {
+                        let mark = Mark::new(&txn, &primary, read.is_none());
+                        prewrite(op, read.as_ref(), &mark)
+                    })
                     .collect()
             })
             .collect();
@@ -322,50 +323,10 @@ impl Unit {
             // service's size limit cannot take one, and is refused here.
             validate_batch(b.table.as_str(), ops)?;
         }
-        // An insert meeting an undecided commit's placeholder, which
-        // resolving it removed, gets the round sent once more.
-        let mut again = true;
-        let etags = loop {
-            let marked = join_all(
-                batches
-                    .iter()
-                    .zip(&prewrites)
-                    .map(|(b, ops)| backend.batch(&b.table, ops)),
-            )
-            .await;
-            let mut failed: Option<(usize, Error)> = None;
-            let mut etags: Vec<Option<Vec<Option<Version>>>> = Vec::with_capacity(batches.len());
-            for (j, result) in marked.into_iter().enumerate() {
-                match result {
-                    Ok(versions) => etags.push(Some(versions)),
-                    Err(e) => {
-                        etags.push(None);
-                        // A refusal says more than a lost reply.
-                        if refused(&e) {
-                            failed = Some((j, e));
-                        } else {
-                            failed.get_or_insert((j, e));
-                        }
-                    }
-                }
-            }
-            let Some((j, e)) = failed else {
-                break etags;
-            };
-            // Nothing is applied: take the marks made off again. A mark
-            // left behind (its reply lost, or this clean-up failing) is
-            // withdrawn by whoever meets it, since no journal of this
-            // transaction can be stored any more.
-            self.withdraw(batches, &prewrites, &etags).await;
-            if again && self.withdrew_placeholder(&batches[j], &e).await? {
-                again = false;
-                continue;
-            }
-            return Err(e.into());
-        };
+        let etags = self.mark_rows(batches, &prewrites).await?;
 
         let mut entries: Vec<(TableName, TableOp, Option<Before>)> = Vec::new();
-        let applies = match apply_ops(batches, &reads, &etags, &mut entries) {
+        let applies = match apply_ops(batches, reads, &etags, &mut entries) {
             Ok(applies) => applies,
             Err(e) => {
                 // Refused before the journal: nothing is applied.
@@ -426,11 +387,133 @@ impl Unit {
         Ok(())
     }
 
+    /// Every row of `batches` as it was before the commit: as read in the
+    /// unit, or read now (an upsert, or a value read elsewhere; inserts
+    /// need none). A write the service would refuse for what the row is
+    /// (an insert of a row that exists, a conditional write of one that
+    /// does not) fails here, before anything is sent.
+    pub(super) async fn before_images(
+        &self,
+        batches: &[Batch],
+    ) -> Result<Vec<Vec<Option<StoredEntity>>>, Failed> {
+        let backend = self.store.backend().clone();
+        let mut reads: Vec<Vec<Option<StoredEntity>>> = Vec::with_capacity(batches.len());
+        for b in batches {
+            let mut rows = Vec::with_capacity(b.ops.len());
+            for (k, (op, row)) in b.ops.iter().zip(&b.rows).enumerate() {
+                let read = match (self.reads.get(row), op) {
+                    (Some(read), _) => read.clone(),
+                    (None, TableOp::Insert(_)) => None,
+                    (None, _) => {
+                        let stored = backend
+                            .get(&b.table, &self.parts[b.part].pk, &row.1)
+                            .await?;
+                        self.resolver().resolve_opt(&b.table, stored).await?
+                    }
+                };
+                if read.is_some() && matches!(op, TableOp::Insert(_)) {
+                    return Err(Error::Batch {
+                        index: k,
+                        source: Box::new(Error::AlreadyExists {
+                            what: format!(
+                                "insert of row {:?} of partition {:?}, which exists",
+                                row.1.as_str(),
+                                self.parts[b.part].pk.as_str()
+                            ),
+                            code: Some("EntityAlreadyExists".into()),
+                            table: Some(b.table.as_str().to_owned()),
+                            row: Some(Box::new((self.parts[b.part].pk.clone(), row.1.clone()))),
+                        }),
+                    }
+                    .into());
+                }
+                if read.is_none() && needs_row(op) {
+                    // The service would refuse it: nothing is sent.
+                    return Err(Error::Batch {
+                        index: k,
+                        source: Box::new(Error::NotFound {
+                            what: format!(
+                                "{} of row {:?} of partition {:?}, which does not exist",
+                                op.name(),
+                                row.1.as_str(),
+                                self.parts[b.part].pk.as_str()
+                            ),
+                            code: Some("ResourceNotFound".into()),
+                            table: Some(b.table.as_str().to_owned()),
+                            row: Some(Box::new((self.parts[b.part].pk.clone(), row.1.clone()))),
+                        }),
+                    }
+                    .into());
+                }
+                rows.push(read);
+            }
+            reads.push(rows);
+        }
+
+        Ok(reads)
+    }
+
+    /// The first round of a commit that marks rows, all at once: the
+    /// marking transactions `prewrites` (one per batch; an empty one is not
+    /// sent). Answers the versions each produced. When one fails, the marks
+    /// made are taken off again and the commit fails, nothing applied.
+    pub(super) async fn mark_rows(
+        &self,
+        batches: &[Batch],
+        prewrites: &[Vec<TableOp>],
+    ) -> Result<Vec<Option<Vec<Option<Version>>>>, Failed> {
+        let backend = self.store.backend().clone();
+        // An insert meeting an undecided commit's placeholder, which
+        // resolving it removed, gets the round sent once more.
+        let mut again = true;
+        let etags = loop {
+            let marked = join_all(batches.iter().zip(prewrites).map(|(b, ops)| async {
+                if ops.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    backend.batch(&b.table, ops).await
+                }
+            }))
+            .await;
+            let mut failed: Option<(usize, Error)> = None;
+            let mut etags: Vec<Option<Vec<Option<Version>>>> = Vec::with_capacity(batches.len());
+            for (j, result) in marked.into_iter().enumerate() {
+                match result {
+                    Ok(versions) => etags.push(Some(versions)),
+                    Err(e) => {
+                        etags.push(None);
+                        // A refusal says more than a lost reply.
+                        if refused(&e) {
+                            failed = Some((j, e));
+                        } else {
+                            failed.get_or_insert((j, e));
+                        }
+                    }
+                }
+            }
+            let Some((j, e)) = failed else {
+                break etags;
+            };
+            // Nothing is applied: take the marks made off again. A mark
+            // left behind (its reply lost, or this clean-up failing) is
+            // withdrawn by whoever meets it, since no journal of this
+            // transaction can be stored any more.
+            self.withdraw(batches, prewrites, &etags).await;
+            if again && self.withdrew_placeholder(&batches[j], &e).await? {
+                again = false;
+                continue;
+            }
+            return Err(e.into());
+        };
+
+        Ok(etags)
+    }
+
     /// Takes the marks of a commit that failed before its journal off the
     /// rows whose prewrite went through (`etags`: the versions each
     /// prewrite transaction produced, `None` for those that failed), all
     /// at once, best effort.
-    async fn withdraw(
+    pub(super) async fn withdraw(
         &self,
         batches: &[Batch],
         prewrites: &[Vec<TableOp>],
@@ -572,17 +655,11 @@ impl Unit {
     }
 }
 
-/// The prewrite marking the row of `op` (found as `read`) for transaction
-/// `txn`: conditioned on the ETag the write itself carries, or else on the
+/// The prewrite putting `mark` on the row of `op` (found as `read`):
+/// conditioned on the ETag the write itself carries, or else on the
 /// row as read (an upsert's), or inserting a placeholder where there was
 /// no row.
-fn prewrite(
-    op: &TableOp,
-    read: Option<&StoredEntity>,
-    txn: &str,
-    primary: &PartitionKey,
-) -> TableOp {
-    let mark = Mark::new(txn, primary, read.is_none());
+pub(super) fn prewrite(op: &TableOp, read: Option<&StoredEntity>, mark: &Mark) -> TableOp {
     let mut pre = mark.prewrite(op.partition_key(), op.row_key(), read);
     if let (TableOp::Replace(_, condition), Some(Precondition::IfMatch(etag))) =
         (&mut pre, op.condition())
@@ -594,7 +671,7 @@ fn prewrite(
 
 /// Whether `op` needs its row to exist (every write but inserts and
 /// upserts).
-fn needs_row(op: &TableOp) -> bool {
+pub(super) fn needs_row(op: &TableOp) -> bool {
     !matches!(op.condition(), None | Some(Precondition::Upsert))
 }
 

@@ -144,7 +144,7 @@ impl JournalKind {
 }
 
 /// An entity's properties in the wire form, without its keys.
-fn properties_json(d: &EntityData) -> serde_json::Map<String, serde_json::Value> {
+pub(crate) fn properties_json(d: &EntityData) -> serde_json::Map<String, serde_json::Value> {
     let mut json =
         wire::entity_to_json(d.partition_key.as_str(), d.row_key.as_str(), &d.properties);
     json.remove("PartitionKey");
@@ -153,7 +153,7 @@ fn properties_json(d: &EntityData) -> serde_json::Map<String, serde_json::Value>
 }
 
 /// Wire-form properties back as an entity of `table` at the given keys.
-fn entity_of(
+pub(crate) fn entity_of(
     table: &TableName,
     partition_key: &PartitionKey,
     row_key: &RowKey,

@@ -20,6 +20,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 use crate::store::Store;
 
+use super::decision::{self, AFTER, Decision};
 use super::journal::LockRecord;
 use super::name::lock_name;
 
@@ -39,30 +40,41 @@ const WAITS: [Duration; 3] = [
 ];
 
 /// A row's mark: the journalled commit `txn`, whose journal is (or will be)
-/// in the lock blob of `primary`; `absent`: the row did not exist before
-/// it (the mark is a placeholder the commit's insert replaces).
+/// in the lock blob of `primary`, or (`decided`) whose decision is (or will
+/// be) a row of `primary` (see [`super::decision`]); `absent`: the row did
+/// not exist before it (the mark is a placeholder the commit's write
+/// replaces).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Mark {
     pub(crate) txn: String,
     pub(crate) primary: PartitionKey,
     pub(crate) absent: bool,
+    pub(crate) decided: bool,
 }
 
 impl Mark {
-    /// The mark of transaction `txn` of primary `primary`.
+    /// The mark of transaction `txn` of primary `primary`, journalled in
+    /// the primary's lock blob.
     pub(crate) fn new(txn: &str, primary: &PartitionKey, absent: bool) -> Mark {
         Mark {
             txn: txn.to_owned(),
             primary: primary.clone(),
             absent,
+            decided: false,
         }
     }
 
     /// The stored form: `txn|r|primary` (`a` instead of `r` for a
-    /// placeholder). A partition key holds no `|` only by chance, so the
-    /// primary is whatever follows the second one.
+    /// placeholder; `R` and `A` for a commit deciding in a row). A
+    /// partition key holds no `|` only by chance, so the primary is
+    /// whatever follows the second one.
     fn encode(&self) -> String {
-        let kind = if self.absent { 'a' } else { 'r' };
+        let kind = match (self.decided, self.absent) {
+            (false, false) => 'r',
+            (false, true) => 'a',
+            (true, false) => 'R',
+            (true, true) => 'A',
+        };
         format!("{}|{kind}|{}", self.txn, self.primary.as_str())
     }
 
@@ -74,16 +86,28 @@ impl Mark {
         };
         let mut parts = text.splitn(3, '|');
         let (txn, kind, primary) = (parts.next()?, parts.next()?, parts.next()?);
-        let absent = match kind {
-            "a" => true,
-            "r" => false,
+        let (decided, absent) = match kind {
+            "a" => (false, true),
+            "r" => (false, false),
+            "A" => (true, true),
+            "R" => (true, false),
             _ => return None,
         };
         Some(Mark {
             txn: txn.to_owned(),
             primary: PartitionKey::new(primary).ok()?,
             absent,
+            decided,
         })
+    }
+
+    /// The table of the primary partition holding this mark's decision row
+    /// (`None`: a mark journalled in a lock blob, or not parsable).
+    pub(crate) fn decision_table(&self) -> Option<TableName> {
+        if !self.decided {
+            return None;
+        }
+        super::decision::table_of(&self.txn)
     }
 
     /// The prewrite putting this mark on a row the unit found as `read`
@@ -119,6 +143,7 @@ impl Mark {
 pub(crate) fn strip(row: &StoredEntity, mark: &Mark) -> TableOp {
     let mut data = row.data.clone();
     data.properties.remove(MARK);
+    data.properties.remove(AFTER);
     if mark.absent && data.properties.is_empty() {
         TableOp::Delete {
             partition_key: data.partition_key,
@@ -179,6 +204,10 @@ enum Step {
     /// Take the primary's lock, which settles the commit one way or the
     /// other, and look again.
     Fence,
+    /// The commit decides in a row of `table` and can no longer be
+    /// decided by its writer: store its withdrawal there (unless its
+    /// decision got there first), and look again.
+    Withdraw(TableName),
 }
 
 /// Who resolves a mark: what it holds.
@@ -269,6 +298,11 @@ impl<'a> Resolver<'a> {
                     lock.abandon().await?;
                     fenced = Some(mark.txn.clone());
                 }
+                Step::Withdraw(decided_in) => {
+                    tracing::debug!(table = %table, partition = %pk, row = %rk, txn = %mark.txn, "withdrawing a commit that was never decided");
+                    decision::withdraw(backend.as_ref(), &decided_in, &mark.primary, &mark.txn)
+                        .await?;
+                }
             }
             current = backend.get(table, &pk, &rk).await?;
         }
@@ -290,6 +324,9 @@ impl<'a> Resolver<'a> {
         fenced: Option<&str>,
         waited: &mut usize,
     ) -> Result<Step> {
+        if mark.decided {
+            return self.step_decided(table, row, mark, fenced, waited).await;
+        }
         let name = lock_name(self.store.table_prefix(), &mark.primary)?;
         if let Some(LockRecord::Journal(journal)) =
             LockRecord::read(self.store.locks(), &name).await?
@@ -320,12 +357,51 @@ impl<'a> Resolver<'a> {
         if fenced == Some(mark.txn.as_str()) || self.held.contains(&mark.primary) {
             return Ok(Step::Strip);
         }
-        if let Some(&pause) = WAITS.get(*waited) {
-            *waited += 1;
-            return Ok(Step::Wait(pause));
-        }
-        Ok(Step::Fence)
+        Ok(wait_or_fence(waited))
     }
+
+    /// [`Resolver::step`] for a mark of a commit deciding in a row of its
+    /// own: the decision row says; without one, whoever holds the
+    /// primary's lock (or held it after the mark was made) withdraws the
+    /// commit, which its writer can then no longer decide.
+    async fn step_decided(
+        &self,
+        table: &TableName,
+        row: &StoredEntity,
+        mark: &Mark,
+        fenced: Option<&str>,
+        waited: &mut usize,
+    ) -> Result<Step> {
+        let Some(decided_in) = mark.decision_table() else {
+            return Err(Error::Inconsistent {
+                what: format!(
+                    "row {:?} of partition {:?} carries a mark whose transaction id {:?} names no table",
+                    row.data.row_key.as_str(),
+                    row.data.partition_key.as_str(),
+                    mark.txn
+                ),
+            });
+        };
+        let backend = self.store.backend();
+        match decision::read(backend.as_ref(), &decided_in, &mark.primary, &mark.txn).await? {
+            Some(Decision::Committed) => Ok(Step::Apply(decision::after_op(table, row)?)),
+            Some(Decision::Withdrawn) => Ok(Step::Strip),
+            None if fenced == Some(mark.txn.as_str()) || self.held.contains(&mark.primary) => {
+                Ok(Step::Withdraw(decided_in))
+            }
+            None => Ok(wait_or_fence(waited)),
+        }
+    }
+}
+
+/// A short wait for an undecided commit's writer while there is one left in
+/// [`WAITS`], then the fence.
+fn wait_or_fence(waited: &mut usize) -> Step {
+    if let Some(&pause) = WAITS.get(*waited) {
+        *waited += 1;
+        return Step::Wait(pause);
+    }
+    Step::Fence
 }
 
 impl Store {
@@ -346,8 +422,9 @@ impl Store {
 
     /// A page of a query of `table` by `spec` with every marked row on it
     /// resolved: dropped when it is absent once resolved or no longer
-    /// matches the filter, cut down to the selected properties otherwise.
-    /// A page without marks costs nothing.
+    /// matches the filter, cut down to the selected properties otherwise;
+    /// commits' decision rows are dropped. A page without either costs
+    /// nothing.
     ///
     /// # Errors
     /// As [`Resolver::resolve`].
@@ -357,16 +434,18 @@ impl Store {
         spec: &QuerySpec,
         mut page: QueryPage,
     ) -> Result<QueryPage> {
-        if !page
-            .entities
-            .iter()
-            .any(|row| Mark::of(&row.data.properties).is_some())
-        {
+        if !page.entities.iter().any(|row| {
+            Mark::of(&row.data.properties).is_some() || decision::is_decision_row(&row.data.row_key)
+        }) {
             return Ok(page);
         }
         let resolver = Resolver::new(self, Vec::new());
         let mut rows = Vec::with_capacity(page.entities.len());
         for row in std::mem::take(&mut page.entities) {
+            // A commit's decision row is leasehold's, never the caller's.
+            if decision::is_decision_row(&row.data.row_key) {
+                continue;
+            }
             if Mark::of(&row.data.properties).is_none() {
                 rows.push(row);
                 continue;

@@ -347,6 +347,8 @@
 
 mod acquire;
 mod commit;
+mod decided;
+pub(crate) mod decision;
 mod fold;
 mod indexes;
 mod journal;
@@ -363,6 +365,7 @@ mod settle;
 mod unit;
 mod unmarked;
 
+pub(crate) use decision::outcome as decided_outcome;
 pub(crate) use journal::LockRecord;
 pub use journal::{PendingCommit, PendingWrite};
 pub use keys::IntoPartitionKeys;

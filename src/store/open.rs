@@ -216,6 +216,9 @@ impl Store {
         transaction: &str,
     ) -> Result<CommitOutcome> {
         let pk = primary.into_partition_key()?;
+        if let Some(outcome) = crate::lock::decided_outcome(self, &pk, transaction).await? {
+            return Ok(outcome);
+        }
         let name = lock_name(self.table_prefix(), &pk)?;
         crate::lock::outcome_of(self.locks(), &name, transaction).await
     }

@@ -259,6 +259,22 @@ fn faulty_store(backend: &Arc<dyn Backend>) -> (Store, FaultInjector) {
     (store_on(Arc::new(faulty)), faults)
 }
 
+/// As [`faulty_store`], journalling commits over several groups in the
+/// primary's lock blob ([`LockOptions::decision_rows`] off), the protocol
+/// commits fall back to where a decision row does not fit.
+fn journalling_faulty_store(backend: &Arc<dyn Backend>) -> (Store, FaultInjector) {
+    let faulty = FaultyBackend::new(backend.clone());
+    let faults = faulty.injector();
+    let store = Store::builder_shared(Arc::new(faulty))
+        .lock_options(LockOptions {
+            decision_rows: false,
+            ..LockOptions::default()
+        })
+        .build()
+        .expect("store");
+    (store, faults)
+}
+
 /// As [`faulty_store`], committing without row marks
 /// ([`LockOptions::row_marks`] off, as earlier versions did): its journals
 /// can be contradicted by a stray write, and its commits undo themselves.
@@ -1430,18 +1446,32 @@ async fn a_commit_claiming_a_taken_unique_value_is_value_taken_and_writes_nothin
 #[tokio::test(start_paused = true)]
 async fn a_commit_whose_lease_runs_out_before_its_journal_is_stored_is_lease_lost_and_applies_nothing()
  {
+    // Journalled in the lock blob: the stall is just before the journal
+    // write. Deciding in a row: just before the commit point (the marking
+    // transaction is slow).
+    for (journal, op) in [(true, Op::PutBlob), (false, Op::Batch)] {
+        lease_runs_out_before_the_commit_point(journal, op).await;
+    }
+}
+
+async fn lease_runs_out_before_the_commit_point(journal: bool, op: Op) {
     let backend = memory();
     let next = store_on(backend.clone());
     open(&next, &["j"]).await;
-    let (stalled, faults) = faulty_store(&backend);
+    let (stalled, faults) = if journal {
+        journalling_faulty_store(&backend)
+    } else {
+        faulty_store(&backend)
+    };
     let mut unit = stalled.lock("j").await.unwrap();
     let mut a = unit.get::<Account>("main").await.unwrap().unwrap();
     a.balance -= 30;
     unit.replace(&a).unwrap();
     assert!(unit.get::<Entry>("t1").await.unwrap().is_none());
     unit.insert(&entry("j", "t1", -30)).unwrap();
-    // Two tables: the journal is the commit's first lock-blob write.
-    faults.inject(Some(Op::PutBlob), 1, Fault::Delay(LEASE * 3));
+    // Two tables: the journal is the commit's first lock-blob write; the
+    // marking transaction its first transaction.
+    faults.inject(Some(op), 1, Fault::Delay(LEASE * 3));
     faults.set_latency(Some(Op::RenewLease), Duration::from_secs(3600));
     let (committed, ()) = tokio::join!(unit.commit(), async {
         sleep(LEASE + Duration::from_secs(2)).await;
@@ -1554,7 +1584,7 @@ async fn undoing_a_commit_with_row_marks_is_invalid_and_finishing_rolls_it_forwa
     let backend = memory();
     let healthy = store_on(backend.clone());
     open(&healthy, &["m"]).await;
-    let (dying, faults) = faulty_store(&backend);
+    let (dying, faults) = journalling_faulty_store(&backend);
     let mut unit = dying.lock("m").await.unwrap();
     let mut a = unit.get::<Account>("main").await.unwrap().unwrap();
     a.balance -= 30;

@@ -714,9 +714,11 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
             .collect();
         (c.iter().map(|(_, n)| n).sum(), c)
     };
-    // 2 acquires + 2 reads (entity, index row) + 2 transactions marking the
-    // rows + journal + 2 transactions + journal clear + 2 releases +
-    // read-back. No lock-blob read:
+    // 2 acquires + 2 reads (entity, index row) + the transaction marking
+    // the other group's row + the commit point (the first group's
+    // transaction with the decision row) + the transaction finishing the
+    // marked row + the decision row's delete + 2 releases + read-back. No
+    // lock-blob read or write:
     // this process wrote both lock blobs last (the warm-up), and the
     // acquires' replies show them unchanged.
     super::fresh_tenure().await;
@@ -724,15 +726,16 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
     let ann = t.insert(member("1", "a@x.org")).await.expect("insert");
     let budget = vec![
         (Op::Get, 3),
-        (Op::Batch, 4),
-        (Op::PutBlob, 2),
+        (Op::Write, 1),
+        (Op::Batch, 3),
         (Op::AcquireLease, 2),
         (Op::ReleaseLease, 2),
     ];
-    assert_eq!(counts(&counter), (13, budget.clone()), "insert");
-    // Three locks and three partitions written: 3 transactions marking
-    // the rows, the journal, 3 transactions, the journal clear; reads of the
-    // entity, the old and the new index rows, and the read-back.
+    assert_eq!(counts(&counter), (11, budget.clone()), "insert");
+    // Three locks and three partitions written: 2 transactions marking
+    // the rows, the commit point, 2 finishing transactions, the decision
+    // row's delete; reads of the entity, the old and the new index rows,
+    // and the read-back.
     super::fresh_tenure().await;
     counter.reset();
     let mut moved = ann.clone();
@@ -741,11 +744,11 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
     assert_eq!(
         counts(&counter),
         (
-            18,
+            16,
             vec![
                 (Op::Get, 4),
-                (Op::Batch, 6),
-                (Op::PutBlob, 2),
+                (Op::Write, 1),
+                (Op::Batch, 5),
                 (Op::AcquireLease, 3),
                 (Op::ReleaseLease, 3),
             ]
@@ -776,7 +779,7 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
     counter.reset();
     t.delete(&same).await.expect("delete");
     let (total, _) = counts(&counter);
-    assert_eq!(total, 12, "delete");
+    assert_eq!(total, 10, "delete");
 }
 
 /// A process dies at every request of an indexed write moving a value (a

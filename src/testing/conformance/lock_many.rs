@@ -51,6 +51,18 @@ fn process(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
         .expect("valid store")
 }
 
+/// As [`process`], journalling commits over several groups in the
+/// primary's lock blob (see [`journalling`]).
+fn journalling_process(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
+    Store::builder_shared(backend)
+        .table_prefix(prefix)
+        .expect("valid prefix")
+        .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
+        .lock_options(journalling())
+        .build()
+        .expect("valid store")
+}
+
 /// As [`process`], committing without row marks, as earlier versions did.
 fn unmarked_process(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
     Store::builder_shared(backend)
@@ -60,6 +72,16 @@ fn unmarked_process(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store
         .lock_options(unmarked())
         .build()
         .expect("valid store")
+}
+
+/// Lock options journalling commits over several groups in the primary's
+/// lock blob ([`LockOptions::decision_rows`] off): the protocol a commit
+/// falls back to when its rows do not fit a decision.
+pub(super) fn journalling() -> LockOptions {
+    LockOptions {
+        decision_rows: false,
+        ..LockOptions::default()
+    }
 }
 
 /// Lock options without row marks ([`LockOptions::row_marks`] off).
@@ -406,27 +428,28 @@ fn counts(counter: &RequestCounter) -> Vec<(Op, u64)> {
 }
 
 /// The request budget of a unit over P partitions with G groups and R
-/// reads, on locks this process took last: P acquires + R reads + G
-/// transactions marking the rows + journal + G transactions + journal
-/// clear + P releases — for P = 2 (G = 4, R = 2) and P = 3 (G = 3,
-/// R = 3); the lock blobs are unchanged since this process wrote them, so
-/// they are not read. Once another process has taken the locks, the next
+/// reads, on locks this process took last: P acquires + R reads + G − 1
+/// transactions marking the rows + the commit point (the first group's
+/// transaction with the decision row) + G − 1 transactions finishing the
+/// marked rows + the decision row's delete + P releases — for P = 2 (G =
+/// 4, R = 2) and P = 3 (G = 3, R = 3); the lock blobs are neither read
+/// (unchanged since this process took them) nor written. Once another process has taken the locks, the next
 /// unit reads each lock blob and records itself as holder again: 2 P more.
 pub async fn a_cross_partition_unit_costs_its_budget_exactly(ctx: &Ctx) {
     let (store, counter) = counted(ctx, &["a", "b", "c"]).await;
     transfer(&store, "a", "b", 5, "t1").await.unwrap();
-    // 2 + 2 + (4 + 1 + 4 + 1) + 2 = 16
+    // 2 + 2 + (3 + 1 + 3 + 1) + 2 = 14
     assert_eq!(
         counts(&counter),
         vec![
             (Op::Get, 2),
-            (Op::Batch, 8),
-            (Op::PutBlob, 2),
+            (Op::Write, 1),
+            (Op::Batch, 7),
             (Op::AcquireLease, 2),
             (Op::ReleaseLease, 2),
         ]
     );
-    assert_eq!(counter.total(), 16);
+    assert_eq!(counter.total(), 14);
 
     super::fresh_tenure().await;
     counter.reset();
@@ -438,18 +461,18 @@ pub async fn a_cross_partition_unit_costs_its_budget_exactly(ctx: &Ctx) {
     }
     let report = unit.commit().await.unwrap();
     assert_eq!((report.partitions, report.batches), (3, 3));
-    // 3 + 3 + (3 + 1 + 3 + 1) + 3 = 17
+    // 3 + 3 + (2 + 1 + 2 + 1) + 3 = 15
     assert_eq!(
         counts(&counter),
         vec![
             (Op::Get, 3),
-            (Op::Batch, 6),
-            (Op::PutBlob, 2),
+            (Op::Write, 1),
+            (Op::Batch, 5),
             (Op::AcquireLease, 3),
             (Op::ReleaseLease, 3),
         ]
     );
-    assert_eq!(counter.total(), 17);
+    assert_eq!(counter.total(), 15);
 
     // One partition × one table stays one transaction: the single-partition
     // budget (acquire + read + transaction + release).
@@ -475,20 +498,20 @@ pub async fn a_cross_partition_unit_costs_its_budget_exactly(ctx: &Ctx) {
     super::fresh_tenure().await;
     counter.reset();
     transfer(&store, "a", "b", 5, "t2").await.unwrap();
-    // 16 + 2 lock-blob reads + 2 holder writes = 20
+    // 14 + 2 lock-blob reads + 2 holder writes = 18
     assert_eq!(
         counts(&counter),
         vec![
             (Op::Get, 2),
-            (Op::Batch, 8),
-            (Op::PutBlob, 2),
+            (Op::Write, 1),
+            (Op::Batch, 7),
             (Op::GetBlob, 2),
             (Op::SetBlobMetadata, 2),
             (Op::AcquireLease, 2),
             (Op::ReleaseLease, 2),
         ]
     );
-    assert_eq!(counter.total(), 20);
+    assert_eq!(counter.total(), 18);
 }
 
 /// Requests that do not depend on each other go out together: with every
@@ -496,9 +519,9 @@ pub async fn a_cross_partition_unit_costs_its_budget_exactly(ctx: &Ctx) {
 /// service's own), a unit over two partitions takes its locks in 1 round
 /// trip (the acquires at once) when their blobs are as this process last
 /// wrote them, and in 2 (acquires, then lock-blob reads, each pair at once)
-/// once another process wrote them; its journalled commit — intents,
-/// journal, the four transactions, the clears — takes 4, then it gives its
-/// locks up in 1. Counted as elapsed time over `L`: exact on paused time;
+/// once another process wrote them; its commit — the marks, the commit
+/// point, the marked rows finished, then the decision row's delete with
+/// the releases — takes 4. Counted as elapsed time over `L`: exact on paused time;
 /// on real time, where a busy machine's slow replies add to `L`, fewer than
 /// sending one request after another would take.
 pub async fn a_cross_partition_unit_sends_independent_requests_together(ctx: &Ctx) {
@@ -559,23 +582,27 @@ pub async fn a_cross_partition_unit_sends_independent_requests_together(ctx: &Ct
     let t = tokio::time::Instant::now();
     let report = unit.commit().await.unwrap();
     assert_eq!(report.batches, 4);
-    // One by one: an intent, the journal, four transactions, the journal
-    // and intent clears, two releases.
+    // One by one: three marking transactions, the commit point, three
+    // finishing transactions, the decision row's delete, two releases.
     check(
         t,
-        5,
+        4,
         10,
-        "intents, journal, transactions, clears, then the releases",
+        "marks, commit point, finishing transactions, then the releases",
     );
     assert_eq!(balance(&healthy, "a").await, 94);
     assert_eq!(balance(&healthy, "b").await, 106);
     nothing_pending(&healthy, &["a", "b"]).await;
 
     // Another process under the same owner name commits on both
-    // partitions: the lock blobs change, the recorded holder does not.
+    // partitions, journalling: the lock blobs change, the recorded holder
+    // does not.
+    // It journals in the lock blobs, so they change (a commit deciding in
+    // a row writes no lock blob).
     let twin = Store::builder_shared(memory.clone())
         .table_prefix(&prefix)
         .expect("valid prefix")
+        .lock_options(journalling())
         .lease_options(
             LeaseOptions::new()
                 .with_duration(ctx.lease_duration())
@@ -630,8 +657,9 @@ pub async fn a_lock_lost_while_it_is_taken_is_lease_lost(ctx: &Ctx) {
 }
 
 /// Handed over within the process, a cross-partition unit sends no
-/// acquire, no lock-blob read: R reads + (P − 1) intents + journal + G +
-/// clear + (P − 1) intent clears, and the releases of the last unit.
+/// acquire, no lock-blob read: R reads + (G − 1) marking transactions +
+/// the commit point + (G − 1) finishing transactions + the decision row's
+/// delete, and the releases of the last unit.
 pub async fn a_handed_over_cross_partition_unit_skips_acquires_and_reads(ctx: &Ctx) {
     let (store, counter) = counted(ctx, &["a", "b"]).await;
     let first = store.lock_many(["a", "b"]).await.unwrap();
@@ -663,13 +691,14 @@ pub async fn a_handed_over_cross_partition_unit_skips_acquires_and_reads(ctx: &C
     assert!(unit.is_handed_over());
     assert_eq!(counter.get(Op::Get), 2, "{:?}", counts(&counter));
     unit.commit().await.unwrap();
-    // R (2) + G (2) marks + journal + G (2) + clear + 2 releases
+    // R (2) + 1 marking transaction + commit point + 1 finishing
+    // transaction + decision delete + 2 releases
     assert_eq!(
         counts(&counter),
         vec![
             (Op::Get, 2),
-            (Op::Batch, 4),
-            (Op::PutBlob, 2),
+            (Op::Write, 1),
+            (Op::Batch, 3),
             (Op::ReleaseLease, 2),
         ]
     );
@@ -678,7 +707,7 @@ pub async fn a_handed_over_cross_partition_unit_skips_acquires_and_reads(ctx: &C
 
 /// Something writes a row of the commit without the lock after the unit
 /// read it: marking that row is refused, so the commit fails before its
-/// journal, the marks made on the other rows are taken off again, and the
+/// commit point, the marks made on the other rows are taken off again, and the
 /// commit returns the refusal naming the row — every row as before the
 /// commit (the other writer's kept), no record left. The same for a
 /// single-partition commit over two tables.
@@ -726,11 +755,13 @@ pub async fn a_row_changed_since_it_was_read_fails_the_commit_before_anything_is
         .unwrap();
     counter.reset();
     let e = unit.commit().await.expect_err("refused");
-    // 3 transactions marking the rows (b's refused), at once; the 2
-    // transactions taking a's marks off; 2 releases. No journal.
+    // 2 transactions marking the rows of b's account (refused) and a's
+    // ledger, at once (a's account is the commit point's, not marked); the
+    // transaction taking the ledger's placeholder off; 2 releases. No
+    // commit point, no journal.
     assert_eq!(
         counts(&counter),
-        vec![(Op::Batch, 5), (Op::ReleaseLease, 2)],
+        vec![(Op::Batch, 3), (Op::ReleaseLease, 2)],
         "{e}"
     );
     let refusal = match &e {
@@ -983,17 +1014,18 @@ async fn crash_run(
 /// it sends after its reads), as (name, request, which one).
 fn steps(p: u64) -> Vec<(String, Op, u64)> {
     let mut s = Vec::new();
-    // The first round: the marks on the rows of each of the 2P − 1
-    // transactions, all at once.
+    // 2P − 1 groups: the first (the first customer's account) is the
+    // commit point; the first round marks the rows of the others, all at
+    // once.
     let groups = 2 * p - 1;
-    for g in 1..=groups {
+    for g in 1..groups {
         s.push((format!("marks of transaction {g}"), Op::Batch, g));
     }
-    s.push(("journal".into(), Op::PutBlob, 1));
-    for g in 1..=groups {
-        s.push((format!("transaction {g}"), Op::Batch, groups + g));
+    s.push(("commit point".into(), Op::Batch, groups));
+    for g in 1..groups {
+        s.push((format!("finishing transaction {g}"), Op::Batch, groups + g));
     }
-    s.push(("journal clear".into(), Op::PutBlob, 2));
+    s.push(("decision row delete".into(), Op::Write, 1));
     s
 }
 
@@ -1082,8 +1114,8 @@ fn paid_first(before: &State) -> State {
 /// Runs one cross-partition commit in a "process" that stops just before
 /// request `nth` of kind `op` of its commit for three lease durations, its
 /// renewals hanging meanwhile; another process takes every participant's
-/// lock in the pause (rolling a stored journal forward, clearing stale
-/// intents). Returns what the stopped process was told, and the state
+/// lock in the pause and reads the rows (finishing a decided commit's,
+/// withdrawing an undecided one). Returns what the stopped process was told, and the state
 /// before and once it answered.
 async fn pause_run(
     ctx: &Ctx,
@@ -1115,6 +1147,9 @@ async fn pause_run(
         for c in &customers {
             next.lock(*c).await.unwrap().abandon().await.unwrap();
         }
+        // Reading the rows finishes what is decided and withdraws what is
+        // not (after taking the primary's lock).
+        let _ = state(&next, &customers).await;
     });
     let stored = state(&next, &customers).await;
     drop(paused);
@@ -1122,10 +1157,10 @@ async fn pause_run(
 }
 
 /// A holder stopped past its leases before each request of a commit over
-/// 2 and 3 partitions, while the next holder takes the locks and rolls
-/// forward what was decided, is told what storage holds: `Ok` exactly when
-/// every write is applied (by itself, or by the next holder's roll-forward,
-/// which the report says), and an error exactly when nothing is.
+/// 2 and 3 partitions, while the next holder takes the locks and reads the
+/// rows, finishing what was decided, is told what storage holds: `Ok`
+/// exactly when every write is applied (by itself, or finished by the next
+/// holder, which the report says), and an error exactly when nothing is.
 pub async fn a_holder_paused_past_its_lease_at_every_step_is_told_what_is_stored(ctx: &Ctx) {
     let mut runs = Vec::new();
     for p in [2u64, 3] {
@@ -1169,6 +1204,95 @@ pub async fn a_holder_paused_past_its_lease_at_every_step_is_told_what_is_stored
 }
 
 /// A commit that cannot finish and cannot read back its outcome (storage
+/// stops answering right after its commit point's transaction is applied,
+/// its reply lost) is in doubt, naming its primary partition and
+/// transaction; once storage answers, `commit_outcome` says applied, and
+/// readers see the commit whole. Asked about a transaction whose commit
+/// point never arrived, `commit_outcome` withdraws it (so that it never
+/// can) and says not recorded.
+pub async fn a_commit_whose_decision_cannot_be_read_is_in_doubt_until_asked_again(ctx: &Ctx) {
+    let memory = ctx.backend().clone();
+    let prefix = format!("{}n", ctx.prefix());
+    let healthy = process(ctx, memory.clone(), &prefix);
+    let customers = ["x", "y"];
+    open(&healthy, &customers, 100).await;
+    let before = state(&healthy, &customers).await;
+    for lands in [true, false] {
+        let faulty = FaultyBackend::new(memory.clone());
+        let injector = faulty.injector();
+        let dying = process(ctx, Arc::new(faulty), &prefix);
+        let mut unit = dying.lock_many(customers).await.unwrap();
+        let mut x = unit.get_in::<Account>("x", "main").await.unwrap().unwrap();
+        let mut y = unit.get_in::<Account>("y", "main").await.unwrap().unwrap();
+        x.balance += 10;
+        y.balance -= 10;
+        unit.replace(&x).unwrap();
+        unit.replace(&y).unwrap();
+        let id = if lands { "t" } else { "u" };
+        unit.insert(&Entry {
+            customer: "y".into(),
+            id: id.into(),
+            amount: -10,
+        })
+        .unwrap();
+        // Two transactions mark y's rows; the third is the commit point:
+        // applied with its reply lost, or never arriving; then storage
+        // stops answering (the decision cannot be read).
+        if lands {
+            injector.lose_reply_nth(Some(Op::Batch), 3);
+        } else {
+            injector.fail_nth(Some(Op::Batch), 3);
+        }
+        injector.die_at_nth(Some(Op::Get), 1);
+        let e = unit.commit().await.expect_err("in doubt");
+        assert_eq!(e.kind(), ErrorKind::InDoubt, "{e}");
+        let leasehold::Error::InDoubt {
+            primary,
+            transaction,
+            ..
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        let transaction = transaction.as_deref().expect("a commit point has an id");
+        assert!(e.to_string().contains(transaction), "{e}");
+        let (outcome, expected) = if lands {
+            (CommitOutcome::Applied, vec![110, 0, 90, 1])
+        } else {
+            (CommitOutcome::NotRecorded, vec![110, 0, 90, 1])
+        };
+        assert_eq!(
+            healthy
+                .commit_outcome(primary.clone(), transaction)
+                .await
+                .unwrap(),
+            outcome,
+            "the commit point landed: {lands}"
+        );
+        // Asked again, the same answer: it is final.
+        assert_eq!(
+            healthy
+                .commit_outcome(primary.clone(), transaction)
+                .await
+                .unwrap(),
+            outcome
+        );
+        assert_eq!(
+            state(&healthy, &customers).await,
+            expected,
+            "readers see the first commit whole, and nothing of the second"
+        );
+        drop(dying);
+    }
+    assert_ne!(before, vec![110, 0, 90, 1]);
+    for c in customers {
+        healthy.lock(c).await.unwrap().abandon().await.unwrap();
+    }
+    nothing_pending(&healthy, &customers).await;
+}
+
+/// A commit journalled in its primary's lock blob (see [`journalling`])
+/// that cannot finish and cannot read back its outcome (storage
 /// stops answering right after its journal is stored) is in doubt, naming
 /// its primary partition and transaction; once storage answers,
 /// `commit_outcome` says the commit is pending, rolling the primary
@@ -1177,13 +1301,13 @@ pub async fn a_holder_paused_past_its_lease_at_every_step_is_told_what_is_stored
 pub async fn a_commit_that_cannot_read_its_outcome_is_in_doubt_until_asked_again(ctx: &Ctx) {
     let memory = ctx.backend().clone();
     let prefix = format!("{}d", ctx.prefix());
-    let healthy = process(ctx, memory.clone(), &prefix);
+    let healthy = journalling_process(ctx, memory.clone(), &prefix);
     let customers = ["x", "y"];
     open(&healthy, &customers, 100).await;
     let before = state(&healthy, &customers).await;
     let faulty = FaultyBackend::new(memory.clone());
     let injector = faulty.injector();
-    let dying = process(ctx, Arc::new(faulty), &prefix);
+    let dying = journalling_process(ctx, Arc::new(faulty), &prefix);
     let mut unit = dying.lock_many(customers).await.unwrap();
     let mut x = unit.get_in::<Account>("x", "main").await.unwrap().unwrap();
     let mut y = unit.get_in::<Account>("y", "main").await.unwrap().unwrap();
