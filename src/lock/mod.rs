@@ -29,8 +29,46 @@
 //!
 //! * Writes to **one partition of one table** (at most 100 of them) go in
 //!   one entity-group transaction, which the service applies atomically.
-//! * Anything else is a *journalled commit*. The *primary* partition is the
-//!   first written partition in canonical order.
+//! * Anything else writes several (partition, table) *groups*, and by
+//!   default **decides in a row** (code: `decided.rs`, `decision.rs`). The
+//!   first group in canonical order (partition, then table) with room for
+//!   one more operation is the *primary group*; its partition is the
+//!   *primary*.
+//!   1. Every row of every other group gets a *row mark* naming a fresh
+//!      transaction id (which names the primary group's table) and the
+//!      primary, and carries the row the commit leaves (its after-image,
+//!      reserved property `_lhNew`): one transaction per group and 100
+//!      rows, all at once, each row written as read plus the reserved
+//!      properties, conditioned on the ETag the unit read (a placeholder
+//!      where the row was absent). A row changed since the unit read it
+//!      fails its mark, and the commit fails here, nothing applied.
+//!   2. **The commit point**: the primary group's own writes, each
+//!      conditioned on the row as the unit read it, and the insert of the
+//!      commit's *decision row* (row key `_lhCommit.<id>`, state
+//!      `committed`), in one entity-group transaction: applied whole or not
+//!      at all.
+//!   3. Every marked row is replaced by the row the commit leaves, at the
+//!      ETag its mark produced, all at once.
+//!   4. The decision row is deleted, together with the locks' releases.
+//!
+//!   After the unit's reads that is 4 sequential round trips, the releases
+//!   included, and no lock-blob write. A reader meeting a mark reads the
+//!   decision row: `committed`, it writes the row the commit leaves;
+//!   `withdrawn`, it takes the mark off; none, it waits briefly for the
+//!   writer, then takes the primary's lock (so a live commit is never
+//!   withdrawn) and **inserts** the decision row as `withdrawn`. The commit
+//!   point inserts the same row, so exactly one of the two is stored, and a
+//!   writer that wakes after being withdrawn has its commit point refused
+//!   whole: no clock or lease takes part in the decision. Row keys starting
+//!   `_lhCommit.` are reserved: queries never return them. A decision row
+//!   outlives its commit only when the commit stopped before its marks
+//!   were all off (readers still need it) or was withdrawn (a paused writer
+//!   may still send its commit point).
+//! * Where a row with its mark and after-image would be over the service's
+//!   limits (a string property holds 64 KiB, an entity 1 MiB and 255
+//!   properties), where no group has room, or with
+//!   [`LockOptions::decision_rows`] off, the commit is *journalled* in the
+//!   primary's lock blob instead:
 //!   1. Every row the commit writes gets a *row mark* naming a fresh
 //!      transaction id and the primary: one transaction per partition,
 //!      table and 100 rows, all at once, each row written as read plus the
@@ -55,7 +93,11 @@
 //!
 //!   Then the locks are given up, all at once. After the unit's reads, a
 //!   journalled commit so takes 4 sequential round trips however many
-//!   partitions and tables it writes, and the releases a fifth.
+//!   partitions and tables it writes, and the releases a fifth. The rest of
+//!   this page says "journal" for the commit point of either kind where it
+//!   makes no difference: for a commit deciding in a row, the decision row
+//!   plays the journal's part, and a reader meeting its marks finishes or
+//!   withdraws it as described above.
 //!
 //!   The other partitions' lock blobs are not written: their rows carry the
 //!   marks, which every reader resolves through the primary (see "Units and
@@ -150,7 +192,17 @@
 //!   the transaction, and [`Store::commit_outcome`](crate::Store::commit_outcome)
 //!   answers once storage does.
 //!
-//! A commit that fails after its journal write was sent does not guess: it
+//! A commit deciding in a row whose commit point's reply is lost reads its
+//! decision row; finding none, it withdraws the commit itself (inserting
+//! the row as `withdrawn`), so the answer is final either way: `Ok`, or an
+//! error with nothing applied. Only when storage cannot be asked is it
+//! [`crate::Error::InDoubt`]; [`Store::commit_outcome`](crate::Store::commit_outcome)
+//! then reads (or makes) the decision the same way. A commit withdrawn by
+//! the next holder of the primary's lock, after its own lease ran out, is
+//! [`crate::Error::LeaseLost`] with nothing applied.
+//!
+//! A journalled commit that fails after its journal write was sent does
+//! not guess: it
 //! gives its locks up and reads the primary's lock blob. A journal still
 //! there is decided, so it takes the primary's lock again, which rolls the
 //! journal forward, and answers `Ok`. A journal finished by someone else
@@ -301,18 +353,25 @@
 //! by another task of the same process (see [`crate::lease`]'s
 //! process-local sharing) skip their acquire, lock-blob read and release.
 //!
+//! A commit deciding in a row (the default) sends, instead of the journalled
+//! part, `G` − 1 marking transactions + the commit point + `G` − 1
+//! finishing transactions + the decision row's delete: `2G` requests, and
+//! no lock-blob write.
+//!
 //! So one table of one partition costs acquire + lock-blob read + `R` +
 //! 1 + release (5 with one read; 4 taken back unchanged; 6 taken from
-//! another process, with the holder write), two tables `R` + 9 (`R` + 8
-//! taken back unchanged), and a transfer between two customers (an
-//! account and a ledger entry each: `P` = 2, `G` = 4, `R` = 2) costs 18:
-//! 16 when both locks are taken back unchanged, 20 when both come from
-//! another process, and 12 once both locks are handed over (plus the
-//! releases of the last unit in the queue).
+//! another process, with the holder write), two tables `R` + 7 (`R` + 6
+//! taken back unchanged; journalled, `R` + 9 and `R` + 8), and a transfer
+//! between two customers (an account and a ledger entry each: `P` = 2,
+//! `G` = 4, `R` = 2) costs 16: 14 when both locks are taken back
+//! unchanged, 18 when both come from another process, and 10 once both
+//! locks are handed over (plus the releases of the last unit in the
+//! queue). Journalled, the same transfer costs 2 more (18, 16, 20, 12).
 //!
-//! A journalled commit refused before its journal (a row changed since it
-//! was read) sends its marking transactions, then one transaction per
-//! marking transaction that went through (taking its marks off).
+//! A commit refused before its commit point (a row changed since it was
+//! read) sends its marking transactions (and, deciding in a row, the
+//! refused commit point), then one transaction per marking transaction
+//! that went through (taking its marks off).
 //!
 //! Without row marks, a journalled commit sends `P` − 1 intents (together,
 //! in its first round) instead of the `G` marking transactions, and clears
@@ -327,9 +386,10 @@
 //! transfer), but it is neither atomic nor crash-safe: a crash between the
 //! transactions leaves money gone from one customer and not arrived at the
 //! other, and nothing finishes it; nor does it keep optimistic writers from
-//! overwriting what a unit read. The journal's write and clear are the
-//! price of the decision record, the `G` marking transactions that of
-//! living beside optimistic writes.
+//! overwriting what a unit read. The decision row's delete (or the
+//! journal's write and clear) is the price of the decision record, the
+//! marking transactions that of atomicity and of living beside optimistic
+//! writes.
 //!
 //! # Lock blobs
 //!
