@@ -216,8 +216,11 @@ async fn crashed_transfer(
     let dying = Store::builder(faulty)
         .table_prefix(prefix)
         .unwrap()
+        // A journal in the lock blob for the operator to see: not deciding
+        // in a row.
         .lock_options(LockOptions {
             row_marks: marks,
+            decision_rows: false,
             ..LockOptions::default()
         })
         .build()

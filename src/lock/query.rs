@@ -164,11 +164,12 @@ impl<E: Entity> UnitQuery<'_, E> {
                         rows.push(row);
                     }
                 }
-                // Fence rows (fenced writes) are not the caller's entities.
-                for row in rows
-                    .into_iter()
-                    .filter(|r| !is_fence_row(r.data.row_key.as_str()))
-                {
+                // Fence rows (fenced writes) and commits' decision rows are
+                // not the caller's entities.
+                for row in rows.into_iter().filter(|r| {
+                    !is_fence_row(r.data.row_key.as_str())
+                        && !super::decision::is_decision_row(&r.data.row_key)
+                }) {
                     let key = (slot.clone(), row.data.row_key.clone());
                     seen.insert(row.data.row_key.clone(), ());
                     unit.reads.entry(key).or_insert(Some(row));

@@ -593,15 +593,17 @@ impl Unit {
     /// Applies every staged write, all or nothing, then gives the locks up.
     ///
     /// `Ok` means every write is applied — by this unit, or, when it lost
-    /// its lease after its journal was stored, by the partition's next
-    /// holder ([`CommitReport::finished_by`]). Every error but
+    /// its lease after its commit point (its decision row or journal
+    /// stored), finished by the partition's next holder or a reader
+    /// ([`CommitReport::finished_by`]). Every error but
     /// [`Error::InDoubt`] means nothing of the commit is applied. See "What
     /// the caller is told" in the [module docs](super).
     ///
     /// # Errors
     /// * [`Error::LeaseLost`] when a lease has less than the commit margin
-    ///   left (nothing is sent), or was lost before the journal was stored
-    ///   (nothing is applied);
+    ///   left (nothing is sent), or was lost before the commit point — the
+    ///   decision row or the journal stored — (nothing is applied; the
+    ///   next holder of the primary's lock may have withdrawn the commit);
     /// * [`Error::Invalid`] for writes breaking a service limit — nothing is
     ///   sent;
     /// * [`Error::Batch`] (with a [`Error::Conflict`] or
@@ -617,11 +619,13 @@ impl Unit {
     ///   decided journal cannot be rolled forward — the journal is kept for
     ///   an operator;
     /// * [`Error::InDoubt`] when the commit could not finish after its
-    ///   journal write was sent and storage could not be asked what it
+    ///   commit point was sent and storage could not be asked what it
     ///   holds: all or nothing is applied, and
     ///   [`Store::commit_outcome`](crate::Store::commit_outcome) tells which;
     /// * [`Error::Transient`], [`Error::Unavailable`] and other backend
-    ///   errors before the journal write — nothing is applied.
+    ///   errors before the commit point, or after a commit point whose
+    ///   reply was lost and which the commit then withdrew itself — nothing
+    ///   is applied.
     pub async fn commit(self) -> Result<CommitReport> {
         self.commit_and_settle().await
     }

@@ -1291,6 +1291,63 @@ pub async fn a_commit_whose_decision_cannot_be_read_is_in_doubt_until_asked_agai
     nothing_pending(&healthy, &customers).await;
 }
 
+/// A commit deciding in a row whose writer dies right after its commit
+/// point (before the transaction finishing the other partition's marked
+/// row) answers `Ok` — it is applied — and leaves its decision row, which
+/// the marked row still needs. Plain queries, a unit's queries and reads
+/// return only the entities, the marked row finished; `commit_outcome`
+/// says applied.
+pub async fn decision_rows_are_never_returned_to_callers(ctx: &Ctx) {
+    let memory = ctx.backend().clone();
+    let prefix = format!("{}h", ctx.prefix());
+    let healthy = process(ctx, memory.clone(), &prefix);
+    let customers = ["x", "y"];
+    open(&healthy, &customers, 100).await;
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let dying = process(ctx, Arc::new(faulty), &prefix);
+    let mut unit = dying.lock_many(customers).await.unwrap();
+    let mut x = unit.get_in::<Account>("x", "main").await.unwrap().unwrap();
+    let mut y = unit.get_in::<Account>("y", "main").await.unwrap().unwrap();
+    x.balance += 10;
+    y.balance -= 10;
+    unit.replace(&x).unwrap();
+    unit.replace(&y).unwrap();
+    // x's account is the commit point; y's is marked first, finished last.
+    injector.die_at_nth(Some(Op::Batch), 3);
+    let report = unit.commit().await.expect("applied at its commit point");
+    let transaction = report.transaction.clone().expect("an id");
+    drop(dying);
+    tokio::time::sleep(ctx.lease_duration() * 2 + Duration::from_secs(1)).await;
+    let accounts = healthy.table::<Account>();
+    let all = accounts.query().all().await.expect("a plain query");
+    let mut seen: Vec<(String, i64)> = all
+        .iter()
+        .map(|a| (a.customer.clone(), a.balance))
+        .collect();
+    seen.sort();
+    assert_eq!(seen, vec![("x".into(), 110), ("y".into(), 90)]);
+    let in_x = accounts
+        .query()
+        .partition("x")
+        .all()
+        .await
+        .expect("the primary's partition");
+    assert_eq!(in_x.len(), 1, "only the account, not the decision row");
+    let mut unit = healthy.lock_many(customers).await.unwrap();
+    let found = unit.query::<Account>().all().await.expect("a unit query");
+    assert_eq!(found.len(), 2, "a unit's query returns the entities only");
+    unit.abandon().await.unwrap();
+    assert_eq!(
+        healthy
+            .commit_outcome("x", &transaction)
+            .await
+            .expect("readable"),
+        CommitOutcome::Applied
+    );
+    nothing_pending(&healthy, &customers).await;
+}
+
 /// A commit journalled in its primary's lock blob (see [`journalling`])
 /// that cannot finish and cannot read back its outcome (storage
 /// stops answering right after its journal is stored) is in doubt, naming

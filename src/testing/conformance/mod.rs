@@ -428,6 +428,7 @@ macro_rules! conformance_suite {
                 a_holder_paused_past_its_lease_at_every_step_is_told_what_is_stored,
                 a_commit_that_cannot_read_its_outcome_is_in_doubt_until_asked_again,
                 a_commit_whose_decision_cannot_be_read_is_in_doubt_until_asked_again,
+                decision_rows_are_never_returned_to_callers,
             ]
             blocking []
         );
