@@ -167,10 +167,9 @@ fn key_position(
     if let Expr::Lit(ExprLit {
         lit: Lit::Int(lit), ..
     }) = &value
+        && let Ok(n) = lit.base10_parse::<usize>()
     {
-        if let Ok(n) = lit.base10_parse::<usize>() {
-            return Ok(Position::At(n, lit.clone()));
-        }
+        return Ok(Position::At(n, lit.clone()));
     }
     errors.spanned(
         value,

@@ -243,13 +243,13 @@ impl QuerySpec {
     /// [`Error::Invalid`] for a page size of 0 or over 1000, or a filter
     /// the service would reject.
     pub fn validate(&self) -> Result<()> {
-        if let Some(top) = self.top {
-            if top == 0 || top > Self::MAX_PAGE_SIZE {
-                return Err(Error::invalid(
-                    "page size",
-                    format!("{top} is outside 1..={}", Self::MAX_PAGE_SIZE),
-                ));
-            }
+        if let Some(top) = self.top
+            && (top == 0 || top > Self::MAX_PAGE_SIZE)
+        {
+            return Err(Error::invalid(
+                "page size",
+                format!("{top} is outside 1..={}", Self::MAX_PAGE_SIZE),
+            ));
         }
         if let Some(filter) = &self.filter {
             filter.validate()?;

@@ -56,13 +56,13 @@ pub(crate) fn validate_entity(
     // One pass: names, value sizes and the entity size (as `entity_size`).
     let mut size = 4 + 2 * utf16_len(pk.as_str()) + 2 * utf16_len(rk.as_str());
     for (name, value) in props.iter() {
-        if !is_plain_property_name(name) {
-            if let Some(why) = property_name_problem(name) {
-                return Err(Error::invalid(
-                    format!("property name {name:?} in {}", at()),
-                    why,
-                ));
-            }
+        if !is_plain_property_name(name)
+            && let Some(why) = property_name_problem(name)
+        {
+            return Err(Error::invalid(
+                format!("property name {name:?} in {}", at()),
+                why,
+            ));
         }
         let value_size = match value {
             Value::String(s) => {

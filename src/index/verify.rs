@@ -332,10 +332,10 @@ async fn fix(store: &Store, indexes: &Indexes, problem: Problem) -> Result<bool>
                         if target.as_ref() == Some(&e.entity) {
                             return Ok(false);
                         }
-                        if let Some(t) = &target {
-                            if holds(store, indexes, e.def, &e.key, t).await? {
-                                return Ok(false);
-                            }
+                        if let Some(t) = &target
+                            && holds(store, indexes, e.def, &e.key, t).await?
+                        {
+                            return Ok(false);
                         }
                         TableOp::Replace(data, Precondition::IfMatch(r.etag))
                     }
@@ -363,10 +363,10 @@ async fn fix(store: &Store, indexes: &Indexes, problem: Problem) -> Result<bool>
                     let key = crate::key::CompositeKey::split(ipk.as_str())
                         .ok()
                         .and_then(|mut p| (p.len() == 2).then(|| p.swap_remove(1)));
-                    if let Some(key) = key {
-                        if holds(store, indexes, def, &key, &target).await? {
-                            return Ok(false);
-                        }
+                    if let Some(key) = key
+                        && holds(store, indexes, def, &key, &target).await?
+                    {
+                        return Ok(false);
                     }
                 }
                 store

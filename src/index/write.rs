@@ -91,24 +91,23 @@ pub(crate) async fn route<E: Entity>(
         }
         _ => None,
     };
-    if let (Some(stored), false) = (&known, matches!(write, W::Delete(_))) {
-        if indexes.keys(Some(stored))? == indexes.keys(after(Some(stored)).as_ref())? {
-            return Ok(None);
-        }
+    if let (Some(stored), false) = (&known, matches!(write, W::Delete(_)))
+        && indexes.keys(Some(stored))? == indexes.keys(after(Some(stored)).as_ref())?
+    {
+        return Ok(None);
     }
-    if let (W::Delete(_), Some(stored)) = (&write, &known) {
-        if indexes.keys(Some(stored))?.iter().all(Option::is_none) {
-            return Ok(None);
-        }
+    if let (W::Delete(_), Some(stored)) = (&write, &known)
+        && indexes.keys(Some(stored))?.iter().all(Option::is_none)
+    {
+        return Ok(None);
     }
-    if let (W::Insert(_), Some(new)) = (&write, &new) {
-        if indexes
+    if let (W::Insert(_), Some(new)) = (&write, &new)
+        && indexes
             .keys(Some(&new.properties))?
             .iter()
             .all(Option::is_none)
-        {
-            return Ok(None);
-        }
+    {
+        return Ok(None);
     }
     let mut hint: Option<Properties> = match &write {
         W::Insert(_) => None,
@@ -120,13 +119,12 @@ pub(crate) async fn route<E: Entity>(
             // A conditional replace or merge of the version just read that
             // leaves every indexed value alone (`update_with`, say) is the
             // plain write: its condition holds only on that version.
-            if let (W::Replace(v) | W::Merge(v), Some(s)) = (&write, &stored) {
-                if &s.etag == v.etag()
-                    && indexes.keys(Some(&s.data.properties))?
-                        == indexes.keys(after(Some(&s.data.properties)).as_ref())?
-                {
-                    return Ok(None);
-                }
+            if let (W::Replace(v) | W::Merge(v), Some(s)) = (&write, &stored)
+                && &s.etag == v.etag()
+                && indexes.keys(Some(&s.data.properties))?
+                    == indexes.keys(after(Some(&s.data.properties)).as_ref())?
+            {
+                return Ok(None);
             }
             stored.map(|s| s.data.properties)
         }

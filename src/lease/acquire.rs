@@ -143,16 +143,16 @@ impl ManagerInner {
                 TenureBounds::of(&self.env.settings).continue_within,
             );
             let guard = LeaseGuard::new(core, slot.clone(), state, Acquisition::Fresh);
-            if self.env.settings.owner_metadata {
-                if let Err(e) = guard.core.write_owner().await {
-                    if guard.core.shared.is_lost() {
-                        // Ended here, not by a task spawned on drop: the
-                        // caller's next call must find the name free.
-                        let _ = guard.release().await;
-                        return Err(e);
-                    }
-                    warn!(error = %e, "could not record the lease owner");
+            if self.env.settings.owner_metadata
+                && let Err(e) = guard.core.write_owner().await
+            {
+                if guard.core.shared.is_lost() {
+                    // Ended here, not by a task spawned on drop: the
+                    // caller's next call must find the name free.
+                    let _ = guard.release().await;
+                    return Err(e);
                 }
+                warn!(error = %e, "could not record the lease owner");
             }
             Ok(Some(guard))
         }

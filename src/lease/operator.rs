@@ -167,13 +167,13 @@ impl LeaseManager {
     /// error otherwise.
     pub async fn break_lease(&self, name: &str, period: Option<Duration>) -> Result<BreakOutcome> {
         let name = LeaseName::new(name)?;
-        if let Some(p) = period {
-            if p > LeaseDuration::MAX || p.subsec_nanos() != 0 {
-                return Err(Error::invalid(
-                    format!("break period {p:?}"),
-                    "must be whole seconds from 0 to 60",
-                ));
-            }
+        if let Some(p) = period
+            && (p > LeaseDuration::MAX || p.subsec_nanos() != 0)
+        {
+            return Err(Error::invalid(
+                format!("break period {p:?}"),
+                "must be whole seconds from 0 to 60",
+            ));
         }
         let env = &self.inner.env;
         let blob = name.blob_name()?;

@@ -203,13 +203,13 @@ impl LeaseOptions {
             None => (LeaseDuration::Infinite, None),
             Some(d) => (LeaseDuration::timed(d)?, Some(d)),
         };
-        if let Some(len) = lease_len {
-            if self.drift_margin >= len / 2 {
-                return Err(Error::invalid(
-                    format!("drift margin {:?}", self.drift_margin),
-                    format!("must be less than half the lease duration ({len:?})"),
-                ));
-            }
+        if let Some(len) = lease_len
+            && self.drift_margin >= len / 2
+        {
+            return Err(Error::invalid(
+                format!("drift margin {:?}", self.drift_margin),
+                format!("must be less than half the lease duration ({len:?})"),
+            ));
         }
         let renew_interval = match (self.renew_interval, lease_len) {
             (Some(i), Some(len)) => {

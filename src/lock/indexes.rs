@@ -218,17 +218,17 @@ impl Unit {
             let (slot, _) = self.index_slot(indexes, change)?;
             let irk = Indexes::row(def, &change.entity.0, &change.entity.1)?;
             // Only a row pointing at this entity is its own to delete.
-            if let Some(row) = self.read_for_index(&slot, &irk).await? {
-                if index::target_of(&row.data).as_ref() == Some(&change.entity) {
-                    self.stage_index(
-                        slot,
-                        TableOp::Delete {
-                            partition_key: row.data.partition_key,
-                            row_key: row.data.row_key,
-                            if_match: Some(row.etag),
-                        },
-                    )?;
-                }
+            if let Some(row) = self.read_for_index(&slot, &irk).await?
+                && index::target_of(&row.data).as_ref() == Some(&change.entity)
+            {
+                self.stage_index(
+                    slot,
+                    TableOp::Delete {
+                        partition_key: row.data.partition_key,
+                        row_key: row.data.row_key,
+                        if_match: Some(row.etag),
+                    },
+                )?;
             }
         }
         for change in &claims {

@@ -129,12 +129,11 @@ pub(crate) async fn outcome(
     let Some(blob) = locks.read_blob(name).await? else {
         return Ok(CommitOutcome::NotRecorded);
     };
-    if let Some(record) = blob.document.section(crate::lease::LOCK_SECTION) {
-        if let LockRecord::Journal(j) = LockRecord::from_value(record.clone())? {
-            if j.txn.as_deref() == Some(txn) {
-                return Ok(CommitOutcome::Pending);
-            }
-        }
+    if let Some(record) = blob.document.section(crate::lease::LOCK_SECTION)
+        && let LockRecord::Journal(j) = LockRecord::from_value(record.clone())?
+        && j.txn.as_deref() == Some(txn)
+    {
+        return Ok(CommitOutcome::Pending);
     }
     Ok(
         match lines(blob.document.section(OUTCOME_SECTION))

@@ -397,14 +397,14 @@ pub(crate) fn key_range_filter(
     property: &'static str,
     range: (Bound<String>, Bound<String>),
 ) -> Option<Filter> {
-    if let (Bound::Included(low), Bound::Included(high)) = &range {
-        if low == high {
-            return Some(Filter::compare(
-                property,
-                CmpOp::Eq,
-                Value::String(low.clone()),
-            ));
-        }
+    if let (Bound::Included(low), Bound::Included(high)) = &range
+        && low == high
+    {
+        return Some(Filter::compare(
+            property,
+            CmpOp::Eq,
+            Value::String(low.clone()),
+        ));
     }
     let lower = match range.0 {
         Bound::Included(s) => Some(Filter::compare(property, CmpOp::Ge, Value::String(s))),

@@ -300,13 +300,13 @@ impl<E: Entity> Query<E> {
                 }
             }
         }
-        if let Some(size) = self.page_size {
-            if size == 0 || size > QuerySpec::MAX_PAGE_SIZE {
-                return Err(Error::invalid(
-                    "page size",
-                    format!("{size} is outside 1..={}", QuerySpec::MAX_PAGE_SIZE),
-                ));
-            }
+        if let Some(size) = self.page_size
+            && (size == 0 || size > QuerySpec::MAX_PAGE_SIZE)
+        {
+            return Err(Error::invalid(
+                "page size",
+                format!("{size} is outside 1..={}", QuerySpec::MAX_PAGE_SIZE),
+            ));
         }
         let continuation = self
             .resume

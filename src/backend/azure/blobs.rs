@@ -645,13 +645,13 @@ impl AzureBackend {
     ) -> Result<Duration> {
         check_blob_name(blob)?;
         let what = format!("lease on {}", blob_what(container, blob));
-        if let Some(p) = period {
-            if p.subsec_nanos() != 0 || p > LeaseDuration::MAX {
-                return Err(Error::invalid(
-                    format!("break period {p:?}"),
-                    "must be whole seconds from 0 to 60",
-                ));
-            }
+        if let Some(p) = period
+            && (p.subsec_nanos() != 0 || p > LeaseDuration::MAX)
+        {
+            return Err(Error::invalid(
+                format!("break period {p:?}"),
+                "must be whole seconds from 0 to 60",
+            ));
         }
         self.retrying("break_lease", |_| async move {
             let mut builder = self.blob_client(container, blob).break_lease();

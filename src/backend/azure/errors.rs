@@ -311,10 +311,10 @@ fn credential_failure(e: &azure_core::Error) -> Option<&CredentialFailure> {
         if let Some(f) = s.downcast_ref::<CredentialFailure>() {
             return Some(f);
         }
-        if let Some(inner) = s.downcast_ref::<azure_core::Error>() {
-            if let Some(f) = inner.downcast_ref::<CredentialFailure>() {
-                return Some(f);
-            }
+        if let Some(inner) = s.downcast_ref::<azure_core::Error>()
+            && let Some(f) = inner.downcast_ref::<CredentialFailure>()
+        {
+            return Some(f);
         }
         source = s.source();
     }

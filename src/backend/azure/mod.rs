@@ -42,6 +42,9 @@
 //!   own (such as the fault injector of [`crate::testing`]) go in front of
 //!   it through [`AzureBackendBuilder::policy`].
 
+mod auth;
+#[cfg(test)]
+mod auth_tests;
 mod batch;
 mod blobs;
 mod connection;

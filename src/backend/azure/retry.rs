@@ -207,15 +207,15 @@ impl TransportRetry {
             },
         )
         .await;
-        if let Err(failure) = &result {
-            if failure.is_transient() {
-                tracing::warn!(
-                    operation,
-                    attempts = lock().next.number - 1,
-                    failure = %failure.describe(),
-                    "transient failure; giving up"
-                );
-            }
+        if let Err(failure) = &result
+            && failure.is_transient()
+        {
+            tracing::warn!(
+                operation,
+                attempts = lock().next.number - 1,
+                failure = %failure.describe(),
+                "transient failure; giving up"
+            );
         }
         result
     }

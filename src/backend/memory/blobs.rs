@@ -166,10 +166,11 @@ impl BlobStore {
             }
             return Ok(());
         };
-        if let BlobWriteMode::IfMatch(etag) = &conditions.mode {
-            if etag.as_str() != "*" && *etag != blob.etag {
-                return Err(Error::from_service(412, Some("ConditionNotMet"), what()));
-            }
+        if let BlobWriteMode::IfMatch(etag) = &conditions.mode
+            && etag.as_str() != "*"
+            && *etag != blob.etag
+        {
+            return Err(Error::from_service(412, Some("ConditionNotMet"), what()));
         }
         if conditions.mode == BlobWriteMode::Create {
             return Err(match kind {

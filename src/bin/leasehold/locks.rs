@@ -76,18 +76,17 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
             }
             // An intent is resolved through its primary partition, whose
             // lock the crashed unit held too.
-            if break_first {
-                if let Some(p) = store.pending_commit(partition_key.as_str()).await? {
-                    if p.is_intent() {
-                        let primary = store.lock_lease_name(p.primary.as_str())?;
-                        if store.locks().describe(primary.as_str()).await?.is_held() {
-                            store
-                                .locks()
-                                .break_lease(primary.as_str(), Some(Duration::ZERO))
-                                .await?;
-                            out.note(&format!("broke the lease of lock {primary} (the primary)"));
-                        }
-                    }
+            if break_first
+                && let Some(p) = store.pending_commit(partition_key.as_str()).await?
+                && p.is_intent()
+            {
+                let primary = store.lock_lease_name(p.primary.as_str())?;
+                if store.locks().describe(primary.as_str()).await?.is_held() {
+                    store
+                        .locks()
+                        .break_lease(primary.as_str(), Some(Duration::ZERO))
+                        .await?;
+                    out.note(&format!("broke the lease of lock {primary} (the primary)"));
                 }
             }
             if d.is_held() && !break_first {

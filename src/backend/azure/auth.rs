@@ -1,0 +1,320 @@
+//! Signing for the `azure_core` 1.x pipeline: the storage headers every
+//! request carries, Shared Key signatures for the Table and Blob services,
+//! and SAS tokens appended to the query.
+//!
+//! `azure_storage_blob` 1.x authenticates only with Entra ID tokens or SAS
+//! URLs, and there is no 1.x Table crate, so account keys (Azurite's too)
+//! are leasehold's to sign. The rules are those of the storage REST
+//! reference ("Authorize with Shared Key"):
+//!
+//! * **Table**: `VERB`, `Content-MD5`, `Content-Type`, the date (the
+//!   `x-ms-date` value) and the canonical resource `/{account}{path}`
+//!   (with `?comp=…` when the query has a `comp` parameter), one per line.
+//! * **Blob**: `VERB`, then `Content-Encoding`, `Content-Language`,
+//!   `Content-Length` (empty when 0), `Content-MD5`, `Content-Type`, `Date`,
+//!   `If-Modified-Since`, `If-Match`, `If-None-Match`,
+//!   `If-Unmodified-Since` and `Range`, one per line; then every `x-ms-`
+//!   header as `name:value` (names lowercased and sorted); then the
+//!   canonical resource `/{account}{path}`, followed by each query
+//!   parameter as `name:value` (names lowercased and sorted, values
+//!   decoded, several values of one name sorted and joined by commas).
+//!
+//! The signature is the base64 HMAC-SHA256 of that text under the decoded
+//! account key, sent as `Authorization: SharedKey {account}:{signature}`.
+//! A request whose URL already carries a signature (`sig`) is not signed
+//! again.
+//!
+//! The Azure backend still sends through the 0.21 pipeline; these policies
+//! take over as its requests move to the 1.x one.
+#![allow(dead_code)]
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use azure_core_v1::credentials::Secret;
+use azure_core_v1::error::{Error as CoreError, ErrorKind as CoreErrorKind};
+use azure_core_v1::http::headers::{HeaderName, Headers};
+use azure_core_v1::http::policies::{Policy, PolicyResult};
+use azure_core_v1::http::{Context, Request, Url};
+
+/// The header carrying the request's time.
+const MS_DATE: HeaderName = HeaderName::from_static("x-ms-date");
+/// The header carrying the service version.
+const MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
+/// The header carrying the signature or token.
+const AUTHORIZATION: HeaderName = HeaderName::from_static("authorization");
+
+/// The storage service a request goes to: the two sign differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Service {
+    Blob,
+    Table,
+}
+
+/// What a Shared Key signature covers of a request.
+pub(crate) struct Signed<'a> {
+    /// The HTTP method, as sent (`PATCH` for a merge).
+    pub(crate) method: &'a str,
+    pub(crate) url: &'a Url,
+    pub(crate) headers: &'a Headers,
+    /// The body's length in bytes (the `Content-Length` the transport
+    /// sends, which is not among the headers when signing).
+    pub(crate) content_length: u64,
+}
+
+impl Signed<'_> {
+    fn header(&self, name: &'static str) -> &str {
+        self.headers
+            .get_optional_str(&HeaderName::from_static(name))
+            .unwrap_or_default()
+    }
+
+    /// The text a Shared Key signature for `account` signs.
+    pub(crate) fn string_to_sign(&self, service: Service, account: &str) -> String {
+        match service {
+            Service::Table => {
+                let date = match self.header("x-ms-date") {
+                    "" => self.header("date"),
+                    date => date,
+                };
+                let mut resource = format!("/{account}{}", self.url.path());
+                if let Some((_, comp)) = self.url.query_pairs().find(|(k, _)| k == "comp") {
+                    resource.push_str("?comp=");
+                    resource.push_str(&comp);
+                }
+                [
+                    self.method,
+                    self.header("content-md5"),
+                    self.header("content-type"),
+                    date,
+                    &resource,
+                ]
+                .join("\n")
+            }
+            Service::Blob => {
+                let length = match self.content_length {
+                    0 => String::new(),
+                    n => n.to_string(),
+                };
+                let mut text = [
+                    self.method,
+                    self.header("content-encoding"),
+                    self.header("content-language"),
+                    &length,
+                    self.header("content-md5"),
+                    self.header("content-type"),
+                    self.header("date"),
+                    self.header("if-modified-since"),
+                    self.header("if-match"),
+                    self.header("if-none-match"),
+                    self.header("if-unmodified-since"),
+                    self.header("range"),
+                ]
+                .join("\n");
+                text.push('\n');
+                let mut ms: Vec<(&str, &str)> = self
+                    .headers
+                    .iter()
+                    .filter(|(name, _)| name.as_str().starts_with("x-ms-"))
+                    .map(|(name, value)| (name.as_str(), value.as_str()))
+                    .collect();
+                ms.sort_unstable();
+                for (name, value) in ms {
+                    text.push_str(name);
+                    text.push(':');
+                    text.push_str(value);
+                    text.push('\n');
+                }
+                text.push('/');
+                text.push_str(account);
+                text.push_str(self.url.path());
+                let mut params: Vec<(String, String)> = self
+                    .url
+                    .query_pairs()
+                    .map(|(k, v)| (k.to_lowercase(), v.into_owned()))
+                    .collect();
+                params.sort_unstable();
+                let mut last: Option<String> = None;
+                for (name, value) in params {
+                    if last.as_deref() == Some(name.as_str()) {
+                        text.push(',');
+                    } else {
+                        text.push('\n');
+                        text.push_str(&name);
+                        text.push(':');
+                        last = Some(name);
+                    }
+                    text.push_str(&value);
+                }
+                text
+            }
+        }
+    }
+}
+
+/// Whether `url` already carries a signature (a SAS).
+fn is_signed(url: &Url) -> bool {
+    url.query_pairs().any(|(k, _)| k == "sig")
+}
+
+/// Hands `request` to the next policy; a signing policy at the end of a
+/// pipeline is a construction error, reported, not a panic.
+async fn forward(
+    ctx: &Context<'_>,
+    request: &mut Request,
+    next: &[Arc<dyn Policy>],
+) -> PolicyResult {
+    match next.split_first() {
+        Some((first, rest)) => first.send(ctx, request, rest).await,
+        None => Err(CoreError::with_message(
+            CoreErrorKind::Other,
+            "a leasehold signing policy was the last of its pipeline",
+        )),
+    }
+}
+
+/// The time in the form HTTP headers carry it (IMF-fixdate, always GMT).
+pub(crate) fn http_date(at: time::OffsetDateTime) -> String {
+    const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
+        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+    );
+    at.to_offset(time::UtcOffset::UTC)
+        .format(FORMAT)
+        .unwrap_or_default()
+}
+
+/// Sets `x-ms-date` (fresh on every try, before signing) and, where the
+/// request has none, `x-ms-version`.
+#[derive(Debug, Clone)]
+pub(crate) struct StorageHeadersPolicy {
+    version: &'static str,
+}
+
+impl StorageHeadersPolicy {
+    /// Headers naming service version `version`.
+    pub(crate) fn new(version: &'static str) -> Self {
+        StorageHeadersPolicy { version }
+    }
+}
+
+#[async_trait]
+impl Policy for StorageHeadersPolicy {
+    async fn send(
+        &self,
+        ctx: &Context,
+        request: &mut Request,
+        next: &[Arc<dyn Policy>],
+    ) -> PolicyResult {
+        request.insert_header(MS_DATE, http_date(time::OffsetDateTime::now_utc()));
+        if request.headers().get_optional_str(&MS_VERSION).is_none() {
+            request.insert_header(MS_VERSION, self.version);
+        }
+        forward(ctx, request, next).await
+    }
+}
+
+/// Signs requests with an account key (Shared Key, for `service`).
+#[derive(Clone)]
+pub(crate) struct SharedKeyPolicy {
+    account: String,
+    key: Secret,
+    service: Service,
+}
+
+impl SharedKeyPolicy {
+    /// Signs as `account` with `key` (base64, as the portal shows it).
+    pub(crate) fn new(account: impl Into<String>, key: Secret, service: Service) -> Self {
+        SharedKeyPolicy {
+            account: account.into(),
+            key,
+            service,
+        }
+    }
+
+    /// The `Authorization` value for `signed`.
+    ///
+    /// # Errors
+    /// A credential error when the key is not base64.
+    pub(crate) fn authorization(&self, signed: &Signed<'_>) -> azure_core_v1::Result<String> {
+        let text = signed.string_to_sign(self.service, &self.account);
+        let mac = azure_core_v1::hmac::hmac_sha256(&text, &self.key).map_err(|_| {
+            // The key's own error could quote it: a message of our own.
+            CoreError::with_message(CoreErrorKind::Credential, "the account key is not base64")
+        })?;
+        Ok(format!("SharedKey {}:{mac}", self.account))
+    }
+}
+
+impl fmt::Debug for SharedKeyPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedKeyPolicy")
+            .field("account", &self.account)
+            .field("key", &"<redacted>")
+            .field("service", &self.service)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl Policy for SharedKeyPolicy {
+    async fn send(
+        &self,
+        ctx: &Context,
+        request: &mut Request,
+        next: &[Arc<dyn Policy>],
+    ) -> PolicyResult {
+        if !is_signed(request.url()) {
+            let method = request.method();
+            let authorization = self.authorization(&Signed {
+                method: method.as_str(),
+                url: request.url(),
+                headers: request.headers(),
+                content_length: request.body().len().unwrap_or(0),
+            })?;
+            request.insert_header(AUTHORIZATION, authorization);
+        }
+        forward(ctx, request, next).await
+    }
+}
+
+/// Appends a shared access signature's parameters to every request's
+/// query, unless the URL carries a signature already.
+#[derive(Clone)]
+pub(crate) struct SasPolicy {
+    pairs: Vec<(String, String)>,
+}
+
+impl SasPolicy {
+    /// The policy for the (decoded) parameters of a SAS token.
+    pub(crate) fn new(pairs: Vec<(String, String)>) -> Self {
+        SasPolicy { pairs }
+    }
+}
+
+impl fmt::Debug for SasPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.pairs.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("SasPolicy")
+            .field("parameters", &names)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl Policy for SasPolicy {
+    async fn send(
+        &self,
+        ctx: &Context,
+        request: &mut Request,
+        next: &[Arc<dyn Policy>],
+    ) -> PolicyResult {
+        if !is_signed(request.url()) {
+            request
+                .url_mut()
+                .query_pairs_mut()
+                .extend_pairs(self.pairs.iter());
+        }
+        forward(ctx, request, next).await
+    }
+}
