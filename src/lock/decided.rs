@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 
 use crate::backend::{Precondition, StoredEntity, TableOp, validate_batch};
-use crate::entity::Value;
+use crate::entity::{Value, validate_entity};
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey};
 
@@ -99,6 +99,18 @@ impl Decided {
                 let after = after_text(&apply_op(op, read.as_ref(), &ETag::new("*")));
                 if let Some(data) = pre.data_mut() {
                     data.properties.insert_static(AFTER, Value::String(after));
+                    // The row with its mark and after-image must still be
+                    // one the service stores.
+                    if validate_entity(
+                        b.table.as_str(),
+                        &data.partition_key,
+                        &data.row_key,
+                        &data.properties,
+                    )
+                    .is_err()
+                    {
+                        return Ok(None);
+                    }
                 }
                 ops.push(pre);
             }

@@ -798,6 +798,62 @@ pub async fn two_table_unit_costs_acquire_reads_journal_batches_clear_release(ct
     assert_eq!(counter.total(), 8);
 }
 
+/// A row whose mark cannot carry the row the commit leaves (here a note of
+/// 32 760 characters, within the service's 64 KiB for a string property,
+/// but not once quoted in the after-image's JSON text) is not refused: the commit is journalled in the lock blob
+/// instead (the journal and its clear), applied whole; a unit whose rows fit
+/// decides in a row again.
+pub async fn rows_too_large_for_their_after_image_are_journalled(ctx: &Ctx) {
+    let (store, counter) = counted(ctx).await;
+    let note = "n".repeat(32_760);
+    let mut unit = store.lock("alice").await.unwrap();
+    let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+    a.balance -= 1;
+    unit.replace(&a).unwrap();
+    assert!(unit.get::<Audit>("big").await.unwrap().is_none());
+    unit.insert(&Audit {
+        customer: "alice".into(),
+        id: "big".into(),
+        note: note.clone(),
+    })
+    .unwrap();
+    let report = unit.commit().await.unwrap();
+    let txn = report.transaction.clone().expect("an id");
+    assert!(!txn.contains('.'), "a lock-blob journal's id: {txn}");
+    assert_eq!(
+        counter.get(Op::PutBlob),
+        2,
+        "the journal and its clear: {:?}",
+        counts(&counter)
+    );
+    let stored = store
+        .table::<Audit>()
+        .get("alice", "big")
+        .await
+        .unwrap()
+        .expect("inserted");
+    assert_eq!(stored.note, note);
+    assert!(store.pending_commit("alice").await.unwrap().is_none());
+
+    counter.reset();
+    let mut unit = store.lock("alice").await.unwrap();
+    let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+    a.balance -= 1;
+    unit.replace(&a).unwrap();
+    let mut big = unit.get::<Audit>("big").await.unwrap().unwrap();
+    big.note = "small".into();
+    unit.replace(&big).unwrap();
+    let report = unit.commit().await.unwrap();
+    assert!(
+        report
+            .transaction
+            .as_deref()
+            .is_some_and(|t| t.contains('.')),
+        "{report:?}"
+    );
+    assert_eq!(counter.get(Op::PutBlob), 0, "{:?}", counts(&counter));
+}
+
 /// Handed over unit skips acquire read and release.
 pub async fn handed_over_unit_skips_acquire_read_and_release(ctx: &Ctx) {
     let (store, counter) = counted(ctx).await;
