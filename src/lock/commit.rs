@@ -16,6 +16,7 @@ use super::roll_forward::roll_forward;
 use super::settle::Unsettled;
 use super::unit::{Slot, Unit};
 use crate::backend::{Precondition, StoredEntity, TableBackend, TableOp, Version, validate_batch};
+use crate::entity::validate_entity;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 use crate::outcome::{self, Locked};
@@ -320,8 +321,17 @@ impl Unit {
             .collect();
         for (b, ops) in batches.iter().zip(&prewrites) {
             // A mark adds a property to the row as read: a row at the
-            // service's size limit cannot take one, and is refused here.
+            // service's limits cannot take one, and is refused here,
+            // before anything is sent.
             validate_batch(b.table.as_str(), ops)?;
+            for data in ops.iter().filter_map(TableOp::data) {
+                validate_entity(
+                    b.table.as_str(),
+                    &data.partition_key,
+                    &data.row_key,
+                    &data.properties,
+                )?;
+            }
         }
         let etags = self.mark_rows(batches, &prewrites).await?;
 

@@ -854,6 +854,53 @@ pub async fn rows_too_large_for_their_after_image_are_journalled(ctx: &Ctx) {
     assert_eq!(counter.get(Op::PutBlob), 0, "{:?}", counts(&counter));
 }
 
+/// A row that cannot take a mark at all (here an audit row another program
+/// wrote with as many properties as the service allows) makes a commit
+/// over two tables fail with `Invalid` naming it, before any transaction
+/// or journal is sent; nothing changes.
+pub async fn a_row_that_cannot_take_a_mark_is_invalid_before_anything_is_sent(ctx: &Ctx) {
+    use leasehold::entity::{EntityData, Value};
+    use leasehold::{DynamicEntity, PartitionKey, RowKey};
+    let (store, counter) = counted(ctx).await;
+    let mut wide = DynamicEntity::new(
+        PartitionKey::new("alice").unwrap(),
+        RowKey::new("wide").unwrap(),
+    );
+    wide.properties.insert("note", Value::String("n".into()));
+    for i in 1..EntityData::MAX_PROPERTIES {
+        wide.properties
+            .insert(format!("x{i}"), Value::Int32(i as i32));
+    }
+    store.dynamic_table("LockAudit").insert(wide).await.unwrap();
+    counter.reset();
+    let mut unit = store.lock("alice").await.unwrap();
+    let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+    let before = a.balance;
+    a.balance -= 1;
+    unit.replace(&a).unwrap();
+    let mut audit = unit.get::<Audit>("wide").await.unwrap().unwrap();
+    audit.note = "changed".into();
+    unit.replace(&audit).unwrap();
+    let e = unit.commit().await.expect_err("no room for a mark");
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    assert!(e.to_string().contains("wide"), "names the row: {e}");
+    for op in [Op::Batch, Op::Write, Op::PutBlob] {
+        assert_eq!(counter.get(op), 0, "{op:?} sent: {:?}", counts(&counter));
+    }
+    let t = store.table::<Account>();
+    assert_eq!(
+        t.get("alice", "acct0").await.unwrap().unwrap().balance,
+        before
+    );
+    let stored = store
+        .table::<Audit>()
+        .get("alice", "wide")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.note, "n");
+}
+
 /// Handed over unit skips acquire read and release.
 pub async fn handed_over_unit_skips_acquire_read_and_release(ctx: &Ctx) {
     let (store, counter) = counted(ctx).await;

@@ -454,6 +454,7 @@ macro_rules! conformance_suite {
                 one_table_unit_costs_acquire_reads_batch_release,
                 two_table_unit_costs_acquire_reads_journal_batches_clear_release,
                 rows_too_large_for_their_after_image_are_journalled,
+                a_row_that_cannot_take_a_mark_is_invalid_before_anything_is_sent,
                 handed_over_unit_skips_acquire_read_and_release,
                 one_hundred_queued_units_share_one_acquire_and_one_release,
                 more_than_100_writes_to_one_table_are_journalled,
