@@ -1221,20 +1221,7 @@ pub async fn a_commit_whose_decision_cannot_be_read_is_in_doubt_until_asked_agai
         let faulty = FaultyBackend::new(memory.clone());
         let injector = faulty.injector();
         let dying = process(ctx, Arc::new(faulty), &prefix);
-        let mut unit = dying.lock_many(customers).await.unwrap();
-        let mut x = unit.get_in::<Account>("x", "main").await.unwrap().unwrap();
-        let mut y = unit.get_in::<Account>("y", "main").await.unwrap().unwrap();
-        x.balance += 10;
-        y.balance -= 10;
-        unit.replace(&x).unwrap();
-        unit.replace(&y).unwrap();
-        let id = if lands { "t" } else { "u" };
-        unit.insert(&Entry {
-            customer: "y".into(),
-            id: id.into(),
-            amount: -10,
-        })
-        .unwrap();
+        let unit = y_pays_x(&dying, Some(if lands { "t" } else { "u" })).await;
         // Two transactions mark y's rows; the third is the commit point:
         // applied with its reply lost, or never arriving; then storage
         // stops answering (the decision cannot be read).
@@ -1291,6 +1278,27 @@ pub async fn a_commit_whose_decision_cannot_be_read_is_in_doubt_until_asked_agai
     nothing_pending(&healthy, &customers).await;
 }
 
+/// A unit of `store` over "x" and "y" in which y pays 10 to x, staged, with
+/// y's ledger entry `entry` when given.
+async fn y_pays_x(store: &Store, entry: Option<&str>) -> leasehold::lock::Unit {
+    let mut unit = store.lock_many(["x", "y"]).await.unwrap();
+    let mut x = unit.get_in::<Account>("x", "main").await.unwrap().unwrap();
+    let mut y = unit.get_in::<Account>("y", "main").await.unwrap().unwrap();
+    x.balance += 10;
+    y.balance -= 10;
+    unit.replace(&x).unwrap();
+    unit.replace(&y).unwrap();
+    if let Some(id) = entry {
+        unit.insert(&Entry {
+            customer: "y".into(),
+            id: id.into(),
+            amount: -10,
+        })
+        .unwrap();
+    }
+    unit
+}
+
 /// A commit deciding in a row whose writer dies right after its commit
 /// point (before the transaction finishing the other partition's marked
 /// row) answers `Ok` — it is applied — and leaves its decision row, which
@@ -1306,13 +1314,7 @@ pub async fn decision_rows_are_never_returned_to_callers(ctx: &Ctx) {
     let faulty = FaultyBackend::new(memory.clone());
     let injector = faulty.injector();
     let dying = process(ctx, Arc::new(faulty), &prefix);
-    let mut unit = dying.lock_many(customers).await.unwrap();
-    let mut x = unit.get_in::<Account>("x", "main").await.unwrap().unwrap();
-    let mut y = unit.get_in::<Account>("y", "main").await.unwrap().unwrap();
-    x.balance += 10;
-    y.balance -= 10;
-    unit.replace(&x).unwrap();
-    unit.replace(&y).unwrap();
+    let unit = y_pays_x(&dying, None).await;
     // x's account is the commit point; y's is marked first, finished last.
     injector.die_at_nth(Some(Op::Batch), 3);
     let report = unit.commit().await.expect("applied at its commit point");
@@ -1365,19 +1367,7 @@ pub async fn a_commit_that_cannot_read_its_outcome_is_in_doubt_until_asked_again
     let faulty = FaultyBackend::new(memory.clone());
     let injector = faulty.injector();
     let dying = journalling_process(ctx, Arc::new(faulty), &prefix);
-    let mut unit = dying.lock_many(customers).await.unwrap();
-    let mut x = unit.get_in::<Account>("x", "main").await.unwrap().unwrap();
-    let mut y = unit.get_in::<Account>("y", "main").await.unwrap().unwrap();
-    x.balance += 10;
-    y.balance -= 10;
-    unit.replace(&x).unwrap();
-    unit.replace(&y).unwrap();
-    unit.insert(&Entry {
-        customer: "y".into(),
-        id: "t".into(),
-        amount: -10,
-    })
-    .unwrap();
+    let unit = y_pays_x(&dying, Some("t")).await;
     // Storage stops answering at the first transaction, after the journal
     // (the three transactions marking the rows went through).
     injector.die_at_nth(Some(Op::Batch), 4);
