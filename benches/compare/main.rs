@@ -30,6 +30,7 @@ mod hot;
 mod indexes;
 mod memory;
 mod per_op;
+mod raw;
 mod report;
 mod setup;
 mod stats;
@@ -43,7 +44,7 @@ use indexes::indexes;
 use memory::memory_vs_azurite;
 use per_op::per_operation;
 use report::Report;
-use setup::{Env, Sample, parse_connection_string, raw_service, round_trip_now};
+use setup::{Env, Sample, round_trip_now};
 use stats::median;
 use units::locked_units;
 
@@ -70,18 +71,12 @@ async fn main() -> Res<()> {
         .and_then(|s| s.parse::<f64>().ok())
         .filter(|s| *s > 0.0)
         .unwrap_or(1.0);
-    let conn = parse_connection_string(&conn_str);
     let env = Env {
-        raw: raw_service(&conn),
+        raw: raw::RawTables::connect(&conn_str)?,
         conn_str,
         scale,
     };
-    env.raw
-        .table_client(Sample::TABLE)
-        .create()
-        .into_future()
-        .await
-        .ok();
+    env.raw.create_table(Sample::TABLE).await?;
     // `LEASEHOLD_BENCH_ONLY=codec,handoff` runs only the named sections
     // (per-op, codec, units, hot, memory, handoff, indexes, across).
     let only = std::env::var("LEASEHOLD_BENCH_ONLY").ok();

@@ -1,12 +1,8 @@
 //! Shared setup: the benchmark entities, the Azurite connection and the
 //! timing helpers every section uses.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use azure_core::auth::Secret;
-use azure_data_tables::clients::{TableClient, TableServiceClient, TableServiceClientBuilder};
-use azure_storage::{CloudLocation, StorageCredentials};
 use base64::Engine as _;
 use leasehold::backend::azure::AzureBackend;
 use leasehold::backend::{BlobBackend, BlobConditions, LeaseDuration, LeaseId, Metadata};
@@ -15,10 +11,11 @@ use leasehold::key::{BlobName, ContainerName};
 use leasehold::testing::{CountingBackend, FaultyBackend, RequestCounter};
 use leasehold::{Entity, ErrorKind, Store};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Value as Json, json};
 use uuid::Uuid;
 
 use crate::Res;
+use crate::raw::RawTables;
 use crate::stats::{ms, random_between};
 
 /// The 12-field entity of every table benchmark; it derives both leasehold's
@@ -71,7 +68,7 @@ pub(crate) fn sample(pk: &str, rk: &str, i: i64) -> Sample {
     }
 }
 
-/// The same entity written by hand the way a user of `azure_data_tables`
+/// The same entity written by hand the way a user of raw Table requests
 /// must: every type the service cannot infer annotated with `@odata.type`.
 pub(crate) fn raw_json(s: &Sample) -> Json {
     json!({
@@ -95,42 +92,9 @@ pub(crate) fn raw_json(s: &Sample) -> Json {
     })
 }
 
-pub(crate) struct Conn {
-    account: String,
-    key: String,
-    table_endpoint: String,
-}
-
-pub(crate) fn parse_connection_string(s: &str) -> Conn {
-    let mut parts = BTreeMap::new();
-    for part in s.split(';').filter(|p| !p.is_empty()) {
-        if let Some((k, v)) = part.split_once('=') {
-            parts.insert(k.to_owned(), v.to_owned());
-        }
-    }
-    Conn {
-        account: parts["AccountName"].clone(),
-        key: parts["AccountKey"].clone(),
-        table_endpoint: parts["TableEndpoint"].trim_end_matches('/').to_owned(),
-    }
-}
-
-/// The SDK's own client, with its default options.
-pub(crate) fn raw_service(conn: &Conn) -> TableServiceClient {
-    let creds = StorageCredentials::access_key(conn.account.clone(), Secret::new(conn.key.clone()));
-    TableServiceClientBuilder::with_location(
-        CloudLocation::Custom {
-            account: conn.account.clone(),
-            uri: conn.table_endpoint.clone(),
-        },
-        creds,
-    )
-    .build()
-}
-
 pub(crate) struct Env {
     pub(crate) conn_str: String,
-    pub(crate) raw: TableServiceClient,
+    pub(crate) raw: RawTables,
     pub(crate) scale: f64,
 }
 
@@ -163,10 +127,6 @@ impl Env {
         let backend = CountingBackend::new(faulty);
         let counter = backend.counter();
         (Store::new(backend), counter)
-    }
-
-    pub(crate) fn raw_table(&self, name: &str) -> TableClient {
-        self.raw.table_client(name)
     }
 }
 
@@ -251,18 +211,15 @@ where
     (sa, sb)
 }
 
-/// Median of `n` simple gets now, as the SDK client does them.
+/// Median of `n` simple gets now, as raw requests.
 pub(crate) async fn round_trip_now(env: &Env, n: usize) -> Res<Vec<f64>> {
     let pk = format!("rtt-{}", Uuid::new_v4().simple());
-    let table = env.raw_table(Sample::TABLE);
-    table
-        .insert::<_, Json>(raw_json(&sample(&pk, "r", 0)))?
-        .into_future()
+    env.raw
+        .insert(Sample::TABLE, &raw_json(&sample(&pk, "r", 0)))
         .await?;
-    let client = table.partition_key_client(pk.as_str()).entity_client("r");
     let mut v = Vec::with_capacity(n);
     for _ in 0..n {
-        let (d, r) = timed(client.get::<Map<String, Json>>().into_future()).await;
+        let (d, r) = timed(env.raw.get(Sample::TABLE, &pk, "r")).await;
         r?;
         v.push(ms(d));
     }

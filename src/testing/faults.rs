@@ -150,7 +150,8 @@ impl FaultInjector {
     }
 
     /// Applies `fault` once, to the next HTTP request with method `method`
-    /// (such as `POST`, `PUT`, `MERGE`, `DELETE`, `GET`, `HEAD`) whose URL
+    /// (such as `POST`, `PUT`, `PATCH` (a merge), `DELETE`, `GET`, `HEAD`)
+    /// whose URL
     /// path contains `path_contains` (percent-encoded, as sent). Rules apply
     /// in the order added. Only a [`transport_policy`](Self::transport_policy)
     /// sees HTTP requests.
@@ -299,7 +300,7 @@ impl FaultInjector {
     /// [`inject_request`](Self::inject_request), the latency added without
     /// a request kind, and a dead "process".
     #[cfg(feature = "azure")]
-    pub fn transport_policy(&self) -> Arc<dyn azure_core::Policy> {
+    pub fn transport_policy(&self) -> Arc<dyn azure_core::http::policies::Policy> {
         Arc::new(TransportFaults(self.clone()))
     }
 }
@@ -307,13 +308,13 @@ impl FaultInjector {
 /// Passes `request` on to the next policy of the pipeline.
 #[cfg(feature = "azure")]
 async fn send_next(
-    ctx: &azure_core::Context,
-    request: &mut azure_core::Request,
-    next: &[Arc<dyn azure_core::Policy>],
-) -> azure_core::PolicyResult {
+    ctx: &azure_core::http::Context<'_>,
+    request: &mut azure_core::http::Request,
+    next: &[Arc<dyn azure_core::http::policies::Policy>],
+) -> azure_core::http::policies::PolicyResult {
     match next.split_first() {
         Some((policy, rest)) => policy.send(ctx, request, rest).await,
-        None => Err(azure_core::Error::message(
+        None => Err(azure_core::Error::with_message(
             azure_core::error::ErrorKind::Other,
             "the fault policy has no transport behind it",
         )),
@@ -331,13 +332,13 @@ struct TransportFaults(FaultInjector);
 
 #[cfg(feature = "azure")]
 #[async_trait::async_trait]
-impl azure_core::Policy for TransportFaults {
+impl azure_core::http::policies::Policy for TransportFaults {
     async fn send(
         &self,
-        ctx: &azure_core::Context,
-        request: &mut azure_core::Request,
-        next: &[Arc<dyn azure_core::Policy>],
-    ) -> azure_core::PolicyResult {
+        ctx: &azure_core::http::Context,
+        request: &mut azure_core::http::Request,
+        next: &[Arc<dyn azure_core::http::policies::Policy>],
+    ) -> azure_core::http::policies::PolicyResult {
         use std::io::ErrorKind as Io;
         let io = |kind: Io, what: &str| {
             azure_core::Error::new(
@@ -345,7 +346,7 @@ impl azure_core::Policy for TransportFaults {
                 std::io::Error::new(kind, format!("{what} (injected fault)")),
             )
         };
-        let method = request.method().as_ref().to_ascii_uppercase();
+        let method = request.method().as_str().to_ascii_uppercase();
         let path = request.url().path().to_owned();
         let (fault, latency) = self.0.decide_request(&method, &path);
         if !latency.is_zero() {
@@ -360,21 +361,15 @@ impl azure_core::Policy for TransportFaults {
             Some(Fault::Fail) => Err(io(Io::ConnectionRefused, "connection refused")),
             Some(Fault::Die) => Err(io(Io::ConnectionRefused, "process stopped")),
             Some(Fault::Hang) => std::future::pending().await,
-            Some(Fault::Status(status)) => {
-                let status = azure_core::StatusCode::try_from(status)
-                    .unwrap_or(azure_core::StatusCode::InternalServerError);
-                let body = azure_core::BytesStream::new(Vec::new());
-                Ok(azure_core::Response::new(
-                    status,
-                    azure_core::headers::Headers::new(),
-                    Box::pin(body),
-                ))
-            }
+            Some(Fault::Status(status)) => Ok(azure_core::http::AsyncRawResponse::from_bytes(
+                azure_core::http::StatusCode::from(status),
+                azure_core::http::headers::Headers::new(),
+                Vec::<u8>::new(),
+            )),
             Some(Fault::LoseReply) => {
                 // Let the service finish the request, then drop what it said.
                 let response = send_next(ctx, request, next).await?;
-                let (_, _, body) = response.deconstruct();
-                let _ = body.collect().await;
+                let _ = response.into_body().collect().await;
                 Err(io(
                     Io::ConnectionReset,
                     "connection reset before the reply was read",

@@ -434,7 +434,7 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
     };
 
     // Merge not sent (connection refused): sent again normally.
-    plan.inject_request("MERGE", "RowKey='r'", Fault::Fail);
+    plan.inject_request("PATCH", "RowKey='r'", Fault::Fail);
     let v3 = b
         .execute(
             &t,
@@ -449,7 +449,7 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
 
     // A 500 may have applied or not: verified; here it was not applied, so
     // it is sent again.
-    plan.inject_request("MERGE", "RowKey='r'", Fault::Status(500));
+    plan.inject_request("PATCH", "RowKey='r'", Fault::Status(500));
     let v4 = b
         .execute(
             &t,
@@ -1076,7 +1076,7 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
     }
     assert!(logs.contains("leasehold.azure"), "spans were logged");
     let encoded: String = {
-        let mut u = azure_core::Url::parse("http://x/").unwrap();
+        let mut u = azure_core::http::Url::parse("http://x/").unwrap();
         u.query_pairs_mut().append_pair("s", &raw_sig);
         u.query().unwrap()[2..].to_owned()
     };

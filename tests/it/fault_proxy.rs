@@ -77,7 +77,7 @@ async fn proxied_store(test: &str, retry: AzureRetry) -> Option<(Store, FaultPro
 }
 
 /// The loopback address of an Azurite endpoint.
-fn loopback(url: &azure_core::Url) -> SocketAddr {
+fn loopback(url: &azure_core::http::Url) -> SocketAddr {
     format!(
         "{}:{}",
         url.host_str().expect("a host"),

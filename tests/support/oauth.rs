@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use azure_core::auth::{AccessToken, TokenCredential};
+use azure_core::credentials::{AccessToken, TokenCredential, TokenRequestOptions};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
 use leasehold::backend::azure::{AzureBackend, AzureBackendBuilder, ConnectionSettings};
@@ -167,7 +167,11 @@ impl Default for TestCredential {
 
 #[async_trait]
 impl TokenCredential for TestCredential {
-    async fn get_token(&self, scopes: &[&str]) -> azure_core::Result<AccessToken> {
+    async fn get_token(
+        &self,
+        scopes: &[&str],
+        _: Option<TokenRequestOptions<'_>>,
+    ) -> azure_core::Result<AccessToken> {
         let serial = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
         let scope = scopes.first().copied().unwrap_or_default();
         let audience = scope.strip_suffix("/.default").unwrap_or(scope);
@@ -178,9 +182,5 @@ impl TokenCredential for TestCredential {
             .unwrap_or_else(|p| p.into_inner())
             .push(token.clone());
         Ok(AccessToken::new(token, now + time::Duration::hours(1)))
-    }
-
-    async fn clear_cache(&self) -> azure_core::Result<()> {
-        Ok(())
     }
 }

@@ -97,10 +97,12 @@ pub fn account_sas(account: &str, key: &AccountKey_) -> String {
     let (permissions, services, types, version) = ("rwdlacu", "bt", "sco", "2018-11-09");
     let to_sign =
         format!("{account}\n{permissions}\n{services}\n{types}\n\n{expiry}\n\n\n{version}\n");
-    let sig =
-        azure_core::hmac::hmac_sha256(&to_sign, &azure_core::auth::Secret::new(key.0.clone()))
-            .expect("the key is base64");
-    let mut url = azure_core::Url::parse("http://x/").expect("a URL");
+    let sig = azure_core::hmac::hmac_sha256(
+        &to_sign,
+        &azure_core::credentials::Secret::new(key.0.clone()),
+    )
+    .expect("the key is base64");
+    let mut url = azure_core::http::Url::parse("http://x/").expect("a URL");
     url.query_pairs_mut()
         .append_pair("sv", version)
         .append_pair("ss", services)
@@ -119,7 +121,7 @@ pub fn signature_forms(sas: &str) -> [String; 2] {
         .find_map(|p| p.strip_prefix("sig="))
         .expect("the SAS has a signature")
         .to_owned();
-    let mut u = azure_core::Url::parse("http://x/").expect("a URL");
+    let mut u = azure_core::http::Url::parse("http://x/").expect("a URL");
     u.query_pairs_mut().append_pair("s", &raw);
     let encoded = u.query().expect("a query")[2..].to_owned();
     [raw, encoded]

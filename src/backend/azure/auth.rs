@@ -23,20 +23,16 @@
 //! account key, sent as `Authorization: SharedKey {account}:{signature}`.
 //! A request whose URL already carries a signature (`sig`) is not signed
 //! again.
-//!
-//! The Azure backend still sends through the 0.21 pipeline; these policies
-//! take over as its requests move to the 1.x one.
-#![allow(dead_code)]
 
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use azure_core_v1::credentials::Secret;
-use azure_core_v1::error::{Error as CoreError, ErrorKind as CoreErrorKind};
-use azure_core_v1::http::headers::{HeaderName, Headers};
-use azure_core_v1::http::policies::{Policy, PolicyResult};
-use azure_core_v1::http::{Context, Request, Url};
+use azure_core::credentials::Secret;
+use azure_core::error::{Error as CoreError, ErrorKind as CoreErrorKind};
+use azure_core::http::headers::{HeaderName, Headers};
+use azure_core::http::policies::{Policy, PolicyResult};
+use azure_core::http::{Context, Request, Url};
 
 /// The header carrying the request's time.
 const MS_DATE: HeaderName = HeaderName::from_static("x-ms-date");
@@ -160,7 +156,7 @@ fn is_signed(url: &Url) -> bool {
 
 /// Hands `request` to the next policy; a signing policy at the end of a
 /// pipeline is a construction error, reported, not a panic.
-async fn forward(
+pub(crate) async fn forward(
     ctx: &Context<'_>,
     request: &mut Request,
     next: &[Arc<dyn Policy>],
@@ -236,9 +232,9 @@ impl SharedKeyPolicy {
     ///
     /// # Errors
     /// A credential error when the key is not base64.
-    pub(crate) fn authorization(&self, signed: &Signed<'_>) -> azure_core_v1::Result<String> {
+    pub(crate) fn authorization(&self, signed: &Signed<'_>) -> azure_core::Result<String> {
         let text = signed.string_to_sign(self.service, &self.account);
-        let mac = azure_core_v1::hmac::hmac_sha256(&text, &self.key).map_err(|_| {
+        let mac = azure_core::hmac::hmac_sha256(&text, &self.key).map_err(|_| {
             // The key's own error could quote it: a message of our own.
             CoreError::with_message(CoreErrorKind::Credential, "the account key is not base64")
         })?;

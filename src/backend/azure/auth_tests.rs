@@ -1,14 +1,15 @@
-//! Checks of the 1.x signing policies (`auth.rs`): the text signed for each
-//! service, by the rules; the same signatures as the 0.21 line's signing
-//! policy on the same requests; SAS appended once; no secret in `Debug`.
+//! Checks of the signing policies (`auth.rs`): the text signed for each
+//! service, by the rules and on the REST reference's worked examples; SAS
+//! appended once; no secret in `Debug`. Azurite checks every signature
+//! again in the conformance suite (a wrong one is a 403).
 
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use azure_core_v1::credentials::Secret;
-use azure_core_v1::http::headers::{HeaderName, HeaderValue, Headers};
-use azure_core_v1::http::policies::{Policy, PolicyResult};
-use azure_core_v1::http::{AsyncRawResponse, Context, Method, Request, StatusCode, Url};
+use azure_core::credentials::Secret;
+use azure_core::http::headers::{HeaderName, HeaderValue, Headers};
+use azure_core::http::policies::{Policy, PolicyResult};
+use azure_core::http::{AsyncRawResponse, Context, Method, Request, StatusCode, Url};
 
 use super::auth::{SasPolicy, Service, SharedKeyPolicy, Signed, StorageHeadersPolicy, http_date};
 
@@ -253,200 +254,85 @@ fn a_key_that_is_not_base64_is_a_credential_error_that_does_not_quote_it() {
     assert!(!e.to_string().contains("not base64 !!"), "{e}");
 }
 
-/// The 0.21 line's signing, on the same requests: its pipeline with the
-/// account key, ending in a policy that records what would be sent.
-mod against_0_21 {
-    use super::*;
-    use azure_core::headers::{HeaderName as HeaderName0, Headers as Headers0};
-    use azure_core::{
-        BytesStream, ClientOptions, Context as Context0, Method as Method0, Policy as Policy0,
-        PolicyResult as PolicyResult0, Request as Request0, Response as Response0, RetryOptions,
-        StatusCode as StatusCode0, TransportOptions,
+/// The worked examples of the storage REST reference ("Authorize with
+/// Shared Key"): its canonical resources, and its complete Blob text for
+/// the metadata of a container on a path-style endpoint.
+#[test]
+fn the_rest_references_worked_examples() {
+    let sign = |service: Service, method: &str, url: &str, h: &[(&str, &str)]| {
+        let url = Url::parse(url).unwrap();
+        let h = headers(h);
+        Signed {
+            method,
+            url: &url,
+            headers: &h,
+            content_length: 0,
+        }
+        .string_to_sign(service, "myaccount")
     };
-    use azure_storage::StorageCredentials;
-    use azure_storage::clients::ServiceType;
-
-    /// What the 0.21 pipeline would send: URL, method and headers.
-    type Sent = (String, String, Vec<(String, String)>);
-
-    #[derive(Debug, Default)]
-    struct Capture0(Mutex<Option<Sent>>);
-
-    #[async_trait]
-    impl Policy0 for Capture0 {
-        async fn send(
-            &self,
-            _ctx: &Context0,
-            request: &mut Request0,
-            _next: &[Arc<dyn Policy0>],
-        ) -> PolicyResult0 {
-            let headers = request
-                .headers()
-                .iter()
-                .map(|(k, v)| (k.as_str().to_owned(), v.as_str().to_owned()))
-                .collect();
-            *self.0.lock().unwrap() = Some((
-                request.url().to_string(),
-                request.method().to_string(),
-                headers,
-            ));
-            Ok(Response0::new(
-                StatusCode0::Ok,
-                Headers0::new(),
-                Box::pin(BytesStream::new(Vec::new())),
-            ))
-        }
-    }
-
-    /// One request: method, URL, headers (`x-ms-date` fixed) and body.
-    struct Case {
-        service: Service,
-        method: Method0,
-        url: &'static str,
-        headers: &'static [(&'static str, &'static str)],
-        body: &'static [u8],
-    }
-
-    /// The 0.21 signature of `case`, and the request as it was signed.
-    async fn signed_by_0_21(case: &Case) -> (String, Sent) {
-        let capture = Arc::new(Capture0::default());
-        let options = ClientOptions::new(TransportOptions::new_custom_policy(capture.clone()))
-            .retry(RetryOptions::none());
-        let pipeline = azure_storage::clients::new_pipeline_from_options(
-            options,
-            StorageCredentials::access_key(ACCOUNT, azure_core::auth::Secret::new(KEY)),
-        );
-        let mut request = Request0::new(Url::parse(case.url).unwrap(), case.method);
-        for (k, v) in case.headers {
-            request.insert_header(HeaderName0::from(*k), *v);
-        }
-        request.insert_header(HeaderName0::from("x-ms-date"), DATE);
-        request.insert_header(
-            HeaderName0::from("content-length"),
-            case.body.len().to_string(),
-        );
-        request.set_body(case.body.to_vec());
-        let mut ctx = Context0::new();
-        ctx.insert(match case.service {
-            Service::Blob => ServiceType::Blob,
-            Service::Table => ServiceType::Table,
-        });
-        pipeline.send(&ctx, &mut request).await.unwrap();
-        let (url, method, headers) = capture.0.lock().unwrap().take().unwrap();
-        let authorization = headers
-            .iter()
-            .find(|(k, _)| k == "authorization")
-            .map(|(_, v)| v.clone())
-            .expect("signed");
-        (authorization, (url, method, headers))
-    }
-
-    #[tokio::test]
-    async fn shared_key_signatures_match_the_0_21_policy() {
-        let cases = [
-            Case {
-                service: Service::Table,
-                method: Method0::Get,
-                url: "http://127.0.0.1:10002/devstoreaccount1/Accounts(PartitionKey='a%20b',RowKey='c')",
-                headers: &[("accept", "application/json;odata=fullmetadata")],
-                body: b"",
-            },
-            Case {
-                service: Service::Table,
-                method: Method0::Get,
-                url: "http://127.0.0.1:10002/devstoreaccount1/Accounts()?$filter=PartitionKey%20eq%20'a'&$top=10&NextPartitionKey=1!8!YQ--",
-                headers: &[("accept", "application/json;odata=nometadata")],
-                body: b"",
-            },
-            Case {
-                service: Service::Table,
-                method: Method0::Post,
-                url: "https://acct.table.core.windows.net/$batch",
-                headers: &[
-                    ("content-type", "multipart/mixed; boundary=batch_1"),
-                    ("x-ms-version", "2022-11-02"),
-                ],
-                body: b"--batch_1\r\n...\r\n--batch_1--",
-            },
-            Case {
-                service: Service::Table,
-                method: Method0::Put,
-                url: "http://127.0.0.1:10002/devstoreaccount1/Ledger(PartitionKey='o''brien',RowKey='100%25')",
-                headers: &[
-                    ("content-type", "application/json"),
-                    ("if-match", "W/\"datetime'2026-11-27T10%3A00%3A00Z'\""),
-                ],
-                body: b"{\"n\":1}",
-            },
-            Case {
-                service: Service::Blob,
-                method: Method0::Put,
-                url: "http://127.0.0.1:10000/devstoreaccount1/leasehold-locks/lh~a%2Fb?comp=lease",
-                headers: &[
-                    ("x-ms-lease-action", "acquire"),
-                    ("x-ms-lease-duration", "15"),
-                    (
-                        "x-ms-proposed-lease-id",
-                        "6f1c0b0e-0000-4000-8000-000000000001",
-                    ),
-                    ("x-ms-version", "2022-11-02"),
-                ],
-                body: b"",
-            },
-            Case {
-                service: Service::Blob,
-                method: Method0::Put,
-                url: "https://acct.blob.core.windows.net/c/dir/name%20with'quote",
-                headers: &[
-                    ("x-ms-blob-type", "BlockBlob"),
-                    ("x-ms-meta-owner", "host a"),
-                    ("x-ms-lease-id", "6f1c0b0e-0000-4000-8000-000000000002"),
-                    ("content-type", "application/json"),
-                    ("if-match", "\"0x8DC\""),
-                    ("x-ms-version", "2022-11-02"),
-                ],
-                body: b"{\"lease\":1}",
-            },
-            Case {
-                service: Service::Blob,
-                method: Method0::Get,
-                url: "http://127.0.0.1:10000/devstoreaccount1/c?restype=container&comp=list&prefix=a%2Fb&marker=m%2B1&include=metadata&z=2&z=1",
-                headers: &[("x-ms-version", "2022-11-02")],
-                body: b"",
-            },
-            Case {
-                service: Service::Blob,
-                method: Method0::Delete,
-                url: "http://127.0.0.1:10000/devstoreaccount1/c/b",
-                headers: &[("x-ms-version", "2022-11-02"), ("x-ms-lease-id", "x")],
-                body: b"",
-            },
-        ];
-        for case in &cases {
-            let (expected, (url, method, sent)) = signed_by_0_21(case).await;
-            // The same request for the 1.x policy: every header the 0.21
-            // pipeline sent but the signature and the length (which the
-            // 1.x policy takes from the body).
-            let mut h = Headers::new();
-            for (k, v) in &sent {
-                if k != "authorization" && k != "content-length" {
-                    h.insert(HeaderName::from(k.clone()), HeaderValue::from(v.clone()));
-                }
-            }
-            let url = Url::parse(&url).unwrap();
-            let signed = Signed {
-                method: &method,
-                url: &url,
-                headers: &h,
-                content_length: case.body.len() as u64,
-            };
-            let policy = SharedKeyPolicy::new(ACCOUNT, Secret::new(KEY), case.service);
-            assert_eq!(
-                policy.authorization(&signed).unwrap(),
-                expected,
-                "{method} {url}\n{}",
-                signed.string_to_sign(case.service, ACCOUNT)
-            );
-        }
-    }
+    let resource = |text: String| {
+        text.rsplit_once("\n/")
+            .map(|(_, r)| format!("/{r}"))
+            .unwrap()
+    };
+    // Blob: every query parameter, names sorted, values of one name sorted
+    // and joined by commas.
+    let text = sign(
+        Service::Blob,
+        "GET",
+        "https://myaccount.blob.core.windows.net/mycontainer?restype=container&comp=metadata",
+        &[],
+    );
+    assert!(
+        text.ends_with("\n/myaccount/mycontainer\ncomp:metadata\nrestype:container"),
+        "{text}"
+    );
+    let text = sign(
+        Service::Blob,
+        "GET",
+        "https://myaccount.blob.core.windows.net/mycontainer?restype=container&comp=list\
+         &include=snapshots&include=metadata&include=uncommittedblobs",
+        &[],
+    );
+    assert!(
+        text.ends_with(
+            "\n/myaccount/mycontainer\ncomp:list\ninclude:metadata,snapshots,uncommittedblobs\nrestype:container"
+        ),
+        "{text}"
+    );
+    // Table: the path, and `comp` alone of the query.
+    let text = sign(
+        Service::Table,
+        "GET",
+        "https://myaccount.table.core.windows.net/mytable",
+        &[("x-ms-date", "Sun, 11 Oct 2009 19:52:39 GMT")],
+    );
+    assert_eq!(
+        text,
+        "GET\n\n\nSun, 11 Oct 2009 19:52:39 GMT\n/myaccount/mytable"
+    );
+    let text = sign(
+        Service::Table,
+        "GET",
+        "https://myaccount.table.core.windows.net/?restype=service&comp=properties",
+        &[],
+    );
+    assert_eq!(resource(text), "/myaccount/?comp=properties");
+    // The complete Blob text: twelve lines (all empty for a GET without a
+    // body), the two `x-ms-` headers, then the resource of a path-style
+    // URL, where the account appears twice.
+    let text = sign(
+        Service::Blob,
+        "GET",
+        "http://127.0.0.1:10000/myaccount/mycontainer?restype=container&comp=metadata&timeout=20",
+        &[
+            ("x-ms-date", "Sun, 11 Oct 2009 21:49:13 GMT"),
+            ("x-ms-version", "2009-09-19"),
+        ],
+    );
+    assert_eq!(
+        text,
+        "GET\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:Sun, 11 Oct 2009 21:49:13 GMT\nx-ms-version:2009-09-19\n\
+         /myaccount/myaccount/mycontainer\ncomp:metadata\nrestype:container\ntimeout:20"
+    );
 }

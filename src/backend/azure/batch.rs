@@ -1,20 +1,19 @@
 //! Entity-group transactions on the wire: the `multipart/mixed` request,
 //! sending it once, and the parsing of its reply.
 //!
-//! The 0.21 client's transaction keeps only each part's status and ETag, so a
-//! failed batch looks like success with one odd status, and the failing
-//! operation's index and error code (which the service puts in the part's
-//! JSON body, as `"N:message"` and `code`) are lost. leasehold writes the
-//! request itself and reads everything back.
+//! The reply says which operation failed and why only inside the failing
+//! part: its JSON body holds the index (as `"N:message"`) and the code, and
+//! the batch as a whole answers 202. leasehold writes the request and reads
+//! every part back.
 
 use std::fmt::Write as _;
 
-use azure_core::Url;
-use azure_core::headers::Headers;
-use azure_storage::clients::ServiceType;
+use azure_core::Bytes;
+use azure_core::http::{Method, Request, Url};
 use serde_json::Value as Json;
 
 use super::AzureBackend;
+use super::auth::Service;
 use super::errors::{Failure, is_transient_status};
 use super::requests::{entity_url, op_what, table_url, version_from_etag};
 use crate::backend::wire;
@@ -25,7 +24,7 @@ use crate::key::TableName;
 /// A batch request: its `Content-Type` and body.
 pub(super) struct BatchRequest {
     pub(super) content_type: String,
-    pub(super) body: String,
+    pub(super) body: Bytes,
 }
 
 /// Writes the `multipart/mixed` body of a transaction on `table`.
@@ -92,7 +91,7 @@ pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<Ba
     let _ = write!(body, "--{changeset}--\r\n\r\n--{batch}--\r\n");
     Ok(BatchRequest {
         content_type: format!("multipart/mixed; boundary={batch}"),
-        body,
+        body: Bytes::from(body),
     })
 }
 
@@ -221,21 +220,14 @@ impl AzureBackend {
         url.path_segments_mut()
             .map_err(|()| Failure::Fatal(Error::invalid("table endpoint", "cannot carry a path")))?
             .push("$batch");
-        let mut headers = Headers::new();
-        headers.insert("content-type", request.content_type.clone());
-        headers.insert("accept", "application/json;odata=minimalmetadata");
-        headers.insert("dataserviceversion", "3.0;");
-        headers.insert("maxdataserviceversion", "3.0;NetFx");
-        let reply = self
-            .send_raw(
-                ServiceType::Table,
-                azure_core::Method::Post,
-                url,
-                headers,
-                Some(request.body.clone().into()),
-            )
-            .await?;
-        let text = String::from_utf8_lossy(reply.body());
+        let mut raw = Request::new(url, Method::Post);
+        raw.insert_header("content-type", request.content_type.clone());
+        raw.insert_header("accept", "application/json;odata=minimalmetadata");
+        raw.insert_header("dataserviceversion", "3.0;");
+        raw.insert_header("maxdataserviceversion", "3.0;NetFx");
+        raw.set_body(request.body.clone());
+        let reply = self.send_raw(Service::Table, raw).await?;
+        let text = String::from_utf8_lossy(reply.body().as_ref());
         let parts = parse(&text);
 
         if let Some(part) = parts.iter().find(|p| p.status >= 300 || p.status < 200) {

@@ -1,24 +1,40 @@
 //! The Blob side of the Azure backend: blobs, metadata and leases.
 
-use crate::backend::LeaseKind;
+//!
+//! Every operation but one goes through `azure_storage_blob` 1.x clients,
+//! built per call on the backend's blob client options (signing, the
+//! caller's policies, leasehold's transport). Blob URLs are written here:
+//! the container client's `blob_client` would encode a `/` in a name as
+//! `%2F`. Blob bodies are read with one un-ranged `GET` on the pipeline:
+//! the client's download asks for byte ranges (a 416 on an empty blob), in
+//! several requests that can mix two versions of a blob being rewritten.
+
+use std::collections::HashMap;
+use std::num::NonZero;
 use std::time::Duration;
 
-use azure_core::headers::Headers;
-use azure_core::request_options::{
-    IfMatchCondition, LeaseBreakPeriod, LeaseDuration as SdkLeaseDuration, LeaseId as SdkLeaseId,
-    MaxResults, Metadata as SdkMetadata, NextMarker, ProposedLeaseId,
+use azure_core::http::headers::Headers;
+use azure_core::http::{Method, Request, RequestContent, Url};
+use azure_storage_blob::models::{
+    BlobClientAcquireLeaseOptions, BlobClientAcquireLeaseResultHeaders,
+    BlobClientBreakLeaseOptions, BlobClientBreakLeaseResultHeaders,
+    BlobClientChangeLeaseResultHeaders, BlobClientDeleteOptions, BlobClientReleaseLeaseOptions,
+    BlobClientRenewLeaseOptions, BlobClientSetMetadataOptions, BlobContainerClientListBlobsOptions,
+    BlockBlobClientUploadOptions, LeaseDuration as SdkDurationKind, LeaseState as SdkLeaseState,
+    ListBlobsIncludeItem,
 };
-use azure_core::{LeaseDuration as SdkDurationKind, LeaseState as SdkLeaseState};
-use azure_storage::clients::ServiceType;
-use azure_storage_blobs::prelude::{BlobClient, ContainerClient};
+use azure_storage_blob::{
+    BlobClient, BlobClientOptions, BlobContainerClient, BlobContainerClientOptions,
+};
 use futures_util::StreamExt as _;
 use uuid::Uuid;
 
 use super::AzureBackend;
+use super::auth::Service;
 use super::errors::Failure;
 use crate::backend::{
     AcquiredLease, Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode,
-    LeaseDuration, LeaseId, LeaseInfo, LeaseState, Metadata,
+    LeaseDuration, LeaseId, LeaseInfo, LeaseKind, LeaseState, Metadata,
 };
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName, ETag, shorten};
@@ -27,7 +43,7 @@ fn blob_what(container: &ContainerName, blob: &BlobName) -> String {
     format!("blob {} in container `{container}`", shorten(blob.as_str()))
 }
 
-/// The blob client drops leading `/` from names (so `/a` would address
+/// A leading `/` would be lost in the blob's URL (so `/a` would address
 /// `a`): such names are refused rather than silently aliased.
 fn check_blob_name(blob: &BlobName) -> Result<()> {
     if blob.as_str().starts_with('/') {
@@ -39,27 +55,30 @@ fn check_blob_name(blob: &BlobName) -> Result<()> {
     Ok(())
 }
 
-fn sdk_lease_id(id: LeaseId) -> SdkLeaseId {
-    SdkLeaseId::from(id.as_uuid())
+/// A lease id as the service's headers carry it.
+fn sdk_lease_id(id: LeaseId) -> String {
+    id.as_uuid().hyphenated().to_string()
 }
 
-fn lease_id_from_sdk(id: SdkLeaseId) -> std::result::Result<LeaseId, Failure> {
-    id.to_string()
-        .parse::<Uuid>()
-        .map(LeaseId::from_uuid)
-        .map_err(|e| {
-            Failure::Fatal(
-                Error::client("the service returned a lease id that is not a GUID").with_source(e),
-            )
+fn lease_id_from_sdk(id: Option<String>) -> std::result::Result<LeaseId, Failure> {
+    let bad = |source: Option<uuid::Error>| {
+        let e = Error::client("the service returned no lease id, or one that is not a GUID");
+        Failure::Fatal(match source {
+            Some(source) => e.with_source(source),
+            None => e,
         })
+    };
+    let id = id.ok_or_else(|| bad(None))?;
+    id.parse::<Uuid>()
+        .map(LeaseId::from_uuid)
+        .map_err(|e| bad(Some(e)))
 }
 
-/// The header form of a lease duration: `Seconds(n)` or `Infinite`, built
-/// directly (the SDK's `From<Duration>` truncates to `u8`).
-fn sdk_duration(d: LeaseDuration) -> Result<SdkLeaseDuration> {
+/// The seconds a lease is asked for: 15 to 60, or -1 for an infinite one.
+fn sdk_duration(d: LeaseDuration) -> Result<i32> {
     Ok(match d.validate()? {
-        LeaseDuration::Seconds(s) => SdkLeaseDuration::Seconds(s),
-        LeaseDuration::Infinite => SdkLeaseDuration::Infinite,
+        LeaseDuration::Seconds(s) => i32::from(s),
+        LeaseDuration::Infinite => -1,
     })
 }
 
@@ -88,12 +107,11 @@ fn validate_metadata(metadata: &Metadata) -> Result<()> {
     Ok(())
 }
 
-fn sdk_metadata(metadata: &Metadata) -> SdkMetadata {
-    let mut out = SdkMetadata::new();
-    for (name, value) in metadata {
-        out.insert(name.clone(), value.clone());
-    }
-    out
+fn sdk_metadata(metadata: &Metadata) -> HashMap<String, String> {
+    metadata
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// Metadata as read back. Names are lowercased: HTTP header names are
@@ -110,47 +128,78 @@ fn same_metadata(a: &Metadata, b: &Metadata) -> bool {
     metadata_from(a.clone()) == metadata_from(b.clone())
 }
 
-fn if_match(c: &BlobConditions) -> Option<IfMatchCondition> {
+/// The condition headers of a write: (`If-Match`, `If-None-Match`). One
+/// mode per write, so at most one of them.
+fn conditions_of(c: &BlobConditions) -> (Option<String>, Option<String>) {
     match &c.mode {
-        BlobWriteMode::Overwrite => None,
-        BlobWriteMode::Create => Some(IfMatchCondition::NotMatch("*".to_owned())),
-        BlobWriteMode::IfMatch(etag) => Some(IfMatchCondition::Match(etag.as_str().to_owned())),
+        BlobWriteMode::Overwrite => (None, None),
+        BlobWriteMode::Create => (None, Some("*".to_owned())),
+        BlobWriteMode::IfMatch(etag) => (Some(etag.as_str().to_owned()), None),
     }
 }
 
-fn lease_state(s: Option<&SdkLeaseState>) -> LeaseState {
-    match s {
-        None | Some(SdkLeaseState::Available) => LeaseState::Available,
-        Some(SdkLeaseState::Leased) => LeaseState::Leased,
-        Some(SdkLeaseState::Expired) => LeaseState::Expired,
-        Some(SdkLeaseState::Breaking) => LeaseState::Breaking,
-        Some(SdkLeaseState::Broken) => LeaseState::Broken,
-    }
-}
-
-/// The service reports a lease as `infinite` or `fixed`, never its seconds.
-fn lease_info(state: Option<&SdkLeaseState>, duration: Option<&SdkDurationKind>) -> LeaseInfo {
-    let state = lease_state(state);
-    let kind = match (state, duration) {
-        (LeaseState::Leased, Some(SdkDurationKind::Infinite)) => Some(LeaseKind::Infinite),
-        (LeaseState::Leased, Some(SdkDurationKind::Fixed)) => Some(LeaseKind::Fixed),
+/// A lease's state and kind from the service's words for them (headers of
+/// a `GET` or `HEAD`).
+fn lease_info_from(state: Option<&str>, duration: Option<&str>) -> LeaseInfo {
+    let state = match state.map(str::to_ascii_lowercase).as_deref() {
+        Some("leased") => LeaseState::Leased,
+        Some("expired") => LeaseState::Expired,
+        Some("breaking") => LeaseState::Breaking,
+        Some("broken") => LeaseState::Broken,
+        _ => LeaseState::Available,
+    };
+    // The service reports a lease as `infinite` or `fixed`, never its
+    // seconds.
+    let kind = match (state, duration.map(str::to_ascii_lowercase).as_deref()) {
+        (LeaseState::Leased, Some("infinite")) => Some(LeaseKind::Infinite),
+        (LeaseState::Leased, Some("fixed")) => Some(LeaseKind::Fixed),
         _ => None,
     };
     LeaseInfo { state, kind }
 }
 
-fn properties_from_sdk(blob: &azure_storage_blobs::prelude::Blob) -> BlobProperties {
-    let p = &blob.properties;
-    BlobProperties {
-        etag: ETag::new(p.etag.to_string()),
-        metadata: metadata_from(blob.metadata.clone().unwrap_or_default()),
-        lease: lease_info(p.lease_state.as_ref(), p.lease_duration.as_ref()),
-        content_length: p.content_length,
-    }
+/// A lease's state and kind from a listing.
+fn lease_info(state: Option<SdkLeaseState>, duration: Option<SdkDurationKind>) -> LeaseInfo {
+    let state = state.map(|s| match s {
+        SdkLeaseState::Leased => "leased",
+        SdkLeaseState::Expired => "expired",
+        SdkLeaseState::Breaking => "breaking",
+        SdkLeaseState::Broken => "broken",
+        _ => "available",
+    });
+    let duration = duration.map(|d| match d {
+        SdkDurationKind::Infinite => "infinite",
+        _ => "fixed",
+    });
+    lease_info_from(state, duration)
 }
 
-/// Properties from the headers of a `GET` (leasehold reads bodies without the
-/// client, see `get_blob_once`).
+fn properties_from_item(
+    item: azure_storage_blob::models::BlobItem,
+) -> std::result::Result<BlobItem, Failure> {
+    let missing = |what: &str| {
+        Failure::Fatal(Error::Backend {
+            status: Some(200),
+            code: None,
+            message: format!("a blob in the listing has no {what}"),
+            source: None,
+        })
+    };
+    let name = item.name.ok_or_else(|| missing("name"))?;
+    let p = item.properties.ok_or_else(|| missing("properties"))?;
+    let etag = p.etag.ok_or_else(|| missing("ETag"))?;
+    Ok(BlobItem {
+        name,
+        properties: BlobProperties {
+            etag: ETag::new(etag.to_string()),
+            metadata: metadata_from(item.metadata.and_then(|m| m.values).unwrap_or_default()),
+            lease: lease_info(p.lease_state, p.lease_duration),
+            content_length: p.content_length.unwrap_or(0),
+        },
+    })
+}
+
+/// Properties from the headers of a `GET` or `HEAD`.
 fn properties_from_headers(headers: &Headers) -> std::result::Result<BlobProperties, Failure> {
     let get = |name: &str| {
         headers
@@ -170,8 +219,7 @@ fn properties_from_headers(headers: &Headers) -> std::result::Result<BlobPropert
     let content_length = get("content-length")
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| missing("Content-Length"))?;
-    let state = get("x-ms-lease-state").and_then(|v| v.parse::<SdkLeaseState>().ok());
-    let duration = get("x-ms-lease-duration").and_then(|v| v.parse::<SdkDurationKind>().ok());
+    let lease = lease_info_from(get("x-ms-lease-state"), get("x-ms-lease-duration"));
     let metadata = metadata_from(headers.iter().filter_map(|(n, v)| {
         n.as_str()
             .strip_prefix("x-ms-meta-")
@@ -180,26 +228,88 @@ fn properties_from_headers(headers: &Headers) -> std::result::Result<BlobPropert
     Ok(BlobProperties {
         etag: ETag::new(etag),
         metadata,
-        lease: lease_info(state.as_ref(), duration.as_ref()),
+        lease,
         content_length,
     })
 }
 
+/// A success reply without the ETag it must carry.
+fn no_etag(operation: &str) -> Failure {
+    Failure::Fatal(Error::Backend {
+        status: None,
+        code: None,
+        message: format!("the {operation} reply has no ETag"),
+        source: None,
+    })
+}
+
+/// A header of a reply, as text.
+fn properties_header(headers: &Headers, name: &str) -> Option<String> {
+    headers
+        .iter()
+        .find(|(n, _)| n.as_str() == name)
+        .map(|(_, v)| v.as_str().to_owned())
+}
+
 impl AzureBackend {
-    fn container_client(&self, container: &ContainerName) -> ContainerClient {
-        self.inner.blobs.container_client(container.as_str())
+    /// An `azure_core` error classified (for failures reading a reply's
+    /// headers).
+    fn failure(&self, e: azure_core::Error) -> Failure {
+        Failure::from_azure(e, &self.inner.redactor)
     }
 
-    fn blob_client(&self, container: &ContainerName, blob: &BlobName) -> BlobClient {
-        self.container_client(container).blob_client(blob.as_str())
+    /// `{blob endpoint}/{container}`.
+    fn container_url(&self, container: &ContainerName) -> std::result::Result<Url, Failure> {
+        let mut url = self.base_url(Service::Blob)?;
+        url.path_segments_mut()
+            .map_err(|()| Failure::Fatal(Error::invalid("blob endpoint", "cannot carry a path")))?
+            .push(container.as_str());
+        Ok(url)
+    }
+
+    /// `{blob endpoint}/{container}/{name}`, each `/` of the name a path
+    /// separator (not `%2F`).
+    fn blob_url(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+    ) -> std::result::Result<Url, Failure> {
+        let mut url = self.container_url(container)?;
+        url.path_segments_mut()
+            .map_err(|()| Failure::Fatal(Error::invalid("blob endpoint", "cannot carry a path")))?
+            .extend(blob.as_str().split('/'));
+        Ok(url)
+    }
+
+    fn container_client(
+        &self,
+        container: &ContainerName,
+    ) -> std::result::Result<BlobContainerClient, Failure> {
+        let options = BlobContainerClientOptions {
+            client_options: self.inner.pipelines.blob_options.clone(),
+            ..BlobContainerClientOptions::default()
+        };
+        BlobContainerClient::new(self.container_url(container)?, None, Some(options))
+            .map_err(|e| Failure::from_azure(e, &self.inner.redactor))
+    }
+
+    fn blob_client(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+    ) -> std::result::Result<BlobClient, Failure> {
+        let options = BlobClientOptions {
+            client_options: self.inner.pipelines.blob_options.clone(),
+            ..BlobClientOptions::default()
+        };
+        BlobClient::new(self.blob_url(container, blob)?, None, Some(options))
+            .map_err(|e| Failure::from_azure(e, &self.inner.redactor))
     }
 
     pub(super) async fn create_container_impl(&self, container: &ContainerName) -> Result<()> {
         self.retrying("create_container", |_| async move {
-            match self
-                .attempt(self.container_client(container).create().into_future())
-                .await
-            {
+            let client = self.container_client(container)?;
+            match self.attempt(client.create(None)).await {
                 Ok(_) => Ok(()),
                 Err(f) if matches!(f.status(), Some((409, Some("ContainerAlreadyExists")))) => {
                     Ok(())
@@ -224,18 +334,23 @@ impl AzureBackend {
         validate_metadata(metadata)?;
         let (body, what) = (&body, &what);
         self.retrying("put_blob", |earlier| async move {
-            let mut builder = self
-                .blob_client(container, blob)
-                .put_block_blob(body.clone())
-                .metadata(sdk_metadata(metadata));
-            if let Some(id) = conditions.lease_id {
-                builder = builder.lease_id(sdk_lease_id(id));
-            }
-            if let Some(c) = if_match(conditions) {
-                builder = builder.if_match(c);
-            }
-            match self.attempt(builder.into_future()).await {
-                Ok(r) => Ok(ETag::new(r.etag)),
+            let client = self.blob_client(container, blob)?.block_blob_client();
+            let (if_match, if_none_match) = conditions_of(conditions);
+            let options = BlockBlobClientUploadOptions {
+                metadata: Some(sdk_metadata(metadata)),
+                lease_id: conditions.lease_id.map(sdk_lease_id),
+                if_match: if_match.map(Into::into),
+                if_none_match: if_none_match.map(Into::into),
+                // One Put Blob whatever the size (above this the client
+                // stages blocks: several requests, not atomic).
+                partition_size: NonZero::new(u64::MAX),
+                ..BlockBlobClientUploadOptions::default()
+            };
+            let content = RequestContent::from(body.clone());
+            match self.attempt(client.upload(content, Some(options))).await {
+                Ok(r) => Ok(ETag::new(
+                    r.etag.ok_or_else(|| no_etag("Put Blob"))?.to_string(),
+                )),
                 Err(f) => {
                     let precondition_failed = matches!(
                         f.status(),
@@ -309,24 +424,13 @@ impl AzureBackend {
         container: &ContainerName,
         blob: &BlobName,
     ) -> std::result::Result<Option<Blob>, Failure> {
-        let url = self
-            .blob_client(container, blob)
-            .url()
-            .map_err(|e| Failure::from_azure(e, &self.inner.redactor))?;
-        let reply = self
-            .send_raw(
-                ServiceType::Blob,
-                azure_core::Method::Get,
-                url,
-                Headers::new(),
-                None,
-            )
-            .await;
+        let request = Request::new(self.blob_url(container, blob)?, Method::Get);
+        let reply = self.send_raw(Service::Blob, request).await;
         match reply {
             Ok(r) => {
                 let properties = properties_from_headers(r.headers())?;
                 Ok(Some(Blob {
-                    body: r.body().to_vec(),
+                    body: r.body().as_ref().to_vec(),
                     properties,
                 }))
             }
@@ -343,15 +447,9 @@ impl AzureBackend {
         check_blob_name(blob)?;
         let what = blob_what(container, blob);
         self.retrying("blob_properties", |_| async move {
-            let reply = self
-                .attempt(
-                    self.blob_client(container, blob)
-                        .get_properties()
-                        .into_future(),
-                )
-                .await;
-            match reply {
-                Ok(r) => Ok(Some(properties_from_sdk(&r.blob))),
+            let client = self.blob_client(container, blob)?;
+            match self.attempt(client.get_properties(None)).await {
+                Ok(r) => Ok(Some(properties_from_headers(r.headers())?)),
                 // HEAD has no body: the code comes from x-ms-error-code.
                 Err(f) if matches!(f.status(), Some((404, Some("BlobNotFound")))) => Ok(None),
                 Err(f) => Err(f),
@@ -373,18 +471,23 @@ impl AzureBackend {
         validate_metadata(metadata)?;
         let what = &what;
         self.retrying("set_blob_metadata", |earlier| async move {
-            let mut builder = self
-                .blob_client(container, blob)
-                .set_metadata()
-                .metadata(sdk_metadata(metadata));
-            if let Some(id) = conditions.lease_id {
-                builder = builder.lease_id(sdk_lease_id(id));
-            }
-            if let Some(c) = if_match(conditions) {
-                builder = builder.if_match(c);
-            }
-            match self.attempt(builder.into_future()).await {
-                Ok(r) => Ok(ETag::new(r.etag)),
+            let client = self.blob_client(container, blob)?;
+            let (if_match, if_none_match) = conditions_of(conditions);
+            let options = BlobClientSetMetadataOptions {
+                lease_id: conditions.lease_id.map(sdk_lease_id),
+                if_match: if_match.map(Into::into),
+                if_none_match: if_none_match.map(Into::into),
+                ..BlobClientSetMetadataOptions::default()
+            };
+            let metadata_map = sdk_metadata(metadata);
+            match self
+                .attempt(client.set_metadata(&metadata_map, Some(options)))
+                .await
+            {
+                Ok(r) => Ok(ETag::new(
+                    properties_header(r.headers(), "etag")
+                        .ok_or_else(|| no_etag("Set Blob Metadata"))?,
+                )),
                 Err(f) => {
                     let precondition_failed =
                         matches!(f.status(), Some((412, Some("ConditionNotMet"))));
@@ -412,14 +515,15 @@ impl AzureBackend {
         let what = blob_what(container, blob);
         let what = &what;
         self.retrying("delete_blob", |earlier| async move {
-            let mut builder = self.blob_client(container, blob).delete();
-            if let Some(id) = conditions.lease_id {
-                builder = builder.lease_id(sdk_lease_id(id));
-            }
-            if let Some(c) = if_match(conditions) {
-                builder = builder.if_match(c);
-            }
-            match self.attempt(builder.into_future()).await {
+            let client = self.blob_client(container, blob)?;
+            let (if_match, if_none_match) = conditions_of(conditions);
+            let options = BlobClientDeleteOptions {
+                lease_id: conditions.lease_id.map(sdk_lease_id),
+                if_match: if_match.map(Into::into),
+                if_none_match: if_none_match.map(Into::into),
+                ..BlobClientDeleteOptions::default()
+            };
+            match self.attempt(client.delete(Some(options))).await {
                 Ok(_) => Ok(()),
                 Err(f)
                     if earlier.may_have_applied
@@ -461,31 +565,26 @@ impl AzureBackend {
         let what = format!("listing of container `{container}`");
         let max_results = match max_results {
             None => None,
-            Some(n) => Some(
-                MaxResults::try_from(n)
-                    .map_err(|_| Error::invalid("page size", format!("{n} must be at least 1")))?,
-            ),
+            Some(0) => {
+                return Err(Error::invalid("page size", "0 must be at least 1"));
+            }
+            Some(n) => Some(i32::try_from(n).unwrap_or(i32::MAX)),
         };
         self.retrying("list_blobs", |_| async move {
-            let mut builder = self
-                .container_client(container)
-                .list_blobs()
-                .include_metadata(true);
-            if !prefix.is_empty() {
-                builder = builder.prefix(prefix.to_owned());
-            }
-            if let Some(m) = marker {
-                builder = builder.marker(NextMarker::new(m.to_owned()));
-            }
-            if let Some(n) = max_results {
-                builder = builder.max_results(n);
-            }
-            let mut pages = builder.into_stream();
+            let client = self.container_client(container)?;
+            let options = BlobContainerClientListBlobsOptions {
+                include: Some(vec![ListBlobsIncludeItem::Metadata]),
+                prefix: (!prefix.is_empty()).then(|| prefix.to_owned()),
+                marker: marker.map(str::to_owned),
+                maxresults: max_results,
+                ..BlobContainerClientListBlobsOptions::default()
+            };
             let reply = self
                 .attempt(async move {
+                    let mut pages = client.list_blobs(Some(options))?.into_pages();
                     match pages.next().await {
-                        Some(page) => page,
-                        None => Err(azure_core::Error::message(
+                        Some(page) => page?.into_model(),
+                        None => Err(azure_core::Error::with_message(
                             azure_core::error::ErrorKind::Other,
                             "the listing reply held no page",
                         )),
@@ -494,16 +593,13 @@ impl AzureBackend {
                 .await;
             let page = reply?;
             let items = page
-                .blobs
-                .blobs()
-                .map(|b| BlobItem {
-                    name: b.name.clone(),
-                    properties: properties_from_sdk(b),
-                })
-                .collect();
+                .blob_items
+                .into_iter()
+                .map(properties_from_item)
+                .collect::<std::result::Result<Vec<_>, _>>()?;
             Ok(BlobListPage {
                 items,
-                next_marker: page.next_marker.map(|m| m.as_str().to_owned()),
+                next_marker: page.next_marker.filter(|m| !m.is_empty()),
             })
         })
         .await
@@ -522,18 +618,22 @@ impl AzureBackend {
         let duration = sdk_duration(duration)?;
         // Retrying is safe: acquiring again with the current id of an active
         // lease succeeds.
-        let duration = &duration;
         self.retrying("acquire_lease", |_| async move {
-            let builder = self
-                .blob_client(container, blob)
-                .acquire_lease(duration.clone())
-                .proposed_lease_id(ProposedLeaseId::from(sdk_lease_id(proposed_id)));
-            let reply = self.attempt(builder.into_future()).await;
+            let client = self.blob_client(container, blob)?;
+            let options = BlobClientAcquireLeaseOptions {
+                proposed_lease_id: Some(sdk_lease_id(proposed_id)),
+                ..BlobClientAcquireLeaseOptions::default()
+            };
+            let r = self
+                .attempt(client.acquire_lease(duration, Some(options)))
+                .await?;
+            let id = lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?)?;
             // The reply's ETag is the blob's: leasing does not change it.
-            reply.and_then(|r| {
-                let id = lease_id_from_sdk(r.lease_id)?;
-                Ok(AcquiredLease::new(id, Some(ETag::new(r.etag))))
-            })
+            let etag = r.etag().map_err(|e| self.failure(e))?;
+            Ok(AcquiredLease::new(
+                id,
+                etag.map(|e| ETag::new(e.to_string())),
+            ))
         })
         .await
         .map_err(|f| f.into_error(&what))
@@ -548,11 +648,12 @@ impl AzureBackend {
         check_blob_name(blob)?;
         let what = format!("lease on {}", blob_what(container, blob));
         self.retrying("renew_lease", |_| async move {
-            let builder = self
-                .blob_client(container, blob)
-                .blob_lease_client(sdk_lease_id(id))
-                .renew();
-            self.attempt(builder.into_future()).await.map(drop)
+            let client = self.blob_client(container, blob)?;
+            self.attempt(
+                client.renew_lease(sdk_lease_id(id), None::<BlobClientRenewLeaseOptions<'_>>),
+            )
+            .await
+            .map(drop)
         })
         .await
         .map_err(|f| f.into_error(&what))
@@ -569,12 +670,13 @@ impl AzureBackend {
         let what = format!("lease on {}", blob_what(container, blob));
         let what = &what;
         self.retrying("change_lease", |earlier| async move {
-            let builder = self
-                .blob_client(container, blob)
-                .blob_lease_client(sdk_lease_id(id))
-                .change(ProposedLeaseId::from(sdk_lease_id(proposed_id)));
-            let reply = self.attempt(builder.into_future()).await;
-            match reply.and_then(|r| lease_id_from_sdk(r.lease_id)) {
+            let client = self.blob_client(container, blob)?;
+            let reply = self
+                .attempt(client.change_lease(sdk_lease_id(id), sdk_lease_id(proposed_id), None))
+                .await;
+            let changed =
+                reply.and_then(|r| lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?));
+            match changed {
                 Ok(id) => Ok(id),
                 Err(f)
                     if earlier.may_have_applied
@@ -606,11 +708,10 @@ impl AzureBackend {
         check_blob_name(blob)?;
         let what = format!("lease on {}", blob_what(container, blob));
         self.retrying("release_lease", |earlier| async move {
-            let builder = self
-                .blob_client(container, blob)
-                .blob_lease_client(sdk_lease_id(id))
-                .release();
-            match self.attempt(builder.into_future()).await {
+            let client = self.blob_client(container, blob)?;
+            let release =
+                client.release_lease(sdk_lease_id(id), None::<BlobClientReleaseLeaseOptions<'_>>);
+            match self.attempt(release).await {
                 Ok(_) => Ok(()),
                 Err(f)
                     if earlier.may_have_applied
@@ -654,12 +755,15 @@ impl AzureBackend {
             ));
         }
         self.retrying("break_lease", |_| async move {
-            let mut builder = self.blob_client(container, blob).break_lease();
-            if let Some(p) = period {
-                builder = builder.lease_break_period(LeaseBreakPeriod::from(p));
-            }
-            let r = self.attempt(builder.into_future()).await?;
-            Ok(Duration::from_secs(u64::from(r.lease_time)))
+            let client = self.blob_client(container, blob)?;
+            let options = BlobClientBreakLeaseOptions {
+                // Checked above: whole seconds, 0 to 60.
+                break_period: period.map(|p| i32::try_from(p.as_secs()).unwrap_or(60)),
+                ..BlobClientBreakLeaseOptions::default()
+            };
+            let r = self.attempt(client.break_lease(Some(options))).await?;
+            let seconds = r.lease_time().map_err(|e| self.failure(e))?.unwrap_or(0);
+            Ok(Duration::from_secs(u64::try_from(seconds).unwrap_or(0)))
         })
         .await
         .map_err(|f| f.into_error(&what))
@@ -688,14 +792,8 @@ mod tests {
 
     #[test]
     fn lease_durations_are_not_truncated() {
-        assert!(matches!(
-            sdk_duration(LeaseDuration::Seconds(60)).unwrap(),
-            SdkLeaseDuration::Seconds(60)
-        ));
-        assert!(matches!(
-            sdk_duration(LeaseDuration::Infinite).unwrap(),
-            SdkLeaseDuration::Infinite
-        ));
+        assert_eq!(sdk_duration(LeaseDuration::Seconds(60)).unwrap(), 60);
+        assert_eq!(sdk_duration(LeaseDuration::Infinite).unwrap(), -1);
         assert!(sdk_duration(LeaseDuration::Seconds(14)).is_err());
         assert!(sdk_duration(LeaseDuration::Seconds(61)).is_err());
     }
@@ -712,15 +810,36 @@ mod tests {
     #[test]
     fn each_write_mode_sends_one_condition() {
         let etag = ETag::new("\"x\"");
-        assert!(if_match(&BlobConditions::none()).is_none());
-        assert!(if_match(&BlobConditions::leased(LeaseId::new_random())).is_none());
-        assert!(matches!(
-            if_match(&BlobConditions::create_only()),
-            Some(IfMatchCondition::NotMatch(s)) if s == "*"
-        ));
-        assert!(matches!(
-            if_match(&BlobConditions::if_match(etag).with_lease(LeaseId::new_random())),
-            Some(IfMatchCondition::Match(s)) if s == "\"x\""
-        ));
+        assert_eq!(conditions_of(&BlobConditions::none()), (None, None));
+        assert_eq!(
+            conditions_of(&BlobConditions::leased(LeaseId::new_random())),
+            (None, None)
+        );
+        assert_eq!(
+            conditions_of(&BlobConditions::create_only()),
+            (None, Some("*".to_owned()))
+        );
+        assert_eq!(
+            conditions_of(&BlobConditions::if_match(etag).with_lease(LeaseId::new_random())),
+            (Some("\"x\"".to_owned()), None)
+        );
+    }
+
+    #[test]
+    fn lease_states_and_kinds_are_read_from_the_services_words() {
+        let info = lease_info_from(Some("leased"), Some("infinite"));
+        assert_eq!(
+            (info.state, info.kind),
+            (LeaseState::Leased, Some(LeaseKind::Infinite))
+        );
+        let info = lease_info_from(Some("broken"), Some("fixed"));
+        assert_eq!((info.state, info.kind), (LeaseState::Broken, None));
+        let info = lease_info_from(None, None);
+        assert_eq!((info.state, info.kind), (LeaseState::Available, None));
+        let info = lease_info(Some(SdkLeaseState::Leased), Some(SdkDurationKind::Fixed));
+        assert_eq!(
+            (info.state, info.kind),
+            (LeaseState::Leased, Some(LeaseKind::Fixed))
+        );
     }
 }

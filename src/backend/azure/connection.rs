@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use azure_core::Url;
+use azure_core::http::Url;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
@@ -116,9 +116,9 @@ impl SasToken {
         Ok(SasToken { pairs })
     }
 
-    /// The token as a query string, for the credential.
-    pub(crate) fn expose(&self) -> String {
-        form_encode(&self.pairs)
+    /// The decoded parameters, for the policy that appends them.
+    pub(crate) fn pairs(&self) -> &[(String, String)] {
+        &self.pairs
     }
 
     /// The signature, so that it can be scrubbed from foreign error text.
@@ -176,8 +176,9 @@ pub enum Credentials {
     ///
     /// [`AzureBackendBuilder::token_credential`]: super::AzureBackendBuilder::token_credential
     Token {
-        /// The credential tokens come from (`azure_core` 0.21's trait).
-        credential: std::sync::Arc<dyn azure_core::auth::TokenCredential>,
+        /// The credential tokens come from (`azure_core` 1.x's trait, which
+        /// `azure_identity` 1.x credentials implement).
+        credential: std::sync::Arc<dyn azure_core::credentials::TokenCredential>,
         /// The resource tokens are asked for, such as
         /// `https://storage.azure.com` (the default) or a sovereign cloud's.
         audience: String,

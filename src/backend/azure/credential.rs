@@ -1,15 +1,16 @@
 //! Microsoft Entra ID tokens for both services: the token cache that sits
-//! between the clients' signing policy and the caller's `TokenCredential`.
+//! between leasehold's bearer policy and the caller's `TokenCredential`
+//! (`azure_core` 1.x, the trait `azure_identity` 1.x credentials implement).
 //!
-//! The signing policy of `azure_storage` 0.21 asks its credential for a
-//! token before **every** request, for the fixed scope
-//! `https://storage.azure.com/.default`. The cache answers at once with the
-//! token it holds, asks the wrapped credential for the configured audience
-//! instead (sovereign clouds have their own), and refreshes the token in a
-//! background task ahead of its expiry (at the earlier of half its lifetime
-//! and five minutes before it ends), so that a lease renewal never waits on
-//! a token fetch. Only the first request, or one made after every
-//! background refresh failed until the token ran out, fetches in line.
+//! [`BearerPolicy`] asks the cache for a token before **every** request.
+//! The cache answers at once with the token it holds, asks the wrapped
+//! credential for the configured audience (sovereign clouds have their
+//! own; the blob client's own bearer policy would ask for a fixed scope),
+//! and refreshes the token in a background task ahead of its expiry (at the
+//! earlier of half its lifetime and five minutes before it ends), so that a
+//! lease renewal never waits on a token fetch. Only the first request, or
+//! one made after every background refresh failed until the token ran out,
+//! fetches in line.
 //!
 //! Validity is counted on the Tokio clock from the moment each token
 //! arrives (its remaining lifetime then), so paused time drives it in tests
@@ -26,7 +27,10 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use azure_core::auth::{AccessToken, TokenCredential};
+use azure_core::credentials::{AccessToken, TokenCredential};
+use azure_core::http::headers::HeaderName;
+use azure_core::http::policies::{Policy, PolicyResult};
+use azure_core::http::{Context, Request};
 use tokio::time::Instant;
 
 use crate::retry::{Backoff, random_seed};
@@ -144,7 +148,7 @@ impl TokenCache {
         let scope = shared.scope.as_str();
         let token = shared
             .credential
-            .get_token(&[scope])
+            .get_token(&[scope], None)
             .await
             .map_err(|source| {
                 azure_core::Error::new(
@@ -230,7 +234,7 @@ async fn refresh_loop(weak: Weak<Shared>) {
             Some(_) => Ok(token),
             // A token already (nearly) expired would be refreshed again at
             // once, and again: back off as after a failure.
-            None => Err(azure_core::Error::message(
+            None => Err(azure_core::Error::with_message(
                 azure_core::error::ErrorKind::Credential,
                 "the credential gave a token that is already expired",
             )),
@@ -265,11 +269,9 @@ async fn refresh_loop(weak: Weak<Shared>) {
     }
 }
 
-#[async_trait]
-impl TokenCredential for TokenCache {
-    /// The held token, or a fresh one; `scopes` is ignored (the configured
-    /// audience's scope is asked for).
-    async fn get_token(&self, _scopes: &[&str]) -> azure_core::Result<AccessToken> {
+impl TokenCache {
+    /// The held token, or a fresh one for the configured audience.
+    pub(crate) async fn token(&self) -> azure_core::Result<AccessToken> {
         if let Some(token) = TokenCache::usable(&self.shared) {
             self.ensure_refresher();
             return Ok(token);
@@ -283,14 +285,33 @@ impl TokenCredential for TokenCache {
         self.ensure_refresher();
         Ok(token)
     }
+}
 
-    async fn clear_cache(&self) -> azure_core::Result<()> {
-        *self
-            .shared
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = None;
-        self.shared.credential.clear_cache().await
+/// Sets `Authorization: Bearer {token}` from a [`TokenCache`] on every
+/// request (both services' pipelines).
+#[derive(Debug, Clone)]
+pub(crate) struct BearerPolicy {
+    cache: TokenCache,
+}
+
+impl BearerPolicy {
+    pub(crate) fn new(cache: TokenCache) -> Self {
+        BearerPolicy { cache }
+    }
+}
+
+#[async_trait]
+impl Policy for BearerPolicy {
+    async fn send(
+        &self,
+        ctx: &Context,
+        request: &mut Request,
+        next: &[Arc<dyn Policy>],
+    ) -> PolicyResult {
+        const AUTHORIZATION: HeaderName = HeaderName::from_static("authorization");
+        let token = self.cache.token().await?;
+        request.insert_header(AUTHORIZATION, format!("Bearer {}", token.token.secret()));
+        super::auth::forward(ctx, request, next).await
     }
 }
 
@@ -327,7 +348,11 @@ mod tests {
 
     #[async_trait]
     impl TokenCredential for FakeCredential {
-        async fn get_token(&self, scopes: &[&str]) -> azure_core::Result<AccessToken> {
+        async fn get_token(
+            &self,
+            scopes: &[&str],
+            _: Option<azure_core::credentials::TokenRequestOptions<'_>>,
+        ) -> azure_core::Result<AccessToken> {
             let n = self.fetches.fetch_add(1, Ordering::SeqCst) + 1;
             self.scopes
                 .lock()
@@ -335,7 +360,7 @@ mod tests {
                 .extend(scopes.iter().map(|s| s.to_string()));
             tokio::time::sleep(self.delay).await;
             if self.failing.load(Ordering::SeqCst) {
-                return Err(azure_core::Error::message(
+                return Err(azure_core::Error::with_message(
                     azure_core::error::ErrorKind::Credential,
                     "no identity endpoint",
                 ));
@@ -347,12 +372,7 @@ mod tests {
                 time::OffsetDateTime::now_utc() + self.lifetime,
             ))
         }
-        async fn clear_cache(&self) -> azure_core::Result<()> {
-            Ok(())
-        }
     }
-
-    const SCOPE: &[&str] = &["https://storage.azure.com/.default"];
 
     /// Three hours of requests, one a minute, on one-hour tokens that take
     /// 10 s to fetch: four fetches (the first, then one ahead of each end),
@@ -361,19 +381,19 @@ mod tests {
     async fn tokens_are_refreshed_ahead_of_expiry_and_requests_never_wait() {
         let fake = FakeCredential::new(Duration::from_secs(3600), Duration::from_secs(10));
         let cache = TokenCache::new(fake.clone(), "https://storage.azure.us/");
-        let first = cache.get_token(SCOPE).await.unwrap();
+        let first = cache.token().await.unwrap();
         assert_eq!(first.token.secret(), "fake-token-1");
         assert_eq!(fake.fetches(), 1);
         for minute in 1..=180u32 {
             tokio::time::sleep(Duration::from_secs(60)).await;
             let asked = Instant::now();
-            let token = cache.get_token(SCOPE).await.unwrap();
+            let token = cache.token().await.unwrap();
             assert_eq!(asked.elapsed(), Duration::ZERO, "minute {minute} waited");
             assert!(token.expires_on > time::OffsetDateTime::now_utc());
         }
         // Refreshes at 55, 110 and 165 minutes (each 10 s late: the fetch).
         assert_eq!(fake.fetches(), 4);
-        // The configured audience, not the scope the signing policy asks for.
+        // The configured audience's scope.
         let scopes = fake.scopes.lock().unwrap().clone();
         assert!(
             scopes
@@ -390,24 +410,21 @@ mod tests {
     async fn failed_refreshes_are_retried_and_then_surface_as_credential_errors() {
         let fake = FakeCredential::new(Duration::from_secs(600), Duration::ZERO);
         let cache = TokenCache::new(fake.clone(), DEFAULT_AUDIENCE);
-        cache.get_token(SCOPE).await.unwrap();
+        cache.token().await.unwrap();
         fake.failing.store(true, Ordering::SeqCst);
         // Refresh at 5 min; retries until the token ends at 10 min.
         tokio::time::sleep(Duration::from_secs(9 * 60)).await;
         let retried = fake.fetches();
         assert!(retried > 3, "{retried} fetches");
-        assert_eq!(
-            cache.get_token(SCOPE).await.unwrap().token.secret(),
-            "fake-token-1"
-        );
+        assert_eq!(cache.token().await.unwrap().token.secret(), "fake-token-1");
         tokio::time::sleep(Duration::from_secs(60)).await;
-        let e = cache.get_token(SCOPE).await.unwrap_err();
+        let e = cache.token().await.unwrap_err();
         assert_eq!(e.kind(), &azure_core::error::ErrorKind::Credential);
         let failure = e.downcast_ref::<CredentialFailure>().unwrap();
         assert_eq!(failure.kind, "FakeCredential");
         // Back in service: the next request fetches a token again.
         fake.failing.store(false, Ordering::SeqCst);
-        let token = cache.get_token(SCOPE).await.unwrap();
+        let token = cache.token().await.unwrap();
         assert!(token.token.secret().starts_with("fake-token-"));
         assert!(!format!("{cache:?}").contains("fake-token"));
     }
@@ -417,7 +434,7 @@ mod tests {
     async fn concurrent_first_requests_share_one_fetch() {
         let fake = FakeCredential::new(Duration::from_secs(3600), Duration::from_secs(1));
         let cache = TokenCache::new(fake.clone(), DEFAULT_AUDIENCE);
-        let all = futures_util::future::join_all((0..20).map(|_| cache.get_token(SCOPE))).await;
+        let all = futures_util::future::join_all((0..20).map(|_| cache.token())).await;
         assert!(all.iter().all(Result::is_ok));
         assert_eq!(fake.fetches(), 1);
     }
@@ -427,7 +444,7 @@ mod tests {
     async fn the_refresh_task_ends_with_the_cache() {
         let fake = FakeCredential::new(Duration::from_secs(3600), Duration::ZERO);
         let cache = TokenCache::new(fake.clone(), DEFAULT_AUDIENCE);
-        cache.get_token(SCOPE).await.unwrap();
+        cache.token().await.unwrap();
         drop(cache);
         tokio::time::sleep(Duration::from_secs(5 * 3600)).await;
         assert_eq!(fake.fetches(), 1);
@@ -439,7 +456,7 @@ mod tests {
     async fn expired_tokens_do_not_make_the_refresher_spin() {
         let fake = FakeCredential::new(Duration::ZERO, Duration::ZERO);
         let cache = TokenCache::new(fake.clone(), DEFAULT_AUDIENCE);
-        let _ = cache.get_token(SCOPE).await;
+        let _ = cache.token().await;
         tokio::time::sleep(Duration::from_secs(600)).await;
         let n = fake.fetches();
         assert!(n < 40, "{n} fetches in 10 minutes");

@@ -12,6 +12,10 @@
 
 use std::fmt;
 
+use azure_core::error::ErrorKind;
+use azure_core::http::headers::{HeaderName, Headers};
+use serde_json::Value as Json;
+
 use crate::error::Error;
 
 use super::credential::CredentialFailure;
@@ -165,24 +169,43 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
+    /// The service's error reply: `status`, with the code from
+    /// `x-ms-error-code` or, failing that, from the body (an OData error's
+    /// `code` for tables, `<Code>` for blobs). 401 and 403 are
+    /// [`Error::Auth`] naming the credential in use.
+    pub(crate) fn from_reply(
+        status: u16,
+        headers: &Headers,
+        body: &[u8],
+        redactor: &Redactor,
+    ) -> Self {
+        let code = error_code(headers, body);
+        if status == 401 || status == 403 {
+            return Failure::Fatal(Error::Auth {
+                credential: redactor.credential.clone(),
+                status: Some(status),
+                code,
+                message: format!("the service refused the request's credentials (HTTP {status})"),
+                source: None,
+            });
+        }
+        Failure::Status { status, code }
+    }
+
     /// Classifies an `azure_core` error, scrubbing its text.
     pub(crate) fn from_azure(e: azure_core::Error, redactor: &Redactor) -> Self {
-        if let azure_core::error::ErrorKind::HttpResponse { status, error_code } = e.kind() {
+        if let ErrorKind::HttpResponse {
+            status,
+            raw_response,
+            ..
+        } = e.kind()
+        {
+            // Never the error's own `error_code`: for a reply without
+            // `x-ms-error-code` and a JSON body it is the status number.
             let status = u16::from(*status);
-            if status == 401 || status == 403 {
-                return Failure::Fatal(Error::Auth {
-                    credential: redactor.credential.clone(),
-                    status: Some(status),
-                    code: error_code.clone(),
-                    message: format!(
-                        "the service refused the request's credentials (HTTP {status})"
-                    ),
-                    source: None,
-                });
-            }
-            return Failure::Status {
-                status,
-                code: error_code.clone(),
+            return match raw_response {
+                Some(r) => Failure::from_reply(status, r.headers(), r.body().as_ref(), redactor),
+                None => Failure::from_reply(status, &Headers::new(), &[], redactor),
             };
         }
         if let Some(failure) = credential_failure(&e) {
@@ -215,12 +238,11 @@ impl Failure {
         match kind {
             // A pipeline policy's refused connection (such as an injected
             // fault): certainly not sent.
-            azure_core::error::ErrorKind::Io if refused(&e) => {
-                Failure::NotSent(NoReply::new(message, inner))
-            }
+            ErrorKind::Connection => Failure::NotSent(NoReply::new(message, inner)),
+            ErrorKind::Io if refused(&e) => Failure::NotSent(NoReply::new(message, inner)),
             // Reading a reply body failed after the status arrived, or a
             // pipeline policy lost the reply.
-            azure_core::error::ErrorKind::Io => Failure::ReplyLost(NoReply::new(message, inner)),
+            ErrorKind::Io => Failure::ReplyLost(NoReply::new(message, inner)),
             _ => Failure::Fatal(
                 Error::client(format!("unexpected reply or client error: {message}"))
                     .with_source(scrubbed(&e)),
@@ -321,6 +343,30 @@ fn credential_failure(e: &azure_core::Error) -> Option<&CredentialFailure> {
     None
 }
 
+/// The service's error code for a reply: `x-ms-error-code`, else the code
+/// its body names (JSON: `odata.error.code`, `error.code` or `code`; XML:
+/// the first `<Code>`).
+pub(crate) fn error_code(headers: &Headers, body: &[u8]) -> Option<String> {
+    const ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error-code");
+    if let Some(code) = headers.get_optional_str(&ERROR_CODE)
+        && !code.is_empty()
+    {
+        return Some(code.to_owned());
+    }
+    let text = std::str::from_utf8(body).ok()?.trim();
+    if let Ok(json) = serde_json::from_str::<Json>(text) {
+        let code = ["odata.error", "error", "Error"]
+            .iter()
+            .find_map(|k| json.get(k))
+            .and_then(|e| e.get("code").or_else(|| e.get("Code")))
+            .or_else(|| json.get("code").or_else(|| json.get("Code")));
+        return code.and_then(Json::as_str).map(str::to_owned);
+    }
+    let start = text.find("<Code>")? + "<Code>".len();
+    let end = text[start..].find("</Code>")?;
+    Some(text[start..start + end].trim().to_owned()).filter(|c| !c.is_empty())
+}
+
 /// Whether `e` wraps an I/O error saying the connection was refused: the
 /// request never left.
 fn refused(e: &azure_core::Error) -> bool {
@@ -337,13 +383,14 @@ pub(crate) fn is_transient_status(status: u16) -> bool {
 mod tests {
     use super::*;
     use crate::backend::azure::transport::Transport;
-    use azure_core::{Context, Method, Policy as _, Request};
+    use azure_core::http::policies::Policy as _;
+    use azure_core::http::{Context, Method, Request, Url};
 
     // How the transport's failures are classified.
 
     async fn failure_of(url: &str) -> Failure {
         let transport = Transport::new(&[]).unwrap();
-        let mut request = Request::new(azure_core::Url::parse(url).unwrap(), Method::Get);
+        let mut request = Request::new(Url::parse(url).unwrap(), Method::Get);
         let e = transport
             .send(&Context::new(), &mut request, &[])
             .await
@@ -464,6 +511,38 @@ mod tests {
         );
         let inner = std::error::Error::source(&s).map(ToString::to_string);
         assert_eq!(inner.as_deref(), Some("key <redacted> refused"));
+    }
+
+    #[test]
+    fn error_codes_come_from_the_header_then_the_body() {
+        let mut headers = Headers::new();
+        let table = br#"{"odata.error":{"code":"EntityAlreadyExists","message":{"value":"x"}}}"#;
+        let blob = b"<?xml version=\"1.0\"?><Error><Code>LeaseIdMissing</Code><Message>m</Message></Error>";
+        assert_eq!(
+            error_code(&headers, table).as_deref(),
+            Some("EntityAlreadyExists")
+        );
+        assert_eq!(
+            error_code(&headers, blob).as_deref(),
+            Some("LeaseIdMissing")
+        );
+        assert_eq!(error_code(&headers, b"").as_deref(), None);
+        assert_eq!(error_code(&headers, b"{}").as_deref(), None);
+        headers.insert("x-ms-error-code", "ConditionNotMet");
+        assert_eq!(
+            error_code(&headers, table).as_deref(),
+            Some("ConditionNotMet")
+        );
+        let f = Failure::from_reply(412, &headers, b"", &Redactor::default());
+        assert_eq!(f.status(), Some((412, Some("ConditionNotMet"))));
+        let f = Failure::from_reply(403, &headers, b"", &Redactor::default());
+        assert!(matches!(
+            f,
+            Failure::Fatal(Error::Auth {
+                status: Some(403),
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! The Azure backend: Azure Storage or Azurite through `azure_data_tables`
-//! and `azure_storage_blobs` 0.21.
+//! The Azure backend: Azure Storage or Azurite, on the `azure_core` 1.x
+//! pipeline. leasehold writes every Table request itself (there is no Table
+//! crate on the 1.x line); blobs and leases go through
+//! `azure_storage_blob` 1.x.
 //!
 //! ```no_run
 //! # async fn demo() -> leasehold::Result<()> {
@@ -8,39 +10,41 @@
 //! # let _ = backend; Ok(()) }
 //! ```
 //!
-//! The 0.21 clients have sharp edges; this module works around each of
-//! them:
+//! What this module does that the SDK does not, or does otherwise:
 //!
 //! * entities travel as JSON with `@odata.type` annotations written and read
-//!   by `crate::backend::wire` (the clients annotate nothing, so an `i64`
-//!   above 2^53 would lose precision);
-//! * single quotes in keys are doubled in entity URLs (the clients do not
-//!   escape them, so `o'brien` could be inserted but not read);
-//! * single-entity write bodies are handed to the clients as raw JSON with
-//!   non-ASCII characters escaped as `\uXXXX`: Azurite decodes such a
-//!   body chunk by chunk, so a character split between two chunks was
-//!   mangled (batch bodies, read whole, stay UTF-8);
-//! * entity-group transactions are built and their replies parsed here, on
-//!   the clients' own request pipeline: the client's transaction reply
-//!   drops the failing operation's index and error code (and reports a failed
-//!   batch as `Ok`);
-//! * transaction updates always carry a condition unless an upsert is meant
-//!   (the client turns a missing condition into an upsert);
+//!   by `crate::backend::wire` (so an `i64` above 2^53 keeps its precision);
+//! * single quotes in keys are doubled in entity URLs, as OData literals
+//!   require;
+//! * single-entity write bodies have non-ASCII characters escaped as
+//!   `\uXXXX`: Azurite decodes such a body chunk by chunk, so a character
+//!   split between two chunks was mangled (batch bodies, read whole, stay
+//!   UTF-8);
+//! * merges are sent as `PATCH`, the Tables REST API's other merge verb (the
+//!   pipeline has no `MERGE` method; batch bodies keep `MERGE` lines);
+//! * entity-group transactions are built and their replies parsed here,
+//!   failing operation's index and error code included;
+//! * transaction updates always carry a condition unless an upsert is meant;
 //! * batches, queries and entities are checked against the service limits
 //!   before anything is sent;
-//! * errors are classified by `x-ms-error-code`, then status;
-//! * lease durations are sent as `Seconds(n)` / `Infinite`, never through the
-//!   client's `From<Duration>` (which truncates to `u8`);
+//! * errors are classified by `x-ms-error-code` (or the code in the body),
+//!   then status;
+//! * Shared Key signing, SAS tokens and bearer tokens are leasehold's own
+//!   pipeline policies (`azure_storage_blob` 1.x signs no Shared Key, and
+//!   its bearer policy would ask for a fixed scope);
 //! * blob bodies are read with one un-ranged `GET` on the pipeline (the
-//!   client's reader asks for ranges, which fails on an empty blob and can
-//!   stitch together two versions of a changing blob);
+//!   client's download asks for ranges, which fails on an empty blob and
+//!   can stitch together two versions of a changing blob), and blob URLs
+//!   are written here (a `/` in a name stays a path separator);
 //! * the SDK's retry policy is off; leasehold retries itself, see
 //!   [`TransportRetry`];
-//! * the last pipeline policy is leasehold's own transport: the stock one
-//!   logs request URLs (with any SAS signature) and cannot tell a refused
-//!   connection from a lost reply. It has no test hooks; policies of your
-//!   own (such as the fault injector of [`crate::testing`]) go in front of
-//!   it through [`AzureBackendBuilder::policy`].
+//! * the last pipeline policy is leasehold's own transport: the stock
+//!   logging policy behind it would log request URLs and headers (and
+//!   stops redacting them when any crate turns on `azure_core`'s `debug`
+//!   feature), and the stock transport cannot tell a refused connection
+//!   from a lost reply. It has no test hooks; policies of your own (such as
+//!   the fault injector of [`crate::testing`]) go in front of it through
+//!   [`AzureBackendBuilder::policy`].
 
 mod auth;
 #[cfg(test)]
@@ -50,6 +54,9 @@ mod blobs;
 mod connection;
 mod credential;
 mod errors;
+#[cfg(feature = "identity")]
+mod identity;
+mod pipeline;
 mod query;
 mod requests;
 mod retry;
@@ -62,16 +69,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use azure_core::auth::{Secret, TokenCredential};
-use azure_core::headers::Headers;
-use azure_core::{
-    Body, ClientOptions, CollectedResponse, Context, Method, Pipeline, Policy, RetryOptions,
-    TransportOptions, Url,
-};
-use azure_data_tables::clients::{TableServiceClient, TableServiceClientBuilder};
-use azure_storage::clients::ServiceType;
-use azure_storage::{CloudLocation, StorageCredentials};
-use azure_storage_blobs::prelude::{BlobServiceClient, ClientBuilder};
+use azure_core::credentials::TokenCredential;
+use azure_core::http::policies::Policy;
+use azure_core::http::{Context, PipelineSendOptions, RawResponse, Request, Url};
 use tracing::Instrument as _;
 
 pub use connection::{AccountKey, ConnectionSettings, Credentials, SasToken};
@@ -79,7 +79,9 @@ pub use connection::{AccountKey, ConnectionSettings, Credentials, SasToken};
 use self::connection::{base_uri, parse_endpoint};
 pub use retry::TransportRetry;
 
+use self::auth::Service;
 use self::errors::{Failure, Redactor};
+use self::pipeline::Pipelines;
 use self::transport::Transport;
 use super::{
     AcquiredLease, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseDuration,
@@ -98,10 +100,7 @@ pub struct AzureBackend {
 
 struct Inner {
     settings: ConnectionSettings,
-    tables: TableServiceClient,
-    blobs: BlobServiceClient,
-    table_pipeline: Pipeline,
-    blob_pipeline: Pipeline,
+    pipelines: Pipelines,
     retry: TransportRetry,
     redactor: Redactor,
 }
@@ -183,36 +182,49 @@ impl AzureBackend {
         }
     }
 
-    /// Sends a request the clients cannot express, on the same pipeline
-    /// (signing, leasehold's transport) the clients use.
+    /// Sends a request leasehold wrote itself (every Table request, the
+    /// un-ranged blob `GET`) once, through `service`'s pipeline (signing,
+    /// the caller's policies, leasehold's transport). A reply with an error
+    /// status is a [`Failure`] classified by its status and error code.
     async fn send_raw(
         &self,
-        service: ServiceType,
-        method: Method,
-        url: Url,
-        headers: Headers,
-        body: Option<Body>,
-    ) -> std::result::Result<CollectedResponse, Failure> {
-        let mut request = azure_storage::clients::finalize_request(url, method, headers, body)
-            .map_err(|e| Failure::from_azure(e, &self.inner.redactor))?;
+        service: Service,
+        mut request: Request,
+    ) -> std::result::Result<RawResponse, Failure> {
         let pipeline = match service {
-            ServiceType::Table => &self.inner.table_pipeline,
-            _ => &self.inner.blob_pipeline,
+            Service::Table => &self.inner.pipelines.table,
+            Service::Blob => &self.inner.pipelines.blob,
         };
-        let mut context = Context::new();
-        context.insert(service);
-        self.attempt(async {
-            let response = pipeline.send(&context, &mut request).await?;
-            CollectedResponse::from_response(response).await
-        })
-        .await
+        let context = Context::new();
+        let reply = self
+            .attempt(pipeline.send(
+                &context,
+                &mut request,
+                // leasehold reads every status itself.
+                Some(PipelineSendOptions {
+                    skip_checks: true,
+                    ..PipelineSendOptions::default()
+                }),
+            ))
+            .await?;
+        let status = u16::from(reply.status());
+        if (200..300).contains(&status) {
+            Ok(reply)
+        } else {
+            Err(Failure::from_reply(
+                status,
+                reply.headers(),
+                reply.body().as_ref(),
+                &self.inner.redactor,
+            ))
+        }
     }
 
     /// The base URL of a service (no trailing `/`).
-    fn base_url(&self, service: ServiceType) -> std::result::Result<Url, Failure> {
+    fn base_url(&self, service: Service) -> std::result::Result<Url, Failure> {
         let endpoint = match service {
-            ServiceType::Table => &self.inner.settings.table_endpoint,
-            _ => &self.inner.settings.blob_endpoint,
+            Service::Table => &self.inner.settings.table_endpoint,
+            Service::Blob => &self.inner.settings.blob_endpoint,
         };
         Url::parse(&base_uri(endpoint)).map_err(|_| {
             Failure::Fatal(Error::invalid(
@@ -319,10 +331,11 @@ impl AzureBackendBuilder {
         self
     }
 
-    /// Authorise with Microsoft Entra ID bearer tokens from `credential`
-    /// (any `azure_core` 0.21 [`TokenCredential`], such as those of
-    /// `azure_identity` 0.21; `default_credential` with the feature
-    /// `identity`). The principal needs the *Storage Table
+    /// Authorise with Microsoft Entra ID bearer tokens from `credential`:
+    /// any `azure_core` 1.x [`TokenCredential`], such as those of
+    /// `azure_identity` 1.x (`ManagedIdentityCredential`,
+    /// `WorkloadIdentityCredential`, `DeveloperToolsCredential`, ...), or
+    /// `default_credential` with the feature `identity`. The principal needs the *Storage Table
     /// Data Contributor* and *Storage Blob Data Contributor* roles.
     ///
     /// Tokens are cached and refreshed in the background ahead of their
@@ -332,7 +345,7 @@ impl AzureBackendBuilder {
     /// `https` endpoints ([`build`](Self::build) refuses `http` ones).
     ///
     /// ```no_run
-    /// # fn demo(credential: std::sync::Arc<dyn azure_core::auth::TokenCredential>) -> leasehold::Result<()> {
+    /// # fn demo(credential: std::sync::Arc<dyn azure_core::credentials::TokenCredential>) -> leasehold::Result<()> {
     /// use leasehold::backend::azure::AzureBackend;
     /// let backend = AzureBackend::builder()
     ///     .account("myaccount")
@@ -345,12 +358,16 @@ impl AzureBackendBuilder {
         self
     }
 
-    /// Authorise with Microsoft Entra ID through the default credential
-    /// chain of `azure_identity` 0.21: environment (a client secret, or
-    /// workload identity with `AZURE_FEDERATED_TOKEN_FILE`), managed
-    /// identity (App Service, virtual machines), then the Azure CLI
-    /// (`az login`). With `AZURE_CREDENTIAL_KIND` set, only that kind. See
-    /// [`AzureBackendBuilder::token_credential`].
+    /// Authorise with Microsoft Entra ID through a chain of `azure_identity`
+    /// 1.x credentials, tried in this order until one gives a token (the
+    /// first that does is kept): a client secret from the environment
+    /// (`AZURE_TENANT_ID`, `AZURE_CLIENT_ID`, `AZURE_CLIENT_SECRET`),
+    /// workload identity (`AZURE_FEDERATED_TOKEN_FILE`), managed identity
+    /// (App Service, virtual machines), then the developer tools (`az
+    /// login`, `azd auth login`). With `AZURE_CREDENTIAL_KIND` set
+    /// (`environment`, `workloadidentity`, `managedidentity`,
+    /// `appservice`, `virtualmachine`, `azurecli`, `developertools`), only
+    /// that kind. See [`AzureBackendBuilder::token_credential`].
     ///
     /// # Errors
     /// [`Error::Auth`] when no credential of the chain can be set up here
@@ -358,13 +375,7 @@ impl AzureBackendBuilder {
     /// on the first request).
     #[cfg(feature = "identity")]
     pub fn default_credential(self) -> Result<Self> {
-        let credential = azure_identity::create_credential().map_err(|e| Error::Auth {
-            credential: "DefaultAzureCredential".to_owned(),
-            status: None,
-            code: None,
-            message: "the default credential chain cannot be set up".to_owned(),
-            source: Some(Box::new(errors::Scrubbed::chain(&e, &Redactor::default()))),
-        })?;
+        let credential = identity::DefaultCredential::from_env(&self.root_certificates)?;
         Ok(self.token_credential(credential))
     }
 
@@ -428,16 +439,17 @@ impl AzureBackendBuilder {
     ///
     /// What a policy answers is read as the network's answer: an `Ok`
     /// response as the service's reply (an error status included); an
-    /// `azure_core::Error` of kind `Io` whose inner error is a
-    /// [`std::io::Error`] of kind `ConnectionRefused` as a request that was
-    /// not sent (retried); any other `Io` error as a reply that was lost
-    /// after the request may have been applied (retried, writes verified
-    /// first, see [`TransportRetry`]); any other error is reported at once.
+    /// `azure_core::Error` of kind `Connection` (or of kind `Io` whose
+    /// inner error is a [`std::io::Error`] of kind `ConnectionRefused`) as
+    /// a request that was not sent (retried); any other `Io` error as a
+    /// reply that was lost after the request may have been applied
+    /// (retried, writes verified first, see [`TransportRetry`]); any other
+    /// error is reported at once.
     ///
     /// For tests, [`FaultInjector::transport_policy`](crate::testing::FaultInjector::transport_policy)
     /// is such a policy: it counts requests, refuses them, loses their
-    /// replies or answers with a status. The policy is written against
-    /// `azure_core` 0.21, the version this backend uses.
+    /// replies or answers with a status. Policies implement the `azure_core`
+    /// 1.x [`Policy`] trait. Merges are sent as `PATCH`.
     pub fn policy(mut self, policy: Arc<dyn Policy>) -> Self {
         self.policies.push(policy);
         self
@@ -548,6 +560,29 @@ impl AzureBackendBuilder {
     }
 }
 
+/// What the benchmarks' raw side sends through: not part of the API.
+#[doc(hidden)]
+pub mod __bench {
+    use super::{AzureBackend, Service};
+
+    /// The Table pipeline of a backend for `connection_string` (signing,
+    /// leasehold's transport, nothing of leasehold above them) and the
+    /// Table endpoint: requests written by hand go through exactly what
+    /// leasehold's own go through.
+    ///
+    /// # Errors
+    /// As [`AzureBackend::from_connection_string`].
+    pub fn table_pipeline(
+        connection_string: &str,
+    ) -> crate::Result<(azure_core::http::Pipeline, azure_core::http::Url)> {
+        let backend = AzureBackend::from_connection_string(connection_string)?;
+        let base = backend
+            .base_url(Service::Table)
+            .map_err(|f| f.into_error("table endpoint"))?;
+        Ok((backend.inner.pipelines.table.clone(), base))
+    }
+}
+
 fn one_endpoint(given: &str, missing: &str) -> Error {
     Error::invalid(
         "Azure backend",
@@ -562,68 +597,17 @@ impl AzureBackend {
     fn from_settings(
         settings: ConnectionSettings,
         retry: TransportRetry,
-        mut policies: Vec<Arc<dyn Policy>>,
+        policies: Vec<Arc<dyn Policy>>,
         root_certificates: &[reqwest::Certificate],
     ) -> Result<Self> {
-        let storage_credentials = match &settings.credentials {
-            Credentials::AccessKey { account, key } => StorageCredentials::access_key(
-                account.clone(),
-                Secret::new(key.expose().to_owned()),
-            ),
-            // The SDK's own error would quote the token; leasehold checked
-            // it already, so any failure here gets a message of its own.
-            Credentials::Sas(token) => {
-                StorageCredentials::sas_token(token.expose()).map_err(|_| {
-                    Error::invalid("shared access signature", "is not a valid query string")
-                })?
-            }
-            Credentials::Token {
-                credential,
-                audience,
-            } => StorageCredentials::token_credential(Arc::new(credential::TokenCache::new(
-                credential.clone(),
-                audience,
-            ))),
-        };
         let transport: Arc<dyn Policy> = Arc::new(Transport::new(root_certificates)?);
-        // The SDK's retry policy is off (leasehold retries, see `retry`), and
-        // leasehold's transport is the last policy that runs: it sits after
-        // the signing policy and answers without calling the stock transport.
-        // The caller's policies run just before it.
-        policies.push(transport.clone());
-        let options = ClientOptions::new(TransportOptions::new_custom_policy(transport))
-            .retry(RetryOptions::none())
-            .per_retry_policies(policies);
-        let table_location = CloudLocation::Custom {
-            account: settings.account.clone(),
-            uri: base_uri(&settings.table_endpoint),
-        };
-        let blob_location = CloudLocation::Custom {
-            account: settings.account.clone(),
-            uri: base_uri(&settings.blob_endpoint),
-        };
-        let tables =
-            TableServiceClientBuilder::with_location(table_location, storage_credentials.clone())
-                .client_options(options.clone())
-                .build();
-        let blobs = ClientBuilder::with_location(blob_location, storage_credentials.clone())
-            .client_options(options.clone())
-            .blob_service_client();
-        let table_pipeline = azure_storage::clients::new_pipeline_from_options(
-            options.clone(),
-            storage_credentials.clone(),
-        );
-        let blob_pipeline =
-            azure_storage::clients::new_pipeline_from_options(options, storage_credentials);
+        let pipelines = pipeline::build(&settings, &policies, transport);
         let redactor = Redactor::new(settings.credentials.secrets())
             .for_credential(settings.credentials.kind());
         Ok(AzureBackend {
             inner: Arc::new(Inner {
                 settings,
-                tables,
-                blobs,
-                table_pipeline,
-                blob_pipeline,
+                pipelines,
                 retry,
                 redactor,
             }),
@@ -948,14 +932,15 @@ mod tests {
 
     #[async_trait]
     impl TokenCredential for NoTokens {
-        async fn get_token(&self, _: &[&str]) -> azure_core::Result<azure_core::auth::AccessToken> {
-            Err(azure_core::Error::message(
+        async fn get_token(
+            &self,
+            _: &[&str],
+            _: Option<azure_core::credentials::TokenRequestOptions<'_>>,
+        ) -> azure_core::Result<azure_core::credentials::AccessToken> {
+            Err(azure_core::Error::with_message(
                 azure_core::error::ErrorKind::Credential,
                 "no tokens here",
             ))
-        }
-        async fn clear_cache(&self) -> azure_core::Result<()> {
-            Ok(())
         }
     }
 

@@ -1,12 +1,13 @@
 //! Queries of the Table service: one page per call, resumed from a
 //! continuation.
 
-use azure_core::prelude::Continuable as _;
-use futures_util::StreamExt as _;
+use azure_core::http::{Method, Request};
 
 use super::AzureBackend;
+use super::auth::Service;
 use super::errors::Failure;
-use super::requests::stored_from_json;
+use super::requests::{header, stored_from_json};
+use super::tables::undecodable;
 use crate::backend::wire;
 use crate::backend::{QueryPage, QuerySpec};
 use crate::entity::{RESERVED_NAMES, property_name_problem};
@@ -53,45 +54,55 @@ impl AzureBackend {
         spec: &QuerySpec,
         select: Option<String>,
     ) -> std::result::Result<QueryPage, Failure> {
-        let mut builder = self.table_client(table).query();
-        if let Some(filter) = &spec.filter {
-            builder = builder.filter(filter.to_odata());
-        }
-        if let Some(select) = select {
-            builder = builder.select(select);
-        }
-        if let Some(top) = spec.top {
-            builder = builder.top(u32::from(top));
-        }
-        if let Some(c) = &spec.continuation {
-            builder = builder.initial_partition_key(c.next_partition_key.clone());
-            if let Some(rk) = &c.next_row_key {
-                builder = builder.initial_row_key(rk.clone());
+        let mut url = self.base_url(Service::Table)?;
+        url.path_segments_mut()
+            .map_err(|()| Failure::Fatal(Error::invalid("table endpoint", "cannot carry a path")))?
+            .push(&format!("{table}()"));
+        {
+            let mut query = url.query_pairs_mut();
+            if let Some(filter) = &spec.filter {
+                query.append_pair("$filter", &filter.to_odata());
+            }
+            if let Some(select) = &select {
+                query.append_pair("$select", select);
+            }
+            if let Some(top) = spec.top {
+                query.append_pair("$top", &top.to_string());
+            }
+            if let Some(c) = &spec.continuation {
+                query.append_pair("NextPartitionKey", &c.next_partition_key);
+                if let Some(rk) = &c.next_row_key {
+                    query.append_pair("NextRowKey", rk);
+                }
             }
         }
-        let mut pages = builder.into_stream::<wire::ParsedEntity>();
-        let mut page = self
-            .attempt(async move {
-                match pages.next().await {
-                    Some(page) => page,
-                    None => Err(azure_core::Error::message(
-                        azure_core::error::ErrorKind::Other,
-                        "the query reply held no page",
-                    )),
-                }
-            })
-            .await?;
-        let entities = std::mem::take(&mut page.entities)
+        if url.query() == Some("") {
+            url.set_query(None);
+        }
+        let mut request = Request::new(url, Method::Get);
+        request.insert_header("accept", "application/json;odata=fullmetadata");
+        let reply = self.send_raw(Service::Table, request).await?;
+        let mut page: Page = serde_json::from_slice(reply.body().as_ref())
+            .map_err(|e| undecodable(table, "query page", &e))?;
+        let continuation =
+            header(&reply, "x-ms-continuation-nextpartitionkey").map(|pk| Continuation {
+                next_partition_key: pk.to_owned(),
+                next_row_key: header(&reply, "x-ms-continuation-nextrowkey").map(str::to_owned),
+            });
+        let entities = std::mem::take(&mut page.value)
             .into_iter()
             .map(|json| stored_from_json(table, json, None))
             .collect::<Result<Vec<_>>>()?;
-        let continuation = page.continuation().map(|(pk, rk)| Continuation {
-            next_partition_key: pk,
-            next_row_key: rk,
-        });
         Ok(QueryPage {
             entities,
             continuation,
         })
     }
+}
+
+/// A query reply's body: its entities (annotations and all).
+#[derive(serde::Deserialize)]
+struct Page {
+    #[serde(default)]
+    value: Vec<wire::ParsedEntity>,
 }

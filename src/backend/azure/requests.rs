@@ -1,13 +1,12 @@
-//! Requests to the Table service and what its replies say, for one entity:
-//! URLs (with keys quoted as the 0.21 clients do not), request bodies and
-//! conditions, ETags and entities read back, and how errors name a row.
+//! Requests to the Table service and what its replies say: the request of
+//! each single-entity operation (method, URL with keys quoted, headers,
+//! body, condition), ETags and entities read back, and how errors name a
+//! row.
 
-use azure_core::Url;
-use azure_data_tables::IfMatchCondition;
-use azure_data_tables::clients::{EntityClient, TableClient};
-use serde_json::value::RawValue;
+use azure_core::Bytes;
+use azure_core::http::headers::HeaderName;
+use azure_core::http::{Method, RawResponse, Request, Url};
 
-use super::AzureBackend;
 use crate::backend::wire;
 use crate::backend::{Precondition, StoredEntity, TableOp, Version};
 use crate::entity::{EntityData, Properties, datetime, validate_entity};
@@ -15,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName, shorten};
 
 /// A key as it goes into an entity URL: `'` doubled, as OData string
-/// literals require (the 0.21 clients do not do it).
+/// literals require.
 pub(super) fn quote_key(key: &str) -> String {
     key.replace('\'', "''")
 }
@@ -132,29 +131,104 @@ pub(super) fn stored_form(d: &EntityData) -> Properties {
 /// The body of a single-entity write: the entity's JSON with non-ASCII
 /// characters escaped (see `wire::EntityBody::to_ascii_text`: Azurite
 /// mangles a multi-byte character split between two chunks of a body it
-/// reads as it arrives), handed to the client as raw JSON so it is sent as
-/// written.
-pub(super) fn entity_body(d: &EntityData) -> Result<Box<RawValue>> {
+/// reads as it arrives).
+pub(super) fn entity_body(d: &EntityData) -> Result<Bytes> {
     let text = wire::EntityBody::new(d.partition_key.as_str(), d.row_key.as_str(), &d.properties)
         .to_ascii_text()?;
-    RawValue::from_string(text).map_err(|e| {
-        Error::invalid(
-            format!(
-                "entity ({:?}, {:?})",
-                d.partition_key.as_str(),
-                d.row_key.as_str()
-            ),
-            format!("cannot write its JSON: {e}"),
-        )
-    })
+    Ok(Bytes::from(text))
 }
 
-pub(super) fn if_match(c: &Precondition) -> Option<IfMatchCondition> {
+/// What replies are asked to hold: every annotation, so that types and
+/// ETags come back with each entity.
+const FULL_METADATA: &str = "application/json;odata=fullmetadata";
+const JSON: &str = "application/json";
+
+/// The `If-Match` a condition sends: the ETag, `*` for "exists", none for
+/// an upsert.
+pub(super) fn if_match(c: &Precondition) -> Option<&str> {
     match c {
-        Precondition::IfMatch(etag) => Some(IfMatchCondition::Etag(etag.as_str().into())),
-        Precondition::IfExists => Some(IfMatchCondition::Any),
+        Precondition::IfMatch(etag) => Some(etag.as_str()),
+        Precondition::IfExists => Some("*"),
         Precondition::Upsert => None,
     }
+}
+
+/// `POST {base}/Tables`: creates `table`.
+pub(super) fn create_table(base: &Url, table: &TableName) -> Result<Request> {
+    let mut url = base.clone();
+    url.path_segments_mut()
+        .map_err(|()| Error::invalid("table endpoint", "cannot carry a path"))?
+        .push("Tables");
+    let mut request = Request::new(url, Method::Post);
+    request.insert_header("accept", FULL_METADATA);
+    request.insert_header("content-type", JSON);
+    request.insert_header("prefer", "return-content");
+    let body = serde_json::json!({ "TableName": table.as_str() }).to_string();
+    request.set_body(Bytes::from(body));
+    Ok(request)
+}
+
+/// `GET` of one entity.
+pub(super) fn get(
+    base: &Url,
+    table: &TableName,
+    pk: &PartitionKey,
+    rk: &RowKey,
+) -> Result<Request> {
+    let mut request = Request::new(entity_url(base, table, pk, rk)?, Method::Get);
+    request.insert_header("accept", FULL_METADATA);
+    Ok(request)
+}
+
+/// The request of one single-entity write: insert (`POST` to the table),
+/// replace (`PUT`), merge (`PATCH`, the merge verb of the Tables REST API
+/// besides `MERGE`) or delete, each with the `If-Match` its condition
+/// needs (none: insert-or-replace, insert-or-merge).
+pub(super) fn write(base: &Url, table: &TableName, op: &TableOp) -> Result<Request> {
+    let entity = || entity_url(base, table, op.partition_key(), op.row_key());
+    let mut request = match op {
+        TableOp::Insert(_) => {
+            let mut r = Request::new(table_url(base, table)?, Method::Post);
+            r.insert_header("accept", FULL_METADATA);
+            r.insert_header("prefer", "return-no-content");
+            r
+        }
+        TableOp::Replace(..) => Request::new(entity()?, Method::Put),
+        TableOp::Merge(..) => Request::new(entity()?, Method::Patch),
+        TableOp::Delete { .. } => Request::new(entity()?, Method::Delete),
+    };
+    let condition = match op {
+        TableOp::Insert(_) => None,
+        TableOp::Replace(_, c) | TableOp::Merge(_, c) => if_match(c),
+        TableOp::Delete { if_match, .. } => Some(if_match.as_ref().map_or("*", ETag::as_str)),
+    };
+    if let Some(etag) = condition {
+        request.insert_header("if-match", etag.to_owned());
+    }
+    if let Some(d) = op.data() {
+        request.insert_header("content-type", JSON);
+        request.set_body(entity_body(d)?);
+    }
+    Ok(request)
+}
+
+/// A header of a reply.
+pub(super) fn header<'a>(reply: &'a RawResponse, name: &'static str) -> Option<&'a str> {
+    reply
+        .headers()
+        .get_optional_str(&HeaderName::from_static(name))
+}
+
+/// The `ETag` header of a write's reply, as a version.
+pub(super) fn version_of(table: &TableName, reply: &RawResponse) -> Result<Version> {
+    let etag = header(reply, "etag").ok_or_else(|| Error::Decode {
+        table: table.to_string(),
+        row: None,
+        property: "ETag".into(),
+        expected: "an ETag header".into(),
+        found: "absent".into(),
+    })?;
+    version_from_etag(table, etag)
 }
 
 pub(super) fn entity_what(table: &TableName, pk: &PartitionKey, rk: &RowKey) -> String {
@@ -178,23 +252,6 @@ pub(super) fn validate_op(table: &TableName, op: &TableOp) -> Result<()> {
         validate_entity(table.as_str(), &d.partition_key, &d.row_key, &d.properties)?;
     }
     Ok(())
-}
-
-impl AzureBackend {
-    pub(super) fn table_client(&self, table: &TableName) -> TableClient {
-        self.inner.tables.table_client(table.as_str())
-    }
-
-    pub(super) fn entity_client(
-        &self,
-        table: &TableName,
-        pk: &PartitionKey,
-        rk: &RowKey,
-    ) -> EntityClient {
-        self.table_client(table)
-            .partition_key_client(quote_key(pk.as_str()))
-            .entity_client(quote_key(rk.as_str()))
-    }
 }
 
 #[cfg(test)]
@@ -223,6 +280,101 @@ mod tests {
             table_url(&base, &table()).unwrap().as_str(),
             "http://127.0.0.1:10002/devstoreaccount1/Things"
         );
+    }
+
+    fn op_request(op: &TableOp) -> (Method, String, Option<String>, bool) {
+        let base = Url::parse("http://127.0.0.1:10002/devstoreaccount1").unwrap();
+        let r = write(&base, &table(), op).unwrap();
+        let if_match = r
+            .headers()
+            .get_optional_str(&HeaderName::from_static("if-match"))
+            .map(str::to_owned);
+        (
+            r.method(),
+            r.url().path().to_owned(),
+            if_match,
+            r.body().len().unwrap_or(0) > 0,
+        )
+    }
+
+    /// Each write is one request with the method, URL and condition of
+    /// the Tables REST API.
+    #[test]
+    fn each_write_has_its_method_url_and_condition() {
+        let d = EntityData {
+            partition_key: PartitionKey::new("p").unwrap(),
+            row_key: RowKey::new("r").unwrap(),
+            properties: Properties::new(),
+        };
+        let row = "/devstoreaccount1/Things(PartitionKey='p',RowKey='r')";
+        let etag = ETag::new("W/\"x\"");
+        let cases = [
+            (
+                TableOp::Insert(d.clone()),
+                Method::Post,
+                "/devstoreaccount1/Things",
+                None,
+            ),
+            (
+                TableOp::Replace(d.clone(), Precondition::IfMatch(etag.clone())),
+                Method::Put,
+                row,
+                Some("W/\"x\""),
+            ),
+            (
+                TableOp::Replace(d.clone(), Precondition::Upsert),
+                Method::Put,
+                row,
+                None,
+            ),
+            (
+                TableOp::Merge(d.clone(), Precondition::IfExists),
+                Method::Patch,
+                row,
+                Some("*"),
+            ),
+            (
+                TableOp::Merge(d.clone(), Precondition::Upsert),
+                Method::Patch,
+                row,
+                None,
+            ),
+        ];
+        for (op, method, path, condition) in cases {
+            let got = op_request(&op);
+            assert_eq!(
+                got,
+                (method, path.to_owned(), condition.map(str::to_owned), true),
+                "{}",
+                op.name()
+            );
+        }
+        let delete = |if_match| TableOp::Delete {
+            partition_key: d.partition_key.clone(),
+            row_key: d.row_key.clone(),
+            if_match,
+        };
+        assert_eq!(
+            op_request(&delete(None)),
+            (Method::Delete, row.to_owned(), Some("*".to_owned()), false)
+        );
+        assert_eq!(
+            op_request(&delete(Some(etag))),
+            (
+                Method::Delete,
+                row.to_owned(),
+                Some("W/\"x\"".to_owned()),
+                false
+            )
+        );
+        let base = Url::parse("http://127.0.0.1:10002/devstoreaccount1").unwrap();
+        let r = create_table(&base, &table()).unwrap();
+        assert_eq!(
+            (r.method(), r.url().path()),
+            (Method::Post, "/devstoreaccount1/Tables")
+        );
+        let r = get(&base, &table(), &d.partition_key, &d.row_key).unwrap();
+        assert_eq!((r.method(), r.url().path()), (Method::Get, row));
     }
 
     #[test]

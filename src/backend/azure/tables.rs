@@ -4,17 +4,13 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use azure_storage::clients::ServiceType;
-use serde_json::Value as Json;
-
 use super::AzureBackend;
+use super::auth::Service;
 use super::batch;
 use super::errors::Failure;
 use super::requests::{
-    entity_body, entity_what, if_match, op_what, stored_form, stored_from_json, validate_op,
-    version_from_etag,
+    self, entity_what, header, op_what, stored_form, stored_from_json, validate_op, version_of,
 };
-use azure_data_tables::IfMatchCondition;
 
 use crate::backend::wire;
 use crate::backend::{Precondition, StoredEntity, TableOp, Version, validate_batch};
@@ -22,6 +18,16 @@ use crate::entity::EntityData;
 use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey, TableName, shorten};
 use crate::outcome::{self, Verdict};
+
+/// A reply body that is not what the service sends.
+pub(super) fn undecodable(table: &TableName, what: &str, e: &serde_json::Error) -> Failure {
+    Failure::Fatal(Error::Backend {
+        status: None,
+        code: None,
+        message: format!("the {what} in the reply from table `{table}` cannot be read: {e}"),
+        source: None,
+    })
+}
 
 fn unknown_outcome(what: &str) -> Error {
     Error::transient(format!(
@@ -59,8 +65,9 @@ fn needs_verification(op: &TableOp) -> bool {
 impl AzureBackend {
     pub(super) async fn create_table_impl(&self, table: &TableName) -> Result<()> {
         self.retrying("create_table", |_| async move {
+            let base = self.base_url(Service::Table)?;
             match self
-                .attempt(self.table_client(table).create().into_future())
+                .send_raw(Service::Table, requests::create_table(&base, table)?)
                 .await
             {
                 Ok(_) => Ok(()),
@@ -95,16 +102,17 @@ impl AzureBackend {
         pk: &PartitionKey,
         rk: &RowKey,
     ) -> std::result::Result<Option<StoredEntity>, Failure> {
-        let client = self.entity_client(table, pk, rk);
+        let base = self.base_url(Service::Table)?;
         match self
-            .attempt(client.get::<wire::ParsedEntity>().into_future())
+            .send_raw(Service::Table, requests::get(&base, table, pk, rk)?)
             .await
         {
-            Ok(r) => Ok(Some(stored_from_json(
-                table,
-                r.entity,
-                Some(r.etag.to_string()),
-            )?)),
+            Ok(r) => {
+                let json: wire::ParsedEntity = serde_json::from_slice(r.body().as_ref())
+                    .map_err(|e| undecodable(table, "entity", &e))?;
+                let etag = header(&r, "etag").map(str::to_owned);
+                Ok(Some(stored_from_json(table, json, etag)?))
+            }
             Err(f) => match f.status() {
                 // A missing entity is not an error; a missing table is.
                 Some((404, code)) if code != Some("TableNotFound") => Ok(None),
@@ -200,47 +208,14 @@ impl AzureBackend {
         table: &TableName,
         op: &TableOp,
     ) -> std::result::Result<Option<Version>, Failure> {
-        let redact = |e| Failure::from_azure(e, &self.inner.redactor);
-        let etag = match op {
-            TableOp::Insert(d) => {
-                let builder = self
-                    .table_client(table)
-                    .insert::<_, Json>(entity_body(d)?)
-                    .map_err(redact)?
-                    .return_entity(false);
-                self.attempt(builder.into_future()).await?.etag
-            }
-            TableOp::Replace(d, c) | TableOp::Merge(d, c) => {
-                let client = self.entity_client(table, &d.partition_key, &d.row_key);
-                let replace = matches!(op, TableOp::Replace(..));
-                let body = entity_body(d)?;
-                let builder = match (if_match(c), replace) {
-                    (None, true) => client
-                        .insert_or_replace(body)
-                        .map_err(redact)?
-                        .into_future(),
-                    (None, false) => client.insert_or_merge(body).map_err(redact)?.into_future(),
-                    (Some(c), true) => client.update(body, c).map_err(redact)?.into_future(),
-                    (Some(c), false) => client.merge(body, c).map_err(redact)?.into_future(),
-                };
-                self.attempt(builder).await?.etag
-            }
-            TableOp::Delete {
-                partition_key,
-                row_key,
-                if_match,
-            } => {
-                let client = self.entity_client(table, partition_key, row_key);
-                let condition = match if_match {
-                    Some(etag) => IfMatchCondition::Etag(etag.as_str().into()),
-                    None => IfMatchCondition::Any,
-                };
-                self.attempt(client.delete().if_match(condition).into_future())
-                    .await?;
-                return Ok(None);
-            }
-        };
-        Ok(Some(version_from_etag(table, etag.as_ref())?))
+        let base = self.base_url(Service::Table)?;
+        let reply = self
+            .send_raw(Service::Table, requests::write(&base, table, op)?)
+            .await?;
+        match op {
+            TableOp::Delete { .. } => Ok(None),
+            _ => Ok(Some(version_of(table, &reply)?)),
+        }
     }
 
     pub(super) async fn batch_impl(
@@ -265,7 +240,7 @@ impl AzureBackend {
                 .unwrap_or_default()
         );
         let base = self
-            .base_url(ServiceType::Table)
+            .base_url(Service::Table)
             .map_err(|f| f.into_error(&what))?;
         let request = &batch::build(&base, table, ops)?;
         let (base, what) = (&base, &what);

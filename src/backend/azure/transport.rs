@@ -1,17 +1,21 @@
 //! The HTTP transport under both services' pipelines.
 //!
-//! leasehold puts its own last policy into the `azure_core` pipeline instead
-//! of the stock transport, for three reasons:
+//! leasehold puts its own last policy into the `azure_core` pipeline, in
+//! front of the stock logging and transport policies, which never run:
 //!
-//! * the stock transport logs every request at `DEBUG` with its full URL and
-//!   headers, which would put a SAS signature into the logs; this one logs the
+//! * the stock logging policy logs every request at `DEBUG` with its URL
+//!   and headers, redacted by an allow-list that any crate in a program can
+//!   switch off (`azure_core`'s `debug` feature); this transport logs the
 //!   method and path only;
 //! * the retry loop must know whether a failed request may have reached the
-//!   service (a lost reply) or certainly did not (connection refused), and the
-//!   stock transport folds both into one `Io` error;
-//! * connections are pooled (the stock client disables pooling), with an idle
-//!   timeout under the servers' keep-alive so a pooled connection is rarely
-//!   stale.
+//!   service (a lost reply) or certainly did not (connection refused): a
+//!   request never sent is an `azure_core` error of kind `Connection`
+//!   carrying a [`TransportError`], one that may have been applied of kind
+//!   `Io`;
+//! * connections are pooled, with an idle timeout under the servers'
+//!   keep-alive so a pooled connection is rarely stale, through the one
+//!   `reqwest` client the program already has (the stock client is another
+//!   HTTP stack, not compiled in).
 //!
 //! It has no test hooks: faults are injected by a policy in front of it (see
 //! `AzureBackendBuilder::policy` and `testing::FaultInjector`).
@@ -22,8 +26,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use azure_core::error::ErrorKind;
-use azure_core::headers::{HeaderName, HeaderValue, Headers};
-use azure_core::{Body, Context, Policy, PolicyResult, Request, Response, StatusCode};
+use azure_core::http::headers::{HeaderName, HeaderValue, Headers};
+use azure_core::http::policies::{Policy, PolicyResult};
+use azure_core::http::{AsyncRawResponse, Body, Context, Request, StatusCode};
 use futures_util::TryStreamExt as _;
 
 /// Idle pooled connections are dropped after this long: below Node's default
@@ -56,8 +61,15 @@ impl std::error::Error for TransportError {
 }
 
 impl TransportError {
+    /// The `azure_core` error carrying this failure: of kind `Connection`
+    /// (documented there as "never sent") when it was not sent, else `Io`.
     fn into_azure(self) -> azure_core::Error {
-        azure_core::Error::new(ErrorKind::Io, self)
+        let kind = if self.maybe_sent {
+            ErrorKind::Io
+        } else {
+            ErrorKind::Connection
+        };
+        azure_core::Error::new(kind, self)
     }
 
     /// Classifies a `reqwest` failure: whether the request may have reached
@@ -154,14 +166,10 @@ impl Transport {
         Ok(Transport { client })
     }
 
-    async fn execute(&self, request: &Request) -> azure_core::Result<Response> {
-        let method =
-            reqwest::Method::from_bytes(request.method().as_ref().as_bytes()).map_err(|_| {
-                unsendable(format!(
-                    "unsupported HTTP method {}",
-                    request.method().as_ref()
-                ))
-            })?;
+    async fn execute(&self, request: &Request) -> azure_core::Result<AsyncRawResponse> {
+        let method = request.method();
+        let method = reqwest::Method::from_bytes(method.as_str().as_bytes())
+            .map_err(|_| unsendable(format!("unsupported HTTP method {}", method.as_str())))?;
         let mut builder = self.client.request(method, request.url().clone());
         for (name, value) in request.headers().iter() {
             builder = builder.header(name.as_str(), value.as_str());
@@ -177,14 +185,7 @@ impl Transport {
         };
         let response = builder.send().await.map_err(classify)?;
 
-        let status = StatusCode::try_from(response.status().as_u16()).map_err(|_| {
-            TransportError {
-                maybe_sent: true,
-                message: format!("unknown HTTP status {}", response.status().as_u16()),
-                cause: None,
-            }
-            .into_azure()
-        })?;
+        let status = StatusCode::from(response.status().as_u16());
         let mut headers = Headers::new();
         for (name, value) in response.headers() {
             // Names from the wire are ASCII tokens, lowercase in `http`.
@@ -204,7 +205,7 @@ impl Transport {
             }
             .into_azure()
         });
-        Ok(Response::new(status, headers, Box::pin(body)))
+        Ok(AsyncRawResponse::new(status, headers, Box::pin(body)))
     }
 }
 
@@ -216,7 +217,7 @@ impl Policy for Transport {
         request: &mut Request,
         _next: &[Arc<dyn Policy>],
     ) -> PolicyResult {
-        tracing::trace!(method = %request.method().as_ref(), path = %request.url().path(), "sending");
+        tracing::trace!(method = %request.method().as_str(), path = %request.url().path(), "sending");
         self.execute(request).await
     }
 }
