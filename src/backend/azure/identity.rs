@@ -178,3 +178,73 @@ impl TokenCredential for DefaultCredential {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    /// Counts its calls; gives a token or fails.
+    #[derive(Debug)]
+    struct Source {
+        gives: bool,
+        calls: AtomicU32,
+    }
+
+    #[async_trait]
+    impl TokenCredential for Source {
+        async fn get_token(
+            &self,
+            _: &[&str],
+            _: Option<TokenRequestOptions<'_>>,
+        ) -> azure_core::Result<AccessToken> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            if self.gives {
+                Ok(AccessToken::new(
+                    "t",
+                    time::OffsetDateTime::now_utc() + time::Duration::hours(1),
+                ))
+            } else {
+                Err(azure_core::Error::with_message(
+                    azure_core::error::ErrorKind::Credential,
+                    "not here",
+                ))
+            }
+        }
+    }
+
+    fn source(gives: bool) -> Arc<Source> {
+        Arc::new(Source {
+            gives,
+            calls: AtomicU32::new(0),
+        })
+    }
+
+    /// Sources are asked in order until one gives a token; from then on
+    /// only that one is asked. When none does, the error names each.
+    #[tokio::test]
+    async fn the_first_source_that_answers_is_kept() {
+        let (a, b, c) = (source(false), source(true), source(true));
+        let chain = DefaultCredential {
+            sources: vec![("A", a.clone()), ("B", b.clone()), ("C", c.clone())],
+            chosen: AtomicUsize::new(usize::MAX),
+        };
+        for _ in 0..3 {
+            chain.get_token(&["s/.default"], None).await.unwrap();
+        }
+        let calls = |s: &Source| s.calls.load(Ordering::SeqCst);
+        assert_eq!((calls(&a), calls(&b), calls(&c)), (1, 3, 0));
+        assert!(format!("{chain:?}").starts_with("DefaultAzureCredential"));
+
+        let none = DefaultCredential {
+            sources: vec![("A", source(false)), ("B", source(false))],
+            chosen: AtomicUsize::new(usize::MAX),
+        };
+        let e = none.get_token(&["s/.default"], None).await.unwrap_err();
+        assert_eq!(e.kind(), &azure_core::error::ErrorKind::Credential);
+        assert!(
+            e.to_string().contains("A: ") && e.to_string().contains("B: "),
+            "{e}"
+        );
+    }
+}

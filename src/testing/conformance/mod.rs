@@ -318,6 +318,8 @@ macro_rules! conformance_suite {
                 writes_to_a_leased_blob_need_its_lease_id,
                 blobs_put_get_properties_metadata_delete_with_conditions,
                 a_large_blob_reads_back_in_one_piece,
+                slashes_in_names_are_path_separators_and_each_name_one_blob,
+                metadata_values_with_inner_spaces_round_trip_and_leases_on_them_hold,
             ]
             timed []
             blocking []
