@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::num::NonZero;
 use std::time::Duration;
 
-use azure_core::http::headers::Headers;
+use azure_core::http::headers::{HeaderName, Headers};
 use azure_core::http::{Method, Request, RequestContent, Url};
 use azure_storage_blob::models::{
     BlobClientAcquireLeaseOptions, BlobClientAcquireLeaseResultHeaders,
@@ -30,7 +30,7 @@ use futures_util::StreamExt as _;
 use uuid::Uuid;
 
 use super::AzureBackend;
-use super::auth::Service;
+use super::auth::{Service, header_value};
 use super::errors::Failure;
 use crate::backend::{
     AcquiredLease, Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode,
@@ -201,12 +201,7 @@ fn properties_from_item(
 
 /// Properties from the headers of a `GET` or `HEAD`.
 fn properties_from_headers(headers: &Headers) -> std::result::Result<BlobProperties, Failure> {
-    let get = |name: &str| {
-        headers
-            .iter()
-            .find(|(n, _)| n.as_str() == name)
-            .map(|(_, v)| v.as_str())
-    };
+    let get = |name: &'static str| header_value(headers, &HeaderName::from_static(name));
     let missing = |what: &str| {
         Failure::Fatal(Error::Backend {
             status: Some(200),
@@ -244,11 +239,8 @@ fn no_etag(operation: &str) -> Failure {
 }
 
 /// A header of a reply, as text.
-fn properties_header(headers: &Headers, name: &str) -> Option<String> {
-    headers
-        .iter()
-        .find(|(n, _)| n.as_str() == name)
-        .map(|(_, v)| v.as_str().to_owned())
+fn properties_header(headers: &Headers, name: &'static str) -> Option<String> {
+    header_value(headers, &HeaderName::from_static(name)).map(str::to_owned)
 }
 
 impl AzureBackend {

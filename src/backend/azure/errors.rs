@@ -348,7 +348,7 @@ fn credential_failure(e: &azure_core::Error) -> Option<&CredentialFailure> {
 /// the first `<Code>`).
 pub(crate) fn error_code(headers: &Headers, body: &[u8]) -> Option<String> {
     const ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error-code");
-    if let Some(code) = headers.get_optional_str(&ERROR_CODE)
+    if let Some(code) = super::auth::header_value(headers, &ERROR_CODE)
         && !code.is_empty()
     {
         return Some(code.to_owned());

@@ -100,6 +100,9 @@ pub struct AzureBackend {
 
 struct Inner {
     settings: ConnectionSettings,
+    /// The services' base URLs (no trailing `/`), parsed once.
+    table_base: Url,
+    blob_base: Url,
     pipelines: Pipelines,
     retry: TransportRetry,
     redactor: Redactor,
@@ -222,15 +225,9 @@ impl AzureBackend {
 
     /// The base URL of a service (no trailing `/`).
     fn base_url(&self, service: Service) -> std::result::Result<Url, Failure> {
-        let endpoint = match service {
-            Service::Table => &self.inner.settings.table_endpoint,
-            Service::Blob => &self.inner.settings.blob_endpoint,
-        };
-        Url::parse(&base_uri(endpoint)).map_err(|_| {
-            Failure::Fatal(Error::invalid(
-                format!("{service:?} endpoint"),
-                "is not a valid URL",
-            ))
+        Ok(match service {
+            Service::Table => self.inner.table_base.clone(),
+            Service::Blob => self.inner.blob_base.clone(),
         })
     }
 }
@@ -600,6 +597,12 @@ impl AzureBackend {
         policies: Vec<Arc<dyn Policy>>,
         root_certificates: &[reqwest::Certificate],
     ) -> Result<Self> {
+        let base = |what: &str, endpoint: &Url| {
+            Url::parse(&base_uri(endpoint))
+                .map_err(|_| Error::invalid(format!("{what} endpoint"), "is not a valid URL"))
+        };
+        let table_base = base("Table", &settings.table_endpoint)?;
+        let blob_base = base("Blob", &settings.blob_endpoint)?;
         let transport: Arc<dyn Policy> = Arc::new(Transport::new(root_certificates)?);
         let pipelines = pipeline::build(&settings, &policies, transport);
         let redactor = Redactor::new(settings.credentials.secrets())
@@ -607,6 +610,8 @@ impl AzureBackend {
         Ok(AzureBackend {
             inner: Arc::new(Inner {
                 settings,
+                table_base,
+                blob_base,
                 pipelines,
                 retry,
                 redactor,
