@@ -246,8 +246,18 @@ where
 
 /// A seed for a backoff nobody asked to replay.
 pub(crate) fn random_seed() -> u64 {
-    let (hi, lo) = uuid::Uuid::new_v4().as_u64_pair();
-    hi ^ lo
+    // One draw from the system per process (a system call, where every
+    // operation asks for a seed), then seeds derived from it and a counter.
+    static BASE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    static DRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let base = *BASE.get_or_init(|| {
+        let (hi, lo) = uuid::Uuid::new_v4().as_u64_pair();
+        hi ^ lo
+    });
+    derive_seed(
+        base,
+        DRAWN.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+    )
 }
 
 /// A fresh seed derived from `seed` and a counter, so many backoffs from one

@@ -253,6 +253,11 @@ impl<'a> Resolver<'a> {
         table: &TableName,
         row: StoredEntity,
     ) -> Result<Option<StoredEntity>> {
+        // Most rows carry no mark: answered without boxing the resolver's
+        // (large, recursive) future.
+        if Mark::of(&row.data.properties).is_none() {
+            return Ok(Some(row));
+        }
         Box::pin(self.resolve_marked(table, row)).await
     }
 

@@ -322,9 +322,10 @@ impl AzureBackend {
         conditions: &BlobConditions,
     ) -> Result<ETag> {
         check_blob_name(blob)?;
-        let what = blob_what(container, blob);
         validate_metadata(metadata)?;
-        let (body, what) = (&body, &what);
+        // Named only when something fails.
+        let what = &|| blob_what(container, blob);
+        let body = &body;
         self.retrying("put_blob", |earlier| async move {
             let client = self.blob_client(container, blob)?.block_blob_client();
             let (if_match, if_none_match) = conditions_of(conditions);
@@ -350,7 +351,14 @@ impl AzureBackend {
                     );
                     if precondition_failed && earlier.may_have_applied {
                         return self
-                            .blob_after_lost_reply(container, blob, Some(body), metadata, f, what)
+                            .blob_after_lost_reply(
+                                container,
+                                blob,
+                                Some(body),
+                                metadata,
+                                f,
+                                &what(),
+                            )
                             .await
                             .map_err(Failure::Fatal);
                     }
@@ -359,7 +367,7 @@ impl AzureBackend {
             }
         })
         .await
-        .map_err(|f| f.into_error(what))
+        .map_err(|f| f.into_error(what()))
     }
 
     /// A conditional blob write whose earlier attempt may have been applied
@@ -402,10 +410,10 @@ impl AzureBackend {
         blob: &BlobName,
     ) -> Result<Option<Blob>> {
         check_blob_name(blob)?;
-        let what = blob_what(container, blob);
+        let what = || blob_what(container, blob);
         self.retrying("get_blob", |_| self.get_blob_once(container, blob))
             .await
-            .map_err(|f| f.into_error(&what))
+            .map_err(|f| f.into_error(what()))
     }
 
     /// One un-ranged `GET` on the pipeline: the client's reader asks for
@@ -437,7 +445,7 @@ impl AzureBackend {
         blob: &BlobName,
     ) -> Result<Option<BlobProperties>> {
         check_blob_name(blob)?;
-        let what = blob_what(container, blob);
+        let what = || blob_what(container, blob);
         self.retrying("blob_properties", |_| async move {
             let client = self.blob_client(container, blob)?;
             match self.attempt(client.get_properties(None)).await {
@@ -448,7 +456,7 @@ impl AzureBackend {
             }
         })
         .await
-        .map_err(|f| f.into_error(&what))
+        .map_err(|f| f.into_error(what()))
     }
 
     pub(super) async fn set_blob_metadata_impl(
@@ -459,9 +467,8 @@ impl AzureBackend {
         conditions: &BlobConditions,
     ) -> Result<ETag> {
         check_blob_name(blob)?;
-        let what = blob_what(container, blob);
         validate_metadata(metadata)?;
-        let what = &what;
+        let what = &|| blob_what(container, blob);
         self.retrying("set_blob_metadata", |earlier| async move {
             let client = self.blob_client(container, blob)?;
             let (if_match, if_none_match) = conditions_of(conditions);
@@ -485,7 +492,7 @@ impl AzureBackend {
                         matches!(f.status(), Some((412, Some("ConditionNotMet"))));
                     if precondition_failed && earlier.may_have_applied {
                         return self
-                            .blob_after_lost_reply(container, blob, None, metadata, f, what)
+                            .blob_after_lost_reply(container, blob, None, metadata, f, &what())
                             .await
                             .map_err(Failure::Fatal);
                     }
@@ -494,7 +501,7 @@ impl AzureBackend {
             }
         })
         .await
-        .map_err(|f| f.into_error(what))
+        .map_err(|f| f.into_error(what()))
     }
 
     pub(super) async fn delete_blob_impl(
@@ -504,8 +511,7 @@ impl AzureBackend {
         conditions: &BlobConditions,
     ) -> Result<()> {
         check_blob_name(blob)?;
-        let what = blob_what(container, blob);
-        let what = &what;
+        let what = &|| blob_what(container, blob);
         self.retrying("delete_blob", |earlier| async move {
             let client = self.blob_client(container, blob)?;
             let (if_match, if_none_match) = conditions_of(conditions);
@@ -528,14 +534,14 @@ impl AzureBackend {
                     // on a missing blob fails with 412): gone means done.
                     match self.blob_properties_impl(container, blob).await? {
                         None => Ok(()),
-                        Some(_) => Err(Failure::Fatal(f.into_error(what))),
+                        Some(_) => Err(Failure::Fatal(f.into_error(what()))),
                     }
                 }
                 Err(f) => Err(f),
             }
         })
         .await
-        .map_err(|f| f.into_error(what))
+        .map_err(|f| f.into_error(what()))
     }
 
     /// Lists blobs whose names start with `prefix`, one page at a time, with
@@ -554,7 +560,7 @@ impl AzureBackend {
         marker: Option<&str>,
         max_results: Option<u32>,
     ) -> Result<BlobListPage> {
-        let what = format!("listing of container `{container}`");
+        let what = || format!("listing of container `{container}`");
         let max_results = match max_results {
             None => None,
             Some(0) => {
@@ -595,7 +601,7 @@ impl AzureBackend {
             })
         })
         .await
-        .map_err(|f| f.into_error(&what))
+        .map_err(|f| f.into_error(what()))
     }
 
     pub(super) async fn acquire_lease_impl(
@@ -606,7 +612,7 @@ impl AzureBackend {
         proposed_id: LeaseId,
     ) -> Result<AcquiredLease> {
         check_blob_name(blob)?;
-        let what = format!("lease on {}", blob_what(container, blob));
+        let what = || format!("lease on {}", blob_what(container, blob));
         let duration = sdk_duration(duration)?;
         // Retrying is safe: acquiring again with the current id of an active
         // lease succeeds.
@@ -628,7 +634,7 @@ impl AzureBackend {
             ))
         })
         .await
-        .map_err(|f| f.into_error(&what))
+        .map_err(|f| f.into_error(what()))
     }
 
     pub(super) async fn renew_lease_impl(
@@ -638,7 +644,7 @@ impl AzureBackend {
         id: LeaseId,
     ) -> Result<()> {
         check_blob_name(blob)?;
-        let what = format!("lease on {}", blob_what(container, blob));
+        let what = || format!("lease on {}", blob_what(container, blob));
         self.retrying("renew_lease", |_| async move {
             let client = self.blob_client(container, blob)?;
             self.attempt(
@@ -648,7 +654,7 @@ impl AzureBackend {
             .map(drop)
         })
         .await
-        .map_err(|f| f.into_error(&what))
+        .map_err(|f| f.into_error(what()))
     }
 
     pub(super) async fn change_lease_impl(
@@ -659,8 +665,7 @@ impl AzureBackend {
         proposed_id: LeaseId,
     ) -> Result<LeaseId> {
         check_blob_name(blob)?;
-        let what = format!("lease on {}", blob_what(container, blob));
-        let what = &what;
+        let what = &|| format!("lease on {}", blob_what(container, blob));
         self.retrying("change_lease", |earlier| async move {
             let client = self.blob_client(container, blob)?;
             let reply = self
@@ -681,14 +686,14 @@ impl AzureBackend {
                     // id is current now, renewing with it succeeds.
                     match self.renew_lease_impl(container, blob, proposed_id).await {
                         Ok(()) => Ok(proposed_id),
-                        Err(_) => Err(Failure::Fatal(f.into_error(what))),
+                        Err(_) => Err(Failure::Fatal(f.into_error(what()))),
                     }
                 }
                 Err(f) => Err(f),
             }
         })
         .await
-        .map_err(|f| f.into_error(what))
+        .map_err(|f| f.into_error(what()))
     }
 
     pub(super) async fn release_lease_impl(
@@ -698,7 +703,7 @@ impl AzureBackend {
         id: LeaseId,
     ) -> Result<()> {
         check_blob_name(blob)?;
-        let what = format!("lease on {}", blob_what(container, blob));
+        let what = || format!("lease on {}", blob_what(container, blob));
         self.retrying("release_lease", |earlier| async move {
             let client = self.blob_client(container, blob)?;
             let release =
@@ -727,7 +732,7 @@ impl AzureBackend {
             }
         })
         .await
-        .map_err(|f| f.into_error(&what))
+        .map_err(|f| f.into_error(what()))
     }
 
     pub(super) async fn break_lease_impl(
@@ -737,7 +742,7 @@ impl AzureBackend {
         period: Option<Duration>,
     ) -> Result<Duration> {
         check_blob_name(blob)?;
-        let what = format!("lease on {}", blob_what(container, blob));
+        let what = || format!("lease on {}", blob_what(container, blob));
         if let Some(p) = period
             && (p.subsec_nanos() != 0 || p > LeaseDuration::MAX)
         {
@@ -758,7 +763,7 @@ impl AzureBackend {
             Ok(Duration::from_secs(u64::try_from(seconds).unwrap_or(0)))
         })
         .await
-        .map_err(|f| f.into_error(&what))
+        .map_err(|f| f.into_error(what()))
     }
 }
 

@@ -128,7 +128,9 @@ impl AzureBackend {
         write_log: Option<&str>,
     ) -> Result<Option<Version>> {
         validate_op(table, op)?;
-        let what = &op_what(table, op);
+        // Named only when something fails: formatting it for every
+        // operation would cost more than the rest of the bookkeeping.
+        let what = &|| op_what(table, op);
         // Whether the next attempt reads the entity first: the last one may
         // have applied a write that cannot simply be sent again.
         let verify_first = &AtomicBool::new(false);
@@ -147,8 +149,8 @@ impl AzureBackend {
                     Verdict::NotApplied => {
                         tracing::debug!("lost reply: the write was not applied; sending again");
                     }
-                    Verdict::Refused => return Err(Failure::Fatal(refused(what))),
-                    Verdict::Unknown => return Err(Failure::Fatal(unknown_outcome(what))),
+                    Verdict::Refused => return Err(Failure::Fatal(refused(&what()))),
+                    Verdict::Unknown => return Err(Failure::Fatal(unknown_outcome(&what()))),
                 }
             }
             match self.execute_once(table, op).await {
@@ -158,7 +160,7 @@ impl AzureBackend {
                         match (op, f.status()) {
                             (TableOp::Insert(d), Some((409, Some("EntityAlreadyExists")))) => {
                                 return self
-                                    .insert_after_lost_reply(table, d, write_log, what)
+                                    .insert_after_lost_reply(table, d, write_log, &what())
                                     .await
                                     .map_err(Failure::Fatal);
                             }
@@ -178,7 +180,7 @@ impl AzureBackend {
         })
         .await
         .map_err(|f| {
-            f.into_error(what)
+            f.into_error(what())
                 .for_row(table.as_str(), op.partition_key(), op.row_key())
         })
     }
