@@ -1,7 +1,8 @@
 //! Connection settings: Azure Storage connection strings, credentials and
 //! endpoints.
 //!
-//! None of the 0.21 clients parses a connection string, so leasehold does.
+//! No crate of the Azure SDK line leasehold uses parses a connection string,
+//! so leasehold does.
 //! Secrets (the account key, the SAS signature) live only in [`AccountKey`]
 //! and [`SasToken`], whose `Debug` and `Display` never show them, and no error
 //! built here quotes a value: errors name the *part* of the string that is
@@ -313,7 +314,7 @@ pub(crate) fn parse_endpoint(what: &str, url: &str) -> Result<Url> {
     Ok(parsed)
 }
 
-/// An endpoint as the clients' `CloudLocation::Custom` wants it: no
+/// An endpoint as request URLs are built on it: no
 /// trailing `/`, so that paths are appended with one separator.
 pub(crate) fn base_uri(endpoint: &Url) -> String {
     endpoint.as_str().trim_end_matches('/').to_owned()

@@ -128,8 +128,8 @@ impl AzureBackend {
         write_log: Option<&str>,
     ) -> Result<Option<Version>> {
         validate_op(table, op)?;
-        // Named only when something fails: formatting it for every
-        // operation would cost more than the rest of the bookkeeping.
+        // Named only when something fails, not formatted for every
+        // operation.
         let what = &|| op_what(table, op);
         // Whether the next attempt reads the entity first: the last one may
         // have applied a write that cannot simply be sent again.
