@@ -14,9 +14,12 @@ use crate::stats::median;
 
 pub(crate) async fn per_operation(env: &Env, report: &mut Report) -> Res<f64> {
     const SECTION: &str = "1 per-op overhead";
-    let store = Store::connect(&env.conn_str)?;
+    // Both sides on one backend: the same pipeline and connection pool, so
+    // that neither gets a faster connection than the other.
+    let backend = leasehold::backend::azure::AzureBackend::from_connection_string(&env.conn_str)?;
+    let store = Store::new(backend.clone());
     let table = store.table::<Sample>();
-    let raw = &env.raw;
+    let raw = &crate::raw::RawTables::sharing(&backend);
     const T: &str = Sample::TABLE;
     let run = Uuid::new_v4().simple().to_string();
     let (lh_pk, raw_pk) = (format!("lh-{run}"), format!("raw-{run}"));
@@ -225,9 +228,9 @@ pub(crate) async fn per_operation(env: &Env, report: &mut Report) -> Res<f64> {
     );
     report.detail(format!(
         "Per-operation overhead: {n} interleaved pairs per operation ({nb} for the batch); \
-         the raw side is the same Table requests written by hand and sent through an \
-         `azure_core` 1.x pipeline with the same Shared Key signing and transport (there is \
-         no official Table crate on that line), the entity written as `serde_json::Value` \
+         the raw side is the same Table requests written by hand and sent through the \
+         same `azure_core` 1.x pipeline, with the same Shared Key signing, transport and \
+         connection pool (there is no official Table crate on that line), the entity written as `serde_json::Value` \
          with `@odata.type` annotations and read back as a JSON map (no typed decode). The \
          ratio is therefore what leasehold adds above the pipeline. Round trip of a simple \
          get: {rtt:.3} ms."

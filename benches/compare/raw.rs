@@ -42,8 +42,14 @@ fn etag(reply: &RawResponse) -> String {
 
 impl RawTables {
     pub(crate) fn connect(conn_str: &str) -> Res<Self> {
-        let (pipeline, base) = leasehold::backend::azure::__bench::table_pipeline(conn_str)?;
-        Ok(RawTables { pipeline, base })
+        let backend = leasehold::backend::azure::AzureBackend::from_connection_string(conn_str)?;
+        Ok(RawTables::sharing(&backend))
+    }
+
+    /// Requests through `backend`'s own pipeline and connections.
+    pub(crate) fn sharing(backend: &leasehold::backend::azure::AzureBackend) -> Self {
+        let (pipeline, base) = leasehold::backend::azure::__bench::table_pipeline(backend);
+        RawTables { pipeline, base }
     }
 
     /// Sends `request`; an error status is an error.

@@ -154,9 +154,10 @@ impl Signed<'_> {
 /// set) and format a message for every present one, and a signature looks
 /// up a dozen headers on every request.
 pub(crate) fn header_value<'a>(headers: &'a Headers, name: &HeaderName) -> Option<&'a str> {
+    // Names are stored lowercase (`HeaderName` insists): an exact match.
     headers
         .iter()
-        .find(|(n, _)| *n == name)
+        .find(|(n, _)| n.as_str() == name.as_str())
         .map(|(_, v)| v.as_str())
 }
 

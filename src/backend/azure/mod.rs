@@ -560,23 +560,19 @@ impl AzureBackendBuilder {
 /// What the benchmarks' raw side sends through: not part of the API.
 #[doc(hidden)]
 pub mod __bench {
-    use super::{AzureBackend, Service};
+    use super::AzureBackend;
 
-    /// The Table pipeline of a backend for `connection_string` (signing,
-    /// leasehold's transport, nothing of leasehold above them) and the
-    /// Table endpoint: requests written by hand go through exactly what
-    /// leasehold's own go through.
-    ///
-    /// # Errors
-    /// As [`AzureBackend::from_connection_string`].
+    /// The Table pipeline of `backend` (signing, leasehold's transport with
+    /// its connection pool, nothing of leasehold above them) and its Table
+    /// endpoint: requests written by hand go through exactly what
+    /// leasehold's own go through, on the same connections.
     pub fn table_pipeline(
-        connection_string: &str,
-    ) -> crate::Result<(azure_core::http::Pipeline, azure_core::http::Url)> {
-        let backend = AzureBackend::from_connection_string(connection_string)?;
-        let base = backend
-            .base_url(Service::Table)
-            .map_err(|f| f.into_error("table endpoint"))?;
-        Ok((backend.inner.pipelines.table.clone(), base))
+        backend: &AzureBackend,
+    ) -> (azure_core::http::Pipeline, azure_core::http::Url) {
+        (
+            backend.inner.pipelines.table.clone(),
+            backend.inner.table_base.clone(),
+        )
     }
 }
 
