@@ -182,6 +182,41 @@ pub(crate) async fn forward(
     }
 }
 
+/// What one of leasehold's signing policies does to a request before the
+/// next policy sends it: set headers, sign, extend the query.
+pub(crate) trait Stamp: Send + Sync + fmt::Debug {
+    /// Prepares `request`.
+    ///
+    /// # Errors
+    /// When the request cannot be prepared (a key that is not base64).
+    fn stamp(&self, request: &mut Request) -> azure_core::Result<()>;
+}
+
+/// A [`Stamp`] as a pipeline policy: it prepares each request and hands it
+/// on.
+#[derive(Debug)]
+pub(crate) struct Stamped<S>(pub(crate) S);
+
+impl<S: Stamp + 'static> Stamped<S> {
+    /// `stamp` as a policy for a pipeline.
+    pub(crate) fn policy(stamp: S) -> Arc<dyn Policy> {
+        Arc::new(Stamped(stamp))
+    }
+}
+
+#[async_trait]
+impl<S: Stamp> Policy for Stamped<S> {
+    async fn send(
+        &self,
+        ctx: &Context,
+        request: &mut Request,
+        next: &[Arc<dyn Policy>],
+    ) -> PolicyResult {
+        self.0.stamp(request)?;
+        forward(ctx, request, next).await
+    }
+}
+
 /// The time in the form HTTP headers carry it (IMF-fixdate, always GMT).
 pub(crate) fn http_date(at: time::OffsetDateTime) -> String {
     const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
@@ -206,19 +241,13 @@ impl StorageHeadersPolicy {
     }
 }
 
-#[async_trait]
-impl Policy for StorageHeadersPolicy {
-    async fn send(
-        &self,
-        ctx: &Context,
-        request: &mut Request,
-        next: &[Arc<dyn Policy>],
-    ) -> PolicyResult {
+impl Stamp for StorageHeadersPolicy {
+    fn stamp(&self, request: &mut Request) -> azure_core::Result<()> {
         request.insert_header(MS_DATE, http_date(time::OffsetDateTime::now_utc()));
         if header_value(request.headers(), &MS_VERSION).is_none() {
             request.insert_header(MS_VERSION, self.version);
         }
-        forward(ctx, request, next).await
+        Ok(())
     }
 }
 
@@ -264,14 +293,8 @@ impl fmt::Debug for SharedKeyPolicy {
     }
 }
 
-#[async_trait]
-impl Policy for SharedKeyPolicy {
-    async fn send(
-        &self,
-        ctx: &Context,
-        request: &mut Request,
-        next: &[Arc<dyn Policy>],
-    ) -> PolicyResult {
+impl Stamp for SharedKeyPolicy {
+    fn stamp(&self, request: &mut Request) -> azure_core::Result<()> {
         if !is_signed(request.url()) {
             let method = request.method();
             let authorization = self.authorization(&Signed {
@@ -282,7 +305,7 @@ impl Policy for SharedKeyPolicy {
             })?;
             request.insert_header(AUTHORIZATION, authorization);
         }
-        forward(ctx, request, next).await
+        Ok(())
     }
 }
 
@@ -309,20 +332,14 @@ impl fmt::Debug for SasPolicy {
     }
 }
 
-#[async_trait]
-impl Policy for SasPolicy {
-    async fn send(
-        &self,
-        ctx: &Context,
-        request: &mut Request,
-        next: &[Arc<dyn Policy>],
-    ) -> PolicyResult {
+impl Stamp for SasPolicy {
+    fn stamp(&self, request: &mut Request) -> azure_core::Result<()> {
         if !is_signed(request.url()) {
             request
                 .url_mut()
                 .query_pairs_mut()
                 .extend_pairs(self.pairs.iter());
         }
-        forward(ctx, request, next).await
+        Ok(())
     }
 }

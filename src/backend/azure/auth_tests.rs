@@ -11,7 +11,9 @@ use azure_core::http::headers::{HeaderName, HeaderValue, Headers};
 use azure_core::http::policies::{Policy, PolicyResult};
 use azure_core::http::{AsyncRawResponse, Context, Method, Request, StatusCode, Url};
 
-use super::auth::{SasPolicy, Service, SharedKeyPolicy, Signed, StorageHeadersPolicy, http_date};
+use super::auth::{
+    SasPolicy, Service, SharedKeyPolicy, Signed, Stamped, StorageHeadersPolicy, http_date,
+};
 
 /// The emulator's well-known account and key.
 const ACCOUNT: &str = "devstoreaccount1";
@@ -182,16 +184,16 @@ async fn send_through(policies: Vec<Arc<dyn Policy>>, url: &str) -> (Url, Header
 
 #[tokio::test]
 async fn a_sas_is_appended_once_and_a_signed_url_is_neither_extended_nor_signed() {
-    let sas: Arc<dyn Policy> = Arc::new(SasPolicy::new(vec![
+    let sas = Stamped::policy(SasPolicy::new(vec![
         ("sv".into(), "2022-11-02".into()),
         ("sig".into(), "a+b/c=".into()),
     ]));
-    let key: Arc<dyn Policy> = Arc::new(SharedKeyPolicy::new(
+    let key = Stamped::policy(SharedKeyPolicy::new(
         ACCOUNT,
         Secret::new(KEY),
         Service::Blob,
     ));
-    let headers_policy: Arc<dyn Policy> = Arc::new(StorageHeadersPolicy::new("2022-11-02"));
+    let headers_policy = Stamped::policy(StorageHeadersPolicy::new("2022-11-02"));
     let (url, h) = send_through(
         vec![headers_policy.clone(), sas.clone(), key.clone()],
         "http://127.0.0.1:10000/devstoreaccount1/c/b?comp=lease",
@@ -230,7 +232,11 @@ async fn a_sas_is_appended_once_and_a_signed_url_is_neither_extended_nor_signed(
 
 #[tokio::test]
 async fn a_signing_policy_at_the_end_of_a_pipeline_is_an_error_not_a_panic() {
-    let key = SharedKeyPolicy::new(ACCOUNT, Secret::new(KEY), Service::Table);
+    let key = Stamped(SharedKeyPolicy::new(
+        ACCOUNT,
+        Secret::new(KEY),
+        Service::Table,
+    ));
     let mut request = Request::new(
         Url::parse("http://127.0.0.1:10002/devstoreaccount1/Tables").unwrap(),
         Method::Get,

@@ -27,7 +27,7 @@ use azure_core::credentials::Secret;
 use azure_core::http::policies::Policy;
 use azure_core::http::{ClientOptions, Pipeline, RetryOptions, Transport};
 
-use super::auth::{SasPolicy, Service, SharedKeyPolicy, StorageHeadersPolicy};
+use super::auth::{SasPolicy, Service, SharedKeyPolicy, Stamped, StorageHeadersPolicy};
 use super::connection::{ConnectionSettings, Credentials};
 use super::credential::{BearerPolicy, TokenCache};
 
@@ -61,7 +61,7 @@ fn options(
     transport: &Arc<dyn Policy>,
 ) -> ClientOptions {
     let mut per_try: Vec<Arc<dyn Policy>> =
-        vec![Arc::new(StorageHeadersPolicy::new(version)), auth];
+        vec![Stamped::policy(StorageHeadersPolicy::new(version)), auth];
     per_try.extend(user.iter().cloned());
     per_try.push(transport.clone());
     ClientOptions {
@@ -99,12 +99,12 @@ pub(crate) fn build(
         Credentials::AccessKey { account, key } => {
             let key = Secret::new(key.expose().to_owned());
             (
-                Arc::new(SharedKeyPolicy::new(account, key.clone(), Service::Table)),
-                Arc::new(SharedKeyPolicy::new(account, key, Service::Blob)),
+                Stamped::policy(SharedKeyPolicy::new(account, key.clone(), Service::Table)),
+                Stamped::policy(SharedKeyPolicy::new(account, key, Service::Blob)),
             )
         }
         Credentials::Sas(token) => {
-            let sas: Arc<dyn Policy> = Arc::new(SasPolicy::new(token.pairs().to_vec()));
+            let sas = Stamped::policy(SasPolicy::new(token.pairs().to_vec()));
             (sas.clone(), sas)
         }
         Credentials::Token {
