@@ -71,28 +71,38 @@ pub fn check(fields: &[Field<'_>], errors: &mut Errors) {
     }
 }
 
-/// `Entity::is_own_property` when the entity has chunked fields (else the
-/// trait's default).
+/// `Entity::is_own_property`: a `match` on the stored names (the trait's
+/// default searches `PROPERTY_NAMES`, and every read asks it of each stored
+/// property), plus the chunks of chunked fields.
 pub fn is_own_property(model: &Model<'_>) -> TokenStream {
-    let chunked: Vec<&str> = model
-        .fields
-        .iter()
-        .filter_map(|f| match &f.role {
-            Role::Property(p) if p.chunked => Some(p.name.as_str()),
-            _ => None,
-        })
-        .collect();
-    if chunked.is_empty() {
-        return TokenStream::new();
+    let mut names: Vec<String> = Vec::new();
+    let mut chunked: Vec<&str> = Vec::new();
+    for field in &model.fields {
+        if let Role::Property(p) = &field.role {
+            names.push(p.name.clone());
+            if p.chunked {
+                names.push(count_name(&p.name));
+                chunked.push(p.name.as_str());
+            }
+        }
     }
     let p = quote!(::leasehold::__private);
     // Mixed-site hygiene and a prefix keep it apart from the user's
     // constants (a parameter pattern would match a constant of its name).
     let name = proc_macro2::Ident::new("__name", proc_macro2::Span::mixed_site());
+    let named = if names.is_empty() {
+        quote!(false)
+    } else {
+        quote!(::core::matches!(#name, #(#names)|*))
+    };
+    let chunks = if chunked.is_empty() {
+        TokenStream::new()
+    } else {
+        quote!(|| #p::is_chunk_of(#name, &[#(#chunked),*]))
+    };
     quote! {
         fn is_own_property(#name: &#p::str) -> ::core::primitive::bool {
-            <Self as #p::Entity>::PROPERTY_NAMES.contains(&#name)
-                || #p::is_chunk_of(#name, &[#(#chunked),*])
+            #named #chunks
         }
     }
 }

@@ -38,11 +38,8 @@ pub(crate) fn versioned_from<E: Entity>(
 /// The stored properties that `E` does not carry (written by another type
 /// sharing the table), copied only when there are some.
 fn extra_properties<E: Entity>(properties: &Properties) -> Option<Arc<Properties>> {
-    let carried = E::PROPERTY_NAMES
-        .iter()
-        .filter(|name| properties.get(name).is_some())
-        .count();
-    if carried == properties.len() {
+    // Chunks of chunked fields are carried, though not named.
+    if properties.iter().all(|(name, _)| E::is_own_property(name)) {
         return None;
     }
     let extra: Properties = properties
@@ -50,8 +47,7 @@ fn extra_properties<E: Entity>(properties: &Properties) -> Option<Arc<Properties
         .filter(|(name, _)| !E::is_own_property(name))
         .map(|(name, value)| (name.to_owned(), value.clone()))
         .collect();
-    // Chunks of chunked fields are carried, though not named.
-    (!extra.is_empty()).then(|| Arc::new(extra))
+    Some(Arc::new(extra))
 }
 
 /// What a write stores beside the properties it sends, as far as known

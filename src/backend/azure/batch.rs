@@ -29,8 +29,8 @@ pub(super) struct BatchRequest {
 
 /// Writes the `multipart/mixed` body of a transaction on `table`.
 pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<BatchRequest> {
-    let batch = format!("batch_{}", uuid::Uuid::new_v4().hyphenated());
-    let changeset = format!("changeset_{}", uuid::Uuid::new_v4().hyphenated());
+    let batch = format!("batch_{}", super::fresh_uuid());
+    let changeset = format!("changeset_{}", super::fresh_uuid());
     let mut body = String::new();
     let _ = write!(
         body,

@@ -198,6 +198,10 @@ impl AzureBackend {
             Service::Table => &self.inner.pipelines.table,
             Service::Blob => &self.inner.pipelines.blob,
         };
+        // Set here, so that the pipeline's own policy finds it rather than
+        // drawing a random id from the system (and, not finding the header,
+        // building an error with a backtrace) for every request.
+        request.insert_header(CLIENT_REQUEST_ID, fresh_uuid());
         let context = Context::new();
         let reply = self
             .attempt(pipeline.send(
@@ -230,6 +234,22 @@ impl AzureBackend {
             Service::Blob => self.inner.blob_base.clone(),
         })
     }
+}
+
+/// The header that names a request in the service's logs.
+const CLIENT_REQUEST_ID: &str = "x-ms-client-request-id";
+
+/// A fresh version-4 UUID derived from one random draw per process and a
+/// counter (no system call per request): request ids, batch boundaries.
+fn fresh_uuid() -> String {
+    let (hi, lo) = (crate::retry::random_seed(), crate::retry::random_seed());
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&hi.to_le_bytes());
+    bytes[8..].copy_from_slice(&lo.to_le_bytes());
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .hyphenated()
+        .to_string()
 }
 
 /// Builds an [`AzureBackend`] from explicit parts, or from a connection
@@ -891,6 +911,70 @@ mod tests {
             .access_key(AccountKey::new(KEY).unwrap());
         let text = format!("{builder:?}");
         assert!(!text.contains(KEY), "{text}");
+    }
+
+    /// A policy that answers every request with 404 `ResourceNotFound` and
+    /// keeps its client request id.
+    #[derive(Debug, Default)]
+    struct RequestIds(std::sync::Mutex<Vec<Option<String>>>);
+
+    #[async_trait]
+    impl Policy for RequestIds {
+        async fn send(
+            &self,
+            _ctx: &Context,
+            request: &mut Request,
+            _next: &[Arc<dyn Policy>],
+        ) -> azure_core::http::policies::PolicyResult {
+            let id = request
+                .headers()
+                .iter()
+                .find(|(name, _)| name.as_str() == CLIENT_REQUEST_ID)
+                .map(|(_, value)| value.as_str().to_owned());
+            self.0.lock().unwrap().push(id);
+            let mut headers = azure_core::http::headers::Headers::new();
+            headers.insert("x-ms-error-code", "ResourceNotFound");
+            Ok(azure_core::http::AsyncRawResponse::from_bytes(
+                azure_core::http::StatusCode::NotFound,
+                headers,
+                Vec::<u8>::new(),
+            ))
+        }
+    }
+
+    #[tokio::test]
+    async fn every_table_request_carries_its_own_version_4_client_request_id() {
+        let ids = Arc::new(RequestIds::default());
+        let b = AzureBackend::builder()
+            .connection_string("UseDevelopmentStorage=true")
+            .unwrap()
+            .policy(ids.clone())
+            .build()
+            .unwrap();
+        let table = TableName::new("Ids").unwrap();
+        let (pk, rk) = (PartitionKey::new("p").unwrap(), RowKey::new("r").unwrap());
+        for _ in 0..3 {
+            assert!(
+                super::super::TableBackend::get(&b, &table, &pk, &rk)
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
+        }
+        let seen = ids.0.lock().unwrap().clone();
+        assert_eq!(seen.len(), 3, "{seen:?}");
+        let mut parsed: Vec<uuid::Uuid> = seen
+            .iter()
+            .map(|id| uuid::Uuid::parse_str(id.as_deref().expect("an id")).unwrap())
+            .collect();
+        assert!(
+            parsed
+                .iter()
+                .all(|id| id.get_version() == Some(uuid::Version::Random)),
+            "{parsed:?}"
+        );
+        parsed.dedup();
+        assert_eq!(parsed.len(), 3, "each request has its own id: {seen:?}");
     }
 
     #[test]

@@ -56,6 +56,10 @@ pub(crate) struct ParsedEntity {
     partition_key: Option<Json>,
     row_key: Option<Json>,
     etag: Option<String>,
+    /// `Timestamp` and its annotation, kept apart from `entries`: the
+    /// service sends it last, after names that sort after it, which would
+    /// otherwise cost every reply a sort.
+    timestamp: Slot,
     /// Properties and annotations by property name.
     entries: Vec<Entry>,
     /// Annotations that are not a known type name, for errors.
@@ -73,9 +77,17 @@ struct Entry {
     annotation: Ann,
 }
 
+/// The value and annotation of a name, the later of each winning.
+#[derive(Debug, Clone, Default)]
+struct Slot {
+    value: Option<Json>,
+    annotation: Ann,
+}
+
 /// An annotation as an entry holds it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 enum Ann {
+    #[default]
     Absent,
     Known(EdmType),
     /// Index into `ParsedEntity::bad_annotations`.
@@ -95,6 +107,10 @@ enum Key {
     Partition,
     Row,
     Etag,
+    /// `Timestamp`.
+    Timestamp,
+    /// The annotation of `Timestamp`.
+    TimestampAnnotation,
     /// A key that does not bear on the entity (kept only as JSON is).
     Ignored,
     /// A property's value.
@@ -137,7 +153,9 @@ impl serde::de::Visitor<'_> for KeySeed<'_> {
         Ok(match k {
             "PartitionKey" => Key::Partition,
             "RowKey" => Key::Row,
+            "Timestamp" => Key::Timestamp,
             _ if k.contains('@') => match k.strip_suffix(ANNOTATION) {
+                Some("Timestamp") => Key::TimestampAnnotation,
                 Some(base) if !base.contains('@') => Key::Annotation(name(base)),
                 _ => Key::Ignored,
             },
@@ -245,20 +263,16 @@ impl<'de> serde::de::Visitor<'de> for ParsedEntityVisitor {
                 Key::Ignored => {
                     map.next_value::<Json>()?;
                 }
+                Key::Timestamp => out.timestamp.value = Some(map.next_value()?),
+                Key::TimestampAnnotation => {
+                    out.timestamp.annotation = out.annotation(map.next_value::<Annotation>()?);
+                }
                 Key::Property(name) => {
                     let value = map.next_value::<Json>()?;
                     out.place(name, Some(value), Ann::Absent);
                 }
                 Key::Annotation(name) => {
-                    let annotation = match map.next_value::<Annotation>()? {
-                        Annotation::Known(t) => Ann::Known(t),
-                        Annotation::Other(json) => {
-                            out.bad_annotations.push(json);
-                            Ann::Bad(
-                                u32::try_from(out.bad_annotations.len() - 1).unwrap_or(u32::MAX),
-                            )
-                        }
-                    };
+                    let annotation = out.annotation(map.next_value::<Annotation>()?);
                     out.place(name, None, annotation);
                 }
             }
@@ -268,6 +282,18 @@ impl<'de> serde::de::Visitor<'de> for ParsedEntityVisitor {
 }
 
 impl ParsedEntity {
+    /// An annotation as entries hold it (one that is not a known type is
+    /// kept for the error).
+    fn annotation(&mut self, annotation: Annotation) -> Ann {
+        match annotation {
+            Annotation::Known(t) => Ann::Known(t),
+            Annotation::Other(json) => {
+                self.bad_annotations.push(json);
+                Ann::Bad(u32::try_from(self.bad_annotations.len() - 1).unwrap_or(u32::MAX))
+            }
+        }
+    }
+
     /// Files a property value or annotation under its name.
     fn place(&mut self, name: KeyName, value: Option<Json>, annotation: Ann) {
         let name = match name {
@@ -336,20 +362,22 @@ impl ParsedEntity {
 /// # Errors
 /// [`Error::Decode`] naming the table and the property that does not parse.
 pub(crate) fn entity_from_parsed(table: &str, mut parsed: ParsedEntity) -> Result<WireEntity> {
-    let decode_err = |property: &str, expected: &str, found: String| Error::Decode {
-        table: table.to_owned(),
-        row: None,
-        property: property.to_owned(),
-        expected: expected.to_owned(),
-        found,
-    };
     let key = |name: &str, raw: Option<Json>| match raw {
         Some(Json::String(s)) => Ok(s),
-        other => Err(decode_err(name, "Edm.String", found_json(other.as_ref()))),
+        other => Err(decode_err(
+            table,
+            name,
+            "Edm.String",
+            found_json(other.as_ref()),
+        )),
     };
     let partition_key = key("PartitionKey", parsed.partition_key.take())?;
     let row_key = key("RowKey", parsed.row_key.take())?;
     parsed.normalize();
+    let mut bad = std::mem::take(&mut parsed.bad_annotations);
+    // `Timestamp` is read where it sorts among the names, so that the first
+    // error in name order is the one reported.
+    let mut stamp = Some(std::mem::take(&mut parsed.timestamp));
     let mut timestamp = None;
     let mut properties = Properties::with_capacity(parsed.entries.len());
     for Entry {
@@ -358,42 +386,18 @@ pub(crate) fn entity_from_parsed(table: &str, mut parsed: ParsedEntity) -> Resul
         annotation,
     } in parsed.entries
     {
-        // Annotation-only entries (including those of names that are not
-        // properties, such as `odata.*` or the keys) stand for nothing.
-        let Some(raw) = value else {
-            continue;
-        };
-        let annotation = match annotation {
-            Ann::Absent => None,
-            Ann::Known(t) => Some(t),
-            Ann::Bad(i) => {
-                let bad = parsed
-                    .bad_annotations
-                    .get_mut(i as usize)
-                    .map(std::mem::take)
-                    .unwrap_or_default();
-                return Err(match bad {
-                    Json::String(t) => {
-                        decode_err(&name, "a known Edm type", format!("annotation {t:?}"))
-                    }
-                    other => decode_err(&name, "an Edm type annotation", other.to_string()),
-                });
-            }
-        };
-        let value = read_value_owned(annotation, raw)
-            .map_err(|(expected, raw)| decode_err(&name, &expected, found_json(Some(&raw))))?;
-        if name == "Timestamp" {
-            timestamp = match value {
-                Some(Value::DateTime(t)) => Some(t),
-                Some(Value::String(s)) => datetime::parse(&s).ok(),
-                _ => None,
-            };
-            continue;
+        if name.as_str() > "Timestamp"
+            && let Some(slot) = stamp.take()
+        {
+            timestamp = read_timestamp(table, slot, &mut bad)?;
         }
-        if let Some(value) = value {
+        if let Some(value) = read_entry(table, &name, value, annotation, &mut bad)? {
             // Entries are sorted and each name occurs once (`normalize`).
             properties.push_in_order(name, value);
         }
+    }
+    if let Some(slot) = stamp {
+        timestamp = read_timestamp(table, slot, &mut bad)?;
     }
     Ok(WireEntity {
         partition_key,
@@ -402,6 +406,61 @@ pub(crate) fn entity_from_parsed(table: &str, mut parsed: ParsedEntity) -> Resul
         etag: parsed.etag,
         properties,
     })
+}
+
+fn decode_err(table: &str, property: &str, expected: &str, found: String) -> Error {
+    Error::Decode {
+        table: table.to_owned(),
+        row: None,
+        property: property.to_owned(),
+        expected: expected.to_owned(),
+        found,
+    }
+}
+
+/// The value of entry `name`, read by its annotation (`bad` holds the
+/// annotations that are not a known type); `None` for an entry that is only
+/// an annotation, or a JSON `null`.
+fn read_entry(
+    table: &str,
+    name: &str,
+    value: Option<Json>,
+    annotation: Ann,
+    bad: &mut [Json],
+) -> Result<Option<Value>> {
+    let Some(raw) = value else {
+        return Ok(None);
+    };
+    let annotation = match annotation {
+        Ann::Absent => None,
+        Ann::Known(t) => Some(t),
+        Ann::Bad(i) => {
+            let found = bad
+                .get_mut(i as usize)
+                .map(std::mem::take)
+                .unwrap_or_default();
+            return Err(match found {
+                Json::String(t) => {
+                    decode_err(table, name, "a known Edm type", format!("annotation {t:?}"))
+                }
+                other => decode_err(table, name, "an Edm type annotation", other.to_string()),
+            });
+        }
+    };
+    read_value_owned(annotation, raw)
+        .map_err(|(expected, raw)| decode_err(table, name, &expected, found_json(Some(&raw))))
+}
+
+/// The `Timestamp` of a body: a date-time, or `None` when it is absent or
+/// a string that does not parse as one.
+fn read_timestamp(table: &str, slot: Slot, bad: &mut [Json]) -> Result<Option<OffsetDateTime>> {
+    Ok(
+        match read_entry(table, "Timestamp", slot.value, slot.annotation, bad)? {
+            Some(Value::DateTime(t)) => Some(t),
+            Some(Value::String(s)) => datetime::parse(&s).ok(),
+            _ => None,
+        },
+    )
 }
 
 /// Reads an entity from response body text, without building a
@@ -501,6 +560,22 @@ pub(crate) fn entity_from_json(table: &str, json: &Map<String, Json>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_in_the_services_order_needs_no_sort() {
+        // As the service sends an entity: keys, then the properties by
+        // name, then `Timestamp` (which sorts before lowercase names).
+        let body = r#"{"odata.etag":"W/\"1\"","PartitionKey":"p","RowKey":"r","active":true,"big@odata.type":"Edm.Int64","big":"5","name":"n","Timestamp@odata.type":"Edm.DateTime","Timestamp":"2024-01-02T03:04:05Z"}"#;
+        let parsed: ParsedEntity = serde_json::from_str(body).unwrap();
+        assert!(parsed.sorted, "{parsed:?}");
+        let read = entity_from_parsed("t", parsed).unwrap();
+        assert_eq!(
+            read.timestamp,
+            Some(time::macros::datetime!(2024-01-02 03:04:05 UTC))
+        );
+        let names: Vec<&str> = read.properties.iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["active", "big", "name"]);
+    }
 
     #[test]
     fn entries_stay_small() {

@@ -70,18 +70,72 @@ impl<'a> EntityBody<'a> {
     /// [`Error::Invalid`] if a value cannot be written (none fails).
     pub(crate) fn to_text(self) -> Result<String> {
         let mut out = String::with_capacity(self.estimated_len());
+        self.write(&mut out)?;
+        Ok(out)
+    }
+
+    /// The length in bytes of [`EntityBody::to_text`], found without
+    /// writing the text (what batch sizes count).
+    ///
+    /// # Errors
+    /// As [`EntityBody::to_text`].
+    pub(crate) fn text_len(self) -> Result<usize> {
+        let mut count = Count(0);
+        self.write(&mut count)?;
+        Ok(count.0)
+    }
+
+    /// At least [`EntityBody::text_len`], from the lengths of the names
+    /// and values alone (each character escaped at its longest): what a
+    /// batch far below its size limit needs, without writing anything.
+    pub(crate) fn text_len_bound(self) -> usize {
+        // `"` + name escaped + `":`, with the comma before it.
+        let key = |name: &str| 6 * name.len() + 4;
+        let value = |v: &Value| match v {
+            Value::String(s) => 6 * s.len() + 2,
+            Value::Boolean(_) => 5,
+            Value::Int32(_) => 11,
+            Value::Int64(_) => 22,
+            // The longest shortest-round-trip double, or a quoted
+            // `-Infinity`.
+            Value::Double(_) => 24,
+            Value::DateTime(_) => 40,
+            Value::Guid(_) => 38,
+            Value::Binary(b) => b.len().div_ceil(3) * 4 + 2,
+        };
+        let properties: usize = self
+            .properties
+            .iter()
+            .map(|(name, v)| {
+                let annotation = if needs_annotation(v) {
+                    key(name) + ANNOTATION.len() + v.edm_type().odata_name().len() + 2
+                } else {
+                    0
+                };
+                key(name) + value(v) + annotation
+            })
+            .sum();
+        2 + key("PartitionKey")
+            + 6 * self.partition_key.len()
+            + 2
+            + key("RowKey")
+            + 6 * self.row_key.len()
+            + 2
+            + properties
+    }
+
+    fn write(&self, out: &mut impl Sink) -> Result<()> {
         let written = if self.streams_in_map_order() {
-            self.write_merged(&mut out)
+            self.write_merged(out)
         } else {
-            self.write_in_map_order(&mut out)
+            self.write_in_map_order(out)
         };
         written.map_err(|e| {
             Error::invalid(
                 format!("entity ({:?}, {:?})", self.partition_key, self.row_key),
                 format!("cannot write its JSON: {e}"),
             )
-        })?;
-        Ok(out)
+        })
     }
 
     /// The body text with every non-ASCII character written as a `\uXXXX`
@@ -159,7 +213,7 @@ impl<'a> EntityBody<'a> {
     /// Writes the body with the keys merged into the property names by
     /// order, each annotation right after its property: map order, when
     /// [`streams_in_map_order`](Self::streams_in_map_order) says so.
-    fn write_merged(&self, out: &mut String) -> std::result::Result<(), String> {
+    fn write_merged(&self, out: &mut impl Sink) -> std::result::Result<(), String> {
         let fixed = [
             ("PartitionKey", self.partition_key),
             ("RowKey", self.row_key),
@@ -188,7 +242,7 @@ impl<'a> EntityBody<'a> {
     /// Writes the body as the map its entries make: put in order (keys
     /// first, then each property and its annotation), a later entry of a
     /// name replacing an earlier one, written sorted by name.
-    fn write_in_map_order(&self, out: &mut String) -> std::result::Result<(), String> {
+    fn write_in_map_order(&self, out: &mut impl Sink) -> std::result::Result<(), String> {
         let mut map: BTreeMap<Cow<'_, str>, Entry<'_>> = BTreeMap::new();
         map.insert("PartitionKey".into(), Entry::Text(self.partition_key));
         map.insert("RowKey".into(), Entry::Text(self.row_key));
@@ -244,12 +298,53 @@ impl serde::Serialize for EntityBody<'_> {
     }
 }
 
+/// Where body text goes: a `String`, or a [`Count`] of its bytes.
+trait Sink {
+    fn push(&mut self, c: char);
+    fn push_str(&mut self, s: &str);
+    fn push_ascii(&mut self, b: u8) {
+        self.push(char::from(b));
+    }
+    /// `bytes` in standard base64 with padding.
+    fn push_base64(&mut self, bytes: &[u8]);
+}
+
+impl Sink for String {
+    fn push(&mut self, c: char) {
+        String::push(self, c);
+    }
+    fn push_str(&mut self, s: &str) {
+        String::push_str(self, s);
+    }
+    fn push_base64(&mut self, bytes: &[u8]) {
+        BASE64.encode_string(bytes, self);
+    }
+}
+
+/// Counts the bytes of the text instead of keeping it.
+struct Count(usize);
+
+impl Sink for Count {
+    fn push(&mut self, c: char) {
+        self.0 += c.len_utf8();
+    }
+    fn push_str(&mut self, s: &str) {
+        self.0 += s.len();
+    }
+    fn push_ascii(&mut self, _: u8) {
+        self.0 += 1;
+    }
+    fn push_base64(&mut self, bytes: &[u8]) {
+        self.0 += bytes.len().div_ceil(3) * 4;
+    }
+}
+
 /// Writes one entry, after a comma unless it is the first: its key (`key`
 /// escaped as serde_json escapes it, then [`ANNOTATION`] when `annotation`)
 /// and its value.
 #[inline]
 fn write_entry(
-    out: &mut String,
+    out: &mut impl Sink,
     first: &mut bool,
     key: &str,
     annotation: bool,
@@ -278,7 +373,7 @@ fn write_entry(
 }
 
 /// Writes `s` as a JSON string, escaped as serde_json escapes it.
-fn write_json_str(out: &mut String, s: &str) {
+fn write_json_str(out: &mut impl Sink, s: &str) {
     out.push('"');
     write_json_str_body(out, s);
     out.push('"');
@@ -287,7 +382,7 @@ fn write_json_str(out: &mut String, s: &str) {
 /// The inside of [`write_json_str`]: serde_json escapes `"`, `\` and the
 /// control characters below U+0020 (`\b \t \n \f \r` by name, others as
 /// `\u00xx` in lowercase hex) and writes everything else as is.
-fn write_json_str_body(out: &mut String, s: &str) {
+fn write_json_str_body(out: &mut impl Sink, s: &str) {
     let needs_escape = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
     if !s.bytes().any(needs_escape) {
         out.push_str(s);
@@ -312,8 +407,8 @@ fn write_json_str_body(out: &mut String, s: &str) {
             b'\t' => out.push_str("\\t"),
             _ => {
                 out.push_str("\\u00");
-                out.push(char::from(HEX[usize::from(b >> 4)]));
-                out.push(char::from(HEX[usize::from(b & 0xF)]));
+                out.push_ascii(HEX[usize::from(b >> 4)]);
+                out.push_ascii(HEX[usize::from(b & 0xF)]);
             }
         }
     }
@@ -357,7 +452,7 @@ pub(super) fn escape_non_ascii(json: &str) -> Option<String> {
 /// writes them or, when JSON cannot spell them, as `"NaN"`, `"Infinity"`,
 /// `"-Infinity"`, date-times as the service writes them, Guids lowercase
 /// and hyphenated, Binary as base64.
-fn write_value(out: &mut String, value: &Value) -> std::result::Result<(), String> {
+fn write_value(out: &mut impl Sink, value: &Value) -> std::result::Result<(), String> {
     match value {
         Value::String(v) => write_json_str(out, v),
         Value::Boolean(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -395,7 +490,7 @@ fn write_value(out: &mut String, value: &Value) -> std::result::Result<(), Strin
         }
         Value::Binary(b) => {
             out.push('"');
-            BASE64.encode_string(b, out);
+            out.push_base64(b);
             out.push('"');
         }
     }

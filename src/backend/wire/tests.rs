@@ -595,7 +595,7 @@ mod round_trips {
     use proptest::prelude::*;
     use time::OffsetDateTime;
 
-    use super::super::{entity_from_json, entity_to_json};
+    use super::super::{EntityBody, entity_from_json, entity_to_json};
     use crate::datetime;
     use crate::entity::{Properties, Value};
 
@@ -683,6 +683,26 @@ mod round_trips {
             prop_assert_eq!(&back.row_key, &rk);
             prop_assert_eq!(&back.properties, &props);
             prop_assert_eq!(back.timestamp, None);
+        }
+
+        /// The length batch sizes count is that of the text, and the bound
+        /// checked first is at least that, for usual names and for names
+        /// that put the body in map order.
+        #[test]
+        fn text_len_is_the_length_of_the_text(
+            pk in valid_key(),
+            rk in valid_key(),
+            mut props in properties(),
+            odd in prop::sample::select(vec![
+                "", "PartitionKey", "RowKey", "a@odata.type", "Timestamp", "é", "\u{1}\"\\",
+            ]),
+            text in ".{0,20}",
+        ) {
+            props.insert(odd, Value::String(text));
+            let body = EntityBody::new(&pk, &rk, &props);
+            let len = body.to_text().unwrap().len();
+            prop_assert_eq!(body.text_len().unwrap(), len);
+            prop_assert!(body.text_len_bound() >= len, "bound {} < {len}", body.text_len_bound());
         }
 
         /// A single value, written and read alone (so failures shrink to it).
