@@ -7,7 +7,6 @@
 use std::fmt::Write as _;
 
 use azure_core::Bytes;
-use azure_core::http::headers::HeaderName;
 use azure_core::http::{Context, Method, Pipeline, PipelineSendOptions, RawResponse, Request, Url};
 use serde_json::{Map, Value as Json};
 
@@ -18,6 +17,9 @@ use crate::Res;
 pub(crate) struct RawTables {
     pipeline: Pipeline,
     base: Url,
+    /// Whether each request names itself (`x-ms-client-request-id`), as
+    /// leasehold's do; else the pipeline makes the id up.
+    names_requests: bool,
 }
 
 fn url(base: &Url, segment: &str) -> Url {
@@ -32,12 +34,15 @@ fn entity_url(base: &Url, table: &str, pk: &str, rk: &str) -> Url {
     url(base, &format!("{table}(PartitionKey='{pk}',RowKey='{rk}')"))
 }
 
+/// The reply's ETag, looked up by iterating the headers (`Headers`'
+/// getters format a message on every lookup).
 fn etag(reply: &RawResponse) -> String {
     reply
         .headers()
-        .get_optional_str(&HeaderName::from_static("etag"))
+        .iter()
+        .find(|(name, _)| name.as_str() == "etag")
+        .map(|(_, value)| value.as_str().to_owned())
         .expect("an ETag")
-        .to_owned()
 }
 
 impl RawTables {
@@ -49,11 +54,32 @@ impl RawTables {
     /// Requests through `backend`'s own pipeline and connections.
     pub(crate) fn sharing(backend: &leasehold::backend::azure::AzureBackend) -> Self {
         let (pipeline, base) = leasehold::backend::azure::__bench::table_pipeline(backend);
-        RawTables { pipeline, base }
+        RawTables {
+            pipeline,
+            base,
+            names_requests: true,
+        }
+    }
+
+    /// The same client, leaving each request's id to the pipeline, as the
+    /// SDK's own clients do: it looks for the header (an error, with a
+    /// backtrace when `RUST_BACKTRACE` is set, when it is absent) and draws
+    /// a fresh UUID from the system.
+    pub(crate) fn leaving_ids_to_the_pipeline(&self) -> Self {
+        RawTables {
+            names_requests: false,
+            ..self.clone()
+        }
     }
 
     /// Sends `request`; an error status is an error.
     async fn send(&self, mut request: Request) -> Res<RawResponse> {
+        if self.names_requests {
+            request.insert_header(
+                "x-ms-client-request-id",
+                uuid::Uuid::new_v4().hyphenated().to_string(),
+            );
+        }
         let reply = self
             .pipeline
             .send(

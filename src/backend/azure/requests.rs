@@ -214,9 +214,7 @@ pub(super) fn write(base: &Url, table: &TableName, op: &TableOp) -> Result<Reque
 
 /// A header of a reply.
 pub(super) fn header<'a>(reply: &'a RawResponse, name: &'static str) -> Option<&'a str> {
-    reply
-        .headers()
-        .get_optional_str(&HeaderName::from_static(name))
+    super::auth::header_value(reply.headers(), &HeaderName::from_static(name))
 }
 
 /// The `ETag` header of a write's reply, as a version.
