@@ -15,7 +15,7 @@ use leasehold::lease::{LeaseName, LeaseOptions};
 use leasehold::lock::LockOptions;
 use leasehold::testing::{FaultyBackend, Op};
 use leasehold::{Entity, ErrorKind, Store};
-use serde_json::Value;
+use serde_json::{Value, json};
 use support::azurite::{azurite_connection_string, unique_names};
 
 #[derive(Entity, Debug, Clone, PartialEq)]
@@ -1288,4 +1288,55 @@ async fn locks_take_index_values_as_they_are_and_verify_lists_duplicates_as_obje
         .concat(),
     );
     assert_eq!((code, &shown["partition_key"]), (0, &Value::from(encoded)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_are_listed_created_and_deleted_under_the_prefix() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_tables");
+    let prefix = names.prefix().to_owned();
+    let p = ["--table-prefix", prefix.as_str()];
+    let tables = |args: &[&str]| run_json(&cs, &[&p[..], &["tables"], args].concat());
+
+    assert_eq!(tables(&["list"]), (0, json!({ "tables": [] })));
+    assert_eq!(
+        tables(&["create", "Orders"]),
+        (0, json!({ "table": "Orders", "created": true }))
+    );
+    assert_eq!(
+        tables(&["create", "Orders"]),
+        (0, json!({ "table": "Orders", "created": false }))
+    );
+    // The library sees the table the command made, under the prefix.
+    let store = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
+        .table_prefix(prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(store.list_tables().await.unwrap(), ["Orders"]);
+    assert_eq!(tables(&["list"]), (0, json!({ "tables": ["Orders"] })));
+
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["tables", "list"],
+    ]
+    .concat());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "Orders");
+
+    assert_eq!(
+        tables(&["delete", "Orders"]),
+        (0, json!({ "table": "Orders", "deleted": true }))
+    );
+    let (code, doc) = tables(&["delete", "Orders"]);
+    assert_eq!(code, 3, "{doc}");
+    assert!(
+        doc["error"]["message"].as_str().unwrap().contains("Orders"),
+        "{doc}"
+    );
+    let (code, doc) = tables(&["create", "bad-name"]);
+    assert_eq!(code, 2, "an invalid name is a usage error: {doc}");
+    assert_eq!(tables(&["list"]), (0, json!({ "tables": [] })));
 }

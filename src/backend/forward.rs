@@ -17,8 +17,17 @@ macro_rules! forward_through {
         #[deny(clippy::missing_trait_methods)]
         #[async_trait::async_trait]
         impl<T: $crate::backend::TableBackend + ?Sized> $crate::backend::TableBackend for $ptr<T> {
-            async fn create_table(&self, table: &$crate::key::TableName) -> $crate::Result<()> {
+            async fn create_table(
+                &self,
+                table: &$crate::key::TableName,
+            ) -> $crate::Result<$crate::backend::TableCreation> {
                 (**self).create_table(table).await
+            }
+            async fn delete_table(&self, table: &$crate::key::TableName) -> $crate::Result<bool> {
+                (**self).delete_table(table).await
+            }
+            async fn list_tables(&self) -> $crate::Result<Vec<$crate::key::TableName>> {
+                (**self).list_tables().await
             }
             async fn get(
                 &self,
@@ -185,7 +194,7 @@ mod tests {
 
     use crate::backend::memory::MemoryBackend;
     use crate::backend::{
-        Backend, QueryPage, QuerySpec, StoredEntity, TableBackend, TableOp, Version,
+        Backend, QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp, Version,
     };
     use crate::entity::{EntityData, Properties};
     use crate::error::{Error, Result};
@@ -209,8 +218,14 @@ mod tests {
 
     #[async_trait]
     impl TableBackend for OwnedOnly {
-        async fn create_table(&self, _: &TableName) -> Result<()> {
-            Ok(())
+        async fn create_table(&self, _: &TableName) -> Result<TableCreation> {
+            Ok(TableCreation::AlreadyExisted)
+        }
+        async fn delete_table(&self, _: &TableName) -> Result<bool> {
+            Ok(false)
+        }
+        async fn list_tables(&self) -> Result<Vec<TableName>> {
+            Ok(Vec::new())
         }
         async fn get(
             &self,

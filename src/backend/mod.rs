@@ -32,7 +32,9 @@ pub use blob::{
     LeaseDuration, LeaseId, LeaseInfo, LeaseKind, LeaseState, Metadata,
 };
 pub(crate) use table::validate_batch;
-pub use table::{Precondition, QueryPage, QuerySpec, StoredEntity, TableOp, Version};
+pub use table::{
+    Precondition, QueryPage, QuerySpec, StoredEntity, TableCreation, TableOp, Version,
+};
 
 use crate::error::Result;
 use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
@@ -43,14 +45,35 @@ use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
 /// each method and of [`TableOp`].
 #[async_trait]
 pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
-    /// Creates the table unless it exists. Succeeds in both cases.
+    /// Creates the table unless it exists. Succeeds in both cases, and
+    /// says which.
     ///
     /// # Errors
     /// [`Error::Invalid`](crate::Error::Invalid) for a name the service refuses.
     /// [`Error::Transient`](crate::Error::Transient) for a failure worth
     /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code
+    /// (Azure answers `TableBeingDeleted` for a while after a table of the
+    /// name was deleted).
+    async fn create_table(&self, table: &TableName) -> Result<TableCreation>;
+
+    /// Deletes the table and every entity in it: `true` when it did,
+    /// `false` when there was no such table.
+    ///
+    /// # Errors
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
     /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
-    async fn create_table(&self, table: &TableName) -> Result<()>;
+    async fn delete_table(&self, table: &TableName) -> Result<bool>;
+
+    /// Every table of the account, in the service's order (by name), all
+    /// pages of the listing read.
+    ///
+    /// # Errors
+    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
+    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
+    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
+    async fn list_tables(&self) -> Result<Vec<TableName>>;
 
     /// Reads one entity; `Ok(None)` when the table has no such entity.
     ///

@@ -231,6 +231,16 @@ pub(crate) fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
     Ok(())
 }
 
+/// What [`TableBackend::create_table`](super::TableBackend::create_table)
+/// found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TableCreation {
+    /// The table was created by this call.
+    Created,
+    /// A table of that name was there already; it is left as it is.
+    AlreadyExisted,
+}
+
 /// One query request.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct QuerySpec {

@@ -13,6 +13,7 @@ use crate::lock::options::LockOptions;
 use crate::retry::ConflictRetry;
 use crate::table::TableEnv;
 
+mod manage;
 mod open;
 
 /// The entry point: a backend plus configuration. Cheap to clone; clones

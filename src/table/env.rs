@@ -69,6 +69,17 @@ impl TableEnv {
         Ok(())
     }
 
+    /// Records that `table` exists (a store created it).
+    pub(crate) fn mark_ready(&self, table: &TableName) {
+        self.lock_ready().insert(table.clone());
+    }
+
+    /// Forgets that `table` exists (a store is deleting it): the next
+    /// handle creates it again.
+    pub(crate) fn forget_ready(&self, table: &TableName) {
+        self.lock_ready().remove(table);
+    }
+
     fn lock_ready(&self) -> std::sync::MutexGuard<'_, HashSet<TableName>> {
         // The set only caches "already created"; a poisoned lock still holds
         // a valid set.

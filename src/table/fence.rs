@@ -42,8 +42,8 @@ use async_trait::async_trait;
 use tracing::Instrument as _;
 
 use crate::backend::{
-    Backend, Precondition, QueryPage, QuerySpec, StoredEntity, TableBackend, TableOp, Version,
-    validate_batch,
+    Backend, Precondition, QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation,
+    TableOp, Version, validate_batch,
 };
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
@@ -520,8 +520,16 @@ impl fmt::Debug for FencedWrites {
 
 #[async_trait]
 impl TableBackend for FencedWrites {
-    async fn create_table(&self, table: &TableName) -> Result<()> {
+    async fn create_table(&self, table: &TableName) -> Result<TableCreation> {
         self.backend.create_table(table).await
+    }
+
+    async fn delete_table(&self, table: &TableName) -> Result<bool> {
+        self.backend.delete_table(table).await
+    }
+
+    async fn list_tables(&self) -> Result<Vec<TableName>> {
+        self.backend.list_tables().await
     }
 
     async fn get(

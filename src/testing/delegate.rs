@@ -16,12 +16,26 @@ macro_rules! delegate_backend {
         #[deny(clippy::missing_trait_methods)]
         #[async_trait::async_trait]
         impl<B: $crate::backend::TableBackend> $crate::backend::TableBackend for $wrapper<B> {
-            async fn create_table(&self, table: &$crate::key::TableName) -> $crate::Result<()> {
+            async fn create_table(
+                &self,
+                table: &$crate::key::TableName,
+            ) -> $crate::Result<$crate::backend::TableCreation> {
                 self.call(
                     $crate::testing::Op::CreateTable,
                     self.inner.create_table(table),
                 )
                 .await
+            }
+            async fn delete_table(&self, table: &$crate::key::TableName) -> $crate::Result<bool> {
+                self.call(
+                    $crate::testing::Op::DeleteTable,
+                    self.inner.delete_table(table),
+                )
+                .await
+            }
+            async fn list_tables(&self) -> $crate::Result<Vec<$crate::key::TableName>> {
+                self.call($crate::testing::Op::ListTables, self.inner.list_tables())
+                    .await
             }
             async fn get(
                 &self,

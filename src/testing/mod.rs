@@ -50,6 +50,10 @@ use delegate::delegate_backend;
 pub enum Op {
     /// [`TableBackend::create_table`](crate::backend::TableBackend::create_table)
     CreateTable,
+    /// [`TableBackend::delete_table`](crate::backend::TableBackend::delete_table)
+    DeleteTable,
+    /// [`TableBackend::list_tables`](crate::backend::TableBackend::list_tables)
+    ListTables,
     /// [`TableBackend::get`](crate::backend::TableBackend::get)
     Get,
     /// [`TableBackend::execute`](crate::backend::TableBackend::execute):

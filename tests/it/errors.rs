@@ -566,8 +566,17 @@ struct MovingEmails {
 
 #[async_trait::async_trait]
 impl TableBackend for MovingEmails {
-    async fn create_table(&self, table: &TableName) -> leasehold::Result<()> {
+    async fn create_table(
+        &self,
+        table: &TableName,
+    ) -> leasehold::Result<leasehold::backend::TableCreation> {
         self.inner.create_table(table).await
+    }
+    async fn delete_table(&self, table: &TableName) -> leasehold::Result<bool> {
+        self.inner.delete_table(table).await
+    }
+    async fn list_tables(&self) -> leasehold::Result<Vec<TableName>> {
+        self.inner.list_tables().await
     }
     async fn get(
         &self,

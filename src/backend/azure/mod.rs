@@ -85,7 +85,8 @@ use self::pipeline::Pipelines;
 use self::transport::Transport;
 use super::{
     AcquiredLease, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseDuration,
-    LeaseId, Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableOp, Version,
+    LeaseId, Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp,
+    Version,
 };
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
@@ -638,9 +639,19 @@ impl AzureBackend {
 
 #[async_trait]
 impl TableBackend for AzureBackend {
-    async fn create_table(&self, table: &TableName) -> Result<()> {
+    async fn create_table(&self, table: &TableName) -> Result<TableCreation> {
         let span = tracing::debug_span!("leasehold.azure.create_table", table = %table);
         self.create_table_impl(table).instrument(span).await
+    }
+
+    async fn delete_table(&self, table: &TableName) -> Result<bool> {
+        let span = tracing::debug_span!("leasehold.azure.delete_table", table = %table);
+        self.delete_table_impl(table).instrument(span).await
+    }
+
+    async fn list_tables(&self) -> Result<Vec<TableName>> {
+        let span = tracing::debug_span!("leasehold.azure.list_tables");
+        self.list_tables_impl().instrument(span).await
     }
 
     async fn get(
@@ -975,6 +986,139 @@ mod tests {
         );
         parsed.dedup();
         assert_eq!(parsed.len(), 3, "each request has its own id: {seen:?}");
+    }
+
+    /// Answers the table management requests as the service would: a
+    /// listing in two pages, 409 for a second create, 404 for a delete of
+    /// a missing table; keeps each request's method and URL.
+    #[derive(Debug, Default)]
+    struct TableService {
+        tables: std::sync::Mutex<Vec<String>>,
+        seen: std::sync::Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl Policy for TableService {
+        async fn send(
+            &self,
+            _ctx: &Context,
+            request: &mut Request,
+            _next: &[Arc<dyn Policy>],
+        ) -> azure_core::http::policies::PolicyResult {
+            use azure_core::http::StatusCode;
+            let url = request.url().clone();
+            let method = request.method();
+            self.seen
+                .lock()
+                .unwrap()
+                .push(format!("{} {url}", method.as_str()));
+            let mut headers = azure_core::http::headers::Headers::new();
+            let mut tables = self.tables.lock().unwrap();
+            let path = url.path().trim_end_matches('/');
+            let (status, body) = if method == azure_core::http::Method::Post {
+                let body = match request.body() {
+                    azure_core::http::Body::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+                    #[allow(unreachable_patterns)]
+                    _ => String::new(),
+                };
+                let name = body.split('"').nth(3).unwrap_or_default().to_owned();
+                if tables.iter().any(|t| t.eq_ignore_ascii_case(&name)) {
+                    headers.insert("x-ms-error-code", "TableAlreadyExists");
+                    (StatusCode::Conflict, String::new())
+                } else {
+                    tables.push(name);
+                    (StatusCode::Created, String::new())
+                }
+            } else if method == azure_core::http::Method::Delete {
+                let name = path
+                    .rsplit_once("Tables('")
+                    .map(|(_, rest)| rest.trim_end_matches("')").to_owned())
+                    .unwrap_or_default();
+                match tables.iter().position(|t| *t == name) {
+                    Some(i) => {
+                        tables.remove(i);
+                        (StatusCode::NoContent, String::new())
+                    }
+                    None => {
+                        headers.insert("x-ms-error-code", "ResourceNotFound");
+                        (StatusCode::NotFound, String::new())
+                    }
+                }
+            } else {
+                // Pages of two names, the continuation naming the next.
+                let from = url
+                    .query_pairs()
+                    .find(|(k, _)| k == "NextTableName")
+                    .map(|(_, v)| v.into_owned());
+                let start = from
+                    .and_then(|f| tables.iter().position(|t| *t == f))
+                    .unwrap_or(0);
+                let page: Vec<_> = tables.iter().skip(start).take(2).collect();
+                if let Some(next) = tables.get(start + 2) {
+                    headers.insert("x-ms-continuation-nexttablename", next.clone());
+                }
+                let value: Vec<_> = page
+                    .iter()
+                    .map(|t| serde_json::json!({ "TableName": t }))
+                    .collect();
+                (
+                    StatusCode::Ok,
+                    serde_json::json!({ "value": value }).to_string(),
+                )
+            };
+            Ok(azure_core::http::AsyncRawResponse::from_bytes(
+                status,
+                headers,
+                body.into_bytes(),
+            ))
+        }
+    }
+
+    #[tokio::test]
+    async fn tables_are_created_listed_across_pages_and_deleted() {
+        use crate::backend::{TableBackend, TableCreation};
+        let service = Arc::new(TableService::default());
+        let b = AzureBackend::builder()
+            .connection_string("UseDevelopmentStorage=true")
+            .unwrap()
+            .policy(service.clone())
+            .build()
+            .unwrap();
+        let names = ["Alpha", "Beta", "Charlie", "Delta", "Echo"];
+        for name in names {
+            let t = TableName::new(name).unwrap();
+            assert_eq!(b.create_table(&t).await.unwrap(), TableCreation::Created);
+        }
+        let beta = TableName::new("beta").unwrap();
+        assert_eq!(
+            b.create_table(&beta).await.unwrap(),
+            TableCreation::AlreadyExisted
+        );
+        let listed = b.list_tables().await.unwrap();
+        let listed: Vec<&str> = listed.iter().map(TableName::as_str).collect();
+        assert_eq!(listed, names);
+        let lists = service
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.starts_with("GET "))
+            .cloned()
+            .collect::<Vec<_>>();
+        assert_eq!(lists.len(), 3, "three pages: {lists:?}");
+        assert!(
+            lists[1].ends_with("/Tables?NextTableName=Charlie"),
+            "{lists:?}"
+        );
+        let charlie = TableName::new("Charlie").unwrap();
+        assert!(b.delete_table(&charlie).await.unwrap());
+        assert!(!b.delete_table(&charlie).await.unwrap());
+        let seen = service.seen.lock().unwrap().clone();
+        assert!(
+            seen.iter()
+                .any(|r| r.ends_with("/devstoreaccount1/Tables('Charlie')")),
+            "{seen:?}"
+        );
     }
 
     #[test]

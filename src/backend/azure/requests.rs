@@ -168,6 +168,32 @@ pub(super) fn create_table(base: &Url, table: &TableName) -> Result<Request> {
     Ok(request)
 }
 
+/// `DELETE {base}/Tables('name')`: deletes `table`.
+pub(super) fn delete_table(base: &Url, table: &TableName) -> Result<Request> {
+    let mut url = base.clone();
+    url.path_segments_mut()
+        .map_err(|()| Error::invalid("table endpoint", "cannot carry a path"))?
+        .push(&format!("Tables('{}')", table.as_str()));
+    let mut request = Request::new(url, Method::Delete);
+    request.insert_header("accept", FULL_METADATA);
+    Ok(request)
+}
+
+/// `GET {base}/Tables`: one page of the table listing, from `next` (a
+/// continuation's `NextTableName`) when given.
+pub(super) fn list_tables(base: &Url, next: Option<&str>) -> Result<Request> {
+    let mut url = base.clone();
+    url.path_segments_mut()
+        .map_err(|()| Error::invalid("table endpoint", "cannot carry a path"))?
+        .push("Tables");
+    if let Some(next) = next {
+        url.query_pairs_mut().append_pair("NextTableName", next);
+    }
+    let mut request = Request::new(url, Method::Get);
+    request.insert_header("accept", "application/json;odata=nometadata");
+    Ok(request)
+}
+
 /// `GET` of one entity.
 pub(super) fn get(
     base: &Url,

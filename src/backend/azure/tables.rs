@@ -13,7 +13,7 @@ use super::requests::{
 };
 
 use crate::backend::wire;
-use crate::backend::{Precondition, StoredEntity, TableOp, Version, validate_batch};
+use crate::backend::{Precondition, StoredEntity, TableCreation, TableOp, Version, validate_batch};
 use crate::entity::EntityData;
 use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey, TableName, shorten};
@@ -63,15 +63,19 @@ fn needs_verification(op: &TableOp) -> bool {
 }
 
 impl AzureBackend {
-    pub(super) async fn create_table_impl(&self, table: &TableName) -> Result<()> {
+    pub(super) async fn create_table_impl(&self, table: &TableName) -> Result<TableCreation> {
         self.retrying("create_table", |_| async move {
             let base = self.base_url(Service::Table)?;
             match self
                 .send_raw(Service::Table, requests::create_table(&base, table)?)
                 .await
             {
-                Ok(_) => Ok(()),
-                Err(f) if matches!(f.status(), Some((409, Some("TableAlreadyExists")))) => Ok(()),
+                Ok(_) => Ok(TableCreation::Created),
+                // After a lost reply the earlier attempt may be what
+                // created it; "already there" is what can be said.
+                Err(f) if matches!(f.status(), Some((409, Some("TableAlreadyExists")))) => {
+                    Ok(TableCreation::AlreadyExisted)
+                }
                 Err(f) => Err(f),
             }
         })
@@ -80,6 +84,77 @@ impl AzureBackend {
             f.into_error(format!("table `{table}`"))
                 .for_table(table.as_str())
         })
+    }
+
+    pub(super) async fn delete_table_impl(&self, table: &TableName) -> Result<bool> {
+        self.retrying("delete_table", |earlier| async move {
+            let base = self.base_url(Service::Table)?;
+            match self
+                .send_raw(Service::Table, requests::delete_table(&base, table)?)
+                .await
+            {
+                Ok(_) => Ok(true),
+                // A retry after a lost reply finds the table gone by the
+                // attempt before: it was deleted by this call.
+                Err(f) if matches!(f.status(), Some((404, _))) => Ok(earlier.may_have_applied),
+                Err(f) => Err(f),
+            }
+        })
+        .await
+        .map_err(|f| {
+            f.into_error(format!("table `{table}`"))
+                .for_table(table.as_str())
+        })
+    }
+
+    pub(super) async fn list_tables_impl(&self) -> Result<Vec<TableName>> {
+        #[derive(serde::Deserialize)]
+        struct Listed {
+            #[serde(rename = "TableName")]
+            name: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct Page {
+            #[serde(default)]
+            value: Vec<Listed>,
+        }
+        let mut names = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let (page, continuation) = self
+                .retrying("list_tables", |_| {
+                    let next = next.as_deref();
+                    async move {
+                        let base = self.base_url(Service::Table)?;
+                        let reply = self
+                            .send_raw(Service::Table, requests::list_tables(&base, next)?)
+                            .await?;
+                        let page: Page =
+                            serde_json::from_slice(reply.body().as_ref()).map_err(|e| {
+                                Failure::Fatal(Error::Backend {
+                                    status: None,
+                                    code: None,
+                                    message: format!(
+                                        "the table listing in the reply cannot be read: {e}"
+                                    ),
+                                    source: None,
+                                })
+                            })?;
+                        let continuation =
+                            header(&reply, "x-ms-continuation-nexttablename").map(str::to_owned);
+                        Ok((page, continuation))
+                    }
+                })
+                .await
+                .map_err(|f| f.into_error("the table listing".to_owned()))?;
+            for listed in page.value {
+                names.push(TableName::new(listed.name)?);
+            }
+            match continuation {
+                Some(c) if !c.is_empty() => next = Some(c),
+                _ => return Ok(names),
+            }
+        }
     }
 
     pub(super) async fn get_impl(

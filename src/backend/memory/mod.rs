@@ -75,7 +75,8 @@ use self::clock::WriteClock;
 use self::tables::TableStore;
 use crate::backend::{
     AcquiredLease, Blob, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseDuration,
-    LeaseId, Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableOp, Version,
+    LeaseId, Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp,
+    Version,
 };
 use crate::error::Result;
 use crate::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
@@ -226,12 +227,19 @@ fn traced<T>(span: tracing::Span, f: impl FnOnce() -> Result<T>) -> Result<T> {
 
 #[async_trait]
 impl TableBackend for MemoryBackend {
-    async fn create_table(&self, table: &TableName) -> Result<()> {
+    async fn create_table(&self, table: &TableName) -> Result<TableCreation> {
         let span = tracing::debug_span!("memory.create_table", table = %table);
-        traced(span, || {
-            self.tables().create_table(table);
-            Ok(())
-        })
+        traced(span, || Ok(self.tables().create_table(table)))
+    }
+
+    async fn delete_table(&self, table: &TableName) -> Result<bool> {
+        let span = tracing::debug_span!("memory.delete_table", table = %table);
+        traced(span, || Ok(self.tables().delete_table(table)))
+    }
+
+    async fn list_tables(&self) -> Result<Vec<TableName>> {
+        let span = tracing::debug_span!("memory.list_tables");
+        traced(span, || Ok(self.tables().list_tables()))
     }
 
     async fn get(

@@ -7,7 +7,9 @@ use std::ops::Bound;
 use time::OffsetDateTime;
 
 use super::clock::{WriteClock, entity_etag};
-use crate::backend::{Precondition, QueryPage, QuerySpec, StoredEntity, TableOp, Version};
+use crate::backend::{
+    Precondition, QueryPage, QuerySpec, StoredEntity, TableCreation, TableOp, Version,
+};
 use crate::entity::{EntityData, Properties, entity_size, validate_entity};
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName, shorten};
@@ -277,8 +279,26 @@ impl Table {
 }
 
 impl TableStore {
-    pub(super) fn create_table(&mut self, table: &TableName) {
-        self.tables.entry(table.clone()).or_default();
+    pub(super) fn create_table(&mut self, table: &TableName) -> TableCreation {
+        match self.tables.entry(table.clone()) {
+            std::collections::hash_map::Entry::Occupied(_) => TableCreation::AlreadyExisted,
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(Table::default());
+                TableCreation::Created
+            }
+        }
+    }
+
+    pub(super) fn delete_table(&mut self, table: &TableName) -> bool {
+        self.tables.remove(table).is_some()
+    }
+
+    /// The tables by name, compared as the service compares them (without
+    /// regard to case).
+    pub(super) fn list_tables(&self) -> Vec<TableName> {
+        let mut names: Vec<TableName> = self.tables.keys().cloned().collect();
+        names.sort_by_cached_key(|n| n.as_str().to_ascii_lowercase());
+        names
     }
 
     fn table(&self, table: &TableName) -> Result<&Table> {

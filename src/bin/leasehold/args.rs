@@ -5,7 +5,7 @@ use leasehold::lease::LeaseOptions;
 
 pub(crate) const EXIT_CODES: &str = "Exit codes: 0 success; 1 operation failed; 2 usage error \
                           (bad arguments, no connection string, invalid name or key); \
-                          3 not found (no such lease or lock blob, no index definitions).";
+                          3 not found (no such lease, lock blob or table, no index definitions).";
 
 /// Inspect and repair the leases and partition locks of a leasehold store.
 #[derive(Debug, Parser)]
@@ -70,6 +70,26 @@ pub(crate) enum Command {
     /// Index rows of `#[entity(unique)]` and `#[entity(index)]` fields.
     #[command(subcommand)]
     Indexes(IndexesCommand),
+    /// The tables under the table prefix.
+    #[command(subcommand)]
+    Tables(TablesCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TablesCommand {
+    /// Lists the tables under the table prefix, without it.
+    List,
+    /// Creates a table (the table prefix goes in front) unless it exists.
+    Create {
+        /// The table name, without the table prefix.
+        name: String,
+    },
+    /// Deletes a table and every entity in it; exit code 3 when there is
+    /// no such table.
+    Delete {
+        /// The table name, without the table prefix.
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -21,6 +21,9 @@
 //!                                     for DURATION (90s, 30m, 24h, 7d), free and clean
 //!   indexes verify TABLE              missing and orphan index rows, duplicated unique values
 //!   indexes rebuild TABLE             the same, then fix missing and orphan rows
+//!   tables list                       the tables under the table prefix, without it
+//!   tables create NAME                create a table unless it exists (says which)
+//!   tables delete NAME                delete a table and every entity in it
 //! ```
 //!
 //! Where a `locks` command takes a partition key PK, `--index TABLE.FIELD
@@ -38,8 +41,8 @@
 //!
 //! Exit codes: 0 success; 1 the operation failed (storage error, timeout, a
 //! journal that cannot be rolled forward); 2 usage error (bad arguments, no
-//! connection string, an invalid name or key); 3 not found (no such lease or
-//! lock blob). When the reader of stdout goes away early (`leasehold --json
+//! connection string, an invalid name or key); 3 not found (no such lease,
+//! lock blob or table). When the reader of stdout goes away early (`leasehold --json
 //! locks list | head -c 10`), the command stops writing and exits quietly
 //! with 0: what it was asked to do is done, only its report was cut short.
 //! (Tools killed by `SIGPIPE` end with 141 instead; 0 keeps a
@@ -50,7 +53,8 @@
 //! Long listings show a progress bar on stderr when it is a terminal and
 //! `--json` is not given.
 //!
-//! One module per command group ([`leases`], [`locks`], [`indexes`]); [`args`] parses
+//! One module per command group ([`leases`], [`locks`], [`indexes`],
+//! [`tables`]); [`args`] parses
 //! the command line, [`output`] writes the results, [`failure`] maps errors
 //! to exit codes.
 
@@ -87,6 +91,7 @@ mod indexes;
 mod leases;
 mod locks;
 mod output;
+mod tables;
 
 use args::{AuthMode, Cli, Command, LocksCommand};
 use failure::Failure;
@@ -136,6 +141,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Leases(command) => leases::run(&store, command, &out).await,
         Command::Locks(command) => locks::run(&store, command, &out).await,
         Command::Indexes(command) => indexes::run(&store, command, &out).await,
+        Command::Tables(command) => tables::run(&store, command, &out).await,
     }
 }
 

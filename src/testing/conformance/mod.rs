@@ -258,6 +258,7 @@ macro_rules! conformance_suite {
                 writes_return_what_get_returns,
                 queries_skip_or_collect_rows_that_do_not_decode,
                 try_update_with_refuses_or_retries,
+                a_store_manages_the_tables_under_its_prefix,
             ]
             timed []
             blocking []
@@ -300,6 +301,7 @@ macro_rules! conformance_suite {
                 a_100_op_batch_round_trips,
                 filters_of_every_literal_type_through_the_backend,
                 paging_with_top_across_three_pages_and_more,
+                tables_are_created_listed_and_deleted,
             ]
             timed []
             blocking []

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use leasehold::backend::{
-    Backend, Precondition, QuerySpec, StoredEntity, TableBackend, TableOp, Version,
+    Backend, Precondition, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp, Version,
 };
 use leasehold::entity::{EntityData, Properties, Value};
 use leasehold::query::{CmpOp, Filter};
@@ -1125,4 +1125,30 @@ pub async fn paging_with_top_across_three_pages_and_more(ctx: &Ctx) {
         .await
         .unwrap_err();
     assert_kind(&e, ErrorKind::Invalid, None);
+}
+
+/// `create_table` says whether it created the table, `list_tables` shows
+/// it, `delete_table` removes it with its rows (and says so), and a second
+/// delete finds none.
+pub async fn tables_are_created_listed_and_deleted(ctx: &Ctx) {
+    let b = ctx.backend().clone();
+    let t = table(ctx, "Managed");
+    let kept = table(ctx, "Kept");
+    assert_eq!(b.create_table(&t).await.unwrap(), TableCreation::Created);
+    assert_eq!(
+        b.create_table(&t).await.unwrap(),
+        TableCreation::AlreadyExisted
+    );
+    assert_eq!(b.create_table(&kept).await.unwrap(), TableCreation::Created);
+    insert(&b, &t, n("p", "r", 1)).await;
+    let listed = b.list_tables().await.unwrap();
+    assert!(listed.contains(&t) && listed.contains(&kept), "{listed:?}");
+    assert!(b.delete_table(&t).await.unwrap());
+    assert!(!b.delete_table(&t).await.unwrap());
+    let listed = b.list_tables().await.unwrap();
+    assert!(!listed.contains(&t), "{listed:?}");
+    assert!(listed.contains(&kept), "{listed:?}");
+    let e = b.get(&t, &pk("p"), &rk("r")).await.unwrap_err();
+    assert_service_error(&e, ErrorKind::NotFound, "TableNotFound");
+    assert!(b.delete_table(&kept).await.unwrap());
 }

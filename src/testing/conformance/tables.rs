@@ -1243,3 +1243,75 @@ fn overwrite_counter(ctx: &Ctx, rk: &'static str, n: i64) {
     .join()
     .unwrap();
 }
+
+/// A store creates, lists and deletes the tables under its prefix: names
+/// without the prefix, tables of another prefix not listed; bad names are
+/// `Invalid` before any request and change nothing.
+pub async fn a_store_manages_the_tables_under_its_prefix(ctx: &Ctx) {
+    use leasehold::backend::TableCreation;
+    use leasehold::testing::{CountingBackend, Op};
+
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    let store = Store::builder(counting)
+        .table_prefix(ctx.prefix())
+        .unwrap()
+        .build()
+        .unwrap();
+    // Another prefix on the same account: not this store's tables.
+    let other_prefix = format!("o{}", &ctx.prefix()[1..]);
+    let other = Store::builder_shared(ctx.backend().clone())
+        .table_prefix(other_prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(
+        other.create_table("Orders").await.unwrap(),
+        TableCreation::Created
+    );
+
+    assert_eq!(
+        store.create_table("Orders").await.unwrap(),
+        TableCreation::Created
+    );
+    assert_eq!(
+        store.create_table("Orders").await.unwrap(),
+        TableCreation::AlreadyExisted
+    );
+    assert_eq!(
+        store.create_table("Items").await.unwrap(),
+        TableCreation::Created
+    );
+    assert_eq!(store.list_tables().await.unwrap(), ["Items", "Orders"]);
+    // A table the store created needs no creating again by its handles.
+    let before = counter.get(Op::CreateTable);
+    store.create_table("Counters").await.unwrap();
+    let counters = store.table::<Counter>();
+    counters.insert(Counter::new("p", "r", 1)).await.unwrap();
+    assert_eq!(counter.get(Op::CreateTable), before + 1);
+
+    let requests = counter.total();
+    for bad in ["", "with-dash", &"x".repeat(70)] {
+        assert_eq!(
+            kind(store.create_table(bad).await).0,
+            ErrorKind::Invalid,
+            "{bad:?}"
+        );
+        assert_eq!(
+            kind(store.delete_table(bad).await).0,
+            ErrorKind::Invalid,
+            "{bad:?}"
+        );
+    }
+    let e = store.create_table("").await.unwrap_err();
+    assert!(e.to_string().contains("table name"), "{e}");
+    assert_eq!(counter.total(), requests, "no request for a bad name");
+
+    assert!(store.delete_table("Orders").await.unwrap());
+    assert!(!store.delete_table("Orders").await.unwrap());
+    assert_eq!(store.list_tables().await.unwrap(), ["Counters", "Items"]);
+    assert_eq!(other.list_tables().await.unwrap(), ["Orders"]);
+    for (s, name) in [(&store, "Counters"), (&store, "Items"), (&other, "Orders")] {
+        assert!(s.delete_table(name).await.unwrap());
+    }
+}
