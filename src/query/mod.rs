@@ -50,15 +50,15 @@
 //! A filter of your own adds to the same total.
 
 mod filter;
+mod token;
 
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as TOKEN_BASE64;
-
 pub(crate) use filter::Row;
 pub use filter::{CmpOp, Filter};
+pub use token::ContinuationToken;
+pub(crate) use token::digest;
 
 use crate::entity::{PropertyCodec, Value};
 use crate::error::{Error, Result};
@@ -294,6 +294,15 @@ impl<E> TypedFilter<E> {
         }
     }
 
+    /// The same filter over another entity type of the same table (a
+    /// projection's).
+    pub(crate) fn view<V>(self) -> TypedFilter<V> {
+        TypedFilter {
+            inner: self.inner,
+            _entity: PhantomData,
+        }
+    }
+
     /// The untyped filter, checked against the service's filter rules.
     ///
     /// # Errors
@@ -361,7 +370,9 @@ impl<E> std::ops::Not for TypedFilter<E> {
     }
 }
 
-/// Where a query resumes: the service's `NextPartitionKey` / `NextRowKey`.
+/// Where a query resumes: the service's `NextPartitionKey` / `NextRowKey`,
+/// as backends pass it. A typed query hands it out inside a
+/// [`ContinuationToken`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Continuation {
     /// `NextPartitionKey`
@@ -370,24 +381,6 @@ pub struct Continuation {
     /// `NextRowKey`
     #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
     pub next_row_key: Option<String>,
-}
-
-impl Continuation {
-    /// An opaque, URL-safe token for this position.
-    pub fn to_token(&self) -> String {
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        TOKEN_BASE64.encode(json)
-    }
-
-    /// Parses a token made by [`Continuation::to_token`].
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] when the token was not made by leasehold.
-    pub fn from_token(token: &str) -> Result<Self> {
-        let bad = || Error::invalid("continuation token", "was not produced by leasehold");
-        let bytes = TOKEN_BASE64.decode(token).map_err(|_| bad())?;
-        serde_json::from_slice(&bytes).map_err(|_| bad())
-    }
 }
 
 /// A key range over string keys, turned into a filter. A range of one key
@@ -465,8 +458,10 @@ mod tests {
             next_partition_key: "p'1".into(),
             next_row_key: Some("r 2".into()),
         };
-        assert_eq!(Continuation::from_token(&c.to_token()).unwrap(), c);
-        assert!(Continuation::from_token("not a token").is_err());
+        let token = ContinuationToken::new(c.clone(), 7);
+        let read: ContinuationToken = token.to_string().parse().unwrap();
+        assert_eq!((read.at, read.query), (c, 7));
+        assert!("not a token".parse::<ContinuationToken>().is_err());
     }
 
     /// The filter a query over `partition` and `rows` sends.

@@ -44,6 +44,52 @@ impl<E> Clone for Table<E> {
     }
 }
 
+impl<E> Table<E> {
+    /// The same table read as `V`: a type stored in the same table (the
+    /// caller checks that, see [`SameTable`]).
+    pub(crate) fn view<V>(&self) -> Table<V> {
+        Table {
+            env: Arc::clone(&self.env),
+            name: self.name.clone(),
+            write_log: self.write_log,
+            fence: self.fence.clone(),
+            ready: Arc::clone(&self.ready),
+            store: self.store.clone(),
+            _entity: PhantomData,
+        }
+    }
+}
+
+/// A compile-time check that `V` is stored in `E`'s table: naming
+/// `SameTable::<E, V>::CHECK` in a function fails to compile for a `V` of
+/// another table.
+pub(crate) struct SameTable<E, V>(PhantomData<fn(E) -> V>);
+
+impl<E: Entity, V: Entity> SameTable<E, V> {
+    pub(crate) const CHECK: () = assert!(
+        same_table_name(E::TABLE, V::TABLE),
+        "a projection must be an entity type of the same table (its `#[entity(table = ...)]`)"
+    );
+}
+
+/// Whether two table names are the same, as the service compares them
+/// (without regard to ASCII case).
+const fn same_table_name(a: &str, b: &str) -> bool {
+    // By bytes: `str::eq_ignore_ascii_case` is not `const` before 1.89.
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if !a[i].eq_ignore_ascii_case(&b[i]) {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 impl<E> std::fmt::Debug for Table<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Table")
@@ -155,6 +201,32 @@ impl<E: Entity> Table<E> {
         let pk = partition_key.into_partition_key()?;
         let rk = row_key.into_row_key()?;
         self.get_keys(&pk, &rk).await
+    }
+
+    /// Reads one entity as `V`, an entity type of the same table with fewer
+    /// properties: only `V`'s properties come back (one query request with
+    /// `$select`, see [`Query::select`](super::Query::select)). A `V` of
+    /// another table does not compile.
+    ///
+    /// # Errors
+    /// As [`Table::get`]; [`Error::Decode`] when the stored entity does not
+    /// fit `V`.
+    pub async fn get_as<V: Entity>(
+        &self,
+        partition_key: impl IntoPartitionKey,
+        row_key: impl IntoRowKey,
+    ) -> Result<Option<Versioned<V>>> {
+        let () = SameTable::<E, V>::CHECK;
+        let pk = partition_key.into_partition_key()?;
+        let rk = row_key.into_row_key()?;
+        let page = self
+            .query()
+            .partition(pk)
+            .row_keys(rk.as_str()..=rk.as_str())
+            .select::<V>()
+            .page()
+            .await?;
+        Ok(page.items.into_iter().next())
     }
 
     pub(super) async fn get_keys(

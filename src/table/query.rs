@@ -7,7 +7,7 @@ use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
 use super::fence::is_fence_row;
-use super::handle::Table;
+use super::handle::{SameTable, Table};
 use super::stored::versioned_from;
 use crate::backend::QuerySpec;
 use crate::entity::Value;
@@ -15,11 +15,13 @@ use crate::entity::{Entity, Versioned, property_name_problem};
 use crate::error::{Error, Result};
 use crate::key::IntoPartitionKey;
 use crate::query::{
-    CmpOp, Continuation, Filter, TypedFilter, key_range_filter, owned_bounds, prefix_range,
+    CmpOp, ContinuationToken, Filter, TypedFilter, digest, key_range_filter, owned_bounds,
+    prefix_range,
 };
 
 /// A query over a [`Table`]: partition, row-key range, filter, projection,
-/// page size and resume token, then [`Query::stream`], [`Query::page`] or
+/// page size and resume token, then [`Query::stream`], [`Query::page`],
+/// [`Query::pages`] or
 /// [`Query::all`].
 ///
 /// ```
@@ -46,7 +48,7 @@ use crate::query::{
 /// assert_eq!(rich[0].name, "savings");
 /// # Ok::<(), leasehold::Error>(()) }).unwrap();
 /// ```
-#[must_use = "a Query does nothing until `stream()`, `page().await` or `all().await`"]
+#[must_use = "a Query does nothing until `stream()`, `pages()`, `page().await` or `all().await`"]
 pub struct Query<E> {
     table: Table<E>,
     partition: Option<Result<String>>,
@@ -54,7 +56,7 @@ pub struct Query<E> {
     filter: Option<TypedFilter<E>>,
     select: Option<Vec<String>>,
     page_size: Option<u16>,
-    resume: Option<String>,
+    resume: Option<ContinuationToken>,
     on_decode_error: OnDecodeError,
 }
 
@@ -151,9 +153,9 @@ pub struct Page<E> {
     /// The entities of this page, in key order (possibly none even when more
     /// follow).
     pub items: Vec<Versioned<E>>,
-    /// The token to pass to [`Query::resume`] for the next page; `None` on
-    /// the last page.
-    pub continuation: Option<String>,
+    /// Where the next page starts, for [`Query::resume`] on the same query;
+    /// `None` on the last page.
+    pub continuation: Option<ContinuationToken>,
 }
 
 impl<E: Entity> Table<E> {
@@ -212,10 +214,76 @@ impl<E: Entity> Query<E> {
 
     /// Returns only these properties (keys and Timestamp always come back).
     /// Fields not selected must tolerate absence (`Option`, `default`, `skip`),
-    /// or decoding fails with [`Error::Decode`].
-    pub fn select(mut self, properties: &[&str]) -> Self {
+    /// or decoding fails with [`Error::Decode`]. [`Query::select`] names
+    /// the properties by a type instead.
+    pub fn select_properties(mut self, properties: &[&str]) -> Self {
         self.select = Some(properties.iter().map(|p| (*p).to_owned()).collect());
         self
+    }
+
+    /// A projection: the same query, reading only the properties of `V`, an
+    /// entity type of the same table (`$select` of exactly
+    /// [`Entity::PROPERTY_NAMES`] of `V`; keys and Timestamp always come
+    /// back), decoded as `V`. A `V` of another table does not compile.
+    /// A list view that needs 3 of 40 properties downloads 3.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// #[derive(Entity, Clone, Debug)]
+    /// #[entity(table = "Orders")]
+    /// struct Order {
+    ///     #[entity(partition_key)] customer: String,
+    ///     #[entity(row_key)] id: String,
+    ///     total: i64,
+    ///     notes: String,
+    /// }
+    ///
+    /// /// The list view: two properties of the same table.
+    /// #[derive(Entity, Clone, Debug)]
+    /// #[entity(table = "Orders")]
+    /// struct OrderTotal {
+    ///     #[entity(partition_key)] customer: String,
+    ///     #[entity(row_key)] id: String,
+    ///     total: i64,
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let orders = Store::memory().table::<Order>();
+    /// orders.insert(Order { customer: "alice".into(), id: "1".into(), total: 30,
+    ///                       notes: "tea, ".repeat(100) }).await?;
+    /// let totals = orders.query().partition("alice").select::<OrderTotal>().all().await?;
+    /// assert_eq!(totals[0].total, 30);
+    /// let one = orders.get_as::<OrderTotal>("alice", "1").await?.expect("stored");
+    /// assert_eq!(one.total, 30);
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// A type of another table is a build error (the check runs when the
+    /// program is built, not under `cargo check`):
+    ///
+    /// ```compile_fail
+    /// # use leasehold::{Entity, Store};
+    /// #[derive(Entity, Clone, Debug)]
+    /// #[entity(table = "Orders")]
+    /// struct Order { #[entity(partition_key)] customer: String, #[entity(row_key)] id: String }
+    /// #[derive(Entity, Clone, Debug)]
+    /// #[entity(table = "Invoices")]
+    /// struct Invoice { #[entity(partition_key)] customer: String, #[entity(row_key)] id: String }
+    ///
+    /// let _ = Store::memory().table::<Order>().query().select::<Invoice>();
+    /// ```
+    pub fn select<V: Entity>(self) -> Query<V> {
+        let () = SameTable::<E, V>::CHECK;
+        Query {
+            table: self.table.view::<V>(),
+            partition: self.partition,
+            rows: self.rows,
+            filter: self.filter.map(TypedFilter::view),
+            select: Some(V::PROPERTY_NAMES.iter().map(|p| (*p).to_owned()).collect()),
+            page_size: self.page_size,
+            resume: self.resume,
+            on_decode_error: self.on_decode_error,
+        }
     }
 
     /// Entities per page, 1 to 1000 ([`QuerySpec::MAX_PAGE_SIZE`], the
@@ -264,14 +332,17 @@ impl<E: Entity> Query<E> {
         self
     }
 
-    /// Resumes from a continuation token returned in a [`Page`].
-    pub fn resume(mut self, token: impl Into<String>) -> Self {
-        self.resume = Some(token.into());
+    /// Resumes where a [`Page`] of the same query (table, filter,
+    /// selection; the page size may differ) left off. A token of another
+    /// query is [`Error::Invalid`] when the query runs, before any request.
+    pub fn resume(mut self, token: ContinuationToken) -> Self {
+        self.resume = Some(token);
         self
     }
 
-    /// The request this query sends first, validated.
-    fn spec(&self) -> Result<QuerySpec> {
+    /// The request this query sends first, validated, and the digest its
+    /// continuation tokens carry.
+    fn spec(&self) -> Result<(QuerySpec, u64)> {
         let mut filter: Option<Filter> = None;
         let mut push = |f: Filter| {
             filter = Some(match filter.take() {
@@ -308,11 +379,26 @@ impl<E: Entity> Query<E> {
                 format!("{size} is outside 1..={}", QuerySpec::MAX_PAGE_SIZE),
             ));
         }
-        let continuation = self
-            .resume
-            .as_deref()
-            .map(Continuation::from_token)
-            .transpose()?;
+        // What tokens name: the table, the filter and the selection.
+        let query = digest(
+            format!(
+                "{}\n{}\n{:?}",
+                self.table.name()?.as_str().to_ascii_lowercase(),
+                filter.as_ref().map(Filter::to_odata).unwrap_or_default(),
+                self.select
+            )
+            .as_bytes(),
+        );
+        let continuation = match &self.resume {
+            Some(token) if token.query != query => {
+                return Err(Error::invalid(
+                    "continuation token",
+                    "belongs to another query (its table, filter or selection differ)",
+                ));
+            }
+            Some(token) => Some(token.at.clone()),
+            None => None,
+        };
         let spec = QuerySpec {
             filter,
             // A projection asks for the row mark too, so that a marked row
@@ -326,7 +412,33 @@ impl<E: Entity> Query<E> {
             continuation,
         };
         spec.validate()?;
-        Ok(spec)
+        Ok((spec, query))
+    }
+
+    /// One page as the backend returns it, marked rows resolved and fence
+    /// rows left out, each row decoded (or left out) by `policy`.
+    async fn fetch(
+        table: &Table<E>,
+        spec: &QuerySpec,
+        policy: &OnDecodeError,
+    ) -> Result<(
+        Vec<Result<Versioned<E>>>,
+        Option<crate::query::Continuation>,
+    )> {
+        let name = table.ready().await?;
+        let page = table.env.backend().query(name, spec).await?;
+        let page = match &table.store {
+            Some(store) => store.resolve_page(name, spec, page).await?,
+            None => page,
+        };
+        let complete = spec.select.is_none();
+        let items = page
+            .entities
+            .into_iter()
+            .filter(|row| !is_fence_row(row.data.row_key.as_str()))
+            .filter_map(|row| policy.apply(versioned_from(row, complete)))
+            .collect();
+        Ok((items, page.continuation))
     }
 
     /// Reads one page.
@@ -336,23 +448,87 @@ impl<E: Entity> Query<E> {
     /// request); [`Error::Decode`] for a row that does not decode, unless
     /// [`Query::on_decode_error`] says otherwise; backend errors.
     pub async fn page(self) -> Result<Page<E>> {
-        let spec = self.spec()?;
-        let name = self.table.ready().await?;
-        let page = self.table.env.backend().query(name, &spec).await?;
-        let page = match &self.table.store {
-            Some(store) => store.resolve_page(name, &spec, page).await?,
-            None => page,
-        };
-        let complete = spec.select.is_none();
+        let (spec, query) = self.spec()?;
+        let (items, next) = Self::fetch(&self.table, &spec, &self.on_decode_error).await?;
         Ok(Page {
-            items: page
-                .entities
-                .into_iter()
-                .filter(|row| !is_fence_row(row.data.row_key.as_str()))
-                .filter_map(|row| self.on_decode_error.apply(versioned_from(row, complete)))
-                .collect::<Result<_>>()?,
-            continuation: page.continuation.map(|c| c.to_token()),
+            items: items.into_iter().collect::<Result<_>>()?,
+            continuation: next.map(|at| ContinuationToken::new(at, query)),
         })
+    }
+
+    /// The pages of the query, one request each, each with the token of the
+    /// next: what a web API hands its client one at a time, and
+    /// [`Query::stream`] takes apart.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// use leasehold::stream::TryStreamExt as _;
+    /// use leasehold::query::ContinuationToken;
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Orders")]
+    /// # struct Order { #[entity(partition_key)] customer: String, #[entity(row_key)] id: String, total: i64 }
+    ///
+    /// /// A handler of `GET /orders?page=TOKEN`: one page and where the
+    /// /// next starts, as JSON the client sends back.
+    /// async fn list_orders(
+    ///     store: &Store,
+    ///     page: Option<&str>,
+    /// ) -> leasehold::Result<leasehold::serde_json::Value> {
+    ///     let mut query = store.table::<Order>().query().partition("alice").page_size(2);
+    ///     if let Some(text) = page {
+    ///         // Text that is not a token of this query: `Invalid`, no request.
+    ///         query = query.resume(text.parse::<ContinuationToken>()?);
+    ///     }
+    ///     let page = query.page().await?;
+    ///     let totals: Vec<i64> = page.items.iter().map(|o| o.total).collect();
+    ///     Ok(leasehold::serde_json::json!({ "totals": totals, "next": page.continuation }))
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = Store::memory();
+    /// let orders = store.table::<Order>();
+    /// for (id, total) in [("1", 10), ("2", 20), ("3", 30)] {
+    ///     orders.insert(Order { customer: "alice".into(), id: id.into(), total }).await?;
+    /// }
+    /// let first = list_orders(&store, None).await?;
+    /// assert_eq!(first["totals"], leasehold::serde_json::json!([10, 20]));
+    /// let next = first["next"].as_str().expect("a next page");
+    /// let second = list_orders(&store, Some(next)).await?;
+    /// assert_eq!(second["totals"], leasehold::serde_json::json!([30]));
+    /// assert!(second["next"].is_null());
+    /// assert!(list_orders(&store, Some("made-up")).await.is_err());
+    ///
+    /// // Or every page in turn, as a stream:
+    /// let pages: Vec<_> = orders.query().page_size(2).pages().try_collect().await?;
+    /// assert_eq!(pages.iter().map(|p| p.items.len()).collect::<Vec<_>>(), [2, 1]);
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// Errors come through the stream, which ends after the first one: as
+    /// [`Query::page`] for each page.
+    pub fn pages(self) -> impl Stream<Item = Result<Page<E>>> + Send + 'static {
+        let policy = self.on_decode_error.clone();
+        let start = self
+            .spec()
+            .map(|(spec, query)| (self.table, spec, query, policy));
+        stream::try_unfold(Some(start), |state| async move {
+            let Some(start) = state else {
+                return Ok(None);
+            };
+            let (table, mut spec, query, policy) = start?;
+            let (items, next) = Self::fetch(&table, &spec, &policy).await?;
+            let page = Page {
+                items: items.into_iter().collect::<Result<_>>()?,
+                continuation: next.clone().map(|at| ContinuationToken::new(at, query)),
+            };
+            let rest = next.map(|at| {
+                spec.continuation = Some(at);
+                Ok((table, spec, query, policy))
+            });
+            Ok(Some((page, rest)))
+        })
+        .boxed()
     }
 
     /// Every matching entity, page after page, as a stream.
@@ -365,32 +541,20 @@ impl<E: Entity> Query<E> {
     /// backend's error when a page request fails.
     pub fn stream(self) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
         let policy = self.on_decode_error.clone();
-        let start = self.spec().map(|spec| (self.table, spec, policy));
+        let start = self.spec().map(|(spec, _)| (self.table, spec, policy));
         stream::try_unfold(Some(start), |state| async move {
             let Some(start) = state else {
                 return Ok(None);
             };
             let (table, mut spec, policy) = start?;
-            let name = table.ready().await?.clone();
-            let page = table.env.backend().query(&name, &spec).await?;
-            let page = match &table.store {
-                Some(store) => store.resolve_page(&name, &spec, page).await?,
-                None => page,
-            };
-            let complete = spec.select.is_none();
-            let mut items: Vec<Result<Versioned<E>>> = page
-                .entities
-                .into_iter()
-                .filter(|row| !is_fence_row(row.data.row_key.as_str()))
-                .filter_map(|row| policy.apply(versioned_from(row, complete)))
-                .collect();
+            let (mut items, next) = Self::fetch(&table, &spec, &policy).await?;
             // The stream ends with its first error.
             if let Some(failed) = items.iter().position(Result::is_err) {
                 items.truncate(failed + 1);
                 return Ok(Some((stream::iter(items), None)));
             }
-            let next = page.continuation.map(|c| {
-                spec.continuation = Some(c);
+            let next = next.map(|at| {
+                spec.continuation = Some(at);
                 Ok((table, spec, policy))
             });
             Ok(Some((stream::iter(items), next)))

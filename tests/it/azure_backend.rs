@@ -1223,3 +1223,117 @@ async fn a_store_built_from_a_connection_string_applies_its_table_prefix_and_lea
     assert_eq!(props.lease.kind, Some(LeaseKind::Infinite));
     guard.release().await.unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// Projections on the wire
+// ---------------------------------------------------------------------------
+
+/// Keeps the length of every reply body.
+#[derive(Debug, Default)]
+struct ReplySizes(std::sync::Mutex<Vec<usize>>);
+
+impl ReplySizes {
+    fn last(&self) -> usize {
+        *self.0.lock().unwrap().last().expect("a reply")
+    }
+}
+
+#[async_trait::async_trait]
+impl azure_core::http::policies::Policy for ReplySizes {
+    async fn send(
+        &self,
+        ctx: &azure_core::http::Context,
+        request: &mut azure_core::http::Request,
+        next: &[std::sync::Arc<dyn azure_core::http::policies::Policy>],
+    ) -> azure_core::http::policies::PolicyResult {
+        let reply = next[0].send(ctx, request, &next[1..]).await?;
+        let (status, headers) = (reply.status(), reply.headers().clone());
+        let body = reply.into_body().collect().await?;
+        self.0.lock().unwrap().push(body.len());
+        Ok(azure_core::http::AsyncRawResponse::from_bytes(
+            status, headers, body,
+        ))
+    }
+}
+
+#[derive(leasehold::Entity, Debug, Clone)]
+#[entity(table = "Orders")]
+struct Order {
+    #[entity(partition_key)]
+    customer: String,
+    #[entity(row_key)]
+    id: String,
+    total: i64,
+    notes: String,
+    lines: i32,
+}
+
+/// The list view of [`Order`].
+#[derive(leasehold::Entity, Debug, Clone)]
+#[entity(table = "Orders")]
+struct OrderTotal {
+    #[entity(partition_key)]
+    customer: String,
+    #[entity(row_key)]
+    id: String,
+    total: i64,
+}
+
+#[tokio::test]
+async fn a_projection_downloads_only_its_properties() {
+    let Some(conn) = azurite_connection_string() else {
+        return;
+    };
+    let sizes = std::sync::Arc::new(ReplySizes::default());
+    let backend = AzureBackend::builder()
+        .connection_string(&conn)
+        .unwrap()
+        .policy(sizes.clone())
+        .build()
+        .unwrap();
+    let names = unique_names("projection");
+    let store = leasehold::Store::builder(backend)
+        .table_prefix(names.prefix())
+        .unwrap()
+        .build()
+        .unwrap();
+    let orders = store.table::<Order>();
+    orders
+        .insert(Order {
+            customer: "alice".into(),
+            id: "1".into(),
+            total: 30,
+            notes: "a note of some length ".repeat(40),
+            lines: 3,
+        })
+        .await
+        .unwrap();
+    let full = orders.query().partition("alice").all().await.unwrap();
+    let full_bytes = sizes.last();
+    let view = orders
+        .query()
+        .partition("alice")
+        .select::<OrderTotal>()
+        .all()
+        .await
+        .unwrap();
+    let view_bytes = sizes.last();
+    assert_eq!((view.len(), view[0].total), (1, full[0].total));
+    assert!(
+        view_bytes * 2 < full_bytes,
+        "the projection's reply holds fewer properties: {view_bytes} against {full_bytes} bytes"
+    );
+    let one = orders
+        .get_as::<OrderTotal>("alice", "1")
+        .await
+        .unwrap()
+        .expect("stored");
+    assert_eq!(one.total, 30);
+    assert!(sizes.last() * 2 < full_bytes, "{} bytes", sizes.last());
+    let full_get = orders.get("alice", "1").await.unwrap().expect("stored");
+    assert_eq!(full_get.lines, 3);
+    assert!(
+        sizes.last() > full_bytes / 2,
+        "a full get reads every property"
+    );
+}

@@ -259,6 +259,7 @@ macro_rules! conformance_suite {
                 queries_skip_or_collect_rows_that_do_not_decode,
                 try_update_with_refuses_or_retries,
                 a_store_manages_the_tables_under_its_prefix,
+                projections_read_a_types_properties,
             ]
             timed []
             blocking []

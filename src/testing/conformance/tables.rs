@@ -647,7 +647,7 @@ pub async fn paging_across_pages_and_resume(ctx: &Ctx) {
     }
     batch.commit().await.unwrap();
     // Page by page with tokens.
-    let mut token: Option<String> = None;
+    let mut token: Option<leasehold::query::ContinuationToken> = None;
     let mut seen = Vec::new();
     let mut pages = 0;
     loop {
@@ -670,9 +670,55 @@ pub async fn paging_across_pages_and_resume(ctx: &Ctx) {
     // The stream follows continuations by itself.
     let all = t.query().partition("pg").page_size(2).all().await.unwrap();
     assert_eq!(all.len(), 7);
-    // A garbage token is refused before sending.
-    let e = t.query().resume("garbage!").page().await.unwrap_err();
+    // A garbage token is refused as it is read.
+    let e = "garbage!"
+        .parse::<leasehold::query::ContinuationToken>()
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid);
+    // A token carries through text and serde, and resumes only its query
+    // (the page size may change).
+    let first = t.query().partition("pg").page_size(3).page().await.unwrap();
+    let token = first.continuation.expect("more pages");
+    let text = token.to_string();
+    let json = serde_json::to_string(&token).unwrap();
+    let read: leasehold::query::ContinuationToken = serde_json::from_str(&json).unwrap();
+    assert_eq!(read, text.parse().unwrap());
+    let rest = t
+        .query()
+        .partition("pg")
+        .page_size(10)
+        .resume(read.clone())
+        .page()
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.items.iter().map(|c| c.n).collect::<Vec<_>>(),
+        (3..7).collect::<Vec<_>>()
+    );
+    let e = t
+        .query()
+        .partition("other")
+        .resume(read.clone())
+        .page()
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    assert!(e.to_string().contains("another query"), "{e}");
+    // Pages as a stream, each with the token of the next.
+    let pages: Vec<_> = t
+        .query()
+        .partition("pg")
+        .page_size(3)
+        .pages()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        pages.iter().map(|p| p.items.len()).collect::<Vec<_>>(),
+        [3, 3, 1]
+    );
+    assert!(pages[..2].iter().all(|p| p.continuation.is_some()));
+    assert!(pages[2].continuation.is_none());
     let e = t.query().page_size(1001).page().await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid);
     // The backend caps a page at 1000 entities.
@@ -696,7 +742,7 @@ pub async fn select_projects_properties(ctx: &Ctx) {
         .table::<CounterNote>()
         .query()
         .partition("p")
-        .select(&["note"])
+        .select_properties(&["note"])
         .all()
         .await
         .unwrap();
@@ -917,7 +963,7 @@ pub async fn merge_returns_the_stored_entity_so_replacing_it_keeps_none_fields(c
         .query()
         .partition("p")
         .row_keys("select"..="select")
-        .select(&["n"])
+        .select_properties(&["n"])
         .all()
         .await
         .unwrap();
@@ -1314,4 +1360,74 @@ pub async fn a_store_manages_the_tables_under_its_prefix(ctx: &Ctx) {
     for (s, name) in [(&store, "Counters"), (&store, "Items"), (&other, "Orders")] {
         assert!(s.delete_table(name).await.unwrap());
     }
+}
+
+/// A projection reads the properties of another entity type of the same
+/// table, through queries and point reads; the query's filter and paging
+/// carry over, and its tokens resume only the projected query.
+pub async fn projections_read_a_types_properties(ctx: &Ctx) {
+    let t = ctx.store.table::<Counter>();
+    for i in 0..5 {
+        let mut c = Counter::new("pj", &format!("r{i}"), i);
+        c.note = Some(format!("note {i}"));
+        t.insert(c).await.unwrap();
+    }
+    let c = Counter::columns();
+    let notes = t
+        .query()
+        .partition("pj")
+        .filter(c.n.ge(1))
+        .select::<CounterNote>()
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(
+        notes
+            .iter()
+            .map(|v| (v.note.clone().unwrap_or_default(), v.n))
+            .collect::<Vec<_>>(),
+        (1..5).map(|i| (format!("note {i}"), i)).collect::<Vec<_>>()
+    );
+    let one = t
+        .get_as::<CounterNote>("pj", "r3")
+        .await
+        .unwrap()
+        .expect("stored");
+    assert_eq!((one.note.as_deref(), one.n), (Some("note 3"), 3));
+    assert!(
+        t.get_as::<CounterNote>("pj", "nope")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Paging a projection: its tokens resume it, and not the full query.
+    let first = t
+        .query()
+        .partition("pj")
+        .page_size(2)
+        .select::<CounterNote>()
+        .page()
+        .await
+        .unwrap();
+    let token = first.continuation.expect("more pages");
+    let rest = t
+        .query()
+        .partition("pj")
+        .select::<CounterNote>()
+        .resume(token.clone())
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 3);
+    let e = t
+        .query()
+        .partition("pj")
+        .resume(token)
+        .page()
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    // Bad keys are refused before any request.
+    let e = t.get_as::<CounterNote>("pj", "a/b").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
 }
