@@ -32,21 +32,13 @@ pub struct Table<E> {
 
 impl<E> Clone for Table<E> {
     fn clone(&self) -> Self {
-        Table {
-            env: Arc::clone(&self.env),
-            name: self.name.clone(),
-            write_log: self.write_log,
-            fence: self.fence.clone(),
-            ready: Arc::clone(&self.ready),
-            store: self.store.clone(),
-            _entity: PhantomData,
-        }
+        self.view()
     }
 }
 
 impl<E> Table<E> {
     /// The same table read as `V`: a type stored in the same table (the
-    /// caller checks that, see [`SameTable`]).
+    /// caller checks that, see [`SameTable`]), or `E` itself (a clone).
     pub(crate) fn view<V>(&self) -> Table<V> {
         Table {
             env: Arc::clone(&self.env),
