@@ -5,9 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The conformance suite is the `conformance` feature, `chrono` adds the
-# chrono field types and their tests; building the examples with the same
+# chrono field types and their tests, `opentelemetry` the metrics and
+# theirs; building the examples with the same
 # features reuses one build of the library.
-features=(--features leasehold/conformance,leasehold/chrono)
+features=(--features leasehold/conformance,leasehold/chrono,leasehold/opentelemetry)
 log="$(mktemp "${TMPDIR:-/tmp}/leasehold-test.XXXXXX")"
 ui="$(mktemp "${TMPDIR:-/tmp}/leasehold-ui.XXXXXX")"
 trap 'rm -f "$log" "$ui"' EXIT
@@ -70,7 +71,7 @@ keep "${PIPESTATUS[0]}"
 # redacting URLs and headers in its logs and `Debug` output: no secret may
 # show even so (leasehold's transport ends the pipeline before the SDK's
 # logging policy). It builds the library once more, with that feature.
-cargo test --no-fail-fast --features leasehold/conformance,leasehold/chrono,azure_core/debug \
+cargo test --no-fail-fast --features leasehold/conformance,leasehold/chrono,leasehold/opentelemetry,azure_core/debug \
     --test it -- secrets:: azure_backend::sas_credentials_work_and_no_secret_reaches_the_logs 2>&1 | tee -a "$log"
 keep "${PIPESTATUS[0]}"
 set -e

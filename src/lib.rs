@@ -47,6 +47,7 @@ pub mod query;
 mod retry;
 pub mod store;
 pub mod table;
+mod telemetry;
 pub mod testing;
 
 pub use entity::{DynamicEntity, EntityData, PropertyCodec, Versioned};

@@ -12,6 +12,25 @@
 //! (`src/testing/conformance/`, published as `testing::conformance` under
 //! the `conformance` feature) holds them to it.
 
+/// A debug span of one Table request by backend `$system`, with
+/// OpenTelemetry's database-client attributes (`db.system.name`,
+/// `db.operation.name`, `db.collection.name`; named `{operation} {table}`,
+/// of kind client, for `tracing-opentelemetry`) and the fields that follow.
+macro_rules! table_span {
+    ($name:literal, $system:expr, $op:expr, $table:expr $(, $($fields:tt)*)?) => {
+        tracing::debug_span!(
+            $name,
+            otel.name = %format_args!("{} {}", $op, $table),
+            otel.kind = "client",
+            db.system.name = $system,
+            db.operation.name = $op,
+            db.collection.name = %$table
+            $(, $($fields)*)?
+        )
+    };
+}
+pub(crate) use table_span;
+
 mod blob;
 mod forward;
 pub mod memory;

@@ -112,6 +112,7 @@ impl LeaseCore {
                     container: settings.container.clone(),
                     blob: blob.clone(),
                     interval: settings.renew_interval,
+                    telemetry: env.telemetry.clone(),
                 }
                 .run(),
             );

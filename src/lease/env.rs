@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use crate::backend::BlobBackend;
 use crate::retry::{self, Backoff};
+use crate::telemetry::Telemetry;
 
 use super::options::Settings;
 use super::seen::SeenBlobs;
@@ -28,11 +29,18 @@ pub(crate) struct LeaseEnv {
     /// The lease blobs as last read or written, by ETag: a fresh acquire
     /// that finds one unchanged does not read it.
     pub(crate) seen: SeenBlobs,
+    /// Where renewal lag and lock waits are recorded.
+    pub(crate) telemetry: Telemetry,
 }
 
 impl LeaseEnv {
-    pub(crate) fn new(backend: Arc<dyn BlobBackend>, settings: Settings) -> Self {
+    pub(crate) fn new(
+        backend: Arc<dyn BlobBackend>,
+        settings: Settings,
+        telemetry: Telemetry,
+    ) -> Self {
         LeaseEnv {
+            telemetry,
             backend,
             settings,
             clock: WallClock::new(),

@@ -19,6 +19,7 @@ use super::local::LocalLeases;
 use super::name::LeaseName;
 use super::options::{LeaseOptions, Settings};
 use super::registry::Registry;
+use crate::telemetry::Telemetry;
 
 /// Hands out lease guards and the patterns built on them. Cheap to clone;
 /// clones share the process-local queues.
@@ -58,14 +59,23 @@ impl LeaseManager {
     /// minus the drift margin, drift margin of half the duration or more,
     /// poll interval out of range, bad owner identity). Nothing is sent.
     pub fn new(backend: Arc<dyn BlobBackend>, options: LeaseOptions) -> Result<Self> {
-        Ok(LeaseManager::from_settings(backend, options.resolve()?))
+        Ok(LeaseManager::from_settings(
+            backend,
+            options.resolve()?,
+            Telemetry::global(),
+        ))
     }
 
-    /// A manager over `backend` with settings already checked.
-    pub(crate) fn from_settings(backend: Arc<dyn BlobBackend>, settings: Settings) -> Self {
+    /// A manager over `backend` with settings already checked, recording
+    /// its metrics on `telemetry`.
+    pub(crate) fn from_settings(
+        backend: Arc<dyn BlobBackend>,
+        settings: Settings,
+        telemetry: Telemetry,
+    ) -> Self {
         LeaseManager {
             inner: Arc::new(ManagerInner {
-                env: Arc::new(LeaseEnv::new(backend, settings)),
+                env: Arc::new(LeaseEnv::new(backend, settings, telemetry)),
                 container_ready: tokio::sync::Mutex::new(false),
                 local: LocalLeases::default(),
                 reservations: Registry::default(),

@@ -38,6 +38,7 @@ use crate::backend::{BlobBackend, LeaseId, LeaseState};
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName};
 use crate::retry::{self, Backoff};
+use crate::telemetry::Telemetry;
 
 use super::name::LeaseName;
 
@@ -286,6 +287,8 @@ pub(crate) struct Renewer {
     pub(crate) container: ContainerName,
     pub(crate) blob: BlobName,
     pub(crate) interval: Duration,
+    /// Where each renewal's lag is recorded.
+    pub(crate) telemetry: Telemetry,
 }
 
 /// How one renew round ended.
@@ -316,7 +319,9 @@ impl Renewer {
                     () = sleep_until(next) => {}
                 }
                 match self.round(deadline).await {
-                    Round::Renewed => {}
+                    Round::Renewed => self
+                        .telemetry
+                        .renewal_lag(Instant::now().saturating_duration_since(next)),
                     Round::Stopped | Round::Lost => return,
                 }
             }

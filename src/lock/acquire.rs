@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::key::PartitionKey;
 use crate::lease::{LeaseGuard, LeaseName};
 use crate::store::Store;
+use crate::telemetry::FinishedBy;
 
 /// How many times taking a set of locks may have to give them back to
 /// resolve an intent through its primary before giving up. Each round
@@ -289,6 +290,10 @@ async fn finish_journal(
                 .await?
         }
     };
+    match journal.undo {
+        Some(_) => store.telemetry().undo(FinishedBy::NextHolder),
+        None => store.telemetry().roll_forward(FinishedBy::NextHolder),
+    }
     // The commit that wrote the journal did not finish it: its writer may
     // still be waiting to learn the outcome (see `super::settle`).
     journal.finish(guard, journal.undo.is_none()).await?;

@@ -20,6 +20,7 @@ use crate::entity::validate_entity;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 use crate::outcome::{self, Locked};
+use crate::telemetry::FinishedBy;
 
 /// Why a commit failed.
 #[derive(Debug)]
@@ -389,6 +390,7 @@ impl Unit {
             if let Err(e) = roll_forward(backend.as_ref(), &journal, &BTreeSet::new()).await {
                 return Err(unsettled(e, report));
             }
+            self.store.telemetry().roll_forward(FinishedBy::Writer);
         }
         // Every mark is off: the journal is done with. A clear that fails
         // leaves it to the next holder, whose roll-forward finds no mark

@@ -25,6 +25,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::key::PartitionKey;
 use crate::outcome::shows_effect;
 use crate::store::Store;
+use crate::telemetry::FinishedBy;
 
 use super::journal::{Journal, JournalOp, LockRecord, PendingWrite};
 use super::name::lock_name;
@@ -169,6 +170,7 @@ pub(crate) async fn resolve_commit(
             )
             .await?;
             journal.finish(&guard, true).await?;
+            store.telemetry().roll_forward(FinishedBy::Operator);
             resolution.written = report.applied;
             resolution.done = action;
             tracing::warn!(partition = %primary, txn = ?journal.txn, action = ?action, written = resolution.written, "an operator resolved a pending commit");
@@ -216,6 +218,11 @@ pub(crate) async fn resolve_commit(
             }
         }
         journal.finish(&guard, finish).await?;
+        if finish {
+            store.telemetry().roll_forward(FinishedBy::Operator);
+        } else {
+            store.telemetry().undo(FinishedBy::Operator);
+        }
         resolution.done = action;
         tracing::warn!(partition = %primary, txn = ?journal.txn, action = ?action, written = resolution.written, "an operator resolved a pending commit");
         Ok(Some(resolution))

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::lease::{Acquisition, LeaseGuard, LeaseName, META_ACQUIRED, META_OWNER};
 use crate::store::Store;
+use crate::telemetry::LockOutcome;
 
 /// The ETag of an entity as a unit shows it after staging a write to it: it
 /// has no stored version yet. Passing such a value back to the unit updates
@@ -202,7 +203,21 @@ impl Unit {
             ));
         }
         targets.sort_by(|a, b| a.0.cmp(&b.0));
-        let Some((guards, report)) = acquire::take_all(store, &targets, timeout).await? else {
+        let started = tokio::time::Instant::now();
+        let taken = store
+            .telemetry()
+            .operation("lock", acquire::take_all(store, &targets, timeout))
+            .await;
+        store.telemetry().lock_wait(
+            started.elapsed(),
+            match &taken {
+                Ok(Some(_)) => LockOutcome::Acquired,
+                Ok(None) => LockOutcome::Held,
+                Err(e) if e.kind() == crate::ErrorKind::Timeout => LockOutcome::Held,
+                Err(_) => LockOutcome::Failed,
+            },
+        );
+        let Some((guards, report)) = taken? else {
             return Ok(None);
         };
         let unit = Unit {
@@ -627,7 +642,10 @@ impl Unit {
     ///   reply was lost and which the commit then withdrew itself — nothing
     ///   is applied.
     pub async fn commit(self) -> Result<CommitReport> {
-        self.commit_and_settle().await
+        let telemetry = self.store.telemetry().clone();
+        telemetry
+            .operation("unit.commit", self.commit_and_settle())
+            .await
     }
 
     /// Gives every lock up, logging (not returning) failed releases.

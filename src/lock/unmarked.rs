@@ -17,6 +17,7 @@ use super::unit::Unit;
 use crate::backend::{TableOp, Version};
 use crate::error::{Error, Result};
 use crate::key::TableName;
+use crate::telemetry::FinishedBy;
 
 impl Unit {
     /// The journalled commit of `batches` (more than one) without row
@@ -132,6 +133,7 @@ impl Unit {
                 if let Err(e) = roll_forward(backend.as_ref(), &journal, &BTreeSet::new()).await {
                     return Err(unsettled(e, report));
                 }
+                self.store.telemetry().roll_forward(FinishedBy::Writer);
             }
             (Some((_, e)), None) if produced.iter().all(Option::is_none) => {
                 // Nothing of this commit was applied: withdraw it.
@@ -143,10 +145,13 @@ impl Unit {
                 return Err(e.into());
             }
             (Some((i, e)), None) => {
-                return Err(self
+                let undone = self
                     .undo(&journal, batches, &produced, i, e, &participants)
-                    .await
-                    .map_or_else(|cause| unsettled(cause, report), Failed::Definite));
+                    .await;
+                if undone.is_ok() {
+                    self.store.telemetry().undo(FinishedBy::Writer);
+                }
+                return Err(undone.map_or_else(|cause| unsettled(cause, report), Failed::Definite));
             }
         }
         // The journal and the intents are cleared together: a roll-forward

@@ -12,6 +12,7 @@ use crate::lock::name::lock_name;
 use crate::lock::options::LockOptions;
 use crate::retry::ConflictRetry;
 use crate::table::TableEnv;
+use crate::telemetry::Telemetry;
 
 mod manage;
 mod open;
@@ -146,15 +147,17 @@ impl Store {
 
     /// A store on any backend, with default options.
     pub fn new(backend: impl Backend) -> Store {
-        let backend: Arc<dyn Backend> = Arc::new(backend);
+        let telemetry = Telemetry::global();
+        let backend = telemetry.instrument(Arc::new(backend));
         let blobs: Arc<dyn BlobBackend> = backend.clone();
         Store::assemble(
             backend,
             ConflictRetry::default(),
             String::new(),
-            default_leases(blobs.clone()),
-            default_locks(blobs),
+            default_leases(blobs.clone(), &telemetry),
+            default_locks(blobs, &telemetry),
             LockOptions::default(),
+            telemetry,
         )
     }
 
@@ -165,10 +168,16 @@ impl Store {
         leases: LeaseManager,
         locks: LeaseManager,
         lock_options: LockOptions,
+        telemetry: Telemetry,
     ) -> Store {
         Store {
             inner: Arc::new(StoreInner {
-                tables: Arc::new(TableEnv::new(backend, conflict_retry, table_prefix)),
+                tables: Arc::new(TableEnv::new(
+                    backend,
+                    conflict_retry,
+                    table_prefix,
+                    telemetry,
+                )),
                 leases,
                 locks,
                 lock_options,
@@ -190,6 +199,7 @@ impl Store {
             lease_options: None,
             lock_lease_options: None,
             lock_options: LockOptions::default(),
+            telemetry: None,
         }
     }
 
@@ -266,6 +276,11 @@ impl Store {
     pub(crate) fn tables(&self) -> &Arc<TableEnv> {
         &self.inner.tables
     }
+
+    /// Where this store records its metrics.
+    pub(crate) fn telemetry(&self) -> &Telemetry {
+        self.inner.tables.telemetry()
+    }
 }
 
 /// Configures a [`Store`].
@@ -279,9 +294,29 @@ pub struct StoreBuilder {
     lease_options: Option<LeaseOptions>,
     lock_lease_options: Option<LeaseOptions>,
     lock_options: LockOptions,
+    /// `None`: the global meter provider's (feature `opentelemetry`).
+    telemetry: Option<Telemetry>,
 }
 
 impl StoreBuilder {
+    /// Records this store's metrics on `meter` rather than on the global
+    /// meter provider's `leasehold` meter (feature `opentelemetry`; the
+    /// instruments are listed in the README, "Metrics").
+    ///
+    /// ```
+    /// use opentelemetry::metrics::MeterProvider as _;
+    /// # fn demo(provider: &dyn opentelemetry::metrics::MeterProvider) -> leasehold::Result<()> {
+    /// let store = leasehold::Store::builder(leasehold::backend::memory::MemoryBackend::new())
+    ///     .meter(provider.meter("leasehold"))
+    ///     .build()?;
+    /// # let _ = store; Ok(()) }
+    /// ```
+    #[cfg(feature = "opentelemetry")]
+    pub fn meter(mut self, meter: opentelemetry::metrics::Meter) -> Self {
+        self.telemetry = Some(Telemetry::from_meter(&meter));
+        self
+    }
+
     /// How [`Table::update_with`](crate::Table::update_with) retries after a conflict (default: 10
     /// attempts, 2–200 ms jittered backoff).
     pub fn conflict_retry(mut self, policy: ConflictRetry) -> Self {
@@ -345,29 +380,38 @@ impl StoreBuilder {
     /// # Errors
     /// [`crate::Error::Invalid`] naming a lease option that is out of range.
     pub fn build(self) -> Result<Store> {
-        let blobs: Arc<dyn BlobBackend> = self.backend.clone();
-        let locks = match (self.lock_lease_options, &self.lease_options) {
-            (Some(options), _) => LeaseManager::new(blobs.clone(), options)?,
-            (None, Some(options)) => LeaseManager::new(
+        let telemetry = self.telemetry.unwrap_or_else(Telemetry::global);
+        let backend = telemetry.instrument(self.backend);
+        let blobs: Arc<dyn BlobBackend> = backend.clone();
+        let manager = |options: LeaseOptions| {
+            Ok::<_, Error>(LeaseManager::from_settings(
                 blobs.clone(),
+                options.resolve()?,
+                telemetry.clone(),
+            ))
+        };
+        let locks = match (self.lock_lease_options, &self.lease_options) {
+            (Some(options), _) => manager(options)?,
+            (None, Some(options)) => manager(
                 options
                     .clone()
                     .with_container(lock_container())
                     .with_owner_metadata(false),
             )?,
-            (None, None) => default_locks(blobs.clone()),
+            (None, None) => default_locks(blobs.clone(), &telemetry),
         };
         let leases = match self.lease_options {
-            Some(options) => LeaseManager::new(blobs, options)?,
-            None => default_leases(blobs),
+            Some(options) => manager(options)?,
+            None => default_leases(blobs.clone(), &telemetry),
         };
         Ok(Store::assemble(
-            self.backend,
+            backend,
             self.conflict_retry,
             self.table_prefix,
             leases,
             locks,
             self.lock_options,
+            telemetry,
         ))
     }
 }
@@ -425,20 +469,25 @@ fn login_backend(
     }
 }
 
-fn default_leases(blobs: Arc<dyn BlobBackend>) -> LeaseManager {
+fn default_leases(blobs: Arc<dyn BlobBackend>, telemetry: &Telemetry) -> LeaseManager {
     let container = ContainerName::from_static(LeaseOptions::DEFAULT_CONTAINER);
     LeaseManager::from_settings(
         blobs,
         Settings::defaults(container, true, crate::lease::DEFAULT_DURATION_SECS),
+        telemetry.clone(),
     )
 }
 
 /// The lock manager of a store with default lease options: container
 /// `leasehold-locks`, no owner metadata written at every acquire, and
 /// leases of [`LockOptions::DEFAULT_LEASE_DURATION`].
-fn default_locks(blobs: Arc<dyn BlobBackend>) -> LeaseManager {
+fn default_locks(blobs: Arc<dyn BlobBackend>, telemetry: &Telemetry) -> LeaseManager {
     let secs = u8::try_from(LockOptions::DEFAULT_LEASE_DURATION.as_secs()).unwrap_or(15);
-    LeaseManager::from_settings(blobs, Settings::defaults(lock_container(), false, secs))
+    LeaseManager::from_settings(
+        blobs,
+        Settings::defaults(lock_container(), false, secs),
+        telemetry.clone(),
+    )
 }
 
 fn lock_container() -> ContainerName {

@@ -250,6 +250,11 @@ impl<E: Entity> Batch<E> {
     /// which case nothing was applied; the read's errors when an entity is
     /// read back after the commit (the batch was applied).
     pub async fn commit(self) -> Result<Vec<BatchResult<E>>> {
+        let telemetry = self.table.env.telemetry().clone();
+        telemetry.operation("batch", self.commit_now()).await
+    }
+
+    async fn commit_now(self) -> Result<Vec<BatchResult<E>>> {
         if let Some(e) = self.error {
             return Err(e);
         }

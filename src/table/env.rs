@@ -7,6 +7,7 @@ use crate::backend::Backend;
 use crate::error::Result;
 use crate::key::TableName;
 use crate::retry::ConflictRetry;
+use crate::telemetry::Telemetry;
 
 /// What the tables of one store share: the backend, the table prefix, the
 /// conflict retry policy, and the record of tables already created. The
@@ -18,6 +19,8 @@ pub(crate) struct TableEnv {
     table_prefix: String,
     /// Tables created (or found), so each is created once.
     ready_tables: Mutex<HashSet<TableName>>,
+    /// Where the store records its metrics.
+    telemetry: Telemetry,
 }
 
 impl TableEnv {
@@ -25,8 +28,10 @@ impl TableEnv {
         backend: Arc<dyn Backend>,
         conflict_retry: ConflictRetry,
         table_prefix: String,
+        telemetry: Telemetry,
     ) -> Self {
         TableEnv {
+            telemetry,
             backend,
             conflict_retry,
             table_prefix,
@@ -42,6 +47,11 @@ impl TableEnv {
     /// How optimistic read-modify-write loops retry after a conflict.
     pub(crate) fn conflict_retry(&self) -> &ConflictRetry {
         &self.conflict_retry
+    }
+
+    /// Where the store records its metrics.
+    pub(crate) fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
     }
 
     /// The prefix put before every table name.

@@ -212,11 +212,16 @@ impl<E: Entity> Table<E> {
         let pk = partition_key.into_partition_key()?;
         let rk = row_key.into_row_key()?;
         let page = self
-            .query()
-            .partition(pk)
-            .row_keys(rk.as_str()..=rk.as_str())
-            .select::<V>()
-            .page()
+            .env
+            .telemetry()
+            .operation(
+                "get",
+                self.query()
+                    .partition(pk)
+                    .row_keys(rk.as_str()..=rk.as_str())
+                    .select::<V>()
+                    .page(),
+            )
             .await?;
         Ok(page.items.into_iter().next())
     }
@@ -226,21 +231,29 @@ impl<E: Entity> Table<E> {
         pk: &PartitionKey,
         rk: &RowKey,
     ) -> Result<Option<Versioned<E>>> {
-        let name = self.ready().await?;
-        let span = tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
-        async {
-            let stored = self.env.backend().get(name, pk, rk).await?;
-            let stored = match &self.store {
-                Some(store) => store.resolve_row(name, stored).await?,
-                None => stored,
-            };
-            match stored {
-                Some(stored) => Ok(Some(crate::__private::in_row(pk, rk, versioned(stored))?)),
-                None => Ok(None),
-            }
-        }
-        .instrument(span)
-        .await
+        self.env
+            .telemetry()
+            .operation("get", async {
+                let name = self.ready().await?;
+                let span =
+                    tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
+                async {
+                    let stored = self.env.backend().get(name, pk, rk).await?;
+                    let stored = match &self.store {
+                        Some(store) => store.resolve_row(name, stored).await?,
+                        None => stored,
+                    };
+                    match stored {
+                        Some(stored) => {
+                            Ok(Some(crate::__private::in_row(pk, rk, versioned(stored))?))
+                        }
+                        None => Ok(None),
+                    }
+                }
+                .instrument(span)
+                .await
+            })
+            .await
     }
 }
 

@@ -425,12 +425,19 @@ impl<E: Entity> Query<E> {
         Vec<Result<Versioned<E>>>,
         Option<crate::query::Continuation>,
     )> {
-        let name = table.ready().await?;
-        let page = table.env.backend().query(name, spec).await?;
-        let page = match &table.store {
-            Some(store) => store.resolve_page(name, spec, page).await?,
-            None => page,
-        };
+        let page = table
+            .env
+            .telemetry()
+            .operation("query", async {
+                let name = table.ready().await?;
+                let page = table.env.backend().query(name, spec).await?;
+                let page = match &table.store {
+                    Some(store) => store.resolve_page(name, spec, page).await?,
+                    None => page,
+                };
+                Ok::<_, Error>(page)
+            })
+            .await?;
         let complete = spec.select.is_none();
         let items = page
             .entities

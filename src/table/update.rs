@@ -146,35 +146,38 @@ impl<E: Entity> Table<E> {
         let policy = self.env.conflict_retry().clone();
         let mut delays = policy.backoff();
         let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            let mut current = self
-                .get_keys(&pk, &rk)
-                .await?
-                .ok_or_else(|| Error::NotFound {
-                    what: format!("entity ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
-                    code: Some("ResourceNotFound".into()),
-                    table: Some(E::TABLE.into()),
-                    row: Some(Box::new((pk.clone(), rk.clone()))),
-                })?;
-            // The whole entity is replaced next: no record of the stored
-            // properties is needed.
-            f(current.entity_mut_for_replace()).map_err(UpdateError::Refused)?;
-            if current.partition_key()? != pk || current.row_key()? != rk {
-                return Err(Error::invalid(
-                    format!("update of ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
-                    "the update function changed a key",
-                )
-                .into());
-            }
-            match self.replace(&current).await {
-                Err(e) if e.kind() == ErrorKind::Conflict => match delays.next() {
-                    Some(delay) => {
-                        tracing::debug!(table = E::TABLE, attempts, "conflict; retrying");
-                        tokio::time::sleep(delay).await;
-                    }
-                    None => {
-                        return Err(Error::Conflict {
+        let telemetry = self.env.telemetry();
+        let work = async {
+            loop {
+                attempts += 1;
+                let mut current =
+                    self.get_keys(&pk, &rk)
+                        .await?
+                        .ok_or_else(|| Error::NotFound {
+                            what: format!("entity ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
+                            code: Some("ResourceNotFound".into()),
+                            table: Some(E::TABLE.into()),
+                            row: Some(Box::new((pk.clone(), rk.clone()))),
+                        })?;
+                // The whole entity is replaced next: no record of the stored
+                // properties is needed.
+                f(current.entity_mut_for_replace()).map_err(UpdateError::Refused)?;
+                if current.partition_key()? != pk || current.row_key()? != rk {
+                    return Err(Error::invalid(
+                        format!("update of ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
+                        "the update function changed a key",
+                    )
+                    .into());
+                }
+                match self.replace(&current).await {
+                    Err(e) if e.kind() == ErrorKind::Conflict => match delays.next() {
+                        Some(delay) => {
+                            telemetry.conflict_retry();
+                            tracing::debug!(table = E::TABLE, attempts, "conflict; retrying");
+                            tokio::time::sleep(delay).await;
+                        }
+                        None => {
+                            return Err(Error::Conflict {
                             what: format!(
                                 "entity ({pk:?}, {rk:?}) in table `{}` kept changing: {attempts} attempts conflicted",
                                 E::TABLE
@@ -184,11 +187,13 @@ impl<E: Entity> Table<E> {
                             row: Some(Box::new((pk.clone(), rk.clone()))),
                         }
                         .into());
-                    }
-                },
-                other => return other.map_err(UpdateError::Failed),
+                        }
+                    },
+                    other => return other.map_err(UpdateError::Failed),
+                }
             }
-        }
+        };
+        telemetry.operation("update_with", work).await
     }
 }
 

@@ -133,24 +133,29 @@ impl<E: Entity> Table<E> {
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn insert(&self, entity: E) -> Result<Versioned<E>> {
-        if let Some(Some(v)) = index::route(self, IndexedWrite::Insert(&entity)).await? {
-            return Ok(v);
-        }
-        match self
-            .write(&entity, None, Base::Nothing, TableOp::Insert)
-            .await
-        {
-            // The row may be the placeholder of a unit's insert that was
-            // never decided: once resolved, the insert is tried again.
-            Err(e)
-                if e.kind() == ErrorKind::AlreadyExists
-                    && self.absent_once_resolved(&entity).await? =>
-            {
-                self.write(&entity, None, Base::Nothing, TableOp::Insert)
+        self.env
+            .telemetry()
+            .operation("insert", async move {
+                if let Some(Some(v)) = index::route(self, IndexedWrite::Insert(&entity)).await? {
+                    return Ok(v);
+                }
+                match self
+                    .write(&entity, None, Base::Nothing, TableOp::Insert)
                     .await
-            }
-            other => other,
-        }
+                {
+                    // The row may be the placeholder of a unit's insert that was
+                    // never decided: once resolved, the insert is tried again.
+                    Err(e)
+                        if e.kind() == ErrorKind::AlreadyExists
+                            && self.absent_once_resolved(&entity).await? =>
+                    {
+                        self.write(&entity, None, Base::Nothing, TableOp::Insert)
+                            .await
+                    }
+                    other => other,
+                }
+            })
+            .await
     }
 
     /// Whether the row of `entity` carries a row mark and is absent once
@@ -198,17 +203,22 @@ impl<E: Entity> Table<E> {
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn replace(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
-        if let Some(Some(v)) = index::route(self, IndexedWrite::Replace(current)).await? {
-            return Ok(v);
-        }
-        let etag = current.etag().clone();
-        self.write(
-            current.entity(),
-            current.write_log(),
-            Base::replace_of(current),
-            |d| TableOp::Replace(d, Precondition::IfMatch(etag)),
-        )
-        .await
+        self.env
+            .telemetry()
+            .operation("replace", async move {
+                if let Some(Some(v)) = index::route(self, IndexedWrite::Replace(current)).await? {
+                    return Ok(v);
+                }
+                let etag = current.etag().clone();
+                self.write(
+                    current.entity(),
+                    current.write_log(),
+                    Base::replace_of(current),
+                    |d| TableOp::Replace(d, Precondition::IfMatch(etag)),
+                )
+                .await
+            })
+            .await
     }
 
     /// Like [`Table::replace`], taking the value by move.
@@ -216,7 +226,10 @@ impl<E: Entity> Table<E> {
     /// # Errors
     /// As [`Table::replace`].
     pub async fn replace_owned(&self, current: Versioned<E>) -> Result<Versioned<E>> {
-        self.replace(&current).await
+        self.env
+            .telemetry()
+            .operation("replace", async move { self.replace(&current).await })
+            .await
     }
 
     /// Merges the entity's properties into the stored entity if it is
@@ -275,17 +288,22 @@ impl<E: Entity> Table<E> {
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn merge(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
-        if let Some(Some(v)) = index::route(self, IndexedWrite::Merge(current)).await? {
-            return Ok(v);
-        }
-        let etag = current.etag().clone();
-        self.write(
-            current.entity(),
-            current.write_log(),
-            Base::merge_of(current),
-            |d| TableOp::Merge(d, Precondition::IfMatch(etag)),
-        )
-        .await
+        self.env
+            .telemetry()
+            .operation("merge", async move {
+                if let Some(Some(v)) = index::route(self, IndexedWrite::Merge(current)).await? {
+                    return Ok(v);
+                }
+                let etag = current.etag().clone();
+                self.write(
+                    current.entity(),
+                    current.write_log(),
+                    Base::merge_of(current),
+                    |d| TableOp::Merge(d, Precondition::IfMatch(etag)),
+                )
+                .await
+            })
+            .await
     }
 
     /// Deletes the entity if it is unchanged since `current` was read.
@@ -310,15 +328,20 @@ impl<E: Entity> Table<E> {
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn delete(&self, current: &Versioned<E>) -> Result<()> {
-        if index::route(self, IndexedWrite::Delete(current))
-            .await?
-            .is_some()
-        {
-            return Ok(());
-        }
-        let pk = current.partition_key()?;
-        let rk = current.row_key()?;
-        self.delete_op(pk, rk, Some(current.etag().clone())).await
+        self.env
+            .telemetry()
+            .operation("delete", async move {
+                if index::route(self, IndexedWrite::Delete(current))
+                    .await?
+                    .is_some()
+                {
+                    return Ok(());
+                }
+                let pk = current.partition_key()?;
+                let rk = current.row_key()?;
+                self.delete_op(pk, rk, Some(current.etag().clone())).await
+            })
+            .await
     }
 
     /// Creates or overwrites the entity, whatever is stored. **Unconditional:**
@@ -351,13 +374,18 @@ impl<E: Entity> Table<E> {
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn upsert(&self, entity: E) -> Result<Versioned<E>> {
-        if let Some(Some(v)) = index::route(self, IndexedWrite::Upsert(&entity)).await? {
-            return Ok(v);
-        }
-        self.write(&entity, None, Base::Nothing, |d| {
-            TableOp::Replace(d, Precondition::Upsert)
-        })
-        .await
+        self.env
+            .telemetry()
+            .operation("upsert", async move {
+                if let Some(Some(v)) = index::route(self, IndexedWrite::Upsert(&entity)).await? {
+                    return Ok(v);
+                }
+                self.write(&entity, None, Base::Nothing, |d| {
+                    TableOp::Replace(d, Precondition::Upsert)
+                })
+                .await
+            })
+            .await
     }
 
     /// Creates the entity or merges its properties into the stored one,
@@ -392,13 +420,20 @@ impl<E: Entity> Table<E> {
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn upsert_merge(&self, entity: E) -> Result<Versioned<E>> {
-        if let Some(Some(v)) = index::route(self, IndexedWrite::UpsertMerge(&entity)).await? {
-            return Ok(v);
-        }
-        self.write(&entity, None, Base::Merge(None), |d| {
-            TableOp::Merge(d, Precondition::Upsert)
-        })
-        .await
+        self.env
+            .telemetry()
+            .operation("upsert_merge", async move {
+                if let Some(Some(v)) =
+                    index::route(self, IndexedWrite::UpsertMerge(&entity)).await?
+                {
+                    return Ok(v);
+                }
+                self.write(&entity, None, Base::Merge(None), |d| {
+                    TableOp::Merge(d, Precondition::Upsert)
+                })
+                .await
+            })
+            .await
     }
 
     /// Replaces an existing entity whatever its version. **Unconditional**
@@ -426,15 +461,20 @@ impl<E: Entity> Table<E> {
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn replace_unconditionally(&self, entity: E) -> Result<Versioned<E>> {
-        if let Some(Some(v)) =
-            index::route(self, IndexedWrite::ReplaceUnconditionally(&entity)).await?
-        {
-            return Ok(v);
-        }
-        self.write(&entity, None, Base::Nothing, |d| {
-            TableOp::Replace(d, Precondition::IfExists)
-        })
-        .await
+        self.env
+            .telemetry()
+            .operation("replace_unconditionally", async move {
+                if let Some(Some(v)) =
+                    index::route(self, IndexedWrite::ReplaceUnconditionally(&entity)).await?
+                {
+                    return Ok(v);
+                }
+                self.write(&entity, None, Base::Nothing, |d| {
+                    TableOp::Replace(d, Precondition::IfExists)
+                })
+                .await
+            })
+            .await
     }
 
     /// Deletes an entity whatever its version. **Unconditional** except that
@@ -462,15 +502,20 @@ impl<E: Entity> Table<E> {
         partition_key: impl IntoPartitionKey,
         row_key: impl IntoRowKey,
     ) -> Result<()> {
-        let pk = partition_key.into_partition_key()?;
-        let rk = row_key.into_row_key()?;
-        if index::route(self, IndexedWrite::DeleteUnconditionally(&pk, &rk))
-            .await?
-            .is_some()
-        {
-            return Ok(());
-        }
-        self.delete_op(pk, rk, None).await
+        self.env
+            .telemetry()
+            .operation("delete_unconditionally", async move {
+                let pk = partition_key.into_partition_key()?;
+                let rk = row_key.into_row_key()?;
+                if index::route(self, IndexedWrite::DeleteUnconditionally(&pk, &rk))
+                    .await?
+                    .is_some()
+                {
+                    return Ok(());
+                }
+                self.delete_op(pk, rk, None).await
+            })
+            .await
     }
 
     async fn delete_op(&self, pk: PartitionKey, rk: RowKey, if_match: Option<ETag>) -> Result<()> {

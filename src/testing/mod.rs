@@ -32,7 +32,7 @@
 
 #[cfg(any(feature = "conformance", clippy))]
 pub mod conformance;
-mod delegate;
+pub(crate) mod delegate;
 mod faults;
 
 use std::collections::BTreeMap;
@@ -94,6 +94,32 @@ impl Op {
     /// than work.
     pub fn is_setup(self) -> bool {
         matches!(self, Op::CreateTable | Op::CreateContainer)
+    }
+
+    /// The request's name in metrics (`db.operation.name`).
+    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Op::CreateTable => "create_table",
+            Op::DeleteTable => "delete_table",
+            Op::ListTables => "list_tables",
+            Op::Get => "get",
+            Op::Write => "write",
+            Op::Batch => "batch",
+            Op::Query => "query",
+            Op::CreateContainer => "create_container",
+            Op::PutBlob => "put_blob",
+            Op::GetBlob => "get_blob",
+            Op::BlobProperties => "blob_properties",
+            Op::SetBlobMetadata => "set_blob_metadata",
+            Op::DeleteBlob => "delete_blob",
+            Op::ListBlobs => "list_blobs",
+            Op::AcquireLease => "acquire_lease",
+            Op::RenewLease => "renew_lease",
+            Op::ChangeLease => "change_lease",
+            Op::ReleaseLease => "release_lease",
+            Op::BreakLease => "break_lease",
+        }
     }
 }
 

@@ -39,8 +39,22 @@ mod mapping_budgets;
 mod properties;
 mod secrets;
 mod storage_unavailable;
+#[cfg(feature = "opentelemetry")]
+mod telemetry;
 mod unit_drop;
 mod write_results;
+
+/// Without the `opentelemetry` feature the metrics checks are left out:
+/// fine for a quick local run, never in CI.
+#[cfg(not(feature = "opentelemetry"))]
+#[test]
+fn metrics_checks_need_the_opentelemetry_feature() {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI runs the metrics checks: test with `--features opentelemetry`"
+    );
+    eprintln!("notice: the metrics checks need `--features opentelemetry`; left out");
+}
 
 /// Without the `conformance` feature the conformance runs are left out:
 /// fine for a quick local run, never in CI.

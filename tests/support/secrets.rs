@@ -31,7 +31,8 @@ impl Captured {
     }
 
     /// Logs every level, without colours, into this buffer: everything the
-    /// current thread records until the guard is dropped.
+    /// current thread records until the guard is dropped, each span's
+    /// opening with its fields included.
     ///
     /// One global subscriber serves every capture of the test binary, each
     /// thread writing into its own buffer. (A scoped subscriber per test is
@@ -44,6 +45,7 @@ impl Captured {
             use tracing_subscriber::layer::SubscriberExt as _;
             let layer = tracing_subscriber::fmt::layer()
                 .with_ansi(false)
+                .with_span_events(tracing_subscriber::fmt::format::FmtSpan::NEW)
                 .with_writer(|| ThreadWriter)
                 .with_filter(tracing_subscriber::filter::filter_fn(|_| {
                     CURRENT.with(|c| c.borrow().is_some())

@@ -267,6 +267,18 @@ impl Failure {
         }
     }
 
+    /// Whether the service answered that it is busy (503 `ServerBusy`, 429):
+    /// throttling, which leaves the request unapplied.
+    pub(crate) fn is_throttling(&self) -> bool {
+        matches!(
+            self,
+            Failure::Status {
+                status: 503 | 429,
+                ..
+            }
+        )
+    }
+
     /// Whether the request may have been applied although it failed: no
     /// reply, a timeout, or a server error other than throttling. A write
     /// that failed this way is verified before it is sent again.

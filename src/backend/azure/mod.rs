@@ -169,6 +169,15 @@ impl AzureBackend {
         self.inner.retry.run(operation, attempt).await
     }
 
+    /// The Table service's host (`server.address` of the spans).
+    fn table_host(&self) -> &str {
+        self.inner
+            .settings
+            .table_endpoint
+            .host_str()
+            .unwrap_or_default()
+    }
+
     /// Runs one request attempt with the per-attempt timeout, classifying
     /// its failure.
     async fn attempt<T, F>(&self, fut: F) -> std::result::Result<T, Failure>
@@ -637,15 +646,31 @@ impl AzureBackend {
     }
 }
 
+/// `db.system.name` of the Azure backend's spans and metrics: the Table
+/// and Blob services of a storage account (no registered name exists).
+pub(crate) const SYSTEM: &str = "azure.storage";
+
 #[async_trait]
 impl TableBackend for AzureBackend {
     async fn create_table(&self, table: &TableName) -> Result<TableCreation> {
-        let span = tracing::debug_span!("leasehold.azure.create_table", table = %table);
+        let span = crate::backend::table_span!(
+            "leasehold.azure.create_table",
+            SYSTEM,
+            "create_table",
+            table,
+            server.address = self.table_host()
+        );
         self.create_table_impl(table).instrument(span).await
     }
 
     async fn delete_table(&self, table: &TableName) -> Result<bool> {
-        let span = tracing::debug_span!("leasehold.azure.delete_table", table = %table);
+        let span = crate::backend::table_span!(
+            "leasehold.azure.delete_table",
+            SYSTEM,
+            "delete_table",
+            table,
+            server.address = self.table_host()
+        );
         self.delete_table_impl(table).instrument(span).await
     }
 
@@ -660,9 +685,12 @@ impl TableBackend for AzureBackend {
         partition_key: &PartitionKey,
         row_key: &RowKey,
     ) -> Result<Option<StoredEntity>> {
-        let span = tracing::debug_span!(
+        let span = crate::backend::table_span!(
             "leasehold.azure.get",
-            table = %table,
+            SYSTEM,
+            "get",
+            table,
+            server.address = self.table_host(),
             partition = %partition_key,
             row = %row_key
         );
@@ -672,10 +700,12 @@ impl TableBackend for AzureBackend {
     }
 
     async fn execute(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>> {
-        let span = tracing::debug_span!(
+        let span = crate::backend::table_span!(
             "leasehold.azure.execute",
-            op = op.name(),
-            table = %table,
+            SYSTEM,
+            op.name(),
+            table,
+            server.address = self.table_host(),
             partition = %op.partition_key(),
             row = %op.row_key()
         );
@@ -688,10 +718,12 @@ impl TableBackend for AzureBackend {
         op: TableOp,
         write_log: Option<&str>,
     ) -> Result<Option<Version>> {
-        let span = tracing::debug_span!(
+        let span = crate::backend::table_span!(
             "leasehold.azure.execute",
-            op = op.name(),
-            table = %table,
+            SYSTEM,
+            op.name(),
+            table,
+            server.address = self.table_host(),
             partition = %op.partition_key(),
             row = %op.row_key()
         );
@@ -701,17 +733,29 @@ impl TableBackend for AzureBackend {
     }
 
     async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
-        let span = tracing::debug_span!(
+        let span = crate::backend::table_span!(
             "leasehold.azure.batch",
-            table = %table,
-            partition = ops.first().map(|o| o.partition_key().as_str()).unwrap_or(""),
-            ops = ops.len()
+            SYSTEM,
+            "batch",
+            table,
+            server.address = self.table_host(),
+            db.operation.batch.size = ops.len(),
+            partition = ops
+                .first()
+                .map(|o| o.partition_key().as_str())
+                .unwrap_or("")
         );
         self.batch_impl(table, ops).instrument(span).await
     }
 
     async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage> {
-        let span = tracing::debug_span!("leasehold.azure.query", table = %table);
+        let span = crate::backend::table_span!(
+            "leasehold.azure.query",
+            SYSTEM,
+            "query",
+            table,
+            server.address = self.table_host()
+        );
         self.query_impl(table, query).instrument(span).await
     }
 }

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::errors::Failure;
 use crate::retry::{Backoff, random_seed, retry_transient};
+use crate::telemetry::{self, RetryReason};
 
 /// How the Azure backend retries transient transport failures, configured
 /// with [`AzureBackendBuilder::transport_retry`](super::AzureBackendBuilder::transport_retry).
@@ -183,17 +184,26 @@ impl TransportRetry {
                     (s.next, s.last.take())
                 };
                 if let Some((failure, at)) = last {
+                    telemetry::note_retry(if failure.throttled {
+                        RetryReason::Throttled
+                    } else {
+                        RetryReason::Transport
+                    });
                     tracing::debug!(
                         operation,
                         attempt = now.number,
                         waited = ?at.elapsed(),
-                        failure = %failure,
+                        failure = %failure.describe,
                         "transient failure; retrying"
                     );
                 }
                 attempt(now)
             },
             |failure: &Failure| {
+                let throttled = failure.is_throttling();
+                if throttled {
+                    telemetry::note_throttled();
+                }
                 if !failure.is_transient() {
                     return None;
                 }
@@ -202,7 +212,13 @@ impl TransportRetry {
                     number: s.next.number + 1,
                     may_have_applied: s.next.may_have_applied || failure.may_have_applied(),
                 };
-                s.last = Some((failure.describe(), Instant::now()));
+                s.last = Some((
+                    Retried {
+                        describe: failure.describe(),
+                        throttled,
+                    },
+                    Instant::now(),
+                ));
                 Some(Duration::MAX)
             },
         )
@@ -224,7 +240,15 @@ impl TransportRetry {
 /// The retry state of one operation.
 struct State {
     next: Attempt,
-    last: Option<(String, Instant)>,
+    last: Option<(Retried, Instant)>,
+}
+
+/// The failure an attempt is made again after.
+struct Retried {
+    /// For the log line.
+    describe: String,
+    /// Whether the service said it was busy.
+    throttled: bool,
 }
 
 /// What an attempt is told about the attempts before it.

@@ -166,6 +166,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl MemoryBackend {
+    /// What [`BlobBackend::endpoint`] answers.
+    pub(crate) const ENDPOINT: &str = "memory";
+
     /// The default per-page scan budget: no limit, pages end only when full
     /// or at the end of the table.
     pub const DEFAULT_SCAN_LIMIT: usize = usize::MAX;
@@ -225,15 +228,20 @@ fn traced<T>(span: tracing::Span, f: impl FnOnce() -> Result<T>) -> Result<T> {
     })
 }
 
+/// `db.system.name` of the memory backend's spans and metrics.
+pub(crate) const SYSTEM: &str = "leasehold.memory";
+
 #[async_trait]
 impl TableBackend for MemoryBackend {
     async fn create_table(&self, table: &TableName) -> Result<TableCreation> {
-        let span = tracing::debug_span!("memory.create_table", table = %table);
+        let span =
+            crate::backend::table_span!("memory.create_table", SYSTEM, "create_table", table);
         traced(span, || Ok(self.tables().create_table(table)))
     }
 
     async fn delete_table(&self, table: &TableName) -> Result<bool> {
-        let span = tracing::debug_span!("memory.delete_table", table = %table);
+        let span =
+            crate::backend::table_span!("memory.delete_table", SYSTEM, "delete_table", table);
         traced(span, || Ok(self.tables().delete_table(table)))
     }
 
@@ -248,9 +256,11 @@ impl TableBackend for MemoryBackend {
         partition_key: &PartitionKey,
         row_key: &RowKey,
     ) -> Result<Option<StoredEntity>> {
-        let span = tracing::debug_span!(
+        let span = crate::backend::table_span!(
             "memory.get",
-            table = %table,
+            SYSTEM,
+            "get",
+            table,
             partition = partition_key.as_str(),
             row = row_key.as_str()
         );
@@ -268,10 +278,11 @@ impl TableBackend for MemoryBackend {
         op: TableOp,
         _write_log: Option<&str>,
     ) -> Result<Option<Version>> {
-        let span = tracing::debug_span!(
+        let span = crate::backend::table_span!(
             "memory.execute",
-            table = %table,
-            op = op.name(),
+            SYSTEM,
+            op.name(),
+            table,
             partition = op.partition_key().as_str(),
             row = op.row_key().as_str()
         );
@@ -279,17 +290,20 @@ impl TableBackend for MemoryBackend {
     }
 
     async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
-        let span = tracing::debug_span!(
+        let span = crate::backend::table_span!(
             "memory.batch",
-            table = %table,
-            ops = ops.len(),
+            SYSTEM,
+            "batch",
+            table,
+            db.operation.batch.size = ops.len(),
             partition = ops.first().map(|op| op.partition_key().as_str())
         );
         traced(span, || self.tables().batch(&self.inner.clock, table, ops))
     }
 
     async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage> {
-        let span = tracing::debug_span!("memory.query", table = %table, top = query.top);
+        let span =
+            crate::backend::table_span!("memory.query", SYSTEM, "query", table, top = query.top);
         traced(span, || {
             self.tables()
                 .query(table, query, self.inner.options.scan_limit)
@@ -300,7 +314,7 @@ impl TableBackend for MemoryBackend {
 #[async_trait]
 impl BlobBackend for MemoryBackend {
     fn endpoint(&self) -> String {
-        "memory".to_owned()
+        MemoryBackend::ENDPOINT.to_owned()
     }
 
     async fn create_container(&self, container: &ContainerName) -> Result<()> {

@@ -1,0 +1,143 @@
+//! [`Instrumented`]: the store's backend, each call counted and timed as
+//! one request, with what the backend noted meanwhile (retries, busy
+//! answers); and the task-local counts that tie requests to the logical
+//! operation and the call they belong to.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::backend::BlobBackend;
+use crate::backend::memory::MemoryBackend;
+use crate::error::{Error, Result};
+use crate::testing::Op;
+use crate::testing::delegate::delegate_backend;
+
+use super::instruments::Instruments;
+use super::{RetryReason, kind_name};
+
+tokio::task_local! {
+    /// The requests of the logical operation running in this task.
+    static OPERATION: Cell<u64>;
+    /// What the backend noted during the request it is making.
+    static REQUEST: Notes;
+}
+
+/// What a backend noted during one call.
+#[derive(Default)]
+struct Notes {
+    transport_retries: Cell<u64>,
+    throttle_retries: Cell<u64>,
+    throttled: Cell<u64>,
+}
+
+/// Whether a logical operation is running in this task.
+pub(super) fn in_operation() -> bool {
+    OPERATION.try_with(|_| ()).is_ok()
+}
+
+/// Runs `fut`, counting the requests it makes.
+pub(super) async fn counting_requests<F: Future>(fut: F) -> (F::Output, u64) {
+    OPERATION
+        .scope(Cell::new(0), async move {
+            let output = fut.await;
+            (output, OPERATION.with(Cell::get))
+        })
+        .await
+}
+
+pub(super) fn note_retry(reason: RetryReason) {
+    let _ = REQUEST.try_with(|n| {
+        let cell = match reason {
+            RetryReason::Throttled => &n.throttle_retries,
+            RetryReason::Transport | RetryReason::Conflict => &n.transport_retries,
+        };
+        cell.set(cell.get() + 1);
+    });
+}
+
+pub(super) fn note_throttled() {
+    let _ = REQUEST.try_with(|n| n.throttled.set(n.throttled.get() + 1));
+}
+
+/// The `error.type` of a failed request: its error's kind, or for a batch
+/// the kind of the operation that failed it.
+fn error_type(error: &Error) -> &'static str {
+    match error {
+        Error::Batch { source, .. } => error_type(source),
+        other => kind_name(other.kind()),
+    }
+}
+
+/// A backend whose every call is recorded as one request.
+pub(super) struct Instrumented<B> {
+    inner: B,
+    instruments: Arc<Instruments>,
+    /// `db.system.name`: the memory backend's, or Azure Storage's.
+    system: &'static str,
+}
+
+impl<B: BlobBackend> Instrumented<B> {
+    pub(super) fn new(inner: B, instruments: Arc<Instruments>) -> Self {
+        let system = if inner.endpoint() == MemoryBackend::ENDPOINT {
+            crate::backend::memory::SYSTEM
+        } else {
+            crate::backend::azure::SYSTEM
+        };
+        Instrumented {
+            inner,
+            instruments,
+            system,
+        }
+    }
+}
+
+impl<B> Instrumented<B> {
+    async fn call<T>(&self, op: Op, fut: impl Future<Output = Result<T>>) -> Result<T> {
+        let _ = OPERATION.try_with(|n| n.set(n.get() + 1));
+        let started = Instant::now();
+        let (result, notes) = REQUEST
+            .scope(Notes::default(), async move {
+                let result = fut.await;
+                let notes = REQUEST.with(|n| {
+                    (
+                        n.transport_retries.get(),
+                        n.throttle_retries.get(),
+                        n.throttled.get(),
+                    )
+                });
+                (result, notes)
+            })
+            .await;
+        let elapsed = started.elapsed();
+        let name = op.name();
+        let i = &self.instruments;
+        i.request(
+            self.system,
+            name,
+            result.as_ref().err().map(error_type),
+            elapsed,
+        );
+        let (transport, throttle, throttled) = notes;
+        if transport > 0 {
+            i.retries(RetryReason::Transport, name, transport);
+        }
+        if throttle > 0 {
+            i.retries(RetryReason::Throttled, name, throttle);
+        }
+        if throttled > 0 {
+            i.throttled(name, throttled);
+        }
+        result
+    }
+}
+
+/// As the backend it wraps: instrumenting is not a different backend.
+impl<B: std::fmt::Debug> std::fmt::Debug for Instrumented<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+delegate_backend!(Instrumented);

@@ -1,0 +1,181 @@
+//! The instruments, made once per store on its meter, and how each event
+//! is recorded on them. Names, units and attributes are the README's
+//! "Metrics" table; the request instruments follow OpenTelemetry's
+//! database-client conventions (`db.client.operation.duration`,
+//! `db.system.name`, `db.operation.name`, `error.type`).
+
+use std::time::Duration;
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Histogram, Meter};
+
+use super::RetryReason;
+
+/// Bucket bounds for request durations, in seconds: from a loopback round
+/// trip (well under a millisecond) to the longest retried call.
+const REQUEST_SECONDS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 10.0,
+];
+
+/// Bucket bounds for lock waits and renewal lag, in seconds.
+const WAIT_SECONDS: [f64; 12] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0,
+];
+
+/// Bucket bounds for requests per logical operation.
+const REQUEST_COUNTS: [f64; 10] = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0];
+
+pub(super) struct Instruments {
+    requests: Counter<u64>,
+    duration: Histogram<f64>,
+    conflicts: Counter<u64>,
+    throttled: Counter<u64>,
+    retries: Counter<u64>,
+    renewal_lag: Histogram<f64>,
+    lock_wait: Histogram<f64>,
+    roll_forwards: Counter<u64>,
+    undos: Counter<u64>,
+    operation_requests: Histogram<u64>,
+}
+
+impl Instruments {
+    pub(super) fn new(meter: &Meter) -> Self {
+        Instruments {
+            requests: meter
+                .u64_counter("leasehold.requests")
+                .with_unit("{request}")
+                .with_description("Requests to the storage backend, by operation and outcome.")
+                .build(),
+            duration: meter
+                .f64_histogram("db.client.operation.duration")
+                .with_unit("s")
+                .with_description("Duration of requests to the storage backend, retries included.")
+                .with_boundaries(REQUEST_SECONDS.to_vec())
+                .build(),
+            conflicts: meter
+                .u64_counter("leasehold.conflicts")
+                .with_unit("{request}")
+                .with_description(
+                    "Requests refused because a row or blob changed or already exists (409, 412).",
+                )
+                .build(),
+            throttled: meter
+                .u64_counter("leasehold.throttled")
+                .with_unit("{response}")
+                .with_description("Answers saying the service is busy (503 ServerBusy, 429).")
+                .build(),
+            retries: meter
+                .u64_counter("leasehold.retries")
+                .with_unit("{retry}")
+                .with_description("Attempts made again: after a transport failure, throttling or a conflict.")
+                .build(),
+            renewal_lag: meter
+                .f64_histogram("leasehold.lease.renewal.lag")
+                .with_unit("s")
+                .with_description("How long after it was due a lease renewal succeeded.")
+                .with_boundaries(WAIT_SECONDS.to_vec())
+                .build(),
+            lock_wait: meter
+                .f64_histogram("leasehold.lock.wait.duration")
+                .with_unit("s")
+                .with_description("How long a unit of work waited for its partition locks.")
+                .with_boundaries(WAIT_SECONDS.to_vec())
+                .build(),
+            roll_forwards: meter
+                .u64_counter("leasehold.commit.roll_forwards")
+                .with_unit("{journal}")
+                .with_description(
+                    "Commit journals rolled forward: by their writer after an unknown outcome, by the next lock holder, or by an operator.",
+                )
+                .build(),
+            undos: meter
+                .u64_counter("leasehold.commit.undos")
+                .with_unit("{journal}")
+                .with_description("Commits refused half-way and undone.")
+                .build(),
+            operation_requests: meter
+                .u64_histogram("leasehold.operation.requests")
+                .with_unit("{request}")
+                .with_description("Requests made by one logical operation.")
+                .with_boundaries(REQUEST_COUNTS.to_vec())
+                .build(),
+        }
+    }
+
+    /// One request `operation` that took `elapsed` and ended `error` (an
+    /// error kind's name) or well.
+    pub(super) fn request(
+        &self,
+        system: &'static str,
+        operation: &'static str,
+        error: Option<&'static str>,
+        elapsed: Duration,
+    ) {
+        let system = KeyValue::new("db.system.name", system);
+        let op = KeyValue::new("db.operation.name", operation);
+        let outcome = KeyValue::new("leasehold.outcome", error.unwrap_or("ok"));
+        self.requests.add(1, &[system.clone(), op.clone(), outcome]);
+        match error {
+            Some(kind) => {
+                let error_type = KeyValue::new("error.type", kind);
+                self.duration.record(
+                    elapsed.as_secs_f64(),
+                    &[system, op.clone(), error_type.clone()],
+                );
+                if matches!(kind, "conflict" | "already_exists") {
+                    self.conflicts.add(1, &[op, error_type]);
+                }
+            }
+            None => self.duration.record(elapsed.as_secs_f64(), &[system, op]),
+        }
+    }
+
+    /// `count` busy answers met by one request `operation`.
+    pub(super) fn throttled(&self, operation: &'static str, count: u64) {
+        self.throttled
+            .add(count, &[KeyValue::new("db.operation.name", operation)]);
+    }
+
+    /// One attempt of `operation` made again for `reason`.
+    pub(super) fn retry(&self, reason: RetryReason, operation: &'static str) {
+        self.retries(reason, operation, 1);
+    }
+
+    /// `count` attempts of `operation` made again for `reason`.
+    pub(super) fn retries(&self, reason: RetryReason, operation: &'static str, count: u64) {
+        self.retries.add(
+            count,
+            &[
+                KeyValue::new("db.operation.name", operation),
+                KeyValue::new("leasehold.retry.reason", reason.as_str()),
+            ],
+        );
+    }
+
+    pub(super) fn renewal_lag(&self, lag: Duration) {
+        self.renewal_lag.record(lag.as_secs_f64(), &[]);
+    }
+
+    pub(super) fn lock_wait(&self, waited: Duration, outcome: &'static str) {
+        self.lock_wait.record(
+            waited.as_secs_f64(),
+            &[KeyValue::new("leasehold.outcome", outcome)],
+        );
+    }
+
+    pub(super) fn roll_forward(&self, by: &'static str) {
+        self.roll_forwards
+            .add(1, &[KeyValue::new("leasehold.resolver", by)]);
+    }
+
+    pub(super) fn undo(&self, by: &'static str) {
+        self.undos
+            .add(1, &[KeyValue::new("leasehold.resolver", by)]);
+    }
+
+    /// The logical operation `name` made `requests` requests.
+    pub(super) fn operation(&self, name: &'static str, requests: u64) {
+        self.operation_requests
+            .record(requests, &[KeyValue::new("leasehold.operation", name)]);
+    }
+}

@@ -1,0 +1,281 @@
+//! Metrics: what leasehold counts and times, recorded through the
+//! `opentelemetry` API crate when the `opentelemetry` feature is on (and
+//! compiled away when it is off).
+//!
+//! A [`Store`](crate::Store) records on the meter given to
+//! [`StoreBuilder::meter`](crate::StoreBuilder::meter), or on the global
+//! meter provider's `leasehold` meter. The instruments, their units and
+//! attributes are listed in the README ("Metrics"):
+//!
+//! * every backend call is one request, counted and timed at the store's
+//!   backend by [`backend::Instrumented`], by operation and outcome, with
+//!   the conflicts among them; the retries and throttled answers a backend
+//!   meets inside a call are noted by the backend ([`note_retry`],
+//!   [`note_throttled`]) and recorded with that call;
+//! * a logical operation (a `Table` read or write, `update_with`, a batch,
+//!   a query page, a unit's commit) counts the requests it made
+//!   ([`Telemetry::operation`]);
+//! * leases, locks and commits record renewal lag, lock waits,
+//!   roll-forwards and undos on the handle their store gave them.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backend::Backend;
+use crate::error::ErrorKind;
+
+#[cfg(feature = "opentelemetry")]
+mod backend;
+#[cfg(feature = "opentelemetry")]
+mod instruments;
+
+#[cfg(feature = "opentelemetry")]
+use instruments::Instruments;
+
+/// Why an attempt was made again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
+pub(crate) enum RetryReason {
+    /// The request failed in transit or with a server error.
+    Transport,
+    /// The service answered that it is busy (503, 429).
+    Throttled,
+    /// An optimistic write met a newer version and was re-read.
+    Conflict,
+}
+
+impl RetryReason {
+    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
+    fn as_str(self) -> &'static str {
+        match self {
+            RetryReason::Transport => "transport",
+            RetryReason::Throttled => "throttled",
+            RetryReason::Conflict => "conflict",
+        }
+    }
+}
+
+/// Where a store's metrics go: its instruments, or nowhere (feature off).
+/// Cheap to clone.
+#[derive(Clone, Default)]
+pub(crate) struct Telemetry {
+    #[cfg(feature = "opentelemetry")]
+    instruments: Option<Arc<Instruments>>,
+}
+
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.is_on() {
+            "Telemetry(on)"
+        } else {
+            "Telemetry(off)"
+        })
+    }
+}
+
+impl Telemetry {
+    /// The instruments of the global meter provider's `leasehold` meter
+    /// (feature on); nothing otherwise.
+    pub(crate) fn global() -> Self {
+        #[cfg(feature = "opentelemetry")]
+        {
+            let scope = opentelemetry::InstrumentationScope::builder("leasehold")
+                .with_version(env!("CARGO_PKG_VERSION"))
+                .build();
+            Telemetry::from_meter(&opentelemetry::global::meter_with_scope(scope))
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        Telemetry::default()
+    }
+
+    /// The instruments of `meter`.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) fn from_meter(meter: &opentelemetry::metrics::Meter) -> Self {
+        Telemetry {
+            instruments: Some(Arc::new(Instruments::new(meter))),
+        }
+    }
+
+    fn is_on(&self) -> bool {
+        #[cfg(feature = "opentelemetry")]
+        return self.instruments.is_some();
+        #[cfg(not(feature = "opentelemetry"))]
+        false
+    }
+
+    /// `backend`, counting and timing its requests on these instruments
+    /// (as it is when there are none).
+    pub(crate) fn instrument(&self, backend: Arc<dyn Backend>) -> Arc<dyn Backend> {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(instruments) = &self.instruments {
+            return Arc::new(backend::Instrumented::new(backend, instruments.clone()));
+        }
+        backend
+    }
+
+    /// Runs `fut` as the logical operation `name`, recording how many
+    /// requests it made. Inside another operation it is part of that one
+    /// (an `update_with` is one operation, not a get and a replace).
+    pub(crate) fn operation<F: Future>(
+        &self,
+        name: &'static str,
+        fut: F,
+    ) -> impl Future<Output = F::Output> {
+        #[cfg(feature = "opentelemetry")]
+        {
+            let instruments = self.instruments.clone();
+            // On the heap: the futures of commits and lock waits are large,
+            // and a layer more of them on the stack overflowed it.
+            let fut = Box::pin(fut);
+            async move {
+                match instruments {
+                    Some(i) if !backend::in_operation() => {
+                        let (output, requests) = backend::counting_requests(fut).await;
+                        i.operation(name, requests);
+                        output
+                    }
+                    _ => fut.await,
+                }
+            }
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        {
+            let _ = name;
+            fut
+        }
+    }
+
+    /// An optimistic write is tried again after a conflict.
+    pub(crate) fn conflict_retry(&self) {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(i) = &self.instruments {
+            i.retry(RetryReason::Conflict, "update_with");
+        }
+    }
+
+    /// A lease was renewed `lag` after its renewal was due.
+    pub(crate) fn renewal_lag(&self, lag: Duration) {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(i) = &self.instruments {
+            i.renewal_lag(lag);
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        let _ = lag;
+    }
+
+    /// A unit waited `waited` for its partition locks, ending `outcome`.
+    pub(crate) fn lock_wait(&self, waited: Duration, outcome: LockOutcome) {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(i) = &self.instruments {
+            i.lock_wait(waited, outcome.as_str());
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        let _ = (waited, outcome);
+    }
+
+    /// A commit's journal was rolled forward (its writer could not tell
+    /// how its transactions ended, or stopped half-way) by `by`.
+    pub(crate) fn roll_forward(&self, by: FinishedBy) {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(i) = &self.instruments {
+            i.roll_forward(by.as_str());
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        let _ = by;
+    }
+
+    /// A commit refused half-way was undone by `by`.
+    pub(crate) fn undo(&self, by: FinishedBy) {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(i) = &self.instruments {
+            i.undo(by.as_str());
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        let _ = by;
+    }
+}
+
+/// Who finished (or undid) a commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FinishedBy {
+    /// The commit's own writer.
+    Writer,
+    /// The next holder of its primary partition's lock.
+    NextHolder,
+    /// An operator ([`Store::resolve_commit`](crate::Store::resolve_commit)).
+    Operator,
+}
+
+impl FinishedBy {
+    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
+    fn as_str(self) -> &'static str {
+        match self {
+            FinishedBy::Writer => "writer",
+            FinishedBy::NextHolder => "next_holder",
+            FinishedBy::Operator => "operator",
+        }
+    }
+}
+
+/// How a wait for partition locks ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LockOutcome {
+    /// Every lock was taken.
+    Acquired,
+    /// A lock stayed held (past the timeout, or at once for a `try_`).
+    Held,
+    /// Taking a lock failed.
+    Failed,
+}
+
+impl LockOutcome {
+    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
+    fn as_str(self) -> &'static str {
+        match self {
+            LockOutcome::Acquired => "acquired",
+            LockOutcome::Held => "held",
+            LockOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// Notes, on the request being made, that the backend tries it again.
+/// Called by backends that retry inside one call; recorded with that call
+/// when the store instruments its backend, dropped otherwise.
+pub(crate) fn note_retry(reason: RetryReason) {
+    #[cfg(feature = "opentelemetry")]
+    backend::note_retry(reason);
+    #[cfg(not(feature = "opentelemetry"))]
+    let _ = reason;
+}
+
+/// Notes, on the request being made, that the service answered it was busy.
+pub(crate) fn note_throttled() {
+    #[cfg(feature = "opentelemetry")]
+    backend::note_throttled();
+}
+
+/// The attribute value of an error kind (`error.type`, and the outcome of
+/// a request that failed).
+#[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
+fn kind_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::NotFound => "not_found",
+        ErrorKind::AlreadyExists => "already_exists",
+        ErrorKind::ValueTaken => "value_taken",
+        ErrorKind::Conflict => "conflict",
+        ErrorKind::LeaseHeld => "lease_held",
+        ErrorKind::LeaseLost => "lease_lost",
+        ErrorKind::Timeout => "timeout",
+        ErrorKind::Batch => "batch",
+        ErrorKind::Invalid => "invalid",
+        ErrorKind::Decode => "decode",
+        ErrorKind::Inconsistent => "inconsistent",
+        ErrorKind::InDoubt => "in_doubt",
+        ErrorKind::Transient => "transient",
+        ErrorKind::Backend => "backend",
+        ErrorKind::Unavailable => "unavailable",
+        ErrorKind::Auth => "auth",
+    }
+}
