@@ -6,6 +6,7 @@
 
 mod support;
 
+use leasehold::backend::WriteOptions;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
@@ -909,11 +910,12 @@ async fn indexes_verify_reports_and_rebuild_fixes_broken_index_rows() {
     backend
         .execute(
             &table,
-            &leasehold::backend::TableOp::Delete {
+            leasehold::backend::TableOp::Delete {
                 partition_key: "eu".parse().unwrap(),
                 row_key: "c0".parse().unwrap(),
                 if_match: None,
             },
+            &WriteOptions::new(),
         )
         .await
         .unwrap();
@@ -925,9 +927,10 @@ async fn indexes_verify_reports_and_rebuild_fixes_broken_index_rows() {
     backend
         .execute(
             &table,
-            &leasehold::backend::TableOp::Insert(
+            leasehold::backend::TableOp::Insert(
                 leasehold::entity::Entity::encode(&outside).unwrap(),
             ),
+            &WriteOptions::new(),
         )
         .await
         .unwrap();
@@ -1251,9 +1254,10 @@ async fn locks_take_index_values_as_they_are_and_verify_lists_duplicates_as_obje
         .backend()
         .execute(
             &names.table("CliCustomers"),
-            &leasehold::backend::TableOp::Insert(
+            leasehold::backend::TableOp::Insert(
                 leasehold::entity::Entity::encode(&outside).unwrap(),
             ),
+            &WriteOptions::new(),
         )
         .await
         .unwrap();

@@ -10,6 +10,7 @@
 //! back to back through the same backend, no lease), measured before and
 //! after the runs.
 
+use leasehold::backend::WriteOptions;
 use std::time::{Duration, Instant};
 
 use leasehold::backend::azure::AzureBackend;
@@ -91,7 +92,10 @@ pub(crate) async fn across_worker(spec: String) -> Res<()> {
                     c.n += 1;
                     let op =
                         TableOp::Replace(c.encode().unwrap(), Precondition::IfMatch(stored.etag));
-                    backend.execute(&table, &op).await.unwrap();
+                    backend
+                        .execute(&table, op.clone(), &WriteOptions::new())
+                        .await
+                        .unwrap();
                     backend
                         .release_lease(&hand_container(), &blob, lease)
                         .await
@@ -148,7 +152,9 @@ async fn unit_round_trip(env: &Env, secs: f64) -> Res<f64> {
         let mut c = Tally::decode(stored.data)?;
         c.n += 1;
         let op = TableOp::Replace(c.encode()?, Precondition::IfMatch(stored.etag));
-        backend.execute(&table, &op).await?;
+        backend
+            .execute(&table, op.clone(), &WriteOptions::new())
+            .await?;
         requests += 2;
     }
     Ok(ms(started.elapsed()) / f64::from(requests.max(1)))

@@ -3,6 +3,7 @@
 //! loop and optimistic retries, its floor, and how throughput scales with
 //! the partition count (the chart).
 
+use leasehold::backend::WriteOptions;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -175,7 +176,10 @@ async fn hot(
                             c.encode().unwrap(),
                             Precondition::IfMatch(stored.etag),
                         );
-                        backend.execute(&table, &op).await.unwrap();
+                        backend
+                            .execute(&table, op.clone(), &WriteOptions::new())
+                            .await
+                            .unwrap();
                         backend
                             .release_lease(&container, &blob, lease)
                             .await

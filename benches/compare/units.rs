@@ -4,6 +4,7 @@
 //! their floor and against the hand-written pattern (a lease and one
 //! transaction per partition: neither atomic nor crash-safe).
 
+use leasehold::backend::WriteOptions;
 use std::collections::BTreeMap;
 
 use leasehold::backend::{LeaseDuration, LeaseId, Precondition, TableOp};
@@ -149,7 +150,7 @@ pub(crate) async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
                     .await
                     .unwrap();
                 backend
-                    .execute(&sample_table, &decision_delete)
+                    .execute(&sample_table, decision_delete.clone(), &WriteOptions::new())
                     .await
                     .unwrap();
             }
@@ -400,7 +401,10 @@ async fn cross_partition(
                         .await
                         .unwrap();
                 }
-                backend.execute(&table, &decision_delete).await.unwrap();
+                backend
+                    .execute(&table, decision_delete.clone(), &WriteOptions::new())
+                    .await
+                    .unwrap();
             } else {
                 for op in &ops {
                     backend

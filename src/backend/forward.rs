@@ -40,17 +40,10 @@ macro_rules! forward_through {
             async fn execute(
                 &self,
                 table: &$crate::key::TableName,
-                op: &$crate::backend::TableOp,
-            ) -> $crate::Result<Option<$crate::backend::Version>> {
-                (**self).execute(table, op).await
-            }
-            async fn execute_owned(
-                &self,
-                table: &$crate::key::TableName,
                 op: $crate::backend::TableOp,
-                write_log: Option<&str>,
+                options: &$crate::backend::WriteOptions,
             ) -> $crate::Result<Option<$crate::backend::Version>> {
-                (**self).execute_owned(table, op, write_log).await
+                (**self).execute(table, op, options).await
             }
             async fn batch(
                 &self,
@@ -192,6 +185,7 @@ mod tests {
 
     use async_trait::async_trait;
 
+    use crate::backend::WriteOptions;
     use crate::backend::memory::MemoryBackend;
     use crate::backend::{
         Backend, QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp, Version,
@@ -212,12 +206,12 @@ mod tests {
         is_backend::<CountingBackend<FaultyBackend<Arc<dyn Backend>>>>();
     }
 
-    /// Takes writes only through `execute_owned`.
+    /// Takes only writes that keep a write log.
     #[derive(Debug)]
-    struct OwnedOnly;
+    struct LoggedOnly;
 
     #[async_trait]
-    impl TableBackend for OwnedOnly {
+    impl TableBackend for LoggedOnly {
         async fn create_table(&self, _: &TableName) -> Result<TableCreation> {
             Ok(TableCreation::AlreadyExisted)
         }
@@ -235,16 +229,16 @@ mod tests {
         ) -> Result<Option<StoredEntity>> {
             Ok(None)
         }
-        async fn execute(&self, _: &TableName, _: &TableOp) -> Result<Option<Version>> {
-            Err(Error::invalid("write", "the unchecked path was taken"))
-        }
-        async fn execute_owned(
+        async fn execute(
             &self,
             _: &TableName,
             _: TableOp,
-            _: Option<&str>,
+            options: &WriteOptions,
         ) -> Result<Option<Version>> {
-            Ok(None)
+            match options.write_log() {
+                Some(_) => Ok(None),
+                None => Err(Error::invalid("write", "the options were lost on the way")),
+            }
         }
         async fn batch(&self, _: &TableName, _: &[TableOp]) -> Result<Vec<Option<Version>>> {
             Ok(Vec::new())
@@ -254,11 +248,10 @@ mod tests {
         }
     }
 
-    /// Pointers and wrappers take the path the caller chose, not the
-    /// trait's default.
+    /// Pointers and wrappers hand a write's options on.
     #[tokio::test]
-    async fn provided_methods_are_forwarded_through_every_layer() {
-        let shared: Arc<dyn TableBackend> = Arc::new(Box::new(OwnedOnly));
+    async fn write_options_are_forwarded_through_every_layer() {
+        let shared: Arc<dyn TableBackend> = Arc::new(Box::new(LoggedOnly));
         let counting = CountingBackend::new(FaultyBackend::new(Box::new(shared)));
         let counter = counting.counter();
         let table = TableName::new("Checked").unwrap();
@@ -268,7 +261,11 @@ mod tests {
             properties: Properties::new(),
         };
         counting
-            .execute_owned(&table, TableOp::Insert(data), None)
+            .execute(
+                &table,
+                TableOp::Insert(data),
+                &WriteOptions::new().with_write_log(),
+            )
             .await
             .unwrap();
         assert_eq!(counter.get(Op::Write), 1);

@@ -52,7 +52,7 @@ pub use blob::{
 };
 pub(crate) use table::validate_batch;
 pub use table::{
-    Precondition, QueryPage, QuerySpec, StoredEntity, TableCreation, TableOp, Version,
+    Precondition, QueryPage, QuerySpec, StoredEntity, TableCreation, TableOp, Version, WriteOptions,
 };
 
 use crate::error::Result;
@@ -122,34 +122,17 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     /// [`Error::Transient`](crate::Error::Transient) for a failure worth
     /// retrying (5xx, 408, a timeout, a lost connection); otherwise
     /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
-    async fn execute(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>>;
-
-    /// Applies one write handed over by value, as [`TableBackend::execute`]
-    /// (a backend that keeps the entity may move it instead of copying it),
-    /// with what settles the write if its reply is lost. Leasehold's typed
-    /// tables write through here.
     ///
-    /// `write_log` names the property of the written entity that holds the
-    /// write's log, when it keeps one (see
-    /// [`Table::with_write_log`](crate::Table::with_write_log)): the ids of
-    /// the entity's recent writes, newest first, this write's own in front.
-    /// A backend that can lose a reply (a connection dropped after the
-    /// request went out) reads the entity back and settles the outcome by
-    /// the log; without one it compares content, which cannot always tell
-    /// this write from another writer's. The default calls
-    /// [`TableBackend::execute`].
-    ///
-    /// # Errors
-    /// As [`TableBackend::execute`].
-    async fn execute_owned(
+    /// The operation is handed over by value (a backend that keeps the
+    /// entity moves it rather than copying it); `options` say what else
+    /// goes with it, such as the write log that settles the write if its
+    /// reply is lost ([`WriteOptions::write_log`]).
+    async fn execute(
         &self,
         table: &TableName,
         op: TableOp,
-        write_log: Option<&str>,
-    ) -> Result<Option<Version>> {
-        let _ = write_log;
-        self.execute(table, &op).await
-    }
+        options: &WriteOptions,
+    ) -> Result<Option<Version>>;
 
     /// Applies an entity-group transaction: all operations or none.
     ///

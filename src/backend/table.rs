@@ -42,6 +42,47 @@ pub enum Precondition {
     Upsert,
 }
 
+/// How [`TableBackend::execute`](super::TableBackend::execute) sends one
+/// write, beyond the operation itself. The default sends it as it is.
+///
+/// ```
+/// use leasehold::backend::WriteOptions;
+/// let options = WriteOptions::new().with_write_log();
+/// assert_eq!(options.write_log(), Some("_lhWriteLog"));
+/// assert_eq!(WriteOptions::default().write_log(), None);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WriteOptions {
+    write_log: bool,
+}
+
+impl WriteOptions {
+    /// No options: the write as it is.
+    pub const fn new() -> Self {
+        WriteOptions { write_log: false }
+    }
+
+    /// The written entity keeps a write log
+    /// ([`Table::with_write_log`](crate::Table::with_write_log)) with this
+    /// write's id in front.
+    #[must_use]
+    pub const fn with_write_log(mut self) -> Self {
+        self.write_log = true;
+        self
+    }
+
+    /// The property of the written entity that holds its write log, when it
+    /// keeps one: the ids of the entity's recent writes, newest first, this
+    /// write's own in front. A backend that can lose a reply (a connection
+    /// dropped after the request went out) reads the entity back and
+    /// settles the outcome by the log; without one it compares content,
+    /// which cannot always tell this write from another writer's.
+    pub fn write_log(&self) -> Option<&'static str> {
+        self.write_log.then_some(super::write_log::PROPERTY)
+    }
+}
+
 /// One write to a table.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TableOp {

@@ -1,6 +1,7 @@
 //! Verifying and rebuilding the index rows of a table: finding (and
 //! fixing) the orphan and missing rows that writers outside leasehold leave.
 
+use crate::backend::WriteOptions;
 use std::collections::BTreeMap;
 
 use super::{DEFS_PARTITION, Indexes, read_defs, target_of};
@@ -340,7 +341,10 @@ async fn fix(store: &Store, indexes: &Indexes, problem: Problem) -> Result<bool>
                         TableOp::Replace(data, Precondition::IfMatch(r.etag))
                     }
                 };
-                store.backend().execute(&indexes.index_table, &op).await?;
+                store
+                    .backend()
+                    .execute(&indexes.index_table, op, &WriteOptions::new())
+                    .await?;
                 Ok(true)
             }
             .await;
@@ -373,11 +377,12 @@ async fn fix(store: &Store, indexes: &Indexes, problem: Problem) -> Result<bool>
                     .backend()
                     .execute(
                         &indexes.index_table,
-                        &TableOp::Delete {
+                        TableOp::Delete {
                             partition_key: ipk.clone(),
                             row_key: irk.clone(),
                             if_match: Some(now.etag),
                         },
+                        &WriteOptions::new(),
                     )
                     .await?;
                 Ok(true)

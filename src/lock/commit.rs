@@ -15,6 +15,7 @@ use super::report::CommitReport;
 use super::roll_forward::roll_forward;
 use super::settle::Unsettled;
 use super::unit::{Slot, Unit};
+use crate::backend::WriteOptions;
 use crate::backend::{Precondition, StoredEntity, TableBackend, TableOp, Version, validate_batch};
 use crate::entity::validate_entity;
 use crate::error::{Error, ErrorKind, Result};
@@ -61,7 +62,10 @@ impl Cleanup {
     /// Sends the clean-up, best effort: a decision row left behind costs
     /// nothing but its storage (queries never return it).
     pub(super) async fn send(&self, backend: &dyn TableBackend) {
-        if let Err(e) = backend.execute(&self.table, &self.op).await {
+        if let Err(e) = backend
+            .execute(&self.table, self.op.clone(), &WriteOptions::new())
+            .await
+        {
             tracing::debug!(table = %self.table, error = %e, "deleting a finished commit's decision row failed; it stays, hidden from queries");
         }
     }

@@ -32,6 +32,7 @@
 //! still need it. A withdrawal's row stays: a writer paused before its
 //! commit point may still send it.
 
+use crate::backend::WriteOptions;
 use crate::backend::{StoredEntity, TableBackend, TableOp};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
@@ -165,7 +166,11 @@ pub(crate) async fn withdraw(
     txn: &str,
 ) -> Result<Decision> {
     match backend
-        .execute(table, &insert(primary, txn, Decision::Withdrawn)?)
+        .execute(
+            table,
+            insert(primary, txn, Decision::Withdrawn)?,
+            &WriteOptions::new(),
+        )
         .await
     {
         Ok(_) => Ok(Decision::Withdrawn),

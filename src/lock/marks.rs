@@ -14,6 +14,7 @@
 
 use std::time::Duration;
 
+use crate::backend::WriteOptions;
 use crate::backend::{Precondition, QueryPage, QuerySpec, StoredEntity, TableOp};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
@@ -504,7 +505,10 @@ async fn write(
     table: &TableName,
     op: &TableOp,
 ) -> Result<()> {
-    match backend.execute(table, op).await {
+    match backend
+        .execute(table, op.clone(), &WriteOptions::new())
+        .await
+    {
         Ok(_) => Ok(()),
         Err(e)
             if matches!(

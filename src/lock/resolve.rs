@@ -19,6 +19,7 @@
 //! the other participants' lock blobs are stale from then on and are
 //! cleared by their next holders.
 
+use crate::backend::WriteOptions;
 use crate::backend::{Precondition, StoredEntity, TableBackend, TableOp};
 use crate::entity::{EntityData, Properties};
 use crate::error::{Error, ErrorKind, Result};
@@ -196,7 +197,7 @@ pub(crate) async fn resolve_commit(
                 forced_before(entry.before_image(&primary)?, &op, stored[i].as_ref())
             };
             if let Some(write) = target {
-                backend.execute(&table, &write).await.map_err(|e| {
+                backend.execute(&table, write, &WriteOptions::new()).await.map_err(|e| {
                     if matches!(
                         e.kind(),
                         ErrorKind::Conflict | ErrorKind::AlreadyExists | ErrorKind::NotFound

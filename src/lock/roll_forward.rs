@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use crate::backend::TableBackend;
+use crate::backend::WriteOptions;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::PartitionKey;
 use crate::lease::LeaseManager;
@@ -60,7 +61,7 @@ pub(crate) async fn roll_forward(
             continue;
         }
         match still_applicable(&op, stored.as_ref()) {
-            Some(now) => match backend.execute(&table, &now).await {
+            Some(now) => match backend.execute(&table, now, &WriteOptions::new()).await {
                 Ok(_) => report.applied += 1,
                 Err(e) if refused(&e) => {
                     // The journal's own writer, paused past its lease, may
@@ -135,7 +136,7 @@ async fn roll_forward_marked(
                 continue 'ops;
             };
             match backend
-                .execute(&table, &at_etag(op.clone(), &row.etag))
+                .execute(&table, at_etag(op.clone(), &row.etag), &WriteOptions::new())
                 .await
             {
                 Ok(_) => {
@@ -212,7 +213,7 @@ pub(crate) async fn roll_back(
             return Err(contradicted());
         }
         if let Some(undo) = entry.undo(&primary, stored.as_ref().map(|s| &s.etag))? {
-            match backend.execute(&table, &undo).await {
+            match backend.execute(&table, undo, &WriteOptions::new()).await {
                 Ok(_) => report.applied += 1,
                 Err(e) if refused(&e) => {
                     // The undoing writer, paused past its lease, may have

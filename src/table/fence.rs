@@ -41,6 +41,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use tracing::Instrument as _;
 
+use crate::backend::WriteOptions;
 use crate::backend::{
     Backend, Precondition, QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation,
     TableOp, Version, validate_batch,
@@ -541,15 +542,13 @@ impl TableBackend for FencedWrites {
         self.backend.get(table, partition_key, row_key).await
     }
 
-    async fn execute(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>> {
-        self.one(table, op).await
-    }
-
-    async fn execute_owned(
+    /// A fenced write settles a lost reply as a transaction's, not by the
+    /// write log.
+    async fn execute(
         &self,
         table: &TableName,
         op: TableOp,
-        _write_log: Option<&str>,
+        _: &WriteOptions,
     ) -> Result<Option<Version>> {
         self.one(table, &op).await
     }

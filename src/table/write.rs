@@ -6,6 +6,7 @@ use tracing::Instrument as _;
 use super::fence::{Fence, FencedWrites};
 use super::handle::Table;
 use super::stored::{Base, stored_after};
+use crate::backend::WriteOptions;
 use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
@@ -72,7 +73,15 @@ impl<E: Entity> Table<E> {
         // reply by it.
         let version = self
             .writer()
-            .execute_owned(name, op, log.as_ref().map(|_| write_log::PROPERTY))
+            .execute(
+                name,
+                op,
+                &if log.is_some() {
+                    WriteOptions::new().with_write_log()
+                } else {
+                    WriteOptions::new()
+                },
+            )
             .instrument(span.clone())
             .await?;
         let Version { etag, timestamp } = version.ok_or_else(|| Error::Backend {
@@ -528,7 +537,7 @@ impl<E: Entity> Table<E> {
             if_match,
         };
         self.writer()
-            .execute(name, &op)
+            .execute(name, op, &WriteOptions::new())
             .instrument(span)
             .await
             .map(|_| ())

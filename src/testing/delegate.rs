@@ -1,8 +1,7 @@
 //! One delegation of both backend traits, shared by every wrapper: each
 //! request goes through the wrapper's `call(op, future)`.
 //!
-//! Every method is forwarded, provided ones too (`execute_owned`,
-//! `endpoint`), so a store on a wrapper takes the same path as on the
+//! Every method is forwarded, provided ones too (`endpoint`), so a store on a wrapper takes the same path as on the
 //! wrapped backend. The impls deny `clippy::missing_trait_methods`: a
 //! method added to a trait with a default body is a lint error here until it
 //! is forwarded.
@@ -52,20 +51,12 @@ macro_rules! delegate_backend {
             async fn execute(
                 &self,
                 table: &$crate::key::TableName,
-                op: &$crate::backend::TableOp,
-            ) -> $crate::Result<Option<$crate::backend::Version>> {
-                self.call($crate::testing::Op::Write, self.inner.execute(table, op))
-                    .await
-            }
-            async fn execute_owned(
-                &self,
-                table: &$crate::key::TableName,
                 op: $crate::backend::TableOp,
-                write_log: Option<&str>,
+                options: &$crate::backend::WriteOptions,
             ) -> $crate::Result<Option<$crate::backend::Version>> {
                 self.call(
                     $crate::testing::Op::Write,
-                    self.inner.execute_owned(table, op, write_log),
+                    self.inner.execute(table, op, options),
                 )
                 .await
             }

@@ -8,6 +8,7 @@
 #![cfg(feature = "azure")]
 
 use crate::support::{azurite, secrets};
+use leasehold::backend::WriteOptions;
 
 use leasehold::backend::{LeaseKind, Version};
 use std::time::Duration;
@@ -86,7 +87,10 @@ async fn get(b: &AzureBackend, t: &TableName, p: &str, r: &str) -> Option<Stored
 }
 
 async fn insert(b: &AzureBackend, t: &TableName, e: EntityData) -> leasehold::backend::Version {
-    b.execute(t, &TableOp::Insert(e)).await.unwrap().unwrap()
+    b.execute(t, TableOp::Insert(e), &WriteOptions::new())
+        .await
+        .unwrap()
+        .unwrap()
 }
 
 fn assert_kind(e: &Error, kind: ErrorKind, code: Option<&str>) {
@@ -182,7 +186,11 @@ async fn secrets_never_appear_in_debug_display_or_errors() {
         let errors = vec![
             backend.get(&t, &pk("p"), &rk("r")).await.unwrap_err(),
             backend
-                .execute(&t, &TableOp::Insert(entity("p", "r", &[])))
+                .execute(
+                    &t,
+                    TableOp::Insert(entity("p", "r", &[])),
+                    &WriteOptions::new(),
+                )
                 .await
                 .unwrap_err(),
             backend.query(&t, &QuerySpec::default()).await.unwrap_err(),
@@ -263,7 +271,8 @@ async fn a_64_kib_string_round_trips_and_one_more_unit_is_rejected_before_sendin
     let e = b
         .execute(
             &t,
-            &TableOp::Insert(entity("p", "r2", &[("s", Value::String(format!("{s}y")))])),
+            TableOp::Insert(entity("p", "r2", &[("s", Value::String(format!("{s}y")))])),
+            &WriteOptions::new(),
         )
         .await
         .unwrap_err();
@@ -375,7 +384,8 @@ async fn an_insert_whose_reply_was_lost_succeeds_on_retry() {
     let v = b
         .execute(
             &t,
-            &TableOp::Insert(entity("p", "r", &[("n", Value::Int32(1))])),
+            TableOp::Insert(entity("p", "r", &[("n", Value::Int32(1))])),
+            &WriteOptions::new(),
         )
         .await
         .unwrap()
@@ -391,7 +401,8 @@ async fn an_insert_whose_reply_was_lost_succeeds_on_retry() {
     let e = b
         .execute(
             &t,
-            &TableOp::Insert(entity("p", "other", &[("n", Value::Int32(2))])),
+            TableOp::Insert(entity("p", "other", &[("n", Value::Int32(2))])),
+            &WriteOptions::new(),
         )
         .await
         .unwrap_err();
@@ -416,10 +427,11 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
     let e = b
         .execute(
             &t,
-            &TableOp::Replace(
+            TableOp::Replace(
                 entity("p", "r", &[("n", Value::Int32(2))]),
                 Precondition::IfMatch(v1.etag.clone()),
             ),
+            &WriteOptions::new(),
         )
         .await
         .unwrap_err();
@@ -438,10 +450,11 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
     let v3 = b
         .execute(
             &t,
-            &TableOp::Merge(
+            TableOp::Merge(
                 entity("p", "r", &[("m", Value::Int32(3))]),
                 Precondition::IfMatch(v2.etag.clone()),
             ),
+            &WriteOptions::new(),
         )
         .await
         .unwrap()
@@ -453,10 +466,11 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
     let v4 = b
         .execute(
             &t,
-            &TableOp::Merge(
+            TableOp::Merge(
                 entity("p", "r", &[("m", Value::Int32(4))]),
                 Precondition::IfMatch(v3.etag.clone()),
             ),
+            &WriteOptions::new(),
         )
         .await
         .unwrap()
@@ -474,10 +488,11 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
     other
         .execute(
             &t,
-            &TableOp::Replace(
+            TableOp::Replace(
                 entity("p", "r", &[("x", Value::Int32(9))]),
                 Precondition::IfExists,
             ),
+            &WriteOptions::new(),
         )
         .await
         .unwrap();
@@ -485,10 +500,11 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
     let e = b
         .execute(
             &t,
-            &TableOp::Replace(
+            TableOp::Replace(
                 entity("p", "r", &[("n", Value::Int32(5))]),
                 Precondition::IfMatch(v4.etag.clone()),
             ),
+            &WriteOptions::new(),
         )
         .await
         .unwrap_err();
@@ -501,11 +517,12 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
     plan.inject_request("DELETE", "RowKey='r'", Fault::LoseReply);
     b.execute(
         &t,
-        &TableOp::Delete {
+        TableOp::Delete {
             partition_key: pk("p"),
             row_key: rk("r"),
             if_match: Some(cur.etag),
         },
+        &WriteOptions::new(),
     )
     .await
     .unwrap();
@@ -515,6 +532,8 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
 /// The property holding the write logs, named to the backend with each
 /// write (`Table::with_write_log` uses `_lhWriteLog`).
 const WRITE_LOG: &str = "_lhWriteLog";
+/// Writes that keep their log in [`WRITE_LOG`].
+const LOGGED: WriteOptions = WriteOptions::new().with_write_log();
 
 /// The entity's properties with a write log (ids newest first, as
 /// `Table::with_write_log` writes them).
@@ -546,7 +565,7 @@ async fn write_logs_settle_lost_replies_exactly() {
     // stored version, not an unknown outcome.
     plan.inject_request("PUT", "RowKey='r'", Fault::LoseReply);
     let v2 = b
-        .execute_owned(&t, replace(2, "mine base", &v1.etag), Some(WRITE_LOG))
+        .execute(&t, replace(2, "mine base", &v1.etag), &LOGGED)
         .await
         .unwrap()
         .unwrap();
@@ -558,12 +577,12 @@ async fn write_logs_settle_lost_replies_exactly() {
     // rival wrote the same content from the same version: the log lists
     // the rival and not us, so the write fails as it would have.
     other
-        .execute_owned(&t, replace(3, "rival mine base", &v2.etag), Some(WRITE_LOG))
+        .execute(&t, replace(3, "rival mine base", &v2.etag), &LOGGED)
         .await
         .unwrap();
     plan.inject_request("PUT", "RowKey='r'", Fault::Status(500));
     let e = b
-        .execute_owned(&t, replace(3, "again mine base", &v2.etag), Some(WRITE_LOG))
+        .execute(&t, replace(3, "again mine base", &v2.etag), &LOGGED)
         .await
         .unwrap_err();
     assert_kind(&e, ErrorKind::Conflict, None);
@@ -592,16 +611,16 @@ async fn write_logs_settle_lost_replies_exactly() {
             t.clone(),
             replace(4, "ours rival mine base", &cur.etag),
         );
-        tokio::spawn(async move { slow.execute_owned(&t, op, Some(WRITE_LOG)).await })
+        tokio::spawn(async move { slow.execute(&t, op, &LOGGED).await })
     };
     loop {
         let now = get(&other, &t, "p", "r").await.unwrap();
         if now.data.properties.get("n") == Some(&Value::Int32(4)) {
             other
-                .execute_owned(
+                .execute(
                     &t,
                     replace(5, "later ours rival mine base", &now.etag),
-                    Some(WRITE_LOG),
+                    &LOGGED,
                 )
                 .await
                 .unwrap();
@@ -615,7 +634,7 @@ async fn write_logs_settle_lost_replies_exactly() {
     assert_eq!(got.data.properties.get("n"), Some(&Value::Int32(5)));
     // The superseded ETag matches nothing: a write based on it conflicts.
     let e = b
-        .execute_owned(&t, replace(6, "x ours", &v.etag), Some(WRITE_LOG))
+        .execute(&t, replace(6, "x ours", &v.etag), &LOGGED)
         .await
         .unwrap_err();
     assert_kind(&e, ErrorKind::Conflict, None);
@@ -720,7 +739,11 @@ async fn transient_failures_are_retried_then_reported_as_transient() {
     }
     let before = plan.requests();
     let e = b
-        .execute(&t, &TableOp::Insert(entity("p", "r", &[])))
+        .execute(
+            &t,
+            TableOp::Insert(entity("p", "r", &[])),
+            &WriteOptions::new(),
+        )
         .await
         .unwrap_err();
     assert_kind(&e, ErrorKind::AlreadyExists, None);
@@ -1015,7 +1038,11 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
         2
     );
     let e = b
-        .execute(&t, &TableOp::Insert(entity("p", "r", &[])))
+        .execute(
+            &t,
+            TableOp::Insert(entity("p", "r", &[])),
+            &WriteOptions::new(),
+        )
         .await
         .unwrap_err();
     assert_kind(&e, ErrorKind::AlreadyExists, None);

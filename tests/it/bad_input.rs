@@ -12,6 +12,7 @@
 //! `scripts/with-azurite.sh`, on Azurite (required when `CI` is set).
 
 use crate::support;
+use leasehold::backend::WriteOptions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -354,7 +355,13 @@ async fn raw_property_bags(store: &Store, _counter: &RequestCounter) {
                 leasehold::backend::Precondition::Upsert,
             ),
         ] {
-            assert_invalid(backend.execute(&table, &op).await, &culprit, rule);
+            assert_invalid(
+                backend
+                    .execute(&table, op.clone(), &WriteOptions::new())
+                    .await,
+                &culprit,
+                rule,
+            );
             let batch = backend.batch(&table, std::slice::from_ref(&op)).await;
             let (what, why) = match batch {
                 Err(Error::Batch { index: 0, source }) => invalid(Err::<(), _>(*source)),
@@ -428,7 +435,11 @@ async fn wrong_types_on_read(store: &Store) {
     props.insert("n", Value::String("twelve".into()));
     props.insert("data", Value::Binary(vec![1]));
     backend
-        .execute(&table, &TableOp::Insert(data("p", "typed", props)))
+        .execute(
+            &table,
+            TableOp::Insert(data("p", "typed", props)),
+            &WriteOptions::new(),
+        )
         .await
         .expect("raw insert");
     match items.get("p", "typed").await {
@@ -656,13 +667,23 @@ async fn raw_checks_happen_before_the_wire() {
     let table = TableName::new("BadInput").unwrap();
     // The endpoint really is dead: a valid request fails in the transport.
     let e = backend
-        .execute(&table, &TableOp::Insert(data("p", "r", Properties::new())))
+        .execute(
+            &table,
+            TableOp::Insert(data("p", "r", Properties::new())),
+            &WriteOptions::new(),
+        )
         .await
         .unwrap_err();
     assert!(e.is_transient(), "{e:?}");
     for (props, culprit, rule) in bad_bags() {
         let op = TableOp::Insert(data("p", "raw", props));
-        assert_invalid(backend.execute(&table, &op).await, &culprit, rule);
+        assert_invalid(
+            backend
+                .execute(&table, op.clone(), &WriteOptions::new())
+                .await,
+            &culprit,
+            rule,
+        );
     }
     let ops: Vec<TableOp> = (0..101)
         .map(|i| TableOp::Insert(data("p", &format!("r{i}"), Properties::new())))

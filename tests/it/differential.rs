@@ -11,6 +11,7 @@
 //! [`KNOWN_DIFFERENCES`]).
 
 use crate::support;
+use leasehold::backend::WriteOptions;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -345,7 +346,11 @@ impl Runner {
                     Step::Upsert(..) => TableOp::Replace(data, Precondition::Upsert),
                     _ => TableOp::Merge(data, Precondition::Upsert),
                 };
-                match self.backend.execute(&self.table, &op).await {
+                match self
+                    .backend
+                    .execute(&self.table, op.clone(), &WriteOptions::new())
+                    .await
+                {
                     Ok(v) => {
                         if let Some(v) = v {
                             self.remember(*pk, *rk, &v.etag);
@@ -362,7 +367,11 @@ impl Runner {
                     row_key,
                     if_match: if_match(self.etag(*pk, *rk, *c)),
                 };
-                match self.backend.execute(&self.table, &op).await {
+                match self
+                    .backend
+                    .execute(&self.table, op.clone(), &WriteOptions::new())
+                    .await
+                {
                     Ok(_) => Outcome::Ok,
                     Err(e) => err(e),
                 }

@@ -6,6 +6,7 @@
 //! Azurite, and pins what each does: the same where leasehold works around
 //! the difference, and each backend's own behaviour where it cannot.
 
+use leasehold::backend::WriteOptions;
 use std::sync::Arc;
 
 use leasehold::backend::{Backend, Precondition, TableOp};
@@ -311,7 +312,7 @@ pub async fn entity_size_counts_stored_data_not_json_text(ctx: &Ctx, _: Target) 
         row_key: RowKey::new("big").unwrap(),
         properties: props,
     };
-    be.execute(&table, &TableOp::Insert(data))
+    be.execute(&table, TableOp::Insert(data), &WriteOptions::new())
         .await
         .expect("960 KiB of data is within 1 MiB");
 
@@ -324,7 +325,7 @@ pub async fn entity_size_counts_stored_data_not_json_text(ctx: &Ctx, _: Target) 
         row_key: RowKey::new("text").unwrap(),
         properties: props.clone(),
     };
-    be.execute(&table, &TableOp::Insert(data.clone()))
+    be.execute(&table, TableOp::Insert(data.clone()), &WriteOptions::new())
         .await
         .expect("960 KiB of text is within 1 MiB");
     let stored = be
@@ -336,7 +337,11 @@ pub async fn entity_size_counts_stored_data_not_json_text(ctx: &Ctx, _: Target) 
     data.properties
         .insert("s15", Value::String("語".repeat(32_767)));
     let e = be
-        .execute(&table, &TableOp::Replace(data, Precondition::Upsert))
+        .execute(
+            &table,
+            TableOp::Replace(data, Precondition::Upsert),
+            &WriteOptions::new(),
+        )
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");

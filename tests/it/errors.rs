@@ -3,6 +3,7 @@
 //! and checked for repeated phrases, repeated error codes and repeated
 //! kinds (`lease lost: … lease lost`).
 
+use leasehold::backend::WriteOptions;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -179,7 +180,8 @@ async fn errors_of_every_variant_say_each_fact_once() {
     backend
         .execute(
             &table,
-            &TableOp::Merge(many("a", 200), Precondition::IfExists),
+            TableOp::Merge(many("a", 200), Precondition::IfExists),
+            &WriteOptions::new(),
         )
         .await
         .unwrap();
@@ -188,7 +190,8 @@ async fn errors_of_every_variant_say_each_fact_once() {
         backend
             .execute(
                 &table,
-                &TableOp::Merge(many("b", 100), Precondition::IfExists),
+                TableOp::Merge(many("b", 100), Precondition::IfExists),
+                &WriteOptions::new(),
             )
             .await
             .unwrap_err(),
@@ -594,7 +597,11 @@ impl TableBackend for MovingEmails {
                 properties,
             };
             self.inner
-                .execute(table, &TableOp::Replace(data, Precondition::Upsert))
+                .execute(
+                    table,
+                    TableOp::Replace(data, Precondition::Upsert),
+                    &WriteOptions::new(),
+                )
                 .await?;
             sleep(Duration::from_millis(5)).await;
         }
@@ -603,17 +610,10 @@ impl TableBackend for MovingEmails {
     async fn execute(
         &self,
         table: &TableName,
-        op: &TableOp,
-    ) -> leasehold::Result<Option<leasehold::backend::Version>> {
-        self.inner.execute(table, op).await
-    }
-    async fn execute_owned(
-        &self,
-        table: &TableName,
         op: TableOp,
-        write_log: Option<&str>,
+        options: &leasehold::backend::WriteOptions,
     ) -> leasehold::Result<Option<leasehold::backend::Version>> {
-        self.inner.execute_owned(table, op, write_log).await
+        self.inner.execute(table, op, options).await
     }
     async fn batch(
         &self,

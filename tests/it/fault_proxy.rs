@@ -21,6 +21,7 @@
 #![cfg(feature = "azure")]
 
 use crate::support::{azurite, fault_proxy};
+use leasehold::backend::WriteOptions;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -316,25 +317,29 @@ async fn a_stale_write_that_was_never_sent_is_not_reported_as_applied() {
         properties: [("n".to_owned(), Value::Int64(n))].into_iter().collect(),
     };
     let v0 = a
-        .execute(&t, &TableOp::Insert(data(0)))
+        .execute(&t, TableOp::Insert(data(0)), &WriteOptions::new())
         .await
         .expect("insert")
         .expect("a version");
     // Both read n = 0 at v0; B writes n = 1 first.
     b.execute(
         &t,
-        &TableOp::Replace(data(1), Precondition::IfMatch(v0.etag.clone())),
+        TableOp::Replace(data(1), Precondition::IfMatch(v0.etag.clone())),
+        &WriteOptions::new(),
     )
     .await
     .expect("B's replace");
     // Without a fault, A's stale write is a conflict.
     let stale = TableOp::Replace(data(1), Precondition::IfMatch(v0.etag.clone()));
-    let e = a.execute(&t, &stale).await.unwrap_err();
+    let e = a
+        .execute(&t, stale.clone(), &WriteOptions::new())
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Conflict, "{e:?}");
     // With its request failing unsent (a 500 may mean "applied"), it must
     // not turn into a success.
     plan.inject_request("PUT", "RowKey='r'", Fault::Status(500));
-    let r = a.execute(&t, &stale).await;
+    let r = a.execute(&t, stale.clone(), &WriteOptions::new()).await;
     assert!(
         r.is_err(),
         "a stale write that never reached the service was reported as applied: {r:?}"

@@ -88,6 +88,7 @@ use super::{
     LeaseId, Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp,
     Version,
 };
+use crate::backend::WriteOptions;
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
 
@@ -699,24 +700,11 @@ impl TableBackend for AzureBackend {
             .await
     }
 
-    async fn execute(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>> {
-        let span = crate::backend::table_span!(
-            "leasehold.azure.execute",
-            SYSTEM,
-            op.name(),
-            table,
-            server.address = self.table_host(),
-            partition = %op.partition_key(),
-            row = %op.row_key()
-        );
-        self.execute_impl(table, op, None).instrument(span).await
-    }
-
-    async fn execute_owned(
+    async fn execute(
         &self,
         table: &TableName,
         op: TableOp,
-        write_log: Option<&str>,
+        options: &WriteOptions,
     ) -> Result<Option<Version>> {
         let span = crate::backend::table_span!(
             "leasehold.azure.execute",
@@ -727,7 +715,7 @@ impl TableBackend for AzureBackend {
             partition = %op.partition_key(),
             row = %op.row_key()
         );
-        self.execute_impl(table, &op, write_log)
+        self.execute_impl(table, &op, options.write_log())
             .instrument(span)
             .await
     }

@@ -27,7 +27,7 @@
 //! ```
 //! # tokio_test_block_on(async {
 //! use leasehold::backend::memory::MemoryBackend;
-//! use leasehold::backend::{TableBackend, TableOp};
+//! use leasehold::backend::{TableBackend, TableOp, WriteOptions};
 //! use leasehold::entity::{EntityData, Properties, Value};
 //! use leasehold::{PartitionKey, RowKey, TableName};
 //!
@@ -41,7 +41,9 @@
 //!     row_key: RowKey::new("savings")?,
 //!     properties,
 //! };
-//! let version = backend.execute(&table, &TableOp::Insert(data.clone())).await?;
+//! let version = backend
+//!     .execute(&table, TableOp::Insert(data.clone()), &WriteOptions::new())
+//!     .await?;
 //! let stored = backend.get(&table, &data.partition_key, &data.row_key).await?;
 //! assert_eq!(stored.map(|s| s.etag), version.map(|v| v.etag));
 //! # Ok::<(), leasehold::Error>(())
@@ -73,6 +75,7 @@ use tokio::time::Instant;
 use self::blobs::BlobStore;
 use self::clock::WriteClock;
 use self::tables::TableStore;
+use crate::backend::WriteOptions;
 use crate::backend::{
     AcquiredLease, Blob, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseDuration,
     LeaseId, Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp,
@@ -267,16 +270,12 @@ impl TableBackend for MemoryBackend {
         traced(span, || self.tables().get(table, partition_key, row_key))
     }
 
-    async fn execute(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>> {
-        self.execute_owned(table, op.clone(), None).await
-    }
-
-    /// The memory backend never loses a reply: `write_log` is not needed.
-    async fn execute_owned(
+    /// The memory backend never loses a reply: the write log is not needed.
+    async fn execute(
         &self,
         table: &TableName,
         op: TableOp,
-        _write_log: Option<&str>,
+        _: &WriteOptions,
     ) -> Result<Option<Version>> {
         let span = crate::backend::table_span!(
             "memory.execute",

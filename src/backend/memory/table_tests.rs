@@ -7,6 +7,7 @@
 //! suite (`testing::conformance::table_backend` and `tables`).
 
 use super::MemoryBackend;
+use crate::backend::WriteOptions;
 use crate::backend::{Precondition, QuerySpec, StoredEntity, TableBackend, TableOp, Version};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind};
@@ -48,7 +49,10 @@ async fn backend_with_table() -> (MemoryBackend, TableName) {
 }
 
 async fn insert(b: &MemoryBackend, t: &TableName, d: EntityData) -> Version {
-    b.execute(t, &TableOp::Insert(d)).await.unwrap().unwrap()
+    b.execute(t, TableOp::Insert(d), &WriteOptions::new())
+        .await
+        .unwrap()
+        .unwrap()
 }
 
 async fn read(b: &MemoryBackend, t: &TableName, p: &str, r: &str) -> Option<StoredEntity> {
@@ -124,7 +128,11 @@ async fn etags_have_azure_shape_and_change_on_every_write() {
         } else {
             TableOp::Merge(n("p", "r", i), Precondition::IfMatch(etag.clone()))
         };
-        let v = b.execute(&t, &op).await.unwrap().unwrap();
+        let v = b
+            .execute(&t, op.clone(), &WriteOptions::new())
+            .await
+            .unwrap()
+            .unwrap();
         etag = v.etag.clone();
         seen.push(v);
     }
@@ -159,7 +167,11 @@ async fn merge_whose_result_breaks_a_limit_is_the_services_400() {
     };
     insert(&b, &t, data(first)).await;
     let e = b
-        .execute(&t, &TableOp::Merge(data(second), Precondition::IfExists))
+        .execute(
+            &t,
+            TableOp::Merge(data(second), Precondition::IfExists),
+            &WriteOptions::new(),
+        )
         .await
         .unwrap_err();
     assert_service_error(&e, ErrorKind::Backend, "TooManyProperties");
@@ -177,7 +189,11 @@ async fn merge_whose_result_breaks_a_limit_is_the_services_400() {
     };
     insert(&b, &t, big("a", 10)).await;
     let e = b
-        .execute(&t, &TableOp::Merge(big("b", 10), Precondition::IfExists))
+        .execute(
+            &t,
+            TableOp::Merge(big("b", 10), Precondition::IfExists),
+            &WriteOptions::new(),
+        )
         .await
         .unwrap_err();
     assert_service_error(&e, ErrorKind::Backend, "EntityTooLarge");
@@ -414,7 +430,9 @@ async fn continuation_is_a_position_stable_under_writes_between_pages() {
     insert(&b, &t, n("p", "b", 0)).await;
     insert(&b, &t, n("p", "d", 0)).await;
     insert(&b, &t, n("p", "f", 0)).await;
-    b.execute(&t, &delete("p", "e", None)).await.unwrap();
+    b.execute(&t, delete("p", "e", None), &WriteOptions::new())
+        .await
+        .unwrap();
     let rest = all_rows(
         &b,
         &t,
@@ -463,7 +481,7 @@ async fn the_backend_is_usable_as_a_shared_trait_object() {
     let t = table("Things");
     shared.create_table(&t).await.unwrap();
     shared
-        .execute(&t, &TableOp::Insert(n("p", "r", 1)))
+        .execute(&t, TableOp::Insert(n("p", "r", 1)), &WriteOptions::new())
         .await
         .unwrap();
     assert!(shared.get(&t, &pk("p"), &rk("r")).await.unwrap().is_some());

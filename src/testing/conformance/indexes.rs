@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::backend::WriteOptions;
 use futures_util::TryStreamExt as _;
 use leasehold::backend::{Precondition, TableOp};
 use leasehold::entity::Entity as _;
@@ -558,7 +559,11 @@ pub async fn verify_and_rebuild_fix_orphans_and_missing_rows(ctx: &Ctx) {
     // An entity written directly: its two index rows are missing.
     let outside = customer("us", "x", "outside@x.org");
     backend
-        .execute(&table, &TableOp::Insert(outside.encode().expect("encode")))
+        .execute(
+            &table,
+            TableOp::Insert(outside.encode().expect("encode")),
+            &WriteOptions::new(),
+        )
         .await
         .expect("outside write");
     // An e-mail changed directly: its row is an orphan, the new one missing.
@@ -567,7 +572,8 @@ pub async fn verify_and_rebuild_fix_orphans_and_missing_rows(ctx: &Ctx) {
     backend
         .execute(
             &table,
-            &TableOp::Replace(c1.encode().expect("encode"), Precondition::Upsert),
+            TableOp::Replace(c1.encode().expect("encode"), Precondition::Upsert),
+            &WriteOptions::new(),
         )
         .await
         .expect("outside change");
@@ -589,11 +595,12 @@ pub async fn verify_and_rebuild_fix_orphans_and_missing_rows(ctx: &Ctx) {
     backend
         .execute(
             &index,
-            &TableOp::Delete {
+            TableOp::Delete {
                 partition_key: c2_city.partition_key.clone(),
                 row_key: c2_city.row_key.clone(),
                 if_match: None,
             },
+            &WriteOptions::new(),
         )
         .await
         .expect("delete index row");
@@ -610,11 +617,12 @@ pub async fn verify_and_rebuild_fix_orphans_and_missing_rows(ctx: &Ctx) {
     backend
         .execute(
             &index,
-            &TableOp::Insert(EntityData {
+            TableOp::Insert(EntityData {
                 partition_key: PartitionKey::new("city Paris").expect("key"),
                 row_key: RowKey::new("zz gone").expect("key"),
                 properties: props,
             }),
+            &WriteOptions::new(),
         )
         .await
         .expect("orphan");

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::backend::WriteOptions;
 use leasehold::backend::{
     Backend, Precondition, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp, Version,
 };
@@ -52,7 +53,10 @@ async fn backend_with_table(ctx: &Ctx) -> (Arc<dyn Backend>, TableName) {
 }
 
 async fn insert(b: &Arc<dyn Backend>, t: &TableName, d: EntityData) -> Version {
-    b.execute(t, &TableOp::Insert(d)).await.unwrap().unwrap()
+    b.execute(t, TableOp::Insert(d), &WriteOptions::new())
+        .await
+        .unwrap()
+        .unwrap()
 }
 
 async fn read(b: &Arc<dyn Backend>, t: &TableName, p: &str, r: &str) -> Option<StoredEntity> {
@@ -113,7 +117,7 @@ pub async fn every_operation_on_a_missing_table_is_table_not_found(ctx: &Ctx) {
     let e = b.get(&t, &pk("p"), &rk("r")).await.unwrap_err();
     assert_service_error(&e, ErrorKind::NotFound, "TableNotFound");
     let e = b
-        .execute(&t, &TableOp::Insert(n("p", "r", 1)))
+        .execute(&t, TableOp::Insert(n("p", "r", 1)), &WriteOptions::new())
         .await
         .unwrap_err();
     assert_service_error(&e, ErrorKind::NotFound, "TableNotFound");
@@ -155,7 +159,7 @@ pub async fn insert_of_an_existing_entity_is_entity_already_exists(ctx: &Ctx) {
     let (b, t) = backend_with_table(ctx).await;
     insert(&b, &t, n("p", "r", 1)).await;
     let e = b
-        .execute(&t, &TableOp::Insert(n("p", "r", 2)))
+        .execute(&t, TableOp::Insert(n("p", "r", 2)), &WriteOptions::new())
         .await
         .unwrap_err();
     assert_service_error(&e, ErrorKind::AlreadyExists, "EntityAlreadyExists");
@@ -178,7 +182,8 @@ pub async fn replace_and_merge_with_a_stale_etag_are_update_condition_not_satisf
     let v2 = b
         .execute(
             &t,
-            &TableOp::Replace(n("p", "r", 2), Precondition::IfMatch(old.clone())),
+            TableOp::Replace(n("p", "r", 2), Precondition::IfMatch(old.clone())),
+            &WriteOptions::new(),
         )
         .await
         .unwrap()
@@ -190,7 +195,10 @@ pub async fn replace_and_merge_with_a_stale_etag_are_update_condition_not_satisf
         TableOp::Merge(n("p", "r", 3), Precondition::IfMatch(old.clone())),
         delete("p", "r", Some(old.clone())),
     ] {
-        let e = b.execute(&t, &op).await.unwrap_err();
+        let e = b
+            .execute(&t, op.clone(), &WriteOptions::new())
+            .await
+            .unwrap_err();
         assert_service_error(&e, ErrorKind::Conflict, "UpdateConditionNotSatisfied");
     }
     let got = read(&b, &t, "p", "r").await.unwrap();
@@ -210,7 +218,10 @@ pub async fn conditional_writes_on_a_missing_entity_are_resource_not_found(ctx: 
         delete("p", "r", Some(some_etag.clone())),
         delete("p", "r", None),
     ] {
-        let e = b.execute(&t, &op).await.unwrap_err();
+        let e = b
+            .execute(&t, op.clone(), &WriteOptions::new())
+            .await
+            .unwrap_err();
         assert_service_error(&e, ErrorKind::NotFound, "ResourceNotFound");
     }
     assert!(read(&b, &t, "p", "r").await.is_none());
@@ -222,13 +233,15 @@ pub async fn if_exists_and_if_match_star_write_whatever_version_is_there(ctx: &C
     insert(&b, &t, n("p", "r", 1)).await;
     b.execute(
         &t,
-        &TableOp::Replace(n("p", "r", 2), Precondition::IfExists),
+        TableOp::Replace(n("p", "r", 2), Precondition::IfExists),
+        &WriteOptions::new(),
     )
     .await
     .unwrap();
     b.execute(
         &t,
-        &TableOp::Replace(n("p", "r", 3), Precondition::IfMatch(ETag::new("*"))),
+        TableOp::Replace(n("p", "r", 3), Precondition::IfMatch(ETag::new("*"))),
+        &WriteOptions::new(),
     )
     .await
     .unwrap();
@@ -240,19 +253,31 @@ pub async fn if_exists_and_if_match_star_write_whatever_version_is_there(ctx: &C
 pub async fn upsert_creates_or_overwrites_and_merge_upsert_merges(ctx: &Ctx) {
     let (b, t) = backend_with_table(ctx).await;
     let a = entity("p", "r", &[("a", Value::Int32(1)), ("b", Value::Int32(1))]);
-    b.execute(&t, &TableOp::Replace(a, Precondition::Upsert))
-        .await
-        .unwrap();
+    b.execute(
+        &t,
+        TableOp::Replace(a, Precondition::Upsert),
+        &WriteOptions::new(),
+    )
+    .await
+    .unwrap();
     let only_c = entity("p", "r", &[("c", Value::Int32(2))]);
-    b.execute(&t, &TableOp::Replace(only_c.clone(), Precondition::Upsert))
-        .await
-        .unwrap();
+    b.execute(
+        &t,
+        TableOp::Replace(only_c.clone(), Precondition::Upsert),
+        &WriteOptions::new(),
+    )
+    .await
+    .unwrap();
     assert_eq!(read(&b, &t, "p", "r").await.unwrap().data, only_c);
 
     let more = entity("p", "r", &[("c", Value::Int32(3)), ("d", Value::Int32(4))]);
-    b.execute(&t, &TableOp::Merge(more, Precondition::Upsert))
-        .await
-        .unwrap();
+    b.execute(
+        &t,
+        TableOp::Merge(more, Precondition::Upsert),
+        &WriteOptions::new(),
+    )
+    .await
+    .unwrap();
     let got = read(&b, &t, "p", "r").await.unwrap().data.properties;
     assert_eq!(got.get("c"), Some(&Value::Int32(3)));
     assert_eq!(got.get("d"), Some(&Value::Int32(4)));
@@ -260,9 +285,13 @@ pub async fn upsert_creates_or_overwrites_and_merge_upsert_merges(ctx: &Ctx) {
 
     // Merge-upsert of a new row creates it.
     let fresh = entity("p", "new", &[("x", Value::Boolean(true))]);
-    b.execute(&t, &TableOp::Merge(fresh.clone(), Precondition::Upsert))
-        .await
-        .unwrap();
+    b.execute(
+        &t,
+        TableOp::Merge(fresh.clone(), Precondition::Upsert),
+        &WriteOptions::new(),
+    )
+    .await
+    .unwrap();
     assert_eq!(read(&b, &t, "p", "new").await.unwrap().data, fresh);
 }
 
@@ -278,10 +307,11 @@ pub async fn merge_keeps_other_properties_and_replace_drops_them(ctx: &Ctx) {
     let v = b
         .execute(
             &t,
-            &TableOp::Merge(
+            TableOp::Merge(
                 entity("p", "r", &[("b", Value::Int32(2))]),
                 Precondition::IfMatch(v.etag),
             ),
+            &WriteOptions::new(),
         )
         .await
         .unwrap()
@@ -291,10 +321,11 @@ pub async fn merge_keeps_other_properties_and_replace_drops_them(ctx: &Ctx) {
     assert_eq!(got.get("b"), Some(&Value::Int32(2)));
     b.execute(
         &t,
-        &TableOp::Replace(
+        TableOp::Replace(
             entity("p", "r", &[("b", Value::Int32(3))]),
             Precondition::IfMatch(v.etag),
         ),
+        &WriteOptions::new(),
     )
     .await
     .unwrap();
@@ -308,12 +339,15 @@ pub async fn delete_removes_and_a_second_delete_is_resource_not_found(ctx: &Ctx)
     let (b, t) = backend_with_table(ctx).await;
     let v = insert(&b, &t, n("p", "r", 1)).await;
     let out = b
-        .execute(&t, &delete("p", "r", Some(v.etag)))
+        .execute(&t, delete("p", "r", Some(v.etag)), &WriteOptions::new())
         .await
         .unwrap();
     assert_eq!(out, None);
     assert!(read(&b, &t, "p", "r").await.is_none());
-    let e = b.execute(&t, &delete("p", "r", None)).await.unwrap_err();
+    let e = b
+        .execute(&t, delete("p", "r", None), &WriteOptions::new())
+        .await
+        .unwrap_err();
     assert_service_error(&e, ErrorKind::NotFound, "ResourceNotFound");
 }
 
@@ -341,7 +375,10 @@ pub async fn invalid_entities_are_rejected_before_anything_changes(ctx: &Ctx) {
             TableOp::Replace(d.clone(), Precondition::Upsert),
             TableOp::Merge(d.clone(), Precondition::IfExists),
         ] {
-            let e = b.execute(&t, &op).await.unwrap_err();
+            let e = b
+                .execute(&t, op.clone(), &WriteOptions::new())
+                .await
+                .unwrap_err();
             assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
         }
     }
@@ -349,7 +386,8 @@ pub async fn invalid_entities_are_rejected_before_anything_changes(ctx: &Ctx) {
     let e = b
         .execute(
             &table(ctx, "Nope"),
-            &TableOp::Insert(entity("p", "r", &[("bad-name", Value::Int32(1))])),
+            TableOp::Insert(entity("p", "r", &[("bad-name", Value::Int32(1))])),
+            &WriteOptions::new(),
         )
         .await
         .unwrap_err();
@@ -379,7 +417,10 @@ pub async fn keys_with_quotes_percent_plus_spaces_and_unicode_round_trip(ctx: &C
         let got = read(&b, &t, k, k).await.unwrap();
         assert_eq!(got.data.partition_key.as_str(), *k);
         assert_eq!(got.data.properties.get("n"), Some(&Value::Int64(i as i64)));
-        let v = b.execute(&t, &delete(k, k, Some(got.etag))).await.unwrap();
+        let v = b
+            .execute(&t, delete(k, k, Some(got.etag)), &WriteOptions::new())
+            .await
+            .unwrap();
         assert!(v.is_none());
     }
     assert!(all_rows(&b, &t, QuerySpec::default()).await.is_empty());
@@ -391,7 +432,8 @@ pub async fn a_failing_batch_op_reports_its_index_and_code_and_applies_nothing(c
     let v = insert(&b, &t, n("p", "a", 1)).await;
     b.execute(
         &t,
-        &TableOp::Replace(n("p", "a", 2), Precondition::IfMatch(v.etag.clone())),
+        TableOp::Replace(n("p", "a", 2), Precondition::IfMatch(v.etag.clone())),
+        &WriteOptions::new(),
     )
     .await
     .unwrap();
@@ -473,10 +515,11 @@ pub async fn a_failing_batch_op_reports_its_index_and_code_and_applies_nothing(c
     // Index 1 replaces with a stale ETag.
     b.execute(
         &t,
-        &TableOp::Replace(
+        TableOp::Replace(
             entity("p", "r3", &[]),
             Precondition::IfMatch(v.etag.clone()),
         ),
+        &WriteOptions::new(),
     )
     .await
     .unwrap();
@@ -693,7 +736,7 @@ pub async fn concurrent_optimistic_increments_lose_no_update(ctx: &Ctx) {
                     tokio::task::yield_now().await;
                     let op =
                         TableOp::Replace(n("p", "counter", v + 1), Precondition::IfMatch(cur.etag));
-                    match b.execute(&t, &op).await {
+                    match b.execute(&t, op.clone(), &WriteOptions::new()).await {
                         Ok(_) => break,
                         Err(e) if e.kind() == ErrorKind::Conflict => conflicts += 1,
                         Err(e) => panic!("{e}"),
@@ -779,10 +822,11 @@ pub async fn keys_with_single_quotes_work_everywhere(ctx: &Ctx) {
     let v2 = b
         .execute(
             &t,
-            &TableOp::Replace(
+            TableOp::Replace(
                 entity(p, r, &[("n", Value::Int32(2))]),
                 Precondition::IfMatch(v1.etag.clone()),
             ),
+            &WriteOptions::new(),
         )
         .await
         .unwrap()
@@ -820,11 +864,12 @@ pub async fn keys_with_single_quotes_work_everywhere(ctx: &Ctx) {
 
     b.execute(
         &t,
-        &TableOp::Delete {
+        TableOp::Delete {
             partition_key: pk(p),
             row_key: rk(r),
             if_match: None,
         },
+        &WriteOptions::new(),
     )
     .await
     .unwrap();
@@ -837,20 +882,22 @@ pub async fn upserts_create_and_overwrite(ctx: &Ctx) {
     let v1 = b
         .execute(
             &t,
-            &TableOp::Replace(
+            TableOp::Replace(
                 entity("p", "r", &[("a", Value::Int32(1)), ("b", Value::Int32(1))]),
                 Precondition::Upsert,
             ),
+            &WriteOptions::new(),
         )
         .await
         .unwrap()
         .unwrap();
     b.execute(
         &t,
-        &TableOp::Merge(
+        TableOp::Merge(
             entity("p", "r", &[("c", Value::Int32(3))]),
             Precondition::Upsert,
         ),
+        &WriteOptions::new(),
     )
     .await
     .unwrap();
@@ -859,10 +906,11 @@ pub async fn upserts_create_and_overwrite(ctx: &Ctx) {
     assert_ne!(got.etag, v1.etag);
     b.execute(
         &t,
-        &TableOp::Replace(
+        TableOp::Replace(
             entity("p", "r", &[("z", Value::Int32(9))]),
             Precondition::Upsert,
         ),
+        &WriteOptions::new(),
     )
     .await
     .unwrap();

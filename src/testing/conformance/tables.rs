@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::backend::WriteOptions;
 use futures_util::{StreamExt, TryStreamExt};
 use leasehold::backend::{Precondition, QuerySpec, TableOp};
 use leasehold::entity::{Entity as EntityTrait, EntityData, Properties, Value};
@@ -330,7 +331,11 @@ pub async fn invalid_input_is_rejected_before_sending(ctx: &Ctx) {
         row_key: RowKey::new("r").unwrap(),
         properties: props,
     });
-    let e = ctx.backend().execute(&name, &op).await.unwrap_err();
+    let e = ctx
+        .backend()
+        .execute(&name, op.clone(), &WriteOptions::new())
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid);
     assert!(e.to_string().contains("253 properties"), "{e}");
 }
@@ -815,7 +820,10 @@ pub async fn update_with_gives_up_with_conflict(ctx: &Ctx) {
                         },
                         Precondition::IfExists,
                     );
-                    backend.execute(&name, &op).await.unwrap();
+                    backend
+                        .execute(&name, op.clone(), &WriteOptions::new())
+                        .await
+                        .unwrap();
                 });
             })
             .join()
@@ -1283,7 +1291,10 @@ fn overwrite_counter(ctx: &Ctx, rk: &'static str, n: i64) {
                 },
                 Precondition::IfExists,
             );
-            backend.execute(&name, &op).await.unwrap();
+            backend
+                .execute(&name, op.clone(), &WriteOptions::new())
+                .await
+                .unwrap();
         });
     })
     .join()
