@@ -199,7 +199,7 @@ pub fn container(attrs: &[Attribute], errors: &mut Errors) -> ContainerAttrs {
                 } else {
                     out.table = lit;
                 }
-            } else if crate::keys::container_attr(&meta, &mut out, errors)? {
+            } else if container_attr(&meta, &mut out, errors)? {
                 // A constant key or `drop_unknown_properties` (crate::keys).
             } else {
                 let name = path_text(&meta.path);
@@ -207,7 +207,7 @@ pub fn container(attrs: &[Attribute], errors: &mut Errors) -> ContainerAttrs {
                     &meta.path,
                     format!(
                         "unknown entity attribute `{name}`{}; on the struct, write `#[entity(table = \"...\")]`",
-                        did_you_mean(&name, &crate::keys::CONTAINER_NAMES)
+                        did_you_mean(&name, &CONTAINER_NAMES)
                     ),
                 );
                 skip_value(&meta)?;
@@ -333,6 +333,56 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     d[a.len()][b.len()]
+}
+
+/// The names a container attribute may have, for suggestions.
+pub const CONTAINER_NAMES: [&str; 4] = [
+    "table",
+    "partition_key",
+    "row_key",
+    "drop_unknown_properties",
+];
+
+/// Reads the container attributes of the keys (constant keys) and of
+/// unknown properties; `false` when `meta` is none of them.
+pub fn container_attr(
+    meta: &ParseNestedMeta<'_>,
+    out: &mut ContainerAttrs,
+    errors: &mut Errors,
+) -> syn::Result<bool> {
+    let name = path_text(&meta.path);
+    match name.as_str() {
+        "partition_key" | "row_key" => {
+            let example = if name == "row_key" { "profile" } else { "all" };
+            let lit = string_value(meta, errors, example)?;
+            let slot = if name == "row_key" {
+                &mut out.row_key
+            } else {
+                &mut out.partition_key
+            };
+            if slot.is_some() {
+                errors.spanned(&meta.path, format!("duplicate `{name}` attribute"));
+            } else {
+                *slot = lit;
+            }
+            Ok(true)
+        }
+        "drop_unknown_properties" => {
+            if out.drop_unknown.is_some() {
+                errors.spanned(&meta.path, format!("duplicate `{name}` attribute"));
+            }
+            out.drop_unknown = Some(meta.path.span());
+            if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
+                errors.spanned(
+                    &meta.path,
+                    format!("`{name}` takes no value: write `#[entity({name})]`"),
+                );
+                skip_value(meta)?;
+            }
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
 }
 
 #[cfg(test)]

@@ -31,12 +31,6 @@ fn private() -> TokenStream {
     quote!(::leasehold::__private)
 }
 
-/// `::leasehold::__private` spanned at `span`: code meant to point at a field
-/// must carry the field's span in every token, paths included.
-pub(crate) fn private_at(span: Span) -> TokenStream {
-    quote_spanned!(span=> ::leasehold::__private)
-}
-
 /// A local variable of the generated code. Mixed-site hygiene keeps it apart
 /// from the user's variables; the prefix keeps it apart from their constants
 /// too (a binding pattern would otherwise match a constant of that name).
@@ -94,7 +88,7 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
     let encoders = property_fields.iter().map(|&(i, f, prop)| {
         let Field { ident, ty, .. } = f;
         let name = &prop.name;
-        let p = private_at(ty.span());
+        let p = crate::private::private_at(ty.span());
         let slot = slot(i);
         let check = if prop.chunked && !prop.json {
             quote_spanned!(ty.span()=> #p::chunked_field::<#ty>();)
@@ -179,7 +173,7 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
 
     let decoders = model.fields.iter().map(|field| {
         let Field { ident, ty, role } = field;
-        let p = private_at(ty.span());
+        let p = crate::private::private_at(ty.span());
         let expr = match role {
             Role::Key { kind, position } => {
                 let raw = raw_part(*kind, *position);
@@ -332,7 +326,7 @@ fn columns(model: &Model<'_>) -> TokenStream {
                 // obligation at the same place, where rustc counts it as the
                 // same error.
                 let (first, last) = span_ends(field_ty);
-                let p_first = private_at(first);
+                let p_first = crate::private::private_at(first);
                 let new = Ident::new("new", last);
                 quote_spanned! {first=>
                     #field: {

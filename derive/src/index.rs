@@ -11,14 +11,6 @@ use crate::attr::FieldAttrs;
 use crate::errors::Errors;
 use crate::model::{Model, Role, strip_option, unraw};
 
-/// One indexed field.
-pub struct Index {
-    /// The field, as an index into [`Model::fields`].
-    pub field: usize,
-    /// `unique` rather than `index`.
-    pub unique: bool,
-}
-
 /// Whether a field is indexed, checking that its other attributes allow it:
 /// an index needs a stored, non-JSON property. Errors point at the index
 /// attribute.

@@ -23,63 +23,12 @@
 use leasehold_rules as rules;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
-use syn::meta::ParseNestedMeta;
 use syn::spanned::Spanned;
 use syn::{GenericArgument, LitStr, PathArguments, Type};
 
-use crate::attr::{ContainerAttrs, KeyAttr};
+use crate::attr::KeyAttr;
 use crate::errors::Errors;
 use crate::model::{Field, KeyKind, Model, is_string, unraw};
-
-/// The names a container attribute may have, for suggestions.
-pub const CONTAINER_NAMES: [&str; 4] = [
-    "table",
-    "partition_key",
-    "row_key",
-    "drop_unknown_properties",
-];
-
-/// Reads the container attributes this module owns; `false` when `meta`
-/// is none of them.
-pub fn container_attr(
-    meta: &ParseNestedMeta<'_>,
-    out: &mut ContainerAttrs,
-    errors: &mut Errors,
-) -> syn::Result<bool> {
-    let name = crate::attr::path_text(&meta.path);
-    match name.as_str() {
-        "partition_key" | "row_key" => {
-            let example = if name == "row_key" { "profile" } else { "all" };
-            let lit = crate::attr::string_value(meta, errors, example)?;
-            let slot = if name == "row_key" {
-                &mut out.row_key
-            } else {
-                &mut out.partition_key
-            };
-            if slot.is_some() {
-                errors.spanned(&meta.path, format!("duplicate `{name}` attribute"));
-            } else {
-                *slot = lit;
-            }
-            Ok(true)
-        }
-        "drop_unknown_properties" => {
-            if out.drop_unknown.is_some() {
-                errors.spanned(&meta.path, format!("duplicate `{name}` attribute"));
-            }
-            out.drop_unknown = Some(meta.path.span());
-            if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
-                errors.spanned(
-                    &meta.path,
-                    format!("`{name}` takes no value: write `#[entity({name})]`"),
-                );
-                crate::attr::skip_value(meta)?;
-            }
-            Ok(true)
-        }
-        _ => Ok(false),
-    }
-}
 
 /// The value of a constant key, checked against the service's key rules.
 pub fn constant(lit: Option<&LitStr>, kind: KeyKind, errors: &mut Errors) -> Option<String> {
@@ -241,7 +190,7 @@ pub fn key_method(model: &Model<'_>, kind: KeyKind) -> TokenStream {
     }
     let rendered = parts(model, kind).into_iter().map(|field| {
         let Field { ident, ty, .. } = field;
-        let p = crate::expand::private_at(ty.span());
+        let p = crate::private::private_at(ty.span());
         quote_spanned!(ty.span()=> <#ty as #p::KeyPart>::to_key(&self.#ident))
     });
     quote! {
@@ -341,7 +290,7 @@ pub fn builders(model: &Model<'_>) -> TokenStream {
             // own of one of their names is not), and their longest forms fit.
             let lens = fields.iter().map(|f| {
                 let ty = f.ty;
-                let p = crate::expand::private_at(ty.span());
+                let p = crate::private::private_at(ty.span());
                 quote_spanned!(ty.span()=> <#ty as #p::FixedKeyPart>::MAX_KEY_LEN)
             });
             let message = format!(

@@ -10,6 +10,7 @@
 extern crate proc_macro;
 
 mod attr;
+mod build;
 mod chunked;
 mod codec;
 mod errors;
@@ -17,6 +18,7 @@ mod expand;
 mod index;
 mod keys;
 mod model;
+mod private;
 
 use proc_macro::TokenStream;
 use syn::{DeriveInput, parse_macro_input};

@@ -182,9 +182,11 @@ fn dependencies(
     found
 }
 
-fn graph() -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let all = modules(root);
+/// The dependencies between the source files of the crate at `crate_dir`
+/// (relative to the workspace root).
+fn graph_of(crate_dir: &str) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(crate_dir);
+    let all = modules(&root);
     let mut graph = BTreeMap::new();
     for (module, path) in &all {
         let text = std::fs::read_to_string(path).unwrap();
@@ -268,10 +270,25 @@ fn cycles(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<Strin
     s.out
 }
 
+fn graph() -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    graph_of(".")
+}
+
 #[test]
 fn no_two_source_files_depend_on_each_other() {
-    let graph = graph();
-    let found = cycles(&graph);
+    assert_acyclic(&graph());
+}
+
+/// The derive macro's files too.
+#[test]
+fn no_two_source_files_of_the_derive_depend_on_each_other() {
+    let graph = graph_of("derive");
+    assert!(graph.len() > 5, "the derive's files were found: {graph:?}");
+    assert_acyclic(&graph);
+}
+
+fn assert_acyclic(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) {
+    let found = cycles(graph);
     let described: Vec<String> = found
         .iter()
         .map(|c| {
