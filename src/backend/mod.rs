@@ -34,6 +34,7 @@ pub(crate) use table_span;
 mod blob;
 mod forward;
 pub mod memory;
+pub(crate) mod notes;
 mod table;
 pub(crate) mod wire;
 pub(crate) mod write_log;

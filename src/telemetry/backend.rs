@@ -1,15 +1,15 @@
 //! [`Instrumented`]: the store's backend, each call counted and timed as
 //! one request, with what the backend noted meanwhile (retries, busy
-//! answers); and the task-local counts that tie requests to the logical
-//! operation and the call they belong to.
+//! answers, see [`crate::backend::notes`]); and the task-local count that
+//! ties requests to the logical operation they belong to.
 
 use std::cell::Cell;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::backend::BlobBackend;
 use crate::backend::memory::MemoryBackend;
+use crate::backend::{BlobBackend, notes};
 use crate::error::{Error, Result};
 use crate::testing::Op;
 use crate::testing::delegate::delegate_backend;
@@ -20,16 +20,6 @@ use super::{RetryReason, kind_name};
 tokio::task_local! {
     /// The requests of the logical operation running in this task.
     static OPERATION: Cell<u64>;
-    /// What the backend noted during the request it is making.
-    static REQUEST: Notes;
-}
-
-/// What a backend noted during one call.
-#[derive(Default)]
-struct Notes {
-    transport_retries: Cell<u64>,
-    throttle_retries: Cell<u64>,
-    throttled: Cell<u64>,
 }
 
 /// Whether a logical operation is running in this task.
@@ -45,20 +35,6 @@ pub(super) async fn counting_requests<F: Future>(fut: F) -> (F::Output, u64) {
             (output, OPERATION.with(Cell::get))
         })
         .await
-}
-
-pub(super) fn note_retry(reason: RetryReason) {
-    let _ = REQUEST.try_with(|n| {
-        let cell = match reason {
-            RetryReason::Throttled => &n.throttle_retries,
-            RetryReason::Transport | RetryReason::Conflict => &n.transport_retries,
-        };
-        cell.set(cell.get() + 1);
-    });
-}
-
-pub(super) fn note_throttled() {
-    let _ = REQUEST.try_with(|n| n.throttled.set(n.throttled.get() + 1));
 }
 
 /// The `error.type` of a failed request: its error's kind, or for a batch
@@ -97,19 +73,7 @@ impl<B> Instrumented<B> {
     async fn call<T>(&self, op: Op, fut: impl Future<Output = Result<T>>) -> Result<T> {
         let _ = OPERATION.try_with(|n| n.set(n.get() + 1));
         let started = Instant::now();
-        let (result, notes) = REQUEST
-            .scope(Notes::default(), async move {
-                let result = fut.await;
-                let notes = REQUEST.with(|n| {
-                    (
-                        n.transport_retries.get(),
-                        n.throttle_retries.get(),
-                        n.throttled.get(),
-                    )
-                });
-                (result, notes)
-            })
-            .await;
+        let (result, noted) = notes::noting(fut).await;
         let elapsed = started.elapsed();
         let name = op.name();
         let i = &self.instruments;
@@ -119,15 +83,14 @@ impl<B> Instrumented<B> {
             result.as_ref().err().map(error_type),
             elapsed,
         );
-        let (transport, throttle, throttled) = notes;
-        if transport > 0 {
-            i.retries(RetryReason::Transport, name, transport);
+        if noted.transport_retries > 0 {
+            i.retries(RetryReason::Transport, name, noted.transport_retries);
         }
-        if throttle > 0 {
-            i.retries(RetryReason::Throttled, name, throttle);
+        if noted.throttle_retries > 0 {
+            i.retries(RetryReason::Throttled, name, noted.throttle_retries);
         }
-        if throttled > 0 {
-            i.throttled(name, throttled);
+        if noted.throttled > 0 {
+            i.throttled(name, noted.throttled);
         }
         result
     }

@@ -10,8 +10,8 @@
 //! * every backend call is one request, counted and timed at the store's
 //!   backend by [`backend::Instrumented`], by operation and outcome, with
 //!   the conflicts among them; the retries and throttled answers a backend
-//!   meets inside a call are noted by the backend ([`note_retry`],
-//!   [`note_throttled`]) and recorded with that call;
+//!   meets inside a call are noted by the backend
+//!   ([`crate::backend::notes`]) and recorded with that call;
 //! * a logical operation (a `Table` read or write, `update_with`, a batch,
 //!   a query page, a unit's commit) counts the requests it made
 //!   ([`Telemetry::operation`]);
@@ -38,8 +38,10 @@ use instruments::Instruments;
 #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
 pub(crate) enum RetryReason {
     /// The request failed in transit or with a server error.
+    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
     Transport,
     /// The service answered that it is busy (503, 429).
+    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
     Throttled,
     /// An optimistic write met a newer version and was re-read.
     Conflict,
@@ -238,22 +240,6 @@ impl LockOutcome {
             LockOutcome::Failed => "failed",
         }
     }
-}
-
-/// Notes, on the request being made, that the backend tries it again.
-/// Called by backends that retry inside one call; recorded with that call
-/// when the store instruments its backend, dropped otherwise.
-pub(crate) fn note_retry(reason: RetryReason) {
-    #[cfg(feature = "opentelemetry")]
-    backend::note_retry(reason);
-    #[cfg(not(feature = "opentelemetry"))]
-    let _ = reason;
-}
-
-/// Notes, on the request being made, that the service answered it was busy.
-pub(crate) fn note_throttled() {
-    #[cfg(feature = "opentelemetry")]
-    backend::note_throttled();
 }
 
 /// The attribute value of an error kind (`error.type`, and the outcome of

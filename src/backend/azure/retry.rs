@@ -14,8 +14,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::errors::Failure;
+use crate::backend::notes;
 use crate::retry::{Backoff, random_seed, retry_transient};
-use crate::telemetry::{self, RetryReason};
 
 /// How the Azure backend retries transient transport failures, configured
 /// with [`AzureBackendBuilder::transport_retry`](super::AzureBackendBuilder::transport_retry).
@@ -184,11 +184,7 @@ impl TransportRetry {
                     (s.next, s.last.take())
                 };
                 if let Some((failure, at)) = last {
-                    telemetry::note_retry(if failure.throttled {
-                        RetryReason::Throttled
-                    } else {
-                        RetryReason::Transport
-                    });
+                    notes::retry(failure.throttled);
                     tracing::debug!(
                         operation,
                         attempt = now.number,
@@ -202,7 +198,7 @@ impl TransportRetry {
             |failure: &Failure| {
                 let throttled = failure.is_throttling();
                 if throttled {
-                    telemetry::note_throttled();
+                    notes::throttled();
                 }
                 if !failure.is_transient() {
                     return None;

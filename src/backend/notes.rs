@@ -1,0 +1,70 @@
+//! What a backend notes about the call it is serving (the attempts it made
+//! again, the busy answers it met), for a wrapper around the call to read:
+//! the store's metrics (feature `opentelemetry`). Without the feature, or
+//! outside such a wrapper, notes go nowhere.
+
+#[cfg(feature = "opentelemetry")]
+use std::cell::Cell;
+
+/// What was noted during one call.
+#[cfg(feature = "opentelemetry")]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Noted {
+    /// Attempts made again after a failure in transit or a server error.
+    pub(crate) transport_retries: u64,
+    /// Attempts made again after a busy answer.
+    pub(crate) throttle_retries: u64,
+    /// Busy answers (503, 429).
+    pub(crate) throttled: u64,
+}
+
+#[cfg(feature = "opentelemetry")]
+#[derive(Default)]
+struct Notes {
+    transport_retries: Cell<u64>,
+    throttle_retries: Cell<u64>,
+    throttled: Cell<u64>,
+}
+
+#[cfg(feature = "opentelemetry")]
+tokio::task_local! {
+    static NOTES: Notes;
+}
+
+/// Runs `fut` (one backend call), collecting what the backend notes.
+#[cfg(feature = "opentelemetry")]
+pub(crate) async fn noting<F: std::future::Future>(fut: F) -> (F::Output, Noted) {
+    NOTES
+        .scope(Notes::default(), async move {
+            let output = fut.await;
+            let noted = NOTES.with(|n| Noted {
+                transport_retries: n.transport_retries.get(),
+                throttle_retries: n.throttle_retries.get(),
+                throttled: n.throttled.get(),
+            });
+            (output, noted)
+        })
+        .await
+}
+
+/// The call is attempted again, after a busy answer (`throttled`) or
+/// another transient failure.
+pub(crate) fn retry(throttled: bool) {
+    #[cfg(feature = "opentelemetry")]
+    let _ = NOTES.try_with(|n| {
+        let cell = if throttled {
+            &n.throttle_retries
+        } else {
+            &n.transport_retries
+        };
+        cell.set(cell.get() + 1);
+    });
+    #[cfg(not(feature = "opentelemetry"))]
+    let _ = throttled;
+}
+
+/// The service answered that it is busy.
+pub(crate) fn throttled() {
+    #[cfg(feature = "opentelemetry")]
+    let _ = NOTES.try_with(|n| n.throttled.set(n.throttled.get() + 1));
+}
