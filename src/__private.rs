@@ -10,12 +10,12 @@ pub use crate::entity::EdmType;
 pub use crate::entity::chunked::{
     ChunkedField, chunked_field, is_chunk_of, put_chunked, take_chunked,
 };
+pub use crate::entity::entity_type::IndexDef;
 pub use crate::entity::enums::{enum_int32, enum_string, unknown_variant};
 pub use crate::entity::{
     DecodeError, EncodeError, Entity, EntityData, Properties, PropertyCodec, Value,
 };
 pub use crate::error::{Error, Result};
-pub use crate::index::def::IndexDef;
 pub use crate::key::part::{FixedKeyPart, fixed_parts_fit};
 pub use crate::key::{CompositeKey, ConstantRowKey, KeyPart, PartitionKey, RowKey};
 pub use crate::query::Column;

@@ -6,6 +6,19 @@ use super::properties::Properties;
 use crate::error::Result;
 use crate::key::{PartitionKey, RowKey};
 
+/// One index of an entity type, as `#[derive(Entity)]` declares it. Not a
+/// public API: read by the generated code and the index machinery.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexDef {
+    /// The field's name.
+    pub field: &'static str,
+    /// The stored property.
+    pub property: &'static str,
+    /// `#[entity(unique)]` rather than `#[entity(index)]`.
+    pub unique: bool,
+}
+
 /// A Rust type stored as rows of one table.
 ///
 /// Derive it with `#[derive(leasehold::Entity)]`; a hand-written impl must keep
@@ -65,7 +78,7 @@ pub trait Entity: Sized + Send + Sync + 'static {
     /// declare (see [`crate::Table::get_by`]). Not a public API: written by
     /// the derive.
     #[doc(hidden)]
-    const INDEXES: &'static [crate::index::def::IndexDef] = &[];
+    const INDEXES: &'static [IndexDef] = &[];
 
     /// Whether values of this type read from storage keep the stored
     /// properties the type does not know and write them back on replace

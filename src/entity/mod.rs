@@ -15,7 +15,7 @@ pub(crate) mod chunked;
 mod codec;
 mod data;
 mod dynamic;
-mod entity_type;
+pub(crate) mod entity_type;
 pub(crate) mod enums;
 mod limits;
 mod properties;

@@ -222,7 +222,6 @@
 //! (`benches/compare`, section `indexes`) measures the latency next to the
 //! plain write.
 
-pub(crate) mod def;
 mod lookup;
 mod verify;
 mod write;

@@ -11,9 +11,9 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::debug;
 
+use super::fence::Fence;
 use crate::backend::{LeaseId, Metadata};
 use crate::error::{Error, Result};
-use crate::table::Fence;
 
 use super::core::LeaseCore;
 use super::document::{LeaseBlob, LeaseDocument, META_EPOCH, epoch_of, meta_set};

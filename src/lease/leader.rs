@@ -7,8 +7,8 @@ use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
+use super::fence::Fence;
 use crate::error::{Error, ErrorKind, Result};
-use crate::table::Fence;
 
 use super::guard::{LeaseGuard, LeaseStatus};
 use super::manager::{AcquireMode, LeaseManager, ManagerInner};

@@ -10,8 +10,8 @@ use crate::backend::{QuerySpec, StoredEntity, TableOp};
 use crate::entity::{Entity, Properties, Value, Versioned};
 use crate::error::Result;
 use crate::key::{IntoPartitionKey, PartitionKey, RowKey};
+use crate::lease::is_fence_row;
 use crate::query::{CmpOp, Filter, Row, TypedFilter, key_range_filter, owned_bounds, prefix_range};
-use crate::table::is_fence_row;
 
 /// A typed query over the partitions of a [`Unit`] (all of them, or one
 /// named with [`UnitQuery::partition`]): row-key ranges and prefixes and

@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::Instrument as _;
 
 use super::env::TableEnv;
-use super::fence::FencedWrites;
 use super::stored::versioned;
 use crate::entity::{Entity, Versioned};
 use crate::error::{Error, Result};
 use crate::key::{ConstantRowKey, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
+use crate::lease::FencedWrites;
 
 /// The typed table of entity type `E`. Cheap to clone.
 pub struct Table<E> {

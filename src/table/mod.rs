@@ -15,17 +15,15 @@
 
 mod batch;
 mod env;
-mod fence;
 mod handle;
 mod query;
 mod stored;
 mod update;
 mod write;
 
+pub use crate::lease::Fence;
 pub use batch::{Batch, BatchResult};
 pub(crate) use env::TableEnv;
-pub use fence::Fence;
-pub(crate) use fence::is_fence_row;
 pub use handle::Table;
 pub use query::{DecodeErrors, OnDecodeError, Page, Query};
 pub(crate) use stored::{Base, versioned};

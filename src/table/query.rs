@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
-use super::fence::is_fence_row;
 use super::handle::{SameTable, Table};
 use super::stored::versioned_from;
 use crate::backend::QuerySpec;
@@ -14,6 +13,7 @@ use crate::entity::Value;
 use crate::entity::{Entity, Versioned, property_name_problem};
 use crate::error::{Error, Result};
 use crate::key::IntoPartitionKey;
+use crate::lease::is_fence_row;
 use crate::query::{
     CmpOp, ContinuationToken, Filter, TypedFilter, digest, key_range_filter, owned_bounds,
     prefix_range,

@@ -3,7 +3,6 @@
 
 use tracing::Instrument as _;
 
-use super::fence::{Fence, FencedWrites};
 use super::handle::Table;
 use super::stored::{Base, stored_after};
 use crate::backend::WriteOptions;
@@ -12,6 +11,7 @@ use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{self, IndexedWrite};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey};
+use crate::lease::{Fence, FencedWrites};
 
 impl<E: Entity> Table<E> {
     /// Sends one write of `entity` and returns the entity as stored (see

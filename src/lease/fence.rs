@@ -1,5 +1,5 @@
 //! Fenced writes: a [`Fence`] (one epoch of one lease) and the writer that
-//! sends every table write of a fenced [`Table`](super::Table) as an
+//! sends every table write of a fenced [`Table`](crate::Table) as an
 //! entity-group transaction with the partition's fence row.
 //!
 //! # Protocol
@@ -52,7 +52,7 @@ use crate::key::{ETag, PartitionKey, RowKey, TableName};
 use crate::retry::ConflictRetry;
 
 /// The row-key prefix reserved for fence rows. Typed queries and scans of a
-/// [`Table`](super::Table) leave such rows out, and a fenced table refuses
+/// [`Table`](crate::Table) leave such rows out, and a fenced table refuses
 /// to write one as data.
 pub(crate) const FENCE_ROW_PREFIX: &str = "~lhfence~";
 
@@ -138,8 +138,8 @@ pub(crate) fn is_fence_row(row_key: &str) -> bool {
 /// # Ok::<(), leasehold::Error>(()) }).unwrap();
 /// ```
 ///
-/// [`Table`]: super::Table
-/// [`Table::fenced`]: super::Table::fenced
+/// [`Table`]: crate::Table
+/// [`Table::fenced`]: crate::Table::fenced
 /// [`LeaseGuard::fence`]: crate::lease::LeaseGuard::fence
 /// [`LeaderContext::fence`]: crate::lease::LeaderContext::fence
 /// [`LeaseStatus::ensure_valid`]: crate::lease::LeaseStatus::ensure_valid
@@ -478,7 +478,7 @@ fn stored_epoch(stored: &StoredEntity) -> Result<u64> {
     })
 }
 
-/// The table side of a fenced [`Table`](super::Table): writes go through
+/// The table side of a fenced [`Table`](crate::Table): writes go through
 /// the [`Fence`], reads straight to the backend.
 pub(crate) struct FencedWrites {
     backend: Arc<dyn Backend>,
