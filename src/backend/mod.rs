@@ -32,6 +32,7 @@ macro_rules! table_span {
 pub(crate) use table_span;
 
 mod blob;
+pub(crate) mod delegate;
 mod forward;
 pub mod memory;
 pub(crate) mod notes;

@@ -8,11 +8,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::backend::delegate::{Op, delegate_backend};
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{BlobBackend, notes};
 use crate::error::{Error, Result};
-use crate::testing::Op;
-use crate::testing::delegate::delegate_backend;
 
 use super::instruments::Instruments;
 use super::{RetryReason, kind_name};

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::Op;
-use super::delegate::delegate_backend;
+use crate::backend::delegate::delegate_backend;
 use crate::error::{Error, Result};
 
 /// What happens to a request picked by a [`FaultInjector`] rule.

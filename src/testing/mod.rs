@@ -32,7 +32,6 @@
 
 #[cfg(any(feature = "conformance", clippy))]
 pub mod conformance;
-pub(crate) mod delegate;
 mod faults;
 
 use std::collections::BTreeMap;
@@ -42,86 +41,9 @@ use std::sync::{Arc, Mutex};
 
 pub use faults::{Fault, FaultInjector, FaultyBackend};
 
+pub use crate::backend::delegate::Op;
+use crate::backend::delegate::delegate_backend;
 use crate::error::Result;
-use delegate::delegate_backend;
-
-/// The kind of a backend request, as wrappers see it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Op {
-    /// [`TableBackend::create_table`](crate::backend::TableBackend::create_table)
-    CreateTable,
-    /// [`TableBackend::delete_table`](crate::backend::TableBackend::delete_table)
-    DeleteTable,
-    /// [`TableBackend::list_tables`](crate::backend::TableBackend::list_tables)
-    ListTables,
-    /// [`TableBackend::get`](crate::backend::TableBackend::get)
-    Get,
-    /// [`TableBackend::execute`](crate::backend::TableBackend::execute):
-    /// insert, replace, merge, upsert or delete.
-    Write,
-    /// [`TableBackend::batch`](crate::backend::TableBackend::batch)
-    Batch,
-    /// [`TableBackend::query`](crate::backend::TableBackend::query)
-    Query,
-    /// [`BlobBackend::create_container`](crate::backend::BlobBackend::create_container)
-    CreateContainer,
-    /// [`BlobBackend::put_blob`](crate::backend::BlobBackend::put_blob)
-    PutBlob,
-    /// [`BlobBackend::get_blob`](crate::backend::BlobBackend::get_blob)
-    GetBlob,
-    /// [`BlobBackend::blob_properties`](crate::backend::BlobBackend::blob_properties)
-    BlobProperties,
-    /// [`BlobBackend::set_blob_metadata`](crate::backend::BlobBackend::set_blob_metadata)
-    SetBlobMetadata,
-    /// [`BlobBackend::delete_blob`](crate::backend::BlobBackend::delete_blob)
-    DeleteBlob,
-    /// [`BlobBackend::list_blobs`](crate::backend::BlobBackend::list_blobs)
-    ListBlobs,
-    /// [`BlobBackend::acquire_lease`](crate::backend::BlobBackend::acquire_lease)
-    AcquireLease,
-    /// [`BlobBackend::renew_lease`](crate::backend::BlobBackend::renew_lease)
-    RenewLease,
-    /// [`BlobBackend::change_lease`](crate::backend::BlobBackend::change_lease)
-    ChangeLease,
-    /// [`BlobBackend::release_lease`](crate::backend::BlobBackend::release_lease)
-    ReleaseLease,
-    /// [`BlobBackend::break_lease`](crate::backend::BlobBackend::break_lease)
-    BreakLease,
-}
-
-impl Op {
-    /// Whether this is one-time setup (creating a table or container) rather
-    /// than work.
-    pub fn is_setup(self) -> bool {
-        matches!(self, Op::CreateTable | Op::CreateContainer)
-    }
-
-    /// The request's name in metrics (`db.operation.name`).
-    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Op::CreateTable => "create_table",
-            Op::DeleteTable => "delete_table",
-            Op::ListTables => "list_tables",
-            Op::Get => "get",
-            Op::Write => "write",
-            Op::Batch => "batch",
-            Op::Query => "query",
-            Op::CreateContainer => "create_container",
-            Op::PutBlob => "put_blob",
-            Op::GetBlob => "get_blob",
-            Op::BlobProperties => "blob_properties",
-            Op::SetBlobMetadata => "set_blob_metadata",
-            Op::DeleteBlob => "delete_blob",
-            Op::ListBlobs => "list_blobs",
-            Op::AcquireLease => "acquire_lease",
-            Op::RenewLease => "renew_lease",
-            Op::ChangeLease => "change_lease",
-            Op::ReleaseLease => "release_lease",
-            Op::BreakLease => "break_lease",
-        }
-    }
-}
 
 /// A shared view of the counts of a [`CountingBackend`].
 #[derive(Clone, Default)]

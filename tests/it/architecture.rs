@@ -317,6 +317,60 @@ fn assert_acyclic(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) {
     );
 }
 
+/// The dependencies between the folders of the crate at `crate_dir` (the
+/// files at the crate root, such as `error.rs`, are the shared ground every
+/// folder stands on, and are left out).
+fn folder_graph(crate_dir: &str) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(crate_dir)
+        .join("src");
+    let folder = |m: &[String]| {
+        m.first()
+            .filter(|t| src.join(t.as_str()).is_dir())
+            .map(|t| vec![t.clone()])
+    };
+    let mut folders: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (from, deps) in graph_of(crate_dir) {
+        let Some(from) = folder(&from) else {
+            continue;
+        };
+        let to: Vec<Vec<String>> = deps
+            .iter()
+            .filter_map(|d| folder(d))
+            .filter(|d| *d != from)
+            .collect();
+        folders.entry(from).or_default().extend(to);
+    }
+    folders
+}
+
+/// No two folders depend on each other, but for the circle through the
+/// store, tables, indexes and locks that the index rework is to undo: a
+/// new circle, or one more folder in it, fails.
+#[test]
+fn no_two_folders_depend_on_each_other_beyond_the_known_circle() {
+    let known = ["index", "lock", "store", "table"];
+    let graph = folder_graph(".");
+    let circles = cycles(&graph);
+    // Kept exact: once a folder leaves the circle, it leaves `known` too.
+    assert!(
+        circles.contains(&known.map(str::to_owned).to_vec()),
+        "the known circle changed: {circles:?}"
+    );
+    for circle in circles {
+        let beyond: Vec<&String> = circle
+            .iter()
+            .filter(|m| !known.contains(&m.as_str()))
+            .collect();
+        assert!(
+            beyond.is_empty(),
+            "folders {beyond:?} joined an import circle: {circle:?}"
+        );
+    }
+    let derive = folder_graph("derive");
+    assert!(cycles(&derive).is_empty(), "{:?}", cycles(&derive));
+}
+
 #[test]
 fn the_cycle_check_sees_a_cycle() {
     let mut g = BTreeMap::new();

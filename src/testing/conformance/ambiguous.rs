@@ -5,8 +5,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::backend::delegate::delegate_backend;
 use crate::testing::Op;
-use crate::testing::delegate::delegate_backend;
 use crate::{Error, Result};
 
 /// What happens to renew requests.
