@@ -38,10 +38,8 @@ use instruments::Instruments;
 #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
 pub(crate) enum RetryReason {
     /// The request failed in transit or with a server error.
-    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
     Transport,
     /// The service answered that it is busy (503, 429).
-    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
     Throttled,
     /// An optimistic write met a newer version and was re-read.
     Conflict,
