@@ -76,18 +76,21 @@ impl<E: Entity> Table<E> {
         let key = key_of(column.name(), &value.into_column_value())?;
         let def = &indexes.defs[i];
         let ipk = indexes.partition(def, &key)?;
-        store.ensure_table(&indexes.index_table).await?;
-        let row = store
-            .backend()
-            .get(&indexes.index_table, &ipk, &RowKey::new("")?)
-            .await?;
-        let Some(row) = store.resolve_row(&indexes.index_table, row).await? else {
-            return Ok(None);
+        let read = async {
+            store.ensure_table(&indexes.index_table).await?;
+            let row = store
+                .backend()
+                .get(&indexes.index_table, &ipk, &RowKey::new("")?)
+                .await?;
+            let Some(row) = store.resolve_row(&indexes.index_table, row).await? else {
+                return Ok(None);
+            };
+            let Some(entity) = holder(&store, &indexes, i, &key, &row).await? else {
+                return Ok(None);
+            };
+            versioned(entity).map(Some)
         };
-        let Some(entity) = holder(&store, &indexes, i, &key, &row).await? else {
-            return Ok(None);
-        };
-        versioned(entity).map(Some)
+        store.telemetry().operation("get_by", read).await
     }
 
     /// Every entity whose `#[entity(index)]` (or `unique`) field holds

@@ -624,3 +624,52 @@ async fn table_spans_carry_database_client_attributes() {
         assert!(batch.contains(field), "{field} in {batch}");
     }
 }
+
+/// A lookup by a unique value is one logical operation, its requests
+/// counted together.
+#[tokio::test]
+async fn a_lookup_by_value_is_one_operation_on_memory() {
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(table = "Customers")]
+    struct Customer {
+        #[entity(partition_key)]
+        region: String,
+        #[entity(row_key)]
+        id: String,
+        #[entity(unique)]
+        email: String,
+    }
+    let metrics = Metrics::new();
+    let backend = CountingBackend::new(MemoryBackend::new());
+    let counter = backend.counter();
+    let store = Store::builder(backend)
+        .meter(metrics.meter())
+        .build()
+        .unwrap();
+    let customers = store.table::<Customer>();
+    customers
+        .insert(Customer {
+            region: "eu".into(),
+            id: "1".into(),
+            email: "ann@example.com".into(),
+        })
+        .await
+        .unwrap();
+    let before = counter.total();
+    let found = customers
+        .get_by(Customer::columns().email, "ann@example.com")
+        .await
+        .unwrap()
+        .expect("indexed");
+    assert_eq!(found.id, "1");
+    let made = counter.total() - before;
+    assert!(made >= 2, "the index row and the entity: {made}");
+    let points = metrics.points();
+    let found = Metrics::select(
+        &points,
+        "leasehold.operation.requests",
+        &[("leasehold.operation", "get_by")],
+    );
+    assert_eq!(found.len(), 1);
+    assert_eq!((found[0].count, found[0].sum), (1, made as f64));
+}
