@@ -167,7 +167,9 @@ impl ManagerInner {
     /// taken under a registered (so published) id is changed at once to an
     /// id nobody else knows. Returns the lease taken, with the id held.
     /// A call that tries once and finds the lease held stays registered
-    /// (`queued`) for the caller's next call.
+    /// (`queued`) for the caller's next call. A waiting call that finds the
+    /// lease taken over when it changes the id (its registration looked
+    /// stale to another waiter) waits on under a new id until its deadline.
     async fn acquire_blob_loop(
         self: &Arc<Self>,
         name: &LeaseName,
@@ -177,47 +179,71 @@ impl ManagerInner {
         held_seen: &mut bool,
         queued: &mut Queued,
     ) -> Result<Option<Taken>> {
-        let proposed = queued.id;
-        let found = self
-            .acquire_blob_attempts(name, blob, mode, outage, held_seen, queued)
-            .await;
-        if !queued.registered
-            || (matches!(mode, AcquireMode::LocalThenTry) && matches!(found, Ok(None)))
-        {
-            return found;
-        }
-        let env = &self.env;
-        let container = &env.settings.container;
-        let result = match found {
-            Ok(Some(taken)) => {
-                let own = LeaseId::new_random();
-                match env
-                    .backend
-                    .change_lease(container, blob, proposed, own)
-                    .await
-                {
-                    // Changing the id leaves the blob (and its ETag) as it is.
-                    Ok(_) => Ok(Some(Taken { id: own, ..taken })),
-                    // Taken back by another process from what it thought a
-                    // dead registration: not ours after all.
-                    Err(Error::LeaseLost { .. }) => Ok(None),
-                    // Unknown whether the change was applied: keep the
-                    // registered id (if it was changed, renewals find the
-                    // lease lost, and nobody else knows the new id).
-                    Err(e) => {
-                        debug!(error = %e, "could not change a handed-over lease's id");
-                        Ok(Some(taken))
+        loop {
+            let proposed = queued.id;
+            let found = self
+                .acquire_blob_attempts(name, blob, mode, outage, held_seen, queued)
+                .await;
+            if !queued.registered
+                || (matches!(mode, AcquireMode::LocalThenTry) && matches!(found, Ok(None)))
+            {
+                return found;
+            }
+            let env = &self.env;
+            let container = &env.settings.container;
+            let mut taken_back = false;
+            let result = match found {
+                Ok(Some(taken)) => {
+                    let own = LeaseId::new_random();
+                    match env
+                        .backend
+                        .change_lease(container, blob, proposed, own)
+                        .await
+                    {
+                        // Changing the id leaves the blob (and its ETag) as it is.
+                        Ok(_) => Ok(Some(Taken { id: own, ..taken })),
+                        // Taken over by another process from what it thought
+                        // a dead registration (this call was slower than the
+                        // registration's staleness bound): not ours after all.
+                        Err(Error::LeaseLost { .. }) => {
+                            taken_back = true;
+                            Ok(None)
+                        }
+                        // Unknown whether the change was applied: keep the
+                        // registered id (if it was changed, renewals find the
+                        // lease lost, and nobody else knows the new id).
+                        Err(e) => {
+                            debug!(error = %e, "could not change a handed-over lease's id");
+                            Ok(Some(taken))
+                        }
                     }
                 }
+                other => other,
+            };
+            self.leave_queue(blob, proposed, !matches!(result, Ok(Some(_))));
+            // A wait whose deadline has not come goes on, under a new id
+            // (registered again when the lease is still held): the lease
+            // being taken over is no answer to the caller.
+            let waits_on = match mode {
+                AcquireMode::Until { deadline } => Instant::now() < deadline,
+                AcquireMode::Try | AcquireMode::LocalThenTry => false,
+            };
+            if taken_back && waits_on {
+                debug!("a lease handed to this waiter was taken over; waiting on");
+                *queued = Queued::new(LeaseId::new_random());
+                continue;
             }
-            other => other,
-        };
-        // Leave the queue in the background; a lease handed to the
-        // registration after the caller gave up is given back.
+            return result;
+        }
+    }
+
+    /// Leaves the wait queue in the background. After a call that did not
+    /// take the lease (`gave_up`), a lease handed to the registration
+    /// meanwhile is given back.
+    fn leave_queue(self: &Arc<Self>, blob: &BlobName, proposed: LeaseId, gave_up: bool) {
         let inner = Arc::clone(self);
         let blob = blob.clone();
-        let gave_up = !matches!(result, Ok(Some(_)));
-        let pause = env.settings.poll_interval;
+        let pause = self.env.settings.poll_interval;
         tokio::spawn(
             async move {
                 let env = &inner.env;
@@ -239,7 +265,6 @@ impl ManagerInner {
             }
             .in_current_span(),
         );
-        result
     }
 
     /// Attempts at the blob lease with one proposed id: polling while it is

@@ -15,7 +15,10 @@
 //! handed to a waiter that died meanwhile is taken back by the next process
 //! that renews its own registration and finds that head stale: it changes
 //! the dead id to its own (which fails harmlessly when the waiter did take
-//! the lease, since it changed the id at once).
+//! the lease, since it changed the id at once). A waiter that was only slow
+//! (it took the lease under its registered id but had not changed the id
+//! yet) finds the change refused and waits on under a new id until its
+//! deadline: a takeover never ends a wait early.
 //!
 //! A waiting call polls on a fixed schedule while registered (every poll
 //! interval from an anchor it chooses) and publishes that schedule with its

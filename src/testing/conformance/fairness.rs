@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep};
 
 use crate::lease::{LeaseManager, LeaseOptions};
-use crate::testing::{CountingBackend, Op};
+use crate::testing::{CountingBackend, FaultyBackend, Op};
 use crate::{ErrorKind, Store};
 
 use super::{Clock, Ctx};
@@ -396,6 +396,71 @@ pub async fn a_waiter_that_dies_while_registered_costs_the_holder_one_bounded_pa
         let least = (worked.as_millis() / UNIT.as_millis()) as u32 * 9 / 10;
         assert!(units >= least, "{units} units, expected {least}");
     }
+}
+
+/// A waiter that takes the lease under its registered id but is slow to
+/// change the id (its change takes longer than the registration's
+/// staleness bound) has the lease taken over by the next waiter, which
+/// finds its registration stale. Its change is then refused; it waits on
+/// and gets the lease once the other waiter is done, well within its
+/// timeout, instead of ending the wait at once with a timeout.
+pub async fn a_waiter_whose_lease_is_taken_over_while_it_changes_the_id_waits_on(ctx: &Ctx) {
+    let options = LeaseOptions::new().with_duration(ctx.lease_duration());
+    let backend = ctx.backend().clone();
+    let slow = FaultyBackend::new(backend.clone());
+    let faults = slow.injector();
+    let holder = LeaseManager::new(backend.clone(), options.clone()).unwrap();
+    let waiter = LeaseManager::new(Arc::new(slow), options.clone()).unwrap();
+    let next = LeaseManager::new(backend, options).unwrap();
+    let name = format!("{}-taken-over", ctx.prefix());
+    let held = holder.acquire(&name, Duration::from_secs(5)).await.unwrap();
+    let timeout = Duration::from_secs(60);
+    let slow_waiter = tokio::spawn({
+        let name = name.clone();
+        async move {
+            let got = waiter.acquire(&name, timeout).await;
+            let done = Instant::now();
+            (got.map(|g| (g.acquisition(), g)), done)
+        }
+    });
+    sleep(POLL * 3).await;
+    // Registers behind the slow waiter, and renews its registration every
+    // refresh: the first renewal after the slow waiter's registration went
+    // stale takes the lease over.
+    let next_waiter = tokio::spawn({
+        let name = name.clone();
+        async move {
+            let guard = next.acquire(&name, timeout).await.unwrap();
+            sleep(UNIT).await;
+            guard.release().await.unwrap();
+            Instant::now()
+        }
+    });
+    sleep(POLL * 3).await;
+    // stale_after (3 refreshes + 1 s, 2.5 s) and room for a renewal.
+    let change_takes = POLL * 5 * 3 + Duration::from_secs(1) + Duration::from_millis(2500);
+    faults.set_latency(Some(Op::ChangeLease), change_takes);
+    let released = Instant::now();
+    held.release().await.unwrap();
+    let (got, slow_done) = slow_waiter.await.unwrap();
+    let next_done = next_waiter.await.unwrap();
+    let (_, guard) = got.unwrap_or_else(|e| {
+        panic!(
+            "the slow waiter gave up after {:?} of its {timeout:?}: {e}",
+            released.elapsed()
+        )
+    });
+    assert!(
+        next_done <= slow_done,
+        "the next waiter took the lease over first"
+    );
+    assert!(
+        slow_done.duration_since(released) < timeout / 2,
+        "{:?}",
+        slow_done.duration_since(released)
+    );
+    faults.set_latency(Some(Op::ChangeLease), Duration::ZERO);
+    guard.release().await.unwrap();
 }
 
 /// Leader campaigns queue too: two candidates whose terms are short (a

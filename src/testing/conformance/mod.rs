@@ -391,6 +391,7 @@ macro_rules! conformance_suite {
                 turns_cost_one_queue_read_per_tenure_when_nobody_else_waits,
                 a_waiter_polls_at_most_ten_times_a_second,
                 a_waiter_that_dies_while_registered_costs_the_holder_one_bounded_pause,
+                a_waiter_whose_lease_is_taken_over_while_it_changes_the_id_waits_on,
                 leader_candidates_that_step_down_at_once_take_turns,
             ]
             blocking []
