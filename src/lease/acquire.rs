@@ -110,7 +110,12 @@ impl ManagerInner {
                         Acquisition::HandedOver,
                     )));
                 }
-                state.held = None;
+                // Lost or finished while kept between guards (for a local
+                // task, or for a pass to a remote waiter that is not due
+                // yet): its tenure ends with it, and so does any pass a
+                // tenure's end left pending, which was for that lease (the
+                // waiter may be gone by the next tenure's end).
+                state.passed();
             }
             // Calls that try once keep their place in the wait queue (and
             // the id registered there) from one call to the next.
@@ -657,5 +662,82 @@ mod tests {
         let again = stalled.try_acquire("n").await.unwrap();
         assert!(again.is_some(), "the name was still taken here");
         again.unwrap().release().await.unwrap();
+    }
+    /// A pass to a remote waiter that a tenure's end left pending dies with
+    /// the lease it was for: when the lease is lost while kept for that pass
+    /// (no local task holding it), the next local acquire starts afresh, and
+    /// no later guard end here passes the new lease to that waiter, which
+    /// may have gone (here it gave up). Otherwise the lease would be changed
+    /// to an id nobody holds and sit unused until it expired.
+    #[tokio::test(start_paused = true)]
+    async fn a_pass_pending_for_a_lost_lease_is_forgotten() {
+        use std::time::Duration;
+
+        use tokio::time::{Instant, sleep};
+
+        use crate::backend::BlobBackend;
+        use crate::backend::memory::MemoryBackend;
+        use crate::lease::name::LeaseName;
+
+        let memory = MemoryBackend::new();
+        let options = LeaseOptions::new()
+            .with_duration(Duration::from_secs(15))
+            .with_renew_interval(Duration::from_millis(200))
+            .with_poll_interval(Duration::from_secs(2))
+            .with_handover_limit(1, Duration::from_secs(60));
+        let a = LeaseManager::new(Arc::new(memory.clone()), options.clone()).unwrap();
+        let b = LeaseManager::new(Arc::new(memory.clone()), options).unwrap();
+        let start = Instant::now();
+        let first = a.try_acquire("n").await.unwrap().expect("free");
+        // Another process waits (on a schedule: polls 2 s and 4 s in), and
+        // gives up at 5 s.
+        let remote = tokio::spawn({
+            let b = b.clone();
+            async move { b.acquire("n", Duration::from_secs(5)).await.map(drop) }
+        });
+        // A second local task, handed the lease at the first one's end.
+        let local = tokio::spawn({
+            let a = a.clone();
+            async move {
+                let guard = a.acquire("n", Duration::from_secs(60)).await.unwrap();
+                assert!(guard.is_handed_over());
+                sleep(Duration::from_millis(100)).await;
+                // The tenure's end: the pass to the remote waiter is timed
+                // for its poll at 2 s; the lease is kept until then.
+                guard.release().await.unwrap();
+            }
+        });
+        sleep(Duration::from_millis(900)).await;
+        first.release().await.unwrap();
+        local.await.unwrap();
+        assert!(start.elapsed() < Duration::from_millis(1100));
+        // Meanwhile the lease is lost (broken at the service; renewal
+        // finds it so), and another local task takes the lease afresh.
+        let blob = LeaseName::new("n").unwrap().blob_name().unwrap();
+        memory
+            .break_lease(a.container(), &blob, Some(Duration::ZERO))
+            .await
+            .unwrap();
+        sleep(Duration::from_millis(500)).await;
+        let third = a
+            .try_acquire("n")
+            .await
+            .unwrap()
+            .expect("the lost lease is free");
+        assert!(!third.is_handed_over());
+        // It works for a while; the remote waiter gives up meanwhile.
+        let gave_up = remote.await.unwrap().unwrap_err();
+        assert_eq!(gave_up.kind(), crate::ErrorKind::Timeout, "{gave_up}");
+        sleep(Duration::from_secs(12) - start.elapsed()).await;
+        third.release().await.unwrap();
+        // The lease is free: nobody else wants it.
+        let asked = Instant::now();
+        let next = b.acquire("n", Duration::from_secs(30)).await.unwrap();
+        assert!(
+            asked.elapsed() < Duration::from_secs(2),
+            "the lease was free only after {:?}",
+            asked.elapsed()
+        );
+        next.release().await.unwrap();
     }
 }
