@@ -663,6 +663,7 @@ mod tests {
         assert!(again.is_some(), "the name was still taken here");
         again.unwrap().release().await.unwrap();
     }
+
     /// A pass to a remote waiter that a tenure's end left pending dies with
     /// the lease it was for: when the lease is lost while kept for that pass
     /// (no local task holding it), the next local acquire starts afresh, and
