@@ -21,7 +21,7 @@ mod stored;
 mod update;
 mod write;
 
-pub use crate::lease::Fence;
+pub use crate::lease::fence::Fence;
 pub use batch::{Batch, BatchResult};
 pub(crate) use env::TableEnv;
 pub use handle::Table;

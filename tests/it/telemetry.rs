@@ -94,35 +94,30 @@ impl Metrics {
                     kvs.map(|kv| (kv.key.to_string(), kv.value.to_string()))
                         .collect::<BTreeMap<_, _>>()
                 };
+                let mut push = |kvs: &mut dyn Iterator<Item = &opentelemetry::KeyValue>,
+                                count: u64,
+                                sum: f64| {
+                    points.push(Point {
+                        name: name.clone(),
+                        attributes: attributes(kvs),
+                        count,
+                        sum,
+                    })
+                };
                 match metric.data() {
                     AggregatedMetrics::U64(MetricData::Sum(sum)) => {
                         for p in sum.data_points() {
-                            points.push(Point {
-                                name: name.clone(),
-                                attributes: attributes(&mut p.attributes()),
-                                count: p.value(),
-                                sum: p.value() as f64,
-                            });
+                            push(&mut p.attributes(), p.value(), p.value() as f64);
                         }
                     }
                     AggregatedMetrics::U64(MetricData::Histogram(h)) => {
                         for p in h.data_points() {
-                            points.push(Point {
-                                name: name.clone(),
-                                attributes: attributes(&mut p.attributes()),
-                                count: p.count(),
-                                sum: p.sum() as f64,
-                            });
+                            push(&mut p.attributes(), p.count(), p.sum() as f64);
                         }
                     }
                     AggregatedMetrics::F64(MetricData::Histogram(h)) => {
                         for p in h.data_points() {
-                            points.push(Point {
-                                name: name.clone(),
-                                attributes: attributes(&mut p.attributes()),
-                                count: p.count(),
-                                sum: p.sum(),
-                            });
+                            push(&mut p.attributes(), p.count(), p.sum());
                         }
                     }
                     other => panic!("{name}: unexpected data {other:?}"),
