@@ -85,10 +85,18 @@ impl<E: Entity> Table<E> {
             let Some(row) = store.resolve_row(&indexes.index_table, row).await? else {
                 return Ok(None);
             };
-            let Some(entity) = holder(&store, &indexes, i, &key, &row).await? else {
+            if let Some(entity) = holder(&store, &indexes, i, &key, &row).await? {
+                return versioned(entity).map(Some);
+            }
+            // A claim a unit took over from an entity its commit frees the
+            // value from: until that commit lands, the entity holds it.
+            let Some(prev) = super::claim::prev_of(&row.data) else {
                 return Ok(None);
             };
-            versioned(entity).map(Some)
+            match holds_now(&store, &indexes, i, &key, &prev).await? {
+                Some(entity) => versioned(entity).map(Some),
+                None => Ok(None),
+            }
         };
         store.telemetry().operation("get_by", read).await
     }
@@ -284,11 +292,22 @@ async fn holder(
     key: &str,
     row: &StoredEntity,
 ) -> Result<Option<StoredEntity>> {
-    let Some((pk, rk)) = target_of(&row.data) else {
+    let Some(target) = target_of(&row.data) else {
         return Ok(None);
     };
+    holds_now(store, indexes, i, key, &target).await
+}
+
+/// Entity `(pk, rk)` if it holds key form `key` of index `i` now.
+async fn holds_now(
+    store: &Store,
+    indexes: &Indexes,
+    i: usize,
+    key: &str,
+    (pk, rk): &(PartitionKey, RowKey),
+) -> Result<Option<StoredEntity>> {
     store.ensure_table(&indexes.table).await?;
-    let entity = store.backend().get(&indexes.table, &pk, &rk).await?;
+    let entity = store.backend().get(&indexes.table, pk, rk).await?;
     let Some(entity) = store.resolve_row(&indexes.table, entity).await? else {
         return Ok(None);
     };

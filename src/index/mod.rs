@@ -222,6 +222,7 @@
 //! (`benches/compare`, section `indexes`) measures the latency next to the
 //! plain write.
 
+pub(crate) mod claim;
 mod lookup;
 mod verify;
 mod write;

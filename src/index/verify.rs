@@ -4,13 +4,15 @@
 use crate::backend::WriteOptions;
 use std::collections::BTreeMap;
 
+use super::claim::{self, Neutralized};
 use super::{DEFS_PARTITION, Indexes, read_defs, target_of};
-use crate::backend::{Precondition, QuerySpec, StoredEntity, TableOp};
+use crate::backend::{QuerySpec, StoredEntity, TableOp};
 use crate::entity::{Entity, Value};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 use crate::store::Store;
 use crate::table::Table;
+use crate::table::tombstone::is_tombstone;
 
 /// What [`Store::verify_indexes`] found, or [`Store::rebuild_indexes`]
 /// found and fixed, in the index rows of one table.
@@ -26,8 +28,16 @@ pub struct IndexReport {
     /// Indexed values with no index row pointing at their entity, one line
     /// each (type, field, value, entity keys).
     pub missing: Vec<String>,
-    /// Index rows pointing at no entity holding their value, one line each.
+    /// Index rows that name no entity (not rows of leasehold's layout),
+    /// one line each.
     pub orphans: Vec<String>,
+    /// Index rows naming an entity that does not hold their value (any
+    /// more): claims and rows a write left when it failed or was never
+    /// finished, or a delete left for the next writer of the value. They
+    /// are harmless — lookups check the entity, and the next writer of the
+    /// value takes a unique claim over — and not counted as
+    /// inconsistencies; a rebuild removes them.
+    pub stale: u64,
     /// Values of unique fields held by several entities (left by writers
     /// outside leasehold, or by entities written before the field was
     /// unique; not fixed: one entity must change). Each shows as one line
@@ -114,6 +124,7 @@ struct Expected {
 /// A problem found, with what it takes to fix it.
 enum Problem {
     Missing(Expected),
+    /// A row naming no entity, or one that does not hold its value.
     Orphan {
         row: StoredEntity,
         def: Option<usize>,
@@ -144,6 +155,7 @@ async fn scan(
             // own, neither an entity nor an index row.
             if row.data.partition_key.as_str() != DEFS_PARTITION
                 && !crate::lock::decision::is_decision_row(&row.data.row_key)
+                && !is_tombstone(&row.data.properties)
             {
                 each(row);
             }
@@ -153,6 +165,16 @@ async fn scan(
             None => return Ok(()),
         }
     }
+}
+
+/// The entities an index row names: its owner, and for a claim a unit
+/// took over within its commit, the entity it took it from (see
+/// `claim::prev_of`).
+fn named(data: &crate::entity::EntityData) -> Vec<(PartitionKey, RowKey)> {
+    target_of(data)
+        .into_iter()
+        .chain(claim::prev_of(data))
+        .collect()
 }
 
 fn show_entity(e: &(PartitionKey, RowKey)) -> String {
@@ -172,7 +194,8 @@ async fn check(
     // Index row keys -> the entities that should have it.
     let mut expected: BTreeMap<(PartitionKey, RowKey), Vec<Expected>> = BTreeMap::new();
     let mut failed: Option<Error> = None;
-    let select: Vec<String> = indexes.defs.iter().map(|d| d.property.clone()).collect();
+    let mut select: Vec<String> = indexes.defs.iter().map(|d| d.property.clone()).collect();
+    select.push(crate::table::tombstone::PROPERTY.to_owned());
     scan(store, &indexes.table, Some(select), |row| {
         report.entities += 1;
         scanned += 1;
@@ -242,9 +265,11 @@ async fn check(
             });
         }
         let row = actual.get(keys);
-        let ok = row
-            .and_then(|r| target_of(&r.data))
-            .is_some_and(|t| holders.iter().any(|h| h.entity == t));
+        let ok = row.is_some_and(|r| {
+            named(&r.data)
+                .iter()
+                .any(|t| holders.iter().any(|h| &h.entity == t))
+        });
         if !ok {
             report.missing.push(describe(&holders[0]));
             problems.push(Problem::Missing(holders[0].clone()));
@@ -261,9 +286,9 @@ async fn check(
                     .position(|d| parts.first().is_some_and(|p| p == &d.property))
             });
         let wanted = expected.get(&keys).is_some_and(|hs| {
-            target
-                .as_ref()
-                .is_some_and(|t| hs.iter().any(|h| &h.entity == t))
+            named(&row.data)
+                .iter()
+                .any(|t| hs.iter().any(|h| &h.entity == t))
         });
         if !wanted {
             // A unique row pointing at a non-holder was counted as missing
@@ -271,125 +296,87 @@ async fn check(
             if def.is_some_and(|d| indexes.defs[d].unique) && expected.contains_key(&keys) {
                 continue;
             }
-            report.orphans.push(format!(
-                "index row ({:?}, {:?}) points at {}, which does not hold its value",
-                keys.0.as_str(),
-                keys.1.as_str(),
-                target
-                    .as_ref()
-                    .map_or_else(|| "no entity".to_owned(), show_entity)
-            ));
+            match &target {
+                Some(_) => report.stale += 1,
+                None => report.orphans.push(format!(
+                    "index row ({:?}, {:?}) names no entity",
+                    keys.0.as_str(),
+                    keys.1.as_str(),
+                )),
+            }
             problems.push(Problem::Orphan { row, def });
         }
     }
     Ok((report, problems))
 }
 
-/// Whether the entity `(pk, rk)` holds key form `key` of index `def` now.
-async fn holds(
-    store: &Store,
-    indexes: &Indexes,
-    def: usize,
-    key: &str,
-    entity: &(PartitionKey, RowKey),
-) -> Result<bool> {
-    Ok(
-        match store
-            .backend()
-            .get(&indexes.table, &entity.0, &entity.1)
-            .await?
-        {
-            Some(s) => indexes.keys(Some(&s.data.properties))?[def]
-                .as_ref()
-                .is_some_and(|k| k.key == key),
-            None => false,
-        },
-    )
-}
-
-/// Fixes one problem under the locks of the partitions involved,
-/// re-checking it there (leasehold writers may have fixed or changed it
-/// since the scan). Returns whether a row was written.
+/// Fixes one problem, re-checking it first (leasehold writers may have
+/// fixed or changed it since the scan), with the writes an indexed write
+/// makes: a missing value is claimed for its entity (or gets its index
+/// row), a row naming an entity that does not hold its value is removed
+/// once that entity's pending writes are made impossible. Returns whether
+/// a row was written.
 async fn fix(store: &Store, indexes: &Indexes, problem: Problem) -> Result<bool> {
     match problem {
         Problem::Missing(e) => {
             let def = &indexes.defs[e.def];
-            let ipk = indexes.partition(def, &e.key)?;
-            let irk = Indexes::row(def, &e.entity.0, &e.entity.1)?;
-            let unit = store.lock_many([e.entity.0.clone(), ipk.clone()]).await?;
-            let result = async {
-                if !holds(store, indexes, e.def, &e.key, &e.entity).await? {
-                    return Ok(false);
+            let key = super::Key {
+                value: e.value.clone(),
+                key: e.key.clone(),
+            };
+            if def.unique {
+                match claim::claim(store, indexes, def, &key, &e.entity, "rebuilt", None).await {
+                    Ok(()) => Ok(true),
+                    // Held by another entity as well: a duplicate, reported.
+                    Err(Error::ValueTaken { .. }) => Ok(false),
+                    Err(err) => Err(err),
                 }
-                let row = store
-                    .backend()
-                    .get(&indexes.index_table, &ipk, &irk)
-                    .await?;
-                let data = Indexes::row_data(ipk.clone(), irk.clone(), &e.entity.0, &e.entity.1);
-                let op = match row {
-                    None => TableOp::Insert(data),
-                    Some(r) => {
-                        let target = target_of(&r.data);
-                        if target.as_ref() == Some(&e.entity) {
-                            return Ok(false);
-                        }
-                        if let Some(t) = &target
-                            && holds(store, indexes, e.def, &e.key, t).await?
-                        {
-                            return Ok(false);
-                        }
-                        TableOp::Replace(data, Precondition::IfMatch(r.etag))
-                    }
-                };
-                store
-                    .backend()
-                    .execute(&indexes.index_table, op, &WriteOptions::new())
-                    .await?;
+            } else {
+                claim::add_row(store, indexes, def, &key, &e.entity).await?;
                 Ok(true)
             }
-            .await;
-            unit.abandon().await?;
-            result
         }
         Problem::Orphan { row, def } => {
             let ipk = row.data.partition_key.clone();
             let irk = row.data.row_key.clone();
-            let unit = store.lock(ipk.clone()).await?;
-            let result = async {
-                let Some(now) = store
-                    .backend()
-                    .get(&indexes.index_table, &ipk, &irk)
-                    .await?
-                else {
+            let Some(now) = store
+                .backend()
+                .get(&indexes.index_table, &ipk, &irk)
+                .await?
+            else {
+                return Ok(false);
+            };
+            if let (Some(def), Some(target)) = (def, target_of(&now.data)) {
+                let key = crate::key::CompositeKey::split(ipk.as_str())
+                    .ok()
+                    .and_then(|mut p| (p.len() == 2).then(|| p.swap_remove(1)));
+                let Some(key) = key else {
                     return Ok(false);
                 };
-                if let (Some(def), Some(target)) = (def, target_of(&now.data)) {
-                    let key = crate::key::CompositeKey::split(ipk.as_str())
-                        .ok()
-                        .and_then(|mut p| (p.len() == 2).then(|| p.swap_remove(1)));
-                    if let Some(key) = key
-                        && holds(store, indexes, def, &key, &target).await?
-                    {
-                        return Ok(false);
-                    }
+                match claim::neutralize(store, indexes, &indexes.defs[def], &key, &target).await? {
+                    Neutralized::Done => {}
+                    Neutralized::Holds | Neutralized::Raced => return Ok(false),
                 }
-                store
-                    .backend()
-                    .execute(
-                        &indexes.index_table,
-                        TableOp::Delete {
-                            partition_key: ipk.clone(),
-                            row_key: irk.clone(),
-                            if_match: Some(now.etag),
-                        },
-                        &WriteOptions::new(),
-                    )
-                    .await?;
-                Ok(true)
             }
-            .await;
-            unit.abandon().await?;
-            result
+            let removed = store
+                .backend()
+                .execute(
+                    &indexes.index_table,
+                    TableOp::Delete {
+                        partition_key: ipk,
+                        row_key: irk,
+                        if_match: Some(now.etag),
+                    },
+                    &WriteOptions::new(),
+                )
+                .await;
+            match removed {
+                Ok(_) => Ok(true),
+                Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => {
+                    Ok(false)
+                }
+                Err(e) => Err(e),
+            }
         }
     }
 }

@@ -1,14 +1,17 @@
-//! The writes of a [`Table`] of an indexed type: a unit of work over the
-//! entity's partition and the index partitions it touches (see the
-//! [module docs](super)).
+//! The writes of a [`Table`] of an indexed type: claims first, then the
+//! entity's row, which makes them good (see the [module docs](super)).
 
 use std::sync::Arc;
 
-use super::Indexes;
-use crate::entity::{Entity, EntityData, Properties, Versioned};
-use crate::error::{Error, Result};
-use crate::key::{PartitionKey, RowKey};
-use crate::table::Table;
+use super::claim::{self, Keys};
+use super::{Indexes, Key};
+use crate::backend::{Precondition, TableOp};
+use crate::entity::{Entity, Properties, Versioned};
+use crate::error::{Error, ErrorKind, Result};
+use crate::key::{ETag, PartitionKey, RowKey};
+use crate::lock::marks::Resolver;
+use crate::table::tombstone::{self, is_tombstone};
+use crate::table::{Base, Table};
 
 /// A write of a [`Table`], as the index machinery routes it.
 pub(crate) enum IndexedWrite<'a, E> {
@@ -22,31 +25,89 @@ pub(crate) enum IndexedWrite<'a, E> {
     DeleteUnconditionally(&'a PartitionKey, &'a RowKey),
 }
 
-/// How many times a write whose index values changed between its first
-/// read and its locks starts over.
+/// How many times a write whose row changed under it (an unconditional
+/// write, or an insert meeting a tombstone) reads it again and starts over.
 const ATTEMPTS: usize = 8;
 
+/// The entity's row as the write is conditioned on it, known before any
+/// claim is made.
+#[derive(Debug, Clone)]
+enum State {
+    Absent,
+    Tombstone(ETag),
+    Row(ETag, Arc<Properties>),
+}
+
+impl State {
+    fn properties(&self) -> Option<&Properties> {
+        match self {
+            State::Row(_, p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// Reads the entity's row, any unit's mark on it resolved.
+async fn read_state<E: Entity>(table: &Table<E>, pk: &PartitionKey, rk: &RowKey) -> Result<State> {
+    let Some(store) = table.store.as_ref() else {
+        return Err(Error::Inconsistent {
+            what: "an indexed write of a table without a store".into(),
+        });
+    };
+    let name = table.ready().await?;
+    let found = store.backend().get(name, pk, rk).await?;
+    Ok(
+        match Resolver::new(store, Vec::new())
+            .resolve_opt(name, found)
+            .await?
+        {
+            None => State::Absent,
+            Some(row) if is_tombstone(&row.data.properties) => State::Tombstone(row.etag),
+            Some(row) => State::Row(row.etag, Arc::new(row.data.properties)),
+        },
+    )
+}
+
+fn not_found<E: Entity>(pk: &PartitionKey, rk: &RowKey) -> Error {
+    Error::NotFound {
+        what: format!("entity ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
+        code: Some("ResourceNotFound".into()),
+        table: Some(E::TABLE.into()),
+        row: Some(Box::new((pk.clone(), rk.clone()))),
+    }
+}
+
+fn exists<E: Entity>(pk: &PartitionKey, rk: &RowKey) -> Error {
+    Error::AlreadyExists {
+        what: format!("entity ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
+        code: Some("EntityAlreadyExists".into()),
+        table: Some(E::TABLE.into()),
+        row: Some(Box::new((pk.clone(), rk.clone()))),
+    }
+}
+
+fn changed<E: Entity>(pk: &PartitionKey, rk: &RowKey) -> Error {
+    Error::Conflict {
+        what: format!(
+            "entity ({pk:?}, {rk:?}) in table `{}`: changed since it was read",
+            E::TABLE
+        ),
+        code: Some("UpdateConditionNotSatisfied".into()),
+        table: Some(E::TABLE.into()),
+        row: Some(Box::new((pk.clone(), rk.clone()))),
+    }
+}
+
 /// Sends `write` as an indexed write when it has to be one: `Ok(None)` when
-/// the type has no indexes or the write leaves every indexed value as it is
-/// (the caller then sends the plain write); otherwise the entity as stored
-/// after the write (`None` for a delete).
+/// the type has no indexes or the write is the plain conditional write
+/// (it leaves every indexed value as it is; the caller sends it);
+/// otherwise the entity as stored after the write (`None` for a delete).
 pub(crate) async fn route<E: Entity>(
     table: &Table<E>,
     write: IndexedWrite<'_, E>,
 ) -> Result<Option<Option<Versioned<E>>>> {
     if E::INDEXES.is_empty() {
         return Ok(None);
-    }
-    // An indexed write is a unit over several partitions, which a fence
-    // (one partition's fence row per transaction) cannot cover: refused
-    // rather than sent unfenced.
-    if table.fence.is_some() {
-        return Err(Error::Invalid {
-            what: format!("fenced write of {}", std::any::type_name::<E>()),
-            why: "a type with #[entity(unique)] or #[entity(index)] fields cannot be \
-                  written through Table::fenced (its writes span the index partitions)"
-                .into(),
-        });
     }
     let Some(store) = table.store.as_ref() else {
         return Ok(None);
@@ -55,7 +116,7 @@ pub(crate) async fn route<E: Entity>(
         return Ok(None);
     };
     use IndexedWrite as W;
-    let new: Option<EntityData> = match &write {
+    let new = match &write {
         W::Insert(e) | W::Upsert(e) | W::UpsertMerge(e) | W::ReplaceUnconditionally(e) => {
             Some(e.encode()?)
         }
@@ -72,104 +133,142 @@ pub(crate) async fn route<E: Entity>(
             });
         }
     };
+    let owner: Keys = (pk.clone(), rk.clone());
     let merge = matches!(write, W::Merge(_) | W::UpsertMerge(_));
-    let after = |before: Option<&Properties>| -> Option<Properties> {
+    let after = |state: &State| -> Option<Properties> {
         let new = new.as_ref()?;
-        if merge {
-            let mut base = before.cloned().unwrap_or_default();
-            base.merge_from(&new.properties);
-            Some(base)
-        } else {
-            Some(new.properties.clone())
-        }
-    };
-    // What the row holds, when the value knows it without a read: the
-    // conditional writes succeed only on exactly that version.
-    let known: Option<Properties> = match &write {
-        W::Replace(v) | W::Merge(v) | W::Delete(v) => {
-            v.stored_properties().map(Arc::unwrap_or_clone)
-        }
-        _ => None,
-    };
-    if let (Some(stored), false) = (&known, matches!(write, W::Delete(_)))
-        && indexes.keys(Some(stored))? == indexes.keys(after(Some(stored)).as_ref())?
-    {
-        return Ok(None);
-    }
-    if let (W::Delete(_), Some(stored)) = (&write, &known)
-        && indexes.keys(Some(stored))?.iter().all(Option::is_none)
-    {
-        return Ok(None);
-    }
-    if let (W::Insert(_), Some(new)) = (&write, &new)
-        && indexes
-            .keys(Some(&new.properties))?
-            .iter()
-            .all(Option::is_none)
-    {
-        return Ok(None);
-    }
-    let mut hint: Option<Properties> = match &write {
-        W::Insert(_) => None,
-        W::Replace(_) | W::Merge(_) | W::Delete(_) if known.is_some() => known.clone(),
-        _ => {
-            store.ensure_table(&indexes.table).await?;
-            let stored = store.backend().get(&indexes.table, &pk, &rk).await?;
-            let stored = store.resolve_row(&indexes.table, stored).await?;
-            // A conditional replace or merge of the version just read that
-            // leaves every indexed value alone (`update_with`, say) is the
-            // plain write: its condition holds only on that version.
-            if let (W::Replace(v) | W::Merge(v), Some(s)) = (&write, &stored)
-                && &s.etag == v.etag()
-                && indexes.keys(Some(&s.data.properties))?
-                    == indexes.keys(after(Some(&s.data.properties)).as_ref())?
-            {
-                return Ok(None);
+        match (merge, state.properties()) {
+            (true, Some(before)) => {
+                let mut base = before.clone();
+                base.merge_from(&new.properties);
+                Some(base)
             }
-            stored.map(|s| s.data.properties)
+            _ => Some(new.properties.clone()),
         }
     };
+    // The state the entity write is conditioned on, read before any claim
+    // (a claim made after it is what a takeover must see changed).
+    let mut state = match &write {
+        W::Insert(_) => State::Absent,
+        W::Replace(v) | W::Merge(v) | W::Delete(v) => match v.stored_properties() {
+            Some(p) => State::Row(v.etag().clone(), p),
+            None => match read_state(table, &pk, &rk).await? {
+                State::Row(etag, p) if &etag == v.etag() => {
+                    // A conditional replace or merge that leaves every
+                    // indexed value alone is the plain write.
+                    if !matches!(write, W::Delete(_))
+                        && indexes.keys(Some(&p))?
+                            == indexes.keys(after(&State::Row(etag.clone(), p.clone())).as_ref())?
+                    {
+                        return Ok(None);
+                    }
+                    State::Row(etag, p)
+                }
+                State::Row(..) => return Err(changed::<E>(&pk, &rk)),
+                _ => return Err(not_found::<E>(&pk, &rk)),
+            },
+        },
+        _ => read_state(table, &pk, &rk).await?,
+    };
+    if let (W::Replace(_) | W::Merge(_), State::Row(_, p)) = (&write, &state)
+        && indexes.keys(Some(p))? == indexes.keys(after(&state).as_ref())?
+    {
+        return Ok(None);
+    }
+    let txn = crate::backend::write_log::new_id();
     let started = tokio::time::Instant::now();
     for _ in 0..ATTEMPTS {
-        let mut parts = vec![pk.clone()];
-        parts.extend(indexes.partitions_of(&indexes.keys(hint.as_ref())?)?);
-        parts.extend(indexes.partitions_of(&indexes.keys(after(hint.as_ref()).as_ref())?)?);
-        let mut unit = store.lock_many(parts.iter().cloned()).await?;
-        let staged = stage(&mut unit, &write, &pk, &rk, &indexes, &parts, &after).await;
-        match staged {
-            Ok(Staged::Ready) => {}
-            Ok(Staged::Moved(now)) => {
-                // An indexed value changed since the first read: start over
-                // with the locks of what is stored now.
-                hint = now;
-                unit.abandon().await?;
+        match (&write, &state) {
+            (W::Insert(_), State::Row(..)) => return Err(exists::<E>(&pk, &rk)),
+            (
+                W::ReplaceUnconditionally(_) | W::DeleteUnconditionally(..),
+                State::Absent | State::Tombstone(_),
+            ) => return Err(not_found::<E>(&pk, &rk)),
+            _ => {}
+        }
+        let old = indexes.keys(state.properties())?;
+        let now = indexes.keys(after(&state).as_ref())?;
+        let mut claims: Vec<(usize, &Key)> = Vec::new();
+        let mut frees: Vec<(usize, Key)> = Vec::new();
+        for (i, (o, n)) in old.iter().zip(&now).enumerate() {
+            if o.as_ref().map(|k| &k.key) == n.as_ref().map(|k| &k.key) {
                 continue;
             }
-            Err(e) => {
-                let _ = unit.abandon().await;
-                return Err(e);
+            if let Some(n) = n {
+                claims.push((i, n));
+            }
+            // A delete leaves its claims to the next writer of the value.
+            if let (Some(o), Some(_)) = (o, &new) {
+                frees.push((i, o.clone()));
             }
         }
-        unit.commit().await.map_err(unbatch)?;
-        return match write {
-            W::Delete(_) | W::DeleteUnconditionally(..) => Ok(Some(None)),
-            _ => match table.get(pk.clone(), rk.clone()).await? {
-                Some(v) => Ok(Some(Some(v))),
-                None => Err(Error::NotFound {
-                    what: format!(
-                        "entity ({pk:?}, {rk:?}) in table `{}`: deleted right after the write, before it could be read back",
-                        E::TABLE
-                    ),
-                    code: Some("ResourceNotFound".into()),
-                    table: Some(E::TABLE.into()),
-                    row: Some(Box::new((pk, rk))),
-                }),
-            },
-        };
+        if !claims.is_empty() || !frees.is_empty() {
+            super::ensure_defs(store, &indexes).await?;
+        }
+        let claiming = futures_util::future::try_join_all(claims.iter().map(|(i, key)| {
+            let def = &indexes.defs[*i];
+            let (indexes, owner, txn) = (&indexes, &owner, txn.as_str());
+            async move {
+                if def.unique {
+                    claim::claim(store, indexes, def, key, owner, txn, None).await
+                } else {
+                    claim::add_row(store, indexes, def, key, owner).await
+                }
+            }
+        }));
+        let (claimed, freed) = futures_util::future::join(
+            claiming,
+            claim::read_freed(store, &indexes, &frees, &owner),
+        )
+        .await;
+        if let Err(e) = claimed {
+            // An insert of a row that exists is refused as such, whatever
+            // its claims met.
+            if let (W::Insert(_), ErrorKind::ValueTaken) = (&write, e.kind())
+                && let State::Row(..) = read_state(table, &pk, &rk).await?
+            {
+                return Err(exists::<E>(&pk, &rk));
+            }
+            return Err(e);
+        }
+        let freed = freed?;
+        let sent = send_entity(table, &write, &state, &pk, &rk).await;
+        match sent {
+            Ok(result) => {
+                claim::remove_freed(store, &indexes, freed).await;
+                return Ok(Some(result));
+            }
+            Err(e) => {
+                let raced = matches!(
+                    e.kind(),
+                    ErrorKind::Conflict | ErrorKind::NotFound | ErrorKind::AlreadyExists
+                );
+                let again = raced
+                    && matches!(
+                        write,
+                        W::Insert(_)
+                            | W::Upsert(_)
+                            | W::UpsertMerge(_)
+                            | W::ReplaceUnconditionally(_)
+                            | W::DeleteUnconditionally(..)
+                    );
+                if !again {
+                    // A conditional write refused at a tombstone: the row
+                    // is gone, as the caller sees rows.
+                    if e.kind() == ErrorKind::Conflict
+                        && matches!(read_state(table, &pk, &rk).await?, State::Tombstone(_))
+                    {
+                        return Err(not_found::<E>(&pk, &rk));
+                    }
+                    return Err(e);
+                }
+                state = read_state(table, &pk, &rk).await?;
+            }
+        }
     }
     Err(Error::Timeout {
         what: format!(
-            "an indexed write of {} ({pk:?}, {rk:?}): its indexed values kept changing under it ({ATTEMPTS} attempts)",
+            "an indexed write of {} ({pk:?}, {rk:?}): its row kept changing under it ({ATTEMPTS} attempts)",
             indexes.type_name
         ),
         // The time the attempts took, not a deadline: what ran out was the
@@ -178,104 +277,90 @@ pub(crate) async fn route<E: Entity>(
     })
 }
 
-/// What staging found.
-enum Staged {
-    /// The write is staged.
-    Ready,
-    /// The stored row needs locks the unit does not hold: what it holds.
-    Moved(Option<Properties>),
-}
-
-/// Reads the row under the unit's locks, checks the write's condition and
-/// the locks it needs, and stages it.
-async fn stage<E: Entity>(
-    unit: &mut crate::lock::Unit,
+/// Sends the entity's write of `write`, conditioned on `state`: the commit
+/// point of the claims made for it.
+async fn send_entity<E: Entity>(
+    table: &Table<E>,
     write: &IndexedWrite<'_, E>,
+    state: &State,
     pk: &PartitionKey,
     rk: &RowKey,
-    indexes: &Indexes,
-    parts: &[PartitionKey],
-    after: &(dyn Fn(Option<&Properties>) -> Option<Properties> + Sync),
-) -> Result<Staged> {
+) -> Result<Option<Versioned<E>>> {
     use IndexedWrite as W;
-    let stored: Option<Versioned<E>> = unit.get_in::<E>(pk.clone(), rk.clone()).await?;
-    let now = match &stored {
-        Some(v) => Some(
-            v.stored_properties()
-                .map(Arc::unwrap_or_clone)
-                .ok_or_else(|| Error::Inconsistent {
-                    what: "a row read in a unit without its properties".into(),
-                })?,
-        ),
-        None => None,
-    };
-    if let (W::Insert(_), Some(_)) = (write, &stored) {
-        return Err(Error::AlreadyExists {
-            what: format!("entity ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
-            code: Some("EntityAlreadyExists".into()),
-            table: Some(E::TABLE.into()),
-            row: Some(Box::new((pk.clone(), rk.clone()))),
-        });
-    }
-    let mut needed = indexes.partitions_of(&indexes.keys(now.as_ref())?)?;
-    needed.extend(indexes.partitions_of(&indexes.keys(after(now.as_ref()).as_ref())?)?);
-    if needed.iter().any(|p| !parts.contains(p)) {
-        return Ok(Staged::Moved(now));
-    }
-    let row = || Some(Box::new((pk.clone(), rk.clone())));
-    let missing = || Error::NotFound {
-        what: format!("entity ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
-        code: Some("ResourceNotFound".into()),
-        table: Some(E::TABLE.into()),
-        row: row(),
-    };
-    match write {
-        W::Insert(e) => unit.insert(*e)?,
-        W::Replace(v) | W::Merge(v) | W::Delete(v) => {
-            let Some(s) = &stored else {
-                return Err(missing());
-            };
-            if s.etag() != v.etag() {
-                return Err(Error::Conflict {
-                    what: format!(
-                        "entity ({pk:?}, {rk:?}) in table `{}`: changed since it was read",
-                        E::TABLE
-                    ),
-                    code: Some("UpdateConditionNotSatisfied".into()),
-                    table: Some(E::TABLE.into()),
-                    row: row(),
-                });
-            }
-            match write {
-                W::Replace(v) => unit.replace(*v)?,
-                W::Merge(v) => unit.merge(*v)?,
-                _ => unit.delete(*v)?,
-            }
+    let if_match = |etag: &ETag| Precondition::IfMatch(etag.clone());
+    let over = |state: &State| -> Option<Precondition> {
+        match state {
+            State::Absent => None,
+            State::Tombstone(etag) | State::Row(etag, _) => Some(if_match(etag)),
         }
-        W::Upsert(e) => unit.upsert(*e)?,
-        W::UpsertMerge(e) => unit.upsert_merge(*e)?,
-        W::ReplaceUnconditionally(e) => {
-            if stored.is_none() {
-                return Err(missing());
-            }
-            // The row exists and its lock is held: an upsert replaces it.
-            unit.upsert(*e)?;
+    };
+    let written = match (write, state) {
+        (W::Insert(_), State::Row(..)) => return Err(exists::<E>(pk, rk)),
+        (W::Insert(e) | W::Upsert(e), _)
+        | (W::UpsertMerge(e), State::Absent | State::Tombstone(_)) => {
+            let condition = over(state);
+            table
+                .write(e, None, Base::Nothing, move |d| match condition {
+                    Some(c) => TableOp::Replace(d, c),
+                    None => TableOp::Insert(d),
+                })
+                .await?
         }
-        W::DeleteUnconditionally(..) => match &stored {
-            Some(s) => unit.delete(s)?,
-            None => return Err(missing()),
-        },
-    }
-    Ok(Staged::Ready)
-}
-
-/// The error of the one refused operation of a unit's commit, as the
-/// single write would have reported it.
-fn unbatch(e: Error) -> Error {
-    match e {
-        Error::Batch { source, .. } => *source,
-        other => other,
-    }
+        (W::UpsertMerge(e), State::Row(etag, p)) => {
+            let etag = etag.clone();
+            table
+                .write(e, None, Base::Merge(Some(p.clone())), move |d| {
+                    TableOp::Merge(d, Precondition::IfMatch(etag))
+                })
+                .await?
+        }
+        (W::ReplaceUnconditionally(e), State::Row(etag, _)) => {
+            let etag = etag.clone();
+            table
+                .write(e, None, Base::Nothing, move |d| {
+                    TableOp::Replace(d, Precondition::IfMatch(etag))
+                })
+                .await?
+        }
+        (W::Replace(v), _) => {
+            let etag = v.etag().clone();
+            table
+                .write(v.entity(), v.write_log(), Base::replace_of(v), move |d| {
+                    TableOp::Replace(d, Precondition::IfMatch(etag))
+                })
+                .await?
+        }
+        (W::Merge(v), _) => {
+            let etag = v.etag().clone();
+            table
+                .write(v.entity(), v.write_log(), Base::merge_of(v), move |d| {
+                    TableOp::Merge(d, Precondition::IfMatch(etag))
+                })
+                .await?
+        }
+        (W::Delete(v), _) => {
+            table
+                .send(TableOp::Replace(
+                    tombstone::data(pk, rk, "deleted"),
+                    if_match(v.etag()),
+                ))
+                .await?;
+            return Ok(None);
+        }
+        (W::DeleteUnconditionally(..), State::Row(etag, _)) => {
+            table
+                .send(TableOp::Replace(
+                    tombstone::data(pk, rk, "deleted"),
+                    if_match(etag),
+                ))
+                .await?;
+            return Ok(None);
+        }
+        (W::ReplaceUnconditionally(_) | W::DeleteUnconditionally(..), _) => {
+            return Err(not_found::<E>(pk, rk));
+        }
+    };
+    Ok(Some(written))
 }
 
 impl<E: Entity> Table<E> {

@@ -86,8 +86,9 @@ impl Unit {
     /// sent, finds out what storage holds.
     pub(super) async fn commit_and_settle(mut self) -> Result<CommitReport> {
         let span = tracing::debug_span!("leasehold.commit", partition = %self.partition_key(), partitions = self.parts.len(), ops = self.staged.len());
+        let mut freed = Vec::new();
         let result = async {
-            self.stage_index_rows().await.map_err(Failed::Definite)?;
+            freed = self.claim_indexes().await.map_err(Failed::Definite)?;
             self.commit_inner().await
         }
         .instrument(span.clone())
@@ -101,9 +102,17 @@ impl Unit {
             _ => None,
         };
         let backend = self.store.backend().clone();
+        let store = self.store.clone();
+        let committed = result.is_ok();
         futures_util::future::join(self.release_all(), async {
             if let Some(cleanup) = cleanup {
                 cleanup.send(backend.as_ref()).await;
+            }
+            // The index rows of values the commit freed, now that it holds.
+            if committed {
+                for (indexes, rows) in freed {
+                    crate::index::claim::remove_freed(&store, &indexes, rows).await;
+                }
             }
         })
         .await;

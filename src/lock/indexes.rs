@@ -1,75 +1,42 @@
-//! The index rows of a unit's writes of indexed entity types: staged at
-//! commit, before anything is sent (see [`crate::index`]).
+//! The index claims of a unit's writes of indexed entity types: made
+//! before its commit, which makes them good, with no lock beyond the
+//! entity's partition (see [`crate::index`]).
 
-use super::fold::fold;
+use futures_util::future::{join, try_join_all};
+
 use super::unit::{Slot, Unit};
-use crate::backend::{StoredEntity, TableOp};
-use crate::entity::{Entity, EntityData, Properties};
-use crate::error::{Error, Result};
+use crate::backend::{Precondition, StoredEntity, TableOp};
+use crate::entity::{Entity, Properties};
+use crate::error::Result;
+use crate::index::claim::{self, Freed, Keys};
 use crate::index::{self, Indexes, Key};
-use crate::key::{PartitionKey, RowKey, TableName};
+use crate::key::{RowKey, TableName};
+use crate::table::tombstone::{self, is_tombstone};
 
-/// One index value an entity frees or claims.
-struct Change {
+/// What a unit's commit does with index rows once it succeeded: the rows
+/// of the values it freed, per index table.
+pub(super) type FreedRows = Vec<(Indexes, Vec<Freed>)>;
+
+/// The index changes of one staged write.
+struct Plan {
     indexes: usize,
-    def: usize,
-    key: Key,
-    entity: (PartitionKey, RowKey),
-}
-
-fn not_locked(
-    indexes: &Indexes,
-    def: &index::Def,
-    key: &Key,
-    ipk: &PartitionKey,
-    unit: &Unit,
-) -> Error {
-    let held: Vec<&str> = unit.parts.iter().map(|p| p.pk.as_str()).collect();
-    Error::invalid(
-        format!(
-            "{}.{} = {}",
-            indexes.type_name,
-            def.field,
-            index::show(&key.value)
-        ),
-        format!(
-            "its index partition {:?} is not locked by this unit (it holds {held:?}); lock it with the entity's partition (Table::index_partitions names it)",
-            ipk.as_str()
-        ),
-    )
+    owner: Keys,
+    claims: Vec<(usize, Key)>,
+    /// Values freed, to remove their rows after the commit.
+    frees: Vec<(usize, Key)>,
+    /// Every value the write takes from the entity (a delete's included).
+    releases: Vec<(usize, Key)>,
 }
 
 impl Unit {
-    /// Records that the unit writes entities of `E` to `table` (so the commit
-    /// keeps their index rows), and checks that it holds the partitions of the
-    /// index values `data` claims. Called when a write is staged; a refusal
-    /// leaves the staged writes unchanged.
-    pub(super) fn note_indexes<E: Entity>(
-        &mut self,
-        table: &TableName,
-        data: &EntityData,
-        what: &str,
-    ) -> Result<()> {
-        let unit = self;
-        if E::INDEXES.is_empty() {
+    /// Records that the unit writes entities of `E` to `table`, so that its
+    /// commit claims their indexed values.
+    pub(super) fn note_indexes<E: Entity>(&mut self, table: &TableName) -> Result<()> {
+        if E::INDEXES.is_empty() || self.indexes.iter().any(|i| &i.table == table) {
             return Ok(());
         }
-        let Some(indexes) = Indexes::of::<E>(unit.store.tables())? else {
-            return Ok(());
-        };
-        if what != "delete" {
-            let keys = indexes.keys(Some(&data.properties))?;
-            for (def, key) in indexes.defs.iter().zip(&keys) {
-                if let Some(key) = key {
-                    let ipk = indexes.partition(def, &key.key)?;
-                    if !unit.parts.iter().any(|p| p.pk == ipk) {
-                        return Err(not_locked(&indexes, def, key, &ipk, unit));
-                    }
-                }
-            }
-        }
-        if !unit.indexes.iter().any(|i| &i.table == table) {
-            unit.indexes.push(indexes);
+        if let Some(indexes) = Indexes::of::<E>(self.store.tables())? {
+            self.indexes.push(indexes);
         }
         Ok(())
     }
@@ -89,50 +56,23 @@ impl Unit {
         Ok(stored)
     }
 
-    /// Adds an index-row write, folding it into one staged for the row.
-    fn stage_index(&mut self, slot: Slot, op: TableOp) -> Result<()> {
-        let key = (slot, op.row_key().clone());
-        let read_absent = matches!(self.reads.get(&key), Some(None));
-        match fold(self.staged.get(&key), op, read_absent) {
-            Ok(Some(op)) => {
-                self.staged.insert(key, op);
-            }
-            Ok(None) => {
-                self.staged.remove(&key);
-            }
-            Err(why) => {
-                return Err(Error::Inconsistent {
-                    what: format!("index row {:?} in `{}`: {why}", key.1.as_str(), key.0),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// The slot of an index row, refusing a partition the unit does not
-    /// hold.
-    fn index_slot(&self, indexes: &Indexes, change: &Change) -> Result<(Slot, PartitionKey)> {
-        let def = &indexes.defs[change.def];
-        let ipk = indexes.partition(def, &change.key.key)?;
-        match self.parts.iter().position(|p| p.pk == ipk) {
-            Some(part) => Ok((
-                Slot {
-                    part,
-                    table: indexes.index_table.clone(),
-                },
-                ipk,
-            )),
-            None => Err(not_locked(indexes, def, &change.key, &ipk, self)),
-        }
-    }
-
-    /// Stages the index rows of every staged write of an indexed type: the
-    /// rows of values freed are deleted, those of values claimed inserted;
-    /// a unique value another entity holds is refused with
-    /// [`Error::ValueTaken`]. Nothing is sent but reads.
-    pub(super) async fn stage_index_rows(&mut self) -> Result<()> {
+    /// Before the commit sends anything: makes every staged write of an
+    /// indexed type one its claims can rely on, and claims the values the
+    /// writes set.
+    ///
+    /// * Each write is conditioned on the row as the unit read it, read
+    ///   before any claim: an upsert becomes an insert or a write at the
+    ///   ETag read, and an insert over a tombstone a replace at its ETag.
+    /// * A delete leaves a tombstone (see `crate::table::tombstone`).
+    /// * Each unique value set is claimed, each non-unique one gets its
+    ///   index row; a value another entity holds is refused with
+    ///   [`crate::Error::ValueTaken`] before anything of the commit is sent.
+    ///
+    /// Returns the index rows of the values freed, read now, to remove once
+    /// the commit succeeded.
+    pub(super) async fn claim_indexes(&mut self) -> Result<FreedRows> {
         if self.indexes.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let all = self.indexes.clone();
         let rows: Vec<(Slot, RowKey)> = self
@@ -141,34 +81,23 @@ impl Unit {
             .filter(|(slot, _)| all.iter().any(|i| i.table == slot.table))
             .cloned()
             .collect();
-        if rows.is_empty() {
-            return Ok(());
-        }
-        let mut frees: Vec<Change> = Vec::new();
-        let mut claims: Vec<Change> = Vec::new();
+        let mut plans: Vec<Plan> = Vec::new();
         for (slot, rk) in rows {
             let Some(n) = all.iter().position(|i| i.table == slot.table) else {
                 continue;
             };
-            let indexes = &all[n];
-            let is_insert = matches!(
-                self.staged.get(&(slot.clone(), rk.clone())),
-                Some(TableOp::Insert(_))
-            );
-            // What the row holds now: an insert needs none (it fails if the
-            // row exists); anything else is read, under the lock.
-            let before: Option<Properties> = if is_insert {
-                None
-            } else {
-                self.read_for_index(&slot, &rk)
-                    .await?
-                    .map(|s| s.data.properties)
-            };
-            let Some(op) = self.staged.get(&(slot.clone(), rk.clone())) else {
+            let key = (slot.clone(), rk.clone());
+            let read = self.read_for_index(&slot, &rk).await?;
+            let Some(op) = self.staged.get(&key).cloned() else {
                 continue;
             };
-            let after: Option<Properties> = match op {
-                TableOp::Insert(d) | TableOp::Replace(d, _) => Some(d.properties.clone()),
+            let op = conditioned(op, read.as_ref());
+            let live = read.filter(|r| !is_tombstone(&r.data.properties));
+            let before: Option<Properties> = live.map(|r| r.data.properties);
+            let after: Option<Properties> = match &op {
+                TableOp::Insert(d) | TableOp::Replace(d, _) => {
+                    (!is_tombstone(&d.properties)).then(|| d.properties.clone())
+                }
                 TableOp::Merge(d, _) => {
                     let mut base = before.clone().unwrap_or_default();
                     base.merge_from(&d.properties);
@@ -176,112 +105,145 @@ impl Unit {
                 }
                 TableOp::Delete { .. } => None,
             };
+            let indexes = &all[n];
             let old = indexes.keys(before.as_ref())?;
             let new = indexes.keys(after.as_ref())?;
-            let entity = (self.parts[slot.part].pk.clone(), rk.clone());
+            let mut plan = Plan {
+                indexes: n,
+                owner: (self.parts[slot.part].pk.clone(), rk.clone()),
+                claims: Vec::new(),
+                frees: Vec::new(),
+                releases: Vec::new(),
+            };
             for (def, (o, k)) in old.into_iter().zip(new).enumerate() {
-                if o == k {
+                if o.as_ref().map(|k| &k.key) == k.as_ref().map(|k| &k.key) {
                     continue;
                 }
-                if let Some(key) = o {
-                    frees.push(Change {
-                        indexes: n,
-                        def,
-                        key,
-                        entity: entity.clone(),
-                    });
+                if let Some(k) = k {
+                    plan.claims.push((def, k));
                 }
-                if let Some(key) = k {
-                    claims.push(Change {
-                        indexes: n,
-                        def,
-                        key,
-                        entity: entity.clone(),
-                    });
+                if let Some(o) = o {
+                    // A delete leaves its claims to the next writer of the
+                    // value.
+                    if after.is_some() {
+                        plan.frees.push((def, o.clone()));
+                    }
+                    plan.releases.push((def, o));
                 }
             }
+            self.staged.insert(key, op);
+            plans.push(plan);
         }
-        if frees.is_empty() && claims.is_empty() {
-            return Ok(());
+        // Two writes of this unit claiming one unique value: refused. A
+        // value one write claims and another frees (a re-keyed entity) is
+        // taken over from the entity freeing it.
+        let same = |p: &Plan, list: &[(usize, Key)], n: usize, def: usize, key: &Key| {
+            p.indexes == n && list.iter().any(|(e, k)| *e == def && k.key == key.key)
+        };
+        let mut freed_by: Vec<Option<Keys>> = Vec::new();
+        for (i, plan) in plans.iter().enumerate() {
+            for (def, key) in &plan.claims {
+                let d = &all[plan.indexes].defs[*def];
+                if let Some(p) = plans[..i]
+                    .iter()
+                    .find(|p| d.unique && same(p, &p.claims, plan.indexes, *def, key))
+                {
+                    return Err(all[plan.indexes].duplicate(d, &key.value, Some(p.owner.clone())));
+                }
+                freed_by.push(
+                    plans
+                        .iter()
+                        .find(|p| same(p, &p.releases, plan.indexes, *def, key))
+                        .map(|p| p.owner.clone()),
+                );
+            }
         }
-        // Every partition first, so a missing lock is refused before any
-        // read.
-        for change in frees.iter().chain(&claims) {
-            self.index_slot(&all[change.indexes], change)?;
+        let touched: Vec<usize> = plans
+            .iter()
+            .filter(|p| !p.claims.is_empty() || !p.frees.is_empty())
+            .map(|p| p.indexes)
+            .collect();
+        for (n, indexes) in all.iter().enumerate() {
+            if touched.contains(&n) {
+                index::ensure_defs(&self.store, indexes).await?;
+            }
         }
-        for indexes in &all {
-            index::ensure_defs(&self.store, indexes).await?;
-        }
-        for change in &frees {
-            let indexes = &all[change.indexes];
-            let def = &indexes.defs[change.def];
-            let (slot, _) = self.index_slot(indexes, change)?;
-            let irk = Indexes::row(def, &change.entity.0, &change.entity.1)?;
-            // Only a row pointing at this entity is its own to delete.
-            if let Some(row) = self.read_for_index(&slot, &irk).await?
-                && index::target_of(&row.data).as_ref() == Some(&change.entity)
+        let store = &self.store;
+        let txn = crate::backend::write_log::new_id();
+        let each = plans
+            .iter()
+            .flat_map(|plan| plan.claims.iter().map(move |c| (plan, c)));
+        let claims = try_join_all(each.zip(&freed_by).map(|((plan, (def, key)), from)| {
+            let indexes = &all[plan.indexes];
+            let txn = txn.as_str();
             {
-                self.stage_index(
-                    slot,
-                    TableOp::Delete {
-                        partition_key: row.data.partition_key,
-                        row_key: row.data.row_key,
-                        if_match: Some(row.etag),
-                    },
-                )?;
-            }
-        }
-        for change in &claims {
-            let indexes = &all[change.indexes];
-            let def = &indexes.defs[change.def];
-            let (slot, ipk) = self.index_slot(indexes, change)?;
-            let irk = Indexes::row(def, &change.entity.0, &change.entity.1)?;
-            let row = self.read_for_index(&slot, &irk).await?;
-            let data = Indexes::row_data(ipk, irk.clone(), &change.entity.0, &change.entity.1);
-            let staged = self.staged.get(&(slot.clone(), irk.clone()));
-            match (row, staged) {
-                // Freed by this unit: take it over.
-                (_, Some(TableOp::Delete { .. })) => {
-                    self.stage_index(slot, TableOp::Insert(data))?
-                }
-                // Claimed by another write of this unit.
-                (_, Some(other)) => {
-                    let holder = other.data().and_then(index::target_of);
-                    return Err(indexes.duplicate(def, &change.key.value, holder));
-                }
-                (None, None) => self.stage_index(slot, TableOp::Insert(data))?,
-                (Some(row), None) => {
-                    let holder = index::target_of(&row.data);
-                    if holder.as_ref() == Some(&change.entity) {
-                        continue;
+                let d = &indexes.defs[*def];
+                async move {
+                    if d.unique {
+                        claim::claim(store, indexes, d, key, &plan.owner, txn, from.as_ref()).await
+                    } else {
+                        claim::add_row(store, indexes, d, key, &plan.owner).await
                     }
-                    if !def.unique {
-                        continue;
-                    }
-                    // Another entity's row: refused, unless that entity no
-                    // longer holds the value (a row left by a writer outside
-                    // leasehold), which is then taken over.
-                    if let Some((hpk, hrk)) = &holder {
-                        let stored = self.store.backend().get(&indexes.table, hpk, hrk).await?;
-                        let stored = self.resolver().resolve_opt(&indexes.table, stored).await?;
-                        let holds = match stored {
-                            Some(s) => {
-                                indexes.keys(Some(&s.data.properties))?[change.def].as_ref()
-                                    == Some(&change.key)
-                            }
-                            None => false,
-                        };
-                        if holds {
-                            return Err(indexes.duplicate(def, &change.key.value, holder));
-                        }
-                    }
-                    self.stage_index(
-                        slot,
-                        TableOp::Replace(data, crate::backend::Precondition::IfMatch(row.etag)),
-                    )?;
                 }
             }
+        }));
+        let freed = try_join_all(plans.iter().filter(|p| !p.frees.is_empty()).map(|plan| {
+            let indexes = &all[plan.indexes];
+            async move {
+                let rows = claim::read_freed(store, indexes, &plan.frees, &plan.owner).await?;
+                Ok::<_, crate::Error>((indexes.clone(), rows))
+            }
+        }));
+        let (claimed, freed) = join(claims, freed).await;
+        claimed?;
+        freed
+    }
+}
+
+/// A staged write of an indexed type, conditioned on the row as the unit
+/// read it (`read`, a tombstone included): see [`Unit::claim_indexes`].
+fn conditioned(op: TableOp, read: Option<&StoredEntity>) -> TableOp {
+    let at = |r: &StoredEntity| Precondition::IfMatch(r.etag.clone());
+    let tomb = read.filter(|r| is_tombstone(&r.data.properties));
+    let live = read.filter(|r| !is_tombstone(&r.data.properties));
+    match op {
+        TableOp::Insert(d) => match tomb {
+            Some(t) => TableOp::Replace(d, at(t)),
+            None => TableOp::Insert(d),
+        },
+        TableOp::Replace(d, c @ (Precondition::Upsert | Precondition::IfExists)) => {
+            match (live, tomb, c) {
+                (Some(r), _, _) | (None, Some(r), Precondition::Upsert) => {
+                    TableOp::Replace(d, at(r))
+                }
+                (None, None, Precondition::Upsert) => TableOp::Insert(d),
+                // Nothing to replace: the commit fails as it would have.
+                (None, _, c) => TableOp::Replace(d, c),
+            }
         }
-        Ok(())
+        TableOp::Merge(d, c @ (Precondition::Upsert | Precondition::IfExists)) => {
+            match (live, tomb, c) {
+                (Some(r), _, _) => TableOp::Merge(d, at(r)),
+                (None, Some(t), Precondition::Upsert) => TableOp::Replace(d, at(t)),
+                (None, None, Precondition::Upsert) => TableOp::Insert(d),
+                (None, _, c) => TableOp::Merge(d, c),
+            }
+        }
+        TableOp::Delete {
+            partition_key,
+            row_key,
+            if_match,
+        } => {
+            let condition = match (if_match, live) {
+                (Some(etag), _) => Precondition::IfMatch(etag),
+                (None, Some(r)) => at(r),
+                (None, None) => Precondition::IfExists,
+            };
+            TableOp::Replace(
+                tombstone::data(&partition_key, &row_key, "deleted"),
+                condition,
+            )
+        }
+        other => other,
     }
 }

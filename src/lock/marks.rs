@@ -20,6 +20,7 @@ use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 use crate::store::Store;
+use crate::table::tombstone::is_tombstone;
 
 use super::decision::{self, AFTER, Decision};
 use super::journal::LockRecord;
@@ -421,9 +422,10 @@ impl Store {
         table: &TableName,
         row: Option<StoredEntity>,
     ) -> Result<Option<StoredEntity>> {
-        Resolver::new(self, Vec::new())
+        let row = Resolver::new(self, Vec::new())
             .resolve_opt(table, row)
-            .await
+            .await?;
+        Ok(row.filter(|r| !is_tombstone(&r.data.properties)))
     }
 
     /// A page of a query of `table` by `spec` with every marked row on it
@@ -441,7 +443,9 @@ impl Store {
         mut page: QueryPage,
     ) -> Result<QueryPage> {
         if !page.entities.iter().any(|row| {
-            Mark::of(&row.data.properties).is_some() || decision::is_decision_row(&row.data.row_key)
+            Mark::of(&row.data.properties).is_some()
+                || decision::is_decision_row(&row.data.row_key)
+                || is_tombstone(&row.data.properties)
         }) {
             return Ok(page);
         }
@@ -453,12 +457,17 @@ impl Store {
                 continue;
             }
             if Mark::of(&row.data.properties).is_none() {
-                rows.push(row);
+                if !is_tombstone(&row.data.properties) {
+                    rows.push(row);
+                }
                 continue;
             }
             let Some(mut row) = resolver.resolve(table, row).await? else {
                 continue;
             };
+            if is_tombstone(&row.data.properties) {
+                continue;
+            }
             if let Some(filter) = &spec.filter {
                 let matches = filter.matches(&crate::query::Row {
                     partition_key: row.data.partition_key.as_str(),

@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::key::{IntoPartitionKey, PartitionKey, RowKey};
 use crate::lease::is_fence_row;
 use crate::query::{CmpOp, Filter, Row, TypedFilter, key_range_filter, owned_bounds, prefix_range};
+use crate::table::tombstone::is_tombstone;
 
 /// A typed query over the partitions of a [`Unit`] (all of them, or one
 /// named with [`UnitQuery::partition`]): row-key ranges and prefixes and
@@ -194,15 +195,16 @@ impl<E: Entity> UnitQuery<'_, E> {
             for rk in seen.into_keys() {
                 let key = (slot.clone(), rk);
                 let read = unit.reads.get(&key);
+                // A tombstone reads as absent (see `crate::index`).
+                let stored = read
+                    .and_then(Option::as_ref)
+                    .filter(|r| !is_tombstone(&r.data.properties));
                 let (view, props) = match unit.staged.get(&key) {
                     Some(op) => {
-                        let props = staged_properties(op, read.and_then(Option::as_ref));
-                        (
-                            staged_view::<E>(op, read.and_then(Option::as_ref), read.is_some())?,
-                            props,
-                        )
+                        let props = staged_properties(op, stored);
+                        (staged_view::<E>(op, stored, read.is_some())?, props)
                     }
-                    None => match read.and_then(Option::as_ref) {
+                    None => match stored {
                         Some(stored) => (
                             Some(crate::table::versioned::<E>(stored.clone())?),
                             Some(stored.data.properties.clone()),

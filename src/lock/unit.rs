@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::lease::{Acquisition, LeaseGuard, LeaseName, META_ACQUIRED, META_OWNER};
 use crate::store::Store;
+use crate::table::tombstone::is_tombstone;
 use crate::telemetry::LockOutcome;
 
 /// The ETag of an entity as a unit shows it after staging a write to it: it
@@ -407,23 +408,28 @@ impl Unit {
         }
         if let Some(op) = self.staged.get(&key) {
             let read = self.reads.get(&key);
-            return staged_view(op, read.and_then(Option::as_ref), read.is_some());
+            let base = read
+                .and_then(Option::as_ref)
+                .filter(|r| !is_tombstone(&r.data.properties));
+            return staged_view(op, base, read.is_some());
         }
         if let Some(read) = self.reads.get(&key) {
-            return read.clone().map(crate::table::versioned).transpose();
+            return visible(read.clone());
         }
         self.store.ensure_table(&key.0.table).await?;
         let stored = self.store.backend().get(&key.0.table, &pk, &key.1).await?;
         let stored = self.resolver().resolve_opt(&key.0.table, stored).await?;
+        // A tombstone is recorded as read (an insert then replaces it at
+        // its ETag, see `crate::index`) and shown as absent.
         self.reads.insert(key, stored.clone());
-        stored.map(crate::table::versioned).transpose()
+        visible(stored)
     }
 
     fn encode<E: Entity>(&mut self, entity: &E, what: &str) -> Result<(Slot, EntityData)> {
         let data = entity.encode()?;
         let part = self.part_of(&data.partition_key, what)?;
         let table = self.table_of::<E>()?;
-        self.note_indexes::<E>(&table, &data, what)?;
+        self.note_indexes::<E>(&table)?;
         Ok((
             Slot {
                 part,
@@ -582,7 +588,7 @@ impl Unit {
     /// as they were.
     fn stage(&mut self, table: Slot, op: TableOp) -> Result<()> {
         let key = (table, op.row_key().clone());
-        let read_absent = matches!(self.reads.get(&key), Some(None));
+        let read_absent = self.read_absent(&key);
         let name = op.name();
         match fold(self.staged.get(&key), op, read_absent) {
             Ok(Some(op)) => {
@@ -597,6 +603,16 @@ impl Unit {
                 format!("{name} of row {:?} in `{}`", key.1.as_str(), key.0),
                 why,
             )),
+        }
+    }
+
+    /// Whether this unit read the row `key` and found it absent (or a
+    /// tombstone, which reads show as absent).
+    pub(super) fn read_absent(&self, key: &(Slot, RowKey)) -> bool {
+        match self.reads.get(key) {
+            Some(None) => true,
+            Some(Some(row)) => is_tombstone(&row.data.properties),
+            None => false,
         }
     }
 
@@ -720,6 +736,13 @@ impl Drop for Unit {
 }
 
 /// What a read inside the unit returns for a row with a staged write.
+/// A row as this unit's reads show it: a tombstone as absent.
+pub(super) fn visible<E: Entity>(row: Option<StoredEntity>) -> Result<Option<Versioned<E>>> {
+    row.filter(|r| !is_tombstone(&r.data.properties))
+        .map(crate::table::versioned)
+        .transpose()
+}
+
 pub(super) fn staged_view<E: Entity>(
     op: &TableOp,
     read: Option<&StoredEntity>,

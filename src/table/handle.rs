@@ -171,7 +171,7 @@ impl<E: Entity> Table<E> {
     }
 
     /// The table name, after making sure the table exists.
-    pub(super) async fn ready(&self) -> Result<&TableName> {
+    pub(crate) async fn ready(&self) -> Result<&TableName> {
         let name = self.name()?;
         if !self.ready.load(Ordering::Acquire) {
             self.env.ensure_table(name).await?;

@@ -10,14 +10,15 @@
 //!
 //! One file per job: `handle` (the table, its name and reads), `write`
 //! (single-entity writes), `update` (optimistic read-modify-write), `query`,
-//! `batch`, `fence` (fenced writes), `stored` (what a read returns and a write leaves stored) and
-//! `env` (what the tables of a store share).
+//! `batch`, `fence` (fenced writes), `stored` (what a read returns and a write leaves stored),
+//! `tombstone` (what a delete of an indexed entity leaves) and `env` (what the tables of a store share).
 
 mod batch;
 mod env;
 mod handle;
 mod query;
 mod stored;
+pub(crate) mod tombstone;
 mod update;
 mod write;
 

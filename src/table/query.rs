@@ -401,11 +401,13 @@ impl<E: Entity> Query<E> {
         };
         let spec = QuerySpec {
             filter,
-            // A projection asks for the row mark too, so that a marked row
-            // is seen as such (see `crate::lock`'s "Units and optimistic
-            // writes").
+            // A projection asks for the row mark and the tombstone property
+            // too, so that a marked row or a tombstone is seen as such (see
+            // `crate::lock`'s "Units and optimistic writes" and
+            // `crate::index`'s "Writes").
             select: self.select.clone().map(|mut names| {
                 names.push(crate::lock::marks::MARK.to_owned());
+                names.push(super::tombstone::PROPERTY.to_owned());
                 names
             }),
             top: self.page_size,

@@ -160,8 +160,14 @@ impl<E: Entity> Table<E> {
                             row: Some(Box::new((pk.clone(), rk.clone()))),
                         })?;
                 // The whole entity is replaced next: no record of the stored
-                // properties is needed.
-                f(current.entity_mut_for_replace()).map_err(UpdateError::Refused)?;
+                // properties is needed, but by an indexed write (it tells
+                // which indexed values change).
+                let entity = if E::INDEXES.is_empty() {
+                    current.entity_mut_for_replace()
+                } else {
+                    &mut *current
+                };
+                f(entity).map_err(UpdateError::Refused)?;
                 if current.partition_key()? != pk || current.row_key()? != rk {
                     return Err(Error::invalid(
                         format!("update of ({pk:?}, {rk:?}) in table `{}`", E::TABLE),

@@ -17,7 +17,7 @@ impl<E: Entity> Table<E> {
     /// Sends one write of `entity` and returns the entity as stored (see
     /// [`stored_after`]) with the version produced. When only a read can
     /// tell what is stored, the entity is read back after the write.
-    pub(super) async fn write(
+    pub(crate) async fn write(
         &self,
         entity: &E,
         based_on: Option<&str>,
@@ -525,6 +525,24 @@ impl<E: Entity> Table<E> {
                 self.delete_op(pk, rk, None).await
             })
             .await
+    }
+
+    /// Sends one write through this table's writer (fenced or not),
+    /// creating the table first.
+    pub(crate) async fn send(&self, op: TableOp) -> Result<()> {
+        let name = self.ready().await?;
+        let span = tracing::debug_span!(
+            "leasehold.write",
+            table = %name,
+            op = op.name(),
+            partition = %op.partition_key(),
+            row = %op.row_key()
+        );
+        self.writer()
+            .execute(name, op, &WriteOptions::new())
+            .instrument(span)
+            .await
+            .map(|_| ())
     }
 
     async fn delete_op(&self, pk: PartitionKey, rk: RowKey, if_match: Option<ETag>) -> Result<()> {

@@ -58,18 +58,16 @@
 //! | `Unit::insert` | `Invalid`: another partition | `staging_refusals_are_invalid_and_change_nothing`; `bad_input::catalogue_on_memory`; `memory::lock_many::a_unit_over_several_partitions_reads_writes_and_commits_them_all` |
 //! | | `Invalid`: a service limit | `staging_refusals_are_invalid_and_change_nothing`; `bad_input::catalogue_on_memory` |
 //! | | `Invalid`: cannot follow the staged write | `memory::lock::a_refused_insert_keeps_the_staged_insert`; `memory::lock::writing_a_row_twice_follows_the_folding_table` |
-//! | | `Invalid`: an index partition not held | `staging_refusals_are_invalid_and_change_nothing` |
 //! | `Unit::replace`, `merge`, `delete` | `Invalid`: another partition; a service limit | `staging_refusals_are_invalid_and_change_nothing` |
 //! | | `Invalid`: cannot follow the staged write | `memory::lock::writing_a_row_twice_follows_the_folding_table` |
 //! | | `Invalid`: a staged view with no staged write | `memory::lock::a_staged_view_from_another_unit_is_refused_without_change` |
-//! | | `Invalid`: an index partition not held (`replace`, `merge`) | `staging_refusals_are_invalid_and_change_nothing` |
-//! | `Unit::upsert`, `upsert_merge` | `Invalid`: another partition; a service limit; an index partition not held | `staging_refusals_are_invalid_and_change_nothing`; `bad_input::catalogue_on_memory` |
+//! | `Unit::upsert`, `upsert_merge` | `Invalid`: another partition; a service limit | `staging_refusals_are_invalid_and_change_nothing`; `bad_input::catalogue_on_memory` |
 //! | | (never "cannot follow": an upsert follows any staged write) | `memory::lock::writing_a_row_twice_follows_the_folding_table` |
 //! | `Unit::commit` | `LeaseLost`: less than the margin left, nothing sent | `memory::lock::commit_without_enough_lease_left_sends_nothing` |
 //! | | `LeaseLost`: lost before the journal was stored, nothing applied | `a_commit_whose_lease_runs_out_before_its_journal_is_stored_is_lease_lost_and_applies_nothing` |
 //! | | `Invalid`: a service limit, nothing sent | `a_commit_over_the_batch_size_limit_is_invalid_and_sends_nothing` |
 //! | | `Batch` (`Conflict` / `AlreadyExists` inside), nothing applied | `a_commit_of_a_changed_or_existing_row_is_a_batch_error_and_applies_nothing` |
-//! | | `ValueTaken`, nothing sent | `a_commit_claiming_a_taken_unique_value_is_value_taken_and_writes_nothing`; `memory::indexes::duplicates_are_refused_with_nothing_stored` |
+//! | | `ValueTaken`, nothing sent but the refused claim | `a_commit_claiming_a_taken_unique_value_is_value_taken_and_writes_nothing`; `memory::indexes::duplicates_are_refused_with_nothing_stored` |
 //! | | `Conflict` naming the row, the applied transactions undone | `memory::lock_many::a_commit_refused_half_way_by_a_stray_writer_is_undone` |
 //! | | `Inconsistent`: the undo refused too, journal kept | `an_undo_refused_by_a_stray_writer_is_inconsistent_and_keeps_the_journal` |
 //! | | `Inconsistent`: a decided journal that cannot be rolled forward | `a_decided_journal_that_cannot_be_rolled_forward_is_inconsistent_and_kept` |
@@ -1271,7 +1269,6 @@ async fn staging_refusals_are_invalid_and_change_nothing() {
         .unwrap();
     let mut unit = store.lock("p").await.unwrap();
     let current = unit.get::<Doc>("d1").await.unwrap().unwrap();
-    let m1 = unit.get::<Member>("m1").await.unwrap().unwrap();
     unit.insert(&doc("p", "kept")).unwrap();
     let kept = unit
         .get::<Doc>("kept")
@@ -1306,24 +1303,7 @@ async fn staging_refusals_are_invalid_and_change_nothing() {
             refused += 1;
         }
     }
-    // A unique value claims a row in an index partition this unit does
-    // not hold (deleting claims nothing).
-    let mut renamed = m1.clone();
-    renamed.email = "new@example.com".into();
-    let m2 = member("p", "m2", "m2@example.com");
-    for (call, result) in [
-        ("insert", unit.insert(&m2)),
-        ("replace", unit.replace(&renamed)),
-        ("merge", unit.merge(&renamed)),
-        ("upsert", unit.upsert(&m2)),
-        ("upsert_merge", unit.upsert_merge(&m2)),
-    ] {
-        let e = result.expect_err(call);
-        assert_eq!(e.kind(), ErrorKind::Invalid, "{call}, index partition: {e}");
-        assert!(e.to_string().contains("index partition"), "{call}: {e}");
-        refused += 1;
-    }
-    assert_eq!(refused, 23);
+    assert_eq!(refused, 18);
     assert_eq!(counter.total(), before, "nothing sent");
     assert_eq!(unit.staged(), 1, "the staged writes are as they were");
     assert_eq!(
@@ -1434,9 +1414,11 @@ async fn a_commit_claiming_a_taken_unique_value_is_value_taken_and_writes_nothin
     counter.reset();
     let e = unit.commit().await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
-    for op in [Op::Batch, Op::Write, Op::PutBlob] {
+    for op in [Op::Batch, Op::PutBlob] {
         assert_eq!(counter.get(op), 0, "{op:?} sent: {counter:?}");
     }
+    // The one write: the claim's insert, refused.
+    assert_eq!(counter.get(Op::Write), 1, "{counter:?}");
     assert!(members.get("q", "m2").await.unwrap().is_none());
 }
 

@@ -405,7 +405,7 @@ macro_rules! conformance_suite {
                 error_paths_leave_state_unchanged,
                 verify_and_rebuild_fix_orphans_and_missing_rows,
                 indexed_writes_cost_their_budget,
-                fenced_writes_of_an_indexed_type_are_refused,
+                fenced_writes_of_an_indexed_type_are_fenced,
             ]
             timed [
                 sixteen_concurrent_registrations_over_four_values_give_four,

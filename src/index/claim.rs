@@ -1,0 +1,308 @@
+//! Claims on unique values, and the index rows of non-unique ones: the
+//! conditional writes an indexed write makes before its entity's (see the
+//! [module docs](super)).
+
+use futures_util::future::join_all;
+
+use super::{Def, Indexes, Key, target_of, value_key};
+use crate::backend::{Precondition, StoredEntity, TableOp, WriteOptions};
+use crate::entity::{EntityData, Properties, Value};
+use crate::error::{Error, ErrorKind, Result};
+use crate::key::{PartitionKey, RowKey};
+use crate::lock::marks::Resolver;
+use crate::store::Store;
+use crate::table::tombstone::{self, is_tombstone};
+
+/// The property of a claim naming the write that made it.
+pub(crate) const TXN: &str = "Txn";
+/// The properties of a claim taken over by a unit from an entity the same
+/// unit's commit frees the value from: that entity's keys. Until the commit
+/// lands, that entity still holds the value.
+const PREV_PK: &str = "PrevPartitionKey";
+const PREV_RK: &str = "PrevRowKey";
+
+/// The entity a claim was taken over from within one unit, if any.
+pub(crate) fn prev_of(data: &EntityData) -> Option<Keys> {
+    let text = |name: &str| match data.properties.get(name) {
+        Some(Value::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    Some((
+        PartitionKey::new(text(PREV_PK)?).ok()?,
+        RowKey::new(text(PREV_RK)?).ok()?,
+    ))
+}
+
+/// How many times a claim is tried again after losing a race with another
+/// writer of the value before the write gives up with [`Error::Timeout`].
+const ATTEMPTS: usize = 16;
+
+/// An entity's keys.
+pub(crate) type Keys = (PartitionKey, RowKey);
+
+/// Whether stored properties `properties` (of an entity row, not a
+/// tombstone) hold key form `key` in index `def`.
+pub(crate) fn holds(def: &Def, properties: &Properties, key: &str) -> bool {
+    !is_tombstone(properties)
+        && properties
+            .get(&def.property)
+            .and_then(|v| value_key(v).ok())
+            .is_some_and(|k| k == key)
+}
+
+/// The stored form of the index row of `def` for value `key` of entity
+/// `owner`: a claim (with the write's id) for a unique index.
+fn index_row(
+    indexes: &Indexes,
+    def: &Def,
+    key: &Key,
+    owner: &Keys,
+    txn: &str,
+    prev: Option<&Keys>,
+) -> Result<EntityData> {
+    let ipk = indexes.partition(def, &key.key)?;
+    let irk = Indexes::row(def, &owner.0, &owner.1)?;
+    let mut data = Indexes::row_data(ipk, irk, &owner.0, &owner.1);
+    if def.unique {
+        data.properties
+            .insert_static(TXN, Value::String(txn.to_owned()));
+    }
+    if let Some((pk, rk)) = prev {
+        data.properties
+            .insert_static(PREV_PK, Value::String(pk.as_str().to_owned()));
+        data.properties
+            .insert_static(PREV_RK, Value::String(rk.as_str().to_owned()));
+    }
+    Ok(data)
+}
+
+/// Sends one write of the index machinery (never through a fence).
+async fn send(store: &Store, table: &crate::key::TableName, op: TableOp) -> Result<()> {
+    store
+        .backend()
+        .execute(table, op, &WriteOptions::new())
+        .await
+        .map(|_| ())
+}
+
+/// Whether `e` says a conditional write lost a race (the row changed, was
+/// created or was removed meanwhile).
+fn raced(e: &Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Conflict | ErrorKind::NotFound | ErrorKind::AlreadyExists
+    )
+}
+
+/// Claims `key` of unique index `def` for entity `owner` on behalf of
+/// write `txn`: the claim row is inserted, or, where it exists, replaced
+/// at the ETag read — once its owner is `owner`, or its owner is shown not
+/// to hold the value and can no longer come to hold it ([`neutralize`]).
+/// Every success writes the claim row, so a writer taking the claim over
+/// from an ETag read before it fails.
+///
+/// `freed_by_unit` is an entity whose write in the same unit's commit
+/// frees the value (a unit re-keying an entity): a claim it holds is taken
+/// over without touching it, and names it, so that until the commit lands
+/// it still counts as the holder.
+///
+/// # Errors
+/// [`Error::ValueTaken`] when another entity holds the value;
+/// [`Error::Timeout`] when the claim kept changing under the write for
+/// [`ATTEMPTS`] tries; backend errors.
+pub(crate) async fn claim(
+    store: &Store,
+    indexes: &Indexes,
+    def: &Def,
+    key: &Key,
+    owner: &Keys,
+    txn: &str,
+    freed_by_unit: Option<&Keys>,
+) -> Result<()> {
+    let plain = index_row(indexes, def, key, owner, txn, None)?;
+    let table = &indexes.index_table;
+    let started = tokio::time::Instant::now();
+    for _ in 0..ATTEMPTS {
+        let row = &plain;
+        match send(store, table, TableOp::Insert(row.clone())).await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let found = store
+            .backend()
+            .get(table, &row.partition_key, &row.row_key)
+            .await?;
+        let Some(current) = store.resolve_row(table, found).await? else {
+            continue;
+        };
+        let holder = target_of(&current.data);
+        let mut take_as = row.clone();
+        if holder.is_some() && holder.as_ref() == freed_by_unit {
+            take_as = index_row(indexes, def, key, owner, txn, freed_by_unit)?;
+        } else if holder.as_ref() != Some(owner) {
+            // Every entity the claim names must not hold the value, and
+            // must never come to hold it by a write pending now.
+            let named = holder.into_iter().chain(prev_of(&current.data));
+            let mut raced = false;
+            for named in named {
+                match neutralize(store, indexes, def, &key.key, &named).await? {
+                    Neutralized::Holds => {
+                        return Err(indexes.duplicate(def, &key.value, Some(named)));
+                    }
+                    Neutralized::Raced => raced = true,
+                    Neutralized::Done => {}
+                }
+                if raced {
+                    break;
+                }
+            }
+            if raced {
+                continue;
+            }
+        }
+        let take = TableOp::Replace(take_as, Precondition::IfMatch(current.etag));
+        match send(store, table, take).await {
+            Ok(()) => return Ok(()),
+            Err(e) if raced(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Timeout {
+        what: format!(
+            "claiming {}.{} = {} for entity ({:?}, {:?}): other writers of the value kept changing its claim ({ATTEMPTS} tries)",
+            indexes.type_name,
+            def.field,
+            super::show(&key.value),
+            owner.0.as_str(),
+            owner.1.as_str()
+        ),
+        after: started.elapsed(),
+    })
+}
+
+/// What [`neutralize`] found.
+pub(crate) enum Neutralized {
+    /// The owner holds the value.
+    Holds,
+    /// The owner's row changed while it was looked at: look again.
+    Raced,
+    /// The owner does not hold the value, and no write of it pending now
+    /// can succeed any more.
+    Done,
+}
+
+/// Makes any pending write of entity `owner` impossible unless the owner
+/// holds `key` of index `def` now: a conditional write at its row — a
+/// tombstone where it is absent, the row as it is (a new ETag) where it
+/// exists. A pending write of the owner is conditioned on an older state
+/// of the row (an ETag, or its absence), so it fails from then on; rows of
+/// indexed types are never deleted (a delete leaves a tombstone), so an
+/// insert waiting for the row to be absent fails for good.
+///
+/// A mark of a unit's commit on the row is resolved first (the commit
+/// finished or withdrawn), so the row is judged as it is, never as a
+/// commit in flight would leave it.
+pub(crate) async fn neutralize(
+    store: &Store,
+    indexes: &Indexes,
+    def: &Def,
+    key: &str,
+    owner: &Keys,
+) -> Result<Neutralized> {
+    let table = &indexes.table;
+    store.ensure_table(table).await?;
+    let found = store.backend().get(table, &owner.0, &owner.1).await?;
+    let row = Resolver::new(store, Vec::new())
+        .resolve_opt(table, found)
+        .await?;
+    let op = match row {
+        Some(row) if holds(def, &row.data.properties, key) => return Ok(Neutralized::Holds),
+        Some(row) => {
+            tracing::debug!(table = %table, partition = %owner.0, row = %owner.1, "touching the row of a stalled claim's owner");
+            TableOp::Replace(row.data, Precondition::IfMatch(row.etag))
+        }
+        None => {
+            tracing::debug!(table = %table, partition = %owner.0, row = %owner.1, "leaving a tombstone where a stalled claim's owner is absent");
+            TableOp::Insert(tombstone::data(&owner.0, &owner.1, "claim"))
+        }
+    };
+    match send(store, table, op).await {
+        Ok(()) => Ok(Neutralized::Done),
+        Err(e) if raced(&e) => Ok(Neutralized::Raced),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes the index row of non-unique value `key` for entity `owner`
+/// (unconditionally: it names only the owner, and lookups check the owner
+/// still holds the value).
+pub(crate) async fn add_row(
+    store: &Store,
+    indexes: &Indexes,
+    def: &Def,
+    key: &Key,
+    owner: &Keys,
+) -> Result<()> {
+    let row = index_row(indexes, def, key, owner, "", None)?;
+    send(
+        store,
+        &indexes.index_table,
+        TableOp::Replace(row, Precondition::Upsert),
+    )
+    .await
+}
+
+/// An index row of a value the write frees, as read before the write.
+pub(crate) struct Freed {
+    def: usize,
+    row: StoredEntity,
+}
+
+/// Reads the index rows of the values `owner` frees (`(def, key)` pairs)
+/// that name it, to remove them once the write that frees them succeeded.
+pub(crate) async fn read_freed(
+    store: &Store,
+    indexes: &Indexes,
+    frees: &[(usize, Key)],
+    owner: &Keys,
+) -> Result<Vec<Freed>> {
+    let reads = frees.iter().map(|(def, key)| async move {
+        let d = &indexes.defs[*def];
+        let ipk = indexes.partition(d, &key.key)?;
+        let irk = Indexes::row(d, &owner.0, &owner.1)?;
+        let row = store
+            .backend()
+            .get(&indexes.index_table, &ipk, &irk)
+            .await?;
+        Ok::<_, Error>(
+            row.filter(|r| target_of(&r.data).as_ref() == Some(owner))
+                .map(|row| Freed { def: *def, row }),
+        )
+    });
+    join_all(reads)
+        .await
+        .into_iter()
+        .filter_map(Result::transpose)
+        .collect()
+}
+
+/// Removes the index rows read by [`read_freed`], each at the ETag read,
+/// once the owner's write succeeded: a row claimed again since (a new
+/// ETag) stays. Best effort: a row left behind is a stale claim, which
+/// lookups see through and the next writer of the value takes over.
+pub(crate) async fn remove_freed(store: &Store, indexes: &Indexes, freed: Vec<Freed>) {
+    let deletes = freed.into_iter().map(|f| async move {
+        let op = TableOp::Delete {
+            partition_key: f.row.data.partition_key.clone(),
+            row_key: f.row.data.row_key.clone(),
+            if_match: Some(f.row.etag.clone()),
+        };
+        if let Err(e) = send(store, &indexes.index_table, op).await
+            && !raced(&e)
+        {
+            tracing::debug!(table = %indexes.index_table, field = %indexes.defs[f.def].field, error = %e, "removing a freed index row failed; it stays as a stale claim");
+        }
+    });
+    join_all(deletes).await;
+}
