@@ -45,81 +45,120 @@
 //!   queries of the entity's table never meet them.
 //! * The **partition key** of an index row is the composite key
 //!   ([`CompositeKey`]) of the property name and
-//!   the value's key form, so every value has its own partition (and its
-//!   own partition lock). The key form keeps order, so the partitions of
+//!   the value's key form, so every value has its own partition. The key
+//!   form keeps order, so the partitions of
 //!   one index sort as their values do and a range of values is a range of
 //!   partition keys: strings stand for themselves, integers (`Edm.Int32`
 //!   and `Edm.Int64` alike) are the sign-flipped 20-digit decimal form of
 //!   `i64`, date-times are UTC with seven fractional digits, GUIDs are
 //!   lowercase hyphenated. A field whose type has no key form
 //!   ([`KeyPart`]) cannot be indexed (a compile error).
-//! * A **unique** index row has the empty row key, so the service itself
-//!   refuses a second row for a value; a **non-unique** one has the
-//!   composite key of the entity's partition and row keys. Both carry the
-//!   entity's keys in `EntityPartitionKey` and `EntityRowKey`.
+//! * A **unique** index row, the value's *claim*, has the empty row key, so
+//!   the service itself refuses a second row for a value; a **non-unique**
+//!   one has the composite key of the entity's partition and row keys.
+//!   Both name the entity in `EntityPartitionKey` and `EntityRowKey`; a
+//!   claim also names the write that made it (`Txn`).
 //! * An absent value (a `None` field) has no index row: any number of
 //!   entities may leave a unique field empty.
 //! * The partition `~indexes` of the index table describes the indexes (one
 //!   row per indexed property, `Unique` true or false), written once per
 //!   process and store by the first indexed write, so that the operator
 //!   command can verify a table without the Rust type.
+//! * A deleted entity leaves a *tombstone* at its keys: a row holding only
+//!   the property `_lhGone`, which every read through leasehold sees as
+//!   absent, and which an insert of the same keys replaces.
 //!
 //! # Writes
 //!
-//! A write that changes an indexed value (or inserts or deletes an entity
-//! with one) is a unit of work ([`Store::lock_many`](crate::Store::lock_many))
-//! over the entity's partition and the partition of every index value it
-//! frees or claims: the old value's row is deleted (conditioned on its
-//! ETag), the new value's inserted. The unit's journalled commit makes the
-//! entity and its index rows one all-or-nothing change, and a process dying
-//! half-way is rolled forward by the next holder of any of those locks, so
-//! there is never an orphan or a missing index row. Every writer of a value
-//! holds its partition's lock, so the unit's read of a unique row is the
-//! truth: a value held by another entity is refused with
-//! [`Error::ValueTaken`] naming the type, field, value and holder, before
-//! any write ([`Error::AlreadyExists`] stays for a row that exists). A
-//! unique row pointing at an entity that no longer holds the value (left
-//! by a writer outside leasehold) is taken over.
+//! No write takes a lock. An entity **holds** a value when its row (any
+//! unit's mark on it resolved) stores it. A claim is **good** when the
+//! entity it names holds its value; a claim naming an entity that does not
+//! is *stale*, and lookups and writers see through it. The invariants:
 //!
-//! Writes through a [`Unit`](crate::lock::Unit) stage the entity as usual;
-//! the commit adds the index rows. The unit must hold the index partitions
-//! it touches: [`Table::index_partitions`](crate::Table::index_partitions)
-//! names those of a value, to pass to `lock_many` with the entity's. A
-//! [`Batch`](crate::table::Batch) of an indexed type is refused: it cannot
-//! span the index partitions.
+//! 1. an entity comes to hold a unique value only by a conditional write
+//!    of its row (an insert, or a write at an ETag) sent after the write
+//!    made the value's claim name it, and conditioned on a state of the
+//!    row read *before* that claim write;
+//! 2. a claim is taken from the entity it names only by a write at the
+//!    claim's ETag, after reading that the entity does not hold the value
+//!    and then writing its row conditionally (a tombstone where it is
+//!    absent, the row as it is where it exists): that write fails every
+//!    write of the entity pending since before it, since each is
+//!    conditioned on an older state, and rows of indexed types are never
+//!    deleted, so an insert waiting for the row to be absent fails for
+//!    good;
+//! 3. every claim write changes the claim's ETag, so a writer taking the
+//!    claim over from a version read before another writer claimed it
+//!    fails and looks again.
 //!
+//! Together: of two entities holding one value, the later claimant must
+//! have taken the claim over after the first claimant's claim, so it
+//! neutralized the first entity's write, which then could not land — no
+//! two entities ever hold one unique value, and the claim of a held value
+//! names its holder. No clock or lease takes part.
+//!
+//! **A write of entity X** computes the indexed values the row holds now
+//! (known from the value read through leasehold, or read) and after the
+//! write. For each unique value it sets it *claims* it: it inserts the
+//! claim naming X; where a claim exists, it reads it and, when the claim
+//! names X already, writes it again (3); when it names another entity Y,
+//! it reads Y: Y holds the value → [`Error::ValueTaken`]; otherwise it
+//! neutralizes Y (2) and takes the claim over at the ETag read. For each
+//! non-unique value it sets, it writes the index row. Then it writes X
+//! (1): insert, replace, merge or delete at the ETag it was read at — the
+//! commit point. Last, the claims and rows of the values it freed are
+//! removed at the ETags read before the write (a claim taken since stays).
 //! A write that leaves every indexed value as it is (a replace or merge of
-//! a value read through leasehold, whose stored properties are known) is the
-//! plain single write, one request.
+//! a value read through leasehold) is the plain single write. An
+//! unconditional write (`upsert`, `upsert_merge`,
+//! `replace_unconditionally`, `delete_unconditionally`) of an indexed type
+//! is sent conditioned on the row as just read, and read again and retried
+//! when the row changed in between.
+//!
+//! A **delete** replaces the row with a tombstone at its ETag and leaves
+//! its claims: the next writer of the value finds them stale and takes
+//! them over. A writer that fails or dies between its claims and its
+//! entity write leaves stale claims the same way. So a **lookup**
+//! ([`Table::get_by`](crate::Table::get_by)) reads the claim and the entity
+//! it names, and answers the entity only if it holds the value;
+//! `find_by` and `find_range` check every entity the same way.
+//!
+//! **Units.** A [`Unit`](crate::lock::Unit) writing an indexed type needs
+//! no lock beyond the entity's partition. Before its commit sends
+//! anything, it conditions each staged write of the type on the row as
+//! the unit read it (an upsert becomes an insert or a write at the ETag
+//! read), and claims the values they set as above; a value another entity
+//! holds fails the commit with [`Error::ValueTaken`], nothing of it
+//! applied. The commit is the commit point of the claims; one that fails,
+//! or a unit that is abandoned, leaves stale claims. A neutralizing write
+//! of a row a live unit has read makes that unit's commit fail with a
+//! conflict, as any optimistic write does. A unit that frees a value from
+//! one entity and sets it on another (re-keying an entity) takes the claim
+//! over naming both, so that until its commit lands the first still
+//! counts as the holder. Two writes of one unit claiming one value are
+//! refused. A [`Batch`](crate::table::Batch) of an indexed type is
+//! refused: its entity-group transaction cannot carry the claims.
+//!
+//! **Fenced tables** ([`Table::fenced`](crate::Table::fenced)) write
+//! indexed types: the entity's write is fenced, its claims are not (a
+//! claim is good only once the fenced write lands).
 //!
 //! # Errors of indexed writes
 //!
 //! Each write method of [`Table`](crate::Table) lists its errors. One that
-//! has to be an indexed write (it claims or frees a value) adds:
+//! claims a value adds:
 //!
 //! * [`Error::ValueTaken`] when it would give a unique field a value
 //!   another entity holds (not for deletes, which only free values). Match
 //!   the kind: `e.kind() == ErrorKind::ValueTaken`; the code
-//!   `UniqueValueTaken` ([`Error::code`]) is kept.
-//! * The errors of taking the locks, as [`Store::lock_many`](crate::Store::lock_many)
-//!   gives them: [`Error::Timeout`] when a lock stays held past the lock
-//!   options' acquire timeout (also, with no wait, when the entity's
-//!   indexed values kept changing under the write for 8 attempts),
-//!   [`Error::Unavailable`], [`Error::Inconsistent`] (a pending journal
-//!   that cannot be rolled forward), [`Error::LeaseLost`].
-//! * The errors of the commit, as [`Unit::commit`](crate::lock::Unit::commit)
-//!   gives them, unwrapped from [`Error::Batch`]: [`Error::Conflict`] or
-//!   [`Error::AlreadyExists`] naming a row that something wrote without its
-//!   lock meanwhile (nothing is applied), [`Error::LeaseLost`],
-//!   [`Error::Inconsistent`], and [`Error::InDoubt`] when the commit may or
-//!   may not be applied (never partly).
-//! * [`Error::NotFound`] when the entity was deleted right after the write,
-//!   before it could be read back for its ETag (the write was applied).
-//! * [`Error::Invalid`] through a [fenced](crate::Table::fenced) table, or
-//!   when a value's index partition key would be too long — before any
-//!   request.
+//!   `UniqueValueTaken` ([`Error::code`]) is kept. An insert of keys that
+//!   exist is [`Error::AlreadyExists`], whatever its values.
+//! * [`Error::Timeout`] when the claim kept changing under the write (16
+//!   tries), or an unconditional write's row kept changing (8 attempts).
+//! * [`Error::Invalid`] when a value's index partition key would be too
+//!   long — before any request.
 //!
-//! # Adding an index to a populated table
+//! //! # Adding an index to a populated table
 //!
 //! Marking a field `#[entity(unique)]` or `#[entity(index)]` changes no
 //! stored row: the entities already there have no index rows until they
@@ -132,27 +171,20 @@
 //!    version keep the index rows of every value they claim or free;
 //!    writers still running the old version write without them (their rows
 //!    show as missing or orphaned later).
-//! 2. **Update the code that writes the type in units or batches.** A
-//!    [`Unit`](crate::lock::Unit) writing the type must now also hold the
-//!    index partitions of the values it claims,
-//!    [`Table::index_partitions`](crate::Table::index_partitions) of each
-//!    entity it writes, and of those it frees, `index_partitions` of the
-//!    stored entity it replaces or deletes: a staged write whose claimed
-//!    partition is not held is refused with [`Error::Invalid`] when staged,
-//!    a freed one at the commit. A [`Batch`](crate::table::Batch) of the
-//!    type, and writes through a [fenced](crate::Table::fenced) table, are
-//!    refused with [`Error::Invalid`]: move them into units.
+//! 2. **Update the code that writes the type in batches.** A
+//!    [`Batch`](crate::table::Batch) of the type is refused with
+//!    [`Error::Invalid`]: move it into a unit. Units and fenced tables
+//!    need no change.
 //! 3. **Backfill**: [`Table::rebuild_indexes`](crate::Table::rebuild_indexes)
 //!    from a program with the new type, or the operator command
 //!    `leasehold indexes rebuild TABLE` ([`Store::rebuild_indexes`](crate::Store::rebuild_indexes)).
 //!    The command reads the index descriptions that the new version writes
 //!    at its first indexed write (or its first `Table::verify_indexes` or
 //!    `Table::rebuild_indexes`); before that it ends with "not found".
-//!    Each missing row is written under the locks of the entity's partition
-//!    and of the value's, after checking again that the entity still holds
-//!    the value, so writes of the new version may go on meanwhile: neither
-//!    undoes the other. The rebuild reads the whole entity table (one query
-//!    page per 1,000 entities) and takes two locks per row it writes.
+//!    Each missing value is claimed for its entity (or gets its index row)
+//!    as a write of the new version claims it, so writes of the new
+//!    version may go on meanwhile: neither undoes the other. The rebuild
+//!    reads the whole entity table (one query page per 1,000 entities).
 //! 4. **Verify**: [`Table::verify_indexes`](crate::Table::verify_indexes)
 //!    or `leasehold indexes verify TABLE` (read-only) should report nothing
 //!    missing or orphaned. Run the rebuild again if writers of the old
@@ -202,25 +234,30 @@
 //!
 //! # Cost per write
 //!
-//! The index rows always live in another partition and table than the
-//! entity (a query of the entity's table must not see them), so an indexed
-//! write is never a single entity-group transaction: with one index value
-//! claimed and none freed (an insert), it takes two locks and costs 2
-//! acquires, 2 lock-blob reads, a read of the entity's row (an existing
-//! entity is refused before anything is written) and of the index row, an
-//! intent, the journal, 2 transactions, the journal clear, the intent clear,
-//! 2 releases, and a read of the entity after the commit for its new ETag:
-//! 15 requests against 1 for the plain insert (plus one lock-blob metadata
-//! write per lock last held by another process). A lock-blob read is
-//! skipped for a lock this process took last with nobody writing its blob
-//! since (see [`crate::lock`]'s request budget): 13 requests then. A value
-//! change adds a third locked and written partition and the old index
-//! row's read: 22 requests (19 on locks taken back unchanged). A delete
-//! costs 14 (12) (no read-back). Each further index value a
-//! write claims or frees adds its partition the same way (a lock, a read,
-//! an intent and its clear, a transaction). The benchmark
-//! (`benches/compare`, section `indexes`) measures the latency next to the
-//! plain write.
+//! Asserted on both backends (`indexed_writes_cost_their_budget` in the
+//! conformance suite): an insert claiming one fresh unique value costs 2
+//! requests in 2 round trips (the claim, the entity); a change of the value
+//! 4 in 3 (the new claim and the old claim's read, the entity, the old
+//! claim's removal); a delete 1 (the tombstone); `get_by` 2; a write that
+//! leaves every indexed value alone is the plain write. Taking over a
+//! stale claim (the value of a deleted entity, say) costs 4 more: the
+//! refused insert, the claim's and the owner's reads, the owner's
+//! neutralizing write. Each further value a write claims adds its claim,
+//! sent with the others at once. The benchmark (`benches/compare`,
+//! section `indexes`) measures the latency next to the plain write.
+//!
+//! # Earlier versions
+//!
+//! Earlier versions wrote index rows under partition locks, one lock blob
+//! per value. The rows themselves have the same layout (a claim of this
+//! version adds `Txn`), so no conversion is needed; but every writer of
+//! the type must run this version before the first write of this version,
+//! since a writer of the old version does not see stale claims or
+//! tombstones. The old per-value lock blobs (named after the index
+//! partitions, see [`Store::index_partition`](crate::Store::index_partition))
+//! are no longer taken: `leasehold locks prune` ([`Store::prune_locks`](crate::Store::prune_locks))
+//! removes them with every other lock blob that is free, clean and older
+//! than its `older_than`.
 
 pub(crate) mod claim;
 mod lookup;

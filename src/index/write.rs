@@ -365,10 +365,9 @@ async fn send_entity<E: Entity>(
 
 impl<E: Entity> Table<E> {
     /// The index partitions of `entity`'s indexed values (see
-    /// [`crate::index`]): the partitions a [`Unit`](crate::lock::Unit)
-    /// writing it must lock besides the entity's own, for the index rows of
-    /// the values it claims. A unit changing a value must also lock the
-    /// partitions of the value it frees (those of the stored entity). Empty
+    /// [`crate::index`]): the partitions of its values' index rows. Writes
+    /// take no lock on them (earlier versions did, so units locked them
+    /// too; a unit holding them now holds locks it does not need). Empty
     /// for a type without indexes, or with every indexed value absent.
     ///
     /// ```

@@ -131,14 +131,10 @@ impl<E: Entity> Table<E> {
     ///   invalid), and [`Error::Decode`] when its stored form does not decode
     ///   — nothing is sent;
     /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
-    ///   through a fenced table for a type with indexes (nothing is sent);
-    /// * for a type with indexes, when the write claims or frees an indexed
-    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
-    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
-    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
-    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
-    ///   without its lock meanwhile);
+    ///   later epoch of the fence's lease wrote the partition;
+    /// * for a type with indexes, when the write claims an indexed value,
+    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
+    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn insert(&self, entity: E) -> Result<Versioned<E>> {
@@ -201,14 +197,10 @@ impl<E: Entity> Table<E> {
     ///   invalid), and [`Error::Decode`] when its stored form does not decode
     ///   — nothing is sent;
     /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
-    ///   through a fenced table for a type with indexes (nothing is sent);
-    /// * for a type with indexes, when the write claims or frees an indexed
-    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
-    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
-    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
-    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
-    ///   without its lock meanwhile);
+    ///   later epoch of the fence's lease wrote the partition;
+    /// * for a type with indexes, when the write claims an indexed value,
+    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
+    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn replace(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
@@ -284,16 +276,12 @@ impl<E: Entity> Table<E> {
     ///   invalid), and [`Error::Decode`] when its stored form does not decode
     ///   — nothing is sent;
     /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
-    ///   through a fenced table for a type with indexes (nothing is sent);
+    ///   later epoch of the fence's lease wrote the partition;
     /// * the read's errors when the entity is read back (the merge was
     ///   applied);
-    /// * for a type with indexes, when the write claims or frees an indexed
-    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
-    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
-    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
-    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
-    ///   without its lock meanwhile);
+    /// * for a type with indexes, when the write claims an indexed value,
+    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
+    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn merge(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
@@ -326,14 +314,10 @@ impl<E: Entity> Table<E> {
     /// * [`Error::Invalid`] when `current`'s keys are invalid (nothing is
     ///   sent);
     /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
-    ///   through a fenced table for a type with indexes (nothing is sent);
-    /// * for a type with indexes, when the write claims or frees an indexed
-    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
-    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
-    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
-    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
-    ///   without its lock meanwhile);
+    ///   later epoch of the fence's lease wrote the partition;
+    /// * for a type with indexes, when the write claims an indexed value,
+    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
+    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn delete(&self, current: &Versioned<E>) -> Result<()> {
@@ -372,14 +356,10 @@ impl<E: Entity> Table<E> {
     ///   invalid), and [`Error::Decode`] when its stored form does not decode
     ///   — nothing is sent;
     /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
-    ///   through a fenced table for a type with indexes (nothing is sent);
-    /// * for a type with indexes, when the write claims or frees an indexed
-    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
-    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
-    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
-    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
-    ///   without its lock meanwhile);
+    ///   later epoch of the fence's lease wrote the partition;
+    /// * for a type with indexes, when the write claims an indexed value,
+    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
+    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn upsert(&self, entity: E) -> Result<Versioned<E>> {
@@ -416,16 +396,12 @@ impl<E: Entity> Table<E> {
     ///   invalid), and [`Error::Decode`] when its stored form does not decode
     ///   — nothing is sent;
     /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
-    ///   through a fenced table for a type with indexes (nothing is sent);
+    ///   later epoch of the fence's lease wrote the partition;
     /// * the read's errors when the entity is read back (the write was
     ///   applied);
-    /// * for a type with indexes, when the write claims or frees an indexed
-    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
-    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
-    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
-    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
-    ///   without its lock meanwhile);
+    /// * for a type with indexes, when the write claims an indexed value,
+    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
+    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn upsert_merge(&self, entity: E) -> Result<Versioned<E>> {
@@ -459,14 +435,10 @@ impl<E: Entity> Table<E> {
     ///   invalid), and [`Error::Decode`] when its stored form does not decode
     ///   — nothing is sent;
     /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
-    ///   through a fenced table for a type with indexes (nothing is sent);
-    /// * for a type with indexes, when the write claims or frees an indexed
-    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
-    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
-    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
-    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
-    ///   without its lock meanwhile);
+    ///   later epoch of the fence's lease wrote the partition;
+    /// * for a type with indexes, when the write claims an indexed value,
+    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
+    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn replace_unconditionally(&self, entity: E) -> Result<Versioned<E>> {
@@ -496,14 +468,10 @@ impl<E: Entity> Table<E> {
     /// * [`Error::NotFound`] when there is no such entity;
     /// * [`Error::Invalid`] for an invalid key (nothing is sent);
     /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition; [`Error::Invalid`]
-    ///   through a fenced table for a type with indexes (nothing is sent);
-    /// * for a type with indexes, when the write claims or frees an indexed
-    ///   value, the [errors of indexed writes](crate::index#errors-of-indexed-writes):
-    ///   taking the locks ([`Error::Timeout`], [`Error::Unavailable`],
-    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]) and committing
-    ///   ([`Error::InDoubt`], and [`Error::Conflict`] when a row was written
-    ///   without its lock meanwhile);
+    ///   later epoch of the fence's lease wrote the partition;
+    /// * for a type with indexes, when the write claims an indexed value,
+    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
+    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn delete_unconditionally(
@@ -577,9 +545,8 @@ impl<E: Entity> Table<E> {
     /// with a [write log](Table::with_write_log), fenced writes still
     /// extend it, but a lost reply is settled as a transaction's (see
     /// [`Fence`]), not by the log. A type with
-    /// [indexes](crate::index) cannot be written through a fenced table
-    /// (its writes span the index partitions): such writes are refused with
-    /// [`Error::Invalid`] before any request.
+    /// [indexes](crate::index) is written through a fenced table as
+    /// elsewhere: the entity's write is fenced, its index claims are not.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
