@@ -100,8 +100,8 @@ pub(crate) enum IndexesCommand {
         /// The entity table (without the table prefix).
         table: String,
     },
-    /// Verifies, then writes missing index rows and deletes orphans, each
-    /// under the partition locks a leasehold write takes.
+    /// Verifies, then claims missing values and removes orphan and stale
+    /// index rows, as a leasehold write does.
     Rebuild {
         /// The entity table (without the table prefix).
         table: String,

@@ -137,6 +137,7 @@ fn print(out: &Output, r: &IndexReport, rebuild: bool) {
             "consistent": r.is_consistent(),
             "missing": r.missing,
             "orphans": r.orphans,
+            "stale": r.stale,
             "duplicates": r.duplicates.iter().map(duplicate_json).collect::<Vec<_>>(),
         });
         if rebuild {
@@ -166,6 +167,12 @@ fn print(out: &Output, r: &IndexReport, rebuild: bool) {
                 out!("  {line}");
             }
         }
+    }
+    if r.stale > 0 {
+        out!(
+            "stale index rows (naming an entity that does not hold their value; harmless, a rebuild removes them): {}",
+            r.stale
+        );
     }
     if rebuild {
         out!("repaired {} index rows", r.repaired);
