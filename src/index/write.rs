@@ -287,80 +287,65 @@ async fn send_entity<E: Entity>(
     rk: &RowKey,
 ) -> Result<Option<Versioned<E>>> {
     use IndexedWrite as W;
-    let if_match = |etag: &ETag| Precondition::IfMatch(etag.clone());
-    let over = |state: &State| -> Option<Precondition> {
-        match state {
-            State::Absent => None,
-            State::Tombstone(etag) | State::Row(etag, _) => Some(if_match(etag)),
-        }
-    };
-    let written = match (write, state) {
+    let at = |etag: &ETag| Precondition::IfMatch(etag.clone());
+    // What to write onto `state`: the entity, its write log, what it
+    // keeps of the stored row, and the operation.
+    let (entity, log, base, shape) = match (write, state) {
         (W::Insert(_), State::Row(..)) => return Err(exists::<E>(pk, rk)),
-        (W::Insert(e) | W::Upsert(e), _)
-        | (W::UpsertMerge(e), State::Absent | State::Tombstone(_)) => {
-            let condition = over(state);
-            table
-                .write(e, None, Base::Nothing, move |d| match condition {
-                    Some(c) => TableOp::Replace(d, c),
-                    None => TableOp::Insert(d),
-                })
-                .await?
+        (W::Insert(e) | W::Upsert(e) | W::UpsertMerge(e), State::Absent) => {
+            (*e, None, Base::Nothing, Shape::Insert)
         }
-        (W::UpsertMerge(e), State::Row(etag, p)) => {
-            let etag = etag.clone();
-            table
-                .write(e, None, Base::Merge(Some(p.clone())), move |d| {
-                    TableOp::Merge(d, Precondition::IfMatch(etag))
-                })
-                .await?
+        (W::Insert(e) | W::Upsert(e) | W::UpsertMerge(e), State::Tombstone(etag))
+        | (W::Upsert(e) | W::ReplaceUnconditionally(e), State::Row(etag, _)) => {
+            (*e, None, Base::Nothing, Shape::Replace(at(etag)))
         }
-        (W::ReplaceUnconditionally(e), State::Row(etag, _)) => {
-            let etag = etag.clone();
-            table
-                .write(e, None, Base::Nothing, move |d| {
-                    TableOp::Replace(d, Precondition::IfMatch(etag))
-                })
-                .await?
-        }
-        (W::Replace(v), _) => {
-            let etag = v.etag().clone();
-            table
-                .write(v.entity(), v.write_log(), Base::replace_of(v), move |d| {
-                    TableOp::Replace(d, Precondition::IfMatch(etag))
-                })
-                .await?
-        }
-        (W::Merge(v), _) => {
-            let etag = v.etag().clone();
-            table
-                .write(v.entity(), v.write_log(), Base::merge_of(v), move |d| {
-                    TableOp::Merge(d, Precondition::IfMatch(etag))
-                })
-                .await?
-        }
+        (W::UpsertMerge(e), State::Row(etag, p)) => (
+            *e,
+            None,
+            Base::Merge(Some(p.clone())),
+            Shape::Merge(at(etag)),
+        ),
+        (W::Replace(v), _) => (
+            v.entity(),
+            v.write_log(),
+            Base::replace_of(v),
+            Shape::Replace(at(v.etag())),
+        ),
+        (W::Merge(v), _) => (
+            v.entity(),
+            v.write_log(),
+            Base::merge_of(v),
+            Shape::Merge(at(v.etag())),
+        ),
         (W::Delete(v), _) => {
-            table
-                .send(TableOp::Replace(
-                    tombstone::data(pk, rk, "deleted"),
-                    if_match(v.etag()),
-                ))
-                .await?;
+            let gone = tombstone::data(pk, rk, "deleted");
+            table.send(TableOp::Replace(gone, at(v.etag()))).await?;
             return Ok(None);
         }
         (W::DeleteUnconditionally(..), State::Row(etag, _)) => {
-            table
-                .send(TableOp::Replace(
-                    tombstone::data(pk, rk, "deleted"),
-                    if_match(etag),
-                ))
-                .await?;
+            let gone = tombstone::data(pk, rk, "deleted");
+            table.send(TableOp::Replace(gone, at(etag))).await?;
             return Ok(None);
         }
         (W::ReplaceUnconditionally(_) | W::DeleteUnconditionally(..), _) => {
             return Err(not_found::<E>(pk, rk));
         }
     };
+    let written = table
+        .write(entity, log, base, move |d| match shape {
+            Shape::Insert => TableOp::Insert(d),
+            Shape::Replace(c) => TableOp::Replace(d, c),
+            Shape::Merge(c) => TableOp::Merge(d, c),
+        })
+        .await?;
     Ok(Some(written))
+}
+
+/// The operation of an entity's write, without its data.
+enum Shape {
+    Insert,
+    Replace(Precondition),
+    Merge(Precondition),
 }
 
 impl<E: Entity> Table<E> {

@@ -61,13 +61,7 @@ impl<E: Entity> Table<E> {
             )?;
         }
         let name = self.ready().await?;
-        let span = tracing::debug_span!(
-            "leasehold.write",
-            table = %name,
-            op = op.name(),
-            partition = %op.partition_key(),
-            row = %op.row_key()
-        );
+        let span = write_span(name, &op);
         let op_name = op.name();
         // The backend is told where the write log is, to settle a lost
         // reply by it.
@@ -499,13 +493,7 @@ impl<E: Entity> Table<E> {
     /// creating the table first.
     pub(crate) async fn send(&self, op: TableOp) -> Result<()> {
         let name = self.ready().await?;
-        let span = tracing::debug_span!(
-            "leasehold.write",
-            table = %name,
-            op = op.name(),
-            partition = %op.partition_key(),
-            row = %op.row_key()
-        );
+        let span = write_span(name, &op);
         self.writer()
             .execute(name, op, &WriteOptions::new())
             .instrument(span)
@@ -514,19 +502,12 @@ impl<E: Entity> Table<E> {
     }
 
     async fn delete_op(&self, pk: PartitionKey, rk: RowKey, if_match: Option<ETag>) -> Result<()> {
-        let name = self.ready().await?;
-        let span =
-            tracing::debug_span!("leasehold.delete", table = %name, partition = %pk, row = %rk);
-        let op = TableOp::Delete {
+        self.send(TableOp::Delete {
             partition_key: pk,
             row_key: rk,
             if_match,
-        };
-        self.writer()
-            .execute(name, op, &WriteOptions::new())
-            .instrument(span)
-            .await
-            .map(|_| ())
+        })
+        .await
     }
 }
 
@@ -580,4 +561,15 @@ impl<E: Entity> Table<E> {
             None => &**self.env.backend(),
         }
     }
+}
+
+/// The span of one write of a table.
+fn write_span(table: &crate::key::TableName, op: &TableOp) -> tracing::Span {
+    tracing::debug_span!(
+        "leasehold.write",
+        table = %table,
+        op = op.name(),
+        partition = %op.partition_key(),
+        row = %op.row_key()
+    )
 }
