@@ -1166,6 +1166,9 @@ async fn locks_take_index_values_as_they_are_and_verify_lists_duplicates_as_obje
             .as_str(),
         encoded
     );
+    // Indexed writes take no lock: the value's partition is locked here,
+    // as a program locking a value's partition itself does.
+    store.lock(encoded).await.unwrap().abandon().await.unwrap();
     let p = ["--table-prefix", prefix.as_str()];
     let by_value = ["--index", "CliCustomers.email", "user@example.com"];
 
@@ -1206,6 +1209,13 @@ async fn locks_take_index_values_as_they_are_and_verify_lists_duplicates_as_obje
     // An integer field: "42" is the number's partition, the one locked.
     let number = store
         .index_partition("CliTickets", "number", &Stored::Int64(42))
+        .await
+        .unwrap();
+    store
+        .lock(number.clone())
+        .await
+        .unwrap()
+        .abandon()
         .await
         .unwrap();
     let (code, shown) = run_json(

@@ -881,3 +881,276 @@ pub async fn a_crash_at_every_step_of_an_indexed_write_leaves_a_consistent_index
     assert!(moved.iter().any(|m| *m), "some crashes roll forward");
     assert!(moved.iter().any(|m| !*m), "some end before");
 }
+
+/// The write a fault run makes: through a `Table` or a `Unit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Table,
+    Unit,
+}
+
+/// What a fault run's write does to `ann` (region "eu").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    /// Insert ann with b@x.org, the value a deleted entity left claimed.
+    Insert,
+    /// Move ann from a@x.org to b@x.org (left claimed the same way).
+    Move,
+    /// Delete ann (holding a@x.org).
+    Delete,
+}
+
+/// The unique-value invariant, as stored: no two entities (tombstones
+/// aside) hold one e-mail; `get_by` answers each e-mail's holder, or
+/// nothing when no entity holds it. Returns ann's e-mail, if ann exists.
+async fn invariant(store: &Store, what: &str) -> Option<String> {
+    let t = store.table::<Member>();
+    let c = Member::columns();
+    let members: Vec<Member> = t
+        .query()
+        .all()
+        .await
+        .expect("query")
+        .into_iter()
+        .map(|v| v.into_inner())
+        .collect();
+    for email in ["a@x.org", "b@x.org"] {
+        let holders: Vec<&str> = members
+            .iter()
+            .filter(|m| m.email == email)
+            .map(|m| m.id.as_str())
+            .collect();
+        assert!(holders.len() <= 1, "{what}: {email} held by {holders:?}");
+        let found = t.get_by(c.email, email).await.expect("lookup");
+        assert_eq!(
+            found.map(|m| m.id.clone()),
+            holders.first().map(|h| (*h).to_owned()),
+            "{what}: get_by({email})"
+        );
+    }
+    members
+        .iter()
+        .find(|m| m.id == "ann")
+        .map(|m| m.email.clone())
+}
+
+/// A process dies (and, separately, loses a reply) at each request of an
+/// indexed insert, value change and delete, through a `Table` and through
+/// a `Unit`: every run is checked against the invariant right after the
+/// fault, so the state after every request of each write is checked.
+/// Then a healthy process takes the value over where ann does not hold
+/// it, every stale claim is finished by that write or lookup, and
+/// `verify_indexes` finds nothing missing or orphaned. A write reported
+/// done is applied.
+pub async fn a_crash_or_lost_reply_at_every_request_keeps_the_index_invariant(ctx: &Ctx) {
+    use leasehold::lease::LeaseOptions;
+    use leasehold::testing::{Fault, FaultyBackend};
+    let process = |backend: Arc<dyn leasehold::backend::Backend>, prefix: &str| {
+        Store::builder_shared(backend)
+            .table_prefix(prefix)
+            .expect("valid prefix")
+            .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
+            .build()
+            .expect("valid store")
+    };
+    let member = |region: &str, id: &str, email: &str| Member {
+        region: region.into(),
+        id: id.into(),
+        email: email.into(),
+        note: String::new(),
+    };
+    // More than any of the writes sends: a unit's include its lock's.
+    let requests = |via: Via| match via {
+        Via::Table => 12u64,
+        Via::Unit => 20,
+    };
+    let mut runs = Vec::new();
+    let mut groups = Vec::new();
+    for via in [Via::Table, Via::Unit] {
+        for change in [Change::Insert, Change::Move, Change::Delete] {
+            for fault in [Fault::Die, Fault::LoseReply] {
+                groups.push((format!("{via:?} {change:?} {fault:?}"), requests(via)));
+                for nth in 1..=requests(via) {
+                    let prefix = format!(
+                        "{}f{}{}{}{nth}",
+                        ctx.prefix(),
+                        via as u8,
+                        change as u8,
+                        u8::from(fault == Fault::Die)
+                    );
+                    let what = format!("{via:?} {change:?}, {fault:?} at request {nth}");
+                    runs.push(async move {
+                        let healthy = process(ctx.backend().clone(), &prefix);
+                        let t = healthy.table::<Member>();
+                        // b@x.org is left claimed by a deleted entity.
+                        let old = t.insert(member("us", "old", "b@x.org")).await.expect("old");
+                        t.delete(&old).await.expect("delete old");
+                        if change != Change::Insert {
+                            t.insert(member("eu", "ann", "a@x.org")).await.expect("ann");
+                        }
+                        let faulty = FaultyBackend::new(ctx.backend().clone());
+                        let injector = faulty.injector();
+                        let dying = process(Arc::new(faulty), &prefix);
+                        let d = dying.table::<Member>();
+                        let current = match change {
+                            Change::Insert => None,
+                            _ => Some(d.get("eu", "ann").await.expect("read").expect("ann")),
+                        };
+                        injector.inject(None, nth, fault);
+                        let outcome: leasehold::Result<()> = match (via, change, current) {
+                            (Via::Table, Change::Insert, _) => {
+                                d.insert(member("eu", "ann", "b@x.org")).await.map(|_| ())
+                            }
+                            (Via::Table, Change::Move, Some(mut ann)) => {
+                                ann.email = "b@x.org".into();
+                                d.replace(&ann).await.map(|_| ())
+                            }
+                            (Via::Table, Change::Delete, Some(ann)) => d.delete(&ann).await,
+                            (Via::Unit, change, current) => {
+                                async {
+                                    let mut unit = dying.lock("eu").await?;
+                                    match (change, current) {
+                                        (Change::Insert, _) => {
+                                            unit.insert(&member("eu", "ann", "b@x.org"))?
+                                        }
+                                        (Change::Move, Some(mut ann)) => {
+                                            ann.email = "b@x.org".into();
+                                            unit.replace(&ann)?
+                                        }
+                                        (_, Some(ann)) => unit.delete(&ann)?,
+                                        (_, None) => unreachable!("ann is read first"),
+                                    }
+                                    unit.commit().await.map(|_| ())
+                                }
+                                .await
+                            }
+                            _ => unreachable!("ann is read first"),
+                        };
+                        let fired = injector.injected() > 0;
+                        // Right after the fault: the invariant holds.
+                        let ann_now = invariant(&healthy, &what).await;
+                        if outcome.is_ok() {
+                            let want = match change {
+                                Change::Delete => None,
+                                _ => Some("b@x.org".to_owned()),
+                            };
+                            assert_eq!(ann_now, want, "{what}: reported done");
+                        }
+                        // A dead unit's lock runs out before anyone else
+                        // may finish its commit.
+                        if via == Via::Unit && fault == Fault::Die && fired {
+                            tokio::time::sleep(ctx.lease_duration() + ctx.slack()).await;
+                        }
+                        // Recovery: a healthy writer takes b@x.org unless
+                        // ann holds it; a@x.org is free unless ann holds it.
+                        let bob = t.insert(member("us", "bob", "b@x.org")).await;
+                        match (&ann_now, bob) {
+                            (Some(e), Err(err)) if e == "b@x.org" => {
+                                assert_eq!(err.kind(), ErrorKind::ValueTaken, "{what}: {err}")
+                            }
+                            (_, Ok(_)) => {}
+                            (_, Err(err)) => panic!("{what}: bob: {err}"),
+                        }
+                        let ann_after = invariant(&healthy, &what).await;
+                        assert_eq!(ann_after, ann_now, "{what}: recovery moved ann");
+                        let report = t.verify_indexes().await.expect("verify");
+                        assert!(
+                            report.missing.is_empty() && report.orphans.is_empty(),
+                            "{what}: {report:?}"
+                        );
+                        assert!(report.is_consistent(), "{what}: {report:?}");
+                        (fired, outcome.is_ok())
+                    });
+                }
+            }
+        }
+    }
+    // Side by side (a dead unit's run waits out its lease), a few dozen at
+    // a time.
+    use futures_util::StreamExt as _;
+    let results: Vec<(bool, bool)> = futures_util::stream::iter(runs)
+        .buffered(24)
+        .collect()
+        .await;
+    // Every write both failed at some request and finished within the
+    // requests tried (the last runs saw no fault).
+    let mut results = results.as_slice();
+    for (group, n) in groups {
+        let (chunk, rest) = results.split_at(n as usize);
+        results = rest;
+        assert!(chunk.iter().any(|(fired, _)| *fired), "{group}");
+        assert!(
+            chunk.iter().any(|(fired, ok)| !*fired && *ok),
+            "{group}: {chunk:?}"
+        );
+    }
+}
+
+/// Writer A claims a value for its entity and stalls before writing the
+/// entity; writers B and C race for the same value meanwhile. Exactly one
+/// of them gets it (the stalled owner is neutralized), and A's entity
+/// write, sent when it wakes, is refused: never two holders.
+pub async fn writers_racing_for_a_stalled_owners_value_leave_one_holder(ctx: &Ctx) {
+    use leasehold::testing::{Fault, FaultyBackend, Op};
+    let member = |region: &str, id: &str, email: &str| Member {
+        region: region.into(),
+        id: id.into(),
+        email: email.into(),
+        note: String::new(),
+    };
+    let prefix = format!("{}st", ctx.prefix());
+    let healthy = Store::builder_shared(ctx.backend().clone())
+        .table_prefix(prefix.as_str())
+        .expect("prefix")
+        .build()
+        .expect("store");
+    let t = healthy.table::<Member>();
+    // Tables and definitions exist, so A's first write is its claim.
+    let w = t.insert(member("eu", "w", "w@x.org")).await.expect("warm");
+    t.delete(&w).await.expect("warm");
+    let faulty = FaultyBackend::new(ctx.backend().clone());
+    let injector = faulty.injector();
+    let a_store = Store::builder_shared(Arc::new(faulty))
+        .table_prefix(prefix.as_str())
+        .expect("prefix")
+        .build()
+        .expect("store");
+    // A's second write (its entity's insert) waits.
+    let stall = ctx.lease_duration();
+    injector.inject(Some(Op::Write), 2, Fault::Delay(stall));
+    let a = a_store.table::<Member>();
+    let a_write = tokio::spawn(async move { a.insert(member("eu", "a", "v@x.org")).await });
+    // Let A's claim land.
+    tokio::time::sleep(stall / 4).await;
+    let (b, c) = tokio::join!(
+        t.insert(member("eu", "b", "v@x.org")),
+        t.insert(member("eu", "c", "v@x.org"))
+    );
+    let a = a_write.await.expect("joined");
+    let won: Vec<&str> = [("a", a.is_ok()), ("b", b.is_ok()), ("c", c.is_ok())]
+        .into_iter()
+        .filter(|(_, ok)| *ok)
+        .map(|(w, _)| w)
+        .collect();
+    assert_eq!(won.len(), 1, "a: {a:?}, b: {b:?}, c: {c:?}");
+    assert_ne!(won[0], "a", "the stalled owner was neutralized: {a:?}");
+    let e = a.expect_err("refused");
+    assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
+    let holders: Vec<String> = t
+        .query()
+        .all()
+        .await
+        .expect("query")
+        .into_iter()
+        .filter(|m| m.email == "v@x.org")
+        .map(|m| m.id.clone())
+        .collect();
+    assert_eq!(holders, [won[0]]);
+    let found = t
+        .get_by(Member::columns().email, "v@x.org")
+        .await
+        .expect("lookup");
+    assert_eq!(found.map(|m| m.id.clone()), Some(won[0].to_owned()));
+    let report = t.verify_indexes().await.expect("verify");
+    assert!(report.is_consistent(), "{report:?}");
+}

@@ -410,6 +410,8 @@ macro_rules! conformance_suite {
             timed [
                 sixteen_concurrent_registrations_over_four_values_give_four,
                 a_crash_at_every_step_of_an_indexed_write_leaves_a_consistent_index,
+                a_crash_or_lost_reply_at_every_request_keeps_the_index_invariant,
+                writers_racing_for_a_stalled_owners_value_leave_one_holder,
             ]
             blocking []
         );
