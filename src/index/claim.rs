@@ -122,7 +122,15 @@ pub(crate) async fn claim(
     let plain = index_row(indexes, def, key, owner, txn, None)?;
     let table = &indexes.index_table;
     let started = tokio::time::Instant::now();
-    for _ in 0..ATTEMPTS {
+    let mut pauses = store.tables().conflict_retry().backoff();
+    for attempt in 0..ATTEMPTS {
+        // Writers losing races to each other step back as `update_with`
+        // does.
+        if attempt > 0
+            && let Some(pause) = pauses.next()
+        {
+            tokio::time::sleep(pause).await;
+        }
         let row = &plain;
         match send(store, table, TableOp::Insert(row.clone())).await {
             Ok(()) => return Ok(()),

@@ -177,6 +177,8 @@ pub(crate) async fn route<E: Entity>(
     }
     let txn = crate::backend::write_log::new_id();
     let started = tokio::time::Instant::now();
+    // Writers losing races to each other step back as `update_with` does.
+    let mut pauses = store.tables().conflict_retry().backoff();
     for _ in 0..ATTEMPTS {
         match (&write, &state) {
             (W::Insert(_), State::Row(..)) => return Err(exists::<E>(&pk, &rk)),
@@ -261,6 +263,9 @@ pub(crate) async fn route<E: Entity>(
                         return Err(not_found::<E>(&pk, &rk));
                     }
                     return Err(e);
+                }
+                if let Some(pause) = pauses.next() {
+                    tokio::time::sleep(pause).await;
                 }
                 state = read_state(table, &pk, &rk).await?;
             }
