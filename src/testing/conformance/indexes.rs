@@ -455,6 +455,27 @@ pub async fn error_paths_leave_state_unchanged(ctx: &Ctx) {
     let e = unit.commit().await.expect_err("value taken");
     assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
     assert_eq!(all(store).await, before);
+    // Two writes of one unit claiming one value; an upsert claiming a
+    // taken one: refused at the commit, nothing stored.
+    let mut unit = store.lock("eu").await.expect("lock");
+    unit.insert(&customer("eu", "11", "twice@x.org"))
+        .expect("staged");
+    unit.insert(&customer("eu", "12", "twice@x.org"))
+        .expect("staged");
+    let e = unit.commit().await.expect_err("claimed twice");
+    assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
+    let mut unit = store.lock("eu").await.expect("lock");
+    unit.upsert(&customer("eu", "13", "ann@x.org"))
+        .expect("staged");
+    let e = unit.commit().await.expect_err("upsert of a taken value");
+    assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
+    assert_eq!(all(store).await, before);
+    assert!(
+        t.get_by(Customer::columns().email, "twice@x.org")
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     let e = t
         .batch()
