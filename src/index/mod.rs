@@ -257,7 +257,11 @@
 //! partitions, see [`Store::index_partition`](crate::Store::index_partition))
 //! are no longer taken: `leasehold locks prune` ([`Store::prune_locks`](crate::Store::prune_locks))
 //! removes them with every other lock blob that is free, clean and older
-//! than its `older_than`.
+//! than its `older_than`. A commit of an earlier version left pending in a
+//! value's lock blob (its writer died mid-commit) is no longer finished by
+//! index writes, which take no lock: where `leasehold locks show --index
+//! TABLE.FIELD VALUE` reports one pending, `leasehold locks roll-forward
+//! --index TABLE.FIELD VALUE` finishes it (a prune keeps such blobs).
 
 pub(crate) mod claim;
 mod lookup;
