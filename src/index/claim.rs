@@ -94,17 +94,41 @@ fn raced(e: &Error) -> bool {
     )
 }
 
-/// Claims `key` of unique index `def` for entity `owner` on behalf of
+/// Who claims a value.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Claimant<'a> {
+    /// The entity the claim names.
+    pub(crate) owner: &'a Keys,
+    /// The write making the claim.
+    pub(crate) txn: &'a str,
+    /// An entity whose write in the same unit's commit frees the value (a
+    /// unit re-keying an entity): a claim it holds is taken over without
+    /// touching it, and names it, so that until the commit lands it still
+    /// counts as the holder.
+    pub(crate) freed_by_unit: Option<&'a Keys>,
+    /// The partitions whose locks the claimant holds (a unit's): a mark
+    /// whose primary it holds is taken off at once rather than waited for.
+    pub(crate) held: &'a [PartitionKey],
+}
+
+impl<'a> Claimant<'a> {
+    /// A claimant holding no lock (a [`crate::Table`] write, a rebuild).
+    pub(crate) fn plain(owner: &'a Keys, txn: &'a str) -> Self {
+        Claimant {
+            owner,
+            txn,
+            freed_by_unit: None,
+            held: &[],
+        }
+    }
+}
+
+/// Claims `key` of unique index `def` for `who`'s entity on behalf of its
 /// write `txn`: the claim row is inserted, or, where it exists, replaced
 /// at the ETag read — once its owner is `owner`, or its owner is shown not
 /// to hold the value and can no longer come to hold it ([`neutralize`]).
 /// Every success writes the claim row, so a writer taking the claim over
 /// from an ETag read before it fails.
-///
-/// `freed_by_unit` is an entity whose write in the same unit's commit
-/// frees the value (a unit re-keying an entity): a claim it holds is taken
-/// over without touching it, and names it, so that until the commit lands
-/// it still counts as the holder.
 ///
 /// # Errors
 /// [`Error::ValueTaken`] when another entity holds the value;
@@ -115,10 +139,14 @@ pub(crate) async fn claim(
     indexes: &Indexes,
     def: &Def,
     key: &Key,
-    owner: &Keys,
-    txn: &str,
-    freed_by_unit: Option<&Keys>,
+    who: &Claimant<'_>,
 ) -> Result<()> {
+    let Claimant {
+        owner,
+        txn,
+        freed_by_unit,
+        held,
+    } = *who;
     let plain = index_row(indexes, def, key, owner, txn, None)?;
     let table = &indexes.index_table;
     let started = tokio::time::Instant::now();
@@ -154,7 +182,7 @@ pub(crate) async fn claim(
             let named = holder.into_iter().chain(prev_of(&current.data));
             let mut raced = false;
             for named in named {
-                match neutralize(store, indexes, def, &key.key, &named).await? {
+                match neutralize(store, indexes, def, &key.key, &named, held).await? {
                     Neutralized::Holds => {
                         return Err(indexes.duplicate(def, &key.value, Some(named)));
                     }
@@ -211,17 +239,20 @@ pub(crate) enum Neutralized {
 /// A mark of a unit's commit on the row is resolved first (the commit
 /// finished or withdrawn), so the row is judged as it is, never as a
 /// commit in flight would leave it.
+/// `held`: the partitions whose locks the caller holds (see
+/// [`Claimant::held`]).
 pub(crate) async fn neutralize(
     store: &Store,
     indexes: &Indexes,
     def: &Def,
     key: &str,
     owner: &Keys,
+    held: &[PartitionKey],
 ) -> Result<Neutralized> {
     let table = &indexes.table;
     store.ensure_table(table).await?;
     let found = store.backend().get(table, &owner.0, &owner.1).await?;
-    let row = Resolver::new(store, Vec::new())
+    let row = Resolver::new(store, held.to_vec())
         .resolve_opt(table, found)
         .await?;
     let op = match row {

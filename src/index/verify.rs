@@ -4,7 +4,7 @@
 use crate::backend::WriteOptions;
 use std::collections::BTreeMap;
 
-use super::claim::{self, Neutralized};
+use super::claim::{self, Claimant, Neutralized};
 use super::{DEFS_PARTITION, Indexes, read_defs, target_of};
 use crate::backend::{QuerySpec, StoredEntity, TableOp};
 use crate::entity::{Entity, Value};
@@ -325,7 +325,15 @@ async fn fix(store: &Store, indexes: &Indexes, problem: Problem) -> Result<bool>
                 key: e.key.clone(),
             };
             if def.unique {
-                match claim::claim(store, indexes, def, &key, &e.entity, "rebuilt", None).await {
+                match claim::claim(
+                    store,
+                    indexes,
+                    def,
+                    &key,
+                    &Claimant::plain(&e.entity, "rebuilt"),
+                )
+                .await
+                {
                     Ok(()) => Ok(true),
                     // Held by another entity as well: a duplicate, reported.
                     Err(Error::ValueTaken { .. }) => Ok(false),
@@ -353,7 +361,9 @@ async fn fix(store: &Store, indexes: &Indexes, problem: Problem) -> Result<bool>
                 let Some(key) = key else {
                     return Ok(false);
                 };
-                match claim::neutralize(store, indexes, &indexes.defs[def], &key, &target).await? {
+                match claim::neutralize(store, indexes, &indexes.defs[def], &key, &target, &[])
+                    .await?
+                {
                     Neutralized::Done => {}
                     Neutralized::Holds | Neutralized::Raced => return Ok(false),
                 }

@@ -212,7 +212,14 @@ pub(crate) async fn route<E: Entity>(
             let (indexes, owner, txn) = (&indexes, &owner, txn.as_str());
             async move {
                 if def.unique {
-                    claim::claim(store, indexes, def, key, owner, txn, None).await
+                    claim::claim(
+                        store,
+                        indexes,
+                        def,
+                        key,
+                        &claim::Claimant::plain(owner, txn),
+                    )
+                    .await
                 } else {
                     claim::add_row(store, indexes, def, key, owner).await
                 }

@@ -10,7 +10,7 @@ use crate::entity::{Entity, Properties};
 use crate::error::Result;
 use crate::index::claim::{self, Freed, Keys};
 use crate::index::{self, Indexes, Key};
-use crate::key::{RowKey, TableName};
+use crate::key::{PartitionKey, RowKey, TableName};
 use crate::table::tombstone::{self, is_tombstone};
 
 /// What a unit's commit does with index rows once it succeeded: the rows
@@ -169,6 +169,10 @@ impl Unit {
             }
         }
         let store = &self.store;
+        // A mark met while claiming whose primary this unit holds is taken
+        // off at once: waiting for that lock would wait for this unit.
+        let held_keys: Vec<PartitionKey> = self.parts.iter().map(|p| p.pk.clone()).collect();
+        let held = held_keys.as_slice();
         let txn = crate::backend::write_log::new_id();
         let each = plans
             .iter()
@@ -180,7 +184,15 @@ impl Unit {
                 let d = &indexes.defs[*def];
                 async move {
                     if d.unique {
-                        claim::claim(store, indexes, d, key, &plan.owner, txn, from.as_ref()).await
+                        {
+                            let who = claim::Claimant {
+                                owner: &plan.owner,
+                                txn,
+                                freed_by_unit: from.as_ref(),
+                                held,
+                            };
+                            claim::claim(store, indexes, d, key, &who).await
+                        }
                     } else {
                         claim::add_row(store, indexes, d, key, &plan.owner).await
                     }

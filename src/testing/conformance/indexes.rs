@@ -1175,3 +1175,72 @@ pub async fn writers_racing_for_a_stalled_owners_value_leave_one_holder(ctx: &Ct
     let report = t.verify_indexes().await.expect("verify");
     assert!(report.is_consistent(), "{report:?}");
 }
+
+/// A unit dies at its commit point, leaving an undecided mark on the row
+/// of an entity whose value it had claimed. The next unit to hold the dead
+/// commit's primary partition claims that value: it takes the mark off at
+/// once (it holds the primary) rather than waiting for a lock it holds
+/// itself, takes the claim over and commits.
+pub async fn a_unit_holding_a_dead_commits_primary_claims_its_marked_value(ctx: &Ctx) {
+    use leasehold::lease::LeaseOptions;
+    use leasehold::testing::{Fault, FaultyBackend, Op};
+    let process = |backend: Arc<dyn leasehold::backend::Backend>, prefix: &str| {
+        Store::builder_shared(backend)
+            .table_prefix(prefix)
+            .expect("valid prefix")
+            .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
+            .build()
+            .expect("valid store")
+    };
+    let member = |region: &str, id: &str, email: &str| Member {
+        region: region.into(),
+        id: id.into(),
+        email: email.into(),
+        note: String::new(),
+    };
+    let prefix = format!("{}dm", ctx.prefix());
+    let healthy = process(ctx.backend().clone(), &prefix);
+    let t = healthy.table::<Member>();
+    let w = t.insert(member("r9", "w", "w@x.org")).await.expect("warm");
+    t.delete(&w).await.expect("warm");
+    let faulty = FaultyBackend::new(ctx.backend().clone());
+    let injector = faulty.injector();
+    let dying = process(Arc::new(faulty), &prefix);
+    let mut unit = dying.lock_many(["r2", "r5"]).await.expect("lock");
+    unit.insert(&member("r2", "y", "v2@x.org")).expect("staged");
+    unit.insert(&member("r5", "y", "v5@x.org")).expect("staged");
+    // The first transaction writes the index descriptions (once per
+    // store), the second marks the other group's row; the third is the
+    // commit point, never sent.
+    injector.inject(Some(Op::Batch), 3, Fault::Die);
+    unit.commit().await.expect_err("died at the commit point");
+    // Which row carries the undecided mark: the other partition is the
+    // dead commit's primary.
+    let table = TableName::new(format!("{prefix}IxMembers")).expect("name");
+    let rk = RowKey::new("y").expect("key");
+    let mut marked = None;
+    for (region, email) in [("r2", "v2@x.org"), ("r5", "v5@x.org")] {
+        let pk = PartitionKey::new(region).expect("key");
+        let row = ctx.backend().get(&table, &pk, &rk).await.expect("read");
+        if row.is_some_and(|r| r.data.properties.get("_lhTxn").is_some()) {
+            marked = Some((region, email));
+        }
+    }
+    let (marked_region, value) = marked.expect("one row carries the mark");
+    let primary = if marked_region == "r2" { "r5" } else { "r2" };
+    tokio::time::sleep(ctx.lease_duration() + ctx.slack()).await;
+    let mut unit = healthy
+        .lock_many([primary, "r9"])
+        .await
+        .expect("the dead unit's locks ran out");
+    unit.insert(&member("r9", "z", value)).expect("staged");
+    unit.commit()
+        .await
+        .expect("claims the marked value and commits");
+    let c = Member::columns();
+    let holder = t.get_by(c.email, value).await.expect("lookup");
+    assert_eq!(holder.map(|m| m.id.clone()), Some("z".into()));
+    assert!(t.get(marked_region, "y").await.expect("read").is_none());
+    let report = t.verify_indexes().await.expect("verify");
+    assert!(report.is_consistent(), "{report:?}");
+}

@@ -412,6 +412,7 @@ macro_rules! conformance_suite {
                 a_crash_at_every_step_of_an_indexed_write_leaves_a_consistent_index,
                 a_crash_or_lost_reply_at_every_request_keeps_the_index_invariant,
                 writers_racing_for_a_stalled_owners_value_leave_one_holder,
+                a_unit_holding_a_dead_commits_primary_claims_its_marked_value,
             ]
             blocking []
         );
