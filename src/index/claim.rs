@@ -9,9 +9,10 @@ use crate::backend::{Precondition, StoredEntity, TableOp, WriteOptions};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey};
+use crate::lock::LockEnv;
 use crate::lock::marks::Resolver;
-use crate::store::Store;
 use crate::table::tombstone::{self, is_tombstone};
+use std::sync::Arc;
 
 /// The property of a claim naming the write that made it.
 pub(crate) const TXN: &str = "Txn";
@@ -77,9 +78,8 @@ fn index_row(
 }
 
 /// Sends one write of the index machinery (never through a fence).
-async fn send(store: &Store, table: &crate::key::TableName, op: TableOp) -> Result<()> {
-    store
-        .backend()
+async fn send(env: &Arc<LockEnv>, table: &crate::key::TableName, op: TableOp) -> Result<()> {
+    env.backend()
         .execute(table, op, &WriteOptions::new())
         .await
         .map(|_| ())
@@ -135,7 +135,7 @@ impl<'a> Claimant<'a> {
 /// [`Error::Timeout`] when the claim kept changing under the write for
 /// [`ATTEMPTS`] tries; backend errors.
 pub(crate) async fn claim(
-    store: &Store,
+    env: &Arc<LockEnv>,
     indexes: &Indexes,
     def: &Def,
     key: &Key,
@@ -150,7 +150,7 @@ pub(crate) async fn claim(
     let plain = index_row(indexes, def, key, owner, txn, None)?;
     let table = &indexes.index_table;
     let started = tokio::time::Instant::now();
-    let mut pauses = store.tables().conflict_retry().backoff();
+    let mut pauses = env.tables().conflict_retry().backoff();
     for attempt in 0..ATTEMPTS {
         // Writers losing races to each other step back as `update_with`
         // does.
@@ -160,16 +160,16 @@ pub(crate) async fn claim(
             tokio::time::sleep(pause).await;
         }
         let row = &plain;
-        match send(store, table, TableOp::Insert(row.clone())).await {
+        match send(env, table, TableOp::Insert(row.clone())).await {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
-        let found = store
+        let found = env
             .backend()
             .get(table, &row.partition_key, &row.row_key)
             .await?;
-        let Some(current) = store.resolve_row(table, found).await? else {
+        let Some(current) = env.resolve_row(table, found).await? else {
             continue;
         };
         let holder = target_of(&current.data);
@@ -182,7 +182,7 @@ pub(crate) async fn claim(
             let named = holder.into_iter().chain(prev_of(&current.data));
             let mut raced = false;
             for named in named {
-                match neutralize(store, indexes, def, &key.key, &named, held).await? {
+                match neutralize(env, indexes, def, &key.key, &named, held).await? {
                     Neutralized::Holds => {
                         return Err(indexes.duplicate(def, &key.value, Some(named)));
                     }
@@ -198,7 +198,7 @@ pub(crate) async fn claim(
             }
         }
         let take = TableOp::Replace(take_as, Precondition::IfMatch(current.etag));
-        match send(store, table, take).await {
+        match send(env, table, take).await {
             Ok(()) => return Ok(()),
             Err(e) if raced(&e) => {}
             Err(e) => return Err(e),
@@ -242,7 +242,7 @@ pub(crate) enum Neutralized {
 /// `held`: the partitions whose locks the caller holds (see
 /// [`Claimant::held`]).
 pub(crate) async fn neutralize(
-    store: &Store,
+    env: &Arc<LockEnv>,
     indexes: &Indexes,
     def: &Def,
     key: &str,
@@ -250,9 +250,9 @@ pub(crate) async fn neutralize(
     held: &[PartitionKey],
 ) -> Result<Neutralized> {
     let table = &indexes.table;
-    store.ensure_table(table).await?;
-    let found = store.backend().get(table, &owner.0, &owner.1).await?;
-    let row = Resolver::new(store, held.to_vec())
+    env.ensure_table(table).await?;
+    let found = env.backend().get(table, &owner.0, &owner.1).await?;
+    let row = Resolver::new(env, held.to_vec())
         .resolve_opt(table, found)
         .await?;
     let op = match row {
@@ -266,7 +266,7 @@ pub(crate) async fn neutralize(
             TableOp::Insert(tombstone::data(&owner.0, &owner.1, "claim"))
         }
     };
-    match send(store, table, op).await {
+    match send(env, table, op).await {
         Ok(()) => Ok(Neutralized::Done),
         Err(e) if raced(&e) => Ok(Neutralized::Raced),
         Err(e) => Err(e),
@@ -277,7 +277,7 @@ pub(crate) async fn neutralize(
 /// (unconditionally: it names only the owner, and lookups check the owner
 /// still holds the value).
 pub(crate) async fn add_row(
-    store: &Store,
+    env: &Arc<LockEnv>,
     indexes: &Indexes,
     def: &Def,
     key: &Key,
@@ -285,7 +285,7 @@ pub(crate) async fn add_row(
 ) -> Result<()> {
     let row = index_row(indexes, def, key, owner, "", None)?;
     send(
-        store,
+        env,
         &indexes.index_table,
         TableOp::Replace(row, Precondition::Upsert),
     )
@@ -301,7 +301,7 @@ pub(crate) struct Freed {
 /// Reads the index rows of the values `owner` frees (`(def, key)` pairs)
 /// that name it, to remove them once the write that frees them succeeded.
 pub(crate) async fn read_freed(
-    store: &Store,
+    env: &Arc<LockEnv>,
     indexes: &Indexes,
     frees: &[(usize, Key)],
     owner: &Keys,
@@ -310,10 +310,7 @@ pub(crate) async fn read_freed(
         let d = &indexes.defs[*def];
         let ipk = indexes.partition(d, &key.key)?;
         let irk = Indexes::row(d, &owner.0, &owner.1)?;
-        let row = store
-            .backend()
-            .get(&indexes.index_table, &ipk, &irk)
-            .await?;
+        let row = env.backend().get(&indexes.index_table, &ipk, &irk).await?;
         Ok::<_, Error>(
             row.filter(|r| target_of(&r.data).as_ref() == Some(owner))
                 .map(|row| Freed { def: *def, row }),
@@ -330,14 +327,14 @@ pub(crate) async fn read_freed(
 /// once the owner's write succeeded: a row claimed again since (a new
 /// ETag) stays. Best effort: a row left behind is a stale claim, which
 /// lookups see through and the next writer of the value takes over.
-pub(crate) async fn remove_freed(store: &Store, indexes: &Indexes, freed: Vec<Freed>) {
+pub(crate) async fn remove_freed(env: &Arc<LockEnv>, indexes: &Indexes, freed: Vec<Freed>) {
     let deletes = freed.into_iter().map(|f| async move {
         let op = TableOp::Delete {
             partition_key: f.row.data.partition_key.clone(),
             row_key: f.row.data.row_key.clone(),
             if_match: Some(f.row.etag.clone()),
         };
-        if let Err(e) = send(store, &indexes.index_table, op).await
+        if let Err(e) = send(env, &indexes.index_table, op).await
             && !raced(&e)
         {
             tracing::debug!(table = %indexes.index_table, field = %indexes.defs[f.def].field, error = %e, "removing a freed index row failed; it stays as a stale claim");

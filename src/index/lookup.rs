@@ -10,13 +10,18 @@ use crate::backend::{QuerySpec, StoredEntity};
 use crate::entity::{Entity, PropertyCodec, Value, Versioned};
 use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey};
+use crate::lock::LockEnv;
 use crate::query::{CmpOp, Column, ColumnValue, Filter};
-use crate::store::Store;
 use crate::table::{Table, versioned};
+use std::sync::Arc;
 
 impl<E: Entity> Table<E> {
     /// The indexes of `E` and the position of the index on `column`.
-    fn index_on<T>(&self, column: &Column<E, T>, unique: bool) -> Result<(Store, Indexes, usize)>
+    fn index_on<T>(
+        &self,
+        column: &Column<E, T>,
+        unique: bool,
+    ) -> Result<(Arc<LockEnv>, Indexes, usize)>
     where
         T: PropertyCodec,
     {
@@ -24,11 +29,8 @@ impl<E: Entity> Table<E> {
         let type_name = std::any::type_name::<E>();
         let not_indexed =
             |why: &str| Error::invalid(format!("column `{name}` of {type_name}"), why.to_owned());
-        let store = self
-            .store
-            .clone()
-            .ok_or_else(|| not_indexed("the table belongs to no store"))?;
-        let Some(indexes) = Indexes::of::<E>(store.tables())? else {
+        let env = super::env_of(self).ok_or_else(|| not_indexed("the table belongs to no env"))?;
+        let Some(indexes) = Indexes::of::<E>(env.tables())? else {
             return Err(not_indexed(
                 "the type has no indexes; mark the field `#[entity(unique)]` or `#[entity(index)]`",
             ));
@@ -43,7 +45,7 @@ impl<E: Entity> Table<E> {
                 "the index is not unique (`#[entity(index)]`); look values up with `find_by`",
             ));
         }
-        Ok((store, indexes, i))
+        Ok((env, indexes, i))
     }
 
     /// The entity holding a value of a `#[entity(unique)]` field; `None`
@@ -72,20 +74,20 @@ impl<E: Entity> Table<E> {
         column: Column<E, T>,
         value: impl ColumnValue<T>,
     ) -> Result<Option<Versioned<E>>> {
-        let (store, indexes, i) = self.index_on(&column, true)?;
+        let (env, indexes, i) = self.index_on(&column, true)?;
         let key = key_of(column.name(), &value.into_column_value())?;
         let def = &indexes.defs[i];
         let ipk = indexes.partition(def, &key)?;
         let read = async {
-            store.ensure_table(&indexes.index_table).await?;
-            let row = store
+            env.ensure_table(&indexes.index_table).await?;
+            let row = env
                 .backend()
                 .get(&indexes.index_table, &ipk, &RowKey::new("")?)
                 .await?;
-            let Some(row) = store.resolve_row(&indexes.index_table, row).await? else {
+            let Some(row) = env.resolve_row(&indexes.index_table, row).await? else {
                 return Ok(None);
             };
-            if let Some(entity) = holder(&store, &indexes, i, &key, &row).await? {
+            if let Some(entity) = holder(&env, &indexes, i, &key, &row).await? {
                 return versioned(entity).map(Some);
             }
             // A claim a unit took over from an entity its commit frees the
@@ -93,12 +95,12 @@ impl<E: Entity> Table<E> {
             let Some(prev) = super::claim::prev_of(&row.data) else {
                 return Ok(None);
             };
-            match holds_now(&store, &indexes, i, &key, &prev).await? {
+            match holds_now(&env, &indexes, i, &key, &prev).await? {
                 Some(entity) => versioned(entity).map(Some),
                 None => Ok(None),
             }
         };
-        store.telemetry().operation("get_by", read).await
+        env.telemetry().operation("get_by", read).await
     }
 
     /// Every entity whose `#[entity(index)]` (or `unique`) field holds
@@ -115,18 +117,16 @@ impl<E: Entity> Table<E> {
         value: impl ColumnValue<T>,
     ) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
         let value = value.into_column_value();
-        let start = self
-            .index_on(&column, false)
-            .and_then(|(store, indexes, i)| {
-                let key = key_of(column.name(), &value)?;
-                let ipk = indexes.partition(&indexes.defs[i], &key)?;
-                let filter = Filter::compare(
-                    "PartitionKey",
-                    CmpOp::Eq,
-                    Value::String(ipk.as_str().to_owned()),
-                );
-                Ok((store, indexes, i, filter))
-            });
+        let start = self.index_on(&column, false).and_then(|(env, indexes, i)| {
+            let key = key_of(column.name(), &value)?;
+            let ipk = indexes.partition(&indexes.defs[i], &key)?;
+            let filter = Filter::compare(
+                "PartitionKey",
+                CmpOp::Eq,
+                Value::String(ipk.as_str().to_owned()),
+            );
+            Ok((env, indexes, i, filter))
+        });
         lookup_stream::<E>(start)
     }
 
@@ -169,104 +169,67 @@ impl<E: Entity> Table<E> {
             };
         let lo = bound(range.start_bound(), CmpOp::Ge, CmpOp::Gt);
         let hi = bound(range.end_bound(), CmpOp::Le, CmpOp::Lt);
-        let start = self
-            .index_on(&column, false)
-            .and_then(|(store, indexes, i)| {
-                let def = &indexes.defs[i];
-                let pk = |key: &str| -> Result<Value> {
-                    Ok(Value::String(
-                        indexes.partition(def, key)?.as_str().to_owned(),
-                    ))
-                };
-                let low = match lo? {
-                    Some((op, key)) => Filter::compare("PartitionKey", op, pk(&key)?),
-                    None => Filter::compare("PartitionKey", CmpOp::Ge, pk("")?),
-                };
-                let high = match hi? {
-                    Some((op, key)) => Filter::compare("PartitionKey", op, pk(&key)?),
-                    // Every partition of this index starts with the property
-                    // and the separator; the next character bounds them.
-                    None => Filter::compare(
-                        "PartitionKey",
-                        CmpOp::Lt,
-                        Value::String(format!("{}!", CompositeKey::join([def.property.as_str()]))),
-                    ),
-                };
-                Ok((store, indexes, i, low.and(high)))
-            });
+        let start = self.index_on(&column, false).and_then(|(env, indexes, i)| {
+            let def = &indexes.defs[i];
+            let pk = |key: &str| -> Result<Value> {
+                Ok(Value::String(
+                    indexes.partition(def, key)?.as_str().to_owned(),
+                ))
+            };
+            let low = match lo? {
+                Some((op, key)) => Filter::compare("PartitionKey", op, pk(&key)?),
+                None => Filter::compare("PartitionKey", CmpOp::Ge, pk("")?),
+            };
+            let high = match hi? {
+                Some((op, key)) => Filter::compare("PartitionKey", op, pk(&key)?),
+                // Every partition of this index starts with the property
+                // and the separator; the next character bounds them.
+                None => Filter::compare(
+                    "PartitionKey",
+                    CmpOp::Lt,
+                    Value::String(format!("{}!", CompositeKey::join([def.property.as_str()]))),
+                ),
+            };
+            Ok((env, indexes, i, low.and(high)))
+        });
         lookup_stream::<E>(start)
     }
 }
 
-impl Store {
-    /// The partition key of the index row of `value` in the index on
-    /// `field` of entity table `table` (its name without the store's table
-    /// prefix), as the index descriptions of the table say (read as
-    /// [`Store::verify_indexes`] reads them; one request): the partition
-    /// whose lock a write claiming or freeing the value takes, and the key
-    /// the operator command's `locks` commands take. `field` is the field's
-    /// name or its stored property name. Integers have one key form
-    /// whatever their width: `Value::Int32(7)` and `Value::Int64(7)` give
-    /// the same key. With the entity and its type at hand,
-    /// [`Table::index_partitions`] needs no request.
-    ///
-    /// ```
-    /// # use leasehold::{Entity, Store};
-    /// # use leasehold::entity::Value;
-    /// # #[derive(Entity, Clone, Debug)]
-    /// # #[entity(table = "Customers")]
-    /// # struct Customer { #[entity(partition_key)] region: String, #[entity(row_key)] id: String, #[entity(unique)] email: String }
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let store = Store::memory();
-    /// let ann = Customer { region: "eu".into(), id: "1".into(), email: "ann@example.com".into() };
-    /// store.table::<Customer>().insert(ann.clone()).await?;
-    /// let key = store
-    ///     .index_partition("Customers", "email", &Value::String("ann@example.com".into()))
-    ///     .await?;
-    /// assert_eq!(key.as_str(), "email ann@example.0com"); // escaped as CompositeKey escapes
-    /// assert_eq!(store.table::<Customer>().index_partitions(&ann)?, [key]);
-    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::NotFound`] when the table has no index descriptions (no
-    /// indexed entity was ever written to it through leasehold);
-    /// [`Error::Invalid`] naming the field when it is not indexed (the
-    /// message lists the indexed fields), and naming the value when it has
-    /// no key form or its partition key would be too long; backend errors.
-    pub async fn index_partition(
-        &self,
-        table: &str,
-        field: &str,
-        value: &Value,
-    ) -> Result<PartitionKey> {
-        let indexes = super::verify::defs_of(self, table).await?;
-        let Some(def) = indexes
-            .defs
-            .iter()
-            .find(|d| d.field == field || d.property == field)
-        else {
-            let known: Vec<&str> = indexes.defs.iter().map(|d| d.field.as_str()).collect();
-            return Err(Error::invalid(
-                format!("field `{field}` of table `{table}`"),
-                format!(
-                    "it is not indexed; the indexed fields are {}",
-                    known.join(", ")
-                ),
-            ));
-        };
-        let key = value_key(value).map_err(|why| {
-            Error::invalid(
-                format!(
-                    "value {} for index {table}.{}",
-                    super::show(value),
-                    def.field
-                ),
-                why,
-            )
-        })?;
-        indexes.partition(def, &key)
-    }
+/// The partition key of the index row of `value` in the index on `field`
+/// of entity table `table` (see [`crate::Store::index_partition`]).
+pub(crate) async fn index_partition(
+    env: &Arc<LockEnv>,
+    table: &str,
+    field: &str,
+    value: &Value,
+) -> Result<PartitionKey> {
+    let indexes = super::verify::defs_of(env, table).await?;
+    let Some(def) = indexes
+        .defs
+        .iter()
+        .find(|d| d.field == field || d.property == field)
+    else {
+        let known: Vec<&str> = indexes.defs.iter().map(|d| d.field.as_str()).collect();
+        return Err(Error::invalid(
+            format!("field `{field}` of table `{table}`"),
+            format!(
+                "it is not indexed; the indexed fields are {}",
+                known.join(", ")
+            ),
+        ));
+    };
+    let key = value_key(value).map_err(|why| {
+        Error::invalid(
+            format!(
+                "value {} for index {table}.{}",
+                super::show(value),
+                def.field
+            ),
+            why,
+        )
+    })?;
+    indexes.partition(def, &key)
 }
 
 /// The key form of a column value.
@@ -286,7 +249,7 @@ fn key_of<T: PropertyCodec>(name: &str, value: &T) -> Result<String> {
 /// (a row left by a writer outside leasehold may point at an entity that
 /// does not).
 async fn holder(
-    store: &Store,
+    env: &Arc<LockEnv>,
     indexes: &Indexes,
     i: usize,
     key: &str,
@@ -295,20 +258,20 @@ async fn holder(
     let Some(target) = target_of(&row.data) else {
         return Ok(None);
     };
-    holds_now(store, indexes, i, key, &target).await
+    holds_now(env, indexes, i, key, &target).await
 }
 
 /// Entity `(pk, rk)` if it holds key form `key` of index `i` now.
 async fn holds_now(
-    store: &Store,
+    env: &Arc<LockEnv>,
     indexes: &Indexes,
     i: usize,
     key: &str,
     (pk, rk): &(PartitionKey, RowKey),
 ) -> Result<Option<StoredEntity>> {
-    store.ensure_table(&indexes.table).await?;
-    let entity = store.backend().get(&indexes.table, pk, rk).await?;
-    let Some(entity) = store.resolve_row(&indexes.table, entity).await? else {
+    env.ensure_table(&indexes.table).await?;
+    let entity = env.backend().get(&indexes.table, pk, rk).await?;
+    let Some(entity) = env.resolve_row(&indexes.table, entity).await? else {
         return Ok(None);
     };
     let holds = indexes.keys(Some(&entity.data.properties))?[i]
@@ -323,37 +286,35 @@ fn row_key_form(row: &StoredEntity) -> Option<String> {
     (parts.len() == 2).then(|| parts.swap_remove(1))
 }
 
-type Start = Result<(Store, Indexes, usize, Filter)>;
+type Start = Result<(Arc<LockEnv>, Indexes, usize, Filter)>;
 
 /// The entities of the index rows `filter` selects, page after page.
 fn lookup_stream<E: Entity>(
     start: Start,
 ) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
-    let start = start.map(|(store, indexes, i, filter)| {
+    let start = start.map(|(env, indexes, i, filter)| {
         let spec = QuerySpec {
             filter: Some(filter),
             select: None,
             top: None,
             continuation: None,
         };
-        (store, indexes, i, spec)
+        (env, indexes, i, spec)
     });
     stream::try_unfold(Some(start), |state| async move {
         let Some(start) = state else {
             return Ok::<_, Error>(None);
         };
-        let (store, indexes, i, mut spec) = start?;
-        store.ensure_table(&indexes.index_table).await?;
-        let page = store.backend().query(&indexes.index_table, &spec).await?;
-        let page = store
-            .resolve_page(&indexes.index_table, &spec, page)
-            .await?;
+        let (env, indexes, i, mut spec) = start?;
+        env.ensure_table(&indexes.index_table).await?;
+        let page = env.backend().query(&indexes.index_table, &spec).await?;
+        let page = env.resolve_page(&indexes.index_table, &spec, page).await?;
         let mut items: Vec<Result<Versioned<E>>> = Vec::new();
         for row in &page.entities {
             let Some(key) = row_key_form(row) else {
                 continue;
             };
-            if let Some(entity) = holder(&store, &indexes, i, &key, row).await? {
+            if let Some(entity) = holder(&env, &indexes, i, &key, row).await? {
                 items.push(versioned(entity));
             }
         }
@@ -363,7 +324,7 @@ fn lookup_stream<E: Entity>(
         }
         let next = page.continuation.map(|c| {
             spec.continuation = Some(c);
-            Ok((store, indexes, i, spec))
+            Ok((env, indexes, i, spec))
         });
         Ok(Some((stream::iter(items), next)))
     })

@@ -265,18 +265,22 @@
 
 pub(crate) mod claim;
 mod lookup;
+mod unit;
 mod verify;
 mod write;
 
 use std::sync::{Arc, Mutex, Weak};
 
+pub(crate) use lookup::index_partition;
+pub(crate) use unit::UnitClaims;
 pub use verify::{DuplicateValue, IndexReport};
-pub(crate) use write::{IndexedWrite, route};
+pub(crate) use verify::{rebuild_table, verify_table};
+pub(crate) use write::route;
 
-use crate::entity::{EntityData, Properties, Value};
+use crate::entity::{EntityData, Properties, Value, short_type_name};
 use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey, TableName};
-use crate::store::Store;
+use crate::lock::LockEnv;
 use crate::table::TableEnv;
 
 /// The suffix of an index table's name.
@@ -308,6 +312,17 @@ pub(crate) struct Indexes {
     /// The index table.
     pub(crate) index_table: TableName,
     pub(crate) defs: Vec<Def>,
+}
+
+/// The lock environment of the store `table` belongs to (see
+/// [`crate::table::Resolve`]); `None` for a table made outside a store.
+pub(crate) fn env_of<E>(table: &crate::table::Table<E>) -> Option<Arc<LockEnv>> {
+    let resolve = table.resolve.clone()?;
+    resolve
+        .as_any()
+        .downcast::<crate::lock::MarkResolve>()
+        .ok()
+        .map(|r| r.0.clone())
 }
 
 /// The key form of a stored value in an index (see the module docs), or
@@ -360,11 +375,30 @@ impl Indexes {
         if E::INDEXES.is_empty() {
             return Ok(None);
         }
-        Ok(Some(Indexes {
-            type_name: short_type_name::<E>(),
-            table: tables.table_name(E::TABLE)?,
-            index_table: tables.table_name(&format!("{}{TABLE_SUFFIX}", E::TABLE))?,
-            defs: E::INDEXES
+        Ok(Some(Indexes::new(
+            tables,
+            E::TABLE,
+            short_type_name::<E>(),
+            E::INDEXES,
+        )?))
+    }
+
+    /// The indexes of an indexed type a unit writes.
+    pub(crate) fn of_type(tables: &TableEnv, t: &crate::lock::IndexedType) -> Result<Indexes> {
+        Indexes::new(tables, t.declared_table, t.type_name.clone(), t.defs)
+    }
+
+    fn new(
+        tables: &TableEnv,
+        declared_table: &str,
+        type_name: String,
+        defs: &[crate::entity::entity_type::IndexDef],
+    ) -> Result<Indexes> {
+        Ok(Indexes {
+            type_name,
+            table: tables.table_name(declared_table)?,
+            index_table: tables.table_name(&format!("{declared_table}{TABLE_SUFFIX}"))?,
+            defs: defs
                 .iter()
                 .map(|d| Def {
                     field: d.field.to_owned(),
@@ -372,7 +406,7 @@ impl Indexes {
                     unique: d.unique,
                 })
                 .collect(),
-        }))
+        })
     }
 
     /// The index values of an entity's stored properties, one per index
@@ -473,30 +507,24 @@ pub(crate) fn target_of(data: &EntityData) -> Option<(PartitionKey, RowKey)> {
     Some((pk, rk))
 }
 
-/// `E`'s name without its module path.
-fn short_type_name<E>() -> String {
-    let full = std::any::type_name::<E>();
-    full.rsplit("::").next().unwrap_or(full).to_owned()
-}
-
 /// The index tables whose definition rows this process wrote, per store.
 static DEFS_WRITTEN: Mutex<Vec<(Weak<TableEnv>, TableName)>> = Mutex::new(Vec::new());
 
 /// Writes the definition rows of `indexes` (see the module docs) unless
 /// this process already did for this store; creates the index table.
-pub(crate) async fn ensure_defs(store: &Store, indexes: &Indexes) -> Result<()> {
-    let env = Arc::downgrade(store.tables());
+pub(crate) async fn ensure_defs(env: &Arc<LockEnv>, indexes: &Indexes) -> Result<()> {
+    let weak = Arc::downgrade(env.tables());
     let known = {
         let mut written = DEFS_WRITTEN.lock().unwrap_or_else(|p| p.into_inner());
         written.retain(|(w, _)| w.strong_count() > 0);
         written
             .iter()
-            .any(|(w, t)| Weak::ptr_eq(w, &env) && t == &indexes.index_table)
+            .any(|(w, t)| Weak::ptr_eq(w, &weak) && t == &indexes.index_table)
     };
     if known {
         return Ok(());
     }
-    store.ensure_table(&indexes.index_table).await?;
+    env.ensure_table(&indexes.index_table).await?;
     let pk = PartitionKey::new(DEFS_PARTITION)?;
     let ops: Vec<crate::backend::TableOp> = indexes
         .defs
@@ -515,19 +543,19 @@ pub(crate) async fn ensure_defs(store: &Store, indexes: &Indexes) -> Result<()> 
             ))
         })
         .collect::<Result<_>>()?;
-    store.backend().batch(&indexes.index_table, &ops).await?;
+    env.backend().batch(&indexes.index_table, &ops).await?;
     DEFS_WRITTEN
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .push((env, indexes.index_table.clone()));
+        .push((weak, indexes.index_table.clone()));
     Ok(())
 }
 
 /// Reads the definition rows of the index table of entity table `table`
 /// (unprefixed name); `None` when there are none.
-pub(crate) async fn read_defs(store: &Store, table: &str) -> Result<Option<Indexes>> {
-    let entity_table = store.table_name(table)?;
-    let index_table = store.table_name(&format!("{table}{TABLE_SUFFIX}"))?;
+pub(crate) async fn read_defs(env: &Arc<LockEnv>, table: &str) -> Result<Option<Indexes>> {
+    let entity_table = env.table_name(table)?;
+    let index_table = env.table_name(&format!("{table}{TABLE_SUFFIX}"))?;
     let spec = crate::backend::QuerySpec {
         filter: Some(crate::query::Filter::compare(
             "PartitionKey",
@@ -538,7 +566,7 @@ pub(crate) async fn read_defs(store: &Store, table: &str) -> Result<Option<Index
         top: None,
         continuation: None,
     };
-    let page = match store.backend().query(&index_table, &spec).await {
+    let page = match env.backend().query(&index_table, &spec).await {
         Ok(page) => page,
         Err(Error::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e),

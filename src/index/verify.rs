@@ -10,11 +10,12 @@ use crate::backend::{QuerySpec, StoredEntity, TableOp};
 use crate::entity::{Entity, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
-use crate::store::Store;
+use crate::lock::LockEnv;
 use crate::table::Table;
 use crate::table::tombstone::is_tombstone;
+use std::sync::Arc;
 
-/// What [`Store::verify_indexes`] found, or [`Store::rebuild_indexes`]
+/// What [`Store::verify_indexes`](crate::Store::verify_indexes) found, or [`Store::rebuild_indexes`](crate::Store::rebuild_indexes)
 /// found and fixed, in the index rows of one table.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -84,7 +85,7 @@ impl IndexReport {
 #[non_exhaustive]
 pub struct DuplicateValue {
     /// The unique index: the entity's type (the table name for
-    /// [`Store::verify_indexes`]) and the field, such as `Customer.email`.
+    /// [`Store::verify_indexes`](crate::Store::verify_indexes)) and the field, such as `Customer.email`.
     pub index: String,
     /// The field.
     pub field: String,
@@ -133,7 +134,7 @@ enum Problem {
 
 /// Every row of `table` (but the definitions partition), page after page.
 async fn scan(
-    store: &Store,
+    env: &Arc<LockEnv>,
     table: &TableName,
     select: Option<Vec<String>>,
     mut each: impl FnMut(StoredEntity),
@@ -145,7 +146,7 @@ async fn scan(
         continuation: None,
     };
     loop {
-        let page = match store.backend().query(table, &spec).await {
+        let page = match env.backend().query(table, &spec).await {
             Ok(page) => page,
             Err(Error::NotFound { .. }) => return Ok(()),
             Err(e) => return Err(e),
@@ -182,7 +183,7 @@ fn show_entity(e: &(PartitionKey, RowKey)) -> String {
 }
 
 async fn check(
-    store: &Store,
+    env: &Arc<LockEnv>,
     indexes: &Indexes,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(IndexReport, Vec<Problem>)> {
@@ -196,7 +197,7 @@ async fn check(
     let mut failed: Option<Error> = None;
     let mut select: Vec<String> = indexes.defs.iter().map(|d| d.property.clone()).collect();
     select.push(crate::table::tombstone::PROPERTY.to_owned());
-    scan(store, &indexes.table, Some(select), |row| {
+    scan(env, &indexes.table, Some(select), |row| {
         report.entities += 1;
         scanned += 1;
         progress(scanned);
@@ -232,7 +233,7 @@ async fn check(
         return Err(e);
     }
     let mut actual: BTreeMap<(PartitionKey, RowKey), StoredEntity> = BTreeMap::new();
-    scan(store, &indexes.index_table, None, |row| {
+    scan(env, &indexes.index_table, None, |row| {
         report.index_rows += 1;
         scanned += 1;
         progress(scanned);
@@ -316,7 +317,7 @@ async fn check(
 /// row), a row naming an entity that does not hold its value is removed
 /// once that entity's pending writes are made impossible. Returns whether
 /// a row was written.
-async fn fix(store: &Store, indexes: &Indexes, problem: Problem) -> Result<bool> {
+async fn fix(env: &Arc<LockEnv>, indexes: &Indexes, problem: Problem) -> Result<bool> {
     match problem {
         Problem::Missing(e) => {
             let def = &indexes.defs[e.def];
@@ -326,7 +327,7 @@ async fn fix(store: &Store, indexes: &Indexes, problem: Problem) -> Result<bool>
             };
             if def.unique {
                 match claim::claim(
-                    store,
+                    env,
                     indexes,
                     def,
                     &key,
@@ -340,18 +341,14 @@ async fn fix(store: &Store, indexes: &Indexes, problem: Problem) -> Result<bool>
                     Err(err) => Err(err),
                 }
             } else {
-                claim::add_row(store, indexes, def, &key, &e.entity).await?;
+                claim::add_row(env, indexes, def, &key, &e.entity).await?;
                 Ok(true)
             }
         }
         Problem::Orphan { row, def } => {
             let ipk = row.data.partition_key.clone();
             let irk = row.data.row_key.clone();
-            let Some(now) = store
-                .backend()
-                .get(&indexes.index_table, &ipk, &irk)
-                .await?
-            else {
+            let Some(now) = env.backend().get(&indexes.index_table, &ipk, &irk).await? else {
                 return Ok(false);
             };
             if let (Some(def), Some(target)) = (def, target_of(&now.data)) {
@@ -361,14 +358,14 @@ async fn fix(store: &Store, indexes: &Indexes, problem: Problem) -> Result<bool>
                 let Some(key) = key else {
                     return Ok(false);
                 };
-                match claim::neutralize(store, indexes, &indexes.defs[def], &key, &target, &[])
+                match claim::neutralize(env, indexes, &indexes.defs[def], &key, &target, &[])
                     .await?
                 {
                     Neutralized::Done => {}
                     Neutralized::Holds | Neutralized::Raced => return Ok(false),
                 }
             }
-            let removed = store
+            let removed = env
                 .backend()
                 .execute(
                     &indexes.index_table,
@@ -391,8 +388,8 @@ async fn fix(store: &Store, indexes: &Indexes, problem: Problem) -> Result<bool>
     }
 }
 
-pub(super) async fn defs_of(store: &Store, table: &str) -> Result<Indexes> {
-    read_defs(store, table).await?.ok_or_else(|| Error::NotFound {
+pub(super) async fn defs_of(env: &Arc<LockEnv>, table: &str) -> Result<Indexes> {
+    read_defs(env, table).await?.ok_or_else(|| Error::NotFound {
         what: format!(
             "index definitions of table `{table}` (table `{table}{}`, partition `{DEFS_PARTITION}`): no indexed entity was written to it through leasehold",
             super::TABLE_SUFFIX
@@ -403,57 +400,36 @@ pub(super) async fn defs_of(store: &Store, table: &str) -> Result<Indexes> {
     })
 }
 
-impl Store {
-    /// Reads entity table `table` (its name without the store's table
-    /// prefix) and its index table, and reports index rows that are
-    /// missing or orphaned, and unique values held twice. Read-only.
-    /// `progress` is called with the number of rows read so far.
-    ///
-    /// The indexes are those the table's index table describes (see
-    /// [`crate::Table::get_by`] and the layout in the README); with the
-    /// entity type at hand, [`Table::verify_indexes`] needs no description.
-    ///
-    /// # Errors
-    /// [`Error::NotFound`] when the table has no index descriptions (no
-    /// indexed entity was ever written through leasehold);
-    /// [`Error::Invalid`] for an indexed property holding a value with no
-    /// key form; backend errors.
-    pub async fn verify_indexes(
-        &self,
-        table: &str,
-        mut progress: impl FnMut(u64),
-    ) -> Result<IndexReport> {
-        let indexes = defs_of(self, table).await?;
-        Ok(check(self, &indexes, &mut progress).await?.0)
-    }
+/// Checks the index rows of entity table `table` (see
+/// [`crate::Store::verify_indexes`]).
+pub(crate) async fn verify_table(
+    env: &Arc<LockEnv>,
+    table: &str,
+    progress: &mut dyn FnMut(u64),
+) -> Result<IndexReport> {
+    let indexes = defs_of(env, table).await?;
+    Ok(check(env, &indexes, progress).await?.0)
+}
 
-    /// As [`Store::verify_indexes`], then fixes what it found: a missing row
-    /// is written and an orphan deleted, each under the partition locks a
-    /// leasehold write of it takes, after checking again that the problem
-    /// is still there. Duplicated unique values are reported, not fixed.
-    /// Running it again finds nothing to fix.
-    ///
-    /// # Errors
-    /// As [`Store::verify_indexes`]; lock and backend errors of a fix (the
-    /// fixes before it stay).
-    pub async fn rebuild_indexes(
-        &self,
-        table: &str,
-        mut progress: impl FnMut(u64),
-    ) -> Result<IndexReport> {
-        let indexes = defs_of(self, table).await?;
-        rebuild(self, &indexes, &mut progress).await
-    }
+/// Rebuilds the index rows of entity table `table` (see
+/// [`crate::Store::rebuild_indexes`]).
+pub(crate) async fn rebuild_table(
+    env: &Arc<LockEnv>,
+    table: &str,
+    progress: &mut dyn FnMut(u64),
+) -> Result<IndexReport> {
+    let indexes = defs_of(env, table).await?;
+    rebuild(env, &indexes, progress).await
 }
 
 async fn rebuild(
-    store: &Store,
+    env: &Arc<LockEnv>,
     indexes: &Indexes,
     progress: &mut dyn FnMut(u64),
 ) -> Result<IndexReport> {
-    let (mut report, problems) = check(store, indexes, progress).await?;
+    let (mut report, problems) = check(env, indexes, progress).await?;
     for problem in problems {
-        if fix(store, indexes, problem).await? {
+        if fix(env, indexes, problem).await? {
             report.repaired += 1;
         }
     }
@@ -461,37 +437,37 @@ async fn rebuild(
 }
 
 impl<E: Entity> Table<E> {
-    /// As [`Store::verify_indexes`] for this table, with `E`'s indexes.
+    /// As [`Store::verify_indexes`](crate::Store::verify_indexes) for this table, with `E`'s indexes.
     ///
     /// # Errors
-    /// As [`Store::verify_indexes`]; [`Error::Invalid`] when `E` has no
+    /// As [`Store::verify_indexes`](crate::Store::verify_indexes); [`Error::Invalid`] when `E` has no
     /// indexes.
     pub async fn verify_indexes(&self) -> Result<IndexReport> {
-        let (store, indexes) = self.indexes_of()?;
-        super::ensure_defs(&store, &indexes).await?;
-        Ok(check(&store, &indexes, &mut |_| {}).await?.0)
+        let (env, indexes) = self.indexes_of()?;
+        super::ensure_defs(&env, &indexes).await?;
+        Ok(check(&env, &indexes, &mut |_| {}).await?.0)
     }
 
-    /// As [`Store::rebuild_indexes`] for this table, with `E`'s indexes.
+    /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes) for this table, with `E`'s indexes.
     ///
     /// # Errors
-    /// As [`Store::rebuild_indexes`]; [`Error::Invalid`] when `E` has no
+    /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes); [`Error::Invalid`] when `E` has no
     /// indexes.
     pub async fn rebuild_indexes(&self) -> Result<IndexReport> {
-        let (store, indexes) = self.indexes_of()?;
-        super::ensure_defs(&store, &indexes).await?;
-        rebuild(&store, &indexes, &mut |_| {}).await
+        let (env, indexes) = self.indexes_of()?;
+        super::ensure_defs(&env, &indexes).await?;
+        rebuild(&env, &indexes, &mut |_| {}).await
     }
 
-    fn indexes_of(&self) -> Result<(Store, Indexes)> {
+    fn indexes_of(&self) -> Result<(Arc<LockEnv>, Indexes)> {
         let no = || {
             Error::invalid(
                 std::any::type_name::<E>(),
                 "has no indexes; mark fields `#[entity(unique)]` or `#[entity(index)]`",
             )
         };
-        let store = self.store.clone().ok_or_else(no)?;
-        let indexes = Indexes::of::<E>(store.tables())?.ok_or_else(no)?;
-        Ok((store, indexes))
+        let env = super::env_of(self).ok_or_else(no)?;
+        let indexes = Indexes::of::<E>(env.tables())?.ok_or_else(no)?;
+        Ok((env, indexes))
     }
 }

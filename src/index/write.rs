@@ -11,19 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey};
 use crate::lock::marks::Resolver;
 use crate::table::tombstone::{self, is_tombstone};
-use crate::table::{Base, Table};
-
-/// A write of a [`Table`], as the index machinery routes it.
-pub(crate) enum IndexedWrite<'a, E> {
-    Insert(&'a E),
-    Replace(&'a Versioned<E>),
-    Merge(&'a Versioned<E>),
-    Delete(&'a Versioned<E>),
-    Upsert(&'a E),
-    UpsertMerge(&'a E),
-    ReplaceUnconditionally(&'a E),
-    DeleteUnconditionally(&'a PartitionKey, &'a RowKey),
-}
+use crate::table::{Base, IndexedWrite, Routed, Table};
 
 /// How many times a write whose row changed under it (an unconditional
 /// write, or an insert meeting a tombstone) reads it again and starts over.
@@ -49,15 +37,15 @@ impl State {
 
 /// Reads the entity's row, any unit's mark on it resolved.
 async fn read_state<E: Entity>(table: &Table<E>, pk: &PartitionKey, rk: &RowKey) -> Result<State> {
-    let Some(store) = table.store.as_ref() else {
+    let Some(env) = super::env_of(table) else {
         return Err(Error::Inconsistent {
-            what: "an indexed write of a table without a store".into(),
+            what: "an indexed write of a table without a env".into(),
         });
     };
     let name = table.ready().await?;
-    let found = store.backend().get(name, pk, rk).await?;
+    let found = env.backend().get(name, pk, rk).await?;
     Ok(
-        match Resolver::new(store, Vec::new())
+        match Resolver::new(&env, Vec::new())
             .resolve_opt(name, found)
             .await?
         {
@@ -102,17 +90,22 @@ fn changed<E: Entity>(pk: &PartitionKey, rk: &RowKey) -> Error {
 /// the type has no indexes or the write is the plain conditional write
 /// (it leaves every indexed value as it is; the caller sends it);
 /// otherwise the entity as stored after the write (`None` for a delete).
-pub(crate) async fn route<E: Entity>(
-    table: &Table<E>,
-    write: IndexedWrite<'_, E>,
-) -> Result<Option<Option<Versioned<E>>>> {
+pub(crate) fn route<'a, E: Entity>(
+    table: &'a Table<E>,
+    write: IndexedWrite<'a, E>,
+) -> futures_util::future::BoxFuture<'a, Routed<E>> {
+    Box::pin(route_write(table, write))
+}
+
+async fn route_write<E: Entity>(table: &Table<E>, write: IndexedWrite<'_, E>) -> Routed<E> {
     if E::INDEXES.is_empty() {
         return Ok(None);
     }
-    let Some(store) = table.store.as_ref() else {
+    let Some(env) = super::env_of(table) else {
         return Ok(None);
     };
-    let Some(indexes) = Indexes::of::<E>(store.tables())? else {
+    let env = &env;
+    let Some(indexes) = Indexes::of::<E>(env.tables())? else {
         return Ok(None);
     };
     use IndexedWrite as W;
@@ -178,7 +171,7 @@ pub(crate) async fn route<E: Entity>(
     let txn = crate::backend::write_log::new_id();
     let started = tokio::time::Instant::now();
     // Writers losing races to each other step back as `update_with` does.
-    let mut pauses = store.tables().conflict_retry().backoff();
+    let mut pauses = env.tables().conflict_retry().backoff();
     for _ in 0..ATTEMPTS {
         match (&write, &state) {
             (W::Insert(_), State::Row(..)) => return Err(exists::<E>(&pk, &rk)),
@@ -205,31 +198,22 @@ pub(crate) async fn route<E: Entity>(
             }
         }
         if !claims.is_empty() || !frees.is_empty() {
-            super::ensure_defs(store, &indexes).await?;
+            super::ensure_defs(env, &indexes).await?;
         }
         let claiming = futures_util::future::try_join_all(claims.iter().map(|(i, key)| {
             let def = &indexes.defs[*i];
             let (indexes, owner, txn) = (&indexes, &owner, txn.as_str());
             async move {
                 if def.unique {
-                    claim::claim(
-                        store,
-                        indexes,
-                        def,
-                        key,
-                        &claim::Claimant::plain(owner, txn),
-                    )
-                    .await
+                    claim::claim(env, indexes, def, key, &claim::Claimant::plain(owner, txn)).await
                 } else {
-                    claim::add_row(store, indexes, def, key, owner).await
+                    claim::add_row(env, indexes, def, key, owner).await
                 }
             }
         }));
-        let (claimed, freed) = futures_util::future::join(
-            claiming,
-            claim::read_freed(store, &indexes, &frees, &owner),
-        )
-        .await;
+        let (claimed, freed) =
+            futures_util::future::join(claiming, claim::read_freed(env, &indexes, &frees, &owner))
+                .await;
         if let Err(e) = claimed {
             // An insert of a row that exists is refused as such, whatever
             // its claims met.
@@ -244,7 +228,7 @@ pub(crate) async fn route<E: Entity>(
         let sent = send_entity(table, &write, &state, &pk, &rk).await;
         match sent {
             Ok(result) => {
-                claim::remove_freed(store, &indexes, freed).await;
+                claim::remove_freed(env, &indexes, freed).await;
                 return Ok(Some(result));
             }
             Err(e) => {
@@ -388,10 +372,7 @@ impl<E: Entity> Table<E> {
     /// [`Error::Invalid`] when the entity cannot be encoded, or a value's
     /// index partition key would not be a valid key.
     pub fn index_partitions(&self, entity: &E) -> Result<Vec<PartitionKey>> {
-        let Some(store) = self.store.as_ref() else {
-            return Ok(Vec::new());
-        };
-        let Some(indexes) = Indexes::of::<E>(store.tables())? else {
+        let Some(indexes) = Indexes::of::<E>(&self.env)? else {
             return Ok(Vec::new());
         };
         let data = entity.encode()?;

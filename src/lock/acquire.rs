@@ -4,19 +4,20 @@
 //! user code sees a partition.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
+use super::env::LockEnv;
 use super::journal::{Journal, LockRecord};
 use super::name::lock_name;
 use super::roll_forward::{RollForwardReport, finished_participants, roll_back, roll_forward};
 use crate::error::{Error, Result};
 use crate::key::PartitionKey;
 use crate::lease::{LeaseGuard, LeaseName};
-use crate::store::Store;
 use crate::telemetry::FinishedBy;
 
 /// How many times taking a set of locks may have to give them back to
@@ -52,14 +53,14 @@ enum Found {
 /// rolling a journal forward; [`Error::Inconsistent`] when the rounds run
 /// out. Every lock taken is given back first.
 pub(super) async fn take_all(
-    store: &Store,
+    env: &Arc<LockEnv>,
     targets: &[(LeaseName, PartitionKey)],
     timeout: Option<Duration>,
 ) -> Result<Option<(Vec<LeaseGuard>, Option<RollForwardReport>)>> {
     let deadline = timeout.map(|t| Instant::now() + t);
     let mut resolved: HashSet<(PartitionKey, String)> = HashSet::new();
     let mut report: Option<RollForwardReport> = None;
-    let mut at_once = match try_all_at_once(store, targets).await? {
+    let mut at_once = match try_all_at_once(env, targets).await? {
         AtOnce::Taken(guards) => Some(guards),
         AtOnce::Held { failed: false } if deadline.is_none() => return Ok(None),
         AtOnce::Held { .. } => None,
@@ -73,7 +74,7 @@ pub(super) async fn take_all(
         for (i, (name, pk)) in targets.iter().enumerate() {
             let next = match taken.as_mut().and_then(Iterator::next) {
                 Some(guard) => Ok(Some(guard)),
-                None => take(store, name, deadline).await,
+                None => take(env, name, deadline).await,
             };
             let guard = match next {
                 Ok(Some(guard)) => guard,
@@ -89,7 +90,7 @@ pub(super) async fn take_all(
                 }
             };
             let held = &targets[..i];
-            let found = resolve_here(store, pk, &guard, held, &resolved).await;
+            let found = resolve_here(env, pk, &guard, held, &resolved).await;
             guards.push(guard);
             match found {
                 Ok(Found::Ready(r)) => add(&mut report, r),
@@ -110,11 +111,11 @@ pub(super) async fn take_all(
         };
         give_back(guards).await;
         tracing::info!(primary = %primary, txn = %txn, "resolving an intent through its primary partition");
-        let name = lock_name(store.table_prefix(), &primary)?;
-        let Some(guard) = take(store, &name, deadline).await? else {
+        let name = lock_name(env.table_prefix(), &primary)?;
+        let Some(guard) = take(env, &name, deadline).await? else {
             return Ok(None);
         };
-        let r = finish_journal(store, &primary, &guard).await;
+        let r = finish_journal(env, &primary, &guard).await;
         if let Err(e) = guard.release().await {
             tracing::warn!(partition = %primary, error = %e, "releasing the primary's lock failed; it will expire");
         }
@@ -151,14 +152,17 @@ enum AtOnce {
 ///
 /// # Errors
 /// [`Error::Invalid`] for a bad lock name (before any request).
-async fn try_all_at_once(store: &Store, targets: &[(LeaseName, PartitionKey)]) -> Result<AtOnce> {
+async fn try_all_at_once(
+    env: &Arc<LockEnv>,
+    targets: &[(LeaseName, PartitionKey)],
+) -> Result<AtOnce> {
     if targets.len() < 2 {
         return Ok(AtOnce::Held { failed: true });
     }
     let tries = join_all(
         targets
             .iter()
-            .map(|(name, _)| store.locks().try_acquire(name.as_str())),
+            .map(|(name, _)| env.locks().try_acquire(name.as_str())),
     )
     .await;
     let mut guards = Vec::with_capacity(targets.len());
@@ -191,16 +195,16 @@ async fn try_all_at_once(store: &Store, targets: &[(LeaseName, PartitionKey)]) -
 
 /// Takes one lock: waiting until `deadline`, or trying once without one.
 async fn take(
-    store: &Store,
+    env: &Arc<LockEnv>,
     name: &LeaseName,
     deadline: Option<Instant>,
 ) -> Result<Option<LeaseGuard>> {
     match deadline {
         Some(deadline) => {
             let left = deadline.saturating_duration_since(Instant::now());
-            store.locks().acquire(name.as_str(), left).await.map(Some)
+            env.locks().acquire(name.as_str(), left).await.map(Some)
         }
-        None => store.locks().try_acquire(name.as_str()).await,
+        None => env.locks().try_acquire(name.as_str()).await,
     }
 }
 
@@ -227,7 +231,7 @@ fn add(total: &mut Option<RollForwardReport>, r: Option<RollForwardReport>) {
 /// Resolves what the lock blob of `pk` (held by `guard`) has pending,
 /// where it can be done without taking another lock.
 async fn resolve_here(
-    store: &Store,
+    env: &Arc<LockEnv>,
     pk: &PartitionKey,
     guard: &LeaseGuard,
     held: &[(LeaseName, PartitionKey)],
@@ -235,7 +239,7 @@ async fn resolve_here(
 ) -> Result<Found> {
     match LockRecord::pending(guard).await? {
         None => Ok(Found::Ready(None)),
-        Some(LockRecord::Journal(_)) => Ok(Found::Ready(finish_journal(store, pk, guard).await?)),
+        Some(LockRecord::Journal(_)) => Ok(Found::Ready(finish_journal(env, pk, guard).await?)),
         Some(LockRecord::Intent(intent)) => {
             let primary =
                 PartitionKey::new(&intent.intent_of).map_err(|e| Error::Inconsistent {
@@ -261,7 +265,7 @@ async fn resolve_here(
 /// Rolls forward and clears the journal pending in the lock blob of `pk`
 /// (held by `guard`), if there is one; an intent there is left alone.
 async fn finish_journal(
-    store: &Store,
+    env: &Arc<LockEnv>,
     pk: &PartitionKey,
     guard: &LeaseGuard,
 ) -> Result<Option<RollForwardReport>> {
@@ -269,13 +273,13 @@ async fn finish_journal(
         return Ok(None);
     };
     let span = tracing::info_span!("leasehold.roll_forward", partition = %pk, ops = journal.ops.len(), undo = ?journal.undo);
-    let backend = store.backend().as_ref();
+    let backend = env.backend().as_ref();
     // A journal with row marks names no intents: its roll-forward looks at
     // every row (and writes only those still carrying its marks).
     let done = if journal.marked {
         std::collections::BTreeSet::new()
     } else {
-        finished_participants(store.locks(), store.table_prefix(), &journal).await?
+        finished_participants(env.locks(), env.table_prefix(), &journal).await?
     };
     let report = match journal.undo {
         // A commit refused half-way died while undoing: finish the undo.
@@ -291,8 +295,8 @@ async fn finish_journal(
         }
     };
     match journal.undo {
-        Some(_) => store.telemetry().undo(FinishedBy::NextHolder),
-        None => store.telemetry().roll_forward(FinishedBy::NextHolder),
+        Some(_) => env.telemetry().undo(FinishedBy::NextHolder),
+        None => env.telemetry().roll_forward(FinishedBy::NextHolder),
     }
     // The commit that wrote the journal did not finish it: its writer may
     // still be waiting to learn the outcome (see `super::settle`).

@@ -14,7 +14,8 @@ use super::marks::{Mark, Resolver, apply_op, strip};
 use super::report::CommitReport;
 use super::roll_forward::roll_forward;
 use super::settle::Unsettled;
-use super::unit::{Slot, Unit};
+use super::slot::Slot;
+use super::unit::Unit;
 use crate::backend::WriteOptions;
 use crate::backend::{Precondition, StoredEntity, TableBackend, TableOp, Version, validate_batch};
 use crate::entity::validate_entity;
@@ -86,9 +87,9 @@ impl Unit {
     /// sent, finds out what storage holds.
     pub(super) async fn commit_and_settle(mut self) -> Result<CommitReport> {
         let span = tracing::debug_span!("leasehold.commit", partition = %self.partition_key(), partitions = self.parts.len(), ops = self.staged.len());
-        let mut freed = Vec::new();
+        let mut after = None;
         let result = async {
-            freed = self.claim_indexes().await.map_err(Failed::Definite)?;
+            after = self.claim_indexes().await.map_err(Failed::Definite)?;
             self.commit_inner().await
         }
         .instrument(span.clone())
@@ -101,18 +102,16 @@ impl Unit {
             Ok((_, Some(cleanup))) => Some(cleanup.clone()),
             _ => None,
         };
-        let backend = self.store.backend().clone();
-        let store = self.store.clone();
+        let backend = self.env.backend().clone();
+        let env = self.env.clone();
         let committed = result.is_ok();
         futures_util::future::join(self.release_all(), async {
             if let Some(cleanup) = cleanup {
                 cleanup.send(backend.as_ref()).await;
             }
             // The index rows of values the commit freed, now that it holds.
-            if committed {
-                for (indexes, rows) in freed {
-                    crate::index::claim::remove_freed(&store, &indexes, rows).await;
-                }
+            if let (true, Some(after)) = (committed, after) {
+                after.run(&env).await;
             }
         })
         .await;
@@ -124,7 +123,7 @@ impl Unit {
             // journal may mean taking the primary's lock again.
             Err(Failed::Unsettled(unsettled)) => {
                 unsettled
-                    .settle(&self.store, self.options.acquire_timeout)
+                    .settle(&self.env, self.options.acquire_timeout)
                     .instrument(span)
                     .await
             }
@@ -185,9 +184,9 @@ impl Unit {
         }
         let tables: BTreeSet<&TableName> = batches.iter().map(|b| &b.table).collect();
         for table in tables {
-            self.store.ensure_table(table).await?;
+            self.env.ensure_table(table).await?;
         }
-        let backend = self.store.backend().clone();
+        let backend = self.env.backend().clone();
         if let [batch] = batches.as_slice() {
             let pk = &self.parts[batch.part].pk;
             let mut sent = backend.batch(&batch.table, &batch.ops).await;
@@ -261,7 +260,7 @@ impl Unit {
             return Ok(false);
         }
         let stored = self
-            .store
+            .env
             .backend()
             .get(&batch.table, &data.partition_key, &data.row_key)
             .await?;
@@ -277,11 +276,8 @@ impl Unit {
     }
 
     /// The resolver of row marks this unit meets: it holds its partitions.
-    pub(super) fn resolver(&self) -> Resolver<'_> {
-        Resolver::new(
-            &self.store,
-            self.parts.iter().map(|p| p.pk.clone()).collect(),
-        )
+    pub(crate) fn resolver(&self) -> Resolver<'_> {
+        Resolver::new(&self.env, self.parts.iter().map(|p| p.pk.clone()).collect())
     }
 
     /// Whether this unit still holds the locks of `parts` (by the local
@@ -305,7 +301,7 @@ impl Unit {
         reads: &[Vec<Option<StoredEntity>>],
         report: &mut CommitReport,
     ) -> Result<(), Failed> {
-        let backend = self.store.backend().clone();
+        let backend = self.env.backend().clone();
         let Parties {
             participants,
             primary_part,
@@ -403,7 +399,7 @@ impl Unit {
             if let Err(e) = roll_forward(backend.as_ref(), &journal, &BTreeSet::new()).await {
                 return Err(unsettled(e, report));
             }
-            self.store.telemetry().roll_forward(FinishedBy::Writer);
+            self.env.telemetry().roll_forward(FinishedBy::Writer);
         }
         // Every mark is off: the journal is done with. A clear that fails
         // leaves it to the next holder, whose roll-forward finds no mark
@@ -421,7 +417,7 @@ impl Unit {
         &self,
         batches: &[Batch],
     ) -> Result<Vec<Vec<Option<StoredEntity>>>, Failed> {
-        let backend = self.store.backend().clone();
+        let backend = self.env.backend().clone();
         let mut reads: Vec<Vec<Option<StoredEntity>>> = Vec::with_capacity(batches.len());
         for b in batches {
             let mut rows = Vec::with_capacity(b.ops.len());
@@ -487,7 +483,7 @@ impl Unit {
         batches: &[Batch],
         prewrites: &[Vec<TableOp>],
     ) -> Result<Vec<Option<Vec<Option<Version>>>>, Failed> {
-        let backend = self.store.backend().clone();
+        let backend = self.env.backend().clone();
         // An insert meeting an undecided commit's placeholder, which
         // resolving it removed, gets the round sent once more.
         let mut again = true;
@@ -544,7 +540,7 @@ impl Unit {
         prewrites: &[Vec<TableOp>],
         etags: &[Option<Vec<Option<Version>>>],
     ) {
-        let backend = self.store.backend().clone();
+        let backend = self.env.backend().clone();
         let sends = batches
             .iter()
             .zip(prewrites)

@@ -142,7 +142,7 @@ impl Unit {
         let Some(plan) = Decided::plan(self, batches, reads)? else {
             return Ok(Outcome::DoesNotFit);
         };
-        let backend = self.store.backend().clone();
+        let backend = self.env.backend().clone();
         let Decided {
             primary_batch,
             txn,

@@ -32,11 +32,13 @@
 //! still need it. A withdrawal's row stays: a writer paused before its
 //! commit point may still send it.
 
+use super::env::LockEnv;
 use crate::backend::WriteOptions;
 use crate::backend::{StoredEntity, TableBackend, TableOp};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
+use std::sync::Arc;
 
 use super::journal::{entity_of, properties_json};
 
@@ -252,14 +254,14 @@ pub(crate) fn after_op(table: &TableName, row: &StoredEntity) -> Result<TableOp>
 /// # Errors
 /// As [`read`].
 pub(crate) async fn outcome(
-    store: &crate::Store,
+    env: &Arc<LockEnv>,
     primary: &PartitionKey,
     txn: &str,
 ) -> Result<Option<super::CommitOutcome>> {
     let Some(table) = table_of(txn) else {
         return Ok(None);
     };
-    let decision = settle(store.backend().as_ref(), &table, primary, txn).await?;
+    let decision = settle(env.backend().as_ref(), &table, primary, txn).await?;
     Ok(Some(match decision {
         Decision::Committed => super::CommitOutcome::Applied,
         Decision::Withdrawn => super::CommitOutcome::NotRecorded,

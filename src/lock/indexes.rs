@@ -1,261 +1,44 @@
-//! The index claims of a unit's writes of indexed entity types: made
-//! before its commit, which makes them good, with no lock beyond the
-//! entity's partition (see [`crate::index`]).
+//! A unit's part in the index claims of its commit: it notes the indexed
+//! types it writes, and hands its staged writes to the store's
+//! [`CommitClaims`] before the commit sends anything (see
+//! `crate::index`).
 
-use futures_util::future::{join, try_join_all};
-
-use super::unit::{Slot, Unit};
-use crate::backend::{Precondition, StoredEntity, TableOp};
-use crate::entity::{Entity, Properties};
+use super::env::{AfterCommit, CommitView, IndexedType};
+use super::unit::Unit;
+use crate::entity::{Entity, short_type_name};
 use crate::error::Result;
-use crate::index::claim::{self, Freed, Keys};
-use crate::index::{self, Indexes, Key};
-use crate::key::{PartitionKey, RowKey, TableName};
-use crate::table::tombstone::{self, is_tombstone};
-
-/// What a unit's commit does with index rows once it succeeded: the rows
-/// of the values it freed, per index table.
-pub(super) type FreedRows = Vec<(Indexes, Vec<Freed>)>;
-
-/// The index changes of one staged write.
-struct Plan {
-    indexes: usize,
-    owner: Keys,
-    claims: Vec<(usize, Key)>,
-    /// Values freed, to remove their rows after the commit.
-    frees: Vec<(usize, Key)>,
-    /// Every value the write takes from the entity (a delete's included).
-    releases: Vec<(usize, Key)>,
-}
+use crate::key::TableName;
 
 impl Unit {
     /// Records that the unit writes entities of `E` to `table`, so that its
     /// commit claims their indexed values.
     pub(super) fn note_indexes<E: Entity>(&mut self, table: &TableName) -> Result<()> {
-        if E::INDEXES.is_empty() || self.indexes.iter().any(|i| &i.table == table) {
+        if E::INDEXES.is_empty() || self.indexed.iter().any(|i| &i.table == table) {
             return Ok(());
         }
-        if let Some(indexes) = Indexes::of::<E>(self.store.tables())? {
-            self.indexes.push(indexes);
-        }
+        self.indexed.push(IndexedType {
+            table: table.clone(),
+            declared_table: E::TABLE,
+            type_name: short_type_name::<E>(),
+            defs: E::INDEXES,
+        });
         Ok(())
     }
 
-    /// Reads a row for the unit (recording it as read), creating its table
-    /// first; a row the unit read before costs nothing.
-    async fn read_for_index(&mut self, slot: &Slot, rk: &RowKey) -> Result<Option<StoredEntity>> {
-        let key = (slot.clone(), rk.clone());
-        if let Some(read) = self.reads.get(&key) {
-            return Ok(read.clone());
-        }
-        self.store.ensure_table(&slot.table).await?;
-        let pk = self.parts[slot.part].pk.clone();
-        let stored = self.store.backend().get(&slot.table, &pk, rk).await?;
-        let stored = self.resolver().resolve_opt(&slot.table, stored).await?;
-        self.reads.insert(key, stored.clone());
-        Ok(stored)
-    }
-
-    /// Before the commit sends anything: makes every staged write of an
-    /// indexed type one its claims can rely on, and claims the values the
-    /// writes set.
-    ///
-    /// * Each write is conditioned on the row as the unit read it, read
-    ///   before any claim: an upsert becomes an insert or a write at the
-    ///   ETag read, and an insert over a tombstone a replace at its ETag.
-    /// * A delete leaves a tombstone (see `crate::table::tombstone`).
-    /// * Each unique value set is claimed, each non-unique one gets its
-    ///   index row; a value another entity holds is refused with
-    ///   [`crate::Error::ValueTaken`] before anything of the commit is sent.
-    ///
-    /// Returns the index rows of the values freed, read now, to remove once
-    /// the commit succeeded.
-    pub(super) async fn claim_indexes(&mut self) -> Result<FreedRows> {
-        if self.indexes.is_empty() {
-            return Ok(Vec::new());
-        }
-        let all = self.indexes.clone();
-        let rows: Vec<(Slot, RowKey)> = self
-            .staged
-            .keys()
-            .filter(|(slot, _)| all.iter().any(|i| i.table == slot.table))
-            .cloned()
-            .collect();
-        let mut plans: Vec<Plan> = Vec::new();
-        for (slot, rk) in rows {
-            let Some(n) = all.iter().position(|i| i.table == slot.table) else {
-                continue;
-            };
-            let key = (slot.clone(), rk.clone());
-            let read = self.read_for_index(&slot, &rk).await?;
-            let Some(op) = self.staged.get(&key).cloned() else {
-                continue;
-            };
-            let op = conditioned(op, read.as_ref());
-            let live = read.filter(|r| !is_tombstone(&r.data.properties));
-            let before: Option<Properties> = live.map(|r| r.data.properties);
-            let after: Option<Properties> = match &op {
-                TableOp::Insert(d) | TableOp::Replace(d, _) => {
-                    (!is_tombstone(&d.properties)).then(|| d.properties.clone())
-                }
-                TableOp::Merge(d, _) => {
-                    let mut base = before.clone().unwrap_or_default();
-                    base.merge_from(&d.properties);
-                    Some(base)
-                }
-                TableOp::Delete { .. } => None,
-            };
-            let indexes = &all[n];
-            let old = indexes.keys(before.as_ref())?;
-            let new = indexes.keys(after.as_ref())?;
-            let mut plan = Plan {
-                indexes: n,
-                owner: (self.parts[slot.part].pk.clone(), rk.clone()),
-                claims: Vec::new(),
-                frees: Vec::new(),
-                releases: Vec::new(),
-            };
-            for (def, (o, k)) in old.into_iter().zip(new).enumerate() {
-                if o.as_ref().map(|k| &k.key) == k.as_ref().map(|k| &k.key) {
-                    continue;
-                }
-                if let Some(k) = k {
-                    plan.claims.push((def, k));
-                }
-                if let Some(o) = o {
-                    // A delete leaves its claims to the next writer of the
-                    // value.
-                    if after.is_some() {
-                        plan.frees.push((def, o.clone()));
-                    }
-                    plan.releases.push((def, o));
-                }
-            }
-            self.staged.insert(key, op);
-            plans.push(plan);
-        }
-        // Two writes of this unit claiming one unique value: refused. A
-        // value one write claims and another frees (a re-keyed entity) is
-        // taken over from the entity freeing it.
-        let same = |p: &Plan, list: &[(usize, Key)], n: usize, def: usize, key: &Key| {
-            p.indexes == n && list.iter().any(|(e, k)| *e == def && k.key == key.key)
+    /// Runs the store's commit claims, if the unit writes indexed types.
+    pub(super) async fn claim_indexes(&mut self) -> Result<Option<Box<dyn AfterCommit>>> {
+        let Some(claims) = self.env.claims().cloned() else {
+            return Ok(None);
         };
-        let mut freed_by: Vec<Option<Keys>> = Vec::new();
-        for (i, plan) in plans.iter().enumerate() {
-            for (def, key) in &plan.claims {
-                let d = &all[plan.indexes].defs[*def];
-                if let Some(p) = plans[..i]
-                    .iter()
-                    .find(|p| d.unique && same(p, &p.claims, plan.indexes, *def, key))
-                {
-                    return Err(all[plan.indexes].duplicate(d, &key.value, Some(p.owner.clone())));
-                }
-                freed_by.push(
-                    plans
-                        .iter()
-                        .find(|p| same(p, &p.releases, plan.indexes, *def, key))
-                        .map(|p| p.owner.clone()),
-                );
-            }
+        if self.indexed.is_empty() {
+            return Ok(None);
         }
-        let touched: Vec<usize> = plans
-            .iter()
-            .filter(|p| !p.claims.is_empty() || !p.frees.is_empty())
-            .map(|p| p.indexes)
-            .collect();
-        for (n, indexes) in all.iter().enumerate() {
-            if touched.contains(&n) {
-                index::ensure_defs(&self.store, indexes).await?;
-            }
-        }
-        let store = &self.store;
-        // A mark met while claiming whose primary this unit holds is taken
-        // off at once: waiting for that lock would wait for this unit.
-        let held_keys: Vec<PartitionKey> = self.parts.iter().map(|p| p.pk.clone()).collect();
-        let held = held_keys.as_slice();
-        let txn = crate::backend::write_log::new_id();
-        let each = plans
-            .iter()
-            .flat_map(|plan| plan.claims.iter().map(move |c| (plan, c)));
-        let claims = try_join_all(each.zip(&freed_by).map(|((plan, (def, key)), from)| {
-            let indexes = &all[plan.indexes];
-            let txn = txn.as_str();
-            {
-                let d = &indexes.defs[*def];
-                async move {
-                    if d.unique {
-                        {
-                            let who = claim::Claimant {
-                                owner: &plan.owner,
-                                txn,
-                                freed_by_unit: from.as_ref(),
-                                held,
-                            };
-                            claim::claim(store, indexes, d, key, &who).await
-                        }
-                    } else {
-                        claim::add_row(store, indexes, d, key, &plan.owner).await
-                    }
-                }
-            }
-        }));
-        let freed = try_join_all(plans.iter().filter(|p| !p.frees.is_empty()).map(|plan| {
-            let indexes = &all[plan.indexes];
-            async move {
-                let rows = claim::read_freed(store, indexes, &plan.frees, &plan.owner).await?;
-                Ok::<_, crate::Error>((indexes.clone(), rows))
-            }
-        }));
-        let (claimed, freed) = join(claims, freed).await;
-        claimed?;
-        freed
-    }
-}
-
-/// A staged write of an indexed type, conditioned on the row as the unit
-/// read it (`read`, a tombstone included): see [`Unit::claim_indexes`].
-fn conditioned(op: TableOp, read: Option<&StoredEntity>) -> TableOp {
-    let at = |r: &StoredEntity| Precondition::IfMatch(r.etag.clone());
-    let tomb = read.filter(|r| is_tombstone(&r.data.properties));
-    let live = read.filter(|r| !is_tombstone(&r.data.properties));
-    match op {
-        TableOp::Insert(d) => match tomb {
-            Some(t) => TableOp::Replace(d, at(t)),
-            None => TableOp::Insert(d),
-        },
-        TableOp::Replace(d, c @ (Precondition::Upsert | Precondition::IfExists)) => {
-            match (live, tomb, c) {
-                (Some(r), _, _) | (None, Some(r), Precondition::Upsert) => {
-                    TableOp::Replace(d, at(r))
-                }
-                (None, None, Precondition::Upsert) => TableOp::Insert(d),
-                // Nothing to replace: the commit fails as it would have.
-                (None, _, c) => TableOp::Replace(d, c),
-            }
-        }
-        TableOp::Merge(d, c @ (Precondition::Upsert | Precondition::IfExists)) => {
-            match (live, tomb, c) {
-                (Some(r), _, _) => TableOp::Merge(d, at(r)),
-                (None, Some(t), Precondition::Upsert) => TableOp::Replace(d, at(t)),
-                (None, None, Precondition::Upsert) => TableOp::Insert(d),
-                (None, _, c) => TableOp::Merge(d, c),
-            }
-        }
-        TableOp::Delete {
-            partition_key,
-            row_key,
-            if_match,
-        } => {
-            let condition = match (if_match, live) {
-                (Some(etag), _) => Precondition::IfMatch(etag),
-                (None, Some(r)) => at(r),
-                (None, None) => Precondition::IfExists,
-            };
-            TableOp::Replace(
-                tombstone::data(&partition_key, &row_key, "deleted"),
-                condition,
-            )
-        }
-        other => other,
+        let view = CommitView {
+            held: self.parts.iter().map(|p| p.pk.clone()).collect(),
+            reads: &mut self.reads,
+            staged: &mut self.staged,
+            indexed: &self.indexed,
+        };
+        claims.claim(&self.env, view).await
     }
 }

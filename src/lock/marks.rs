@@ -12,22 +12,22 @@
 //! writer holding the marked row's ETag can write it; every read resolves a
 //! mark before returning a row, so nobody gets that ETag.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::env::LockEnv;
 use crate::backend::WriteOptions;
 use crate::backend::{Precondition, QueryPage, QuerySpec, StoredEntity, TableOp};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
-use crate::store::Store;
 use crate::table::tombstone::is_tombstone;
 
 use super::decision::{self, AFTER, Decision};
 use super::journal::LockRecord;
 use super::name::lock_name;
 
-/// The reserved property holding a row's mark.
-pub(crate) const MARK: &str = "_lhTxn";
+pub(crate) use crate::table::MARK;
 
 /// How often a row that stays marked is looked at again before giving up.
 const RESOLVE_ATTEMPTS: u32 = 12;
@@ -214,7 +214,7 @@ enum Step {
 
 /// Who resolves a mark: what it holds.
 pub(crate) struct Resolver<'a> {
-    store: &'a Store,
+    env: &'a Arc<LockEnv>,
     /// The partitions whose locks the caller holds.
     held: Vec<PartitionKey>,
 }
@@ -222,8 +222,8 @@ pub(crate) struct Resolver<'a> {
 impl<'a> Resolver<'a> {
     /// A resolver for `store`, holding the locks of `held` (none for a
     /// plain read).
-    pub(crate) fn new(store: &'a Store, held: Vec<PartitionKey>) -> Self {
-        Resolver { store, held }
+    pub(crate) fn new(env: &'a Arc<LockEnv>, held: Vec<PartitionKey>) -> Self {
+        Resolver { env, held }
     }
 
     /// [`Resolver::resolve`] of a row that may be absent.
@@ -273,7 +273,7 @@ impl<'a> Resolver<'a> {
         }
         let pk = row.data.partition_key.clone();
         let rk = row.data.row_key.clone();
-        let backend = self.store.backend().clone();
+        let backend = self.env.backend().clone();
         let mut current = Some(row);
         let mut waited = 0;
         // The transaction whose primary this resolver held (or took): its
@@ -301,7 +301,7 @@ impl<'a> Resolver<'a> {
                 }
                 Step::Wait(pause) => tokio::time::sleep(pause).await,
                 Step::Fence => {
-                    let lock = self.store.lock(mark.primary.clone()).await?;
+                    let lock = self.env.lock(mark.primary.clone()).await?;
                     lock.abandon().await?;
                     fenced = Some(mark.txn.clone());
                 }
@@ -334,9 +334,9 @@ impl<'a> Resolver<'a> {
         if mark.decided {
             return self.step_decided(table, row, mark, fenced, waited).await;
         }
-        let name = lock_name(self.store.table_prefix(), &mark.primary)?;
+        let name = lock_name(self.env.table_prefix(), &mark.primary)?;
         if let Some(LockRecord::Journal(journal)) =
-            LockRecord::read(self.store.locks(), &name).await?
+            LockRecord::read(self.env.locks(), &name).await?
             && journal.marked
             && journal.txn.as_deref() == Some(mark.txn.as_str())
         {
@@ -389,7 +389,7 @@ impl<'a> Resolver<'a> {
                 ),
             });
         };
-        let backend = self.store.backend();
+        let backend = self.env.backend();
         match decision::read(backend.as_ref(), &decided_in, &mark.primary, &mark.txn).await? {
             Some(Decision::Committed) => Ok(Step::Apply(decision::after_op(table, row)?)),
             Some(Decision::Withdrawn) => Ok(Step::Strip),
@@ -411,14 +411,42 @@ fn wait_or_fence(waited: &mut usize) -> Step {
     Step::Fence
 }
 
-impl Store {
+/// How a store's tables see rows (see [`crate::table::Resolve`]): marks
+/// resolved by the store's lock environment.
+pub(crate) struct MarkResolve(pub(crate) Arc<LockEnv>);
+
+#[async_trait::async_trait]
+impl crate::table::Resolve for MarkResolve {
+    async fn resolve_row(
+        &self,
+        table: &TableName,
+        row: Option<StoredEntity>,
+    ) -> Result<Option<StoredEntity>> {
+        self.0.resolve_row(table, row).await
+    }
+
+    async fn resolve_page(
+        &self,
+        table: &TableName,
+        spec: &QuerySpec,
+        page: QueryPage,
+    ) -> Result<QueryPage> {
+        self.0.resolve_page(table, spec, page).await
+    }
+
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
+impl LockEnv {
     /// `row` of `table` as a reader outside any unit may see it: with any
     /// mark on it resolved (see [`Resolver::resolve`]).
     ///
     /// # Errors
     /// As [`Resolver::resolve`].
     pub(crate) async fn resolve_row(
-        &self,
+        self: &Arc<Self>,
         table: &TableName,
         row: Option<StoredEntity>,
     ) -> Result<Option<StoredEntity>> {
@@ -437,7 +465,7 @@ impl Store {
     /// # Errors
     /// As [`Resolver::resolve`].
     pub(crate) async fn resolve_page(
-        &self,
+        self: &Arc<Self>,
         table: &TableName,
         spec: &QuerySpec,
         mut page: QueryPage,

@@ -48,18 +48,19 @@
 //! their writers' clocks say. With `older_than` zero every free, clean lock
 //! blob is old, whatever the clocks say.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use time::OffsetDateTime;
 use tracing::Instrument as _;
 
+use super::env::LockEnv;
 use super::newest_outcome;
 use super::settle::OUTCOME_SECTION;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::PartitionKey;
 use crate::lease::{LOCK_SECTION, LeaseDocument, LeaseGuard, LeaseName, META_ACQUIRED};
-use crate::store::Store;
 
 /// How many lock blobs are examined at once.
 const CONCURRENCY: usize = 8;
@@ -162,23 +163,23 @@ fn kept_for(document: &LeaseDocument, age: Age) -> Option<Verdict> {
 /// See [`Store::prune_locks`](crate::Store::prune_locks) and
 /// [`Store::prune_locks_dry_run`](crate::Store::prune_locks_dry_run).
 pub(crate) async fn prune_locks(
-    store: &Store,
+    env: &Arc<LockEnv>,
     older_than: Duration,
     dry_run: bool,
 ) -> Result<PruneReport> {
     let age = Age::new(older_than)?;
-    let prefix = format!("{}/", store.table_prefix());
+    let prefix = format!("{}/", env.table_prefix());
     let span = tracing::info_span!(
         "leasehold.prune_locks",
-        prefix = %store.table_prefix(),
+        prefix = %env.table_prefix(),
         ?older_than,
         dry_run
     );
     async {
-        let names = store.locks().list(&prefix).await?;
+        let names = env.locks().list(&prefix).await?;
         let mut verdicts = futures_util::stream::iter(names)
             .map(|name| async move {
-                let verdict = examine(store, &name, age, dry_run).await?;
+                let verdict = examine(env, &name, age, dry_run).await?;
                 Ok::<_, Error>((name, verdict))
             })
             .buffered(CONCURRENCY);
@@ -227,10 +228,10 @@ fn partition_of(prefix: &str, name: &LeaseName) -> Option<PartitionKey> {
 
 /// Examines one lock blob: read without the lease; for a candidate (and
 /// not `dry_run`), take the lease, check again, delete under it.
-async fn examine(store: &Store, name: &LeaseName, age: Age, dry_run: bool) -> Result<Verdict> {
+async fn examine(env: &Arc<LockEnv>, name: &LeaseName, age: Age, dry_run: bool) -> Result<Verdict> {
     let span = tracing::debug_span!("leasehold.prune_lock", lock = %name);
     async {
-        let locks = store.locks();
+        let locks = env.locks();
         let seen = match locks.read_blob(name).await {
             Ok(Some(blob)) => blob,
             Ok(None) => return Ok(Verdict::Gone),
@@ -260,7 +261,7 @@ async fn examine(store: &Store, name: &LeaseName, age: Age, dry_run: bool) -> Re
         let Some(guard) = locks.try_acquire(name.as_str()).await? else {
             return Ok(Verdict::Held);
         };
-        let keep = recheck(store, &guard, seen_acquired, age).await;
+        let keep = recheck(env, &guard, seen_acquired, age).await;
         match keep {
             Ok(None) => {}
             Ok(Some(verdict)) => {
@@ -297,7 +298,7 @@ async fn examine(store: &Store, name: &LeaseName, age: Age, dry_run: bool) -> Re
 /// is to be deleted; otherwise why it is kept (an undated blob is stamped
 /// on the way).
 async fn recheck(
-    store: &Store,
+    env: &Arc<LockEnv>,
     guard: &LeaseGuard,
     seen_acquired: Option<OffsetDateTime>,
     age: Age,
@@ -316,7 +317,7 @@ async fn recheck(
     // A manager that records owners on acquire has just written its own
     // entry: what was there before is what the first read saw. Otherwise
     // the acquire's read shows a process that took the lock over since.
-    let records_owner = store.locks().records_owner_on_acquire();
+    let records_owner = env.locks().records_owner_on_acquire();
     let acquired = if records_owner {
         seen_acquired
     } else {

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 
-use super::unit::{Slot, Unit, staged_view};
+use super::slot::Slot;
+use super::unit::{Unit, staged_view};
 use crate::backend::{QuerySpec, StoredEntity, TableOp};
 use crate::entity::{Entity, Properties, Value, Versioned};
 use crate::error::Result;
@@ -143,8 +144,8 @@ impl<E: Entity> UnitQuery<'_, E> {
             spec.validate()?;
             specs.push((part, spec));
         }
-        unit.store.ensure_table(&table).await?;
-        let backend = unit.store.backend().clone();
+        unit.env.ensure_table(&table).await?;
+        let backend = unit.env.backend().clone();
         let mut out = Vec::new();
         for (part, mut spec) in specs {
             let slot = Slot {

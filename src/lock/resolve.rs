@@ -19,14 +19,15 @@
 //! the other participants' lock blobs are stale from then on and are
 //! cleared by their next holders.
 
+use super::env::LockEnv;
 use crate::backend::WriteOptions;
 use crate::backend::{Precondition, StoredEntity, TableBackend, TableOp};
 use crate::entity::{EntityData, Properties};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::PartitionKey;
 use crate::outcome::shows_effect;
-use crate::store::Store;
 use crate::telemetry::FinishedBy;
+use std::sync::Arc;
 
 use super::journal::{Journal, JournalOp, LockRecord, PendingWrite};
 use super::name::lock_name;
@@ -111,34 +112,32 @@ impl Resolution {
 
 /// See [`Store::resolve_commit`](crate::Store::resolve_commit).
 pub(crate) async fn resolve_commit(
-    store: &Store,
+    env: &Arc<LockEnv>,
     pk: PartitionKey,
     action: ResolveAction,
 ) -> Result<Option<Resolution>> {
-    let primary =
-        match LockRecord::read(store.locks(), &lock_name(store.table_prefix(), &pk)?).await? {
-            None => return Ok(None),
-            Some(LockRecord::Intent(intent)) => {
-                PartitionKey::new(&intent.intent_of).map_err(|e| Error::Inconsistent {
-                    what: format!(
-                        "the intent in the lock of partition {pk:?} names a bad primary: {e}"
-                    ),
-                })?
-            }
-            Some(LockRecord::Journal(_)) => pk,
-        };
-    let name = lock_name(store.table_prefix(), &primary)?;
-    let backend = store.backend().as_ref();
+    let primary = match LockRecord::read(env.locks(), &lock_name(env.table_prefix(), &pk)?).await? {
+        None => return Ok(None),
+        Some(LockRecord::Intent(intent)) => {
+            PartitionKey::new(&intent.intent_of).map_err(|e| Error::Inconsistent {
+                what: format!(
+                    "the intent in the lock of partition {pk:?} names a bad primary: {e}"
+                ),
+            })?
+        }
+        Some(LockRecord::Journal(_)) => pk,
+    };
+    let name = lock_name(env.table_prefix(), &primary)?;
+    let backend = env.backend().as_ref();
     if action == ResolveAction::Show {
-        let Some(LockRecord::Journal(journal)) = LockRecord::read(store.locks(), &name).await?
-        else {
+        let Some(LockRecord::Journal(journal)) = LockRecord::read(env.locks(), &name).await? else {
             return Ok(None);
         };
         return Ok(Some(inspect(backend, &journal, &primary).await?.0));
     }
-    let guard = store
+    let guard = env
         .locks()
-        .acquire(name.as_str(), store.lock_options().acquire_timeout)
+        .acquire(name.as_str(), env.lock_options().acquire_timeout)
         .await?;
     let result = async {
         let Some(journal) = Journal::pending(&guard).await? else {
@@ -171,7 +170,7 @@ pub(crate) async fn resolve_commit(
             )
             .await?;
             journal.finish(&guard, true).await?;
-            store.telemetry().roll_forward(FinishedBy::Operator);
+            env.telemetry().roll_forward(FinishedBy::Operator);
             resolution.written = report.applied;
             resolution.done = action;
             tracing::warn!(partition = %primary, txn = ?journal.txn, action = ?action, written = resolution.written, "an operator resolved a pending commit");
@@ -220,9 +219,9 @@ pub(crate) async fn resolve_commit(
         }
         journal.finish(&guard, finish).await?;
         if finish {
-            store.telemetry().roll_forward(FinishedBy::Operator);
+            env.telemetry().roll_forward(FinishedBy::Operator);
         } else {
-            store.telemetry().undo(FinishedBy::Operator);
+            env.telemetry().undo(FinishedBy::Operator);
         }
         resolution.done = action;
         tracing::warn!(partition = %primary, txn = ?journal.txn, action = ?action, written = resolution.written, "an operator resolved a pending commit");

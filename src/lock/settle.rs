@@ -18,17 +18,18 @@
 //! finished), the record says how somebody finished it, or neither — the
 //! journal was never stored, and nothing of the commit was applied.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::env::LockEnv;
 use super::journal::{Journal, LockRecord};
 use super::name::lock_name;
 use super::report::{CommitReport, FinishedBy};
 use crate::error::{Error, Result};
 use crate::key::PartitionKey;
 use crate::lease::{LeaseGuard, LeaseManager, LeaseName};
-use crate::store::Store;
 
 /// The lease-document section of the outcome record.
 pub(crate) const OUTCOME_SECTION: &str = "commits";
@@ -172,7 +173,7 @@ impl Unsettled {
     /// the journal forward, and looks again); undone, or never stored (the
     /// error, saying nothing was applied). When storage cannot be asked,
     /// [`Error::InDoubt`].
-    pub(super) async fn settle(self, store: &Store, wait: Duration) -> Result<CommitReport> {
+    pub(super) async fn settle(self, env: &Arc<LockEnv>, wait: Duration) -> Result<CommitReport> {
         let Unsettled {
             primary,
             txn,
@@ -187,12 +188,12 @@ impl Unsettled {
             transaction: Some(txn.clone()),
             source: Box::new(source),
         };
-        let name = match lock_name(store.table_prefix(), &primary) {
+        let name = match lock_name(env.table_prefix(), &primary) {
             Ok(name) => name,
             Err(e) => return Err(in_doubt(e)),
         };
         for _ in 0..SETTLE_ROUNDS {
-            let found = match outcome(store.locks(), &name, &txn).await {
+            let found = match outcome(env.locks(), &name, &txn).await {
                 Ok(found) => found,
                 Err(e) => return Err(in_doubt(e)),
             };
@@ -217,7 +218,7 @@ impl Unsettled {
                 CommitOutcome::Pending => {
                     // Decided but not finished: taking the lock rolls the
                     // journal forward (and records it), then look again.
-                    match store.lock_with_timeout(primary.clone(), wait).await {
+                    match env.lock_with_timeout(primary.clone(), wait).await {
                         Ok(unit) => {
                             if let Err(e) = unit.abandon().await {
                                 tracing::warn!(partition = %primary, error = %e, "releasing the primary's lock after settling failed; it will expire");

@@ -7,19 +7,22 @@ use futures_util::future::join_all;
 use time::OffsetDateTime;
 
 use super::acquire;
+use super::env::IndexedType;
+use super::env::LockEnv;
 use super::fold::{fold, if_match_of};
 use super::name::lock_name;
 use super::options::LockOptions;
 use super::report::CommitReport;
 use super::roll_forward::RollForwardReport;
+use super::slot::Slot;
 use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::entity::{Entity, EntityData, Properties, Versioned};
 use crate::error::{Error, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::lease::{Acquisition, LeaseGuard, LeaseName, META_ACQUIRED, META_OWNER};
-use crate::store::Store;
 use crate::table::tombstone::is_tombstone;
 use crate::telemetry::LockOutcome;
+use std::sync::Arc;
 
 /// The ETag of an entity as a unit shows it after staging a write to it: it
 /// has no stored version yet. Passing such a value back to the unit updates
@@ -128,39 +131,25 @@ const STAGED: &str = "leasehold-staged";
 /// ```
 #[must_use = "dropping a Unit discards its staged writes and releases the lock; call `commit().await` (or `abandon().await`)"]
 pub struct Unit {
-    pub(super) store: Store,
+    pub(crate) env: Arc<LockEnv>,
     /// The locked partitions, in canonical order (by lock blob name).
-    pub(super) parts: Vec<Part>,
+    pub(crate) parts: Vec<Part>,
     pub(super) options: LockOptions,
     /// What each row looked like when the unit read it (`None`: absent).
-    pub(super) reads: HashMap<(Slot, RowKey), Option<StoredEntity>>,
+    pub(crate) reads: HashMap<(Slot, RowKey), Option<StoredEntity>>,
     /// One staged write per row, in a fixed order: by partition (canonical
     /// order), table, row.
-    pub(super) staged: BTreeMap<(Slot, RowKey), TableOp>,
+    pub(crate) staged: BTreeMap<(Slot, RowKey), TableOp>,
     pub(super) rolled_forward: Option<RollForwardReport>,
-    /// The indexes of the indexed entity types this unit writes.
-    pub(super) indexes: Vec<crate::index::Indexes>,
+    /// The indexed entity types this unit writes.
+    pub(crate) indexed: Vec<IndexedType>,
 }
 
 /// One locked partition of a unit.
-pub(super) struct Part {
-    pub(super) pk: PartitionKey,
+pub(crate) struct Part {
+    pub(crate) pk: PartitionKey,
     /// `None` once the unit gave its locks up.
     pub(super) guard: Option<LeaseGuard>,
-}
-
-/// Where a row of the unit lives: the index of its partition in
-/// [`Unit::parts`], and its table.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(super) struct Slot {
-    pub(super) part: usize,
-    pub(super) table: TableName,
-}
-
-impl std::fmt::Display for Slot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(&self.table, f)
-    }
 }
 
 impl std::fmt::Debug for Unit {
@@ -178,7 +167,7 @@ impl Unit {
     /// all when `None`) in canonical order, resolving what previous holders
     /// left pending (see [`super::acquire`]).
     pub(crate) async fn open<K: IntoPartitionKey>(
-        store: &Store,
+        env: &Arc<LockEnv>,
         keys: impl IntoIterator<Item = K>,
         timeout: Option<Duration>,
     ) -> Result<Option<Unit>> {
@@ -188,7 +177,7 @@ impl Unit {
             if targets.iter().any(|(_, p)| p == &pk) {
                 continue;
             }
-            let name = lock_name(store.table_prefix(), &pk)?;
+            let name = lock_name(env.table_prefix(), &pk)?;
             if let Some((_, other)) = targets.iter().find(|(n, _)| n == &name) {
                 return Err(Error::invalid(
                     format!("partition keys {:?} and {:?}", other.as_str(), pk.as_str()),
@@ -205,11 +194,11 @@ impl Unit {
         }
         targets.sort_by(|a, b| a.0.cmp(&b.0));
         let started = tokio::time::Instant::now();
-        let taken = store
+        let taken = env
             .telemetry()
-            .operation("lock", acquire::take_all(store, &targets, timeout))
+            .operation("lock", acquire::take_all(env, &targets, timeout))
             .await;
-        store.telemetry().lock_wait(
+        env.telemetry().lock_wait(
             started.elapsed(),
             match &taken {
                 Ok(Some(_)) => LockOutcome::Acquired,
@@ -222,7 +211,7 @@ impl Unit {
             return Ok(None);
         };
         let unit = Unit {
-            store: store.clone(),
+            env: env.clone(),
             parts: targets
                 .into_iter()
                 .zip(guards)
@@ -231,11 +220,11 @@ impl Unit {
                     guard: Some(guard),
                 })
                 .collect(),
-            options: store.lock_options().clone(),
+            options: env.lock_options().clone(),
             reads: HashMap::new(),
             staged: BTreeMap::new(),
             rolled_forward: report,
-            indexes: Vec::new(),
+            indexed: Vec::new(),
         };
         // Holder records (only where the lock changed hands) go together.
         let recorded = join_all(unit.parts.iter().map(|part| unit.record_holder(part))).await;
@@ -268,7 +257,7 @@ impl Unit {
         let Some(guard) = part.guard.as_ref() else {
             return Ok(());
         };
-        let owner = self.store.locks().owner();
+        let owner = self.env.locks().owner();
         if guard.blob().await?.owner() == Some(owner) {
             return Ok(());
         }
@@ -330,7 +319,7 @@ impl Unit {
     }
 
     pub(super) fn table_of<E: Entity>(&self) -> Result<TableName> {
-        self.store.table_name(E::TABLE)
+        self.env.table_name(E::TABLE)
     }
 
     /// The index of partition `pk` among the locked ones.
@@ -401,8 +390,8 @@ impl Unit {
             // A merge onto a row this unit has not read (an `upsert_merge`,
             // or a value that does not know what is stored): read the row,
             // so the view shows every property the commit leaves stored.
-            self.store.ensure_table(&key.0.table).await?;
-            let stored = self.store.backend().get(&key.0.table, &pk, &key.1).await?;
+            self.env.ensure_table(&key.0.table).await?;
+            let stored = self.env.backend().get(&key.0.table, &pk, &key.1).await?;
             let stored = self.resolver().resolve_opt(&key.0.table, stored).await?;
             self.reads.insert(key.clone(), stored);
         }
@@ -416,8 +405,8 @@ impl Unit {
         if let Some(read) = self.reads.get(&key) {
             return visible(read.clone());
         }
-        self.store.ensure_table(&key.0.table).await?;
-        let stored = self.store.backend().get(&key.0.table, &pk, &key.1).await?;
+        self.env.ensure_table(&key.0.table).await?;
+        let stored = self.env.backend().get(&key.0.table, &pk, &key.1).await?;
         let stored = self.resolver().resolve_opt(&key.0.table, stored).await?;
         // A tombstone is recorded as read (an insert then replaces it at
         // its ETag, see `crate::index`) and shown as absent.
@@ -658,7 +647,7 @@ impl Unit {
     ///   reply was lost and which the commit then withdrew itself — nothing
     ///   is applied.
     pub async fn commit(self) -> Result<CommitReport> {
-        let telemetry = self.store.telemetry().clone();
+        let telemetry = self.env.telemetry().clone();
         telemetry
             .operation("unit.commit", self.commit_and_settle())
             .await
@@ -780,5 +769,34 @@ pub(super) fn staged_view<E: Entity>(
             .with_stored(stored),
         )),
         None => Ok(None),
+    }
+}
+
+impl LockEnv {
+    /// Takes the lock of `partition_key`, waiting up to the lock options'
+    /// acquire timeout.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the lock stays held; as [`Unit::open`].
+    pub(crate) async fn lock(self: &Arc<Self>, partition_key: PartitionKey) -> Result<Unit> {
+        let timeout = self.lock_options().acquire_timeout;
+        self.lock_with_timeout(partition_key, timeout).await
+    }
+
+    /// Takes the lock of `partition_key`, waiting up to `timeout`.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the lock stays held; as [`Unit::open`].
+    pub(crate) async fn lock_with_timeout(
+        self: &Arc<Self>,
+        partition_key: PartitionKey,
+        timeout: Duration,
+    ) -> Result<Unit> {
+        Unit::open(self, [partition_key], Some(timeout))
+            .await?
+            .ok_or_else(|| Error::Timeout {
+                what: "partition lock".into(),
+                after: timeout,
+            })
     }
 }

@@ -27,7 +27,7 @@ impl Unit {
         batches: &[Batch],
         report: &mut CommitReport,
     ) -> Result<(), Failed> {
-        let backend = self.store.backend().clone();
+        let backend = self.env.backend().clone();
         let Parties {
             participants,
             primary_part,
@@ -133,7 +133,7 @@ impl Unit {
                 if let Err(e) = roll_forward(backend.as_ref(), &journal, &BTreeSet::new()).await {
                     return Err(unsettled(e, report));
                 }
-                self.store.telemetry().roll_forward(FinishedBy::Writer);
+                self.env.telemetry().roll_forward(FinishedBy::Writer);
             }
             (Some((_, e)), None) if produced.iter().all(Option::is_none) => {
                 // Nothing of this commit was applied: withdraw it.
@@ -149,7 +149,7 @@ impl Unit {
                     .undo(&journal, batches, &produced, i, e, &participants)
                     .await;
                 if undone.is_ok() {
-                    self.store.telemetry().undo(FinishedBy::Writer);
+                    self.env.telemetry().undo(FinishedBy::Writer);
                 }
                 return Err(undone.map_or_else(|cause| unsettled(cause, report), Failed::Definite));
             }
@@ -183,7 +183,7 @@ impl Unit {
         cause: Error,
         participants: &[usize],
     ) -> Result<Error, Error> {
-        let backend = self.store.backend().clone();
+        let backend = self.env.backend().clone();
         let primary = &self.parts[batches[0].part].pk;
         // The journal's operations of the transactions applied, each with
         // the ETag its write produced.

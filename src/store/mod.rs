@@ -6,14 +6,17 @@ use std::sync::Arc;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, BlobBackend};
 use crate::error::{Error, Result};
+use crate::index::UnitClaims;
 use crate::key::{ContainerName, IntoPartitionKey, TableName};
 use crate::lease::{LeaseManager, LeaseName, LeaseOptions, Settings};
 use crate::lock::name::lock_name;
 use crate::lock::options::LockOptions;
+use crate::lock::{CommitClaims, LockEnv};
 use crate::retry::ConflictRetry;
 use crate::table::TableEnv;
 use crate::telemetry::Telemetry;
 
+mod indexes;
 mod manage;
 mod open;
 
@@ -30,12 +33,11 @@ pub struct Store {
 }
 
 struct StoreInner {
-    /// The backend, prefix, conflict retry policy and created tables, shared
-    /// with every table of this store.
-    tables: Arc<TableEnv>,
+    /// The backend, prefix, conflict retry policy and created tables (shared
+    /// with every table of this store), the partition locks and their
+    /// options (shared with every unit).
+    locking: Arc<LockEnv>,
     leases: LeaseManager,
-    locks: LeaseManager,
-    lock_options: LockOptions,
 }
 
 impl fmt::Debug for Store {
@@ -170,17 +172,17 @@ impl Store {
         lock_options: LockOptions,
         telemetry: Telemetry,
     ) -> Store {
+        let tables = Arc::new(TableEnv::new(
+            backend,
+            conflict_retry,
+            table_prefix,
+            telemetry,
+        ));
+        let claims: Arc<dyn CommitClaims> = Arc::new(UnitClaims);
         Store {
             inner: Arc::new(StoreInner {
-                tables: Arc::new(TableEnv::new(
-                    backend,
-                    conflict_retry,
-                    table_prefix,
-                    telemetry,
-                )),
+                locking: Arc::new(LockEnv::new(tables, locks, lock_options, Some(claims))),
                 leases,
-                locks,
-                lock_options,
             }),
         }
     }
@@ -205,12 +207,12 @@ impl Store {
 
     /// The backend this store uses.
     pub fn backend(&self) -> &Arc<dyn Backend> {
-        self.inner.tables.backend()
+        self.inner.locking.tables().backend()
     }
 
     /// How optimistic read-modify-write loops retry after a conflict.
     pub fn conflict_retry(&self) -> &ConflictRetry {
-        self.inner.tables.conflict_retry()
+        self.inner.locking.tables().conflict_retry()
     }
 
     /// The lease manager: auto-renewing leases, run-once initialisation,
@@ -226,7 +228,7 @@ impl Store {
     /// lease names of [`Store::lock_lease_name`]. Taking a lock goes through
     /// [`Store::lock`], never through this manager.
     pub fn locks(&self) -> &LeaseManager {
-        &self.inner.locks
+        self.inner.locking.locks()
     }
 
     /// The lease name of the lock of a partition in [`Store::locks`]:
@@ -249,12 +251,12 @@ impl Store {
 
     /// The partition-lock settings.
     pub fn lock_options(&self) -> &LockOptions {
-        &self.inner.lock_options
+        self.inner.locking.lock_options()
     }
 
     /// The prefix put before every table name (empty by default).
     pub fn table_prefix(&self) -> &str {
-        self.inner.tables.table_prefix()
+        self.inner.locking.tables().table_prefix()
     }
 
     /// The name of table `table` in this store: the table prefix, then
@@ -264,22 +266,17 @@ impl Store {
     /// [`crate::Error::Invalid`] when the prefixed name is not a valid table
     /// name (too long, say).
     pub(crate) fn table_name(&self, table: &str) -> Result<TableName> {
-        self.inner.tables.table_name(table)
-    }
-
-    /// Creates `table` unless this store already did.
-    pub(crate) async fn ensure_table(&self, table: &TableName) -> Result<()> {
-        self.inner.tables.ensure_table(table).await
+        self.inner.locking.tables().table_name(table)
     }
 
     /// What the store's tables share.
     pub(crate) fn tables(&self) -> &Arc<TableEnv> {
-        &self.inner.tables
+        self.inner.locking.tables()
     }
 
-    /// Where this store records its metrics.
-    pub(crate) fn telemetry(&self) -> &Telemetry {
-        self.inner.tables.telemetry()
+    /// What the units of this store share.
+    pub(crate) fn locking(&self) -> &Arc<LockEnv> {
+        &self.inner.locking
     }
 }
 

@@ -20,7 +20,10 @@ impl Store {
     /// The typed table of entity type `E`.
     pub fn table<E: Entity>(&self) -> Table<E> {
         let mut table = Table::new(Arc::clone(self.tables()));
-        table.store = Some(self.clone());
+        table.resolve = Some(self.resolve());
+        if !E::INDEXES.is_empty() {
+            table.indexing = Some(crate::index::route::<E>);
+        }
         table
     }
 
@@ -31,8 +34,13 @@ impl Store {
     /// operation, as for [`Store::table`].
     pub fn dynamic_table(&self, table: &str) -> Table<crate::DynamicEntity> {
         let mut dynamic = Table::new(Arc::clone(self.tables())).with_table_name(table);
-        dynamic.store = Some(self.clone());
+        dynamic.resolve = Some(self.resolve());
         dynamic
+    }
+
+    /// How the tables of this store see rows: unit marks resolved.
+    fn resolve(&self) -> Arc<dyn crate::table::Resolve> {
+        Arc::new(crate::lock::MarkResolve(Arc::clone(self.locking())))
     }
 
     /// Takes the lock of a partition, waiting up to the configured
@@ -67,7 +75,7 @@ impl Store {
         partition_key: impl IntoPartitionKey,
         timeout: Duration,
     ) -> Result<Unit> {
-        Unit::open(self, [partition_key], Some(timeout))
+        Unit::open(self.locking(), [partition_key], Some(timeout))
             .await?
             .ok_or_else(|| Error::Timeout {
                 what: "partition lock".into(),
@@ -80,7 +88,7 @@ impl Store {
     /// # Errors
     /// As [`Store::lock`], without the timeout.
     pub async fn try_lock(&self, partition_key: impl IntoPartitionKey) -> Result<Option<Unit>> {
-        Unit::open(self, [partition_key], None).await
+        Unit::open(self.locking(), [partition_key], None).await
     }
 
     /// Takes the locks of several partitions for one [`Unit`], waiting up to
@@ -140,12 +148,16 @@ impl Store {
         partition_keys: impl IntoPartitionKeys,
         timeout: Duration,
     ) -> Result<Unit> {
-        Unit::open(self, partition_keys.into_partition_keys()?, Some(timeout))
-            .await?
-            .ok_or_else(|| Error::Timeout {
-                what: "partition locks".into(),
-                after: timeout,
-            })
+        Unit::open(
+            self.locking(),
+            partition_keys.into_partition_keys()?,
+            Some(timeout),
+        )
+        .await?
+        .ok_or_else(|| Error::Timeout {
+            what: "partition locks".into(),
+            after: timeout,
+        })
     }
 
     /// Takes the locks of several partitions if nobody holds any of them;
@@ -157,7 +169,7 @@ impl Store {
         &self,
         partition_keys: impl IntoPartitionKeys,
     ) -> Result<Option<Unit>> {
-        Unit::open(self, partition_keys.into_partition_keys()?, None).await
+        Unit::open(self.locking(), partition_keys.into_partition_keys()?, None).await
     }
 
     /// For operators: takes the lock of a partition, rolls forward a pending
@@ -216,7 +228,9 @@ impl Store {
         transaction: &str,
     ) -> Result<CommitOutcome> {
         let pk = primary.into_partition_key()?;
-        if let Some(outcome) = crate::lock::decided_outcome(self, &pk, transaction).await? {
+        if let Some(outcome) =
+            crate::lock::decided_outcome(self.locking(), &pk, transaction).await?
+        {
             return Ok(outcome);
         }
         let name = lock_name(self.table_prefix(), &pk)?;
@@ -269,7 +283,8 @@ impl Store {
         partition_key: impl IntoPartitionKey,
         action: ResolveAction,
     ) -> Result<Option<Resolution>> {
-        crate::lock::resolve_commit(self, partition_key.into_partition_key()?, action).await
+        crate::lock::resolve_commit(self.locking(), partition_key.into_partition_key()?, action)
+            .await
     }
 
     /// For operators: the commit a unit left pending on a partition (it
@@ -366,7 +381,7 @@ impl Store {
     ///
     /// [`Error::Unavailable`]: crate::Error::Unavailable
     pub async fn prune_locks(&self, older_than: Duration) -> Result<crate::lock::PruneReport> {
-        crate::lock::prune_locks(self, older_than, false).await
+        crate::lock::prune_locks(self.locking(), older_than, false).await
     }
 
     /// As [`Store::prune_locks`], but takes no lease and deletes nothing:
@@ -382,6 +397,6 @@ impl Store {
         &self,
         older_than: Duration,
     ) -> Result<crate::lock::PruneReport> {
-        crate::lock::prune_locks(self, older_than, true).await
+        crate::lock::prune_locks(self.locking(), older_than, true).await
     }
 }

@@ -5,18 +5,24 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use futures_util::future::BoxFuture;
 use tracing::Instrument as _;
 
 use super::env::TableEnv;
+use super::resolve::{IndexedWrite, Resolve, Routed};
 use super::stored::versioned;
 use crate::entity::{Entity, Versioned};
 use crate::error::{Error, Result};
 use crate::key::{ConstantRowKey, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::lease::FencedWrites;
 
+/// The route of the writes of an indexed type `E` (see [`IndexedWrite`]).
+pub(crate) type Route<E> =
+    for<'a> fn(&'a Table<E>, IndexedWrite<'a, E>) -> BoxFuture<'a, Routed<E>>;
+
 /// The typed table of entity type `E`. Cheap to clone.
 pub struct Table<E> {
-    pub(super) env: Arc<TableEnv>,
+    pub(crate) env: Arc<TableEnv>,
     name: std::result::Result<TableName, String>,
     pub(super) write_log: bool,
     /// The fenced writer of [`Table::fenced`]: writes go through it.
@@ -24,21 +30,28 @@ pub struct Table<E> {
     /// Set once the store has made sure the table exists (the store never
     /// forgets it), so later operations skip the store's lookup.
     ready: Arc<AtomicBool>,
-    /// The store the table belongs to: indexed writes take its partition
-    /// locks (see [`crate::index`]).
-    pub(crate) store: Option<crate::store::Store>,
+    /// How the table's reads see rows (see [`Resolve`]); `None` for a
+    /// table made outside a store: rows as stored.
+    pub(crate) resolve: Option<Arc<dyn Resolve>>,
+    /// The route of the writes of an indexed type (see [`Route`]); `None`:
+    /// every write is the plain one.
+    pub(crate) indexing: Option<Route<E>>,
     _entity: PhantomData<fn() -> E>,
 }
 
 impl<E> Clone for Table<E> {
     fn clone(&self) -> Self {
-        self.view()
+        Table {
+            indexing: self.indexing,
+            ..self.view()
+        }
     }
 }
 
 impl<E> Table<E> {
     /// The same table read as `V`: a type stored in the same table (the
-    /// caller checks that, see [`SameTable`]), or `E` itself (a clone).
+    /// caller checks that, see [`SameTable`]). Its writes are not routed as
+    /// indexed writes: a view only reads.
     pub(crate) fn view<V>(&self) -> Table<V> {
         Table {
             env: Arc::clone(&self.env),
@@ -46,7 +59,8 @@ impl<E> Table<E> {
             write_log: self.write_log,
             fence: self.fence.clone(),
             ready: Arc::clone(&self.ready),
-            store: self.store.clone(),
+            resolve: self.resolve.clone(),
+            indexing: None,
             _entity: PhantomData,
         }
     }
@@ -102,7 +116,8 @@ impl<E: Entity> Table<E> {
             write_log: false,
             fence: None,
             ready: Arc::new(AtomicBool::new(false)),
-            store: None,
+            resolve: None,
+            indexing: None,
             _entity: PhantomData,
         }
     }
@@ -239,8 +254,8 @@ impl<E: Entity> Table<E> {
                     tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
                 async {
                     let stored = self.env.backend().get(name, pk, rk).await?;
-                    let stored = match &self.store {
-                        Some(store) => store.resolve_row(name, stored).await?,
+                    let stored = match &self.resolve {
+                        Some(resolve) => resolve.resolve_row(name, stored).await?,
                         None => stored,
                     };
                     match stored {

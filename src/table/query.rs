@@ -406,7 +406,7 @@ impl<E: Entity> Query<E> {
             // `crate::lock`'s "Units and optimistic writes" and
             // `crate::index`'s "Writes").
             select: self.select.clone().map(|mut names| {
-                names.push(crate::lock::marks::MARK.to_owned());
+                names.push(super::MARK.to_owned());
                 names.push(super::tombstone::PROPERTY.to_owned());
                 names
             }),
@@ -433,8 +433,8 @@ impl<E: Entity> Query<E> {
             .operation("query", async {
                 let name = table.ready().await?;
                 let page = table.env.backend().query(name, spec).await?;
-                let page = match &table.store {
-                    Some(store) => store.resolve_page(name, spec, page).await?,
+                let page = match &table.resolve {
+                    Some(resolve) => resolve.resolve_page(name, spec, page).await?,
                     None => page,
                 };
                 Ok::<_, Error>(page)

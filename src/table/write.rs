@@ -4,12 +4,12 @@
 use tracing::Instrument as _;
 
 use super::handle::Table;
+use super::resolve::{IndexedWrite, MARK, Routed};
 use super::stored::{Base, stored_after};
 use crate::backend::WriteOptions;
 use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{self, IndexedWrite};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey};
 use crate::lease::{Fence, FencedWrites};
 
@@ -135,7 +135,7 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("insert", async move {
-                if let Some(Some(v)) = index::route(self, IndexedWrite::Insert(&entity)).await? {
+                if let Some(Some(v)) = self.route(IndexedWrite::Insert(&entity)).await? {
                     return Ok(v);
                 }
                 match self
@@ -161,7 +161,7 @@ impl<E: Entity> Table<E> {
     /// the mark is resolved (see [`crate::lock`]'s "Units and optimistic
     /// writes").
     async fn absent_once_resolved(&self, entity: &E) -> Result<bool> {
-        let (Some(store), Ok(data)) = (&self.store, entity.encode()) else {
+        let (Some(resolve), Ok(data)) = (&self.resolve, entity.encode()) else {
             return Ok(false);
         };
         let name = self.ready().await?;
@@ -172,8 +172,8 @@ impl<E: Entity> Table<E> {
             .await?;
         let marked = stored
             .as_ref()
-            .is_some_and(|row| crate::lock::marks::Mark::of(&row.data.properties).is_some());
-        Ok(marked && store.resolve_row(name, stored).await?.is_none())
+            .is_some_and(|row| row.data.properties.get(MARK).is_some());
+        Ok(marked && resolve.resolve_row(name, stored).await?.is_none())
     }
 
     /// Replaces the entity if it is unchanged since `current` was read.
@@ -201,7 +201,7 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("replace", async move {
-                if let Some(Some(v)) = index::route(self, IndexedWrite::Replace(current)).await? {
+                if let Some(Some(v)) = self.route(IndexedWrite::Replace(current)).await? {
                     return Ok(v);
                 }
                 let etag = current.etag().clone();
@@ -282,7 +282,7 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("merge", async move {
-                if let Some(Some(v)) = index::route(self, IndexedWrite::Merge(current)).await? {
+                if let Some(Some(v)) = self.route(IndexedWrite::Merge(current)).await? {
                     return Ok(v);
                 }
                 let etag = current.etag().clone();
@@ -318,10 +318,7 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("delete", async move {
-                if index::route(self, IndexedWrite::Delete(current))
-                    .await?
-                    .is_some()
-                {
+                if self.route(IndexedWrite::Delete(current)).await?.is_some() {
                     return Ok(());
                 }
                 let pk = current.partition_key()?;
@@ -360,7 +357,7 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("upsert", async move {
-                if let Some(Some(v)) = index::route(self, IndexedWrite::Upsert(&entity)).await? {
+                if let Some(Some(v)) = self.route(IndexedWrite::Upsert(&entity)).await? {
                     return Ok(v);
                 }
                 self.write(&entity, None, Base::Nothing, |d| {
@@ -402,9 +399,7 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("upsert_merge", async move {
-                if let Some(Some(v)) =
-                    index::route(self, IndexedWrite::UpsertMerge(&entity)).await?
-                {
+                if let Some(Some(v)) = self.route(IndexedWrite::UpsertMerge(&entity)).await? {
                     return Ok(v);
                 }
                 self.write(&entity, None, Base::Merge(None), |d| {
@@ -439,8 +434,9 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("replace_unconditionally", async move {
-                if let Some(Some(v)) =
-                    index::route(self, IndexedWrite::ReplaceUnconditionally(&entity)).await?
+                if let Some(Some(v)) = self
+                    .route(IndexedWrite::ReplaceUnconditionally(&entity))
+                    .await?
                 {
                     return Ok(v);
                 }
@@ -478,7 +474,8 @@ impl<E: Entity> Table<E> {
             .operation("delete_unconditionally", async move {
                 let pk = partition_key.into_partition_key()?;
                 let rk = row_key.into_row_key()?;
-                if index::route(self, IndexedWrite::DeleteUnconditionally(&pk, &rk))
+                if self
+                    .route(IndexedWrite::DeleteUnconditionally(&pk, &rk))
                     .await?
                     .is_some()
                 {
@@ -487,6 +484,16 @@ impl<E: Entity> Table<E> {
                 self.delete_op(pk, rk, None).await
             })
             .await
+    }
+
+    /// Sends `write` as an indexed write when the type has indexes and the
+    /// store routes them (see [`IndexedWrite`]): `Ok(None)` when the write
+    /// is the plain one, left to the caller.
+    async fn route(&self, write: IndexedWrite<'_, E>) -> Routed<E> {
+        match self.indexing {
+            Some(route) if !E::INDEXES.is_empty() => route(self, write).await,
+            _ => Ok(None),
+        }
     }
 
     /// Sends one write through this table's writer (fenced or not),

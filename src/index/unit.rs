@@ -1,0 +1,283 @@
+//! The index claims of a unit's writes of indexed entity types: made
+//! before its commit, which makes them good, with no lock beyond the
+//! entity's partition (see the [module docs](super)). The store installs
+//! them in its units as [`UnitClaims`].
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures_util::future::{join, try_join_all};
+
+use super::claim::{self, Freed, Keys};
+use super::{Indexes, Key};
+use crate::backend::{Precondition, StoredEntity, TableOp};
+use crate::entity::Properties;
+use crate::error::Result;
+use crate::key::RowKey;
+use crate::lock::marks::Resolver;
+use crate::lock::{AfterCommit, CommitClaims, CommitView, LockEnv, Slot};
+use crate::table::tombstone::{self, is_tombstone};
+
+/// The index claims of units' commits.
+pub(crate) struct UnitClaims;
+
+#[async_trait]
+impl CommitClaims for UnitClaims {
+    async fn claim(
+        &self,
+        env: &Arc<LockEnv>,
+        unit: CommitView<'_>,
+    ) -> Result<Option<Box<dyn AfterCommit>>> {
+        let freed = claim_indexes(env, unit).await?;
+        Ok((!freed.0.is_empty()).then(|| Box::new(freed) as Box<dyn AfterCommit>))
+    }
+}
+
+/// What a unit's commit does with index rows once it succeeded: the rows
+/// of the values it freed, per index table.
+struct FreedRows(Vec<(Indexes, Vec<Freed>)>);
+
+#[async_trait]
+impl AfterCommit for FreedRows {
+    async fn run(self: Box<Self>, env: &Arc<LockEnv>) {
+        for (indexes, rows) in self.0 {
+            claim::remove_freed(env, &indexes, rows).await;
+        }
+    }
+}
+
+/// The index changes of one staged write.
+struct Plan {
+    indexes: usize,
+    owner: Keys,
+    claims: Vec<(usize, Key)>,
+    /// Values freed, to remove their rows after the commit.
+    frees: Vec<(usize, Key)>,
+    /// Every value the write takes from the entity (a delete's included).
+    releases: Vec<(usize, Key)>,
+}
+
+/// Reads a row for the unit (recording it as read), creating its table
+/// first; a row the unit read before costs nothing.
+async fn read_for_index(
+    env: &Arc<LockEnv>,
+    unit: &mut CommitView<'_>,
+    slot: &Slot,
+    rk: &RowKey,
+) -> Result<Option<StoredEntity>> {
+    let key = (slot.clone(), rk.clone());
+    if let Some(read) = unit.reads.get(&key) {
+        return Ok(read.clone());
+    }
+    env.ensure_table(&slot.table).await?;
+    let pk = unit.held[slot.part].clone();
+    let stored = env.backend().get(&slot.table, &pk, rk).await?;
+    let stored = Resolver::new(env, unit.held.clone())
+        .resolve_opt(&slot.table, stored)
+        .await?;
+    unit.reads.insert(key, stored.clone());
+    Ok(stored)
+}
+
+/// Before the commit sends anything: makes every staged write of an
+/// indexed type one its claims can rely on, and claims the values the
+/// writes set.
+///
+/// * Each write is conditioned on the row as the unit read it, read
+///   before any claim: an upsert becomes an insert or a write at the
+///   ETag read, and an insert over a tombstone a replace at its ETag.
+/// * A delete leaves a tombstone (see `crate::table::tombstone`).
+/// * Each unique value set is claimed, each non-unique one gets its
+///   index row; a value another entity holds is refused with
+///   [`crate::Error::ValueTaken`] before anything of the commit is sent.
+///
+/// Returns the index rows of the values freed, read now, to remove once
+/// the commit succeeded.
+async fn claim_indexes(env: &Arc<LockEnv>, mut unit: CommitView<'_>) -> Result<FreedRows> {
+    let tables = env.tables().clone();
+    let all: Vec<Indexes> = unit
+        .indexed
+        .iter()
+        .map(|t| Indexes::of_type(&tables, t))
+        .collect::<Result<_>>()?;
+    let rows: Vec<(Slot, RowKey)> = unit
+        .staged
+        .keys()
+        .filter(|(slot, _)| all.iter().any(|i| i.table == slot.table))
+        .cloned()
+        .collect();
+    let mut plans: Vec<Plan> = Vec::new();
+    for (slot, rk) in rows {
+        let Some(n) = all.iter().position(|i| i.table == slot.table) else {
+            continue;
+        };
+        let key = (slot.clone(), rk.clone());
+        let read = read_for_index(env, &mut unit, &slot, &rk).await?;
+        let Some(op) = unit.staged.get(&key).cloned() else {
+            continue;
+        };
+        let op = conditioned(op, read.as_ref());
+        let live = read.filter(|r| !is_tombstone(&r.data.properties));
+        let before: Option<Properties> = live.map(|r| r.data.properties);
+        let after: Option<Properties> = match &op {
+            TableOp::Insert(d) | TableOp::Replace(d, _) => {
+                (!is_tombstone(&d.properties)).then(|| d.properties.clone())
+            }
+            TableOp::Merge(d, _) => {
+                let mut base = before.clone().unwrap_or_default();
+                base.merge_from(&d.properties);
+                Some(base)
+            }
+            TableOp::Delete { .. } => None,
+        };
+        let indexes = &all[n];
+        let old = indexes.keys(before.as_ref())?;
+        let new = indexes.keys(after.as_ref())?;
+        let mut plan = Plan {
+            indexes: n,
+            owner: (unit.held[slot.part].clone(), rk.clone()),
+            claims: Vec::new(),
+            frees: Vec::new(),
+            releases: Vec::new(),
+        };
+        for (def, (o, k)) in old.into_iter().zip(new).enumerate() {
+            if o.as_ref().map(|k| &k.key) == k.as_ref().map(|k| &k.key) {
+                continue;
+            }
+            if let Some(k) = k {
+                plan.claims.push((def, k));
+            }
+            if let Some(o) = o {
+                // A delete leaves its claims to the next writer of the
+                // value.
+                if after.is_some() {
+                    plan.frees.push((def, o.clone()));
+                }
+                plan.releases.push((def, o));
+            }
+        }
+        unit.staged.insert(key, op);
+        plans.push(plan);
+    }
+    // Two writes of this unit claiming one unique value: refused. A
+    // value one write claims and another frees (a re-keyed entity) is
+    // taken over from the entity freeing it.
+    let same = |p: &Plan, list: &[(usize, Key)], n: usize, def: usize, key: &Key| {
+        p.indexes == n && list.iter().any(|(e, k)| *e == def && k.key == key.key)
+    };
+    let mut freed_by: Vec<Option<Keys>> = Vec::new();
+    for (i, plan) in plans.iter().enumerate() {
+        for (def, key) in &plan.claims {
+            let d = &all[plan.indexes].defs[*def];
+            if let Some(p) = plans[..i]
+                .iter()
+                .find(|p| d.unique && same(p, &p.claims, plan.indexes, *def, key))
+            {
+                return Err(all[plan.indexes].duplicate(d, &key.value, Some(p.owner.clone())));
+            }
+            freed_by.push(
+                plans
+                    .iter()
+                    .find(|p| same(p, &p.releases, plan.indexes, *def, key))
+                    .map(|p| p.owner.clone()),
+            );
+        }
+    }
+    let touched: Vec<usize> = plans
+        .iter()
+        .filter(|p| !p.claims.is_empty() || !p.frees.is_empty())
+        .map(|p| p.indexes)
+        .collect();
+    for (n, indexes) in all.iter().enumerate() {
+        if touched.contains(&n) {
+            super::ensure_defs(env, indexes).await?;
+        }
+    }
+    // A mark met while claiming whose primary this unit holds is taken
+    // off at once: waiting for that lock would wait for this unit.
+    let held = unit.held.as_slice();
+    let txn = crate::backend::write_log::new_id();
+    let each = plans
+        .iter()
+        .flat_map(|plan| plan.claims.iter().map(move |c| (plan, c)));
+    let claims = try_join_all(each.zip(&freed_by).map(|((plan, (def, key)), from)| {
+        let indexes = &all[plan.indexes];
+        let txn = txn.as_str();
+        {
+            let d = &indexes.defs[*def];
+            async move {
+                if d.unique {
+                    {
+                        let who = claim::Claimant {
+                            owner: &plan.owner,
+                            txn,
+                            freed_by_unit: from.as_ref(),
+                            held,
+                        };
+                        claim::claim(env, indexes, d, key, &who).await
+                    }
+                } else {
+                    claim::add_row(env, indexes, d, key, &plan.owner).await
+                }
+            }
+        }
+    }));
+    let freed = try_join_all(plans.iter().filter(|p| !p.frees.is_empty()).map(|plan| {
+        let indexes = &all[plan.indexes];
+        async move {
+            let rows = claim::read_freed(env, indexes, &plan.frees, &plan.owner).await?;
+            Ok::<_, crate::Error>((indexes.clone(), rows))
+        }
+    }));
+    let (claimed, freed) = join(claims, freed).await;
+    claimed?;
+    Ok(FreedRows(freed?))
+}
+
+/// A staged write of an indexed type, conditioned on the row as the unit
+/// read it (`read`, a tombstone included): see [`claim_indexes`].
+fn conditioned(op: TableOp, read: Option<&StoredEntity>) -> TableOp {
+    let at = |r: &StoredEntity| Precondition::IfMatch(r.etag.clone());
+    let tomb = read.filter(|r| is_tombstone(&r.data.properties));
+    let live = read.filter(|r| !is_tombstone(&r.data.properties));
+    match op {
+        TableOp::Insert(d) => match tomb {
+            Some(t) => TableOp::Replace(d, at(t)),
+            None => TableOp::Insert(d),
+        },
+        TableOp::Replace(d, c @ (Precondition::Upsert | Precondition::IfExists)) => {
+            match (live, tomb, c) {
+                (Some(r), _, _) | (None, Some(r), Precondition::Upsert) => {
+                    TableOp::Replace(d, at(r))
+                }
+                (None, None, Precondition::Upsert) => TableOp::Insert(d),
+                // Nothing to replace: the commit fails as it would have.
+                (None, _, c) => TableOp::Replace(d, c),
+            }
+        }
+        TableOp::Merge(d, c @ (Precondition::Upsert | Precondition::IfExists)) => {
+            match (live, tomb, c) {
+                (Some(r), _, _) => TableOp::Merge(d, at(r)),
+                (None, Some(t), Precondition::Upsert) => TableOp::Replace(d, at(t)),
+                (None, None, Precondition::Upsert) => TableOp::Insert(d),
+                (None, _, c) => TableOp::Merge(d, c),
+            }
+        }
+        TableOp::Delete {
+            partition_key,
+            row_key,
+            if_match,
+        } => {
+            let condition = match (if_match, live) {
+                (Some(etag), _) => Precondition::IfMatch(etag),
+                (None, Some(r)) => at(r),
+                (None, None) => Precondition::IfExists,
+            };
+            TableOp::Replace(
+                tombstone::data(&partition_key, &row_key, "deleted"),
+                condition,
+            )
+        }
+        other => other,
+    }
+}

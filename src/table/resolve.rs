@@ -1,0 +1,64 @@
+//! [`Resolve`]: what a store does to the rows its tables read, and the
+//! hook of the writes of indexed types. Both are installed by
+//! [`Store::table`](crate::Store::table): the lock machinery resolves the
+//! marks that units' commits leave on rows (see `crate::lock`, "Units and
+//! optimistic writes"), and the index machinery routes the writes of
+//! types with indexes (see `crate::index`). Tables know neither; a table
+//! made without them reads rows as stored and writes them plainly.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::backend::{QueryPage, QuerySpec, StoredEntity};
+use crate::entity::Versioned;
+use crate::error::Result;
+use crate::key::{PartitionKey, RowKey, TableName};
+
+/// The reserved property holding a row's mark: the transaction of the
+/// unit's commit that wrote it, until that commit is finished.
+pub(crate) const MARK: &str = "_lhTxn";
+
+/// How a store's tables see rows: with any unit's mark resolved, and
+/// without the tombstones that deletes of indexed types leave.
+#[async_trait]
+pub(crate) trait Resolve: Send + Sync + 'static {
+    /// `row` of `table` as a reader outside any unit may see it.
+    async fn resolve_row(
+        &self,
+        table: &TableName,
+        row: Option<StoredEntity>,
+    ) -> Result<Option<StoredEntity>>;
+
+    /// A page of a query of `table` by `spec`, each row as
+    /// [`Resolve::resolve_row`] sees it (rows that no longer match the
+    /// filter left out).
+    async fn resolve_page(
+        &self,
+        table: &TableName,
+        spec: &QuerySpec,
+        page: QueryPage,
+    ) -> Result<QueryPage>;
+
+    /// The implementation itself, for the machinery above tables that
+    /// knows its type.
+    fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+}
+
+/// A write of a [`Table`](super::Table), as the index machinery routes it.
+pub(crate) enum IndexedWrite<'a, E> {
+    Insert(&'a E),
+    Replace(&'a Versioned<E>),
+    Merge(&'a Versioned<E>),
+    Delete(&'a Versioned<E>),
+    Upsert(&'a E),
+    UpsertMerge(&'a E),
+    ReplaceUnconditionally(&'a E),
+    DeleteUnconditionally(&'a PartitionKey, &'a RowKey),
+}
+
+/// What the route of an indexed write answers: `None` when the write is
+/// the plain write (the table sends it), otherwise the entity as stored
+/// after it (`None` for a delete).
+pub(crate) type Routed<E> = Result<Option<Option<Versioned<E>>>>;
