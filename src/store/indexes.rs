@@ -13,13 +13,15 @@ impl Store {
     /// The partition key of the index row of `value` in the index on
     /// `field` of entity table `table` (its name without the store's table
     /// prefix), as the index descriptions of the table say (read as
-    /// [`Store::verify_indexes`](crate::Store::verify_indexes) reads them; one request): the partition
-    /// whose lock a write claiming or freeing the value takes, and the key
-    /// the operator command's `locks` commands take. `field` is the field's
-    /// name or its stored property name. Integers have one key form
-    /// whatever their width: `Value::Int32(7)` and `Value::Int64(7)` give
-    /// the same key. With the entity and its type at hand,
-    /// [`Table::index_partitions`](crate::Table::index_partitions) needs no request.
+    /// [`Store::verify_indexes`] reads them;
+    /// one request): the partition of the value's claim, and the key the
+    /// operator command's `locks` commands take for the per-value lock
+    /// blobs of earlier versions. `field` is the field's name or its stored
+    /// property name. Integers have one key form whatever their width:
+    /// `Value::Int32(7)` and `Value::Int64(7)` give the same key. With the
+    /// entity and its type at hand,
+    /// [`Table::index_partitions`](crate::Table::index_partitions) needs no
+    /// request.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -76,14 +78,14 @@ impl Store {
         crate::index::verify_table(self.locking(), table, &mut progress).await
     }
 
-    /// As [`Store::verify_indexes`](crate::Store::verify_indexes), then fixes what it found: a missing row
+    /// As [`Store::verify_indexes`], then fixes what it found: a missing row
     /// is written and an orphan deleted, each under the partition locks a
     /// leasehold write of it takes, after checking again that the problem
     /// is still there. Duplicated unique values are reported, not fixed.
     /// Running it again finds nothing to fix.
     ///
     /// # Errors
-    /// As [`Store::verify_indexes`](crate::Store::verify_indexes); lock and backend errors of a fix (the
+    /// As [`Store::verify_indexes`]; lock and backend errors of a fix (the
     /// fixes before it stay).
     pub async fn rebuild_indexes(
         &self,
