@@ -1,11 +1,17 @@
-//! One delegation of both backend traits, shared by every wrapper: each
-//! request goes through the wrapper's `call(op, future)`, [`Op`] saying
-//! which request it is (public as `leasehold::testing::Op`).
+//! One delegation of both backend traits, shared by shared and boxed
+//! backends and every wrapper: each request goes through the
+//! [`Delegate`]'s `call(op, future)`, [`Op`] saying which request it is
+//! (public as `leasehold::testing::Op`).
 //!
 //! Every method is forwarded, provided ones too (`endpoint`), so a store on a wrapper takes the same path as on the
 //! wrapped backend. The impls deny `clippy::missing_trait_methods`: a
 //! method added to a trait with a default body is a lint error here until it
 //! is forwarded.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::error::Result;
 
 /// The kind of a backend request, as wrappers see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -85,36 +91,84 @@ impl Op {
     }
 }
 
+/// A backend that hands every request to another, the one forwarding
+/// mechanism of the crate: shared and boxed backends (`Arc<B>`, `Box<B>`)
+/// and every wrapper ([`crate::testing`]'s, the store's metrics) implement
+/// it, and [`delegate_backend!`] implements both backend traits for them.
+pub(crate) trait Delegate {
+    /// The backend requests go to.
+    type Inner: ?Sized;
+
+    /// The backend requests go to.
+    fn inner(&self) -> &Self::Inner;
+
+    /// Runs request `op`: `fut`, the inner backend's answer to it.
+    fn call<T: Send>(
+        &self,
+        op: Op,
+        fut: impl Future<Output = Result<T>> + Send,
+    ) -> impl Future<Output = Result<T>> + Send;
+}
+
+/// Shared and boxed backends: every request as it is.
+macro_rules! deref_delegate {
+    ($ptr:ident) => {
+        impl<T: ?Sized> Delegate for $ptr<T> {
+            type Inner = T;
+            fn inner(&self) -> &T {
+                self
+            }
+            fn call<R: Send>(
+                &self,
+                _: Op,
+                fut: impl Future<Output = Result<R>> + Send,
+            ) -> impl Future<Output = Result<R>> + Send {
+                fut
+            }
+        }
+        delegate_backend!(?Sized $ptr);
+    };
+}
+
 /// Implements [`TableBackend`](crate::backend::TableBackend) and
-/// [`BlobBackend`](crate::backend::BlobBackend) for a wrapper type with an
-/// `inner: B` field and an inherent
-/// `async fn call<T>(&self, op: Op, fut: impl Future<Output = Result<T>>) -> Result<T>`.
+/// [`BlobBackend`](crate::backend::BlobBackend) for a wrapper type
+/// `$wrapper<B>` that implements [`Delegate`] with `Inner = B`
+/// (`?Sized $wrapper` for a `B` that may be unsized).
 macro_rules! delegate_backend {
     ($wrapper:ident) => {
+        $crate::backend::delegate::delegate_backend!(@impl [] $wrapper);
+    };
+    (?Sized $wrapper:ident) => {
+        $crate::backend::delegate::delegate_backend!(@impl [+ ?Sized] $wrapper);
+    };
+    (@impl [$($unsized:tt)*] $wrapper:ident) => {
         #[deny(clippy::missing_trait_methods)]
         #[async_trait::async_trait]
-        impl<B: $crate::backend::TableBackend> $crate::backend::TableBackend for $wrapper<B> {
+        impl<B: $crate::backend::TableBackend $($unsized)*> $crate::backend::TableBackend for $wrapper<B>
+        where
+            $wrapper<B>: $crate::backend::delegate::Delegate<Inner = B>,
+        {
             async fn create_table(
                 &self,
                 table: &$crate::key::TableName,
             ) -> $crate::Result<$crate::backend::TableCreation> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::CreateTable,
-                    self.inner.create_table(table),
+                    $crate::backend::delegate::Delegate::inner(self).create_table(table),
                 )
                 .await
             }
             async fn delete_table(&self, table: &$crate::key::TableName) -> $crate::Result<bool> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::DeleteTable,
-                    self.inner.delete_table(table),
+                    $crate::backend::delegate::Delegate::inner(self).delete_table(table),
                 )
                 .await
             }
             async fn list_tables(&self) -> $crate::Result<Vec<$crate::key::TableName>> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::ListTables,
-                    self.inner.list_tables(),
+                    $crate::backend::delegate::Delegate::inner(self).list_tables(),
                 )
                 .await
             }
@@ -124,9 +178,9 @@ macro_rules! delegate_backend {
                 partition_key: &$crate::key::PartitionKey,
                 row_key: &$crate::key::RowKey,
             ) -> $crate::Result<Option<$crate::backend::StoredEntity>> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::Get,
-                    self.inner.get(table, partition_key, row_key),
+                    $crate::backend::delegate::Delegate::inner(self).get(table, partition_key, row_key),
                 )
                 .await
             }
@@ -136,9 +190,9 @@ macro_rules! delegate_backend {
                 op: $crate::backend::TableOp,
                 options: &$crate::backend::WriteOptions,
             ) -> $crate::Result<Option<$crate::backend::Version>> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::Write,
-                    self.inner.execute(table, op, options),
+                    $crate::backend::delegate::Delegate::inner(self).execute(table, op, options),
                 )
                 .await
             }
@@ -147,9 +201,9 @@ macro_rules! delegate_backend {
                 table: &$crate::key::TableName,
                 ops: &[$crate::backend::TableOp],
             ) -> $crate::Result<Vec<Option<$crate::backend::Version>>> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::Batch,
-                    self.inner.batch(table, ops),
+                    $crate::backend::delegate::Delegate::inner(self).batch(table, ops),
                 )
                 .await
             }
@@ -158,9 +212,9 @@ macro_rules! delegate_backend {
                 table: &$crate::key::TableName,
                 query: &$crate::backend::QuerySpec,
             ) -> $crate::Result<$crate::backend::QueryPage> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::Query,
-                    self.inner.query(table, query),
+                    $crate::backend::delegate::Delegate::inner(self).query(table, query),
                 )
                 .await
             }
@@ -168,17 +222,20 @@ macro_rules! delegate_backend {
 
         #[deny(clippy::missing_trait_methods)]
         #[async_trait::async_trait]
-        impl<B: $crate::backend::BlobBackend> $crate::backend::BlobBackend for $wrapper<B> {
+        impl<B: $crate::backend::BlobBackend $($unsized)*> $crate::backend::BlobBackend for $wrapper<B>
+        where
+            $wrapper<B>: $crate::backend::delegate::Delegate<Inner = B>,
+        {
             fn endpoint(&self) -> String {
-                self.inner.endpoint()
+                $crate::backend::delegate::Delegate::inner(self).endpoint()
             }
             async fn create_container(
                 &self,
                 container: &$crate::key::ContainerName,
             ) -> $crate::Result<()> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::CreateContainer,
-                    self.inner.create_container(container),
+                    $crate::backend::delegate::Delegate::inner(self).create_container(container),
                 )
                 .await
             }
@@ -190,9 +247,9 @@ macro_rules! delegate_backend {
                 metadata: &$crate::backend::Metadata,
                 conditions: &$crate::backend::BlobConditions,
             ) -> $crate::Result<$crate::key::ETag> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::PutBlob,
-                    self.inner
+                    $crate::backend::delegate::Delegate::inner(self)
                         .put_blob(container, blob, body, metadata, conditions),
                 )
                 .await
@@ -202,9 +259,9 @@ macro_rules! delegate_backend {
                 container: &$crate::key::ContainerName,
                 blob: &$crate::key::BlobName,
             ) -> $crate::Result<Option<$crate::backend::Blob>> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::GetBlob,
-                    self.inner.get_blob(container, blob),
+                    $crate::backend::delegate::Delegate::inner(self).get_blob(container, blob),
                 )
                 .await
             }
@@ -213,9 +270,9 @@ macro_rules! delegate_backend {
                 container: &$crate::key::ContainerName,
                 blob: &$crate::key::BlobName,
             ) -> $crate::Result<Option<$crate::backend::BlobProperties>> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::BlobProperties,
-                    self.inner.blob_properties(container, blob),
+                    $crate::backend::delegate::Delegate::inner(self).blob_properties(container, blob),
                 )
                 .await
             }
@@ -226,9 +283,9 @@ macro_rules! delegate_backend {
                 metadata: &$crate::backend::Metadata,
                 conditions: &$crate::backend::BlobConditions,
             ) -> $crate::Result<$crate::key::ETag> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::SetBlobMetadata,
-                    self.inner
+                    $crate::backend::delegate::Delegate::inner(self)
                         .set_blob_metadata(container, blob, metadata, conditions),
                 )
                 .await
@@ -239,9 +296,9 @@ macro_rules! delegate_backend {
                 blob: &$crate::key::BlobName,
                 conditions: &$crate::backend::BlobConditions,
             ) -> $crate::Result<()> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::DeleteBlob,
-                    self.inner.delete_blob(container, blob, conditions),
+                    $crate::backend::delegate::Delegate::inner(self).delete_blob(container, blob, conditions),
                 )
                 .await
             }
@@ -251,9 +308,9 @@ macro_rules! delegate_backend {
                 prefix: &str,
                 marker: Option<&str>,
             ) -> $crate::Result<$crate::backend::BlobListPage> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::ListBlobs,
-                    self.inner.list_blobs(container, prefix, marker),
+                    $crate::backend::delegate::Delegate::inner(self).list_blobs(container, prefix, marker),
                 )
                 .await
             }
@@ -264,9 +321,9 @@ macro_rules! delegate_backend {
                 duration: $crate::backend::LeaseDuration,
                 proposed_id: $crate::backend::LeaseId,
             ) -> $crate::Result<$crate::backend::AcquiredLease> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::AcquireLease,
-                    self.inner
+                    $crate::backend::delegate::Delegate::inner(self)
                         .acquire_lease(container, blob, duration, proposed_id),
                 )
                 .await
@@ -277,9 +334,9 @@ macro_rules! delegate_backend {
                 blob: &$crate::key::BlobName,
                 id: $crate::backend::LeaseId,
             ) -> $crate::Result<()> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::RenewLease,
-                    self.inner.renew_lease(container, blob, id),
+                    $crate::backend::delegate::Delegate::inner(self).renew_lease(container, blob, id),
                 )
                 .await
             }
@@ -290,9 +347,9 @@ macro_rules! delegate_backend {
                 id: $crate::backend::LeaseId,
                 proposed_id: $crate::backend::LeaseId,
             ) -> $crate::Result<$crate::backend::LeaseId> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::ChangeLease,
-                    self.inner.change_lease(container, blob, id, proposed_id),
+                    $crate::backend::delegate::Delegate::inner(self).change_lease(container, blob, id, proposed_id),
                 )
                 .await
             }
@@ -302,9 +359,9 @@ macro_rules! delegate_backend {
                 blob: &$crate::key::BlobName,
                 id: $crate::backend::LeaseId,
             ) -> $crate::Result<()> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::ReleaseLease,
-                    self.inner.release_lease(container, blob, id),
+                    $crate::backend::delegate::Delegate::inner(self).release_lease(container, blob, id),
                 )
                 .await
             }
@@ -314,9 +371,9 @@ macro_rules! delegate_backend {
                 blob: &$crate::key::BlobName,
                 period: Option<std::time::Duration>,
             ) -> $crate::Result<std::time::Duration> {
-                self.call(
+                $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::BreakLease,
-                    self.inner.break_lease(container, blob, period),
+                    $crate::backend::delegate::Delegate::inner(self).break_lease(container, blob, period),
                 )
                 .await
             }
@@ -325,3 +382,99 @@ macro_rules! delegate_backend {
 }
 
 pub(crate) use delegate_backend;
+
+deref_delegate!(Arc);
+deref_delegate!(Box);
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+
+    use crate::backend::WriteOptions;
+    use crate::backend::memory::MemoryBackend;
+    use crate::backend::{
+        Backend, QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp, Version,
+    };
+    use crate::entity::{EntityData, Properties};
+    use crate::error::{Error, Result};
+    use crate::key::{PartitionKey, RowKey, TableName};
+    use crate::testing::{CountingBackend, FaultyBackend, Op};
+
+    fn is_backend<B: Backend>() {}
+
+    #[test]
+    fn shared_and_boxed_backends_are_backends() {
+        is_backend::<Arc<dyn Backend>>();
+        is_backend::<Box<dyn Backend>>();
+        is_backend::<Arc<MemoryBackend>>();
+        is_backend::<Box<Arc<MemoryBackend>>>();
+        is_backend::<CountingBackend<FaultyBackend<Arc<dyn Backend>>>>();
+    }
+
+    /// Takes only writes that keep a write log.
+    #[derive(Debug)]
+    struct LoggedOnly;
+
+    #[async_trait]
+    impl TableBackend for LoggedOnly {
+        async fn create_table(&self, _: &TableName) -> Result<TableCreation> {
+            Ok(TableCreation::AlreadyExisted)
+        }
+        async fn delete_table(&self, _: &TableName) -> Result<bool> {
+            Ok(false)
+        }
+        async fn list_tables(&self) -> Result<Vec<TableName>> {
+            Ok(Vec::new())
+        }
+        async fn get(
+            &self,
+            _: &TableName,
+            _: &PartitionKey,
+            _: &RowKey,
+        ) -> Result<Option<StoredEntity>> {
+            Ok(None)
+        }
+        async fn execute(
+            &self,
+            _: &TableName,
+            _: TableOp,
+            options: &WriteOptions,
+        ) -> Result<Option<Version>> {
+            match options.write_log() {
+                Some(_) => Ok(None),
+                None => Err(Error::invalid("write", "the options were lost on the way")),
+            }
+        }
+        async fn batch(&self, _: &TableName, _: &[TableOp]) -> Result<Vec<Option<Version>>> {
+            Ok(Vec::new())
+        }
+        async fn query(&self, _: &TableName, _: &QuerySpec) -> Result<QueryPage> {
+            Err(Error::invalid("query", "not used"))
+        }
+    }
+
+    /// Pointers and wrappers hand a write's options on.
+    #[tokio::test]
+    async fn write_options_are_forwarded_through_every_layer() {
+        let shared: Arc<dyn TableBackend> = Arc::new(Box::new(LoggedOnly));
+        let counting = CountingBackend::new(FaultyBackend::new(Box::new(shared)));
+        let counter = counting.counter();
+        let table = TableName::new("Checked").unwrap();
+        let data = EntityData {
+            partition_key: PartitionKey::new("p").unwrap(),
+            row_key: RowKey::new("r").unwrap(),
+            properties: Properties::new(),
+        };
+        counting
+            .execute(
+                &table,
+                TableOp::Insert(data),
+                &WriteOptions::new().with_write_log(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(counter.get(Op::Write), 1);
+    }
+}

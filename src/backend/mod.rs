@@ -33,7 +33,6 @@ pub(crate) use table_span;
 
 mod blob;
 pub(crate) mod delegate;
-mod forward;
 pub mod memory;
 pub(crate) mod notes;
 mod table;

@@ -38,13 +38,10 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use tracing::Instrument as _;
 
-use crate::backend::WriteOptions;
 use crate::backend::{
-    Backend, Precondition, QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation,
-    TableOp, Version, validate_batch,
+    Backend, Precondition, StoredEntity, TableBackend, TableOp, Version, validate_batch,
 };
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
@@ -478,8 +475,8 @@ fn stored_epoch(stored: &StoredEntity) -> Result<u64> {
     })
 }
 
-/// The table side of a fenced [`Table`](crate::Table): writes go through
-/// the [`Fence`], reads straight to the backend.
+/// The writes of a fenced [`Table`](crate::Table): each goes through the
+/// [`Fence`] (reads go straight to the backend).
 pub(crate) struct FencedWrites {
     backend: Arc<dyn Backend>,
     fence: Fence,
@@ -496,9 +493,10 @@ impl FencedWrites {
         }
     }
 
-    /// One fenced operation: its version, or its own error (not wrapped in
-    /// [`Error::Batch`]).
-    async fn one(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>> {
+    /// One fenced write: its version, or its own error (not wrapped in
+    /// [`Error::Batch`]). A lost reply is settled as a transaction's, not
+    /// by the write log.
+    pub(crate) async fn execute(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>> {
         match self
             .fence
             .write(&*self.backend, &self.races, table, std::slice::from_ref(op))
@@ -509,6 +507,18 @@ impl FencedWrites {
             Err(e) => Err(e),
         }
     }
+
+    /// A fenced entity-group transaction: the fence row's operation goes
+    /// with `ops`.
+    pub(crate) async fn batch(
+        &self,
+        table: &TableName,
+        ops: &[TableOp],
+    ) -> Result<Vec<Option<Version>>> {
+        self.fence
+            .write(&*self.backend, &self.races, table, ops)
+            .await
+    }
 }
 
 impl fmt::Debug for FencedWrites {
@@ -516,51 +526,6 @@ impl fmt::Debug for FencedWrites {
         f.debug_struct("FencedWrites")
             .field("fence", &self.fence)
             .finish_non_exhaustive()
-    }
-}
-
-#[async_trait]
-impl TableBackend for FencedWrites {
-    async fn create_table(&self, table: &TableName) -> Result<TableCreation> {
-        self.backend.create_table(table).await
-    }
-
-    async fn delete_table(&self, table: &TableName) -> Result<bool> {
-        self.backend.delete_table(table).await
-    }
-
-    async fn list_tables(&self) -> Result<Vec<TableName>> {
-        self.backend.list_tables().await
-    }
-
-    async fn get(
-        &self,
-        table: &TableName,
-        partition_key: &PartitionKey,
-        row_key: &RowKey,
-    ) -> Result<Option<StoredEntity>> {
-        self.backend.get(table, partition_key, row_key).await
-    }
-
-    /// A fenced write settles a lost reply as a transaction's, not by the
-    /// write log.
-    async fn execute(
-        &self,
-        table: &TableName,
-        op: TableOp,
-        _: &WriteOptions,
-    ) -> Result<Option<Version>> {
-        self.one(table, &op).await
-    }
-
-    async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
-        self.fence
-            .write(&*self.backend, &self.races, table, ops)
-            .await
-    }
-
-    async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage> {
-        self.backend.query(table, query).await
     }
 }
 

@@ -275,8 +275,7 @@ impl<E: Entity> Batch<E> {
         );
         let versions = self
             .table
-            .writer()
-            .batch(name, &ops)
+            .execute_batch(name, &ops)
             .instrument(span.clone())
             .await?;
         let mut results = Vec::with_capacity(ops.len());

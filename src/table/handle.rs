@@ -9,7 +9,7 @@ use futures_util::future::BoxFuture;
 use tracing::Instrument as _;
 
 use super::env::TableEnv;
-use super::resolve::{IndexedWrite, Resolve, Routed};
+use super::resolve::{IndexedWrite, Resolve, Routed, needs_resolving};
 use super::stored::versioned;
 use crate::entity::{Entity, Versioned};
 use crate::error::{Error, Result};
@@ -254,9 +254,11 @@ impl<E: Entity> Table<E> {
                     tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
                 async {
                     let stored = self.env.backend().get(name, pk, rk).await?;
-                    let stored = match &self.resolve {
-                        Some(resolve) => resolve.resolve_row(name, stored).await?,
-                        None => stored,
+                    let stored = match (&self.resolve, stored) {
+                        (Some(resolve), Some(row)) if needs_resolving(&row) => {
+                            resolve.resolve_row(name, Some(row)).await?
+                        }
+                        (_, stored) => stored,
                     };
                     match stored {
                         Some(stored) => {

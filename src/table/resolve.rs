@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::tombstone::is_tombstone;
 use crate::backend::{QueryPage, QuerySpec, StoredEntity};
 use crate::entity::Versioned;
 use crate::error::Result;
@@ -19,6 +20,12 @@ use crate::key::{PartitionKey, RowKey, TableName};
 /// The reserved property holding a row's mark: the transaction of the
 /// unit's commit that wrote it, until that commit is finished.
 pub(crate) const MARK: &str = "_lhTxn";
+
+/// Whether `row` needs a [`Resolve`] at all: it carries a mark or is a
+/// tombstone. Most rows do not, and skip the call.
+pub(crate) fn needs_resolving(row: &StoredEntity) -> bool {
+    row.data.properties.get(MARK).is_some() || is_tombstone(&row.data.properties)
+}
 
 /// How a store's tables see rows: with any unit's mark resolved, and
 /// without the tombstones that deletes of indexed types leave.

@@ -10,7 +10,7 @@ use crate::backend::WriteOptions;
 use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
-use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey};
+use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::lease::{Fence, FencedWrites};
 
 impl<E: Entity> Table<E> {
@@ -65,17 +65,13 @@ impl<E: Entity> Table<E> {
         let op_name = op.name();
         // The backend is told where the write log is, to settle a lost
         // reply by it.
+        let options = if log.is_some() {
+            WriteOptions::new().with_write_log()
+        } else {
+            WriteOptions::new()
+        };
         let version = self
-            .writer()
-            .execute(
-                name,
-                op,
-                &if log.is_some() {
-                    WriteOptions::new().with_write_log()
-                } else {
-                    WriteOptions::new()
-                },
-            )
+            .execute(name, op, &options)
             .instrument(span.clone())
             .await?;
         let Version { etag, timestamp } = version.ok_or_else(|| Error::Backend {
@@ -501,8 +497,7 @@ impl<E: Entity> Table<E> {
     pub(crate) async fn send(&self, op: TableOp) -> Result<()> {
         let name = self.ready().await?;
         let span = write_span(name, &op);
-        self.writer()
-            .execute(name, op, &WriteOptions::new())
+        self.execute(name, op, &WriteOptions::new())
             .instrument(span)
             .await
             .map(|_| ())
@@ -561,11 +556,30 @@ impl<E: Entity> Table<E> {
         table
     }
 
-    /// Where this table's writes go: the fenced writer, or the backend.
-    pub(super) fn writer(&self) -> &dyn TableBackend {
+    /// Sends one write: through the fence of a [fenced](Table::fenced)
+    /// table, straight to the backend otherwise.
+    async fn execute(
+        &self,
+        name: &TableName,
+        op: TableOp,
+        options: &WriteOptions,
+    ) -> Result<Option<Version>> {
         match &self.fence {
-            Some(fenced) => &**fenced,
-            None => &**self.env.backend(),
+            Some(fenced) => fenced.execute(name, &op).await,
+            None => self.env.backend().execute(name, op, options).await,
+        }
+    }
+
+    /// Sends an entity-group transaction, fenced as [`Table::execute`]
+    /// sends a write.
+    pub(super) async fn execute_batch(
+        &self,
+        name: &TableName,
+        ops: &[TableOp],
+    ) -> Result<Vec<Option<Version>>> {
+        match &self.fence {
+            Some(fenced) => fenced.batch(name, ops).await,
+            None => self.env.backend().batch(name, ops).await,
         }
     }
 }

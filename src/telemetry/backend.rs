@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::backend::delegate::{Op, delegate_backend};
+use crate::backend::delegate::{Delegate, Op, delegate_backend};
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{BlobBackend, notes};
 use crate::error::{Error, Result};
@@ -68,8 +68,18 @@ impl<B: BlobBackend> Instrumented<B> {
     }
 }
 
-impl<B> Instrumented<B> {
-    async fn call<T>(&self, op: Op, fut: impl Future<Output = Result<T>>) -> Result<T> {
+impl<B: Send + Sync> Delegate for Instrumented<B> {
+    type Inner = B;
+
+    fn inner(&self) -> &B {
+        &self.inner
+    }
+
+    async fn call<T: Send>(
+        &self,
+        op: Op,
+        fut: impl Future<Output = Result<T>> + Send,
+    ) -> Result<T> {
         let _ = OPERATION.try_with(|n| n.set(n.get() + 1));
         let started = Instant::now();
         let (result, noted) = notes::noting(fut).await;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::Op;
-use crate::backend::delegate::delegate_backend;
+use crate::backend::delegate::{Delegate, delegate_backend};
 use crate::error::{Error, Result};
 
 /// What happens to a request picked by a [`FaultInjector`] rule.
@@ -413,8 +413,20 @@ impl<B> FaultyBackend<B> {
     pub fn inner(&self) -> &B {
         &self.inner
     }
+}
 
-    async fn call<T>(&self, op: Op, fut: impl Future<Output = Result<T>>) -> Result<T> {
+impl<B: Send + Sync> Delegate for FaultyBackend<B> {
+    type Inner = B;
+
+    fn inner(&self) -> &B {
+        &self.inner
+    }
+
+    async fn call<T: Send>(
+        &self,
+        op: Op,
+        fut: impl Future<Output = Result<T>> + Send,
+    ) -> Result<T> {
         let (fault, latency) = self.injector.decide(op);
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;

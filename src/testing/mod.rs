@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex};
 pub use faults::{Fault, FaultInjector, FaultyBackend};
 
 pub use crate::backend::delegate::Op;
-use crate::backend::delegate::delegate_backend;
+use crate::backend::delegate::{Delegate, delegate_backend};
 use crate::error::Result;
 
 /// A shared view of the counts of a [`CountingBackend`].
@@ -131,8 +131,20 @@ impl<B> CountingBackend<B> {
     pub fn inner(&self) -> &B {
         &self.inner
     }
+}
 
-    async fn call<T>(&self, op: Op, fut: impl Future<Output = Result<T>>) -> Result<T> {
+impl<B: Send + Sync> Delegate for CountingBackend<B> {
+    type Inner = B;
+
+    fn inner(&self) -> &B {
+        &self.inner
+    }
+
+    async fn call<T: Send>(
+        &self,
+        op: Op,
+        fut: impl Future<Output = Result<T>> + Send,
+    ) -> Result<T> {
         self.counter.record(op);
         fut.await
     }

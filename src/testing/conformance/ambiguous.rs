@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::backend::delegate::delegate_backend;
+use crate::backend::delegate::{Delegate, delegate_backend};
 use crate::testing::Op;
 use crate::{Error, Result};
 
@@ -39,8 +39,20 @@ impl<B> AmbiguousRenews<B> {
     pub(super) fn switch(&self) -> Arc<Mutex<Renews>> {
         self.mode.clone()
     }
+}
 
-    async fn call<T>(&self, op: Op, fut: impl Future<Output = Result<T>>) -> Result<T> {
+impl<B: Send + Sync> Delegate for AmbiguousRenews<B> {
+    type Inner = B;
+
+    fn inner(&self) -> &B {
+        &self.inner
+    }
+
+    async fn call<T: Send>(
+        &self,
+        op: Op,
+        fut: impl Future<Output = Result<T>> + Send,
+    ) -> Result<T> {
         if op != Op::RenewLease {
             return fut.await;
         }
