@@ -96,12 +96,6 @@ impl Op {
 /// and every wrapper ([`crate::testing`]'s, the store's metrics) implement
 /// it, and [`delegate_backend!`] implements both backend traits for them.
 pub(crate) trait Delegate {
-    /// The backend requests go to.
-    type Inner: ?Sized;
-
-    /// The backend requests go to.
-    fn inner(&self) -> &Self::Inner;
-
     /// Runs request `op`: `fut`, the inner backend's answer to it.
     fn call<T: Send>(
         &self,
@@ -114,10 +108,6 @@ pub(crate) trait Delegate {
 macro_rules! deref_delegate {
     ($ptr:ident) => {
         impl<T: ?Sized> Delegate for $ptr<T> {
-            type Inner = T;
-            fn inner(&self) -> &T {
-                self
-            }
             fn call<R: Send>(
                 &self,
                 _: Op,
@@ -126,27 +116,31 @@ macro_rules! deref_delegate {
                 fut
             }
         }
-        delegate_backend!(?Sized $ptr);
+        delegate_backend!(@impl [+ ?Sized] $ptr deref);
     };
 }
 
 /// Implements [`TableBackend`](crate::backend::TableBackend) and
 /// [`BlobBackend`](crate::backend::BlobBackend) for a wrapper type
-/// `$wrapper<B>` that implements [`Delegate`] with `Inner = B`
-/// (`?Sized $wrapper` for a `B` that may be unsized).
+/// `$wrapper<B>` with an `inner: B` field that implements [`Delegate`].
 macro_rules! delegate_backend {
     ($wrapper:ident) => {
-        $crate::backend::delegate::delegate_backend!(@impl [] $wrapper);
+        $crate::backend::delegate::delegate_backend!(@impl [] $wrapper field);
     };
-    (?Sized $wrapper:ident) => {
-        $crate::backend::delegate::delegate_backend!(@impl [+ ?Sized] $wrapper);
+    // The backend a wrapper's requests go to: its `inner` field, or what a
+    // pointer points at.
+    (@inner field $s:expr) => {
+        $s.inner
     };
-    (@impl [$($unsized:tt)*] $wrapper:ident) => {
+    (@inner deref $s:expr) => {
+        (**$s)
+    };
+    (@impl [$($unsized:tt)*] $wrapper:ident $mode:ident) => {
         #[deny(clippy::missing_trait_methods)]
         #[async_trait::async_trait]
         impl<B: $crate::backend::TableBackend $($unsized)*> $crate::backend::TableBackend for $wrapper<B>
         where
-            $wrapper<B>: $crate::backend::delegate::Delegate<Inner = B>,
+            $wrapper<B>: $crate::backend::delegate::Delegate,
         {
             async fn create_table(
                 &self,
@@ -154,21 +148,21 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<$crate::backend::TableCreation> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::CreateTable,
-                    $crate::backend::delegate::Delegate::inner(self).create_table(table),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).create_table(table),
                 )
                 .await
             }
             async fn delete_table(&self, table: &$crate::key::TableName) -> $crate::Result<bool> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::DeleteTable,
-                    $crate::backend::delegate::Delegate::inner(self).delete_table(table),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).delete_table(table),
                 )
                 .await
             }
             async fn list_tables(&self) -> $crate::Result<Vec<$crate::key::TableName>> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::ListTables,
-                    $crate::backend::delegate::Delegate::inner(self).list_tables(),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).list_tables(),
                 )
                 .await
             }
@@ -180,7 +174,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<Option<$crate::backend::StoredEntity>> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::Get,
-                    $crate::backend::delegate::Delegate::inner(self).get(table, partition_key, row_key),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).get(table, partition_key, row_key),
                 )
                 .await
             }
@@ -192,7 +186,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<Option<$crate::backend::Version>> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::Write,
-                    $crate::backend::delegate::Delegate::inner(self).execute(table, op, options),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).execute(table, op, options),
                 )
                 .await
             }
@@ -203,7 +197,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<Vec<Option<$crate::backend::Version>>> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::Batch,
-                    $crate::backend::delegate::Delegate::inner(self).batch(table, ops),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).batch(table, ops),
                 )
                 .await
             }
@@ -214,7 +208,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<$crate::backend::QueryPage> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::Query,
-                    $crate::backend::delegate::Delegate::inner(self).query(table, query),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).query(table, query),
                 )
                 .await
             }
@@ -224,10 +218,10 @@ macro_rules! delegate_backend {
         #[async_trait::async_trait]
         impl<B: $crate::backend::BlobBackend $($unsized)*> $crate::backend::BlobBackend for $wrapper<B>
         where
-            $wrapper<B>: $crate::backend::delegate::Delegate<Inner = B>,
+            $wrapper<B>: $crate::backend::delegate::Delegate,
         {
             fn endpoint(&self) -> String {
-                $crate::backend::delegate::Delegate::inner(self).endpoint()
+                $crate::backend::delegate::delegate_backend!(@inner $mode self).endpoint()
             }
             async fn create_container(
                 &self,
@@ -235,7 +229,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<()> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::CreateContainer,
-                    $crate::backend::delegate::Delegate::inner(self).create_container(container),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).create_container(container),
                 )
                 .await
             }
@@ -249,7 +243,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<$crate::key::ETag> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::PutBlob,
-                    $crate::backend::delegate::Delegate::inner(self)
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self)
                         .put_blob(container, blob, body, metadata, conditions),
                 )
                 .await
@@ -261,7 +255,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<Option<$crate::backend::Blob>> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::GetBlob,
-                    $crate::backend::delegate::Delegate::inner(self).get_blob(container, blob),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).get_blob(container, blob),
                 )
                 .await
             }
@@ -272,7 +266,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<Option<$crate::backend::BlobProperties>> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::BlobProperties,
-                    $crate::backend::delegate::Delegate::inner(self).blob_properties(container, blob),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).blob_properties(container, blob),
                 )
                 .await
             }
@@ -285,7 +279,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<$crate::key::ETag> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::SetBlobMetadata,
-                    $crate::backend::delegate::Delegate::inner(self)
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self)
                         .set_blob_metadata(container, blob, metadata, conditions),
                 )
                 .await
@@ -298,7 +292,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<()> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::DeleteBlob,
-                    $crate::backend::delegate::Delegate::inner(self).delete_blob(container, blob, conditions),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).delete_blob(container, blob, conditions),
                 )
                 .await
             }
@@ -310,7 +304,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<$crate::backend::BlobListPage> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::ListBlobs,
-                    $crate::backend::delegate::Delegate::inner(self).list_blobs(container, prefix, marker),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).list_blobs(container, prefix, marker),
                 )
                 .await
             }
@@ -323,7 +317,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<$crate::backend::AcquiredLease> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::AcquireLease,
-                    $crate::backend::delegate::Delegate::inner(self)
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self)
                         .acquire_lease(container, blob, duration, proposed_id),
                 )
                 .await
@@ -336,7 +330,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<()> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::RenewLease,
-                    $crate::backend::delegate::Delegate::inner(self).renew_lease(container, blob, id),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).renew_lease(container, blob, id),
                 )
                 .await
             }
@@ -349,7 +343,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<$crate::backend::LeaseId> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::ChangeLease,
-                    $crate::backend::delegate::Delegate::inner(self).change_lease(container, blob, id, proposed_id),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).change_lease(container, blob, id, proposed_id),
                 )
                 .await
             }
@@ -361,7 +355,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<()> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::ReleaseLease,
-                    $crate::backend::delegate::Delegate::inner(self).release_lease(container, blob, id),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).release_lease(container, blob, id),
                 )
                 .await
             }
@@ -373,7 +367,7 @@ macro_rules! delegate_backend {
             ) -> $crate::Result<std::time::Duration> {
                 $crate::backend::delegate::Delegate::call(self,
                     $crate::backend::delegate::Op::BreakLease,
-                    $crate::backend::delegate::Delegate::inner(self).break_lease(container, blob, period),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).break_lease(container, blob, period),
                 )
                 .await
             }

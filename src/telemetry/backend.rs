@@ -69,12 +69,6 @@ impl<B: BlobBackend> Instrumented<B> {
 }
 
 impl<B: Send + Sync> Delegate for Instrumented<B> {
-    type Inner = B;
-
-    fn inner(&self) -> &B {
-        &self.inner
-    }
-
     async fn call<T: Send>(
         &self,
         op: Op,

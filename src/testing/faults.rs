@@ -416,12 +416,6 @@ impl<B> FaultyBackend<B> {
 }
 
 impl<B: Send + Sync> Delegate for FaultyBackend<B> {
-    type Inner = B;
-
-    fn inner(&self) -> &B {
-        &self.inner
-    }
-
     async fn call<T: Send>(
         &self,
         op: Op,

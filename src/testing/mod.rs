@@ -134,12 +134,6 @@ impl<B> CountingBackend<B> {
 }
 
 impl<B: Send + Sync> Delegate for CountingBackend<B> {
-    type Inner = B;
-
-    fn inner(&self) -> &B {
-        &self.inner
-    }
-
     async fn call<T: Send>(
         &self,
         op: Op,

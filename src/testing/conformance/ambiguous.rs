@@ -42,12 +42,6 @@ impl<B> AmbiguousRenews<B> {
 }
 
 impl<B: Send + Sync> Delegate for AmbiguousRenews<B> {
-    type Inner = B;
-
-    fn inner(&self) -> &B {
-        &self.inner
-    }
-
     async fn call<T: Send>(
         &self,
         op: Op,
