@@ -1,7 +1,7 @@
 //! A unit's part in the index claims of its commit: it notes the indexed
 //! types it writes, and hands its staged writes to the store's
-//! [`CommitClaims`] before the commit sends anything (see
-//! `crate::index`).
+//! [`CommitClaims`](super::env::CommitClaims) before the commit sends
+//! anything (see `crate::index`).
 
 use super::env::{AfterCommit, CommitView, IndexedType};
 use super::unit::Unit;
@@ -12,9 +12,9 @@ use crate::key::TableName;
 impl Unit {
     /// Records that the unit writes entities of `E` to `table`, so that its
     /// commit claims their indexed values.
-    pub(super) fn note_indexes<E: Entity>(&mut self, table: &TableName) -> Result<()> {
+    pub(super) fn note_indexes<E: Entity>(&mut self, table: &TableName) {
         if E::INDEXES.is_empty() || self.indexed.iter().any(|i| &i.table == table) {
-            return Ok(());
+            return;
         }
         self.indexed.push(IndexedType {
             table: table.clone(),
@@ -22,7 +22,6 @@ impl Unit {
             type_name: short_type_name::<E>(),
             defs: E::INDEXES,
         });
-        Ok(())
     }
 
     /// Runs the store's commit claims, if the unit writes indexed types.

@@ -418,7 +418,7 @@ impl Unit {
         let data = entity.encode()?;
         let part = self.part_of(&data.partition_key, what)?;
         let table = self.table_of::<E>()?;
-        self.note_indexes::<E>(&table)?;
+        self.note_indexes::<E>(&table);
         Ok((
             Slot {
                 part,
