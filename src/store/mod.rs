@@ -37,6 +37,9 @@ struct StoreInner {
     /// with every table of this store), the partition locks and their
     /// options (shared with every unit).
     locking: Arc<LockEnv>,
+    /// How the tables of this store see rows (unit marks resolved), handed
+    /// to every table.
+    resolve: Arc<dyn crate::table::Resolve>,
     leases: LeaseManager,
 }
 
@@ -179,9 +182,11 @@ impl Store {
             telemetry,
         ));
         let claims: Arc<dyn CommitClaims> = Arc::new(UnitClaims);
+        let locking = Arc::new(LockEnv::new(tables, locks, lock_options, Some(claims)));
         Store {
             inner: Arc::new(StoreInner {
-                locking: Arc::new(LockEnv::new(tables, locks, lock_options, Some(claims))),
+                resolve: Arc::new(crate::lock::MarkResolve(Arc::clone(&locking))),
+                locking,
                 leases,
             }),
         }
@@ -277,6 +282,11 @@ impl Store {
     /// What the units of this store share.
     pub(crate) fn locking(&self) -> &Arc<LockEnv> {
         &self.inner.locking
+    }
+
+    /// How the tables of this store see rows: unit marks resolved.
+    pub(crate) fn resolve(&self) -> Arc<dyn crate::table::Resolve> {
+        Arc::clone(&self.inner.resolve)
     }
 }
 

@@ -38,11 +38,6 @@ impl Store {
         dynamic
     }
 
-    /// How the tables of this store see rows: unit marks resolved.
-    fn resolve(&self) -> Arc<dyn crate::table::Resolve> {
-        Arc::new(crate::lock::MarkResolve(Arc::clone(self.locking())))
-    }
-
     /// Takes the lock of a partition, waiting up to the configured
     /// [`LockOptions::acquire_timeout`](crate::lock::LockOptions::acquire_timeout), and rolls forward a commit that a
     /// previous holder left unfinished. See [`crate::lock`].

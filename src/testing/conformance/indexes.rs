@@ -3,6 +3,7 @@
 //! registrations, error paths that change nothing, and verify/rebuild of
 //! index rows broken by a writer outside leasehold.
 
+use super::lock_many::process;
 use std::sync::Arc;
 
 use crate::backend::WriteOptions;
@@ -716,6 +717,16 @@ struct Member {
     note: String,
 }
 
+/// A member without a note.
+fn member(region: &str, id: &str, email: &str) -> Member {
+    Member {
+        region: region.into(),
+        id: id.into(),
+        email: email.into(),
+        note: String::new(),
+    }
+}
+
 /// The request budget of indexed writes: claims first, then the entity's
 /// row, no lock. An insert claiming a fresh value costs 2 requests, a
 /// replace moving it 4 (the claim, the old claim's read, the write, the old
@@ -734,12 +745,7 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
         .expect("valid store");
     let t = store.table::<Member>();
     let c = Member::columns();
-    let member = |id: &str, email: &str| Member {
-        region: "eu".into(),
-        id: id.into(),
-        email: email.into(),
-        note: String::new(),
-    };
+    let member = |id: &str, email: &str| member("eu", id, email);
     // Warm: the tables and the definitions.
     let w = t.insert(member("w1", "w@x.org")).await.expect("warm");
     t.delete(&w).await.expect("warm");
@@ -809,27 +815,13 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
 /// again, the entity holds the old or the new value, lookups agree, and
 /// the index has no orphan and no missing row.
 pub async fn a_crash_at_every_step_of_an_indexed_write_leaves_a_consistent_index(ctx: &Ctx) {
-    use leasehold::lease::LeaseOptions;
     use leasehold::testing::FaultyBackend;
-    let process = |backend: Arc<dyn leasehold::backend::Backend>, prefix: &str| {
-        Store::builder_shared(backend)
-            .table_prefix(prefix)
-            .expect("valid prefix")
-            .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
-            .build()
-            .expect("valid store")
-    };
-    let member = |email: &str| Member {
-        region: "eu".into(),
-        id: "ann".into(),
-        email: email.into(),
-        note: String::new(),
-    };
+    let member = |email: &str| member("eu", "ann", email);
     let mut runs = Vec::new();
     for nth in 1..=24u64 {
         let prefix = format!("{}c{nth}", ctx.prefix());
         runs.push(async move {
-            let healthy = process(ctx.backend().clone(), &prefix);
+            let healthy = process(ctx, ctx.backend().clone(), &prefix);
             let t = healthy.table::<Member>();
             t.insert(member("a@x.org")).await.expect("ann");
             // Every lock blob exists before the crash run.
@@ -847,7 +839,7 @@ pub async fn a_crash_at_every_step_of_an_indexed_write_leaves_a_consistent_index
                 .expect("abandon");
             let faulty = FaultyBackend::new(ctx.backend().clone());
             let injector = faulty.injector();
-            let dying = process(Arc::new(faulty), &prefix);
+            let dying = process(ctx, Arc::new(faulty), &prefix);
             let mut ann = dying
                 .table::<Member>()
                 .get("eu", "ann")
@@ -964,22 +956,7 @@ async fn invariant(store: &Store, what: &str) -> Option<String> {
 /// `verify_indexes` finds nothing missing or orphaned. A write reported
 /// done is applied.
 pub async fn a_crash_or_lost_reply_at_every_request_keeps_the_index_invariant(ctx: &Ctx) {
-    use leasehold::lease::LeaseOptions;
     use leasehold::testing::{Fault, FaultyBackend};
-    let process = |backend: Arc<dyn leasehold::backend::Backend>, prefix: &str| {
-        Store::builder_shared(backend)
-            .table_prefix(prefix)
-            .expect("valid prefix")
-            .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
-            .build()
-            .expect("valid store")
-    };
-    let member = |region: &str, id: &str, email: &str| Member {
-        region: region.into(),
-        id: id.into(),
-        email: email.into(),
-        note: String::new(),
-    };
     // More than any of the writes sends: a unit's include its lock's.
     let requests = |via: Via| match via {
         Via::Table => 12u64,
@@ -1001,7 +978,7 @@ pub async fn a_crash_or_lost_reply_at_every_request_keeps_the_index_invariant(ct
                     );
                     let what = format!("{via:?} {change:?}, {fault:?} at request {nth}");
                     runs.push(async move {
-                        let healthy = process(ctx.backend().clone(), &prefix);
+                        let healthy = process(ctx, ctx.backend().clone(), &prefix);
                         let t = healthy.table::<Member>();
                         // b@x.org is left claimed by a deleted entity.
                         let old = t.insert(member("us", "old", "b@x.org")).await.expect("old");
@@ -1011,7 +988,7 @@ pub async fn a_crash_or_lost_reply_at_every_request_keeps_the_index_invariant(ct
                         }
                         let faulty = FaultyBackend::new(ctx.backend().clone());
                         let injector = faulty.injector();
-                        let dying = process(Arc::new(faulty), &prefix);
+                        let dying = process(ctx, Arc::new(faulty), &prefix);
                         let d = dying.table::<Member>();
                         let current = match change {
                             Change::Insert => None,
@@ -1113,12 +1090,6 @@ pub async fn a_crash_or_lost_reply_at_every_request_keeps_the_index_invariant(ct
 /// write, sent when it wakes, is refused: never two holders.
 pub async fn writers_racing_for_a_stalled_owners_value_leave_one_holder(ctx: &Ctx) {
     use leasehold::testing::{Fault, FaultyBackend, Op};
-    let member = |region: &str, id: &str, email: &str| Member {
-        region: region.into(),
-        id: id.into(),
-        email: email.into(),
-        note: String::new(),
-    };
     let prefix = format!("{}st", ctx.prefix());
     let healthy = Store::builder_shared(ctx.backend().clone())
         .table_prefix(prefix.as_str())
@@ -1182,30 +1153,15 @@ pub async fn writers_racing_for_a_stalled_owners_value_leave_one_holder(ctx: &Ct
 /// once (it holds the primary) rather than waiting for a lock it holds
 /// itself, takes the claim over and commits.
 pub async fn a_unit_holding_a_dead_commits_primary_claims_its_marked_value(ctx: &Ctx) {
-    use leasehold::lease::LeaseOptions;
     use leasehold::testing::{Fault, FaultyBackend, Op};
-    let process = |backend: Arc<dyn leasehold::backend::Backend>, prefix: &str| {
-        Store::builder_shared(backend)
-            .table_prefix(prefix)
-            .expect("valid prefix")
-            .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
-            .build()
-            .expect("valid store")
-    };
-    let member = |region: &str, id: &str, email: &str| Member {
-        region: region.into(),
-        id: id.into(),
-        email: email.into(),
-        note: String::new(),
-    };
     let prefix = format!("{}dm", ctx.prefix());
-    let healthy = process(ctx.backend().clone(), &prefix);
+    let healthy = process(ctx, ctx.backend().clone(), &prefix);
     let t = healthy.table::<Member>();
     let w = t.insert(member("r9", "w", "w@x.org")).await.expect("warm");
     t.delete(&w).await.expect("warm");
     let faulty = FaultyBackend::new(ctx.backend().clone());
     let injector = faulty.injector();
-    let dying = process(Arc::new(faulty), &prefix);
+    let dying = process(ctx, Arc::new(faulty), &prefix);
     let mut unit = dying.lock_many(["r2", "r5"]).await.expect("lock");
     unit.insert(&member("r2", "y", "v2@x.org")).expect("staged");
     unit.insert(&member("r5", "y", "v5@x.org")).expect("staged");

@@ -42,7 +42,7 @@ struct Entry {
 
 /// A store ("process") on `backend` with the given table prefix, its locks
 /// lasting the context's lease duration.
-fn process(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
+pub(super) fn process(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
     Store::builder_shared(backend)
         .table_prefix(prefix)
         .expect("valid prefix")
