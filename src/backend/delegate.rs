@@ -8,10 +8,13 @@
 //! method added to a trait with a default body is a lint error here until it
 //! is forwarded.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::backend::{TableOp, Version, WriteOptions};
 use crate::error::Result;
+use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
 
 /// The kind of a backend request, as wrappers see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -65,7 +68,6 @@ impl Op {
     }
 
     /// The request's name in metrics (`db.operation.name`).
-    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
     pub(crate) fn name(self) -> &'static str {
         match self {
             Op::CreateTable => "create_table",
@@ -91,17 +93,141 @@ impl Op {
     }
 }
 
+/// One backend request as wrappers see it: its kind and what it is about
+/// (for spans). Made by [`delegate_backend!`] before the request is sent.
+#[derive(Debug)]
+pub(crate) struct Request<'a> {
+    /// The kind of request.
+    pub(crate) op: Op,
+    /// `db.operation.name` of its span: the write's kind (`insert`,
+    /// `replace`, ...) for a write, [`Op::name`] otherwise.
+    pub(crate) name: &'static str,
+    /// What the request is about.
+    pub(crate) target: Target<'a>,
+}
+
+/// What a [`Request`] is about.
+#[derive(Debug)]
+pub(crate) enum Target<'a> {
+    /// The account (listing tables).
+    Account,
+    /// A table, one of its partitions or rows, or a batch of `size`
+    /// operations.
+    Table {
+        table: &'a TableName,
+        partition: Option<Cow<'a, PartitionKey>>,
+        row: Option<Cow<'a, RowKey>>,
+        size: Option<usize>,
+    },
+    /// A container or one of its blobs.
+    Blob {
+        container: &'a ContainerName,
+        blob: Option<&'a BlobName>,
+    },
+}
+
+impl<'a> Request<'a> {
+    pub(crate) fn account(op: Op) -> Self {
+        Request {
+            op,
+            name: op.name(),
+            target: Target::Account,
+        }
+    }
+
+    pub(crate) fn table(op: Op, table: &'a TableName) -> Self {
+        Request {
+            op,
+            name: op.name(),
+            target: Target::Table {
+                table,
+                partition: None,
+                row: None,
+                size: None,
+            },
+        }
+    }
+
+    pub(crate) fn row(op: Op, table: &'a TableName, pk: &'a PartitionKey, rk: &'a RowKey) -> Self {
+        Request {
+            op,
+            name: op.name(),
+            target: Target::Table {
+                table,
+                partition: Some(Cow::Borrowed(pk)),
+                row: Some(Cow::Borrowed(rk)),
+                size: None,
+            },
+        }
+    }
+
+    /// A write: its keys are copied, as the write itself moves on.
+    pub(crate) fn write(table: &'a TableName, op: &TableOp) -> Self {
+        Request {
+            op: Op::Write,
+            name: op.name(),
+            target: Target::Table {
+                table,
+                partition: Some(Cow::Owned(op.partition_key().clone())),
+                row: Some(Cow::Owned(op.row_key().clone())),
+                size: None,
+            },
+        }
+    }
+
+    pub(crate) fn batch(table: &'a TableName, ops: &'a [TableOp]) -> Self {
+        Request {
+            op: Op::Batch,
+            name: Op::Batch.name(),
+            target: Target::Table {
+                table,
+                partition: ops.first().map(|op| Cow::Borrowed(op.partition_key())),
+                row: None,
+                size: Some(ops.len()),
+            },
+        }
+    }
+
+    pub(crate) fn blob(op: Op, container: &'a ContainerName, blob: Option<&'a BlobName>) -> Self {
+        Request {
+            op,
+            name: op.name(),
+            target: Target::Blob { container, blob },
+        }
+    }
+}
+
 /// A backend that hands every request to another, the one forwarding
 /// mechanism of the crate: shared and boxed backends (`Arc<B>`, `Box<B>`)
 /// and every wrapper ([`crate::testing`]'s, the store's metrics) implement
 /// it, and [`delegate_backend!`] implements both backend traits for them.
 pub(crate) trait Delegate {
-    /// Runs request `op`: `fut`, the inner backend's answer to it.
+    /// Runs `request`: `fut`, the inner backend's answer to it.
     fn call<T: Send>(
         &self,
-        op: Op,
+        request: &Request<'_>,
         fut: impl Future<Output = Result<T>> + Send,
     ) -> impl Future<Output = Result<T>> + Send;
+}
+
+/// A wrapper that sends writes its own way (a fence sends each as a
+/// transaction with its fence row): `delegate_backend!(W, own writes)`
+/// hands `execute` and `batch` to it.
+pub(crate) trait Writes {
+    /// Sends one write.
+    fn execute(
+        &self,
+        table: &TableName,
+        op: TableOp,
+        options: &WriteOptions,
+    ) -> impl Future<Output = Result<Option<Version>>> + Send;
+
+    /// Sends an entity-group transaction.
+    fn batch(
+        &self,
+        table: &TableName,
+        ops: &[TableOp],
+    ) -> impl Future<Output = Result<Vec<Option<Version>>>> + Send;
 }
 
 /// Shared and boxed backends: every request as it is.
@@ -110,13 +236,13 @@ macro_rules! deref_delegate {
         impl<T: ?Sized> Delegate for $ptr<T> {
             fn call<R: Send>(
                 &self,
-                _: Op,
+                _: &Request<'_>,
                 fut: impl Future<Output = Result<R>> + Send,
             ) -> impl Future<Output = Result<R>> + Send {
                 fut
             }
         }
-        delegate_backend!(@impl [+ ?Sized] $ptr deref);
+        delegate_backend!(@impl [+ ?Sized] $ptr deref plain);
     };
 }
 
@@ -125,7 +251,24 @@ macro_rules! deref_delegate {
 /// `$wrapper<B>` with an `inner: B` field that implements [`Delegate`].
 macro_rules! delegate_backend {
     ($wrapper:ident) => {
-        $crate::backend::delegate::delegate_backend!(@impl [] $wrapper field);
+        $crate::backend::delegate::delegate_backend!(@impl [] $wrapper field plain);
+    };
+    // A wrapper that sends writes its own way: `execute` and `batch` go to
+    // its [`Writes`], every other request to its `inner` field.
+    ($wrapper:ident, own writes) => {
+        $crate::backend::delegate::delegate_backend!(@impl [] $wrapper field own);
+    };
+    (@execute plain $mode:ident $s:ident $table:ident $op:ident $options:ident) => {
+        $crate::backend::delegate::delegate_backend!(@inner $mode $s).execute($table, $op, $options)
+    };
+    (@execute own $mode:ident $s:ident $table:ident $op:ident $options:ident) => {
+        $crate::backend::delegate::Writes::execute($s, $table, $op, $options)
+    };
+    (@batch plain $mode:ident $s:ident $table:ident $ops:ident) => {
+        $crate::backend::delegate::delegate_backend!(@inner $mode $s).batch($table, $ops)
+    };
+    (@batch own $mode:ident $s:ident $table:ident $ops:ident) => {
+        $crate::backend::delegate::Writes::batch($s, $table, $ops)
     };
     // The backend a wrapper's requests go to: its `inner` field, or what a
     // pointer points at.
@@ -135,33 +278,39 @@ macro_rules! delegate_backend {
     (@inner deref $s:expr) => {
         (**$s)
     };
-    (@impl [$($unsized:tt)*] $wrapper:ident $mode:ident) => {
+    (@impl [$($unsized:tt)*] $wrapper:ident $mode:ident $writes:ident) => {
         #[deny(clippy::missing_trait_methods)]
         #[async_trait::async_trait]
         impl<B: $crate::backend::TableBackend $($unsized)*> $crate::backend::TableBackend for $wrapper<B>
         where
             $wrapper<B>: $crate::backend::delegate::Delegate,
         {
+            fn system_name(&self) -> &'static str {
+                $crate::backend::delegate::delegate_backend!(@inner $mode self).system_name()
+            }
+            fn server_address(&self) -> Option<String> {
+                $crate::backend::delegate::delegate_backend!(@inner $mode self).server_address()
+            }
             async fn create_table(
                 &self,
                 table: &$crate::key::TableName,
             ) -> $crate::Result<$crate::backend::TableCreation> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::CreateTable,
+                    &$crate::backend::delegate::Request::table($crate::backend::delegate::Op::CreateTable, table),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).create_table(table),
                 )
                 .await
             }
             async fn delete_table(&self, table: &$crate::key::TableName) -> $crate::Result<bool> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::DeleteTable,
+                    &$crate::backend::delegate::Request::table($crate::backend::delegate::Op::DeleteTable, table),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).delete_table(table),
                 )
                 .await
             }
             async fn list_tables(&self) -> $crate::Result<Vec<$crate::key::TableName>> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::ListTables,
+                    &$crate::backend::delegate::Request::account($crate::backend::delegate::Op::ListTables),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).list_tables(),
                 )
                 .await
@@ -173,7 +322,7 @@ macro_rules! delegate_backend {
                 row_key: &$crate::key::RowKey,
             ) -> $crate::Result<Option<$crate::backend::StoredEntity>> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::Get,
+                    &$crate::backend::delegate::Request::row($crate::backend::delegate::Op::Get, table, partition_key, row_key),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).get(table, partition_key, row_key),
                 )
                 .await
@@ -185,8 +334,8 @@ macro_rules! delegate_backend {
                 options: &$crate::backend::WriteOptions,
             ) -> $crate::Result<Option<$crate::backend::Version>> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::Write,
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).execute(table, op, options),
+                    &$crate::backend::delegate::Request::write(table, &op),
+                    $crate::backend::delegate::delegate_backend!(@execute $writes $mode self table op options),
                 )
                 .await
             }
@@ -196,8 +345,8 @@ macro_rules! delegate_backend {
                 ops: &[$crate::backend::TableOp],
             ) -> $crate::Result<Vec<Option<$crate::backend::Version>>> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::Batch,
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).batch(table, ops),
+                    &$crate::backend::delegate::Request::batch(table, ops),
+                    $crate::backend::delegate::delegate_backend!(@batch $writes $mode self table ops),
                 )
                 .await
             }
@@ -207,7 +356,7 @@ macro_rules! delegate_backend {
                 query: &$crate::backend::QuerySpec,
             ) -> $crate::Result<$crate::backend::QueryPage> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::Query,
+                    &$crate::backend::delegate::Request::table($crate::backend::delegate::Op::Query, table),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).query(table, query),
                 )
                 .await
@@ -228,7 +377,7 @@ macro_rules! delegate_backend {
                 container: &$crate::key::ContainerName,
             ) -> $crate::Result<()> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::CreateContainer,
+                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::CreateContainer, container, None),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).create_container(container),
                 )
                 .await
@@ -242,7 +391,7 @@ macro_rules! delegate_backend {
                 conditions: &$crate::backend::BlobConditions,
             ) -> $crate::Result<$crate::key::ETag> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::PutBlob,
+                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::PutBlob, container, Some(blob)),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self)
                         .put_blob(container, blob, body, metadata, conditions),
                 )
@@ -254,7 +403,7 @@ macro_rules! delegate_backend {
                 blob: &$crate::key::BlobName,
             ) -> $crate::Result<Option<$crate::backend::Blob>> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::GetBlob,
+                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::GetBlob, container, Some(blob)),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).get_blob(container, blob),
                 )
                 .await
@@ -265,7 +414,7 @@ macro_rules! delegate_backend {
                 blob: &$crate::key::BlobName,
             ) -> $crate::Result<Option<$crate::backend::BlobProperties>> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::BlobProperties,
+                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::BlobProperties, container, Some(blob)),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).blob_properties(container, blob),
                 )
                 .await
@@ -278,7 +427,7 @@ macro_rules! delegate_backend {
                 conditions: &$crate::backend::BlobConditions,
             ) -> $crate::Result<$crate::key::ETag> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::SetBlobMetadata,
+                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::SetBlobMetadata, container, Some(blob)),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self)
                         .set_blob_metadata(container, blob, metadata, conditions),
                 )
@@ -291,7 +440,7 @@ macro_rules! delegate_backend {
                 conditions: &$crate::backend::BlobConditions,
             ) -> $crate::Result<()> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::DeleteBlob,
+                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::DeleteBlob, container, Some(blob)),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).delete_blob(container, blob, conditions),
                 )
                 .await
@@ -303,7 +452,7 @@ macro_rules! delegate_backend {
                 marker: Option<&str>,
             ) -> $crate::Result<$crate::backend::BlobListPage> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::ListBlobs,
+                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::ListBlobs, container, None),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).list_blobs(container, prefix, marker),
                 )
                 .await
@@ -316,7 +465,7 @@ macro_rules! delegate_backend {
                 proposed_id: $crate::backend::LeaseId,
             ) -> $crate::Result<$crate::backend::AcquiredLease> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::AcquireLease,
+                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::AcquireLease, container, Some(blob)),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self)
                         .acquire_lease(container, blob, duration, proposed_id),
                 )
@@ -329,7 +478,7 @@ macro_rules! delegate_backend {
                 id: $crate::backend::LeaseId,
             ) -> $crate::Result<()> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::RenewLease,
+                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::RenewLease, container, Some(blob)),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).renew_lease(container, blob, id),
                 )
                 .await
@@ -342,7 +491,7 @@ macro_rules! delegate_backend {
                 proposed_id: $crate::backend::LeaseId,
             ) -> $crate::Result<$crate::backend::LeaseId> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::ChangeLease,
+                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::ChangeLease, container, Some(blob)),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).change_lease(container, blob, id, proposed_id),
                 )
                 .await
@@ -354,7 +503,7 @@ macro_rules! delegate_backend {
                 id: $crate::backend::LeaseId,
             ) -> $crate::Result<()> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::ReleaseLease,
+                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::ReleaseLease, container, Some(blob)),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).release_lease(container, blob, id),
                 )
                 .await
@@ -366,7 +515,7 @@ macro_rules! delegate_backend {
                 period: Option<std::time::Duration>,
             ) -> $crate::Result<std::time::Duration> {
                 $crate::backend::delegate::Delegate::call(self,
-                    $crate::backend::delegate::Op::BreakLease,
+                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::BreakLease, container, Some(blob)),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).break_lease(container, blob, period),
                 )
                 .await

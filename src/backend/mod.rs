@@ -12,30 +12,13 @@
 //! (`src/testing/conformance/`, published as `testing::conformance` under
 //! the `conformance` feature) holds them to it.
 
-/// A debug span of one Table request by backend `$system`, with
-/// OpenTelemetry's database-client attributes (`db.system.name`,
-/// `db.operation.name`, `db.collection.name`; named `{operation} {table}`,
-/// of kind client, for `tracing-opentelemetry`) and the fields that follow.
-macro_rules! table_span {
-    ($name:literal, $system:expr, $op:expr, $table:expr $(, $($fields:tt)*)?) => {
-        tracing::debug_span!(
-            $name,
-            otel.name = %format_args!("{} {}", $op, $table),
-            otel.kind = "client",
-            db.system.name = $system,
-            db.operation.name = $op,
-            db.collection.name = %$table
-            $(, $($fields)*)?
-        )
-    };
-}
-pub(crate) use table_span;
-
 mod blob;
 pub(crate) mod delegate;
+mod layer;
 pub mod memory;
 pub(crate) mod notes;
 mod table;
+mod trace;
 pub(crate) mod wire;
 pub(crate) mod write_log;
 
@@ -51,10 +34,12 @@ pub use blob::{
     AcquiredLease, Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode,
     LeaseDuration, LeaseId, LeaseInfo, LeaseKind, LeaseState, Metadata,
 };
+pub use layer::Layer;
 pub(crate) use table::validate_batch;
 pub use table::{
     Precondition, QueryPage, QuerySpec, StoredEntity, TableCreation, TableOp, Version, WriteOptions,
 };
+pub(crate) use trace::Tracing;
 
 use crate::error::Result;
 use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
@@ -65,6 +50,20 @@ use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
 /// each method and of [`TableOp`].
 #[async_trait]
 pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
+    /// `db.system.name` of the backend's request spans and metrics (see
+    /// [`Layer`]): `leasehold.memory`, `azure.storage`. Wrappers report
+    /// the backend they wrap. Default: `other`.
+    fn system_name(&self) -> &'static str {
+        "other"
+    }
+
+    /// `server.address` of the backend's request spans: the Table
+    /// service's host, never with credentials. Wrappers report the backend
+    /// they wrap. Default: none.
+    fn server_address(&self) -> Option<String> {
+        None
+    }
+
     /// Creates the table unless it exists. Succeeds in both cases, and
     /// says which.
     ///

@@ -36,12 +36,15 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use tracing::Instrument as _;
 
+use crate::backend::delegate::{Delegate, Request, Writes, delegate_backend};
 use crate::backend::{
-    Backend, Precondition, StoredEntity, TableBackend, TableOp, Version, validate_batch,
+    Backend, Layer, Precondition, StoredEntity, TableBackend, TableOp, Version, WriteOptions,
+    validate_batch,
 };
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
@@ -475,31 +478,52 @@ fn stored_epoch(stored: &StoredEntity) -> Result<u64> {
     })
 }
 
-/// The writes of a fenced [`Table`](crate::Table): each goes through the
-/// [`Fence`] (reads go straight to the backend).
-pub(crate) struct FencedWrites {
-    backend: Arc<dyn Backend>,
+/// The fence as a [`Layer`]: the backend it makes sends every write of a
+/// fenced [`Table`](crate::Table) through the [`Fence`]; every other
+/// request goes to the backend below.
+#[derive(Debug, Clone)]
+pub(crate) struct FenceLayer {
     fence: Fence,
     /// How races with fences of the same epoch are retried.
     races: ConflictRetry,
 }
 
-impl FencedWrites {
-    pub(crate) fn new(backend: Arc<dyn Backend>, fence: Fence, races: ConflictRetry) -> Self {
-        FencedWrites {
-            backend,
-            fence,
-            races,
-        }
+impl FenceLayer {
+    pub(crate) fn new(fence: Fence, races: ConflictRetry) -> Self {
+        FenceLayer { fence, races }
     }
+}
 
+impl Layer for FenceLayer {
+    fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
+        Arc::new(FencedWrites {
+            inner,
+            fence: self.fence.clone(),
+            races: self.races.clone(),
+        })
+    }
+}
+
+/// A backend whose writes go through a [`Fence`] (see [`FenceLayer`]).
+struct FencedWrites<B> {
+    inner: B,
+    fence: Fence,
+    races: ConflictRetry,
+}
+
+impl<B: TableBackend> Writes for FencedWrites<B> {
     /// One fenced write: its version, or its own error (not wrapped in
     /// [`Error::Batch`]). A lost reply is settled as a transaction's, not
     /// by the write log.
-    pub(crate) async fn execute(&self, table: &TableName, op: &TableOp) -> Result<Option<Version>> {
+    async fn execute(
+        &self,
+        table: &TableName,
+        op: TableOp,
+        _: &WriteOptions,
+    ) -> Result<Option<Version>> {
         match self
             .fence
-            .write(&*self.backend, &self.races, table, std::slice::from_ref(op))
+            .write(&self.inner, &self.races, table, std::slice::from_ref(&op))
             .await
         {
             Ok(mut versions) => Ok(versions.pop().flatten()),
@@ -510,24 +534,31 @@ impl FencedWrites {
 
     /// A fenced entity-group transaction: the fence row's operation goes
     /// with `ops`.
-    pub(crate) async fn batch(
-        &self,
-        table: &TableName,
-        ops: &[TableOp],
-    ) -> Result<Vec<Option<Version>>> {
-        self.fence
-            .write(&*self.backend, &self.races, table, ops)
-            .await
+    async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
+        self.fence.write(&self.inner, &self.races, table, ops).await
     }
 }
 
-impl fmt::Debug for FencedWrites {
+impl<B: Send + Sync> Delegate for FencedWrites<B> {
+    fn call<T: Send>(
+        &self,
+        _: &Request<'_>,
+        fut: impl Future<Output = Result<T>> + Send,
+    ) -> impl Future<Output = Result<T>> + Send {
+        fut
+    }
+}
+
+impl<B: fmt::Debug> fmt::Debug for FencedWrites<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FencedWrites")
+            .field("inner", &self.inner)
             .field("fence", &self.fence)
             .finish_non_exhaustive()
     }
 }
+
+delegate_backend!(FencedWrites, own writes);
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::backend::memory::MemoryBackend;
-use crate::backend::{Backend, BlobBackend};
+use crate::backend::{Backend, BlobBackend, Layer, Tracing};
 use crate::error::{Error, Result};
 use crate::index::UnitClaims;
 use crate::key::{ContainerName, IntoPartitionKey, TableName};
@@ -153,7 +153,7 @@ impl Store {
     /// A store on any backend, with default options.
     pub fn new(backend: impl Backend) -> Store {
         let telemetry = Telemetry::global();
-        let backend = telemetry.instrument(Arc::new(backend));
+        let backend = stack(Arc::new(backend), &[], &telemetry);
         let blobs: Arc<dyn BlobBackend> = backend.clone();
         Store::assemble(
             backend,
@@ -207,6 +207,7 @@ impl Store {
             lock_lease_options: None,
             lock_options: LockOptions::default(),
             telemetry: None,
+            layers: Vec::new(),
         }
     }
 
@@ -303,6 +304,21 @@ pub struct StoreBuilder {
     lock_options: LockOptions,
     /// `None`: the global meter provider's (feature `opentelemetry`).
     telemetry: Option<Telemetry>,
+    /// Stacked over the backend, first given lowest.
+    layers: Vec<Arc<dyn Layer>>,
+}
+
+/// The store's stack over `backend` (see [`Layer`]): `layers` in order,
+/// then tracing, then the store's metrics.
+fn stack(
+    backend: Arc<dyn Backend>,
+    layers: &[Arc<dyn Layer>],
+    telemetry: &Telemetry,
+) -> Arc<dyn Backend> {
+    let layered = layers
+        .iter()
+        .fold(backend, |backend, layer| layer.layer(backend));
+    telemetry.instrument(Tracing.layer(layered))
 }
 
 impl StoreBuilder {
@@ -376,6 +392,29 @@ impl StoreBuilder {
         self
     }
 
+    /// Stacks `layer` over the backend, above the layers given before it
+    /// and below the store's tracing and metrics (see [`Layer`]). Every
+    /// request of the store goes through it: tables, leases, locks.
+    ///
+    /// ```
+    /// use leasehold::testing::{Op, RequestCounter};
+    /// # #[derive(leasehold::Entity, Clone, Debug)]
+    /// # #[entity(table = "Things")]
+    /// # struct Thing { #[entity(partition_key)] pk: String, #[entity(row_key)] rk: String }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let counts = RequestCounter::default();
+    /// let store = leasehold::Store::builder(leasehold::backend::memory::MemoryBackend::new())
+    ///     .layer(counts.clone())
+    ///     .build()?;
+    /// store.table::<Thing>().get("a", "b").await?;
+    /// assert_eq!(counts.get(Op::Get), 1);
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    pub fn layer(mut self, layer: impl Layer) -> Self {
+        self.layers.push(Arc::new(layer));
+        self
+    }
+
     /// Partition-lock settings (acquire timeout, commit margin).
     pub fn lock_options(mut self, options: LockOptions) -> Self {
         self.lock_options = options;
@@ -388,7 +427,7 @@ impl StoreBuilder {
     /// [`crate::Error::Invalid`] naming a lease option that is out of range.
     pub fn build(self) -> Result<Store> {
         let telemetry = self.telemetry.unwrap_or_else(Telemetry::global);
-        let backend = telemetry.instrument(self.backend);
+        let backend = stack(self.backend, &self.layers, &telemetry);
         let blobs: Arc<dyn BlobBackend> = backend.clone();
         let manager = |options: LeaseOptions| {
             Ok::<_, Error>(LeaseManager::from_settings(

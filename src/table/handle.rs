@@ -11,10 +11,10 @@ use tracing::Instrument as _;
 use super::env::TableEnv;
 use super::resolve::{IndexedWrite, Resolve, Routed, needs_resolving};
 use super::stored::versioned;
+use crate::backend::Backend;
 use crate::entity::{Entity, Versioned};
 use crate::error::{Error, Result};
 use crate::key::{ConstantRowKey, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
-use crate::lease::FencedWrites;
 
 /// The route of the writes of an indexed type `E` (see [`IndexedWrite`]).
 pub(crate) type Route<E> =
@@ -25,8 +25,10 @@ pub struct Table<E> {
     pub(crate) env: Arc<TableEnv>,
     name: std::result::Result<TableName, String>,
     pub(super) write_log: bool,
-    /// The fenced writer of [`Table::fenced`]: writes go through it.
-    pub(crate) fence: Option<Arc<FencedWrites>>,
+    /// The backend of this table's writes: the store's stack, with the
+    /// [`FenceLayer`](crate::lease::FenceLayer) on top for a
+    /// [fenced](Table::fenced) table.
+    pub(crate) writer: Arc<dyn Backend>,
     /// Set once the store has made sure the table exists (the store never
     /// forgets it), so later operations skip the store's lookup.
     ready: Arc<AtomicBool>,
@@ -57,7 +59,7 @@ impl<E> Table<E> {
             env: Arc::clone(&self.env),
             name: self.name.clone(),
             write_log: self.write_log,
-            fence: self.fence.clone(),
+            writer: Arc::clone(&self.writer),
             ready: Arc::clone(&self.ready),
             resolve: self.resolve.clone(),
             indexing: None,
@@ -112,9 +114,9 @@ impl<E: Entity> Table<E> {
             // `Entity` impl (or a prefix making it too long) gets its error at
             // the first operation.
             name: env.table_name(E::TABLE).map_err(|e| e.to_string()),
+            writer: Arc::clone(env.backend()),
             env,
             write_log: false,
-            fence: None,
             ready: Arc::new(AtomicBool::new(false)),
             resolve: None,
             indexing: None,

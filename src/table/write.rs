@@ -6,12 +6,13 @@ use tracing::Instrument as _;
 use super::handle::Table;
 use super::resolve::{IndexedWrite, MARK, Routed};
 use super::stored::{Base, stored_after};
+use crate::backend::Layer as _;
 use crate::backend::WriteOptions;
 use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
-use crate::lease::{Fence, FencedWrites};
+use crate::lease::{Fence, FenceLayer};
 
 impl<E: Entity> Table<E> {
     /// Sends one write of `entity` and returns the entity as stored (see
@@ -547,27 +548,23 @@ impl<E: Entity> Table<E> {
     /// ```
     #[must_use = "`fenced` returns a fenced copy of the table; `self` is unchanged"]
     pub fn fenced(&self, fence: &Fence) -> Table<E> {
+        // Over the store's stack: a fenced table fenced again has the
+        // later fence only.
         let mut table = self.clone();
-        table.fence = Some(std::sync::Arc::new(FencedWrites::new(
-            self.env.backend().clone(),
-            fence.clone(),
-            self.env.conflict_retry().clone(),
-        )));
+        table.writer = FenceLayer::new(fence.clone(), self.env.conflict_retry().clone())
+            .layer(std::sync::Arc::clone(self.env.backend()));
         table
     }
 
-    /// Sends one write: through the fence of a [fenced](Table::fenced)
-    /// table, straight to the backend otherwise.
+    /// Sends one write through the table's writer: the store's stack,
+    /// with the fence on top for a [fenced](Table::fenced) table.
     async fn execute(
         &self,
         name: &TableName,
         op: TableOp,
         options: &WriteOptions,
     ) -> Result<Option<Version>> {
-        match &self.fence {
-            Some(fenced) => fenced.execute(name, &op).await,
-            None => self.env.backend().execute(name, op, options).await,
-        }
+        self.writer.execute(name, op, options).await
     }
 
     /// Sends an entity-group transaction, fenced as [`Table::execute`]
@@ -577,10 +574,7 @@ impl<E: Entity> Table<E> {
         name: &TableName,
         ops: &[TableOp],
     ) -> Result<Vec<Option<Version>>> {
-        match &self.fence {
-            Some(fenced) => fenced.batch(name, ops).await,
-            None => self.env.backend().batch(name, ops).await,
-        }
+        self.writer.batch(name, ops).await
     }
 }
 

@@ -8,9 +8,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::backend::delegate::{Delegate, Op, delegate_backend};
-use crate::backend::memory::MemoryBackend;
-use crate::backend::{BlobBackend, notes};
+use crate::backend::delegate::{Delegate, Request, delegate_backend};
+use crate::backend::{TableBackend, notes};
 use crate::error::{Error, Result};
 
 use super::instruments::Instruments;
@@ -53,13 +52,9 @@ pub(super) struct Instrumented<B> {
     system: &'static str,
 }
 
-impl<B: BlobBackend> Instrumented<B> {
+impl<B: TableBackend> Instrumented<B> {
     pub(super) fn new(inner: B, instruments: Arc<Instruments>) -> Self {
-        let system = if inner.endpoint() == MemoryBackend::ENDPOINT {
-            crate::backend::memory::SYSTEM
-        } else {
-            crate::backend::azure::SYSTEM
-        };
+        let system = inner.system_name();
         Instrumented {
             inner,
             instruments,
@@ -71,9 +66,10 @@ impl<B: BlobBackend> Instrumented<B> {
 impl<B: Send + Sync> Delegate for Instrumented<B> {
     async fn call<T: Send>(
         &self,
-        op: Op,
+        request: &Request<'_>,
         fut: impl Future<Output = Result<T>> + Send,
     ) -> Result<T> {
+        let op = request.op;
         let _ = OPERATION.try_with(|n| n.set(n.get() + 1));
         let started = Instant::now();
         let (result, noted) = notes::noting(fut).await;

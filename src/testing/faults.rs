@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::Op;
-use crate::backend::delegate::{Delegate, delegate_backend};
+use crate::backend::delegate::{Delegate, Request, delegate_backend};
+use crate::backend::{Backend, Layer};
 use crate::error::{Error, Result};
 
 /// What happens to a request picked by a [`FaultInjector`] rule.
@@ -415,12 +416,24 @@ impl<B> FaultyBackend<B> {
     }
 }
 
+/// An injector is a [`Layer`]: the backend it makes takes the faults it
+/// plans.
+impl Layer for FaultInjector {
+    fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
+        Arc::new(FaultyBackend {
+            inner,
+            injector: self.clone(),
+        })
+    }
+}
+
 impl<B: Send + Sync> Delegate for FaultyBackend<B> {
     async fn call<T: Send>(
         &self,
-        op: Op,
+        request: &Request<'_>,
         fut: impl Future<Output = Result<T>> + Send,
     ) -> Result<T> {
+        let op = request.op;
         let (fault, latency) = self.injector.decide(op);
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;

@@ -42,7 +42,8 @@ use std::sync::{Arc, Mutex};
 pub use faults::{Fault, FaultInjector, FaultyBackend};
 
 pub use crate::backend::delegate::Op;
-use crate::backend::delegate::{Delegate, delegate_backend};
+use crate::backend::delegate::{Delegate, Request, delegate_backend};
+use crate::backend::{Backend, Layer};
 use crate::error::Result;
 
 /// A shared view of the counts of a [`CountingBackend`].
@@ -133,12 +134,37 @@ impl<B> CountingBackend<B> {
     }
 }
 
+/// A counter is a [`Layer`]: the backend it makes counts into it.
+///
+/// ```
+/// use leasehold::backend::{Layer, memory::MemoryBackend};
+/// use leasehold::testing::{Op, RequestCounter};
+/// # #[derive(leasehold::Entity, Clone, Debug)]
+/// # #[entity(table = "Things")]
+/// # struct Thing { #[entity(partition_key)] pk: String, #[entity(row_key)] rk: String }
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let counts = RequestCounter::default();
+/// let store = leasehold::Store::new(counts.layer(std::sync::Arc::new(MemoryBackend::new())));
+/// store.table::<Thing>().get("a", "b").await?;
+/// assert_eq!(counts.get(Op::Get), 1);
+/// # Ok::<(), leasehold::Error>(()) }).unwrap();
+/// ```
+impl Layer for RequestCounter {
+    fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
+        Arc::new(CountingBackend {
+            inner,
+            counter: self.clone(),
+        })
+    }
+}
+
 impl<B: Send + Sync> Delegate for CountingBackend<B> {
     async fn call<T: Send>(
         &self,
-        op: Op,
+        request: &Request<'_>,
         fut: impl Future<Output = Result<T>> + Send,
     ) -> Result<T> {
+        let op = request.op;
         self.counter.record(op);
         fut.await
     }

@@ -82,7 +82,7 @@ async fn new_table(b: &AzureBackend, names: &UniqueNames, suffix: &str) -> Table
     t
 }
 
-async fn get(b: &AzureBackend, t: &TableName, p: &str, r: &str) -> Option<StoredEntity> {
+async fn get(b: &impl TableBackend, t: &TableName, p: &str, r: &str) -> Option<StoredEntity> {
     b.get(t, &pk(p), &rk(r)).await.unwrap()
 }
 
@@ -1024,6 +1024,9 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
     let names = unique_names("sas");
     let t = new_table(&b, &names, "t").await;
     insert(&b, &t, entity("p", "r", &[("n", Value::Int64(1))])).await;
+    // Through a store, requests are traced: it stacks the tracing layer.
+    let traced = leasehold::Store::new(b.clone());
+    assert!(get(traced.backend(), &t, "p", "r").await.is_some());
     plan.inject_request("GET", "RowKey='r'", Fault::Status(503));
     assert!(get(&b, &t, "p", "r").await.is_some());
     b.batch(&t, &[TableOp::Insert(entity("p", "s", &[]))])
@@ -1094,14 +1097,18 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
         .transport_retry(TransportRetry::none())
         .build()
         .unwrap();
-    let e = dead.get(&t, &pk("p"), &rk("r")).await.unwrap_err();
+    let e = leasehold::Store::new(dead)
+        .backend()
+        .get(&t, &pk("p"), &rk("r"))
+        .await
+        .unwrap_err();
     tracing::error!(error = %e, debug = ?e, "reported");
 
     let logs = captured.text();
     if std::env::var_os("LEASEHOLD_SHOW_LOGS").is_some() {
         eprintln!("{logs}");
     }
-    assert!(logs.contains("leasehold.azure"), "spans were logged");
+    assert!(logs.contains("leasehold.table{"), "spans were logged");
     let encoded: String = {
         let mut u = azure_core::http::Url::parse("http://x/").unwrap();
         u.query_pairs_mut().append_pair("s", &raw_sig);

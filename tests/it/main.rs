@@ -34,6 +34,7 @@ mod enums;
 mod errors;
 mod fault_proxy;
 mod key_builders;
+mod layers;
 mod lock_errors;
 mod mapping_budgets;
 mod properties;

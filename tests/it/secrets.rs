@@ -294,8 +294,8 @@ async fn a_sas_store_logs_no_secret_at_trace_level() {
     }
     assert!(logs.contains("leasehold.write"), "store spans were logged");
     assert!(
-        logs.contains("leasehold.azure"),
-        "backend spans were logged"
+        logs.contains("leasehold.table{") && logs.contains("leasehold.blob{"),
+        "request spans were logged"
     );
     assert!(logs.contains("TRACE"), "trace events were logged");
     assert_clean(&[logs], &secrets);

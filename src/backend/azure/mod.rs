@@ -72,7 +72,6 @@ use async_trait::async_trait;
 use azure_core::credentials::TokenCredential;
 use azure_core::http::policies::Policy;
 use azure_core::http::{Context, PipelineSendOptions, RawResponse, Request, Url};
-use tracing::Instrument as _;
 
 pub use connection::{AccountKey, ConnectionSettings, Credentials, SasToken};
 
@@ -653,31 +652,24 @@ pub(crate) const SYSTEM: &str = "azure.storage";
 
 #[async_trait]
 impl TableBackend for AzureBackend {
+    fn system_name(&self) -> &'static str {
+        SYSTEM
+    }
+
+    fn server_address(&self) -> Option<String> {
+        Some(self.table_host().to_owned())
+    }
+
     async fn create_table(&self, table: &TableName) -> Result<TableCreation> {
-        let span = crate::backend::table_span!(
-            "leasehold.azure.create_table",
-            SYSTEM,
-            "create_table",
-            table,
-            server.address = self.table_host()
-        );
-        self.create_table_impl(table).instrument(span).await
+        self.create_table_impl(table).await
     }
 
     async fn delete_table(&self, table: &TableName) -> Result<bool> {
-        let span = crate::backend::table_span!(
-            "leasehold.azure.delete_table",
-            SYSTEM,
-            "delete_table",
-            table,
-            server.address = self.table_host()
-        );
-        self.delete_table_impl(table).instrument(span).await
+        self.delete_table_impl(table).await
     }
 
     async fn list_tables(&self) -> Result<Vec<TableName>> {
-        let span = tracing::debug_span!("leasehold.azure.list_tables");
-        self.list_tables_impl().instrument(span).await
+        self.list_tables_impl().await
     }
 
     async fn get(
@@ -686,18 +678,7 @@ impl TableBackend for AzureBackend {
         partition_key: &PartitionKey,
         row_key: &RowKey,
     ) -> Result<Option<StoredEntity>> {
-        let span = crate::backend::table_span!(
-            "leasehold.azure.get",
-            SYSTEM,
-            "get",
-            table,
-            server.address = self.table_host(),
-            partition = %partition_key,
-            row = %row_key
-        );
-        self.get_impl(table, partition_key, row_key)
-            .instrument(span)
-            .await
+        self.get_impl(table, partition_key, row_key).await
     }
 
     async fn execute(
@@ -706,45 +687,15 @@ impl TableBackend for AzureBackend {
         op: TableOp,
         options: &WriteOptions,
     ) -> Result<Option<Version>> {
-        let span = crate::backend::table_span!(
-            "leasehold.azure.execute",
-            SYSTEM,
-            op.name(),
-            table,
-            server.address = self.table_host(),
-            partition = %op.partition_key(),
-            row = %op.row_key()
-        );
-        self.execute_impl(table, &op, options.write_log())
-            .instrument(span)
-            .await
+        self.execute_impl(table, &op, options.write_log()).await
     }
 
     async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
-        let span = crate::backend::table_span!(
-            "leasehold.azure.batch",
-            SYSTEM,
-            "batch",
-            table,
-            server.address = self.table_host(),
-            db.operation.batch.size = ops.len(),
-            partition = ops
-                .first()
-                .map(|o| o.partition_key().as_str())
-                .unwrap_or("")
-        );
-        self.batch_impl(table, ops).instrument(span).await
+        self.batch_impl(table, ops).await
     }
 
     async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage> {
-        let span = crate::backend::table_span!(
-            "leasehold.azure.query",
-            SYSTEM,
-            "query",
-            table,
-            server.address = self.table_host()
-        );
-        self.query_impl(table, query).instrument(span).await
+        self.query_impl(table, query).await
     }
 }
 
@@ -757,8 +708,7 @@ impl BlobBackend for AzureBackend {
     }
 
     async fn create_container(&self, container: &ContainerName) -> Result<()> {
-        let span = tracing::debug_span!("leasehold.azure.create_container", container = %container);
-        self.create_container_impl(container).instrument(span).await
+        self.create_container_impl(container).await
     }
 
     async fn put_blob(
@@ -769,14 +719,7 @@ impl BlobBackend for AzureBackend {
         metadata: &Metadata,
         conditions: &BlobConditions,
     ) -> Result<ETag> {
-        let span = tracing::debug_span!(
-            "leasehold.azure.put_blob",
-            container = %container,
-            blob = %blob,
-            bytes = body.len()
-        );
         self.put_blob_impl(container, blob, body, metadata, conditions)
-            .instrument(span)
             .await
     }
 
@@ -785,9 +728,7 @@ impl BlobBackend for AzureBackend {
         container: &ContainerName,
         blob: &BlobName,
     ) -> Result<Option<super::Blob>> {
-        let span =
-            tracing::debug_span!("leasehold.azure.get_blob", container = %container, blob = %blob);
-        self.get_blob_impl(container, blob).instrument(span).await
+        self.get_blob_impl(container, blob).await
     }
 
     async fn blob_properties(
@@ -795,14 +736,7 @@ impl BlobBackend for AzureBackend {
         container: &ContainerName,
         blob: &BlobName,
     ) -> Result<Option<BlobProperties>> {
-        let span = tracing::debug_span!(
-            "leasehold.azure.blob_properties",
-            container = %container,
-            blob = %blob
-        );
-        self.blob_properties_impl(container, blob)
-            .instrument(span)
-            .await
+        self.blob_properties_impl(container, blob).await
     }
 
     async fn set_blob_metadata(
@@ -812,13 +746,7 @@ impl BlobBackend for AzureBackend {
         metadata: &Metadata,
         conditions: &BlobConditions,
     ) -> Result<ETag> {
-        let span = tracing::debug_span!(
-            "leasehold.azure.set_blob_metadata",
-            container = %container,
-            blob = %blob
-        );
         self.set_blob_metadata_impl(container, blob, metadata, conditions)
-            .instrument(span)
             .await
     }
 
@@ -828,10 +756,7 @@ impl BlobBackend for AzureBackend {
         blob: &BlobName,
         conditions: &BlobConditions,
     ) -> Result<()> {
-        let span = tracing::debug_span!("leasehold.azure.delete_blob", container = %container, blob = %blob);
-        self.delete_blob_impl(container, blob, conditions)
-            .instrument(span)
-            .await
+        self.delete_blob_impl(container, blob, conditions).await
     }
 
     async fn list_blobs(
@@ -840,11 +765,7 @@ impl BlobBackend for AzureBackend {
         prefix: &str,
         marker: Option<&str>,
     ) -> Result<BlobListPage> {
-        let span =
-            tracing::debug_span!("leasehold.azure.list_blobs", container = %container, prefix);
-        self.list_blobs_page(container, prefix, marker, None)
-            .instrument(span)
-            .await
+        self.list_blobs_page(container, prefix, marker, None).await
     }
 
     async fn acquire_lease(
@@ -854,14 +775,7 @@ impl BlobBackend for AzureBackend {
         duration: LeaseDuration,
         proposed_id: LeaseId,
     ) -> Result<AcquiredLease> {
-        let span = tracing::debug_span!(
-            "leasehold.azure.acquire_lease",
-            container = %container,
-            blob = %blob,
-            ?duration
-        );
         self.acquire_lease_impl(container, blob, duration, proposed_id)
-            .instrument(span)
             .await
     }
 
@@ -871,10 +785,7 @@ impl BlobBackend for AzureBackend {
         blob: &BlobName,
         id: LeaseId,
     ) -> Result<()> {
-        let span = tracing::debug_span!("leasehold.azure.renew_lease", container = %container, blob = %blob);
-        self.renew_lease_impl(container, blob, id)
-            .instrument(span)
-            .await
+        self.renew_lease_impl(container, blob, id).await
     }
 
     async fn change_lease(
@@ -884,9 +795,7 @@ impl BlobBackend for AzureBackend {
         id: LeaseId,
         proposed_id: LeaseId,
     ) -> Result<LeaseId> {
-        let span = tracing::debug_span!("leasehold.azure.change_lease", container = %container, blob = %blob);
         self.change_lease_impl(container, blob, id, proposed_id)
-            .instrument(span)
             .await
     }
 
@@ -896,10 +805,7 @@ impl BlobBackend for AzureBackend {
         blob: &BlobName,
         id: LeaseId,
     ) -> Result<()> {
-        let span = tracing::debug_span!("leasehold.azure.release_lease", container = %container, blob = %blob);
-        self.release_lease_impl(container, blob, id)
-            .instrument(span)
-            .await
+        self.release_lease_impl(container, blob, id).await
     }
 
     async fn break_lease(
@@ -908,15 +814,7 @@ impl BlobBackend for AzureBackend {
         blob: &BlobName,
         period: Option<Duration>,
     ) -> Result<Duration> {
-        let span = tracing::debug_span!(
-            "leasehold.azure.break_lease",
-            container = %container,
-            blob = %blob,
-            ?period
-        );
-        self.break_lease_impl(container, blob, period)
-            .instrument(span)
-            .await
+        self.break_lease_impl(container, blob, period).await
     }
 }
 

@@ -218,39 +218,25 @@ impl fmt::Debug for MemoryBackend {
     }
 }
 
-/// Logs the outcome of one operation at debug level (never keys' contents
-/// beyond the span fields, never metadata values or lease ids).
-fn traced<T>(span: tracing::Span, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    span.in_scope(|| {
-        let result = f();
-        match &result {
-            Ok(_) => tracing::debug!("ok"),
-            Err(e) => tracing::debug!(kind = ?e.kind(), code = e.code(), "failed"),
-        }
-        result
-    })
-}
-
 /// `db.system.name` of the memory backend's spans and metrics.
 pub(crate) const SYSTEM: &str = "leasehold.memory";
 
 #[async_trait]
 impl TableBackend for MemoryBackend {
+    fn system_name(&self) -> &'static str {
+        SYSTEM
+    }
+
     async fn create_table(&self, table: &TableName) -> Result<TableCreation> {
-        let span =
-            crate::backend::table_span!("memory.create_table", SYSTEM, "create_table", table);
-        traced(span, || Ok(self.tables().create_table(table)))
+        Ok(self.tables().create_table(table))
     }
 
     async fn delete_table(&self, table: &TableName) -> Result<bool> {
-        let span =
-            crate::backend::table_span!("memory.delete_table", SYSTEM, "delete_table", table);
-        traced(span, || Ok(self.tables().delete_table(table)))
+        Ok(self.tables().delete_table(table))
     }
 
     async fn list_tables(&self) -> Result<Vec<TableName>> {
-        let span = tracing::debug_span!("memory.list_tables");
-        traced(span, || Ok(self.tables().list_tables()))
+        Ok(self.tables().list_tables())
     }
 
     async fn get(
@@ -259,15 +245,7 @@ impl TableBackend for MemoryBackend {
         partition_key: &PartitionKey,
         row_key: &RowKey,
     ) -> Result<Option<StoredEntity>> {
-        let span = crate::backend::table_span!(
-            "memory.get",
-            SYSTEM,
-            "get",
-            table,
-            partition = partition_key.as_str(),
-            row = row_key.as_str()
-        );
-        traced(span, || self.tables().get(table, partition_key, row_key))
+        self.tables().get(table, partition_key, row_key)
     }
 
     /// The memory backend never loses a reply: the write log is not needed.
@@ -277,36 +255,16 @@ impl TableBackend for MemoryBackend {
         op: TableOp,
         _: &WriteOptions,
     ) -> Result<Option<Version>> {
-        let span = crate::backend::table_span!(
-            "memory.execute",
-            SYSTEM,
-            op.name(),
-            table,
-            partition = op.partition_key().as_str(),
-            row = op.row_key().as_str()
-        );
-        traced(span, || self.tables().execute(&self.inner.clock, table, op))
+        self.tables().execute(&self.inner.clock, table, op)
     }
 
     async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
-        let span = crate::backend::table_span!(
-            "memory.batch",
-            SYSTEM,
-            "batch",
-            table,
-            db.operation.batch.size = ops.len(),
-            partition = ops.first().map(|op| op.partition_key().as_str())
-        );
-        traced(span, || self.tables().batch(&self.inner.clock, table, ops))
+        self.tables().batch(&self.inner.clock, table, ops)
     }
 
     async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage> {
-        let span =
-            crate::backend::table_span!("memory.query", SYSTEM, "query", table, top = query.top);
-        traced(span, || {
-            self.tables()
-                .query(table, query, self.inner.options.scan_limit)
-        })
+        self.tables()
+            .query(table, query, self.inner.options.scan_limit)
     }
 }
 
@@ -317,11 +275,8 @@ impl BlobBackend for MemoryBackend {
     }
 
     async fn create_container(&self, container: &ContainerName) -> Result<()> {
-        let span = tracing::debug_span!("memory.create_container", container = %container);
-        traced(span, || {
-            self.blobs().create_container(container);
-            Ok(())
-        })
+        self.blobs().create_container(container);
+        Ok(())
     }
 
     async fn put_blob(
@@ -332,31 +287,19 @@ impl BlobBackend for MemoryBackend {
         metadata: &Metadata,
         conditions: &BlobConditions,
     ) -> Result<ETag> {
-        let span = tracing::debug_span!(
-            "memory.put_blob",
-            container = %container,
-            blob = blob.as_str(),
-            bytes = body.len()
-        );
-        traced(span, || {
-            self.blobs().put_blob(
-                &self.inner.clock,
-                Instant::now(),
-                container,
-                blob,
-                body,
-                metadata,
-                conditions,
-            )
-        })
+        self.blobs().put_blob(
+            &self.inner.clock,
+            Instant::now(),
+            container,
+            blob,
+            body,
+            metadata,
+            conditions,
+        )
     }
 
     async fn get_blob(&self, container: &ContainerName, blob: &BlobName) -> Result<Option<Blob>> {
-        let span =
-            tracing::debug_span!("memory.get_blob", container = %container, blob = blob.as_str());
-        traced(span, || {
-            self.blobs().get_blob(Instant::now(), container, blob)
-        })
+        self.blobs().get_blob(Instant::now(), container, blob)
     }
 
     async fn blob_properties(
@@ -364,15 +307,8 @@ impl BlobBackend for MemoryBackend {
         container: &ContainerName,
         blob: &BlobName,
     ) -> Result<Option<BlobProperties>> {
-        let span = tracing::debug_span!(
-            "memory.blob_properties",
-            container = %container,
-            blob = blob.as_str()
-        );
-        traced(span, || {
-            self.blobs()
-                .blob_properties(Instant::now(), container, blob)
-        })
+        self.blobs()
+            .blob_properties(Instant::now(), container, blob)
     }
 
     async fn set_blob_metadata(
@@ -382,21 +318,14 @@ impl BlobBackend for MemoryBackend {
         metadata: &Metadata,
         conditions: &BlobConditions,
     ) -> Result<ETag> {
-        let span = tracing::debug_span!(
-            "memory.set_blob_metadata",
-            container = %container,
-            blob = blob.as_str()
-        );
-        traced(span, || {
-            self.blobs().set_blob_metadata(
-                &self.inner.clock,
-                Instant::now(),
-                container,
-                blob,
-                metadata,
-                conditions,
-            )
-        })
+        self.blobs().set_blob_metadata(
+            &self.inner.clock,
+            Instant::now(),
+            container,
+            blob,
+            metadata,
+            conditions,
+        )
     }
 
     async fn delete_blob(
@@ -405,15 +334,8 @@ impl BlobBackend for MemoryBackend {
         blob: &BlobName,
         conditions: &BlobConditions,
     ) -> Result<()> {
-        let span = tracing::debug_span!(
-            "memory.delete_blob",
-            container = %container,
-            blob = blob.as_str()
-        );
-        traced(span, || {
-            self.blobs()
-                .delete_blob(Instant::now(), container, blob, conditions)
-        })
+        self.blobs()
+            .delete_blob(Instant::now(), container, blob, conditions)
     }
 
     async fn list_blobs(
@@ -422,16 +344,13 @@ impl BlobBackend for MemoryBackend {
         prefix: &str,
         marker: Option<&str>,
     ) -> Result<BlobListPage> {
-        let span = tracing::debug_span!("memory.list_blobs", container = %container, prefix);
-        traced(span, || {
-            self.blobs().list_blobs(
-                Instant::now(),
-                container,
-                prefix,
-                marker,
-                self.inner.options.blob_page_size,
-            )
-        })
+        self.blobs().list_blobs(
+            Instant::now(),
+            container,
+            prefix,
+            marker,
+            self.inner.options.blob_page_size,
+        )
     }
 
     async fn acquire_lease(
@@ -441,16 +360,8 @@ impl BlobBackend for MemoryBackend {
         duration: LeaseDuration,
         proposed_id: LeaseId,
     ) -> Result<AcquiredLease> {
-        let span = tracing::debug_span!(
-            "memory.acquire_lease",
-            container = %container,
-            blob = blob.as_str(),
-            duration = ?duration
-        );
-        traced(span, || {
-            self.blobs()
-                .acquire_lease(Instant::now(), container, blob, duration, proposed_id)
-        })
+        self.blobs()
+            .acquire_lease(Instant::now(), container, blob, duration, proposed_id)
     }
 
     async fn renew_lease(
@@ -459,15 +370,8 @@ impl BlobBackend for MemoryBackend {
         blob: &BlobName,
         id: LeaseId,
     ) -> Result<()> {
-        let span = tracing::debug_span!(
-            "memory.renew_lease",
-            container = %container,
-            blob = blob.as_str()
-        );
-        traced(span, || {
-            self.blobs()
-                .renew_lease(Instant::now(), container, blob, id)
-        })
+        self.blobs()
+            .renew_lease(Instant::now(), container, blob, id)
     }
 
     async fn change_lease(
@@ -477,15 +381,8 @@ impl BlobBackend for MemoryBackend {
         id: LeaseId,
         proposed_id: LeaseId,
     ) -> Result<LeaseId> {
-        let span = tracing::debug_span!(
-            "memory.change_lease",
-            container = %container,
-            blob = blob.as_str()
-        );
-        traced(span, || {
-            self.blobs()
-                .change_lease(Instant::now(), container, blob, id, proposed_id)
-        })
+        self.blobs()
+            .change_lease(Instant::now(), container, blob, id, proposed_id)
     }
 
     async fn release_lease(
@@ -494,15 +391,8 @@ impl BlobBackend for MemoryBackend {
         blob: &BlobName,
         id: LeaseId,
     ) -> Result<()> {
-        let span = tracing::debug_span!(
-            "memory.release_lease",
-            container = %container,
-            blob = blob.as_str()
-        );
-        traced(span, || {
-            self.blobs()
-                .release_lease(Instant::now(), container, blob, id)
-        })
+        self.blobs()
+            .release_lease(Instant::now(), container, blob, id)
     }
 
     async fn break_lease(
@@ -511,15 +401,7 @@ impl BlobBackend for MemoryBackend {
         blob: &BlobName,
         period: Option<Duration>,
     ) -> Result<Duration> {
-        let span = tracing::debug_span!(
-            "memory.break_lease",
-            container = %container,
-            blob = blob.as_str(),
-            period = ?period
-        );
-        traced(span, || {
-            self.blobs()
-                .break_lease(Instant::now(), container, blob, period)
-        })
+        self.blobs()
+            .break_lease(Instant::now(), container, blob, period)
     }
 }

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::backend::delegate::{Delegate, delegate_backend};
+use crate::backend::delegate::{Delegate, Request, delegate_backend};
 use crate::testing::Op;
 use crate::{Error, Result};
 
@@ -44,9 +44,10 @@ impl<B> AmbiguousRenews<B> {
 impl<B: Send + Sync> Delegate for AmbiguousRenews<B> {
     async fn call<T: Send>(
         &self,
-        op: Op,
+        request: &Request<'_>,
         fut: impl Future<Output = Result<T>> + Send,
     ) -> Result<T> {
+        let op = request.op;
         if op != Op::RenewLease {
             return fut.await;
         }

@@ -1,0 +1,137 @@
+//! Layers: what a store stacks over its backend, in which order, and the
+//! fence's layer on a table's writes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::backend::memory::MemoryBackend;
+use leasehold::backend::{Backend, Layer, TableBackend};
+use leasehold::testing::{FaultInjector, Op, RequestCounter};
+use leasehold::{Entity, ErrorKind, Store};
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "Jobs")]
+struct Job {
+    #[entity(partition_key)]
+    queue: String,
+    #[entity(row_key)]
+    id: String,
+    state: String,
+}
+
+fn job(id: &str, state: &str) -> Job {
+    Job {
+        queue: "q".into(),
+        id: id.into(),
+        state: state.into(),
+    }
+}
+
+/// Layers given to the builder stack in the order given, the first lowest:
+/// a counter above the faults counts the requests the faults refuse; one
+/// below them never sees those requests.
+#[tokio::test]
+async fn builder_layers_stack_in_the_order_given() {
+    let (below, above) = (RequestCounter::default(), RequestCounter::default());
+    let faults = FaultInjector::default();
+    let store = Store::builder(MemoryBackend::new())
+        .layer(below.clone())
+        .layer(faults.clone())
+        .layer(above.clone())
+        .build()
+        .unwrap();
+    let jobs = store.table::<Job>();
+    jobs.insert(job("1", "new")).await.unwrap();
+    faults.fail_nth(Some(Op::Get), 1);
+    let e = jobs.get("q", "1").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Transient, "{e}");
+    assert_eq!(
+        jobs.get("q", "1").await.unwrap().map(|v| v.into_inner()),
+        Some(job("1", "new"))
+    );
+    assert_eq!((above.get(Op::Get), below.get(Op::Get)), (2, 1));
+    assert_eq!(above.get(Op::Write), 1);
+    assert_eq!(below.get(Op::Write), 1);
+}
+
+/// Every request of the store goes through its layers: leases and locks
+/// as well as tables.
+#[tokio::test]
+async fn leases_and_locks_go_through_the_layers() {
+    let counts = RequestCounter::default();
+    let store = Store::builder(MemoryBackend::new())
+        .layer(counts.clone())
+        .build()
+        .unwrap();
+    let guard = store
+        .leases()
+        .acquire("worker", Duration::from_secs(30))
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+    // The first acquire meets no container: it is created, then acquired.
+    assert_eq!(counts.get(Op::CreateContainer), 1, "{counts:?}");
+    assert_eq!(counts.get(Op::ReleaseLease), 1);
+    let leases = counts.get(Op::AcquireLease);
+    assert!(leases >= 1, "{counts:?}");
+    let mut unit = store.lock("q").await.unwrap();
+    unit.insert(&job("1", "new")).unwrap();
+    unit.commit().await.unwrap();
+    assert!(counts.get(Op::AcquireLease) > leases, "{counts:?}");
+    assert!(
+        counts.get(Op::Batch) + counts.get(Op::Write) >= 1,
+        "{counts:?}"
+    );
+}
+
+/// A layer used on its own makes a backend of the same system: wrappers
+/// report what they wrap, for spans and metrics.
+#[test]
+fn a_layered_backend_reports_the_system_below() {
+    let memory: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let counted = RequestCounter::default().layer(memory.clone());
+    let faulty = FaultInjector::default().layer(counted);
+    assert_eq!(faulty.system_name(), "leasehold.memory");
+    assert_eq!(faulty.system_name(), memory.system_name());
+    assert_eq!(faulty.server_address(), None);
+}
+
+/// A fenced table fenced again writes with the later fence alone: one
+/// transaction of the fence row and the write, as with one fence.
+#[tokio::test]
+async fn a_table_fenced_again_has_the_later_fence_only() {
+    let counts = RequestCounter::default();
+    let store = Store::builder(MemoryBackend::new())
+        .layer(counts.clone())
+        .build()
+        .unwrap();
+    let guard = store
+        .leases()
+        .acquire("scheduler", Duration::from_secs(30))
+        .await
+        .unwrap();
+    let older = guard.fence().await.unwrap();
+    let newer = guard.fence().await.unwrap();
+    let jobs = store.table::<Job>();
+    jobs.insert(job("0", "seed")).await.unwrap();
+    counts.reset();
+    let twice = jobs.fenced(&older).fenced(&newer);
+    twice.insert(job("1", "new")).await.unwrap();
+    // The fence row's read, then one transaction of two operations.
+    assert_eq!(counts.get(Op::Get), 1, "{counts:?}");
+    assert_eq!(counts.get(Op::Batch), 1, "{counts:?}");
+    assert_eq!(counts.get(Op::Write), 0, "{counts:?}");
+    // The newer epoch wrote the partition: the older fence is refused.
+    let e = jobs
+        .fenced(&older)
+        .insert(job("2", "new"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LeaseLost, "{e}");
+    // Reads of a fenced table are the store's.
+    assert_eq!(
+        twice.get("q", "0").await.unwrap().map(|v| v.into_inner()),
+        Some(job("0", "seed"))
+    );
+    guard.release().await.unwrap();
+}
