@@ -211,8 +211,8 @@ pub(crate) trait Delegate {
 }
 
 /// A wrapper that sends writes its own way (a fence sends each as a
-/// transaction with its fence row): `delegate_backend!(W, own writes)`
-/// hands `execute` and `batch` to it.
+/// transaction with its fence row; the index layer claims values first):
+/// `delegate_backend!(W, own writes)` hands `execute` and `batch` to it.
 pub(crate) trait Writes {
     /// Sends one write.
     fn execute(
@@ -255,7 +255,17 @@ macro_rules! delegate_backend {
     };
     // A wrapper that sends writes its own way: `execute` and `batch` go to
     // its [`Writes`], every other request to its `inner` field.
+    // Every other request goes as it is.
     ($wrapper:ident, own writes) => {
+        impl<B: Send + Sync> $crate::backend::delegate::Delegate for $wrapper<B> {
+            fn call<T: Send>(
+                &self,
+                _: &$crate::backend::delegate::Request<'_>,
+                fut: impl std::future::Future<Output = $crate::Result<T>> + Send,
+            ) -> impl std::future::Future<Output = $crate::Result<T>> + Send {
+                fut
+            }
+        }
         $crate::backend::delegate::delegate_backend!(@impl [] $wrapper field own);
     };
     (@execute plain $mode:ident $s:ident $table:ident $op:ident $options:ident) => {

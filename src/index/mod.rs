@@ -97,16 +97,22 @@
 //! two entities ever hold one unique value, and the claim of a held value
 //! names its holder. No clock or lease takes part.
 //!
-//! **A write of entity X** computes the indexed values the row holds now
-//! (known from the value read through leasehold, or read) and after the
-//! write. For each unique value it sets it *claims* it: it inserts the
+//! **A write of entity X** goes through the *index layer*, which
+//! [`Store::table`](crate::Store::table) stacks over the writes of a type
+//! with indexes (a [`backend::Layer`](crate::backend::Layer), above the
+//! fence's of a [fenced](crate::Table::fenced) table, so the entity's
+//! write is fenced and its claims are not). The layer computes the indexed
+//! values the row holds now (known from the value read through leasehold,
+//! which the table hands on as
+//! [`WriteOptions::row_as_read`](crate::backend::WriteOptions::row_as_read),
+//! or read) and after the write. For each unique value it sets it *claims* it: it inserts the
 //! claim naming X; where a claim exists, it reads it and, when the claim
 //! names X already, writes it again (3); when it names another entity Y,
 //! it reads Y: Y holds the value → [`Error::ValueTaken`]; otherwise it
 //! neutralizes Y (2) and takes the claim over at the ETag read. For each
 //! non-unique value it sets, it writes the index row. Then it writes X
 //! (1): insert, replace, merge or delete at the ETag it was read at — the
-//! commit point. Last, the claims and rows of the values it freed are
+//! commit point — through the backend below the layer. Last, the claims and rows of the values it freed are
 //! removed at the ETags read before the write (a claim taken since stays).
 //! A write that leaves every indexed value as it is (a replace or merge of
 //! a value read through leasehold) is the plain single write. An
@@ -275,7 +281,7 @@ pub(crate) use lookup::index_partition;
 pub(crate) use unit::UnitClaims;
 pub use verify::{DuplicateValue, IndexReport};
 pub(crate) use verify::{rebuild_table, verify_table};
-pub(crate) use write::route;
+pub(crate) use write::layer;
 
 use crate::entity::{EntityData, Properties, Value, short_type_name};
 use crate::error::{Error, Result};

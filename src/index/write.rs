@@ -1,21 +1,107 @@
-//! The writes of a [`Table`] of an indexed type: claims first, then the
-//! entity's row, which makes them good (see the [module docs](super)).
+//! The index layer: the writes of a table of an indexed type, claims
+//! first, then the entity's row, which makes them good (see the
+//! [module docs](super)). [`Store::table`](crate::Store::table) stacks it
+//! over the table's writer for a type with indexes.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::claim::{self, Keys};
 use super::{Indexes, Key};
-use crate::backend::{Precondition, TableOp};
-use crate::entity::{Entity, Properties, Versioned};
+use crate::backend::delegate::{Writes, delegate_backend};
+use crate::backend::{Backend, Layer, Precondition, TableBackend, TableOp, Version, WriteOptions};
+use crate::entity::{Entity, EntityData, Properties};
 use crate::error::{Error, ErrorKind, Result};
-use crate::key::{ETag, PartitionKey, RowKey};
+use crate::key::{ETag, PartitionKey, RowKey, TableName};
+use crate::lock::LockEnv;
 use crate::lock::marks::Resolver;
 use crate::table::tombstone::{self, is_tombstone};
-use crate::table::{Base, IndexedWrite, Routed, Table};
+use crate::table::{Table, TableEnv};
 
 /// How many times a write whose row changed under it (an unconditional
 /// write, or an insert meeting a tombstone) reads it again and starts over.
 const ATTEMPTS: usize = 8;
+
+/// The indexes of a type, found when first needed: `Ok(None)` for a type
+/// without indexes.
+type IndexesOf = fn(&TableEnv) -> Result<Option<Indexes>>;
+
+/// The index layer of entity type `E`'s table (see the module docs).
+pub(crate) fn layer<E: Entity>(env: Arc<LockEnv>) -> Arc<dyn Layer> {
+    Arc::new(IndexLayer {
+        env,
+        of: Indexes::of::<E>,
+        declared: E::TABLE,
+    })
+}
+
+/// The layer of the writes of an indexed type.
+struct IndexLayer {
+    env: Arc<LockEnv>,
+    of: IndexesOf,
+    /// The table as the type declares it, for messages.
+    declared: &'static str,
+}
+
+impl std::fmt::Debug for IndexLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexLayer")
+            .field("table", &self.declared)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Layer for IndexLayer {
+    fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
+        Arc::new(IndexedWrites {
+            inner,
+            env: Arc::clone(&self.env),
+            of: self.of,
+            indexes: OnceLock::new(),
+            declared: self.declared,
+        })
+    }
+}
+
+/// A backend whose writes are an indexed type's (see [`IndexLayer`]):
+/// the entity's write goes to the backend below, the claims to the
+/// store's.
+struct IndexedWrites<B> {
+    inner: B,
+    env: Arc<LockEnv>,
+    of: IndexesOf,
+    indexes: OnceLock<Option<Arc<Indexes>>>,
+    declared: &'static str,
+}
+
+impl<B> std::fmt::Debug for IndexedWrites<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexedWrites")
+            .field("table", &self.declared)
+            .finish_non_exhaustive()
+    }
+}
+
+delegate_backend!(IndexedWrites, own writes);
+
+impl<B: TableBackend> Writes for IndexedWrites<B> {
+    async fn execute(
+        &self,
+        table: &TableName,
+        op: TableOp,
+        options: &WriteOptions,
+    ) -> Result<Option<Version>> {
+        match self.indexes()? {
+            Some(indexes) => self.indexed(table, &indexes, op, options).await,
+            None => self.inner.execute(table, op, options).await,
+        }
+    }
+
+    /// Transactions pass as they are: a table refuses one of an indexed
+    /// type before sending it (its index rows live in other partitions).
+    async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
+        self.inner.batch(table, ops).await
+    }
+}
 
 /// The entity's row as the write is conditioned on it, known before any
 /// claim is made.
@@ -24,6 +110,8 @@ enum State {
     Absent,
     Tombstone(ETag),
     Row(ETag, Arc<Properties>),
+    /// A row at this version, its values not needed (a delete's).
+    Version(ETag),
 }
 
 impl State {
@@ -35,313 +123,292 @@ impl State {
     }
 }
 
-/// Reads the entity's row, any unit's mark on it resolved.
-async fn read_state<E: Entity>(table: &Table<E>, pk: &PartitionKey, rk: &RowKey) -> Result<State> {
-    let Some(env) = super::env_of(table) else {
-        return Err(Error::Inconsistent {
-            what: "an indexed write of a table without a env".into(),
-        });
-    };
-    let name = table.ready().await?;
-    let found = env.backend().get(name, pk, rk).await?;
-    Ok(
-        match Resolver::new(&env, Vec::new())
-            .resolve_opt(name, found)
-            .await?
-        {
-            None => State::Absent,
-            Some(row) if is_tombstone(&row.data.properties) => State::Tombstone(row.etag),
-            Some(row) => State::Row(row.etag, Arc::new(row.data.properties)),
-        },
-    )
-}
-
-fn not_found<E: Entity>(pk: &PartitionKey, rk: &RowKey) -> Error {
-    Error::NotFound {
-        what: format!("entity ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
-        code: Some("ResourceNotFound".into()),
-        table: Some(E::TABLE.into()),
-        row: Some(Box::new((pk.clone(), rk.clone()))),
-    }
-}
-
-fn exists<E: Entity>(pk: &PartitionKey, rk: &RowKey) -> Error {
-    Error::AlreadyExists {
-        what: format!("entity ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
-        code: Some("EntityAlreadyExists".into()),
-        table: Some(E::TABLE.into()),
-        row: Some(Box::new((pk.clone(), rk.clone()))),
-    }
-}
-
-fn changed<E: Entity>(pk: &PartitionKey, rk: &RowKey) -> Error {
-    Error::Conflict {
-        what: format!(
-            "entity ({pk:?}, {rk:?}) in table `{}`: changed since it was read",
-            E::TABLE
-        ),
-        code: Some("UpdateConditionNotSatisfied".into()),
-        table: Some(E::TABLE.into()),
-        row: Some(Box::new((pk.clone(), rk.clone()))),
-    }
-}
-
-/// Sends `write` as an indexed write when it has to be one: `Ok(None)` when
-/// the type has no indexes or the write is the plain conditional write
-/// (it leaves every indexed value as it is; the caller sends it);
-/// otherwise the entity as stored after the write (`None` for a delete).
-pub(crate) fn route<'a, E: Entity>(
-    table: &'a Table<E>,
-    write: IndexedWrite<'a, E>,
-) -> futures_util::future::BoxFuture<'a, Routed<E>> {
-    Box::pin(route_write(table, write))
-}
-
-async fn route_write<E: Entity>(table: &Table<E>, write: IndexedWrite<'_, E>) -> Routed<E> {
-    if E::INDEXES.is_empty() {
-        return Ok(None);
-    }
-    let Some(env) = super::env_of(table) else {
-        return Ok(None);
-    };
-    let env = &env;
-    let Some(indexes) = Indexes::of::<E>(env.tables())? else {
-        return Ok(None);
-    };
-    use IndexedWrite as W;
-    let new = match &write {
-        W::Insert(e) | W::Upsert(e) | W::UpsertMerge(e) | W::ReplaceUnconditionally(e) => {
-            Some(e.encode()?)
-        }
-        W::Replace(v) | W::Merge(v) => Some(v.entity().encode()?),
-        W::Delete(_) | W::DeleteUnconditionally(..) => None,
-    };
-    let (pk, rk) = match (&write, &new) {
-        (_, Some(d)) => (d.partition_key.clone(), d.row_key.clone()),
-        (W::Delete(v), None) => (v.partition_key()?, v.row_key()?),
-        (W::DeleteUnconditionally(pk, rk), None) => ((*pk).clone(), (*rk).clone()),
-        _ => {
-            return Err(Error::Inconsistent {
-                what: "an indexed write without keys".into(),
-            });
-        }
-    };
-    let owner: Keys = (pk.clone(), rk.clone());
-    let merge = matches!(write, W::Merge(_) | W::UpsertMerge(_));
-    let after = |state: &State| -> Option<Properties> {
-        let new = new.as_ref()?;
-        match (merge, state.properties()) {
-            (true, Some(before)) => {
-                let mut base = before.clone();
-                base.merge_from(&new.properties);
-                Some(base)
-            }
-            _ => Some(new.properties.clone()),
-        }
-    };
-    // The state the entity write is conditioned on, read before any claim
-    // (a claim made after it is what a takeover must see changed).
-    let mut state = match &write {
-        W::Insert(_) => State::Absent,
-        W::Replace(v) | W::Merge(v) | W::Delete(v) => match v.stored_properties() {
-            Some(p) => State::Row(v.etag().clone(), p),
-            None => match read_state(table, &pk, &rk).await? {
-                State::Row(etag, p) if &etag == v.etag() => {
-                    // A conditional replace or merge that leaves every
-                    // indexed value alone is the plain write.
-                    if !matches!(write, W::Delete(_))
-                        && indexes.keys(Some(&p))?
-                            == indexes.keys(after(&State::Row(etag.clone(), p.clone())).as_ref())?
-                    {
-                        return Ok(None);
-                    }
-                    State::Row(etag, p)
-                }
-                State::Row(..) => return Err(changed::<E>(&pk, &rk)),
-                _ => return Err(not_found::<E>(&pk, &rk)),
-            },
-        },
-        _ => read_state(table, &pk, &rk).await?,
-    };
-    if let (W::Replace(_) | W::Merge(_), State::Row(_, p)) = (&write, &state)
-        && indexes.keys(Some(p))? == indexes.keys(after(&state).as_ref())?
-    {
-        return Ok(None);
-    }
-    let txn = crate::backend::write_log::new_id();
-    let started = tokio::time::Instant::now();
-    // Writers losing races to each other step back as `update_with` does.
-    let mut pauses = env.tables().conflict_retry().backoff();
-    for _ in 0..ATTEMPTS {
-        match (&write, &state) {
-            (W::Insert(_), State::Row(..)) => return Err(exists::<E>(&pk, &rk)),
-            (
-                W::ReplaceUnconditionally(_) | W::DeleteUnconditionally(..),
-                State::Absent | State::Tombstone(_),
-            ) => return Err(not_found::<E>(&pk, &rk)),
-            _ => {}
-        }
-        let old = indexes.keys(state.properties())?;
-        let now = indexes.keys(after(&state).as_ref())?;
-        let mut claims: Vec<(usize, &Key)> = Vec::new();
-        let mut frees: Vec<(usize, Key)> = Vec::new();
-        for (i, (o, n)) in old.iter().zip(&now).enumerate() {
-            if o.as_ref().map(|k| &k.key) == n.as_ref().map(|k| &k.key) {
-                continue;
-            }
-            if let Some(n) = n {
-                claims.push((i, n));
-            }
-            // A delete leaves its claims to the next writer of the value.
-            if let (Some(o), Some(_)) = (o, &new) {
-                frees.push((i, o.clone()));
-            }
-        }
-        if !claims.is_empty() || !frees.is_empty() {
-            super::ensure_defs(env, &indexes).await?;
-        }
-        let claiming = futures_util::future::try_join_all(claims.iter().map(|(i, key)| {
-            let def = &indexes.defs[*i];
-            let (indexes, owner, txn) = (&indexes, &owner, txn.as_str());
-            async move {
-                if def.unique {
-                    claim::claim(env, indexes, def, key, &claim::Claimant::plain(owner, txn)).await
-                } else {
-                    claim::add_row(env, indexes, def, key, owner).await
-                }
-            }
-        }));
-        let (claimed, freed) =
-            futures_util::future::join(claiming, claim::read_freed(env, &indexes, &frees, &owner))
-                .await;
-        if let Err(e) = claimed {
-            // An insert of a row that exists is refused as such, whatever
-            // its claims met.
-            if let (W::Insert(_), ErrorKind::ValueTaken) = (&write, e.kind())
-                && let State::Row(..) = read_state(table, &pk, &rk).await?
-            {
-                return Err(exists::<E>(&pk, &rk));
-            }
-            return Err(e);
-        }
-        let freed = freed?;
-        let sent = send_entity(table, &write, &state, &pk, &rk).await;
-        match sent {
-            Ok(result) => {
-                claim::remove_freed(env, &indexes, freed).await;
-                return Ok(Some(result));
-            }
-            Err(e) => {
-                let raced = matches!(
-                    e.kind(),
-                    ErrorKind::Conflict | ErrorKind::NotFound | ErrorKind::AlreadyExists
-                );
-                let again = raced
-                    && matches!(
-                        write,
-                        W::Insert(_)
-                            | W::Upsert(_)
-                            | W::UpsertMerge(_)
-                            | W::ReplaceUnconditionally(_)
-                            | W::DeleteUnconditionally(..)
-                    );
-                if !again {
-                    // A conditional write refused at a tombstone: the row
-                    // is gone, as the caller sees rows.
-                    if e.kind() == ErrorKind::Conflict
-                        && matches!(read_state(table, &pk, &rk).await?, State::Tombstone(_))
-                    {
-                        return Err(not_found::<E>(&pk, &rk));
-                    }
-                    return Err(e);
-                }
-                if let Some(pause) = pauses.next() {
-                    tokio::time::sleep(pause).await;
-                }
-                state = read_state(table, &pk, &rk).await?;
-            }
-        }
-    }
-    Err(Error::Timeout {
-        what: format!(
-            "an indexed write of {} ({pk:?}, {rk:?}): its row kept changing under it ({ATTEMPTS} attempts)",
-            indexes.type_name
-        ),
-        // The time the attempts took, not a deadline: what ran out was the
-        // attempts.
-        after: started.elapsed(),
-    })
-}
-
-/// Sends the entity's write of `write`, conditioned on `state`: the commit
-/// point of the claims made for it.
-async fn send_entity<E: Entity>(
-    table: &Table<E>,
-    write: &IndexedWrite<'_, E>,
-    state: &State,
-    pk: &PartitionKey,
-    rk: &RowKey,
-) -> Result<Option<Versioned<E>>> {
-    use IndexedWrite as W;
-    let at = |etag: &ETag| Precondition::IfMatch(etag.clone());
-    // What to write onto `state`: the entity, its write log, what it
-    // keeps of the stored row, and the operation.
-    let (entity, log, base, shape) = match (write, state) {
-        (W::Insert(_), State::Row(..)) => return Err(exists::<E>(pk, rk)),
-        (W::Insert(e) | W::Upsert(e) | W::UpsertMerge(e), State::Absent) => {
-            (*e, None, Base::Nothing, Shape::Insert)
-        }
-        (W::Insert(e) | W::Upsert(e) | W::UpsertMerge(e), State::Tombstone(etag))
-        | (W::Upsert(e) | W::ReplaceUnconditionally(e), State::Row(etag, _)) => {
-            (*e, None, Base::Nothing, Shape::Replace(at(etag)))
-        }
-        (W::UpsertMerge(e), State::Row(etag, p)) => (
-            *e,
-            None,
-            Base::Merge(Some(p.clone())),
-            Shape::Merge(at(etag)),
-        ),
-        (W::Replace(v), _) => (
-            v.entity(),
-            v.write_log(),
-            Base::replace_of(v),
-            Shape::Replace(at(v.etag())),
-        ),
-        (W::Merge(v), _) => (
-            v.entity(),
-            v.write_log(),
-            Base::merge_of(v),
-            Shape::Merge(at(v.etag())),
-        ),
-        (W::Delete(v), _) => {
-            let gone = tombstone::data(pk, rk, "deleted");
-            table.send(TableOp::Replace(gone, at(v.etag()))).await?;
-            return Ok(None);
-        }
-        (W::DeleteUnconditionally(..), State::Row(etag, _)) => {
-            let gone = tombstone::data(pk, rk, "deleted");
-            table.send(TableOp::Replace(gone, at(etag))).await?;
-            return Ok(None);
-        }
-        (W::ReplaceUnconditionally(_) | W::DeleteUnconditionally(..), _) => {
-            return Err(not_found::<E>(pk, rk));
-        }
-    };
-    let written = table
-        .write(entity, log, base, move |d| match shape {
-            Shape::Insert => TableOp::Insert(d),
-            Shape::Replace(c) => TableOp::Replace(d, c),
-            Shape::Merge(c) => TableOp::Merge(d, c),
-        })
-        .await?;
-    Ok(Some(written))
-}
-
-/// The operation of an entity's write, without its data.
-enum Shape {
+/// A write as the index layer sees it: what it stores and on what
+/// condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// An insert: the row must be absent.
     Insert,
-    Replace(Precondition),
-    Merge(Precondition),
+    /// At the version read ([`Precondition::IfMatch`]).
+    At,
+    /// Whatever is stored, which must exist ([`Precondition::IfExists`]).
+    Existing,
+    /// Whatever is stored, or nothing ([`Precondition::Upsert`]).
+    Any,
+}
+
+fn kind_of(op: &TableOp) -> Kind {
+    match op.condition() {
+        None => Kind::Insert,
+        Some(Precondition::IfMatch(_)) => Kind::At,
+        Some(Precondition::IfExists) => Kind::Existing,
+        Some(Precondition::Upsert) => Kind::Any,
+    }
+}
+
+impl<B: TableBackend> IndexedWrites<B> {
+    fn indexes(&self) -> Result<Option<Arc<Indexes>>> {
+        if let Some(known) = self.indexes.get() {
+            return Ok(known.clone());
+        }
+        let found = (self.of)(self.env.tables())?.map(Arc::new);
+        Ok(self.indexes.get_or_init(|| found).clone())
+    }
+
+    /// Reads the entity's row, any unit's mark on it resolved.
+    async fn read_state(&self, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Result<State> {
+        let env = &self.env;
+        let found = env.backend().get(table, pk, rk).await?;
+        Ok(
+            match Resolver::new(env, Vec::new())
+                .resolve_opt(table, found)
+                .await?
+            {
+                None => State::Absent,
+                Some(row) if is_tombstone(&row.data.properties) => State::Tombstone(row.etag),
+                Some(row) => State::Row(row.etag, Arc::new(row.data.properties)),
+            },
+        )
+    }
+
+    fn error_row(&self, pk: &PartitionKey, rk: &RowKey) -> (Option<String>, Option<Box<Keys>>) {
+        (
+            Some(self.declared.into()),
+            Some(Box::new((pk.clone(), rk.clone()))),
+        )
+    }
+
+    fn not_found(&self, pk: &PartitionKey, rk: &RowKey) -> Error {
+        let (table, row) = self.error_row(pk, rk);
+        Error::NotFound {
+            what: format!("entity ({pk:?}, {rk:?}) in table `{}`", self.declared),
+            code: Some("ResourceNotFound".into()),
+            table,
+            row,
+        }
+    }
+
+    fn exists(&self, pk: &PartitionKey, rk: &RowKey) -> Error {
+        let (table, row) = self.error_row(pk, rk);
+        Error::AlreadyExists {
+            what: format!("entity ({pk:?}, {rk:?}) in table `{}`", self.declared),
+            code: Some("EntityAlreadyExists".into()),
+            table,
+            row,
+        }
+    }
+
+    fn changed(&self, pk: &PartitionKey, rk: &RowKey) -> Error {
+        let (table, row) = self.error_row(pk, rk);
+        Error::Conflict {
+            what: format!(
+                "entity ({pk:?}, {rk:?}) in table `{}`: changed since it was read",
+                self.declared
+            ),
+            code: Some("UpdateConditionNotSatisfied".into()),
+            table,
+            row,
+        }
+    }
+
+    /// Sends `op` as an indexed write: the plain write when it leaves
+    /// every indexed value as it is; otherwise claims for the values it
+    /// sets, then the entity's row conditioned on the state read before
+    /// them (an insert over a tombstone replaces it; a delete leaves a
+    /// tombstone, its claims to the next writer of the value), then the
+    /// removal of the index rows of values it freed.
+    async fn indexed(
+        &self,
+        table: &TableName,
+        indexes: &Indexes,
+        op: TableOp,
+        options: &WriteOptions,
+    ) -> Result<Option<Version>> {
+        let env = &self.env;
+        let kind = kind_of(&op);
+        let merge = matches!(op, TableOp::Merge(..));
+        let (pk, rk) = (op.partition_key().clone(), op.row_key().clone());
+        let new: Option<&EntityData> = op.data();
+        let owner: Keys = (pk.clone(), rk.clone());
+        let after = |state: &State| -> Option<Properties> {
+            let new = new?;
+            match (merge, state.properties()) {
+                (true, Some(before)) => {
+                    let mut base = before.clone();
+                    base.merge_from(&new.properties);
+                    Some(base)
+                }
+                _ => Some(new.properties.clone()),
+            }
+        };
+        // The state the entity write is conditioned on, read before any
+        // claim (a claim made after it is what a takeover must see
+        // changed).
+        let mut state = match (&op, op.condition()) {
+            (TableOp::Insert(_), _) => State::Absent,
+            (TableOp::Delete { .. }, Some(Precondition::IfMatch(etag))) => State::Version(etag),
+            (_, Some(Precondition::IfMatch(etag))) => match options.row_as_read() {
+                Some(p) => State::Row(etag, Arc::clone(p)),
+                None => match self.read_state(table, &pk, &rk).await? {
+                    State::Row(read, p) if read == etag => State::Row(read, p),
+                    State::Row(..) => return Err(self.changed(&pk, &rk)),
+                    _ => return Err(self.not_found(&pk, &rk)),
+                },
+            },
+            _ => self.read_state(table, &pk, &rk).await?,
+        };
+        // A conditional replace or merge that leaves every indexed value
+        // alone is the plain write.
+        if let (Kind::At, State::Row(_, p)) = (kind, &state)
+            && new.is_some()
+            && indexes.keys(Some(p))? == indexes.keys(after(&state).as_ref())?
+        {
+            return self.inner.execute(table, op, options).await;
+        }
+        let txn = crate::backend::write_log::new_id();
+        let started = tokio::time::Instant::now();
+        // Writers losing races to each other step back as `update_with` does.
+        let mut pauses = env.tables().conflict_retry().backoff();
+        for _ in 0..ATTEMPTS {
+            match (kind, &state) {
+                (Kind::Insert, State::Row(..)) => return Err(self.exists(&pk, &rk)),
+                (Kind::Existing, State::Absent | State::Tombstone(_)) => {
+                    return Err(self.not_found(&pk, &rk));
+                }
+                _ => {}
+            }
+            let old = indexes.keys(state.properties())?;
+            let now = indexes.keys(after(&state).as_ref())?;
+            let mut claims: Vec<(usize, &Key)> = Vec::new();
+            let mut frees: Vec<(usize, Key)> = Vec::new();
+            for (i, (o, n)) in old.iter().zip(&now).enumerate() {
+                if o.as_ref().map(|k| &k.key) == n.as_ref().map(|k| &k.key) {
+                    continue;
+                }
+                if let Some(n) = n {
+                    claims.push((i, n));
+                }
+                // A delete leaves its claims to the next writer of the value.
+                if let (Some(o), Some(_)) = (o, new) {
+                    frees.push((i, o.clone()));
+                }
+            }
+            if !claims.is_empty() || !frees.is_empty() {
+                super::ensure_defs(env, indexes).await?;
+            }
+            let claiming = futures_util::future::try_join_all(claims.iter().map(|(i, key)| {
+                let def = &indexes.defs[*i];
+                let (owner, txn) = (&owner, txn.as_str());
+                async move {
+                    if def.unique {
+                        claim::claim(env, indexes, def, key, &claim::Claimant::plain(owner, txn))
+                            .await
+                    } else {
+                        claim::add_row(env, indexes, def, key, owner).await
+                    }
+                }
+            }));
+            let (claimed, freed) = futures_util::future::join(
+                claiming,
+                claim::read_freed(env, indexes, &frees, &owner),
+            )
+            .await;
+            if let Err(e) = claimed {
+                // An insert of a row that exists is refused as such,
+                // whatever its claims met.
+                if let (Kind::Insert, ErrorKind::ValueTaken) = (kind, e.kind())
+                    && let State::Row(..) = self.read_state(table, &pk, &rk).await?
+                {
+                    return Err(self.exists(&pk, &rk));
+                }
+                return Err(e);
+            }
+            let freed = freed?;
+            let sent = match self.entity_op(&op, &state, &pk, &rk) {
+                Ok(entity) => self.inner.execute(table, entity, options).await,
+                Err(e) => Err(e),
+            };
+            match sent {
+                Ok(version) => {
+                    claim::remove_freed(env, indexes, freed).await;
+                    return Ok(version);
+                }
+                Err(e) => {
+                    let raced = matches!(
+                        e.kind(),
+                        ErrorKind::Conflict | ErrorKind::NotFound | ErrorKind::AlreadyExists
+                    );
+                    if !raced || kind == Kind::At {
+                        // A conditional write refused at a tombstone: the
+                        // row is gone, as the caller sees rows.
+                        if e.kind() == ErrorKind::Conflict
+                            && matches!(
+                                self.read_state(table, &pk, &rk).await?,
+                                State::Tombstone(_)
+                            )
+                        {
+                            return Err(self.not_found(&pk, &rk));
+                        }
+                        return Err(e);
+                    }
+                    if let Some(pause) = pauses.next() {
+                        tokio::time::sleep(pause).await;
+                    }
+                    state = self.read_state(table, &pk, &rk).await?;
+                }
+            }
+        }
+        Err(Error::Timeout {
+            what: format!(
+                "an indexed write of {} ({pk:?}, {rk:?}): its row kept changing under it ({ATTEMPTS} attempts)",
+                indexes.type_name
+            ),
+            // The time the attempts took, not a deadline: what ran out was
+            // the attempts.
+            after: started.elapsed(),
+        })
+    }
+
+    /// The entity's write of `op`, conditioned on `state`: the commit point
+    /// of the claims made for it. A delete leaves a tombstone.
+    fn entity_op(
+        &self,
+        op: &TableOp,
+        state: &State,
+        pk: &PartitionKey,
+        rk: &RowKey,
+    ) -> Result<TableOp> {
+        let at = |etag: &ETag| Precondition::IfMatch(etag.clone());
+        let gone = || tombstone::data(pk, rk, "deleted");
+        Ok(match (op, kind_of(op), state) {
+            // As asked: at the version the caller read.
+            (TableOp::Delete { .. }, Kind::At, _) => {
+                TableOp::Replace(gone(), op.condition().unwrap_or(Precondition::IfExists))
+            }
+            (_, Kind::At, _) => op.clone(),
+            (TableOp::Delete { .. }, _, State::Row(etag, _) | State::Version(etag)) => {
+                TableOp::Replace(gone(), at(etag))
+            }
+            (TableOp::Delete { .. }, ..) => return Err(self.not_found(pk, rk)),
+            (_, Kind::Insert, State::Row(..) | State::Version(_)) => {
+                return Err(self.exists(pk, rk));
+            }
+            (_, Kind::Existing, State::Absent | State::Tombstone(_)) => {
+                return Err(self.not_found(pk, rk));
+            }
+            (TableOp::Insert(d) | TableOp::Replace(d, _) | TableOp::Merge(d, _), _, state) => {
+                let d = d.clone();
+                match state {
+                    State::Absent => TableOp::Insert(d),
+                    State::Tombstone(etag) => TableOp::Replace(d, at(etag)),
+                    State::Row(etag, _) | State::Version(etag) => match op {
+                        TableOp::Merge(..) => TableOp::Merge(d, at(etag)),
+                        _ => TableOp::Replace(d, at(etag)),
+                    },
+                }
+            }
+        })
+    }
 }
 
 impl<E: Entity> Table<E> {

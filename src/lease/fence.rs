@@ -36,12 +36,11 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use tracing::Instrument as _;
 
-use crate::backend::delegate::{Delegate, Request, Writes, delegate_backend};
+use crate::backend::delegate::{Writes, delegate_backend};
 use crate::backend::{
     Backend, Layer, Precondition, StoredEntity, TableBackend, TableOp, Version, WriteOptions,
     validate_batch,
@@ -536,16 +535,6 @@ impl<B: TableBackend> Writes for FencedWrites<B> {
     /// with `ops`.
     async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
         self.fence.write(&self.inner, &self.races, table, ops).await
-    }
-}
-
-impl<B: Send + Sync> Delegate for FencedWrites<B> {
-    fn call<T: Send>(
-        &self,
-        _: &Request<'_>,
-        fut: impl Future<Output = Result<T>> + Send,
-    ) -> impl Future<Output = Result<T>> + Send {
-        fut
     }
 }
 

@@ -22,7 +22,8 @@ impl Store {
         let mut table = Table::new(Arc::clone(self.tables()));
         table.resolve = Some(self.resolve());
         if !E::INDEXES.is_empty() {
-            table.indexing = Some(crate::index::route::<E>);
+            table.indexing = Some(crate::index::layer::<E>(Arc::clone(self.locking())));
+            table.restack();
         }
         table
     }

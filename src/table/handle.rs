@@ -5,46 +5,44 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures_util::future::BoxFuture;
 use tracing::Instrument as _;
 
 use super::env::TableEnv;
-use super::resolve::{IndexedWrite, Resolve, Routed, needs_resolving};
+use super::resolve::{Resolve, needs_resolving};
 use super::stored::versioned;
-use crate::backend::Backend;
+use crate::backend::{Backend, Layer};
 use crate::entity::{Entity, Versioned};
 use crate::error::{Error, Result};
 use crate::key::{ConstantRowKey, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
-
-/// The route of the writes of an indexed type `E` (see [`IndexedWrite`]).
-pub(crate) type Route<E> =
-    for<'a> fn(&'a Table<E>, IndexedWrite<'a, E>) -> BoxFuture<'a, Routed<E>>;
 
 /// The typed table of entity type `E`. Cheap to clone.
 pub struct Table<E> {
     pub(crate) env: Arc<TableEnv>,
     name: std::result::Result<TableName, String>,
     pub(super) write_log: bool,
-    /// The backend of this table's writes: the store's stack, with the
-    /// [`FenceLayer`](crate::lease::FenceLayer) on top for a
-    /// [fenced](Table::fenced) table.
-    pub(crate) writer: Arc<dyn Backend>,
+    /// The backend of this table's writes: the store's stack, then the
+    /// fence's layer of a [fenced](Table::fenced) table, then the index
+    /// layer of a type with indexes (see [`Table::restack`]).
+    pub(super) writer: Arc<dyn Backend>,
+    /// The fence's layer of a [fenced](Table::fenced) table.
+    pub(super) fence: Option<Arc<dyn Layer>>,
     /// Set once the store has made sure the table exists (the store never
     /// forgets it), so later operations skip the store's lookup.
     ready: Arc<AtomicBool>,
     /// How the table's reads see rows (see [`Resolve`]); `None` for a
     /// table made outside a store: rows as stored.
     pub(crate) resolve: Option<Arc<dyn Resolve>>,
-    /// The route of the writes of an indexed type (see [`Route`]); `None`:
-    /// every write is the plain one.
-    pub(crate) indexing: Option<Route<E>>,
+    /// The layer of the writes of an indexed type (see `crate::index`),
+    /// which the store stacks; `None`: every write is the plain one.
+    pub(crate) indexing: Option<Arc<dyn Layer>>,
     _entity: PhantomData<fn() -> E>,
 }
 
 impl<E> Clone for Table<E> {
     fn clone(&self) -> Self {
         Table {
-            indexing: self.indexing,
+            writer: Arc::clone(&self.writer),
+            indexing: self.indexing.clone(),
             ..self.view()
         }
     }
@@ -52,19 +50,36 @@ impl<E> Clone for Table<E> {
 
 impl<E> Table<E> {
     /// The same table read as `V`: a type stored in the same table (the
-    /// caller checks that, see [`SameTable`]). Its writes are not routed as
-    /// indexed writes: a view only reads.
+    /// caller checks that, see [`SameTable`]). Its writes do not go through
+    /// the index layer: a view only reads.
     pub(crate) fn view<V>(&self) -> Table<V> {
-        Table {
+        let mut view = Table {
             env: Arc::clone(&self.env),
             name: self.name.clone(),
             write_log: self.write_log,
-            writer: Arc::clone(&self.writer),
+            writer: Arc::clone(self.env.backend()),
+            fence: self.fence.clone(),
             ready: Arc::clone(&self.ready),
             resolve: self.resolve.clone(),
             indexing: None,
             _entity: PhantomData,
-        }
+        };
+        view.restack();
+        view
+    }
+
+    /// Stacks this table's writer again (see [`Table::writer`]): over the
+    /// store's stack, the fence's layer, then the index layer.
+    pub(crate) fn restack(&mut self) {
+        let store = Arc::clone(self.env.backend());
+        let fenced = match &self.fence {
+            Some(fence) => fence.layer(store),
+            None => store,
+        };
+        self.writer = match &self.indexing {
+            Some(indexing) => indexing.layer(fenced),
+            None => fenced,
+        };
     }
 }
 
@@ -115,6 +130,7 @@ impl<E: Entity> Table<E> {
             // the first operation.
             name: env.table_name(E::TABLE).map_err(|e| e.to_string()),
             writer: Arc::clone(env.backend()),
+            fence: None,
             env,
             write_log: false,
             ready: Arc::new(AtomicBool::new(false)),

@@ -28,6 +28,6 @@ pub use batch::{Batch, BatchResult};
 pub(crate) use env::TableEnv;
 pub use handle::Table;
 pub use query::{DecodeErrors, OnDecodeError, Page, Query};
-pub(crate) use resolve::{IndexedWrite, MARK, Resolve, Routed};
+pub(crate) use resolve::{MARK, Resolve};
 pub(crate) use stored::{Base, versioned};
 pub use update::UpdateError;

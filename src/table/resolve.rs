@@ -1,10 +1,10 @@
-//! [`Resolve`]: what a store does to the rows its tables read, and the
-//! hook of the writes of indexed types. Both are installed by
-//! [`Store::table`](crate::Store::table): the lock machinery resolves the
-//! marks that units' commits leave on rows (see `crate::lock`, "Units and
-//! optimistic writes"), and the index machinery routes the writes of
-//! types with indexes (see `crate::index`). Tables know neither; a table
-//! made without them reads rows as stored and writes them plainly.
+//! [`Resolve`]: what a store does to the rows its tables read. Installed
+//! by [`Store::table`](crate::Store::table): the lock machinery resolves
+//! the marks that units' commits leave on rows (see `crate::lock`, "Units
+//! and optimistic writes"); the store also stacks the index layer over
+//! the writes of types with indexes (see `crate::index`). Tables know
+//! neither; a table made without them reads rows as stored and writes them
+//! plainly.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -13,9 +13,8 @@ use async_trait::async_trait;
 
 use super::tombstone::is_tombstone;
 use crate::backend::{QueryPage, QuerySpec, StoredEntity};
-use crate::entity::Versioned;
 use crate::error::Result;
-use crate::key::{PartitionKey, RowKey, TableName};
+use crate::key::TableName;
 
 /// The reserved property holding a row's mark: the transaction of the
 /// unit's commit that wrote it, until that commit is finished.
@@ -52,20 +51,3 @@ pub(crate) trait Resolve: Send + Sync + 'static {
     /// knows its type.
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
-
-/// A write of a [`Table`](super::Table), as the index machinery routes it.
-pub(crate) enum IndexedWrite<'a, E> {
-    Insert(&'a E),
-    Replace(&'a Versioned<E>),
-    Merge(&'a Versioned<E>),
-    Delete(&'a Versioned<E>),
-    Upsert(&'a E),
-    UpsertMerge(&'a E),
-    ReplaceUnconditionally(&'a E),
-    DeleteUnconditionally(&'a PartitionKey, &'a RowKey),
-}
-
-/// What the route of an indexed write answers: `None` when the write is
-/// the plain write (the table sends it), otherwise the entity as stored
-/// after it (`None` for a delete).
-pub(crate) type Routed<E> = Result<Option<Option<Versioned<E>>>>;

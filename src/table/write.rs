@@ -4,9 +4,8 @@
 use tracing::Instrument as _;
 
 use super::handle::Table;
-use super::resolve::{IndexedWrite, MARK, Routed};
+use super::resolve::MARK;
 use super::stored::{Base, stored_after};
-use crate::backend::Layer as _;
 use crate::backend::WriteOptions;
 use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
@@ -15,13 +14,14 @@ use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, Table
 use crate::lease::{Fence, FenceLayer};
 
 impl<E: Entity> Table<E> {
-    /// Sends one write of `entity` and returns the entity as stored (see
+    /// Sends one write of `entity` (of `current`, for a write conditioned
+    /// on a version read) and returns the entity as stored (see
     /// [`stored_after`]) with the version produced. When only a read can
     /// tell what is stored, the entity is read back after the write.
     pub(crate) async fn write(
         &self,
         entity: &E,
-        based_on: Option<&str>,
+        current: Option<&Versioned<E>>,
         base: Base,
         make_op: impl FnOnce(EntityData) -> TableOp,
     ) -> Result<Versioned<E>> {
@@ -49,7 +49,7 @@ impl<E: Entity> Table<E> {
                     | TableOp::Replace(_, Precondition::IfMatch(_))
                     | TableOp::Merge(_, Precondition::IfMatch(_))
             ))
-        .then(|| write_log::extend(&write_log::new_id(), based_on));
+        .then(|| write_log::extend(&write_log::new_id(), current.and_then(Versioned::write_log)));
         if let (Some(log), Some(data)) = (&log, op.data_mut()) {
             data.properties
                 .insert(write_log::PROPERTY, Value::String(log.clone()));
@@ -66,11 +66,18 @@ impl<E: Entity> Table<E> {
         let op_name = op.name();
         // The backend is told where the write log is, to settle a lost
         // reply by it.
-        let options = if log.is_some() {
+        let mut options = if log.is_some() {
             WriteOptions::new().with_write_log()
         } else {
             WriteOptions::new()
         };
+        // The index layer reads the values the row holds from the version
+        // read, rather than asking the service (copied only for it).
+        if self.indexing.is_some()
+            && let Some(read) = current.and_then(Versioned::stored_properties)
+        {
+            options = options.with_row_as_read(read);
+        }
         let version = self
             .execute(name, op, &options)
             .instrument(span.clone())
@@ -132,9 +139,6 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("insert", async move {
-                if let Some(Some(v)) = self.route(IndexedWrite::Insert(&entity)).await? {
-                    return Ok(v);
-                }
                 match self
                     .write(&entity, None, Base::Nothing, TableOp::Insert)
                     .await
@@ -198,13 +202,10 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("replace", async move {
-                if let Some(Some(v)) = self.route(IndexedWrite::Replace(current)).await? {
-                    return Ok(v);
-                }
                 let etag = current.etag().clone();
                 self.write(
                     current.entity(),
-                    current.write_log(),
+                    Some(current),
                     Base::replace_of(current),
                     |d| TableOp::Replace(d, Precondition::IfMatch(etag)),
                 )
@@ -279,13 +280,10 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("merge", async move {
-                if let Some(Some(v)) = self.route(IndexedWrite::Merge(current)).await? {
-                    return Ok(v);
-                }
                 let etag = current.etag().clone();
                 self.write(
                     current.entity(),
-                    current.write_log(),
+                    Some(current),
                     Base::merge_of(current),
                     |d| TableOp::Merge(d, Precondition::IfMatch(etag)),
                 )
@@ -315,9 +313,6 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("delete", async move {
-                if self.route(IndexedWrite::Delete(current)).await?.is_some() {
-                    return Ok(());
-                }
                 let pk = current.partition_key()?;
                 let rk = current.row_key()?;
                 self.delete_op(pk, rk, Some(current.etag().clone())).await
@@ -354,9 +349,6 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("upsert", async move {
-                if let Some(Some(v)) = self.route(IndexedWrite::Upsert(&entity)).await? {
-                    return Ok(v);
-                }
                 self.write(&entity, None, Base::Nothing, |d| {
                     TableOp::Replace(d, Precondition::Upsert)
                 })
@@ -396,9 +388,6 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("upsert_merge", async move {
-                if let Some(Some(v)) = self.route(IndexedWrite::UpsertMerge(&entity)).await? {
-                    return Ok(v);
-                }
                 self.write(&entity, None, Base::Merge(None), |d| {
                     TableOp::Merge(d, Precondition::Upsert)
                 })
@@ -431,12 +420,6 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("replace_unconditionally", async move {
-                if let Some(Some(v)) = self
-                    .route(IndexedWrite::ReplaceUnconditionally(&entity))
-                    .await?
-                {
-                    return Ok(v);
-                }
                 self.write(&entity, None, Base::Nothing, |d| {
                     TableOp::Replace(d, Precondition::IfExists)
                 })
@@ -471,26 +454,9 @@ impl<E: Entity> Table<E> {
             .operation("delete_unconditionally", async move {
                 let pk = partition_key.into_partition_key()?;
                 let rk = row_key.into_row_key()?;
-                if self
-                    .route(IndexedWrite::DeleteUnconditionally(&pk, &rk))
-                    .await?
-                    .is_some()
-                {
-                    return Ok(());
-                }
                 self.delete_op(pk, rk, None).await
             })
             .await
-    }
-
-    /// Sends `write` as an indexed write when the type has indexes and the
-    /// store routes them (see [`IndexedWrite`]): `Ok(None)` when the write
-    /// is the plain one, left to the caller.
-    async fn route(&self, write: IndexedWrite<'_, E>) -> Routed<E> {
-        match self.indexing {
-            Some(route) if !E::INDEXES.is_empty() => route(self, write).await,
-            _ => Ok(None),
-        }
     }
 
     /// Sends one write through this table's writer (fenced or not),
@@ -548,11 +514,13 @@ impl<E: Entity> Table<E> {
     /// ```
     #[must_use = "`fenced` returns a fenced copy of the table; `self` is unchanged"]
     pub fn fenced(&self, fence: &Fence) -> Table<E> {
-        // Over the store's stack: a fenced table fenced again has the
-        // later fence only.
+        // A fenced table fenced again has the later fence only.
         let mut table = self.clone();
-        table.writer = FenceLayer::new(fence.clone(), self.env.conflict_retry().clone())
-            .layer(std::sync::Arc::clone(self.env.backend()));
+        table.fence = Some(std::sync::Arc::new(FenceLayer::new(
+            fence.clone(),
+            self.env.conflict_retry().clone(),
+        )));
+        table.restack();
         table
     }
 

@@ -19,6 +19,16 @@ struct Job {
     state: String,
 }
 
+/// A memory store counting its requests in the returned counter.
+fn counted_store() -> (Store, RequestCounter) {
+    let counts = RequestCounter::default();
+    let store = Store::builder(MemoryBackend::new())
+        .layer(counts.clone())
+        .build()
+        .unwrap();
+    (store, counts)
+}
+
 fn job(id: &str, state: &str) -> Job {
     Job {
         queue: "q".into(),
@@ -58,11 +68,7 @@ async fn builder_layers_stack_in_the_order_given() {
 /// as well as tables.
 #[tokio::test]
 async fn leases_and_locks_go_through_the_layers() {
-    let counts = RequestCounter::default();
-    let store = Store::builder(MemoryBackend::new())
-        .layer(counts.clone())
-        .build()
-        .unwrap();
+    let (store, counts) = counted_store();
     let guard = store
         .leases()
         .acquire("worker", Duration::from_secs(30))
@@ -100,11 +106,7 @@ fn a_layered_backend_reports_the_system_below() {
 /// transaction of the fence row and the write, as with one fence.
 #[tokio::test]
 async fn a_table_fenced_again_has_the_later_fence_only() {
-    let counts = RequestCounter::default();
-    let store = Store::builder(MemoryBackend::new())
-        .layer(counts.clone())
-        .build()
-        .unwrap();
+    let (store, counts) = counted_store();
     let guard = store
         .leases()
         .acquire("scheduler", Duration::from_secs(30))
