@@ -41,9 +41,15 @@ pub struct Table<E> {
 impl<E> Clone for Table<E> {
     fn clone(&self) -> Self {
         Table {
+            env: Arc::clone(&self.env),
+            name: self.name.clone(),
+            write_log: self.write_log,
             writer: Arc::clone(&self.writer),
+            fence: self.fence.clone(),
+            ready: Arc::clone(&self.ready),
+            resolve: self.resolve.clone(),
             indexing: self.indexing.clone(),
-            ..self.view()
+            _entity: PhantomData,
         }
     }
 }

@@ -525,7 +525,8 @@ impl<E: Entity> Table<E> {
     }
 
     /// Sends one write through the table's writer: the store's stack,
-    /// with the fence on top for a [fenced](Table::fenced) table.
+    /// then the fence's layer of a [fenced](Table::fenced) table, then the
+    /// index layer of a type with indexes.
     async fn execute(
         &self,
         name: &TableName,
