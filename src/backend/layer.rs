@@ -25,11 +25,15 @@ use super::Backend;
 ///    request's outcome;
 /// 3. the store's metrics (feature `opentelemetry`).
 ///
-/// [`Store::table`](crate::Store::table) adds, per table, the writes of
-/// indexed types (claims first, then the entity's row, see
-/// [`crate::index`]) and, on [`Table::fenced`](crate::Table::fenced), the
-/// [`Fence`](crate::lease::Fence) layer (every write as one transaction with the
-/// partition's fence row).
+/// A table's writes then go through, per table, over the store's stack:
+///
+/// 4. on [`Table::fenced`](crate::Table::fenced), the
+///    [`Fence`](crate::lease::Fence)'s layer: every write as one
+///    transaction with the partition's fence row;
+/// 5. for a type with indexes, the index layer that
+///    [`Store::table`](crate::Store::table) stacks: claims first, then the
+///    entity's row through the layers below (see [`crate::index`]). The
+///    claims go to the store's stack, so they are not fenced.
 ///
 /// The layers of [`crate::testing`] are the counter and the fault injector:
 /// [`RequestCounter`](crate::testing::RequestCounter) and
