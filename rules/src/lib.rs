@@ -102,10 +102,21 @@ pub fn key_problem(key: &str) -> Option<String> {
             2 * utf16_len(key)
         ));
     }
-    if let Some(c) = key.chars().find(|&c| is_forbidden_key_char(c)) {
-        return Some(format!("contains the forbidden character {c:?}"));
-    }
-    None
+    let c = forbidden_key_char_at(key).and_then(|i| key[i..].chars().next())?;
+    Some(format!("contains the forbidden character {c:?}"))
+}
+
+/// Where the first character [`is_forbidden_key_char`] refuses starts, by a
+/// scan of bytes: every forbidden character is ASCII or, for U+0080 to
+/// U+009F, the two bytes `C2 80` to `C2 9F` (`C2` is never a continuation
+/// byte), so no character needs decoding.
+fn forbidden_key_char_at(key: &str) -> Option<usize> {
+    let bytes = key.as_bytes();
+    bytes.iter().enumerate().position(|(i, &b)| match b {
+        b'/' | b'\\' | b'#' | b'?' | 0x00..=0x1f | 0x7f => true,
+        0xc2 => matches!(bytes.get(i + 1), Some(0x80..=0x9f)),
+        _ => false,
+    })
 }
 
 /// Characters the service forbids in keys: `/ \ # ?` and control characters
@@ -194,6 +205,15 @@ mod tests {
         assert!(key_problem(&"x".repeat(513)).is_some());
         assert_eq!(key_problem("o'brien %+ é 日本"), None);
         assert_eq!(key_problem(""), None);
+        // The byte scan finds exactly the characters the predicate refuses.
+        for c in ('\u{0}'..='\u{7ff}').chain(['\u{fffd}', '\u{10000}', '\u{10ffff}']) {
+            let key = format!("a{c}b");
+            assert_eq!(
+                key_problem(&key).is_some(),
+                is_forbidden_key_char(c),
+                "{c:?}"
+            );
+        }
         assert_eq!(
             key_problem(&"😀".repeat(257)),
             Some("is 1028 bytes as UTF-16; keys are limited to 1024".into())

@@ -95,21 +95,23 @@ pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<Ba
     })
 }
 
-/// One operation's reply inside a batch reply.
+/// One operation's reply inside a batch reply, borrowed from the reply's
+/// text (a batch of 100 carries some 600 header lines: none is copied).
 #[derive(Debug, Default, Clone, PartialEq)]
-pub(super) struct PartReply {
+pub(super) struct PartReply<'a> {
     pub(super) status: u16,
-    /// Headers, names lowercased.
-    pub(super) headers: Vec<(String, String)>,
-    pub(super) body: String,
+    /// Headers, as sent (names are matched ignoring ASCII case).
+    pub(super) headers: Vec<(&'a str, &'a str)>,
+    /// The body, its lines as sent.
+    pub(super) body: &'a str,
 }
 
-impl PartReply {
-    pub(super) fn header(&self, name: &str) -> Option<&str> {
+impl<'a> PartReply<'a> {
+    pub(super) fn header(&self, name: &str) -> Option<&'a str> {
         self.headers
             .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|&(_, v)| v)
     }
 
     /// The zero-based operation index this reply names through `Content-ID`.
@@ -152,17 +154,23 @@ impl PartReply {
 /// a blank line and a body, ending at the next boundary line (`--...`). This
 /// reads replies whether they sit in a changeset (the usual case) or directly
 /// in the batch (how the service answers a malformed batch).
-pub(super) fn parse(body: &str) -> Vec<PartReply> {
+pub(super) fn parse(body: &str) -> Vec<PartReply<'_>> {
+    #[derive(Clone, Copy)]
     enum State {
         Outside,
         Headers,
-        Body,
+        /// In a body that starts at this offset and, so far, ends at the
+        /// other (the end of its last line, without the line break).
+        Body(usize, usize),
     }
     let mut replies = Vec::new();
     let mut current = PartReply::default();
     let mut state = State::Outside;
-    for line in body.split('\n') {
-        let line = line.strip_suffix('\r').unwrap_or(line);
+    let mut at = 0;
+    for raw_line in body.split('\n') {
+        let start = at;
+        at += raw_line.len() + 1;
+        let line = raw_line.strip_suffix('\r').unwrap_or(raw_line);
         match state {
             State::Outside => {
                 if let Some(rest) = line.strip_prefix("HTTP/1.1 ") {
@@ -179,27 +187,23 @@ pub(super) fn parse(body: &str) -> Vec<PartReply> {
             }
             State::Headers => {
                 if line.is_empty() {
-                    state = State::Body;
+                    state = State::Body(at.min(body.len()), at.min(body.len()));
                 } else if let Some((name, value)) = line.split_once(':') {
-                    current
-                        .headers
-                        .push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+                    current.headers.push((name.trim(), value.trim()));
                 }
             }
-            State::Body => {
-                if line.starts_with("--") {
-                    replies.push(std::mem::take(&mut current));
-                    state = State::Outside;
-                } else {
-                    if !current.body.is_empty() {
-                        current.body.push('\n');
-                    }
-                    current.body.push_str(line);
-                }
+            State::Body(from, to) if line.starts_with("--") => {
+                current.body = &body[from..to.max(from)];
+                replies.push(std::mem::take(&mut current));
+                state = State::Outside;
             }
+            State::Body(from, _) => state = State::Body(from, start + line.len()),
         }
     }
-    if !matches!(state, State::Outside) {
+    if let State::Body(from, to) = state {
+        current.body = &body[from..to.max(from)];
+        replies.push(current);
+    } else if matches!(state, State::Headers) {
         replies.push(current);
     }
     replies
@@ -275,7 +279,7 @@ impl AzureBackend {
             }));
         }
         // Replies come in request order; Content-ID, when echoed, says so too.
-        let mut ordered: Vec<Option<&PartReply>> = vec![None; ops.len()];
+        let mut ordered: Vec<Option<&PartReply<'_>>> = vec![None; ops.len()];
         for (i, part) in parts.iter().enumerate() {
             let at = part.content_index().filter(|j| *j < ops.len()).unwrap_or(i);
             ordered[at] = Some(part);
@@ -354,6 +358,35 @@ mod tests {
             parts[1].header("etag"),
             Some("W/\"datetime'2024-01-01T00%3A00%3A00.2Z'\"")
         );
+    }
+
+    /// A part's body is the text between its blank line and the next
+    /// boundary, whatever its line breaks; header names match in any case.
+    #[test]
+    fn a_body_over_several_lines_is_read_whole() {
+        let body = "--batchresponse_1\r\n\
+            HTTP/1.1 400 Bad Request\r\n\
+            x-ms-error-code: InvalidInput\r\n\
+            CONTENT-ID: 2\r\n\r\n\
+            {\"odata.error\":{\"code\":\"InvalidInput\",\r\n\
+            \"message\":{\"value\":\"1:bad value\"}}}\r\n\
+            --batchresponse_1--\r\n";
+        let parts = parse(body);
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].status, 400);
+        assert_eq!(
+            parts[0].body,
+            "{\"odata.error\":{\"code\":\"InvalidInput\",\r\n\"message\":{\"value\":\"1:bad value\"}}}"
+        );
+        assert_eq!(parts[0].content_index(), Some(1));
+        assert_eq!(
+            parts[0].error_details(),
+            (Some("InvalidInput".into()), Some(1))
+        );
+        // A reply cut off inside its body keeps what arrived.
+        let cut = parse("HTTP/1.1 204 No Content\nETag: x\n\nrest");
+        assert_eq!(cut.len(), 1);
+        assert_eq!((cut[0].header("ETAG"), cut[0].body), (Some("x"), "rest"));
     }
 
     /// The batch-size check (`TableOp::payload_size`, summed against the
