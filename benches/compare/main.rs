@@ -14,7 +14,8 @@
 //!   stdout).
 //!
 //! One module per section (`per_op`, `codec`, `units`, `hot`, `handoff`,
-//! `memory`, `indexes`, `across`), plus the shared `setup`, `stats` and `report`; the program
+//! `memory`, `indexes`, `across`), plus the shared `setup`, `stats`, `report` and
+//! `stopwatch` (a layer timing the requests below it); the program
 //! uses only leasehold's public API (the codec section reaches the wire
 //! form through the hidden `leasehold::__private` hooks meant for it).
 
@@ -34,6 +35,7 @@ mod raw;
 mod report;
 mod setup;
 mod stats;
+mod stopwatch;
 mod units;
 
 use across::{WORKER, across_processes, across_worker};

@@ -1,0 +1,199 @@
+//! A layer that times the requests below it: what the per-operation
+//! section uses to tell leasehold's own time around a request from the
+//! request's (through the public `Layer` trait, as a user's layer would).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use leasehold::Result;
+use leasehold::backend::*;
+use leasehold::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
+
+/// Times the gets of the backend it wraps; `last` is the time the last one
+/// took.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Stopwatch(Arc<Mutex<Duration>>);
+
+impl Stopwatch {
+    /// How long the last timed request took.
+    pub(crate) fn last(&self) -> Duration {
+        *self.0.lock().expect("not poisoned")
+    }
+}
+
+impl Layer for Stopwatch {
+    fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
+        Arc::new(Timed {
+            inner,
+            last: self.0.clone(),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct Timed {
+    inner: Arc<dyn Backend>,
+    last: Arc<Mutex<Duration>>,
+}
+
+impl Timed {
+    fn record(&self, started: Instant) {
+        *self.last.lock().expect("not poisoned") = started.elapsed();
+    }
+}
+
+#[async_trait::async_trait]
+impl TableBackend for Timed {
+    fn system_name(&self) -> &'static str {
+        self.inner.system_name()
+    }
+    async fn create_table(&self, t: &TableName) -> Result<TableCreation> {
+        self.inner.create_table(t).await
+    }
+    async fn delete_table(&self, t: &TableName) -> Result<bool> {
+        self.inner.delete_table(t).await
+    }
+    async fn list_tables(&self) -> Result<Vec<TableName>> {
+        self.inner.list_tables().await
+    }
+    async fn get(
+        &self,
+        t: &TableName,
+        pk: &PartitionKey,
+        rk: &RowKey,
+    ) -> Result<Option<StoredEntity>> {
+        let started = Instant::now();
+        let got = self.inner.get(t, pk, rk).await;
+        self.record(started);
+        got
+    }
+    async fn execute(
+        &self,
+        t: &TableName,
+        op: TableOp,
+        o: &WriteOptions,
+    ) -> Result<Option<Version>> {
+        self.inner.execute(t, op, o).await
+    }
+    async fn batch(&self, t: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
+        self.inner.batch(t, ops).await
+    }
+    async fn query(&self, t: &TableName, q: &QuerySpec) -> Result<QueryPage> {
+        self.inner.query(t, q).await
+    }
+}
+
+#[async_trait::async_trait]
+impl BlobBackend for Timed {
+    fn endpoint(&self) -> String {
+        self.inner.endpoint()
+    }
+    async fn create_container(&self, c: &ContainerName) -> Result<()> {
+        self.inner.create_container(c).await
+    }
+    async fn put_blob(
+        &self,
+        c: &ContainerName,
+        b: &BlobName,
+        body: Vec<u8>,
+        m: &Metadata,
+        w: &BlobConditions,
+    ) -> Result<ETag> {
+        self.inner.put_blob(c, b, body, m, w).await
+    }
+    async fn get_blob(&self, c: &ContainerName, b: &BlobName) -> Result<Option<Blob>> {
+        self.inner.get_blob(c, b).await
+    }
+    async fn blob_properties(
+        &self,
+        c: &ContainerName,
+        b: &BlobName,
+    ) -> Result<Option<BlobProperties>> {
+        self.inner.blob_properties(c, b).await
+    }
+    async fn set_blob_metadata(
+        &self,
+        c: &ContainerName,
+        b: &BlobName,
+        m: &Metadata,
+        w: &BlobConditions,
+    ) -> Result<ETag> {
+        self.inner.set_blob_metadata(c, b, m, w).await
+    }
+    async fn delete_blob(&self, c: &ContainerName, b: &BlobName, w: &BlobConditions) -> Result<()> {
+        self.inner.delete_blob(c, b, w).await
+    }
+    async fn list_blobs(
+        &self,
+        c: &ContainerName,
+        prefix: &str,
+        marker: Option<&str>,
+    ) -> Result<BlobListPage> {
+        self.inner.list_blobs(c, prefix, marker).await
+    }
+    async fn acquire_lease(
+        &self,
+        c: &ContainerName,
+        b: &BlobName,
+        d: LeaseDuration,
+        id: LeaseId,
+    ) -> Result<AcquiredLease> {
+        self.inner.acquire_lease(c, b, d, id).await
+    }
+    async fn renew_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
+        self.inner.renew_lease(c, b, id).await
+    }
+    async fn change_lease(
+        &self,
+        c: &ContainerName,
+        b: &BlobName,
+        id: LeaseId,
+        new: LeaseId,
+    ) -> Result<LeaseId> {
+        self.inner.change_lease(c, b, id, new).await
+    }
+    async fn release_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
+        self.inner.release_lease(c, b, id).await
+    }
+    async fn break_lease(
+        &self,
+        c: &ContainerName,
+        b: &BlobName,
+        p: Option<std::time::Duration>,
+    ) -> Result<std::time::Duration> {
+        self.inner.break_lease(c, b, p).await
+    }
+}
+
+/// A pipeline policy, placed last before the transport, that times each
+/// HTTP exchange (request sent, reply read); `last` is the last one's time.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Exchange(Arc<Mutex<Duration>>);
+
+impl Exchange {
+    /// How long the last exchange took.
+    pub(crate) fn last(&self) -> Duration {
+        *self.0.lock().expect("not poisoned")
+    }
+}
+
+#[async_trait::async_trait]
+impl azure_core::http::policies::Policy for Exchange {
+    async fn send(
+        &self,
+        ctx: &azure_core::http::Context,
+        request: &mut azure_core::http::Request,
+        next: &[Arc<dyn azure_core::http::policies::Policy>],
+    ) -> azure_core::http::policies::PolicyResult {
+        let started = Instant::now();
+        let reply = match next.split_first() {
+            Some((first, rest)) => first.send(ctx, request, rest).await,
+            None => Err(azure_core::Error::with_message(
+                azure_core::error::ErrorKind::Other,
+                "no transport after the timing policy",
+            )),
+        };
+        *self.0.lock().expect("not poisoned") = started.elapsed();
+        reply
+    }
+}
