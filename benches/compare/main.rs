@@ -15,7 +15,7 @@
 //!
 //! One module per section (`per_op`, `codec`, `units`, `hot`, `handoff`,
 //! `memory`, `indexes`, `across`), plus the shared `setup`, `stats`, `report` and
-//! `stopwatch` (a layer timing the requests below it); the program
+//! `stopwatch` (timing hooks: a layer and a pipeline policy); the program
 //! uses only leasehold's public API (the codec section reaches the wire
 //! form through the hidden `leasehold::__private` hooks meant for it).
 

@@ -1,6 +1,8 @@
-//! A layer that times the requests below it: what the per-operation
-//! section uses to tell leasehold's own time around a request from the
-//! request's (through the public `Layer` trait, as a user's layer would).
+//! The timing hooks of the per-operation section, both through public
+//! extension points as a user's would: [`Stopwatch`], a `Layer` that times
+//! the backend requests below it, and [`Exchange`], an `azure_core` pipeline
+//! policy that times each HTTP exchange. Together they tell leasehold's own
+//! time around a request from the request's.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
