@@ -111,13 +111,13 @@ pub(crate) async fn per_operation(env: &Env, report: &mut Report) -> Res<f64> {
             if leasehold_side {
                 let (took, got) = timed(timed_table.get(&lh_pk, "fixed")).await;
                 assert!(got?.is_some());
-                lh_client.push(us(took.saturating_sub(exchange.last())));
-                lh_above.push(us(took.saturating_sub(stopwatch.last())));
+                lh_client.push(us(took.saturating_sub(exchange.0.get())));
+                lh_above.push(us(took.saturating_sub(stopwatch.0.get())));
             } else {
                 let (took, got) = timed(timed_raw.get(T, &lh_pk, "fixed")).await;
                 assert!(got?.0.contains_key("big"));
-                raw_client.push(us(took.saturating_sub(exchange.last())));
-                exchanges.push(us(exchange.last()));
+                raw_client.push(us(took.saturating_sub(exchange.0.get())));
+                exchanges.push(us(exchange.0.get()));
             }
         }
     }

@@ -11,17 +11,26 @@ use leasehold::Result;
 use leasehold::backend::*;
 use leasehold::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
 
-/// Times the gets of the backend it wraps; `last` is the time the last one
-/// took.
+/// The duration of the last thing timed, shared between the hook that
+/// times it and the code that reads it.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Stopwatch(Arc<Mutex<Duration>>);
+pub(crate) struct Last(Arc<Mutex<Duration>>);
 
-impl Stopwatch {
-    /// How long the last timed request took.
-    pub(crate) fn last(&self) -> Duration {
+impl Last {
+    /// How long the last timed thing took.
+    pub(crate) fn get(&self) -> Duration {
         *self.0.lock().expect("not poisoned")
     }
+
+    /// Records the time since `started`.
+    fn since(&self, started: Instant) {
+        *self.0.lock().expect("not poisoned") = started.elapsed();
+    }
 }
+
+/// Times the gets of the backend it wraps.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Stopwatch(pub(crate) Last);
 
 impl Layer for Stopwatch {
     fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
@@ -35,13 +44,7 @@ impl Layer for Stopwatch {
 #[derive(Debug)]
 struct Timed {
     inner: Arc<dyn Backend>,
-    last: Arc<Mutex<Duration>>,
-}
-
-impl Timed {
-    fn record(&self, started: Instant) {
-        *self.last.lock().expect("not poisoned") = started.elapsed();
-    }
+    last: Last,
 }
 
 #[async_trait::async_trait]
@@ -66,7 +69,7 @@ impl TableBackend for Timed {
     ) -> Result<Option<StoredEntity>> {
         let started = Instant::now();
         let got = self.inner.get(t, pk, rk).await;
-        self.record(started);
+        self.last.since(started);
         got
     }
     async fn execute(
@@ -168,16 +171,9 @@ impl BlobBackend for Timed {
 }
 
 /// A pipeline policy, placed last before the transport, that times each
-/// HTTP exchange (request sent, reply read); `last` is the last one's time.
+/// HTTP exchange (request sent, reply read).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Exchange(Arc<Mutex<Duration>>);
-
-impl Exchange {
-    /// How long the last exchange took.
-    pub(crate) fn last(&self) -> Duration {
-        *self.0.lock().expect("not poisoned")
-    }
-}
+pub(crate) struct Exchange(pub(crate) Last);
 
 #[async_trait::async_trait]
 impl azure_core::http::policies::Policy for Exchange {
@@ -195,7 +191,7 @@ impl azure_core::http::policies::Policy for Exchange {
                 "no transport after the timing policy",
             )),
         };
-        *self.0.lock().expect("not poisoned") = started.elapsed();
+        self.0.since(started);
         reply
     }
 }
