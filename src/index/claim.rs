@@ -176,10 +176,25 @@ pub(crate) async fn claim(
         let mut take_as = row.clone();
         if holder.is_some() && holder.as_ref() == freed_by_unit {
             take_as = index_row(indexes, def, key, owner, txn, freed_by_unit)?;
-        } else if holder.as_ref() != Some(owner) {
-            // Every entity the claim names must not hold the value, and
-            // must never come to hold it by a write pending now.
-            let named = holder.into_iter().chain(prev_of(&current.data));
+        } else {
+            // Every other entity the claim names must not hold the value,
+            // and must never come to hold it by a write pending now. A claim
+            // naming the owner may still name, as the entity a unit frees,
+            // one that holds the value while that unit's commit has not
+            // landed: rewriting the claim drops that name, so it is checked
+            // too.
+            let prev = prev_of(&current.data);
+            let named: Vec<Keys> = if holder.as_ref() == Some(owner) {
+                if prev.is_some() && prev.as_ref() == freed_by_unit {
+                    // The caller's own unit frees it: it stays named.
+                    take_as = index_row(indexes, def, key, owner, txn, freed_by_unit)?;
+                    Vec::new()
+                } else {
+                    prev.filter(|prev| prev != owner).into_iter().collect()
+                }
+            } else {
+                holder.into_iter().chain(prev).collect()
+            };
             let mut raced = false;
             for named in named {
                 match neutralize(env, indexes, def, &key.key, &named, held).await? {
