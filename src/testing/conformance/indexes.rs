@@ -1147,6 +1147,55 @@ pub async fn writers_racing_for_a_stalled_owners_value_leave_one_holder(ctx: &Ct
     assert!(report.is_consistent(), "{report:?}");
 }
 
+/// A unit re-keys ann (deletes her, inserts ann2 with her e-mail) beside an
+/// insert over an existing row, so its commit fails after it claimed the
+/// e-mail for ann2: the claim names ann2, and ann, who still holds the
+/// e-mail, as the entity the unit frees. A plain write at ann2 with that
+/// e-mail finds the claim naming itself; it is refused because ann holds
+/// the value, not handed the claim, and ann keeps it.
+pub async fn a_failed_units_claim_naming_the_writer_still_guards_its_freed_holder(ctx: &Ctx) {
+    let prefix = format!("{}fu", ctx.prefix());
+    let store = process(ctx, ctx.backend().clone(), &prefix);
+    let t = store.table::<Member>();
+    let ann = t.insert(member("eu", "ann", "a@x.org")).await.expect("ann");
+    t.insert(member("eu", "zed", "z@x.org")).await.expect("zed");
+    let mut unit = store.lock("eu").await.expect("lock");
+    unit.delete(&ann).expect("staged");
+    unit.insert(&member("eu", "ann2", "a@x.org"))
+        .expect("staged");
+    unit.insert(&member("eu", "zed", "z@x.org"))
+        .expect("staged");
+    let e = unit.commit().await.expect_err("zed exists");
+    match &e {
+        leasehold::Error::Batch { source, .. } => {
+            assert_eq!(source.kind(), ErrorKind::AlreadyExists, "{e}");
+        }
+        _ => assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}"),
+    }
+    let stored = t.get("eu", "ann").await.expect("read");
+    assert_eq!(stored.map(|m| m.email.clone()).as_deref(), Some("a@x.org"));
+    assert!(t.get("eu", "ann2").await.expect("read").is_none());
+    let e = t
+        .insert(member("eu", "ann2", "a@x.org"))
+        .await
+        .expect_err("ann holds the e-mail");
+    assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
+    assert!(t.get("eu", "ann2").await.expect("read").is_none());
+    let c = Member::columns();
+    let holder = t.get_by(c.email, "a@x.org").await.expect("lookup");
+    assert_eq!(holder.map(|m| m.id.clone()), Some("ann".into()));
+    // Once the unit's re-keying is done for real, ann2 holds it.
+    let mut unit = store.lock("eu").await.expect("lock");
+    unit.delete(&ann).expect("staged");
+    unit.insert(&member("eu", "ann2", "a@x.org"))
+        .expect("staged");
+    unit.commit().await.expect("re-keyed");
+    let holder = t.get_by(c.email, "a@x.org").await.expect("lookup");
+    assert_eq!(holder.map(|m| m.id.clone()), Some("ann2".into()));
+    let report = t.verify_indexes().await.expect("verify");
+    assert!(report.is_consistent(), "{report:?}");
+}
+
 /// A unit dies at its commit point, leaving an undecided mark on the row
 /// of an entity whose value it had claimed. The next unit to hold the dead
 /// commit's primary partition claims that value: it takes the mark off at
