@@ -87,8 +87,49 @@ fn format_any(t: OffsetDateTime) -> String {
 /// # Errors
 /// A message when `s` is not an RFC 3339 date-time in range.
 pub(crate) fn parse(s: &str) -> Result<OffsetDateTime, String> {
+    if let Some(t) = parse_canonical(s) {
+        return Ok(t);
+    }
     let t = OffsetDateTime::parse(s, &Rfc3339).map_err(|e| format!("{s:?}: {e}"))?;
     normalize(t)
+}
+
+/// The date-time the service's own form (see [`format`]) writes, read
+/// without the general RFC 3339 parser: every `Timestamp` and date-time
+/// property the service sends has that form. `None` for any other text,
+/// or an instant out of range: [`parse`] then reads it the general way.
+fn parse_canonical(s: &str) -> Option<OffsetDateTime> {
+    let b: &[u8; 28] = s.as_bytes().try_into().ok()?;
+    let separators = [
+        (4, b'-'),
+        (7, b'-'),
+        (10, b'T'),
+        (13, b':'),
+        (16, b':'),
+        (19, b'.'),
+        (27, b'Z'),
+    ];
+    if separators.iter().any(|&(i, c)| b[i] != c) {
+        return None;
+    }
+    let number = |at: usize, width: usize| {
+        b[at..at + width].iter().try_fold(0u32, |n, &d| {
+            d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0'))
+        })
+    };
+    let year = i32::try_from(number(0, 4)?).ok()?;
+    let month = time::Month::try_from(u8::try_from(number(5, 2)?).ok()?).ok()?;
+    let date =
+        time::Date::from_calendar_date(year, month, u8::try_from(number(8, 2)?).ok()?).ok()?;
+    let time = time::Time::from_hms_nano(
+        u8::try_from(number(11, 2)?).ok()?,
+        u8::try_from(number(14, 2)?).ok()?,
+        u8::try_from(number(17, 2)?).ok()?,
+        number(20, 7)? * 100,
+    )
+    .ok()?;
+    let t = date.with_time(time).assume_utc();
+    (MIN..=MAX).contains(&t).then_some(t)
 }
 
 #[cfg(test)]
@@ -103,6 +144,42 @@ mod tests {
         }
         assert_eq!(format(MIN), "1601-01-01T00:00:00.0000000Z");
         assert_eq!(format(MAX), "9999-12-31T23:59:59.9999999Z");
+    }
+
+    #[test]
+    fn the_canonical_form_reads_as_the_general_parser_reads_it() {
+        let texts = [
+            "2024-02-29T12:34:56.1234567Z",
+            "1601-01-01T00:00:00.0000000Z",
+            "9999-12-31T23:59:59.9999999Z",
+            "2026-11-28T09:34:25.4145619Z",
+            // Not the canonical form, or not valid: the general parser's
+            // answer stands.
+            "1600-12-31T23:59:59.9999999Z",
+            "2023-02-29T00:00:00.0000000Z",
+            "2024-13-01T00:00:00.0000000Z",
+            "2024-01-01T24:00:00.0000000Z",
+            "2024-01-01T00:00:60.0000000Z",
+            "2024-01-01T00:00:00.000000aZ",
+            "2024-01-01 00:00:00.0000000Z",
+            "+024-01-01T00:00:00.0000000Z",
+            "2024-01-01T00:00:00.123456789Z",
+            "2024-01-01T00:00:00Z",
+            "2024-01-01T00:00:00.1234567+01:00",
+        ];
+        for text in texts {
+            let general = OffsetDateTime::parse(text, &Rfc3339)
+                .map_err(|e| e.to_string())
+                .and_then(normalize);
+            let canonical = parse_canonical(text);
+            if let Some(t) = canonical {
+                assert_eq!(Ok(t), general, "{text}");
+            }
+            assert_eq!(parse(text).ok(), general.ok(), "{text}");
+        }
+        for text in &texts[..4] {
+            assert!(parse_canonical(text).is_some(), "{text}");
+        }
     }
 
     #[test]

@@ -160,7 +160,10 @@ impl RawTables {
         pk: &str,
         rows: &[(String, Json)],
     ) -> Res<()> {
-        let (batch, changeset) = ("batch_bench", "changeset_bench");
+        // Boundaries of the same form and length as leasehold's (64 random
+        // bits in hex), so that both sides send bodies of one size.
+        let (hi, lo) = uuid::Uuid::new_v4().as_u64_pair();
+        let (batch, changeset) = (format!("batch_{hi:016x}"), format!("changeset_{lo:016x}"));
         let mut body =
             format!("--{batch}\r\nContent-Type: multipart/mixed; boundary={changeset}\r\n\r\n");
         for (i, (rk, json)) in rows.iter().enumerate() {

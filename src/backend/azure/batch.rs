@@ -29,8 +29,13 @@ pub(super) struct BatchRequest {
 
 /// Writes the `multipart/mixed` body of a transaction on `table`.
 pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<BatchRequest> {
-    let batch = format!("batch_{}", super::fresh_uuid());
-    let changeset = format!("changeset_{}", super::fresh_uuid());
+    // Boundaries carry 64 random bits in hex: a delimiter must start a line,
+    // and no part's content has a line break of its own (its JSON escapes
+    // them, its keys are percent-encoded in its URL), so the randomness only
+    // guards against parsers that look for the boundary anywhere. The
+    // service repeats each boundary in its reply, once per operation.
+    let batch = format!("batch_{:016x}", crate::retry::random_seed());
+    let changeset = format!("changeset_{:016x}", crate::retry::random_seed());
     let mut body = String::new();
     let _ = write!(
         body,
@@ -79,9 +84,15 @@ pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<Ba
                     &d.properties,
                 )
                 .map_err(|e| Error::invalid(format!("batch operation {i}"), e.to_string()))?;
+                // Only an insert answers with the entity unless asked not
+                // to; the other writes answer 204 with no body anyway.
+                let prefer = match op {
+                    TableOp::Insert(_) => "Prefer: return-no-content\r\n",
+                    _ => "",
+                };
                 let _ = write!(
                     body,
-                    "Content-Type: application/json\r\nPrefer: return-no-content\r\nContent-Length: {}\r\n\r\n{json}\r\n",
+                    "Content-Type: application/json\r\n{prefer}Content-Length: {}\r\n\r\n{json}\r\n",
                     json.len()
                 );
             }
