@@ -6,7 +6,7 @@ use azure_core::http::{Method, Request};
 use super::AzureBackend;
 use super::auth::Service;
 use super::errors::Failure;
-use super::requests::{header, stored_from_json};
+use super::requests::{header, stored_from_wire};
 use super::tables::undecodable;
 use crate::backend::wire;
 use crate::backend::{QueryPage, QuerySpec};
@@ -82,16 +82,26 @@ impl AzureBackend {
         let mut request = Request::new(url, Method::Get);
         request.insert_header("accept", "application/json;odata=fullmetadata");
         let reply = self.send_raw(Service::Table, request).await?;
-        let mut page: Page = serde_json::from_slice(reply.body().as_ref())
-            .map_err(|e| undecodable(table, "query page", &e))?;
+        let body = reply.body().as_ref();
+        let read = match wire::direct::page(body) {
+            Some(entities) => entities,
+            None => {
+                let page: Page = serde_json::from_slice(body)
+                    .map_err(|e| undecodable(table, "query page", &e))?;
+                page.value
+                    .into_iter()
+                    .map(|json| wire::entity_from_parsed(table.as_str(), json))
+                    .collect::<Result<Vec<_>>>()?
+            }
+        };
         let continuation =
             header(&reply, "x-ms-continuation-nextpartitionkey").map(|pk| Continuation {
                 next_partition_key: pk.to_owned(),
                 next_row_key: header(&reply, "x-ms-continuation-nextrowkey").map(str::to_owned),
             });
-        let entities = std::mem::take(&mut page.value)
+        let entities = read
             .into_iter()
-            .map(|json| stored_from_json(table, json, None))
+            .map(|entity| stored_from_wire(table, entity, None))
             .collect::<Result<Vec<_>>>()?;
         Ok(QueryPage {
             entities,

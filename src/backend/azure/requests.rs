@@ -88,12 +88,11 @@ fn percent_decode(s: &str) -> Option<String> {
 
 /// An entity read from the wire, with its ETag (from the header when given,
 /// else from `odata.etag`).
-pub(super) fn stored_from_json(
+pub(super) fn stored_from_wire(
     table: &TableName,
-    json: wire::ParsedEntity,
+    w: wire::WireEntity,
     etag: Option<String>,
 ) -> Result<StoredEntity> {
-    let w = wire::entity_from_parsed(table.as_str(), json)?;
     let decode = |property: &str, expected: &str| Error::Decode {
         table: table.to_string(),
         row: None,

@@ -9,7 +9,7 @@ use super::auth::Service;
 use super::batch;
 use super::errors::Failure;
 use super::requests::{
-    self, entity_what, header, op_what, stored_form, stored_from_json, validate_op, version_of,
+    self, entity_what, header, op_what, stored_form, stored_from_wire, validate_op, version_of,
 };
 
 use crate::backend::wire;
@@ -183,10 +183,17 @@ impl AzureBackend {
             .await
         {
             Ok(r) => {
-                let json: wire::ParsedEntity = serde_json::from_slice(r.body().as_ref())
-                    .map_err(|e| undecodable(table, "entity", &e))?;
+                let body = r.body().as_ref();
+                let entity = match wire::direct::entity(body) {
+                    Some(entity) => entity,
+                    None => {
+                        let json: wire::ParsedEntity = serde_json::from_slice(body)
+                            .map_err(|e| undecodable(table, "entity", &e))?;
+                        wire::entity_from_parsed(table.as_str(), json)?
+                    }
+                };
                 let etag = header(&r, "etag").map(str::to_owned);
-                Ok(Some(stored_from_json(table, json, etag)?))
+                Ok(Some(stored_from_wire(table, entity, etag)?))
             }
             Err(f) => match f.status() {
                 // A missing entity is not an error; a missing table is.

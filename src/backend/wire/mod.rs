@@ -11,19 +11,21 @@
 //!
 //! One encoder ([`EntityBody`], in `encode`) and one decoder
 //! ([`ParsedEntity`] read by [`entity_from_parsed`], in `decode`); the other
-//! functions here only give them a JSON object or text to work on. Both
+//! functions here only give them a JSON object or text to work on. Replies
+//! of the service are first read in one pass by [`direct`], which reads only
+//! the service's own form and leaves every other body to the decoder. Both
 //! compile without the `azure` feature: the memory backend sizes batches
 //! and the lock journal stores after-images with them.
 
 mod decode;
+#[cfg(feature = "azure")]
+pub(crate) mod direct;
 mod encode;
 
 #[cfg(feature = "azure")]
-pub(crate) use decode::{ParsedEntity, entity_from_parsed};
+pub(crate) use decode::{ParsedEntity, WireEntity, entity_from_parsed};
 pub(crate) use decode::{entity_from_json, entity_from_json_str};
-#[cfg(any(test, feature = "azure"))]
-pub(crate) use encode::EntityBody;
-pub(crate) use encode::{entity_to_json, entity_to_json_string};
+pub(crate) use encode::{EntityBody, entity_to_json, entity_to_json_string};
 
 #[cfg(test)]
 mod tests;

@@ -346,6 +346,10 @@ proptest! {
         }
         text.push('}');
         prop_assert_eq!(new_read(&text), old_read(&text), "{}", text);
+        #[cfg(feature = "azure")]
+        if let Some(direct) = direct::entity(text.as_bytes()) {
+            prop_assert_eq!(Ok(direct), new_read(&text), "{}", text);
+        }
         if let Ok(Json::Object(map)) = serde_json::from_str::<Json>(&text) {
             prop_assert_eq!(
                 entity_from_json("T", &map).map_err(|e| format!("{e:?}")),
@@ -616,7 +620,7 @@ mod round_trips {
     }
 
     /// A date-time within the service's range, at 100 ns resolution.
-    fn date_time() -> impl Strategy<Value = OffsetDateTime> {
+    pub(super) fn date_time() -> impl Strategy<Value = OffsetDateTime> {
         let span = datetime::MAX.unix_timestamp() - datetime::MIN.unix_timestamp();
         prop_oneof![
             (0..=span, 0u32..10_000_000).prop_map(|(secs, ticks)| {
@@ -629,7 +633,7 @@ mod round_trips {
         ]
     }
 
-    fn value() -> impl Strategy<Value = Value> {
+    pub(super) fn value() -> impl Strategy<Value = Value> {
         prop_oneof![
             ".{0,40}".prop_map(Value::String),
             any::<bool>().prop_map(Value::Boolean),
@@ -648,17 +652,17 @@ mod round_trips {
         ]
     }
 
-    fn property_name() -> impl Strategy<Value = String> {
+    pub(super) fn property_name() -> impl Strategy<Value = String> {
         "[A-Za-z_][A-Za-z0-9_]{0,12}"
             .prop_filter("not reserved", |n| !RESERVED_NAMES.contains(&n.as_str()))
     }
 
-    fn valid_key() -> impl Strategy<Value = String> {
+    pub(super) fn valid_key() -> impl Strategy<Value = String> {
         r"[^/\\#?\x00-\x1f\x7f-\x{9f}]{0,30}"
             .prop_filter("a valid key", |k| leasehold_rules::key_problem(k).is_none())
     }
 
-    fn properties() -> impl Strategy<Value = Properties> {
+    pub(super) fn properties() -> impl Strategy<Value = Properties> {
         prop::collection::btree_map(property_name(), value(), 0..12)
             .prop_map(|m| m.into_iter().collect())
     }
@@ -935,5 +939,127 @@ mod reference {
             ),
         };
         Ok(Some(value))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The one-pass reader: the service's form, read as the decoder reads it.
+// ---------------------------------------------------------------------------
+
+#[cfg(feature = "azure")]
+mod direct_reads {
+    use proptest::prelude::*;
+    use serde_json::Value as Json;
+
+    use super::round_trips::{date_time, properties, valid_key};
+    use super::{new_read, old_read};
+    use crate::backend::wire::{direct, entity_to_json};
+    use crate::datetime;
+    use crate::entity::Properties;
+
+    /// An entity's body as the service writes it: metadata and ETag first,
+    /// then the keys, each property's annotation right before its value,
+    /// and `Timestamp` last.
+    fn service_text(pk: &str, rk: &str, props: &Properties, at: &str) -> String {
+        let json = entity_to_json(pk, rk, props);
+        let mut out = vec![
+            format!(
+                "{}:{}",
+                Json::from("odata.metadata"),
+                Json::from("http://x/$metadata#T/@Element")
+            ),
+            format!(
+                "{}:{}",
+                Json::from("odata.etag"),
+                Json::from("W/\"datetime'x'\"")
+            ),
+            format!("{}:{}", Json::from("PartitionKey"), Json::from(pk)),
+            format!("{}:{}", Json::from("RowKey"), Json::from(rk)),
+        ];
+        for (name, _) in props.iter() {
+            let annotation = format!("{name}@odata.type");
+            if let Some(t) = json.get(&annotation) {
+                out.push(format!("{}:{t}", Json::from(annotation.as_str())));
+            }
+            out.push(format!("{}:{}", Json::from(name), json[name]));
+        }
+        out.push(r#""Timestamp@odata.type":"Edm.DateTime""#.to_owned());
+        out.push(format!("{}:{}", Json::from("Timestamp"), Json::from(at)));
+        format!("{{{}}}", out.join(","))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Every body in the service's form is read in one pass, to what
+        /// the decoder reads.
+        #[test]
+        fn the_services_form_is_read_in_one_pass_as_the_decoder_reads_it(
+            pk in valid_key(),
+            rk in valid_key(),
+            props in properties(),
+            at in date_time(),
+        ) {
+            let text = service_text(&pk, &rk, &props, &datetime::format(at));
+            let direct = direct::entity(text.as_bytes());
+            prop_assert!(direct.is_some(), "{}", text);
+            let read = new_read(&text);
+            prop_assert_eq!(direct.map(Ok), Some(read.clone()), "{}", text);
+            prop_assert_eq!(read, old_read(&text), "{}", text);
+        }
+    }
+
+    #[test]
+    fn a_reply_of_the_emulator_is_read_in_one_pass() {
+        let text = r#"{"odata.metadata":"http://127.0.0.1:1/devstoreaccount1/$metadata#BenchSamples/@Element","odata.type":"devstoreaccount1.BenchSamples","odata.id":"http://127.0.0.1:1/devstoreaccount1/BenchSamples(PartitionKey='p',RowKey='fixed')","odata.etag":"W/\"datetime'2026-11-28T09%3A34%3A25.4145619Z'\"","odata.editLink":"BenchSamples(PartitionKey='p',RowKey='fixed')","PartitionKey":"p","RowKey":"fixed","active":false,"big@odata.type":"Edm.Int64","big":"9007199254740994","count":1,"data@odata.type":"Edm.Binary","data":"BwcH","id@odata.type":"Edm.Guid","id":"00000000-0000-0000-0000-00000000004d","name":"sample number 1","ratio":1.25,"tags":"[\"red\"]","total@odata.type":"Edm.Int64","total":"1000001","Timestamp@odata.type":"Edm.DateTime","Timestamp":"2026-11-28T09:34:25.4145619Z"}"#;
+        let direct = direct::entity(text.as_bytes()).expect("the service's form");
+        assert_eq!(Ok(direct.clone()), new_read(text));
+        assert_eq!(direct.properties.len(), 9);
+        assert_eq!(
+            direct.etag.as_deref(),
+            Some("W/\"datetime'2026-11-28T09%3A34%3A25.4145619Z'\"")
+        );
+        assert!(direct.timestamp.is_some());
+    }
+
+    #[test]
+    fn other_forms_are_left_to_the_decoder() {
+        let other = [
+            // An annotation after its value (the encoder's own order).
+            r#"{"PartitionKey":"p","RowKey":"r","big":"5","big@odata.type":"Edm.Int64"}"#,
+            // A null, a name twice, an unknown annotation, a value of
+            // another type, an annotation without its value.
+            r#"{"PartitionKey":"p","RowKey":"r","a":null}"#,
+            r#"{"PartitionKey":"p","RowKey":"r","a":1,"a":2}"#,
+            r#"{"PartitionKey":"p","RowKey":"r","a@odata.type":"Edm.What","a":"x"}"#,
+            r#"{"PartitionKey":"p","RowKey":"r","a@odata.type":"Edm.Int64","a":"x"}"#,
+            r#"{"PartitionKey":"p","RowKey":"r","a@odata.type":"Edm.Int64"}"#,
+            r#"{"PartitionKey":"p","RowKey":"r","a@odata.type":"Edm.Int64","b":"5"}"#,
+            // Keys missing or not strings, a Timestamp that does not parse.
+            r#"{"RowKey":"r"}"#,
+            r#"{"PartitionKey":1,"RowKey":"r"}"#,
+            r#"{"PartitionKey":"p","RowKey":"r","Timestamp":"yesterday"}"#,
+            // Not an object, not JSON.
+            r#"[1]"#,
+            r#"{"PartitionKey":"p""#,
+        ];
+        for text in other {
+            assert_eq!(direct::entity(text.as_bytes()), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_page_is_read_in_one_pass_only_when_every_entity_is() {
+        let one = r#"{"PartitionKey":"p","RowKey":"1","a@odata.type":"Edm.Int64","a":"5"}"#;
+        let two = r#"{"PartitionKey":"p","RowKey":"2","b":true}"#;
+        let odd = r#"{"PartitionKey":"p","RowKey":"3","a":null}"#;
+        let page = format!(r#"{{"odata.metadata":"m","value":[{one},{two}]}}"#);
+        let read = direct::page(page.as_bytes()).expect("the service's form");
+        assert_eq!(read, vec![new_read(one).unwrap(), new_read(two).unwrap()]);
+        assert_eq!(direct::page(br#"{"odata.metadata":"m"}"#), Some(Vec::new()));
+        let page = format!(r#"{{"value":[{one},{odd}]}}"#);
+        assert_eq!(direct::page(page.as_bytes()), None);
+        let page = format!(r#"{{"value":[{one}],"value":[{two}]}}"#);
+        assert_eq!(direct::page(page.as_bytes()), None);
     }
 }

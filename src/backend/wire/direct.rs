@@ -1,0 +1,410 @@
+//! Reading entity bodies in one pass, straight into a [`WireEntity`], when
+//! they have the form the service gives them: each property's annotation
+//! right before its value, every value of its annotated type, no name twice,
+//! no `null`. Anything else makes the reader step aside (`None`), and the
+//! caller reads the body again with the one decoder ([`super::ParsedEntity`]
+//! and [`super::entity_from_parsed`]), which reads every form and reports
+//! every error. Both read the bodies this one reads to the same entity (the
+//! tests check it).
+//!
+//! What one pass saves: the text of Int64, DateTime, Guid and Binary values
+//! is read in place rather than copied into JSON values first, a property's
+//! name is allocated once for its annotation and its value, and no list of
+//! entries is built and walked again.
+
+use std::fmt;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::decode::WireEntity;
+use super::encode::ANNOTATION;
+use crate::datetime;
+use crate::entity::{EdmType, Properties, Value};
+
+/// Reads one entity body; `None` when it is not in the service's form (or
+/// not JSON at all): read it with the general decoder then.
+pub(crate) fn entity(body: &[u8]) -> Option<WireEntity> {
+    serde_json::from_slice::<Direct>(body).ok()?.0
+}
+
+/// Reads the entities of a query page (`{"value": [...]}`); `None` when any
+/// of them is not in the service's form: read the page with the general
+/// decoder then.
+pub(crate) fn page(body: &[u8]) -> Option<Vec<WireEntity>> {
+    serde_json::from_slice::<DirectPage>(body).ok()?.0
+}
+
+/// An entity read in one pass, or `None` where the body has another form.
+struct Direct(Option<WireEntity>);
+
+impl<'de> Deserialize<'de> for Direct {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(EntityVisitor)
+    }
+}
+
+/// A page's entities read in one pass, or `None` where one has another
+/// form.
+struct DirectPage(Option<Vec<WireEntity>>);
+
+impl<'de> Deserialize<'de> for DirectPage {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(PageVisitor)
+    }
+}
+
+struct PageVisitor;
+
+impl<'de> Visitor<'de> for PageVisitor {
+    type Value = DirectPage;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a query page")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DirectPage, A::Error> {
+        let mut value: Option<Vec<WireEntity>> = None;
+        let mut direct = true;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == "value" && direct && value.is_none() {
+                let entities: Vec<Direct> = map.next_value()?;
+                let read: Option<Vec<WireEntity>> = entities.into_iter().map(|e| e.0).collect();
+                match read {
+                    Some(read) => value = Some(read),
+                    None => direct = false,
+                }
+            } else if key == "value" {
+                direct = false;
+                map.next_value::<IgnoredAny>()?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(DirectPage(direct.then(|| value.unwrap_or_default())))
+    }
+}
+
+/// What a key of an entity body is, as the general decoder tells them
+/// apart.
+enum Key {
+    Partition,
+    Row,
+    Etag,
+    Timestamp,
+    TimestampAnnotation,
+    Ignored,
+    /// A property's value: the name of the annotation read just before it,
+    /// or a new name.
+    Property(Option<String>),
+    /// A property's annotation.
+    Annotation(String),
+}
+
+/// Reads a key, comparing it with the name of the annotation read just
+/// before (`pending`) rather than copying it.
+struct KeySeed<'a> {
+    pending: Option<&'a str>,
+}
+
+impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
+    type Value = Key;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Key, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for KeySeed<'_> {
+    type Value = Key;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a property name")
+    }
+    fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Key, E> {
+        Ok(match k {
+            "PartitionKey" => Key::Partition,
+            "RowKey" => Key::Row,
+            "Timestamp" => Key::Timestamp,
+            _ if k.contains('@') => match k.strip_suffix(ANNOTATION) {
+                Some("Timestamp") => Key::TimestampAnnotation,
+                Some(base) if !base.contains('@') => Key::Annotation(base.to_owned()),
+                _ => Key::Ignored,
+            },
+            "odata.etag" => Key::Etag,
+            _ if k.starts_with("odata.") => Key::Ignored,
+            _ if self.pending == Some(k) => Key::Property(None),
+            _ => Key::Property(Some(k.to_owned())),
+        })
+    }
+}
+
+struct EntityVisitor;
+
+impl<'de> Visitor<'de> for EntityVisitor {
+    type Value = Direct;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an entity (a JSON object)")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Direct, A::Error> {
+        let mut read = Read {
+            partition_key: None,
+            row_key: None,
+            etag: None,
+            timestamp: None,
+            timestamp_annotated: false,
+            properties: Properties::with_capacity(map.size_hint().unwrap_or(16)),
+            pending: None,
+        };
+        loop {
+            let seed = KeySeed {
+                pending: read.pending.as_ref().map(|(name, _)| name.as_str()),
+            };
+            let Some(key) = map.next_key_seed(seed)? else {
+                break;
+            };
+            if read.step(key, &mut map)?.is_none() {
+                // Not the service's form: the rest is only consumed.
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                return Ok(Direct(None));
+            }
+        }
+        Ok(Direct(read.finish()))
+    }
+}
+
+/// An entity being read.
+struct Read {
+    partition_key: Option<String>,
+    row_key: Option<String>,
+    etag: Option<String>,
+    timestamp: Option<OffsetDateTime>,
+    timestamp_annotated: bool,
+    properties: Properties,
+    /// The annotation read last, waiting for its value.
+    pending: Option<(String, EdmType)>,
+}
+
+impl Read {
+    /// Reads the value of `key`; `Ok(None)` when the body is not in the
+    /// service's form.
+    fn step<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: Key,
+        map: &mut A,
+    ) -> Result<Option<()>, A::Error> {
+        // Only a property's value may follow its annotation.
+        if self.pending.is_some() && !matches!(key, Key::Property(None)) {
+            return Ok(None);
+        }
+        let ok = match key {
+            Key::Partition => once(&mut self.partition_key, map.next_value::<Text>()?.0),
+            Key::Row => once(&mut self.row_key, map.next_value::<Text>()?.0),
+            Key::Etag => once(&mut self.etag, map.next_value::<Text>()?.0),
+            Key::Ignored => {
+                map.next_value::<IgnoredAny>()?;
+                true
+            }
+            Key::Timestamp => {
+                let text = map.next_value::<Text>()?.0;
+                let t = text.and_then(|t| datetime::parse(&t).ok());
+                t.is_some() && once(&mut self.timestamp, t)
+            }
+            Key::TimestampAnnotation => {
+                let known = map.next_value::<Annotation>()?.0 == Some(EdmType::DateTime);
+                let first = !self.timestamp_annotated;
+                self.timestamp_annotated = true;
+                known && first
+            }
+            Key::Annotation(name) => match map.next_value::<Annotation>()?.0 {
+                // An annotation of a property already read comes after its
+                // value: not the service's form.
+                Some(t) if self.properties.get(&name).is_none() => {
+                    self.pending = Some((name, t));
+                    true
+                }
+                _ => false,
+            },
+            Key::Property(name) => {
+                let (name, annotation) = match (name, self.pending.take()) {
+                    (None, Some((name, t))) => (name, Some(t)),
+                    (Some(name), None) => (name, None),
+                    _ => return Ok(None),
+                };
+                match map.next_value_seed(Typed(annotation))? {
+                    Some(value) if self.properties.get(&name).is_none() => {
+                        self.properties.push_in_order(name, value);
+                        true
+                    }
+                    _ => false,
+                }
+            }
+        };
+        Ok(ok.then_some(()))
+    }
+
+    /// The entity read, once every key was: `None` without keys, or with an
+    /// annotation left without its value.
+    fn finish(self) -> Option<WireEntity> {
+        if self.pending.is_some() {
+            return None;
+        }
+        Some(WireEntity {
+            partition_key: self.partition_key?,
+            row_key: self.row_key?,
+            timestamp: self.timestamp,
+            etag: self.etag,
+            properties: self.properties,
+        })
+    }
+}
+
+/// Sets `slot` to `value` unless it was set before: a name twice is not the
+/// service's form.
+fn once<T>(slot: &mut Option<T>, value: Option<T>) -> bool {
+    if slot.is_some() || value.is_none() {
+        return false;
+    }
+    *slot = value;
+    true
+}
+
+/// A JSON string, or `None` for any other value.
+struct Text(Option<String>);
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TextVisitor)
+    }
+}
+
+struct TextVisitor;
+
+impl<'de> Visitor<'de> for TextVisitor {
+    type Value = Text;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Text, E> {
+        Ok(Text(Some(v.to_owned())))
+    }
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Text, E> {
+        Ok(Text(Some(v)))
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Text, E> {
+        Ok(Text(None))
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Text, E> {
+        Ok(Text(None))
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Text, E> {
+        Ok(Text(None))
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Text, E> {
+        Ok(Text(None))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Text, E> {
+        Ok(Text(None))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Text, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Text(None))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Text, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Text(None))
+    }
+}
+
+/// An annotation naming a known type, or `None` for any other value.
+struct Annotation(Option<EdmType>);
+
+impl<'de> Deserialize<'de> for Annotation {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Annotation(
+            Text::deserialize(d)?
+                .0
+                .and_then(|t| EdmType::from_odata_name(&t)),
+        ))
+    }
+}
+
+/// A property's value read as its annotation (or, without one, as the
+/// service infers it) says: `None` for `null` or a value of another type.
+struct Typed(Option<EdmType>);
+
+impl<'de> DeserializeSeed<'de> for Typed {
+    type Value = Option<Value>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<Value>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Typed {
+    type Value = Option<Value>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a property value")
+    }
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Option<Value>, E> {
+        Ok(matches!(self.0, None | Some(EdmType::Boolean)).then_some(Value::Boolean(v)))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Option<Value>, E> {
+        Ok(match self.0 {
+            None => Some(i32::try_from(v).map_or(Value::Int64(v), Value::Int32)),
+            Some(EdmType::Int32) => i32::try_from(v).ok().map(Value::Int32),
+            Some(EdmType::Int64) => Some(Value::Int64(v)),
+            // As JSON numbers read as doubles.
+            #[allow(clippy::cast_precision_loss)]
+            Some(EdmType::Double) => Some(Value::Double(v as f64)),
+            Some(_) => None,
+        })
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Option<Value>, E> {
+        match i64::try_from(v) {
+            Ok(v) => self.visit_i64(v),
+            // Past i64: a double, as a JSON number reads.
+            #[allow(clippy::cast_precision_loss)]
+            Err(_) => {
+                Ok(matches!(self.0, None | Some(EdmType::Double))
+                    .then_some(Value::Double(v as f64)))
+            }
+        }
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Option<Value>, E> {
+        Ok(matches!(self.0, None | Some(EdmType::Double)).then_some(Value::Double(v)))
+    }
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Option<Value>, E> {
+        Ok(match self.0 {
+            None | Some(EdmType::String) => Some(Value::String(s.to_owned())),
+            Some(EdmType::Int64) => s.parse().ok().map(Value::Int64),
+            Some(EdmType::Double) => match s {
+                "NaN" => Some(f64::NAN),
+                "Infinity" => Some(f64::INFINITY),
+                "-Infinity" => Some(f64::NEG_INFINITY),
+                other => other.parse().ok(),
+            }
+            .map(Value::Double),
+            Some(EdmType::DateTime) => datetime::parse(s).ok().map(Value::DateTime),
+            Some(EdmType::Guid) => Uuid::parse_str(s).ok().map(Value::Guid),
+            Some(EdmType::Binary) => BASE64.decode(s).ok().map(Value::Binary),
+            Some(EdmType::Int32 | EdmType::Boolean) => None,
+        })
+    }
+    fn visit_string<E: serde::de::Error>(self, s: String) -> Result<Option<Value>, E> {
+        match self.0 {
+            None | Some(EdmType::String) => Ok(Some(Value::String(s))),
+            _ => self.visit_str(&s),
+        }
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Option<Value>, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<Value>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Value>, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+}
