@@ -567,6 +567,7 @@ impl Error {
     /// This error with `cause` as its source, for the variants that keep
     /// one ([`Transient`](Error::Transient) and [`Backend`](Error::Backend));
     /// others are returned unchanged.
+    #[cfg_attr(not(feature = "azure"), allow(dead_code))]
     pub(crate) fn with_source(
         mut self,
         cause: impl Into<Box<dyn std::error::Error + Send + Sync>>,

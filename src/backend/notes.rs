@@ -2,6 +2,8 @@
 //! again, the busy answers it met), for a wrapper around the call to read:
 //! the store's metrics (feature `opentelemetry`). Without the feature, or
 //! outside such a wrapper, notes go nowhere.
+// Only the Azure backend retries and meets busy answers.
+#![cfg_attr(not(feature = "azure"), allow(dead_code))]
 
 #[cfg(feature = "opentelemetry")]
 use std::cell::Cell;
