@@ -1,7 +1,9 @@
-//! One delegation of both backend traits, shared by shared and boxed
-//! backends and every wrapper: each request goes through the
-//! [`Delegate`]'s `call(op, future)`, [`Op`] saying which request it is
-//! (public as `leasehold::testing::Op`).
+//! The forwarding of both backend traits. Every wrapper delegates through
+//! one macro: each request goes through the wrapper's [`Delegate`]'s
+//! `call(op, future)`, [`Op`] saying which request it is (public as
+//! `leasehold::testing::Op`). Shared and boxed backends (`Arc<B>`, `Box<B>`)
+//! hand on the pointee's own request future, with none of their own around
+//! it.
 //!
 //! Every method is forwarded, provided ones too (`endpoint`), so a store on a wrapper takes the same path as on the
 //! wrapped backend. The impls deny `clippy::missing_trait_methods`: a
@@ -230,19 +232,124 @@ pub(crate) trait Writes {
     ) -> impl Future<Output = Result<Vec<Option<Version>>>> + Send;
 }
 
-/// Shared and boxed backends: every request as it is.
-macro_rules! deref_delegate {
-    ($ptr:ident) => {
-        impl<T: ?Sized> Delegate for $ptr<T> {
-            fn call<R: Send>(
-                &self,
-                _: &Request<'_>,
-                fut: impl Future<Output = Result<R>> + Send,
-            ) -> impl Future<Output = Result<R>> + Send {
-                fut
-            }
+/// One method of a shared or boxed backend: the pointee's own request
+/// future, handed on with no future of the pointer's around it (a boxed
+/// future less for every request through an `Arc<dyn Backend>`). The
+/// signature is the one `async_trait` gives the trait's method: the
+/// receiver's lifetime, one per borrowed argument, then the future's.
+macro_rules! forward {
+    ($name:ident($($arg:ident: $ty:ty),*) -> $out:ty $(; $($l:lifetime),+)?) => {
+        fn $name<'life0, $($($l,)+)? 'async_trait>(
+            &'life0 self,
+            $($arg: $ty),*
+        ) -> std::pin::Pin<Box<dyn Future<Output = Result<$out>> + Send + 'async_trait>>
+        where
+            'life0: 'async_trait,
+            $($($l: 'async_trait,)+)?
+            Self: 'async_trait,
+        {
+            (**self).$name($($arg),*)
         }
-        delegate_backend!(@impl [+ ?Sized] $ptr deref plain);
+    };
+}
+
+/// Shared and boxed backends: every request as it is, through the
+/// pointee's own future.
+macro_rules! deref_forward {
+    ($ptr:ident) => {
+        #[deny(clippy::missing_trait_methods)]
+        impl<T: crate::backend::TableBackend + ?Sized> crate::backend::TableBackend for $ptr<T> {
+            fn system_name(&self) -> &'static str {
+                (**self).system_name()
+            }
+            fn server_address(&self) -> Option<String> {
+                (**self).server_address()
+            }
+            forward!(create_table(table: &'life1 TableName) -> crate::backend::TableCreation; 'life1);
+            forward!(delete_table(table: &'life1 TableName) -> bool; 'life1);
+            forward!(list_tables() -> Vec<TableName>);
+            forward!(get(
+                table: &'life1 TableName,
+                partition_key: &'life2 PartitionKey,
+                row_key: &'life3 RowKey
+            ) -> Option<crate::backend::StoredEntity>; 'life1, 'life2, 'life3);
+            forward!(execute(
+                table: &'life1 TableName,
+                op: TableOp,
+                options: &'life2 WriteOptions
+            ) -> Option<Version>; 'life1, 'life2);
+            forward!(batch(table: &'life1 TableName, ops: &'life2 [TableOp]) -> Vec<Option<Version>>; 'life1, 'life2);
+            forward!(query(
+                table: &'life1 TableName,
+                query: &'life2 crate::backend::QuerySpec
+            ) -> crate::backend::QueryPage; 'life1, 'life2);
+        }
+
+        #[deny(clippy::missing_trait_methods)]
+        impl<T: crate::backend::BlobBackend + ?Sized> crate::backend::BlobBackend for $ptr<T> {
+            fn endpoint(&self) -> String {
+                (**self).endpoint()
+            }
+            forward!(create_container(container: &'life1 ContainerName) -> (); 'life1);
+            forward!(put_blob(
+                container: &'life1 ContainerName,
+                blob: &'life2 BlobName,
+                body: Vec<u8>,
+                metadata: &'life3 crate::backend::Metadata,
+                conditions: &'life4 crate::backend::BlobConditions
+            ) -> crate::key::ETag; 'life1, 'life2, 'life3, 'life4);
+            forward!(get_blob(
+                container: &'life1 ContainerName,
+                blob: &'life2 BlobName
+            ) -> Option<crate::backend::Blob>; 'life1, 'life2);
+            forward!(blob_properties(
+                container: &'life1 ContainerName,
+                blob: &'life2 BlobName
+            ) -> Option<crate::backend::BlobProperties>; 'life1, 'life2);
+            forward!(set_blob_metadata(
+                container: &'life1 ContainerName,
+                blob: &'life2 BlobName,
+                metadata: &'life3 crate::backend::Metadata,
+                conditions: &'life4 crate::backend::BlobConditions
+            ) -> crate::key::ETag; 'life1, 'life2, 'life3, 'life4);
+            forward!(delete_blob(
+                container: &'life1 ContainerName,
+                blob: &'life2 BlobName,
+                conditions: &'life3 crate::backend::BlobConditions
+            ) -> (); 'life1, 'life2, 'life3);
+            forward!(list_blobs(
+                container: &'life1 ContainerName,
+                prefix: &'life2 str,
+                marker: Option<&'life3 str>
+            ) -> crate::backend::BlobListPage; 'life1, 'life2, 'life3);
+            forward!(acquire_lease(
+                container: &'life1 ContainerName,
+                blob: &'life2 BlobName,
+                duration: crate::backend::LeaseDuration,
+                proposed_id: crate::backend::LeaseId
+            ) -> crate::backend::AcquiredLease; 'life1, 'life2);
+            forward!(renew_lease(
+                container: &'life1 ContainerName,
+                blob: &'life2 BlobName,
+                id: crate::backend::LeaseId
+            ) -> (); 'life1, 'life2);
+            forward!(change_lease(
+                container: &'life1 ContainerName,
+                blob: &'life2 BlobName,
+                id: crate::backend::LeaseId,
+                proposed_id: crate::backend::LeaseId
+            ) -> crate::backend::LeaseId; 'life1, 'life2);
+            forward!(release_lease(
+                container: &'life1 ContainerName,
+                blob: &'life2 BlobName,
+                id: crate::backend::LeaseId
+            ) -> (); 'life1, 'life2);
+            forward!(break_lease(
+                container: &'life1 ContainerName,
+                blob: &'life2 BlobName,
+                period: Option<std::time::Duration>
+            ) -> std::time::Duration; 'life1, 'life2);
+        }
     };
 }
 
@@ -536,8 +643,8 @@ macro_rules! delegate_backend {
 
 pub(crate) use delegate_backend;
 
-deref_delegate!(Arc);
-deref_delegate!(Box);
+deref_forward!(Arc);
+deref_forward!(Box);
 
 #[cfg(test)]
 mod tests {
