@@ -102,8 +102,8 @@ enum Annotation {
     Other(Json),
 }
 
-/// What a key of the body is.
-enum Key {
+/// What a key of the body is; `N` names a property.
+pub(super) enum Key<N> {
     Partition,
     Row,
     Etag,
@@ -114,9 +114,42 @@ enum Key {
     /// A key that does not bear on the entity (kept only as JSON is).
     Ignored,
     /// A property's value.
-    Property(KeyName),
+    Property(N),
     /// A property's `@odata.type` annotation.
-    Annotation(KeyName),
+    Annotation(N),
+}
+
+impl<'a> Key<&'a str> {
+    /// What key `k` is: the one rule both readers of a body follow.
+    pub(super) fn of(k: &'a str) -> Self {
+        match k {
+            "PartitionKey" => Key::Partition,
+            "RowKey" => Key::Row,
+            "Timestamp" => Key::Timestamp,
+            _ if k.contains('@') => match k.strip_suffix(ANNOTATION) {
+                Some("Timestamp") => Key::TimestampAnnotation,
+                Some(base) if !base.contains('@') => Key::Annotation(base),
+                _ => Key::Ignored,
+            },
+            "odata.etag" => Key::Etag,
+            _ if k.starts_with("odata.") => Key::Ignored,
+            _ => Key::Property(k),
+        }
+    }
+
+    /// The same key, its property name made by `name`.
+    pub(super) fn named<N>(self, name: impl FnOnce(&'a str) -> N) -> Key<N> {
+        match self {
+            Key::Partition => Key::Partition,
+            Key::Row => Key::Row,
+            Key::Etag => Key::Etag,
+            Key::Timestamp => Key::Timestamp,
+            Key::TimestampAnnotation => Key::TimestampAnnotation,
+            Key::Ignored => Key::Ignored,
+            Key::Property(n) => Key::Property(name(n)),
+            Key::Annotation(n) => Key::Annotation(name(n)),
+        }
+    }
 }
 
 /// The property name of a key.
@@ -131,38 +164,28 @@ struct KeySeed<'a> {
 }
 
 impl<'de> serde::de::DeserializeSeed<'de> for KeySeed<'_> {
-    type Value = Key;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<Key, D::Error> {
+    type Value = Key<KeyName>;
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Key<KeyName>, D::Error> {
         d.deserialize_str(self)
     }
 }
 
 impl serde::de::Visitor<'_> for KeySeed<'_> {
-    type Value = Key;
+    type Value = Key<KeyName>;
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a property name")
     }
-    fn visit_str<E: serde::de::Error>(self, k: &str) -> std::result::Result<Key, E> {
-        let name = |n: &str| {
+    fn visit_str<E: serde::de::Error>(self, k: &str) -> std::result::Result<Key<KeyName>, E> {
+        Ok(Key::of(k).named(|n| {
             if self.last == Some(n) {
                 KeyName::Last
             } else {
                 KeyName::New(n.to_owned())
             }
-        };
-        Ok(match k {
-            "PartitionKey" => Key::Partition,
-            "RowKey" => Key::Row,
-            "Timestamp" => Key::Timestamp,
-            _ if k.contains('@') => match k.strip_suffix(ANNOTATION) {
-                Some("Timestamp") => Key::TimestampAnnotation,
-                Some(base) if !base.contains('@') => Key::Annotation(name(base)),
-                _ => Key::Ignored,
-            },
-            "odata.etag" => Key::Etag,
-            _ if k.starts_with("odata.") => Key::Ignored,
-            _ => Key::Property(name(k)),
-        })
+        }))
     }
 }
 

@@ -21,8 +21,7 @@ use serde::{Deserialize, Deserializer};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::decode::WireEntity;
-use super::encode::ANNOTATION;
+use super::decode::{Key, WireEntity};
 use crate::datetime;
 use crate::entity::{EdmType, Properties, Value};
 
@@ -87,20 +86,11 @@ impl<'de> Visitor<'de> for PageVisitor {
     }
 }
 
-/// What a key of an entity body is, as the general decoder tells them
-/// apart.
-enum Key {
-    Partition,
-    Row,
-    Etag,
-    Timestamp,
-    TimestampAnnotation,
-    Ignored,
-    /// A property's value: the name of the annotation read just before it,
-    /// or a new name.
-    Property(Option<String>),
-    /// A property's annotation.
-    Annotation(String),
+/// A property name as the one-pass reader holds it.
+enum Name {
+    /// The name of the annotation read just before.
+    Pending,
+    New(String),
 }
 
 /// Reads a key, comparing it with the name of the annotation read just
@@ -110,32 +100,27 @@ struct KeySeed<'a> {
 }
 
 impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
-    type Value = Key;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Key, D::Error> {
+    type Value = Key<Name>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Key<Name>, D::Error> {
         d.deserialize_str(self)
     }
 }
 
 impl Visitor<'_> for KeySeed<'_> {
-    type Value = Key;
+    type Value = Key<Name>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a property name")
     }
-    fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Key, E> {
-        Ok(match k {
-            "PartitionKey" => Key::Partition,
-            "RowKey" => Key::Row,
-            "Timestamp" => Key::Timestamp,
-            _ if k.contains('@') => match k.strip_suffix(ANNOTATION) {
-                Some("Timestamp") => Key::TimestampAnnotation,
-                Some(base) if !base.contains('@') => Key::Annotation(base.to_owned()),
-                _ => Key::Ignored,
-            },
-            "odata.etag" => Key::Etag,
-            _ if k.starts_with("odata.") => Key::Ignored,
-            _ if self.pending == Some(k) => Key::Property(None),
-            _ => Key::Property(Some(k.to_owned())),
-        })
+    fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Key<Name>, E> {
+        let key = Key::of(k);
+        let value = matches!(key, Key::Property(_));
+        Ok(key.named(|n| {
+            if value && self.pending == Some(n) {
+                Name::Pending
+            } else {
+                Name::New(n.to_owned())
+            }
+        }))
     }
 }
 
@@ -190,11 +175,11 @@ impl Read {
     /// service's form.
     fn step<'de, A: MapAccess<'de>>(
         &mut self,
-        key: Key,
+        key: Key<Name>,
         map: &mut A,
     ) -> Result<Option<()>, A::Error> {
         // Only a property's value may follow its annotation.
-        if self.pending.is_some() && !matches!(key, Key::Property(None)) {
+        if self.pending.is_some() && !matches!(key, Key::Property(Name::Pending)) {
             return Ok(None);
         }
         let ok = match key {
@@ -216,7 +201,8 @@ impl Read {
                 self.timestamp_annotated = true;
                 known && first
             }
-            Key::Annotation(name) => match map.next_value::<Annotation>()?.0 {
+            Key::Annotation(Name::Pending) => return Ok(None),
+            Key::Annotation(Name::New(name)) => match map.next_value::<Annotation>()?.0 {
                 // An annotation of a property already read comes after its
                 // value: not the service's form.
                 Some(t) if self.properties.get(&name).is_none() => {
@@ -227,8 +213,8 @@ impl Read {
             },
             Key::Property(name) => {
                 let (name, annotation) = match (name, self.pending.take()) {
-                    (None, Some((name, t))) => (name, Some(t)),
-                    (Some(name), None) => (name, None),
+                    (Name::Pending, Some((name, t))) => (name, Some(t)),
+                    (Name::New(name), None) => (name, None),
                     _ => return Ok(None),
                 };
                 match map.next_value_seed(Typed(annotation))? {
