@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::Res;
 use crate::report::Report;
-use crate::setup::{Env, Sample, abab, raw_json, sample, timed};
+use crate::setup::{Env, Sample, a_first, abab, raw_json, sample, timed};
 use crate::stats::median;
 use crate::stopwatch::{Exchange, Stopwatch, cpu_time};
 
@@ -105,7 +105,7 @@ pub(crate) async fn per_operation(env: &Env, report: &mut Report) -> Res<f64> {
     let (mut raw_client, mut lh_client, mut lh_above, mut exchanges) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..n / 2 {
-        let raw_first = i % 2 == 0;
+        let raw_first = !a_first(i);
         for leasehold_side in [!raw_first, raw_first] {
             if leasehold_side {
                 let (took, got) = timed(timed_table.get(&lh_pk, "fixed")).await;
@@ -262,7 +262,7 @@ pub(crate) async fn per_operation(env: &Env, report: &mut Report) -> Res<f64> {
     // pairs after the timed ones.
     let (mut lh_cpu, mut raw_cpu) = (Vec::new(), Vec::new());
     for i in 0..nb / 4 {
-        for leasehold_side in [i % 2 == 0, i % 2 != 0] {
+        for leasehold_side in [a_first(i), !a_first(i)] {
             let before = cpu_time();
             if leasehold_side {
                 lh_batch(i).await;
@@ -428,11 +428,9 @@ impl Placed {
         }
     }
 
-    /// Which of a side's partitions pair `i` writes to: each in turn for two
-    /// pairs, so that each goes first as often as second (`abab` swaps the
-    /// order every pair).
+    /// Which of a side's partitions pair `i` writes to: each in turn.
     fn side(i: usize) -> usize {
-        (i / 2) % 2
+        i % 2
     }
 
     fn lh(&self, i: usize) -> &str {

@@ -189,8 +189,24 @@ pub(crate) async fn timed<T>(f: impl std::future::Future<Output = T>) -> (Durati
     (start.elapsed(), out)
 }
 
-/// Runs `n` rounds of A and B, alternating which goes first (A B, B A, ...),
-/// and returns the samples of each side in milliseconds.
+/// Whether side A goes first in round `i` of a comparison: a coin toss
+/// (from one draw per process), not a fixed alternation. Work the emulator
+/// does in the background at a steady period, such as its collector running
+/// every so many requests, would fall on one side of a fixed A B B A
+/// pattern whenever the two periods meet; tossed orders cannot line up with
+/// it.
+pub(crate) fn a_first(i: usize) -> bool {
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let seed = *SEED.get_or_init(|| Uuid::new_v4().as_u64_pair().0);
+    // splitmix64 of the round under the seed.
+    let mut z = seed.wrapping_add((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) & 1 == 1
+}
+
+/// Runs `n` rounds of A and B, the order of each round tossed (see
+/// [`a_first`]), and returns the samples of each side in milliseconds.
 pub(crate) async fn abab<A, B, FA, FB>(n: usize, mut a: A, mut b: B) -> (Vec<f64>, Vec<f64>)
 where
     A: FnMut(usize) -> FA,
@@ -200,7 +216,7 @@ where
 {
     let (mut sa, mut sb) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for i in 0..n {
-        if i % 2 == 0 {
+        if a_first(i) {
             sa.push(ms(timed(a(i)).await.0));
             sb.push(ms(timed(b(i)).await.0));
         } else {

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::Res;
 use crate::report::Report;
-use crate::setup::{Audit, Env, Sample, abab, put_empty_blob, sample, timed};
+use crate::setup::{Audit, Env, Sample, a_first, abab, put_empty_blob, sample, timed};
 use crate::stats::{median, ms, percentile};
 
 fn diff(after: &BTreeMap<Op, u64>, before: &BTreeMap<Op, u64>) -> BTreeMap<Op, u64> {
@@ -185,7 +185,7 @@ pub(crate) async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
                     two_tables(store.clone(), pk.clone()).await
                 }
             };
-            if i % 2 == 0 {
+            if a_first(i as usize) {
                 lh.push(ms(timed(unit).await.0));
                 floor_ms.push(ms(timed(floor_sequence(tables)).await.0));
             } else {
