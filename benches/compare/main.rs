@@ -2,8 +2,9 @@
 //! program and turns its output into `BENCHMARKS.md`.
 //!
 //! Every figure is a ratio against a baseline measured in the same run, with
-//! the two sides interleaved (A B B A ...) so that drift and noise from other
-//! work on the machine fall on both sides alike.
+//! the two sides interleaved, each round's order tossed (`setup::a_first`),
+//! so that drift and noise from other work on the machine fall on both sides
+//! alike.
 //!
 //! Environment:
 //! * `LEASEHOLD_TEST_AZURITE` — connection string of a running Azurite (set by
