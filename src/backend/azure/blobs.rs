@@ -252,7 +252,7 @@ impl AzureBackend {
 
     /// `{blob endpoint}/{container}`.
     fn container_url(&self, container: &ContainerName) -> std::result::Result<Url, Failure> {
-        let mut url = self.base_url(Service::Blob)?;
+        let mut url = self.base_url(Service::Blob).clone();
         url.path_segments_mut()
             .map_err(|()| Failure::Fatal(Error::invalid("blob endpoint", "cannot carry a path")))?
             .push(container.as_str());

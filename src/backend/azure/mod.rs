@@ -247,11 +247,11 @@ impl AzureBackend {
     }
 
     /// The base URL of a service (no trailing `/`).
-    fn base_url(&self, service: Service) -> std::result::Result<Url, Failure> {
-        Ok(match service {
-            Service::Table => self.inner.table_base.clone(),
-            Service::Blob => self.inner.blob_base.clone(),
-        })
+    fn base_url(&self, service: Service) -> &Url {
+        match service {
+            Service::Table => &self.inner.table_base,
+            Service::Blob => &self.inner.blob_base,
+        }
     }
 }
 

@@ -54,7 +54,7 @@ impl AzureBackend {
         spec: &QuerySpec,
         select: Option<String>,
     ) -> std::result::Result<QueryPage, Failure> {
-        let mut url = self.base_url(Service::Table)?;
+        let mut url = self.base_url(Service::Table).clone();
         url.path_segments_mut()
             .map_err(|()| Failure::Fatal(Error::invalid("table endpoint", "cannot carry a path")))?
             .push(&format!("{table}()"));

@@ -65,9 +65,9 @@ fn needs_verification(op: &TableOp) -> bool {
 impl AzureBackend {
     pub(super) async fn create_table_impl(&self, table: &TableName) -> Result<TableCreation> {
         self.retrying("create_table", |_| async move {
-            let base = self.base_url(Service::Table)?;
+            let base = self.base_url(Service::Table);
             match self
-                .send_raw(Service::Table, requests::create_table(&base, table)?)
+                .send_raw(Service::Table, requests::create_table(base, table)?)
                 .await
             {
                 Ok(_) => Ok(TableCreation::Created),
@@ -88,9 +88,9 @@ impl AzureBackend {
 
     pub(super) async fn delete_table_impl(&self, table: &TableName) -> Result<bool> {
         self.retrying("delete_table", |earlier| async move {
-            let base = self.base_url(Service::Table)?;
+            let base = self.base_url(Service::Table);
             match self
-                .send_raw(Service::Table, requests::delete_table(&base, table)?)
+                .send_raw(Service::Table, requests::delete_table(base, table)?)
                 .await
             {
                 Ok(_) => Ok(true),
@@ -125,9 +125,9 @@ impl AzureBackend {
                 .retrying("list_tables", |_| {
                     let next = next.as_deref();
                     async move {
-                        let base = self.base_url(Service::Table)?;
+                        let base = self.base_url(Service::Table);
                         let reply = self
-                            .send_raw(Service::Table, requests::list_tables(&base, next)?)
+                            .send_raw(Service::Table, requests::list_tables(base, next)?)
                             .await?;
                         let page: Page =
                             serde_json::from_slice(reply.body().as_ref()).map_err(|e| {
@@ -177,9 +177,9 @@ impl AzureBackend {
         pk: &PartitionKey,
         rk: &RowKey,
     ) -> std::result::Result<Option<StoredEntity>, Failure> {
-        let base = self.base_url(Service::Table)?;
+        let base = self.base_url(Service::Table);
         match self
-            .send_raw(Service::Table, requests::get(&base, table, pk, rk)?)
+            .send_raw(Service::Table, requests::get(base, table, pk, rk)?)
             .await
         {
             Ok(r) => {
@@ -292,9 +292,9 @@ impl AzureBackend {
         table: &TableName,
         op: &TableOp,
     ) -> std::result::Result<Option<Version>, Failure> {
-        let base = self.base_url(Service::Table)?;
+        let base = self.base_url(Service::Table);
         let reply = self
-            .send_raw(Service::Table, requests::write(&base, table, op)?)
+            .send_raw(Service::Table, requests::write(base, table, op)?)
             .await?;
         match op {
             TableOp::Delete { .. } => Ok(None),
@@ -323,11 +323,9 @@ impl AzureBackend {
                 .map(|o| shorten(o.partition_key().as_str()))
                 .unwrap_or_default()
         );
-        let base = self
-            .base_url(Service::Table)
-            .map_err(|f| f.into_error(&what))?;
-        let request = &batch::build(&base, table, ops)?;
-        let (base, what) = (&base, &what);
+        let base = self.base_url(Service::Table);
+        let request = &batch::build(base, table, ops)?;
+        let what = &what;
         // Whether the next attempt reads the rows first: the last one may
         // have applied the batch.
         let verify_first = &AtomicBool::new(false);
