@@ -56,6 +56,9 @@ pub struct Versioned<E> {
     /// The stored properties the entity's type does not know, written back
     /// by a replace (see "Properties unknown to the type" above).
     unknown: Option<Arc<Properties>>,
+    /// Read through a projection (or merged from such a value): the row
+    /// holds properties this value never saw, so it must not replace it.
+    projection: bool,
 }
 
 /// What a [`Versioned`] knows of the user properties stored at its version
@@ -165,7 +168,25 @@ impl<E> Versioned<E> {
             write_log: None,
             stored: Stored::Unknown,
             unknown: None,
+            projection: false,
         }
+    }
+
+    /// Marks this value as read through a projection, or not (see
+    /// [`Versioned::is_projection`]).
+    pub(crate) fn with_projection(mut self, projection: bool) -> Self {
+        self.projection = projection;
+        self
+    }
+
+    /// Whether this value was read through a projection
+    /// ([`Query::select`](crate::table::Query::select),
+    /// [`Table::get_as`](crate::Table::get_as)), or is what a merge of
+    /// such a value returned. It holds only some of the row's properties,
+    /// so `replace` refuses it (a replace would delete the others): write
+    /// it back with `merge`, which keeps them.
+    pub fn is_projection(&self) -> bool {
+        self.projection
     }
 
     /// The stored properties of this version that the entity's type does

@@ -451,8 +451,9 @@ impl Unit {
     /// # Errors
     /// As [`Unit::insert`].
     pub fn replace<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
+        let base = crate::table::Base::replace_of(current)?;
         let (table, data) = self.encode(current.entity(), "replace")?;
-        let data = crate::table::Base::replace_of(current).complete::<E>(data)?;
+        let data = base.complete::<E>(data)?;
         let condition = Self::condition_of(current);
         self.stage_conditional(table, data, condition, false)
     }

@@ -73,8 +73,9 @@ pub struct Batch<E> {
 enum Returned<E> {
     /// Nothing: a delete.
     Deleted,
-    /// This entity, as stored.
-    Entity(E, Stored<E>),
+    /// This entity, as stored; `true` when it was merged from a value read
+    /// through a projection (see [`Versioned::is_projection`]).
+    Entity(E, Stored<E>, bool),
     /// The entity as read back after the commit.
     ReadBack,
 }
@@ -111,17 +112,20 @@ impl<E: Entity> Batch<E> {
     fn push(
         mut self,
         entity: &E,
-        base: Base,
+        base: Result<Base>,
+        projection: bool,
         make: impl FnOnce(crate::entity::EntityData) -> TableOp,
     ) -> Self {
         if self.error.is_none() {
-            let encoded = base.encode(entity).and_then(|data| {
-                let returned = match stored_after::<E>(&data, base)? {
-                    Some((entity, stored)) => Returned::Entity(entity, stored),
-                    None => Returned::ReadBack,
-                };
-                Ok((make(data), returned))
-            });
+            let encoded = base
+                .and_then(|base| Ok((base.encode(entity)?, base)))
+                .and_then(|(data, base)| {
+                    let returned = match stored_after::<E>(&data, base)? {
+                        Some((entity, stored)) => Returned::Entity(entity, stored, projection),
+                        None => Returned::ReadBack,
+                    };
+                    Ok((make(data), returned))
+                });
             match encoded {
                 Ok(op) => self.ops.push(op),
                 Err(e) => {
@@ -137,13 +141,13 @@ impl<E: Entity> Batch<E> {
 
     /// Creates an entity (fails the batch if it exists).
     pub fn insert(self, entity: E) -> Self {
-        self.push(&entity, Base::Nothing, TableOp::Insert)
+        self.push(&entity, Ok(Base::Nothing), false, TableOp::Insert)
     }
 
     /// Replaces an entity if unchanged since read.
     pub fn replace(self, current: &Versioned<E>) -> Self {
         let etag = current.etag().clone();
-        self.push(current.entity(), Base::replace_of(current), |d| {
+        self.push(current.entity(), Base::replace_of(current), false, |d| {
             TableOp::Replace(d, Precondition::IfMatch(etag))
         })
     }
@@ -151,9 +155,12 @@ impl<E: Entity> Batch<E> {
     /// Merges an entity if unchanged since read.
     pub fn merge(self, current: &Versioned<E>) -> Self {
         let etag = current.etag().clone();
-        self.push(current.entity(), Base::merge_of(current), |d| {
-            TableOp::Merge(d, Precondition::IfMatch(etag))
-        })
+        self.push(
+            current.entity(),
+            Ok(Base::merge_of(current)),
+            current.is_projection(),
+            |d| TableOp::Merge(d, Precondition::IfMatch(etag)),
+        )
     }
 
     /// Deletes an entity if unchanged since read.
@@ -186,14 +193,14 @@ impl<E: Entity> Batch<E> {
     /// Replaces everything stored in the row, properties the type does not
     /// know included (as [`Table::upsert`](crate::Table::upsert)).
     pub fn upsert(self, entity: E) -> Self {
-        self.push(&entity, Base::Nothing, |d| {
+        self.push(&entity, Ok(Base::Nothing), false, |d| {
             TableOp::Replace(d, Precondition::Upsert)
         })
     }
 
     /// Creates an entity or merges into it. **Unconditional.**
     pub fn upsert_merge(self, entity: E) -> Self {
-        self.push(&entity, Base::Merge(None), |d| {
+        self.push(&entity, Ok(Base::Merge(None)), false, |d| {
             TableOp::Merge(d, Precondition::Upsert)
         })
     }
@@ -281,8 +288,10 @@ impl<E: Entity> Batch<E> {
         let mut results = Vec::with_capacity(ops.len());
         for ((op, returned), version) in ops.iter().zip(returned).zip(versions) {
             results.push(match (returned, version) {
-                (Returned::Entity(entity, stored), Some(v)) => BatchResult::Written(
-                    Versioned::new(entity, v.etag, v.timestamp).with_stored(stored),
+                (Returned::Entity(entity, stored, projection), Some(v)) => BatchResult::Written(
+                    Versioned::new(entity, v.etag, v.timestamp)
+                        .with_stored(stored)
+                        .with_projection(projection),
                 ),
                 (Returned::ReadBack, Some(_)) => BatchResult::Written(
                     self.table

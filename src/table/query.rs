@@ -248,15 +248,33 @@ impl<E: Entity> Query<E> {
     /// }
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let orders = Store::memory().table::<Order>();
+    /// let store = Store::memory();
+    /// let orders = store.table::<Order>();
     /// orders.insert(Order { customer: "alice".into(), id: "1".into(), total: 30,
     ///                       notes: "tea, ".repeat(100) }).await?;
     /// let totals = orders.query().partition("alice").select::<OrderTotal>().all().await?;
     /// assert_eq!(totals[0].total, 30);
-    /// let one = orders.get_as::<OrderTotal>("alice", "1").await?.expect("stored");
+    /// let mut one = orders.get_as::<OrderTotal>("alice", "1").await?.expect("stored");
     /// assert_eq!(one.total, 30);
+    ///
+    /// // Written back, a projection is merged: `notes` stays as stored.
+    /// one.total = 35;
+    /// let totals_table = store.table::<OrderTotal>();
+    /// assert!(totals_table.replace(&one).await.is_err()); // would delete `notes`
+    /// totals_table.merge(&one).await?;
+    /// assert_eq!(orders.get("alice", "1").await?.expect("stored").notes, "tea, ".repeat(100));
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
+    ///
+    /// # Writing a projection back
+    ///
+    /// A value read through a projection holds only some of the row's
+    /// properties ([`Versioned::is_projection`](crate::Versioned::is_projection)).
+    /// `merge` writes it back at the ETag read, changing only the
+    /// properties it carries; `replace` (of a [`Table`], a batch or a unit)
+    /// refuses it with [`Error::Invalid`] before sending anything, since it
+    /// would delete every property the projection left out (and, for an
+    /// indexed type, release the unique values among them).
     ///
     /// A type of another table is a build error (the check runs when the
     /// program is built, not under `cargo check`):

@@ -31,7 +31,8 @@ pub(crate) fn versioned_from<E: Entity>(
     Ok(
         Versioned::new(E::decode(stored.data)?, stored.etag, stored.timestamp)
             .with_write_log(log)
-            .with_stored(state),
+            .with_stored(state)
+            .with_projection(!complete),
     )
 }
 
@@ -69,8 +70,24 @@ pub(crate) enum Base {
 
 impl Base {
     /// The base of a replace of `current`: the properties it keeps.
-    pub(crate) fn replace_of<E>(current: &Versioned<E>) -> Base {
-        Base::Replace(current.unknown_shared())
+    ///
+    /// # Errors
+    /// [`Error::Invalid`](crate::Error::Invalid) for a value read through a
+    /// projection: it knows only some of the row's properties, and a
+    /// replace would delete the others.
+    pub(crate) fn replace_of<E: Entity>(current: &Versioned<E>) -> Result<Base> {
+        if current.is_projection() {
+            let type_name = std::any::type_name::<E>();
+            let type_name = type_name.rsplit("::").next().unwrap_or(type_name);
+            return Err(crate::Error::invalid(
+                format!(
+                    "replace of a `{type_name}` of table `{}` read through a projection",
+                    E::TABLE
+                ),
+                "a projection (`select`, `get_as`) reads only some of the row's properties, and a replace would delete the others; write it back with `merge`, which changes only the properties it carries, at the ETag read",
+            ));
+        }
+        Ok(Base::Replace(current.unknown_shared()))
     }
 
     /// The stored form a write of `entity` onto this base sends: the

@@ -91,7 +91,9 @@ impl<E: Entity> Table<E> {
         match after {
             Ok((entity, stored)) => Ok(Versioned::new(entity, etag, timestamp)
                 .with_write_log(log)
-                .with_stored(stored)),
+                .with_stored(stored)
+                // What a merge of a projection returns is one too.
+                .with_projection(current.is_some_and(Versioned::is_projection))),
             Err((pk, rk)) => self.read_back(&pk, &rk).instrument(span).await,
         }
     }
@@ -189,8 +191,11 @@ impl<E: Entity> Table<E> {
     ///   `UniqueValueTaken`);
     /// * [`Error::Invalid`] when the entity breaks a service limit or has an
     ///   invalid key (or an indexed value whose index partition key would be
-    ///   invalid), and [`Error::Decode`] when its stored form does not decode
-    ///   — nothing is sent;
+    ///   invalid), when `current` was read through a projection
+    ///   ([`Versioned::is_projection`]: a replace would delete the
+    ///   properties it did not read; [`Table::merge`] writes it back), and
+    ///   [`Error::Decode`] when its stored form does not decode — nothing is
+    ///   sent;
     /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
     ///   later epoch of the fence's lease wrote the partition;
     /// * for a type with indexes, when the write claims an indexed value,
@@ -206,7 +211,7 @@ impl<E: Entity> Table<E> {
                 self.write(
                     current.entity(),
                     Some(current),
-                    Base::replace_of(current),
+                    Base::replace_of(current)?,
                     |d| TableOp::Replace(d, Precondition::IfMatch(etag)),
                 )
                 .await

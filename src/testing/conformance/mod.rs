@@ -260,6 +260,7 @@ macro_rules! conformance_suite {
                 try_update_with_refuses_or_retries,
                 a_store_manages_the_tables_under_its_prefix,
                 projections_read_a_types_properties,
+                a_projection_written_back_never_deletes_what_it_did_not_read,
             ]
             timed []
             blocking []

@@ -1,5 +1,6 @@
 //! Table checks: CRUD, conditions, batches, queries, optimistic updates.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::WriteOptions;
@@ -1441,4 +1442,154 @@ pub async fn projections_read_a_types_properties(ctx: &Ctx) {
     // Bad keys are refused before any request.
     let e = t.get_as::<CounterNote>("pj", "a/b").await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+}
+
+/// A shopper whose e-mail is unique, for writing a projection back.
+#[derive(leasehold::Entity, Debug, Clone, PartialEq)]
+#[entity(table = "PjShoppers")]
+struct Shopper {
+    #[entity(partition_key)]
+    region: String,
+    #[entity(row_key)]
+    id: String,
+    #[entity(unique)]
+    email: String,
+    currency: String,
+    note: String,
+}
+
+/// A projection of [`Shopper`] that leaves the unique e-mail and the
+/// currency out.
+#[derive(leasehold::Entity, Debug, Clone, PartialEq)]
+#[entity(table = "PjShoppers")]
+struct ShopperNote {
+    #[entity(partition_key)]
+    region: String,
+    #[entity(row_key)]
+    id: String,
+    note: String,
+}
+
+/// A value read through a projection never replaces the whole row: a
+/// `replace` of it (through a table, a batch or a unit) is `Invalid` before
+/// any request, with the row, its unique value and the caller's staged
+/// writes as they were; a `merge` writes it back at the ETag read, keeping
+/// what the projection left out, and what it returns is a projection too.
+pub async fn a_projection_written_back_never_deletes_what_it_did_not_read(ctx: &Ctx) {
+    let counting = leasehold::testing::CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    let store = super::lock_many::process(ctx, Arc::new(counting), ctx.prefix());
+    let full = store.table::<Shopper>();
+    let ann = Shopper {
+        region: "eu".into(),
+        id: "s1".into(),
+        email: "ann@example.com".into(),
+        currency: "EUR".into(),
+        note: "first".into(),
+    };
+    full.insert(ann.clone()).await.unwrap();
+    let notes = store.table::<ShopperNote>();
+    let email = Shopper::columns().email;
+    let by_get = full
+        .get_as::<ShopperNote>("eu", "s1")
+        .await
+        .unwrap()
+        .expect("stored");
+    let by_query = full
+        .query()
+        .partition("eu")
+        .select::<ShopperNote>()
+        .all()
+        .await
+        .unwrap()
+        .pop()
+        .expect("stored");
+    assert!(by_get.is_projection() && by_query.is_projection());
+    assert!(
+        !full
+            .get("eu", "s1")
+            .await
+            .unwrap()
+            .expect("stored")
+            .is_projection()
+    );
+
+    for mut v in [by_get.clone(), by_query] {
+        v.note = "second".into();
+        let before = counter.total();
+        let e = notes
+            .replace(&v)
+            .await
+            .expect_err("a projection does not replace the row");
+        assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+        assert!(e.to_string().contains("merge"), "names the way: {e}");
+        let e = notes
+            .batch()
+            .replace(&v)
+            .commit()
+            .await
+            .expect_err("nor in a batch");
+        match &e {
+            Error::Batch { index: 0, source } => {
+                assert_eq!(source.kind(), ErrorKind::Invalid, "{e}")
+            }
+            other => panic!("expected the batch's operation 0 refused, got {other}"),
+        }
+        assert_eq!(counter.total(), before, "refused before any request");
+    }
+    // In a unit: refused, the staged writes unchanged.
+    let mut unit = store.lock("eu").await.unwrap();
+    let mut v = by_get.clone();
+    v.note = "in a unit".into();
+    unit.insert(&Shopper {
+        id: "s2".into(),
+        email: "bob@example.com".into(),
+        ..ann.clone()
+    })
+    .unwrap();
+    let e = unit.replace(&v).expect_err("a unit refuses it too");
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    assert_eq!(unit.staged(), 1, "the staged insert stays");
+    unit.abandon().await.unwrap();
+
+    let stored = full.get("eu", "s1").await.unwrap().expect("stored");
+    assert_eq!(stored.entity(), &ann, "nothing was written");
+    assert_eq!(
+        full.get_by(email, "ann@example.com")
+            .await
+            .unwrap()
+            .map(|v| v.id.clone()),
+        Some("s1".into()),
+        "the unique value stays held"
+    );
+
+    // A merge writes the projection back, keeping the rest; what it
+    // returns is a projection as well.
+    let mut v = by_get;
+    v.note = "merged".into();
+    let merged = notes.merge(&v).await.unwrap();
+    assert!(merged.is_projection());
+    let e = notes
+        .replace(&merged)
+        .await
+        .expect_err("still a projection");
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    let stored = full.get("eu", "s1").await.unwrap().expect("decodes whole");
+    assert_eq!(
+        stored.entity(),
+        &Shopper {
+            note: "merged".into(),
+            ..ann.clone()
+        }
+    );
+    assert_eq!(
+        full.get_by(email, "ann@example.com")
+            .await
+            .unwrap()
+            .map(|v| v.id.clone()),
+        Some("s1".into())
+    );
+    // The merge is conditioned on the ETag read: a stale projection fails.
+    let e = notes.merge(&v).await.expect_err("stale");
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
 }
