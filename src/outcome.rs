@@ -1,15 +1,13 @@
 //! Was a write applied, and may it still be applied? The one place where a
 //! stored row is read against a write.
 //!
-//! Three callers ask, after a write's outcome went unknown:
+//! Two callers ask, after a write's outcome went unknown:
 //!
 //! * the Azure backend, when a reply was lost ([`judge`]): other writers may
 //!   have written meanwhile, so content seen under a new ETag proves nothing
 //!   unless a write log says whose write it was;
 //! * a partition-lock unit whose single transaction lost its reply
-//!   ([`judge_locked`]): it holds the partition's lock, so nobody else wrote;
-//! * roll-forward of a commit journal, one operation at a time
-//!   ([`shows_effect`], [`still_applicable`]), also under the lock.
+//!   ([`judge_locked`]): it holds the partition's lock, so nobody else wrote.
 //!
 //! Callers pass operations in the form the service stores (the Azure
 //! backend normalises them first: date-times cut to 100 ns and so on), and
@@ -58,32 +56,6 @@ pub(crate) fn precondition_holds(op: &TableOp, stored: Option<&StoredEntity>) ->
     }
 }
 
-/// `op`, conditioned on the ETag just read, when `stored` still meets its
-/// precondition: sent now, it applies to exactly the row read, and fails
-/// if anything wrote it in between.
-pub(crate) fn still_applicable(op: &TableOp, stored: Option<&StoredEntity>) -> Option<TableOp> {
-    if !precondition_holds(op, stored) {
-        return None;
-    }
-    let tightened = |c: &Precondition| match stored {
-        Some(s) => Precondition::IfMatch(s.etag.clone()),
-        None => c.clone(),
-    };
-    Some(match op {
-        TableOp::Insert(_) => op.clone(),
-        TableOp::Replace(d, c) => TableOp::Replace(d.clone(), tightened(c)),
-        TableOp::Merge(d, c) => TableOp::Merge(d.clone(), tightened(c)),
-        TableOp::Delete {
-            partition_key,
-            row_key,
-            ..
-        } => TableOp::Delete {
-            partition_key: partition_key.clone(),
-            row_key: row_key.clone(),
-            if_match: stored.map(|s| s.etag.clone()),
-        },
-    })
-}
 
 /// What a read-back says about a write whose reply was lost.
 #[derive(Debug)]
@@ -433,32 +405,6 @@ mod tests {
         assert!(shows_effect(&upsert, Some(&same)));
     }
 
-    #[test]
-    fn still_applicable_conditions_on_the_row_just_read() {
-        let ours = data(&[("n", Value::Int64(2))]);
-        let row = stored(&[("n", Value::Int64(1))], "e7");
-        let tightened = |op: &TableOp, s: Option<&StoredEntity>| still_applicable(op, s);
-        let upsert = TableOp::Merge(ours.clone(), Precondition::Upsert);
-        assert_eq!(
-            tightened(&upsert, Some(&row)),
-            Some(TableOp::Merge(
-                ours.clone(),
-                Precondition::IfMatch(ETag::new("e7"))
-            ))
-        );
-        assert_eq!(tightened(&upsert, None), Some(upsert.clone()));
-        let exists = TableOp::Replace(ours.clone(), Precondition::IfExists);
-        assert_eq!(tightened(&exists, None), None);
-        assert_eq!(
-            tightened(&delete(None), Some(&row)),
-            Some(delete(Some("e7")))
-        );
-        assert_eq!(tightened(&delete(None), None), None);
-        assert_eq!(tightened(&delete(Some("e6")), Some(&row)), None);
-        let insert = TableOp::Insert(ours);
-        assert_eq!(tightened(&insert, Some(&row)), None);
-        assert_eq!(tightened(&insert, None), Some(insert.clone()));
-    }
 
     #[test]
     fn locked_transactions_are_applied_pending_or_contradicted() {

@@ -294,6 +294,38 @@ pub(crate) fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
     Ok(())
 }
 
+/// `ops`, of one partition of `table` and each on its own row, as
+/// entity-group transactions within the service's limits (100 operations,
+/// 4 MiB), in order.
+///
+/// # Errors
+/// [`Error::Invalid`] when one operation alone is over them, or `ops`
+/// span partitions or touch a row twice.
+pub(crate) fn chunk_batches(table: &str, ops: Vec<TableOp>) -> Result<Vec<Vec<TableOp>>> {
+    let mut batches: Vec<Vec<TableOp>> = Vec::new();
+    let mut bytes = 0;
+    for op in ops {
+        let size = op.payload_size();
+        match batches.last_mut() {
+            Some(batch)
+                if batch.len() < TableOp::MAX_BATCH_OPS
+                    && bytes + size <= TableOp::MAX_BATCH_BYTES =>
+            {
+                bytes += size;
+                batch.push(op);
+            }
+            _ => {
+                bytes = size;
+                batches.push(vec![op]);
+            }
+        }
+    }
+    for batch in &batches {
+        validate_batch(table, batch)?;
+    }
+    Ok(batches)
+}
+
 /// What [`TableBackend::create_table`](super::TableBackend::create_table)
 /// found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

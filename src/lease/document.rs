@@ -32,18 +32,12 @@ pub(crate) const RESERVATION_LOG_LEN: usize = 10;
 /// The document version this leasehold writes and the newest it reads.
 pub(crate) const DOCUMENT_VERSION: u32 = 1;
 
-/// The section in which partition locks keep a pending commit. The lock
-/// module owns its content; the lease layer only reports whether it is
-/// there ([`LeaseDescription::journal_pending`](super::LeaseDescription::journal_pending)).
-pub(crate) const LOCK_SECTION: &str = "journal";
-
 /// The JSON document stored in a lease blob's body, and the metadata beside
 /// it.
 ///
-/// The body holds sections, each owned by one module: the reservation log
-/// ([`ReservationRecord`]s, owned by the reservation API), and the pending
-/// commit of a partition lock (section [`LOCK_SECTION`], owned by the lock
-/// module, never interpreted here). An empty body is the empty document, so
+/// The body holds the reservation log ([`ReservationRecord`]s, owned by the
+/// reservation API) and whatever sections a newer leasehold or another
+/// program wrote, never interpreted here. An empty body is the empty document, so
 /// a freshly created lease blob needs no initial write. Sections this layer
 /// does not know are kept as they are when the document is rewritten, so a
 /// module's section survives every other module's write, and an older node
@@ -92,6 +86,7 @@ impl Default for LeaseDocument {
 
 impl LeaseDocument {
     /// The section `key`, if the document has it.
+    #[cfg(test)]
     pub(crate) fn section(&self, key: &str) -> Option<&serde_json::Value> {
         self.sections.get(key)
     }
@@ -105,6 +100,7 @@ impl LeaseDocument {
 
     /// Writes (`Some`) or removes (`None`) the section `key`, keeping every
     /// other section as it is.
+    #[cfg(test)]
     pub(crate) fn set_section(&mut self, key: &str, value: Option<serde_json::Value>) {
         match value {
             Some(v) if !v.is_null() => {
@@ -353,28 +349,31 @@ mod tests {
         }
     }
 
+    /// A section of another writer's.
+    const OTHER: &str = "journal";
+
     #[test]
     fn empty_body_is_the_empty_document() {
         let doc = LeaseDocument::from_bytes(&name(), b"").unwrap();
         assert_eq!(doc, LeaseDocument::default());
-        assert!(doc.section(LOCK_SECTION).is_none());
+        assert!(doc.section(OTHER).is_none());
     }
 
     #[test]
     fn document_round_trips_and_keeps_unknown_sections() {
         let mut doc = LeaseDocument::default();
-        doc.set_section(LOCK_SECTION, Some(serde_json::json!({"ops": [1, 2]})));
+        doc.set_section(OTHER, Some(serde_json::json!({"ops": [1, 2]})));
         doc.push_reservation(record("a"));
         let bytes = doc.to_bytes().unwrap();
         assert_eq!(LeaseDocument::from_bytes(&name(), &bytes).unwrap(), doc);
 
         let newer = br#"{"v":1,"future":{"x":1},"journal":null}"#;
         let read = LeaseDocument::from_bytes(&name(), newer).unwrap();
-        assert!(read.section(LOCK_SECTION).is_none(), "null is no section");
+        assert!(read.section(OTHER).is_none(), "null is no section");
         let mut rewritten = read.clone();
         rewritten.push_reservation(record("b"));
-        rewritten.set_section(LOCK_SECTION, Some(serde_json::json!(["op"])));
-        rewritten.set_section(LOCK_SECTION, None);
+        rewritten.set_section(OTHER, Some(serde_json::json!(["op"])));
+        rewritten.set_section(OTHER, None);
         let text = String::from_utf8(rewritten.to_bytes().unwrap()).unwrap();
         assert!(text.contains("\"future\":{\"x\":1}"), "{text}");
         assert!(!text.contains("journal"), "{text}");

@@ -162,26 +162,6 @@ impl LeaseGuard {
         self.core.snapshot().await
     }
 
-    /// The section `key` of the lease document (see
-    /// [`LeaseDocument`](super::document::LeaseDocument)), as
-    /// [`LeaseGuard::metadata`] sees the blob.
-    pub(crate) async fn section(&self, key: &str) -> Result<Option<serde_json::Value>> {
-        Ok(self.core.snapshot().await?.document.section(key).cloned())
-    }
-
-    /// Writes (`Some`) or removes (`None`) the section `key` of the lease
-    /// document under the lease id; every other section and the metadata
-    /// are kept.
-    pub(crate) async fn set_section(
-        &self,
-        key: &str,
-        value: Option<serde_json::Value>,
-    ) -> Result<()> {
-        self.core
-            .update_document(|d| d.set_section(key, value))
-            .await
-    }
-
     /// Rewrites the lease document under the lease id with `f` applied to
     /// the current document; the metadata is kept. Returns what `f`
     /// returned. After an error whose outcome is unknown, the next call

@@ -195,20 +195,6 @@ impl LeaseManager {
     pub(crate) fn records_owner_on_acquire(&self) -> bool {
         self.inner.env.settings.owner_metadata
     }
-
-    /// The section `key` of the document in lease blob `name`, read without
-    /// the lease; `None` when the blob or the section is missing.
-    pub(crate) async fn read_section(
-        &self,
-        name: &LeaseName,
-        key: &str,
-    ) -> Result<Option<serde_json::Value>> {
-        Ok(self
-            .inner
-            .read(name)
-            .await?
-            .and_then(|blob| blob.document.section(key).cloned()))
-    }
 }
 
 #[cfg(test)]

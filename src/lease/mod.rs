@@ -234,7 +234,7 @@ mod seen;
 mod test_support;
 
 pub use do_once::{OnceContext, OnceOutcome};
-pub(crate) use document::{LOCK_SECTION, LeaseDocument, META_ACQUIRED, META_OWNER};
+pub(crate) use document::{LeaseDocument, META_ACQUIRED, META_OWNER};
 pub use document::{OnceState, ReservationRecord};
 pub(crate) use fence::{Fence, FenceLayer, is_fence_row};
 pub use guard::{Acquisition, LeaseGuard, LeaseStatus};

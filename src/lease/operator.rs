@@ -8,7 +8,7 @@ use tracing::{Instrument, info, info_span};
 use crate::backend::{LeaseDuration, LeaseState, Metadata};
 use crate::error::{Error, Result};
 
-use super::document::{LOCK_SECTION, META_ACQUIRED, OnceState, meta_get};
+use super::document::{META_ACQUIRED, OnceState, meta_get};
 use super::manager::LeaseManager;
 use super::name::LeaseName;
 
@@ -35,9 +35,6 @@ pub struct LeaseDescription {
     /// above) and any written with [`LeaseGuard::update_metadata`](crate::lease::LeaseGuard::update_metadata). Empty
     /// when the blob is missing.
     pub metadata: Metadata,
-    /// Whether a partition lock's commit is pending in the lease blob (see
-    /// [`crate::Store::pending_commit`]).
-    pub journal_pending: bool,
     /// The run-once marker.
     pub once: OnceState,
     /// How many reservation records the blob's log holds.
@@ -71,7 +68,6 @@ impl LeaseManager {
                 acquired_at: None,
                 epoch: 0,
                 metadata: Metadata::new(),
-                journal_pending: false,
                 once: OnceState::NotStarted,
                 reservation_records: 0,
             },
@@ -82,7 +78,6 @@ impl LeaseManager {
                 owner: blob.owner().map(str::to_owned),
                 acquired_at: meta_get(&blob.metadata, META_ACQUIRED).map(str::to_owned),
                 epoch: blob.epoch(),
-                journal_pending: blob.document.section(LOCK_SECTION).is_some(),
                 once: blob.once_state(),
                 reservation_records: blob.document.reservations.len(),
                 metadata: blob.metadata,

@@ -1,54 +1,30 @@
-//! Decision rows: the commit point of a unit writing
-//! several (partition, table) groups is the entity-group transaction of one
-//! of them, which also inserts the commit's *decision row* (see "The commit
-//! protocol" in the [module docs](super)).
-//!
-//! The steps, after the unit's reads:
-//!
-//! 1. **Marks**, all at once: every row of every other group gets the mark
-//!    of the transaction ([`MARK`](super::marks::MARK), naming the primary
-//!    partition) and the row the commit leaves ([`AFTER`]), conditioned on
-//!    the row as the unit read it (a placeholder where it was absent). A
-//!    row changed since fails the commit here, nothing applied.
-//! 2. **Commit point**: the primary group's own writes, each conditioned on
-//!    the row as read, and the insert of the decision row
-//!    `_lhCommit.<id>` (state `committed`), in one transaction of the
-//!    primary partition: applied whole or not at all.
-//! 3. **Finish**, all at once: each marked row replaced by the row the
-//!    commit leaves, at the ETag its mark produced.
-//! 4. The decision row deleted, with the locks' releases.
+//! Decision rows: the commit point of a unit writing several (partition,
+//! table) groups, or more than one entity-group transaction holds, is the
+//! insert of the commit's *decision row* (row key `_lhCommit.<id>`, state
+//! `committed`) in the primary partition. The protocol is stated in
+//! "The commit protocol" of the [module docs](super); this file keeps the
+//! row: its key, its states, and the race that decides it.
 //!
 //! Whoever meets a marked row reads the decision row: `committed`, it
 //! writes the row the commit leaves; `withdrawn`, it takes the mark off;
-//! none yet, it waits briefly for the writer, then takes the primary's lock
-//! (so a live writer is never withdrawn) and *inserts* the decision row as
+//! none yet, it waits for the writer, then takes the primary's lock (so a
+//! live writer is never withdrawn) and *inserts* the decision row as
 //! `withdrawn`. Both the commit point and a withdrawal insert the same row,
 //! so exactly one of them is stored: a writer that wakes after it was
-//! withdrawn has its commit transaction refused whole. No clock, lease or
-//! lock blob takes part in the decision.
-//!
-//! The decision row is deleted only once every mark of its commit is off
-//! (step 4); a commit that stopped earlier leaves it for the readers that
-//! still need it. A withdrawal's row stays: a writer paused before its
-//! commit point may still send it.
+//! withdrawn has its commit point refused whole. No clock, lease or lock
+//! blob takes part in the decision.
 
 use super::env::LockEnv;
 use crate::backend::WriteOptions;
-use crate::backend::{StoredEntity, TableBackend, TableOp};
+use crate::backend::{TableBackend, TableOp};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 use std::sync::Arc;
 
-use super::journal::{entity_of, properties_json};
-
-/// The reserved property holding, on a row marked by a commit that decides
-/// in a row of its own, the row the commit leaves: its properties in the
-/// wire form as JSON text, or `null` for a delete.
-pub(crate) const AFTER: &str = "_lhNew";
-
-/// The row-key prefix of decision rows, reserved in every table units
-/// write: queries never return such rows.
+/// The row-key prefix of decision rows and after-image rows (see
+/// [`super::after`]), reserved in every table units write: reads never
+/// return such rows.
 pub(crate) const ROW_PREFIX: &str = "_lhCommit.";
 
 /// The property holding a decision.
@@ -200,79 +176,48 @@ pub(crate) async fn settle(
     }
 }
 
-/// The after-image text a mark carries: the row `op` leaves (`op` being the
-/// whole-row replace or delete a commit applies).
-pub(crate) fn after_text(op: &TableOp) -> String {
-    match op.data() {
-        Some(data) if !matches!(op, TableOp::Delete { .. }) => {
-            serde_json::Value::Object(properties_json(data)).to_string()
-        }
-        _ => "null".to_owned(),
-    }
+/// What happened to a commit, as its decision row tells it
+/// ([`Store::commit_outcome`](crate::Store::commit_outcome)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CommitOutcome {
+    /// The commit point went through: every write is applied (rows still
+    /// marked are finished by whoever reads them next).
+    Applied,
+    /// The commit was withdrawn before its commit point (by its writer, or
+    /// by a reader or [`Store::commit_outcome`](crate::Store::commit_outcome)
+    /// meeting it undecided): nothing of it is applied, ever.
+    NotApplied,
 }
 
-/// The write a reader sends for a committed transaction's marked `row`: the
-/// row its commit leaves (from [`AFTER`]) at the row's ETag.
+/// [`Store::commit_outcome`](crate::Store::commit_outcome): transaction
+/// `txn`'s decision, made final — a transaction without one is withdrawn,
+/// so that a commit point still on its way is refused.
 ///
 /// # Errors
-/// [`Error::Inconsistent`] when the row carries no after-image leasehold
-/// can read.
-pub(crate) fn after_op(table: &TableName, row: &StoredEntity) -> Result<TableOp> {
-    let bad = |why: String| Error::Inconsistent {
-        what: format!(
-            "row {:?} of partition {:?} is marked by a committed transaction but its after-image {why}",
-            row.data.row_key.as_str(),
-            row.data.partition_key.as_str()
-        ),
-    };
-    let Some(Value::String(text)) = row.data.properties.get(AFTER) else {
-        return Err(bad("is missing".into()));
-    };
-    let json: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| bad(format!("does not parse: {e}")))?;
-    let at = crate::backend::Precondition::IfMatch(row.etag.clone());
-    match json {
-        serde_json::Value::Null => Ok(TableOp::Delete {
-            partition_key: row.data.partition_key.clone(),
-            row_key: row.data.row_key.clone(),
-            if_match: Some(row.etag.clone()),
-        }),
-        serde_json::Value::Object(map) => {
-            let data = entity_of(table, &row.data.partition_key, &row.data.row_key, &map)
-                .map_err(|e| bad(format!("does not parse: {e}")))?;
-            Ok(TableOp::Replace(data, at))
-        }
-        _ => Err(bad("is neither a row nor null".into())),
-    }
-}
-
-/// [`Store::commit_outcome`](crate::Store::commit_outcome) of a
-/// transaction deciding in a row (`None`: `txn` is a lock-blob journal's):
-/// its decision, made final — a transaction without one is withdrawn, so
-/// that a commit point still on its way is refused.
-///
-/// # Errors
-/// As [`read`].
+/// [`Error::Invalid`] for a transaction id that names no table; as
+/// [`read`].
 pub(crate) async fn outcome(
     env: &Arc<LockEnv>,
     primary: &PartitionKey,
     txn: &str,
-) -> Result<Option<super::CommitOutcome>> {
+) -> Result<CommitOutcome> {
     let Some(table) = table_of(txn) else {
-        return Ok(None);
+        return Err(Error::invalid(
+            format!("transaction id {txn:?}"),
+            "names no table: a commit's id is `<id>.<table>`, as `CommitReport::transaction` and `Error::InDoubt` give it",
+        ));
     };
     let decision = settle(env.backend().as_ref(), &table, primary, txn).await?;
-    Ok(Some(match decision {
-        Decision::Committed => super::CommitOutcome::Applied,
-        Decision::Withdrawn => super::CommitOutcome::NotRecorded,
-    }))
+    Ok(match decision {
+        Decision::Committed => CommitOutcome::Applied,
+        Decision::Withdrawn => CommitOutcome::NotApplied,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Precondition;
-    use crate::key::ETag;
 
     #[test]
     fn a_transaction_id_names_its_table_and_its_row() {
@@ -280,59 +225,7 @@ mod tests {
         let txn = new_txn(&table);
         assert_eq!(table_of(&txn), Some(table));
         assert!(is_decision_row(&row_key(&txn).unwrap()));
-        assert_eq!(table_of("0f1e2d3c"), None, "a lock-blob journal's id");
+        assert_eq!(table_of("0f1e2d3c"), None, "an id naming no table");
         assert!(!is_decision_row(&RowKey::new("main").unwrap()));
-    }
-
-    #[test]
-    fn an_after_image_round_trips_as_the_write_a_reader_sends() {
-        let table = TableName::new("lhAccounts").unwrap();
-        let pk = PartitionKey::new("p").unwrap();
-        let rk = RowKey::new("r").unwrap();
-        let mut properties = Properties::new();
-        properties.insert("n", Value::Int64(7));
-        properties.insert("s", Value::String("x".into()));
-        let data = EntityData {
-            partition_key: pk.clone(),
-            row_key: rk.clone(),
-            properties: properties.clone(),
-        };
-        let etag = ETag::new("W/\"2\"");
-        let mut marked = StoredEntity {
-            data: data.clone(),
-            etag: etag.clone(),
-            timestamp: time::OffsetDateTime::UNIX_EPOCH,
-        };
-        let replace = TableOp::Replace(data, Precondition::Upsert);
-        marked
-            .data
-            .properties
-            .insert(AFTER, Value::String(after_text(&replace)));
-        let TableOp::Replace(written, Precondition::IfMatch(at)) =
-            after_op(&table, &marked).unwrap()
-        else {
-            panic!("a replace");
-        };
-        assert_eq!((written.properties, at), (properties, etag.clone()));
-        let delete = TableOp::Delete {
-            partition_key: pk,
-            row_key: rk,
-            if_match: None,
-        };
-        marked
-            .data
-            .properties
-            .insert(AFTER, Value::String(after_text(&delete)));
-        assert!(
-            matches!(after_op(&table, &marked).unwrap(), TableOp::Delete { if_match: Some(e), .. } if e == etag)
-        );
-        marked
-            .data
-            .properties
-            .insert(AFTER, Value::String("[1]".into()));
-        assert_eq!(
-            after_op(&table, &marked).unwrap_err().kind(),
-            ErrorKind::Inconsistent
-        );
     }
 }

@@ -1,16 +1,17 @@
-//! Row marks: how a journalled commit keeps optimistic writers off the rows
-//! it is about to write, and how anyone who reads a marked row finishes or
+//! Row marks: how a commit keeps optimistic writers off the rows it is
+//! about to write, and how anyone who reads a marked row finishes or
 //! withdraws what the mark stands for (see "Units and optimistic writes" in
 //! the [module docs](super)).
 //!
 //! A mark is the reserved property [`MARK`] on a stored row, naming the
-//! commit's transaction and primary partition. The commit puts it on every
-//! row it writes before its journal (its *prewrite*, conditioned on the ETag
-//! the unit read, so a row changed since fails the commit before anything
-//! is applied), and each transaction after the journal replaces a marked
-//! row at the ETag its prewrite produced. So from the prewrite on, only a
-//! writer holding the marked row's ETag can write it; every read resolves a
-//! mark before returning a row, so nobody gets that ETag.
+//! commit's transaction and primary partition, beside the row the commit
+//! leaves ([`super::after`]). The commit puts it on every row it writes
+//! outside its commit point's transaction (conditioned on the ETag the unit
+//! read, so a row changed since fails the commit before anything is
+//! applied), and replaces each marked row at the ETag its mark produced
+//! once the commit point is stored. So from the mark on, only a writer
+//! holding the marked row's ETag can write it; every read resolves a mark
+//! before returning a row, so nobody gets that ETag.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,10 +23,10 @@ use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 use crate::table::tombstone::is_tombstone;
+use crate::telemetry::FinishedBy;
 
-use super::decision::{self, AFTER, Decision};
-use super::journal::LockRecord;
-use super::name::lock_name;
+use super::after::{self, AFTER};
+use super::decision::{self, Decision};
 
 pub(crate) use crate::table::MARK;
 
@@ -41,42 +42,28 @@ const WAITS: [Duration; 3] = [
     Duration::from_millis(160),
 ];
 
-/// A row's mark: the journalled commit `txn`, whose journal is (or will be)
-/// in the lock blob of `primary`, or (`decided`) whose decision is (or will
-/// be) a row of `primary` (see [`super::decision`]); `absent`: the row did
-/// not exist before it (the mark is a placeholder the commit's write
-/// replaces).
+/// The first pause between tries of an undecided commit's primary lock.
+const FENCE_FIRST_TRY: Duration = Duration::from_millis(250);
+
+/// The longest pause between those tries.
+const FENCE_MAX_PAUSE: Duration = Duration::from_secs(4);
+
+/// A row's mark: the commit `txn`, whose decision is (or will be) a row of
+/// `primary` (see [`super::decision`]); `absent`: the row did not exist
+/// before it (the mark is a placeholder the commit's write replaces).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Mark {
     pub(crate) txn: String,
     pub(crate) primary: PartitionKey,
     pub(crate) absent: bool,
-    pub(crate) decided: bool,
 }
 
 impl Mark {
-    /// The mark of transaction `txn` of primary `primary`, journalled in
-    /// the primary's lock blob.
-    pub(crate) fn new(txn: &str, primary: &PartitionKey, absent: bool) -> Mark {
-        Mark {
-            txn: txn.to_owned(),
-            primary: primary.clone(),
-            absent,
-            decided: false,
-        }
-    }
-
-    /// The stored form: `txn|r|primary` (`a` instead of `r` for a
-    /// placeholder; `R` and `A` for a commit deciding in a row). A
-    /// partition key holds no `|` only by chance, so the primary is
-    /// whatever follows the second one.
+    /// The stored form: `txn|R|primary` (`A` instead of `R` for a
+    /// placeholder). A partition key holds no `|` only by chance, so the
+    /// primary is whatever follows the second one.
     fn encode(&self) -> String {
-        let kind = match (self.decided, self.absent) {
-            (false, false) => 'r',
-            (false, true) => 'a',
-            (true, false) => 'R',
-            (true, true) => 'A',
-        };
+        let kind = if self.absent { 'A' } else { 'R' };
         format!("{}|{kind}|{}", self.txn, self.primary.as_str())
     }
 
@@ -88,27 +75,21 @@ impl Mark {
         };
         let mut parts = text.splitn(3, '|');
         let (txn, kind, primary) = (parts.next()?, parts.next()?, parts.next()?);
-        let (decided, absent) = match kind {
-            "a" => (false, true),
-            "r" => (false, false),
-            "A" => (true, true),
-            "R" => (true, false),
+        let absent = match kind {
+            "A" => true,
+            "R" => false,
             _ => return None,
         };
         Some(Mark {
             txn: txn.to_owned(),
             primary: PartitionKey::new(primary).ok()?,
             absent,
-            decided,
         })
     }
 
     /// The table of the primary partition holding this mark's decision row
-    /// (`None`: a mark journalled in a lock blob, or not parsable).
+    /// (`None`: not parsable).
     pub(crate) fn decision_table(&self) -> Option<TableName> {
-        if !self.decided {
-            return None;
-        }
         super::decision::table_of(&self.txn)
     }
 
@@ -157,8 +138,8 @@ pub(crate) fn strip(row: &StoredEntity, mark: &Mark) -> TableOp {
     }
 }
 
-/// The write a journalled commit applies to a marked row for the staged
-/// `op`, the row having been `read` before its mark: a whole replacement
+/// The write a commit applies to a marked row for the staged `op`, the row
+/// having been `read` before its mark: a whole replacement
 /// (a merge's result computed from the row as read, so the mark goes) or a
 /// delete, at the ETag `marked`.
 pub(crate) fn apply_op(
@@ -196,18 +177,18 @@ pub(crate) fn apply_op(
 
 /// What to do with a marked row.
 enum Step {
-    /// The commit is decided: write this (its journal's operation, at the
-    /// row's current ETag).
+    /// The commit is decided: write this (the row it leaves, at the row's
+    /// current ETag).
     Apply(TableOp),
     /// The commit can no longer be decided: take the mark off.
     Strip,
     /// The commit's writer may be about to decide it: look again later.
     Wait(Duration),
-    /// Take the primary's lock, which settles the commit one way or the
-    /// other, and look again.
+    /// Take the primary's lock, after which the writer (which held it)
+    /// cannot be live any more, and look again.
     Fence,
-    /// The commit decides in a row of `table` and can no longer be
-    /// decided by its writer: store its withdrawal there (unless its
+    /// The commit can no longer be decided by its writer: store its
+    /// withdrawal in its decision row's place in `table` (unless its
     /// decision got there first), and look again.
     Withdraw(TableName),
 }
@@ -242,13 +223,14 @@ impl<'a> Resolver<'a> {
     }
 
     /// `row` (of `table`) as it is once any mark on it is resolved: the
-    /// commit it stands for finished (when its journal is stored) or
-    /// withdrawn (when it can no longer be stored). `None`: the row is
-    /// absent once resolved. A row without a mark costs nothing.
+    /// commit it stands for finished (when its decision row says
+    /// committed) or withdrawn (when it can no longer be committed).
+    /// `None`: the row is absent once resolved. A row without a mark costs
+    /// nothing.
     ///
     /// # Errors
     /// [`Error::Timeout`] when the row stays marked (the primary's lock
-    /// stays held); the errors of reading the lock blob, taking the lock
+    /// stays held); the errors of reading the decision, taking the lock
     /// and writing the row.
     pub(crate) async fn resolve(
         &self,
@@ -276,8 +258,8 @@ impl<'a> Resolver<'a> {
         let backend = self.env.backend().clone();
         let mut current = Some(row);
         let mut waited = 0;
-        // The transaction whose primary this resolver held (or took): its
-        // journal can no longer appear.
+        // The transaction whose primary this resolver took after the mark
+        // was made: its writer can no longer be live.
         let mut fenced: Option<String> = None;
         let started = tokio::time::Instant::now();
         for _ in 0..RESOLVE_ATTEMPTS {
@@ -293,16 +275,19 @@ impl<'a> Resolver<'a> {
             match step {
                 Step::Apply(op) => {
                     tracing::debug!(table = %table, partition = %pk, row = %rk, txn = %mark.txn, "finishing a decided commit's write met on a read");
-                    write(backend.as_ref(), table, &op).await?;
+                    if write(backend.as_ref(), table, &op).await? {
+                        self.env.telemetry().roll_forward(FinishedBy::Reader);
+                    }
+                    remove_after_rows(backend.as_ref(), table, &row, &mark).await;
                 }
                 Step::Strip => {
                     tracing::debug!(table = %table, partition = %pk, row = %rk, txn = %mark.txn, "withdrawing the mark of a commit that was never decided");
                     write(backend.as_ref(), table, &strip(&row, &mark)).await?;
+                    remove_after_rows(backend.as_ref(), table, &row, &mark).await;
                 }
                 Step::Wait(pause) => tokio::time::sleep(pause).await,
                 Step::Fence => {
-                    let lock = self.env.lock(mark.primary.clone()).await?;
-                    lock.abandon().await?;
+                    self.fence(&mark.primary).await?;
                     fenced = Some(mark.txn.clone());
                 }
                 Step::Withdraw(decided_in) => {
@@ -323,55 +308,11 @@ impl<'a> Resolver<'a> {
         })
     }
 
+    /// What to do with `row`, marked by `mark`: the decision row says;
+    /// without one, whoever holds the primary's lock (or held it after the
+    /// mark was made) withdraws the commit, which its writer can then no
+    /// longer decide.
     async fn step(
-        &self,
-        table: &TableName,
-        row: &StoredEntity,
-        mark: &Mark,
-        fenced: Option<&str>,
-        waited: &mut usize,
-    ) -> Result<Step> {
-        if mark.decided {
-            return self.step_decided(table, row, mark, fenced, waited).await;
-        }
-        let name = lock_name(self.env.table_prefix(), &mark.primary)?;
-        if let Some(LockRecord::Journal(journal)) =
-            LockRecord::read(self.env.locks(), &name).await?
-            && journal.marked
-            && journal.txn.as_deref() == Some(mark.txn.as_str())
-        {
-            let pk = &row.data.partition_key;
-            let rk = &row.data.row_key;
-            for entry in &journal.ops {
-                let (t, op) = entry.to_op(&mark.primary)?;
-                if &t == table && op.partition_key() == pk && op.row_key() == rk {
-                    return Ok(Step::Apply(at_etag(op, &row.etag)));
-                }
-            }
-            return Err(Error::Inconsistent {
-                what: format!(
-                    "row {:?} of partition {:?} in `{table}` carries the mark of transaction {} whose journal does not name it",
-                    rk.as_str(),
-                    pk.as_str(),
-                    mark.txn
-                ),
-            });
-        }
-        // Not decided. Whoever holds the primary's lock (or held it after
-        // the mark was made) knows it never will be: the journal is written
-        // under that lock's lease, and taking the lock finished any journal
-        // stored before.
-        if fenced == Some(mark.txn.as_str()) || self.held.contains(&mark.primary) {
-            return Ok(Step::Strip);
-        }
-        Ok(wait_or_fence(waited))
-    }
-
-    /// [`Resolver::step`] for a mark of a commit deciding in a row of its
-    /// own: the decision row says; without one, whoever holds the
-    /// primary's lock (or held it after the mark was made) withdraws the
-    /// commit, which its writer can then no longer decide.
-    async fn step_decided(
         &self,
         table: &TableName,
         row: &StoredEntity,
@@ -391,12 +332,50 @@ impl<'a> Resolver<'a> {
         };
         let backend = self.env.backend();
         match decision::read(backend.as_ref(), &decided_in, &mark.primary, &mark.txn).await? {
-            Some(Decision::Committed) => Ok(Step::Apply(decision::after_op(table, row)?)),
+            Some(Decision::Committed) => Ok(Step::Apply(
+                after::write_of(backend.as_ref(), table, row, &mark.txn).await?,
+            )),
             Some(Decision::Withdrawn) => Ok(Step::Strip),
             None if fenced == Some(mark.txn.as_str()) || self.held.contains(&mark.primary) => {
                 Ok(Step::Withdraw(decided_in))
             }
             None => Ok(wait_or_fence(waited)),
+        }
+    }
+}
+
+impl Resolver<'_> {
+    /// Takes the lock of `primary` and gives it back: whoever held it when
+    /// a mark was made has lost it since. A dead writer's lease runs out
+    /// at most one lease duration after its last renewal; the lock is
+    /// tried at growing intervals (from [`FENCE_FIRST_TRY`], doubling up to
+    /// [`FENCE_MAX_PAUSE`]) rather than waited for in the lock queue, so a
+    /// reader waiting out a 15 s lease sends about ten tries, not one per
+    /// poll of a waiting unit.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] after the lock options' acquire timeout; the
+    /// errors of taking the lock.
+    async fn fence(&self, primary: &PartitionKey) -> Result<()> {
+        let started = tokio::time::Instant::now();
+        let timeout = self.env.lock_options().acquire_timeout;
+        let mut pause = FENCE_FIRST_TRY;
+        loop {
+            if let Some(unit) = super::Unit::open(self.env, [primary.clone()], None).await? {
+                return unit.abandon().await;
+            }
+            let left = timeout.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(Error::Timeout {
+                    what: format!(
+                        "the lock of partition {:?}, the primary of a commit whose marks a read met, stayed held",
+                        primary.as_str()
+                    ),
+                    after: started.elapsed(),
+                });
+            }
+            tokio::time::sleep(pause.min(left)).await;
+            pause = (pause * 2).min(FENCE_MAX_PAUSE);
         }
     }
 }
@@ -517,45 +496,48 @@ impl LockEnv {
     }
 }
 
-/// `op` conditioned on `etag` instead of its own precondition.
-pub(super) fn at_etag(op: TableOp, etag: &crate::key::ETag) -> TableOp {
-    match op {
-        TableOp::Replace(data, _) => TableOp::Replace(data, Precondition::IfMatch(etag.clone())),
-        TableOp::Merge(data, _) => TableOp::Merge(data, Precondition::IfMatch(etag.clone())),
-        TableOp::Delete {
-            partition_key,
-            row_key,
-            ..
-        } => TableOp::Delete {
-            partition_key,
-            row_key,
-            if_match: Some(etag.clone()),
-        },
-        insert @ TableOp::Insert(_) => insert,
-    }
-}
-
-/// Sends a resolving write; a refusal means someone else resolved (or
-/// wrote) the row first, which the next read shows.
+/// Sends a resolving write; answers whether it was applied. A refusal
+/// means someone else resolved (or wrote) the row first, which the next
+/// read shows.
 async fn write(
     backend: &dyn crate::backend::TableBackend,
     table: &TableName,
     op: &TableOp,
-) -> Result<()> {
+) -> Result<bool> {
     match backend
         .execute(table, op.clone(), &WriteOptions::new())
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(true),
         Err(e)
             if matches!(
                 e.kind(),
                 ErrorKind::Conflict | ErrorKind::NotFound | ErrorKind::AlreadyExists
             ) =>
         {
-            Ok(())
+            Ok(false)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// Removes the after-image rows of a marked `row` once its mark is
+/// resolved, best effort (one left behind is hidden from every read).
+async fn remove_after_rows(
+    backend: &dyn crate::backend::TableBackend,
+    table: &TableName,
+    row: &StoredEntity,
+    mark: &Mark,
+) {
+    let Ok(deletes) = after::rows_of(row, &mark.txn) else {
+        return;
+    };
+    for op in deletes {
+        if let Err(e) = backend.execute(table, op, &WriteOptions::new()).await
+            && e.kind() != ErrorKind::NotFound
+        {
+            tracing::debug!(table = %table, error = %e, "removing an after-image row failed; it stays, hidden from reads");
+        }
     }
 }
 
@@ -570,7 +552,11 @@ mod tests {
     #[test]
     fn a_mark_round_trips_and_other_values_are_not_marks() {
         for absent in [false, true] {
-            let mark = Mark::new("0f1e", &pk("a|b c"), absent);
+            let mark = Mark {
+                txn: "0f1e".into(),
+                primary: pk("a|b c"),
+                absent,
+            };
             let mut props = Properties::new();
             props.insert(MARK, Value::String(mark.encode()));
             assert_eq!(Mark::of(&props), Some(mark));
@@ -585,7 +571,11 @@ mod tests {
 
     #[test]
     fn stripping_a_placeholder_deletes_it_and_keeps_what_was_merged_in() {
-        let mark = Mark::new("t", &pk("p"), true);
+        let mark = Mark {
+            txn: "t".into(),
+            primary: pk("p"),
+            absent: true,
+        };
         let TableOp::Insert(mut data) = mark.prewrite(&pk("p"), &RowKey::new("r").unwrap(), None)
         else {
             panic!("a placeholder is inserted");

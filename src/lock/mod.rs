@@ -406,13 +406,12 @@
 //! [`Store::locks`]: crate::Store::locks
 
 mod acquire;
+pub(crate) mod after;
 mod commit;
-mod decided;
 pub(crate) mod decision;
 mod env;
 mod fold;
 mod indexes;
-mod journal;
 mod keys;
 pub(crate) mod marks;
 pub(crate) mod name;
@@ -420,18 +419,13 @@ pub(crate) mod options;
 mod prune;
 mod query;
 mod report;
-mod resolve;
-mod roll_forward;
-mod settle;
 mod slot;
 mod unit;
-mod unmarked;
 
-pub(crate) use decision::outcome as decided_outcome;
+pub use decision::CommitOutcome;
+pub(crate) use decision::outcome as commit_outcome;
 pub(crate) use env::LockEnv;
 pub(crate) use env::{AfterCommit, CommitClaims, CommitView, IndexedType};
-pub(crate) use journal::LockRecord;
-pub use journal::{PendingCommit, PendingWrite};
 pub use keys::IntoPartitionKeys;
 pub(crate) use marks::MarkResolve;
 pub use options::LockOptions;
@@ -439,10 +433,5 @@ pub use prune::PruneReport;
 pub(crate) use prune::prune_locks;
 pub use query::UnitQuery;
 pub use report::{CommitReport, FinishedBy};
-pub(crate) use resolve::resolve_commit;
-pub use resolve::{Resolution, ResolveAction, ResolveRow, RowShows};
-pub use roll_forward::RollForwardReport;
-pub use settle::CommitOutcome;
-pub(crate) use settle::{newest_outcome, outcome as outcome_of};
 pub(crate) use slot::Slot;
 pub use unit::Unit;

@@ -5,15 +5,11 @@
 //! A lock blob is deleted when it is
 //!
 //! * **free**: no lease on it;
-//! * **clean**: its document holds no journal or intent, and no section this
-//!   leasehold does not know (a newer leasehold's record is never erased);
+//! * **clean**: its document holds no record at all (a lock blob holds the
+//!   lease and its wait queue only, so a record there is another program's
+//!   or a newer leasehold's, and is never erased);
 //! * **old**: its `leasehold_acquired` entry (when a process last took the
-//!   lock over) is older than `older_than`;
-//! * **without a recent outcome**: the newest transaction in its outcome
-//!   record was finished longer than `older_than` ago. A writer that
-//!   stalled past its lease learns from that record that somebody else
-//!   finished its commit (see `settle.rs`); once the blob is gone it would
-//!   be told its journal was never stored.
+//!   lock over) is older than `older_than`.
 //!
 //! # Safe against units locking the partition
 //!
@@ -56,11 +52,9 @@ use time::OffsetDateTime;
 use tracing::Instrument as _;
 
 use super::env::LockEnv;
-use super::newest_outcome;
-use super::settle::OUTCOME_SECTION;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::PartitionKey;
-use crate::lease::{LOCK_SECTION, LeaseDocument, LeaseGuard, LeaseName, META_ACQUIRED};
+use crate::lease::{LeaseDocument, LeaseGuard, LeaseName, META_ACQUIRED};
 
 /// How many lock blobs are examined at once.
 const CONCURRENCY: usize = 8;
@@ -85,13 +79,12 @@ pub struct PruneReport {
     /// Kept because somebody held the lock, took it first, or waited for it
     /// in its wait queue.
     pub kept_held: usize,
-    /// Kept because the blob carries a pending journal or intent, or a
-    /// record this leasehold does not know (or cannot read): an operator's
-    /// business ([`Store::pending_commit`](crate::Store::pending_commit),
-    /// [`Store::roll_forward`](crate::Store::roll_forward)).
+    /// Kept because the blob carries a record this leasehold does not
+    /// write into lock blobs (or cannot read): another program's or a newer
+    /// leasehold's, an operator's business.
     pub kept_pending: usize,
-    /// Kept because the lock was taken over, or a commit recorded in it
-    /// finished, within `older_than` (or it could not be dated yet; see
+    /// Kept because the lock was taken over within `older_than` (or it
+    /// could not be dated yet; see
     /// [`Store::prune_locks`](crate::Store::prune_locks)).
     pub kept_recent: usize,
     /// The partition keys of the deleted lock blobs, in lock-name order.
@@ -147,17 +140,11 @@ impl Age {
     }
 }
 
-/// Why a lock blob's document keeps it, if it does.
-fn kept_for(document: &LeaseDocument, age: Age) -> Option<Verdict> {
-    let unknown = document
-        .section_names()
-        .any(|s| s != OUTCOME_SECTION && s != LOCK_SECTION);
-    if document.section(LOCK_SECTION).is_some() || unknown || !document.reservations.is_empty() {
-        return Some(Verdict::Pending);
-    }
-    newest_outcome(document)
-        .filter(|t| age.is_recent(*t))
-        .map(|_| Verdict::Recent)
+/// Why a lock blob's document keeps it, if it does: any record in it, or
+/// reservations, are not the lock's.
+fn kept_for(document: &LeaseDocument) -> Option<Verdict> {
+    (document.section_names().next().is_some() || !document.reservations.is_empty())
+        .then_some(Verdict::Pending)
 }
 
 /// See [`Store::prune_locks`](crate::Store::prune_locks) and
@@ -244,7 +231,7 @@ async fn examine(env: &Arc<LockEnv>, name: &LeaseName, age: Age, dry_run: bool) 
         if seen.lease.is_locked() {
             return Ok(Verdict::Held);
         }
-        if let Some(verdict) = kept_for(&seen.document, age) {
+        if let Some(verdict) = kept_for(&seen.document) {
             return Ok(verdict);
         }
         let seen_acquired = seen.acquired_at();
@@ -311,7 +298,7 @@ async fn recheck(
         }
         Err(e) => return Err(e),
     };
-    if let Some(verdict) = kept_for(&held.document, age) {
+    if let Some(verdict) = kept_for(&held.document) {
         return Ok(Some(verdict));
     }
     // A manager that records owners on acquire has just written its own
@@ -352,29 +339,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_known_clean_documents_can_go_and_recent_outcomes_keep_them() {
+    fn only_documents_without_records_can_go() {
         let name = LeaseName::new("t/x").unwrap();
         let doc = |json: &str| LeaseDocument::from_bytes(&name, json.as_bytes()).unwrap();
-        let zero = Age::new(Duration::ZERO).unwrap();
-        let hour = Age::new(Duration::from_secs(3600)).unwrap();
-        assert_eq!(kept_for(&doc(""), hour), None);
+        assert_eq!(kept_for(&doc("")), None);
+        assert_eq!(kept_for(&doc(r#"{"v":1}"#)), None);
         assert_eq!(
-            kept_for(&doc(r#"{"v":1,"journal":{"v":1}}"#), zero),
-            Some(Verdict::Pending)
-        );
-        assert_eq!(
-            kept_for(&doc(r#"{"v":1,"newer":{"x":1}}"#), zero),
+            kept_for(&doc(r#"{"v":1,"newer":{"x":1}}"#)),
             Some(Verdict::Pending),
-            "a section this leasehold does not know"
+            "a record this leasehold does not write"
         );
-        let now = OffsetDateTime::now_utc().unix_timestamp();
-        let outcome = doc(&format!(
-            r#"{{"v":1,"commits":[{{"txn":"a","applied":true,"at":{now}}}]}}"#
-        ));
-        assert_eq!(kept_for(&outcome, hour), Some(Verdict::Recent));
-        assert_eq!(kept_for(&outcome, zero), None);
-        let old = doc(r#"{"v":1,"commits":[{"txn":"a","applied":true,"at":1000}]}"#);
-        assert_eq!(kept_for(&old, hour), None);
     }
 
     #[test]

@@ -9,12 +9,11 @@ pub struct CommitReport {
     pub tables: usize,
     /// Partitions written.
     pub partitions: usize,
-    /// Entity-group transactions sent.
+    /// Entity-group transactions that applied its writes: the commit
+    /// point's, and those finishing marked rows.
     pub batches: usize,
-    /// Whether the commit went through the journal (several partitions or
-    /// tables, or more than 100 operations).
-    pub journalled: bool,
-    /// The transaction id of a journalled commit (`None` for a single
+    /// The transaction id of a commit decided in a row (several partitions
+    /// or tables, or more than one transaction holds; `None` for a single
     /// transaction): what [`Store::commit_outcome`](crate::Store::commit_outcome)
     /// and [`crate::Error::InDoubt`] name.
     pub transaction: Option<String>,
@@ -29,9 +28,8 @@ pub enum FinishedBy {
     /// The unit's own commit.
     #[default]
     ThisUnit,
-    /// The unit lost its lease after its journal was stored (its commit
-    /// point), and the journal was rolled forward by the partition's next
-    /// holder — another process, or this one taking the lock again to find
-    /// out. Every write is applied all the same.
+    /// Some marked rows were finished by readers that met their marks
+    /// before the unit's own finishing round reached them. Every write is
+    /// applied all the same.
     Recovery,
 }

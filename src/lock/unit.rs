@@ -13,7 +13,6 @@ use super::fold::{fold, if_match_of};
 use super::name::lock_name;
 use super::options::LockOptions;
 use super::report::CommitReport;
-use super::roll_forward::RollForwardReport;
 use super::slot::Slot;
 use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::entity::{Entity, EntityData, Properties, Versioned};
@@ -67,8 +66,8 @@ const STAGED: &str = "leasehold-staged";
 /// unit.replace(&from)?;
 /// unit.replace(&to)?;
 /// unit.insert(&Entry { customer: "alice".into(), id: "t1".into(), amount: 30 })?;
-/// let report = unit.commit().await?; // two tables: journalled, all or nothing
-/// assert!(report.journalled);
+/// let report = unit.commit().await?; // two tables: decided in a row, all or nothing
+/// assert!(report.transaction.is_some());
 /// assert_eq!(accounts.get("alice", "savings").await?.unwrap().balance, 30);
 /// # Ok::<(), leasehold::Error>(()) }).unwrap();
 /// ```
@@ -140,7 +139,6 @@ pub struct Unit {
     /// One staged write per row, in a fixed order: by partition (canonical
     /// order), table, row.
     pub(crate) staged: BTreeMap<(Slot, RowKey), TableOp>,
-    pub(super) rolled_forward: Option<RollForwardReport>,
     /// The indexed entity types this unit writes.
     pub(crate) indexed: Vec<IndexedType>,
 }
@@ -164,8 +162,7 @@ impl std::fmt::Debug for Unit {
 
 impl Unit {
     /// Takes the locks of `keys` (waiting up to `timeout` in all, or not at
-    /// all when `None`) in canonical order, resolving what previous holders
-    /// left pending (see [`super::acquire`]).
+    /// all when `None`) in canonical order (see [`super::acquire`]).
     pub(crate) async fn open<K: IntoPartitionKey>(
         env: &Arc<LockEnv>,
         keys: impl IntoIterator<Item = K>,
@@ -207,7 +204,7 @@ impl Unit {
                 Err(_) => LockOutcome::Failed,
             },
         );
-        let Some((guards, report)) = taken? else {
+        let Some(guards) = taken? else {
             return Ok(None);
         };
         let unit = Unit {
@@ -223,7 +220,6 @@ impl Unit {
             options: env.lock_options().clone(),
             reads: HashMap::new(),
             staged: BTreeMap::new(),
-            rolled_forward: report,
             indexed: Vec::new(),
         };
         // Holder records (only where the lock changed hands) go together.
@@ -282,7 +278,7 @@ impl Unit {
     }
 
     /// The partition this unit holds; with several, the first in canonical
-    /// order (the primary of a journalled commit).
+    /// order (the primary of a commit over several groups).
     pub fn partition_key(&self) -> &PartitionKey {
         &self.parts[0].pk
     }
@@ -291,12 +287,6 @@ impl Unit {
     /// name).
     pub fn partition_keys(&self) -> Vec<&PartitionKey> {
         self.parts.iter().map(|p| &p.pk).collect()
-    }
-
-    /// What taking the locks rolled forward, if a previous holder died during
-    /// a commit (summed over the partitions).
-    pub fn rolled_forward(&self) -> Option<&RollForwardReport> {
-        self.rolled_forward.as_ref()
     }
 
     /// Whether every lock was handed over by another local unit (no
@@ -613,9 +603,8 @@ impl Unit {
 
     /// Applies every staged write, all or nothing, then gives the locks up.
     ///
-    /// `Ok` means every write is applied — by this unit, or, when it lost
-    /// its lease after its commit point (its decision row or journal
-    /// stored), finished by the partition's next holder or a reader
+    /// `Ok` means every write is applied — by this unit, or, for rows its
+    /// finishing round did not reach, by a reader that met their marks
     /// ([`CommitReport::finished_by`]). Every error but
     /// [`Error::InDoubt`] means nothing of the commit is applied. See "What
     /// the caller is told" in the [module docs](super).
@@ -623,25 +612,18 @@ impl Unit {
     /// # Errors
     /// * [`Error::LeaseLost`] when a lease has less than the commit margin
     ///   left (nothing is sent), or was lost before the commit point — the
-    ///   decision row or the journal stored — (nothing is applied; the
-    ///   next holder of the primary's lock may have withdrawn the commit);
-    /// * [`Error::Invalid`] for writes breaking a service limit — nothing is
-    ///   sent;
+    ///   decision row stored — (nothing is applied; the next holder of the
+    ///   primary's lock may have withdrawn the commit);
+    /// * [`Error::Invalid`] for writes breaking a service limit, or a row
+    ///   that cannot take a commit's mark — nothing is sent;
     /// * [`Error::Batch`] (with a [`Error::Conflict`] or
     ///   [`Error::AlreadyExists`] inside) when a row changed since it was read
     ///   or exists already — nothing was applied;
     /// * [`Error::ValueTaken`] when a staged write of an indexed type would
     ///   give a unique field a value another entity holds — nothing is sent;
-    /// * [`Error::Conflict`] naming the row when a later transaction of a
-    ///   journalled commit was refused (something wrote the row without its
-    ///   lock) and the transactions already applied were undone — nothing
-    ///   of the commit remains;
-    /// * [`Error::Inconsistent`] when such an undo was itself refused, or a
-    ///   decided journal cannot be rolled forward — the journal is kept for
-    ///   an operator;
-    /// * [`Error::InDoubt`] when the commit could not finish after its
-    ///   commit point was sent and storage could not be asked what it
-    ///   holds: all or nothing is applied, and
+    /// * [`Error::InDoubt`] when the commit point's reply was lost and
+    ///   storage could not be asked what it holds: all or nothing is
+    ///   applied, and
     ///   [`Store::commit_outcome`](crate::Store::commit_outcome) tells which;
     /// * [`Error::Transient`], [`Error::Unavailable`] and other backend
     ///   errors before the commit point, or after a commit point whose
@@ -650,7 +632,7 @@ impl Unit {
     pub async fn commit(self) -> Result<CommitReport> {
         let telemetry = self.env.telemetry().clone();
         telemetry
-            .operation("unit.commit", self.commit_and_settle())
+            .operation("unit.commit", self.commit_and_release())
             .await
     }
 
@@ -770,34 +752,5 @@ pub(super) fn staged_view<E: Entity>(
             .with_stored(stored),
         )),
         None => Ok(None),
-    }
-}
-
-impl LockEnv {
-    /// Takes the lock of `partition_key`, waiting up to the lock options'
-    /// acquire timeout.
-    ///
-    /// # Errors
-    /// [`Error::Timeout`] when the lock stays held; as [`Unit::open`].
-    pub(crate) async fn lock(self: &Arc<Self>, partition_key: PartitionKey) -> Result<Unit> {
-        let timeout = self.lock_options().acquire_timeout;
-        self.lock_with_timeout(partition_key, timeout).await
-    }
-
-    /// Takes the lock of `partition_key`, waiting up to `timeout`.
-    ///
-    /// # Errors
-    /// [`Error::Timeout`] when the lock stays held; as [`Unit::open`].
-    pub(crate) async fn lock_with_timeout(
-        self: &Arc<Self>,
-        partition_key: PartitionKey,
-        timeout: Duration,
-    ) -> Result<Unit> {
-        Unit::open(self, [partition_key], Some(timeout))
-            .await?
-            .ok_or_else(|| Error::Timeout {
-                what: "partition lock".into(),
-                after: timeout,
-            })
     }
 }

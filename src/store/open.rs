@@ -1,5 +1,5 @@
 //! What a store opens: typed tables, and partition locks (units of work),
-//! with the operator's access to a commit a unit left pending.
+//! with the operator's access to a commit's decision.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,11 +7,7 @@ use std::time::Duration;
 use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::key::IntoPartitionKey;
-use crate::lock::name::lock_name;
-use crate::lock::{
-    CommitOutcome, IntoPartitionKeys, LockRecord, PendingCommit, Resolution, ResolveAction,
-    RollForwardReport, Unit,
-};
+use crate::lock::{CommitOutcome, IntoPartitionKeys, Unit};
 use crate::table::Table;
 
 use super::Store;
@@ -40,20 +36,17 @@ impl Store {
     }
 
     /// Takes the lock of a partition, waiting up to the configured
-    /// [`LockOptions::acquire_timeout`](crate::lock::LockOptions::acquire_timeout), and rolls forward a commit that a
-    /// previous holder left unfinished. See [`crate::lock`].
+    /// [`LockOptions::acquire_timeout`](crate::lock::LockOptions::acquire_timeout).
+    /// See [`crate::lock`].
     ///
     /// # Errors
     /// [`crate::Error::Timeout`] when the lock stays held;
     /// [`crate::Error::Unavailable`] naming the blob endpoint when storage
     /// kept failing for the lock lease options'
     /// [`LeaseOptions::with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after) (30 s by default);
-    /// [`crate::Error::Inconsistent`] when a pending journal cannot be rolled
-    /// forward (see [`Store::resolve_commit`]);
     /// [`crate::Error::LeaseLost`] when the lease ran out while the lock was
     /// being taken (the process stalled past the lease duration while it
-    /// recorded itself as the holder or resolved what a previous holder
-    /// left): nothing of the call's own was written, the locks taken are
+    /// recorded itself as the holder): nothing of the call's own was written, the locks taken are
     /// given back, and calling again is safe; [`crate::Error::Invalid`] for
     /// a bad key; [`crate::Error::Auth`] when storage refuses the
     /// credentials; other backend errors.
@@ -168,53 +161,31 @@ impl Store {
         Unit::open(self.locking(), partition_keys.into_partition_keys()?, None).await
     }
 
-    /// For operators: takes the lock of a partition, rolls forward a pending
-    /// journal if there is one (or, for an intent of a commit across
-    /// partitions, resolves it through its primary partition, rolling the
-    /// primary's journal forward), and releases the lock. Returns what was
-    /// done (`None`: no journal was rolled forward).
-    ///
-    /// # Errors
-    /// As [`Store::lock`].
-    pub async fn roll_forward(
-        &self,
-        partition_key: impl IntoPartitionKey,
-    ) -> Result<Option<RollForwardReport>> {
-        let unit = self.lock(partition_key).await?;
-        let report = unit.rolled_forward().cloned();
-        unit.abandon().await?;
-        Ok(report)
-    }
-
-    /// What became of the journalled commit `transaction` whose primary
-    /// partition is `primary` ([`CommitReport::transaction`], or the fields
-    /// of [`Error::InDoubt`]), read without taking the lock: still
-    /// [`Pending`](CommitOutcome::Pending) (decided; [`Store::roll_forward`]
-    /// finishes it), [`Applied`](CommitOutcome::Applied) or
-    /// [`Undone`](CommitOutcome::Undone) by a later holder of the lock, or
-    /// [`NotRecorded`](CommitOutcome::NotRecorded): its journal was never
-    /// stored, so nothing of it was applied. One blob read.
+    /// What became of the commit `transaction` whose primary partition is
+    /// `primary` ([`CommitReport::transaction`], or the fields of
+    /// [`Error::InDoubt`]), as its decision row tells it:
+    /// [`Applied`](CommitOutcome::Applied) (rows still marked are finished
+    /// by whoever reads them) or [`NotApplied`](CommitOutcome::NotApplied).
+    /// A commit without a decision yet is withdrawn first (its decision row
+    /// inserted as withdrawn), so the answer is final: a commit point still
+    /// on its way is refused. One read, or a read and an insert.
     ///
     /// ```
-    /// # use leasehold::{Entity, Store, lock::CommitOutcome};
-    /// # #[derive(Entity, Clone, Debug)]
-    /// # #[entity(table = "Notes")]
-    /// # struct Note { #[entity(partition_key)] pk: String, #[entity(row_key)] id: String }
+    /// # use leasehold::{Store, lock::CommitOutcome};
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
     /// let store = Store::memory();
     /// // After `Error::InDoubt { primary, transaction, .. }`, once storage answers:
-    /// match store.commit_outcome("alice", "0f1e2d3c").await? {
-    ///     CommitOutcome::Pending => { store.roll_forward("alice").await?; } // applied now
-    ///     CommitOutcome::Applied => {}                                    // nothing to redo
+    /// match store.commit_outcome("alice", "0f1e2d3c.Accounts").await? {
+    ///     CommitOutcome::Applied => {}  // nothing to redo
     ///     _ => { /* nothing was applied: safe to run the unit again */ }
     /// }
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad key (before any request);
-    /// [`Error::Inconsistent`] when the stored record does not parse;
-    /// backend errors.
+    /// [`Error::Invalid`] for a bad key or a transaction id naming no table
+    /// (before any request); [`Error::Inconsistent`] when the stored
+    /// decision does not parse; backend errors.
     ///
     /// [`CommitReport::transaction`]: crate::lock::CommitReport::transaction
     /// [`Error::InDoubt`]: crate::Error::InDoubt
@@ -224,85 +195,7 @@ impl Store {
         transaction: &str,
     ) -> Result<CommitOutcome> {
         let pk = primary.into_partition_key()?;
-        if let Some(outcome) =
-            crate::lock::decided_outcome(self.locking(), &pk, transaction).await?
-        {
-            return Ok(outcome);
-        }
-        let name = lock_name(self.table_prefix(), &pk)?;
-        crate::lock::outcome_of(self.locks(), &name, transaction).await
-    }
-
-    /// For operators: the way out of a commit that cannot be rolled forward
-    /// (a row it writes was changed by something without the lock, so
-    /// taking the partition's lock fails with
-    /// [`Error::Inconsistent`] and the journal is kept).
-    ///
-    /// With [`ResolveAction::Show`] it reads the pending commit of
-    /// `partition_key` (the journal there, or the one its intent points at)
-    /// and every row it writes, without taking a lock, and reports for each
-    /// whether the row shows the commit's write, the state the unit read, or
-    /// neither ([`Resolution::overwritten`]: what a choice would overwrite).
-    /// [`ResolveAction::Finish`] writes every after-image and
-    /// [`ResolveAction::Undo`] every before-image, under the primary
-    /// partition's lock, each conditioned on the row as read just before;
-    /// then the journal is cleared and its outcome recorded. `None`: nothing
-    /// is pending. See [`crate::lock`]'s "Recovery".
-    ///
-    /// ```
-    /// # use leasehold::{Store, lock::ResolveAction};
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let store = Store::memory();
-    /// if let Some(pending) = store.resolve_commit("alice", ResolveAction::Show).await? {
-    ///     for row in pending.overwritten() {
-    ///         println!("{} {:?} was written without the lock: {:?}",
-    ///                  row.write.table, row.write.row_key, row.stored);
-    ///     }
-    ///     store.resolve_commit("alice", ResolveAction::Finish).await?;
-    /// }
-    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a bad key (before any request);
-    /// [`Error::Conflict`] when a row changed while the choice was carried
-    /// out (the rows written so far stay, the journal is kept: look and
-    /// resolve again); [`Error::Timeout`] when the primary's lock stays
-    /// held; [`Error::Invalid`] for [`ResolveAction::Finish`] of a commit
-    /// that was undoing (its caller was told nothing of it remains), and for
-    /// [`ResolveAction::Undo`] of a commit with row marks (decided once its
-    /// journal is stored: `Finish` rolls it forward);
-    /// [`Error::Inconsistent`] for a journal that does not parse, or
-    /// an undo of a journal without before-images; backend errors.
-    pub async fn resolve_commit(
-        &self,
-        partition_key: impl IntoPartitionKey,
-        action: ResolveAction,
-    ) -> Result<Option<Resolution>> {
-        crate::lock::resolve_commit(self.locking(), partition_key.into_partition_key()?, action)
-            .await
-    }
-
-    /// For operators: the commit a unit left pending on a partition (it
-    /// died, or lost its lease, half-way through a journalled commit), read
-    /// without taking the lock: the journal in its primary partition, an
-    /// intent naming the primary in the others
-    /// ([`PendingCommit::is_intent`]); `None` when nothing is pending.
-    /// [`Store::roll_forward`] finishes it.
-    ///
-    /// # Errors
-    /// [`crate::Error::Inconsistent`] when the stored journal does not
-    /// parse; [`crate::Error::Invalid`] for a bad key; backend errors.
-    pub async fn pending_commit(
-        &self,
-        partition_key: impl IntoPartitionKey,
-    ) -> Result<Option<PendingCommit>> {
-        let pk = partition_key.into_partition_key()?;
-        let name = lock_name(self.table_prefix(), &pk)?;
-        LockRecord::read(self.locks(), &name)
-            .await?
-            .map(|record| record.summary(&pk))
-            .transpose()
+        crate::lock::commit_outcome(self.locking(), &pk, transaction).await
     }
 
     /// For operators: deletes the lock blobs of this store's partitions
@@ -311,15 +204,10 @@ impl Store {
     /// goes when it is
     ///
     /// * free (no lease on it),
-    /// * clean (no pending journal or intent, and nothing this leasehold
-    ///   does not know),
+    /// * clean (no record in it: a lock blob holds the lease and its wait
+    ///   queue only, so a record is another program's), and
     /// * old: the last process to take the lock over did so
-    ///   (`leasehold_acquired`) at least `older_than` ago, and
-    /// * the newest commit recorded in its outcome record was finished at
-    ///   least `older_than` ago. A writer that stalled past its lease reads
-    ///   that record to learn that another holder finished its commit: keep
-    ///   `older_than` well above how long a writer may stall (hours, not
-    ///   seconds).
+    ///   (`leasehold_acquired`) at least `older_than` ago.
     ///
     /// `Duration::ZERO` makes every free, clean lock blob old. A lock blob
     /// that cannot be dated (no `leasehold_acquired`: the backends expose

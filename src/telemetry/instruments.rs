@@ -34,7 +34,6 @@ pub(super) struct Instruments {
     renewal_lag: Histogram<f64>,
     lock_wait: Histogram<f64>,
     roll_forwards: Counter<u64>,
-    undos: Counter<u64>,
     operation_requests: Histogram<u64>,
 }
 
@@ -83,15 +82,10 @@ impl Instruments {
                 .build(),
             roll_forwards: meter
                 .u64_counter("leasehold.commit.roll_forwards")
-                .with_unit("{journal}")
+                .with_unit("{row}")
                 .with_description(
-                    "Commit journals rolled forward: by their writer after an unknown outcome, by the next lock holder, or by an operator.",
+                    "Committed rows finished after their commit's own finishing round: by the writer row by row, or by a reader meeting the row's mark.",
                 )
-                .build(),
-            undos: meter
-                .u64_counter("leasehold.commit.undos")
-                .with_unit("{journal}")
-                .with_description("Commits refused half-way and undone.")
                 .build(),
             operation_requests: meter
                 .u64_histogram("leasehold.operation.requests")
@@ -165,11 +159,6 @@ impl Instruments {
 
     pub(super) fn roll_forward(&self, by: &'static str) {
         self.roll_forwards
-            .add(1, &[KeyValue::new("leasehold.resolver", by)]);
-    }
-
-    pub(super) fn undo(&self, by: &'static str) {
-        self.undos
             .add(1, &[KeyValue::new("leasehold.resolver", by)]);
     }
 

@@ -174,8 +174,9 @@ impl Telemetry {
         let _ = (waited, outcome);
     }
 
-    /// A commit's journal was rolled forward (its writer could not tell
-    /// how its transactions ended, or stopped half-way) by `by`.
+    /// A committed row still carrying its mark was finished by `by` (a
+    /// reader meeting the mark, in a unit or not, or the commit's writer
+    /// going row by row after its finishing round did not go through).
     pub(crate) fn roll_forward(&self, by: FinishedBy) {
         #[cfg(feature = "opentelemetry")]
         if let Some(i) = &self.instruments {
@@ -184,36 +185,20 @@ impl Telemetry {
         #[cfg(not(feature = "opentelemetry"))]
         let _ = by;
     }
-
-    /// A commit refused half-way was undone by `by`.
-    pub(crate) fn undo(&self, by: FinishedBy) {
-        #[cfg(feature = "opentelemetry")]
-        if let Some(i) = &self.instruments {
-            i.undo(by.as_str());
-        }
-        #[cfg(not(feature = "opentelemetry"))]
-        let _ = by;
-    }
 }
 
-/// Who finished (or undid) a commit.
+/// Who finished a committed row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FinishedBy {
-    /// The commit's own writer.
-    Writer,
-    /// The next holder of its primary partition's lock.
-    NextHolder,
-    /// An operator ([`Store::resolve_commit`](crate::Store::resolve_commit)).
-    Operator,
+    /// Whoever read the row, its writer included.
+    Reader,
 }
 
 impl FinishedBy {
     #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
     fn as_str(self) -> &'static str {
         match self {
-            FinishedBy::Writer => "writer",
-            FinishedBy::NextHolder => "next_holder",
-            FinishedBy::Operator => "operator",
+            FinishedBy::Reader => "reader",
         }
     }
 }
