@@ -150,9 +150,9 @@ pub(crate) struct PartitionArg {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum LocksCommand {
-    /// Lists the partition locks, with state, holder and pending journal.
+    /// Lists the partition locks, with state and holder.
     List,
-    /// Shows the lock of one partition and its pending journal.
+    /// Shows the lock of one partition.
     Show {
         #[command(flatten)]
         partition: PartitionArg,
@@ -165,39 +165,21 @@ pub(crate) enum LocksCommand {
         #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60))]
         period: u64,
     },
-    /// Takes a partition's lock, finishes a commit left pending, releases.
-    RollForward {
+    /// Settles a commit's decision: reads it, and withdraws a commit that
+    /// has none yet (so its writer's commit point is refused). Prints
+    /// whether the commit is applied. Marked rows are finished or taken off
+    /// by their next read.
+    Decide {
+        /// The commit's primary partition (`Error::InDoubt` names it).
         #[command(flatten)]
         partition: PartitionArg,
-        /// Break the lock's lease first (for a holder known to be dead).
+        /// The transaction id (`Error::InDoubt`, `CommitReport::transaction`).
         #[arg(long)]
-        break_lease: bool,
-        /// Seconds to wait for the lock.
-        #[arg(long, default_value_t = 60)]
-        timeout: u64,
-    },
-    /// Shows a commit that cannot be rolled forward, row by row (what
-    /// finishing or undoing it would overwrite); with --finish or --undo,
-    /// does that under the lock.
-    Resolve {
-        // The commit's primary partition, or a participant.
-        #[command(flatten)]
-        partition: PartitionArg,
-        /// Write every after-image over what the rows hold: the commit ends
-        /// applied.
-        #[arg(long, conflicts_with = "undo")]
-        finish: bool,
-        /// Write the before-images back: the commit ends undone.
-        #[arg(long)]
-        undo: bool,
-        /// Seconds to wait for the lock.
-        #[arg(long, default_value_t = 60)]
-        timeout: u64,
+        transaction: String,
     },
     /// Deletes the lock blobs of partitions not locked for --older-than:
-    /// free, without a pending journal or intent, without a recent commit
-    /// outcome. Each is checked again and deleted under its own lease, so
-    /// units locking meanwhile are safe.
+    /// free and holding no record. Each is checked again and deleted under
+    /// its own lease, so units locking meanwhile are safe.
     Prune {
         /// How long a lock must have gone unused: a number and a unit, s, m,
         /// h or d (`90s`, `30m`, `24h`, `7d`, `1h30m`); `0s` takes every free,

@@ -95,7 +95,7 @@ impl Output {
             return;
         }
         out!(
-            "{:<40} {:<10} {:<32} {:>6} JOURNAL",
+            "{:<40} {:<10} {:<32} {:>6}",
             "NAME",
             "STATE",
             "HOLDER",
@@ -103,12 +103,11 @@ impl Output {
         );
         for d in all {
             out!(
-                "{:<40} {:<10} {:<32} {:>6} {}",
+                "{:<40} {:<10} {:<32} {:>6}",
                 d.name.as_str(),
                 state_str(d.state),
                 holder(d).unwrap_or("-"),
                 d.epoch,
-                if d.journal_pending { "pending" } else { "-" }
             );
         }
         out!("{} leases", all.len());
@@ -125,10 +124,6 @@ impl Output {
         out!("last owner    {}", d.owner.as_deref().unwrap_or("-"));
         out!("acquired at   {}", d.acquired_at.as_deref().unwrap_or("-"));
         out!("epoch         {}", d.epoch);
-        out!(
-            "journal       {}",
-            if d.journal_pending { "pending" } else { "none" }
-        );
         out!("run-once      {}", once_text(&d.once));
         out!("reservations  {} records", d.reservation_records);
     }

@@ -93,7 +93,7 @@ mod locks;
 mod output;
 mod tables;
 
-use args::{AuthMode, Cli, Command, LocksCommand};
+use args::{AuthMode, Cli, Command};
 use failure::Failure;
 use output::Output;
 
@@ -130,12 +130,7 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<(), Failure> {
     let out = Output { json: cli.json };
-    let timeout = match &cli.command {
-        Command::Locks(
-            LocksCommand::RollForward { timeout, .. } | LocksCommand::Resolve { timeout, .. },
-        ) => Duration::from_secs(*timeout),
-        _ => LockOptions::default().acquire_timeout,
-    };
+    let timeout = LockOptions::default().acquire_timeout;
     let store = open_store(&cli, timeout)?;
     match cli.command {
         Command::Leases(command) => leases::run(&store, command, &out).await,

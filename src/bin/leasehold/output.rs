@@ -70,7 +70,6 @@ pub(crate) fn lease_json(d: &LeaseDescription) -> Value {
         "last_owner": d.owner,
         "acquired_at": d.acquired_at,
         "epoch": d.epoch,
-        "journal_pending": d.journal_pending,
         "once": once_json(&d.once),
         "reservation_records": d.reservation_records,
     })
