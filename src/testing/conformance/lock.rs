@@ -247,7 +247,7 @@ pub async fn multi_table_commit_applies_all(ctx: &Ctx) {
     })
     .unwrap();
     let report = unit.commit().await.unwrap();
-    assert!(report.journalled);
+    assert!(report.transaction.is_some());
     assert_eq!(
         (report.tables, report.operations, report.batches),
         (3, 3, 3)
@@ -277,10 +277,6 @@ pub async fn multi_table_commit_applies_all(ctx: &Ctx) {
             .await
             .unwrap()
             .is_some()
-    );
-    assert!(
-        store.pending_commit("carol").await.unwrap().is_none(),
-        "journal cleared"
     );
 }
 
@@ -331,10 +327,6 @@ pub async fn stale_reads_fail_the_whole_commit(ctx: &Ctx) {
             .unwrap()
             .balance,
         1
-    );
-    assert!(
-        store.pending_commit("dave").await.unwrap().is_none(),
-        "journal withdrawn"
     );
 }
 
@@ -757,7 +749,7 @@ pub async fn one_table_unit_costs_acquire_reads_batch_release(ctx: &Ctx) {
     unit.replace(&a).unwrap();
     unit.replace(&b).unwrap();
     let report = unit.commit().await.unwrap();
-    assert!(!report.journalled);
+    assert!(report.transaction.is_none());
     // acquire + R (2) + 1 batch + release = 5
     assert_eq!(
         counts(&counter),
@@ -833,7 +825,6 @@ pub async fn rows_too_large_for_their_after_image_are_journalled(ctx: &Ctx) {
         .unwrap()
         .expect("inserted");
     assert_eq!(stored.note, note);
-    assert!(store.pending_commit("alice").await.unwrap().is_none());
 
     counter.reset();
     let mut unit = store.lock("alice").await.unwrap();
@@ -999,19 +990,6 @@ fn process_leasing(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store 
         .table_prefix(prefix)
         .expect("valid prefix")
         .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
-        .lock_options(super::lock_many::journalling())
-        .build()
-        .expect("valid store")
-}
-
-/// As [`process_leasing`], committing without row marks, as earlier
-/// versions did.
-fn unmarked_leasing(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
-    Store::builder_shared(backend)
-        .table_prefix(prefix)
-        .expect("valid prefix")
-        .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
-        .lock_options(super::lock_many::unmarked())
         .build()
         .expect("valid store")
 }
@@ -1024,13 +1002,12 @@ fn past_expiry(ctx: &Ctx) -> Duration {
 
 /// Runs one transfer in a "process" whose backend misbehaves as `plan` says,
 /// then lets the lease run out and has a healthy process take the lock.
-/// Returns (what the faulty commit said, what the next lock rolled forward,
-/// the final state).
+/// Returns (what the faulty commit said, the final state).
 async fn crash_at(
     ctx: &Ctx,
     prefix: &str,
     plan: impl FnOnce(&FaultInjector),
-) -> (Result<bool, ErrorKind>, bool, (i64, i64, usize)) {
+) -> (Result<bool, ErrorKind>, (i64, i64, usize)) {
     let memory = ctx.backend().clone();
     let healthy = process_leasing(ctx, memory.clone(), prefix);
     open_accounts(&healthy, "crash", 2).await;
@@ -1055,21 +1032,9 @@ async fn crash_at(
         .lock("crash")
         .await
         .expect("the next holder gets the lock");
-    let rolled = unit.rolled_forward().is_some();
     unit.abandon().await.unwrap();
     drop(dying);
-    (outcome, rolled, state(&healthy).await)
-}
-
-/// Crash before the journal leaves the partition before.
-pub async fn crash_before_the_journal_leaves_the_partition_before(ctx: &Ctx) {
-    let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
-        f.die_at_nth(Some(Op::PutBlob), 1);
-    })
-    .await;
-    assert!(outcome.is_err());
-    assert!(!rolled);
-    assert_eq!(state, BEFORE);
+    (outcome, state(&healthy).await)
 }
 
 /// Crash while marking the rows leaves the partition before: the marks
@@ -1077,143 +1042,13 @@ pub async fn crash_before_the_journal_leaves_the_partition_before(ctx: &Ctx) {
 pub async fn crash_while_marking_the_rows_leaves_the_partition_before(ctx: &Ctx) {
     for nth in [1, 2] {
         let prefix = format!("{}m{nth}", ctx.prefix());
-        let (outcome, rolled, state) = crash_at(ctx, &prefix, |f| {
+        let (outcome, state) = crash_at(ctx, &prefix, |f| {
             f.die_at_nth(Some(Op::Batch), nth);
         })
         .await;
         assert!(outcome.is_err());
-        assert!(!rolled);
         assert_eq!(state, BEFORE, "died at mark transaction {nth}");
     }
-}
-
-/// A process dies holding a decided commit (its journal stored, nothing
-/// applied) in partition "q", and others die before deciding one (their
-/// rows marked, no journal) in "w", "v" and "u". Plain optimistic `Table`
-/// writes on their rows, without any lock, never wedge a partition:
-/// `update_with` finishes the decided commit's row before it reads it (its
-/// write lands on top) or withdraws the undecided one's mark (after taking
-/// the primary's lock, once the dead holder's lease ran out); an insert
-/// onto the undecided commit's placeholder goes through; an unconditional
-/// upsert overwrites a marked row (and wins over the commit for that row).
-/// Every lock can be taken afterwards and nothing is pending: "q" shows the
-/// whole commit, "w" none of it, and every acknowledged write is kept.
-pub async fn optimistic_writes_on_a_dead_commits_rows_never_wedge_it(ctx: &Ctx) {
-    let memory = ctx.backend().clone();
-    let healthy = process_leasing(ctx, memory.clone(), ctx.prefix());
-    let dead = [
-        ("q", Op::Batch),
-        ("w", Op::PutBlob),
-        ("v", Op::PutBlob),
-        ("u", Op::PutBlob),
-    ];
-    for (customer, die_at) in dead {
-        open_accounts(&healthy, customer, 2).await;
-        let faulty = FaultyBackend::new(memory.clone());
-        let injector = faulty.injector();
-        let dying = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
-        // "q": the two transactions marking the rows and the journal go
-        // through, the first transaction applying them does not. "w": the
-        // journal write (the first lock-blob write of a one-partition
-        // commit) does not.
-        injector.die_at_nth(Some(die_at), if die_at == Op::Batch { 3 } else { 1 });
-        assert!(
-            transfer(&dying, customer, "acct0", "acct1", 30, "t1")
-                .await
-                .is_err()
-        );
-        injector.die_now();
-    }
-    let accounts = healthy.table::<Account>();
-    let ledger = healthy.table::<Entry>();
-
-    let q0 = accounts
-        .update_with("q", "acct0", |a| a.balance += 1)
-        .await
-        .unwrap();
-    assert_eq!(q0.balance, 71, "the commit's 70, then the optimistic +1");
-    accounts
-        .upsert(Account {
-            customer: "q".into(),
-            name: "acct1".into(),
-            balance: 5,
-        })
-        .await
-        .unwrap();
-    assert_eq!(
-        ledger.get("q", "t1").await.unwrap().map(|e| e.amount),
-        Some(30),
-        "a read finishes the decided commit's insert"
-    );
-
-    let stray = Entry {
-        customer: "w".into(),
-        id: "t1".into(),
-        from: "x".into(),
-        to: "y".into(),
-        amount: 7,
-    };
-    ledger
-        .insert(stray)
-        .await
-        .expect("the undecided commit's placeholder is withdrawn first");
-    let w0 = accounts
-        .update_with("w", "acct0", |a| a.balance += 1)
-        .await
-        .unwrap();
-    assert_eq!(w0.balance, 101, "the undecided commit is withdrawn");
-    let w = accounts.query().partition("w").all().await.unwrap();
-    let balances: Vec<i64> = w.iter().map(|a| a.balance).collect();
-    assert_eq!(balances, vec![101, 100]);
-
-    // A unit inserting where an undecided commit left its placeholder: its
-    // one transaction is refused, the placeholder withdrawn (the unit holds
-    // the primary's lock), and the transaction sent again.
-    let mut unit = healthy.lock("v").await.expect("never wedged");
-    unit.insert(&Entry {
-        customer: "v".into(),
-        id: "t1".into(),
-        from: "x".into(),
-        to: "y".into(),
-        amount: 8,
-    })
-    .unwrap();
-    assert!(!unit.commit().await.unwrap().journalled);
-    assert_eq!(
-        ledger.get("v", "t1").await.unwrap().map(|e| e.amount),
-        Some(8)
-    );
-    assert_eq!(totals(&healthy, "v").await, (200, 1), "withdrawn");
-    // The same in a journalled unit: marking the row is refused, the
-    // placeholder withdrawn, and the commit's first round sent again.
-    assert!(
-        transfer(&healthy, "u", "acct0", "acct1", 20, "t1")
-            .await
-            .unwrap()
-    );
-    assert_eq!(totals(&healthy, "u").await, (200, 1));
-    assert_eq!(
-        ledger.get("u", "t1").await.unwrap().map(|e| e.amount),
-        Some(20)
-    );
-
-    for customer in ["q", "w", "v", "u"] {
-        let unit = healthy.lock(customer).await.expect("never wedged");
-        unit.abandon().await.unwrap();
-        assert!(healthy.pending_commit(customer).await.unwrap().is_none());
-    }
-    let q = accounts.query().partition("q").all().await.unwrap();
-    let balances: Vec<i64> = q.iter().map(|a| a.balance).collect();
-    assert_eq!(
-        balances,
-        vec![71, 5],
-        "the upsert won over the commit's 130"
-    );
-    assert_eq!(
-        ledger.get("w", "t1").await.unwrap().map(|e| e.amount),
-        Some(7),
-        "the optimistic insert stands"
-    );
 }
 
 /// A live holder is slow to store its journal (every lock-blob write takes
@@ -1257,54 +1092,18 @@ pub async fn an_optimistic_write_meeting_a_live_commit_waits_for_it(ctx: &Ctx) {
     assert_eq!(totals(&healthy, "live").await, (201, 1));
 }
 
-/// Crash after the journal is rolled forward.
-pub async fn crash_after_the_journal_is_rolled_forward(ctx: &Ctx) {
-    let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
-        // The two transactions marking the rows went through.
-        f.die_at_nth(Some(Op::Batch), 3);
-    })
-    .await;
-    assert!(outcome.is_err());
-    assert!(rolled, "the journal was found");
-    assert_eq!(state, AFTER);
-}
-
-/// Crash after the first batch is rolled forward.
-pub async fn crash_after_the_first_batch_is_rolled_forward(ctx: &Ctx) {
-    let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
-        f.die_at_nth(Some(Op::Batch), 4);
-    })
-    .await;
-    assert!(outcome.is_err());
-    assert!(rolled);
-    assert_eq!(state, AFTER);
-}
-
-/// Crash before the journal clear is rolled forward.
-pub async fn crash_before_the_journal_clear_is_rolled_forward(ctx: &Ctx) {
-    let (outcome, rolled, state) = crash_at(ctx, ctx.prefix(), |f| {
-        f.die_at_nth(Some(Op::PutBlob), 2);
-    })
-    .await;
-    // Every write was applied before the process died; the commit itself
-    // reports success (the clear is best effort).
-    assert_eq!(outcome, Ok(true));
-    assert!(rolled, "the next holder finds the journal, fully applied");
-    assert_eq!(state, AFTER);
-}
-
 /// Lost replies at each step end fully before or after.
 pub async fn lost_replies_at_each_step_end_fully_before_or_after(ctx: &Ctx) {
     // (step, request, which one, whether the transfer must still go through)
     let steps: Vec<(&str, Op, u64, bool)> = vec![
-        // A lost reply while marking the rows fails the commit before its
-        // journal: nothing is applied.
-        ("first marks", Op::Batch, 1, false),
-        ("second marks", Op::Batch, 2, false),
-        ("journal write", Op::PutBlob, 1, true),
-        ("first batch", Op::Batch, 3, true),
-        ("second batch", Op::Batch, 4, true),
-        ("journal clear", Op::PutBlob, 2, true),
+        // A lost reply while marking the ledger row fails the commit before
+        // its commit point: nothing is applied.
+        ("marks", Op::Batch, 1, false),
+        // The commit point (the accounts and the decision row): its
+        // decision is read back, committed.
+        ("commit point", Op::Batch, 2, true),
+        ("finishing", Op::Batch, 3, true),
+        ("decision row's delete", Op::Write, 1, true),
         ("acquire", Op::AcquireLease, 1, true),
         // A lost read fails the unit before anything is written.
         ("lock-blob read", Op::GetBlob, 1, false),
@@ -1322,7 +1121,7 @@ pub async fn lost_replies_at_each_step_end_fully_before_or_after(ctx: &Ctx) {
         }
     });
     let results = futures_util::future::join_all(runs).await;
-    for ((name, _, _, goes_through), (outcome, _, state)) in steps.into_iter().zip(results) {
+    for ((name, _, _, goes_through), (outcome, state)) in steps.into_iter().zip(results) {
         assert!(
             state == BEFORE || state == AFTER,
             "{name}: partial state {state:?}"
@@ -1432,168 +1231,6 @@ pub async fn a_paused_holder_cannot_overwrite_the_next_holder(ctx: &Ctx) {
     );
 }
 
-/// A contradicted journal stops roll forward and is kept (a commit without
-/// row marks, as earlier versions wrote them).
-pub async fn a_contradicted_journal_stops_roll_forward_and_is_kept(ctx: &Ctx) {
-    let memory = ctx.backend().clone();
-    let faulty = FaultyBackend::new(memory.clone());
-    let injector = faulty.injector();
-    let dying = unmarked_leasing(ctx, Arc::new(faulty), ctx.prefix());
-    let healthy = process_leasing(ctx, memory, ctx.prefix());
-    open_accounts(&healthy, "q", 2).await;
-    injector.die_at_nth(Some(Op::Batch), 1);
-    assert!(
-        transfer(&dying, "q", "acct0", "acct1", 30, "t1")
-            .await
-            .is_err()
-    );
-    // Something writes the partition without the lock.
-    healthy
-        .table::<Account>()
-        .update_with("q", "acct0", |a| a.balance = 5)
-        .await
-        .unwrap();
-    tokio::time::sleep(past_expiry(ctx)).await;
-    let e = healthy.lock("q").await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Inconsistent, "{e}");
-    assert!(e.to_string().contains("acct0"), "{e}");
-    let journal = healthy
-        .pending_commit("q")
-        .await
-        .unwrap()
-        .expect("journal kept");
-    assert_eq!(journal.writes.len(), 3);
-    // The operator repairs the row, then rolls forward.
-    let mut a = healthy
-        .table::<Account>()
-        .get("q", "acct0")
-        .await
-        .unwrap()
-        .unwrap();
-    a.balance = 70;
-    healthy.table::<Account>().replace(&a).await.unwrap();
-    let report = healthy
-        .roll_forward("q")
-        .await
-        .unwrap()
-        .expect("rolled forward");
-    assert_eq!(report.already_applied, 1);
-    assert_eq!(report.applied, 2);
-    assert!(healthy.pending_commit("q").await.unwrap().is_none());
-}
-
-/// A journal kept because a row was written without the lock is shown
-/// row by row (the stray write is what a choice would overwrite, and
-/// showing writes nothing), then finished or undone on the operator's
-/// choice; the partition can be locked again and the outcome is recorded.
-pub async fn a_kept_journal_is_shown_then_finished_or_undone_by_choice(ctx: &Ctx) {
-    use leasehold::lock::{CommitOutcome, ResolveAction, RowShows};
-    let memory = ctx.backend().clone();
-    let healthy = process_leasing(ctx, memory.clone(), ctx.prefix());
-    assert!(
-        healthy
-            .resolve_commit("nothing", ResolveAction::Show)
-            .await
-            .unwrap()
-            .is_none()
-    );
-    let e = healthy
-        .resolve_commit("bad/key", ResolveAction::Finish)
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
-    for (customer, action) in [("f", ResolveAction::Finish), ("u", ResolveAction::Undo)] {
-        let faulty = FaultyBackend::new(memory.clone());
-        let injector = faulty.injector();
-        let dying = unmarked_leasing(ctx, Arc::new(faulty), ctx.prefix());
-        open_accounts(&healthy, customer, 2).await;
-        injector.die_at_nth(Some(Op::Batch), 1);
-        assert!(
-            transfer(&dying, customer, "acct0", "acct1", 30, "t1")
-                .await
-                .is_err()
-        );
-        let accounts = healthy.table::<Account>();
-        accounts
-            .update_with(customer, "acct0", |a| a.balance = 5)
-            .await
-            .unwrap();
-        tokio::time::sleep(past_expiry(ctx)).await;
-        let e = healthy.lock(customer).await.unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Inconsistent, "{e}");
-
-        let shown = healthy
-            .resolve_commit(customer, ResolveAction::Show)
-            .await
-            .unwrap()
-            .expect("a journal is kept");
-        assert_eq!(shown.rows.len(), 3);
-        assert_eq!(shown.done, ResolveAction::Show);
-        assert_eq!(shown.written, 0);
-        let stray: Vec<_> = shown.overwritten().collect();
-        assert_eq!(stray.len(), 1, "{shown:?}");
-        assert_eq!(stray[0].write.row_key.as_str(), "acct0");
-        assert_eq!(
-            stray[0]
-                .stored
-                .as_ref()
-                .and_then(|p| p.get("balance"))
-                .map(ToString::to_string),
-            Some("5L".to_owned()),
-            "the stray write, as an Edm.Int64 literal"
-        );
-        assert!(shown.rows[1..].iter().all(|r| r.shows == RowShows::Before));
-        assert!(
-            healthy.pending_commit(customer).await.unwrap().is_some(),
-            "showing changes nothing"
-        );
-
-        let done = healthy
-            .resolve_commit(customer, action)
-            .await
-            .unwrap()
-            .expect("still pending");
-        assert_eq!(done.done, action);
-        let balances = (
-            accounts
-                .get(customer, "acct0")
-                .await
-                .unwrap()
-                .unwrap()
-                .balance,
-            accounts
-                .get(customer, "acct1")
-                .await
-                .unwrap()
-                .unwrap()
-                .balance,
-        );
-        let entry = healthy.table::<Entry>().get(customer, "t1").await.unwrap();
-        let txn = done.transaction.clone().expect("a transaction id");
-        let outcome = healthy.commit_outcome(customer, &txn).await.unwrap();
-        if action == ResolveAction::Finish {
-            assert_eq!(done.written, 3);
-            assert_eq!(balances, (70, 130));
-            assert!(entry.is_some());
-            assert_eq!(outcome, CommitOutcome::Applied);
-        } else {
-            assert_eq!(done.written, 1, "only the stray row differs from before");
-            assert_eq!(balances, (100, 100));
-            assert!(entry.is_none());
-            assert_eq!(outcome, CommitOutcome::Undone);
-        }
-        assert!(healthy.pending_commit(customer).await.unwrap().is_none());
-        healthy
-            .lock(customer)
-            .await
-            .unwrap()
-            .abandon()
-            .await
-            .unwrap();
-        drop(dying);
-    }
-}
-
 /// More than 100 writes to one table are journalled.
 pub async fn more_than_100_writes_to_one_table_are_journalled(ctx: &Ctx) {
     let store = process(ctx.backend().clone(), ctx.prefix());
@@ -1607,7 +1244,7 @@ pub async fn more_than_100_writes_to_one_table_are_journalled(ctx: &Ctx) {
         .unwrap();
     }
     let report = unit.commit().await.unwrap();
-    assert!(report.journalled, "{report:?}");
+    assert!(report.transaction.is_some(), "{report:?}");
     assert_eq!(
         (report.tables, report.batches, report.operations),
         (1, 2, 150)
@@ -1620,7 +1257,6 @@ pub async fn more_than_100_writes_to_one_table_are_journalled(ctx: &Ctx) {
         .await
         .unwrap();
     assert_eq!(all.len(), 150);
-    assert!(store.pending_commit("many").await.unwrap().is_none());
 }
 
 /// A dead holder stays named until and after its lease expires.
@@ -1746,97 +1382,6 @@ pub async fn a_lock_taken_back_unchanged_sends_no_lock_blob_read(ctx: &Ctx) {
     assert_eq!(totals(&a, "back").await, (200, 5));
 }
 
-/// A process that knows a lock blob as it last wrote it does not trust
-/// that view once another process has written the blob: a journal left by
-/// another process that died holding the lock is read and rolled forward.
-pub async fn a_journal_written_by_another_process_is_read_and_rolled_forward(ctx: &Ctx) {
-    let counting = CountingBackend::new(ctx.backend().clone());
-    let counter = counting.counter();
-    let healthy = process_leasing(ctx, Arc::new(counting), ctx.prefix());
-    open_accounts(&healthy, "seen", 2).await;
-    // The healthy process commits under the lock: it knows the lock blob
-    // as its journal clear left it.
-    assert!(
-        transfer(&healthy, "seen", "acct0", "acct1", 10, "t0")
-            .await
-            .unwrap()
-    );
-    // Another process takes the lock, stores its journal and dies.
-    die_after_the_journal(ctx, &healthy, &["seen"], |dying| async move {
-        transfer(&dying, "seen", "acct0", "acct1", 30, "t1")
-            .await
-            .map(drop)
-    })
-    .await;
-    counter.reset();
-    let unit = healthy.lock("seen").await.unwrap();
-    assert_eq!(
-        counter.get(Op::GetBlob),
-        1,
-        "the lock blob is read: {:?}",
-        counts(&counter)
-    );
-    let report = unit
-        .rolled_forward()
-        .cloned()
-        .expect("the journal was seen");
-    assert_eq!(report.applied, 3);
-    unit.abandon().await.unwrap();
-    let t = healthy.table::<Account>();
-    let balances = (
-        t.get("seen", "acct0").await.unwrap().unwrap().balance,
-        t.get("seen", "acct1").await.unwrap().unwrap().balance,
-    );
-    assert_eq!(balances, (60, 140));
-    assert_eq!(totals(&healthy, "seen").await, (200, 2));
-    assert!(healthy.pending_commit("seen").await.unwrap().is_none());
-}
-
-/// A "process" that dies at its first transaction, after its journal (and
-/// intents and row marks) are stored, while running `unit`; the leases of `keys`' locks
-/// are then broken, so their lock blobs are free and keep what it left.
-async fn die_after_the_journal<F, Fut>(ctx: &Ctx, operator: &Store, keys: &[&str], unit: F)
-where
-    F: FnOnce(Store) -> Fut,
-    Fut: std::future::Future<Output = leasehold::Result<()>>,
-{
-    die_after_the_journal_as(ctx, operator, keys, true, unit).await;
-}
-
-/// As [`die_after_the_journal`]; `marks`: whether the process commits with
-/// row marks (without, a commit over several partitions leaves intents).
-async fn die_after_the_journal_as<F, Fut>(
-    ctx: &Ctx,
-    operator: &Store,
-    keys: &[&str],
-    marks: bool,
-    unit: F,
-) where
-    F: FnOnce(Store) -> Fut,
-    Fut: std::future::Future<Output = leasehold::Result<()>>,
-{
-    let faulty = FaultyBackend::new(ctx.backend().clone());
-    let injector = faulty.injector();
-    let (dying, first_transaction) = if marks {
-        // Every unit here writes two (partition, table) groups: two
-        // transactions mark their rows, then the journal, then the first
-        // transaction applying them.
-        (process_leasing(ctx, Arc::new(faulty), ctx.prefix()), 3)
-    } else {
-        (unmarked_leasing(ctx, Arc::new(faulty), ctx.prefix()), 1)
-    };
-    injector.die_at_nth(Some(Op::Batch), first_transaction);
-    assert!(unit(dying).await.is_err(), "the process died");
-    for key in keys {
-        let name = operator.lock_lease_name(*key).unwrap();
-        operator
-            .locks()
-            .break_lease(name.as_str(), Some(Duration::ZERO))
-            .await
-            .unwrap();
-    }
-}
-
 /// Writes `leasehold_acquired` of the lock of `key` as if a process had
 /// taken it over in 2001, under the lock's lease.
 async fn date_lock_back(store: &Store, key: &str) {
@@ -1892,9 +1437,7 @@ pub async fn pruning_deletes_only_free_clean_old_lock_blobs(ctx: &Ctx) {
     let memory = ctx.backend().clone();
     let store = process_leasing(ctx, memory.clone(), ctx.prefix());
     let other = process_leasing(ctx, memory.clone(), ctx.prefix());
-    for key in ["old", "pending", "ia", "ib", "settled"] {
-        open_accounts(&store, key, 2).await;
-    }
+    open_accounts(&store, "old", 2).await;
     let hour = Duration::from_secs(3600);
     let e = store
         .prune_locks(Duration::from_secs(u64::MAX))
@@ -1902,7 +1445,8 @@ pub async fn pruning_deletes_only_free_clean_old_lock_blobs(ctx: &Ctx) {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
 
-    // Free and clean: a journalled transfer, a bare unit, one dated back.
+    // Free and clean: a transfer over two tables, a bare unit, one dated
+    // back.
     assert!(
         transfer(&store, "old", "acct0", "acct1", 1, "o1")
             .await
@@ -1915,47 +1459,16 @@ pub async fn pruning_deletes_only_free_clean_old_lock_blobs(ctx: &Ctx) {
     // Held here, and by another process.
     let held = store.lock("held").await.unwrap();
     let held_elsewhere = other.lock("elsewhere").await.unwrap();
-    // A journal, and a journal with an intent (a commit without row
-    // marks), left by dead processes.
-    die_after_the_journal(ctx, &store, &["pending"], |dying| async move {
-        transfer(&dying, "pending", "acct0", "acct1", 30, "p1")
-            .await
-            .map(drop)
-    })
-    .await;
-    die_after_the_journal_as(ctx, &store, &["ia", "ib"], false, |dying| async move {
-        let mut unit = dying.lock_many(["ia", "ib"]).await?;
-        let mut a = unit
-            .get_in::<Account>("ia", "acct0")
-            .await?
-            .expect("exists");
-        let mut b = unit
-            .get_in::<Account>("ib", "acct0")
-            .await?
-            .expect("exists");
-        a.balance -= 10;
-        b.balance += 10;
-        unit.replace(&a)?;
-        unit.replace(&b)?;
-        unit.commit().await.map(drop)
-    })
-    .await;
-    // A journal another holder finished (its outcome recorded just now),
-    // in a lock dated back.
-    die_after_the_journal(ctx, &store, &["settled"], |dying| async move {
-        transfer(&dying, "settled", "acct0", "acct1", 30, "s1")
-            .await
-            .map(drop)
-    })
-    .await;
-    assert!(store.roll_forward("settled").await.unwrap().is_some());
-    date_lock_back(&store, "settled").await;
     // A lock whose wait queue another process used and left.
     let queued = store.lock("queued").await.unwrap();
     // Long enough for the waiter to register (a few round trips), however
     // slowly a busy storage answers: from a measured lock-blob read.
     let sent = tokio::time::Instant::now();
-    store.pending_commit("queued").await.unwrap();
+    store
+        .locks()
+        .describe(store.lock_lease_name("queued").unwrap().as_str())
+        .await
+        .unwrap();
     let wait = (sent.elapsed() * 20).max(Duration::from_millis(300));
     let e = other.lock_with_timeout("queued", wait).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
@@ -2004,10 +1517,10 @@ pub async fn pruning_deletes_only_free_clean_old_lock_blobs(ctx: &Ctx) {
     let undated = store.locks().describe(bare.as_str()).await.unwrap();
     assert_eq!(undated.acquired_at, None, "{undated:?}");
 
-    // Older than an hour: only the lock dated back without a recent
-    // outcome. A dry run says so and deletes nothing.
+    // Older than an hour: only the lock dated back. A dry run says so and
+    // deletes nothing.
     let plan = store.prune_locks_dry_run(hour).await.unwrap();
-    let expected = (11, 1, 2, 3, 5);
+    let expected = (7, 1, 2, 0, 4);
     let counts = |r: &leasehold::lock::PruneReport| {
         (
             r.examined,
@@ -2033,22 +1546,19 @@ pub async fn pruning_deletes_only_free_clean_old_lock_blobs(ctx: &Ctx) {
     assert_eq!(stamped.owner, None, "{stamped:?}");
     assert_eq!(
         counts(&store.prune_locks(hour).await.unwrap()),
-        (10, 0, 2, 3, 5)
+        (6, 0, 2, 0, 4)
     );
 
-    // Every free, clean lock blob, however recent; not held or pending ones.
+    // Every free, clean lock blob, however recent; not held ones.
     let report = store.prune_locks(Duration::ZERO).await.unwrap();
-    assert_eq!(counts(&report), (10, 5, 2, 3, 0), "{report:?}");
-    assert_eq!(
-        pruned(&report),
-        ["bare", "old", "queued", "recent", "settled"]
-    );
+    assert_eq!(counts(&report), (6, 4, 2, 0, 0), "{report:?}");
+    assert_eq!(pruned(&report), ["bare", "old", "queued", "recent"]);
     assert!(
         !lock_container_has(&store, &queue).await,
         "the queue went too"
     );
     let again = store.prune_locks(Duration::ZERO).await.unwrap();
-    assert_eq!(counts(&again), (5, 0, 2, 3, 0), "{again:?}");
+    assert_eq!(counts(&again), (2, 0, 2, 0, 0), "{again:?}");
 
     // Pruned partitions lock again; kept ones are as they were.
     assert!(
@@ -2062,15 +1572,6 @@ pub async fn pruning_deletes_only_free_clean_old_lock_blobs(ctx: &Ctx) {
     }
     held.abandon().await.unwrap();
     held_elsewhere.abandon().await.unwrap();
-    let unit = store.lock("pending").await.unwrap();
-    assert!(unit.rolled_forward().is_some(), "the journal was kept");
-    unit.abandon().await.unwrap();
-    let unit = store.lock("ib").await.unwrap();
-    assert!(unit.rolled_forward().is_some(), "the intent was kept");
-    unit.abandon().await.unwrap();
-    let t = store.table::<Account>();
-    assert_eq!(t.get("ia", "acct0").await.unwrap().unwrap().balance, 90);
-    assert_eq!(t.get("ib", "acct0").await.unwrap().unwrap().balance, 110);
 }
 
 /// A counter row, for the pruning race.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use leasehold::backend::Backend;
 use leasehold::lease::LeaseOptions;
-use leasehold::lock::{CommitOutcome, FinishedBy, LockOptions, ResolveAction};
+use leasehold::lock::{CommitOutcome, FinishedBy};
 use leasehold::testing::{
     CountingBackend, Fault, FaultInjector, FaultyBackend, Op, RequestCounter,
 };
@@ -49,47 +49,6 @@ pub(super) fn process(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Sto
         .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
         .build()
         .expect("valid store")
-}
-
-/// As [`process`], journalling commits over several groups in the
-/// primary's lock blob (see [`journalling`]).
-fn journalling_process(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
-    Store::builder_shared(backend)
-        .table_prefix(prefix)
-        .expect("valid prefix")
-        .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
-        .lock_options(journalling())
-        .build()
-        .expect("valid store")
-}
-
-/// As [`process`], committing without row marks, as earlier versions did.
-fn unmarked_process(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
-    Store::builder_shared(backend)
-        .table_prefix(prefix)
-        .expect("valid prefix")
-        .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
-        .lock_options(unmarked())
-        .build()
-        .expect("valid store")
-}
-
-/// Lock options journalling commits over several groups in the primary's
-/// lock blob ([`LockOptions::decision_rows`] off): the protocol a commit
-/// falls back to when its rows do not fit a decision.
-pub(super) fn journalling() -> LockOptions {
-    LockOptions {
-        decision_rows: false,
-        ..LockOptions::default()
-    }
-}
-
-/// Lock options without row marks ([`LockOptions::row_marks`] off).
-pub(super) fn unmarked() -> LockOptions {
-    LockOptions {
-        row_marks: false,
-        ..LockOptions::default()
-    }
 }
 
 /// Opens account `main` with `balance` for each customer.
@@ -157,14 +116,32 @@ async fn transfer(
     unit.commit().await
 }
 
-/// Nothing pending in the lock blobs of `customers`.
-async fn nothing_pending(store: &Store, customers: &[&str]) {
-    for c in customers {
-        assert_eq!(
-            store.pending_commit(*c).await.unwrap(),
-            None,
-            "record left in the lock of {c}"
-        );
+/// No row of the partitions of `customers`, in any table of the store,
+/// carries a commit's mark (read through the backend, which resolves
+/// nothing).
+pub(super) async fn nothing_pending(store: &Store, customers: &[&str]) {
+    use leasehold::backend::{QuerySpec, TableBackend as _};
+    let prefix = store.table_prefix();
+    for table in store.backend().list_tables().await.unwrap() {
+        if !table.as_str().starts_with(prefix) {
+            continue;
+        }
+        let mut spec = QuerySpec::default();
+        loop {
+            let page = store.backend().query(&table, &spec).await.unwrap();
+            for row in &page.entities {
+                assert!(
+                    !customers.contains(&row.data.partition_key.as_str())
+                        || row.data.properties.get("_lhTxn").is_none(),
+                    "row {:?} of {table} is left marked",
+                    row.data.row_key
+                );
+            }
+            match page.continuation {
+                Some(next) => spec.continuation = Some(next),
+                None => break,
+            }
+        }
     }
 }
 
@@ -240,7 +217,7 @@ pub async fn a_unit_over_several_partitions_reads_writes_and_commits_them_all(ct
             report.partitions,
             report.tables,
             report.batches,
-            report.journalled
+            report.transaction.is_some()
         ),
         (2, 1, 2, true)
     );
@@ -482,7 +459,7 @@ pub async fn a_cross_partition_unit_costs_its_budget_exactly(ctx: &Ctx) {
     let mut v = unit.get::<Account>("main").await.unwrap().unwrap();
     v.balance += 1;
     unit.replace(&v).unwrap();
-    assert!(!unit.commit().await.unwrap().journalled);
+    assert!(unit.commit().await.unwrap().transaction.is_none());
     assert_eq!(counter.total(), 4, "{:?}", counts(&counter));
 
     // Another process takes both locks (recording itself as holder): the
@@ -594,15 +571,11 @@ pub async fn a_cross_partition_unit_sends_independent_requests_together(ctx: &Ct
     assert_eq!(balance(&healthy, "b").await, 106);
     nothing_pending(&healthy, &["a", "b"]).await;
 
-    // Another process under the same owner name commits on both
-    // partitions, journalling: the lock blobs change, the recorded holder
-    // does not.
-    // It journals in the lock blobs, so they change (a commit deciding in
-    // a row writes no lock blob).
+    // Another process under the same owner name takes both locks and
+    // commits: the recorded holder does not change.
     let twin = Store::builder_shared(memory.clone())
         .table_prefix(&prefix)
         .expect("valid prefix")
-        .lock_options(journalling())
         .lease_options(
             LeaseOptions::new()
                 .with_duration(ctx.lease_duration())
@@ -780,9 +753,8 @@ pub async fn a_row_changed_since_it_was_read_fails_the_commit_before_anything_is
     assert_eq!(entries(store, "a").await, 0, "nothing applied");
     assert_eq!(balance(store, "b").await, 7, "the stray write stays");
     nothing_pending(store, &["a", "b"]).await;
-    // The locks are free and nothing is rolled forward.
+    // The locks are free.
     let unit = store.lock_many(["a", "b"]).await.unwrap();
-    assert!(unit.rolled_forward().is_none());
     unit.abandon().await.unwrap();
 
     // One partition, two tables (ledger after accounts by name: the
@@ -815,113 +787,6 @@ pub async fn a_row_changed_since_it_was_read_fails_the_commit_before_anything_is
         other => other.kind(),
     };
     assert_eq!(refusal, ErrorKind::AlreadyExists, "{e}");
-    assert_eq!(balance(store, "a").await, 100);
-    e0 = store.table::<Entry>().get("a", "e0").await.unwrap();
-    assert_eq!(e0.map(|v| v.amount), Some(99));
-    nothing_pending(store, &["a"]).await;
-}
-
-/// Something writes a row of the second transaction's group without the
-/// lock after the unit read it: the first transaction applies, the second
-/// is refused, the first is undone, and the commit returns `Conflict`
-/// naming the row — every row as before the commit, no record left. The
-/// same for a single-partition commit over two tables. Commits without row
-/// marks ([`LockOptions::row_marks`] off), as earlier versions wrote them.
-pub async fn a_commit_refused_half_way_by_a_stray_writer_is_undone(ctx: &Ctx) {
-    let counting = CountingBackend::new(ctx.backend().clone());
-    let counter = counting.counter();
-    // On real time, the longest lease: no renewal falls within what is
-    // counted, however slow the service answers.
-    let lease = match ctx.clock() {
-        Clock::Paused => LeaseOptions::new(),
-        Clock::Real => LeaseOptions::new().with_duration(Duration::from_secs(60)),
-    };
-    let store = &Store::builder_shared(Arc::new(counting))
-        .table_prefix(ctx.prefix())
-        .expect("valid prefix")
-        .lease_options(lease)
-        .lock_options(unmarked())
-        .build()
-        .expect("valid store");
-    open(store, &["a", "b"], 100).await;
-    let mut unit = store.lock_many(["a", "b"]).await.unwrap();
-    let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
-    let mut b = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
-    a.balance -= 30;
-    b.balance += 30;
-    unit.replace(&a).unwrap();
-    unit.replace(&b).unwrap();
-    assert!(unit.get_in::<Entry>("a", "t").await.unwrap().is_none());
-    unit.insert(&Entry {
-        customer: "a".into(),
-        id: "t".into(),
-        amount: -30,
-    })
-    .unwrap();
-    // The stray writer, without the lock.
-    store
-        .table::<Account>()
-        .upsert(Account {
-            customer: "b".into(),
-            name: "main".into(),
-            balance: 7,
-        })
-        .await
-        .unwrap();
-    counter.reset();
-    let e = unit.commit().await.expect_err("refused");
-    // intent + journal + 3 transactions (the third refused) + the journal
-    // marked as undoing + 2 undo transactions + journal and intent cleared
-    // + 2 releases.
-    assert_eq!(
-        counts(&counter),
-        vec![(Op::Batch, 5), (Op::PutBlob, 5), (Op::ReleaseLease, 2)],
-        "{e}"
-    );
-    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
-    match &e {
-        leasehold::Error::Conflict { row, .. } => {
-            let (pk, rk) = row.as_deref().expect("names the row").clone();
-            assert_eq!((pk.as_str(), rk.as_str()), ("b", "main"));
-        }
-        other => panic!("{other}"),
-    }
-    assert_eq!(balance(store, "a").await, 100, "undone");
-    assert_eq!(entries(store, "a").await, 0, "undone");
-    assert_eq!(balance(store, "b").await, 7, "the stray write stays");
-    nothing_pending(store, &["a", "b"]).await;
-    // The locks are free and nothing is rolled forward.
-    let unit = store.lock_many(["a", "b"]).await.unwrap();
-    assert!(unit.rolled_forward().is_none());
-    unit.abandon().await.unwrap();
-
-    // One partition, two tables (ledger after accounts by name: the
-    // account changes under the second transaction).
-    let mut unit = store.lock("a").await.unwrap();
-    let mut a = unit.get::<Account>("main").await.unwrap().unwrap();
-    a.balance -= 1;
-    unit.replace(&a).unwrap();
-    let mut e0 = unit.get::<Entry>("e0").await.unwrap();
-    assert!(e0.is_none());
-    unit.insert(&Entry {
-        customer: "a".into(),
-        id: "e0".into(),
-        amount: 1,
-    })
-    .unwrap();
-    store
-        .table::<Entry>()
-        .insert(Entry {
-            customer: "a".into(),
-            id: "e0".into(),
-            amount: 99,
-        })
-        .await
-        .unwrap();
-    // `ManyAccounts` comes before `ManyLedger`: the ledger insert is the
-    // second transaction.
-    let e = unit.commit().await.expect_err("refused");
-    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
     assert_eq!(balance(store, "a").await, 100);
     e0 = store.table::<Entry>().get("a", "e0").await.unwrap();
     assert_eq!(e0.map(|v| v.amount), Some(99));
@@ -1246,7 +1111,7 @@ pub async fn a_commit_whose_decision_cannot_be_read_is_in_doubt_until_asked_agai
         let (outcome, expected) = if lands {
             (CommitOutcome::Applied, vec![110, 0, 90, 1])
         } else {
-            (CommitOutcome::NotRecorded, vec![110, 0, 90, 1])
+            (CommitOutcome::NotApplied, vec![110, 0, 90, 1])
         };
         assert_eq!(
             healthy
@@ -1350,129 +1215,6 @@ pub async fn decision_rows_are_never_returned_to_callers(ctx: &Ctx) {
     nothing_pending(&healthy, &customers).await;
 }
 
-/// A commit journalled in its primary's lock blob (see [`journalling`])
-/// that cannot finish and cannot read back its outcome (storage
-/// stops answering right after its journal is stored) is in doubt, naming
-/// its primary partition and transaction; once storage answers,
-/// `commit_outcome` says the commit is pending, rolling the primary
-/// forward applies it, and `commit_outcome` then says applied. A
-/// transaction nobody wrote is not recorded.
-pub async fn a_commit_that_cannot_read_its_outcome_is_in_doubt_until_asked_again(ctx: &Ctx) {
-    let memory = ctx.backend().clone();
-    let prefix = format!("{}d", ctx.prefix());
-    let healthy = journalling_process(ctx, memory.clone(), &prefix);
-    let customers = ["x", "y"];
-    open(&healthy, &customers, 100).await;
-    let before = state(&healthy, &customers).await;
-    let faulty = FaultyBackend::new(memory.clone());
-    let injector = faulty.injector();
-    let dying = journalling_process(ctx, Arc::new(faulty), &prefix);
-    let unit = y_pays_x(&dying, Some("t")).await;
-    // Storage stops answering at the first transaction, after the journal
-    // (the three transactions marking the rows went through).
-    injector.die_at_nth(Some(Op::Batch), 4);
-    let e = unit.commit().await.expect_err("in doubt");
-    assert_eq!(e.kind(), ErrorKind::InDoubt, "{e}");
-    let leasehold::Error::InDoubt {
-        primary,
-        transaction,
-        ..
-    } = &e
-    else {
-        panic!("{e:?}")
-    };
-    let transaction = transaction
-        .as_deref()
-        .expect("a journalled commit has an id");
-    assert!(e.to_string().contains(transaction), "{e}");
-    assert_eq!(
-        healthy
-            .commit_outcome(primary.clone(), transaction)
-            .await
-            .unwrap(),
-        CommitOutcome::Pending
-    );
-    // The commit is decided: a reader meeting its marked rows finishes
-    // them, so it sees every write of it.
-    assert_ne!(state(&healthy, &customers).await, before);
-    assert_eq!(
-        state(&healthy, &customers).await,
-        vec![110, 0, 90, 1],
-        "a reader sees the decided commit whole"
-    );
-    let report = healthy.roll_forward(primary.clone()).await.unwrap();
-    assert!(report.is_some_and(|r| r.applied + r.already_applied == 3));
-    assert_eq!(
-        healthy
-            .commit_outcome(primary.clone(), transaction)
-            .await
-            .unwrap(),
-        CommitOutcome::Applied
-    );
-    assert_eq!(
-        state(&healthy, &customers).await,
-        vec![110, 0, 90, 1],
-        "applied once"
-    );
-    assert_eq!(
-        healthy
-            .commit_outcome(primary.clone(), "0123456789abcdef")
-            .await
-            .unwrap(),
-        CommitOutcome::NotRecorded
-    );
-    // The other participant's intent is stale, cleared by its next holder.
-    for c in customers {
-        healthy.lock(c).await.unwrap().abandon().await.unwrap();
-    }
-    nothing_pending(&healthy, &customers).await;
-    assert_eq!(state(&healthy, &customers).await, vec![110, 0, 90, 1]);
-    drop(dying);
-}
-
-/// `pending_commit` shows an intent (of a commit without row marks, as
-/// earlier versions wrote them) and the primary it points at; taking the
-/// intent's lock (or `roll_forward` on it) resolves the commit through the
-/// primary.
-pub async fn pending_commits_show_intents_and_roll_forward_from_any_participant(ctx: &Ctx) {
-    let memory = ctx.backend().clone();
-    let healthy = process(ctx, memory.clone(), ctx.prefix());
-    open(&healthy, &["a", "b"], 100).await;
-    let faulty = FaultyBackend::new(memory.clone());
-    let injector = faulty.injector();
-    let dying = unmarked_process(ctx, Arc::new(faulty), ctx.prefix());
-    dying
-        .lock_many(["a", "b"])
-        .await
-        .unwrap()
-        .abandon()
-        .await
-        .unwrap();
-    // Dies after the journal and the first transaction.
-    injector.die_at_nth(Some(Op::Batch), 2);
-    assert!(transfer(&dying, "a", "b", 10, "t").await.is_err());
-    let journal = healthy.pending_commit("a").await.unwrap().expect("journal");
-    assert!(!journal.is_intent());
-    assert_eq!(journal.writes.len(), 4);
-    assert!(journal.transaction.is_some());
-    let intent = healthy.pending_commit("b").await.unwrap().expect("intent");
-    assert!(intent.is_intent());
-    assert_eq!(intent.primary.as_str(), "a");
-    assert_eq!(intent.transaction, journal.transaction);
-    assert!(intent.writes.is_empty());
-    tokio::time::sleep(ctx.lease_duration() * 2 + Duration::from_secs(1)).await;
-    let report = healthy
-        .roll_forward("b")
-        .await
-        .unwrap()
-        .expect("rolled forward");
-    assert_eq!(report.applied + report.already_applied, 4);
-    assert_eq!(balance(&healthy, "a").await, 90);
-    assert_eq!(balance(&healthy, "b").await, 110);
-    nothing_pending(&healthy, &["a", "b"]).await;
-    assert!(healthy.roll_forward("a").await.unwrap().is_none());
-}
-
 /// `Unit::query` answers as the unit sees its partitions: staged inserts
 /// show, staged deletes hide, filters apply to staged values, rows of every
 /// locked partition (or the one named) come back; a partition not held is
@@ -1563,86 +1305,4 @@ pub async fn unit_queries_see_staged_writes_and_stale_reads_fail_the_commit(ctx:
     assert!(lines.get("a", "l4").await.unwrap().is_none());
     assert!(lines.get("a", "l3").await.unwrap().is_some());
     nothing_pending(store, &["a", "b"]).await;
-}
-
-/// A commit refused half-way by a stray write dies while undoing (or loses
-/// the reply of its undo): the next holder of either participant finishes
-/// the undo, so every row is as before the commit (the stray write kept).
-/// Commits without row marks, as earlier versions wrote them.
-pub async fn a_crash_while_undoing_is_finished_by_the_next_holder(ctx: &Ctx) {
-    for (i, lose) in [false, true].into_iter().enumerate() {
-        let prefix = format!("{}u{i}", ctx.prefix());
-        let memory = ctx.backend().clone();
-        let healthy = process(ctx, memory.clone(), &prefix);
-        open(&healthy, &["a", "b"], 100).await;
-        let faulty = FaultyBackend::new(memory.clone());
-        let injector = faulty.injector();
-        let dying = unmarked_process(ctx, Arc::new(faulty), &prefix);
-        let mut unit = dying.lock_many(["a", "b"]).await.unwrap();
-        let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
-        let mut b = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
-        a.balance -= 30;
-        b.balance += 30;
-        unit.replace(&a).unwrap();
-        unit.replace(&b).unwrap();
-        healthy
-            .table::<Account>()
-            .upsert(Account {
-                customer: "b".into(),
-                name: "main".into(),
-                balance: 7,
-            })
-            .await
-            .unwrap();
-        // Transactions: a (applied), b (refused), then the undo of a.
-        if lose {
-            injector.lose_reply_nth(Some(Op::Batch), 3);
-        } else {
-            injector.die_at_nth(Some(Op::Batch), 3);
-        }
-        let e = unit.commit().await.expect_err("refused");
-        if lose {
-            assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
-        } else {
-            // Storage is gone before the commit can read back what it left.
-            assert_eq!(e.kind(), ErrorKind::InDoubt, "{e}");
-            injector.die_now();
-            tokio::time::sleep(ctx.lease_duration() * 2 + Duration::from_secs(1)).await;
-            // An operator cannot finish a commit that was undoing: its
-            // caller may have been told nothing of it remains.
-            let shown = healthy
-                .resolve_commit("b", ResolveAction::Show)
-                .await
-                .unwrap()
-                .expect("the undoing journal is kept");
-            assert!(shown.undoing);
-            let refused = healthy
-                .resolve_commit("b", ResolveAction::Finish)
-                .await
-                .unwrap_err();
-            assert_eq!(refused.kind(), ErrorKind::Invalid, "{refused}");
-            assert!(healthy.pending_commit("b").await.unwrap().is_some());
-            let report = healthy.roll_forward("b").await.unwrap();
-            assert_eq!(report.map(|r| r.applied), Some(1), "the undo finished");
-            let leasehold::Error::InDoubt {
-                primary,
-                transaction: Some(txn),
-                ..
-            } = &e
-            else {
-                panic!("{e:?}")
-            };
-            assert_eq!(
-                healthy.commit_outcome(primary.clone(), txn).await.unwrap(),
-                CommitOutcome::Undone
-            );
-        }
-        assert_eq!(balance(&healthy, "a").await, 100, "lose reply: {lose}");
-        assert_eq!(balance(&healthy, "b").await, 7);
-        for c in ["a", "b"] {
-            healthy.lock(c).await.unwrap().abandon().await.unwrap();
-        }
-        nothing_pending(&healthy, &["a", "b"]).await;
-        drop(dying);
-    }
 }

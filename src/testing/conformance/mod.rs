@@ -422,7 +422,6 @@ macro_rules! conformance_suite {
             plain [
                 a_unit_over_several_partitions_reads_writes_and_commits_them_all,
                 a_cross_partition_unit_costs_its_budget_exactly,
-                a_commit_refused_half_way_by_a_stray_writer_is_undone,
                 a_row_changed_since_it_was_read_fails_the_commit_before_anything_is_applied,
                 unit_queries_see_staged_writes_and_stale_reads_fail_the_commit,
             ]
@@ -434,10 +433,7 @@ macro_rules! conformance_suite {
                 a_lock_lost_while_it_is_taken_is_lease_lost,
                 a_crash_at_every_step_is_recovered_from_any_participant,
                 a_lost_reply_at_every_step_ends_all_before_or_after,
-                pending_commits_show_intents_and_roll_forward_from_any_participant,
-                a_crash_while_undoing_is_finished_by_the_next_holder,
                 a_holder_paused_past_its_lease_at_every_step_is_told_what_is_stored,
-                a_commit_that_cannot_read_its_outcome_is_in_doubt_until_asked_again,
                 a_commit_whose_decision_cannot_be_read_is_in_doubt_until_asked_again,
                 decision_rows_are_never_returned_to_callers,
             ]
@@ -481,20 +477,12 @@ macro_rules! conformance_suite {
                 pruning_races_units_locking_the_same_partitions,
             ]
             timed [
-                crash_before_the_journal_leaves_the_partition_before,
                 crash_while_marking_the_rows_leaves_the_partition_before,
-                optimistic_writes_on_a_dead_commits_rows_never_wedge_it,
                 an_optimistic_write_meeting_a_live_commit_waits_for_it,
-                crash_after_the_journal_is_rolled_forward,
-                crash_after_the_first_batch_is_rolled_forward,
-                crash_before_the_journal_clear_is_rolled_forward,
                 lost_replies_at_each_step_end_fully_before_or_after,
                 commit_without_enough_lease_left_sends_nothing,
                 a_paused_holder_cannot_overwrite_the_next_holder,
-                a_contradicted_journal_stops_roll_forward_and_is_kept,
-                a_kept_journal_is_shown_then_finished_or_undone_by_choice,
                 a_dead_holder_stays_named_until_and_after_its_lease_expires,
-                a_journal_written_by_another_process_is_read_and_rolled_forward,
             ]
             blocking []
         );
