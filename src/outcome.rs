@@ -56,7 +56,6 @@ pub(crate) fn precondition_holds(op: &TableOp, stored: Option<&StoredEntity>) ->
     }
 }
 
-
 /// What a read-back says about a write whose reply was lost.
 #[derive(Debug)]
 pub(crate) enum Verdict {
@@ -404,7 +403,6 @@ mod tests {
         let upsert = TableOp::Replace(ours, Precondition::Upsert);
         assert!(shows_effect(&upsert, Some(&same)));
     }
-
 
     #[test]
     fn locked_transactions_are_applied_pending_or_contradicted() {

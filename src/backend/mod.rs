@@ -35,10 +35,10 @@ pub use blob::{
     LeaseDuration, LeaseId, LeaseInfo, LeaseKind, LeaseState, Metadata,
 };
 pub use layer::Layer;
-pub(crate) use table::{chunk_batches, validate_batch};
 pub use table::{
     Precondition, QueryPage, QuerySpec, StoredEntity, TableCreation, TableOp, Version, WriteOptions,
 };
+pub(crate) use table::{chunk_batches, validate_batch};
 pub(crate) use trace::Tracing;
 
 use crate::error::Result;

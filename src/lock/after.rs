@@ -101,10 +101,8 @@ pub(crate) fn attach(
     let bytes = text.into_bytes();
     let chunks: Vec<&[u8]> = bytes.chunks(CHUNK).collect();
     let rows: Vec<&[&[u8]]> = chunks.chunks(CHUNKS_PER_ROW).collect();
-    data.properties.insert_static(
-        AFTER,
-        Value::String(format!("@{n}/{}", rows.len().max(1))),
-    );
+    data.properties
+        .insert_static(AFTER, Value::String(format!("@{n}/{}", rows.len().max(1))));
     fits(&data.properties).map_err(|e| {
         Error::invalid(
             format!(
@@ -179,7 +177,10 @@ pub(crate) async fn write_of(
             row.data.partition_key.as_str()
         ),
     };
-    let text = match (reference(&row.data.properties), row.data.properties.get(AFTER)) {
+    let text = match (
+        reference(&row.data.properties),
+        row.data.properties.get(AFTER),
+    ) {
         (Some((n, m)), _) => {
             let mut bytes = Vec::new();
             for i in 0..m {
@@ -210,7 +211,10 @@ pub(crate) async fn write_of(
         serde_json::Value::Object(map) => {
             let data = entity_of(table, &row.data.partition_key, &row.data.row_key, &map)
                 .map_err(|e| bad(format!("does not parse: {e}")))?;
-            Ok(TableOp::Replace(data, Precondition::IfMatch(row.etag.clone())))
+            Ok(TableOp::Replace(
+                data,
+                Precondition::IfMatch(row.etag.clone()),
+            ))
         }
         _ => Err(bad("is neither a row nor null".into())),
     }
@@ -260,7 +264,10 @@ mod tests {
             assert_eq!(inserts.is_empty(), size < 1000, "size {size}");
             for op in &inserts {
                 crate::backend::validate_batch(table.as_str(), std::slice::from_ref(op)).unwrap();
-                backend.batch(&table, std::slice::from_ref(op)).await.unwrap();
+                backend
+                    .batch(&table, std::slice::from_ref(op))
+                    .await
+                    .unwrap();
             }
             let row = StoredEntity {
                 data: marked,
@@ -302,7 +309,10 @@ mod tests {
         };
         assert!(matches!(
             write_of(&backend, &table, &row, "t.x").await.unwrap(),
-            TableOp::Delete { if_match: Some(_), .. }
+            TableOp::Delete {
+                if_match: Some(_),
+                ..
+            }
         ));
         row.data
             .properties

@@ -362,7 +362,10 @@ impl Unit {
                 report.finished_by = FinishedBy::Recovery;
             }
             tracing::debug!(partition = %primary, txn = %txn, error = %e, "finishing a committed transaction's rows one by one");
-            for op in ops.iter().filter(|op| !decision::is_decision_row(op.row_key())) {
+            for op in ops
+                .iter()
+                .filter(|op| !decision::is_decision_row(op.row_key()))
+            {
                 let finished = async {
                     let stored = backend.get(table, op.partition_key(), op.row_key()).await?;
                     resolver.resolve_opt(table, stored).await
@@ -544,9 +547,7 @@ impl Unit {
         let Some(TableOp::Insert(data)) = ops.get(*index) else {
             return Ok(false);
         };
-        if source.kind() != ErrorKind::AlreadyExists
-            || decision::is_decision_row(&data.row_key)
-        {
+        if source.kind() != ErrorKind::AlreadyExists || decision::is_decision_row(&data.row_key) {
             return Ok(false);
         }
         let stored = self
@@ -603,7 +604,11 @@ fn group(staged: impl IntoIterator<Item = ((Slot, RowKey), TableOp)>) -> Vec<Gro
 ///
 /// # Errors
 /// [`Error::Invalid`] when one operation alone is over them.
-fn sends(table: &TableName, ops: Vec<TableOp>, of: Vec<Option<(usize, usize)>>) -> Result<Vec<Send>> {
+fn sends(
+    table: &TableName,
+    ops: Vec<TableOp>,
+    of: Vec<Option<(usize, usize)>>,
+) -> Result<Vec<Send>> {
     let mut of = of.into_iter();
     Ok(chunk_batches(table.as_str(), ops)?
         .into_iter()

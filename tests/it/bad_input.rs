@@ -235,7 +235,7 @@ async fn keys_with_forbidden_characters(store: &Store, counter: &RequestCounter)
         // Partition locks are named after the partition key.
         assert_invalid(store.try_lock(bad.as_str()).await, "partition key", rule);
         assert_invalid(
-            store.pending_commit(bad.as_str()).await,
+            store.commit_outcome(bad.as_str(), "t.Accounts").await,
             "partition key",
             rule,
         );

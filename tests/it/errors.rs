@@ -276,28 +276,30 @@ async fn errors_of_every_variant_say_each_fact_once() {
     errors.push(("LeaseLost", guard.advance_epoch().await.unwrap_err()));
     errors.push(("LeaseLost", guard.release().await.unwrap_err()));
 
-    // A lock blob whose journal does not parse (written by something else
-    // under the lock's lease).
-    let lock = store.lock_lease_name("bob").unwrap();
-    let guard = store
-        .locks()
-        .acquire(lock.as_str(), Duration::from_secs(1))
-        .await
-        .unwrap();
+    // A decision row that does not say committed or withdrawn (written by
+    // something other than leasehold).
+    store.create_table("Decided").await.unwrap();
+    let decided = TableName::new(format!("{}Decided", store.table_prefix())).unwrap();
+    let mut properties = Properties::new();
+    properties.insert("_lhDecision", Value::String("maybe".into()));
     backend
-        .put_blob(
-            store.locks().container(),
-            &lock.blob_name().unwrap(),
-            br#"{"v":1,"journal":{"not":"a journal"}}"#.to_vec(),
-            &Metadata::new(),
-            &BlobConditions::leased(guard.lease_id()),
+        .execute(
+            &decided,
+            TableOp::Insert(EntityData {
+                partition_key: PartitionKey::new("bob").unwrap(),
+                row_key: RowKey::new("_lhCommit.0f1e").unwrap(),
+                properties,
+            }),
+            &WriteOptions::new(),
         )
         .await
         .unwrap();
-    guard.release().await.unwrap();
     errors.push((
         "Inconsistent",
-        store.pending_commit("bob").await.unwrap_err(),
+        store
+            .commit_outcome("bob", &format!("0f1e.{}", decided.as_str()))
+            .await
+            .unwrap_err(),
     ));
 
     // Storage that keeps failing.

@@ -65,7 +65,7 @@
 //! | | (never "cannot follow": an upsert follows any staged write) | `memory::lock::writing_a_row_twice_follows_the_folding_table` |
 //! | `Unit::commit` | `LeaseLost`: less than the margin left, nothing sent | `memory::lock::commit_without_enough_lease_left_sends_nothing` |
 //! | | `LeaseLost`: lost before the journal was stored, nothing applied | `a_commit_whose_lease_runs_out_before_its_journal_is_stored_is_lease_lost_and_applies_nothing` |
-//! | | `Invalid`: a service limit, nothing sent | `a_commit_over_the_batch_size_limit_is_invalid_and_sends_nothing` |
+//! | | `Invalid`: a service limit, nothing sent | `staging_refusals_are_invalid_and_change_nothing` |
 //! | | `Batch` (`Conflict` / `AlreadyExists` inside), nothing applied | `a_commit_of_a_changed_or_existing_row_is_a_batch_error_and_applies_nothing` |
 //! | | `ValueTaken`, nothing sent but the refused claim | `a_commit_claiming_a_taken_unique_value_is_value_taken_and_writes_nothing`; `memory::indexes::duplicates_are_refused_with_nothing_stored` |
 //! | | `Conflict` naming the row, the applied transactions undone | `memory::lock_many::a_commit_refused_half_way_by_a_stray_writer_is_undone` |
@@ -87,7 +87,7 @@ use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::{Backend, BlobBackend as _, BlobConditions, Metadata};
 use leasehold::key::ContainerName;
 use leasehold::lease::LeaseOptions;
-use leasehold::lock::{CommitOutcome, LockOptions, ResolveAction, RowShows, Unit};
+use leasehold::lock::{CommitOutcome, LockOptions, Unit};
 use leasehold::testing::{
     CountingBackend, Fault, FaultInjector, FaultyBackend, Op, RequestCounter,
 };
@@ -257,38 +257,6 @@ fn faulty_store(backend: &Arc<dyn Backend>) -> (Store, FaultInjector) {
     (store_on(Arc::new(faulty)), faults)
 }
 
-/// As [`faulty_store`], journalling commits over several groups in the
-/// primary's lock blob ([`LockOptions::decision_rows`] off), the protocol
-/// commits fall back to where a decision row does not fit.
-fn journalling_faulty_store(backend: &Arc<dyn Backend>) -> (Store, FaultInjector) {
-    let faulty = FaultyBackend::new(backend.clone());
-    let faults = faulty.injector();
-    let store = Store::builder_shared(Arc::new(faulty))
-        .lock_options(LockOptions {
-            decision_rows: false,
-            ..LockOptions::default()
-        })
-        .build()
-        .expect("store");
-    (store, faults)
-}
-
-/// As [`faulty_store`], committing without row marks
-/// ([`LockOptions::row_marks`] off, as earlier versions did): its journals
-/// can be contradicted by a stray write, and its commits undo themselves.
-fn unmarked_faulty_store(backend: &Arc<dyn Backend>) -> (Store, FaultInjector) {
-    let faulty = FaultyBackend::new(backend.clone());
-    let faults = faulty.injector();
-    let store = Store::builder_shared(Arc::new(faulty))
-        .lock_options(LockOptions {
-            row_marks: false,
-            ..LockOptions::default()
-        })
-        .build()
-        .expect("store");
-    (store, faults)
-}
-
 /// A store on `backend` counting its requests.
 fn counted_store(backend: &Arc<dyn Backend>) -> (Store, RequestCounter) {
     let counting = CountingBackend::new(backend.clone());
@@ -351,44 +319,6 @@ async fn is_held(store: &Store, key: &str) -> bool {
         .is_some_and(|p| p.lease.state == leasehold::backend::LeaseState::Leased)
 }
 
-/// Every action of `Store::resolve_commit`.
-const ALL_ACTIONS: [ResolveAction; 3] = [
-    ResolveAction::Show,
-    ResolveAction::Finish,
-    ResolveAction::Undo,
-];
-
-/// The errors of the operator calls on the lock record of `key`, each of
-/// which must fail: `commit_outcome`, `pending_commit`, and `resolve_commit`
-/// with each of `actions`.
-async fn operator_errors(store: &Store, key: &str, actions: &[ResolveAction]) -> Vec<Error> {
-    let mut errors = vec![
-        store.commit_outcome(key, "t").await.map(drop).unwrap_err(),
-        store.pending_commit(key).await.map(drop).unwrap_err(),
-    ];
-    for &action in actions {
-        errors.push(
-            store
-                .resolve_commit(key, action)
-                .await
-                .map(drop)
-                .unwrap_err(),
-        );
-    }
-    errors
-}
-
-/// Whether the lock blob of `key` keeps a lock record (journal or intent).
-async fn record_kept(store: &Store, key: &str) -> bool {
-    let name = store.lock_lease_name(key).unwrap();
-    store
-        .locks()
-        .describe(name.as_str())
-        .await
-        .unwrap()
-        .journal_pending
-}
-
 /// Writes `body` into the lock blob of `key`, under its lease, as
 /// something other than this leasehold would.
 async fn write_lock_blob(store: &Store, key: &str, body: &[u8]) {
@@ -412,35 +342,6 @@ async fn write_lock_blob(store: &Store, key: &str, body: &[u8]) {
     guard.release().await.unwrap();
 }
 
-/// A lock record of this leasehold's version that does not parse.
-const UNPARSABLE: &[u8] = br#"{"v":1,"journal":{"not":"a journal"}}"#;
-
-/// Leaves in the lock of `customer` (on `backend`) a journal that cannot
-/// be rolled forward: a process committing without row marks dies right after storing the journal of a
-/// transfer (account `main` 100 → 70, ledger `t1` of -30), something then
-/// writes `main` (to 5) without the lock, and the dead holder's lease runs
-/// out.
-async fn leave_a_contradicted_journal(backend: &Arc<dyn Backend>, customer: &str) {
-    let healthy = store_on(backend.clone());
-    open(&healthy, &[customer]).await;
-    let (dying, faults) = unmarked_faulty_store(backend);
-    let mut unit = dying.lock(customer).await.unwrap();
-    let mut a = unit.get::<Account>("main").await.unwrap().unwrap();
-    a.balance -= 30;
-    unit.replace(&a).unwrap();
-    assert!(unit.get::<Entry>("t1").await.unwrap().is_none());
-    unit.insert(&entry(customer, "t1", -30)).unwrap();
-    faults.die_at_nth(Some(Op::Batch), 1);
-    assert!(unit.commit().await.is_err(), "the process died");
-    healthy
-        .table::<Account>()
-        .update_with(customer, "main", |a| a.balance = 5)
-        .await
-        .unwrap();
-    sleep(LEASE * 2).await;
-    assert!(healthy.pending_commit(customer).await.unwrap().is_some());
-}
-
 /// The calls that take partition locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Taker {
@@ -450,17 +351,15 @@ enum Taker {
     LockMany,
     LockManyWithTimeout,
     TryLockMany,
-    RollForward,
 }
 
-const TAKERS: [Taker; 7] = [
+const TAKERS: [Taker; 6] = [
     Taker::Lock,
     Taker::LockWithTimeout,
     Taker::TryLock,
     Taker::LockMany,
     Taker::LockManyWithTimeout,
     Taker::TryLockMany,
-    Taker::RollForward,
 ];
 
 impl Taker {
@@ -485,10 +384,6 @@ impl Taker {
             Taker::LockMany => Some(store.lock_many(keys).await?),
             Taker::LockManyWithTimeout => Some(store.lock_many_with_timeout(keys, wait).await?),
             Taker::TryLockMany => store.try_lock_many(keys).await?,
-            Taker::RollForward => {
-                store.roll_forward(key).await?;
-                return Ok(true);
-            }
         };
         match unit {
             Some(unit) => {
@@ -591,9 +486,8 @@ async fn bad_keys_and_empty_sets_are_invalid_before_any_request() {
         assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
         assert!(e.to_string().contains("empty"), "{e}");
     }
-    for e in operator_errors(&store, bad, &ALL_ACTIONS).await {
-        assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
-    }
+    let e = store.commit_outcome(bad, "t.Accounts").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
     assert_eq!(counter.total(), 0, "{counter:?}");
 }
 
@@ -630,40 +524,6 @@ async fn taking_a_lock_on_failing_storage_gives_up_after_the_lock_lease_bound() 
     }
 }
 
-/// A lock record of this leasehold's version that does not parse stops
-/// every taker with `Inconsistent`; every lock taken is given back and the
-/// record is kept for an operator.
-#[tokio::test(start_paused = true)]
-async fn a_lock_record_that_does_not_parse_stops_every_taker_and_is_kept() {
-    let store = store_on(memory());
-    write_lock_blob(&store, "bad", UNPARSABLE).await;
-    for taker in TAKERS {
-        let e = taker
-            .run(&store, "bad", Duration::from_secs(5))
-            .await
-            .expect_err("unparsable record");
-        assert_eq!(e.kind(), ErrorKind::Inconsistent, "{taker:?}: {e}");
-        assert!(!is_held(&store, "bad").await, "{taker:?}");
-        assert!(!is_held(&store, OTHER).await, "{taker:?}");
-        assert!(record_kept(&store, "bad").await, "{taker:?}");
-    }
-}
-
-/// The operator calls reading a lock record that does not parse answer
-/// `Inconsistent`, and leave it as it is; pruning keeps its blob.
-#[tokio::test(start_paused = true)]
-async fn operators_reading_a_lock_record_that_does_not_parse_get_inconsistent() {
-    let store = store_on(memory());
-    write_lock_blob(&store, "bad", UNPARSABLE).await;
-    for e in operator_errors(&store, "bad", &ALL_ACTIONS).await {
-        assert_eq!(e.kind(), ErrorKind::Inconsistent, "{e}");
-    }
-    assert!(record_kept(&store, "bad").await);
-    assert!(!is_held(&store, "bad").await);
-    let report = store.prune_locks(Duration::ZERO).await.unwrap();
-    assert_eq!((report.deleted, report.kept_pending), (0, 1), "{report:?}");
-}
-
 /// A lock blob whose body is not a lease document at all (written by
 /// something else) is `Invalid` for every taker and every operator read;
 /// the locks taken are given back.
@@ -680,45 +540,6 @@ async fn a_lock_blob_that_is_not_a_lease_document_is_invalid_everywhere() {
         assert!(!is_held(&store, "junk").await, "{taker:?}");
         assert!(!is_held(&store, OTHER).await, "{taker:?}");
     }
-    for e in operator_errors(&store, "junk", &[ResolveAction::Show]).await {
-        assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
-    }
-}
-
-/// A journal contradicted by a write without the lock stops every taker
-/// with `Inconsistent` naming the row; the locks are given back, the
-/// journal is kept and the rows stay as they are.
-#[tokio::test(start_paused = true)]
-async fn a_journal_contradicted_by_a_stray_write_stops_every_taker_and_is_kept() {
-    let backend = memory();
-    leave_a_contradicted_journal(&backend, "k").await;
-    let store = store_on(backend);
-    for taker in TAKERS {
-        let e = taker
-            .run(&store, "k", Duration::from_secs(5))
-            .await
-            .expect_err("contradicted journal");
-        assert_eq!(e.kind(), ErrorKind::Inconsistent, "{taker:?}: {e}");
-        assert!(
-            e.to_string().contains("main"),
-            "{taker:?} names the row: {e}"
-        );
-        assert!(!is_held(&store, "k").await, "{taker:?}");
-        assert!(!is_held(&store, OTHER).await, "{taker:?}");
-        assert!(
-            store.pending_commit("k").await.unwrap().is_some(),
-            "{taker:?}"
-        );
-    }
-    assert_eq!(balance(&store, "k").await, 5);
-    assert!(
-        store
-            .table::<Entry>()
-            .get("k", "t1")
-            .await
-            .unwrap()
-            .is_none()
-    );
 }
 
 /// A process stalls past its lease while it records itself as the lock's
@@ -746,7 +567,6 @@ async fn a_lease_lost_while_a_lock_is_taken_is_lease_lost_and_writes_nothing() {
         let e = taken.expect_err("the lease ran out while the lock was taken");
         assert_eq!(e.kind(), ErrorKind::LeaseLost, "{taker:?}: {e}");
         assert_eq!(balance(&next, "a").await, 99, "{taker:?}");
-        assert!(next.pending_commit("a").await.unwrap().is_none());
         faults.set_latency(Some(Op::RenewLease), Duration::ZERO);
         assert!(
             taker.run(&stalled, "a", wait).await.unwrap(),
@@ -812,33 +632,18 @@ async fn operator_reads_pass_storage_failures_on() {
     let transient = |e: Error, what: &str| {
         assert_eq!(e.kind(), ErrorKind::Transient, "{what}: {e}");
     };
-    faults.fail_nth(Some(Op::GetBlob), 1);
+    let accounts = store.table::<Account>();
+    accounts.insert(account("o", "main", 1)).await.unwrap();
+    let txn = format!("0f1e.{}", accounts.name().unwrap().as_str());
+    faults.fail_nth(Some(Op::Get), 1);
     transient(
-        store.commit_outcome("o", "t").await.unwrap_err(),
+        store.commit_outcome("o", &txn).await.unwrap_err(),
         "commit_outcome",
     );
     assert_eq!(
-        store.commit_outcome("o", "t").await.unwrap(),
-        CommitOutcome::NotRecorded
+        store.commit_outcome("o", &txn).await.unwrap(),
+        CommitOutcome::NotApplied
     );
-    faults.fail_nth(Some(Op::GetBlob), 1);
-    transient(
-        store.pending_commit("o").await.unwrap_err(),
-        "pending_commit",
-    );
-    assert!(store.pending_commit("o").await.unwrap().is_none());
-    for action in [
-        ResolveAction::Show,
-        ResolveAction::Finish,
-        ResolveAction::Undo,
-    ] {
-        faults.fail_nth(Some(Op::GetBlob), 1);
-        transient(
-            store.resolve_commit("o", action).await.unwrap_err(),
-            "resolve_commit",
-        );
-        assert!(store.resolve_commit("o", action).await.unwrap().is_none());
-    }
     faults.fail_nth(Some(Op::ListBlobs), 1);
     transient(
         store.prune_locks(Duration::ZERO).await.unwrap_err(),
@@ -901,173 +706,6 @@ async fn pruning_gives_up_unavailable_when_a_candidates_lease_cannot_be_taken() 
         store.locks().describe(name.as_str()).await.unwrap().exists,
         "nothing deleted"
     );
-}
-
-/// `resolve_commit` while another process holds the primary's lock:
-/// `Finish` and `Undo` give up with `Timeout` after the configured wait,
-/// writing nothing; once the lock is free the same call goes through.
-#[tokio::test(start_paused = true)]
-async fn resolving_a_commit_whose_lock_stays_held_times_out_and_writes_nothing() {
-    let backend = memory();
-    leave_a_contradicted_journal(&backend, "k").await;
-    let wait = Duration::from_secs(2);
-    let operator = Store::builder_shared(backend.clone())
-        .lock_options(LockOptions {
-            acquire_timeout: wait,
-            ..LockOptions::default()
-        })
-        .build()
-        .unwrap();
-    let holder = store_on(backend);
-    let name = holder.lock_lease_name("k").unwrap();
-    let guard = holder
-        .locks()
-        .acquire(name.as_str(), Duration::from_secs(10))
-        .await
-        .unwrap();
-    for action in [ResolveAction::Finish, ResolveAction::Undo] {
-        let started = Instant::now();
-        let e = operator.resolve_commit("k", action).await.unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Timeout, "{action:?}: {e}");
-        let waited = started.elapsed();
-        assert!(
-            waited >= wait && waited <= wait + Duration::from_secs(1),
-            "{action:?} waited {waited:?}"
-        );
-    }
-    assert_eq!(balance(&operator, "k").await, 5, "nothing written");
-    assert!(
-        operator
-            .table::<Entry>()
-            .get("k", "t1")
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert!(operator.pending_commit("k").await.unwrap().is_some());
-    guard.release().await.unwrap();
-    let done = operator
-        .resolve_commit("k", ResolveAction::Undo)
-        .await
-        .unwrap()
-        .expect("still pending");
-    assert_eq!(done.done, ResolveAction::Undo);
-    assert_eq!(balance(&operator, "k").await, 100);
-    assert!(operator.pending_commit("k").await.unwrap().is_none());
-}
-
-/// A row changed while `Finish` is carried out stops it with `Conflict`
-/// naming the row: the rows written so far stay, the journal is kept, and
-/// resolving again finishes the commit.
-#[tokio::test(start_paused = true)]
-async fn a_row_changed_while_a_commit_is_resolved_is_a_conflict_and_keeps_the_journal() {
-    let backend = memory();
-    leave_a_contradicted_journal(&backend, "r").await;
-    let healthy = store_on(backend.clone());
-    let (resolver, faults) = faulty_store(&backend);
-    // Finishing writes `main`, then inserts `t1`; the insert waits a
-    // little, and something inserts `t1` without the lock meanwhile.
-    faults.inject(Some(Op::Write), 2, Fault::Delay(Duration::from_secs(2)));
-    let (resolved, ()) = tokio::join!(resolver.resolve_commit("r", ResolveAction::Finish), async {
-        while balance(&healthy, "r").await != 70 {
-            sleep(Duration::from_millis(10)).await;
-        }
-        healthy
-            .table::<Entry>()
-            .insert(entry("r", "t1", 999))
-            .await
-            .unwrap();
-    });
-    let e = resolved.expect_err("a row changed meanwhile");
-    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
-    let (pk, rk) = e.row().expect("names the row");
-    assert_eq!((pk.as_str(), rk.as_str()), ("r", "t1"));
-    assert_eq!(balance(&healthy, "r").await, 70, "the row written stays");
-    assert!(healthy.pending_commit("r").await.unwrap().is_some(), "kept");
-    assert!(!is_held(&healthy, "r").await);
-
-    let done = resolver
-        .resolve_commit("r", ResolveAction::Finish)
-        .await
-        .unwrap()
-        .expect("still pending");
-    assert_eq!(done.written, 1, "only the changed row");
-    let t1 = healthy
-        .table::<Entry>()
-        .get("r", "t1")
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(t1.amount, -30);
-    assert!(healthy.pending_commit("r").await.unwrap().is_none());
-}
-
-/// A journal whose operations carry no before-image can be shown and
-/// finished, but not undone: `Undo` is `Inconsistent`, writes nothing
-/// and keeps the journal.
-#[tokio::test(start_paused = true)]
-async fn undoing_a_journal_without_before_images_is_inconsistent_and_keeps_it() {
-    let store = store_on(memory());
-    store
-        .table::<Entry>()
-        .insert(entry("nb", "other", 1))
-        .await
-        .unwrap();
-    write_lock_blob(
-        &store,
-        "nb",
-        br#"{"v":1,"journal":{"v":1,"partition_key":"nb","txn":"t0","ops":[{"table":"LeLedger","row_key":"x","kind":"insert","after":{"amount":"5","amount@odata.type":"Edm.Int64"}}]}}"#,
-    )
-    .await;
-    let shown = store
-        .resolve_commit("nb", ResolveAction::Show)
-        .await
-        .unwrap()
-        .expect("pending");
-    assert_eq!(shown.rows.len(), 1);
-    assert_eq!(shown.rows[0].before, None);
-    let e = store
-        .resolve_commit("nb", ResolveAction::Undo)
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Inconsistent, "{e}");
-    assert!(e.to_string().contains("before-image"), "{e}");
-    assert!(store.pending_commit("nb").await.unwrap().is_some());
-    assert!(!is_held(&store, "nb").await);
-    assert!(
-        store
-            .table::<Entry>()
-            .get("nb", "x")
-            .await
-            .unwrap()
-            .is_none()
-    );
-}
-
-/// `resolve_commit` on storage that fails every acquire gives up with
-/// `Unavailable` after the lock lease options' bound; the journal is kept.
-#[tokio::test(start_paused = true)]
-async fn resolving_on_failing_storage_gives_up_unavailable_and_keeps_the_journal() {
-    let backend = memory();
-    leave_a_contradicted_journal(&backend, "k").await;
-    let faulty = FaultyBackend::new(backend.clone());
-    let faults = faulty.injector();
-    let resolver = lock_bound_store(Arc::new(faulty));
-    fail_next(&faults, Op::AcquireLease, 2000);
-    let started = Instant::now();
-    let e = resolver
-        .resolve_commit("k", ResolveAction::Finish)
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
-    assert!(
-        started.elapsed() >= BOUND,
-        "gave up after {:?}",
-        started.elapsed()
-    );
-    let healthy = store_on(backend);
-    assert!(healthy.pending_commit("k").await.unwrap().is_some());
-    assert_eq!(balance(&healthy, "k").await, 5);
 }
 
 // ---------------------------------------------------------------------------
@@ -1327,28 +965,30 @@ async fn staging_refusals_are_invalid_and_change_nothing() {
 // Units: commit and abandon
 // ---------------------------------------------------------------------------
 
-/// Writes too large for one transaction (4 MiB) are `Invalid` at commit,
-/// before anything is sent; nothing is stored and the lock is free.
+/// Writes too large for one transaction (4 MiB) are no error: the commit
+/// decides in a row, the rows' after-images in hidden rows, applied whole,
+/// no lock-blob write, and the lock is free after.
 #[tokio::test(start_paused = true)]
-async fn a_commit_over_the_batch_size_limit_is_invalid_and_sends_nothing() {
+async fn a_commit_over_the_batch_size_limit_decides_in_a_row_and_applies_whole() {
     let (store, counter) = counted_store(&memory());
     let mut unit = store.lock("big").await.unwrap();
     for i in 0..4 {
         unit.insert(&big("big", &format!("b{i}"))).unwrap();
     }
     counter.reset();
-    let e = unit.commit().await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
-    assert!(e.to_string().contains("batch"), "{e}");
-    for op in [Op::Batch, Op::Write, Op::PutBlob] {
-        assert_eq!(counter.get(op), 0, "{op:?} sent: {counter:?}");
-    }
+    let report = unit.commit().await.unwrap();
+    assert!(report.transaction.is_some(), "{report:?}");
+    assert_eq!(counter.get(Op::PutBlob), 0, "{counter:?}");
     assert!(!is_held(&store, "big").await);
-    let stored = store.table::<Big>().query().partition("big").all().await;
-    assert!(
-        stored.map(|v| v.is_empty()).unwrap_or(true),
-        "nothing stored"
-    );
+    let stored = store
+        .table::<Big>()
+        .query()
+        .partition("big")
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 4);
+    assert!(stored.iter().all(|b| b.entity() == &big("big", &b.id)));
 }
 
 /// A single-transaction commit over a row changed since it was read, or
@@ -1392,7 +1032,6 @@ async fn a_commit_of_a_changed_or_existing_row_is_a_batch_error_and_applies_noth
     );
     assert_eq!(balance(&store, "s").await, 1);
     assert!(accounts.get("s", "another").await.unwrap().is_none());
-    assert!(store.pending_commit("s").await.unwrap().is_none());
     assert!(!is_held(&store, "s").await);
 }
 
@@ -1422,29 +1061,20 @@ async fn a_commit_claiming_a_taken_unique_value_is_value_taken_and_writes_nothin
     assert!(members.get("q", "m2").await.unwrap().is_none());
 }
 
-/// A journalled commit whose holder stalls past its lease just before its
-/// journal write, while the next holder commits: `LeaseLost`, nothing of
-/// it applied, no journal left; the next holder's write stands.
+/// A commit whose holder stalls past its lease just before its commit
+/// point (the marking transaction is slow), while the next holder
+/// commits: `LeaseLost`, nothing of it applied; the next holder's write
+/// stands.
 #[tokio::test(start_paused = true)]
-async fn a_commit_whose_lease_runs_out_before_its_journal_is_stored_is_lease_lost_and_applies_nothing()
- {
-    // Journalled in the lock blob: the stall is just before the journal
-    // write. Deciding in a row: just before the commit point (the marking
-    // transaction is slow).
-    for (journal, op) in [(true, Op::PutBlob), (false, Op::Batch)] {
-        lease_runs_out_before_the_commit_point(journal, op).await;
-    }
+async fn a_commit_whose_lease_runs_out_before_its_commit_point_is_lease_lost_and_applies_nothing() {
+    lease_runs_out_before_the_commit_point(Op::Batch).await;
 }
 
-async fn lease_runs_out_before_the_commit_point(journal: bool, op: Op) {
+async fn lease_runs_out_before_the_commit_point(op: Op) {
     let backend = memory();
     let next = store_on(backend.clone());
     open(&next, &["j"]).await;
-    let (stalled, faults) = if journal {
-        journalling_faulty_store(&backend)
-    } else {
-        faulty_store(&backend)
-    };
+    let (stalled, faults) = faulty_store(&backend);
     let mut unit = stalled.lock("j").await.unwrap();
     let mut a = unit.get::<Account>("main").await.unwrap().unwrap();
     a.balance -= 30;
@@ -1477,7 +1107,6 @@ async fn lease_runs_out_before_the_commit_point(journal: bool, op: Op) {
             .unwrap()
             .is_none()
     );
-    assert!(next.pending_commit("j").await.unwrap().is_none());
 }
 
 /// A journalled commit that cannot read the before-image of a row it
@@ -1511,138 +1140,7 @@ async fn a_commit_that_cannot_read_a_before_image_is_transient_and_sends_nothing
             .unwrap()
             .is_none()
     );
-    assert!(store.pending_commit("t").await.unwrap().is_none());
     assert!(!is_held(&store, "t").await);
-}
-
-/// A cross-partition commit refused half-way by a stray write, whose undo
-/// is refused too (the row it undoes was written again without the
-/// lock): `Inconsistent`, and the journal is kept for an operator.
-#[tokio::test(start_paused = true)]
-async fn an_undo_refused_by_a_stray_writer_is_inconsistent_and_keeps_the_journal() {
-    let backend = memory();
-    let healthy = store_on(backend.clone());
-    open(&healthy, &["a", "b"]).await;
-    let (store, faults) = unmarked_faulty_store(&backend);
-    let mut unit = store.lock_many(["a", "b"]).await.unwrap();
-    let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
-    let mut b = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
-    a.balance -= 30;
-    b.balance += 30;
-    unit.replace(&a).unwrap();
-    unit.replace(&b).unwrap();
-    // `b`'s transaction is refused; `a`'s applies and is undone, after a
-    // pause in which `a` is written again without the lock.
-    healthy
-        .table::<Account>()
-        .upsert(account("b", "main", 7))
-        .await
-        .unwrap();
-    faults.inject(Some(Op::Batch), 3, Fault::Delay(Duration::from_secs(2)));
-    let (committed, ()) = tokio::join!(unit.commit(), async {
-        while balance(&healthy, "a").await != 70 {
-            sleep(Duration::from_millis(10)).await;
-        }
-        healthy
-            .table::<Account>()
-            .upsert(account("a", "main", 55))
-            .await
-            .unwrap();
-    });
-    let e = committed.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Inconsistent, "{e}");
-    assert!(e.to_string().contains("kept"), "{e}");
-    assert!(healthy.pending_commit("a").await.unwrap().is_some(), "kept");
-    assert_eq!(balance(&healthy, "a").await, 55);
-    assert_eq!(balance(&healthy, "b").await, 7);
-}
-
-/// A process dies right after storing the journal of a commit with row
-/// marks: `resolve_commit(Undo)` is `Invalid` and writes nothing (the
-/// commit is decided), and `Finish` rolls it forward, writing only the
-/// rows that still carry its marks.
-#[tokio::test(start_paused = true)]
-async fn undoing_a_commit_with_row_marks_is_invalid_and_finishing_rolls_it_forward() {
-    let backend = memory();
-    let healthy = store_on(backend.clone());
-    open(&healthy, &["m"]).await;
-    let (dying, faults) = journalling_faulty_store(&backend);
-    let mut unit = dying.lock("m").await.unwrap();
-    let mut a = unit.get::<Account>("main").await.unwrap().unwrap();
-    a.balance -= 30;
-    unit.replace(&a).unwrap();
-    unit.insert(&entry("m", "t1", -30)).unwrap();
-    // Two transactions mark the rows; the journal; then the process dies.
-    faults.die_at_nth(Some(Op::Batch), 3);
-    assert!(unit.commit().await.is_err(), "the process died");
-    sleep(LEASE * 2).await;
-    let e = healthy
-        .resolve_commit("m", ResolveAction::Undo)
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
-    assert!(e.to_string().contains("Finish"), "{e}");
-    assert!(healthy.pending_commit("m").await.unwrap().is_some(), "kept");
-    let shown = healthy
-        .resolve_commit("m", ResolveAction::Show)
-        .await
-        .unwrap()
-        .expect("pending");
-    assert!(
-        shown.rows.iter().all(|r| r.shows == RowShows::Before),
-        "marked rows are as the unit read them: {shown:?}"
-    );
-    assert_eq!(shown.overwritten().count(), 0);
-    let done = healthy
-        .resolve_commit("m", ResolveAction::Finish)
-        .await
-        .unwrap()
-        .expect("pending");
-    assert_eq!((done.done, done.written), (ResolveAction::Finish, 2));
-    assert!(healthy.pending_commit("m").await.unwrap().is_none());
-    assert_eq!(balance(&healthy, "m").await, 70);
-    assert_eq!(
-        healthy
-            .commit_outcome("m", done.transaction.as_deref().unwrap())
-            .await
-            .unwrap(),
-        CommitOutcome::Applied
-    );
-}
-
-/// A journalled commit that lost the reply of a transaction (applied)
-/// rolls its journal forward, and a row it wrote was changed meanwhile
-/// without the lock: the decided journal cannot be rolled forward, the
-/// commit is `Inconsistent` and the journal is kept for an operator.
-#[tokio::test(start_paused = true)]
-async fn a_decided_journal_that_cannot_be_rolled_forward_is_inconsistent_and_kept() {
-    let backend = memory();
-    let healthy = store_on(backend.clone());
-    open(&healthy, &["d"]).await;
-    let (store, faults) = unmarked_faulty_store(&backend);
-    let mut unit = store.lock("d").await.unwrap();
-    let mut a = unit.get::<Account>("main").await.unwrap().unwrap();
-    a.balance -= 30;
-    unit.replace(&a).unwrap();
-    assert!(unit.get::<Entry>("t1").await.unwrap().is_none());
-    unit.insert(&entry("d", "t1", -30)).unwrap();
-    // The ledger transaction (the second) applies but its reply is lost;
-    // rolling forward reads the rows after a pause, in which the ledger
-    // row is changed without the lock.
-    faults.lose_reply_nth(Some(Op::Batch), 2);
-    faults.inject(Some(Op::Get), 1, Fault::Delay(Duration::from_secs(2)));
-    let ledger = healthy.table::<Entry>();
-    let (committed, ()) = tokio::join!(unit.commit(), async {
-        while ledger.get("d", "t1").await.unwrap().is_none() {
-            sleep(Duration::from_millis(10)).await;
-        }
-        ledger.upsert(entry("d", "t1", 999)).await.unwrap();
-    });
-    let e = committed.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Inconsistent, "{e}");
-    assert!(healthy.pending_commit("d").await.unwrap().is_some(), "kept");
-    assert_eq!(ledger.get("d", "t1").await.unwrap().unwrap().amount, 999);
-    assert!(!is_held(&healthy, "d").await);
 }
 
 /// Abandoning a unit one of whose leases ran out (broken by an operator)

@@ -160,8 +160,7 @@ async fn stores_tables_leases_and_their_errors_never_show_secrets() {
                 .lock_with_timeout("p", Duration::from_millis(50))
                 .await
                 .unwrap_err(),
-            store.pending_commit("p").await.unwrap_err(),
-            store.roll_forward("p").await.unwrap_err(),
+            store.commit_outcome("p", "t.Accounts").await.unwrap_err(),
             store.leases().try_acquire("job").await.unwrap_err(),
             store.leases().describe("job").await.unwrap_err(),
             store

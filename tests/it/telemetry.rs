@@ -12,7 +12,6 @@ use std::time::Duration;
 use leasehold::backend::Backend;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::lease::LeaseOptions;
-use leasehold::lock::{LockOptions, ResolveAction};
 use leasehold::testing::{CountingBackend, Fault, FaultyBackend, Op};
 use leasehold::{Entity, ErrorKind, Store};
 use opentelemetry::metrics::{Meter, MeterProvider as _};
@@ -432,23 +431,12 @@ async fn throttled_requests_are_retried_and_counted_on_azurite() {
     );
 }
 
-/// A store whose commits journal every transaction (no decision rows),
-/// with or without row marks.
-fn journalling(
-    backend: Arc<dyn Backend>,
-    prefix: &str,
-    marks: bool,
-    meter: Option<Meter>,
-) -> Store {
+/// A store on `backend` under `prefix`, with 15 s leases.
+fn leasing(backend: Arc<dyn Backend>, prefix: &str, meter: Option<Meter>) -> Store {
     let builder = Store::builder_shared(backend)
         .table_prefix(prefix)
         .unwrap()
-        .lease_options(LeaseOptions::new().with_duration(Duration::from_secs(15)))
-        .lock_options(LockOptions {
-            decision_rows: false,
-            row_marks: marks,
-            ..LockOptions::default()
-        });
+        .lease_options(LeaseOptions::new().with_duration(Duration::from_secs(15)));
     match meter {
         Some(meter) => builder.meter(meter),
         None => builder,
@@ -457,12 +445,14 @@ fn journalling(
     .unwrap()
 }
 
-/// A commit in partition `pk`, over two tables (so journalled), whose
-/// process dies at its first transaction, leaving its journal behind.
-async fn die_committing(memory: &Arc<dyn Backend>, prefix: &str, pk: &str, marks: bool) {
+/// A commit in partition `pk` over two tables (decided in a row: the
+/// accounts ride in its commit point, the ledger row is marked) whose
+/// process dies right after its commit point, before finishing the marked
+/// ledger row.
+async fn die_committing(memory: &Arc<dyn Backend>, prefix: &str, pk: &str) {
     let faulty = FaultyBackend::new(memory.clone());
     let injector = faulty.injector();
-    let dying = journalling(Arc::new(faulty), prefix, marks, None);
+    let dying = leasing(Arc::new(faulty), prefix, None);
     dying.create_table("Ledger").await.unwrap();
     let mut unit = dying.lock(pk).await.unwrap();
     let mut a = unit.get::<Account>("a").await.unwrap().unwrap();
@@ -474,43 +464,35 @@ async fn die_committing(memory: &Arc<dyn Backend>, prefix: &str, pk: &str, marks
         amount: -10,
     })
     .unwrap();
-    injector.inject(Some(Op::Batch), 1, Fault::Die);
-    assert!(unit.commit().await.is_err());
+    // Marks (1), commit point (2), then the finishing transaction (3).
+    injector.inject(Some(Op::Batch), 3, Fault::Die);
+    let report = unit.commit().await.expect("decided: committed");
+    assert!(report.transaction.is_some(), "{report:?}");
 }
 
-/// A journal finished by the next holder of the lock is a roll-forward;
-/// one undone by an operator is an undo. Waits two lease durations for
-/// the dead writer's locks to run out (in paused time on memory).
-async fn journals_rolled_forward_and_undone_are_counted(memory: Arc<dyn Backend>) {
+/// A committed row left marked by its dead writer, finished by a reader
+/// that meets it, is counted as a roll-forward by a reader.
+async fn committed_rows_finished_by_readers_are_counted(memory: Arc<dyn Backend>) {
     let prefix = prefix();
     let metrics = Metrics::new();
-    let healthy = journalling(memory.clone(), &prefix, false, Some(metrics.meter()));
+    let healthy = leasing(memory.clone(), &prefix, Some(metrics.meter()));
     let t = healthy.table::<Account>();
-    for pk in ["p", "q"] {
-        t.insert(account(pk, "a", 100)).await.unwrap();
-        die_committing(&memory, &prefix, pk, false).await;
-    }
-    tokio::time::sleep(Duration::from_secs(31)).await;
-
-    let unit = healthy.lock("p").await.unwrap();
-    assert!(
-        unit.rolled_forward().is_some(),
-        "p's journal rolled forward"
+    t.insert(account("p", "a", 100)).await.unwrap();
+    die_committing(&memory, &prefix, "p").await;
+    assert_eq!(
+        Metrics::count(&metrics.points(), "leasehold.commit.roll_forwards", &[]),
+        0
     );
-    unit.abandon().await.unwrap();
-    let undone = healthy
-        .resolve_commit("q", ResolveAction::Undo)
-        .await
-        .unwrap()
-        .expect("q's journal");
-    assert_eq!(undone.done, ResolveAction::Undo);
+    let entry = healthy.table::<Entry>().get("p", "e1").await.unwrap();
+    assert_eq!(entry.map(|e| e.amount), Some(-10), "finished by the read");
+    assert_eq!(t.get("p", "a").await.unwrap().unwrap().balance, 90);
 
     let points = metrics.points();
     assert_eq!(
         Metrics::count(
             &points,
             "leasehold.commit.roll_forwards",
-            &[("leasehold.resolver", "next_holder")]
+            &[("leasehold.resolver", "reader")]
         ),
         1
     );
@@ -518,37 +500,19 @@ async fn journals_rolled_forward_and_undone_are_counted(memory: Arc<dyn Backend>
         Metrics::count(&points, "leasehold.commit.roll_forwards", &[]),
         1
     );
-    assert_eq!(
-        Metrics::count(
-            &points,
-            "leasehold.commit.undos",
-            &[("leasehold.resolver", "operator")]
-        ),
-        1
-    );
-    // The lock of `p` was taken after waiting for nothing but the
-    // roll-forward.
-    assert_eq!(
-        Metrics::count(
-            &points,
-            "leasehold.lock.wait.duration",
-            &[("leasehold.outcome", "acquired")]
-        ),
-        1
-    );
 }
 
 #[tokio::test(start_paused = true)]
-async fn journals_rolled_forward_and_undone_are_counted_on_memory() {
-    journals_rolled_forward_and_undone_are_counted(Arc::new(MemoryBackend::new())).await;
+async fn committed_rows_finished_by_readers_are_counted_on_memory() {
+    committed_rows_finished_by_readers_are_counted(Arc::new(MemoryBackend::new())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn journals_rolled_forward_and_undone_are_counted_on_azurite() {
+async fn committed_rows_finished_by_readers_are_counted_on_azurite() {
     let Some(backend) = support::azurite_backend() else {
         return;
     };
-    journals_rolled_forward_and_undone_are_counted(backend).await;
+    committed_rows_finished_by_readers_are_counted(backend).await;
 }
 
 /// Each renewal of a held lease records how late it succeeded.

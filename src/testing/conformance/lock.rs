@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use leasehold::backend::Backend;
 use leasehold::lease::LeaseOptions;
-use leasehold::testing::{CountingBackend, FaultInjector, FaultyBackend, Op, RequestCounter};
+use leasehold::testing::{
+    CountingBackend, Fault, FaultInjector, FaultyBackend, Op, RequestCounter,
+};
 use leasehold::{Entity, ErrorKind, Store};
 
 use super::{Clock, Ctx};
@@ -790,59 +792,101 @@ pub async fn two_table_unit_costs_acquire_reads_journal_batches_clear_release(ct
     assert_eq!(counter.total(), 8);
 }
 
-/// A row whose mark cannot carry the row the commit leaves (here a note of
-/// 32 760 characters, within the service's 64 KiB for a string property,
-/// but not once quoted in the after-image's JSON text) is not refused: the commit is journalled in the lock blob
-/// instead (the journal and its clear), applied whole; a unit whose rows fit
-/// decides in a row again.
-pub async fn rows_too_large_for_their_after_image_are_journalled(ctx: &Ctx) {
-    let (store, counter) = counted(ctx).await;
-    let note = "n".repeat(32_760);
-    let mut unit = store.lock("alice").await.unwrap();
-    let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
-    a.balance -= 1;
-    unit.replace(&a).unwrap();
-    assert!(unit.get::<Audit>("big").await.unwrap().is_none());
-    unit.insert(&Audit {
-        customer: "alice".into(),
-        id: "big".into(),
-        note: note.clone(),
-    })
-    .unwrap();
-    let report = unit.commit().await.unwrap();
-    let txn = report.transaction.clone().expect("an id");
-    assert!(!txn.contains('.'), "a lock-blob journal's id: {txn}");
-    assert_eq!(
-        counter.get(Op::PutBlob),
-        2,
-        "the journal and its clear: {:?}",
-        counts(&counter)
-    );
-    let stored = store
-        .table::<Audit>()
-        .get("alice", "big")
-        .await
-        .unwrap()
-        .expect("inserted");
-    assert_eq!(stored.note, note);
+/// An audit row with a body near the service's 1 MiB per entity.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "LockBigAudit")]
+struct BigAudit {
+    #[entity(partition_key)]
+    pub customer: String,
+    #[entity(row_key)]
+    pub id: String,
+    #[entity(chunked)]
+    pub body: String,
+}
 
-    counter.reset();
-    let mut unit = store.lock("alice").await.unwrap();
-    let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
-    a.balance -= 1;
-    unit.replace(&a).unwrap();
-    let mut big = unit.get::<Audit>("big").await.unwrap().unwrap();
-    big.note = "small".into();
-    unit.replace(&big).unwrap();
-    let report = unit.commit().await.unwrap();
-    assert!(
-        report
-            .transaction
-            .as_deref()
-            .is_some_and(|t| t.contains('.')),
-        "{report:?}"
-    );
-    assert_eq!(counter.get(Op::PutBlob), 0, "{:?}", counts(&counter));
+/// A row whose mark cannot carry the row the commit leaves beside it (a
+/// note of 32 760 characters, within the service's 64 KiB for a string
+/// property, but not once quoted in the after-image's JSON text; and a row
+/// near the service's 1 MiB) carries it in after-image rows of its own
+/// partition: the commit decides in a row all the same, writes no lock
+/// blob, is applied whole, and leaves neither marks nor hidden rows.
+pub async fn rows_too_large_for_their_after_image_carry_it_in_hidden_rows(ctx: &Ctx) {
+    let (store, counter) = counted(ctx).await;
+    // 32 760 characters: over 64 KiB once quoted. 15 notes of 32 000: near
+    // 1 MiB for the row.
+    let notes = ["n".repeat(32_760), "m".repeat(32_000)];
+    for (round, note) in notes.iter().enumerate() {
+        counter.reset();
+        let id = format!("big{round}");
+        let mut unit = store.lock("alice").await.unwrap();
+        let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
+        a.balance -= 1;
+        unit.replace(&a).unwrap();
+        assert!(unit.get::<Audit>(id.as_str()).await.unwrap().is_none());
+        let audit = Audit {
+            customer: "alice".into(),
+            id: id.clone(),
+            note: note.clone(),
+        };
+        if round == 0 {
+            unit.insert(&audit).unwrap();
+        } else {
+            // Near 1 MiB: a chunked body of 15 notes.
+            unit.insert(&BigAudit {
+                customer: "alice".into(),
+                id: id.clone(),
+                body: note.repeat(15),
+            })
+            .unwrap();
+        }
+        let report = unit.commit().await.unwrap();
+        assert!(report.transaction.is_some(), "{report:?}");
+        assert_eq!(counter.get(Op::PutBlob), 0, "{:?}", counts(&counter));
+        if round == 0 {
+            let stored = store
+                .table::<Audit>()
+                .get("alice", id.as_str())
+                .await
+                .unwrap();
+            assert_eq!(stored.map(|a| a.into_inner().note), Some(note.clone()));
+        } else {
+            let stored = store
+                .table::<BigAudit>()
+                .get("alice", id.as_str())
+                .await
+                .unwrap();
+            assert_eq!(stored.map(|a| a.into_inner().body), Some(note.repeat(15)));
+        }
+        super::lock_many::nothing_pending(&store, &["alice"]).await;
+        hidden_rows_gone(&store, "alice").await;
+    }
+}
+
+/// No hidden row (a decision row or an after-image row) is left in any
+/// table of the store in partition `pk`.
+async fn hidden_rows_gone(store: &Store, pk: &str) {
+    use leasehold::backend::{QuerySpec, TableBackend as _};
+    for table in store.backend().list_tables().await.unwrap() {
+        if !table.as_str().starts_with(store.table_prefix()) {
+            continue;
+        }
+        let mut spec = QuerySpec::default();
+        loop {
+            let page = store.backend().query(&table, &spec).await.unwrap();
+            for row in &page.entities {
+                assert!(
+                    row.data.partition_key.as_str() != pk
+                        || !row.data.row_key.as_str().starts_with("_lhCommit."),
+                    "hidden row {:?} of {table} is left",
+                    row.data.row_key
+                );
+            }
+            match page.continuation {
+                Some(next) => spec.continuation = Some(next),
+                None => break,
+            }
+        }
+    }
 }
 
 /// A row that cannot take a mark at all (here an audit row another program
@@ -1051,8 +1095,9 @@ pub async fn crash_while_marking_the_rows_leaves_the_partition_before(ctx: &Ctx)
     }
 }
 
-/// A live holder is slow to store its journal (every lock-blob write takes
-/// long): a plain `update_with` that meets the rows it marked waits for the
+/// A live holder is slow to send its commit point (its commit point's
+/// transaction waits 1.5 s before it is sent): a plain `update_with` that
+/// meets the row it marked (the ledger entry it inserts) waits for the
 /// commit — it takes the primary's lock once the holder gives it up — and
 /// then writes on top of it. The commit answers `Ok` and is whole, and the
 /// optimistic write is kept.
@@ -1065,31 +1110,38 @@ pub async fn an_optimistic_write_meeting_a_live_commit_waits_for_it(ctx: &Ctx) {
     let slow = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
     // Warm: the lock blob exists, the tables are known.
     slow.lock("live").await.unwrap().abandon().await.unwrap();
-    injector.set_latency(Some(Op::PutBlob), Duration::from_millis(1500));
+    // The accounts ride in the commit point (the second transaction); the
+    // ledger entry is marked first.
+    injector.inject(
+        Some(Op::Batch),
+        2,
+        Fault::Delay(Duration::from_millis(1500)),
+    );
     let commit = tokio::spawn({
         let slow = slow.clone();
         async move { transfer(&slow, "live", "acct0", "acct1", 30, "t1").await }
     });
-    // Wait until the rows carry the commit's marks.
+    // Wait until the ledger row carries the commit's mark.
     let raw = ctx.backend().clone();
-    let table = healthy.table::<Account>().name().unwrap().clone();
-    let key = |s: &str| leasehold::key::PartitionKey::new(s).unwrap();
-    let row = leasehold::key::RowKey::new("acct0").unwrap();
+    let table = healthy.table::<Entry>().name().unwrap().clone();
+    let key = leasehold::key::PartitionKey::new("live").unwrap();
+    let row = leasehold::key::RowKey::new("t1").unwrap();
     loop {
-        let stored = raw.get(&table, &key("live"), &row).await.unwrap().unwrap();
-        if stored.data.properties.get("_lhTxn").is_some() {
+        // The table may not be there yet.
+        let stored = raw.get(&table, &key, &row).await.ok().flatten();
+        if stored.is_some_and(|s| s.data.properties.get("_lhTxn").is_some()) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let after = healthy
-        .table::<Account>()
-        .update_with("live", "acct0", |a| a.balance += 1)
+        .table::<Entry>()
+        .update_with("live", "t1", |e| e.amount += 1)
         .await
         .unwrap();
-    assert_eq!(after.balance, 71, "written on top of the commit");
+    assert_eq!(after.amount, 31, "written on top of the commit");
     assert!(commit.await.unwrap().unwrap(), "the commit answers Ok");
-    assert_eq!(totals(&healthy, "live").await, (201, 1));
+    assert_eq!(totals(&healthy, "live").await, (200, 1));
 }
 
 /// Lost replies at each step end fully before or after.
@@ -1105,8 +1157,9 @@ pub async fn lost_replies_at_each_step_end_fully_before_or_after(ctx: &Ctx) {
         ("finishing", Op::Batch, 3, true),
         ("decision row's delete", Op::Write, 1, true),
         ("acquire", Op::AcquireLease, 1, true),
-        // A lost read fails the unit before anything is written.
-        ("lock-blob read", Op::GetBlob, 1, false),
+        // A lost lock-blob read is read again when the holder is recorded.
+        ("lock-blob read", Op::GetBlob, 1, true),
+        // A lost row read fails the unit before anything is written.
         ("first read", Op::Get, 1, false),
     ];
     // The steps run side by side, each on its own tables and lock, so the
@@ -1231,24 +1284,34 @@ pub async fn a_paused_holder_cannot_overwrite_the_next_holder(ctx: &Ctx) {
     );
 }
 
-/// More than 100 writes to one table are journalled.
-pub async fn more_than_100_writes_to_one_table_are_journalled(ctx: &Ctx) {
-    let store = process(ctx.backend().clone(), ctx.prefix());
+/// A unit of 1,000 writes in one partition and table decides in a row:
+/// its rows are marked in 10 transactions sent at once, the commit point is
+/// the decision row alone, 10 more transactions finish the rows, and the
+/// decision row goes: after the reads, 4 sequential round trips with the
+/// releases, whatever the size, and no lock-blob write.
+pub async fn a_unit_of_a_thousand_writes_to_one_table_decides_in_a_row(ctx: &Ctx) {
+    let (store, counter) = counted(ctx).await;
     let mut unit = store.lock("many").await.unwrap();
-    for i in 0..150 {
+    for i in 0..1000 {
         unit.insert(&Account {
             customer: "many".into(),
-            name: format!("a{i:03}"),
+            name: format!("a{i:04}"),
             balance: i,
         })
         .unwrap();
     }
+    counter.reset();
     let report = unit.commit().await.unwrap();
     assert!(report.transaction.is_some(), "{report:?}");
     assert_eq!(
         (report.tables, report.batches, report.operations),
-        (1, 2, 150)
+        (1, 11, 1000)
     );
+    // 10 marking, the commit point, 10 finishing; the decision row's
+    // delete; the release.
+    assert_eq!(counter.get(Op::Batch), 21, "{:?}", counts(&counter));
+    assert_eq!(counter.get(Op::Write), 1, "{:?}", counts(&counter));
+    assert_eq!(counter.get(Op::PutBlob), 0, "{:?}", counts(&counter));
     let all = store
         .table::<Account>()
         .query()
@@ -1256,7 +1319,10 @@ pub async fn more_than_100_writes_to_one_table_are_journalled(ctx: &Ctx) {
         .all()
         .await
         .unwrap();
-    assert_eq!(all.len(), 150);
+    assert_eq!(all.len(), 1000);
+    assert_eq!(all.iter().map(|a| a.balance).sum::<i64>(), 499_500);
+    super::lock_many::nothing_pending(&store, &["many"]).await;
+    hidden_rows_gone(&store, "many").await;
 }
 
 /// A dead holder stays named until and after its lease expires.

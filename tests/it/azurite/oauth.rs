@@ -165,7 +165,7 @@ leasehold::conformance_suite!(@module lock
         two_table_unit_costs_acquire_reads_journal_batches_clear_release,
         handed_over_unit_skips_acquire_read_and_release,
         one_hundred_queued_units_share_one_acquire_and_one_release,
-        more_than_100_writes_to_one_table_are_journalled,
+        a_unit_of_a_thousand_writes_to_one_table_decides_in_a_row,
         a_refused_insert_keeps_the_staged_insert,
         writing_a_row_twice_follows_the_folding_table,
         an_upsert_then_delete_of_an_absent_row_writes_nothing,
@@ -175,7 +175,7 @@ leasehold::conformance_suite!(@module lock
         recording_the_holder_costs_a_write_only_when_the_lock_changes_hands,
     ]
     timed [
-        crash_after_the_journal_is_rolled_forward,
+        crash_while_marking_the_rows_leaves_the_partition_before,
         commit_without_enough_lease_left_sends_nothing,
     ]
     blocking []
