@@ -192,7 +192,10 @@ fn tls_config(
             // endpoints such as a local emulator still work, https ones fail
             // their handshake saying why.
             Err(e) => Arc::new(NoRoots {
-                reason: e.to_string(),
+                reason: match e {
+                    rustls::Error::General(reason) => reason,
+                    e => e.to_string(),
+                },
                 provider: provider.clone(),
             }),
         };
