@@ -85,6 +85,62 @@ fn usage_errors_exit_with_2() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("Exit codes"));
 }
 
+/// Where no CA certificate can be loaded (a minimal container; here
+/// `SSL_CERT_FILE` and `SSL_CERT_DIR` name none), the command still works on
+/// plain-http endpoints, and on https ones fails saying why. The system's
+/// roots are read beside the builder's: the test CA as the only "system"
+/// root is enough for the HTTPS Azurite.
+#[test]
+fn without_ca_certificates_http_works_and_https_says_why() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let Some(_) = support::oauth::oauth_azurite() else {
+        return;
+    };
+    let https = std::env::var(support::oauth::OAUTH_ENV).expect("the OAuth connection string");
+    let ca = std::env::var(support::oauth::OAUTH_CA_ENV).expect("the OAuth CA file");
+    let empty = std::env::temp_dir().join(format!("leasehold-no-ca-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).expect("an empty directory");
+    let list = |cs: &str, cert_file: &str, cert_dir: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_leasehold"))
+            .env_remove("AZURE_STORAGE_CONNECTION_STRING")
+            .env("SSL_CERT_FILE", cert_file)
+            .env("SSL_CERT_DIR", cert_dir)
+            .args(["--connection-string", cs, "--json", "tables", "list"])
+            .output()
+            .expect("the leasehold binary runs")
+    };
+    let show = |out: &Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+
+    let out = list(&cs, "/dev/null", &empty);
+    assert_eq!(out.status.code(), Some(0), "http: {}", show(&out));
+
+    let out = list(&https, "/dev/null", &empty);
+    assert_eq!(out.status.code(), Some(1), "https: {}", show(&out));
+    assert!(
+        show(&out).contains("no certificate authority")
+            && show(&out).contains("root_certificate_pem"),
+        "https: {}",
+        show(&out)
+    );
+
+    let out = list(&https, &ca, &empty);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "https, CA as system root: {}",
+        show(&out)
+    );
+    let _ = std::fs::remove_dir(&empty);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stuck_infinite_lease_is_shown_and_broken() {
     let Some(cs) = azurite_connection_string() else {

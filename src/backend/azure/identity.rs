@@ -29,7 +29,7 @@ use azure_identity::{
 };
 
 use super::errors::{Redactor, Scrubbed};
-use super::transport::Transport;
+use super::transport::{RootCertificate, Transport};
 use crate::error::{Error, Result};
 
 /// The environment variable that picks one kind of credential.
@@ -71,7 +71,7 @@ impl DefaultCredential {
     /// # Errors
     /// [`Error::Auth`] when `AZURE_CREDENTIAL_KIND` names an unknown kind,
     /// or no source can be set up.
-    pub(crate) fn from_env(root_certificates: &[reqwest::Certificate]) -> Result<Arc<Self>> {
+    pub(crate) fn from_env(root_certificates: &[RootCertificate]) -> Result<Arc<Self>> {
         let transport: Arc<dyn Policy> = Arc::new(Transport::new(root_certificates)?);
         let client_options = ClientOptions {
             per_try_policies: vec![transport.clone()],

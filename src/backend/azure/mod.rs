@@ -82,7 +82,7 @@ pub use retry::TransportRetry;
 use self::auth::Service;
 use self::errors::{Failure, Redactor};
 use self::pipeline::Pipelines;
-use self::transport::Transport;
+use self::transport::{RootCertificate, Transport};
 use super::{
     AcquiredLease, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseDuration,
     LeaseId, Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp,
@@ -294,7 +294,7 @@ pub struct AzureBackendBuilder {
     retry: TransportRetry,
     policies: Vec<Arc<dyn Policy>>,
     audience: Option<String>,
-    root_certificates: Vec<reqwest::Certificate>,
+    root_certificates: Vec<RootCertificate>,
 }
 
 enum CredentialInput {
@@ -433,15 +433,8 @@ impl AzureBackendBuilder {
     /// [`Error::Invalid`] naming the root certificate when `pem` holds no
     /// certificate that parses.
     pub fn root_certificate_pem(mut self, pem: &[u8]) -> Result<Self> {
-        let certificates = reqwest::Certificate::from_pem_bundle(pem)
-            .map_err(|_| Error::invalid("root certificate", "is not a PEM certificate"))?;
-        if certificates.is_empty() {
-            return Err(Error::invalid(
-                "root certificate",
-                "holds no PEM certificate",
-            ));
-        }
-        self.root_certificates.extend(certificates);
+        self.root_certificates
+            .extend(RootCertificate::parse_pem(pem)?);
         Ok(self)
     }
 
@@ -630,7 +623,7 @@ impl AzureBackend {
         settings: ConnectionSettings,
         retry: TransportRetry,
         policies: Vec<Arc<dyn Policy>>,
-        root_certificates: &[reqwest::Certificate],
+        root_certificates: &[RootCertificate],
     ) -> Result<Self> {
         let base = |what: &str, endpoint: &Url| {
             Url::parse(&base_uri(endpoint))
@@ -1162,6 +1155,14 @@ mod tests {
             .root_certificate_pem(b"")
             .unwrap_err();
         assert!(e.to_string().contains("root certificate"), "{e}");
+        // Well-formed PEM around bytes that are no certificate: refused
+        // when given, not when the backend is built.
+        let e = AzureBackend::builder()
+            .root_certificate_pem(
+                b"-----BEGIN CERTIFICATE-----\naGVsbG8=\n-----END CERTIFICATE-----\n",
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("not an X.509 certificate"), "{e}");
     }
 
     /// A credential that gives no token fails the request at once with

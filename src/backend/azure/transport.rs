@@ -15,7 +15,11 @@
 //! * connections are pooled, with an idle timeout under the servers'
 //!   keep-alive so a pooled connection is rarely stale, through the one
 //!   `reqwest` client the program already has (the stock client is another
-//!   HTTP stack, not compiled in).
+//!   HTTP stack, not compiled in);
+//! * TLS is rustls with the `ring` crypto provider, configured here rather
+//!   than through a process-wide default provider (which would be the
+//!   program's to choose): certificates are checked against the system's
+//!   roots and those given to `AzureBackendBuilder::root_certificate_pem`.
 //!
 //! It has no test hooks: faults are injected by a policy in front of it (see
 //! `AzureBackendBuilder::policy` and `testing::FaultInjector`).
@@ -30,6 +34,11 @@ use azure_core::http::headers::{HeaderName, HeaderValue, Headers};
 use azure_core::http::policies::{Policy, PolicyResult};
 use azure_core::http::{AsyncRawResponse, Body, Context, Request, StatusCode};
 use futures_util::TryStreamExt as _;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
 
 /// Idle pooled connections are dropped after this long: below Node's default
 /// keep-alive (5 s, which Azurite inherits) and far below Azure's.
@@ -136,6 +145,129 @@ fn unsendable(message: String) -> azure_core::Error {
     azure_core::Error::new(ErrorKind::Other, Unsendable { message })
 }
 
+/// A certificate authority trusted beside the system's roots, checked when
+/// it was given (see [`RootCertificate::parse_pem`]).
+#[derive(Debug, Clone)]
+pub(crate) struct RootCertificate(CertificateDer<'static>);
+
+impl RootCertificate {
+    /// Every certificate of `pem`, each a well-formed X.509 certificate
+    /// usable as a trust anchor.
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] naming the root certificate when a PEM
+    /// section does not decode, a certificate does not parse, or `pem` holds
+    /// no certificate.
+    pub(crate) fn parse_pem(pem: &[u8]) -> crate::Result<Vec<Self>> {
+        let invalid = |why: &str| crate::Error::invalid("root certificate", why);
+        let mut certificates = Vec::new();
+        for certificate in CertificateDer::pem_slice_iter(pem) {
+            let certificate = certificate.map_err(|_| invalid("is not a PEM certificate"))?;
+            // What the verifier will do with it; done here so that a bad
+            // certificate is refused when given, not when the backend is built.
+            rustls::RootCertStore::empty()
+                .add(certificate.clone())
+                .map_err(|_| invalid("is not an X.509 certificate"))?;
+            certificates.push(RootCertificate(certificate));
+        }
+        if certificates.is_empty() {
+            return Err(invalid("holds no PEM certificate"));
+        }
+        Ok(certificates)
+    }
+}
+
+/// The TLS client configuration of a transport: rustls with the `ring`
+/// provider, HTTP/1.1, certificates checked by the platform verifier against
+/// the system's roots and `root_certificates`.
+fn tls_config(
+    root_certificates: &[RootCertificate],
+) -> Result<rustls::ClientConfig, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let extra = root_certificates.iter().map(|c| c.0.clone());
+    let verifier: Arc<dyn ServerCertVerifier> =
+        match rustls_platform_verifier::Verifier::new_with_extra_roots(extra, provider.clone()) {
+            Ok(verifier) => Arc::new(verifier),
+            // No root at all (no system store, none given): plain-http
+            // endpoints such as a local emulator still work, https ones fail
+            // their handshake saying why.
+            Err(e) => Arc::new(NoRoots {
+                reason: match e {
+                    rustls::Error::General(reason) => reason,
+                    e => e.to_string(),
+                },
+                provider: provider.clone(),
+            }),
+        };
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// The verifier when no certificate authority could be loaded: refuses
+/// every server certificate, naming the cause and the remedy.
+#[derive(Debug)]
+struct NoRoots {
+    reason: String,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for NoRoots {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Err(rustls::Error::General(format!(
+            "no certificate authority to check the server's certificate against ({}): \
+             install the system's CA certificates, or give one with \
+             AzureBackendBuilder::root_certificate_pem",
+            self.reason
+        )))
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
 /// The last policy of both pipelines: sends the request with a pooled
 /// `reqwest` client.
 #[derive(Debug)]
@@ -145,12 +277,11 @@ pub(crate) struct Transport {
 
 impl Transport {
     /// A transport trusting `root_certificates` beside the system's roots.
-    pub(crate) fn new(root_certificates: &[reqwest::Certificate]) -> crate::Result<Self> {
-        let mut builder = reqwest::Client::builder();
-        for certificate in root_certificates {
-            builder = builder.add_root_certificate(certificate.clone());
-        }
-        let client = builder
+    pub(crate) fn new(root_certificates: &[RootCertificate]) -> crate::Result<Self> {
+        let tls = tls_config(root_certificates)
+            .map_err(|e| crate::Error::client(format!("cannot set up TLS: {e}")).with_source(e))?;
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true)
