@@ -251,23 +251,6 @@
 //! neutralizing write. Each further value a write claims adds its claim,
 //! sent with the others at once. The benchmark (`benches/compare`,
 //! section `indexes`) measures the latency next to the plain write.
-//!
-//! # Earlier versions
-//!
-//! Earlier versions wrote index rows under partition locks, one lock blob
-//! per value. The rows themselves have the same layout (a claim of this
-//! version adds `Txn`), so no conversion is needed; but every writer of
-//! the type must run this version before the first write of this version,
-//! since a writer of the old version does not see stale claims or
-//! tombstones. The old per-value lock blobs (named after the index
-//! partitions, see [`Store::index_partition`](crate::Store::index_partition))
-//! are no longer taken: `leasehold locks prune` ([`Store::prune_locks`](crate::Store::prune_locks))
-//! removes them with every other lock blob that is free, clean and older
-//! than its `older_than`. A commit of an earlier version left pending in a
-//! value's lock blob (its writer died mid-commit) is no longer finished by
-//! index writes, which take no lock: where `leasehold locks show --index
-//! TABLE.FIELD VALUE` reports one pending, `leasehold locks roll-forward
-//! --index TABLE.FIELD VALUE` finishes it (a prune keeps such blobs).
 
 pub(crate) mod claim;
 mod lookup;
@@ -277,7 +260,6 @@ mod write;
 
 use std::sync::{Arc, Mutex, Weak};
 
-pub(crate) use lookup::index_partition;
 pub(crate) use unit::UnitClaims;
 pub use verify::{DuplicateValue, IndexReport};
 pub(crate) use verify::{rebuild_table, verify_table};
@@ -473,17 +455,6 @@ impl Indexes {
             row_key: irk,
             properties,
         }
-    }
-
-    /// The index partitions of an entity's indexed values.
-    pub(crate) fn partitions_of(&self, keys: &[Option<Key>]) -> Result<Vec<PartitionKey>> {
-        let mut out = Vec::new();
-        for (def, key) in self.defs.iter().zip(keys) {
-            if let Some(key) = key {
-                out.push(self.partition(def, &key.key)?);
-            }
-        }
-        Ok(out)
     }
 
     /// The error refusing a value another entity holds.

@@ -14,8 +14,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 use crate::lock::LockEnv;
 use crate::lock::marks::Resolver;
+use crate::table::TableEnv;
 use crate::table::tombstone::{self, is_tombstone};
-use crate::table::{Table, TableEnv};
 
 /// How many times a write whose row changed under it (an unconditional
 /// write, or an insert meeting a tombstone) reads it again and starts over.
@@ -408,41 +408,5 @@ impl<B: TableBackend> IndexedWrites<B> {
                 }
             }
         })
-    }
-}
-
-impl<E: Entity> Table<E> {
-    /// The index partitions of `entity`'s indexed values (see
-    /// [`crate::index`]): the partitions of its values' index rows. Writes
-    /// take no lock on them (earlier versions did, so units locked them
-    /// too; a unit holding them now holds locks it does not need). Empty
-    /// for a type without indexes, or with every indexed value absent.
-    ///
-    /// ```
-    /// # use leasehold::{Entity, Store};
-    /// # #[derive(Entity, Clone, Debug)]
-    /// # #[entity(table = "Customers")]
-    /// # struct Customer { #[entity(partition_key)] region: String, #[entity(row_key)] id: String, #[entity(unique)] email: String }
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let store = Store::memory();
-    /// let customers = store.table::<Customer>();
-    /// let ann = Customer { region: "eu".into(), id: "1".into(), email: "ann@example.com".into() };
-    /// let mut keys = customers.index_partitions(&ann)?;
-    /// keys.push(leasehold::PartitionKey::new("eu")?);
-    /// let mut unit = store.lock_many(keys).await?;
-    /// unit.insert(&ann)?;
-    /// unit.commit().await?; // the customer and its e-mail's index row
-    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] when the entity cannot be encoded, or a value's
-    /// index partition key would not be a valid key.
-    pub fn index_partitions(&self, entity: &E) -> Result<Vec<PartitionKey>> {
-        let Some(indexes) = Indexes::of::<E>(&self.env)? else {
-            return Ok(Vec::new());
-        };
-        let data = entity.encode()?;
-        indexes.partitions_of(&indexes.keys(Some(&data.properties))?)
     }
 }

@@ -13,7 +13,7 @@ use leasehold::lock::{
 };
 use serde_json::{Value, json};
 
-use crate::args::{LocksCommand, PartitionArg};
+use crate::args::LocksCommand;
 use crate::failure::Failure;
 use crate::leases::{break_lease, describe_all};
 use crate::output::{Output, holder, lease_json, state_str};
@@ -38,7 +38,7 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
             out.lock_list(&prefix, &descriptions, &pending);
         }
         LocksCommand::Show { partition } => {
-            let partition_key = partition_key(store, partition).await?;
+            let partition_key = partition.partition_key;
             let name = store.lock_lease_name(partition_key.as_str())?;
             let d = store.locks().describe(name.as_str()).await?;
             if !d.exists {
@@ -50,7 +50,7 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
             out.lock(&partition_key, &d, pending.as_ref());
         }
         LocksCommand::Break { partition, period } => {
-            let partition_key = partition_key(store, partition).await?;
+            let partition_key = partition.partition_key;
             let name = store.lock_lease_name(partition_key.as_str())?;
             break_lease(store.locks(), name.as_str(), period, out).await?;
         }
@@ -59,7 +59,7 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
             break_lease: break_first,
             ..
         } => {
-            let partition_key = partition_key(store, partition).await?;
+            let partition_key = partition.partition_key;
             let name = store.lock_lease_name(partition_key.as_str())?;
             let d = store.locks().describe(name.as_str()).await?;
             if !d.exists {
@@ -110,7 +110,7 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
             undo,
             ..
         } => {
-            let partition_key = partition_key(store, partition).await?;
+            let partition_key = partition.partition_key;
             let action = match (finish, undo) {
                 (true, _) => ResolveAction::Finish,
                 (false, true) => ResolveAction::Undo,
@@ -132,20 +132,6 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
         }
     }
     Ok(())
-}
-
-/// The partition key a command names: as given, or that of an index value
-/// (see [`crate::indexes::index_partition`]).
-async fn partition_key(store: &Store, partition: PartitionArg) -> Result<String, Failure> {
-    match (partition.partition_key, partition.index.as_deref()) {
-        (Some(key), _) => Ok(key),
-        (None, Some([index, value])) => crate::indexes::index_partition(store, index, value).await,
-        // clap requires exactly one of the two, --index with two values.
-        (None, _) => Err(Failure {
-            code: Failure::USAGE,
-            message: "name the partition: a partition key, or --index TABLE.FIELD VALUE".into(),
-        }),
-    }
 }
 
 /// The partition key of a lock in a listing, unless its name is hashed

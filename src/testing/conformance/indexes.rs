@@ -117,11 +117,10 @@ pub async fn duplicates_are_refused_with_nothing_stored(ctx: &Ctx) {
     assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
     assert_eq!(all(store).await, before, "nothing changed");
 
-    // Through a unit holding the right partitions.
+    // Through a unit holding the entity's partition only: no lock on the
+    // value's index partition is needed.
     let carl = customer("eu", "3", "ann@x.org");
-    let mut keys = t.index_partitions(&carl).expect("partitions");
-    keys.push(PartitionKey::new("eu").expect("key"));
-    let mut unit = store.lock_many(keys).await.expect("lock");
+    let mut unit = store.lock("eu").await.expect("lock");
     unit.insert(&carl).expect("staged");
     let e = unit.commit().await.expect_err("duplicate in a unit");
     assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
@@ -130,9 +129,7 @@ pub async fn duplicates_are_refused_with_nothing_stored(ctx: &Ctx) {
     // Two writes of one unit claiming one value.
     let d1 = customer("eu", "4", "dup@x.org");
     let d2 = customer("us", "5", "dup@x.org");
-    let mut keys = t.index_partitions(&d1).expect("partitions");
-    keys.extend(["eu", "us"].map(|k| PartitionKey::new(k).expect("key")));
-    let mut unit = store.lock_many(keys).await.expect("lock");
+    let mut unit = store.lock_many(["eu", "us"]).await.expect("lock");
     unit.insert(&d1).expect("staged");
     unit.insert(&d2).expect("staged");
     let e = unit.commit().await.expect_err("two claims");
@@ -339,9 +336,7 @@ pub async fn value_changes_and_deletes_free_values(ctx: &Ctx) {
         region: "ap".into(),
         ..old.entity().clone()
     };
-    let mut keys = t.index_partitions(&moved).expect("partitions");
-    keys.extend(["us", "ap"].map(|k| PartitionKey::new(k).expect("key")));
-    let mut unit = store.lock_many(keys).await.expect("lock");
+    let mut unit = store.lock_many(["us", "ap"]).await.expect("lock");
     unit.get_in::<Customer>("us", "2").await.expect("read");
     unit.delete(&old).expect("delete staged");
     unit.insert(&moved).expect("insert staged");
@@ -810,9 +805,8 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
     consistent(&store).await;
 }
 
-/// A process dies at every request of an indexed write moving a value (a
-/// unit over three partitions): afterwards, once the locks are taken
-/// again, the entity holds the old or the new value, lookups agree, and
+/// A process dies at every request of an indexed write moving a value:
+/// afterwards, once the entity's partition is locked again, the entity holds the old or the new value, lookups agree, and
 /// the index has no orphan and no missing row.
 pub async fn a_crash_at_every_step_of_an_indexed_write_leaves_a_consistent_index(ctx: &Ctx) {
     use leasehold::testing::FaultyBackend;
@@ -824,14 +818,9 @@ pub async fn a_crash_at_every_step_of_an_indexed_write_leaves_a_consistent_index
             let healthy = process(ctx, ctx.backend().clone(), &prefix);
             let t = healthy.table::<Member>();
             t.insert(member("a@x.org")).await.expect("ann");
-            // Every lock blob exists before the crash run.
+            // The lock blob exists before the crash run.
             healthy
-                .lock_many(
-                    t.index_partitions(&member("b@x.org"))
-                        .expect("keys")
-                        .into_iter()
-                        .chain([PartitionKey::new("eu").expect("key")]),
-                )
+                .lock("eu")
                 .await
                 .expect("lock")
                 .abandon()
@@ -850,19 +839,14 @@ pub async fn a_crash_at_every_step_of_an_indexed_write_leaves_a_consistent_index
             injector.die_at_nth(None, nth);
             let outcome = dying.table::<Member>().replace(&ann).await;
             tokio::time::sleep(ctx.lease_duration() * 2 + std::time::Duration::from_secs(1)).await;
-            // Recovery: the locks of every partition taken again.
-            let mut keys = t.index_partitions(&member("a@x.org")).expect("keys");
-            keys.extend(t.index_partitions(&member("b@x.org")).expect("keys"));
-            keys.push(PartitionKey::new("eu").expect("key"));
-            for key in keys {
-                healthy
-                    .lock(key)
-                    .await
-                    .expect("lock")
-                    .abandon()
-                    .await
-                    .expect("abandon");
-            }
+            // Recovery: the entity's partition locked again.
+            healthy
+                .lock("eu")
+                .await
+                .expect("lock")
+                .abandon()
+                .await
+                .expect("abandon");
             let now = t.get("eu", "ann").await.expect("read").expect("ann");
             let c = Member::columns();
             let (held, free) = if now.email == "a@x.org" {
