@@ -61,8 +61,9 @@ pub enum Error {
     /// A write would give a unique field (`#[entity(unique)]`) a value that
     /// another entity holds (see [`crate::index`]). Refused before anything
     /// was written; not transient: the value stays taken until its holder
-    /// changes or is deleted. A row that already exists (an insert onto
-    /// existing keys) is [`Error::AlreadyExists`] instead. Its
+    /// changes or is deleted. An insert onto existing keys whose value is
+    /// free is [`Error::AlreadyExists`]; one whose unique value another
+    /// entity holds is this error, whether or not its row exists. Its
     /// [`code`](Error::code) is `UniqueValueTaken`; [`Error::table`] is the
     /// entity table and [`Error::row`] the holder's keys.
     ValueTaken {

@@ -158,7 +158,9 @@
 //!   another entity holds (not for deletes, which only free values). Match
 //!   the kind: `e.kind() == ErrorKind::ValueTaken`; the code
 //!   `UniqueValueTaken` ([`Error::code`]) is kept. An insert of keys that
-//!   exist is [`Error::AlreadyExists`], whatever its values.
+//!   exist is [`Error::AlreadyExists`] when its unique values are free or
+//!   its own, and [`Error::ValueTaken`] when another entity holds one
+//!   (telling that the row exists too would cost a read).
 //! * [`Error::Timeout`] when the claim kept changing under the write (16
 //!   tries), or an unconditional write's row kept changing (8 attempts).
 //! * [`Error::Invalid`] when a value's index partition key would be too
@@ -245,7 +247,9 @@
 //! requests in 2 round trips (the claim, the entity); a change of the value
 //! 4 in 3 (the new claim and the old claim's read, the entity, the old
 //! claim's removal); a delete 1 (the tombstone); `get_by` 2; a write that
-//! leaves every indexed value alone is the plain write. Taking over a
+//! leaves every indexed value alone is the plain write. An insert refused
+//! because another entity holds its value costs 3 in 3 round trips: the
+//! refused claim insert, the claim's read, its holder's read. Taking over a
 //! stale claim (the value of a deleted entity, say) costs 4 more: the
 //! refused insert, the claim's and the owner's reads, the owner's
 //! neutralizing write. Each further value a write claims adds its claim,

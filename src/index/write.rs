@@ -313,16 +313,10 @@ impl<B: TableBackend> IndexedWrites<B> {
                 claim::read_freed(env, indexes, &frees, &owner),
             )
             .await;
-            if let Err(e) = claimed {
-                // An insert of a row that exists is refused as such,
-                // whatever its claims met.
-                if let (Kind::Insert, ErrorKind::ValueTaken) = (kind, e.kind())
-                    && let State::Row(..) = self.read_state(table, &pk, &rk).await?
-                {
-                    return Err(self.exists(&pk, &rk));
-                }
-                return Err(e);
-            }
+            // A value another entity holds is refused as such, naming the
+            // holder, whether or not the row exists: telling an existing
+            // row would cost a read of it.
+            claimed?;
             let freed = freed?;
             let sent = match self.entity_op(&op, &state, &pk, &rk) {
                 Ok(entity) => self.inner.execute(table, entity, options).await,

@@ -145,8 +145,9 @@ pub async fn duplicates_are_refused_with_nothing_stored(ctx: &Ctx) {
 /// insert, a replace changing the value, and `update_with` changing it are
 /// refused with `ValueTaken` (code `UniqueValueTaken`, naming the index,
 /// the value, the entity table and the holder's keys) when another entity
-/// holds the value, and with `AlreadyExists` (an insert onto existing keys)
-/// or `Conflict` (a stale replace) for the row itself; nothing is stored.
+/// holds the value (an insert onto existing keys too), and with
+/// `AlreadyExists` (an insert onto existing keys with a free value) or
+/// `Conflict` (a stale replace) for the row itself; nothing is stored.
 pub async fn a_taken_value_and_an_existing_row_are_told_apart(ctx: &Ctx) {
     let store = &ctx.store;
     let t = store.table::<Customer>();
@@ -193,12 +194,13 @@ pub async fn a_taken_value_and_an_existing_row_are_told_apart(ctx: &Ctx) {
         .expect_err("row exists");
     assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
     assert_eq!(e.code(), Some("EntityAlreadyExists"), "{e}");
-    // Both at once: the row is what is refused.
+    // Both at once: the taken value is what is refused, naming its holder
+    // (telling that the row exists too would cost a read).
     let e = t
         .insert(customer("us", "2", "ann@x.org"))
         .await
         .expect_err("row exists, value taken");
-    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    taken(&e, "insert onto existing keys");
 
     // Replace changing the value: to a taken one, then a stale version.
     let mut onto = bob.clone();
@@ -802,6 +804,20 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
     counter.reset();
     t.insert(member("3", "a@x.org")).await.expect("freed");
     assert_eq!(counts(&counter), (2, vec![(Op::Write, 2)]), "freed value");
+    // An insert refused for a value another entity holds: the claim's
+    // insert is refused, the claim and its holder are read, and the
+    // refusal names the holder; nothing else is asked.
+    counter.reset();
+    let e = t
+        .insert(member("4", "a@x.org"))
+        .await
+        .expect_err("value taken");
+    assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
+    assert_eq!(
+        counts(&counter),
+        (3, vec![(Op::Get, 2), (Op::Write, 1)]),
+        "insert refused for a taken value"
+    );
     consistent(&store).await;
 }
 
