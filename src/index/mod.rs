@@ -53,8 +53,10 @@
 //!   `i64`, date-times are UTC with seven fractional digits, GUIDs are
 //!   lowercase hyphenated. A field whose type has no key form
 //!   ([`KeyPart`]) cannot be indexed (a compile error).
-//! * A **unique** index row, the value's *claim*, has the empty row key, so
-//!   the service itself refuses a second row for a value; a **non-unique**
+//! * A **unique** index row, the value's *claim*, has the row key
+//!   `_lhClaim`, so the service itself refuses a second row for a value
+//!   (no row leasehold writes has an empty key: Azure Cosmos DB for Table
+//!   refuses them); a **non-unique**
 //!   one has the composite key of the entity's partition and row keys.
 //!   Both name the entity in `EntityPartitionKey` and `EntityRowKey`; a
 //!   claim also names the write that made it (`Txn`).
@@ -281,6 +283,10 @@ pub(crate) const TABLE_SUFFIX: &str = "Idx";
 pub(crate) const ENTITY_PK: &str = "EntityPartitionKey";
 /// The property of an index row holding the entity's row key.
 pub(crate) const ENTITY_RK: &str = "EntityRowKey";
+/// The row key of a unique value's index row, its claim: one per value's
+/// partition, so the service itself refuses a second. Not empty: Azure
+/// Cosmos DB for Table refuses empty keys.
+pub(crate) const CLAIM_ROW: &str = "_lhClaim";
 /// The partition of an index table describing its indexes.
 pub(crate) const DEFS_PARTITION: &str = "~indexes";
 /// The property of a definition row saying whether the index is unique.
@@ -438,7 +444,7 @@ impl Indexes {
     /// The row key of index `def`'s row for the entity `(pk, rk)`.
     pub(crate) fn row(def: &Def, pk: &PartitionKey, rk: &RowKey) -> Result<RowKey> {
         if def.unique {
-            RowKey::new("")
+            RowKey::new(CLAIM_ROW)
         } else {
             RowKey::new(CompositeKey::join([pk.as_str(), rk.as_str()]))
         }

@@ -118,6 +118,10 @@ impl<E: Entity> Batch<E> {
     ) -> Self {
         if self.error.is_none() {
             let encoded = base.encode(entity).and_then(|data| {
+                crate::entity::refuse_reserved_properties(
+                    &data.properties,
+                    std::any::type_name::<E>(),
+                )?;
                 let returned = match stored_after::<E>(&data, base)? {
                     Some((entity, stored)) => Returned::Entity(entity, stored),
                     None => Returned::ReadBack(E::decode(data.clone())?),

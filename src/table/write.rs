@@ -26,16 +26,7 @@ impl<E: Entity> Table<E> {
         make_op: impl FnOnce(EntityData) -> TableOp,
     ) -> Result<Versioned<E>> {
         let data = base.encode(entity)?;
-        if data.properties.get(write_log::PROPERTY).is_some() {
-            return Err(Error::invalid(
-                format!(
-                    "property `{}` of {}",
-                    write_log::PROPERTY,
-                    std::any::type_name::<E>()
-                ),
-                "the name is reserved for write logs",
-            ));
-        }
+        crate::entity::refuse_reserved_properties(&data.properties, std::any::type_name::<E>())?;
         // Decoded before sending, so an entity whose stored form does not
         // decode is refused with nothing sent. `Err` holds the keys to read
         // the entity back at, when only a read can tell what is stored.

@@ -185,6 +185,7 @@ async fn catalogue(store: Store, counter: RequestCounter) {
     keys_over_one_kib(&store, &counter).await;
     oversized_properties_entities_and_batches(&store, &counter).await;
     raw_property_bags(&store, &counter).await;
+    reserved_property_names_in_dynamic_entities(&store, &counter).await;
     filters_with_bad_property_names(&store, &counter).await;
     wrong_types_on_read(&store).await;
     another_partition_inside_a_lock(&store, &counter).await;
@@ -372,6 +373,38 @@ async fn raw_property_bags(store: &Store, _counter: &RequestCounter) {
                 "{what}: {why}"
             );
         }
+    }
+}
+
+/// A dynamic entity bringing a property whose name leasehold reserves
+/// (`_lh…`) is refused before any request, naming the property, by every
+/// write that takes it; only `_lhWriteLog` was refused before. (A derived
+/// type is refused at compile time: `tests/ui/field_named_reserved_prefix.rs`.)
+async fn reserved_property_names_in_dynamic_entities(store: &Store, counter: &RequestCounter) {
+    let rows = store.dynamic_table("BadInput");
+    for name in ["_lhGone", "_lhTxn", "_lhWriteLog", "_lhAnythingElse"] {
+        let mut row = leasehold::DynamicEntity::new(
+            PartitionKey::new("p").unwrap(),
+            RowKey::new("reserved").unwrap(),
+        );
+        row.properties.insert("n", Value::Int64(1));
+        row.properties.insert(name, Value::Boolean(true));
+        let no_work = NoWork::start(counter, format!("property {name}"));
+        let rule = "leasehold reserves";
+        let culprit = format!("property `{name}`");
+        assert_invalid(rows.insert(row.clone()).await, &culprit, rule);
+        assert_invalid(rows.upsert(row.clone()).await, &culprit, rule);
+        assert_invalid(rows.upsert_merge(row.clone()).await, &culprit, rule);
+        let batch = rows.batch().insert(row.clone()).commit().await;
+        let (what, why) = match batch {
+            Err(Error::Batch { index: 0, source }) => invalid(Err::<(), _>(*source)),
+            other => invalid(other),
+        };
+        assert!(
+            what.contains(&culprit) && why.contains(rule),
+            "{what}: {why}"
+        );
+        no_work.check();
     }
 }
 
