@@ -423,9 +423,9 @@ fn bad_bags() -> Vec<(Properties, String, &'static str)> {
     let mut bad_name = Properties::new();
     bad_name.insert("a-b", Value::Int32(1));
     vec![
-        (too_many, "RowKey(\"raw\")".into(), "253 properties"),
+        (too_many, "(\"p\", \"raw\")".into(), "253 properties"),
         (long_string, "property `s`".into(), "65536"),
-        (huge, "RowKey(\"raw\")".into(), "1048576"),
+        (huge, "(\"p\", \"raw\")".into(), "1048576"),
         (reserved, "\"Timestamp\"".into(), "reserved"),
         (bad_name, "\"a-b\"".into(), "may contain only"),
     ]
