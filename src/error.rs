@@ -21,6 +21,48 @@ use std::time::Duration;
 
 use crate::key::{PartitionKey, RowKey};
 
+/// The subjects of error texts, one form for every backend and layer: an
+/// error names the operation the caller called, the table as stored (with
+/// the store's prefix) and keys as quoted strings (`("us", "u07")`).
+pub(crate) mod what {
+    use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, shorten};
+
+    /// `op` (a [`TableOp::name`](crate::backend::TableOp::name), `get`,
+    /// `update`) of one row of `table`.
+    pub(crate) fn entity(op: &str, table: &str, pk: &PartitionKey, rk: &RowKey) -> String {
+        format!(
+            "{op} of entity ({}, {}) in table `{table}`",
+            shorten(pk.as_str()),
+            shorten(rk.as_str())
+        )
+    }
+
+    /// A table itself (one that is missing or already exists).
+    pub(crate) fn table(table: &str) -> String {
+        format!("table `{table}`")
+    }
+
+    /// A blob, for its reads and writes.
+    pub(crate) fn blob(container: &ContainerName, blob: &BlobName) -> String {
+        format!("blob {} in container `{container}`", shorten(blob.as_str()))
+    }
+
+    /// The lease of a blob, for lease operations.
+    pub(crate) fn lease(container: &ContainerName, name: &BlobName) -> String {
+        format!("lease on {}", blob(container, name))
+    }
+
+    /// A listing of a container's blobs.
+    pub(crate) fn listing(container: &ContainerName) -> String {
+        format!("listing of container `{container}`")
+    }
+
+    /// A container itself.
+    pub(crate) fn container(container: &ContainerName) -> String {
+        format!("container `{container}`")
+    }
+}
+
 /// The keys of one row, as error fields carry them.
 type RowKeys = Option<Box<(PartitionKey, RowKey)>>;
 
@@ -61,8 +103,9 @@ pub enum Error {
     /// A write would give a unique field (`#[entity(unique)]`) a value that
     /// another entity holds (see [`crate::index`]). Refused before anything
     /// was written; not transient: the value stays taken until its holder
-    /// changes or is deleted. A row that already exists (an insert onto
-    /// existing keys) is [`Error::AlreadyExists`] instead. Its
+    /// changes or is deleted. An insert onto existing keys whose value is
+    /// free is [`Error::AlreadyExists`]; one whose unique value another
+    /// entity holds is this error, whether or not its row exists. Its
     /// [`code`](Error::code) is `UniqueValueTaken`; [`Error::table`] is the
     /// entity table and [`Error::row`] the holder's keys.
     ValueTaken {
@@ -596,7 +639,8 @@ impl Error {
         let keys = || Some(Box::new((partition_key.clone(), row_key.clone())));
         match &mut self {
             // A missing table is about the table, whatever row was sought.
-            Error::NotFound { code, .. } if code.as_deref() == Some("TableNotFound") => {
+            Error::NotFound { code, what, .. } if code.as_deref() == Some("TableNotFound") => {
+                *what = self::what::table(table);
                 return self.for_table(table);
             }
             Error::NotFound { table: t, row, .. }
@@ -612,6 +656,21 @@ impl Error {
                 let inner = std::mem::replace(&mut **source, Error::transient(""));
                 **source = inner.for_row(table, partition_key, row_key);
             }
+            _ => {}
+        }
+        self
+    }
+
+    /// This error about one row, said of the operation `what` (see
+    /// [`what::entity`]): for a layer that sends another operation than the
+    /// caller's (a delete sent as a tombstone's replace). Other errors are
+    /// returned unchanged.
+    pub(crate) fn said_of(mut self, said: String) -> Self {
+        match &mut self {
+            Error::NotFound { what, code, .. } if code.as_deref() != Some("TableNotFound") => {
+                *what = said
+            }
+            Error::AlreadyExists { what, .. } | Error::Conflict { what, .. } => *what = said,
             _ => {}
         }
         self

@@ -152,7 +152,9 @@ pub mod stream {
 /// Every other field is stored under its name with [`PropertyCodec`]; an
 /// `Option` that is `None` is an absent property. Mistakes (no key, an
 /// unsupported type, a reserved or invalid name, an unknown attribute) are
-/// compile errors at the offending field or attribute.
+/// compile errors at the offending field or attribute. Names starting with
+/// `_lh` are leasehold's own (write logs, row marks, tombstones) and are
+/// refused too.
 ///
 /// Key builders, associated functions of the type: `T::partition_key_from(...)`
 /// and `T::row_key_from(...)` take the key fields in position order

@@ -243,7 +243,9 @@ fn field_role<'a>(
         Some(lit) => (lit.value(), lit.to_token_stream()),
         None => (unraw(ident), ident.to_token_stream()),
     };
-    if let Some(why) = rules::property_name_problem(&name) {
+    if let Some(why) =
+        rules::property_name_problem(&name).or_else(|| rules::reserved_property_problem(&name))
+    {
         let mut message = format!("property name {name:?} {why}");
         match name.as_str() {
             "PartitionKey" => message.push_str(

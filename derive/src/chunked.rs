@@ -46,7 +46,9 @@ pub fn check(fields: &[Field<'_>], errors: &mut Errors) {
             continue;
         }
         for longest in [count_name(name), format!("{name}_{MAX_CHUNKS}")] {
-            if let Some(why) = rules::property_name_problem(&longest) {
+            if let Some(why) = rules::property_name_problem(&longest)
+                .or_else(|| rules::reserved_property_problem(&longest))
+            {
                 errors.spanned(
                     field.ident,
                     format!(

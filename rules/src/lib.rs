@@ -16,6 +16,19 @@
 /// Property names the service keeps for itself.
 pub const RESERVED_NAMES: [&str; 3] = ["PartitionKey", "RowKey", "Timestamp"];
 
+/// The prefix of the property names leasehold keeps for itself (its
+/// write logs, row marks, tombstones, fences); user entities may not
+/// store properties named so.
+pub const RESERVED_PREFIX: &str = "_lh";
+
+/// Why `name` cannot be the name of a property of a user entity although
+/// the service accepts it (it starts with [`RESERVED_PREFIX`]), or `None`.
+pub fn reserved_property_problem(name: &str) -> Option<String> {
+    name.starts_with(RESERVED_PREFIX).then(|| {
+        format!("starts with `{RESERVED_PREFIX}`, which leasehold reserves for its own properties")
+    })
+}
+
 /// The longest property name, in characters.
 pub const MAX_NAME_CHARS: usize = 255;
 
@@ -143,6 +156,16 @@ pub fn utf16_len(s: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leasehold_reserves_its_prefix_only() {
+        for reserved in ["_lhWriteLog", "_lhGone", "_lh", "_lhAnything"] {
+            assert!(reserved_property_problem(reserved).is_some(), "{reserved}");
+        }
+        for free in ["_l", "_LHGone", "lhGone", "x_lh", "Name"] {
+            assert_eq!(reserved_property_problem(free), None, "{free}");
+        }
+    }
 
     #[test]
     fn table_names() {

@@ -219,7 +219,11 @@ impl Entity for DynamicEntity {
         Ok(self.row_key.clone())
     }
 
+    /// # Errors
+    /// [`Error::Invalid`] naming a property whose name starts with `_lh`,
+    /// which leasehold reserves for its own properties.
     fn encode_properties(&self) -> Result<Properties> {
+        super::refuse_reserved_properties(&self.properties, "a DynamicEntity")?;
         Ok(self.properties.clone())
     }
 

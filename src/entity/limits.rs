@@ -52,7 +52,13 @@ pub(crate) fn validate_entity(
     rk: &RowKey,
     props: &Properties,
 ) -> Result<()> {
-    let at = || format!("entity ({pk:?}, {rk:?}) of table `{table}`");
+    let at = || {
+        format!(
+            "entity ({}, {}) of table `{table}`",
+            crate::key::shorten(pk.as_str()),
+            crate::key::shorten(rk.as_str())
+        )
+    };
     // One pass: names, value sizes and the entity size (as `entity_size`).
     let mut size = 4 + 2 * utf16_len(pk.as_str()) + 2 * utf16_len(rk.as_str());
     for (name, value) in props.iter() {

@@ -30,6 +30,24 @@ pub use entity_type::Entity;
 #[cfg(feature = "azure")]
 pub(crate) use leasehold_rules::RESERVED_NAMES;
 pub(crate) use leasehold_rules::property_name_problem;
+
+/// Refuses, before any request, a user entity's property whose name
+/// leasehold reserves for its own (`_lh…`): [`Error::Invalid`](crate::Error::Invalid)
+/// naming the property and the entity's type.
+pub(crate) fn refuse_reserved_properties(
+    properties: &Properties,
+    type_name: &str,
+) -> crate::error::Result<()> {
+    for (name, _) in properties.iter() {
+        if let Some(why) = leasehold_rules::reserved_property_problem(name) {
+            return Err(crate::error::Error::invalid(
+                format!("property `{name}` of {type_name}"),
+                why,
+            ));
+        }
+    }
+    Ok(())
+}
 pub(crate) use limits::{entity_size, validate_entity};
 pub use properties::Properties;
 pub use value::{EdmType, Value};

@@ -82,7 +82,7 @@ impl<E: Entity> Table<E> {
             env.ensure_table(&indexes.index_table).await?;
             let row = env
                 .backend()
-                .get(&indexes.index_table, &ipk, &RowKey::new("")?)
+                .get(&indexes.index_table, &ipk, &RowKey::new(super::CLAIM_ROW)?)
                 .await?;
             let Some(row) = env.resolve_row(&indexes.index_table, row).await? else {
                 return Ok(None);
@@ -194,42 +194,6 @@ impl<E: Entity> Table<E> {
         });
         lookup_stream::<E>(start)
     }
-}
-
-/// The partition key of the index row of `value` in the index on `field`
-/// of entity table `table` (see [`crate::Store::index_partition`]).
-pub(crate) async fn index_partition(
-    env: &Arc<LockEnv>,
-    table: &str,
-    field: &str,
-    value: &Value,
-) -> Result<PartitionKey> {
-    let indexes = super::verify::defs_of(env, table).await?;
-    let Some(def) = indexes
-        .defs
-        .iter()
-        .find(|d| d.field == field || d.property == field)
-    else {
-        let known: Vec<&str> = indexes.defs.iter().map(|d| d.field.as_str()).collect();
-        return Err(Error::invalid(
-            format!("field `{field}` of table `{table}`"),
-            format!(
-                "it is not indexed; the indexed fields are {}",
-                known.join(", ")
-            ),
-        ));
-    };
-    let key = value_key(value).map_err(|why| {
-        Error::invalid(
-            format!(
-                "value {} for index {table}.{}",
-                super::show(value),
-                def.field
-            ),
-            why,
-        )
-    })?;
-    indexes.partition(def, &key)
 }
 
 /// The key form of a column value.

@@ -53,8 +53,10 @@
 //!   `i64`, date-times are UTC with seven fractional digits, GUIDs are
 //!   lowercase hyphenated. A field whose type has no key form
 //!   ([`KeyPart`]) cannot be indexed (a compile error).
-//! * A **unique** index row, the value's *claim*, has the empty row key, so
-//!   the service itself refuses a second row for a value; a **non-unique**
+//! * A **unique** index row, the value's *claim*, has the row key
+//!   `_lhClaim`, so the service itself refuses a second row for a value
+//!   (no row leasehold writes has an empty key: Azure Cosmos DB for Table
+//!   refuses them); a **non-unique**
 //!   one has the composite key of the entity's partition and row keys.
 //!   Both name the entity in `EntityPartitionKey` and `EntityRowKey`; a
 //!   claim also names the write that made it (`Txn`).
@@ -158,7 +160,9 @@
 //!   another entity holds (not for deletes, which only free values). Match
 //!   the kind: `e.kind() == ErrorKind::ValueTaken`; the code
 //!   `UniqueValueTaken` ([`Error::code`]) is kept. An insert of keys that
-//!   exist is [`Error::AlreadyExists`], whatever its values.
+//!   exist is [`Error::AlreadyExists`] when its unique values are free or
+//!   its own, and [`Error::ValueTaken`] when another entity holds one
+//!   (telling that the row exists too would cost a read).
 //! * [`Error::Timeout`] when the claim kept changing under the write (16
 //!   tries), or an unconditional write's row kept changing (8 attempts).
 //! * [`Error::Invalid`] when a value's index partition key would be too
@@ -245,29 +249,14 @@
 //! requests in 2 round trips (the claim, the entity); a change of the value
 //! 4 in 3 (the new claim and the old claim's read, the entity, the old
 //! claim's removal); a delete 1 (the tombstone); `get_by` 2; a write that
-//! leaves every indexed value alone is the plain write. Taking over a
+//! leaves every indexed value alone is the plain write. An insert refused
+//! because another entity holds its value costs 3 in 3 round trips: the
+//! refused claim insert, the claim's read, its holder's read. Taking over a
 //! stale claim (the value of a deleted entity, say) costs 4 more: the
 //! refused insert, the claim's and the owner's reads, the owner's
 //! neutralizing write. Each further value a write claims adds its claim,
 //! sent with the others at once. The benchmark (`benches/compare`,
 //! section `indexes`) measures the latency next to the plain write.
-//!
-//! # Earlier versions
-//!
-//! Earlier versions wrote index rows under partition locks, one lock blob
-//! per value. The rows themselves have the same layout (a claim of this
-//! version adds `Txn`), so no conversion is needed; but every writer of
-//! the type must run this version before the first write of this version,
-//! since a writer of the old version does not see stale claims or
-//! tombstones. The old per-value lock blobs (named after the index
-//! partitions, see [`Store::index_partition`](crate::Store::index_partition))
-//! are no longer taken: `leasehold locks prune` ([`Store::prune_locks`](crate::Store::prune_locks))
-//! removes them with every other lock blob that is free, clean and older
-//! than its `older_than`. A commit of an earlier version left pending in a
-//! value's lock blob (its writer died mid-commit) is no longer finished by
-//! index writes, which take no lock: where `leasehold locks show --index
-//! TABLE.FIELD VALUE` reports one pending, `leasehold locks roll-forward
-//! --index TABLE.FIELD VALUE` finishes it (a prune keeps such blobs).
 
 pub(crate) mod claim;
 mod lookup;
@@ -277,7 +266,6 @@ mod write;
 
 use std::sync::{Arc, Mutex, Weak};
 
-pub(crate) use lookup::index_partition;
 pub(crate) use unit::UnitClaims;
 pub use verify::{DuplicateValue, IndexReport};
 pub(crate) use verify::{rebuild_table, verify_table};
@@ -295,6 +283,10 @@ pub(crate) const TABLE_SUFFIX: &str = "Idx";
 pub(crate) const ENTITY_PK: &str = "EntityPartitionKey";
 /// The property of an index row holding the entity's row key.
 pub(crate) const ENTITY_RK: &str = "EntityRowKey";
+/// The row key of a unique value's index row, its claim: one per value's
+/// partition, so the service itself refuses a second. Not empty: Azure
+/// Cosmos DB for Table refuses empty keys.
+pub(crate) const CLAIM_ROW: &str = "_lhClaim";
 /// The partition of an index table describing its indexes.
 pub(crate) const DEFS_PARTITION: &str = "~indexes";
 /// The property of a definition row saying whether the index is unique.
@@ -452,7 +444,7 @@ impl Indexes {
     /// The row key of index `def`'s row for the entity `(pk, rk)`.
     pub(crate) fn row(def: &Def, pk: &PartitionKey, rk: &RowKey) -> Result<RowKey> {
         if def.unique {
-            RowKey::new("")
+            RowKey::new(CLAIM_ROW)
         } else {
             RowKey::new(CompositeKey::join([pk.as_str(), rk.as_str()]))
         }
@@ -473,17 +465,6 @@ impl Indexes {
             row_key: irk,
             properties,
         }
-    }
-
-    /// The index partitions of an entity's indexed values.
-    pub(crate) fn partitions_of(&self, keys: &[Option<Key>]) -> Result<Vec<PartitionKey>> {
-        let mut out = Vec::new();
-        for (def, key) in self.defs.iter().zip(keys) {
-            if let Some(key) = key {
-                out.push(self.partition(def, &key.key)?);
-            }
-        }
-        Ok(out)
     }
 
     /// The error refusing a value another entity holds.

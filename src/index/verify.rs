@@ -90,10 +90,9 @@ pub struct DuplicateValue {
     /// The field.
     pub field: String,
     /// The value as text: a string as it is, an integer in decimal, a GUID
-    /// hyphenated, a date-time in RFC 3339 (UTC). This is the form
-    /// `leasehold locks show --index TABLE.FIELD VALUE` takes.
+    /// hyphenated, a date-time in RFC 3339 (UTC).
     pub value: String,
-    /// The partition of the value's index row (and of its lock).
+    /// The partition of the value's index row.
     pub partition_key: PartitionKey,
     /// The keys of the entities holding the value, in key order.
     pub entities: Vec<(PartitionKey, RowKey)>,

@@ -14,8 +14,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 use crate::lock::LockEnv;
 use crate::lock::marks::Resolver;
+use crate::table::TableEnv;
 use crate::table::tombstone::{self, is_tombstone};
-use crate::table::{Table, TableEnv};
 
 /// How many times a write whose row changed under it (an unconditional
 /// write, or an insert meeting a tombstone) reads it again and starts over.
@@ -171,40 +171,47 @@ impl<B: TableBackend> IndexedWrites<B> {
         )
     }
 
-    fn error_row(&self, pk: &PartitionKey, rk: &RowKey) -> (Option<String>, Option<Box<Keys>>) {
+    /// The fields of an error about the row (`pk`, `rk`) of `table`
+    /// that the caller's `op` wrote, as the backends fill them.
+    fn about_row(
+        op: &str,
+        table: &TableName,
+        pk: &PartitionKey,
+        rk: &RowKey,
+    ) -> (String, Option<String>, Option<Box<Keys>>) {
         (
-            Some(self.declared.into()),
+            crate::error::what::entity(op, table.as_str(), pk, rk),
+            Some(table.as_str().to_owned()),
             Some(Box::new((pk.clone(), rk.clone()))),
         )
     }
 
-    fn not_found(&self, pk: &PartitionKey, rk: &RowKey) -> Error {
-        let (table, row) = self.error_row(pk, rk);
+    fn not_found(op: &str, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Error {
+        let (what, table, row) = Self::about_row(op, table, pk, rk);
         Error::NotFound {
-            what: format!("entity ({pk:?}, {rk:?}) in table `{}`", self.declared),
+            what,
             code: Some("ResourceNotFound".into()),
             table,
             row,
         }
     }
 
-    fn exists(&self, pk: &PartitionKey, rk: &RowKey) -> Error {
-        let (table, row) = self.error_row(pk, rk);
+    fn exists(op: &str, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Error {
+        let (what, table, row) = Self::about_row(op, table, pk, rk);
         Error::AlreadyExists {
-            what: format!("entity ({pk:?}, {rk:?}) in table `{}`", self.declared),
+            what,
             code: Some("EntityAlreadyExists".into()),
             table,
             row,
         }
     }
 
-    fn changed(&self, pk: &PartitionKey, rk: &RowKey) -> Error {
-        let (table, row) = self.error_row(pk, rk);
+    /// The row changed since the version the caller's write is at: the
+    /// service's 412, as the backend would answer the write.
+    fn changed(op: &str, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Error {
+        let (what, table, row) = Self::about_row(op, table, pk, rk);
         Error::Conflict {
-            what: format!(
-                "entity ({pk:?}, {rk:?}) in table `{}`: changed since it was read",
-                self.declared
-            ),
+            what,
             code: Some("UpdateConditionNotSatisfied".into()),
             table,
             row,
@@ -226,6 +233,9 @@ impl<B: TableBackend> IndexedWrites<B> {
     ) -> Result<Option<Version>> {
         let env = &self.env;
         let kind = kind_of(&op);
+        // Errors name the caller's operation, whatever is sent for it (a
+        // delete's tombstone is a replace).
+        let op_name = op.name();
         let merge = matches!(op, TableOp::Merge(..));
         let (pk, rk) = (op.partition_key().clone(), op.row_key().clone());
         let new: Option<&EntityData> = op.data();
@@ -251,8 +261,8 @@ impl<B: TableBackend> IndexedWrites<B> {
                 Some(p) => State::Row(etag, Arc::clone(p)),
                 None => match self.read_state(table, &pk, &rk).await? {
                     State::Row(read, p) if read == etag => State::Row(read, p),
-                    State::Row(..) => return Err(self.changed(&pk, &rk)),
-                    _ => return Err(self.not_found(&pk, &rk)),
+                    State::Row(..) => return Err(Self::changed(op_name, table, &pk, &rk)),
+                    _ => return Err(Self::not_found(op_name, table, &pk, &rk)),
                 },
             },
             _ => self.read_state(table, &pk, &rk).await?,
@@ -263,7 +273,20 @@ impl<B: TableBackend> IndexedWrites<B> {
             && new.is_some()
             && indexes.keys(Some(p))? == indexes.keys(after(&state).as_ref())?
         {
-            return self.inner.execute(table, op, options).await;
+            return match self.inner.execute(table, op, options).await {
+                // Refused at a tombstone: the row is gone, as the caller
+                // sees rows (as an unindexed table's write says).
+                Err(e)
+                    if e.kind() == ErrorKind::Conflict
+                        && matches!(
+                            self.read_state(table, &pk, &rk).await?,
+                            State::Tombstone(_)
+                        ) =>
+                {
+                    Err(Self::not_found(op_name, table, &pk, &rk))
+                }
+                sent => sent,
+            };
         }
         let txn = crate::backend::write_log::new_id();
         let started = tokio::time::Instant::now();
@@ -271,9 +294,11 @@ impl<B: TableBackend> IndexedWrites<B> {
         let mut pauses = env.tables().conflict_retry().backoff();
         for _ in 0..ATTEMPTS {
             match (kind, &state) {
-                (Kind::Insert, State::Row(..)) => return Err(self.exists(&pk, &rk)),
+                (Kind::Insert, State::Row(..)) => {
+                    return Err(Self::exists(op_name, table, &pk, &rk));
+                }
                 (Kind::Existing, State::Absent | State::Tombstone(_)) => {
-                    return Err(self.not_found(&pk, &rk));
+                    return Err(Self::not_found(op_name, table, &pk, &rk));
                 }
                 _ => {}
             }
@@ -313,19 +338,24 @@ impl<B: TableBackend> IndexedWrites<B> {
                 claim::read_freed(env, indexes, &frees, &owner),
             )
             .await;
-            if let Err(e) = claimed {
-                // An insert of a row that exists is refused as such,
-                // whatever its claims met.
-                if let (Kind::Insert, ErrorKind::ValueTaken) = (kind, e.kind())
-                    && let State::Row(..) = self.read_state(table, &pk, &rk).await?
-                {
-                    return Err(self.exists(&pk, &rk));
-                }
-                return Err(e);
-            }
+            // A value another entity holds is refused as such, naming the
+            // holder, whether or not the row exists: telling an existing
+            // row would cost a read of it.
+            claimed?;
             let freed = freed?;
-            let sent = match self.entity_op(&op, &state, &pk, &rk) {
-                Ok(entity) => self.inner.execute(table, entity, options).await,
+            let sent = match self.entity_op(table, &op, &state, &pk, &rk) {
+                Ok(entity) => self
+                    .inner
+                    .execute(table, entity, options)
+                    .await
+                    .map_err(|e| {
+                        e.said_of(crate::error::what::entity(
+                            op_name,
+                            table.as_str(),
+                            &pk,
+                            &rk,
+                        ))
+                    }),
                 Err(e) => Err(e),
             };
             match sent {
@@ -347,7 +377,7 @@ impl<B: TableBackend> IndexedWrites<B> {
                                 State::Tombstone(_)
                             )
                         {
-                            return Err(self.not_found(&pk, &rk));
+                            return Err(Self::not_found(op_name, table, &pk, &rk));
                         }
                         return Err(e);
                     }
@@ -360,8 +390,8 @@ impl<B: TableBackend> IndexedWrites<B> {
         }
         Err(Error::Timeout {
             what: format!(
-                "an indexed write of {} ({pk:?}, {rk:?}): its row kept changing under it ({ATTEMPTS} attempts)",
-                indexes.type_name
+                "{}: its row kept changing under it ({ATTEMPTS} attempts)",
+                crate::error::what::entity(op_name, table.as_str(), &pk, &rk)
             ),
             // The time the attempts took, not a deadline: what ran out was
             // the attempts.
@@ -373,6 +403,7 @@ impl<B: TableBackend> IndexedWrites<B> {
     /// of the claims made for it. A delete leaves a tombstone.
     fn entity_op(
         &self,
+        table: &TableName,
         op: &TableOp,
         state: &State,
         pk: &PartitionKey,
@@ -389,12 +420,12 @@ impl<B: TableBackend> IndexedWrites<B> {
             (TableOp::Delete { .. }, _, State::Row(etag, _) | State::Version(etag)) => {
                 TableOp::Replace(gone(), at(etag))
             }
-            (TableOp::Delete { .. }, ..) => return Err(self.not_found(pk, rk)),
+            (TableOp::Delete { .. }, ..) => return Err(Self::not_found(op.name(), table, pk, rk)),
             (_, Kind::Insert, State::Row(..) | State::Version(_)) => {
-                return Err(self.exists(pk, rk));
+                return Err(Self::exists(op.name(), table, pk, rk));
             }
             (_, Kind::Existing, State::Absent | State::Tombstone(_)) => {
-                return Err(self.not_found(pk, rk));
+                return Err(Self::not_found(op.name(), table, pk, rk));
             }
             (TableOp::Insert(d) | TableOp::Replace(d, _) | TableOp::Merge(d, _), _, state) => {
                 let d = d.clone();
@@ -408,41 +439,5 @@ impl<B: TableBackend> IndexedWrites<B> {
                 }
             }
         })
-    }
-}
-
-impl<E: Entity> Table<E> {
-    /// The index partitions of `entity`'s indexed values (see
-    /// [`crate::index`]): the partitions of its values' index rows. Writes
-    /// take no lock on them (earlier versions did, so units locked them
-    /// too; a unit holding them now holds locks it does not need). Empty
-    /// for a type without indexes, or with every indexed value absent.
-    ///
-    /// ```
-    /// # use leasehold::{Entity, Store};
-    /// # #[derive(Entity, Clone, Debug)]
-    /// # #[entity(table = "Customers")]
-    /// # struct Customer { #[entity(partition_key)] region: String, #[entity(row_key)] id: String, #[entity(unique)] email: String }
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let store = Store::memory();
-    /// let customers = store.table::<Customer>();
-    /// let ann = Customer { region: "eu".into(), id: "1".into(), email: "ann@example.com".into() };
-    /// let mut keys = customers.index_partitions(&ann)?;
-    /// keys.push(leasehold::PartitionKey::new("eu")?);
-    /// let mut unit = store.lock_many(keys).await?;
-    /// unit.insert(&ann)?;
-    /// unit.commit().await?; // the customer and its e-mail's index row
-    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] when the entity cannot be encoded, or a value's
-    /// index partition key would not be a valid key.
-    pub fn index_partitions(&self, entity: &E) -> Result<Vec<PartitionKey>> {
-        let Some(indexes) = Indexes::of::<E>(&self.env)? else {
-            return Ok(Vec::new());
-        };
-        let data = entity.encode()?;
-        indexes.partitions_of(&indexes.keys(Some(&data.properties))?)
     }
 }

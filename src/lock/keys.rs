@@ -6,9 +6,8 @@ use crate::key::{IntoPartitionKey, PartitionKey};
 /// The partitions [`Store::lock_many`](crate::Store::lock_many) locks: any
 /// iterable of keys of one kind (`&str`, `String`, [`PartitionKey`],
 /// `&PartitionKey`), or several of them, of different kinds, joined with
-/// [`and_keys`](IntoPartitionKeys::and_keys), such as the partitions
-/// [`Table::index_partitions`](crate::Table::index_partitions) returns and
-/// an entity's own partition key as text.
+/// [`and_keys`](IntoPartitionKeys::and_keys), such as [`PartitionKey`]s a
+/// program keeps and a key as text.
 ///
 /// Keys are checked when the unit is opened, before any request: a key
 /// that breaks the service's key rules is [`Error::Invalid`](crate::Error::Invalid)
@@ -31,10 +30,9 @@ use crate::key::{IntoPartitionKey, PartitionKey};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 /// let store = Store::memory();
-/// let customers = store.table::<Customer>();
 /// let ann = Customer { region: "eu".into(), id: "1".into(), email: "ann@example.com".into() };
-/// let index = customers.index_partitions(&ann)?; // `PartitionKey`s
-/// let mut unit = store.lock_many(index.and_keys([ann.region.as_str()])).await?;
+/// let kept = vec![leasehold::PartitionKey::new("us")?]; // `PartitionKey`s
+/// let mut unit = store.lock_many(kept.and_keys([ann.region.as_str()])).await?;
 /// unit.insert(&ann)?;
 /// unit.commit().await?;
 /// # Ok::<(), leasehold::Error>(()) }).unwrap();
@@ -94,7 +92,7 @@ mod tests {
         email: String,
     }
 
-    /// `&str` keys and the `PartitionKey`s of `Table::index_partitions` go
+    /// `&str` keys and `PartitionKey`s go
     /// in one `lock_many` call; a bad key among them is `Invalid`, naming
     /// it, before any request.
     #[tokio::test(start_paused = true)]
@@ -102,14 +100,12 @@ mod tests {
         let backend = CountingBackend::new(crate::backend::memory::MemoryBackend::new());
         let requests = backend.counter();
         let store = Store::new(backend);
-        let customers = store.table::<Customer>();
         let ann = Customer {
             region: "eu".into(),
             id: "1".into(),
             email: "ann@example.com".into(),
         };
-        let index = customers.index_partitions(&ann).unwrap();
-        assert_eq!(index.len(), 1);
+        let index = [PartitionKey::new("email ann@example.0com").unwrap()];
 
         let mut unit = store
             .lock_many(index.iter().and_keys(["eu", "us"]))

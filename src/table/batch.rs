@@ -76,8 +76,10 @@ enum Returned<E> {
     /// This entity, as stored; `true` when it was merged from a value read
     /// through a projection (see [`Versioned::is_projection`]).
     Entity(E, Stored<E>, bool),
-    /// The entity as read back after the commit.
-    ReadBack,
+    /// The entity as read back after the commit (see
+    /// [`Table::read_back`]); this one, as sent, if the read does not find
+    /// the version the commit made.
+    ReadBack(E),
 }
 
 impl<E> std::fmt::Debug for Batch<E> {
@@ -120,9 +122,13 @@ impl<E: Entity> Batch<E> {
             let encoded = base
                 .and_then(|base| Ok((base.encode(entity)?, base)))
                 .and_then(|(data, base)| {
+                    crate::entity::refuse_reserved_properties(
+                        &data.properties,
+                        std::any::type_name::<E>(),
+                    )?;
                     let returned = match stored_after::<E>(&data, base)? {
                         Some((entity, stored)) => Returned::Entity(entity, stored, projection),
-                        None => Returned::ReadBack,
+                        None => Returned::ReadBack(E::decode(data.clone())?),
                     };
                     Ok((make(data), returned))
                 });
@@ -254,8 +260,10 @@ impl<E: Entity> Batch<E> {
     /// encoded or whose stored form does not decode — both before anything
     /// is sent; [`Error::Batch`] with the failing index and its cause (such
     /// as [`Error::Conflict`]) when the service rejects an operation, in
-    /// which case nothing was applied; the read's errors when an entity is
-    /// read back after the commit (the batch was applied).
+    /// which case nothing was applied. Any other answer means the batch was
+    /// applied: a merge whose result only a read can tell is read back,
+    /// and answered as merged, at the commit's version, when the read does
+    /// not find that version (see [`Table::upsert_merge`]).
     pub async fn commit(self) -> Result<Vec<BatchResult<E>>> {
         let telemetry = self.table.env.telemetry().clone();
         telemetry.operation("batch", self.commit_now()).await
@@ -293,11 +301,11 @@ impl<E: Entity> Batch<E> {
                         .with_stored(stored)
                         .with_projection(projection),
                 ),
-                (Returned::ReadBack, Some(_)) => BatchResult::Written(
+                (Returned::ReadBack(sent), Some(v)) => BatchResult::Written(
                     self.table
-                        .read_back(op.partition_key(), op.row_key())
+                        .read_back(op.partition_key(), op.row_key(), sent, v)
                         .instrument(span.clone())
-                        .await?,
+                        .await,
                 ),
                 _ => BatchResult::Deleted,
             });

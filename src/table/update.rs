@@ -148,15 +148,16 @@ impl<E: Entity> Table<E> {
         let mut attempts = 0u32;
         let telemetry = self.env.telemetry();
         let work = async {
+            let stored = self.ready().await?.as_str();
             loop {
                 attempts += 1;
                 let mut current =
                     self.get_keys(&pk, &rk)
                         .await?
                         .ok_or_else(|| Error::NotFound {
-                            what: format!("entity ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
+                            what: crate::error::what::entity("update", stored, &pk, &rk),
                             code: Some("ResourceNotFound".into()),
-                            table: Some(E::TABLE.into()),
+                            table: Some(stored.to_owned()),
                             row: Some(Box::new((pk.clone(), rk.clone()))),
                         })?;
                 // The whole entity is replaced next: no record of the stored
@@ -170,7 +171,7 @@ impl<E: Entity> Table<E> {
                 f(entity).map_err(UpdateError::Refused)?;
                 if current.partition_key()? != pk || current.row_key()? != rk {
                     return Err(Error::invalid(
-                        format!("update of ({pk:?}, {rk:?}) in table `{}`", E::TABLE),
+                        crate::error::what::entity("update", stored, &pk, &rk),
                         "the update function changed a key",
                     )
                     .into());
@@ -184,15 +185,15 @@ impl<E: Entity> Table<E> {
                         }
                         None => {
                             return Err(Error::Conflict {
-                            what: format!(
-                                "entity ({pk:?}, {rk:?}) in table `{}` kept changing: {attempts} attempts conflicted",
-                                E::TABLE
-                            ),
-                            code: e.code().map(str::to_owned),
-                            table: Some(E::TABLE.into()),
-                            row: Some(Box::new((pk.clone(), rk.clone()))),
-                        }
-                        .into());
+                                what: format!(
+                                    "{}: it kept changing, {attempts} attempts conflicted",
+                                    crate::error::what::entity("update", stored, &pk, &rk)
+                                ),
+                                code: e.code().map(str::to_owned),
+                                table: Some(stored.to_owned()),
+                                row: Some(Box::new((pk.clone(), rk.clone()))),
+                            }
+                            .into());
                         }
                     },
                     other => return other.map_err(UpdateError::Failed),

@@ -26,21 +26,18 @@ impl<E: Entity> Table<E> {
         make_op: impl FnOnce(EntityData) -> TableOp,
     ) -> Result<Versioned<E>> {
         let data = base.encode(entity)?;
-        if data.properties.get(write_log::PROPERTY).is_some() {
-            return Err(Error::invalid(
-                format!(
-                    "property `{}` of {}",
-                    write_log::PROPERTY,
-                    std::any::type_name::<E>()
-                ),
-                "the name is reserved for write logs",
-            ));
-        }
+        crate::entity::refuse_reserved_properties(&data.properties, std::any::type_name::<E>())?;
         // Decoded before sending, so an entity whose stored form does not
         // decode is refused with nothing sent. `Err` holds the keys to read
         // the entity back at, when only a read can tell what is stored.
-        let after = stored_after::<E>(&data, base)?
-            .ok_or_else(|| (data.partition_key.clone(), data.row_key.clone()));
+        let after = match stored_after::<E>(&data, base)? {
+            Some(known) => Ok(known),
+            None => Err((
+                data.partition_key.clone(),
+                data.row_key.clone(),
+                E::decode(data.clone())?,
+            )),
+        };
         let mut op = make_op(data);
         let log = (self.write_log
             && matches!(
@@ -82,35 +79,50 @@ impl<E: Entity> Table<E> {
             .execute(name, op, &options)
             .instrument(span.clone())
             .await?;
-        let Version { etag, timestamp } = version.ok_or_else(|| Error::Backend {
+        let version = version.ok_or_else(|| Error::Backend {
             status: None,
             code: None,
             message: format!("{op_name} returned no version"),
             source: None,
         })?;
         match after {
-            Ok((entity, stored)) => Ok(Versioned::new(entity, etag, timestamp)
+            Ok((entity, stored)) => Ok(Versioned::new(entity, version.etag, version.timestamp)
                 .with_write_log(log)
                 .with_stored(stored)
                 // What a merge of a projection returns is one too.
                 .with_projection(current.is_some_and(Versioned::is_projection))),
-            Err((pk, rk)) => self.read_back(&pk, &rk).instrument(span).await,
+            Err((pk, rk, sent)) => Ok(self
+                .read_back(&pk, &rk, sent, version)
+                .instrument(span)
+                .await
+                .with_write_log(log)),
         }
     }
 
-    /// Reads an entity back after a merge whose result only a read can
-    /// tell: its stored version, or a later one if another writer got in
-    /// between.
-    pub(super) async fn read_back(&self, pk: &PartitionKey, rk: &RowKey) -> Result<Versioned<E>> {
-        self.get_keys(pk, rk).await?.ok_or_else(|| Error::NotFound {
-            what: format!(
-                "entity ({pk:?}, {rk:?}) in table `{}`: deleted right after the merge, before it could be read back",
-                E::TABLE
-            ),
-            code: Some("ResourceNotFound".into()),
-            table: Some(E::TABLE.into()),
-            row: Some(Box::new((pk.clone(), rk.clone()))),
-        })
+    /// The entity a merge left, when only a read can tell what is stored
+    /// (a merge onto unknown properties leaving some of `E`'s unwritten):
+    /// read back, when the read finds the version the merge produced. The
+    /// merge was applied whatever the read finds: when the row changed or
+    /// went since (another writer got in between), or the read fails, the
+    /// answer is what the merge knows — `sent` (the entity as merged, its
+    /// unwritten fields as sent) at the merge's version, its stored
+    /// properties unknown. A conditional write of that value then fails,
+    /// since the row is no longer at that version.
+    pub(super) async fn read_back(
+        &self,
+        pk: &PartitionKey,
+        rk: &RowKey,
+        sent: E,
+        version: Version,
+    ) -> Versioned<E> {
+        match self.get_keys(pk, rk).await {
+            Ok(Some(read)) if read.etag() == &version.etag => read,
+            Ok(_) => Versioned::new(sent, version.etag, version.timestamp),
+            Err(e) => {
+                tracing::debug!(table = E::TABLE, partition = %pk, row = %rk, error = %e, "reading a merged entity back failed; the merge's own result is returned");
+                Versioned::new(sent, version.etag, version.timestamp)
+            }
+        }
     }
 
     /// Creates the entity; fails if it exists.
@@ -240,8 +252,10 @@ impl<E: Entity> Table<E> {
     /// the properties stored at its version, and the merge sends one request.
     /// A value that does not ([`Versioned::new`], or a query with
     /// [`Query::select`](super::Query::select)) costs a read after the merge when some property of
-    /// `E` is left unwritten; if another writer changed the entity in
-    /// between, that read returns the later version.
+    /// `E` is left unwritten; if another writer changed or deleted the
+    /// entity in between, the answer is the entity as merged (unwritten
+    /// fields `None`) at the merge's version, as [`Table::upsert_merge`]
+    /// answers: the merge was applied.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -274,8 +288,6 @@ impl<E: Entity> Table<E> {
     ///   — nothing is sent;
     /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
     ///   later epoch of the fence's lease wrote the partition;
-    /// * the read's errors when the entity is read back (the merge was
-    ///   applied);
     /// * for a type with indexes, when the write claims an indexed value,
     ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
     ///   ([`Error::Timeout`] when the value's claim kept changing under it);
@@ -365,11 +377,14 @@ impl<E: Entity> Table<E> {
     /// Creates the entity or merges its properties into the stored one,
     /// whatever is stored. **Unconditional.**
     ///
-    /// Returns the entity as stored. Nothing is known of the stored entity
-    /// beforehand, so when a property of `E` is left unwritten (a `None`
-    /// field) the entity is read back after the write, one more request; if
-    /// another writer changed it in between, that read returns the later
-    /// version.
+    /// Returns the entity as stored, at the version the merge produced.
+    /// Nothing is known of the stored entity beforehand, so when a property
+    /// of `E` is left unwritten (a `None` field) the entity is read back
+    /// after the write, one more request. An answer other than an error
+    /// means the merge was applied: if another writer changed or deleted
+    /// the entity before the read (or the read fails), the value returned
+    /// is the entity as merged (its unwritten fields `None`) at the merge's
+    /// version, which a conditional write then finds stale.
     ///
     /// # Errors
     /// * [`Error::ValueTaken`] when the type has unique fields
@@ -382,8 +397,6 @@ impl<E: Entity> Table<E> {
     ///   — nothing is sent;
     /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
     ///   later epoch of the fence's lease wrote the partition;
-    /// * the read's errors when the entity is read back (the write was
-    ///   applied);
     /// * for a type with indexes, when the write claims an indexed value,
     ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
     ///   ([`Error::Timeout`] when the value's claim kept changing under it);

@@ -777,7 +777,7 @@ async fn an_indexed_write_that_runs_out_of_attempts_reports_the_time_they_took()
     let text = e.to_string();
     assert!(
         text.starts_with(&format!(
-            "timed out after {after:?}: an indexed write of Member ("
+            "timed out after {after:?}: upsert of entity (\"chess\", \"m1\") in table `Members`"
         )),
         "{text}"
     );

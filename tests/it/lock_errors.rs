@@ -91,7 +91,7 @@ use leasehold::lock::{CommitOutcome, LockOptions, Unit};
 use leasehold::testing::{
     CountingBackend, Fault, FaultInjector, FaultyBackend, Op, RequestCounter,
 };
-use leasehold::{Entity, Error, ErrorKind, PartitionKey, Store};
+use leasehold::{Entity, Error, ErrorKind, Store};
 use tokio::time::{Instant, sleep};
 
 /// The lease duration of partition locks (the default).
@@ -1046,9 +1046,7 @@ async fn a_commit_claiming_a_taken_unique_value_is_value_taken_and_writes_nothin
         .await
         .unwrap();
     let m2 = member("q", "m2", "ann@example.com");
-    let mut keys = members.index_partitions(&m2).unwrap();
-    keys.push(PartitionKey::new("q").unwrap());
-    let mut unit = store.lock_many(keys).await.unwrap();
+    let mut unit = store.lock("q").await.unwrap();
     unit.insert(&m2).unwrap();
     counter.reset();
     let e = unit.commit().await.unwrap_err();

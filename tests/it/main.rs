@@ -31,6 +31,7 @@ mod composite_keys;
 mod derive;
 mod differential;
 mod enums;
+mod error_texts;
 mod errors;
 mod fault_proxy;
 mod key_builders;

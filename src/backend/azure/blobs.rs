@@ -40,7 +40,7 @@ use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName, ETag, shorten};
 
 fn blob_what(container: &ContainerName, blob: &BlobName) -> String {
-    format!("blob {} in container `{container}`", shorten(blob.as_str()))
+    crate::error::what::blob(container, blob)
 }
 
 /// A leading `/` would be lost in the blob's URL (so `/a` would address
@@ -310,7 +310,7 @@ impl AzureBackend {
             }
         })
         .await
-        .map_err(|f| f.into_error(format!("container `{container}`")))
+        .map_err(|f| f.into_error(crate::error::what::container(container)))
     }
 
     pub(super) async fn put_blob_impl(
@@ -560,7 +560,7 @@ impl AzureBackend {
         marker: Option<&str>,
         max_results: Option<u32>,
     ) -> Result<BlobListPage> {
-        let what = || format!("listing of container `{container}`");
+        let what = || crate::error::what::listing(container);
         let max_results = match max_results {
             None => None,
             Some(0) => {
@@ -612,7 +612,7 @@ impl AzureBackend {
         proposed_id: LeaseId,
     ) -> Result<AcquiredLease> {
         check_blob_name(blob)?;
-        let what = || format!("lease on {}", blob_what(container, blob));
+        let what = || crate::error::what::lease(container, blob);
         let duration = sdk_duration(duration)?;
         // Retrying is safe: acquiring again with the current id of an active
         // lease succeeds.
@@ -644,7 +644,7 @@ impl AzureBackend {
         id: LeaseId,
     ) -> Result<()> {
         check_blob_name(blob)?;
-        let what = || format!("lease on {}", blob_what(container, blob));
+        let what = || crate::error::what::lease(container, blob);
         self.retrying("renew_lease", |_| async move {
             let client = self.blob_client(container, blob)?;
             self.attempt(
@@ -665,7 +665,7 @@ impl AzureBackend {
         proposed_id: LeaseId,
     ) -> Result<LeaseId> {
         check_blob_name(blob)?;
-        let what = &|| format!("lease on {}", blob_what(container, blob));
+        let what = &|| crate::error::what::lease(container, blob);
         self.retrying("change_lease", |earlier| async move {
             let client = self.blob_client(container, blob)?;
             let reply = self
@@ -703,7 +703,7 @@ impl AzureBackend {
         id: LeaseId,
     ) -> Result<()> {
         check_blob_name(blob)?;
-        let what = || format!("lease on {}", blob_what(container, blob));
+        let what = || crate::error::what::lease(container, blob);
         self.retrying("release_lease", |earlier| async move {
             let client = self.blob_client(container, blob)?;
             let release =
@@ -742,7 +742,7 @@ impl AzureBackend {
         period: Option<Duration>,
     ) -> Result<Duration> {
         check_blob_name(blob)?;
-        let what = || format!("lease on {}", blob_what(container, blob));
+        let what = || crate::error::what::lease(container, blob);
         if let Some(p) = period
             && (p.subsec_nanos() != 0 || p > LeaseDuration::MAX)
         {

@@ -11,7 +11,7 @@ use crate::backend::wire;
 use crate::backend::{Precondition, StoredEntity, TableOp, Version};
 use crate::entity::{EntityData, Properties, datetime, validate_entity};
 use crate::error::{Error, Result};
-use crate::key::{ETag, PartitionKey, RowKey, TableName, shorten};
+use crate::key::{ETag, PartitionKey, RowKey, TableName};
 
 /// A key as it goes into an entity URL: `'` doubled, as OData string
 /// literals require.
@@ -254,20 +254,13 @@ pub(super) fn version_of(table: &TableName, reply: &RawResponse) -> Result<Versi
     version_from_etag(table, etag)
 }
 
-pub(super) fn entity_what(table: &TableName, pk: &PartitionKey, rk: &RowKey) -> String {
-    format!(
-        "entity ({}, {}) in table `{table}`",
-        shorten(pk.as_str()),
-        shorten(rk.as_str())
-    )
+/// `op` of the row (`pk`, `rk`) of `table`, as every backend says it.
+pub(super) fn entity_what(op: &str, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> String {
+    crate::error::what::entity(op, table.as_str(), pk, rk)
 }
 
 pub(super) fn op_what(table: &TableName, op: &TableOp) -> String {
-    format!(
-        "{} of {}",
-        op.name(),
-        entity_what(table, op.partition_key(), op.row_key())
-    )
+    entity_what(op.name(), table, op.partition_key(), op.row_key())
 }
 
 pub(super) fn validate_op(table: &TableName, op: &TableOp) -> Result<()> {

@@ -81,7 +81,7 @@ impl AzureBackend {
         })
         .await
         .map_err(|f| {
-            f.into_error(format!("table `{table}`"))
+            f.into_error(crate::error::what::table(table.as_str()))
                 .for_table(table.as_str())
         })
     }
@@ -102,7 +102,7 @@ impl AzureBackend {
         })
         .await
         .map_err(|f| {
-            f.into_error(format!("table `{table}`"))
+            f.into_error(crate::error::what::table(table.as_str()))
                 .for_table(table.as_str())
         })
     }
@@ -166,7 +166,7 @@ impl AzureBackend {
         self.retrying("get", |_| self.get_once(table, pk, rk))
             .await
             .map_err(|f| {
-                f.into_error(entity_what(table, pk, rk))
+                f.into_error(entity_what("get", table, pk, rk))
                     .for_row(table.as_str(), pk, rk)
             })
     }

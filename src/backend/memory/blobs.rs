@@ -12,7 +12,7 @@ use crate::backend::{
     AcquiredLease, Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode,
     LeaseDuration, LeaseId, Metadata,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, what};
 use crate::key::{BlobName, ContainerName, ETag, shorten};
 
 /// The most bytes of metadata (names and values) one blob may carry.
@@ -59,23 +59,21 @@ pub(super) struct BlobStore {
 }
 
 fn blob_what(container: &ContainerName, blob: &BlobName) -> String {
-    format!("blob {} in container `{container}`", shorten(blob.as_str()))
+    what::blob(container, blob)
 }
 
 fn refused(refusal: Refusal, what: String) -> Error {
     Error::from_service(refusal.status, Some(refusal.code), what)
 }
 
-fn container_not_found(container: &ContainerName) -> Error {
-    Error::from_service(
-        404,
-        Some("ContainerNotFound"),
-        format!("container `{container}`"),
-    )
+/// A missing container, said of the operation on `what` (as the service
+/// answers a request on a blob of it).
+fn container_not_found(what: String) -> Error {
+    Error::from_service(404, Some("ContainerNotFound"), what)
 }
 
-fn blob_not_found(container: &ContainerName, blob: &BlobName) -> Error {
-    Error::from_service(404, Some("BlobNotFound"), blob_what(container, blob))
+fn blob_not_found(what: String) -> Error {
+    Error::from_service(404, Some("BlobNotFound"), what)
 }
 
 /// Checks metadata as the service would: names are ASCII C# identifiers,
@@ -136,16 +134,26 @@ impl BlobStore {
         self.containers.entry(container.clone()).or_default();
     }
 
-    fn container(&self, container: &ContainerName) -> Result<&Container> {
+    /// `container`, or the error of a request on `what` in it.
+    fn container(
+        &self,
+        container: &ContainerName,
+        what: impl FnOnce() -> String,
+    ) -> Result<&Container> {
         self.containers
             .get(container)
-            .ok_or_else(|| container_not_found(container))
+            .ok_or_else(|| container_not_found(what()))
     }
 
-    fn container_mut(&mut self, container: &ContainerName) -> Result<&mut Container> {
+    /// As [`BlobStore::container`], to change it.
+    fn container_mut(
+        &mut self,
+        container: &ContainerName,
+        what: impl FnOnce() -> String,
+    ) -> Result<&mut Container> {
         self.containers
             .get_mut(container)
-            .ok_or_else(|| container_not_found(container))
+            .ok_or_else(|| container_not_found(what()))
     }
 
     /// Checks `conditions` against the blob as it is (`None`: absent).
@@ -198,7 +206,7 @@ impl BlobStore {
     ) -> Result<ETag> {
         validate_metadata(metadata)?;
         let what = || blob_what(container, blob);
-        let c = self.container_mut(container)?;
+        let c = self.container_mut(container, || blob_what(container, blob))?;
         let existing = c.blobs.get_mut(blob.as_str());
         Self::check_conditions(existing, conditions, WriteKind::Put, now, what)?;
         let etag = blob_etag(clock.tick());
@@ -230,7 +238,7 @@ impl BlobStore {
         container: &ContainerName,
         blob: &BlobName,
     ) -> Result<Option<Blob>> {
-        let c = self.container(container)?;
+        let c = self.container(container, || blob_what(container, blob))?;
         Ok(c.blobs.get(blob.as_str()).map(|b| Blob {
             body: b.body.clone(),
             properties: b.properties(now),
@@ -243,7 +251,7 @@ impl BlobStore {
         container: &ContainerName,
         blob: &BlobName,
     ) -> Result<Option<BlobProperties>> {
-        let c = self.container(container)?;
+        let c = self.container(container, || blob_what(container, blob))?;
         Ok(c.blobs.get(blob.as_str()).map(|b| b.properties(now)))
     }
 
@@ -258,11 +266,11 @@ impl BlobStore {
     ) -> Result<ETag> {
         validate_metadata(metadata)?;
         let what = || blob_what(container, blob);
-        let c = self.container_mut(container)?;
+        let c = self.container_mut(container, || blob_what(container, blob))?;
         let stored = c
             .blobs
             .get_mut(blob.as_str())
-            .ok_or_else(|| blob_not_found(container, blob))?;
+            .ok_or_else(|| blob_not_found(blob_what(container, blob)))?;
         Self::check_conditions(
             Some(&mut *stored),
             conditions,
@@ -285,11 +293,11 @@ impl BlobStore {
         conditions: &BlobConditions,
     ) -> Result<()> {
         let what = || blob_what(container, blob);
-        let c = self.container_mut(container)?;
+        let c = self.container_mut(container, || blob_what(container, blob))?;
         let stored = c
             .blobs
             .get_mut(blob.as_str())
-            .ok_or_else(|| blob_not_found(container, blob))?;
+            .ok_or_else(|| blob_not_found(blob_what(container, blob)))?;
         Self::check_conditions(Some(stored), conditions, WriteKind::Delete, now, what)?;
         c.blobs.remove(blob.as_str());
         Ok(())
@@ -303,7 +311,7 @@ impl BlobStore {
         marker: Option<&str>,
         page_size: usize,
     ) -> Result<BlobListPage> {
-        let c = self.container(container)?;
+        let c = self.container(container, || what::listing(container))?;
         let start = marker.map_or(prefix, |m| m.max(prefix));
         let mut matching = c
             .blobs
@@ -329,13 +337,12 @@ impl BlobStore {
         blob: &BlobName,
         op: impl FnOnce(&mut Lease, &ETag) -> std::result::Result<T, Refusal>,
     ) -> Result<T> {
-        let c = self.container_mut(container)?;
+        let c = self.container_mut(container, || what::lease(container, blob))?;
         let stored = c
             .blobs
             .get_mut(blob.as_str())
-            .ok_or_else(|| blob_not_found(container, blob))?;
-        op(&mut stored.lease, &stored.etag)
-            .map_err(|r| refused(r, format!("lease on {}", blob_what(container, blob))))
+            .ok_or_else(|| blob_not_found(what::lease(container, blob)))?;
+        op(&mut stored.lease, &stored.etag).map_err(|r| refused(r, what::lease(container, blob)))
     }
 
     pub(super) fn acquire_lease(

@@ -11,8 +11,8 @@ use crate::backend::{
     Precondition, QueryPage, QuerySpec, StoredEntity, TableCreation, TableOp, Version,
 };
 use crate::entity::{EntityData, Properties, entity_size, validate_entity};
-use crate::error::{Error, Result};
-use crate::key::{ETag, PartitionKey, RowKey, TableName, shorten};
+use crate::error::{Error, Result, what};
+use crate::key::{ETag, PartitionKey, RowKey, TableName};
 use crate::query::{Continuation, Row};
 
 /// A row's position: the PartitionKey, a 0 unit, then the RowKey, all as
@@ -122,16 +122,17 @@ pub(super) struct TableStore {
 }
 
 fn table_not_found(table: &TableName) -> Error {
-    Error::from_service(404, Some("TableNotFound"), format!("table `{table}`"))
+    Error::from_service(404, Some("TableNotFound"), what::table(table.as_str()))
         .for_table(table.as_str())
 }
 
-fn entity_what(table: &TableName, partition_key: &PartitionKey, row_key: &RowKey) -> String {
-    format!(
-        "entity ({}, {}) in table `{table}`",
-        shorten(partition_key.as_str()),
-        shorten(row_key.as_str())
-    )
+fn entity_what(
+    op: &str,
+    table: &TableName,
+    partition_key: &PartitionKey,
+    row_key: &RowKey,
+) -> String {
+    what::entity(op, table.as_str(), partition_key, row_key)
 }
 
 /// Checks what the caller can check before sending anything: the entity
@@ -182,6 +183,7 @@ impl Table {
     }
 
     fn plan_op(&self, name: &TableName, op: TableOp) -> Result<Planned> {
+        let op_name = op.name();
         let existing = with_position(op.partition_key().as_str(), op.row_key().as_str(), |p| {
             self.rows.get(p)
         });
@@ -190,18 +192,18 @@ impl Table {
                 Some(_) => Err(Error::from_service(
                     409,
                     Some("EntityAlreadyExists"),
-                    entity_what(name, &d.partition_key, &d.row_key),
+                    entity_what(op_name, name, &d.partition_key, &d.row_key),
                 )),
                 None => Ok(Planned::Put(d)),
             },
             TableOp::Replace(d, condition) => {
                 check_condition(&condition, existing, || {
-                    entity_what(name, &d.partition_key, &d.row_key)
+                    entity_what(op_name, name, &d.partition_key, &d.row_key)
                 })?;
                 Ok(Planned::Put(d))
             }
             TableOp::Merge(mut d, condition) => {
-                let what = || entity_what(name, &d.partition_key, &d.row_key);
+                let what = || entity_what(op_name, name, &d.partition_key, &d.row_key);
                 check_condition(&condition, existing, what)?;
                 let mut merged = existing.map(|r| r.properties.clone()).unwrap_or_default();
                 merged.merge_from(&d.properties);
@@ -226,7 +228,7 @@ impl Table {
                     None => Precondition::IfExists,
                 };
                 check_condition(&condition, existing, || {
-                    entity_what(name, &partition_key, &row_key)
+                    entity_what(op_name, name, &partition_key, &row_key)
                 })?;
                 Ok(Planned::Remove {
                     partition_key,

@@ -132,7 +132,11 @@ impl<'a> EntityBody<'a> {
         };
         written.map_err(|e| {
             Error::invalid(
-                format!("entity ({:?}, {:?})", self.partition_key, self.row_key),
+                format!(
+                    "entity ({}, {})",
+                    crate::key::shorten(self.partition_key),
+                    crate::key::shorten(self.row_key)
+                ),
                 format!("cannot write its JSON: {e}"),
             )
         })

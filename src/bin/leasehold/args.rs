@@ -131,21 +131,11 @@ pub(crate) enum LeasesCommand {
     },
 }
 
-/// The partition a `locks` command works on: its key as stored, or an
-/// index value as it is.
+/// The partition a `locks` command works on.
 #[derive(Debug, Args)]
-#[group(required = true, multiple = false)]
 pub(crate) struct PartitionArg {
-    /// The partition key, as stored. The partition of an index value is
-    /// escaped (`email user@example.0com`); --index takes the value as it
-    /// is.
-    pub(crate) partition_key: Option<String>,
-    /// Instead of a key: the partition of an index value, named by the
-    /// entity table (without the table prefix) and field, then the value as
-    /// it is: `--index Customers.email user@example.com`. Integers, GUIDs
-    /// and RFC 3339 date-times are written as text.
-    #[arg(long, num_args = 2, value_names = ["TABLE.FIELD", "VALUE"])]
-    pub(crate) index: Option<Vec<String>>,
+    /// The partition key, as stored.
+    pub(crate) partition_key: String,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,14 +1,13 @@
 //! `leasehold indexes ...`: verify and rebuild the index rows of a table
 //! (`#[entity(unique)]` / `#[entity(index)]` fields) that writers outside
-//! leasehold may have broken; the partition of an index value, for the
-//! `locks` commands' `--index`.
+//! leasehold may have broken.
 
 use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use leasehold::Store;
-use leasehold::entity::Value;
+
 use leasehold::index::{DuplicateValue, IndexReport};
 use serde_json::json;
 
@@ -36,66 +35,6 @@ pub(crate) async fn run(
     bar.finish_and_clear();
     print(out, &report?, rebuild);
     Ok(())
-}
-
-/// The partition key of an index value given as text (`--index
-/// Customers.email user@example.com`), encoded as the library encodes it
-/// ([`Store::index_partition`]). Text that reads as an integer, a GUID or
-/// an RFC 3339 date-time may be a value of that type as well as a string:
-/// then the partition whose lock blob exists is the one meant.
-pub(crate) async fn index_partition(
-    store: &Store,
-    index: &str,
-    text: &str,
-) -> Result<String, Failure> {
-    let Some((table, field)) = index.split_once('.') else {
-        return Err(Failure {
-            code: Failure::USAGE,
-            message: format!(
-                "--index {index:?}: name the index as TABLE.FIELD (the entity table without the table prefix, a dot, the field), such as Customers.email"
-            ),
-        });
-    };
-    let mut candidates = vec![Value::String(text.to_owned())];
-    if let Ok(n) = text.parse::<i64>() {
-        candidates.push(Value::Int64(n));
-    }
-    if let Ok(g) = leasehold::uuid::Uuid::parse_str(text) {
-        candidates.push(Value::Guid(g));
-    }
-    let rfc3339 = leasehold::time::format_description::well_known::Rfc3339;
-    if let Ok(t) = leasehold::time::OffsetDateTime::parse(text, &rfc3339) {
-        candidates.push(Value::DateTime(t));
-    }
-    let mut keys: Vec<String> = Vec::new();
-    for value in &candidates {
-        let key = store.index_partition(table, field, value).await?;
-        if !keys.iter().any(|k| k == key.as_str()) {
-            keys.push(key.as_str().to_owned());
-        }
-    }
-    if keys.len() == 1 {
-        return Ok(keys.swap_remove(0));
-    }
-    let mut locked = Vec::new();
-    for key in &keys {
-        let name = store.lock_lease_name(key)?;
-        if store.locks().describe(name.as_str()).await?.exists {
-            locked.push(key.clone());
-        }
-    }
-    match locked.len() {
-        1 => Ok(locked.swap_remove(0)),
-        0 => Err(Failure::not_found(format!(
-            "{index} = {text:?} has no lock blob: none of its partitions {keys:?} (the value as a string, or as a number, GUID or date-time) was ever locked"
-        ))),
-        _ => Err(Failure {
-            code: Failure::USAGE,
-            message: format!(
-                "{index} = {text:?} is ambiguous: the partitions {locked:?} all have lock blobs; pass the partition key itself"
-            ),
-        }),
-    }
 }
 
 /// A duplicated unique value as JSON.

@@ -7,7 +7,7 @@ use leasehold::lease::LeaseDescription;
 use leasehold::lock::{CommitOutcome, PruneReport};
 use serde_json::{Value, json};
 
-use crate::args::{LocksCommand, PartitionArg};
+use crate::args::LocksCommand;
 use crate::failure::Failure;
 use crate::leases::{break_lease, describe_all};
 use crate::output::{Output, holder, lease_json, state_str};
@@ -23,7 +23,7 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
             out.lock_list(&prefix, &descriptions);
         }
         LocksCommand::Show { partition } => {
-            let partition_key = partition_key(store, partition).await?;
+            let partition_key = partition.partition_key;
             let name = store.lock_lease_name(partition_key.as_str())?;
             let d = store.locks().describe(name.as_str()).await?;
             if !d.exists {
@@ -34,7 +34,7 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
             out.lock(&partition_key, &d);
         }
         LocksCommand::Break { partition, period } => {
-            let partition_key = partition_key(store, partition).await?;
+            let partition_key = partition.partition_key;
             let name = store.lock_lease_name(partition_key.as_str())?;
             break_lease(store.locks(), name.as_str(), period, out).await?;
         }
@@ -42,7 +42,7 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
             partition,
             transaction,
         } => {
-            let primary = partition_key(store, partition).await?;
+            let primary = partition.partition_key;
             let outcome = store.commit_outcome(primary.as_str(), &transaction).await?;
             out.decided(&primary, &transaction, outcome);
         }
@@ -59,20 +59,6 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
         }
     }
     Ok(())
-}
-
-/// The partition key a command names: as given, or that of an index value
-/// (see [`crate::indexes::index_partition`]).
-async fn partition_key(store: &Store, partition: PartitionArg) -> Result<String, Failure> {
-    match (partition.partition_key, partition.index.as_deref()) {
-        (Some(key), _) => Ok(key),
-        (None, Some([index, value])) => crate::indexes::index_partition(store, index, value).await,
-        // clap requires exactly one of the two, --index with two values.
-        (None, _) => Err(Failure {
-            code: Failure::USAGE,
-            message: "name the partition: a partition key, or --index TABLE.FIELD VALUE".into(),
-        }),
-    }
 }
 
 /// The partition key of a lock in a listing, unless its name is hashed

@@ -26,11 +26,6 @@
 //!   tables delete NAME                delete a table and every entity in it
 //! ```
 //!
-//! Where a `locks` command takes a partition key PK, `--index TABLE.FIELD
-//! VALUE` names the partition of an index value as it is
-//! (`locks show --index Customers.email user@example.com`), instead of its
-//! stored, escaped key (`"email user@example.0com"`).
-//!
 //! The connection string comes from `--connection-string` or, failing that,
 //! `AZURE_STORAGE_CONNECTION_STRING` (`UseDevelopmentStorage=true` means
 //! Azurite on its default ports). It is never printed. With

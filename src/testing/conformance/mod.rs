@@ -408,6 +408,7 @@ macro_rules! conformance_suite {
                 indexed_writes_cost_their_budget,
                 fenced_writes_of_an_indexed_type_are_fenced,
                 a_failed_units_claim_naming_the_writer_still_guards_its_freed_holder,
+                index_rows_have_no_empty_keys,
             ]
             timed [
                 sixteen_concurrent_registrations_over_four_values_give_four,
