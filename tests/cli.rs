@@ -13,9 +13,8 @@ use std::sync::Arc;
 use leasehold::backend::azure::AzureBackend;
 use leasehold::backend::{BlobBackend, LeaseDuration, LeaseId};
 use leasehold::lease::{LeaseName, LeaseOptions};
-use leasehold::lock::LockOptions;
 use leasehold::testing::{FaultyBackend, Op};
-use leasehold::{Entity, ErrorKind, Store};
+use leasehold::{Entity, Store};
 use serde_json::{Value, json};
 use support::azurite::{azurite_connection_string, unique_names};
 
@@ -251,18 +250,19 @@ async fn a_stuck_infinite_lease_is_shown_and_broken() {
     assert_eq!(code, 3);
 }
 
-/// Opens accounts `checking` (100) and `savings` (0) of `customer` and runs
-/// a transfer of 30 between them, with a ledger entry (two tables, so a
-/// journalled commit), in a process that dies at its first transaction,
-/// after writing its journal: the lock stays leased and the journal
-/// pending. Returns a healthy store on the same prefix and what the dying
-/// commit said.
+/// Two accounts of `customer` (100 and 0) and, in a process that dies at
+/// its `die_at`-th transaction, a transfer of 30 between them with a ledger
+/// entry: two tables, so it decides in a row (the ledger entry is marked by
+/// transaction 1, the accounts and the decision row are transaction 2, the
+/// commit point, and transaction 3 finishes the ledger entry). Returns a
+/// healthy store on the same prefix, what the dying commit said, and its
+/// transaction id.
 async fn crashed_transfer(
     cs: &str,
     prefix: &str,
     customer: &str,
-    marks: bool,
-) -> (Store, leasehold::Error) {
+    die_at: u64,
+) -> (Store, leasehold::Result<()>, String) {
     let healthy = Store::builder(AzureBackend::from_connection_string(cs).unwrap())
         .table_prefix(prefix)
         .unwrap()
@@ -273,13 +273,6 @@ async fn crashed_transfer(
     let dying = Store::builder(faulty)
         .table_prefix(prefix)
         .unwrap()
-        // A journal in the lock blob for the operator to see: not deciding
-        // in a row.
-        .lock_options(LockOptions {
-            row_marks: marks,
-            decision_rows: false,
-            ..LockOptions::default()
-        })
         .build()
         .unwrap();
     let accounts = healthy.table::<Account>();
@@ -293,6 +286,7 @@ async fn crashed_transfer(
             .await
             .unwrap();
     }
+    dying.create_table("CliLedger").await.unwrap();
     let mut unit = dying.lock(customer).await.unwrap();
     let mut from = unit.get::<Account>("checking").await.unwrap().unwrap();
     let mut to = unit.get::<Account>("savings").await.unwrap().unwrap();
@@ -306,219 +300,87 @@ async fn crashed_transfer(
         amount: 30,
     })
     .unwrap();
-    // After the journal: with row marks, the two transactions marking the
-    // rows (accounts, ledger) go first.
-    injector.die_at_nth(Some(Op::Batch), if marks { 3 } else { 1 });
-    let e = unit.commit().await.unwrap_err();
-    (healthy, e)
+    injector.die_at_nth(Some(Op::Batch), die_at);
+    match unit.commit().await {
+        Ok(report) => (
+            healthy,
+            Ok(()),
+            report.transaction.expect("decided in a row"),
+        ),
+        Err(leasehold::Error::InDoubt {
+            transaction: Some(txn),
+            ..
+        }) => (
+            healthy,
+            Err(leasehold::Error::invalid("commit", "in doubt")),
+            txn,
+        ),
+        Err(e) => panic!("{e}"),
+    }
 }
 
+/// A process dies before its commit point (in doubt) or right after it
+/// (committed, its ledger entry left marked): `locks decide` withdraws the
+/// first and reports the second applied; reads then show the partition
+/// before and after the transfer, whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_crashed_units_journal_is_shown_and_rolled_forward() {
+async fn locks_decide_settles_a_dead_writers_commit() {
     let Some(cs) = azurite_connection_string() else {
         return;
     };
-    let names = unique_names("cli_crashed_unit");
+    let names = unique_names("cli_decide");
     let prefix = names.prefix().to_owned();
-    let (healthy, e) = crashed_transfer(&cs, &prefix, "p", true).await;
-    assert_eq!(e.kind(), ErrorKind::InDoubt, "{e}");
-    let accounts = healthy.table::<Account>();
-
     let p = ["--table-prefix", prefix.as_str()];
-    let (code, listed) = run_json(&cs, &[&p[..], &["locks", "list"]].concat());
-    assert_eq!(code, 0, "{listed}");
-    let locks = listed["locks"].as_array().unwrap();
-    assert_eq!(locks.len(), 1, "{listed}");
-    assert_eq!(locks[0]["partition_key"], "p");
-    assert_eq!(locks[0]["journal_pending"], true);
-
-    let (code, shown) = run_json(&cs, &[&p[..], &["locks", "show", "p"]].concat());
-    assert_eq!(code, 0, "{shown}");
-    assert_eq!(shown["state"], "leased", "{shown}");
-    assert_eq!(shown["journal_pending"], true);
-    let ops = shown["journal"]["ops"].as_array().unwrap();
-    assert_eq!(ops.len(), 3, "{shown}");
-    // The text form lists the operations too.
-    let out = run(&[
-        &["--connection-string", cs.as_str()][..],
-        &p[..],
-        &["locks", "show", "p"],
-    ]
-    .concat());
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("pending, 3 operations"), "{text}");
-    assert!(text.contains("CliLedger/t1"), "{text}");
-
-    let (code, rolled) = run_json(
-        &cs,
-        &[
-            &p[..],
+    for (customer, die_at, applied) in [("early", 2, false), ("late", 3, true)] {
+        let (healthy, said, txn) = crashed_transfer(&cs, &prefix, customer, die_at).await;
+        assert_eq!(said.is_ok(), applied, "{customer}: {said:?}");
+        let (code, decided) = run_json(
+            &cs,
             &[
-                "locks",
-                "roll-forward",
-                "p",
-                "--break-lease",
-                "--timeout",
-                "20",
-            ],
-        ]
-        .concat(),
-    );
-    assert_eq!(code, 0, "{rolled}");
-    assert_eq!(rolled["rolled_forward"], true);
-    assert_eq!(rolled["applied"], 3, "{rolled}");
-
-    assert_eq!(
-        accounts
-            .get("p", "checking")
-            .await
-            .unwrap()
-            .unwrap()
-            .balance,
-        70
-    );
-    assert_eq!(
-        accounts.get("p", "savings").await.unwrap().unwrap().balance,
-        30
-    );
-    let entry = healthy
-        .table::<LedgerEntry>()
-        .get("p", "t1")
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(entry.amount, 30);
-    assert!(healthy.pending_commit("p").await.unwrap().is_none());
-
-    let (code, shown) = run_json(&cs, &[&p[..], &["locks", "show", "p"]].concat());
-    assert_eq!(code, 0);
-    assert_eq!(shown["journal"], Value::Null);
-    assert_eq!(shown["held"], false, "{shown}");
-    let (code, again) = run_json(&cs, &[&p[..], &["locks", "roll-forward", "p"]].concat());
-    assert_eq!((code, &again["rolled_forward"]), (0, &Value::from(false)));
-    let (code, _) = run_json(&cs, &[&p[..], &["locks", "show", "never-locked"]].concat());
-    assert_eq!(code, 3);
-    let (code, _) = run_json(&cs, &[&p[..], &["locks", "break", "never-locked"]].concat());
-    assert_eq!(code, 3);
-    let (code, broken) = run_json(&cs, &[&p[..], &["locks", "break", "p"]].concat());
-    assert_eq!((code, &broken["broken"]), (0, &Value::from(false)), "free");
-}
-
-/// A journal that cannot be rolled forward (a commit without row marks; a
-/// row was written without the lock after the unit died): `roll-forward` says what it waits for and
-/// fails, `resolve` shows the stray row and what each choice would write,
-/// and `resolve --undo` puts the rows back and clears the journal.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_kept_journal_is_shown_and_undone_from_the_command_line() {
-    let Some(cs) = azurite_connection_string() else {
-        return;
-    };
-    let names = unique_names("cli_resolve");
-    let prefix = names.prefix().to_owned();
-    let (healthy, e) = crashed_transfer(&cs, &prefix, "r", false).await;
-    assert_eq!(e.kind(), ErrorKind::InDoubt, "{e}");
-    let accounts = healthy.table::<Account>();
-    // Something writes the row without the lock.
-    accounts
-        .update_with("r", "checking", |a| a.balance = 5)
-        .await
-        .unwrap();
-
-    let p = ["--table-prefix", prefix.as_str()];
-    let waited = run(&[
-        &["--connection-string", cs.as_str(), "--json"][..],
-        &p[..],
-        &["locks", "roll-forward", "r", "--timeout", "1"],
-    ]
-    .concat());
-    assert_eq!(waited.status.code(), Some(1));
-    let said = String::from_utf8_lossy(&waited.stderr);
-    assert!(
-        said.contains("waiting up to 1 s") && said.contains("--break-lease"),
-        "{said}"
-    );
-    let (code, failed) = run_json(
-        &cs,
-        &[
+                &p[..],
+                &["locks", "decide", customer, "--transaction", txn.as_str()],
+            ]
+            .concat(),
+        );
+        assert_eq!(code, 0, "{decided}");
+        assert_eq!(decided["applied"], applied, "{decided}");
+        assert_eq!(decided["transaction"], txn.as_str(), "{decided}");
+        // Asked again, the same answer.
+        let out = run(&[
+            &["--connection-string", cs.as_str()][..],
             &p[..],
-            &[
-                "locks",
-                "roll-forward",
-                "r",
-                "--break-lease",
-                "--timeout",
-                "20",
-            ],
+            &["locks", "decide", customer, "--transaction", txn.as_str()],
         ]
-        .concat(),
-    );
-    assert_eq!(code, 1, "{failed}");
-    assert!(
-        failed["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("checking"),
-        "{failed}"
-    );
+        .concat());
+        let text = String::from_utf8_lossy(&out.stdout);
+        let word = if applied { "committed" } else { "withdrawn" };
+        assert!(text.contains(word), "{text}");
 
-    let (code, shown) = run_json(&cs, &[&p[..], &["locks", "resolve", "r"]].concat());
-    assert_eq!(code, 0, "{shown}");
-    assert_eq!(shown["pending"], true);
-    assert_eq!(shown["done"], "shown");
-    let rows = shown["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 3, "{shown}");
-    let stray: Vec<&Value> = rows.iter().filter(|r| r["shows"] == "neither").collect();
-    assert_eq!(stray.len(), 1, "{shown}");
-    assert_eq!(stray[0]["row_key"], "checking");
-    assert_eq!(stray[0]["stored"]["balance"], "5L");
-    assert_eq!(stray[0]["after"]["balance"], "70L");
-    assert_eq!(stray[0]["before"]["balance"], "100L");
-    let out = run(&[
-        &["--connection-string", cs.as_str()][..],
-        &p[..],
-        &["locks", "resolve", "r"],
-    ]
-    .concat());
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("1 rows were written without the lock"),
-        "{text}"
-    );
-    assert!(text.contains("--undo      balance=100L"), "{text}");
-
-    let (code, undone) = run_json(
-        &cs,
-        &[&p[..], &["locks", "resolve", "r", "--undo"]].concat(),
-    );
-    assert_eq!(code, 0, "{undone}");
-    assert_eq!(
-        (&undone["done"], &undone["written"]),
-        (&Value::from("undone"), &Value::from(1))
-    );
-    assert_eq!(
-        accounts
-            .get("r", "checking")
-            .await
-            .unwrap()
-            .unwrap()
-            .balance,
-        100
-    );
-    assert_eq!(
-        accounts.get("r", "savings").await.unwrap().unwrap().balance,
-        0
-    );
-    assert!(
-        healthy
+        let accounts = healthy.table::<Account>();
+        let checking = accounts.get(customer, "checking").await.unwrap().unwrap();
+        let entry = healthy
             .table::<LedgerEntry>()
-            .get("r", "t1")
+            .get(customer, "t1")
             .await
-            .unwrap()
-            .is_none()
+            .unwrap();
+        if applied {
+            assert_eq!(checking.balance, 70);
+            assert_eq!(entry.map(|e| e.amount), Some(30));
+        } else {
+            assert_eq!(checking.balance, 100);
+            assert!(entry.is_none());
+        }
+    }
+    // A transaction id naming no table is a usage error.
+    let (code, _) = run_json(
+        &cs,
+        &[
+            &p[..],
+            &["locks", "decide", "early", "--transaction", "0f1e"],
+        ]
+        .concat(),
     );
-    let (code, none) = run_json(&cs, &[&p[..], &["locks", "resolve", "r"]].concat());
-    assert_eq!((code, &none["pending"]), (0, &Value::from(false)));
-    healthy.lock("r").await.unwrap().abandon().await.unwrap();
+    assert_ne!(code, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -656,270 +518,6 @@ async fn breaking_a_free_lock_prints_not_held() {
         text.contains("not held (available); nothing to break"),
         "{text}"
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_crashed_cross_partition_unit_is_shown_and_rolled_forward_from_a_participant() {
-    let Some(cs) = azurite_connection_string() else {
-        return;
-    };
-    let names = unique_names("cli_crashed_transfer");
-    let prefix = names.prefix().to_owned();
-    let healthy = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
-        .table_prefix(prefix.as_str())
-        .unwrap()
-        .build()
-        .unwrap();
-    let faulty = FaultyBackend::new(AzureBackend::from_connection_string(&cs).unwrap());
-    let injector = faulty.injector();
-    // Without row marks, the participant's lock blob holds an intent.
-    let dying = Store::builder(faulty)
-        .table_prefix(prefix.as_str())
-        .unwrap()
-        .lock_options(LockOptions {
-            row_marks: false,
-            ..LockOptions::default()
-        })
-        .build()
-        .unwrap();
-    let accounts = healthy.table::<Account>();
-    let ledger = healthy.table::<LedgerEntry>();
-    for (customer, balance) in [("a", 100), ("b", 0)] {
-        accounts
-            .insert(Account {
-                customer: customer.into(),
-                name: "main".into(),
-                balance,
-            })
-            .await
-            .unwrap();
-    }
-
-    // A transfer from customer "a" to customer "b" (two partitions, two
-    // tables each) whose process dies at its first batch, after writing the
-    // intent in "b" and the journal in "a" (the primary: first in canonical
-    // order): both locks stay leased, nothing is applied.
-    let mut unit = dying.lock_many(["b", "a"]).await.unwrap();
-    let mut from = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
-    let mut to = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
-    let (from_etag, to_etag) = (
-        from.etag().as_str().to_owned(),
-        to.etag().as_str().to_owned(),
-    );
-    from.balance -= 30;
-    to.balance += 30;
-    unit.replace(&from).unwrap();
-    unit.replace(&to).unwrap();
-    for (customer, amount) in [("a", -30), ("b", 30)] {
-        unit.insert(&LedgerEntry {
-            customer: customer.into(),
-            id: "t1".into(),
-            amount,
-        })
-        .unwrap();
-    }
-    injector.die_at_nth(Some(Op::Batch), 1);
-    let e = unit.commit().await.unwrap_err();
-    assert_ne!(e.kind(), ErrorKind::Invalid, "{e}");
-    drop(dying);
-    for (customer, balance) in [("a", 100), ("b", 0)] {
-        let row = accounts.get(customer, "main").await.unwrap().unwrap();
-        assert_eq!(row.balance, balance, "{customer}");
-    }
-    assert!(ledger.get("b", "t1").await.unwrap().is_none());
-    let txn = healthy
-        .pending_commit("a")
-        .await
-        .unwrap()
-        .expect("journal in the primary")
-        .transaction
-        .expect("a transaction id");
-
-    let p = ["--table-prefix", prefix.as_str()];
-    let (code, listed) = run_json(&cs, &[&p[..], &["locks", "list"]].concat());
-    assert_eq!(code, 0, "{listed}");
-    let locks = listed["locks"].as_array().unwrap();
-    assert_eq!(locks.len(), 2, "{listed}");
-    let lock = |pk: &str| {
-        locks
-            .iter()
-            .find(|l| l["partition_key"] == pk)
-            .unwrap_or_else(|| panic!("no lock {pk} in {listed}"))
-    };
-    for pk in ["a", "b"] {
-        assert_eq!(lock(pk)["journal_pending"], true, "{listed}");
-        assert_eq!(lock(pk)["held"], true, "{listed}");
-    }
-    assert_eq!(lock("a")["intent_of"], Value::Null, "{listed}");
-    assert_eq!(lock("b")["intent_of"], "a", "{listed}");
-    let out = run(&[
-        &["--connection-string", cs.as_str()][..],
-        &p[..],
-        &["locks", "list"],
-    ]
-    .concat());
-    let text = String::from_utf8_lossy(&out.stdout);
-    let row = |pk: &str| {
-        text.lines()
-            .find(|l| l.split_whitespace().next() == Some(pk))
-            .unwrap_or_else(|| panic!("no row {pk} in {text}"))
-            .to_owned()
-    };
-    assert!(row("a").ends_with(" pending"), "{text}");
-    assert!(row("b").ends_with(" intent of a"), "{text}");
-    assert!(text.contains("2 locks"), "{text}");
-
-    // The participant shows an intent naming the primary and the
-    // transaction, with no operations (they are in the primary's journal).
-    let (code, shown) = run_json(&cs, &[&p[..], &["locks", "show", "b"]].concat());
-    assert_eq!(code, 0, "{shown}");
-    assert_eq!(shown["state"], "leased", "{shown}");
-    assert_eq!(shown["journal_pending"], true, "{shown}");
-    assert_eq!(
-        shown["journal"],
-        serde_json::json!({
-            "partition_key": "b",
-            "intent": true,
-            "primary": "a",
-            "transaction": txn.as_str(),
-            "ops": [],
-        }),
-        "{shown}"
-    );
-    let out = run(&[
-        &["--connection-string", cs.as_str()][..],
-        &p[..],
-        &["locks", "show", "b"],
-    ]
-    .concat());
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains(&format!(
-            "intent of transaction {txn}: the journal is in partition a"
-        )),
-        "{text}"
-    );
-
-    // The primary shows the pending journal: four operations over both
-    // partitions, in application order, with preconditions and after-images.
-    let (code, shown) = run_json(&cs, &[&p[..], &["locks", "show", "a"]].concat());
-    assert_eq!(code, 0, "{shown}");
-    assert_eq!(shown["state"], "leased", "{shown}");
-    let journal = &shown["journal"];
-    assert_eq!(journal["partition_key"], "a", "{shown}");
-    assert_eq!(journal["intent"], false, "{shown}");
-    assert_eq!(journal["primary"], "a", "{shown}");
-    assert_eq!(journal["transaction"], txn.as_str(), "{shown}");
-    let ops = journal["ops"].as_array().unwrap();
-    let summary: Vec<(&str, &str, &str, &str)> = ops
-        .iter()
-        .map(|o| {
-            (
-                o["table"].as_str().unwrap(),
-                o["partition_key"].as_str().unwrap(),
-                o["row_key"].as_str().unwrap(),
-                o["kind"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    let accounts_table = format!("{prefix}CliAccounts");
-    let ledger_table = format!("{prefix}CliLedger");
-    assert_eq!(
-        summary,
-        [
-            (accounts_table.as_str(), "a", "main", "replace"),
-            (ledger_table.as_str(), "a", "t1", "insert"),
-            (accounts_table.as_str(), "b", "main", "replace"),
-            (ledger_table.as_str(), "b", "t1", "insert"),
-        ],
-        "{shown}"
-    );
-    assert_eq!(ops[0]["precondition"], from_etag.as_str(), "{shown}");
-    assert_eq!(ops[0]["after"]["balance"], "70L", "{shown}");
-    assert_eq!(ops[1]["precondition"], Value::Null, "{shown}");
-    assert_eq!(ops[2]["precondition"], to_etag.as_str(), "{shown}");
-    assert_eq!(ops[2]["after"]["balance"], "30L", "{shown}");
-    assert_eq!(ops[3]["after"]["amount"], "30L", "{shown}");
-    let out = run(&[
-        &["--connection-string", cs.as_str()][..],
-        &p[..],
-        &["locks", "show", "a"],
-    ]
-    .concat());
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains(&format!("transaction   {txn} (across partitions)")),
-        "{text}"
-    );
-    assert!(text.contains("pending, 4 operations"), "{text}");
-    assert!(text.contains("CliLedger/t1 (partition b)"), "{text}");
-
-    // Rolled forward from the participant: both leases are broken, the
-    // primary's journal applied, the intent cleared.
-    let (code, rolled) = run_json(
-        &cs,
-        &[
-            &p[..],
-            &[
-                "locks",
-                "roll-forward",
-                "b",
-                "--break-lease",
-                "--timeout",
-                "20",
-            ],
-        ]
-        .concat(),
-    );
-    assert_eq!(code, 0, "{rolled}");
-    assert_eq!(
-        rolled,
-        serde_json::json!({
-            "partition_key": "b",
-            "rolled_forward": true,
-            "applied": 4,
-            "already_applied": 0,
-        })
-    );
-
-    for (customer, balance, amount) in [("a", 70, -30), ("b", 30, 30)] {
-        let row = accounts.get(customer, "main").await.unwrap().unwrap();
-        assert_eq!(row.balance, balance, "{customer}");
-        let entry = ledger.get(customer, "t1").await.unwrap().unwrap();
-        assert_eq!(entry.amount, amount, "{customer}");
-        assert!(healthy.pending_commit(customer).await.unwrap().is_none());
-        let (code, shown) = run_json(&cs, &[&p[..], &["locks", "show", customer]].concat());
-        assert_eq!(code, 0, "{shown}");
-        assert_eq!(shown["journal"], Value::Null, "{shown}");
-        assert_eq!(shown["journal_pending"], false, "{shown}");
-        assert_eq!(shown["held"], false, "{shown}");
-        let out = run(&[
-            &["--connection-string", cs.as_str()][..],
-            &p[..],
-            &["locks", "show", customer],
-        ]
-        .concat());
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.contains("journal       none pending"), "{text}");
-    }
-    let (code, listed) = run_json(&cs, &[&p[..], &["locks", "list"]].concat());
-    assert_eq!(code, 0, "{listed}");
-    for l in listed["locks"].as_array().unwrap() {
-        assert_eq!(l["journal_pending"], false, "{listed}");
-        assert_eq!(l["intent_of"], Value::Null, "{listed}");
-    }
-    // Nothing left to do from either side.
-    for customer in ["a", "b"] {
-        let (code, again) = run_json(
-            &cs,
-            &[&p[..], &["locks", "roll-forward", customer]].concat(),
-        );
-        assert_eq!(
-            (code, &again["rolled_forward"]),
-            (0, &Value::from(false)),
-            "{again}"
-        );
-    }
 }
 
 #[derive(Entity, Debug, Clone, PartialEq)]

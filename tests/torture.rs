@@ -317,9 +317,6 @@ async fn transfer(
     amount: i64,
 ) -> Result<&'static str, Error> {
     let mut unit = store.lock(c).await?;
-    if unit.rolled_forward().is_some() {
-        println!("ROLLFWD");
-    }
     let mut a = unit
         .get::<Account>(from)
         .await?
@@ -365,9 +362,6 @@ async fn transfer_across(
     amount: i64,
 ) -> Result<&'static str, Error> {
     let mut unit = store.lock_many([d, c]).await?;
-    if unit.rolled_forward().is_some() {
-        println!("ROLLFWD");
-    }
     let mut a = unit
         .get_in::<Account>(c, from)
         .await?
@@ -496,7 +490,6 @@ fn missing(c: &str, row: &str) -> Error {
 #[derive(Default)]
 struct Tally {
     commits: AtomicU64,
-    roll_forwards: AtomicU64,
     undos: AtomicU64,
     errors: AtomicU64,
     /// Transfer id → what its commit answered (`OK`, or the error's kind).
@@ -551,7 +544,6 @@ fn spawn_worker(
         while let Ok(Some(line)) = lines.next_line().await {
             match line.as_str() {
                 "COMMIT" => tally.commits.fetch_add(1, Ordering::Relaxed),
-                "ROLLFWD" => tally.roll_forwards.fetch_add(1, Ordering::Relaxed),
                 "STRAYDONE" => tally.strays_done.fetch_add(1, Ordering::Relaxed),
                 l if l.starts_with("UNDO") => tally.undos.fetch_add(1, Ordering::Relaxed),
                 l if l.starts_with("REFUSED") => tally.refused.fetch_add(1, Ordering::Relaxed),
@@ -776,7 +768,6 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
     let checker = store.clone();
     let mut violations = 0u64;
     let mut stuck = 0u64;
-    let mut checker_roll_forwards = 0u64;
     let mut ledger_total = 0usize;
     let mut money = 0i64;
     // Transfer id → (debits, credits, amounts agree), in cross mode.
@@ -797,9 +788,6 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
                 continue;
             }
         };
-        if unit.rolled_forward().is_some() {
-            checker_roll_forwards += 1;
-        }
         let read = async {
             let accounts = unit.query::<Account>().partition(c.as_str()).all().await?;
             let ledger = unit.query::<Entry>().partition(c.as_str()).all().await?;
@@ -963,9 +951,8 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
         ledger_total /= 2;
     }
     let commits_reported = tally.commits.load(Ordering::Relaxed);
-    let roll_forwards = tally.roll_forwards.load(Ordering::Relaxed) + checker_roll_forwards;
     println!(
-        "units committed: {ledger_total} (reported by workers before dying: {commits_reported}), kills: {kills}, roll-forwards: {roll_forwards}, undos: {}, worker errors: {}, violations: {violations}",
+        "units committed: {ledger_total} (reported by workers before dying: {commits_reported}), kills: {kills}, undos: {}, worker errors: {}, violations: {violations}",
         tally.undos.load(Ordering::Relaxed),
         tally.errors.load(Ordering::Relaxed)
     );
@@ -1080,9 +1067,6 @@ async fn index_worker(prefix: &str) -> Result<(), Error> {
                         ..c.entity().clone()
                     };
                     let mut unit = store.lock_many([region.as_str(), to.as_str()]).await?;
-                    if unit.rolled_forward().is_some() {
-                        println!("ROLLFWD");
-                    }
                     let Some(now) = unit
                         .get_in::<Customer>(region.as_str(), id.as_str())
                         .await?
@@ -1154,7 +1138,6 @@ async fn index_controller(args: &Args) -> Result<u64, Error> {
             while let Ok(Some(line)) = lines.next_line().await {
                 match line.as_str() {
                     "COMMIT" => tally.commits.fetch_add(1, Ordering::Relaxed),
-                    "ROLLFWD" => tally.roll_forwards.fetch_add(1, Ordering::Relaxed),
                     l if l.starts_with("REFUSED") => tally.undos.fetch_add(1, Ordering::Relaxed),
                     l if l.starts_with("ERROR") => {
                         eprintln!("worker: {l}");
@@ -1167,8 +1150,6 @@ async fn index_controller(args: &Args) -> Result<u64, Error> {
         child
     };
     let mut workers: Vec<Child> = (0..args.workers).map(|_| spawn(&tally)).collect();
-    let partitions = index_mode_partitions()?;
-    let mut left_pending = 0u64;
     let mut rng = Rng::seeded(17);
     let end = Instant::now() + Duration::from_secs(args.index_seconds);
     let mut kills = 0u64;
@@ -1186,14 +1167,6 @@ async fn index_controller(args: &Args) -> Result<u64, Error> {
         let _ = workers[victim].start_kill();
         let _ = workers[victim].wait().await;
         kills += 1;
-        // Did the kill land inside a commit? Its journal or intent is
-        // then pending in a lock blob.
-        for key in &partitions {
-            if store.pending_commit(key.clone()).await?.is_some() {
-                left_pending += 1;
-                break;
-            }
-        }
         workers[victim] = spawn(&tally);
     }
     for w in &mut workers {
@@ -1211,12 +1184,8 @@ async fn index_controller(args: &Args) -> Result<u64, Error> {
 
     // The checker: every partition the workers locked, under its lock, so
     // what killed workers left pending is rolled forward first.
-    let mut checker_roll_forwards = 0u64;
     for key in index_mode_partitions()? {
         let unit = store.lock(key).await?;
-        if unit.rolled_forward().is_some() {
-            checker_roll_forwards += 1;
-        }
         unit.abandon().await?;
     }
     let mut violations = 0u64;
@@ -1262,10 +1231,9 @@ async fn index_controller(args: &Args) -> Result<u64, Error> {
         println!("VIOLATION: {line}");
         violations += 1;
     }
-    let roll_forwards = tally.roll_forwards.load(Ordering::Relaxed) + checker_roll_forwards;
     let commits = tally.commits.load(Ordering::Relaxed);
     println!(
-        "writes committed (reported): {commits}, refused: {}, customers: {}, index rows: {} ({} stale), kills: {kills} ({left_pending} inside a commit, leaving it pending), roll-forwards: {roll_forwards}, worker errors: {}, violations: {violations}",
+        "writes committed (reported): {commits}, refused: {}, customers: {}, index rows: {} ({} stale), kills: {kills}, worker errors: {}, violations: {violations}",
         tally.undos.load(Ordering::Relaxed),
         customers.len(),
         report.index_rows,
