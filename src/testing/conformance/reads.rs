@@ -262,8 +262,23 @@ pub async fn a_units_filtered_query_finds_a_committed_row_left_marked(ctx: &Ctx)
 }
 
 /// As [`a_filtered_query_finds_a_committed_row_left_marked`], through
-/// projections: one holding the filtered property, one without it.
+/// projections: unfiltered, filtered holding the filtered property, and
+/// filtered without it.
 pub async fn a_filtered_projection_finds_a_committed_row_left_marked(ctx: &Ctx) {
+    // Unfiltered, the marked row is resolved from the after-image the
+    // projection asks for too.
+    let (store, _) = stopped_transfer(ctx, "o", Stop::AfterCommitPoint).await;
+    let rows = store
+        .table::<Account>()
+        .query()
+        .select::<Balance>()
+        .all()
+        .await
+        .expect("a projection");
+    assert_eq!(
+        found(&rows, |b| (b.customer.clone(), b.balance)),
+        [("c0".to_owned(), 50), ("c1".to_owned(), 150)]
+    );
     let (store, marked) = stopped_transfer(ctx, "p", Stop::AfterCommitPoint).await;
     let (after, balance) = after_of(marked);
     let rows = store
