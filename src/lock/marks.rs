@@ -686,4 +686,44 @@ mod tests {
         assert_eq!(kept.properties.get("n"), Some(&Value::Int64(1)));
         assert!(kept.properties.get(MARK).is_none());
     }
+
+    #[test]
+    fn a_filtered_query_also_asks_for_the_marked_rows_of_its_key_range() {
+        let pk = Filter::compare("PartitionKey", CmpOp::Eq, Value::String("p".into()));
+        let n = |v: i64| Filter::compare("n", CmpOp::Eq, Value::Int64(v));
+        let asked = QuerySpec {
+            filter: Some(pk.clone().and(n(1))),
+            select: Some(vec!["m".into()]),
+            ..QuerySpec::default()
+        };
+        let (sent, exact) = query_request(&asked);
+        assert!(exact);
+        assert_eq!(
+            sent.filter.unwrap().to_odata(),
+            "(PartitionKey eq 'p') and ((n eq 1L) or (_lhTxn ge ''))"
+        );
+        assert_eq!(
+            sent.select.unwrap(),
+            ["m", "n", MARK, AFTER, crate::table::tombstone::PROPERTY]
+        );
+        // Keys alone: sent as asked.
+        let keys = QuerySpec {
+            filter: Some(pk.clone()),
+            ..QuerySpec::default()
+        };
+        assert_eq!(query_request(&keys), (keys, true));
+        // At the service's 15 comparisons: the key range alone.
+        let mut many = n(0);
+        for v in 1..14 {
+            many = many.or(n(v));
+        }
+        let full = QuerySpec {
+            filter: Some(pk.clone().and(many)),
+            ..QuerySpec::default()
+        };
+        assert_eq!(full.filter.as_ref().unwrap().comparisons(), 15);
+        let (sent, exact) = query_request(&full);
+        assert!(!exact);
+        assert_eq!(sent.filter, Some(pk));
+    }
 }
