@@ -22,6 +22,7 @@ use crate::backend::{Precondition, QueryPage, QuerySpec, StoredEntity, TableOp};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
+use crate::query::{CmpOp, Filter};
 use crate::table::tombstone::is_tombstone;
 use crate::telemetry::FinishedBy;
 
@@ -404,6 +405,10 @@ impl crate::table::Resolve for MarkResolve {
         self.0.resolve_row(table, row).await
     }
 
+    fn request(&self, asked: &QuerySpec) -> QuerySpec {
+        query_request(asked).0
+    }
+
     async fn resolve_page(
         &self,
         table: &TableName,
@@ -435,11 +440,13 @@ impl LockEnv {
         Ok(row.filter(|r| !is_tombstone(&r.data.properties)))
     }
 
-    /// A page of a query of `table` by `spec` with every marked row on it
-    /// resolved: dropped when it is absent once resolved or no longer
-    /// matches the filter, cut down to the selected properties otherwise;
-    /// commits' decision rows are dropped. A page without either costs
-    /// nothing.
+    /// A page of a query of `table` asked as `spec` (and sent as
+    /// [`query_request`] says) with every marked row on it resolved:
+    /// dropped when it is absent once resolved or does not match the
+    /// filter as resolved, cut down to the selected properties otherwise;
+    /// commits' decision rows are dropped, and so are the rows the service
+    /// returned without checking the filter that do not match it. A page
+    /// with none of these costs nothing.
     ///
     /// # Errors
     /// As [`Resolver::resolve`].
@@ -449,11 +456,17 @@ impl LockEnv {
         spec: &QuerySpec,
         mut page: QueryPage,
     ) -> Result<QueryPage> {
-        if !page.entities.iter().any(|row| {
-            Mark::of(&row.data.properties).is_some()
-                || decision::is_decision_row(&row.data.row_key)
-                || is_tombstone(&row.data.properties)
-        }) {
+        // `exact`: every row without a mark that the service returned
+        // matches the filter.
+        let exact = query_request(spec).1;
+        if exact
+            && spec.select.is_none()
+            && !page.entities.iter().any(|row| {
+                row.data.properties.get(MARK).is_some()
+                    || decision::is_decision_row(&row.data.row_key)
+                    || is_tombstone(&row.data.properties)
+            })
+        {
             return Ok(page);
         }
         let resolver = Resolver::new(self, Vec::new());
@@ -463,19 +476,33 @@ impl LockEnv {
             if decision::is_decision_row(&row.data.row_key) {
                 continue;
             }
-            if Mark::of(&row.data.properties).is_none() {
-                if !is_tombstone(&row.data.properties) {
-                    rows.push(row);
+            // A row carrying the mark property may have been returned for
+            // it alone (see `query_request`): the filter decides.
+            let check = !exact || row.data.properties.get(MARK).is_some();
+            let mut row = match Mark::of(&row.data.properties) {
+                None => row,
+                Some(_) => {
+                    // A projection without the after-image resolving needs.
+                    let row = if row.data.properties.get(AFTER).is_none() {
+                        let full = self
+                            .backend()
+                            .get(table, &row.data.partition_key, &row.data.row_key)
+                            .await?;
+                        let Some(full) = full else { continue };
+                        full
+                    } else {
+                        row
+                    };
+                    let Some(row) = resolver.resolve(table, row).await? else {
+                        continue;
+                    };
+                    row
                 }
-                continue;
-            }
-            let Some(mut row) = resolver.resolve(table, row).await? else {
-                continue;
             };
             if is_tombstone(&row.data.properties) {
                 continue;
             }
-            if let Some(filter) = &spec.filter {
+            if check && let Some(filter) = &spec.filter {
                 let matches = filter.matches(&crate::query::Row {
                     partition_key: row.data.partition_key.as_str(),
                     row_key: row.data.row_key.as_str(),
@@ -494,6 +521,57 @@ impl LockEnv {
         page.entities = rows;
         Ok(page)
     }
+}
+
+/// The request a query asked as `asked` sends, and whether the service
+/// checks its whole filter on the rows without a mark it returns.
+///
+/// The service evaluates a filter on the row as stored, which for a
+/// marked row is its before-image: a commit decided but not yet finished
+/// on that row would be missed by a filter its after-image matches. So the
+/// request also returns every row of the key range carrying a mark —
+/// `keys and (rest or _lhTxn ge '')`, a comparison on a property a row
+/// lacks being false — and [`LockEnv::resolve_page`] applies the filter to
+/// each such row as resolved. Where that is over the service's limits (15
+/// comparisons, [`Filter::MAX_LEN`]), only the key range is sent and the
+/// filter is applied to every row on this side. A projection also asks for
+/// the mark, the after-image, the tombstone property and the properties
+/// the filter compares, so that a row is resolved and checked as stored;
+/// the page is cut back to the projection after.
+pub(crate) fn query_request(asked: &QuerySpec) -> (QuerySpec, bool) {
+    let mut sent = asked.clone();
+    let mut exact = true;
+    let mut compared: Vec<String> = Vec::new();
+    if let Some(filter) = &asked.filter {
+        let (keys, rest) = filter.split_keys();
+        if let Some(rest) = rest {
+            compared = rest
+                .user_properties()
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
+            let marked = Filter::compare(MARK, CmpOp::Ge, Value::String(String::new()));
+            let widened = match keys.clone() {
+                Some(keys) => keys.and(rest.or(marked)),
+                None => rest.or(marked),
+            };
+            if widened.validate().is_ok() {
+                sent.filter = Some(widened);
+            } else {
+                sent.filter = keys;
+                exact = false;
+            }
+        }
+    }
+    if let Some(names) = &mut sent.select {
+        let reserved = [MARK, AFTER, crate::table::tombstone::PROPERTY];
+        for name in compared.iter().map(String::as_str).chain(reserved) {
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_owned());
+            }
+        }
+    }
+    (sent, exact)
 }
 
 /// Sends a resolving write; answers whether it was applied. A refusal
@@ -597,5 +675,45 @@ mod tests {
         assert_eq!(e, etag);
         assert_eq!(kept.properties.get("n"), Some(&Value::Int64(1)));
         assert!(kept.properties.get(MARK).is_none());
+    }
+
+    #[test]
+    fn a_filtered_query_also_asks_for_the_marked_rows_of_its_key_range() {
+        let pk = Filter::compare("PartitionKey", CmpOp::Eq, Value::String("p".into()));
+        let n = |v: i64| Filter::compare("n", CmpOp::Eq, Value::Int64(v));
+        let asked = QuerySpec {
+            filter: Some(pk.clone().and(n(1))),
+            select: Some(vec!["m".into()]),
+            ..QuerySpec::default()
+        };
+        let (sent, exact) = query_request(&asked);
+        assert!(exact);
+        assert_eq!(
+            sent.filter.unwrap().to_odata(),
+            "(PartitionKey eq 'p') and ((n eq 1L) or (_lhTxn ge ''))"
+        );
+        assert_eq!(
+            sent.select.unwrap(),
+            ["m", "n", MARK, AFTER, crate::table::tombstone::PROPERTY]
+        );
+        // Keys alone: sent as asked.
+        let keys = QuerySpec {
+            filter: Some(pk.clone()),
+            ..QuerySpec::default()
+        };
+        assert_eq!(query_request(&keys), (keys, true));
+        // At the service's 15 comparisons: the key range alone.
+        let mut many = n(0);
+        for v in 1..14 {
+            many = many.or(n(v));
+        }
+        let full = QuerySpec {
+            filter: Some(pk.clone().and(many)),
+            ..QuerySpec::default()
+        };
+        assert_eq!(full.filter.as_ref().unwrap().comparisons(), 15);
+        let (sent, exact) = query_request(&full);
+        assert!(!exact);
+        assert_eq!(sent.filter, Some(pk));
     }
 }

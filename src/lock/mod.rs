@@ -224,7 +224,17 @@
 //! consistently, read them inside a unit holding their locks
 //! ([`Store::lock_many`](crate::Store::lock_many), then [`Unit::get_in`] or
 //! [`Unit::query`], then [`Unit::abandon`]): nothing commits to them while
-//! it holds them.
+//! it holds them. A read in a unit whose reply arrives when a lock of the
+//! unit may have run out (by its local validity deadline: the process
+//! paused past the lease, say, while another took the lock and committed)
+//! fails with [`crate::Error::LeaseLost`] instead of returning a row of
+//! after that commit beside rows read before it: run the unit again.
+//!
+//! Every filtered query — plain, projected, page by page, or in a unit —
+//! also fetches the rows of its key range that carry a mark, resolves
+//! them, and applies the filter to each as resolved (the service evaluates
+//! it on the row as stored, the before-image): a decided commit is never
+//! missed, an undecided after-image never returned.
 //!
 //! # Recovery
 //!

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 
+use super::marks::query_request;
 use super::slot::Slot;
 use super::unit::{Unit, staged_view};
 use crate::backend::{QuerySpec, StoredEntity, TableOp};
@@ -24,7 +25,9 @@ use crate::table::tombstone::is_tombstone;
 ///
 /// Every row a query returns is recorded as read, like [`Unit::get`]: a
 /// write of the returned value is conditioned on the ETag read, so the
-/// commit fails if the row changed since.
+/// commit fails if the row changed since. A row a commit left marked is
+/// resolved first and the filter applied to it as resolved, so a decided
+/// commit is always seen and an undecided one never.
 ///
 /// ```
 /// use leasehold::{Entity, Store};
@@ -106,7 +109,9 @@ impl<E: Entity> UnitQuery<'_, E> {
     ///
     /// # Errors
     /// [`crate::Error::Invalid`] for a bad filter or key, or a partition the
-    /// unit does not hold (before any request); [`crate::Error::Decode`];
+    /// unit does not hold (before any request); [`crate::Error::LeaseLost`]
+    /// when a page is answered after a lock of the unit may have run out
+    /// (another holder may have written since); [`crate::Error::Decode`];
     /// backend errors.
     pub async fn all(self) -> Result<Vec<Versioned<E>>> {
         let UnitQuery {
@@ -156,7 +161,10 @@ impl<E: Entity> UnitQuery<'_, E> {
             // version it read.
             let mut seen: BTreeMap<RowKey, ()> = BTreeMap::new();
             loop {
-                let page = backend.query(&table, &spec).await?;
+                // Rows the filter matches once resolved included (see
+                // `query_request`); the filter is applied below, to each
+                // row as the unit sees it.
+                let page = backend.query(&table, &query_request(&spec).0).await?;
                 let mut rows = Vec::with_capacity(page.entities.len());
                 for row in page.entities {
                     let key = (slot.clone(), row.data.row_key.clone());
@@ -166,6 +174,9 @@ impl<E: Entity> UnitQuery<'_, E> {
                         rows.push(row);
                     }
                 }
+                // Answered while the unit's leases may have run out: another
+                // holder may have committed meanwhile.
+                unit.ensure_held()?;
                 // Fence rows (fenced writes) and commits' decision rows are
                 // not the caller's entities.
                 for row in rows.into_iter().filter(|r| {

@@ -329,9 +329,14 @@ impl Unit {
     /// merge the unit knows nothing of (an `upsert_merge`) is read once, so
     /// the view shows every property the commit leaves stored.
     ///
+    /// A read answered when a lock of the unit may have run out fails, so
+    /// the unit's reads always show one moment of its partitions.
+    ///
     /// # Errors
     /// [`Error::Invalid`] for a bad key, or when the unit holds several
-    /// partitions (use [`Unit::get_in`]); [`Error::Decode`]; backend errors.
+    /// partitions (use [`Unit::get_in`]); [`Error::LeaseLost`] when the
+    /// reply came after a lock of the unit may have run out (another holder
+    /// may have written since); [`Error::Decode`]; backend errors.
     pub async fn get<E: Entity>(
         &mut self,
         row_key: impl IntoRowKey,
@@ -353,8 +358,8 @@ impl Unit {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad key or a partition this unit does not
-    /// hold (naming it and the locked ones); [`Error::Decode`]; backend
-    /// errors.
+    /// hold (naming it and the locked ones); [`Error::LeaseLost`] as for
+    /// [`Unit::get`]; [`Error::Decode`]; backend errors.
     pub async fn get_in<E: Entity>(
         &mut self,
         partition_key: impl IntoPartitionKey,
@@ -383,6 +388,7 @@ impl Unit {
             self.env.ensure_table(&key.0.table).await?;
             let stored = self.env.backend().get(&key.0.table, &pk, &key.1).await?;
             let stored = self.resolver().resolve_opt(&key.0.table, stored).await?;
+            self.ensure_held()?;
             self.reads.insert(key.clone(), stored);
         }
         if let Some(op) = self.staged.get(&key) {
@@ -398,10 +404,26 @@ impl Unit {
         self.env.ensure_table(&key.0.table).await?;
         let stored = self.env.backend().get(&key.0.table, &pk, &key.1).await?;
         let stored = self.resolver().resolve_opt(&key.0.table, stored).await?;
+        self.ensure_held()?;
         // A tombstone is recorded as read (an insert then replaces it at
         // its ETag, see `crate::index`) and shown as absent.
         self.reads.insert(key, stored.clone());
         visible(stored)
+    }
+
+    /// Checks, right after a read's reply, that every lock of the unit is
+    /// still held by its local validity deadline (which ends before the
+    /// service lets anyone else take a lease): a reply that came later may
+    /// show what another holder committed since the unit's earlier reads,
+    /// a view no single moment had.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] naming the lock that may have run out.
+    pub(super) fn ensure_held(&self) -> Result<()> {
+        for i in 0..self.parts.len() {
+            self.guard_of(i)?.ensure_valid(Duration::ZERO)?;
+        }
+        Ok(())
     }
 
     fn encode<E: Entity>(&mut self, entity: &E, what: &str) -> Result<(Slot, EntityData)> {

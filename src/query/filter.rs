@@ -305,6 +305,45 @@ impl Filter {
         }
     }
 
+    /// The filter split into its top-level conjuncts that compare only
+    /// `PartitionKey` and `RowKey` (a row keeps its keys whatever is
+    /// written to it) and the rest, each joined back with `and` in order;
+    /// `None` where there is no such conjunct.
+    pub(crate) fn split_keys(&self) -> (Option<Filter>, Option<Filter>) {
+        fn conjuncts<'a>(f: &'a Filter, out: &mut Vec<&'a Filter>) {
+            match f {
+                Filter::And(a, b) => {
+                    conjuncts(a, out);
+                    conjuncts(b, out);
+                }
+                other => out.push(other),
+            }
+        }
+        fn on_keys(f: &Filter) -> bool {
+            match f {
+                Filter::Compare { property, .. } => {
+                    matches!(property.as_str(), "PartitionKey" | "RowKey")
+                }
+                Filter::And(a, b) | Filter::Or(a, b) => on_keys(a) && on_keys(b),
+                Filter::Not(a) => on_keys(a),
+            }
+        }
+        let join = |parts: Vec<&Filter>| parts.into_iter().cloned().reduce(Filter::and);
+        let mut all = Vec::new();
+        conjuncts(self, &mut all);
+        let (keys, rest): (Vec<&Filter>, Vec<&Filter>) = all.into_iter().partition(|f| on_keys(f));
+        (join(keys), join(rest))
+    }
+
+    /// The distinct properties compared other than the keys and
+    /// `Timestamp`, in order of appearance.
+    pub(crate) fn user_properties(&self) -> Vec<&str> {
+        let mut names = Vec::new();
+        self.property_names(&mut names);
+        names.retain(|n| !matches!(*n, "PartitionKey" | "RowKey" | "Timestamp"));
+        names
+    }
+
     /// Evaluates the filter as the service does.
     pub(crate) fn matches(&self, row: &Row<'_>) -> bool {
         match self {
@@ -563,6 +602,34 @@ mod tests {
                 other => panic!("{bad:?}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn key_conjuncts_are_split_from_the_rest() {
+        let pk = Filter::compare("PartitionKey", CmpOp::Eq, Value::String("p".into()));
+        let lo = Filter::compare("RowKey", CmpOp::Ge, Value::String("a".into()));
+        let n = Filter::compare("n", CmpOp::Gt, Value::Int64(1));
+        let either = Filter::compare("RowKey", CmpOp::Eq, Value::String("x".into()))
+            .or(Filter::compare("m", CmpOp::Eq, Value::Int32(2)));
+        let f = pk
+            .clone()
+            .and(lo.clone())
+            .and(n.clone().and(either.clone()));
+        let (keys, rest) = f.split_keys();
+        assert_eq!(keys, Some(pk.clone().and(lo)));
+        assert_eq!(rest, Some(n.clone().and(either)));
+        assert_eq!(pk.split_keys(), (Some(pk.clone()), None));
+        assert_eq!(n.split_keys(), (None, Some(n.clone())));
+        let ts = Filter::compare(
+            "Timestamp",
+            CmpOp::Gt,
+            Value::DateTime(datetime!(2024-01-01 0:00 UTC)),
+        );
+        let f = pk
+            .and(n)
+            .and(ts)
+            .and(Filter::compare("n", CmpOp::Lt, Value::Int64(9)));
+        assert_eq!(f.user_properties(), ["n"]);
     }
 
     #[test]

@@ -417,17 +417,11 @@ impl<E: Entity> Query<E> {
             Some(token) => Some(token.at.clone()),
             None => None,
         };
+        // The query as asked; what is sent for it (marked rows and what
+        // resolving them needs included) is the table's `Resolve`'s to say.
         let spec = QuerySpec {
             filter,
-            // A projection asks for the row mark and the tombstone property
-            // too, so that a marked row or a tombstone is seen as such (see
-            // `crate::lock`'s "Units and optimistic writes" and
-            // `crate::index`'s "Writes").
-            select: self.select.clone().map(|mut names| {
-                names.push(super::MARK.to_owned());
-                names.push(super::tombstone::PROPERTY.to_owned());
-                names
-            }),
+            select: self.select.clone(),
             top: self.page_size,
             continuation,
         };
@@ -435,8 +429,9 @@ impl<E: Entity> Query<E> {
         Ok((spec, query))
     }
 
-    /// One page as the backend returns it, marked rows resolved and fence
-    /// rows left out, each row decoded (or left out) by `policy`.
+    /// One page as the backend returns it, marked rows resolved (and the
+    /// filter applied to them as resolved) and fence rows left out, each
+    /// row decoded (or left out) by `policy`.
     async fn fetch(
         table: &Table<E>,
         spec: &QuerySpec,
@@ -450,10 +445,13 @@ impl<E: Entity> Query<E> {
             .telemetry()
             .operation("query", async {
                 let name = table.ready().await?;
-                let page = table.env.backend().query(name, spec).await?;
+                let backend = table.env.backend();
                 let page = match &table.resolve {
-                    Some(resolve) => resolve.resolve_page(name, spec, page).await?,
-                    None => page,
+                    Some(resolve) => {
+                        let page = backend.query(name, &resolve.request(spec)).await?;
+                        resolve.resolve_page(name, spec, page).await?
+                    }
+                    None => backend.query(name, spec).await?,
                 };
                 Ok::<_, Error>(page)
             })

@@ -37,9 +37,15 @@ pub(crate) trait Resolve: Send + Sync + 'static {
         row: Option<StoredEntity>,
     ) -> Result<Option<StoredEntity>>;
 
-    /// A page of a query of `table` by `spec`, each row as
-    /// [`Resolve::resolve_row`] sees it (rows that no longer match the
-    /// filter left out).
+    /// The request to send for a query asked as `asked`: one that also
+    /// returns every row of its key range a resolve may change, so that
+    /// [`Resolve::resolve_page`] sees each row the filter matches once
+    /// resolved.
+    fn request(&self, asked: &QuerySpec) -> QuerySpec;
+
+    /// A page of a query of `table` asked as `spec` (and sent as
+    /// [`Resolve::request`] says), each row as [`Resolve::resolve_row`]
+    /// sees it, rows that do not match the filter so left out.
     async fn resolve_page(
         &self,
         table: &TableName,

@@ -9,8 +9,10 @@
 //! [`table_backend`] (through the backend trait), [`blob_backend`] and
 //! [`blobs`], [`timed`]
 //! (blob leases running out), [`lease`], [`lock`], [`lock_many`],
-//! [`fence`] (fenced writes), [`indexes`] and [`mapping`] (entity
-//! mapping: unknown properties kept, enums, key builders).
+//! [`fence`] (fenced writes), [`indexes`], [`mapping`] (entity
+//! mapping: unknown properties kept, enums, key builders) and [`reads`]
+//! (what reads return while a commit is unfinished or a unit's lease runs
+//! out).
 //! [`conformance_suite!`](crate::conformance_suite) turns them all into one
 //! test per check; leasehold runs it on the memory backend and on Azurite,
 //! and a backend or backend wrapper of your own can run the same:
@@ -44,6 +46,7 @@ pub mod lease;
 pub mod lock;
 pub mod lock_many;
 pub mod mapping;
+pub mod reads;
 pub mod table_backend;
 pub mod tables;
 pub mod timed;
@@ -204,7 +207,7 @@ impl Ctx {
 /// The tests use `#[tokio::test]`: the calling crate needs tokio with the
 /// `macros`, `rt-multi-thread` and (for `paused`) `test-util` features.
 /// Invoke it once per module: it defines `conformance_ctx()` and the
-/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness`, `lock`, `lock_many` and `fence`
+/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness`, `lock`, `lock_many`, `reads` and `fence`
 /// there.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -437,6 +440,21 @@ macro_rules! conformance_suite {
                 a_holder_paused_past_its_lease_at_every_step_is_told_what_is_stored,
                 a_commit_whose_decision_cannot_be_read_is_in_doubt_until_asked_again,
                 decision_rows_are_never_returned_to_callers,
+            ]
+            blocking []
+        );
+        $crate::conformance_suite!(@module reads #[$plain] #[$timed];
+            plain [
+                a_filtered_query_finds_a_committed_row_left_marked,
+                a_units_filtered_query_finds_a_committed_row_left_marked,
+                a_filtered_projection_finds_a_committed_row_left_marked,
+                filtered_pages_find_a_committed_row_left_marked,
+                an_after_image_never_committed_is_never_returned,
+                a_filter_of_fifteen_comparisons_finds_a_committed_row_left_marked,
+            ]
+            timed [
+                a_units_read_answered_after_its_lease_ran_out_is_lease_lost,
+                a_units_read_answered_within_its_lease_is_returned,
             ]
             blocking []
         );
