@@ -85,6 +85,45 @@ fn usage_errors_exit_with_2() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("Exit codes"));
 }
 
+/// A missing required argument is named, with the usage of its command:
+/// not with the options the environment gave, as if those were missing.
+#[test]
+fn a_missing_argument_is_named_not_the_connection_string_from_the_environment() {
+    let out = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .env(
+            "AZURE_STORAGE_CONNECTION_STRING",
+            "UseDevelopmentStorage=true",
+        )
+        .args(["--table-prefix", "Shop", "locks", "prune", "--dry-run"])
+        .output()
+        .expect("the leasehold binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--older-than <OLDER_THAN>"), "{stderr}");
+    assert!(
+        stderr.contains("Usage: leasehold locks prune [OPTIONS] --older-than <OLDER_THAN>"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--connection-string"), "{stderr}");
+    assert!(!stderr.contains("UseDevelopmentStorage"), "{stderr}");
+    // The same for a missing positional argument.
+    let out = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .env(
+            "AZURE_STORAGE_CONNECTION_STRING",
+            "UseDevelopmentStorage=true",
+        )
+        .args(["leases", "show"])
+        .output()
+        .expect("the leasehold binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("Usage: leasehold leases show [OPTIONS] <NAME>"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--connection-string"), "{stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stuck_infinite_lease_is_shown_and_broken() {
     let Some(cs) = azurite_connection_string() else {

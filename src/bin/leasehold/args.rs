@@ -1,6 +1,7 @@
 //! The command line.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Args, CommandFactory as _, Parser, Subcommand, ValueEnum};
 use leasehold::lease::LeaseOptions;
 
 pub(crate) const EXIT_CODES: &str = "Exit codes: 0 success; 1 operation failed; 2 usage error \
@@ -208,6 +209,52 @@ pub(crate) enum LocksCommand {
         #[arg(long)]
         dry_run: bool,
     },
+}
+
+/// A parse error as the user should see it. A missing required argument
+/// is reported with the usage of the command it belongs to, which lists
+/// that command's required arguments only: clap's own usage line lists
+/// the options given too, from the environment as well
+/// (`--connection-string` for `AZURE_STORAGE_CONNECTION_STRING`), as if
+/// they were what was missing.
+pub(crate) fn usage_error(mut error: clap::Error) -> clap::Error {
+    if error.kind() == ErrorKind::MissingRequiredArgument {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let mut command = Cli::command();
+        command.build();
+        let usage = subcommand_of(&command, &args).clone().render_usage();
+        error.insert(ContextKind::Usage, ContextValue::StyledStr(usage));
+    }
+    error
+}
+
+/// The (sub)command that `args` (without the program name) select.
+fn subcommand_of<'a>(mut command: &'a clap::Command, args: &[String]) -> &'a clap::Command {
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            break;
+        }
+        if let Some(option) = arg.strip_prefix("--") {
+            // An option with its value in the next argument: skip that too.
+            let takes_value = !option.contains('=')
+                && command
+                    .get_arguments()
+                    .any(|a| a.get_long() == Some(option) && a.get_action().takes_values());
+            if takes_value {
+                args.next();
+            }
+            continue;
+        }
+        if arg.starts_with('-') {
+            continue;
+        }
+        match command.find_subcommand(arg) {
+            Some(sub) => command = sub,
+            None => break,
+        }
+    }
+    command
 }
 
 /// Parses a duration such as `90s`, `30m`, `24h`, `7d` or `1h30m`: one or

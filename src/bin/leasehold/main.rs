@@ -62,7 +62,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::Parser as _;
 use leasehold::Store;
 use leasehold::backend::azure::AzureBackend;
 use leasehold::key::ContainerName;
@@ -99,7 +99,7 @@ use output::Output;
 
 fn main() -> ExitCode {
     // Usage errors exit with 2, `--help` and `--version` with 0.
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| args::usage_error(e).exit());
     let json = cli.json;
     let result = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
