@@ -37,10 +37,12 @@ impl Store {
     /// Deletes table `name` (the store's table prefix goes in front) and
     /// every entity in it: `true` when it did, `false` when there was no
     /// such table. The service takes a while to let the name be used again
-    /// (Azure answers `TableBeingDeleted` meanwhile). Table handles made
-    /// before the delete still write to the name, and fail with
-    /// [`Error::NotFound`] (code `TableNotFound`); handles made after it
-    /// create the table again.
+    /// (Azure answers `TableBeingDeleted` meanwhile). Reads through any of
+    /// the store's handles then fail with [`Error::NotFound`] (code
+    /// `TableNotFound`, naming the table), as the service answers them: a
+    /// read does not create the table again. So do writes through handles
+    /// that had used the table before the delete; a write through another
+    /// handle creates the table again.
     ///
     /// # Errors
     /// [`Error::Invalid`] naming the table when the prefixed name is not a

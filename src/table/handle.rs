@@ -209,11 +209,24 @@ impl<E: Entity> Table<E> {
         })
     }
 
-    /// The table name, after making sure the table exists.
+    /// The table name, after making sure the table exists: for writes.
     pub(crate) async fn ready(&self) -> Result<&TableName> {
         let name = self.name()?;
         if !self.ready.load(Ordering::Acquire) {
             self.env.ensure_table(name).await?;
+            self.ready.store(true, Ordering::Release);
+        }
+        Ok(name)
+    }
+
+    /// The table name for a read: the table is created on first use too,
+    /// except after this store deleted it. Then the read goes to the
+    /// service as it is, and a table still missing is its answer,
+    /// [`Error::NotFound`] (`TableNotFound`) naming the table, not an empty
+    /// table made for the read.
+    pub(crate) async fn ready_to_read(&self) -> Result<&TableName> {
+        let name = self.name()?;
+        if !self.ready.load(Ordering::Acquire) && self.env.ensure_table_to_read(name).await? {
             self.ready.store(true, Ordering::Release);
         }
         Ok(name)
@@ -273,7 +286,7 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("get", async {
-                let name = self.ready().await?;
+                let name = self.ready_to_read().await?;
                 let span =
                     tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
                 async {

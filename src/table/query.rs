@@ -431,7 +431,7 @@ impl<E: Entity> Query<E> {
             .env
             .telemetry()
             .operation("query", async {
-                let name = table.ready().await?;
+                let name = table.ready_to_read().await?;
                 let page = table.env.backend().query(name, spec).await?;
                 let page = match &table.resolve {
                     Some(resolve) => resolve.resolve_page(name, spec, page).await?,

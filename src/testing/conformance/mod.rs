@@ -260,6 +260,7 @@ macro_rules! conformance_suite {
                 try_update_with_refuses_or_retries,
                 a_store_manages_the_tables_under_its_prefix,
                 projections_read_a_types_properties,
+                reads_of_a_deleted_table_are_not_found_naming_it,
             ]
             timed []
             blocking []

@@ -1442,3 +1442,48 @@ pub async fn projections_read_a_types_properties(ctx: &Ctx) {
     let e = t.get_as::<CounterNote>("pj", "a/b").await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
 }
+
+/// Reads of a table the store deleted are `NotFound` naming the table,
+/// code `TableNotFound`, as the service answers them, through every handle
+/// (used before the delete, made before it and unused, made after it):
+/// a read does not create the table again; a write does.
+pub async fn reads_of_a_deleted_table_are_not_found_naming_it(ctx: &Ctx) {
+    fn table_not_found<T: std::fmt::Debug>(r: leasehold::Result<T>, table: &str, what: &str) {
+        let e = r.expect_err(what);
+        assert_eq!(e.kind(), ErrorKind::NotFound, "{what}: {e}");
+        assert_eq!(e.code(), Some("TableNotFound"), "{what}: {e}");
+        assert_eq!(e.table(), Some(table), "{what}: {e}");
+        assert!(e.to_string().contains(table), "{what}: {e}");
+    }
+    let used = ctx.store.table::<Counter>();
+    let unused = ctx.store.table::<Counter>();
+    let name = used.name().unwrap().as_str().to_owned();
+    let declared = &name[ctx.store.table_prefix().len()..];
+    used.insert(Counter::new("p", "r", 1)).await.unwrap();
+    assert!(ctx.store.delete_table(declared).await.unwrap());
+    let after = ctx.store.table::<Counter>();
+    for (t, which) in [
+        (&used, "used before the delete"),
+        (&unused, "made before it, unused"),
+        (&after, "made after it"),
+    ] {
+        table_not_found(t.get("p", "r").await, &name, which);
+        table_not_found(t.get("p", "other").await, &name, which);
+        table_not_found(t.query().partition("p").all().await, &name, which);
+        table_not_found(t.query().page().await, &name, which);
+    }
+    assert!(
+        !ctx.store
+            .list_tables()
+            .await
+            .unwrap()
+            .iter()
+            .any(|t| t == declared),
+        "a read made the table again"
+    );
+    // A write through a handle made after the delete creates it again.
+    after.insert(Counter::new("p", "r", 2)).await.unwrap();
+    assert_eq!(after.get("p", "r").await.unwrap().unwrap().n, 2);
+    assert!(after.get("p", "other").await.unwrap().is_none());
+    assert!(ctx.store.delete_table(declared).await.unwrap());
+}
