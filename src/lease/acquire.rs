@@ -81,7 +81,7 @@ impl ManagerInner {
         mode: AcquireMode,
         outage: &mut Outage,
     ) -> Result<Option<LeaseGuard>> {
-        let blob = name.blob_name()?;
+        let blob = self.env.settings.blob_of(&name)?;
         let runtime = Handle::try_current().map_err(|_| {
             Error::invalid("runtime", "leases need a Tokio runtime with time enabled")
         })?;

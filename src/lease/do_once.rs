@@ -114,7 +114,7 @@ impl LeaseManager {
 
 impl ManagerInner {
     async fn once_state_unleased(&self, name: &LeaseName) -> Result<OnceState> {
-        let blob = name.blob_name()?;
+        let blob = self.env.settings.blob_of(name)?;
         let env = &self.env;
         match env
             .backend

@@ -167,7 +167,7 @@ impl ManagerInner {
     /// Reads a lease blob without the lease. A missing container reads as a
     /// missing blob.
     pub(crate) async fn read(&self, name: &LeaseName) -> Result<Option<LeaseBlob>> {
-        let blob = name.blob_name()?;
+        let blob = self.env.settings.blob_of(name)?;
         match self
             .env
             .backend

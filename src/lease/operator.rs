@@ -100,14 +100,8 @@ impl LeaseManager {
     /// [`Error::Invalid`] for a prefix longer than [`LeaseName::MAX_LEN`];
     /// the backend's error when a listing request fails.
     pub async fn list(&self, prefix: &str) -> Result<Vec<LeaseName>> {
-        // The encoding is byte by byte, so the names starting with `prefix`
-        // are exactly the blobs starting with its encoding.
-        let blob_prefix = if prefix.is_empty() {
-            String::new()
-        } else {
-            LeaseName::new(prefix)?.encoded()
-        };
         let env = &self.inner.env;
+        let blob_prefix = env.settings.blob_prefix(prefix)?;
         let mut names = Vec::new();
         let mut marker: Option<String> = None;
         loop {
@@ -123,7 +117,7 @@ impl LeaseManager {
             names.extend(
                 page.items
                     .iter()
-                    .filter_map(|item| LeaseName::from_blob_name(&item.name).ok()),
+                    .filter_map(|item| env.settings.name_of(&item.name)),
             );
             match page.next_marker {
                 Some(next) => marker = Some(next),
@@ -176,7 +170,7 @@ impl LeaseManager {
             ));
         }
         let env = &self.inner.env;
-        let blob = name.blob_name()?;
+        let blob = env.settings.blob_of(&name)?;
         let span = info_span!("lease.break", lease = %name);
         async {
             match env

@@ -40,8 +40,8 @@ pub(crate) struct Cli {
     /// Print one JSON document on stdout instead of text.
     #[arg(long, global = true)]
     pub(crate) json: bool,
-    /// The table prefix of the store whose locks to inspect (as given to
-    /// `StoreBuilder::table_prefix`).
+    /// The table prefix of the store to inspect (as given to
+    /// `StoreBuilder::table_prefix`): its tables, leases and locks.
     #[arg(long, global = true, default_value = "")]
     pub(crate) table_prefix: String,
     /// The container of the lease blobs.

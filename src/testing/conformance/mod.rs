@@ -376,6 +376,7 @@ macro_rules! conformance_suite {
                 infinite_leases_hold_until_released_or_broken,
                 acquire_gives_up_at_its_deadline_and_gives_back_a_late_lease,
                 a_lock_unit_costs_acquire_read_writes_release_cold_and_only_writes_handed_over,
+                stores_of_different_prefixes_keep_their_leases_apart,
             ]
             blocking [
                 dropping_a_guard_without_a_runtime_does_not_panic,
