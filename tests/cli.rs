@@ -1395,3 +1395,43 @@ async fn tables_are_listed_created_and_deleted_under_the_prefix() {
     assert_eq!(code, 2, "an invalid name is a usage error: {doc}");
     assert_eq!(tables(&["list"]), (0, json!({ "tables": [] })));
 }
+
+/// `locks show` and `locks list` of a store without a table prefix name its
+/// lock by the partition key, with no leading `/`; a prefixed store's locks
+/// are not in its list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unprefixed_lock_names_print_without_a_leading_slash() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_lock_name");
+    let key = format!("held-during-show-{}", names.prefix());
+    let store = Store::new(AzureBackend::from_connection_string(&cs).unwrap());
+    let prefixed = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
+        .table_prefix(names.prefix())
+        .unwrap()
+        .build()
+        .unwrap();
+    let unit = store.lock(key.as_str()).await.unwrap();
+    let other = prefixed.lock(key.as_str()).await.unwrap();
+    let out = run(&["--connection-string", cs.as_str(), "locks", "show", &key]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.lines().any(|l| l == format!("lock lease    {key}")),
+        "{text}"
+    );
+    assert!(!text.contains(&format!("/{key}")), "{text}");
+    let (code, listed) = run_json(&cs, &["locks", "list"]);
+    assert_eq!(code, 0, "{listed}");
+    let locks = listed["locks"].as_array().unwrap();
+    let ours: Vec<&Value> = locks
+        .iter()
+        .filter(|l| l["name"].as_str().is_some_and(|n| n.contains(key.as_str())))
+        .collect();
+    assert_eq!(ours.len(), 1, "only the unprefixed store's lock: {listed}");
+    assert_eq!(ours[0]["name"], key.as_str(), "{listed}");
+    assert_eq!(ours[0]["partition_key"], key.as_str(), "{listed}");
+    unit.abandon().await.unwrap();
+    other.abandon().await.unwrap();
+}

@@ -239,13 +239,14 @@ impl Store {
     }
 
     /// The lease name of the lock of a partition in [`Store::locks`]:
-    /// `"{table_prefix}/{partition_key}"`, or, for a key too long for a lease
-    /// name, the prefix, `/#` and a 128-bit hash of the key (`#` cannot
-    /// occur in a key, so the two forms never meet).
+    /// `"{table_prefix}/{partition_key}"` (the key alone in a store without
+    /// a table prefix), or, for a key too long for a lease name, the
+    /// prefix and `/` as before, `#` and a 128-bit hash of the key (`#`
+    /// cannot occur in a key, so the two forms never meet).
     ///
     /// ```
     /// let store = leasehold::Store::memory();
-    /// assert_eq!(store.lock_lease_name("alice")?.as_str(), "/alice");
+    /// assert_eq!(store.lock_lease_name("alice")?.as_str(), "alice");
     /// # Ok::<(), leasehold::Error>(())
     /// ```
     ///
