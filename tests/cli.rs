@@ -1355,7 +1355,8 @@ async fn tables_are_listed_created_and_deleted_under_the_prefix() {
     let p = ["--table-prefix", prefix.as_str()];
     let tables = |args: &[&str]| run_json(&cs, &[&p[..], &["tables"], args].concat());
 
-    assert_eq!(tables(&["list"]), (0, json!({ "tables": [] })));
+    let none = json!({ "tables": [], "index_tables": [] });
+    assert_eq!(tables(&["list"]), (0, none.clone()));
     assert_eq!(
         tables(&["create", "Orders"]),
         (0, json!({ "table": "Orders", "created": true }))
@@ -1371,7 +1372,10 @@ async fn tables_are_listed_created_and_deleted_under_the_prefix() {
         .build()
         .unwrap();
     assert_eq!(store.list_tables().await.unwrap(), ["Orders"]);
-    assert_eq!(tables(&["list"]), (0, json!({ "tables": ["Orders"] })));
+    assert_eq!(
+        tables(&["list"]),
+        (0, json!({ "tables": ["Orders"], "index_tables": [] }))
+    );
 
     let out = run(&[
         &["--connection-string", cs.as_str()][..],
@@ -1383,7 +1387,10 @@ async fn tables_are_listed_created_and_deleted_under_the_prefix() {
 
     assert_eq!(
         tables(&["delete", "Orders"]),
-        (0, json!({ "table": "Orders", "deleted": true }))
+        (
+            0,
+            json!({ "table": "Orders", "deleted": true, "index_table": null })
+        )
     );
     let (code, doc) = tables(&["delete", "Orders"]);
     assert_eq!(code, 3, "{doc}");
@@ -1393,7 +1400,56 @@ async fn tables_are_listed_created_and_deleted_under_the_prefix() {
     );
     let (code, doc) = tables(&["create", "bad-name"]);
     assert_eq!(code, 2, "an invalid name is a usage error: {doc}");
-    assert_eq!(tables(&["list"]), (0, json!({ "tables": [] })));
+    assert_eq!(tables(&["list"]), (0, none.clone()));
+
+    // An indexed type's index table is listed apart, and deleted with its
+    // table.
+    store
+        .table::<Customer>()
+        .insert(Customer {
+            region: "eu".into(),
+            id: "c1".into(),
+            email: "user@example.com".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        tables(&["list"]),
+        (
+            0,
+            json!({ "tables": ["CliCustomers"], "index_tables": ["CliCustomersIdx"] })
+        )
+    );
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["tables", "list"],
+    ]
+    .concat());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "CliCustomers\nCliCustomersIdx  (index table of CliCustomers)"
+    );
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["tables", "delete", "CliCustomers"],
+    ]
+    .concat());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "CliCustomers: deleted, with its index table CliCustomersIdx"
+    );
+    assert_eq!(tables(&["list"]), (0, none.clone()));
+    // A table without one says so in JSON.
+    tables(&["create", "Orders"]);
+    assert_eq!(
+        tables(&["delete", "Orders"]),
+        (
+            0,
+            json!({ "table": "Orders", "deleted": true, "index_table": null })
+        )
+    );
 }
 
 /// `locks show` and `locks list` of a store without a table prefix name its

@@ -78,15 +78,16 @@ pub(crate) enum Command {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum TablesCommand {
-    /// Lists the tables under the table prefix, without it.
+    /// Lists the tables under the table prefix, without it: the user's,
+    /// then the index tables of indexed types (`{table}Idx`), marked.
     List,
     /// Creates a table (the table prefix goes in front) unless it exists.
     Create {
         /// The table name, without the table prefix.
         name: String,
     },
-    /// Deletes a table and every entity in it; exit code 3 when there is
-    /// no such table.
+    /// Deletes a table and every entity in it, with its index table when
+    /// it has one; exit code 3 when there is neither.
     Delete {
         /// The table name, without the table prefix.
         name: String,

@@ -21,9 +21,11 @@
 //!                                     for DURATION (90s, 30m, 24h, 7d), free and clean
 //!   indexes verify TABLE              missing and orphan index rows, duplicated unique values
 //!   indexes rebuild TABLE             the same, then fix missing and orphan rows
-//!   tables list                       the tables under the table prefix, without it
+//!   tables list                       the tables under the table prefix, without it;
+//!                                     index tables apart, marked
 //!   tables create NAME                create a table unless it exists (says which)
-//!   tables delete NAME                delete a table and every entity in it
+//!   tables delete NAME                delete a table and every entity in it, with its
+//!                                     index table
 //! ```
 //!
 //! Where a `locks` command takes a partition key PK, `--index TABLE.FIELD

@@ -261,6 +261,7 @@ macro_rules! conformance_suite {
                 a_store_manages_the_tables_under_its_prefix,
                 projections_read_a_types_properties,
                 reads_of_a_deleted_table_are_not_found_naming_it,
+                index_tables_are_listed_apart_and_deleted_with_their_table,
             ]
             timed []
             blocking []

@@ -1487,3 +1487,68 @@ pub async fn reads_of_a_deleted_table_are_not_found_naming_it(ctx: &Ctx) {
     assert!(after.get("p", "other").await.unwrap().is_none());
     assert!(ctx.store.delete_table(declared).await.unwrap());
 }
+
+/// Index tables are leasehold's: listed apart from the user's tables
+/// (also one left behind by a table deleted alone), and deleted with their
+/// table; the type's writes then start both again.
+pub async fn index_tables_are_listed_apart_and_deleted_with_their_table(ctx: &Ctx) {
+    use leasehold::Entity;
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(table = "Members")]
+    struct Member {
+        #[entity(partition_key)]
+        club: String,
+        #[entity(row_key)]
+        id: String,
+        #[entity(unique)]
+        email: String,
+    }
+    let member = |id: &str, email: &str| Member {
+        club: "c".into(),
+        id: id.into(),
+        email: email.into(),
+    };
+    let store = &ctx.store;
+    let members = store.table::<Member>();
+    members.insert(member("1", "a@example.com")).await.unwrap();
+    store.create_table("Plain").await.unwrap();
+    // A table of the user's that only looks like an index table.
+    store.create_table("PlainIdx").await.unwrap();
+    assert_eq!(
+        store.list_tables().await.unwrap(),
+        ["Members", "Plain", "PlainIdx"]
+    );
+    assert_eq!(store.list_index_tables().await.unwrap(), ["MembersIdx"]);
+
+    // Deleting the table deletes its index table with it.
+    assert!(store.delete_table("Members").await.unwrap());
+    assert_eq!(store.list_tables().await.unwrap(), ["Plain", "PlainIdx"]);
+    assert!(store.list_index_tables().await.unwrap().is_empty());
+    assert!(!store.delete_table("Members").await.unwrap());
+    // A user's table named like an index table is not taken along.
+    assert!(store.delete_table("Plain").await.unwrap());
+    assert_eq!(store.list_tables().await.unwrap(), ["PlainIdx"]);
+
+    // The type's writes start both tables again; the value is free.
+    let members = store.table::<Member>();
+    members.insert(member("2", "a@example.com")).await.unwrap();
+    let e = members
+        .insert(member("3", "a@example.com"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
+    assert_eq!(store.list_index_tables().await.unwrap(), ["MembersIdx"]);
+
+    // An index table left behind (its table deleted by itself, as earlier
+    // versions did) is listed as an index table, and deleted with a
+    // delete of its table's name.
+    let entity_table =
+        leasehold::TableName::new(format!("{}Members", store.table_prefix())).unwrap();
+    assert!(store.backend().delete_table(&entity_table).await.unwrap());
+    assert_eq!(store.list_tables().await.unwrap(), ["PlainIdx"]);
+    assert_eq!(store.list_index_tables().await.unwrap(), ["MembersIdx"]);
+    assert!(store.delete_table("Members").await.unwrap());
+    assert!(store.list_index_tables().await.unwrap().is_empty());
+    assert!(store.delete_table("PlainIdx").await.unwrap());
+    assert!(store.list_tables().await.unwrap().is_empty());
+}
