@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use tracing::{Instrument, info, info_span};
 
-use crate::backend::{LeaseDuration, LeaseState, Metadata};
-use crate::error::{Error, Result};
+use crate::backend::{LeaseDuration, LeaseState, Metadata, notes};
+use crate::error::{Error, ErrorKind, Result};
 
 use super::document::{LOCK_SECTION, META_ACQUIRED, OnceState, meta_get};
 use super::manager::LeaseManager;
@@ -105,11 +105,11 @@ impl LeaseManager {
         let mut names = Vec::new();
         let mut marker: Option<String> = None;
         loop {
-            let page = match env
-                .backend
-                .list_blobs(&env.settings.container, &blob_prefix, marker.as_deref())
-                .await
-            {
+            let listed =
+                env.backend
+                    .list_blobs(&env.settings.container, &blob_prefix, marker.as_deref());
+            // A missing container lists as empty.
+            let page = match notes::expecting(&[ErrorKind::NotFound], listed).await {
                 Ok(page) => page,
                 Err(Error::NotFound { .. }) => break,
                 Err(e) => return Err(e),

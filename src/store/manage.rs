@@ -2,8 +2,8 @@
 //! under its table prefix.
 
 use super::Store;
-use crate::backend::TableCreation;
-use crate::error::{Error, Result};
+use crate::backend::{TableCreation, notes};
+use crate::error::{Error, ErrorKind, Result};
 use crate::index::TABLE_SUFFIX;
 use crate::key::TableName;
 
@@ -155,7 +155,9 @@ impl Store {
             // Too long for a table name: there can be no index table.
             return Ok(None);
         }
-        let indexes = crate::index::read_defs(self.locking(), name).await?;
+        // A missing index table is the common answer, not a failure.
+        let read = crate::index::read_defs(self.locking(), name);
+        let indexes = notes::expecting(&[ErrorKind::NotFound], read).await?;
         Ok(indexes.map(|i| i.index_table))
     }
 
