@@ -236,7 +236,9 @@ impl<E: Entity> Table<E> {
     ///
     /// # Errors
     /// [`Error::Invalid`] for an invalid key; [`Error::Decode`] when the stored
-    /// entity does not fit `E`; backend errors.
+    /// entity does not fit `E`; [`Error::NotFound`] (code `TableNotFound`)
+    /// when the table does not exist because the store deleted it (see
+    /// [`crate::Store::delete_table`]); backend errors.
     pub async fn get(
         &self,
         partition_key: impl IntoPartitionKey,
