@@ -140,6 +140,45 @@ fn without_ca_certificates_http_works_and_https_says_why() {
     let _ = std::fs::remove_dir(&empty);
 }
 
+/// A missing required argument is named, with the usage of its command:
+/// not with the options the environment gave, as if those were missing.
+#[test]
+fn a_missing_argument_is_named_not_the_connection_string_from_the_environment() {
+    let out = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .env(
+            "AZURE_STORAGE_CONNECTION_STRING",
+            "UseDevelopmentStorage=true",
+        )
+        .args(["--table-prefix", "Shop", "locks", "prune", "--dry-run"])
+        .output()
+        .expect("the leasehold binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--older-than <OLDER_THAN>"), "{stderr}");
+    assert!(
+        stderr.contains("Usage: leasehold locks prune [OPTIONS] --older-than <OLDER_THAN>"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--connection-string"), "{stderr}");
+    assert!(!stderr.contains("UseDevelopmentStorage"), "{stderr}");
+    // The same for a missing positional argument.
+    let out = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .env(
+            "AZURE_STORAGE_CONNECTION_STRING",
+            "UseDevelopmentStorage=true",
+        )
+        .args(["leases", "show"])
+        .output()
+        .expect("the leasehold binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("Usage: leasehold leases show [OPTIONS] <NAME>"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--connection-string"), "{stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stuck_infinite_lease_is_shown_and_broken() {
     let Some(cs) = azurite_connection_string() else {
@@ -841,7 +880,8 @@ async fn tables_are_listed_created_and_deleted_under_the_prefix() {
     let p = ["--table-prefix", prefix.as_str()];
     let tables = |args: &[&str]| run_json(&cs, &[&p[..], &["tables"], args].concat());
 
-    assert_eq!(tables(&["list"]), (0, json!({ "tables": [] })));
+    let none = json!({ "tables": [], "index_tables": [] });
+    assert_eq!(tables(&["list"]), (0, none.clone()));
     assert_eq!(
         tables(&["create", "Orders"]),
         (0, json!({ "table": "Orders", "created": true }))
@@ -857,7 +897,10 @@ async fn tables_are_listed_created_and_deleted_under_the_prefix() {
         .build()
         .unwrap();
     assert_eq!(store.list_tables().await.unwrap(), ["Orders"]);
-    assert_eq!(tables(&["list"]), (0, json!({ "tables": ["Orders"] })));
+    assert_eq!(
+        tables(&["list"]),
+        (0, json!({ "tables": ["Orders"], "index_tables": [] }))
+    );
 
     let out = run(&[
         &["--connection-string", cs.as_str()][..],
@@ -869,7 +912,10 @@ async fn tables_are_listed_created_and_deleted_under_the_prefix() {
 
     assert_eq!(
         tables(&["delete", "Orders"]),
-        (0, json!({ "table": "Orders", "deleted": true }))
+        (
+            0,
+            json!({ "table": "Orders", "deleted": true, "index_table": null })
+        )
     );
     let (code, doc) = tables(&["delete", "Orders"]);
     assert_eq!(code, 3, "{doc}");
@@ -879,5 +925,94 @@ async fn tables_are_listed_created_and_deleted_under_the_prefix() {
     );
     let (code, doc) = tables(&["create", "bad-name"]);
     assert_eq!(code, 2, "an invalid name is a usage error: {doc}");
-    assert_eq!(tables(&["list"]), (0, json!({ "tables": [] })));
+    assert_eq!(tables(&["list"]), (0, none.clone()));
+
+    // An indexed type's index table is listed apart, and deleted with its
+    // table.
+    store
+        .table::<Customer>()
+        .insert(Customer {
+            region: "eu".into(),
+            id: "c1".into(),
+            email: "user@example.com".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        tables(&["list"]),
+        (
+            0,
+            json!({ "tables": ["CliCustomers"], "index_tables": ["CliCustomersIdx"] })
+        )
+    );
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["tables", "list"],
+    ]
+    .concat());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "CliCustomers\nCliCustomersIdx  (index table of CliCustomers)"
+    );
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["tables", "delete", "CliCustomers"],
+    ]
+    .concat());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "CliCustomers: deleted, with its index table CliCustomersIdx"
+    );
+    assert_eq!(tables(&["list"]), (0, none.clone()));
+    // A table without one says so in JSON.
+    tables(&["create", "Orders"]);
+    assert_eq!(
+        tables(&["delete", "Orders"]),
+        (
+            0,
+            json!({ "table": "Orders", "deleted": true, "index_table": null })
+        )
+    );
+}
+
+/// `locks show` and `locks list` of a store without a table prefix name its
+/// lock by the partition key, with no leading `/`; a prefixed store's locks
+/// are not in its list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unprefixed_lock_names_print_without_a_leading_slash() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_lock_name");
+    let key = format!("held-during-show-{}", names.prefix());
+    let store = Store::new(AzureBackend::from_connection_string(&cs).unwrap());
+    let prefixed = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
+        .table_prefix(names.prefix())
+        .unwrap()
+        .build()
+        .unwrap();
+    let unit = store.lock(key.as_str()).await.unwrap();
+    let other = prefixed.lock(key.as_str()).await.unwrap();
+    let out = run(&["--connection-string", cs.as_str(), "locks", "show", &key]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.lines().any(|l| l == format!("lock lease    {key}")),
+        "{text}"
+    );
+    assert!(!text.contains(&format!("/{key}")), "{text}");
+    let (code, listed) = run_json(&cs, &["locks", "list"]);
+    assert_eq!(code, 0, "{listed}");
+    let locks = listed["locks"].as_array().unwrap();
+    let ours: Vec<&Value> = locks
+        .iter()
+        .filter(|l| l["name"].as_str().is_some_and(|n| n.contains(key.as_str())))
+        .collect();
+    assert_eq!(ours.len(), 1, "only the unprefixed store's lock: {listed}");
+    assert_eq!(ours[0]["name"], key.as_str(), "{listed}");
+    assert_eq!(ours[0]["partition_key"], key.as_str(), "{listed}");
+    unit.abandon().await.unwrap();
+    other.abandon().await.unwrap();
 }

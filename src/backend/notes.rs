@@ -70,3 +70,40 @@ pub(crate) fn throttled() {
     #[cfg(feature = "opentelemetry")]
     let _ = NOTES.try_with(|n| n.throttled.set(n.throttled.get() + 1));
 }
+
+// Error kinds a caller expects from the backend calls it makes while
+// `expecting` runs.
+#[cfg(feature = "opentelemetry")]
+tokio::task_local! {
+    static EXPECTED: &'static [crate::error::ErrorKind];
+}
+
+/// Runs `fut`, backend calls whose failures of `kinds` the caller expects
+/// and handles as a normal outcome (a 404 to the first acquire of a lease
+/// blob, which it then creates; a lease held by another process, which it
+/// waits for): the store's metrics record such a call with its outcome,
+/// but not as an error (no `error.type`), so that normal use does not look
+/// like failing storage.
+pub(crate) async fn expecting<F: std::future::Future>(
+    kinds: &'static [crate::error::ErrorKind],
+    fut: F,
+) -> F::Output {
+    #[cfg(feature = "opentelemetry")]
+    {
+        EXPECTED.scope(kinds, fut).await
+    }
+    #[cfg(not(feature = "opentelemetry"))]
+    {
+        let _ = kinds;
+        fut.await
+    }
+}
+
+/// Whether the caller of the running call expects `error` (see
+/// [`expecting`]).
+#[cfg(feature = "opentelemetry")]
+pub(crate) fn is_expected(error: &crate::error::Error) -> bool {
+    EXPECTED
+        .try_with(|kinds| kinds.contains(&error.kind()))
+        .unwrap_or(false)
+}

@@ -538,6 +538,17 @@ pub(crate) async fn ensure_defs(env: &Arc<LockEnv>, indexes: &Indexes) -> Result
     Ok(())
 }
 
+/// Forgets that this process wrote the definition rows of `index_table`
+/// for the store of `env` (the store deleted the table): the next indexed
+/// write creates the table and writes them again.
+pub(crate) fn forget_defs(env: &Arc<LockEnv>, index_table: &TableName) {
+    let weak = Arc::downgrade(env.tables());
+    DEFS_WRITTEN
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|(w, t)| !(Weak::ptr_eq(w, &weak) && t == index_table));
+}
+
 /// Reads the definition rows of the index table of entity table `table`
 /// (unprefixed name); `None` when there are none.
 pub(crate) async fn read_defs(env: &Arc<LockEnv>, table: &str) -> Result<Option<Indexes>> {

@@ -10,8 +10,8 @@ use tokio::runtime::Handle;
 use tokio::time::{Instant, sleep, timeout_at};
 use tracing::{Instrument, debug, info_span, warn};
 
-use crate::backend::{BlobConditions, LeaseId, Metadata};
-use crate::error::{Error, Result};
+use crate::backend::{BlobConditions, LeaseId, Metadata, notes};
+use crate::error::{Error, ErrorKind, Result};
 use crate::key::BlobName;
 use crate::retry::Backoff;
 
@@ -81,7 +81,7 @@ impl ManagerInner {
         mode: AcquireMode,
         outage: &mut Outage,
     ) -> Result<Option<LeaseGuard>> {
-        let blob = name.blob_name()?;
+        let blob = self.env.settings.blob_of(&name)?;
         let runtime = Handle::try_current().map_err(|_| {
             Error::invalid("runtime", "leases need a Tokio runtime with time enabled")
         })?;
@@ -515,11 +515,14 @@ impl ManagerInner {
         let mut created = 0;
         loop {
             let sent = Instant::now();
-            match env
-                .backend
-                .acquire_lease(container, blob, env.settings.duration, proposed)
-                .await
-            {
+            // A blob not created yet, and a lease held elsewhere, are the
+            // answers this loop is for, not failures.
+            let acquired = notes::expecting(
+                &[ErrorKind::NotFound, ErrorKind::LeaseHeld],
+                env.backend
+                    .acquire_lease(container, blob, env.settings.duration, proposed),
+            );
+            match acquired.await {
                 Ok(acquired) => {
                     return Ok(Some(Taken {
                         id: proposed,
@@ -556,17 +559,22 @@ impl ManagerInner {
             if again {
                 self.ensure_container(true).await?;
             }
-            match env
-                .backend
-                .put_blob(
-                    &env.settings.container,
-                    blob,
-                    Vec::new(),
-                    &Metadata::new(),
-                    &BlobConditions::create_only(),
-                )
-                .await
-            {
+            let (metadata, conditions) = (Metadata::new(), BlobConditions::create_only());
+            let put = env.backend.put_blob(
+                &env.settings.container,
+                blob,
+                Vec::new(),
+                &metadata,
+                &conditions,
+            );
+            // A missing container (created next), and a blob created or
+            // leased by another process meanwhile, are expected.
+            const EXPECTED: &[ErrorKind] = &[
+                ErrorKind::NotFound,
+                ErrorKind::AlreadyExists,
+                ErrorKind::LeaseHeld,
+            ];
+            match notes::expecting(EXPECTED, put).await {
                 Ok(etag) => {
                     debug!(lease = %name, "created the lease blob");
                     env.seen

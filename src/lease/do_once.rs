@@ -14,7 +14,8 @@ use std::sync::Arc;
 use tokio::time::{Instant, sleep, timeout_at};
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::error::{Error, Result};
+use crate::backend::notes;
+use crate::error::{Error, ErrorKind, Result};
 
 use super::document::{META_ONCE, META_ONCE_ATTEMPTS, OnceState, meta_set};
 use super::guard::LeaseStatus;
@@ -114,13 +115,11 @@ impl LeaseManager {
 
 impl ManagerInner {
     async fn once_state_unleased(&self, name: &LeaseName) -> Result<OnceState> {
-        let blob = name.blob_name()?;
+        let blob = self.env.settings.blob_of(name)?;
         let env = &self.env;
-        match env
-            .backend
-            .blob_properties(&env.settings.container, &blob)
-            .await
-        {
+        // A missing container reads as a missing blob.
+        let read = env.backend.blob_properties(&env.settings.container, &blob);
+        match notes::expecting(&[ErrorKind::NotFound], read).await {
             Ok(Some(p)) => Ok(OnceState::from_metadata(&p.metadata)),
             Ok(None) | Err(Error::NotFound { .. }) => Ok(OnceState::NotStarted),
             Err(e) => Err(e),

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backend::{BlobBackend, LeaseDuration};
-use crate::error::{Error, Result};
+use crate::backend::{BlobBackend, LeaseDuration, notes};
+use crate::error::{Error, ErrorKind, Result};
 use crate::key::ContainerName;
 
 use super::document::LeaseBlob;
@@ -167,13 +167,12 @@ impl ManagerInner {
     /// Reads a lease blob without the lease. A missing container reads as a
     /// missing blob.
     pub(crate) async fn read(&self, name: &LeaseName) -> Result<Option<LeaseBlob>> {
-        let blob = name.blob_name()?;
-        match self
+        let blob = self.env.settings.blob_of(name)?;
+        let read = self
             .env
             .backend
-            .get_blob(&self.env.settings.container, &blob)
-            .await
-        {
+            .get_blob(&self.env.settings.container, &blob);
+        match notes::expecting(&[ErrorKind::NotFound], read).await {
             Ok(Some(b)) => LeaseBlob::from_blob(name, b).map(Some),
             Ok(None) | Err(Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),

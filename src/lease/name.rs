@@ -14,7 +14,9 @@ const ESCAPE: u8 = b'~';
 /// [`LeaseName::MAX_LEN`] bytes of UTF-8.
 ///
 /// Each name is stored in its own blob ([`LeaseName::blob_name`]), whose name
-/// is the lease name with every byte outside a small safe set escaped:
+/// is the lease name with every byte outside a small safe set escaped (the
+/// leases of a store with a table prefix put `{prefix}/` in front, see
+/// [`StoreBuilder::table_prefix`](crate::StoreBuilder::table_prefix)):
 ///
 /// | input | blob name |
 /// |---|---|

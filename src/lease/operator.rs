@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use tracing::{Instrument, info, info_span};
 
-use crate::backend::{LeaseDuration, LeaseState, Metadata};
-use crate::error::{Error, Result};
+use crate::backend::{LeaseDuration, LeaseState, Metadata, notes};
+use crate::error::{Error, ErrorKind, Result};
 
 use super::document::{META_ACQUIRED, OnceState, meta_get};
 use super::manager::LeaseManager;
@@ -95,22 +95,16 @@ impl LeaseManager {
     /// [`Error::Invalid`] for a prefix longer than [`LeaseName::MAX_LEN`];
     /// the backend's error when a listing request fails.
     pub async fn list(&self, prefix: &str) -> Result<Vec<LeaseName>> {
-        // The encoding is byte by byte, so the names starting with `prefix`
-        // are exactly the blobs starting with its encoding.
-        let blob_prefix = if prefix.is_empty() {
-            String::new()
-        } else {
-            LeaseName::new(prefix)?.encoded()
-        };
         let env = &self.inner.env;
+        let blob_prefix = env.settings.blob_prefix(prefix)?;
         let mut names = Vec::new();
         let mut marker: Option<String> = None;
         loop {
-            let page = match env
-                .backend
-                .list_blobs(&env.settings.container, &blob_prefix, marker.as_deref())
-                .await
-            {
+            let listed =
+                env.backend
+                    .list_blobs(&env.settings.container, &blob_prefix, marker.as_deref());
+            // A missing container lists as empty.
+            let page = match notes::expecting(&[ErrorKind::NotFound], listed).await {
                 Ok(page) => page,
                 Err(Error::NotFound { .. }) => break,
                 Err(e) => return Err(e),
@@ -118,7 +112,7 @@ impl LeaseManager {
             names.extend(
                 page.items
                     .iter()
-                    .filter_map(|item| LeaseName::from_blob_name(&item.name).ok()),
+                    .filter_map(|item| env.settings.name_of(&item.name)),
             );
             match page.next_marker {
                 Some(next) => marker = Some(next),
@@ -171,7 +165,7 @@ impl LeaseManager {
             ));
         }
         let env = &self.inner.env;
-        let blob = name.blob_name()?;
+        let blob = env.settings.blob_of(&name)?;
         let span = info_span!("lease.break", lease = %name);
         async {
             match env

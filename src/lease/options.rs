@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use crate::backend::LeaseDuration;
 use crate::error::{Error, Result};
-use crate::key::ContainerName;
+use crate::key::{BlobName, ContainerName};
+use crate::lease::LeaseName;
 use crate::retry;
 
 /// Settings of a [`LeaseManager`](crate::lease::LeaseManager), checked by [`LeaseManager::new`](crate::lease::LeaseManager::new).
@@ -268,6 +269,7 @@ impl LeaseOptions {
             max_hold: self.max_hold,
             unavailable_after: self.unavailable_after,
             seed: self.jitter_seed.unwrap_or_else(retry::random_seed),
+            name_prefix: String::new(),
         })
     }
 }
@@ -332,7 +334,54 @@ impl Settings {
             max_hold: DEFAULT_MAX_HOLD,
             unavailable_after: LeaseOptions::DEFAULT_UNAVAILABLE_AFTER,
             seed: retry::random_seed(),
+            name_prefix: String::new(),
         }
+    }
+
+    /// These settings with the lease blobs under `prefix` (see
+    /// [`Settings::name_prefix`]).
+    pub(crate) fn with_name_prefix(mut self, prefix: &str) -> Settings {
+        prefix.clone_into(&mut self.name_prefix);
+        self
+    }
+
+    /// The blob that stores lease `name`: [`LeaseName::blob_name`], under
+    /// `{name_prefix}/` when there is a prefix.
+    pub(crate) fn blob_of(&self, name: &LeaseName) -> Result<BlobName> {
+        if self.name_prefix.is_empty() {
+            name.blob_name()
+        } else {
+            BlobName::new(format!("{}/{}", self.name_prefix, name.encoded()))
+        }
+    }
+
+    /// The lease name a blob of this manager's container stores: `None`
+    /// for a blob outside the prefix, or whose name no lease name encodes
+    /// (a wait queue, a blob written by something else).
+    pub(crate) fn name_of(&self, blob: &str) -> Option<LeaseName> {
+        let encoded = if self.name_prefix.is_empty() {
+            blob
+        } else {
+            blob.strip_prefix(self.name_prefix.as_str())?
+                .strip_prefix('/')?
+        };
+        LeaseName::from_blob_name(encoded).ok()
+    }
+
+    /// The blob-name prefix of the leases whose names start with `prefix`
+    /// (the encoding is byte by byte, so those are exactly the blobs
+    /// starting with its encoding).
+    pub(crate) fn blob_prefix(&self, prefix: &str) -> Result<String> {
+        let encoded = if prefix.is_empty() {
+            String::new()
+        } else {
+            LeaseName::new(prefix)?.encoded()
+        };
+        Ok(if self.name_prefix.is_empty() {
+            encoded
+        } else {
+            format!("{}/{encoded}", self.name_prefix)
+        })
     }
 }
 
@@ -351,6 +400,11 @@ pub(crate) struct Settings {
     pub(crate) max_hold: Duration,
     pub(crate) unavailable_after: Duration,
     pub(crate) seed: u64,
+    /// Put before every lease blob's name, with a `/`: a store's table
+    /// prefix, so that stores of different prefixes over one account keep
+    /// their leases apart. An encoded lease name holds no `/`, so the
+    /// blobs of a prefix never meet those of another prefix or of none.
+    pub(crate) name_prefix: String,
 }
 
 #[cfg(test)]

@@ -5,12 +5,15 @@ use crate::key::PartitionKey;
 use crate::lease::LeaseName;
 
 /// The lease name of the lock of partition `pk` in a store with table prefix
-/// `prefix`: `prefix/pk`, or, when that exceeds the lease-name limit, the
-/// prefix and a 128-bit hash of the key after `#` (a character keys cannot
-/// contain, so the two forms never meet). Two keys sharing a hashed name
-/// would only share a lock, which stays safe.
+/// `prefix`: `prefix/pk` (`pk` without a prefix), or, when that exceeds the
+/// lease-name limit, the prefix and a 128-bit hash of the key after `#` (a
+/// character keys cannot contain, so the two forms never meet). Keys
+/// cannot contain `/` either, so the names of one prefix (or of none) never
+/// meet another's. Two keys sharing a hashed name would only share a lock,
+/// which stays safe.
 pub(crate) fn lock_name(prefix: &str, pk: &PartitionKey) -> Result<LeaseName> {
-    let plain = format!("{prefix}/{}", pk.as_str());
+    let prefix = lock_prefix(prefix);
+    let plain = format!("{prefix}{}", pk.as_str());
     if plain.len() <= LeaseName::MAX_LEN {
         return LeaseName::new(plain);
     }
@@ -18,8 +21,18 @@ pub(crate) fn lock_name(prefix: &str, pk: &PartitionKey) -> Result<LeaseName> {
         fnv1a(0xcbf2_9ce4_8422_2325, pk.as_str()),
         fnv1a(0x6c62_272e_07bb_0142, pk.as_str()),
     );
-    LeaseName::new(format!("{prefix}/#{a:016x}{b:016x}"))
+    LeaseName::new(format!("{prefix}#{a:016x}{b:016x}"))
         .map_err(|e| Error::invalid(format!("lock for partition key {pk:?}"), e.to_string()))
+}
+
+/// What the lock names of a store with table prefix `prefix` start with:
+/// `prefix/`, or nothing without a prefix.
+pub(crate) fn lock_prefix(prefix: &str) -> String {
+    if prefix.is_empty() {
+        String::new()
+    } else {
+        format!("{prefix}/")
+    }
 }
 
 /// FNV-1a over UTF-8, stable across processes and versions.
@@ -36,11 +49,17 @@ mod tests {
     #[test]
     fn lock_names_are_plain_for_short_keys_and_hashed_for_long_ones() {
         let short = PartitionKey::new("customer-1").unwrap();
-        assert_eq!(lock_name("", &short).unwrap().as_str(), "/customer-1");
+        assert_eq!(lock_name("", &short).unwrap().as_str(), "customer-1");
         assert_eq!(lock_name("t1", &short).unwrap().as_str(), "t1/customer-1");
         let long = PartitionKey::new("日".repeat(200)).unwrap();
         let name = lock_name("", &long).unwrap();
-        assert!(name.as_str().starts_with("/#"), "{}", name.as_str());
+        assert!(name.as_str().starts_with('#'), "{}", name.as_str());
+        let prefixed = lock_name("t1", &long).unwrap();
+        assert!(
+            prefixed.as_str().starts_with("t1/#"),
+            "{}",
+            prefixed.as_str()
+        );
         let other = PartitionKey::new(format!("{}x", "日".repeat(199))).unwrap();
         assert_ne!(lock_name("", &other).unwrap(), name);
         assert_eq!(lock_name("", &long).unwrap(), name, "stable");

@@ -155,7 +155,7 @@ pub(crate) async fn prune_locks(
     dry_run: bool,
 ) -> Result<PruneReport> {
     let age = Age::new(older_than)?;
-    let prefix = format!("{}/", env.table_prefix());
+    let prefix = super::name::lock_prefix(env.table_prefix());
     let span = tracing::info_span!(
         "leasehold.prune_locks",
         prefix = %env.table_prefix(),
@@ -163,7 +163,10 @@ pub(crate) async fn prune_locks(
         dry_run
     );
     async {
-        let names = env.locks().list(&prefix).await?;
+        // Without a prefix the listing holds other prefixes' locks too,
+        // whose names have a `/` (see `lock_name`).
+        let mut names = env.locks().list(&prefix).await?;
+        names.retain(|n| partition_part(&prefix, n).is_some());
         let mut verdicts = futures_util::stream::iter(names)
             .map(|name| async move {
                 let verdict = examine(env, &name, age, dry_run).await?;
@@ -207,10 +210,16 @@ pub(crate) async fn prune_locks(
 /// The partition key of lock `name` (with the store's `prefix/`), unless
 /// its name is hashed.
 fn partition_of(prefix: &str, name: &LeaseName) -> Option<PartitionKey> {
-    name.as_str()
-        .strip_prefix(prefix)
+    partition_part(prefix, name)
         .filter(|k| !k.starts_with('#'))
         .and_then(|k| PartitionKey::new(k).ok())
+}
+
+/// Lock `name` after the store's `prefix`, when it is one of the store's.
+fn partition_part<'a>(prefix: &str, name: &'a LeaseName) -> Option<&'a str> {
+    name.as_str()
+        .strip_prefix(prefix)
+        .filter(|k| !k.contains('/'))
 }
 
 /// Examines one lock blob: read without the lease; for a candidate (and

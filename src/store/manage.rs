@@ -2,8 +2,9 @@
 //! under its table prefix.
 
 use super::Store;
-use crate::backend::TableCreation;
-use crate::error::{Error, Result};
+use crate::backend::{TableCreation, notes};
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::TABLE_SUFFIX;
 use crate::key::TableName;
 
 impl Store {
@@ -35,47 +36,131 @@ impl Store {
     }
 
     /// Deletes table `name` (the store's table prefix goes in front) and
-    /// every entity in it: `true` when it did, `false` when there was no
-    /// such table. The service takes a while to let the name be used again
-    /// (Azure answers `TableBeingDeleted` meanwhile). Table handles made
-    /// before the delete still write to the name, and fail with
-    /// [`Error::NotFound`] (code `TableNotFound`); handles made after it
-    /// create the table again.
+    /// every entity in it, together with its index table when it has one
+    /// (`{name}Idx`, holding the index rows of a type with
+    /// `#[entity(unique)]` or `#[entity(index)]` fields, see
+    /// [`crate::index`]): `true` when it deleted either, `false` when there
+    /// was neither. The index table goes second, so an index never outlives
+    /// its table's entities; should the second delete fail, calling this
+    /// again finishes it. The service takes a while to let the names be
+    /// used again (Azure answers `TableBeingDeleted` meanwhile). Reads
+    /// through any of the store's handles then fail with
+    /// [`Error::NotFound`] (code `TableNotFound`, naming the table), as the
+    /// service answers them: a read does not create the table again. So do
+    /// writes through handles that had used the table before the delete; a
+    /// write through another handle creates the table again.
+    ///
+    /// Costs one query of the index table's descriptions, one delete, and
+    /// one more for an index table.
     ///
     /// # Errors
     /// [`Error::Invalid`] naming the table when the prefixed name is not a
     /// valid table name (nothing is sent); the backend's errors.
     pub async fn delete_table(&self, name: &str) -> Result<bool> {
         let table = self.managed_table(name)?;
+        let index_table = self.index_table_of(name).await?;
         // Forgotten first: should the delete fail after reaching the
         // service, the next handle creates the table rather than assume it.
         self.tables().forget_ready(&table);
-        self.backend().delete_table(&table).await
+        let deleted = self.backend().delete_table(&table).await?;
+        let index_deleted = match index_table {
+            Some(index_table) => {
+                self.tables().forget_ready(&index_table);
+                crate::index::forget_defs(self.locking(), &index_table);
+                self.backend().delete_table(&index_table).await?
+            }
+            None => false,
+        };
+        Ok(deleted || index_deleted)
     }
 
-    /// The tables under the store's table prefix, by name and without the
-    /// prefix; tables outside it are not listed. The prefix is matched as
-    /// the service matches names, without regard to case.
+    /// The user's tables under the store's table prefix, by name and
+    /// without the prefix; tables outside it are not listed, nor are the
+    /// index tables leasehold keeps beside indexed types' tables (see
+    /// [`Store::list_index_tables`]). The prefix is matched as the service
+    /// matches names, without regard to case.
+    ///
+    /// Costs one listing, and a query of each table named `…Idx` to tell
+    /// whether it is an index table.
     ///
     /// # Errors
     /// The backend's errors.
     pub async fn list_tables(&self) -> Result<Vec<String>> {
-        let prefix = self.table_prefix();
-        let tables = self.backend().list_tables().await?;
-        Ok(tables
-            .into_iter()
-            .filter_map(|t| {
-                let name = t.as_str();
-                let head = name.get(..prefix.len())?;
-                head.eq_ignore_ascii_case(prefix)
-                    .then(|| name[prefix.len()..].to_owned())
-            })
-            .filter(|rest| !rest.is_empty())
-            .collect())
+        Ok(self.tables_by_kind().await?.0)
+    }
+
+    /// The index tables under the store's table prefix, by name and
+    /// without the prefix: `{table}Idx` for each table of a type with
+    /// indexes (it describes its indexes in partition `~indexes`, see
+    /// [`crate::index`]), including one whose table was deleted by an
+    /// earlier version, which left it behind. [`Store::delete_table`]
+    /// deletes a table with its index table; deleting an index table
+    /// alone (`delete_table("CustomersIdx")`) leaves the index to be
+    /// rebuilt ([`Store::rebuild_indexes`]).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// #[derive(leasehold::Entity, Debug, Clone)]
+    /// #[entity(table = "Customers")]
+    /// struct Customer {
+    ///     #[entity(partition_key)] region: String,
+    ///     #[entity(row_key)] id: String,
+    ///     #[entity(unique)] email: String,
+    /// }
+    /// let store = leasehold::Store::memory();
+    /// store.table::<Customer>()
+    ///     .insert(Customer { region: "eu".into(), id: "1".into(), email: "a@example.com".into() })
+    ///     .await?;
+    /// assert_eq!(store.list_tables().await?, ["Customers"]);
+    /// assert_eq!(store.list_index_tables().await?, ["CustomersIdx"]);
+    /// assert!(store.delete_table("Customers").await?); // and its index table
+    /// assert!(store.list_index_tables().await?.is_empty());
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// The backend's errors.
+    pub async fn list_index_tables(&self) -> Result<Vec<String>> {
+        Ok(self.tables_by_kind().await?.1)
     }
 }
 
 impl Store {
+    /// The tables under the store's prefix, without it: the user's, then
+    /// the index tables.
+    async fn tables_by_kind(&self) -> Result<(Vec<String>, Vec<String>)> {
+        let prefix = self.table_prefix();
+        let tables = self.backend().list_tables().await?;
+        let names = tables.into_iter().filter_map(|t| {
+            let name = t.as_str();
+            let head = name.get(..prefix.len())?;
+            let rest = &name[prefix.len()..];
+            (head.eq_ignore_ascii_case(prefix) && !rest.is_empty()).then(|| rest.to_owned())
+        });
+        let (mut user, mut index) = (Vec::new(), Vec::new());
+        for name in names {
+            let is_index = match name.strip_suffix(TABLE_SUFFIX) {
+                Some(table) if !table.is_empty() => self.index_table_of(table).await?.is_some(),
+                _ => false,
+            };
+            if is_index { &mut index } else { &mut user }.push(name);
+        }
+        Ok((user, index))
+    }
+
+    /// The index table of table `name` (without the prefix), when there is
+    /// one: `{name}Idx`, if it holds index descriptions.
+    async fn index_table_of(&self, name: &str) -> Result<Option<TableName>> {
+        if self.table_name(&format!("{name}{TABLE_SUFFIX}")).is_err() {
+            // Too long for a table name: there can be no index table.
+            return Ok(None);
+        }
+        // A missing index table is the common answer, not a failure.
+        let read = crate::index::read_defs(self.locking(), name);
+        let indexes = notes::expecting(&[ErrorKind::NotFound], read).await?;
+        Ok(indexes.map(|i| i.index_table))
+    }
+
     /// The prefixed name of table `name`; an empty name is refused (it
     /// would name the prefix itself).
     fn managed_table(&self, name: &str) -> Result<TableName> {

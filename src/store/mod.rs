@@ -159,7 +159,7 @@ impl Store {
             backend,
             ConflictRetry::default(),
             String::new(),
-            default_leases(blobs.clone(), &telemetry),
+            LeaseManager::from_settings(blobs.clone(), default_lease_settings(), telemetry.clone()),
             default_locks(blobs, &telemetry),
             LockOptions::default(),
             telemetry,
@@ -223,7 +223,8 @@ impl Store {
 
     /// The lease manager: auto-renewing leases, run-once initialisation,
     /// leader election and job reservations (container `leasehold-leases`
-    /// unless configured).
+    /// unless configured; under the table prefix, see
+    /// [`StoreBuilder::table_prefix`]).
     pub fn leases(&self) -> &LeaseManager {
         &self.inner.leases
     }
@@ -238,13 +239,14 @@ impl Store {
     }
 
     /// The lease name of the lock of a partition in [`Store::locks`]:
-    /// `"{table_prefix}/{partition_key}"`, or, for a key too long for a lease
-    /// name, the prefix, `/#` and a 128-bit hash of the key (`#` cannot
-    /// occur in a key, so the two forms never meet).
+    /// `"{table_prefix}/{partition_key}"` (the key alone in a store without
+    /// a table prefix), or, for a key too long for a lease name, the
+    /// prefix and `/` as before, `#` and a 128-bit hash of the key (`#`
+    /// cannot occur in a key, so the two forms never meet).
     ///
     /// ```
     /// let store = leasehold::Store::memory();
-    /// assert_eq!(store.lock_lease_name("alice")?.as_str(), "/alice");
+    /// assert_eq!(store.lock_lease_name("alice")?.as_str(), "alice");
     /// # Ok::<(), leasehold::Error>(())
     /// ```
     ///
@@ -353,6 +355,14 @@ impl StoreBuilder {
     /// digits; prefixed names must still fit the 63-character limit, which is
     /// checked when a table is used.
     ///
+    /// The store's blobs are kept apart the same way: the lease blobs of
+    /// [`Store::leases`] (run-once markers, leaders, reservations, guards)
+    /// are named `{prefix}/{encoded lease name}` in their container, and
+    /// partition locks are named after the prefix
+    /// ([`Store::lock_lease_name`]). Lease names are given and listed
+    /// without the prefix. A [`LeaseManager`] made with
+    /// [`LeaseManager::new`] uses no prefix.
+    ///
     /// # Errors
     /// [`Error::Invalid`] naming the prefix.
     pub fn table_prefix(mut self, prefix: impl Into<String>) -> Result<Self> {
@@ -446,10 +456,17 @@ impl StoreBuilder {
             )?,
             (None, None) => default_locks(blobs.clone(), &telemetry),
         };
-        let leases = match self.lease_options {
-            Some(options) => manager(options)?,
-            None => default_leases(blobs.clone(), &telemetry),
+        // The leases of a prefixed store live under its prefix; lock
+        // names carry it already (see `Store::lock_lease_name`).
+        let lease_settings = match self.lease_options {
+            Some(options) => options.resolve()?,
+            None => default_lease_settings(),
         };
+        let leases = LeaseManager::from_settings(
+            blobs.clone(),
+            lease_settings.with_name_prefix(&self.table_prefix),
+            telemetry.clone(),
+        );
         Ok(Store::assemble(
             backend,
             self.conflict_retry,
@@ -462,7 +479,6 @@ impl StoreBuilder {
     }
 }
 
-/// The lease manager of a store with default lease options.
 /// The Azure backend the environment describes (see [`Store::from_env`]);
 /// `var` reads a variable (`None` when unset or not UTF-8).
 #[cfg(feature = "azure")]
@@ -515,13 +531,10 @@ fn login_backend(
     }
 }
 
-fn default_leases(blobs: Arc<dyn BlobBackend>, telemetry: &Telemetry) -> LeaseManager {
+/// The settings of a store's lease manager with default lease options.
+fn default_lease_settings() -> Settings {
     let container = ContainerName::from_static(LeaseOptions::DEFAULT_CONTAINER);
-    LeaseManager::from_settings(
-        blobs,
-        Settings::defaults(container, true, crate::lease::DEFAULT_DURATION_SECS),
-        telemetry.clone(),
-    )
+    Settings::defaults(container, true, crate::lease::DEFAULT_DURATION_SECS)
 }
 
 /// The lock manager of a store with default lease options: container

@@ -17,8 +17,9 @@ pub(crate) struct TableEnv {
     backend: Arc<dyn Backend>,
     conflict_retry: ConflictRetry,
     table_prefix: String,
-    /// Tables created (or found), so each is created once.
-    ready_tables: Mutex<HashSet<TableName>>,
+    /// Tables created (or found), so each is created once, and tables
+    /// this store deleted, which reads do not create again.
+    ready_tables: Mutex<Tables>,
     /// Where the store records its metrics.
     telemetry: Telemetry,
 }
@@ -35,7 +36,7 @@ impl TableEnv {
             backend,
             conflict_retry,
             table_prefix,
-            ready_tables: Mutex::new(HashSet::new()),
+            ready_tables: Mutex::new(Tables::default()),
         }
     }
 
@@ -71,30 +72,55 @@ impl TableEnv {
 
     /// Creates `table` unless it was created (or found) before.
     pub(crate) async fn ensure_table(&self, table: &TableName) -> Result<()> {
-        if self.lock_ready().contains(table) {
+        if self.lock_ready().ready.contains(table) {
             return Ok(());
         }
         self.backend.create_table(table).await?;
-        self.lock_ready().insert(table.clone());
+        self.mark_ready(table);
         Ok(())
+    }
+
+    /// [`Self::ensure_table`] for a read: `false`, creating nothing, when
+    /// this store deleted `table` and has not created it since, so that
+    /// the read meets the table missing as the service has it.
+    pub(crate) async fn ensure_table_to_read(&self, table: &TableName) -> Result<bool> {
+        if self.lock_ready().deleted.contains(table) {
+            return Ok(false);
+        }
+        self.ensure_table(table).await?;
+        Ok(true)
     }
 
     /// Records that `table` exists (a store created it).
     pub(crate) fn mark_ready(&self, table: &TableName) {
-        self.lock_ready().insert(table.clone());
+        let mut tables = self.lock_ready();
+        tables.deleted.remove(table);
+        tables.ready.insert(table.clone());
     }
 
     /// Forgets that `table` exists (a store is deleting it): the next
-    /// handle creates it again.
+    /// handle creates it again when it writes, and reads find it missing
+    /// until then.
     pub(crate) fn forget_ready(&self, table: &TableName) {
-        self.lock_ready().remove(table);
+        let mut tables = self.lock_ready();
+        tables.ready.remove(table);
+        tables.deleted.insert(table.clone());
     }
 
-    fn lock_ready(&self) -> std::sync::MutexGuard<'_, HashSet<TableName>> {
+    fn lock_ready(&self) -> std::sync::MutexGuard<'_, Tables> {
         // The set only caches "already created"; a poisoned lock still holds
         // a valid set.
         self.ready_tables
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// What a store knows of its tables' existence.
+#[derive(Default)]
+struct Tables {
+    /// Created (or found), so each is created once.
+    ready: HashSet<TableName>,
+    /// Deleted by the store and not created since.
+    deleted: HashSet<TableName>,
 }

@@ -209,7 +209,7 @@ impl<E: Entity> Table<E> {
         })
     }
 
-    /// The table name, after making sure the table exists.
+    /// The table name, after making sure the table exists: for writes.
     pub(crate) async fn ready(&self) -> Result<&TableName> {
         let name = self.name()?;
         if !self.ready.load(Ordering::Acquire) {
@@ -219,11 +219,26 @@ impl<E: Entity> Table<E> {
         Ok(name)
     }
 
+    /// The table name for a read: the table is created on first use too,
+    /// except after this store deleted it. Then the read goes to the
+    /// service as it is, and a table still missing is its answer,
+    /// [`Error::NotFound`] (`TableNotFound`) naming the table, not an empty
+    /// table made for the read.
+    pub(crate) async fn ready_to_read(&self) -> Result<&TableName> {
+        let name = self.name()?;
+        if !self.ready.load(Ordering::Acquire) && self.env.ensure_table_to_read(name).await? {
+            self.ready.store(true, Ordering::Release);
+        }
+        Ok(name)
+    }
+
     /// Reads one entity with its ETag; `None` when there is none.
     ///
     /// # Errors
     /// [`Error::Invalid`] for an invalid key; [`Error::Decode`] when the stored
-    /// entity does not fit `E`; backend errors.
+    /// entity does not fit `E`; [`Error::NotFound`] (code `TableNotFound`)
+    /// when the table does not exist because the store deleted it (see
+    /// [`crate::Store::delete_table`]); backend errors.
     pub async fn get(
         &self,
         partition_key: impl IntoPartitionKey,
@@ -273,7 +288,7 @@ impl<E: Entity> Table<E> {
         self.env
             .telemetry()
             .operation("get", async {
-                let name = self.ready().await?;
+                let name = self.ready_to_read().await?;
                 let span =
                     tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
                 async {

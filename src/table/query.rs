@@ -444,7 +444,7 @@ impl<E: Entity> Query<E> {
             .env
             .telemetry()
             .operation("query", async {
-                let name = table.ready().await?;
+                let name = table.ready_to_read().await?;
                 let backend = table.env.backend();
                 let page = match &table.resolve {
                     Some(resolve) => {

@@ -12,7 +12,7 @@ use crate::backend::delegate::{Delegate, Request, delegate_backend};
 use crate::backend::{TableBackend, notes};
 use crate::error::{Error, Result};
 
-use super::instruments::Instruments;
+use super::instruments::{Instruments, Outcome};
 use super::{RetryReason, kind_name};
 
 tokio::task_local! {
@@ -76,12 +76,11 @@ impl<B: Send + Sync> Delegate for Instrumented<B> {
         let elapsed = started.elapsed();
         let name = op.name();
         let i = &self.instruments;
-        i.request(
-            self.system,
-            name,
-            result.as_ref().err().map(error_type),
-            elapsed,
-        );
+        let outcome = result.as_ref().err().map(|e| Outcome {
+            kind: error_type(e),
+            expected: notes::is_expected(e),
+        });
+        i.request(self.system, name, outcome, elapsed);
         if noted.transport_retries > 0 {
             i.retries(RetryReason::Transport, name, noted.transport_retries);
         }

@@ -25,6 +25,14 @@ const WAIT_SECONDS: [f64; 12] = [
 /// Bucket bounds for requests per logical operation.
 const REQUEST_COUNTS: [f64; 10] = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0];
 
+/// How a failed request ended: its error's kind (`error.type`), and
+/// whether its caller expected it (see `backend::notes::expecting`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Outcome {
+    pub(super) kind: &'static str,
+    pub(super) expected: bool,
+}
+
 pub(super) struct Instruments {
     requests: Counter<u64>,
     duration: Histogram<f64>,
@@ -96,19 +104,21 @@ impl Instruments {
         }
     }
 
-    /// One request `operation` that took `elapsed` and ended `error` (an
-    /// error kind's name) or well.
+    /// One request `operation` that took `elapsed` and ended with an error
+    /// (`failed`) or well. An error its caller expected is recorded as its
+    /// outcome, not as an error: without `error.type`.
     pub(super) fn request(
         &self,
         system: &'static str,
         operation: &'static str,
-        error: Option<&'static str>,
+        failed: Option<Outcome>,
         elapsed: Duration,
     ) {
         let system = KeyValue::new("db.system.name", system);
         let op = KeyValue::new("db.operation.name", operation);
-        let outcome = KeyValue::new("leasehold.outcome", error.unwrap_or("ok"));
+        let outcome = KeyValue::new("leasehold.outcome", failed.map_or("ok", |f| f.kind));
         self.requests.add(1, &[system.clone(), op.clone(), outcome]);
+        let error = failed.filter(|f| !f.expected).map(|f| f.kind);
         match error {
             Some(kind) => {
                 let error_type = KeyValue::new("error.type", kind);

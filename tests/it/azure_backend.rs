@@ -1198,8 +1198,8 @@ struct PrefixedRow {
 
 /// `Store::builder_from_connection_string` with a table prefix and lease
 /// options: on Azurite the row lands in the prefixed table (and no
-/// unprefixed one), and the lease blob sits in the configured container with
-/// the configured (infinite) lease.
+/// unprefixed one), and the lease blob sits in the configured container,
+/// under the prefix, with the configured (infinite) lease.
 #[tokio::test]
 async fn a_store_built_from_a_connection_string_applies_its_table_prefix_and_lease_options() {
     let Some(conn) = azurite_connection_string() else {
@@ -1244,15 +1244,13 @@ async fn a_store_built_from_a_connection_string_applies_its_table_prefix_and_lea
         .acquire("job", Duration::from_secs(10))
         .await
         .unwrap();
-    let blob = leasehold::lease::LeaseName::new("job")
-        .unwrap()
-        .blob_name()
-        .unwrap();
+    // Under the table prefix, as the store's tables are.
+    let blob = leasehold::key::BlobName::new(format!("{}/job", names.prefix())).unwrap();
     let props = raw
         .blob_properties(&container, &blob)
         .await
         .unwrap()
-        .expect("the lease blob is in the configured container");
+        .expect("the lease blob is in the configured container, under the prefix");
     assert_eq!(props.lease.state, LeaseState::Leased);
     assert_eq!(props.lease.kind, Some(LeaseKind::Infinite));
     guard.release().await.unwrap();

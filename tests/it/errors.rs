@@ -786,3 +786,38 @@ async fn an_indexed_write_that_runs_out_of_attempts_reports_the_time_they_took()
         "{text}"
     );
 }
+
+/// The lease name of a partition lock reads as the partition key in a store
+/// without a table prefix (`{prefix}/{key}` with one), in the lock's
+/// description and in the error of a lock that stays held: no leading `/`.
+#[tokio::test(start_paused = true)]
+async fn lock_lease_names_read_without_a_leading_slash() {
+    let backend = Arc::new(MemoryBackend::new());
+    let store = Store::builder_shared(backend.clone()).build().unwrap();
+    let other = Store::builder_shared(backend.clone()).build().unwrap();
+    assert_eq!(store.lock_lease_name("c-375a").unwrap().as_str(), "c-375a");
+    let unit = store.lock("c-375a").await.unwrap();
+    let d = store.locks().describe("c-375a").await.unwrap();
+    assert!(d.exists && d.is_held(), "{d:?}");
+    assert_eq!(d.name.as_str(), "c-375a");
+    let e = other
+        .lock_with_timeout("c-375a", Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    let text = e.to_string();
+    assert!(text.contains("c-375a"), "{text}");
+    assert!(!text.contains("/c-375a"), "{text}");
+    unit.abandon().await.unwrap();
+    let listed = store.locks().list("").await.unwrap();
+    assert_eq!(listed, [LeaseName::new("c-375a").unwrap()]);
+    let prefixed = Store::builder_shared(backend)
+        .table_prefix("shop")
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(
+        prefixed.lock_lease_name("c-375a").unwrap().as_str(),
+        "shop/c-375a"
+    );
+}

@@ -24,6 +24,7 @@ mod api_surface;
 mod architecture;
 mod azure_backend;
 mod bad_input;
+mod changelog;
 #[cfg(feature = "chrono")]
 mod chrono_fields;
 mod codec;

@@ -647,3 +647,115 @@ async fn a_lookup_by_value_is_one_operation_on_memory() {
     assert_eq!(found.len(), 1);
     assert_eq!((found[0].count, found[0].sum), (1, made as f64));
 }
+
+/// Answers the library expects and handles are outcomes, not errors: the
+/// first lock of a partition (the acquire of a lock blob not created yet
+/// answers 404), a run-once and a reservation in a fresh container, a
+/// lease held by another store, and a table deleted without an index
+/// table leave no `error.type` on request durations, though
+/// `leasehold.outcome` still says what each request met.
+async fn expected_answers_are_not_errors(raw: Arc<dyn Backend>) {
+    let metrics = Metrics::new();
+    let prefix = prefix();
+    let container = leasehold::key::ContainerName::new(format!("c{prefix}")).unwrap();
+    let lock_container = leasehold::key::ContainerName::new(format!("l{prefix}")).unwrap();
+    let store = Store::builder_shared(raw.clone())
+        .table_prefix(prefix.clone())
+        .unwrap()
+        .lease_options(LeaseOptions::new().with_container(container.clone()))
+        .lock_lease_options(LeaseOptions::new().with_container(lock_container))
+        .meter(metrics.meter())
+        .build()
+        .unwrap();
+    let other = Store::builder_shared(raw)
+        .table_prefix(prefix)
+        .unwrap()
+        .lease_options(LeaseOptions::new().with_container(container))
+        .build()
+        .unwrap();
+    store.create_table("Accounts").await.unwrap();
+    let mut unit = store.lock("first").await.unwrap();
+    unit.insert(&account("first", "a", 1)).unwrap();
+    unit.commit().await.unwrap();
+    store
+        .leases()
+        .do_once("seed", |_| async { Ok::<_, leasehold::Error>(()) })
+        .await
+        .unwrap();
+    let reservation = store
+        .leases()
+        .try_reserve("nightly", Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("free");
+    let held = other.leases().try_acquire("leader").await.unwrap().unwrap();
+    assert!(
+        store
+            .leases()
+            .try_acquire("leader")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    held.release().await.unwrap();
+    assert!(store.delete_table("Accounts").await.unwrap());
+    assert!(
+        store
+            .leases()
+            .cancel_reservation(reservation.job().as_str())
+            .await
+            .unwrap()
+    );
+
+    let points = metrics.points();
+    let errors: Vec<String> = Metrics::select(&points, "db.client.operation.duration", &[])
+        .iter()
+        .filter(|p| p.attributes.contains_key("error.type"))
+        .map(|p| format!("{:?}", p.attributes))
+        .collect();
+    assert!(errors.is_empty(), "recorded as errors: {errors:#?}");
+    // What the requests met is still recorded.
+    for (op, outcome) in [
+        ("acquire_lease", "not_found"),
+        ("acquire_lease", "lease_held"),
+        ("blob_properties", "not_found"),
+        ("query", "not_found"),
+    ] {
+        assert!(
+            Metrics::count(
+                &points,
+                "leasehold.requests",
+                &[("db.operation.name", op), ("leasehold.outcome", outcome)]
+            ) >= 1,
+            "{op} {outcome}"
+        );
+    }
+    // An error nobody expected still is one.
+    let t = store.table::<Account>();
+    assert_eq!(
+        t.get("first", "a").await.unwrap_err().code(),
+        Some("TableNotFound")
+    );
+    let points = metrics.points();
+    assert_eq!(
+        Metrics::count(
+            &points,
+            "db.client.operation.duration",
+            &[("db.operation.name", "get"), ("error.type", "not_found")]
+        ),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expected_answers_are_not_errors_on_memory() {
+    expected_answers_are_not_errors(Arc::new(MemoryBackend::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expected_answers_are_not_errors_on_azurite() {
+    let Some(backend) = support::azurite_backend() else {
+        return;
+    };
+    expected_answers_are_not_errors(backend).await;
+}

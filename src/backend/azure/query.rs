@@ -45,7 +45,7 @@ impl AzureBackend {
         let what = format!("query of table `{table}`");
         self.retrying("query", |_| self.query_once(table, spec, select.clone()))
             .await
-            .map_err(|f| f.into_error(&what))
+            .map_err(|f| f.into_error(&what).for_table(table.as_str()))
     }
 
     async fn query_once(

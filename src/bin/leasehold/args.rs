@@ -1,6 +1,7 @@
 //! The command line.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Args, CommandFactory as _, Parser, Subcommand, ValueEnum};
 use leasehold::lease::LeaseOptions;
 
 pub(crate) const EXIT_CODES: &str = "Exit codes: 0 success; 1 operation failed; 2 usage error \
@@ -39,8 +40,8 @@ pub(crate) struct Cli {
     /// Print one JSON document on stdout instead of text.
     #[arg(long, global = true)]
     pub(crate) json: bool,
-    /// The table prefix of the store whose locks to inspect (as given to
-    /// `StoreBuilder::table_prefix`).
+    /// The table prefix of the store to inspect (as given to
+    /// `StoreBuilder::table_prefix`): its tables, leases and locks.
     #[arg(long, global = true, default_value = "")]
     pub(crate) table_prefix: String,
     /// The container of the lease blobs.
@@ -77,15 +78,16 @@ pub(crate) enum Command {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum TablesCommand {
-    /// Lists the tables under the table prefix, without it.
+    /// Lists the tables under the table prefix, without it: the user's,
+    /// then the index tables of indexed types (`{table}Idx`), marked.
     List,
     /// Creates a table (the table prefix goes in front) unless it exists.
     Create {
         /// The table name, without the table prefix.
         name: String,
     },
-    /// Deletes a table and every entity in it; exit code 3 when there is
-    /// no such table.
+    /// Deletes a table and every entity in it, with its index table when
+    /// it has one; exit code 3 when there is neither.
     Delete {
         /// The table name, without the table prefix.
         name: String,
@@ -180,6 +182,52 @@ pub(crate) enum LocksCommand {
         #[arg(long)]
         dry_run: bool,
     },
+}
+
+/// A parse error as the user should see it. A missing required argument
+/// is reported with the usage of the command it belongs to, which lists
+/// that command's required arguments only: clap's own usage line lists
+/// the options given too, from the environment as well
+/// (`--connection-string` for `AZURE_STORAGE_CONNECTION_STRING`), as if
+/// they were what was missing.
+pub(crate) fn usage_error(mut error: clap::Error) -> clap::Error {
+    if error.kind() == ErrorKind::MissingRequiredArgument {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let mut command = Cli::command();
+        command.build();
+        let usage = subcommand_of(&command, &args).clone().render_usage();
+        error.insert(ContextKind::Usage, ContextValue::StyledStr(usage));
+    }
+    error
+}
+
+/// The (sub)command that `args` (without the program name) select.
+fn subcommand_of<'a>(mut command: &'a clap::Command, args: &[String]) -> &'a clap::Command {
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            break;
+        }
+        if let Some(option) = arg.strip_prefix("--") {
+            // An option with its value in the next argument: skip that too.
+            let takes_value = !option.contains('=')
+                && command
+                    .get_arguments()
+                    .any(|a| a.get_long() == Some(option) && a.get_action().takes_values());
+            if takes_value {
+                args.next();
+            }
+            continue;
+        }
+        if arg.starts_with('-') {
+            continue;
+        }
+        match command.find_subcommand(arg) {
+            Some(sub) => command = sub,
+            None => break,
+        }
+    }
+    command
 }
 
 /// Parses a duration such as `90s`, `30m`, `24h`, `7d` or `1h30m`: one or

@@ -16,8 +16,18 @@ use crate::output::{Output, holder, lease_json, state_str};
 pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> Result<(), Failure> {
     match command {
         LocksCommand::List => {
-            let prefix = format!("{}/", store.table_prefix());
-            let names = store.locks().list(&prefix).await?;
+            // The lock names of the store: `{prefix}/{key}`, or the key
+            // alone without a prefix (keys hold no `/`).
+            let prefix = match store.table_prefix() {
+                "" => String::new(),
+                p => format!("{p}/"),
+            };
+            let mut names = store.locks().list(&prefix).await?;
+            names.retain(|n| {
+                n.as_str()
+                    .strip_prefix(prefix.as_str())
+                    .is_some_and(|key| !key.contains('/'))
+            });
             let descriptions =
                 describe_all(store.locks(), names.iter().map(|n| n.as_str()), out).await?;
             out.lock_list(&prefix, &descriptions);

@@ -21,9 +21,11 @@
 //!                                     for DURATION (90s, 30m, 24h, 7d), free and clean
 //!   indexes verify TABLE              missing and orphan index rows, duplicated unique values
 //!   indexes rebuild TABLE             the same, then fix missing and orphan rows
-//!   tables list                       the tables under the table prefix, without it
+//!   tables list                       the tables under the table prefix, without it;
+//!                                     index tables apart, marked
 //!   tables create NAME                create a table unless it exists (says which)
-//!   tables delete NAME                delete a table and every entity in it
+//!   tables delete NAME                delete a table and every entity in it, with its
+//!                                     index table
 //! ```
 //!
 //! The connection string comes from `--connection-string` or, failing that,
@@ -57,7 +59,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::Parser as _;
 use leasehold::Store;
 use leasehold::backend::azure::AzureBackend;
 use leasehold::key::ContainerName;
@@ -94,7 +96,7 @@ use output::Output;
 
 fn main() -> ExitCode {
     // Usage errors exit with 2, `--help` and `--version` with 0.
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| args::usage_error(e).exit());
     let json = cli.json;
     let result = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -1300,3 +1300,91 @@ pub fn dropping_a_guard_without_a_runtime_does_not_panic(ctx: &Ctx) {
     drop(runtime);
     drop(guard);
 }
+
+/// Stores of different table prefixes over one account keep their leases
+/// apart, as they keep their tables and partition locks: each runs its own
+/// `do_once` of one name, holds its own lease of one name and its own
+/// reservation of one job, and lists only its own leases, without the
+/// prefix; a store without a prefix is a third party to both.
+pub async fn stores_of_different_prefixes_keep_their_leases_apart(ctx: &Ctx) {
+    let store = |prefix: Option<String>| {
+        let builder = leasehold::Store::builder_shared(ctx.backend().clone())
+            .lease_options(LeaseOptions::new().with_container(ctx.container.clone()));
+        match prefix {
+            Some(p) => builder.table_prefix(p).expect("valid prefix"),
+            None => builder,
+        }
+        .build()
+        .expect("valid store")
+    };
+    let tail = &ctx.prefix()[1..];
+    let stores = [
+        store(None),
+        store(Some(format!("a{tail}"))),
+        store(Some(format!("b{tail}"))),
+    ];
+    let seeded = Arc::new(AtomicUsize::new(0));
+    for s in &stores {
+        let seeded = seeded.clone();
+        let outcome = s
+            .leases()
+            .do_once("seed-data", |_| async move {
+                seeded.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, Error>(())
+            })
+            .await
+            .expect("do_once");
+        assert!(
+            matches!(outcome, OnceOutcome::Ran { .. }),
+            "{:?} was told {outcome:?}",
+            s.table_prefix()
+        );
+    }
+    assert_eq!(seeded.load(Ordering::SeqCst), 3);
+    for s in &stores {
+        let again = s
+            .leases()
+            .do_once("seed-data", |_| async { Ok::<_, Error>(()) })
+            .await
+            .expect("do_once");
+        assert_eq!(again, OnceOutcome::AlreadyDone, "{:?}", s.table_prefix());
+    }
+    // One leader lease and one reservation per store.
+    let mut guards = Vec::new();
+    let mut reservations = Vec::new();
+    for s in &stores {
+        let guard = s.leases().try_acquire("leader").await.expect("acquire");
+        guards.push(guard.expect("free in this store"));
+        let reservation = s
+            .leases()
+            .try_reserve("nightly", Duration::from_secs(60))
+            .await
+            .expect("reserve");
+        reservations.push(reservation.expect("free in this store"));
+    }
+    for s in &stores {
+        let listed = s.leases().list("").await.expect("list");
+        let names: Vec<&str> = listed.iter().map(|n| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["leader", "nightly", "seed-data"],
+            "{:?}",
+            s.table_prefix()
+        );
+        assert_eq!(
+            s.leases().once_state("seed-data").await.expect("state"),
+            OnceState::Done { attempts: 1 },
+        );
+    }
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+    for (s, r) in stores.iter().zip(reservations) {
+        assert!(
+            s.leases()
+                .cancel_reservation(r.job().as_str())
+                .await
+                .expect("cancel")
+        );
+    }
+}

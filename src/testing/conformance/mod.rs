@@ -264,6 +264,8 @@ macro_rules! conformance_suite {
                 a_store_manages_the_tables_under_its_prefix,
                 projections_read_a_types_properties,
                 a_projection_written_back_never_deletes_what_it_did_not_read,
+                reads_of_a_deleted_table_are_not_found_naming_it,
+                index_tables_are_listed_apart_and_deleted_with_their_table,
             ]
             timed []
             blocking []
@@ -379,6 +381,7 @@ macro_rules! conformance_suite {
                 infinite_leases_hold_until_released_or_broken,
                 acquire_gives_up_at_its_deadline_and_gives_back_a_late_lease,
                 a_lock_unit_costs_acquire_read_writes_release_cold_and_only_writes_handed_over,
+                stores_of_different_prefixes_keep_their_leases_apart,
             ]
             blocking [
                 dropping_a_guard_without_a_runtime_does_not_panic,

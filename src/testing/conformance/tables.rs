@@ -1580,3 +1580,113 @@ pub async fn a_projection_written_back_never_deletes_what_it_did_not_read(ctx: &
     let e = notes.merge(&v).await.expect_err("stale");
     assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
 }
+
+/// Reads of a table the store deleted are `NotFound` naming the table,
+/// code `TableNotFound`, as the service answers them, through every handle
+/// (used before the delete, made before it and unused, made after it):
+/// a read does not create the table again; a write does.
+pub async fn reads_of_a_deleted_table_are_not_found_naming_it(ctx: &Ctx) {
+    fn table_not_found<T: std::fmt::Debug>(r: leasehold::Result<T>, table: &str, what: &str) {
+        let e = r.expect_err(what);
+        assert_eq!(e.kind(), ErrorKind::NotFound, "{what}: {e}");
+        assert_eq!(e.code(), Some("TableNotFound"), "{what}: {e}");
+        assert_eq!(e.table(), Some(table), "{what}: {e}");
+        assert!(e.to_string().contains(table), "{what}: {e}");
+    }
+    let used = ctx.store.table::<Counter>();
+    let unused = ctx.store.table::<Counter>();
+    let name = used.name().unwrap().as_str().to_owned();
+    let declared = &name[ctx.store.table_prefix().len()..];
+    used.insert(Counter::new("p", "r", 1)).await.unwrap();
+    assert!(ctx.store.delete_table(declared).await.unwrap());
+    let after = ctx.store.table::<Counter>();
+    for (t, which) in [
+        (&used, "used before the delete"),
+        (&unused, "made before it, unused"),
+        (&after, "made after it"),
+    ] {
+        table_not_found(t.get("p", "r").await, &name, which);
+        table_not_found(t.get("p", "other").await, &name, which);
+        table_not_found(t.query().partition("p").all().await, &name, which);
+        table_not_found(t.query().page().await, &name, which);
+    }
+    assert!(
+        !ctx.store
+            .list_tables()
+            .await
+            .unwrap()
+            .iter()
+            .any(|t| t == declared),
+        "a read made the table again"
+    );
+    // A write through a handle made after the delete creates it again.
+    after.insert(Counter::new("p", "r", 2)).await.unwrap();
+    assert_eq!(after.get("p", "r").await.unwrap().unwrap().n, 2);
+    assert!(after.get("p", "other").await.unwrap().is_none());
+    assert!(ctx.store.delete_table(declared).await.unwrap());
+}
+
+/// Index tables are leasehold's: listed apart from the user's tables
+/// (also one left behind by a table deleted alone), and deleted with their
+/// table; the type's writes then start both again.
+pub async fn index_tables_are_listed_apart_and_deleted_with_their_table(ctx: &Ctx) {
+    use leasehold::Entity;
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(table = "Members")]
+    struct Member {
+        #[entity(partition_key)]
+        club: String,
+        #[entity(row_key)]
+        id: String,
+        #[entity(unique)]
+        email: String,
+    }
+    let member = |id: &str, email: &str| Member {
+        club: "c".into(),
+        id: id.into(),
+        email: email.into(),
+    };
+    let store = &ctx.store;
+    let members = store.table::<Member>();
+    members.insert(member("1", "a@example.com")).await.unwrap();
+    store.create_table("Plain").await.unwrap();
+    // A table of the user's that only looks like an index table.
+    store.create_table("PlainIdx").await.unwrap();
+    assert_eq!(
+        store.list_tables().await.unwrap(),
+        ["Members", "Plain", "PlainIdx"]
+    );
+    assert_eq!(store.list_index_tables().await.unwrap(), ["MembersIdx"]);
+
+    // Deleting the table deletes its index table with it.
+    assert!(store.delete_table("Members").await.unwrap());
+    assert_eq!(store.list_tables().await.unwrap(), ["Plain", "PlainIdx"]);
+    assert!(store.list_index_tables().await.unwrap().is_empty());
+    assert!(!store.delete_table("Members").await.unwrap());
+    // A user's table named like an index table is not taken along.
+    assert!(store.delete_table("Plain").await.unwrap());
+    assert_eq!(store.list_tables().await.unwrap(), ["PlainIdx"]);
+
+    // The type's writes start both tables again; the value is free.
+    let members = store.table::<Member>();
+    members.insert(member("2", "a@example.com")).await.unwrap();
+    let e = members
+        .insert(member("3", "a@example.com"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ValueTaken, "{e}");
+    assert_eq!(store.list_index_tables().await.unwrap(), ["MembersIdx"]);
+
+    // An index table left behind (its table deleted by itself, as earlier
+    // versions did) is listed as an index table, and deleted with a
+    // delete of its table's name.
+    let entity_table =
+        leasehold::TableName::new(format!("{}Members", store.table_prefix())).unwrap();
+    assert!(store.backend().delete_table(&entity_table).await.unwrap());
+    assert_eq!(store.list_tables().await.unwrap(), ["PlainIdx"]);
+    assert_eq!(store.list_index_tables().await.unwrap(), ["MembersIdx"]);
+    assert!(store.delete_table("Members").await.unwrap());
+    assert!(store.list_index_tables().await.unwrap().is_empty());
+    assert!(store.delete_table("PlainIdx").await.unwrap());
+    assert!(store.list_tables().await.unwrap().is_empty());
+}
