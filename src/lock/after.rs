@@ -240,7 +240,7 @@ mod tests {
         let backend = MemoryBackend::new();
         backend.create_table(&table).await.unwrap();
         let txn = format!("0f1e.{}", table.as_str());
-        for size in [10, 200_000, 1_500_000] {
+        for size in [10, 200_000, 900_000] {
             let mut after = Properties::new();
             after.insert("n", Value::Int64(7));
             after.insert("b", Value::Binary(vec![7; size.min(60_000)]));
@@ -255,13 +255,25 @@ mod tests {
                 },
                 Precondition::Upsert,
             );
+            // The row as read, which the mark goes on.
+            let mut before = Properties::new();
+            before.insert("n", Value::Int64(6));
             let mut marked = EntityData {
                 partition_key: pk.clone(),
                 row_key: rk.clone(),
-                properties: after.clone(),
+                properties: before,
             };
             let inserts = attach(&table, &txn, 3, &mut marked, text(&replace)).unwrap();
             assert_eq!(inserts.is_empty(), size < 1000, "size {size}");
+            // 900 000 bytes, base64 in the JSON text: over one row's 15
+            // chunks of 64 KiB.
+            assert_eq!(
+                inserts.len(),
+                [0, 1, 2][[10, 200_000, 900_000]
+                    .iter()
+                    .position(|&s| s == size)
+                    .unwrap()]
+            );
             for op in &inserts {
                 crate::backend::validate_batch(table.as_str(), std::slice::from_ref(op)).unwrap();
                 backend
