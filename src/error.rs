@@ -196,12 +196,11 @@ pub enum Error {
     /// Stored data contradicts what leasehold wrote, or leasehold found one
     /// of its own rules broken. Not transient; retrying does not help.
     ///
-    /// * Rows contradict a pending journal, or a commit was refused and its
-    ///   undo refused too: something wrote the partitions without their
-    ///   locks. Roll-forward stops and the journal is kept for an operator.
-    /// * A lock record (journal, intent) or fence row does not parse as
-    ///   leasehold's, or names a bad partition.
-    /// * Taking several locks met other commits' intents round after round.
+    /// * A transaction whose reply was lost left rows that match neither the
+    ///   state read nor the state written: something wrote the partition
+    ///   without its lock.
+    /// * A decision row, row mark, after-image or fence row does not parse
+    ///   as leasehold's, or names a bad partition.
     /// * An internal invariant failed (a unit asked for a partition it does
     ///   not hold, a record that cannot be serialised): a leasehold bug.
     Inconsistent {
@@ -211,18 +210,17 @@ pub enum Error {
 
     /// A unit's commit could not finish after its commit point may have
     /// been passed, and storage could not be asked what became of it: it is
-    /// either fully applied (or will be, by the next holder of the primary
-    /// partition's lock) or not applied at all, never partly. Do not retry
-    /// blindly: for a journalled commit ask
+    /// either fully applied (rows still marked are finished by their next
+    /// reader) or not applied at all, never partly. Do not retry
+    /// blindly: for a commit decided in a row ask
     /// [`Store::commit_outcome`](crate::Store::commit_outcome) with
     /// `primary` and `transaction` once storage answers; a single
     /// transaction (`transaction` is `None`) shows in its rows.
     InDoubt {
         /// What happened.
         what: String,
-        /// The commit's primary partition, whose lock blob holds its
-        /// journal or the record of its outcome (for a single transaction:
-        /// its partition).
+        /// The commit's primary partition, which holds its decision row (for
+        /// a single transaction: its partition).
         primary: PartitionKey,
         /// The commit's transaction id
         /// ([`CommitReport::transaction`](crate::lock::CommitReport::transaction));

@@ -21,7 +21,7 @@
 //!   and `Edm.DateTime` values (its `datetime!` macro needs `time` as a
 //!   direct dependency, with feature `macros`);
 //! * [`uuid`]: `Uuid` of entity fields, `Edm.Guid` values and lease ids;
-//! * [`serde_json`]: the JSON values of lease documents and journals;
+//! * [`serde_json`]: the JSON values of lease documents and after-images;
 //! * [`stream`]: the `Stream` trait [`table::Query::stream`] returns, and the
 //!   extension traits to consume it (`try_next`, `try_collect`, ...).
 

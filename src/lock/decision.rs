@@ -58,8 +58,7 @@ pub(crate) fn new_txn(table: &TableName) -> String {
     format!("{}.{}", uuid::Uuid::new_v4().simple(), table.as_str())
 }
 
-/// The table of a transaction deciding in a row (`None`: a transaction id
-/// of a commit journalled in a lock blob).
+/// The table a transaction id names (`None`: it names none).
 pub(crate) fn table_of(txn: &str) -> Option<TableName> {
     let (_, table) = txn.split_once('.')?;
     TableName::new(table).ok()

@@ -36,7 +36,8 @@ const RESOLVE_ATTEMPTS: u32 = 12;
 
 /// How long a reader meeting a mark of an undecided commit waits for its
 /// writer (re-reading the row in between) before taking the primary's lock
-/// to settle it: the writer is normally one round trip from its journal.
+/// to settle it: the writer is normally one round trip from its commit
+/// point.
 const WAITS: [Duration; 3] = [
     Duration::from_millis(10),
     Duration::from_millis(40),

@@ -86,9 +86,7 @@ impl Store {
     /// in all. Duplicate keys count once; the locks are taken in one
     /// canonical order (by lock blob name), so units taking overlapping sets
     /// never deadlock, and on any failure every lock already taken is given
-    /// back. Each partition is recovered as [`Store::lock`] does (a pending
-    /// journal rolled forward, an intent resolved through its primary)
-    /// before the unit is returned. See [`crate::lock`].
+    /// back. See [`crate::lock`].
     ///
     /// ```
     /// use leasehold::{Entity, Store};
@@ -110,8 +108,8 @@ impl Store {
     /// to.balance += 30;
     /// unit.replace(&from)?;
     /// unit.replace(&to)?;
-    /// let report = unit.commit().await?; // two partitions: journalled, all or nothing
-    /// assert_eq!((report.partitions, report.journalled), (2, true));
+    /// let report = unit.commit().await?; // two partitions: decided in a row, all or nothing
+    /// assert_eq!((report.partitions, report.transaction.is_some()), (2, true));
     /// assert_eq!(accounts.get("bob", "main").await?.unwrap().balance, 30);
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```

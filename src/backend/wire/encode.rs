@@ -27,8 +27,8 @@ pub(super) const ANNOTATION: &str = "@odata.type";
 /// those the service cannot infer (Int64, Double, DateTime, Guid, Binary)
 /// followed by their `name@odata.type` annotation.
 ///
-/// [`EntityBody::to_text`] writes it (the form batches, batch sizes and the
-/// lock journal use); [`EntityBody::to_ascii_text`] writes the same JSON
+/// [`EntityBody::to_text`] writes it (the form batches, batch sizes and
+/// after-images use); [`EntityBody::to_ascii_text`] writes the same JSON
 /// with non-ASCII characters escaped (the form single-entity writes send);
 /// [`EntityBody::to_map`] reads the text back as a JSON object, and it
 /// serializes as that object (serde_json writes it back as the same text).

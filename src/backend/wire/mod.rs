@@ -1,7 +1,7 @@
 //! The JSON form of an entity, as the Table service's REST API speaks it:
 //! the bodies the Azure backend sends and reads, the size of a batch
-//! operation (`TableOp::payload_size`), and the after-images of the lock
-//! journal. Crate-private: it is a storage format, not an API.
+//! operation (`TableOp::payload_size`), and the after-images a commit's row
+//! marks carry. Crate-private: it is a storage format, not an API.
 //!
 //! Int64, Double, DateTime, Guid and Binary values carry an `@odata.type`
 //! annotation (the service cannot infer them), Int64 travels as a string
@@ -15,7 +15,7 @@
 //! of the service are first read in one pass by [`direct`], which reads only
 //! the service's own form and leaves every other body to the decoder. Both
 //! compile without the `azure` feature: the memory backend sizes batches
-//! and the lock journal stores after-images with them.
+//! and commits store after-images with them.
 
 mod decode;
 #[cfg(feature = "azure")]

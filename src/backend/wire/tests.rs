@@ -19,8 +19,8 @@ fn old_read(text: &str) -> std::result::Result<WireEntity, String> {
     reference::entity_from_json("T", &map).map_err(|e| format!("{e:?}"))
 }
 
-/// The decoder on the JSON object the text parses into (what the lock
-/// journal reads).
+/// The decoder on the JSON object the text parses into (what an
+/// after-image's reader reads).
 fn map_read(text: &str) -> std::result::Result<WireEntity, String> {
     let map: Map<String, Json> = serde_json::from_str(text).map_err(|e| e.to_string())?;
     entity_from_json("T", &map).map_err(|e| format!("{e:?}"))

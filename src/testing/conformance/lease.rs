@@ -861,9 +861,9 @@ pub async fn hand_over_keeps_the_blob_view_without_reading(ctx: &Ctx) {
     fresh.release().await.unwrap();
 }
 
-/// `describe` reports holder, state, epoch and metadata without acquiring
-/// (and no pending journal); a dropped guard is released in the background.
-pub async fn describe_reports_holder_epoch_and_journal_and_drop_releases(ctx: &Ctx) {
+/// `describe` reports holder, state, epoch and metadata without acquiring;
+/// a dropped guard is released in the background.
+pub async fn describe_reports_holder_and_epoch_and_drop_releases(ctx: &Ctx) {
     let (backend, cfg) = suite(ctx);
     let name = cfg.name("describe");
     let holder = process(&backend, &cfg, "holder-1");
@@ -1179,9 +1179,8 @@ pub async fn acquire_gives_up_at_its_deadline_and_gives_back_a_late_lease(ctx: &
 /// handed over within the process sends only its writes; and so does a unit
 /// that takes the lease back from storage with nobody having written the
 /// blob since, besides its acquire and release: the acquire's reply shows
-/// the blob's ETag unchanged, so it is not read. (Units write their journal
-/// into the blob's body; the exact lock-unit budgets are checked in the
-/// lock suite and in the crate.)
+/// the blob's ETag unchanged, so it is not read. (The exact lock-unit
+/// budgets are checked in the lock suite and in the crate.)
 pub async fn a_lock_unit_costs_acquire_read_writes_release_cold_and_only_writes_handed_over(
     ctx: &Ctx,
 ) {

@@ -225,7 +225,7 @@ pub async fn units_see_their_writes_and_stay_in_their_partition(ctx: &Ctx) {
     unit.abandon().await.unwrap();
 }
 
-/// A three-table commit applies everything, and the journal is cleared.
+/// A three-table commit applies everything.
 pub async fn multi_table_commit_applies_all(ctx: &Ctx) {
     let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let store = process(backend, prefix);
@@ -770,7 +770,7 @@ pub async fn one_table_unit_costs_acquire_reads_batch_release(ctx: &Ctx) {
 /// accounts' transaction with the decision row), the marked rows'
 /// transaction, the decision row's delete and release (no lock-blob read,
 /// no lock-blob write).
-pub async fn two_table_unit_costs_acquire_reads_journal_batches_clear_release(ctx: &Ctx) {
+pub async fn two_table_unit_costs_acquire_reads_marks_commit_point_finish_release(ctx: &Ctx) {
     let (store, counter) = counted(ctx).await;
     assert!(
         transfer(&store, "alice", "acct0", "acct1", 5, "t1")
@@ -892,7 +892,7 @@ async fn hidden_rows_gone(store: &Store, pk: &str) {
 /// A row that cannot take a mark at all (here an audit row another program
 /// wrote with as many properties as the service allows) makes a commit
 /// over two tables fail with `Invalid` naming it, before any transaction
-/// or journal is sent; nothing changes.
+/// is sent; nothing changes.
 pub async fn a_row_that_cannot_take_a_mark_is_invalid_before_anything_is_sent(ctx: &Ctx) {
     use leasehold::entity::{EntityData, Value};
     use leasehold::{DynamicEntity, PartitionKey, RowKey};
@@ -1026,9 +1026,7 @@ const BEFORE: (i64, i64, usize) = (100, 100, 0);
 const AFTER: (i64, i64, usize) = (70, 130, 1);
 
 /// A store ("process") like [`process`] whose locks last the context's
-/// lease duration, journalling its commits over two tables in the lock
-/// blob (the protocol commits fall back to where a decision row does not
-/// fit; see [`super::lock_many::journalling`]).
+/// lease duration.
 fn process_leasing(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
     Store::builder_shared(backend)
         .table_prefix(prefix)
@@ -1404,9 +1402,10 @@ fn counted_pair(ctx: &Ctx) -> (Store, Store, RequestCounter) {
     (store(shared.clone()), store(shared), counter)
 }
 
-/// A process that takes a lock, commits a journalled unit and gives the
-/// lock up sends no lock-blob read when it takes the lock again: the
-/// acquire's reply shows the blob's ETag as the journal clear left it.
+/// A process that takes a lock, commits a unit over two tables and gives
+/// the lock up sends no lock-blob read when it takes the lock again: the
+/// acquire's reply shows the blob's ETag as it last saw it (a commit
+/// writes no lock blob).
 /// Once another process has taken the lock (its holder record changes the
 /// blob), the blob is read again, and the holder recorded again.
 pub async fn a_lock_taken_back_unchanged_sends_no_lock_blob_read(ctx: &Ctx) {
@@ -1493,9 +1492,8 @@ fn pruned(report: &leasehold::lock::PruneReport) -> Vec<String> {
 }
 
 /// Pruning deletes only free, clean, old lock blobs (and their wait
-/// queues): it keeps a lock held here or by another process, a journal and
-/// an intent a dead process left, a lock taken over within `older_than`
-/// and one whose outcome record is that recent, and stamps an undated one
+/// queues): it keeps a lock held here or by another process and a lock
+/// taken over within `older_than`, and stamps an undated one
 /// (kept until it ages); a dry run deletes nothing; `Duration::ZERO` makes
 /// every free, clean lock old; pruned partitions lock again (their blobs
 /// created anew) and kept ones roll forward.
@@ -1651,10 +1649,9 @@ struct Counter {
     pub count: i64,
 }
 
-/// One unit on partition `key` adding 1 to its counter; every other unit
-/// also writes a ledger entry, so its commit is journalled (a lock-blob
-/// write under the lease).
-async fn count_one(store: &Store, key: &str, id: &str, journalled: bool) -> leasehold::Result<()> {
+/// One unit on partition `key` adding 1 to its counter; with `ledger`,
+/// also a ledger entry, so its commit decides in a row.
+async fn count_one(store: &Store, key: &str, id: &str, ledger: bool) -> leasehold::Result<()> {
     let mut unit = store.lock(key).await?;
     match unit.get::<Counter>("c").await? {
         Some(mut c) => {
@@ -1667,7 +1664,7 @@ async fn count_one(store: &Store, key: &str, id: &str, journalled: bool) -> leas
             count: 1,
         })?,
     }
-    if journalled {
+    if ledger {
         unit.insert(&Entry {
             customer: key.into(),
             id: id.into(),

@@ -1,7 +1,7 @@
 //! Units of work across partitions: taking several locks without deadlock,
-//! the journalled commit with intents, its request budget, undo of a commit
-//! a stray writer refuses, and recovery from any participant after a crash
-//! at every step.
+//! the commit decided in a row and its request budget, a stale row failing
+//! the commit before anything is applied, and a crash, a lost reply and a
+//! pause past the lease at every step.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -733,7 +733,7 @@ pub async fn a_row_changed_since_it_was_read_fails_the_commit_before_anything_is
     // 2 transactions marking the rows of b's account (refused) and a's
     // ledger, at once (a's account is the commit point's, not marked); the
     // transaction taking the ledger's placeholder off; 2 releases. No
-    // commit point, no journal.
+    // commit point, no lock-blob write.
     assert_eq!(
         counts(&counter),
         vec![(Op::Batch, 3), (Op::ReleaseLease, 2)],

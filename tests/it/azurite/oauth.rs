@@ -145,7 +145,7 @@ leasehold::conformance_suite!(@module lease
     plain []
     timed [
         bad_durations_and_names_are_invalid_before_any_request,
-        describe_reports_holder_epoch_and_journal_and_drop_releases,
+        describe_reports_holder_and_epoch_and_drop_releases,
         external_break_fires_lost_and_fences_writes,
         do_once_runs_once_among_10_callers_and_again_after_a_crash,
         infinite_leases_hold_until_released_or_broken,
@@ -162,7 +162,7 @@ leasehold::conformance_suite!(@module lock
         multi_table_commit_applies_all,
         stale_reads_fail_the_whole_commit,
         one_table_unit_costs_acquire_reads_batch_release,
-        two_table_unit_costs_acquire_reads_journal_batches_clear_release,
+        two_table_unit_costs_acquire_reads_marks_commit_point_finish_release,
         handed_over_unit_skips_acquire_read_and_release,
         one_hundred_queued_units_share_one_acquire_and_one_release,
         a_unit_of_a_thousand_writes_to_one_table_decides_in_a_row,
