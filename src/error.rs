@@ -57,7 +57,8 @@ pub(crate) mod what {
         format!("listing of container `{container}`")
     }
 
-    /// A container itself.
+    /// A container itself (named by the Azure backend only).
+    #[cfg_attr(not(feature = "azure"), allow(dead_code))]
     pub(crate) fn container(container: &ContainerName) -> String {
         format!("container `{container}`")
     }
