@@ -35,20 +35,16 @@ pub(crate) use crate::table::MARK;
 const RESOLVE_ATTEMPTS: u32 = 12;
 
 /// How long a reader meeting a mark of an undecided commit waits for its
-/// writer (re-reading the row in between) before taking the primary's lock
-/// to settle it: the writer is normally one round trip from its commit
-/// point.
-const WAITS: [Duration; 3] = [
-    Duration::from_millis(10),
-    Duration::from_millis(40),
-    Duration::from_millis(160),
-];
+/// writer (re-reading the row and its decision in between) before it tries
+/// the primary's lock: the writer is normally one round trip from its
+/// commit point.
+const WAITS: [Duration; 2] = [Duration::from_millis(20), Duration::from_millis(200)];
 
 /// The first pause between tries of an undecided commit's primary lock.
-const FENCE_FIRST_TRY: Duration = Duration::from_millis(250);
+const FENCE_FIRST_TRY: Duration = Duration::from_millis(500);
 
 /// The longest pause between those tries.
-const FENCE_MAX_PAUSE: Duration = Duration::from_secs(4);
+const FENCE_MAX_PAUSE: Duration = Duration::from_secs(6);
 
 /// A row's mark: the commit `txn`, whose decision is (or will be) a row of
 /// `primary` (see [`super::decision`]); `absent`: the row did not exist
@@ -177,24 +173,6 @@ pub(crate) fn apply_op(
     }
 }
 
-/// What to do with a marked row.
-enum Step {
-    /// The commit is decided: write this (the row it leaves, at the row's
-    /// current ETag).
-    Apply(TableOp),
-    /// The commit can no longer be decided: take the mark off.
-    Strip,
-    /// The commit's writer may be about to decide it: look again later.
-    Wait(Duration),
-    /// Take the primary's lock, after which the writer (which held it)
-    /// cannot be live any more, and look again.
-    Fence,
-    /// The commit can no longer be decided by its writer: store its
-    /// withdrawal in its decision row's place in `table` (unless its
-    /// decision got there first), and look again.
-    Withdraw(TableName),
-}
-
 /// Who resolves a mark: what it holds.
 pub(crate) struct Resolver<'a> {
     env: &'a Arc<LockEnv>,
@@ -252,17 +230,11 @@ impl<'a> Resolver<'a> {
         table: &TableName,
         row: StoredEntity,
     ) -> Result<Option<StoredEntity>> {
-        if Mark::of(&row.data.properties).is_none() {
-            return Ok(Some(row));
-        }
         let pk = row.data.partition_key.clone();
         let rk = row.data.row_key.clone();
         let backend = self.env.backend().clone();
         let mut current = Some(row);
         let mut waited = 0;
-        // The transaction whose primary this resolver took after the mark
-        // was made: its writer can no longer be live.
-        let mut fenced: Option<String> = None;
         let started = tokio::time::Instant::now();
         for _ in 0..RESOLVE_ATTEMPTS {
             let Some(row) = current.take() else {
@@ -271,33 +243,56 @@ impl<'a> Resolver<'a> {
             let Some(mark) = Mark::of(&row.data.properties) else {
                 return Ok(Some(row));
             };
-            let step = self
-                .step(table, &row, &mark, fenced.as_deref(), &mut waited)
-                .await?;
-            match step {
-                Step::Apply(op) => {
+            let Some(decided_in) = mark.decision_table() else {
+                return Err(Error::Inconsistent {
+                    what: format!(
+                        "row {:?} of partition {:?} carries a mark whose transaction id {:?} names no table",
+                        rk.as_str(),
+                        pk.as_str(),
+                        mark.txn
+                    ),
+                });
+            };
+            let decided =
+                decision::read(backend.as_ref(), &decided_in, &mark.primary, &mark.txn).await?;
+            let decision = match decided {
+                Some(decision) => decision,
+                // Whoever holds the primary's lock (this resolver's unit)
+                // knows the writer is not live: it withdraws at once.
+                None if self.held.contains(&mark.primary) => {
+                    self.withdraw(&decided_in, &mark).await?
+                }
+                None => match WAITS.get(waited) {
+                    Some(&pause) => {
+                        // A live writer is about to decide: look again.
+                        waited += 1;
+                        tokio::time::sleep(pause).await;
+                        current = backend.get(table, &pk, &rk).await?;
+                        continue;
+                    }
+                    None => {
+                        // Once the primary's lock could be taken, the
+                        // writer, which held it, has lost it: withdrawn,
+                        // unless its commit point got there first.
+                        self.fence(&mark.primary).await?;
+                        self.withdraw(&decided_in, &mark).await?
+                    }
+                },
+            };
+            match decision {
+                Decision::Committed => {
                     tracing::debug!(table = %table, partition = %pk, row = %rk, txn = %mark.txn, "finishing a decided commit's write met on a read");
+                    let op = after::write_of(backend.as_ref(), table, &row, &mark.txn).await?;
                     if write(backend.as_ref(), table, &op).await? {
                         self.env.telemetry().roll_forward(FinishedBy::Reader);
                     }
-                    remove_after_rows(backend.as_ref(), table, &row, &mark).await;
                 }
-                Step::Strip => {
-                    tracing::debug!(table = %table, partition = %pk, row = %rk, txn = %mark.txn, "withdrawing the mark of a commit that was never decided");
+                Decision::Withdrawn => {
+                    tracing::debug!(table = %table, partition = %pk, row = %rk, txn = %mark.txn, "taking off the mark of a withdrawn commit");
                     write(backend.as_ref(), table, &strip(&row, &mark)).await?;
-                    remove_after_rows(backend.as_ref(), table, &row, &mark).await;
-                }
-                Step::Wait(pause) => tokio::time::sleep(pause).await,
-                Step::Fence => {
-                    self.fence(&mark.primary).await?;
-                    fenced = Some(mark.txn.clone());
-                }
-                Step::Withdraw(decided_in) => {
-                    tracing::debug!(table = %table, partition = %pk, row = %rk, txn = %mark.txn, "withdrawing a commit that was never decided");
-                    decision::withdraw(backend.as_ref(), &decided_in, &mark.primary, &mark.txn)
-                        .await?;
                 }
             }
+            remove_after_rows(backend.as_ref(), table, &row, &mark).await;
             current = backend.get(table, &pk, &rk).await?;
         }
         Err(Error::Timeout {
@@ -310,61 +305,42 @@ impl<'a> Resolver<'a> {
         })
     }
 
-    /// What to do with `row`, marked by `mark`: the decision row says;
-    /// without one, whoever holds the primary's lock (or held it after the
-    /// mark was made) withdraws the commit, which its writer can then no
-    /// longer decide.
-    async fn step(
-        &self,
-        table: &TableName,
-        row: &StoredEntity,
-        mark: &Mark,
-        fenced: Option<&str>,
-        waited: &mut usize,
-    ) -> Result<Step> {
-        let Some(decided_in) = mark.decision_table() else {
-            return Err(Error::Inconsistent {
-                what: format!(
-                    "row {:?} of partition {:?} carries a mark whose transaction id {:?} names no table",
-                    row.data.row_key.as_str(),
-                    row.data.partition_key.as_str(),
-                    mark.txn
-                ),
-            });
-        };
-        let backend = self.env.backend();
-        match decision::read(backend.as_ref(), &decided_in, &mark.primary, &mark.txn).await? {
-            Some(Decision::Committed) => Ok(Step::Apply(
-                after::write_of(backend.as_ref(), table, row, &mark.txn).await?,
-            )),
-            Some(Decision::Withdrawn) => Ok(Step::Strip),
-            None if fenced == Some(mark.txn.as_str()) || self.held.contains(&mark.primary) => {
-                Ok(Step::Withdraw(decided_in))
-            }
-            None => Ok(wait_or_fence(waited)),
-        }
+    /// Withdraws the commit of `mark`, whose decision row is (or will be)
+    /// in `decided_in`, unless its commit point got there first; answers
+    /// the decision stored.
+    async fn withdraw(&self, decided_in: &TableName, mark: &Mark) -> Result<Decision> {
+        tracing::debug!(txn = %mark.txn, primary = %mark.primary, "withdrawing a commit that was never decided");
+        decision::withdraw(
+            self.env.backend().as_ref(),
+            decided_in,
+            &mark.primary,
+            &mark.txn,
+        )
+        .await
     }
-}
 
-impl Resolver<'_> {
     /// Takes the lock of `primary` and gives it back: whoever held it when
     /// a mark was made has lost it since. A dead writer's lease runs out
-    /// at most one lease duration after its last renewal; the lock is
+    /// at most one lease duration after its last renewal; the lease is
     /// tried at growing intervals (from [`FENCE_FIRST_TRY`], doubling up to
-    /// [`FENCE_MAX_PAUSE`]) rather than waited for in the lock queue, so a
-    /// reader waiting out a 15 s lease sends about ten tries, not one per
-    /// poll of a waiting unit.
+    /// [`FENCE_MAX_PAUSE`]) rather than waited for in the lock's queue, so
+    /// a reader waiting out a 15 s lease sends 7 tries and a release, not
+    /// one request per poll of a waiting unit.
     ///
     /// # Errors
     /// [`Error::Timeout`] after the lock options' acquire timeout; the
-    /// errors of taking the lock.
+    /// errors of taking the lease.
     async fn fence(&self, primary: &PartitionKey) -> Result<()> {
         let started = tokio::time::Instant::now();
         let timeout = self.env.lock_options().acquire_timeout;
+        let name = super::name::lock_name(self.env.table_prefix(), primary)?;
         let mut pause = FENCE_FIRST_TRY;
         loop {
-            if let Some(unit) = super::Unit::open(self.env, [primary.clone()], None).await? {
-                return unit.abandon().await;
+            if let Some(guard) = self.env.locks().try_acquire(name.as_str()).await? {
+                if let Err(e) = guard.release().await {
+                    tracing::debug!(partition = %primary, error = %e, "giving back a primary's lock taken to settle its commit failed; it will expire");
+                }
+                return Ok(());
             }
             let left = timeout.saturating_sub(started.elapsed());
             if left.is_zero() {
@@ -380,16 +356,6 @@ impl Resolver<'_> {
             pause = (pause * 2).min(FENCE_MAX_PAUSE);
         }
     }
-}
-
-/// A short wait for an undecided commit's writer while there is one left in
-/// [`WAITS`], then the fence.
-fn wait_or_fence(waited: &mut usize) -> Step {
-    if let Some(&pause) = WAITS.get(*waited) {
-        *waited += 1;
-        return Step::Wait(pause);
-    }
-    Step::Fence
 }
 
 /// How a store's tables see rows (see [`crate::table::Resolve`]): marks

@@ -187,8 +187,9 @@
 //! duration — and the waiter takes it at its next poll (see
 //! [`crate::lease`]). What the dead unit left marked is resolved row by
 //! row by whoever reads it. A reader waiting on a dead writer's undecided
-//! marks tries the primary's lock at growing intervals (250 ms, doubling,
-//! at most 4 s apart), about ten tries for a 15 s lease. An operator who
+//! marks tries the primary's lease at growing intervals (500 ms, doubling,
+//! at most 6 s apart): 7 tries for a 15 s lease, and at most 20 requests
+//! in all until it has withdrawn the commit. An operator who
 //! knows the holder is dead ends the wait sooner with `leasehold locks
 //! break PK`.
 //!

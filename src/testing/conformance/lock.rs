@@ -1323,6 +1323,134 @@ pub async fn a_unit_of_a_thousand_writes_to_one_table_decides_in_a_row(ctx: &Ctx
     hidden_rows_gone(&store, "many").await;
 }
 
+/// Writes a unit of `n` inserts to partition `pk` in a process whose
+/// backend misbehaves as `plan` says, lets the lease run out, then reads
+/// the partition from a healthy process (which finishes or withdraws what
+/// the unit left marked). Returns what the commit said and how many rows
+/// the partition holds.
+async fn big_unit_crash_at(
+    ctx: &Ctx,
+    pk: &str,
+    n: usize,
+    plan: impl FnOnce(&FaultInjector),
+) -> (Result<(), ErrorKind>, usize) {
+    let memory = ctx.backend().clone();
+    let healthy = process_leasing(ctx, memory.clone(), ctx.prefix());
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let dying = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
+    let mut unit = dying.lock(pk).await.unwrap();
+    for i in 0..n {
+        unit.insert(&Account {
+            customer: pk.into(),
+            name: format!("a{i:04}"),
+            balance: 1,
+        })
+        .unwrap();
+    }
+    plan(&injector);
+    let said = unit.commit().await.map(drop).map_err(|e| e.kind());
+    injector.die_now();
+    tokio::time::sleep(past_expiry(ctx)).await;
+    let rows = healthy
+        .table::<Account>()
+        .query()
+        .partition(pk)
+        .all()
+        .await
+        .expect("the partition reads")
+        .len();
+    healthy.lock(pk).await.unwrap().abandon().await.unwrap();
+    (said, rows)
+}
+
+/// A unit of 1,000 writes in one partition and table whose process dies,
+/// or whose reply is lost, at every step of its commit — each of its 10
+/// marking transactions, the commit point, each of its 10 finishing
+/// transactions, the decision row's delete (on real time, the first, last
+/// and middle ones of each round) — is all or nothing, and the answer
+/// matches what is stored: `Ok` means all 1,000 rows, an error other than
+/// `InDoubt` none.
+pub async fn a_crash_or_lost_reply_at_every_step_of_a_thousand_write_unit_is_all_or_nothing(
+    ctx: &Ctx,
+) {
+    let n = 1000;
+    let batches: Vec<u64> = match ctx.clock() {
+        Clock::Paused => (1..=21).collect(),
+        Clock::Real => vec![1, 10, 11, 12, 21],
+    };
+    let mut steps: Vec<(Option<Op>, u64, bool)> = Vec::new();
+    for &nth in &batches {
+        steps.push((Some(Op::Batch), nth, true));
+        steps.push((Some(Op::Batch), nth, false));
+    }
+    steps.push((Some(Op::Write), 1, true));
+    steps.push((Some(Op::Write), 1, false));
+    // The steps run side by side, each in its own partition, so the lease
+    // expiries they wait for overlap.
+    let runs = steps
+        .iter()
+        .enumerate()
+        .map(|(i, &(op, nth, die))| async move {
+            let pk = format!("big{i}");
+            let outcome = big_unit_crash_at(ctx, &pk, n, |f| {
+                if die {
+                    f.die_at_nth(op, nth);
+                } else {
+                    f.lose_reply_nth(op, nth);
+                }
+            })
+            .await;
+            (op, nth, die, outcome)
+        });
+    for (op, nth, die, (said, rows)) in futures_util::future::join_all(runs).await {
+        let step = format!(
+            "{} at {op:?} {nth}",
+            if die { "death" } else { "lost reply" }
+        );
+        assert!(rows == 0 || rows == n, "{step}: {rows} rows of {n}");
+        match said {
+            Ok(()) => assert_eq!(rows, n, "{step}: answered Ok"),
+            Err(ErrorKind::InDoubt) => {}
+            Err(kind) => assert_eq!(rows, 0, "{step}: answered {kind:?}"),
+        }
+        // Past the commit point (batch 11), the commit stands.
+        if nth > 11 || op == Some(Op::Write) {
+            assert_eq!(rows, n, "{step}: after the commit point");
+        }
+    }
+}
+
+/// A plain read meeting the rows of a writer that died holding its lock
+/// before its commit point waits for the lock's lease to run out at a
+/// small cost: the short waits for a live writer, then tries of the
+/// primary's lock at growing intervals, at most 20 requests in all, before
+/// it withdraws the commit and returns the row as it was.
+pub async fn a_read_meeting_a_dead_writers_marks_waits_cheaply(ctx: &Ctx) {
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    let reader = process_leasing(ctx, Arc::new(counting), ctx.prefix());
+    open_accounts(&reader, "dead", 2).await;
+    let faulty = FaultyBackend::new(ctx.backend().clone());
+    let injector = faulty.injector();
+    let dying = process_leasing(ctx, Arc::new(faulty), ctx.prefix());
+    dying.create_table("LockLedger").await.unwrap();
+    // Marks (the ledger entry), then death before the commit point.
+    injector.die_at_nth(Some(Op::Batch), 2);
+    let said = transfer(&dying, "dead", "acct0", "acct1", 30, "t1").await;
+    assert!(said.is_err(), "{said:?}");
+    counter.reset();
+    let entry = reader
+        .table::<Entry>()
+        .get("dead", "t1")
+        .await
+        .expect("withdrawn once the lease ran out");
+    assert!(entry.is_none(), "the undecided entry is withdrawn");
+    let sent = counter.total();
+    assert!(sent <= 20, "{sent} requests: {:?}", counts(&counter));
+    assert_eq!(totals(&reader, "dead").await, (200, 0));
+}
+
 /// A dead holder stays named until and after its lease expires.
 pub async fn a_dead_holder_stays_named_until_and_after_its_lease_expires(ctx: &Ctx) {
     let memory = ctx.backend().clone();

@@ -503,6 +503,8 @@ macro_rules! conformance_suite {
                 an_optimistic_write_meeting_a_live_commit_waits_for_it,
                 lost_replies_at_each_step_end_fully_before_or_after,
                 commit_without_enough_lease_left_sends_nothing,
+                a_crash_or_lost_reply_at_every_step_of_a_thousand_write_unit_is_all_or_nothing,
+                a_read_meeting_a_dead_writers_marks_waits_cheaply,
                 a_paused_holder_cannot_overwrite_the_next_holder,
                 a_dead_holder_stays_named_until_and_after_its_lease_expires,
             ]
