@@ -172,10 +172,22 @@ impl Unit {
         let primary = self.parts[first.part].pk.clone();
         let table = first.table.clone();
         let txn = decision::new_txn(&table);
-        let decision_row = decision::insert(&primary, &txn, Decision::Committed)?;
-        // The first group rides in the commit point when it fits there.
+        // The first group rides in the commit point when it fits there
+        // (and its rows are not marked); the decision row names the groups
+        // whose rows are.
+        let marked_groups = |from: usize| -> Vec<(&TableName, &PartitionKey)> {
+            groups[from..]
+                .iter()
+                .map(|g| (&g.table, &self.parts[g.part].pk))
+                .collect()
+        };
+        let decision_row = decision::insert_committed(&primary, &txn, &marked_groups(1))?;
         let mut riding = None;
-        let mut commit = vec![decision_row.clone()];
+        let mut commit = vec![decision::insert_committed(
+            &primary,
+            &txn,
+            &marked_groups(0),
+        )?];
         if first.ops.len() < TableOp::MAX_BATCH_OPS {
             let mut ops: Vec<TableOp> = first
                 .ops

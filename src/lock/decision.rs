@@ -16,7 +16,7 @@
 
 use super::env::LockEnv;
 use crate::backend::WriteOptions;
-use crate::backend::{TableBackend, TableOp};
+use crate::backend::{StoredEntity, TableBackend, TableOp};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
@@ -29,6 +29,16 @@ pub(crate) const ROW_PREFIX: &str = "_lhCommit.";
 
 /// The property holding a decision.
 const STATE: &str = "_lhDecision";
+
+/// The property of a committed decision row naming the (table, partition)
+/// groups whose rows the commit marked: where its marks can be, for the
+/// prune that removes the row once none is left (see `leftovers.rs`).
+const GROUPS: &str = "_lhGroups";
+
+/// The longest group list a decision row carries (UTF-16 units, within a
+/// string property's 64 KiB); a longer one is left out, and the row is
+/// then kept by the prune.
+const MAX_GROUPS_TEXT: usize = 30_000;
 
 /// What a decision row says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +97,67 @@ pub(crate) fn insert(primary: &PartitionKey, txn: &str, decision: Decision) -> R
         row_key: row_key(txn)?,
         properties,
     }))
+}
+
+/// The commit point's insert of transaction `txn`'s decision row as
+/// committed, naming the (table, partition) groups whose rows it marked.
+///
+/// # Errors
+/// As [`insert`].
+pub(crate) fn insert_committed(
+    primary: &PartitionKey,
+    txn: &str,
+    groups: &[(&TableName, &PartitionKey)],
+) -> Result<TableOp> {
+    let mut op = insert(primary, txn, Decision::Committed)?;
+    let list: Vec<[&str; 2]> = groups
+        .iter()
+        .map(|(t, pk)| [t.as_str(), pk.as_str()])
+        .collect();
+    let text = serde_json::to_string(&list).unwrap_or_default();
+    if let Some(data) = op.data_mut()
+        && !text.is_empty()
+        && text.encode_utf16().count() <= MAX_GROUPS_TEXT
+    {
+        data.properties.insert_static(GROUPS, Value::String(text));
+    }
+    Ok(op)
+}
+
+/// A decision row as stored: its decision, and the groups its commit
+/// marked (`None`: not recorded).
+pub(crate) struct Stored {
+    pub(crate) decision: Decision,
+    pub(crate) groups: Option<Vec<(TableName, PartitionKey)>>,
+}
+
+impl Stored {
+    /// The decision row `row` says, if it is one leasehold wrote.
+    pub(crate) fn of(row: &StoredEntity) -> Option<Stored> {
+        let decision = match row.data.properties.get(STATE) {
+            Some(Value::String(s)) if s == Decision::Committed.text() => Decision::Committed,
+            Some(Value::String(s)) if s == Decision::Withdrawn.text() => Decision::Withdrawn,
+            _ => return None,
+        };
+        let groups = match row.data.properties.get(GROUPS) {
+            Some(Value::String(text)) => serde_json::from_str::<Vec<[String; 2]>>(text)
+                .ok()
+                .and_then(|list| {
+                    list.into_iter()
+                        .map(|[t, pk]| Some((TableName::new(t).ok()?, PartitionKey::new(pk).ok()?)))
+                        .collect()
+                }),
+            _ => None,
+        };
+        Some(Stored { decision, groups })
+    }
+}
+
+/// The transaction id part of a decision row's or after-image row's key
+/// (`None`: not such a key).
+pub(crate) fn id_of(row_key: &RowKey) -> Option<&str> {
+    let rest = row_key.as_str().strip_prefix(ROW_PREFIX)?;
+    Some(rest.split_once('.').map_or(rest, |(id, _)| id))
 }
 
 /// The delete of transaction `txn`'s decision row, once no mark of it is

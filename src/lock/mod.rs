@@ -270,6 +270,22 @@
 //! the decision record, the marking transactions that of atomicity and of
 //! living beside optimistic writes.
 //!
+//! # Rows commits leave behind
+//!
+//! A commit removes its decision row and after-image rows once every
+//! marked row is finished. What a writer that stopped half-way leaves, and
+//! the decision rows of withdrawn commits, are removed by
+//! [`Store::prune_locks`](crate::Store::prune_locks): a committed decision
+//! row once it is older than `older_than` and none of the groups it names
+//! still holds one of its marks; a withdrawn one once it is older than
+//! `older_than` and than 20 minutes, the longest a commit point sent
+//! before the withdrawal could take to land (its writer sends it only while
+//! its lease is valid, the commit is withdrawn only after that lease ran
+//! out, and the service refuses a request signed with Shared Key more than
+//! 15 minutes after its date); after-image rows with their decision row.
+//! A withdrawn decision row removed while marks of its commit remain costs
+//! their next reader a withdrawal again, nothing more.
+//!
 //! # Lock blobs
 //!
 //! A partition's lock blob is created the first time the partition is
@@ -291,6 +307,7 @@ mod env;
 mod fold;
 mod indexes;
 mod keys;
+mod leftovers;
 pub(crate) mod marks;
 pub(crate) mod name;
 pub(crate) mod options;

@@ -87,6 +87,15 @@ pub struct PruneReport {
     /// could not be dated yet; see
     /// [`Store::prune_locks`](crate::Store::prune_locks)).
     pub kept_recent: usize,
+    /// Decision rows of finished commits removed (counted, for a dry run):
+    /// committed ones older than `older_than` whose marks are all gone,
+    /// withdrawn ones older than that and than the time a late commit
+    /// point may take to land (see [`crate::lock`]'s "Rows commits leave
+    /// behind").
+    pub decision_rows_deleted: usize,
+    /// After-image rows removed with their commit's decision row, or of a
+    /// commit never decided, older than that bound.
+    pub after_image_rows_deleted: usize,
     /// The partition keys of the deleted lock blobs, in lock-name order.
     /// A key too long for a lease name has a hashed lock name that does not
     /// give the key back: its blob is counted in `deleted` only.
@@ -193,7 +202,12 @@ pub(crate) async fn prune_locks(
             }
             report.examined += 1;
         }
+        let removed = super::leftovers::prune(env, age.cutoff, dry_run).await?;
+        report.decision_rows_deleted = removed.decision_rows;
+        report.after_image_rows_deleted = removed.after_image_rows;
         tracing::info!(
+            decision_rows = removed.decision_rows,
+            after_image_rows = removed.after_image_rows,
             examined = report.examined,
             deleted = report.deleted,
             kept_held = report.kept_held,

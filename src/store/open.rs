@@ -172,6 +172,7 @@ impl Store {
     /// # use leasehold::{Store, lock::CommitOutcome};
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
     /// let store = Store::memory();
+    /// # store.create_table("Accounts").await?;
     /// // After `Error::InDoubt { primary, transaction, .. }`, once storage answers:
     /// match store.commit_outcome("alice", "0f1e2d3c.Accounts").await? {
     ///     CommitOutcome::Applied => {}  // nothing to redo
@@ -206,6 +207,15 @@ impl Store {
     ///   queue only, so a record is another program's), and
     /// * old: the last process to take the lock over did so
     ///   (`leasehold_acquired`) at least `older_than` ago.
+    ///
+    /// It also removes the rows commits leave behind when their writer
+    /// stopped half-way, or a reader withdrew them: a committed decision
+    /// row older than `older_than` whose marks are all gone, a withdrawn
+    /// one older than `older_than` and than 20 minutes, and their
+    /// after-image rows ([`PruneReport::decision_rows_deleted`](crate::lock::PruneReport::decision_rows_deleted);
+    /// see [`crate::lock`]'s "Rows commits leave behind"): one query per
+    /// table of the store, and one per group a committed decision row
+    /// names.
     ///
     /// `Duration::ZERO` makes every free, clean lock blob old. A lock blob
     /// that cannot be dated (no `leasehold_acquired`: the backends expose

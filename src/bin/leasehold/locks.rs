@@ -161,6 +161,8 @@ impl Output {
                     "kept_pending": r.kept_pending,
                     "kept_recent": r.kept_recent,
                     "deleted_partitions": partitions,
+                    "decision_rows_deleted": r.decision_rows_deleted,
+                    "after_image_rows_deleted": r.after_image_rows_deleted,
                 })
             );
             return;
@@ -182,6 +184,12 @@ impl Output {
             r.kept_held,
             r.kept_pending,
             r.kept_recent
+        );
+        out!(
+            "{} {} decision rows and {} after-image rows of finished commits",
+            if r.dry_run { "would delete" } else { "deleted" },
+            r.decision_rows_deleted,
+            r.after_image_rows_deleted
         );
     }
 }

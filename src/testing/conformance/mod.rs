@@ -448,6 +448,7 @@ macro_rules! conformance_suite {
         );
         $crate::conformance_suite!(@module reads #[$plain] #[$timed];
             plain [
+                pruning_removes_decision_rows_no_reader_needs,
                 a_filtered_query_finds_a_committed_row_left_marked,
                 a_units_filtered_query_finds_a_committed_row_left_marked,
                 a_filtered_projection_finds_a_committed_row_left_marked,

@@ -578,3 +578,84 @@ pub async fn a_units_read_answered_within_its_lease_is_returned(ctx: &Ctx) {
     injector.set_latency(Some(Op::RenewLease), Duration::ZERO);
     unit.abandon().await.unwrap();
 }
+
+/// The rows of `prefix`'s tables with the reserved key prefix of commits
+/// (decision rows and after-image rows), as stored.
+async fn commit_rows(ctx: &Ctx, prefix: &str) -> Vec<String> {
+    use leasehold::backend::QuerySpec;
+    let mut keys = Vec::new();
+    for table in ctx.backend().list_tables().await.unwrap() {
+        if !table.as_str().starts_with(prefix) {
+            continue;
+        }
+        let mut spec = QuerySpec::default();
+        loop {
+            let page = ctx.backend().query(&table, &spec).await.unwrap();
+            keys.extend(
+                page.entities
+                    .iter()
+                    .map(|r| r.data.row_key.as_str().to_owned())
+                    .filter(|k| k.starts_with("_lhCommit.")),
+            );
+            match page.continuation {
+                Some(next) => spec.continuation = Some(next),
+                None => break,
+            }
+        }
+    }
+    keys
+}
+
+/// A committed decision row its writer left (it stopped before finishing
+/// the marked row) is kept by the prune while the mark is on the row, and
+/// removed once a read has finished it; a withdrawn commit's decision row
+/// is kept while a late commit point could still land (20 minutes), even
+/// once its mark is gone. A dry run counts and removes nothing.
+pub async fn pruning_removes_decision_rows_no_reader_needs(ctx: &Ctx) {
+    let (healthy, marked) = stopped_transfer(ctx, "pc", Stop::AfterCommitPoint).await;
+    let prefix = format!("{}pc", ctx.prefix());
+    assert_eq!(commit_rows(ctx, &prefix).await.len(), 1, "the decision row");
+    let report = healthy.prune_locks(Duration::ZERO).await.unwrap();
+    assert_eq!(report.decision_rows_deleted, 0, "a mark still needs it");
+    assert_eq!(commit_rows(ctx, &prefix).await.len(), 1);
+    // A read finishes the marked row.
+    let row = healthy
+        .table::<Account>()
+        .get(marked, "main")
+        .await
+        .unwrap()
+        .expect("account");
+    assert_eq!(row.balance, after_of(marked).1);
+    let plan = healthy.prune_locks_dry_run(Duration::ZERO).await.unwrap();
+    assert_eq!(plan.decision_rows_deleted, 1, "{plan:?}");
+    assert_eq!(
+        commit_rows(ctx, &prefix).await.len(),
+        1,
+        "a dry run removes nothing"
+    );
+    // Kept for `older_than` (commit_outcome answers meanwhile).
+    let hour = healthy
+        .prune_locks(Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(hour.decision_rows_deleted, 0, "{hour:?}");
+    let report = healthy.prune_locks(Duration::ZERO).await.unwrap();
+    assert_eq!(report.decision_rows_deleted, 1, "{report:?}");
+    assert!(commit_rows(ctx, &prefix).await.is_empty());
+
+    let (healthy, marked) = stopped_transfer(ctx, "pw", Stop::Withdrawn).await;
+    let prefix = format!("{}pw", ctx.prefix());
+    healthy
+        .table::<Account>()
+        .get(marked, "main")
+        .await
+        .unwrap()
+        .expect("account");
+    let report = healthy.prune_locks(Duration::ZERO).await.unwrap();
+    assert_eq!(report.decision_rows_deleted, 0, "{report:?}");
+    assert_eq!(
+        commit_rows(ctx, &prefix).await.len(),
+        1,
+        "the withdrawal stays"
+    );
+}
