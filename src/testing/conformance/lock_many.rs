@@ -404,6 +404,66 @@ fn counts(counter: &RequestCounter) -> Vec<(Op, u64)> {
     counter.snapshot().into_iter().collect()
 }
 
+/// A unit of 3 partitions × 2 tables × 150 rows (900 writes, 6 groups of
+/// more than one transaction each) is atomic and decides in a row: 12
+/// marking transactions at once, the commit point (the decision row alone:
+/// the first group does not fit beside it), 12 finishing transactions at
+/// once, the decision row's delete: after its reads, the same 4
+/// sequential round trips as a two-row transfer, and no lock-blob write;
+/// nothing is left marked or hidden.
+pub async fn a_unit_of_three_partitions_two_tables_and_150_rows_each_is_atomic(ctx: &Ctx) {
+    let customers = ["x0", "x1", "x2"];
+    let (store, counter) = counted(ctx, &customers).await;
+    let mut unit = store.lock_many(customers).await.unwrap();
+    for c in customers {
+        for i in 0..150 {
+            unit.insert(&Account {
+                customer: c.into(),
+                name: format!("a{i:03}"),
+                balance: 1,
+            })
+            .unwrap();
+            unit.insert(&Entry {
+                customer: c.into(),
+                id: format!("e{i:03}"),
+                amount: 1,
+            })
+            .unwrap();
+        }
+    }
+    counter.reset();
+    let report = unit.commit().await.unwrap();
+    assert!(report.transaction.is_some(), "{report:?}");
+    assert_eq!(
+        (
+            report.partitions,
+            report.tables,
+            report.operations,
+            report.batches
+        ),
+        (3, 2, 900, 13)
+    );
+    assert_eq!(counter.get(Op::Batch), 25, "{:?}", counts(&counter));
+    assert_eq!(counter.get(Op::Write), 1, "{:?}", counts(&counter));
+    assert_eq!(counter.get(Op::PutBlob), 0, "{:?}", counts(&counter));
+    for c in customers {
+        assert_eq!(
+            entries(&store, c).await,
+            151,
+            "{c}: 150 and the warm-up entry"
+        );
+        let accounts = store
+            .table::<Account>()
+            .query()
+            .partition(c)
+            .all()
+            .await
+            .unwrap();
+        assert_eq!(accounts.len(), 151, "{c}: 150 and `main`");
+    }
+    nothing_pending(&store, &customers).await;
+}
+
 /// The request budget of a unit over P partitions with G groups and R
 /// reads, on locks this process took last: P acquires + R reads + G − 1
 /// transactions marking the rows + the commit point (the first group's

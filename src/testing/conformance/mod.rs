@@ -427,6 +427,7 @@ macro_rules! conformance_suite {
         );
         $crate::conformance_suite!(@module lock_many #[$plain] #[$timed];
             plain [
+                a_unit_of_three_partitions_two_tables_and_150_rows_each_is_atomic,
                 a_unit_over_several_partitions_reads_writes_and_commits_them_all,
                 a_cross_partition_unit_costs_its_budget_exactly,
                 a_row_changed_since_it_was_read_fails_the_commit_before_anything_is_applied,
