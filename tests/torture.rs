@@ -299,7 +299,7 @@ async fn worker(prefix: &str, customers: usize, cross: bool, strays: bool) -> Re
         };
         match outcome {
             Ok(outcome) => println!("{outcome}"),
-            Err(e) if e.kind() == leasehold::ErrorKind::Conflict => println!("UNDO {e}"),
+            Err(e) if e.kind() == leasehold::ErrorKind::Conflict => println!("CONFLICT {e}"),
             Err(e) if strays && e.kind() == leasehold::ErrorKind::Batch => {
                 println!("REFUSED {e}")
             }
@@ -490,7 +490,9 @@ fn missing(c: &str, row: &str) -> Error {
 #[derive(Default)]
 struct Tally {
     commits: AtomicU64,
-    undos: AtomicU64,
+    /// Commits refused with a conflict (a row changed since it was read),
+    /// and index-mode writes refused.
+    conflicts: AtomicU64,
     errors: AtomicU64,
     /// Transfer id → what its commit answered (`OK`, or the error's kind).
     answers: Mutex<HashMap<String, String>>,
@@ -545,7 +547,7 @@ fn spawn_worker(
             match line.as_str() {
                 "COMMIT" => tally.commits.fetch_add(1, Ordering::Relaxed),
                 "STRAYDONE" => tally.strays_done.fetch_add(1, Ordering::Relaxed),
-                l if l.starts_with("UNDO") => tally.undos.fetch_add(1, Ordering::Relaxed),
+                l if l.starts_with("CONFLICT") => tally.conflicts.fetch_add(1, Ordering::Relaxed),
                 l if l.starts_with("REFUSED") => tally.refused.fetch_add(1, Ordering::Relaxed),
                 l if l.starts_with("ERROR") => {
                     eprintln!("worker {pid}: {l}");
@@ -952,8 +954,8 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
     }
     let commits_reported = tally.commits.load(Ordering::Relaxed);
     println!(
-        "units committed: {ledger_total} (reported by workers before dying: {commits_reported}), kills: {kills}, undos: {}, worker errors: {}, violations: {violations}",
-        tally.undos.load(Ordering::Relaxed),
+        "units committed: {ledger_total} (reported by workers before dying: {commits_reported}), kills: {kills}, conflicts: {}, worker errors: {}, violations: {violations}",
+        tally.conflicts.load(Ordering::Relaxed),
         tally.errors.load(Ordering::Relaxed)
     );
     if cross {
@@ -1138,7 +1140,9 @@ async fn index_controller(args: &Args) -> Result<u64, Error> {
             while let Ok(Some(line)) = lines.next_line().await {
                 match line.as_str() {
                     "COMMIT" => tally.commits.fetch_add(1, Ordering::Relaxed),
-                    l if l.starts_with("REFUSED") => tally.undos.fetch_add(1, Ordering::Relaxed),
+                    l if l.starts_with("REFUSED") => {
+                        tally.conflicts.fetch_add(1, Ordering::Relaxed)
+                    }
                     l if l.starts_with("ERROR") => {
                         eprintln!("worker: {l}");
                         tally.errors.fetch_add(1, Ordering::Relaxed)
@@ -1234,7 +1238,7 @@ async fn index_controller(args: &Args) -> Result<u64, Error> {
     let commits = tally.commits.load(Ordering::Relaxed);
     println!(
         "writes committed (reported): {commits}, refused: {}, customers: {}, index rows: {} ({} stale), kills: {kills}, worker errors: {}, violations: {violations}",
-        tally.undos.load(Ordering::Relaxed),
+        tally.conflicts.load(Ordering::Relaxed),
         customers.len(),
         report.index_rows,
         report.stale,
