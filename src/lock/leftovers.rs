@@ -76,32 +76,36 @@ pub(crate) async fn prune(
     let old =
         |row: &StoredEntity, bound: Option<OffsetDateTime>| bound.is_none_or(|b| row.timestamp < b);
     let mut removed = Removed::default();
-    let tables = backend.list_tables().await?;
-    for table in tables
-        .iter()
-        .filter(|t| t.as_str().starts_with(env.table_prefix()))
-    {
-        let rows = reserved_rows(backend.as_ref(), table).await?;
-        // Decision rows first: what they decide says which after-image
-        // rows go.
-        let mut gone_ids: Vec<String> = Vec::new();
-        let mut live_ids: Vec<String> = Vec::new();
-        for row in &rows {
+    // Every table's reserved rows first: a commit's after-image rows live
+    // in the tables of the rows it marked, its decision row in the primary
+    // group's.
+    let mut all: Vec<(TableName, Vec<StoredEntity>)> = Vec::new();
+    for table in backend.list_tables().await? {
+        if table.as_str().starts_with(env.table_prefix()) {
+            let rows = reserved_rows(backend.as_ref(), &table).await?;
+            all.push((table, rows));
+        }
+    }
+    // Decision rows: what they decide says which after-image rows go.
+    let mut gone_ids: Vec<String> = Vec::new();
+    let mut live_ids: Vec<String> = Vec::new();
+    for (table, rows) in &all {
+        for row in rows.iter().filter(|r| is_decision_row(r)) {
             let Some(id) = decision::id_of(&row.data.row_key) else {
                 continue;
             };
-            if row.data.row_key.as_str() != format!("{}{id}", decision::ROW_PREFIX) {
-                continue;
-            }
-            let Some(stored) = Stored::of(row) else {
-                live_ids.push(id.to_owned());
-                continue;
-            };
-            let goes = match stored.decision {
-                Decision::Withdrawn => old(row, cutoff) && row.timestamp < late,
-                Decision::Committed => {
+            let goes = match Stored::of(row) {
+                None => false,
+                Some(Stored {
+                    decision: Decision::Withdrawn,
+                    ..
+                }) => old(row, cutoff) && row.timestamp < late,
+                Some(Stored {
+                    decision: Decision::Committed,
+                    groups,
+                }) => {
                     old(row, cutoff)
-                        && match &stored.groups {
+                        && match &groups {
                             Some(groups) => {
                                 no_marks_left(backend.as_ref(), groups, id, table).await?
                             }
@@ -109,24 +113,22 @@ pub(crate) async fn prune(
                         }
                 }
             };
-            if !goes {
-                live_ids.push(id.to_owned());
-                continue;
-            }
-            if dry_run || delete(backend.as_ref(), table, row).await? {
+            if goes && (dry_run || delete(backend.as_ref(), table, row).await?) {
                 removed.decision_rows += 1;
                 gone_ids.push(id.to_owned());
             } else {
                 live_ids.push(id.to_owned());
             }
         }
-        for row in &rows {
+    }
+    // After-image rows: those of a commit whose decision row went now, or
+    // of one without a decision row that is too old for a commit point to
+    // land.
+    for (table, rows) in &all {
+        for row in rows.iter().filter(|r| !is_decision_row(r)) {
             let Some(id) = decision::id_of(&row.data.row_key) else {
                 continue;
             };
-            if row.data.row_key.as_str() == format!("{}{id}", decision::ROW_PREFIX) {
-                continue;
-            }
             let undecided_and_old = !live_ids.iter().any(|l| l == id) && row.timestamp < late;
             if (gone_ids.iter().any(|g| g == id) || undecided_and_old)
                 && (dry_run || delete(backend.as_ref(), table, row).await?)
@@ -136,6 +138,12 @@ pub(crate) async fn prune(
         }
     }
     Ok(removed)
+}
+
+/// Whether `row` is a decision row (not an after-image row).
+fn is_decision_row(row: &StoredEntity) -> bool {
+    decision::id_of(&row.data.row_key)
+        .is_some_and(|id| row.data.row_key.as_str().len() == decision::ROW_PREFIX.len() + id.len())
 }
 
 /// Every row of `table` with the reserved key prefix of commits, in every
