@@ -49,7 +49,7 @@ use crate::query::{CmpOp, Filter};
 /// How long after it was sent a commit point may still land (see the
 /// module docs): 15 minutes of the service's signature window and 5 of
 /// clock skew.
-pub(crate) const LATE_COMMIT_POINT: Duration = Duration::from_secs(20 * 60);
+const LATE_COMMIT_POINT: Duration = Duration::from_secs(20 * 60);
 
 /// What a prune removed of the rows commits leave behind.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

@@ -865,27 +865,13 @@ pub async fn rows_too_large_for_their_after_image_carry_it_in_hidden_rows(ctx: &
 /// No hidden row (a decision row or an after-image row) is left in any
 /// table of the store in partition `pk`.
 async fn hidden_rows_gone(store: &Store, pk: &str) {
-    use leasehold::backend::{QuerySpec, TableBackend as _};
-    for table in store.backend().list_tables().await.unwrap() {
-        if !table.as_str().starts_with(store.table_prefix()) {
-            continue;
-        }
-        let mut spec = QuerySpec::default();
-        loop {
-            let page = store.backend().query(&table, &spec).await.unwrap();
-            for row in &page.entities {
-                assert!(
-                    row.data.partition_key.as_str() != pk
-                        || !row.data.row_key.as_str().starts_with("_lhCommit."),
-                    "hidden row {:?} of {table} is left",
-                    row.data.row_key
-                );
-            }
-            match page.continuation {
-                Some(next) => spec.continuation = Some(next),
-                None => break,
-            }
-        }
+    for (table, row) in super::stored_rows(store.backend(), store.table_prefix()).await {
+        assert!(
+            row.data.partition_key.as_str() != pk
+                || !row.data.row_key.as_str().starts_with("_lhCommit."),
+            "hidden row {:?} of {table} is left",
+            row.data.row_key
+        );
     }
 }
 

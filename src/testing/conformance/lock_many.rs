@@ -120,28 +120,13 @@ async fn transfer(
 /// carries a commit's mark (read through the backend, which resolves
 /// nothing).
 pub(super) async fn nothing_pending(store: &Store, customers: &[&str]) {
-    use leasehold::backend::{QuerySpec, TableBackend as _};
-    let prefix = store.table_prefix();
-    for table in store.backend().list_tables().await.unwrap() {
-        if !table.as_str().starts_with(prefix) {
-            continue;
-        }
-        let mut spec = QuerySpec::default();
-        loop {
-            let page = store.backend().query(&table, &spec).await.unwrap();
-            for row in &page.entities {
-                assert!(
-                    !customers.contains(&row.data.partition_key.as_str())
-                        || row.data.properties.get("_lhTxn").is_none(),
-                    "row {:?} of {table} is left marked",
-                    row.data.row_key
-                );
-            }
-            match page.continuation {
-                Some(next) => spec.continuation = Some(next),
-                None => break,
-            }
-        }
+    for (table, row) in super::stored_rows(store.backend(), store.table_prefix()).await {
+        assert!(
+            !customers.contains(&row.data.partition_key.as_str())
+                || row.data.properties.get("_lhTxn").is_none(),
+            "row {:?} of {table} is left marked",
+            row.data.row_key
+        );
     }
 }
 

@@ -58,6 +58,31 @@ use crate::Store;
 use crate::backend::Backend;
 use crate::key::ContainerName;
 
+/// Every row stored in the tables whose names start with `prefix`, read
+/// through `backend` (which resolves no mark), with the table each is in.
+pub(crate) async fn stored_rows(
+    backend: &Arc<dyn Backend>,
+    prefix: &str,
+) -> Vec<(crate::key::TableName, crate::backend::StoredEntity)> {
+    use crate::backend::QuerySpec;
+    let mut rows = Vec::new();
+    for table in backend.list_tables().await.expect("tables listed") {
+        if !table.as_str().starts_with(prefix) {
+            continue;
+        }
+        let mut spec = QuerySpec::default();
+        loop {
+            let page = backend.query(&table, &spec).await.expect("table read");
+            rows.extend(page.entities.into_iter().map(|r| (table.clone(), r)));
+            match page.continuation {
+                Some(next) => spec.continuation = Some(next),
+                None => break,
+            }
+        }
+    }
+    rows
+}
+
 /// Pauses longer than the gap after which a re-acquire starts a fresh
 /// tenure (1.5 poll intervals), so that the next counted unit on each lock
 /// is not part of a run of re-acquires reaching its bound (which would add

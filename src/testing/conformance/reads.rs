@@ -582,28 +582,12 @@ pub async fn a_units_read_answered_within_its_lease_is_returned(ctx: &Ctx) {
 /// The rows of `prefix`'s tables with the reserved key prefix of commits
 /// (decision rows and after-image rows), as stored.
 async fn commit_rows(ctx: &Ctx, prefix: &str) -> Vec<String> {
-    use leasehold::backend::QuerySpec;
-    let mut keys = Vec::new();
-    for table in ctx.backend().list_tables().await.unwrap() {
-        if !table.as_str().starts_with(prefix) {
-            continue;
-        }
-        let mut spec = QuerySpec::default();
-        loop {
-            let page = ctx.backend().query(&table, &spec).await.unwrap();
-            keys.extend(
-                page.entities
-                    .iter()
-                    .map(|r| r.data.row_key.as_str().to_owned())
-                    .filter(|k| k.starts_with("_lhCommit.")),
-            );
-            match page.continuation {
-                Some(next) => spec.continuation = Some(next),
-                None => break,
-            }
-        }
-    }
-    keys
+    super::stored_rows(ctx.backend(), prefix)
+        .await
+        .into_iter()
+        .map(|(_, r)| r.data.row_key.as_str().to_owned())
+        .filter(|k| k.starts_with("_lhCommit."))
+        .collect()
 }
 
 /// A committed decision row its writer left (it stopped before finishing
