@@ -36,6 +36,7 @@
 //! The checks use only leasehold's public API.
 
 mod ambiguous;
+pub mod big_commits;
 pub mod blob_backend;
 pub mod blobs;
 mod entities;
@@ -472,6 +473,16 @@ macro_rules! conformance_suite {
             ]
             blocking []
         );
+        $crate::conformance_suite!(@module big_commits #[$plain] #[$timed];
+            plain []
+            timed [
+                a_thousand_write_unit_faulted_at_every_request_is_all_or_nothing,
+                a_unit_of_three_partitions_two_tables_and_150_rows_faulted_at_every_request_is_all_or_nothing,
+                a_row_with_an_after_image_over_64_kib_faulted_at_every_request_is_all_or_nothing,
+                a_row_near_1_mib_faulted_at_every_request_is_all_or_nothing,
+            ]
+            blocking []
+        );
         $crate::conformance_suite!(@module reads #[$plain] #[$timed];
             plain [
                 pruning_removes_decision_rows_no_reader_needs,
@@ -530,7 +541,6 @@ macro_rules! conformance_suite {
                 an_optimistic_write_meeting_a_live_commit_waits_for_it,
                 lost_replies_at_each_step_end_fully_before_or_after,
                 commit_without_enough_lease_left_sends_nothing,
-                a_crash_or_lost_reply_at_every_step_of_a_thousand_write_unit_is_all_or_nothing,
                 a_read_meeting_a_dead_writers_marks_waits_cheaply,
                 a_paused_holder_cannot_overwrite_the_next_holder,
                 a_dead_holder_stays_named_until_and_after_its_lease_expires,
