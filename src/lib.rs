@@ -45,6 +45,7 @@ pub mod lock;
 mod outcome;
 pub mod query;
 mod retry;
+mod rows;
 pub mod store;
 pub mod table;
 mod telemetry;

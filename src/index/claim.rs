@@ -11,7 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey};
 use crate::lock::LockEnv;
 use crate::lock::marks::Resolver;
-use crate::table::tombstone::{self, is_tombstone};
+use crate::rows::tombstone::{self, is_tombstone};
 use std::sync::Arc;
 
 /// The property of a claim naming the write that made it.

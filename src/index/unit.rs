@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::key::RowKey;
 use crate::lock::marks::Resolver;
 use crate::lock::{AfterCommit, CommitClaims, CommitView, LockEnv, Slot};
-use crate::table::tombstone::{self, is_tombstone};
+use crate::rows::tombstone::{self, is_tombstone};
 
 /// The index claims of units' commits.
 pub(crate) struct UnitClaims;
@@ -86,7 +86,7 @@ async fn read_for_index(
 /// * Each write is conditioned on the row as the unit read it, read
 ///   before any claim: an upsert becomes an insert or a write at the
 ///   ETag read, and an insert over a tombstone a replace at its ETag.
-/// * A delete leaves a tombstone (see `crate::table::tombstone`).
+/// * A delete leaves a tombstone (see `crate::rows::tombstone`).
 /// * Each unique value set is claimed, each non-unique one gets its
 ///   index row; a value another entity holds is refused with
 ///   [`crate::Error::ValueTaken`] before anything of the commit is sent.

@@ -11,8 +11,8 @@ use crate::entity::{Entity, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 use crate::lock::LockEnv;
+use crate::rows::tombstone::is_tombstone;
 use crate::table::Table;
-use crate::table::tombstone::is_tombstone;
 use std::sync::Arc;
 
 /// What [`Store::verify_indexes`](crate::Store::verify_indexes) found, or [`Store::rebuild_indexes`](crate::Store::rebuild_indexes)
@@ -154,7 +154,7 @@ async fn scan(
             // A commit's decision row (see `crate::lock`) is leasehold's
             // own, neither an entity nor an index row.
             if row.data.partition_key.as_str() != DEFS_PARTITION
-                && !crate::lock::decision::is_decision_row(&row.data.row_key)
+                && !crate::rows::decision::is_decision_row(&row.data.row_key)
                 && !is_tombstone(&row.data.properties)
             {
                 each(row);
@@ -195,7 +195,7 @@ async fn check(
     let mut expected: BTreeMap<(PartitionKey, RowKey), Vec<Expected>> = BTreeMap::new();
     let mut failed: Option<Error> = None;
     let mut select: Vec<String> = indexes.defs.iter().map(|d| d.property.clone()).collect();
-    select.push(crate::table::tombstone::PROPERTY.to_owned());
+    select.push(crate::rows::tombstone::PROPERTY.to_owned());
     scan(env, &indexes.table, Some(select), |row| {
         report.entities += 1;
         scanned += 1;

@@ -14,8 +14,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 use crate::lock::LockEnv;
 use crate::lock::marks::Resolver;
+use crate::rows::tombstone::{self, is_tombstone};
 use crate::table::TableEnv;
-use crate::table::tombstone::{self, is_tombstone};
 
 /// How many times a write whose row changed under it (an unconditional
 /// write, or an insert meeting a tombstone) reads it again and starts over.

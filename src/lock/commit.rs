@@ -8,9 +8,8 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tracing::Instrument as _;
 
-use super::after;
 use super::decision::{self, Decision};
-use super::marks::{Mark, Resolver, apply_op, strip};
+use super::marks::Resolver;
 use super::report::{CommitReport, FinishedBy};
 use super::slot::Slot;
 use super::unit::Unit;
@@ -21,6 +20,9 @@ use crate::backend::{
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 use crate::outcome::{self, Locked};
+use crate::rows::after;
+use crate::rows::decision::{self as layout, is_decision_row};
+use crate::rows::mark::{Mark, apply_op, strip};
 
 /// The staged writes of one (partition, table) group, in row order.
 pub(super) struct Group {
@@ -41,7 +43,7 @@ struct Send {
 /// A commit by row marks and a decision row, planned before anything is
 /// sent.
 struct Plan {
-    /// The transaction id (see [`decision::new_txn`]).
+    /// The transaction id (see [`layout::new_txn`]).
     txn: String,
     /// The partition holding the decision row (the first group's).
     primary: PartitionKey,
@@ -171,7 +173,7 @@ impl Unit {
         let first = &groups[0];
         let primary = self.parts[first.part].pk.clone();
         let table = first.table.clone();
-        let txn = decision::new_txn(&table);
+        let txn = layout::new_txn(&table);
         // The first group rides in the commit point when it fits there
         // (and its rows are not marked); the decision row names the groups
         // whose rows are.
@@ -181,13 +183,9 @@ impl Unit {
                 .map(|g| (&g.table, &self.parts[g.part].pk))
                 .collect()
         };
-        let decision_row = decision::insert_committed(&primary, &txn, &marked_groups(1))?;
+        let decision_row = layout::insert_committed(&primary, &txn, &marked_groups(1))?;
         let mut riding = None;
-        let mut commit = vec![decision::insert_committed(
-            &primary,
-            &txn,
-            &marked_groups(0),
-        )?];
+        let mut commit = vec![layout::insert_committed(&primary, &txn, &marked_groups(0))?];
         if first.ops.len() < TableOp::MAX_BATCH_OPS {
             let mut ops: Vec<TableOp> = first
                 .ops
@@ -374,10 +372,7 @@ impl Unit {
                 report.finished_by = FinishedBy::Recovery;
             }
             tracing::debug!(partition = %primary, txn = %txn, error = %e, "finishing a committed transaction's rows one by one");
-            for op in ops
-                .iter()
-                .filter(|op| !decision::is_decision_row(op.row_key()))
-            {
+            for op in ops.iter().filter(|op| !is_decision_row(op.row_key())) {
                 let finished = async {
                     let stored = backend.get(table, op.partition_key(), op.row_key()).await?;
                     resolver.resolve_opt(table, stored).await
@@ -392,7 +387,7 @@ impl Unit {
         if !all_off {
             return Ok(None);
         }
-        Ok(Some((table, decision::delete(&primary, &txn)?)))
+        Ok(Some((table, layout::delete(&primary, &txn)?)))
     }
 
     /// Every row of `groups` as it was before the commit: as read in the
@@ -559,7 +554,7 @@ impl Unit {
         let Some(TableOp::Insert(data)) = ops.get(*index) else {
             return Ok(false);
         };
-        if source.kind() != ErrorKind::AlreadyExists || decision::is_decision_row(&data.row_key) {
+        if source.kind() != ErrorKind::AlreadyExists || is_decision_row(&data.row_key) {
             return Ok(false);
         }
         let stored = self

@@ -37,14 +37,14 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::decision::{self, Decision, Stored};
 use super::env::LockEnv;
-use super::marks::MARK;
 use crate::backend::{QuerySpec, StoredEntity, TableBackend, TableOp, WriteOptions};
 use crate::entity::Value;
 use crate::error::{ErrorKind, Result};
 use crate::key::{PartitionKey, TableName};
 use crate::query::{CmpOp, Filter};
+use crate::rows::decision::{self, Decision, Stored};
+use crate::rows::mark::MARK;
 
 /// How long after it was sent a commit point may still land (see the
 /// module docs): 15 minutes of the service's signature window and 5 of

@@ -31,7 +31,7 @@
 //!   one table, at most 100 operations and 4 MiB) go in that transaction,
 //!   which the service applies atomically.
 //! * Anything else **decides in a row** (code: `commit.rs`, `decision.rs`,
-//!   `after.rs`, `marks.rs`). The staged writes form (partition, table)
+//!   `marks.rs`; the rows' layouts in `crate::rows`). The staged writes form (partition, table)
 //!   *groups*, each of any size; the first in canonical order (partition,
 //!   then table) is the *primary group*, its partition the *primary*.
 //!   1. **Marks**, all at once: every row of every group but the primary
@@ -300,7 +300,6 @@
 //! [`Store::locks`]: crate::Store::locks
 
 mod acquire;
-pub(crate) mod after;
 mod commit;
 pub(crate) mod decision;
 mod env;

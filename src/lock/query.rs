@@ -14,7 +14,7 @@ use crate::error::Result;
 use crate::key::{IntoPartitionKey, PartitionKey, RowKey};
 use crate::lease::is_fence_row;
 use crate::query::{CmpOp, Filter, Row, TypedFilter, key_range_filter, owned_bounds, prefix_range};
-use crate::table::tombstone::is_tombstone;
+use crate::rows::tombstone::is_tombstone;
 
 /// A typed query over the partitions of a [`Unit`] (all of them, or one
 /// named with [`UnitQuery::partition`]): row-key ranges and prefixes and
@@ -181,7 +181,7 @@ impl<E: Entity> UnitQuery<'_, E> {
                 // not the caller's entities.
                 for row in rows.into_iter().filter(|r| {
                     !is_fence_row(r.data.row_key.as_str())
-                        && !super::decision::is_decision_row(&r.data.row_key)
+                        && !crate::rows::decision::is_decision_row(&r.data.row_key)
                 }) {
                     let key = (slot.clone(), row.data.row_key.clone());
                     seen.insert(row.data.row_key.clone(), ());

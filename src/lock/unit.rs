@@ -19,7 +19,7 @@ use crate::entity::{Entity, EntityData, Properties, Versioned};
 use crate::error::{Error, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::lease::{Acquisition, LeaseGuard, LeaseName, META_ACQUIRED, META_OWNER};
-use crate::table::tombstone::is_tombstone;
+use crate::rows::tombstone::is_tombstone;
 use crate::telemetry::LockOutcome;
 use std::sync::Arc;
 

@@ -10,8 +10,8 @@
 //!
 //! One file per job: `handle` (the table, its name and reads), `write`
 //! (single-entity writes), `update` (optimistic read-modify-write), `query`,
-//! `batch`, `fence` (fenced writes), `stored` (what a read returns and a write leaves stored),
-//! `tombstone` (what a delete of an indexed entity leaves) and `env` (what the tables of a store share).
+//! `batch`, `stored` (what a read returns and a write leaves stored),
+//! `resolve` (how a store's tables see marked rows and tombstones) and `env` (what the tables of a store share).
 
 mod batch;
 mod env;
@@ -19,7 +19,6 @@ mod handle;
 mod query;
 mod resolve;
 mod stored;
-pub(crate) mod tombstone;
 mod update;
 mod write;
 
@@ -28,6 +27,6 @@ pub use batch::{Batch, BatchResult};
 pub(crate) use env::TableEnv;
 pub use handle::Table;
 pub use query::{DecodeErrors, OnDecodeError, Page, Query};
-pub(crate) use resolve::{MARK, Resolve};
+pub(crate) use resolve::Resolve;
 pub(crate) use stored::{Base, versioned};
 pub use update::UpdateError;

@@ -11,14 +11,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::tombstone::is_tombstone;
 use crate::backend::{QueryPage, QuerySpec, StoredEntity};
 use crate::error::Result;
 use crate::key::TableName;
-
-/// The reserved property holding a row's mark: the transaction of the
-/// unit's commit that wrote it, until that commit is finished.
-pub(crate) const MARK: &str = "_lhTxn";
+use crate::rows::mark::MARK;
+use crate::rows::tombstone::is_tombstone;
 
 /// Whether `row` needs a [`Resolve`] at all: it carries a mark or is a
 /// tombstone. Most rows do not, and skip the call.

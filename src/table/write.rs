@@ -4,7 +4,6 @@
 use tracing::Instrument as _;
 
 use super::handle::Table;
-use super::resolve::MARK;
 use super::stored::{Base, stored_after};
 use crate::backend::WriteOptions;
 use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
@@ -12,6 +11,7 @@ use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::lease::{Fence, FenceLayer};
+use crate::rows::mark::MARK;
 
 impl<E: Entity> Table<E> {
     /// Sends one write of `entity` (of `current`, for a write conditioned

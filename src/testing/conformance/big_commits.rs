@@ -279,7 +279,10 @@ async fn requests_of(ctx: &Ctx, shape: Shape) -> BTreeMap<Op, u64> {
     let sent: BTreeMap<Op, u64> = counter.snapshot();
     assert!(report.transaction.is_some(), "{shape:?}: {report:?}");
     for op in [Op::PutBlob, Op::SetBlobMetadata] {
-        assert!(!sent.contains_key(&op), "{shape:?} wrote a lock blob: {sent:?}");
+        assert!(
+            !sent.contains_key(&op),
+            "{shape:?} wrote a lock blob: {sent:?}"
+        );
     }
     assert_ne!(shape.state(&store).await, before, "{shape:?}: applied");
     nothing_pending(&store, &shape.partitions()).await;
@@ -356,7 +359,12 @@ async fn run(
             let (answer, ()) = tokio::join!(unit.commit(), async {
                 tokio::time::sleep(past_lease).await;
                 for pk in &pks {
-                    next.lock(*pk).await.expect("the lock").abandon().await.unwrap();
+                    next.lock(*pk)
+                        .await
+                        .expect("the lock")
+                        .abandon()
+                        .await
+                        .unwrap();
                 }
                 let _ = shape.state(&next).await;
             });
@@ -365,7 +373,12 @@ async fn run(
     };
     let read = shape.state(&next).await;
     for pk in &pks {
-        next.lock(*pk).await.expect("the lock").abandon().await.unwrap();
+        next.lock(*pk)
+            .await
+            .expect("the lock")
+            .abandon()
+            .await
+            .unwrap();
     }
     let locked = shape.state(&next).await;
     assert_eq!(
@@ -413,7 +426,10 @@ async fn everywhere(ctx: &Ctx, shape: Shape) {
             not += 1;
         }
     }
-    assert!(applied > 0 && not > 0, "{shape:?}: {applied} applied, {not} not");
+    assert!(
+        applied > 0 && not > 0,
+        "{shape:?}: {applied} applied, {not} not"
+    );
 }
 
 /// A unit of 1,000 inserts in one partition and table, faulted at every

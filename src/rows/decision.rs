@@ -1,0 +1,176 @@
+//! Decision rows: the row whose insert is the commit point of a commit
+//! that decides in a row (row key `_lhCommit.<id>` in the primary
+//! partition and table, state `committed` or `withdrawn`, and the groups a
+//! committed one marked). The protocol that writes them is
+//! `crate::lock`'s ("The commit protocol"); this file keeps their layout.
+
+use crate::backend::{StoredEntity, TableOp};
+use crate::entity::{EntityData, Properties, Value};
+use crate::error::Result;
+use crate::key::{PartitionKey, RowKey, TableName};
+
+/// The row-key prefix of decision rows and after-image rows (see
+/// [`super::after`]), reserved in every table units write: reads never
+/// return such rows.
+pub(crate) const ROW_PREFIX: &str = "_lhCommit.";
+
+/// The property holding a decision.
+pub(crate) const STATE: &str = "_lhDecision";
+
+/// The property of a committed decision row naming the (table, partition)
+/// groups whose rows the commit marked: where its marks can be, for the
+/// prune that removes the row once none is left (see `leftovers.rs`).
+pub(crate) const GROUPS: &str = "_lhGroups";
+
+/// The longest group list a decision row carries (UTF-16 units, within a
+/// string property's 64 KiB); a longer one is left out, and the row is
+/// then kept by the prune.
+const MAX_GROUPS_TEXT: usize = 30_000;
+
+/// What a decision row says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// The commit point went through: every marked row is to get the row
+    /// its commit leaves.
+    Committed,
+    /// The commit was withdrawn before its commit point: nothing of it is
+    /// applied, ever.
+    Withdrawn,
+}
+
+impl Decision {
+    pub(crate) fn text(self) -> &'static str {
+        match self {
+            Decision::Committed => "committed",
+            Decision::Withdrawn => "withdrawn",
+        }
+    }
+}
+
+/// A fresh transaction id for a commit deciding in `table`: the id, a dot,
+/// the table (which is how a mark, and
+/// [`Store::commit_outcome`](crate::Store::commit_outcome), find the
+/// decision row).
+pub(crate) fn new_txn(table: &TableName) -> String {
+    format!("{}.{}", uuid::Uuid::new_v4().simple(), table.as_str())
+}
+
+/// The table a transaction id names (`None`: it names none).
+pub(crate) fn table_of(txn: &str) -> Option<TableName> {
+    let (_, table) = txn.split_once('.')?;
+    TableName::new(table).ok()
+}
+
+/// Whether `row_key` is a decision row's.
+pub(crate) fn is_decision_row(row_key: &RowKey) -> bool {
+    row_key.as_str().starts_with(ROW_PREFIX)
+}
+
+/// The row key of transaction `txn`'s decision row.
+pub(crate) fn row_key(txn: &str) -> Result<RowKey> {
+    let id = txn.split_once('.').map_or(txn, |(id, _)| id);
+    RowKey::new(format!("{ROW_PREFIX}{id}"))
+}
+
+/// The insert of transaction `txn`'s decision row in partition `primary`.
+///
+/// # Errors
+/// [`Error::Invalid`] for a transaction id that makes no row key.
+pub(crate) fn insert(primary: &PartitionKey, txn: &str, decision: Decision) -> Result<TableOp> {
+    let mut properties = Properties::new();
+    properties.insert_static(STATE, Value::String(decision.text().into()));
+    Ok(TableOp::Insert(EntityData {
+        partition_key: primary.clone(),
+        row_key: row_key(txn)?,
+        properties,
+    }))
+}
+
+/// The commit point's insert of transaction `txn`'s decision row as
+/// committed, naming the (table, partition) groups whose rows it marked.
+///
+/// # Errors
+/// As [`insert`].
+pub(crate) fn insert_committed(
+    primary: &PartitionKey,
+    txn: &str,
+    groups: &[(&TableName, &PartitionKey)],
+) -> Result<TableOp> {
+    let mut op = insert(primary, txn, Decision::Committed)?;
+    let list: Vec<[&str; 2]> = groups
+        .iter()
+        .map(|(t, pk)| [t.as_str(), pk.as_str()])
+        .collect();
+    let text = serde_json::to_string(&list).unwrap_or_default();
+    if let Some(data) = op.data_mut()
+        && !text.is_empty()
+        && text.encode_utf16().count() <= MAX_GROUPS_TEXT
+    {
+        data.properties.insert_static(GROUPS, Value::String(text));
+    }
+    Ok(op)
+}
+
+/// A decision row as stored: its decision, and the groups its commit
+/// marked (`None`: not recorded).
+pub(crate) struct Stored {
+    pub(crate) decision: Decision,
+    pub(crate) groups: Option<Vec<(TableName, PartitionKey)>>,
+}
+
+impl Stored {
+    /// The decision row `row` says, if it is one leasehold wrote.
+    pub(crate) fn of(row: &StoredEntity) -> Option<Stored> {
+        let decision = match row.data.properties.get(STATE) {
+            Some(Value::String(s)) if s == Decision::Committed.text() => Decision::Committed,
+            Some(Value::String(s)) if s == Decision::Withdrawn.text() => Decision::Withdrawn,
+            _ => return None,
+        };
+        let groups = match row.data.properties.get(GROUPS) {
+            Some(Value::String(text)) => serde_json::from_str::<Vec<[String; 2]>>(text)
+                .ok()
+                .and_then(|list| {
+                    list.into_iter()
+                        .map(|[t, pk]| Some((TableName::new(t).ok()?, PartitionKey::new(pk).ok()?)))
+                        .collect()
+                }),
+            _ => None,
+        };
+        Some(Stored { decision, groups })
+    }
+}
+
+/// The transaction id part of a decision row's or after-image row's key
+/// (`None`: not such a key).
+pub(crate) fn id_of(row_key: &RowKey) -> Option<&str> {
+    let rest = row_key.as_str().strip_prefix(ROW_PREFIX)?;
+    Some(rest.split_once('.').map_or(rest, |(id, _)| id))
+}
+
+/// The delete of transaction `txn`'s decision row, once no mark of it is
+/// left.
+///
+/// # Errors
+/// As [`insert`].
+pub(crate) fn delete(primary: &PartitionKey, txn: &str) -> Result<TableOp> {
+    Ok(TableOp::Delete {
+        partition_key: primary.clone(),
+        row_key: row_key(txn)?,
+        if_match: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transaction_id_names_its_table_and_its_row() {
+        let table = TableName::new("lhAccounts").unwrap();
+        let txn = new_txn(&table);
+        assert_eq!(table_of(&txn), Some(table));
+        assert!(is_decision_row(&row_key(&txn).unwrap()));
+        assert_eq!(table_of("0f1e2d3c"), None, "an id naming no table");
+        assert!(!is_decision_row(&RowKey::new("main").unwrap()));
+    }
+}

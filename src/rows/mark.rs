@@ -1,0 +1,198 @@
+//! Row marks: the reserved property [`MARK`] a commit puts on every row it
+//! writes outside its commit point's transaction, naming the commit's
+//! transaction and primary partition, beside the row's after-image
+//! ([`super::after`]). How commits write marks and readers resolve them is
+//! `crate::lock`'s ("Units and optimistic writes"); this file keeps the
+//! layout and the writes that put a mark on, take it off, and finish it.
+
+use crate::backend::{Precondition, StoredEntity, TableOp};
+use crate::entity::{EntityData, Properties, Value};
+use crate::key::{ETag, PartitionKey, RowKey, TableName};
+
+use super::after::AFTER;
+
+/// The reserved property holding a row's mark: the transaction of the
+/// unit's commit that wrote it, until that commit is finished.
+pub(crate) const MARK: &str = "_lhTxn";
+
+/// A row's mark: the commit `txn`, whose decision is (or will be) a row of
+/// `primary` (see [`super::decision`]); `absent`: the row did not exist
+/// before it (the mark is a placeholder the commit's write replaces).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Mark {
+    pub(crate) txn: String,
+    pub(crate) primary: PartitionKey,
+    pub(crate) absent: bool,
+}
+
+impl Mark {
+    /// The stored form: `txn|R|primary` (`A` instead of `R` for a
+    /// placeholder). A partition key holds no `|` only by chance, so the
+    /// primary is whatever follows the second one.
+    fn encode(&self) -> String {
+        let kind = if self.absent { 'A' } else { 'R' };
+        format!("{}|{kind}|{}", self.txn, self.primary.as_str())
+    }
+
+    /// The mark a row carries, if any (a value that does not parse is not a
+    /// mark).
+    pub(crate) fn of(properties: &Properties) -> Option<Mark> {
+        let Some(Value::String(text)) = properties.get(MARK) else {
+            return None;
+        };
+        let mut parts = text.splitn(3, '|');
+        let (txn, kind, primary) = (parts.next()?, parts.next()?, parts.next()?);
+        let absent = match kind {
+            "A" => true,
+            "R" => false,
+            _ => return None,
+        };
+        Some(Mark {
+            txn: txn.to_owned(),
+            primary: PartitionKey::new(primary).ok()?,
+            absent,
+        })
+    }
+
+    /// The table of the primary partition holding this mark's decision row
+    /// (`None`: not parsable).
+    pub(crate) fn decision_table(&self) -> Option<TableName> {
+        super::decision::table_of(&self.txn)
+    }
+
+    /// The prewrite putting this mark on a row the unit found as `read`
+    /// (`None`: absent, so a placeholder is inserted).
+    pub(crate) fn prewrite(
+        &self,
+        pk: &PartitionKey,
+        rk: &RowKey,
+        read: Option<&StoredEntity>,
+    ) -> TableOp {
+        match read {
+            Some(row) => {
+                let mut data = row.data.clone();
+                data.properties
+                    .insert_static(MARK, Value::String(self.encode()));
+                TableOp::Replace(data, Precondition::IfMatch(row.etag.clone()))
+            }
+            None => {
+                let mut properties = Properties::new();
+                properties.insert_static(MARK, Value::String(self.encode()));
+                TableOp::Insert(EntityData {
+                    partition_key: pk.clone(),
+                    row_key: rk.clone(),
+                    properties,
+                })
+            }
+        }
+    }
+}
+
+/// The write taking a mark off `row` without the commit: the row as it was
+/// (a placeholder nothing else wrote into is deleted), at its ETag.
+pub(crate) fn strip(row: &StoredEntity, mark: &Mark) -> TableOp {
+    let mut data = row.data.clone();
+    data.properties.remove(MARK);
+    data.properties.remove(AFTER);
+    if mark.absent && data.properties.is_empty() {
+        TableOp::Delete {
+            partition_key: data.partition_key,
+            row_key: data.row_key,
+            if_match: Some(row.etag.clone()),
+        }
+    } else {
+        TableOp::Replace(data, Precondition::IfMatch(row.etag.clone()))
+    }
+}
+
+/// The write a commit applies to a marked row for the staged `op`, the row
+/// having been `read` before its mark: a whole replacement
+/// (a merge's result computed from the row as read, so the mark goes) or a
+/// delete, at the ETag `marked`.
+pub(crate) fn apply_op(op: &TableOp, read: Option<&StoredEntity>, marked: &ETag) -> TableOp {
+    let at = Precondition::IfMatch(marked.clone());
+    match op {
+        TableOp::Insert(data) | TableOp::Replace(data, _) => TableOp::Replace(data.clone(), at),
+        TableOp::Merge(data, _) => {
+            let mut properties = read.map(|r| r.data.properties.clone()).unwrap_or_default();
+            properties.remove(crate::backend::write_log::PROPERTY);
+            properties.merge_from(&data.properties);
+            TableOp::Replace(
+                EntityData {
+                    partition_key: data.partition_key.clone(),
+                    row_key: data.row_key.clone(),
+                    properties,
+                },
+                at,
+            )
+        }
+        TableOp::Delete {
+            partition_key,
+            row_key,
+            ..
+        } => TableOp::Delete {
+            partition_key: partition_key.clone(),
+            row_key: row_key.clone(),
+            if_match: Some(marked.clone()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pk(s: &str) -> PartitionKey {
+        PartitionKey::new(s).unwrap()
+    }
+
+    #[test]
+    fn a_mark_round_trips_and_other_values_are_not_marks() {
+        for absent in [false, true] {
+            let mark = Mark {
+                txn: "0f1e".into(),
+                primary: pk("a|b c"),
+                absent,
+            };
+            let mut props = Properties::new();
+            props.insert(MARK, Value::String(mark.encode()));
+            assert_eq!(Mark::of(&props), Some(mark));
+        }
+        let mut props = Properties::new();
+        assert_eq!(Mark::of(&props), None);
+        props.insert(MARK, Value::String("nonsense".into()));
+        assert_eq!(Mark::of(&props), None);
+        props.insert(MARK, Value::Int64(3));
+        assert_eq!(Mark::of(&props), None);
+    }
+
+    #[test]
+    fn stripping_a_placeholder_deletes_it_and_keeps_what_was_merged_in() {
+        let mark = Mark {
+            txn: "t".into(),
+            primary: pk("p"),
+            absent: true,
+        };
+        let TableOp::Insert(mut data) = mark.prewrite(&pk("p"), &RowKey::new("r").unwrap(), None)
+        else {
+            panic!("a placeholder is inserted");
+        };
+        let etag = crate::key::ETag::new("W/\"1\"");
+        let row = StoredEntity {
+            data: data.clone(),
+            etag: etag.clone(),
+            timestamp: time::OffsetDateTime::UNIX_EPOCH,
+        };
+        assert!(
+            matches!(strip(&row, &mark), TableOp::Delete { if_match: Some(e), .. } if e == etag)
+        );
+        data.properties.insert("n", Value::Int64(1));
+        let merged = StoredEntity { data, ..row };
+        let TableOp::Replace(kept, Precondition::IfMatch(e)) = strip(&merged, &mark) else {
+            panic!("a placeholder written into keeps what was written");
+        };
+        assert_eq!(e, etag);
+        assert_eq!(kept.properties.get("n"), Some(&Value::Int64(1)));
+        assert!(kept.properties.get(MARK).is_none());
+    }
+}
