@@ -549,6 +549,10 @@ async fn stray_write(world: &World, store: &Store, pk: &str, acc: &str, bound: D
 /// A plain filtered query of one partition's ledger (sides, or notes), or
 /// of every account above a balance: every row returned matches the
 /// filter, and the rows of one unit in that partition come all or none.
+/// (The last is more than `leasehold::lock` promises a reader outside a unit,
+/// which is atomicity row by row; a big unit's notes in one partition span
+/// several marking transactions. Should it fail alone, that is where to
+/// look first.)
 async fn plain_read(world: &World, store: &Store, rng: &mut Rng, bound: Duration) {
     let pk = world.partitions[rng.index(world.partitions.len())].clone();
     let what = rng.below(3);
