@@ -42,6 +42,7 @@ mod mapping_budgets;
 mod properties;
 mod secrets;
 mod storage_unavailable;
+mod storm;
 #[cfg(feature = "opentelemetry")]
 mod telemetry;
 mod unit_drop;
