@@ -461,3 +461,75 @@ pub async fn a_row_with_an_after_image_over_64_kib_faulted_at_every_request_is_a
 pub async fn a_row_near_1_mib_faulted_at_every_request_is_all_or_nothing(ctx: &Ctx) {
     everywhere(ctx, Shape::Tome).await;
 }
+
+/// Commits of any size take 4 sequential round trips after their reads —
+/// the marks, the commit point, the marked rows finished, then the decision
+/// row's delete with the releases — each round's transactions sent at
+/// once: a unit of 1,000 inserts in one partition and table, and one of
+/// 10 partitions with 100 inserts each. Counted as elapsed time over a
+/// latency `L` injected before every request: exact on paused time; on
+/// real time, where the service's own replies add to `L`, fewer than half
+/// of what sending one transaction after another takes.
+pub async fn a_commit_of_any_size_takes_four_round_trips_after_its_reads(ctx: &Ctx) {
+    let latency = match ctx.clock() {
+        Clock::Paused => Duration::from_secs(1),
+        Clock::Real => Duration::from_secs(2),
+    };
+    let cases: [(Vec<String>, usize); 2] = [
+        (vec!["one".to_owned()], 1000),
+        ((0..10).map(|p| format!("p{p}")).collect(), 100),
+    ];
+    for (pks, rows) in cases {
+        let faulty = FaultyBackend::new(ctx.backend().clone());
+        let injector = faulty.injector();
+        let counting = CountingBackend::new(Arc::new(faulty) as Arc<dyn Backend>);
+        let counter = counting.counter();
+        let prefix = format!("{}t{}", ctx.prefix(), pks.len());
+        let store = process(ctx, Arc::new(counting), &prefix);
+        store.create_table("BigSlots").await.unwrap();
+        let mut unit = store
+            .lock_many(pks.iter().map(String::as_str))
+            .await
+            .unwrap();
+        for pk in &pks {
+            for i in 0..rows {
+                unit.insert(&slot(pk, i, 1)).unwrap();
+            }
+        }
+        injector.set_latency(None, latency);
+        counter.reset();
+        let t = tokio::time::Instant::now();
+        let report = unit.commit().await.unwrap();
+        let round_trips = (t.elapsed().as_millis() / latency.as_millis()) as u64;
+        let sent = counter.total();
+        let what = format!(
+            "{} partitions × {rows} rows: {round_trips} round trips for {sent} requests ({:?})",
+            pks.len(),
+            counter.snapshot()
+        );
+        assert_eq!(report.operations, 1000, "{what}");
+        assert!(report.transaction.is_some(), "{what}");
+        match ctx.clock() {
+            Clock::Paused => assert_eq!(round_trips, 4, "{what}"),
+            Clock::Real => assert!(
+                (4..sent / 2).contains(&round_trips),
+                "{what}: the rounds' requests go out together"
+            ),
+        }
+        let stored: usize = {
+            let mut n = 0;
+            for pk in &pks {
+                n += store
+                    .table::<Slot>()
+                    .query()
+                    .partition(pk.as_str())
+                    .all()
+                    .await
+                    .unwrap()
+                    .len();
+            }
+            n
+        };
+        assert_eq!(stored, 1000, "{what}");
+    }
+}

@@ -480,6 +480,7 @@ macro_rules! conformance_suite {
                 a_unit_of_three_partitions_two_tables_and_150_rows_faulted_at_every_request_is_all_or_nothing,
                 a_row_with_an_after_image_over_64_kib_faulted_at_every_request_is_all_or_nothing,
                 a_row_near_1_mib_faulted_at_every_request_is_all_or_nothing,
+                a_commit_of_any_size_takes_four_round_trips_after_its_reads,
             ]
             blocking []
         );
