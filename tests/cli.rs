@@ -480,7 +480,13 @@ async fn locks_show_lists_the_commits_a_dead_writer_left() {
     // Decided from the command line: withdrawn, its mark still there.
     let decide = [
         &p[..],
-        &["locks", "decide", "early", "--transaction", undecided.as_str()],
+        &[
+            "locks",
+            "decide",
+            "early",
+            "--transaction",
+            undecided.as_str(),
+        ],
     ]
     .concat();
     let (code, decided) = run_json(&cs, &decide);

@@ -104,9 +104,9 @@ fn commit_json(c: &CommitSummary, now: OffsetDateTime) -> Value {
 fn age(d: leasehold::time::Duration) -> String {
     let s = d.whole_seconds().max(0);
     match s {
-        ..60 => format!("{s}s"),
-        ..3600 => format!("{}m{:02}s", s / 60, s % 60),
-        ..86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
         _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
     }
 }
