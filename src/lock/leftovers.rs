@@ -213,10 +213,10 @@ pub(crate) async fn list(env: &Arc<LockEnv>, pk: &PartitionKey) -> Result<Vec<Co
             continue;
         }
         for row in rows(backend, &table, filter.clone()).await? {
-            if decision::is_decision_row(&row.data.row_key) {
-                let id = decision::id_of(&row.data.row_key);
-                if let (true, Some(id), Some(stored)) =
-                    (is_decision_row(&row), id, Stored::of(&row))
+            if let Some(id) = decision::id_of(&row.data.row_key) {
+                // A decision row; an after-image row is skipped.
+                if is_decision_row(&row)
+                    && let Some(stored) = Stored::of(&row)
                 {
                     found.push(CommitSummary {
                         transaction: format!("{id}.{table}"),
