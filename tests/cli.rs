@@ -421,6 +421,84 @@ async fn locks_decide_settles_a_dead_writers_commit() {
     assert_ne!(code, 0);
 }
 
+/// `locks show` lists the commits a dead writer left in the partition:
+/// one past its commit point (committed, its ledger entry still marked),
+/// one before it (undecided), then withdrawn by `locks decide`; a
+/// partition without lock blob or commit is not found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_show_lists_the_commits_a_dead_writer_left() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_show_commits");
+    let prefix = names.prefix().to_owned();
+    let p = ["--table-prefix", prefix.as_str()];
+    let (_, said, committed) = crashed_transfer(&cs, &prefix, "late", 3).await;
+    said.expect("applied at its commit point");
+    let (_, said, undecided) = crashed_transfer(&cs, &prefix, "early", 2).await;
+    assert!(said.is_err(), "in doubt");
+
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["locks", "show", "late"],
+    ]
+    .concat());
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l == "commits       1"), "{text}");
+    let header = text.lines().find(|l| l.starts_with("TRANSACTION"));
+    assert!(
+        header.is_some_and(|h| h.contains("STATE") && h.ends_with("MARKED ROWS")),
+        "{text}"
+    );
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(committed.as_str()))
+        .unwrap_or_else(|| panic!("a line for {committed}: {text}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words.len(), 5, "{line}");
+    assert_eq!(words[1], "committed", "{line}");
+    assert_eq!(words[2], format!("{prefix}CliAccounts/late"), "{line}");
+    assert!(words[3].ends_with('s'), "an age: {line}");
+    assert_eq!(words[4], format!("{prefix}CliLedger:1"), "{line}");
+
+    let show = [&p[..], &["locks", "show", "early"]].concat();
+    let (code, shown) = run_json(&cs, &show);
+    assert_eq!(code, 0, "{shown}");
+    let commits = shown["commits"].as_array().expect("commits");
+    assert_eq!(commits.len(), 1, "{shown}");
+    assert_eq!(commits[0]["transaction"], undecided.as_str(), "{shown}");
+    assert_eq!(commits[0]["state"], "undecided", "{shown}");
+    assert_eq!(commits[0]["primary"], "early", "{shown}");
+    assert_eq!(
+        commits[0]["marked_rows"],
+        json!([{ "table": format!("{prefix}CliLedger"), "rows": 1 }]),
+        "{shown}"
+    );
+    assert!(commits[0]["age_seconds"].is_u64(), "{shown}");
+    // Decided from the command line: withdrawn, its mark still there.
+    let decide = [
+        &p[..],
+        &[
+            "locks",
+            "decide",
+            "early",
+            "--transaction",
+            undecided.as_str(),
+        ],
+    ]
+    .concat();
+    let (code, decided) = run_json(&cs, &decide);
+    assert_eq!((code, &decided["applied"]), (0, &json!(false)), "{decided}");
+    let (_, shown) = run_json(&cs, &show);
+    assert_eq!(shown["commits"][0]["state"], "withdrawn", "{shown}");
+    assert_eq!(shown["commits"][0]["marked_rows"][0]["rows"], 1, "{shown}");
+
+    let (code, missing) = run_json(&cs, &[&p[..], &["locks", "show", "nobody"]].concat());
+    assert_eq!(code, 3, "{missing}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_list_and_show_name_the_holder_of_a_leaked_unit() {
     let Some(cs) = azurite_connection_string() else {

@@ -31,6 +31,10 @@
 //!   or whose commit's decision row this prune removes.
 //!
 //! Each removal is conditioned on the row's ETag as read.
+//!
+//! [`Store::list_commits`](crate::Store::list_commits) shows operators the
+//! same rows of one partition, and the marks there: each commit with its
+//! decision (or none yet) and the rows it still marks. It writes nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +48,7 @@ use crate::error::{ErrorKind, Result};
 use crate::key::{PartitionKey, TableName};
 use crate::query::{CmpOp, Filter};
 use crate::rows::decision::{self, Decision, Stored};
-use crate::rows::mark::MARK;
+use crate::rows::mark::{MARK, Mark};
 
 /// How long after it was sent a commit point may still land (see the
 /// module docs): 15 minutes of the service's signature window and 5 of
@@ -140,19 +144,161 @@ pub(crate) async fn prune(
     Ok(removed)
 }
 
+/// A commit as [`Store::list_commits`](crate::Store::list_commits) finds it
+/// in one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CommitSummary {
+    /// The transaction id, `<id>.<table>`, as
+    /// [`CommitReport::transaction`](super::CommitReport::transaction) and
+    /// [`Error::InDoubt`](crate::Error::InDoubt) give it.
+    pub transaction: String,
+    /// What its decision row says, or that it has none.
+    pub state: CommitState,
+    /// The partition of its decision row (its primary): the partition
+    /// listed, or another one for a commit that marked rows here.
+    pub primary: PartitionKey,
+    /// The table of its decision row, as stored (with the table prefix).
+    pub decision_table: TableName,
+    /// When its decision row was written, by the service's clock; for an
+    /// undecided commit, when its oldest mark in this partition was.
+    pub since: OffsetDateTime,
+    /// How many rows of the listed partition still carry its mark, per
+    /// table (as stored); empty when none does.
+    pub marked_rows: Vec<(TableName, usize)>,
+}
+
+/// The state of a commit in a [`CommitSummary`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CommitState {
+    /// Its commit point went through: every write is applied (rows still
+    /// marked are finished by their next read).
+    Committed,
+    /// It was withdrawn before its commit point: nothing of it is applied
+    /// (marks left are taken off by their next read).
+    Withdrawn,
+    /// Rows carry its mark and it has no decision row: its writer has not
+    /// reached its commit point yet, or stopped before it.
+    /// [`Store::commit_outcome`](crate::Store::commit_outcome), or a reader
+    /// once the writer's lease ran out, withdraws it unless the commit
+    /// point lands first.
+    Undecided,
+}
+
+fn state_of(stored: &Stored) -> CommitState {
+    match stored.decision {
+        Decision::Committed => CommitState::Committed,
+        Decision::Withdrawn => CommitState::Withdrawn,
+    }
+}
+
+/// [`Store::list_commits`](crate::Store::list_commits): the commits whose
+/// decision row, or a row marked by them, is in partition `pk` of the
+/// store's tables, oldest first. One query per table, and one read per
+/// commit marked here whose decision row is elsewhere; nothing written.
+///
+/// # Errors
+/// [`Error::Invalid`](crate::Error::Invalid) for a mark whose transaction
+/// id makes no row key; backend errors.
+pub(crate) async fn list(env: &Arc<LockEnv>, pk: &PartitionKey) -> Result<Vec<CommitSummary>> {
+    let backend = env.backend().as_ref();
+    let here = Filter::compare("PartitionKey", CmpOp::Eq, Value::String(pk.as_str().into()));
+    let marked = Filter::compare(MARK, CmpOp::Ge, Value::String(String::new()));
+    let filter = here.and(reserved_keys().or(marked));
+    let mut found: Vec<CommitSummary> = Vec::new();
+    let mut marks: Vec<(Mark, TableName, OffsetDateTime)> = Vec::new();
+    for table in backend.list_tables().await? {
+        if !table.as_str().starts_with(env.table_prefix()) {
+            continue;
+        }
+        for row in rows(backend, &table, filter.clone()).await? {
+            if let Some(id) = decision::id_of(&row.data.row_key) {
+                // A decision row; an after-image row is skipped.
+                if is_decision_row(&row)
+                    && let Some(stored) = Stored::of(&row)
+                {
+                    found.push(CommitSummary {
+                        transaction: format!("{id}.{table}"),
+                        state: state_of(&stored),
+                        primary: pk.clone(),
+                        decision_table: table.clone(),
+                        since: row.timestamp,
+                        marked_rows: Vec::new(),
+                    });
+                }
+            } else if let Some(mark) = Mark::of(&row.data.properties) {
+                marks.push((mark, table.clone(), row.timestamp));
+            }
+        }
+    }
+    for (mark, table, at) in marks {
+        let i = match found.iter().position(|c| c.transaction == mark.txn) {
+            Some(i) => i,
+            None => {
+                let Some(decided_in) = decision::table_of(&mark.txn) else {
+                    continue;
+                };
+                let key = decision::row_key(&mark.txn)?;
+                let row = match backend.get(&decided_in, &mark.primary, &key).await {
+                    Err(e) if e.kind() == ErrorKind::NotFound => None,
+                    row => row?,
+                };
+                let decided = row.and_then(|r| Some((state_of(&Stored::of(&r)?), r.timestamp)));
+                let (state, since) = decided.unwrap_or((CommitState::Undecided, at));
+                found.push(CommitSummary {
+                    transaction: mark.txn,
+                    state,
+                    primary: mark.primary,
+                    decision_table: decided_in,
+                    since,
+                    marked_rows: Vec::new(),
+                });
+                found.len() - 1
+            }
+        };
+        let commit = &mut found[i];
+        if commit.state == CommitState::Undecided {
+            commit.since = commit.since.min(at);
+        }
+        match commit.marked_rows.iter_mut().find(|(t, _)| *t == table) {
+            Some((_, n)) => *n += 1,
+            None => commit.marked_rows.push((table, 1)),
+        }
+    }
+    found.sort_by(|a, b| (a.since, &a.transaction).cmp(&(b.since, &b.transaction)));
+    Ok(found)
+}
+
 /// Whether `row` is a decision row (not an after-image row).
 fn is_decision_row(row: &StoredEntity) -> bool {
     decision::id_of(&row.data.row_key)
         .is_some_and(|id| row.data.row_key.as_str().len() == decision::ROW_PREFIX.len() + id.len())
 }
 
+/// The rows with the reserved key prefix of commits.
+fn reserved_keys() -> Filter {
+    let prefix = decision::ROW_PREFIX;
+    let end = format!("{}/", prefix.trim_end_matches('.'));
+    Filter::compare("RowKey", CmpOp::Ge, Value::String(prefix.to_owned())).and(Filter::compare(
+        "RowKey",
+        CmpOp::Lt,
+        Value::String(end),
+    ))
+}
+
 /// Every row of `table` with the reserved key prefix of commits, in every
 /// partition.
 async fn reserved_rows(backend: &dyn TableBackend, table: &TableName) -> Result<Vec<StoredEntity>> {
-    let prefix = decision::ROW_PREFIX;
-    let end = format!("{}/", prefix.trim_end_matches('.'));
-    let filter = Filter::compare("RowKey", CmpOp::Ge, Value::String(prefix.to_owned()))
-        .and(Filter::compare("RowKey", CmpOp::Lt, Value::String(end)));
+    rows(backend, table, reserved_keys()).await
+}
+
+/// Every row of `table` that `filter` matches (none of a missing table).
+async fn rows(
+    backend: &dyn TableBackend,
+    table: &TableName,
+    filter: Filter,
+) -> Result<Vec<StoredEntity>> {
     let mut spec = QuerySpec {
         filter: Some(filter),
         ..QuerySpec::default()

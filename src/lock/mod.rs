@@ -321,6 +321,8 @@ pub(crate) use decision::outcome as commit_outcome;
 pub(crate) use env::LockEnv;
 pub(crate) use env::{AfterCommit, CommitClaims, CommitView, IndexedType};
 pub use keys::IntoPartitionKeys;
+pub(crate) use leftovers::list as list_commits;
+pub use leftovers::{CommitState, CommitSummary};
 pub(crate) use marks::MarkResolve;
 pub use options::LockOptions;
 pub use prune::PruneReport;

@@ -197,6 +197,42 @@ impl Store {
         crate::lock::commit_outcome(self.locking(), &pk, transaction).await
     }
 
+    /// For operators: the commits a partition holds rows of, oldest first
+    /// — those whose decision row is in it (left by a writer that stopped
+    /// before finishing its marked rows, or by a reader that withdrew the
+    /// commit) and those that still mark rows of it, decided or not
+    /// ([`CommitState`](crate::lock::CommitState)), with the rows each
+    /// still marks here. A finished commit leaves nothing, so it is not
+    /// listed; nor is a commit of one entity-group transaction. A commit
+    /// on its way shows as undecided until its commit point.
+    ///
+    /// It writes nothing: [`Store::commit_outcome`] settles a commit, a
+    /// read of a marked row finishes or withdraws its mark, and
+    /// [`Store::prune_locks`] removes decision rows no reader needs. One
+    /// query per table of the store, and one read per commit marked here
+    /// whose decision row is in another partition or table.
+    ///
+    /// ```
+    /// # use leasehold::Store;
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = Store::memory();
+    /// for commit in store.list_commits("alice").await? {
+    ///     println!("{} {:?} {:?}", commit.transaction, commit.state, commit.marked_rows);
+    /// }
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad key (before any request); backend
+    /// errors.
+    pub async fn list_commits(
+        &self,
+        partition_key: impl IntoPartitionKey,
+    ) -> Result<Vec<crate::lock::CommitSummary>> {
+        let pk = partition_key.into_partition_key()?;
+        crate::lock::list_commits(self.locking(), &pk).await
+    }
+
     /// For operators: deletes the lock blobs of this store's partitions
     /// that nobody has locked for `older_than`, so that the lock container
     /// does not keep a blob for every partition ever locked. A lock blob

@@ -144,7 +144,13 @@ pub(crate) struct PartitionArg {
 pub(crate) enum LocksCommand {
     /// Lists the partition locks, with state and holder.
     List,
-    /// Shows the lock of one partition.
+    /// Shows the lock of one partition, then the commits left half-way
+    /// that hold rows of it, oldest first: transaction id, state
+    /// (committed, withdrawn, or undecided: marks and no decision row),
+    /// where the decision row is (partition and table), age, and the rows
+    /// of this partition each still marks, per table. Reads only; `locks
+    /// decide` settles a commit. Exit code 3 when the partition has
+    /// neither a lock blob nor such a commit.
     Show {
         #[command(flatten)]
         partition: PartitionArg,

@@ -4,7 +4,9 @@
 
 use leasehold::Store;
 use leasehold::lease::LeaseDescription;
-use leasehold::lock::{CommitOutcome, PruneReport};
+use leasehold::lock::{CommitOutcome, CommitState, CommitSummary, PruneReport};
+use leasehold::time::OffsetDateTime;
+use leasehold::time::format_description::well_known::Rfc3339;
 use serde_json::{Value, json};
 
 use crate::args::LocksCommand;
@@ -36,12 +38,13 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
             let partition_key = partition.partition_key;
             let name = store.lock_lease_name(partition_key.as_str())?;
             let d = store.locks().describe(name.as_str()).await?;
-            if !d.exists {
+            let commits = store.list_commits(partition_key.as_str()).await?;
+            if !d.exists && commits.is_empty() {
                 return Err(Failure::not_found(format!(
-                    "partition {partition_key:?} has no lock blob (it was never locked)"
+                    "partition {partition_key:?} has no lock blob (it was never locked) and no commit left"
                 )));
             }
-            out.lock(&partition_key, &d);
+            out.lock(&partition_key, &d, &commits);
         }
         LocksCommand::Break { partition, period } => {
             let partition_key = partition.partition_key;
@@ -69,6 +72,43 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
         }
     }
     Ok(())
+}
+
+fn commit_state(state: CommitState) -> &'static str {
+    match state {
+        CommitState::Committed => "committed",
+        CommitState::Withdrawn => "withdrawn",
+        CommitState::Undecided => "undecided",
+        _ => "unknown",
+    }
+}
+
+fn commit_json(c: &CommitSummary, now: OffsetDateTime) -> Value {
+    let marked: Vec<Value> = c
+        .marked_rows
+        .iter()
+        .map(|(table, n)| json!({ "table": table.as_str(), "rows": n }))
+        .collect();
+    json!({
+        "transaction": c.transaction,
+        "state": commit_state(c.state),
+        "primary": c.primary.as_str(),
+        "decision_table": c.decision_table.as_str(),
+        "since": c.since.format(&Rfc3339).ok(),
+        "age_seconds": (now - c.since).whole_seconds().max(0),
+        "marked_rows": marked,
+    })
+}
+
+/// A duration as its two largest units: `45s`, `12m30s`, `3h05m`, `2d04h`.
+fn age(d: leasehold::time::Duration) -> String {
+    let s = d.whole_seconds().max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
+    }
 }
 
 /// The partition key of a lock in a listing, unless its name is hashed
@@ -109,19 +149,71 @@ impl Output {
         out!("{} locks", all.len());
     }
 
-    fn lock(&self, partition_key: &str, d: &LeaseDescription) {
+    fn lock(&self, partition_key: &str, d: &LeaseDescription, commits: &[CommitSummary]) {
+        let now = OffsetDateTime::now_utc();
         if self.json {
             let mut v = lease_json(d);
             v["partition_key"] = json!(partition_key);
+            v["commits"] = commits.iter().map(|c| commit_json(c, now)).collect();
             out!("{v}");
             return;
         }
         out!("partition     {partition_key}");
         out!("lock lease    {}", d.name.as_str());
-        out!("state         {}", state_str(d.state));
+        let state = if d.exists {
+            state_str(d.state)
+        } else {
+            "no lock blob"
+        };
+        out!("state         {state}");
         out!("holder        {}", holder(d).unwrap_or("-"));
         out!("last holder   {}", d.owner.as_deref().unwrap_or("-"));
         out!("since         {}", d.acquired_at.as_deref().unwrap_or("-"));
+        out!("commits       {}", commits.len());
+        if commits.is_empty() {
+            return;
+        }
+        let rows: Vec<[String; 5]> = commits
+            .iter()
+            .map(|c| {
+                let marked: Vec<String> = c
+                    .marked_rows
+                    .iter()
+                    .map(|(table, n)| format!("{table}:{n}"))
+                    .collect();
+                [
+                    c.transaction.clone(),
+                    commit_state(c.state).to_owned(),
+                    format!("{}/{}", c.decision_table, c.primary.as_str()),
+                    age(now - c.since),
+                    if marked.is_empty() {
+                        "-".into()
+                    } else {
+                        marked.join(",")
+                    },
+                ]
+            })
+            .collect();
+        let header =
+            ["TRANSACTION", "STATE", "DECISION ROW", "AGE", "MARKED ROWS"].map(String::from);
+        let width = |i: usize| {
+            rows.iter()
+                .chain([&header])
+                .map(|r| r[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        };
+        let (w0, w1, w2, w3) = (width(0), width(1), width(2), width(3));
+        for r in [&header].into_iter().chain(&rows) {
+            out!(
+                "{:<w0$}  {:<w1$}  {:<w2$}  {:>w3$}  {}",
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4]
+            );
+        }
     }
 
     fn decided(&self, primary: &str, transaction: &str, outcome: CommitOutcome) {

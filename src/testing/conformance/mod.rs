@@ -10,9 +10,10 @@
 //! [`blobs`], [`timed`]
 //! (blob leases running out), [`lease`], [`lock`], [`lock_many`],
 //! [`fence`] (fenced writes), [`indexes`], [`mapping`] (entity
-//! mapping: unknown properties kept, enums, key builders) and [`reads`]
+//! mapping: unknown properties kept, enums, key builders), [`reads`]
 //! (what reads return while a commit is unfinished or a unit's lease runs
-//! out).
+//! out) and [`commits`] (what operators see of a partition's unfinished
+//! commits).
 //! [`conformance_suite!`](crate::conformance_suite) turns them all into one
 //! test per check; leasehold runs it on the memory backend and on Azurite,
 //! and a backend or backend wrapper of your own can run the same:
@@ -39,6 +40,7 @@ mod ambiguous;
 pub mod big_commits;
 pub mod blob_backend;
 pub mod blobs;
+pub mod commits;
 mod entities;
 pub mod fairness;
 pub mod fence;
@@ -233,7 +235,7 @@ impl Ctx {
 /// The tests use `#[tokio::test]`: the calling crate needs tokio with the
 /// `macros`, `rt-multi-thread` and (for `paused`) `test-util` features.
 /// Invoke it once per module: it defines `conformance_ctx()` and the
-/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness`, `lock`, `lock_many`, `reads` and `fence`
+/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness`, `lock`, `lock_many`, `reads`, `commits` and `fence`
 /// there.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -497,6 +499,13 @@ macro_rules! conformance_suite {
             timed [
                 a_units_read_answered_after_its_lease_ran_out_is_lease_lost,
                 a_units_read_answered_within_its_lease_is_returned,
+            ]
+            blocking []
+        );
+        $crate::conformance_suite!(@module commits #[$plain] #[$timed];
+            plain []
+            timed [
+                a_partitions_decided_and_undecided_commits_are_listed,
             ]
             blocking []
         );

@@ -1,0 +1,246 @@
+//! What operators see of a partition's commits
+//! ([`Store::list_commits`](leasehold::Store::list_commits)): the decided
+//! and undecided commits whose writers stopped half-way, with the rows
+//! each still marks, as reads and `commit_outcome` settle them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::backend::Backend;
+use leasehold::lease::LeaseOptions;
+use leasehold::lock::{CommitOutcome, CommitState, CommitSummary};
+use leasehold::testing::{CountingBackend, FaultInjector, FaultyBackend, Op};
+use leasehold::{Entity, Error, PartitionKey, Store};
+
+use super::Ctx;
+
+/// A customer's account.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "CommitAccounts")]
+struct Account {
+    #[entity(partition_key)]
+    pub customer: String,
+    #[entity(row_key)]
+    pub name: String,
+    pub balance: i64,
+}
+
+/// A ledger entry: a second table, so that a unit writing both decides
+/// in a row (its account rides in the commit point, its entries are
+/// marked first).
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "CommitLedger")]
+struct Entry {
+    #[entity(partition_key)]
+    pub customer: String,
+    #[entity(row_key)]
+    pub id: String,
+    pub amount: i64,
+}
+
+/// A store ("process") on `backend` with the given table prefix, its locks
+/// lasting the context's lease duration.
+fn process(ctx: &Ctx, backend: Arc<dyn Backend>, prefix: &str) -> Store {
+    Store::builder_shared(backend)
+        .table_prefix(prefix)
+        .expect("valid prefix")
+        .lease_options(LeaseOptions::new().with_duration(ctx.lease_duration()))
+        .build()
+        .expect("valid store")
+}
+
+/// A process on the context's backend that can be made to die.
+fn dying(ctx: &Ctx, prefix: &str) -> (Store, FaultInjector) {
+    let faulty = FaultyBackend::new(ctx.backend().clone());
+    let injector = faulty.injector();
+    (process(ctx, Arc::new(faulty), prefix), injector)
+}
+
+/// Adds 1 to `customer`'s account and inserts ledger entries `ids` of
+/// partition `p` in one unit of `store` (over both partitions), its
+/// process dying just before its `die_at`-th transaction. Answers whether
+/// the commit said it applied, its transaction id (from the report or the
+/// error) and its primary partition.
+async fn stopped(
+    store: &Store,
+    injector: &FaultInjector,
+    customer: &str,
+    ids: &[&str],
+    die_at: u64,
+) -> (bool, String, PartitionKey) {
+    let keys = if customer == "p" {
+        vec!["p"]
+    } else {
+        vec![customer, "p"]
+    };
+    let mut unit = store.lock_many(keys).await.expect("lock");
+    let mut account = unit
+        .get_in::<Account>(customer, "main")
+        .await
+        .expect("read")
+        .expect("account");
+    account.balance += 1;
+    unit.replace(&account).expect("staged");
+    for id in ids {
+        unit.insert(&Entry {
+            customer: "p".into(),
+            id: (*id).into(),
+            amount: 1,
+        })
+        .expect("staged");
+    }
+    injector.die_at_nth(Some(Op::Batch), die_at);
+    match unit.commit().await {
+        Ok(report) => {
+            let txn = report.transaction.expect("decided in a row");
+            (true, txn, PartitionKey::new(customer).expect("key"))
+        }
+        Err(Error::InDoubt {
+            primary,
+            transaction: Some(txn),
+            ..
+        }) => (false, txn, primary),
+        Err(e) => panic!("the writer died before its commit point was known: {e:?}"),
+    }
+}
+
+/// The summary of transaction `txn` in `listed`.
+fn of<'a>(listed: &'a [CommitSummary], txn: &str) -> &'a CommitSummary {
+    listed
+        .iter()
+        .find(|c| c.transaction == txn)
+        .unwrap_or_else(|| panic!("{txn} is listed: {listed:#?}"))
+}
+
+/// The marked rows of `commit`, by table name without `prefix`.
+fn marks(commit: &CommitSummary, prefix: &str) -> Vec<(String, usize)> {
+    commit
+        .marked_rows
+        .iter()
+        .map(|(t, n)| (t.as_str().trim_start_matches(prefix).to_owned(), *n))
+        .collect()
+}
+
+/// Three writers stop half-way in partition `p`: one after its commit
+/// point (committed, its ledger entry left marked), one that a reader
+/// withdrew once its lease ran out (one of its two entries still marked),
+/// one before its commit point whose primary is another partition
+/// (undecided). `list_commits("p")` names all three with their state,
+/// decision row and marks left, in one query per table and one read for
+/// the commit decided elsewhere, writing nothing; once `commit_outcome`
+/// and reads settle them it shows no marks, and after a prune only the
+/// withdrawal kept for a late commit point.
+pub async fn a_partitions_decided_and_undecided_commits_are_listed(ctx: &Ctx) {
+    let prefix = format!("{}cl", ctx.prefix());
+    let healthy = process(ctx, ctx.backend().clone(), &prefix);
+    for c in ["a", "p"] {
+        healthy
+            .table::<Account>()
+            .upsert(Account {
+                customer: c.into(),
+                name: "main".into(),
+                balance: 0,
+            })
+            .await
+            .expect("open account");
+    }
+    healthy.create_table("CommitLedger").await.expect("table");
+    assert!(healthy.list_commits("p").await.unwrap().is_empty());
+
+    // Withdrawn: dies at its commit point (entries w1 and w2 marked); a
+    // read of w1 waits for the lease to run out and withdraws it.
+    let (store, injector) = dying(ctx, &prefix);
+    let (said, withdrawn, primary) = stopped(&store, &injector, "p", &["w1", "w2"], 2).await;
+    assert!(
+        !said && primary.as_str() == "p",
+        "in doubt, primary {primary:?}"
+    );
+    drop(store);
+    let ledger = healthy.table::<Entry>();
+    assert_eq!(ledger.get("p", "w1").await.expect("withdrawn"), None);
+    // Committed: dies after its commit point, entry c1 left marked.
+    let (store, injector) = dying(ctx, &prefix);
+    let (said, committed, _) = stopped(&store, &injector, "p", &["c1"], 3).await;
+    assert!(said, "applied at its commit point");
+    drop(store);
+    // Undecided: primary `a`, dies at its commit point, u1 left marked.
+    let (store, injector) = dying(ctx, &prefix);
+    let (said, undecided, primary) = stopped(&store, &injector, "a", &["u1"], 2).await;
+    assert!(
+        !said && primary.as_str() == "a",
+        "in doubt, primary {primary:?}"
+    );
+    drop(store);
+
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    let counted = process(ctx, Arc::new(counting), &prefix);
+    let listed = counted.list_commits("p").await.expect("listed");
+    assert_eq!(listed.len(), 3, "{listed:#?}");
+    let accounts = format!("{prefix}CommitAccounts");
+    for (txn, state, primary) in [
+        (&withdrawn, CommitState::Withdrawn, "p"),
+        (&committed, CommitState::Committed, "p"),
+        (&undecided, CommitState::Undecided, "a"),
+    ] {
+        let c = of(&listed, txn);
+        assert_eq!(
+            (c.state, c.primary.as_str(), c.decision_table.as_str()),
+            (state, primary, accounts.as_str()),
+            "{c:#?}"
+        );
+        assert_eq!(
+            marks(c, &prefix),
+            [("CommitLedger".to_owned(), 1)],
+            "{c:#?}"
+        );
+    }
+    assert!(
+        listed.windows(2).all(|w| w[0].since <= w[1].since),
+        "oldest first: {listed:#?}"
+    );
+    // Two tables: one query each, and the undecided commit's decision row
+    // looked for in `a`. Nothing written.
+    let sent = counter.snapshot().into_iter().collect::<Vec<_>>();
+    assert_eq!(
+        sent,
+        [(Op::ListTables, 1), (Op::Get, 1), (Op::Query, 2)],
+        "{sent:?}"
+    );
+
+    // `locks decide` withdraws the undecided commit; its mark stays.
+    assert_eq!(
+        healthy.commit_outcome("a", &undecided).await.unwrap(),
+        CommitOutcome::NotApplied
+    );
+    let listed = healthy.list_commits("p").await.unwrap();
+    let c = of(&listed, &undecided);
+    assert_eq!(c.state, CommitState::Withdrawn, "{c:#?}");
+    assert_eq!(marks(c, &prefix), [("CommitLedger".to_owned(), 1)]);
+
+    // Reads finish or take off every mark left.
+    assert_eq!(
+        ledger.get("p", "c1").await.unwrap().map(|e| e.amount),
+        Some(1)
+    );
+    assert_eq!(ledger.get("p", "w2").await.unwrap(), None);
+    assert_eq!(ledger.get("p", "u1").await.unwrap(), None);
+    let listed = healthy.list_commits("p").await.unwrap();
+    assert_eq!(listed.len(), 2, "u1's commit decides in `a`: {listed:#?}");
+    assert!(
+        listed.iter().all(|c| c.marked_rows.is_empty()),
+        "{listed:#?}"
+    );
+    assert_eq!(of(&listed, &committed).state, CommitState::Committed);
+    assert_eq!(of(&listed, &withdrawn).state, CommitState::Withdrawn);
+    let in_a = healthy.list_commits("a").await.unwrap();
+    assert_eq!(of(&in_a, &undecided).state, CommitState::Withdrawn);
+
+    // The prune removes the finished commit's decision row; withdrawals
+    // stay while a late commit point could land.
+    let report = healthy.prune_locks(Duration::ZERO).await.unwrap();
+    assert_eq!(report.decision_rows_deleted, 1, "{report:?}");
+    let listed = healthy.list_commits("p").await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert_eq!(listed[0].transaction, withdrawn);
+}
