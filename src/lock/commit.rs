@@ -396,7 +396,6 @@ impl Unit {
     /// (an insert of a row that exists, a conditional write of one that
     /// does not) fails here, before anything is sent.
     async fn before_images(&self, groups: &[Group]) -> Result<Vec<Vec<Option<StoredEntity>>>> {
-        let backend = self.env.backend().clone();
         let mut reads: Vec<Vec<Option<StoredEntity>>> = Vec::with_capacity(groups.len());
         for g in groups {
             let pk = &self.parts[g.part].pk;
@@ -406,39 +405,23 @@ impl Unit {
                     (Some(read), _) => read.clone(),
                     (None, TableOp::Insert(_)) => None,
                     (None, _) => {
-                        let stored = backend.get(&g.table, pk, &row.1).await?;
+                        let stored = self.env.backend().get(&g.table, pk, &row.1).await?;
                         self.resolver().resolve_opt(&g.table, stored).await?
                     }
                 };
+                // The service would refuse it: nothing is sent.
                 let refusal = match (&read, op) {
-                    (Some(_), TableOp::Insert(_)) => Some(Error::AlreadyExists {
-                        what: format!(
-                            "insert of row {:?} of partition {:?}, which exists",
-                            row.1.as_str(),
-                            pk.as_str()
-                        ),
-                        code: Some("EntityAlreadyExists".into()),
-                        table: Some(g.table.as_str().to_owned()),
-                        row: Some(Box::new((pk.clone(), row.1.clone()))),
-                    }),
-                    // The service would refuse it: nothing is sent.
-                    (None, op) if needs_row(op) => Some(Error::NotFound {
-                        what: format!(
-                            "{} of row {:?} of partition {:?}, which does not exist",
-                            op.name(),
-                            row.1.as_str(),
-                            pk.as_str()
-                        ),
-                        code: Some("ResourceNotFound".into()),
-                        table: Some(g.table.as_str().to_owned()),
-                        row: Some(Box::new((pk.clone(), row.1.clone()))),
-                    }),
+                    (Some(_), TableOp::Insert(_)) => Some((409, "EntityAlreadyExists")),
+                    (None, op) if needs_row(op) => Some((404, "ResourceNotFound")),
                     _ => None,
                 };
-                if let Some(source) = refusal {
+                if let Some((status, code)) = refusal {
+                    let table = g.table.as_str();
+                    let what = crate::error::what::entity(op.name(), table, pk, &row.1);
+                    let source = Error::from_service(status, Some(code), what);
                     return Err(Error::Batch {
                         index: k,
-                        source: Box::new(source),
+                        source: Box::new(source.for_row(table, pk, &row.1)),
                     });
                 }
                 rows.push(read);
@@ -508,14 +491,7 @@ impl Unit {
                     let data = op.data()?.clone();
                     let etag = version.as_ref()?.etag.clone();
                     match Mark::of(&data.properties) {
-                        Some(mark) => Some(strip(
-                            &StoredEntity {
-                                data,
-                                etag,
-                                timestamp: time::OffsetDateTime::UNIX_EPOCH,
-                            },
-                            &mark,
-                        )),
+                        Some(mark) => Some(strip(data, etag, &mark)),
                         // An after-image row.
                         None => Some(TableOp::Delete {
                             partition_key: data.partition_key,

@@ -1,36 +1,12 @@
 //! What commits leave behind: decision rows and after-image rows that no
 //! reader needs any more, removed by
-//! [`Store::prune_locks`](crate::Store::prune_locks).
-//!
-//! A commit removes its own decision row and after-image rows once it has
-//! finished every marked row. A writer that stopped half-way leaves them,
-//! and so does a reader that withdrew a commit (it cannot tell where the
-//! commit's other marks are). The prune looks at every row with the
-//! reserved key prefix `_lhCommit.` in the store's tables, and removes:
-//!
-//! * a **committed** decision row once it is older than `older_than` (so
-//!   that [`Store::commit_outcome`](crate::Store::commit_outcome) still
-//!   answers for it meanwhile) and no row of the groups it names (the
-//!   (table, partition) pairs its commit marked) carries its mark any
-//!   more: every reader that could need it has finished its row. A row
-//!   without the list is kept.
-//! * a **withdrawn** decision row once it is older than `older_than` and
-//!   than [`LATE_COMMIT_POINT`]. Its marks may remain; a reader meeting one
-//!   later finds no decision, takes the primary's lock and withdraws the
-//!   commit again. What must not happen is its writer's commit point
-//!   landing after the row is gone. The writer sends it only while its
-//!   lease is valid, and the commit was withdrawn only after that lease
-//!   ran out (the withdrawing reader took the lock), so the commit point
-//!   was sent before the withdrawal and can only arrive late if the network
-//!   or the service held it: the service refuses a request signed with
-//!   Shared Key whose date is more than 15 minutes off, and answers a
-//!   request it accepted within its own operation timeout, so no commit
-//!   point lands [`LATE_COMMIT_POINT`] after it was sent.
-//! * an **after-image row** whose commit has no decision row (withdrawn,
-//!   removed as above, or never decided) once it is as old as that bound,
-//!   or whose commit's decision row this prune removes.
-//!
-//! Each removal is conditioned on the row's ETag as read.
+//! [`Store::prune_locks`](crate::Store::prune_locks) under the rules (and
+//! for the reasons) of "Rows commits leave behind" in the
+//! [module docs](super): a committed decision row once no group it names
+//! holds one of its marks (a row without the list is kept), a withdrawn
+//! one past [`LATE_COMMIT_POINT`], after-image rows with their decision
+//! row or, without one, past that bound. Each removal is conditioned on
+//! the row's ETag as read.
 //!
 //! [`Store::list_commits`](crate::Store::list_commits) shows operators the
 //! same rows of one partition, and the marks there: each commit with its
@@ -50,9 +26,12 @@ use crate::query::{CmpOp, Filter};
 use crate::rows::decision::{self, Decision, Stored};
 use crate::rows::mark::{MARK, Mark};
 
-/// How long after it was sent a commit point may still land (see the
-/// module docs): 15 minutes of the service's signature window and 5 of
-/// clock skew.
+/// How long after it was sent a commit point may still land: the writer
+/// sends it only while its lease is valid and a withdrawal comes only
+/// after that lease ran out, so it can only land late if the network or
+/// the service held it; the service refuses a Shared Key request dated
+/// more than 15 minutes off, and answers one it accepted within its own
+/// operation timeout. 15 minutes, and 5 of clock skew.
 const LATE_COMMIT_POINT: Duration = Duration::from_secs(20 * 60);
 
 /// What a prune removed of the rows commits leave behind.
@@ -86,7 +65,7 @@ pub(crate) async fn prune(
     let mut all: Vec<(TableName, Vec<StoredEntity>)> = Vec::new();
     for table in backend.list_tables().await? {
         if table.as_str().starts_with(env.table_prefix()) {
-            let rows = reserved_rows(backend.as_ref(), &table).await?;
+            let rows = rows(backend.as_ref(), &table, reserved_keys()).await?;
             all.push((table, rows));
         }
     }
@@ -287,12 +266,6 @@ fn reserved_keys() -> Filter {
     ))
 }
 
-/// Every row of `table` with the reserved key prefix of commits, in every
-/// partition.
-async fn reserved_rows(backend: &dyn TableBackend, table: &TableName) -> Result<Vec<StoredEntity>> {
-    rows(backend, table, reserved_keys()).await
-}
-
 /// Every row of `table` that `filter` matches (none of a missing table).
 async fn rows(
     backend: &dyn TableBackend,
@@ -327,34 +300,21 @@ async fn no_marks_left(
     table: &TableName,
 ) -> Result<bool> {
     // A mark's text starts with the transaction id: `<id>.<table>|…`.
-    let from = format!("{id}.{}|", table.as_str());
-    let to = format!("{id}.{}}}", table.as_str());
+    let txn = format!("{id}.{}", table.as_str());
     for (group, pk) in groups {
-        let filter = Filter::compare("PartitionKey", CmpOp::Eq, Value::String(pk.as_str().into()))
+        let marked = Filter::compare("PartitionKey", CmpOp::Eq, Value::String(pk.as_str().into()))
             .and(Filter::compare(
                 MARK,
                 CmpOp::Ge,
-                Value::String(from.clone()),
+                Value::String(format!("{txn}|")),
             ))
-            .and(Filter::compare(MARK, CmpOp::Lt, Value::String(to.clone())));
-        let mut spec = QuerySpec {
-            filter: Some(filter),
-            top: Some(1),
-            ..QuerySpec::default()
-        };
-        loop {
-            let page = match backend.query(group, &spec).await {
-                Ok(page) => page,
-                Err(e) if e.kind() == ErrorKind::NotFound => break,
-                Err(e) => return Err(e),
-            };
-            if !page.entities.is_empty() {
-                return Ok(false);
-            }
-            match page.continuation {
-                Some(next) => spec.continuation = Some(next),
-                None => break,
-            }
+            .and(Filter::compare(
+                MARK,
+                CmpOp::Lt,
+                Value::String(format!("{txn}}}")),
+            ));
+        if !rows(backend, group, marked).await?.is_empty() {
+            return Ok(false);
         }
     }
     Ok(true)

@@ -163,7 +163,12 @@ impl<'a> Resolver<'a> {
                 }
                 Decision::Withdrawn => {
                     tracing::debug!(table = %table, partition = %pk, row = %rk, txn = %mark.txn, "taking off the mark of a withdrawn commit");
-                    write(backend.as_ref(), table, &strip(&row, &mark)).await?;
+                    write(
+                        backend.as_ref(),
+                        table,
+                        &strip(row.data.clone(), row.etag.clone(), &mark),
+                    )
+                    .await?;
                 }
             }
             remove_after_rows(backend.as_ref(), table, &row, &mark).await;

@@ -233,17 +233,12 @@
 //! above), and one read per row the commit writes without having read it
 //! (an upsert, say; inserts need none).
 //!
-//! A lock-blob read is skipped when the acquire's reply shows the blob
-//! unchanged since this process last saw it: the reply carries the blob's
-//! ETag (taking a lease leaves it as it is), and the lock manager
-//! remembers each lock blob as it last read, wrote or created it, with its
-//! ETag (see [`crate::lease`]'s "Reading the lease blob"). Any write by
-//! anybody else changes the ETag, so the read is skipped only when nobody
-//! else wrote the blob since. So a process taking back a lock that nobody
-//! else took since pays neither the read nor the holder write, and one
-//! taking a lock from another process pays both. Locks handed over by
-//! another task of the same process (see [`crate::lease`]'s process-local
-//! sharing) skip their acquire, lock-blob read and release.
+//! A lock-blob read is skipped when the acquire's reply shows the blob's
+//! ETag unchanged since this process last saw it (see [`crate::lease`]'s
+//! "Reading the lease blob"): a process taking back a lock nobody else
+//! took since pays neither the read nor the holder write; one taking a
+//! lock from another process pays both. Locks handed over by another task
+//! of the same process skip their acquire, lock-blob read and release.
 //!
 //! So one table of one partition costs acquire + lock-blob read + `R` +
 //! 1 + release (5 with one read; 4 taken back unchanged; 6 taken from
@@ -285,6 +280,8 @@
 //! 15 minutes after its date); after-image rows with their decision row.
 //! A withdrawn decision row removed while marks of its commit remain costs
 //! their next reader a withdrawal again, nothing more.
+//! [`Store::list_commits`](crate::Store::list_commits) (`leasehold locks
+//! show PK`) lists a partition's commits and the rows they still mark.
 //!
 //! # Lock blobs
 //!
@@ -318,8 +315,7 @@ mod unit;
 
 pub use decision::CommitOutcome;
 pub(crate) use decision::outcome as commit_outcome;
-pub(crate) use env::LockEnv;
-pub(crate) use env::{AfterCommit, CommitClaims, CommitView, IndexedType};
+pub(crate) use env::{AfterCommit, CommitClaims, CommitView, IndexedType, LockEnv};
 pub use keys::IntoPartitionKeys;
 pub(crate) use leftovers::list as list_commits;
 pub use leftovers::{CommitState, CommitSummary};

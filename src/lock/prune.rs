@@ -121,9 +121,6 @@ struct Age {
 
 impl Age {
     fn new(older_than: Duration) -> Result<Self> {
-        if older_than.is_zero() {
-            return Ok(Age { cutoff: None });
-        }
         // The records are written with the system's wall clock (not the
         // Tokio clock), so they are compared with it.
         let cutoff = time::Duration::try_from(older_than)
@@ -136,7 +133,7 @@ impl Age {
                 )
             })?;
         Ok(Age {
-            cutoff: Some(cutoff),
+            cutoff: (!older_than.is_zero()).then_some(cutoff),
         })
     }
 

@@ -1,15 +1,15 @@
 //! [`UnitQuery`]: typed queries over the partitions a [`Unit`] holds, seeing
 //! its staged writes.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 
 use super::marks::query_request;
 use super::slot::Slot;
-use super::unit::{Unit, staged_view};
-use crate::backend::{QuerySpec, StoredEntity, TableOp};
-use crate::entity::{Entity, Properties, Value, Versioned};
+use super::unit::{Unit, staged_properties, staged_view};
+use crate::backend::QuerySpec;
+use crate::entity::{Entity, Value, Versioned};
 use crate::error::Result;
 use crate::key::{IntoPartitionKey, PartitionKey, RowKey};
 use crate::lease::is_fence_row;
@@ -159,7 +159,7 @@ impl<E: Entity> UnitQuery<'_, E> {
             };
             // Rows as stored now; a row the unit read before keeps the
             // version it read.
-            let mut seen: BTreeMap<RowKey, ()> = BTreeMap::new();
+            let mut seen: BTreeSet<RowKey> = BTreeSet::new();
             loop {
                 // Rows the filter matches once resolved included (see
                 // `query_request`); the filter is applied below, to each
@@ -184,7 +184,7 @@ impl<E: Entity> UnitQuery<'_, E> {
                         && !crate::rows::decision::is_decision_row(&r.data.row_key)
                 }) {
                     let key = (slot.clone(), row.data.row_key.clone());
-                    seen.insert(row.data.row_key.clone(), ());
+                    seen.insert(row.data.row_key.clone());
                     unit.reads.entry(key).or_insert(Some(row));
                 }
                 match page.continuation {
@@ -194,17 +194,12 @@ impl<E: Entity> UnitQuery<'_, E> {
             }
             // Rows the unit read or stages in range, whatever the service
             // says of them now.
-            for (key, _) in unit.reads.iter().filter(|(k, _)| k.0 == slot) {
-                if in_range(&rows, key.1.as_str()) {
-                    seen.insert(key.1.clone(), ());
-                }
+            let known = unit.reads.keys().chain(unit.staged.keys());
+            for (_, rk) in known.filter(|k| k.0 == slot && rows.contains(&k.1.as_str().to_owned()))
+            {
+                seen.insert(rk.clone());
             }
-            for (key, _) in unit.staged.iter().filter(|(k, _)| k.0 == slot) {
-                if in_range(&rows, key.1.as_str()) {
-                    seen.insert(key.1.clone(), ());
-                }
-            }
-            for rk in seen.into_keys() {
+            for rk in seen {
                 let key = (slot.clone(), rk);
                 let read = unit.reads.get(&key);
                 // A tombstone reads as absent (see `crate::index`).
@@ -242,32 +237,4 @@ impl<E: Entity> UnitQuery<'_, E> {
         }
         Ok(out)
     }
-}
-
-/// The properties a staged write leaves stored (`None`: a delete).
-fn staged_properties(op: &TableOp, read: Option<&StoredEntity>) -> Option<Properties> {
-    match op {
-        TableOp::Delete { .. } => None,
-        TableOp::Insert(d) | TableOp::Replace(d, _) => Some(d.properties.clone()),
-        TableOp::Merge(d, _) => {
-            let mut base = read.map(|r| r.data.properties.clone()).unwrap_or_default();
-            base.merge_from(&d.properties);
-            Some(base)
-        }
-    }
-}
-
-/// Whether row key `rk` is within `rows`.
-fn in_range(rows: &(Bound<String>, Bound<String>), rk: &str) -> bool {
-    let above = match &rows.0 {
-        Bound::Included(lo) => rk >= lo.as_str(),
-        Bound::Excluded(lo) => rk > lo.as_str(),
-        Bound::Unbounded => true,
-    };
-    let below = match &rows.1 {
-        Bound::Included(hi) => rk <= hi.as_str(),
-        Bound::Excluded(hi) => rk < hi.as_str(),
-        Bound::Unbounded => true,
-    };
-    above && below
 }

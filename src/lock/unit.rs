@@ -431,13 +431,7 @@ impl Unit {
         let part = self.part_of(&data.partition_key, what)?;
         let table = self.table_of::<E>()?;
         self.note_indexes::<E>(&table);
-        Ok((
-            Slot {
-                part,
-                table: self.table_of::<E>()?,
-            },
-            data,
-        ))
+        Ok((Slot { part, table }, data))
     }
 
     /// The condition for a conditional write of `v`: its ETag, unless it is
@@ -742,17 +736,12 @@ pub(super) fn staged_view<E: Entity>(
     read: Option<&StoredEntity>,
     read_known: bool,
 ) -> Result<Option<Versioned<E>>> {
-    // `complete`: whether `props` is every property the commit leaves
-    // stored (a merge onto a row the unit knows nothing of is not).
-    let (props, complete): (Properties, bool) = match op {
-        TableOp::Delete { .. } => return Ok(None),
-        TableOp::Insert(d) | TableOp::Replace(d, _) => (d.properties.clone(), true),
-        TableOp::Merge(d, _) => {
-            let mut base = read.map(|r| r.data.properties.clone()).unwrap_or_default();
-            base.merge_from(&d.properties);
-            (base, read_known)
-        }
+    let Some(props) = staged_properties(op, read) else {
+        return Ok(None);
     };
+    // Whether `props` is every property the commit leaves stored (a merge
+    // onto a row the unit knows nothing of is not).
+    let complete = read_known || !matches!(op, TableOp::Merge(..));
     let stored = if complete {
         crate::entity::Stored::Known(std::sync::Arc::new(props.clone()))
     } else {
@@ -774,5 +763,18 @@ pub(super) fn staged_view<E: Entity>(
             .with_stored(stored),
         )),
         None => Ok(None),
+    }
+}
+
+/// The properties a staged write leaves stored (`None`: a delete).
+pub(super) fn staged_properties(op: &TableOp, read: Option<&StoredEntity>) -> Option<Properties> {
+    match op {
+        TableOp::Delete { .. } => None,
+        TableOp::Insert(d) | TableOp::Replace(d, _) => Some(d.properties.clone()),
+        TableOp::Merge(d, _) => {
+            let mut base = read.map(|r| r.data.properties.clone()).unwrap_or_default();
+            base.merge_from(&d.properties);
+            Some(base)
+        }
     }
 }

@@ -88,20 +88,20 @@ impl Mark {
     }
 }
 
-/// The write taking a mark off `row` without the commit: the row as it was
-/// (a placeholder nothing else wrote into is deleted), at its ETag.
-pub(crate) fn strip(row: &StoredEntity, mark: &Mark) -> TableOp {
-    let mut data = row.data.clone();
+/// The write taking a mark off a row stored as `data` at `etag`, without
+/// the commit: the row as it was (a placeholder nothing else wrote into is
+/// deleted), at that ETag.
+pub(crate) fn strip(mut data: EntityData, etag: ETag, mark: &Mark) -> TableOp {
     data.properties.remove(MARK);
     data.properties.remove(AFTER);
     if mark.absent && data.properties.is_empty() {
         TableOp::Delete {
             partition_key: data.partition_key,
             row_key: data.row_key,
-            if_match: Some(row.etag.clone()),
+            if_match: Some(etag),
         }
     } else {
-        TableOp::Replace(data, Precondition::IfMatch(row.etag.clone()))
+        TableOp::Replace(data, Precondition::IfMatch(etag))
     }
 }
 
@@ -184,11 +184,13 @@ mod tests {
             timestamp: time::OffsetDateTime::UNIX_EPOCH,
         };
         assert!(
-            matches!(strip(&row, &mark), TableOp::Delete { if_match: Some(e), .. } if e == etag)
+            matches!(strip(row.data.clone(), row.etag.clone(), &mark), TableOp::Delete { if_match: Some(e), .. } if e == etag)
         );
         data.properties.insert("n", Value::Int64(1));
         let merged = StoredEntity { data, ..row };
-        let TableOp::Replace(kept, Precondition::IfMatch(e)) = strip(&merged, &mark) else {
+        let TableOp::Replace(kept, Precondition::IfMatch(e)) =
+            strip(merged.data.clone(), merged.etag.clone(), &mark)
+        else {
             panic!("a placeholder written into keeps what was written");
         };
         assert_eq!(e, etag);
