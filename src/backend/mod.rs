@@ -13,6 +13,7 @@
 //! the `conformance` feature) holds them to it.
 
 mod blob;
+pub(crate) mod deadline;
 pub(crate) mod delegate;
 mod layer;
 pub mod memory;

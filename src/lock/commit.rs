@@ -13,10 +13,10 @@ use super::marks::Resolver;
 use super::report::{CommitReport, FinishedBy};
 use super::slot::Slot;
 use super::unit::Unit;
-use crate::backend::WriteOptions;
 use crate::backend::{
     Precondition, StoredEntity, TableBackend, TableOp, Version, chunk_batches, validate_batch,
 };
+use crate::backend::{WriteOptions, deadline};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 use crate::outcome::{self, Locked};
@@ -263,19 +263,28 @@ impl Unit {
         let versions = self.mark_rows(&marking).await?;
         // A holder whose lease ran out meanwhile stops here: its marks are
         // withdrawn, by itself now or by whoever meets them.
-        if let Err(e) = self
-            .guard_of(primary_part)
-            .and_then(|g| g.ensure_valid(Duration::ZERO))
-        {
-            self.withdraw(&marking, &versions).await;
-            return Err(e);
-        }
+        // The commit point goes out only while the primary's lock is held
+        // (see `crate::backend::deadline`).
+        let held = self.guard_of(primary_part);
+        let left = match held.and_then(|g| g.ensure_valid(Duration::ZERO).map(|()| g.remaining())) {
+            Ok(left) => left.min(Duration::from_secs(86_400)),
+            Err(e) => {
+                self.withdraw(&marking, &versions).await;
+                return Err(e);
+            }
+        };
+        let deadline = tokio::time::Instant::now() + left;
 
         // 2. The commit point.
         let mut again = true;
         loop {
-            match backend.batch(&table, &commit).await {
+            match deadline::send_by(deadline, backend.batch(&table, &commit)).await {
                 Ok(_) => break,
+                // Not sent: the lock may have run out before it could go.
+                Err(e) if e.kind() == ErrorKind::LeaseLost => {
+                    self.withdraw(&marking, &versions).await;
+                    return Err(e);
+                }
                 Err(e) if refused(&e) => {
                     if again
                         && let Some(j) = riding

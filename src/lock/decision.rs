@@ -62,12 +62,10 @@ pub(crate) async fn withdraw(
     primary: &PartitionKey,
     txn: &str,
 ) -> Result<Decision> {
+    tracing::debug!(%txn, %primary, "withdrawing a commit that was never decided");
+    let withdrawal = insert(primary, txn, Decision::Withdrawn)?;
     match backend
-        .execute(
-            table,
-            insert(primary, txn, Decision::Withdrawn)?,
-            &WriteOptions::new(),
-        )
+        .execute(table, withdrawal, &WriteOptions::new())
         .await
     {
         Ok(_) => Ok(Decision::Withdrawn),
@@ -127,9 +125,10 @@ pub(crate) async fn outcome(
             "names no table: a commit's id is `<id>.<table>`, as `CommitReport::transaction` and `Error::InDoubt` give it",
         ));
     };
-    let decision = settle(env.backend().as_ref(), &table, primary, txn).await?;
-    Ok(match decision {
-        Decision::Committed => CommitOutcome::Applied,
-        Decision::Withdrawn => CommitOutcome::NotApplied,
-    })
+    Ok(
+        match settle(env.backend().as_ref(), &table, primary, txn).await? {
+            Decision::Committed => CommitOutcome::Applied,
+            Decision::Withdrawn => CommitOutcome::NotApplied,
+        },
+    )
 }

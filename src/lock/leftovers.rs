@@ -26,12 +26,11 @@ use crate::query::{CmpOp, Filter};
 use crate::rows::decision::{self, Decision, Stored};
 use crate::rows::mark::{MARK, Mark};
 
-/// How long after it was sent a commit point may still land: the writer
-/// sends it only while its lease is valid and a withdrawal comes only
-/// after that lease ran out, so it can only land late if the network or
-/// the service held it; the service refuses a Shared Key request dated
-/// more than 15 minutes off, and answers one it accepted within its own
-/// operation timeout. 15 minutes, and 5 of clock skew.
+/// How long after a withdrawal a commit point may still land: it is signed
+/// only while its writer's lease is valid (`crate::backend::deadline`), a
+/// withdrawal comes only after that lease ran out, and the service refuses
+/// a Shared Key request dated more than 15 minutes off. 15 minutes, and 5
+/// of clock skew.
 const LATE_COMMIT_POINT: Duration = Duration::from_secs(20 * 60);
 
 /// What a prune removed of the rows commits leave behind.

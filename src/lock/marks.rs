@@ -134,7 +134,8 @@ impl<'a> Resolver<'a> {
                 // Whoever holds the primary's lock (this resolver's unit)
                 // knows the writer is not live: it withdraws at once.
                 None if self.held.contains(&mark.primary) => {
-                    self.withdraw(&decided_in, &mark).await?
+                    decision::withdraw(backend.as_ref(), &decided_in, &mark.primary, &mark.txn)
+                        .await?
                 }
                 None => match WAITS.get(waited) {
                     Some(&pause) => {
@@ -149,7 +150,8 @@ impl<'a> Resolver<'a> {
                         // writer, which held it, has lost it: withdrawn,
                         // unless its commit point got there first.
                         self.fence(&mark.primary).await?;
-                        self.withdraw(&decided_in, &mark).await?
+                        decision::withdraw(backend.as_ref(), &decided_in, &mark.primary, &mark.txn)
+                            .await?
                     }
                 },
             };
@@ -182,20 +184,6 @@ impl<'a> Resolver<'a> {
             ),
             after: started.elapsed(),
         })
-    }
-
-    /// Withdraws the commit of `mark`, whose decision row is (or will be)
-    /// in `decided_in`, unless its commit point got there first; answers
-    /// the decision stored.
-    async fn withdraw(&self, decided_in: &TableName, mark: &Mark) -> Result<Decision> {
-        tracing::debug!(txn = %mark.txn, primary = %mark.primary, "withdrawing a commit that was never decided");
-        decision::withdraw(
-            self.env.backend().as_ref(),
-            decided_in,
-            &mark.primary,
-            &mark.txn,
-        )
-        .await
     }
 
     /// Takes the lock of `primary` and gives it back: whoever held it when

@@ -274,10 +274,12 @@
 //! row once it is older than `older_than` and none of the groups it names
 //! still holds one of its marks; a withdrawn one once it is older than
 //! `older_than` and than 20 minutes, the longest a commit point sent
-//! before the withdrawal could take to land (its writer sends it only while
-//! its lease is valid, the commit is withdrawn only after that lease ran
-//! out, and the service refuses a request signed with Shared Key more than
-//! 15 minutes after its date); after-image rows with their decision row.
+//! before the withdrawal could take to land: the backend dates and signs
+//! the commit point only while the writer's lease is valid (however long
+//! its process was stopped before that), the commit is withdrawn only after
+//! that lease ran out, and the service refuses a request signed with Shared
+//! Key more than 15 minutes after its date; after-image rows with their
+//! decision row.
 //! A withdrawn decision row removed while marks of its commit remain costs
 //! their next reader a withdrawal again, nothing more.
 //! [`Store::list_commits`](crate::Store::list_commits) (`leasehold locks

@@ -227,6 +227,19 @@ pub(crate) fn http_date(at: time::OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
+/// A request refused, unsent, because its deadline to go out had passed
+/// (see `crate::backend::deadline`).
+#[derive(Debug)]
+pub(crate) struct SendDeadlinePassed;
+
+impl fmt::Display for SendDeadlinePassed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("not sent: its deadline to go out had passed")
+    }
+}
+
+impl std::error::Error for SendDeadlinePassed {}
+
 /// Sets `x-ms-date` (fresh on every try, before signing) and, where the
 /// request has none, `x-ms-version`.
 #[derive(Debug, Clone)]
@@ -243,6 +256,14 @@ impl StorageHeadersPolicy {
 
 impl Stamp for StorageHeadersPolicy {
     fn stamp(&self, request: &mut Request) -> azure_core::Result<()> {
+        // A request that may only go out by a deadline is refused here,
+        // before it is dated and signed (see `crate::backend::deadline`).
+        if crate::backend::deadline::check().is_err() {
+            return Err(azure_core::Error::new(
+                azure_core::error::ErrorKind::Other,
+                SendDeadlinePassed,
+            ));
+        }
         request.insert_header(MS_DATE, http_date(time::OffsetDateTime::now_utc()));
         if header_value(request.headers(), &MS_VERSION).is_none() {
             request.insert_header(MS_VERSION, self.version);

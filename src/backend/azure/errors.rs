@@ -208,6 +208,11 @@ impl Failure {
                 None => Failure::from_reply(status, &Headers::new(), &[], redactor),
             };
         }
+        if e.downcast_ref::<super::auth::SendDeadlinePassed>()
+            .is_some()
+        {
+            return Failure::Fatal(crate::backend::deadline::passed());
+        }
         if let Some(failure) = credential_failure(&e) {
             return Failure::Fatal(Error::Auth {
                 credential: failure.kind.clone(),

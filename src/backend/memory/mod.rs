@@ -255,10 +255,12 @@ impl TableBackend for MemoryBackend {
         op: TableOp,
         _: &WriteOptions,
     ) -> Result<Option<Version>> {
+        crate::backend::deadline::check()?;
         self.tables().execute(&self.inner.clock, table, op)
     }
 
     async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
+        crate::backend::deadline::check()?;
         self.tables().batch(&self.inner.clock, table, ops)
     }
 

@@ -1353,3 +1353,55 @@ pub async fn unit_queries_see_staged_writes_and_stale_reads_fail_the_commit(ctx:
     assert!(lines.get("a", "l3").await.unwrap().is_some());
     nothing_pending(store, &["a", "b"]).await;
 }
+
+/// A holder stopped just before its commit point goes out, for longer than
+/// its lease, while the next holder withdraws the commit (reading its
+/// rows) and the withdrawn decision row is then removed (as a prune does
+/// once it is old): when the holder wakes, its commit point is not sent —
+/// it would find no decision row and apply the primary's writes without
+/// the rest — and it is told `LeaseLost`, nothing applied.
+pub async fn a_commit_point_held_up_past_the_lease_never_goes_out(ctx: &Ctx) {
+    let prefix = format!("{}h", ctx.prefix());
+    let memory = ctx.backend().clone();
+    let next = process(ctx, memory.clone(), &prefix);
+    let customers = ["a", "b"];
+    open(&next, &customers, 100).await;
+    let before = state(&next, &customers).await;
+    let faulty = FaultyBackend::new(memory.clone());
+    let injector = faulty.injector();
+    let paused = process(ctx, Arc::new(faulty), &prefix);
+    transfer(&paused, "a", "b", 1, "warm").await.unwrap();
+    let before_warm = state(&next, &customers).await;
+    assert_ne!(before, before_warm);
+    // 3 marking transactions (a's ledger, b's account and ledger), then
+    // the commit point with a's account: stopped just before it.
+    injector.inject(Some(Op::Batch), 4, Fault::Delay(ctx.lease_duration() * 3));
+    injector.set_latency(Some(Op::RenewLease), Duration::from_secs(3600));
+    let (answer, ()) = tokio::join!(transfer(&paused, "a", "b", 10, "late"), async {
+        tokio::time::sleep(ctx.lease_duration() + ctx.slack() + Duration::from_secs(1)).await;
+        for c in customers {
+            next.lock(c).await.unwrap().abandon().await.unwrap();
+        }
+        let _ = state(&next, &customers).await;
+        // The withdrawn decision row goes, as an old one does in a prune.
+        for (table, row) in super::stored_rows(next.backend(), next.table_prefix()).await {
+            if row.data.row_key.as_str().starts_with("_lhCommit.") {
+                let op = leasehold::backend::TableOp::Delete {
+                    partition_key: row.data.partition_key.clone(),
+                    row_key: row.data.row_key.clone(),
+                    if_match: None,
+                };
+                let options = leasehold::backend::WriteOptions::new();
+                next.backend().execute(&table, op, &options).await.unwrap();
+            }
+        }
+    });
+    let e = answer.expect_err("the commit point never went out");
+    assert_eq!(e.kind(), ErrorKind::LeaseLost, "{e}");
+    assert_eq!(
+        state(&next, &customers).await,
+        before_warm,
+        "nothing applied"
+    );
+    nothing_pending(&next, &customers).await;
+}

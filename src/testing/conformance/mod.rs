@@ -470,6 +470,7 @@ macro_rules! conformance_suite {
                 a_crash_at_every_step_is_recovered_from_any_participant,
                 a_lost_reply_at_every_step_ends_all_before_or_after,
                 a_holder_paused_past_its_lease_at_every_step_is_told_what_is_stored,
+                a_commit_point_held_up_past_the_lease_never_goes_out,
                 a_commit_whose_decision_cannot_be_read_is_in_doubt_until_asked_again,
                 decision_rows_are_never_returned_to_callers,
             ]

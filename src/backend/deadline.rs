@@ -1,0 +1,69 @@
+//! A deadline for sending: inside [`send_by`], a backend refuses a
+//! request, without sending it, once the deadline has passed at the moment
+//! the request would go out — the Azure backend when it dates and signs
+//! the request, the memory backend when it applies it.
+//!
+//! A unit's commit point goes out this way, by the local validity deadline
+//! of the primary's lock (see "Rows commits leave behind" in
+//! [`crate::lock`]): a commit point signed at all was signed while the lock
+//! was held, before anybody could withdraw the commit, and the service
+//! accepts a request signed with Shared Key only within 15 minutes of its
+//! date. A process stopped between its last check of the lease and the
+//! request going out therefore cannot land a commit point long after a
+//! withdrawal, however long it was stopped.
+
+use std::future::Future;
+
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+
+tokio::task_local! {
+    static SEND_BY: Instant;
+}
+
+/// Runs `f`, whose requests are refused once `deadline` has passed.
+pub(crate) async fn send_by<F: Future>(deadline: Instant, f: F) -> F::Output {
+    SEND_BY.scope(deadline, f).await
+}
+
+/// Whether a request may go out now.
+///
+/// # Errors
+/// [`Error::LeaseLost`] once the deadline of an enclosing [`send_by`] has
+/// passed: the request must not be sent.
+pub(crate) fn check() -> Result<()> {
+    match SEND_BY.try_with(|deadline| *deadline) {
+        Ok(deadline) if Instant::now() > deadline => Err(passed()),
+        _ => Ok(()),
+    }
+}
+
+/// The error of a request refused by [`check`].
+pub(crate) fn passed() -> Error {
+    Error::LeaseLost {
+        what: "a request that may only go out while a lease is held was not sent: the lease may have run out before it could go".into(),
+        code: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_go_out_until_the_deadline_and_not_after() {
+        assert!(check().is_ok(), "no deadline outside a scope");
+        let deadline = Instant::now() + Duration::from_secs(1);
+        send_by(deadline, async {
+            assert!(check().is_ok());
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let e = check().unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::LeaseLost, "{e}");
+        })
+        .await;
+        assert!(check().is_ok(), "the scope ended");
+    }
+}
