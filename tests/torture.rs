@@ -808,9 +808,10 @@ fn spawn_worker(
 
 /// The next worker to kill or pause, of `candidates` (indexes into
 /// `workers`): at random, except in the big mode (`aim`), where it is one
-/// inside a commit when there is one, hit at a random moment within the
-/// next 600 ms, so that kills and pauses land in the marking, commit point
-/// and finishing rounds rather than in the waits for locks.
+/// inside a commit when there is one within 1.5 s, hit at a random moment
+/// within the next 600 ms when it is still inside, so that kills and
+/// pauses land in the marking, commit point and finishing rounds rather
+/// than in the waits for locks.
 async fn pick(
     candidates: &[usize],
     workers: &[Child],
@@ -818,17 +819,25 @@ async fn pick(
     aim: bool,
     rng: &mut Rng,
 ) -> usize {
-    if aim {
+    let inside = || {
         let committing = tally.committing.lock().unwrap().clone();
-        let inside: Vec<usize> = candidates
+        candidates
             .iter()
             .copied()
             .filter(|&i| workers[i].id().is_some_and(|pid| committing.contains(&pid)))
-            .collect();
-        if !inside.is_empty() {
+            .collect::<Vec<usize>>()
+    };
+    // Up to 1.5 s for a worker to be inside a commit, still inside it at
+    // the moment drawn.
+    for _ in 0..if aim { 30 } else { 0 } {
+        if !inside().is_empty() {
             tokio::time::sleep(Duration::from_millis(rng.below(601))).await;
-            return inside[rng.below(inside.len() as u64) as usize];
+            let still = inside();
+            if !still.is_empty() {
+                return still[rng.below(still.len() as u64) as usize];
+            }
         }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     candidates[rng.below(candidates.len() as u64) as usize]
 }
