@@ -92,6 +92,39 @@
 //!     scripts/with-azurite.sh cargo test --release --test torture
 //! ```
 //!
+//! A fifth mode, `big` (run after the other four, or alone with
+//! `LEASEHOLD_TORTURE_MODE=big`), runs units too big for one entity-group
+//! transaction: each unit locks two or three customers
+//! ([`Store::lock_many`]) and writes 150–300 rows (a random size and
+//! spread): every account and the count of each customer, and the rest as
+//! [`Move`] rows, small amounts into and out of random accounts that add up
+//! to nothing over the unit, one customer getting more than 100 of them
+//! (more than one transaction holds, so even that group's rows are marked
+//! when it is the primary one). Every commit therefore decides in a row,
+//! with marks on hundreds of rows in several transactions per group, and a
+//! kill or a pause lands inside the marking or finishing round far more
+//! often; its workers also wait `LEASEHOLD_TORTURE_BIG_LATENCY_MS` (100,
+//! or `LEASEHOLD_TORTURE_BATCH_LATENCY_MS` when longer) before every
+//! transaction, which widens the rounds of a commit against the reads
+//! before it. The controller kills workers and pauses them past the lease
+//! as in the `stray` mode (no stray writers), and the checker verifies, after
+//! taking every lock, that every unit is whole or absent (all the moves it
+//! wrote, adding up to nothing), that each customer's balances match its
+//! moves and its count, that money is conserved over all customers, and
+//! that every commit's answer matches the moves stored. It also reads the
+//! commit leftovers raw and prints the units committed, the commits whose
+//! writer died after the commit point (their decision rows left: readers
+//! rolled their rows forward) and those withdrawn by readers. Its short
+//! run lasts `LEASEHOLD_TORTURE_BIG_SECONDS` (20) plus the end of a pause
+//! still running; the long run:
+//!
+//! ```text
+//! LEASEHOLD_TORTURE_MODE=big LEASEHOLD_TORTURE_WORKERS=6 \
+//! LEASEHOLD_TORTURE_BIG_SECONDS=600 LEASEHOLD_TORTURE_CUSTOMERS=12 \
+//! LEASEHOLD_TORTURE_BATCH_LATENCY_MS=150 \
+//!     scripts/with-azurite.sh cargo test --release --test torture
+//! ```
+//!
 //! Settings (environment): `LEASEHOLD_TORTURE_WORKERS` (4),
 //! `LEASEHOLD_TORTURE_SECONDS` (30), `LEASEHOLD_TORTURE_CUSTOMERS` (6),
 //! `LEASEHOLD_TORTURE_KILL_MIN_MS` / `_KILL_MAX_MS` (the pause between kills,
@@ -99,12 +132,13 @@
 //! transaction a worker sends). It prints the units committed, kills,
 //! roll-forwards and violations (and, in the `stray` mode, the pauses, the
 //! stray writes acknowledged and of unknown outcome, the commit answers
-//! checked and the stuck partitions), and fails when a violation is found.
+//! checked and the stuck partitions; in the `big` mode, the moves and the
+//! decision rows left), and fails when a violation is found.
 //! The controller and every worker print leasehold's warnings and the Azure
 //! transport's retries on standard error; `LEASEHOLD_TORTURE_TRACE` (a level
 //! such as `debug`) prints all of leasehold's events at that level instead.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -163,6 +197,31 @@ struct Count {
     transfers: i64,
 }
 
+/// One amount a big unit moves (the `big` mode): added to `account` of
+/// `customer` (taken when negative). A unit's moves add up to nothing over
+/// all its partitions, and each names its unit and how many moves the unit
+/// wrote in all, so a unit applied in part shows up as a unit with fewer.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "TortureMoves")]
+struct Move {
+    #[entity(partition_key)]
+    customer: String,
+    /// `<unit>.<n>`.
+    #[entity(row_key)]
+    id: String,
+    unit: String,
+    /// The moves the unit wrote in all partitions.
+    moves: i64,
+    account: String,
+    amount: i64,
+}
+
+/// The fewest and the most writes of a unit in the `big` mode.
+const BIG_WRITES: (u64, u64) = (150, 300);
+
+/// The most rows one entity-group transaction holds.
+const GROUP_LIMIT: usize = 100;
+
 /// A small deterministic generator, seeded per process.
 struct Rng(u64);
 
@@ -198,6 +257,9 @@ struct Args {
     index_seconds: u64,
     stray_seconds: u64,
     stray_writers: usize,
+    big_seconds: u64,
+    big_latency_ms: u64,
+    big_customers: usize,
 }
 
 fn setting(name: &str, default: u64) -> u64 {
@@ -223,6 +285,9 @@ fn settings() -> Args {
         index_seconds: setting("INDEX_SECONDS", 15),
         stray_seconds: setting("STRAY_SECONDS", 15),
         stray_writers: setting("STRAY_WRITERS", 2) as usize,
+        big_seconds: setting("BIG_SECONDS", 20),
+        big_latency_ms: setting("BIG_LATENCY_MS", 100),
+        big_customers: setting("BIG_CUSTOMERS", 12) as usize,
     }
 }
 
@@ -267,11 +332,16 @@ fn account(i: usize) -> String {
 }
 
 /// One worker process: transfers until its standard input closes, within
-/// one partition or (`cross`) between two. Beside stray writers
-/// (`strays`), a commit refused because a row changed since the unit read
-/// it (a stray update) is expected: `REFUSED`, not `ERROR`.
-async fn worker(prefix: &str, customers: usize, cross: bool, strays: bool) -> Result<(), Error> {
-    let latency = Duration::from_millis(settings().batch_latency_ms);
+/// one partition ([`Mode::Single`]), between two ([`Mode::Cross`],
+/// [`Mode::Stray`]) or big units over two or three ([`Mode::Big`]). Beside
+/// stray writers, a commit refused because a row changed since the unit
+/// read it (a stray update) is expected: `REFUSED`, not `ERROR`.
+async fn worker(prefix: &str, customers: usize, mode: Mode) -> Result<(), Error> {
+    let args = settings();
+    let latency = Duration::from_millis(match mode {
+        Mode::Big => args.batch_latency_ms.max(args.big_latency_ms),
+        _ => args.batch_latency_ms,
+    });
     let store = store(prefix, latency)?;
     let mut rng = Rng::seeded(7);
     let stop = Arc::new(AtomicU64::new(0));
@@ -291,16 +361,19 @@ async fn worker(prefix: &str, customers: usize, cross: bool, strays: bool) -> Re
         let from = rng.below(ACCOUNTS as u64) as usize;
         let to = (from + 1 + rng.below(ACCOUNTS as u64 - 1) as usize) % ACCOUNTS;
         let amount = 1 + rng.below(50) as i64;
-        let outcome = if cross {
-            let other = customer((ci + 1 + rng.below(customers as u64 - 1) as usize) % customers);
-            transfer_across(&store, &c, &other, &account(from), &account(to), amount).await
-        } else {
-            transfer(&store, &c, &account(from), &account(to), amount).await
+        let outcome = match mode {
+            Mode::Single => transfer(&store, &c, &account(from), &account(to), amount).await,
+            Mode::Cross | Mode::Stray => {
+                let other =
+                    customer((ci + 1 + rng.below(customers as u64 - 1) as usize) % customers);
+                transfer_across(&store, &c, &other, &account(from), &account(to), amount).await
+            }
+            Mode::Big => big_unit(&store, customers, &mut rng).await,
         };
         match outcome {
             Ok(outcome) => println!("{outcome}"),
             Err(e) if e.kind() == leasehold::ErrorKind::Conflict => println!("CONFLICT {e}"),
-            Err(e) if strays && e.kind() == leasehold::ErrorKind::Batch => {
+            Err(e) if mode == Mode::Stray && e.kind() == leasehold::ErrorKind::Batch => {
                 println!("REFUSED {e}")
             }
             Err(e) => println!("ERROR {e}"),
@@ -416,6 +489,107 @@ async fn transfer_across(
     Ok("COMMIT")
 }
 
+/// One unit of the `big` mode: 150–300 writes over two or three customers
+/// (a random size and spread): every account and the move count of each,
+/// and the rest as [`Move`] rows, one partition getting more than one
+/// entity-group transaction holds (the others a few to many), so the
+/// commit marks rows and decides in a row whichever partition comes first.
+/// Small random amounts go in and out of random accounts, the last move
+/// making them add up to nothing. Prints `TXN unit OK FinishedBy batches`
+/// or `TXN unit ERR Kind message` before anything else is done.
+async fn big_unit(store: &Store, customers: usize, rng: &mut Rng) -> Result<&'static str, Error> {
+    let parts = (2 + rng.below(2) as usize).min(customers);
+    let mut chosen: Vec<usize> = Vec::with_capacity(parts);
+    while chosen.len() < parts {
+        let c = rng.below(customers as u64) as usize;
+        if !chosen.contains(&c) {
+            chosen.push(c);
+        }
+    }
+    let names: Vec<String> = chosen.iter().map(|&c| customer(c)).collect();
+    let writes = BIG_WRITES.0 + rng.below(BIG_WRITES.1 - BIG_WRITES.0 + 1);
+    // Every account and the count of each partition, and the moves.
+    let moves = writes as usize - parts * (ACCOUNTS + 1);
+    // One partition (at random, so sometimes the primary one) gets more
+    // moves than one transaction holds; the others share what is left.
+    let big = rng.below(parts as u64) as usize;
+    let spare = (moves - (GROUP_LIMIT + 1)) / (parts - 1);
+    let mut per_part: Vec<usize> = (0..parts)
+        .map(|_| 1 + rng.below(spare as u64) as usize)
+        .collect();
+    per_part[big] = moves
+        - (0..parts)
+            .filter(|&p| p != big)
+            .map(|p| per_part[p])
+            .sum::<usize>();
+    let started = Instant::now();
+    let mut unit = store.lock_many(names.iter().map(String::as_str)).await?;
+    let locked = started.elapsed();
+    let mut accounts = Vec::new();
+    let mut counts = Vec::new();
+    for c in &names {
+        for a in 0..ACCOUNTS {
+            let row = unit
+                .get_in::<Account>(c.as_str(), account(a).as_str())
+                .await?
+                .ok_or_else(|| missing(c, &account(a)))?;
+            accounts.push(row);
+        }
+        let n = unit
+            .get_in::<Count>(c.as_str(), "transfers")
+            .await?
+            .ok_or_else(|| missing(c, "transfers"))?;
+        counts.push(n);
+    }
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let mut sum = 0i64;
+    let mut n = 0usize;
+    for (p, &count) in per_part.iter().enumerate() {
+        for _ in 0..count {
+            n += 1;
+            let a = rng.below(ACCOUNTS as u64) as usize;
+            let amount = if n == moves {
+                -sum
+            } else {
+                let size = 1 + rng.below(20) as i64;
+                if rng.below(2) == 0 { size } else { -size }
+            };
+            sum += amount;
+            accounts[p * ACCOUNTS + a].balance += amount;
+            counts[p].transfers += 1;
+            unit.insert(&Move {
+                customer: names[p].clone(),
+                id: format!("{id}.{n:03}"),
+                unit: id.clone(),
+                moves: moves as i64,
+                account: account(a),
+                amount,
+            })?;
+        }
+    }
+    for row in &accounts {
+        unit.replace(row)?;
+    }
+    for row in &counts {
+        unit.replace(row)?;
+    }
+    println!("BEGIN {id}");
+    let committing = Instant::now();
+    let answer = unit.commit().await;
+    match &answer {
+        Ok(report) => println!(
+            "TXN {id} OK {:?} {} batches, {writes} writes, locked in {locked:?}, read and staged in {:?}, committed in {:?}",
+            report.finished_by,
+            report.batches,
+            committing - started - locked,
+            committing.elapsed()
+        ),
+        Err(e) => println!("TXN {id} ERR {:?} {e}", e.kind()),
+    }
+    answer?;
+    Ok("COMMIT")
+}
+
 /// One stray writer: plain optimistic updates (no lock) of random accounts,
 /// adding 1 to `touched`, every 100–300 ms until its standard input closes.
 /// Then it prints, per account, how many updates were acknowledged, how
@@ -506,6 +680,11 @@ struct Tally {
     recovered: AtomicU64,
     /// Commits refused because a stray writer changed a row the unit read.
     refused: AtomicU64,
+    /// Big units whose commit was started (`BEGIN id`).
+    begun: Mutex<Vec<String>>,
+    /// The worker processes inside a big unit's commit (between its
+    /// `BEGIN` and its `TXN` line).
+    committing: Mutex<HashSet<u32>>,
 }
 
 /// The modes built on the money transfers.
@@ -517,11 +696,37 @@ enum Mode {
     Cross,
     /// `Cross`, with stray optimistic writers and pauses past the lease.
     Stray,
+    /// Units of 150–300 writes over two or three partitions
+    /// ([`big_unit`]), with pauses past the lease.
+    Big,
+}
+
+impl Mode {
+    /// The role a worker process of this mode is started with.
+    fn role(self) -> &'static str {
+        match self {
+            Mode::Single => "single",
+            Mode::Cross => "cross",
+            Mode::Stray => "cross-stray",
+            Mode::Big => "big",
+        }
+    }
+
+    /// Mode of a worker process started with `role`.
+    fn of_role(role: Option<&str>) -> Mode {
+        match role {
+            Some("cross") => Mode::Cross,
+            Some("cross-stray") => Mode::Stray,
+            Some("big") => Mode::Big,
+            _ => Mode::Single,
+        }
+    }
 }
 
 /// Starts a worker process (`role`: `single`, `cross`, `cross-stray` (a
-/// `cross` worker beside stray writers) or `stray`, a stray writer) whose standard output feeds `tally`; the task reading it is
-/// added to `readers`.
+/// `cross` worker beside stray writers), `big` ([`Mode::role`]) or
+/// `stray`, a stray writer) whose standard output feeds `tally`; the task
+/// reading it is added to `readers`.
 fn spawn_worker(
     prefix: &str,
     customers: usize,
@@ -554,6 +759,7 @@ fn spawn_worker(
                     tally.errors.fetch_add(1, Ordering::Relaxed)
                 }
                 l if l.starts_with("TXN ") => {
+                    tally.committing.lock().unwrap().remove(&pid);
                     // `TXN id OK FinishedBy` or `TXN id ERR Kind message`.
                     let mut words = l.split(' ').skip(1);
                     if let (Some(id), Some(answer), Some(detail)) =
@@ -571,6 +777,11 @@ fn spawn_worker(
                             .unwrap()
                             .insert(id.to_owned(), answer.to_owned());
                     }
+                    0
+                }
+                l if l.starts_with("BEGIN ") => {
+                    tally.begun.lock().unwrap().push(l[6..].to_owned());
+                    tally.committing.lock().unwrap().insert(pid);
                     0
                 }
                 l if l.starts_with("STRAYERR") => {
@@ -595,6 +806,42 @@ fn spawn_worker(
     child
 }
 
+/// The next worker to kill or pause, of `candidates` (indexes into
+/// `workers`): at random, except in the big mode (`aim`), where it is one
+/// inside a commit when there is one within 1.5 s, hit at a random moment
+/// within the next 600 ms when it is still inside, so that kills and
+/// pauses land in the marking, commit point and finishing rounds rather
+/// than in the waits for locks.
+async fn pick(
+    candidates: &[usize],
+    workers: &[Child],
+    tally: &Tally,
+    aim: bool,
+    rng: &mut Rng,
+) -> usize {
+    let inside = || {
+        let committing = tally.committing.lock().unwrap().clone();
+        candidates
+            .iter()
+            .copied()
+            .filter(|&i| workers[i].id().is_some_and(|pid| committing.contains(&pid)))
+            .collect::<Vec<usize>>()
+    };
+    // Up to 1.5 s for a worker to be inside a commit, still inside it at
+    // the moment drawn.
+    for _ in 0..if aim { 30 } else { 0 } {
+        if !inside().is_empty() {
+            tokio::time::sleep(Duration::from_millis(rng.below(601))).await;
+            let still = inside();
+            if !still.is_empty() {
+                return still[rng.below(still.len() as u64) as usize];
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    candidates[rng.below(candidates.len() as u64) as usize]
+}
+
 /// Sends `signal` (`STOP`, `CONT`) to `child`.
 async fn signal(child: &Child, signal: &str) {
     let Some(pid) = child.id() else {
@@ -610,16 +857,24 @@ async fn signal(child: &Child, signal: &str) {
 }
 
 async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
-    let cross = mode != Mode::Single;
+    let cross = matches!(mode, Mode::Cross | Mode::Stray);
     let stray = mode == Mode::Stray;
+    let big = mode == Mode::Big;
+    // The modes that also stop workers past their leases.
+    let pausing = stray || big;
     let seconds = match mode {
         Mode::Single => args.seconds,
         Mode::Cross => args.cross_seconds,
         Mode::Stray => args.stray_seconds,
+        Mode::Big => args.big_seconds,
+    };
+    let customers = match mode {
+        Mode::Big => args.big_customers,
+        _ => args.customers,
     };
     let prefix = format!("tort{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let store = store(&prefix, Duration::ZERO)?;
-    for c in 0..args.customers {
+    for c in 0..customers {
         for a in 0..ACCOUNTS {
             store
                 .table::<Account>()
@@ -646,10 +901,11 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
             Mode::Single => "single-partition",
             Mode::Cross => "cross-partition",
             Mode::Stray => "cross-partition with stray optimistic writers",
+            Mode::Big => "big units over 2–3 partitions",
         },
         args.workers,
         seconds,
-        args.customers,
+        customers,
         args.kill_min_ms,
         args.kill_max_ms,
         args.batch_latency_ms
@@ -663,19 +919,26 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
             LOCK_LEASE.as_secs()
         );
     }
+    if big {
+        println!(
+            "torture (big): units of {}–{} writes, one partition with more than {GROUP_LIMIT} rows in a table, {} ms before every worker transaction; one worker in four events paused with SIGSTOP for {}–{} s (lock lease {} s)",
+            BIG_WRITES.0,
+            BIG_WRITES.1,
+            args.batch_latency_ms.max(args.big_latency_ms),
+            LOCK_LEASE.as_secs() + 1,
+            LOCK_LEASE.as_secs() + 5,
+            LOCK_LEASE.as_secs()
+        );
+    }
     let tally = Arc::new(Tally::default());
     let mut readers = Vec::new();
-    let role = match mode {
-        Mode::Single => "single",
-        Mode::Cross => "cross",
-        Mode::Stray => "cross-stray",
-    };
+    let role = mode.role();
     let mut workers: Vec<Child> = (0..args.workers)
-        .map(|_| spawn_worker(&prefix, args.customers, role, &tally, &mut readers))
+        .map(|_| spawn_worker(&prefix, customers, role, &tally, &mut readers))
         .collect();
     let mut strays: Vec<Child> = if stray {
         (0..args.stray_writers)
-            .map(|_| spawn_worker(&prefix, args.customers, "stray", &tally, &mut readers))
+            .map(|_| spawn_worker(&prefix, customers, "stray", &tally, &mut readers))
             .collect()
     } else {
         Vec::new()
@@ -712,10 +975,11 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
             continue;
         }
         next_event = now + gap(&mut rng);
-        // In the stray mode the first event, and one in four after it,
-        // stops a worker past its leases (one at a time).
-        if stray && paused.is_none() && (pauses == 0 || rng.below(4) == 0) {
-            let victim = rng.below(workers.len() as u64) as usize;
+        // In the stray and big modes the first event, and one in four
+        // after it, stops a worker past its leases (one at a time).
+        if pausing && paused.is_none() && (pauses == 0 || rng.below(4) == 0) {
+            let all: Vec<usize> = (0..workers.len()).collect();
+            let victim = pick(&all, &workers, &tally, big, &mut rng).await;
             signal(&workers[victim], "STOP").await;
             let pause = LOCK_LEASE + Duration::from_millis(1_000 + rng.below(4_001));
             paused = Some((victim, now + pause));
@@ -725,11 +989,11 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
         let running: Vec<usize> = (0..workers.len())
             .filter(|&i| paused.is_none_or(|(slot, _)| slot != i))
             .collect();
-        let victim = running[rng.below(running.len() as u64) as usize];
+        let victim = pick(&running, &workers, &tally, big, &mut rng).await;
         let _ = workers[victim].start_kill();
         let _ = workers[victim].wait().await;
         kills += 1;
-        workers[victim] = spawn_worker(&prefix, args.customers, role, &tally, &mut readers);
+        workers[victim] = spawn_worker(&prefix, customers, role, &tally, &mut readers);
     }
     // A pause still running lasts its full length.
     if let Some((slot, until)) = paused.take() {
@@ -774,9 +1038,12 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
     let mut money = 0i64;
     // Transfer id → (debits, credits, amounts agree), in cross mode.
     let mut sides: HashMap<String, (u32, u32, Option<i64>, bool)> = HashMap::new();
+    // Unit id → (moves found, moves it wrote, their sum, every move names
+    // the same number), in the big mode.
+    let mut units: HashMap<String, (i64, i64, i64, bool)> = HashMap::new();
     // (customer, account) → its final `touched`.
     let mut touched: BTreeMap<(String, String), i64> = BTreeMap::new();
-    for c in 0..args.customers {
+    for c in 0..customers {
         let c = customer(c);
         let mut unit = match checker.lock(&c).await {
             Ok(unit) => unit,
@@ -793,16 +1060,21 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
         let read = async {
             let accounts = unit.query::<Account>().partition(c.as_str()).all().await?;
             let ledger = unit.query::<Entry>().partition(c.as_str()).all().await?;
+            let moves = if big {
+                unit.query::<Move>().partition(c.as_str()).all().await?
+            } else {
+                Vec::new()
+            };
             let count = unit
                 .get::<Count>("transfers")
                 .await?
                 .map(|n| n.transfers)
                 .unwrap_or(-1);
-            Ok::<_, Error>((accounts, ledger, count))
+            Ok::<_, Error>((accounts, ledger, moves, count))
         }
         .await;
         unit.abandon().await?;
-        let (accounts, ledger, count) = match read {
+        let (accounts, ledger, moves, count) = match read {
             Ok(read) => read,
             Err(e) => {
                 println!(
@@ -834,7 +1106,15 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
                 side.2 = Some(e.amount);
             }
         }
-        if !cross && total != OPENING_BALANCE * ACCOUNTS as i64 {
+        for m in &moves {
+            let found = units.entry(m.unit.clone()).or_insert((0, m.moves, 0, true));
+            found.0 += 1;
+            found.2 += m.amount;
+            if found.1 != m.moves {
+                found.3 = false;
+            }
+        }
+        if mode == Mode::Single && total != OPENING_BALANCE * ACCOUNTS as i64 {
             println!(
                 "VIOLATION {c}: total {total}, expected {}",
                 OPENING_BALANCE * ACCOUNTS as i64
@@ -848,6 +1128,9 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
             *expected.entry(e.from.clone()).or_default() -= e.amount;
             *expected.entry(e.to.clone()).or_default() += e.amount;
         }
+        for m in &moves {
+            *expected.entry(m.account.clone()).or_default() += m.amount;
+        }
         for a in &accounts {
             if expected.get(&a.name) != Some(&a.balance) {
                 println!(
@@ -859,15 +1142,16 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
                 violations += 1;
             }
         }
-        if count != ledger.len() as i64 {
+        if count != (ledger.len() + moves.len()) as i64 {
             println!(
-                "VIOLATION {c}: transfer count {count} but {} ledger entries",
-                ledger.len()
+                "VIOLATION {c}: transfer count {count} but {} ledger entries and {} moves",
+                ledger.len(),
+                moves.len()
             );
             violations += 1;
         }
     }
-    let expected_money = OPENING_BALANCE * (ACCOUNTS * args.customers) as i64;
+    let expected_money = OPENING_BALANCE * (ACCOUNTS * customers) as i64;
     if stuck == 0 && money != expected_money {
         println!("VIOLATION: {money} in all accounts, expected {expected_money}");
         violations += 1;
@@ -880,15 +1164,23 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
             violations += 1;
         }
     }
+    for (id, (found, wrote, sum, agree)) in &units {
+        if found != wrote || *sum != 0 || !agree {
+            println!(
+                "VIOLATION unit {id}: {found} of its {wrote} moves, adding up to {sum}, all naming the same count: {agree} (a partial commit)"
+            );
+            violations += 1;
+        }
+    }
     // Every commit's answer against the ledger: `Ok` is stored, an error
     // other than `InDoubt` is not.
     let (mut answered_ok, mut answered_err, mut in_doubt) = (0u64, 0u64, 0u64);
-    if cross {
+    if cross || big {
         let answers = tally.answers.lock().unwrap().clone();
         let mut answers: Vec<(String, String)> = answers.into_iter().collect();
         answers.sort();
         for (id, answer) in &answers {
-            let stored = sides.contains_key(id);
+            let stored = sides.contains_key(id) || units.contains_key(id);
             match answer.as_str() {
                 "OK" => {
                     answered_ok += 1;
@@ -952,13 +1244,37 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
     if cross {
         ledger_total /= 2;
     }
+    if big {
+        ledger_total = units.len();
+    }
     let commits_reported = tally.commits.load(Ordering::Relaxed);
     println!(
         "units committed: {ledger_total} (reported by workers before dying: {commits_reported}), kills: {kills}, conflicts: {}, worker errors: {}, violations: {violations}",
         tally.conflicts.load(Ordering::Relaxed),
         tally.errors.load(Ordering::Relaxed)
     );
-    if cross {
+    if big {
+        let (committed, withdrawn, after_images) = decision_rows(&prefix).await?;
+        let moves: i64 = units.values().map(|u| u.0).sum();
+        // Commits started whose worker never printed an answer: killed (or
+        // stopped for good) inside `commit`.
+        let answers = tally.answers.lock().unwrap().clone();
+        let (mut cut_whole, mut cut_absent) = (0u64, 0u64);
+        for id in tally.begun.lock().unwrap().iter() {
+            if !answers.contains_key(id) {
+                if units.contains_key(id) {
+                    cut_whole += 1;
+                } else {
+                    cut_absent += 1;
+                }
+            }
+        }
+        println!(
+            "big units: {moves} moves in {ledger_total} units; commits cut by a kill: {} ({cut_whole} found whole, {cut_absent} absent); decision rows left: {committed} committed (writer gone after its commit point, rows rolled forward by readers), {withdrawn} withdrawn (by readers, writer dead or paused before it); after-image rows left: {after_images}; pauses past the lease: {pauses}",
+            cut_whole + cut_absent
+        );
+    }
+    if cross || big {
         println!(
             "commit answers checked: {answered_ok} Ok ({} finished by recovery), {answered_err} definite errors, {in_doubt} in doubt; stuck partitions: {stuck}",
             tally.recovered.load(Ordering::Relaxed)
@@ -979,6 +1295,55 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
         violations += 1;
     }
     Ok(violations)
+}
+
+/// The commit leftovers in the tables of the store with table prefix
+/// `prefix`, read raw (past the store, which hides them): decision rows
+/// (`_lhCommit.<id>`) that say `committed` and `withdrawn`, and after-image
+/// rows (`_lhCommit.<id>.a<n>.<i>`). A unit that ends well deletes its
+/// decision row with its lock releases, so a committed one left is a commit
+/// whose writer died after its commit point (readers rolled its marked rows
+/// forward), and a withdrawn one a commit that readers withdrew (its writer
+/// dead or paused before its commit point); nothing prunes them during a
+/// run.
+async fn decision_rows(prefix: &str) -> Result<(u64, u64, u64), Error> {
+    use leasehold::backend::{QuerySpec, TableBackend as _};
+    const ROW_PREFIX: &str = "_lhCommit.";
+    let backend = AzureBackend::builder()
+        .connection_string(&connection_string())?
+        .build()?;
+    let (mut committed, mut withdrawn, mut after_images) = (0, 0, 0);
+    for table in backend.list_tables().await? {
+        if !table.as_str().starts_with(prefix) {
+            continue;
+        }
+        let mut spec = QuerySpec {
+            select: Some(vec!["_lhDecision".into()]),
+            ..QuerySpec::default()
+        };
+        loop {
+            let page = backend.query(&table, &spec).await?;
+            for row in &page.entities {
+                let Some(rest) = row.data.row_key.as_str().strip_prefix(ROW_PREFIX) else {
+                    continue;
+                };
+                if rest.contains('.') {
+                    after_images += 1;
+                    continue;
+                }
+                match row.data.properties.get("_lhDecision") {
+                    Some(leasehold::entity::Value::String(s)) if s == "committed" => committed += 1,
+                    Some(leasehold::entity::Value::String(s)) if s == "withdrawn" => withdrawn += 1,
+                    other => println!("torture: decision row {rest} says {other:?}"),
+                }
+            }
+            match page.continuation {
+                Some(next) => spec.continuation = Some(next),
+                None => break,
+            }
+        }
+    }
+    Ok((committed, withdrawn, after_images))
 }
 
 /// A customer of the index mode: its e-mail is unique, its group indexed.
@@ -1313,8 +1678,7 @@ async fn main() -> Result<(), Error> {
             Some("stray") => return stray_writer(prefix, customers).await,
             _ => {}
         }
-        let cross = matches!(role, Some("cross" | "cross-stray"));
-        return worker(prefix, customers, cross, role == Some("cross-stray")).await;
+        return worker(prefix, customers, Mode::of_role(role)).await;
     }
     if std::env::var_os("LEASEHOLD_TEST_AZURITE").is_none() {
         if std::env::var_os("CI").is_some() {
@@ -1329,10 +1693,10 @@ async fn main() -> Result<(), Error> {
     let args = settings();
     let mut violations = 0;
     let mode = args.mode.as_str();
-    if !matches!(mode, "cross" | "indexes" | "stray") {
+    if !matches!(mode, "cross" | "indexes" | "stray" | "big") {
         violations += controller(&args, Mode::Single).await?;
     }
-    if !matches!(mode, "single" | "indexes" | "stray") {
+    if !matches!(mode, "single" | "indexes" | "stray" | "big") {
         violations += controller(&args, Mode::Cross).await?;
     }
     if mode == "both" || mode == "indexes" {
@@ -1340,6 +1704,9 @@ async fn main() -> Result<(), Error> {
     }
     if mode == "both" || mode == "stray" {
         violations += controller(&args, Mode::Stray).await?;
+    }
+    if mode == "both" || mode == "big" {
+        violations += controller(&args, Mode::Big).await?;
     }
     if violations > 0 {
         println!("torture: 0 passed, 1 failed");

@@ -1,8 +1,10 @@
 //! Section 3, locked units of work: the requests and latency of one- and two-table
-//! units, against the same requests sent one after another (their floor); and
-//! cold units across two and four partitions (`Store::lock_many`), against
-//! their floor and against the hand-written pattern (a lease and one
-//! transaction per partition: neither atomic nor crash-safe).
+//! units, against the same requests sent one after another (their floor); a
+//! cold unit of 1,000 inserts in one partition of one table, against its
+//! floor and against ten plain 100-operation batches; and cold units across
+//! two and four partitions (`Store::lock_many`), against their floor and
+//! against the hand-written pattern (a lease and one transaction per
+//! partition: neither atomic nor crash-safe).
 
 use leasehold::backend::WriteOptions;
 use std::collections::BTreeMap;
@@ -226,6 +228,7 @@ pub(crate) async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
         ));
         let _ = &unit_ms;
     }
+    thousand_writes(env, report).await?;
     for parts in [2, 4] {
         cross_partition(env, report, parts, None).await?;
     }
@@ -262,6 +265,206 @@ fn decision_ops(pk: &PartitionKey) -> (TableOp, TableOp) {
             if_match: None,
         },
     )
+}
+
+/// The writes of the big unit.
+const BIG_UNIT: usize = 1_000;
+
+/// A cold unit of 1,000 inserts of small rows (`Audit`) in one partition of
+/// one table: the lease acquire, the marks (10 transactions of 100
+/// placeholders, all at once: the writes and the decision row do not fit
+/// one transaction), the commit point (the decision row alone), the rows
+/// finished (10 transactions, all at once), the decision row's delete with
+/// the release — against the same requests sent back to back (its floor),
+/// and against the same 1,000 rows written the non-atomic way, ten plain
+/// 100-operation transactions one after another.
+async fn thousand_writes(env: &Env, report: &mut Report) -> Res<()> {
+    const SECTION: &str = "3 locked units";
+    let (store, counter) = env.counted_store();
+    let run = Uuid::new_v4().simple().to_string();
+    let pk = format!("big-{run}");
+    // Unit `round` inserts rows `u<round>-<i>`: every unit writes new rows.
+    let unit = |store: Store, pk: String, round: usize| async move {
+        let mut unit = store.lock(pk.as_str()).await.unwrap();
+        for i in 0..BIG_UNIT {
+            unit.insert(&Audit {
+                pk: pk.clone(),
+                rk: format!("u{round:05}-{i:04}"),
+                n: i as i64,
+            })
+            .unwrap();
+        }
+        unit.commit().await.unwrap();
+    };
+    // Warm-up: the table, the lock blob, the pools.
+    store
+        .table::<Audit>()
+        .upsert(Audit {
+            pk: pk.clone(),
+            rk: "w".into(),
+            n: 0,
+        })
+        .await?;
+    for round in 0..3 {
+        unit(store.clone(), pk.clone(), round).await;
+    }
+    let n = env.n(20) as u64;
+    let before = counter.snapshot();
+    for round in 0..n as usize {
+        unit(store.clone(), pk.clone(), 1_000 + round).await;
+    }
+    let counts = diff(&counter.snapshot(), &before);
+    let per_unit = counts.values().sum::<u64>() as f64 / n as f64;
+    // The acquire, the marks, the commit point, the rows finished, the
+    // decision row's delete, the release.
+    let budget = 4 + 2 * BIG_UNIT.div_ceil(TableOp::MAX_BATCH_OPS) as u64;
+
+    let backend = store.backend().clone();
+    let container = ContainerName::new("bench-requests").unwrap();
+    let blob = BlobName::new(format!("big-{run}")).unwrap();
+    backend.create_container(&container).await.ok();
+    put_empty_blob(backend.as_ref(), &container, &blob).await?;
+    let table = TableName::new(Audit::TABLE).unwrap();
+    let pk_key = PartitionKey::new(pk.clone())?;
+    let txn = format!("{}.{}", Uuid::new_v4().simple(), Audit::TABLE);
+    // The rows as plain upserts (the floor's finishing transactions and
+    // the plain batches), and the same rows' marks as the unit sends them:
+    // a placeholder with the mark and the after-image.
+    let rows: Vec<TableOp> = (0..BIG_UNIT)
+        .map(|i| {
+            Ok(TableOp::Replace(
+                Audit {
+                    pk: pk.clone(),
+                    rk: format!("f-{i:04}"),
+                    n: i as i64,
+                }
+                .encode()?,
+                Precondition::Upsert,
+            ))
+        })
+        .collect::<Res<_>>()?;
+    let marks: Vec<TableOp> = (0..BIG_UNIT)
+        .map(|i| {
+            let mut properties = leasehold::entity::Properties::new();
+            properties.insert(
+                "_lhTxn",
+                leasehold::entity::Value::String(format!("{txn}|A|{pk}")),
+            );
+            properties.insert(
+                "_lhNew",
+                leasehold::entity::Value::String(format!(
+                    "{{\"n\":\"{i}\",\"n@odata.type\":\"Edm.Int64\"}}"
+                )),
+            );
+            TableOp::Replace(
+                leasehold::entity::EntityData {
+                    partition_key: pk_key.clone(),
+                    row_key: RowKey::new(format!("f-{i:04}")).unwrap(),
+                    properties,
+                },
+                Precondition::Upsert,
+            )
+        })
+        .collect();
+    let (decision_op, decision_delete) = decision_ops(&pk_key);
+    let floor = || {
+        let (backend, container, blob) = (backend.clone(), container.clone(), blob.clone());
+        let (table, rows, marks) = (table.clone(), rows.clone(), marks.clone());
+        let (decision_op, decision_delete) = (decision_op.clone(), decision_delete.clone());
+        async move {
+            let id = backend
+                .acquire_lease(
+                    &container,
+                    &blob,
+                    LeaseDuration::Seconds(15),
+                    LeaseId::new_random(),
+                )
+                .await
+                .unwrap()
+                .id;
+            for chunk in marks.chunks(TableOp::MAX_BATCH_OPS) {
+                backend.batch(&table, chunk).await.unwrap();
+            }
+            backend
+                .batch(&table, std::slice::from_ref(&decision_op))
+                .await
+                .unwrap();
+            for chunk in rows.chunks(TableOp::MAX_BATCH_OPS) {
+                backend.batch(&table, chunk).await.unwrap();
+            }
+            backend
+                .execute(&table, decision_delete.clone(), &WriteOptions::new())
+                .await
+                .unwrap();
+            backend.release_lease(&container, &blob, id).await.unwrap();
+        }
+    };
+    let plain = || {
+        let (backend, table, rows) = (backend.clone(), table.clone(), rows.clone());
+        async move {
+            for chunk in rows.chunks(TableOp::MAX_BATCH_OPS) {
+                backend.batch(&table, chunk).await.unwrap();
+            }
+        }
+    };
+    let (unit_ms, floor_ms) = abab(
+        n as usize,
+        |i| unit(store.clone(), pk.clone(), 2_000 + i),
+        |_| floor(),
+    )
+    .await;
+    let (unit2_ms, plain_ms) = abab(
+        n as usize,
+        |i| unit(store.clone(), pk.clone(), 3_000 + i),
+        |_| plain(),
+    )
+    .await;
+    let floor_median = median(&floor_ms);
+    report.row(
+        SECTION,
+        "cold unit of 1,000 inserts, one partition and table (write 1,000)",
+        format!("{:.3} ms", median(&unit_ms)),
+        format!("{floor_median:.3} ms = its {budget} requests back to back"),
+        median(&unit_ms) / floor_median,
+        Some(1.0),
+        None,
+        "the unit's median exceeds its own requests sent back to back: its marking and \
+         finishing transactions no longer go out together, or leasehold's own work on 1,000 \
+         rows (encoding, after-images, staging) grew",
+    );
+    let plain_median = median(&plain_ms);
+    report.row(
+        SECTION,
+        "cold unit of 1,000 inserts vs ten plain 100-operation batches",
+        format!("{:.3} ms", median(&unit2_ms)),
+        format!("{plain_median:.3} ms = 10 transactions of 100 upserts, one after another"),
+        median(&unit2_ms) / plain_median,
+        // The price of one atomic, crash-safe commit of 1,000 rows: every
+        // row written twice (its mark with its after-image, then the row),
+        // the decision row, the lock; the transactions of each round go
+        // out together.
+        Some(1.5),
+        None,
+        "the unit's marking and finishing transactions no longer go out together, or \
+         leasehold's own work on 1,000 rows grew",
+    );
+    report.detail(format!(
+        "Cold unit of 1,000 inserts (one partition of one table, small rows): {n} units \
+         counted, then {n} interleaved with the floor and {n} with ten plain batches; requests \
+         per unit {per_unit:.2} (budget {budget}): {}; unit p99 {:.3} ms, floor p99 {:.3} ms, plain batches p99 \
+         {:.3} ms. The unit decides in a row (1,000 writes fit no one transaction): the lease \
+         acquire, the marks (10 transactions of 100 placeholders carrying the mark and the \
+         after-image, all at once), the commit point (the decision row), the rows finished \
+         (10 transactions, all at once), the decision row's delete with the release. The floor \
+         sends the same requests, with marks of the same size, one after another; the plain \
+         batches write the rows without the lock, marks or decision row: a failure between \
+         two of them leaves some rows written.",
+        fmt_counts(&counts, n),
+        percentile(&unit_ms, 0.99),
+        percentile(&floor_ms, 0.99),
+        percentile(&plain_ms, 0.99),
+    ));
+    Ok(())
 }
 
 /// A cold unit over `parts` partitions, one table each, reading and
