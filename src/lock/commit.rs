@@ -22,7 +22,7 @@ use crate::key::{ETag, PartitionKey, RowKey, TableName};
 use crate::outcome::{self, Locked};
 use crate::rows::after;
 use crate::rows::decision::{self as layout, is_decision_row};
-use crate::rows::mark::{Mark, apply_op, strip};
+use crate::rows::mark::{Mark, apply_op, slim, strip};
 
 /// The staged writes of one (partition, table) group, in row order.
 pub(super) struct Group {
@@ -261,10 +261,8 @@ impl Unit {
 
         // 1. The marking round, all at once.
         let versions = self.mark_rows(&marking).await?;
-        // A holder whose lease ran out meanwhile stops here: its marks are
-        // withdrawn, by itself now or by whoever meets them.
-        // The commit point goes out only while the primary's lock is held
-        // (see `crate::backend::deadline`).
+        // A holder whose lease ran out stops here, its marks withdrawn; the
+        // commit point goes out only while the primary's lock is held.
         let held = self.guard_of(primary_part);
         let left = match held.and_then(|g| g.ensure_valid(Duration::ZERO).map(|()| g.remaining())) {
             Ok(left) => left.min(Duration::from_secs(86_400)),
@@ -448,8 +446,12 @@ impl Unit {
         // An insert meeting an undecided commit's placeholder, which
         // resolving it removed, gets the round sent once more.
         let mut again = true;
+        let sent: Vec<(&TableName, Vec<_>)> = marking
+            .iter()
+            .map(|s| (&s.table, s.ops.iter().map(slim).collect()))
+            .collect();
         loop {
-            let marked = join_all(marking.iter().map(|s| backend.batch(&s.table, &s.ops))).await;
+            let marked = join_all(sent.iter().map(|(table, ops)| backend.batch(table, ops))).await;
             let mut failed: Option<(usize, Error)> = None;
             let mut versions = Vec::with_capacity(marking.len());
             for (j, result) in marked.into_iter().enumerate() {

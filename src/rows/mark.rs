@@ -88,6 +88,31 @@ impl Mark {
     }
 }
 
+/// The mark write `pre` (a [`Mark::prewrite`] with its after-image) as
+/// sent: a replace of a row as read becomes a merge of the mark and the
+/// after-image alone under the same ETag, which stores the same row
+/// without sending the row's own properties again. Whether the row fits
+/// the service's limits is judged on `pre`, the row as it will be stored.
+pub(crate) fn slim(pre: &TableOp) -> TableOp {
+    match pre {
+        TableOp::Replace(data, condition) => {
+            let mut properties = Properties::with_capacity(2);
+            for name in [MARK, AFTER] {
+                if let Some(value) = data.properties.get(name) {
+                    properties.insert_static(name, value.clone());
+                }
+            }
+            let data = EntityData {
+                partition_key: data.partition_key.clone(),
+                row_key: data.row_key.clone(),
+                properties,
+            };
+            TableOp::Merge(data, condition.clone())
+        }
+        other => other.clone(),
+    }
+}
+
 /// The write taking a mark off a row stored as `data` at `etag`, without
 /// the commit: the row as it was (a placeholder nothing else wrote into is
 /// deleted), at that ETag.
