@@ -50,6 +50,7 @@ pub mod store;
 pub mod table;
 mod telemetry;
 pub mod testing;
+pub mod txn;
 
 pub use entity::{DynamicEntity, EntityData, PropertyCodec, Versioned};
 pub use error::{Error, ErrorKind, Result};

@@ -70,7 +70,7 @@ async fn read_for_index(
         return Ok(read.clone());
     }
     env.ensure_table(&slot.table).await?;
-    let pk = unit.held[slot.part].clone();
+    let pk = unit.parts[slot.part].clone();
     let stored = env.backend().get(&slot.table, &pk, rk).await?;
     let stored = Resolver::new(env, unit.held.clone())
         .resolve_opt(&slot.table, stored)
@@ -135,7 +135,7 @@ async fn claim_indexes(env: &Arc<LockEnv>, mut unit: CommitView<'_>) -> Result<F
         let new = indexes.keys(after.as_ref())?;
         let mut plan = Plan {
             indexes: n,
-            owner: (unit.held[slot.part].clone(), rk.clone()),
+            owner: (unit.parts[slot.part].clone(), rk.clone()),
             claims: Vec::new(),
             frees: Vec::new(),
             releases: Vec::new(),

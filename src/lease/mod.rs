@@ -225,6 +225,7 @@ mod name;
 mod operator;
 mod options;
 mod outage;
+pub(crate) mod prune;
 mod queue;
 mod registry;
 mod renew;

@@ -104,7 +104,7 @@ impl Unit {
         if self.staged.is_empty() {
             return Ok((report, None));
         }
-        for i in 0..self.parts.len() {
+        for i in (0..self.parts.len()).filter(|_| self.ttl.is_none()) {
             self.guard_of(i)?.ensure_valid(self.options.commit_margin)?;
         }
         let staged = std::mem::take(&mut self.staged);
@@ -121,6 +121,7 @@ impl Unit {
         }
         if let [g] = groups.as_slice()
             && validate_batch(g.table.as_str(), &g.ops).is_ok()
+            && !self.checks_absence(g)
         {
             self.commit_one(g).await?;
             report.batches = 1;
@@ -186,7 +187,7 @@ impl Unit {
         let decision_row = layout::insert_committed(&primary, &txn, &marked_groups(1))?;
         let mut riding = None;
         let mut commit = vec![layout::insert_committed(&primary, &txn, &marked_groups(0))?];
-        if first.ops.len() < TableOp::MAX_BATCH_OPS {
+        if first.ops.len() < TableOp::MAX_BATCH_OPS && !self.checks_absence(first) {
             let mut ops: Vec<TableOp> = first
                 .ops
                 .iter()
@@ -213,6 +214,7 @@ impl Unit {
                     txn: txn.clone(),
                     primary: primary.clone(),
                     absent: read.is_none(),
+                    ttl: self.ttl,
                 };
                 let mut pre = prewrite(op, read.as_ref(), &mark);
                 let text = after::text(&apply_op(op, read.as_ref(), &ETag::new("*")));
@@ -260,18 +262,28 @@ impl Unit {
         let primary_part = groups[0].part;
 
         // 1. The marking round, all at once.
+        let started = tokio::time::Instant::now();
         let versions = self.mark_rows(&marking).await?;
         // A holder whose lease ran out stops here, its marks withdrawn; the
-        // commit point goes out only while the primary's lock is held.
-        let held = self.guard_of(primary_part);
-        let left = match held.and_then(|g| g.ensure_valid(Duration::ZERO).map(|()| g.remaining())) {
-            Ok(left) => left.min(Duration::from_secs(86_400)),
+        // commit point goes out only while the primary's lock is held (a
+        // transaction's, within its time-to-live of its marks).
+        let left = match self.ttl {
+            Some(ttl) => Ok(ttl.saturating_sub(started.elapsed())).and_then(|left| {
+                (!left.is_zero()).then_some(left).ok_or(Error::LeaseLost {
+                    what: format!("transaction {txn} took longer than its time-to-live ({ttl:?}) to mark its rows; nothing of it is applied"),
+                    code: None,
+                })
+            }),
+            None => (self.guard_of(primary_part))
+                .and_then(|g| g.ensure_valid(Duration::ZERO).map(|()| g.remaining())),
+        };
+        let deadline = match left {
+            Ok(left) => tokio::time::Instant::now() + left.min(Duration::from_secs(86_400)),
             Err(e) => {
                 self.withdraw(&marking, &versions).await;
                 return Err(e);
             }
         };
-        let deadline = tokio::time::Instant::now() + left;
 
         // 2. The commit point.
         let mut again = true;
@@ -357,44 +369,24 @@ impl Unit {
                     .map(|s| (s.table, s.ops)),
             );
         }
-        let results = join_all(
-            finishing
-                .iter()
-                .map(|(table, ops)| backend.batch(table, ops)),
-        )
-        .await;
-        let resolver = self.resolver();
-        for ((table, ops), result) in finishing.iter().zip(results) {
-            let e = match result {
-                Ok(_) => {
-                    report.batches += 1;
-                    continue;
+        let cleanup = (table, layout::delete(&primary, &txn)?);
+        if self.ttl.is_some() {
+            // A transaction answers now; its rows are finished behind the
+            // answer (or by their readers, should this process stop).
+            let (env, held) = (self.env.clone(), self.held());
+            tokio::spawn(async move {
+                if finish(&env, held, &finishing, &txn).await.2 && all_off {
+                    send_cleanup(env.backend().as_ref(), &cleanup.0, cleanup.1).await;
                 }
-                Err(e) => e,
-            };
-            // Refused: a reader finished a row first (or a write without
-            // the lock overwrote it); or the reply was lost. Row by row,
-            // whatever still carries the mark gets the commit's write.
-            if refused(&e) {
-                report.finished_by = FinishedBy::Recovery;
-            }
-            tracing::debug!(partition = %primary, txn = %txn, error = %e, "finishing a committed transaction's rows one by one");
-            for op in ops.iter().filter(|op| !is_decision_row(op.row_key())) {
-                let finished = async {
-                    let stored = backend.get(table, op.partition_key(), op.row_key()).await?;
-                    resolver.resolve_opt(table, stored).await
-                }
-                .await;
-                if let Err(e) = finished {
-                    tracing::warn!(partition = %op.partition_key(), txn = %txn, error = %e, "a committed row is left marked; whoever reads it next finishes it");
-                    all_off = false;
-                }
-            }
-        }
-        if !all_off {
+            });
             return Ok(None);
         }
-        Ok(Some((table, layout::delete(&primary, &txn)?)))
+        let (done, recovered, off) = finish(&self.env, self.held(), &finishing, &txn).await;
+        report.batches += done;
+        if recovered {
+            report.finished_by = FinishedBy::Recovery;
+        }
+        Ok((all_off && off).then_some(cleanup))
     }
 
     /// Every row of `groups` as it was before the commit: as read in the
@@ -555,21 +547,85 @@ impl Unit {
         Ok(marked && self.resolver().resolve_opt(table, stored).await?.is_none())
     }
 
+    /// Whether group `g` checks that a row the unit read as absent still
+    /// is (a delete of it, which only a mark can say).
+    fn checks_absence(&self, g: &Group) -> bool {
+        let deletes = |op: &TableOp| matches!(op, TableOp::Delete { if_match: None, .. });
+        g.ops
+            .iter()
+            .zip(&g.rows)
+            .any(|(op, row)| deletes(op) && self.read_absent(row))
+    }
+
     /// The resolver of row marks this unit meets: it holds its partitions.
     pub(crate) fn resolver(&self) -> Resolver<'_> {
-        Resolver::new(&self.env, self.parts.iter().map(|p| p.pk.clone()).collect())
+        Resolver::new(&self.env, self.held())
+    }
+
+    /// The partitions whose locks this unit holds (none: a transaction).
+    pub(super) fn held(&self) -> Vec<PartitionKey> {
+        match self.ttl {
+            Some(_) => Vec::new(),
+            None => self.parts.iter().map(|p| p.pk.clone()).collect(),
+        }
     }
 
     /// Whether this unit still holds the locks of `parts` (by the local
     /// validity deadline, which ends before the service lets anyone else
     /// take a lease).
     pub(super) fn holds(&self, parts: &[usize]) -> bool {
-        parts.iter().all(|&p| {
-            self.guard_of(p)
-                .and_then(|g| g.ensure_valid(Duration::ZERO))
-                .is_ok()
-        })
+        self.ttl.is_none()
+            && parts.iter().all(|&p| {
+                self.guard_of(p)
+                    .and_then(|g| g.ensure_valid(Duration::ZERO))
+                    .is_ok()
+            })
     }
+}
+
+/// Sends a committed commit's finishing transactions, all at once; where
+/// one is refused (a reader finished a row first, or a write without the
+/// lock overwrote it) or its reply is lost, whatever still carries the mark
+/// gets the commit's write row by row. Answers how many transactions went
+/// through, whether any was refused, and whether no mark is left.
+async fn finish(
+    env: &std::sync::Arc<super::env::LockEnv>,
+    held: Vec<PartitionKey>,
+    finishing: &[(TableName, Vec<TableOp>)],
+    txn: &str,
+) -> (usize, bool, bool) {
+    let backend = env.backend();
+    let results = join_all(
+        finishing
+            .iter()
+            .map(|(table, ops)| backend.batch(table, ops)),
+    )
+    .await;
+    let resolver = Resolver::new(env, held);
+    let (mut done, mut recovered, mut all_off) = (0, false, true);
+    for ((table, ops), result) in finishing.iter().zip(results) {
+        let e = match result {
+            Ok(_) => {
+                done += 1;
+                continue;
+            }
+            Err(e) => e,
+        };
+        recovered |= refused(&e);
+        tracing::debug!(txn = %txn, error = %e, "finishing a committed transaction's rows one by one");
+        for op in ops.iter().filter(|op| !is_decision_row(op.row_key())) {
+            let finished = async {
+                let stored = backend.get(table, op.partition_key(), op.row_key()).await?;
+                resolver.resolve_opt(table, stored).await
+            }
+            .await;
+            if let Err(e) = finished {
+                tracing::warn!(partition = %op.partition_key(), txn = %txn, error = %e, "a committed row is left marked; whoever reads it next finishes it");
+                all_off = false;
+            }
+        }
+    }
+    (done, recovered, all_off)
 }
 
 /// The staged writes, ordered by partition (canonical order), table and

@@ -116,8 +116,9 @@ pub(crate) struct IndexedType {
 
 /// What the commit claims of a unit see of it.
 pub(crate) struct CommitView<'a> {
-    /// The locked partitions, in the unit's order ([`Slot::part`] indexes
-    /// them).
+    /// The unit's partitions, in its order ([`Slot::part`] indexes them).
+    pub(crate) parts: Vec<PartitionKey>,
+    /// Those whose locks it holds (none for a transaction).
     pub(crate) held: Vec<PartitionKey>,
     /// What each row looked like when the unit read it (`None`: absent);
     /// the claims record the rows they read.

@@ -33,7 +33,8 @@ impl Unit {
             return Ok(None);
         }
         let view = CommitView {
-            held: self.parts.iter().map(|p| p.pk.clone()).collect(),
+            parts: self.parts.iter().map(|p| p.pk.clone()).collect(),
+            held: self.held(),
             reads: &mut self.reads,
             staged: &mut self.staged,
             indexed: &self.indexed,

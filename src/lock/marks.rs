@@ -133,7 +133,15 @@ impl<'a> Resolver<'a> {
                 Some(decision) => decision,
                 // Whoever holds the primary's lock (this resolver's unit)
                 // knows the writer is not live: it withdraws at once.
-                None if self.held.contains(&mark.primary) => {
+                // A transaction's writer is waited for its time-to-live, as
+                // this reader saw its mark, and then withdrawn.
+                None if mark.ttl.is_some_and(|ttl| started.elapsed() < ttl) => {
+                    let ttl = mark.ttl.unwrap_or_default();
+                    tokio::time::sleep(ttl.saturating_sub(started.elapsed())).await;
+                    current = backend.get(table, &pk, &rk).await?;
+                    continue;
+                }
+                None if mark.ttl.is_some() || self.held.contains(&mark.primary) => {
                     decision::withdraw(backend.as_ref(), &decided_in, &mark.primary, &mark.txn)
                         .await?
                 }

@@ -328,4 +328,5 @@ pub(crate) use prune::prune_locks;
 pub use query::UnitQuery;
 pub use report::{CommitReport, FinishedBy};
 pub(crate) use slot::Slot;
+pub(crate) use unit::STAGED;
 pub use unit::Unit;

@@ -1,60 +1,21 @@
 //! Pruning lock blobs ([`Store::prune_locks`](crate::Store::prune_locks)):
 //! deleting the lock blobs of partitions nobody has locked for a while, so
-//! that the lock container does not grow with every partition ever locked.
-//!
-//! A lock blob is deleted when it is
-//!
-//! * **free**: no lease on it;
-//! * **clean**: its document holds no record at all (a lock blob holds the
-//!   lease and its wait queue only, so a record there is another program's
-//!   or a newer leasehold's, and is never erased);
-//! * **old**: its `leasehold_acquired` entry (when a process last took the
-//!   lock over) is older than `older_than`.
-//!
-//! # Safe against units locking the partition
-//!
-//! Each blob is first read without the lease, so locks that are held,
-//! pending or recent are left alone without being disturbed. A candidate's
-//! lease is then taken (trying once, as [`Store::try_lock`](crate::Store::try_lock)
-//! does), the checks are made again on what that acquire read, and the blob
-//! is deleted *under the lease id*: the service refuses the delete if the
-//! lease was lost meanwhile, and nobody else can write the blob while it is
-//! held. A unit that wanted the lock meanwhile waits as for any holder; one
-//! whose acquire then finds the blob missing creates it again and takes it
-//! (the lease layer does so, also when a blob vanishes between its creation
-//! and the acquire). The lock's wait queue (`<lock blob>.waiters`) is
-//! deleted first, unless a process is registered there: then the lock is in
-//! demand and both are kept.
-//!
-//! # Age
-//!
-//! `leasehold_acquired` is written when a process takes a lock over from
-//! another (or from nobody), not on every unit: a lock used only by one
-//! process looks as old as that process's first unit. Pruning it is safe
-//! (it is free and clean when deleted) and costs its next unit two requests
-//! (creating the blob, and recording the holder). The backends expose no
-//! last-modified time of a blob, so a lock blob without the entry (its
-//! holder's record failed, or it was taken only through
-//! [`Store::locks`](crate::Store::locks) directly) cannot be dated: it
-//! counts as old only for `older_than` zero. Otherwise pruning stamps it
-//! (writes `leasehold_acquired` under its lease, naming no owner) and keeps
-//! it, so that it ages from then like any other. Times are compared on this
-//! process's wall clock, the clock the records are written with; a clock
-//! running behind makes locks look younger (kept longer), never older than
-//! their writers' clocks say. With `older_than` zero every free, clean lock
-//! blob is old, whatever the clocks say.
+//! that the lock container does not grow with every partition ever locked
+//! (free, clean and old, each checked again and deleted under its own
+//! lease: see `crate::lease`'s pruning), and the rows commits leave
+//! behind (see `leftovers.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use time::OffsetDateTime;
 use tracing::Instrument as _;
 
 use super::env::LockEnv;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::key::PartitionKey;
-use crate::lease::{LeaseDocument, LeaseGuard, LeaseName, META_ACQUIRED};
+use crate::lease::LeaseName;
+use crate::lease::prune::{Age, Verdict, examine};
 
 /// How many lock blobs are examined at once.
 const CONCURRENCY: usize = 8;
@@ -102,57 +63,6 @@ pub struct PruneReport {
     pub deleted_partitions: Vec<PartitionKey>,
 }
 
-/// What became of one lock blob.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verdict {
-    Deleted,
-    Held,
-    Pending,
-    Recent,
-    /// Gone before it could be examined.
-    Gone,
-}
-
-/// When locks count as recent: after `cutoff` (`None`: nothing is recent).
-#[derive(Debug, Clone, Copy)]
-struct Age {
-    cutoff: Option<OffsetDateTime>,
-}
-
-impl Age {
-    fn new(older_than: Duration) -> Result<Self> {
-        // The records are written with the system's wall clock (not the
-        // Tokio clock), so they are compared with it.
-        let cutoff = time::Duration::try_from(older_than)
-            .ok()
-            .and_then(|d| OffsetDateTime::now_utc().checked_sub(d))
-            .ok_or_else(|| {
-                Error::invalid(
-                    format!("older_than {older_than:?}"),
-                    "reaches back before any date leasehold represents",
-                )
-            })?;
-        Ok(Age {
-            cutoff: (!older_than.is_zero()).then_some(cutoff),
-        })
-    }
-
-    fn is_zero(self) -> bool {
-        self.cutoff.is_none()
-    }
-
-    fn is_recent(self, t: OffsetDateTime) -> bool {
-        self.cutoff.is_some_and(|cutoff| t > cutoff)
-    }
-}
-
-/// Why a lock blob's document keeps it, if it does: any record in it, or
-/// reservations, are not the lock's.
-fn kept_for(document: &LeaseDocument) -> Option<Verdict> {
-    (document.section_names().next().is_some() || !document.reservations.is_empty())
-        .then_some(Verdict::Pending)
-}
-
 /// See [`Store::prune_locks`](crate::Store::prune_locks) and
 /// [`Store::prune_locks_dry_run`](crate::Store::prune_locks_dry_run).
 pub(crate) async fn prune_locks(
@@ -175,7 +85,7 @@ pub(crate) async fn prune_locks(
         names.retain(|n| partition_part(&prefix, n).is_some());
         let mut verdicts = futures_util::stream::iter(names)
             .map(|name| async move {
-                let verdict = examine(env, &name, age, dry_run).await?;
+                let verdict = examine(env.locks(), &name, age, dry_run).await?;
                 Ok::<_, Error>((name, verdict))
             })
             .buffered(CONCURRENCY);
@@ -231,156 +141,4 @@ fn partition_part<'a>(prefix: &str, name: &'a LeaseName) -> Option<&'a str> {
     name.as_str()
         .strip_prefix(prefix)
         .filter(|k| !k.contains('/'))
-}
-
-/// Examines one lock blob: read without the lease; for a candidate (and
-/// not `dry_run`), take the lease, check again, delete under it.
-async fn examine(env: &Arc<LockEnv>, name: &LeaseName, age: Age, dry_run: bool) -> Result<Verdict> {
-    let span = tracing::debug_span!("leasehold.prune_lock", lock = %name);
-    async {
-        let locks = env.locks();
-        let seen = match locks.read_blob(name).await {
-            Ok(Some(blob)) => blob,
-            Ok(None) => return Ok(Verdict::Gone),
-            Err(e) if e.kind() == ErrorKind::Invalid => {
-                tracing::warn!(error = %e, "keeping a lock blob this leasehold cannot read");
-                return Ok(Verdict::Pending);
-            }
-            Err(e) => return Err(e),
-        };
-        if seen.lease.is_locked() {
-            return Ok(Verdict::Held);
-        }
-        if let Some(verdict) = kept_for(&seen.document) {
-            return Ok(verdict);
-        }
-        let seen_acquired = seen.acquired_at();
-        match seen_acquired {
-            Some(t) if age.is_recent(t) => return Ok(Verdict::Recent),
-            // Undated: old only for `older_than` zero; a real run takes the
-            // lease to stamp it.
-            None if dry_run && !age.is_zero() => return Ok(Verdict::Recent),
-            _ => {}
-        }
-        if dry_run {
-            return Ok(Verdict::Deleted);
-        }
-        let Some(guard) = locks.try_acquire(name.as_str()).await? else {
-            return Ok(Verdict::Held);
-        };
-        let keep = recheck(env, &guard, seen_acquired, age).await;
-        match keep {
-            Ok(None) => {}
-            Ok(Some(verdict)) => {
-                if let Err(e) = guard.release().await {
-                    tracing::warn!(error = %e, "releasing a lock kept by pruning failed; it will expire");
-                }
-                return Ok(verdict);
-            }
-            Err(e) => {
-                let _ = guard.release().await;
-                return Err(e);
-            }
-        }
-        match guard.delete_blob().await {
-            Ok(true) => {
-                tracing::debug!("deleted the lock blob");
-                Ok(Verdict::Deleted)
-            }
-            // A process registered in the wait queue meanwhile.
-            Ok(false) => Ok(Verdict::Held),
-            // The lease ran out and somebody else took the lock (or removed
-            // its blob): nothing of theirs was touched.
-            Err(e) if e.kind() == ErrorKind::LeaseLost => Ok(Verdict::Held),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(Verdict::Gone),
-            Err(e) => Err(e),
-        }
-    }
-    .instrument(span)
-    .await
-}
-
-/// Checks the lock blob `guard` holds again, as the acquire read it
-/// (`seen_acquired`: its `leasehold_acquired` as read before). `None`: it
-/// is to be deleted; otherwise why it is kept (an undated blob is stamped
-/// on the way).
-async fn recheck(
-    env: &Arc<LockEnv>,
-    guard: &LeaseGuard,
-    seen_acquired: Option<OffsetDateTime>,
-    age: Age,
-) -> Result<Option<Verdict>> {
-    let held = match guard.blob().await {
-        Ok(blob) => blob,
-        Err(e) if e.kind() == ErrorKind::Invalid => {
-            tracing::warn!(error = %e, "keeping a lock blob this leasehold cannot read");
-            return Ok(Some(Verdict::Pending));
-        }
-        Err(e) => return Err(e),
-    };
-    if let Some(verdict) = kept_for(&held.document) {
-        return Ok(Some(verdict));
-    }
-    // A manager that records owners on acquire has just written its own
-    // entry: what was there before is what the first read saw. Otherwise
-    // the acquire's read shows a process that took the lock over since.
-    let records_owner = env.locks().records_owner_on_acquire();
-    let acquired = if records_owner {
-        seen_acquired
-    } else {
-        held.acquired_at().or(seen_acquired)
-    };
-    match acquired {
-        Some(t) if age.is_recent(t) => Ok(Some(Verdict::Recent)),
-        Some(_) => Ok(None),
-        None if age.is_zero() => Ok(None),
-        None => {
-            if !records_owner {
-                let at = crate::datetime::format(OffsetDateTime::now_utc());
-                let stamped = guard
-                    .update_metadata(|m| {
-                        m.retain(|k, _| !k.eq_ignore_ascii_case(META_ACQUIRED));
-                        m.insert(META_ACQUIRED.to_owned(), at);
-                    })
-                    .await;
-                // Unstamped, it is simply looked at again next time.
-                match stamped {
-                    Ok(_) => tracing::debug!("stamped an undated lock blob; it ages from now"),
-                    Err(e) => tracing::warn!(error = %e, "could not stamp an undated lock blob"),
-                }
-            }
-            Ok(Some(Verdict::Recent))
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_documents_without_records_can_go() {
-        let name = LeaseName::new("t/x").unwrap();
-        let doc = |json: &str| LeaseDocument::from_bytes(&name, json.as_bytes()).unwrap();
-        assert_eq!(kept_for(&doc("")), None);
-        assert_eq!(kept_for(&doc(r#"{"v":1}"#)), None);
-        assert_eq!(
-            kept_for(&doc(r#"{"v":1,"newer":{"x":1}}"#)),
-            Some(Verdict::Pending),
-            "a record this leasehold does not write"
-        );
-    }
-
-    #[test]
-    fn ages_beyond_any_date_are_invalid_and_zero_makes_nothing_recent() {
-        let e = Age::new(Duration::from_secs(u64::MAX)).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
-        assert!(e.to_string().contains("older_than"), "{e}");
-        let zero = Age::new(Duration::ZERO).unwrap();
-        let future = OffsetDateTime::now_utc() + time::Duration::hours(1);
-        assert!(!zero.is_recent(future), "clock skew does not keep a lock");
-        let hour = Age::new(Duration::from_secs(3600)).unwrap();
-        assert!(hour.is_recent(OffsetDateTime::now_utc()));
-        assert!(!hour.is_recent(OffsetDateTime::now_utc() - time::Duration::hours(2)));
-    }
 }

@@ -124,6 +124,12 @@ impl<E: Entity> UnitQuery<'_, E> {
         let filter = filter.map(TypedFilter::into_filter).transpose()?;
         let parts: Vec<usize> = match partition {
             Some(pk) => vec![unit.part_of(&pk?, "query")?],
+            None if unit.ttl.is_some() => {
+                return Err(crate::Error::invalid(
+                    "query of a transaction",
+                    "name its partition",
+                ));
+            }
             None => (0..unit.parts.len()).collect(),
         };
         let table = unit.table_of::<E>()?;

@@ -26,7 +26,7 @@ use std::sync::Arc;
 /// The ETag of an entity as a unit shows it after staging a write to it: it
 /// has no stored version yet. Passing such a value back to the unit updates
 /// the staged write.
-const STAGED: &str = "leasehold-staged";
+pub(crate) const STAGED: &str = "leasehold-staged";
 
 /// A unit of work holding the locks of one partition
 /// ([`Store::lock`](crate::Store::lock)) or several
@@ -141,6 +141,10 @@ pub struct Unit {
     pub(crate) staged: BTreeMap<(Slot, RowKey), TableOp>,
     /// The indexed entity types this unit writes.
     pub(crate) indexed: Vec<IndexedType>,
+    /// A transaction's time-to-live (`crate::txn`): it holds no lock, takes
+    /// partitions as it meets them and validates what it read at commit.
+    /// `None`: a unit holding its partitions' locks.
+    pub(crate) ttl: Option<Duration>,
 }
 
 /// One locked partition of a unit.
@@ -221,6 +225,7 @@ impl Unit {
             reads: HashMap::new(),
             staged: BTreeMap::new(),
             indexed: Vec::new(),
+            ttl: None,
         };
         // Holder records (only where the lock changed hands) go together.
         let recorded = join_all(unit.parts.iter().map(|part| unit.record_holder(part))).await;
@@ -231,6 +236,23 @@ impl Unit {
             return Err(e);
         }
         Ok(Some(unit))
+    }
+
+    /// A transaction (see [`Unit::ttl`]): no partition, no lock.
+    pub(crate) fn transaction(env: &Arc<LockEnv>, ttl: Duration) -> Unit {
+        let (reads, staged) = (HashMap::new(), BTreeMap::new());
+        let options = env.lock_options().clone();
+        let (env, ttl) = (env.clone(), Some(ttl));
+        let (parts, indexed) = (Vec::new(), Vec::new());
+        Unit {
+            env,
+            parts,
+            options,
+            reads,
+            staged,
+            indexed,
+            ttl,
+        }
     }
 
     /// The guard of part `i`.
@@ -313,7 +335,11 @@ impl Unit {
     }
 
     /// The index of partition `pk` among the locked ones.
-    pub(super) fn part_of(&self, pk: &PartitionKey, what: &str) -> Result<usize> {
+    pub(crate) fn part_of(&mut self, pk: &PartitionKey, what: &str) -> Result<usize> {
+        if self.ttl.is_some() && !self.parts.iter().any(|p| &p.pk == pk) {
+            let (pk, guard) = (pk.clone(), None);
+            self.parts.push(Part { pk, guard });
+        }
         self.parts.iter().position(|p| &p.pk == pk).ok_or_else(|| {
             let held: Vec<&str> = self.parts.iter().map(|p| p.pk.as_str()).collect();
             Error::invalid(
@@ -420,7 +446,7 @@ impl Unit {
     /// # Errors
     /// [`Error::LeaseLost`] naming the lock that may have run out.
     pub(super) fn ensure_held(&self) -> Result<()> {
-        for i in 0..self.parts.len() {
+        for i in (0..self.parts.len()).filter(|_| self.ttl.is_none()) {
             self.guard_of(i)?.ensure_valid(Duration::ZERO)?;
         }
         Ok(())

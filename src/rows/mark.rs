@@ -5,6 +5,8 @@
 //! `crate::lock`'s ("Units and optimistic writes"); this file keeps the
 //! layout and the writes that put a mark on, take it off, and finish it.
 
+use std::time::Duration;
+
 use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::entity::{EntityData, Properties, Value};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
@@ -17,21 +19,30 @@ pub(crate) const MARK: &str = "_lhTxn";
 
 /// A row's mark: the commit `txn`, whose decision is (or will be) a row of
 /// `primary` (see [`super::decision`]); `absent`: the row did not exist
-/// before it (the mark is a placeholder the commit's write replaces).
+/// before it (the mark is a placeholder the commit's write replaces);
+/// `ttl`: for a transaction's commit (which holds no lock), how long a
+/// reader that sees the mark undecided waits before it withdraws the
+/// commit (`None`: a unit's, whose primary's lock tells).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Mark {
     pub(crate) txn: String,
     pub(crate) primary: PartitionKey,
     pub(crate) absent: bool,
+    pub(crate) ttl: Option<Duration>,
 }
 
 impl Mark {
     /// The stored form: `txn|R|primary` (`A` instead of `R` for a
-    /// placeholder). A partition key holds no `|` only by chance, so the
-    /// primary is whatever follows the second one.
+    /// placeholder; a transaction's followed by its time-to-live in
+    /// milliseconds, `R2000`). A partition key holds no `|` only by chance,
+    /// so the primary is whatever follows the second one.
     fn encode(&self) -> String {
         let kind = if self.absent { 'A' } else { 'R' };
-        format!("{}|{kind}|{}", self.txn, self.primary.as_str())
+        let ttl = self
+            .ttl
+            .map(|t| t.as_millis().to_string())
+            .unwrap_or_default();
+        format!("{}|{kind}{ttl}|{}", self.txn, self.primary.as_str())
     }
 
     /// The mark a row carries, if any (a value that does not parse is not a
@@ -42,15 +53,20 @@ impl Mark {
         };
         let mut parts = text.splitn(3, '|');
         let (txn, kind, primary) = (parts.next()?, parts.next()?, parts.next()?);
-        let absent = match kind {
+        let absent = match kind.get(..1)? {
             "A" => true,
             "R" => false,
             _ => return None,
+        };
+        let ttl = match &kind[1..] {
+            "" => None,
+            ms => Some(Duration::from_millis(ms.parse().ok()?)),
         };
         Some(Mark {
             txn: txn.to_owned(),
             primary: PartitionKey::new(primary).ok()?,
             absent,
+            ttl,
         })
     }
 
@@ -174,14 +190,17 @@ mod tests {
     #[test]
     fn a_mark_round_trips_and_other_values_are_not_marks() {
         for absent in [false, true] {
-            let mark = Mark {
-                txn: "0f1e".into(),
-                primary: pk("a|b c"),
-                absent,
-            };
-            let mut props = Properties::new();
-            props.insert(MARK, Value::String(mark.encode()));
-            assert_eq!(Mark::of(&props), Some(mark));
+            for ttl in [None, Some(Duration::from_millis(2000))] {
+                let mark = Mark {
+                    txn: "0f1e".into(),
+                    primary: pk("a|b c"),
+                    absent,
+                    ttl,
+                };
+                let mut props = Properties::new();
+                props.insert(MARK, Value::String(mark.encode()));
+                assert_eq!(Mark::of(&props), Some(mark));
+            }
         }
         let mut props = Properties::new();
         assert_eq!(Mark::of(&props), None);
@@ -197,6 +216,7 @@ mod tests {
             txn: "t".into(),
             primary: pk("p"),
             absent: true,
+            ttl: None,
         };
         let TableOp::Insert(mut data) = mark.prewrite(&pk("p"), &RowKey::new("r").unwrap(), None)
         else {

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::key::IntoPartitionKey;
 use crate::lock::{CommitOutcome, IntoPartitionKeys, Unit};
 use crate::table::Table;
+use crate::txn::{Transaction, TransactionOptions};
 
 use super::Store;
 
@@ -53,6 +54,68 @@ impl Store {
     pub async fn lock(&self, partition_key: impl IntoPartitionKey) -> Result<Unit> {
         self.lock_with_timeout(partition_key, self.lock_options().acquire_timeout)
             .await
+    }
+
+    /// A transaction across any partitions and tables, without a lease,
+    /// with the default [`TransactionOptions`]; see [`crate::txn`].
+    pub fn transaction(&self) -> Transaction {
+        self.transaction_with(&TransactionOptions::default())
+    }
+
+    /// A transaction committing with `options` (its time-to-live).
+    pub fn transaction_with(&self, options: &TransactionOptions) -> Transaction {
+        Transaction::new(self.locking(), options)
+    }
+
+    /// Runs `f` in a fresh [`Transaction`] and commits it; when the commit
+    /// fails with a conflict (a row changed since it was read, or the
+    /// transaction was withdrawn), runs `f` again in a new one, under the
+    /// store's [`ConflictRetry`](crate::ConflictRetry) policy, as
+    /// [`Table::update_with`](crate::Table::update_with) does for one row.
+    /// Answers what `f` answered in the attempt that committed.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Counters")]
+    /// # struct Counter { #[entity(partition_key)] pk: String, #[entity(row_key)] id: String, n: i64 }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = Store::memory();
+    /// store.table::<Counter>().insert(Counter { pk: "a".into(), id: "c".into(), n: 0 }).await?;
+    /// let n = store.transact(|tx| Box::pin(async move {
+    ///     let mut c = tx.get::<Counter>("a", "c").await?.expect("exists");
+    ///     c.n += 1;
+    ///     tx.replace(&c)?;
+    ///     Ok(c.n)
+    /// })).await?;
+    /// assert_eq!(n, 1);
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// What `f` answers (not retried); [`Transaction::commit`]'s errors,
+    /// a conflict once the attempts are spent.
+    pub async fn transact<T, F>(&self, mut f: F) -> Result<T>
+    where
+        F: for<'t> FnMut(&'t mut Transaction) -> futures_util::future::BoxFuture<'t, Result<T>>,
+    {
+        let mut pauses = self.conflict_retry().backoff();
+        loop {
+            let mut tx = self.transaction();
+            let out = f(&mut tx).await?;
+            let e = match tx.commit().await {
+                Ok(_) => return Ok(out),
+                Err(e) => e,
+            };
+            let conflict = match &e {
+                Error::Batch { source, .. } => source.kind() == crate::ErrorKind::Conflict,
+                other => other.kind() == crate::ErrorKind::Conflict,
+            };
+            match pauses.next() {
+                Some(pause) if conflict => tokio::time::sleep(pause).await,
+                _ => return Err(e),
+            }
+        }
     }
 
     /// As [`Store::lock`], waiting up to `timeout`.

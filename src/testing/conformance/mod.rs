@@ -53,6 +53,7 @@ pub mod reads;
 pub mod table_backend;
 pub mod tables;
 pub mod timed;
+pub mod txn;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -484,6 +485,19 @@ macro_rules! conformance_suite {
                 a_row_with_an_after_image_over_64_kib_faulted_at_every_request_is_all_or_nothing,
                 a_row_near_1_mib_faulted_at_every_request_is_all_or_nothing,
                 a_commit_of_any_size_takes_four_round_trips_after_its_reads,
+            ]
+            blocking []
+        );
+        $crate::conformance_suite!(@module txn #[$plain] #[$timed];
+            plain []
+            timed [
+                a_two_partition_transfer_costs_six_requests_and_answers_in_two_round_trips,
+                write_skew_is_refused,
+                a_stopped_writers_marks_are_withdrawn_after_the_time_to_live,
+                a_lost_commit_point_reply_is_in_doubt_and_settled_by_commit_outcome,
+                concurrent_transact_calls_all_succeed_and_conserve_money,
+                a_transaction_keeps_unique_values,
+                transactions_and_units_on_the_same_rows_conserve_money,
             ]
             blocking []
         );
