@@ -200,10 +200,10 @@ impl<E: Entity> Table<E> {
     /// is sent again without that row. A purge of 250 rows of one
     /// partition costs 4 requests: one page, three transactions. A type
     /// with [indexes](crate::index) is deleted row by row through the same
-    /// path as [`Table::delete`], so its index rows go with it and its
+    /// path as [`Table::delete`], so its values are freed with it and its
     /// rows leave their tombstones; each row then costs what that delete
-    /// costs (the row read by the index layer, the tombstone, the release
-    /// of each indexed value), up to the same number in flight.
+    /// costs (for a type with a unique field, one write: the tombstone at
+    /// the ETag read), up to the same number in flight.
     ///
     /// Through [`Store::dynamic_table`](crate::Store::dynamic_table) a
     /// table is deleted as plain rows: purge an indexed type through its
@@ -272,30 +272,27 @@ impl<E: Entity> Table<E> {
                 indexed: !E::INDEXES.is_empty(),
                 current: None,
             };
-            let deletes = stream::try_unfold(
-                Some((reader, spec, grouping)),
-                |state| async move {
-                    let Some((reader, mut spec, mut grouping)) = state else {
-                        return Ok(None);
-                    };
-                    let page = Query::fetch_rows(&reader, &spec).await?;
-                    let mut out = Vec::new();
-                    for row in page.entities {
-                        grouping.add(row, &mut out);
+            let deletes = stream::try_unfold(Some((reader, spec, grouping)), |state| async move {
+                let Some((reader, mut spec, mut grouping)) = state else {
+                    return Ok(None);
+                };
+                let page = Query::fetch_rows(&reader, &spec).await?;
+                let mut out = Vec::new();
+                for row in page.entities {
+                    grouping.add(row, &mut out);
+                }
+                let next = match page.continuation {
+                    Some(at) => {
+                        spec.continuation = Some(at);
+                        Some((reader, spec, grouping))
                     }
-                    let next = match page.continuation {
-                        Some(at) => {
-                            spec.continuation = Some(at);
-                            Some((reader, spec, grouping))
-                        }
-                        None => {
-                            out.extend(grouping.current.take());
-                            None
-                        }
-                    };
-                    Ok::<_, Error>(Some((stream::iter(out.into_iter().map(Ok)), next)))
-                },
-            )
+                    None => {
+                        out.extend(grouping.current.take());
+                        None
+                    }
+                };
+                Ok::<_, Error>(Some((stream::iter(out.into_iter().map(Ok)), next)))
+            })
             .try_flatten();
             let mut done = std::pin::pin!(
                 deletes
@@ -526,7 +523,10 @@ mod tests {
 
     #[test]
     fn no_deletes_in_flight_is_invalid() {
-        let e = PurgeOptions::new().with_concurrency(0).checked().unwrap_err();
+        let e = PurgeOptions::new()
+            .with_concurrency(0)
+            .checked()
+            .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Invalid);
         assert!(e.to_string().contains("concurrency"), "{e}");
     }
