@@ -197,7 +197,9 @@ impl<E: Entity> Table<E> {
     /// several partitions (and successive hundreds of one) at once, up to
     /// [`PurgeOptions::with_concurrency`] transactions in flight, while
     /// reading on. A transaction refused because one of its rows changed
-    /// is sent again without that row. A purge of 250 rows of one
+    /// is sent again without that row (the service names one refused row
+    /// per answer, so rows another purge deleted meanwhile cost a request
+    /// each). A purge of 250 rows of one
     /// partition costs 4 requests: one page, three transactions. A type
     /// with [indexes](crate::index) is deleted row by row through the same
     /// path as [`Table::delete`], so its values are freed with it and its

@@ -128,9 +128,10 @@ impl Output {
 }
 
 /// The progress of a long command that counts rows (`purge`, `count`):
-/// on a terminal a line on stderr redrawn with the count and the rate; on
-/// anything else (a log, a pipe) a plain line on stderr every
-/// [`Tally::EVERY`], so a scheduled job's log shows it working.
+/// on a terminal (without `--json`) a line on stderr redrawn with the
+/// count and the rate; otherwise (a log, a pipe, `--json`) a plain line on
+/// stderr every [`Tally::EVERY`], so a scheduled job's log shows it
+/// working.
 pub(crate) struct Tally {
     bar: Option<ProgressBar>,
     command: &'static str,
@@ -145,9 +146,9 @@ impl Tally {
     const EVERY: Duration = Duration::from_secs(2);
 
     /// The progress of `command`, whose rows are `verb` (`deleted`).
-    pub(crate) fn new(_out: &Output, command: &'static str, verb: &'static str) -> Tally {
+    pub(crate) fn new(out: &Output, command: &'static str, verb: &'static str) -> Tally {
         let now = Instant::now();
-        let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = (!out.json && std::io::stderr().is_terminal()).then(|| {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
             if let Ok(style) = ProgressStyle::with_template(
                 "{spinner} {msg}: {human_pos} rows ({per_sec}, {elapsed})",
