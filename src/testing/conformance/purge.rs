@@ -238,7 +238,7 @@ pub async fn rows_changed_after_the_read_are_kept_and_reported(ctx: &Ctx) {
     // counted): the other writer's turn.
     faulty
         .injector()
-        .set_latency(Some(Op::Batch), Duration::from_millis(500));
+        .set_latency(Some(Op::Batch), Duration::from_secs(1));
     let counting = CountingBackend::new(faulty);
     let counter = counting.counter();
     let purger = process(ctx, Arc::new(counting));
