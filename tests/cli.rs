@@ -1094,3 +1094,192 @@ async fn unprefixed_lock_names_print_without_a_leading_slash() {
     unit.abandon().await.unwrap();
     other.abandon().await.unwrap();
 }
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "CliEvents")]
+struct Event {
+    #[entity(partition_key)]
+    day: String,
+    #[entity(row_key)]
+    id: String,
+    kind: String,
+    size: i64,
+}
+
+/// `purge` without `--yes` when stdin is not a terminal refuses with a
+/// usage error before it opens anything, saying how to confirm.
+#[test]
+fn purge_without_yes_off_a_terminal_is_refused() {
+    let out = run(&[
+        "--connection-string",
+        "UseDevelopmentStorage=true",
+        "purge",
+        "--table",
+        "Events",
+        "--partition",
+        "d1",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--yes") && stderr.contains("partition \"d1\""),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+/// `count` and `purge` select rows by partition, row-key range and
+/// filters, say what they did, and refuse a missing table (3), a bad
+/// filter (2) and an indexed table (2) without touching anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_and_count_select_rows_and_say_what_they_did() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_purge");
+    let prefix = names.prefix().to_owned();
+    let store = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
+        .table_prefix(prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    let events = store.table::<Event>();
+    for day in ["d1", "d2"] {
+        let mut batch = events.batch();
+        for i in 0..30 {
+            batch = batch.insert(Event {
+                day: day.into(),
+                id: format!("{i:02}"),
+                kind: if i % 2 == 0 { "debug" } else { "audit" }.into(),
+                size: i,
+            });
+        }
+        batch.commit().await.unwrap();
+    }
+    let p = ["--table-prefix", prefix.as_str()];
+    let json = |args: &[&str]| run_json(&cs, &[&p[..], args].concat());
+    let text =
+        |args: &[&str]| run(&[&["--connection-string", cs.as_str()][..], &p[..], args].concat());
+    let count_of = |doc: &Value| doc["count"].as_u64().expect("a count");
+
+    let (code, doc) = json(&["count", "--table", "CliEvents"]);
+    assert_eq!((code, count_of(&doc)), (0, 60), "{doc}");
+    let (code, doc) = json(&["count", "--table", "CliEvents", "--partition", "d1"]);
+    assert_eq!((code, count_of(&doc)), (0, 30), "{doc}");
+    let (code, doc) = json(&[
+        "count",
+        "--table",
+        "CliEvents",
+        "--filter",
+        "kind eq 'debug'",
+        "--filter",
+        "size ge 10L",
+    ]);
+    assert_eq!((code, count_of(&doc)), (0, 20), "{doc}");
+    let out = text(&["count", "--table", "CliEvents", "--partition", "d2"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("CliEvents: 30 rows"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // Refused off a terminal without --yes: nothing deleted.
+    let out = text(&["purge", "--table", "CliEvents", "--partition", "d1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(events.count(events.query()).await.unwrap(), 60);
+
+    let (code, doc) = json(&[
+        "purge",
+        "--table",
+        "CliEvents",
+        "--partition",
+        "d1",
+        "--from",
+        "10",
+        "--to",
+        "20",
+        "--yes",
+    ]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(
+        (&doc["deleted"], &doc["skipped"], &doc["batches"]),
+        (&json!(10), &json!(0), &json!(1)),
+        "{doc}"
+    );
+    let out = text(&[
+        "purge",
+        "--table",
+        "CliEvents",
+        "--filter",
+        "kind eq 'audit'",
+        "--yes",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with("CliEvents: deleted 25 rows in 2 transactions"),
+        "{said}"
+    );
+    let left: Vec<(String, String)> = events
+        .query()
+        .all()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.day.clone(), e.id.clone()))
+        .collect();
+    assert_eq!(left.len(), 25, "{left:?}");
+    assert!(left.iter().all(|(day, id)| {
+        let n: i64 = id.parse().unwrap();
+        n % 2 == 0 && !(day == "d1" && (10..20).contains(&n))
+    }));
+
+    // Refusals: a missing table, a bad filter, a bad range, an indexed table.
+    let (code, doc) = json(&["count", "--table", "CliNothing"]);
+    assert_eq!(code, 3, "{doc}");
+    assert!(
+        !store
+            .list_tables()
+            .await
+            .unwrap()
+            .contains(&"CliNothing".to_owned())
+    );
+    let (code, doc) = json(&["count", "--table", "CliEvents", "--filter", "size gt 5 and"]);
+    assert_eq!(code, 2, "{doc}");
+    let (code, doc) = json(&["count", "--table", "CliEvents", "--from", "m", "--to", "a"]);
+    assert_eq!(code, 2, "{doc}");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("row key range"),
+        "{doc}"
+    );
+    store
+        .table::<Customer>()
+        .insert(Customer {
+            region: "eu".into(),
+            id: "c1".into(),
+            email: "purge@example.com".into(),
+        })
+        .await
+        .unwrap();
+    let (code, doc) = json(&["purge", "--table", "CliCustomers", "--yes"]);
+    assert_eq!(code, 2, "{doc}");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("indexes"),
+        "{doc}"
+    );
+    assert_eq!(
+        store
+            .table::<Customer>()
+            .count(store.table::<Customer>().query())
+            .await
+            .unwrap(),
+        1
+    );
+}

@@ -15,7 +15,7 @@
 //!   stdout).
 //!
 //! One module per section (`per_op`, `codec`, `units`, `hot`, `handoff`,
-//! `memory`, `indexes`, `across`), plus the shared `setup`, `stats`, `report` and
+//! `memory`, `indexes`, `across`, `purge`), plus the shared `setup`, `stats`, `report` and
 //! `stopwatch` (timing hooks: a layer and a pipeline policy); the program
 //! uses only leasehold's public API (the codec section reaches the wire
 //! form through the hidden `leasehold::__private` hooks meant for it).
@@ -32,6 +32,7 @@ mod hot;
 mod indexes;
 mod memory;
 mod per_op;
+mod purge;
 mod raw;
 mod report;
 mod setup;
@@ -46,6 +47,7 @@ use hot::hot_partition;
 use indexes::indexes;
 use memory::memory_vs_azurite;
 use per_op::per_operation;
+use purge::purge;
 use report::Report;
 use setup::{Env, Sample, round_trip_now};
 use stats::median;
@@ -81,7 +83,7 @@ async fn main() -> Res<()> {
     };
     env.raw.create_table(Sample::TABLE).await?;
     // `LEASEHOLD_BENCH_ONLY=codec,handoff` runs only the named sections
-    // (per-op, codec, units, hot, memory, handoff, indexes, across).
+    // (per-op, codec, units, hot, memory, handoff, indexes, across, purge).
     let only = std::env::var("LEASEHOLD_BENCH_ONLY").ok();
     let run = |section: &str| {
         only.as_deref()
@@ -114,6 +116,9 @@ async fn main() -> Res<()> {
     }
     if run("across") {
         across_processes(&env, &mut report).await?;
+    }
+    if run("purge") {
+        purge(&env, &mut report).await?;
     }
     report.detail(format!(
         "Scale {scale}; whole benchmark {:.0} s.",

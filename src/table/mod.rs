@@ -10,12 +10,13 @@
 //!
 //! One file per job: `handle` (the table, its name and reads), `write`
 //! (single-entity writes), `update` (optimistic read-modify-write), `query`,
-//! `batch`, `stored` (what a read returns and a write leaves stored),
+//! `batch`, `purge` (deleting and counting what a query matches), `stored` (what a read returns and a write leaves stored),
 //! `resolve` (how a store's tables see marked rows and tombstones) and `env` (what the tables of a store share).
 
 mod batch;
 mod env;
 mod handle;
+mod purge;
 mod query;
 mod resolve;
 mod stored;
@@ -26,6 +27,7 @@ pub use crate::lease::fence::Fence;
 pub use batch::{Batch, BatchResult};
 pub(crate) use env::TableEnv;
 pub use handle::Table;
+pub use purge::{PurgeOptions, PurgeReport};
 pub use query::{DecodeErrors, OnDecodeError, Page, Query};
 pub(crate) use resolve::Resolve;
 pub(crate) use stored::{Base, versioned};

@@ -8,7 +8,7 @@ use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
 use super::handle::{SameTable, Table};
 use super::stored::versioned_from;
-use crate::backend::QuerySpec;
+use crate::backend::{QueryPage, QuerySpec};
 use crate::entity::Value;
 use crate::entity::{Entity, Versioned, property_name_problem};
 use crate::error::{Error, Result};
@@ -429,18 +429,23 @@ impl<E: Entity> Query<E> {
         Ok((spec, query))
     }
 
-    /// One page as the backend returns it, marked rows resolved (and the
-    /// filter applied to them as resolved) and fence rows left out, each
-    /// row decoded (or left out) by `policy`.
-    async fn fetch(
-        table: &Table<E>,
-        spec: &QuerySpec,
-        policy: &OnDecodeError,
-    ) -> Result<(
-        Vec<Result<Versioned<E>>>,
-        Option<crate::query::Continuation>,
-    )> {
-        let page = table
+    /// The query's table and the request that reads only the keys (and
+    /// ETags) of the rows it matches, for purges and counts: validated as
+    /// [`Query::page`] validates, and a row-key range that holds no key
+    /// refused.
+    pub(super) fn key_scan(self) -> Result<(Table<E>, QuerySpec)> {
+        check_range(&self.rows)?;
+        let (mut spec, _) = self.spec()?;
+        // Keys, Timestamp and ETag always come back: no property is asked.
+        spec.select = Some(Vec::new());
+        Ok((self.table, spec))
+    }
+
+    /// One page of rows as a read sees them: marked rows resolved (and the
+    /// filter applied to them as resolved), rows reads never return
+    /// (decision rows, tombstones, fence rows) left out.
+    pub(super) async fn fetch_rows(table: &Table<E>, spec: &QuerySpec) -> Result<QueryPage> {
+        let mut page = table
             .env
             .telemetry()
             .operation("query", async {
@@ -456,11 +461,26 @@ impl<E: Entity> Query<E> {
                 Ok::<_, Error>(page)
             })
             .await?;
+        page.entities
+            .retain(|row| !is_fence_row(row.data.row_key.as_str()));
+        Ok(page)
+    }
+
+    /// One page as [`Query::fetch_rows`] reads it, each row decoded (or
+    /// left out) by `policy`.
+    async fn fetch(
+        table: &Table<E>,
+        spec: &QuerySpec,
+        policy: &OnDecodeError,
+    ) -> Result<(
+        Vec<Result<Versioned<E>>>,
+        Option<crate::query::Continuation>,
+    )> {
+        let page = Self::fetch_rows(table, spec).await?;
         let complete = spec.select.is_none();
         let items = page
             .entities
             .into_iter()
-            .filter(|row| !is_fence_row(row.data.row_key.as_str()))
             .filter_map(|row| policy.apply(versioned_from(row, complete)))
             .collect();
         Ok((items, page.continuation))
@@ -595,6 +615,26 @@ impl<E: Entity> Query<E> {
     pub async fn all(self) -> Result<Vec<Versioned<E>>> {
         self.stream().try_collect().await
     }
+}
+
+/// Refuses a row-key range that holds no key: its start after its end,
+/// or one key excluded at either end.
+fn check_range(rows: &(Bound<String>, Bound<String>)) -> Result<()> {
+    let (start, end, open) = match rows {
+        (Bound::Included(s), Bound::Included(e)) => (s, e, false),
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e))
+        | (Bound::Excluded(s), Bound::Included(e)) => (s, e, true),
+        _ => return Ok(()),
+    };
+    // Keys sort as the service sorts them: by UTF-16 code units.
+    let order = start.encode_utf16().cmp(end.encode_utf16());
+    if order.is_gt() || (open && order.is_eq()) {
+        return Err(Error::invalid(
+            "row key range",
+            format!("from {start:?} to {end:?} holds no row key: its start is not before its end"),
+        ));
+    }
+    Ok(())
 }
 
 fn clone_invalid(e: &Error) -> Error {

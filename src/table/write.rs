@@ -488,7 +488,12 @@ impl<E: Entity> Table<E> {
             .map(|_| ())
     }
 
-    async fn delete_op(&self, pk: PartitionKey, rk: RowKey, if_match: Option<ETag>) -> Result<()> {
+    pub(super) async fn delete_op(
+        &self,
+        pk: PartitionKey,
+        rk: RowKey,
+        if_match: Option<ETag>,
+    ) -> Result<()> {
         self.send(TableOp::Delete {
             partition_key: pk,
             row_key: rk,

@@ -13,7 +13,7 @@
 //!   meets inside a call are noted by the backend
 //!   ([`crate::backend::notes`]) and recorded with that call;
 //! * a logical operation (a `Table` read or write, `update_with`, a batch,
-//!   a query page, a unit's commit) counts the requests it made
+//!   a query page, a unit's commit, a purge or count) counts the requests it made
 //!   ([`Telemetry::operation`]);
 //! * leases, locks and commits record renewal lag, lock waits,
 //!   roll-forwards and undos on the handle their store gave them.

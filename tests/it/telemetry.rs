@@ -248,6 +248,18 @@ async fn requests_match_the_counted_requests(raw: Arc<dyn Backend>, system: &str
         .await
         .unwrap();
     note("batch", before);
+    // A count and a purge are one operation each, their pages included.
+    let before = counter.total();
+    assert_eq!(t.count(t.query().partition("c")).await.unwrap(), 3);
+    note("count", before);
+    let before = counter.total();
+    let purged = t
+        .purge(t.query().partition("c").row_keys("b"..))
+        .await
+        .unwrap();
+    assert_eq!((purged.deleted, purged.batches), (2, 1));
+    note("purge", before);
+    assert_eq!((made["count"], made["purge"]), ((1, 1), (1, 2)));
 
     let before = counter.total();
     let mut unit = store.lock("u").await.unwrap();

@@ -74,6 +74,12 @@ pub(crate) enum Command {
     /// The tables under the table prefix.
     #[command(subcommand)]
     Tables(TablesCommand),
+    /// Deletes the rows of a table a partition, a row-key range and
+    /// filters select (asks first on a terminal; `--yes` otherwise).
+    Purge(crate::data::PurgeArgs),
+    /// Counts the rows of a table a partition, a row-key range and filters
+    /// select, reading keys only.
+    Count(crate::data::CountArgs),
 }
 
 #[derive(Debug, Subcommand)]

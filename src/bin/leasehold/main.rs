@@ -26,6 +26,10 @@
 //!   tables create NAME                create a table unless it exists (says which)
 //!   tables delete NAME                delete a table and every entity in it, with its
 //!                                     index table
+//!   purge --table T [--partition P] [--from RK] [--to RK] [--filter 'PROP OP LIT']... [--yes]
+//!                                     delete the rows selected (asks on a terminal)
+//!   count --table T [--partition P] [--from RK] [--to RK] [--filter 'PROP OP LIT']...
+//!                                     count the rows selected, reading keys only
 //! ```
 //!
 //! The connection string comes from `--connection-string` or, failing that,
@@ -48,10 +52,11 @@
 //!
 //! Output is text for people, or one JSON document on stdout with `--json`.
 //! Long listings show a progress bar on stderr when it is a terminal and
-//! `--json` is not given.
+//! `--json` is not given; `purge` and `count` show their count and rate on
+//! stderr, redrawn on a terminal and as a plain line every 2 s otherwise.
 //!
 //! One module per command group ([`leases`], [`locks`], [`indexes`],
-//! [`tables`]); [`args`] parses
+//! [`tables`], [`data`]: `purge` and `count`); [`args`] parses
 //! the command line, [`output`] writes the results, [`failure`] maps errors
 //! to exit codes.
 
@@ -83,6 +88,7 @@ macro_rules! err {
 }
 
 mod args;
+mod data;
 mod failure;
 mod indexes;
 mod leases;
@@ -134,6 +140,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Locks(command) => locks::run(&store, command, &out).await,
         Command::Indexes(command) => indexes::run(&store, command, &out).await,
         Command::Tables(command) => tables::run(&store, command, &out).await,
+        Command::Purge(args) => data::purge(&store, args, &out).await,
+        Command::Count(args) => data::count(&store, args, &out).await,
     }
 }
 

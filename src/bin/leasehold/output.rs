@@ -2,6 +2,7 @@
 //! stderr; and what every command shows of a lease.
 
 use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use leasehold::backend::LeaseState;
@@ -122,6 +123,75 @@ impl Output {
             None => out!("{name}: not held ({}); nothing to break", state_str(was)),
             Some(d) if d.is_zero() => out!("{name}: broken"),
             Some(d) => out!("{name}: breaking, broken in {} s", d.as_secs()),
+        }
+    }
+}
+
+/// The progress of a long command that counts rows (`purge`, `count`):
+/// on a terminal (without `--json`) a line on stderr redrawn with the
+/// count and the rate; otherwise (a log, a pipe, `--json`) a plain line on
+/// stderr every [`Tally::EVERY`], so a scheduled job's log shows it
+/// working.
+pub(crate) struct Tally {
+    bar: Option<ProgressBar>,
+    command: &'static str,
+    verb: &'static str,
+    started: Instant,
+    last_line: Instant,
+    count: u64,
+}
+
+impl Tally {
+    /// How often the plain lines come.
+    const EVERY: Duration = Duration::from_secs(2);
+
+    /// The progress of `command`, whose rows are `verb` (`deleted`).
+    pub(crate) fn new(out: &Output, command: &'static str, verb: &'static str) -> Tally {
+        let now = Instant::now();
+        let bar = (!out.json && std::io::stderr().is_terminal()).then(|| {
+            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            if let Ok(style) = ProgressStyle::with_template(
+                "{spinner} {msg}: {human_pos} rows ({per_sec}, {elapsed})",
+            ) {
+                bar.set_style(style);
+            }
+            bar.set_message(format!("{command}: {verb}"));
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        Tally {
+            bar,
+            command,
+            verb,
+            started: now,
+            last_line: now,
+            count: 0,
+        }
+    }
+
+    /// `count` rows so far.
+    pub(crate) fn set(&mut self, count: u64) {
+        self.count = count;
+        match &self.bar {
+            Some(bar) => bar.set_position(count),
+            None if self.last_line.elapsed() >= Self::EVERY => {
+                self.last_line = Instant::now();
+                let seconds = self.started.elapsed().as_secs_f64();
+                err!(
+                    "{}: {} {count} rows ({:.0} rows/s, {seconds:.0} s)",
+                    self.command,
+                    self.verb,
+                    count as f64 / seconds.max(0.001)
+                );
+            }
+            None => {}
+        }
+    }
+
+    /// Takes the bar off the terminal: the command's result follows.
+    pub(crate) fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
         }
     }
 }

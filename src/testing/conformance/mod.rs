@@ -12,8 +12,10 @@
 //! [`fence`] (fenced writes), [`indexes`], [`mapping`] (entity
 //! mapping: unknown properties kept, enums, key builders), [`reads`]
 //! (what reads return while a commit is unfinished or a unit's lease runs
-//! out) and [`commits`] (what operators see of a partition's unfinished
-//! commits).
+//! out), [`commits`] (what operators see of a partition's unfinished
+//! commits), [`big_commits`] (commits too big for one transaction,
+//! faulted at every request), [`txn`] (transactions without a lease) and
+//! [`purge`] (purges and counts of what a query matches).
 //! [`conformance_suite!`](crate::conformance_suite) turns them all into one
 //! test per check; leasehold runs it on the memory backend and on Azurite,
 //! and a backend or backend wrapper of your own can run the same:
@@ -49,6 +51,7 @@ pub mod lease;
 pub mod lock;
 pub mod lock_many;
 pub mod mapping;
+pub mod purge;
 pub mod reads;
 pub mod table_backend;
 pub mod tables;
@@ -236,7 +239,7 @@ impl Ctx {
 /// The tests use `#[tokio::test]`: the calling crate needs tokio with the
 /// `macros`, `rt-multi-thread` and (for `paused`) `test-util` features.
 /// Invoke it once per module: it defines `conformance_ctx()` and the
-/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness`, `lock`, `lock_many`, `reads`, `commits` and `fence`
+/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness`, `lock`, `lock_many`, `reads`, `commits`, `big_commits`, `txn`, `fence` and `purge`
 /// there.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -570,6 +573,18 @@ macro_rules! conformance_suite {
                 a_paused_holder_cannot_overwrite_the_next_holder,
                 a_dead_holder_stays_named_until_and_after_its_lease_expires,
             ]
+            blocking []
+        );
+        $crate::conformance_suite!(@module purge #[$plain] #[$timed];
+            plain [
+                purges_a_partition_a_key_range_and_a_filter,
+                purging_250_rows_costs_one_page_and_three_transactions,
+                rows_changed_after_the_read_are_kept_and_reported,
+                counts_and_purges_see_a_commit_left_marked_as_committed,
+                purging_an_indexed_type_frees_its_values,
+                bad_input_is_invalid_before_any_request,
+            ]
+            timed []
             blocking []
         );
     };

@@ -1,0 +1,535 @@
+//! Deleting and counting the rows a [`Query`] matches: [`Table::purge`]
+//! and [`Table::count`], reading keys only.
+
+use futures_util::{TryStreamExt as _, stream};
+use tracing::Instrument as _;
+
+use super::handle::Table;
+use super::query::Query;
+use crate::backend::{StoredEntity, TableOp};
+use crate::entity::Entity;
+use crate::error::{Error, ErrorKind, Result};
+use crate::key::{ETag, PartitionKey, RowKey, TableName};
+
+/// How [`Table::purge_with`] works: how many deletes it keeps in flight.
+///
+/// ```
+/// use leasehold::table::PurgeOptions;
+/// let options = PurgeOptions::new().with_concurrency(4);
+/// # let _ = options;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeOptions {
+    concurrency: usize,
+}
+
+impl PurgeOptions {
+    /// How many entity-group transactions (of different partitions, or
+    /// of one partition's successive hundreds) are in flight at once by
+    /// default.
+    pub const DEFAULT_CONCURRENCY: usize = 8;
+
+    /// The defaults: [`PurgeOptions::DEFAULT_CONCURRENCY`] deletes in
+    /// flight.
+    pub fn new() -> Self {
+        PurgeOptions {
+            concurrency: Self::DEFAULT_CONCURRENCY,
+        }
+    }
+
+    /// At most `requests` deletes in flight at once (at least 1; 0 is
+    /// refused by the purge as [`Error::Invalid`], before any request).
+    /// The service serves about 2,000 entities a second per partition and
+    /// 20,000 per account: past a few dozen, more only meets `ServerBusy`.
+    #[must_use = "`with_concurrency` returns the changed options"]
+    pub fn with_concurrency(mut self, requests: usize) -> Self {
+        self.concurrency = requests;
+        self
+    }
+
+    fn checked(&self) -> Result<usize> {
+        if self.concurrency == 0 {
+            return Err(Error::invalid(
+                "purge concurrency",
+                "0 deletes in flight would never finish; give at least 1",
+            ));
+        }
+        Ok(self.concurrency)
+    }
+}
+
+impl Default for PurgeOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What a [`Table::purge`] did (and, handed to the progress callback of
+/// [`Table::purge_with`], what it has done so far).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PurgeReport {
+    /// Rows deleted.
+    pub deleted: u64,
+    /// Rows matched but not deleted, because another writer changed or
+    /// deleted them after the purge read them (their delete carried the
+    /// ETag read).
+    pub skipped: u64,
+    /// Delete requests sent: entity-group transactions of up to 100
+    /// deletes, a transaction sent again without a row that had changed;
+    /// for a type with indexes, single deletes (each with the requests of
+    /// its index rows).
+    pub batches: u64,
+}
+
+impl std::ops::AddAssign for PurgeReport {
+    fn add_assign(&mut self, other: PurgeReport) {
+        self.deleted += other.deleted;
+        self.skipped += other.skipped;
+        self.batches += other.batches;
+    }
+}
+
+/// One delete request of a purge: rows of one partition, each with the
+/// ETag it was read at.
+struct Deletes {
+    partition: PartitionKey,
+    rows: Vec<(RowKey, ETag)>,
+}
+
+/// The rows a purge has read and not yet handed out as [`Deletes`]: the
+/// current partition's (the service returns rows in key order, so a
+/// partition's rows come together; a service that does not only makes
+/// smaller transactions).
+struct Grouping {
+    batch: usize,
+    indexed: bool,
+    current: Option<Deletes>,
+}
+
+impl Grouping {
+    /// Adds `row`, pushing the deletes it completes onto `out`.
+    fn add(&mut self, row: StoredEntity, out: &mut Vec<Deletes>) {
+        let StoredEntity { data, etag, .. } = row;
+        if self.indexed {
+            out.push(Deletes {
+                partition: data.partition_key,
+                rows: vec![(data.row_key, etag)],
+            });
+            return;
+        }
+        match &mut self.current {
+            Some(group) if group.partition == data.partition_key => {
+                group.rows.push((data.row_key, etag));
+            }
+            current => {
+                out.extend(current.take());
+                *current = Some(Deletes {
+                    partition: data.partition_key,
+                    rows: vec![(data.row_key, etag)],
+                });
+            }
+        }
+        if self
+            .current
+            .as_ref()
+            .is_some_and(|group| group.rows.len() >= self.batch)
+        {
+            out.extend(self.current.take());
+        }
+    }
+}
+
+/// Whether a delete's refusal says the row changed or went since it was
+/// read (so it is skipped), not that the table is missing.
+fn changed_since_read(e: &Error) -> bool {
+    matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound)
+        && e.code() != Some("TableNotFound")
+}
+
+impl<E: Entity> Table<E> {
+    /// Deletes every row `query` matches, as a read of the table returns
+    /// them, each only if unchanged since the purge read it. Reads keys
+    /// only; see [`Table::purge_with`] for how it deletes and what it
+    /// costs.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Events")]
+    /// # struct Event { #[entity(partition_key)] day: String, #[entity(row_key)] id: String, kind: String }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let events = Store::memory().table::<Event>();
+    /// for (day, id, kind) in [("d1", "1", "debug"), ("d1", "2", "audit"), ("d2", "1", "debug")] {
+    ///     events.insert(Event { day: day.into(), id: id.into(), kind: kind.into() }).await?;
+    /// }
+    /// // One partition, a row-key range, or a filter: any query of the table.
+    /// let debug = Event::columns().kind.eq("debug");
+    /// let report = events.purge(events.query().filter(debug)).await?;
+    /// assert_eq!((report.deleted, report.skipped), (2, 0));
+    /// assert_eq!(events.count(events.query()).await?, 1);
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Table::purge_with`].
+    pub async fn purge(&self, query: Query<E>) -> Result<PurgeReport> {
+        self.purge_with(query, &PurgeOptions::new(), |_| {}).await
+    }
+
+    /// Deletes every row `query` matches, with `options`, calling
+    /// `progress` with the totals so far after each delete request.
+    ///
+    /// **What it deletes.** The rows a read of the table through `query`
+    /// returns (partition, row-key range or prefix, filter; a
+    /// [`Query::resume`] token starts it there): a unit's mark met on the
+    /// way is resolved first, as every read resolves it, so a commit in
+    /// progress is finished or withdrawn, never cut in half; leasehold's
+    /// own rows (commits' decision and after-image rows, the tombstones of
+    /// indexed types, fence rows) are never read, so never deleted. Each
+    /// delete carries the ETag read: a row another writer changed or
+    /// deleted since is left as it is and counted in
+    /// [`PurgeReport::skipped`].
+    ///
+    /// **How.** It reads the keys alone (`$select` of no property, pages of
+    /// up to 1,000 rows) and deletes each partition's rows in entity-group
+    /// transactions of 100 (99 through a [fenced](Table::fenced) table),
+    /// several partitions (and successive hundreds of one) at once, up to
+    /// [`PurgeOptions::with_concurrency`] transactions in flight, while
+    /// reading on. A transaction refused because one of its rows changed
+    /// is sent again without that row (the service names one refused row
+    /// per answer, so rows another purge deleted meanwhile cost a request
+    /// each). A purge of 250 rows of one
+    /// partition costs 4 requests: one page, three transactions. A type
+    /// with [indexes](crate::index) is deleted row by row through the same
+    /// path as [`Table::delete`], so its values are freed with it and its
+    /// rows leave their tombstones; each row then costs what that delete
+    /// costs (for a type with a unique field, one write: the tombstone at
+    /// the ETag read), up to the same number in flight.
+    ///
+    /// Through [`Store::dynamic_table`](crate::Store::dynamic_table) a
+    /// table is deleted as plain rows: purge an indexed type through its
+    /// own `Table`.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// use leasehold::table::PurgeOptions;
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Events")]
+    /// # struct Event { #[entity(partition_key)] day: String, #[entity(row_key)] id: String }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let events = Store::memory().table::<Event>();
+    /// for id in 0..250 {
+    ///     events.upsert(Event { day: "d1".into(), id: format!("{id:03}") }).await?;
+    /// }
+    /// let mut seen = Vec::new();
+    /// let report = events
+    ///     .purge_with(
+    ///         events.query().partition("d1").row_keys("100".."200"),
+    ///         &PurgeOptions::new().with_concurrency(2),
+    ///         |so_far| seen.push(so_far.deleted),
+    ///     )
+    ///     .await?;
+    /// assert_eq!((report.deleted, report.batches), (100, 1));
+    /// assert_eq!(seen, [100]);
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// * [`Error::Invalid`] before any request: `query` is of another table
+    ///   (through [`Store::dynamic_table`](crate::Store::dynamic_table)),
+    ///   its filter, page size or token is invalid, its row-key range holds
+    ///   no key (its start after its end), the concurrency is 0, or the
+    ///   table's name is invalid;
+    /// * [`Error::NotFound`] (`TableNotFound`) when the table does not
+    ///   exist because the store deleted it;
+    /// * [`Error::Timeout`] when a row stays marked by a commit whose
+    ///   primary lock stays held (as a read);
+    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table once
+    ///   a later epoch wrote the partition;
+    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
+    ///   other backend errors.
+    ///
+    /// The purge stops at the first error; what it deleted stays deleted,
+    /// and running it again goes on with what is left.
+    pub async fn purge_with(
+        &self,
+        query: Query<E>,
+        options: &PurgeOptions,
+        mut progress: impl FnMut(&PurgeReport) + Send,
+    ) -> Result<PurgeReport> {
+        let concurrency = options.checked()?;
+        let (reader, spec) = query.key_scan()?;
+        let name = self.same_table(&reader)?.clone();
+        let span = tracing::debug_span!("leasehold.purge", table = %name, concurrency);
+        let telemetry = self.env.telemetry().clone();
+        let purge = async move {
+            let batch = if self.fence.is_some() {
+                TableOp::MAX_BATCH_OPS - 1
+            } else {
+                TableOp::MAX_BATCH_OPS
+            };
+            let grouping = Grouping {
+                batch,
+                indexed: !E::INDEXES.is_empty(),
+                current: None,
+            };
+            let deletes = stream::try_unfold(Some((reader, spec, grouping)), |state| async move {
+                let Some((reader, mut spec, mut grouping)) = state else {
+                    return Ok(None);
+                };
+                let page = Query::fetch_rows(&reader, &spec).await?;
+                let mut out = Vec::new();
+                for row in page.entities {
+                    grouping.add(row, &mut out);
+                }
+                let next = match page.continuation {
+                    Some(at) => {
+                        spec.continuation = Some(at);
+                        Some((reader, spec, grouping))
+                    }
+                    None => {
+                        out.extend(grouping.current.take());
+                        None
+                    }
+                };
+                Ok::<_, Error>(Some((stream::iter(out.into_iter().map(Ok)), next)))
+            })
+            .try_flatten();
+            let mut done = std::pin::pin!(
+                deletes
+                    .map_ok(|deletes| self.delete_group(deletes))
+                    .try_buffer_unordered(concurrency)
+            );
+            let mut report = PurgeReport::default();
+            while let Some(one) = done.try_next().await? {
+                report += one;
+                progress(&report);
+            }
+            tracing::debug!(
+                deleted = report.deleted,
+                skipped = report.skipped,
+                batches = report.batches,
+                "purged"
+            );
+            Ok(report)
+        };
+        telemetry.operation("purge", purge.instrument(span)).await
+    }
+
+    /// Counts the rows `query` matches, as a read of the table returns
+    /// them (a unit's marks resolved, leasehold's own rows left out, a
+    /// filter applied as the query applies it), reading keys only: pages
+    /// of up to 1,000 rows without their properties, one request each.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Events")]
+    /// # struct Event { #[entity(partition_key)] day: String, #[entity(row_key)] id: String, kind: String }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let events = Store::memory().table::<Event>();
+    /// for (id, kind) in [("1", "debug"), ("2", "audit"), ("3", "debug")] {
+    ///     events.insert(Event { day: "d1".into(), id: id.into(), kind: kind.into() }).await?;
+    /// }
+    /// assert_eq!(events.count(events.query().partition("d1")).await?, 3);
+    /// let debug = Event::columns().kind.eq("debug");
+    /// assert_eq!(events.count(events.query().filter(debug)).await?, 2);
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Table::count_with`].
+    pub async fn count(&self, query: Query<E>) -> Result<u64> {
+        self.count_with(query, |_| {}).await
+    }
+
+    /// As [`Table::count`], calling `progress` with the count so far after
+    /// each page.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Events")]
+    /// # struct Event { #[entity(partition_key)] day: String, #[entity(row_key)] id: String }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let events = Store::memory().table::<Event>();
+    /// for id in 0..5 {
+    ///     events.insert(Event { day: "d1".into(), id: id.to_string() }).await?;
+    /// }
+    /// let mut pages = Vec::new();
+    /// let n = events.count_with(events.query().page_size(2), |so_far| pages.push(so_far)).await?;
+    /// assert_eq!((n, pages), (5, vec![2, 4, 5]));
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// * [`Error::Invalid`] before any request: `query` is of another table,
+    ///   its filter, page size or token is invalid, its row-key range holds
+    ///   no key, or the table's name is invalid;
+    /// * [`Error::NotFound`] (`TableNotFound`) when the table does not
+    ///   exist because the store deleted it;
+    /// * [`Error::Timeout`] when a row stays marked by a commit whose
+    ///   primary lock stays held (as a read);
+    /// * backend errors.
+    pub async fn count_with(
+        &self,
+        query: Query<E>,
+        mut progress: impl FnMut(u64) + Send,
+    ) -> Result<u64> {
+        let (reader, mut spec) = query.key_scan()?;
+        let name = self.same_table(&reader)?;
+        let span = tracing::debug_span!("leasehold.count", table = %name);
+        let count = async {
+            let mut count = 0u64;
+            loop {
+                let page = Query::fetch_rows(&reader, &spec).await?;
+                count += page.entities.len() as u64;
+                progress(count);
+                match page.continuation {
+                    Some(at) => spec.continuation = Some(at),
+                    None => return Ok(count),
+                }
+            }
+        };
+        self.env
+            .telemetry()
+            .operation("count", count.instrument(span))
+            .await
+    }
+
+    /// This table's name, once `reader` (a query's table) is checked to
+    /// be the same table.
+    fn same_table(&self, reader: &Table<E>) -> Result<&TableName> {
+        let name = self.name()?;
+        let asked = reader.name()?;
+        if asked != name {
+            return Err(Error::invalid(
+                format!("query of table `{asked}`"),
+                format!("handed to table `{name}`: a purge or count reads the table it deletes in"),
+            ));
+        }
+        Ok(name)
+    }
+
+    /// Sends one request of a purge: a transaction of `deletes` (sent
+    /// again without any row refused as changed), or for a type with
+    /// indexes the single delete.
+    async fn delete_group(&self, deletes: Deletes) -> Result<PurgeReport> {
+        let mut report = PurgeReport::default();
+        let Deletes { partition, rows } = deletes;
+        if !E::INDEXES.is_empty() {
+            for (row, etag) in rows {
+                report.batches += 1;
+                match self.delete_op(partition.clone(), row, Some(etag)).await {
+                    Ok(()) => report.deleted += 1,
+                    Err(e) if changed_since_read(&e) => report.skipped += 1,
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(report);
+        }
+        let mut ops: Vec<TableOp> = rows
+            .into_iter()
+            .map(|(row_key, etag)| TableOp::Delete {
+                partition_key: partition.clone(),
+                row_key,
+                if_match: Some(etag),
+            })
+            .collect();
+        let name = self.ready().await?;
+        while !ops.is_empty() {
+            report.batches += 1;
+            let span = tracing::debug_span!(
+                "leasehold.batch",
+                table = %name,
+                partition = %partition,
+                ops = ops.len()
+            );
+            match self.execute_batch(name, &ops).instrument(span).await {
+                Ok(_) => {
+                    report.deleted += ops.len() as u64;
+                    break;
+                }
+                Err(Error::Batch { index, source })
+                    if index < ops.len() && changed_since_read(&source) =>
+                {
+                    ops.remove(index);
+                    report.skipped += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entity::EntityData;
+
+    fn row(pk: &str, rk: &str) -> StoredEntity {
+        StoredEntity {
+            data: EntityData {
+                partition_key: PartitionKey::new(pk).unwrap(),
+                row_key: RowKey::new(rk).unwrap(),
+                properties: crate::entity::Properties::new(),
+            },
+            etag: ETag::new("W/\"1\"".to_owned()),
+            timestamp: time::OffsetDateTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn rows_are_grouped_by_partition_in_hundreds() {
+        let mut grouping = Grouping {
+            batch: 100,
+            indexed: false,
+            current: None,
+        };
+        let mut out = Vec::new();
+        for i in 0..250 {
+            grouping.add(row("a", &format!("{i:03}")), &mut out);
+        }
+        grouping.add(row("b", "1"), &mut out);
+        out.extend(grouping.current.take());
+        let sizes: Vec<_> = out
+            .iter()
+            .map(|d| (d.partition.as_str().to_owned(), d.rows.len()))
+            .collect();
+        assert_eq!(
+            sizes,
+            [
+                ("a".to_owned(), 100),
+                ("a".to_owned(), 100),
+                ("a".to_owned(), 50),
+                ("b".to_owned(), 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn rows_of_an_indexed_type_go_one_by_one() {
+        let mut grouping = Grouping {
+            batch: 100,
+            indexed: true,
+            current: None,
+        };
+        let mut out = Vec::new();
+        grouping.add(row("a", "1"), &mut out);
+        grouping.add(row("a", "2"), &mut out);
+        assert_eq!(out.len(), 2);
+        assert!(grouping.current.is_none());
+    }
+
+    #[test]
+    fn no_deletes_in_flight_is_invalid() {
+        let e = PurgeOptions::new()
+            .with_concurrency(0)
+            .checked()
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid);
+        assert!(e.to_string().contains("concurrency"), "{e}");
+    }
+}
