@@ -8,7 +8,7 @@ use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
 use super::handle::{SameTable, Table};
 use super::stored::versioned_from;
-use crate::backend::QuerySpec;
+use crate::backend::{QueryPage, QuerySpec};
 use crate::entity::Value;
 use crate::entity::{Entity, Versioned, property_name_problem};
 use crate::error::{Error, Result};
@@ -440,7 +440,22 @@ impl<E: Entity> Query<E> {
         Vec<Result<Versioned<E>>>,
         Option<crate::query::Continuation>,
     )> {
-        let page = table
+        let page = Self::fetch_rows(table, spec).await?;
+        let complete = spec.select.is_none();
+        let items = page
+            .entities
+            .into_iter()
+            .filter_map(|row| policy.apply(versioned_from(row, complete)))
+            .collect();
+        Ok((items, page.continuation))
+    }
+
+    /// One page of rows as the backend returns it, marked rows resolved
+    /// (and the filter applied to them as resolved), tombstones, decision
+    /// rows and fence rows left out: what every read of a query sees,
+    /// before decoding.
+    pub(super) async fn fetch_rows(table: &Table<E>, spec: &QuerySpec) -> Result<QueryPage> {
+        let mut page = table
             .env
             .telemetry()
             .operation("query", async {
@@ -456,14 +471,26 @@ impl<E: Entity> Query<E> {
                 Ok::<_, Error>(page)
             })
             .await?;
-        let complete = spec.select.is_none();
-        let items = page
-            .entities
-            .into_iter()
-            .filter(|row| !is_fence_row(row.data.row_key.as_str()))
-            .filter_map(|row| policy.apply(versioned_from(row, complete)))
-            .collect();
-        Ok((items, page.continuation))
+        page.entities
+            .retain(|row| !is_fence_row(row.data.row_key.as_str()));
+        Ok(page)
+    }
+
+    /// What an export of this query reads (see [`Query::export`]): the
+    /// table, the first request and the digest its tokens carry.
+    ///
+    /// # Errors
+    /// As [`Query::page`] before any request; [`Error::Invalid`] for a
+    /// query with a projection (an export reads whole rows).
+    pub(super) fn into_export(self) -> Result<(Table<E>, QuerySpec, u64)> {
+        if self.select.is_some() {
+            return Err(Error::invalid(
+                "export of a query with a projection",
+                "an export reads whole rows; leave out `select` and `select_properties`",
+            ));
+        }
+        let (spec, query) = self.spec()?;
+        Ok((self.table, spec, query))
     }
 
     /// Reads one page.
