@@ -26,6 +26,10 @@
 //!   tables create NAME                create a table unless it exists (says which)
 //!   tables delete NAME                delete a table and every entity in it, with its
 //!                                     index table
+//!   export --table T [--partition P] [--filter F] [--out FILE] [--checkpoint FILE]
+//!                                     a table's rows as JSON lines, EDM types exact
+//!   import --table T [--in FILE] [--mode insert|upsert] [--checkpoint FILE]
+//!                                     JSON lines of an export back into a table
 //! ```
 //!
 //! The connection string comes from `--connection-string` or, failing that,
@@ -51,7 +55,7 @@
 //! `--json` is not given.
 //!
 //! One module per command group ([`leases`], [`locks`], [`indexes`],
-//! [`tables`]); [`args`] parses
+//! [`tables`], [`transfer`] for export and import); [`args`] parses
 //! the command line, [`output`] writes the results, [`failure`] maps errors
 //! to exit codes.
 
@@ -89,6 +93,7 @@ mod leases;
 mod locks;
 mod output;
 mod tables;
+mod transfer;
 
 use args::{AuthMode, Cli, Command};
 use failure::Failure;
@@ -134,6 +139,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Locks(command) => locks::run(&store, command, &out).await,
         Command::Indexes(command) => indexes::run(&store, command, &out).await,
         Command::Tables(command) => tables::run(&store, command, &out).await,
+        Command::Export(args) => transfer::export(&store, args, &out).await,
+        Command::Import(args) => transfer::import(&store, args, &out).await,
     }
 }
 
