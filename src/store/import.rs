@@ -440,10 +440,7 @@ async fn send(
                 }
                 if kept.len() == before {
                     // Nothing stored after all: the refusal stands.
-                    return Err(Error::Batch {
-                        index: 0,
-                        source,
-                    });
+                    return Err(Error::Batch { index: 0, source });
                 }
                 ops = kept;
             }

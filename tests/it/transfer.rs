@@ -149,7 +149,12 @@ fn expected_lines(rows: &[EntityData], target: Target) -> String {
 
 /// The whole export of `store`'s table `TABLE`, and its page count.
 async fn export_all(store: &Store) -> (String, usize) {
-    let pages: Vec<_> = store.dynamic_table(TABLE).export().try_collect().await.unwrap();
+    let pages: Vec<_> = store
+        .dynamic_table(TABLE)
+        .export()
+        .try_collect()
+        .await
+        .unwrap();
     let n = pages.len();
     let mut out = String::new();
     for page in pages {
@@ -209,7 +214,10 @@ pub async fn export_import_export_is_byte_identical_for_every_edm_type(ctx: &Ctx
         (10_000, 10_000, 0)
     );
     let (second, _) = export_all(&copy).await;
-    assert!(second == first, "export → import → export is byte-identical");
+    assert!(
+        second == first,
+        "export → import → export is byte-identical"
+    );
 }
 
 /// An export stopped after some pages (by a failed request) resumes from
@@ -224,7 +232,13 @@ pub async fn an_interrupted_export_resumes_from_its_last_token(ctx: &Ctx, _targe
     let stopping = store_on(ctx, Arc::new(faulty), "src");
     let mut lines = String::new();
     let mut token: Option<ContinuationToken> = None;
-    let mut pages = std::pin::pin!(stopping.dynamic_table(TABLE).query().page_size(100).export());
+    let mut pages = std::pin::pin!(
+        stopping
+            .dynamic_table(TABLE)
+            .query()
+            .page_size(100)
+            .export()
+    );
     let mut failed = false;
     while let Some(page) = pages.next().await {
         match page {
@@ -313,7 +327,10 @@ async fn interrupted_import(ctx: &Ctx, options: ImportOptions) {
     );
 
     let copy = store_on(ctx, ctx.backend().clone(), "dst");
-    let rest: Vec<_> = rows_of(&whole).into_iter().skip(last.rows as usize).collect();
+    let rest: Vec<_> = rows_of(&whole)
+        .into_iter()
+        .skip(last.rows as usize)
+        .collect();
     let resumed = import_all(&copy, rest, options.clone()).await.unwrap();
     assert_eq!(resumed.rows + last.rows, 1000);
     assert_eq!(resumed.written + resumed.already_there, resumed.rows);
@@ -331,22 +348,44 @@ async fn interrupted_import(ctx: &Ctx, options: ImportOptions) {
 /// with `AlreadyExists` naming it, and leaves that row as it was.
 pub async fn insert_only_import_refuses_a_row_stored_otherwise(ctx: &Ctx, _target: Target) {
     let store = store_on(ctx, ctx.backend().clone(), "dst");
-    let mut existing = DynamicEntity::new(PartitionKey::new("p00").unwrap(), RowKey::new("r00001").unwrap());
-    existing.properties.insert("s", Value::String("mine".into()));
+    let mut existing = DynamicEntity::new(
+        PartitionKey::new("p00").unwrap(),
+        RowKey::new("r00001").unwrap(),
+    );
+    existing
+        .properties
+        .insert("s", Value::String("mine".into()));
     store.dynamic_table(TABLE).insert(existing).await.unwrap();
-    let rows: Vec<_> = (0..3).map(|i| {
-        let data = row(0, i);
-        let mut r = DynamicEntity::new(data.partition_key, data.row_key);
-        r.properties = data.properties;
-        Ok(r)
-    }).collect();
-    let e = import_all(&store, rows, ImportOptions::insert_only()).await.unwrap_err();
+    let rows: Vec<_> = (0..3)
+        .map(|i| {
+            let data = row(0, i);
+            let mut r = DynamicEntity::new(data.partition_key, data.row_key);
+            r.properties = data.properties;
+            Ok(r)
+        })
+        .collect();
+    let e = import_all(&store, rows, ImportOptions::insert_only())
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
     assert!(e.to_string().contains("\"r00001\""), "names the row: {e}");
-    let kept = store.dynamic_table(TABLE).get("p00", "r00001").await.unwrap().unwrap();
+    let kept = store
+        .dynamic_table(TABLE)
+        .get("p00", "r00001")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(kept.get::<String>("s").unwrap().as_deref(), Some("mine"));
     assert_eq!(kept.properties.len(), 1);
-    assert!(store.dynamic_table(TABLE).get("p00", "r00000").await.unwrap().is_none(), "nothing of the transaction applied");
+    assert!(
+        store
+            .dynamic_table(TABLE)
+            .get("p00", "r00000")
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing of the transaction applied"
+    );
 }
 
 /// A customer's account, written through units.
@@ -369,7 +408,11 @@ pub async fn marked_rows_export_resolved_and_hidden_rows_stay_out(ctx: &Ctx, _ta
     let accounts = store.table::<Account>().with_write_log();
     for c in ["c0", "c1"] {
         accounts
-            .insert(Account { customer: c.into(), name: "main".into(), balance: 100 })
+            .insert(Account {
+                customer: c.into(),
+                name: "main".into(),
+                balance: 100,
+            })
             .await
             .unwrap();
     }
@@ -391,13 +434,22 @@ pub async fn marked_rows_export_resolved_and_hidden_rows_stay_out(ctx: &Ctx, _ta
     drop(writer);
 
     let name = TableName::new(format!("{}{TABLE}", store.table_prefix())).unwrap();
-    let stored = ctx.backend().query(&name, &Default::default()).await.unwrap().entities;
+    let stored = ctx
+        .backend()
+        .query(&name, &Default::default())
+        .await
+        .unwrap()
+        .entities;
     assert!(
-        stored.iter().any(|r| r.data.properties.get("_lhTxn").is_some()),
+        stored
+            .iter()
+            .any(|r| r.data.properties.get("_lhTxn").is_some()),
         "a row is still marked"
     );
     assert!(
-        stored.iter().any(|r| r.data.row_key.as_str().starts_with("_lhCommit.")),
+        stored
+            .iter()
+            .any(|r| r.data.row_key.as_str().starts_with("_lhCommit.")),
         "the decision row is stored"
     );
 
@@ -406,9 +458,19 @@ pub async fn marked_rows_export_resolved_and_hidden_rows_stay_out(ctx: &Ctx, _ta
         .into_iter()
         .map(|r| {
             let r = r.unwrap();
-            (r.partition_key.to_string(), r.get::<i64>("balance").unwrap().unwrap())
+            (
+                r.partition_key.to_string(),
+                r.get::<i64>("balance").unwrap().unwrap(),
+            )
         })
         .collect();
-    assert_eq!(balances, [("c0".to_owned(), 50), ("c1".to_owned(), 150)], "{lines}");
-    assert!(!lines.contains("_lh"), "no hidden row, no reserved property: {lines}");
+    assert_eq!(
+        balances,
+        [("c0".to_owned(), 50), ("c1".to_owned(), 150)],
+        "{lines}"
+    );
+    assert!(
+        !lines.contains("_lh"),
+        "no hidden row, no reserved property: {lines}"
+    );
 }

@@ -131,9 +131,9 @@ impl Progress {
     fn new(out: &Output, what: String) -> Progress {
         let bar = (!out.json && std::io::stderr().is_terminal()).then(|| {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            if let Ok(style) =
-                ProgressStyle::with_template("{spinner} {msg}: {human_pos} rows, {per_sec}, {elapsed}")
-            {
+            if let Ok(style) = ProgressStyle::with_template(
+                "{spinner} {msg}: {human_pos} rows, {per_sec}, {elapsed}",
+            ) {
                 bar.set_style(style);
             }
             bar.set_message(what.clone());
@@ -155,7 +155,11 @@ impl Progress {
             Some(bar) => bar.set_position(count),
             None if self.last_line.elapsed() >= Self::EVERY => {
                 self.last_line = Instant::now();
-                err!("{}: {count} rows, {:.0} rows/s", self.what, self.rate(count));
+                err!(
+                    "{}: {count} rows, {:.0} rows/s",
+                    self.what,
+                    self.rate(count)
+                );
             }
             None => {}
         }
@@ -186,7 +190,8 @@ pub(crate) async fn export(store: &Store, args: ExportArgs, out: &Output) -> Res
         query = query.partition(pk.as_str());
     }
     if let Some(text) = &args.filter {
-        let filter = parse_filter(text).map_err(|why| usage(format!("--filter {text:?}: {why}")))?;
+        let filter =
+            parse_filter(text).map_err(|why| usage(format!("--filter {text:?}: {why}")))?;
         filter.validate()?;
         query = query.filter(TypedFilter::raw(filter));
     }
@@ -223,7 +228,12 @@ pub(crate) async fn export(store: &Store, args: ExportArgs, out: &Output) -> Res
                 let writer = f.try_clone().map_err(|e| io_failure("open", path, e))?;
                 (Box::new(BufWriter::new(writer)), Some(f), bytes, rows)
             }
-            None => (Box::new(BufWriter::new(std::io::stdout().lock())), None, 0, 0),
+            None => (
+                Box::new(BufWriter::new(std::io::stdout().lock())),
+                None,
+                0,
+                0,
+            ),
         };
     let start_rows = rows;
     let mut progress = Progress::new(out, format!("exporting {}", args.table));
@@ -336,7 +346,10 @@ pub(crate) async fn import(store: &Store, args: ImportArgs, out: &Output) -> Res
             )),
             path.display().to_string(),
         ),
-        None => (Box::new(BufReader::new(std::io::stdin())), "stdin".to_owned()),
+        None => (
+            Box::new(BufReader::new(std::io::stdin())),
+            "stdin".to_owned(),
+        ),
     };
     let source_name = source.clone();
     let skip_lines = usize::try_from(skip).map_err(|_| usage("checkpoint row count too large"))?;
@@ -358,11 +371,8 @@ pub(crate) async fn import(store: &Store, args: ImportArgs, out: &Output) -> Res
     }
     let mut progress = Progress::new(out, format!("importing into {}", args.table));
     progress.set(skip);
-    let mut reports = std::pin::pin!(store.import(
-        &args.table,
-        futures_util::stream::iter(rows),
-        options
-    ));
+    let mut reports =
+        std::pin::pin!(store.import(&args.table, futures_util::stream::iter(rows), options));
     let mut last = ImportProgress::default();
     while let Some(report) = reports.next().await {
         let report = report?;
@@ -599,16 +609,31 @@ impl Parser {
                         "ge" => CmpOp::Ge,
                         "lt" => CmpOp::Lt,
                         "le" => CmpOp::Le,
-                        other => return Err(format!("{other:?} is not a comparison (eq ne gt ge lt le)")),
+                        other => {
+                            return Err(format!(
+                                "{other:?} is not a comparison (eq ne gt ge lt le)"
+                            ));
+                        }
                     },
-                    other => return Err(format!("expected a comparison after {property:?}, found {other:?}")),
+                    other => {
+                        return Err(format!(
+                            "expected a comparison after {property:?}, found {other:?}"
+                        ));
+                    }
                 };
                 self.at += 1;
                 let value = match self.tokens.get(self.at).cloned() {
                     Some(Token::Literal(v)) => v,
                     Some(Token::Word(w)) if w.eq_ignore_ascii_case("true") => Value::Boolean(true),
-                    Some(Token::Word(w)) if w.eq_ignore_ascii_case("false") => Value::Boolean(false),
-                    other => return Err(format!("expected a value after {property} {}, found {other:?}", op.odata())),
+                    Some(Token::Word(w)) if w.eq_ignore_ascii_case("false") => {
+                        Value::Boolean(false)
+                    }
+                    other => {
+                        return Err(format!(
+                            "expected a value after {property} {}, found {other:?}",
+                            op.odata()
+                        ));
+                    }
                 };
                 self.at += 1;
                 Ok(Filter::compare(property, op, value))
@@ -626,17 +651,31 @@ mod tests {
     fn filters_parse_to_the_odata_they_were_written_as() {
         for (text, odata) in [
             ("total gt 5", "total gt 5"),
-            ("total ge 5L and name eq 'o''brien'", "(total ge 5L) and (name eq 'o''brien')"),
+            (
+                "total ge 5L and name eq 'o''brien'",
+                "(total ge 5L) and (name eq 'o''brien')",
+            ),
             (
                 "not (a eq true) or d lt 1.5",
                 "(not (a eq true)) or (d lt 1.5)",
             ),
-            ("RowKey ge 'r' and RowKey lt 's'", "(RowKey ge 'r') and (RowKey lt 's')"),
+            (
+                "RowKey ge 'r' and RowKey lt 's'",
+                "(RowKey ge 'r') and (RowKey lt 's')",
+            ),
         ] {
             let f = parse_filter(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(f.to_odata(), odata, "{text}");
         }
-        for bad in ["", "a eq", "a eq 'x", "a is 5", "(a eq 1", "a eq 99999999999", "a eq 1 b"] {
+        for bad in [
+            "",
+            "a eq",
+            "a eq 'x",
+            "a is 5",
+            "(a eq 1",
+            "a eq 99999999999",
+            "a eq 1 b",
+        ] {
             assert!(parse_filter(bad).is_err(), "{bad:?}");
         }
     }
