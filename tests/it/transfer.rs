@@ -82,14 +82,14 @@ fn row(p: usize, i: usize) -> EntityData {
     props.insert("i32", Value::Int32(i32::MIN + i as i32));
     props.insert(
         "i64",
-        Value::Int64(if i % 2 == 0 {
+        Value::Int64(if i.is_multiple_of(2) {
             (1 << 53) + 1 + i as i64
         } else {
             i64::MIN + i as i64
         }),
     );
     props.insert("d", Value::Double(doubles[i % doubles.len()]));
-    props.insert("b", Value::Boolean(i % 3 == 0));
+    props.insert("b", Value::Boolean(i.is_multiple_of(3)));
     let t = time::OffsetDateTime::from_unix_timestamp_nanos(
         1_700_000_000_123_456_700 + (i as i128) * 1_000_000_100,
     )
@@ -102,7 +102,7 @@ fn row(p: usize, i: usize) -> EntityData {
         )),
     );
     props.insert("bin", Value::Binary((0..(i % 7) as u8 + 1).collect()));
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         props.insert("sometimes", Value::String(String::new()));
     }
     EntityData {

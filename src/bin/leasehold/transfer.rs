@@ -522,7 +522,7 @@ fn typed_literal(prefix: &str, inner: &str) -> Result<Value, String> {
             .map(Value::Guid)
             .map_err(|e| format!("guid'{inner}': {e}")),
         "x" | "binary" => {
-            if inner.len() % 2 != 0 || !inner.chars().all(|c| c.is_ascii_hexdigit()) {
+            if !inner.len().is_multiple_of(2) || !inner.chars().all(|c| c.is_ascii_hexdigit()) {
                 return Err(format!("X'{inner}': not an even number of hex digits"));
             }
             (0..inner.len())
