@@ -130,7 +130,7 @@ impl Store {
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
     /// let lines = "{\"PartitionKey\":\"s1\",\"RowKey\":\"7\",\"total\":\"42\",\"total@odata.type\":\"Edm.Int64\"}\n\
     ///              {\"PartitionKey\":\"s2\",\"RowKey\":\"8\",\"total\":\"-1\",\"total@odata.type\":\"Edm.Int64\"}\n";
-    /// let rows = futures_util::stream::iter(lines.lines().map(DynamicEntity::from_json_line));
+    /// let rows = leasehold::stream::iter(lines.lines().map(DynamicEntity::from_json_line));
     ///
     /// let store = leasehold::Store::memory();
     /// let last: Option<ImportProgress> = store
@@ -150,14 +150,14 @@ impl Store {
     /// transaction that would hold it is sent; an error of the input
     /// stream, as it is; [`Error::AlreadyExists`] (insert-only) naming a
     /// row the table holds with other values; backend errors.
-    pub fn import<S>(
+    pub fn import<'a, S>(
         &self,
         table: &str,
         rows: S,
         options: ImportOptions,
-    ) -> impl Stream<Item = Result<ImportProgress>> + Send + 'static
+    ) -> impl Stream<Item = Result<ImportProgress>> + Send + 'a
     where
-        S: Stream<Item = Result<DynamicEntity>> + Send + 'static,
+        S: Stream<Item = Result<DynamicEntity>> + Send + 'a,
     {
         let importer = Importer {
             store: self.clone(),
@@ -186,13 +186,13 @@ impl Store {
 }
 
 /// The state of one import.
-struct Importer {
+struct Importer<'a> {
     store: Store,
     table: String,
     /// The table's full name, once it is known to exist.
     name: Option<TableName>,
     options: ImportOptions,
-    rows: BoxStream<'static, Result<DynamicEntity>>,
+    rows: BoxStream<'a, Result<DynamicEntity>>,
     input_done: bool,
     /// Rows taken from the input.
     read: u64,
@@ -210,7 +210,7 @@ struct Importer {
     failed: bool,
 }
 
-impl Importer {
+impl Importer<'_> {
     /// The next report, error or end.
     async fn step(&mut self) -> Option<Result<ImportProgress>> {
         if self.failed {

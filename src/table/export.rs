@@ -74,8 +74,9 @@ impl<E: Entity> Query<E> {
     ///
     /// Marked rows come out as the commit that marked them leaves them,
     /// and leasehold's hidden rows and reserved properties are left out:
-    /// see the line format and what an export reads in the `table` module
-    /// docs, and [`Store::import`](crate::Store::import) for the way back.
+    /// see the line format and what an export reads in the
+    /// [`table`](crate::table) module docs, and
+    /// [`Store::import`](crate::Store::import) for the way back.
     /// Each page is one request (two or more only where a marked row needs
     /// resolving).
     ///
@@ -136,7 +137,7 @@ fn exported(mut row: StoredEntity) -> Result<Versioned<DynamicEntity>> {
 impl DynamicEntity {
     /// The row as one line of an export: a JSON object with the keys and
     /// every property, EDM types exact, in a fixed order (the format is in
-    /// the `table` module docs), without a line break.
+    /// the [`table`](crate::table) module docs), without a line break.
     ///
     /// ```
     /// use leasehold::entity::Value;
