@@ -1283,3 +1283,350 @@ async fn purge_and_count_select_rows_and_say_what_they_did() {
         1
     );
 }
+
+/// A store under `prefix` on Azurite, and `rows` rows of table `Moved` in
+/// three partitions written through it: Int64 past 2^53, doubles JSON
+/// cannot spell, date-times to 100 ns.
+async fn moved_rows(cs: &str, prefix: &str, rows: usize) -> Store {
+    use leasehold::entity::Value;
+    let store = Store::builder(AzureBackend::from_connection_string(cs).unwrap())
+        .table_prefix(prefix)
+        .unwrap()
+        .build()
+        .unwrap();
+    let table = store.dynamic_table("Moved");
+    for i in 0..rows {
+        let mut row = leasehold::DynamicEntity::new(
+            leasehold::PartitionKey::new(format!("p{}", i % 3)).unwrap(),
+            leasehold::RowKey::new(format!("r{i:05}")).unwrap(),
+        );
+        row.properties
+            .insert("n", Value::Int64((1 << 53) + i as i64));
+        row.properties.insert(
+            "d",
+            Value::Double([f64::NAN, f64::NEG_INFINITY, 0.25][i % 3]),
+        );
+        row.properties.insert(
+            "t",
+            Value::DateTime(
+                leasehold::time::OffsetDateTime::from_unix_timestamp_nanos(
+                    1_700_000_000_123_456_700 + i as i128 * 100,
+                )
+                .unwrap(),
+            ),
+        );
+        row.properties
+            .insert("s", Value::String(format!("it's row {i}")));
+        table.insert(row).await.unwrap();
+    }
+    store
+}
+
+/// `export` writes every row of a table (or of a partition, or those a
+/// filter picks) as JSON lines; `import` writes them into an empty table
+/// of another prefix, whose export is then the same bytes; importing again
+/// finds every row already there (insert) or writes it again (upsert),
+/// and a row stored otherwise fails an insert-only import.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_and_import_round_trip_a_table_through_a_file() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_export");
+    let from = format!("{}a", names.prefix());
+    let to = format!("{}b", names.prefix());
+    moved_rows(&cs, &from, 30).await;
+    let dir = std::env::temp_dir().join(format!("leasehold-{}", names.prefix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str| dir.join(name).display().to_string();
+    let with = |prefix: &str, args: &[&str]| {
+        run_json(&cs, &[&["--table-prefix", prefix][..], args].concat())
+    };
+
+    let (code, doc) = with(
+        &from,
+        &["export", "--table", "Moved", "--out", &file("all")],
+    );
+    assert_eq!((code, &doc["rows"]), (0, &json!(30)), "{doc}");
+    let all = std::fs::read_to_string(file("all")).unwrap();
+    assert_eq!(all.lines().count(), 30);
+    assert!(
+        all.contains(r#""n":"9007199254740992","n@odata.type":"Edm.Int64""#),
+        "{all}"
+    );
+    assert!(
+        all.contains(r#""d":"NaN","d@odata.type":"Edm.Double""#),
+        "{all}"
+    );
+    assert!(
+        all.contains(r#""t":"2023-11-14T22:13:20.1234567Z""#),
+        "{all}"
+    );
+
+    let (_, doc) = with(
+        &from,
+        &[
+            "export",
+            "--table",
+            "Moved",
+            "--partition",
+            "p1",
+            "--out",
+            &file("p1"),
+        ],
+    );
+    assert_eq!(doc["rows"], json!(10), "{doc}");
+    let p1 = std::fs::read_to_string(file("p1")).unwrap();
+    assert!(
+        p1.lines().all(|l| l.starts_with(r#"{"PartitionKey":"p1""#)),
+        "{p1}"
+    );
+    let (_, doc) = with(
+        &from,
+        &[
+            "export",
+            "--table",
+            "Moved",
+            "--filter",
+            "n ge 9007199254741012L and s ne 'it''s row 25'",
+            "--out",
+            &file("some"),
+        ],
+    );
+    assert_eq!(doc["rows"], json!(9), "rows 20 to 29 but 25: {doc}");
+
+    let (code, doc) = with(&to, &["import", "--table", "Moved", "--in", &file("all")]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(
+        (
+            &doc["rows"],
+            &doc["written"],
+            &doc["already_there"],
+            &doc["mode"]
+        ),
+        (&json!(30), &json!(30), &json!(0), &json!("insert"))
+    );
+    with(
+        &to,
+        &["export", "--table", "Moved", "--out", &file("again")],
+    );
+    assert!(
+        std::fs::read(file("again")).unwrap() == all.as_bytes(),
+        "byte-identical"
+    );
+
+    let (_, doc) = with(&to, &["import", "--table", "Moved", "--in", &file("all")]);
+    assert_eq!(
+        (&doc["written"], &doc["already_there"]),
+        (&json!(0), &json!(30))
+    );
+    let (_, doc) = with(
+        &to,
+        &[
+            "import",
+            "--table",
+            "Moved",
+            "--in",
+            &file("all"),
+            "--mode",
+            "upsert",
+        ],
+    );
+    assert_eq!(
+        (&doc["written"], &doc["already_there"]),
+        (&json!(30), &json!(0))
+    );
+
+    // Text output: a summary line with count and rate.
+    let out = run(&[
+        "--connection-string",
+        &cs,
+        "--table-prefix",
+        &to,
+        "export",
+        "--table",
+        "Moved",
+        "--out",
+        &file("text"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("exported 30 rows of Moved to ") && text.contains("rows/s"),
+        "{text}"
+    );
+
+    // A row stored with other values: an insert-only import refuses it.
+    let changed = all.replacen("it's row 0", "changed", 1);
+    std::fs::write(file("changed"), changed).unwrap();
+    let (code, doc) = with(
+        &to,
+        &["import", "--table", "Moved", "--in", &file("changed")],
+    );
+    assert_eq!(code, 1, "{doc}");
+    let message = doc["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("already exists") && message.contains("\"r00000\""),
+        "{message}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// An export stopped half-way (its checkpoint after the first page, part
+/// of the next page written after it) resumes there: the output is cut
+/// back to the checkpoint and completed, every row once; an import
+/// resumes after the rows its checkpoint counts, rows stored past it
+/// counted as already there. Both checkpoints are removed at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_and_import_resume_from_their_checkpoints() {
+    use futures_util::TryStreamExt as _;
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_resume");
+    let from = format!("{}a", names.prefix());
+    let to = format!("{}b", names.prefix());
+    let store = moved_rows(&cs, &from, 2500).await;
+    let dir = std::env::temp_dir().join(format!("leasehold-{}", names.prefix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str| dir.join(name).display().to_string();
+    let with = |prefix: &str, args: &[&str]| {
+        run_json(&cs, &[&["--table-prefix", prefix][..], args].concat())
+    };
+    let (_, doc) = with(
+        &from,
+        &["export", "--table", "Moved", "--out", &file("whole")],
+    );
+    assert_eq!(doc["rows"], json!(2500));
+    let whole = std::fs::read_to_string(file("whole")).unwrap();
+
+    // The first page (1000 rows) written and checkpointed, then half a line.
+    let mut pages = std::pin::pin!(store.dynamic_table("Moved").export());
+    let first = pages.try_next().await.unwrap().unwrap();
+    let mut lines = String::new();
+    for row in &first.items {
+        lines.push_str(&row.to_json_line().unwrap());
+        lines.push('\n');
+    }
+    assert_eq!(first.items.len(), 1000);
+    let checkpoint = json!({
+        "table": "Moved",
+        "token": first.continuation.unwrap().to_string(),
+        "rows": 1000,
+        "bytes": lines.len(),
+    });
+    std::fs::write(file("export.ckpt"), checkpoint.to_string()).unwrap();
+    std::fs::write(file("part"), format!("{lines}{{\"PartitionKey\":\"p")).unwrap();
+    let (code, doc) = with(
+        &from,
+        &[
+            "export",
+            "--table",
+            "Moved",
+            "--out",
+            &file("part"),
+            "--checkpoint",
+            &file("export.ckpt"),
+        ],
+    );
+    assert_eq!(
+        (code, &doc["rows"], &doc["resumed_at"]),
+        (0, &json!(2500), &json!(1000)),
+        "{doc}"
+    );
+    assert!(
+        std::fs::read_to_string(file("part")).unwrap() == whole,
+        "every row once"
+    );
+    assert!(!dir.join("export.ckpt").exists(), "removed once complete");
+
+    // An import stopped after 1000 rows, with 200 more stored past its
+    // checkpoint.
+    let head: String = whole.lines().take(1200).map(|l| format!("{l}\n")).collect();
+    std::fs::write(file("head"), head).unwrap();
+    with(&to, &["import", "--table", "Moved", "--in", &file("head")]);
+    std::fs::write(
+        file("import.ckpt"),
+        json!({ "table": "Moved", "mode": "insert", "rows": 1000 }).to_string(),
+    )
+    .unwrap();
+    let (code, doc) = with(
+        &to,
+        &[
+            "import",
+            "--table",
+            "Moved",
+            "--in",
+            &file("whole"),
+            "--checkpoint",
+            &file("import.ckpt"),
+        ],
+    );
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(
+        (
+            &doc["rows"],
+            &doc["written"],
+            &doc["already_there"],
+            &doc["resumed_at"]
+        ),
+        (&json!(2500), &json!(1300), &json!(200), &json!(1000))
+    );
+    assert!(!dir.join("import.ckpt").exists(), "removed once complete");
+    with(&to, &["export", "--table", "Moved", "--out", &file("copy")]);
+    assert!(
+        std::fs::read_to_string(file("copy")).unwrap() == whole,
+        "none missing, none twice"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Usage errors (exit 2) and a missing table (exit 3), before any row moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_and_import_refuse_bad_arguments() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_badexport");
+    let p = names.prefix().to_owned();
+    let with = |args: &[&str]| run_json(&cs, &[&["--table-prefix", p.as_str()][..], args].concat());
+    let (code, doc) = with(&["export", "--table", "Nowhere"]);
+    assert_eq!(code, 3, "{doc}");
+    let (code, doc) = with(&["export", "--table", "Nowhere", "--checkpoint", "x.ckpt"]);
+    assert_eq!(code, 2, "{doc}");
+    assert!(
+        doc["error"]["message"].as_str().unwrap().contains("--out"),
+        "{doc}"
+    );
+    let (code, doc) = with(&[
+        "export",
+        "--table",
+        "Nowhere",
+        "--filter",
+        "n eq 99999999999",
+    ]);
+    assert_eq!(code, 2, "{doc}");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("99999999999L"),
+        "{doc}"
+    );
+    let (code, doc) = with(&["import", "--table", "Nowhere", "--checkpoint", "x.ckpt"]);
+    assert_eq!(code, 2, "{doc}");
+    let dir = std::env::temp_dir().join(format!("leasehold-{p}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"PartitionKey\":\"p\",\"RowKey\":\"r\"}\n{\"PartitionKey\":\"p\"}\n",
+    )
+    .unwrap();
+    let (code, doc) = with(&["import", "--table", "Moved", "--in", bad.to_str().unwrap()]);
+    assert_eq!(code, 2, "{doc}");
+    assert!(
+        doc["error"]["message"].as_str().unwrap().contains("line 2"),
+        "{doc}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -15,7 +15,7 @@
 //!   stdout).
 //!
 //! One module per section (`per_op`, `codec`, `units`, `hot`, `handoff`,
-//! `memory`, `indexes`, `across`, `purge`), plus the shared `setup`, `stats`, `report` and
+//! `memory`, `indexes`, `across`, `purge`, `transfer`), plus the shared `setup`, `stats`, `report` and
 //! `stopwatch` (timing hooks: a layer and a pipeline policy); the program
 //! uses only leasehold's public API (the codec section reaches the wire
 //! form through the hidden `leasehold::__private` hooks meant for it).
@@ -38,6 +38,7 @@ mod report;
 mod setup;
 mod stats;
 mod stopwatch;
+mod transfer;
 mod units;
 
 use across::{WORKER, across_processes, across_worker};
@@ -51,6 +52,7 @@ use purge::purge;
 use report::Report;
 use setup::{Env, Sample, round_trip_now};
 use stats::median;
+use transfer::transfer;
 use units::locked_units;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -83,7 +85,8 @@ async fn main() -> Res<()> {
     };
     env.raw.create_table(Sample::TABLE).await?;
     // `LEASEHOLD_BENCH_ONLY=codec,handoff` runs only the named sections
-    // (per-op, codec, units, hot, memory, handoff, indexes, across, purge).
+    // (per-op, codec, units, hot, memory, handoff, indexes, across, purge,
+    // transfer).
     let only = std::env::var("LEASEHOLD_BENCH_ONLY").ok();
     let run = |section: &str| {
         only.as_deref()
@@ -119,6 +122,9 @@ async fn main() -> Res<()> {
     }
     if run("purge") {
         purge(&env, &mut report).await?;
+    }
+    if run("transfer") {
+        transfer(&env, &mut report).await?;
     }
     report.detail(format!(
         "Scale {scale}; whole benchmark {:.0} s.",

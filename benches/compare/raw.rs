@@ -194,6 +194,43 @@ impl RawTables {
         Ok(())
     }
 
+    /// One page of every entity of `table`, from `from` (the
+    /// continuation headers of the page before), and where the next starts.
+    pub(crate) async fn page(
+        &self,
+        table: &str,
+        from: Option<&(String, String)>,
+    ) -> Res<(Vec<Map<String, Json>>, Option<(String, String)>)> {
+        let mut u = url(&self.base, &format!("{table}()"));
+        if let Some((pk, rk)) = from {
+            u.query_pairs_mut()
+                .append_pair("NextPartitionKey", pk)
+                .append_pair("NextRowKey", rk);
+        }
+        let mut r = Request::new(u, Method::Get);
+        r.insert_header("accept", "application/json;odata=fullmetadata");
+        let reply = self.send(r).await?;
+        let header = |name: &str| {
+            reply
+                .headers()
+                .iter()
+                .find(|(n, _)| n.as_str() == name)
+                .map(|(_, v)| v.as_str().to_owned())
+        };
+        let next = header("x-ms-continuation-nextpartitionkey").map(|pk| {
+            (
+                pk,
+                header("x-ms-continuation-nextrowkey").unwrap_or_default(),
+            )
+        });
+        #[derive(serde::Deserialize)]
+        struct Page {
+            value: Vec<Map<String, Json>>,
+        }
+        let page: Page = serde_json::from_slice(reply.body().as_ref())?;
+        Ok((page.value, next))
+    }
+
     /// The first page of `filter`, at most `top` entities.
     pub(crate) async fn query(
         &self,

@@ -16,9 +16,12 @@ use crate::retry::ConflictRetry;
 use crate::table::TableEnv;
 use crate::telemetry::Telemetry;
 
+mod import;
 mod indexes;
 mod manage;
 mod open;
+
+pub use import::{ImportOptions, ImportProgress};
 
 /// The entry point: a backend plus configuration. Cheap to clone; clones
 /// share the backend and the record of tables already created.

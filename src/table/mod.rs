@@ -11,10 +11,51 @@
 //! One file per job: `handle` (the table, its name and reads), `write`
 //! (single-entity writes), `update` (optimistic read-modify-write), `query`,
 //! `batch`, `purge` (deleting and counting what a query matches), `stored` (what a read returns and a write leaves stored),
-//! `resolve` (how a store's tables see marked rows and tombstones) and `env` (what the tables of a store share).
+//! `resolve` (how a store's tables see marked rows and tombstones), `export`
+//! (a table's rows as JSON lines) and `env` (what the tables of a store share).
+//!
+//! # Export and import: the line format
+//!
+//! One JSON object per row and per line, as the Table service's REST API
+//! writes an entity: `PartitionKey`, `RowKey` and every property, each
+//! value of a type JSON cannot tell followed by its `name@odata.type`
+//! annotation:
+//!
+//! | EDM type | value | annotation |
+//! |---|---|---|
+//! | `Edm.String` | a JSON string | none |
+//! | `Edm.Boolean` | `true` / `false` | none |
+//! | `Edm.Int32` | a JSON number | none |
+//! | `Edm.Int64` | a decimal string (`"9007199254740993"`): exact past 2^53 | `Edm.Int64` |
+//! | `Edm.Double` | a JSON number in its shortest round-trip form (`-0.0` kept), or `"NaN"`, `"Infinity"`, `"-Infinity"` | `Edm.Double` |
+//! | `Edm.DateTime` | UTC with seven fractional digits (`"2026-11-29T08:30:00.1234567Z"`) | `Edm.DateTime` |
+//! | `Edm.Guid` | lowercase, hyphenated | `Edm.Guid` |
+//! | `Edm.Binary` | standard base64 with padding | `Edm.Binary` |
+//!
+//! Keys are written in byte order of their names (an annotation right
+//! after its property), strings escaped as `serde_json` escapes them and
+//! otherwise as UTF-8, so the same rows always give the same bytes: an
+//! export, imported into an empty table and exported again, is
+//! byte-identical. `Timestamp` and the ETag are not written (the service
+//! sets both anew on every write, an import included), nor are leasehold's
+//! own reserved properties (names starting with `_lh`, such as the write
+//! log of [`Table::with_write_log`]).
+//!
+//! # What an export reads
+//!
+//! Rows as every read of the table sees them: a row a commit left marked
+//! comes out as the commit leaves it (finished or withdrawn first, see
+//! `crate::lock`), and leasehold's hidden rows are left out (a commit's
+//! decision and after-image rows, the tombstones of deleted indexed
+//! entities, fence rows). An index table (`{table}Idx`) is a table of its
+//! own: export it too, or rebuild the indexes after an import.
+//!
+//! [`Table::export`] and [`Query::export`] read the rows;
+//! [`crate::Store::import`] writes them back.
 
 mod batch;
 mod env;
+mod export;
 mod handle;
 mod purge;
 mod query;

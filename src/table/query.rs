@@ -486,6 +486,23 @@ impl<E: Entity> Query<E> {
         Ok((items, page.continuation))
     }
 
+    /// What an export of this query reads (see [`Query::export`]): the
+    /// table, the first request and the digest its tokens carry.
+    ///
+    /// # Errors
+    /// As [`Query::page`] before any request; [`Error::Invalid`] for a
+    /// query with a projection (an export reads whole rows).
+    pub(super) fn into_export(self) -> Result<(Table<E>, QuerySpec, u64)> {
+        if self.select.is_some() {
+            return Err(Error::invalid(
+                "export of a query with a projection",
+                "an export reads whole rows; leave out `select` and `select_properties`",
+            ));
+        }
+        let (spec, query) = self.spec()?;
+        Ok((self.table, spec, query))
+    }
+
     /// Reads one page.
     ///
     /// # Errors

@@ -17,6 +17,7 @@ fn azurite_ctx() -> Option<conformance::Ctx> {
 }
 
 crate::emulator_suite!(azurite_ctx(), crate::emulator::Target::Azurite);
+crate::transfer_suite!(azurite_ctx(), crate::emulator::Target::Azurite);
 
 /// An over-long filter is refused before the transport is asked to send
 /// anything (it used to be retried for about 5 s and end as `Transient`).

@@ -19,6 +19,8 @@ mod azurite;
 mod emulator;
 #[cfg(any(feature = "conformance", clippy))]
 mod memory;
+#[cfg(any(feature = "conformance", clippy))]
+mod transfer;
 
 mod api_surface;
 mod architecture;

@@ -17,6 +17,7 @@ fn memory_ctx() -> Option<conformance::Ctx> {
 }
 
 crate::emulator_suite!(memory_ctx(), crate::emulator::Target::Memory);
+crate::transfer_suite!(memory_ctx(), crate::emulator::Target::Memory);
 
 /// An over-long filter is refused before any request is counted.
 #[tokio::test]

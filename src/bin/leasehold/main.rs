@@ -30,6 +30,10 @@
 //!                                     delete the rows selected (asks on a terminal)
 //!   count --table T [--partition P] [--from RK] [--to RK] [--filter 'PROP OP LIT']...
 //!                                     count the rows selected, reading keys only
+//!   export --table T [--partition P] [--filter F] [--out FILE] [--checkpoint FILE]
+//!                                     a table's rows as JSON lines, EDM types exact
+//!   import --table T [--in FILE] [--mode insert|upsert] [--checkpoint FILE]
+//!                                     JSON lines of an export back into a table
 //! ```
 //!
 //! The connection string comes from `--connection-string` or, failing that,
@@ -56,7 +60,8 @@
 //! stderr, redrawn on a terminal and as a plain line every 2 s otherwise.
 //!
 //! One module per command group ([`leases`], [`locks`], [`indexes`],
-//! [`tables`], [`data`]: `purge` and `count`); [`args`] parses
+//! [`tables`], [`data`]: `purge` and `count`, [`transfer`]: export and
+//! import); [`args`] parses
 //! the command line, [`output`] writes the results, [`failure`] maps errors
 //! to exit codes.
 
@@ -95,6 +100,7 @@ mod leases;
 mod locks;
 mod output;
 mod tables;
+mod transfer;
 
 use args::{AuthMode, Cli, Command};
 use failure::Failure;
@@ -142,6 +148,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Tables(command) => tables::run(&store, command, &out).await,
         Command::Purge(args) => data::purge(&store, args, &out).await,
         Command::Count(args) => data::count(&store, args, &out).await,
+        Command::Export(args) => transfer::export(&store, args, &out).await,
+        Command::Import(args) => transfer::import(&store, args, &out).await,
     }
 }
 

@@ -1,0 +1,511 @@
+//! [`Store::import`]: rows (an export's lines, read back with
+//! [`DynamicEntity::from_json_line`]) written into a table in
+//! entity-group transactions of up to 100 operations per partition, a few
+//! at once, reporting after each how much of the input is stored.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures_core::Stream;
+use futures_util::stream::{BoxStream, FuturesOrdered};
+use futures_util::{FutureExt as _, StreamExt as _, future::BoxFuture, stream};
+
+use super::Store;
+use crate::backend::wire::entity_to_json_string;
+use crate::backend::{Backend, Precondition, QuerySpec, TableOp};
+use crate::entity::{DynamicEntity, EntityData, Value, validate_entity};
+use crate::error::{Error, ErrorKind, Result};
+use crate::key::{PartitionKey, RowKey, TableName};
+use crate::query::{CmpOp, Filter};
+
+/// How [`Store::import`] writes rows: refusing to overwrite
+/// ([`ImportOptions::insert_only`]) or replacing what is stored
+/// ([`ImportOptions::upsert`]), and how many transactions it keeps in
+/// flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportOptions {
+    upsert: bool,
+    concurrency: usize,
+}
+
+impl ImportOptions {
+    /// Transactions in flight at once unless
+    /// [`ImportOptions::with_concurrency`] says otherwise.
+    pub const DEFAULT_CONCURRENCY: usize = 8;
+
+    /// Each row is inserted: a row the table already holds fails the
+    /// import with [`Error::AlreadyExists`] naming it, unless it is stored
+    /// exactly as the input has it (the import itself wrote it before
+    /// being stopped, see [`Store::import`]), in which case it is left
+    /// alone and counted in [`ImportProgress::already_there`].
+    pub fn insert_only() -> Self {
+        ImportOptions {
+            upsert: false,
+            concurrency: Self::DEFAULT_CONCURRENCY,
+        }
+    }
+
+    /// Each row is written whether or not the table holds it (insert or
+    /// replace, unconditionally): the stored row becomes the input's,
+    /// properties the input lacks removed.
+    pub fn upsert() -> Self {
+        ImportOptions {
+            upsert: true,
+            concurrency: Self::DEFAULT_CONCURRENCY,
+        }
+    }
+
+    /// At most `transactions` transactions in flight at once (1 to 256),
+    /// in one partition or several.
+    #[must_use]
+    pub fn with_concurrency(mut self, transactions: usize) -> Self {
+        self.concurrency = transactions;
+        self
+    }
+}
+
+/// How far an import has come: reported by [`Store::import`] after each
+/// transaction it sends, in input order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ImportProgress {
+    /// The rows of the input, counted from its start, that are stored:
+    /// every row before this one is in the table. An import resumed after
+    /// this report skips this many rows of the same input.
+    pub rows: u64,
+    /// Of those, the rows this import wrote.
+    pub written: u64,
+    /// Of those, the rows an insert-only import found stored exactly as
+    /// the input has them, and left alone.
+    pub already_there: u64,
+}
+
+/// What one transaction stored.
+struct Sent {
+    /// The input rows before this count are stored once this one is.
+    end: u64,
+    written: u64,
+    already_there: u64,
+    keys: Vec<(PartitionKey, RowKey)>,
+}
+
+impl Store {
+    /// Writes `rows` into table `table` (its name without the store's
+    /// table prefix; created when missing), reporting after each
+    /// transaction how many rows of the input are stored.
+    ///
+    /// Consecutive rows of one partition go together, in entity-group
+    /// transactions of up to 100 operations and 4 MiB; up to
+    /// [`ImportOptions::with_concurrency`] transactions are in flight at
+    /// once, and each [`ImportProgress`] counts the rows of the input
+    /// whose transactions, and those of every row before them, are
+    /// applied. An export lists a partition's rows together, so an export
+    /// of `N` rows over `P` partitions imports in about `N / 100 + P`
+    /// transactions.
+    ///
+    /// **Resuming.** Keep the last [`ImportProgress::rows`]; after a stop
+    /// (an error, a crash, the stream dropped), import the same input
+    /// without its first `rows` rows. Transactions after that point may
+    /// have been applied too: an upsert writes them again; an insert-only
+    /// import finds their rows stored exactly as the input has them and
+    /// leaves them alone (a row stored otherwise is
+    /// [`Error::AlreadyExists`]). A row that appears twice in the input is
+    /// written in input order.
+    ///
+    /// Rows are written as they are, through the store's backend (its
+    /// layers included), not through an entity type: an indexed type's
+    /// index table is not written (import its exported index table too, or
+    /// rebuild the indexes: `Table::rebuild_indexes`, `leasehold indexes
+    /// rebuild`). Import into a table that nothing else writes meanwhile:
+    /// an upsert replaces whatever it finds, a row a unit's commit has
+    /// marked included.
+    ///
+    /// ```
+    /// use leasehold::store::{ImportOptions, ImportProgress};
+    /// use leasehold::stream::{StreamExt as _, TryStreamExt as _};
+    /// use leasehold::DynamicEntity;
+    /// # #[derive(leasehold::Entity, Clone, Debug)]
+    /// # #[entity(table = "Orders")]
+    /// # struct Order { #[entity(partition_key)] shop: String, #[entity(row_key)] id: String, total: i64 }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let lines = "{\"PartitionKey\":\"s1\",\"RowKey\":\"7\",\"total\":\"42\",\"total@odata.type\":\"Edm.Int64\"}\n\
+    ///              {\"PartitionKey\":\"s2\",\"RowKey\":\"8\",\"total\":\"-1\",\"total@odata.type\":\"Edm.Int64\"}\n";
+    /// let rows = leasehold::stream::iter(lines.lines().map(DynamicEntity::from_json_line));
+    ///
+    /// let store = leasehold::Store::memory();
+    /// let last: Option<ImportProgress> = store
+    ///     .import("Orders", rows, ImportOptions::insert_only())
+    ///     .try_fold(None, |_, progress| async move { Ok(Some(progress)) })
+    ///     .await?;
+    /// assert_eq!(last.map(|p| (p.rows, p.written)), Some((2, 2)));
+    /// assert_eq!(store.table::<Order>().get("s2", "8").await?.unwrap().total, -1);
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// Errors come through the stream, which ends after the first one:
+    /// [`Error::Invalid`] for a concurrency outside 1 to 256 or a bad table
+    /// name (before any request), and for a row breaking a service limit
+    /// or carrying a property name leasehold reserves (`_lh…`), before the
+    /// transaction that would hold it is sent; an error of the input
+    /// stream, as it is; [`Error::AlreadyExists`] (insert-only) naming a
+    /// row the table holds with other values; backend errors.
+    pub fn import<'a, S>(
+        &self,
+        table: &str,
+        rows: S,
+        options: ImportOptions,
+    ) -> impl Stream<Item = Result<ImportProgress>> + Send + 'a
+    where
+        S: Stream<Item = Result<DynamicEntity>> + Send + 'a,
+    {
+        let importer = Importer {
+            store: self.clone(),
+            table: table.to_owned(),
+            name: None,
+            options,
+            rows: rows.boxed(),
+            input_done: false,
+            read: 0,
+            buffer: Vec::new(),
+            buffer_bytes: 0,
+            pending: HashMap::new(),
+            held: None,
+            in_flight: FuturesOrdered::new(),
+            progress: ImportProgress::default(),
+            failed: false,
+        };
+        stream::unfold(importer, |mut importer| async move {
+            let next = importer.step().await;
+            if matches!(next, Some(Err(_))) {
+                importer.failed = true;
+            }
+            next.map(|item| (item, importer))
+        })
+    }
+}
+
+/// The state of one import.
+struct Importer<'a> {
+    store: Store,
+    table: String,
+    /// The table's full name, once it is known to exist.
+    name: Option<TableName>,
+    options: ImportOptions,
+    rows: BoxStream<'a, Result<DynamicEntity>>,
+    input_done: bool,
+    /// Rows taken from the input.
+    read: u64,
+    /// Operations of one partition not sent yet, and their payload size.
+    buffer: Vec<TableOp>,
+    buffer_bytes: usize,
+    /// The rows buffered or in flight, with how many times each is: a row
+    /// met again waits until they are stored (see `held`).
+    pending: HashMap<(PartitionKey, RowKey), usize>,
+    /// A row met while an earlier write of it is pending: it is buffered
+    /// once every transaction in flight is done.
+    held: Option<TableOp>,
+    in_flight: FuturesOrdered<BoxFuture<'static, Result<Sent>>>,
+    progress: ImportProgress,
+    failed: bool,
+}
+
+impl Importer<'_> {
+    /// The next report, error or end.
+    async fn step(&mut self) -> Option<Result<ImportProgress>> {
+        if self.failed {
+            return None;
+        }
+        if self.name.is_none() {
+            if !(1..=256).contains(&self.options.concurrency) {
+                return Some(Err(Error::invalid(
+                    "import concurrency",
+                    format!(
+                        "{} transactions at once is outside 1..=256",
+                        self.options.concurrency
+                    ),
+                )));
+            }
+            let table = self.store.dynamic_table(&self.table);
+            match table.ready().await {
+                Ok(name) => self.name = Some(name.clone()),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        loop {
+            // A row waiting for an earlier write of itself: once nothing is
+            // in flight, it starts the buffer.
+            if self.held.is_some() {
+                if self.in_flight.is_empty() {
+                    if let Err(e) = self.flush() {
+                        return Some(Err(e));
+                    }
+                    if let Some(op) = self.held.take() {
+                        self.push(op);
+                    }
+                    continue;
+                }
+                let sent = self.in_flight.next().await;
+                return self.finished(sent);
+            }
+            let room = self.in_flight.len() < self.options.concurrency;
+            if !self.input_done && room {
+                let row = if self.in_flight.is_empty() {
+                    self.rows.next().await
+                } else {
+                    tokio::select! {
+                        biased;
+                        sent = self.in_flight.next() => return self.finished(sent),
+                        row = self.rows.next() => row,
+                    }
+                };
+                match row {
+                    None => self.input_done = true,
+                    Some(Err(e)) => return Some(Err(e)),
+                    Some(Ok(row)) => {
+                        if let Err(e) = self.take(row) {
+                            return Some(Err(e));
+                        }
+                    }
+                }
+                continue;
+            }
+            if self.input_done && !self.buffer.is_empty() {
+                if let Err(e) = self.flush() {
+                    return Some(Err(e));
+                }
+                continue;
+            }
+            let sent = self.in_flight.next().await;
+            match sent {
+                None if self.input_done => return None,
+                None => continue,
+                sent => return self.finished(sent),
+            }
+        }
+    }
+
+    /// Reports a transaction that is done.
+    fn finished(&mut self, sent: Option<Result<Sent>>) -> Option<Result<ImportProgress>> {
+        let sent = match sent? {
+            Ok(sent) => sent,
+            Err(e) => return Some(Err(e)),
+        };
+        for key in sent.keys {
+            if let Some(n) = self.pending.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.pending.remove(&key);
+                }
+            }
+        }
+        self.progress.rows = sent.end;
+        self.progress.written += sent.written;
+        self.progress.already_there += sent.already_there;
+        Some(Ok(self.progress))
+    }
+
+    /// Takes the next input row: checks it, and buffers its write, after
+    /// sending the buffer when the row does not fit in it.
+    fn take(&mut self, row: DynamicEntity) -> Result<()> {
+        let table = self.name.as_ref().map_or("", |n| n.as_str());
+        if let Some((name, _)) = row
+            .properties
+            .iter()
+            .find(|(name, _)| name.starts_with("_lh"))
+        {
+            return Err(Error::invalid(
+                format!(
+                    "property `{name}` of row ({:?}, {:?}) imported into table `{table}`",
+                    row.partition_key.as_str(),
+                    row.row_key.as_str()
+                ),
+                "names starting with `_lh` are leasehold's own",
+            ));
+        }
+        validate_entity(table, &row.partition_key, &row.row_key, &row.properties)?;
+        let data = EntityData {
+            partition_key: row.partition_key,
+            row_key: row.row_key,
+            properties: row.properties,
+        };
+        let op = if self.options.upsert {
+            TableOp::Replace(data, Precondition::Upsert)
+        } else {
+            TableOp::Insert(data)
+        };
+        let key = (op.partition_key().clone(), op.row_key().clone());
+        if self.pending.contains_key(&key) {
+            // Written again: after the earlier write is stored.
+            self.flush()?;
+            self.held = Some(op);
+            *self.pending.entry(key).or_default() += 1;
+            self.read += 1;
+            return Ok(());
+        }
+        let size = op.payload_size();
+        let fits = self.buffer.first().is_none_or(|first| {
+            first.partition_key() == op.partition_key()
+                && self.buffer.len() < TableOp::MAX_BATCH_OPS
+                && self.buffer_bytes + size <= TableOp::MAX_BATCH_BYTES
+        });
+        if !fits {
+            self.flush()?;
+        }
+        *self.pending.entry(key).or_default() += 1;
+        self.read += 1;
+        self.buffer_bytes += size;
+        self.buffer.push(op);
+        Ok(())
+    }
+
+    /// Buffers `op` (the buffer is empty).
+    fn push(&mut self, op: TableOp) {
+        self.buffer_bytes = op.payload_size();
+        self.buffer.push(op);
+    }
+
+    /// Sends the buffer as one transaction, if it holds any row.
+    fn flush(&mut self) -> Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let ops = std::mem::take(&mut self.buffer);
+        self.buffer_bytes = 0;
+        let Some(name) = self.name.clone() else {
+            return Err(Error::Inconsistent {
+                what: "an import sent rows before its table was ready".into(),
+            });
+        };
+        // The rows taken so far, but a held one, are in this transaction
+        // or an earlier one.
+        let end = self.read - u64::from(self.held.is_some());
+        let backend = Arc::clone(self.store.backend());
+        let upsert = self.options.upsert;
+        self.in_flight
+            .push_back(send(backend, name, ops, upsert, end).boxed());
+        Ok(())
+    }
+}
+
+/// Sends one transaction of an import. An insert-only transaction refused
+/// because a row exists reads its rows: those stored exactly as sent are
+/// left out (an earlier run of the import wrote them) and the rest sent
+/// again; one stored otherwise is [`Error::AlreadyExists`].
+async fn send(
+    backend: Arc<dyn Backend>,
+    table: TableName,
+    mut ops: Vec<TableOp>,
+    upsert: bool,
+    end: u64,
+) -> Result<Sent> {
+    let keys: Vec<(PartitionKey, RowKey)> = ops
+        .iter()
+        .map(|op| (op.partition_key().clone(), op.row_key().clone()))
+        .collect();
+    let mut already_there = 0;
+    loop {
+        if ops.is_empty() {
+            break;
+        }
+        match backend.batch(&table, &ops).await {
+            Ok(_) => break,
+            Err(Error::Batch { source, .. })
+                if !upsert && source.kind() == ErrorKind::AlreadyExists =>
+            {
+                let stored = stored_rows(backend.as_ref(), &table, &ops).await?;
+                let before = ops.len();
+                let mut kept = Vec::with_capacity(ops.len());
+                for op in ops {
+                    let Some(data) = op.data() else { continue };
+                    match stored.get(data.row_key.as_str()) {
+                        None => kept.push(op),
+                        Some(text) if *text == line_of(data)? => already_there += 1,
+                        Some(_) => {
+                            return Err(Error::AlreadyExists {
+                                what: format!(
+                                    "row ({:?}, {:?}) of table `{table}`, stored with other values than the import's",
+                                    data.partition_key.as_str(),
+                                    data.row_key.as_str()
+                                ),
+                                code: source.code().map(str::to_owned),
+                                table: Some(table.as_str().to_owned()),
+                                row: Some(Box::new((
+                                    data.partition_key.clone(),
+                                    data.row_key.clone(),
+                                ))),
+                            });
+                        }
+                    }
+                }
+                if kept.len() == before {
+                    // Nothing stored after all: the refusal stands.
+                    return Err(Error::Batch { index: 0, source });
+                }
+                ops = kept;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let written = keys.len() as u64 - already_there;
+    Ok(Sent {
+        end,
+        written,
+        already_there,
+        keys,
+    })
+}
+
+/// The stored rows among those `ops` write (all in one partition), each
+/// as its export line, by row key: one query of the partition's key range
+/// they span.
+async fn stored_rows(
+    backend: &dyn Backend,
+    table: &TableName,
+    ops: &[TableOp],
+) -> Result<HashMap<String, String>> {
+    let wanted: HashSet<&str> = ops.iter().map(|op| op.row_key().as_str()).collect();
+    let (Some(low), Some(high)) = (wanted.iter().min(), wanted.iter().max()) else {
+        return Ok(HashMap::new());
+    };
+    let Some(pk) = ops.first().map(TableOp::partition_key) else {
+        return Ok(HashMap::new());
+    };
+    let filter = Filter::compare("PartitionKey", CmpOp::Eq, Value::String(pk.to_string()))
+        .and(Filter::compare(
+            "RowKey",
+            CmpOp::Ge,
+            Value::String((*low).to_owned()),
+        ))
+        .and(Filter::compare(
+            "RowKey",
+            CmpOp::Le,
+            Value::String((*high).to_owned()),
+        ));
+    let mut spec = QuerySpec {
+        filter: Some(filter),
+        ..QuerySpec::default()
+    };
+    let mut found = HashMap::new();
+    loop {
+        let page = backend.query(table, &spec).await?;
+        for row in page.entities {
+            if wanted.contains(row.data.row_key.as_str()) {
+                found.insert(row.data.row_key.to_string(), line_of(&row.data)?);
+            }
+        }
+        match page.continuation {
+            Some(next) => spec.continuation = Some(next),
+            None => return Ok(found),
+        }
+    }
+}
+
+/// A row's export line, to compare a stored row with an input row.
+fn line_of(data: &EntityData) -> Result<String> {
+    entity_to_json_string(
+        data.partition_key.as_str(),
+        data.row_key.as_str(),
+        &data.properties,
+    )
+}

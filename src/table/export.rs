@@ -1,0 +1,217 @@
+//! Export: a table's rows as JSON lines, page by page, each page with the
+//! token that resumes after it ([`Table::export`], [`Query::export`]), and
+//! the line form of a row ([`DynamicEntity::to_json_line`],
+//! [`DynamicEntity::from_json_line`]), which
+//! [`Store::import`](crate::Store::import) reads back.
+//!
+//! The line format and what an export reads are documented in the
+//! `table` module docs (`mod.rs`), where users see them.
+
+use futures_core::Stream;
+use futures_util::{StreamExt as _, stream};
+
+use super::handle::Table;
+use super::query::{Page, Query};
+use super::stored::versioned;
+use crate::backend::StoredEntity;
+use crate::backend::wire::{entity_from_json_str, entity_to_json_string};
+use crate::entity::{DynamicEntity, Entity, Versioned, validate_entity};
+use crate::error::{Error, Result};
+use crate::key::{PartitionKey, RowKey};
+use crate::query::ContinuationToken;
+
+/// The prefix of the property names leasehold reserves for itself.
+const RESERVED: &str = "_lh";
+
+impl<E: Entity> Table<E> {
+    /// Every row of the table as exported (see [`Query::export`]), page by
+    /// page. The same as `self.query().export()`; narrow it to a partition,
+    /// a row-key range or a filter, or resume it, through
+    /// [`Table::query`].
+    ///
+    /// ```
+    /// use leasehold::stream::TryStreamExt as _;
+    /// # #[derive(leasehold::Entity, Clone, Debug)]
+    /// # #[entity(table = "Orders")]
+    /// # struct Order { #[entity(partition_key)] shop: String, #[entity(row_key)] id: String, total: i64 }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = leasehold::Store::memory();
+    /// let orders = store.table::<Order>();
+    /// orders.insert(Order { shop: "s1".into(), id: "7".into(), total: 1 << 60 }).await?;
+    ///
+    /// let mut lines = String::new();
+    /// let mut pages = std::pin::pin!(orders.export());
+    /// while let Some(page) = pages.try_next().await? {
+    ///     for row in &page.items {
+    ///         lines.push_str(&row.to_json_line()?);
+    ///         lines.push('\n');
+    ///     }
+    ///     // page.continuation: where a resumed export starts (checkpoint it
+    ///     // once the lines above are safely written).
+    /// }
+    /// assert_eq!(
+    ///     lines,
+    ///     "{\"PartitionKey\":\"s1\",\"RowKey\":\"7\",\"total\":\"1152921504606846976\",\"total@odata.type\":\"Edm.Int64\"}\n"
+    /// );
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Query::export`].
+    pub fn export(&self) -> impl Stream<Item = Result<Page<DynamicEntity>>> + Send + 'static {
+        self.query().export()
+    }
+}
+
+impl<E: Entity> Query<E> {
+    /// The rows this query selects, as stored (whatever `E` is: an export
+    /// does not decode rows into it), page by page, each page with the
+    /// token of the next one: write each row with
+    /// [`DynamicEntity::to_json_line`], and once a page is safely written,
+    /// keep its [`Page::continuation`] to resume from with
+    /// [`Query::resume`] on the same query. An empty page may come with a
+    /// token (the service ends pages early); the last page has none.
+    ///
+    /// Marked rows come out as the commit that marked them leaves them,
+    /// and leasehold's hidden rows and reserved properties are left out:
+    /// see the line format and what an export reads in the
+    /// [`table`](crate::table) module docs, and
+    /// [`Store::import`](crate::Store::import) for the way back.
+    /// Each page is one request (two or more only where a marked row needs
+    /// resolving).
+    ///
+    /// # Errors
+    /// Errors come through the stream, which ends after the first one:
+    /// [`Error::Invalid`] for a query with a projection
+    /// ([`Query::select`]: an export reads whole rows), a bad filter, page
+    /// size or token (before any request); backend errors.
+    pub fn export(self) -> impl Stream<Item = Result<Page<DynamicEntity>>> + Send + 'static {
+        let start = self.into_export();
+        stream::try_unfold(Some(start), |state| async move {
+            let Some(start) = state else {
+                return Ok(None);
+            };
+            let (table, mut spec, query) = start?;
+            let page = Query::fetch_rows(&table, &spec).await?;
+            let items = page
+                .entities
+                .into_iter()
+                .map(exported)
+                .collect::<Result<Vec<_>>>()?;
+            let next = page.continuation;
+            let page = Page {
+                items,
+                continuation: next.clone().map(|at| ContinuationToken::new(at, query)),
+            };
+            let rest = next.map(|at| {
+                spec.continuation = Some(at);
+                Ok((table, spec, query))
+            });
+            Ok(Some((page, rest)))
+        })
+        .boxed()
+    }
+}
+
+/// A row as an export writes it: every property but leasehold's reserved
+/// ones.
+fn exported(mut row: StoredEntity) -> Result<Versioned<DynamicEntity>> {
+    if row
+        .data
+        .properties
+        .iter()
+        .any(|(name, _)| name.starts_with(RESERVED))
+    {
+        let kept = row
+            .data
+            .properties
+            .iter()
+            .filter(|(name, _)| !name.starts_with(RESERVED))
+            .map(|(name, value)| (name.to_owned(), value.clone()))
+            .collect();
+        row.data.properties = kept;
+    }
+    versioned(row)
+}
+
+impl DynamicEntity {
+    /// The row as one line of an export: a JSON object with the keys and
+    /// every property, EDM types exact, in a fixed order (the format is in
+    /// the [`table`](crate::table) module docs), without a line break.
+    ///
+    /// ```
+    /// use leasehold::entity::Value;
+    /// use leasehold::{DynamicEntity, PartitionKey, RowKey};
+    /// let mut row = DynamicEntity::new(PartitionKey::new("p")?, RowKey::new("r")?);
+    /// row.properties.insert("ratio", Value::Double(f64::NAN));
+    /// row.properties.insert("count", Value::Int64(-1));
+    /// let line = row.to_json_line()?;
+    /// assert_eq!(
+    ///     line,
+    ///     r#"{"PartitionKey":"p","RowKey":"r","count":"-1","count@odata.type":"Edm.Int64","ratio":"NaN","ratio@odata.type":"Edm.Double"}"#
+    /// );
+    /// let back = DynamicEntity::from_json_line(&line)?;
+    /// assert_eq!(back.to_json_line()?, line);
+    /// # Ok::<(), leasehold::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the row if it cannot be written (no row
+    /// of a table fails).
+    pub fn to_json_line(&self) -> Result<String> {
+        entity_to_json_string(
+            self.partition_key.as_str(),
+            self.row_key.as_str(),
+            &self.properties,
+        )
+    }
+
+    /// A row read back from one line of an export (see
+    /// [`DynamicEntity::to_json_line`]). It reads what the service's JSON
+    /// allows besides: Int64 as a number, values without an annotation
+    /// typed as the service types them; `Timestamp`, `odata.*` entries and
+    /// `null` values are left out.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the culprit, before anything is written:
+    /// text that is not a JSON object, a key missing or breaking a key rule,
+    /// a value that does not fit its annotation, a property name leasehold
+    /// reserves (`_lh…`) or the service refuses, a row over the service's
+    /// limits.
+    pub fn from_json_line(line: &str) -> Result<DynamicEntity> {
+        let wire = entity_from_json_str("", line).map_err(|e| match e {
+            Error::Decode {
+                property,
+                expected,
+                found,
+                ..
+            } => Error::invalid(
+                format!("property `{property}` of the line"),
+                format!("expected {expected}, found {found}"),
+            ),
+            other => other,
+        })?;
+        let partition_key = PartitionKey::new(wire.partition_key)?;
+        let row_key = RowKey::new(wire.row_key)?;
+        if let Some((name, _)) = wire
+            .properties
+            .iter()
+            .find(|(name, _)| name.starts_with(RESERVED))
+        {
+            return Err(Error::invalid(
+                format!(
+                    "property `{name}` of row ({:?}, {:?})",
+                    partition_key.as_str(),
+                    row_key.as_str()
+                ),
+                "names starting with `_lh` are leasehold's own; an export never holds them",
+            ));
+        }
+        validate_entity("(line)", &partition_key, &row_key, &wire.properties)?;
+        Ok(DynamicEntity {
+            partition_key,
+            row_key,
+            properties: wire.properties,
+        })
+    }
+}
