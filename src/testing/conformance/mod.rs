@@ -501,6 +501,7 @@ macro_rules! conformance_suite {
                 concurrent_transact_calls_all_succeed_and_conserve_money,
                 a_transaction_keeps_unique_values,
                 transactions_and_units_on_the_same_rows_conserve_money,
+                a_one_partition_transaction_is_one_batch_and_validates_its_reads,
             ]
             blocking []
         );

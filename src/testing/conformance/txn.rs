@@ -421,3 +421,70 @@ pub async fn transactions_and_units_on_the_same_rows_conserve_money(ctx: &Ctx) {
     assert_eq!(stored, vec![500, 500], "each side moved 0+1+…+5 both ways");
     super::lock_many::nothing_pending(&store, &["m", "n"]).await;
 }
+
+/// A transaction within one partition and table is one entity-group
+/// transaction — its writes, and a merge of nothing at the ETag read for
+/// each row it only read — so it still fails, nothing applied, when a row
+/// it read changed since; and it sends no mark.
+pub async fn a_one_partition_transaction_is_one_batch_and_validates_its_reads(ctx: &Ctx) {
+    let prefix = format!("{}o", ctx.prefix());
+    let counting = CountingBackend::new(ctx.backend().clone());
+    let counter = counting.counter();
+    let store = process(ctx, Arc::new(counting), &prefix, 1);
+    for name in ["main", "savings"] {
+        store
+            .table::<Account>()
+            .upsert(Account {
+                customer: "k".into(),
+                name: name.into(),
+                balance: 50,
+            })
+            .await
+            .unwrap();
+    }
+    for changed in [false, true] {
+        let mut tx = store.transaction();
+        let mut main = tx.get::<Account>("k", "main").await.unwrap().unwrap();
+        let savings = tx.get::<Account>("k", "savings").await.unwrap().unwrap();
+        main.balance = savings.balance * 2;
+        tx.replace(&main).unwrap();
+        if changed {
+            let mut s = store
+                .table::<Account>()
+                .get("k", "savings")
+                .await
+                .unwrap()
+                .unwrap();
+            s.balance += 1;
+            store.table::<Account>().replace(&s).await.unwrap();
+        }
+        counter.reset();
+        let answer = tx.commit().await;
+        assert_eq!(counter.get(Op::Batch), 1, "{:?}", counter.snapshot());
+        assert_eq!(counter.total(), 1, "{:?}", counter.snapshot());
+        let stored = store
+            .table::<Account>()
+            .get("k", "main")
+            .await
+            .unwrap()
+            .unwrap();
+        if changed {
+            let e = answer.expect_err("a row read changed since");
+            let kind = match &e {
+                leasehold::Error::Batch { source, .. } => source.kind(),
+                other => other.kind(),
+            };
+            assert_eq!(kind, ErrorKind::Conflict, "{e}");
+            assert_eq!(stored.balance, 100, "nothing applied");
+        } else {
+            assert!(answer.unwrap().transaction.is_none(), "no decision row");
+            assert_eq!(stored.balance, 100);
+        }
+    }
+    let rows = super::stored_rows(store.backend(), store.table_prefix()).await;
+    assert!(
+        rows.iter()
+            .all(|(_, r)| r.data.properties.get("_lhTxn").is_none()),
+        "no mark"
+    );
+}
