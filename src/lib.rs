@@ -68,7 +68,7 @@ pub use tokio_util::sync::CancellationToken;
 pub use uuid;
 
 /// The `futures` stream traits, to consume [`table::Query::stream`] without
-/// depending on `futures` directly, and [`stream::iter`](iter), to hand
+/// depending on `futures` directly, and [`stream::iter`], to hand
 /// rows already in memory to [`Store::import`].
 ///
 /// ```

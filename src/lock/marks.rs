@@ -110,12 +110,21 @@ impl<'a> Resolver<'a> {
         let mut current = Some(row);
         let mut waited = 0;
         let started = tokio::time::Instant::now();
+        // The transaction whose mark this reader waits for, since when.
+        let mut seen: Option<(String, tokio::time::Instant)> = None;
         for _ in 0..RESOLVE_ATTEMPTS {
             let Some(row) = current.take() else {
                 return Ok(None);
             };
             let Some(mark) = Mark::of(&row.data.properties) else {
                 return Ok(Some(row));
+            };
+            let since = match &seen {
+                Some((txn, at)) if *txn == mark.txn => *at,
+                _ => {
+                    seen.insert((mark.txn.clone(), tokio::time::Instant::now()))
+                        .1
+                }
             };
             let Some(decided_in) = mark.decision_table() else {
                 return Err(Error::Inconsistent {
@@ -131,13 +140,13 @@ impl<'a> Resolver<'a> {
                 decision::read(backend.as_ref(), &decided_in, &mark.primary, &mark.txn).await?;
             let decision = match decided {
                 Some(decision) => decision,
-                // Whoever holds the primary's lock (this resolver's unit)
-                // knows the writer is not live: it withdraws at once.
                 // A transaction's writer is waited for its time-to-live, as
-                // this reader saw its mark, and then withdrawn.
-                None if mark.ttl.is_some_and(|ttl| started.elapsed() < ttl) => {
+                // this reader saw its mark, and then withdrawn; whoever
+                // holds a unit's primary's lock knows its writer is not
+                // live, and withdraws at once.
+                None if mark.ttl.is_some_and(|ttl| since.elapsed() < ttl) => {
                     let ttl = mark.ttl.unwrap_or_default();
-                    tokio::time::sleep(ttl.saturating_sub(started.elapsed())).await;
+                    tokio::time::sleep(ttl.saturating_sub(since.elapsed())).await;
                     current = backend.get(table, &pk, &rk).await?;
                     continue;
                 }

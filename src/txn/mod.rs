@@ -1,7 +1,7 @@
 //! Transactions across partitions and tables without a lease
 //! ([`Store::transaction`](crate::Store::transaction),
 //! [`Store::transact`](crate::Store::transact)): all or nothing, like a
-//! [`Unit`](crate::lock::Unit)'s commit, with no blob lease to take, renew
+//! [`Unit`]'s commit, with no blob lease to take, renew
 //! or wait for.
 //!
 //! A [`Transaction`] reads rows (recording the ETag each read saw), stages
@@ -17,8 +17,8 @@
 //!
 //! A row the transaction read (or [`check`](Transaction::check)ed) and does
 //! not write is marked too, at the ETag read: if it changed since, the
-//! commit fails with [`Error::Conflict`](crate::Error::Conflict) (inside
-//! [`Error::Batch`](crate::Error::Batch)) naming it, nothing applied. So two
+//! commit fails with [`Error::Conflict`] (inside
+//! [`Error::Batch`]) naming it, nothing applied. So two
 //! transactions that each read two rows and write the other one cannot
 //! both commit: no write skew. A row read as absent must still be absent.
 //!
@@ -39,13 +39,13 @@
 //! insert win. A clock running fast or slow, or a writer paused past its
 //! time-to-live, can only make a reader withdraw a live writer early; the
 //! writer's commit point is then refused whole, and it is told, nothing
-//! applied ([`Error::Conflict`](crate::Error::Conflict):
+//! applied ([`Error::Conflict`]:
 //! [`Store::transact`](crate::Store::transact) runs it again).
 //!
 //! # What the caller is told
 //!
 //! As for units: `Ok` means the decision says committed; an error other
-//! than [`Error::InDoubt`](crate::Error::InDoubt) means nothing is applied;
+//! than [`Error::InDoubt`] means nothing is applied;
 //! `InDoubt` (the commit point's reply lost and its decision unreadable)
 //! is answered by [`Store::commit_outcome`](crate::Store::commit_outcome).
 //!
@@ -231,8 +231,8 @@ impl Transaction {
 
     /// A condition on a row the transaction does not write (DynamoDB's
     /// ConditionCheck): the commit fails with
-    /// [`Error::Conflict`](crate::Error::Conflict) (inside
-    /// [`Error::Batch`](crate::Error::Batch)), nothing applied, unless the
+    /// [`Error::Conflict`] (inside
+    /// [`Error::Batch`]), nothing applied, unless the
     /// row still has `current`'s ETag. Rows the transaction read need no
     /// check: they are validated anyway. A row it writes is validated by
     /// its write's own condition.
