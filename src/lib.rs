@@ -68,8 +68,7 @@ pub use tokio_util::sync::CancellationToken;
 pub use uuid;
 
 /// The `futures` stream traits, to consume [`table::Query::stream`] without
-/// depending on `futures` directly, and [`stream::iter`], to hand
-/// rows already in memory to [`Store::import`].
+/// depending on `futures` directly.
 ///
 /// ```
 /// # use leasehold::{Entity, Store};
@@ -88,7 +87,6 @@ pub use uuid;
 /// ```
 pub mod stream {
     pub use futures_core::Stream;
-    pub use futures_util::stream::iter;
     pub use futures_util::{StreamExt, TryStreamExt};
 }
 

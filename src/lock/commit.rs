@@ -411,6 +411,9 @@ impl Unit {
                 // The service would refuse it: nothing is sent.
                 let refusal = match (&read, op) {
                     (Some(_), TableOp::Insert(_)) => Some((409, "EntityAlreadyExists")),
+                    // (A delete of a row read as absent checks that it
+                    // still is: its mark does.)
+                    (None, TableOp::Delete { if_match: None, .. }) if self.read_absent(row) => None,
                     (None, op) if needs_row(op) => Some((404, "ResourceNotFound")),
                     _ => None,
                 };

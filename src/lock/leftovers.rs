@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
+use super::decision::CommitOutcome;
 use super::env::LockEnv;
 use crate::backend::{QuerySpec, StoredEntity, TableBackend, TableOp, WriteOptions};
 use crate::entity::Value;
@@ -131,8 +132,15 @@ pub struct CommitSummary {
     /// [`CommitReport::transaction`](super::CommitReport::transaction) and
     /// [`Error::InDoubt`](crate::Error::InDoubt) give it.
     pub transaction: String,
-    /// What its decision row says, or that it has none.
-    pub state: CommitState,
+    /// What its decision row says: applied (its commit point went through;
+    /// rows still marked are finished by their next read) or not (it was
+    /// withdrawn; marks left are taken off by their next read). `None`:
+    /// rows carry its mark and it has no decision row — its writer has not
+    /// reached its commit point yet, or stopped before it;
+    /// [`Store::commit_outcome`](crate::Store::commit_outcome), or a reader
+    /// once the writer's lease (a transaction's time-to-live) ran out,
+    /// withdraws it unless the commit point lands first.
+    pub outcome: Option<CommitOutcome>,
     /// The partition of its decision row (its primary): the partition
     /// listed, or another one for a commit that marked rows here.
     pub primary: PartitionKey,
@@ -146,29 +154,11 @@ pub struct CommitSummary {
     pub marked_rows: Vec<(TableName, usize)>,
 }
 
-/// The state of a commit in a [`CommitSummary`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CommitState {
-    /// Its commit point went through: every write is applied (rows still
-    /// marked are finished by their next read).
-    Committed,
-    /// It was withdrawn before its commit point: nothing of it is applied
-    /// (marks left are taken off by their next read).
-    Withdrawn,
-    /// Rows carry its mark and it has no decision row: its writer has not
-    /// reached its commit point yet, or stopped before it.
-    /// [`Store::commit_outcome`](crate::Store::commit_outcome), or a reader
-    /// once the writer's lease ran out, withdraws it unless the commit
-    /// point lands first.
-    Undecided,
-}
-
-fn state_of(stored: &Stored) -> CommitState {
-    match stored.decision {
-        Decision::Committed => CommitState::Committed,
-        Decision::Withdrawn => CommitState::Withdrawn,
-    }
+fn state_of(stored: &Stored) -> Option<CommitOutcome> {
+    Some(match stored.decision {
+        Decision::Committed => CommitOutcome::Applied,
+        Decision::Withdrawn => CommitOutcome::NotApplied,
+    })
 }
 
 /// [`Store::list_commits`](crate::Store::list_commits): the commits whose
@@ -198,7 +188,7 @@ pub(crate) async fn list(env: &Arc<LockEnv>, pk: &PartitionKey) -> Result<Vec<Co
                 {
                     found.push(CommitSummary {
                         transaction: format!("{id}.{table}"),
-                        state: state_of(&stored),
+                        outcome: state_of(&stored),
                         primary: pk.clone(),
                         decision_table: table.clone(),
                         since: row.timestamp,
@@ -223,10 +213,10 @@ pub(crate) async fn list(env: &Arc<LockEnv>, pk: &PartitionKey) -> Result<Vec<Co
                     row => row?,
                 };
                 let decided = row.and_then(|r| Some((state_of(&Stored::of(&r)?), r.timestamp)));
-                let (state, since) = decided.unwrap_or((CommitState::Undecided, at));
+                let (outcome, since) = decided.unwrap_or((None, at));
                 found.push(CommitSummary {
                     transaction: mark.txn,
-                    state,
+                    outcome,
                     primary: mark.primary,
                     decision_table: decided_in,
                     since,
@@ -236,7 +226,7 @@ pub(crate) async fn list(env: &Arc<LockEnv>, pk: &PartitionKey) -> Result<Vec<Co
             }
         };
         let commit = &mut found[i];
-        if commit.state == CommitState::Undecided {
+        if commit.outcome.is_none() {
             commit.since = commit.since.min(at);
         }
         match commit.marked_rows.iter_mut().find(|(t, _)| *t == table) {

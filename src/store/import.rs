@@ -130,7 +130,7 @@ impl Store {
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
     /// let lines = "{\"PartitionKey\":\"s1\",\"RowKey\":\"7\",\"total\":\"42\",\"total@odata.type\":\"Edm.Int64\"}\n\
     ///              {\"PartitionKey\":\"s2\",\"RowKey\":\"8\",\"total\":\"-1\",\"total@odata.type\":\"Edm.Int64\"}\n";
-    /// let rows = leasehold::stream::iter(lines.lines().map(DynamicEntity::from_json_line));
+    /// let rows = futures_util::stream::iter(lines.lines().map(DynamicEntity::from_json_line));
     ///
     /// let store = leasehold::Store::memory();
     /// let last: Option<ImportProgress> = store

@@ -264,7 +264,7 @@ impl Store {
     /// — those whose decision row is in it (left by a writer that stopped
     /// before finishing its marked rows, or by a reader that withdrew the
     /// commit) and those that still mark rows of it, decided or not
-    /// ([`CommitState`](crate::lock::CommitState)), with the rows each
+    /// ([`CommitSummary::outcome`](crate::lock::CommitSummary::outcome)), with the rows each
     /// still marks here. A finished commit leaves nothing, so it is not
     /// listed; nor is a commit of one entity-group transaction. A commit
     /// on its way shows as undecided until its commit point.

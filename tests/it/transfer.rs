@@ -178,7 +178,7 @@ async fn import_all(
     options: ImportOptions,
 ) -> leasehold::Result<ImportProgress> {
     store
-        .import(TABLE, leasehold::stream::iter(rows), options)
+        .import(TABLE, futures_util::stream::iter(rows), options)
         .try_fold(ImportProgress::default(), |_, p| async move { Ok(p) })
         .await
 }

@@ -4,7 +4,7 @@
 
 use leasehold::Store;
 use leasehold::lease::LeaseDescription;
-use leasehold::lock::{CommitOutcome, CommitState, CommitSummary, PruneReport};
+use leasehold::lock::{CommitOutcome, CommitSummary, PruneReport};
 use leasehold::time::OffsetDateTime;
 use leasehold::time::format_description::well_known::Rfc3339;
 use serde_json::{Value, json};
@@ -74,12 +74,12 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
     Ok(())
 }
 
-fn commit_state(state: CommitState) -> &'static str {
-    match state {
-        CommitState::Committed => "committed",
-        CommitState::Withdrawn => "withdrawn",
-        CommitState::Undecided => "undecided",
-        _ => "unknown",
+fn commit_state(outcome: Option<CommitOutcome>) -> &'static str {
+    match outcome {
+        Some(CommitOutcome::Applied) => "committed",
+        Some(CommitOutcome::NotApplied) => "withdrawn",
+        None => "undecided",
+        Some(_) => "unknown",
     }
 }
 
@@ -91,7 +91,7 @@ fn commit_json(c: &CommitSummary, now: OffsetDateTime) -> Value {
         .collect();
     json!({
         "transaction": c.transaction,
-        "state": commit_state(c.state),
+        "state": commit_state(c.outcome),
         "primary": c.primary.as_str(),
         "decision_table": c.decision_table.as_str(),
         "since": c.since.format(&Rfc3339).ok(),
@@ -183,7 +183,7 @@ impl Output {
                     .collect();
                 [
                     c.transaction.clone(),
-                    commit_state(c.state).to_owned(),
+                    commit_state(c.outcome).to_owned(),
                     format!("{}/{}", c.decision_table, c.primary.as_str()),
                     age(now - c.since),
                     if marked.is_empty() {

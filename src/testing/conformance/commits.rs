@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use leasehold::backend::Backend;
 use leasehold::lease::LeaseOptions;
-use leasehold::lock::{CommitOutcome, CommitState, CommitSummary};
+use leasehold::lock::{CommitOutcome, CommitSummary};
 use leasehold::testing::{CountingBackend, FaultInjector, FaultyBackend, Op};
 use leasehold::{Entity, Error, PartitionKey, Store};
 
@@ -179,13 +179,13 @@ pub async fn a_partitions_decided_and_undecided_commits_are_listed(ctx: &Ctx) {
     assert_eq!(listed.len(), 3, "{listed:#?}");
     let accounts = format!("{prefix}CommitAccounts");
     for (txn, state, primary) in [
-        (&withdrawn, CommitState::Withdrawn, "p"),
-        (&committed, CommitState::Committed, "p"),
-        (&undecided, CommitState::Undecided, "a"),
+        (&withdrawn, Some(CommitOutcome::NotApplied), "p"),
+        (&committed, Some(CommitOutcome::Applied), "p"),
+        (&undecided, None, "a"),
     ] {
         let c = of(&listed, txn);
         assert_eq!(
-            (c.state, c.primary.as_str(), c.decision_table.as_str()),
+            (c.outcome, c.primary.as_str(), c.decision_table.as_str()),
             (state, primary, accounts.as_str()),
             "{c:#?}"
         );
@@ -215,7 +215,7 @@ pub async fn a_partitions_decided_and_undecided_commits_are_listed(ctx: &Ctx) {
     );
     let listed = healthy.list_commits("p").await.unwrap();
     let c = of(&listed, &undecided);
-    assert_eq!(c.state, CommitState::Withdrawn, "{c:#?}");
+    assert_eq!(c.outcome, Some(CommitOutcome::NotApplied), "{c:#?}");
     assert_eq!(marks(c, &prefix), [("CommitLedger".to_owned(), 1)]);
 
     // Reads finish or take off every mark left.
@@ -231,10 +231,19 @@ pub async fn a_partitions_decided_and_undecided_commits_are_listed(ctx: &Ctx) {
         listed.iter().all(|c| c.marked_rows.is_empty()),
         "{listed:#?}"
     );
-    assert_eq!(of(&listed, &committed).state, CommitState::Committed);
-    assert_eq!(of(&listed, &withdrawn).state, CommitState::Withdrawn);
+    assert_eq!(
+        of(&listed, &committed).outcome,
+        Some(CommitOutcome::Applied)
+    );
+    assert_eq!(
+        of(&listed, &withdrawn).outcome,
+        Some(CommitOutcome::NotApplied)
+    );
     let in_a = healthy.list_commits("a").await.unwrap();
-    assert_eq!(of(&in_a, &undecided).state, CommitState::Withdrawn);
+    assert_eq!(
+        of(&in_a, &undecided).outcome,
+        Some(CommitOutcome::NotApplied)
+    );
 
     // The prune removes the finished commit's decision row; withdrawals
     // stay while a late commit point could land.

@@ -502,6 +502,7 @@ macro_rules! conformance_suite {
                 a_transaction_keeps_unique_values,
                 transactions_and_units_on_the_same_rows_conserve_money,
                 a_one_partition_transaction_is_one_batch_and_validates_its_reads,
+                a_row_read_as_absent_must_still_be_absent,
             ]
             blocking []
         );

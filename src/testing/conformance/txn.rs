@@ -488,3 +488,54 @@ pub async fn a_one_partition_transaction_is_one_batch_and_validates_its_reads(ct
         "no mark"
     );
 }
+
+/// A row a transaction read as absent and does not write must still be
+/// absent when it commits: the commit goes through when it is (the row
+/// stays absent), and fails, nothing applied, when the row was inserted
+/// meanwhile.
+pub async fn a_row_read_as_absent_must_still_be_absent(ctx: &Ctx) {
+    let prefix = format!("{}z", ctx.prefix());
+    let store = process(ctx, ctx.backend().clone(), &prefix, 1);
+    open(&store, &["a"], 100).await;
+    for inserted in [false, true] {
+        let mut tx = store.transaction();
+        let ghost = format!("ghost{inserted}");
+        assert!(
+            tx.get::<Account>("b", ghost.as_str())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let mut a = tx.get::<Account>("a", "main").await.unwrap().unwrap();
+        a.balance += 1;
+        tx.replace(&a).unwrap();
+        if inserted {
+            store
+                .table::<Account>()
+                .insert(Account {
+                    customer: "b".into(),
+                    name: ghost.clone(),
+                    balance: 5,
+                })
+                .await
+                .unwrap();
+        }
+        let answer = tx.commit().await;
+        let stored = balances(&store, &["a"]).await;
+        if inserted {
+            let e = answer.expect_err("the row is there now");
+            assert_ne!(e.kind(), ErrorKind::InDoubt, "{e}");
+            assert_eq!(stored, vec![101], "nothing applied");
+        } else {
+            answer.expect("still absent");
+            assert_eq!(stored, vec![101]);
+            let ghost_row = store
+                .table::<Account>()
+                .get("b", ghost.as_str())
+                .await
+                .unwrap();
+            assert!(ghost_row.is_none(), "the row stays absent");
+        }
+    }
+    super::lock_many::nothing_pending(&store, &["a", "b"]).await;
+}
