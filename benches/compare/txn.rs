@@ -202,19 +202,17 @@ pub(crate) async fn transactions(
         (
             together,
             "read 2 at once with `get_many`",
-            "",
             Some(1.5),
             Some(0.6),
         ),
         (
             one_by_one,
             "read 2 one after the other with `get`",
-            ", one by one",
             None,
             None,
         ),
     ];
-    for (median_ms, how, short, hand_goal, unit_goal) in rows {
+    for (median_ms, how, hand_goal, unit_goal) in rows {
         report.row(
             SECTION,
             format!(
@@ -232,7 +230,8 @@ pub(crate) async fn transactions(
         report.row(
             SECTION,
             format!(
-                "transaction across 2 partitions{short} vs the locked unit (read 2, write 2){over}"
+                "transaction across 2 partitions ({how}, write 2) vs the locked unit (read 2, \
+                 write 2){over}"
             ),
             format!("{median_ms:.3} ms"),
             format!("{unit:.3} ms = the unit, locks taken back"),

@@ -11,7 +11,10 @@
 //! decision row decides it. Its answer comes once the decision row is
 //! stored — after its reads, two round trips (the marks, then the commit
 //! point), whatever the number of partitions; the marked rows are finished
-//! behind the answer, or by whoever reads them first.
+//! behind the answer, or by whoever reads them first. Reads take a round
+//! trip each ([`Transaction::get`]) or one for all
+//! ([`Transaction::get_many`]): a transfer between two partitions read with
+//! `get_many` answers 3 round trips after it begins.
 //!
 //! # Serializable
 //!
@@ -237,10 +240,11 @@ impl Transaction {
         // transaction knows nothing of is read too, as `get` does), once
         // each, all at once.
         let mut fetch: Vec<&(PartitionKey, (Slot, RowKey))> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for w in &wanted {
             let unread = !self.unit.reads.contains_key(&w.1)
                 && matches!(self.unit.staged.get(&w.1), None | Some(TableOp::Merge(..)));
-            if unread && !fetch.iter().any(|f| f.1 == w.1) {
+            if unread && seen.insert(&w.1) {
                 fetch.push(w);
             }
         }

@@ -233,14 +233,20 @@ pub async fn get_many_reads_two_partitions_in_one_round_trip_and_validates_them(
     assert_eq!(counter.total(), 6, "{sent:?}");
     assert_eq!(balances(&store, &["a", "b"]).await, vec![89, 111]);
 
-    // A row read by `get_many` and changed since fails the commit; a
-    // missing row reads as `None`.
+    // A missing row reads as `None`; a row read and changed since fails
+    // the commit.
     let mut tx = store.transaction();
     let rows = tx
         .get_many::<Account, _, _>([("a", "main"), ("zz", "main"), ("b", "main")])
         .await
         .unwrap();
     assert!(rows[1].is_none(), "{rows:?}");
+    drop(tx);
+    let mut tx = store.transaction();
+    let rows = tx
+        .get_many::<Account, _, _>([("a", "main"), ("b", "main")])
+        .await
+        .unwrap();
     let mut a = rows[0].clone().unwrap();
     a.balance += 1;
     tx.replace(&a).unwrap();
