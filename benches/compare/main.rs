@@ -15,7 +15,8 @@
 //!   stdout).
 //!
 //! One module per section (`per_op`, `codec`, `units`, `hot`, `handoff`,
-//! `memory`, `indexes`, `across`, `purge`, `transfer`), plus the shared `setup`, `stats`, `report` and
+//! `memory`, `indexes`, `across`, `purge`, `transfer`; `txn`, the transactions of
+//! section 3, beside `units`), plus the shared `setup`, `stats`, `report` and
 //! `stopwatch` (timing hooks: a layer and a pipeline policy); the program
 //! uses only leasehold's public API (the codec section reaches the wire
 //! form through the hidden `leasehold::__private` hooks meant for it).
@@ -39,6 +40,7 @@ mod setup;
 mod stats;
 mod stopwatch;
 mod transfer;
+mod txn;
 mod units;
 
 use across::{WORKER, across_processes, across_worker};

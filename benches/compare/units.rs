@@ -4,7 +4,8 @@
 //! floor and against ten plain 100-operation batches; and cold units across
 //! two and four partitions (`Store::lock_many`), against their floor and
 //! against the hand-written pattern (a lease and one transaction per
-//! partition: neither atomic nor crash-safe).
+//! partition: neither atomic nor crash-safe); then transactions without a
+//! lease across two partitions (`txn.rs`).
 
 use leasehold::backend::WriteOptions;
 use std::collections::BTreeMap;
@@ -235,6 +236,8 @@ pub(crate) async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
     for parts in [2, 4] {
         cross_partition(env, report, parts, Some(NETWORK)).await?;
     }
+    crate::txn::transactions(env, report, None).await?;
+    crate::txn::transactions(env, report, Some(NETWORK)).await?;
     Ok(())
 }
 

@@ -11,7 +11,10 @@
 //! decision row decides it. Its answer comes once the decision row is
 //! stored — after its reads, two round trips (the marks, then the commit
 //! point), whatever the number of partitions; the marked rows are finished
-//! behind the answer, or by whoever reads them first.
+//! behind the answer, or by whoever reads them first. Reads take a round
+//! trip each ([`Transaction::get`]) or one for all
+//! ([`Transaction::get_many`]): a transfer between two partitions read with
+//! `get_many` answers 3 round trips after it begins.
 //!
 //! # Serializable
 //!
@@ -79,7 +82,7 @@ use std::time::Duration;
 use crate::backend::{Precondition, TableOp};
 use crate::entity::{Entity, EntityData, Properties, Versioned};
 use crate::error::{Error, ErrorKind, Result};
-use crate::key::{IntoPartitionKey, IntoRowKey};
+use crate::key::{IntoPartitionKey, IntoRowKey, PartitionKey, RowKey};
 use crate::lock::{CommitReport, LockEnv, STAGED, Slot, Unit, UnitQuery};
 
 /// How a [`Transaction`] commits
@@ -180,6 +183,92 @@ impl Transaction {
         row_key: impl IntoRowKey,
     ) -> Result<Option<Versioned<E>>> {
         self.get(partition_key, row_key).await
+    }
+
+    /// Reads several entities of one type at once, as [`Transaction::get`]
+    /// reads each: the rows it has not read yet (and has no staged write
+    /// for) are requested all together, so reading any number of rows
+    /// costs one round trip. Answers in the order of `keys`.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Accounts")]
+    /// # struct Account { #[entity(partition_key)] customer: String, #[entity(row_key)] name: String, balance: i64 }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// # let store = Store::memory();
+    /// # for c in ["ann", "bob"] {
+    /// #     store.table::<Account>().insert(Account { customer: c.into(), name: "main".into(), balance: 50 }).await?;
+    /// # }
+    /// let mut tx = store.transaction();
+    /// let mut rows = tx.get_many::<Account, _, _>([("ann", "main"), ("bob", "main")]).await?;
+    /// let mut bob = rows.pop().flatten().expect("bob's account");
+    /// let mut ann = rows.pop().flatten().expect("ann's account");
+    /// ann.balance -= 20;
+    /// bob.balance += 20;
+    /// tx.replace(&ann)?;
+    /// tx.replace(&bob)?;
+    /// tx.commit().await?;
+    /// # assert_eq!(store.table::<Account>().get("bob", "main").await?.unwrap().balance, 70);
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad key, before any request;
+    /// [`Error::Decode`]; backend errors (of the first read that failed).
+    pub async fn get_many<E, P, R>(
+        &mut self,
+        keys: impl IntoIterator<Item = (P, R)>,
+    ) -> Result<Vec<Option<Versioned<E>>>>
+    where
+        E: Entity,
+        P: IntoPartitionKey,
+        R: IntoRowKey,
+    {
+        let table = self.unit.env.table_name(E::TABLE)?;
+        let mut wanted = Vec::new();
+        for (pk, rk) in keys {
+            let (pk, rk) = (pk.into_partition_key()?, rk.into_row_key()?);
+            let part = self.unit.part_of(&pk, "read")?;
+            let slot = Slot {
+                part,
+                table: table.clone(),
+            };
+            wanted.push((pk, (slot, rk)));
+        }
+        // Rows neither read nor written yet (a staged merge the
+        // transaction knows nothing of is read too, as `get` does), once
+        // each, all at once.
+        let mut fetch: Vec<&(PartitionKey, (Slot, RowKey))> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for w in &wanted {
+            let unread = !self.unit.reads.contains_key(&w.1)
+                && matches!(self.unit.staged.get(&w.1), None | Some(TableOp::Merge(..)));
+            if unread && seen.insert(&w.1) {
+                fetch.push(w);
+            }
+        }
+        if !fetch.is_empty() {
+            self.unit.env.ensure_table(&table).await?;
+            let (backend, resolver) = (self.unit.env.backend(), self.unit.resolver());
+            let rows = futures_util::future::try_join_all(fetch.iter().map(|(pk, (_, rk))| {
+                let (table, resolver) = (&table, &resolver);
+                async move {
+                    let stored = backend.get(table, pk, rk).await?;
+                    resolver.resolve_opt(table, stored).await
+                }
+            }))
+            .await?;
+            let fetched: Vec<_> = fetch.iter().map(|w| w.1.clone()).zip(rows).collect();
+            drop(resolver);
+            self.unit.reads.extend(fetched);
+        }
+        // Every row is now read (or staged): answered from memory.
+        let mut out = Vec::with_capacity(wanted.len());
+        for (pk, (_, rk)) in wanted {
+            out.push(self.unit.get_in::<E>(pk, rk).await?);
+        }
+        Ok(out)
     }
 
     /// A typed query of one partition (name it with

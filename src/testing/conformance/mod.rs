@@ -495,6 +495,7 @@ macro_rules! conformance_suite {
             plain []
             timed [
                 a_two_partition_transfer_costs_six_requests_and_answers_in_two_round_trips,
+                get_many_reads_two_partitions_in_one_round_trip_and_validates_them,
                 write_skew_is_refused,
                 a_stopped_writers_marks_are_withdrawn_after_the_time_to_live,
                 a_lost_commit_point_reply_is_in_doubt_and_settled_by_commit_outcome,

@@ -1,5 +1,6 @@
 //! Transactions without a lease ([`Store::transaction`],
-//! [`Store::transact`]): budgets and round trips, serializability (no write
+//! [`Store::transact`]): budgets and round trips (reads one at a time and
+//! all at once), serializability (no write
 //! skew), a stopped writer's marks withdrawn after the time-to-live and its
 //! late commit point refused, answers in doubt settled, concurrent
 //! transfers, unique values, and transactions beside locked units.
@@ -111,9 +112,11 @@ async fn transfer(
 /// takes no lease and writes no blob, and answers 2 round trips after its
 /// reads.
 pub async fn a_two_partition_transfer_costs_six_requests_and_answers_in_two_round_trips(ctx: &Ctx) {
+    // Well within the transaction's time-to-live (2 s), which its marks
+    // must beat.
     let latency = match ctx.clock() {
         Clock::Paused => Duration::from_secs(1),
-        Clock::Real => Duration::from_secs(2),
+        Clock::Real => Duration::from_millis(500),
     };
     let prefix = format!("{}b", ctx.prefix());
     let faulty = FaultyBackend::new(ctx.backend().clone());
@@ -154,6 +157,115 @@ pub async fn a_two_partition_transfer_costs_six_requests_and_answers_in_two_roun
         assert!(!sent.contains_key(&op), "no lease, no blob: {sent:?}");
     }
     assert_eq!(balances(&store, &["a", "b"]).await, vec![89, 111]);
+    super::lock_many::nothing_pending(&store, &["a", "b"]).await;
+}
+
+/// `Transaction::get_many` reads the rows of two partitions in one round
+/// trip (2 gets at once), answers a row read before or staged from memory,
+/// a missing row as `None`, and its reads are validated at commit like
+/// `get`'s: the same transfer then costs the same 6 requests and answers
+/// 3 round trips after it began, and a row changed since it was read
+/// fails the commit, nothing applied.
+pub async fn get_many_reads_two_partitions_in_one_round_trip_and_validates_them(ctx: &Ctx) {
+    // Well within the transaction's time-to-live (2 s), which its marks
+    // must beat.
+    let latency = match ctx.clock() {
+        Clock::Paused => Duration::from_secs(1),
+        Clock::Real => Duration::from_millis(500),
+    };
+    let round_trips =
+        |t: tokio::time::Instant| (t.elapsed().as_millis() / latency.as_millis()) as u64;
+    let prefix = format!("{}g", ctx.prefix());
+    let faulty = FaultyBackend::new(ctx.backend().clone());
+    let injector = faulty.injector();
+    let counting = CountingBackend::new(Arc::new(faulty) as Arc<dyn Backend>);
+    let counter = counting.counter();
+    let store = process(ctx, Arc::new(counting), &prefix, 1);
+    open(&store, &["a", "b"], 100).await;
+    // Warm: the table is known.
+    transfer(&store, "a", "b", 1).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    counter.reset();
+    injector.set_latency(None, latency);
+    let t = tokio::time::Instant::now();
+    let mut tx = store.transaction();
+    let mut rows = tx
+        .get_many::<Account, _, _>([("a", "main"), ("b", "main")])
+        .await
+        .unwrap();
+    let read = round_trips(t);
+    match ctx.clock() {
+        Clock::Paused => assert_eq!(read, 1),
+        Clock::Real => assert!((1..2).contains(&read), "{read} round trips"),
+    }
+    assert_eq!(counter.get(Op::Get), 2, "{counter:?}");
+    let mut b = rows.pop().unwrap().unwrap();
+    let mut a = rows.pop().unwrap().unwrap();
+    assert_eq!((a.balance, b.balance), (99, 101));
+    a.balance -= 10;
+    b.balance += 10;
+    tx.replace(&a).unwrap();
+    // Read before, or staged: no request.
+    let again = tx
+        .get_many::<Account, _, _>([("a", "main"), ("b", "main")])
+        .await
+        .unwrap();
+    assert_eq!(
+        again
+            .iter()
+            .map(|r| r.as_ref().unwrap().balance)
+            .collect::<Vec<_>>(),
+        vec![89, 101],
+        "a as staged, b as read"
+    );
+    assert_eq!(counter.get(Op::Get), 2, "{counter:?}");
+    tx.replace(&b).unwrap();
+    tx.commit().await.unwrap();
+    let answered = round_trips(t);
+    match ctx.clock() {
+        Clock::Paused => assert_eq!(answered, 3),
+        Clock::Real => assert!((3..5).contains(&answered), "{answered} round trips"),
+    }
+    tokio::time::sleep(latency * 4).await;
+    injector.set_latency(None, Duration::ZERO);
+    let sent = counter.snapshot();
+    // 2 gets, the marking transaction, the commit point, the finishing
+    // transaction, the decision row's delete.
+    assert_eq!(sent.get(&Op::Get), Some(&2), "{sent:?}");
+    assert_eq!(sent.get(&Op::Batch), Some(&3), "{sent:?}");
+    assert_eq!(sent.get(&Op::Write), Some(&1), "{sent:?}");
+    assert_eq!(counter.total(), 6, "{sent:?}");
+    assert_eq!(balances(&store, &["a", "b"]).await, vec![89, 111]);
+
+    // A missing row reads as `None`; a row read and changed since fails
+    // the commit.
+    let mut tx = store.transaction();
+    let rows = tx
+        .get_many::<Account, _, _>([("a", "main"), ("zz", "main"), ("b", "main")])
+        .await
+        .unwrap();
+    assert!(rows[1].is_none(), "{rows:?}");
+    drop(tx);
+    let mut tx = store.transaction();
+    let rows = tx
+        .get_many::<Account, _, _>([("a", "main"), ("b", "main")])
+        .await
+        .unwrap();
+    let mut a = rows[0].clone().unwrap();
+    a.balance += 1;
+    tx.replace(&a).unwrap();
+    store
+        .table::<Account>()
+        .update_with("b", "main", |b| b.balance += 1000)
+        .await
+        .unwrap();
+    let e = tx.commit().await.expect_err("b changed since it was read");
+    let kind = match &e {
+        leasehold::Error::Batch { source, .. } => source.kind(),
+        other => other.kind(),
+    };
+    assert_eq!(kind, ErrorKind::Conflict, "{e}");
+    assert_eq!(balances(&store, &["a", "b"]).await, vec![89, 1111]);
     super::lock_many::nothing_pending(&store, &["a", "b"]).await;
 }
 
