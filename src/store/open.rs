@@ -280,7 +280,7 @@ impl Store {
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
     /// let store = Store::memory();
     /// for commit in store.list_commits("alice").await? {
-    ///     println!("{} {:?} {:?}", commit.transaction, commit.state, commit.marked_rows);
+    ///     println!("{} {:?} {:?}", commit.transaction, commit.outcome, commit.marked_rows);
     /// }
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
