@@ -290,11 +290,6 @@ impl Unit {
         loop {
             match deadline::send_by(deadline, backend.batch(&table, &commit)).await {
                 Ok(_) => break,
-                // Not sent: the lock may have run out before it could go.
-                Err(e) if e.kind() == ErrorKind::LeaseLost => {
-                    self.withdraw(&marking, &versions).await;
-                    return Err(e);
-                }
                 Err(e) if refused(&e) => {
                     if again
                         && let Some(j) = riding
@@ -308,6 +303,9 @@ impl Unit {
                     self.withdraw(&marking, &versions).await;
                     return Err(refusal(e, commit.len() - 1, &primary, &txn));
                 }
+                // A lost reply, or a later try refused unsent past the
+                // deadline (an earlier one may have landed): the decision
+                // row says which.
                 Err(e) => {
                     tracing::warn!(partition = %primary, txn = %txn, error = %e, "the commit point's reply was lost; reading its decision");
                     match decision::settle(backend.as_ref(), &table, &primary, &txn).await {
