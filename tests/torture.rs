@@ -143,11 +143,13 @@
 //! lost-reply handling sees it first); and one transaction in six loses
 //! its commit point's reply while the "process" dies at its next read (its
 //! injector refuses every later request until the answer), so the answer
-//! is `InDoubt`. The controller kills workers and,
-//! one event in three, stops one with SIGSTOP for 2.5–6 s, past the 2 s
-//! time-to-live of a transaction's marks (so readers withdraw its
-//! transaction and its late commit point is refused), both aimed at
-//! workers inside a commit as in the `big` mode. Workers print every
+//! is `InDoubt`. The controller kills workers and, one event in three,
+//! stops one with SIGSTOP for 2.5 s up to
+//! `LEASEHOLD_TORTURE_TXN_PAUSE_MAX_MS` (6000), past the 2 s time-to-live
+//! of a transaction's marks (so readers withdraw its transaction and its
+//! late commit point is refused) and, above 5 s, past the workers' request
+//! timeout (so a request in flight is given up and tried again), both
+//! aimed at workers inside a commit as in the `big` mode. Workers print every
 //! transfer's answer (after `INDOUBT id primary transaction` for an
 //! `InDoubt`), the conflicts `transact` ran again, and each plain update as
 //! it starts and ends. After quiescence the checker takes every customer's
@@ -173,6 +175,21 @@
 //! LEASEHOLD_TORTURE_TXN_SECONDS=600 LEASEHOLD_TORTURE_CUSTOMERS=12 \
 //!     scripts/with-azurite.sh cargo test --release --test torture
 //! ```
+//!
+//! Known violation (2026-11-29), found by this mode once in its first
+//! eleven runs (12–60 s each): a transfer applied in part, its first customer
+//! debited and both counts raised, but no leg stored and the other account
+//! unchanged, after its worker was stopped for more than 5 s while its
+//! commit point was in flight (`retrying operation="batch" ... no reply
+//! within 5s`, then `taking a failed commit's marks off failed` for the
+//! rows readers had already rolled forward). The commit point was applied;
+//! the Azure backend's next try came after the transaction's send deadline
+//! and was refused as `LeaseLost` ("not sent"), which the commit takes for
+//! a commit point that never went out: it takes its marks off and answers
+//! a conflict, and `transact` runs the transfer again. Reduced to the
+//! ignored check
+//! `azurite::txn_deadline::a_commit_point_applied_whose_next_try_falls_after_the_deadline_is_not_withdrawn`
+//! in `tests/it`, which fails every time.
 //!
 //! Settings (environment): `LEASEHOLD_TORTURE_WORKERS` (4),
 //! `LEASEHOLD_TORTURE_SECONDS` (30), `LEASEHOLD_TORTURE_CUSTOMERS` (6),
@@ -333,6 +350,7 @@ struct Args {
     big_customers: usize,
     txn_seconds: u64,
     txn_latency_ms: u64,
+    txn_pause_max_ms: u64,
 }
 
 fn setting(name: &str, default: u64) -> u64 {
@@ -363,6 +381,7 @@ fn settings() -> Args {
         big_customers: setting("BIG_CUSTOMERS", 12) as usize,
         txn_seconds: setting("TXN_SECONDS", 15),
         txn_latency_ms: setting("TXN_LATENCY_MS", 50),
+        txn_pause_max_ms: setting("TXN_PAUSE_MAX_MS", 6_000),
     }
 }
 
@@ -876,6 +895,15 @@ fn print_answer(id: &str, answer: Result<String, Error>) {
     }
 }
 
+/// A transfer's legs as the worker prints them (`PLAN id via legs`):
+/// `customer/account/amount` each, separated by spaces.
+fn plan_text(plan: &[(String, String, i64)]) -> String {
+    plan.iter()
+        .map(|(c, a, amount)| format!("{c}/{a}/{amount}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// `n` distinct customers of `customers`, at random.
 fn distinct_customers(customers: usize, n: usize, rng: &mut Rng) -> Vec<String> {
     let mut chosen: Vec<usize> = Vec::with_capacity(n);
@@ -981,6 +1009,7 @@ async fn txn_transfer(
                     faults.lose_reply_nth(Some(Op::Batch), batches);
                     faults.die_at_nth(Some(Op::Get), 1);
                 }
+                println!("PLAN {id} txn {}", plan_text(&plan));
                 println!("BEGIN {id}");
                 Ok(())
             })
@@ -989,9 +1018,12 @@ async fn txn_transfer(
     (answer, attempts)
 }
 
+/// How long a unit of the `txn` mode waits for its locks.
+const UNIT_LOCK_WAIT: Duration = Duration::from_secs(3);
+
 /// A transfer of the `txn` mode by a unit locking two customers
-/// ([`Store::lock_many`]): in each, the account changed, its transfer
-/// count, and its leg.
+/// ([`Store::lock_many_with_timeout`], [`UNIT_LOCK_WAIT`]): in each, the
+/// account changed, its transfer count, and its leg.
 async fn unit_transfer(
     store: &Store,
     customers: usize,
@@ -1000,7 +1032,12 @@ async fn unit_transfer(
 ) -> Result<leasehold::lock::CommitReport, Error> {
     let parts = distinct_customers(customers, 2, rng);
     let plan = legs(&parts, rng);
-    let mut unit = store.lock_many(parts.iter().map(String::as_str)).await?;
+    // A killed worker keeps its customers locked until its leases run
+    // out: given up after a while (nothing applied), so the worker goes on
+    // with transactions and updates meanwhile.
+    let mut unit = store
+        .lock_many_with_timeout(parts.iter().map(String::as_str), UNIT_LOCK_WAIT)
+        .await?;
     // Every read before the first write, so a read that fails leaves
     // nothing staged.
     let mut rows = Vec::new();
@@ -1029,6 +1066,7 @@ async fn unit_transfer(
             via: "unit".into(),
         })?;
     }
+    println!("PLAN {id} unit {}", plan_text(&plan));
     println!("BEGIN {id}");
     unit.commit().await
 }
@@ -1075,6 +1113,9 @@ struct Tally {
     /// [started, acknowledged, failed] (the rest have an unknown outcome:
     /// answered `Transient` or `InDoubt`, or cut by a kill).
     touches: Mutex<BTreeMap<(String, String), [u64; 3]>>,
+    /// Transfer id → `via legs` as its worker printed it before its commit
+    /// (the `txn` mode), to name the transfers a violation may come from.
+    plans: Mutex<HashMap<String, String>>,
     /// Faults the `txn` mode's workers fired: replies lost, and requests
     /// refused while a planned death lasted.
     lost: AtomicU64,
@@ -1184,6 +1225,16 @@ fn spawn_worker(
                 l if l.starts_with("LOST ") => {
                     let n = l[5..].parse::<u64>().expect("a count");
                     tally.lost.fetch_add(n, Ordering::Relaxed)
+                }
+                l if l.starts_with("PLAN ") => {
+                    if let Some((id, plan)) = l[5..].split_once(' ') {
+                        tally
+                            .plans
+                            .lock()
+                            .unwrap()
+                            .insert(id.to_owned(), plan.to_owned());
+                    }
+                    0
                 }
                 l if l.starts_with("INDOUBT ") => {
                     let words: Vec<&str> = l.split(' ').collect();
@@ -1758,7 +1809,8 @@ async fn txn_controller(args: &Args) -> Result<u64, Error> {
             .await?;
     }
     let ttl = leasehold::txn::TransactionOptions::DEFAULT_TIME_TO_LIVE;
-    let (pause_min, pause_max) = (ttl + Duration::from_millis(500), ttl * 3);
+    let pause_min = ttl + Duration::from_millis(500);
+    let pause_max = Duration::from_millis(args.txn_pause_max_ms).max(pause_min);
     println!(
         "torture (txn): {} workers, {} s, {customers} customers × {ACCOUNTS} accounts, transactions over 2–3 customers, units over 2 and plain updates on the same rows, kills every {}–{} ms (one event in three a SIGSTOP for {:?}–{:?}, past the {:?} time-to-live of a transaction's marks), one operation in four with a lost reply planned, {} ms before every worker transaction",
         args.workers,
@@ -1854,6 +1906,8 @@ async fn txn_controller(args: &Args) -> Result<u64, Error> {
     // the count and the way, the way).
     let mut transfers: HashMap<String, (i64, i64, i64, bool, String)> = HashMap::new();
     let mut touched: BTreeMap<(String, String), i64> = BTreeMap::new();
+    // Customers whose balances or count disagree with their legs.
+    let mut suspect: HashSet<String> = HashSet::new();
     for c in (0..customers).map(customer) {
         let mut unit = match store.lock(&c).await {
             Ok(unit) => unit,
@@ -1916,6 +1970,7 @@ async fn txn_controller(args: &Args) -> Result<u64, Error> {
                     a.balance,
                     expected.get(&a.name)
                 );
+                suspect.insert(c.clone());
                 violations += 1;
             }
         }
@@ -1928,6 +1983,7 @@ async fn txn_controller(args: &Args) -> Result<u64, Error> {
                 "VIOLATION {c}: transfer count {count} but {} legs",
                 legs.len()
             );
+            suspect.insert(c.clone());
             violations += 1;
         }
     }
@@ -2005,6 +2061,29 @@ async fn txn_controller(args: &Args) -> Result<u64, Error> {
             }
         }
     }
+    // A partial commit that left no leg shows up only as balances or a
+    // count off: name the transfers over those customers that left no leg,
+    // with what they answered.
+    let plans = tally.plans.lock().unwrap().clone();
+    let answer_of: HashMap<&String, &String> = answers.iter().map(|(id, a)| (id, a)).collect();
+    let mut plans: Vec<(&String, &String)> = plans.iter().collect();
+    plans.sort();
+    for (id, plan) in plans {
+        let touches = plan
+            .split(' ')
+            .skip(1)
+            .any(|leg| suspect.iter().any(|c| leg.starts_with(&format!("{c}/"))));
+        if touches && !transfers.contains_key(id) {
+            println!(
+                "  transfer {id} ({plan}) left no leg; it answered {}{}",
+                answer_of.get(id).map_or("nothing (cut)", |a| a.as_str()),
+                in_doubt
+                    .get(id)
+                    .map(|(p, t)| format!(", in doubt: primary {p}, transaction {t}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
     // Transfers whose commit a kill cut before any answer: whole or absent
     // (checked above), counted here.
     let (mut cut_whole, mut cut_absent) = (0u64, 0u64);
@@ -2064,11 +2143,14 @@ async fn txn_controller(args: &Args) -> Result<u64, Error> {
         left.after_images,
         left.marked.len()
     );
-    if txns == 0 || units == 0 {
-        println!(
-            "VIOLATION: {txns} transactions and {units} units committed; the run tests nothing"
-        );
+    if txns == 0 {
+        println!("VIOLATION: no transaction was committed");
         violations += 1;
+    }
+    // Units wait for locks that killed workers hold until their leases run
+    // out, so a short run may commit none: a note, not a failure.
+    if units == 0 {
+        println!("torture (txn): no unit was committed in this run");
     }
     if touch_ok == 0 {
         println!("VIOLATION: no plain update was acknowledged");
