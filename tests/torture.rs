@@ -131,9 +131,11 @@
 //! (started with `worker PREFIX CUSTOMERS txn`) moves money with
 //! [`Store::transact`] over two or three customers (one time in three also
 //! reading an account it does not write, which its commit validates), with
-//! a unit over two ([`Store::lock_many`]), or adds 1 to an account's
-//! `touched` with plain [`Table::update_with`](leasehold::Table::update_with)
-//! (so the updates never touch money). A transfer writes, in every customer
+//! a unit over two ([`Store::lock_many_with_timeout`], giving up after
+//! 3 s: a killed worker's locks stay taken until their leases run out), or
+//! adds 1 to an account's `touched` with plain
+//! [`Table::update_with`](leasehold::Table::update_with) (so the updates
+//! never touch money). A transfer writes, in every customer
 //! it touches, the account, the transfer count and a [`Leg`] naming the
 //! transfer and how many legs it wrote. Before one operation in four a
 //! worker plans a lost reply: a batch or single write that its
