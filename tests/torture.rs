@@ -178,8 +178,8 @@
 //!     scripts/with-azurite.sh cargo test --release --test torture
 //! ```
 //!
-//! Known violation (2026-11-29), found by this mode once in its first
-//! eleven runs (12–60 s each): a transfer applied in part, its first customer
+//! Known violation (2026-11-29), found by this mode once in seventeen
+//! runs (12–60 s each): a transfer applied in part, its first customer
 //! debited and both counts raised, but no leg stored and the other account
 //! unchanged, after its worker was stopped for more than 5 s while its
 //! commit point was in flight (`retrying operation="batch" ... no reply
