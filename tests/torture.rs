@@ -125,6 +125,74 @@
 //!     scripts/with-azurite.sh cargo test --release --test torture
 //! ```
 //!
+//! A sixth mode, `txn` (run after the other five, or alone with
+//! `LEASEHOLD_TORTURE_MODE=txn`), puts transactions without a lease beside
+//! locked units and plain optimistic writes on the same rows. Each worker
+//! (started with `worker PREFIX CUSTOMERS txn`) moves money with
+//! [`Store::transact`] over two or three customers (one time in three also
+//! reading an account it does not write, which its commit validates), with
+//! a unit over two ([`Store::lock_many_with_timeout`], giving up after
+//! 3 s: a killed worker's locks stay taken until their leases run out), or
+//! adds 1 to an account's `touched` with plain
+//! [`Table::update_with`](leasehold::Table::update_with) (so the updates
+//! never touch money). A transfer writes, in every customer
+//! it touches, the account, the transfer count and a [`Leg`] naming the
+//! transfer and how many legs it wrote. Before one operation in four a
+//! worker plans a lost reply: a batch or single write that its
+//! [`FaultyBackend`] applies and reports as lost (the library sees it), or
+//! a batch or an account's replace whose HTTP reply the Azure transport
+//! loses ([`FaultInjector::transport_policy`]: the backend's own
+//! lost-reply handling sees it first); and one transaction in six loses
+//! its commit point's reply while the "process" dies at its next read (its
+//! injector refuses every later request until the answer), so the answer
+//! is `InDoubt`. The controller kills workers and, one event in three,
+//! stops one with SIGSTOP for 2.5 s up to
+//! `LEASEHOLD_TORTURE_TXN_PAUSE_MAX_MS` (6000), past the 2 s time-to-live
+//! of a transaction's marks (so readers withdraw its transaction and its
+//! late commit point is refused) and, above 5 s, past the workers' request
+//! timeout (so a request in flight is given up and tried again), both
+//! aimed at workers inside a commit as in the `big` mode. Workers print every
+//! transfer's answer (after `INDOUBT id primary transaction` for an
+//! `InDoubt`), the conflicts `transact` ran again, and each plain update as
+//! it starts and ends. After quiescence the checker takes every customer's
+//! lock (no stuck partition) and reads every row there, then verifies:
+//! money conserved; each balance matches its legs and each count its
+//! number of legs; every transfer whole or absent (all its legs, adding up
+//! to nothing); every answer matching what is stored (`Ok`: stored; an
+//! error other than `InDoubt`: absent; `InDoubt`: what
+//! [`Store::commit_outcome`] then says); each account's `touched` between
+//! its acknowledged updates and those started and not failed; and, read
+//! raw, no row left carrying a mark (`_lhTxn`). It prints the transactions
+//! and units committed, the conflicts retried, kills, pauses, faults fired,
+//! the answers checked, the commits cut by a kill, and the decision rows
+//! left (committed: the writer was gone after its commit point; withdrawn:
+//! by readers). Its short run lasts `LEASEHOLD_TORTURE_TXN_SECONDS` (15)
+//! plus the end of a pause still running, its workers waiting
+//! `LEASEHOLD_TORTURE_TXN_LATENCY_MS` (50, or
+//! `LEASEHOLD_TORTURE_BATCH_LATENCY_MS` when longer) before every
+//! transaction; the long run:
+//!
+//! ```text
+//! LEASEHOLD_TORTURE_MODE=txn LEASEHOLD_TORTURE_WORKERS=6 \
+//! LEASEHOLD_TORTURE_TXN_SECONDS=600 LEASEHOLD_TORTURE_CUSTOMERS=12 \
+//!     scripts/with-azurite.sh cargo test --release --test torture
+//! ```
+//!
+//! Known violation (2026-11-29), found by this mode once in seventeen
+//! runs (12–60 s each): a transfer applied in part, its first customer
+//! debited and both counts raised, but no leg stored and the other account
+//! unchanged, after its worker was stopped for more than 5 s while its
+//! commit point was in flight (`retrying operation="batch" ... no reply
+//! within 5s`, then `taking a failed commit's marks off failed` for the
+//! rows readers had already rolled forward). The commit point was applied;
+//! the Azure backend's next try came after the transaction's send deadline
+//! and was refused as `LeaseLost` ("not sent"), which the commit takes for
+//! a commit point that never went out: it takes its marks off and answers
+//! a conflict, and `transact` runs the transfer again. Reduced to the
+//! ignored check
+//! `azurite::txn_deadline::a_commit_point_applied_whose_next_try_falls_after_the_deadline_is_not_withdrawn`
+//! in `tests/it`, which fails every time.
+//!
 //! Settings (environment): `LEASEHOLD_TORTURE_WORKERS` (4),
 //! `LEASEHOLD_TORTURE_SECONDS` (30), `LEASEHOLD_TORTURE_CUSTOMERS` (6),
 //! `LEASEHOLD_TORTURE_KILL_MIN_MS` / `_KILL_MAX_MS` (the pause between kills,
@@ -133,7 +201,8 @@
 //! roll-forwards and violations (and, in the `stray` mode, the pauses, the
 //! stray writes acknowledged and of unknown outcome, the commit answers
 //! checked and the stuck partitions; in the `big` mode, the moves and the
-//! decision rows left), and fails when a violation is found.
+//! decision rows left; in the `txn` mode, the figures above), and fails
+//! when a violation is found.
 //! The controller and every worker print leasehold's warnings and the Azure
 //! transport's retries on standard error; `LEASEHOLD_TORTURE_TRACE` (a level
 //! such as `debug`) prints all of leasehold's events at that level instead.
@@ -148,7 +217,7 @@ use leasehold::backend::azure::{AzureBackend, TransportRetry};
 use leasehold::key::ContainerName;
 use leasehold::lease::LeaseOptions;
 use leasehold::lock::LockOptions;
-use leasehold::testing::{FaultyBackend, Op};
+use leasehold::testing::{Fault, FaultInjector, FaultyBackend, Op};
 use leasehold::{Entity, Error, Store};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -216,6 +285,27 @@ struct Move {
     amount: i64,
 }
 
+/// One side of a transfer of the `txn` mode: `amount` added to `account`
+/// of `customer` (taken when negative). A transfer writes one leg in each
+/// partition it touches, all under its id, adding up to nothing, and each
+/// names how many legs it wrote, so one applied in part shows up as a
+/// transfer with fewer.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "TortureLegs")]
+struct Leg {
+    #[entity(partition_key)]
+    customer: String,
+    /// The transfer's id.
+    #[entity(row_key)]
+    id: String,
+    account: String,
+    amount: i64,
+    /// The legs the transfer wrote in all partitions.
+    legs: i64,
+    /// `txn` ([`Store::transact`]) or `unit` ([`Store::lock_many`]).
+    via: String,
+}
+
 /// The fewest and the most writes of a unit in the `big` mode.
 const BIG_WRITES: (u64, u64) = (150, 300);
 
@@ -260,6 +350,9 @@ struct Args {
     big_seconds: u64,
     big_latency_ms: u64,
     big_customers: usize,
+    txn_seconds: u64,
+    txn_latency_ms: u64,
+    txn_pause_max_ms: u64,
 }
 
 fn setting(name: &str, default: u64) -> u64 {
@@ -288,6 +381,9 @@ fn settings() -> Args {
         big_seconds: setting("BIG_SECONDS", 20),
         big_latency_ms: setting("BIG_LATENCY_MS", 100),
         big_customers: setting("BIG_CUSTOMERS", 12) as usize,
+        txn_seconds: setting("TXN_SECONDS", 15),
+        txn_latency_ms: setting("TXN_LATENCY_MS", 50),
+        txn_pause_max_ms: setting("TXN_PAUSE_MAX_MS", 6_000),
     }
 }
 
@@ -300,19 +396,32 @@ fn connection_string() -> String {
 /// sends (through [`FaultyBackend`]): it widens the window in which a kill
 /// leaves a journalled commit half-applied, and it slows the workers down.
 fn store(prefix: &str, batch_latency: Duration) -> Result<Store, Error> {
+    Ok(store_with(prefix, batch_latency, None)?.0)
+}
+
+/// [`store`], with `transport` (when given) in the Azure backend's pipeline
+/// (so its rules lose the replies of HTTP requests the service applied),
+/// and the [`FaultInjector`] of the [`FaultyBackend`] around it (whose rules
+/// lose the replies of backend calls the service applied).
+fn store_with(
+    prefix: &str,
+    batch_latency: Duration,
+    transport: Option<&FaultInjector>,
+) -> Result<(Store, FaultInjector), Error> {
     // A request left without a reply is given up after 5 s and sent again
     // (over a fresh connection), well within the 30 s the store rides out
     // failing storage: one stalled connection must not cost a worker its
     // whole bound.
-    let azure = AzureBackend::builder()
+    let mut azure = AzureBackend::builder()
         .connection_string(&connection_string())?
-        .transport_retry(TransportRetry::new().with_request_timeout(Duration::from_secs(5)))
-        .build()?;
-    let backend = FaultyBackend::new(azure);
-    backend
-        .injector()
-        .set_latency(Some(Op::Batch), batch_latency);
-    Store::builder(backend)
+        .transport_retry(TransportRetry::new().with_request_timeout(Duration::from_secs(5)));
+    if let Some(transport) = transport {
+        azure = azure.policy(transport.transport_policy());
+    }
+    let backend = FaultyBackend::new(azure.build()?);
+    let faults = backend.injector();
+    faults.set_latency(Some(Op::Batch), batch_latency);
+    let store = Store::builder(backend)
         .table_prefix(prefix)?
         .lock_lease_options(
             LeaseOptions::new()
@@ -320,7 +429,8 @@ fn store(prefix: &str, batch_latency: Duration) -> Result<Store, Error> {
                 .with_container(ContainerName::new(LockOptions::DEFAULT_CONTAINER)?)
                 .with_owner_metadata(false),
         )
-        .build()
+        .build()?;
+    Ok((store, faults))
 }
 
 fn customer(i: usize) -> String {
@@ -652,6 +762,317 @@ async fn stray_writer(prefix: &str, customers: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// One worker of the `txn` mode: until its standard input closes, moves
+/// money between accounts of two or three customers with
+/// [`Store::transact`] ([`txn_transfer`]), between two with a locked unit
+/// ([`unit_transfer`]), or adds 1 to an account's `touched` with plain
+/// [`Table::update_with`](leasehold::Table::update_with) (no lock, no
+/// transaction), the same rows throughout. Before one operation in four
+/// it plans one lost reply: a batch or a write its [`FaultyBackend`]
+/// applies and reports as failed (the library sees the loss), or a batch
+/// or an account's replace whose HTTP reply its Azure transport loses (the
+/// backend's own lost-reply handling sees it first); one transaction in
+/// six (when nothing else is planned) loses its commit point's reply with
+/// no way to read its decision back ([`txn_transfer`]).
+///
+/// Prints `BEGIN id` just before a transfer's commit (so the controller
+/// aims kills and pauses at it), then `TXN id OK via` or `TXN id ERR Kind
+/// message` (after `INDOUBT id primary transaction` for an `InDoubt`), and
+/// `RETRIES n` for the conflicts `transact` ran again; `TOUCH customer
+/// account` before an update, then `TOUCHED customer account OK`,
+/// `UNKNOWN kind` (`Transient`, `InDoubt`) or `FAILED kind`; `LOST n` for
+/// the faults fired since its last line.
+async fn txn_worker(prefix: &str, customers: usize) -> Result<(), Error> {
+    let args = settings();
+    let latency = Duration::from_millis(args.batch_latency_ms.max(args.txn_latency_ms));
+    let transport = FaultInjector::default();
+    let (store, faults) = store_with(prefix, latency, Some(&transport))?;
+    let accounts = store.table::<Account>();
+    let mut rng = Rng::seeded(23);
+    let stop = Arc::new(AtomicU64::new(0));
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut line = String::new();
+            let _ = BufReader::new(tokio::io::stdin())
+                .read_line(&mut line)
+                .await;
+            stop.store(1, Ordering::SeqCst);
+        });
+    }
+    let mut lost = 0u64;
+    while stop.load(Ordering::SeqCst) == 0 {
+        if rng.below(4) == 0 && faults.pending() + transport.pending() == 0 {
+            match rng.below(4) {
+                // One of the next batches: a transaction's marks, commit
+                // point or finishing, a unit's commit, or a reader
+                // finishing a mark.
+                0 => {
+                    faults.lose_reply_nth(Some(Op::Batch), 1 + rng.below(3));
+                }
+                // The next single write: an update, or a reader finishing
+                // or withdrawing a mark.
+                1 => {
+                    faults.lose_reply_nth(Some(Op::Write), 1);
+                }
+                2 => {
+                    transport.inject_request("POST", "$batch", Fault::LoseReply);
+                }
+                _ => {
+                    transport.inject_request("PUT", "TortureAccounts", Fault::LoseReply);
+                }
+            }
+        }
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        match rng.below(10) {
+            0..=4 => {
+                // One transaction in six (with no other fault planned)
+                // loses its commit point's reply and cannot read its
+                // decision back: `InDoubt`.
+                let doubt = faults.pending() + transport.pending() == 0 && rng.below(6) == 0;
+                let doubt = doubt.then_some(&faults);
+                let (answer, attempts) =
+                    txn_transfer(&store, customers, &id, doubt, &mut rng).await;
+                if doubt.is_some() {
+                    faults.revive();
+                }
+                if attempts > 1 {
+                    println!("RETRIES {}", attempts - 1);
+                }
+                print_answer(&id, answer.map(|()| "txn".to_owned()));
+            }
+            5..=7 => {
+                let answer = unit_transfer(&store, customers, &id, &mut rng).await;
+                print_answer(&id, answer.map(|r| format!("{:?}", r.finished_by)));
+            }
+            _ => {
+                let (c, a) = (
+                    customer(rng.below(customers as u64) as usize),
+                    account(rng.below(ACCOUNTS as u64) as usize),
+                );
+                println!("TOUCH {c} {a}");
+                match accounts
+                    .update_with(c.as_str(), a.as_str(), |row| row.touched += 1)
+                    .await
+                {
+                    Ok(_) => println!("TOUCHED {c} {a} OK"),
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            leasehold::ErrorKind::Transient | leasehold::ErrorKind::InDoubt
+                        ) =>
+                    {
+                        println!("TOUCHED {c} {a} UNKNOWN {:?} {e}", e.kind())
+                    }
+                    Err(e) => println!("TOUCHED {c} {a} FAILED {:?} {e}", e.kind()),
+                }
+            }
+        }
+        let now = faults.injected() + transport.injected();
+        if now > lost {
+            println!("LOST {}", now - lost);
+            lost = now;
+        }
+    }
+    Ok(())
+}
+
+/// Prints a transfer's answer for the controller: `TXN id OK detail`, or
+/// `TXN id ERR Kind message` (after `INDOUBT id primary transaction` for an
+/// [`Error::InDoubt`] naming its transaction).
+fn print_answer(id: &str, answer: Result<String, Error>) {
+    match answer {
+        Ok(detail) => println!("TXN {id} OK {detail}"),
+        Err(e) => {
+            if let Error::InDoubt {
+                primary,
+                transaction: Some(txn),
+                ..
+            } = &e
+            {
+                println!("INDOUBT {id} {} {txn}", primary.as_str());
+            }
+            println!("TXN {id} ERR {:?} {e}", e.kind());
+        }
+    }
+}
+
+/// A transfer's legs as the worker prints them (`PLAN id via legs`):
+/// `customer/account/amount` each, separated by spaces.
+fn plan_text(plan: &[(String, String, i64)]) -> String {
+    plan.iter()
+        .map(|(c, a, amount)| format!("{c}/{a}/{amount}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `n` distinct customers of `customers`, at random.
+fn distinct_customers(customers: usize, n: usize, rng: &mut Rng) -> Vec<String> {
+    let mut chosen: Vec<usize> = Vec::with_capacity(n);
+    while chosen.len() < n.min(customers) {
+        let c = rng.below(customers as u64) as usize;
+        if !chosen.contains(&c) {
+            chosen.push(c);
+        }
+    }
+    chosen.into_iter().map(customer).collect()
+}
+
+/// The legs of a transfer over `parts` customers: an amount taken from an
+/// account of the first, given to an account of each other one (split at
+/// random over two), adding up to nothing.
+fn legs(parts: &[String], rng: &mut Rng) -> Vec<(String, String, i64)> {
+    let amount = 2 + rng.below(49) as i64;
+    let mut legs = vec![(
+        parts[0].clone(),
+        account(rng.below(ACCOUNTS as u64) as usize),
+        -amount,
+    )];
+    let mut left = amount;
+    for (i, c) in parts.iter().enumerate().skip(1) {
+        let give = if i + 1 == parts.len() {
+            left
+        } else {
+            1 + rng.below(left as u64 - 1) as i64
+        };
+        left -= give;
+        legs.push((
+            c.clone(),
+            account(rng.below(ACCOUNTS as u64) as usize),
+            give,
+        ));
+    }
+    legs
+}
+
+/// A transfer of the `txn` mode by [`Store::transact`] over two or three
+/// customers: in each, the account changed, its transfer count, and its
+/// leg; one time in three it also reads another account of the first
+/// customer without writing it (validated at commit by its mark, so a
+/// stray update of that row is a conflict, run again). With `doubt`, its
+/// first attempt loses the reply of its commit point (the last of its
+/// batches: one per table and customer) and the "process" dies at its
+/// next read, so the decision cannot be read back (revive it after). Answers what
+/// `transact` answered, and how many times it ran the transaction.
+async fn txn_transfer(
+    store: &Store,
+    customers: usize,
+    id: &str,
+    doubt: Option<&FaultInjector>,
+    rng: &mut Rng,
+) -> (Result<(), Error>, u32) {
+    let parts = distinct_customers(customers, 2 + rng.below(2) as usize, rng);
+    let plan = legs(&parts, rng);
+    let extra = (rng.below(3) == 0).then(|| {
+        let written = &plan[0].1;
+        let other = (0..ACCOUNTS)
+            .map(account)
+            .find(|a| a != written)
+            .unwrap_or_default();
+        (plan[0].0.clone(), other)
+    });
+    let mut attempts = 0u32;
+    let answer = store
+        .transact(|tx| {
+            attempts += 1;
+            let (plan, extra, id) = (plan.clone(), extra.clone(), id.to_owned());
+            let doubt = doubt.filter(|_| attempts == 1).cloned();
+            Box::pin(async move {
+                let n = plan.len() as i64;
+                for (c, a, amount) in &plan {
+                    let mut row = tx
+                        .get::<Account>(c.as_str(), a.as_str())
+                        .await?
+                        .ok_or_else(|| missing(c, a))?;
+                    row.balance += amount;
+                    tx.replace(&row)?;
+                    let mut count = tx
+                        .get::<Count>(c.as_str(), "transfers")
+                        .await?
+                        .ok_or_else(|| missing(c, "transfers"))?;
+                    count.transfers += 1;
+                    tx.replace(&count)?;
+                    tx.insert(&Leg {
+                        customer: c.clone(),
+                        id: id.clone(),
+                        account: a.clone(),
+                        amount: *amount,
+                        legs: n,
+                        via: "txn".into(),
+                    })?;
+                }
+                if let Some((c, a)) = &extra {
+                    tx.get::<Account>(c.as_str(), a.as_str()).await?;
+                }
+                if let Some(faults) = doubt {
+                    // Accounts, counts and legs: one batch per table and
+                    // customer, the commit point's last.
+                    let batches = 3 * plan.len() as u64;
+                    faults.lose_reply_nth(Some(Op::Batch), batches);
+                    faults.die_at_nth(Some(Op::Get), 1);
+                }
+                println!("PLAN {id} txn {}", plan_text(&plan));
+                println!("BEGIN {id}");
+                Ok(())
+            })
+        })
+        .await;
+    (answer, attempts)
+}
+
+/// How long a unit of the `txn` mode waits for its locks.
+const UNIT_LOCK_WAIT: Duration = Duration::from_secs(3);
+
+/// A transfer of the `txn` mode by a unit locking two customers
+/// ([`Store::lock_many_with_timeout`], [`UNIT_LOCK_WAIT`]): in each, the
+/// account changed, its transfer count, and its leg.
+async fn unit_transfer(
+    store: &Store,
+    customers: usize,
+    id: &str,
+    rng: &mut Rng,
+) -> Result<leasehold::lock::CommitReport, Error> {
+    let parts = distinct_customers(customers, 2, rng);
+    let plan = legs(&parts, rng);
+    // A killed worker keeps its customers locked until its leases run
+    // out: given up after a while (nothing applied), so the worker goes on
+    // with transactions and updates meanwhile.
+    let mut unit = store
+        .lock_many_with_timeout(parts.iter().map(String::as_str), UNIT_LOCK_WAIT)
+        .await?;
+    // Every read before the first write, so a read that fails leaves
+    // nothing staged.
+    let mut rows = Vec::new();
+    for (c, a, _) in &plan {
+        let row = unit
+            .get_in::<Account>(c.as_str(), a.as_str())
+            .await?
+            .ok_or_else(|| missing(c, a))?;
+        let count = unit
+            .get_in::<Count>(c.as_str(), "transfers")
+            .await?
+            .ok_or_else(|| missing(c, "transfers"))?;
+        rows.push((row, count));
+    }
+    for ((c, a, amount), (mut row, mut count)) in plan.iter().zip(rows) {
+        row.balance += amount;
+        unit.replace(&row)?;
+        count.transfers += 1;
+        unit.replace(&count)?;
+        unit.insert(&Leg {
+            customer: c.clone(),
+            id: id.to_owned(),
+            account: a.clone(),
+            amount: *amount,
+            legs: plan.len() as i64,
+            via: "unit".into(),
+        })?;
+    }
+    println!("PLAN {id} unit {}", plan_text(&plan));
+    println!("BEGIN {id}");
+    unit.commit().await
+}
+
 fn missing(c: &str, row: &str) -> Error {
     Error::NotFound {
         what: format!("row {row} of customer {c}"),
@@ -685,6 +1106,21 @@ struct Tally {
     /// The worker processes inside a big unit's commit (between its
     /// `BEGIN` and its `TXN` line).
     committing: Mutex<HashSet<u32>>,
+    /// Conflicts [`Store::transact`] ran again (the `txn` mode).
+    retries: AtomicU64,
+    /// Transfer id → the primary partition and transaction an `InDoubt`
+    /// named (the `txn` mode).
+    in_doubt: Mutex<HashMap<String, (String, String)>>,
+    /// (customer, account) → the plain updates of the `txn` mode's workers:
+    /// [started, acknowledged, failed] (the rest have an unknown outcome:
+    /// answered `Transient` or `InDoubt`, or cut by a kill).
+    touches: Mutex<BTreeMap<(String, String), [u64; 3]>>,
+    /// Transfer id → `via legs` as its worker printed it before its commit
+    /// (the `txn` mode), to name the transfers a violation may come from.
+    plans: Mutex<HashMap<String, String>>,
+    /// Faults the `txn` mode's workers fired: replies lost, and requests
+    /// refused while a planned death lasted.
+    lost: AtomicU64,
 }
 
 /// The modes built on the money transfers.
@@ -782,6 +1218,54 @@ fn spawn_worker(
                 l if l.starts_with("BEGIN ") => {
                     tally.begun.lock().unwrap().push(l[6..].to_owned());
                     tally.committing.lock().unwrap().insert(pid);
+                    0
+                }
+                l if l.starts_with("RETRIES ") => {
+                    let n = l[8..].parse::<u64>().expect("a count");
+                    tally.retries.fetch_add(n, Ordering::Relaxed)
+                }
+                l if l.starts_with("LOST ") => {
+                    let n = l[5..].parse::<u64>().expect("a count");
+                    tally.lost.fetch_add(n, Ordering::Relaxed)
+                }
+                l if l.starts_with("PLAN ") => {
+                    if let Some((id, plan)) = l[5..].split_once(' ') {
+                        tally
+                            .plans
+                            .lock()
+                            .unwrap()
+                            .insert(id.to_owned(), plan.to_owned());
+                    }
+                    0
+                }
+                l if l.starts_with("INDOUBT ") => {
+                    let words: Vec<&str> = l.split(' ').collect();
+                    if let [_, id, primary, txn] = words[..] {
+                        tally
+                            .in_doubt
+                            .lock()
+                            .unwrap()
+                            .insert(id.to_owned(), (primary.to_owned(), txn.to_owned()));
+                    }
+                    0
+                }
+                l if l.starts_with("TOUCH ") || l.starts_with("TOUCHED ") => {
+                    let words: Vec<&str> = l.split(' ').collect();
+                    let slot = match words[0] {
+                        "TOUCH" => 0,
+                        _ if words.get(3) == Some(&"OK") => 1,
+                        _ if words.get(3) == Some(&"FAILED") => 2,
+                        _ => 3,
+                    };
+                    if slot > 1 {
+                        eprintln!("worker {pid}: {l}");
+                    }
+                    if let (Some(c), Some(a), true) = (words.get(1), words.get(2), slot < 3) {
+                        let mut touches = tally.touches.lock().unwrap();
+                        touches
+                            .entry(((*c).to_owned(), (*a).to_owned()))
+                            .or_default()[slot] += 1;
+                    }
                     0
                 }
                 l if l.starts_with("STRAYERR") => {
@@ -1297,6 +1781,440 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
     Ok(violations)
 }
 
+/// The `txn` mode: transactions ([`txn_transfer`]), locked units
+/// ([`unit_transfer`]) and plain updates of `touched` on the same rows
+/// ([`txn_worker`]), with kills and pauses aimed at workers inside a
+/// commit, and lost replies. Answers the violations found.
+async fn txn_controller(args: &Args) -> Result<u64, Error> {
+    let customers = args.customers;
+    let prefix = format!("tort{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let store = store(&prefix, Duration::ZERO)?;
+    for c in 0..customers {
+        for a in 0..ACCOUNTS {
+            store
+                .table::<Account>()
+                .upsert(Account {
+                    customer: customer(c),
+                    name: account(a),
+                    balance: OPENING_BALANCE,
+                    touched: 0,
+                })
+                .await?;
+        }
+        store
+            .table::<Count>()
+            .upsert(Count {
+                customer: customer(c),
+                name: "transfers".into(),
+                transfers: 0,
+            })
+            .await?;
+    }
+    let ttl = leasehold::txn::TransactionOptions::DEFAULT_TIME_TO_LIVE;
+    let pause_min = ttl + Duration::from_millis(500);
+    let pause_max = Duration::from_millis(args.txn_pause_max_ms).max(pause_min);
+    println!(
+        "torture (txn): {} workers, {} s, {customers} customers × {ACCOUNTS} accounts, transactions over 2–3 customers, units over 2 and plain updates on the same rows, kills every {}–{} ms (one event in three a SIGSTOP for {:?}–{:?}, past the {:?} time-to-live of a transaction's marks), one operation in four with a lost reply planned, {} ms before every worker transaction",
+        args.workers,
+        args.txn_seconds,
+        args.kill_min_ms,
+        args.kill_max_ms,
+        pause_min,
+        pause_max,
+        ttl,
+        args.batch_latency_ms.max(args.txn_latency_ms)
+    );
+    let tally = Arc::new(Tally::default());
+    let mut readers = Vec::new();
+    let mut workers: Vec<Child> = (0..args.workers)
+        .map(|_| spawn_worker(&prefix, customers, "txn", &tally, &mut readers))
+        .collect();
+    let mut rng = Rng::seeded(29);
+    let end = Instant::now() + Duration::from_secs(args.txn_seconds);
+    let (mut kills, mut pauses) = (0u64, 0u64);
+    let mut paused: Option<(usize, Instant)> = None;
+    let gap = |rng: &mut Rng| {
+        Duration::from_millis(
+            args.kill_min_ms + rng.below(args.kill_max_ms.saturating_sub(args.kill_min_ms) + 1),
+        )
+    };
+    let mut next_event = Instant::now() + gap(&mut rng);
+    loop {
+        let mut wake = next_event.min(end);
+        if let Some((_, until)) = paused {
+            wake = wake.min(until);
+        }
+        tokio::time::sleep(wake.saturating_duration_since(Instant::now())).await;
+        let now = Instant::now();
+        if let Some((slot, until)) = paused
+            && now >= until
+        {
+            signal(&workers[slot], "CONT").await;
+            paused = None;
+        }
+        if now >= end {
+            break;
+        }
+        if now < next_event {
+            continue;
+        }
+        next_event = now + gap(&mut rng);
+        if paused.is_none() && (pauses == 0 || rng.below(3) == 0) {
+            let all: Vec<usize> = (0..workers.len()).collect();
+            let victim = pick(&all, &workers, &tally, true, &mut rng).await;
+            signal(&workers[victim], "STOP").await;
+            let spread = (pause_max - pause_min).as_millis() as u64;
+            let pause = pause_min + Duration::from_millis(rng.below(spread + 1));
+            paused = Some((victim, Instant::now() + pause));
+            pauses += 1;
+            continue;
+        }
+        let running: Vec<usize> = (0..workers.len())
+            .filter(|&i| paused.is_none_or(|(slot, _)| slot != i))
+            .collect();
+        let victim = pick(&running, &workers, &tally, true, &mut rng).await;
+        let _ = workers[victim].start_kill();
+        let _ = workers[victim].wait().await;
+        kills += 1;
+        workers[victim] = spawn_worker(&prefix, customers, "txn", &tally, &mut readers);
+    }
+    if let Some((slot, until)) = paused.take() {
+        tokio::time::sleep(until.saturating_duration_since(Instant::now())).await;
+        signal(&workers[slot], "CONT").await;
+    }
+    for w in &mut workers {
+        drop(w.stdin.take());
+    }
+    for w in &mut workers {
+        if tokio::time::timeout(Duration::from_secs(90), w.wait())
+            .await
+            .is_err()
+        {
+            let _ = w.start_kill();
+            kills += 1;
+        }
+    }
+    for reader in readers {
+        let _ = tokio::time::timeout(Duration::from_secs(10), reader).await;
+    }
+
+    // The checker: every customer under its lock (no stuck partition),
+    // reading every row of it, which finishes or withdraws whatever marks
+    // the killed, paused or cut-off writers left.
+    let mut violations = 0u64;
+    let mut stuck = 0u64;
+    let mut money = 0i64;
+    // Transfer id → (legs found, legs it wrote, their sum, all agree on
+    // the count and the way, the way).
+    let mut transfers: HashMap<String, (i64, i64, i64, bool, String)> = HashMap::new();
+    let mut touched: BTreeMap<(String, String), i64> = BTreeMap::new();
+    // Customers whose balances or count disagree with their legs.
+    let mut suspect: HashSet<String> = HashSet::new();
+    for c in (0..customers).map(customer) {
+        let mut unit = match store.lock(&c).await {
+            Ok(unit) => unit,
+            Err(e) => {
+                println!(
+                    "VIOLATION {c}: its lock cannot be taken (a stuck partition): {:?}: {e}",
+                    e.kind()
+                );
+                stuck += 1;
+                violations += 1;
+                continue;
+            }
+        };
+        let read = async {
+            let accounts = unit.query::<Account>().partition(c.as_str()).all().await?;
+            let legs = unit.query::<Leg>().partition(c.as_str()).all().await?;
+            let count = unit
+                .get::<Count>("transfers")
+                .await?
+                .map(|n| n.transfers)
+                .unwrap_or(-1);
+            Ok::<_, Error>((accounts, legs, count))
+        }
+        .await;
+        unit.abandon().await?;
+        let (accounts, legs, count) = match read {
+            Ok(read) => read,
+            Err(e) => {
+                println!(
+                    "VIOLATION {c}: reading it under its lock failed: {:?}: {e}",
+                    e.kind()
+                );
+                stuck += 1;
+                violations += 1;
+                continue;
+            }
+        };
+        let mut expected: HashMap<String, i64> = (0..ACCOUNTS)
+            .map(|a| (account(a), OPENING_BALANCE))
+            .collect();
+        for leg in &legs {
+            *expected.entry(leg.account.clone()).or_default() += leg.amount;
+            let t =
+                transfers
+                    .entry(leg.id.clone())
+                    .or_insert((0, leg.legs, 0, true, leg.via.clone()));
+            t.0 += 1;
+            t.2 += leg.amount;
+            if t.1 != leg.legs || t.4 != leg.via {
+                t.3 = false;
+            }
+        }
+        for a in &accounts {
+            money += a.balance;
+            touched.insert((c.clone(), a.name.clone()), a.touched);
+            if expected.get(&a.name) != Some(&a.balance) {
+                println!(
+                    "VIOLATION {c}/{}: balance {} but its legs say {:?}",
+                    a.name,
+                    a.balance,
+                    expected.get(&a.name)
+                );
+                suspect.insert(c.clone());
+                violations += 1;
+            }
+        }
+        if accounts.len() != ACCOUNTS {
+            println!("VIOLATION {c}: {} accounts", accounts.len());
+            violations += 1;
+        }
+        if count != legs.len() as i64 {
+            println!(
+                "VIOLATION {c}: transfer count {count} but {} legs",
+                legs.len()
+            );
+            suspect.insert(c.clone());
+            violations += 1;
+        }
+    }
+    let expected_money = OPENING_BALANCE * (ACCOUNTS * customers) as i64;
+    if stuck == 0 && money != expected_money {
+        println!("VIOLATION: {money} in all accounts, expected {expected_money}");
+        violations += 1;
+    }
+    for (id, (found, wrote, sum, agree, via)) in &transfers {
+        if found != wrote || *sum != 0 || !agree {
+            println!(
+                "VIOLATION transfer {id} ({via}): {found} of its {wrote} legs, adding up to {sum}, all naming the same count and way: {agree} (a partial commit)"
+            );
+            violations += 1;
+        }
+    }
+    // No row left marked once everything was read, and what the commits
+    // left behind (read raw, before any `commit_outcome` below withdraws
+    // a transaction: the withdrawn decision rows are the readers').
+    let left = leftovers(&prefix).await?;
+    for row in &left.marked {
+        println!(
+            "VIOLATION: row {row} is still marked after the checker read everything (a stuck row)"
+        );
+        violations += 1;
+    }
+    // Every answer against the ledger: `Ok` is stored, a definite error is
+    // not, and `InDoubt` is what `commit_outcome` then says.
+    let answers = tally.answers.lock().unwrap().clone();
+    let in_doubt = tally.in_doubt.lock().unwrap().clone();
+    let (mut answered_ok, mut answered_err) = (0u64, 0u64);
+    let (mut doubt_applied, mut doubt_not, mut doubt_unnamed) = (0u64, 0u64, 0u64);
+    let mut answers: Vec<(String, String)> = answers.into_iter().collect();
+    answers.sort();
+    for (id, answer) in &answers {
+        let stored = transfers.contains_key(id);
+        match answer.as_str() {
+            "OK" => {
+                answered_ok += 1;
+                if !stored && stuck == 0 {
+                    println!(
+                        "VIOLATION transfer {id}: its commit answered Ok, but no leg of it is stored"
+                    );
+                    violations += 1;
+                }
+            }
+            "InDoubt" => {
+                let Some((primary, txn)) = in_doubt.get(id) else {
+                    doubt_unnamed += 1;
+                    continue;
+                };
+                let outcome = store.commit_outcome(primary.as_str(), txn).await?;
+                let applied = outcome == leasehold::lock::CommitOutcome::Applied;
+                if applied {
+                    doubt_applied += 1;
+                } else {
+                    doubt_not += 1;
+                }
+                if applied != stored && stuck == 0 {
+                    println!(
+                        "VIOLATION transfer {id}: in doubt, commit_outcome({primary}, {txn}) says {outcome:?}, but its legs are {}",
+                        if stored { "stored" } else { "absent" }
+                    );
+                    violations += 1;
+                }
+            }
+            kind => {
+                answered_err += 1;
+                if stored {
+                    println!(
+                        "VIOLATION transfer {id}: answered {kind} (nothing applied), but its legs are stored"
+                    );
+                    violations += 1;
+                }
+            }
+        }
+    }
+    // A partial commit that left no leg shows up only as balances or a
+    // count off: name the transfers over those customers that left no leg,
+    // with what they answered.
+    let plans = tally.plans.lock().unwrap().clone();
+    let answer_of: HashMap<&String, &String> = answers.iter().map(|(id, a)| (id, a)).collect();
+    let mut plans: Vec<(&String, &String)> = plans.iter().collect();
+    plans.sort();
+    for (id, plan) in plans {
+        let touches = plan
+            .split(' ')
+            .skip(1)
+            .any(|leg| suspect.iter().any(|c| leg.starts_with(&format!("{c}/"))));
+        if touches && !transfers.contains_key(id) {
+            println!(
+                "  transfer {id} ({plan}) left no leg; it answered {}{}",
+                answer_of.get(id).map_or("nothing (cut)", |a| a.as_str()),
+                in_doubt
+                    .get(id)
+                    .map(|(p, t)| format!(", in doubt: primary {p}, transaction {t}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    // Transfers whose commit a kill cut before any answer: whole or absent
+    // (checked above), counted here.
+    let (mut cut_whole, mut cut_absent) = (0u64, 0u64);
+    let begun: HashSet<String> = tally.begun.lock().unwrap().iter().cloned().collect();
+    let answered: HashSet<&String> = answers.iter().map(|(id, _)| id).collect();
+    for id in &begun {
+        if !answered.contains(id) {
+            if transfers.contains_key(id) {
+                cut_whole += 1;
+            } else {
+                cut_absent += 1;
+            }
+        }
+    }
+    // Every acknowledged plain update is kept, and none applied that was
+    // said to have failed.
+    let touches = tally.touches.lock().unwrap().clone();
+    let (mut touch_ok, mut touch_unknown, mut touch_failed) = (0u64, 0u64, 0u64);
+    for ((c, a), t) in &touched {
+        let [tried, ok, failed] = touches
+            .get(&(c.clone(), a.clone()))
+            .copied()
+            .unwrap_or_default();
+        touch_ok += ok;
+        touch_failed += failed;
+        touch_unknown += tried.saturating_sub(ok + failed);
+        if *t < ok as i64 || *t > tried.saturating_sub(failed) as i64 {
+            println!(
+                "VIOLATION {c}/{a}: touched {t}, but {tried} plain updates were started, {ok} acknowledged, {failed} failed"
+            );
+            violations += 1;
+        }
+    }
+    let committed = |way: &str| {
+        transfers
+            .values()
+            .filter(|t| t.4 == way && t.0 == t.1)
+            .count()
+    };
+    let (txns, units) = (committed("txn"), committed("unit"));
+    println!(
+        "transactions committed: {txns}, units committed: {units}, conflicts retried by transact: {}, kills: {kills}, pauses past the time-to-live: {pauses}, faults fired (replies lost, requests refused after a planned death): {}, worker errors: {}, violations: {violations}",
+        tally.retries.load(Ordering::Relaxed),
+        tally.lost.load(Ordering::Relaxed),
+        tally.errors.load(Ordering::Relaxed)
+    );
+    println!(
+        "commit answers checked: {answered_ok} Ok ({} finished by recovery), {answered_err} definite errors, {} in doubt ({doubt_applied} applied, {doubt_not} not applied by commit_outcome, {doubt_unnamed} naming no transaction); commits cut by a kill: {} ({cut_whole} found whole, {cut_absent} absent)",
+        tally.recovered.load(Ordering::Relaxed),
+        doubt_applied + doubt_not + doubt_unnamed,
+        cut_whole + cut_absent
+    );
+    println!(
+        "decision rows left: {} committed (writer gone after its commit point), {} withdrawn by readers; after-image rows left: {}; rows left marked (stuck): {}; stuck partitions: {stuck}; plain updates acknowledged: {touch_ok}, outcome unknown: {touch_unknown}, failed: {touch_failed}",
+        left.committed,
+        left.withdrawn,
+        left.after_images,
+        left.marked.len()
+    );
+    if txns == 0 {
+        println!("VIOLATION: no transaction was committed");
+        violations += 1;
+    }
+    // Units wait for locks that killed workers hold until their leases run
+    // out, so a short run may commit none: a note, not a failure.
+    if units == 0 {
+        println!("torture (txn): no unit was committed in this run");
+    }
+    if touch_ok == 0 {
+        println!("VIOLATION: no plain update was acknowledged");
+        violations += 1;
+    }
+    Ok(violations)
+}
+
+/// What commits left in the tables of a store, read raw
+/// ([`leftovers`]).
+struct Leftovers {
+    /// Decision rows saying `committed`.
+    committed: u64,
+    /// Decision rows saying `withdrawn`.
+    withdrawn: u64,
+    /// After-image rows.
+    after_images: u64,
+    /// Rows still carrying a mark (`_lhTxn`): `table/pk/rk mark`.
+    marked: Vec<String>,
+}
+
+/// The commit leftovers of the tables with prefix `prefix`, read raw: the
+/// decision rows and after-image rows [`decision_rows`] counts, and every
+/// row that still carries a mark.
+async fn leftovers(prefix: &str) -> Result<Leftovers, Error> {
+    use leasehold::backend::{QuerySpec, TableBackend as _};
+    let backend = AzureBackend::builder()
+        .connection_string(&connection_string())?
+        .build()?;
+    let (committed, withdrawn, after_images) = decision_rows(prefix).await?;
+    let mut marked = Vec::new();
+    for table in backend.list_tables().await? {
+        if !table.as_str().starts_with(prefix) {
+            continue;
+        }
+        let mut spec = QuerySpec::default();
+        loop {
+            let page = backend.query(&table, &spec).await?;
+            for row in &page.entities {
+                if let Some(mark) = row.data.properties.get("_lhTxn") {
+                    marked.push(format!(
+                        "{}/{}/{} {mark:?}",
+                        table.as_str(),
+                        row.data.partition_key.as_str(),
+                        row.data.row_key.as_str()
+                    ));
+                }
+            }
+            match page.continuation {
+                Some(next) => spec.continuation = Some(next),
+                None => break,
+            }
+        }
+    }
+    Ok(Leftovers {
+        committed,
+        withdrawn,
+        after_images,
+        marked,
+    })
+}
+
 /// The commit leftovers in the tables of the store with table prefix
 /// `prefix`, read raw (past the store, which hides them): decision rows
 /// (`_lhCommit.<id>`) that say `committed` and `withdrawn`, and after-image
@@ -1676,6 +2594,7 @@ async fn main() -> Result<(), Error> {
         match role {
             Some("indexes") => return index_worker(prefix).await,
             Some("stray") => return stray_writer(prefix, customers).await,
+            Some("txn") => return txn_worker(prefix, customers).await,
             _ => {}
         }
         return worker(prefix, customers, Mode::of_role(role)).await;
@@ -1693,10 +2612,10 @@ async fn main() -> Result<(), Error> {
     let args = settings();
     let mut violations = 0;
     let mode = args.mode.as_str();
-    if !matches!(mode, "cross" | "indexes" | "stray" | "big") {
+    if !matches!(mode, "cross" | "indexes" | "stray" | "big" | "txn") {
         violations += controller(&args, Mode::Single).await?;
     }
-    if !matches!(mode, "single" | "indexes" | "stray" | "big") {
+    if !matches!(mode, "single" | "indexes" | "stray" | "big" | "txn") {
         violations += controller(&args, Mode::Cross).await?;
     }
     if mode == "both" || mode == "indexes" {
@@ -1707,6 +2626,9 @@ async fn main() -> Result<(), Error> {
     }
     if mode == "both" || mode == "big" {
         violations += controller(&args, Mode::Big).await?;
+    }
+    if mode == "both" || mode == "txn" {
+        violations += txn_controller(&args).await?;
     }
     if violations > 0 {
         println!("torture: 0 passed, 1 failed");

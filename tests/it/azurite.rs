@@ -9,6 +9,7 @@ use crate::support;
 
 mod fenced_leader;
 mod oauth;
+mod txn_deadline;
 
 leasehold::conformance_suite!(real: support::azurite_backend());
 
