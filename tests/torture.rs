@@ -178,20 +178,16 @@
 //!     scripts/with-azurite.sh cargo test --release --test torture
 //! ```
 //!
-//! Known violation (2026-11-29), found by this mode once in seventeen
-//! runs (12–60 s each): a transfer applied in part, its first customer
-//! debited and both counts raised, but no leg stored and the other account
-//! unchanged, after its worker was stopped for more than 5 s while its
-//! commit point was in flight (`retrying operation="batch" ... no reply
-//! within 5s`, then `taking a failed commit's marks off failed` for the
-//! rows readers had already rolled forward). The commit point was applied;
-//! the Azure backend's next try came after the transaction's send deadline
-//! and was refused as `LeaseLost` ("not sent"), which the commit takes for
-//! a commit point that never went out: it takes its marks off and answers
-//! a conflict, and `transact` runs the transfer again. Reduced to the
-//! ignored check
+//! It found (2026-11-29, once in seventeen runs) a transfer applied in
+//! part: its worker was stopped for more than 5 s while its commit point
+//! was in flight; the commit point was applied, but the Azure backend's
+//! next try came after the transaction's send deadline and was refused as
+//! `LeaseLost` ("not sent"), which the commit took for a commit point that
+//! never went out, so it took its marks off. Fixed the same day (a refused
+//! try is settled through the decision row, as a lost reply is); the
+//! reduced case is the check
 //! `azurite::txn_deadline::a_commit_point_applied_whose_next_try_falls_after_the_deadline_is_not_withdrawn`
-//! in `tests/it`, which fails every time.
+//! in `tests/it`.
 //!
 //! Settings (environment): `LEASEHOLD_TORTURE_WORKERS` (4),
 //! `LEASEHOLD_TORTURE_SECONDS` (30), `LEASEHOLD_TORTURE_CUSTOMERS` (6),

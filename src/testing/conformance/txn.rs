@@ -112,12 +112,16 @@ async fn transfer(
 /// takes no lease and writes no blob, and answers 2 round trips after its
 /// reads.
 pub async fn a_two_partition_transfer_costs_six_requests_and_answers_in_two_round_trips(ctx: &Ctx) {
-    // Well within the transaction's time-to-live (2 s), which its marks
-    // must beat.
+    // On real time far above the service's own replies (a busy machine's
+    // included); the transaction's time-to-live, which its marks must
+    // beat, well above it.
     let latency = match ctx.clock() {
         Clock::Paused => Duration::from_secs(1),
-        Clock::Real => Duration::from_millis(500),
+        Clock::Real => Duration::from_secs(2),
     };
+    let options = TransactionOptions::new()
+        .with_time_to_live(latency * 15)
+        .expect("valid time-to-live");
     let prefix = format!("{}b", ctx.prefix());
     let faulty = FaultyBackend::new(ctx.backend().clone());
     let injector = faulty.injector();
@@ -129,7 +133,7 @@ pub async fn a_two_partition_transfer_costs_six_requests_and_answers_in_two_roun
     transfer(&store, "a", "b", 1).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     counter.reset();
-    let mut tx = store.transaction();
+    let mut tx = store.transaction_with(&options);
     let mut a = tx.get::<Account>("a", "main").await.unwrap().unwrap();
     let mut b = tx.get::<Account>("b", "main").await.unwrap().unwrap();
     a.balance -= 10;
@@ -167,12 +171,16 @@ pub async fn a_two_partition_transfer_costs_six_requests_and_answers_in_two_roun
 /// 3 round trips after it began, and a row changed since it was read
 /// fails the commit, nothing applied.
 pub async fn get_many_reads_two_partitions_in_one_round_trip_and_validates_them(ctx: &Ctx) {
-    // Well within the transaction's time-to-live (2 s), which its marks
-    // must beat.
+    // On real time far above the service's own replies (a busy machine's
+    // included); the transaction's time-to-live, which its marks must
+    // beat, well above it.
     let latency = match ctx.clock() {
         Clock::Paused => Duration::from_secs(1),
-        Clock::Real => Duration::from_millis(500),
+        Clock::Real => Duration::from_secs(2),
     };
+    let options = TransactionOptions::new()
+        .with_time_to_live(latency * 15)
+        .expect("valid time-to-live");
     let round_trips =
         |t: tokio::time::Instant| (t.elapsed().as_millis() / latency.as_millis()) as u64;
     let prefix = format!("{}g", ctx.prefix());
@@ -188,7 +196,7 @@ pub async fn get_many_reads_two_partitions_in_one_round_trip_and_validates_them(
     counter.reset();
     injector.set_latency(None, latency);
     let t = tokio::time::Instant::now();
-    let mut tx = store.transaction();
+    let mut tx = store.transaction_with(&options);
     let mut rows = tx
         .get_many::<Account, _, _>([("a", "main"), ("b", "main")])
         .await
