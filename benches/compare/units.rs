@@ -112,10 +112,30 @@ pub(crate) async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
         RowKey::new("a")?,
     );
     let (decision_op, decision_delete) = decision_ops(&pk_key);
+    // A mark as a unit sends it: the mark and the row's after-image (its
+    // properties as JSON text), merged into the row.
+    let sample_mark = {
+        let data = sample(&pk, "one", 0).encode()?;
+        let mut row =
+            leasehold::DynamicEntity::new(data.partition_key.clone(), data.row_key.clone());
+        row.properties = data.properties.clone();
+        let mut properties = leasehold::entity::Properties::new();
+        let mark = format!("{}.{}|R|{pk}", Uuid::new_v4().simple(), Audit::TABLE);
+        properties.insert("_lhTxn", leasehold::entity::Value::String(mark));
+        properties.insert(
+            "_lhNew",
+            leasehold::entity::Value::String(row.to_json_line()?),
+        );
+        TableOp::Merge(
+            leasehold::entity::EntityData { properties, ..data },
+            Precondition::Upsert,
+        )
+    };
     let floor_sequence = |tables: usize| {
         let (backend, container, blob) = (backend.clone(), container.clone(), blob.clone());
         let (sample_table, audit_table) = (sample_table.clone(), audit_table.clone());
         let (sample_op, audit_op) = (sample_op.clone(), audit_op.clone());
+        let sample_mark = sample_mark.clone();
         let (decision_op, decision_delete) = (decision_op.clone(), decision_delete.clone());
         let (pk_key, s_key, a_key) = (pk_key.clone(), s_key.clone(), a_key.clone());
         async move {
@@ -137,23 +157,26 @@ pub(crate) async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
                     .unwrap();
             } else {
                 backend.get(&audit_table, &pk_key, &a_key).await.unwrap();
-                // The mark on the audit row; the commit point (the sample
-                // row and the decision row in one transaction); the audit
-                // row finished; the decision row deleted.
+                // As the unit sends them (the audit table sorts first, so
+                // the audit row rides in the commit point): the mark on the
+                // sample row (a merge of the mark and its after-image); the
+                // commit point (the audit row and the decision row in one
+                // transaction); the sample row finished; the decision row
+                // deleted.
                 backend
-                    .batch(&audit_table, std::slice::from_ref(&audit_op))
+                    .batch(&sample_table, std::slice::from_ref(&sample_mark))
                     .await
                     .unwrap();
                 backend
-                    .batch(&sample_table, &[sample_op.clone(), decision_op.clone()])
+                    .batch(&audit_table, &[audit_op.clone(), decision_op.clone()])
                     .await
                     .unwrap();
                 backend
-                    .batch(&audit_table, std::slice::from_ref(&audit_op))
+                    .batch(&sample_table, std::slice::from_ref(&sample_op))
                     .await
                     .unwrap();
                 backend
-                    .execute(&sample_table, decision_delete.clone(), &WriteOptions::new())
+                    .execute(&audit_table, decision_delete.clone(), &WriteOptions::new())
                     .await
                     .unwrap();
             }
@@ -222,9 +245,9 @@ pub(crate) async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
             if tables == 1 {
                 "one 1-operation batch, "
             } else {
-                "a 1-operation batch marking the audit row, the commit point (a batch of the \
-                 sample row and a decision row), a 1-operation batch finishing the audit row, \
-                 the decision row's delete, "
+                "a 1-operation batch marking the sample row (a merge of the mark and the row's \
+                 after-image), the commit point (a batch of the audit row and a decision row), \
+                 a 1-operation batch finishing the sample row, the decision row's delete, "
             }
         ));
         let _ = &unit_ms;
