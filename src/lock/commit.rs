@@ -145,7 +145,7 @@ impl Unit {
         }
         match sent {
             Ok(_) => Ok(()),
-            Err(e) if refused(&e) => Err(e),
+            Err(e) if is_refusal(&e) => Err(e),
             Err(e) => {
                 // Reading is safe without the lease; sending again is not,
                 // so only a holder does it.
@@ -290,7 +290,7 @@ impl Unit {
         loop {
             match deadline::send_by(deadline, backend.batch(&table, &commit)).await {
                 Ok(_) => break,
-                Err(e) if refused(&e) => {
+                Err(e) if is_refusal(&e) => {
                     if again
                         && let Some(j) = riding
                         && self
@@ -453,7 +453,7 @@ impl Unit {
                     Err(e) => {
                         versions.push(None);
                         // A refusal says more than a lost reply.
-                        if refused(&e) {
+                        if is_refusal(&e) {
                             failed = Some((j, e));
                         } else {
                             failed.get_or_insert((j, e));
@@ -612,7 +612,7 @@ async fn finish(
             }
             Err(e) => e,
         };
-        recovered |= refused(&e);
+        recovered |= is_refusal(&e);
         tracing::debug!(txn = %txn, error = %e, "finishing a committed transaction's rows one by one");
         for op in ops.iter().filter(|op| !is_decision_row(op.row_key())) {
             let finished = async {
@@ -778,7 +778,7 @@ async fn verify_batch(
 }
 
 /// Whether the service refused the request, so it was not applied.
-pub(super) fn refused(e: &Error) -> bool {
+pub(super) fn is_refusal(e: &Error) -> bool {
     let kind = match e {
         Error::Batch { source, .. } => source.kind(),
         other => other.kind(),
