@@ -304,8 +304,7 @@ pub(crate) const SEND_WINDOW: std::time::Duration = std::time::Duration::from_se
 /// How long a tombstone or a stale claim may still be relied on by a write
 /// stalled since before it: [`SEND_WINDOW`], the 15 minutes the service
 /// accepts a Shared Key request's date off, and 5 minutes of clock skew.
-pub(crate) const STALLED_WRITE_BOUND: std::time::Duration =
-    std::time::Duration::from_secs(25 * 60);
+pub(crate) const STALLED_WRITE_BOUND: std::time::Duration = std::time::Duration::from_secs(25 * 60);
 
 /// The suffix of an index table's name.
 pub(crate) const TABLE_SUFFIX: &str = "Idx";

@@ -402,9 +402,10 @@ pub(crate) async fn stale_rows(
     let stale = problems
         .into_iter()
         .filter_map(|p| match p {
-            Problem::Orphan { row, def: Some(def) } if target_of(&row.data).is_some() => {
-                Some((def, row))
-            }
+            Problem::Orphan {
+                row,
+                def: Some(def),
+            } if target_of(&row.data).is_some() => Some((def, row)),
             _ => None,
         })
         .collect();

@@ -195,7 +195,11 @@ impl std::fmt::Display for SweepReport {
         write!(
             f,
             "{} {} tombstones, {} stale index rows, {} decision rows, {} after-image rows, {} lock blobs, {} expired rows ({} rows examined, {} kept)",
-            if self.dry_run { "would remove" } else { "removed" },
+            if self.dry_run {
+                "would remove"
+            } else {
+                "removed"
+            },
             self.tombstones,
             self.stale_index_rows,
             self.decision_rows,
