@@ -404,7 +404,7 @@ impl Sweeper<'_> {
             let mut seen = report.clone();
             crate::index::stale_rows(env, &indexes, &mut |n| {
                 seen.rows_examined = base + n;
-                if n % 1000 == 0 {
+                if n.is_multiple_of(1000) {
                     progress(&seen);
                 }
             })
@@ -431,7 +431,7 @@ impl Sweeper<'_> {
             } else {
                 report.kept += 1;
             }
-            if report.stale_index_rows % 100 == 0 {
+            if report.stale_index_rows.is_multiple_of(100) {
                 progress(report);
             }
         }
