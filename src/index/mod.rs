@@ -136,14 +136,14 @@
 //! long as the rows they write stay: a tombstone where an entity was, and
 //! a stale claim until the next writer of the value takes it over. A
 //! writer sends its entity's write only within 5 minutes
-//! ([`SEND_WINDOW`]) of starting its claims — inside the send deadline of
+//! (`SEND_WINDOW`) of starting its claims — inside the send deadline of
 //! `crate::backend::deadline`, checked as the request is dated and signed
 //! (the memory backend: as it is applied); past it, the write is not sent
 //! and fails with [`Error::Timeout`] — and the service refuses a Shared
 //! Key request dated more than 15 minutes off. So a write stalled since
 //! before a tombstone or a claim was written lands within 20 minutes of
 //! it, or never; with 5 minutes of clock skew between the writer, the
-//! service and the sweeper, [`STALLED_WRITE_BOUND`] = 25 minutes. Past
+//! service and the sweeper, `STALLED_WRITE_BOUND` = 25 minutes. Past
 //! that, a tombstone guards against nothing, and a claim whose entity does
 //! not hold its value is relied on by no write, so
 //! [`Store::sweep`](crate::Store::sweep) removes them (each at the ETag it
