@@ -232,8 +232,9 @@ impl Store {
     ///
     /// Every delete carries the ETag read, so a row written again meanwhile
     /// stays. A sweep is safe beside the application's writes and beside
-    /// other sweeps. See the [`store::sweep`](crate::store) module docs for
-    /// the argument per kind.
+    /// other sweeps. The argument for tombstones and claims: "How long a
+    /// claim or tombstone is relied on" in [`crate::index`]; for commits'
+    /// rows: "Rows commits leave behind" in [`crate::lock`].
     ///
     /// Cost: a read of every indexed table and its index table (one query
     /// page per 1,000 rows), a filtered query of every table of the store
