@@ -600,6 +600,7 @@ macro_rules! conformance_suite {
             timed [
                 a_row_written_while_the_sweep_looks_at_it_stays,
                 an_entity_write_later_than_its_claims_allow_is_not_sent,
+                a_units_commit_later_than_its_claims_allow_is_not_sent,
             ]
             blocking []
         );

@@ -392,3 +392,44 @@ pub async fn an_entity_write_later_than_its_claims_allow_is_not_sent(ctx: &Ctx) 
     // Written again, promptly, it goes through.
     users.insert(user("d1", "d1@x.org")).await.expect("again");
 }
+
+/// A unit writing an indexed type holds its commit to the same window: a
+/// commit that would go out more than 5 minutes after the unit's claims is
+/// not sent (`Timeout`), nothing of it applied, though the unit's lock was
+/// renewed all along. On paused time only (it waits 6 minutes).
+pub async fn a_units_commit_later_than_its_claims_allow_is_not_sent(ctx: &Ctx) {
+    if ctx.clock() == Clock::Real {
+        return;
+    }
+    let faulty = FaultyBackend::new(ctx.backend().clone());
+    let injector = faulty.injector();
+    let slow = process(ctx, Arc::new(faulty));
+    let users = slow.table::<User>();
+    let region = user("u1", "").region;
+    users.insert(user("u0", "u0@x.org")).await.expect("insert");
+    // The unit's commit (one transaction: the row and nothing else) stalls
+    // 6 minutes after its claims before it goes out.
+    injector.inject(
+        Some(Op::Batch),
+        1,
+        Fault::Delay(Duration::from_secs(6 * 60)),
+    );
+    let mut unit = slow.lock(region.as_str()).await.expect("lock");
+    unit.insert(&user("u1", "u1@x.org")).expect("staged");
+    let late = unit.commit().await.unwrap_err();
+    assert_eq!(late.kind(), ErrorKind::Timeout, "{late}");
+    assert_eq!(
+        users.get(region.as_str(), "u1").await.expect("read"),
+        None,
+        "not sent"
+    );
+    // Committed again, promptly, it goes through, and its value is its.
+    let mut unit = slow.lock(region.as_str()).await.expect("lock");
+    unit.insert(&user("u1", "u1@x.org")).expect("staged");
+    unit.commit().await.expect("commit");
+    let holder = users.get_by(User::columns().email, "u1@x.org").await;
+    assert_eq!(
+        holder.expect("lookup").map(|u| u.id.clone()),
+        Some("u1".to_owned())
+    );
+}
