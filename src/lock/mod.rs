@@ -302,7 +302,8 @@
 //! * free (no lease on it),
 //! * clean (no record in it: a lock blob holds the lease and its wait
 //!   queue only, so a record is another program's; counted in
-//!   [`SweepReport::lock_blobs_kept_pending`](crate::store::SweepReport::lock_blobs_pending)), and
+//!   [`SweepReport::lock_blobs_kept_pending`](crate::store::SweepReport::lock_blobs_kept_pending)),
+//!   and
 //! * old: the last process to take the lock over did so
 //!   (`leasehold_acquired`) at least `older_than` ago.
 //!
