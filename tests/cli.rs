@@ -149,14 +149,14 @@ fn a_missing_argument_is_named_not_the_connection_string_from_the_environment() 
             "AZURE_STORAGE_CONNECTION_STRING",
             "UseDevelopmentStorage=true",
         )
-        .args(["--table-prefix", "Shop", "locks", "prune", "--dry-run"])
+        .args(["--table-prefix", "Shop", "count", "--partition", "p"])
         .output()
         .expect("the leasehold binary runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--older-than <OLDER_THAN>"), "{stderr}");
+    assert!(stderr.contains("--table <TABLE>"), "{stderr}");
     assert!(
-        stderr.contains("Usage: leasehold locks prune [OPTIONS] --older-than <OLDER_THAN>"),
+        stderr.contains("Usage: leasehold count [OPTIONS] --table <TABLE>"),
         "{stderr}"
     );
     assert!(!stderr.contains("--connection-string"), "{stderr}");
@@ -766,8 +766,13 @@ async fn indexes_verify_reports_and_rebuild_fixes_broken_index_rows() {
     assert_eq!(code, 3);
 }
 
+/// `leasehold sweep` lists the partitions whose lock blobs it would
+/// remove with `--dry-run` (deleting nothing), keeps those locked within
+/// `--older-than` and a held one, then removes the free ones, saying what
+/// it kept per reason; a removed partition locks again. (It replaced
+/// `leasehold locks prune`, which is gone.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn locks_prune_lists_with_dry_run_then_deletes_free_lock_blobs() {
+async fn sweep_lists_lock_blobs_with_dry_run_then_deletes_free_ones() {
     let Some(cs) = azurite_connection_string() else {
         return;
     };
@@ -781,7 +786,7 @@ async fn locks_prune_lists_with_dry_run_then_deletes_free_lock_blobs() {
     for pk in ["a", "b", "c"] {
         store.lock(pk).await.unwrap().abandon().await.unwrap();
     }
-    // A lock held while pruning stays.
+    // A lock held while sweeping stays.
     let held = store.lock("held").await.unwrap();
     let p = ["--table-prefix", prefix.as_str()];
     let listed = |cs: &str| {
@@ -798,7 +803,7 @@ async fn locks_prune_lists_with_dry_run_then_deletes_free_lock_blobs() {
         let out = run(&[
             &["--connection-string", cs.as_str()][..],
             &p[..],
-            &["locks", "prune", arg.as_str()],
+            &["sweep", arg.as_str()],
         ]
         .concat());
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
@@ -809,30 +814,35 @@ async fn locks_prune_lists_with_dry_run_then_deletes_free_lock_blobs() {
 
     // Nothing is a week old; --dry-run lists every free lock at 0s, deletes
     // nothing.
-    let prune = |extra: &[&str]| -> (i32, Value) {
-        let (code, v) = run_json(&cs, &[&p[..], &["locks", "prune"], extra].concat());
+    let sweep = |extra: &[&str]| -> (i32, Value) {
+        let (code, v) = run_json(&cs, &[&p[..], &["sweep"], extra].concat());
         (code, v)
     };
-    let (code, week) = prune(&["--older-than", "7d"]);
+    let (code, week) = sweep(&["--older-than", "7d"]);
     assert_eq!(code, 0, "{week}");
     assert_eq!(
-        (&week["deleted"], &week["kept_recent"]),
-        (&Value::from(0), &Value::from(3)),
+        (
+            &week["lock_blobs"],
+            &week["lock_blobs_kept_recent"],
+            &week["lock_blobs_kept_held"]
+        ),
+        (&Value::from(0), &Value::from(3), &Value::from(1)),
         "{week}"
     );
-    let (code, plan) = prune(&["--older-than", "0s", "--dry-run"]);
+    let (code, plan) = sweep(&["--older-than", "0s", "--dry-run"]);
     assert_eq!(code, 0, "{plan}");
     assert_eq!(plan["dry_run"], true, "{plan}");
     assert_eq!(
-        plan["deleted_partitions"],
+        plan["lock_blob_partitions"],
         serde_json::json!(["a", "b", "c"]),
         "{plan}"
     );
-    assert_eq!(plan["kept_held"], 1, "{plan}");
+    assert_eq!(plan["lock_blobs_kept_held"], 1, "{plan}");
+    assert_eq!(plan["lock_blobs_examined"], 4, "{plan}");
     let out = run(&[
         &["--connection-string", cs.as_str()][..],
         &p[..],
-        &["locks", "prune", "--older-than", "0s", "--dry-run"],
+        &["sweep", "--older-than", "0s", "--dry-run"],
     ]
     .concat());
     assert_eq!(out.status.code(), Some(0));
@@ -840,7 +850,9 @@ async fn locks_prune_lists_with_dry_run_then_deletes_free_lock_blobs() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[..3], ["a", "b", "c"], "{text}");
     assert!(
-        lines[3].starts_with("would delete 3 of 4 lock blobs; kept 1 held"),
+        lines[3].starts_with("sweep: would remove 0 tombstones") && lines[3].contains(
+            "3 lock blobs, 0 expired rows (0 rows examined, 0 kept; 4 lock blobs examined, kept 1 held, 0 pending, 0 recent)"
+        ),
         "{text}"
     );
     assert_eq!(listed(&cs), 4, "a dry run deletes nothing");
@@ -849,28 +861,36 @@ async fn locks_prune_lists_with_dry_run_then_deletes_free_lock_blobs() {
     let out = run(&[
         &["--connection-string", cs.as_str()][..],
         &p[..],
-        &["locks", "prune", "--older-than", "0s"],
+        &["sweep", "--older-than", "0s"],
     ]
     .concat());
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("deleted 3 of 4 lock blobs; kept 1 held, 0 pending, 0 recent"),
+        text.contains("3 lock blobs, 0 expired rows (0 rows examined, 0 kept; 4 lock blobs examined, kept 1 held, 0 pending, 0 recent)"),
         "{text}"
     );
     assert_eq!(listed(&cs), 1);
     held.abandon().await.unwrap();
-    let (code, report) = prune(&["--older-than", "0s"]);
+    let (code, report) = sweep(&["--older-than", "0s"]);
     assert_eq!(code, 0, "{report}");
     assert_eq!(
-        report["deleted_partitions"],
+        report["lock_blob_partitions"],
         serde_json::json!(["held"]),
         "{report}"
     );
     assert_eq!(listed(&cs), 0);
-    // A pruned partition locks again.
+    // A removed partition locks again.
     store.lock("a").await.unwrap().abandon().await.unwrap();
     assert_eq!(listed(&cs), 1);
+    // The command is gone.
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["locks", "prune", "--older-than", "0s"],
+    ]
+    .concat());
+    assert_eq!(out.status.code(), Some(2));
 }
 
 /// `indexes verify --json` lists a unique value held twice as an object
@@ -1694,7 +1714,7 @@ async fn sweep_says_what_it_removed_per_kind_and_keeps_young_rows() {
         ),
         "{text}"
     );
-    assert!(text.contains("2 kept)"), "{text}");
+    assert!(text.contains("2 kept;"), "{text}");
     let (code, again) = run_json(&cs, &[&p[..], &["sweep", "--older-than", "0s"]].concat());
     assert_eq!(code, 0, "{again}");
     assert_eq!(again["lock_blobs"], 0, "{again}");

@@ -42,10 +42,10 @@
 //! | | `Invalid`: a bad key | `bad_keys_and_empty_sets_are_invalid_before_any_request`; `bad_input::catalogue_on_memory` |
 //! | | `Invalid`: a lock blob that is not a lease document | `a_lock_blob_that_is_not_a_lease_document_is_invalid_everywhere` |
 //! | | backend errors | `operator_reads_pass_storage_failures_on` |
-//! | `Store::prune_locks` | `Invalid`: `older_than` before any date, before any request | `pruning_further_back_than_any_date_is_invalid_before_any_request`; `memory::lock::pruning_deletes_only_free_clean_old_lock_blobs` |
+//! | `Store::sweep` (its lock blobs) | `Invalid`: `older_than` before any date, before any request | `pruning_further_back_than_any_date_is_invalid_before_any_request`; `memory::lock::pruning_deletes_only_free_clean_old_lock_blobs` |
 //! | | `Unavailable` taking a candidate's lease | `pruning_gives_up_unavailable_when_a_candidates_lease_cannot_be_taken` |
 //! | | backend errors (the listing) | `operator_reads_pass_storage_failures_on` |
-//! | `Store::prune_locks_dry_run` | `Invalid` | `pruning_further_back_than_any_date_is_invalid_before_any_request` |
+//! | `Store::sweep`, dry run | `Invalid` | `pruning_further_back_than_any_date_is_invalid_before_any_request` |
 //! | | backend errors (the listing) | `operator_reads_pass_storage_failures_on` |
 //! | | (never `Unavailable`: it takes no lease) | `pruning_gives_up_unavailable_when_a_candidates_lease_cannot_be_taken` |
 //! | `Unit::lease` | (never an error: the locks are given up only by `commit` and `abandon`, which consume the unit; a lease that ran out is returned, lost) | `a_units_lease_is_returned_even_after_it_ran_out` |
@@ -93,6 +93,19 @@ use leasehold::testing::{
 };
 use leasehold::{Entity, Error, ErrorKind, Store};
 use tokio::time::{Instant, sleep};
+
+/// `store`'s sweep keeping what is younger than `older_than`, for real or
+/// as a dry run.
+async fn sweep(
+    store: &Store,
+    older_than: Duration,
+    dry_run: bool,
+) -> leasehold::Result<leasehold::store::SweepReport> {
+    let options = leasehold::store::SweepOptions::new()
+        .with_older_than(older_than)
+        .with_dry_run(dry_run);
+    store.sweep(&options).await
+}
 
 /// The lease duration of partition locks (the default).
 const LEASE: Duration = LockOptions::DEFAULT_LEASE_DURATION;
@@ -646,33 +659,32 @@ async fn operator_reads_pass_storage_failures_on() {
     );
     faults.fail_nth(Some(Op::ListBlobs), 1);
     transient(
-        store.prune_locks(Duration::ZERO).await.unwrap_err(),
-        "prune_locks",
+        sweep(&store, Duration::ZERO, false).await.unwrap_err(),
+        "sweep",
     );
     faults.fail_nth(Some(Op::ListBlobs), 1);
     transient(
-        store.prune_locks_dry_run(Duration::ZERO).await.unwrap_err(),
-        "prune_locks_dry_run",
+        sweep(&store, Duration::ZERO, true).await.unwrap_err(),
+        "sweep, dry run",
     );
     assert_eq!(
-        store
-            .prune_locks_dry_run(Duration::ZERO)
+        sweep(&store, Duration::ZERO, true)
             .await
             .unwrap()
-            .deleted,
+            .lock_blobs,
         1
     );
 }
 
 /// `older_than` reaching back before any date is `Invalid` before any
-/// request, for a prune and a dry run.
+/// request, for a sweep and a dry run.
 #[tokio::test(start_paused = true)]
 async fn pruning_further_back_than_any_date_is_invalid_before_any_request() {
     let (store, counter) = counted_store(&memory());
     let forever = Duration::from_secs(u64::MAX);
     for e in [
-        store.prune_locks(forever).await.unwrap_err(),
-        store.prune_locks_dry_run(forever).await.unwrap_err(),
+        sweep(&store, forever, false).await.unwrap_err(),
+        sweep(&store, forever, true).await.unwrap_err(),
     ] {
         assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
         assert!(e.to_string().contains("older_than"), "{e}");
@@ -680,7 +692,7 @@ async fn pruning_further_back_than_any_date_is_invalid_before_any_request() {
     assert_eq!(counter.total(), 0);
 }
 
-/// A prune that cannot take a candidate's lease (storage failing every
+/// A sweep that cannot take a candidate lock blob's lease (storage failing every
 /// acquire) gives up with `Unavailable` after the lock lease options'
 /// bound, deleting nothing. A dry run takes no lease: on the same storage
 /// it answers.
@@ -691,10 +703,10 @@ async fn pruning_gives_up_unavailable_when_a_candidates_lease_cannot_be_taken() 
     let store = lock_bound_store(Arc::new(faulty));
     store.lock("p").await.unwrap().abandon().await.unwrap();
     fail_next(&faults, Op::AcquireLease, 2000);
-    let plan = store.prune_locks_dry_run(Duration::ZERO).await.unwrap();
-    assert_eq!(plan.deleted, 1, "{plan:?}");
+    let plan = sweep(&store, Duration::ZERO, true).await.unwrap();
+    assert_eq!(plan.lock_blobs, 1, "{plan:?}");
     let started = Instant::now();
-    let e = store.prune_locks(Duration::ZERO).await.unwrap_err();
+    let e = sweep(&store, Duration::ZERO, false).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
     assert!(
         started.elapsed() >= BOUND,

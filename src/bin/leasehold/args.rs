@@ -191,19 +191,6 @@ pub(crate) enum LocksCommand {
         #[arg(long)]
         transaction: String,
     },
-    /// Deletes the lock blobs of partitions not locked for --older-than:
-    /// free and holding no record. Each is checked again and deleted under
-    /// its own lease, so units locking meanwhile are safe.
-    Prune {
-        /// How long a lock must have gone unused: a number and a unit, s, m,
-        /// h or d (`90s`, `30m`, `24h`, `7d`, `1h30m`); `0s` takes every free,
-        /// clean lock blob.
-        #[arg(long, value_parser = parse_duration)]
-        older_than: std::time::Duration,
-        /// Only list what would be deleted; take and delete nothing.
-        #[arg(long)]
-        dry_run: bool,
-    },
 }
 
 /// `leasehold export`.

@@ -16,12 +16,11 @@
 //!   locks resolve PK [--finish | --undo] [--timeout S]
 //!                                     show a commit that cannot be rolled forward
 //!                                     (what each choice overwrites), or carry one out
-//!   locks prune --older-than DURATION [--dry-run]
-//!                                     delete the lock blobs of partitions not locked
-//!                                     for DURATION (90s, 30m, 24h, 7d), free and clean
 //!   sweep [--older-than DURATION] [--dry-run]
 //!                                     remove tombstones, stale index rows, commits' leftover
-//!                                     rows and old lock blobs, each once nothing relies on it
+//!                                     rows and the lock blobs of partitions not locked for
+//!                                     DURATION (90s, 30m, 24h, 7d; free and clean), each
+//!                                     once nothing relies on it
 //!   indexes verify TABLE              missing and orphan index rows, duplicated unique values
 //!   indexes rebuild TABLE             the same, then fix missing and orphan rows
 //!   tables list                       the tables under the table prefix, without it;
@@ -61,8 +60,8 @@
 //! Long listings show a progress bar on stderr when it is a terminal and
 //! `--json` is not given; `purge` and `count` show their count and rate on
 //! stderr, redrawn on a terminal and as a plain line every 2 s otherwise,
-//! and so does `sweep` (rows read), which ends with what it removed per
-//! kind.
+//! and so does `sweep` (rows read, then lock blobs examined), which ends
+//! with what it removed per kind and the lock blobs it kept.
 //!
 //! One module per command group ([`leases`], [`locks`], [`indexes`],
 //! [`tables`], [`data`]: `purge` and `count`, [`transfer`]: export and

@@ -136,6 +136,7 @@ pub(crate) struct Tally {
     bar: Option<ProgressBar>,
     command: &'static str,
     verb: &'static str,
+    unit: &'static str,
     started: Instant,
     last_line: Instant,
     count: u64,
@@ -147,12 +148,22 @@ impl Tally {
 
     /// The progress of `command`, whose rows are `verb` (`deleted`).
     pub(crate) fn new(out: &Output, command: &'static str, verb: &'static str) -> Tally {
+        Tally::of(out, command, verb, "rows")
+    }
+
+    /// The progress of `command`, whose `unit`s (`lock blobs`) are `verb`.
+    pub(crate) fn of(
+        out: &Output,
+        command: &'static str,
+        verb: &'static str,
+        unit: &'static str,
+    ) -> Tally {
         let now = Instant::now();
         let bar = (!out.json && std::io::stderr().is_terminal()).then(|| {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            if let Ok(style) = ProgressStyle::with_template(
-                "{spinner} {msg}: {human_pos} rows ({per_sec}, {elapsed})",
-            ) {
+            if let Ok(style) = ProgressStyle::with_template(&format!(
+                "{{spinner}} {{msg}}: {{human_pos}} {unit} ({{per_sec}}, {{elapsed}})"
+            )) {
                 bar.set_style(style);
             }
             bar.set_message(format!("{command}: {verb}"));
@@ -163,6 +174,7 @@ impl Tally {
             bar,
             command,
             verb,
+            unit,
             started: now,
             last_line: now,
             count: 0,
@@ -178,10 +190,12 @@ impl Tally {
                 self.last_line = Instant::now();
                 let seconds = self.started.elapsed().as_secs_f64();
                 err!(
-                    "{}: {} {count} rows ({:.0} rows/s, {seconds:.0} s)",
+                    "{}: {} {count} {} ({:.0} {}/s, {seconds:.0} s)",
                     self.command,
                     self.verb,
-                    count as f64 / seconds.max(0.001)
+                    self.unit,
+                    count as f64 / seconds.max(0.001),
+                    self.unit
                 );
             }
             None => {}
