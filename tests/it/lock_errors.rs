@@ -410,10 +410,7 @@ async fn taking_a_held_lock_times_out_or_finds_it_held_and_takes_nothing() {
     let configured = Duration::from_secs(3);
     let passed = Duration::from_secs(2);
     let waiter = Store::builder_shared(backend)
-        .lock_options(LockOptions {
-            acquire_timeout: configured,
-            ..LockOptions::default()
-        })
+        .lock_options(LockOptions::new().with_acquire_timeout(configured))
         .build()
         .unwrap();
     open(&holder, &["held"]).await;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::args::LocksCommand;
 use crate::failure::Failure;
 use crate::leases::{break_lease, describe_all};
-use crate::output::{Output, holder, lease_json, state_str};
+use crate::output::{Output, Tally, holder, lease_json, state_str};
 
 /// Runs a `locks` command.
 pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> Result<(), Failure> {
@@ -63,12 +63,25 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
             older_than,
             dry_run,
         } => {
+            // The library's prune reports nothing until it is done: the
+            // time it takes is what there is to show.
+            let mut tally = Tally::of(
+                out,
+                "locks prune",
+                if dry_run {
+                    "examining lock blobs (dry run)"
+                } else {
+                    "examining and deleting lock blobs"
+                },
+                "lock blobs",
+            );
             let report = if dry_run {
-                store.prune_locks_dry_run(older_than).await?
+                tally.around(store.prune_locks_dry_run(older_than)).await
             } else {
-                store.prune_locks(older_than).await?
+                tally.around(store.prune_locks(older_than)).await
             };
-            out.pruned(&report);
+            tally.finish();
+            out.pruned(&report?, tally.seconds());
         }
     }
     Ok(())
@@ -240,7 +253,7 @@ impl Output {
         }
     }
 
-    fn pruned(&self, r: &PruneReport) {
+    fn pruned(&self, r: &PruneReport, seconds: f64) {
         if self.json {
             let partitions: Vec<&str> = r.deleted_partitions.iter().map(|k| k.as_str()).collect();
             out!(
@@ -255,6 +268,7 @@ impl Output {
                     "deleted_partitions": partitions,
                     "decision_rows_deleted": r.decision_rows_deleted,
                     "after_image_rows_deleted": r.after_image_rows_deleted,
+                    "seconds": (seconds * 1000.0).round() / 1000.0,
                 })
             );
             return;
@@ -278,7 +292,7 @@ impl Output {
             r.kept_recent
         );
         out!(
-            "{} {} decision rows and {} after-image rows of finished commits",
+            "{} {} decision rows and {} after-image rows of finished commits ({seconds:.1} s)",
             if r.dry_run { "would delete" } else { "deleted" },
             r.decision_rows_deleted,
             r.after_image_rows_deleted

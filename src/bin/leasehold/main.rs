@@ -139,7 +139,7 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<(), Failure> {
     let out = Output { json: cli.json };
-    let timeout = LockOptions::default().acquire_timeout;
+    let timeout = LockOptions::DEFAULT_ACQUIRE_TIMEOUT;
     let store = open_store(&cli, timeout)?;
     match cli.command {
         Command::Leases(command) => leases::run(&store, command, &out).await,
@@ -186,10 +186,7 @@ fn open_store(cli: &Cli, lock_timeout: Duration) -> Result<Store, Failure> {
     let container = ContainerName::new(cli.lease_container.as_str())?;
     let mut builder = Store::builder(backend)
         .lease_options(LeaseOptions::new().with_container(container))
-        .lock_options(LockOptions {
-            acquire_timeout: lock_timeout,
-            ..LockOptions::default()
-        });
+        .lock_options(LockOptions::new().with_acquire_timeout(lock_timeout));
     if !cli.table_prefix.is_empty() {
         builder = builder.table_prefix(cli.table_prefix.as_str())?;
     }
