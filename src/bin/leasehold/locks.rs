@@ -65,7 +65,7 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
         } => {
             // The library's prune reports nothing until it is done: the
             // time it takes is what there is to show.
-            let mut tally = Tally::of(
+            let mut tally = Tally::uncounted(
                 out,
                 "locks prune",
                 if dry_run {
@@ -73,7 +73,6 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
                 } else {
                     "examining and deleting lock blobs"
                 },
-                "lock blobs",
             );
             let report = if dry_run {
                 tally.around(store.prune_locks_dry_run(older_than)).await

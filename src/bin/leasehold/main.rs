@@ -55,9 +55,12 @@
 //! enough.)
 //!
 //! Output is text for people, or one JSON document on stdout with `--json`.
-//! Long listings show a progress bar on stderr when it is a terminal and
-//! `--json` is not given; `purge` and `count` show their count and rate on
-//! stderr, redrawn on a terminal and as a plain line every 2 s otherwise.
+//! Long commands (`purge`, `count`, `export`, `import`, `indexes`,
+//! `locks prune`, listings) show their progress on stderr, one kind for
+//! all ([`output::Tally`]): count, rate and time redrawn on a terminal
+//! without `--json`, otherwise a plain line every 2 s
+//! (`LEASEHOLD_PROGRESS_EVERY_MS` sets the interval in milliseconds); each
+//! ends with a line saying what it did.
 //!
 //! One module per command group ([`leases`], [`locks`], [`indexes`],
 //! [`tables`], [`data`]: `purge` and `count`, [`transfer`]: export and

@@ -135,8 +135,7 @@ pub(crate) struct Tally {
     /// What was counted before this run (an import resumed), left out of
     /// the rate.
     base: u64,
-    /// `None` until the first count: a command that cannot count shows
-    /// the time alone.
+    /// `None` for a command that cannot count: it shows the time alone.
     count: Option<u64>,
 }
 
@@ -150,17 +149,36 @@ impl Tally {
         Tally::of(out, command, verb, "rows")
     }
 
-    /// The progress of `command`, whose `unit` (`lock blobs`) are `verb`.
+    /// The progress of `command`, whose `unit` (`leases`) are `verb`.
     pub(crate) fn of(
         out: &Output,
         command: &'static str,
         verb: &'static str,
         unit: &'static str,
     ) -> Tally {
+        let template =
+            format!("{{spinner}} {{msg}} {{human_pos}} {unit} ({{per_sec}}, {{elapsed}})");
+        Tally::start(out, command, verb, unit, &template, Some(0))
+    }
+
+    /// The progress of `command`, which cannot count what it does
+    /// (`doing`): the time it takes.
+    pub(crate) fn uncounted(out: &Output, command: &'static str, doing: &'static str) -> Tally {
+        Tally::start(out, command, doing, "", "{spinner} {msg} ({elapsed})", None)
+    }
+
+    fn start(
+        out: &Output,
+        command: &'static str,
+        verb: &'static str,
+        unit: &'static str,
+        template: &str,
+        count: Option<u64>,
+    ) -> Tally {
         let now = Instant::now();
         let bar = (!out.json && std::io::stderr().is_terminal()).then(|| {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+            if let Ok(style) = ProgressStyle::with_template(template) {
                 bar.set_style(style);
             }
             bar.set_message(format!("{command}: {verb}"));
@@ -176,7 +194,7 @@ impl Tally {
             started: now,
             last_line: now,
             base: 0,
-            count: None,
+            count,
         }
     }
 
@@ -207,16 +225,6 @@ impl Tally {
 
     /// `count` so far.
     pub(crate) fn set(&mut self, count: u64) {
-        if self.count.is_none()
-            && let Some(bar) = &self.bar
-            && bar.length().is_none()
-            && let Ok(style) = ProgressStyle::with_template(&format!(
-                "{{spinner}} {{msg}}: {{human_pos}} {} ({{per_sec}}, {{elapsed}})",
-                self.unit
-            ))
-        {
-            bar.set_style(style);
-        }
         self.count = Some(count);
         match &self.bar {
             Some(bar) => bar.set_position(count),
@@ -230,7 +238,8 @@ impl Tally {
     }
 
     /// Runs `work`, showing the time it takes: a plain line every interval
-    /// off a terminal, for a command that cannot count.
+    /// off a terminal, for a command that cannot count
+    /// ([`Tally::uncounted`]) and has no progress to report.
     pub(crate) async fn around<T>(&mut self, work: impl Future<Output = T>) -> T {
         let mut work = std::pin::pin!(work);
         let start = tokio::time::Instant::now() + self.every;
