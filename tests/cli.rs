@@ -38,10 +38,19 @@ struct LedgerEntry {
     amount: i64,
 }
 
-/// Runs the command with `args` and no connection string in its environment.
+/// Runs the command with `args` and no connection string in its environment;
+/// progress lines (off a terminal, one every interval) only once an hour,
+/// so that a slow machine does not change what a command prints.
 fn run(args: &[&str]) -> Output {
+    run_with_progress_every("3600000", args)
+}
+
+/// As [`run`], with a progress line every `ms` milliseconds
+/// (`LEASEHOLD_PROGRESS_EVERY_MS`).
+fn run_with_progress_every(ms: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_leasehold"))
         .env_remove("AZURE_STORAGE_CONNECTION_STRING")
+        .env("LEASEHOLD_PROGRESS_EVERY_MS", ms)
         .args(args)
         .output()
         .expect("the leasehold binary runs")
@@ -1124,6 +1133,152 @@ struct Event {
     id: String,
     kind: String,
     size: i64,
+}
+
+/// Off a terminal, every long command prints a plain progress line on
+/// stderr each interval (`LEASEHOLD_PROGRESS_EVERY_MS`, 1 ms here): its
+/// count, rate and time; and it ends with a line saying what it did. With the interval
+/// longer than the run, stderr stays empty. (The redrawn bar on a terminal
+/// is not tested: stderr here is a pipe.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_commands_print_progress_lines_off_a_terminal_and_say_what_they_did() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_progress");
+    let prefix = names.prefix().to_owned();
+    let copy = unique_names("cli_progress_copy").prefix().to_owned();
+    let store = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
+        .table_prefix(prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    // More rows than one page of a query (1,000), so that the row counts
+    // move more than once.
+    let events = store.table::<Event>();
+    for chunk in 0..12 {
+        let mut batch = events.batch();
+        for i in 0..100 {
+            batch = batch.insert(Event {
+                day: "d1".into(),
+                id: format!("{:04}", chunk * 100 + i),
+                kind: "audit".into(),
+                size: i,
+            });
+        }
+        batch.commit().await.unwrap();
+    }
+    let customers = store.table::<Customer>();
+    for i in 0..3 {
+        customers
+            .insert(Customer {
+                region: "eu".into(),
+                id: format!("c{i}"),
+                email: format!("c{i}@x.org"),
+            })
+            .await
+            .unwrap();
+    }
+    store.lock("p").await.unwrap().abandon().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("leasehold-cli-progress-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("events").display().to_string();
+
+    let every = |ms: &str, prefix: &str, args: &[&str]| {
+        let out = run_with_progress_every(
+            ms,
+            &[
+                &["--connection-string", cs.as_str(), "--table-prefix", prefix][..],
+                args,
+            ]
+            .concat(),
+        );
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stdout}{stderr}");
+        (stdout, stderr)
+    };
+    // Each progress line starts with the command; a counting one gives the
+    // count, the rate and the seconds.
+    let lines_of = |stderr: &str, start: &str| -> usize {
+        for line in stderr.lines() {
+            assert!(line.starts_with(start), "{start}: {stderr}");
+        }
+        stderr.lines().count()
+    };
+    let counting = |stderr: &str, start: &str, unit: &str| {
+        assert!(lines_of(stderr, start) >= 1, "{start}: no progress line");
+        for line in stderr.lines() {
+            assert!(
+                line.contains(&format!(" {unit} (")) && line.contains(&format!(" {unit}/s, ")),
+                "{line}"
+            );
+        }
+    };
+
+    let (stdout, stderr) = every("1", &prefix, &["count", "--table", "CliEvents"]);
+    counting(&stderr, "count: counted ", "rows");
+    assert!(stdout.starts_with("CliEvents: 1200 rows ("), "{stdout}");
+    let (stdout, stderr) = every("3600000", &prefix, &["count", "--table", "CliEvents"]);
+    assert_eq!(stderr, "", "no line before the interval");
+    assert!(stdout.starts_with("CliEvents: 1200 rows ("), "{stdout}");
+
+    let (stdout, stderr) = every(
+        "1",
+        &prefix,
+        &["export", "--table", "CliEvents", "--out", &file],
+    );
+    counting(&stderr, "export: exported ", "rows");
+    assert!(
+        stdout.starts_with(&format!("exported 1200 rows of CliEvents to {file} in ")),
+        "{stdout}"
+    );
+
+    let (stdout, stderr) = every(
+        "1",
+        &copy,
+        &["import", "--table", "CliEvents", "--in", &file],
+    );
+    counting(&stderr, "import: imported ", "rows");
+    assert!(
+        stdout.starts_with(&format!(
+            "imported 1200 rows from {file} into CliEvents (1200 written, 0 already there) in "
+        )),
+        "{stdout}"
+    );
+
+    let (stdout, stderr) = every("1", &copy, &["purge", "--table", "CliEvents", "--yes"]);
+    counting(&stderr, "purge: deleted ", "rows");
+    assert!(
+        stdout.starts_with("CliEvents: deleted 1200 rows in "),
+        "{stdout}"
+    );
+
+    let (stdout, stderr) = every("1", &prefix, &["indexes", "verify", "CliCustomers"]);
+    counting(&stderr, "indexes verify: read ", "rows");
+    assert_eq!(stdout.lines().last(), Some("consistent"), "{stdout}");
+    let (stdout, stderr) = every("1", &prefix, &["indexes", "rebuild", "CliCustomers"]);
+    counting(&stderr, "indexes rebuild: read ", "rows");
+    assert_eq!(
+        stdout.lines().last(),
+        Some("repaired 0 index rows"),
+        "{stdout}"
+    );
+
+    let (stdout, stderr) = every("1", &prefix, &["sweep", "--older-than", "1h", "--dry-run"]);
+    assert!(lines_of(&stderr, "sweep: ") >= 1, "{stderr}");
+    assert!(
+        stderr.lines().any(|l| l.starts_with("sweep: read ")),
+        "{stderr}"
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("sweep: would remove ") && last.contains(" lock blobs examined"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `purge` without `--yes` when stdin is not a terminal refuses with a

@@ -52,7 +52,7 @@ impl Store {
     /// a bad key; [`crate::Error::Auth`] when storage refuses the
     /// credentials; other backend errors.
     pub async fn lock(&self, partition_key: impl IntoPartitionKey) -> Result<Unit> {
-        self.lock_with_timeout(partition_key, self.lock_options().acquire_timeout)
+        self.lock_with_timeout(partition_key, self.lock_options().acquire_timeout())
             .await
     }
 
@@ -185,7 +185,7 @@ impl Store {
     /// [`crate::Error::Invalid`] for a bad key (naming it) or an empty set
     /// (before any request); otherwise as [`Store::lock`].
     pub async fn lock_many(&self, partition_keys: impl IntoPartitionKeys) -> Result<Unit> {
-        self.lock_many_with_timeout(partition_keys, self.lock_options().acquire_timeout)
+        self.lock_many_with_timeout(partition_keys, self.lock_options().acquire_timeout())
             .await
     }
 

@@ -423,10 +423,7 @@ async fn taking_a_held_lock_times_out_or_finds_it_held_and_takes_nothing() {
     let configured = Duration::from_secs(3);
     let passed = Duration::from_secs(2);
     let waiter = Store::builder_shared(backend)
-        .lock_options(LockOptions {
-            acquire_timeout: configured,
-            ..LockOptions::default()
-        })
+        .lock_options(LockOptions::new().with_acquire_timeout(configured))
         .build()
         .unwrap();
     open(&holder, &["held"]).await;
@@ -1069,6 +1066,43 @@ async fn a_commit_claiming_a_taken_unique_value_is_value_taken_and_writes_nothin
     // The one write: the claim's insert, refused.
     assert_eq!(counter.get(Op::Write), 1, "{counter:?}");
     assert!(members.get("q", "m2").await.unwrap().is_none());
+}
+
+/// `LockOptions::with_commit_margin` reaches the commit: a margin longer
+/// than the lock lease refuses every commit as `LeaseLost`, naming the
+/// margin, and writes nothing; a store with the default margin commits the
+/// same write.
+#[tokio::test(start_paused = true)]
+async fn a_commit_margin_longer_than_the_lease_refuses_the_commit_and_writes_nothing() {
+    let backend = memory();
+    let plain = store_on(backend.clone());
+    open(&plain, &["margin"]).await;
+    let margin = LEASE + Duration::from_secs(1);
+    let careful = Store::builder_shared(backend)
+        .lock_options(LockOptions::new().with_commit_margin(margin))
+        .build()
+        .unwrap();
+    assert_eq!(careful.lock_options().commit_margin(), margin);
+    assert_eq!(
+        careful.lock_options().acquire_timeout(),
+        LockOptions::DEFAULT_ACQUIRE_TIMEOUT
+    );
+    for store in [&careful, &plain] {
+        let mut unit = store.lock("margin").await.unwrap();
+        let mut a = unit.get::<Account>("main").await.unwrap().unwrap();
+        a.balance -= 10;
+        unit.replace(&a).unwrap();
+        let committed = unit.commit().await;
+        if std::ptr::eq(store, &careful) {
+            let e = committed.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::LeaseLost, "{e}");
+            assert!(e.to_string().contains(&format!("{margin:?} needed")), "{e}");
+            assert_eq!(balance(&plain, "margin").await, 100, "nothing written");
+        } else {
+            committed.unwrap();
+            assert_eq!(balance(&plain, "margin").await, 90);
+        }
+    }
 }
 
 /// A commit whose holder stalls past its lease just before its commit

@@ -57,11 +57,12 @@
 //! enough.)
 //!
 //! Output is text for people, or one JSON document on stdout with `--json`.
-//! Long listings show a progress bar on stderr when it is a terminal and
-//! `--json` is not given; `purge` and `count` show their count and rate on
-//! stderr, redrawn on a terminal and as a plain line every 2 s otherwise,
-//! and so does `sweep` (rows read, then lock blobs examined), which ends
-//! with what it removed per kind and the lock blobs it kept.
+//! Long commands (`purge`, `count`, `export`, `import`, `sweep`,
+//! `indexes`, listings) show their progress on stderr, one kind for all
+//! ([`output::Tally`]): count, rate and time redrawn on a terminal without
+//! `--json`, otherwise a plain line every 2 s (`LEASEHOLD_PROGRESS_EVERY_MS`
+//! sets the interval in milliseconds); each ends with a line saying what it
+//! did (`sweep`: what it removed per kind and the lock blobs it kept).
 //!
 //! One module per command group ([`leases`], [`locks`], [`indexes`],
 //! [`tables`], [`data`]: `purge` and `count`, [`transfer`]: export and
@@ -144,7 +145,7 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<(), Failure> {
     let out = Output { json: cli.json };
-    let timeout = LockOptions::default().acquire_timeout;
+    let timeout = LockOptions::DEFAULT_ACQUIRE_TIMEOUT;
     let store = open_store(&cli, timeout)?;
     match cli.command {
         Command::Leases(command) => leases::run(&store, command, &out).await,
@@ -192,10 +193,7 @@ fn open_store(cli: &Cli, lock_timeout: Duration) -> Result<Store, Failure> {
     let container = ContainerName::new(cli.lease_container.as_str())?;
     let mut builder = Store::builder(backend)
         .lease_options(LeaseOptions::new().with_container(container))
-        .lock_options(LockOptions {
-            acquire_timeout: lock_timeout,
-            ..LockOptions::default()
-        });
+        .lock_options(LockOptions::new().with_acquire_timeout(lock_timeout));
     if !cli.table_prefix.is_empty() {
         builder = builder.table_prefix(cli.table_prefix.as_str())?;
     }
