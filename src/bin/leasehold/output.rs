@@ -116,11 +116,10 @@ impl Output {
 }
 
 /// The progress of a long command, on stderr, the one kind every long
-/// command shows (`purge`, `count`, `export`, `import`, `indexes verify`
-/// and `rebuild`, `locks prune`, listings): on a terminal (without
+/// command shows (`purge`, `count`, `export`, `import`, `sweep`,
+/// `indexes verify` and `rebuild`, listings): on a terminal (without
 /// `--json`) a line redrawn with the count, the rate and the time taken (a
-/// bar when the total is known, the time alone when the command cannot
-/// count); otherwise (a log, a pipe, `--json`) a plain line every 2 s, so
+/// bar when the total is known); otherwise (a log, a pipe, `--json`) a plain line every 2 s, so
 /// a scheduled job's log shows it working. `LEASEHOLD_PROGRESS_EVERY_MS`
 /// sets that interval in milliseconds. The command's result, written after
 /// [`Tally::finish`], says what it did.
