@@ -128,7 +128,7 @@ pub(crate) enum IndexesCommand {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum LeasesCommand {
-    /// Lists the leases, with state, holder, epoch and pending journal.
+    /// Lists the leases, with state, holder and epoch.
     List {
         /// Only the leases whose names start with this.
         #[arg(long, default_value = "")]

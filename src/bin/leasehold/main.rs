@@ -5,17 +5,14 @@
 //! leasehold [--connection-string CS | --auth-mode login --account-name A] [--json]
 //!           [--table-prefix P] [--lease-container C] <COMMAND>
 //!
-//!   leases list [--prefix P]          lease blobs: state, holder, epoch, journal pending
+//!   leases list [--prefix P]          lease blobs: state, holder, epoch
 //!   leases show NAME                  one lease in detail
 //!   leases break NAME [--period S]    break a lease, whoever holds it
-//!   locks list                        partition locks: state, holder, journal pending
-//!   locks show PK                     one partition lock and its pending journal
+//!   locks list                        partition locks: state, holder
+//!   locks show PK                     one partition lock, and the commits left half-way
+//!                                     holding rows of it (decision, age, rows marked)
 //!   locks break PK [--period S]       break a partition lock's lease
-//!   locks roll-forward PK [--break-lease] [--timeout S]
-//!                                     finish a commit a crashed holder left pending
-//!   locks resolve PK [--finish | --undo] [--timeout S]
-//!                                     show a commit that cannot be rolled forward
-//!                                     (what each choice overwrites), or carry one out
+//!   locks decide PK --transaction ID  a commit's decision; one without any is withdrawn
 //!   sweep [--older-than DURATION] [--dry-run]
 //!                                     remove tombstones, stale index rows, commits' leftover
 //!                                     rows and the lock blobs of partitions not locked for
@@ -46,8 +43,8 @@
 //! identity, managed identity, Azure CLI) to the account of
 //! `--account-name` (or `AZURE_STORAGE_ACCOUNT`).
 //!
-//! Exit codes: 0 success; 1 the operation failed (storage error, timeout, a
-//! journal that cannot be rolled forward); 2 usage error (bad arguments, no
+//! Exit codes: 0 success; 1 the operation failed (storage error, timeout,
+//! refused input); 2 usage error (bad arguments, no
 //! connection string, an invalid name or key); 3 not found (no such lease,
 //! lock blob or table). When the reader of stdout goes away early (`leasehold --json
 //! locks list | head -c 10`), the command stops writing and exits quietly
