@@ -195,24 +195,18 @@
 //! for tombstones and stale index rows, 20 minutes for withdrawn decision
 //! rows) in a loop, on a store of its own, every
 //! `LEASEHOLD_TORTURE_SWEEP_GAP_MS` (250) after the last sweep ended. It
-//! removes lock blobs free at that moment (units recreate them), and
-//! committed decision rows whose marks are all gone together with their
-//! after-image rows. A sweep that fails is a violation, and so is a run in
-//! which no sweep finished; the controller prints what the sweeps removed.
-//! The decision rows it can remove during a run are few: a commit's
-//! inserted rows (ledger entries, moves, legs) are read by nobody but the
-//! checker, so the marks on them keep the decision row of a commit whose
-//! writer stopped after its commit point until the checker has read them;
-//! what the sweeper removes is mostly the decision rows of commits between
-//! their finishing round and their own delete of the row (which then finds
-//! it gone). So the decision rows the checker counts as left (the `big`
-//! and `txn` modes) are those of the commits whose writer died or was
-//! withdrawn, as without the sweeper, and [`Store::commit_outcome`] still
+//! removes lock blobs free at that moment (units recreate them); decision
+//! rows it keeps, the committed ones for the hour `commit_outcome` answers
+//! from them and the withdrawn ones for the 20 minutes a late commit point
+//! may take, longer than a run. A sweep that fails is a violation, and so
+//! is a run in which no sweep finished; the controller prints what the
+//! sweeps removed. So the decision rows the checker counts as left (the
+//! `big` and `txn` modes) are those of the commits whose writer died or
+//! was withdrawn, as without the sweeper, and [`Store::commit_outcome`]
 //! finds the decision of every commit in doubt. After the checker has read
 //! every row (finishing or withdrawing every mark), the single, cross,
-//! stray, big and txn modes run a last sweep, which must succeed and leave
-//! no committed decision row (withdrawn ones stay 20 minutes; in the `txn`
-//! mode it runs after the answers in doubt are settled).
+//! stray, big and txn modes run a last sweep, which must succeed (in the
+//! `txn` mode it runs after the answers in doubt are settled).
 //!
 //! Settings (environment): `LEASEHOLD_TORTURE_WORKERS` (4),
 //! `LEASEHOLD_TORTURE_SECONDS` (30), `LEASEHOLD_TORTURE_CUSTOMERS` (6),
@@ -550,10 +544,12 @@ impl Sweeper {
 
 /// The last sweep of a mode, once the checker has read every row of
 /// `prefix`'s tables (finishing every committed mark and withdrawing every
-/// undecided one): it must succeed and leave no committed decision row,
-/// their marks being all gone. Withdrawn decision rows (and their
-/// after-image rows) stay for the 20 minutes a late commit point may take.
-/// Answers the violations, printed.
+/// undecided one): it must succeed. Committed decision rows stay for the
+/// hour `commit_outcome` answers from them, withdrawn ones (and their
+/// after-image rows) for the 20 minutes a late commit point may take: a
+/// run is shorter, so the sweep removes none of them (the storm, on
+/// storage seen an hour later, checks that it does then). Answers the
+/// violations, printed.
 async fn last_sweep(store: &Store, prefix: &str) -> Result<u64, Error> {
     let mut violations = 0;
     match store
@@ -568,14 +564,8 @@ async fn last_sweep(store: &Store, prefix: &str) -> Result<u64, Error> {
     }
     let (committed, withdrawn, after_images) = decision_rows(prefix).await?;
     println!(
-        "after the last sweep: decision rows left: {committed} committed, {withdrawn} withdrawn (kept for a late commit point); after-image rows left: {after_images}"
+        "after the last sweep: decision rows left: {committed} committed (kept an hour for commit_outcome), {withdrawn} withdrawn (kept for a late commit point); after-image rows left: {after_images}"
     );
-    if committed > 0 {
-        println!(
-            "VIOLATION: {committed} committed decision rows are left after the checker finished every mark and a last sweep"
-        );
-        violations += 1;
-    }
     Ok(violations)
 }
 

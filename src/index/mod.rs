@@ -296,10 +296,7 @@ use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey, TableName};
 use crate::lock::LockEnv;
 use crate::table::TableEnv;
 
-/// How long after starting its claims an indexed write may send its
-/// entity's write (see "How long a claim or tombstone is relied on" in the
-/// module docs).
-pub(crate) const SEND_WINDOW: std::time::Duration = std::time::Duration::from_secs(5 * 60);
+pub(crate) use crate::rows::SEND_WINDOW;
 
 /// How long a tombstone or a stale claim may still be relied on by a write
 /// stalled since before it: [`SEND_WINDOW`], the 15 minutes the service

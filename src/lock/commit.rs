@@ -70,7 +70,7 @@ impl Unit {
         // window of starting its claims, or not at all (see "How long a
         // claim or tombstone is relied on" in `crate::index`).
         let claims_window = (!self.indexed.is_empty() && self.env.claims().is_some())
-            .then(|| tokio::time::Instant::now() + crate::index::SEND_WINDOW);
+            .then(|| tokio::time::Instant::now() + crate::rows::SEND_WINDOW);
         let result = async {
             after = self.claim_indexes().await?;
             self.commit_inner(claims_window).await
@@ -82,9 +82,9 @@ impl Unit {
                 Error::Timeout {
                     what: format!(
                         "the unit's commit was not sent: {:?} had passed since its claims (a write must follow its claims within that time, or a claim or tombstone it relies on may be gone); nothing of it is applied",
-                        crate::index::SEND_WINDOW
+                        crate::rows::SEND_WINDOW
                     ),
-                    after: crate::index::SEND_WINDOW,
+                    after: crate::rows::SEND_WINDOW,
                 }
             }
             _ => e,

@@ -111,9 +111,18 @@ pub enum CommitOutcome {
 /// `txn`'s decision, made final — a transaction without one is withdrawn,
 /// so that a commit point still on its way is refused.
 ///
+/// A sweep removes a committed decision row once no mark needs it, and not
+/// before it is [`DECISIONS_KEPT`](crate::rows::decision::DECISIONS_KEPT) old.
+/// So a decision row missing for a transaction begun (by its id) less than
+/// that long ago, minus [`CLOCK_SKEW`] for each of the clocks involved (the
+/// writer's, the service's, the sweeper's), was never committed, and
+/// withdrawing it is the truth; for an older one it may have been swept,
+/// and the answer is an error rather than a guess.
+///
 /// # Errors
-/// [`Error::Invalid`] for a transaction id that names no table; as
-/// [`read`].
+/// [`Error::Invalid`] for a transaction id that names no table;
+/// [`Error::NotFound`] for a transaction begun too long ago whose decision
+/// row is gone; as [`read`].
 pub(crate) async fn outcome(
     env: &Arc<LockEnv>,
     primary: &PartitionKey,
@@ -125,10 +134,34 @@ pub(crate) async fn outcome(
             "names no table: a commit's id is `<id>.<table>`, as `CommitReport::transaction` and `Error::InDoubt` give it",
         ));
     };
-    Ok(
-        match settle(env.backend().as_ref(), &table, primary, txn).await? {
-            Decision::Committed => CommitOutcome::Applied,
-            Decision::Withdrawn => CommitOutcome::NotApplied,
-        },
-    )
+    let backend = env.backend().as_ref();
+    let decision = match read(backend, &table, primary, txn).await? {
+        Some(decision) => decision,
+        None => {
+            let swept_before = time::OffsetDateTime::now_utc()
+                - crate::rows::decision::DECISIONS_KEPT
+                + CLOCK_SKEW * 2;
+            if crate::rows::decision::issued_at(txn).is_some_and(|at| at < swept_before) {
+                return Err(Error::NotFound {
+                    what: format!(
+                        "the decision row of transaction {txn} (partition {:?} of `{table}`): the transaction began more than {} minutes ago, and a sweep may have removed its decision once it was applied and finished; its outcome can no longer be read from storage (read its rows)",
+                        primary.as_str(),
+                        (crate::rows::decision::DECISIONS_KEPT - CLOCK_SKEW * 2).as_secs() / 60
+                    ),
+                    code: None,
+                    table: Some(table.as_str().to_owned()),
+                    row: None,
+                });
+            }
+            withdraw(backend, &table, primary, txn).await?
+        }
+    };
+    Ok(match decision {
+        Decision::Committed => CommitOutcome::Applied,
+        Decision::Withdrawn => CommitOutcome::NotApplied,
+    })
 }
+
+/// How far apart the clocks that date a commit may be: the writer's (its
+/// id), the service's (its decision row), a sweeper's.
+const CLOCK_SKEW: std::time::Duration = std::time::Duration::from_secs(5 * 60);

@@ -43,18 +43,23 @@ pub(crate) struct Removed {
 /// Removes (or, for a `dry_run`, counts) the decision rows and after-image
 /// rows of the store's tables that no reader needs any more, those of
 /// commits decided before `cutoff` (`None`: every commit counts as old
-/// enough for `older_than`; the [`LATE_COMMIT_POINT`] bound holds anyway).
+/// enough for `older_than`; the [`LATE_COMMIT_POINT`] and
+/// [`decision::DECISIONS_KEPT`] bounds hold anyway). Rows are judged as if it were
+/// `later` than now (tests age rows so).
 ///
 /// # Errors
 /// Backend errors of the listings, reads and deletes.
 pub(crate) async fn prune(
     env: &Arc<LockEnv>,
     cutoff: Option<OffsetDateTime>,
+    later: Duration,
     dry_run: bool,
 ) -> Result<Removed> {
     let backend = env.backend().clone();
-    let now = OffsetDateTime::now_utc();
+    let now = OffsetDateTime::now_utc() + later;
+    let cutoff = cutoff.map(|c| c + later);
     let late = now - LATE_COMMIT_POINT;
+    let kept = now - decision::DECISIONS_KEPT;
     let old =
         |row: &StoredEntity, bound: Option<OffsetDateTime>| bound.is_none_or(|b| row.timestamp < b);
     let mut removed = Removed::default();
@@ -87,6 +92,7 @@ pub(crate) async fn prune(
                     groups,
                 }) => {
                     old(row, cutoff)
+                        && row.timestamp < kept
                         && match &groups {
                             Some(groups) => {
                                 no_marks_left(backend.as_ref(), groups, id, table).await?

@@ -271,8 +271,8 @@
 //! marked row is finished. What a writer that stopped half-way leaves, and
 //! the decision rows of withdrawn commits, are removed by
 //! [`Store::sweep`](crate::Store::sweep): a committed decision
-//! row once it is older than `older_than` and none of the groups it names
-//! still holds one of its marks; a withdrawn one once it is older than
+//! row once it is older than `older_than` and than an hour, and none of
+//! the groups it names still holds one of its marks; a withdrawn one once it is older than
 //! `older_than` and than 20 minutes, the longest a commit point sent
 //! before the withdrawal could take to land: the backend dates and signs
 //! the commit point only while the writer's lease is valid (however long
@@ -282,11 +282,14 @@
 //! decision row.
 //! A withdrawn decision row removed while marks of its commit remain costs
 //! their next reader a withdrawal again, nothing more. A committed one is
-//! what [`Store::commit_outcome`](crate::Store::commit_outcome) reads: once
-//! the sweep removed it, `commit_outcome` finds no decision and withdraws
-//! the transaction (answering not applied), so sweep with an `older_than`
-//! longer than an `Error::InDoubt` may wait to be settled (the default is an
-//! hour).
+//! what [`Store::commit_outcome`](crate::Store::commit_outcome) reads, so
+//! it stays an hour whatever `older_than`. A commit's id is a version 7
+//! UUID, which carries the time the commit began: `commit_outcome`
+//! withdraws a commit it finds undecided only when it began less than 50
+//! minutes ago (the hour, less 5 minutes of skew for each of the writer's
+//! and the sweeper's clocks against the service's); for an older one whose
+//! decision row is gone it answers `NotFound` (the decision may have been
+//! a committed one, swept), never a guess.
 //! [`Store::list_commits`](crate::Store::list_commits) (`leasehold locks
 //! show PK`) lists a partition's commits and the rows they still mark.
 //!

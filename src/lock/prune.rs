@@ -65,6 +65,7 @@ pub(crate) struct PruneReport {
 pub(crate) async fn prune_locks(
     env: &Arc<LockEnv>,
     older_than: Duration,
+    later: Duration,
     dry_run: bool,
     progress: &mut (dyn FnMut(&PruneReport) + Send),
 ) -> Result<PruneReport> {
@@ -107,7 +108,7 @@ pub(crate) async fn prune_locks(
                 progress(&report);
             }
         }
-        let removed = super::leftovers::prune(env, age.cutoff, dry_run).await?;
+        let removed = super::leftovers::prune(env, age.cutoff, later, dry_run).await?;
         report.decision_rows_deleted = removed.decision_rows;
         report.after_image_rows_deleted = removed.after_image_rows;
         tracing::info!(

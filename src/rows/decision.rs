@@ -51,8 +51,31 @@ impl Decision {
 /// the table (which is how a mark, and
 /// [`Store::commit_outcome`](crate::Store::commit_outcome), find the
 /// decision row).
+///
+/// The id is a version 7 UUID: it carries the time the commit began (see
+/// [`issued_at`]).
 pub(crate) fn new_txn(table: &TableName) -> String {
-    format!("{}.{}", uuid::Uuid::new_v4().simple(), table.as_str())
+    format!("{}.{}", uuid::Uuid::now_v7().simple(), table.as_str())
+}
+
+/// How long a committed decision row stays at the least, whatever a
+/// sweep's `older_than`: [`Store::commit_outcome`](crate::Store::commit_outcome)
+/// answers from it. A commit's id carries the time it began
+/// ([`issued_at`]), so `commit_outcome` knows when a decision row it does
+/// not find may have been a committed one, swept.
+pub(crate) const DECISIONS_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// When transaction `txn` began, by the clock of the process that made it
+/// (`None`: an id leasehold did not make).
+pub(crate) fn issued_at(txn: &str) -> Option<time::OffsetDateTime> {
+    let id = txn.split_once('.').map_or(txn, |(id, _)| id);
+    let uuid = uuid::Uuid::try_parse(id).ok()?;
+    if uuid.get_version_num() != 7 {
+        return None;
+    }
+    let (secs, nanos) = uuid.get_timestamp()?.to_unix();
+    let at = time::OffsetDateTime::from_unix_timestamp(i64::try_from(secs).ok()?).ok()?;
+    Some(at + time::Duration::nanoseconds(i64::from(nanos)))
 }
 
 /// The table a transaction id names (`None`: it names none).
@@ -172,5 +195,19 @@ mod tests {
         assert!(is_decision_row(&row_key(&txn).unwrap()));
         assert_eq!(table_of("0f1e2d3c"), None, "an id naming no table");
         assert!(!is_decision_row(&RowKey::new("main").unwrap()));
+    }
+
+    #[test]
+    fn a_transaction_id_tells_when_it_began() {
+        let before = time::OffsetDateTime::now_utc() - time::Duration::milliseconds(1);
+        let txn = new_txn(&TableName::new("lhAccounts").unwrap());
+        let at = issued_at(&txn).expect("a version 7 id");
+        assert!(
+            at >= before && at <= time::OffsetDateTime::now_utc(),
+            "{at}"
+        );
+        assert_eq!(issued_at("0f1e2d3c.lhAccounts"), None, "not a UUID");
+        let v4 = format!("{}.lhAccounts", uuid::Uuid::new_v4().simple());
+        assert_eq!(issued_at(&v4), None, "a UUID that carries no time");
     }
 }

@@ -24,6 +24,11 @@ pub(crate) mod decision;
 pub(crate) mod mark;
 pub(crate) mod tombstone;
 
+/// How long after starting its claims an indexed write (a `Table` write, a
+/// unit's or a transaction's commit) may send the writes that rely on them
+/// (see "How long a claim or tombstone is relied on" in [`crate::index`]).
+pub(crate) const SEND_WINDOW: std::time::Duration = std::time::Duration::from_secs(5 * 60);
+
 /// Whether the row `(row_key, properties)` is one of leasehold's own that
 /// reads never return: a decision row or after-image row of a commit, or a
 /// tombstone. (Index rows live in tables of their own; whether one is

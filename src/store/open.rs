@@ -246,11 +246,16 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad key or a transaction id naming no table
-    /// (before any request); [`Error::Inconsistent`] when the stored
+    /// (before any request); [`Error::NotFound`] for a commit begun more
+    /// than 50 minutes ago (its id tells) whose decision row is gone: a
+    /// sweep may have removed it, applied, after the hour it keeps
+    /// committed decision rows, so the outcome is no longer in storage
+    /// (nothing is written); [`Error::Inconsistent`] when the stored
     /// decision does not parse; backend errors.
     ///
     /// [`CommitReport::transaction`]: crate::lock::CommitReport::transaction
     /// [`Error::InDoubt`]: crate::Error::InDoubt
+    /// [`Error::NotFound`]: crate::Error::NotFound
     pub async fn commit_outcome(
         &self,
         primary: impl IntoPartitionKey,

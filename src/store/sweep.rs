@@ -118,7 +118,7 @@ impl SweepOptions {
     }
 
     /// Judges the age of rows as if the sweep ran `by` later than now (lock
-    /// blobs and commit rows are judged at the time now). For tests that
+    /// blobs are judged at the time now). For tests that
     /// age rows past the safety bounds.
     #[cfg(feature = "conformance")]
     #[doc(hidden)]
@@ -265,13 +265,13 @@ impl Store {
     ///   the delete) once older than the same bound, since its writer may
     ///   still be between the claim and the entity's write until then;
     /// * a **committed decision row** once its marks are all gone (no
-    ///   reader needs it to finish a row), a **withdrawn** one once older
+    ///   reader needs it to finish a row) and it is an hour old, whatever
+    ///   `older_than` ([`Store::commit_outcome`] answers from it; for a
+    ///   commit begun longer ago whose decision row is gone it answers
+    ///   `NotFound` rather than guess), a **withdrawn** one once older
     ///   than 20 minutes (a commit point sent before the withdrawal can no
     ///   longer land), and **after-image rows** with their decision row (see
-    ///   "Rows commits leave behind" in [`crate::lock`]); a committed
-    ///   decision row is also what [`Store::commit_outcome`] reads, so keep
-    ///   `older_than` longer than an [`Error::InDoubt`] may wait to be
-    ///   settled;
+    ///   "Rows commits leave behind" in [`crate::lock`]);
     /// * a **lock blob** once free, clean (holding no record of another
     ///   program) and not taken over for `older_than`, each checked again
     ///   and deleted under the lock's own lease, so a unit locking the
@@ -423,7 +423,7 @@ async fn sweep(
                 seen.add_locks(locks);
                 progress(&seen);
             };
-            crate::lock::prune_locks(env, older_than, dry_run, &mut on_blobs)
+            crate::lock::prune_locks(env, older_than, options.later, dry_run, &mut on_blobs)
                 .instrument(tracing::info_span!("leasehold.sweep.locks"))
                 .await?
         };

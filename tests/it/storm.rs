@@ -42,9 +42,10 @@
 //! sweep that fails is a violation, and the checks above hold with it.
 //!
 //! Then a last sweep runs, once as is and once on a view of storage
-//! 21 minutes later (row Timestamps shifted back: the memory backend stamps
+//! 61 minutes later (row Timestamps shifted back: the memory backend stamps
 //! rows with the wall clock, which paused Tokio time does not move), so that
-//! withdrawn decision rows are past the bound for a late commit point. The
+//! withdrawn decision rows are past the bound for a late commit point and
+//! committed ones past the hour they are kept for `commit_outcome`. The
 //! decision rows left must be at most 1 per 1,000 commits over the storm.
 //!
 //! Replay one seed, or run more (default 32), and see the figures:
@@ -982,7 +983,7 @@ async fn storm(seed: u64) -> (Figures, Vec<String>) {
     }
     check(&world, &admin).await;
 
-    // Rows commits left, swept now and 21 minutes later.
+    // Rows commits left, swept now and 61 minutes later.
     let (committed, withdrawn, after_images) = commit_rows(&memory).await;
     let zero = SweepOptions::new().with_older_than(Duration::ZERO);
     let now = admin.sweep(&zero).await;
@@ -1110,13 +1111,14 @@ async fn check(world: &World, admin: &Store) {
     }
 }
 
-/// Storage seen 21 minutes later: every row's Timestamp shifted back, so
-/// that the prune finds withdrawn decision rows past the bound for a late
-/// commit point (the memory backend stamps rows with the wall clock).
+/// Storage seen 61 minutes later: every row's Timestamp shifted back, so
+/// that the sweep finds withdrawn decision rows past the bound for a late
+/// commit point, and committed ones past the hour they are kept for
+/// `commit_outcome` (the memory backend stamps rows with the wall clock).
 #[derive(Debug)]
 struct Later(Arc<dyn Backend>);
 
-const LATER: Duration = Duration::from_secs(21 * 60);
+const LATER: Duration = Duration::from_secs(61 * 60);
 
 fn aged(mut row: StoredEntity) -> StoredEntity {
     row.timestamp -= LATER;
@@ -1369,7 +1371,7 @@ fn storm_of_faults_leaves_every_unit_whole_or_absent_and_few_decision_rows() {
          {} finished by recovery), {} refused {:?}, {} in doubt or dropped while committing, \
          {} dropped before committing; {} stray writes acknowledged, {} of unknown outcome; \
          {} plain reads, {} unit reads; decision rows after quiescence: {} committed, \
-         {} withdrawn ({} after-image rows); pruned {} now and {} 21 minutes later; {} left; \
+         {} withdrawn ({} after-image rows); pruned {} now and {} 61 minutes later; {} left; \
          faults planned {:?}, {} fired (a dead process's refusals included)",
         results.len(),
         total.applied,

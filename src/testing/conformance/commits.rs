@@ -245,11 +245,53 @@ pub async fn a_partitions_decided_and_undecided_commits_are_listed(ctx: &Ctx) {
         Some(CommitOutcome::NotApplied)
     );
 
-    // The sweep removes the finished commit's decision row; withdrawals
-    // stay while a late commit point could land.
+    // The sweep keeps both while they are young: the finished commit's
+    // for `commit_outcome`, the withdrawal while a late commit point could
+    // land; an hour on, it removes both (and the withdrawal of the commit
+    // undecided in `a`).
     let report = super::sweep(&healthy, Duration::ZERO, false).await.unwrap();
-    assert_eq!(report.decision_rows, 1, "{report:?}");
+    assert_eq!(report.decision_rows, 0, "{report:?}");
+    assert_eq!(healthy.list_commits("p").await.unwrap().len(), 2);
+    let later = super::PAST_DECISIONS_KEPT;
+    let report = super::sweep_later(&healthy, Duration::ZERO, later, false)
+        .await
+        .unwrap();
+    assert_eq!(report.decision_rows, 3, "{report:?}");
     let listed = healthy.list_commits("p").await.unwrap();
+    assert!(listed.is_empty(), "{listed:#?}");
+}
+
+/// `commit_outcome` never guesses: a transaction begun (by its id) longer
+/// ago than a committed decision row is kept, whose decision row is gone,
+/// is `NotFound` — a sweep may have removed its decision — and nothing is
+/// written; a young one without a decision is withdrawn
+/// (`NotApplied`), its decision row written so.
+pub async fn commit_outcome_does_not_guess_once_a_decision_may_be_swept(ctx: &Ctx) {
+    use leasehold::ErrorKind;
+    let prefix = format!("{}co", ctx.prefix());
+    let store = process(ctx, ctx.backend().clone(), &prefix);
+    store.create_table("CommitsOld").await.unwrap();
+    let v7 = |ago: Duration| {
+        let at = std::time::SystemTime::now() - ago;
+        let since = at.duration_since(std::time::UNIX_EPOCH).unwrap();
+        let ts = uuid::Timestamp::from_unix(uuid::NoContext, since.as_secs(), since.subsec_nanos());
+        format!("{}.{prefix}CommitsOld", uuid::Uuid::new_v7(ts).simple())
+    };
+    let old = v7(Duration::from_secs(2 * 3600));
+    let e = store.commit_outcome("p", &old).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    assert!(e.to_string().contains(&old), "{e}");
+    assert!(
+        store.list_commits("p").await.unwrap().is_empty(),
+        "nothing written"
+    );
+    let young = v7(Duration::from_secs(60));
+    assert_eq!(
+        store.commit_outcome("p", &young).await.unwrap(),
+        CommitOutcome::NotApplied
+    );
+    let listed = store.list_commits("p").await.unwrap();
     assert_eq!(listed.len(), 1, "{listed:#?}");
-    assert_eq!(listed[0].transaction, withdrawn);
+    assert_eq!(listed[0].transaction, young);
+    assert_eq!(listed[0].outcome, Some(CommitOutcome::NotApplied));
 }

@@ -107,14 +107,30 @@ pub(crate) async fn sweep(
     older_than: Duration,
     dry_run: bool,
 ) -> crate::Result<crate::store::SweepReport> {
+    sweep_later(store, older_than, Duration::ZERO, dry_run).await
+}
+
+/// [`sweep`], judging rows as if it ran `later` than now
+/// ([`SweepOptions::as_if_later`](crate::store::SweepOptions::as_if_later)).
+pub(crate) async fn sweep_later(
+    store: &Store,
+    older_than: Duration,
+    later: Duration,
+    dry_run: bool,
+) -> crate::Result<crate::store::SweepReport> {
     store
         .sweep(
             &crate::store::SweepOptions::new()
                 .with_older_than(older_than)
-                .with_dry_run(dry_run),
+                .with_dry_run(dry_run)
+                .as_if_later(later),
         )
         .await
 }
+
+/// Later than a committed decision row is kept whatever the sweep's
+/// `older_than` (an hour).
+pub(crate) const PAST_DECISIONS_KEPT: Duration = Duration::from_secs(61 * 60);
 
 /// How time passes for the checks that wait: for leases to run out, for
 /// renewals, for a process to "die".
@@ -545,6 +561,7 @@ macro_rules! conformance_suite {
             plain []
             timed [
                 a_partitions_decided_and_undecided_commits_are_listed,
+                commit_outcome_does_not_guess_once_a_decision_may_be_swept,
             ]
             blocking []
         );

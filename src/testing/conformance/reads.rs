@@ -592,9 +592,11 @@ async fn commit_rows(ctx: &Ctx, prefix: &str) -> Vec<String> {
 
 /// A committed decision row its writer left (it stopped before finishing
 /// the marked row) is kept by the sweep while the mark is on the row, and
-/// removed once a read has finished it; a withdrawn commit's decision row
-/// is kept while a late commit point could still land (20 minutes), even
-/// once its mark is gone. A dry run counts and removes nothing.
+/// removed once a read has finished it and it is an hour old (whatever
+/// `older_than`: `commit_outcome` answers from it meanwhile); a withdrawn
+/// commit's decision row is kept while a late commit point could still
+/// land (20 minutes), even once its mark is gone. A dry run counts and
+/// removes nothing.
 pub async fn pruning_removes_decision_rows_no_reader_needs(ctx: &Ctx) {
     let (healthy, marked) = stopped_transfer(ctx, "pc", Stop::AfterCommitPoint).await;
     let prefix = format!("{}pc", ctx.prefix());
@@ -610,19 +612,28 @@ pub async fn pruning_removes_decision_rows_no_reader_needs(ctx: &Ctx) {
         .unwrap()
         .expect("account");
     assert_eq!(row.balance, after_of(marked).1);
-    let plan = super::sweep(&healthy, Duration::ZERO, true).await.unwrap();
+    // Kept for an hour, whatever `older_than`.
+    let young = super::sweep(&healthy, Duration::ZERO, false).await.unwrap();
+    assert_eq!(young.decision_rows, 0, "{young:?}");
+    let later = super::PAST_DECISIONS_KEPT;
+    let plan = super::sweep_later(&healthy, Duration::ZERO, later, true)
+        .await
+        .unwrap();
     assert_eq!(plan.decision_rows, 1, "{plan:?}");
     assert_eq!(
         commit_rows(ctx, &prefix).await.len(),
         1,
         "a dry run removes nothing"
     );
-    // Kept for `older_than` (commit_outcome answers meanwhile).
-    let hour = super::sweep(&healthy, Duration::from_secs(3600), false)
+    // Kept for `older_than` when that is longer.
+    let long = Duration::from_secs(3 * 3600);
+    let kept = super::sweep_later(&healthy, long, later, false)
         .await
         .unwrap();
-    assert_eq!(hour.decision_rows, 0, "{hour:?}");
-    let report = super::sweep(&healthy, Duration::ZERO, false).await.unwrap();
+    assert_eq!(kept.decision_rows, 0, "{kept:?}");
+    let report = super::sweep_later(&healthy, Duration::ZERO, later, false)
+        .await
+        .unwrap();
     assert_eq!(report.decision_rows, 1, "{report:?}");
     assert!(commit_rows(ctx, &prefix).await.is_empty());
 
