@@ -15,6 +15,7 @@ mod chunked;
 mod codec;
 mod errors;
 mod expand;
+mod expiry;
 mod index;
 mod keys;
 mod model;

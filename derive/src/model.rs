@@ -61,6 +61,8 @@ pub struct Model<'a> {
     pub row_key_const: Option<String>,
     /// `#[entity(drop_unknown_properties)]`.
     pub drop_unknown: bool,
+    /// The field declared `expires_at` or `time_to_live`.
+    pub expiry: Option<crate::expiry::Expiry>,
 }
 
 /// One indexed field.
