@@ -14,8 +14,9 @@
 //! (what reads return while a commit is unfinished or a unit's lease runs
 //! out), [`commits`] (what operators see of a partition's unfinished
 //! commits), [`big_commits`] (commits too big for one transaction,
-//! faulted at every request), [`txn`] (transactions without a lease) and
-//! [`purge`] (purges and counts of what a query matches).
+//! faulted at every request), [`txn`] (transactions without a lease),
+//! [`purge`] (purges and counts of what a query matches) and [`expiry`]
+//! (rows past their expiry: absent to every read, swept).
 //! [`conformance_suite!`](crate::conformance_suite) turns them all into one
 //! test per check; leasehold runs it on the memory backend and on Azurite,
 //! and a backend or backend wrapper of your own can run the same:
@@ -44,6 +45,7 @@ pub mod blob_backend;
 pub mod blobs;
 pub mod commits;
 mod entities;
+pub mod expiry;
 pub mod fairness;
 pub mod fence;
 pub mod indexes;
@@ -239,7 +241,7 @@ impl Ctx {
 /// The tests use `#[tokio::test]`: the calling crate needs tokio with the
 /// `macros`, `rt-multi-thread` and (for `paused`) `test-util` features.
 /// Invoke it once per module: it defines `conformance_ctx()` and the
-/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness`, `lock`, `lock_many`, `reads`, `commits`, `big_commits`, `txn`, `fence` and `purge`
+/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness`, `lock`, `lock_many`, `reads`, `commits`, `big_commits`, `txn`, `fence`, `purge` and `expiry`
 /// there.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -588,6 +590,18 @@ macro_rules! conformance_suite {
                 bad_input_is_invalid_before_any_request,
             ]
             timed []
+            blocking []
+        );
+        $crate::conformance_suite!(@module expiry #[$plain] #[$timed];
+            plain [
+                a_time_to_live_counts_from_its_field,
+                an_insert_over_an_expired_row_succeeds,
+            ]
+            timed [
+                a_row_past_its_expiry_is_absent_to_every_read,
+                the_sweeper_deletes_expired_rows_and_their_index_rows,
+                a_row_renewed_after_the_sweeper_read_it_is_kept,
+            ]
             blocking []
         );
     };
