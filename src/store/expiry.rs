@@ -179,7 +179,7 @@ impl Store {
     /// # use leasehold::lease::LeaderOptions;
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
     /// let store = leasehold::Store::memory();
-    /// let stop = tokio_util::sync::CancellationToken::new();
+    /// let stop = leasehold::CancellationToken::new();
     /// let sweeper = tokio::spawn({
     ///     let (store, stop) = (store.clone(), stop.clone());
     ///     async move {

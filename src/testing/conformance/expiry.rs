@@ -10,14 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use time::OffsetDateTime;
-use tokio_util::sync::CancellationToken;
 
 use leasehold::backend::{Backend, QuerySpec};
 use leasehold::key::TableName;
 use leasehold::lease::{LeaderOptions, LeaseOptions};
 use leasehold::table::PurgeReport;
 use leasehold::testing::{CountingBackend, FaultyBackend, Op};
-use leasehold::{Entity, Store};
+use leasehold::{CancellationToken, Entity, Store};
 
 use super::{Clock, Ctx};
 
