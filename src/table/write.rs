@@ -212,7 +212,7 @@ impl<E: Entity> Table<E> {
         if stored.data.properties.get(MARK).is_none() {
             return Ok(
                 crate::rows::tombstone::is_tombstone(&stored.data.properties)
-                    .then(|| Some(stored.etag)),
+                    .then_some(Some(stored.etag)),
             );
         }
         Ok(resolve
