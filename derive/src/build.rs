@@ -92,7 +92,7 @@ impl<'a> Model<'a> {
         // Stored name -> the field that claimed it first.
         let mut stored: HashMap<String, &Ident> = HashMap::new();
         let mut indexes = Vec::new();
-        let mut expiry: Option<crate::expiry::Expiry> = None;
+        let mut expiry: Option<crate::model::Expiry> = None;
         for field in &named.named {
             // Invariant: fields of `Fields::Named` always have a name.
             let Some(ident) = field.ident.as_ref() else {
@@ -117,7 +117,7 @@ impl<'a> Model<'a> {
                         format!("the row's expiry is already declared on `{first}`; an entity has one expiry field"),
                     );
                 } else {
-                    expiry = Some(crate::expiry::Expiry {
+                    expiry = Some(crate::model::Expiry {
                         field: index,
                         ttl_seconds,
                     });

@@ -13,15 +13,6 @@ use crate::attr::FieldAttrs;
 use crate::errors::Errors;
 use crate::model::{Model, unraw};
 
-/// The entity's expiry field.
-pub struct Expiry {
-    /// The field, as an index into [`Model::fields`](crate::model::Model).
-    pub field: usize,
-    /// `time_to_live = "..."`: the seconds after the field's instant;
-    /// `None` for `expires_at` (the field's instant itself).
-    pub ttl_seconds: Option<u64>,
-}
-
 /// Whether a field declares the expiry, checking that its other
 /// attributes allow it (a stored, plain property). Errors point at the
 /// expiry attribute. `Some((ttl, span))`: `ttl` is `None` for
