@@ -496,7 +496,14 @@ mod tests {
         );
         assert_eq!(
             sent.select.unwrap(),
-            ["m", "n", MARK, AFTER, crate::rows::tombstone::PROPERTY]
+            [
+                "m",
+                "n",
+                MARK,
+                AFTER,
+                crate::rows::tombstone::PROPERTY,
+                crate::rows::expiry::PROPERTY
+            ]
         );
         // Keys alone: sent as asked.
         let keys = QuerySpec {
