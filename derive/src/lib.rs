@@ -2,10 +2,11 @@
 //!
 //! The derive is documented on its re-export, `leasehold::Entity`. Its
 //! pipeline has one module per stage: `attr` reads the `#[entity(...)]`
-//! attributes, `model` checks them against the service's rules (the
-//! `leasehold-rules` crate, which the runtime checks with too) and builds a
-//! validated model, and `expand` turns the model into code. Every problem
-//! found along the way is reported, each at the token that causes it.
+//! attributes, `build` checks them against the service's rules (the
+//! `leasehold-rules` crate, which the runtime checks with too) and builds
+//! the validated `model` (the types `expand` trusts), and `expand` turns
+//! the model into code. Every problem found along the way is reported,
+//! each at the token that causes it.
 
 extern crate proc_macro;
 

@@ -22,8 +22,13 @@ tokio::task_local! {
     static SEND_BY: Instant;
 }
 
-/// Runs `f`, whose requests are refused once `deadline` has passed.
+/// Runs `f`, whose requests are refused once `deadline` has passed (or
+/// the deadline of an enclosing [`send_by`], when that comes first: an
+/// indexed write inside a unit's scope keeps both).
 pub(crate) async fn send_by<F: Future>(deadline: Instant, f: F) -> F::Output {
+    let deadline = SEND_BY
+        .try_with(|outer| *outer)
+        .map_or(deadline, |outer| outer.min(deadline));
     SEND_BY.scope(deadline, f).await
 }
 
@@ -65,5 +70,27 @@ mod tests {
         })
         .await;
         assert!(check().is_ok(), "the scope ended");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_nested_deadline_keeps_the_earlier_one() {
+        let soon = Instant::now() + Duration::from_secs(1);
+        let late = Instant::now() + Duration::from_secs(10);
+        send_by(soon, async {
+            send_by(late, async {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                assert!(check().is_err(), "the outer deadline passed");
+            })
+            .await;
+        })
+        .await;
+        send_by(late, async {
+            send_by(soon, async {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                assert!(check().is_err(), "the inner deadline passed");
+            })
+            .await;
+        })
+        .await;
     }
 }

@@ -4,8 +4,9 @@
 //! [`BlobBackend`] (blobs and their leases). They speak in stored properties,
 //! not user types, so a backend never sees a derive. [`memory`] is the
 //! embedded backend; `azure` (feature `azure`) talks to Azure Storage or
-//! Azurite. Wrappers (see [`crate::testing`]) implement the same traits around
-//! any backend.
+//! Azurite. Layers ([`Layer`]: leasehold's own tracing and deadlines, the
+//! counting and fault-injecting wrappers of [`crate::testing`], a user's)
+//! implement the same traits around any backend.
 //!
 //! Every backend returns the same [`Error`](crate::Error) variants and service
 //! error codes for the same situations; the conformance suite

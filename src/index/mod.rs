@@ -97,7 +97,8 @@
 //! have taken the claim over after the first claimant's claim, so it
 //! neutralized the first entity's write, which then could not land — no
 //! two entities ever hold one unique value, and the claim of a held value
-//! names its holder. No clock or lease takes part.
+//! names its holder. No clock or lease takes part, until rows are swept
+//! (below).
 //!
 //! **A write of entity X** goes through the *index layer*, which
 //! [`Store::table`](crate::Store::table) stacks over the writes of a type
@@ -130,6 +131,24 @@
 //! ([`Table::get_by`](crate::Table::get_by)) reads the claim and the entity
 //! it names, and answers the entity only if it holds the value;
 //! `find_by` and `find_range` check every entity the same way.
+//!
+//! **How long a claim or tombstone is relied on.** The invariants hold as
+//! long as the rows they write stay: a tombstone where an entity was, and
+//! a stale claim until the next writer of the value takes it over. A
+//! writer sends its entity's write only within 5 minutes
+//! (`SEND_WINDOW`) of starting its claims — inside the send deadline of
+//! `crate::backend::deadline`, checked as the request is dated and signed
+//! (the memory backend: as it is applied); past it, the write is not sent
+//! and fails with [`Error::Timeout`] — and the service refuses a Shared
+//! Key request dated more than 15 minutes off. So a write stalled since
+//! before a tombstone or a claim was written lands within 20 minutes of
+//! it, or never; with 5 minutes of clock skew between the writer, the
+//! service and the sweeper, `STALLED_WRITE_BOUND` = 25 minutes. Past
+//! that, a tombstone guards against nothing, and a claim whose entity does
+//! not hold its value is relied on by no write, so
+//! [`Store::sweep`](crate::Store::sweep) removes them (each at the ETag it
+//! read: a claim or tombstone written again since stays). This is the
+//! argument of "Rows commits leave behind" in [`crate::lock`].
 //!
 //! **Units.** A [`Unit`](crate::lock::Unit) writing an indexed type needs
 //! no lock beyond the entity's partition. Before its commit sends
@@ -268,7 +287,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 pub(crate) use unit::UnitClaims;
 pub use verify::{DuplicateValue, IndexReport};
-pub(crate) use verify::{rebuild_table, verify_table};
+pub(crate) use verify::{defs_of, rebuild_table, stale_rows, still_stale, verify_table};
 pub(crate) use write::layer;
 
 use crate::entity::{EntityData, Properties, Value, short_type_name};
@@ -276,6 +295,16 @@ use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey, TableName};
 use crate::lock::LockEnv;
 use crate::table::TableEnv;
+
+/// How long after starting its claims an indexed write may send its
+/// entity's write (see "How long a claim or tombstone is relied on" in the
+/// module docs).
+pub(crate) const SEND_WINDOW: std::time::Duration = std::time::Duration::from_secs(5 * 60);
+
+/// How long a tombstone or a stale claim may still be relied on by a write
+/// stalled since before it: [`SEND_WINDOW`], the 15 minutes the service
+/// accepts a Shared Key request's date off, and 5 minutes of clock skew.
+pub(crate) const STALLED_WRITE_BOUND: std::time::Duration = std::time::Duration::from_secs(25 * 60);
 
 /// The suffix of an index table's name.
 pub(crate) const TABLE_SUFFIX: &str = "Idx";

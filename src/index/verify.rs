@@ -181,10 +181,10 @@ fn show_entity(e: &(PartitionKey, RowKey)) -> String {
     format!("({:?}, {:?})", e.0.as_str(), e.1.as_str())
 }
 
-async fn check(
+async fn check<P: FnMut(u64) + ?Sized>(
     env: &Arc<LockEnv>,
     indexes: &Indexes,
-    progress: &mut dyn FnMut(u64),
+    progress: &mut P,
 ) -> Result<(IndexReport, Vec<Problem>)> {
     let mut report = IndexReport {
         table: indexes.table.as_str().to_owned(),
@@ -387,7 +387,59 @@ async fn fix(env: &Arc<LockEnv>, indexes: &Indexes, problem: Problem) -> Result<
     }
 }
 
-pub(super) async fn defs_of(env: &Arc<LockEnv>, table: &str) -> Result<Indexes> {
+/// The index rows of `indexes` naming an entity that does not hold their
+/// value, as [`Store::verify_indexes`](crate::Store::verify_indexes)
+/// counts them in [`IndexReport::stale`], each with its index (rows naming
+/// no entity are not leasehold's layout, and not among them), and how many
+/// rows the check read. For [`Store::sweep`](crate::Store::sweep), which
+/// looks at each again with [`still_stale`] before removing it.
+pub(crate) async fn stale_rows(
+    env: &Arc<LockEnv>,
+    indexes: &Indexes,
+    progress: &mut (dyn FnMut(u64) + Send),
+) -> Result<(u64, Vec<(usize, StoredEntity)>)> {
+    let (report, problems) = check(env, indexes, progress).await?;
+    let stale = problems
+        .into_iter()
+        .filter_map(|p| match p {
+            Problem::Orphan {
+                row,
+                def: Some(def),
+            } if target_of(&row.data).is_some() => Some((def, row)),
+            _ => None,
+        })
+        .collect();
+    Ok((report.entities + report.index_rows, stale))
+}
+
+/// Whether no entity index row `row` of index `def` names holds its value
+/// now, each read with any unit's mark on it resolved (so a commit in
+/// flight counts as it will be).
+pub(crate) async fn still_stale(
+    env: &Arc<LockEnv>,
+    indexes: &Indexes,
+    def: usize,
+    row: &StoredEntity,
+) -> Result<bool> {
+    let key = crate::key::CompositeKey::split(row.data.partition_key.as_str())
+        .ok()
+        .and_then(|mut p| (p.len() == 2).then(|| p.swap_remove(1)));
+    let Some(key) = key else {
+        return Ok(false);
+    };
+    for (pk, rk) in named(&row.data) {
+        let found = env.backend().get(&indexes.table, &pk, &rk).await?;
+        let found = crate::lock::marks::Resolver::new(env, Vec::new())
+            .resolve_opt(&indexes.table, found)
+            .await?;
+        if found.is_some_and(|r| claim::holds(&indexes.defs[def], &r.data.properties, &key)) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+pub(crate) async fn defs_of(env: &Arc<LockEnv>, table: &str) -> Result<Indexes> {
     read_defs(env, table).await?.ok_or_else(|| Error::NotFound {
         what: format!(
             "index definitions of table `{table}` (table `{table}{}`, partition `{DEFS_PARTITION}`): no indexed entity was written to it through leasehold",

@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::claim::{self, Keys};
 use super::{Indexes, Key};
+use crate::backend::deadline;
 use crate::backend::delegate::{Writes, delegate_backend};
 use crate::backend::{Backend, Layer, Precondition, TableBackend, TableOp, Version, WriteOptions};
 use crate::entity::{Entity, EntityData, Properties};
@@ -321,6 +322,11 @@ impl<B: TableBackend> IndexedWrites<B> {
             if !claims.is_empty() || !frees.is_empty() {
                 super::ensure_defs(env, indexes).await?;
             }
+            // The entity's write goes out within `SEND_WINDOW` of this
+            // round's first claim, or not at all (see "Writes" in the
+            // module docs): what bounds how long a claim or tombstone must
+            // outlive the writes relying on it.
+            let send_by = tokio::time::Instant::now() + super::SEND_WINDOW;
             let claiming = futures_util::future::try_join_all(claims.iter().map(|(i, key)| {
                 let def = &indexes.defs[*i];
                 let (owner, txn) = (&owner, txn.as_str());
@@ -344,18 +350,30 @@ impl<B: TableBackend> IndexedWrites<B> {
             claimed?;
             let freed = freed?;
             let sent = match self.entity_op(table, &op, &state, &pk, &rk) {
-                Ok(entity) => self
-                    .inner
-                    .execute(table, entity, options)
-                    .await
-                    .map_err(|e| {
-                        e.said_of(crate::error::what::entity(
-                            op_name,
-                            table.as_str(),
-                            &pk,
-                            &rk,
-                        ))
-                    }),
+                Ok(entity) => {
+                    deadline::send_by(send_by, self.inner.execute(table, entity, options))
+                        .await
+                        .map_err(|e| {
+                            if e.kind() == ErrorKind::LeaseLost
+                                && tokio::time::Instant::now() > send_by
+                            {
+                                return Error::Timeout {
+                                    what: format!(
+                                        "{}: not sent, {:?} after its claims (an entity's write must follow its claims within that time, or a claim or tombstone it relies on may be gone); the row is as it was, unless an earlier try of it landed",
+                                        crate::error::what::entity(op_name, table.as_str(), &pk, &rk),
+                                        super::SEND_WINDOW
+                                    ),
+                                    after: started.elapsed(),
+                                };
+                            }
+                            e.said_of(crate::error::what::entity(
+                                op_name,
+                                table.as_str(),
+                                &pk,
+                                &rk,
+                            ))
+                        })
+                }
                 Err(e) => Err(e),
             };
             match sent {

@@ -66,12 +66,29 @@ impl Unit {
     pub(super) async fn commit_and_release(mut self) -> Result<CommitReport> {
         let span = tracing::debug_span!("leasehold.commit", partition = %self.partition_key(), partitions = self.parts.len(), ops = self.staged.len());
         let mut after = None;
+        // A unit writing indexed types sends its writes within the claims'
+        // window of starting its claims, or not at all (see "How long a
+        // claim or tombstone is relied on" in `crate::index`).
+        let claims_window = (!self.indexed.is_empty() && self.env.claims().is_some())
+            .then(|| tokio::time::Instant::now() + crate::index::SEND_WINDOW);
         let result = async {
             after = self.claim_indexes().await?;
-            self.commit_inner().await
+            self.commit_inner(claims_window).await
         }
         .instrument(span)
-        .await;
+        .await
+        .map_err(|e| match claims_window {
+            Some(by) if e.kind() == ErrorKind::LeaseLost && tokio::time::Instant::now() > by => {
+                Error::Timeout {
+                    what: format!(
+                        "the unit's commit was not sent: {:?} had passed since its claims (a write must follow its claims within that time, or a claim or tombstone it relies on may be gone); nothing of it is applied",
+                        crate::index::SEND_WINDOW
+                    ),
+                    after: crate::index::SEND_WINDOW,
+                }
+            }
+            _ => e,
+        });
         // Whatever happened, the locks are given up; marks a failed commit
         // left are resolved by whoever meets them. The caller asked to
         // commit: what was not is not "forgotten".
@@ -99,7 +116,13 @@ impl Unit {
     /// Commits the staged writes; what it answers besides the report is
     /// the delete of the decision row, sent with the locks' releases once
     /// no mark needs it.
-    async fn commit_inner(&mut self) -> Result<(CommitReport, Option<(TableName, TableOp)>)> {
+    ///
+    /// `claims_window`: when the writes rely on index claims, the time by
+    /// which they must be sent (the commit point, and the marks before it).
+    async fn commit_inner(
+        &mut self,
+        claims_window: Option<tokio::time::Instant>,
+    ) -> Result<(CommitReport, Option<(TableName, TableOp)>)> {
         let mut report = CommitReport::default();
         if self.staged.is_empty() {
             return Ok((report, None));
@@ -123,11 +146,16 @@ impl Unit {
             && validate_batch(g.table.as_str(), &g.ops).is_ok()
             && !self.checks_absence(g)
         {
-            self.commit_one(g).await?;
+            match claims_window {
+                Some(by) => deadline::send_by(by, self.commit_one(g)).await?,
+                None => self.commit_one(g).await?,
+            }
             report.batches = 1;
             return Ok((report, None));
         }
-        let cleanup = self.commit_decided(&groups, &mut report).await?;
+        let cleanup = self
+            .commit_decided(&groups, &mut report, claims_window)
+            .await?;
         Ok((report, cleanup))
     }
 
@@ -145,7 +173,7 @@ impl Unit {
         }
         match sent {
             Ok(_) => Ok(()),
-            Err(e) if refused(&e) => Err(e),
+            Err(e) if is_refusal(&e) => Err(e),
             Err(e) => {
                 // Reading is safe without the lease; sending again is not,
                 // so only a holder does it.
@@ -246,6 +274,7 @@ impl Unit {
         &self,
         groups: &[Group],
         report: &mut CommitReport,
+        claims_window: Option<tokio::time::Instant>,
     ) -> Result<Option<(TableName, TableOp)>> {
         let reads = self.before_images(groups).await?;
         let plan = self.plan(groups, &reads)?;
@@ -263,7 +292,11 @@ impl Unit {
 
         // 1. The marking round, all at once.
         let started = tokio::time::Instant::now();
-        let versions = self.mark_rows(&marking).await?;
+        let marked = self.mark_rows(&marking);
+        let versions = match claims_window {
+            Some(by) => deadline::send_by(by, marked).await?,
+            None => marked.await?,
+        };
         // A holder whose lease ran out stops here, its marks withdrawn; the
         // commit point goes out only while the primary's lock is held (a
         // transaction's, within its time-to-live of its marks).
@@ -278,7 +311,10 @@ impl Unit {
                 .and_then(|g| g.ensure_valid(Duration::ZERO).map(|()| g.remaining())),
         };
         let deadline = match left {
-            Ok(left) => tokio::time::Instant::now() + left.min(Duration::from_secs(86_400)),
+            Ok(left) => {
+                let by = tokio::time::Instant::now() + left.min(Duration::from_secs(86_400));
+                claims_window.map_or(by, |window| window.min(by))
+            }
             Err(e) => {
                 self.withdraw(&marking, &versions).await;
                 return Err(e);
@@ -290,7 +326,7 @@ impl Unit {
         loop {
             match deadline::send_by(deadline, backend.batch(&table, &commit)).await {
                 Ok(_) => break,
-                Err(e) if refused(&e) => {
+                Err(e) if is_refusal(&e) => {
                     if again
                         && let Some(j) = riding
                         && self
@@ -453,7 +489,7 @@ impl Unit {
                     Err(e) => {
                         versions.push(None);
                         // A refusal says more than a lost reply.
-                        if refused(&e) {
+                        if is_refusal(&e) {
                             failed = Some((j, e));
                         } else {
                             failed.get_or_insert((j, e));
@@ -612,7 +648,7 @@ async fn finish(
             }
             Err(e) => e,
         };
-        recovered |= refused(&e);
+        recovered |= is_refusal(&e);
         tracing::debug!(txn = %txn, error = %e, "finishing a committed transaction's rows one by one");
         for op in ops.iter().filter(|op| !is_decision_row(op.row_key())) {
             let finished = async {
@@ -778,7 +814,7 @@ async fn verify_batch(
 }
 
 /// Whether the service refused the request, so it was not applied.
-pub(super) fn refused(e: &Error) -> bool {
+pub(super) fn is_refusal(e: &Error) -> bool {
     let kind = match e {
         Error::Batch { source, .. } => source.kind(),
         other => other.kind(),

@@ -24,7 +24,6 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, TableName};
 use crate::query::{CmpOp, Filter};
 use crate::rows::tombstone::is_tombstone;
-use crate::telemetry::FinishedBy;
 
 use super::decision::{self, Decision};
 use crate::rows::after::{self, AFTER};
@@ -177,7 +176,7 @@ impl<'a> Resolver<'a> {
                     tracing::debug!(table = %table, partition = %pk, row = %rk, txn = %mark.txn, "finishing a decided commit's write met on a read");
                     let op = after::write_of(backend.as_ref(), table, &row, &mark.txn).await?;
                     if write(backend.as_ref(), table, &op).await? {
-                        self.env.telemetry().roll_forward(FinishedBy::Reader);
+                        self.env.telemetry().roll_forward();
                     }
                 }
                 Decision::Withdrawn => {

@@ -48,7 +48,7 @@ pub(crate) fn digest(bytes: &[u8]) -> u64 {
     h
 }
 
-fn refused() -> Error {
+fn bad_token() -> Error {
     Error::invalid(
         "continuation token",
         "was not made by leasehold, or was cut or altered",
@@ -85,17 +85,17 @@ impl FromStr for ContinuationToken {
     /// [`Error::Invalid`] for text that is not such a token, or that was
     /// cut or altered.
     fn from_str(text: &str) -> Result<Self> {
-        let bytes = TOKEN_BASE64.decode(text.trim()).map_err(|_| refused())?;
+        let bytes = TOKEN_BASE64.decode(text.trim()).map_err(|_| bad_token())?;
         if bytes.len() < 1 + 8 + 8 || bytes[0] != VERSION {
-            return Err(refused());
+            return Err(bad_token());
         }
         let (body, sum) = bytes.split_at(bytes.len() - 8);
-        let sum = u64::from_le_bytes(sum.try_into().map_err(|_| refused())?);
+        let sum = u64::from_le_bytes(sum.try_into().map_err(|_| bad_token())?);
         if digest(body) != sum {
-            return Err(refused());
+            return Err(bad_token());
         }
-        let query = u64::from_le_bytes(body[1..9].try_into().map_err(|_| refused())?);
-        let at: Continuation = serde_json::from_slice(&body[9..]).map_err(|_| refused())?;
+        let query = u64::from_le_bytes(body[1..9].try_into().map_err(|_| bad_token())?);
+        let at: Continuation = serde_json::from_slice(&body[9..]).map_err(|_| bad_token())?;
         Ok(ContinuationToken { at, query })
     }
 }

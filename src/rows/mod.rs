@@ -27,3 +27,14 @@ pub(crate) mod decision;
 pub(crate) mod expiry;
 pub(crate) mod mark;
 pub(crate) mod tombstone;
+
+/// Whether the row `(row_key, properties)` is one of leasehold's own that
+/// reads never return: a decision row or after-image row of a commit, or a
+/// tombstone. (Index rows live in tables of their own; whether one is
+/// stale takes a read of its entity.)
+pub(crate) fn is_hidden(
+    row_key: &crate::key::RowKey,
+    properties: &crate::entity::Properties,
+) -> bool {
+    row_key.as_str().starts_with(decision::ROW_PREFIX) || tombstone::is_tombstone(properties)
+}

@@ -21,8 +21,10 @@ mod import;
 mod indexes;
 mod manage;
 mod open;
+mod sweep;
 
 pub use import::{ImportOptions, ImportProgress};
+pub use sweep::{SweepOptions, SweepReport};
 
 /// The entry point: a backend plus configuration. Cheap to clone; clones
 /// share the backend and the record of tables already created.

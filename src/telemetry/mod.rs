@@ -174,20 +174,17 @@ impl Telemetry {
         let _ = (waited, outcome);
     }
 
-    /// A committed row still carrying its mark was finished by `by` (a
-    /// reader meeting the mark, in a unit or not, or the commit's writer
-    /// going row by row after its finishing round did not go through).
-    pub(crate) fn roll_forward(&self, by: FinishedBy) {
+    /// A committed row still carrying its mark was finished by a reader
+    /// meeting the mark (in a unit or not; the commit's own writer too,
+    /// when it reads the row again). Recorded with `leasehold.resolver` =
+    /// `reader`.
+    pub(crate) fn roll_forward(&self) {
         #[cfg(feature = "opentelemetry")]
         if let Some(i) = &self.instruments {
-            i.roll_forward(by.as_str());
+            i.roll_forward("reader");
         }
-        #[cfg(not(feature = "opentelemetry"))]
-        let _ = by;
     }
-}
 
-impl Telemetry {
     /// The expiry sweep of `table` removed `removed` rows past their
     /// expiry and kept `kept` that changed after it read them.
     pub(crate) fn expired_rows(&self, table: &str, removed: u64, kept: u64) {
@@ -201,22 +198,6 @@ impl Telemetry {
         }
         #[cfg(not(feature = "opentelemetry"))]
         let _ = (table, removed, kept);
-    }
-}
-
-/// Who finished a committed row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FinishedBy {
-    /// Whoever read the row, its writer included.
-    Reader,
-}
-
-impl FinishedBy {
-    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
-    fn as_str(self) -> &'static str {
-        match self {
-            FinishedBy::Reader => "reader",
-        }
     }
 }
 

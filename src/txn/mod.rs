@@ -226,9 +226,14 @@ impl Transaction {
         R: IntoRowKey,
     {
         let table = self.unit.env.table_name(E::TABLE)?;
+        // Every key is checked before the transaction takes any partition
+        // in: a refused call leaves it as it was.
+        let keys = keys
+            .into_iter()
+            .map(|(pk, rk)| Ok((pk.into_partition_key()?, rk.into_row_key()?)))
+            .collect::<Result<Vec<_>>>()?;
         let mut wanted = Vec::new();
         for (pk, rk) in keys {
-            let (pk, rk) = (pk.into_partition_key()?, rk.into_row_key()?);
             let part = self.unit.part_of(&pk, "read")?;
             let slot = Slot {
                 part,
@@ -333,9 +338,31 @@ impl Transaction {
     pub fn check<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
         let data = current.encode()?;
         let table = self.unit.env.table_name(E::TABLE)?;
+        let etag = current.etag().clone();
+        let read_before = self
+            .unit
+            .parts
+            .iter()
+            .position(|p| p.pk == data.partition_key);
+        if etag.as_str() == STAGED
+            && read_before.is_none_or(|part| {
+                let key = (
+                    Slot {
+                        part,
+                        table: table.clone(),
+                    },
+                    data.row_key.clone(),
+                );
+                !self.unit.reads.contains_key(&key)
+            })
+        {
+            return Err(Error::invalid(
+                "check",
+                "the value is a staged view, with no stored version",
+            ));
+        }
         let part = self.unit.part_of(&data.partition_key, "check")?;
         let key = (Slot { part, table }, data.row_key.clone());
-        let etag = current.etag().clone();
         if let Some(read) = self.unit.reads.get(&key) {
             return match read {
                 Some(row) if row.etag == etag => Ok(()),
@@ -351,12 +378,6 @@ impl Transaction {
                     row: Some(Box::new((data.partition_key, data.row_key))),
                 }),
             };
-        }
-        if etag.as_str() == STAGED {
-            return Err(Error::invalid(
-                "check",
-                "the value is a staged view, with no stored version",
-            ));
         }
         let unchanged = EntityData {
             properties: Properties::new(),

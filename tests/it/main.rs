@@ -21,6 +21,7 @@ mod emulator;
 mod memory;
 #[cfg(any(feature = "conformance", clippy))]
 mod transfer;
+mod txn_input;
 
 mod api_surface;
 mod architecture;

@@ -37,6 +37,10 @@
 //!   matches, and a commit answered `Ok` is seen by the next read;
 //! * no row is left marked (`_lhTxn`).
 //!
+//! A sweeper (`Store::sweep` with `older_than` zero, its safety bounds
+//! kept) runs beside the workers the whole time, on a healthy process; a
+//! sweep that fails is a violation, and the checks above hold with it.
+//!
 //! Then `Store::prune_locks` runs, once as is and once on a view of storage
 //! 21 minutes later (row Timestamps shifted back: the memory backend stamps
 //! rows with the wall clock, which paused Tokio time does not move), so that
@@ -70,6 +74,7 @@ use leasehold::entity::Value;
 use leasehold::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
 use leasehold::lease::LeaseOptions;
 use leasehold::lock::FinishedBy;
+use leasehold::store::SweepOptions;
 use leasehold::testing::{Fault, FaultInjector, FaultyBackend, Op};
 use leasehold::{Entity, ErrorKind, Store};
 
@@ -901,6 +906,22 @@ async fn storm(seed: u64) -> (Figures, Vec<String>) {
 
     let done = Arc::new(AtomicBool::new(false));
     let chaos_task = tokio::spawn(chaos(world.clone(), done.clone()));
+    let sweeper_task = tokio::spawn({
+        let done = done.clone();
+        let sweeper = healthy(memory.clone());
+        async move {
+            let options = SweepOptions::new().with_older_than(Duration::ZERO);
+            let (mut sweeps, mut failures) = (0u64, Vec::new());
+            while !done.load(Ordering::SeqCst) {
+                match sweeper.sweep(&options).await {
+                    Ok(_) => sweeps += 1,
+                    Err(e) => failures.push(format!("a sweep beside the storm failed: {e}")),
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            (sweeps, failures)
+        }
+    });
     let tasks: Vec<_> = (0..workers)
         .map(|w| tokio::spawn(worker(world.clone(), w, ops, drop_percent)))
         .collect();
@@ -910,6 +931,17 @@ async fn storm(seed: u64) -> (Figures, Vec<String>) {
         }
     }
     done.store(true, Ordering::SeqCst);
+    match sweeper_task.await {
+        Ok((sweeps, failures)) => {
+            if sweeps == 0 {
+                world.violation("the sweeper never finished a sweep".into());
+            }
+            for f in failures {
+                world.violation(f);
+            }
+        }
+        Err(e) => world.violation(format!("the sweeper panicked: {e}")),
+    }
     match chaos_task.await {
         Ok(later) => {
             for t in later {

@@ -244,7 +244,9 @@ impl Failure {
             // A pipeline policy's refused connection (such as an injected
             // fault): certainly not sent.
             ErrorKind::Connection => Failure::NotSent(NoReply::new(message, inner)),
-            ErrorKind::Io if refused(&e) => Failure::NotSent(NoReply::new(message, inner)),
+            ErrorKind::Io if connection_refused(&e) => {
+                Failure::NotSent(NoReply::new(message, inner))
+            }
             // Reading a reply body failed after the status arrived, or a
             // pipeline policy lost the reply.
             ErrorKind::Io => Failure::ReplyLost(NoReply::new(message, inner)),
@@ -386,7 +388,7 @@ pub(crate) fn error_code(headers: &Headers, body: &[u8]) -> Option<String> {
 
 /// Whether `e` wraps an I/O error saying the connection was refused: the
 /// request never left.
-fn refused(e: &azure_core::Error) -> bool {
+fn connection_refused(e: &azure_core::Error) -> bool {
     e.downcast_ref::<std::io::Error>()
         .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
 }

@@ -35,7 +35,7 @@ fn unknown_outcome(what: &str) -> Error {
     ))
 }
 
-fn refused(what: &str) -> Error {
+fn not_applied_and_changed(what: &str) -> Error {
     Error::Conflict {
         what: format!(
             "{what}: the reply was lost; the entity's write log shows the write was not applied and the entity has changed since it was read"
@@ -231,7 +231,9 @@ impl AzureBackend {
                     Verdict::NotApplied => {
                         tracing::debug!("lost reply: the write was not applied; sending again");
                     }
-                    Verdict::Refused => return Err(Failure::Fatal(refused(&what()))),
+                    Verdict::Refused => {
+                        return Err(Failure::Fatal(not_applied_and_changed(&what())));
+                    }
                     Verdict::Unknown => return Err(Failure::Fatal(unknown_outcome(&what()))),
                 }
             }
@@ -342,7 +344,7 @@ impl AzureBackend {
                     Verdict::NotApplied => {
                         tracing::debug!("lost reply: the batch was not applied; sending again");
                     }
-                    Verdict::Refused => return Err(Failure::Fatal(refused(what))),
+                    Verdict::Refused => return Err(Failure::Fatal(not_applied_and_changed(what))),
                     Verdict::Unknown => return Err(Failure::Fatal(unknown_outcome(what))),
                 }
             }

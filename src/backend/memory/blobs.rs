@@ -62,7 +62,7 @@ fn blob_what(container: &ContainerName, blob: &BlobName) -> String {
     what::blob(container, blob)
 }
 
-fn refused(refusal: Refusal, what: String) -> Error {
+fn refusal_error(refusal: Refusal, what: String) -> Error {
     Error::from_service(refusal.status, Some(refusal.code), what)
 }
 
@@ -170,7 +170,7 @@ impl BlobStore {
                 return Err(Error::from_service(412, Some("ConditionNotMet"), what()));
             }
             if conditions.lease_id.is_some() {
-                return Err(refused(WRITE_NO_BLOB_LEASE, what()));
+                return Err(refusal_error(WRITE_NO_BLOB_LEASE, what()));
             }
             return Ok(());
         };
@@ -190,7 +190,7 @@ impl BlobStore {
         }
         blob.lease
             .check_write(now, conditions.lease_id)
-            .map_err(|r| refused(r, what()))
+            .map_err(|r| refusal_error(r, what()))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -342,7 +342,8 @@ impl BlobStore {
             .blobs
             .get_mut(blob.as_str())
             .ok_or_else(|| blob_not_found(what::lease(container, blob)))?;
-        op(&mut stored.lease, &stored.etag).map_err(|r| refused(r, what::lease(container, blob)))
+        op(&mut stored.lease, &stored.etag)
+            .map_err(|r| refusal_error(r, what::lease(container, blob)))
     }
 
     pub(super) fn acquire_lease(

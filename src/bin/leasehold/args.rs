@@ -80,6 +80,10 @@ pub(crate) enum Command {
     /// Counts the rows of a table a partition, a row-key range and filters
     /// select, reading keys only.
     Count(crate::data::CountArgs),
+    /// Removes what leasehold leaves behind once nothing relies on it:
+    /// tombstones, stale index rows, decision and after-image rows of
+    /// commits, lock blobs of partitions not locked for --older-than.
+    Sweep(crate::sweep::SweepArgs),
     /// Writes a table's rows as JSON lines, every EDM type exact
     /// (resumable with --checkpoint).
     Export(ExportArgs),

@@ -19,6 +19,9 @@
 //!   locks prune --older-than DURATION [--dry-run]
 //!                                     delete the lock blobs of partitions not locked
 //!                                     for DURATION (90s, 30m, 24h, 7d), free and clean
+//!   sweep [--older-than DURATION] [--dry-run]
+//!                                     remove tombstones, stale index rows, commits' leftover
+//!                                     rows and old lock blobs, each once nothing relies on it
 //!   indexes verify TABLE              missing and orphan index rows, duplicated unique values
 //!   indexes rebuild TABLE             the same, then fix missing and orphan rows
 //!   tables list                       the tables under the table prefix, without it;
@@ -57,11 +60,13 @@
 //! Output is text for people, or one JSON document on stdout with `--json`.
 //! Long listings show a progress bar on stderr when it is a terminal and
 //! `--json` is not given; `purge` and `count` show their count and rate on
-//! stderr, redrawn on a terminal and as a plain line every 2 s otherwise.
+//! stderr, redrawn on a terminal and as a plain line every 2 s otherwise,
+//! and so does `sweep` (rows read), which ends with what it removed per
+//! kind.
 //!
 //! One module per command group ([`leases`], [`locks`], [`indexes`],
 //! [`tables`], [`data`]: `purge` and `count`, [`transfer`]: export and
-//! import); [`args`] parses
+//! import, [`sweep`]); [`args`] parses
 //! the command line, [`output`] writes the results, [`failure`] maps errors
 //! to exit codes.
 
@@ -99,6 +104,7 @@ mod indexes;
 mod leases;
 mod locks;
 mod output;
+mod sweep;
 mod tables;
 mod transfer;
 
@@ -148,6 +154,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Tables(command) => tables::run(&store, command, &out).await,
         Command::Purge(args) => data::purge(&store, args, &out).await,
         Command::Count(args) => data::count(&store, args, &out).await,
+        Command::Sweep(args) => sweep::run(&store, args, &out).await,
         Command::Export(args) => transfer::export(&store, args, &out).await,
         Command::Import(args) => transfer::import(&store, args, &out).await,
     }

@@ -15,8 +15,9 @@
 //! out), [`commits`] (what operators see of a partition's unfinished
 //! commits), [`big_commits`] (commits too big for one transaction,
 //! faulted at every request), [`txn`] (transactions without a lease),
-//! [`purge`] (purges and counts of what a query matches) and [`expiry`]
-//! (rows past their expiry: absent to every read, swept).
+//! [`purge`] (purges and counts of what a query matches), [`sweep`]
+//! (what a sweep removes, and keeps, beside writes) and [`expiry`] (rows
+//! past their expiry: absent to every read, swept).
 //! [`conformance_suite!`](crate::conformance_suite) turns them all into one
 //! test per check; leasehold runs it on the memory backend and on Azurite,
 //! and a backend or backend wrapper of your own can run the same:
@@ -55,6 +56,7 @@ pub mod lock_many;
 pub mod mapping;
 pub mod purge;
 pub mod reads;
+pub mod sweep;
 pub mod table_backend;
 pub mod tables;
 pub mod timed;
@@ -241,7 +243,7 @@ impl Ctx {
 /// The tests use `#[tokio::test]`: the calling crate needs tokio with the
 /// `macros`, `rt-multi-thread` and (for `paused`) `test-util` features.
 /// Invoke it once per module: it defines `conformance_ctx()` and the
-/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness`, `lock`, `lock_many`, `reads`, `commits`, `big_commits`, `txn`, `fence`, `purge` and `expiry`
+/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness`, `lock`, `lock_many`, `reads`, `commits`, `big_commits`, `txn`, `fence`, `purge`, `sweep` and `expiry`
 /// there.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -590,6 +592,18 @@ macro_rules! conformance_suite {
                 bad_input_is_invalid_before_any_request,
             ]
             timed []
+            blocking []
+        );
+        $crate::conformance_suite!(@module sweep #[$plain] #[$timed];
+            plain [
+                one_sweep_after_a_churn_leaves_at_most_one_percent_hidden,
+                rows_younger_than_their_bound_are_kept,
+            ]
+            timed [
+                a_row_written_while_the_sweep_looks_at_it_stays,
+                an_entity_write_later_than_its_claims_allow_is_not_sent,
+                a_units_commit_later_than_its_claims_allow_is_not_sent,
+            ]
             blocking []
         );
         $crate::conformance_suite!(@module expiry #[$plain] #[$timed];

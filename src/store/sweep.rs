@@ -1,0 +1,514 @@
+//! [`Store::sweep`]: nothing left behind. The rows leasehold writes beside
+//! an application's own, and its lock blobs, each removed once no write
+//! that relies on it can still land:
+//!
+//! | kind | left by | removed when |
+//! |---|---|---|
+//! | tombstones (`_lhGone`) | deletes of indexed types; writers taking a claim over from an absent entity | older than `older_than` and than 25 minutes |
+//! | stale index rows | writes that failed or stopped between their claims and their entity's write; deletes (their claims stay for the next writer of the value) | their entity does not hold their value, read again with any unit's mark resolved, and they are older than `older_than` and than 25 minutes |
+//! | decision rows, after-image rows | commits whose writer stopped half-way, or that a reader withdrew | as [`Store::prune_locks`] says (a committed one once its marks are gone; a withdrawn one, and after-image rows without a decision, past 20 minutes) |
+//! | lock blobs | every partition ever locked | free, clean and not taken over for `older_than` ([`Store::prune_locks`]) |
+//! | expired rows | (none yet) | counted 0 |
+//!
+//! Every delete is conditioned on the ETag the sweep read: a row written
+//! again since (a claim taken by a new writer, a tombstone replaced by an
+//! insert, a row a unit marked) is kept for the next sweep.
+//!
+//! **Why 25 minutes.** A tombstone makes a write of its entity pending
+//! since before it fail (it is conditioned on the row being absent, or on
+//! an older ETag); a claim names the entity a write in flight is about to
+//! give the value. Both are relied on only by a write whose claims were
+//! sent before the row was written. Such a write checks, before it sends
+//! its entity's write, that at most 5 minutes passed since it started its
+//! claims (the send deadline of `crate::backend::deadline`, checked as the
+//! request is dated and signed, or applied by the memory backend); the
+//! service refuses a Shared Key request dated more than 15 minutes off;
+//! 5 minutes more allow for skew between the clocks of the writer, the
+//! service (which dates the rows) and the sweeper (which compares those
+//! dates with its own clock). See "How long a claim or tombstone is
+//! relied on" in [`crate::index`]. The 20 minutes of decision rows are the
+//! same argument, with a unit's lock in place of the 5 minutes.
+//!
+//! A sweep may run while the application writes, on any number of
+//! processes at once: what it removes nobody relies on, and what it reads
+//! as removable but changes meanwhile is refused by the ETag.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use time::OffsetDateTime;
+use tracing::Instrument as _;
+
+use super::Store;
+use crate::backend::{QuerySpec, StoredEntity, TableOp, WriteOptions};
+use crate::entity::Value;
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::{STALLED_WRITE_BOUND, TABLE_SUFFIX};
+use crate::key::TableName;
+use crate::lock::{LockEnv, PruneReport};
+use crate::query::{CmpOp, Filter};
+use crate::rows::mark::MARK;
+use crate::rows::tombstone;
+
+/// What [`Store::sweep`] removes and how.
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::store::SweepOptions;
+/// let options = SweepOptions::new()
+///     .with_older_than(Duration::from_secs(6 * 3600))
+///     .with_dry_run(true);
+/// # let _ = options;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepOptions {
+    older_than: Duration,
+    dry_run: bool,
+    concurrency: usize,
+    /// How much later than now the sweep takes the time to be, for rows
+    /// (not lock blobs): tests age rows with it.
+    later: Duration,
+}
+
+impl SweepOptions {
+    /// Rows and lock blobs younger than this are kept unless
+    /// [`SweepOptions::with_older_than`] says otherwise: an hour.
+    pub const DEFAULT_OLDER_THAN: Duration = Duration::from_secs(3600);
+
+    /// Deletes in flight at once unless
+    /// [`SweepOptions::with_concurrency`] says otherwise.
+    pub const DEFAULT_CONCURRENCY: usize = 8;
+
+    /// The defaults: everything [`SweepOptions::DEFAULT_OLDER_THAN`] old
+    /// removed, [`SweepOptions::DEFAULT_CONCURRENCY`] deletes in flight.
+    pub fn new() -> Self {
+        SweepOptions {
+            older_than: Self::DEFAULT_OLDER_THAN,
+            dry_run: false,
+            concurrency: Self::DEFAULT_CONCURRENCY,
+            later: Duration::ZERO,
+        }
+    }
+
+    /// Keeps what is younger than `age` (lock blobs: taken over within
+    /// it). The safety bounds of each kind hold anyway (see
+    /// [`Store::sweep`]): `Duration::ZERO` removes every lock blob that is
+    /// free and clean, and rows as soon as nothing can rely on them.
+    #[must_use = "`with_older_than` returns the changed options"]
+    pub fn with_older_than(mut self, age: Duration) -> Self {
+        self.older_than = age;
+        self
+    }
+
+    /// `true`: delete nothing and take no lease; the report counts what a
+    /// sweep would remove now.
+    #[must_use = "`with_dry_run` returns the changed options"]
+    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// At most `requests` deletes in flight at once (1 to 256; otherwise
+    /// the sweep fails with [`Error::Invalid`] before any request).
+    #[must_use = "`with_concurrency` returns the changed options"]
+    pub fn with_concurrency(mut self, requests: usize) -> Self {
+        self.concurrency = requests;
+        self
+    }
+
+    /// Judges the age of rows as if the sweep ran `by` later than now (lock
+    /// blobs and commit rows are judged at the time now). For tests that
+    /// age rows past the safety bounds.
+    #[cfg(feature = "conformance")]
+    #[doc(hidden)]
+    #[must_use]
+    pub fn as_if_later(mut self, by: Duration) -> Self {
+        self.later = by;
+        self
+    }
+
+    fn checked(&self) -> Result<usize> {
+        if !(1..=256).contains(&self.concurrency) {
+            return Err(Error::invalid(
+                format!("sweep concurrency {}", self.concurrency),
+                "give 1 to 256 deletes in flight",
+            ));
+        }
+        Ok(self.concurrency)
+    }
+}
+
+impl Default for SweepOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What [`Store::sweep`] removed (for a dry run: would remove now), per
+/// kind; handed to the progress callback of
+/// [`Store::sweep_with_progress`] as it goes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SweepReport {
+    /// Whether nothing was deleted.
+    pub dry_run: bool,
+    /// Rows read: entities and index rows of the indexed tables, the
+    /// tombstones of every table.
+    pub rows_examined: u64,
+    /// Tombstones removed.
+    pub tombstones: u64,
+    /// Index rows naming an entity that does not hold their value, removed.
+    pub stale_index_rows: u64,
+    /// Decision rows of finished or withdrawn commits removed
+    /// ([`PruneReport::decision_rows_deleted`]).
+    pub decision_rows: u64,
+    /// After-image rows removed
+    /// ([`PruneReport::after_image_rows_deleted`]).
+    pub after_image_rows: u64,
+    /// Lock blobs removed ([`PruneReport::deleted`]).
+    pub lock_blobs: u64,
+    /// Rows past their expiry removed: none yet (leasehold writes no
+    /// expiry), always 0.
+    pub expired_rows: u64,
+    /// Tombstones and stale index rows kept because they are younger than
+    /// their bound, or changed since they were read.
+    pub kept: u64,
+    /// What the pruning of lock blobs and commit rows found, in detail.
+    pub locks: PruneReport,
+}
+
+impl SweepReport {
+    /// Every row and lock blob removed, of all kinds.
+    pub fn removed(&self) -> u64 {
+        self.tombstones
+            + self.stale_index_rows
+            + self.decision_rows
+            + self.after_image_rows
+            + self.lock_blobs
+            + self.expired_rows
+    }
+}
+
+impl std::fmt::Display for SweepReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} tombstones, {} stale index rows, {} decision rows, {} after-image rows, {} lock blobs, {} expired rows ({} rows examined, {} kept)",
+            if self.dry_run {
+                "would remove"
+            } else {
+                "removed"
+            },
+            self.tombstones,
+            self.stale_index_rows,
+            self.decision_rows,
+            self.after_image_rows,
+            self.lock_blobs,
+            self.expired_rows,
+            self.rows_examined,
+            self.kept
+        )
+    }
+}
+
+impl Store {
+    /// Removes what leasehold leaves behind — tombstones, stale index rows,
+    /// decision rows and after-image rows of commits, lock blobs — each
+    /// only once no write that relies on it can still land, and only when
+    /// older than [`SweepOptions::with_older_than`] (an hour by default):
+    ///
+    /// * a **tombstone** once older than 25 minutes: an insert stalled
+    ///   since before it (the only write its absence would let through)
+    ///   sends within 5 minutes of its claims or not at all, and the
+    ///   service refuses it 15 minutes after it was signed (5 minutes of
+    ///   clock skew on top);
+    /// * a **stale index row** (a claim or index row whose entity does not
+    ///   hold its value: read again, any unit's mark resolved, just before
+    ///   the delete) once older than the same bound, since its writer may
+    ///   still be between the claim and the entity's write until then;
+    /// * **decision rows**, **after-image rows** and **lock blobs** as
+    ///   [`Store::prune_locks`] removes them (which the sweep runs).
+    ///
+    /// Every delete carries the ETag read, so a row written again meanwhile
+    /// stays. A sweep is safe beside the application's writes and beside
+    /// other sweeps. The argument for tombstones and claims: "How long a
+    /// claim or tombstone is relied on" in [`crate::index`]; for commits'
+    /// rows: "Rows commits leave behind" in [`crate::lock`].
+    ///
+    /// Cost: a read of every indexed table and its index table (one query
+    /// page per 1,000 rows), a filtered query of every table of the store
+    /// for its tombstones, one or two reads and a delete per stale index
+    /// row, a delete per tombstone; then [`Store::prune_locks`]'s.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use leasehold::Store;
+    /// # use leasehold::store::SweepOptions;
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = Store::memory();
+    /// let report = store.sweep(&SweepOptions::new()).await?;
+    /// assert_eq!(report.removed(), 0);
+    /// println!("{report}");
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a concurrency out of range or an
+    /// `older_than` reaching back before any date (before any request);
+    /// backend errors. The sweep stops at the first; what it removed stays
+    /// removed, and running it again goes on from there.
+    pub async fn sweep(&self, options: &SweepOptions) -> Result<SweepReport> {
+        self.sweep_with_progress(options, |_| {}).await
+    }
+
+    /// As [`Store::sweep`], calling `progress` with the counts so far as
+    /// it goes (after every page of rows read and every few deletes).
+    ///
+    /// # Errors
+    /// As [`Store::sweep`].
+    pub async fn sweep_with_progress(
+        &self,
+        options: &SweepOptions,
+        mut progress: impl FnMut(&SweepReport) + Send,
+    ) -> Result<SweepReport> {
+        sweep(self.locking(), options, &mut progress).await
+    }
+}
+
+async fn sweep(
+    env: &Arc<LockEnv>,
+    options: &SweepOptions,
+    progress: &mut (dyn FnMut(&SweepReport) + Send),
+) -> Result<SweepReport> {
+    let concurrency = options.checked()?;
+    let older_than = options.older_than;
+    let now = OffsetDateTime::now_utc() + options.later;
+    // Rows written before this are old enough to go.
+    let cutoff = time::Duration::try_from(older_than.max(STALLED_WRITE_BOUND))
+        .ok()
+        .and_then(|d| now.checked_sub(d))
+        .ok_or_else(|| {
+            Error::invalid(
+                format!("older_than {older_than:?}"),
+                "reaches back before any date leasehold represents",
+            )
+        })?;
+    let dry_run = options.dry_run;
+    let span = tracing::info_span!(
+        "leasehold.sweep",
+        prefix = %env.table_prefix(),
+        ?older_than,
+        dry_run
+    );
+    async move {
+        let mut report = SweepReport {
+            dry_run,
+            ..SweepReport::default()
+        };
+        let prefix = env.table_prefix().to_owned();
+        let tables: Vec<TableName> = env
+            .backend()
+            .list_tables()
+            .await?
+            .into_iter()
+            .filter(|t| t.as_str().starts_with(&prefix))
+            .collect();
+        let sweeper = Sweeper {
+            env,
+            cutoff,
+            dry_run,
+            concurrency,
+        };
+
+        // Stale index rows first (a tombstone their entity left goes
+        // after them), per indexed table.
+        for index_table in tables.iter().filter(|t| t.as_str().ends_with(TABLE_SUFFIX)) {
+            let name = &index_table.as_str()[prefix.len()..];
+            let entity_table = &name[..name.len() - TABLE_SUFFIX.len()];
+            sweeper
+                .stale_index_rows(entity_table, &mut report, progress)
+                .instrument(tracing::info_span!(
+                    "leasehold.sweep.stale_index_rows",
+                    table = %entity_table
+                ))
+                .await?;
+        }
+
+        for table in &tables {
+            sweeper
+                .tombstones(table, &mut report, progress)
+                .instrument(tracing::info_span!("leasehold.sweep.tombstones", table = %table))
+                .await?;
+        }
+
+        // Rows past their expiry: the place for that step. Nothing
+        // expires yet, so `expired_rows` stays 0.
+
+        // Decision rows, after-image rows and lock blobs.
+        let locks = crate::lock::prune_locks(env, older_than, dry_run)
+            .instrument(tracing::info_span!("leasehold.sweep.locks"))
+            .await?;
+        report.decision_rows = count(locks.decision_rows_deleted);
+        report.after_image_rows = count(locks.after_image_rows_deleted);
+        report.lock_blobs = count(locks.deleted);
+        report.locks = locks;
+        progress(&report);
+        tracing::info!(
+            tombstones = report.tombstones,
+            stale_index_rows = report.stale_index_rows,
+            decision_rows = report.decision_rows,
+            after_image_rows = report.after_image_rows,
+            lock_blobs = report.lock_blobs,
+            expired_rows = report.expired_rows,
+            rows_examined = report.rows_examined,
+            kept = report.kept,
+            "swept"
+        );
+        Ok(report)
+    }
+    .instrument(span)
+    .await
+}
+
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+struct Sweeper<'a> {
+    env: &'a Arc<LockEnv>,
+    cutoff: OffsetDateTime,
+    dry_run: bool,
+    concurrency: usize,
+}
+
+impl Sweeper<'_> {
+    /// The index rows of `entity_table` (its name without the prefix)
+    /// naming an entity that does not hold their value, old enough.
+    async fn stale_index_rows(
+        &self,
+        entity_table: &str,
+        report: &mut SweepReport,
+        progress: &mut (dyn FnMut(&SweepReport) + Send),
+    ) -> Result<()> {
+        let env = self.env;
+        // An index table without descriptions has no index rows to judge.
+        let indexes = match crate::index::defs_of(env, entity_table).await {
+            Ok(indexes) => indexes,
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Invalid) => {
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let base = report.rows_examined;
+        let (read, stale) = {
+            let mut seen = report.clone();
+            crate::index::stale_rows(env, &indexes, &mut |n| {
+                seen.rows_examined = base + n;
+                if n.is_multiple_of(1000) {
+                    progress(&seen);
+                }
+            })
+            .await?
+        };
+        report.rows_examined = base + read;
+        let (old, young): (Vec<_>, Vec<_>) = stale
+            .into_iter()
+            .partition(|(_, row)| row.timestamp < self.cutoff);
+        report.kept += count(young.len());
+        let indexes = &indexes;
+        let mut removals = futures_util::stream::iter(old)
+            .map(|(def, row)| async move {
+                // A dry run reads nothing more (a read may finish a mark).
+                if !self.dry_run && !crate::index::still_stale(env, indexes, def, &row).await? {
+                    return Ok(false);
+                }
+                self.delete(&indexes.index_table, &row).await
+            })
+            .buffer_unordered(self.concurrency);
+        while let Some(removed) = removals.next().await {
+            if removed? {
+                report.stale_index_rows += 1;
+            } else {
+                report.kept += 1;
+            }
+            if report.stale_index_rows.is_multiple_of(100) {
+                progress(report);
+            }
+        }
+        progress(report);
+        Ok(())
+    }
+
+    /// The tombstones of `table`, old enough and not marked by a unit.
+    async fn tombstones(
+        &self,
+        table: &TableName,
+        report: &mut SweepReport,
+        progress: &mut (dyn FnMut(&SweepReport) + Send),
+    ) -> Result<()> {
+        let mut spec = QuerySpec {
+            filter: Some(Filter::compare(
+                tombstone::PROPERTY,
+                CmpOp::Ge,
+                Value::String(String::new()),
+            )),
+            select: None,
+            top: Some(QuerySpec::MAX_PAGE_SIZE),
+            continuation: None,
+        };
+        loop {
+            let page = match self.env.backend().query(table, &spec).await {
+                Ok(page) => page,
+                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            report.rows_examined += count(page.entities.len());
+            let (old, young): (Vec<StoredEntity>, Vec<StoredEntity>) =
+                page.entities.into_iter().partition(|row| {
+                    tombstone::is_tombstone(&row.data.properties)
+                        && row.data.properties.get(MARK).is_none()
+                        && row.timestamp < self.cutoff
+                });
+            report.kept += count(young.len());
+            let mut removals = futures_util::stream::iter(old)
+                .map(|row| async move { self.delete(table, &row).await })
+                .buffer_unordered(self.concurrency);
+            while let Some(removed) = removals.next().await {
+                if removed? {
+                    report.tombstones += 1;
+                } else {
+                    report.kept += 1;
+                }
+            }
+            progress(report);
+            match page.continuation {
+                Some(next) => spec.continuation = Some(next),
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Deletes `row` at its ETag (for a dry run, counts it); answers
+    /// whether it did. A row changed or gone meanwhile stays.
+    async fn delete(&self, table: &TableName, row: &StoredEntity) -> Result<bool> {
+        if self.dry_run {
+            return Ok(true);
+        }
+        let op = TableOp::Delete {
+            partition_key: row.data.partition_key.clone(),
+            row_key: row.data.row_key.clone(),
+            if_match: Some(row.etag.clone()),
+        };
+        match self
+            .env
+            .backend()
+            .execute(table, op, &WriteOptions::new())
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
