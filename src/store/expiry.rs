@@ -1,6 +1,7 @@
-//! The expiry sweep: deletes the rows past their expiry (see
-//! `crate::rows::expiry`), which every read already treats as absent, and
-//! [`Store::run_sweeper`], which runs it under a leader lease.
+//! The expiry step of [`Store::sweep`]: deletes the rows past their
+//! expiry (see `crate::rows::expiry`), which every read already treats
+//! as absent; and [`Store::run_sweeper`], which runs the sweep every so
+//! often under a leader lease.
 //!
 //! **What it deletes.** The rows of a table whose expiry property is at or
 //! before the sweep's `now`, found by a filter on that property alone
@@ -11,7 +12,10 @@
 //! **Safety.** Each delete carries the ETag the sweep read. A row renewed
 //! (written with a later expiry, or replaced by an insert over it) after
 //! the sweep read it has a new ETag: the delete is refused (412) and the
-//! row kept, counted in [`PurgeReport::skipped`]. A row of a type with
+//! row kept, counted in [`SweepReport::kept`]. Unlike tombstones, an
+//! expired row needs no waiting bound: no write relies on it being there
+//! (an insert over it is conditioned on its ETag, which the delete
+//! changes). A row of a type with
 //! indexes is deleted as [`Table::delete`](crate::Table::delete) deletes
 //! one: replaced by a tombstone at the ETag read (so a stalled insert of
 //! its keys cannot land later, see `crate::index`), then its index rows
@@ -21,9 +25,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use time::OffsetDateTime;
-use tracing::Instrument as _;
 
 use super::Store;
+use super::sweep::{SweepOptions, SweepReport};
 use crate::backend::{Precondition, QuerySpec, StoredEntity, TableOp, WriteOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::claim;
@@ -32,18 +36,26 @@ use crate::lock::LockEnv;
 use crate::lock::marks::Resolver;
 use crate::query::{CmpOp, Filter};
 use crate::rows::{decision, expiry, tombstone};
-use crate::table::PurgeReport;
 
 /// The leader lease of the store's sweeper (under the store's table
 /// prefix, as all its leases are).
 const SWEEPER_LEASE: &str = "_lhSweeper";
 
+/// What the expiry step of a sweep did to one table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Expired {
+    /// Rows past their expiry read.
+    pub(crate) examined: u64,
+    /// Rows removed (for a dry run: that would be).
+    pub(crate) removed: u64,
+    /// Rows kept because they changed after the sweep read them.
+    pub(crate) kept: u64,
+}
+
 /// Deletes the rows of `table` (the name without the store's prefix)
 /// whose expiry is at or before `now`, each at the ETag read (see the
-/// module docs). The report counts rows removed (`deleted`), rows kept
-/// because they changed after the sweep read them (`skipped`) and the
-/// delete requests sent (`batches`). A table that does not exist has
-/// nothing to sweep.
+/// module docs); a dry run only counts them. A table that does not exist
+/// has nothing to sweep.
 ///
 /// # Errors
 /// [`Error::Invalid`] for a bad table name, before any request; the
@@ -52,7 +64,8 @@ pub(crate) async fn delete_expired(
     env: &Arc<LockEnv>,
     table: &str,
     now: OffsetDateTime,
-) -> Result<PurgeReport> {
+    dry_run: bool,
+) -> Result<Expired> {
     let name = env.table_name(table)?;
     let indexes = match crate::index::read_defs(env, table).await {
         Ok(found) => found,
@@ -71,7 +84,7 @@ pub(crate) async fn delete_expired(
         continuation: None,
     };
     let resolver = Resolver::new(env, Vec::new());
-    let mut report = PurgeReport::default();
+    let mut report = Expired::default();
     loop {
         let page = match env.backend().query(&name, &spec).await {
             Ok(page) => page,
@@ -91,7 +104,11 @@ pub(crate) async fn delete_expired(
             {
                 continue;
             }
-            report.batches += 1;
+            report.examined += 1;
+            if dry_run {
+                report.removed += 1;
+                continue;
+            }
             let removed = match &indexes {
                 Some(indexes) => remove_indexed(env, indexes, &name, row).await?,
                 None => {
@@ -104,9 +121,9 @@ pub(crate) async fn delete_expired(
                 }
             };
             if removed {
-                report.deleted += 1;
+                report.removed += 1;
             } else {
-                report.skipped += 1;
+                report.kept += 1;
             }
         }
         match page.continuation {
@@ -114,8 +131,10 @@ pub(crate) async fn delete_expired(
             None => break,
         }
     }
-    env.telemetry()
-        .expired_rows(name.as_str(), report.deleted, report.skipped);
+    if !dry_run {
+        env.telemetry()
+            .expired_rows(name.as_str(), report.removed, report.kept);
+    }
     Ok(report)
 }
 
@@ -155,118 +174,79 @@ fn sent<T>(result: Result<T>) -> Result<bool> {
 }
 
 impl Store {
-    /// Runs the expiry sweep while this process is the store's sweeper:
-    /// campaigns for the leader lease `_lhSweeper` (under the store's lease
-    /// options; one process of those sharing the storage sweeps at a
-    /// time), and as leader deletes the rows past their expiry of
-    /// `tables` (names without the store's prefix; every table of the
-    /// store when empty) every `every`, until `options`' stop token is
-    /// cancelled ([`LeaderOptions::with_stop`]). Returns the totals of the
-    /// rounds it ran: rows removed (`deleted`), kept because renewed after
-    /// the sweep read them (`skipped`), delete requests (`batches`).
+    /// Runs [`Store::sweep`] while this process is the store's sweeper:
+    /// campaigns for the leader lease `_lhSweeper` (under the store's
+    /// prefix, as all its leases are; one process of those sharing the
+    /// storage sweeps at a time), and as leader sweeps with `options`
+    /// every `every` — rows past their expiry included — handing each
+    /// round's report to `round`, until the stop token of `leader` is
+    /// cancelled ([`LeaderOptions::with_stop`]). A round that fails is
+    /// logged (and handed to `round` as its error) and the next round
+    /// tries again.
     ///
-    /// Reads never return an expired row whether or not it has been swept
-    /// (see the README's "Expiry"); the sweep reclaims the storage. Each
-    /// delete carries the ETag read, so a row renewed meanwhile is kept; a
-    /// row of a type with indexes leaves a tombstone and its index rows
-    /// go. Each round is a `leasehold.sweep.expired` span, and its rows
-    /// are counted in the `leasehold.sweep.expired_rows` metric (outcome
-    /// `removed` or `kept`). A round that fails is logged and the next
-    /// round tries again.
+    /// Reads never return a row past its expiry, swept or not (see the
+    /// README's "Expiry"); the sweep reclaims its storage, at the ETag it
+    /// read, so a row renewed meanwhile is kept. Each sweep is a
+    /// `leasehold.sweep` span; expired rows are counted in the
+    /// `leasehold.sweep.expired_rows` metric (outcome `removed` or
+    /// `kept`).
     ///
     /// ```
     /// # use std::time::Duration;
     /// # use leasehold::lease::LeaderOptions;
+    /// # use leasehold::store::SweepOptions;
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
     /// let store = leasehold::Store::memory();
     /// let stop = leasehold::CancellationToken::new();
-    /// let sweeper = tokio::spawn({
-    ///     let (store, stop) = (store.clone(), stop.clone());
-    ///     async move {
-    ///         store.run_sweeper(&["Sessions"], Duration::from_secs(60),
-    ///                           LeaderOptions::new().with_stop(stop)).await
+    /// let leader = LeaderOptions::new().with_stop(stop.clone());
+    /// let sweeper = store.run_sweeper(&SweepOptions::new(), Duration::from_secs(300), leader, |round| {
+    ///     if let Ok(report) = round {
+    ///         println!("{report}");
     ///     }
     /// });
     /// stop.cancel();
-    /// let totals = sweeper.await.unwrap()?;
-    /// assert_eq!(totals.deleted, 0);
+    /// sweeper.await?;
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad table name or an `every` of zero,
-    /// before any request; as
+    /// [`Error::Invalid`] for an `every` of zero, before any request; as
     /// [`LeaseManager::run_as_leader`](crate::lease::LeaseManager::run_as_leader)
     /// while campaigning.
     pub async fn run_sweeper(
         &self,
-        tables: &[&str],
+        options: &SweepOptions,
         every: Duration,
-        options: LeaderOptions,
-    ) -> Result<PurgeReport> {
+        leader: LeaderOptions,
+        mut round: impl FnMut(std::result::Result<&SweepReport, &Error>) + Send,
+    ) -> Result<()> {
         if every.is_zero() {
             return Err(Error::invalid(
                 "sweeper interval",
                 "0 s would sweep without pause; give the time between rounds",
             ));
         }
-        for table in tables {
-            self.table_name(table)?;
-        }
-        let tables: Vec<String> = tables.iter().map(|t| (*t).to_owned()).collect();
-        let totals = std::sync::Mutex::new(PurgeReport::default());
+        let round = std::sync::Mutex::new(&mut round);
         self.leases()
-            .run_as_leader(SWEEPER_LEASE, options, |leader| {
-                let (tables, totals) = (&tables, &totals);
+            .run_as_leader(SWEEPER_LEASE, leader, |term| {
+                let round = &round;
                 async move {
                     loop {
-                        let round = self.sweep_expired_round(tables).await;
-                        match round {
-                            Ok(report) => {
-                                *totals.lock().unwrap_or_else(|p| p.into_inner()) += report;
-                            }
-                            Err(e) => {
-                                tracing::warn!(error = %e, "an expiry sweep round failed; the next round tries again");
-                            }
+                        let swept = self.sweep(options).await;
+                        if let Err(e) = &swept {
+                            tracing::warn!(error = %e, "a sweep round failed; the next round tries again");
+                        }
+                        {
+                            let mut round = round.lock().unwrap_or_else(|p| p.into_inner());
+                            (*round)(swept.as_ref());
                         }
                         tokio::select! {
-                            () = leader.cancelled() => return,
+                            () = term.cancelled() => return,
                             () = tokio::time::sleep(every) => {}
                         }
                     }
                 }
             })
-            .await?;
-        Ok(totals.into_inner().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// One round of the expiry sweep over `tables` (every table of the
-    /// store when empty), at the store's clock's now.
-    pub(crate) async fn sweep_expired_round(&self, tables: &[String]) -> Result<PurgeReport> {
-        let now = crate::datetime::now();
-        let span = tracing::info_span!(
-            "leasehold.sweep.expired",
-            removed = tracing::field::Empty,
-            kept = tracing::field::Empty
-        );
-        async {
-            let listed;
-            let tables = if tables.is_empty() {
-                listed = self.list_tables().await?;
-                &listed
-            } else {
-                tables
-            };
-            let mut report = PurgeReport::default();
-            for table in tables {
-                report += delete_expired(self.locking(), table, now).await?;
-            }
-            let span = tracing::Span::current();
-            span.record("removed", report.deleted);
-            span.record("kept", report.skipped);
-            Ok(report)
-        }
-        .instrument(span)
-        .await
+            .await
     }
 }

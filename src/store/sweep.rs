@@ -8,7 +8,7 @@
 //! | stale index rows | writes that failed or stopped between their claims and their entity's write; deletes (their claims stay for the next writer of the value) | their entity does not hold their value, read again with any unit's mark resolved, and they are older than `older_than` and than 25 minutes |
 //! | decision rows, after-image rows | commits whose writer stopped half-way, or that a reader withdrew | as [`Store::prune_locks`] says (a committed one once its marks are gone; a withdrawn one, and after-image rows without a decision, past 20 minutes) |
 //! | lock blobs | every partition ever locked | free, clean and not taken over for `older_than` ([`Store::prune_locks`]) |
-//! | expired rows | (none yet) | counted 0 |
+//! | expired rows (`_lhExpires`) | entity types declaring an expiry (see the README's "Expiry") | at once: past their expiry, every read already treats them as absent (a row of an indexed type leaves a tombstone, and its index rows go) |
 //!
 //! Every delete is conditioned on the ETag the sweep read: a row written
 //! again since (a claim taken by a new writer, a tombstone replaced by an
@@ -154,7 +154,7 @@ pub struct SweepReport {
     /// Whether nothing was deleted.
     pub dry_run: bool,
     /// Rows read: entities and index rows of the indexed tables, the
-    /// tombstones of every table.
+    /// tombstones and expired rows of every table.
     pub rows_examined: u64,
     /// Tombstones removed.
     pub tombstones: u64,
@@ -168,11 +168,11 @@ pub struct SweepReport {
     pub after_image_rows: u64,
     /// Lock blobs removed ([`PruneReport::deleted`]).
     pub lock_blobs: u64,
-    /// Rows past their expiry removed: none yet (leasehold writes no
-    /// expiry), always 0.
+    /// Rows past their expiry removed (see the README's "Expiry").
     pub expired_rows: u64,
     /// Tombstones and stale index rows kept because they are younger than
-    /// their bound, or changed since they were read.
+    /// their bound, or changed since they were read; expired rows kept
+    /// because they changed (were renewed) since they were read.
     pub kept: u64,
     /// What the pruning of lock blobs and commit rows found, in detail.
     pub locks: PruneReport,
@@ -342,8 +342,21 @@ async fn sweep(
                 .await?;
         }
 
-        // Rows past their expiry: the place for that step. Nothing
-        // expires yet, so `expired_rows` stays 0.
+        // Rows past their expiry (`crate::rows::expiry`), at the ETag
+        // read; judged on the clock reads judge them by.
+        let expiry_now = crate::datetime::now() + options.later;
+        for table in &tables {
+            let name = &table.as_str()[prefix.len()..];
+            let expired = super::expiry::delete_expired(env, name, expiry_now, dry_run)
+                .instrument(tracing::info_span!("leasehold.sweep.expired", table = %table))
+                .await?;
+            report.rows_examined += expired.examined;
+            report.expired_rows += expired.removed;
+            report.kept += expired.kept;
+            if expired.examined > 0 {
+                progress(&report);
+            }
+        }
 
         // Decision rows, after-image rows and lock blobs.
         let locks = crate::lock::prune_locks(env, older_than, dry_run)

@@ -2,7 +2,8 @@
 //! `#[entity(time_to_live = "...")]` stores when its row expires; a row
 //! past it is absent to every read (get, query, projection, `get_by`, a
 //! unit's and a transaction's get) at once, an insert over it succeeds, and
-//! the store's sweeper ([`Store::run_sweeper`](crate::Store::run_sweeper))
+//! the sweep ([`Store::sweep`](crate::Store::sweep), run by
+//! [`Store::run_sweeper`](crate::Store::run_sweeper) under a leader lease)
 //! deletes it with its index rows, at the ETag it read: a row renewed
 //! meanwhile is kept.
 
@@ -14,7 +15,7 @@ use time::OffsetDateTime;
 use leasehold::backend::{Backend, QuerySpec};
 use leasehold::key::TableName;
 use leasehold::lease::{LeaderOptions, LeaseOptions};
-use leasehold::table::PurgeReport;
+use leasehold::store::{SweepOptions, SweepReport};
 use leasehold::testing::{CountingBackend, FaultyBackend, Op};
 use leasehold::{CancellationToken, Entity, Store};
 
@@ -259,30 +260,29 @@ pub async fn an_insert_over_an_expired_row_succeeds(ctx: &Ctx) {
     );
 }
 
-/// Runs `store`'s sweeper over `tables` for `rounds` rounds' time, then
-/// stops it and returns its totals.
-async fn sweep(
-    ctx: &Ctx,
-    store: &Store,
-    tables: &'static [&'static str],
-    wait: Duration,
-) -> PurgeReport {
+/// Runs `store`'s sweeper for `wait` (one round: the next is an hour
+/// away), then stops it; the reports of its rounds.
+async fn sweep(ctx: &Ctx, store: &Store, wait: Duration) -> Vec<SweepReport> {
     let stop = CancellationToken::new();
     let task = tokio::spawn({
         let (store, stop) = (store.clone(), stop.clone());
         async move {
+            let mut rounds = Vec::new();
             store
                 .run_sweeper(
-                    tables,
+                    &SweepOptions::new(),
                     Duration::from_secs(3600),
                     LeaderOptions::new().with_stop(stop),
+                    |round| rounds.push(round.expect("a sweep round").clone()),
                 )
                 .await
+                .expect("sweeper");
+            rounds
         }
     });
     tokio::time::sleep(wait + ctx.slack()).await;
     stop.cancel();
-    task.await.expect("sweeper task").expect("sweeper")
+    task.await.expect("sweeper task")
 }
 
 /// The sweeper deletes the expired rows and nothing else: an expired note
@@ -306,14 +306,10 @@ pub async fn the_sweeper_deletes_expired_rows_and_their_index_rows(ctx: &Ctx) {
         .expect("stored");
     assert_eq!(index_rows(ctx).await.len(), 2);
 
-    let r = sweep(
-        ctx,
-        &ctx.store,
-        &["ExpirySessions", "ExpiryNotes"],
-        Duration::from_secs(5),
-    )
-    .await;
-    assert_eq!((r.deleted, r.skipped), (2, 0), "{r:?}");
+    let rounds = sweep(ctx, &ctx.store, Duration::from_secs(5)).await;
+    assert_eq!(rounds.len(), 1, "{rounds:?}");
+    let r = &rounds[0];
+    assert_eq!((r.expired_rows, r.kept), (2, 0), "{r:?}");
 
     let notes_left = stored(ctx, "ExpiryNotes").await;
     let ids: Vec<&str> = notes_left.iter().map(|(_, rk, _)| rk.as_str()).collect();
@@ -353,13 +349,17 @@ pub async fn a_row_renewed_after_the_sweeper_read_it_is_kept(ctx: &Ctx) {
     let task = tokio::spawn({
         let (sweeper, stop) = (sweeper.clone(), stop.clone());
         async move {
+            let mut rounds = Vec::new();
             sweeper
                 .run_sweeper(
-                    &["ExpiryNotes"],
+                    &SweepOptions::new(),
                     Duration::from_secs(3600),
                     LeaderOptions::new().with_stop(stop),
+                    |round| rounds.push(round.expect("a sweep round").clone()),
                 )
                 .await
+                .expect("sweeper");
+            rounds
         }
     });
     let started = tokio::time::Instant::now();
@@ -376,8 +376,10 @@ pub async fn a_row_renewed_after_the_sweeper_read_it_is_kept(ctx: &Ctx) {
         .expect("renewed over the expired row");
     tokio::time::sleep(Duration::from_secs(5) + ctx.slack()).await;
     stop.cancel();
-    let r = task.await.expect("sweeper task").expect("sweeper");
-    assert_eq!((r.deleted, r.skipped), (1, 1), "{r:?}");
+    let rounds = task.await.expect("sweeper task");
+    assert_eq!(rounds.len(), 1, "{rounds:?}");
+    let r = &rounds[0];
+    assert_eq!((r.expired_rows, r.kept), (1, 1), "{r:?}");
     assert_eq!(notes.get("t", "a").await.expect("get"), Some(renewed));
     let ids: Vec<String> = stored(ctx, "ExpiryNotes")
         .await
