@@ -1,7 +1,6 @@
-//! The expiry step of [`Store::sweep`]: deletes the rows past their
-//! expiry (see `crate::rows::expiry`), which every read already treats
-//! as absent; and [`Store::run_sweeper`], which runs the sweep every so
-//! often under a leader lease.
+//! The expiry step of [`Store::sweep`](super::Store::sweep): deletes the
+//! rows past their expiry (see `crate::rows::expiry`), which every read
+//! already treats as absent.
 //!
 //! **What it deletes.** The rows of a table whose expiry property is at or
 //! before the sweep's `now`, found by a filter on that property alone
@@ -12,7 +11,7 @@
 //! **Safety.** Each delete carries the ETag the sweep read. A row renewed
 //! (written with a later expiry, or replaced by an insert over it) after
 //! the sweep read it has a new ETag: the delete is refused (412) and the
-//! row kept, counted in [`SweepReport::kept`]. Unlike tombstones, an
+//! row kept, counted in [`SweepReport::kept`](super::SweepReport::kept). Unlike tombstones, an
 //! expired row needs no waiting bound: no write relies on it being there
 //! (an insert over it is conditioned on its ETag, which the delete
 //! changes). A row of a type with
@@ -22,24 +21,16 @@
 //! are removed, each at the ETag read (one claimed again since stays).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::Store;
-use super::sweep::{SweepOptions, SweepReport};
 use crate::backend::{Precondition, QuerySpec, StoredEntity, TableOp, WriteOptions};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{ErrorKind, Result};
 use crate::index::claim;
-use crate::lease::LeaderOptions;
 use crate::lock::LockEnv;
 use crate::lock::marks::Resolver;
 use crate::query::{CmpOp, Filter};
 use crate::rows::{decision, expiry, tombstone};
-
-/// The leader lease of the store's sweeper (under the store's table
-/// prefix, as all its leases are).
-const SWEEPER_LEASE: &str = "_lhSweeper";
 
 /// What the expiry step of a sweep did to one table.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -170,83 +161,5 @@ fn sent<T>(result: Result<T>) -> Result<bool> {
         Ok(_) => Ok(true),
         Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => Ok(false),
         Err(e) => Err(e),
-    }
-}
-
-impl Store {
-    /// Runs [`Store::sweep`] while this process is the store's sweeper:
-    /// campaigns for the leader lease `_lhSweeper` (under the store's
-    /// prefix, as all its leases are; one process of those sharing the
-    /// storage sweeps at a time), and as leader sweeps with `options`
-    /// every `every` — rows past their expiry included — handing each
-    /// round's report to `round`, until the stop token of `leader` is
-    /// cancelled ([`LeaderOptions::with_stop`]). A round that fails is
-    /// logged (and handed to `round` as its error) and the next round
-    /// tries again.
-    ///
-    /// Reads never return a row past its expiry, swept or not (see the
-    /// README's "Expiry"); the sweep reclaims its storage, at the ETag it
-    /// read, so a row renewed meanwhile is kept. Each sweep is a
-    /// `leasehold.sweep` span; expired rows are counted in the
-    /// `leasehold.sweep.expired_rows` metric (outcome `removed` or
-    /// `kept`).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use leasehold::lease::LeaderOptions;
-    /// # use leasehold::store::SweepOptions;
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let store = leasehold::Store::memory();
-    /// let stop = leasehold::CancellationToken::new();
-    /// let leader = LeaderOptions::new().with_stop(stop.clone());
-    /// let sweeper = store.run_sweeper(&SweepOptions::new(), Duration::from_secs(300), leader, |round| {
-    ///     if let Ok(report) = round {
-    ///         println!("{report}");
-    ///     }
-    /// });
-    /// stop.cancel();
-    /// sweeper.await?;
-    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for an `every` of zero, before any request; as
-    /// [`LeaseManager::run_as_leader`](crate::lease::LeaseManager::run_as_leader)
-    /// while campaigning.
-    pub async fn run_sweeper(
-        &self,
-        options: &SweepOptions,
-        every: Duration,
-        leader: LeaderOptions,
-        mut round: impl FnMut(std::result::Result<&SweepReport, &Error>) + Send,
-    ) -> Result<()> {
-        if every.is_zero() {
-            return Err(Error::invalid(
-                "sweeper interval",
-                "0 s would sweep without pause; give the time between rounds",
-            ));
-        }
-        let round = std::sync::Mutex::new(&mut round);
-        self.leases()
-            .run_as_leader(SWEEPER_LEASE, leader, |term| {
-                let round = &round;
-                async move {
-                    loop {
-                        let swept = self.sweep(options).await;
-                        if let Err(e) = &swept {
-                            tracing::warn!(error = %e, "a sweep round failed; the next round tries again");
-                        }
-                        {
-                            let mut round = round.lock().unwrap_or_else(|p| p.into_inner());
-                            (*round)(swept.as_ref());
-                        }
-                        tokio::select! {
-                            () = term.cancelled() => return,
-                            () = tokio::time::sleep(every) => {}
-                        }
-                    }
-                }
-            })
-            .await
     }
 }
