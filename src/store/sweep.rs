@@ -557,7 +557,8 @@ impl Store {
     /// let store = leasehold::Store::memory();
     /// let stop = leasehold::CancellationToken::new();
     /// let leader = LeaderOptions::new().with_stop(stop.clone());
-    /// let sweeper = store.run_sweeper(&SweepOptions::new(), Duration::from_secs(300), leader, |round| {
+    /// let options = SweepOptions::new();
+    /// let sweeper = store.run_sweeper(&options, Duration::from_secs(300), leader, |round| {
     ///     if let Ok(report) = round {
     ///         println!("{report}");
     ///     }
