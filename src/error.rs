@@ -301,104 +301,200 @@ pub enum Error {
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::NotFound { what, code, .. } => {
-                write!(f, "not found: {what}{}", code_suffix(code))
-            }
-            Error::AlreadyExists { what, code, .. } => {
-                write!(f, "already exists: {what}{}", code_suffix(code))
-            }
+        std::fmt::Display::fmt(&Text::of(self), f)
+    }
+}
+
+/// The text of each [`Error`], derived with `thiserror` from the fields it
+/// shows, borrowed. The texts are derived here rather than on `Error`
+/// itself because `thiserror` would also write `Error`'s `source()`, and
+/// its `source()` of a boxed `Error` (a batch's failing operation, an
+/// unavailability's last failure, an in-doubt commit's unanswered read) is
+/// the box, which callers cannot downcast to `Error`; `Error`'s own
+/// `source()`, below, answers the `Error` in the box.
+#[derive(Debug, thiserror::Error)]
+enum Text<'a> {
+    #[error("not found: {what}{}", code_suffix(.code))]
+    NotFound {
+        what: &'a str,
+        code: &'a Option<String>,
+    },
+    #[error("already exists: {what}{}", code_suffix(.code))]
+    AlreadyExists {
+        what: &'a str,
+        code: &'a Option<String>,
+    },
+    #[error("unique value taken: {index} = {value}{}", holder_suffix(.holder))]
+    ValueTaken {
+        index: &'a str,
+        value: &'a str,
+        holder: &'a RowKeys,
+    },
+    #[error("conflict: {what}{}", code_suffix(.code))]
+    Conflict {
+        what: &'a str,
+        code: &'a Option<String>,
+    },
+    #[error("lease held by another owner: {what}{}", code_suffix(.code))]
+    LeaseHeld {
+        what: &'a str,
+        code: &'a Option<String>,
+    },
+    #[error("lease lost: {what}{}", code_suffix(.code))]
+    LeaseLost {
+        what: &'a str,
+        code: &'a Option<String>,
+    },
+    #[error("timed out after {after:?}: {what}")]
+    Timeout { what: &'a str, after: Duration },
+    #[error("batch operation {index} failed: {cause}")]
+    Batch { index: usize, cause: &'a Error },
+    #[error("invalid {what}: {why}")]
+    Invalid { what: &'a str, why: &'a str },
+    #[error(
+        "cannot decode property `{property}` of table `{table}`{}: expected {expected}, found {found}",
+        row_suffix(.row)
+    )]
+    Decode {
+        table: &'a str,
+        row: &'a RowKeys,
+        property: &'a str,
+        expected: &'a str,
+        found: &'a str,
+    },
+    #[error("inconsistent state: {what}")]
+    Inconsistent { what: &'a str },
+    #[error(
+        "commit outcome in doubt: {what}; transaction {transaction} of primary partition {primary:?} is either fully applied or not at all: ask Store::commit_outcome({primary:?}, {transaction:?}) ({cause})"
+    )]
+    InDoubt {
+        what: &'a str,
+        primary: &'a str,
+        transaction: &'a str,
+        cause: &'a Error,
+    },
+    #[error(
+        "commit outcome in doubt: {what}; its one transaction on partition {primary:?} is either fully applied or not at all: read its rows ({cause})"
+    )]
+    InDoubtSingle {
+        what: &'a str,
+        primary: &'a str,
+        cause: &'a Error,
+    },
+    #[error("transient failure: {message}")]
+    Transient { message: &'a str },
+    #[error("{}{}: {message}", backend_prefix(*.status), code_suffix(.code))]
+    Backend {
+        status: Option<u16>,
+        code: &'a Option<String>,
+        message: &'a str,
+    },
+    #[error("not authorised ({credential}){}: {message}", code_suffix(.code))]
+    Auth {
+        credential: &'a str,
+        code: &'a Option<String>,
+        message: &'a str,
+    },
+    #[error("storage at {endpoint} unavailable for {after:?}: {cause}")]
+    Unavailable {
+        endpoint: &'a str,
+        after: Duration,
+        cause: &'a Error,
+    },
+}
+
+impl<'a> Text<'a> {
+    fn of(e: &'a Error) -> Self {
+        match e {
+            Error::NotFound { what, code, .. } => Text::NotFound { what, code },
+            Error::AlreadyExists { what, code, .. } => Text::AlreadyExists { what, code },
             Error::ValueTaken {
                 index,
                 value,
                 holder,
                 ..
-            } => {
-                write!(f, "unique value taken: {index} = {value}")?;
-                match holder.as_deref() {
-                    Some((pk, rk)) => write!(
-                        f,
-                        " is held by the entity at ({:?}, {:?})",
-                        pk.as_str(),
-                        rk.as_str()
-                    ),
-                    None => f.write_str(" is held by another entity"),
-                }
-            }
-            Error::Conflict { what, code, .. } => {
-                write!(f, "conflict: {what}{}", code_suffix(code))
-            }
-            Error::LeaseHeld { what, code } => {
-                write!(
-                    f,
-                    "lease held by another owner: {what}{}",
-                    code_suffix(code)
-                )
-            }
-            Error::LeaseLost { what, code } => write!(f, "lease lost: {what}{}", code_suffix(code)),
-            Error::Timeout { what, after } => write!(f, "timed out after {after:?}: {what}"),
-            Error::Batch { index, source } => write!(f, "batch operation {index} failed: {source}"),
-            Error::Invalid { what, why } => write!(f, "invalid {what}: {why}"),
+            } => Text::ValueTaken {
+                index,
+                value,
+                holder,
+            },
+            Error::Conflict { what, code, .. } => Text::Conflict { what, code },
+            Error::LeaseHeld { what, code } => Text::LeaseHeld { what, code },
+            Error::LeaseLost { what, code } => Text::LeaseLost { what, code },
+            Error::Timeout { what, after } => Text::Timeout {
+                what,
+                after: *after,
+            },
+            Error::Batch { index, source } => Text::Batch {
+                index: *index,
+                cause: source,
+            },
+            Error::Invalid { what, why } => Text::Invalid { what, why },
             Error::Decode {
                 table,
                 row,
                 property,
                 expected,
                 found,
-            } => write!(
-                f,
-                "cannot decode property `{property}` of table `{table}`{}: expected {expected}, found {found}",
-                row_suffix(row)
-            ),
-            Error::Inconsistent { what } => write!(f, "inconsistent state: {what}"),
+            } => Text::Decode {
+                table,
+                row,
+                property,
+                expected,
+                found,
+            },
+            Error::Inconsistent { what } => Text::Inconsistent { what },
             Error::InDoubt {
                 what,
                 primary,
-                transaction,
+                transaction: Some(transaction),
                 source,
-            } => match transaction {
-                Some(txn) => write!(
-                    f,
-                    "commit outcome in doubt: {what}; transaction {txn} of primary partition {:?} is either fully applied or not at all: ask Store::commit_outcome({:?}, {txn:?}) ({source})",
-                    primary.as_str(),
-                    primary.as_str()
-                ),
-                None => write!(
-                    f,
-                    "commit outcome in doubt: {what}; its one transaction on partition {:?} is either fully applied or not at all: read its rows ({source})",
-                    primary.as_str()
-                ),
+            } => Text::InDoubt {
+                what,
+                primary: primary.as_str(),
+                transaction,
+                cause: source,
             },
-            Error::Transient { message, .. } => write!(f, "transient failure: {message}"),
+            Error::InDoubt {
+                what,
+                primary,
+                transaction: None,
+                source,
+            } => Text::InDoubtSingle {
+                what,
+                primary: primary.as_str(),
+                cause: source,
+            },
+            Error::Transient { message, .. } => Text::Transient { message },
             Error::Backend {
                 status,
                 code,
                 message,
                 ..
-            } => write!(
-                f,
-                "{}{}: {message}",
-                backend_prefix(*status),
-                code_suffix(code)
-            ),
+            } => Text::Backend {
+                status: *status,
+                code,
+                message,
+            },
             Error::Auth {
                 credential,
                 code,
                 message,
                 ..
-            } => write!(
-                f,
-                "not authorised ({credential}){}: {message}",
-                code_suffix(code)
-            ),
+            } => Text::Auth {
+                credential,
+                code,
+                message,
+            },
             Error::Unavailable {
                 endpoint,
                 after,
                 source,
-            } => write!(
-                f,
-                "storage at {endpoint} unavailable for {after:?}: {source}"
-            ),
+            } => Text::Unavailable {
+                endpoint,
+                after: *after,
+                cause: source,
+            },
         }
     }
 }
@@ -424,6 +520,17 @@ fn backend_prefix(status: Option<u16>) -> String {
     match status {
         Some(status) => format!("storage service error {status}"),
         None => "storage error".to_owned(),
+    }
+}
+
+fn holder_suffix(holder: &RowKeys) -> String {
+    match holder.as_deref() {
+        Some((pk, rk)) => format!(
+            " is held by the entity at ({:?}, {:?})",
+            pk.as_str(),
+            rk.as_str()
+        ),
+        None => " is held by another entity".to_owned(),
     }
 }
 
@@ -806,6 +913,178 @@ mod tests {
         };
         assert_eq!(batch.code(), Some("UniqueValueTaken"));
         assert_eq!(batch.table(), Some("Customers"));
+    }
+
+    /// One error of every variant and form, with its text to the byte.
+    fn every_form() -> Vec<(Error, &'static str)> {
+        let pk = || PartitionKey::new("eu").unwrap();
+        let keys = || Some(Box::new((pk(), RowKey::new("r1").unwrap())));
+        let busy =
+            || Error::from_service(503, Some("ServerBusy"), "get of entity (\"eu\", \"r1\")");
+        vec![
+            (
+                Error::from_service(404, Some("ResourceNotFound"), "get of x"),
+                "not found: get of x (ResourceNotFound)",
+            ),
+            (
+                Error::from_service(404, None, "blob b"),
+                "not found: blob b",
+            ),
+            (
+                Error::from_service(409, Some("EntityAlreadyExists"), "insert of x"),
+                "already exists: insert of x (EntityAlreadyExists)",
+            ),
+            (
+                Error::ValueTaken {
+                    index: "Customer.email".into(),
+                    value: "\"a@x.org\"".into(),
+                    table: "Customers".into(),
+                    holder: None,
+                },
+                "unique value taken: Customer.email = \"a@x.org\" is held by another entity",
+            ),
+            (
+                Error::Conflict {
+                    what: "replace of x".into(),
+                    code: None,
+                    table: Some("T".into()),
+                    row: keys(),
+                },
+                "conflict: replace of x",
+            ),
+            (
+                Error::from_service(409, Some("LeaseAlreadyPresent"), "lease on blob b"),
+                "lease held by another owner: lease on blob b (LeaseAlreadyPresent)",
+            ),
+            (
+                Error::from_service(412, Some("LeaseLost"), "lease on blob b"),
+                "lease lost: lease on blob b (LeaseLost)",
+            ),
+            (
+                Error::Timeout {
+                    what: "lock of partition \"eu\"".into(),
+                    after: Duration::from_millis(1500),
+                },
+                "timed out after 1.5s: lock of partition \"eu\"",
+            ),
+            (
+                Error::Batch {
+                    index: 2,
+                    source: Box::new(Error::invalid("row key", "too long")),
+                },
+                "batch operation 2 failed: invalid row key: too long",
+            ),
+            (
+                Error::Decode {
+                    table: "T".into(),
+                    row: keys(),
+                    property: "n".into(),
+                    expected: "Int64".into(),
+                    found: "String".into(),
+                },
+                "cannot decode property `n` of table `T` at PartitionKey \"eu\", RowKey \"r1\": expected Int64, found String",
+            ),
+            (
+                Error::Decode {
+                    table: "T".into(),
+                    row: None,
+                    property: "n".into(),
+                    expected: "Int64".into(),
+                    found: "absent".into(),
+                },
+                "cannot decode property `n` of table `T`: expected Int64, found absent",
+            ),
+            (
+                Error::Inconsistent {
+                    what: "a bad mark".into(),
+                },
+                "inconsistent state: a bad mark",
+            ),
+            (
+                Error::InDoubt {
+                    what: "the commit point's reply was lost".into(),
+                    primary: pk(),
+                    transaction: Some("t-1".into()),
+                    source: Box::new(busy()),
+                },
+                "commit outcome in doubt: the commit point's reply was lost; transaction t-1 of primary partition \"eu\" is either fully applied or not at all: ask Store::commit_outcome(\"eu\", \"t-1\") (transient failure: get of entity (\"eu\", \"r1\"): status 503 (ServerBusy))",
+            ),
+            (
+                Error::InDoubt {
+                    what: "no reply".into(),
+                    primary: pk(),
+                    transaction: None,
+                    source: Box::new(Error::transient("no reply")),
+                },
+                "commit outcome in doubt: no reply; its one transaction on partition \"eu\" is either fully applied or not at all: read its rows (transient failure: no reply)",
+            ),
+            (
+                Error::from_service(400, Some("InvalidInput"), "insert of x"),
+                "storage service error 400 (InvalidInput): insert of x",
+            ),
+            (
+                Error::client("a reply without a body"),
+                "storage error: a reply without a body",
+            ),
+            (
+                Error::Auth {
+                    credential: "shared key".into(),
+                    status: Some(403),
+                    code: Some("AuthenticationFailed".into()),
+                    message: "the signature was refused".into(),
+                    source: None,
+                },
+                "not authorised (shared key) (AuthenticationFailed): the signature was refused",
+            ),
+            (
+                Error::Auth {
+                    credential: "AzureCliCredential".into(),
+                    status: None,
+                    code: None,
+                    message: "no token".into(),
+                    source: None,
+                },
+                "not authorised (AzureCliCredential): no token",
+            ),
+            (
+                Error::Unavailable {
+                    endpoint: "memory".into(),
+                    after: Duration::from_secs(30),
+                    source: Box::new(Error::transient("no reply")),
+                },
+                "storage at memory unavailable for 30s: transient failure: no reply",
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_variant_renders_its_text_to_the_byte() {
+        for (e, text) in every_form() {
+            assert_eq!(e.to_string(), text, "{e:?}");
+        }
+    }
+
+    /// The errors holding an `Error` answer it from `source()` as an
+    /// `Error`, not as the box that holds it.
+    #[test]
+    fn boxed_sources_downcast_to_the_error_they_hold() {
+        use std::error::Error as _;
+        let mut boxed = 0;
+        for (e, _) in every_form() {
+            let inner = match &e {
+                Error::Batch { source, .. }
+                | Error::InDoubt { source, .. }
+                | Error::Unavailable { source, .. } => source.to_string(),
+                _ => continue,
+            };
+            boxed += 1;
+            let source = e.source().expect("a source");
+            let source = source
+                .downcast_ref::<Error>()
+                .unwrap_or_else(|| panic!("{e:?}: the source is not an Error"));
+            assert_eq!(source.to_string(), inner);
+        }
+        assert_eq!(boxed, 4);
     }
 
     #[test]

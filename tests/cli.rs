@@ -38,10 +38,19 @@ struct LedgerEntry {
     amount: i64,
 }
 
-/// Runs the command with `args` and no connection string in its environment.
+/// Runs the command with `args` and no connection string in its environment;
+/// progress lines (off a terminal, one every interval) only once an hour,
+/// so that a slow machine does not change what a command prints.
 fn run(args: &[&str]) -> Output {
+    run_with_progress_every("3600000", args)
+}
+
+/// As [`run`], with a progress line every `ms` milliseconds
+/// (`LEASEHOLD_PROGRESS_EVERY_MS`).
+fn run_with_progress_every(ms: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_leasehold"))
         .env_remove("AZURE_STORAGE_CONNECTION_STRING")
+        .env("LEASEHOLD_PROGRESS_EVERY_MS", ms)
         .args(args)
         .output()
         .expect("the leasehold binary runs")
@@ -149,14 +158,14 @@ fn a_missing_argument_is_named_not_the_connection_string_from_the_environment() 
             "AZURE_STORAGE_CONNECTION_STRING",
             "UseDevelopmentStorage=true",
         )
-        .args(["--table-prefix", "Shop", "locks", "prune", "--dry-run"])
+        .args(["--table-prefix", "Shop", "count", "--partition", "p"])
         .output()
         .expect("the leasehold binary runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--older-than <OLDER_THAN>"), "{stderr}");
+    assert!(stderr.contains("--table <TABLE>"), "{stderr}");
     assert!(
-        stderr.contains("Usage: leasehold locks prune [OPTIONS] --older-than <OLDER_THAN>"),
+        stderr.contains("Usage: leasehold count [OPTIONS] --table <TABLE>"),
         "{stderr}"
     );
     assert!(!stderr.contains("--connection-string"), "{stderr}");
@@ -766,8 +775,13 @@ async fn indexes_verify_reports_and_rebuild_fixes_broken_index_rows() {
     assert_eq!(code, 3);
 }
 
+/// `leasehold sweep` lists the partitions whose lock blobs it would
+/// remove with `--dry-run` (deleting nothing), keeps those locked within
+/// `--older-than` and a held one, then removes the free ones, saying what
+/// it kept per reason; a removed partition locks again. (It replaced
+/// `leasehold locks prune`, which is gone.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn locks_prune_lists_with_dry_run_then_deletes_free_lock_blobs() {
+async fn sweep_lists_lock_blobs_with_dry_run_then_deletes_free_ones() {
     let Some(cs) = azurite_connection_string() else {
         return;
     };
@@ -781,7 +795,7 @@ async fn locks_prune_lists_with_dry_run_then_deletes_free_lock_blobs() {
     for pk in ["a", "b", "c"] {
         store.lock(pk).await.unwrap().abandon().await.unwrap();
     }
-    // A lock held while pruning stays.
+    // A lock held while sweeping stays.
     let held = store.lock("held").await.unwrap();
     let p = ["--table-prefix", prefix.as_str()];
     let listed = |cs: &str| {
@@ -798,7 +812,7 @@ async fn locks_prune_lists_with_dry_run_then_deletes_free_lock_blobs() {
         let out = run(&[
             &["--connection-string", cs.as_str()][..],
             &p[..],
-            &["locks", "prune", arg.as_str()],
+            &["sweep", arg.as_str()],
         ]
         .concat());
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
@@ -809,30 +823,35 @@ async fn locks_prune_lists_with_dry_run_then_deletes_free_lock_blobs() {
 
     // Nothing is a week old; --dry-run lists every free lock at 0s, deletes
     // nothing.
-    let prune = |extra: &[&str]| -> (i32, Value) {
-        let (code, v) = run_json(&cs, &[&p[..], &["locks", "prune"], extra].concat());
+    let sweep = |extra: &[&str]| -> (i32, Value) {
+        let (code, v) = run_json(&cs, &[&p[..], &["sweep"], extra].concat());
         (code, v)
     };
-    let (code, week) = prune(&["--older-than", "7d"]);
+    let (code, week) = sweep(&["--older-than", "7d"]);
     assert_eq!(code, 0, "{week}");
     assert_eq!(
-        (&week["deleted"], &week["kept_recent"]),
-        (&Value::from(0), &Value::from(3)),
+        (
+            &week["lock_blobs"],
+            &week["lock_blobs_kept_recent"],
+            &week["lock_blobs_kept_held"]
+        ),
+        (&Value::from(0), &Value::from(3), &Value::from(1)),
         "{week}"
     );
-    let (code, plan) = prune(&["--older-than", "0s", "--dry-run"]);
+    let (code, plan) = sweep(&["--older-than", "0s", "--dry-run"]);
     assert_eq!(code, 0, "{plan}");
     assert_eq!(plan["dry_run"], true, "{plan}");
     assert_eq!(
-        plan["deleted_partitions"],
+        plan["lock_blob_partitions"],
         serde_json::json!(["a", "b", "c"]),
         "{plan}"
     );
-    assert_eq!(plan["kept_held"], 1, "{plan}");
+    assert_eq!(plan["lock_blobs_kept_held"], 1, "{plan}");
+    assert_eq!(plan["lock_blobs_examined"], 4, "{plan}");
     let out = run(&[
         &["--connection-string", cs.as_str()][..],
         &p[..],
-        &["locks", "prune", "--older-than", "0s", "--dry-run"],
+        &["sweep", "--older-than", "0s", "--dry-run"],
     ]
     .concat());
     assert_eq!(out.status.code(), Some(0));
@@ -840,7 +859,9 @@ async fn locks_prune_lists_with_dry_run_then_deletes_free_lock_blobs() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[..3], ["a", "b", "c"], "{text}");
     assert!(
-        lines[3].starts_with("would delete 3 of 4 lock blobs; kept 1 held"),
+        lines[3].starts_with("sweep: would remove 0 tombstones") && lines[3].contains(
+            "3 lock blobs, 0 expired rows (0 rows examined, 0 kept; 4 lock blobs examined, kept 1 held, 0 pending, 0 recent)"
+        ),
         "{text}"
     );
     assert_eq!(listed(&cs), 4, "a dry run deletes nothing");
@@ -849,28 +870,36 @@ async fn locks_prune_lists_with_dry_run_then_deletes_free_lock_blobs() {
     let out = run(&[
         &["--connection-string", cs.as_str()][..],
         &p[..],
-        &["locks", "prune", "--older-than", "0s"],
+        &["sweep", "--older-than", "0s"],
     ]
     .concat());
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("deleted 3 of 4 lock blobs; kept 1 held, 0 pending, 0 recent"),
+        text.contains("3 lock blobs, 0 expired rows (0 rows examined, 0 kept; 4 lock blobs examined, kept 1 held, 0 pending, 0 recent)"),
         "{text}"
     );
     assert_eq!(listed(&cs), 1);
     held.abandon().await.unwrap();
-    let (code, report) = prune(&["--older-than", "0s"]);
+    let (code, report) = sweep(&["--older-than", "0s"]);
     assert_eq!(code, 0, "{report}");
     assert_eq!(
-        report["deleted_partitions"],
+        report["lock_blob_partitions"],
         serde_json::json!(["held"]),
         "{report}"
     );
     assert_eq!(listed(&cs), 0);
-    // A pruned partition locks again.
+    // A removed partition locks again.
     store.lock("a").await.unwrap().abandon().await.unwrap();
     assert_eq!(listed(&cs), 1);
+    // The command is gone.
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["locks", "prune", "--older-than", "0s"],
+    ]
+    .concat());
+    assert_eq!(out.status.code(), Some(2));
 }
 
 /// `indexes verify --json` lists a unique value held twice as an object
@@ -1104,6 +1133,152 @@ struct Event {
     id: String,
     kind: String,
     size: i64,
+}
+
+/// Off a terminal, every long command prints a plain progress line on
+/// stderr each interval (`LEASEHOLD_PROGRESS_EVERY_MS`, 1 ms here): its
+/// count, rate and time; and it ends with a line saying what it did. With the interval
+/// longer than the run, stderr stays empty. (The redrawn bar on a terminal
+/// is not tested: stderr here is a pipe.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_commands_print_progress_lines_off_a_terminal_and_say_what_they_did() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_progress");
+    let prefix = names.prefix().to_owned();
+    let copy = unique_names("cli_progress_copy").prefix().to_owned();
+    let store = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
+        .table_prefix(prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    // More rows than one page of a query (1,000), so that the row counts
+    // move more than once.
+    let events = store.table::<Event>();
+    for chunk in 0..12 {
+        let mut batch = events.batch();
+        for i in 0..100 {
+            batch = batch.insert(Event {
+                day: "d1".into(),
+                id: format!("{:04}", chunk * 100 + i),
+                kind: "audit".into(),
+                size: i,
+            });
+        }
+        batch.commit().await.unwrap();
+    }
+    let customers = store.table::<Customer>();
+    for i in 0..3 {
+        customers
+            .insert(Customer {
+                region: "eu".into(),
+                id: format!("c{i}"),
+                email: format!("c{i}@x.org"),
+            })
+            .await
+            .unwrap();
+    }
+    store.lock("p").await.unwrap().abandon().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("leasehold-cli-progress-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("events").display().to_string();
+
+    let every = |ms: &str, prefix: &str, args: &[&str]| {
+        let out = run_with_progress_every(
+            ms,
+            &[
+                &["--connection-string", cs.as_str(), "--table-prefix", prefix][..],
+                args,
+            ]
+            .concat(),
+        );
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stdout}{stderr}");
+        (stdout, stderr)
+    };
+    // Each progress line starts with the command; a counting one gives the
+    // count, the rate and the seconds.
+    let lines_of = |stderr: &str, start: &str| -> usize {
+        for line in stderr.lines() {
+            assert!(line.starts_with(start), "{start}: {stderr}");
+        }
+        stderr.lines().count()
+    };
+    let counting = |stderr: &str, start: &str, unit: &str| {
+        assert!(lines_of(stderr, start) >= 1, "{start}: no progress line");
+        for line in stderr.lines() {
+            assert!(
+                line.contains(&format!(" {unit} (")) && line.contains(&format!(" {unit}/s, ")),
+                "{line}"
+            );
+        }
+    };
+
+    let (stdout, stderr) = every("1", &prefix, &["count", "--table", "CliEvents"]);
+    counting(&stderr, "count: counted ", "rows");
+    assert!(stdout.starts_with("CliEvents: 1200 rows ("), "{stdout}");
+    let (stdout, stderr) = every("3600000", &prefix, &["count", "--table", "CliEvents"]);
+    assert_eq!(stderr, "", "no line before the interval");
+    assert!(stdout.starts_with("CliEvents: 1200 rows ("), "{stdout}");
+
+    let (stdout, stderr) = every(
+        "1",
+        &prefix,
+        &["export", "--table", "CliEvents", "--out", &file],
+    );
+    counting(&stderr, "export: exported ", "rows");
+    assert!(
+        stdout.starts_with(&format!("exported 1200 rows of CliEvents to {file} in ")),
+        "{stdout}"
+    );
+
+    let (stdout, stderr) = every(
+        "1",
+        &copy,
+        &["import", "--table", "CliEvents", "--in", &file],
+    );
+    counting(&stderr, "import: imported ", "rows");
+    assert!(
+        stdout.starts_with(&format!(
+            "imported 1200 rows from {file} into CliEvents (1200 written, 0 already there) in "
+        )),
+        "{stdout}"
+    );
+
+    let (stdout, stderr) = every("1", &copy, &["purge", "--table", "CliEvents", "--yes"]);
+    counting(&stderr, "purge: deleted ", "rows");
+    assert!(
+        stdout.starts_with("CliEvents: deleted 1200 rows in "),
+        "{stdout}"
+    );
+
+    let (stdout, stderr) = every("1", &prefix, &["indexes", "verify", "CliCustomers"]);
+    counting(&stderr, "indexes verify: read ", "rows");
+    assert_eq!(stdout.lines().last(), Some("consistent"), "{stdout}");
+    let (stdout, stderr) = every("1", &prefix, &["indexes", "rebuild", "CliCustomers"]);
+    counting(&stderr, "indexes rebuild: read ", "rows");
+    assert_eq!(
+        stdout.lines().last(),
+        Some("repaired 0 index rows"),
+        "{stdout}"
+    );
+
+    let (stdout, stderr) = every("1", &prefix, &["sweep", "--older-than", "1h", "--dry-run"]);
+    assert!(lines_of(&stderr, "sweep: ") >= 1, "{stderr}");
+    assert!(
+        stderr.lines().any(|l| l.starts_with("sweep: read ")),
+        "{stderr}"
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("sweep: would remove ") && last.contains(" lock blobs examined"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `purge` without `--yes` when stdin is not a terminal refuses with a
@@ -1694,7 +1869,7 @@ async fn sweep_says_what_it_removed_per_kind_and_keeps_young_rows() {
         ),
         "{text}"
     );
-    assert!(text.contains("2 kept)"), "{text}");
+    assert!(text.contains("2 kept;"), "{text}");
     let (code, again) = run_json(&cs, &[&p[..], &["sweep", "--older-than", "0s"]].concat());
     assert_eq!(code, 0, "{again}");
     assert_eq!(again["lock_blobs"], 0, "{again}");

@@ -189,6 +189,31 @@
 //! `azurite::txn_deadline::a_commit_point_applied_whose_next_try_falls_after_the_deadline_is_not_withdrawn`
 //! in `tests/it`.
 //!
+//! Every mode runs with a sweeper beside it: from the moment its rows are
+//! opened until its workers stopped, the controller runs [`Store::sweep`]
+//! with `older_than` zero (the safety bounds of each kind kept: 25 minutes
+//! for tombstones and stale index rows, 20 minutes for withdrawn decision
+//! rows) in a loop, on a store of its own, every
+//! `LEASEHOLD_TORTURE_SWEEP_GAP_MS` (250) after the last sweep ended. It
+//! removes lock blobs free at that moment (units recreate them), and
+//! committed decision rows whose marks are all gone together with their
+//! after-image rows. A sweep that fails is a violation, and so is a run in
+//! which no sweep finished; the controller prints what the sweeps removed.
+//! The decision rows it can remove during a run are few: a commit's
+//! inserted rows (ledger entries, moves, legs) are read by nobody but the
+//! checker, so the marks on them keep the decision row of a commit whose
+//! writer stopped after its commit point until the checker has read them;
+//! what the sweeper removes is mostly the decision rows of commits between
+//! their finishing round and their own delete of the row (which then finds
+//! it gone). So the decision rows the checker counts as left (the `big`
+//! and `txn` modes) are those of the commits whose writer died or was
+//! withdrawn, as without the sweeper, and [`Store::commit_outcome`] still
+//! finds the decision of every commit in doubt. After the checker has read
+//! every row (finishing or withdrawing every mark), the single, cross,
+//! stray, big and txn modes run a last sweep, which must succeed and leave
+//! no committed decision row (withdrawn ones stay 20 minutes; in the `txn`
+//! mode it runs after the answers in doubt are settled).
+//!
 //! Settings (environment): `LEASEHOLD_TORTURE_WORKERS` (4),
 //! `LEASEHOLD_TORTURE_SECONDS` (30), `LEASEHOLD_TORTURE_CUSTOMERS` (6),
 //! `LEASEHOLD_TORTURE_KILL_MIN_MS` / `_KILL_MAX_MS` (the pause between kills,
@@ -205,7 +230,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -213,6 +238,7 @@ use leasehold::backend::azure::{AzureBackend, TransportRetry};
 use leasehold::key::ContainerName;
 use leasehold::lease::LeaseOptions;
 use leasehold::lock::LockOptions;
+use leasehold::store::SweepOptions;
 use leasehold::testing::{Fault, FaultInjector, FaultyBackend, Op};
 use leasehold::{Entity, Error, Store};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -435,6 +461,122 @@ fn customer(i: usize) -> String {
 
 fn account(i: usize) -> String {
     format!("a{i}")
+}
+
+/// What the sweeper beside a run removed ([`Sweeper`]).
+#[derive(Debug, Default)]
+struct Swept {
+    sweeps: u64,
+    failures: Vec<String>,
+    decision_rows: u64,
+    after_image_rows: u64,
+    lock_blobs: u64,
+    tombstones: u64,
+    stale_index_rows: u64,
+}
+
+/// A task sweeping the tables and lock blobs of `prefix` while a mode runs
+/// ([`Store::sweep`] with `older_than` zero, in a loop), on a store of its
+/// own, as another process would.
+struct Sweeper {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Swept>,
+}
+
+impl Sweeper {
+    fn start(prefix: &str) -> Result<Sweeper, Error> {
+        let store = store(prefix, Duration::ZERO)?;
+        let gap = Duration::from_millis(setting("SWEEP_GAP_MS", 250));
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                let options = SweepOptions::new().with_older_than(Duration::ZERO);
+                let mut swept = Swept::default();
+                while !stop.load(Ordering::SeqCst) {
+                    match store.sweep(&options).await {
+                        Ok(r) => {
+                            swept.sweeps += 1;
+                            swept.decision_rows += r.decision_rows;
+                            swept.after_image_rows += r.after_image_rows;
+                            swept.lock_blobs += r.lock_blobs;
+                            swept.tombstones += r.tombstones;
+                            swept.stale_index_rows += r.stale_index_rows;
+                        }
+                        Err(e) => swept.failures.push(format!("{:?}: {e}", e.kind())),
+                    }
+                    tokio::time::sleep(gap).await;
+                }
+                swept
+            }
+        });
+        Ok(Sweeper { stop, task })
+    }
+
+    /// Stops the sweeper after its current sweep and prints what it
+    /// removed; answers the violations (a sweep that failed, none that
+    /// finished), printed.
+    async fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::SeqCst);
+        let swept = match self.task.await {
+            Ok(swept) => swept,
+            Err(e) => {
+                println!("VIOLATION: the sweeper beside the run panicked: {e}");
+                return 1;
+            }
+        };
+        let mut violations = 0;
+        for failure in &swept.failures {
+            println!("VIOLATION: a sweep beside the run failed: {failure}");
+            violations += 1;
+        }
+        if swept.sweeps == 0 {
+            println!("VIOLATION: the sweeper beside the run never finished a sweep");
+            violations += 1;
+        }
+        println!(
+            "sweeper beside the run: {} sweeps ({} failed) removed {} decision rows, {} after-image rows, {} lock blobs, {} tombstones, {} stale index rows",
+            swept.sweeps,
+            swept.failures.len(),
+            swept.decision_rows,
+            swept.after_image_rows,
+            swept.lock_blobs,
+            swept.tombstones,
+            swept.stale_index_rows
+        );
+        violations
+    }
+}
+
+/// The last sweep of a mode, once the checker has read every row of
+/// `prefix`'s tables (finishing every committed mark and withdrawing every
+/// undecided one): it must succeed and leave no committed decision row,
+/// their marks being all gone. Withdrawn decision rows (and their
+/// after-image rows) stay for the 20 minutes a late commit point may take.
+/// Answers the violations, printed.
+async fn last_sweep(store: &Store, prefix: &str) -> Result<u64, Error> {
+    let mut violations = 0;
+    match store
+        .sweep(&SweepOptions::new().with_older_than(Duration::ZERO))
+        .await
+    {
+        Ok(report) => println!("last sweep: {report}"),
+        Err(e) => {
+            println!("VIOLATION: the last sweep failed: {:?}: {e}", e.kind());
+            violations += 1;
+        }
+    }
+    let (committed, withdrawn, after_images) = decision_rows(prefix).await?;
+    println!(
+        "after the last sweep: decision rows left: {committed} committed, {withdrawn} withdrawn (kept for a late commit point); after-image rows left: {after_images}"
+    );
+    if committed > 0 {
+        println!(
+            "VIOLATION: {committed} committed decision rows are left after the checker finished every mark and a last sweep"
+        );
+        violations += 1;
+    }
+    Ok(violations)
 }
 
 /// One worker process: transfers until its standard input closes, within
@@ -1410,6 +1552,7 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
             LOCK_LEASE.as_secs()
         );
     }
+    let sweeper = Sweeper::start(&prefix)?;
     let tally = Arc::new(Tally::default());
     let mut readers = Vec::new();
     let role = mode.role();
@@ -1507,12 +1650,13 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
     for reader in readers {
         let _ = tokio::time::timeout(Duration::from_secs(10), reader).await;
     }
+    let swept_violations = sweeper.stop().await;
 
     // The checker: every partition, under its lock (rolling forward), read
     // through the unit (which withdraws the marks of commits never decided
     // on the partitions it holds).
     let checker = store.clone();
-    let mut violations = 0u64;
+    let mut violations = swept_violations;
     let mut stuck = 0u64;
     let mut ledger_total = 0usize;
     let mut money = 0i64;
@@ -1774,6 +1918,9 @@ async fn controller(args: &Args, mode: Mode) -> Result<u64, Error> {
         println!("VIOLATION: no stray write was acknowledged");
         violations += 1;
     }
+    if stuck == 0 {
+        violations += last_sweep(&store, &prefix).await?;
+    }
     Ok(violations)
 }
 
@@ -1820,6 +1967,7 @@ async fn txn_controller(args: &Args) -> Result<u64, Error> {
         ttl,
         args.batch_latency_ms.max(args.txn_latency_ms)
     );
+    let sweeper = Sweeper::start(&prefix)?;
     let tally = Arc::new(Tally::default());
     let mut readers = Vec::new();
     let mut workers: Vec<Child> = (0..args.workers)
@@ -1893,11 +2041,12 @@ async fn txn_controller(args: &Args) -> Result<u64, Error> {
     for reader in readers {
         let _ = tokio::time::timeout(Duration::from_secs(10), reader).await;
     }
+    let swept_violations = sweeper.stop().await;
 
     // The checker: every customer under its lock (no stuck partition),
     // reading every row of it, which finishes or withdraws whatever marks
     // the killed, paused or cut-off writers left.
-    let mut violations = 0u64;
+    let mut violations = swept_violations;
     let mut stuck = 0u64;
     let mut money = 0i64;
     // Transfer id → (legs found, legs it wrote, their sum, all agree on
@@ -2154,6 +2303,9 @@ async fn txn_controller(args: &Args) -> Result<u64, Error> {
         println!("VIOLATION: no plain update was acknowledged");
         violations += 1;
     }
+    if stuck == 0 {
+        violations += last_sweep(&store, &prefix).await?;
+    }
     Ok(violations)
 }
 
@@ -2218,8 +2370,11 @@ async fn leftovers(prefix: &str) -> Result<Leftovers, Error> {
 /// decision row with its lock releases, so a committed one left is a commit
 /// whose writer died after its commit point (readers rolled its marked rows
 /// forward), and a withdrawn one a commit that readers withdrew (its writer
-/// dead or paused before its commit point); nothing prunes them during a
-/// run.
+/// dead or paused before its commit point). The sweeper beside the run
+/// removes a committed one only once its marks are all gone, and a commit's
+/// inserted rows keep theirs until the checker reads them (see the module
+/// docs), so the committed ones counted after the checker's reads are
+/// still those of writers that died after their commit point.
 async fn decision_rows(prefix: &str) -> Result<(u64, u64, u64), Error> {
     use leasehold::backend::{QuerySpec, TableBackend as _};
     const ROW_PREFIX: &str = "_lhCommit.";
@@ -2432,6 +2587,7 @@ async fn index_controller(args: &Args) -> Result<u64, Error> {
         });
         child
     };
+    let sweeper = Sweeper::start(&prefix)?;
     let mut workers: Vec<Child> = (0..args.workers).map(|_| spawn(&tally)).collect();
     let mut rng = Rng::seeded(17);
     let end = Instant::now() + Duration::from_secs(args.index_seconds);
@@ -2464,6 +2620,7 @@ async fn index_controller(args: &Args) -> Result<u64, Error> {
             kills += 1;
         }
     }
+    let swept_violations = sweeper.stop().await;
 
     // The checker: every partition the workers locked, under its lock, so
     // what killed workers left pending is rolled forward first.
@@ -2471,7 +2628,7 @@ async fn index_controller(args: &Args) -> Result<u64, Error> {
         let unit = store.lock(key).await?;
         unit.abandon().await?;
     }
-    let mut violations = 0u64;
+    let mut violations = swept_violations;
     let customers = store.table::<Customer>().query().all().await?;
     let mut by_email: HashMap<&str, Vec<String>> = HashMap::new();
     for c in &customers {

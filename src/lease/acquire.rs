@@ -532,8 +532,8 @@ impl ManagerInner {
                 }
                 Err(Error::LeaseHeld { .. }) => return Ok(None),
                 // Missing again after it was created: somebody deleted it
-                // in between, under its lease (pruning lock blobs, see
-                // `Store::prune_locks`). Create it again; a blob that keeps
+                // in between, under its lease (a sweep pruning lock blobs,
+                // see `Store::sweep`). Create it again; a blob that keeps
                 // vanishing is as busy as a held one.
                 Err(Error::NotFound { .. }) if created < MISSING_BLOB_CREATES => {
                     self.create_blob(name, blob).await?;

@@ -8,8 +8,7 @@
 //! * **old**: its `leasehold_acquired` entry (when a process last took the
 //!   lease over) is older than `older_than`.
 //!
-//! Used for the partition locks by
-//! [`Store::prune_locks`](crate::Store::prune_locks).
+//! Used for the partition locks by [`Store::sweep`](crate::Store::sweep).
 //!
 //! # Safe against processes taking the lease
 //!

@@ -1,7 +1,6 @@
 //! What commits leave behind: decision rows and after-image rows that no
-//! reader needs any more, removed by
-//! [`Store::prune_locks`](crate::Store::prune_locks) under the rules (and
-//! for the reasons) of "Rows commits leave behind" in the
+//! reader needs any more, removed by [`Store::sweep`](crate::Store::sweep)
+//! under the rules (and for the reasons) of "Rows commits leave behind" in the
 //! [module docs](super): a committed decision row once no group it names
 //! holds one of its marks (a row without the list is kept), a withdrawn
 //! one past [`LATE_COMMIT_POINT`], after-image rows with their decision

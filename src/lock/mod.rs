@@ -270,7 +270,7 @@
 //! A commit removes its decision row and after-image rows once every
 //! marked row is finished. What a writer that stopped half-way leaves, and
 //! the decision rows of withdrawn commits, are removed by
-//! [`Store::prune_locks`](crate::Store::prune_locks): a committed decision
+//! [`Store::sweep`](crate::Store::sweep): a committed decision
 //! row once it is older than `older_than` and none of the groups it names
 //! still holds one of its marks; a withdrawn one once it is older than
 //! `older_than` and than 20 minutes, the longest a commit point sent
@@ -281,7 +281,12 @@
 //! Key more than 15 minutes after its date; after-image rows with their
 //! decision row.
 //! A withdrawn decision row removed while marks of its commit remain costs
-//! their next reader a withdrawal again, nothing more.
+//! their next reader a withdrawal again, nothing more. A committed one is
+//! what [`Store::commit_outcome`](crate::Store::commit_outcome) reads: once
+//! the sweep removed it, `commit_outcome` finds no decision and withdraws
+//! the transaction (answering not applied), so sweep with an `older_than`
+//! longer than an `Error::InDoubt` may wait to be settled (the default is an
+//! hour).
 //! [`Store::list_commits`](crate::Store::list_commits) (`leasehold locks
 //! show PK`) lists a partition's commits and the rows they still mark.
 //!
@@ -289,11 +294,42 @@
 //!
 //! A partition's lock blob is created the first time the partition is
 //! locked and stays after it, so the lock container holds one blob per
-//! partition ever locked. [`Store::prune_locks`](crate::Store::prune_locks)
-//! deletes those of partitions nobody has locked for a given time: free
-//! and holding no record, each checked again and deleted under the lock's
-//! own lease, so a unit locking the partition at that moment waits for it
-//! as for any holder and then creates the blob again. See [`PruneReport`].
+//! partition ever locked. [`Store::sweep`](crate::Store::sweep) deletes
+//! those of partitions nobody has locked for `older_than`
+//! ([`SweepOptions::with_older_than`](crate::store::SweepOptions::with_older_than)).
+//! A lock blob goes when it is
+//!
+//! * free (no lease on it),
+//! * clean (no record in it: a lock blob holds the lease and its wait
+//!   queue only, so a record is another program's; counted in
+//!   [`SweepReport::lock_blobs_kept_pending`](crate::store::SweepReport::lock_blobs_kept_pending)),
+//!   and
+//! * old: the last process to take the lock over did so
+//!   (`leasehold_acquired`) at least `older_than` ago.
+//!
+//! `Duration::ZERO` makes every free, clean lock blob old. A lock blob
+//! that cannot be dated (no `leasehold_acquired`: the backends expose no
+//! last-modified time) is old only then; otherwise it is stamped with the
+//! time now and kept, and ages from there. A lock used by one process only
+//! keeps the date that process first took it, so it may be deleted between
+//! two of its units; its next unit creates it again (two requests more).
+//!
+//! It is safe against units locking the same partitions meanwhile: each
+//! candidate's lease is taken (trying once, as
+//! [`Store::try_lock`](crate::Store::try_lock) does), the blob checked
+//! again as that acquire read it, and deleted with that lease id (its wait
+//! queue first, unless a process waits there: then both are kept). A unit
+//! locking the partition at that moment either gets the lock first (the
+//! blob is kept) or waits as for any holder and creates the blob again.
+//! A dry run takes no lease and deletes nothing; a lock blob that cannot
+//! be dated counts as recent there (unless `older_than` is zero).
+//!
+//! Cost: one listing request per 5000 lock blobs and one read per lock
+//! blob; a candidate adds an acquire and a read, then a read of its wait
+//! queue and the deletes (the queue's only when it exists), or a release
+//! (with a metadata write when it is stamped). The sweep reports the
+//! blobs examined, deleted (with their partitions' keys) and kept, per
+//! reason, in [`SweepReport`](crate::store::SweepReport).
 //!
 //! [`LeaseManager::describe`]: crate::lease::LeaseManager::describe
 //! [`Store::locks`]: crate::Store::locks
@@ -323,8 +359,7 @@ pub use leftovers::CommitSummary;
 pub(crate) use leftovers::list as list_commits;
 pub(crate) use marks::MarkResolve;
 pub use options::LockOptions;
-pub use prune::PruneReport;
-pub(crate) use prune::prune_locks;
+pub(crate) use prune::{PruneReport, prune_locks};
 pub use query::UnitQuery;
 pub use report::{CommitReport, FinishedBy};
 pub(crate) use slot::Slot;

@@ -2,17 +2,22 @@
 
 use std::time::Duration;
 
-/// Settings of partition locks.
+/// Settings of partition locks, given to
+/// [`StoreBuilder::lock_options`](crate::StoreBuilder::lock_options).
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::lock::LockOptions;
+/// let options = LockOptions::new()
+///     .with_acquire_timeout(Duration::from_secs(10))
+///     .with_commit_margin(Duration::from_secs(3));
+/// assert_eq!(options.acquire_timeout(), Duration::from_secs(10));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LockOptions {
-    /// How long [`Store::lock`](crate::Store::lock) waits for the lease
-    /// while another holder has it. Failing storage ends the wait sooner:
-    /// after the lock lease options'
-    /// [`with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after)
-    /// (30 s by default), with [`Error::Unavailable`](crate::Error::Unavailable).
-    pub acquire_timeout: Duration,
-    /// How much lease validity a commit needs before it sends anything.
-    pub commit_margin: Duration,
+    pub(crate) acquire_timeout: Duration,
+    pub(crate) commit_margin: Duration,
 }
 
 impl LockOptions {
@@ -27,15 +32,58 @@ impl LockOptions {
     /// costs one renewal per 5 s, but units hold locks for milliseconds, so
     /// few ever renew; a longer lease would only lengthen the stall.
     pub const DEFAULT_LEASE_DURATION: std::time::Duration = std::time::Duration::from_secs(15);
+
+    /// How long [`Store::lock`](crate::Store::lock) waits for a lock by
+    /// default (see [`LockOptions::with_acquire_timeout`]).
+    pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(60);
+
+    /// How much lease validity a commit needs by default (see
+    /// [`LockOptions::with_commit_margin`]).
+    pub const DEFAULT_COMMIT_MARGIN: Duration = Duration::from_secs(5);
+
+    /// The defaults: wait up to 60 s for a lock; commit only with at least
+    /// 5 s of lease left.
+    pub fn new() -> Self {
+        LockOptions {
+            acquire_timeout: Self::DEFAULT_ACQUIRE_TIMEOUT,
+            commit_margin: Self::DEFAULT_COMMIT_MARGIN,
+        }
+    }
+
+    /// How long [`Store::lock`](crate::Store::lock) waits for the lease
+    /// while another holder has it. Failing storage ends the wait sooner:
+    /// after the lock lease options'
+    /// [`with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after)
+    /// (30 s by default), with [`Error::Unavailable`](crate::Error::Unavailable).
+    #[must_use = "`with_acquire_timeout` returns the changed options"]
+    pub fn with_acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire_timeout = timeout;
+        self
+    }
+
+    /// How much lease validity a commit needs before it sends anything.
+    #[must_use = "`with_commit_margin` returns the changed options"]
+    pub fn with_commit_margin(mut self, margin: Duration) -> Self {
+        self.commit_margin = margin;
+        self
+    }
+
+    /// How long [`Store::lock`](crate::Store::lock) waits for a lock held
+    /// by another (see [`LockOptions::with_acquire_timeout`]).
+    pub fn acquire_timeout(&self) -> Duration {
+        self.acquire_timeout
+    }
+
+    /// How much lease validity a commit needs before it sends anything
+    /// (see [`LockOptions::with_commit_margin`]).
+    pub fn commit_margin(&self) -> Duration {
+        self.commit_margin
+    }
 }
 
 impl Default for LockOptions {
-    /// Wait up to 60 s for a lock; commit only with at least 5 s of lease
-    /// left.
+    /// [`LockOptions::new`].
     fn default() -> Self {
-        LockOptions {
-            acquire_timeout: Duration::from_secs(60),
-            commit_margin: Duration::from_secs(5),
-        }
+        Self::new()
     }
 }

@@ -1,4 +1,4 @@
-//! Pruning lock blobs ([`Store::prune_locks`](crate::Store::prune_locks)):
+//! Pruning lock blobs (part of [`Store::sweep`](crate::Store::sweep)):
 //! deleting the lock blobs of partitions nobody has locked for a while, so
 //! that the lock container does not grow with every partition ever locked
 //! (free, clean and old, each checked again and deleted under its own
@@ -20,55 +20,53 @@ use crate::lease::prune::{Age, Verdict, examine};
 /// How many lock blobs are examined at once.
 const CONCURRENCY: usize = 8;
 
-/// What [`Store::prune_locks`](crate::Store::prune_locks) did, or what
-/// [`Store::prune_locks_dry_run`](crate::Store::prune_locks_dry_run) found
-/// it would do.
+/// How many lock blobs are examined between two calls of the progress
+/// callback.
+const PROGRESS_EVERY: usize = 100;
+
+/// What the prune of lock blobs and commit rows found, folded into
+/// [`SweepReport`](crate::store::SweepReport) by the sweep.
 ///
 /// Every lock blob examined is counted once: `examined` = `deleted` +
 /// `kept_held` + `kept_pending` + `kept_recent`. (A blob deleted by
 /// somebody else between the listing and its examination is not counted.)
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PruneReport {
-    /// Whether nothing was taken or deleted: `deleted` and
-    /// `deleted_partitions` say what a prune would delete now.
-    pub dry_run: bool,
+pub(crate) struct PruneReport {
     /// The store's lock blobs examined.
-    pub examined: usize,
+    pub(crate) examined: usize,
     /// Lock blobs deleted (with their wait queues).
-    pub deleted: usize,
-    /// Kept because somebody held the lock, took it first, or waited for it
-    /// in its wait queue.
-    pub kept_held: usize,
-    /// Kept because the blob carries a record this leasehold does not
-    /// write into lock blobs (or cannot read): another program's or a newer
-    /// leasehold's, an operator's business.
-    pub kept_pending: usize,
-    /// Kept because the lock was taken over within `older_than` (or it
-    /// could not be dated yet; see
-    /// [`Store::prune_locks`](crate::Store::prune_locks)).
-    pub kept_recent: usize,
-    /// Decision rows of finished commits removed (counted, for a dry run):
-    /// committed ones older than `older_than` whose marks are all gone,
-    /// withdrawn ones older than that and than the time a late commit
-    /// point may take to land (see [`crate::lock`]'s "Rows commits leave
-    /// behind").
-    pub decision_rows_deleted: usize,
-    /// After-image rows removed with their commit's decision row, or of a
-    /// commit never decided, older than that bound.
-    pub after_image_rows_deleted: usize,
-    /// The partition keys of the deleted lock blobs, in lock-name order.
-    /// A key too long for a lease name has a hashed lock name that does not
-    /// give the key back: its blob is counted in `deleted` only.
-    pub deleted_partitions: Vec<PartitionKey>,
+    pub(crate) deleted: usize,
+    /// Kept: held, taken first, or waited for.
+    pub(crate) kept_held: usize,
+    /// Kept: the blob carries a record this leasehold does not write.
+    pub(crate) kept_pending: usize,
+    /// Kept: taken over within `older_than`, or not datable yet.
+    pub(crate) kept_recent: usize,
+    /// Decision rows removed (counted, for a dry run).
+    pub(crate) decision_rows_deleted: usize,
+    /// After-image rows removed (counted, for a dry run).
+    pub(crate) after_image_rows_deleted: usize,
+    /// The partition keys of the deleted lock blobs, in lock-name order,
+    /// but for hashed lock names (keys too long for a lease name).
+    pub(crate) deleted_partitions: Vec<PartitionKey>,
 }
 
-/// See [`Store::prune_locks`](crate::Store::prune_locks) and
-/// [`Store::prune_locks_dry_run`](crate::Store::prune_locks_dry_run).
+/// The lock blobs and commit rows part of
+/// [`Store::sweep`](crate::Store::sweep): deletes (for a `dry_run`,
+/// counts) the lock blobs of the store's partitions that are free, clean
+/// and not taken over for `older_than`, then the rows commits left that no
+/// reader needs (see the [module docs](super), "Rows commits leave behind"
+/// and "Lock blobs"). Calls `progress` with the counts so far after every
+/// [`PROGRESS_EVERY`] lock blobs examined.
+///
+/// # Errors
+/// [`Error::Invalid`] for an `older_than` reaching back before any date
+/// (before any request); backend errors.
 pub(crate) async fn prune_locks(
     env: &Arc<LockEnv>,
     older_than: Duration,
     dry_run: bool,
+    progress: &mut (dyn FnMut(&PruneReport) + Send),
 ) -> Result<PruneReport> {
     let age = Age::new(older_than)?;
     let prefix = super::name::lock_prefix(env.table_prefix());
@@ -89,10 +87,7 @@ pub(crate) async fn prune_locks(
                 Ok::<_, Error>((name, verdict))
             })
             .buffered(CONCURRENCY);
-        let mut report = PruneReport {
-            dry_run,
-            ..PruneReport::default()
-        };
+        let mut report = PruneReport::default();
         while let Some(next) = verdicts.next().await {
             let (name, verdict) = next?;
             match verdict {
@@ -108,6 +103,9 @@ pub(crate) async fn prune_locks(
                 Verdict::Gone => continue,
             }
             report.examined += 1;
+            if report.examined.is_multiple_of(PROGRESS_EVERY) {
+                progress(&report);
+            }
         }
         let removed = super::leftovers::prune(env, age.cutoff, dry_run).await?;
         report.decision_rows_deleted = removed.decision_rows;

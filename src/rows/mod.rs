@@ -32,6 +32,7 @@ pub(crate) mod tombstone;
 /// reads never return: a decision row or after-image row of a commit, or a
 /// tombstone. (Index rows live in tables of their own; whether one is
 /// stale takes a read of its entity.)
+#[cfg_attr(not(feature = "conformance"), allow(dead_code))]
 pub(crate) fn is_hidden(
     row_key: &crate::key::RowKey,
     properties: &crate::entity::Properties,

@@ -52,7 +52,7 @@ impl Store {
     /// a bad key; [`crate::Error::Auth`] when storage refuses the
     /// credentials; other backend errors.
     pub async fn lock(&self, partition_key: impl IntoPartitionKey) -> Result<Unit> {
-        self.lock_with_timeout(partition_key, self.lock_options().acquire_timeout)
+        self.lock_with_timeout(partition_key, self.lock_options().acquire_timeout())
             .await
     }
 
@@ -185,7 +185,7 @@ impl Store {
     /// [`crate::Error::Invalid`] for a bad key (naming it) or an empty set
     /// (before any request); otherwise as [`Store::lock`].
     pub async fn lock_many(&self, partition_keys: impl IntoPartitionKeys) -> Result<Unit> {
-        self.lock_many_with_timeout(partition_keys, self.lock_options().acquire_timeout)
+        self.lock_many_with_timeout(partition_keys, self.lock_options().acquire_timeout())
             .await
     }
 
@@ -271,7 +271,7 @@ impl Store {
     ///
     /// It writes nothing: [`Store::commit_outcome`] settles a commit, a
     /// read of a marked row finishes or withdraws its mark, and
-    /// [`Store::prune_locks`] removes decision rows no reader needs. One
+    /// [`Store::sweep`] removes decision rows no reader needs. One
     /// query per table of the store, and one read per commit marked here
     /// whose decision row is in another partition or table.
     ///
@@ -294,100 +294,5 @@ impl Store {
     ) -> Result<Vec<crate::lock::CommitSummary>> {
         let pk = partition_key.into_partition_key()?;
         crate::lock::list_commits(self.locking(), &pk).await
-    }
-
-    /// For operators: deletes the lock blobs of this store's partitions
-    /// that nobody has locked for `older_than`, so that the lock container
-    /// does not keep a blob for every partition ever locked. A lock blob
-    /// goes when it is
-    ///
-    /// * free (no lease on it),
-    /// * clean (no record in it: a lock blob holds the lease and its wait
-    ///   queue only, so a record is another program's), and
-    /// * old: the last process to take the lock over did so
-    ///   (`leasehold_acquired`) at least `older_than` ago.
-    ///
-    /// It also removes the rows commits leave behind when their writer
-    /// stopped half-way, or a reader withdrew them: a committed decision
-    /// row older than `older_than` whose marks are all gone, a withdrawn
-    /// one older than `older_than` and than 20 minutes, and their
-    /// after-image rows ([`PruneReport::decision_rows_deleted`](crate::lock::PruneReport::decision_rows_deleted);
-    /// see [`crate::lock`]'s "Rows commits leave behind"): one query per
-    /// table of the store, and one per group a committed decision row
-    /// names.
-    ///
-    /// `Duration::ZERO` makes every free, clean lock blob old. A lock blob
-    /// that cannot be dated (no `leasehold_acquired`: the backends expose
-    /// no last-modified time) is old only then; otherwise it is stamped
-    /// with the time now and kept, and ages from there. A lock used by one
-    /// process only keeps the date that process first took it, so it may
-    /// be deleted between two of its units; its next unit creates it again
-    /// (two requests more).
-    ///
-    /// It is safe against units locking the same partitions meanwhile:
-    /// each candidate's lease is taken (trying once, as
-    /// [`Store::try_lock`] does), the blob checked again as that acquire
-    /// read it, and deleted with that lease id (its wait queue first, unless
-    /// a process waits there: then both are kept). A unit locking the
-    /// partition at that moment either gets the lock first (the blob is
-    /// kept) or waits as for any holder and creates the blob again. See
-    /// [`crate::lock`]'s "Lock blobs".
-    ///
-    /// Cost: one listing request per 5000 lock blobs and one read per lock
-    /// blob; a candidate adds an acquire and a read, then a read of its wait
-    /// queue and the deletes (the queue's only when it exists), or a release
-    /// (with a metadata write when it is stamped).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use leasehold::Store;
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let store = Store::memory();
-    /// store.lock("alice").await?.abandon().await?;
-    /// let held = store.lock("bob").await?;
-    ///
-    /// // Both were locked just now: nothing is a week old.
-    /// let week = Duration::from_secs(7 * 24 * 3600);
-    /// let plan = store.prune_locks_dry_run(week).await?;
-    /// assert_eq!((plan.examined, plan.deleted, plan.kept_held), (2, 0, 1));
-    ///
-    /// // Every free, clean lock blob, however recent.
-    /// let report = store.prune_locks(Duration::ZERO).await?;
-    /// assert_eq!(report.deleted_partitions.len(), 1);
-    /// assert_eq!(report.deleted_partitions[0].as_str(), "alice");
-    /// assert_eq!(report.kept_held, 1, "bob is held");
-    /// held.abandon().await?;
-    ///
-    /// // A pruned lock is created again by the next unit.
-    /// store.lock("alice").await?.abandon().await?;
-    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for an `older_than` reaching back before any date
-    /// (before any request); [`Error::Unavailable`] when storage kept
-    /// failing; backend errors of the listing, a read or a delete. The
-    /// prune stops at the first error; what it deleted stays deleted, and
-    /// running it again goes on from there.
-    ///
-    /// [`Error::Unavailable`]: crate::Error::Unavailable
-    pub async fn prune_locks(&self, older_than: Duration) -> Result<crate::lock::PruneReport> {
-        crate::lock::prune_locks(self.locking(), older_than, false).await
-    }
-
-    /// As [`Store::prune_locks`], but takes no lease and deletes nothing:
-    /// reads each lock blob and reports what a prune would delete now
-    /// ([`PruneReport::dry_run`](crate::lock::PruneReport::dry_run) set). A
-    /// lock blob that cannot be dated counts as recent (unless
-    /// `older_than` is zero). Units locking meanwhile may change what a
-    /// prune then finds.
-    ///
-    /// # Errors
-    /// As [`Store::prune_locks`], without the deletes.
-    pub async fn prune_locks_dry_run(
-        &self,
-        older_than: Duration,
-    ) -> Result<crate::lock::PruneReport> {
-        crate::lock::prune_locks(self.locking(), older_than, true).await
     }
 }

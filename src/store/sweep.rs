@@ -6,8 +6,8 @@
 //! |---|---|---|
 //! | tombstones (`_lhGone`) | deletes of indexed types; writers taking a claim over from an absent entity | older than `older_than` and than 25 minutes |
 //! | stale index rows | writes that failed or stopped between their claims and their entity's write; deletes (their claims stay for the next writer of the value) | their entity does not hold their value, read again with any unit's mark resolved, and they are older than `older_than` and than 25 minutes |
-//! | decision rows, after-image rows | commits whose writer stopped half-way, or that a reader withdrew | as [`Store::prune_locks`] says (a committed one once its marks are gone; a withdrawn one, and after-image rows without a decision, past 20 minutes) |
-//! | lock blobs | every partition ever locked | free, clean and not taken over for `older_than` ([`Store::prune_locks`]) |
+//! | decision rows, after-image rows | commits whose writer stopped half-way, or that a reader withdrew | a committed one once its marks are gone; a withdrawn one, and after-image rows without a decision, past 20 minutes ("Rows commits leave behind" in [`crate::lock`]) |
+//! | lock blobs | every partition ever locked | free, clean and not taken over for `older_than` ("Lock blobs" in [`crate::lock`]) |
 //! | expired rows (`_lhExpires`) | entity types declaring an expiry (see the README's "Expiry") | at once: past their expiry, every read already treats them as absent (a row of an indexed type leaves a tombstone, and its index rows go) |
 //!
 //! Every delete is conditioned on the ETag the sweep read: a row written
@@ -45,7 +45,7 @@ use crate::backend::{QuerySpec, StoredEntity, TableOp, WriteOptions};
 use crate::entity::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{STALLED_WRITE_BOUND, TABLE_SUFFIX};
-use crate::key::TableName;
+use crate::key::{PartitionKey, TableName};
 use crate::lease::LeaderOptions;
 use crate::lock::{LockEnv, PruneReport};
 use crate::query::{CmpOp, Filter};
@@ -161,22 +161,41 @@ pub struct SweepReport {
     pub tombstones: u64,
     /// Index rows naming an entity that does not hold their value, removed.
     pub stale_index_rows: u64,
-    /// Decision rows of finished or withdrawn commits removed
-    /// ([`PruneReport::decision_rows_deleted`]).
+    /// Decision rows removed: committed ones whose marks are all gone,
+    /// withdrawn ones older than the time a late commit point may take to
+    /// land (see [`crate::lock`]'s "Rows commits leave behind").
     pub decision_rows: u64,
-    /// After-image rows removed
-    /// ([`PruneReport::after_image_rows_deleted`]).
+    /// After-image rows removed with their commit's decision row, or of a
+    /// commit never decided, older than that bound.
     pub after_image_rows: u64,
-    /// Lock blobs removed ([`PruneReport::deleted`]).
+    /// The store's lock blobs examined: `lock_blobs` +
+    /// `lock_blobs_kept_held` + `lock_blobs_kept_pending` +
+    /// `lock_blobs_kept_recent`. (A blob deleted by somebody else between
+    /// the listing and its examination is not counted.)
+    pub lock_blobs_examined: u64,
+    /// Lock blobs removed (with their wait queues): free, clean and not
+    /// taken over for `older_than` (see [`crate::lock`]'s "Lock blobs").
     pub lock_blobs: u64,
+    /// The partition keys of the removed lock blobs, in lock-name order. A
+    /// key too long for a lease name has a hashed lock name that does not
+    /// give the key back: its blob is counted in `lock_blobs` only.
+    pub lock_blob_partitions: Vec<PartitionKey>,
+    /// Lock blobs kept because somebody held the lock, took it first, or
+    /// waited for it in its wait queue.
+    pub lock_blobs_kept_held: u64,
+    /// Lock blobs kept because they carry a record this leasehold does not
+    /// write into lock blobs (or cannot read): another program's or a newer
+    /// leasehold's, an operator's business.
+    pub lock_blobs_kept_pending: u64,
+    /// Lock blobs kept because the lock was taken over within `older_than`,
+    /// or could not be dated yet (it is stamped, and ages from then).
+    pub lock_blobs_kept_recent: u64,
     /// Rows past their expiry removed (see the README's "Expiry").
     pub expired_rows: u64,
     /// Tombstones and stale index rows kept because they are younger than
     /// their bound, or changed since they were read; expired rows kept
     /// because they changed (were renewed) since they were read.
     pub kept: u64,
-    /// What the pruning of lock blobs and commit rows found, in detail.
-    pub locks: PruneReport,
 }
 
 impl SweepReport {
@@ -191,11 +210,25 @@ impl SweepReport {
     }
 }
 
+impl SweepReport {
+    /// Takes in the counts of what the prune of lock blobs and commit rows
+    /// found (not the partitions' keys).
+    fn add_locks(&mut self, locks: &PruneReport) {
+        self.decision_rows = count(locks.decision_rows_deleted);
+        self.after_image_rows = count(locks.after_image_rows_deleted);
+        self.lock_blobs_examined = count(locks.examined);
+        self.lock_blobs = count(locks.deleted);
+        self.lock_blobs_kept_held = count(locks.kept_held);
+        self.lock_blobs_kept_pending = count(locks.kept_pending);
+        self.lock_blobs_kept_recent = count(locks.kept_recent);
+    }
+}
+
 impl std::fmt::Display for SweepReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} {} tombstones, {} stale index rows, {} decision rows, {} after-image rows, {} lock blobs, {} expired rows ({} rows examined, {} kept)",
+            "{} {} tombstones, {} stale index rows, {} decision rows, {} after-image rows, {} lock blobs, {} expired rows ({} rows examined, {} kept; {} lock blobs examined, kept {} held, {} pending, {} recent)",
             if self.dry_run {
                 "would remove"
             } else {
@@ -208,7 +241,11 @@ impl std::fmt::Display for SweepReport {
             self.lock_blobs,
             self.expired_rows,
             self.rows_examined,
-            self.kept
+            self.kept,
+            self.lock_blobs_examined,
+            self.lock_blobs_kept_held,
+            self.lock_blobs_kept_pending,
+            self.lock_blobs_kept_recent
         )
     }
 }
@@ -228,8 +265,19 @@ impl Store {
     ///   hold its value: read again, any unit's mark resolved, just before
     ///   the delete) once older than the same bound, since its writer may
     ///   still be between the claim and the entity's write until then;
-    /// * **decision rows**, **after-image rows** and **lock blobs** as
-    ///   [`Store::prune_locks`] removes them (which the sweep runs).
+    /// * a **committed decision row** once its marks are all gone (no
+    ///   reader needs it to finish a row), a **withdrawn** one once older
+    ///   than 20 minutes (a commit point sent before the withdrawal can no
+    ///   longer land), and **after-image rows** with their decision row (see
+    ///   "Rows commits leave behind" in [`crate::lock`]); a committed
+    ///   decision row is also what [`Store::commit_outcome`] reads, so keep
+    ///   `older_than` longer than an [`Error::InDoubt`] may wait to be
+    ///   settled;
+    /// * a **lock blob** once free, clean (holding no record of another
+    ///   program) and not taken over for `older_than`, each checked again
+    ///   and deleted under the lock's own lease, so a unit locking the
+    ///   partition meanwhile waits as for any holder and then creates the
+    ///   blob again (see "Lock blobs" in [`crate::lock`]).
     ///
     /// Every delete carries the ETag read, so a row written again meanwhile
     /// stays. A sweep is safe beside the application's writes and beside
@@ -240,7 +288,10 @@ impl Store {
     /// Cost: a read of every indexed table and its index table (one query
     /// page per 1,000 rows), a filtered query of every table of the store
     /// for its tombstones, one or two reads and a delete per stale index
-    /// row, a delete per tombstone; then [`Store::prune_locks`]'s.
+    /// row, a delete per tombstone; one query per table and one per group
+    /// a committed decision row names; a listing per 5000 lock blobs and a
+    /// read per lock blob, and for a candidate an acquire, a read and its
+    /// deletes (or a release).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -248,23 +299,42 @@ impl Store {
     /// # use leasehold::store::SweepOptions;
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
     /// let store = Store::memory();
-    /// let report = store.sweep(&SweepOptions::new()).await?;
-    /// assert_eq!(report.removed(), 0);
+    /// store.lock("alice").await?.abandon().await?;
+    /// let held = store.lock("bob").await?;
+    ///
+    /// // Both were locked just now: nothing is a week old.
+    /// let week = SweepOptions::new().with_older_than(Duration::from_secs(7 * 24 * 3600));
+    /// let plan = store.sweep(&week.with_dry_run(true)).await?;
+    /// assert_eq!((plan.lock_blobs_examined, plan.lock_blobs, plan.lock_blobs_kept_held), (2, 0, 1));
+    ///
+    /// // Every free, clean lock blob, however recent.
+    /// let report = store.sweep(&SweepOptions::new().with_older_than(Duration::ZERO)).await?;
+    /// assert_eq!(report.lock_blob_partitions.len(), 1);
+    /// assert_eq!(report.lock_blob_partitions[0].as_str(), "alice");
+    /// assert_eq!(report.lock_blobs_kept_held, 1, "bob is held");
+    /// assert_eq!(report.removed(), 1);
     /// println!("{report}");
+    /// held.abandon().await?;
+    ///
+    /// // A removed lock blob is created again by the next unit.
+    /// store.lock("alice").await?.abandon().await?;
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
     ///
     /// # Errors
     /// [`Error::Invalid`] for a concurrency out of range or an
     /// `older_than` reaching back before any date (before any request);
-    /// backend errors. The sweep stops at the first; what it removed stays
-    /// removed, and running it again goes on from there.
+    /// [`Error::Unavailable`] when storage kept failing; backend errors.
+    /// The sweep stops at the first; what it removed stays removed, and
+    /// running it again goes on from there.
     pub async fn sweep(&self, options: &SweepOptions) -> Result<SweepReport> {
         self.sweep_with_progress(options, |_| {}).await
     }
 
     /// As [`Store::sweep`], calling `progress` with the counts so far as
-    /// it goes (after every page of rows read and every few deletes).
+    /// it goes (after every page of rows read, every few deletes and every
+    /// 100 lock blobs examined; the removed lock blobs' partitions come
+    /// with the last call).
     ///
     /// # Errors
     /// As [`Store::sweep`].
@@ -359,14 +429,20 @@ async fn sweep(
             }
         }
 
-        // Decision rows, after-image rows and lock blobs.
-        let locks = crate::lock::prune_locks(env, older_than, dry_run)
-            .instrument(tracing::info_span!("leasehold.sweep.locks"))
-            .await?;
-        report.decision_rows = count(locks.decision_rows_deleted);
-        report.after_image_rows = count(locks.after_image_rows_deleted);
-        report.lock_blobs = count(locks.deleted);
-        report.locks = locks;
+        // Lock blobs, then decision rows and after-image rows.
+        let locks = {
+            let so_far = report.clone();
+            let mut on_blobs = |locks: &PruneReport| {
+                let mut seen = so_far.clone();
+                seen.add_locks(locks);
+                progress(&seen);
+            };
+            crate::lock::prune_locks(env, older_than, dry_run, &mut on_blobs)
+                .instrument(tracing::info_span!("leasehold.sweep.locks"))
+                .await?
+        };
+        report.add_locks(&locks);
+        report.lock_blob_partitions = locks.deleted_partitions;
         progress(&report);
         tracing::info!(
             tombstones = report.tombstones,
@@ -374,6 +450,7 @@ async fn sweep(
             decision_rows = report.decision_rows,
             after_image_rows = report.after_image_rows,
             lock_blobs = report.lock_blobs,
+            lock_blobs_examined = report.lock_blobs_examined,
             expired_rows = report.expired_rows,
             rows_examined = report.rows_examined,
             kept = report.kept,

@@ -42,10 +42,10 @@
 //! | | `Invalid`: a bad key | `bad_keys_and_empty_sets_are_invalid_before_any_request`; `bad_input::catalogue_on_memory` |
 //! | | `Invalid`: a lock blob that is not a lease document | `a_lock_blob_that_is_not_a_lease_document_is_invalid_everywhere` |
 //! | | backend errors | `operator_reads_pass_storage_failures_on` |
-//! | `Store::prune_locks` | `Invalid`: `older_than` before any date, before any request | `pruning_further_back_than_any_date_is_invalid_before_any_request`; `memory::lock::pruning_deletes_only_free_clean_old_lock_blobs` |
+//! | `Store::sweep` (its lock blobs) | `Invalid`: `older_than` before any date, before any request | `pruning_further_back_than_any_date_is_invalid_before_any_request`; `memory::lock::pruning_deletes_only_free_clean_old_lock_blobs` |
 //! | | `Unavailable` taking a candidate's lease | `pruning_gives_up_unavailable_when_a_candidates_lease_cannot_be_taken` |
 //! | | backend errors (the listing) | `operator_reads_pass_storage_failures_on` |
-//! | `Store::prune_locks_dry_run` | `Invalid` | `pruning_further_back_than_any_date_is_invalid_before_any_request` |
+//! | `Store::sweep`, dry run | `Invalid` | `pruning_further_back_than_any_date_is_invalid_before_any_request` |
 //! | | backend errors (the listing) | `operator_reads_pass_storage_failures_on` |
 //! | | (never `Unavailable`: it takes no lease) | `pruning_gives_up_unavailable_when_a_candidates_lease_cannot_be_taken` |
 //! | `Unit::lease` | (never an error: the locks are given up only by `commit` and `abandon`, which consume the unit; a lease that ran out is returned, lost) | `a_units_lease_is_returned_even_after_it_ran_out` |
@@ -93,6 +93,19 @@ use leasehold::testing::{
 };
 use leasehold::{Entity, Error, ErrorKind, Store};
 use tokio::time::{Instant, sleep};
+
+/// `store`'s sweep keeping what is younger than `older_than`, for real or
+/// as a dry run.
+async fn sweep(
+    store: &Store,
+    older_than: Duration,
+    dry_run: bool,
+) -> leasehold::Result<leasehold::store::SweepReport> {
+    let options = leasehold::store::SweepOptions::new()
+        .with_older_than(older_than)
+        .with_dry_run(dry_run);
+    store.sweep(&options).await
+}
 
 /// The lease duration of partition locks (the default).
 const LEASE: Duration = LockOptions::DEFAULT_LEASE_DURATION;
@@ -410,10 +423,7 @@ async fn taking_a_held_lock_times_out_or_finds_it_held_and_takes_nothing() {
     let configured = Duration::from_secs(3);
     let passed = Duration::from_secs(2);
     let waiter = Store::builder_shared(backend)
-        .lock_options(LockOptions {
-            acquire_timeout: configured,
-            ..LockOptions::default()
-        })
+        .lock_options(LockOptions::new().with_acquire_timeout(configured))
         .build()
         .unwrap();
     open(&holder, &["held"]).await;
@@ -646,33 +656,32 @@ async fn operator_reads_pass_storage_failures_on() {
     );
     faults.fail_nth(Some(Op::ListBlobs), 1);
     transient(
-        store.prune_locks(Duration::ZERO).await.unwrap_err(),
-        "prune_locks",
+        sweep(&store, Duration::ZERO, false).await.unwrap_err(),
+        "sweep",
     );
     faults.fail_nth(Some(Op::ListBlobs), 1);
     transient(
-        store.prune_locks_dry_run(Duration::ZERO).await.unwrap_err(),
-        "prune_locks_dry_run",
+        sweep(&store, Duration::ZERO, true).await.unwrap_err(),
+        "sweep, dry run",
     );
     assert_eq!(
-        store
-            .prune_locks_dry_run(Duration::ZERO)
+        sweep(&store, Duration::ZERO, true)
             .await
             .unwrap()
-            .deleted,
+            .lock_blobs,
         1
     );
 }
 
 /// `older_than` reaching back before any date is `Invalid` before any
-/// request, for a prune and a dry run.
+/// request, for a sweep and a dry run.
 #[tokio::test(start_paused = true)]
 async fn pruning_further_back_than_any_date_is_invalid_before_any_request() {
     let (store, counter) = counted_store(&memory());
     let forever = Duration::from_secs(u64::MAX);
     for e in [
-        store.prune_locks(forever).await.unwrap_err(),
-        store.prune_locks_dry_run(forever).await.unwrap_err(),
+        sweep(&store, forever, false).await.unwrap_err(),
+        sweep(&store, forever, true).await.unwrap_err(),
     ] {
         assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
         assert!(e.to_string().contains("older_than"), "{e}");
@@ -680,7 +689,7 @@ async fn pruning_further_back_than_any_date_is_invalid_before_any_request() {
     assert_eq!(counter.total(), 0);
 }
 
-/// A prune that cannot take a candidate's lease (storage failing every
+/// A sweep that cannot take a candidate lock blob's lease (storage failing every
 /// acquire) gives up with `Unavailable` after the lock lease options'
 /// bound, deleting nothing. A dry run takes no lease: on the same storage
 /// it answers.
@@ -691,10 +700,10 @@ async fn pruning_gives_up_unavailable_when_a_candidates_lease_cannot_be_taken() 
     let store = lock_bound_store(Arc::new(faulty));
     store.lock("p").await.unwrap().abandon().await.unwrap();
     fail_next(&faults, Op::AcquireLease, 2000);
-    let plan = store.prune_locks_dry_run(Duration::ZERO).await.unwrap();
-    assert_eq!(plan.deleted, 1, "{plan:?}");
+    let plan = sweep(&store, Duration::ZERO, true).await.unwrap();
+    assert_eq!(plan.lock_blobs, 1, "{plan:?}");
     let started = Instant::now();
-    let e = store.prune_locks(Duration::ZERO).await.unwrap_err();
+    let e = sweep(&store, Duration::ZERO, false).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
     assert!(
         started.elapsed() >= BOUND,
@@ -1057,6 +1066,43 @@ async fn a_commit_claiming_a_taken_unique_value_is_value_taken_and_writes_nothin
     // The one write: the claim's insert, refused.
     assert_eq!(counter.get(Op::Write), 1, "{counter:?}");
     assert!(members.get("q", "m2").await.unwrap().is_none());
+}
+
+/// `LockOptions::with_commit_margin` reaches the commit: a margin longer
+/// than the lock lease refuses every commit as `LeaseLost`, naming the
+/// margin, and writes nothing; a store with the default margin commits the
+/// same write.
+#[tokio::test(start_paused = true)]
+async fn a_commit_margin_longer_than_the_lease_refuses_the_commit_and_writes_nothing() {
+    let backend = memory();
+    let plain = store_on(backend.clone());
+    open(&plain, &["margin"]).await;
+    let margin = LEASE + Duration::from_secs(1);
+    let careful = Store::builder_shared(backend)
+        .lock_options(LockOptions::new().with_commit_margin(margin))
+        .build()
+        .unwrap();
+    assert_eq!(careful.lock_options().commit_margin(), margin);
+    assert_eq!(
+        careful.lock_options().acquire_timeout(),
+        LockOptions::DEFAULT_ACQUIRE_TIMEOUT
+    );
+    for store in [&careful, &plain] {
+        let mut unit = store.lock("margin").await.unwrap();
+        let mut a = unit.get::<Account>("main").await.unwrap().unwrap();
+        a.balance -= 10;
+        unit.replace(&a).unwrap();
+        let committed = unit.commit().await;
+        if std::ptr::eq(store, &careful) {
+            let e = committed.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::LeaseLost, "{e}");
+            assert!(e.to_string().contains(&format!("{margin:?} needed")), "{e}");
+            assert_eq!(balance(&plain, "margin").await, 100, "nothing written");
+        } else {
+            committed.unwrap();
+            assert_eq!(balance(&plain, "margin").await, 90);
+        }
+    }
 }
 
 /// A commit whose holder stalls past its lease just before its commit

@@ -41,7 +41,7 @@
 //! kept) runs beside the workers the whole time, on a healthy process; a
 //! sweep that fails is a violation, and the checks above hold with it.
 //!
-//! Then `Store::prune_locks` runs, once as is and once on a view of storage
+//! Then a last sweep runs, once as is and once on a view of storage
 //! 21 minutes later (row Timestamps shifted back: the memory backend stamps
 //! rows with the wall clock, which paused Tokio time does not move), so that
 //! withdrawn decision rows are past the bound for a late commit point. The
@@ -982,22 +982,21 @@ async fn storm(seed: u64) -> (Figures, Vec<String>) {
     }
     check(&world, &admin).await;
 
-    // Rows commits left, pruned now and 21 minutes later.
+    // Rows commits left, swept now and 21 minutes later.
     let (committed, withdrawn, after_images) = commit_rows(&memory).await;
-    let now = admin.prune_locks(Duration::ZERO).await;
-    let later = healthy(Arc::new(Later(memory.clone())))
-        .prune_locks(Duration::ZERO)
-        .await;
+    let zero = SweepOptions::new().with_older_than(Duration::ZERO);
+    let now = admin.sweep(&zero).await;
+    let later = healthy(Arc::new(Later(memory.clone()))).sweep(&zero).await;
     let (left_committed, left_withdrawn, _) = commit_rows(&memory).await;
     let mut book = world.book();
     match (&now, &later) {
         (Ok(now), Ok(later)) => {
-            book.figures.pruned_now = now.decision_rows_deleted as u64;
-            book.figures.pruned_later = later.decision_rows_deleted as u64;
+            book.figures.pruned_now = now.decision_rows;
+            book.figures.pruned_later = later.decision_rows;
         }
         _ => book
             .violations
-            .push(format!("prune failed: {now:?} / {later:?}")),
+            .push(format!("the last sweep failed: {now:?} / {later:?}")),
     }
     book.figures.committed_rows = committed;
     book.figures.withdrawn_rows = withdrawn;

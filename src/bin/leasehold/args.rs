@@ -128,7 +128,7 @@ pub(crate) enum IndexesCommand {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum LeasesCommand {
-    /// Lists the leases, with state, holder, epoch and pending journal.
+    /// Lists the leases, with state, holder and epoch.
     List {
         /// Only the leases whose names start with this.
         #[arg(long, default_value = "")]
@@ -190,19 +190,6 @@ pub(crate) enum LocksCommand {
         /// The transaction id (`Error::InDoubt`, `CommitReport::transaction`).
         #[arg(long)]
         transaction: String,
-    },
-    /// Deletes the lock blobs of partitions not locked for --older-than:
-    /// free and holding no record. Each is checked again and deleted under
-    /// its own lease, so units locking meanwhile are safe.
-    Prune {
-        /// How long a lock must have gone unused: a number and a unit, s, m,
-        /// h or d (`90s`, `30m`, `24h`, `7d`, `1h30m`); `0s` takes every free,
-        /// clean lock blob.
-        #[arg(long, value_parser = parse_duration)]
-        older_than: std::time::Duration,
-        /// Only list what would be deleted; take and delete nothing.
-        #[arg(long)]
-        dry_run: bool,
     },
 }
 

@@ -2,10 +2,6 @@
 //! (`#[entity(unique)]` / `#[entity(index)]` fields) that writers outside
 //! leasehold may have broken.
 
-use std::io::IsTerminal;
-use std::time::Duration;
-
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use leasehold::Store;
 
 use leasehold::index::{DuplicateValue, IndexReport};
@@ -13,7 +9,7 @@ use serde_json::json;
 
 use crate::args::IndexesCommand;
 use crate::failure::Failure;
-use crate::output::Output;
+use crate::output::{Output, Tally};
 
 /// Runs an `indexes` command.
 pub(crate) async fn run(
@@ -25,14 +21,19 @@ pub(crate) async fn run(
         IndexesCommand::Verify { table } => (table, false),
         IndexesCommand::Rebuild { table } => (table, true),
     };
-    let bar = spinner(out, if rebuild { "rebuilding" } else { "verifying" });
-    let tick = |n: u64| bar.set_position(n);
+    let command = if rebuild {
+        "indexes rebuild"
+    } else {
+        "indexes verify"
+    };
+    let mut tally = Tally::new(out, command, "read");
+    let tick = |n: u64| tally.set(n);
     let report = if rebuild {
         store.rebuild_indexes(&table, tick).await
     } else {
         store.verify_indexes(&table, tick).await
     };
-    bar.finish_and_clear();
+    tally.finish();
     print(out, &report?, rebuild);
     Ok(())
 }
@@ -50,21 +51,6 @@ fn duplicate_json(d: &DuplicateValue) -> serde_json::Value {
             .map(|(pk, rk)| json!({ "partition_key": pk.as_str(), "row_key": rk.as_str() }))
             .collect::<Vec<_>>(),
     })
-}
-
-/// A count of rows read on stderr, when it is a terminal and the output is
-/// not JSON (the number of rows is not known beforehand).
-fn spinner(out: &Output, what: &'static str) -> ProgressBar {
-    if out.json || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template("{spinner} {msg}: {pos} rows read") {
-        bar.set_style(style);
-    }
-    bar.set_message(what);
-    bar.enable_steady_tick(Duration::from_millis(120));
-    bar
 }
 
 fn print(out: &Output, r: &IndexReport, rebuild: bool) {

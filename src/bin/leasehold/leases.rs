@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::args::LeasesCommand;
 use crate::failure::Failure;
-use crate::output::{Output, holder, lease_json, once_text, state_str};
+use crate::output::{Output, Tally, holder, lease_json, once_text, state_str};
 
 /// Runs a `leases` command.
 pub(crate) async fn run(
@@ -45,16 +45,16 @@ pub(crate) async fn describe_all<'a>(
     names: impl ExactSizeIterator<Item = &'a str>,
     out: &Output,
 ) -> Result<Vec<LeaseDescription>, Failure> {
-    let bar = out.progress(names.len() as u64, "describing");
+    let mut tally = Tally::of(out, "listing", "described", "leases").with_total(names.len() as u64);
     let mut described = futures_util::stream::iter(names)
         .map(|name| manager.describe(name))
         .buffered(8);
     let mut all = Vec::new();
     while let Some(d) = described.next().await {
         all.push(d?);
-        bar.inc(1);
+        tally.add(1);
     }
-    bar.finish_and_clear();
+    tally.finish();
     Ok(all)
 }
 

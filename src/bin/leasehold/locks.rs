@@ -1,10 +1,10 @@
-//! `leasehold locks ...`: list, show and break partition locks, settle a
-//! commit's decision, and prune the lock blobs of partitions nobody locks
-//! any more.
+//! `leasehold locks ...`: list, show and break partition locks, and settle
+//! a commit's decision. (`leasehold sweep` removes the lock blobs of
+//! partitions nobody locks any more.)
 
 use leasehold::Store;
 use leasehold::lease::LeaseDescription;
-use leasehold::lock::{CommitOutcome, CommitSummary, PruneReport};
+use leasehold::lock::{CommitOutcome, CommitSummary};
 use leasehold::time::OffsetDateTime;
 use leasehold::time::format_description::well_known::Rfc3339;
 use serde_json::{Value, json};
@@ -58,17 +58,6 @@ pub(crate) async fn run(store: &Store, command: LocksCommand, out: &Output) -> R
             let primary = partition.partition_key;
             let outcome = store.commit_outcome(primary.as_str(), &transaction).await?;
             out.decided(&primary, &transaction, outcome);
-        }
-        LocksCommand::Prune {
-            older_than,
-            dry_run,
-        } => {
-            let report = if dry_run {
-                store.prune_locks_dry_run(older_than).await?
-            } else {
-                store.prune_locks(older_than).await?
-            };
-            out.pruned(&report);
         }
     }
     Ok(())
@@ -238,50 +227,5 @@ impl Output {
                 "transaction {transaction} (primary {primary}): withdrawn; nothing of it is applied (marks left are taken off by their next read)"
             );
         }
-    }
-
-    fn pruned(&self, r: &PruneReport) {
-        if self.json {
-            let partitions: Vec<&str> = r.deleted_partitions.iter().map(|k| k.as_str()).collect();
-            out!(
-                "{}",
-                json!({
-                    "dry_run": r.dry_run,
-                    "examined": r.examined,
-                    "deleted": r.deleted,
-                    "kept_held": r.kept_held,
-                    "kept_pending": r.kept_pending,
-                    "kept_recent": r.kept_recent,
-                    "deleted_partitions": partitions,
-                    "decision_rows_deleted": r.decision_rows_deleted,
-                    "after_image_rows_deleted": r.after_image_rows_deleted,
-                })
-            );
-            return;
-        }
-        for key in &r.deleted_partitions {
-            out!("{}", key.as_str());
-        }
-        let unnamed = r.deleted.saturating_sub(r.deleted_partitions.len());
-        out!(
-            "{} {} of {} lock blobs{}; kept {} held, {} pending, {} recent",
-            if r.dry_run { "would delete" } else { "deleted" },
-            r.deleted,
-            r.examined,
-            if unnamed > 0 {
-                format!(" ({unnamed} of keys too long to name)")
-            } else {
-                String::new()
-            },
-            r.kept_held,
-            r.kept_pending,
-            r.kept_recent
-        );
-        out!(
-            "{} {} decision rows and {} after-image rows of finished commits",
-            if r.dry_run { "would delete" } else { "deleted" },
-            r.decision_rows_deleted,
-            r.after_image_rows_deleted
-        );
     }
 }

@@ -5,23 +5,19 @@
 //! leasehold [--connection-string CS | --auth-mode login --account-name A] [--json]
 //!           [--table-prefix P] [--lease-container C] <COMMAND>
 //!
-//!   leases list [--prefix P]          lease blobs: state, holder, epoch, journal pending
+//!   leases list [--prefix P]          lease blobs: state, holder, epoch
 //!   leases show NAME                  one lease in detail
 //!   leases break NAME [--period S]    break a lease, whoever holds it
-//!   locks list                        partition locks: state, holder, journal pending
-//!   locks show PK                     one partition lock and its pending journal
+//!   locks list                        partition locks: state, holder
+//!   locks show PK                     one partition lock, and the commits left half-way
+//!                                     holding rows of it (decision, age, rows marked)
 //!   locks break PK [--period S]       break a partition lock's lease
-//!   locks roll-forward PK [--break-lease] [--timeout S]
-//!                                     finish a commit a crashed holder left pending
-//!   locks resolve PK [--finish | --undo] [--timeout S]
-//!                                     show a commit that cannot be rolled forward
-//!                                     (what each choice overwrites), or carry one out
-//!   locks prune --older-than DURATION [--dry-run]
-//!                                     delete the lock blobs of partitions not locked
-//!                                     for DURATION (90s, 30m, 24h, 7d), free and clean
+//!   locks decide PK --transaction ID  a commit's decision; one without any is withdrawn
 //!   sweep [--older-than DURATION] [--dry-run]
 //!                                     remove tombstones, stale index rows, commits' leftover
-//!                                     rows and old lock blobs, each once nothing relies on it
+//!                                     rows and the lock blobs of partitions not locked for
+//!                                     DURATION (90s, 30m, 24h, 7d; free and clean), each
+//!                                     once nothing relies on it
 //!   indexes verify TABLE              missing and orphan index rows, duplicated unique values
 //!   indexes rebuild TABLE             the same, then fix missing and orphan rows
 //!   tables list                       the tables under the table prefix, without it;
@@ -47,8 +43,8 @@
 //! identity, managed identity, Azure CLI) to the account of
 //! `--account-name` (or `AZURE_STORAGE_ACCOUNT`).
 //!
-//! Exit codes: 0 success; 1 the operation failed (storage error, timeout, a
-//! journal that cannot be rolled forward); 2 usage error (bad arguments, no
+//! Exit codes: 0 success; 1 the operation failed (storage error, timeout,
+//! refused input); 2 usage error (bad arguments, no
 //! connection string, an invalid name or key); 3 not found (no such lease,
 //! lock blob or table). When the reader of stdout goes away early (`leasehold --json
 //! locks list | head -c 10`), the command stops writing and exits quietly
@@ -58,11 +54,12 @@
 //! enough.)
 //!
 //! Output is text for people, or one JSON document on stdout with `--json`.
-//! Long listings show a progress bar on stderr when it is a terminal and
-//! `--json` is not given; `purge` and `count` show their count and rate on
-//! stderr, redrawn on a terminal and as a plain line every 2 s otherwise,
-//! and so does `sweep` (rows read), which ends with what it removed per
-//! kind.
+//! Long commands (`purge`, `count`, `export`, `import`, `sweep`,
+//! `indexes`, listings) show their progress on stderr, one kind for all
+//! ([`output::Tally`]): count, rate and time redrawn on a terminal without
+//! `--json`, otherwise a plain line every 2 s (`LEASEHOLD_PROGRESS_EVERY_MS`
+//! sets the interval in milliseconds); each ends with a line saying what it
+//! did (`sweep`: what it removed per kind and the lock blobs it kept).
 //!
 //! One module per command group ([`leases`], [`locks`], [`indexes`],
 //! [`tables`], [`data`]: `purge` and `count`, [`transfer`]: export and
@@ -145,7 +142,7 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<(), Failure> {
     let out = Output { json: cli.json };
-    let timeout = LockOptions::default().acquire_timeout;
+    let timeout = LockOptions::DEFAULT_ACQUIRE_TIMEOUT;
     let store = open_store(&cli, timeout)?;
     match cli.command {
         Command::Leases(command) => leases::run(&store, command, &out).await,
@@ -193,10 +190,7 @@ fn open_store(cli: &Cli, lock_timeout: Duration) -> Result<Store, Failure> {
     let container = ContainerName::new(cli.lease_container.as_str())?;
     let mut builder = Store::builder(backend)
         .lease_options(LeaseOptions::new().with_container(container))
-        .lock_options(LockOptions {
-            acquire_timeout: lock_timeout,
-            ..LockOptions::default()
-        });
+        .lock_options(LockOptions::new().with_acquire_timeout(lock_timeout));
     if !cli.table_prefix.is_empty() {
         builder = builder.table_prefix(cli.table_prefix.as_str())?;
     }

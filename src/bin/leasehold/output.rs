@@ -82,18 +82,6 @@ pub(crate) struct Output {
 }
 
 impl Output {
-    pub(crate) fn progress(&self, len: u64, what: &'static str) -> ProgressBar {
-        if self.json || !std::io::stderr().is_terminal() || len == 0 {
-            return ProgressBar::hidden();
-        }
-        let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {eta}") {
-            bar.set_style(style);
-        }
-        bar.set_message(what);
-        bar
-    }
-
     pub(crate) fn note(&self, text: &str) {
         if self.json {
             err!("{text}");
@@ -127,32 +115,63 @@ impl Output {
     }
 }
 
-/// The progress of a long command that counts rows (`purge`, `count`):
-/// on a terminal (without `--json`) a line on stderr redrawn with the
-/// count and the rate; otherwise (a log, a pipe, `--json`) a plain line on
-/// stderr every [`Tally::EVERY`], so a scheduled job's log shows it
-/// working.
+/// The progress of a long command, on stderr, the one kind every long
+/// command shows (`purge`, `count`, `export`, `import`, `sweep`,
+/// `indexes verify` and `rebuild`, listings): on a terminal (without
+/// `--json`) a line redrawn with the count, the rate and the time taken (a
+/// bar when the total is known); otherwise (a log, a pipe, `--json`) a plain line every 2 s, so
+/// a scheduled job's log shows it working. `LEASEHOLD_PROGRESS_EVERY_MS`
+/// sets that interval in milliseconds. The command's result, written after
+/// [`Tally::finish`], says what it did.
 pub(crate) struct Tally {
     bar: Option<ProgressBar>,
     command: &'static str,
     verb: &'static str,
+    unit: &'static str,
+    every: Duration,
     started: Instant,
     last_line: Instant,
-    count: u64,
+    /// What was counted before this run (an import resumed), left out of
+    /// the rate.
+    base: u64,
+    /// `None` for a command that cannot count: it shows the time alone.
+    count: Option<u64>,
 }
 
 impl Tally {
-    /// How often the plain lines come.
+    /// How often the plain lines come unless `LEASEHOLD_PROGRESS_EVERY_MS`
+    /// says otherwise.
     const EVERY: Duration = Duration::from_secs(2);
 
     /// The progress of `command`, whose rows are `verb` (`deleted`).
     pub(crate) fn new(out: &Output, command: &'static str, verb: &'static str) -> Tally {
+        Tally::of(out, command, verb, "rows")
+    }
+
+    /// The progress of `command`, whose `unit` (`leases`) are `verb`.
+    pub(crate) fn of(
+        out: &Output,
+        command: &'static str,
+        verb: &'static str,
+        unit: &'static str,
+    ) -> Tally {
+        let template =
+            format!("{{spinner}} {{msg}} {{human_pos}} {unit} ({{per_sec}}, {{elapsed}})");
+        Tally::start(out, command, verb, unit, &template, Some(0))
+    }
+
+    fn start(
+        out: &Output,
+        command: &'static str,
+        verb: &'static str,
+        unit: &'static str,
+        template: &str,
+        count: Option<u64>,
+    ) -> Tally {
         let now = Instant::now();
         let bar = (!out.json && std::io::stderr().is_terminal()).then(|| {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            if let Ok(style) = ProgressStyle::with_template(
-                "{spinner} {msg}: {human_pos} rows ({per_sec}, {elapsed})",
-            ) {
+            if let Ok(style) = ProgressStyle::with_template(template) {
                 bar.set_style(style);
             }
             bar.set_message(format!("{command}: {verb}"));
@@ -163,28 +182,82 @@ impl Tally {
             bar,
             command,
             verb,
+            unit,
+            every: every(),
             started: now,
             last_line: now,
-            count: 0,
+            base: 0,
+            count,
         }
     }
 
-    /// `count` rows so far.
+    /// Out of `total`: a bar on a terminal.
+    pub(crate) fn with_total(self, total: u64) -> Tally {
+        if let Some(bar) = &self.bar {
+            bar.set_length(total);
+            if let Ok(style) = ProgressStyle::with_template(&format!(
+                "{{msg}} [{{bar:30}}] {{human_pos}}/{{human_len}} {} ({{per_sec}}, {{eta}} left)",
+                self.unit
+            )) {
+                bar.set_style(style);
+            }
+        }
+        self
+    }
+
+    /// Starts from `count` already done (a resumed command), which the
+    /// rate leaves out.
+    pub(crate) fn resume_at(&mut self, count: u64) {
+        self.base = count;
+        self.count = Some(count);
+        if let Some(bar) = &self.bar {
+            bar.set_position(count);
+            bar.reset_elapsed();
+        }
+    }
+
+    /// `count` so far.
     pub(crate) fn set(&mut self, count: u64) {
-        self.count = count;
+        self.count = Some(count);
         match &self.bar {
             Some(bar) => bar.set_position(count),
-            None if self.last_line.elapsed() >= Self::EVERY => {
-                self.last_line = Instant::now();
-                let seconds = self.started.elapsed().as_secs_f64();
-                err!(
-                    "{}: {} {count} rows ({:.0} rows/s, {seconds:.0} s)",
-                    self.command,
-                    self.verb,
-                    count as f64 / seconds.max(0.001)
-                );
-            }
-            None => {}
+            None => self.line_if_due(),
+        }
+    }
+
+    /// Adds `n` to the count.
+    pub(crate) fn add(&mut self, n: u64) {
+        self.set(self.count.unwrap_or(0) + n);
+    }
+
+    /// The seconds since the command started.
+    pub(crate) fn seconds(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// The rate of this run: what it counted (not what a resumed run
+    /// found done) per second.
+    pub(crate) fn rate(&self) -> f64 {
+        let done = self.count.unwrap_or(0).saturating_sub(self.base);
+        done as f64 / self.seconds().max(0.001)
+    }
+
+    fn line_if_due(&mut self) {
+        if self.last_line.elapsed() < self.every {
+            return;
+        }
+        self.last_line = Instant::now();
+        let seconds = self.seconds();
+        match self.count {
+            Some(count) => err!(
+                "{}: {} {count} {} ({:.0} {}/s, {seconds:.0} s)",
+                self.command,
+                self.verb,
+                self.unit,
+                self.rate(),
+                self.unit
+            ),
+            None => err!("{}: {} ({seconds:.0} s)", self.command, self.verb),
         }
     }
 
@@ -194,4 +267,13 @@ impl Tally {
             bar.finish_and_clear();
         }
     }
+}
+
+/// The interval of the plain progress lines: `LEASEHOLD_PROGRESS_EVERY_MS`
+/// (at least 1 ms), or [`Tally::EVERY`].
+fn every() -> Duration {
+    std::env::var("LEASEHOLD_PROGRESS_EVERY_MS")
+        .ok()
+        .and_then(|ms| ms.trim().parse::<u64>().ok())
+        .map_or(Tally::EVERY, |ms| Duration::from_millis(ms.max(1)))
 }

@@ -10,12 +10,10 @@
 //! command completes.
 
 use std::fs::File;
-use std::io::{BufRead as _, BufReader, BufWriter, IsTerminal as _, Seek as _, SeekFrom, Write};
+use std::io::{BufRead as _, BufReader, BufWriter, Seek as _, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use leasehold::entity::Value;
 use leasehold::query::{CmpOp, ContinuationToken, Filter, TypedFilter};
 use leasehold::store::{ImportOptions, ImportProgress};
@@ -25,7 +23,7 @@ use serde_json::json;
 
 use crate::args::{ExportArgs, ImportArgs, ImportMode};
 use crate::failure::Failure;
-use crate::output::Output;
+use crate::output::{Output, Tally};
 
 fn usage(message: impl Into<String>) -> Failure {
     Failure {
@@ -114,70 +112,6 @@ async fn require_table(store: &Store, table: &str) -> Result<(), Failure> {
     }
 }
 
-/// Progress of a long command on stderr: a bar with count and rate on a
-/// terminal, otherwise a plain line every 10 seconds; nothing with
-/// `--json`... except the plain lines, which go to stderr either way.
-struct Progress {
-    bar: Option<ProgressBar>,
-    what: String,
-    started: Instant,
-    last_line: Instant,
-    count: u64,
-}
-
-impl Progress {
-    const EVERY: Duration = Duration::from_secs(10);
-
-    fn new(out: &Output, what: String) -> Progress {
-        let bar = (!out.json && std::io::stderr().is_terminal()).then(|| {
-            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            if let Ok(style) = ProgressStyle::with_template(
-                "{spinner} {msg}: {human_pos} rows, {per_sec}, {elapsed}",
-            ) {
-                bar.set_style(style);
-            }
-            bar.set_message(what.clone());
-            bar.enable_steady_tick(Duration::from_millis(200));
-            bar
-        });
-        Progress {
-            bar,
-            what,
-            started: Instant::now(),
-            last_line: Instant::now(),
-            count: 0,
-        }
-    }
-
-    fn set(&mut self, count: u64) {
-        self.count = count;
-        match &self.bar {
-            Some(bar) => bar.set_position(count),
-            None if self.last_line.elapsed() >= Self::EVERY => {
-                self.last_line = Instant::now();
-                err!(
-                    "{}: {count} rows, {:.0} rows/s",
-                    self.what,
-                    self.rate(count)
-                );
-            }
-            None => {}
-        }
-    }
-
-    fn rate(&self, count: u64) -> f64 {
-        count as f64 / self.started.elapsed().as_secs_f64().max(1e-3)
-    }
-
-    /// Ends the display; answers the seconds taken and the rate of `rows`.
-    fn finish(self, rows: u64) -> (f64, f64) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-        (self.started.elapsed().as_secs_f64(), self.rate(rows))
-    }
-}
-
 /// Runs `leasehold export`.
 pub(crate) async fn export(store: &Store, args: ExportArgs, out: &Output) -> Result<(), Failure> {
     if args.checkpoint.is_some() && args.out.is_none() {
@@ -235,9 +169,8 @@ pub(crate) async fn export(store: &Store, args: ExportArgs, out: &Output) -> Res
                 0,
             ),
         };
-    let start_rows = rows;
-    let mut progress = Progress::new(out, format!("exporting {}", args.table));
-    progress.set(rows);
+    let mut progress = Tally::new(out, "export", "exported");
+    progress.resume_at(rows);
     let mut pages = std::pin::pin!(query.export());
     let mut line = String::new();
     let write_failed = |e: std::io::Error| match &args.out {
@@ -281,7 +214,8 @@ pub(crate) async fn export(store: &Store, args: ExportArgs, out: &Output) -> Res
     if let Some(f) = file.take() {
         f.sync_all().map_err(write_failed)?;
     }
-    let (seconds, rate) = progress.finish(rows - start_rows);
+    progress.finish();
+    let (seconds, rate) = (progress.seconds(), progress.rate());
     let to = args
         .out
         .as_ref()
@@ -369,8 +303,8 @@ pub(crate) async fn import(store: &Store, args: ImportArgs, out: &Output) -> Res
     if let Some(n) = args.concurrency {
         options = options.with_concurrency(usize::from(n));
     }
-    let mut progress = Progress::new(out, format!("importing into {}", args.table));
-    progress.set(skip);
+    let mut progress = Tally::new(out, "import", "imported");
+    progress.resume_at(skip);
     let mut reports =
         std::pin::pin!(store.import(&args.table, futures_util::stream::iter(rows), options));
     let mut last = ImportProgress::default();
@@ -393,7 +327,8 @@ pub(crate) async fn import(store: &Store, args: ImportArgs, out: &Output) -> Res
         remove_checkpoint(path)?;
     }
     let total = skip + last.rows;
-    let (seconds, rate) = progress.finish(last.rows);
+    progress.finish();
+    let (seconds, rate) = (progress.seconds(), progress.rate());
     let index_table = format!("{}Idx", args.table);
     let indexed = store.list_index_tables().await?.contains(&index_table);
     let summary = json!({

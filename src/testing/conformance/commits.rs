@@ -245,10 +245,10 @@ pub async fn a_partitions_decided_and_undecided_commits_are_listed(ctx: &Ctx) {
         Some(CommitOutcome::NotApplied)
     );
 
-    // The prune removes the finished commit's decision row; withdrawals
+    // The sweep removes the finished commit's decision row; withdrawals
     // stay while a late commit point could land.
-    let report = healthy.prune_locks(Duration::ZERO).await.unwrap();
-    assert_eq!(report.decision_rows_deleted, 1, "{report:?}");
+    let report = super::sweep(&healthy, Duration::ZERO, false).await.unwrap();
+    assert_eq!(report.decision_rows, 1, "{report:?}");
     let listed = healthy.list_commits("p").await.unwrap();
     assert_eq!(listed.len(), 1, "{listed:#?}");
     assert_eq!(listed[0].transaction, withdrawn);

@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use leasehold::backend::Backend;
 use leasehold::lease::LeaseOptions;
+use leasehold::store::SweepReport;
 use leasehold::testing::{
     CountingBackend, Fault, FaultInjector, FaultyBackend, Op, RequestCounter,
 };
 use leasehold::{Entity, ErrorKind, Store};
 
-use super::{Clock, Ctx};
+use super::{Clock, Ctx, sweep};
 
 /// A customer's account.
 #[derive(Entity, Debug, Clone, PartialEq)]
@@ -1496,10 +1497,22 @@ async fn lock_container_has(store: &Store, name: &str) -> bool {
         .is_some()
 }
 
-/// The sorted partition keys of a prune report.
-fn pruned(report: &leasehold::lock::PruneReport) -> Vec<String> {
+/// A sweep's counts of lock blobs: examined, removed, kept held, kept
+/// pending, kept recent.
+fn lock_counts(r: &SweepReport) -> (u64, u64, u64, u64, u64) {
+    (
+        r.lock_blobs_examined,
+        r.lock_blobs,
+        r.lock_blobs_kept_held,
+        r.lock_blobs_kept_pending,
+        r.lock_blobs_kept_recent,
+    )
+}
+
+/// The sorted partition keys of the lock blobs a sweep removed.
+fn pruned(report: &SweepReport) -> Vec<String> {
     let mut keys: Vec<String> = report
-        .deleted_partitions
+        .lock_blob_partitions
         .iter()
         .map(|k| k.as_str().to_owned())
         .collect();
@@ -1507,7 +1520,7 @@ fn pruned(report: &leasehold::lock::PruneReport) -> Vec<String> {
     keys
 }
 
-/// Pruning deletes only free, clean, old lock blobs (and their wait
+/// The sweep deletes only free, clean, old lock blobs (and their wait
 /// queues): it keeps a lock held here or by another process and a lock
 /// taken over within `older_than`, and stamps an undated one
 /// (kept until it ages); a dry run deletes nothing; `Duration::ZERO` makes
@@ -1519,8 +1532,7 @@ pub async fn pruning_deletes_only_free_clean_old_lock_blobs(ctx: &Ctx) {
     let other = process_leasing(ctx, memory.clone(), ctx.prefix());
     open_accounts(&store, "old", 2).await;
     let hour = Duration::from_secs(3600);
-    let e = store
-        .prune_locks(Duration::from_secs(u64::MAX))
+    let e = sweep(&store, Duration::from_secs(u64::MAX), false)
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
@@ -1599,23 +1611,15 @@ pub async fn pruning_deletes_only_free_clean_old_lock_blobs(ctx: &Ctx) {
 
     // Older than an hour: only the lock dated back. A dry run says so and
     // deletes nothing.
-    let plan = store.prune_locks_dry_run(hour).await.unwrap();
+    let plan = sweep(&store, hour, true).await.unwrap();
     let expected = (7, 1, 2, 0, 4);
-    let counts = |r: &leasehold::lock::PruneReport| {
-        (
-            r.examined,
-            r.deleted,
-            r.kept_held,
-            r.kept_pending,
-            r.kept_recent,
-        )
-    };
+    let counts = lock_counts;
     assert!(plan.dry_run);
     assert_eq!(counts(&plan), expected, "{plan:?}");
     assert_eq!(pruned(&plan), ["dated"]);
     let dated = store.lock_lease_name("dated").unwrap();
     assert!(store.locks().describe(dated.as_str()).await.unwrap().exists);
-    let report = store.prune_locks(hour).await.unwrap();
+    let report = sweep(&store, hour, false).await.unwrap();
     assert!(!report.dry_run);
     assert_eq!(counts(&report), expected, "{report:?}");
     assert_eq!(pruned(&report), ["dated"]);
@@ -1625,19 +1629,19 @@ pub async fn pruning_deletes_only_free_clean_old_lock_blobs(ctx: &Ctx) {
     assert!(stamped.acquired_at.is_some(), "{stamped:?}");
     assert_eq!(stamped.owner, None, "{stamped:?}");
     assert_eq!(
-        counts(&store.prune_locks(hour).await.unwrap()),
+        counts(&sweep(&store, hour, false).await.unwrap()),
         (6, 0, 2, 0, 4)
     );
 
     // Every free, clean lock blob, however recent; not held ones.
-    let report = store.prune_locks(Duration::ZERO).await.unwrap();
+    let report = sweep(&store, Duration::ZERO, false).await.unwrap();
     assert_eq!(counts(&report), (6, 4, 2, 0, 0), "{report:?}");
     assert_eq!(pruned(&report), ["bare", "old", "queued", "recent"]);
     assert!(
         !lock_container_has(&store, &queue).await,
         "the queue went too"
     );
-    let again = store.prune_locks(Duration::ZERO).await.unwrap();
+    let again = sweep(&store, Duration::ZERO, false).await.unwrap();
     assert_eq!(counts(&again), (2, 0, 2, 0, 0), "{again:?}");
 
     // Pruned partitions lock again; kept ones are as they were.
@@ -1692,11 +1696,11 @@ async fn count_one(store: &Store, key: &str, id: &str, ledger: bool) -> leasehol
     unit.commit().await.map(drop)
 }
 
-/// Pruning with `older_than` zero in a loop (from a third process, and from
-/// one of the two processes that lock) while 8 tasks in two processes run
+/// Sweeping with `older_than` zero in a loop (from a third process, and
+/// from one of the two processes that lock) while 8 tasks in two processes run
 /// 25 units each on the same 4 partitions, each unit adding 1 to its
 /// partition's counter: every unit commits, the counters add up to the 200
-/// units exactly, every prune succeeds with a report that adds up, lock
+/// units exactly, every sweep succeeds with a report that adds up, lock
 /// blobs were deleted during the race, and every partition locks
 /// afterwards. Acquires and deletes are slowed a little (see inside), so
 /// that units meet a pruner at every step.
@@ -1721,17 +1725,14 @@ pub async fn pruning_races_units_locking_the_same_partitions(ctx: &Ctx) {
     let prune = {
         let (a, pruner, done) = (a.clone(), pruner.clone(), done.clone());
         tokio::spawn(async move {
-            let (mut rounds, mut deleted) = (0usize, 0usize);
+            let (mut rounds, mut deleted) = (0usize, 0u64);
             while !done.load(std::sync::atomic::Ordering::SeqCst) {
                 let from = if rounds % 2 == 0 { &pruner } else { &a };
-                let r = from.prune_locks(Duration::ZERO).await.expect("prune");
-                assert_eq!(
-                    r.examined,
-                    r.deleted + r.kept_held + r.kept_pending + r.kept_recent,
-                    "{r:?}"
-                );
-                assert_eq!(r.kept_recent, 0, "nothing is recent at zero: {r:?}");
-                deleted += r.deleted;
+                let r = sweep(from, Duration::ZERO, false).await.expect("sweep");
+                let (examined, removed, held, pending, recent) = lock_counts(&r);
+                assert_eq!(examined, removed + held + pending + recent, "{r:?}");
+                assert_eq!(recent, 0, "nothing is recent at zero: {r:?}");
+                deleted += removed;
                 rounds += 1;
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
@@ -1757,7 +1758,7 @@ pub async fn pruning_races_units_locking_the_same_partitions(ctx: &Ctx) {
         w.await.expect("every unit commits");
     }
     done.store(true, std::sync::atomic::Ordering::SeqCst);
-    let (rounds, deleted) = prune.await.expect("every prune succeeds");
+    let (rounds, deleted) = prune.await.expect("every sweep succeeds");
     assert!(rounds > 0);
     assert!(
         deleted > 0,
@@ -1772,6 +1773,6 @@ pub async fn pruning_races_units_locking_the_same_partitions(ctx: &Ctx) {
         unit.abandon().await.unwrap();
     }
     assert_eq!(total, (tasks * units) as i64, "one increment per unit");
-    let report = pruner.prune_locks(Duration::ZERO).await.unwrap();
-    assert_eq!(report.kept_pending, 0, "{report:?}");
+    let report = sweep(&pruner, Duration::ZERO, false).await.unwrap();
+    assert_eq!(report.lock_blobs_kept_pending, 0, "{report:?}");
 }

@@ -102,6 +102,22 @@ pub(crate) async fn fresh_tenure() {
     tokio::time::sleep(Duration::from_millis(200)).await;
 }
 
+/// `store`'s sweep ([`Store::sweep`](crate::Store::sweep)) keeping what
+/// is younger than `older_than`, for real or as a dry run.
+pub(crate) async fn sweep(
+    store: &Store,
+    older_than: Duration,
+    dry_run: bool,
+) -> crate::Result<crate::store::SweepReport> {
+    store
+        .sweep(
+            &crate::store::SweepOptions::new()
+                .with_older_than(older_than)
+                .with_dry_run(dry_run),
+        )
+        .await
+}
+
 /// How time passes for the checks that wait: for leases to run out, for
 /// renewals, for a process to "die".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -591,7 +591,7 @@ async fn commit_rows(ctx: &Ctx, prefix: &str) -> Vec<String> {
 }
 
 /// A committed decision row its writer left (it stopped before finishing
-/// the marked row) is kept by the prune while the mark is on the row, and
+/// the marked row) is kept by the sweep while the mark is on the row, and
 /// removed once a read has finished it; a withdrawn commit's decision row
 /// is kept while a late commit point could still land (20 minutes), even
 /// once its mark is gone. A dry run counts and removes nothing.
@@ -599,8 +599,8 @@ pub async fn pruning_removes_decision_rows_no_reader_needs(ctx: &Ctx) {
     let (healthy, marked) = stopped_transfer(ctx, "pc", Stop::AfterCommitPoint).await;
     let prefix = format!("{}pc", ctx.prefix());
     assert_eq!(commit_rows(ctx, &prefix).await.len(), 1, "the decision row");
-    let report = healthy.prune_locks(Duration::ZERO).await.unwrap();
-    assert_eq!(report.decision_rows_deleted, 0, "a mark still needs it");
+    let report = super::sweep(&healthy, Duration::ZERO, false).await.unwrap();
+    assert_eq!(report.decision_rows, 0, "a mark still needs it");
     assert_eq!(commit_rows(ctx, &prefix).await.len(), 1);
     // A read finishes the marked row.
     let row = healthy
@@ -610,21 +610,20 @@ pub async fn pruning_removes_decision_rows_no_reader_needs(ctx: &Ctx) {
         .unwrap()
         .expect("account");
     assert_eq!(row.balance, after_of(marked).1);
-    let plan = healthy.prune_locks_dry_run(Duration::ZERO).await.unwrap();
-    assert_eq!(plan.decision_rows_deleted, 1, "{plan:?}");
+    let plan = super::sweep(&healthy, Duration::ZERO, true).await.unwrap();
+    assert_eq!(plan.decision_rows, 1, "{plan:?}");
     assert_eq!(
         commit_rows(ctx, &prefix).await.len(),
         1,
         "a dry run removes nothing"
     );
     // Kept for `older_than` (commit_outcome answers meanwhile).
-    let hour = healthy
-        .prune_locks(Duration::from_secs(3600))
+    let hour = super::sweep(&healthy, Duration::from_secs(3600), false)
         .await
         .unwrap();
-    assert_eq!(hour.decision_rows_deleted, 0, "{hour:?}");
-    let report = healthy.prune_locks(Duration::ZERO).await.unwrap();
-    assert_eq!(report.decision_rows_deleted, 1, "{report:?}");
+    assert_eq!(hour.decision_rows, 0, "{hour:?}");
+    let report = super::sweep(&healthy, Duration::ZERO, false).await.unwrap();
+    assert_eq!(report.decision_rows, 1, "{report:?}");
     assert!(commit_rows(ctx, &prefix).await.is_empty());
 
     let (healthy, marked) = stopped_transfer(ctx, "pw", Stop::Withdrawn).await;
@@ -635,8 +634,8 @@ pub async fn pruning_removes_decision_rows_no_reader_needs(ctx: &Ctx) {
         .await
         .unwrap()
         .expect("account");
-    let report = healthy.prune_locks(Duration::ZERO).await.unwrap();
-    assert_eq!(report.decision_rows_deleted, 0, "{report:?}");
+    let report = super::sweep(&healthy, Duration::ZERO, false).await.unwrap();
+    assert_eq!(report.decision_rows, 0, "{report:?}");
     assert_eq!(
         commit_rows(ctx, &prefix).await.len(),
         1,
