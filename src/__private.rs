@@ -12,6 +12,7 @@ pub use crate::entity::chunked::{
 };
 pub use crate::entity::entity_type::IndexDef;
 pub use crate::entity::enums::{enum_int32, enum_string, unknown_variant};
+pub use crate::entity::expiry::ExpiryInstant;
 pub use crate::entity::{
     DecodeError, EncodeError, Entity, EntityData, Properties, PropertyCodec, Value,
 };
@@ -27,6 +28,34 @@ pub use std::option::Option::{self, None, Some};
 pub use std::primitive::str;
 pub use std::result::Result::{Err, Ok};
 pub use std::string::String;
+
+/// Stores the row's expiry, `at` plus `ttl_seconds` (when the field is a
+/// time-to-live's base), as the reserved expiry property; `at` `None`
+/// stores none (the row never expires). An expiry past the last
+/// `Edm.DateTime` is stored as that (never, in practice).
+///
+/// # Errors
+/// [`Error::Invalid`] naming the field when the instant is before
+/// 1601-01-01, which the service cannot store.
+pub fn put_expiry(
+    props: &mut Properties,
+    table: &str,
+    field: &'static str,
+    at: Option<time::OffsetDateTime>,
+    ttl_seconds: Option<u64>,
+) -> Result<()> {
+    let Some(at) = at else { return Ok(()) };
+    let ttl =
+        time::Duration::seconds(ttl_seconds.map_or(0, |s| i64::try_from(s).unwrap_or(i64::MAX)));
+    let expires = at
+        .checked_add(ttl)
+        .map_or(crate::datetime::MAX, |t| t.min(crate::datetime::MAX));
+    let expires = crate::datetime::normalize(expires).map_err(|why| {
+        Error::invalid(format!("expiry (field `{field}`) of table `{table}`"), why)
+    })?;
+    props.insert(crate::rows::expiry::PROPERTY, Value::DateTime(expires));
+    Ok(())
+}
 
 /// Names the property of a field encoding result (`None`: absent).
 ///

@@ -12,6 +12,27 @@ pub(crate) const MIN: OffsetDateTime = datetime!(1601-01-01 00:00:00 UTC);
 /// The latest `Edm.DateTime` the service stores.
 pub(crate) const MAX: OffsetDateTime = datetime!(9999-12-31 23:59:59.9999999 UTC);
 
+/// The wall-clock time as `tokio::time` sees it: the system's UTC time,
+/// moved by however far tokio's clock is from the monotonic one. The two
+/// agree in a running program; under paused time (`tokio::time::pause`)
+/// this follows the paused clock, so time-based rules (row expiry) run
+/// on it in tests without waiting. Stateless: every runtime sees its own
+/// clock.
+pub(crate) fn now() -> OffsetDateTime {
+    let wall = OffsetDateTime::now_utc();
+    let tokio_now = tokio::time::Instant::now().into_std();
+    let std_now = std::time::Instant::now();
+    let moved = match tokio_now.checked_duration_since(std_now) {
+        Some(ahead) => time::Duration::try_from(ahead)
+            .ok()
+            .and_then(|d| wall.checked_add(d)),
+        None => time::Duration::try_from(std_now.saturating_duration_since(tokio_now))
+            .ok()
+            .and_then(|d| wall.checked_sub(d)),
+    };
+    moved.unwrap_or(wall)
+}
+
 /// Brings a date-time to the service's form: UTC, truncated to 100 ns.
 ///
 /// # Errors

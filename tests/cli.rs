@@ -1881,3 +1881,75 @@ async fn sweep_says_what_it_removed_per_kind_and_keeps_young_rows() {
     .concat());
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(table = "Tickets")]
+struct Ticket {
+    #[entity(partition_key)]
+    queue: String,
+    #[entity(row_key)]
+    id: String,
+    #[entity(expires_at)]
+    until: leasehold::time::OffsetDateTime,
+}
+
+/// `leasehold sweep --follow` sweeps in rounds under the store's sweeper
+/// lease, a line per round: the first removes the expired ticket (a
+/// live one stays), the second finds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweep_follow_removes_expired_rows_round_after_round() {
+    let Some(cs) = azurite_connection_string() else {
+        return;
+    };
+    let names = unique_names("cli_follow");
+    let prefix = names.prefix().to_owned();
+    let store = Store::builder(AzureBackend::from_connection_string(&cs).unwrap())
+        .table_prefix(prefix.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    let tickets = store.table::<Ticket>();
+    let now = leasehold::time::OffsetDateTime::now_utc();
+    for (id, until) in [
+        ("old", now - leasehold::time::Duration::hours(1)),
+        ("new", now + leasehold::time::Duration::hours(1)),
+    ] {
+        tickets
+            .insert(Ticket {
+                queue: "q".into(),
+                id: id.into(),
+                until,
+            })
+            .await
+            .unwrap();
+    }
+    let p = ["--table-prefix", prefix.as_str()];
+    let out = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["sweep", "--follow", "--every", "1s", "--rounds", "2"],
+    ]
+    .concat());
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rounds: Vec<&str> = text.lines().filter(|l| l.starts_with("sweep: ")).collect();
+    assert_eq!(rounds.len(), 2, "{text}");
+    assert!(rounds[0].contains(", 1 expired rows"), "{text}");
+    assert!(rounds[1].contains(", 0 expired rows"), "{text}");
+    let left: Vec<String> = tickets
+        .query()
+        .all()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id.clone())
+        .collect();
+    assert_eq!(left, ["new"]);
+    let bad = run(&[
+        &["--connection-string", cs.as_str()][..],
+        &p[..],
+        &["sweep", "--rounds", "2"],
+    ]
+    .concat());
+    assert_eq!(bad.status.code(), Some(2), "--rounds needs --follow");
+}

@@ -12,10 +12,10 @@ use syn::{Attribute, Expr, ExprLit, Lit, LitInt, LitStr, Token};
 use crate::errors::Errors;
 
 /// What a field may say, for messages.
-const FIELD_ATTRIBUTES: &str = "`partition_key`, `row_key`, `rename = \"...\"`, `skip`, `json`, `default`, `chunked`, `unique` or `index`";
+const FIELD_ATTRIBUTES: &str = "`partition_key`, `row_key`, `rename = \"...\"`, `skip`, `json`, `default`, `chunked`, `unique`, `index`, `expires_at` or `time_to_live = \"...\"`";
 
 /// The names a field attribute may have.
-const FIELD_NAMES: [&str; 9] = [
+const FIELD_NAMES: [&str; 11] = [
     "partition_key",
     "row_key",
     "rename",
@@ -25,6 +25,8 @@ const FIELD_NAMES: [&str; 9] = [
     "chunked",
     "unique",
     "index",
+    "expires_at",
+    "time_to_live",
 ];
 
 /// The container attribute: `#[entity(table = "Name")]`.
@@ -86,6 +88,11 @@ pub struct FieldAttrs {
     pub unique: Flag,
     /// `index`: a non-unique index.
     pub index: Flag,
+    /// `expires_at`: the row expires at the field's instant.
+    pub expires_at: Flag,
+    /// `time_to_live = "30d"`: the row expires this long after the field's
+    /// instant.
+    pub time_to_live: Option<LitStr>,
 }
 
 impl FieldAttrs {
@@ -253,13 +260,22 @@ pub fn field(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
                         out.rename = lit;
                     }
                 }
-                "skip" | "json" | "default" | "chunked" | "unique" | "index" => {
+                "time_to_live" => {
+                    let lit = string_value(&meta, errors, "30d")?;
+                    if out.time_to_live.is_some() {
+                        duplicate(errors, &meta);
+                    } else {
+                        out.time_to_live = lit;
+                    }
+                }
+                "skip" | "json" | "default" | "chunked" | "unique" | "index" | "expires_at" => {
                     let slot = match name.as_str() {
                         "skip" => &mut out.skip,
                         "json" => &mut out.json,
                         "chunked" => &mut out.chunked,
                         "unique" => &mut out.unique,
                         "index" => &mut out.index,
+                        "expires_at" => &mut out.expires_at,
                         _ => &mut out.default,
                     };
                     if slot.is_some() {

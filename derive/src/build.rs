@@ -92,6 +92,7 @@ impl<'a> Model<'a> {
         // Stored name -> the field that claimed it first.
         let mut stored: HashMap<String, &Ident> = HashMap::new();
         let mut indexes = Vec::new();
+        let mut expiry: Option<crate::model::Expiry> = None;
         for field in &named.named {
             // Invariant: fields of `Fields::Named` always have a name.
             let Some(ident) = field.ident.as_ref() else {
@@ -104,6 +105,23 @@ impl<'a> Model<'a> {
                     field: index,
                     unique,
                 });
+            }
+            if let Some((ttl_seconds, span)) = crate::expiry::of_field(ident, &attrs, &mut errors) {
+                if let Some(first) = &expiry {
+                    let first = fields
+                        .get(first.field)
+                        .map(|f: &Field<'_>| f.ident.to_string())
+                        .unwrap_or_default();
+                    errors.at(
+                        span,
+                        format!("the row's expiry is already declared on `{first}`; an entity has one expiry field"),
+                    );
+                } else {
+                    expiry = Some(crate::model::Expiry {
+                        field: index,
+                        ttl_seconds,
+                    });
+                }
             }
             let role = field_role(
                 ident,
@@ -180,6 +198,7 @@ impl<'a> Model<'a> {
             partition_key_const,
             row_key_const,
             drop_unknown: container.drop_unknown.is_some(),
+            expiry,
         })
     }
 }

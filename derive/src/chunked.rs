@@ -88,6 +88,9 @@ pub fn is_own_property(model: &Model<'_>) -> TokenStream {
             }
         }
     }
+    if let Some(expiry) = crate::expiry::own_name(model) {
+        names.push(expiry);
+    }
     let p = quote!(::leasehold::__private);
     // Mixed-site hygiene and a prefix keep it apart from the user's
     // constants (a parameter pattern would match a constant of its name).

@@ -65,6 +65,7 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
 
     let index_consts = crate::index::consts(model);
     let props = local("props");
+    let store_expiry = crate::expiry::store(model, &props);
     let property_count = model
         .fields
         .iter()
@@ -235,6 +236,7 @@ fn entity_impl(model: &Model<'_>) -> TokenStream {
                 #(#encoders)*
                 let #props_binding = #p::Properties::with_capacity(#property_count);
                 #(#stores)*
+                #store_expiry
                 #p::Ok(#props)
             }
 

@@ -16,6 +16,7 @@ mod chunked;
 mod codec;
 mod errors;
 mod expand;
+mod expiry;
 mod index;
 mod keys;
 mod model;

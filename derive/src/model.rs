@@ -61,6 +61,17 @@ pub struct Model<'a> {
     pub row_key_const: Option<String>,
     /// `#[entity(drop_unknown_properties)]`.
     pub drop_unknown: bool,
+    /// The field declared `expires_at` or `time_to_live`.
+    pub expiry: Option<Expiry>,
+}
+
+/// The entity's expiry field.
+pub struct Expiry {
+    /// The field, as an index into [`Model::fields`].
+    pub field: usize,
+    /// `time_to_live = "..."`: the seconds after the field's instant;
+    /// `None` for `expires_at` (the field's instant itself).
+    pub ttl_seconds: Option<u64>,
 }
 
 /// One indexed field.

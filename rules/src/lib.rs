@@ -21,6 +21,53 @@ pub const RESERVED_NAMES: [&str; 3] = ["PartitionKey", "RowKey", "Timestamp"];
 /// store properties named so.
 pub const RESERVED_PREFIX: &str = "_lh";
 
+/// The one reserved property an entity writes itself: the instant its
+/// row expires (an `Edm.DateTime`), written by a type declaring
+/// `#[entity(expires_at)]` or `#[entity(time_to_live = "...")]`. Fields may
+/// not be named so.
+pub const EXPIRY_PROPERTY: &str = "_lhExpires";
+
+/// The time-to-live written as `time_to_live = "..."`, in seconds: a
+/// whole number followed by one unit, `s`, `m`, `h` or `d` (`"90s"`,
+/// `"15m"`, `"12h"`, `"30d"`), at least one second and at most 36,500
+/// days. `Err` says what is wrong.
+pub fn time_to_live_seconds(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let Some(unit) = text.chars().last() else {
+        return Err("is empty; write a number and a unit, such as \"30d\"".to_owned());
+    };
+    let per = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3_600,
+        'd' => 86_400,
+        _ => {
+            return Err(format!(
+                "{text:?} does not end in a unit; write a number and one of `s`, `m`, `h`, `d`, such as \"30d\""
+            ));
+        }
+    };
+    let digits = &text[..text.len() - 1];
+    let n: u64 = match digits.parse() {
+        Ok(n) if digits.bytes().all(|b| b.is_ascii_digit()) => n,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a whole number followed by a unit; write such as \"90s\", \"15m\", \"12h\" or \"30d\""
+            ));
+        }
+    };
+    let seconds = n.saturating_mul(per);
+    if seconds == 0 {
+        return Err(format!(
+            "{text:?} is zero; a row would expire as it is written"
+        ));
+    }
+    if seconds > 36_500 * 86_400 {
+        return Err(format!("{text:?} is over 36,500 days (100 years)"));
+    }
+    Ok(seconds)
+}
+
 /// Why `name` cannot be the name of a property of a user entity although
 /// the service accepts it (it starts with [`RESERVED_PREFIX`]), or `None`.
 pub fn reserved_property_problem(name: &str) -> Option<String> {
@@ -155,6 +202,17 @@ pub fn utf16_len(s: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn time_to_live_is_a_number_and_a_unit() {
+        assert_eq!(super::time_to_live_seconds("90s"), Ok(90));
+        assert_eq!(super::time_to_live_seconds("15m"), Ok(900));
+        assert_eq!(super::time_to_live_seconds("12h"), Ok(43_200));
+        assert_eq!(super::time_to_live_seconds("30d"), Ok(2_592_000));
+        for bad in ["", "30", "d", "-1d", "+1d", "1.5h", "0s", "1w", "36501d"] {
+            assert!(super::time_to_live_seconds(bad).is_err(), "{bad}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -23,6 +23,13 @@ fn from_time(t: OffsetDateTime) -> Option<DateTime<Utc>> {
 
 /// `chrono::DateTime<Utc>` is stored as `Edm.DateTime`, in UTC with 100 ns
 /// resolution: finer digits are dropped, as the service would.
+impl super::expiry::ExpiryInstant for DateTime<Utc> {
+    /// `None` (never) for an instant outside what `time` represents.
+    fn expiry_instant(&self) -> Option<OffsetDateTime> {
+        to_time(self).ok()
+    }
+}
+
 impl PropertyCodec for DateTime<Utc> {
     const EDM_TYPE: EdmType = EdmType::DateTime;
     fn encode(&self) -> Result<Option<Value>, EncodeError> {

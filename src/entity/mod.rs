@@ -17,6 +17,7 @@ mod data;
 mod dynamic;
 pub(crate) mod entity_type;
 pub(crate) mod enums;
+pub(crate) mod expiry;
 mod limits;
 mod properties;
 mod value;
@@ -38,8 +39,17 @@ pub(crate) fn refuse_reserved_properties(
     properties: &Properties,
     type_name: &str,
 ) -> crate::error::Result<()> {
-    for (name, _) in properties.iter() {
-        if let Some(why) = leasehold_rules::reserved_property_problem(name) {
+    for (name, value) in properties.iter() {
+        // The row's expiry is the one reserved property an entity writes
+        // (the derive's `expires_at` / `time_to_live`), as a date-time.
+        let why = if name == leasehold_rules::EXPIRY_PROPERTY {
+            (!matches!(value, Value::DateTime(_))).then(|| {
+                "is the row's expiry, an Edm.DateTime (the instant the row expires)".to_owned()
+            })
+        } else {
+            leasehold_rules::reserved_property_problem(name)
+        };
+        if let Some(why) = why {
             return Err(crate::error::Error::invalid(
                 format!("property `{name}` of {type_name}"),
                 why,

@@ -385,7 +385,7 @@ impl LockEnv {
 /// each such row as resolved. Where that is over the service's limits (15
 /// comparisons, [`Filter::MAX_LEN`]), only the key range is sent and the
 /// filter is applied to every row on this side. A projection also asks for
-/// the mark, the after-image, the tombstone property and the properties
+/// the mark, the after-image, the tombstone and expiry properties and the properties
 /// the filter compares, so that a row is resolved and checked as stored;
 /// the page is cut back to the projection after.
 pub(crate) fn query_request(asked: &QuerySpec) -> (QuerySpec, bool) {
@@ -414,7 +414,12 @@ pub(crate) fn query_request(asked: &QuerySpec) -> (QuerySpec, bool) {
         }
     }
     if let Some(names) = &mut sent.select {
-        let reserved = [MARK, AFTER, crate::rows::tombstone::PROPERTY];
+        let reserved = [
+            MARK,
+            AFTER,
+            crate::rows::tombstone::PROPERTY,
+            crate::rows::expiry::PROPERTY,
+        ];
         for name in compared.iter().map(String::as_str).chain(reserved) {
             if !names.iter().any(|n| n == name) {
                 names.push(name.to_owned());
@@ -490,7 +495,14 @@ mod tests {
         );
         assert_eq!(
             sent.select.unwrap(),
-            ["m", "n", MARK, AFTER, crate::rows::tombstone::PROPERTY]
+            [
+                "m",
+                "n",
+                MARK,
+                AFTER,
+                crate::rows::tombstone::PROPERTY,
+                crate::rows::expiry::PROPERTY
+            ]
         );
         // Keys alone: sent as asked.
         let keys = QuerySpec {

@@ -10,10 +10,13 @@
 //! | after-image rows ([`after`]) | rows of the marked row's partition | `_lhCommit.<id>.a<n>.<i>` |
 //! | a commit's decision row ([`decision`]) | row of the primary partition | `_lhCommit.<id>`, properties `_lhDecision`, `_lhGroups` |
 //! | a deleted indexed entity's tombstone ([`tombstone`]) | the entity's row | `_lhGone` |
+//! | the instant a row expires ([`expiry`]) | property of an entity row | `_lhExpires` |
 //!
 //! Reads through leasehold never return a decision row or an after-image
-//! row (their row keys start with [`decision::ROW_PREFIX`]) nor a
-//! tombstone, and resolve a mark before returning its row. The index rows'
+//! row (their row keys start with [`decision::ROW_PREFIX`]), a tombstone
+//! nor a row past its expiry (the last two judged in one place,
+//! [`tombstone::is_tombstone`]), and resolve a mark before returning its
+//! row. The index rows'
 //! claims (`crate::index`), the fence rows of fenced writes
 //! (`crate::lease::fence`) and the write log of lost-reply checks
 //! (`crate::backend::write_log`) keep their reserved names beside their
@@ -21,6 +24,7 @@
 
 pub(crate) mod after;
 pub(crate) mod decision;
+pub(crate) mod expiry;
 pub(crate) mod mark;
 pub(crate) mod tombstone;
 

@@ -12,7 +12,9 @@
 //!
 //! Every read through leasehold ([`Table`](crate::Table) reads and queries,
 //! index lookups, the reads of units) sees a tombstone as an absent row;
-//! index verification skips them.
+//! index verification skips them. A row past its expiry
+//! ([`super::expiry`]) is judged here too, so it reads and is written over
+//! as a tombstone is, on every path at once.
 
 use crate::entity::{EntityData, Properties, Value};
 use crate::key::{PartitionKey, RowKey};
@@ -20,9 +22,12 @@ use crate::key::{PartitionKey, RowKey};
 /// The one property of a tombstone (reserved: entities never carry it).
 pub(crate) const PROPERTY: &str = "_lhGone";
 
-/// Whether a row with these properties is a tombstone.
+/// Whether a row with these properties reads as absent though stored: a
+/// tombstone, or a row whose expiry is at or before now
+/// ([`super::expiry::expired`]). Every read path hides such a row and an
+/// insert replaces it at its ETag.
 pub(crate) fn is_tombstone(properties: &Properties) -> bool {
-    properties.get(PROPERTY).is_some()
+    properties.get(PROPERTY).is_some() || super::expiry::expired(properties)
 }
 
 /// The tombstone of the row `(pk, rk)`; `why` says what left it (shown to

@@ -16,6 +16,7 @@ use crate::retry::ConflictRetry;
 use crate::table::TableEnv;
 use crate::telemetry::Telemetry;
 
+mod expiry;
 mod import;
 mod indexes;
 mod manage;

@@ -8,7 +8,7 @@
 //! | stale index rows | writes that failed or stopped between their claims and their entity's write; deletes (their claims stay for the next writer of the value) | their entity does not hold their value, read again with any unit's mark resolved, and they are older than `older_than` and than 25 minutes |
 //! | decision rows, after-image rows | commits whose writer stopped half-way, or that a reader withdrew | a committed one once its marks are gone; a withdrawn one, and after-image rows without a decision, past 20 minutes ("Rows commits leave behind" in [`crate::lock`]) |
 //! | lock blobs | every partition ever locked | free, clean and not taken over for `older_than` ("Lock blobs" in [`crate::lock`]) |
-//! | expired rows | (none yet) | counted 0 |
+//! | expired rows (`_lhExpires`) | entity types declaring an expiry (see the README's "Expiry") | at once: past their expiry, every read already treats them as absent (a row of an indexed type leaves a tombstone, and its index rows go) |
 //!
 //! Every delete is conditioned on the ETag the sweep read: a row written
 //! again since (a claim taken by a new writer, a tombstone replaced by an
@@ -46,6 +46,7 @@ use crate::entity::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{STALLED_WRITE_BOUND, TABLE_SUFFIX};
 use crate::key::{PartitionKey, TableName};
+use crate::lease::LeaderOptions;
 use crate::lock::{LockEnv, PruneReport};
 use crate::query::{CmpOp, Filter};
 use crate::rows::mark::MARK;
@@ -154,7 +155,7 @@ pub struct SweepReport {
     /// Whether nothing was deleted.
     pub dry_run: bool,
     /// Rows read: entities and index rows of the indexed tables, the
-    /// tombstones of every table.
+    /// tombstones and expired rows of every table.
     pub rows_examined: u64,
     /// Tombstones removed.
     pub tombstones: u64,
@@ -189,11 +190,11 @@ pub struct SweepReport {
     /// Lock blobs kept because the lock was taken over within `older_than`,
     /// or could not be dated yet (it is stamped, and ages from then).
     pub lock_blobs_kept_recent: u64,
-    /// Rows past their expiry removed: none yet (leasehold writes no
-    /// expiry), always 0.
+    /// Rows past their expiry removed (see the README's "Expiry").
     pub expired_rows: u64,
     /// Tombstones and stale index rows kept because they are younger than
-    /// their bound, or changed since they were read.
+    /// their bound, or changed since they were read; expired rows kept
+    /// because they changed (were renewed) since they were read.
     pub kept: u64,
 }
 
@@ -412,8 +413,21 @@ async fn sweep(
                 .await?;
         }
 
-        // Rows past their expiry: the place for that step. Nothing
-        // expires yet, so `expired_rows` stays 0.
+        // Rows past their expiry (`crate::rows::expiry`), at the ETag
+        // read; judged on the clock reads judge them by.
+        let expiry_now = crate::datetime::now() + options.later;
+        for table in &tables {
+            let name = &table.as_str()[prefix.len()..];
+            let expired = super::expiry::delete_expired(env, name, expiry_now, dry_run)
+                .instrument(tracing::info_span!("leasehold.sweep.expired", table = %table))
+                .await?;
+            report.rows_examined += expired.examined;
+            report.expired_rows += expired.removed;
+            report.kept += expired.kept;
+            if expired.examined > 0 {
+                progress(&report);
+            }
+        }
 
         // Lock blobs, then decision rows and after-image rows.
         let locks = {
@@ -587,5 +601,88 @@ impl Sweeper<'_> {
             Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => Ok(false),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// The leader lease of the store's sweeper (under the store's table
+/// prefix, as all its leases are).
+const SWEEPER_LEASE: &str = "_lhSweeper";
+
+impl Store {
+    /// Runs [`Store::sweep`] while this process is the store's sweeper:
+    /// campaigns for the leader lease `_lhSweeper` (under the store's
+    /// prefix, as all its leases are; one process of those sharing the
+    /// storage sweeps at a time), and as leader sweeps with `options`
+    /// every `every` — rows past their expiry included — handing each
+    /// round's report to `round`, until the stop token of `leader` is
+    /// cancelled ([`LeaderOptions::with_stop`]). A round that fails is
+    /// logged (and handed to `round` as its error) and the next round
+    /// tries again.
+    ///
+    /// Reads never return a row past its expiry, swept or not (see the
+    /// README's "Expiry"); the sweep reclaims its storage, at the ETag it
+    /// read, so a row renewed meanwhile is kept. Each sweep is a
+    /// `leasehold.sweep` span; expired rows are counted in the
+    /// `leasehold.sweep.expired_rows` metric (outcome `removed` or
+    /// `kept`).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use leasehold::lease::LeaderOptions;
+    /// # use leasehold::store::SweepOptions;
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = leasehold::Store::memory();
+    /// let stop = leasehold::CancellationToken::new();
+    /// let leader = LeaderOptions::new().with_stop(stop.clone());
+    /// let options = SweepOptions::new();
+    /// let sweeper = store.run_sweeper(&options, Duration::from_secs(300), leader, |round| {
+    ///     if let Ok(report) = round {
+    ///         println!("{report}");
+    ///     }
+    /// });
+    /// stop.cancel();
+    /// sweeper.await?;
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for an `every` of zero, before any request; as
+    /// [`LeaseManager::run_as_leader`](crate::lease::LeaseManager::run_as_leader)
+    /// while campaigning.
+    pub async fn run_sweeper(
+        &self,
+        options: &SweepOptions,
+        every: Duration,
+        leader: LeaderOptions,
+        mut round: impl FnMut(std::result::Result<&SweepReport, &Error>) + Send,
+    ) -> Result<()> {
+        if every.is_zero() {
+            return Err(Error::invalid(
+                "sweeper interval",
+                "0 s would sweep without pause; give the time between rounds",
+            ));
+        }
+        let round = std::sync::Mutex::new(&mut round);
+        self.leases()
+            .run_as_leader(SWEEPER_LEASE, leader, |term| {
+                let round = &round;
+                async move {
+                    loop {
+                        let swept = self.sweep(options).await;
+                        if let Err(e) = &swept {
+                            tracing::warn!(error = %e, "a sweep round failed; the next round tries again");
+                        }
+                        {
+                            let mut round = round.lock().unwrap_or_else(|p| p.into_inner());
+                            (*round)(swept.as_ref());
+                        }
+                        tokio::select! {
+                            () = term.cancelled() => return,
+                            () = tokio::time::sleep(every) => {}
+                        }
+                    }
+                }
+            })
+            .await
     }
 }

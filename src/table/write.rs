@@ -159,12 +159,30 @@ impl<E: Entity> Table<E> {
                 {
                     // The row may be the placeholder of a unit's insert that was
                     // never decided: once resolved, the insert is tried again.
-                    Err(e)
-                        if e.kind() == ErrorKind::AlreadyExists
-                            && self.absent_once_resolved(&entity).await? =>
-                    {
-                        self.write(&entity, None, Base::Nothing, TableOp::Insert)
-                            .await
+                    // A row that reads as absent though stored (past its
+                    // expiry) is replaced at the version read instead.
+                    Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                        match self.absent_once_resolved(&entity).await? {
+                            Some(None) => {
+                                self.write(&entity, None, Base::Nothing, TableOp::Insert)
+                                    .await
+                            }
+                            Some(Some(etag)) => {
+                                self.write(&entity, None, Base::Nothing, |d| {
+                                    TableOp::Replace(d, Precondition::IfMatch(etag))
+                                })
+                                .await
+                                // Changed since: someone else wrote the row.
+                                .map_err(|c| {
+                                    if c.kind() == ErrorKind::Conflict {
+                                        e
+                                    } else {
+                                        c
+                                    }
+                                })
+                            }
+                            None => Err(e),
+                        }
                     }
                     other => other,
                 }
@@ -172,12 +190,15 @@ impl<E: Entity> Table<E> {
             .await
     }
 
-    /// Whether the row of `entity` carries a row mark and is absent once
-    /// the mark is resolved (see [`crate::lock`]'s "Units and optimistic
-    /// writes").
-    async fn absent_once_resolved(&self, entity: &E) -> Result<bool> {
+    /// Whether the row of `entity` reads as absent though stored: `None`
+    /// when it does not; `Some(None)` when it carries a row mark and is
+    /// absent once the mark is resolved (see [`crate::lock`]'s "Units and
+    /// optimistic writes"); `Some(Some(etag))` when what is stored reads as
+    /// absent (a row past its expiry, see [`crate::rows::expiry`]) at
+    /// `etag`.
+    async fn absent_once_resolved(&self, entity: &E) -> Result<Option<Option<ETag>>> {
         let (Some(resolve), Ok(data)) = (&self.resolve, entity.encode()) else {
-            return Ok(false);
+            return Ok(None);
         };
         let name = self.ready().await?;
         let stored = self
@@ -185,10 +206,20 @@ impl<E: Entity> Table<E> {
             .backend()
             .get(name, &data.partition_key, &data.row_key)
             .await?;
-        let marked = stored
-            .as_ref()
-            .is_some_and(|row| row.data.properties.get(MARK).is_some());
-        Ok(marked && resolve.resolve_row(name, stored).await?.is_none())
+        let Some(stored) = stored else {
+            return Ok(None);
+        };
+        if stored.data.properties.get(MARK).is_none() {
+            return Ok(
+                crate::rows::tombstone::is_tombstone(&stored.data.properties)
+                    .then_some(Some(stored.etag)),
+            );
+        }
+        Ok(resolve
+            .resolve_row(name, Some(stored))
+            .await?
+            .is_none()
+            .then_some(None))
     }
 
     /// Replaces the entity if it is unchanged since `current` was read.

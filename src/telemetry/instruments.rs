@@ -43,6 +43,7 @@ pub(super) struct Instruments {
     lock_wait: Histogram<f64>,
     roll_forwards: Counter<u64>,
     operation_requests: Histogram<u64>,
+    expired_rows: Counter<u64>,
 }
 
 impl Instruments {
@@ -93,6 +94,13 @@ impl Instruments {
                 .with_unit("{row}")
                 .with_description(
                     "Committed rows finished after their commit's own finishing round: by the writer row by row, or by a reader meeting the row's mark.",
+                )
+                .build(),
+            expired_rows: meter
+                .u64_counter("leasehold.sweep.expired_rows")
+                .with_unit("{row}")
+                .with_description(
+                    "Rows past their expiry the expiry sweep met: removed, or kept because they were renewed (changed) after it read them.",
                 )
                 .build(),
             operation_requests: meter
@@ -170,6 +178,16 @@ impl Instruments {
     pub(super) fn roll_forward(&self, by: &'static str) {
         self.roll_forwards
             .add(1, &[KeyValue::new("leasehold.resolver", by)]);
+    }
+
+    pub(super) fn expired_rows(&self, table: &str, outcome: &'static str, count: u64) {
+        self.expired_rows.add(
+            count,
+            &[
+                KeyValue::new("db.collection.name", table.to_owned()),
+                KeyValue::new("leasehold.outcome", outcome),
+            ],
+        );
     }
 
     /// The logical operation `name` made `requests` requests.

@@ -184,6 +184,21 @@ impl Telemetry {
             i.roll_forward("reader");
         }
     }
+
+    /// The expiry sweep of `table` removed `removed` rows past their
+    /// expiry and kept `kept` that changed after it read them.
+    pub(crate) fn expired_rows(&self, table: &str, removed: u64, kept: u64) {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(i) = &self.instruments {
+            for (outcome, n) in [("removed", removed), ("kept", kept)] {
+                if n > 0 {
+                    i.expired_rows(table, outcome, n);
+                }
+            }
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        let _ = (table, removed, kept);
+    }
 }
 
 /// How a wait for partition locks ended.

@@ -1,10 +1,13 @@
 //! `leasehold sweep`: removes what leasehold leaves behind once nothing
-//! relies on it ([`Store::sweep`]), showing the rows read and then the lock
-//! blobs examined as it goes, and at the end the partitions whose lock
-//! blobs it removed and what it removed and kept per kind.
+//! relies on it ([`Store::sweep`]), rows past their expiry included,
+//! showing the rows read and then the lock blobs examined as it goes, and
+//! at the end the partitions whose lock blobs it removed and what it
+//! removed and kept per kind; with `--follow`, every so often under the
+//! store's sweeper lease ([`Store::run_sweeper`]), a report per round.
 
 use clap::Args;
 use leasehold::Store;
+use leasehold::lease::LeaderOptions;
 use leasehold::store::{SweepOptions, SweepReport};
 use serde_json::json;
 
@@ -24,6 +27,18 @@ pub(crate) struct SweepArgs {
     /// Only count what would be removed; take and delete nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Keep sweeping, one round every `--every`, while this process holds
+    /// the store's sweeper lease (one process of those sharing the storage
+    /// sweeps at a time; the others wait to take over); one line per
+    /// round. Runs until interrupted, or for `--rounds`.
+    #[arg(long)]
+    follow: bool,
+    /// With `--follow`: the time between rounds (90s, 30m, 24h, 7d).
+    #[arg(long, value_parser = crate::args::parse_duration, default_value = "5m", requires = "follow")]
+    every: std::time::Duration,
+    /// With `--follow`: stop after this many rounds.
+    #[arg(long, requires = "follow")]
+    rounds: Option<u64>,
 }
 
 /// Runs `leasehold sweep`.
@@ -31,6 +46,9 @@ pub(crate) async fn run(store: &Store, args: SweepArgs, out: &Output) -> Result<
     let options = SweepOptions::new()
         .with_older_than(args.older_than)
         .with_dry_run(args.dry_run);
+    if args.follow {
+        return follow(store, &options, &args, out).await;
+    }
     let mut rows = Tally::new(out, "sweep", "read");
     // Shown once the lock blobs are examined, after the rows.
     let mut blobs: Option<Tally> = None;
@@ -52,6 +70,31 @@ pub(crate) async fn run(store: &Store, args: SweepArgs, out: &Output) -> Result<
         blobs.finish();
     }
     print(out, &report?);
+    Ok(())
+}
+
+/// `--follow`: [`Store::run_sweeper`], a line per round.
+async fn follow(
+    store: &Store,
+    options: &SweepOptions,
+    args: &SweepArgs,
+    out: &Output,
+) -> Result<(), Failure> {
+    let stop = leasehold::CancellationToken::new();
+    let leader = LeaderOptions::new().with_stop(stop.clone());
+    let mut done = 0u64;
+    store
+        .run_sweeper(options, args.every, leader, |round| {
+            match round {
+                Ok(report) => print(out, report),
+                Err(e) => out!("sweep: failed ({e}); the next round tries again"),
+            }
+            done += 1;
+            if args.rounds.is_some_and(|n| done >= n) {
+                stop.cancel();
+            }
+        })
+        .await?;
     Ok(())
 }
 

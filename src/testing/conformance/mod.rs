@@ -15,8 +15,9 @@
 //! out), [`commits`] (what operators see of a partition's unfinished
 //! commits), [`big_commits`] (commits too big for one transaction,
 //! faulted at every request), [`txn`] (transactions without a lease),
-//! [`purge`] (purges and counts of what a query matches) and [`sweep`]
-//! (what a sweep removes, and keeps, beside writes).
+//! [`purge`] (purges and counts of what a query matches), [`sweep`]
+//! (what a sweep removes, and keeps, beside writes) and [`expiry`] (rows
+//! past their expiry: absent to every read, swept).
 //! [`conformance_suite!`](crate::conformance_suite) turns them all into one
 //! test per check; leasehold runs it on the memory backend and on Azurite,
 //! and a backend or backend wrapper of your own can run the same:
@@ -45,6 +46,7 @@ pub mod blob_backend;
 pub mod blobs;
 pub mod commits;
 mod entities;
+pub mod expiry;
 pub mod fairness;
 pub mod fence;
 pub mod indexes;
@@ -273,7 +275,7 @@ impl Ctx {
 /// The tests use `#[tokio::test]`: the calling crate needs tokio with the
 /// `macros`, `rt-multi-thread` and (for `paused`) `test-util` features.
 /// Invoke it once per module: it defines `conformance_ctx()` and the
-/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness`, `lock`, `lock_many`, `reads`, `commits`, `big_commits`, `txn`, `fence`, `purge` and `sweep`
+/// modules `tables`, `table_backend`, `blob_backend`, `blobs`, `timed`, `lease`, `fairness`, `lock`, `lock_many`, `reads`, `commits`, `big_commits`, `txn`, `fence`, `purge`, `sweep` and `expiry`
 /// there.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -634,6 +636,18 @@ macro_rules! conformance_suite {
                 a_row_written_while_the_sweep_looks_at_it_stays,
                 an_entity_write_later_than_its_claims_allow_is_not_sent,
                 a_units_commit_later_than_its_claims_allow_is_not_sent,
+            ]
+            blocking []
+        );
+        $crate::conformance_suite!(@module expiry #[$plain] #[$timed];
+            plain [
+                a_time_to_live_counts_from_its_field,
+                an_insert_over_an_expired_row_succeeds,
+            ]
+            timed [
+                a_row_past_its_expiry_is_absent_to_every_read,
+                the_sweeper_deletes_expired_rows_and_their_index_rows,
+                a_row_renewed_after_the_sweeper_read_it_is_kept,
             ]
             blocking []
         );

@@ -1,0 +1,165 @@
+//! The expiry step of [`Store::sweep`](super::Store::sweep): deletes the
+//! rows past their expiry (see `crate::rows::expiry`), which every read
+//! already treats as absent.
+//!
+//! **What it deletes.** The rows of a table whose expiry property is at or
+//! before the sweep's `now`, found by a filter on that property alone
+//! (`_lhExpires le datetime'…'`), so it needs no Rust type and sweeps any
+//! table. A row carrying a unit's mark is resolved first, as every read
+//! resolves it, and judged as resolved.
+//!
+//! **Safety.** Each delete carries the ETag the sweep read. A row renewed
+//! (written with a later expiry, or replaced by an insert over it) after
+//! the sweep read it has a new ETag: the delete is refused (412) and the
+//! row kept, counted in [`SweepReport::kept`](super::SweepReport::kept). Unlike tombstones, an
+//! expired row needs no waiting bound: no write relies on it being there
+//! (an insert over it is conditioned on its ETag, which the delete
+//! changes). A row of a type with
+//! indexes is deleted as [`Table::delete`](crate::Table::delete) deletes
+//! one: replaced by a tombstone at the ETag read (so a stalled insert of
+//! its keys cannot land later, see `crate::index`), then its index rows
+//! are removed, each at the ETag read (one claimed again since stays).
+
+use std::sync::Arc;
+
+use time::OffsetDateTime;
+
+use crate::backend::{Precondition, QuerySpec, StoredEntity, TableOp, WriteOptions};
+use crate::error::{ErrorKind, Result};
+use crate::index::claim;
+use crate::lock::LockEnv;
+use crate::lock::marks::Resolver;
+use crate::query::{CmpOp, Filter};
+use crate::rows::{decision, expiry, tombstone};
+
+/// What the expiry step of a sweep did to one table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Expired {
+    /// Rows past their expiry read.
+    pub(crate) examined: u64,
+    /// Rows removed (for a dry run: that would be).
+    pub(crate) removed: u64,
+    /// Rows kept because they changed after the sweep read them.
+    pub(crate) kept: u64,
+}
+
+/// Deletes the rows of `table` (the name without the store's prefix)
+/// whose expiry is at or before `now`, each at the ETag read (see the
+/// module docs); a dry run only counts them. A table that does not exist
+/// has nothing to sweep.
+///
+/// # Errors
+/// [`Error::Invalid`] for a bad table name, before any request; the
+/// backend's errors.
+pub(crate) async fn delete_expired(
+    env: &Arc<LockEnv>,
+    table: &str,
+    now: OffsetDateTime,
+    dry_run: bool,
+) -> Result<Expired> {
+    let name = env.table_name(table)?;
+    let indexes = match crate::index::read_defs(env, table).await {
+        Ok(found) => found,
+        // No index table can have such a name: the type has no indexes.
+        Err(e) if e.kind() == ErrorKind::Invalid => None,
+        Err(e) => return Err(e),
+    };
+    let mut spec = QuerySpec {
+        filter: Some(Filter::compare(
+            expiry::PROPERTY,
+            CmpOp::Le,
+            crate::entity::Value::DateTime(now),
+        )),
+        select: None,
+        top: None,
+        continuation: None,
+    };
+    let resolver = Resolver::new(env, Vec::new());
+    let mut report = Expired::default();
+    loop {
+        let page = match env.backend().query(&name, &spec).await {
+            Ok(page) => page,
+            Err(e) if e.kind() == ErrorKind::NotFound => break,
+            Err(e) => return Err(e),
+        };
+        for row in page.entities {
+            if decision::is_decision_row(&row.data.row_key) {
+                continue;
+            }
+            // A row in a commit: judged as the commit leaves it.
+            let Some(row) = resolver.resolve_opt(&name, Some(row)).await? else {
+                continue;
+            };
+            if row.data.properties.get(tombstone::PROPERTY).is_some()
+                || !expiry::expired_at(&row.data.properties, now)
+            {
+                continue;
+            }
+            report.examined += 1;
+            if dry_run {
+                report.removed += 1;
+                continue;
+            }
+            let removed = match &indexes {
+                Some(indexes) => remove_indexed(env, indexes, &name, row).await?,
+                None => {
+                    let op = TableOp::Delete {
+                        partition_key: row.data.partition_key,
+                        row_key: row.data.row_key,
+                        if_match: Some(row.etag),
+                    };
+                    sent(env.backend().execute(&name, op, &WriteOptions::new()).await)?
+                }
+            };
+            if removed {
+                report.removed += 1;
+            } else {
+                report.kept += 1;
+            }
+        }
+        match page.continuation {
+            Some(next) => spec.continuation = Some(next),
+            None => break,
+        }
+    }
+    if !dry_run {
+        env.telemetry()
+            .expired_rows(name.as_str(), report.removed, report.kept);
+    }
+    Ok(report)
+}
+
+/// Deletes an expired row of a type with indexes: its tombstone at the
+/// ETag read, then its index rows. `false` when the row changed since.
+async fn remove_indexed(
+    env: &Arc<LockEnv>,
+    indexes: &crate::index::Indexes,
+    table: &crate::key::TableName,
+    row: StoredEntity,
+) -> Result<bool> {
+    let owner = (row.data.partition_key.clone(), row.data.row_key.clone());
+    let frees: Vec<(usize, crate::index::Key)> = indexes
+        .keys(Some(&row.data.properties))?
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, key)| key.map(|k| (i, k)))
+        .collect();
+    let freed = claim::read_freed(env, indexes, &frees, &owner).await?;
+    let gone = tombstone::data(&owner.0, &owner.1, "expired");
+    let op = TableOp::Replace(gone, Precondition::IfMatch(row.etag));
+    let removed = sent(env.backend().execute(table, op, &WriteOptions::new()).await)?;
+    if removed {
+        claim::remove_freed(env, indexes, freed).await;
+    }
+    Ok(removed)
+}
+
+/// Whether a delete at the ETag read went through: `false` when the row
+/// changed or went since (412, 404).
+fn sent<T>(result: Result<T>) -> Result<bool> {
+    match result {
+        Ok(_) => Ok(true),
+        Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
