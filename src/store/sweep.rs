@@ -121,7 +121,7 @@ impl SweepOptions {
     /// Judges the age of rows as if the sweep ran `by` later than now (lock
     /// blobs are judged at the time now). For tests that
     /// age rows past the safety bounds.
-    #[cfg(feature = "conformance")]
+    #[cfg(any(feature = "conformance", clippy))]
     #[doc(hidden)]
     #[must_use]
     pub fn as_if_later(mut self, by: Duration) -> Self {
