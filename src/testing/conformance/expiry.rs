@@ -318,6 +318,42 @@ pub async fn a_units_or_a_transactions_insert_over_an_expired_row_succeeds(ctx: 
     assert_eq!(inner, leasehold::ErrorKind::AlreadyExists, "{e}");
 }
 
+/// A batch's inserts over expired rows succeed (each replaces its row at
+/// the ETag read), beside inserts of new rows; a live row still refuses
+/// the whole batch.
+pub async fn a_batch_insert_over_expired_rows_succeeds(ctx: &Ctx) {
+    let notes = ctx.store.table::<Note>();
+    let now = OffsetDateTime::now_utc;
+    for id in ["b1", "b3"] {
+        notes.insert(note(id, past())).await.expect("stored");
+    }
+    let written = notes
+        .batch()
+        .insert(note("b1", now()))
+        .insert(note("b2", now()))
+        .insert(note("b3", now()))
+        .commit()
+        .await
+        .expect("a batch over two expired notes");
+    assert_eq!(written.len(), 3);
+    for id in ["b1", "b2", "b3"] {
+        assert!(notes.get("t", id).await.expect("get").is_some(), "{id}");
+    }
+    let e = notes
+        .batch()
+        .insert(note("b4", now()))
+        .insert(note("b1", now()))
+        .commit()
+        .await
+        .expect_err("b1 lives");
+    assert_eq!(e.kind(), leasehold::ErrorKind::Batch, "{e}");
+    assert_eq!(
+        notes.get("t", "b4").await.expect("get"),
+        None,
+        "nothing applied"
+    );
+}
+
 /// Runs `store`'s sweeper for `wait` (one round: the next is an hour
 /// away), then stops it; the reports of its rounds.
 async fn sweep(ctx: &Ctx, store: &Store, wait: Duration) -> Vec<SweepReport> {
