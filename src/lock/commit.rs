@@ -23,6 +23,7 @@ use crate::outcome::{self, Locked};
 use crate::rows::after;
 use crate::rows::decision::{self as layout, is_decision_row};
 use crate::rows::mark::{Mark, apply_op, slim, strip};
+use crate::rows::tombstone::is_tombstone;
 
 /// The staged writes of one (partition, table) group, in row order.
 pub(super) struct Group {
@@ -130,18 +131,26 @@ impl Unit {
         for i in (0..self.parts.len()).filter(|_| self.ttl.is_none()) {
             self.guard_of(i)?.ensure_valid(self.options.commit_margin)?;
         }
-        let staged = std::mem::take(&mut self.staged);
-        let groups = group(staged);
-        report.operations = groups.iter().map(|g| g.ops.len()).sum();
-        report.tables = groups
-            .iter()
-            .map(|g| &g.table)
-            .collect::<BTreeSet<_>>()
-            .len();
-        report.partitions = groups.iter().map(|g| g.part).collect::<BTreeSet<_>>().len();
-        for table in groups.iter().map(|g| &g.table).collect::<BTreeSet<_>>() {
+        let tables: BTreeSet<TableName> = self.staged.keys().map(|k| k.0.table.clone()).collect();
+        for table in &tables {
             self.env.ensure_table(table).await?;
         }
+        self.read_rows_inserts_may_meet_expired().await?;
+        // An insert over a row the unit read as absent but stored (a
+        // tombstone, a row past its expiry) replaces it at the ETag read.
+        let staged = std::mem::take(&mut self.staged)
+            .into_iter()
+            .map(|(key, op)| match (op, self.reads.get(&key)) {
+                (TableOp::Insert(data), Some(Some(row))) if is_tombstone(&row.data.properties) => {
+                    let etag = row.etag.clone();
+                    (key, TableOp::Replace(data, Precondition::IfMatch(etag)))
+                }
+                (op, _) => (key, op),
+            });
+        let groups = group(staged);
+        report.operations = groups.iter().map(|g| g.ops.len()).sum();
+        report.tables = tables.len();
+        report.partitions = groups.iter().map(|g| g.part).collect::<BTreeSet<_>>().len();
         if let [g] = groups.as_slice()
             && validate_batch(g.table.as_str(), &g.ops).is_ok()
             && !self.checks_absence(g)
@@ -157,6 +166,40 @@ impl Unit {
             .commit_decided(&groups, &mut report, claims_window)
             .await?;
         Ok((report, cleanup))
+    }
+
+    /// Reads, all at once, the rows of the inserts of an entity type with an
+    /// expiry that this unit has not read: such a row may be stored but
+    /// past its expiry, absent to every read, and the insert then replaces
+    /// it at its ETag. (Other inserts need no read: a row there makes the
+    /// service refuse them, as it should.)
+    async fn read_rows_inserts_may_meet_expired(&mut self) -> Result<()> {
+        let blind: Vec<(Slot, RowKey)> = self
+            .staged
+            .iter()
+            .filter(|(key, op)| {
+                matches!(op, TableOp::Insert(d) if d.properties.get(crate::rows::expiry::PROPERTY).is_some())
+                    && !self.reads.contains_key(key)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        if blind.is_empty() {
+            return Ok(());
+        }
+        let backend = self.env.backend().clone();
+        let resolver = self.resolver();
+        let rows = futures_util::future::try_join_all(blind.iter().map(|(slot, rk)| {
+            let (backend, resolver) = (&backend, &resolver);
+            let pk = &self.parts[slot.part].pk;
+            async move {
+                let stored = backend.get(&slot.table, pk, rk).await?;
+                resolver.resolve_opt(&slot.table, stored).await
+            }
+        }))
+        .await?;
+        drop(resolver);
+        self.reads.extend(blind.into_iter().zip(rows));
+        Ok(())
     }
 
     /// A commit that is one entity-group transaction.

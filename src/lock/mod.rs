@@ -348,7 +348,6 @@ mod leftovers;
 pub(crate) mod marks;
 pub(crate) mod name;
 pub(crate) mod options;
-mod prune;
 mod query;
 mod report;
 mod slot;
@@ -360,9 +359,9 @@ pub(crate) use env::{AfterCommit, CommitClaims, CommitView, IndexedType, LockEnv
 pub use keys::IntoPartitionKeys;
 pub use leftovers::CommitSummary;
 pub(crate) use leftovers::list as list_commits;
+pub(crate) use leftovers::prune as prune_commit_rows;
 pub(crate) use marks::MarkResolve;
 pub use options::LockOptions;
-pub(crate) use prune::{PruneReport, prune_locks};
 pub use query::UnitQuery;
 pub use report::{CommitReport, FinishedBy};
 pub(crate) use slot::Slot;

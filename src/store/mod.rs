@@ -19,6 +19,7 @@ use crate::telemetry::Telemetry;
 mod expiry;
 mod import;
 mod indexes;
+mod lock_blobs;
 mod manage;
 mod open;
 mod sweep;

@@ -41,13 +41,14 @@ use time::OffsetDateTime;
 use tracing::Instrument as _;
 
 use super::Store;
+use super::lock_blobs::{PruneReport, prune_locks};
 use crate::backend::{QuerySpec, StoredEntity, TableOp, WriteOptions};
 use crate::entity::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{STALLED_WRITE_BOUND, TABLE_SUFFIX};
 use crate::key::{PartitionKey, TableName};
 use crate::lease::LeaderOptions;
-use crate::lock::{LockEnv, PruneReport};
+use crate::lock::LockEnv;
 use crate::query::{CmpOp, Filter};
 use crate::rows::mark::MARK;
 use crate::rows::tombstone;
@@ -437,7 +438,7 @@ async fn sweep(
                 seen.add_locks(locks);
                 progress(&seen);
             };
-            crate::lock::prune_locks(env, older_than, options.later, dry_run, &mut on_blobs)
+            prune_locks(env, older_than, options.later, dry_run, &mut on_blobs)
                 .instrument(tracing::info_span!("leasehold.sweep.locks"))
                 .await?
         };

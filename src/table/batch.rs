@@ -6,7 +6,7 @@ use super::handle::Table;
 use super::stored::{Base, stored_after};
 use crate::backend::{Precondition, TableOp, validate_batch};
 use crate::entity::{Entity, Stored, Versioned};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::key::IntoRowKey;
 
 /// The outcome of one operation of a committed [`Batch`].
@@ -280,7 +280,7 @@ impl<E: Entity> Batch<E> {
             ));
         }
         let name = self.table.ready().await?;
-        let (ops, returned): (Vec<TableOp>, Vec<Returned<E>>) = self.ops.into_iter().unzip();
+        let (mut ops, returned): (Vec<TableOp>, Vec<Returned<E>>) = self.ops.into_iter().unzip();
         validate_batch(name.as_str(), &ops)?;
         let span = tracing::debug_span!(
             "leasehold.batch",
@@ -288,11 +288,43 @@ impl<E: Entity> Batch<E> {
             partition = %ops[0].partition_key(),
             ops = ops.len()
         );
-        let versions = self
-            .table
-            .execute_batch(name, &ops)
-            .instrument(span.clone())
-            .await?;
+        // An insert refused for a row that reads as absent though stored (a
+        // row past its expiry, an undecided commit's placeholder, now
+        // resolved) is sent again: over the expired row as a replace at the
+        // version read. At most once a row.
+        let mut tries = ops.len();
+        let versions = loop {
+            let sent = self
+                .table
+                .execute_batch(name, &ops)
+                .instrument(span.clone())
+                .await;
+            let index = match &sent {
+                Err(Error::Batch { index, source })
+                    if tries > 0
+                        && source.kind() == ErrorKind::AlreadyExists
+                        && matches!(ops.get(*index), Some(TableOp::Insert(_))) =>
+                {
+                    *index
+                }
+                _ => break sent?,
+            };
+            tries -= 1;
+            let (pk, rk) = (
+                ops[index].partition_key().clone(),
+                ops[index].row_key().clone(),
+            );
+            match self.table.absent_once_resolved(&pk, &rk).await? {
+                // A placeholder, gone now: the same insert again.
+                Some(None) => {}
+                Some(Some(etag)) => {
+                    if let TableOp::Insert(data) = &ops[index] {
+                        ops[index] = TableOp::Replace(data.clone(), Precondition::IfMatch(etag));
+                    }
+                }
+                None => break sent?,
+            }
+        };
         let mut results = Vec::with_capacity(ops.len());
         for ((op, returned), version) in ops.iter().zip(returned).zip(versions) {
             results.push(match (returned, version) {

@@ -162,7 +162,12 @@ impl<E: Entity> Table<E> {
                     // A row that reads as absent though stored (past its
                     // expiry) is replaced at the version read instead.
                     Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                        match self.absent_once_resolved(&entity).await? {
+                        let keys = entity.encode().ok().map(|d| (d.partition_key, d.row_key));
+                        let absent = match &keys {
+                            Some((pk, rk)) => self.absent_once_resolved(pk, rk).await?,
+                            None => None,
+                        };
+                        match absent {
                             Some(None) => {
                                 self.write(&entity, None, Base::Nothing, TableOp::Insert)
                                     .await
@@ -190,22 +195,22 @@ impl<E: Entity> Table<E> {
             .await
     }
 
-    /// Whether the row of `entity` reads as absent though stored: `None`
+    /// Whether the row `(pk, rk)` reads as absent though stored: `None`
     /// when it does not; `Some(None)` when it carries a row mark and is
     /// absent once the mark is resolved (see [`crate::lock`]'s "Units and
     /// optimistic writes"); `Some(Some(etag))` when what is stored reads as
     /// absent (a row past its expiry, see [`crate::rows::expiry`]) at
     /// `etag`.
-    async fn absent_once_resolved(&self, entity: &E) -> Result<Option<Option<ETag>>> {
-        let (Some(resolve), Ok(data)) = (&self.resolve, entity.encode()) else {
+    pub(super) async fn absent_once_resolved(
+        &self,
+        pk: &PartitionKey,
+        rk: &RowKey,
+    ) -> Result<Option<Option<ETag>>> {
+        let Some(resolve) = &self.resolve else {
             return Ok(None);
         };
         let name = self.ready().await?;
-        let stored = self
-            .env
-            .backend()
-            .get(name, &data.partition_key, &data.row_key)
-            .await?;
+        let stored = self.env.backend().get(name, pk, rk).await?;
         let Some(stored) = stored else {
             return Ok(None);
         };

@@ -260,6 +260,100 @@ pub async fn an_insert_over_an_expired_row_succeeds(ctx: &Ctx) {
     );
 }
 
+/// A unit's or a transaction's insert over an expired row succeeds as a
+/// table's does: whether it read the row first (and saw nothing) or not,
+/// in one transaction or deciding in a row across partitions; a live row
+/// is still refused, nothing sent.
+pub async fn a_units_or_a_transactions_insert_over_an_expired_row_succeeds(ctx: &Ctx) {
+    let notes = ctx.store.table::<Note>();
+    let now = OffsetDateTime::now_utc;
+    let in_topic = |topic: &str, id: &str| Note {
+        topic: topic.into(),
+        ..note(id, now())
+    };
+    for id in ["blind", "read", "x1"] {
+        notes.insert(note(id, past())).await.expect("stored");
+    }
+    notes
+        .insert(Note {
+            topic: "t2".into(),
+            ..note("x2", past())
+        })
+        .await
+        .expect("stored");
+
+    // Without reading the row first.
+    let mut unit = ctx.store.lock("t").await.expect("lock");
+    unit.insert(&note("blind", now())).expect("staged");
+    unit.commit()
+        .await
+        .expect("a blind insert over an expired note");
+    // Having read it as absent.
+    let mut unit = ctx.store.lock("t").await.expect("lock");
+    assert_eq!(unit.get::<Note>("read").await.expect("get"), None);
+    unit.insert(&note("read", now())).expect("staged");
+    unit.commit()
+        .await
+        .expect("an insert over an expired note read");
+    // A transaction across two partitions (deciding in a row).
+    let mut tx = ctx.store.transaction();
+    tx.insert(&in_topic("t", "x1")).expect("staged");
+    tx.insert(&in_topic("t2", "x2")).expect("staged");
+    tx.commit()
+        .await
+        .expect("a transaction's inserts over expired notes");
+    for (topic, id) in [("t", "blind"), ("t", "read"), ("t", "x1"), ("t2", "x2")] {
+        let got = notes.get(topic, id).await.expect("get");
+        assert!(got.is_some(), "{topic}/{id} is there again");
+    }
+
+    // A live row: refused before anything is written.
+    let mut unit = ctx.store.lock("t").await.expect("lock");
+    unit.insert(&note("blind", now())).expect("staged");
+    let e = unit.commit().await.expect_err("the note lives");
+    let inner = match &e {
+        leasehold::Error::Batch { source, .. } => source.kind(),
+        other => other.kind(),
+    };
+    assert_eq!(inner, leasehold::ErrorKind::AlreadyExists, "{e}");
+}
+
+/// A batch's inserts over expired rows succeed (each replaces its row at
+/// the ETag read), beside inserts of new rows; a live row still refuses
+/// the whole batch.
+pub async fn a_batch_insert_over_expired_rows_succeeds(ctx: &Ctx) {
+    let notes = ctx.store.table::<Note>();
+    let now = OffsetDateTime::now_utc;
+    for id in ["b1", "b3"] {
+        notes.insert(note(id, past())).await.expect("stored");
+    }
+    let written = notes
+        .batch()
+        .insert(note("b1", now()))
+        .insert(note("b2", now()))
+        .insert(note("b3", now()))
+        .commit()
+        .await
+        .expect("a batch over two expired notes");
+    assert_eq!(written.len(), 3);
+    for id in ["b1", "b2", "b3"] {
+        assert!(notes.get("t", id).await.expect("get").is_some(), "{id}");
+    }
+    let e = notes
+        .batch()
+        .insert(note("b4", now()))
+        .insert(note("b1", now()))
+        .commit()
+        .await
+        .expect_err("b1 lives");
+    assert_eq!(e.kind(), leasehold::ErrorKind::Batch, "{e}");
+    assert_eq!(
+        notes.get("t", "b4").await.expect("get"),
+        None,
+        "nothing applied"
+    );
+}
+
 /// Runs `store`'s sweeper for `wait` (one round: the next is an hour
 /// away), then stops it; the reports of its rounds.
 async fn sweep(ctx: &Ctx, store: &Store, wait: Duration) -> Vec<SweepReport> {

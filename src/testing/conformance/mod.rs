@@ -643,6 +643,8 @@ macro_rules! conformance_suite {
             plain [
                 a_time_to_live_counts_from_its_field,
                 an_insert_over_an_expired_row_succeeds,
+                a_units_or_a_transactions_insert_over_an_expired_row_succeeds,
+                a_batch_insert_over_expired_rows_succeeds,
             ]
             timed [
                 a_row_past_its_expiry_is_absent_to_every_read,

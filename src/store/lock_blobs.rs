@@ -3,7 +3,7 @@
 //! that the lock container does not grow with every partition ever locked
 //! (free, clean and old, each checked again and deleted under its own
 //! lease: see `crate::lease`'s pruning), and the rows commits leave
-//! behind (see `leftovers.rs`).
+//! behind (`crate::lock`'s "Rows commits leave behind").
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,11 +11,11 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use tracing::Instrument as _;
 
-use super::env::LockEnv;
 use crate::error::{Error, Result};
 use crate::key::PartitionKey;
 use crate::lease::LeaseName;
 use crate::lease::prune::{Age, Verdict, examine};
+use crate::lock::LockEnv;
 
 /// How many lock blobs are examined at once.
 const CONCURRENCY: usize = 8;
@@ -70,7 +70,7 @@ pub(crate) async fn prune_locks(
     progress: &mut (dyn FnMut(&PruneReport) + Send),
 ) -> Result<PruneReport> {
     let age = Age::new(older_than)?;
-    let prefix = super::name::lock_prefix(env.table_prefix());
+    let prefix = crate::lock::name::lock_prefix(env.table_prefix());
     let span = tracing::info_span!(
         "leasehold.prune_locks",
         prefix = %env.table_prefix(),
@@ -108,7 +108,7 @@ pub(crate) async fn prune_locks(
                 progress(&report);
             }
         }
-        let removed = super::leftovers::prune(env, age.cutoff, later, dry_run).await?;
+        let removed = crate::lock::prune_commit_rows(env, age.cutoff, later, dry_run).await?;
         report.decision_rows_deleted = removed.decision_rows;
         report.after_image_rows_deleted = removed.after_image_rows;
         tracing::info!(
