@@ -288,10 +288,11 @@ impl<E: Entity> Batch<E> {
             partition = %ops[0].partition_key(),
             ops = ops.len()
         );
-        // An insert refused for a row that reads as absent though stored (a
-        // row past its expiry, an undecided commit's placeholder, now
-        // resolved) is sent again: over the expired row as a replace at the
-        // version read. At most once a row.
+        // An insert of a type with an expiry refused for a row that reads
+        // as absent though stored (past its expiry; or an undecided
+        // commit's placeholder, now resolved) is sent again: over the
+        // expired row as a replace at the version read. At most once a
+        // row. (Other refused inserts cost no read.)
         let mut tries = ops.len();
         let versions = loop {
             let sent = self
@@ -303,7 +304,8 @@ impl<E: Entity> Batch<E> {
                 Err(Error::Batch { index, source })
                     if tries > 0
                         && source.kind() == ErrorKind::AlreadyExists
-                        && matches!(ops.get(*index), Some(TableOp::Insert(_))) =>
+                        && matches!(ops.get(*index), Some(TableOp::Insert(d))
+                            if d.properties.get(crate::rows::expiry::PROPERTY).is_some()) =>
                 {
                     *index
                 }
