@@ -227,6 +227,51 @@ where
     (sa, sb)
 }
 
+/// As [`abab`], waiting after each side (untimed) until `counter` stops
+/// moving: what a unit sends behind its answer (its decision row's
+/// delete) is done before the next side is timed, so it slows neither.
+pub(crate) async fn abab_settled<A, B, FA, FB>(
+    n: usize,
+    mut a: A,
+    mut b: B,
+    counter: &RequestCounter,
+) -> (Vec<f64>, Vec<f64>)
+where
+    A: FnMut(usize) -> FA,
+    B: FnMut(usize) -> FB,
+    FA: std::future::Future<Output = ()>,
+    FB: std::future::Future<Output = ()>,
+{
+    let (mut sa, mut sb) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..n {
+        if a_first(i) {
+            sa.push(ms(timed(a(i)).await.0));
+            settled(counter).await;
+            sb.push(ms(timed(b(i)).await.0));
+            settled(counter).await;
+        } else {
+            sb.push(ms(timed(b(i)).await.0));
+            settled(counter).await;
+            sa.push(ms(timed(a(i)).await.0));
+            settled(counter).await;
+        }
+    }
+    (sa, sb)
+}
+
+/// Waits until `counter` has not moved for 3 polls 2 ms apart: requests a
+/// unit or transaction sends behind its answer have gone out and, on the
+/// loopback, come back.
+pub(crate) async fn settled(counter: &RequestCounter) {
+    let (mut last, mut still) = (counter.total(), 0);
+    while still < 3 {
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        let now = counter.total();
+        still = if now == last { still + 1 } else { 0 };
+        last = now;
+    }
+}
+
 /// Median of `n` simple gets now, as raw requests.
 pub(crate) async fn round_trip_now(env: &Env, n: usize) -> Res<Vec<f64>> {
     let pk = format!("rtt-{}", Uuid::new_v4().simple());

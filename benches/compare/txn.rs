@@ -253,8 +253,8 @@ pub(crate) async fn transactions(
          the commit point (the first partition's write with the decision row); the finishing \
          transaction and the decision row's delete go on behind the answer, and the next side \
          starts once they are done (untimed). The unit (locks taken back: no lock-blob reads) \
-         takes 7 round trips: the acquires, 2 reads, the mark, the commit point, the finish, \
-         the decision row's delete with the releases. The hand-written pattern takes 2 and is \
+         answers in 6 round trips: the acquires, 2 reads, the mark, the commit point, the \
+         finish with the releases (its decision row's delete behind the answer). The hand-written pattern takes 2 and is \
          neither atomic nor serializable: a failure between its writes leaves one applied, and \
          it validates only the rows it writes.",
         p99(0),

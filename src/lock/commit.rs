@@ -33,6 +33,19 @@ pub(super) struct Group {
     pub(super) rows: Vec<(Slot, RowKey)>,
 }
 
+/// What is left of a unit's commit decided in a row once its commit point
+/// went through: its marked rows finished (`rounds`, at once), then its
+/// decision row deleted (`decision_delete`), unless a row is left marked
+/// (`all_off` false: a version missing from the marking's reply).
+pub(super) struct Finishing {
+    rounds: Vec<(TableName, Vec<TableOp>)>,
+    txn: String,
+    all_off: bool,
+    decision_delete: (TableName, TableOp),
+    /// The partitions the unit held when it committed.
+    held: Vec<PartitionKey>,
+}
+
 /// One entity-group transaction of a commit's round, and which staged
 /// write each of its operations stands for (`None`: an after-image row).
 struct Send {
@@ -92,38 +105,57 @@ impl Unit {
         });
         // Whatever happened, the locks are given up; marks a failed commit
         // left are resolved by whoever meets them. The caller asked to
-        // commit: what was not is not "forgotten".
+        // commit: what was not is not "forgotten". A decided commit
+        // finishes its marked rows as it gives the locks up: once its
+        // commit point holds, whoever takes a lock next finishes a marked
+        // row it meets itself.
         self.staged.clear();
-        let cleanup = match &result {
-            Ok((_, Some(cleanup))) => Some(cleanup.clone()),
-            _ => None,
+        let (mut result, finishing) = match result {
+            Ok((report, finishing)) => (Ok(report), finishing),
+            Err(e) => (Err(e), None),
         };
-        let backend = self.env.backend().clone();
         let env = self.env.clone();
         let committed = result.is_ok();
-        futures_util::future::join(self.release_all(), async {
-            if let Some((table, op)) = cleanup {
-                send_cleanup(backend.as_ref(), &table, op).await;
+        let finished = async {
+            let f = finishing?;
+            let (done, recovered, off) = finish(&env, f.held, &f.rounds, &f.txn).await;
+            if f.all_off && off {
+                // No mark needs the decision row any more: it goes behind
+                // the answer (should this process stop first, the sweep
+                // removes it).
+                let backend = env.backend().clone();
+                let (table, op) = f.decision_delete;
+                tokio::spawn(async move { send_cleanup(backend.as_ref(), &table, op).await });
             }
-            // The index rows of values the commit freed, now that it holds.
+            Some((done, recovered))
+        };
+        // The index rows of values the commit freed, now that it holds.
+        let freed = async {
             if let (true, Some(after)) = (committed, after) {
                 after.run(&env).await;
             }
-        })
-        .await;
-        result.map(|(report, _)| report)
+        };
+        let (finished, (), ()) =
+            futures_util::future::join3(finished, self.release_all(), freed).await;
+        if let (Ok(report), Some((done, recovered))) = (&mut result, finished) {
+            report.batches += done;
+            if recovered {
+                report.finished_by = FinishedBy::Recovery;
+            }
+        }
+        result
     }
 
     /// Commits the staged writes; what it answers besides the report is
-    /// the delete of the decision row, sent with the locks' releases once
-    /// no mark needs it.
+    /// what is left of a commit decided in a row: finishing its marked
+    /// rows, then deleting its decision row.
     ///
     /// `claims_window`: when the writes rely on index claims, the time by
     /// which they must be sent (the commit point, and the marks before it).
     async fn commit_inner(
         &mut self,
         claims_window: Option<tokio::time::Instant>,
-    ) -> Result<(CommitReport, Option<(TableName, TableOp)>)> {
+    ) -> Result<(CommitReport, Option<Finishing>)> {
         let mut report = CommitReport::default();
         if self.staged.is_empty() {
             return Ok((report, None));
@@ -162,10 +194,10 @@ impl Unit {
             report.batches = 1;
             return Ok((report, None));
         }
-        let cleanup = self
+        let finishing = self
             .commit_decided(&groups, &mut report, claims_window)
             .await?;
-        Ok((report, cleanup))
+        Ok((report, finishing))
     }
 
     /// Reads, all at once, the rows of the inserts of an entity type with an
@@ -311,14 +343,14 @@ impl Unit {
     }
 
     /// The commit of `groups` by marks and a decision row: marks, commit
-    /// point, finish. Answers the decision row's delete, to send with the
-    /// releases once no mark needs it.
+    /// point; then, for a transaction, its finishing behind the answer.
+    /// Answers a unit's finishing, which goes out with its releases.
     async fn commit_decided(
         &self,
         groups: &[Group],
         report: &mut CommitReport,
         claims_window: Option<tokio::time::Instant>,
-    ) -> Result<Option<(TableName, TableOp)>> {
+    ) -> Result<Option<Finishing>> {
         let reads = self.before_images(groups).await?;
         let plan = self.plan(groups, &reads)?;
         let backend = self.env.backend().clone();
@@ -458,12 +490,13 @@ impl Unit {
             });
             return Ok(None);
         }
-        let (done, recovered, off) = finish(&self.env, self.held(), &finishing, &txn).await;
-        report.batches += done;
-        if recovered {
-            report.finished_by = FinishedBy::Recovery;
-        }
-        Ok((all_off && off).then_some(cleanup))
+        Ok(Some(Finishing {
+            rounds: finishing,
+            txn,
+            all_off,
+            decision_delete: cleanup,
+            held: self.held(),
+        }))
     }
 
     /// Every row of `groups` as it was before the commit: as read in the

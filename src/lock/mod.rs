@@ -56,14 +56,19 @@
 //!      table and partition — in one transaction with the primary group's
 //!      own writes, each conditioned on the row as the unit read it, when
 //!      they fit there. Applied whole or not at all.
-//!   3. **Finish**, all at once: every marked row replaced by its
-//!      after-image (or deleted), at the ETag its mark produced, and the
-//!      after-image rows deleted.
-//!   4. The decision row deleted, together with the locks' releases.
+//!   3. **Finish**, all at once, together with the locks' releases (once
+//!      the commit point holds, whoever takes a lock next finishes a marked
+//!      row it meets itself): every marked row replaced by its after-image
+//!      (or deleted), at the ETag its mark produced, and the after-image
+//!      rows deleted. The unit answers.
+//!   4. The decision row deleted, behind the answer, once no mark needs it
+//!      (should the process stop first, [`Store::sweep`](crate::Store::sweep)
+//!      removes it).
 //!
-//!   After the unit's reads that is 4 sequential round trips, the releases
-//!   included, whatever the number of rows, partitions and tables, and no
-//!   lock-blob write: a lock blob holds the lease and its wait queue only.
+//!   After the unit's reads that is 3 sequential round trips to the
+//!   answer, the releases included, whatever the number of rows,
+//!   partitions and tables, and no lock-blob write: a lock blob holds the
+//!   lease and its wait queue only.
 //!
 //! **Invariants.** (a) A commit is decided exactly when its decision row
 //! is stored, and the decision row is only ever *inserted*: by the commit

@@ -792,9 +792,11 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
             .collect();
         (c.iter().map(|(_, n)| n).sum(), c)
     };
+    super::behind_the_answer(&counter).await;
     counter.reset();
     let ann = t.insert(member("1", "a@x.org")).await.expect("insert");
     assert_eq!(counts(&counter), (2, vec![(Op::Write, 2)]), "insert");
+    super::behind_the_answer(&counter).await;
     counter.reset();
     let mut moved = ann.clone();
     moved.email = "b@x.org".into();
@@ -804,6 +806,7 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
         (4, vec![(Op::Get, 1), (Op::Write, 3)]),
         "replace moving the value"
     );
+    super::behind_the_answer(&counter).await;
     counter.reset();
     let mut same = moved.clone();
     same.note = "n".into();
@@ -811,6 +814,7 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
     assert_eq!(counts(&counter), (1, vec![(Op::Write, 1)]), "plain replace");
     // A read-modify-write leaving the value alone: its read and the plain
     // write.
+    super::behind_the_answer(&counter).await;
     counter.reset();
     let same = t
         .update_with("eu", "1", |m| m.note = "m".into())
@@ -821,16 +825,19 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
         (2, vec![(Op::Get, 1), (Op::Write, 1)]),
         "update_with"
     );
+    super::behind_the_answer(&counter).await;
     counter.reset();
     let found = t.get_by(c.email, "b@x.org").await.expect("get_by");
     assert_eq!(found.map(|m| m.id.clone()), Some("1".into()));
     assert_eq!(counts(&counter), (2, vec![(Op::Get, 2)]), "get_by");
+    super::behind_the_answer(&counter).await;
     counter.reset();
     t.delete(&same).await.expect("delete");
     assert_eq!(counts(&counter), (1, vec![(Op::Write, 1)]), "delete");
     // The value the delete left claimed: the claim's insert is refused,
     // the claim and its owner's tombstone are read, the tombstone touched,
     // the claim taken over, the entity inserted.
+    super::behind_the_answer(&counter).await;
     counter.reset();
     t.insert(member("2", "b@x.org")).await.expect("reuse");
     assert_eq!(
@@ -839,12 +846,14 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
         "insert taking over a deleted entity's claim"
     );
     // The old value, freed by the move, is a fresh claim again.
+    super::behind_the_answer(&counter).await;
     counter.reset();
     t.insert(member("3", "a@x.org")).await.expect("freed");
     assert_eq!(counts(&counter), (2, vec![(Op::Write, 2)]), "freed value");
     // An insert refused for a value another entity holds: the claim's
     // insert is refused, the claim and its holder are read, and the
     // refusal names the holder; nothing else is asked.
+    super::behind_the_answer(&counter).await;
     counter.reset();
     let e = t
         .insert(member("4", "a@x.org"))

@@ -731,6 +731,7 @@ async fn counted(ctx: &Ctx) -> (Store, RequestCounter) {
     let mut unit = store.lock("alice").await.unwrap();
     let _ = unit.get::<Audit>("warm").await.unwrap();
     unit.abandon().await.unwrap();
+    super::behind_the_answer(&counter).await;
     counter.reset();
     (store, counter)
 }
@@ -752,6 +753,7 @@ pub async fn one_table_unit_costs_acquire_reads_batch_release(ctx: &Ctx) {
     unit.replace(&a).unwrap();
     unit.replace(&b).unwrap();
     let report = unit.commit().await.unwrap();
+    super::behind_the_answer(&counter).await;
     assert!(report.transaction.is_none());
     // acquire + R (2) + 1 batch + release = 5
     assert_eq!(
@@ -778,8 +780,9 @@ pub async fn two_table_unit_costs_acquire_reads_marks_commit_point_finish_releas
             .await
             .unwrap()
     );
-    // acquire + R (2) + marks (1) + commit point + T (1) + decision
-    // delete + release = 8
+    super::behind_the_answer(&counter).await;
+    // acquire + R (2) + marks (1) + commit point + T (1) with release +
+    // the decision row's delete, behind the answer = 8
     assert_eq!(
         counts(&counter),
         vec![
@@ -817,6 +820,7 @@ pub async fn rows_too_large_for_their_after_image_carry_it_in_hidden_rows(ctx: &
     // 1 MiB for the row.
     let notes = ["n".repeat(32_760), "m".repeat(32_000)];
     for (round, note) in notes.iter().enumerate() {
+        super::behind_the_answer(&counter).await;
         counter.reset();
         let id = format!("big{round}");
         let mut unit = store.lock("alice").await.unwrap();
@@ -841,6 +845,7 @@ pub async fn rows_too_large_for_their_after_image_carry_it_in_hidden_rows(ctx: &
             .unwrap();
         }
         let report = unit.commit().await.unwrap();
+        super::behind_the_answer(&counter).await;
         assert!(report.transaction.is_some(), "{report:?}");
         assert_eq!(counter.get(Op::PutBlob), 0, "{:?}", counts(&counter));
         if round == 0 {
@@ -858,6 +863,7 @@ pub async fn rows_too_large_for_their_after_image_carry_it_in_hidden_rows(ctx: &
                 .unwrap();
             assert_eq!(stored.map(|a| a.into_inner().body), Some(note.repeat(15)));
         }
+        super::behind_the_answer(&counter).await;
         super::lock_many::nothing_pending(&store, &["alice"]).await;
         hidden_rows_gone(&store, "alice").await;
     }
@@ -894,6 +900,7 @@ pub async fn a_row_that_cannot_take_a_mark_is_invalid_before_anything_is_sent(ct
             .insert(format!("x{i}"), Value::Int32(i as i32));
     }
     store.dynamic_table("LockAudit").insert(wide).await.unwrap();
+    super::behind_the_answer(&counter).await;
     counter.reset();
     let mut unit = store.lock("alice").await.unwrap();
     let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
@@ -948,11 +955,13 @@ pub async fn handed_over_unit_skips_acquire_read_and_release(ctx: &Ctx) {
         })
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
+    super::behind_the_answer(&counter).await;
     counter.reset();
     first.abandon().await.unwrap();
     let unit = second.await.unwrap();
     let before_commit = counter.total();
     unit.commit().await.unwrap();
+    super::behind_the_answer(&counter).await;
     // Hand-over and the read: R (1); commit: marks (1) + commit point +
     // T (1) + decision delete; no acquire, no lock-blob read or write; the
     // release is real (nobody waits).
@@ -1285,8 +1294,10 @@ pub async fn a_unit_of_a_thousand_writes_to_one_table_decides_in_a_row(ctx: &Ctx
         })
         .unwrap();
     }
+    super::behind_the_answer(&counter).await;
     counter.reset();
     let report = unit.commit().await.unwrap();
+    super::behind_the_answer(&counter).await;
     assert!(report.transaction.is_some(), "{report:?}");
     assert_eq!(
         (report.tables, report.batches, report.operations),
@@ -1327,7 +1338,9 @@ pub async fn a_read_meeting_a_dead_writers_marks_waits_cheaply(ctx: &Ctx) {
     // Marks (the ledger entry), then death before the commit point.
     injector.die_at_nth(Some(Op::Batch), 2);
     let said = transfer(&dying, "dead", "acct0", "acct1", 30, "t1").await;
+    super::behind_the_answer(&counter).await;
     assert!(said.is_err(), "{said:?}");
+    super::behind_the_answer(&counter).await;
     counter.reset();
     let entry = reader
         .table::<Entry>()
@@ -1381,6 +1394,7 @@ pub async fn recording_the_holder_costs_a_write_only_when_the_lock_changes_hands
         let store = store.clone();
         let counter = counter.clone();
         async move {
+            super::behind_the_answer(&counter).await;
             counter.reset();
             store.lock("x").await.unwrap().abandon().await.unwrap();
             (
@@ -1447,8 +1461,10 @@ pub async fn a_lock_taken_back_unchanged_sends_no_lock_blob_read(ctx: &Ctx) {
         let (a, counter) = (a.clone(), counter.clone());
         async move {
             super::fresh_tenure().await;
+            super::behind_the_answer(&counter).await;
             counter.reset();
             assert!(transfer(&a, "back", "acct0", "acct1", 1, id).await.unwrap());
+            super::behind_the_answer(&counter).await;
             counts(&counter)
         }
     };
