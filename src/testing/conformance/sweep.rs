@@ -91,14 +91,14 @@ async fn hidden_and_live(ctx: &Ctx) -> (u64, u64) {
 }
 
 /// The acceptance churn: fresh entities of an indexed type inserted and
-/// deleted (10,000 on the memory backend, 600 on a service), writes
+/// deleted (10,000), writes
 /// refused with `ValueTaken`, transfers between accounts with faults
 /// injected; then one sweep leaves at most max(1 % of the live rows, 100)
 /// hidden rows.
 pub async fn one_sweep_after_a_churn_leaves_at_most_one_percent_hidden(ctx: &Ctx) {
     let churn = match ctx.clock() {
         Clock::Paused => 10_000,
-        Clock::Real => 600,
+        Clock::Real => 10_000,
     };
     let users = ctx.store.table::<User>();
     // Live users, kept.
