@@ -60,7 +60,9 @@ cargo test --no-fail-fast "${features[@]}" --test it -- "${prompt[@]}" 2>&1 | te
 keep "${PIPESTATUS[0]}"
 # Then the integration tests that share Azurite (fault proxy, SAS, CLI,
 # multi-process torture).
-cargo test --no-fail-fast "${features[@]}" --test it --test cli --test torture -- --skip azurite:: 2>&1 | tee -a "$log"
+cargo test --no-fail-fast "${features[@]}" --test it --test torture -- --skip azurite:: 2>&1 | tee -a "$log"
+keep "${PIPESTATUS[0]}"
+cargo test --no-fail-fast "${features[@]}" -p leasehold-cli --test cli 2>&1 | tee -a "$log"
 keep "${PIPESTATUS[0]}"
 # Last, the conformance suite through Entra ID tokens on the OAuth Azurite.
 RUST_TEST_THREADS="${RUST_TEST_THREADS:-48}" \

@@ -4,6 +4,7 @@
 //! mid-commit is shown and rolled forward, and so is a commit across
 //! partitions (an intent naming its primary), from a participant.
 
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use leasehold::backend::WriteOptions;

@@ -1,6 +1,7 @@
 //! The integration tests, in one binary so CI links one test executable
-//! instead of one per file. (`tests/ui.rs` (trybuild), `tests/torture.rs`
-//! (its own harness) and `tests/cli.rs` (needs the binary) stay apart.)
+//! instead of one per file. (`tests/ui.rs` (trybuild) and `tests/torture.rs`
+//! (its own harness) stay apart; the operator command's tests are in
+//! `cli/tests/`.)
 //!
 //! The conformance runs (`memory`, `azurite`, `emulator`) need the
 //! `conformance` feature: `cargo test --features conformance --test it`.
