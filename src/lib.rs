@@ -6,7 +6,7 @@
 //! ([`Store::memory`]); the Azure Storage and Azurite backend
 //! (`backend::azure`, `Store::connect`, `Store::from_env`) is behind the
 //! default feature `azure`. The `leasehold` operator command (see above) is
-//! behind the default feature `cli`.
+//! the package `leasehold-cli`.
 //!
 //! ## Types from other crates
 //!
