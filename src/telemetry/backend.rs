@@ -82,10 +82,18 @@ impl<B: Send + Sync> Delegate for Instrumented<B> {
         });
         i.request(self.system, name, outcome, elapsed);
         if noted.transport_retries > 0 {
-            i.retries(RetryReason::Transport, name, noted.transport_retries);
+            i.retries(
+                RetryReason::Transport.as_str(),
+                name,
+                noted.transport_retries,
+            );
         }
         if noted.throttle_retries > 0 {
-            i.retries(RetryReason::Throttled, name, noted.throttle_retries);
+            i.retries(
+                RetryReason::Throttled.as_str(),
+                name,
+                noted.throttle_retries,
+            );
         }
         if noted.throttled > 0 {
             i.throttled(name, noted.throttled);

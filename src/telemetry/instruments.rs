@@ -9,8 +9,6 @@ use std::time::Duration;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, Meter};
 
-use super::RetryReason;
-
 /// Bucket bounds for request durations, in seconds: from a loopback round
 /// trip (well under a millisecond) to the longest retried call.
 const REQUEST_SECONDS: [f64; 14] = [
@@ -148,18 +146,19 @@ impl Instruments {
             .add(count, &[KeyValue::new("db.operation.name", operation)]);
     }
 
-    /// One attempt of `operation` made again for `reason`.
-    pub(super) fn retry(&self, reason: RetryReason, operation: &'static str) {
+    /// One attempt of `operation` made again for `reason` (a
+    /// `RetryReason`'s label).
+    pub(super) fn retry(&self, reason: &'static str, operation: &'static str) {
         self.retries(reason, operation, 1);
     }
 
     /// `count` attempts of `operation` made again for `reason`.
-    pub(super) fn retries(&self, reason: RetryReason, operation: &'static str, count: u64) {
+    pub(super) fn retries(&self, reason: &'static str, operation: &'static str, count: u64) {
         self.retries.add(
             count,
             &[
                 KeyValue::new("db.operation.name", operation),
-                KeyValue::new("leasehold.retry.reason", reason.as_str()),
+                KeyValue::new("leasehold.retry.reason", reason),
             ],
         );
     }

@@ -150,7 +150,7 @@ impl Telemetry {
     pub(crate) fn conflict_retry(&self) {
         #[cfg(feature = "opentelemetry")]
         if let Some(i) = &self.instruments {
-            i.retry(RetryReason::Conflict, "update_with");
+            i.retry(RetryReason::Conflict.as_str(), "update_with");
         }
     }
 

@@ -181,16 +181,353 @@ fn dependencies(
 
 /// The dependencies between the source files of the crate at `crate_dir`
 /// (relative to the workspace root).
+///
+/// A file depends on the files whose modules its paths name, on the file
+/// defining a type it writes an `impl` block for, and on the file whose
+/// `impl` block defines a method it calls (`.m(`, `Type::m(`): a method of
+/// a type spread over several files is a call between them, though no
+/// path names it. A method name defined by more than one file, or that
+/// std's types also have (`get`, `insert`, ...), tells nothing and is left
+/// out.
 fn graph_of(crate_dir: &str) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(crate_dir);
     let all = modules(&root);
+    let code: BTreeMap<&Vec<String>, String> = all
+        .iter()
+        .map(|(m, path)| (m, code_of(&std::fs::read_to_string(path).unwrap())))
+        .collect();
     let mut graph = BTreeMap::new();
-    for (module, path) in &all {
-        let text = std::fs::read_to_string(path).unwrap();
-        let deps = dependencies(module, &code_of(&text), &all);
-        graph.insert(module.clone(), deps);
+    for (module, code) in &code {
+        graph.insert((*module).clone(), dependencies(module, code, &all));
+    }
+    let code: BTreeMap<&Vec<String>, String> = code
+        .into_iter()
+        .map(|(m, c)| (m, without_literals(&c)))
+        .collect();
+    let items: BTreeMap<&Vec<String>, Items> =
+        code.iter().map(|(m, c)| (*m, items_of(c))).collect();
+    // Where each type and each method is defined, when only one file does.
+    let mut types: BTreeMap<&str, BTreeSet<&Vec<String>>> = BTreeMap::new();
+    // Each method name with the files defining it and the type of each.
+    let mut methods: BTreeMap<&str, BTreeSet<(&Vec<String>, &str)>> = BTreeMap::new();
+    for (m, it) in &items {
+        for t in &it.types {
+            types.entry(t).or_default().insert(m);
+        }
+        for (f, ty) in it.methods.iter() {
+            if !STD_METHODS.contains(&f.as_str()) {
+                methods.entry(f).or_default().insert((m, ty));
+            }
+        }
+    }
+    let only = |defs: Option<&BTreeSet<&Vec<String>>>| -> Option<Vec<String>> {
+        let defs = defs?;
+        (defs.len() == 1).then(|| (*defs.iter().next().unwrap()).clone())
+    };
+    for (module, it) in &items {
+        let deps = graph.get_mut(*module).unwrap();
+        for t in &it.impl_for {
+            deps.extend(only(types.get(t.as_str())).filter(|d| d != *module));
+        }
+        let words = words_of(&code[module]);
+        for call in calls_of(&code[module]) {
+            // A call goes to the one file defining a method of that name,
+            // for a type this file names (a receiver of a type it never
+            // names is a std type or another crate's more often than not).
+            if let Some(defs) = methods.get(call.as_str())
+                && defs.len() == 1
+                && let Some((to, ty)) = defs.iter().next()
+                && to != module
+                && words.contains(*ty)
+            {
+                deps.insert((*to).clone());
+            }
+        }
     }
     graph
+}
+
+/// Methods of std's types and traits that the crate's own types define too:
+/// a call of one says nothing about which file it goes to.
+const STD_METHODS: &[&str] = &[
+    "new",
+    "default",
+    "get",
+    "get_mut",
+    "insert",
+    "remove",
+    "len",
+    "is_empty",
+    "iter",
+    "iter_mut",
+    "into_iter",
+    "push",
+    "pop",
+    "extend",
+    "clone",
+    "from",
+    "into",
+    "as_str",
+    "as_ref",
+    "as_mut",
+    "contains",
+    "contains_key",
+    "keys",
+    "values",
+    "map",
+    "take",
+    "replace",
+    "next",
+    "entry",
+    "split",
+    "join",
+    "parse",
+    "fmt",
+    "eq",
+    "cmp",
+    "hash",
+    "read",
+    "write",
+    "send",
+    "lock",
+    "first",
+    "last",
+    "to_owned",
+    "to_string",
+    "collect",
+    "filter",
+    "find",
+    "count",
+    "min",
+    "max",
+    "sort",
+    "clear",
+    "load",
+    "store",
+    "now",
+    "elapsed",
+    "is_some",
+    "is_none",
+    "name",
+    "kind",
+    "build",
+    "call",
+    "run",
+    "drop",
+    "deref",
+    "poll",
+    "next_back",
+    "with_capacity",
+    "as_slice",
+    "as_bytes",
+    "chunks",
+    "key",
+    "value",
+    "values_mut",
+    "retain",
+    "drain",
+    "append",
+    "delete",
+    "update",
+    "flush",
+    "close",
+    "wait",
+    "abort",
+    "source",
+    "description",
+    "as_uuid",
+    "partial_cmp",
+    "is_finished",
+    "and",
+    "or",
+    "not",
+    "add",
+    "sub",
+    "set",
+    "reset",
+    "size",
+    "start",
+    "end",
+    "query",
+    "execute",
+    "batch",
+    "list",
+    "create",
+    "open",
+    "release",
+    "renew",
+    "acquire",
+];
+
+/// What a file's code defines: types, and methods in inherent `impl`
+/// blocks; and the types it writes inherent `impl` blocks for.
+#[derive(Debug, Default)]
+struct Items {
+    types: BTreeSet<String>,
+    /// Method names, each with the type of its `impl` block.
+    methods: BTreeSet<(String, String)>,
+    impl_for: BTreeSet<String>,
+}
+
+/// `code` with the contents of its string and character literals left out
+/// (a message naming `Store::commit_outcome(` calls nothing).
+fn without_literals(code: &str) -> String {
+    let chars: Vec<char> = code.chars().collect();
+    let mut out = String::with_capacity(code.len());
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '"' => {
+                out.push('"');
+                i += 1;
+                while i < chars.len() && chars[i] != '"' {
+                    i += if chars[i] == '\\' { 2 } else { 1 };
+                }
+                out.push('"');
+                i += 1;
+            }
+            '\'' if chars.get(i + 1) == Some(&'\\') => {
+                // `'\n'`, `'\''`, `'\u{7f}'`: past the escaped character,
+                // to the closing quote.
+                i += 3;
+                while i < chars.len() && chars[i] != '\'' {
+                    i += 1;
+                }
+                out.push_str("' '");
+                i += 1;
+            }
+            '\'' if chars.get(i + 2) == Some(&'\'') => {
+                out.push_str("' '");
+                i += 3;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The identifiers of a file's code.
+fn words_of(code: &str) -> BTreeSet<&str> {
+    code.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// The identifier at the start of `s`.
+fn ident(s: &str) -> &str {
+    let end = s
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// `s` without leading visibility and qualifiers (`pub(crate) async fn` ->
+/// `fn`).
+fn unqualified(mut s: &str) -> &str {
+    loop {
+        let before = s;
+        for q in [
+            "pub(crate) ",
+            "pub(super) ",
+            "pub ",
+            "async ",
+            "const ",
+            "unsafe ",
+        ] {
+            s = s.strip_prefix(q).unwrap_or(s);
+        }
+        if s == before {
+            return s;
+        }
+    }
+}
+
+fn items_of(code: &str) -> Items {
+    let mut items = Items::default();
+    let mut depth: i64 = 0;
+    // The depth inside an inherent impl block's body, while in one.
+    let mut inherent: Option<(i64, String)> = None;
+    let mut header: Option<String> = None;
+    for line in code.lines() {
+        let trimmed = unqualified(line.trim_start());
+        if let Some(h) = header.as_mut() {
+            h.push(' ');
+            h.push_str(trimmed);
+        } else if trimmed.starts_with("impl") && depth == 0 {
+            header = Some(trimmed.to_owned());
+        }
+        if let Some(h) = header.clone()
+            && h.contains('{')
+        {
+            header = None;
+            let head = &h[..h.find('{').unwrap()];
+            if !head.contains(" for ") {
+                // `impl<T: X> Type<T> where ... {`: the type follows the generics.
+                let mut rest = head.strip_prefix("impl").unwrap_or(head);
+                if rest.starts_with('<') {
+                    let mut level = 0;
+                    for (i, c) in rest.char_indices() {
+                        match c {
+                            '<' => level += 1,
+                            '>' => level -= 1,
+                            _ => {}
+                        }
+                        if level == 0 {
+                            rest = &rest[i + 1..];
+                            break;
+                        }
+                    }
+                }
+                let ty = ident(rest.trim_start());
+                if !ty.is_empty() {
+                    items.impl_for.insert(ty.to_owned());
+                    inherent = Some((depth + 1, ty.to_owned()));
+                }
+            }
+        }
+        if depth == 0 {
+            for kw in ["struct ", "enum ", "trait ", "type "] {
+                if let Some(rest) = trimmed.strip_prefix(kw) {
+                    items.types.insert(ident(rest).to_owned());
+                }
+            }
+        }
+        if let Some((at, ty)) = &inherent
+            && *at == depth
+            && let Some(rest) = trimmed.strip_prefix("fn ")
+        {
+            items.methods.insert((ident(rest).to_owned(), ty.clone()));
+        }
+        depth += line.matches('{').count() as i64 - line.matches('}').count() as i64;
+        if inherent.as_ref().is_some_and(|(d, _)| depth < *d) {
+            inherent = None;
+        }
+    }
+    items
+}
+
+/// The names of the methods a file's code calls: `.m(`, `.m::<`, `X::m(`.
+fn calls_of(code: &str) -> BTreeSet<String> {
+    let mut calls = BTreeSet::new();
+    for (sep, at) in code
+        .match_indices('.')
+        .map(|(i, _)| (1, i))
+        .chain(code.match_indices("::").map(|(i, _)| (2, i)))
+    {
+        let rest = &code[at + sep..];
+        let name = ident(rest);
+        if name.is_empty() || name.starts_with(|c: char| c.is_uppercase() || c.is_numeric()) {
+            continue;
+        }
+        let after = &rest[name.len()..];
+        if after.starts_with('(') || after.starts_with("::<") {
+            calls.insert(name.to_owned());
+        }
+    }
+    calls
 }
 
 fn name(m: &[String]) -> String {
@@ -372,6 +709,39 @@ fn the_cycle_check_sees_a_cycle() {
     assert_eq!(cycles(&g), vec![vec!["a", "b", "c"]]);
     g.insert(c, BTreeSet::new());
     assert!(cycles(&g).is_empty());
+}
+
+/// A method of a type defined in another file's `impl` block is a
+/// dependency on that file, as a path would be; so is the `impl` block
+/// itself on the type's file.
+#[test]
+fn method_calls_and_impl_blocks_are_dependencies() {
+    let unit = items_of(
+        "pub struct Unit {}\nimpl Unit {\n    pub fn commit(&self) {}\n}\n\
+         impl fmt::Debug for Unit {\n    fn fmt(&self) {}\n}\n",
+    );
+    assert_eq!(unit.types, BTreeSet::from(["Unit".to_owned()]));
+    assert_eq!(
+        unit.methods,
+        BTreeSet::from([("commit".into(), "Unit".into())])
+    );
+    let commit = items_of(
+        "impl<'a> Unit<'a>\nwhere\n    X: Y,\n{\n    pub(crate) async fn finish_marks(&self) {\n        \
+         if x { self.decide_now(); }\n    }\n}\nfn helper() {}\n",
+    );
+    assert_eq!(commit.impl_for, BTreeSet::from(["Unit".to_owned()]));
+    assert_eq!(
+        commit.methods,
+        BTreeSet::from([("finish_marks".into(), "Unit".into())])
+    );
+    let calls = calls_of("unit.finish_marks().await; Decision::read_from(x); v.len(); a.b");
+    assert_eq!(
+        calls,
+        BTreeSet::from(["finish_marks".into(), "len".into(), "read_from".into()])
+    );
+    // A message naming a call calls nothing.
+    let message = without_literals("Err(a.x(\"ask Store::commit_outcome(p, t)\", '\\'', '\"'))");
+    assert_eq!(calls_of(&message), BTreeSet::from(["x".to_owned()]));
 }
 
 #[test]
