@@ -1,7 +1,5 @@
 //! [`ContainerName`] and [`BlobName`]: validated names of blob storage.
 
-use std::fmt;
-
 use super::keys::shorten;
 use crate::error::{Error, Result};
 
@@ -51,18 +49,6 @@ impl ContainerName {
     }
 }
 
-impl fmt::Display for ContainerName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for ContainerName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ContainerName({:?})", self.0)
-    }
-}
-
 /// A blob name: 1 to 1024 characters, no control characters, not ending in
 /// `.` or `/`.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -97,14 +83,4 @@ impl BlobName {
     }
 }
 
-impl fmt::Display for BlobName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for BlobName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "BlobName({:?})", self.0)
-    }
-}
+super::shown_as_text!(ContainerName, BlobName);

@@ -2,7 +2,6 @@
 //! strings, which checks the service's key rules, is in `validate`.
 
 use std::borrow::Borrow;
-use std::fmt;
 
 /// Orders keys (and string values) as the service does: by UTF-16 code unit.
 pub(crate) fn compare_keys(a: &str, b: &str) -> std::cmp::Ordering {
@@ -37,17 +36,7 @@ macro_rules! key_type {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl fmt::Debug for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{}({:?})", stringify!($name), self.0)
-            }
-        }
+        super::shown_as_text!($name);
 
         impl AsRef<str> for $name {
             fn as_ref(&self) -> &str {

@@ -12,6 +12,25 @@
 //! [`PartitionKey::MAX_BYTES`]) are those of the `leasehold-rules` crate,
 //! which `#[derive(Entity)]` checks table names with at compile time.
 
+/// `Display` as the bare text and `Debug` as `Name("text")` for a newtype
+/// around a validated `String` (`struct Name(String)`).
+macro_rules! shown_as_text {
+    ($($name:ident),+) => {$(
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{}({:?})", stringify!($name), self.0)
+            }
+        }
+    )+};
+}
+pub(crate) use shown_as_text;
+
 mod blob_names;
 mod composite;
 mod constant;

@@ -1,7 +1,5 @@
 //! [`TableName`]: a validated table name.
 
-use std::fmt;
-
 use crate::error::{Error, Result};
 
 /// A table name: `^[A-Za-z][A-Za-z0-9]{2,62}$`, not `tables`.
@@ -68,24 +66,14 @@ impl Ord for TableName {
     }
 }
 
-impl fmt::Display for TableName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for TableName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "TableName({:?})", self.0)
-    }
-}
-
 impl std::str::FromStr for TableName {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
         TableName::new(s)
     }
 }
+
+super::shown_as_text!(TableName);
 
 #[cfg(test)]
 mod tests {

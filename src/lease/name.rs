@@ -2,8 +2,6 @@
 //!
 //! See [`LeaseName`] for the rules and the encoding.
 
-use std::fmt;
-
 use crate::error::{Error, Result};
 use crate::key::{BlobName, shorten};
 
@@ -146,18 +144,6 @@ fn hex_value(b: u8) -> Option<u8> {
     }
 }
 
-impl fmt::Display for LeaseName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for LeaseName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "LeaseName({:?})", self.0)
-    }
-}
-
 impl AsRef<str> for LeaseName {
     fn as_ref(&self) -> &str {
         &self.0
@@ -198,6 +184,8 @@ impl std::str::FromStr for LeaseName {
         LeaseName::new(s)
     }
 }
+
+crate::key::shown_as_text!(LeaseName);
 
 #[cfg(test)]
 mod tests {
