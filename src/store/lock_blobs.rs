@@ -111,16 +111,7 @@ pub(crate) async fn prune_locks(
         let removed = crate::lock::prune_commit_rows(env, age.cutoff, later, dry_run).await?;
         report.decision_rows_deleted = removed.decision_rows;
         report.after_image_rows_deleted = removed.after_image_rows;
-        tracing::info!(
-            decision_rows = removed.decision_rows,
-            after_image_rows = removed.after_image_rows,
-            examined = report.examined,
-            deleted = report.deleted,
-            kept_held = report.kept_held,
-            kept_pending = report.kept_pending,
-            kept_recent = report.kept_recent,
-            "pruned lock blobs"
-        );
+        // The sweep's own event ("swept") carries these counts.
         Ok(report)
     }
     .instrument(span)
