@@ -4,17 +4,12 @@
 //! Each check is a public async function over a [`Ctx`] (a store on a fresh
 //! namespace of the backend under test, and how time passes for it) that
 //! panics when the backend falls short, like a test. The contract is what
-//! leasehold relies on of the two backend traits: [`table_backend`]
-//! (tables, through [`TableBackend`](crate::backend::TableBackend)),
-//! [`blob_backend`] and [`blobs`] (blobs and their leases, through
-//! [`BlobBackend`](crate::backend::BlobBackend)) and [`timed`] (blob
-//! leases running out). [`library`] then runs a few of leasehold's own
-//! features on the backend: typed writes with a stale ETag, a unit over two
-//! tables committing and one whose lease was lost not committing, a
-//! transaction, a unique value refused, run-once work. A backend that
-//! passes these carries leasehold; leasehold's own behaviour (locks,
-//! leases, indexes, transactions, the sweep...) is checked in depth by its
-//! own tests, on its memory backend and on Azurite.
+//! leasehold relies on of [`TableBackend`](crate::backend::TableBackend)
+//! ([`table_backend`]) and [`BlobBackend`](crate::backend::BlobBackend)
+//! ([`blob_backend`], [`blobs`], and [`timed`]: blob leases running out);
+//! [`library`] runs a few of leasehold's features on the backend. A backend
+//! that passes both carries leasehold, whose own behaviour (locks, leases,
+//! indexes, transactions, the sweep...) its own tests check in depth.
 //!
 //! [`conformance_suite!`](crate::conformance_suite) turns them all into one
 //! test per check; a backend or backend wrapper of your own can run it:
@@ -249,7 +244,6 @@ macro_rules! conformance_suite {
                 tables_are_created_listed_and_deleted,
             ]
             timed []
-            blocking []
         );
         $crate::conformance_suite!(@module blob_backend #[$plain] #[$timed];
             plain [
@@ -269,7 +263,6 @@ macro_rules! conformance_suite {
                 metadata_values_with_inner_spaces_round_trip_and_leases_on_them_hold,
             ]
             timed []
-            blocking []
         );
         $crate::conformance_suite!(@module blobs #[$plain] #[$timed];
             plain [
@@ -283,7 +276,6 @@ macro_rules! conformance_suite {
                 every_lease_error_code,
             ]
             timed []
-            blocking []
         );
         $crate::conformance_suite!(@module timed #[$plain] #[$timed];
             plain []
@@ -295,7 +287,6 @@ macro_rules! conformance_suite {
                 a_timed_lease_broken_without_period_runs_out,
                 an_expired_lease_can_be_renewed_by_its_holder_until_someone_takes_it,
             ]
-            blocking []
         );
         $crate::conformance_suite!(@module library #[$plain] #[$timed];
             plain [
@@ -308,13 +299,11 @@ macro_rules! conformance_suite {
             timed [
                 a_unit_whose_lease_was_lost_does_not_commit,
             ]
-            blocking []
         );
     };
     (@module $module:ident #[$plain:meta] #[$timed:meta];
         plain [$($p:ident),* $(,)?]
         timed [$($t:ident),* $(,)?]
-        blocking [$($b:ident),* $(,)?]
     ) => {
         mod $module {
             $(
@@ -330,13 +319,6 @@ macro_rules! conformance_suite {
                 async fn $t() {
                     let Some(ctx) = super::conformance_ctx() else { return };
                     $crate::testing::conformance::$module::$t(&ctx).await;
-                }
-            )*
-            $(
-                #[test]
-                fn $b() {
-                    let Some(ctx) = super::conformance_ctx() else { return };
-                    $crate::testing::conformance::$module::$b(&ctx);
                 }
             )*
         }

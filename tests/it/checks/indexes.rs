@@ -13,8 +13,6 @@ use leasehold::entity::Entity as _;
 use leasehold::key::TableName;
 use leasehold::{Entity, EntityData, ErrorKind, PartitionKey, RowKey, Store};
 
-use super::Ctx;
-
 crate::checks::checks! {
 
 /// A customer whose e-mail is unique, whose phone (when given) is unique,

@@ -811,7 +811,7 @@ timed async fn local_sharing_serves_100_units_with_one_acquire_and_one_release(c
 /// (at most 30 s, then the check that follows fails).
 async fn queued_behind(guard: &leasehold::lease::LeaseGuard) {
     let started = tokio::time::Instant::now();
-    while !guard.has_local_waiters() && started.elapsed() < Duration::from_secs(30) {
+    while !guard.queued_locally() && started.elapsed() < Duration::from_secs(30) {
         sleep(Duration::from_millis(1)).await;
     }
 }

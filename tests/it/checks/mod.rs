@@ -40,9 +40,6 @@ pub(crate) use leasehold::testing::conformance::{Clock, Ctx};
 /// defines `for_each_check!(memory | azurite | oauth)`, which [`all!`]
 /// expands to one test per check on that backend.
 macro_rules! checks {
-    ($($items:tt)*) => {
-        $crate::checks::checks!(@munch [] $($items)*);
-    };
     (@munch [$($done:tt)*]) => {
         macro_rules! for_each_check {
             (memory) => { $crate::checks::tests!(memory; $($done)*); };
@@ -78,6 +75,9 @@ macro_rules! checks {
     (@munch [$($done:tt)*] $item:item $($rest:tt)*) => {
         $item
         $crate::checks::checks!(@munch [$($done)*] $($rest)*);
+    };
+    ($($items:tt)*) => {
+        $crate::checks::checks!(@munch [] $($items)*);
     };
 }
 pub(crate) use checks;
@@ -144,22 +144,22 @@ macro_rules! all {
 }
 pub(crate) use all;
 
-mod big_commits;
-mod commits;
+pub(crate) mod big_commits;
+pub(crate) mod commits;
 mod entities;
-mod expiry;
-mod fairness;
-mod fence;
-mod indexes;
-mod lease;
-mod lock;
-mod lock_many;
-mod mapping;
-mod purge;
-mod reads;
-mod sweep;
-mod tables;
-mod txn;
+pub(crate) mod expiry;
+pub(crate) mod fairness;
+pub(crate) mod fence;
+pub(crate) mod indexes;
+pub(crate) mod lease;
+pub(crate) mod lock;
+pub(crate) mod lock_many;
+pub(crate) mod mapping;
+pub(crate) mod purge;
+pub(crate) mod reads;
+pub(crate) mod sweep;
+pub(crate) mod tables;
+pub(crate) mod txn;
 
 /// Every row stored in the tables whose names start with `prefix`, read
 /// through `backend` (which resolves no mark), with the table each is in.
