@@ -3,13 +3,15 @@
 //! (its own harness) and `tests/cli.rs` (needs the binary) stay apart.)
 //!
 //! The conformance runs (`memory`, `azurite`, `emulator`) and the library's
-//! own checks they run (`checks`) need the `conformance` feature: `cargo test --features conformance --test it`.
+//! own checks they run (`checks`) need the `conformance` feature:
+//! `cargo test --features conformance --test it`.
 //! Tests that need Azurite run through `scripts/with-azurite.sh`; without
 //! it they skip with a notice, and fail when `CI` is set. The Azurite
 //! conformance checks wait in real time for leases to run out: give them
 //! enough test threads to run side by side (scripts/test.sh runs them on
 //! their own, after everything else, with 48).
 
+// `checks!` (tests/it/checks) expands once per item of a check module.
 #![recursion_limit = "256"]
 
 #[path = "../support/mod.rs"]

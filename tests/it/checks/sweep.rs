@@ -74,11 +74,12 @@ const INDEX_TABLE_SUFFIX: &str = "Idx";
 /// a decision row or after-image row of a commit (row keys `_lhCommit.…`),
 /// a tombstone (property `_lhGone`) or a row past its expiry (`_lhExpires`).
 fn is_hidden(row_key: &leasehold::RowKey, properties: &leasehold::entity::Properties) -> bool {
-    let expired = matches!(
-        properties.get("_lhExpires"),
-        Some(leasehold::entity::Value::DateTime(at)) if *at <= leasehold::time::OffsetDateTime::now_utc()
-    );
-    row_key.as_str().starts_with("_lhCommit.") || properties.get("_lhGone").is_some() || expired
+    use leasehold::entity::Value;
+    let now = leasehold::time::OffsetDateTime::now_utc();
+    let expired = matches!(properties.get("_lhExpires"), Some(Value::DateTime(at)) if *at <= now);
+    row_key.as_str().starts_with("_lhCommit.")
+        || properties.get("_lhGone").is_some()
+        || expired
 }
 
 /// (hidden, live) rows of the check's tables: hidden are the rows reads
