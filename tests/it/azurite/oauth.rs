@@ -6,7 +6,7 @@
 //! The whole conformance suite (the backend contract and the library
 //! check) runs here as on the shared-key Azurite, and of the library's own
 //! checks those marked `(oauth)` (`tests/it/checks`): the plain checks of
-//! tables and locks as of when this run began, and seven that wait in real time (lease errors,
+//! tables and locks (not the newest five of each), and seven that wait in real time (lease errors,
 //! describe, an external break, do-once, infinite leases, a roll-forward,
 //! the commit deadline); the others (renewal for 150 s, many contenders
 //! polling, lease expiry timings) change nothing under token sign-in but
