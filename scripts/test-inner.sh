@@ -42,14 +42,15 @@ cargo test --workspace --no-fail-fast "${features[@]}" --lib --bins 2>&1 | tee -
 keep "${PIPESTATUS[0]}"
 cargo test --workspace --no-fail-fast "${features[@]}" --doc 2>&1 | tee -a "$log"
 keep "${PIPESTATUS[0]}"
-# The conformance suite on Azurite waits in real time for leases to run out
-# (15 s to 2.5 min per check), so its checks run side by side, 48 at a time,
+# The conformance suite and leasehold's own checks (`tests/it/checks`) on
+# Azurite wait in real time for leases to run out (15 s to 2.5 min per
+# check), so they run side by side, 48 at a time,
 # with nothing else talking to this Azurite meanwhile: its timed checks need
 # prompt answers (the suite's run on the OAuth Azurite comes last, for the
 # same reason; checks where many contenders poll one lease take turns, see
 # `Ctx::contention_turn`).
-# The checks that measure waits and turns on real time (the fairness module,
-# and the lease checks timing renewals against a reply's delay) run on their
+# The checks that measure waits and turns on real time (`fairness`, and the
+# `lease` checks timing renewals against a reply's delay) run on their
 # own right after: among 48 others their bounds would also measure the load.
 prompt=(azurite::fairness:: azurite::lease::ambiguous_renewals azurite::lease::reservation_log)
 RUST_TEST_THREADS="${RUST_TEST_THREADS:-48}" \
@@ -64,7 +65,8 @@ cargo test --no-fail-fast "${features[@]}" --test it --test torture -- --skip az
 keep "${PIPESTATUS[0]}"
 cargo test --no-fail-fast "${features[@]}" -p leasehold-cli --test cli 2>&1 | tee -a "$log"
 keep "${PIPESTATUS[0]}"
-# Last, the conformance suite through Entra ID tokens on the OAuth Azurite.
+# Last, the conformance suite and the checks marked `(oauth)` through Entra
+# ID tokens on the OAuth Azurite.
 RUST_TEST_THREADS="${RUST_TEST_THREADS:-48}" \
     cargo test --no-fail-fast "${features[@]}" --test it azurite::oauth:: 2>&1 | tee -a "$log"
 keep "${PIPESTATUS[0]}"

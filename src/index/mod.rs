@@ -263,8 +263,8 @@
 //!
 //! # Cost per write
 //!
-//! Asserted on both backends (`indexed_writes_cost_their_budget` in the
-//! conformance suite): an insert claiming one fresh unique value costs 2
+//! Asserted on both backends (`indexes::indexed_writes_cost_their_budget`
+//! in leasehold's checks, `tests/it/checks`): an insert claiming one fresh unique value costs 2
 //! requests in 2 round trips (the claim, the entity); a change of the value
 //! 4 in 3 (the new claim and the old claim's read, the entity, the old
 //! claim's removal); a delete 1 (the tombstone); `get_by` 2; a write that

@@ -243,6 +243,14 @@ impl LeaseGuard {
         self.slot.has_waiters()
     }
 
+    /// [`has_local_waiters`](Self::has_local_waiters), for leasehold's own
+    /// lease checks (in its tests).
+    #[cfg(any(feature = "conformance", clippy))]
+    #[doc(hidden)]
+    pub fn queued_locally(&self) -> bool {
+        self.has_local_waiters()
+    }
+
     /// Ends the guard: hands the blob lease to the next local task when one
     /// waits (within the fairness bound), otherwise releases it.
     ///

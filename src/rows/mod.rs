@@ -32,15 +32,3 @@ pub(crate) mod tombstone;
 /// unit's or a transaction's commit) may send the writes that rely on them
 /// (see "How long a claim or tombstone is relied on" in [`crate::index`]).
 pub(crate) const SEND_WINDOW: std::time::Duration = std::time::Duration::from_secs(5 * 60);
-
-/// Whether the row `(row_key, properties)` is one of leasehold's own that
-/// reads never return: a decision row or after-image row of a commit, or a
-/// tombstone. (Index rows live in tables of their own; whether one is
-/// stale takes a read of its entity.)
-#[cfg_attr(not(feature = "conformance"), allow(dead_code))]
-pub(crate) fn is_hidden(
-    row_key: &crate::key::RowKey,
-    properties: &crate::entity::Properties,
-) -> bool {
-    row_key.as_str().starts_with(decision::ROW_PREFIX) || tombstone::is_tombstone(properties)
-}

@@ -1,7 +1,9 @@
-//! The conformance suite (tables, blobs, leases, locks) on a real Azurite
-//! (started by `scripts/with-azurite.sh`; required when `CI` is set), timed
-//! checks in real time with 15 s leases. `oauth`: the same suite (but its
-//! longest timings) on the HTTPS Azurite with OAuth, signed in with tokens.
+//! The conformance suite (the backend contract and the library check) and
+//! the library's own checks (`checks`) on a real Azurite (started by
+//! `scripts/with-azurite.sh`; required when `CI` is set), timed checks in
+//! real time with 15 s leases. `oauth`: the conformance suite and the
+//! checks marked `(oauth)` on the HTTPS Azurite with OAuth, signed in with
+//! tokens.
 
 use leasehold::testing::conformance;
 
@@ -12,6 +14,7 @@ mod oauth;
 mod txn_deadline;
 
 leasehold::conformance_suite!(real: support::azurite_backend());
+crate::checks::all!(azurite);
 
 fn azurite_ctx() -> Option<conformance::Ctx> {
     support::azurite_backend().map(|b| conformance::Ctx::new(b, conformance::Clock::Real))

@@ -8,7 +8,7 @@
 //!
 //! The map, method → documented error → the test(s) provoking it. Tests
 //! of this file are named bare; others by their path in the `it` binary
-//! (`memory::…` are conformance checks, also run on Azurite). "Every
+//! (`memory::…` are the checks of `tests/it/checks`, also run on Azurite). "Every
 //! taker" means a test looping over `lock`, `lock_with_timeout`,
 //! `try_lock`, `lock_many`, `lock_many_with_timeout`, `try_lock_many` and
 //! `roll_forward` (whose errors are "as `Store::lock`").

@@ -3,19 +3,25 @@
 //! (its own harness) stay apart; the operator command's tests are in
 //! `cli/tests/`.)
 //!
-//! The conformance runs (`memory`, `azurite`, `emulator`) need the
-//! `conformance` feature: `cargo test --features conformance --test it`.
+//! The conformance runs (`memory`, `azurite`, `emulator`) and the library's
+//! own checks they run (`checks`) need the `conformance` feature:
+//! `cargo test --features conformance --test it`.
 //! Tests that need Azurite run through `scripts/with-azurite.sh`; without
 //! it they skip with a notice, and fail when `CI` is set. The Azurite
 //! conformance checks wait in real time for leases to run out: give them
 //! enough test threads to run side by side (scripts/test.sh runs them on
 //! their own, after everything else, with 48).
 
+// `checks!` (tests/it/checks) expands once per item of a check module.
+#![recursion_limit = "256"]
+
 #[path = "../support/mod.rs"]
 mod support;
 
 #[cfg(any(feature = "conformance", clippy))]
 mod azurite;
+#[cfg(any(feature = "conformance", clippy))]
+mod checks;
 #[cfg(any(feature = "conformance", clippy))]
 mod emulator;
 #[cfg(any(feature = "conformance", clippy))]

@@ -1,6 +1,7 @@
-//! The conformance suite (tables, blobs, leases, locks) on the embedded
-//! memory backend, timed checks on paused Tokio time; the emulator checks
-//! as the memory backend answers them.
+//! The conformance suite (the backend contract and the library check) and
+//! the library's own checks (`checks`: tables, leases, locks, indexes...)
+//! on the embedded memory backend, timed checks on paused Tokio time; the
+//! emulator checks as the memory backend answers them.
 
 use std::sync::Arc;
 
@@ -8,6 +9,7 @@ use leasehold::backend::memory::MemoryBackend;
 use leasehold::testing::conformance;
 
 leasehold::conformance_suite!(paused: Some(Arc::new(MemoryBackend::new())));
+crate::checks::all!(memory);
 
 fn memory_ctx() -> Option<conformance::Ctx> {
     Some(conformance::Ctx::new(

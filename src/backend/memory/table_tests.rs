@@ -4,7 +4,8 @@
 //! where it follows Azure against Azurite (case-insensitive table names,
 //! typed filters, limits on a merge's result, one Timestamp per batch).
 //! The service's semantics are checked for every backend by the conformance
-//! suite (`testing::conformance::table_backend` and `tables`).
+//! suite (`testing::conformance::table_backend`), and through typed tables
+//! by leasehold's checks (`tests/it/checks/tables.rs`).
 
 use super::MemoryBackend;
 use crate::backend::WriteOptions;

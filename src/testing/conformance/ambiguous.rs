@@ -1,5 +1,8 @@
 //! A backend wrapper whose renew requests get no reply, applied or not, as
-//! switched: [`AmbiguousRenews`].
+//! switched: [`AmbiguousRenews`]. Hidden from the documentation and not
+//! part of the published kit: leasehold's own lease checks (in its tests)
+//! use it to leave renewals unanswered, which takes the crate's private
+//! request delegation.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -11,7 +14,7 @@ use crate::{Error, Result};
 
 /// What happens to renew requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Renews {
+pub enum Renews {
     /// Passed through.
     Normal,
     /// Applied, but the caller gets `Error::Timeout`.
@@ -22,13 +25,14 @@ pub(super) enum Renews {
 
 /// Passes every request through except renewals, which follow the switch.
 #[derive(Debug, Clone)]
-pub(super) struct AmbiguousRenews<B> {
+pub struct AmbiguousRenews<B> {
     inner: B,
     mode: Arc<Mutex<Renews>>,
 }
 
 impl<B> AmbiguousRenews<B> {
-    pub(super) fn new(inner: B) -> Self {
+    /// Wraps `inner`, passing renewals through until switched.
+    pub fn new(inner: B) -> Self {
         AmbiguousRenews {
             inner,
             mode: Arc::new(Mutex::new(Renews::Normal)),
@@ -36,7 +40,7 @@ impl<B> AmbiguousRenews<B> {
     }
 
     /// The switch: what happens to renew requests from now on.
-    pub(super) fn switch(&self) -> Arc<Mutex<Renews>> {
+    pub fn switch(&self) -> Arc<Mutex<Renews>> {
         self.mode.clone()
     }
 }

@@ -1,7 +1,7 @@
 //! Table checks through the [`TableBackend`] trait itself: what a backend
 //! answers to each operation, condition, batch and query, with the
-//! service's error kinds and codes (the typed layer above is checked in
-//! [`tables`](super::tables)).
+//! service's error kinds and codes (the typed layer above is checked by
+//! leasehold's own tests).
 
 use std::sync::Arc;
 

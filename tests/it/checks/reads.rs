@@ -18,6 +18,8 @@ use leasehold::{Entity, ErrorKind, PartitionKey, RowKey, Store, Versioned};
 
 use super::Ctx;
 
+crate::checks::checks! {
+
 /// A customer's account.
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "ReadAccounts")]
@@ -213,7 +215,7 @@ fn accounts(rows: &[Versioned<Account>]) -> Vec<(String, i64)> {
 /// filtered plain query finds that row as the commit leaves it, although
 /// the service still stores its before-image; and a filter only the
 /// before-image matches does not find it.
-pub async fn a_filtered_query_finds_a_committed_row_left_marked(ctx: &Ctx) {
+plain async fn a_filtered_query_finds_a_committed_row_left_marked(ctx) {
     let (store, marked) = stopped_transfer(ctx, "q", Stop::AfterCommitPoint).await;
     let (after, balance) = after_of(marked);
     let rows = store
@@ -243,7 +245,7 @@ pub async fn a_filtered_query_finds_a_committed_row_left_marked(ctx: &Ctx) {
 
 /// As [`a_filtered_query_finds_a_committed_row_left_marked`], through a
 /// filtered query of a unit holding both partitions.
-pub async fn a_units_filtered_query_finds_a_committed_row_left_marked(ctx: &Ctx) {
+plain async fn a_units_filtered_query_finds_a_committed_row_left_marked(ctx) {
     let (store, marked) = stopped_transfer(ctx, "u", Stop::AfterCommitPoint).await;
     let (after, balance) = after_of(marked);
     let mut unit = store.lock_many(CUSTOMERS).await.expect("lock");
@@ -264,7 +266,7 @@ pub async fn a_units_filtered_query_finds_a_committed_row_left_marked(ctx: &Ctx)
 /// As [`a_filtered_query_finds_a_committed_row_left_marked`], through
 /// projections: unfiltered, filtered holding the filtered property, and
 /// filtered without it.
-pub async fn a_filtered_projection_finds_a_committed_row_left_marked(ctx: &Ctx) {
+plain async fn a_filtered_projection_finds_a_committed_row_left_marked(ctx) {
     // Unfiltered, the marked row is resolved from the after-image the
     // projection asks for too.
     let (store, _) = stopped_transfer(ctx, "o", Stop::AfterCommitPoint).await;
@@ -313,7 +315,7 @@ pub async fn a_filtered_projection_finds_a_committed_row_left_marked(ctx: &Ctx) 
 /// As [`a_filtered_query_finds_a_committed_row_left_marked`], page by
 /// page: pages of one entity find both rows the transfer left (one of
 /// them marked), and a page's token resumes the query.
-pub async fn filtered_pages_find_a_committed_row_left_marked(ctx: &Ctx) {
+plain async fn filtered_pages_find_a_committed_row_left_marked(ctx) {
     let c = Account::columns();
     let moved = || c.balance.le(50) | c.balance.ge(150);
     let (store, _) = stopped_transfer(ctx, "g", Stop::AfterCommitPoint).await;
@@ -360,7 +362,7 @@ pub async fn filtered_pages_find_a_committed_row_left_marked(ctx: &Ctx) {
 /// or withdrawn since (the mark still on the row), whose after-image
 /// matches a filter its before-image does not: no query returns it —
 /// plain, projected, or in a unit — and each finds the row as it was.
-pub async fn an_after_image_never_committed_is_never_returned(ctx: &Ctx) {
+plain async fn an_after_image_never_committed_is_never_returned(ctx) {
     let c = Account::columns();
     for (n, stop) in [Stop::BeforeCommitPoint, Stop::Withdrawn]
         .into_iter()
@@ -432,7 +434,7 @@ fn many_comparisons(customer: &str, n: usize) -> TypedFilter<Account> {
 /// marked, and only the rows it matches: plain, in pages of one, projected
 /// without the filtered property, and in a unit (14 of the user's, with
 /// the partition's).
-pub async fn a_filter_of_fifteen_comparisons_finds_a_committed_row_left_marked(ctx: &Ctx) {
+plain async fn a_filter_of_fifteen_comparisons_finds_a_committed_row_left_marked(ctx) {
     let (store, marked) = stopped_transfer(ctx, "f", Stop::AfterCommitPoint).await;
     let balance = if marked == "c0" { 50 } else { 150 };
     let f = many_comparisons(marked, 15);
@@ -509,7 +511,7 @@ pub async fn a_filter_of_fifteen_comparisons_finds_a_committed_row_left_marked(c
 /// commits a transfer; the unit's next read — `get_in`, or a query — is
 /// answered after that and fails with `LeaseLost` instead of showing the
 /// other partition after the transfer beside the first as before it.
-pub async fn a_units_read_answered_after_its_lease_ran_out_is_lease_lost(ctx: &Ctx) {
+timed async fn a_units_read_answered_after_its_lease_ran_out_is_lease_lost(ctx) {
     let prefix = format!("{}l", ctx.prefix());
     let next = process(ctx, ctx.backend().clone(), &prefix);
     open(&next).await;
@@ -555,7 +557,7 @@ pub async fn a_units_read_answered_after_its_lease_ran_out_is_lease_lost(ctx: &C
 /// A unit's read answered late but while its leases hold — renewed
 /// meanwhile, or not renewed but still within their time — returns the
 /// row.
-pub async fn a_units_read_answered_within_its_lease_is_returned(ctx: &Ctx) {
+timed async fn a_units_read_answered_within_its_lease_is_returned(ctx) {
     let prefix = format!("{}w", ctx.prefix());
     let store = process(ctx, ctx.backend().clone(), &prefix);
     open(&store).await;
@@ -597,7 +599,7 @@ async fn commit_rows(ctx: &Ctx, prefix: &str) -> Vec<String> {
 /// commit's decision row is kept while a late commit point could still
 /// land (20 minutes), even once its mark is gone. A dry run counts and
 /// removes nothing.
-pub async fn pruning_removes_decision_rows_no_reader_needs(ctx: &Ctx) {
+plain async fn pruning_removes_decision_rows_no_reader_needs(ctx) {
     let (healthy, marked) = stopped_transfer(ctx, "pc", Stop::AfterCommitPoint).await;
     let prefix = format!("{}pc", ctx.prefix());
     assert_eq!(commit_rows(ctx, &prefix).await.len(), 1, "the decision row");
@@ -652,4 +654,5 @@ pub async fn pruning_removes_decision_rows_no_reader_needs(ctx: &Ctx) {
         1,
         "the withdrawal stays"
     );
+}
 }

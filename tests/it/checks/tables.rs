@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::WriteOptions;
 use futures_util::{StreamExt, TryStreamExt};
+use leasehold::backend::WriteOptions;
 use leasehold::backend::{Precondition, QuerySpec, TableOp};
 use leasehold::entity::{Entity as EntityTrait, EntityData, Properties, Value};
 use leasehold::query::{CmpOp, Filter, TypedFilter};
@@ -14,6 +14,8 @@ use uuid::Uuid;
 
 use super::Ctx;
 use super::entities::{AllTypes, Counter, CounterAsText, CounterNote};
+
+crate::checks::checks! {
 
 fn kind<T: std::fmt::Debug>(r: leasehold::Result<T>) -> (ErrorKind, Option<String>) {
     let e = r.expect_err("expected an error");
@@ -32,7 +34,7 @@ async fn count_rows(store: &Store, pk: &str) -> usize {
 }
 
 /// CRUD round trips every type at edge values.
-pub async fn crud_round_trips_every_type_at_edge_values(ctx: &Ctx) {
+plain(oauth) async fn crud_round_trips_every_type_at_edge_values(ctx) {
     let t = ctx.store.table::<AllTypes>();
     let edge_values = [
         AllTypes::sample("p", "typical"),
@@ -98,7 +100,7 @@ pub async fn crud_round_trips_every_type_at_edge_values(ctx: &Ctx) {
 }
 
 /// Datetime and binary edges.
-pub async fn datetime_and_binary_edges(ctx: &Ctx) {
+plain(oauth) async fn datetime_and_binary_edges(ctx) {
     let t = ctx.store.table::<AllTypes>();
     // Finer than 100 ns is dropped, as the service stores ticks.
     let fine = AllTypes {
@@ -134,7 +136,7 @@ pub async fn datetime_and_binary_edges(ctx: &Ctx) {
 }
 
 /// Insert twice is already exists.
-pub async fn insert_twice_is_already_exists(ctx: &Ctx) {
+plain(oauth) async fn insert_twice_is_already_exists(ctx) {
     let t = ctx.store.table::<Counter>();
     t.insert(Counter::new("p", "r", 1))
         .await
@@ -150,7 +152,7 @@ pub async fn insert_twice_is_already_exists(ctx: &Ctx) {
 }
 
 /// Stale ETag is conflict for replace merge delete.
-pub async fn stale_etag_is_conflict_for_replace_merge_delete(ctx: &Ctx) {
+plain(oauth) async fn stale_etag_is_conflict_for_replace_merge_delete(ctx) {
     let t = ctx.store.table::<Counter>();
     let v1 = t.insert(Counter::new("p", "r", 1)).await.unwrap();
     let mut v2 = v1.clone();
@@ -181,7 +183,7 @@ pub async fn stale_etag_is_conflict_for_replace_merge_delete(ctx: &Ctx) {
 }
 
 /// Chained updates need no reread.
-pub async fn chained_updates_need_no_reread(ctx: &Ctx) {
+plain(oauth) async fn chained_updates_need_no_reread(ctx) {
     let t = ctx.store.table::<Counter>();
     let mut v = t.insert(Counter::new("p", "chain", 0)).await.unwrap();
     for i in 1..=5 {
@@ -199,7 +201,7 @@ pub async fn chained_updates_need_no_reread(ctx: &Ctx) {
 }
 
 /// Missing entities.
-pub async fn missing_entities(ctx: &Ctx) {
+plain(oauth) async fn missing_entities(ctx) {
     let t = ctx.store.table::<Counter>();
     assert!(t.get("p", "nothing").await.unwrap().is_none());
     let (k, code) = kind(t.delete_unconditionally("p", "nothing").await);
@@ -221,7 +223,7 @@ pub async fn missing_entities(ctx: &Ctx) {
 }
 
 /// Upsert and merge semantics.
-pub async fn upsert_and_merge_semantics(ctx: &Ctx) {
+plain(oauth) async fn upsert_and_merge_semantics(ctx) {
     let t = ctx.store.table::<Counter>();
     // Upsert creates, then overwrites (dropping properties not written).
     let mut c = Counter::new("p", "u", 1);
@@ -254,7 +256,7 @@ pub async fn upsert_and_merge_semantics(ctx: &Ctx) {
 }
 
 /// Unconditional writes.
-pub async fn unconditional_writes(ctx: &Ctx) {
+plain(oauth) async fn unconditional_writes(ctx) {
     let t = ctx.store.table::<Counter>();
     let v1 = t.insert(Counter::new("p", "x", 1)).await.unwrap();
     let v2 = t
@@ -269,7 +271,7 @@ pub async fn unconditional_writes(ctx: &Ctx) {
 }
 
 /// Special keys work everywhere.
-pub async fn special_keys_work_everywhere(ctx: &Ctx) {
+plain(oauth) async fn special_keys_work_everywhere(ctx) {
     let t = ctx.store.table::<Counter>();
     let pk = "o'brien %20+ é";
     let keys = [
@@ -306,7 +308,7 @@ pub async fn special_keys_work_everywhere(ctx: &Ctx) {
 }
 
 /// Invalid input is rejected before sending.
-pub async fn invalid_input_is_rejected_before_sending(ctx: &Ctx) {
+plain(oauth) async fn invalid_input_is_rejected_before_sending(ctx) {
     let t = ctx.store.table::<Counter>();
     for bad in ["a/b", "a\\b", "a#b", "a?b", "tab\there", "\u{7f}"] {
         let e = t.insert(Counter::new("p", bad, 1)).await.unwrap_err();
@@ -342,7 +344,7 @@ pub async fn invalid_input_is_rejected_before_sending(ctx: &Ctx) {
 }
 
 /// Decode errors name the property.
-pub async fn decode_errors_name_the_property(ctx: &Ctx) {
+plain(oauth) async fn decode_errors_name_the_property(ctx) {
     ctx.store
         .table::<Counter>()
         .insert(Counter::new("p", "r", 5))
@@ -372,7 +374,7 @@ pub async fn decode_errors_name_the_property(ctx: &Ctx) {
 }
 
 /// Batch applies all or nothing.
-pub async fn batch_applies_all_or_nothing(ctx: &Ctx) {
+plain(oauth) async fn batch_applies_all_or_nothing(ctx) {
     let t = ctx.store.table::<Counter>();
     let existing = t.insert(Counter::new("p", "exists", 1)).await.unwrap();
     // The third operation fails: nothing of the batch is applied.
@@ -432,7 +434,7 @@ pub async fn batch_applies_all_or_nothing(ctx: &Ctx) {
 }
 
 /// Batch of 100 round trips.
-pub async fn batch_of_100_round_trips(ctx: &Ctx) {
+plain(oauth) async fn batch_of_100_round_trips(ctx) {
     let t = ctx.store.table::<Counter>();
     let mut batch = t.batch();
     for i in 0..100 {
@@ -446,7 +448,7 @@ pub async fn batch_of_100_round_trips(ctx: &Ctx) {
 }
 
 /// Batch limits are checked before sending.
-pub async fn batch_limits_are_checked_before_sending(ctx: &Ctx) {
+plain(oauth) async fn batch_limits_are_checked_before_sending(ctx) {
     let t = ctx.store.table::<Counter>();
     let mut batch = t.batch();
     for i in 0..101 {
@@ -497,7 +499,7 @@ pub async fn batch_limits_are_checked_before_sending(ctx: &Ctx) {
 }
 
 /// Filters of every literal type.
-pub async fn filters_of_every_literal_type(ctx: &Ctx) {
+plain(oauth) async fn filters_of_every_literal_type(ctx) {
     let t = ctx.store.table::<AllTypes>();
     let a = AllTypes::sample("f", "a");
     let b = AllTypes {
@@ -576,7 +578,7 @@ pub async fn filters_of_every_literal_type(ctx: &Ctx) {
 }
 
 /// Int64 column vs Int32 literal matches nothing.
-pub async fn int64_column_vs_int32_literal_matches_nothing(ctx: &Ctx) {
+plain(oauth) async fn int64_column_vs_int32_literal_matches_nothing(ctx) {
     let t = ctx.store.table::<Counter>();
     t.insert(Counter::new("p", "r", 42)).await.unwrap();
     let as_int64 = TypedFilter::raw(Filter::compare("n", CmpOp::Eq, Value::Int64(42)));
@@ -590,7 +592,7 @@ pub async fn int64_column_vs_int32_literal_matches_nothing(ctx: &Ctx) {
 }
 
 /// Key ranges and prefixes.
-pub async fn key_ranges_and_prefixes(ctx: &Ctx) {
+plain(oauth) async fn key_ranges_and_prefixes(ctx) {
     let t = ctx.store.table::<Counter>();
     for (pk, rk) in [
         ("a", "apple"),
@@ -645,7 +647,7 @@ pub async fn key_ranges_and_prefixes(ctx: &Ctx) {
 }
 
 /// Paging across pages and resume.
-pub async fn paging_across_pages_and_resume(ctx: &Ctx) {
+plain(oauth) async fn paging_across_pages_and_resume(ctx) {
     let t = ctx.store.table::<Counter>();
     let mut batch = t.batch();
     for i in 0..7 {
@@ -738,7 +740,7 @@ pub async fn paging_across_pages_and_resume(ctx: &Ctx) {
 }
 
 /// Select projects properties.
-pub async fn select_projects_properties(ctx: &Ctx) {
+plain(oauth) async fn select_projects_properties(ctx) {
     let t = ctx.store.table::<Counter>();
     let mut c = Counter::new("p", "r", 3);
     c.note = Some("hello".into());
@@ -759,7 +761,7 @@ pub async fn select_projects_properties(ctx: &Ctx) {
 }
 
 /// Update with concurrent increments are exact.
-pub async fn update_with_concurrent_increments_are_exact(ctx: &Ctx) {
+plain(oauth) async fn update_with_concurrent_increments_are_exact(ctx) {
     let t = ctx.store.table::<Counter>();
     t.insert(Counter::new("p", "hits", 0)).await.unwrap();
     const TASKS: i64 = 8;
@@ -785,7 +787,7 @@ pub async fn update_with_concurrent_increments_are_exact(ctx: &Ctx) {
 }
 
 /// Update with gives up with conflict.
-pub async fn update_with_gives_up_with_conflict(ctx: &Ctx) {
+plain(oauth) async fn update_with_gives_up_with_conflict(ctx) {
     let store = Store::builder_shared(ctx.backend().clone())
         .table_prefix(ctx.store.table_prefix())
         .unwrap()
@@ -842,7 +844,7 @@ pub async fn update_with_gives_up_with_conflict(ctx: &Ctx) {
 fn assert_entity_trait_in_scope<E: EntityTrait>() {}
 
 /// Write logs are kept beside the entity.
-pub async fn write_logs_are_kept_beside_the_entity(ctx: &Ctx) {
+plain(oauth) async fn write_logs_are_kept_beside_the_entity(ctx) {
     // The reserved property and the log's length, as `Table::with_write_log`
     // documents them.
     const PROPERTY: &str = "_lhWriteLog";
@@ -909,7 +911,7 @@ pub async fn write_logs_are_kept_beside_the_entity(ctx: &Ctx) {
 /// passing that value to `replace` keeps them too. The same holds for every
 /// way of merging: after a read, chained, from a value that knows nothing
 /// of the stored row, after a projected query, `upsert_merge`, and batches.
-pub async fn merge_returns_the_stored_entity_so_replacing_it_keeps_none_fields(ctx: &Ctx) {
+plain(oauth) async fn merge_returns_the_stored_entity_so_replacing_it_keeps_none_fields(ctx) {
     let t = ctx.store.table::<Counter>();
     let kept = || Some("kept".to_owned());
     let stored = |rk: &'static str| {
@@ -1005,7 +1007,7 @@ pub async fn merge_returns_the_stored_entity_so_replacing_it_keeps_none_fields(c
 
 /// Inside a unit, the view of a row after a staged merge shows what the
 /// commit stores, even when the merged value was read outside the unit.
-pub async fn unit_view_after_a_staged_merge_shows_stored_fields(ctx: &Ctx) {
+plain(oauth) async fn unit_view_after_a_staged_merge_shows_stored_fields(ctx) {
     let t = ctx.store.table::<Counter>();
     let pk = format!("unit{}", &Uuid::new_v4().simple().to_string()[..8]);
     t.insert(Counter {
@@ -1041,7 +1043,7 @@ pub async fn unit_view_after_a_staged_merge_shows_stored_fields(ctx: &Ctx) {
 }
 
 /// Every write returns what a read returns: date-times at 100 ns in UTC.
-pub async fn writes_return_what_get_returns(ctx: &Ctx) {
+plain(oauth) async fn writes_return_what_get_returns(ctx) {
     use time::macros::offset;
     let t = ctx.store.table::<AllTypes>();
     let fine = datetime!(2024-03-04 05:06:07.123456789 +02:00);
@@ -1118,7 +1120,7 @@ pub async fn writes_return_what_get_returns(ctx: &Ctx) {
 
 /// A row that does not decode is named by its keys; a query fails on it by
 /// default, and can skip it or collect its error instead.
-pub async fn queries_skip_or_collect_rows_that_do_not_decode(ctx: &Ctx) {
+plain(oauth) async fn queries_skip_or_collect_rows_that_do_not_decode(ctx) {
     use leasehold::table::{DecodeErrors, OnDecodeError};
     let t = ctx.store.table::<Counter>();
     t.insert(Counter::new("q", "r1", 1)).await.unwrap();
@@ -1190,7 +1192,7 @@ pub async fn queries_skip_or_collect_rows_that_do_not_decode(ctx: &Ctx) {
 /// `try_update_with`: a refusal sends nothing and hands the caller's own
 /// error back; conflicts are retried, and the function runs again on the
 /// fresh entity, so it may refuse then.
-pub async fn try_update_with_refuses_or_retries(ctx: &Ctx) {
+plain(oauth) async fn try_update_with_refuses_or_retries(ctx) {
     use leasehold::table::UpdateError;
     #[derive(Debug, PartialEq)]
     struct Shipped(i64);
@@ -1292,7 +1294,7 @@ fn overwrite_counter(ctx: &Ctx, rk: &'static str, n: i64) {
 /// A store creates, lists and deletes the tables under its prefix: names
 /// without the prefix, tables of another prefix not listed; bad names are
 /// `Invalid` before any request and change nothing.
-pub async fn a_store_manages_the_tables_under_its_prefix(ctx: &Ctx) {
+plain async fn a_store_manages_the_tables_under_its_prefix(ctx) {
     use leasehold::backend::TableCreation;
     use leasehold::testing::{CountingBackend, Op};
 
@@ -1364,7 +1366,7 @@ pub async fn a_store_manages_the_tables_under_its_prefix(ctx: &Ctx) {
 /// A projection reads the properties of another entity type of the same
 /// table, through queries and point reads; the query's filter and paging
 /// carry over, and its tokens resume only the projected query.
-pub async fn projections_read_a_types_properties(ctx: &Ctx) {
+plain async fn projections_read_a_types_properties(ctx) {
     let t = ctx.store.table::<Counter>();
     for i in 0..5 {
         let mut c = Counter::new("pj", &format!("r{i}"), i);
@@ -1462,7 +1464,7 @@ struct ShopperNote {
 /// any request, with the row, its unique value and the caller's staged
 /// writes as they were; a `merge` writes it back at the ETag read, keeping
 /// what the projection left out, and what it returns is a projection too.
-pub async fn a_projection_written_back_never_deletes_what_it_did_not_read(ctx: &Ctx) {
+plain async fn a_projection_written_back_never_deletes_what_it_did_not_read(ctx) {
     let counting = leasehold::testing::CountingBackend::new(ctx.backend().clone());
     let counter = counting.counter();
     let store = super::lock_many::process(ctx, Arc::new(counting), ctx.prefix());
@@ -1585,7 +1587,7 @@ pub async fn a_projection_written_back_never_deletes_what_it_did_not_read(ctx: &
 /// code `TableNotFound`, as the service answers them, through every handle
 /// (used before the delete, made before it and unused, made after it):
 /// a read does not create the table again; a write does.
-pub async fn reads_of_a_deleted_table_are_not_found_naming_it(ctx: &Ctx) {
+plain async fn reads_of_a_deleted_table_are_not_found_naming_it(ctx) {
     fn table_not_found<T: std::fmt::Debug>(r: leasehold::Result<T>, table: &str, what: &str) {
         let e = r.expect_err(what);
         assert_eq!(e.kind(), ErrorKind::NotFound, "{what}: {e}");
@@ -1629,7 +1631,7 @@ pub async fn reads_of_a_deleted_table_are_not_found_naming_it(ctx: &Ctx) {
 /// Index tables are leasehold's: listed apart from the user's tables
 /// (also one left behind by a table deleted alone), and deleted with their
 /// table; the type's writes then start both again.
-pub async fn index_tables_are_listed_apart_and_deleted_with_their_table(ctx: &Ctx) {
+plain async fn index_tables_are_listed_apart_and_deleted_with_their_table(ctx) {
     use leasehold::Entity;
     #[derive(Entity, Debug, Clone, PartialEq)]
     #[entity(table = "Members")]
@@ -1689,4 +1691,5 @@ pub async fn index_tables_are_listed_apart_and_deleted_with_their_table(ctx: &Ct
     assert!(store.list_index_tables().await.unwrap().is_empty());
     assert!(store.delete_table("PlainIdx").await.unwrap());
     assert!(store.list_tables().await.unwrap().is_empty());
+}
 }

@@ -1,7 +1,7 @@
-//! Purges and counts: [`Table::purge`](crate::Table::purge) deletes what a
+//! Purges and counts: [`Table::purge`](leasehold::Table::purge) deletes what a
 //! query matches (a partition, a key range, a filter) in transactions of
 //! 100, keeps rows changed since it read them, and never touches a unit's
-//! commit in progress or leasehold's own rows; [`Table::count`](crate::Table::count)
+//! commit in progress or leasehold's own rows; [`Table::count`](leasehold::Table::count)
 //! counts what the same query returns. Both read keys only, and refuse bad
 //! input before any request.
 
@@ -17,6 +17,8 @@ use leasehold::testing::{CountingBackend, FaultyBackend, Op, RequestCounter};
 use leasehold::{Entity, ErrorKind, Store, Table};
 
 use super::Ctx;
+
+crate::checks::checks! {
 
 /// A row to purge.
 #[derive(Entity, Debug, Clone, PartialEq)]
@@ -113,7 +115,7 @@ async fn ids(events: &Table<Event>, day: &str) -> Vec<String> {
 /// A purge of a partition, of a key range and of a filter deletes exactly
 /// what the query returns, leaves everything else, and reports it; a
 /// purge of nothing sends no delete.
-pub async fn purges_a_partition_a_key_range_and_a_filter(ctx: &Ctx) {
+plain async fn purges_a_partition_a_key_range_and_a_filter(ctx) {
     let events = ctx.store.table::<Event>();
     fill(&events, "d1", 30).await;
     fill(&events, "d2", 30).await;
@@ -170,7 +172,7 @@ pub async fn purges_a_partition_a_key_range_and_a_filter(ctx: &Ctx) {
 /// transactions (100, 100, 50), several at once, and reports its progress
 /// after each; a count of them costs one page. The page asks for no
 /// property.
-pub async fn purging_250_rows_costs_one_page_and_three_transactions(ctx: &Ctx) {
+plain async fn purging_250_rows_costs_one_page_and_three_transactions(ctx) {
     fill(&ctx.store.table::<Event>(), "big", 250).await;
     let (store, counter) = counted(ctx);
     let events = store.table::<Event>();
@@ -230,7 +232,7 @@ pub async fn purging_250_rows_costs_one_page_and_three_transactions(ctx: &Ctx) {
 /// Rows changed or deleted by another writer after the purge read them
 /// are kept (their delete carried the ETag read) and reported as skipped;
 /// the rest of their transaction is deleted.
-pub async fn rows_changed_after_the_read_are_kept_and_reported(ctx: &Ctx) {
+plain async fn rows_changed_after_the_read_are_kept_and_reported(ctx) {
     let events = ctx.store.table::<Event>();
     fill(&events, "d1", 40).await;
     let faulty = FaultyBackend::new(ctx.backend().clone());
@@ -283,7 +285,7 @@ pub async fn rows_changed_after_the_read_are_kept_and_reported(ctx: &Ctx) {
 /// decision row; a filtered count matches the rows as committed; a purge
 /// of a filter deletes the committed row it matches and leaves the
 /// commit's other rows as committed.
-pub async fn counts_and_purges_see_a_commit_left_marked_as_committed(ctx: &Ctx) {
+plain async fn counts_and_purges_see_a_commit_left_marked_as_committed(ctx) {
     let healthy = process(ctx, ctx.backend().clone());
     let accounts = healthy.table::<Account>();
     for c in ["c0", "c1"] {
@@ -373,7 +375,7 @@ pub async fn counts_and_purges_see_a_commit_left_marked_as_committed(ctx: &Ctx) 
 /// A purge of an indexed type deletes each entity as `Table::delete`
 /// does, one write each: its unique values are freed (another entity may
 /// take them) and the index stays consistent.
-pub async fn purging_an_indexed_type_frees_its_values(ctx: &Ctx) {
+plain async fn purging_an_indexed_type_frees_its_values(ctx) {
     let users = ctx.store.table::<User>();
     for i in 0..5 {
         users
@@ -422,7 +424,7 @@ pub async fn purging_an_indexed_type_frees_its_values(ctx: &Ctx) {
 /// Bad input is `Invalid`, naming what is wrong, before any request: an
 /// invalid table name, a key range that holds no key, no deletes in
 /// flight, a query of another table.
-pub async fn bad_input_is_invalid_before_any_request(ctx: &Ctx) {
+plain async fn bad_input_is_invalid_before_any_request(ctx) {
     let (store, counter) = counted(ctx);
     // Without a table prefix, an empty name is no table name.
     let unprefixed = Store::builder_shared(store.backend().clone())
@@ -478,4 +480,5 @@ pub async fn bad_input_is_invalid_before_any_request(ctx: &Ctx) {
     assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
     assert!(e.to_string().contains("PurgeOther"), "{e}");
     assert_eq!(counter.total(), 0, "{:?}", counter.snapshot());
+}
 }

@@ -1,5 +1,5 @@
 //! Fenced-write checks: table writes fenced by a lease epoch
-//! ([`Table::fenced`](crate::Table::fenced)), refused by the service once a
+//! ([`Table::fenced`](leasehold::Table::fenced)), refused by the service once a
 //! later epoch has written the partition; what they cost; and a leader
 //! paused past its lease that resumes after its successor wrote.
 
@@ -17,6 +17,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
 use super::{Clock, Ctx};
+
+crate::checks::checks! {
 
 /// A row written by fenced writers.
 #[derive(Entity, Debug, Clone, PartialEq)]
@@ -138,7 +140,7 @@ async fn raw_rows(ctx: &Ctx, table: &Table<Row>) -> BTreeMap<String, BTreeMap<St
 /// more operation in it; the first write of a fence to a partition reads
 /// the fence row once, later ones do not; typed queries leave fence rows
 /// out; bad writes are refused before any request.
-pub async fn fenced_writes_cost_one_transaction_and_one_fence_read_per_partition(ctx: &Ctx) {
+plain async fn fenced_writes_cost_one_transaction_and_one_fence_read_per_partition(ctx) {
     let (store, counter) = counted(ctx);
     let guard = store
         .leases()
@@ -268,7 +270,7 @@ pub async fn fenced_writes_cost_one_transaction_and_one_fence_read_per_partition
 /// sending once it has seen the later epoch (everywhere). The later
 /// fence's writes stand; a stale data row under a current fence is still
 /// a conflict, not a fencing error.
-pub async fn an_older_epoch_is_refused_once_a_newer_one_wrote_the_partition(ctx: &Ctx) {
+plain async fn an_older_epoch_is_refused_once_a_newer_one_wrote_the_partition(ctx) {
     let (store, counter) = counted(ctx);
     let guard = store
         .leases()
@@ -392,7 +394,7 @@ pub async fn an_older_epoch_is_refused_once_a_newer_one_wrote_the_partition(ctx:
 /// Tasks of one term writing one partition at once, through clones of one
 /// fence and through fences of their own at the same epoch, all succeed,
 /// and their read-modify-writes lose nothing.
-pub async fn concurrent_writers_of_one_epoch_all_succeed(ctx: &Ctx) {
+plain async fn concurrent_writers_of_one_epoch_all_succeed(ctx) {
     const TASKS: usize = 8;
     const WRITES: i64 = 4;
     let store = process(ctx, ctx.backend().clone(), ctx.lease_duration());
@@ -450,7 +452,7 @@ pub async fn concurrent_writers_of_one_epoch_all_succeed(ctx: &Ctx) {
 /// Two fences of one term racing on a partition's fence row: the one whose
 /// ETag went stale reads the row, finds its own epoch, and sends again:
 /// one refused transaction, one read, one transaction that stands.
-pub async fn a_fence_raced_by_its_own_epoch_reads_again_and_resends(ctx: &Ctx) {
+plain async fn a_fence_raced_by_its_own_epoch_reads_again_and_resends(ctx) {
     let (store, counter) = counted(ctx);
     let rows = store.table::<Row>();
     rows.insert(row("warm", "w", "plain", 0)).await.unwrap();
@@ -497,7 +499,7 @@ pub async fn a_fence_raced_by_its_own_epoch_reads_again_and_resends(ctx: &Ctx) {
 
 /// A fence needs an epoch no earlier holder had, and a lease name that fits
 /// a row key: otherwise it is refused before any request.
-pub async fn fences_without_a_fresh_epoch_or_with_an_overlong_name_are_invalid(ctx: &Ctx) {
+plain async fn fences_without_a_fresh_epoch_or_with_an_overlong_name_are_invalid(ctx) {
     let (store, counter) = counted(ctx);
     let options = LeaderOptions::new()
         .with_campaign_again(false)
@@ -549,7 +551,7 @@ struct Late {
 /// fenced write it sends from then on is refused (the one in flight by the
 /// service, the later ones before sending), and the successor's writes
 /// stand.
-pub async fn a_leader_paused_past_its_lease_is_fenced_out_by_its_successor(ctx: &Ctx) {
+timed async fn a_leader_paused_past_its_lease_is_fenced_out_by_its_successor(ctx) {
     let lease = ctx.lease_duration();
     let name = lease_name(ctx, "leader");
     let counting = CountingBackend::new(ctx.backend().clone());
@@ -688,4 +690,5 @@ pub async fn a_leader_paused_past_its_lease_is_fenced_out_by_its_successor(ctx: 
     let _ = end_tx.send(());
     pause.set_latency(Some(Op::RenewLease), Duration::ZERO);
     first.abort();
+}
 }

@@ -25,6 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Clock, Ctx};
 
+crate::checks::checks! {
+
 /// What a run of the suite is parameterised by.
 #[derive(Debug, Clone)]
 struct SuiteConfig {
@@ -182,14 +184,14 @@ impl Intervals {
 const LONG: Duration = Duration::from_secs(3600);
 
 /// 50 contenders in 10 processes take one lease in turn.
-pub async fn mutual_exclusion_among_50_contenders_in_10_processes(ctx: &Ctx) {
+timed async fn mutual_exclusion_among_50_contenders_in_10_processes(ctx) {
     let _turn = ctx.contention_turn().await;
     let (backend, cfg) = suite(ctx);
     mutual_exclusion(backend, cfg, 10, 5).await;
 }
 
 /// 50 contenders in 50 processes take one lease in turn.
-pub async fn mutual_exclusion_among_50_contenders_in_50_processes(ctx: &Ctx) {
+timed async fn mutual_exclusion_among_50_contenders_in_50_processes(ctx) {
     let _turn = ctx.contention_turn().await;
     let (backend, cfg) = suite(ctx);
     mutual_exclusion(backend, cfg, 50, 1).await;
@@ -244,13 +246,13 @@ async fn mutual_exclusion<B: BlobBackend + Clone>(
 }
 
 /// Renewal holds a lease of the context's duration for ten durations.
-pub async fn renewal_holds_a_lease_for_ten_durations(ctx: &Ctx) {
+timed async fn renewal_holds_a_lease_for_ten_durations(ctx) {
     let (backend, cfg) = suite(ctx);
     renewal_holds_for_ten_durations(backend, cfg).await;
 }
 
 /// Renewal holds the shortest lease (15 s) for ten durations.
-pub async fn renewal_holds_a_fifteen_second_lease_for_ten_durations(ctx: &Ctx) {
+timed async fn renewal_holds_a_fifteen_second_lease_for_ten_durations(ctx) {
     let (backend, cfg) = suite(ctx);
     let cfg = SuiteConfig {
         lease: Duration::from_secs(15),
@@ -305,7 +307,7 @@ async fn renewal_holds_for_ten_durations<B: BlobBackend + Clone>(backend: B, cfg
 
 /// A renew request that hangs still ends in `lost` before the service's lease
 /// could expire: the local deadline does not wait for the request.
-pub async fn hanging_renew_fires_lost_before_the_lease_expires(ctx: &Ctx) {
+timed async fn hanging_renew_fires_lost_before_the_lease_expires(ctx) {
     let (backend, cfg) = suite(ctx);
     let name = cfg.name("hang");
     let holder = process(&backend, &cfg, "holder");
@@ -363,7 +365,7 @@ pub async fn hanging_renew_fires_lost_before_the_lease_expires(ctx: &Ctx) {
 /// A renew that is never answered (a connection that stopped answering) is
 /// given up and sent again well before the lease's deadline: the lease is
 /// kept, and nobody else can take it.
-pub async fn a_renew_left_unanswered_is_sent_again_and_the_lease_kept(ctx: &Ctx) {
+timed async fn a_renew_left_unanswered_is_sent_again_and_the_lease_kept(ctx) {
     let (backend, cfg) = suite(ctx);
     let name = cfg.name("resend");
     let holder = process(&backend, &cfg, "holder");
@@ -392,7 +394,7 @@ pub async fn a_renew_left_unanswered_is_sent_again_and_the_lease_kept(ctx: &Ctx)
 
 /// An operator's break fires `lost()` and the service refuses writes made
 /// under the broken lease.
-pub async fn external_break_fires_lost_and_fences_writes(ctx: &Ctx) {
+timed(oauth) async fn external_break_fires_lost_and_fences_writes(ctx) {
     let (backend, cfg) = suite(ctx);
     let operator = process(&backend, &cfg, "operator");
     let holder = process(&backend, &cfg, "holder");
@@ -500,7 +502,7 @@ pub async fn external_break_fires_lost_and_fences_writes(ctx: &Ctx) {
 /// Run-once with 10 concurrent callers (5 processes × 2 tasks) runs the work
 /// exactly once; after a crash between the `started` and `done` markers the
 /// next caller runs it again and is told so.
-pub async fn do_once_runs_once_among_10_callers_and_again_after_a_crash(ctx: &Ctx) {
+timed(oauth) async fn do_once_runs_once_among_10_callers_and_again_after_a_crash(ctx) {
     let _turn = ctx.contention_turn().await;
     let (backend, cfg) = suite(ctx);
     async fn ten_callers<B: BlobBackend + Clone>(
@@ -615,7 +617,7 @@ pub async fn do_once_runs_once_among_10_callers_and_again_after_a_crash(ctx: &Ct
 /// Five candidates, `cfg.failovers` forced failovers (the leader's process
 /// stops reaching storage): never two leaders at the same instant, and each
 /// term's epoch is higher than the last.
-pub async fn leader_election_with_5_candidates_never_overlaps(ctx: &Ctx) {
+timed async fn leader_election_with_5_candidates_never_overlaps(ctx) {
     let _turn = ctx.contention_turn().await;
     let (backend, cfg) = suite(ctx);
     let name = cfg.name("leader");
@@ -696,7 +698,7 @@ pub async fn leader_election_with_5_candidates_never_overlaps(ctx: &Ctx) {
 
 /// The reservation log keeps the newest ten records, oldest first, and is
 /// readable without the lease.
-pub async fn reservation_log_stays_bounded_and_ordered(ctx: &Ctx) {
+timed async fn reservation_log_stays_bounded_and_ordered(ctx) {
     let (backend, cfg) = suite(ctx);
     let job = cfg.name("job");
     let procs: Vec<Process> = (0..3)
@@ -750,7 +752,7 @@ pub async fn reservation_log_stays_bounded_and_ordered(ctx: &Ctx) {
 /// 100 units queued in one process share one blob lease: exactly one acquire
 /// and one release, the lease handed from unit to unit (within the tenure
 /// bound).
-pub async fn local_sharing_serves_100_units_with_one_acquire_and_one_release(ctx: &Ctx) {
+timed async fn local_sharing_serves_100_units_with_one_acquire_and_one_release(ctx) {
     let (backend, cfg) = suite(ctx);
     let cfg = cfg.counting(ctx);
     let name = cfg.name("local");
@@ -809,14 +811,14 @@ pub async fn local_sharing_serves_100_units_with_one_acquire_and_one_release(ctx
 /// (at most 30 s, then the check that follows fails).
 async fn queued_behind(guard: &leasehold::lease::LeaseGuard) {
     let started = tokio::time::Instant::now();
-    while !guard.has_local_waiters() && started.elapsed() < Duration::from_secs(30) {
+    while !guard.queued_locally() && started.elapsed() < Duration::from_secs(30) {
         sleep(Duration::from_millis(1)).await;
     }
 }
 
 /// A handed-over guard sees what the previous unit wrote without reading the
 /// blob; a fresh one reads it.
-pub async fn hand_over_keeps_the_blob_view_without_reading(ctx: &Ctx) {
+timed async fn hand_over_keeps_the_blob_view_without_reading(ctx) {
     let (backend, cfg) = suite(ctx);
     let cfg = cfg.counting(ctx);
     let name = cfg.name("view");
@@ -863,7 +865,7 @@ pub async fn hand_over_keeps_the_blob_view_without_reading(ctx: &Ctx) {
 
 /// `describe` reports holder, state, epoch and metadata without acquiring;
 /// a dropped guard is released in the background.
-pub async fn describe_reports_holder_and_epoch_and_drop_releases(ctx: &Ctx) {
+timed(oauth) async fn describe_reports_holder_and_epoch_and_drop_releases(ctx) {
     let (backend, cfg) = suite(ctx);
     let name = cfg.name("describe");
     let holder = process(&backend, &cfg, "holder-1");
@@ -918,7 +920,7 @@ pub async fn describe_reports_holder_and_epoch_and_drop_releases(ctx: &Ctx) {
 }
 
 /// Bad options and names are `Error::Invalid` before any request.
-pub async fn bad_durations_and_names_are_invalid_before_any_request(ctx: &Ctx) {
+timed(oauth) async fn bad_durations_and_names_are_invalid_before_any_request(ctx) {
     let (backend, cfg) = suite(ctx);
     let counting = CountingBackend::new(backend.clone());
     let counter = counting.counter();
@@ -987,7 +989,7 @@ pub async fn bad_durations_and_names_are_invalid_before_any_request(ctx: &Ctx) {
 /// Renew replies that never come are verified with a properties read: while
 /// the blob is still leased the guard keeps retrying and keeps the lease;
 /// once the service shows it is not leased any more, the loss is immediate.
-pub async fn ambiguous_renewals_are_verified_with_a_properties_read(ctx: &Ctx) {
+timed async fn ambiguous_renewals_are_verified_with_a_properties_read(ctx) {
     let (backend, cfg) = suite(ctx);
     use super::ambiguous::{AmbiguousRenews, Renews};
 
@@ -1051,7 +1053,7 @@ pub async fn ambiguous_renewals_are_verified_with_a_properties_read(ctx: &Ctx) {
 /// Each local unit takes 2 s and the time bound falls a whole second from
 /// either hand-over around it (at 3.1 s and 5.1 s of the tenure), so a slow
 /// reply on a loaded machine does not move the outsider's turn.
-pub async fn the_fairness_bound_lets_another_process_in(ctx: &Ctx) {
+timed async fn the_fairness_bound_lets_another_process_in(ctx) {
     let (backend, cfg) = suite(ctx);
     for (limit, expected_before) in [
         (LeaseOptions::new().with_handover_limit(3, LONG), 4),
@@ -1104,7 +1106,7 @@ pub async fn the_fairness_bound_lets_another_process_in(ctx: &Ctx) {
 
 /// An infinite lease needs no renewal and reports no deadline; a break is
 /// noticed by the next write under it.
-pub async fn infinite_leases_hold_until_released_or_broken(ctx: &Ctx) {
+timed(oauth) async fn infinite_leases_hold_until_released_or_broken(ctx) {
     let (backend, cfg) = suite(ctx);
     let name = cfg.name("infinite");
     let counting = CountingBackend::new(backend.clone());
@@ -1130,7 +1132,7 @@ pub async fn infinite_leases_hold_until_released_or_broken(ctx: &Ctx) {
 /// An acquire gives up at its deadline even when the service has not
 /// answered by then, and a lease its late request takes after all is given
 /// back at once (an infinite lease would otherwise stay held until broken).
-pub async fn acquire_gives_up_at_its_deadline_and_gives_back_a_late_lease(ctx: &Ctx) {
+timed async fn acquire_gives_up_at_its_deadline_and_gives_back_a_late_lease(ctx) {
     let (backend, cfg) = suite(ctx);
     let name = cfg.name("deadline");
     let other = process(&backend, &cfg, "other");
@@ -1181,9 +1183,7 @@ pub async fn acquire_gives_up_at_its_deadline_and_gives_back_a_late_lease(ctx: &
 /// blob since, besides its acquire and release: the acquire's reply shows
 /// the blob's ETag unchanged, so it is not read. (The exact lock-unit
 /// budgets are checked in the lock suite and in the crate.)
-pub async fn a_lock_unit_costs_acquire_read_writes_release_cold_and_only_writes_handed_over(
-    ctx: &Ctx,
-) {
+timed async fn a_lock_unit_costs_acquire_read_writes_release_cold_and_only_writes_handed_over(ctx) {
     let (backend, cfg) = suite(ctx);
     let cfg = cfg.counting(ctx);
     let name = cfg.name("budget");
@@ -1286,7 +1286,7 @@ pub async fn a_lock_unit_costs_acquire_read_writes_release_cold_and_only_writes_
 
 /// A guard outliving its runtime is dropped without a panic and without a
 /// request (the lease then expires on its own).
-pub fn dropping_a_guard_without_a_runtime_does_not_panic(ctx: &Ctx) {
+blocking fn dropping_a_guard_without_a_runtime_does_not_panic(ctx) {
     let (backend, cfg) = suite(ctx);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -1305,7 +1305,7 @@ pub fn dropping_a_guard_without_a_runtime_does_not_panic(ctx: &Ctx) {
 /// `do_once` of one name, holds its own lease of one name and its own
 /// reservation of one job, and lists only its own leases, without the
 /// prefix; a store without a prefix is a third party to both.
-pub async fn stores_of_different_prefixes_keep_their_leases_apart(ctx: &Ctx) {
+timed async fn stores_of_different_prefixes_keep_their_leases_apart(ctx) {
     let store = |prefix: Option<String>| {
         let builder = leasehold::Store::builder_shared(ctx.backend().clone())
             .lease_options(LeaseOptions::new().with_container(ctx.container.clone()));
@@ -1386,4 +1386,5 @@ pub async fn stores_of_different_prefixes_keep_their_leases_apart(ctx: &Ctx) {
                 .expect("cancel")
         );
     }
+}
 }

@@ -2,8 +2,8 @@
 //! `#[entity(time_to_live = "...")]` stores when its row expires; a row
 //! past it is absent to every read (get, query, projection, `get_by`, a
 //! unit's and a transaction's get) at once, an insert over it succeeds, and
-//! the sweep ([`Store::sweep`](crate::Store::sweep), run by
-//! [`Store::run_sweeper`](crate::Store::run_sweeper) under a leader lease)
+//! the sweep ([`Store::sweep`](leasehold::Store::sweep), run by
+//! [`Store::run_sweeper`](leasehold::Store::run_sweeper) under a leader lease)
 //! deletes it with its index rows, at the ETag it read: a row renewed
 //! meanwhile is kept.
 
@@ -20,6 +20,8 @@ use leasehold::testing::{CountingBackend, FaultyBackend, Op};
 use leasehold::{CancellationToken, Entity, Store};
 
 use super::{Clock, Ctx};
+
+crate::checks::checks! {
 
 /// A session that expires at an instant, with a unique token.
 #[derive(Entity, Debug, Clone, PartialEq)]
@@ -134,7 +136,7 @@ async fn seen(store: &Store, id: &str, token: &str) -> [bool; 7] {
 /// A session becomes absent to every read path the moment its expiry
 /// passes (on paused time, without waiting), not before; one without an
 /// expiry (`None`) stays.
-pub async fn a_row_past_its_expiry_is_absent_to_every_read(ctx: &Ctx) {
+timed async fn a_row_past_its_expiry_is_absent_to_every_read(ctx) {
     let (ttl, wait) = match ctx.clock() {
         Clock::Paused => (Duration::from_secs(60), Duration::from_secs(120)),
         Clock::Real => (Duration::from_secs(6), Duration::from_secs(8)),
@@ -164,7 +166,7 @@ pub async fn a_row_past_its_expiry_is_absent_to_every_read(ctx: &Ctx) {
 /// A time-to-live counts from its field: a note written two hours ago
 /// with a one-hour time-to-live is absent; one written now is not; the
 /// row stores its expiry as the reserved date-time property.
-pub async fn a_time_to_live_counts_from_its_field(ctx: &Ctx) {
+plain async fn a_time_to_live_counts_from_its_field(ctx) {
     let notes = ctx.store.table::<Note>();
     let old = past();
     notes.insert(note("old", old)).await.expect("stored");
@@ -207,7 +209,7 @@ pub async fn a_time_to_live_counts_from_its_field(ctx: &Ctx) {
 /// ETag read), for a type with and without indexes; the expired row's
 /// unique value is free: `get_by` does not see it, and another entity
 /// takes it.
-pub async fn an_insert_over_an_expired_row_succeeds(ctx: &Ctx) {
+plain async fn an_insert_over_an_expired_row_succeeds(ctx) {
     let notes = ctx.store.table::<Note>();
     notes.insert(note("n", past())).await.expect("stored");
     let again = notes
@@ -264,7 +266,7 @@ pub async fn an_insert_over_an_expired_row_succeeds(ctx: &Ctx) {
 /// table's does: whether it read the row first (and saw nothing) or not,
 /// in one transaction or deciding in a row across partitions; a live row
 /// is still refused, nothing sent.
-pub async fn a_units_or_a_transactions_insert_over_an_expired_row_succeeds(ctx: &Ctx) {
+plain async fn a_units_or_a_transactions_insert_over_an_expired_row_succeeds(ctx) {
     let notes = ctx.store.table::<Note>();
     let now = OffsetDateTime::now_utc;
     let in_topic = |topic: &str, id: &str| Note {
@@ -321,7 +323,7 @@ pub async fn a_units_or_a_transactions_insert_over_an_expired_row_succeeds(ctx: 
 /// A batch's inserts over expired rows succeed (each replaces its row at
 /// the ETag read), beside inserts of new rows; a live row still refuses
 /// the whole batch.
-pub async fn a_batch_insert_over_expired_rows_succeeds(ctx: &Ctx) {
+plain async fn a_batch_insert_over_expired_rows_succeeds(ctx) {
     let notes = ctx.store.table::<Note>();
     let now = OffsetDateTime::now_utc;
     for id in ["b1", "b3"] {
@@ -382,7 +384,7 @@ async fn sweep(ctx: &Ctx, store: &Store, wait: Duration) -> Vec<SweepReport> {
 /// The sweeper deletes the expired rows and nothing else: an expired note
 /// goes, an expired session leaves its tombstone and its index row goes;
 /// live rows and rows without expiry stay.
-pub async fn the_sweeper_deletes_expired_rows_and_their_index_rows(ctx: &Ctx) {
+timed async fn the_sweeper_deletes_expired_rows_and_their_index_rows(ctx) {
     let sessions = ctx.store.table::<Session>();
     let notes = ctx.store.table::<Note>();
     sessions
@@ -425,7 +427,7 @@ pub async fn the_sweeper_deletes_expired_rows_and_their_index_rows(ctx: &Ctx) {
 /// A row renewed after the sweeper read it expired (an insert over it,
 /// with a later expiry) survives: the sweeper's delete carries the ETag
 /// it read, and counts the row as kept.
-pub async fn a_row_renewed_after_the_sweeper_read_it_is_kept(ctx: &Ctx) {
+timed async fn a_row_renewed_after_the_sweeper_read_it_is_kept(ctx) {
     let notes = ctx.store.table::<Note>();
     notes.insert(note("a", past())).await.expect("stored");
     notes.insert(note("b", past())).await.expect("stored");
@@ -512,4 +514,5 @@ async fn index_rows(ctx: &Ctx) -> Vec<String> {
         .filter(|(pk, _, _)| !pk.as_str().starts_with('~'))
         .map(|(pk, rk, _)| format!("{pk}/{rk}"))
         .collect()
+}
 }

@@ -22,6 +22,8 @@ use leasehold::{Entity, ErrorKind, Store};
 use super::lock_many::{nothing_pending, process};
 use super::{Clock, Ctx};
 
+crate::checks::checks! {
+
 /// A counted slot: the rows the units change.
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "BigSlots")]
@@ -437,30 +439,26 @@ async fn everywhere(ctx: &Ctx, shape: Shape) {
 /// A unit of 1,000 inserts in one partition and table, faulted at every
 /// request of its commit (death, lost reply, pause past the lease): all or
 /// nothing, and the answer agrees with what is stored.
-pub async fn a_thousand_write_unit_faulted_at_every_request_is_all_or_nothing(ctx: &Ctx) {
+timed async fn a_thousand_write_unit_faulted_at_every_request_is_all_or_nothing(ctx) {
     everywhere(ctx, Shape::Thousand).await;
 }
 
 /// A unit of 3 partitions × 2 tables × 150 rows, faulted at every request
 /// of its commit: all or nothing, and the answer agrees with what is
 /// stored.
-pub async fn a_unit_of_three_partitions_two_tables_and_150_rows_faulted_at_every_request_is_all_or_nothing(
-    ctx: &Ctx,
-) {
+timed async fn a_unit_of_three_partitions_two_tables_and_150_rows_faulted_at_every_request_is_all_or_nothing(ctx) {
     everywhere(ctx, Shape::Grid).await;
 }
 
 /// A unit rewriting a row whose after-image is over 64 KiB, faulted at
 /// every request of its commit: all or nothing, the row whole.
-pub async fn a_row_with_an_after_image_over_64_kib_faulted_at_every_request_is_all_or_nothing(
-    ctx: &Ctx,
-) {
+timed async fn a_row_with_an_after_image_over_64_kib_faulted_at_every_request_is_all_or_nothing(ctx) {
     everywhere(ctx, Shape::WideNote).await;
 }
 
 /// A unit rewriting a row near 1 MiB, faulted at every request of its
 /// commit: all or nothing, the row whole.
-pub async fn a_row_near_1_mib_faulted_at_every_request_is_all_or_nothing(ctx: &Ctx) {
+timed async fn a_row_near_1_mib_faulted_at_every_request_is_all_or_nothing(ctx) {
     everywhere(ctx, Shape::Tome).await;
 }
 
@@ -472,7 +470,7 @@ pub async fn a_row_near_1_mib_faulted_at_every_request_is_all_or_nothing(ctx: &C
 /// latency `L` injected before every request: exact on paused time; on
 /// real time, where the service's own replies add to `L`, fewer than half
 /// of what sending one transaction after another takes.
-pub async fn a_commit_of_any_size_answers_in_three_round_trips_after_its_reads(ctx: &Ctx) {
+timed async fn a_commit_of_any_size_answers_in_three_round_trips_after_its_reads(ctx) {
     let latency = match ctx.clock() {
         Clock::Paused => Duration::from_secs(1),
         Clock::Real => Duration::from_secs(2),
@@ -538,4 +536,5 @@ pub async fn a_commit_of_any_size_answers_in_three_round_trips_after_its_reads(c
         };
         assert_eq!(stored, 1000, "{what}");
     }
+}
 }

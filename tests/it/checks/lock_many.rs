@@ -18,6 +18,8 @@ use leasehold::{Entity, ErrorKind, Store};
 
 use super::{Clock, Ctx};
 
+crate::checks::checks! {
+
 /// A customer's account.
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "ManyAccounts")]
@@ -134,7 +136,7 @@ pub(super) async fn nothing_pending(store: &Store, customers: &[&str]) {
 /// writes to an unlocked partition are refused naming it (and change
 /// nothing), keys are deduplicated, an empty set is refused, and a commit
 /// over two partitions applies everything and leaves no record behind.
-pub async fn a_unit_over_several_partitions_reads_writes_and_commits_them_all(ctx: &Ctx) {
+plain async fn a_unit_over_several_partitions_reads_writes_and_commits_them_all(ctx) {
     let store = &ctx.store;
     open(store, &["a", "b", "c"], 100).await;
     let e = store
@@ -218,7 +220,7 @@ pub async fn a_unit_over_several_partitions_reads_writes_and_commits_them_all(ct
 
 /// `try_lock_many` meeting a held key gives back what it took and returns
 /// `None`; `lock_many_with_timeout` does the same with `Timeout`.
-pub async fn taking_several_locks_gives_back_what_it_took_on_a_held_key(ctx: &Ctx) {
+timed async fn taking_several_locks_gives_back_what_it_took_on_a_held_key(ctx) {
     let holder = process(ctx, ctx.backend().clone(), ctx.prefix());
     let other = process(ctx, ctx.backend().clone(), ctx.prefix());
     let held = holder.lock("m").await.unwrap();
@@ -262,7 +264,7 @@ impl Rng {
 /// partitions, in random key order, a fixed number of times each, and
 /// move money between the partitions locked: every unit finishes, no
 /// partition is ever held by two units, and the total is conserved.
-pub async fn overlapping_lock_sets_never_deadlock(ctx: &Ctx) {
+timed async fn overlapping_lock_sets_never_deadlock(ctx) {
     let _turn = ctx.contention_turn().await;
     let rounds = match ctx.clock() {
         Clock::Paused => 12,
@@ -397,7 +399,7 @@ fn counts(counter: &RequestCounter) -> Vec<(Op, u64)> {
 /// once, the decision row's delete: after its reads, the same 4
 /// sequential round trips as a two-row transfer, and no lock-blob write;
 /// nothing is left marked or hidden.
-pub async fn a_unit_of_three_partitions_two_tables_and_150_rows_each_is_atomic(ctx: &Ctx) {
+plain async fn a_unit_of_three_partitions_two_tables_and_150_rows_each_is_atomic(ctx) {
     let customers = ["x0", "x1", "x2"];
     let (store, counter) = counted(ctx, &customers).await;
     let mut unit = store.lock_many(customers).await.unwrap();
@@ -460,7 +462,7 @@ pub async fn a_unit_of_three_partitions_two_tables_and_150_rows_each_is_atomic(c
 /// 4, R = 2) and P = 3 (G = 3, R = 3); the lock blobs are neither read
 /// (unchanged since this process took them) nor written. Once another process has taken the locks, the next
 /// unit reads each lock blob and records itself as holder again: 2 P more.
-pub async fn a_cross_partition_unit_costs_its_budget_exactly(ctx: &Ctx) {
+plain async fn a_cross_partition_unit_costs_its_budget_exactly(ctx) {
     let (store, counter) = counted(ctx, &["a", "b", "c"]).await;
     transfer(&store, "a", "b", 5, "t1").await.unwrap();
     super::behind_the_answer(&counter).await;
@@ -556,7 +558,7 @@ pub async fn a_cross_partition_unit_costs_its_budget_exactly(ctx: &Ctx) {
 /// the releases — takes 4. Counted as elapsed time over `L`: exact on paused time;
 /// on real time, where a busy machine's slow replies add to `L`, fewer than
 /// sending one request after another would take.
-pub async fn a_cross_partition_unit_sends_independent_requests_together(ctx: &Ctx) {
+timed async fn a_cross_partition_unit_sends_independent_requests_together(ctx) {
     let latency = match ctx.clock() {
         Clock::Paused => Duration::from_secs(1),
         Clock::Real => Duration::from_secs(2),
@@ -656,7 +658,7 @@ pub async fn a_cross_partition_unit_sends_independent_requests_together(ctx: &Ct
 /// meanwhile, gets [`leasehold::Error::LeaseLost`] from `lock_many` —
 /// documented — with nothing of its own written; the locks can be taken
 /// again.
-pub async fn a_lock_lost_while_it_is_taken_is_lease_lost(ctx: &Ctx) {
+timed async fn a_lock_lost_while_it_is_taken_is_lease_lost(ctx) {
     let memory = ctx.backend().clone();
     let prefix = format!("{}l", ctx.prefix());
     let next = process(ctx, memory.clone(), &prefix);
@@ -692,7 +694,7 @@ pub async fn a_lock_lost_while_it_is_taken_is_lease_lost(ctx: &Ctx) {
 /// acquire, no lock-blob read: R reads + (G − 1) marking transactions +
 /// the commit point + (G − 1) finishing transactions + the decision row's
 /// delete, and the releases of the last unit.
-pub async fn a_handed_over_cross_partition_unit_skips_acquires_and_reads(ctx: &Ctx) {
+timed async fn a_handed_over_cross_partition_unit_skips_acquires_and_reads(ctx) {
     let (store, counter) = counted(ctx, &["a", "b"]).await;
     let first = store.lock_many(["a", "b"]).await.unwrap();
     let second = {
@@ -746,9 +748,7 @@ pub async fn a_handed_over_cross_partition_unit_skips_acquires_and_reads(ctx: &C
 /// commit returns the refusal naming the row — every row as before the
 /// commit (the other writer's kept), no record left. The same for a
 /// single-partition commit over two tables.
-pub async fn a_row_changed_since_it_was_read_fails_the_commit_before_anything_is_applied(
-    ctx: &Ctx,
-) {
+plain async fn a_row_changed_since_it_was_read_fails_the_commit_before_anything_is_applied(ctx) {
     let counting = CountingBackend::new(ctx.backend().clone());
     let counter = counting.counter();
     // On real time, the longest lease: no renewal falls within what is
@@ -1016,13 +1016,13 @@ async fn crash_everywhere(ctx: &Ctx, lose_reply: bool) {
 /// A process dies at every step of a commit over 2 and 3 partitions; taking
 /// the lock of any one participant afterwards decides it: all before, or
 /// all after.
-pub async fn a_crash_at_every_step_is_recovered_from_any_participant(ctx: &Ctx) {
+timed async fn a_crash_at_every_step_is_recovered_from_any_participant(ctx) {
     crash_everywhere(ctx, false).await;
 }
 
 /// The reply of every request of a commit over 2 and 3 partitions is lost
 /// in turn: the commit ends all before or all after, from any participant.
-pub async fn a_lost_reply_at_every_step_ends_all_before_or_after(ctx: &Ctx) {
+timed async fn a_lost_reply_at_every_step_ends_all_before_or_after(ctx) {
     crash_everywhere(ctx, true).await;
 }
 
@@ -1089,7 +1089,7 @@ async fn pause_run(
 /// rows, finishing what was decided, is told what storage holds: `Ok`
 /// exactly when every write is applied (by itself, or finished by the next
 /// holder, which the report says), and an error exactly when nothing is.
-pub async fn a_holder_paused_past_its_lease_at_every_step_is_told_what_is_stored(ctx: &Ctx) {
+timed async fn a_holder_paused_past_its_lease_at_every_step_is_told_what_is_stored(ctx) {
     let mut runs = Vec::new();
     for p in [2u64, 3] {
         let customers: Vec<&'static str> = ["x", "y", "z"][..p as usize].to_vec();
@@ -1138,7 +1138,7 @@ pub async fn a_holder_paused_past_its_lease_at_every_step_is_told_what_is_stored
 /// readers see the commit whole. Asked about a transaction whose commit
 /// point never arrived, `commit_outcome` withdraws it (so that it never
 /// can) and says not recorded.
-pub async fn a_commit_whose_decision_cannot_be_read_is_in_doubt_until_asked_again(ctx: &Ctx) {
+timed async fn a_commit_whose_decision_cannot_be_read_is_in_doubt_until_asked_again(ctx) {
     let memory = ctx.backend().clone();
     let prefix = format!("{}n", ctx.prefix());
     let healthy = process(ctx, memory.clone(), &prefix);
@@ -1233,7 +1233,7 @@ async fn y_pays_x(store: &Store, entry: Option<&str>) -> leasehold::lock::Unit {
 /// the marked row still needs. Plain queries, a unit's queries and reads
 /// return only the entities, the marked row finished; `commit_outcome`
 /// says applied.
-pub async fn decision_rows_are_never_returned_to_callers(ctx: &Ctx) {
+timed async fn decision_rows_are_never_returned_to_callers(ctx) {
     let memory = ctx.backend().clone();
     let prefix = format!("{}h", ctx.prefix());
     let healthy = process(ctx, memory.clone(), &prefix);
@@ -1283,7 +1283,7 @@ pub async fn decision_rows_are_never_returned_to_callers(ctx: &Ctx) {
 /// locked partition (or the one named) come back; a partition not held is
 /// refused; and a write of a queried row that changed since fails the
 /// commit, applying nothing.
-pub async fn unit_queries_see_staged_writes_and_stale_reads_fail_the_commit(ctx: &Ctx) {
+plain async fn unit_queries_see_staged_writes_and_stale_reads_fail_the_commit(ctx) {
     let store = &ctx.store;
     let lines = store.table::<Entry>();
     for (c, id, amount) in [
@@ -1376,7 +1376,7 @@ pub async fn unit_queries_see_staged_writes_and_stale_reads_fail_the_commit(ctx:
 /// once it is old): when the holder wakes, its commit point is not sent —
 /// it would find no decision row and apply the primary's writes without
 /// the rest — and it is told `LeaseLost`, nothing applied.
-pub async fn a_commit_point_held_up_past_the_lease_never_goes_out(ctx: &Ctx) {
+timed async fn a_commit_point_held_up_past_the_lease_never_goes_out(ctx) {
     let prefix = format!("{}h", ctx.prefix());
     let memory = ctx.backend().clone();
     let next = process(ctx, memory.clone(), &prefix);
@@ -1420,4 +1420,5 @@ pub async fn a_commit_point_held_up_past_the_lease_never_goes_out(ctx: &Ctx) {
         "nothing applied"
     );
     nothing_pending(&next, &customers).await;
+}
 }

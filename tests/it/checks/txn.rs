@@ -17,6 +17,8 @@ use leasehold::{ConflictRetry, Entity, ErrorKind, Store};
 
 use super::{Clock, Ctx};
 
+crate::checks::checks! {
+
 /// A customer's account.
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "TxnAccounts")]
@@ -111,7 +113,7 @@ async fn transfer(
 /// the answer, the finishing transaction and the decision row's delete —
 /// takes no lease and writes no blob, and answers 2 round trips after its
 /// reads.
-pub async fn a_two_partition_transfer_costs_six_requests_and_answers_in_two_round_trips(ctx: &Ctx) {
+timed async fn a_two_partition_transfer_costs_six_requests_and_answers_in_two_round_trips(ctx) {
     // On real time far above the service's own replies (a busy machine's
     // included); the transaction's time-to-live, which its marks must
     // beat, well above it.
@@ -170,7 +172,7 @@ pub async fn a_two_partition_transfer_costs_six_requests_and_answers_in_two_roun
 /// `get`'s: the same transfer then costs the same 6 requests and answers
 /// 3 round trips after it began, and a row changed since it was read
 /// fails the commit, nothing applied.
-pub async fn get_many_reads_two_partitions_in_one_round_trip_and_validates_them(ctx: &Ctx) {
+timed async fn get_many_reads_two_partitions_in_one_round_trip_and_validates_them(ctx) {
     // On real time far above the service's own replies (a busy machine's
     // included); the transaction's time-to-live, which its marks must
     // beat, well above it.
@@ -280,7 +282,7 @@ pub async fn get_many_reads_two_partitions_in_one_round_trip_and_validates_them(
 /// Two transactions each read two rows (of two partitions) and write the
 /// other one: the second to commit is refused with `Conflict`, nothing of
 /// it applied; committed at once, at most one goes through. No write skew.
-pub async fn write_skew_is_refused(ctx: &Ctx) {
+timed async fn write_skew_is_refused(ctx) {
     let prefix = format!("{}s", ctx.prefix());
     let store = process(ctx, ctx.backend().clone(), &prefix, 1);
     for round in 0..2 {
@@ -329,7 +331,7 @@ pub async fn write_skew_is_refused(ctx: &Ctx) {
 /// mark for the time-to-live (plus a few round trips), and the writer,
 /// waking later, has its commit point refused (not sent), told
 /// `Conflict`, nothing applied.
-pub async fn a_stopped_writers_marks_are_withdrawn_after_the_time_to_live(ctx: &Ctx) {
+timed async fn a_stopped_writers_marks_are_withdrawn_after_the_time_to_live(ctx) {
     let prefix = format!("{}w", ctx.prefix());
     let memory = ctx.backend().clone();
     let reader = process(ctx, memory.clone(), &prefix, 1);
@@ -375,7 +377,7 @@ pub async fn a_stopped_writers_marks_are_withdrawn_after_the_time_to_live(ctx: &
 /// The commit point's reply is lost and the decision cannot be read back
 /// (storage stops answering): `InDoubt`, naming the transaction;
 /// `commit_outcome` then says applied, and readers see it whole.
-pub async fn a_lost_commit_point_reply_is_in_doubt_and_settled_by_commit_outcome(ctx: &Ctx) {
+timed async fn a_lost_commit_point_reply_is_in_doubt_and_settled_by_commit_outcome(ctx) {
     let prefix = format!("{}d", ctx.prefix());
     let memory = ctx.backend().clone();
     let healthy = process(ctx, memory.clone(), &prefix, 1);
@@ -412,7 +414,7 @@ pub async fn a_lost_commit_point_reply_is_in_doubt_and_settled_by_commit_outcome
 /// 25 `transact` calls at once, each moving money between the accounts
 /// of two partitions, all succeed (conflicts run again), and the total
 /// is conserved.
-pub async fn concurrent_transact_calls_all_succeed_and_conserve_money(ctx: &Ctx) {
+timed async fn concurrent_transact_calls_all_succeed_and_conserve_money(ctx) {
     let prefix = format!("{}c", ctx.prefix());
     let store = process(ctx, ctx.backend().clone(), &prefix, 200);
     open(&store, &["p", "q"], 1000).await;
@@ -446,7 +448,7 @@ pub async fn concurrent_transact_calls_all_succeed_and_conserve_money(ctx: &Ctx)
 /// An indexed type's unique value: a transaction giving a member an
 /// e-mail another member holds is refused with `ValueTaken`, nothing
 /// applied; one giving a free e-mail commits, and `get_by` finds it.
-pub async fn a_transaction_keeps_unique_values(ctx: &Ctx) {
+timed async fn a_transaction_keeps_unique_values(ctx) {
     let prefix = format!("{}u", ctx.prefix());
     let store = process(ctx, ctx.backend().clone(), &prefix, 1);
     let members = store.table::<Member>();
@@ -487,7 +489,7 @@ pub async fn a_transaction_keeps_unique_values(ctx: &Ctx) {
 /// Transactions and locked units on the same rows: a unit's read
 /// resolves a transaction's marks, and a transaction's read a unit's;
 /// money is conserved.
-pub async fn transactions_and_units_on_the_same_rows_conserve_money(ctx: &Ctx) {
+timed async fn transactions_and_units_on_the_same_rows_conserve_money(ctx) {
     let prefix = format!("{}m", ctx.prefix());
     let store = process(ctx, ctx.backend().clone(), &prefix, 200);
     open(&store, &["m", "n"], 500).await;
@@ -546,7 +548,7 @@ pub async fn transactions_and_units_on_the_same_rows_conserve_money(ctx: &Ctx) {
 /// transaction — its writes, and a merge of nothing at the ETag read for
 /// each row it only read — so it still fails, nothing applied, when a row
 /// it read changed since; and it sends no mark.
-pub async fn a_one_partition_transaction_is_one_batch_and_validates_its_reads(ctx: &Ctx) {
+timed async fn a_one_partition_transaction_is_one_batch_and_validates_its_reads(ctx) {
     let prefix = format!("{}o", ctx.prefix());
     let counting = CountingBackend::new(ctx.backend().clone());
     let counter = counting.counter();
@@ -613,7 +615,7 @@ pub async fn a_one_partition_transaction_is_one_batch_and_validates_its_reads(ct
 /// absent when it commits: the commit goes through when it is (the row
 /// stays absent), and fails, nothing applied, when the row was inserted
 /// meanwhile.
-pub async fn a_row_read_as_absent_must_still_be_absent(ctx: &Ctx) {
+timed async fn a_row_read_as_absent_must_still_be_absent(ctx) {
     let prefix = format!("{}z", ctx.prefix());
     let store = process(ctx, ctx.backend().clone(), &prefix, 1);
     open(&store, &["a"], 100).await;
@@ -658,4 +660,5 @@ pub async fn a_row_read_as_absent_must_still_be_absent(ctx: &Ctx) {
         }
     }
     super::lock_many::nothing_pending(&store, &["a", "b"]).await;
+}
 }

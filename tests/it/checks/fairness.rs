@@ -1,6 +1,6 @@
 //! Turns between processes: a process that takes a lease back to back
 //! cannot keep another process waiting past the stated bound (see
-//! "Turns between processes" in [`crate::lease`]), and the turns cost no
+//! "Turns between processes" in [`leasehold::lease`]), and the turns cost no
 //! request.
 //!
 //! Each "process" is a store or lease manager of its own over the context's
@@ -13,11 +13,13 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep};
 
-use crate::lease::{LeaseManager, LeaseOptions};
-use crate::testing::{CountingBackend, FaultyBackend, Op};
-use crate::{ErrorKind, Store};
+use leasehold::lease::{LeaseManager, LeaseOptions};
+use leasehold::testing::{CountingBackend, FaultyBackend, Op};
+use leasehold::{ErrorKind, Store};
 
 use super::{Clock, Ctx};
+
+crate::checks::checks! {
 
 /// The default poll interval, tenure bounds and unit length of the checks.
 const POLL: Duration = LeaseOptions::DEFAULT_POLL_INTERVAL;
@@ -104,19 +106,19 @@ async fn relocking_processes(ctx: &Ctx, p: u32) {
 
 /// Two processes relocking back to back: neither keeps the other waiting
 /// past the bound.
-pub async fn two_processes_relocking_back_to_back_wait_within_the_bound(ctx: &Ctx) {
+timed async fn two_processes_relocking_back_to_back_wait_within_the_bound(ctx) {
     relocking_processes(ctx, 2).await;
 }
 
 /// Four processes (on a real service: skipped, the benchmark measures it).
-pub async fn four_processes_relocking_back_to_back_wait_within_the_bound(ctx: &Ctx) {
+timed async fn four_processes_relocking_back_to_back_wait_within_the_bound(ctx) {
     if ctx.clock() == Clock::Paused {
         relocking_processes(ctx, 4).await;
     }
 }
 
 /// Eight processes (on a real service: skipped, the benchmark measures it).
-pub async fn eight_processes_relocking_back_to_back_wait_within_the_bound(ctx: &Ctx) {
+timed async fn eight_processes_relocking_back_to_back_wait_within_the_bound(ctx) {
     if ctx.clock() == Clock::Paused {
         relocking_processes(ctx, 8).await;
     }
@@ -127,7 +129,7 @@ pub async fn eight_processes_relocking_back_to_back_wait_within_the_bound(ctx: &
 /// as one process would (each turn is timed for the next holder's poll, so
 /// the lease is idle for a round trip at most, not half a poll interval).
 /// On a real service: skipped (the benchmark measures it).
-pub async fn turns_keep_the_lease_busy(ctx: &Ctx) {
+timed async fn turns_keep_the_lease_busy(ctx) {
     if ctx.clock() != Clock::Paused {
         return;
     }
@@ -180,7 +182,7 @@ pub async fn turns_keep_the_lease_busy(ctx: &Ctx) {
 /// campaigns, reservations and run-once share): a manager that re-acquires
 /// back to back lets another manager's waiting acquire in within the
 /// bound.
-pub async fn a_manager_reacquiring_by_name_cannot_keep_another_waiting(ctx: &Ctx) {
+timed async fn a_manager_reacquiring_by_name_cannot_keep_another_waiting(ctx) {
     let rounds = match ctx.clock() {
         Clock::Paused => 5,
         Clock::Real => 2,
@@ -241,7 +243,7 @@ pub async fn a_manager_reacquiring_by_name_cannot_keep_another_waiting(ctx: &Ctx
 /// metadata off), as before turns existed, and once per 2 s (its runs are
 /// shorter than 16 guards and it has seen nobody else) one read of the wait
 /// queue, which finds nobody.
-pub async fn turns_cost_one_queue_read_per_tenure_when_nobody_else_waits(ctx: &Ctx) {
+timed async fn turns_cost_one_queue_read_per_tenure_when_nobody_else_waits(ctx) {
     let (guards, work) = match ctx.clock() {
         Clock::Paused => (40, Duration::from_millis(150)),
         Clock::Real => (16, Duration::from_millis(300)),
@@ -297,7 +299,7 @@ pub async fn turns_cost_one_queue_read_per_tenure_when_nobody_else_waits(ctx: &C
 /// second with the default 100 ms) while another process holds it, and
 /// renews its registration in the wait queue every 5 poll intervals (a read
 /// and a write each).
-pub async fn a_waiter_polls_at_most_ten_times_a_second(ctx: &Ctx) {
+timed async fn a_waiter_polls_at_most_ten_times_a_second(ctx) {
     let wait = match ctx.clock() {
         Clock::Paused => Duration::from_secs(3),
         Clock::Real => Duration::from_secs(1),
@@ -338,7 +340,7 @@ pub async fn a_waiter_polls_at_most_ten_times_a_second(ctx: &Ctx) {
 /// registration is stale takes the lease over from it. The holder loses at
 /// most one pause of `stale_after + refresh + poll` (3.1 s with the
 /// defaults), once, and otherwise works on.
-pub async fn a_waiter_that_dies_while_registered_costs_the_holder_one_bounded_pause(ctx: &Ctx) {
+timed async fn a_waiter_that_dies_while_registered_costs_the_holder_one_bounded_pause(ctx) {
     let run = match ctx.clock() {
         Clock::Paused => Duration::from_secs(12),
         Clock::Real => Duration::from_secs(8),
@@ -404,7 +406,7 @@ pub async fn a_waiter_that_dies_while_registered_costs_the_holder_one_bounded_pa
 /// finds its registration stale. Its change is then refused; it waits on
 /// and gets the lease once the other waiter is done, well within its
 /// timeout, instead of ending the wait at once with a timeout.
-pub async fn a_waiter_whose_lease_is_taken_over_while_it_changes_the_id_waits_on(ctx: &Ctx) {
+timed async fn a_waiter_whose_lease_is_taken_over_while_it_changes_the_id_waits_on(ctx) {
     let options = LeaseOptions::new().with_duration(ctx.lease_duration());
     let backend = ctx.backend().clone();
     let slow = FaultyBackend::new(backend.clone());
@@ -470,7 +472,7 @@ pub async fn a_waiter_whose_lease_is_taken_over_while_it_changes_the_id_waits_on
 /// the pause after a term`. (The pause a leader takes after its term gives
 /// the other candidate its turn already; this pins that queued campaigns
 /// keep it so.) On a real service: skipped (timing).
-pub async fn leader_candidates_that_step_down_at_once_take_turns(ctx: &Ctx) {
+timed async fn leader_candidates_that_step_down_at_once_take_turns(ctx) {
     if ctx.clock() != Clock::Paused {
         return;
     }
@@ -485,7 +487,7 @@ pub async fn leader_candidates_that_step_down_at_once_take_turns(ctx: &Ctx) {
         let (name, stop) = (name.clone(), stop.clone());
         tasks.push(tokio::spawn(async move {
             let terms = Arc::new(std::sync::Mutex::new(Vec::<Instant>::new()));
-            let leader_options = crate::lease::LeaderOptions::new().with_stop(stop);
+            let leader_options = leasehold::lease::LeaderOptions::new().with_stop(stop);
             leases
                 .run_as_leader(&name, leader_options, |_| {
                     let terms = terms.clone();
@@ -514,4 +516,5 @@ pub async fn leader_candidates_that_step_down_at_once_take_turns(ctx: &Ctx) {
         assert!(terms.len() > 10, "{} terms", terms.len() - 1);
         assert!(longest <= bound, "longest gap {longest:?}, bound {bound:?}");
     }
+}
 }

@@ -14,6 +14,8 @@ use leasehold::{Entity, Error, PartitionKey, Store};
 
 use super::Ctx;
 
+crate::checks::checks! {
+
 /// A customer's account.
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "CommitAccounts")]
@@ -130,7 +132,7 @@ fn marks(commit: &CommitSummary, prefix: &str) -> Vec<(String, usize)> {
 /// the commit decided elsewhere, writing nothing; once `commit_outcome`
 /// and reads settle them it shows no marks, and after a prune only the
 /// withdrawal kept for a late commit point.
-pub async fn a_partitions_decided_and_undecided_commits_are_listed(ctx: &Ctx) {
+timed async fn a_partitions_decided_and_undecided_commits_are_listed(ctx) {
     let prefix = format!("{}cl", ctx.prefix());
     let healthy = process(ctx, ctx.backend().clone(), &prefix);
     for c in ["a", "p"] {
@@ -266,7 +268,7 @@ pub async fn a_partitions_decided_and_undecided_commits_are_listed(ctx: &Ctx) {
 /// is `NotFound` — a sweep may have removed its decision — and nothing is
 /// written; a young one without a decision is withdrawn
 /// (`NotApplied`), its decision row written so.
-pub async fn commit_outcome_does_not_guess_once_a_decision_may_be_swept(ctx: &Ctx) {
+timed async fn commit_outcome_does_not_guess_once_a_decision_may_be_swept(ctx) {
     use leasehold::ErrorKind;
     let prefix = format!("{}co", ctx.prefix());
     let store = process(ctx, ctx.backend().clone(), &prefix);
@@ -294,4 +296,5 @@ pub async fn commit_outcome_does_not_guess_once_a_decision_may_be_swept(ctx: &Ct
     assert_eq!(listed.len(), 1, "{listed:#?}");
     assert_eq!(listed[0].transaction, young);
     assert_eq!(listed[0].outcome, Some(CommitOutcome::NotApplied));
+}
 }

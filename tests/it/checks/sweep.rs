@@ -1,4 +1,4 @@
-//! Checks of [`Store::sweep`](crate::Store::sweep): after a churn of
+//! Checks of [`Store::sweep`](leasehold::Store::sweep): after a churn of
 //! indexed entities, refused writes and transfers under faults, one sweep
 //! leaves at most 1 % (or 100) of leasehold's hidden rows; rows younger
 //! than their bound stay; a row written again while the sweep looks at it
@@ -19,6 +19,8 @@ use leasehold::testing::{Fault, FaultyBackend, Op};
 use leasehold::{Entity, ErrorKind, Store};
 
 use super::{Clock, Ctx};
+
+crate::checks::checks! {
 
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "SweepUsers")]
@@ -65,6 +67,21 @@ fn process(ctx: &Ctx, backend: Arc<dyn Backend>) -> Store {
 /// Past the bound of tombstones and stale index rows (25 minutes).
 const PAST_BOUND: Duration = Duration::from_secs(26 * 60);
 
+/// How the index tables of a type are named: its table's name and this.
+const INDEX_TABLE_SUFFIX: &str = "Idx";
+
+/// Whether a stored row is one of leasehold's own that reads never return:
+/// a decision row or after-image row of a commit (row keys `_lhCommit.…`),
+/// a tombstone (property `_lhGone`) or a row past its expiry (`_lhExpires`).
+fn is_hidden(row_key: &leasehold::RowKey, properties: &leasehold::entity::Properties) -> bool {
+    use leasehold::entity::Value;
+    let now = leasehold::time::OffsetDateTime::now_utc();
+    let expired = matches!(properties.get("_lhExpires"), Some(Value::DateTime(at)) if *at <= now);
+    row_key.as_str().starts_with("_lhCommit.")
+        || properties.get("_lhGone").is_some()
+        || expired
+}
+
 /// (hidden, live) rows of the check's tables: hidden are the rows reads
 /// never return (tombstones, commits' rows) and the stale index rows
 /// `verify_indexes` counts; live are the entities reads return.
@@ -72,10 +89,10 @@ async fn hidden_and_live(ctx: &Ctx) -> (u64, u64) {
     let mut hidden = 0u64;
     let mut live = 0u64;
     for (table, row) in super::stored_rows(ctx.backend(), ctx.prefix()).await {
-        if table.as_str().ends_with(crate::index::TABLE_SUFFIX) {
+        if table.as_str().ends_with(INDEX_TABLE_SUFFIX) {
             continue;
         }
-        if crate::rows::is_hidden(&row.data.row_key, &row.data.properties) {
+        if is_hidden(&row.data.row_key, &row.data.properties) {
             hidden += 1;
         } else {
             live += 1;
@@ -95,7 +112,7 @@ async fn hidden_and_live(ctx: &Ctx) -> (u64, u64) {
 /// refused with `ValueTaken`, transfers between accounts with faults
 /// injected; then one sweep leaves at most max(1 % of the live rows, 100)
 /// hidden rows.
-pub async fn one_sweep_after_a_churn_leaves_at_most_one_percent_hidden(ctx: &Ctx) {
+plain async fn one_sweep_after_a_churn_leaves_at_most_one_percent_hidden(ctx) {
     let churn = match ctx.clock() {
         Clock::Paused => 10_000,
         Clock::Real => 10_000,
@@ -228,7 +245,7 @@ pub async fn one_sweep_after_a_churn_leaves_at_most_one_percent_hidden(ctx: &Ctx
 
 /// Tombstones and stale index rows younger than 25 minutes, or than
 /// `older_than`, stay; a dry run removes nothing; once past both, they go.
-pub async fn rows_younger_than_their_bound_are_kept(ctx: &Ctx) {
+plain async fn rows_younger_than_their_bound_are_kept(ctx) {
     let users = ctx.store.table::<User>();
     let stored = users.insert(user("y1", "y1@x.org")).await.expect("insert");
     users.delete(&stored).await.expect("delete");
@@ -280,7 +297,7 @@ pub async fn rows_younger_than_their_bound_are_kept(ctx: &Ctx) {
 /// refused by its ETag, and so does a claim taken over meanwhile; and
 /// sweeps running while writers insert and delete leave every write's
 /// result in place.
-pub async fn a_row_written_while_the_sweep_looks_at_it_stays(ctx: &Ctx) {
+timed async fn a_row_written_while_the_sweep_looks_at_it_stays(ctx) {
     let users = ctx.store.table::<User>();
     let stored = users.insert(user("w1", "w1@x.org")).await.expect("insert");
     users.delete(&stored).await.expect("delete");
@@ -365,7 +382,7 @@ pub async fn a_row_written_while_the_sweep_looks_at_it_stays(ctx: &Ctx) {
 /// after its claims is not sent (`Timeout`), so a claim or tombstone older
 /// than the sweep's bound is relied on by no write that can still land.
 /// On paused time only (it waits 6 minutes).
-pub async fn an_entity_write_later_than_its_claims_allow_is_not_sent(ctx: &Ctx) {
+timed async fn an_entity_write_later_than_its_claims_allow_is_not_sent(ctx) {
     if ctx.clock() == Clock::Real {
         return;
     }
@@ -397,7 +414,7 @@ pub async fn an_entity_write_later_than_its_claims_allow_is_not_sent(ctx: &Ctx) 
 /// commit that would go out more than 5 minutes after the unit's claims is
 /// not sent (`Timeout`), nothing of it applied, though the unit's lock was
 /// renewed all along. On paused time only (it waits 6 minutes).
-pub async fn a_units_commit_later_than_its_claims_allow_is_not_sent(ctx: &Ctx) {
+timed async fn a_units_commit_later_than_its_claims_allow_is_not_sent(ctx) {
     if ctx.clock() == Clock::Real {
         return;
     }
@@ -432,4 +449,5 @@ pub async fn a_units_commit_later_than_its_claims_allow_is_not_sent(ctx: &Ctx) {
         holder.expect("lookup").map(|u| u.id.clone()),
         Some("u1".to_owned())
     );
+}
 }

@@ -6,14 +6,14 @@
 use super::lock_many::process;
 use std::sync::Arc;
 
-use crate::backend::WriteOptions;
 use futures_util::TryStreamExt as _;
+use leasehold::backend::WriteOptions;
 use leasehold::backend::{Precondition, TableOp};
 use leasehold::entity::Entity as _;
 use leasehold::key::TableName;
 use leasehold::{Entity, EntityData, ErrorKind, PartitionKey, RowKey, Store};
 
-use super::Ctx;
+crate::checks::checks! {
 
 /// A customer whose e-mail is unique, whose phone (when given) is unique,
 /// and who is looked up by city and age.
@@ -80,7 +80,7 @@ fn email_of(v: &Option<leasehold::Versioned<Customer>>) -> Option<String> {
 /// A duplicate unique value is refused with `ValueTaken` naming the
 /// type, field and value, through every write of `Table` and through a
 /// unit, and nothing of the refused write is stored.
-pub async fn duplicates_are_refused_with_nothing_stored(ctx: &Ctx) {
+plain async fn duplicates_are_refused_with_nothing_stored(ctx) {
     let store = &ctx.store;
     let t = store.table::<Customer>();
     t.insert(customer("eu", "1", "ann@x.org"))
@@ -148,7 +148,7 @@ pub async fn duplicates_are_refused_with_nothing_stored(ctx: &Ctx) {
 /// holds the value (an insert onto existing keys too), and with
 /// `AlreadyExists` (an insert onto existing keys with a free value) or
 /// `Conflict` (a stale replace) for the row itself; nothing is stored.
-pub async fn a_taken_value_and_an_existing_row_are_told_apart(ctx: &Ctx) {
+plain async fn a_taken_value_and_an_existing_row_are_told_apart(ctx) {
     let store = &ctx.store;
     let t = store.table::<Customer>();
     let ann = t
@@ -246,7 +246,7 @@ pub async fn a_taken_value_and_an_existing_row_are_told_apart(ctx: &Ctx) {
 /// Changing a value frees the old one and deleting the entity frees its
 /// values; lookups follow every change; a unit can re-key an entity
 /// keeping its value; writes that leave indexed values alone stay plain.
-pub async fn value_changes_and_deletes_free_values(ctx: &Ctx) {
+plain async fn value_changes_and_deletes_free_values(ctx) {
     let store = &ctx.store;
     let t = store.table::<Customer>();
     let c = Customer::columns();
@@ -351,7 +351,7 @@ pub async fn value_changes_and_deletes_free_values(ctx: &Ctx) {
 /// Lookups by non-unique value and by range, in value order; lookups
 /// through a column that is not indexed (or not unique, for `get_by`) are
 /// refused before any request.
-pub async fn lookups_by_value_and_range(ctx: &Ctx) {
+plain async fn lookups_by_value_and_range(ctx) {
     let store = &ctx.store;
     let t = store.table::<Customer>();
     let c = Customer::columns();
@@ -418,7 +418,7 @@ pub async fn lookups_by_value_and_range(ctx: &Ctx) {
 /// Refused calls change nothing: a stale replace, a unit not holding an
 /// index partition (refused when staged, the staged writes unchanged), a
 /// batch of an indexed type.
-pub async fn error_paths_leave_state_unchanged(ctx: &Ctx) {
+plain async fn error_paths_leave_state_unchanged(ctx) {
     let store = &ctx.store;
     let t = store.table::<Customer>();
     let ann = t
@@ -494,7 +494,7 @@ pub async fn error_paths_leave_state_unchanged(ctx: &Ctx) {
 /// An indexed type written through a fenced table: the entity's write is
 /// fenced (refused once a later epoch of the lease wrote the partition),
 /// its claims are not; the index follows every fenced write.
-pub async fn fenced_writes_of_an_indexed_type_are_fenced(ctx: &Ctx) {
+plain async fn fenced_writes_of_an_indexed_type_are_fenced(ctx) {
     let store = &ctx.store;
     let t = store.table::<Customer>();
     let c = Customer::columns();
@@ -537,7 +537,7 @@ pub async fn fenced_writes_of_an_indexed_type_are_fenced(ctx: &Ctx) {
 
 /// Sixteen concurrent registrations over four e-mails: exactly four
 /// customers, one per e-mail, and the index matches.
-pub async fn sixteen_concurrent_registrations_over_four_values_give_four(ctx: &Ctx) {
+timed async fn sixteen_concurrent_registrations_over_four_values_give_four(ctx) {
     let _turn = ctx.contention_turn().await;
     let store = &ctx.store;
     let mut tasks = Vec::new();
@@ -572,7 +572,7 @@ pub async fn sixteen_concurrent_registrations_over_four_values_give_four(ctx: &C
 /// its index row, an index row deleted, an orphan row, a row pointing at
 /// the wrong entity); verify finds each, rebuild fixes them, and verify
 /// then finds nothing. The operator's form (by table name) agrees.
-pub async fn verify_and_rebuild_fix_orphans_and_missing_rows(ctx: &Ctx) {
+plain async fn verify_and_rebuild_fix_orphans_and_missing_rows(ctx) {
     let store = &ctx.store;
     let t = store.table::<Customer>();
     let c = Customer::columns();
@@ -704,7 +704,7 @@ pub async fn verify_and_rebuild_fix_orphans_and_missing_rows(ctx: &Ctx) {
 /// No row of an index table has an empty partition or row key (Azure
 /// Cosmos DB for Table refuses them): a unique value's claim has a
 /// reserved row key, which `get_by` and `verify_indexes` find.
-pub async fn index_rows_have_no_empty_keys(ctx: &Ctx) {
+plain async fn index_rows_have_no_empty_keys(ctx) {
     let store = &ctx.store;
     let t = store.table::<Customer>();
     let mut ann = t
@@ -769,7 +769,7 @@ fn member(region: &str, id: &str, email: &str) -> Member {
 /// write, a delete 1 (it leaves a tombstone, and its claim to the next
 /// writer of the value), `get_by` 2. Taking over the claim a delete left
 /// costs 4 more than a fresh claim.
-pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
+plain async fn indexed_writes_cost_their_budget(ctx) {
     use leasehold::testing::{CountingBackend, Op, RequestCounter};
     let counting = CountingBackend::new(ctx.backend().clone());
     let counter = counting.counter();
@@ -871,7 +871,7 @@ pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
 /// A process dies at every request of an indexed write moving a value:
 /// afterwards, once the entity's partition is locked again, the entity holds the old or the new value, lookups agree, and
 /// the index has no orphan and no missing row.
-pub async fn a_crash_at_every_step_of_an_indexed_write_leaves_a_consistent_index(ctx: &Ctx) {
+timed async fn a_crash_at_every_step_of_an_indexed_write_leaves_a_consistent_index(ctx) {
     use leasehold::testing::FaultyBackend;
     let member = |email: &str| member("eu", "ann", email);
     let mut runs = Vec::new();
@@ -1002,7 +1002,7 @@ async fn invariant(store: &Store, what: &str) -> Option<String> {
 /// it, every stale claim is finished by that write or lookup, and
 /// `verify_indexes` finds nothing missing or orphaned. A write reported
 /// done is applied.
-pub async fn a_crash_or_lost_reply_at_every_request_keeps_the_index_invariant(ctx: &Ctx) {
+timed async fn a_crash_or_lost_reply_at_every_request_keeps_the_index_invariant(ctx) {
     use leasehold::testing::{Fault, FaultyBackend};
     // More than any of the writes sends: a unit's include its lock's.
     let requests = |via: Via| match via {
@@ -1135,7 +1135,7 @@ pub async fn a_crash_or_lost_reply_at_every_request_keeps_the_index_invariant(ct
 /// entity; writers B and C race for the same value meanwhile. Exactly one
 /// of them gets it (the stalled owner is neutralized), and A's entity
 /// write, sent when it wakes, is refused: never two holders.
-pub async fn writers_racing_for_a_stalled_owners_value_leave_one_holder(ctx: &Ctx) {
+timed async fn writers_racing_for_a_stalled_owners_value_leave_one_holder(ctx) {
     use leasehold::testing::{Fault, FaultyBackend, Op};
     let prefix = format!("{}st", ctx.prefix());
     let healthy = Store::builder_shared(ctx.backend().clone())
@@ -1200,7 +1200,7 @@ pub async fn writers_racing_for_a_stalled_owners_value_leave_one_holder(ctx: &Ct
 /// e-mail, as the entity the unit frees. A plain write at ann2 with that
 /// e-mail finds the claim naming itself; it is refused because ann holds
 /// the value, not handed the claim, and ann keeps it.
-pub async fn a_failed_units_claim_naming_the_writer_still_guards_its_freed_holder(ctx: &Ctx) {
+plain async fn a_failed_units_claim_naming_the_writer_still_guards_its_freed_holder(ctx) {
     let prefix = format!("{}fu", ctx.prefix());
     let store = process(ctx, ctx.backend().clone(), &prefix);
     let t = store.table::<Member>();
@@ -1248,7 +1248,7 @@ pub async fn a_failed_units_claim_naming_the_writer_still_guards_its_freed_holde
 /// commit's primary partition claims that value: it takes the mark off at
 /// once (it holds the primary) rather than waiting for a lock it holds
 /// itself, takes the claim over and commits.
-pub async fn a_unit_holding_a_dead_commits_primary_claims_its_marked_value(ctx: &Ctx) {
+timed async fn a_unit_holding_a_dead_commits_primary_claims_its_marked_value(ctx) {
     use leasehold::testing::{Fault, FaultyBackend, Op};
     let prefix = format!("{}dm", ctx.prefix());
     let healthy = process(ctx, ctx.backend().clone(), &prefix);
@@ -1295,4 +1295,5 @@ pub async fn a_unit_holding_a_dead_commits_primary_claims_its_marked_value(ctx: 
     assert!(t.get(marked_region, "y").await.expect("read").is_none());
     let report = t.verify_indexes().await.expect("verify");
     assert!(report.is_consistent(), "{report:?}");
+}
 }

@@ -14,6 +14,8 @@ use leasehold::{Entity, ErrorKind, Store};
 
 use super::{Clock, Ctx, sweep};
 
+crate::checks::checks! {
+
 /// A customer's account.
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(table = "LockAccounts")]
@@ -126,7 +128,7 @@ async fn totals(store: &Store, customer: &str) -> (i64, usize) {
 
 /// 8 tasks × 50 transfers across 2 tables on one partition conserve
 /// the total exactly, and the ledger counts the committed transfers.
-pub async fn concurrent_transfers_conserve_money(ctx: &Ctx) {
+plain(oauth) async fn concurrent_transfers_conserve_money(ctx) {
     let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let per_task = 50;
     let store = process(backend, prefix);
@@ -176,7 +178,7 @@ pub async fn concurrent_transfers_conserve_money(ctx: &Ctx) {
 
 /// Reads see the unit's own staged writes; other partitions are refused;
 /// dropping a unit sends nothing.
-pub async fn units_see_their_writes_and_stay_in_their_partition(ctx: &Ctx) {
+plain(oauth) async fn units_see_their_writes_and_stay_in_their_partition(ctx) {
     let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let store = process(backend, prefix);
     open_accounts(&store, "alice", 2).await;
@@ -227,7 +229,7 @@ pub async fn units_see_their_writes_and_stay_in_their_partition(ctx: &Ctx) {
 }
 
 /// A three-table commit applies everything.
-pub async fn multi_table_commit_applies_all(ctx: &Ctx) {
+plain(oauth) async fn multi_table_commit_applies_all(ctx) {
     let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let store = process(backend, prefix);
     open_accounts(&store, "carol", 2).await;
@@ -284,7 +286,7 @@ pub async fn multi_table_commit_applies_all(ctx: &Ctx) {
 }
 
 /// A stale read fails the whole commit and applies nothing.
-pub async fn stale_reads_fail_the_whole_commit(ctx: &Ctx) {
+plain(oauth) async fn stale_reads_fail_the_whole_commit(ctx) {
     let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let store = process(backend, prefix);
     open_accounts(&store, "dave", 2).await;
@@ -354,7 +356,7 @@ fn content(v: Option<&Note>) -> Content {
 
 /// The headline of issue 14 item 1: a refused second insert keeps the
 /// first one staged, and the commit stores it.
-pub async fn a_refused_insert_keeps_the_staged_insert(ctx: &Ctx) {
+plain(oauth) async fn a_refused_insert_keeps_the_staged_insert(ctx) {
     let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let store = process(backend, prefix);
     let row = Note {
@@ -456,7 +458,7 @@ impl Call {
 /// then leaves the staged write as it was; otherwise the commit stores what
 /// the two calls applied in order would. One cell per pair, named in every
 /// failure.
-pub async fn writing_a_row_twice_follows_the_folding_table(ctx: &Ctx) {
+plain(oauth) async fn writing_a_row_twice_follows_the_folding_table(ctx) {
     let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let store = process(backend, prefix);
     let notes = store.table::<Note>();
@@ -538,7 +540,7 @@ pub async fn writing_a_row_twice_follows_the_folding_table(ctx: &Ctx) {
 
 /// An upsert (or upsert-merge) then a delete of a row the unit read as
 /// absent writes nothing, and the commit succeeds.
-pub async fn an_upsert_then_delete_of_an_absent_row_writes_nothing(ctx: &Ctx) {
+plain(oauth) async fn an_upsert_then_delete_of_an_absent_row_writes_nothing(ctx) {
     let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let store = process(backend, prefix);
     for (i, merge) in [false, true].into_iter().enumerate() {
@@ -574,7 +576,7 @@ pub async fn an_upsert_then_delete_of_an_absent_row_writes_nothing(ctx: &Ctx) {
 /// A staged view passed to a unit that stages no write of that row has no
 /// ETag to write under: replace, merge and delete refuse it and leave the
 /// unit's staged writes as they were.
-pub async fn a_staged_view_from_another_unit_is_refused_without_change(ctx: &Ctx) {
+plain(oauth) async fn a_staged_view_from_another_unit_is_refused_without_change(ctx) {
     let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     let store = process(backend, prefix);
     let note = |id: &str, a: i64| Note {
@@ -620,7 +622,7 @@ pub async fn a_staged_view_from_another_unit_is_refused_without_change(ctx: &Ctx
 
 /// Breaking a lock nobody holds is a typed "not held" outcome, not an
 /// error; breaking a held one reports it broken.
-pub async fn breaking_a_free_lock_reports_not_held(ctx: &Ctx) {
+plain(oauth) async fn breaking_a_free_lock_reports_not_held(ctx) {
     let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     use leasehold::lease::BreakOutcome;
     use std::time::Duration;
@@ -659,7 +661,7 @@ pub async fn breaking_a_free_lock_reports_not_held(ctx: &Ctx) {
 /// holding process's identity while it holds the lock, also when its unit
 /// was leaked without a release (a hung or killed process); the next
 /// holder replaces it, and stays named as the last holder after release.
-pub async fn a_lock_names_its_holder_even_when_its_unit_is_leaked(ctx: &Ctx) {
+plain(oauth) async fn a_lock_names_its_holder_even_when_its_unit_is_leaked(ctx) {
     let (backend, prefix) = (ctx.backend().clone(), ctx.prefix());
     use std::time::Duration;
 
@@ -743,7 +745,7 @@ fn counts(counter: &RequestCounter) -> Vec<(Op, u64)> {
 /// A one-table unit on a lock this process took last costs acquire, its
 /// reads, one transaction and release: the acquire's reply shows the lock
 /// blob unchanged, so it is not read.
-pub async fn one_table_unit_costs_acquire_reads_batch_release(ctx: &Ctx) {
+plain(oauth) async fn one_table_unit_costs_acquire_reads_batch_release(ctx) {
     let (store, counter) = counted(ctx).await;
     let mut unit = store.lock("alice").await.unwrap();
     let mut a = unit.get::<Account>("acct0").await.unwrap().unwrap();
@@ -773,7 +775,7 @@ pub async fn one_table_unit_costs_acquire_reads_batch_release(ctx: &Ctx) {
 /// accounts' transaction with the decision row), the marked rows'
 /// transaction, the decision row's delete and release (no lock-blob read,
 /// no lock-blob write).
-pub async fn two_table_unit_costs_acquire_reads_marks_commit_point_finish_release(ctx: &Ctx) {
+plain(oauth) async fn two_table_unit_costs_acquire_reads_marks_commit_point_finish_release(ctx) {
     let (store, counter) = counted(ctx).await;
     assert!(
         transfer(&store, "alice", "acct0", "acct1", 5, "t1")
@@ -814,7 +816,7 @@ struct BigAudit {
 /// near the service's 1 MiB) carries it in after-image rows of its own
 /// partition: the commit decides in a row all the same, writes no lock
 /// blob, is applied whole, and leaves neither marks nor hidden rows.
-pub async fn rows_too_large_for_their_after_image_carry_it_in_hidden_rows(ctx: &Ctx) {
+plain async fn rows_too_large_for_their_after_image_carry_it_in_hidden_rows(ctx) {
     let (store, counter) = counted(ctx).await;
     // 32 760 characters: over 64 KiB once quoted. 15 notes of 32 000: near
     // 1 MiB for the row.
@@ -886,7 +888,7 @@ async fn hidden_rows_gone(store: &Store, pk: &str) {
 /// wrote with as many properties as the service allows) makes a commit
 /// over two tables fail with `Invalid` naming it, before any transaction
 /// is sent; nothing changes.
-pub async fn a_row_that_cannot_take_a_mark_is_invalid_before_anything_is_sent(ctx: &Ctx) {
+plain async fn a_row_that_cannot_take_a_mark_is_invalid_before_anything_is_sent(ctx) {
     use leasehold::entity::{EntityData, Value};
     use leasehold::{DynamicEntity, PartitionKey, RowKey};
     let (store, counter) = counted(ctx).await;
@@ -931,7 +933,7 @@ pub async fn a_row_that_cannot_take_a_mark_is_invalid_before_anything_is_sent(ct
 }
 
 /// Handed over unit skips acquire read and release.
-pub async fn handed_over_unit_skips_acquire_read_and_release(ctx: &Ctx) {
+plain(oauth) async fn handed_over_unit_skips_acquire_read_and_release(ctx) {
     let (store, counter) = counted(ctx).await;
     // The first unit holds the lock while the second queues behind it.
     let first = store.lock("alice").await.unwrap();
@@ -976,7 +978,7 @@ pub async fn handed_over_unit_skips_acquire_read_and_release(ctx: &Ctx) {
 }
 
 /// One hundred queued units share one acquire and one release.
-pub async fn one_hundred_queued_units_share_one_acquire_and_one_release(ctx: &Ctx) {
+plain(oauth) async fn one_hundred_queued_units_share_one_acquire_and_one_release(ctx) {
     let (store, counter) = counted(ctx).await;
     let mut tasks = Vec::new();
     let gate = store.lock("alice").await.unwrap();
@@ -1077,7 +1079,7 @@ async fn crash_at(
 
 /// Crash while marking the rows leaves the partition before: the marks
 /// made are withdrawn by whoever meets them.
-pub async fn crash_while_marking_the_rows_leaves_the_partition_before(ctx: &Ctx) {
+timed(oauth) async fn crash_while_marking_the_rows_leaves_the_partition_before(ctx) {
     for nth in [1, 2] {
         let prefix = format!("{}m{nth}", ctx.prefix());
         let (outcome, state) = crash_at(ctx, &prefix, |f| {
@@ -1095,7 +1097,7 @@ pub async fn crash_while_marking_the_rows_leaves_the_partition_before(ctx: &Ctx)
 /// commit — it takes the primary's lock once the holder gives it up — and
 /// then writes on top of it. The commit answers `Ok` and is whole, and the
 /// optimistic write is kept.
-pub async fn an_optimistic_write_meeting_a_live_commit_waits_for_it(ctx: &Ctx) {
+timed async fn an_optimistic_write_meeting_a_live_commit_waits_for_it(ctx) {
     let memory = ctx.backend().clone();
     let healthy = process_leasing(ctx, memory.clone(), ctx.prefix());
     open_accounts(&healthy, "live", 2).await;
@@ -1139,7 +1141,7 @@ pub async fn an_optimistic_write_meeting_a_live_commit_waits_for_it(ctx: &Ctx) {
 }
 
 /// Lost replies at each step end fully before or after.
-pub async fn lost_replies_at_each_step_end_fully_before_or_after(ctx: &Ctx) {
+timed async fn lost_replies_at_each_step_end_fully_before_or_after(ctx) {
     // (step, request, which one, whether the transfer must still go through)
     let steps: Vec<(&str, Op, u64, bool)> = vec![
         // A lost reply while marking the ledger row fails the commit before
@@ -1186,7 +1188,7 @@ pub async fn lost_replies_at_each_step_end_fully_before_or_after(ctx: &Ctx) {
 }
 
 /// Commit without enough lease left sends nothing.
-pub async fn commit_without_enough_lease_left_sends_nothing(ctx: &Ctx) {
+timed(oauth) async fn commit_without_enough_lease_left_sends_nothing(ctx) {
     let counting = CountingBackend::new(ctx.backend().clone());
     let counter = counting.counter();
     let inner = counting.inner().clone();
@@ -1227,7 +1229,7 @@ pub async fn commit_without_enough_lease_left_sends_nothing(ctx: &Ctx) {
 }
 
 /// A paused holder cannot overwrite the next holder.
-pub async fn a_paused_holder_cannot_overwrite_the_next_holder(ctx: &Ctx) {
+timed async fn a_paused_holder_cannot_overwrite_the_next_holder(ctx) {
     let memory = ctx.backend().clone();
     let faulty = FaultyBackend::new(memory.clone());
     let pause = faulty.injector();
@@ -1283,7 +1285,7 @@ pub async fn a_paused_holder_cannot_overwrite_the_next_holder(ctx: &Ctx) {
 /// the decision row alone, 10 more transactions finish the rows, and the
 /// decision row goes: after the reads, 4 sequential round trips with the
 /// releases, whatever the size, and no lock-blob write.
-pub async fn a_unit_of_a_thousand_writes_to_one_table_decides_in_a_row(ctx: &Ctx) {
+plain(oauth) async fn a_unit_of_a_thousand_writes_to_one_table_decides_in_a_row(ctx) {
     let (store, counter) = counted(ctx).await;
     let mut unit = store.lock("many").await.unwrap();
     for i in 0..1000 {
@@ -1326,7 +1328,7 @@ pub async fn a_unit_of_a_thousand_writes_to_one_table_decides_in_a_row(ctx: &Ctx
 /// small cost: the short waits for a live writer, then tries of the
 /// primary's lock at growing intervals, at most 20 requests in all, before
 /// it withdraws the commit and returns the row as it was.
-pub async fn a_read_meeting_a_dead_writers_marks_waits_cheaply(ctx: &Ctx) {
+timed async fn a_read_meeting_a_dead_writers_marks_waits_cheaply(ctx) {
     let counting = CountingBackend::new(ctx.backend().clone());
     let counter = counting.counter();
     let reader = process_leasing(ctx, Arc::new(counting), ctx.prefix());
@@ -1354,7 +1356,7 @@ pub async fn a_read_meeting_a_dead_writers_marks_waits_cheaply(ctx: &Ctx) {
 }
 
 /// A dead holder stays named until and after its lease expires.
-pub async fn a_dead_holder_stays_named_until_and_after_its_lease_expires(ctx: &Ctx) {
+timed async fn a_dead_holder_stays_named_until_and_after_its_lease_expires(ctx) {
     let memory = ctx.backend().clone();
     let faulty = FaultyBackend::new(memory.clone());
     let injector = faulty.injector();
@@ -1381,7 +1383,7 @@ pub async fn a_dead_holder_stays_named_until_and_after_its_lease_expires(ctx: &C
 }
 
 /// Recording the holder costs a write only when the lock changes hands.
-pub async fn recording_the_holder_costs_a_write_only_when_the_lock_changes_hands(ctx: &Ctx) {
+plain(oauth) async fn recording_the_holder_costs_a_write_only_when_the_lock_changes_hands(ctx) {
     let counting = CountingBackend::new(ctx.backend().clone());
     let counter = counting.counter();
     let shared: Arc<dyn Backend> = Arc::new(counting);
@@ -1439,7 +1441,7 @@ fn counted_pair(ctx: &Ctx) -> (Store, Store, RequestCounter) {
 /// writes no lock blob).
 /// Once another process has taken the lock (its holder record changes the
 /// blob), the blob is read again, and the holder recorded again.
-pub async fn a_lock_taken_back_unchanged_sends_no_lock_blob_read(ctx: &Ctx) {
+plain async fn a_lock_taken_back_unchanged_sends_no_lock_blob_read(ctx) {
     let (a, b, counter) = counted_pair(ctx);
     open_accounts(&a, "back", 2).await;
     // The tables and the lock blob exist; then b takes the lock.
@@ -1542,7 +1544,7 @@ fn pruned(report: &SweepReport) -> Vec<String> {
 /// (kept until it ages); a dry run deletes nothing; `Duration::ZERO` makes
 /// every free, clean lock old; pruned partitions lock again (their blobs
 /// created anew) and kept ones roll forward.
-pub async fn pruning_deletes_only_free_clean_old_lock_blobs(ctx: &Ctx) {
+plain async fn pruning_deletes_only_free_clean_old_lock_blobs(ctx) {
     let memory = ctx.backend().clone();
     let store = process_leasing(ctx, memory.clone(), ctx.prefix());
     let other = process_leasing(ctx, memory.clone(), ctx.prefix());
@@ -1720,7 +1722,7 @@ async fn count_one(store: &Store, key: &str, id: &str, ledger: bool) -> leasehol
 /// blobs were deleted during the race, and every partition locks
 /// afterwards. Acquires and deletes are slowed a little (see inside), so
 /// that units meet a pruner at every step.
-pub async fn pruning_races_units_locking_the_same_partitions(ctx: &Ctx) {
+plain async fn pruning_races_units_locking_the_same_partitions(ctx) {
     // Slow acquires widen the window between a unit creating a lock blob
     // and acquiring it; slow deletes keep a pruner holding a lock while
     // units of its own process queue behind it locally and units of the
@@ -1791,4 +1793,5 @@ pub async fn pruning_races_units_locking_the_same_partitions(ctx: &Ctx) {
     assert_eq!(total, (tasks * units) as i64, "one increment per unit");
     let report = sweep(&pruner, Duration::ZERO, false).await.unwrap();
     assert_eq!(report.lock_blobs_kept_pending, 0, "{report:?}");
+}
 }

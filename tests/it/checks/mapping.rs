@@ -7,6 +7,8 @@ use leasehold::{Entity, PropertyCodec};
 
 use super::Ctx;
 
+crate::checks::checks! {
+
 /// A status column, stored by name.
 #[derive(PropertyCodec, Debug, Clone, Copy, PartialEq)]
 #[entity(rename_all = "snake_case")]
@@ -138,7 +140,7 @@ async fn assert_both_kept(ctx: &Ctx, id: &str, name: &str) {
 /// Two versions of one struct over one table keep each other's properties
 /// through a replace, a batch replace, a unit replace, `update_with` and
 /// chained replaces of what a write returned.
-pub async fn two_versions_keep_each_others_properties(ctx: &Ctx) {
+plain async fn two_versions_keep_each_others_properties(ctx) {
     let old = ctx.store.table::<CustomerV1>();
 
     seed(ctx, "replace").await;
@@ -197,7 +199,7 @@ pub async fn two_versions_keep_each_others_properties(ctx: &Ctx) {
 /// The opt-out: a type derived with `drop_unknown_properties` keeps none,
 /// so its replace removes them; one value can drop them too; an upsert of a
 /// fresh value replaces everything.
-pub async fn unknown_properties_can_be_dropped(ctx: &Ctx) {
+plain async fn unknown_properties_can_be_dropped(ctx) {
     seed(ctx, "strict").await;
     let strict = ctx.store.table::<CustomerV1Strict>();
     let mut v = strict.get("strict", "profile").await.unwrap().unwrap();
@@ -243,7 +245,7 @@ pub async fn unknown_properties_can_be_dropped(ctx: &Ctx) {
 
 /// Enum columns, composite keys, constant keys and prefix filters round
 /// trip through the backend.
-pub async fn enums_keys_and_prefix_filters_round_trip(ctx: &Ctx) {
+plain async fn enums_keys_and_prefix_filters_round_trip(ctx) {
     let t = ctx.store.table::<OrderLine>();
     let rows = [
         (2025, "9", 1, Status::Delivered, None),
@@ -380,7 +382,7 @@ struct OddStatus {
 /// A dynamic entity reads rows of typed entities and rows in the forms
 /// other programs store (64-bit integers as plain numbers, GUIDs and dates
 /// as text), and has the table operations and queries typed tables have.
-pub async fn dynamic_entities_read_and_write_any_row(ctx: &Ctx) {
+plain async fn dynamic_entities_read_and_write_any_row(ctx) {
     use leasehold::query::Column;
     use leasehold::{DynamicEntity, PartitionKey, RowKey};
     use time::OffsetDateTime;
@@ -510,7 +512,7 @@ struct Document {
 /// Chunked fields round trip across numbered properties; a replace with a
 /// shorter value leaves no stale chunk; a value over the entity limit is
 /// refused naming the field, before anything is sent.
-pub async fn chunked_fields_round_trip_and_shrink(ctx: &Ctx) {
+plain async fn chunked_fields_round_trip_and_shrink(ctx) {
     // ASCII text: Azurite garbles non-ASCII text in single-entity requests
     // over 64 KiB (see the README's Azurite differences).
     let body: String = (0..200_000u32)
@@ -575,4 +577,5 @@ pub async fn chunked_fields_round_trip_and_shrink(ctx: &Ctx) {
     let text = e.to_string();
     assert!(text.contains("body") && text.contains("1048576"), "{text}");
     assert!(t.get("f", "huge").await.unwrap().is_none());
+}
 }
