@@ -82,7 +82,11 @@ impl<E: Entity> Table<E> {
             env.ensure_table(&indexes.index_table).await?;
             let row = env
                 .backend()
-                .get(&indexes.index_table, &ipk, &RowKey::new(super::CLAIM_ROW)?)
+                .get(
+                    &indexes.index_table,
+                    &ipk,
+                    &RowKey::new(crate::rows::claim::ROW)?,
+                )
                 .await?;
             let Some(row) = env.resolve_row(&indexes.index_table, row).await? else {
                 return Ok(None);

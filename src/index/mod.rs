@@ -309,10 +309,6 @@ pub(crate) const TABLE_SUFFIX: &str = "Idx";
 pub(crate) const ENTITY_PK: &str = "EntityPartitionKey";
 /// The property of an index row holding the entity's row key.
 pub(crate) const ENTITY_RK: &str = "EntityRowKey";
-/// The row key of a unique value's index row, its claim: one per value's
-/// partition, so the service itself refuses a second. Not empty: Azure
-/// Cosmos DB for Table refuses empty keys.
-pub(crate) const CLAIM_ROW: &str = "_lhClaim";
 /// The partition of an index table describing its indexes.
 pub(crate) const DEFS_PARTITION: &str = "~indexes";
 /// The property of a definition row saying whether the index is unique.
@@ -470,7 +466,7 @@ impl Indexes {
     /// The row key of index `def`'s row for the entity `(pk, rk)`.
     pub(crate) fn row(def: &Def, pk: &PartitionKey, rk: &RowKey) -> Result<RowKey> {
         if def.unique {
-            RowKey::new(CLAIM_ROW)
+            RowKey::new(crate::rows::claim::ROW)
         } else {
             RowKey::new(CompositeKey::join([pk.as_str(), rk.as_str()]))
         }

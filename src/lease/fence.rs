@@ -6,7 +6,7 @@
 //!
 //! Each partition a fence writes holds one *fence row* per lease, in the
 //! same table (a transaction spans one table and one partition): row key
-//! [`FENCE_ROW_PREFIX`] followed by the lease name (`%`, `/`, `\`, `#`, `?`
+//! `~lhfence~` followed by the lease name (`%`, `/`, `\`, `#`, `?`
 //! and control characters percent-encoded), properties `_lhFenceEpoch`
 //! (`Edm.Int64`) and `_lhFenceLease`. Every write goes as one transaction:
 //! the fence row first, then the operations.
@@ -42,29 +42,14 @@ use tracing::Instrument as _;
 
 use crate::backend::delegate::{Writes, delegate_backend};
 use crate::backend::{
-    Backend, Layer, Precondition, StoredEntity, TableBackend, TableOp, Version, WriteOptions,
-    validate_batch,
+    Backend, Layer, Precondition, TableBackend, TableOp, Version, WriteOptions, validate_batch,
 };
-use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 use crate::retry::ConflictRetry;
 
-/// The row-key prefix reserved for fence rows. Typed queries and scans of a
-/// [`Table`](crate::Table) leave such rows out, and a fenced table refuses
-/// to write one as data.
-pub(crate) const FENCE_ROW_PREFIX: &str = "~lhfence~";
-
-/// The fence row's epoch property.
-const EPOCH_PROPERTY: &str = "_lhFenceEpoch";
-
-/// The fence row's lease-name property (for people reading the table).
-const LEASE_PROPERTY: &str = "_lhFenceLease";
-
-/// Whether `row_key` is a fence row's.
-pub(crate) fn is_fence_row(row_key: &str) -> bool {
-    row_key.starts_with(FENCE_ROW_PREFIX)
-}
+use crate::rows::fence::is_fence_row;
+use crate::rows::fence::{self as layout, ROW_PREFIX};
 
 /// One epoch of one lease, as a writer of table rows: a [`Table`] opened
 /// with [`Table::fenced`] sends each write together with the partition's
@@ -189,23 +174,7 @@ impl Fence {
                 "is beyond i64::MAX and cannot be stored as Edm.Int64",
             ));
         }
-        let mut key = String::from(FENCE_ROW_PREFIX);
-        for c in lease.chars() {
-            if matches!(c, '%' | '/' | '\\' | '#' | '?') || c.is_control() {
-                let mut buf = [0u8; 4];
-                for b in c.encode_utf8(&mut buf).bytes() {
-                    key.push_str(&format!("%{b:02X}"));
-                }
-            } else {
-                key.push(c);
-            }
-        }
-        let row_key = RowKey::new(key).map_err(|e| {
-            Error::invalid(
-                format!("lease name {lease:?} as a fence row key"),
-                e.to_string(),
-            )
-        })?;
+        let row_key = layout::row_key(lease)?;
         Ok(Fence {
             inner: Arc::new(FenceInner {
                 lease: lease.to_owned(),
@@ -294,7 +263,7 @@ impl Fence {
                     "row key {:?} of a fenced write to table `{table}`",
                     op.row_key().as_str()
                 ),
-                format!("row keys starting with `{FENCE_ROW_PREFIX}` are reserved for fence rows"),
+                format!("row keys starting with `{ROW_PREFIX}` are reserved for fence rows"),
             ));
         }
         Ok(())
@@ -315,7 +284,7 @@ impl Fence {
             tracing::debug!("no fence row yet");
             return Ok(None);
         };
-        let epoch = stored_epoch(&stored)?;
+        let epoch = layout::epoch_of(&stored)?;
         if epoch > self.inner.epoch {
             let mut state = self.state();
             state.superseded = Some(state.superseded.map_or(epoch, |e| e.max(epoch)));
@@ -329,16 +298,9 @@ impl Fence {
 
     /// The fence row operation: insert when absent, else replace on `etag`.
     fn fence_op(&self, pk: &PartitionKey, etag: Option<ETag>) -> TableOp {
-        let mut properties = Properties::with_capacity(2);
         // `new` checked that the epoch fits.
         let epoch = i64::try_from(self.inner.epoch).unwrap_or(i64::MAX);
-        properties.insert(EPOCH_PROPERTY, Value::Int64(epoch));
-        properties.insert(LEASE_PROPERTY, Value::String(self.inner.lease.clone()));
-        let data = EntityData {
-            partition_key: pk.clone(),
-            row_key: self.inner.row_key.clone(),
-            properties,
-        };
+        let data = layout::data(pk, &self.inner.row_key, &self.inner.lease, epoch);
         match etag {
             None => TableOp::Insert(data),
             Some(etag) => TableOp::Replace(data, Precondition::IfMatch(etag)),
@@ -462,21 +424,6 @@ fn all_etag(all: &[TableOp]) -> Option<ETag> {
     }
 }
 
-/// The epoch a fence row carries.
-fn stored_epoch(stored: &StoredEntity) -> Result<u64> {
-    let epoch = match stored.data.properties.get(EPOCH_PROPERTY) {
-        Some(Value::Int64(epoch)) => u64::try_from(*epoch).ok(),
-        _ => None,
-    };
-    epoch.ok_or_else(|| Error::Inconsistent {
-        what: format!(
-            "fence row {:?} of partition {:?} has no valid `{EPOCH_PROPERTY}`",
-            stored.data.row_key.as_str(),
-            stored.data.partition_key.as_str()
-        ),
-    })
-}
-
 /// The fence as a [`Layer`]: the backend it makes sends every write of a
 /// fenced [`Table`](crate::Table) through the [`Fence`]; every other
 /// request goes to the backend below.
@@ -554,14 +501,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fence_row_keys_encode_the_characters_keys_forbid() {
+    fn a_fence_keeps_its_lease_and_epoch() {
         let fence = Fence::new("jobs/a%b#c?d\\e\u{1}f", 3).unwrap();
-        assert_eq!(
-            fence.inner.row_key.as_str(),
-            "~lhfence~jobs%2Fa%25b%23c%3Fd%5Ce%01f"
-        );
         assert!(is_fence_row(fence.inner.row_key.as_str()));
-        assert!(!is_fence_row("lhfence"));
         assert_eq!((fence.lease(), fence.epoch()), ("jobs/a%b#c?d\\e\u{1}f", 3));
     }
 
@@ -582,10 +524,13 @@ mod tests {
         let TableOp::Insert(data) = fence.fence_op(&pk, None) else {
             panic!("an insert");
         };
-        assert_eq!(data.properties.get(EPOCH_PROPERTY), Some(&Value::Int64(7)));
         assert_eq!(
-            data.properties.get(LEASE_PROPERTY),
-            Some(&Value::String("l".into()))
+            data.properties.get(layout::EPOCH),
+            Some(&crate::entity::Value::Int64(7))
+        );
+        assert_eq!(
+            data.properties.get(layout::LEASE),
+            Some(&crate::entity::Value::String("l".into()))
         );
         let etag = ETag::new("W/\"1\"");
         assert!(matches!(

@@ -12,8 +12,8 @@ use crate::backend::QuerySpec;
 use crate::entity::{Entity, Value, Versioned};
 use crate::error::Result;
 use crate::key::{IntoPartitionKey, PartitionKey, RowKey};
-use crate::lease::is_fence_row;
 use crate::query::{CmpOp, Filter, Row, TypedFilter, key_range_filter, owned_bounds, prefix_range};
+use crate::rows::fence::is_fence_row;
 use crate::rows::tombstone::is_tombstone;
 
 /// A typed query over the partitions of a [`Unit`] (all of them, or one

@@ -13,11 +13,11 @@ use crate::entity::Value;
 use crate::entity::{Entity, Versioned, property_name_problem};
 use crate::error::{Error, Result};
 use crate::key::IntoPartitionKey;
-use crate::lease::is_fence_row;
 use crate::query::{
     CmpOp, ContinuationToken, Filter, TypedFilter, digest, key_range_filter, owned_bounds,
     prefix_range,
 };
+use crate::rows::fence::is_fence_row;
 
 /// A query over a [`Table`]: partition, row-key range, filter, projection,
 /// page size and resume token, then [`Query::stream`], [`Query::page`],

@@ -26,7 +26,9 @@ impl<E: Entity> Table<E> {
         make_op: impl FnOnce(EntityData) -> TableOp,
     ) -> Result<Versioned<E>> {
         let data = base.encode(entity)?;
-        crate::entity::refuse_reserved_properties(&data.properties, std::any::type_name::<E>())?;
+        crate::entity::refuse_reserved_properties(&data.properties, true, |name| {
+            format!("property `{name}` of {}", std::any::type_name::<E>())
+        })?;
         // Decoded before sending, so an entity whose stored form does not
         // decode is refused with nothing sent. `Err` holds the keys to read
         // the entity back at, when only a read can tell what is stored.
