@@ -10,8 +10,8 @@ use crate::backend::{QuerySpec, StoredEntity};
 use crate::entity::{Entity, PropertyCodec, Value, Versioned};
 use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey};
-use crate::lock::LockEnv;
 use crate::query::{CmpOp, Column, ColumnValue, Filter};
+use crate::table::TableEnv;
 use crate::table::{Table, versioned};
 use std::sync::Arc;
 
@@ -21,7 +21,7 @@ impl<E: Entity> Table<E> {
         &self,
         column: &Column<E, T>,
         unique: bool,
-    ) -> Result<(Arc<LockEnv>, Indexes, usize)>
+    ) -> Result<(Arc<TableEnv>, Indexes, usize)>
     where
         T: PropertyCodec,
     {
@@ -29,8 +29,8 @@ impl<E: Entity> Table<E> {
         let type_name = std::any::type_name::<E>();
         let not_indexed =
             |why: &str| Error::invalid(format!("column `{name}` of {type_name}"), why.to_owned());
-        let env = super::env_of(self).ok_or_else(|| not_indexed("the table belongs to no env"))?;
-        let Some(indexes) = Indexes::of::<E>(env.tables())? else {
+        let env = Arc::clone(&self.env);
+        let Some(indexes) = Indexes::of::<E>(&env)? else {
             return Err(not_indexed(
                 "the type has no indexes; mark the field `#[entity(unique)]` or `#[entity(index)]`",
             ));
@@ -217,7 +217,7 @@ fn key_of<T: PropertyCodec>(name: &str, value: &T) -> Result<String> {
 /// (a row left by a writer outside leasehold may point at an entity that
 /// does not).
 async fn holder(
-    env: &Arc<LockEnv>,
+    env: &Arc<TableEnv>,
     indexes: &Indexes,
     i: usize,
     key: &str,
@@ -231,7 +231,7 @@ async fn holder(
 
 /// Entity `(pk, rk)` if it holds key form `key` of index `i` now.
 async fn holds_now(
-    env: &Arc<LockEnv>,
+    env: &Arc<TableEnv>,
     indexes: &Indexes,
     i: usize,
     key: &str,
@@ -254,7 +254,7 @@ fn row_key_form(row: &StoredEntity) -> Option<String> {
     (parts.len() == 2).then(|| parts.swap_remove(1))
 }
 
-type Start = Result<(Arc<LockEnv>, Indexes, usize, Filter)>;
+type Start = Result<(Arc<TableEnv>, Indexes, usize, Filter)>;
 
 /// The entities of the index rows `filter` selects, page after page.
 fn lookup_stream<E: Entity>(

@@ -288,12 +288,11 @@ use std::sync::{Arc, Mutex, Weak};
 pub(crate) use unit::UnitClaims;
 pub use verify::{DuplicateValue, IndexReport};
 pub(crate) use verify::{defs_of, rebuild_table, stale_rows, still_stale, verify_table};
-pub(crate) use write::layer;
+pub(crate) use write::writes;
 
 use crate::entity::{EntityData, Properties, Value, short_type_name};
 use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey, TableName};
-use crate::lock::LockEnv;
 use crate::table::TableEnv;
 
 pub(crate) use crate::rows::SEND_WINDOW;
@@ -332,17 +331,6 @@ pub(crate) struct Indexes {
     /// The index table.
     pub(crate) index_table: TableName,
     pub(crate) defs: Vec<Def>,
-}
-
-/// The lock environment of the store `table` belongs to (see
-/// [`crate::table::Resolve`]); `None` for a table made outside a store.
-pub(crate) fn env_of<E>(table: &crate::table::Table<E>) -> Option<Arc<LockEnv>> {
-    let resolve = table.resolve.clone()?;
-    resolve
-        .as_any()
-        .downcast::<crate::lock::MarkResolve>()
-        .ok()
-        .map(|r| r.0.clone())
 }
 
 /// The key form of a stored value in an index (see the module docs), or
@@ -521,8 +509,8 @@ static DEFS_WRITTEN: Mutex<Vec<(Weak<TableEnv>, TableName)>> = Mutex::new(Vec::n
 
 /// Writes the definition rows of `indexes` (see the module docs) unless
 /// this process already did for this store; creates the index table.
-pub(crate) async fn ensure_defs(env: &Arc<LockEnv>, indexes: &Indexes) -> Result<()> {
-    let weak = Arc::downgrade(env.tables());
+pub(crate) async fn ensure_defs(env: &Arc<TableEnv>, indexes: &Indexes) -> Result<()> {
+    let weak = Arc::downgrade(env);
     let known = {
         let mut written = DEFS_WRITTEN.lock().unwrap_or_else(|p| p.into_inner());
         written.retain(|(w, _)| w.strong_count() > 0);
@@ -563,8 +551,8 @@ pub(crate) async fn ensure_defs(env: &Arc<LockEnv>, indexes: &Indexes) -> Result
 /// Forgets that this process wrote the definition rows of `index_table`
 /// for the store of `env` (the store deleted the table): the next indexed
 /// write creates the table and writes them again.
-pub(crate) fn forget_defs(env: &Arc<LockEnv>, index_table: &TableName) {
-    let weak = Arc::downgrade(env.tables());
+pub(crate) fn forget_defs(env: &Arc<TableEnv>, index_table: &TableName) {
+    let weak = Arc::downgrade(env);
     DEFS_WRITTEN
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -573,7 +561,7 @@ pub(crate) fn forget_defs(env: &Arc<LockEnv>, index_table: &TableName) {
 
 /// Reads the definition rows of the index table of entity table `table`
 /// (unprefixed name); `None` when there are none.
-pub(crate) async fn read_defs(env: &Arc<LockEnv>, table: &str) -> Result<Option<Indexes>> {
+pub(crate) async fn read_defs(env: &Arc<TableEnv>, table: &str) -> Result<Option<Indexes>> {
     let entity_table = env.table_name(table)?;
     let index_table = env.table_name(&format!("{table}{TABLE_SUFFIX}"))?;
     let spec = crate::backend::QuerySpec {

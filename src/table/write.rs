@@ -6,7 +6,7 @@ use tracing::Instrument as _;
 use super::handle::Table;
 use super::stored::{Base, stored_after};
 use crate::backend::WriteOptions;
-use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
+use crate::backend::{Layer as _, Precondition, TableBackend, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
@@ -65,20 +65,19 @@ impl<E: Entity> Table<E> {
         let op_name = op.name();
         // The backend is told where the write log is, to settle a lost
         // reply by it.
-        let mut options = if log.is_some() {
+        let options = if log.is_some() {
             WriteOptions::new().with_write_log()
         } else {
             WriteOptions::new()
         };
-        // The index layer reads the values the row holds from the version
-        // read, rather than asking the service (copied only for it).
-        if self.indexing.is_some()
-            && let Some(read) = current.and_then(Versioned::stored_properties)
-        {
-            options = options.with_row_as_read(read);
-        }
+        // The index write path takes the values the row holds from the
+        // version read, rather than asking the service (copied only for it).
+        let as_read = match self.indexing {
+            Some(_) => current.and_then(Versioned::stored_properties),
+            None => None,
+        };
         let version = self
-            .execute(name, op, &options)
+            .execute(name, op, &options, as_read)
             .instrument(span.clone())
             .await?;
         let version = version.ok_or_else(|| Error::Backend {
@@ -208,9 +207,6 @@ impl<E: Entity> Table<E> {
         pk: &PartitionKey,
         rk: &RowKey,
     ) -> Result<Option<Option<ETag>>> {
-        let Some(resolve) = &self.resolve else {
-            return Ok(None);
-        };
         let name = self.ready().await?;
         let stored = self.env.backend().get(name, pk, rk).await?;
         let Some(stored) = stored else {
@@ -222,7 +218,8 @@ impl<E: Entity> Table<E> {
                     .then_some(Some(stored.etag)),
             );
         }
-        Ok(resolve
+        Ok(self
+            .env
             .resolve_row(name, Some(stored))
             .await?
             .is_none()
@@ -520,7 +517,7 @@ impl<E: Entity> Table<E> {
     pub(crate) async fn send(&self, op: TableOp) -> Result<()> {
         let name = self.ready().await?;
         let span = write_span(name, &op);
-        self.execute(name, op, &WriteOptions::new())
+        self.execute(name, op, &WriteOptions::new(), None)
             .instrument(span)
             .await
             .map(|_| ())
@@ -577,24 +574,32 @@ impl<E: Entity> Table<E> {
     pub fn fenced(&self, fence: &Fence) -> Table<E> {
         // A fenced table fenced again has the later fence only.
         let mut table = self.clone();
-        table.fence = Some(std::sync::Arc::new(FenceLayer::new(
-            fence.clone(),
-            self.env.conflict_retry().clone(),
-        )));
-        table.restack();
+        let layer = FenceLayer::new(fence.clone(), self.env.conflict_retry().clone());
+        table.writer = layer.layer(std::sync::Arc::clone(self.env.backend()));
+        table.fenced = true;
         table
     }
 
-    /// Sends one write through the table's writer: the store's stack,
-    /// then the fence's layer of a [fenced](Table::fenced) table, then the
-    /// index layer of a type with indexes.
+    /// Sends one write: through the index write path of a type with
+    /// indexes (`as_read`: the row's properties at the version `op` is
+    /// conditioned on, as read), which sends the entity's write through
+    /// the table's writer (the store's stack, then the fence's layer of a
+    /// [fenced](Table::fenced) table).
     async fn execute(
         &self,
         name: &TableName,
         op: TableOp,
         options: &WriteOptions,
+        as_read: Option<std::sync::Arc<crate::entity::Properties>>,
     ) -> Result<Option<Version>> {
-        self.writer.execute(name, op, options).await
+        match &self.indexing {
+            Some(indexing) => {
+                indexing
+                    .execute(self.writer.as_ref(), name, op, options, as_read)
+                    .await
+            }
+            None => self.writer.execute(name, op, options).await,
+        }
     }
 
     /// Sends an entity-group transaction, fenced as [`Table::execute`]
