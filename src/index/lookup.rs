@@ -1,10 +1,13 @@
-//! Lookups through an index: by unique value, by value, by range of values.
+//! The index methods of [`Table`]: lookups through an index (by unique
+//! value, by value, by range of values), and verifying and rebuilding a
+//! table's index rows (the work is `verify.rs`'s).
 
 use std::ops::{Bound, RangeBounds};
 
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
+use super::verify::{IndexReport, check, rebuild};
 use super::{Indexes, target_of, value_key};
 use crate::backend::{QuerySpec, StoredEntity};
 use crate::entity::{Entity, PropertyCodec, Value, Versioned};
@@ -197,6 +200,40 @@ impl<E: Entity> Table<E> {
             Ok((env, indexes, i, low.and(high)))
         });
         lookup_stream::<E>(start)
+    }
+
+    /// As [`Store::verify_indexes`](crate::Store::verify_indexes) for this table, with `E`'s indexes.
+    ///
+    /// # Errors
+    /// As [`Store::verify_indexes`](crate::Store::verify_indexes); [`Error::Invalid`] when `E` has no
+    /// indexes.
+    pub async fn verify_indexes(&self) -> Result<IndexReport> {
+        let (env, indexes) = self.indexes_of()?;
+        super::ensure_defs(&env, &indexes).await?;
+        Ok(check(&env, &indexes, &mut |_| {}).await?.0)
+    }
+
+    /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes) for this table, with `E`'s indexes.
+    ///
+    /// # Errors
+    /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes); [`Error::Invalid`] when `E` has no
+    /// indexes.
+    pub async fn rebuild_indexes(&self) -> Result<IndexReport> {
+        let (env, indexes) = self.indexes_of()?;
+        super::ensure_defs(&env, &indexes).await?;
+        rebuild(&env, &indexes, &mut |_| {}).await
+    }
+
+    fn indexes_of(&self) -> Result<(Arc<TableEnv>, Indexes)> {
+        let no = || {
+            Error::invalid(
+                std::any::type_name::<E>(),
+                "has no indexes; mark fields `#[entity(unique)]` or `#[entity(index)]`",
+            )
+        };
+        let env = Arc::clone(&self.env);
+        let indexes = Indexes::of::<E>(&env)?.ok_or_else(no)?;
+        Ok((env, indexes))
     }
 }
 

@@ -7,10 +7,9 @@ use std::collections::BTreeMap;
 use super::claim::{self, Claimant, Neutralized};
 use super::{DEFS_PARTITION, Indexes, read_defs, target_of};
 use crate::backend::{QuerySpec, StoredEntity, TableOp};
-use crate::entity::{Entity, Value};
+use crate::entity::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
-use crate::table::Table;
 use crate::table::TableEnv;
 use std::sync::Arc;
 
@@ -179,7 +178,7 @@ fn show_entity(e: &(PartitionKey, RowKey)) -> String {
     format!("({:?}, {:?})", e.0.as_str(), e.1.as_str())
 }
 
-async fn check<P: FnMut(u64) + ?Sized>(
+pub(super) async fn check<P: FnMut(u64) + ?Sized>(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
     progress: &mut P,
@@ -471,7 +470,7 @@ pub(crate) async fn rebuild_table(
     rebuild(env, &indexes, progress).await
 }
 
-async fn rebuild(
+pub(super) async fn rebuild(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
     progress: &mut dyn FnMut(u64),
@@ -483,40 +482,4 @@ async fn rebuild(
         }
     }
     Ok(report)
-}
-
-impl<E: Entity> Table<E> {
-    /// As [`Store::verify_indexes`](crate::Store::verify_indexes) for this table, with `E`'s indexes.
-    ///
-    /// # Errors
-    /// As [`Store::verify_indexes`](crate::Store::verify_indexes); [`Error::Invalid`] when `E` has no
-    /// indexes.
-    pub async fn verify_indexes(&self) -> Result<IndexReport> {
-        let (env, indexes) = self.indexes_of()?;
-        super::ensure_defs(&env, &indexes).await?;
-        Ok(check(&env, &indexes, &mut |_| {}).await?.0)
-    }
-
-    /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes) for this table, with `E`'s indexes.
-    ///
-    /// # Errors
-    /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes); [`Error::Invalid`] when `E` has no
-    /// indexes.
-    pub async fn rebuild_indexes(&self) -> Result<IndexReport> {
-        let (env, indexes) = self.indexes_of()?;
-        super::ensure_defs(&env, &indexes).await?;
-        rebuild(&env, &indexes, &mut |_| {}).await
-    }
-
-    fn indexes_of(&self) -> Result<(Arc<TableEnv>, Indexes)> {
-        let no = || {
-            Error::invalid(
-                std::any::type_name::<E>(),
-                "has no indexes; mark fields `#[entity(unique)]` or `#[entity(index)]`",
-            )
-        };
-        let env = Arc::clone(&self.env);
-        let indexes = Indexes::of::<E>(&env)?.ok_or_else(no)?;
-        Ok((env, indexes))
-    }
 }
