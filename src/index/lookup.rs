@@ -7,7 +7,7 @@ use std::ops::{Bound, RangeBounds};
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
-use super::verify::{IndexReport, check, rebuild};
+use super::verify::{IndexReport, rebuild, verify};
 use super::{Indexes, target_of, value_key};
 use crate::backend::{QuerySpec, StoredEntity};
 use crate::entity::{Entity, PropertyCodec, Value, Versioned};
@@ -210,7 +210,7 @@ impl<E: Entity> Table<E> {
     pub async fn verify_indexes(&self) -> Result<IndexReport> {
         let (env, indexes) = self.indexes_of()?;
         super::ensure_defs(&env, &indexes).await?;
-        Ok(check(&env, &indexes, &mut |_| {}).await?.0)
+        verify(&env, &indexes).await
     }
 
     /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes) for this table, with `E`'s indexes.

@@ -100,15 +100,14 @@
 //! names its holder. No clock or lease takes part, until rows are swept
 //! (below).
 //!
-//! **A write of entity X** goes through the *index layer*, which
-//! [`Store::table`](crate::Store::table) stacks over the writes of a type
-//! with indexes (a [`backend::Layer`](crate::backend::Layer), above the
-//! fence's of a [fenced](crate::Table::fenced) table, so the entity's
-//! write is fenced and its claims are not). The layer computes the indexed
-//! values the row holds now (known from the value read through leasehold,
-//! which the table hands on as
-//! [`WriteOptions::row_as_read`](crate::backend::WriteOptions::row_as_read),
-//! or read) and after the write. For each unique value it sets it *claims* it: it inserts the
+//! **A write of entity X** goes through the *index write path*, which
+//! every [`Table`](crate::Table) of a type with indexes sends its writes
+//! through (the entity's write then goes through the table's writer, the
+//! fence's layer of a [fenced](crate::Table::fenced) table included, so
+//! the entity's write is fenced and its claims are not). It computes the
+//! indexed values the row holds now (known from the value read through
+//! leasehold, which the table hands on with the write, or read) and after
+//! the write. For each unique value it sets it *claims* it: it inserts the
 //! claim naming X; where a claim exists, it reads it and, when the claim
 //! names X already, writes it again (3); when it names another entity Y,
 //! it reads Y: Y holds the value → [`Error::ValueTaken`]; otherwise it

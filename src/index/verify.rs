@@ -178,7 +178,7 @@ fn show_entity(e: &(PartitionKey, RowKey)) -> String {
     format!("({:?}, {:?})", e.0.as_str(), e.1.as_str())
 }
 
-pub(super) async fn check<P: FnMut(u64) + ?Sized>(
+async fn check<P: FnMut(u64) + ?Sized>(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
     progress: &mut P,
@@ -470,6 +470,12 @@ pub(crate) async fn rebuild_table(
     rebuild(env, &indexes, progress).await
 }
 
+/// The report of a check of `indexes` (see [`check`]), without progress.
+pub(super) async fn verify(env: &Arc<TableEnv>, indexes: &Indexes) -> Result<IndexReport> {
+    Ok(check(env, indexes, &mut |_| {}).await?.0)
+}
+
+/// Checks `indexes` and repairs every missing or orphan row found.
 pub(super) async fn rebuild(
     env: &Arc<TableEnv>,
     indexes: &Indexes,

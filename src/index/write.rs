@@ -97,7 +97,7 @@ impl State {
     }
 }
 
-/// A write as the index layer sees it: what it stores and on what
+/// A write as the index write path sees it: what it stores and on what
 /// condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {

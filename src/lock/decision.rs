@@ -3,7 +3,10 @@
 //! insert of the commit's *decision row* (row key `_lhCommit.<id>`, state
 //! `committed`) in the primary partition. The protocol is stated in
 //! "The commit protocol" of the [module docs](super), the row's layout in
-//! `crate::rows::decision`; this file keeps the race that decides it.
+//! `crate::rows::decision`, with the reads and inserts of the race that
+//! decides it (which every read meeting a mark takes part in, see
+//! `crate::table`'s marks); this file answers an operator's question
+//! about a commit's outcome.
 //!
 //! Whoever meets a marked row reads the decision row: `committed`, it
 //! writes the row the commit leaves; `withdrawn`, it takes the mark off;

@@ -2,7 +2,10 @@
 //! that decides in a row (row key `_lhCommit.<id>` in the primary
 //! partition and table, state `committed` or `withdrawn`, and the groups a
 //! committed one marked). The protocol that writes them is
-//! `crate::lock`'s ("The commit protocol"); this file keeps their layout.
+//! `crate::lock`'s ("The commit protocol"); this file keeps their layout,
+//! and the race that decides one: whoever meets a mark of an undecided
+//! commit inserts its decision row as withdrawn, as the commit point
+//! inserts it as committed, so exactly one of them is stored.
 
 use crate::backend::{StoredEntity, TableBackend, TableOp, WriteOptions};
 use crate::entity::{EntityData, Properties, Value};

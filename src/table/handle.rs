@@ -54,7 +54,7 @@ impl<E> Clone for Table<E> {
 impl<E> Table<E> {
     /// The same table read as `V`: a type stored in the same table (the
     /// caller checks that, see [`SameTable`]). Its writes do not go through
-    /// the index layer: a view only reads.
+    /// the index write path: a view only reads.
     pub(crate) fn view<V>(&self) -> Table<V> {
         Table {
             env: Arc::clone(&self.env),

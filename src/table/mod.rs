@@ -11,8 +11,12 @@
 //! One file per job: `handle` (the table, its name and reads), `write`
 //! (single-entity writes), `update` (optimistic read-modify-write), `query`,
 //! `batch`, `purge` (deleting and counting what a query matches), `stored` (what a read returns and a write leaves stored),
-//! `resolve` (how a store's tables see marked rows and tombstones), `export`
-//! (a table's rows as JSON lines) and `env` (what the tables of a store share).
+//! `marks` (how every read resolves the marks commits leave on rows and
+//! hides leasehold's own rows), `lock_name` (the lease name of a
+//! partition's lock, which a read takes to settle a commit whose writer is
+//! gone), `fence` (the writes of a [fenced](Table::fenced) table), `export`
+//! (a table's rows as JSON lines) and `env` (what the tables of a store
+//! share, the index write path of indexed types included).
 //!
 //! # Export and import: the line format
 //!
@@ -56,6 +60,7 @@
 mod batch;
 mod env;
 mod export;
+mod fence;
 mod handle;
 mod lock_name;
 mod marks;

@@ -3,6 +3,7 @@
 
 use tracing::Instrument as _;
 
+use super::fence::FenceLayer;
 use super::handle::Table;
 use super::stored::{Base, stored_after};
 use crate::backend::WriteOptions;
@@ -10,7 +11,7 @@ use crate::backend::{Layer as _, Precondition, TableBackend, TableOp, Version, w
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
-use crate::lease::{Fence, FenceLayer};
+use crate::lease::Fence;
 use crate::rows::mark::MARK;
 
 impl<E: Entity> Table<E> {
