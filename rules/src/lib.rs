@@ -27,6 +27,11 @@ pub const RESERVED_PREFIX: &str = "_lh";
 /// not be named so.
 pub const EXPIRY_PROPERTY: &str = "_lhExpires";
 
+/// The reserved property in which a table opened with a write log keeps
+/// the ids of an entity's recent writes (read by the backends that settle
+/// a lost reply by it).
+pub const WRITE_LOG_PROPERTY: &str = "_lhWriteLog";
+
 /// The time-to-live written as `time_to_live = "..."`, in seconds: a
 /// whole number followed by one unit, `s`, `m`, `h` or `d` (`"90s"`,
 /// `"15m"`, `"12h"`, `"30d"`), at least one second and at most 36,500

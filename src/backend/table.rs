@@ -1,12 +1,11 @@
 //! The data the table side of a backend speaks.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use time::OffsetDateTime;
 
 use crate::backend::wire;
-use crate::entity::{EntityData, Properties};
+use crate::entity::EntityData;
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey};
 use crate::query::{Continuation, Filter};
@@ -56,33 +55,12 @@ pub enum Precondition {
 #[non_exhaustive]
 pub struct WriteOptions {
     write_log: bool,
-    row_as_read: Option<Arc<Properties>>,
 }
 
 impl WriteOptions {
     /// No options: the write as it is.
     pub const fn new() -> Self {
-        WriteOptions {
-            write_log: false,
-            row_as_read: None,
-        }
-    }
-
-    /// The properties the row held at the version the write is
-    /// conditioned on ([`Precondition::IfMatch`]), as the writer read them.
-    /// A [layer](super::Layer) that needs the row's values before the write
-    /// (the index layer: which indexed values change) takes them from here
-    /// rather than reading the row. Backends ignore them.
-    #[must_use]
-    pub fn with_row_as_read(mut self, properties: Arc<Properties>) -> Self {
-        self.row_as_read = Some(properties);
-        self
-    }
-
-    /// The row's properties as the writer read them (see
-    /// [`WriteOptions::with_row_as_read`]).
-    pub fn row_as_read(&self) -> Option<&Arc<Properties>> {
-        self.row_as_read.as_ref()
+        WriteOptions { write_log: false }
     }
 
     /// The written entity keeps a write log

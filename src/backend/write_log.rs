@@ -23,7 +23,7 @@
 use crate::entity::{Properties, Value};
 
 /// The reserved property holding an entity's write log.
-pub(crate) const PROPERTY: &str = "_lhWriteLog";
+pub(crate) const PROPERTY: &str = leasehold_rules::WRITE_LOG_PROPERTY;
 
 /// How many write ids a log keeps.
 pub(crate) const CAPACITY: usize = 32;

@@ -223,7 +223,9 @@ impl Entity for DynamicEntity {
     /// [`Error::Invalid`] naming a property whose name starts with `_lh`,
     /// which leasehold reserves for its own properties.
     fn encode_properties(&self) -> Result<Properties> {
-        super::refuse_reserved_properties(&self.properties, "a DynamicEntity")?;
+        super::refuse_reserved_properties(&self.properties, true, |name| {
+            format!("property `{name}` of a DynamicEntity")
+        })?;
         Ok(self.properties.clone())
     }
 

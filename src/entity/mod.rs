@@ -32,17 +32,25 @@ pub use entity_type::Entity;
 pub(crate) use leasehold_rules::RESERVED_NAMES;
 pub(crate) use leasehold_rules::property_name_problem;
 
-/// Refuses, before any request, a user entity's property whose name
+/// Whether leasehold reserves the property name `name` for its own
+/// (`_lh…`: the reserved names of `crate::rows`).
+pub(crate) fn is_reserved(name: &str) -> bool {
+    leasehold_rules::reserved_property_problem(name).is_some()
+}
+
+/// Refuses, before any request, a property of a user's write whose name
 /// leasehold reserves for its own (`_lh…`): [`Error::Invalid`](crate::Error::Invalid)
-/// naming the property and the entity's type.
+/// naming the property as `what(name)` says. With `expiry`, the row's
+/// expiry (the one reserved property an entity writes, the derive's
+/// `expires_at` / `time_to_live`) passes as an `Edm.DateTime`. Every
+/// place that takes properties from a user checks them here.
 pub(crate) fn refuse_reserved_properties(
     properties: &Properties,
-    type_name: &str,
+    expiry: bool,
+    what: impl Fn(&str) -> String,
 ) -> crate::error::Result<()> {
     for (name, value) in properties.iter() {
-        // The row's expiry is the one reserved property an entity writes
-        // (the derive's `expires_at` / `time_to_live`), as a date-time.
-        let why = if name == leasehold_rules::EXPIRY_PROPERTY {
+        let why = if expiry && name == leasehold_rules::EXPIRY_PROPERTY {
             (!matches!(value, Value::DateTime(_))).then(|| {
                 "is the row's expiry, an Edm.DateTime (the instant the row expires)".to_owned()
             })
@@ -50,10 +58,7 @@ pub(crate) fn refuse_reserved_properties(
             leasehold_rules::reserved_property_problem(name)
         };
         if let Some(why) = why {
-            return Err(crate::error::Error::invalid(
-                format!("property `{name}` of {type_name}"),
-                why,
-            ));
+            return Err(crate::error::Error::invalid(what(name), why));
         }
     }
     Ok(())

@@ -9,9 +9,9 @@ use crate::backend::{Precondition, StoredEntity, TableOp, WriteOptions};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey};
-use crate::lock::LockEnv;
-use crate::lock::marks::Resolver;
 use crate::rows::tombstone::{self, is_tombstone};
+use crate::table::Resolver;
+use crate::table::TableEnv;
 use std::sync::Arc;
 
 /// The property of a claim naming the write that made it.
@@ -78,7 +78,7 @@ fn index_row(
 }
 
 /// Sends one write of the index machinery (never through a fence).
-async fn send(env: &Arc<LockEnv>, table: &crate::key::TableName, op: TableOp) -> Result<()> {
+async fn send(env: &Arc<TableEnv>, table: &crate::key::TableName, op: TableOp) -> Result<()> {
     env.backend()
         .execute(table, op, &WriteOptions::new())
         .await
@@ -135,7 +135,7 @@ impl<'a> Claimant<'a> {
 /// [`Error::Timeout`] when the claim kept changing under the write for
 /// [`ATTEMPTS`] tries; backend errors.
 pub(crate) async fn claim(
-    env: &Arc<LockEnv>,
+    env: &Arc<TableEnv>,
     indexes: &Indexes,
     def: &Def,
     key: &Key,
@@ -150,7 +150,7 @@ pub(crate) async fn claim(
     let plain = index_row(indexes, def, key, owner, txn, None)?;
     let table = &indexes.index_table;
     let started = tokio::time::Instant::now();
-    let mut pauses = env.tables().conflict_retry().backoff();
+    let mut pauses = env.conflict_retry().backoff();
     for attempt in 0..ATTEMPTS {
         // Writers losing races to each other step back as `update_with`
         // does.
@@ -257,7 +257,7 @@ pub(crate) enum Neutralized {
 /// `held`: the partitions whose locks the caller holds (see
 /// [`Claimant::held`]).
 pub(crate) async fn neutralize(
-    env: &Arc<LockEnv>,
+    env: &Arc<TableEnv>,
     indexes: &Indexes,
     def: &Def,
     key: &str,
@@ -292,7 +292,7 @@ pub(crate) async fn neutralize(
 /// (unconditionally: it names only the owner, and lookups check the owner
 /// still holds the value).
 pub(crate) async fn add_row(
-    env: &Arc<LockEnv>,
+    env: &Arc<TableEnv>,
     indexes: &Indexes,
     def: &Def,
     key: &Key,
@@ -316,7 +316,7 @@ pub(crate) struct Freed {
 /// Reads the index rows of the values `owner` frees (`(def, key)` pairs)
 /// that name it, to remove them once the write that frees them succeeded.
 pub(crate) async fn read_freed(
-    env: &Arc<LockEnv>,
+    env: &Arc<TableEnv>,
     indexes: &Indexes,
     frees: &[(usize, Key)],
     owner: &Keys,
@@ -342,7 +342,7 @@ pub(crate) async fn read_freed(
 /// once the owner's write succeeded: a row claimed again since (a new
 /// ETag) stays. Best effort: a row left behind is a stale claim, which
 /// lookups see through and the next writer of the value takes over.
-pub(crate) async fn remove_freed(env: &Arc<LockEnv>, indexes: &Indexes, freed: Vec<Freed>) {
+pub(crate) async fn remove_freed(env: &Arc<TableEnv>, indexes: &Indexes, freed: Vec<Freed>) {
     let deletes = freed.into_iter().map(|f| async move {
         let op = TableOp::Delete {
             partition_key: f.row.data.partition_key.clone(),

@@ -1,17 +1,20 @@
-//! Lookups through an index: by unique value, by value, by range of values.
+//! The index methods of [`Table`]: lookups through an index (by unique
+//! value, by value, by range of values), and verifying and rebuilding a
+//! table's index rows (the work is `verify.rs`'s).
 
 use std::ops::{Bound, RangeBounds};
 
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
+use super::verify::{IndexReport, rebuild, verify};
 use super::{Indexes, target_of, value_key};
 use crate::backend::{QuerySpec, StoredEntity};
 use crate::entity::{Entity, PropertyCodec, Value, Versioned};
 use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey};
-use crate::lock::LockEnv;
 use crate::query::{CmpOp, Column, ColumnValue, Filter};
+use crate::table::TableEnv;
 use crate::table::{Table, versioned};
 use std::sync::Arc;
 
@@ -21,7 +24,7 @@ impl<E: Entity> Table<E> {
         &self,
         column: &Column<E, T>,
         unique: bool,
-    ) -> Result<(Arc<LockEnv>, Indexes, usize)>
+    ) -> Result<(Arc<TableEnv>, Indexes, usize)>
     where
         T: PropertyCodec,
     {
@@ -29,8 +32,8 @@ impl<E: Entity> Table<E> {
         let type_name = std::any::type_name::<E>();
         let not_indexed =
             |why: &str| Error::invalid(format!("column `{name}` of {type_name}"), why.to_owned());
-        let env = super::env_of(self).ok_or_else(|| not_indexed("the table belongs to no env"))?;
-        let Some(indexes) = Indexes::of::<E>(env.tables())? else {
+        let env = Arc::clone(&self.env);
+        let Some(indexes) = Indexes::of::<E>(&env)? else {
             return Err(not_indexed(
                 "the type has no indexes; mark the field `#[entity(unique)]` or `#[entity(index)]`",
             ));
@@ -82,7 +85,11 @@ impl<E: Entity> Table<E> {
             env.ensure_table(&indexes.index_table).await?;
             let row = env
                 .backend()
-                .get(&indexes.index_table, &ipk, &RowKey::new(super::CLAIM_ROW)?)
+                .get(
+                    &indexes.index_table,
+                    &ipk,
+                    &RowKey::new(crate::rows::claim::ROW)?,
+                )
                 .await?;
             let Some(row) = env.resolve_row(&indexes.index_table, row).await? else {
                 return Ok(None);
@@ -194,6 +201,40 @@ impl<E: Entity> Table<E> {
         });
         lookup_stream::<E>(start)
     }
+
+    /// As [`Store::verify_indexes`](crate::Store::verify_indexes) for this table, with `E`'s indexes.
+    ///
+    /// # Errors
+    /// As [`Store::verify_indexes`](crate::Store::verify_indexes); [`Error::Invalid`] when `E` has no
+    /// indexes.
+    pub async fn verify_indexes(&self) -> Result<IndexReport> {
+        let (env, indexes) = self.indexes_of()?;
+        super::ensure_defs(&env, &indexes).await?;
+        verify(&env, &indexes).await
+    }
+
+    /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes) for this table, with `E`'s indexes.
+    ///
+    /// # Errors
+    /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes); [`Error::Invalid`] when `E` has no
+    /// indexes.
+    pub async fn rebuild_indexes(&self) -> Result<IndexReport> {
+        let (env, indexes) = self.indexes_of()?;
+        super::ensure_defs(&env, &indexes).await?;
+        rebuild(&env, &indexes, &mut |_| {}).await
+    }
+
+    fn indexes_of(&self) -> Result<(Arc<TableEnv>, Indexes)> {
+        let no = || {
+            Error::invalid(
+                std::any::type_name::<E>(),
+                "has no indexes; mark fields `#[entity(unique)]` or `#[entity(index)]`",
+            )
+        };
+        let env = Arc::clone(&self.env);
+        let indexes = Indexes::of::<E>(&env)?.ok_or_else(no)?;
+        Ok((env, indexes))
+    }
 }
 
 /// The key form of a column value.
@@ -213,7 +254,7 @@ fn key_of<T: PropertyCodec>(name: &str, value: &T) -> Result<String> {
 /// (a row left by a writer outside leasehold may point at an entity that
 /// does not).
 async fn holder(
-    env: &Arc<LockEnv>,
+    env: &Arc<TableEnv>,
     indexes: &Indexes,
     i: usize,
     key: &str,
@@ -227,7 +268,7 @@ async fn holder(
 
 /// Entity `(pk, rk)` if it holds key form `key` of index `i` now.
 async fn holds_now(
-    env: &Arc<LockEnv>,
+    env: &Arc<TableEnv>,
     indexes: &Indexes,
     i: usize,
     key: &str,
@@ -250,7 +291,7 @@ fn row_key_form(row: &StoredEntity) -> Option<String> {
     (parts.len() == 2).then(|| parts.swap_remove(1))
 }
 
-type Start = Result<(Arc<LockEnv>, Indexes, usize, Filter)>;
+type Start = Result<(Arc<TableEnv>, Indexes, usize, Filter)>;
 
 /// The entities of the index rows `filter` selects, page after page.
 fn lookup_stream<E: Entity>(

@@ -100,15 +100,14 @@
 //! names its holder. No clock or lease takes part, until rows are swept
 //! (below).
 //!
-//! **A write of entity X** goes through the *index layer*, which
-//! [`Store::table`](crate::Store::table) stacks over the writes of a type
-//! with indexes (a [`backend::Layer`](crate::backend::Layer), above the
-//! fence's of a [fenced](crate::Table::fenced) table, so the entity's
-//! write is fenced and its claims are not). The layer computes the indexed
-//! values the row holds now (known from the value read through leasehold,
-//! which the table hands on as
-//! [`WriteOptions::row_as_read`](crate::backend::WriteOptions::row_as_read),
-//! or read) and after the write. For each unique value it sets it *claims* it: it inserts the
+//! **A write of entity X** goes through the *index write path*, which
+//! every [`Table`](crate::Table) of a type with indexes sends its writes
+//! through (the entity's write then goes through the table's writer, the
+//! fence's layer of a [fenced](crate::Table::fenced) table included, so
+//! the entity's write is fenced and its claims are not). It computes the
+//! indexed values the row holds now (known from the value read through
+//! leasehold, which the table hands on with the write, or read) and after
+//! the write. For each unique value it sets it *claims* it: it inserts the
 //! claim naming X; where a claim exists, it reads it and, when the claim
 //! names X already, writes it again (3); when it names another entity Y,
 //! it reads Y: Y holds the value → [`Error::ValueTaken`]; otherwise it
@@ -288,12 +287,11 @@ use std::sync::{Arc, Mutex, Weak};
 pub(crate) use unit::UnitClaims;
 pub use verify::{DuplicateValue, IndexReport};
 pub(crate) use verify::{defs_of, rebuild_table, stale_rows, still_stale, verify_table};
-pub(crate) use write::layer;
+pub(crate) use write::writes;
 
 use crate::entity::{EntityData, Properties, Value, short_type_name};
 use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey, TableName};
-use crate::lock::LockEnv;
 use crate::table::TableEnv;
 
 pub(crate) use crate::rows::SEND_WINDOW;
@@ -309,10 +307,6 @@ pub(crate) const TABLE_SUFFIX: &str = "Idx";
 pub(crate) const ENTITY_PK: &str = "EntityPartitionKey";
 /// The property of an index row holding the entity's row key.
 pub(crate) const ENTITY_RK: &str = "EntityRowKey";
-/// The row key of a unique value's index row, its claim: one per value's
-/// partition, so the service itself refuses a second. Not empty: Azure
-/// Cosmos DB for Table refuses empty keys.
-pub(crate) const CLAIM_ROW: &str = "_lhClaim";
 /// The partition of an index table describing its indexes.
 pub(crate) const DEFS_PARTITION: &str = "~indexes";
 /// The property of a definition row saying whether the index is unique.
@@ -336,17 +330,6 @@ pub(crate) struct Indexes {
     /// The index table.
     pub(crate) index_table: TableName,
     pub(crate) defs: Vec<Def>,
-}
-
-/// The lock environment of the store `table` belongs to (see
-/// [`crate::table::Resolve`]); `None` for a table made outside a store.
-pub(crate) fn env_of<E>(table: &crate::table::Table<E>) -> Option<Arc<LockEnv>> {
-    let resolve = table.resolve.clone()?;
-    resolve
-        .as_any()
-        .downcast::<crate::lock::MarkResolve>()
-        .ok()
-        .map(|r| r.0.clone())
 }
 
 /// The key form of a stored value in an index (see the module docs), or
@@ -470,7 +453,7 @@ impl Indexes {
     /// The row key of index `def`'s row for the entity `(pk, rk)`.
     pub(crate) fn row(def: &Def, pk: &PartitionKey, rk: &RowKey) -> Result<RowKey> {
         if def.unique {
-            RowKey::new(CLAIM_ROW)
+            RowKey::new(crate::rows::claim::ROW)
         } else {
             RowKey::new(CompositeKey::join([pk.as_str(), rk.as_str()]))
         }
@@ -525,8 +508,8 @@ static DEFS_WRITTEN: Mutex<Vec<(Weak<TableEnv>, TableName)>> = Mutex::new(Vec::n
 
 /// Writes the definition rows of `indexes` (see the module docs) unless
 /// this process already did for this store; creates the index table.
-pub(crate) async fn ensure_defs(env: &Arc<LockEnv>, indexes: &Indexes) -> Result<()> {
-    let weak = Arc::downgrade(env.tables());
+pub(crate) async fn ensure_defs(env: &Arc<TableEnv>, indexes: &Indexes) -> Result<()> {
+    let weak = Arc::downgrade(env);
     let known = {
         let mut written = DEFS_WRITTEN.lock().unwrap_or_else(|p| p.into_inner());
         written.retain(|(w, _)| w.strong_count() > 0);
@@ -567,8 +550,8 @@ pub(crate) async fn ensure_defs(env: &Arc<LockEnv>, indexes: &Indexes) -> Result
 /// Forgets that this process wrote the definition rows of `index_table`
 /// for the store of `env` (the store deleted the table): the next indexed
 /// write creates the table and writes them again.
-pub(crate) fn forget_defs(env: &Arc<LockEnv>, index_table: &TableName) {
-    let weak = Arc::downgrade(env.tables());
+pub(crate) fn forget_defs(env: &Arc<TableEnv>, index_table: &TableName) {
+    let weak = Arc::downgrade(env);
     DEFS_WRITTEN
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -577,7 +560,7 @@ pub(crate) fn forget_defs(env: &Arc<LockEnv>, index_table: &TableName) {
 
 /// Reads the definition rows of the index table of entity table `table`
 /// (unprefixed name); `None` when there are none.
-pub(crate) async fn read_defs(env: &Arc<LockEnv>, table: &str) -> Result<Option<Indexes>> {
+pub(crate) async fn read_defs(env: &Arc<TableEnv>, table: &str) -> Result<Option<Indexes>> {
     let entity_table = env.table_name(table)?;
     let index_table = env.table_name(&format!("{table}{TABLE_SUFFIX}"))?;
     let spec = crate::backend::QuerySpec {

@@ -14,9 +14,9 @@ use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::entity::Properties;
 use crate::error::Result;
 use crate::key::RowKey;
-use crate::lock::marks::Resolver;
 use crate::lock::{AfterCommit, CommitClaims, CommitView, LockEnv, Slot};
 use crate::rows::tombstone::{self, is_tombstone};
+use crate::table::{Resolver, TableEnv};
 
 /// The index claims of units' commits.
 pub(crate) struct UnitClaims;
@@ -28,7 +28,7 @@ impl CommitClaims for UnitClaims {
         env: &Arc<LockEnv>,
         unit: CommitView<'_>,
     ) -> Result<Option<Box<dyn AfterCommit>>> {
-        let freed = claim_indexes(env, unit).await?;
+        let freed = claim_indexes(env.tables(), unit).await?;
         Ok((!freed.0.is_empty()).then(|| Box::new(freed) as Box<dyn AfterCommit>))
     }
 }
@@ -41,7 +41,7 @@ struct FreedRows(Vec<(Indexes, Vec<Freed>)>);
 impl AfterCommit for FreedRows {
     async fn run(self: Box<Self>, env: &Arc<LockEnv>) {
         for (indexes, rows) in self.0 {
-            claim::remove_freed(env, &indexes, rows).await;
+            claim::remove_freed(env.tables(), &indexes, rows).await;
         }
     }
 }
@@ -60,7 +60,7 @@ struct Plan {
 /// Reads a row for the unit (recording it as read), creating its table
 /// first; a row the unit read before costs nothing.
 async fn read_for_index(
-    env: &Arc<LockEnv>,
+    env: &Arc<TableEnv>,
     unit: &mut CommitView<'_>,
     slot: &Slot,
     rk: &RowKey,
@@ -93,8 +93,8 @@ async fn read_for_index(
 ///
 /// Returns the index rows of the values freed, read now, to remove once
 /// the commit succeeded.
-async fn claim_indexes(env: &Arc<LockEnv>, mut unit: CommitView<'_>) -> Result<FreedRows> {
-    let tables = env.tables().clone();
+async fn claim_indexes(env: &Arc<TableEnv>, mut unit: CommitView<'_>) -> Result<FreedRows> {
+    let tables = Arc::clone(env);
     let all: Vec<Indexes> = unit
         .indexed
         .iter()

@@ -7,12 +7,10 @@ use std::collections::BTreeMap;
 use super::claim::{self, Claimant, Neutralized};
 use super::{DEFS_PARTITION, Indexes, read_defs, target_of};
 use crate::backend::{QuerySpec, StoredEntity, TableOp};
-use crate::entity::{Entity, Value};
+use crate::entity::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
-use crate::lock::LockEnv;
-use crate::rows::tombstone::is_tombstone;
-use crate::table::Table;
+use crate::table::TableEnv;
 use std::sync::Arc;
 
 /// What [`Store::verify_indexes`](crate::Store::verify_indexes) found, or [`Store::rebuild_indexes`](crate::Store::rebuild_indexes)
@@ -133,7 +131,7 @@ enum Problem {
 
 /// Every row of `table` (but the definitions partition), page after page.
 async fn scan(
-    env: &Arc<LockEnv>,
+    env: &Arc<TableEnv>,
     table: &TableName,
     select: Option<Vec<String>>,
     mut each: impl FnMut(StoredEntity),
@@ -151,11 +149,10 @@ async fn scan(
             Err(e) => return Err(e),
         };
         for row in page.entities {
-            // A commit's decision row (see `crate::lock`) is leasehold's
+            // A commit's decision row, a fence row, a tombstone: leasehold's
             // own, neither an entity nor an index row.
             if row.data.partition_key.as_str() != DEFS_PARTITION
-                && !crate::rows::decision::is_decision_row(&row.data.row_key)
-                && !is_tombstone(&row.data.properties)
+                && !crate::rows::is_hidden(&row.data.row_key, &row.data.properties)
             {
                 each(row);
             }
@@ -182,7 +179,7 @@ fn show_entity(e: &(PartitionKey, RowKey)) -> String {
 }
 
 async fn check<P: FnMut(u64) + ?Sized>(
-    env: &Arc<LockEnv>,
+    env: &Arc<TableEnv>,
     indexes: &Indexes,
     progress: &mut P,
 ) -> Result<(IndexReport, Vec<Problem>)> {
@@ -316,7 +313,7 @@ async fn check<P: FnMut(u64) + ?Sized>(
 /// row), a row naming an entity that does not hold its value is removed
 /// once that entity's pending writes are made impossible. Returns whether
 /// a row was written.
-async fn fix(env: &Arc<LockEnv>, indexes: &Indexes, problem: Problem) -> Result<bool> {
+async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result<bool> {
     match problem {
         Problem::Missing(e) => {
             let def = &indexes.defs[e.def];
@@ -394,7 +391,7 @@ async fn fix(env: &Arc<LockEnv>, indexes: &Indexes, problem: Problem) -> Result<
 /// rows the check read. For [`Store::sweep`](crate::Store::sweep), which
 /// looks at each again with [`still_stale`] before removing it.
 pub(crate) async fn stale_rows(
-    env: &Arc<LockEnv>,
+    env: &Arc<TableEnv>,
     indexes: &Indexes,
     progress: &mut (dyn FnMut(u64) + Send),
 ) -> Result<(u64, Vec<(usize, StoredEntity)>)> {
@@ -416,7 +413,7 @@ pub(crate) async fn stale_rows(
 /// now, each read with any unit's mark on it resolved (so a commit in
 /// flight counts as it will be).
 pub(crate) async fn still_stale(
-    env: &Arc<LockEnv>,
+    env: &Arc<TableEnv>,
     indexes: &Indexes,
     def: usize,
     row: &StoredEntity,
@@ -429,7 +426,7 @@ pub(crate) async fn still_stale(
     };
     for (pk, rk) in named(&row.data) {
         let found = env.backend().get(&indexes.table, &pk, &rk).await?;
-        let found = crate::lock::marks::Resolver::new(env, Vec::new())
+        let found = crate::table::Resolver::new(env, Vec::new())
             .resolve_opt(&indexes.table, found)
             .await?;
         if found.is_some_and(|r| claim::holds(&indexes.defs[def], &r.data.properties, &key)) {
@@ -439,7 +436,7 @@ pub(crate) async fn still_stale(
     Ok(true)
 }
 
-pub(crate) async fn defs_of(env: &Arc<LockEnv>, table: &str) -> Result<Indexes> {
+pub(crate) async fn defs_of(env: &Arc<TableEnv>, table: &str) -> Result<Indexes> {
     read_defs(env, table).await?.ok_or_else(|| Error::NotFound {
         what: format!(
             "index definitions of table `{table}` (table `{table}{}`, partition `{DEFS_PARTITION}`): no indexed entity was written to it through leasehold",
@@ -454,7 +451,7 @@ pub(crate) async fn defs_of(env: &Arc<LockEnv>, table: &str) -> Result<Indexes> 
 /// Checks the index rows of entity table `table` (see
 /// [`crate::Store::verify_indexes`]).
 pub(crate) async fn verify_table(
-    env: &Arc<LockEnv>,
+    env: &Arc<TableEnv>,
     table: &str,
     progress: &mut dyn FnMut(u64),
 ) -> Result<IndexReport> {
@@ -465,7 +462,7 @@ pub(crate) async fn verify_table(
 /// Rebuilds the index rows of entity table `table` (see
 /// [`crate::Store::rebuild_indexes`]).
 pub(crate) async fn rebuild_table(
-    env: &Arc<LockEnv>,
+    env: &Arc<TableEnv>,
     table: &str,
     progress: &mut dyn FnMut(u64),
 ) -> Result<IndexReport> {
@@ -473,8 +470,14 @@ pub(crate) async fn rebuild_table(
     rebuild(env, &indexes, progress).await
 }
 
-async fn rebuild(
-    env: &Arc<LockEnv>,
+/// The report of a check of `indexes` (see [`check`]), without progress.
+pub(super) async fn verify(env: &Arc<TableEnv>, indexes: &Indexes) -> Result<IndexReport> {
+    Ok(check(env, indexes, &mut |_| {}).await?.0)
+}
+
+/// Checks `indexes` and repairs every missing or orphan row found.
+pub(super) async fn rebuild(
+    env: &Arc<TableEnv>,
     indexes: &Indexes,
     progress: &mut dyn FnMut(u64),
 ) -> Result<IndexReport> {
@@ -485,40 +488,4 @@ async fn rebuild(
         }
     }
     Ok(report)
-}
-
-impl<E: Entity> Table<E> {
-    /// As [`Store::verify_indexes`](crate::Store::verify_indexes) for this table, with `E`'s indexes.
-    ///
-    /// # Errors
-    /// As [`Store::verify_indexes`](crate::Store::verify_indexes); [`Error::Invalid`] when `E` has no
-    /// indexes.
-    pub async fn verify_indexes(&self) -> Result<IndexReport> {
-        let (env, indexes) = self.indexes_of()?;
-        super::ensure_defs(&env, &indexes).await?;
-        Ok(check(&env, &indexes, &mut |_| {}).await?.0)
-    }
-
-    /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes) for this table, with `E`'s indexes.
-    ///
-    /// # Errors
-    /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes); [`Error::Invalid`] when `E` has no
-    /// indexes.
-    pub async fn rebuild_indexes(&self) -> Result<IndexReport> {
-        let (env, indexes) = self.indexes_of()?;
-        super::ensure_defs(&env, &indexes).await?;
-        rebuild(&env, &indexes, &mut |_| {}).await
-    }
-
-    fn indexes_of(&self) -> Result<(Arc<LockEnv>, Indexes)> {
-        let no = || {
-            Error::invalid(
-                std::any::type_name::<E>(),
-                "has no indexes; mark fields `#[entity(unique)]` or `#[entity(index)]`",
-            )
-        };
-        let env = super::env_of(self).ok_or_else(no)?;
-        let indexes = Indexes::of::<E>(env.tables())?.ok_or_else(no)?;
-        Ok((env, indexes))
-    }
 }

@@ -1,80 +1,59 @@
-//! The index layer: the writes of a table of an indexed type, claims
+//! The index write path: the writes of a table of an indexed type, claims
 //! first, then the entity's row, which makes them good (see the
-//! [module docs](super)). [`Store::table`](crate::Store::table) stacks it
-//! over the table's writer for a type with indexes.
+//! [module docs](super)). Every [`Table`](crate::Table) of a type with
+//! indexes sends its writes through it ([`writes`], which the store
+//! installs in its tables' environment), with the row as the table read
+//! it.
 
 use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
 
 use super::claim::{self, Keys};
 use super::{Indexes, Key};
 use crate::backend::deadline;
-use crate::backend::delegate::{Writes, delegate_backend};
-use crate::backend::{Backend, Layer, Precondition, TableBackend, TableOp, Version, WriteOptions};
-use crate::entity::{Entity, EntityData, Properties};
+use crate::backend::{Backend, Precondition, TableBackend, TableOp, Version, WriteOptions};
+use crate::entity::entity_type::IndexDef;
+use crate::entity::{EntityData, Properties};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
-use crate::lock::LockEnv;
-use crate::lock::marks::Resolver;
 use crate::rows::tombstone::{self, is_tombstone};
-use crate::table::TableEnv;
+use crate::table::{IndexedWriter, Resolver, TableEnv};
 
 /// How many times a write whose row changed under it (an unconditional
 /// write, or an insert meeting a tombstone) reads it again and starts over.
 const ATTEMPTS: usize = 8;
 
-/// The indexes of a type, found when first needed: `Ok(None)` for a type
-/// without indexes.
-type IndexesOf = fn(&TableEnv) -> Result<Option<Indexes>>;
-
-/// The index layer of entity type `E`'s table (see the module docs).
-pub(crate) fn layer<E: Entity>(env: Arc<LockEnv>) -> Arc<dyn Layer> {
-    Arc::new(IndexLayer {
+/// The write path of the table `declared_table` of the indexed type
+/// `type_name` (see the module docs): a
+/// `crate::table::env::IndexWrites`.
+pub(crate) fn writes(
+    env: Arc<TableEnv>,
+    declared_table: &'static str,
+    type_name: String,
+    defs: &'static [IndexDef],
+) -> Arc<dyn IndexedWriter> {
+    Arc::new(IndexedWrites {
         env,
-        of: Indexes::of::<E>,
-        declared: E::TABLE,
+        declared: declared_table,
+        type_name,
+        defs,
+        indexes: OnceLock::new(),
     })
 }
 
-/// The layer of the writes of an indexed type.
-struct IndexLayer {
-    env: Arc<LockEnv>,
-    of: IndexesOf,
-    /// The table as the type declares it, for messages.
+/// The writes of an indexed type's table: the entity's write goes to the
+/// table's writer, the claims to the store's backend.
+struct IndexedWrites {
+    env: Arc<TableEnv>,
+    /// The table as the type declares it.
     declared: &'static str,
+    type_name: String,
+    defs: &'static [IndexDef],
+    indexes: OnceLock<Arc<Indexes>>,
 }
 
-impl std::fmt::Debug for IndexLayer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IndexLayer")
-            .field("table", &self.declared)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Layer for IndexLayer {
-    fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
-        Arc::new(IndexedWrites {
-            inner,
-            env: Arc::clone(&self.env),
-            of: self.of,
-            indexes: OnceLock::new(),
-            declared: self.declared,
-        })
-    }
-}
-
-/// A backend whose writes are an indexed type's (see [`IndexLayer`]):
-/// the entity's write goes to the backend below, the claims to the
-/// store's.
-struct IndexedWrites<B> {
-    inner: B,
-    env: Arc<LockEnv>,
-    of: IndexesOf,
-    indexes: OnceLock<Option<Arc<Indexes>>>,
-    declared: &'static str,
-}
-
-impl<B> std::fmt::Debug for IndexedWrites<B> {
+impl std::fmt::Debug for IndexedWrites {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("IndexedWrites")
             .field("table", &self.declared)
@@ -82,25 +61,19 @@ impl<B> std::fmt::Debug for IndexedWrites<B> {
     }
 }
 
-delegate_backend!(IndexedWrites, own writes);
-
-impl<B: TableBackend> Writes for IndexedWrites<B> {
+#[async_trait]
+impl IndexedWriter for IndexedWrites {
     async fn execute(
         &self,
+        below: &dyn Backend,
         table: &TableName,
         op: TableOp,
         options: &WriteOptions,
+        as_read: Option<Arc<Properties>>,
     ) -> Result<Option<Version>> {
-        match self.indexes()? {
-            Some(indexes) => self.indexed(table, &indexes, op, options).await,
-            None => self.inner.execute(table, op, options).await,
-        }
-    }
-
-    /// Transactions pass as they are: a table refuses one of an indexed
-    /// type before sending it (its index rows live in other partitions).
-    async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
-        self.inner.batch(table, ops).await
+        let indexes = self.indexes()?;
+        self.indexed(below, table, &indexes, op, options, as_read)
+            .await
     }
 }
 
@@ -124,7 +97,7 @@ impl State {
     }
 }
 
-/// A write as the index layer sees it: what it stores and on what
+/// A write as the index write path sees it: what it stores and on what
 /// condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -147,13 +120,18 @@ fn kind_of(op: &TableOp) -> Kind {
     }
 }
 
-impl<B: TableBackend> IndexedWrites<B> {
-    fn indexes(&self) -> Result<Option<Arc<Indexes>>> {
+impl IndexedWrites {
+    fn indexes(&self) -> Result<Arc<Indexes>> {
         if let Some(known) = self.indexes.get() {
-            return Ok(known.clone());
+            return Ok(Arc::clone(known));
         }
-        let found = (self.of)(self.env.tables())?.map(Arc::new);
-        Ok(self.indexes.get_or_init(|| found).clone())
+        let found = Arc::new(Indexes::new(
+            &self.env,
+            self.declared,
+            self.type_name.clone(),
+            self.defs,
+        )?);
+        Ok(Arc::clone(self.indexes.get_or_init(|| found)))
     }
 
     /// Reads the entity's row, any unit's mark on it resolved.
@@ -227,10 +205,12 @@ impl<B: TableBackend> IndexedWrites<B> {
     /// removal of the index rows of values it freed.
     async fn indexed(
         &self,
+        below: &dyn Backend,
         table: &TableName,
         indexes: &Indexes,
         op: TableOp,
         options: &WriteOptions,
+        as_read: Option<Arc<Properties>>,
     ) -> Result<Option<Version>> {
         let env = &self.env;
         let kind = kind_of(&op);
@@ -258,8 +238,8 @@ impl<B: TableBackend> IndexedWrites<B> {
         let mut state = match (&op, op.condition()) {
             (TableOp::Insert(_), _) => State::Absent,
             (TableOp::Delete { .. }, Some(Precondition::IfMatch(etag))) => State::Version(etag),
-            (_, Some(Precondition::IfMatch(etag))) => match options.row_as_read() {
-                Some(p) => State::Row(etag, Arc::clone(p)),
+            (_, Some(Precondition::IfMatch(etag))) => match as_read {
+                Some(p) => State::Row(etag, p),
                 None => match self.read_state(table, &pk, &rk).await? {
                     State::Row(read, p) if read == etag => State::Row(read, p),
                     State::Row(..) => return Err(Self::changed(op_name, table, &pk, &rk)),
@@ -274,7 +254,7 @@ impl<B: TableBackend> IndexedWrites<B> {
             && new.is_some()
             && indexes.keys(Some(p))? == indexes.keys(after(&state).as_ref())?
         {
-            return match self.inner.execute(table, op, options).await {
+            return match below.execute(table, op, options).await {
                 // Refused at a tombstone: the row is gone, as the caller
                 // sees rows (as an unindexed table's write says).
                 Err(e)
@@ -292,7 +272,7 @@ impl<B: TableBackend> IndexedWrites<B> {
         let txn = crate::backend::write_log::new_id();
         let started = tokio::time::Instant::now();
         // Writers losing races to each other step back as `update_with` does.
-        let mut pauses = env.tables().conflict_retry().backoff();
+        let mut pauses = env.conflict_retry().backoff();
         for _ in 0..ATTEMPTS {
             match (kind, &state) {
                 (Kind::Insert, State::Row(..)) => {
@@ -351,7 +331,7 @@ impl<B: TableBackend> IndexedWrites<B> {
             let freed = freed?;
             let sent = match self.entity_op(table, &op, &state, &pk, &rk) {
                 Ok(entity) => {
-                    deadline::send_by(send_by, self.inner.execute(table, entity, options))
+                    deadline::send_by(send_by, below.execute(table, entity, options))
                         .await
                         .map_err(|e| {
                             if e.kind() == ErrorKind::LeaseLost

@@ -237,7 +237,7 @@ mod test_support;
 pub use do_once::{OnceContext, OnceOutcome};
 pub(crate) use document::{LeaseDocument, META_ACQUIRED, META_OWNER};
 pub use document::{OnceState, ReservationRecord};
-pub(crate) use fence::{Fence, FenceLayer, is_fence_row};
+pub(crate) use fence::Fence;
 pub use guard::{Acquisition, LeaseGuard, LeaseStatus};
 pub use leader::{LeaderContext, LeaderOptions};
 pub use manager::LeaseManager;

@@ -9,7 +9,6 @@ use futures_util::future::join_all;
 use tracing::Instrument as _;
 
 use super::decision::{self, Decision};
-use super::marks::Resolver;
 use super::report::{CommitReport, FinishedBy};
 use super::slot::Slot;
 use super::unit::Unit;
@@ -24,6 +23,7 @@ use crate::rows::after;
 use crate::rows::decision::{self as layout, is_decision_row};
 use crate::rows::mark::{Mark, apply_op, slim, strip};
 use crate::rows::tombstone::is_tombstone;
+use crate::table::Resolver;
 
 /// The staged writes of one (partition, table) group, in row order.
 pub(super) struct Group {
@@ -672,7 +672,7 @@ impl Unit {
 
     /// The resolver of row marks this unit meets: it holds its partitions.
     pub(crate) fn resolver(&self) -> Resolver<'_> {
-        Resolver::new(&self.env, self.held())
+        Resolver::new(self.env.tables(), self.held())
     }
 
     /// The partitions whose locks this unit holds (none: a transaction).
@@ -714,7 +714,7 @@ async fn finish(
             .map(|(table, ops)| backend.batch(table, ops)),
     )
     .await;
-    let resolver = Resolver::new(env, held);
+    let resolver = Resolver::new(env.tables(), held);
     let (mut done, mut recovered, mut all_off) = (0, false, true);
     for ((table, ops), result) in finishing.iter().zip(results) {
         let e = match result {

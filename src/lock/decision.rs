@@ -3,7 +3,10 @@
 //! insert of the commit's *decision row* (row key `_lhCommit.<id>`, state
 //! `committed`) in the primary partition. The protocol is stated in
 //! "The commit protocol" of the [module docs](super), the row's layout in
-//! `crate::rows::decision`; this file keeps the race that decides it.
+//! `crate::rows::decision`, with the reads and inserts of the race that
+//! decides it (which every read meeting a mark takes part in, see
+//! `crate::table`'s marks); this file answers an operator's question
+//! about a commit's outcome.
 //!
 //! Whoever meets a marked row reads the decision row: `committed`, it
 //! writes the row the commit leaves; `withdrawn`, it takes the mark off;
@@ -17,81 +20,10 @@
 use std::sync::Arc;
 
 use super::env::LockEnv;
-use crate::backend::{TableBackend, WriteOptions};
-use crate::error::{Error, ErrorKind, Result};
-use crate::key::{PartitionKey, TableName};
-pub(crate) use crate::rows::decision::Decision;
-use crate::rows::decision::{Stored, insert, row_key, table_of};
-
-/// Transaction `txn`'s decision, read from `table` of partition `primary`
-/// (`None`: none stored).
-///
-/// # Errors
-/// [`Error::Inconsistent`] for a row that leasehold did not write; backend
-/// errors.
-pub(crate) async fn read(
-    backend: &dyn TableBackend,
-    table: &TableName,
-    primary: &PartitionKey,
-    txn: &str,
-) -> Result<Option<Decision>> {
-    let Some(row) = backend.get(table, primary, &row_key(txn)?).await? else {
-        return Ok(None);
-    };
-    match Stored::of(&row) {
-        Some(stored) => Ok(Some(stored.decision)),
-        None => Err(Error::Inconsistent {
-            what: format!(
-                "the decision row of transaction {txn} in partition {:?} of `{table}` does not say committed or withdrawn",
-                primary.as_str()
-            ),
-        }),
-    }
-}
-
-/// Withdraws transaction `txn` unless its commit point got there first:
-/// inserts its decision row as withdrawn, and answers what is stored. A
-/// decision row found and then gone was a commit's, deleted once it was
-/// finished: committed.
-///
-/// # Errors
-/// As [`read`].
-pub(crate) async fn withdraw(
-    backend: &dyn TableBackend,
-    table: &TableName,
-    primary: &PartitionKey,
-    txn: &str,
-) -> Result<Decision> {
-    tracing::debug!(%txn, %primary, "withdrawing a commit that was never decided");
-    let withdrawal = insert(primary, txn, Decision::Withdrawn)?;
-    match backend
-        .execute(table, withdrawal, &WriteOptions::new())
-        .await
-    {
-        Ok(_) => Ok(Decision::Withdrawn),
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(read(backend, table, primary, txn)
-            .await?
-            .unwrap_or(Decision::Committed)),
-        Err(e) => Err(e),
-    }
-}
-
-/// Transaction `txn`'s decision, made final: read, and where there is none,
-/// the transaction withdrawn (see [`withdraw`]).
-///
-/// # Errors
-/// As [`read`].
-pub(crate) async fn settle(
-    backend: &dyn TableBackend,
-    table: &TableName,
-    primary: &PartitionKey,
-    txn: &str,
-) -> Result<Decision> {
-    match read(backend, table, primary, txn).await? {
-        Some(decision) => Ok(decision),
-        None => withdraw(backend, table, primary, txn).await,
-    }
-}
+use crate::error::{Error, Result};
+use crate::key::PartitionKey;
+use crate::rows::decision::table_of;
+pub(crate) use crate::rows::decision::{Decision, read, settle, withdraw};
 
 /// What happened to a commit, as its decision row tells it
 /// ([`Store::commit_outcome`](crate::Store::commit_outcome)).

@@ -16,13 +16,12 @@ use crate::telemetry::Telemetry;
 use super::options::LockOptions;
 use super::slot::Slot;
 
-/// What the units of one store share: its tables, the lease manager of its
-/// partition locks, the lock options, and what a commit does for the
-/// indexes of the types it writes. The store owns it and hands it to every
+/// What the units of one store share: its tables (with the lease manager
+/// of its partition locks), the lock options, and what a commit does for
+/// the indexes of the types it writes. The store owns it and hands it to every
 /// [`Unit`](super::Unit), so units need nothing else of the store.
 pub(crate) struct LockEnv {
     tables: Arc<TableEnv>,
-    locks: LeaseManager,
     options: LockOptions,
     /// The index claims a commit makes before it sends anything (see
     /// [`CommitClaims`]); `None`: the store has none to make.
@@ -41,13 +40,11 @@ impl std::fmt::Debug for LockEnv {
 impl LockEnv {
     pub(crate) fn new(
         tables: Arc<TableEnv>,
-        locks: LeaseManager,
         options: LockOptions,
         claims: Option<Arc<dyn CommitClaims>>,
     ) -> Self {
         LockEnv {
             tables,
-            locks,
             options,
             claims,
         }
@@ -65,7 +62,7 @@ impl LockEnv {
 
     /// The lease manager of the partition locks.
     pub(crate) fn locks(&self) -> &LeaseManager {
-        &self.locks
+        self.tables.locks()
     }
 
     /// The lock options units are opened with.

@@ -5,16 +5,16 @@ use std::collections::BTreeSet;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 
-use super::marks::query_request;
 use super::slot::Slot;
 use super::unit::{Unit, staged_properties, staged_view};
 use crate::backend::QuerySpec;
 use crate::entity::{Entity, Value, Versioned};
 use crate::error::Result;
 use crate::key::{IntoPartitionKey, PartitionKey, RowKey};
-use crate::lease::is_fence_row;
 use crate::query::{CmpOp, Filter, Row, TypedFilter, key_range_filter, owned_bounds, prefix_range};
+use crate::rows::fence::is_fence_row;
 use crate::rows::tombstone::is_tombstone;
+use crate::table::query_request;
 
 /// A typed query over the partitions of a [`Unit`] (all of them, or one
 /// named with [`UnitQuery::partition`]): row-key ranges and prefixes and

@@ -10,7 +10,6 @@ use super::acquire;
 use super::env::IndexedType;
 use super::env::LockEnv;
 use super::fold::{fold, if_match_of};
-use super::name::lock_name;
 use super::options::LockOptions;
 use super::report::CommitReport;
 use super::slot::Slot;
@@ -20,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::lease::{Acquisition, LeaseGuard, LeaseName, META_ACQUIRED, META_OWNER};
 use crate::rows::tombstone::is_tombstone;
+use crate::table::lock_name;
 use crate::telemetry::LockOutcome;
 use std::sync::Arc;
 

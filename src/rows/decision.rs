@@ -2,11 +2,14 @@
 //! that decides in a row (row key `_lhCommit.<id>` in the primary
 //! partition and table, state `committed` or `withdrawn`, and the groups a
 //! committed one marked). The protocol that writes them is
-//! `crate::lock`'s ("The commit protocol"); this file keeps their layout.
+//! `crate::lock`'s ("The commit protocol"); this file keeps their layout,
+//! and the race that decides one: whoever meets a mark of an undecided
+//! commit inserts its decision row as withdrawn, as the commit point
+//! inserts it as committed, so exactly one of them is stored.
 
-use crate::backend::{StoredEntity, TableOp};
+use crate::backend::{StoredEntity, TableBackend, TableOp, WriteOptions};
 use crate::entity::{EntityData, Properties, Value};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 
 /// The row-key prefix of decision rows and after-image rows (see
@@ -181,6 +184,76 @@ pub(crate) fn delete(primary: &PartitionKey, txn: &str) -> Result<TableOp> {
         row_key: row_key(txn)?,
         if_match: None,
     })
+}
+
+/// Transaction `txn`'s decision, read from `table` of partition `primary`
+/// (`None`: none stored).
+///
+/// # Errors
+/// [`Error::Inconsistent`] for a row that leasehold did not write; backend
+/// errors.
+pub(crate) async fn read(
+    backend: &dyn TableBackend,
+    table: &TableName,
+    primary: &PartitionKey,
+    txn: &str,
+) -> Result<Option<Decision>> {
+    let Some(row) = backend.get(table, primary, &row_key(txn)?).await? else {
+        return Ok(None);
+    };
+    match Stored::of(&row) {
+        Some(stored) => Ok(Some(stored.decision)),
+        None => Err(Error::Inconsistent {
+            what: format!(
+                "the decision row of transaction {txn} in partition {:?} of `{table}` does not say committed or withdrawn",
+                primary.as_str()
+            ),
+        }),
+    }
+}
+
+/// Withdraws transaction `txn` unless its commit point got there first:
+/// inserts its decision row as withdrawn, and answers what is stored. A
+/// decision row found and then gone was a commit's, deleted once it was
+/// finished: committed.
+///
+/// # Errors
+/// As [`read`].
+pub(crate) async fn withdraw(
+    backend: &dyn TableBackend,
+    table: &TableName,
+    primary: &PartitionKey,
+    txn: &str,
+) -> Result<Decision> {
+    tracing::debug!(%txn, %primary, "withdrawing a commit that was never decided");
+    let withdrawal = insert(primary, txn, Decision::Withdrawn)?;
+    match backend
+        .execute(table, withdrawal, &WriteOptions::new())
+        .await
+    {
+        Ok(_) => Ok(Decision::Withdrawn),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(read(backend, table, primary, txn)
+            .await?
+            .unwrap_or(Decision::Committed)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Transaction `txn`'s decision, made final: read, and where there is none,
+/// the transaction withdrawn (see [`withdraw`]).
+///
+/// # Errors
+/// As [`read`].
+pub(crate) async fn settle(
+    backend: &dyn TableBackend,
+    table: &TableName,
+    primary: &PartitionKey,
+    txn: &str,
+) -> Result<Decision> {
+    match read(backend, table, primary, txn).await? {
+        Some(decision) => Ok(decision),
+        None => withdraw(backend, table, primary, txn).await,
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
-//! The rows and properties leasehold writes beside an application's own:
-//! every reserved name of the row protocol and the layout of each row, in
-//! one place below [`crate::table`], so that the tables, the units and the
-//! indexes read and write them alike.
+//! The row protocol: the rows and properties leasehold writes beside an
+//! application's own. Every reserved name and the layout of each row are
+//! here, below [`crate::table`], so that the tables, the units, the
+//! indexes and the fenced writes read and write them alike.
 //!
 //! | what | where | name |
 //! |---|---|---|
@@ -11,20 +11,26 @@
 //! | a commit's decision row ([`decision`]) | row of the primary partition | `_lhCommit.<id>`, properties `_lhDecision`, `_lhGroups` |
 //! | a deleted indexed entity's tombstone ([`tombstone`]) | the entity's row | `_lhGone` |
 //! | the instant a row expires ([`expiry`]) | property of an entity row | `_lhExpires` |
+//! | a unique value's claim ([`claim`]) | row of the value's partition of the index table | `_lhClaim` |
+//! | a fenced write's fence row ([`fence`]) | row of each partition a fence writes | `~lhfence~<lease>`, properties `_lhFenceEpoch`, `_lhFenceLease` |
+//! | an entity's write log (`crate::backend::write_log`) | property of an entity row | `_lhWriteLog` |
 //!
-//! Reads through leasehold never return a decision row or an after-image
-//! row (their row keys start with [`decision::ROW_PREFIX`]), a tombstone
-//! nor a row past its expiry (the last two judged in one place,
-//! [`tombstone::is_tombstone`]), and resolve a mark before returning its
-//! row. The index rows'
-//! claims (`crate::index`), the fence rows of fenced writes
-//! (`crate::lease::fence`) and the write log of lost-reply checks
-//! (`crate::backend::write_log`) keep their reserved names beside their
-//! code; entity types may not use any name starting with `_lh`.
+//! Reads through leasehold never return a row [`is_hidden`] names (a
+//! decision or after-image row, a fence row, a tombstone, a row past its
+//! expiry), and resolve a mark before returning its row. Entity types may
+//! not use a property name starting with `_lh`: the derive refuses them at
+//! compile time, and every write of properties a user gave refuses them
+//! before any request ([`crate::entity::refuse_reserved_properties`], which
+//! sits with the entities because a [`DynamicEntity`](crate::DynamicEntity)
+//! refuses them as it is encoded). The write log's name and the expiry's
+//! are the rules crate's, which the derive and the backends (that settle a
+//! lost reply by the log) share.
 
 pub(crate) mod after;
+pub(crate) mod claim;
 pub(crate) mod decision;
 pub(crate) mod expiry;
+pub(crate) mod fence;
 pub(crate) mod mark;
 pub(crate) mod tombstone;
 
@@ -32,3 +38,17 @@ pub(crate) mod tombstone;
 /// unit's or a transaction's commit) may send the writes that rely on them
 /// (see "How long a claim or tombstone is relied on" in [`crate::index`]).
 pub(crate) const SEND_WINDOW: std::time::Duration = std::time::Duration::from_secs(5 * 60);
+
+/// Whether the row `(row_key, properties)` is one that reads through
+/// leasehold never return: a decision row or after-image row of a commit,
+/// a fence row, or a row that reads as absent though stored (a tombstone,
+/// a row past its expiry: [`tombstone::is_tombstone`]). (Index rows live in
+/// tables of their own; whether one is stale takes a read of its entity.)
+pub(crate) fn is_hidden(
+    row_key: &crate::key::RowKey,
+    properties: &crate::entity::Properties,
+) -> bool {
+    decision::is_decision_row(row_key)
+        || fence::is_fence_row(row_key.as_str())
+        || tombstone::is_tombstone(properties)
+}

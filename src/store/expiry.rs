@@ -28,9 +28,9 @@ use crate::backend::{Precondition, QuerySpec, StoredEntity, TableOp, WriteOption
 use crate::error::{ErrorKind, Result};
 use crate::index::claim;
 use crate::lock::LockEnv;
-use crate::lock::marks::Resolver;
 use crate::query::{CmpOp, Filter};
 use crate::rows::{decision, expiry, tombstone};
+use crate::table::Resolver;
 
 /// What the expiry step of a sweep did to one table.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -58,7 +58,7 @@ pub(crate) async fn delete_expired(
     dry_run: bool,
 ) -> Result<Expired> {
     let name = env.table_name(table)?;
-    let indexes = match crate::index::read_defs(env, table).await {
+    let indexes = match crate::index::read_defs(env.tables(), table).await {
         Ok(found) => found,
         // No index table can have such a name: the type has no indexes.
         Err(e) if e.kind() == ErrorKind::Invalid => None,
@@ -74,7 +74,7 @@ pub(crate) async fn delete_expired(
         top: None,
         continuation: None,
     };
-    let resolver = Resolver::new(env, Vec::new());
+    let resolver = Resolver::new(env.tables(), Vec::new());
     let mut report = Expired::default();
     loop {
         let page = match env.backend().query(&name, &spec).await {
@@ -144,12 +144,12 @@ async fn remove_indexed(
         .enumerate()
         .filter_map(|(i, key)| key.map(|k| (i, k)))
         .collect();
-    let freed = claim::read_freed(env, indexes, &frees, &owner).await?;
+    let freed = claim::read_freed(env.tables(), indexes, &frees, &owner).await?;
     let gone = tombstone::data(&owner.0, &owner.1, "expired");
     let op = TableOp::Replace(gone, Precondition::IfMatch(row.etag));
     let removed = sent(env.backend().execute(table, op, &WriteOptions::new()).await)?;
     if removed {
-        claim::remove_freed(env, indexes, freed).await;
+        claim::remove_freed(env.tables(), indexes, freed).await;
     }
     Ok(removed)
 }

@@ -309,20 +309,13 @@ impl Importer<'_> {
     /// sending the buffer when the row does not fit in it.
     fn take(&mut self, row: DynamicEntity) -> Result<()> {
         let table = self.name.as_ref().map_or("", |n| n.as_str());
-        if let Some((name, _)) = row
-            .properties
-            .iter()
-            .find(|(name, _)| name.starts_with("_lh"))
-        {
-            return Err(Error::invalid(
-                format!(
-                    "property `{name}` of row ({:?}, {:?}) imported into table `{table}`",
-                    row.partition_key.as_str(),
-                    row.row_key.as_str()
-                ),
-                "names starting with `_lh` are leasehold's own",
-            ));
-        }
+        crate::entity::refuse_reserved_properties(&row.properties, false, |name| {
+            format!(
+                "property `{name}` of row ({:?}, {:?}) imported into table `{table}`",
+                row.partition_key.as_str(),
+                row.row_key.as_str()
+            )
+        })?;
         validate_entity(table, &row.partition_key, &row.row_key, &row.properties)?;
         let data = EntityData {
             partition_key: row.partition_key,

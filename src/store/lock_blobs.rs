@@ -70,7 +70,7 @@ pub(crate) async fn prune_locks(
     progress: &mut (dyn FnMut(&PruneReport) + Send),
 ) -> Result<PruneReport> {
     let age = Age::new(older_than)?;
-    let prefix = crate::lock::name::lock_prefix(env.table_prefix());
+    let prefix = crate::table::lock_prefix(env.table_prefix());
     let span = tracing::info_span!(
         "leasehold.prune_locks",
         prefix = %env.table_prefix(),

@@ -66,7 +66,7 @@ impl Store {
         let index_deleted = match index_table {
             Some(index_table) => {
                 self.tables().forget_ready(&index_table);
-                crate::index::forget_defs(self.locking(), &index_table);
+                crate::index::forget_defs(self.tables(), &index_table);
                 self.backend().delete_table(&index_table).await?
             }
             None => false,
@@ -156,7 +156,7 @@ impl Store {
             return Ok(None);
         }
         // A missing index table is the common answer, not a failure.
-        let read = crate::index::read_defs(self.locking(), name);
+        let read = crate::index::read_defs(self.tables(), name);
         let indexes = notes::expecting(&[ErrorKind::NotFound], read).await?;
         Ok(indexes.map(|i| i.index_table))
     }

@@ -9,11 +9,11 @@ use crate::error::{Error, Result};
 use crate::index::UnitClaims;
 use crate::key::{ContainerName, IntoPartitionKey, TableName};
 use crate::lease::{LeaseManager, LeaseName, LeaseOptions, Settings};
-use crate::lock::name::lock_name;
 use crate::lock::options::LockOptions;
 use crate::lock::{CommitClaims, LockEnv};
 use crate::retry::ConflictRetry;
 use crate::table::TableEnv;
+use crate::table::lock_name;
 use crate::telemetry::Telemetry;
 
 mod expiry;
@@ -40,13 +40,10 @@ pub struct Store {
 }
 
 struct StoreInner {
-    /// The backend, prefix, conflict retry policy and created tables (shared
-    /// with every table of this store), the partition locks and their
-    /// options (shared with every unit).
+    /// The backend, prefix, conflict retry policy, created tables and
+    /// partition locks (shared with every table of this store), and the
+    /// lock options (shared with every unit).
     locking: Arc<LockEnv>,
-    /// How the tables of this store see rows (unit marks resolved), handed
-    /// to every table.
-    resolve: Arc<dyn crate::table::Resolve>,
     leases: LeaseManager,
 }
 
@@ -187,15 +184,14 @@ impl Store {
             conflict_retry,
             table_prefix,
             telemetry,
+            locks,
+            lock_options.acquire_timeout(),
+            crate::index::writes,
         ));
         let claims: Arc<dyn CommitClaims> = Arc::new(UnitClaims);
-        let locking = Arc::new(LockEnv::new(tables, locks, lock_options, Some(claims)));
+        let locking = Arc::new(LockEnv::new(tables, lock_options, Some(claims)));
         Store {
-            inner: Arc::new(StoreInner {
-                resolve: Arc::new(crate::lock::MarkResolve(Arc::clone(&locking))),
-                locking,
-                leases,
-            }),
+            inner: Arc::new(StoreInner { locking, leases }),
         }
     }
 
@@ -292,11 +288,6 @@ impl Store {
     /// What the units of this store share.
     pub(crate) fn locking(&self) -> &Arc<LockEnv> {
         &self.inner.locking
-    }
-
-    /// How the tables of this store see rows: unit marks resolved.
-    pub(crate) fn resolve(&self) -> Arc<dyn crate::table::Resolve> {
-        Arc::clone(&self.inner.resolve)
     }
 }
 

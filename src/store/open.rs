@@ -16,13 +16,7 @@ use super::Store;
 impl Store {
     /// The typed table of entity type `E`.
     pub fn table<E: Entity>(&self) -> Table<E> {
-        let mut table = Table::new(Arc::clone(self.tables()));
-        table.resolve = Some(self.resolve());
-        if !E::INDEXES.is_empty() {
-            table.indexing = Some(crate::index::layer::<E>(Arc::clone(self.locking())));
-            table.restack();
-        }
-        table
+        Table::new(Arc::clone(self.tables()))
     }
 
     /// The table named `table` (with the store's prefix, as for typed
@@ -31,9 +25,7 @@ impl Store {
     /// name is an [`Error::Invalid`] at the first
     /// operation, as for [`Store::table`].
     pub fn dynamic_table(&self, table: &str) -> Table<crate::DynamicEntity> {
-        let mut dynamic = Table::new(Arc::clone(self.tables())).with_table_name(table);
-        dynamic.resolve = Some(self.resolve());
-        dynamic
+        Table::new(Arc::clone(self.tables())).with_table_name(table)
     }
 
     /// Takes the lock of a partition, waiting up to the configured

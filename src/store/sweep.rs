@@ -485,7 +485,7 @@ impl Sweeper<'_> {
     ) -> Result<()> {
         let env = self.env;
         // An index table without descriptions has no index rows to judge.
-        let indexes = match crate::index::defs_of(env, entity_table).await {
+        let indexes = match crate::index::defs_of(env.tables(), entity_table).await {
             Ok(indexes) => indexes,
             Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Invalid) => {
                 return Ok(());
@@ -495,7 +495,7 @@ impl Sweeper<'_> {
         let base = report.rows_examined;
         let (read, stale) = {
             let mut seen = report.clone();
-            crate::index::stale_rows(env, &indexes, &mut |n| {
+            crate::index::stale_rows(env.tables(), &indexes, &mut |n| {
                 seen.rows_examined = base + n;
                 if n.is_multiple_of(1000) {
                     progress(&seen);
@@ -512,7 +512,9 @@ impl Sweeper<'_> {
         let mut removals = futures_util::stream::iter(old)
             .map(|(def, row)| async move {
                 // A dry run reads nothing more (a read may finish a mark).
-                if !self.dry_run && !crate::index::still_stale(env, indexes, def, &row).await? {
+                if !self.dry_run
+                    && !crate::index::still_stale(env.tables(), indexes, def, &row).await?
+                {
                     return Ok(false);
                 }
                 self.delete(&indexes.index_table, &row).await

@@ -122,10 +122,9 @@ impl<E: Entity> Batch<E> {
             let encoded = base
                 .and_then(|base| Ok((base.encode(entity)?, base)))
                 .and_then(|(data, base)| {
-                    crate::entity::refuse_reserved_properties(
-                        &data.properties,
-                        std::any::type_name::<E>(),
-                    )?;
+                    crate::entity::refuse_reserved_properties(&data.properties, true, |name| {
+                        format!("property `{name}` of {}", std::any::type_name::<E>())
+                    })?;
                     let returned = match stored_after::<E>(&data, base)? {
                         Some((entity, stored)) => Returned::Entity(entity, stored, projection),
                         None => Returned::ReadBack(E::decode(data.clone())?),

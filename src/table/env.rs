@@ -1,17 +1,26 @@
-//! [`TableEnv`]: what the tables of one store share.
+//! [`TableEnv`]: what the tables of one store share, and the write path
+//! of entity types with indexes ([`IndexWrites`]), which the store installs.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use crate::backend::Backend;
+use async_trait::async_trait;
+
+use crate::backend::{Backend, TableOp, Version, WriteOptions};
+use crate::entity::Properties;
+use crate::entity::entity_type::IndexDef;
 use crate::error::Result;
 use crate::key::TableName;
+use crate::lease::LeaseManager;
 use crate::retry::ConflictRetry;
 use crate::telemetry::Telemetry;
 
 /// What the tables of one store share: the backend, the table prefix, the
-/// conflict retry policy, and the record of tables already created. The
-/// store owns it and hands it to every [`Table`](super::Table) it makes, so
+/// conflict retry policy, the record of tables already created, the
+/// partition locks a read takes to settle a commit whose writer is gone
+/// (see [`super::marks`]), and the write path of indexed types. The store
+/// owns it and hands it to every [`Table`](super::Table) it makes, so
 /// tables need nothing else of the store.
 pub(crate) struct TableEnv {
     backend: Arc<dyn Backend>,
@@ -22,14 +31,47 @@ pub(crate) struct TableEnv {
     ready_tables: Mutex<Tables>,
     /// Where the store records its metrics.
     telemetry: Telemetry,
+    /// The lease manager of the store's partition locks.
+    locks: LeaseManager,
+    /// How long a read waits for the lock of a commit's primary partition.
+    lock_timeout: Duration,
+    /// Makes the write path of an indexed type (`crate::index`).
+    index_writes: IndexWrites,
+}
+
+/// Makes the write path of the table of an indexed entity type: from the
+/// store's tables, the table the type declares, the type's name and its
+/// indexes.
+pub(crate) type IndexWrites =
+    fn(Arc<TableEnv>, &'static str, String, &'static [IndexDef]) -> Arc<dyn IndexedWriter>;
+
+/// How the table of an indexed type sends a write: its index rows first,
+/// then the entity's row through `below` (see `crate::index`, "Writes").
+#[async_trait]
+pub(crate) trait IndexedWriter: Send + Sync + std::fmt::Debug {
+    /// Sends `op` to `table` through `below`; `as_read` holds the
+    /// properties the row held at the version `op` is conditioned on, as
+    /// the table read them (saves reading them again).
+    async fn execute(
+        &self,
+        below: &dyn Backend,
+        table: &TableName,
+        op: TableOp,
+        options: &WriteOptions,
+        as_read: Option<Arc<Properties>>,
+    ) -> Result<Option<Version>>;
 }
 
 impl TableEnv {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         backend: Arc<dyn Backend>,
         conflict_retry: ConflictRetry,
         table_prefix: String,
         telemetry: Telemetry,
+        locks: LeaseManager,
+        lock_timeout: Duration,
+        index_writes: IndexWrites,
     ) -> Self {
         TableEnv {
             telemetry,
@@ -37,7 +79,32 @@ impl TableEnv {
             conflict_retry,
             table_prefix,
             ready_tables: Mutex::new(Tables::default()),
+            locks,
+            lock_timeout,
+            index_writes,
         }
+    }
+
+    /// The lease manager of the store's partition locks.
+    pub(crate) fn locks(&self) -> &LeaseManager {
+        &self.locks
+    }
+
+    /// How long a read waits for the lock of a commit's primary partition
+    /// (the lock options' acquire timeout).
+    pub(crate) fn lock_timeout(&self) -> Duration {
+        self.lock_timeout
+    }
+
+    /// The write path of the table of an indexed type (see
+    /// [`IndexWrites`]).
+    pub(crate) fn index_writes(
+        self: &Arc<Self>,
+        declared_table: &'static str,
+        type_name: String,
+        defs: &'static [IndexDef],
+    ) -> Arc<dyn IndexedWriter> {
+        (self.index_writes)(Arc::clone(self), declared_table, type_name, defs)
     }
 
     /// The backend tables read and write through.

@@ -15,13 +15,12 @@ use super::query::{Page, Query};
 use super::stored::versioned;
 use crate::backend::StoredEntity;
 use crate::backend::wire::{entity_from_json_str, entity_to_json_string};
-use crate::entity::{DynamicEntity, Entity, Versioned, validate_entity};
+use crate::entity::{
+    DynamicEntity, Entity, Versioned, is_reserved, refuse_reserved_properties, validate_entity,
+};
 use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey};
 use crate::query::ContinuationToken;
-
-/// The prefix of the property names leasehold reserves for itself.
-const RESERVED: &str = "_lh";
 
 impl<E: Entity> Table<E> {
     /// Every row of the table as exported (see [`Query::export`]), page by
@@ -120,13 +119,13 @@ fn exported(mut row: StoredEntity) -> Result<Versioned<DynamicEntity>> {
         .data
         .properties
         .iter()
-        .any(|(name, _)| name.starts_with(RESERVED))
+        .any(|(name, _)| is_reserved(name))
     {
         let kept = row
             .data
             .properties
             .iter()
-            .filter(|(name, _)| !name.starts_with(RESERVED))
+            .filter(|(name, _)| !is_reserved(name))
             .map(|(name, value)| (name.to_owned(), value.clone()))
             .collect();
         row.data.properties = kept;
@@ -193,20 +192,13 @@ impl DynamicEntity {
         })?;
         let partition_key = PartitionKey::new(wire.partition_key)?;
         let row_key = RowKey::new(wire.row_key)?;
-        if let Some((name, _)) = wire
-            .properties
-            .iter()
-            .find(|(name, _)| name.starts_with(RESERVED))
-        {
-            return Err(Error::invalid(
-                format!(
-                    "property `{name}` of row ({:?}, {:?})",
-                    partition_key.as_str(),
-                    row_key.as_str()
-                ),
-                "names starting with `_lh` are leasehold's own; an export never holds them",
-            ));
-        }
+        refuse_reserved_properties(&wire.properties, false, |name| {
+            format!(
+                "property `{name}` of row ({:?}, {:?}) (an export never holds it)",
+                partition_key.as_str(),
+                row_key.as_str()
+            )
+        })?;
         validate_entity("(line)", &partition_key, &row_key, &wire.properties)?;
         Ok(DynamicEntity {
             partition_key,

@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing::Instrument as _;
 
-use super::env::TableEnv;
-use super::resolve::{Resolve, needs_resolving};
+use super::env::{IndexedWriter, TableEnv};
+use super::marks::needs_resolving;
 use super::stored::versioned;
-use crate::backend::{Backend, Layer};
-use crate::entity::{Entity, Versioned};
+use crate::backend::Backend;
+use crate::entity::{Entity, Versioned, short_type_name};
 use crate::error::{Error, Result};
 use crate::key::{ConstantRowKey, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 
@@ -21,20 +21,18 @@ pub struct Table<E> {
     name: std::result::Result<TableName, String>,
     pub(super) write_log: bool,
     /// The backend of this table's writes: the store's stack, then the
-    /// fence's layer of a [fenced](Table::fenced) table, then the index
-    /// layer of a type with indexes (see [`Table::restack`]).
+    /// fence's layer of a [fenced](Table::fenced) table.
     pub(super) writer: Arc<dyn Backend>,
-    /// The fence's layer of a [fenced](Table::fenced) table.
-    pub(super) fence: Option<Arc<dyn Layer>>,
+    /// Whether the table is [fenced](Table::fenced) (a fenced transaction
+    /// holds one operation less).
+    pub(super) fenced: bool,
     /// Set once the store has made sure the table exists (the store never
     /// forgets it), so later operations skip the store's lookup.
     ready: Arc<AtomicBool>,
-    /// How the table's reads see rows (see [`Resolve`]); `None` for a
-    /// table made outside a store: rows as stored.
-    pub(crate) resolve: Option<Arc<dyn Resolve>>,
-    /// The layer of the writes of an indexed type (see `crate::index`),
-    /// which the store stacks; `None`: every write is the plain one.
-    pub(crate) indexing: Option<Arc<dyn Layer>>,
+    /// The write path of an indexed type (see `crate::index`), which sends
+    /// the entity's write through [`Table::writer`] after its index rows;
+    /// `None`: every write is the plain one.
+    pub(super) indexing: Option<Arc<dyn IndexedWriter>>,
     _entity: PhantomData<fn() -> E>,
 }
 
@@ -45,9 +43,8 @@ impl<E> Clone for Table<E> {
             name: self.name.clone(),
             write_log: self.write_log,
             writer: Arc::clone(&self.writer),
-            fence: self.fence.clone(),
+            fenced: self.fenced,
             ready: Arc::clone(&self.ready),
-            resolve: self.resolve.clone(),
             indexing: self.indexing.clone(),
             _entity: PhantomData,
         }
@@ -57,35 +54,18 @@ impl<E> Clone for Table<E> {
 impl<E> Table<E> {
     /// The same table read as `V`: a type stored in the same table (the
     /// caller checks that, see [`SameTable`]). Its writes do not go through
-    /// the index layer: a view only reads.
+    /// the index write path: a view only reads.
     pub(crate) fn view<V>(&self) -> Table<V> {
-        let mut view = Table {
+        Table {
             env: Arc::clone(&self.env),
             name: self.name.clone(),
             write_log: self.write_log,
-            writer: Arc::clone(self.env.backend()),
-            fence: self.fence.clone(),
+            writer: Arc::clone(&self.writer),
+            fenced: self.fenced,
             ready: Arc::clone(&self.ready),
-            resolve: self.resolve.clone(),
             indexing: None,
             _entity: PhantomData,
-        };
-        view.restack();
-        view
-    }
-
-    /// Stacks this table's writer again (see [`Table::writer`]): over the
-    /// store's stack, the fence's layer, then the index layer.
-    pub(crate) fn restack(&mut self) {
-        let store = Arc::clone(self.env.backend());
-        let fenced = match &self.fence {
-            Some(fence) => fence.layer(store),
-            None => store,
-        };
-        self.writer = match &self.indexing {
-            Some(indexing) => indexing.layer(fenced),
-            None => fenced,
-        };
+        }
     }
 }
 
@@ -129,19 +109,23 @@ impl<E> std::fmt::Debug for Table<E> {
 }
 
 impl<E: Entity> Table<E> {
+    /// The table of `E` in the store whose tables share `env`: its reads
+    /// resolve marks and hide leasehold's rows, and the writes of a type
+    /// with indexes keep its index rows.
     pub(crate) fn new(env: Arc<TableEnv>) -> Self {
+        let indexing = (!E::INDEXES.is_empty())
+            .then(|| env.index_writes(E::TABLE, short_type_name::<E>(), E::INDEXES));
         Table {
             // The derive checks the name at compile time; a hand-written
             // `Entity` impl (or a prefix making it too long) gets its error at
             // the first operation.
             name: env.table_name(E::TABLE).map_err(|e| e.to_string()),
             writer: Arc::clone(env.backend()),
-            fence: None,
+            fenced: false,
             env,
             write_log: false,
             ready: Arc::new(AtomicBool::new(false)),
-            resolve: None,
-            indexing: None,
+            indexing,
             _entity: PhantomData,
         }
     }
@@ -293,11 +277,11 @@ impl<E: Entity> Table<E> {
                     tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
                 async {
                     let stored = self.env.backend().get(name, pk, rk).await?;
-                    let stored = match (&self.resolve, stored) {
-                        (Some(resolve), Some(row)) if needs_resolving(&row) => {
-                            resolve.resolve_row(name, Some(row)).await?
+                    let stored = match stored {
+                        Some(row) if needs_resolving(&row) => {
+                            self.env.resolve_row(name, Some(row)).await?
                         }
-                        (_, stored) => stored,
+                        stored => stored,
                     };
                     match stored {
                         Some(stored) => {

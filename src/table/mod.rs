@@ -11,8 +11,12 @@
 //! One file per job: `handle` (the table, its name and reads), `write`
 //! (single-entity writes), `update` (optimistic read-modify-write), `query`,
 //! `batch`, `purge` (deleting and counting what a query matches), `stored` (what a read returns and a write leaves stored),
-//! `resolve` (how a store's tables see marked rows and tombstones), `export`
-//! (a table's rows as JSON lines) and `env` (what the tables of a store share).
+//! `marks` (how every read resolves the marks commits leave on rows and
+//! hides leasehold's own rows), `lock_name` (the lease name of a
+//! partition's lock, which a read takes to settle a commit whose writer is
+//! gone), `fence` (the writes of a [fenced](Table::fenced) table), `export`
+//! (a table's rows as JSON lines) and `env` (what the tables of a store
+//! share, the index write path of indexed types included).
 //!
 //! # Export and import: the line format
 //!
@@ -56,20 +60,23 @@
 mod batch;
 mod env;
 mod export;
+mod fence;
 mod handle;
+mod lock_name;
+mod marks;
 mod purge;
 mod query;
-mod resolve;
 mod stored;
 mod update;
 mod write;
 
 pub use crate::lease::fence::Fence;
 pub use batch::{Batch, BatchResult};
-pub(crate) use env::TableEnv;
+pub(crate) use env::{IndexedWriter, TableEnv};
 pub use handle::Table;
+pub(crate) use lock_name::{lock_name, lock_prefix};
+pub(crate) use marks::{Resolver, query_request};
 pub use purge::{PurgeOptions, PurgeReport};
 pub use query::{DecodeErrors, OnDecodeError, Page, Query};
-pub(crate) use resolve::Resolve;
 pub(crate) use stored::{Base, versioned};
 pub use update::UpdateError;

@@ -264,7 +264,7 @@ impl<E: Entity> Table<E> {
         let span = tracing::debug_span!("leasehold.purge", table = %name, concurrency);
         let telemetry = self.env.telemetry().clone();
         let purge = async move {
-            let batch = if self.fence.is_some() {
+            let batch = if self.fenced {
                 TableOp::MAX_BATCH_OPS - 1
             } else {
                 TableOp::MAX_BATCH_OPS

@@ -7,13 +7,13 @@ use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
 use super::handle::{SameTable, Table};
+use super::marks::query_request;
 use super::stored::versioned_from;
 use crate::backend::{QueryPage, QuerySpec};
 use crate::entity::Value;
 use crate::entity::{Entity, Versioned, property_name_problem};
 use crate::error::{Error, Result};
 use crate::key::IntoPartitionKey;
-use crate::lease::is_fence_row;
 use crate::query::{
     CmpOp, ContinuationToken, Filter, TypedFilter, digest, key_range_filter, owned_bounds,
     prefix_range,
@@ -445,25 +445,16 @@ impl<E: Entity> Query<E> {
     /// filter applied to them as resolved), rows reads never return
     /// (decision rows, tombstones, fence rows) left out.
     pub(super) async fn fetch_rows(table: &Table<E>, spec: &QuerySpec) -> Result<QueryPage> {
-        let mut page = table
+        table
             .env
             .telemetry()
             .operation("query", async {
                 let name = table.ready_to_read().await?;
                 let backend = table.env.backend();
-                let page = match &table.resolve {
-                    Some(resolve) => {
-                        let page = backend.query(name, &resolve.request(spec)).await?;
-                        resolve.resolve_page(name, spec, page).await?
-                    }
-                    None => backend.query(name, spec).await?,
-                };
-                Ok::<_, Error>(page)
+                let page = backend.query(name, &query_request(spec).0).await?;
+                table.env.resolve_page(name, spec, page).await
             })
-            .await?;
-        page.entities
-            .retain(|row| !is_fence_row(row.data.row_key.as_str()));
-        Ok(page)
+            .await
     }
 
     /// One page as [`Query::fetch_rows`] reads it, each row decoded (or

@@ -3,14 +3,15 @@
 
 use tracing::Instrument as _;
 
+use super::fence::FenceLayer;
 use super::handle::Table;
 use super::stored::{Base, stored_after};
 use crate::backend::WriteOptions;
-use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
+use crate::backend::{Layer as _, Precondition, TableBackend, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
-use crate::lease::{Fence, FenceLayer};
+use crate::lease::Fence;
 use crate::rows::mark::MARK;
 
 impl<E: Entity> Table<E> {
@@ -26,7 +27,9 @@ impl<E: Entity> Table<E> {
         make_op: impl FnOnce(EntityData) -> TableOp,
     ) -> Result<Versioned<E>> {
         let data = base.encode(entity)?;
-        crate::entity::refuse_reserved_properties(&data.properties, std::any::type_name::<E>())?;
+        crate::entity::refuse_reserved_properties(&data.properties, true, |name| {
+            format!("property `{name}` of {}", std::any::type_name::<E>())
+        })?;
         // Decoded before sending, so an entity whose stored form does not
         // decode is refused with nothing sent. `Err` holds the keys to read
         // the entity back at, when only a read can tell what is stored.
@@ -63,20 +66,19 @@ impl<E: Entity> Table<E> {
         let op_name = op.name();
         // The backend is told where the write log is, to settle a lost
         // reply by it.
-        let mut options = if log.is_some() {
+        let options = if log.is_some() {
             WriteOptions::new().with_write_log()
         } else {
             WriteOptions::new()
         };
-        // The index layer reads the values the row holds from the version
-        // read, rather than asking the service (copied only for it).
-        if self.indexing.is_some()
-            && let Some(read) = current.and_then(Versioned::stored_properties)
-        {
-            options = options.with_row_as_read(read);
-        }
+        // The index write path takes the values the row holds from the
+        // version read, rather than asking the service (copied only for it).
+        let as_read = match self.indexing {
+            Some(_) => current.and_then(Versioned::stored_properties),
+            None => None,
+        };
         let version = self
-            .execute(name, op, &options)
+            .execute(name, op, &options, as_read)
             .instrument(span.clone())
             .await?;
         let version = version.ok_or_else(|| Error::Backend {
@@ -206,9 +208,6 @@ impl<E: Entity> Table<E> {
         pk: &PartitionKey,
         rk: &RowKey,
     ) -> Result<Option<Option<ETag>>> {
-        let Some(resolve) = &self.resolve else {
-            return Ok(None);
-        };
         let name = self.ready().await?;
         let stored = self.env.backend().get(name, pk, rk).await?;
         let Some(stored) = stored else {
@@ -220,7 +219,8 @@ impl<E: Entity> Table<E> {
                     .then_some(Some(stored.etag)),
             );
         }
-        Ok(resolve
+        Ok(self
+            .env
             .resolve_row(name, Some(stored))
             .await?
             .is_none()
@@ -518,7 +518,7 @@ impl<E: Entity> Table<E> {
     pub(crate) async fn send(&self, op: TableOp) -> Result<()> {
         let name = self.ready().await?;
         let span = write_span(name, &op);
-        self.execute(name, op, &WriteOptions::new())
+        self.execute(name, op, &WriteOptions::new(), None)
             .instrument(span)
             .await
             .map(|_| ())
@@ -575,24 +575,32 @@ impl<E: Entity> Table<E> {
     pub fn fenced(&self, fence: &Fence) -> Table<E> {
         // A fenced table fenced again has the later fence only.
         let mut table = self.clone();
-        table.fence = Some(std::sync::Arc::new(FenceLayer::new(
-            fence.clone(),
-            self.env.conflict_retry().clone(),
-        )));
-        table.restack();
+        let layer = FenceLayer::new(fence.clone(), self.env.conflict_retry().clone());
+        table.writer = layer.layer(std::sync::Arc::clone(self.env.backend()));
+        table.fenced = true;
         table
     }
 
-    /// Sends one write through the table's writer: the store's stack,
-    /// then the fence's layer of a [fenced](Table::fenced) table, then the
-    /// index layer of a type with indexes.
+    /// Sends one write: through the index write path of a type with
+    /// indexes (`as_read`: the row's properties at the version `op` is
+    /// conditioned on, as read), which sends the entity's write through
+    /// the table's writer (the store's stack, then the fence's layer of a
+    /// [fenced](Table::fenced) table).
     async fn execute(
         &self,
         name: &TableName,
         op: TableOp,
         options: &WriteOptions,
+        as_read: Option<std::sync::Arc<crate::entity::Properties>>,
     ) -> Result<Option<Version>> {
-        self.writer.execute(name, op, options).await
+        match &self.indexing {
+            Some(indexing) => {
+                indexing
+                    .execute(self.writer.as_ref(), name, op, options, as_read)
+                    .await
+            }
+            None => self.writer.execute(name, op, options).await,
+        }
     }
 
     /// Sends an entity-group transaction, fenced as [`Table::execute`]

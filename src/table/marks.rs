@@ -1,7 +1,8 @@
-//! Row marks: how a commit keeps optimistic writers off the rows it is
-//! about to write, and how anyone who reads a marked row finishes or
-//! withdraws what the mark stands for (see "Units and optimistic writes" in
-//! the [module docs](super)).
+//! Resolving row marks: how anyone who reads a row a commit marked
+//! finishes or withdraws what the mark stands for (see "Units and
+//! optimistic writes" in `crate::lock`), so that every read through a
+//! [`Table`](super::Table), a unit or an index lookup sees rows as
+//! committed.
 //!
 //! A mark is the reserved property [`MARK`] on a stored row, naming the
 //! commit's transaction and primary partition, beside the row the commit
@@ -13,10 +14,9 @@
 //! holding the marked row's ETag can write it; every read resolves a mark
 //! before returning a row, so nobody gets that ETag.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::env::LockEnv;
+use super::env::TableEnv;
 use crate::backend::WriteOptions;
 use crate::backend::{QueryPage, QuerySpec, StoredEntity, TableOp};
 use crate::entity::Value;
@@ -25,9 +25,9 @@ use crate::key::{PartitionKey, TableName};
 use crate::query::{CmpOp, Filter};
 use crate::rows::tombstone::is_tombstone;
 
-use super::decision::{self, Decision};
 use crate::rows::after::{self, AFTER};
-use crate::rows::decision::is_decision_row;
+use crate::rows::decision::{self, Decision};
+use crate::rows::is_hidden;
 pub(crate) use crate::rows::mark::MARK;
 use crate::rows::mark::{Mark, strip};
 
@@ -46,17 +46,24 @@ const FENCE_FIRST_TRY: Duration = Duration::from_millis(500);
 /// The longest pause between those tries.
 const FENCE_MAX_PAUSE: Duration = Duration::from_secs(6);
 
+/// Whether `row` needs resolving at all: it carries a mark or reads as
+/// absent (a tombstone, a row past its expiry). Most rows do not, and
+/// skip the call.
+pub(crate) fn needs_resolving(row: &StoredEntity) -> bool {
+    row.data.properties.get(MARK).is_some() || is_tombstone(&row.data.properties)
+}
+
 /// Who resolves a mark: what it holds.
 pub(crate) struct Resolver<'a> {
-    env: &'a Arc<LockEnv>,
+    env: &'a TableEnv,
     /// The partitions whose locks the caller holds.
     held: Vec<PartitionKey>,
 }
 
 impl<'a> Resolver<'a> {
-    /// A resolver for `store`, holding the locks of `held` (none for a
-    /// plain read).
-    pub(crate) fn new(env: &'a Arc<LockEnv>, held: Vec<PartitionKey>) -> Self {
+    /// A resolver for the tables of `env`, holding the locks of `held`
+    /// (none for a plain read).
+    pub(crate) fn new(env: &'a TableEnv, held: Vec<PartitionKey>) -> Self {
         Resolver { env, held }
     }
 
@@ -215,8 +222,8 @@ impl<'a> Resolver<'a> {
     /// errors of taking the lease.
     async fn fence(&self, primary: &PartitionKey) -> Result<()> {
         let started = tokio::time::Instant::now();
-        let timeout = self.env.lock_options().acquire_timeout;
-        let name = super::name::lock_name(self.env.table_prefix(), primary)?;
+        let timeout = self.env.lock_timeout();
+        let name = super::lock_name::lock_name(self.env.table_prefix(), primary)?;
         let mut pause = FENCE_FIRST_TRY;
         loop {
             if let Some(guard) = self.env.locks().try_acquire(name.as_str()).await? {
@@ -241,46 +248,14 @@ impl<'a> Resolver<'a> {
     }
 }
 
-/// How a store's tables see rows (see [`crate::table::Resolve`]): marks
-/// resolved by the store's lock environment.
-pub(crate) struct MarkResolve(pub(crate) Arc<LockEnv>);
-
-#[async_trait::async_trait]
-impl crate::table::Resolve for MarkResolve {
-    async fn resolve_row(
-        &self,
-        table: &TableName,
-        row: Option<StoredEntity>,
-    ) -> Result<Option<StoredEntity>> {
-        self.0.resolve_row(table, row).await
-    }
-
-    fn request(&self, asked: &QuerySpec) -> QuerySpec {
-        query_request(asked).0
-    }
-
-    async fn resolve_page(
-        &self,
-        table: &TableName,
-        spec: &QuerySpec,
-        page: QueryPage,
-    ) -> Result<QueryPage> {
-        self.0.resolve_page(table, spec, page).await
-    }
-
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
-    }
-}
-
-impl LockEnv {
+impl TableEnv {
     /// `row` of `table` as a reader outside any unit may see it: with any
     /// mark on it resolved (see [`Resolver::resolve`]).
     ///
     /// # Errors
     /// As [`Resolver::resolve`].
     pub(crate) async fn resolve_row(
-        self: &Arc<Self>,
+        &self,
         table: &TableName,
         row: Option<StoredEntity>,
     ) -> Result<Option<StoredEntity>> {
@@ -294,14 +269,14 @@ impl LockEnv {
     /// [`query_request`] says) with every marked row on it resolved:
     /// dropped when it is absent once resolved or does not match the
     /// filter as resolved, cut down to the selected properties otherwise;
-    /// commits' decision rows are dropped, and so are the rows the service
-    /// returned without checking the filter that do not match it. A page
-    /// with none of these costs nothing.
+    /// the rows reads never return ([`is_hidden`]) are dropped, and so are
+    /// the rows the service returned without checking the filter that do
+    /// not match it. A page with none of these costs nothing.
     ///
     /// # Errors
     /// As [`Resolver::resolve`].
     pub(crate) async fn resolve_page(
-        self: &Arc<Self>,
+        &self,
         table: &TableName,
         spec: &QuerySpec,
         mut page: QueryPage,
@@ -313,8 +288,7 @@ impl LockEnv {
             && spec.select.is_none()
             && !page.entities.iter().any(|row| {
                 row.data.properties.get(MARK).is_some()
-                    || is_decision_row(&row.data.row_key)
-                    || is_tombstone(&row.data.properties)
+                    || is_hidden(&row.data.row_key, &row.data.properties)
             })
         {
             return Ok(page);
@@ -322,8 +296,11 @@ impl LockEnv {
         let resolver = Resolver::new(self, Vec::new());
         let mut rows = Vec::with_capacity(page.entities.len());
         for row in std::mem::take(&mut page.entities) {
-            // A commit's decision row is leasehold's, never the caller's.
-            if is_decision_row(&row.data.row_key) {
+            // A commit's decision row, a fence row: leasehold's, never
+            // the caller's.
+            if Mark::of(&row.data.properties).is_none()
+                && is_hidden(&row.data.row_key, &row.data.properties)
+            {
                 continue;
             }
             // A row carrying the mark property may have been returned for
@@ -349,7 +326,7 @@ impl LockEnv {
                     row
                 }
             };
-            if is_tombstone(&row.data.properties) {
+            if is_hidden(&row.data.row_key, &row.data.properties) {
                 continue;
             }
             if check && let Some(filter) = &spec.filter {
@@ -381,7 +358,7 @@ impl LockEnv {
 /// on that row would be missed by a filter its after-image matches. So the
 /// request also returns every row of the key range carrying a mark —
 /// `keys and (rest or _lhTxn ge '')`, a comparison on a property a row
-/// lacks being false — and [`LockEnv::resolve_page`] applies the filter to
+/// lacks being false — and [`TableEnv::resolve_page`] applies the filter to
 /// each such row as resolved. Where that is over the service's limits (15
 /// comparisons, [`Filter::MAX_LEN`]), only the key range is sent and the
 /// filter is applied to every row on this side. A projection also asks for
