@@ -347,7 +347,6 @@ mod commit;
 pub(crate) mod decision;
 mod env;
 mod fold;
-mod indexes;
 mod keys;
 mod leftovers;
 pub(crate) mod marks;
