@@ -17,7 +17,7 @@ use futures_util::future::join_all;
 use tracing::Instrument as _;
 
 use super::decision::{self, Decision};
-use super::env::{AfterCommit, CommitView, IndexedType, LockEnv};
+use super::env::{AfterCommit, ClaimInput, IndexedType, LockEnv};
 use super::marks::Resolver;
 use super::report::{CommitReport, FinishedBy};
 use super::slot::{Reads, Slot, Staged, read_absent};
@@ -35,22 +35,18 @@ use crate::rows::decision::{self as layout, is_decision_row};
 use crate::rows::mark::{Mark, apply_op, slim, strip};
 use crate::rows::tombstone::is_tombstone;
 
-/// What keeps a commit's writes good until its commit point.
-pub(super) enum Hold<'a> {
-    /// The locks of the unit's partitions, in its order.
-    Locks(Vec<&'a LeaseGuard>),
-    /// A transaction (`crate::txn`): no lock; it validates what it read
-    /// at commit, and its marks live this long.
-    TimeToLive(Duration),
-}
-
 /// A unit's commit: what it needs of the unit, run once
 /// ([`Commit::run`]).
 pub(super) struct Commit<'a> {
     pub(super) env: Arc<LockEnv>,
     /// The unit's partitions ([`Slot::part`] indexes them).
     pub(super) parts: Vec<PartitionKey>,
-    pub(super) hold: Hold<'a>,
+    /// The locks of those partitions, in the same order (none for a
+    /// transaction).
+    pub(super) locks: Vec<&'a LeaseGuard>,
+    /// A transaction's time-to-live (`crate::txn`): it holds no lock,
+    /// validates what it read at commit, and its marks live this long.
+    pub(super) ttl: Option<Duration>,
     /// What each row looked like when the unit read it (`None`: absent).
     pub(super) reads: Reads,
     /// One write per row, by partition (canonical order), table, row.
@@ -207,38 +203,41 @@ impl Commit<'_> {
     /// read as absent must still be absent), so its mark fails the commit
     /// when the row changed since. A unit's locks keep its reads valid.
     fn validate_reads(&mut self) {
-        if !matches!(self.hold, Hold::TimeToLive(_)) {
+        if self.ttl.is_none() {
             return;
         }
-        let checks: Vec<_> = self
-            .reads
-            .iter()
-            .filter(|(key, _)| !self.staged.contains_key(*key))
-            .map(|(key, read)| {
-                let (pk, rk) = (self.parts[key.0.part].clone(), key.1.clone());
-                // A tombstone (read as absent) is kept as it is.
-                let op = match read {
-                    Some(row) => TableOp::Merge(
+        for (key, read) in &self.reads {
+            if self.staged.contains_key(key) {
+                continue;
+            }
+            let (partition_key, row_key) = (self.parts[key.0.part].clone(), key.1.clone());
+            let properties = Properties::new();
+            // A tombstone (read as absent) is kept as it is.
+            let op = match read {
+                Some(row) => {
+                    let condition = Precondition::IfMatch(row.etag.clone());
+                    TableOp::Merge(
                         EntityData {
-                            partition_key: pk,
-                            row_key: rk,
-                            properties: Properties::new(),
+                            partition_key,
+                            row_key,
+                            properties,
                         },
-                        Precondition::IfMatch(row.etag.clone()),
-                    ),
-                    None => TableOp::Delete {
-                        partition_key: pk,
-                        row_key: rk,
-                        if_match: None,
-                    },
-                };
-                (key.clone(), op)
-            })
-            .collect();
-        self.staged.extend(checks);
+                        condition,
+                    )
+                }
+                None => TableOp::Delete {
+                    partition_key,
+                    row_key,
+                    if_match: None,
+                },
+            };
+            self.staged.insert(key.clone(), op);
+        }
     }
 
-    /// Runs the store's index claims, if the writes are of indexed types.
+    /// Runs the store's index claims, if the writes are of indexed types:
+    /// they read the rows of those writes (and the rows as read), and the
+    /// commit records what they read and sends the writes they answer.
     async fn claim_indexes(&mut self) -> Result<Option<Box<dyn AfterCommit>>> {
         let Some(claims) = self.env.claims().cloned() else {
             return Ok(None);
@@ -246,30 +245,23 @@ impl Commit<'_> {
         if self.indexed.is_empty() {
             return Ok(None);
         }
-        let view = CommitView {
-            parts: self.parts.clone(),
-            held: self.held(),
-            reads: &mut self.reads,
-            staged: &mut self.staged,
+        let held = self.held();
+        let indexed = |slot: &Slot| self.indexed.iter().any(|t| t.table == slot.table);
+        let input = ClaimInput {
+            parts: &self.parts,
+            held: &held,
+            writes: self
+                .staged
+                .iter()
+                .filter(|(key, _)| indexed(&key.0))
+                .collect(),
+            reads: &self.reads,
             indexed: &self.indexed,
         };
-        claims.claim(&self.env, view).await
-    }
-
-    /// The lock of part `part` (none for a transaction).
-    fn lock(&self, part: usize) -> Option<&LeaseGuard> {
-        match &self.hold {
-            Hold::Locks(guards) => guards.get(part).copied(),
-            Hold::TimeToLive(_) => None,
-        }
-    }
-
-    /// A transaction's time-to-live (`None`: a unit holding locks).
-    fn ttl(&self) -> Option<Duration> {
-        match self.hold {
-            Hold::TimeToLive(ttl) => Some(ttl),
-            Hold::Locks(_) => None,
-        }
+        let claimed = claims.claim(&self.env, input).await?;
+        self.reads.extend(claimed.read);
+        self.staged.extend(claimed.writes);
+        Ok(claimed.after)
     }
 
     /// The resolver of row marks this commit meets: it holds the unit's
@@ -280,9 +272,9 @@ impl Commit<'_> {
 
     /// The partitions whose locks the unit holds (none: a transaction).
     fn held(&self) -> Vec<PartitionKey> {
-        match self.hold {
-            Hold::Locks(_) => self.parts.clone(),
-            Hold::TimeToLive(_) => Vec::new(),
+        match self.ttl {
+            Some(_) => Vec::new(),
+            None => self.parts.clone(),
         }
     }
 
@@ -290,10 +282,9 @@ impl Commit<'_> {
     /// validity deadline, which ends before the service lets anyone else
     /// take a lease).
     fn holds(&self, parts: &[usize]) -> bool {
-        self.ttl().is_none()
+        self.ttl.is_none()
             && parts.iter().all(|&p| {
-                self.lock(p)
-                    .is_some_and(|g| g.ensure_valid(Duration::ZERO).is_ok())
+                (self.locks.get(p)).is_some_and(|g| g.ensure_valid(Duration::ZERO).is_ok())
             })
     }
 
@@ -311,11 +302,8 @@ impl Commit<'_> {
         if self.staged.is_empty() {
             return Ok((report, None));
         }
-        if let Hold::Locks(guards) = &self.hold {
-            let margin = self.env.lock_options().commit_margin;
-            for guard in guards {
-                guard.ensure_valid(margin)?;
-            }
+        for guard in &self.locks {
+            guard.ensure_valid(self.env.lock_options().commit_margin)?;
         }
         let tables: BTreeSet<TableName> = self.staged.keys().map(|k| k.0.table.clone()).collect();
         for table in &tables {
@@ -471,7 +459,7 @@ impl Commit<'_> {
                     txn: txn.clone(),
                     primary: primary.clone(),
                     absent: read.is_none(),
-                    ttl: self.ttl(),
+                    ttl: self.ttl,
                 };
                 let mut pre = prewrite(op, read.as_ref(), &mark);
                 let text = after::text(&apply_op(op, read.as_ref(), &ETag::new("*")));
@@ -529,14 +517,14 @@ impl Commit<'_> {
         // A holder whose lease ran out stops here, its marks withdrawn; the
         // commit point goes out only while the primary's lock is held (a
         // transaction's, within its time-to-live of its marks).
-        let left = match self.ttl() {
+        let left = match self.ttl {
             Some(ttl) => Ok(ttl.saturating_sub(started.elapsed())).and_then(|left| {
                 (!left.is_zero()).then_some(left).ok_or(Error::LeaseLost {
                     what: format!("transaction {txn} took longer than its time-to-live ({ttl:?}) to mark its rows; nothing of it is applied"),
                     code: None,
                 })
             }),
-            None => (self.lock(primary_part))
+            None => (self.locks.get(primary_part))
                 .ok_or_else(|| Error::Inconsistent {
                     what: format!("the commit has no lock of partition {primary}"),
                 })
@@ -636,7 +624,7 @@ impl Commit<'_> {
             );
         }
         let cleanup = (table, layout::delete(&primary, &txn)?);
-        if self.ttl().is_some() {
+        if self.ttl.is_some() {
             // A transaction answers now; its rows are finished behind the
             // answer (or by their readers, should this process stop).
             let (env, held) = (self.env.clone(), self.held());

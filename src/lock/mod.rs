@@ -351,6 +351,8 @@ mod keys;
 mod leftovers;
 pub(crate) mod marks;
 pub(crate) mod name;
+#[cfg(test)]
+mod name_tests;
 pub(crate) mod options;
 mod query;
 mod report;
@@ -359,7 +361,7 @@ mod unit;
 
 pub use decision::CommitOutcome;
 pub(crate) use decision::outcome as commit_outcome;
-pub(crate) use env::{AfterCommit, CommitClaims, CommitView, IndexedType, LockEnv};
+pub(crate) use env::{AfterCommit, ClaimInput, Claimed, CommitClaims, IndexedType, LockEnv};
 pub use keys::IntoPartitionKeys;
 pub use leftovers::CommitSummary;
 pub(crate) use leftovers::list as list_commits;

@@ -1,6 +1,7 @@
 //! [`Unit`]: one unit of work under a partition lock.
 
 use std::collections::{BTreeMap, HashMap};
+use std::mem::take;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use futures_util::future::join_all;
 use time::OffsetDateTime;
 
 use super::acquire;
-use super::commit::{Commit, Hold};
+use super::commit::Commit;
 use super::env::{IndexedType, LockEnv};
 use super::fold::{fold, if_match_of};
 use super::marks::Resolver;
@@ -690,32 +691,29 @@ impl Unit {
             // Whatever happens, the locks are given up; marks a failed
             // commit left are resolved by whoever meets them. The caller
             // asked to commit: what was not is not "forgotten".
-            let (reads, staged) = (
-                std::mem::take(&mut self.reads),
-                std::mem::take(&mut self.staged),
-            );
-            let indexed = std::mem::take(&mut self.indexed);
-            let hold = match self.ttl {
-                Some(ttl) => Ok(Hold::TimeToLive(ttl)),
-                None => (0..self.parts.len())
-                    .map(|i| self.guard_of(i))
-                    .collect::<Result<_>>()
-                    .map(Hold::Locks),
-            };
-            let committed = match hold {
-                Ok(hold) => {
-                    let commit = Commit {
-                        env: self.env.clone(),
-                        parts: self.parts.iter().map(|p| p.pk.clone()).collect(),
-                        hold,
-                        reads,
-                        staged,
-                        indexed,
-                    };
-                    commit.run().await
-                }
-                Err(e) => Err(e),
-            };
+            let committed = async {
+                let (reads, staged) = (take(&mut self.reads), take(&mut self.staged));
+                let indexed = take(&mut self.indexed);
+                let locks = match self.ttl {
+                    Some(_) => Vec::new(),
+                    None => (0..self.parts.len())
+                        .map(|i| self.guard_of(i))
+                        .collect::<Result<_>>()?,
+                };
+                let parts = self.parts.iter().map(|p| p.pk.clone()).collect();
+                let (env, ttl) = (self.env.clone(), self.ttl);
+                let commit = Commit {
+                    env,
+                    parts,
+                    locks,
+                    ttl,
+                    reads,
+                    staged,
+                    indexed,
+                };
+                commit.run().await
+            }
+            .await;
             match committed {
                 Ok(committed) => Ok(committed.complete(self.release_all()).await),
                 Err(e) => {

@@ -416,3 +416,26 @@ impl Transaction {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The commit's span names the first partition; a transaction with none
+    /// (nothing read, nothing staged) commits all the same.
+    #[test]
+    fn a_transaction_with_nothing_to_commit_commits_under_a_debug_subscriber() {
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_test_writer()
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let report = runtime
+                .block_on(crate::Store::memory().transaction().commit())
+                .unwrap();
+            assert_eq!(report.operations, 0);
+        });
+    }
+}
