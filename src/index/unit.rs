@@ -14,7 +14,7 @@ use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::entity::Properties;
 use crate::error::Result;
 use crate::key::RowKey;
-use crate::lock::{AfterCommit, CommitClaims, CommitView, LockEnv, Slot};
+use crate::lock::{AfterCommit, ClaimInput, Claimed, CommitClaims, LockEnv, Slot};
 use crate::rows::tombstone::{self, is_tombstone};
 use crate::table::{Resolver, TableEnv};
 
@@ -23,13 +23,8 @@ pub(crate) struct UnitClaims;
 
 #[async_trait]
 impl CommitClaims for UnitClaims {
-    async fn claim(
-        &self,
-        env: &Arc<LockEnv>,
-        unit: CommitView<'_>,
-    ) -> Result<Option<Box<dyn AfterCommit>>> {
-        let freed = claim_indexes(env.tables(), unit).await?;
-        Ok((!freed.0.is_empty()).then(|| Box::new(freed) as Box<dyn AfterCommit>))
+    async fn claim(&self, env: &Arc<LockEnv>, input: ClaimInput<'_>) -> Result<Claimed> {
+        claim_indexes(env.tables(), input).await
     }
 }
 
@@ -57,25 +52,25 @@ struct Plan {
     releases: Vec<(usize, Key)>,
 }
 
-/// Reads a row for the unit (recording it as read), creating its table
-/// first; a row the unit read before costs nothing.
+/// The row `key` as the unit read it, or else read now (creating its
+/// table first) and added to `read`, for the commit to record.
 async fn read_for_index(
     env: &Arc<TableEnv>,
-    unit: &mut CommitView<'_>,
-    slot: &Slot,
-    rk: &RowKey,
+    input: &ClaimInput<'_>,
+    read: &mut Vec<((Slot, RowKey), Option<StoredEntity>)>,
+    key: &(Slot, RowKey),
 ) -> Result<Option<StoredEntity>> {
-    let key = (slot.clone(), rk.clone());
-    if let Some(read) = unit.reads.get(&key) {
-        return Ok(read.clone());
+    if let Some(row) = input.reads.get(key) {
+        return Ok(row.clone());
     }
+    let (slot, rk) = key;
     env.ensure_table(&slot.table).await?;
-    let pk = unit.parts[slot.part].clone();
-    let stored = env.backend().get(&slot.table, &pk, rk).await?;
-    let stored = Resolver::new(env, unit.held.clone())
+    let pk = &input.parts[slot.part];
+    let stored = env.backend().get(&slot.table, pk, rk).await?;
+    let stored = Resolver::new(env, input.held.to_vec())
         .resolve_opt(&slot.table, stored)
         .await?;
-    unit.reads.insert(key, stored.clone());
+    read.push((key.clone(), stored.clone()));
     Ok(stored)
 }
 
@@ -91,33 +86,25 @@ async fn read_for_index(
 ///   index row; a value another entity holds is refused with
 ///   [`crate::Error::ValueTaken`] before anything of the commit is sent.
 ///
-/// Returns the index rows of the values freed, read now, to remove once
+/// Answers the rows it read, the writes to send instead of the staged
+/// ones, and the index rows of the values freed, read now, to remove once
 /// the commit succeeded.
-async fn claim_indexes(env: &Arc<TableEnv>, mut unit: CommitView<'_>) -> Result<FreedRows> {
+async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Claimed> {
     let tables = Arc::clone(env);
-    let all: Vec<Indexes> = unit
+    let all: Vec<Indexes> = input
         .indexed
         .iter()
         .map(|t| Indexes::of_type(&tables, t))
         .collect::<Result<_>>()?;
-    let rows: Vec<(Slot, RowKey)> = unit
-        .staged
-        .keys()
-        .filter(|(slot, _)| all.iter().any(|i| i.table == slot.table))
-        .cloned()
-        .collect();
     let mut plans: Vec<Plan> = Vec::new();
-    for (slot, rk) in rows {
-        let Some(n) = all.iter().position(|i| i.table == slot.table) else {
+    let (mut read, mut writes) = (Vec::new(), Vec::new());
+    for &(key, op) in &input.writes {
+        let Some(n) = all.iter().position(|i| i.table == key.0.table) else {
             continue;
         };
-        let key = (slot.clone(), rk.clone());
-        let read = read_for_index(env, &mut unit, &slot, &rk).await?;
-        let Some(op) = unit.staged.get(&key).cloned() else {
-            continue;
-        };
-        let op = conditioned(op, read.as_ref());
-        let live = read.filter(|r| !is_tombstone(&r.data.properties));
+        let row = read_for_index(env, &input, &mut read, key).await?;
+        let op = conditioned(op.clone(), row.as_ref());
+        let live = row.filter(|r| !is_tombstone(&r.data.properties));
         let before: Option<Properties> = live.map(|r| r.data.properties);
         let after: Option<Properties> = match &op {
             TableOp::Insert(d) | TableOp::Replace(d, _) => {
@@ -135,7 +122,7 @@ async fn claim_indexes(env: &Arc<TableEnv>, mut unit: CommitView<'_>) -> Result<
         let new = indexes.keys(after.as_ref())?;
         let mut plan = Plan {
             indexes: n,
-            owner: (unit.parts[slot.part].clone(), rk.clone()),
+            owner: (input.parts[key.0.part].clone(), key.1.clone()),
             claims: Vec::new(),
             frees: Vec::new(),
             releases: Vec::new(),
@@ -156,7 +143,7 @@ async fn claim_indexes(env: &Arc<TableEnv>, mut unit: CommitView<'_>) -> Result<
                 plan.releases.push((def, o));
             }
         }
-        unit.staged.insert(key, op);
+        writes.push((key.clone(), op));
         plans.push(plan);
     }
     // Two writes of this unit claiming one unique value: refused. A
@@ -195,7 +182,7 @@ async fn claim_indexes(env: &Arc<TableEnv>, mut unit: CommitView<'_>) -> Result<
     }
     // A mark met while claiming whose primary this unit holds is taken
     // off at once: waiting for that lock would wait for this unit.
-    let held = unit.held.as_slice();
+    let held = input.held;
     let txn = crate::backend::write_log::new_id();
     let each = plans
         .iter()
@@ -231,7 +218,13 @@ async fn claim_indexes(env: &Arc<TableEnv>, mut unit: CommitView<'_>) -> Result<
     }));
     let (claimed, freed) = join(claims, freed).await;
     claimed?;
-    Ok(FreedRows(freed?))
+    let freed = FreedRows(freed?);
+    let after = (!freed.0.is_empty()).then(|| Box::new(freed) as Box<dyn AfterCommit>);
+    Ok(Claimed {
+        read,
+        writes,
+        after,
+    })
 }
 
 /// A staged write of an indexed type, conditioned on the row as the unit

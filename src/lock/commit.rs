@@ -1,23 +1,33 @@
-//! [`Unit::commit`]: one entity-group transaction when the writes fit one,
-//! and the commit by row marks and a decision row otherwise (see "The
-//! commit protocol" in the [module docs](super)).
+//! [`Commit`]: a unit's commit, built from what the unit read and staged
+//! and run once: the index claims, then one entity-group transaction when
+//! the writes fit one, and the commit by row marks and a decision row
+//! otherwise (see "The commit protocol" in the [module docs](super)).
+//!
+//! A [`Unit`](super::Unit) (a transaction's too) hands its reads, staged
+//! writes and locks over to a `Commit`, runs it, and gives its locks up
+//! together with the [`Committed`] commit's finishing. Nothing here calls
+//! back into the unit.
 
 use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use tracing::Instrument as _;
 
 use super::decision::{self, Decision};
+use super::env::{AfterCommit, ClaimInput, IndexedType, LockEnv};
 use super::report::{CommitReport, FinishedBy};
-use super::slot::Slot;
-use super::unit::Unit;
+use super::slot::{Reads, Slot, Staged, read_absent};
 use crate::backend::{
     Precondition, StoredEntity, TableBackend, TableOp, Version, chunk_batches, validate_batch,
 };
 use crate::backend::{WriteOptions, deadline};
+use crate::entity::{EntityData, Properties};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
+use crate::lease::LeaseGuard;
 use crate::outcome::{self, Locked};
 use crate::rows::after;
 use crate::rows::decision::{self as layout, is_decision_row};
@@ -25,19 +35,50 @@ use crate::rows::mark::{Mark, apply_op, slim, strip};
 use crate::rows::tombstone::is_tombstone;
 use crate::table::Resolver;
 
+/// A unit's commit: what it needs of the unit, run once
+/// ([`Commit::run`]).
+pub(super) struct Commit<'a> {
+    pub(super) env: Arc<LockEnv>,
+    /// The unit's partitions ([`Slot::part`] indexes them).
+    pub(super) parts: Vec<PartitionKey>,
+    /// The locks of those partitions, in the same order (none for a
+    /// transaction).
+    pub(super) locks: Vec<&'a LeaseGuard>,
+    /// A transaction's time-to-live (`crate::txn`): it holds no lock,
+    /// validates what it read at commit, and its marks live this long.
+    pub(super) ttl: Option<Duration>,
+    /// What each row looked like when the unit read it (`None`: absent).
+    pub(super) reads: Reads,
+    /// One write per row, by partition (canonical order), table, row.
+    pub(super) staged: Staged,
+    /// The indexed types the writes are of.
+    pub(super) indexed: Vec<IndexedType>,
+}
+
+/// A commit whose writes are applied, and what is left of it: finishing
+/// its marked rows and deleting its decision row (a unit's commit decided
+/// in a row), and what its index claims leave to do
+/// ([`Committed::complete`]).
+pub(super) struct Committed {
+    env: Arc<LockEnv>,
+    report: CommitReport,
+    finishing: Option<Finishing>,
+    after: Option<Box<dyn AfterCommit>>,
+}
+
 /// The staged writes of one (partition, table) group, in row order.
-pub(super) struct Group {
-    pub(super) part: usize,
-    pub(super) table: TableName,
-    pub(super) ops: Vec<TableOp>,
-    pub(super) rows: Vec<(Slot, RowKey)>,
+struct Group {
+    part: usize,
+    table: TableName,
+    ops: Vec<TableOp>,
+    rows: Vec<(Slot, RowKey)>,
 }
 
 /// What is left of a unit's commit decided in a row once its commit point
 /// went through: its marked rows finished (`rounds`, at once), then its
 /// decision row deleted (`decision_delete`), unless a row is left marked
 /// (`all_off` false: a version missing from the marking's reply).
-pub(super) struct Finishing {
+struct Finishing {
     rounds: Vec<(TableName, Vec<TableOp>)>,
     txn: String,
     all_off: bool,
@@ -75,47 +116,19 @@ struct Plan {
     marking: Vec<Send>,
 }
 
-impl Unit {
-    /// [`Unit::commit`]: stages the index rows, commits, gives the locks up.
-    pub(super) async fn commit_and_release(mut self) -> Result<CommitReport> {
-        let span = tracing::debug_span!("leasehold.commit", partition = %self.partition_key(), partitions = self.parts.len(), ops = self.staged.len());
-        let mut after = None;
-        // A unit writing indexed types sends its writes within the claims'
-        // window of starting its claims, or not at all (see "How long a
-        // claim or tombstone is relied on" in `crate::index`).
-        let claims_window = (!self.indexed.is_empty() && self.env.claims().is_some())
-            .then(|| tokio::time::Instant::now() + crate::rows::SEND_WINDOW);
-        let result = async {
-            after = self.claim_indexes().await?;
-            self.commit_inner(claims_window).await
-        }
-        .instrument(span)
-        .await
-        .map_err(|e| match claims_window {
-            Some(by) if e.kind() == ErrorKind::LeaseLost && tokio::time::Instant::now() > by => {
-                Error::Timeout {
-                    what: format!(
-                        "the unit's commit was not sent: {:?} had passed since its claims (a write must follow its claims within that time, or a claim or tombstone it relies on may be gone); nothing of it is applied",
-                        crate::rows::SEND_WINDOW
-                    ),
-                    after: crate::rows::SEND_WINDOW,
-                }
-            }
-            _ => e,
-        });
-        // Whatever happened, the locks are given up; marks a failed commit
-        // left are resolved by whoever meets them. The caller asked to
-        // commit: what was not is not "forgotten". A decided commit
-        // finishes its marked rows as it gives the locks up: once its
-        // commit point holds, whoever takes a lock next finishes a marked
-        // row it meets itself.
-        self.staged.clear();
-        let (mut result, finishing) = match result {
-            Ok((report, finishing)) => (Ok(report), finishing),
-            Err(e) => (Err(e), None),
-        };
-        let env = self.env.clone();
-        let committed = result.is_ok();
+impl Committed {
+    /// Finishes what is left, together with `release` (the unit giving its
+    /// locks up: once the commit point holds, whoever takes a lock next
+    /// finishes a marked row it meets itself) and the index claims'
+    /// after-commit work (removing the index rows of the values the commit
+    /// freed). Answers the commit's report.
+    pub(super) async fn complete(self, release: impl Future<Output = ()>) -> CommitReport {
+        let Committed {
+            env,
+            mut report,
+            finishing,
+            after,
+        } = self;
         let finished = async {
             let f = finishing?;
             let (done, recovered, off) = finish(&env, f.held, &f.rounds, &f.txn).await;
@@ -129,21 +142,150 @@ impl Unit {
             }
             Some((done, recovered))
         };
-        // The index rows of values the commit freed, now that it holds.
         let freed = async {
-            if let (true, Some(after)) = (committed, after) {
+            if let Some(after) = after {
                 after.run(&env).await;
             }
         };
-        let (finished, (), ()) =
-            futures_util::future::join3(finished, self.release_all(), freed).await;
-        if let (Ok(report), Some((done, recovered))) = (&mut result, finished) {
+        let (finished, (), ()) = futures_util::future::join3(finished, release, freed).await;
+        if let Some((done, recovered)) = finished {
             report.batches += done;
             if recovered {
                 report.finished_by = FinishedBy::Recovery;
             }
         }
-        result
+        report
+    }
+}
+
+impl Commit<'_> {
+    /// Runs the commit: a transaction's reads validated, the index claims
+    /// made, the writes sent. Every error but [`Error::InDoubt`] means
+    /// nothing of it is applied (see [`Unit::commit`](super::Unit::commit)).
+    pub(super) async fn run(mut self) -> Result<Committed> {
+        let partition = self.parts.first().map_or("", PartitionKey::as_str);
+        let span = tracing::debug_span!("leasehold.commit", partition = %partition, partitions = self.parts.len(), ops = self.staged.len());
+        // A unit writing indexed types sends its writes within the claims'
+        // window of starting its claims, or not at all (see "How long a
+        // claim or tombstone is relied on" in `crate::index`).
+        let claims_window = (!self.indexed.is_empty() && self.env.claims().is_some())
+            .then(|| tokio::time::Instant::now() + crate::rows::SEND_WINDOW);
+        let env = self.env.clone();
+        async {
+            self.validate_reads();
+            let after = self.claim_indexes().await?;
+            let (report, finishing) = self.commit_inner(claims_window).await?;
+            Ok(Committed {
+                env,
+                report,
+                finishing,
+                after,
+            })
+        }
+        .instrument(span)
+        .await
+        .map_err(|e: Error| match claims_window {
+            Some(by) if e.kind() == ErrorKind::LeaseLost && tokio::time::Instant::now() > by => {
+                Error::Timeout {
+                    what: format!(
+                        "the unit's commit was not sent: {:?} had passed since its claims (a write must follow its claims within that time, or a claim or tombstone it relies on may be gone); nothing of it is applied",
+                        crate::rows::SEND_WINDOW
+                    ),
+                    after: crate::rows::SEND_WINDOW,
+                }
+            }
+            _ => e,
+        })
+    }
+
+    /// A transaction's rows read and not written are validated: each gets
+    /// a write that changes nothing, conditioned on the ETag read (a row
+    /// read as absent must still be absent), so its mark fails the commit
+    /// when the row changed since. A unit's locks keep its reads valid.
+    fn validate_reads(&mut self) {
+        if self.ttl.is_none() {
+            return;
+        }
+        for (key, read) in &self.reads {
+            if self.staged.contains_key(key) {
+                continue;
+            }
+            let (partition_key, row_key) = (self.parts[key.0.part].clone(), key.1.clone());
+            let properties = Properties::new();
+            // A tombstone (read as absent) is kept as it is.
+            let op = match read {
+                Some(row) => {
+                    let condition = Precondition::IfMatch(row.etag.clone());
+                    TableOp::Merge(
+                        EntityData {
+                            partition_key,
+                            row_key,
+                            properties,
+                        },
+                        condition,
+                    )
+                }
+                None => TableOp::Delete {
+                    partition_key,
+                    row_key,
+                    if_match: None,
+                },
+            };
+            self.staged.insert(key.clone(), op);
+        }
+    }
+
+    /// Runs the store's index claims, if the writes are of indexed types:
+    /// they read the rows of those writes (and the rows as read), and the
+    /// commit records what they read and sends the writes they answer.
+    async fn claim_indexes(&mut self) -> Result<Option<Box<dyn AfterCommit>>> {
+        let Some(claims) = self.env.claims().cloned() else {
+            return Ok(None);
+        };
+        if self.indexed.is_empty() {
+            return Ok(None);
+        }
+        let held = self.held();
+        let indexed = |slot: &Slot| self.indexed.iter().any(|t| t.table == slot.table);
+        let input = ClaimInput {
+            parts: &self.parts,
+            held: &held,
+            writes: self
+                .staged
+                .iter()
+                .filter(|(key, _)| indexed(&key.0))
+                .collect(),
+            reads: &self.reads,
+            indexed: &self.indexed,
+        };
+        let claimed = claims.claim(&self.env, input).await?;
+        self.reads.extend(claimed.read);
+        self.staged.extend(claimed.writes);
+        Ok(claimed.after)
+    }
+
+    /// The resolver of row marks this commit meets: it holds the unit's
+    /// partitions.
+    fn resolver(&self) -> Resolver<'_> {
+        Resolver::new(self.env.tables(), self.held())
+    }
+
+    /// The partitions whose locks the unit holds (none: a transaction).
+    fn held(&self) -> Vec<PartitionKey> {
+        match self.ttl {
+            Some(_) => Vec::new(),
+            None => self.parts.clone(),
+        }
+    }
+
+    /// Whether the unit still holds the locks of `parts` (by the local
+    /// validity deadline, which ends before the service lets anyone else
+    /// take a lease).
+    fn holds(&self, parts: &[usize]) -> bool {
+        self.ttl.is_none()
+            && parts.iter().all(|&p| {
+                (self.locks.get(p)).is_some_and(|g| g.ensure_valid(Duration::ZERO).is_ok())
+            })
     }
 
     /// Commits the staged writes; what it answers besides the report is
@@ -160,8 +302,8 @@ impl Unit {
         if self.staged.is_empty() {
             return Ok((report, None));
         }
-        for i in (0..self.parts.len()).filter(|_| self.ttl.is_none()) {
-            self.guard_of(i)?.ensure_valid(self.options.commit_margin)?;
+        for guard in &self.locks {
+            guard.ensure_valid(self.env.lock_options().commit_margin)?;
         }
         let tables: BTreeSet<TableName> = self.staged.keys().map(|k| k.0.table.clone()).collect();
         for table in &tables {
@@ -222,7 +364,7 @@ impl Unit {
         let resolver = self.resolver();
         let rows = futures_util::future::try_join_all(blind.iter().map(|(slot, rk)| {
             let (backend, resolver) = (&backend, &resolver);
-            let pk = &self.parts[slot.part].pk;
+            let pk = &self.parts[slot.part];
             async move {
                 let stored = backend.get(&slot.table, pk, rk).await?;
                 resolver.resolve_opt(&slot.table, stored).await
@@ -237,7 +379,7 @@ impl Unit {
     /// A commit that is one entity-group transaction.
     async fn commit_one(&self, g: &Group) -> Result<()> {
         let backend = self.env.backend().clone();
-        let pk = &self.parts[g.part].pk;
+        let pk = &self.parts[g.part];
         let mut sent = backend.batch(&g.table, &g.ops).await;
         if let Err(e) = &sent
             && self.withdrew_placeholder(&g.table, &g.ops, e).await?
@@ -275,7 +417,7 @@ impl Unit {
     /// as they were before it: `reads`). Nothing is sent.
     fn plan(&self, groups: &[Group], reads: &[Vec<Option<StoredEntity>>]) -> Result<Plan> {
         let first = &groups[0];
-        let primary = self.parts[first.part].pk.clone();
+        let primary = self.parts[first.part].clone();
         let table = first.table.clone();
         let txn = layout::new_txn(&table);
         // The first group rides in the commit point when it fits there
@@ -284,7 +426,7 @@ impl Unit {
         let marked_groups = |from: usize| -> Vec<(&TableName, &PartitionKey)> {
             groups[from..]
                 .iter()
-                .map(|g| (&g.table, &self.parts[g.part].pk))
+                .map(|g| (&g.table, &self.parts[g.part]))
                 .collect()
         };
         let decision_row = layout::insert_committed(&primary, &txn, &marked_groups(1))?;
@@ -382,7 +524,10 @@ impl Unit {
                     code: None,
                 })
             }),
-            None => (self.guard_of(primary_part))
+            None => (self.locks.get(primary_part))
+                .ok_or_else(|| Error::Inconsistent {
+                    what: format!("the commit has no lock of partition {primary}"),
+                })
                 .and_then(|g| g.ensure_valid(Duration::ZERO).map(|()| g.remaining())),
         };
         let deadline = match left {
@@ -507,7 +652,7 @@ impl Unit {
     async fn before_images(&self, groups: &[Group]) -> Result<Vec<Vec<Option<StoredEntity>>>> {
         let mut reads: Vec<Vec<Option<StoredEntity>>> = Vec::with_capacity(groups.len());
         for g in groups {
-            let pk = &self.parts[g.part].pk;
+            let pk = &self.parts[g.part];
             let mut rows = Vec::with_capacity(g.ops.len());
             for (k, (op, row)) in g.ops.iter().zip(&g.rows).enumerate() {
                 let read = match (self.reads.get(row), op) {
@@ -523,7 +668,11 @@ impl Unit {
                     (Some(_), TableOp::Insert(_)) => Some((409, "EntityAlreadyExists")),
                     // (A delete of a row read as absent checks that it
                     // still is: its mark does.)
-                    (None, TableOp::Delete { if_match: None, .. }) if self.read_absent(row) => None,
+                    (None, TableOp::Delete { if_match: None, .. })
+                        if read_absent(&self.reads, row) =>
+                    {
+                        None
+                    }
                     (None, op) if needs_row(op) => Some((404, "ResourceNotFound")),
                     _ => None,
                 };
@@ -634,7 +783,7 @@ impl Unit {
     /// meeting a row mark's placeholder that resolving it removed (the
     /// commit it stood for was never decided). Reads the row only for such
     /// a refusal.
-    pub(super) async fn withdrew_placeholder(
+    async fn withdrew_placeholder(
         &self,
         table: &TableName,
         ops: &[TableOp],
@@ -667,32 +816,7 @@ impl Unit {
         g.ops
             .iter()
             .zip(&g.rows)
-            .any(|(op, row)| deletes(op) && self.read_absent(row))
-    }
-
-    /// The resolver of row marks this unit meets: it holds its partitions.
-    pub(crate) fn resolver(&self) -> Resolver<'_> {
-        Resolver::new(self.env.tables(), self.held())
-    }
-
-    /// The partitions whose locks this unit holds (none: a transaction).
-    pub(super) fn held(&self) -> Vec<PartitionKey> {
-        match self.ttl {
-            Some(_) => Vec::new(),
-            None => self.parts.iter().map(|p| p.pk.clone()).collect(),
-        }
-    }
-
-    /// Whether this unit still holds the locks of `parts` (by the local
-    /// validity deadline, which ends before the service lets anyone else
-    /// take a lease).
-    pub(super) fn holds(&self, parts: &[usize]) -> bool {
-        self.ttl.is_none()
-            && parts.iter().all(|&p| {
-                self.guard_of(p)
-                    .and_then(|g| g.ensure_valid(Duration::ZERO))
-                    .is_ok()
-            })
+            .any(|(op, row)| deletes(op) && read_absent(&self.reads, row))
     }
 }
 
@@ -890,7 +1014,7 @@ async fn verify_batch(
 }
 
 /// Whether the service refused the request, so it was not applied.
-pub(super) fn is_refusal(e: &Error) -> bool {
+fn is_refusal(e: &Error) -> bool {
     let kind = match e {
         Error::Batch { source, .. } => source.kind(),
         other => other.kind(),

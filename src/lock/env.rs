@@ -1,6 +1,5 @@
 //! [`LockEnv`]: what the units of one store share.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -14,7 +13,7 @@ use crate::table::TableEnv;
 use crate::telemetry::Telemetry;
 
 use super::options::LockOptions;
-use super::slot::Slot;
+use super::slot::{Reads, Slot};
 
 /// What the units of one store share: its tables (with the lease manager
 /// of its partition locks), the lock options, and what a commit does for
@@ -111,19 +110,31 @@ pub(crate) struct IndexedType {
     pub(crate) defs: &'static [IndexDef],
 }
 
-/// What the commit claims of a unit see of it.
-pub(crate) struct CommitView<'a> {
+/// What the index claims of a commit read of it.
+pub(crate) struct ClaimInput<'a> {
     /// The unit's partitions, in its order ([`Slot::part`] indexes them).
-    pub(crate) parts: Vec<PartitionKey>,
+    pub(crate) parts: &'a [PartitionKey],
     /// Those whose locks it holds (none for a transaction).
-    pub(crate) held: Vec<PartitionKey>,
-    /// What each row looked like when the unit read it (`None`: absent);
-    /// the claims record the rows they read.
-    pub(crate) reads: &'a mut HashMap<(Slot, RowKey), Option<StoredEntity>>,
-    /// The staged writes; the claims condition those of indexed types.
-    pub(crate) staged: &'a mut BTreeMap<(Slot, RowKey), TableOp>,
-    /// The indexed types the unit writes.
+    pub(crate) held: &'a [PartitionKey],
+    /// The staged writes of indexed types, by partition, table and row.
+    pub(crate) writes: Vec<(&'a (Slot, RowKey), &'a TableOp)>,
+    /// What each row looked like when the unit read it (`None`: absent).
+    pub(crate) reads: &'a Reads,
+    /// The indexed types the writes are of.
     pub(crate) indexed: &'a [IndexedType],
+}
+
+/// What a commit changes for its index claims, and does once it
+/// succeeded.
+pub(crate) struct Claimed {
+    /// The rows the claims read that the unit had not (`None`: absent):
+    /// recorded as read by the commit.
+    pub(crate) read: Vec<((Slot, RowKey), Option<StoredEntity>)>,
+    /// The writes the commit sends instead of the staged ones: each
+    /// conditioned on the row as read, a delete leaving a tombstone.
+    pub(crate) writes: Vec<((Slot, RowKey), TableOp)>,
+    /// What to do once the commit succeeded.
+    pub(crate) after: Option<Box<dyn AfterCommit>>,
 }
 
 /// The index claims of commits (see `crate::index`), installed by the
@@ -131,16 +142,11 @@ pub(crate) struct CommitView<'a> {
 /// entities' partitions, and made good by the commit.
 #[async_trait]
 pub(crate) trait CommitClaims: Send + Sync {
-    /// Makes every staged write of an indexed type one its claims can rely
-    /// on, and claims the values the writes set
+    /// Claims the values the staged writes of indexed types set
     /// ([`crate::Error::ValueTaken`] for a value another entity holds,
-    /// before anything of the commit is sent). Returns what to do once the
-    /// commit succeeded.
-    async fn claim(
-        &self,
-        env: &Arc<LockEnv>,
-        unit: CommitView<'_>,
-    ) -> Result<Option<Box<dyn AfterCommit>>>;
+    /// before anything of the commit is sent), and answers the writes that
+    /// its claims can rely on, for the commit to send instead.
+    async fn claim(&self, env: &Arc<LockEnv>, input: ClaimInput<'_>) -> Result<Claimed>;
 }
 
 /// What a commit's claims leave to do once it succeeded (removing the

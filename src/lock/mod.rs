@@ -347,7 +347,6 @@ mod commit;
 pub(crate) mod decision;
 mod env;
 mod fold;
-mod indexes;
 mod keys;
 mod leftovers;
 pub(crate) mod options;
@@ -358,7 +357,7 @@ mod unit;
 
 pub use decision::CommitOutcome;
 pub(crate) use decision::outcome as commit_outcome;
-pub(crate) use env::{AfterCommit, CommitClaims, CommitView, IndexedType, LockEnv};
+pub(crate) use env::{AfterCommit, ClaimInput, Claimed, CommitClaims, IndexedType, LockEnv};
 pub use keys::IntoPartitionKeys;
 pub use leftovers::CommitSummary;
 pub(crate) use leftovers::list as list_commits;

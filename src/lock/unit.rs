@@ -1,27 +1,28 @@
 //! [`Unit`]: one unit of work under a partition lock.
 
 use std::collections::{BTreeMap, HashMap};
+use std::mem::take;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use time::OffsetDateTime;
 
 use super::acquire;
-use super::env::IndexedType;
-use super::env::LockEnv;
+use super::commit::Commit;
+use super::env::{IndexedType, LockEnv};
 use super::fold::{fold, if_match_of};
-use super::options::LockOptions;
 use super::report::CommitReport;
-use super::slot::Slot;
+use super::slot::{Reads, Slot, Staged, read_absent};
 use crate::backend::{Precondition, StoredEntity, TableOp};
-use crate::entity::{Entity, EntityData, Properties, Versioned};
+use crate::entity::{Entity, EntityData, Properties, Versioned, short_type_name};
 use crate::error::{Error, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::lease::{Acquisition, LeaseGuard, LeaseName, META_ACQUIRED, META_OWNER};
 use crate::rows::tombstone::is_tombstone;
+use crate::table::Resolver;
 use crate::table::lock_name;
 use crate::telemetry::LockOutcome;
-use std::sync::Arc;
 
 /// The ETag of an entity as a unit shows it after staging a write to it: it
 /// has no stored version yet. Passing such a value back to the unit updates
@@ -133,12 +134,11 @@ pub struct Unit {
     pub(crate) env: Arc<LockEnv>,
     /// The locked partitions, in canonical order (by lock blob name).
     pub(crate) parts: Vec<Part>,
-    pub(super) options: LockOptions,
     /// What each row looked like when the unit read it (`None`: absent).
-    pub(crate) reads: HashMap<(Slot, RowKey), Option<StoredEntity>>,
+    pub(crate) reads: Reads,
     /// One staged write per row, in a fixed order: by partition (canonical
     /// order), table, row.
-    pub(crate) staged: BTreeMap<(Slot, RowKey), TableOp>,
+    pub(crate) staged: Staged,
     /// The indexed entity types this unit writes.
     pub(crate) indexed: Vec<IndexedType>,
     /// A transaction's time-to-live (`crate::txn`): it holds no lock, takes
@@ -221,7 +221,6 @@ impl Unit {
                     guard: Some(guard),
                 })
                 .collect(),
-            options: env.lock_options().clone(),
             reads: HashMap::new(),
             staged: BTreeMap::new(),
             indexed: Vec::new(),
@@ -241,13 +240,11 @@ impl Unit {
     /// A transaction (see [`Unit::ttl`]): no partition, no lock.
     pub(crate) fn transaction(env: &Arc<LockEnv>, ttl: Duration) -> Unit {
         let (reads, staged) = (HashMap::new(), BTreeMap::new());
-        let options = env.lock_options().clone();
         let (env, ttl) = (env.clone(), Some(ttl));
         let (parts, indexed) = (Vec::new(), Vec::new());
         Unit {
             env,
             parts,
-            options,
             reads,
             staged,
             indexed,
@@ -332,6 +329,33 @@ impl Unit {
 
     pub(super) fn table_of<E: Entity>(&self) -> Result<TableName> {
         self.env.table_name(E::TABLE)
+    }
+
+    /// Records that the unit writes entities of `E` to `table`, so that its
+    /// commit claims their indexed values.
+    fn note_indexes<E: Entity>(&mut self, table: &TableName) {
+        if E::INDEXES.is_empty() || self.indexed.iter().any(|i| &i.table == table) {
+            return;
+        }
+        self.indexed.push(IndexedType {
+            table: table.clone(),
+            declared_table: E::TABLE,
+            type_name: short_type_name::<E>(),
+            defs: E::INDEXES,
+        });
+    }
+
+    /// The resolver of row marks this unit meets: it holds its partitions.
+    pub(crate) fn resolver(&self) -> Resolver<'_> {
+        Resolver::new(self.env.tables(), self.held())
+    }
+
+    /// The partitions whose locks this unit holds (none: a transaction).
+    fn held(&self) -> Vec<PartitionKey> {
+        match self.ttl {
+            Some(_) => Vec::new(),
+            None => self.parts.iter().map(|p| p.pk.clone()).collect(),
+        }
     }
 
     /// The index of partition `pk` among the locked ones.
@@ -610,7 +634,7 @@ impl Unit {
     /// as they were.
     fn stage(&mut self, table: Slot, op: TableOp) -> Result<()> {
         let key = (table, op.row_key().clone());
-        let read_absent = self.read_absent(&key);
+        let read_absent = read_absent(&self.reads, &key);
         let name = op.name();
         match fold(self.staged.get(&key), op, read_absent) {
             Ok(Some(op)) => {
@@ -625,16 +649,6 @@ impl Unit {
                 format!("{name} of row {:?} in `{}`", key.1.as_str(), key.0),
                 why,
             )),
-        }
-    }
-
-    /// Whether this unit read the row `key` and found it absent (or a
-    /// tombstone, which reads show as absent).
-    pub(super) fn read_absent(&self, key: &(Slot, RowKey)) -> bool {
-        match self.reads.get(key) {
-            Some(None) => true,
-            Some(Some(row)) => is_tombstone(&row.data.properties),
-            None => false,
         }
     }
 
@@ -671,15 +685,48 @@ impl Unit {
     ///   errors before the commit point, or after a commit point whose
     ///   reply was lost and which the commit then withdrew itself — nothing
     ///   is applied.
-    pub async fn commit(self) -> Result<CommitReport> {
+    pub async fn commit(mut self) -> Result<CommitReport> {
         let telemetry = self.env.telemetry().clone();
-        telemetry
-            .operation("unit.commit", self.commit_and_release())
-            .await
+        let committing = async move {
+            // Whatever happens, the locks are given up; marks a failed
+            // commit left are resolved by whoever meets them. The caller
+            // asked to commit: what was not is not "forgotten".
+            let committed = async {
+                let (reads, staged) = (take(&mut self.reads), take(&mut self.staged));
+                let indexed = take(&mut self.indexed);
+                let locks = match self.ttl {
+                    Some(_) => Vec::new(),
+                    None => (0..self.parts.len())
+                        .map(|i| self.guard_of(i))
+                        .collect::<Result<_>>()?,
+                };
+                let parts = self.parts.iter().map(|p| p.pk.clone()).collect();
+                let (env, ttl) = (self.env.clone(), self.ttl);
+                let commit = Commit {
+                    env,
+                    parts,
+                    locks,
+                    ttl,
+                    reads,
+                    staged,
+                    indexed,
+                };
+                commit.run().await
+            }
+            .await;
+            match committed {
+                Ok(committed) => Ok(committed.complete(self.release_all()).await),
+                Err(e) => {
+                    self.release_all().await;
+                    Err(e)
+                }
+            }
+        };
+        telemetry.operation("unit.commit", committing).await
     }
 
     /// Gives every lock up, logging (not returning) failed releases.
-    pub(super) async fn release_all(&mut self) {
+    async fn release_all(&mut self) {
         for (pk, released) in self.give_up().await {
             if let Err(e) = released {
                 tracing::warn!(partition = %pk, error = %e, "releasing the lock after commit failed; it will expire");

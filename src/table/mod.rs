@@ -63,6 +63,8 @@ mod export;
 mod fence;
 mod handle;
 mod lock_name;
+#[cfg(test)]
+mod lock_name_tests;
 mod marks;
 mod purge;
 mod query;

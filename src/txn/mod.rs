@@ -400,37 +400,9 @@ impl Transaction {
     /// reader meanwhile, nothing applied; [`Error::ValueTaken`] for a unique
     /// value another entity holds; [`Error::InDoubt`]; backend errors (with
     /// nothing applied).
-    pub async fn commit(mut self) -> Result<CommitReport> {
-        // Every row read and not written is validated: its mark is
-        // conditioned on the ETag read (a row read as absent must still
-        // be absent).
-        let reads: Vec<_> = self
-            .unit
-            .reads
-            .iter()
-            .filter(|(k, _)| !self.unit.staged.contains_key(*k))
-            .map(|(k, read)| (k.clone(), read.clone()))
-            .collect();
-        for (key, read) in reads {
-            let (pk, rk) = (self.unit.parts[key.0.part].pk.clone(), key.1.clone());
-            // A tombstone (read as absent) is kept as it is.
-            let op = match read {
-                Some(row) => TableOp::Merge(
-                    EntityData {
-                        partition_key: pk,
-                        row_key: rk,
-                        properties: Properties::new(),
-                    },
-                    Precondition::IfMatch(row.etag),
-                ),
-                None => TableOp::Delete {
-                    partition_key: pk,
-                    row_key: rk,
-                    if_match: None,
-                },
-            };
-            self.unit.staged.insert(key, op);
-        }
+    pub async fn commit(self) -> Result<CommitReport> {
+        // Every row read and not written is validated by the commit (see
+        // the module docs).
         self.unit.commit().await.map_err(|e| match e.kind() {
             // Withdrawn by a reader, or too slow to mark its rows: nothing
             // applied, worth running again.
@@ -442,5 +414,28 @@ impl Transaction {
             },
             _ => e,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The commit's span names the first partition; a transaction with none
+    /// (nothing read, nothing staged) commits all the same.
+    #[test]
+    fn a_transaction_with_nothing_to_commit_commits_under_a_debug_subscriber() {
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_test_writer()
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let report = runtime
+                .block_on(crate::Store::memory().transaction().commit())
+                .unwrap();
+            assert_eq!(report.operations, 0);
+        });
     }
 }
