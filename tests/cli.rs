@@ -692,7 +692,7 @@ async fn indexes_verify_reports_and_rebuild_fixes_broken_index_rows() {
             leasehold::backend::TableOp::Delete {
                 partition_key: "eu".parse().unwrap(),
                 row_key: "c0".parse().unwrap(),
-                if_match: None,
+                condition: leasehold::backend::Precondition::IfExists,
             },
             &WriteOptions::new(),
         )

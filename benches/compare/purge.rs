@@ -63,7 +63,7 @@ async fn raw_purge(backend: &Arc<dyn Backend>, table: &TableName, filter: Filter
                 .push(TableOp::Delete {
                     partition_key: row.data.partition_key,
                     row_key: row.data.row_key,
-                    if_match: Some(row.etag),
+                    condition: leasehold::backend::Precondition::IfMatch(row.etag),
                 });
         }
         match page.continuation {

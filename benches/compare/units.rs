@@ -295,7 +295,7 @@ fn decision_ops(pk: &PartitionKey) -> (TableOp, TableOp) {
         TableOp::Delete {
             partition_key: pk.clone(),
             row_key,
-            if_match: None,
+            condition: Precondition::IfExists,
         },
     )
 }

@@ -371,7 +371,7 @@ async fn fix(env: &Arc<LockEnv>, indexes: &Indexes, problem: Problem) -> Result<
                     TableOp::Delete {
                         partition_key: ipk,
                         row_key: irk,
-                        if_match: Some(now.etag),
+                        condition: crate::backend::Precondition::IfMatch(now.etag),
                     },
                     &WriteOptions::new(),
                 )

@@ -466,7 +466,7 @@ impl Unit {
                             ops.push(TableOp::Delete {
                                 partition_key: data.partition_key.clone(),
                                 row_key: data.row_key.clone(),
-                                if_match: None,
+                                condition: Precondition::IfExists,
                             });
                         }
                     }
@@ -523,7 +523,13 @@ impl Unit {
                     (Some(_), TableOp::Insert(_)) => Some((409, "EntityAlreadyExists")),
                     // (A delete of a row read as absent checks that it
                     // still is: its mark does.)
-                    (None, TableOp::Delete { if_match: None, .. }) if self.read_absent(row) => None,
+                    (
+                        None,
+                        TableOp::Delete {
+                            condition: Precondition::IfExists,
+                            ..
+                        },
+                    ) if self.read_absent(row) => None,
                     (None, op) if needs_row(op) => Some((404, "ResourceNotFound")),
                     _ => None,
                 };
@@ -612,7 +618,7 @@ impl Unit {
                         None => Some(TableOp::Delete {
                             partition_key: data.partition_key,
                             row_key: data.row_key,
-                            if_match: Some(etag),
+                            condition: Precondition::IfMatch(etag),
                         }),
                     }
                 })
@@ -663,7 +669,15 @@ impl Unit {
     /// Whether group `g` checks that a row the unit read as absent still
     /// is (a delete of it, which only a mark can say).
     fn checks_absence(&self, g: &Group) -> bool {
-        let deletes = |op: &TableOp| matches!(op, TableOp::Delete { if_match: None, .. });
+        let deletes = |op: &TableOp| {
+            matches!(
+                op,
+                TableOp::Delete {
+                    condition: Precondition::IfExists,
+                    ..
+                }
+            )
+        };
         g.ops
             .iter()
             .zip(&g.rows)

@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 use super::acquire;
 use super::env::IndexedType;
 use super::env::LockEnv;
-use super::fold::{fold, if_match_of};
+use super::fold::{delete_condition, fold};
 use super::name::lock_name;
 use super::options::LockOptions;
 use super::report::CommitReport;
@@ -539,7 +539,7 @@ impl Unit {
             TableOp::Delete {
                 partition_key: data.partition_key,
                 row_key: data.row_key,
-                if_match: if_match_of(condition),
+                condition: delete_condition(condition),
             },
         )
     }

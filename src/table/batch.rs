@@ -180,7 +180,7 @@ impl<E: Entity> Batch<E> {
                     TableOp::Delete {
                         partition_key,
                         row_key,
-                        if_match: Some(current.etag().clone()),
+                        condition: Precondition::IfMatch(current.etag().clone()),
                     },
                     Returned::Deleted,
                 )),
@@ -227,7 +227,7 @@ impl<E: Entity> Batch<E> {
                     TableOp::Delete {
                         partition_key,
                         row_key,
-                        if_match: None,
+                        condition: Precondition::IfExists,
                     },
                     Returned::Deleted,
                 )),

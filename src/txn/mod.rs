@@ -426,7 +426,7 @@ impl Transaction {
                 None => TableOp::Delete {
                     partition_key: pk,
                     row_key: rk,
-                    if_match: None,
+                    condition: Precondition::IfExists,
                 },
             };
             self.unit.staged.insert(key, op);

@@ -520,7 +520,7 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
         TableOp::Delete {
             partition_key: pk("p"),
             row_key: rk("r"),
-            if_match: Some(cur.etag),
+            condition: Precondition::IfMatch(cur.etag),
         },
         &WriteOptions::new(),
     )

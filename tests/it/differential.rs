@@ -147,11 +147,11 @@ fn double(rng: &mut Rng) -> f64 {
     }
 }
 
-/// A delete's `if_match` for a chosen condition (`*`: whatever is stored).
-fn if_match(condition: Precondition) -> Option<ETag> {
+/// A delete's condition for a chosen condition (`*`: whatever is stored).
+fn delete_condition(condition: Precondition) -> Precondition {
     match condition {
-        Precondition::IfMatch(etag) => Some(etag),
-        Precondition::IfExists | Precondition::Upsert => None,
+        Precondition::Upsert => Precondition::IfExists,
+        other => other,
     }
 }
 
@@ -365,7 +365,7 @@ impl Runner {
                 let op = TableOp::Delete {
                     partition_key,
                     row_key,
-                    if_match: if_match(self.etag(*pk, *rk, *c)),
+                    condition: delete_condition(self.etag(*pk, *rk, *c)),
                 };
                 match self
                     .backend
@@ -389,7 +389,7 @@ impl Runner {
                         _ => TableOp::Delete {
                             partition_key: data.partition_key,
                             row_key: data.row_key,
-                            if_match: if_match(self.etag(*pk, *rk, *c)),
+                            condition: delete_condition(self.etag(*pk, *rk, *c)),
                         },
                     });
                 }

@@ -247,7 +247,7 @@ mod deleting {
                 let delete = TableOp::Delete {
                     partition_key: keys.0,
                     row_key: keys.1,
-                    if_match: None,
+                    condition: Precondition::IfExists,
                 };
                 self.0.execute(t, delete, &WriteOptions::new()).await?;
             }

@@ -626,7 +626,7 @@ pub async fn verify_and_rebuild_fix_orphans_and_missing_rows(ctx: &Ctx) {
             TableOp::Delete {
                 partition_key: c2_city.partition_key.clone(),
                 row_key: c2_city.row_key.clone(),
-                if_match: None,
+                condition: Precondition::IfExists,
             },
             &WriteOptions::new(),
         )

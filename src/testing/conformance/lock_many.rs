@@ -1405,7 +1405,7 @@ pub async fn a_commit_point_held_up_past_the_lease_never_goes_out(ctx: &Ctx) {
                 let op = leasehold::backend::TableOp::Delete {
                     partition_key: row.data.partition_key.clone(),
                     row_key: row.data.row_key.clone(),
-                    if_match: None,
+                    condition: crate::backend::Precondition::IfExists,
                 };
                 let options = leasehold::backend::WriteOptions::new();
                 next.backend().execute(&table, op, &options).await.unwrap();
