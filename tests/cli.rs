@@ -222,11 +222,13 @@ async fn a_stuck_infinite_lease_is_shown_and_broken() {
         .unwrap();
     let blob = LeaseName::new(name).unwrap().blob_name().unwrap();
     backend
-        .acquire_lease(
+        .lease(
             &container,
             &blob,
-            LeaseDuration::Infinite,
-            LeaseId::new_random(),
+            leasehold::backend::LeaseAction::Acquire {
+                duration: LeaseDuration::Infinite,
+                proposed: LeaseId::new_random(),
+            },
         )
         .await
         .unwrap();

@@ -138,37 +138,13 @@ impl BlobBackend for Timed {
     ) -> Result<BlobListPage> {
         self.inner.list_blobs(c, prefix, marker).await
     }
-    async fn acquire_lease(
+    async fn lease(
         &self,
-        c: &ContainerName,
-        b: &BlobName,
-        d: LeaseDuration,
-        id: LeaseId,
-    ) -> Result<AcquiredLease> {
-        self.inner.acquire_lease(c, b, d, id).await
-    }
-    async fn renew_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
-        self.inner.renew_lease(c, b, id).await
-    }
-    async fn change_lease(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        id: LeaseId,
-        new: LeaseId,
-    ) -> Result<LeaseId> {
-        self.inner.change_lease(c, b, id, new).await
-    }
-    async fn release_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
-        self.inner.release_lease(c, b, id).await
-    }
-    async fn break_lease(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        p: Option<std::time::Duration>,
-    ) -> Result<std::time::Duration> {
-        self.inner.break_lease(c, b, p).await
+        c: &leasehold::key::ContainerName,
+        b: &leasehold::key::BlobName,
+        action: leasehold::backend::LeaseAction,
+    ) -> leasehold::Result<leasehold::backend::LeaseReply> {
+        self.inner.lease(c, b, action).await
     }
 }
 

@@ -322,33 +322,11 @@ macro_rules! deref_forward {
                 prefix: &'life2 str,
                 marker: Option<&'life3 str>
             ) -> crate::backend::BlobListPage; 'life1, 'life2, 'life3);
-            forward!(acquire_lease(
+            forward!(lease(
                 container: &'life1 ContainerName,
                 blob: &'life2 BlobName,
-                duration: crate::backend::LeaseDuration,
-                proposed_id: crate::backend::LeaseId
-            ) -> crate::backend::AcquiredLease; 'life1, 'life2);
-            forward!(renew_lease(
-                container: &'life1 ContainerName,
-                blob: &'life2 BlobName,
-                id: crate::backend::LeaseId
-            ) -> (); 'life1, 'life2);
-            forward!(change_lease(
-                container: &'life1 ContainerName,
-                blob: &'life2 BlobName,
-                id: crate::backend::LeaseId,
-                proposed_id: crate::backend::LeaseId
-            ) -> crate::backend::LeaseId; 'life1, 'life2);
-            forward!(release_lease(
-                container: &'life1 ContainerName,
-                blob: &'life2 BlobName,
-                id: crate::backend::LeaseId
-            ) -> (); 'life1, 'life2);
-            forward!(break_lease(
-                container: &'life1 ContainerName,
-                blob: &'life2 BlobName,
-                period: Option<std::time::Duration>
-            ) -> std::time::Duration; 'life1, 'life2);
+                action: crate::backend::LeaseAction
+            ) -> crate::backend::LeaseReply; 'life1, 'life2);
         }
     };
 }
@@ -574,66 +552,15 @@ macro_rules! delegate_backend {
                 )
                 .await
             }
-            async fn acquire_lease(
+            async fn lease(
                 &self,
                 container: &$crate::key::ContainerName,
                 blob: &$crate::key::BlobName,
-                duration: $crate::backend::LeaseDuration,
-                proposed_id: $crate::backend::LeaseId,
-            ) -> $crate::Result<$crate::backend::AcquiredLease> {
+                action: $crate::backend::LeaseAction,
+            ) -> $crate::Result<$crate::backend::LeaseReply> {
                 $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::AcquireLease, container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self)
-                        .acquire_lease(container, blob, duration, proposed_id),
-                )
-                .await
-            }
-            async fn renew_lease(
-                &self,
-                container: &$crate::key::ContainerName,
-                blob: &$crate::key::BlobName,
-                id: $crate::backend::LeaseId,
-            ) -> $crate::Result<()> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::RenewLease, container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).renew_lease(container, blob, id),
-                )
-                .await
-            }
-            async fn change_lease(
-                &self,
-                container: &$crate::key::ContainerName,
-                blob: &$crate::key::BlobName,
-                id: $crate::backend::LeaseId,
-                proposed_id: $crate::backend::LeaseId,
-            ) -> $crate::Result<$crate::backend::LeaseId> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::ChangeLease, container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).change_lease(container, blob, id, proposed_id),
-                )
-                .await
-            }
-            async fn release_lease(
-                &self,
-                container: &$crate::key::ContainerName,
-                blob: &$crate::key::BlobName,
-                id: $crate::backend::LeaseId,
-            ) -> $crate::Result<()> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::ReleaseLease, container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).release_lease(container, blob, id),
-                )
-                .await
-            }
-            async fn break_lease(
-                &self,
-                container: &$crate::key::ContainerName,
-                blob: &$crate::key::BlobName,
-                period: Option<std::time::Duration>,
-            ) -> $crate::Result<std::time::Duration> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::BreakLease, container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).break_lease(container, blob, period),
+                    &$crate::backend::delegate::Request::blob(action.op(), container, Some(blob)),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).lease(container, blob, action),
                 )
                 .await
             }

@@ -104,20 +104,8 @@ use super::Backend;
 ///     async fn list_blobs(&self, c: &ContainerName, prefix: &str, marker: Option<&str>) -> Result<BlobListPage> {
 ///         self.0.list_blobs(c, prefix, marker).await
 ///     }
-///     async fn acquire_lease(&self, c: &ContainerName, b: &BlobName, d: LeaseDuration, id: LeaseId) -> Result<AcquiredLease> {
-///         self.0.acquire_lease(c, b, d, id).await
-///     }
-///     async fn renew_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
-///         self.0.renew_lease(c, b, id).await
-///     }
-///     async fn change_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId, new: LeaseId) -> Result<LeaseId> {
-///         self.0.change_lease(c, b, id, new).await
-///     }
-///     async fn release_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
-///         self.0.release_lease(c, b, id).await
-///     }
-///     async fn break_lease(&self, c: &ContainerName, b: &BlobName, p: Option<std::time::Duration>) -> Result<std::time::Duration> {
-///         self.0.break_lease(c, b, p).await
+///     async fn lease(&self, c: &ContainerName, b: &BlobName, a: LeaseAction) -> Result<LeaseReply> {
+///         self.0.lease(c, b, a).await
 ///     }
 /// }
 ///

@@ -730,7 +730,14 @@ async fn raw_checks_happen_before_the_wire() {
     let blob = leasehold::key::BlobName::new("b").unwrap();
     for d in [LeaseDuration::Seconds(14), LeaseDuration::Seconds(61)] {
         let r = backend
-            .acquire_lease(&container, &blob, d, LeaseId::new_random())
+            .lease(
+                &container,
+                &blob,
+                leasehold::backend::LeaseAction::Acquire {
+                    duration: d,
+                    proposed: LeaseId::new_random(),
+                },
+            )
             .await;
         assert_invalid(r, "lease duration", "15 to 60");
     }

@@ -229,11 +229,13 @@ async fn errors_of_every_variant_say_each_fact_once() {
     errors.push((
         "LeaseHeld",
         backend
-            .acquire_lease(
+            .lease(
                 leases.container(),
                 &blob,
-                LeaseDuration::Seconds(30),
-                LeaseId::new_random(),
+                leasehold::backend::LeaseAction::Acquire {
+                    duration: LeaseDuration::Seconds(30),
+                    proposed: LeaseId::new_random(),
+                },
             )
             .await
             .unwrap_err(),
@@ -253,7 +255,13 @@ async fn errors_of_every_variant_say_each_fact_once() {
     ));
     // An operator breaks the lease; the holder's renewal is refused.
     backend
-        .break_lease(leases.container(), &blob, Some(Duration::ZERO))
+        .lease(
+            leases.container(),
+            &blob,
+            leasehold::backend::LeaseAction::Break {
+                period: Some(Duration::ZERO),
+            },
+        )
         .await
         .unwrap();
     sleep(Duration::from_secs(11)).await;
@@ -270,7 +278,13 @@ async fn errors_of_every_variant_say_each_fact_once() {
         .blob_name()
         .unwrap();
     backend
-        .break_lease(leases.container(), &blob, Some(Duration::ZERO))
+        .lease(
+            leases.container(),
+            &blob,
+            leasehold::backend::LeaseAction::Break {
+                period: Some(Duration::ZERO),
+            },
+        )
         .await
         .unwrap();
     errors.push(("LeaseLost", guard.advance_epoch().await.unwrap_err()));
@@ -697,51 +711,13 @@ impl BlobBackend for MovingEmails {
     ) -> leasehold::Result<leasehold::backend::BlobListPage> {
         self.inner.list_blobs(container, prefix, marker).await
     }
-    async fn acquire_lease(
+    async fn lease(
         &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        duration: LeaseDuration,
-        proposed_id: LeaseId,
-    ) -> leasehold::Result<leasehold::backend::AcquiredLease> {
-        self.inner
-            .acquire_lease(container, blob, duration, proposed_id)
-            .await
-    }
-    async fn renew_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> leasehold::Result<()> {
-        self.inner.renew_lease(container, blob, id).await
-    }
-    async fn change_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-        proposed_id: LeaseId,
-    ) -> leasehold::Result<LeaseId> {
-        self.inner
-            .change_lease(container, blob, id, proposed_id)
-            .await
-    }
-    async fn release_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> leasehold::Result<()> {
-        self.inner.release_lease(container, blob, id).await
-    }
-    async fn break_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        period: Option<Duration>,
-    ) -> leasehold::Result<Duration> {
-        self.inner.break_lease(container, blob, period).await
+        c: &leasehold::key::ContainerName,
+        b: &leasehold::key::BlobName,
+        action: leasehold::backend::LeaseAction,
+    ) -> leasehold::Result<leasehold::backend::LeaseReply> {
+        self.inner.lease(c, b, action).await
     }
 }
 

@@ -210,7 +210,6 @@ mod deleting {
     use leasehold::Result;
     use leasehold::backend::*;
     use leasehold::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
-    use std::time::Duration;
 
     #[async_trait::async_trait]
     impl TableBackend for super::Deleting {
@@ -314,37 +313,13 @@ mod deleting {
         ) -> Result<BlobListPage> {
             self.0.list_blobs(c, prefix, marker).await
         }
-        async fn acquire_lease(
+        async fn lease(
             &self,
-            c: &ContainerName,
-            b: &BlobName,
-            d: LeaseDuration,
-            id: LeaseId,
-        ) -> Result<AcquiredLease> {
-            self.0.acquire_lease(c, b, d, id).await
-        }
-        async fn renew_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
-            self.0.renew_lease(c, b, id).await
-        }
-        async fn change_lease(
-            &self,
-            c: &ContainerName,
-            b: &BlobName,
-            id: LeaseId,
-            new: LeaseId,
-        ) -> Result<LeaseId> {
-            self.0.change_lease(c, b, id, new).await
-        }
-        async fn release_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
-            self.0.release_lease(c, b, id).await
-        }
-        async fn break_lease(
-            &self,
-            c: &ContainerName,
-            b: &BlobName,
-            p: Option<Duration>,
-        ) -> Result<Duration> {
-            self.0.break_lease(c, b, p).await
+            c: &leasehold::key::ContainerName,
+            b: &leasehold::key::BlobName,
+            action: leasehold::backend::LeaseAction,
+        ) -> leasehold::Result<leasehold::backend::LeaseReply> {
+            self.0.lease(c, b, action).await
         }
     }
 }

@@ -628,10 +628,10 @@ impl AzureBackend {
             let id = lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?)?;
             // The reply's ETag is the blob's: leasing does not change it.
             let etag = r.etag().map_err(|e| self.failure(e))?;
-            Ok(AcquiredLease::new(
+            Ok(AcquiredLease {
                 id,
-                etag.map(|e| ETag::new(e.to_string())),
-            ))
+                etag: etag.map(|e| ETag::new(e.to_string())),
+            })
         })
         .await
         .map_err(|f| f.into_error(what()))
