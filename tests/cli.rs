@@ -10,10 +10,11 @@ use leasehold::backend::WriteOptions;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
+use leasehold::backend::Op;
 use leasehold::backend::azure::AzureBackend;
 use leasehold::backend::{BlobBackend, LeaseDuration, LeaseId};
 use leasehold::lease::{LeaseName, LeaseOptions};
-use leasehold::testing::{FaultyBackend, Op};
+use leasehold::testing::FaultyBackend;
 use leasehold::{Entity, Store};
 use serde_json::{Value, json};
 use support::azurite::{azurite_connection_string, unique_names};

@@ -3,11 +3,12 @@
 
 use std::time::{Duration, Instant};
 
+use leasehold::backend::Op;
 use leasehold::backend::azure::AzureBackend;
 use leasehold::backend::{LeaseDuration, LeaseId};
 use leasehold::key::{BlobName, ContainerName};
 use leasehold::lease::LeaseOptions;
-use leasehold::testing::{CountingBackend, Op};
+use leasehold::testing::CountingBackend;
 use leasehold::{ErrorKind, Store};
 use uuid::Uuid;
 

@@ -84,7 +84,7 @@ async fn raw_purge(backend: &Arc<dyn Backend>, table: &TableName, filter: Filter
     Ok(deleted)
 }
 
-fn work(counter: &RequestCounter, before: &BTreeMap<leasehold::testing::Op, u64>) -> u64 {
+fn work(counter: &RequestCounter, before: &BTreeMap<leasehold::backend::Op, u64>) -> u64 {
     counter
         .snapshot()
         .iter()

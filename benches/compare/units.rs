@@ -10,10 +10,10 @@
 use leasehold::backend::WriteOptions;
 use std::collections::BTreeMap;
 
+use leasehold::backend::Op;
 use leasehold::backend::{LeaseDuration, LeaseId, Precondition, TableOp};
 use leasehold::entity::Entity as _;
 use leasehold::key::{BlobName, ContainerName};
-use leasehold::testing::Op;
 use leasehold::{PartitionKey, RowKey, Store, TableName};
 use uuid::Uuid;
 

@@ -4,9 +4,9 @@
 //! [`BlobBackend`] (blobs and their leases). They speak in stored properties,
 //! not user types, so a backend never sees a derive. [`memory`] is the
 //! embedded backend; `azure` (feature `azure`) talks to Azure Storage or
-//! Azurite. Layers ([`Layer`]: leasehold's own tracing and deadlines, the
-//! counting and fault-injecting wrappers of [`crate::testing`], a user's)
-//! implement the same traits around any backend.
+//! Azurite. Layers ([`Layer`]: leasehold's own tracing and metrics, the
+//! counter and fault injector of [`crate::testing`], a user's) see every
+//! request of any backend, as [`Request`]s.
 //!
 //! Every backend returns the same [`Error`](crate::Error) variants and service
 //! error codes for the same situations; the conformance suite
@@ -36,8 +36,8 @@ pub use blob::{
     Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseAction,
     LeaseDuration, LeaseId, LeaseInfo, LeaseKind, LeaseReply, LeaseState, Metadata,
 };
-pub(crate) use delegate::Op;
-pub use layer::Layer;
+pub use layer::{Layer, Op, Request};
+pub(crate) use layer::{Layered, Target, Wrap};
 pub use table::{
     Precondition, QueryPage, QuerySpec, StoredEntity, TableCreation, TableOp, Version, WriteOptions,
 };

@@ -9,7 +9,7 @@ use super::claim::{self, Keys};
 use super::{Indexes, Key};
 use crate::backend::deadline;
 use crate::backend::delegate::{Writes, delegate_backend};
-use crate::backend::{Backend, Layer, Precondition, TableBackend, TableOp, Version, WriteOptions};
+use crate::backend::{Backend, Precondition, TableBackend, TableOp, Version, Wrap, WriteOptions};
 use crate::entity::{Entity, EntityData, Properties};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
@@ -27,7 +27,7 @@ const ATTEMPTS: usize = 8;
 type IndexesOf = fn(&TableEnv) -> Result<Option<Indexes>>;
 
 /// The index layer of entity type `E`'s table (see the module docs).
-pub(crate) fn layer<E: Entity>(env: Arc<LockEnv>) -> Arc<dyn Layer> {
+pub(crate) fn layer<E: Entity>(env: Arc<LockEnv>) -> Arc<dyn Wrap> {
     Arc::new(IndexLayer {
         env,
         of: Indexes::of::<E>,
@@ -51,7 +51,7 @@ impl std::fmt::Debug for IndexLayer {
     }
 }
 
-impl Layer for IndexLayer {
+impl Wrap for IndexLayer {
     fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
         Arc::new(IndexedWrites {
             inner,

@@ -639,8 +639,9 @@ mod tests {
     async fn an_acquire_that_lost_its_lease_leaves_the_name_free_here() {
         use std::time::Duration;
 
+        use crate::backend::Op;
         use crate::backend::memory::MemoryBackend;
-        use crate::testing::{Fault, FaultyBackend, Op};
+        use crate::testing::{Fault, FaultyBackend};
 
         let memory = MemoryBackend::new();
         let faulty = FaultyBackend::new(memory.clone());

@@ -42,7 +42,7 @@ use tracing::Instrument as _;
 
 use crate::backend::delegate::{Writes, delegate_backend};
 use crate::backend::{
-    Backend, Layer, Precondition, StoredEntity, TableBackend, TableOp, Version, WriteOptions,
+    Backend, Precondition, StoredEntity, TableBackend, TableOp, Version, Wrap, WriteOptions,
     validate_batch,
 };
 use crate::entity::{EntityData, Properties, Value};
@@ -493,7 +493,7 @@ impl FenceLayer {
     }
 }
 
-impl Layer for FenceLayer {
+impl Wrap for FenceLayer {
     fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
         Arc::new(FencedWrites {
             inner,

@@ -10,7 +10,7 @@ use tracing::Instrument as _;
 use super::env::TableEnv;
 use super::resolve::{Resolve, needs_resolving};
 use super::stored::versioned;
-use crate::backend::{Backend, Layer};
+use crate::backend::{Backend, Wrap};
 use crate::entity::{Entity, Versioned};
 use crate::error::{Error, Result};
 use crate::key::{ConstantRowKey, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
@@ -25,7 +25,7 @@ pub struct Table<E> {
     /// layer of a type with indexes (see [`Table::restack`]).
     pub(super) writer: Arc<dyn Backend>,
     /// The fence's layer of a [fenced](Table::fenced) table.
-    pub(super) fence: Option<Arc<dyn Layer>>,
+    pub(super) fence: Option<Arc<dyn Wrap>>,
     /// Set once the store has made sure the table exists (the store never
     /// forgets it), so later operations skip the store's lookup.
     ready: Arc<AtomicBool>,
@@ -34,7 +34,7 @@ pub struct Table<E> {
     pub(crate) resolve: Option<Arc<dyn Resolve>>,
     /// The layer of the writes of an indexed type (see `crate::index`),
     /// which the store stacks; `None`: every write is the plain one.
-    pub(crate) indexing: Option<Arc<dyn Layer>>,
+    pub(crate) indexing: Option<Arc<dyn Wrap>>,
     _entity: PhantomData<fn() -> E>,
 }
 

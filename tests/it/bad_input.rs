@@ -579,7 +579,7 @@ async fn bad_table_names_name_the_table() {
     assert_invalid(unit.insert(&item("p", "r")), "table name", "63");
     assert_eq!(counter.work(), before);
     unit.abandon().await.unwrap();
-    assert_eq!(counter.get(leasehold::testing::Op::CreateTable), 0);
+    assert_eq!(counter.get(leasehold::backend::Op::CreateTable), 0);
 }
 
 #[tokio::test]

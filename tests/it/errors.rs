@@ -8,13 +8,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold::backend::Op;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::{BlobBackend, BlobConditions, LeaseDuration, LeaseId, Metadata};
 use leasehold::backend::{Precondition, TableBackend, TableOp};
 use leasehold::entity::{EntityData, Properties, Value};
 use leasehold::key::{BlobName, ContainerName};
 use leasehold::lease::{LeaseManager, LeaseName, LeaseOptions};
-use leasehold::testing::{FaultyBackend, Op};
+use leasehold::testing::FaultyBackend;
 use leasehold::{ETag, Entity, Error, ErrorKind, PartitionKey, RowKey, Store, TableName};
 use tokio::time::sleep;
 

@@ -65,6 +65,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use leasehold::backend::Op;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::{
     Backend, Blob, BlobBackend, BlobConditions, BlobListPage, BlobProperties, Metadata, QueryPage,
@@ -75,7 +76,7 @@ use leasehold::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableN
 use leasehold::lease::LeaseOptions;
 use leasehold::lock::FinishedBy;
 use leasehold::store::SweepOptions;
-use leasehold::testing::{Fault, FaultInjector, FaultyBackend, Op};
+use leasehold::testing::{Fault, FaultInjector, FaultyBackend};
 use leasehold::{Entity, ErrorKind, Store};
 
 /// The lock leases of every process: the shortest the service allows.

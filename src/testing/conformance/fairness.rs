@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep};
 
+use crate::backend::Op;
 use crate::lease::{LeaseManager, LeaseOptions};
-use crate::testing::{CountingBackend, FaultyBackend, Op};
+use crate::testing::{CountingBackend, FaultyBackend};
 use crate::{ErrorKind, Store};
 
 use super::{Clock, Ctx};

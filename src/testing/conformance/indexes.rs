@@ -770,7 +770,8 @@ fn member(region: &str, id: &str, email: &str) -> Member {
 /// writer of the value), `get_by` 2. Taking over the claim a delete left
 /// costs 4 more than a fresh claim.
 pub async fn indexed_writes_cost_their_budget(ctx: &Ctx) {
-    use leasehold::testing::{CountingBackend, Op, RequestCounter};
+    use leasehold::backend::Op;
+    use leasehold::testing::{CountingBackend, RequestCounter};
     let counting = CountingBackend::new(ctx.backend().clone());
     let counter = counting.counter();
     let store = Store::builder_shared(Arc::new(counting))
@@ -1136,7 +1137,8 @@ pub async fn a_crash_or_lost_reply_at_every_request_keeps_the_index_invariant(ct
 /// of them gets it (the stalled owner is neutralized), and A's entity
 /// write, sent when it wakes, is refused: never two holders.
 pub async fn writers_racing_for_a_stalled_owners_value_leave_one_holder(ctx: &Ctx) {
-    use leasehold::testing::{Fault, FaultyBackend, Op};
+    use leasehold::backend::Op;
+    use leasehold::testing::{Fault, FaultyBackend};
     let prefix = format!("{}st", ctx.prefix());
     let healthy = Store::builder_shared(ctx.backend().clone())
         .table_prefix(prefix.as_str())
@@ -1249,7 +1251,8 @@ pub async fn a_failed_units_claim_naming_the_writer_still_guards_its_freed_holde
 /// once (it holds the primary) rather than waiting for a lock it holds
 /// itself, takes the claim over and commits.
 pub async fn a_unit_holding_a_dead_commits_primary_claims_its_marked_value(ctx: &Ctx) {
-    use leasehold::testing::{Fault, FaultyBackend, Op};
+    use leasehold::backend::Op;
+    use leasehold::testing::{Fault, FaultyBackend};
     let prefix = format!("{}dm", ctx.prefix());
     let healthy = process(ctx, ctx.backend().clone(), &prefix);
     let t = healthy.table::<Member>();
