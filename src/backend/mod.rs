@@ -31,7 +31,7 @@ use std::fmt;
 
 use async_trait::async_trait;
 
-pub(crate) use blob::{AcquiredLease, LeaseCalls};
+pub(crate) use blob::LeaseCalls;
 pub use blob::{
     Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseAction,
     LeaseDuration, LeaseId, LeaseInfo, LeaseKind, LeaseReply, LeaseState, Metadata,

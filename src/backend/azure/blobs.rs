@@ -32,9 +32,10 @@ use uuid::Uuid;
 use super::AzureBackend;
 use super::auth::{Service, header_value};
 use super::errors::Failure;
+use crate::backend::blob::AcquiredLease;
 use crate::backend::{
-    AcquiredLease, Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode,
-    LeaseDuration, LeaseId, LeaseInfo, LeaseKind, LeaseState, Metadata,
+    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseDuration,
+    LeaseId, LeaseInfo, LeaseKind, LeaseState, Metadata,
 };
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName, ETag, shorten};
