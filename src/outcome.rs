@@ -272,7 +272,9 @@ mod tests {
         TableOp::Delete {
             partition_key: PartitionKey::new("p").unwrap(),
             row_key: RowKey::new("r").unwrap(),
-            if_match: if_match.map(ETag::new),
+            condition: if_match.map_or(Precondition::IfExists, |e| {
+                Precondition::IfMatch(ETag::new(e))
+            }),
         }
     }
 

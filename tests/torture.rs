@@ -228,12 +228,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use leasehold::backend::Op;
 use leasehold::backend::azure::{AzureBackend, TransportRetry};
 use leasehold::key::ContainerName;
 use leasehold::lease::LeaseOptions;
 use leasehold::lock::LockOptions;
 use leasehold::store::SweepOptions;
-use leasehold::testing::{Fault, FaultInjector, FaultyBackend, Op};
+use leasehold::testing::{Fault, FaultInjector, FaultyBackend};
 use leasehold::{Entity, Error, Store};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};

@@ -97,7 +97,11 @@ pub(crate) async fn across_worker(spec: String) -> Res<()> {
                         .await
                         .unwrap();
                     backend
-                        .release_lease(&hand_container(), &blob, lease)
+                        .lease(
+                            &hand_container(),
+                            &blob,
+                            leasehold::backend::LeaseAction::Release(lease),
+                        )
                         .await
                         .unwrap();
                 } else {

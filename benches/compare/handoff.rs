@@ -3,11 +3,12 @@
 
 use std::time::{Duration, Instant};
 
+use leasehold::backend::Op;
 use leasehold::backend::azure::AzureBackend;
 use leasehold::backend::{LeaseDuration, LeaseId};
 use leasehold::key::{BlobName, ContainerName};
 use leasehold::lease::LeaseOptions;
-use leasehold::testing::{CountingBackend, Op};
+use leasehold::testing::CountingBackend;
 use leasehold::{ErrorKind, Store};
 use uuid::Uuid;
 
@@ -44,15 +45,17 @@ async fn acquire_randomly(store: &Store, blob: &BlobName) -> (LeaseId, u64) {
         polls += 1;
         match store
             .backend()
-            .acquire_lease(
+            .lease(
                 &handoff_container(),
                 blob,
-                LeaseDuration::Seconds(30),
-                LeaseId::new_random(),
+                leasehold::backend::LeaseAction::Acquire {
+                    duration: LeaseDuration::Seconds(30),
+                    proposed: LeaseId::new_random(),
+                },
             )
             .await
         {
-            Ok(acquired) => return (acquired.id, polls),
+            Ok(acquired) => return (acquired.lease_id().expect("acquired"), polls),
             Err(e) if e.kind() == ErrorKind::LeaseHeld => {
                 tokio::time::sleep(random_between(
                     Duration::from_millis(250),
@@ -102,7 +105,11 @@ pub(crate) async fn handoff_child(mode: Waiter, name: String) -> Res<()> {
                 let got = unix_nanos();
                 store
                     .backend()
-                    .release_lease(&handoff_container(), &blob, id)
+                    .lease(
+                        &handoff_container(),
+                        &blob,
+                        leasehold::backend::LeaseAction::Release(id),
+                    )
                     .await?;
                 (got, polls)
             }
@@ -213,7 +220,11 @@ pub(crate) async fn handoff(env: &Env, report: &mut Report) -> Res<()> {
             if let Some((id, blob)) = blob_lease {
                 store
                     .backend()
-                    .release_lease(&handoff_container(), &blob, id)
+                    .lease(
+                        &handoff_container(),
+                        &blob,
+                        leasehold::backend::LeaseAction::Release(id),
+                    )
                     .await?;
             }
             let released = unix_nanos();

@@ -181,7 +181,11 @@ async fn hot(
                             .await
                             .unwrap();
                         backend
-                            .release_lease(&container, &blob, lease)
+                            .lease(
+                                &container,
+                                &blob,
+                                leasehold::backend::LeaseAction::Release(lease),
+                            )
                             .await
                             .unwrap();
                     }

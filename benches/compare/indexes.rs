@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use leasehold::Entity;
-use leasehold::testing::Op;
+use leasehold::backend::Op;
 use uuid::Uuid;
 
 use crate::Res;

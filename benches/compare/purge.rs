@@ -63,7 +63,7 @@ async fn raw_purge(backend: &Arc<dyn Backend>, table: &TableName, filter: Filter
                 .push(TableOp::Delete {
                     partition_key: row.data.partition_key,
                     row_key: row.data.row_key,
-                    if_match: Some(row.etag),
+                    condition: leasehold::backend::Precondition::IfMatch(row.etag),
                 });
         }
         match page.continuation {
@@ -84,7 +84,7 @@ async fn raw_purge(backend: &Arc<dyn Backend>, table: &TableName, filter: Filter
     Ok(deleted)
 }
 
-fn work(counter: &RequestCounter, before: &BTreeMap<leasehold::testing::Op, u64>) -> u64 {
+fn work(counter: &RequestCounter, before: &BTreeMap<leasehold::backend::Op, u64>) -> u64 {
     counter
         .snapshot()
         .iter()

@@ -142,15 +142,17 @@ pub(crate) async fn hand_written_acquire(
 ) -> Option<LeaseId> {
     loop {
         match backend
-            .acquire_lease(
+            .lease(
                 container,
                 blob,
-                LeaseDuration::Seconds(30),
-                LeaseId::new_random(),
+                leasehold::backend::LeaseAction::Acquire {
+                    duration: LeaseDuration::Seconds(30),
+                    proposed: LeaseId::new_random(),
+                },
             )
             .await
         {
-            Ok(acquired) => return Some(acquired.id),
+            Ok(acquired) => return acquired.lease_id(),
             Err(e) if e.kind() == ErrorKind::LeaseHeld => {
                 let wake = Instant::now()
                     + random_between(Duration::from_millis(250), Duration::from_secs(1));

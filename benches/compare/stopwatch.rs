@@ -9,9 +9,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use std::future::Future;
+
 use leasehold::Result;
-use leasehold::backend::*;
-use leasehold::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
+use leasehold::backend::{Layer, Op, Request};
 
 /// The duration of the last thing timed, shared between the hook that
 /// times it and the code that reads it.
@@ -35,140 +36,18 @@ impl Last {
 pub(crate) struct Stopwatch(pub(crate) Last);
 
 impl Layer for Stopwatch {
-    fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
-        Arc::new(Timed {
-            inner,
-            last: self.0.clone(),
-        })
-    }
-}
-
-#[derive(Debug)]
-struct Timed {
-    inner: Arc<dyn Backend>,
-    last: Last,
-}
-
-#[async_trait::async_trait]
-impl TableBackend for Timed {
-    fn system_name(&self) -> &'static str {
-        self.inner.system_name()
-    }
-    async fn create_table(&self, t: &TableName) -> Result<TableCreation> {
-        self.inner.create_table(t).await
-    }
-    async fn delete_table(&self, t: &TableName) -> Result<bool> {
-        self.inner.delete_table(t).await
-    }
-    async fn list_tables(&self) -> Result<Vec<TableName>> {
-        self.inner.list_tables().await
-    }
-    async fn get(
+    async fn call<T: Send>(
         &self,
-        t: &TableName,
-        pk: &PartitionKey,
-        rk: &RowKey,
-    ) -> Result<Option<StoredEntity>> {
+        request: &Request<'_>,
+        next: impl Future<Output = Result<T>> + Send,
+    ) -> Result<T> {
+        if request.op() != Op::Get {
+            return next.await;
+        }
         let started = Instant::now();
-        let got = self.inner.get(t, pk, rk).await;
-        self.last.since(started);
+        let got = next.await;
+        self.0.since(started);
         got
-    }
-    async fn execute(
-        &self,
-        t: &TableName,
-        op: TableOp,
-        o: &WriteOptions,
-    ) -> Result<Option<Version>> {
-        self.inner.execute(t, op, o).await
-    }
-    async fn batch(&self, t: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
-        self.inner.batch(t, ops).await
-    }
-    async fn query(&self, t: &TableName, q: &QuerySpec) -> Result<QueryPage> {
-        self.inner.query(t, q).await
-    }
-}
-
-#[async_trait::async_trait]
-impl BlobBackend for Timed {
-    fn endpoint(&self) -> String {
-        self.inner.endpoint()
-    }
-    async fn create_container(&self, c: &ContainerName) -> Result<()> {
-        self.inner.create_container(c).await
-    }
-    async fn put_blob(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        body: Vec<u8>,
-        m: &Metadata,
-        w: &BlobConditions,
-    ) -> Result<ETag> {
-        self.inner.put_blob(c, b, body, m, w).await
-    }
-    async fn get_blob(&self, c: &ContainerName, b: &BlobName) -> Result<Option<Blob>> {
-        self.inner.get_blob(c, b).await
-    }
-    async fn blob_properties(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-    ) -> Result<Option<BlobProperties>> {
-        self.inner.blob_properties(c, b).await
-    }
-    async fn set_blob_metadata(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        m: &Metadata,
-        w: &BlobConditions,
-    ) -> Result<ETag> {
-        self.inner.set_blob_metadata(c, b, m, w).await
-    }
-    async fn delete_blob(&self, c: &ContainerName, b: &BlobName, w: &BlobConditions) -> Result<()> {
-        self.inner.delete_blob(c, b, w).await
-    }
-    async fn list_blobs(
-        &self,
-        c: &ContainerName,
-        prefix: &str,
-        marker: Option<&str>,
-    ) -> Result<BlobListPage> {
-        self.inner.list_blobs(c, prefix, marker).await
-    }
-    async fn acquire_lease(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        d: LeaseDuration,
-        id: LeaseId,
-    ) -> Result<AcquiredLease> {
-        self.inner.acquire_lease(c, b, d, id).await
-    }
-    async fn renew_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
-        self.inner.renew_lease(c, b, id).await
-    }
-    async fn change_lease(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        id: LeaseId,
-        new: LeaseId,
-    ) -> Result<LeaseId> {
-        self.inner.change_lease(c, b, id, new).await
-    }
-    async fn release_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
-        self.inner.release_lease(c, b, id).await
-    }
-    async fn break_lease(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        p: Option<std::time::Duration>,
-    ) -> Result<std::time::Duration> {
-        self.inner.break_lease(c, b, p).await
     }
 }
 

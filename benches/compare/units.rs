@@ -10,10 +10,10 @@
 use leasehold::backend::WriteOptions;
 use std::collections::BTreeMap;
 
+use leasehold::backend::Op;
 use leasehold::backend::{LeaseDuration, LeaseId, Precondition, TableOp};
 use leasehold::entity::Entity as _;
 use leasehold::key::{BlobName, ContainerName};
-use leasehold::testing::Op;
 use leasehold::{PartitionKey, RowKey, Store, TableName};
 use uuid::Uuid;
 
@@ -142,15 +142,18 @@ pub(crate) async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
         let (pk_key, s_key, a_key) = (pk_key.clone(), s_key.clone(), a_key.clone());
         async move {
             let id = backend
-                .acquire_lease(
+                .lease(
                     &container,
                     &blob,
-                    LeaseDuration::Seconds(15),
-                    LeaseId::new_random(),
+                    leasehold::backend::LeaseAction::Acquire {
+                        duration: LeaseDuration::Seconds(15),
+                        proposed: LeaseId::new_random(),
+                    },
                 )
                 .await
                 .unwrap()
-                .id;
+                .lease_id()
+                .expect("acquired");
             backend.get(&sample_table, &pk_key, &s_key).await.unwrap();
             if tables == 1 {
                 backend
@@ -182,7 +185,14 @@ pub(crate) async fn locked_units(env: &Env, report: &mut Report) -> Res<()> {
                     .await
                     .unwrap();
             }
-            backend.release_lease(&container, &blob, id).await.unwrap();
+            backend
+                .lease(
+                    &container,
+                    &blob,
+                    leasehold::backend::LeaseAction::Release(id),
+                )
+                .await
+                .unwrap();
         }
     };
     // The units take back a lock this process took last, with nobody
@@ -295,7 +305,7 @@ fn decision_ops(pk: &PartitionKey) -> (TableOp, TableOp) {
         TableOp::Delete {
             partition_key: pk.clone(),
             row_key,
-            if_match: None,
+            condition: Precondition::IfExists,
         },
     )
 }
@@ -407,15 +417,18 @@ async fn thousand_writes(env: &Env, report: &mut Report) -> Res<()> {
         let (decision_op, decision_delete) = (decision_op.clone(), decision_delete.clone());
         async move {
             let id = backend
-                .acquire_lease(
+                .lease(
                     &container,
                     &blob,
-                    LeaseDuration::Seconds(15),
-                    LeaseId::new_random(),
+                    leasehold::backend::LeaseAction::Acquire {
+                        duration: LeaseDuration::Seconds(15),
+                        proposed: LeaseId::new_random(),
+                    },
                 )
                 .await
                 .unwrap()
-                .id;
+                .lease_id()
+                .expect("acquired");
             for chunk in marks.chunks(TableOp::MAX_BATCH_OPS) {
                 backend.batch(&table, chunk).await.unwrap();
             }
@@ -430,7 +443,14 @@ async fn thousand_writes(env: &Env, report: &mut Report) -> Res<()> {
                 .execute(&table, decision_delete.clone(), &WriteOptions::new())
                 .await
                 .unwrap();
-            backend.release_lease(&container, &blob, id).await.unwrap();
+            backend
+                .lease(
+                    &container,
+                    &blob,
+                    leasehold::backend::LeaseAction::Release(id),
+                )
+                .await
+                .unwrap();
         }
     };
     let plain = || {
@@ -607,15 +627,18 @@ async fn cross_partition(
             for blob in &blobs {
                 ids.push(
                     backend
-                        .acquire_lease(
+                        .lease(
                             &container,
                             blob,
-                            LeaseDuration::Seconds(15),
-                            LeaseId::new_random(),
+                            leasehold::backend::LeaseAction::Acquire {
+                                duration: LeaseDuration::Seconds(15),
+                                proposed: LeaseId::new_random(),
+                            },
                         )
                         .await
                         .unwrap()
-                        .id,
+                        .lease_id()
+                        .expect("acquired"),
                 );
             }
             for key in &keys {
@@ -655,7 +678,14 @@ async fn cross_partition(
                 }
             }
             for (blob, id) in blobs.iter().zip(&ids) {
-                backend.release_lease(&container, blob, *id).await.unwrap();
+                backend
+                    .lease(
+                        &container,
+                        blob,
+                        leasehold::backend::LeaseAction::Release(*id),
+                    )
+                    .await
+                    .unwrap();
             }
         }
     };

@@ -11,10 +11,11 @@ use leasehold::backend::WriteOptions;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
+use leasehold::backend::Op;
 use leasehold::backend::azure::AzureBackend;
 use leasehold::backend::{BlobBackend, LeaseDuration, LeaseId};
 use leasehold::lease::{LeaseName, LeaseOptions};
-use leasehold::testing::{FaultyBackend, Op};
+use leasehold::testing::FaultyBackend;
 use leasehold::{Entity, Store};
 use serde_json::{Value, json};
 use support::azurite::{azurite_connection_string, unique_names};
@@ -223,11 +224,13 @@ async fn a_stuck_infinite_lease_is_shown_and_broken() {
         .unwrap();
     let blob = LeaseName::new(name).unwrap().blob_name().unwrap();
     backend
-        .acquire_lease(
+        .lease(
             &container,
             &blob,
-            LeaseDuration::Infinite,
-            LeaseId::new_random(),
+            leasehold::backend::LeaseAction::Acquire {
+                duration: LeaseDuration::Infinite,
+                proposed: LeaseId::new_random(),
+            },
         )
         .await
         .unwrap();
@@ -693,7 +696,7 @@ async fn indexes_verify_reports_and_rebuild_fixes_broken_index_rows() {
             leasehold::backend::TableOp::Delete {
                 partition_key: "eu".parse().unwrap(),
                 row_key: "c0".parse().unwrap(),
-                if_match: None,
+                condition: leasehold::backend::Precondition::IfExists,
             },
             &WriteOptions::new(),
         )

@@ -2,12 +2,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::future::Future;
 use std::time::Duration;
 
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::key::ETag;
+use crate::key::{BlobName, ContainerName, ETag};
 
 /// Blob metadata: names (C# identifiers, case-insensitive in the service) to
 /// ASCII values.
@@ -47,35 +48,242 @@ impl fmt::Debug for LeaseId {
     }
 }
 
-/// What a successful [`BlobBackend::acquire_lease`](super::BlobBackend::acquire_lease)
-/// returns: the lease id, and the blob's ETag as the reply reported it.
+/// What [`BlobBackend::lease`](super::BlobBackend::lease) does to a
+/// blob's lease. Each action is one request of the Lease Blob operation;
+/// [`Op`](super::Op) tells them apart ([`Op::AcquireLease`](super::Op::AcquireLease), ...).
 ///
-/// Taking a lease never changes a blob's ETag (only writes do), so a caller
-/// that remembers what the blob held at that ETag knows its content without
-/// reading it.
-///
-/// ```
-/// use leasehold::backend::{AcquiredLease, LeaseId};
-/// use leasehold::key::ETag;
-///
-/// let id = LeaseId::new_random();
-/// let acquired = AcquiredLease::new(id, Some(ETag::new("\"0x8D\"")));
-/// assert_eq!(acquired.id, id);
-/// assert_eq!(acquired.etag.as_ref().map(ETag::as_str), Some("\"0x8D\""));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AcquiredLease {
-    /// The lease id now active on the blob (the proposed one).
-    pub id: LeaseId,
-    /// The blob's ETag from the reply; `None` when the backend does not
-    /// report it (the blob's content is then unknown to the caller).
-    pub etag: Option<ETag>,
+/// Every action fails with [`Error::Transient`] for a failure worth
+/// retrying (5xx, 408, a timeout, a lost connection), and otherwise with
+/// [`Error::Backend`] carrying the service's status and code, beyond the
+/// errors each names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseAction {
+    /// Acquires a lease with the client-chosen id `proposed`. Acquiring
+    /// again with the current id of an active lease succeeds (an
+    /// idempotent retry). Answers [`LeaseReply::Acquired`].
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a missing blob or container;
+    /// [`Error::LeaseHeld`] when another id holds the lease or it is
+    /// breaking; [`Error::Invalid`] for a duration outside 15–60 s (before
+    /// anything is sent).
+    Acquire {
+        /// How long the lease lasts unless renewed.
+        duration: LeaseDuration,
+        /// The lease id to take it with.
+        proposed: LeaseId,
+    },
+    /// Renews the lease `id`, restarting its duration. Answers
+    /// [`LeaseReply::Renewed`].
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a missing blob; [`Error::LeaseLost`] when
+    /// `id` is not the blob's lease or the lease was broken (an expired
+    /// lease nobody took since can still be renewed).
+    Renew(LeaseId),
+    /// Changes the id of the active lease `id` to `proposed`. Answers
+    /// [`LeaseReply::Changed`].
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a missing blob; [`Error::LeaseLost`] when
+    /// `id` is not the active lease (changing to the current id is an
+    /// idempotent retry).
+    Change {
+        /// The lease's current id.
+        id: LeaseId,
+        /// Its new id.
+        proposed: LeaseId,
+    },
+    /// Releases the lease `id` so others can acquire it at once. Answers
+    /// [`LeaseReply::Released`].
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a missing blob; [`Error::LeaseLost`] when
+    /// `id` is not the blob's lease.
+    Release(LeaseId),
+    /// Breaks the lease without knowing its id. `period` (0–60 s) is how
+    /// long the current holder keeps it; `None` lets a timed lease run out
+    /// and breaks an infinite one at once. Answers [`LeaseReply::Broken`].
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a missing blob; [`Error::Invalid`] for a
+    /// period that is not whole seconds from 0 to 60 (before anything is
+    /// sent); a service error ([`Error::LeaseLost`],
+    /// `LeaseNotPresentWithLeaseOperation`) when the blob has no lease to
+    /// break.
+    Break {
+        /// How long the holder keeps the lease.
+        period: Option<Duration>,
+    },
 }
 
-impl AcquiredLease {
-    /// The lease `id`, acquired on a blob whose ETag is `etag`.
-    pub fn new(id: LeaseId, etag: Option<ETag>) -> Self {
-        AcquiredLease { id, etag }
+/// What a successful [`BlobBackend::lease`](super::BlobBackend::lease)
+/// answers, one variant per [`LeaseAction`].
+///
+/// ```
+/// use leasehold::backend::{LeaseAction, LeaseDuration, LeaseId, LeaseReply};
+/// use leasehold::backend::{BlobBackend, BlobConditions, Metadata, memory::MemoryBackend};
+/// use leasehold::key::{BlobName, ContainerName};
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let backend = MemoryBackend::new();
+/// let (c, b) = (ContainerName::new("locks")?, BlobName::new("job")?);
+/// backend.create_container(&c).await?;
+/// let etag = backend.put_blob(&c, &b, Vec::new(), &Metadata::new(), &BlobConditions::none()).await?;
+/// let id = LeaseId::new_random();
+/// let acquire = LeaseAction::Acquire { duration: LeaseDuration::Infinite, proposed: id };
+/// let reply = backend.lease(&c, &b, acquire).await?;
+/// assert_eq!(reply, LeaseReply::Acquired { id, etag: Some(etag) });
+/// assert_eq!(backend.lease(&c, &b, LeaseAction::Release(id)).await?, LeaseReply::Released);
+/// # Ok::<(), leasehold::Error>(()) }).unwrap();
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseReply {
+    /// [`LeaseAction::Acquire`]: the lease id now active on the blob (the
+    /// proposed one), and the blob's ETag from the reply (Azure's Lease
+    /// Blob reply carries it); `None` when the backend cannot tell.
+    /// Taking a lease never changes a blob's ETag (only writes do), so a
+    /// caller that remembers what the blob held at that ETag knows its
+    /// content without reading it.
+    Acquired {
+        /// The lease id now active.
+        id: LeaseId,
+        /// The blob's ETag, when the reply reported it.
+        etag: Option<ETag>,
+    },
+    /// [`LeaseAction::Renew`].
+    Renewed,
+    /// [`LeaseAction::Change`]: the lease's id now.
+    Changed(LeaseId),
+    /// [`LeaseAction::Release`].
+    Released,
+    /// [`LeaseAction::Break`]: the time until the lease is broken.
+    Broken(Duration),
+}
+
+impl LeaseReply {
+    /// The lease's id after an acquire ([`LeaseReply::Acquired`]) or a
+    /// change ([`LeaseReply::Changed`]); `None` for the other replies.
+    pub fn lease_id(&self) -> Option<LeaseId> {
+        match self {
+            LeaseReply::Acquired { id, .. } | LeaseReply::Changed(id) => Some(*id),
+            _ => None,
+        }
+    }
+}
+
+impl LeaseAction {
+    /// The kind of request this action is.
+    pub(crate) fn op(&self) -> super::Op {
+        match self {
+            LeaseAction::Acquire { .. } => super::Op::AcquireLease,
+            LeaseAction::Renew(_) => super::Op::RenewLease,
+            LeaseAction::Change { .. } => super::Op::ChangeLease,
+            LeaseAction::Release(_) => super::Op::ReleaseLease,
+            LeaseAction::Break { .. } => super::Op::BreakLease,
+        }
+    }
+}
+
+/// What an acquire answered (see [`LeaseReply::Acquired`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AcquiredLease {
+    /// The lease id now active on the blob.
+    pub(crate) id: LeaseId,
+    /// The blob's ETag from the reply.
+    pub(crate) etag: Option<ETag>,
+}
+
+/// The lease actions one at a time, each with the answer it has: how
+/// leasehold calls [`BlobBackend::lease`](super::BlobBackend::lease).
+/// A backend answering an action with another action's reply is a bug
+/// there: [`Error::Inconsistent`].
+pub(crate) trait LeaseCalls: super::BlobBackend {
+    fn acquire_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        duration: LeaseDuration,
+        proposed: LeaseId,
+    ) -> impl Future<Output = Result<AcquiredLease>> + Send {
+        async move {
+            let action = LeaseAction::Acquire { duration, proposed };
+            match self.lease(container, blob, action).await? {
+                LeaseReply::Acquired { id, etag } => Ok(AcquiredLease { id, etag }),
+                other => Err(mismatch(&action, &other)),
+            }
+        }
+    }
+
+    fn renew_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move {
+            let action = LeaseAction::Renew(id);
+            match self.lease(container, blob, action).await? {
+                LeaseReply::Renewed => Ok(()),
+                other => Err(mismatch(&action, &other)),
+            }
+        }
+    }
+
+    fn change_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+        proposed: LeaseId,
+    ) -> impl Future<Output = Result<LeaseId>> + Send {
+        async move {
+            let action = LeaseAction::Change { id, proposed };
+            match self.lease(container, blob, action).await? {
+                LeaseReply::Changed(id) => Ok(id),
+                other => Err(mismatch(&action, &other)),
+            }
+        }
+    }
+
+    fn release_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        id: LeaseId,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move {
+            let action = LeaseAction::Release(id);
+            match self.lease(container, blob, action).await? {
+                LeaseReply::Released => Ok(()),
+                other => Err(mismatch(&action, &other)),
+            }
+        }
+    }
+
+    fn break_lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        period: Option<Duration>,
+    ) -> impl Future<Output = Result<Duration>> + Send {
+        async move {
+            let action = LeaseAction::Break { period };
+            match self.lease(container, blob, action).await? {
+                LeaseReply::Broken(left) => Ok(left),
+                other => Err(mismatch(&action, &other)),
+            }
+        }
+    }
+}
+
+impl<B: super::BlobBackend + ?Sized> LeaseCalls for B {}
+
+fn mismatch(action: &LeaseAction, reply: &LeaseReply) -> Error {
+    Error::Inconsistent {
+        what: format!(
+            "the backend answered {:?} with {reply:?}",
+            action.op().name()
+        ),
     }
 }
 

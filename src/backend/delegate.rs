@@ -1,16 +1,15 @@
 //! The forwarding of both backend traits. Every wrapper delegates through
-//! one macro: each request goes through the wrapper's [`Delegate`]'s
-//! `call(op, future)`, [`Op`] saying which request it is (public as
-//! `leasehold::testing::Op`). Shared and boxed backends (`Arc<B>`, `Box<B>`)
-//! hand on the pointee's own request future, with none of their own around
-//! it.
+//! one macro, [`delegate_backend!`]: each request goes through a
+//! [`Layer`](crate::backend::Layer)'s `call(request, next)`, the
+//! [`Request`](crate::backend::Request) saying which request it is. Shared
+//! and boxed backends (`Arc<B>`, `Box<B>`) hand on the pointee's own
+//! request future, with none of their own around it.
 //!
 //! Every method is forwarded, provided ones too (`endpoint`), so a store on a wrapper takes the same path as on the
 //! wrapped backend. The impls deny `clippy::missing_trait_methods`: a
 //! method added to a trait with a default body is a lint error here until it
 //! is forwarded.
 
-use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -18,202 +17,23 @@ use crate::backend::{TableOp, Version, WriteOptions};
 use crate::error::Result;
 use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
 
-/// The kind of a backend request, as wrappers see it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Op {
-    /// [`TableBackend::create_table`](crate::backend::TableBackend::create_table)
-    CreateTable,
-    /// [`TableBackend::delete_table`](crate::backend::TableBackend::delete_table)
-    DeleteTable,
-    /// [`TableBackend::list_tables`](crate::backend::TableBackend::list_tables)
-    ListTables,
-    /// [`TableBackend::get`](crate::backend::TableBackend::get)
-    Get,
-    /// [`TableBackend::execute`](crate::backend::TableBackend::execute):
-    /// insert, replace, merge, upsert or delete.
-    Write,
-    /// [`TableBackend::batch`](crate::backend::TableBackend::batch)
-    Batch,
-    /// [`TableBackend::query`](crate::backend::TableBackend::query)
-    Query,
-    /// [`BlobBackend::create_container`](crate::backend::BlobBackend::create_container)
-    CreateContainer,
-    /// [`BlobBackend::put_blob`](crate::backend::BlobBackend::put_blob)
-    PutBlob,
-    /// [`BlobBackend::get_blob`](crate::backend::BlobBackend::get_blob)
-    GetBlob,
-    /// [`BlobBackend::blob_properties`](crate::backend::BlobBackend::blob_properties)
-    BlobProperties,
-    /// [`BlobBackend::set_blob_metadata`](crate::backend::BlobBackend::set_blob_metadata)
-    SetBlobMetadata,
-    /// [`BlobBackend::delete_blob`](crate::backend::BlobBackend::delete_blob)
-    DeleteBlob,
-    /// [`BlobBackend::list_blobs`](crate::backend::BlobBackend::list_blobs)
-    ListBlobs,
-    /// [`BlobBackend::acquire_lease`](crate::backend::BlobBackend::acquire_lease)
-    AcquireLease,
-    /// [`BlobBackend::renew_lease`](crate::backend::BlobBackend::renew_lease)
-    RenewLease,
-    /// [`BlobBackend::change_lease`](crate::backend::BlobBackend::change_lease)
-    ChangeLease,
-    /// [`BlobBackend::release_lease`](crate::backend::BlobBackend::release_lease)
-    ReleaseLease,
-    /// [`BlobBackend::break_lease`](crate::backend::BlobBackend::break_lease)
-    BreakLease,
-}
-
-impl Op {
-    /// Whether this is one-time setup (creating a table or container) rather
-    /// than work.
-    pub fn is_setup(self) -> bool {
-        matches!(self, Op::CreateTable | Op::CreateContainer)
-    }
-
-    /// The request's name in metrics (`db.operation.name`).
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Op::CreateTable => "create_table",
-            Op::DeleteTable => "delete_table",
-            Op::ListTables => "list_tables",
-            Op::Get => "get",
-            Op::Write => "write",
-            Op::Batch => "batch",
-            Op::Query => "query",
-            Op::CreateContainer => "create_container",
-            Op::PutBlob => "put_blob",
-            Op::GetBlob => "get_blob",
-            Op::BlobProperties => "blob_properties",
-            Op::SetBlobMetadata => "set_blob_metadata",
-            Op::DeleteBlob => "delete_blob",
-            Op::ListBlobs => "list_blobs",
-            Op::AcquireLease => "acquire_lease",
-            Op::RenewLease => "renew_lease",
-            Op::ChangeLease => "change_lease",
-            Op::ReleaseLease => "release_lease",
-            Op::BreakLease => "break_lease",
-        }
-    }
-}
-
-/// One backend request as wrappers see it: its kind and what it is about
-/// (for spans). Made by [`delegate_backend!`] before the request is sent.
+/// A layer that hands every request on as it is: the other requests of a
+/// wrapper that sends writes its own way.
 #[derive(Debug)]
-pub(crate) struct Request<'a> {
-    /// The kind of request.
-    pub(crate) op: Op,
-    /// `db.operation.name` of its span: the write's kind (`insert`,
-    /// `replace`, ...) for a write, [`Op::name`] otherwise.
-    pub(crate) name: &'static str,
-    /// What the request is about.
-    pub(crate) target: Target<'a>,
-}
+pub(crate) struct Through;
 
-/// What a [`Request`] is about.
-#[derive(Debug)]
-pub(crate) enum Target<'a> {
-    /// The account (listing tables).
-    Account,
-    /// A table, one of its partitions or rows, or a batch of `size`
-    /// operations.
-    Table {
-        table: &'a TableName,
-        partition: Option<Cow<'a, PartitionKey>>,
-        row: Option<Cow<'a, RowKey>>,
-        size: Option<usize>,
-    },
-    /// A container or one of its blobs.
-    Blob {
-        container: &'a ContainerName,
-        blob: Option<&'a BlobName>,
-    },
-}
-
-impl<'a> Request<'a> {
-    pub(crate) fn account(op: Op) -> Self {
-        Request {
-            op,
-            name: op.name(),
-            target: Target::Account,
-        }
-    }
-
-    pub(crate) fn table(op: Op, table: &'a TableName) -> Self {
-        Request {
-            op,
-            name: op.name(),
-            target: Target::Table {
-                table,
-                partition: None,
-                row: None,
-                size: None,
-            },
-        }
-    }
-
-    pub(crate) fn row(op: Op, table: &'a TableName, pk: &'a PartitionKey, rk: &'a RowKey) -> Self {
-        Request {
-            op,
-            name: op.name(),
-            target: Target::Table {
-                table,
-                partition: Some(Cow::Borrowed(pk)),
-                row: Some(Cow::Borrowed(rk)),
-                size: None,
-            },
-        }
-    }
-
-    /// A write: its keys are copied, as the write itself moves on.
-    pub(crate) fn write(table: &'a TableName, op: &TableOp) -> Self {
-        Request {
-            op: Op::Write,
-            name: op.name(),
-            target: Target::Table {
-                table,
-                partition: Some(Cow::Owned(op.partition_key().clone())),
-                row: Some(Cow::Owned(op.row_key().clone())),
-                size: None,
-            },
-        }
-    }
-
-    pub(crate) fn batch(table: &'a TableName, ops: &'a [TableOp]) -> Self {
-        Request {
-            op: Op::Batch,
-            name: Op::Batch.name(),
-            target: Target::Table {
-                table,
-                partition: ops.first().map(|op| Cow::Borrowed(op.partition_key())),
-                row: None,
-                size: Some(ops.len()),
-            },
-        }
-    }
-
-    pub(crate) fn blob(op: Op, container: &'a ContainerName, blob: Option<&'a BlobName>) -> Self {
-        Request {
-            op,
-            name: op.name(),
-            target: Target::Blob { container, blob },
-        }
-    }
-}
-
-/// A backend that hands every request to another, the one forwarding
-/// mechanism of the crate: shared and boxed backends (`Arc<B>`, `Box<B>`)
-/// and every wrapper ([`crate::testing`]'s, the store's metrics) implement
-/// it, and [`delegate_backend!`] implements both backend traits for them.
-pub(crate) trait Delegate {
-    /// Runs `request`: `fut`, the inner backend's answer to it.
+impl crate::backend::Layer for Through {
     fn call<T: Send>(
         &self,
-        request: &Request<'_>,
-        fut: impl Future<Output = Result<T>> + Send,
-    ) -> impl Future<Output = Result<T>> + Send;
+        _: &crate::backend::Request<'_>,
+        next: impl Future<Output = Result<T>> + Send,
+    ) -> impl Future<Output = Result<T>> + Send {
+        next
+    }
 }
 
 /// A wrapper that sends writes its own way (a fence sends each as a
-/// transaction with its fence row; the index layer claims values first):
+/// transaction with its fence row):
 /// `delegate_backend!(W, own writes)` hands `execute` and `batch` to it.
 pub(crate) trait Writes {
     /// Sends one write.
@@ -322,58 +142,40 @@ macro_rules! deref_forward {
                 prefix: &'life2 str,
                 marker: Option<&'life3 str>
             ) -> crate::backend::BlobListPage; 'life1, 'life2, 'life3);
-            forward!(acquire_lease(
+            forward!(lease(
                 container: &'life1 ContainerName,
                 blob: &'life2 BlobName,
-                duration: crate::backend::LeaseDuration,
-                proposed_id: crate::backend::LeaseId
-            ) -> crate::backend::AcquiredLease; 'life1, 'life2);
-            forward!(renew_lease(
-                container: &'life1 ContainerName,
-                blob: &'life2 BlobName,
-                id: crate::backend::LeaseId
-            ) -> (); 'life1, 'life2);
-            forward!(change_lease(
-                container: &'life1 ContainerName,
-                blob: &'life2 BlobName,
-                id: crate::backend::LeaseId,
-                proposed_id: crate::backend::LeaseId
-            ) -> crate::backend::LeaseId; 'life1, 'life2);
-            forward!(release_lease(
-                container: &'life1 ContainerName,
-                blob: &'life2 BlobName,
-                id: crate::backend::LeaseId
-            ) -> (); 'life1, 'life2);
-            forward!(break_lease(
-                container: &'life1 ContainerName,
-                blob: &'life2 BlobName,
-                period: Option<std::time::Duration>
-            ) -> std::time::Duration; 'life1, 'life2);
+                action: crate::backend::LeaseAction
+            ) -> crate::backend::LeaseReply; 'life1, 'life2);
         }
     };
 }
 
 /// Implements [`TableBackend`](crate::backend::TableBackend) and
 /// [`BlobBackend`](crate::backend::BlobBackend) for a wrapper type
-/// `$wrapper<B>` with an `inner: B` field that implements [`Delegate`].
+/// `$wrapper<B>` with an `inner: B` field, each request through a layer.
 macro_rules! delegate_backend {
-    ($wrapper:ident) => {
-        $crate::backend::delegate::delegate_backend!(@impl [] $wrapper field plain);
+    // A wrapper whose `$layer` field is the [`Layer`](crate::backend::Layer)
+    // every request goes through, to its `inner` field.
+    ($wrapper:ident, layer = $layer:ident) => {
+        $crate::backend::delegate::delegate_backend!(@impl [] [] $wrapper [] field plain $layer);
+    };
+    // [`Layered`](crate::backend::layer::Layered): any layer over any backend.
+    (Layered) => {
+        $crate::backend::delegate::delegate_backend!(
+            @impl [] [L: $crate::backend::Layer,] Layered [L,] field plain layer
+        );
     };
     // A wrapper that sends writes its own way: `execute` and `batch` go to
-    // its [`Writes`], every other request to its `inner` field.
-    // Every other request goes as it is.
+    // its [`Writes`], every other request to its `inner` field as it is.
     ($wrapper:ident, own writes) => {
-        impl<B: Send + Sync> $crate::backend::delegate::Delegate for $wrapper<B> {
-            fn call<T: Send>(
-                &self,
-                _: &$crate::backend::delegate::Request<'_>,
-                fut: impl std::future::Future<Output = $crate::Result<T>> + Send,
-            ) -> impl std::future::Future<Output = $crate::Result<T>> + Send {
-                fut
-            }
-        }
-        $crate::backend::delegate::delegate_backend!(@impl [] $wrapper field own);
+        $crate::backend::delegate::delegate_backend!(@impl [] [] $wrapper [] field own through);
+    };
+    (@layer through $s:expr) => {
+        &$crate::backend::delegate::Through
+    };
+    (@layer $layer:ident $s:expr) => {
+        &$s.$layer
     };
     (@execute plain $mode:ident $s:ident $table:ident $op:ident $options:ident) => {
         $crate::backend::delegate::delegate_backend!(@inner $mode $s).execute($table, $op, $options)
@@ -395,12 +197,11 @@ macro_rules! delegate_backend {
     (@inner deref $s:expr) => {
         (**$s)
     };
-    (@impl [$($unsized:tt)*] $wrapper:ident $mode:ident $writes:ident) => {
+    (@impl [$($unsized:tt)*] [$($gen:tt)*] $wrapper:ident [$($arg:tt)*] $mode:ident $writes:ident $layer:ident) => {
         #[deny(clippy::missing_trait_methods)]
         #[async_trait::async_trait]
-        impl<B: $crate::backend::TableBackend $($unsized)*> $crate::backend::TableBackend for $wrapper<B>
-        where
-            $wrapper<B>: $crate::backend::delegate::Delegate,
+        impl<$($gen)* B: $crate::backend::TableBackend $($unsized)*> $crate::backend::TableBackend
+            for $wrapper<$($arg)* B>
         {
             fn system_name(&self) -> &'static str {
                 $crate::backend::delegate::delegate_backend!(@inner $mode self).system_name()
@@ -412,22 +213,22 @@ macro_rules! delegate_backend {
                 &self,
                 table: &$crate::key::TableName,
             ) -> $crate::Result<$crate::backend::TableCreation> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::table($crate::backend::delegate::Op::CreateTable, table),
+                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
+                    &$crate::backend::Request::on_table($crate::backend::Op::CreateTable, table),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).create_table(table),
                 )
                 .await
             }
             async fn delete_table(&self, table: &$crate::key::TableName) -> $crate::Result<bool> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::table($crate::backend::delegate::Op::DeleteTable, table),
+                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
+                    &$crate::backend::Request::on_table($crate::backend::Op::DeleteTable, table),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).delete_table(table),
                 )
                 .await
             }
             async fn list_tables(&self) -> $crate::Result<Vec<$crate::key::TableName>> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::account($crate::backend::delegate::Op::ListTables),
+                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
+                    &$crate::backend::Request::account($crate::backend::Op::ListTables),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).list_tables(),
                 )
                 .await
@@ -438,8 +239,8 @@ macro_rules! delegate_backend {
                 partition_key: &$crate::key::PartitionKey,
                 row_key: &$crate::key::RowKey,
             ) -> $crate::Result<Option<$crate::backend::StoredEntity>> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::row($crate::backend::delegate::Op::Get, table, partition_key, row_key),
+                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
+                    &$crate::backend::Request::row($crate::backend::Op::Get, table, partition_key, row_key),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).get(table, partition_key, row_key),
                 )
                 .await
@@ -450,8 +251,8 @@ macro_rules! delegate_backend {
                 op: $crate::backend::TableOp,
                 options: &$crate::backend::WriteOptions,
             ) -> $crate::Result<Option<$crate::backend::Version>> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::write(table, &op),
+                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
+                    &$crate::backend::Request::write(table, &op),
                     $crate::backend::delegate::delegate_backend!(@execute $writes $mode self table op options),
                 )
                 .await
@@ -461,8 +262,8 @@ macro_rules! delegate_backend {
                 table: &$crate::key::TableName,
                 ops: &[$crate::backend::TableOp],
             ) -> $crate::Result<Vec<Option<$crate::backend::Version>>> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::batch(table, ops),
+                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
+                    &$crate::backend::Request::batch(table, ops),
                     $crate::backend::delegate::delegate_backend!(@batch $writes $mode self table ops),
                 )
                 .await
@@ -472,8 +273,8 @@ macro_rules! delegate_backend {
                 table: &$crate::key::TableName,
                 query: &$crate::backend::QuerySpec,
             ) -> $crate::Result<$crate::backend::QueryPage> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::table($crate::backend::delegate::Op::Query, table),
+                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
+                    &$crate::backend::Request::on_table($crate::backend::Op::Query, table),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).query(table, query),
                 )
                 .await
@@ -482,9 +283,8 @@ macro_rules! delegate_backend {
 
         #[deny(clippy::missing_trait_methods)]
         #[async_trait::async_trait]
-        impl<B: $crate::backend::BlobBackend $($unsized)*> $crate::backend::BlobBackend for $wrapper<B>
-        where
-            $wrapper<B>: $crate::backend::delegate::Delegate,
+        impl<$($gen)* B: $crate::backend::BlobBackend $($unsized)*> $crate::backend::BlobBackend
+            for $wrapper<$($arg)* B>
         {
             fn endpoint(&self) -> String {
                 $crate::backend::delegate::delegate_backend!(@inner $mode self).endpoint()
@@ -493,8 +293,8 @@ macro_rules! delegate_backend {
                 &self,
                 container: &$crate::key::ContainerName,
             ) -> $crate::Result<()> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::CreateContainer, container, None),
+                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
+                    &$crate::backend::Request::on_blob($crate::backend::Op::CreateContainer, container, None),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).create_container(container),
                 )
                 .await
@@ -507,8 +307,8 @@ macro_rules! delegate_backend {
                 metadata: &$crate::backend::Metadata,
                 conditions: &$crate::backend::BlobConditions,
             ) -> $crate::Result<$crate::key::ETag> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::PutBlob, container, Some(blob)),
+                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
+                    &$crate::backend::Request::on_blob($crate::backend::Op::PutBlob, container, Some(blob)),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self)
                         .put_blob(container, blob, body, metadata, conditions),
                 )
@@ -519,8 +319,8 @@ macro_rules! delegate_backend {
                 container: &$crate::key::ContainerName,
                 blob: &$crate::key::BlobName,
             ) -> $crate::Result<Option<$crate::backend::Blob>> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::GetBlob, container, Some(blob)),
+                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
+                    &$crate::backend::Request::on_blob($crate::backend::Op::GetBlob, container, Some(blob)),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).get_blob(container, blob),
                 )
                 .await
@@ -530,8 +330,8 @@ macro_rules! delegate_backend {
                 container: &$crate::key::ContainerName,
                 blob: &$crate::key::BlobName,
             ) -> $crate::Result<Option<$crate::backend::BlobProperties>> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::BlobProperties, container, Some(blob)),
+                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
+                    &$crate::backend::Request::on_blob($crate::backend::Op::BlobProperties, container, Some(blob)),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).blob_properties(container, blob),
                 )
                 .await
@@ -543,8 +343,8 @@ macro_rules! delegate_backend {
                 metadata: &$crate::backend::Metadata,
                 conditions: &$crate::backend::BlobConditions,
             ) -> $crate::Result<$crate::key::ETag> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::SetBlobMetadata, container, Some(blob)),
+                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
+                    &$crate::backend::Request::on_blob($crate::backend::Op::SetBlobMetadata, container, Some(blob)),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self)
                         .set_blob_metadata(container, blob, metadata, conditions),
                 )
@@ -556,8 +356,8 @@ macro_rules! delegate_backend {
                 blob: &$crate::key::BlobName,
                 conditions: &$crate::backend::BlobConditions,
             ) -> $crate::Result<()> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::DeleteBlob, container, Some(blob)),
+                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
+                    &$crate::backend::Request::on_blob($crate::backend::Op::DeleteBlob, container, Some(blob)),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).delete_blob(container, blob, conditions),
                 )
                 .await
@@ -568,72 +368,21 @@ macro_rules! delegate_backend {
                 prefix: &str,
                 marker: Option<&str>,
             ) -> $crate::Result<$crate::backend::BlobListPage> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::ListBlobs, container, None),
+                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
+                    &$crate::backend::Request::on_blob($crate::backend::Op::ListBlobs, container, None),
                     $crate::backend::delegate::delegate_backend!(@inner $mode self).list_blobs(container, prefix, marker),
                 )
                 .await
             }
-            async fn acquire_lease(
+            async fn lease(
                 &self,
                 container: &$crate::key::ContainerName,
                 blob: &$crate::key::BlobName,
-                duration: $crate::backend::LeaseDuration,
-                proposed_id: $crate::backend::LeaseId,
-            ) -> $crate::Result<$crate::backend::AcquiredLease> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::AcquireLease, container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self)
-                        .acquire_lease(container, blob, duration, proposed_id),
-                )
-                .await
-            }
-            async fn renew_lease(
-                &self,
-                container: &$crate::key::ContainerName,
-                blob: &$crate::key::BlobName,
-                id: $crate::backend::LeaseId,
-            ) -> $crate::Result<()> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::RenewLease, container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).renew_lease(container, blob, id),
-                )
-                .await
-            }
-            async fn change_lease(
-                &self,
-                container: &$crate::key::ContainerName,
-                blob: &$crate::key::BlobName,
-                id: $crate::backend::LeaseId,
-                proposed_id: $crate::backend::LeaseId,
-            ) -> $crate::Result<$crate::backend::LeaseId> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::ChangeLease, container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).change_lease(container, blob, id, proposed_id),
-                )
-                .await
-            }
-            async fn release_lease(
-                &self,
-                container: &$crate::key::ContainerName,
-                blob: &$crate::key::BlobName,
-                id: $crate::backend::LeaseId,
-            ) -> $crate::Result<()> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::ReleaseLease, container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).release_lease(container, blob, id),
-                )
-                .await
-            }
-            async fn break_lease(
-                &self,
-                container: &$crate::key::ContainerName,
-                blob: &$crate::key::BlobName,
-                period: Option<std::time::Duration>,
-            ) -> $crate::Result<std::time::Duration> {
-                $crate::backend::delegate::Delegate::call(self,
-                    &$crate::backend::delegate::Request::blob($crate::backend::delegate::Op::BreakLease, container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).break_lease(container, blob, period),
+                action: $crate::backend::LeaseAction,
+            ) -> $crate::Result<$crate::backend::LeaseReply> {
+                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
+                    &$crate::backend::Request::on_blob(action.op(), container, Some(blob)),
+                    $crate::backend::delegate::delegate_backend!(@inner $mode self).lease(container, blob, action),
                 )
                 .await
             }
@@ -652,6 +401,7 @@ mod tests {
 
     use async_trait::async_trait;
 
+    use crate::backend::Op;
     use crate::backend::WriteOptions;
     use crate::backend::memory::MemoryBackend;
     use crate::backend::{
@@ -660,7 +410,7 @@ mod tests {
     use crate::entity::{EntityData, Properties};
     use crate::error::{Error, Result};
     use crate::key::{PartitionKey, RowKey, TableName};
-    use crate::testing::{CountingBackend, FaultyBackend, Op};
+    use crate::testing::{CountingBackend, FaultyBackend};
 
     fn is_backend<B: Backend>() {}
 

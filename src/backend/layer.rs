@@ -1,15 +1,21 @@
-//! [`Layer`]: what wraps a backend to add to every request, in the spirit
-//! of tower's `Layer`.
+//! [`Layer`]: what sees every request of a backend, in the spirit of
+//! tower's `Service`; [`Request`] and [`Op`], what it sees.
 
+use std::borrow::Cow;
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 
-use super::Backend;
+use super::delegate::delegate_backend;
+use super::{Backend, TableOp};
+use crate::error::Result;
+use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
 
-/// Wraps a backend in another that adds to its requests: counts them,
-/// injects faults, traces them, fences writes. A layer receives the backend
-/// below it and returns the one above it; the returned backend must
-/// implement both traits with the semantics of the one it wraps, apart from
+/// What sees every request of a backend on its way: counts it, injects
+/// faults, traces it, times it, refuses it. Given to
+/// [`StoreBuilder::layer`](crate::StoreBuilder::layer), it makes a backend
+/// that answers every request of both backend traits through
+/// [`Layer::call`], with the semantics of the backend below apart from
 /// what the layer is for.
 ///
 /// # The stack
@@ -30,111 +36,343 @@ use super::Backend;
 /// 4. on [`Table::fenced`](crate::Table::fenced), the
 ///    [`Fence`](crate::lease::Fence)'s layer: every write as one
 ///    transaction with the partition's fence row;
-/// 5. for a type with indexes, the index layer that
-///    [`Store::table`](crate::Store::table) stacks: claims first, then the
-///    entity's row through the layers below (see [`crate::index`]). The
-///    claims go to the store's stack, so they are not fenced.
+/// 5. for a type with indexes, the table sends each write through the
+///    index write path: claims first, then the entity's row through the
+///    layers below (see [`crate::index`]). The claims go to the store's
+///    stack, so they are not fenced.
 ///
 /// The layers of [`crate::testing`] are the counter and the fault injector:
 /// [`RequestCounter`](crate::testing::RequestCounter) and
-/// [`FaultInjector`](crate::testing::FaultInjector) are layers.
+/// [`FaultInjector`](crate::testing::FaultInjector) are layers; tracing and
+/// metrics are layers of the same trait.
 ///
 /// # Writing one
 ///
-/// A layer is a value with a `layer` method; the backend it returns
-/// implements [`TableBackend`](super::TableBackend) and
-/// [`BlobBackend`](super::BlobBackend), usually by handing each request to
-/// the backend it wraps. This one refuses deletes of whole tables:
+/// A layer has one method, [`call`](Layer::call): it sees each request
+/// (its [`Op`], table or blob, keys) and `next`, the answer of the backend
+/// below, and answers in its place: awaits `next` (or not), before or
+/// after its own work. This one refuses deletes of whole tables:
 ///
 /// ```
-/// use std::sync::Arc;
-/// use leasehold::backend::*;
-/// use leasehold::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
+/// use std::future::Future;
+/// use leasehold::backend::{Layer, Op, Request, memory::MemoryBackend};
 /// use leasehold::{Error, Result, Store};
 ///
 /// #[derive(Debug)]
 /// struct KeepTables;
 ///
 /// impl Layer for KeepTables {
-///     fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
-///         Arc::new(Kept(inner))
+///     async fn call<T: Send>(&self, request: &Request<'_>, next: impl Future<Output = Result<T>> + Send) -> Result<T> {
+///         match (request.op(), request.table()) {
+///             (Op::DeleteTable, Some(t)) => Err(Error::invalid(format!("table {t}"), "this service keeps its tables")),
+///             _ => next.await,
+///         }
 ///     }
 /// }
-///
-/// #[derive(Debug)]
-/// struct Kept(Arc<dyn Backend>);
-///
-/// #[async_trait::async_trait]
-/// impl TableBackend for Kept {
-///     fn system_name(&self) -> &'static str { self.0.system_name() }
-///     async fn create_table(&self, t: &TableName) -> Result<TableCreation> { self.0.create_table(t).await }
-///     async fn delete_table(&self, t: &TableName) -> Result<bool> {
-///         Err(Error::invalid(format!("table {t}"), "this service never deletes tables"))
-///     }
-///     async fn list_tables(&self) -> Result<Vec<TableName>> { self.0.list_tables().await }
-///     async fn get(&self, t: &TableName, pk: &PartitionKey, rk: &RowKey) -> Result<Option<StoredEntity>> {
-///         self.0.get(t, pk, rk).await
-///     }
-///     async fn execute(&self, t: &TableName, op: TableOp, o: &WriteOptions) -> Result<Option<Version>> {
-///         self.0.execute(t, op, o).await
-///     }
-///     async fn batch(&self, t: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
-///         self.0.batch(t, ops).await
-///     }
-///     async fn query(&self, t: &TableName, q: &QuerySpec) -> Result<QueryPage> { self.0.query(t, q).await }
-/// }
-///
-/// #[async_trait::async_trait]
-/// impl BlobBackend for Kept {
-///     fn endpoint(&self) -> String { self.0.endpoint() }
-///     async fn create_container(&self, c: &ContainerName) -> Result<()> { self.0.create_container(c).await }
-///     async fn put_blob(&self, c: &ContainerName, b: &BlobName, body: Vec<u8>, m: &Metadata, w: &BlobConditions) -> Result<ETag> {
-///         self.0.put_blob(c, b, body, m, w).await
-///     }
-///     async fn get_blob(&self, c: &ContainerName, b: &BlobName) -> Result<Option<Blob>> { self.0.get_blob(c, b).await }
-///     async fn blob_properties(&self, c: &ContainerName, b: &BlobName) -> Result<Option<BlobProperties>> {
-///         self.0.blob_properties(c, b).await
-///     }
-///     async fn set_blob_metadata(&self, c: &ContainerName, b: &BlobName, m: &Metadata, w: &BlobConditions) -> Result<ETag> {
-///         self.0.set_blob_metadata(c, b, m, w).await
-///     }
-///     async fn delete_blob(&self, c: &ContainerName, b: &BlobName, w: &BlobConditions) -> Result<()> {
-///         self.0.delete_blob(c, b, w).await
-///     }
-///     async fn list_blobs(&self, c: &ContainerName, prefix: &str, marker: Option<&str>) -> Result<BlobListPage> {
-///         self.0.list_blobs(c, prefix, marker).await
-///     }
-///     async fn acquire_lease(&self, c: &ContainerName, b: &BlobName, d: LeaseDuration, id: LeaseId) -> Result<AcquiredLease> {
-///         self.0.acquire_lease(c, b, d, id).await
-///     }
-///     async fn renew_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
-///         self.0.renew_lease(c, b, id).await
-///     }
-///     async fn change_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId, new: LeaseId) -> Result<LeaseId> {
-///         self.0.change_lease(c, b, id, new).await
-///     }
-///     async fn release_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
-///         self.0.release_lease(c, b, id).await
-///     }
-///     async fn break_lease(&self, c: &ContainerName, b: &BlobName, p: Option<std::time::Duration>) -> Result<std::time::Duration> {
-///         self.0.break_lease(c, b, p).await
-///     }
-/// }
-///
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-/// let store = Store::builder(memory::MemoryBackend::new()).layer(KeepTables).build()?;
+/// let store = Store::builder(MemoryBackend::new()).layer(KeepTables).build()?;
 /// store.create_table("Orders").await?;
-/// let refused = store.delete_table("Orders").await.unwrap_err();
-/// assert_eq!(refused.kind(), leasehold::ErrorKind::Invalid);
+/// assert_eq!(store.delete_table("Orders").await.unwrap_err().kind(), leasehold::ErrorKind::Invalid);
 /// # Ok::<(), leasehold::Error>(()) }).unwrap();
 /// ```
+///
+/// A layer cannot change what a request sends or what its answer holds
+/// (the answer's type is the request's own); it can wait, count, refuse,
+/// fail, or send requests of its own to a backend it holds.
 pub trait Layer: Send + Sync + fmt::Debug + 'static {
+    /// Answers `request`: `next` is the backend below's answer to it, not
+    /// yet started.
+    fn call<T: Send>(
+        &self,
+        request: &Request<'_>,
+        next: impl Future<Output = Result<T>> + Send,
+    ) -> impl Future<Output = Result<T>> + Send;
+}
+
+impl<L: Layer> Layer for Arc<L> {
+    fn call<T: Send>(
+        &self,
+        request: &Request<'_>,
+        next: impl Future<Output = Result<T>> + Send,
+    ) -> impl Future<Output = Result<T>> + Send {
+        (**self).call(request, next)
+    }
+}
+
+/// A layer as a store stacks it: given the backend below, the backend
+/// above. A [`Layer`] makes a [`Layered`]; the fence, which changes what a
+/// write sends, makes its own backend.
+pub(crate) trait Wrap: Send + Sync + fmt::Debug + 'static {
     /// `inner`, wrapped.
     fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend>;
 }
 
-impl<L: Layer + ?Sized> Layer for Arc<L> {
+impl<L: Layer> Wrap for Arc<L> {
     fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
-        (**self).layer(inner)
+        Arc::new(Layered {
+            layer: Arc::clone(self),
+            inner,
+        })
+    }
+}
+
+/// A backend with every request through a [`Layer`].
+pub(crate) struct Layered<L, B> {
+    pub(crate) layer: L,
+    pub(crate) inner: B,
+}
+
+/// As the backend it wraps: a layer is not a different backend.
+impl<L, B: fmt::Debug> fmt::Debug for Layered<L, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+delegate_backend!(Layered);
+
+/// The kind of a backend request, as layers see it ([`Request::op`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    /// [`TableBackend::create_table`](crate::backend::TableBackend::create_table)
+    CreateTable,
+    /// [`TableBackend::delete_table`](crate::backend::TableBackend::delete_table)
+    DeleteTable,
+    /// [`TableBackend::list_tables`](crate::backend::TableBackend::list_tables)
+    ListTables,
+    /// [`TableBackend::get`](crate::backend::TableBackend::get)
+    Get,
+    /// [`TableBackend::execute`](crate::backend::TableBackend::execute):
+    /// insert, replace, merge, upsert or delete.
+    Write,
+    /// [`TableBackend::batch`](crate::backend::TableBackend::batch)
+    Batch,
+    /// [`TableBackend::query`](crate::backend::TableBackend::query)
+    Query,
+    /// [`BlobBackend::create_container`](crate::backend::BlobBackend::create_container)
+    CreateContainer,
+    /// [`BlobBackend::put_blob`](crate::backend::BlobBackend::put_blob)
+    PutBlob,
+    /// [`BlobBackend::get_blob`](crate::backend::BlobBackend::get_blob)
+    GetBlob,
+    /// [`BlobBackend::blob_properties`](crate::backend::BlobBackend::blob_properties)
+    BlobProperties,
+    /// [`BlobBackend::set_blob_metadata`](crate::backend::BlobBackend::set_blob_metadata)
+    SetBlobMetadata,
+    /// [`BlobBackend::delete_blob`](crate::backend::BlobBackend::delete_blob)
+    DeleteBlob,
+    /// [`BlobBackend::list_blobs`](crate::backend::BlobBackend::list_blobs)
+    ListBlobs,
+    /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Acquire`](crate::backend::LeaseAction::Acquire)
+    AcquireLease,
+    /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Renew`](crate::backend::LeaseAction::Renew)
+    RenewLease,
+    /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Change`](crate::backend::LeaseAction::Change)
+    ChangeLease,
+    /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Release`](crate::backend::LeaseAction::Release)
+    ReleaseLease,
+    /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Break`](crate::backend::LeaseAction::Break)
+    BreakLease,
+}
+
+impl Op {
+    /// Whether this is one-time setup (creating a table or container) rather
+    /// than work.
+    pub fn is_setup(self) -> bool {
+        matches!(self, Op::CreateTable | Op::CreateContainer)
+    }
+
+    /// The request's name in metrics (`db.operation.name`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Op::CreateTable => "create_table",
+            Op::DeleteTable => "delete_table",
+            Op::ListTables => "list_tables",
+            Op::Get => "get",
+            Op::Write => "write",
+            Op::Batch => "batch",
+            Op::Query => "query",
+            Op::CreateContainer => "create_container",
+            Op::PutBlob => "put_blob",
+            Op::GetBlob => "get_blob",
+            Op::BlobProperties => "blob_properties",
+            Op::SetBlobMetadata => "set_blob_metadata",
+            Op::DeleteBlob => "delete_blob",
+            Op::ListBlobs => "list_blobs",
+            Op::AcquireLease => "acquire_lease",
+            Op::RenewLease => "renew_lease",
+            Op::ChangeLease => "change_lease",
+            Op::ReleaseLease => "release_lease",
+            Op::BreakLease => "break_lease",
+        }
+    }
+}
+
+/// One backend request as a [`Layer`] sees it: its kind and what it is
+/// about (table, keys; container, blob). Made before the request is sent.
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// The kind of request.
+    pub(crate) op: Op,
+    /// `db.operation.name` of its span: the write's kind (`insert`,
+    /// `replace`, ...) for a write, [`Op::name`] otherwise.
+    pub(crate) name: &'static str,
+    /// What the request is about.
+    pub(crate) target: Target<'a>,
+}
+
+/// What a [`Request`] is about.
+#[derive(Debug)]
+pub(crate) enum Target<'a> {
+    /// The account (listing tables).
+    Account,
+    /// A table, one of its partitions or rows, or a batch of `size`
+    /// operations.
+    Table {
+        table: &'a TableName,
+        partition: Option<Cow<'a, PartitionKey>>,
+        row: Option<Cow<'a, RowKey>>,
+        size: Option<usize>,
+    },
+    /// A container or one of its blobs.
+    Blob {
+        container: &'a ContainerName,
+        blob: Option<&'a BlobName>,
+    },
+}
+
+impl<'a> Request<'a> {
+    /// The kind of request.
+    pub fn op(&self) -> Op {
+        self.op
+    }
+
+    /// The operation's name, as in spans (`db.operation.name`): the
+    /// write's kind for a write (`insert`, `replace`, `merge`, `upsert`,
+    /// `upsert-merge`, `delete`), the request's otherwise (`get`,
+    /// `acquire_lease`, ...).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The table, for a table request other than listing tables.
+    pub fn table(&self) -> Option<&TableName> {
+        match &self.target {
+            Target::Table { table, .. } => Some(table),
+            _ => None,
+        }
+    }
+
+    /// The partition: of a read or write of one row, or of a batch.
+    pub fn partition_key(&self) -> Option<&PartitionKey> {
+        match &self.target {
+            Target::Table { partition, .. } => partition.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The row, of a read or write of one row.
+    pub fn row_key(&self) -> Option<&RowKey> {
+        match &self.target {
+            Target::Table { row, .. } => row.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The number of operations, of a batch.
+    pub fn batch_size(&self) -> Option<usize> {
+        match &self.target {
+            Target::Table { size, .. } => *size,
+            _ => None,
+        }
+    }
+
+    /// The container, for a blob request.
+    pub fn container(&self) -> Option<&ContainerName> {
+        match &self.target {
+            Target::Blob { container, .. } => Some(container),
+            _ => None,
+        }
+    }
+
+    /// The blob, for a request about one blob (not a listing).
+    pub fn blob(&self) -> Option<&BlobName> {
+        match &self.target {
+            Target::Blob { blob, .. } => *blob,
+            _ => None,
+        }
+    }
+
+    pub(crate) fn account(op: Op) -> Self {
+        Request {
+            op,
+            name: op.name(),
+            target: Target::Account,
+        }
+    }
+
+    pub(crate) fn on_table(op: Op, table: &'a TableName) -> Self {
+        Request {
+            op,
+            name: op.name(),
+            target: Target::Table {
+                table,
+                partition: None,
+                row: None,
+                size: None,
+            },
+        }
+    }
+
+    pub(crate) fn row(op: Op, table: &'a TableName, pk: &'a PartitionKey, rk: &'a RowKey) -> Self {
+        Request {
+            op,
+            name: op.name(),
+            target: Target::Table {
+                table,
+                partition: Some(Cow::Borrowed(pk)),
+                row: Some(Cow::Borrowed(rk)),
+                size: None,
+            },
+        }
+    }
+
+    /// A write: its keys are copied, as the write itself moves on.
+    pub(crate) fn write(table: &'a TableName, op: &TableOp) -> Self {
+        Request {
+            op: Op::Write,
+            name: op.name(),
+            target: Target::Table {
+                table,
+                partition: Some(Cow::Owned(op.partition_key().clone())),
+                row: Some(Cow::Owned(op.row_key().clone())),
+                size: None,
+            },
+        }
+    }
+
+    pub(crate) fn batch(table: &'a TableName, ops: &'a [TableOp]) -> Self {
+        Request {
+            op: Op::Batch,
+            name: Op::Batch.name(),
+            target: Target::Table {
+                table,
+                partition: ops.first().map(|op| Cow::Borrowed(op.partition_key())),
+                row: None,
+                size: Some(ops.len()),
+            },
+        }
+    }
+
+    pub(crate) fn on_blob(
+        op: Op,
+        container: &'a ContainerName,
+        blob: Option<&'a BlobName>,
+    ) -> Self {
+        Request {
+            op,
+            name: op.name(),
+            target: Target::Blob { container, blob },
+        }
     }
 }

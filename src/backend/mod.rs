@@ -4,9 +4,9 @@
 //! [`BlobBackend`] (blobs and their leases). They speak in stored properties,
 //! not user types, so a backend never sees a derive. [`memory`] is the
 //! embedded backend; `azure` (feature `azure`) talks to Azure Storage or
-//! Azurite. Layers ([`Layer`]: leasehold's own tracing and deadlines, the
-//! counting and fault-injecting wrappers of [`crate::testing`], a user's)
-//! implement the same traits around any backend.
+//! Azurite. Layers ([`Layer`]: leasehold's own tracing and metrics, the
+//! counter and fault injector of [`crate::testing`], a user's) see every
+//! request of any backend, as [`Request`]s.
 //!
 //! Every backend returns the same [`Error`](crate::Error) variants and service
 //! error codes for the same situations; the conformance suite
@@ -28,15 +28,16 @@ pub(crate) mod write_log;
 pub mod azure;
 
 use std::fmt;
-use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub(crate) use blob::LeaseCalls;
 pub use blob::{
-    AcquiredLease, Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode,
-    LeaseDuration, LeaseId, LeaseInfo, LeaseKind, LeaseState, Metadata,
+    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseAction,
+    LeaseDuration, LeaseId, LeaseInfo, LeaseKind, LeaseReply, LeaseState, Metadata,
 };
-pub use layer::Layer;
+pub use layer::{Layer, Op, Request};
+pub(crate) use layer::{Layered, Target, Wrap};
 pub use table::{
     Precondition, QueryPage, QuerySpec, StoredEntity, TableCreation, TableOp, Version, WriteOptions,
 };
@@ -275,94 +276,18 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
         marker: Option<&str>,
     ) -> Result<BlobListPage>;
 
-    /// Acquires a lease with a client-chosen id. Acquiring again with the
-    /// current id of an active lease succeeds (an idempotent retry).
-    ///
-    /// Returns the lease id and the blob's ETag from the reply (Azure's
-    /// Lease Blob reply carries it). Taking a lease does not change the
-    /// ETag, so a lease manager that remembers the blob at that ETag skips
-    /// reading it; a backend that cannot tell returns `etag: None`.
+    /// Acquires, renews, changes, releases or breaks the blob's lease: one
+    /// request of the Lease Blob operation, answered by the
+    /// [`LeaseReply`] of the action.
     ///
     /// # Errors
-    /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob or container; [`Error::LeaseHeld`](crate::Error::LeaseHeld)
-    /// when another id holds the lease or it is breaking; [`Error::Invalid`](crate::Error::Invalid) for
-    /// a duration outside 15–60 s (before anything is sent).
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
-    async fn acquire_lease(
+    /// As documented on each [`LeaseAction`].
+    async fn lease(
         &self,
         container: &ContainerName,
         blob: &BlobName,
-        duration: LeaseDuration,
-        proposed_id: LeaseId,
-    ) -> Result<AcquiredLease>;
-
-    /// Renews a lease, restarting its duration.
-    ///
-    /// # Errors
-    /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob; [`Error::LeaseLost`](crate::Error::LeaseLost) when `id` is not
-    /// the blob's lease or the lease was broken (an expired lease nobody
-    /// took since can still be renewed).
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
-    async fn renew_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> Result<()>;
-
-    /// Changes the id of an active lease.
-    ///
-    /// # Errors
-    /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob; [`Error::LeaseLost`](crate::Error::LeaseLost) when `id` is not
-    /// the active lease (changing to the current id is an idempotent retry).
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
-    async fn change_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-        proposed_id: LeaseId,
-    ) -> Result<LeaseId>;
-
-    /// Releases a lease so others can acquire it at once.
-    ///
-    /// # Errors
-    /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob; [`Error::LeaseLost`](crate::Error::LeaseLost) when `id` is not
-    /// the blob's lease.
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
-    async fn release_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> Result<()>;
-
-    /// Breaks a lease without knowing its id. `period` (0–60 s) is how long
-    /// the current holder keeps it; `None` lets a timed lease run out and
-    /// breaks an infinite one at once. Returns the time until it is broken.
-    ///
-    /// # Errors
-    /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob; [`Error::Invalid`](crate::Error::Invalid) for a period that
-    /// is not whole seconds from 0 to 60 (before anything is sent); a
-    /// service error ([`Error::LeaseLost`](crate::Error::LeaseLost), `LeaseNotPresentWithLeaseOperation`)
-    /// when the blob has no lease to break.
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
-    async fn break_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        period: Option<Duration>,
-    ) -> Result<Duration>;
+        action: LeaseAction,
+    ) -> Result<LeaseReply>;
 }
 
 /// A complete backend: tables and blobs.

@@ -30,15 +30,22 @@ pub struct Version {
     pub timestamp: OffsetDateTime,
 }
 
-/// The condition of a replace or merge.
+/// The condition of a replace, merge or delete.
+///
+/// A delete takes [`IfMatch`](Precondition::IfMatch) or
+/// [`IfExists`](Precondition::IfExists): the service has no unconditional
+/// delete, so a delete on [`Upsert`](Precondition::Upsert) is refused with
+/// [`Error::Invalid`] before anything is sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Precondition {
     /// `If-Match: <etag>`: only if unchanged since read (412 otherwise, 404 if
     /// gone).
     IfMatch(ETag),
-    /// `If-Match: *`: only if the entity exists (404 otherwise).
+    /// `If-Match: *`: only if the entity exists (404 otherwise); a delete
+    /// deletes whatever version is stored.
     IfExists,
-    /// No condition: create or overwrite (insert-or-replace / insert-or-merge).
+    /// No condition: create or overwrite (insert-or-replace /
+    /// insert-or-merge). Not a delete's condition.
     Upsert,
 }
 
@@ -100,10 +107,11 @@ pub enum TableOp {
         partition_key: PartitionKey,
         /// The row key.
         row_key: RowKey,
-        /// `Some(etag)`: only that version (`If-Match: <etag>`; 412 when
-        /// the entity changed); `None`: whatever version is stored
-        /// (`If-Match: *`).
-        if_match: Option<ETag>,
+        /// [`Precondition::IfMatch`]: only that version (412 when the
+        /// entity changed); [`Precondition::IfExists`]: whatever version is
+        /// stored. [`Precondition::Upsert`] is refused with
+        /// [`Error::Invalid`] before anything is sent.
+        condition: Precondition,
     },
 }
 
@@ -116,17 +124,37 @@ impl TableOp {
     /// operation counts [`TableOp::payload_size`]).
     pub const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
 
-    /// The operation's condition, as a [`Precondition`]: a delete's
-    /// `if_match` is [`Precondition::IfMatch`] or [`Precondition::IfExists`];
-    /// an insert, which needs the row to be absent, has none (`None`).
+    /// The operation's condition; an insert, which needs the row to be
+    /// absent, has none (`None`).
     pub fn condition(&self) -> Option<Precondition> {
         match self {
             TableOp::Insert(_) => None,
-            TableOp::Replace(_, c) | TableOp::Merge(_, c) => Some(c.clone()),
-            TableOp::Delete { if_match, .. } => Some(match if_match {
-                Some(etag) => Precondition::IfMatch(etag.clone()),
-                None => Precondition::IfExists,
-            }),
+            TableOp::Replace(_, c)
+            | TableOp::Merge(_, c)
+            | TableOp::Delete { condition: c, .. } => Some(c.clone()),
+        }
+    }
+
+    /// Checks the operation's condition: a delete on
+    /// [`Precondition::Upsert`] is no operation the service has.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the operation, its table and row.
+    pub(crate) fn validate_condition(&self, table: &str) -> Result<()> {
+        match self {
+            TableOp::Delete {
+                condition: Precondition::Upsert,
+                partition_key,
+                row_key,
+            } => Err(Error::invalid(
+                format!(
+                    "delete of row ({:?}, {:?}) in table `{table}`",
+                    partition_key.as_str(),
+                    row_key.as_str()
+                ),
+                "a delete takes Precondition::IfMatch or Precondition::IfExists, not Upsert",
+            )),
+            _ => Ok(()),
         }
     }
 

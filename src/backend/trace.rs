@@ -8,41 +8,35 @@ use std::sync::Arc;
 
 use tracing::Instrument as _;
 
-use super::delegate::{Delegate, Request, Target, delegate_backend};
-use super::{Backend, Layer};
+use super::{Backend, Layer, Layered, Request, Target, Wrap};
 use crate::error::Result;
 
-/// The layer that traces every request of the backend below it.
+/// What traces every request of the backend below it.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Tracing;
 
-impl Layer for Tracing {
+impl Wrap for Tracing {
     fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
-        Arc::new(Traced {
-            system: inner.system_name(),
-            address: inner.server_address(),
+        Arc::new(Layered {
+            layer: Traced {
+                system: inner.system_name(),
+                address: inner.server_address(),
+            },
             inner,
         })
     }
 }
 
-/// A backend whose every request runs in a span (see the module docs).
-pub(crate) struct Traced<B> {
-    inner: B,
+/// The layer that runs every request in a span (see the module docs).
+#[derive(Debug)]
+struct Traced {
     /// `db.system.name`.
     system: &'static str,
     /// `server.address`, when the backend has one.
     address: Option<String>,
 }
 
-/// As the backend it wraps: tracing is not a different backend.
-impl<B: std::fmt::Debug> std::fmt::Debug for Traced<B> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
-}
-
-impl<B> Traced<B> {
+impl Traced {
     /// The span of `request`: named `leasehold.table` or `leasehold.blob`,
     /// with `otel.name` `{operation} {table}` (or `{container}`) for
     /// `tracing-opentelemetry`. Keys are recorded; metadata, bodies and
@@ -88,7 +82,7 @@ impl<B> Traced<B> {
     }
 }
 
-impl<B: Send + Sync> Delegate for Traced<B> {
+impl Layer for Traced {
     async fn call<T: Send>(
         &self,
         request: &Request<'_>,
@@ -106,5 +100,3 @@ impl<B: Send + Sync> Delegate for Traced<B> {
         .await
     }
 }
-
-delegate_backend!(Traced);

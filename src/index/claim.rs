@@ -347,7 +347,7 @@ pub(crate) async fn remove_freed(env: &Arc<TableEnv>, indexes: &Indexes, freed: 
         let op = TableOp::Delete {
             partition_key: f.row.data.partition_key.clone(),
             row_key: f.row.data.row_key.clone(),
-            if_match: Some(f.row.etag.clone()),
+            condition: Precondition::IfMatch(f.row.etag.clone()),
         };
         if let Err(e) = send(env, &indexes.index_table, op).await
             && !raced(&e)

@@ -259,12 +259,12 @@ fn conditioned(op: TableOp, read: Option<&StoredEntity>) -> TableOp {
         TableOp::Delete {
             partition_key,
             row_key,
-            if_match,
+            condition,
         } => {
-            let condition = match (if_match, live) {
-                (Some(etag), _) => Precondition::IfMatch(etag),
-                (None, Some(r)) => at(r),
-                (None, None) => Precondition::IfExists,
+            let condition = match (condition, live) {
+                (Precondition::IfMatch(etag), _) => Precondition::IfMatch(etag),
+                (_, Some(r)) => at(r),
+                (_, None) => Precondition::IfExists,
             };
             TableOp::Replace(
                 tombstone::data(&partition_key, &row_key, "deleted"),

@@ -368,7 +368,7 @@ async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result
                     TableOp::Delete {
                         partition_key: ipk,
                         row_key: irk,
-                        if_match: Some(now.etag),
+                        condition: crate::backend::Precondition::IfMatch(now.etag),
                     },
                     &WriteOptions::new(),
                 )

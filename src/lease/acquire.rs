@@ -10,7 +10,7 @@ use tokio::runtime::Handle;
 use tokio::time::{Instant, sleep, timeout_at};
 use tracing::{Instrument, debug, info_span, warn};
 
-use crate::backend::{BlobConditions, LeaseId, Metadata, notes};
+use crate::backend::{BlobConditions, LeaseCalls as _, LeaseId, Metadata, notes};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::BlobName;
 use crate::retry::Backoff;
@@ -639,8 +639,9 @@ mod tests {
     async fn an_acquire_that_lost_its_lease_leaves_the_name_free_here() {
         use std::time::Duration;
 
+        use crate::backend::Op;
         use crate::backend::memory::MemoryBackend;
-        use crate::testing::{Fault, FaultyBackend, Op};
+        use crate::testing::{Fault, FaultyBackend};
 
         let memory = MemoryBackend::new();
         let faulty = FaultyBackend::new(memory.clone());
@@ -684,7 +685,7 @@ mod tests {
 
         use tokio::time::{Instant, sleep};
 
-        use crate::backend::BlobBackend;
+        use crate::backend::LeaseCalls as _;
         use crate::backend::memory::MemoryBackend;
         use crate::lease::name::LeaseName;
 

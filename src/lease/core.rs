@@ -11,7 +11,7 @@ use tokio::sync::{Mutex as AsyncMutex, MutexGuard};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info_span, warn};
 
-use crate::backend::{BlobConditions, LeaseId, LeaseInfo, LeaseState, Metadata};
+use crate::backend::{BlobConditions, LeaseCalls as _, LeaseId, LeaseInfo, LeaseState, Metadata};
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ETag};
 use crate::retry::{self, Backoff};

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tracing::{Instrument, info, info_span};
 
-use crate::backend::{LeaseDuration, LeaseState, Metadata, notes};
+use crate::backend::{LeaseCalls as _, LeaseDuration, LeaseState, Metadata, notes};
 use crate::error::{Error, ErrorKind, Result};
 
 use super::document::{META_ACQUIRED, OnceState, meta_get};

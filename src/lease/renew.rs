@@ -34,7 +34,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span, warn};
 
-use crate::backend::{BlobBackend, LeaseId, LeaseState};
+use crate::backend::{BlobBackend, LeaseCalls as _, LeaseId, LeaseState};
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName};
 use crate::retry::{self, Backoff};

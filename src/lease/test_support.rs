@@ -1,11 +1,9 @@
 //! Test helpers of the lease module.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 
 use crate::backend::{
-    Blob, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseDuration, LeaseId,
+    Blob, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseAction, LeaseReply,
     Metadata,
 };
 use crate::error::{Error, Result};
@@ -69,36 +67,7 @@ impl BlobBackend for NoBackend {
     ) -> Result<BlobListPage> {
         refuse()
     }
-    async fn acquire_lease(
-        &self,
-        _: &ContainerName,
-        _: &BlobName,
-        _: LeaseDuration,
-        _: LeaseId,
-    ) -> Result<crate::backend::AcquiredLease> {
-        refuse()
-    }
-    async fn renew_lease(&self, _: &ContainerName, _: &BlobName, _: LeaseId) -> Result<()> {
-        refuse()
-    }
-    async fn change_lease(
-        &self,
-        _: &ContainerName,
-        _: &BlobName,
-        _: LeaseId,
-        _: LeaseId,
-    ) -> Result<LeaseId> {
-        refuse()
-    }
-    async fn release_lease(&self, _: &ContainerName, _: &BlobName, _: LeaseId) -> Result<()> {
-        refuse()
-    }
-    async fn break_lease(
-        &self,
-        _: &ContainerName,
-        _: &BlobName,
-        _: Option<Duration>,
-    ) -> Result<Duration> {
+    async fn lease(&self, _: &ContainerName, _: &BlobName, _: LeaseAction) -> Result<LeaseReply> {
         refuse()
     }
 }
@@ -188,36 +157,12 @@ impl BlobBackend for Vanishing {
     ) -> Result<BlobListPage> {
         self.inner.list_blobs(c, p, m).await
     }
-    async fn acquire_lease(
+    async fn lease(
         &self,
         c: &ContainerName,
         b: &BlobName,
-        d: LeaseDuration,
-        id: LeaseId,
-    ) -> Result<crate::backend::AcquiredLease> {
-        self.inner.acquire_lease(c, b, d, id).await
-    }
-    async fn renew_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
-        self.inner.renew_lease(c, b, id).await
-    }
-    async fn change_lease(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        id: LeaseId,
-        to: LeaseId,
-    ) -> Result<LeaseId> {
-        self.inner.change_lease(c, b, id, to).await
-    }
-    async fn release_lease(&self, c: &ContainerName, b: &BlobName, id: LeaseId) -> Result<()> {
-        self.inner.release_lease(c, b, id).await
-    }
-    async fn break_lease(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        period: Option<Duration>,
-    ) -> Result<Duration> {
-        self.inner.break_lease(c, b, period).await
+        action: LeaseAction,
+    ) -> Result<LeaseReply> {
+        self.inner.lease(c, b, action).await
     }
 }

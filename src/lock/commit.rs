@@ -228,7 +228,7 @@ impl Commit<'_> {
                 None => TableOp::Delete {
                     partition_key,
                     row_key,
-                    if_match: None,
+                    condition: Precondition::IfExists,
                 },
             };
             self.staged.insert(key.clone(), op);
@@ -611,7 +611,7 @@ impl Commit<'_> {
                             ops.push(TableOp::Delete {
                                 partition_key: data.partition_key.clone(),
                                 row_key: data.row_key.clone(),
-                                if_match: None,
+                                condition: Precondition::IfExists,
                             });
                         }
                     }
@@ -668,11 +668,13 @@ impl Commit<'_> {
                     (Some(_), TableOp::Insert(_)) => Some((409, "EntityAlreadyExists")),
                     // (A delete of a row read as absent checks that it
                     // still is: its mark does.)
-                    (None, TableOp::Delete { if_match: None, .. })
-                        if read_absent(&self.reads, row) =>
-                    {
-                        None
-                    }
+                    (
+                        None,
+                        TableOp::Delete {
+                            condition: Precondition::IfExists,
+                            ..
+                        },
+                    ) if read_absent(&self.reads, row) => None,
                     (None, op) if needs_row(op) => Some((404, "ResourceNotFound")),
                     _ => None,
                 };
@@ -761,7 +763,7 @@ impl Commit<'_> {
                         None => Some(TableOp::Delete {
                             partition_key: data.partition_key,
                             row_key: data.row_key,
-                            if_match: Some(etag),
+                            condition: Precondition::IfMatch(etag),
                         }),
                     }
                 })
@@ -812,7 +814,15 @@ impl Commit<'_> {
     /// Whether group `g` checks that a row the unit read as absent still
     /// is (a delete of it, which only a mark can say).
     fn checks_absence(&self, g: &Group) -> bool {
-        let deletes = |op: &TableOp| matches!(op, TableOp::Delete { if_match: None, .. });
+        let deletes = |op: &TableOp| {
+            matches!(
+                op,
+                TableOp::Delete {
+                    condition: Precondition::IfExists,
+                    ..
+                }
+            )
+        };
         g.ops
             .iter()
             .zip(&g.rows)

@@ -3,7 +3,6 @@
 
 use crate::backend::{Precondition, TableOp};
 use crate::entity::EntityData;
-use crate::key::ETag;
 
 /// The staged write of a row once `op` follows `previous` (`None`: nothing
 /// staged for it): `Ok(None)` when the two cancel out, `Err(why)` when `op`
@@ -51,20 +50,20 @@ pub(crate) fn fold(
             c => Some(Delete {
                 partition_key,
                 row_key,
-                if_match: if_match_of(c.clone()),
+                condition: delete_condition(c.clone()),
             }),
         },
     })
 }
 
-/// A delete's `if_match` for a write condition: the ETag it names; none
-/// (whatever version is stored) for `IfExists`, and for an upsert, since the
-/// service cannot delete "if present" and the delete needs the row to exist
-/// at commit.
-pub(crate) fn if_match_of(condition: Precondition) -> Option<ETag> {
+/// A delete's condition for a write condition: the ETag it names;
+/// whatever version is stored (`IfExists`) for `IfExists`, and for an
+/// upsert, since the service cannot delete "if present" and the delete
+/// needs the row to exist at commit.
+pub(crate) fn delete_condition(condition: Precondition) -> Precondition {
     match condition {
-        Precondition::IfMatch(etag) => Some(etag),
-        Precondition::IfExists | Precondition::Upsert => None,
+        Precondition::IfMatch(etag) => Precondition::IfMatch(etag),
+        Precondition::IfExists | Precondition::Upsert => Precondition::IfExists,
     }
 }
 

@@ -320,7 +320,7 @@ async fn delete(backend: &dyn TableBackend, table: &TableName, row: &StoredEntit
     let op = TableOp::Delete {
         partition_key: row.data.partition_key.clone(),
         row_key: row.data.row_key.clone(),
-        if_match: Some(row.etag.clone()),
+        condition: crate::backend::Precondition::IfMatch(row.etag.clone()),
     };
     match backend.execute(table, op, &WriteOptions::new()).await {
         Ok(_) => Ok(true),

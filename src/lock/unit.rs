@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use super::acquire;
 use super::commit::Commit;
 use super::env::{IndexedType, LockEnv};
-use super::fold::{fold, if_match_of};
+use super::fold::{delete_condition, fold};
 use super::report::CommitReport;
 use super::slot::{Reads, Slot, Staged, read_absent};
 use crate::backend::{Precondition, StoredEntity, TableOp};
@@ -563,7 +563,7 @@ impl Unit {
             TableOp::Delete {
                 partition_key: data.partition_key,
                 row_key: data.row_key,
-                if_match: if_match_of(condition),
+                condition: delete_condition(condition),
             },
         )
     }

@@ -142,7 +142,7 @@ pub(crate) fn rows_of(marked: &StoredEntity, txn: &str) -> Result<Vec<TableOp>> 
             Ok(TableOp::Delete {
                 partition_key: marked.data.partition_key.clone(),
                 row_key: row_key(txn, n, i)?,
-                if_match: None,
+                condition: Precondition::IfExists,
             })
         })
         .collect()
@@ -206,7 +206,7 @@ pub(crate) async fn write_of(
         serde_json::Value::Null => Ok(TableOp::Delete {
             partition_key: row.data.partition_key.clone(),
             row_key: row.data.row_key.clone(),
-            if_match: Some(row.etag.clone()),
+            condition: Precondition::IfMatch(row.etag.clone()),
         }),
         serde_json::Value::Object(map) => {
             let data = entity_of(table, &row.data.partition_key, &row.data.row_key, &map)
@@ -306,7 +306,7 @@ mod tests {
         let delete = TableOp::Delete {
             partition_key: pk.clone(),
             row_key: rk.clone(),
-            if_match: None,
+            condition: Precondition::IfExists,
         };
         let mut data = EntityData {
             partition_key: pk,
@@ -322,7 +322,7 @@ mod tests {
         assert!(matches!(
             write_of(&backend, &table, &row, "t.x").await.unwrap(),
             TableOp::Delete {
-                if_match: Some(_),
+                condition: Precondition::IfMatch(_),
                 ..
             }
         ));

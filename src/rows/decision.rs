@@ -182,7 +182,7 @@ pub(crate) fn delete(primary: &PartitionKey, txn: &str) -> Result<TableOp> {
     Ok(TableOp::Delete {
         partition_key: primary.clone(),
         row_key: row_key(txn)?,
-        if_match: None,
+        condition: crate::backend::Precondition::IfExists,
     })
 }
 

@@ -139,7 +139,7 @@ pub(crate) fn strip(mut data: EntityData, etag: ETag, mark: &Mark) -> TableOp {
         TableOp::Delete {
             partition_key: data.partition_key,
             row_key: data.row_key,
-            if_match: Some(etag),
+            condition: Precondition::IfMatch(etag),
         }
     } else {
         TableOp::Replace(data, Precondition::IfMatch(etag))
@@ -174,7 +174,7 @@ pub(crate) fn apply_op(op: &TableOp, read: Option<&StoredEntity>, marked: &ETag)
         } => TableOp::Delete {
             partition_key: partition_key.clone(),
             row_key: row_key.clone(),
-            if_match: Some(marked.clone()),
+            condition: Precondition::IfMatch(marked.clone()),
         },
     }
 }
@@ -229,7 +229,7 @@ mod tests {
             timestamp: time::OffsetDateTime::UNIX_EPOCH,
         };
         assert!(
-            matches!(strip(row.data.clone(), row.etag.clone(), &mark), TableOp::Delete { if_match: Some(e), .. } if e == etag)
+            matches!(strip(row.data.clone(), row.etag.clone(), &mark), TableOp::Delete { condition: Precondition::IfMatch(e), .. } if e == etag)
         );
         data.properties.insert("n", Value::Int64(1));
         let merged = StoredEntity { data, ..row };

@@ -106,7 +106,7 @@ pub(crate) async fn delete_expired(
                     let op = TableOp::Delete {
                         partition_key: row.data.partition_key,
                         row_key: row.data.row_key,
-                        if_match: Some(row.etag),
+                        condition: Precondition::IfMatch(row.etag),
                     };
                     sent(env.backend().execute(&name, op, &WriteOptions::new()).await)?
                 }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::backend::memory::MemoryBackend;
-use crate::backend::{Backend, BlobBackend, Layer, Tracing};
+use crate::backend::{Backend, BlobBackend, Layer, Tracing, Wrap};
 use crate::error::{Error, Result};
 use crate::index::UnitClaims;
 use crate::key::{ContainerName, IntoPartitionKey, TableName};
@@ -305,14 +305,14 @@ pub struct StoreBuilder {
     /// `None`: the global meter provider's (feature `opentelemetry`).
     telemetry: Option<Telemetry>,
     /// Stacked over the backend, first given lowest.
-    layers: Vec<Arc<dyn Layer>>,
+    layers: Vec<Arc<dyn Wrap>>,
 }
 
 /// The store's stack over `backend` (see [`Layer`]): `layers` in order,
 /// then tracing, then the store's metrics.
 fn stack(
     backend: Arc<dyn Backend>,
-    layers: &[Arc<dyn Layer>],
+    layers: &[Arc<dyn Wrap>],
     telemetry: &Telemetry,
 ) -> Arc<dyn Backend> {
     let layered = layers
@@ -405,7 +405,8 @@ impl StoreBuilder {
     /// request of the store goes through it: tables, leases, locks.
     ///
     /// ```
-    /// use leasehold::testing::{Op, RequestCounter};
+    /// use leasehold::backend::Op;
+    /// use leasehold::testing::RequestCounter;
     /// # #[derive(leasehold::Entity, Clone, Debug)]
     /// # #[entity(table = "Things")]
     /// # struct Thing { #[entity(partition_key)] pk: String, #[entity(row_key)] rk: String }
@@ -419,7 +420,7 @@ impl StoreBuilder {
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
     pub fn layer(mut self, layer: impl Layer) -> Self {
-        self.layers.push(Arc::new(layer));
+        self.layers.push(Arc::new(Arc::new(layer)));
         self
     }
 

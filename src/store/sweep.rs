@@ -592,7 +592,7 @@ impl Sweeper<'_> {
         let op = TableOp::Delete {
             partition_key: row.data.partition_key.clone(),
             row_key: row.data.row_key.clone(),
-            if_match: Some(row.etag.clone()),
+            condition: crate::backend::Precondition::IfMatch(row.etag.clone()),
         };
         match self
             .env

@@ -179,7 +179,7 @@ impl<E: Entity> Batch<E> {
                     TableOp::Delete {
                         partition_key,
                         row_key,
-                        if_match: Some(current.etag().clone()),
+                        condition: Precondition::IfMatch(current.etag().clone()),
                     },
                     Returned::Deleted,
                 )),
@@ -226,7 +226,7 @@ impl<E: Entity> Batch<E> {
                     TableOp::Delete {
                         partition_key,
                         row_key,
-                        if_match: None,
+                        condition: Precondition::IfExists,
                     },
                     Returned::Deleted,
                 )),

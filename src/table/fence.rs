@@ -43,7 +43,7 @@ use tracing::Instrument as _;
 
 use crate::backend::delegate::{Writes, delegate_backend};
 use crate::backend::{
-    Backend, Layer, Precondition, TableBackend, TableOp, Version, WriteOptions, validate_batch,
+    Backend, Precondition, TableBackend, TableOp, Version, Wrap, WriteOptions, validate_batch,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, TableName};
@@ -260,7 +260,7 @@ fn all_etag(all: &[TableOp]) -> Option<ETag> {
     }
 }
 
-/// The fence as a [`Layer`]: the backend it makes sends every write of a
+/// The fence as a [`Wrap`](crate::backend::Wrap): the backend it makes sends every write of a
 /// fenced [`Table`](crate::Table) through the [`Fence`]; every other
 /// request goes to the backend below.
 #[derive(Debug, Clone)]
@@ -276,7 +276,7 @@ impl FenceLayer {
     }
 }
 
-impl Layer for FenceLayer {
+impl Wrap for FenceLayer {
     fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
         Arc::new(FencedWrites {
             inner,

@@ -421,7 +421,14 @@ impl<E: Entity> Table<E> {
         if !E::INDEXES.is_empty() {
             for (row, etag) in rows {
                 report.batches += 1;
-                match self.delete_op(partition.clone(), row, Some(etag)).await {
+                match self
+                    .delete_op(
+                        partition.clone(),
+                        row,
+                        crate::backend::Precondition::IfMatch(etag),
+                    )
+                    .await
+                {
                     Ok(()) => report.deleted += 1,
                     Err(e) if changed_since_read(&e) => report.skipped += 1,
                     Err(e) => return Err(e),
@@ -434,7 +441,7 @@ impl<E: Entity> Table<E> {
             .map(|(row_key, etag)| TableOp::Delete {
                 partition_key: partition.clone(),
                 row_key,
-                if_match: Some(etag),
+                condition: crate::backend::Precondition::IfMatch(etag),
             })
             .collect();
         let name = self.ready().await?;

@@ -7,7 +7,7 @@ use super::fence::FenceLayer;
 use super::handle::Table;
 use super::stored::{Base, stored_after};
 use crate::backend::WriteOptions;
-use crate::backend::{Layer as _, Precondition, TableBackend, TableOp, Version, write_log};
+use crate::backend::{Precondition, TableBackend, TableOp, Version, Wrap as _, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
@@ -368,7 +368,8 @@ impl<E: Entity> Table<E> {
             .operation("delete", async move {
                 let pk = current.partition_key()?;
                 let rk = current.row_key()?;
-                self.delete_op(pk, rk, Some(current.etag().clone())).await
+                self.delete_op(pk, rk, Precondition::IfMatch(current.etag().clone()))
+                    .await
             })
             .await
     }
@@ -508,7 +509,7 @@ impl<E: Entity> Table<E> {
             .operation("delete_unconditionally", async move {
                 let pk = partition_key.into_partition_key()?;
                 let rk = row_key.into_row_key()?;
-                self.delete_op(pk, rk, None).await
+                self.delete_op(pk, rk, Precondition::IfExists).await
             })
             .await
     }
@@ -528,12 +529,12 @@ impl<E: Entity> Table<E> {
         &self,
         pk: PartitionKey,
         rk: RowKey,
-        if_match: Option<ETag>,
+        condition: Precondition,
     ) -> Result<()> {
         self.send(TableOp::Delete {
             partition_key: pk,
             row_key: rk,
-            if_match,
+            condition,
         })
         .await
     }

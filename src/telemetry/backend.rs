@@ -1,4 +1,4 @@
-//! [`Instrumented`]: the store's backend, each call counted and timed as
+//! [`instrumented`]: the store's backend, each call counted and timed as
 //! one request, with what the backend noted meanwhile (retries, busy
 //! answers, see [`crate::backend::notes`]); and the task-local count that
 //! ties requests to the logical operation they belong to.
@@ -8,8 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::backend::delegate::{Delegate, Request, delegate_backend};
-use crate::backend::{TableBackend, notes};
+use crate::backend::{Layer, Layered, Request, TableBackend, notes};
 use crate::error::{Error, Result};
 
 use super::instruments::{Instruments, Outcome};
@@ -44,32 +43,42 @@ fn error_type(error: &Error) -> &'static str {
     }
 }
 
-/// A backend whose every call is recorded as one request.
-pub(super) struct Instrumented<B> {
+/// `inner`, its every call recorded as one request.
+pub(super) fn instrumented<B: TableBackend>(
     inner: B,
+    instruments: Arc<Instruments>,
+) -> Layered<Metered, B> {
+    Layered {
+        layer: Metered {
+            instruments,
+            system: inner.system_name(),
+        },
+        inner,
+    }
+}
+
+/// The layer that records every request it sees.
+pub(super) struct Metered {
     instruments: Arc<Instruments>,
     /// `db.system.name`: the memory backend's, or Azure Storage's.
     system: &'static str,
 }
 
-impl<B: TableBackend> Instrumented<B> {
-    pub(super) fn new(inner: B, instruments: Arc<Instruments>) -> Self {
-        let system = inner.system_name();
-        Instrumented {
-            inner,
-            instruments,
-            system,
-        }
+impl std::fmt::Debug for Metered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metered")
+            .field("system", &self.system)
+            .finish_non_exhaustive()
     }
 }
 
-impl<B: Send + Sync> Delegate for Instrumented<B> {
+impl Layer for Metered {
     async fn call<T: Send>(
         &self,
         request: &Request<'_>,
         fut: impl Future<Output = Result<T>> + Send,
     ) -> Result<T> {
-        let op = request.op;
+        let op = request.op();
         let _ = OPERATION.try_with(|n| n.set(n.get() + 1));
         let started = Instant::now();
         let (result, noted) = notes::noting(fut).await;
@@ -101,12 +110,3 @@ impl<B: Send + Sync> Delegate for Instrumented<B> {
         result
     }
 }
-
-/// As the backend it wraps: instrumenting is not a different backend.
-impl<B: std::fmt::Debug> std::fmt::Debug for Instrumented<B> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
-}
-
-delegate_backend!(Instrumented);

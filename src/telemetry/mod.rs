@@ -8,7 +8,7 @@
 //! attributes are listed in the README ("Metrics"):
 //!
 //! * every backend call is one request, counted and timed at the store's
-//!   backend by [`backend::Instrumented`], by operation and outcome, with
+//!   backend by [`backend::instrumented`], by operation and outcome, with
 //!   the conflicts among them; the retries and throttled answers a backend
 //!   meets inside a call are noted by the backend
 //!   ([`crate::backend::notes`]) and recorded with that call;
@@ -109,7 +109,7 @@ impl Telemetry {
     pub(crate) fn instrument(&self, backend: Arc<dyn Backend>) -> Arc<dyn Backend> {
         #[cfg(feature = "opentelemetry")]
         if let Some(instruments) = &self.instruments {
-            return Arc::new(backend::Instrumented::new(backend, instruments.clone()));
+            return Arc::new(backend::instrumented(backend, instruments.clone()));
         }
         backend
     }

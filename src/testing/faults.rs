@@ -9,9 +9,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::Op;
-use crate::backend::delegate::{Delegate, Request, delegate_backend};
-use crate::backend::{Backend, Layer};
+use crate::backend::delegate::delegate_backend;
+use crate::backend::{Layer, Op, Request};
 use crate::error::{Error, Result};
 
 /// What happens to a request picked by a [`FaultInjector`] rule.
@@ -417,25 +416,16 @@ impl<B> FaultyBackend<B> {
     }
 }
 
-/// An injector is a [`Layer`]: the backend it makes takes the faults it
+/// An injector is a [`Layer`]: the requests it sees take the faults it
 /// plans.
 impl Layer for FaultInjector {
-    fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
-        Arc::new(FaultyBackend {
-            inner,
-            injector: self.clone(),
-        })
-    }
-}
-
-impl<B: Send + Sync> Delegate for FaultyBackend<B> {
     async fn call<T: Send>(
         &self,
         request: &Request<'_>,
         fut: impl Future<Output = Result<T>> + Send,
     ) -> Result<T> {
-        let op = request.op;
-        let (fault, latency) = self.injector.decide(op);
+        let op = request.op();
+        let (fault, latency) = self.decide(op);
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
         }
@@ -463,4 +453,4 @@ impl<B: Send + Sync> Delegate for FaultyBackend<B> {
     }
 }
 
-delegate_backend!(FaultyBackend);
+delegate_backend!(FaultyBackend, layer = injector);

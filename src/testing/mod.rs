@@ -12,7 +12,8 @@
 //!
 //! ```
 //! use leasehold::backend::memory::MemoryBackend;
-//! use leasehold::testing::{CountingBackend, Op};
+//! use leasehold::backend::Op;
+//! use leasehold::testing::CountingBackend;
 //! use leasehold::{Entity, Store};
 //!
 //! #[derive(Entity, Clone, Debug)]
@@ -41,9 +42,8 @@ use std::sync::{Arc, Mutex};
 
 pub use faults::{Fault, FaultInjector, FaultyBackend};
 
-pub use crate::backend::delegate::Op;
-use crate::backend::delegate::{Delegate, Request, delegate_backend};
-use crate::backend::{Backend, Layer};
+use crate::backend::delegate::delegate_backend;
+use crate::backend::{Layer, Op, Request};
 use crate::error::Result;
 
 /// A shared view of the counts of a [`CountingBackend`].
@@ -134,40 +134,17 @@ impl<B> CountingBackend<B> {
     }
 }
 
-/// A counter is a [`Layer`]: the backend it makes counts into it.
-///
-/// ```
-/// use leasehold::backend::{Layer, memory::MemoryBackend};
-/// use leasehold::testing::{Op, RequestCounter};
-/// # #[derive(leasehold::Entity, Clone, Debug)]
-/// # #[entity(table = "Things")]
-/// # struct Thing { #[entity(partition_key)] pk: String, #[entity(row_key)] rk: String }
-/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-/// let counts = RequestCounter::default();
-/// let store = leasehold::Store::new(counts.layer(std::sync::Arc::new(MemoryBackend::new())));
-/// store.table::<Thing>().get("a", "b").await?;
-/// assert_eq!(counts.get(Op::Get), 1);
-/// # Ok::<(), leasehold::Error>(()) }).unwrap();
-/// ```
+/// A counter is a [`Layer`]: it counts every request it sees (see
+/// [`StoreBuilder::layer`](crate::StoreBuilder::layer)).
 impl Layer for RequestCounter {
-    fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
-        Arc::new(CountingBackend {
-            inner,
-            counter: self.clone(),
-        })
-    }
-}
-
-impl<B: Send + Sync> Delegate for CountingBackend<B> {
     async fn call<T: Send>(
         &self,
         request: &Request<'_>,
-        fut: impl Future<Output = Result<T>> + Send,
+        next: impl Future<Output = Result<T>> + Send,
     ) -> Result<T> {
-        let op = request.op;
-        self.counter.record(op);
-        fut.await
+        self.record(request.op());
+        next.await
     }
 }
 
-delegate_backend!(CountingBackend);
+delegate_backend!(CountingBackend, layer = counter);

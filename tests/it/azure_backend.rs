@@ -210,7 +210,14 @@ async fn secrets_never_appear_in_debug_display_or_errors() {
                 .await
                 .unwrap_err(),
             backend
-                .acquire_lease(&c, &blob, LeaseDuration::Infinite, LeaseId::new_random())
+                .lease(
+                    &c,
+                    &blob,
+                    leasehold::backend::LeaseAction::Acquire {
+                        duration: LeaseDuration::Infinite,
+                        proposed: LeaseId::new_random(),
+                    },
+                )
                 .await
                 .unwrap_err(),
         ];
@@ -520,7 +527,7 @@ async fn conditional_writes_whose_reply_was_lost_are_verified_not_resent() {
         TableOp::Delete {
             partition_key: pk("p"),
             row_key: rk("r"),
-            if_match: Some(cur.etag),
+            condition: Precondition::IfMatch(cur.etag),
         },
         &WriteOptions::new(),
     )
@@ -919,28 +926,46 @@ async fn lease_durations_are_checked_before_sending() {
         LeaseDuration::Seconds(0),
     ] {
         let e = b
-            .acquire_lease(&c, &x, bad, LeaseId::new_random())
+            .lease(
+                &c,
+                &x,
+                leasehold::backend::LeaseAction::Acquire {
+                    duration: bad,
+                    proposed: LeaseId::new_random(),
+                },
+            )
             .await
             .unwrap_err();
         assert_kind(&e, ErrorKind::Invalid, None);
     }
     for bad in [Duration::from_secs(61), Duration::from_millis(1500)] {
-        let e = b.break_lease(&c, &x, Some(bad)).await.unwrap_err();
+        let e = b
+            .lease(
+                &c,
+                &x,
+                leasehold::backend::LeaseAction::Break { period: Some(bad) },
+            )
+            .await
+            .unwrap_err();
         assert_kind(&e, ErrorKind::Invalid, None);
     }
     assert_eq!(plan.requests(), before);
     // 60 s is sent as 60 (not truncated), 15 s as 15.
     for secs in [60, 15] {
         let id = LeaseId::new_random();
-        b.acquire_lease(
+        b.lease(
             &c,
             &x,
-            LeaseDuration::timed(Duration::from_secs(secs)).unwrap(),
-            id,
+            leasehold::backend::LeaseAction::Acquire {
+                duration: LeaseDuration::timed(Duration::from_secs(secs)).unwrap(),
+                proposed: id,
+            },
         )
         .await
         .unwrap();
-        b.release_lease(&c, &x, id).await.unwrap();
+        b.lease(&c, &x, leasehold::backend::LeaseAction::Release(id))
+            .await
+            .unwrap();
     }
 }
 
@@ -956,17 +981,38 @@ async fn lease_operations_whose_reply_was_lost_are_settled() {
     let a = LeaseId::new_random();
     plan.inject_request("PUT", "/x", Fault::LoseReply);
     assert_eq!(
-        b.acquire_lease(&c, &x, LeaseDuration::Infinite, a)
-            .await
-            .unwrap()
-            .id,
-        a
+        b.lease(
+            &c,
+            &x,
+            leasehold::backend::LeaseAction::Acquire {
+                duration: LeaseDuration::Infinite,
+                proposed: a
+            }
+        )
+        .await
+        .unwrap()
+        .lease_id(),
+        Some(a)
     );
     let bb = LeaseId::new_random();
     plan.inject_request("PUT", "/x", Fault::LoseReply);
-    assert_eq!(b.change_lease(&c, &x, a, bb).await.unwrap(), bb);
+    assert_eq!(
+        b.lease(
+            &c,
+            &x,
+            leasehold::backend::LeaseAction::Change {
+                id: a,
+                proposed: bb
+            }
+        )
+        .await
+        .unwrap(),
+        leasehold::backend::LeaseReply::Changed(bb)
+    );
     plan.inject_request("PUT", "/x", Fault::LoseReply);
-    b.release_lease(&c, &x, bb).await.unwrap();
+    b.lease(&c, &x, leasehold::backend::LeaseAction::Release(bb))
+        .await
+        .unwrap();
     assert_eq!(plan.pending(), 0);
     assert_eq!(
         b.blob_properties(&c, &x)
@@ -1053,9 +1099,16 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
     let c = new_container(&b, &names).await;
     let x = leased_blob(&b, &c, "x").await;
     let id = LeaseId::new_random();
-    b.acquire_lease(&c, &x, LeaseDuration::Infinite, id)
-        .await
-        .unwrap();
+    b.lease(
+        &c,
+        &x,
+        leasehold::backend::LeaseAction::Acquire {
+            duration: LeaseDuration::Infinite,
+            proposed: id,
+        },
+    )
+    .await
+    .unwrap();
     b.put_blob(
         &c,
         &x,
@@ -1066,7 +1119,9 @@ async fn sas_credentials_work_and_no_secret_reaches_the_logs() {
     .await
     .unwrap();
     assert_eq!(b.get_blob(&c, &x).await.unwrap().unwrap().body, b"j");
-    b.release_lease(&c, &x, id).await.unwrap();
+    b.lease(&c, &x, leasehold::backend::LeaseAction::Release(id))
+        .await
+        .unwrap();
     assert_eq!(b.list_blobs(&c, "", None).await.unwrap().items.len(), 1);
 
     // A tampered signature is refused: the SAS is really checked.

@@ -579,7 +579,7 @@ async fn bad_table_names_name_the_table() {
     assert_invalid(unit.insert(&item("p", "r")), "table name", "63");
     assert_eq!(counter.work(), before);
     unit.abandon().await.unwrap();
-    assert_eq!(counter.get(leasehold::testing::Op::CreateTable), 0);
+    assert_eq!(counter.get(leasehold::backend::Op::CreateTable), 0);
 }
 
 #[tokio::test]
@@ -730,7 +730,14 @@ async fn raw_checks_happen_before_the_wire() {
     let blob = leasehold::key::BlobName::new("b").unwrap();
     for d in [LeaseDuration::Seconds(14), LeaseDuration::Seconds(61)] {
         let r = backend
-            .acquire_lease(&container, &blob, d, LeaseId::new_random())
+            .lease(
+                &container,
+                &blob,
+                leasehold::backend::LeaseAction::Acquire {
+                    duration: d,
+                    proposed: LeaseId::new_random(),
+                },
+            )
             .await;
         assert_invalid(r, "lease duration", "15 to 60");
     }

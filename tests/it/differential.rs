@@ -147,11 +147,11 @@ fn double(rng: &mut Rng) -> f64 {
     }
 }
 
-/// A delete's `if_match` for a chosen condition (`*`: whatever is stored).
-fn if_match(condition: Precondition) -> Option<ETag> {
+/// A delete's condition for a chosen condition (`*`: whatever is stored).
+fn delete_condition(condition: Precondition) -> Precondition {
     match condition {
-        Precondition::IfMatch(etag) => Some(etag),
-        Precondition::IfExists | Precondition::Upsert => None,
+        Precondition::Upsert => Precondition::IfExists,
+        other => other,
     }
 }
 
@@ -365,7 +365,7 @@ impl Runner {
                 let op = TableOp::Delete {
                     partition_key,
                     row_key,
-                    if_match: if_match(self.etag(*pk, *rk, *c)),
+                    condition: delete_condition(self.etag(*pk, *rk, *c)),
                 };
                 match self
                     .backend
@@ -389,7 +389,7 @@ impl Runner {
                         _ => TableOp::Delete {
                             partition_key: data.partition_key,
                             row_key: data.row_key,
-                            if_match: if_match(self.etag(*pk, *rk, *c)),
+                            condition: delete_condition(self.etag(*pk, *rk, *c)),
                         },
                     });
                 }
@@ -471,10 +471,17 @@ impl Runner {
                 let blob = Self::blob(*b);
                 match self
                     .backend
-                    .acquire_lease(&self.container, &blob, d, self.lease_ids[*id])
+                    .lease(
+                        &self.container,
+                        &blob,
+                        leasehold::backend::LeaseAction::Acquire {
+                            duration: d,
+                            proposed: self.lease_ids[*id],
+                        },
+                    )
                     .await
                 {
-                    Ok(acquired) => {
+                    Ok(leasehold::backend::LeaseReply::Acquired { etag, .. }) => {
                         // The reply carries the blob's ETag, which taking
                         // the lease leaves as it is.
                         let stored = self
@@ -483,35 +490,46 @@ impl Runner {
                             .await
                             .unwrap()
                             .expect("a leased blob exists");
-                        assert_eq!(acquired.etag, Some(stored.etag), "acquire of {blob}");
+                        assert_eq!(etag, Some(stored.etag), "acquire of {blob}");
                         Outcome::Ok
                     }
+                    Ok(other) => panic!("an acquire answered {other:?}"),
                     Err(e) => err(e),
                 }
             }
             Step::Renew(b, id) => match self
                 .backend
-                .renew_lease(&self.container, &Self::blob(*b), self.lease_ids[*id])
+                .lease(
+                    &self.container,
+                    &Self::blob(*b),
+                    leasehold::backend::LeaseAction::Renew(self.lease_ids[*id]),
+                )
                 .await
             {
-                Ok(()) => Outcome::Ok,
+                Ok(_) => Outcome::Ok,
                 Err(e) => err(e),
             },
             Step::Release(b, id) => match self
                 .backend
-                .release_lease(&self.container, &Self::blob(*b), self.lease_ids[*id])
+                .lease(
+                    &self.container,
+                    &Self::blob(*b),
+                    leasehold::backend::LeaseAction::Release(self.lease_ids[*id]),
+                )
                 .await
             {
-                Ok(()) => Outcome::Ok,
+                Ok(_) => Outcome::Ok,
                 Err(e) => err(e),
             },
             Step::Change(b, from, to) => match self
                 .backend
-                .change_lease(
+                .lease(
                     &self.container,
                     &Self::blob(*b),
-                    self.lease_ids[*from],
-                    self.lease_ids[*to],
+                    leasehold::backend::LeaseAction::Change {
+                        id: self.lease_ids[*from],
+                        proposed: self.lease_ids[*to],
+                    },
                 )
                 .await
             {
@@ -520,7 +538,13 @@ impl Runner {
             },
             Step::Break(b) => match self
                 .backend
-                .break_lease(&self.container, &Self::blob(*b), Some(Duration::ZERO))
+                .lease(
+                    &self.container,
+                    &Self::blob(*b),
+                    leasehold::backend::LeaseAction::Break {
+                        period: Some(Duration::ZERO),
+                    },
+                )
                 .await
             {
                 Ok(_) => Outcome::Ok,

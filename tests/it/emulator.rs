@@ -545,9 +545,16 @@ pub async fn an_expired_lease_is_renewed_by_its_holder_until_the_blob_is_written
     .await
     .unwrap();
     let id = LeaseId::new_random();
-    be.acquire_lease(&ctx.container, &b, LeaseDuration::Seconds(15), id)
-        .await
-        .unwrap();
+    be.lease(
+        &ctx.container,
+        &b,
+        leasehold::backend::LeaseAction::Acquire {
+            duration: LeaseDuration::Seconds(15),
+            proposed: id,
+        },
+    )
+    .await
+    .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(16_500)).await;
     be.put_blob(
         &ctx.container,
@@ -558,6 +565,13 @@ pub async fn an_expired_lease_is_renewed_by_its_holder_until_the_blob_is_written
     )
     .await
     .expect("an expired lease does not guard the blob");
-    let e = be.renew_lease(&ctx.container, &b, id).await.unwrap_err();
+    let e = be
+        .lease(
+            &ctx.container,
+            &b,
+            leasehold::backend::LeaseAction::Renew(id),
+        )
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::LeaseLost, "{e}");
 }

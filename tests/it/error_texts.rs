@@ -188,28 +188,67 @@ async fn texts(backend: Arc<dyn Backend>, prefix: &str, container: &str) -> Vec<
     put(&leased).await;
     let d = LeaseDuration::Seconds(60);
     let holder = LeaseId::new_random();
-    backend.acquire_lease(&c, &leased, d, holder).await.unwrap();
+    backend
+        .lease(
+            &c,
+            &leased,
+            leasehold::backend::LeaseAction::Acquire {
+                duration: d,
+                proposed: holder,
+            },
+        )
+        .await
+        .unwrap();
     let other = LeaseId::new_random();
     out.push(failed(
         "acquire of a lease on a missing blob",
-        backend.acquire_lease(&c, &missing, d, other).await,
+        backend
+            .lease(
+                &c,
+                &missing,
+                leasehold::backend::LeaseAction::Acquire {
+                    duration: d,
+                    proposed: other,
+                },
+            )
+            .await,
     ));
     out.push(failed(
         "renew of a lease on a missing blob",
-        backend.renew_lease(&c, &missing, other).await,
+        backend
+            .lease(&c, &missing, leasehold::backend::LeaseAction::Renew(other))
+            .await,
     ));
     out.push(failed(
         "acquire of a held lease",
-        backend.acquire_lease(&c, &leased, d, other).await,
+        backend
+            .lease(
+                &c,
+                &leased,
+                leasehold::backend::LeaseAction::Acquire {
+                    duration: d,
+                    proposed: other,
+                },
+            )
+            .await,
     ));
     out.push(failed(
         "renew by another id",
-        backend.renew_lease(&c, &leased, other).await,
+        backend
+            .lease(&c, &leased, leasehold::backend::LeaseAction::Renew(other))
+            .await,
     ));
     out.push(failed(
         "change by another id",
         backend
-            .change_lease(&c, &leased, other, LeaseId::new_random())
+            .lease(
+                &c,
+                &leased,
+                leasehold::backend::LeaseAction::Change {
+                    id: other,
+                    proposed: LeaseId::new_random(),
+                },
+            )
             .await,
     ));
     out.push(failed(
@@ -255,7 +294,14 @@ async fn texts(backend: Arc<dyn Backend>, prefix: &str, container: &str) -> Vec<
             )
             .await,
     ));
-    backend.release_lease(&c, &leased, holder).await.unwrap();
+    backend
+        .lease(
+            &c,
+            &leased,
+            leasehold::backend::LeaseAction::Release(holder),
+        )
+        .await
+        .unwrap();
 
     // A container and a table that do not exist.
     let gone = ContainerName::new(format!("{container}x")).unwrap();
@@ -273,7 +319,16 @@ async fn texts(backend: Arc<dyn Backend>, prefix: &str, container: &str) -> Vec<
     ));
     out.push(failed(
         "acquire in a missing container",
-        backend.acquire_lease(&gone, &free, d, other).await,
+        backend
+            .lease(
+                &gone,
+                &free,
+                leasehold::backend::LeaseAction::Acquire {
+                    duration: d,
+                    proposed: other,
+                },
+            )
+            .await,
     ));
     let no_table = leasehold::TableName::new(format!("{prefix}NoSuchTable")).unwrap();
     let row = leasehold::EntityData {

@@ -8,14 +8,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold::backend::Op;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::{BlobBackend, BlobConditions, LeaseDuration, LeaseId, Metadata};
 use leasehold::backend::{Precondition, TableBackend, TableOp};
 use leasehold::entity::{EntityData, Properties, Value};
-use leasehold::key::{BlobName, ContainerName};
 use leasehold::lease::{LeaseManager, LeaseName, LeaseOptions};
-use leasehold::testing::{FaultyBackend, Op};
-use leasehold::{ETag, Entity, Error, ErrorKind, PartitionKey, RowKey, Store, TableName};
+use leasehold::testing::FaultyBackend;
+use leasehold::{Entity, Error, ErrorKind, PartitionKey, RowKey, Store, TableName};
 use tokio::time::sleep;
 
 #[derive(Entity, Debug, Clone, PartialEq)]
@@ -229,11 +229,13 @@ async fn errors_of_every_variant_say_each_fact_once() {
     errors.push((
         "LeaseHeld",
         backend
-            .acquire_lease(
+            .lease(
                 leases.container(),
                 &blob,
-                LeaseDuration::Seconds(30),
-                LeaseId::new_random(),
+                leasehold::backend::LeaseAction::Acquire {
+                    duration: LeaseDuration::Seconds(30),
+                    proposed: LeaseId::new_random(),
+                },
             )
             .await
             .unwrap_err(),
@@ -253,7 +255,13 @@ async fn errors_of_every_variant_say_each_fact_once() {
     ));
     // An operator breaks the lease; the holder's renewal is refused.
     backend
-        .break_lease(leases.container(), &blob, Some(Duration::ZERO))
+        .lease(
+            leases.container(),
+            &blob,
+            leasehold::backend::LeaseAction::Break {
+                period: Some(Duration::ZERO),
+            },
+        )
         .await
         .unwrap();
     sleep(Duration::from_secs(11)).await;
@@ -270,7 +278,13 @@ async fn errors_of_every_variant_say_each_fact_once() {
         .blob_name()
         .unwrap();
     backend
-        .break_lease(leases.container(), &blob, Some(Duration::ZERO))
+        .lease(
+            leases.container(),
+            &blob,
+            leasehold::backend::LeaseAction::Break {
+                period: Some(Duration::ZERO),
+            },
+        )
         .await
         .unwrap();
     errors.push(("LeaseLost", guard.advance_epoch().await.unwrap_err()));
@@ -560,188 +574,46 @@ struct Member {
     email: String,
 }
 
-/// A memory backend on which a member's e-mail changes each time its row is
-/// read (written straight to storage, as a writer ignoring the locks
-/// would), 5 ms before the read answers.
+/// A layer on a memory backend: a member's row is read 5 ms late, and its
+/// e-mail changes just before each write of it (written straight to
+/// storage, as a writer ignoring the locks would).
 #[derive(Debug)]
 struct MovingEmails {
-    inner: MemoryBackend,
+    storage: MemoryBackend,
     moves: std::sync::atomic::AtomicU64,
 }
 
-#[async_trait::async_trait]
-impl TableBackend for MovingEmails {
-    async fn create_table(
+impl leasehold::backend::Layer for MovingEmails {
+    async fn call<T: Send>(
         &self,
-        table: &TableName,
-    ) -> leasehold::Result<leasehold::backend::TableCreation> {
-        self.inner.create_table(table).await
-    }
-    async fn delete_table(&self, table: &TableName) -> leasehold::Result<bool> {
-        self.inner.delete_table(table).await
-    }
-    async fn list_tables(&self) -> leasehold::Result<Vec<TableName>> {
-        self.inner.list_tables().await
-    }
-    async fn get(
-        &self,
-        table: &TableName,
-        partition_key: &PartitionKey,
-        row_key: &RowKey,
-    ) -> leasehold::Result<Option<leasehold::backend::StoredEntity>> {
-        if table.as_str().ends_with("Members") && row_key.as_str() == "m1" {
-            sleep(Duration::from_millis(5)).await;
+        request: &leasehold::backend::Request<'_>,
+        next: impl std::future::Future<Output = leasehold::Result<T>> + Send,
+    ) -> leasehold::Result<T> {
+        let member = request.table().filter(|t| t.as_str().ends_with("Members"));
+        let row = request.partition_key().zip(request.row_key());
+        if let (Some(table), Some((pk, rk))) = (member, row)
+            && rk.as_str() == "m1"
+        {
+            match request.op() {
+                Op::Get => sleep(Duration::from_millis(5)).await,
+                Op::Write => {
+                    let n = self.moves.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let mut properties = Properties::new();
+                    properties.insert("email", Value::String(format!("moved{n}@x")));
+                    let data = EntityData {
+                        partition_key: pk.clone(),
+                        row_key: rk.clone(),
+                        properties,
+                    };
+                    let upsert = TableOp::Replace(data, Precondition::Upsert);
+                    self.storage
+                        .execute(table, upsert, &WriteOptions::new())
+                        .await?;
+                }
+                _ => {}
+            }
         }
-        self.inner.get(table, partition_key, row_key).await
-    }
-    async fn execute(
-        &self,
-        table: &TableName,
-        op: TableOp,
-        options: &leasehold::backend::WriteOptions,
-    ) -> leasehold::Result<Option<leasehold::backend::Version>> {
-        // Another writer changes the row just before each write of it.
-        if table.as_str().ends_with("Members") && op.row_key().as_str() == "m1" {
-            let n = self.moves.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let mut properties = Properties::new();
-            properties.insert("email", Value::String(format!("moved{n}@x")));
-            let data = EntityData {
-                partition_key: op.partition_key().clone(),
-                row_key: op.row_key().clone(),
-                properties,
-            };
-            self.inner
-                .execute(
-                    table,
-                    TableOp::Replace(data, Precondition::Upsert),
-                    &WriteOptions::new(),
-                )
-                .await?;
-        }
-        self.inner.execute(table, op, options).await
-    }
-    async fn batch(
-        &self,
-        table: &TableName,
-        ops: &[TableOp],
-    ) -> leasehold::Result<Vec<Option<leasehold::backend::Version>>> {
-        self.inner.batch(table, ops).await
-    }
-    async fn query(
-        &self,
-        table: &TableName,
-        query: &leasehold::backend::QuerySpec,
-    ) -> leasehold::Result<leasehold::backend::QueryPage> {
-        self.inner.query(table, query).await
-    }
-}
-
-#[async_trait::async_trait]
-impl BlobBackend for MovingEmails {
-    fn endpoint(&self) -> String {
-        self.inner.endpoint()
-    }
-    async fn create_container(&self, container: &ContainerName) -> leasehold::Result<()> {
-        self.inner.create_container(container).await
-    }
-    async fn put_blob(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        body: Vec<u8>,
-        metadata: &Metadata,
-        conditions: &BlobConditions,
-    ) -> leasehold::Result<ETag> {
-        self.inner
-            .put_blob(container, blob, body, metadata, conditions)
-            .await
-    }
-    async fn get_blob(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-    ) -> leasehold::Result<Option<leasehold::backend::Blob>> {
-        self.inner.get_blob(container, blob).await
-    }
-    async fn blob_properties(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-    ) -> leasehold::Result<Option<leasehold::backend::BlobProperties>> {
-        self.inner.blob_properties(container, blob).await
-    }
-    async fn set_blob_metadata(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        metadata: &Metadata,
-        conditions: &BlobConditions,
-    ) -> leasehold::Result<ETag> {
-        self.inner
-            .set_blob_metadata(container, blob, metadata, conditions)
-            .await
-    }
-    async fn delete_blob(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        conditions: &BlobConditions,
-    ) -> leasehold::Result<()> {
-        self.inner.delete_blob(container, blob, conditions).await
-    }
-    async fn list_blobs(
-        &self,
-        container: &ContainerName,
-        prefix: &str,
-        marker: Option<&str>,
-    ) -> leasehold::Result<leasehold::backend::BlobListPage> {
-        self.inner.list_blobs(container, prefix, marker).await
-    }
-    async fn acquire_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        duration: LeaseDuration,
-        proposed_id: LeaseId,
-    ) -> leasehold::Result<leasehold::backend::AcquiredLease> {
-        self.inner
-            .acquire_lease(container, blob, duration, proposed_id)
-            .await
-    }
-    async fn renew_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> leasehold::Result<()> {
-        self.inner.renew_lease(container, blob, id).await
-    }
-    async fn change_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-        proposed_id: LeaseId,
-    ) -> leasehold::Result<LeaseId> {
-        self.inner
-            .change_lease(container, blob, id, proposed_id)
-            .await
-    }
-    async fn release_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> leasehold::Result<()> {
-        self.inner.release_lease(container, blob, id).await
-    }
-    async fn break_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        period: Option<Duration>,
-    ) -> leasehold::Result<Duration> {
-        self.inner.break_lease(container, blob, period).await
+        next.await
     }
 }
 
@@ -750,11 +622,12 @@ impl BlobBackend for MovingEmails {
 /// alone took 5 ms each, so not "timed out after 0ns".
 #[tokio::test(start_paused = true)]
 async fn an_indexed_write_that_runs_out_of_attempts_reports_the_time_they_took() {
-    let backend = MovingEmails {
-        inner: MemoryBackend::new(),
+    let storage = MemoryBackend::new();
+    let moving = MovingEmails {
+        storage: storage.clone(),
         moves: std::sync::atomic::AtomicU64::new(0),
     };
-    let store = Store::new(backend);
+    let store = Store::builder(storage).layer(moving).build().unwrap();
     let members = store.table::<Member>();
     let started = tokio::time::Instant::now();
     let e = members

@@ -1,12 +1,13 @@
 //! Layers: what a store stacks over its backend, in which order, and the
 //! fence's layer on a table's writes.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold::backend::memory::MemoryBackend;
-use leasehold::backend::{Backend, Layer, TableBackend};
-use leasehold::testing::{FaultInjector, Op, RequestCounter};
+use leasehold::backend::{Backend, Layer, Op, Request, TableBackend};
+use leasehold::testing::{CountingBackend, FaultInjector, FaultyBackend, RequestCounter};
 use leasehold::{Entity, ErrorKind, Store};
 
 #[derive(Entity, Debug, Clone, PartialEq)]
@@ -90,16 +91,154 @@ async fn leases_and_locks_go_through_the_layers() {
     );
 }
 
-/// A layer used on its own makes a backend of the same system: wrappers
-/// report what they wrap, for spans and metrics.
+/// A wrapper makes a backend of the same system: wrappers report what
+/// they wrap, for spans and metrics.
 #[test]
 fn a_layered_backend_reports_the_system_below() {
     let memory: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
-    let counted = RequestCounter::default().layer(memory.clone());
-    let faulty = FaultInjector::default().layer(counted);
+    let faulty = FaultyBackend::new(CountingBackend::new(memory.clone()));
     assert_eq!(faulty.system_name(), "leasehold.memory");
     assert_eq!(faulty.system_name(), memory.system_name());
     assert_eq!(faulty.server_address(), None);
+}
+
+/// What a [`Recorder`] saw of one request.
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    op: Op,
+    name: &'static str,
+    table: Option<String>,
+    keys: Option<(String, String)>,
+    blob: Option<String>,
+}
+
+/// A user's layer: records every request it sees, and its outcome.
+#[derive(Debug, Clone, Default)]
+struct Recorder(Arc<Mutex<Vec<(Seen, bool)>>>);
+
+impl Layer for Recorder {
+    async fn call<T: Send>(
+        &self,
+        request: &Request<'_>,
+        next: impl Future<Output = leasehold::Result<T>> + Send,
+    ) -> leasehold::Result<T> {
+        let seen = Seen {
+            op: request.op(),
+            name: request.name(),
+            table: request.table().map(|t| t.to_string()),
+            keys: request
+                .partition_key()
+                .zip(request.row_key())
+                .map(|(p, r)| (p.as_str().to_owned(), r.as_str().to_owned())),
+            blob: request.blob().map(|b| b.as_str().to_owned()),
+        };
+        let answer = next.await;
+        self.0.lock().unwrap().push((seen, answer.is_ok()));
+        answer
+    }
+}
+
+impl Recorder {
+    fn take(&self) -> Vec<(Seen, bool)> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+/// A user's layer sees each request once, with its kind and keys, and
+/// answers for it: a table's reads and writes, a lease's actions.
+#[tokio::test]
+async fn a_users_layer_sees_each_request_once_with_its_op_and_keys() {
+    let recorder = Recorder::default();
+    let store = Store::builder(MemoryBackend::new())
+        .layer(recorder.clone())
+        .build()
+        .unwrap();
+    let jobs = store.table::<Job>();
+    let row = |op, name| Seen {
+        op,
+        name,
+        table: Some("Jobs".into()),
+        keys: Some(("q".into(), "1".into())),
+        blob: None,
+    };
+    jobs.insert(job("1", "new")).await.unwrap();
+    let stored = jobs.get("q", "1").await.unwrap().unwrap();
+    jobs.delete(&stored).await.unwrap();
+    let seen = recorder.take();
+    let work: Vec<_> = seen
+        .iter()
+        .filter(|(s, _)| !s.op.is_setup())
+        .cloned()
+        .collect();
+    assert_eq!(
+        work,
+        vec![
+            (row(Op::Write, "insert"), true),
+            (row(Op::Get, "get"), true),
+            (row(Op::Write, "delete"), true),
+        ],
+        "{seen:?}"
+    );
+
+    let guard = store
+        .leases()
+        .acquire("worker", Duration::from_secs(30))
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+    let leases: Vec<_> = recorder
+        .take()
+        .into_iter()
+        .filter(|(s, _)| matches!(s.op, Op::AcquireLease | Op::ReleaseLease))
+        .collect();
+    assert_eq!(
+        leases.last().map(|(s, ok)| (s.op, *ok)),
+        Some((Op::ReleaseLease, true))
+    );
+    for (s, _) in &leases {
+        assert_eq!(s.blob.as_deref(), Some("worker"), "{leases:?}");
+        assert_eq!((s.table.as_ref(), s.keys.as_ref()), (None, None));
+    }
+    assert_eq!(
+        leases
+            .iter()
+            .filter(|(s, _)| s.op == Op::ReleaseLease)
+            .count(),
+        1
+    );
+}
+
+/// A layer that refuses a request answers for it: the backend below
+/// never sees it.
+#[tokio::test]
+async fn a_layer_refusing_a_request_keeps_it_from_the_backend() {
+    #[derive(Debug)]
+    struct NoDeletes;
+    impl Layer for NoDeletes {
+        async fn call<T: Send>(
+            &self,
+            request: &Request<'_>,
+            next: impl Future<Output = leasehold::Result<T>> + Send,
+        ) -> leasehold::Result<T> {
+            match request.name() {
+                "delete" => Err(leasehold::Error::invalid("delete", "refused here")),
+                _ => next.await,
+            }
+        }
+    }
+    let below = RequestCounter::default();
+    let store = Store::builder(MemoryBackend::new())
+        .layer(below.clone())
+        .layer(NoDeletes)
+        .build()
+        .unwrap();
+    let jobs = store.table::<Job>();
+    let stored = jobs.insert(job("1", "new")).await.unwrap();
+    below.reset();
+    let e = jobs.delete(&stored).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    assert_eq!(below.total(), 0, "{below:?}");
+    assert!(jobs.get("q", "1").await.unwrap().is_some());
 }
 
 /// A fenced table fenced again writes with the later fence alone: one

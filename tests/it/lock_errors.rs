@@ -83,14 +83,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold::backend::Op;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::{Backend, BlobBackend as _, BlobConditions, Metadata};
 use leasehold::key::ContainerName;
 use leasehold::lease::LeaseOptions;
 use leasehold::lock::{CommitOutcome, LockOptions, Unit};
-use leasehold::testing::{
-    CountingBackend, Fault, FaultInjector, FaultyBackend, Op, RequestCounter,
-};
+use leasehold::testing::{CountingBackend, Fault, FaultInjector, FaultyBackend, RequestCounter};
 use leasehold::{Entity, Error, ErrorKind, Store};
 use tokio::time::{Instant, sleep};
 

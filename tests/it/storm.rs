@@ -65,18 +65,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use leasehold::backend::Op;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::{
-    AcquiredLease, Backend, Blob, BlobBackend, BlobConditions, BlobListPage, BlobProperties,
-    LeaseDuration, LeaseId, Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend,
-    TableCreation, TableOp, Version, WriteOptions,
+    Backend, Blob, BlobBackend, BlobConditions, BlobListPage, BlobProperties, Metadata, QueryPage,
+    QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp, Version, WriteOptions,
 };
 use leasehold::entity::Value;
 use leasehold::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
 use leasehold::lease::LeaseOptions;
 use leasehold::lock::FinishedBy;
 use leasehold::store::SweepOptions;
-use leasehold::testing::{Fault, FaultInjector, FaultyBackend, Op};
+use leasehold::testing::{Fault, FaultInjector, FaultyBackend};
 use leasehold::{Entity, ErrorKind, Store};
 
 /// The lock leases of every process: the shortest the service allows.
@@ -1222,47 +1222,13 @@ impl BlobBackend for Later {
     ) -> leasehold::Result<BlobListPage> {
         self.0.list_blobs(c, prefix, marker).await
     }
-    async fn acquire_lease(
+    async fn lease(
         &self,
-        c: &ContainerName,
-        b: &BlobName,
-        d: LeaseDuration,
-        id: LeaseId,
-    ) -> leasehold::Result<AcquiredLease> {
-        self.0.acquire_lease(c, b, d, id).await
-    }
-    async fn renew_lease(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        id: LeaseId,
-    ) -> leasehold::Result<()> {
-        self.0.renew_lease(c, b, id).await
-    }
-    async fn change_lease(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        id: LeaseId,
-        new: LeaseId,
-    ) -> leasehold::Result<LeaseId> {
-        self.0.change_lease(c, b, id, new).await
-    }
-    async fn release_lease(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        id: LeaseId,
-    ) -> leasehold::Result<()> {
-        self.0.release_lease(c, b, id).await
-    }
-    async fn break_lease(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        p: Option<Duration>,
-    ) -> leasehold::Result<Duration> {
-        self.0.break_lease(c, b, p).await
+        c: &leasehold::key::ContainerName,
+        b: &leasehold::key::BlobName,
+        action: leasehold::backend::LeaseAction,
+    ) -> leasehold::Result<leasehold::backend::LeaseReply> {
+        self.0.lease(c, b, action).await
     }
 }
 

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::backend::Backend;
+use leasehold::backend::Op;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::lease::LeaseOptions;
-use leasehold::testing::{CountingBackend, Fault, FaultyBackend, Op};
+use leasehold::testing::{CountingBackend, Fault, FaultyBackend};
 use leasehold::{Entity, ErrorKind, Store};
 use opentelemetry::metrics::{Meter, MeterProvider as _};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};

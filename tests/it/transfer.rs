@@ -9,12 +9,13 @@
 use std::sync::Arc;
 
 use futures_util::{StreamExt as _, TryStreamExt as _};
+use leasehold::backend::Op;
 use leasehold::backend::{Backend, TableOp};
 use leasehold::entity::{EntityData, Properties, Value};
 use leasehold::query::ContinuationToken;
 use leasehold::store::{ImportOptions, ImportProgress};
+use leasehold::testing::FaultyBackend;
 use leasehold::testing::conformance::Ctx;
-use leasehold::testing::{FaultyBackend, Op};
 use leasehold::{DynamicEntity, Entity, ErrorKind, PartitionKey, RowKey, Store, TableName};
 
 use crate::emulator::Target;

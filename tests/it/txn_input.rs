@@ -106,11 +106,11 @@ async fn a_check_of_a_staged_view_is_invalid_and_takes_no_partition_in() {
     assert_eq!(report.partitions, 1);
     let after = counter.snapshot();
     let batches = after
-        .get(&leasehold::testing::Op::Batch)
+        .get(&leasehold::backend::Op::Batch)
         .copied()
         .unwrap_or(0)
         - before
-            .get(&leasehold::testing::Op::Batch)
+            .get(&leasehold::backend::Op::Batch)
             .copied()
             .unwrap_or(0);
     assert_eq!(batches, 1, "one transaction: {after:?}");

@@ -32,9 +32,10 @@ use uuid::Uuid;
 use super::AzureBackend;
 use super::auth::{Service, header_value};
 use super::errors::Failure;
+use crate::backend::blob::AcquiredLease;
 use crate::backend::{
-    AcquiredLease, Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode,
-    LeaseDuration, LeaseId, LeaseInfo, LeaseKind, LeaseState, Metadata,
+    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseDuration,
+    LeaseId, LeaseInfo, LeaseKind, LeaseState, Metadata,
 };
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName, ETag, shorten};
@@ -628,10 +629,10 @@ impl AzureBackend {
             let id = lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?)?;
             // The reply's ETag is the blob's: leasing does not change it.
             let etag = r.etag().map_err(|e| self.failure(e))?;
-            Ok(AcquiredLease::new(
+            Ok(AcquiredLease {
                 id,
-                etag.map(|e| ETag::new(e.to_string())),
-            ))
+                etag: etag.map(|e| ETag::new(e.to_string())),
+            })
         })
         .await
         .map_err(|f| f.into_error(what()))

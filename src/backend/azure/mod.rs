@@ -66,7 +66,6 @@ mod transport;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use azure_core::credentials::TokenCredential;
@@ -84,9 +83,8 @@ use self::errors::{Failure, Redactor};
 use self::pipeline::Pipelines;
 use self::transport::{RootCertificate, Transport};
 use super::{
-    AcquiredLease, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseDuration,
-    LeaseId, Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp,
-    Version,
+    BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseAction, LeaseReply, Metadata,
+    QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp, Version,
 };
 use crate::backend::WriteOptions;
 use crate::error::{Error, Result};
@@ -770,53 +768,37 @@ impl BlobBackend for AzureBackend {
         self.list_blobs_page(container, prefix, marker, None).await
     }
 
-    async fn acquire_lease(
+    async fn lease(
         &self,
         container: &ContainerName,
         blob: &BlobName,
-        duration: LeaseDuration,
-        proposed_id: LeaseId,
-    ) -> Result<AcquiredLease> {
-        self.acquire_lease_impl(container, blob, duration, proposed_id)
-            .await
-    }
-
-    async fn renew_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> Result<()> {
-        self.renew_lease_impl(container, blob, id).await
-    }
-
-    async fn change_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-        proposed_id: LeaseId,
-    ) -> Result<LeaseId> {
-        self.change_lease_impl(container, blob, id, proposed_id)
-            .await
-    }
-
-    async fn release_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> Result<()> {
-        self.release_lease_impl(container, blob, id).await
-    }
-
-    async fn break_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        period: Option<Duration>,
-    ) -> Result<Duration> {
-        self.break_lease_impl(container, blob, period).await
+        action: LeaseAction,
+    ) -> Result<LeaseReply> {
+        match action {
+            LeaseAction::Acquire { duration, proposed } => self
+                .acquire_lease_impl(container, blob, duration, proposed)
+                .await
+                .map(|a| LeaseReply::Acquired {
+                    id: a.id,
+                    etag: a.etag,
+                }),
+            LeaseAction::Renew(id) => self
+                .renew_lease_impl(container, blob, id)
+                .await
+                .map(|()| LeaseReply::Renewed),
+            LeaseAction::Change { id, proposed } => self
+                .change_lease_impl(container, blob, id, proposed)
+                .await
+                .map(LeaseReply::Changed),
+            LeaseAction::Release(id) => self
+                .release_lease_impl(container, blob, id)
+                .await
+                .map(|()| LeaseReply::Released),
+            LeaseAction::Break { period } => self
+                .break_lease_impl(container, blob, period)
+                .await
+                .map(LeaseReply::Broken),
+        }
     }
 }
 

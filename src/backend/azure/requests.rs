@@ -224,8 +224,9 @@ pub(super) fn write(base: &Url, table: &TableName, op: &TableOp) -> Result<Reque
     };
     let condition = match op {
         TableOp::Insert(_) => None,
-        TableOp::Replace(_, c) | TableOp::Merge(_, c) => if_match(c),
-        TableOp::Delete { if_match, .. } => Some(if_match.as_ref().map_or("*", ETag::as_str)),
+        TableOp::Replace(_, c) | TableOp::Merge(_, c) | TableOp::Delete { condition: c, .. } => {
+            if_match(c)
+        }
     };
     if let Some(etag) = condition {
         request.insert_header("if-match", etag.to_owned());
@@ -264,6 +265,7 @@ pub(super) fn op_what(table: &TableName, op: &TableOp) -> String {
 }
 
 pub(super) fn validate_op(table: &TableName, op: &TableOp) -> Result<()> {
+    op.validate_condition(table.as_str())?;
     if let Some(d) = op.data() {
         validate_entity(table.as_str(), &d.partition_key, &d.row_key, &d.properties)?;
     }
@@ -365,17 +367,17 @@ mod tests {
                 op.name()
             );
         }
-        let delete = |if_match| TableOp::Delete {
+        let delete = |condition| TableOp::Delete {
             partition_key: d.partition_key.clone(),
             row_key: d.row_key.clone(),
-            if_match,
+            condition,
         };
         assert_eq!(
-            op_request(&delete(None)),
+            op_request(&delete(Precondition::IfExists)),
             (Method::Delete, row.to_owned(), Some("*".to_owned()), false)
         );
         assert_eq!(
-            op_request(&delete(Some(etag))),
+            op_request(&delete(Precondition::IfMatch(etag))),
             (
                 Method::Delete,
                 row.to_owned(),

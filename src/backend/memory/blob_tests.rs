@@ -7,7 +7,9 @@
 //! (`testing::conformance::blob_backend`, `blobs` and `timed`).
 
 use super::MemoryBackend;
-use crate::backend::{BlobBackend, BlobConditions, LeaseDuration, LeaseId, LeaseState, Metadata};
+use crate::backend::{
+    BlobBackend, BlobConditions, LeaseCalls as _, LeaseDuration, LeaseId, LeaseState, Metadata,
+};
 use crate::error::{Error, ErrorKind};
 use crate::key::{BlobName, ContainerName, ETag};
 

@@ -9,8 +9,8 @@ use tokio::time::Instant;
 use super::clock::{WriteClock, blob_etag};
 use super::leases::{Lease, MAX_BREAK_PERIOD, Refusal, WRITE_NO_BLOB_LEASE};
 use crate::backend::{
-    AcquiredLease, Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode,
-    LeaseDuration, LeaseId, Metadata,
+    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseAction,
+    LeaseReply, Metadata,
 };
 use crate::error::{Error, Result, what};
 use crate::key::{BlobName, ContainerName, ETag, shorten};
@@ -346,62 +346,41 @@ impl BlobStore {
             .map_err(|r| refusal_error(r, what::lease(container, blob)))
     }
 
-    pub(super) fn acquire_lease(
+    pub(super) fn lease(
         &mut self,
         now: Instant,
         container: &ContainerName,
         blob: &BlobName,
-        duration: LeaseDuration,
-        proposed: LeaseId,
-    ) -> Result<AcquiredLease> {
-        let duration = duration.validate()?;
-        // As the service: the reply carries the blob's ETag.
-        self.with_lease(container, blob, |l, etag| {
-            let id = l.acquire(now, duration, proposed)?;
-            Ok(AcquiredLease::new(id, Some(etag.clone())))
-        })
-    }
-
-    pub(super) fn renew_lease(
-        &mut self,
-        now: Instant,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> Result<()> {
-        self.with_lease(container, blob, |l, _| l.renew(now, id))
-    }
-
-    pub(super) fn change_lease(
-        &mut self,
-        now: Instant,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-        proposed: LeaseId,
-    ) -> Result<LeaseId> {
-        self.with_lease(container, blob, |l, _| l.change(now, id, proposed))
-    }
-
-    pub(super) fn release_lease(
-        &mut self,
-        now: Instant,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> Result<()> {
-        self.with_lease(container, blob, |l, _| l.release(now, id))
-    }
-
-    pub(super) fn break_lease(
-        &mut self,
-        now: Instant,
-        container: &ContainerName,
-        blob: &BlobName,
-        period: Option<Duration>,
-    ) -> Result<Duration> {
-        validate_break_period(period)?;
-        self.with_lease(container, blob, |l, _| l.break_lease(now, period))
+        action: LeaseAction,
+    ) -> Result<LeaseReply> {
+        match action {
+            LeaseAction::Acquire { duration, proposed } => {
+                let duration = duration.validate()?;
+                // As the service: the reply carries the blob's ETag.
+                self.with_lease(container, blob, |l, etag| {
+                    let id = l.acquire(now, duration, proposed)?;
+                    Ok(LeaseReply::Acquired {
+                        id,
+                        etag: Some(etag.clone()),
+                    })
+                })
+            }
+            LeaseAction::Renew(id) => self.with_lease(container, blob, |l, _| {
+                l.renew(now, id).map(|()| LeaseReply::Renewed)
+            }),
+            LeaseAction::Change { id, proposed } => self.with_lease(container, blob, |l, _| {
+                l.change(now, id, proposed).map(LeaseReply::Changed)
+            }),
+            LeaseAction::Release(id) => self.with_lease(container, blob, |l, _| {
+                l.release(now, id).map(|()| LeaseReply::Released)
+            }),
+            LeaseAction::Break { period } => {
+                validate_break_period(period)?;
+                self.with_lease(container, blob, |l, _| {
+                    l.break_lease(now, period).map(LeaseReply::Broken)
+                })
+            }
+        }
     }
 
     /// The number of containers, for `Debug`.

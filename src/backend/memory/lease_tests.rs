@@ -4,7 +4,7 @@
 //! same transitions, and their error codes, on every backend
 //! (`testing::conformance::blobs` and `timed`).
 
-use crate::backend::LeaseKind;
+use crate::backend::{LeaseCalls as _, LeaseKind};
 use std::time::Duration;
 
 use tokio::time::advance;

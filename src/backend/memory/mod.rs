@@ -67,7 +67,6 @@ mod table_tests;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::time::Instant;
@@ -77,9 +76,8 @@ use self::clock::WriteClock;
 use self::tables::TableStore;
 use crate::backend::WriteOptions;
 use crate::backend::{
-    AcquiredLease, Blob, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseDuration,
-    LeaseId, Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp,
-    Version,
+    Blob, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseAction, LeaseReply,
+    Metadata, QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp, Version,
 };
 use crate::error::Result;
 use crate::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
@@ -355,55 +353,12 @@ impl BlobBackend for MemoryBackend {
         )
     }
 
-    async fn acquire_lease(
+    async fn lease(
         &self,
         container: &ContainerName,
         blob: &BlobName,
-        duration: LeaseDuration,
-        proposed_id: LeaseId,
-    ) -> Result<AcquiredLease> {
-        self.blobs()
-            .acquire_lease(Instant::now(), container, blob, duration, proposed_id)
-    }
-
-    async fn renew_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> Result<()> {
-        self.blobs()
-            .renew_lease(Instant::now(), container, blob, id)
-    }
-
-    async fn change_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-        proposed_id: LeaseId,
-    ) -> Result<LeaseId> {
-        self.blobs()
-            .change_lease(Instant::now(), container, blob, id, proposed_id)
-    }
-
-    async fn release_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> Result<()> {
-        self.blobs()
-            .release_lease(Instant::now(), container, blob, id)
-    }
-
-    async fn break_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        period: Option<Duration>,
-    ) -> Result<Duration> {
-        self.blobs()
-            .break_lease(Instant::now(), container, blob, period)
+        action: LeaseAction,
+    ) -> Result<LeaseReply> {
+        self.blobs().lease(Instant::now(), container, blob, action)
     }
 }

@@ -69,7 +69,7 @@ fn delete(p: &str, r: &str, if_match: Option<ETag>) -> TableOp {
     TableOp::Delete {
         partition_key: pk(p),
         row_key: rk(r),
-        if_match,
+        condition: if_match.map_or(Precondition::IfExists, Precondition::IfMatch),
     }
 }
 

@@ -138,6 +138,7 @@ fn entity_what(
 /// Checks what the caller can check before sending anything: the entity
 /// limits of every written entity, and that a delete has a condition.
 fn validate_op(table: &TableName, op: &TableOp) -> Result<()> {
+    op.validate_condition(table.as_str())?;
     match op.data() {
         Some(d) => validate_entity(table.as_str(), &d.partition_key, &d.row_key, &d.properties),
         None => Ok(()),
@@ -221,12 +222,8 @@ impl Table {
             TableOp::Delete {
                 partition_key,
                 row_key,
-                if_match,
+                condition,
             } => {
-                let condition = match if_match {
-                    Some(etag) => Precondition::IfMatch(etag),
-                    None => Precondition::IfExists,
-                };
                 check_condition(&condition, existing, || {
                     entity_what(op_name, name, &partition_key, &row_key)
                 })?;

@@ -8,8 +8,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::backend::delegate::{Delegate, Request, delegate_backend};
-use crate::testing::Op;
+use crate::backend::delegate::delegate_backend;
+use crate::backend::{Layer, Op, Request};
 use crate::{Error, Result};
 
 /// What happens to renew requests.
@@ -27,35 +27,38 @@ pub enum Renews {
 #[derive(Debug, Clone)]
 pub struct AmbiguousRenews<B> {
     inner: B,
-    mode: Arc<Mutex<Renews>>,
+    mode: Switch,
 }
+
+/// The switch, as the layer every request goes through.
+#[derive(Debug, Clone)]
+struct Switch(Arc<Mutex<Renews>>);
 
 impl<B> AmbiguousRenews<B> {
     /// Wraps `inner`, passing renewals through until switched.
     pub fn new(inner: B) -> Self {
         AmbiguousRenews {
             inner,
-            mode: Arc::new(Mutex::new(Renews::Normal)),
+            mode: Switch(Arc::new(Mutex::new(Renews::Normal))),
         }
     }
 
     /// The switch: what happens to renew requests from now on.
     pub fn switch(&self) -> Arc<Mutex<Renews>> {
-        self.mode.clone()
+        self.mode.0.clone()
     }
 }
 
-impl<B: Send + Sync> Delegate for AmbiguousRenews<B> {
+impl Layer for Switch {
     async fn call<T: Send>(
         &self,
         request: &Request<'_>,
         fut: impl Future<Output = Result<T>> + Send,
     ) -> Result<T> {
-        let op = request.op;
-        if op != Op::RenewLease {
+        if request.op() != Op::RenewLease {
             return fut.await;
         }
-        let mode = *self.mode.lock().unwrap_or_else(|p| p.into_inner());
+        let mode = *self.0.lock().unwrap_or_else(|p| p.into_inner());
         match mode {
             Renews::Normal => fut.await,
             Renews::AppliedNoReply => {
@@ -74,4 +77,4 @@ fn no_reply() -> Error {
     }
 }
 
-delegate_backend!(AmbiguousRenews);
+delegate_backend!(AmbiguousRenews, layer = mode);

@@ -3,10 +3,10 @@
 //! on writes, with the service's error kinds and codes. (The lease state
 //! machine is in [`blobs`](super::blobs) and [`timed`](super::timed).)
 
-use leasehold::backend::LeaseKind;
 use leasehold::backend::{
     BlobBackend, BlobConditions, LeaseDuration, LeaseId, LeaseState, Metadata,
 };
+use leasehold::backend::{LeaseCalls as _, LeaseKind};
 use leasehold::key::{BlobName, ContainerName, ETag};
 use leasehold::{Error, ErrorKind};
 

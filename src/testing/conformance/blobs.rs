@@ -2,7 +2,7 @@
 //! machine with the service's error codes (transitions that need no waiting;
 //! the timed ones are checked with paused time on the memory backend).
 
-use leasehold::backend::LeaseKind;
+use leasehold::backend::{LeaseCalls as _, LeaseKind};
 use std::time::Duration;
 
 use leasehold::ErrorKind;

@@ -72,7 +72,7 @@ fn delete(p: &str, r: &str, if_match: Option<ETag>) -> TableOp {
     TableOp::Delete {
         partition_key: pk(p),
         row_key: rk(r),
-        if_match,
+        condition: if_match.map_or(Precondition::IfExists, Precondition::IfMatch),
     }
 }
 
@@ -334,10 +334,27 @@ pub async fn merge_keeps_other_properties_and_replace_drops_them(ctx: &Ctx) {
     assert_eq!(got.get("b"), Some(&Value::Int32(3)));
 }
 
-/// Delete removes and a second delete is resource not found.
+/// Delete removes and a second delete is resource not found; a delete
+/// on `Upsert` is refused before anything is sent.
 pub async fn delete_removes_and_a_second_delete_is_resource_not_found(ctx: &Ctx) {
     let (b, t) = backend_with_table(ctx).await;
     let v = insert(&b, &t, n("p", "r", 1)).await;
+    let upsert = TableOp::Delete {
+        partition_key: pk("p"),
+        row_key: rk("r"),
+        condition: Precondition::Upsert,
+    };
+    for e in [
+        b.execute(&t, upsert.clone(), &WriteOptions::new()).await,
+        b.batch(&t, std::slice::from_ref(&upsert))
+            .await
+            .map(|_| None),
+    ] {
+        let e = e.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+        assert!(e.to_string().contains("delete of row"), "{e}");
+    }
+    assert!(read(&b, &t, "p", "r").await.is_some());
     let out = b
         .execute(&t, delete("p", "r", Some(v.etag)), &WriteOptions::new())
         .await
@@ -867,7 +884,7 @@ pub async fn keys_with_single_quotes_work_everywhere(ctx: &Ctx) {
         TableOp::Delete {
             partition_key: pk(p),
             row_key: rk(r),
-            if_match: None,
+            condition: Precondition::IfExists,
         },
         &WriteOptions::new(),
     )
@@ -967,7 +984,7 @@ pub async fn a_100_op_batch_round_trips(ctx: &Ctx) {
                 TableOp::Delete {
                     partition_key: pk("p"),
                     row_key: rk("r002"),
-                    if_match: Some(r2.etag),
+                    condition: Precondition::IfMatch(r2.etag),
                 },
             ],
         )

@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use leasehold::ErrorKind;
-use leasehold::backend::{BlobConditions, LeaseDuration, LeaseId, LeaseState, Metadata};
+use leasehold::backend::{
+    BlobConditions, LeaseCalls as _, LeaseDuration, LeaseId, LeaseState, Metadata,
+};
 use leasehold::key::BlobName;
 
 use super::Ctx;

@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::backend::Backend;
-use leasehold::testing::{CountingBackend, Fault, FaultyBackend, Op};
+use leasehold::backend::Op;
+use leasehold::testing::{CountingBackend, Fault, FaultyBackend};
 use leasehold::{Entity, ErrorKind, Store};
 
 use super::lock_many::{nothing_pending, process};

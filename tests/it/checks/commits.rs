@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::backend::Backend;
+use leasehold::backend::Op;
 use leasehold::lease::LeaseOptions;
 use leasehold::lock::{CommitOutcome, CommitSummary};
-use leasehold::testing::{CountingBackend, FaultInjector, FaultyBackend, Op};
+use leasehold::testing::{CountingBackend, FaultInjector, FaultyBackend};
 use leasehold::{Entity, Error, PartitionKey, Store};
 
 use super::Ctx;

@@ -12,11 +12,12 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
+use leasehold::backend::Op;
 use leasehold::backend::{Backend, QuerySpec};
 use leasehold::key::TableName;
 use leasehold::lease::{LeaderOptions, LeaseOptions};
 use leasehold::store::{SweepOptions, SweepReport};
-use leasehold::testing::{CountingBackend, FaultyBackend, Op};
+use leasehold::testing::{CountingBackend, FaultyBackend};
 use leasehold::{CancellationToken, Entity, Store};
 
 use super::{Clock, Ctx};

@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep};
 
+use leasehold::backend::Op;
 use leasehold::lease::{LeaseManager, LeaseOptions};
-use leasehold::testing::{CountingBackend, FaultyBackend, Op};
+use leasehold::testing::{CountingBackend, FaultyBackend};
 use leasehold::{ErrorKind, Store};
 
 use super::{Clock, Ctx};

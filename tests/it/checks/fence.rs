@@ -7,11 +7,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold::backend::Op;
 use leasehold::backend::{Backend, QuerySpec, TableBackend};
 use leasehold::entity::Value;
 use leasehold::lease::{LeaderOptions, LeaseOptions};
 use leasehold::table::{BatchResult, Fence};
-use leasehold::testing::{CountingBackend, FaultyBackend, Op, RequestCounter};
+use leasehold::testing::{CountingBackend, FaultyBackend, RequestCounter};
 use leasehold::{Entity, Error, ErrorKind, Store, Table};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;

@@ -626,7 +626,7 @@ plain async fn verify_and_rebuild_fix_orphans_and_missing_rows(ctx) {
             TableOp::Delete {
                 partition_key: c2_city.partition_key.clone(),
                 row_key: c2_city.row_key.clone(),
-                if_match: None,
+                condition: Precondition::IfExists,
             },
             &WriteOptions::new(),
         )
@@ -770,7 +770,8 @@ fn member(region: &str, id: &str, email: &str) -> Member {
 /// writer of the value), `get_by` 2. Taking over the claim a delete left
 /// costs 4 more than a fresh claim.
 plain async fn indexed_writes_cost_their_budget(ctx) {
-    use leasehold::testing::{CountingBackend, Op, RequestCounter};
+    use leasehold::backend::Op;
+    use leasehold::testing::{CountingBackend, RequestCounter};
     let counting = CountingBackend::new(ctx.backend().clone());
     let counter = counting.counter();
     let store = Store::builder_shared(Arc::new(counting))
@@ -1136,7 +1137,8 @@ timed async fn a_crash_or_lost_reply_at_every_request_keeps_the_index_invariant(
 /// of them gets it (the stalled owner is neutralized), and A's entity
 /// write, sent when it wakes, is refused: never two holders.
 timed async fn writers_racing_for_a_stalled_owners_value_leave_one_holder(ctx) {
-    use leasehold::testing::{Fault, FaultyBackend, Op};
+    use leasehold::backend::Op;
+    use leasehold::testing::{Fault, FaultyBackend};
     let prefix = format!("{}st", ctx.prefix());
     let healthy = Store::builder_shared(ctx.backend().clone())
         .table_prefix(prefix.as_str())
@@ -1249,7 +1251,8 @@ plain async fn a_failed_units_claim_naming_the_writer_still_guards_its_freed_hol
 /// once (it holds the primary) rather than waiting for a lock it holds
 /// itself, takes the claim over and commits.
 timed async fn a_unit_holding_a_dead_commits_primary_claims_its_marked_value(ctx) {
-    use leasehold::testing::{Fault, FaultyBackend, Op};
+    use leasehold::backend::Op;
+    use leasehold::testing::{Fault, FaultyBackend};
     let prefix = format!("{}dm", ctx.prefix());
     let healthy = process(ctx, ctx.backend().clone(), &prefix);
     let t = healthy.table::<Member>();

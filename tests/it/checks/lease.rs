@@ -12,11 +12,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use leasehold::backend::Op;
 use leasehold::backend::{BlobBackend, BlobConditions, LeaseState, Metadata};
 use leasehold::lease::{
     Acquisition, LeaderOptions, LeaseManager, LeaseOptions, OnceOutcome, OnceState, Reservation,
 };
-use leasehold::testing::{CountingBackend, FaultInjector, FaultyBackend, Op};
+use leasehold::testing::{CountingBackend, FaultInjector, FaultyBackend};
 use leasehold::{Error, ErrorKind};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;

@@ -5,11 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::backend::Backend;
+use leasehold::backend::Op;
 use leasehold::lease::LeaseOptions;
 use leasehold::store::SweepReport;
-use leasehold::testing::{
-    CountingBackend, Fault, FaultInjector, FaultyBackend, Op, RequestCounter,
-};
+use leasehold::testing::{CountingBackend, Fault, FaultInjector, FaultyBackend, RequestCounter};
 use leasehold::{Entity, ErrorKind, Store};
 
 use super::{Clock, Ctx, sweep};

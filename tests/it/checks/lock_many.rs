@@ -9,11 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold::backend::Backend;
+use leasehold::backend::Op;
 use leasehold::lease::LeaseOptions;
 use leasehold::lock::{CommitOutcome, FinishedBy};
-use leasehold::testing::{
-    CountingBackend, Fault, FaultInjector, FaultyBackend, Op, RequestCounter,
-};
+use leasehold::testing::{CountingBackend, Fault, FaultInjector, FaultyBackend, RequestCounter};
 use leasehold::{Entity, ErrorKind, Store};
 
 use super::{Clock, Ctx};
@@ -1405,7 +1404,7 @@ timed async fn a_commit_point_held_up_past_the_lease_never_goes_out(ctx) {
                 let op = leasehold::backend::TableOp::Delete {
                     partition_key: row.data.partition_key.clone(),
                     row_key: row.data.row_key.clone(),
-                    if_match: None,
+                    condition: leasehold::backend::Precondition::IfExists,
                 };
                 let options = leasehold::backend::WriteOptions::new();
                 next.backend().execute(&table, op, &options).await.unwrap();

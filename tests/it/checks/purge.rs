@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold::backend::Op;
 use leasehold::backend::{Backend, QuerySpec};
 use leasehold::key::TableName;
 use leasehold::lease::LeaseOptions;
 use leasehold::table::PurgeOptions;
-use leasehold::testing::{CountingBackend, FaultyBackend, Op, RequestCounter};
+use leasehold::testing::{CountingBackend, FaultyBackend, RequestCounter};
 use leasehold::{Entity, ErrorKind, Store, Table};
 
 use super::Ctx;

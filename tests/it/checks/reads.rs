@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use futures_util::TryStreamExt as _;
 use leasehold::backend::Backend;
+use leasehold::backend::Op;
 use leasehold::key::TableName;
 use leasehold::lease::LeaseOptions;
 use leasehold::lock::CommitOutcome;
 use leasehold::query::TypedFilter;
-use leasehold::testing::{Fault, FaultInjector, FaultyBackend, Op};
+use leasehold::testing::{Fault, FaultInjector, FaultyBackend};
 use leasehold::{Entity, ErrorKind, PartitionKey, RowKey, Store, Versioned};
 
 use super::Ctx;

@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use leasehold::backend::Backend;
+use leasehold::backend::Op;
 use leasehold::lease::LeaseOptions;
 use leasehold::store::SweepOptions;
-use leasehold::testing::{Fault, FaultyBackend, Op};
+use leasehold::testing::{Fault, FaultyBackend};
 use leasehold::{Entity, ErrorKind, Store};
 
 use super::{Clock, Ctx};

@@ -1295,8 +1295,9 @@ fn overwrite_counter(ctx: &Ctx, rk: &'static str, n: i64) {
 /// without the prefix, tables of another prefix not listed; bad names are
 /// `Invalid` before any request and change nothing.
 plain async fn a_store_manages_the_tables_under_its_prefix(ctx) {
+    use leasehold::backend::Op;
     use leasehold::backend::TableCreation;
-    use leasehold::testing::{CountingBackend, Op};
+    use leasehold::testing::CountingBackend;
 
     let counting = CountingBackend::new(ctx.backend().clone());
     let counter = counting.counter();

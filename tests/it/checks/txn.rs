@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::backend::Backend;
+use leasehold::backend::Op;
 use leasehold::lease::LeaseOptions;
 use leasehold::lock::CommitOutcome;
-use leasehold::testing::{CountingBackend, Fault, FaultyBackend, Op};
+use leasehold::testing::{CountingBackend, Fault, FaultyBackend};
 use leasehold::txn::TransactionOptions;
 use leasehold::{ConflictRetry, Entity, ErrorKind, Store};
 
