@@ -19,6 +19,7 @@ pub(crate) mod delegate;
 mod layer;
 pub mod memory;
 pub(crate) mod notes;
+mod request;
 mod table;
 mod trace;
 pub(crate) mod wire;
@@ -36,8 +37,10 @@ pub use blob::{
     Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseAction,
     LeaseDuration, LeaseId, LeaseInfo, LeaseKind, LeaseReply, LeaseState, Metadata,
 };
-pub use layer::{Layer, Op, Request};
-pub(crate) use layer::{Layered, Target, Wrap};
+pub use layer::Layer;
+pub(crate) use layer::{Layered, Wrap};
+pub(crate) use request::Target;
+pub use request::{Op, Request};
 pub use table::{
     Precondition, QueryPage, QuerySpec, StoredEntity, TableCreation, TableOp, Version, WriteOptions,
 };

@@ -1,0 +1,253 @@
+//! [`Request`] and [`Op`]: a backend request as a [`Layer`](super::Layer)
+//! sees it.
+
+use std::borrow::Cow;
+
+use super::TableOp;
+use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
+
+/// The kind of a backend request, as layers see it ([`Request::op`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    /// [`TableBackend::create_table`](crate::backend::TableBackend::create_table)
+    CreateTable,
+    /// [`TableBackend::delete_table`](crate::backend::TableBackend::delete_table)
+    DeleteTable,
+    /// [`TableBackend::list_tables`](crate::backend::TableBackend::list_tables)
+    ListTables,
+    /// [`TableBackend::get`](crate::backend::TableBackend::get)
+    Get,
+    /// [`TableBackend::execute`](crate::backend::TableBackend::execute):
+    /// insert, replace, merge, upsert or delete.
+    Write,
+    /// [`TableBackend::batch`](crate::backend::TableBackend::batch)
+    Batch,
+    /// [`TableBackend::query`](crate::backend::TableBackend::query)
+    Query,
+    /// [`BlobBackend::create_container`](crate::backend::BlobBackend::create_container)
+    CreateContainer,
+    /// [`BlobBackend::put_blob`](crate::backend::BlobBackend::put_blob)
+    PutBlob,
+    /// [`BlobBackend::get_blob`](crate::backend::BlobBackend::get_blob)
+    GetBlob,
+    /// [`BlobBackend::blob_properties`](crate::backend::BlobBackend::blob_properties)
+    BlobProperties,
+    /// [`BlobBackend::set_blob_metadata`](crate::backend::BlobBackend::set_blob_metadata)
+    SetBlobMetadata,
+    /// [`BlobBackend::delete_blob`](crate::backend::BlobBackend::delete_blob)
+    DeleteBlob,
+    /// [`BlobBackend::list_blobs`](crate::backend::BlobBackend::list_blobs)
+    ListBlobs,
+    /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Acquire`](crate::backend::LeaseAction::Acquire)
+    AcquireLease,
+    /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Renew`](crate::backend::LeaseAction::Renew)
+    RenewLease,
+    /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Change`](crate::backend::LeaseAction::Change)
+    ChangeLease,
+    /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Release`](crate::backend::LeaseAction::Release)
+    ReleaseLease,
+    /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Break`](crate::backend::LeaseAction::Break)
+    BreakLease,
+}
+
+impl Op {
+    /// Whether this is one-time setup (creating a table or container) rather
+    /// than work.
+    pub fn is_setup(self) -> bool {
+        matches!(self, Op::CreateTable | Op::CreateContainer)
+    }
+
+    /// The request's name in metrics (`db.operation.name`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Op::CreateTable => "create_table",
+            Op::DeleteTable => "delete_table",
+            Op::ListTables => "list_tables",
+            Op::Get => "get",
+            Op::Write => "write",
+            Op::Batch => "batch",
+            Op::Query => "query",
+            Op::CreateContainer => "create_container",
+            Op::PutBlob => "put_blob",
+            Op::GetBlob => "get_blob",
+            Op::BlobProperties => "blob_properties",
+            Op::SetBlobMetadata => "set_blob_metadata",
+            Op::DeleteBlob => "delete_blob",
+            Op::ListBlobs => "list_blobs",
+            Op::AcquireLease => "acquire_lease",
+            Op::RenewLease => "renew_lease",
+            Op::ChangeLease => "change_lease",
+            Op::ReleaseLease => "release_lease",
+            Op::BreakLease => "break_lease",
+        }
+    }
+}
+
+/// One backend request as a [`Layer`] sees it: its kind and what it is
+/// about (table, keys; container, blob). Made before the request is sent.
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// The kind of request.
+    pub(crate) op: Op,
+    /// `db.operation.name` of its span: the write's kind (`insert`,
+    /// `replace`, ...) for a write, [`Op::name`] otherwise.
+    pub(crate) name: &'static str,
+    /// What the request is about.
+    pub(crate) target: Target<'a>,
+}
+
+/// What a [`Request`] is about.
+#[derive(Debug)]
+pub(crate) enum Target<'a> {
+    /// The account (listing tables).
+    Account,
+    /// A table, one of its partitions or rows, or a batch of `size`
+    /// operations.
+    Table {
+        table: &'a TableName,
+        partition: Option<Cow<'a, PartitionKey>>,
+        row: Option<Cow<'a, RowKey>>,
+        size: Option<usize>,
+    },
+    /// A container or one of its blobs.
+    Blob {
+        container: &'a ContainerName,
+        blob: Option<&'a BlobName>,
+    },
+}
+
+impl<'a> Request<'a> {
+    /// The kind of request.
+    pub fn op(&self) -> Op {
+        self.op
+    }
+
+    /// The operation's name, as in spans (`db.operation.name`): the
+    /// write's kind for a write (`insert`, `replace`, `merge`, `upsert`,
+    /// `upsert-merge`, `delete`), the request's otherwise (`get`,
+    /// `acquire_lease`, ...).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The table, for a table request other than listing tables.
+    pub fn table(&self) -> Option<&TableName> {
+        match &self.target {
+            Target::Table { table, .. } => Some(table),
+            _ => None,
+        }
+    }
+
+    /// The partition: of a read or write of one row, or of a batch.
+    pub fn partition_key(&self) -> Option<&PartitionKey> {
+        match &self.target {
+            Target::Table { partition, .. } => partition.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The row, of a read or write of one row.
+    pub fn row_key(&self) -> Option<&RowKey> {
+        match &self.target {
+            Target::Table { row, .. } => row.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The number of operations, of a batch.
+    pub fn batch_size(&self) -> Option<usize> {
+        match &self.target {
+            Target::Table { size, .. } => *size,
+            _ => None,
+        }
+    }
+
+    /// The container, for a blob request.
+    pub fn container(&self) -> Option<&ContainerName> {
+        match &self.target {
+            Target::Blob { container, .. } => Some(container),
+            _ => None,
+        }
+    }
+
+    /// The blob, for a request about one blob (not a listing).
+    pub fn blob(&self) -> Option<&BlobName> {
+        match &self.target {
+            Target::Blob { blob, .. } => *blob,
+            _ => None,
+        }
+    }
+
+    pub(crate) fn account(op: Op) -> Self {
+        Request {
+            op,
+            name: op.name(),
+            target: Target::Account,
+        }
+    }
+
+    pub(crate) fn on_table(op: Op, table: &'a TableName) -> Self {
+        Request {
+            op,
+            name: op.name(),
+            target: Target::Table {
+                table,
+                partition: None,
+                row: None,
+                size: None,
+            },
+        }
+    }
+
+    pub(crate) fn row(op: Op, table: &'a TableName, pk: &'a PartitionKey, rk: &'a RowKey) -> Self {
+        Request {
+            op,
+            name: op.name(),
+            target: Target::Table {
+                table,
+                partition: Some(Cow::Borrowed(pk)),
+                row: Some(Cow::Borrowed(rk)),
+                size: None,
+            },
+        }
+    }
+
+    /// A write: its keys are copied, as the write itself moves on.
+    pub(crate) fn write(table: &'a TableName, op: &TableOp) -> Self {
+        Request {
+            op: Op::Write,
+            name: op.name(),
+            target: Target::Table {
+                table,
+                partition: Some(Cow::Owned(op.partition_key().clone())),
+                row: Some(Cow::Owned(op.row_key().clone())),
+                size: None,
+            },
+        }
+    }
+
+    pub(crate) fn batch(table: &'a TableName, ops: &'a [TableOp]) -> Self {
+        Request {
+            op: Op::Batch,
+            name: Op::Batch.name(),
+            target: Target::Table {
+                table,
+                partition: ops.first().map(|op| Cow::Borrowed(op.partition_key())),
+                row: None,
+                size: Some(ops.len()),
+            },
+        }
+    }
+
+    pub(crate) fn on_blob(
+        op: Op,
+        container: &'a ContainerName,
+        blob: Option<&'a BlobName>,
+    ) -> Self {
+        Request {
+            op,
+            name: op.name(),
+            target: Target::Blob { container, blob },
+        }
+    }
+}
