@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 if [ "${1:-}" != "--inner" ]; then
     # Build first, outside the Azurite run, so compiling does not overlap it.
-    cargo build --release --bench compare
+    cargo build --release --features conformance --bench compare
     exec scripts/with-azurite.sh "$0" --inner
 fi
 
@@ -23,13 +23,13 @@ trap 'rm -f "$tmp"' EXIT
 if [ -n "${LEASEHOLD_BENCH_ONLY:-}" ]; then
     # Some sections only: print their report, leave BENCHMARKS.md alone.
     LEASEHOLD_BENCH_OUT="$tmp" LEASEHOLD_BENCH_SVG="$tmp.svg" \
-        cargo bench --quiet --bench compare
+        cargo bench --quiet --features conformance --bench compare
     cat "$tmp"
     rm -f "$tmp.svg"
     exit 0
 fi
 LEASEHOLD_BENCH_OUT="$tmp" LEASEHOLD_BENCH_SVG="benchmarks-scaling.svg" \
-    cargo bench --quiet --bench compare
+    cargo bench --quiet --features conformance --bench compare
 
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 azurite="$(node -p 'require("./node_modules/azurite/package.json").version')"

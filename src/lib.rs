@@ -49,6 +49,7 @@ mod rows;
 pub mod store;
 pub mod table;
 mod telemetry;
+#[cfg(any(test, feature = "conformance", clippy))]
 pub mod testing;
 pub mod txn;
 

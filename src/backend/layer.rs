@@ -39,15 +39,14 @@ use crate::error::Result;
 ///    layers below (see [`crate::index`]). The claims go to the store's
 ///    stack, so they are not fenced.
 ///
-/// The layers of [`crate::testing`] are the counter and the fault injector:
-/// [`RequestCounter`](crate::testing::RequestCounter) and
-/// [`FaultInjector`](crate::testing::FaultInjector) are layers; tracing and
-/// metrics are layers of the same trait.
+/// The test kit's counter and fault injector (`testing::RequestCounter`,
+/// `testing::FaultInjector`, feature `conformance`) are layers; tracing
+/// and metrics are layers of the same trait.
 ///
 /// # Writing one
 ///
 /// A layer has one method, [`call`](Layer::call): it sees each request
-/// (its [`Op`], table or blob, keys) and `next`, the answer of the backend
+/// (its [`Op`](super::Op), table or blob, keys) and `next`, the answer of the backend
 /// below, and answers in its place: awaits `next` (or not), before or
 /// after its own work. This one refuses deletes of whole tables:
 ///

@@ -5,7 +5,8 @@
 //! not user types, so a backend never sees a derive. [`memory`] is the
 //! embedded backend; `azure` (feature `azure`) talks to Azure Storage or
 //! Azurite. Layers ([`Layer`]: leasehold's own tracing and metrics, the
-//! counter and fault injector of [`crate::testing`], a user's) see every
+//! counter and fault injector of `testing` (feature `conformance`), a
+//! user's) see every
 //! request of any backend, as [`Request`]s.
 //!
 //! Every backend returns the same [`Error`](crate::Error) variants and service

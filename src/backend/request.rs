@@ -83,7 +83,7 @@ impl Op {
     }
 }
 
-/// One backend request as a [`Layer`] sees it: its kind and what it is
+/// One backend request as a [`Layer`](super::Layer) sees it: its kind and what it is
 /// about (table, keys; container, blob). Made before the request is sent.
 #[derive(Debug)]
 pub struct Request<'a> {

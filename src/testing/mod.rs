@@ -1,5 +1,5 @@
-//! Backend wrappers for tests: count requests, inject faults; and, with the
-//! `conformance` feature, the conformance suite.
+//! The test kit (feature `conformance`): backend wrappers for tests that
+//! count requests and inject faults, and the conformance suite.
 //!
 //! Both wrap any backend and implement the same traits, so a store built on
 //! them behaves exactly as on the wrapped backend, except for what the test

@@ -43,7 +43,8 @@
 //!   stops redacting them when any crate turns on `azure_core`'s `debug`
 //!   feature), and the stock transport cannot tell a refused connection
 //!   from a lost reply. It has no test hooks; policies of your own (such as
-//!   the fault injector of [`crate::testing`]) go in front of it through
+//!   the fault injector of `leasehold::testing`, feature `conformance`) go
+//!   in front of it through
 //!   [`AzureBackendBuilder::policy`].
 
 mod auth;
@@ -473,7 +474,8 @@ impl AzureBackendBuilder {
     /// (retried, writes verified first, see [`TransportRetry`]); any other
     /// error is reported at once.
     ///
-    /// For tests, [`FaultInjector::transport_policy`](crate::testing::FaultInjector::transport_policy)
+    /// For tests, `FaultInjector::transport_policy` (the test kit, feature
+    /// `conformance`)
     /// is such a policy: it counts requests, refuses them, loses their
     /// replies or answers with a status. Policies implement the `azure_core`
     /// 1.x [`Policy`] trait. Merges are sent as `PATCH`.
