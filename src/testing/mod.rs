@@ -46,10 +46,20 @@ use crate::backend::delegate::delegate_backend;
 use crate::backend::{Layer, Op, Request};
 use crate::error::Result;
 
-/// A shared view of the counts of a [`CountingBackend`].
+/// A shared view of the counts of a [`CountingBackend`]: requests by
+/// kind, and the round trips they took.
 #[derive(Clone, Default)]
 pub struct RequestCounter {
-    counts: Arc<Mutex<BTreeMap<Op, u64>>>,
+    counts: Arc<Mutex<Counts>>,
+}
+
+#[derive(Default)]
+struct Counts {
+    by_op: BTreeMap<Op, u64>,
+    in_flight: u64,
+    /// The longest chain of requests answered so far, each sent after the
+    /// one before it was answered: a request sent now follows all of them.
+    deepest: u64,
 }
 
 impl fmt::Debug for RequestCounter {
@@ -59,28 +69,25 @@ impl fmt::Debug for RequestCounter {
 }
 
 impl RequestCounter {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<Op, u64>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
         // Counts stay meaningful after a panic elsewhere.
         self.counts.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn record(&self, op: Op) {
-        *self.lock().entry(op).or_default() += 1;
-    }
-
     /// Requests of one kind so far.
     pub fn get(&self, op: Op) -> u64 {
-        self.lock().get(&op).copied().unwrap_or(0)
+        self.lock().by_op.get(&op).copied().unwrap_or(0)
     }
 
     /// All requests so far, setup included.
     pub fn total(&self) -> u64 {
-        self.lock().values().sum()
+        self.lock().by_op.values().sum()
     }
 
     /// All requests so far except one-time setup ([`Op::is_setup`]).
     pub fn work(&self) -> u64 {
         self.lock()
+            .by_op
             .iter()
             .filter(|(op, _)| !op.is_setup())
             .map(|(_, n)| n)
@@ -89,12 +96,27 @@ impl RequestCounter {
 
     /// The counts by kind.
     pub fn snapshot(&self) -> BTreeMap<Op, u64> {
-        self.lock().clone()
+        self.lock().by_op.clone()
     }
 
-    /// Forgets every count.
+    /// Round trips since the last [`reset`](Self::reset): the longest chain
+    /// of answered requests, each sent after the one before it was
+    /// answered. Requests sent together count once, however slow the
+    /// machine; lease renewals, which run beside the work, are left out.
+    pub fn round_trips(&self) -> u64 {
+        self.lock().deepest
+    }
+
+    /// Requests sent and not answered yet.
+    pub fn in_flight(&self) -> u64 {
+        self.lock().in_flight
+    }
+
+    /// Forgets every count and round trip (not the requests in flight).
     pub fn reset(&self) {
-        self.lock().clear();
+        let mut counts = self.lock();
+        counts.by_op.clear();
+        counts.deepest = 0;
     }
 }
 
@@ -142,8 +164,40 @@ impl Layer for RequestCounter {
         request: &Request<'_>,
         next: impl Future<Output = Result<T>> + Send,
     ) -> Result<T> {
-        self.record(request.op());
-        next.await
+        let sent = {
+            let mut counts = self.lock();
+            *counts.by_op.entry(request.op()).or_default() += 1;
+            counts.in_flight += 1;
+            Sent {
+                counter: self,
+                // Renewals run beside the work: they are no step of it.
+                depth: (request.op() != Op::RenewLease).then_some(counts.deepest + 1),
+            }
+        };
+        let answer = next.await;
+        sent.answered();
+        answer
+    }
+}
+
+/// A request on its way; dropped unanswered, it is no longer in flight.
+struct Sent<'a> {
+    counter: &'a RequestCounter,
+    depth: Option<u64>,
+}
+
+impl Sent<'_> {
+    fn answered(mut self) {
+        if let Some(depth) = self.depth.take() {
+            let mut counts = self.counter.lock();
+            counts.deepest = counts.deepest.max(depth);
+        }
+    }
+}
+
+impl Drop for Sent<'_> {
+    fn drop(&mut self) {
+        self.counter.lock().in_flight -= 1;
     }
 }
 

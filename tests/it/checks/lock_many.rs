@@ -554,50 +554,38 @@ plain async fn a_cross_partition_unit_costs_its_budget_exactly(ctx) {
 /// saw them, also after another process of the same owner committed on
 /// them (a commit writes no lock blob); its commit — the marks, the commit
 /// point, the marked rows finished, then the decision row's delete with
-/// the releases — takes 4. Counted as elapsed time over `L`: exact on paused time;
-/// on real time, where a busy machine's slow replies add to `L`, fewer than
-/// sending one request after another would take.
+/// the releases — takes 4. Counted by the request counter (the injected
+/// latency makes requests sent together overlap).
 timed async fn a_cross_partition_unit_sends_independent_requests_together(ctx) {
-    let latency = match ctx.clock() {
-        Clock::Paused => Duration::from_secs(1),
-        Clock::Real => Duration::from_secs(2),
-    };
     let memory = ctx.backend().clone();
     let prefix = format!("{}r", ctx.prefix());
     let healthy = process(ctx, memory.clone(), &prefix);
     open(&healthy, &["a", "b"], 100).await;
     let faulty = FaultyBackend::new(memory.clone());
     let injector = faulty.injector();
-    let store = process(ctx, Arc::new(faulty), &prefix);
+    let counting = CountingBackend::new(Arc::new(faulty) as Arc<dyn Backend>);
+    let counter = counting.counter();
+    let store = process(ctx, Arc::new(counting), &prefix);
     // Warm: tables known, the holder recorded in both lock blobs.
     transfer(&store, "a", "b", 1, "warm").await.unwrap();
+    super::behind_the_answer(&counter).await;
     super::fresh_tenure().await;
-    injector.set_latency(None, latency);
-    let round_trips = |since: tokio::time::Instant| {
-        let elapsed = since.elapsed();
-        (elapsed.as_millis() / latency.as_millis()) as u64
-    };
-    // On paused time the count is exact. On real time the service's own
-    // replies add to the injected latency, and on a busy machine they can
-    // add up to a round trip or two: there the check is that the steps
-    // went out together, fewer round trips than one request after another
-    // would take.
-    let check = |since: tokio::time::Instant, together: u64, one_by_one: u64, what: &str| {
-        let counted = round_trips(since);
-        match ctx.clock() {
-            Clock::Paused => assert_eq!(counted, together, "{what}"),
-            Clock::Real => assert!(
-                counted >= together && counted < one_by_one,
-                "{what}: {counted} round trips of {latency:?}, {together} expected, \
-                 {one_by_one} one request after another"
-            ),
-        }
+    injector.set_latency(None, Duration::from_millis(500));
+    // The round trips of what `step` sends, and what one request after
+    // another would take, in the message.
+    let check = |together: u64, one_by_one: u64, what: &str| {
+        let counted = counter.round_trips();
+        assert_eq!(
+            counted, together,
+            "{what}: {one_by_one} round trips one request after another ({counter:?})"
+        );
+        counter.reset();
     };
 
-    let t = tokio::time::Instant::now();
+    counter.reset();
     let mut unit = store.lock_many(["b", "a"]).await.unwrap();
     // One by one: two acquires.
-    check(t, 1, 2, "acquires; the lock blobs are unchanged");
+    check(1, 2, "acquires; the lock blobs are unchanged");
     let mut a = unit.get_in::<Account>("a", "main").await.unwrap().unwrap();
     let mut b = unit.get_in::<Account>("b", "main").await.unwrap().unwrap();
     a.balance -= 5;
@@ -612,7 +600,7 @@ timed async fn a_cross_partition_unit_sends_independent_requests_together(ctx) {
         })
         .unwrap();
     }
-    let t = tokio::time::Instant::now();
+    counter.reset();
     let report = unit.commit().await.unwrap();
     assert_eq!(report.batches, 4);
     // One by one: three marking transactions, the commit point, three
@@ -620,7 +608,6 @@ timed async fn a_cross_partition_unit_sends_independent_requests_together(ctx) {
     // Together: the marks, the commit point, the finish with the releases
     // (the decision row's delete goes behind the answer).
     check(
-        t,
         3,
         10,
         "marks, commit point, finishing transactions with the releases",
@@ -643,12 +630,13 @@ timed async fn a_cross_partition_unit_sends_independent_requests_together(ctx) {
         .build()
         .expect("valid store");
     transfer(&twin, "a", "b", 1, "twin").await.unwrap();
+    super::behind_the_answer(&counter).await;
     super::fresh_tenure().await;
-    let t = tokio::time::Instant::now();
+    counter.reset();
     let unit = store.lock_many(["b", "a"]).await.unwrap();
     // Nothing wrote the lock blobs (a commit writes none, and the holder
     // did not change): the acquires alone.
-    check(t, 1, 2, "acquires; the lock blobs are still unchanged");
+    check(1, 2, "acquires; the lock blobs are still unchanged");
     unit.abandon().await.unwrap();
 }
 

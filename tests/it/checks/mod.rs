@@ -187,16 +187,21 @@ pub(crate) async fn stored_rows(
 }
 
 /// Waits until what a commit sends behind its answer (a unit's or a
-/// transaction's decision row delete) has gone out: until `counter` stops
-/// moving for 50 ms.
+/// transaction's finishing and its decision row's delete) has gone out:
+/// until no request of `counter` is in flight and none was sent for 100 ms,
+/// twice in a row (a busy machine can hold a task back between a reply and
+/// its next request).
 pub(crate) async fn behind_the_answer(counter: &leasehold::testing::RequestCounter) {
     let mut last = counter.total();
-    loop {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut quiet = 0;
+    while quiet < 2 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
         let now = counter.total();
-        if now == last {
-            return;
-        }
+        quiet = if now == last && counter.in_flight() == 0 {
+            quiet + 1
+        } else {
+            0
+        };
         last = now;
     }
 }
