@@ -40,8 +40,8 @@ fi
 
 workdir="$(mktemp -d "${TMPDIR:-/tmp}/leasehold-azurite.XXXXXX")"
 log="$workdir/azurite.log"
-azurite_pid=""
-oauth_pid=""
+azurite_pids=""
+oauth_pids=""
 
 stop() {
     local pid="$1"
@@ -58,8 +58,9 @@ stop() {
 }
 
 cleanup() {
-    stop "$azurite_pid"
-    stop "$oauth_pid"
+    for pid in $azurite_pids $oauth_pids; do
+        stop "$pid"
+    done
     rm -rf "$workdir"
 }
 trap cleanup EXIT
@@ -122,42 +123,55 @@ if command -v setsid >/dev/null 2>&1; then
 fi
 
 # Starts one Azurite (extra arguments after the first, which names its log)
-# on free ports, retrying with new ports; sets started_pid, blob_port and
-# table_port, or leaves started_pid empty.
+# on free ports, retrying with new ports; sets started_pids (its blob and
+# its table service), blob_port and table_port, or leaves started_pids
+# empty.
+#
+# The blob and the table service run as two processes, as on Azure, where
+# they are separate services: each answers from one thread, and a lease
+# renewal must not wait behind a queue of table batches (nor the other way
+# round). Telemetry is off (Azurite's default sends it, which here means
+# retrying an export that cannot leave the machine, on the thread that
+# answers). Each runs from the temp dir so that nothing it writes lands in
+# the worktree (--location cannot be combined with --inMemoryPersistence),
+# in a session of its own, like a service started apart from its clients:
+# where the kernel shares the processor between sessions (autogroups), the
+# tests and whatever else runs in this session cannot crowd it out and turn
+# its replies into seconds. scripts/azurite-preload.js puts off the blob
+# service's periodic GC, whose pass over a full run's blobs stops every
+# reply for minutes.
 start_azurite() {
     local out="$1"
     shift
-    started_pid=""
+    started_pids=""
     for attempt in 1 2 3; do
-        read -r blob_port table_port queue_port < <(free_ports)
-        # Run from the temp dir so that nothing Azurite writes lands in the
-        # worktree (--location cannot be combined with --inMemoryPersistence).
-        # In a session of its own, like a service started apart from its
-        # clients: where the kernel shares the processor between sessions
-        # (autogroups), the tests and whatever else runs in this session
-        # cannot crowd Azurite out and turn its replies into seconds.
-        # scripts/azurite-preload.js puts off Azurite's periodic blob GC,
-        # whose pass over a full run's blobs stops every reply for minutes.
+        read -r blob_port table_port _ < <(free_ports)
         (cd "$workdir" && exec $own_session node --require "$root/scripts/azurite-preload.js" \
-            "$root/node_modules/azurite/dist/src/azurite.js" --silent --inMemoryPersistence \
-            --blobHost 127.0.0.1 --blobPort "$blob_port" \
-            --tableHost 127.0.0.1 --tablePort "$table_port" \
-            --queueHost 127.0.0.1 --queuePort "$queue_port" \
-            --skipApiVersionCheck "$@") >>"$out" 2>&1 &
-        local pid=$!
-        if wait_for_ports 30 "$pid" "$blob_port" "$table_port" && kill -0 "$pid" 2>/dev/null; then
-            started_pid=$pid
+            "$root/node_modules/azurite/dist/src/blob/main.js" --silent --inMemoryPersistence \
+            --disableTelemetry --skipApiVersionCheck \
+            --blobHost 127.0.0.1 --blobPort "$blob_port" "$@") >>"$out" 2>&1 &
+        local blob_pid=$!
+        (cd "$workdir" && exec $own_session node \
+            "$root/node_modules/azurite/dist/src/table/main.js" --silent --inMemoryPersistence \
+            --disableTelemetry --skipApiVersionCheck \
+            --tableHost 127.0.0.1 --tablePort "$table_port" "$@") >>"$out" 2>&1 &
+        local table_pid=$!
+        if wait_for_ports 30 "$blob_pid" "$blob_port" && wait_for_ports 30 "$table_pid" "$table_port" \
+            && kill -0 "$blob_pid" 2>/dev/null && kill -0 "$table_pid" 2>/dev/null; then
+            started_pids="$blob_pid $table_pid"
             return 0
         fi
         echo "with-azurite: Azurite did not come up on ports $blob_port/$table_port (attempt $attempt)" >&2
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
+        for pid in "$blob_pid" "$table_pid"; do
+            kill "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        done
     done
 }
 
 start_azurite "$log"
-azurite_pid="$started_pid"
-if [ -z "$azurite_pid" ]; then
+azurite_pids="$started_pids"
+if [ -z "$azurite_pids" ]; then
     echo "with-azurite: giving up: Azurite did not start" >&2
     print_log
     exit 70
@@ -177,8 +191,8 @@ tls="$workdir/tls"
 mkdir -p "$tls"
 if node scripts/test-cert.js "$tls" >"$tls/cert.log" 2>&1; then
     start_azurite "$oauth_log" --oauth basic --cert "$tls/server.pem" --key "$tls/server.key"
-    oauth_pid="$started_pid"
-    if [ -n "$oauth_pid" ]; then
+    oauth_pids="$started_pids"
+    if [ -n "$oauth_pids" ]; then
         export LEASEHOLD_TEST_AZURITE_OAUTH="DefaultEndpointsProtocol=https;AccountName=$account;AccountKey=$key;BlobEndpoint=https://127.0.0.1:$blob_port/$account;TableEndpoint=https://127.0.0.1:$table_port/$account;"
         export LEASEHOLD_TEST_AZURITE_OAUTH_CA="$tls/ca.pem"
         echo "with-azurite: OAuth Azurite (HTTPS) on blob :$blob_port, table :$table_port" >&2
