@@ -286,7 +286,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 pub(crate) use unit::UnitClaims;
 pub use verify::{DuplicateValue, IndexReport};
-pub(crate) use verify::{defs_of, rebuild_table, stale_rows, still_stale, verify_table};
+pub(crate) use verify::{defs_of, report_table, stale_rows, still_stale};
 pub(crate) use write::writes;
 
 use crate::entity::{EntityData, Properties, Value, short_type_name};

@@ -448,26 +448,21 @@ pub(crate) async fn defs_of(env: &Arc<TableEnv>, table: &str) -> Result<Indexes>
     })
 }
 
-/// Checks the index rows of entity table `table` (see
-/// [`crate::Store::verify_indexes`]).
-pub(crate) async fn verify_table(
-    env: &Arc<TableEnv>,
-    table: &str,
-    progress: &mut dyn FnMut(u64),
-) -> Result<IndexReport> {
-    let indexes = defs_of(env, table).await?;
-    Ok(check(env, &indexes, progress).await?.0)
-}
-
-/// Rebuilds the index rows of entity table `table` (see
+/// Checks the index rows of entity table `table`, and repairs them when
+/// `repair` (see [`crate::Store::verify_indexes`] and
 /// [`crate::Store::rebuild_indexes`]).
-pub(crate) async fn rebuild_table(
+pub(crate) async fn report_table(
     env: &Arc<TableEnv>,
     table: &str,
+    repair: bool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<IndexReport> {
     let indexes = defs_of(env, table).await?;
-    rebuild(env, &indexes, progress).await
+    if repair {
+        rebuild(env, &indexes, progress).await
+    } else {
+        Ok(check(env, &indexes, progress).await?.0)
+    }
 }
 
 /// The report of a check of `indexes` (see [`check`]), without progress.

@@ -197,6 +197,25 @@ impl IndexedWrites {
         }
     }
 
+    /// `e`, the refusal of a conditional write; or, when the row is a
+    /// tombstone now, `NotFound`: the row is gone, as the caller sees rows
+    /// (as an unindexed table's write says).
+    async fn gone_if_tombstone(
+        &self,
+        e: Error,
+        op: &str,
+        table: &TableName,
+        pk: &PartitionKey,
+        rk: &RowKey,
+    ) -> Result<Error> {
+        if e.kind() == ErrorKind::Conflict
+            && matches!(self.read_state(table, pk, rk).await?, State::Tombstone(_))
+        {
+            return Ok(Self::not_found(op, table, pk, rk));
+        }
+        Ok(e)
+    }
+
     /// Sends `op` as an indexed write: the plain write when it leaves
     /// every indexed value as it is; otherwise claims for the values it
     /// sets, then the entity's row conditioned on the state read before
@@ -255,17 +274,7 @@ impl IndexedWrites {
             && indexes.keys(Some(p))? == indexes.keys(after(&state).as_ref())?
         {
             return match below.execute(table, op, options).await {
-                // Refused at a tombstone: the row is gone, as the caller
-                // sees rows (as an unindexed table's write says).
-                Err(e)
-                    if e.kind() == ErrorKind::Conflict
-                        && matches!(
-                            self.read_state(table, &pk, &rk).await?,
-                            State::Tombstone(_)
-                        ) =>
-                {
-                    Err(Self::not_found(op_name, table, &pk, &rk))
-                }
+                Err(e) => Err(self.gone_if_tombstone(e, op_name, table, &pk, &rk).await?),
                 sent => sent,
             };
         }
@@ -367,17 +376,7 @@ impl IndexedWrites {
                         ErrorKind::Conflict | ErrorKind::NotFound | ErrorKind::AlreadyExists
                     );
                     if !raced || kind == Kind::At {
-                        // A conditional write refused at a tombstone: the
-                        // row is gone, as the caller sees rows.
-                        if e.kind() == ErrorKind::Conflict
-                            && matches!(
-                                self.read_state(table, &pk, &rk).await?,
-                                State::Tombstone(_)
-                            )
-                        {
-                            return Err(Self::not_found(op_name, table, &pk, &rk));
-                        }
-                        return Err(e);
+                        return Err(self.gone_if_tombstone(e, op_name, table, &pk, &rk).await?);
                     }
                     if let Some(pause) = pauses.next() {
                         tokio::time::sleep(pause).await;

@@ -3,15 +3,15 @@
 
 use std::collections::BTreeSet;
 use std::marker::PhantomData;
-use std::ops::{Bound, RangeBounds};
+use std::ops::{Bound, RangeBounds as _};
 
 use super::slot::Slot;
 use super::unit::{Unit, staged_properties, staged_view};
 use crate::backend::QuerySpec;
-use crate::entity::{Entity, Value, Versioned};
+use crate::entity::{Entity, Versioned};
 use crate::error::Result;
-use crate::key::{IntoPartitionKey, PartitionKey, RowKey};
-use crate::query::{CmpOp, Filter, Row, TypedFilter, key_range_filter, owned_bounds, prefix_range};
+use crate::key::{PartitionKey, RowKey};
+use crate::query::{Row, TypedFilter, scope_builders, scope_filter};
 use crate::rows::fence::is_fence_row;
 use crate::rows::tombstone::is_tombstone;
 use crate::table::query_request;
@@ -76,33 +76,7 @@ impl Unit {
 }
 
 impl<E: Entity> UnitQuery<'_, E> {
-    /// Only entities of this partition (one the unit holds).
-    pub fn partition(mut self, partition_key: impl IntoPartitionKey) -> Self {
-        self.partition = Some(partition_key.into_partition_key());
-        self
-    }
-
-    /// Only row keys within `range` (such as `"a".."m"` or `"k"..`).
-    pub fn row_keys<R: RangeBounds<S>, S: AsRef<str>>(mut self, range: R) -> Self {
-        self.rows = owned_bounds(range);
-        self
-    }
-
-    /// Only row keys starting with `prefix`.
-    pub fn row_key_prefix(mut self, prefix: &str) -> Self {
-        self.rows = prefix_range(prefix);
-        self
-    }
-
-    /// Only entities matching `filter` (combined with `and` when called
-    /// again).
-    pub fn filter(mut self, filter: TypedFilter<E>) -> Self {
-        self.filter = Some(match self.filter.take() {
-            Some(existing) => existing & filter,
-            None => filter,
-        });
-        self
-    }
+    scope_builders!("Only entities of this partition (one the unit holds).");
 
     /// Every matching entity as the unit sees it: by partition (in
     /// canonical order), then by row key.
@@ -135,19 +109,10 @@ impl<E: Entity> UnitQuery<'_, E> {
         let table = unit.table_of::<E>()?;
         let mut specs = Vec::with_capacity(parts.len());
         for &part in &parts {
-            let mut all = Filter::compare(
-                "PartitionKey",
-                CmpOp::Eq,
-                Value::String(unit.parts[part].pk.as_str().to_owned()),
-            );
-            if let Some(range) = key_range_filter("RowKey", rows.clone()) {
-                all = all.and(range);
-            }
-            if let Some(f) = &filter {
-                all = all.and(f.clone());
-            }
+            let pk = unit.parts[part].pk.as_str();
+            let all = scope_filter(Some(pk), &rows, filter.clone());
             let spec = QuerySpec {
-                filter: Some(all),
+                filter: all,
                 select: None,
                 top: None,
                 continuation: None,

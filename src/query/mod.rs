@@ -84,6 +84,16 @@ impl<E, T> std::fmt::Debug for Column<E, T> {
     }
 }
 
+/// The comparison methods of a column, one per operator.
+macro_rules! comparisons {
+    ($($name:ident $op:ident),*) => {$(
+        #[doc = concat!("`column ", stringify!($name), " value`")]
+        pub fn $name(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
+            self.cmp(CmpOp::$op, value.into_column_value())
+        }
+    )*};
+}
+
 impl<E, T: PropertyCodec> Column<E, T> {
     /// A column for the stored property `name`.
     pub const fn new(name: &'static str) -> Self {
@@ -113,30 +123,7 @@ impl<E, T: PropertyCodec> Column<E, T> {
         }
     }
 
-    /// `column eq value`
-    pub fn eq(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
-        self.cmp(CmpOp::Eq, value.into_column_value())
-    }
-    /// `column ne value`
-    pub fn ne(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
-        self.cmp(CmpOp::Ne, value.into_column_value())
-    }
-    /// `column gt value`
-    pub fn gt(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
-        self.cmp(CmpOp::Gt, value.into_column_value())
-    }
-    /// `column ge value`
-    pub fn ge(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
-        self.cmp(CmpOp::Ge, value.into_column_value())
-    }
-    /// `column lt value`
-    pub fn lt(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
-        self.cmp(CmpOp::Lt, value.into_column_value())
-    }
-    /// `column le value`
-    pub fn le(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
-        self.cmp(CmpOp::Le, value.into_column_value())
-    }
+    comparisons!(eq Eq, ne Ne, gt Gt, ge Ge, lt Lt, le Le);
 }
 
 /// A value a [`Column`] of type `T` compares with: `T` itself, or a type that
@@ -399,21 +386,71 @@ pub(crate) fn key_range_filter(
             Value::String(low.clone()),
         ));
     }
-    let lower = match range.0 {
-        Bound::Included(s) => Some(Filter::compare(property, CmpOp::Ge, Value::String(s))),
-        Bound::Excluded(s) => Some(Filter::compare(property, CmpOp::Gt, Value::String(s))),
+    let bound = |b: Bound<String>, inclusive, exclusive| match b {
+        Bound::Included(s) => Some(Filter::compare(property, inclusive, Value::String(s))),
+        Bound::Excluded(s) => Some(Filter::compare(property, exclusive, Value::String(s))),
         Bound::Unbounded => None,
     };
-    let upper = match range.1 {
-        Bound::Included(s) => Some(Filter::compare(property, CmpOp::Le, Value::String(s))),
-        Bound::Excluded(s) => Some(Filter::compare(property, CmpOp::Lt, Value::String(s))),
-        Bound::Unbounded => None,
-    };
-    match (lower, upper) {
-        (Some(a), Some(b)) => Some(a.and(b)),
-        (a, b) => a.or(b),
-    }
+    let lower = bound(range.0, CmpOp::Ge, CmpOp::Gt);
+    let upper = bound(range.1, CmpOp::Le, CmpOp::Lt);
+    lower.into_iter().chain(upper).reduce(Filter::and)
 }
+
+/// The filter of a query over `partition`, the row keys in `rows` and the
+/// caller's `filter`, all of which must hold; `None` when nothing is
+/// asked.
+pub(crate) fn scope_filter(
+    partition: Option<&str>,
+    rows: &(Bound<String>, Bound<String>),
+    filter: Option<Filter>,
+) -> Option<Filter> {
+    let partition = partition
+        .map(|pk| Filter::compare("PartitionKey", CmpOp::Eq, Value::String(pk.to_owned())));
+    partition
+        .into_iter()
+        .chain(key_range_filter("RowKey", rows.clone()))
+        .chain(filter)
+        .reduce(Filter::and)
+}
+
+/// The builder methods a typed query shares with a unit's query: a
+/// partition, a row-key range or prefix, and filters, kept in the fields
+/// `partition: Option<Result<PartitionKey>>`,
+/// `rows: (Bound<String>, Bound<String>)` and
+/// `filter: Option<TypedFilter<E>>`.
+macro_rules! scope_builders {
+    ($partition:literal) => {
+        #[doc = $partition]
+        pub fn partition(mut self, partition_key: impl $crate::key::IntoPartitionKey) -> Self {
+            self.partition = Some(partition_key.into_partition_key());
+            self
+        }
+
+        /// Only row keys within `range` (such as `"a".."m"` or `"k"..`).
+        pub fn row_keys<R: std::ops::RangeBounds<S>, S: AsRef<str>>(mut self, range: R) -> Self {
+            self.rows = $crate::query::owned_bounds(range);
+            self
+        }
+
+        /// Only row keys starting with `prefix` (turned into a key range,
+        /// which the service serves efficiently).
+        pub fn row_key_prefix(mut self, prefix: &str) -> Self {
+            self.rows = $crate::query::prefix_range(prefix);
+            self
+        }
+
+        /// Only entities matching `filter` (combined with `and` when called
+        /// again).
+        pub fn filter(mut self, filter: $crate::query::TypedFilter<E>) -> Self {
+            self.filter = Some(match self.filter.take() {
+                Some(existing) => existing & filter,
+                None => filter,
+            });
+            self
+        }
+    };
+}
+pub(crate) use scope_builders;
 
 /// The key range holding exactly the keys that start with `prefix`.
 pub(crate) fn prefix_range(prefix: &str) -> (Bound<String>, Bound<String>) {
@@ -466,11 +503,7 @@ mod tests {
 
     /// The filter a query over `partition` and `rows` sends.
     fn query_filter(partition: &str, rows: (Bound<String>, Bound<String>)) -> Filter {
-        let pk = Filter::compare("PartitionKey", CmpOp::Eq, Value::String(partition.into()));
-        match key_range_filter("RowKey", rows) {
-            Some(rows) => pk.and(rows),
-            None => pk,
-        }
+        scope_filter(Some(partition), &rows, None).unwrap()
     }
 
     #[test]

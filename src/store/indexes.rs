@@ -26,7 +26,7 @@ impl Store {
         table: &str,
         mut progress: impl FnMut(u64),
     ) -> Result<IndexReport> {
-        crate::index::verify_table(self.tables(), table, &mut progress).await
+        crate::index::report_table(self.tables(), table, false, &mut progress).await
     }
 
     /// As [`Store::verify_indexes`], then fixes what it found: a missing row
@@ -43,6 +43,6 @@ impl Store {
         table: &str,
         mut progress: impl FnMut(u64),
     ) -> Result<IndexReport> {
-        crate::index::rebuild_table(self.tables(), table, &mut progress).await
+        crate::index::report_table(self.tables(), table, true, &mut progress).await
     }
 }

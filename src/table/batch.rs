@@ -9,26 +9,6 @@ use crate::entity::{Entity, Stored, Versioned};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::IntoRowKey;
 
-/// The outcome of one operation of a committed [`Batch`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum BatchResult<E> {
-    /// The entity as stored, with its new version (as [`Table::insert`] and
-    /// [`Table::merge`] return it).
-    Written(Versioned<E>),
-    /// The entity was deleted.
-    Deleted,
-}
-
-impl<E> BatchResult<E> {
-    /// The written entity, if this was not a delete.
-    pub fn written(self) -> Option<Versioned<E>> {
-        match self {
-            BatchResult::Written(v) => Some(v),
-            BatchResult::Deleted => None,
-        }
-    }
-}
-
 /// An atomic group of writes to one partition of one table: all apply or
 /// none does.
 ///
@@ -131,15 +111,39 @@ impl<E: Entity> Batch<E> {
                     };
                     Ok((make(data), returned))
                 });
-            match encoded {
-                Ok(op) => self.ops.push(op),
-                Err(e) => {
-                    self.error = Some(Error::Batch {
-                        index: self.ops.len(),
-                        source: Box::new(e),
-                    })
-                }
+            self.add(encoded);
+        }
+        self
+    }
+
+    /// Adds an operation, or records why it could not be added.
+    fn add(&mut self, op: Result<(TableOp, Returned<E>)>) {
+        match op {
+            Ok(op) => self.ops.push(op),
+            Err(e) => {
+                self.error = Some(Error::Batch {
+                    index: self.ops.len(),
+                    source: Box::new(e),
+                })
             }
+        }
+    }
+
+    /// Adds a delete of the row `keys` name, under `condition`.
+    fn push_delete(
+        mut self,
+        keys: Result<(crate::key::PartitionKey, crate::key::RowKey)>,
+        condition: Precondition,
+    ) -> Self {
+        if self.error.is_none() {
+            self.add(keys.map(|(partition_key, row_key)| {
+                let op = TableOp::Delete {
+                    partition_key,
+                    row_key,
+                    condition,
+                };
+                (op, Returned::Deleted)
+            }));
         }
         self
     }
@@ -169,29 +173,11 @@ impl<E: Entity> Batch<E> {
     }
 
     /// Deletes an entity if unchanged since read.
-    pub fn delete(mut self, current: &Versioned<E>) -> Self {
-        if self.error.is_none() {
-            match current
-                .partition_key()
-                .and_then(|pk| Ok((pk, current.row_key()?)))
-            {
-                Ok((partition_key, row_key)) => self.ops.push((
-                    TableOp::Delete {
-                        partition_key,
-                        row_key,
-                        condition: Precondition::IfMatch(current.etag().clone()),
-                    },
-                    Returned::Deleted,
-                )),
-                Err(e) => {
-                    self.error = Some(Error::Batch {
-                        index: self.ops.len(),
-                        source: Box::new(e),
-                    })
-                }
-            }
-        }
-        self
+    pub fn delete(self, current: &Versioned<E>) -> Self {
+        let keys = current
+            .partition_key()
+            .and_then(|pk| Ok((pk, current.row_key()?)));
+        self.push_delete(keys, Precondition::IfMatch(current.etag().clone()))
     }
 
     /// Creates or overwrites an entity. **Unconditional.**
@@ -213,32 +199,14 @@ impl<E: Entity> Batch<E> {
     /// Deletes an existing entity whatever its version, in the partition of
     /// the batch's other operations. **Unconditional.**
     pub fn delete_unconditionally(
-        mut self,
+        self,
         partition_key: impl crate::key::IntoPartitionKey,
         row_key: impl IntoRowKey,
     ) -> Self {
-        if self.error.is_none() {
-            let keys = partition_key
-                .into_partition_key()
-                .and_then(|pk| Ok((pk, row_key.into_row_key()?)));
-            match keys {
-                Ok((partition_key, row_key)) => self.ops.push((
-                    TableOp::Delete {
-                        partition_key,
-                        row_key,
-                        condition: Precondition::IfExists,
-                    },
-                    Returned::Deleted,
-                )),
-                Err(e) => {
-                    self.error = Some(Error::Batch {
-                        index: self.ops.len(),
-                        source: Box::new(e),
-                    })
-                }
-            }
-        }
-        self
+        let keys = partition_key
+            .into_partition_key()
+            .and_then(|pk| Ok((pk, row_key.into_row_key()?)));
+        self.push_delete(keys, Precondition::IfExists)
     }
 
     /// The number of operations so far.
@@ -251,7 +219,10 @@ impl<E: Entity> Batch<E> {
         self.ops.is_empty()
     }
 
-    /// Sends the batch: all operations apply, or none.
+    /// Sends the batch: all operations apply, or none. Each operation
+    /// answers, in order, with the entity as stored and its new version (as
+    /// [`Table::insert`] and [`Table::merge`] return it), or `None` for a
+    /// delete.
     ///
     /// # Errors
     /// [`Error::Invalid`] when the group breaks a service limit, and
@@ -263,12 +234,12 @@ impl<E: Entity> Batch<E> {
     /// applied: a merge whose result only a read can tell is read back,
     /// and answered as merged, at the commit's version, when the read does
     /// not find that version (see [`Table::upsert_merge`]).
-    pub async fn commit(self) -> Result<Vec<BatchResult<E>>> {
+    pub async fn commit(self) -> Result<Vec<Option<Versioned<E>>>> {
         let telemetry = self.table.env.telemetry().clone();
         telemetry.operation("batch", self.commit_now()).await
     }
 
-    async fn commit_now(self) -> Result<Vec<BatchResult<E>>> {
+    async fn commit_now(self) -> Result<Vec<Option<Versioned<E>>>> {
         if let Some(e) = self.error {
             return Err(e);
         }
@@ -329,18 +300,18 @@ impl<E: Entity> Batch<E> {
         let mut results = Vec::with_capacity(ops.len());
         for ((op, returned), version) in ops.iter().zip(returned).zip(versions) {
             results.push(match (returned, version) {
-                (Returned::Entity(entity, stored, projection), Some(v)) => BatchResult::Written(
+                (Returned::Entity(entity, stored, projection), Some(v)) => Some(
                     Versioned::new(entity, v.etag, v.timestamp)
                         .with_stored(stored)
                         .with_projection(projection),
                 ),
-                (Returned::ReadBack(sent), Some(v)) => BatchResult::Written(
+                (Returned::ReadBack(sent), Some(v)) => Some(
                     self.table
                         .read_back(op.partition_key(), op.row_key(), sent, v)
                         .instrument(span.clone())
                         .await,
                 ),
-                _ => BatchResult::Deleted,
+                _ => None,
             });
         }
         Ok(results)

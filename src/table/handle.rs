@@ -38,16 +38,9 @@ pub struct Table<E> {
 
 impl<E> Clone for Table<E> {
     fn clone(&self) -> Self {
-        Table {
-            env: Arc::clone(&self.env),
-            name: self.name.clone(),
-            write_log: self.write_log,
-            writer: Arc::clone(&self.writer),
-            fenced: self.fenced,
-            ready: Arc::clone(&self.ready),
-            indexing: self.indexing.clone(),
-            _entity: PhantomData,
-        }
+        let mut table = self.view();
+        table.indexing = self.indexing.clone();
+        table
     }
 }
 

@@ -73,12 +73,12 @@ mod update;
 mod write;
 
 pub use crate::lease::fence::Fence;
-pub use batch::{Batch, BatchResult};
+pub use batch::Batch;
 pub(crate) use env::{IndexedWriter, TableEnv};
 pub use handle::Table;
 pub(crate) use lock_name::{lock_name, lock_prefix};
 pub(crate) use marks::{Resolver, query_request};
 pub use purge::{PurgeOptions, PurgeReport};
-pub use query::{DecodeErrors, OnDecodeError, Page, Query};
+pub use query::{Page, Query};
 pub(crate) use stored::{Base, versioned};
 pub use update::UpdateError;

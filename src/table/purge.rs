@@ -102,22 +102,22 @@ struct Deletes {
 /// partition's rows come together; a service that does not only makes
 /// smaller transactions).
 struct Grouping {
+    /// Rows per group: 1 for an indexed type, deleted one by one.
     batch: usize,
-    indexed: bool,
     current: Option<Deletes>,
 }
 
 impl Grouping {
+    fn new(batch: usize) -> Self {
+        Grouping {
+            batch,
+            current: None,
+        }
+    }
+
     /// Adds `row`, pushing the deletes it completes onto `out`.
     fn add(&mut self, row: StoredEntity, out: &mut Vec<Deletes>) {
         let StoredEntity { data, etag, .. } = row;
-        if self.indexed {
-            out.push(Deletes {
-                partition: data.partition_key,
-                rows: vec![(data.row_key, etag)],
-            });
-            return;
-        }
         match &mut self.current {
             Some(group) if group.partition == data.partition_key => {
                 group.rows.push((data.row_key, etag));
@@ -264,16 +264,12 @@ impl<E: Entity> Table<E> {
         let span = tracing::debug_span!("leasehold.purge", table = %name, concurrency);
         let telemetry = self.env.telemetry().clone();
         let purge = async move {
-            let batch = if self.fenced {
-                TableOp::MAX_BATCH_OPS - 1
-            } else {
-                TableOp::MAX_BATCH_OPS
+            let batch = match (E::INDEXES.is_empty(), self.fenced) {
+                (false, _) => 1,
+                (true, true) => TableOp::MAX_BATCH_OPS - 1,
+                (true, false) => TableOp::MAX_BATCH_OPS,
             };
-            let grouping = Grouping {
-                batch,
-                indexed: !E::INDEXES.is_empty(),
-                current: None,
-            };
+            let grouping = Grouping::new(batch);
             let deletes = stream::try_unfold(Some((reader, spec, grouping)), |state| async move {
                 let Some((reader, mut spec, mut grouping)) = state else {
                     return Ok(None);
@@ -490,11 +486,7 @@ mod tests {
 
     #[test]
     fn rows_are_grouped_by_partition_in_hundreds() {
-        let mut grouping = Grouping {
-            batch: 100,
-            indexed: false,
-            current: None,
-        };
+        let mut grouping = Grouping::new(100);
         let mut out = Vec::new();
         for i in 0..250 {
             grouping.add(row("a", &format!("{i:03}")), &mut out);
@@ -518,11 +510,7 @@ mod tests {
 
     #[test]
     fn rows_of_an_indexed_type_go_one_by_one() {
-        let mut grouping = Grouping {
-            batch: 100,
-            indexed: true,
-            current: None,
-        };
+        let mut grouping = Grouping::new(1);
         let mut out = Vec::new();
         grouping.add(row("a", "1"), &mut out);
         grouping.add(row("a", "2"), &mut out);

@@ -1,7 +1,7 @@
 //! Typed queries over a [`Table`].
 
-use std::ops::{Bound, RangeBounds};
-use std::sync::{Arc, Mutex};
+use std::ops::Bound;
+use std::sync::Arc;
 
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
@@ -10,14 +10,10 @@ use super::handle::{SameTable, Table};
 use super::marks::query_request;
 use super::stored::versioned_from;
 use crate::backend::{QueryPage, QuerySpec};
-use crate::entity::Value;
 use crate::entity::{Entity, Versioned, property_name_problem};
 use crate::error::{Error, Result};
-use crate::key::IntoPartitionKey;
-use crate::query::{
-    CmpOp, ContinuationToken, Filter, TypedFilter, digest, key_range_filter, owned_bounds,
-    prefix_range,
-};
+use crate::key::PartitionKey;
+use crate::query::{ContinuationToken, Filter, TypedFilter, digest, scope_builders, scope_filter};
 
 /// A query over a [`Table`]: partition, row-key range, filter, projection,
 /// page size and resume token, then [`Query::stream`], [`Query::page`],
@@ -51,7 +47,7 @@ use crate::query::{
 #[must_use = "a Query does nothing until `stream()`, `pages()`, `page().await` or `all().await`"]
 pub struct Query<E> {
     table: Table<E>,
-    partition: Option<Result<String>>,
+    partition: Option<Result<PartitionKey>>,
     rows: (Bound<String>, Bound<String>),
     filter: Option<TypedFilter<E>>,
     select: Option<Vec<String>>,
@@ -60,79 +56,25 @@ pub struct Query<E> {
     on_decode_error: OnDecodeError,
 }
 
-/// What a [`Query`] does with a row that does not decode into its entity
-/// type ([`Error::Decode`]), set with [`Query::on_decode_error`].
-///
-/// Only decoding into `E` is covered: a reply the backend cannot parse at
-/// all still fails its page.
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub enum OnDecodeError {
-    /// The error is returned, and a stream ends with it (the default).
-    #[default]
-    Fail,
-    /// The row is left out.
-    Skip,
-    /// The row is left out and its error (naming table, keys and property)
-    /// added to the [`DecodeErrors`].
-    Collect(DecodeErrors),
-}
+/// Where a [`Query`] hands the decode errors of the rows it leaves out
+/// (see [`Query::on_decode_error`]); `None`: the error is returned.
+type OnDecodeError = Option<Arc<dyn Fn(Error) + Send + Sync>>;
 
-/// The decode errors of the rows a query left out under
-/// [`OnDecodeError::Collect`]. Clones share one list: keep a clone, hand
-/// one to the query, read it when the query is done.
-#[derive(Debug, Clone, Default)]
-pub struct DecodeErrors(Arc<Mutex<Vec<Error>>>);
-
-impl DecodeErrors {
-    /// An empty list.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Takes the errors collected so far, oldest first, leaving the list
-    /// empty.
-    pub fn take(&self) -> Vec<Error> {
-        std::mem::take(&mut *self.lock())
-    }
-
-    /// The number of errors collected and not yet taken.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether no error is waiting to be taken.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Error>> {
-        // A panic while pushing leaves a valid vector: the poison is moot.
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-impl OnDecodeError {
-    /// Applies the policy to one decoded row: `None` when it is left out.
-    fn apply<E>(&self, row: Result<Versioned<E>>) -> Option<Result<Versioned<E>>> {
-        match (row, self) {
-            (Err(e @ Error::Decode { .. }), OnDecodeError::Skip) => {
-                if let Error::Decode {
-                    table, property, ..
-                } = &e
-                {
-                    tracing::debug!(%table, %property, "skipping a row that does not decode");
-                }
-                None
+/// Applies a query's decode-error policy to one decoded row: `None` when
+/// it is left out.
+fn apply<E>(policy: &OnDecodeError, row: Result<Versioned<E>>) -> Option<Result<Versioned<E>>> {
+    match (row, policy) {
+        (Err(e @ Error::Decode { .. }), Some(report)) => {
+            if let Error::Decode {
+                table, property, ..
+            } = &e
+            {
+                tracing::debug!(%table, %property, "leaving out a row that does not decode");
             }
-            (Err(e @ Error::Decode { .. }), OnDecodeError::Collect(errors)) => {
-                errors.lock().push(e);
-                None
-            }
-            (row, _) => Some(row),
+            report(e);
+            None
         }
+        (row, _) => Some(row),
     }
 }
 
@@ -176,41 +118,11 @@ impl<E: Entity> Query<E> {
             select: None,
             page_size: None,
             resume: None,
-            on_decode_error: OnDecodeError::Fail,
+            on_decode_error: None,
         }
     }
 
-    /// Only entities of this partition.
-    pub fn partition(mut self, partition_key: impl IntoPartitionKey) -> Self {
-        self.partition = Some(
-            partition_key
-                .into_partition_key()
-                .map(|pk| pk.into_string()),
-        );
-        self
-    }
-
-    /// Only row keys within `range` (such as `"a".."m"` or `"k"..`).
-    pub fn row_keys<R: RangeBounds<S>, S: AsRef<str>>(mut self, range: R) -> Self {
-        self.rows = owned_bounds(range);
-        self
-    }
-
-    /// Only row keys starting with `prefix` (turned into a key range, which
-    /// the service serves efficiently).
-    pub fn row_key_prefix(mut self, prefix: &str) -> Self {
-        self.rows = prefix_range(prefix);
-        self
-    }
-
-    /// Only entities matching `filter` (combined with `and` when called again).
-    pub fn filter(mut self, filter: TypedFilter<E>) -> Self {
-        self.filter = Some(match self.filter.take() {
-            Some(existing) => existing & filter,
-            None => filter,
-        });
-        self
-    }
+    scope_builders!("Only entities of this partition.");
 
     /// Returns only these properties (keys and Timestamp always come back).
     /// Fields not selected must tolerate absence (`Option`, `default`, `skip`),
@@ -311,13 +223,16 @@ impl<E: Entity> Query<E> {
         self
     }
 
-    /// What to do with a row that does not decode into `E`, such as one
-    /// written by another program with a property of another type: fail
-    /// (the default), skip it, or skip it and collect its error.
+    /// Leaves out the rows that do not decode into `E` ([`Error::Decode`],
+    /// such as a row another program wrote with a property of another
+    /// type) and hands each one's error, naming table, keys and property,
+    /// to `report`. Without it, such a row fails the query (a stream ends
+    /// with its error). Only decoding into `E` is covered: a reply the
+    /// backend cannot parse at all still fails its page.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
-    /// use leasehold::table::{DecodeErrors, OnDecodeError};
+    /// use std::sync::{Arc, Mutex};
     /// # #[derive(Entity, Clone, Debug)]
     /// # #[entity(table = "Orders")]
     /// # struct Order { #[entity(partition_key)] shop: String, #[entity(row_key)] id: String, total: i64 }
@@ -332,21 +247,22 @@ impl<E: Entity> Query<E> {
     /// let legacy = LegacyOrder { shop: "s".into(), id: "2".into(), total: "five".into() };
     /// store.table::<LegacyOrder>().insert(legacy).await?;
     ///
-    /// let bad = DecodeErrors::new();
+    /// let bad = Arc::new(Mutex::new(Vec::new()));
+    /// let report = Arc::clone(&bad);
     /// let good = orders
     ///     .query()
     ///     .partition("s")
-    ///     .on_decode_error(OnDecodeError::Collect(bad.clone()))
+    ///     .on_decode_error(move |e| report.lock().unwrap().push(e))
     ///     .all()
     ///     .await?;
     /// assert_eq!(good.len(), 1);
-    /// let errors = bad.take();
+    /// let errors = bad.lock().unwrap();
     /// assert_eq!(errors.len(), 1);
     /// assert!(errors[0].to_string().contains(r#"RowKey "2""#));
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
-    pub fn on_decode_error(mut self, policy: OnDecodeError) -> Self {
-        self.on_decode_error = policy;
+    pub fn on_decode_error(mut self, report: impl Fn(Error) + Send + Sync + 'static) -> Self {
+        self.on_decode_error = Some(Arc::new(report));
         self
     }
 
@@ -361,27 +277,16 @@ impl<E: Entity> Query<E> {
     /// The request this query sends first, validated, and the digest its
     /// continuation tokens carry.
     fn spec(&self) -> Result<(QuerySpec, u64)> {
-        let mut filter: Option<Filter> = None;
-        let mut push = |f: Filter| {
-            filter = Some(match filter.take() {
-                Some(existing) => existing.and(f),
-                None => f,
-            })
+        let partition = match &self.partition {
+            Some(pk) => Some(pk.as_ref().map_err(clone_invalid)?.as_str()),
+            None => None,
         };
-        if let Some(pk) = &self.partition {
-            let pk = pk.as_ref().map_err(clone_invalid)?;
-            push(Filter::compare(
-                "PartitionKey",
-                CmpOp::Eq,
-                Value::String(pk.clone()),
-            ));
-        }
-        if let Some(rows) = key_range_filter("RowKey", self.rows.clone()) {
-            push(rows);
-        }
-        if let Some(user) = &self.filter {
-            push(user.clone().into_filter()?);
-        }
+        let user = self
+            .filter
+            .clone()
+            .map(TypedFilter::into_filter)
+            .transpose()?;
+        let filter = scope_filter(partition, &self.rows, user);
         if let Some(select) = &self.select {
             for name in select {
                 if let Some(why) = property_name_problem(name) {
@@ -472,7 +377,7 @@ impl<E: Entity> Query<E> {
         let items = page
             .entities
             .into_iter()
-            .filter_map(|row| policy.apply(versioned_from(row, complete)))
+            .filter_map(|row| apply(policy, versioned_from(row, complete)))
             .collect();
         Ok((items, page.continuation))
     }

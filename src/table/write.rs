@@ -252,19 +252,12 @@ impl<E: Entity> Table<E> {
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn replace(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
-        self.env
-            .telemetry()
-            .operation("replace", async move {
-                let etag = current.etag().clone();
-                self.write(
-                    current.entity(),
-                    Some(current),
-                    Base::replace_of(current)?,
-                    |d| TableOp::Replace(d, Precondition::IfMatch(etag)),
-                )
-                .await
-            })
-            .await
+        let etag = current.etag().clone();
+        let base = Base::replace_of(current);
+        self.traced("replace", current.entity(), Some(current), base, |d| {
+            TableOp::Replace(d, Precondition::IfMatch(etag))
+        })
+        .await
     }
 
     /// Like [`Table::replace`], taking the value by move.
@@ -330,19 +323,12 @@ impl<E: Entity> Table<E> {
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn merge(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
-        self.env
-            .telemetry()
-            .operation("merge", async move {
-                let etag = current.etag().clone();
-                self.write(
-                    current.entity(),
-                    Some(current),
-                    Base::merge_of(current),
-                    |d| TableOp::Merge(d, Precondition::IfMatch(etag)),
-                )
-                .await
-            })
-            .await
+        let etag = current.etag().clone();
+        let base = Ok(Base::merge_of(current));
+        self.traced("merge", current.entity(), Some(current), base, |d| {
+            TableOp::Merge(d, Precondition::IfMatch(etag))
+        })
+        .await
     }
 
     /// Deletes the entity if it is unchanged since `current` was read.
@@ -400,15 +386,10 @@ impl<E: Entity> Table<E> {
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn upsert(&self, entity: E) -> Result<Versioned<E>> {
-        self.env
-            .telemetry()
-            .operation("upsert", async move {
-                self.write(&entity, None, Base::Nothing, |d| {
-                    TableOp::Replace(d, Precondition::Upsert)
-                })
-                .await
-            })
-            .await
+        self.traced("upsert", &entity, None, Ok(Base::Nothing), |d| {
+            TableOp::Replace(d, Precondition::Upsert)
+        })
+        .await
     }
 
     /// Creates the entity or merges its properties into the stored one,
@@ -440,15 +421,10 @@ impl<E: Entity> Table<E> {
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn upsert_merge(&self, entity: E) -> Result<Versioned<E>> {
-        self.env
-            .telemetry()
-            .operation("upsert_merge", async move {
-                self.write(&entity, None, Base::Merge(None), |d| {
-                    TableOp::Merge(d, Precondition::Upsert)
-                })
-                .await
-            })
-            .await
+        self.traced("upsert_merge", &entity, None, Ok(Base::Merge(None)), |d| {
+            TableOp::Merge(d, Precondition::Upsert)
+        })
+        .await
     }
 
     /// Replaces an existing entity whatever its version. **Unconditional**
@@ -472,15 +448,14 @@ impl<E: Entity> Table<E> {
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
     pub async fn replace_unconditionally(&self, entity: E) -> Result<Versioned<E>> {
-        self.env
-            .telemetry()
-            .operation("replace_unconditionally", async move {
-                self.write(&entity, None, Base::Nothing, |d| {
-                    TableOp::Replace(d, Precondition::IfExists)
-                })
-                .await
-            })
-            .await
+        self.traced(
+            "replace_unconditionally",
+            &entity,
+            None,
+            Ok(Base::Nothing),
+            |d| TableOp::Replace(d, Precondition::IfExists),
+        )
+        .await
     }
 
     /// Deletes an entity whatever its version. **Unconditional** except that
@@ -516,6 +491,19 @@ impl<E: Entity> Table<E> {
 
     /// Sends one write through this table's writer (fenced or not),
     /// creating the table first.
+    /// [`Table::write`] as the operation `name` of the table's telemetry.
+    async fn traced(
+        &self,
+        name: &'static str,
+        entity: &E,
+        current: Option<&Versioned<E>>,
+        base: Result<Base>,
+        make_op: impl FnOnce(EntityData) -> TableOp,
+    ) -> Result<Versioned<E>> {
+        let write = async move { self.write(entity, current, base?, make_op).await };
+        self.env.telemetry().operation(name, write).await
+    }
+
     pub(crate) async fn send(&self, op: TableOp) -> Result<()> {
         let name = self.ready().await?;
         let span = write_span(name, &op);

@@ -122,7 +122,7 @@ async fn batch_merges_read_back_only_what_is_not_known() {
         .unwrap();
     assert_eq!((counts.get(Op::Batch), counts.get(Op::Get)), (1, 1));
     for r in results {
-        assert_eq!(r.written().unwrap().note.as_deref(), Some("kept"));
+        assert_eq!(r.unwrap().note.as_deref(), Some("kept"));
     }
 }
 
@@ -279,7 +279,7 @@ async fn a_merge_deleted_before_its_read_back_still_answers_applied(
         .expect("the batch was applied");
     // The batch is not a single merge: the layer leaves it, so the read
     // finds the row at the commit's version.
-    let written = results.remove(0).written().unwrap();
+    let written = results.remove(0).unwrap();
     assert_eq!(written.note.as_deref(), Some("kept"));
 }
 

@@ -11,7 +11,7 @@ use leasehold::backend::Op;
 use leasehold::backend::{Backend, QuerySpec, TableBackend};
 use leasehold::entity::Value;
 use leasehold::lease::{LeaderOptions, LeaseOptions};
-use leasehold::table::{BatchResult, Fence};
+use leasehold::table::Fence;
 use leasehold::testing::{CountingBackend, FaultyBackend, RequestCounter};
 use leasehold::{Entity, Error, ErrorKind, Store, Table};
 use tokio::sync::oneshot;
@@ -674,7 +674,7 @@ timed async fn a_leader_paused_past_its_lease_is_fenced_out_by_its_successor(ctx
             .upsert(row("p", "r3", "old", 3))
             .commit()
             .await
-            .map(|_: Vec<BatchResult<Row>>| ()),
+            .map(|_: Vec<Option<leasehold::Versioned<Row>>>| ()),
     ];
     for r in &resumed {
         let e = r.as_ref().expect_err("refused");
