@@ -193,98 +193,59 @@ pub(crate) struct AcquiredLease {
     pub(crate) etag: Option<ETag>,
 }
 
+/// One method of [`LeaseCalls`]: its arguments, the action they make, and
+/// what it keeps of the action's own reply.
+macro_rules! lease_call {
+    ($name:ident($($arg:ident: $ty:ty),*) -> $out:ty = $action:expr, $reply:pat => $keep:expr) => {
+        fn $name(
+            &self,
+            container: &ContainerName,
+            blob: &BlobName,
+            $($arg: $ty),*
+        ) -> impl Future<Output = Result<$out>> + Send {
+            answer(self, container, blob, $action, |reply| match reply {
+                $reply => Some($keep),
+                _ => None,
+            })
+        }
+    };
+}
+
 /// The lease actions one at a time, each with the answer it has: how
 /// leasehold calls [`BlobBackend::lease`](super::BlobBackend::lease).
 /// A backend answering an action with another action's reply is a bug
 /// there: [`Error::Inconsistent`].
 pub(crate) trait LeaseCalls: super::BlobBackend {
-    fn acquire_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        duration: LeaseDuration,
-        proposed: LeaseId,
-    ) -> impl Future<Output = Result<AcquiredLease>> + Send {
-        async move {
-            let action = LeaseAction::Acquire { duration, proposed };
-            match self.lease(container, blob, action).await? {
-                LeaseReply::Acquired { id, etag } => Ok(AcquiredLease { id, etag }),
-                other => Err(mismatch(&action, &other)),
-            }
-        }
-    }
-
-    fn renew_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> impl Future<Output = Result<()>> + Send {
-        async move {
-            let action = LeaseAction::Renew(id);
-            match self.lease(container, blob, action).await? {
-                LeaseReply::Renewed => Ok(()),
-                other => Err(mismatch(&action, &other)),
-            }
-        }
-    }
-
-    fn change_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-        proposed: LeaseId,
-    ) -> impl Future<Output = Result<LeaseId>> + Send {
-        async move {
-            let action = LeaseAction::Change { id, proposed };
-            match self.lease(container, blob, action).await? {
-                LeaseReply::Changed(id) => Ok(id),
-                other => Err(mismatch(&action, &other)),
-            }
-        }
-    }
-
-    fn release_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> impl Future<Output = Result<()>> + Send {
-        async move {
-            let action = LeaseAction::Release(id);
-            match self.lease(container, blob, action).await? {
-                LeaseReply::Released => Ok(()),
-                other => Err(mismatch(&action, &other)),
-            }
-        }
-    }
-
-    fn break_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        period: Option<Duration>,
-    ) -> impl Future<Output = Result<Duration>> + Send {
-        async move {
-            let action = LeaseAction::Break { period };
-            match self.lease(container, blob, action).await? {
-                LeaseReply::Broken(left) => Ok(left),
-                other => Err(mismatch(&action, &other)),
-            }
-        }
-    }
+    lease_call!(acquire_lease(duration: LeaseDuration, proposed: LeaseId) -> AcquiredLease =
+        LeaseAction::Acquire { duration, proposed },
+        LeaseReply::Acquired { id, etag } => AcquiredLease { id, etag });
+    lease_call!(renew_lease(id: LeaseId) -> () =
+        LeaseAction::Renew(id), LeaseReply::Renewed => ());
+    lease_call!(change_lease(id: LeaseId, proposed: LeaseId) -> LeaseId =
+        LeaseAction::Change { id, proposed }, LeaseReply::Changed(id) => id);
+    lease_call!(release_lease(id: LeaseId) -> () =
+        LeaseAction::Release(id), LeaseReply::Released => ());
+    lease_call!(break_lease(period: Option<Duration>) -> Duration =
+        LeaseAction::Break { period }, LeaseReply::Broken(left) => left);
 }
 
 impl<B: super::BlobBackend + ?Sized> LeaseCalls for B {}
 
-fn mismatch(action: &LeaseAction, reply: &LeaseReply) -> Error {
-    Error::Inconsistent {
+/// Sends `action` and keeps what `pick` finds in the reply.
+async fn answer<B: super::BlobBackend + ?Sized, T>(
+    backend: &B,
+    container: &ContainerName,
+    blob: &BlobName,
+    action: LeaseAction,
+    pick: fn(LeaseReply) -> Option<T>,
+) -> Result<T> {
+    let reply = backend.lease(container, blob, action).await?;
+    pick(reply.clone()).ok_or_else(|| Error::Inconsistent {
         what: format!(
             "the backend answered {:?} with {reply:?}",
             action.op().name()
         ),
-    }
+    })
 }
 
 /// How long a lease lasts unless renewed: 15 to 60 seconds, or infinite.

@@ -76,21 +76,15 @@ mod tests {
     async fn a_nested_deadline_keeps_the_earlier_one() {
         let soon = Instant::now() + Duration::from_secs(1);
         let late = Instant::now() + Duration::from_secs(10);
-        send_by(soon, async {
-            send_by(late, async {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                assert!(check().is_err(), "the outer deadline passed");
+        for (outer, inner) in [(soon, late), (late, soon)] {
+            send_by(outer, async {
+                send_by(inner, async {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    assert!(check().is_err(), "the earlier deadline passed");
+                })
+                .await;
             })
             .await;
-        })
-        .await;
-        send_by(late, async {
-            send_by(soon, async {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                assert!(check().is_err(), "the inner deadline passed");
-            })
-            .await;
-        })
-        .await;
+        }
     }
 }

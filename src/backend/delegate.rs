@@ -158,18 +158,27 @@ macro_rules! delegate_backend {
     // A wrapper whose `$layer` field is the [`Layer`](crate::backend::Layer)
     // every request goes through, to its `inner` field.
     ($wrapper:ident, layer = $layer:ident) => {
-        $crate::backend::delegate::delegate_backend!(@impl [] [] $wrapper [] field plain $layer);
+        $crate::backend::delegate::delegate_backend!(@impl [] $wrapper [] plain $layer);
     };
     // [`Layered`](crate::backend::layer::Layered): any layer over any backend.
     (Layered) => {
         $crate::backend::delegate::delegate_backend!(
-            @impl [] [L: $crate::backend::Layer,] Layered [L,] field plain layer
+            @impl [L: $crate::backend::Layer,] Layered [L,] plain layer
         );
     };
     // A wrapper that sends writes its own way: `execute` and `batch` go to
     // its [`Writes`], every other request to its `inner` field as it is.
     ($wrapper:ident, own writes) => {
-        $crate::backend::delegate::delegate_backend!(@impl [] [] $wrapper [] field own through);
+        $crate::backend::delegate::delegate_backend!(@impl [] $wrapper [] own through);
+    };
+    // One request: through the layer, `next` the answer of the backend below.
+    (@call $layer:ident $s:ident, $request:expr, $next:expr) => {
+        $crate::backend::Layer::call(
+            $crate::backend::delegate::delegate_backend!(@layer $layer $s),
+            &$request,
+            $next,
+        )
+        .await
     };
     (@layer through $s:expr) => {
         &$crate::backend::delegate::Through
@@ -177,61 +186,47 @@ macro_rules! delegate_backend {
     (@layer $layer:ident $s:expr) => {
         &$s.$layer
     };
-    (@execute plain $mode:ident $s:ident $table:ident $op:ident $options:ident) => {
-        $crate::backend::delegate::delegate_backend!(@inner $mode $s).execute($table, $op, $options)
+    (@execute plain $s:ident $table:ident $op:ident $options:ident) => {
+        $s.inner.execute($table, $op, $options)
     };
-    (@execute own $mode:ident $s:ident $table:ident $op:ident $options:ident) => {
+    (@execute own $s:ident $table:ident $op:ident $options:ident) => {
         $crate::backend::delegate::Writes::execute($s, $table, $op, $options)
     };
-    (@batch plain $mode:ident $s:ident $table:ident $ops:ident) => {
-        $crate::backend::delegate::delegate_backend!(@inner $mode $s).batch($table, $ops)
+    (@batch plain $s:ident $table:ident $ops:ident) => {
+        $s.inner.batch($table, $ops)
     };
-    (@batch own $mode:ident $s:ident $table:ident $ops:ident) => {
+    (@batch own $s:ident $table:ident $ops:ident) => {
         $crate::backend::delegate::Writes::batch($s, $table, $ops)
     };
-    // The backend a wrapper's requests go to: its `inner` field, or what a
-    // pointer points at.
-    (@inner field $s:expr) => {
-        $s.inner
-    };
-    (@inner deref $s:expr) => {
-        (**$s)
-    };
-    (@impl [$($unsized:tt)*] [$($gen:tt)*] $wrapper:ident [$($arg:tt)*] $mode:ident $writes:ident $layer:ident) => {
+    (@impl [$($gen:tt)*] $wrapper:ident [$($arg:tt)*] $writes:ident $layer:ident) => {
         #[deny(clippy::missing_trait_methods)]
         #[async_trait::async_trait]
-        impl<$($gen)* B: $crate::backend::TableBackend $($unsized)*> $crate::backend::TableBackend
+        impl<$($gen)* B: $crate::backend::TableBackend> $crate::backend::TableBackend
             for $wrapper<$($arg)* B>
         {
             fn system_name(&self) -> &'static str {
-                $crate::backend::delegate::delegate_backend!(@inner $mode self).system_name()
+                self.inner.system_name()
             }
             fn server_address(&self) -> Option<String> {
-                $crate::backend::delegate::delegate_backend!(@inner $mode self).server_address()
+                self.inner.server_address()
             }
             async fn create_table(
                 &self,
                 table: &$crate::key::TableName,
             ) -> $crate::Result<$crate::backend::TableCreation> {
-                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
-                    &$crate::backend::Request::on_table($crate::backend::Op::CreateTable, table),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).create_table(table),
-                )
-                .await
+                $crate::backend::delegate::delegate_backend!(@call $layer self,
+                    $crate::backend::Request::on_table($crate::backend::Op::CreateTable, table),
+                    self.inner.create_table(table))
             }
             async fn delete_table(&self, table: &$crate::key::TableName) -> $crate::Result<bool> {
-                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
-                    &$crate::backend::Request::on_table($crate::backend::Op::DeleteTable, table),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).delete_table(table),
-                )
-                .await
+                $crate::backend::delegate::delegate_backend!(@call $layer self,
+                    $crate::backend::Request::on_table($crate::backend::Op::DeleteTable, table),
+                    self.inner.delete_table(table))
             }
             async fn list_tables(&self) -> $crate::Result<Vec<$crate::key::TableName>> {
-                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
-                    &$crate::backend::Request::account($crate::backend::Op::ListTables),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).list_tables(),
-                )
-                .await
+                $crate::backend::delegate::delegate_backend!(@call $layer self,
+                    $crate::backend::Request::account($crate::backend::Op::ListTables),
+                    self.inner.list_tables())
             }
             async fn get(
                 &self,
@@ -239,11 +234,9 @@ macro_rules! delegate_backend {
                 partition_key: &$crate::key::PartitionKey,
                 row_key: &$crate::key::RowKey,
             ) -> $crate::Result<Option<$crate::backend::StoredEntity>> {
-                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
-                    &$crate::backend::Request::row($crate::backend::Op::Get, table, partition_key, row_key),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).get(table, partition_key, row_key),
-                )
-                .await
+                $crate::backend::delegate::delegate_backend!(@call $layer self,
+                    $crate::backend::Request::row($crate::backend::Op::Get, table, partition_key, row_key),
+                    self.inner.get(table, partition_key, row_key))
             }
             async fn execute(
                 &self,
@@ -251,53 +244,45 @@ macro_rules! delegate_backend {
                 op: $crate::backend::TableOp,
                 options: &$crate::backend::WriteOptions,
             ) -> $crate::Result<Option<$crate::backend::Version>> {
-                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
-                    &$crate::backend::Request::write(table, &op),
-                    $crate::backend::delegate::delegate_backend!(@execute $writes $mode self table op options),
-                )
-                .await
+                $crate::backend::delegate::delegate_backend!(@call $layer self,
+                    $crate::backend::Request::write(table, &op),
+                    $crate::backend::delegate::delegate_backend!(@execute $writes self table op options))
             }
             async fn batch(
                 &self,
                 table: &$crate::key::TableName,
                 ops: &[$crate::backend::TableOp],
             ) -> $crate::Result<Vec<Option<$crate::backend::Version>>> {
-                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
-                    &$crate::backend::Request::batch(table, ops),
-                    $crate::backend::delegate::delegate_backend!(@batch $writes $mode self table ops),
-                )
-                .await
+                $crate::backend::delegate::delegate_backend!(@call $layer self,
+                    $crate::backend::Request::batch(table, ops),
+                    $crate::backend::delegate::delegate_backend!(@batch $writes self table ops))
             }
             async fn query(
                 &self,
                 table: &$crate::key::TableName,
                 query: &$crate::backend::QuerySpec,
             ) -> $crate::Result<$crate::backend::QueryPage> {
-                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
-                    &$crate::backend::Request::on_table($crate::backend::Op::Query, table),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).query(table, query),
-                )
-                .await
+                $crate::backend::delegate::delegate_backend!(@call $layer self,
+                    $crate::backend::Request::on_table($crate::backend::Op::Query, table),
+                    self.inner.query(table, query))
             }
         }
 
         #[deny(clippy::missing_trait_methods)]
         #[async_trait::async_trait]
-        impl<$($gen)* B: $crate::backend::BlobBackend $($unsized)*> $crate::backend::BlobBackend
+        impl<$($gen)* B: $crate::backend::BlobBackend> $crate::backend::BlobBackend
             for $wrapper<$($arg)* B>
         {
             fn endpoint(&self) -> String {
-                $crate::backend::delegate::delegate_backend!(@inner $mode self).endpoint()
+                self.inner.endpoint()
             }
             async fn create_container(
                 &self,
                 container: &$crate::key::ContainerName,
             ) -> $crate::Result<()> {
-                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
-                    &$crate::backend::Request::on_blob($crate::backend::Op::CreateContainer, container, None),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).create_container(container),
-                )
-                .await
+                $crate::backend::delegate::delegate_backend!(@call $layer self,
+                    $crate::backend::Request::on_blob($crate::backend::Op::CreateContainer, container, None),
+                    self.inner.create_container(container))
             }
             async fn put_blob(
                 &self,
@@ -307,34 +292,27 @@ macro_rules! delegate_backend {
                 metadata: &$crate::backend::Metadata,
                 conditions: &$crate::backend::BlobConditions,
             ) -> $crate::Result<$crate::key::ETag> {
-                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
-                    &$crate::backend::Request::on_blob($crate::backend::Op::PutBlob, container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self)
-                        .put_blob(container, blob, body, metadata, conditions),
-                )
-                .await
+                $crate::backend::delegate::delegate_backend!(@call $layer self,
+                    $crate::backend::Request::on_blob($crate::backend::Op::PutBlob, container, Some(blob)),
+                    self.inner.put_blob(container, blob, body, metadata, conditions))
             }
             async fn get_blob(
                 &self,
                 container: &$crate::key::ContainerName,
                 blob: &$crate::key::BlobName,
             ) -> $crate::Result<Option<$crate::backend::Blob>> {
-                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
-                    &$crate::backend::Request::on_blob($crate::backend::Op::GetBlob, container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).get_blob(container, blob),
-                )
-                .await
+                $crate::backend::delegate::delegate_backend!(@call $layer self,
+                    $crate::backend::Request::on_blob($crate::backend::Op::GetBlob, container, Some(blob)),
+                    self.inner.get_blob(container, blob))
             }
             async fn blob_properties(
                 &self,
                 container: &$crate::key::ContainerName,
                 blob: &$crate::key::BlobName,
             ) -> $crate::Result<Option<$crate::backend::BlobProperties>> {
-                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
-                    &$crate::backend::Request::on_blob($crate::backend::Op::BlobProperties, container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).blob_properties(container, blob),
-                )
-                .await
+                $crate::backend::delegate::delegate_backend!(@call $layer self,
+                    $crate::backend::Request::on_blob($crate::backend::Op::BlobProperties, container, Some(blob)),
+                    self.inner.blob_properties(container, blob))
             }
             async fn set_blob_metadata(
                 &self,
@@ -343,12 +321,9 @@ macro_rules! delegate_backend {
                 metadata: &$crate::backend::Metadata,
                 conditions: &$crate::backend::BlobConditions,
             ) -> $crate::Result<$crate::key::ETag> {
-                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
-                    &$crate::backend::Request::on_blob($crate::backend::Op::SetBlobMetadata, container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self)
-                        .set_blob_metadata(container, blob, metadata, conditions),
-                )
-                .await
+                $crate::backend::delegate::delegate_backend!(@call $layer self,
+                    $crate::backend::Request::on_blob($crate::backend::Op::SetBlobMetadata, container, Some(blob)),
+                    self.inner.set_blob_metadata(container, blob, metadata, conditions))
             }
             async fn delete_blob(
                 &self,
@@ -356,11 +331,9 @@ macro_rules! delegate_backend {
                 blob: &$crate::key::BlobName,
                 conditions: &$crate::backend::BlobConditions,
             ) -> $crate::Result<()> {
-                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
-                    &$crate::backend::Request::on_blob($crate::backend::Op::DeleteBlob, container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).delete_blob(container, blob, conditions),
-                )
-                .await
+                $crate::backend::delegate::delegate_backend!(@call $layer self,
+                    $crate::backend::Request::on_blob($crate::backend::Op::DeleteBlob, container, Some(blob)),
+                    self.inner.delete_blob(container, blob, conditions))
             }
             async fn list_blobs(
                 &self,
@@ -368,11 +341,9 @@ macro_rules! delegate_backend {
                 prefix: &str,
                 marker: Option<&str>,
             ) -> $crate::Result<$crate::backend::BlobListPage> {
-                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
-                    &$crate::backend::Request::on_blob($crate::backend::Op::ListBlobs, container, None),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).list_blobs(container, prefix, marker),
-                )
-                .await
+                $crate::backend::delegate::delegate_backend!(@call $layer self,
+                    $crate::backend::Request::on_blob($crate::backend::Op::ListBlobs, container, None),
+                    self.inner.list_blobs(container, prefix, marker))
             }
             async fn lease(
                 &self,
@@ -380,11 +351,9 @@ macro_rules! delegate_backend {
                 blob: &$crate::key::BlobName,
                 action: $crate::backend::LeaseAction,
             ) -> $crate::Result<$crate::backend::LeaseReply> {
-                $crate::backend::Layer::call($crate::backend::delegate::delegate_backend!(@layer $layer self),
-                    &$crate::backend::Request::on_blob(action.op(), container, Some(blob)),
-                    $crate::backend::delegate::delegate_backend!(@inner $mode self).lease(container, blob, action),
-                )
-                .await
+                $crate::backend::delegate::delegate_backend!(@call $layer self,
+                    $crate::backend::Request::on_blob(action.op(), container, Some(blob)),
+                    self.inner.lease(container, blob, action))
             }
         }
     };

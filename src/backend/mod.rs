@@ -55,6 +55,13 @@ use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
 ///
 /// Semantics follow Azure (not Azurite where they differ): see the docs of
 /// each method and of [`TableOp`].
+///
+/// # Errors
+///
+/// Every method fails with [`Error::Transient`](crate::Error::Transient)
+/// for a failure worth retrying (5xx, 408, a timeout, a lost connection),
+/// and otherwise with [`Error::Backend`](crate::Error::Backend) carrying
+/// the service's status and code, beyond the errors it names.
 #[async_trait]
 pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     /// `db.system.name` of the backend's request spans and metrics (see
@@ -87,18 +94,14 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     /// `false` when there was no such table.
     ///
     /// # Errors
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
+    /// Only the [errors of every request](TableBackend#errors).
     async fn delete_table(&self, table: &TableName) -> Result<bool>;
 
     /// Every table of the account, in the service's order (by name), all
     /// pages of the listing read.
     ///
     /// # Errors
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
+    /// Only the [errors of every request](TableBackend#errors).
     async fn list_tables(&self) -> Result<Vec<TableName>>;
 
     /// Reads one entity; `Ok(None)` when the table has no such entity.
@@ -108,9 +111,7 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// [`Error::NotFound`](crate::Error::NotFound) (`TableNotFound`) for a missing table.
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
+    /// And the [errors of every request](TableBackend#errors).
     async fn get(
         &self,
         table: &TableName,
@@ -126,9 +127,7 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     /// no table); [`Error::Conflict`](crate::Error::Conflict) when the row's ETag is not the precondition;
     /// [`Error::Invalid`](crate::Error::Invalid) for an entity that breaks a service limit (before
     /// anything is sent).
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
+    /// And the [errors of every request](TableBackend#errors).
     ///
     /// The operation is handed over by value (a backend that keeps the
     /// entity moves it rather than copying it); `options` say what else
@@ -154,23 +153,26 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     /// [`Error::Invalid`](crate::Error::Invalid) for a batch that breaks a limit (before anything is
     /// sent); [`Error::Batch`](crate::Error::Batch) with the index and error of the operation that
     /// failed (nothing applied).
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
+    /// And the [errors of every request](TableBackend#errors).
     async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>>;
 
     /// Reads one page of a query.
     ///
     /// # Errors
     /// [`Error::NotFound`](crate::Error::NotFound) (`TableNotFound`) for a missing table.
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
+    /// And the [errors of every request](TableBackend#errors).
     async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage>;
 }
 
 /// Blob storage with leases: the operations of the Blob service that
 /// leasehold uses.
+///
+/// # Errors
+///
+/// Every method fails with [`Error::Transient`](crate::Error::Transient)
+/// for a failure worth retrying (5xx, 408, a timeout, a lost connection),
+/// and otherwise with [`Error::Backend`](crate::Error::Backend) carrying
+/// the service's status and code, beyond the errors it names.
 #[async_trait]
 pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     /// Where the blobs live, for error messages such as
@@ -186,9 +188,7 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// [`Error::Invalid`](crate::Error::Invalid) for a name the service refuses.
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
+    /// And the [errors of every request](BlobBackend#errors).
     async fn create_container(&self, container: &ContainerName) -> Result<()>;
 
     /// Writes a whole block blob with its metadata, under `conditions`.
@@ -200,9 +200,7 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     /// fails; [`Error::LeaseHeld`](crate::Error::LeaseHeld) when the blob is leased and no lease id was
     /// given; [`Error::LeaseLost`](crate::Error::LeaseLost) when the lease id given is not the blob's
     /// active lease.
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
+    /// And the [errors of every request](BlobBackend#errors).
     async fn put_blob(
         &self,
         container: &ContainerName,
@@ -216,9 +214,7 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// [`Error::NotFound`](crate::Error::NotFound) for a missing container.
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
+    /// And the [errors of every request](BlobBackend#errors).
     async fn get_blob(&self, container: &ContainerName, blob: &BlobName) -> Result<Option<Blob>>;
 
     /// Reads a blob's properties (ETag, metadata, lease); `Ok(None)` when it
@@ -226,9 +222,7 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// [`Error::NotFound`](crate::Error::NotFound) for a missing container.
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
+    /// And the [errors of every request](BlobBackend#errors).
     async fn blob_properties(
         &self,
         container: &ContainerName,
@@ -240,9 +234,7 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob or container; otherwise as
     /// [`BlobBackend::put_blob`] for the conditions.
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
+    /// And the [errors of every request](BlobBackend#errors).
     async fn set_blob_metadata(
         &self,
         container: &ContainerName,
@@ -256,9 +248,7 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob or container; otherwise as
     /// [`BlobBackend::put_blob`] for the conditions.
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
+    /// And the [errors of every request](BlobBackend#errors).
     async fn delete_blob(
         &self,
         container: &ContainerName,
@@ -270,9 +260,7 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// [`Error::NotFound`](crate::Error::NotFound) for a missing container.
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code.
+    /// And the [errors of every request](BlobBackend#errors).
     async fn list_blobs(
         &self,
         container: &ContainerName,

@@ -83,20 +83,19 @@ impl Traced {
 }
 
 impl Layer for Traced {
-    async fn call<T: Send>(
+    fn call<T: Send>(
         &self,
         request: &Request<'_>,
-        fut: impl Future<Output = Result<T>> + Send,
-    ) -> Result<T> {
-        async move {
-            let result = fut.await;
+        next: impl Future<Output = Result<T>> + Send,
+    ) -> impl Future<Output = Result<T>> + Send {
+        let logged = async move {
+            let result = next.await;
             match &result {
                 Ok(_) => tracing::debug!("ok"),
                 Err(e) => tracing::debug!(kind = ?e.kind(), code = e.code(), "failed"),
             }
             result
-        }
-        .instrument(self.span(request))
-        .await
+        };
+        logged.instrument(self.span(request))
     }
 }

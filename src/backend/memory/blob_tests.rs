@@ -68,27 +68,10 @@ async fn create_only_put_is_blob_already_exists_on_an_existing_blob() {
     let m = MemoryBackend::new();
     let c = container("data");
     m.create_container(&c).await.unwrap();
-    let b = blob("once");
-    let e1 = m
-        .put_blob(
-            &c,
-            &b,
-            vec![1],
-            &Metadata::new(),
-            &BlobConditions::create_only(),
-        )
-        .await
-        .unwrap();
-    let e = m
-        .put_blob(
-            &c,
-            &b,
-            vec![2],
-            &Metadata::new(),
-            &BlobConditions::create_only(),
-        )
-        .await
-        .unwrap_err();
+    let (b, md, once) = (blob("once"), Metadata::new(), BlobConditions::create_only());
+    let put = |n: u8| m.put_blob(&c, &b, vec![n], &md, &once);
+    let e1 = put(1).await.unwrap();
+    let e = put(2).await.unwrap_err();
     assert_service_error(&e, ErrorKind::AlreadyExists, "BlobAlreadyExists");
     let got = m.get_blob(&c, &b).await.unwrap().unwrap();
     assert_eq!((got.body, got.properties.etag), (vec![1], e1));

@@ -9,8 +9,8 @@ use tokio::time::Instant;
 use super::clock::{WriteClock, blob_etag};
 use super::leases::{Lease, MAX_BREAK_PERIOD, Refusal, WRITE_NO_BLOB_LEASE};
 use crate::backend::{
-    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseAction,
-    LeaseReply, Metadata,
+    BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseAction, LeaseReply,
+    Metadata,
 };
 use crate::error::{Error, Result, what};
 use crate::key::{BlobName, ContainerName, ETag, shorten};
@@ -43,12 +43,12 @@ struct Container {
     blobs: BTreeMap<String, StoredBlob>,
 }
 
-/// Which write is being checked: the conditions mean slightly different
-/// things to a create than to an update.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum WriteKind {
-    Put,
-    SetMetadata,
+/// A write to one blob. The conditions mean slightly different things to a
+/// put, which may create the blob, than to the others.
+#[derive(Debug)]
+pub(super) enum BlobWrite<'a> {
+    Put(Vec<u8>, &'a Metadata),
+    SetMetadata(&'a Metadata),
     Delete,
 }
 
@@ -160,7 +160,7 @@ impl BlobStore {
     fn check_conditions(
         existing: Option<&mut StoredBlob>,
         conditions: &BlobConditions,
-        kind: WriteKind,
+        put: bool,
         now: Instant,
         what: impl Fn() -> String,
     ) -> Result<()> {
@@ -181,11 +181,9 @@ impl BlobStore {
             return Err(Error::from_service(412, Some("ConditionNotMet"), what()));
         }
         if conditions.mode == BlobWriteMode::Create {
-            return Err(match kind {
-                WriteKind::Put => Error::from_service(409, Some("BlobAlreadyExists"), what()),
-                WriteKind::SetMetadata | WriteKind::Delete => {
-                    Error::from_service(412, Some("ConditionNotMet"), what())
-                }
+            return Err(match put {
+                true => Error::from_service(409, Some("BlobAlreadyExists"), what()),
+                false => Error::from_service(412, Some("ConditionNotMet"), what()),
             });
         }
         blob.lease
@@ -193,114 +191,69 @@ impl BlobStore {
             .map_err(|r| refusal_error(r, what()))
     }
 
+    /// Applies `write` under `conditions`: the ETag it leaves (for a
+    /// delete, the one it removed).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn put_blob(
+    pub(super) fn write(
         &mut self,
         clock: &WriteClock,
         now: Instant,
         container: &ContainerName,
         blob: &BlobName,
-        body: Vec<u8>,
-        metadata: &Metadata,
         conditions: &BlobConditions,
+        write: BlobWrite<'_>,
     ) -> Result<ETag> {
-        validate_metadata(metadata)?;
         let what = || blob_what(container, blob);
-        let c = self.container_mut(container, || blob_what(container, blob))?;
-        let existing = c.blobs.get_mut(blob.as_str());
-        Self::check_conditions(existing, conditions, WriteKind::Put, now, what)?;
-        let etag = blob_etag(clock.tick());
-        match c.blobs.get_mut(blob.as_str()) {
-            Some(stored) => {
-                stored.body = body;
-                stored.metadata = metadata.clone();
-                stored.etag = etag.clone();
-                stored.lease.after_write(now);
-            }
-            None => {
-                c.blobs.insert(
-                    blob.as_str().to_owned(),
-                    StoredBlob {
-                        body,
-                        metadata: metadata.clone(),
-                        etag: etag.clone(),
-                        lease: Lease::Available,
-                    },
-                );
-            }
+        if let BlobWrite::Put(_, metadata) | BlobWrite::SetMetadata(metadata) = &write {
+            validate_metadata(metadata)?;
         }
-        Ok(etag)
-    }
-
-    pub(super) fn get_blob(
-        &self,
-        now: Instant,
-        container: &ContainerName,
-        blob: &BlobName,
-    ) -> Result<Option<Blob>> {
-        let c = self.container(container, || blob_what(container, blob))?;
-        Ok(c.blobs.get(blob.as_str()).map(|b| Blob {
-            body: b.body.clone(),
-            properties: b.properties(now),
-        }))
-    }
-
-    pub(super) fn blob_properties(
-        &self,
-        now: Instant,
-        container: &ContainerName,
-        blob: &BlobName,
-    ) -> Result<Option<BlobProperties>> {
-        let c = self.container(container, || blob_what(container, blob))?;
-        Ok(c.blobs.get(blob.as_str()).map(|b| b.properties(now)))
-    }
-
-    pub(super) fn set_blob_metadata(
-        &mut self,
-        clock: &WriteClock,
-        now: Instant,
-        container: &ContainerName,
-        blob: &BlobName,
-        metadata: &Metadata,
-        conditions: &BlobConditions,
-    ) -> Result<ETag> {
-        validate_metadata(metadata)?;
-        let what = || blob_what(container, blob);
-        let c = self.container_mut(container, || blob_what(container, blob))?;
+        let c = self.container_mut(container, what)?;
+        let existing = c.blobs.get_mut(blob.as_str());
+        let put = matches!(write, BlobWrite::Put(..));
+        if existing.is_none() && !put {
+            return Err(blob_not_found(what()));
+        }
+        Self::check_conditions(existing, conditions, put, now, what)?;
+        let (body, metadata) = match write {
+            BlobWrite::Put(body, metadata) => (Some(body), metadata),
+            BlobWrite::SetMetadata(metadata) => (None, metadata),
+            BlobWrite::Delete => {
+                let removed = c.blobs.remove(blob.as_str());
+                return removed
+                    .map(|b| b.etag)
+                    .ok_or_else(|| blob_not_found(what()));
+            }
+        };
+        let etag = blob_etag(clock.tick());
         let stored = c
             .blobs
-            .get_mut(blob.as_str())
-            .ok_or_else(|| blob_not_found(blob_what(container, blob)))?;
-        Self::check_conditions(
-            Some(&mut *stored),
-            conditions,
-            WriteKind::SetMetadata,
-            now,
-            what,
-        )?;
-        let etag = blob_etag(clock.tick());
+            .entry(blob.as_str().to_owned())
+            .or_insert_with(|| StoredBlob {
+                body: Vec::new(),
+                metadata: Metadata::new(),
+                etag: etag.clone(),
+                lease: Lease::Available,
+            });
+        if let Some(body) = body {
+            stored.body = body;
+        }
         stored.metadata = metadata.clone();
         stored.etag = etag.clone();
         stored.lease.after_write(now);
         Ok(etag)
     }
 
-    pub(super) fn delete_blob(
-        &mut self,
+    /// A blob's body and properties; `None` when it does not exist.
+    pub(super) fn read(
+        &self,
         now: Instant,
         container: &ContainerName,
         blob: &BlobName,
-        conditions: &BlobConditions,
-    ) -> Result<()> {
-        let what = || blob_what(container, blob);
-        let c = self.container_mut(container, || blob_what(container, blob))?;
-        let stored = c
-            .blobs
-            .get_mut(blob.as_str())
-            .ok_or_else(|| blob_not_found(blob_what(container, blob)))?;
-        Self::check_conditions(Some(stored), conditions, WriteKind::Delete, now, what)?;
-        c.blobs.remove(blob.as_str());
-        Ok(())
+    ) -> Result<Option<(&[u8], BlobProperties)>> {
+        let c = self.container(container, || blob_what(container, blob))?;
+        Ok(c.blobs
+            .get(blob.as_str())
+            .map(|b| (b.body.as_slice(), b.properties(now))))
     }
 
     pub(super) fn list_blobs(

@@ -71,7 +71,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use self::blobs::BlobStore;
+use self::blobs::{BlobStore, BlobWrite};
 use self::clock::WriteClock;
 use self::tables::TableStore;
 use crate::backend::WriteOptions;
@@ -195,6 +195,18 @@ impl MemoryBackend {
     fn blobs(&self) -> MutexGuard<'_, BlobStore> {
         lock(&self.inner.blobs)
     }
+
+    fn write_blob(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        conditions: &BlobConditions,
+        write: BlobWrite<'_>,
+    ) -> Result<ETag> {
+        let (clock, now) = (&self.inner.clock, Instant::now());
+        self.blobs()
+            .write(clock, now, container, blob, conditions, write)
+    }
 }
 
 impl Default for MemoryBackend {
@@ -287,19 +299,17 @@ impl BlobBackend for MemoryBackend {
         metadata: &Metadata,
         conditions: &BlobConditions,
     ) -> Result<ETag> {
-        self.blobs().put_blob(
-            &self.inner.clock,
-            Instant::now(),
-            container,
-            blob,
-            body,
-            metadata,
-            conditions,
-        )
+        let write = BlobWrite::Put(body, metadata);
+        self.write_blob(container, blob, conditions, write)
     }
 
     async fn get_blob(&self, container: &ContainerName, blob: &BlobName) -> Result<Option<Blob>> {
-        self.blobs().get_blob(Instant::now(), container, blob)
+        let blobs = self.blobs();
+        let read = blobs.read(Instant::now(), container, blob)?;
+        Ok(read.map(|(body, properties)| Blob {
+            body: body.to_vec(),
+            properties,
+        }))
     }
 
     async fn blob_properties(
@@ -307,8 +317,9 @@ impl BlobBackend for MemoryBackend {
         container: &ContainerName,
         blob: &BlobName,
     ) -> Result<Option<BlobProperties>> {
-        self.blobs()
-            .blob_properties(Instant::now(), container, blob)
+        let blobs = self.blobs();
+        let read = blobs.read(Instant::now(), container, blob)?;
+        Ok(read.map(|(_, properties)| properties))
     }
 
     async fn set_blob_metadata(
@@ -318,14 +329,8 @@ impl BlobBackend for MemoryBackend {
         metadata: &Metadata,
         conditions: &BlobConditions,
     ) -> Result<ETag> {
-        self.blobs().set_blob_metadata(
-            &self.inner.clock,
-            Instant::now(),
-            container,
-            blob,
-            metadata,
-            conditions,
-        )
+        let write = BlobWrite::SetMetadata(metadata);
+        self.write_blob(container, blob, conditions, write)
     }
 
     async fn delete_blob(
@@ -334,8 +339,8 @@ impl BlobBackend for MemoryBackend {
         blob: &BlobName,
         conditions: &BlobConditions,
     ) -> Result<()> {
-        self.blobs()
-            .delete_blob(Instant::now(), container, blob, conditions)
+        self.write_blob(container, blob, conditions, BlobWrite::Delete)
+            .map(drop)
     }
 
     async fn list_blobs(

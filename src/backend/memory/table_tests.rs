@@ -49,6 +49,18 @@ async fn backend_with_table() -> (MemoryBackend, TableName) {
     (b, t)
 }
 
+/// A backend whose pages examine at most `limit` entities, with a table
+/// of rows `0`, `1`... in partition `p`, `n` of each given in `values`.
+async fn scanning(limit: usize, values: &[i64]) -> (MemoryBackend, TableName) {
+    let b = MemoryBackend::builder().scan_limit(limit).build();
+    let t = table("Things");
+    b.create_table(&t).await.unwrap();
+    for (i, v) in values.iter().enumerate() {
+        insert(&b, &t, n("p", &i.to_string(), *v)).await;
+    }
+    (b, t)
+}
+
 async fn insert(b: &MemoryBackend, t: &TableName, d: EntityData) -> Version {
     b.execute(t, TableOp::Insert(d), &WriteOptions::new())
         .await
@@ -365,13 +377,7 @@ async fn default_page_size_is_1000() {
 
 #[tokio::test]
 async fn scan_limit_ends_pages_early_even_when_empty() {
-    let b = MemoryBackend::builder().scan_limit(4).build();
-    let t = table("Things");
-    b.create_table(&t).await.unwrap();
-    for i in 0..10 {
-        let v = if i == 9 { 1 } else { 0 };
-        insert(&b, &t, n("p", &format!("{i}"), v)).await;
-    }
+    let (b, t) = scanning(4, &[0, 0, 0, 0, 0, 0, 0, 0, 0, 1]).await;
     let spec = QuerySpec {
         filter: Some(Filter::compare("n", CmpOp::Eq, Value::Int64(1))),
         ..QuerySpec::default()
@@ -401,12 +407,7 @@ async fn scan_limit_ends_pages_early_even_when_empty() {
 
 #[tokio::test]
 async fn the_last_scan_ends_without_a_continuation() {
-    let b = MemoryBackend::builder().scan_limit(5).build();
-    let t = table("Things");
-    b.create_table(&t).await.unwrap();
-    for i in 0..5 {
-        insert(&b, &t, n("p", &format!("{i}"), 0)).await;
-    }
+    let (b, t) = scanning(5, &[0; 5]).await;
     let page = b.query(&t, &QuerySpec::default()).await.unwrap();
     assert_eq!(page.entities.len(), 5);
     assert_eq!(page.continuation, None);

@@ -9,7 +9,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::Deserialize as _;
-use serde_json::{Map, Number, Value as Json};
+use serde_json::{Map, Value as Json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -33,7 +33,8 @@ pub(crate) struct WireEntity {
     pub(crate) properties: Properties,
 }
 
-fn found_json(v: Option<&Json>) -> String {
+/// How a decode error shows the JSON found: long strings by their length.
+pub(super) fn found_json(v: Option<&Json>) -> String {
     match v {
         None => "absent".into(),
         Some(Json::String(s)) if s.chars().count() > 40 => {
@@ -153,14 +154,17 @@ impl<'a> Key<&'a str> {
 }
 
 /// The property name of a key.
-enum KeyName {
-    /// The name of the last entry read.
+pub(super) enum KeyName {
+    /// The name of the last entry read (for the one-pass reader: of the
+    /// annotation read just before).
     Last,
     New(String),
 }
 
-struct KeySeed<'a> {
-    last: Option<&'a str>,
+/// Reads a key, comparing its name with the last one read (`last`) rather
+/// than copying it.
+pub(super) struct KeySeed<'a> {
+    pub(super) last: Option<&'a str>,
 }
 
 impl<'de> serde::de::DeserializeSeed<'de> for KeySeed<'_> {
@@ -191,70 +195,17 @@ impl serde::de::Visitor<'_> for KeySeed<'_> {
 
 impl<'de> serde::Deserialize<'de> for Annotation {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        d.deserialize_any(AnnotationVisitor)
-    }
-}
-
-struct AnnotationVisitor;
-
-impl<'de> serde::de::Visitor<'de> for AnnotationVisitor {
-    type Value = Annotation;
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Annotation, E> {
-        Ok(match EdmType::from_odata_name(v) {
-            Some(t) => Annotation::Known(t),
-            None => Annotation::Other(Json::String(v.to_owned())),
+        Ok(match Json::deserialize(d)? {
+            Json::String(name) => match EdmType::from_odata_name(&name) {
+                Some(t) => Annotation::Known(t),
+                None => Annotation::Other(Json::String(name)),
+            },
+            other => Annotation::Other(other),
         })
     }
-    fn visit_bool<E: serde::de::Error>(self, v: bool) -> std::result::Result<Annotation, E> {
-        Ok(Annotation::Other(Json::Bool(v)))
-    }
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<Annotation, E> {
-        Ok(Annotation::Other(Json::Number(v.into())))
-    }
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<Annotation, E> {
-        Ok(Annotation::Other(Json::Number(v.into())))
-    }
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<Annotation, E> {
-        Ok(Annotation::Other(
-            Number::from_f64(v).map_or(Json::Null, Json::Number),
-        ))
-    }
-    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Annotation, E> {
-        Ok(Annotation::Other(Json::Null))
-    }
-    fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Annotation, E> {
-        Ok(Annotation::Other(Json::Null))
-    }
-    fn visit_some<D: serde::Deserializer<'de>>(
-        self,
-        d: D,
-    ) -> std::result::Result<Annotation, D::Error> {
-        serde::Deserialize::deserialize(d)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(
-        self,
-        seq: A,
-    ) -> std::result::Result<Annotation, A::Error> {
-        let v = serde::Deserialize::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
-        Ok(Annotation::Other(v))
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(
-        self,
-        map: A,
-    ) -> std::result::Result<Annotation, A::Error> {
-        let v = serde::Deserialize::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-        Ok(Annotation::Other(v))
-    }
 }
 
-impl<'de> serde::Deserialize<'de> for ParsedEntity {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        d.deserialize_map(ParsedEntityVisitor)
-    }
-}
+super::deserialize_by!(ParsedEntity, deserialize_map, ParsedEntityVisitor);
 
 struct ParsedEntityVisitor;
 
@@ -493,13 +444,7 @@ fn read_timestamp(table: &str, slot: Slot, bad: &mut [Json]) -> Result<Option<Of
 /// [`Error::Decode`] naming the table and the property that does not parse,
 /// or (property `(body)`) when the text is not a JSON object.
 pub(crate) fn entity_from_json_str(table: &str, text: &str) -> Result<WireEntity> {
-    let parsed: ParsedEntity = serde_json::from_str(text).map_err(|e| Error::Decode {
-        table: table.to_owned(),
-        row: None,
-        property: "(body)".into(),
-        expected: "an entity as a JSON object".into(),
-        found: e.to_string(),
-    })?;
+    let parsed = serde_json::from_str(text).map_err(|e| not_an_object(table, &e))?;
     entity_from_parsed(table, parsed)
 }
 
@@ -570,14 +515,19 @@ fn read_typed(t: EdmType, raw: &Json) -> Option<Value> {
 pub(crate) fn entity_from_json(table: &str, json: &Map<String, Json>) -> Result<WireEntity> {
     // Reading a map's entries cannot fail: every key is a string and
     // every value is read as it is.
-    let parsed = ParsedEntity::deserialize(json).map_err(|e| Error::Decode {
+    let parsed = ParsedEntity::deserialize(json).map_err(|e| not_an_object(table, &e))?;
+    entity_from_parsed(table, parsed)
+}
+
+/// A body that is not an entity's JSON object.
+fn not_an_object(table: &str, e: &serde_json::Error) -> Error {
+    Error::Decode {
         table: table.to_owned(),
         row: None,
         property: "(body)".into(),
         expected: "an entity as a JSON object".into(),
         found: e.to_string(),
-    })?;
-    entity_from_parsed(table, parsed)
+    }
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use serde::{Deserialize, Deserializer};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::decode::{Key, WireEntity};
+use super::decode::{Key, KeyName, KeySeed, WireEntity};
 use crate::datetime;
 use crate::entity::{EdmType, Properties, Value};
 
@@ -35,93 +35,21 @@ pub(crate) fn entity(body: &[u8]) -> Option<WireEntity> {
 /// of them is not in the service's form: read the page with the general
 /// decoder then.
 pub(crate) fn page(body: &[u8]) -> Option<Vec<WireEntity>> {
-    serde_json::from_slice::<DirectPage>(body).ok()?.0
+    let page = serde_json::from_slice::<DirectPage>(body).ok()?;
+    page.value.into_iter().map(|e| e.0).collect()
 }
 
 /// An entity read in one pass, or `None` where the body has another form.
 struct Direct(Option<WireEntity>);
 
-impl<'de> Deserialize<'de> for Direct {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(EntityVisitor)
-    }
-}
+super::deserialize_by!(Direct, deserialize_map, EntityVisitor);
 
-/// A page's entities read in one pass, or `None` where one has another
-/// form.
-struct DirectPage(Option<Vec<WireEntity>>);
-
-impl<'de> Deserialize<'de> for DirectPage {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(PageVisitor)
-    }
-}
-
-struct PageVisitor;
-
-impl<'de> Visitor<'de> for PageVisitor {
-    type Value = DirectPage;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a query page")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DirectPage, A::Error> {
-        let mut value: Option<Vec<WireEntity>> = None;
-        let mut direct = true;
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            if key == "value" && direct && value.is_none() {
-                let entities: Vec<Direct> = map.next_value()?;
-                let read: Option<Vec<WireEntity>> = entities.into_iter().map(|e| e.0).collect();
-                match read {
-                    Some(read) => value = Some(read),
-                    None => direct = false,
-                }
-            } else if key == "value" {
-                direct = false;
-                map.next_value::<IgnoredAny>()?;
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(DirectPage(direct.then(|| value.unwrap_or_default())))
-    }
-}
-
-/// A property name as the one-pass reader holds it.
-enum Name {
-    /// The name of the annotation read just before.
-    Pending,
-    New(String),
-}
-
-/// Reads a key, comparing it with the name of the annotation read just
-/// before (`pending`) rather than copying it.
-struct KeySeed<'a> {
-    pending: Option<&'a str>,
-}
-
-impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
-    type Value = Key<Name>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Key<Name>, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl Visitor<'_> for KeySeed<'_> {
-    type Value = Key<Name>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a property name")
-    }
-    fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Key<Name>, E> {
-        let key = Key::of(k);
-        let value = matches!(key, Key::Property(_));
-        Ok(key.named(|n| {
-            if value && self.pending == Some(n) {
-                Name::Pending
-            } else {
-                Name::New(n.to_owned())
-            }
-        }))
-    }
+/// A query page whose entities are read in one pass (a name twice is an
+/// error here, and so not the service's form).
+#[derive(Deserialize)]
+struct DirectPage {
+    #[serde(default)]
+    value: Vec<Direct>,
 }
 
 struct EntityVisitor;
@@ -143,7 +71,7 @@ impl<'de> Visitor<'de> for EntityVisitor {
         };
         loop {
             let seed = KeySeed {
-                pending: read.pending.as_ref().map(|(name, _)| name.as_str()),
+                last: read.pending.as_ref().map(|(name, _)| name.as_str()),
             };
             let Some(key) = map.next_key_seed(seed)? else {
                 break;
@@ -175,24 +103,24 @@ impl Read {
     /// service's form.
     fn step<'de, A: MapAccess<'de>>(
         &mut self,
-        key: Key<Name>,
+        key: Key<KeyName>,
         map: &mut A,
     ) -> Result<Option<()>, A::Error> {
         // Only a property's value may follow its annotation.
-        if self.pending.is_some() && !matches!(key, Key::Property(Name::Pending)) {
+        if self.pending.is_some() && !matches!(key, Key::Property(KeyName::Last)) {
             return Ok(None);
         }
         let ok = match key {
-            Key::Partition => once(&mut self.partition_key, map.next_value::<Text>()?.0),
-            Key::Row => once(&mut self.row_key, map.next_value::<Text>()?.0),
-            Key::Etag => once(&mut self.etag, map.next_value::<Text>()?.0),
+            Key::Partition => once(&mut self.partition_key, Some(map.next_value::<String>()?)),
+            Key::Row => once(&mut self.row_key, Some(map.next_value::<String>()?)),
+            Key::Etag => once(&mut self.etag, Some(map.next_value::<String>()?)),
             Key::Ignored => {
                 map.next_value::<IgnoredAny>()?;
                 true
             }
             Key::Timestamp => {
-                let text = map.next_value::<Text>()?.0;
-                let t = text.and_then(|t| datetime::parse(&t).ok());
+                let text = map.next_value::<String>()?;
+                let t = datetime::parse(&text).ok();
                 t.is_some() && once(&mut self.timestamp, t)
             }
             Key::TimestampAnnotation => {
@@ -201,8 +129,8 @@ impl Read {
                 self.timestamp_annotated = true;
                 known && first
             }
-            Key::Annotation(Name::Pending) => return Ok(None),
-            Key::Annotation(Name::New(name)) => match map.next_value::<Annotation>()?.0 {
+            Key::Annotation(KeyName::Last) => return Ok(None),
+            Key::Annotation(KeyName::New(name)) => match map.next_value::<Annotation>()?.0 {
                 // An annotation of a property already read comes after its
                 // value: not the service's form.
                 Some(t) if self.properties.get(&name).is_none() => {
@@ -213,8 +141,8 @@ impl Read {
             },
             Key::Property(name) => {
                 let (name, annotation) = match (name, self.pending.take()) {
-                    (Name::Pending, Some((name, t))) => (name, Some(t)),
-                    (Name::New(name), None) => (name, None),
+                    (KeyName::Last, Some((name, t))) => (name, Some(t)),
+                    (KeyName::New(name), None) => (name, None),
                     _ => return Ok(None),
                 };
                 match map.next_value_seed(Typed(annotation))? {
@@ -255,63 +183,15 @@ fn once<T>(slot: &mut Option<T>, value: Option<T>) -> bool {
     true
 }
 
-/// A JSON string, or `None` for any other value.
-struct Text(Option<String>);
-
-impl<'de> Deserialize<'de> for Text {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(TextVisitor)
-    }
-}
-
-struct TextVisitor;
-
-impl<'de> Visitor<'de> for TextVisitor {
-    type Value = Text;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a string")
-    }
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Text, E> {
-        Ok(Text(Some(v.to_owned())))
-    }
-    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Text, E> {
-        Ok(Text(Some(v)))
-    }
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Text, E> {
-        Ok(Text(None))
-    }
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Text, E> {
-        Ok(Text(None))
-    }
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Text, E> {
-        Ok(Text(None))
-    }
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Text, E> {
-        Ok(Text(None))
-    }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Text, E> {
-        Ok(Text(None))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Text, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Text(None))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Text, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Text(None))
-    }
-}
-
-/// An annotation naming a known type, or `None` for any other value.
+/// An annotation naming a known type, or `None` for another string (any
+/// other value is not the service's form and fails the one-pass read).
 struct Annotation(Option<EdmType>);
 
 impl<'de> Deserialize<'de> for Annotation {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Annotation(
-            Text::deserialize(d)?
-                .0
-                .and_then(|t| EdmType::from_odata_name(&t)),
-        ))
+        Ok(Annotation(EdmType::from_odata_name(&String::deserialize(
+            d,
+        )?)))
     }
 }
 

@@ -17,6 +17,21 @@
 //! compile without the `azure` feature: the memory backend sizes batches
 //! and commits store after-images with them.
 
+/// `impl Deserialize for $ty`: the deserializer's `$how` (`deserialize_map`,
+/// `deserialize_any`...) driving `$visitor`.
+macro_rules! deserialize_by {
+    ($ty:ty, $how:ident, $visitor:expr) => {
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(
+                d: D,
+            ) -> std::result::Result<Self, D::Error> {
+                d.$how($visitor)
+            }
+        }
+    };
+}
+use deserialize_by;
+
 mod decode;
 #[cfg(feature = "azure")]
 pub(crate) mod direct;

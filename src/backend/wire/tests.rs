@@ -528,7 +528,7 @@ mod derived {
         }
     }
 
-    fn decode_error(e: Error) -> (String, String, String, String) {
+    fn decode_error(e: Error) -> [String; 4] {
         match e {
             Error::Decode {
                 table,
@@ -536,7 +536,7 @@ mod derived {
                 expected,
                 found,
                 ..
-            } => (table, property, expected, found),
+            } => [table, property, expected, found],
             other => panic!("expected Error::Decode, got {other:?}"),
         }
     }
@@ -546,12 +546,8 @@ mod derived {
         let wire = wire_with(|m| {
             m.insert("total".into(), json!("12x"));
         });
-        let (table, property, expected, found) =
-            decode_error(from_wire::<Typed>(wire).unwrap_err());
-        assert_eq!(table, "Wire");
-        assert_eq!(property, "total");
-        assert_eq!(expected, "Edm.Int64");
-        assert_eq!(found, "\"12x\"");
+        let e = decode_error(from_wire::<Typed>(wire).unwrap_err());
+        assert_eq!(e, ["Wire", "total", "Edm.Int64", "\"12x\""]);
     }
 
     #[test]
@@ -560,17 +556,13 @@ mod derived {
             m.remove("total@odata.type");
             m.insert("total".into(), json!(true));
         });
-        let (table, property, expected, found) =
-            decode_error(from_wire::<Typed>(wire).unwrap_err());
-        assert_eq!(table, "Wire");
-        assert_eq!(property, "total");
-        assert_eq!(expected, "Edm.Int64");
-        assert_eq!(found, "Edm.Boolean true");
+        let e = decode_error(from_wire::<Typed>(wire).unwrap_err());
+        assert_eq!(e, ["Wire", "total", "Edm.Int64", "Edm.Boolean true"]);
 
         let wire = wire_with(|m| {
             m.remove("at@odata.type");
         });
-        let (_, property, expected, found) = decode_error(from_wire::<Typed>(wire).unwrap_err());
+        let [_, property, expected, found] = decode_error(from_wire::<Typed>(wire).unwrap_err());
         assert_eq!(property, "at");
         assert_eq!(expected, "Edm.DateTime");
         assert_eq!(found, "Edm.String \"2024-02-29T12:34:56.1234567Z\"");
@@ -585,7 +577,7 @@ mod derived {
         let wire = wire_with(|m| {
             m.insert("name".into(), Json::Null);
         });
-        let (_, property, _, found) = decode_error(from_wire::<Typed>(wire).unwrap_err());
+        let [_, property, _, found] = decode_error(from_wire::<Typed>(wire).unwrap_err());
         assert_eq!((property.as_str(), found.as_str()), ("name", "absent"));
     }
 }
@@ -748,7 +740,7 @@ mod reference {
     use serde_json::{Map, Number, Value as Json};
     use uuid::Uuid;
 
-    use super::super::decode::WireEntity;
+    use super::super::decode::{WireEntity, found_json};
     use crate::datetime;
     use crate::entity::{EdmType, Properties, Value};
     use crate::error::{Error, Result};
@@ -865,16 +857,6 @@ mod reference {
             etag,
             properties,
         })
-    }
-
-    fn found_json(v: Option<&Json>) -> String {
-        match v {
-            None => "absent".into(),
-            Some(Json::String(s)) if s.chars().count() > 40 => {
-                format!("a {}-character string", s.chars().count())
-            }
-            Some(v) => v.to_string(),
-        }
     }
 
     /// Reads one JSON value with its optional annotation. `Ok(None)` for null.

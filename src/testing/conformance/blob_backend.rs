@@ -3,14 +3,15 @@
 //! on writes, with the service's error kinds and codes. (The lease state
 //! machine is in [`blobs`](super::blobs) and [`timed`](super::timed).)
 
+use leasehold::backend::LeaseAction::{Release, Renew};
 use leasehold::backend::{
-    BlobBackend, BlobConditions, LeaseDuration, LeaseId, LeaseState, Metadata,
+    BlobBackend, BlobConditions, LeaseDuration, LeaseId, LeaseKind, LeaseReply, LeaseState,
+    Metadata,
 };
-use leasehold::backend::{LeaseCalls as _, LeaseKind};
 use leasehold::key::{BlobName, ContainerName, ETag};
 use leasehold::{Error, ErrorKind};
 
-use super::Ctx;
+use super::{Ctx, acquire, break_after, change};
 
 /// A container name private to the check (not created).
 fn container(ctx: &Ctx, suffix: &str) -> ContainerName {
@@ -79,11 +80,11 @@ pub async fn every_operation_on_a_missing_container_is_container_not_found(ctx: 
             .unwrap_err(),
         m.delete_blob(&c, &b, &none).await.unwrap_err(),
         m.list_blobs(&c, "", None).await.unwrap_err(),
-        m.acquire_lease(&c, &b, SECS_30, id).await.unwrap_err(),
-        m.renew_lease(&c, &b, id).await.unwrap_err(),
-        m.change_lease(&c, &b, id, id).await.unwrap_err(),
-        m.release_lease(&c, &b, id).await.unwrap_err(),
-        m.break_lease(&c, &b, None).await.unwrap_err(),
+        m.lease(&c, &b, acquire(SECS_30, id)).await.unwrap_err(),
+        m.lease(&c, &b, Renew(id)).await.unwrap_err(),
+        m.lease(&c, &b, change(id, id)).await.unwrap_err(),
+        m.lease(&c, &b, Release(id)).await.unwrap_err(),
+        m.lease(&c, &b, break_after(None)).await.unwrap_err(),
     ];
     for e in errors {
         assert_service_error(&e, ErrorKind::NotFound, "ContainerNotFound");
@@ -105,11 +106,11 @@ pub async fn a_missing_blob_reads_as_none_and_other_ops_are_blob_not_found(ctx: 
             .await
             .unwrap_err(),
         m.delete_blob(&c, &b, &none).await.unwrap_err(),
-        m.acquire_lease(&c, &b, SECS_30, id).await.unwrap_err(),
-        m.renew_lease(&c, &b, id).await.unwrap_err(),
-        m.change_lease(&c, &b, id, id).await.unwrap_err(),
-        m.release_lease(&c, &b, id).await.unwrap_err(),
-        m.break_lease(&c, &b, None).await.unwrap_err(),
+        m.lease(&c, &b, acquire(SECS_30, id)).await.unwrap_err(),
+        m.lease(&c, &b, Renew(id)).await.unwrap_err(),
+        m.lease(&c, &b, change(id, id)).await.unwrap_err(),
+        m.lease(&c, &b, Release(id)).await.unwrap_err(),
+        m.lease(&c, &b, break_after(None)).await.unwrap_err(),
     ];
     for e in errors {
         assert_service_error(&e, ErrorKind::NotFound, "BlobNotFound");
@@ -187,21 +188,20 @@ pub async fn an_acquire_replies_with_the_blob_etag_and_leasing_keeps_it(ctx: &Ct
     let (m, c, b, created) = setup(ctx).await;
     let m = m.as_ref();
     let etag_now = || async { m.blob_properties(&c, &b).await.unwrap().unwrap().etag };
+    let reply = |id, etag: &ETag| LeaseReply::Acquired {
+        id,
+        etag: Some(etag.clone()),
+    };
     let a = LeaseId::new_random();
-    let acquired = m.acquire_lease(&c, &b, SECS_30, a).await.unwrap();
-    assert_eq!(acquired.id, a);
-    assert_eq!(
-        acquired.etag.as_ref(),
-        Some(&created),
-        "the acquire's reply"
-    );
+    let acquired = m.lease(&c, &b, acquire(SECS_30, a)).await.unwrap();
+    assert_eq!(acquired, reply(a, &created), "the acquire's reply");
     assert_eq!(etag_now().await, created, "leasing keeps the ETag");
     // Acquiring again with the current id (a retry) reports it too.
-    let again = m.acquire_lease(&c, &b, SECS_30, a).await.unwrap();
-    assert_eq!(again.etag.as_ref(), Some(&created));
-    m.renew_lease(&c, &b, a).await.unwrap();
+    let again = m.lease(&c, &b, acquire(SECS_30, a)).await.unwrap();
+    assert_eq!(again, reply(a, &created));
+    m.lease(&c, &b, Renew(a)).await.unwrap();
     let a2 = LeaseId::new_random();
-    m.change_lease(&c, &b, a, a2).await.unwrap();
+    m.lease(&c, &b, change(a, a2)).await.unwrap();
     assert_eq!(etag_now().await, created, "renew and change keep it");
     let written = m
         .set_blob_metadata(
@@ -213,19 +213,19 @@ pub async fn an_acquire_replies_with_the_blob_etag_and_leasing_keeps_it(ctx: &Ct
         .await
         .unwrap();
     assert_ne!(written, created);
-    m.release_lease(&c, &b, a2).await.unwrap();
+    m.lease(&c, &b, Release(a2)).await.unwrap();
     assert_eq!(etag_now().await, written, "release keeps it");
     let b1 = LeaseId::new_random();
-    let acquired = m.acquire_lease(&c, &b, SECS_30, b1).await.unwrap();
-    assert_eq!(acquired.etag.as_ref(), Some(&written), "the write's ETag");
-    m.break_lease(&c, &b, Some(std::time::Duration::ZERO))
+    let acquired = m.lease(&c, &b, acquire(SECS_30, b1)).await.unwrap();
+    assert_eq!(acquired, reply(b1, &written), "the write's ETag");
+    m.lease(&c, &b, break_after(Some(std::time::Duration::ZERO)))
         .await
         .unwrap();
     assert_eq!(etag_now().await, written, "break keeps it");
     let b2 = LeaseId::new_random();
-    let acquired = m.acquire_lease(&c, &b, SECS_30, b2).await.unwrap();
-    assert_eq!(acquired.etag.as_ref(), Some(&written), "after a break");
-    m.release_lease(&c, &b, b2).await.unwrap();
+    let acquired = m.lease(&c, &b, acquire(SECS_30, b2)).await.unwrap();
+    assert_eq!(acquired, reply(b2, &written), "after a break");
+    m.lease(&c, &b, Release(b2)).await.unwrap();
 }
 
 /// Set metadata replaces metadata and keeps the body.
@@ -320,10 +320,15 @@ pub async fn delete_of_a_missing_blob_is_blob_not_found(ctx: &Ctx) {
 pub async fn writes_to_a_leased_blob_need_its_lease_id(ctx: &Ctx) {
     let (m, c, b, _) = setup(ctx).await;
     let id = m
-        .acquire_lease(&c, &b, LeaseDuration::Infinite, LeaseId::new_random())
+        .lease(
+            &c,
+            &b,
+            acquire(LeaseDuration::Infinite, LeaseId::new_random()),
+        )
         .await
         .unwrap()
-        .id;
+        .lease_id()
+        .unwrap();
     let md = meta(&[("k", "v")]);
     let without = BlobConditions::none();
     let wrong = BlobConditions::leased(LeaseId::new_random());
@@ -356,7 +361,7 @@ pub async fn writes_to_a_leased_blob_need_its_lease_id(ctx: &Ctx) {
     let props = m.blob_properties(&c, &b).await.unwrap().unwrap();
     assert_eq!(props.lease.state, LeaseState::Leased);
     assert_eq!(props.lease.kind, Some(LeaseKind::Infinite));
-    m.renew_lease(&c, &b, id).await.unwrap();
+    m.lease(&c, &b, Renew(id)).await.unwrap();
     m.delete_blob(&c, &b, &right).await.unwrap();
     assert!(m.get_blob(&c, &b).await.unwrap().is_none());
 }
@@ -548,7 +553,7 @@ pub async fn slashes_in_names_are_path_separators_and_each_name_one_blob(ctx: &C
         let got = b.get_blob(&c, &blob(name)).await.unwrap().unwrap();
         assert_eq!(got.body, vec![i as u8], "{name}");
         let id = LeaseId::new_random();
-        b.acquire_lease(&c, &blob(name), LeaseDuration::Seconds(15), id)
+        b.lease(&c, &blob(name), acquire(LeaseDuration::Seconds(15), id))
             .await
             .unwrap();
         let p = b.blob_properties(&c, &blob(name)).await.unwrap().unwrap();
@@ -557,7 +562,7 @@ pub async fn slashes_in_names_are_path_separators_and_each_name_one_blob(ctx: &C
             p.metadata.get("n").map(String::as_str),
             Some(&*i.to_string())
         );
-        b.release_lease(&c, &blob(name), id).await.unwrap();
+        b.lease(&c, &blob(name), Release(id)).await.unwrap();
     }
     let mut listed: Vec<String> = b
         .list_blobs(&c, "a", None)
@@ -585,7 +590,7 @@ pub async fn metadata_values_with_inner_spaces_round_trip_and_leases_on_them_hol
     let (b, c, name, _) = setup(ctx).await;
     let m = meta(&[("owner", "node 1  of  3"), ("note", "a ,b=c;  d")]);
     let id = LeaseId::new_random();
-    b.acquire_lease(&c, &name, LeaseDuration::Seconds(15), id)
+    b.lease(&c, &name, acquire(LeaseDuration::Seconds(15), id))
         .await
         .unwrap();
     b.set_blob_metadata(&c, &name, &m, &BlobConditions::leased(id))
@@ -598,5 +603,5 @@ pub async fn metadata_values_with_inner_spaces_round_trip_and_leases_on_them_hol
     );
     let got = b.get_blob(&c, &name).await.unwrap().unwrap();
     assert_eq!(got.properties.metadata, p.metadata);
-    b.release_lease(&c, &name, id).await.unwrap();
+    b.lease(&c, &name, Release(id)).await.unwrap();
 }

@@ -2,14 +2,16 @@
 //! machine with the service's error codes (transitions that need no waiting;
 //! the timed ones are checked with paused time on the memory backend).
 
-use leasehold::backend::{LeaseCalls as _, LeaseKind};
 use std::time::Duration;
 
 use leasehold::ErrorKind;
-use leasehold::backend::{BlobConditions, LeaseDuration, LeaseId, LeaseState, Metadata};
+use leasehold::backend::LeaseAction::{Release, Renew};
+use leasehold::backend::{
+    BlobConditions, LeaseDuration, LeaseId, LeaseKind, LeaseReply, LeaseState, Metadata,
+};
 use leasehold::key::BlobName;
 
-use super::Ctx;
+use super::{Ctx, acquire, break_after, change, time_left};
 
 fn blob(name: &str) -> BlobName {
     BlobName::new(name).unwrap()
@@ -49,12 +51,12 @@ fn secs(s: u8) -> LeaseDuration {
 
 /// Put get and conditions.
 pub async fn put_get_and_conditions(ctx: &Ctx) {
-    let be = ctx.backend();
-    be.create_container(&ctx.container).await.unwrap();
+    let (be, c) = (ctx.backend(), &ctx.container);
+    be.create_container(c).await.unwrap();
     let b = blob("doc.json");
     let e1 = be
         .put_blob(
-            &ctx.container,
+            c,
             &b,
             b"one".to_vec(),
             &Metadata::new(),
@@ -64,7 +66,7 @@ pub async fn put_get_and_conditions(ctx: &Ctx) {
         .expect("create");
     let (k, code) = err(be
         .put_blob(
-            &ctx.container,
+            c,
             &b,
             b"two".to_vec(),
             &Metadata::new(),
@@ -77,7 +79,7 @@ pub async fn put_get_and_conditions(ctx: &Ctx) {
     );
     let e2 = be
         .put_blob(
-            &ctx.container,
+            c,
             &b,
             b"two".to_vec(),
             &Metadata::new(),
@@ -88,7 +90,7 @@ pub async fn put_get_and_conditions(ctx: &Ctx) {
     assert_ne!(e1, e2, "ETag changes on write");
     let (k, code) = err(be
         .put_blob(
-            &ctx.container,
+            c,
             &b,
             b"three".to_vec(),
             &Metadata::new(),
@@ -96,56 +98,32 @@ pub async fn put_get_and_conditions(ctx: &Ctx) {
         )
         .await);
     assert_eq!((k, code.as_str()), (ErrorKind::Conflict, "ConditionNotMet"));
-    let got = be
-        .get_blob(&ctx.container, &b)
-        .await
-        .unwrap()
-        .expect("exists");
+    let got = be.get_blob(c, &b).await.unwrap().expect("exists");
     assert_eq!(got.body, b"two");
     assert_eq!(got.properties.etag, e2);
     assert_eq!(got.properties.lease.state, LeaseState::Available);
-    let (k, code) = err(be
-        .delete_blob(&ctx.container, &b, &BlobConditions::if_match(e1))
-        .await);
+    let (k, code) = err(be.delete_blob(c, &b, &BlobConditions::if_match(e1)).await);
     assert_eq!((k, code.as_str()), (ErrorKind::Conflict, "ConditionNotMet"));
-    be.delete_blob(&ctx.container, &b, &BlobConditions::if_match(e2))
+    be.delete_blob(c, &b, &BlobConditions::if_match(e2))
         .await
         .expect("delete");
-    assert!(be.get_blob(&ctx.container, &b).await.unwrap().is_none());
-    assert!(
-        be.blob_properties(&ctx.container, &b)
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(be.get_blob(c, &b).await.unwrap().is_none());
+    assert!(be.blob_properties(c, &b).await.unwrap().is_none());
 }
 
 /// Metadata and listing.
 pub async fn metadata_and_listing(ctx: &Ctx) {
-    let be = ctx.backend();
+    let (be, c) = (ctx.backend(), &ctx.container);
     let b = setup(ctx, "lease/a").await;
     let mut md = Metadata::new();
     md.insert("owner".into(), "node1".into());
     md.insert("epoch".into(), "7".into());
-    let before = be
-        .blob_properties(&ctx.container, &b)
-        .await
-        .unwrap()
-        .unwrap();
+    let before = be.blob_properties(c, &b).await.unwrap().unwrap();
     let etag = be
-        .set_blob_metadata(
-            &ctx.container,
-            &b,
-            &md,
-            &BlobConditions::if_match(before.etag.clone()),
-        )
+        .set_blob_metadata(c, &b, &md, &BlobConditions::if_match(before.etag.clone()))
         .await
         .expect("set metadata");
-    let after = be
-        .blob_properties(&ctx.container, &b)
-        .await
-        .unwrap()
-        .unwrap();
+    let after = be.blob_properties(c, &b).await.unwrap().unwrap();
     assert_eq!(after.metadata, md);
     assert_eq!(after.etag, etag);
     assert_ne!(before.etag, etag);
@@ -153,7 +131,7 @@ pub async fn metadata_and_listing(ctx: &Ctx) {
     for name in ["lease/b", "lease/c", "other/x"] {
         setup(ctx, name).await;
     }
-    let page = be.list_blobs(&ctx.container, "lease/", None).await.unwrap();
+    let page = be.list_blobs(c, "lease/", None).await.unwrap();
     let names: Vec<_> = page.items.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(names, ["lease/a", "lease/b", "lease/c"]);
     assert_eq!(page.items[0].properties.metadata, md);
@@ -161,61 +139,51 @@ pub async fn metadata_and_listing(ctx: &Ctx) {
 
 /// Lease acquire renew change release.
 pub async fn lease_acquire_renew_change_release(ctx: &Ctx) {
-    let be = ctx.backend();
+    let (be, c) = (ctx.backend(), &ctx.container);
     let b = setup(ctx, "l1").await;
     let id = LeaseId::new_random();
     assert_eq!(
-        be.acquire_lease(&ctx.container, &b, secs(15), id)
+        be.lease(c, &b, acquire(secs(15), id))
             .await
             .unwrap()
-            .id,
-        id
+            .lease_id(),
+        Some(id)
     );
-    let props = be
-        .blob_properties(&ctx.container, &b)
-        .await
-        .unwrap()
-        .unwrap();
+    let props = be.blob_properties(c, &b).await.unwrap().unwrap();
     assert_eq!(props.lease.state, LeaseState::Leased);
     assert!(props.lease.is_locked());
     assert_eq!(props.lease.kind, Some(LeaseKind::Fixed));
     // Acquiring again with the current id is an idempotent retry.
     assert_eq!(
-        be.acquire_lease(&ctx.container, &b, secs(15), id)
+        be.lease(c, &b, acquire(secs(15), id))
             .await
             .unwrap()
-            .id,
-        id
+            .lease_id(),
+        Some(id)
     );
-    be.renew_lease(&ctx.container, &b, id).await.expect("renew");
+    be.lease(c, &b, Renew(id)).await.expect("renew");
     let id2 = LeaseId::new_random();
     assert_eq!(
-        be.change_lease(&ctx.container, &b, id, id2).await.unwrap(),
-        id2
+        be.lease(c, &b, change(id, id2)).await.unwrap(),
+        LeaseReply::Changed(id2)
     );
     // Changing again to the id it already has succeeds too.
     assert_eq!(
-        be.change_lease(&ctx.container, &b, id, id2).await.unwrap(),
-        id2
+        be.lease(c, &b, change(id, id2)).await.unwrap(),
+        LeaseReply::Changed(id2)
     );
-    be.renew_lease(&ctx.container, &b, id2)
+    be.lease(c, &b, Renew(id2))
         .await
         .expect("renew under the new id");
-    let (k, code) = err(be.renew_lease(&ctx.container, &b, id).await);
+    let (k, code) = err(be.lease(c, &b, Renew(id)).await);
     assert_eq!(
         (k, code.as_str()),
         (ErrorKind::LeaseLost, "LeaseIdMismatchWithLeaseOperation")
     );
-    be.release_lease(&ctx.container, &b, id2)
-        .await
-        .expect("release");
-    let props = be
-        .blob_properties(&ctx.container, &b)
-        .await
-        .unwrap()
-        .unwrap();
+    be.lease(c, &b, Release(id2)).await.expect("release");
+    let props = be.blob_properties(c, &b).await.unwrap().unwrap();
     assert_eq!(props.lease.state, LeaseState::Available);
-    let (k, code) = err(be.renew_lease(&ctx.container, &b, id2).await);
+    let (k, code) = err(be.lease(c, &b, Renew(id2)).await);
     // Known difference: Azure answers LeaseNotPresentWithLeaseOperation (as
     // the memory backend does); Azurite 3.37 answers
     // LeaseIdMismatchWithLeaseOperation. Both mean the lease is gone.
@@ -226,165 +194,131 @@ pub async fn lease_acquire_renew_change_release(ctx: &Ctx) {
     );
     // Infinite leases.
     let id3 = LeaseId::new_random();
-    be.acquire_lease(&ctx.container, &b, LeaseDuration::Infinite, id3)
+    be.lease(c, &b, acquire(LeaseDuration::Infinite, id3))
         .await
         .unwrap();
-    let props = be
-        .blob_properties(&ctx.container, &b)
-        .await
-        .unwrap()
-        .unwrap();
+    let props = be.blob_properties(c, &b).await.unwrap().unwrap();
     assert_eq!(props.lease.kind, Some(LeaseKind::Infinite));
-    be.release_lease(&ctx.container, &b, id3).await.unwrap();
+    be.lease(c, &b, Release(id3)).await.unwrap();
     // Invalid durations are refused before sending.
     for bad in [secs(0), secs(14), secs(61)] {
-        let (k, _) = err(be
-            .acquire_lease(&ctx.container, &b, bad, LeaseId::new_random())
-            .await);
+        let (k, _) = err(be.lease(c, &b, acquire(bad, LeaseId::new_random())).await);
         assert_eq!(k, ErrorKind::Invalid, "{bad:?}");
     }
 }
 
 /// Lease contention codes.
 pub async fn lease_contention_codes(ctx: &Ctx) {
-    let be = ctx.backend();
+    let (be, c) = (ctx.backend(), &ctx.container);
     let b = setup(ctx, "l2").await;
     let holder = LeaseId::new_random();
     let other = LeaseId::new_random();
-    be.acquire_lease(&ctx.container, &b, secs(60), holder)
-        .await
-        .unwrap();
-    let (k, code) = err(be.acquire_lease(&ctx.container, &b, secs(60), other).await);
+    be.lease(c, &b, acquire(secs(60), holder)).await.unwrap();
+    let (k, code) = err(be.lease(c, &b, acquire(secs(60), other)).await);
     assert_eq!(
         (k, code.as_str()),
         (ErrorKind::LeaseHeld, "LeaseAlreadyPresent")
     );
-    for (name, r) in [
-        ("renew", be.renew_lease(&ctx.container, &b, other).await),
-        ("release", be.release_lease(&ctx.container, &b, other).await),
-        (
-            "change",
-            be.change_lease(&ctx.container, &b, other, LeaseId::new_random())
-                .await
-                .map(|_| ()),
-        ),
-    ] {
-        let (k, code) = err(r);
+    for action in [Renew(other), Release(other), change(other, other)] {
+        let (k, code) = err(be.lease(c, &b, action).await);
         assert_eq!(
             (k, code.as_str()),
             (ErrorKind::LeaseLost, "LeaseIdMismatchWithLeaseOperation"),
-            "{name}"
+            "{action:?}"
         );
     }
-    be.release_lease(&ctx.container, &b, holder).await.unwrap();
+    be.lease(c, &b, Release(holder)).await.unwrap();
 }
 
 /// Lease break and broken states.
 pub async fn lease_break_and_broken_states(ctx: &Ctx) {
-    let be = ctx.backend();
+    let (be, c) = (ctx.backend(), &ctx.container);
     let b = setup(ctx, "l3").await;
     // Breaking an available blob fails.
-    let (k, code) = err(be
-        .break_lease(&ctx.container, &b, Some(Duration::ZERO))
-        .await);
+    let (k, code) = err(be.lease(c, &b, break_after(Some(Duration::ZERO))).await);
     assert_eq!(
         (k, code.as_str()),
         (ErrorKind::LeaseLost, "LeaseNotPresentWithLeaseOperation")
     );
     let id = LeaseId::new_random();
-    be.acquire_lease(&ctx.container, &b, secs(60), id)
-        .await
-        .unwrap();
+    be.lease(c, &b, acquire(secs(60), id)).await.unwrap();
     // A break with a period leaves it breaking.
-    let left = be
-        .break_lease(&ctx.container, &b, Some(Duration::from_secs(30)))
-        .await
-        .unwrap();
+    let left = time_left(
+        be.lease(c, &b, break_after(Some(Duration::from_secs(30))))
+            .await
+            .unwrap(),
+    );
     assert!(
         left > Duration::from_secs(25) && left <= Duration::from_secs(30),
         "{left:?}"
     );
-    let props = be
-        .blob_properties(&ctx.container, &b)
-        .await
-        .unwrap()
-        .unwrap();
+    let props = be.blob_properties(c, &b).await.unwrap().unwrap();
     assert_eq!(props.lease.state, LeaseState::Breaking);
     let (k, code) = err(be
-        .acquire_lease(&ctx.container, &b, secs(15), LeaseId::new_random())
+        .lease(c, &b, acquire(secs(15), LeaseId::new_random()))
         .await);
     assert_eq!(
         (k, code.as_str()),
         (ErrorKind::LeaseHeld, "LeaseAlreadyPresent"),
         "another id"
     );
-    let (k, code) = err(be.acquire_lease(&ctx.container, &b, secs(15), id).await);
+    let (k, code) = err(be.lease(c, &b, acquire(secs(15), id)).await);
     assert_eq!(
         (k, code.as_str()),
         (ErrorKind::LeaseHeld, "LeaseIsBreakingAndCannotBeAcquired"),
         "the holder's id"
     );
-    let (k, code) = err(be.renew_lease(&ctx.container, &b, id).await);
+    let (k, code) = err(be.lease(c, &b, Renew(id)).await);
     assert_eq!(
         (k, code.as_str()),
         (ErrorKind::LeaseLost, "LeaseIsBrokenAndCannotBeRenewed")
     );
     // Breaking again with period 0 breaks it at once.
     let left = be
-        .break_lease(&ctx.container, &b, Some(Duration::ZERO))
+        .lease(c, &b, break_after(Some(Duration::ZERO)))
         .await
         .unwrap();
-    assert_eq!(left, Duration::ZERO);
-    let props = be
-        .blob_properties(&ctx.container, &b)
-        .await
-        .unwrap()
-        .unwrap();
+    assert_eq!(left, LeaseReply::Broken(Duration::ZERO));
+    let props = be.blob_properties(c, &b).await.unwrap().unwrap();
     assert_eq!(props.lease.state, LeaseState::Broken);
-    let (k, code) = err(be.renew_lease(&ctx.container, &b, id).await);
+    let (k, code) = err(be.lease(c, &b, Renew(id)).await);
     assert_eq!(
         (k, code.as_str()),
         (ErrorKind::LeaseLost, "LeaseIsBrokenAndCannotBeRenewed")
     );
     // The holder may release a broken lease; anyone may acquire it.
     let id2 = LeaseId::new_random();
-    be.acquire_lease(&ctx.container, &b, secs(15), id2)
+    be.lease(c, &b, acquire(secs(15), id2))
         .await
         .expect("acquire broken");
-    be.release_lease(&ctx.container, &b, id2).await.unwrap();
+    be.lease(c, &b, Release(id2)).await.unwrap();
     // An infinite lease broken without a period breaks at once.
     let id3 = LeaseId::new_random();
-    be.acquire_lease(&ctx.container, &b, LeaseDuration::Infinite, id3)
+    be.lease(c, &b, acquire(LeaseDuration::Infinite, id3))
         .await
         .unwrap();
     assert_eq!(
-        be.break_lease(&ctx.container, &b, None).await.unwrap(),
-        Duration::ZERO
+        be.lease(c, &b, break_after(None)).await.unwrap(),
+        LeaseReply::Broken(Duration::ZERO)
     );
-    let props = be
-        .blob_properties(&ctx.container, &b)
-        .await
-        .unwrap()
-        .unwrap();
+    let props = be.blob_properties(c, &b).await.unwrap().unwrap();
     assert_eq!(props.lease.state, LeaseState::Broken);
 }
 
 /// Writes to leased blobs need the lease.
 pub async fn writes_to_leased_blobs_need_the_lease(ctx: &Ctx) {
-    let be = ctx.backend();
+    let (be, c) = (ctx.backend(), &ctx.container);
     let b = setup(ctx, "l4").await;
     let id = LeaseId::new_random();
-    be.acquire_lease(&ctx.container, &b, secs(60), id)
-        .await
-        .unwrap();
+    be.lease(c, &b, acquire(secs(60), id)).await.unwrap();
     let md = Metadata::new();
     let (k, code) = err(be
-        .put_blob(&ctx.container, &b, vec![], &md, &BlobConditions::none())
+        .put_blob(c, &b, vec![], &md, &BlobConditions::none())
         .await);
     assert_eq!((k, code.as_str()), (ErrorKind::LeaseHeld, "LeaseIdMissing"));
     let (k, code) = err(be
         .put_blob(
-            &ctx.container,
+            c,
             &b,
             vec![],
             &md,
@@ -396,44 +330,29 @@ pub async fn writes_to_leased_blobs_need_the_lease(ctx: &Ctx) {
         (ErrorKind::LeaseLost, "LeaseIdMismatchWithBlobOperation")
     );
     let (k, code) = err(be
-        .set_blob_metadata(&ctx.container, &b, &md, &BlobConditions::none())
+        .set_blob_metadata(c, &b, &md, &BlobConditions::none())
         .await);
     assert_eq!((k, code.as_str()), (ErrorKind::LeaseHeld, "LeaseIdMissing"));
-    let (k, code) = err(be
-        .delete_blob(&ctx.container, &b, &BlobConditions::none())
-        .await);
+    let (k, code) = err(be.delete_blob(c, &b, &BlobConditions::none()).await);
     assert_eq!((k, code.as_str()), (ErrorKind::LeaseHeld, "LeaseIdMissing"));
     // With the lease id, writes go through and keep the lease.
-    be.put_blob(
-        &ctx.container,
-        &b,
-        b"journal".to_vec(),
-        &md,
-        &BlobConditions::leased(id),
-    )
-    .await
-    .expect("write under lease");
-    be.set_blob_metadata(&ctx.container, &b, &md, &BlobConditions::leased(id))
+    be.put_blob(c, &b, b"journal".to_vec(), &md, &BlobConditions::leased(id))
+        .await
+        .expect("write under lease");
+    be.set_blob_metadata(c, &b, &md, &BlobConditions::leased(id))
         .await
         .unwrap();
-    let props = be
-        .blob_properties(&ctx.container, &b)
-        .await
-        .unwrap()
-        .unwrap();
+    let props = be.blob_properties(c, &b).await.unwrap().unwrap();
     assert_eq!(props.lease.state, LeaseState::Leased);
-    be.renew_lease(&ctx.container, &b, id)
+    be.lease(c, &b, Renew(id))
         .await
         .expect("lease kept across writes");
     // Reads need no lease.
-    assert_eq!(
-        be.get_blob(&ctx.container, &b).await.unwrap().unwrap().body,
-        b"journal"
-    );
+    assert_eq!(be.get_blob(c, &b).await.unwrap().unwrap().body, b"journal");
     // Once released, a lease id on a write is refused.
-    be.release_lease(&ctx.container, &b, id).await.unwrap();
+    be.lease(c, &b, Release(id)).await.unwrap();
     let (k, code) = err(be
-        .put_blob(&ctx.container, &b, vec![], &md, &BlobConditions::leased(id))
+        .put_blob(c, &b, vec![], &md, &BlobConditions::leased(id))
         .await);
     assert_eq!(
         (k, code.as_str()),
@@ -441,27 +360,19 @@ pub async fn writes_to_leased_blobs_need_the_lease(ctx: &Ctx) {
     );
     // A broken lease fences its former holder.
     let id2 = LeaseId::new_random();
-    be.acquire_lease(&ctx.container, &b, secs(60), id2)
-        .await
-        .unwrap();
-    be.break_lease(&ctx.container, &b, Some(Duration::ZERO))
+    be.lease(c, &b, acquire(secs(60), id2)).await.unwrap();
+    be.lease(c, &b, break_after(Some(Duration::ZERO)))
         .await
         .unwrap();
     let (k, _) = err(be
-        .put_blob(
-            &ctx.container,
-            &b,
-            vec![],
-            &md,
-            &BlobConditions::leased(id2),
-        )
+        .put_blob(c, &b, vec![], &md, &BlobConditions::leased(id2))
         .await);
     assert_eq!(k, ErrorKind::LeaseLost);
 }
 
 /// Missing blob and container codes.
 pub async fn missing_blob_and_container_codes(ctx: &Ctx) {
-    let be = ctx.backend();
+    let (be, c) = (ctx.backend(), &ctx.container);
     let missing_container =
         leasehold::key::ContainerName::new(format!("{}x", ctx.container)).unwrap();
     let b = blob("nothing");
@@ -478,25 +389,18 @@ pub async fn missing_blob_and_container_codes(ctx: &Ctx) {
         (k, code.as_str()),
         (ErrorKind::NotFound, "ContainerNotFound")
     );
-    be.create_container(&ctx.container).await.unwrap();
+    be.create_container(c).await.unwrap();
     let (k, code) = err(be
-        .acquire_lease(&ctx.container, &b, secs(15), LeaseId::new_random())
+        .lease(c, &b, acquire(secs(15), LeaseId::new_random()))
         .await);
     assert_eq!((k, code.as_str()), (ErrorKind::NotFound, "BlobNotFound"));
     let (k, code) = err(be
-        .set_blob_metadata(
-            &ctx.container,
-            &b,
-            &Metadata::new(),
-            &BlobConditions::none(),
-        )
+        .set_blob_metadata(c, &b, &Metadata::new(), &BlobConditions::none())
         .await);
     assert_eq!((k, code.as_str()), (ErrorKind::NotFound, "BlobNotFound"));
-    let (k, _) = err(be
-        .delete_blob(&ctx.container, &b, &BlobConditions::none())
-        .await);
+    let (k, _) = err(be.delete_blob(c, &b, &BlobConditions::none()).await);
     assert_eq!(k, ErrorKind::NotFound);
-    assert!(be.get_blob(&ctx.container, &b).await.unwrap().is_none());
+    assert!(be.get_blob(c, &b).await.unwrap().is_none());
 }
 
 /// Azure answers a renew or release of a blob without a lease with 409
@@ -524,10 +428,10 @@ fn assert_kind(e: &leasehold::Error, kind: ErrorKind, code: Option<&str>) {
 /// A blob `name` in the context's container (created), to lease.
 async fn leased_blob(ctx: &Ctx, name: &str) -> BlobName {
     let x = BlobName::new(name).unwrap();
-    let be = ctx.backend();
-    be.create_container(&ctx.container).await.unwrap();
+    let (be, c) = (ctx.backend(), &ctx.container);
+    be.create_container(c).await.unwrap();
     be.put_blob(
-        &ctx.container,
+        c,
         &x,
         b"lock".to_vec(),
         &Metadata::new(),
@@ -550,11 +454,11 @@ pub async fn every_lease_error_code(ctx: &Ctx) {
     let body = || b"w".to_vec();
 
     // No lease yet.
-    let e = b.renew_lease(&c, &x, holder).await.unwrap_err();
+    let e = b.lease(&c, &x, Renew(holder)).await.unwrap_err();
     assert_no_lease_for_lease_op(&e);
-    let e = b.release_lease(&c, &x, holder).await.unwrap_err();
+    let e = b.lease(&c, &x, Release(holder)).await.unwrap_err();
     assert_no_lease_for_lease_op(&e);
-    let e = b.change_lease(&c, &x, holder, other).await.unwrap_err();
+    let e = b.lease(&c, &x, change(holder, other)).await.unwrap_err();
     assert_kind(
         &e,
         ErrorKind::LeaseLost,
@@ -576,22 +480,22 @@ pub async fn every_lease_error_code(ctx: &Ctx) {
         Some("LeaseNotPresentWithBlobOperation"),
     );
 
-    b.acquire_lease(&c, &x, LeaseDuration::Infinite, holder)
+    b.lease(&c, &x, acquire(LeaseDuration::Infinite, holder))
         .await
         .unwrap();
 
     // Contention.
     let e = b
-        .acquire_lease(&c, &x, LeaseDuration::Infinite, other)
+        .lease(&c, &x, acquire(LeaseDuration::Infinite, other))
         .await
         .unwrap_err();
     assert_kind(&e, ErrorKind::LeaseHeld, Some("LeaseAlreadyPresent"));
 
     // Lease operations with a wrong id.
     for e in [
-        b.renew_lease(&c, &x, other).await.unwrap_err(),
-        b.release_lease(&c, &x, other).await.unwrap_err(),
-        b.change_lease(&c, &x, other, LeaseId::new_random())
+        b.lease(&c, &x, Renew(other)).await.unwrap_err(),
+        b.lease(&c, &x, Release(other)).await.unwrap_err(),
+        b.lease(&c, &x, change(other, LeaseId::new_random()))
             .await
             .unwrap_err(),
     ] {
@@ -653,10 +557,11 @@ pub async fn every_lease_error_code(ctx: &Ctx) {
 
     // Breaking (a period on an infinite lease): the holder keeps it for
     // the period; others cannot acquire; the holder cannot change it.
-    let left = b
-        .break_lease(&c, &x, Some(Duration::from_secs(30)))
-        .await
-        .unwrap();
+    let left = time_left(
+        b.lease(&c, &x, break_after(Some(Duration::from_secs(30))))
+            .await
+            .unwrap(),
+    );
     assert!(
         left > Duration::from_secs(20) && left <= Duration::from_secs(30),
         "{left:?}"
@@ -665,7 +570,7 @@ pub async fn every_lease_error_code(ctx: &Ctx) {
     assert_eq!(props.lease.state, LeaseState::Breaking);
     assert!(props.lease.is_locked());
     let e = b
-        .acquire_lease(&c, &x, LeaseDuration::Infinite, other)
+        .lease(&c, &x, acquire(LeaseDuration::Infinite, other))
         .await
         .unwrap_err();
     // Azure: 409 LeaseIsBreakingAndCannotBeAcquired. Azurite 3.37.0 answers
@@ -678,7 +583,7 @@ pub async fn every_lease_error_code(ctx: &Ctx) {
         ),
         "{e:?}"
     );
-    let e = b.change_lease(&c, &x, holder, other).await.unwrap_err();
+    let e = b.lease(&c, &x, change(holder, other)).await.unwrap_err();
     assert_kind(
         &e,
         ErrorKind::LeaseLost,
@@ -691,11 +596,14 @@ pub async fn every_lease_error_code(ctx: &Ctx) {
 
     // Broken (break again with period 0): renew fails; writes under the old
     // id fail; anyone can acquire.
-    let left = b.break_lease(&c, &x, Some(Duration::ZERO)).await.unwrap();
-    assert_eq!(left, Duration::ZERO);
+    let left = b
+        .lease(&c, &x, break_after(Some(Duration::ZERO)))
+        .await
+        .unwrap();
+    assert_eq!(left, LeaseReply::Broken(Duration::ZERO));
     let props = b.blob_properties(&c, &x).await.unwrap().unwrap();
     assert_eq!(props.lease.state, LeaseState::Broken);
-    let e = b.renew_lease(&c, &x, holder).await.unwrap_err();
+    let e = b.lease(&c, &x, Renew(holder)).await.unwrap_err();
     assert_kind(
         &e,
         ErrorKind::LeaseLost,
@@ -716,11 +624,11 @@ pub async fn every_lease_error_code(ctx: &Ctx) {
         ErrorKind::LeaseLost,
         Some("LeaseNotPresentWithBlobOperation"),
     );
-    b.acquire_lease(&c, &x, LeaseDuration::Infinite, other)
+    b.lease(&c, &x, acquire(LeaseDuration::Infinite, other))
         .await
         .unwrap();
     // The old holder's release now meets another's lease.
-    let e = b.release_lease(&c, &x, holder).await.unwrap_err();
+    let e = b.lease(&c, &x, Release(holder)).await.unwrap_err();
     assert_kind(
         &e,
         ErrorKind::LeaseLost,
@@ -728,8 +636,8 @@ pub async fn every_lease_error_code(ctx: &Ctx) {
     );
 
     // Break without a period breaks an infinite lease at once.
-    let left = b.break_lease(&c, &x, None).await.unwrap();
-    assert_eq!(left, Duration::ZERO);
+    let left = b.lease(&c, &x, break_after(None)).await.unwrap();
+    assert_eq!(left, LeaseReply::Broken(Duration::ZERO));
     assert_eq!(
         b.blob_properties(&c, &x)
             .await

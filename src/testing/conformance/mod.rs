@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::Store;
-use crate::backend::Backend;
+use crate::backend::{Backend, LeaseAction, LeaseDuration, LeaseId, LeaseReply};
 use crate::key::ContainerName;
 
 /// How time passes for the checks that wait: for leases to run out, for
@@ -167,6 +167,29 @@ impl Ctx {
     /// stores and lease managers.
     pub fn prefix(&self) -> &str {
         &self.prefix
+    }
+}
+
+/// The action that acquires a lease of `duration` with the id `proposed`.
+fn acquire(duration: LeaseDuration, proposed: LeaseId) -> LeaseAction {
+    LeaseAction::Acquire { duration, proposed }
+}
+
+/// The action that changes the lease `id` to `proposed`.
+fn change(id: LeaseId, proposed: LeaseId) -> LeaseAction {
+    LeaseAction::Change { id, proposed }
+}
+
+/// The action that breaks a lease, its holder keeping it for `period`.
+fn break_after(period: Option<Duration>) -> LeaseAction {
+    LeaseAction::Break { period }
+}
+
+/// The time a break's reply gives the lease until it is broken.
+fn time_left(reply: LeaseReply) -> Duration {
+    match reply {
+        LeaseReply::Broken(left) => left,
+        other => panic!("a break answered {other:?}"),
     }
 }
 

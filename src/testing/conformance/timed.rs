@@ -6,31 +6,24 @@
 use std::time::Duration;
 
 use leasehold::ErrorKind;
-use leasehold::backend::{
-    BlobConditions, LeaseCalls as _, LeaseDuration, LeaseId, LeaseState, Metadata,
-};
+use leasehold::backend::LeaseAction::{Release, Renew};
+use leasehold::backend::{BlobConditions, LeaseDuration, LeaseId, LeaseState, Metadata};
 use leasehold::key::BlobName;
 
-use super::Ctx;
+use super::{Ctx, acquire, break_after, time_left};
 
 /// Just past the shortest lease.
 const PAST_EXPIRY: Duration = Duration::from_millis(16_500);
 
 async fn leased(ctx: &Ctx, name: &str) -> (BlobName, LeaseId) {
-    let be = ctx.backend();
+    let (be, c) = (ctx.backend(), &ctx.container);
     let b = BlobName::new(name).unwrap();
-    be.create_container(&ctx.container).await.unwrap();
-    be.put_blob(
-        &ctx.container,
-        &b,
-        vec![1],
-        &Metadata::new(),
-        &BlobConditions::none(),
-    )
-    .await
-    .unwrap();
+    be.create_container(c).await.unwrap();
+    be.put_blob(c, &b, vec![1], &Metadata::new(), &BlobConditions::none())
+        .await
+        .unwrap();
     let id = LeaseId::new_random();
-    be.acquire_lease(&ctx.container, &b, LeaseDuration::Seconds(15), id)
+    be.lease(c, &b, acquire(LeaseDuration::Seconds(15), id))
         .await
         .unwrap();
     (b, id)
@@ -48,14 +41,14 @@ async fn state(ctx: &Ctx, b: &BlobName) -> LeaseState {
 
 /// An expired lease can be taken by another.
 pub async fn an_expired_lease_can_be_taken_by_another(ctx: &Ctx) {
-    let be = ctx.backend();
+    let (be, c) = (ctx.backend(), &ctx.container);
     let (b, old) = leased(ctx, "expire").await;
     tokio::time::sleep(PAST_EXPIRY).await;
     assert_eq!(state(ctx, &b).await, LeaseState::Expired);
     // Writes under the expired lease are refused.
     let e = be
         .put_blob(
-            &ctx.container,
+            c,
             &b,
             vec![2],
             &Metadata::new(),
@@ -66,10 +59,10 @@ pub async fn an_expired_lease_can_be_taken_by_another(ctx: &Ctx) {
     assert_eq!(e.kind(), ErrorKind::LeaseLost);
     assert_eq!(e.code(), Some("LeaseNotPresentWithBlobOperation"));
     let new = LeaseId::new_random();
-    be.acquire_lease(&ctx.container, &b, LeaseDuration::Seconds(15), new)
+    be.lease(c, &b, acquire(LeaseDuration::Seconds(15), new))
         .await
         .expect("anyone may take an expired lease");
-    let e = be.renew_lease(&ctx.container, &b, old).await.unwrap_err();
+    let e = be.lease(c, &b, Renew(old)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::LeaseLost);
     assert_eq!(e.code(), Some("LeaseIdMismatchWithLeaseOperation"));
 }
@@ -79,7 +72,7 @@ pub async fn an_expired_lease_can_be_renewed_by_its_holder(ctx: &Ctx) {
     let (b, id) = leased(ctx, "renewexpired").await;
     tokio::time::sleep(PAST_EXPIRY).await;
     ctx.backend()
-        .renew_lease(&ctx.container, &b, id)
+        .lease(&ctx.container, &b, Renew(id))
         .await
         .expect("nobody took it and the blob was not written");
     assert_eq!(state(ctx, &b).await, LeaseState::Leased);
@@ -90,7 +83,7 @@ pub async fn an_expired_lease_can_be_released(ctx: &Ctx) {
     let (b, id) = leased(ctx, "releaseexpired").await;
     tokio::time::sleep(PAST_EXPIRY).await;
     ctx.backend()
-        .release_lease(&ctx.container, &b, id)
+        .lease(&ctx.container, &b, Release(id))
         .await
         .expect("releasing an expired lease succeeds");
     assert_eq!(state(ctx, &b).await, LeaseState::Available);
@@ -98,17 +91,18 @@ pub async fn an_expired_lease_can_be_released(ctx: &Ctx) {
 
 /// A break period ends in broken.
 pub async fn a_break_period_ends_in_broken(ctx: &Ctx) {
-    let be = ctx.backend();
+    let (be, c) = (ctx.backend(), &ctx.container);
     let (b, id) = leased(ctx, "breakperiod").await;
-    let left = be
-        .break_lease(&ctx.container, &b, Some(Duration::from_secs(2)))
-        .await
-        .unwrap();
+    let left = time_left(
+        be.lease(c, &b, break_after(Some(Duration::from_secs(2))))
+            .await
+            .unwrap(),
+    );
     assert!(left <= Duration::from_secs(2), "{left:?}");
     assert_eq!(state(ctx, &b).await, LeaseState::Breaking);
     // The holder may still write during the break period.
     be.put_blob(
-        &ctx.container,
+        c,
         &b,
         vec![3],
         &Metadata::new(),
@@ -118,13 +112,12 @@ pub async fn a_break_period_ends_in_broken(ctx: &Ctx) {
     .expect("writes under a breaking lease");
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(state(ctx, &b).await, LeaseState::Broken);
-    let e = be.renew_lease(&ctx.container, &b, id).await.unwrap_err();
+    let e = be.lease(c, &b, Renew(id)).await.unwrap_err();
     assert_eq!(e.code(), Some("LeaseIsBrokenAndCannotBeRenewed"));
-    be.acquire_lease(
-        &ctx.container,
+    be.lease(
+        c,
         &b,
-        LeaseDuration::Seconds(15),
-        LeaseId::new_random(),
+        acquire(LeaseDuration::Seconds(15), LeaseId::new_random()),
     )
     .await
     .expect("anyone may take a broken lease");
@@ -134,7 +127,11 @@ pub async fn a_break_period_ends_in_broken(ctx: &Ctx) {
 pub async fn a_timed_lease_broken_without_period_runs_out(ctx: &Ctx) {
     let be = ctx.backend();
     let (b, _) = leased(ctx, "breaknone").await;
-    let left = be.break_lease(&ctx.container, &b, None).await.unwrap();
+    let left = time_left(
+        be.lease(&ctx.container, &b, break_after(None))
+            .await
+            .unwrap(),
+    );
     assert!(
         left > Duration::from_secs(10) && left <= Duration::from_secs(15),
         "{left:?}"
@@ -153,11 +150,11 @@ pub async fn an_expired_lease_can_be_renewed_by_its_holder_until_someone_takes_i
     let x = leased_blob(ctx, "x").await;
     let y = leased_blob(ctx, "y").await;
     let holder = LeaseId::new_random();
-    b.acquire_lease(&c, &x, LeaseDuration::Seconds(15), holder)
+    b.lease(&c, &x, acquire(LeaseDuration::Seconds(15), holder))
         .await
         .unwrap();
     let holder_y = LeaseId::new_random();
-    b.acquire_lease(&c, &y, LeaseDuration::Seconds(15), holder_y)
+    b.lease(&c, &y, acquire(LeaseDuration::Seconds(15), holder_y))
         .await
         .unwrap();
     tokio::time::sleep(PAST_EXPIRY).await;
@@ -182,7 +179,7 @@ pub async fn an_expired_lease_can_be_renewed_by_its_holder_until_someone_takes_i
         Some("LeaseNotPresentWithBlobOperation"),
     );
     // Nobody took it and the blob was not written: the holder can renew.
-    b.renew_lease(&c, &x, holder).await.unwrap();
+    b.lease(&c, &x, Renew(holder)).await.unwrap();
     assert_eq!(
         b.blob_properties(&c, &x)
             .await
@@ -192,24 +189,28 @@ pub async fn an_expired_lease_can_be_renewed_by_its_holder_until_someone_takes_i
             .state,
         LeaseState::Leased
     );
-    b.release_lease(&c, &x, holder).await.unwrap();
+    b.lease(&c, &x, Release(holder)).await.unwrap();
 
     // Releasing an expired lease succeeds (once); then another can acquire.
-    b.release_lease(&c, &y, holder_y).await.unwrap();
-    let e = b.release_lease(&c, &y, holder_y).await.unwrap_err();
+    b.lease(&c, &y, Release(holder_y)).await.unwrap();
+    let e = b.lease(&c, &y, Release(holder_y)).await.unwrap_err();
     assert_no_lease_for_lease_op(&e);
-    b.acquire_lease(&c, &y, LeaseDuration::Infinite, LeaseId::new_random())
-        .await
-        .unwrap();
+    b.lease(
+        &c,
+        &y,
+        acquire(LeaseDuration::Infinite, LeaseId::new_random()),
+    )
+    .await
+    .unwrap();
 }
 
 /// A blob `name` in the context's container (created), to lease.
 async fn leased_blob(ctx: &Ctx, name: &str) -> BlobName {
     let x = BlobName::new(name).unwrap();
-    let be = ctx.backend();
-    be.create_container(&ctx.container).await.unwrap();
+    let (be, c) = (ctx.backend(), &ctx.container);
+    be.create_container(c).await.unwrap();
     be.put_blob(
-        &ctx.container,
+        c,
         &x,
         b"lock".to_vec(),
         &Metadata::new(),
