@@ -21,21 +21,6 @@ use super::local::{Ending, LocalSlot, Pending, SlotState, TenureBounds};
 use super::name::LeaseName;
 use super::renew::LeaseShared;
 
-/// How a guard came to hold its lease.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Acquisition {
-    /// The blob lease was acquired for this guard. Its view of the lease
-    /// blob is read on first use, unless the acquire's reply showed the
-    /// blob at the ETag this manager last saw it with (nobody wrote it
-    /// since): that view is used without a read.
-    Fresh,
-    /// Another task of this process held the blob lease and handed it over
-    /// without releasing it: renewal ran throughout, and nobody else can have
-    /// written the lease blob in between, so what the previous guard knew of
-    /// it (its document, metadata and epoch) is still current.
-    HandedOver,
-}
-
 /// A held lease. Renewed in the background while it lives; ended by
 /// [`LeaseGuard::release`], or by dropping it (a best-effort release in the
 /// background; without a Tokio runtime the lease simply expires).
@@ -53,7 +38,8 @@ pub struct LeaseGuard {
     state: Option<OwnedMutexGuard<SlotState>>,
     /// Cancelled when the lease is lost or this guard ends.
     token: CancellationToken,
-    acquisition: Acquisition,
+    /// Whether another task of this process handed the blob lease over.
+    handed_over: bool,
 }
 
 impl LeaseGuard {
@@ -61,7 +47,7 @@ impl LeaseGuard {
         core: Arc<LeaseCore>,
         slot: Arc<LocalSlot>,
         state: OwnedMutexGuard<SlotState>,
-        acquisition: Acquisition,
+        handed_over: bool,
     ) -> Self {
         let token = core.shared.lost.child_token();
         LeaseGuard {
@@ -69,7 +55,7 @@ impl LeaseGuard {
             slot,
             state: Some(state),
             token,
-            acquisition,
+            handed_over,
         }
     }
 
@@ -87,15 +73,15 @@ impl LeaseGuard {
         self.core.shared.id
     }
 
-    /// Whether the blob lease was acquired for this guard or handed over by
-    /// another task of this process.
-    pub fn acquisition(&self) -> Acquisition {
-        self.acquisition
-    }
-
-    /// Shorthand for `acquisition() == Acquisition::HandedOver`.
+    /// Whether another task of this process held the blob lease and handed
+    /// it over without releasing it (`false`: it was acquired for this
+    /// guard). After a hand-over renewal ran throughout and nobody else can
+    /// have written the lease blob in between, so what the previous guard
+    /// knew of it (document, metadata, epoch) is still current; a fresh
+    /// guard reads the blob on first use, unless the acquire's reply showed
+    /// it at the ETag this manager last saw it with.
     pub fn is_handed_over(&self) -> bool {
-        self.acquisition == Acquisition::HandedOver
+        self.handed_over
     }
 
     /// A cheap, cloneable view of this guard's validity, to give to tasks
@@ -450,7 +436,7 @@ impl fmt::Debug for LeaseGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LeaseGuard")
             .field("name", &self.core.shared.name)
-            .field("acquisition", &self.acquisition)
+            .field("handed_over", &self.handed_over)
             .field("remaining", &self.remaining())
             .field("lost", &self.core.shared.lost.is_cancelled())
             .finish_non_exhaustive()

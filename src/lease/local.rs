@@ -1,24 +1,6 @@
-//! Process-local sharing of a blob lease, and the turns processes take.
-//!
-//! Tasks of one process that want the same lease queue on a local async lock
-//! (one per lease name, FIFO) instead of polling storage. The process takes
-//! the blob lease once; when a guard ends while other local tasks are queued,
-//! the lease (with its running renewal) is handed to the next task without a
-//! release or an acquire.
-//!
-//! A process's **tenure** is its run of guards on one lease held back to
-//! back: hand-overs, and fresh acquires that follow this process's own
-//! release of the lease by less than one poll interval and a half. A
-//! tenure ends when a guard ends after [`LeaseOptions::with_handover_limit`]'s
-//! bound (units in a row, or time since the tenure began). At the end of a
-//! tenure the guard's end looks at the wait queue across processes
-//! (`queue.rs`) once. Nobody there: a new tenure begins (local hand-over or
-//! release as usual). A fresh remote waiter at its head: the lease is passed
-//! to it (Change Lease to its registered id), timed for its next poll when
-//! it publishes a schedule: local tasks go on using the lease until the
-//! guard end after which the next would come too late for that poll.
-//!
-//! [`LeaseOptions::with_handover_limit`]: super::LeaseOptions::with_handover_limit
+//! Process-local sharing of a blob lease (one FIFO async lock per name; a
+//! guard's end hands the lease, renewal running, to the next local task)
+//! and the tenures that bound it: see the [module docs](super#turns-between-processes).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
