@@ -304,9 +304,7 @@ impl LeaseCore {
     /// round trip). `None` when nobody waits, the lease is lost or the
     /// queue could not be read.
     pub(crate) async fn queue_head(&self) -> Option<(super::queue::Entry, Duration)> {
-        if self.shared.is_lost() || self.finished.load(Ordering::SeqCst) {
-            return None;
-        }
+        self.ensure_held().ok()?;
         let queue = super::queue::WaitQueue::of(&self.env, &self.blob).ok()?;
         let own = [Some(self.shared.id), self.registered_as];
         let sent = Instant::now();
@@ -371,8 +369,7 @@ impl LeaseCore {
             }
         }
         *view = None;
-        self.finished.store(true, Ordering::SeqCst);
-        self.shared.stop.cancel();
+        self.abandon();
         debug!(lease = %self.shared.name, "deleted the lease blob under the lease");
         Ok(())
     }
@@ -381,7 +378,7 @@ impl LeaseCore {
     /// to that id (the waiter takes it on its next poll). `true` when it
     /// was passed on (this process holds it no more).
     pub(crate) async fn pass_to(&self, to: LeaseId) -> bool {
-        if self.shared.is_lost() || self.finished.load(Ordering::SeqCst) {
+        if self.ensure_held().is_err() {
             return false;
         }
         let env = &self.env;
@@ -391,8 +388,7 @@ impl LeaseCore {
             .await
         {
             Ok(_) => {
-                self.finished.store(true, Ordering::SeqCst);
-                self.shared.stop.cancel();
+                self.abandon();
                 debug!(lease = %self.shared.name, "passed the lease to the next process in the queue");
                 true
             }
@@ -403,7 +399,8 @@ impl LeaseCore {
         }
     }
 
-    /// Stops holding without a request (no runtime to send one on).
+    /// Stops holding without a request (no runtime to send one on, or no
+    /// lease left to release).
     pub(crate) fn abandon(&self) {
         self.finished.store(true, Ordering::SeqCst);
         self.shared.stop.cancel();

@@ -16,7 +16,7 @@ use crate::backend::{LeaseId, Metadata};
 use crate::error::{Error, Result};
 
 use super::core::LeaseCore;
-use super::document::{LeaseBlob, LeaseDocument, META_EPOCH, epoch_of, meta_set};
+use super::document::{LeaseBlob, META_EPOCH, epoch_of, meta_set};
 use super::local::{Ending, LocalSlot, Pending, SlotState, TenureBounds};
 use super::name::LeaseName;
 use super::renew::LeaseShared;
@@ -146,17 +146,6 @@ impl LeaseGuard {
     /// lease, read first if unknown.
     pub(crate) async fn blob(&self) -> Result<LeaseBlob> {
         self.core.snapshot().await
-    }
-
-    /// Rewrites the lease document under the lease id with `f` applied to
-    /// the current document; the metadata is kept. Returns what `f`
-    /// returned. After an error whose outcome is unknown, the next call
-    /// reads the blob first.
-    pub(crate) async fn update_document<T>(
-        &self,
-        f: impl FnOnce(&mut LeaseDocument) -> T,
-    ) -> Result<T> {
-        self.core.update_document(f).await
     }
 
     /// Replaces the blob's metadata under the lease id with `f` applied to

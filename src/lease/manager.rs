@@ -18,7 +18,7 @@ use super::guard::LeaseGuard;
 use super::local::LocalLeases;
 use super::name::LeaseName;
 use super::options::{LeaseOptions, Settings};
-use super::registry::Registry;
+use super::reservation::Registry;
 use crate::telemetry::Telemetry;
 
 /// Hands out lease guards and the patterns built on them. Cheap to clone;
@@ -181,12 +181,6 @@ impl ManagerInner {
 }
 
 impl LeaseManager {
-    /// Lease blob `name` (document, metadata, lease state), read without the
-    /// lease; `None` when the blob is missing.
-    pub(crate) async fn read_blob(&self, name: &LeaseName) -> Result<Option<LeaseBlob>> {
-        self.inner.read(name).await
-    }
-
     /// Whether a fresh acquire writes the owner entries (`leasehold_owner`,
     /// `leasehold_acquired`) itself ([`LeaseOptions::with_owner_metadata`]);
     /// partition locks write them from the unit instead, and only when the

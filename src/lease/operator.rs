@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use tracing::{Instrument, info, info_span};
 
-use crate::backend::{LeaseCalls as _, LeaseDuration, LeaseState, Metadata, notes};
+use crate::backend::{LeaseCalls as _, LeaseDuration, LeaseInfo, LeaseState, Metadata, notes};
 use crate::error::{Error, ErrorKind, Result};
 
-use super::document::{META_ACQUIRED, OnceState, meta_get};
+use super::document::{LeaseBlob, LeaseDocument, META_ACQUIRED, OnceState, meta_get};
 use super::manager::LeaseManager;
 use super::name::LeaseName;
 
@@ -59,29 +59,26 @@ impl LeaseManager {
     pub async fn describe(&self, name: &str) -> Result<LeaseDescription> {
         let name = LeaseName::new(name)?;
         let blob = self.inner.read(&name).await?;
-        Ok(match blob {
-            None => LeaseDescription {
-                name,
-                exists: false,
+        let exists = blob.is_some();
+        // A missing blob describes as an empty, free one.
+        let blob = blob.unwrap_or_else(|| LeaseBlob {
+            document: LeaseDocument::default(),
+            metadata: Metadata::new(),
+            lease: LeaseInfo {
                 state: LeaseState::Available,
-                owner: None,
-                acquired_at: None,
-                epoch: 0,
-                metadata: Metadata::new(),
-                once: OnceState::NotStarted,
-                reservation_records: 0,
+                kind: None,
             },
-            Some(blob) => LeaseDescription {
-                name,
-                exists: true,
-                state: blob.lease.state,
-                owner: blob.owner().map(str::to_owned),
-                acquired_at: meta_get(&blob.metadata, META_ACQUIRED).map(str::to_owned),
-                epoch: blob.epoch(),
-                once: blob.once_state(),
-                reservation_records: blob.document.reservations.len(),
-                metadata: blob.metadata,
-            },
+        });
+        Ok(LeaseDescription {
+            name,
+            exists,
+            state: blob.lease.state,
+            owner: blob.owner().map(str::to_owned),
+            acquired_at: meta_get(&blob.metadata, META_ACQUIRED).map(str::to_owned),
+            epoch: blob.epoch(),
+            once: blob.once_state(),
+            reservation_records: blob.document.reservations.len(),
+            metadata: blob.metadata,
         })
     }
 

@@ -268,19 +268,17 @@ impl LeaseOptions {
 }
 
 fn check_owner(owner: &str) -> Result<()> {
-    let why = if owner.is_empty() || owner.len() > 256 {
-        Some("must be 1 to 256 characters long")
-    } else if !owner.bytes().all(|b| (b' '..=b'~').contains(&b)) {
-        Some("may contain only printable ASCII characters")
-    } else if owner.starts_with(' ') || owner.ends_with(' ') {
-        Some("must not start or end with a space")
-    } else {
-        None
-    };
-    match why {
-        Some(why) => Err(Error::invalid(format!("owner identity {owner:?}"), why)),
-        None => Ok(()),
+    let refuse = |why| Err(Error::invalid(format!("owner identity {owner:?}"), why));
+    if owner.is_empty() || owner.len() > 256 {
+        return refuse("must be 1 to 256 characters long");
     }
+    if !owner.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        return refuse("may contain only printable ASCII characters");
+    }
+    if owner.starts_with(' ') || owner.ends_with(' ') {
+        return refuse("must not start or end with a space");
+    }
+    Ok(())
 }
 
 /// `hostname-pid-random`, with the host name cut to safe ASCII.
@@ -445,46 +443,20 @@ mod tests {
 
     #[test]
     fn bad_options_are_invalid_and_name_the_option() {
+        let (o, ms) = (LeaseOptions::new(), Duration::from_millis);
         let cases = [
-            (
-                LeaseOptions::new().with_duration(Duration::from_secs(14)),
-                "lease duration",
-            ),
-            (
-                LeaseOptions::new().with_duration(Duration::from_secs(61)),
-                "lease duration",
-            ),
-            (
-                LeaseOptions::new().with_duration(Duration::from_millis(15_500)),
-                "lease duration",
-            ),
-            (
-                LeaseOptions::new().with_renew_interval(Duration::from_secs(30)),
-                "renew interval",
-            ),
-            (
-                LeaseOptions::new().with_renew_interval(Duration::from_secs(29)),
-                "renew interval",
-            ),
-            (
-                LeaseOptions::new().with_renew_interval(Duration::ZERO),
-                "renew interval",
-            ),
-            (
-                LeaseOptions::new().with_drift_margin(Duration::from_secs(15)),
-                "drift margin",
-            ),
-            (
-                LeaseOptions::new().with_poll_interval(Duration::from_secs(16)),
-                "poll interval",
-            ),
-            (
-                LeaseOptions::new().with_poll_interval(Duration::from_millis(1)),
-                "poll interval",
-            ),
-            (LeaseOptions::new().with_owner(""), "owner identity"),
-            (LeaseOptions::new().with_owner("é"), "owner identity"),
-            (LeaseOptions::new().with_owner(" x"), "owner identity"),
+            (o.clone().with_duration(ms(14_000)), "lease duration"),
+            (o.clone().with_duration(ms(61_000)), "lease duration"),
+            (o.clone().with_duration(ms(15_500)), "lease duration"),
+            (o.clone().with_renew_interval(ms(30_000)), "renew interval"),
+            (o.clone().with_renew_interval(ms(29_000)), "renew interval"),
+            (o.clone().with_renew_interval(ms(0)), "renew interval"),
+            (o.clone().with_drift_margin(ms(15_000)), "drift margin"),
+            (o.clone().with_poll_interval(ms(16_000)), "poll interval"),
+            (o.clone().with_poll_interval(ms(1)), "poll interval"),
+            (o.clone().with_owner(""), "owner identity"),
+            (o.clone().with_owner("é"), "owner identity"),
+            (o.clone().with_owner(" x"), "owner identity"),
         ];
         for (o, what) in cases {
             let e = check(o).unwrap_err();
