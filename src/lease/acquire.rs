@@ -18,7 +18,6 @@ use crate::retry::Backoff;
 use super::core::{LeaseCore, Taken};
 use super::document::LeaseDocument;
 use super::guard::LeaseGuard;
-use super::local::TenureBounds;
 use super::manager::{AcquireMode, ManagerInner};
 use super::name::LeaseName;
 use super::outage::{Outage, storage_failed};
@@ -157,10 +156,7 @@ impl ManagerInner {
             let core =
                 LeaseCore::start(self.env.clone(), name, blob, taken, &runtime, registered_as);
             state.held = Some(core.clone());
-            state.acquired(
-                Instant::now(),
-                TenureBounds::of(&self.env.settings).continue_within,
-            );
+            state.acquired(Instant::now(), self.env.settings.poll_interval);
             let guard = LeaseGuard::new(core, slot.clone(), state, false);
             if self.env.settings.owner_metadata
                 && let Err(e) = guard.core.write_owner().await

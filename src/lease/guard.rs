@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 
 use super::core::LeaseCore;
 use super::document::{LeaseBlob, META_EPOCH, epoch_of, meta_set};
-use super::local::{Ending, LocalSlot, Pending, SlotState, TenureBounds};
+use super::local::{Ending, LocalSlot, Pending, SlotState};
 use super::name::LeaseName;
 use super::renew::LeaseShared;
 
@@ -279,9 +279,8 @@ impl LeaseGuard {
     fn end(&mut self) -> Option<(OwnedMutexGuard<SlotState>, Arc<LeaseCore>, Ending)> {
         self.token.cancel();
         let mut state = self.state.take()?;
-        let bounds = TenureBounds::of(&self.core.env.settings);
         let lost = self.core.shared.is_lost();
-        let ending = self.slot.ending(&mut state, lost, bounds);
+        let ending = self.slot.ending(&mut state, lost, &self.core.env.settings);
         match ending {
             Ending::HandOver => {
                 debug!(lease = %self.core.shared.name, "handing the lease over locally");
