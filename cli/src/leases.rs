@@ -5,7 +5,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use leasehold::Store;
 use leasehold::backend::LeaseState;
-use leasehold::lease::{BreakOutcome, LeaseDescription, LeaseManager};
+use leasehold::lease::{LeaseDescription, LeaseManager};
 use serde_json::{Value, json};
 
 use crate::args::LeasesCommand;
@@ -72,18 +72,18 @@ pub(crate) async fn break_lease(
     // An expired lease is not broken (that would mark it broken on the way
     // to the next holder); a lease released since the read is reported as
     // not held by the break itself.
-    let outcome = if d.is_held() {
+    let left = if d.is_held() {
         manager
             .break_lease(name, Some(Duration::from_secs(period)))
             .await?
     } else {
-        BreakOutcome::NotHeld
+        None
     };
-    let was = match outcome {
-        BreakOutcome::NotHeld if d.is_held() => LeaseState::Available,
+    let was = match left {
+        None if d.is_held() => LeaseState::Available,
         _ => d.state,
     };
-    out.broken(name, was, outcome);
+    out.broken(name, was, left);
     Ok(())
 }
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use leasehold::backend::LeaseState;
-use leasehold::lease::{BreakOutcome, LeaseDescription, OnceState};
+use leasehold::lease::{LeaseDescription, OnceState};
 use serde_json::{Value, json};
 
 use crate::failure::Failure;
@@ -90,11 +90,8 @@ impl Output {
         }
     }
 
-    pub(crate) fn broken(&self, name: &str, was: LeaseState, outcome: BreakOutcome) {
-        let left = match outcome {
-            BreakOutcome::Broken { left } => Some(left),
-            BreakOutcome::NotHeld => None,
-        };
+    /// `left`: the time until the lease is broken; `None` when nobody held it.
+    pub(crate) fn broken(&self, name: &str, was: LeaseState, left: Option<Duration>) {
         if self.json {
             out!(
                 "{}",

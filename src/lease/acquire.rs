@@ -17,8 +17,7 @@ use crate::retry::Backoff;
 
 use super::core::{LeaseCore, Taken};
 use super::document::LeaseDocument;
-use super::guard::{Acquisition, LeaseGuard};
-use super::local::TenureBounds;
+use super::guard::LeaseGuard;
 use super::manager::{AcquireMode, ManagerInner};
 use super::name::LeaseName;
 use super::outage::{Outage, storage_failed};
@@ -35,6 +34,19 @@ enum Attempt {
     NoReply,
     /// The request failed.
     Failed(Error),
+}
+
+/// One call's wait for a blob lease, across the attempts and ids it takes.
+struct Wait<'a> {
+    name: &'a LeaseName,
+    blob: &'a BlobName,
+    mode: AcquireMode,
+    /// Storage failures, counted across the call (and the caller's calls).
+    outage: &'a mut Outage,
+    /// Whether any attempt found the lease held.
+    held_seen: bool,
+    /// The registration in the wait queue, and the id proposed.
+    queued: Queued,
 }
 
 /// First pause before retrying an acquire that storage failed.
@@ -103,12 +115,7 @@ impl ManagerInner {
                 if !core.shared.is_lost() && !core.finished.load(Ordering::SeqCst) {
                     state.handovers = state.handovers.saturating_add(1);
                     debug!("handed over locally");
-                    return Ok(Some(LeaseGuard::new(
-                        core,
-                        slot.clone(),
-                        state,
-                        Acquisition::HandedOver,
-                    )));
+                    return Ok(Some(LeaseGuard::new(core, slot.clone(), state, true)));
                 }
                 // Lost or finished while kept between guards (for a local
                 // task, or for a pass to a remote waiter that is not due
@@ -120,16 +127,22 @@ impl ManagerInner {
             // Calls that try once keep their place in the wait queue (and
             // the id registered there) from one call to the next.
             let keeps_place = matches!(mode, AcquireMode::LocalThenTry);
-            let mut queued = state
+            let queued = state
                 .queued
                 .take()
                 .filter(|_| keeps_place)
                 .unwrap_or_else(|| Queued::new(LeaseId::new_random()));
-            let mut held_seen = false;
-            let found = self
-                .acquire_blob_loop(&name, &blob, mode, outage, &mut held_seen, &mut queued)
-                .await;
-            state.attempted(held_seen);
+            let mut wait = Wait {
+                name: &name,
+                blob: &blob,
+                mode,
+                outage,
+                held_seen: false,
+                queued,
+            };
+            let found = self.acquire_blob_loop(&mut wait).await;
+            let queued = wait.queued;
+            state.attempted(wait.held_seen);
             if keeps_place && queued.registered && matches!(found, Ok(None)) {
                 state.queued = Some(queued);
             }
@@ -143,11 +156,8 @@ impl ManagerInner {
             let core =
                 LeaseCore::start(self.env.clone(), name, blob, taken, &runtime, registered_as);
             state.held = Some(core.clone());
-            state.acquired(
-                Instant::now(),
-                TenureBounds::of(&self.env.settings).continue_within,
-            );
-            let guard = LeaseGuard::new(core, slot.clone(), state, Acquisition::Fresh);
+            state.acquired(Instant::now(), self.env.settings.poll_interval);
+            let guard = LeaseGuard::new(core, slot.clone(), state, false);
             if self.env.settings.owner_metadata
                 && let Err(e) = guard.core.write_owner().await
             {
@@ -175,20 +185,12 @@ impl ManagerInner {
     /// (`queued`) for the caller's next call. A waiting call that finds the
     /// lease taken over when it changes the id (its registration looked
     /// stale to another waiter) waits on under a new id until its deadline.
-    async fn acquire_blob_loop(
-        self: &Arc<Self>,
-        name: &LeaseName,
-        blob: &BlobName,
-        mode: AcquireMode,
-        outage: &mut Outage,
-        held_seen: &mut bool,
-        queued: &mut Queued,
-    ) -> Result<Option<Taken>> {
+    async fn acquire_blob_loop(self: &Arc<Self>, wait: &mut Wait<'_>) -> Result<Option<Taken>> {
+        let (blob, mode) = (wait.blob, wait.mode);
         loop {
-            let proposed = queued.id;
-            let found = self
-                .acquire_blob_attempts(name, blob, mode, outage, held_seen, queued)
-                .await;
+            let proposed = wait.queued.id;
+            let found = self.acquire_blob_attempts(wait).await;
+            let queued = &mut wait.queued;
             if !queued.registered
                 || (matches!(mode, AcquireMode::LocalThenTry) && matches!(found, Ok(None)))
             {
@@ -275,16 +277,14 @@ impl ManagerInner {
     /// Attempts at the blob lease with one proposed id: polling while it is
     /// held (as `mode` allows), retrying while storage fails (until
     /// `outage` reaches its bound). `Ok(None)` when it stayed held.
-    #[allow(clippy::too_many_arguments)]
-    async fn acquire_blob_attempts(
-        self: &Arc<Self>,
-        name: &LeaseName,
-        blob: &BlobName,
-        mode: AcquireMode,
-        outage: &mut Outage,
-        held_seen: &mut bool,
-        queued: &mut Queued,
-    ) -> Result<Option<Taken>> {
+    async fn acquire_blob_attempts(self: &Arc<Self>, wait: &mut Wait<'_>) -> Result<Option<Taken>> {
+        let (name, blob, mode) = (wait.name, wait.blob, wait.mode);
+        let Wait {
+            outage,
+            held_seen,
+            queued,
+            ..
+        } = wait;
         let proposed = queued.id;
         let refresh = super::queue::refresh(&self.env);
         let poll = self.env.settings.poll_interval;
@@ -596,7 +596,7 @@ impl ManagerInner {
 mod tests {
     use std::sync::Arc;
 
-    use crate::lease::test_support::Vanishing;
+    use crate::lease::test_support::vanishing;
     use crate::lease::{LeaseManager, LeaseOptions};
 
     /// A lease blob deleted between its creation and the acquire that
@@ -604,7 +604,7 @@ mod tests {
     /// acquired; one that vanishes every time counts as held.
     #[tokio::test]
     async fn a_blob_deleted_right_after_its_creation_is_created_again() {
-        let backend = Arc::new(Vanishing::new(2));
+        let backend = Arc::new(vanishing(2));
         let leases = LeaseManager::new(backend.clone(), LeaseOptions::default()).unwrap();
         let guard = leases
             .try_acquire("pruned")
@@ -618,7 +618,7 @@ mod tests {
         assert!(blob.lease.is_locked());
         guard.release().await.unwrap();
 
-        let always = Arc::new(Vanishing::new(u32::MAX));
+        let always = Arc::new(vanishing(u32::MAX));
         let leases = LeaseManager::new(always.clone(), LeaseOptions::default()).unwrap();
         assert!(
             leases.try_acquire("pruned").await.unwrap().is_none(),

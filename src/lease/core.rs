@@ -35,19 +35,12 @@ pub(crate) struct LeaseCore {
     /// The lease blob as last read or written under this lease (or, when
     /// the acquire found it unchanged, as this manager last saw it); `None`
     /// when unknown (never read, or a write's outcome is uncertain).
-    view: AsyncMutex<Option<View>>,
+    view: AsyncMutex<Option<LeaseBlob>>,
     /// Set once released or abandoned.
     pub(crate) finished: AtomicBool,
     /// The id this process was registered under in the wait queue before
     /// it took the lease (its registration may linger a little).
     registered_as: Option<LeaseId>,
-}
-
-#[derive(Debug, Clone)]
-struct View {
-    document: LeaseDocument,
-    metadata: Metadata,
-    lease: LeaseInfo,
 }
 
 /// A blob lease just taken: its id, when its acquire was sent, and the
@@ -57,16 +50,6 @@ pub(crate) struct Taken {
     pub(crate) id: LeaseId,
     pub(crate) sent: Instant,
     pub(crate) etag: Option<ETag>,
-}
-
-impl View {
-    pub(crate) fn snapshot(&self) -> LeaseBlob {
-        LeaseBlob {
-            document: self.document.clone(),
-            metadata: self.metadata.clone(),
-            lease: self.lease,
-        }
-    }
 }
 
 impl LeaseCore {
@@ -88,7 +71,7 @@ impl LeaseCore {
             .and_then(|etag| env.seen.at(&blob, etag))
             .map(|(document, metadata)| {
                 debug!(lease = %name, "the lease blob is as last seen here; not reading it");
-                View {
+                LeaseBlob {
                     document,
                     metadata,
                     lease: LeaseInfo {
@@ -108,11 +91,8 @@ impl LeaseCore {
             runtime.spawn(
                 Renewer {
                     shared: shared.clone(),
-                    backend: env.backend.clone(),
-                    container: settings.container.clone(),
+                    env: env.clone(),
                     blob: blob.clone(),
-                    interval: settings.renew_interval,
-                    telemetry: env.telemetry.clone(),
                 }
                 .run(),
             );
@@ -132,7 +112,7 @@ impl LeaseCore {
     }
 
     /// Reads the blob into the view.
-    async fn load(&self, view: &mut Option<View>) -> Result<()> {
+    async fn load(&self, view: &mut Option<LeaseBlob>) -> Result<()> {
         let env = &self.env;
         let read = env
             .backend
@@ -157,16 +137,12 @@ impl LeaseCore {
         let blob = LeaseBlob::from_blob(&self.shared.name, blob)?;
         env.seen
             .remember(&self.blob, etag, &blob.document, &blob.metadata);
-        *view = Some(View {
-            document: blob.document,
-            metadata: blob.metadata,
-            lease: blob.lease,
-        });
+        *view = Some(blob);
         Ok(())
     }
 
     /// The view, read first when unknown.
-    async fn view(&self) -> Result<MutexGuard<'_, Option<View>>> {
+    async fn view(&self) -> Result<MutexGuard<'_, Option<LeaseBlob>>> {
         let mut view = self.view.lock().await;
         if view.is_none() {
             self.load(&mut view).await?;
@@ -176,50 +152,17 @@ impl LeaseCore {
 
     pub(crate) async fn snapshot(&self) -> Result<LeaseBlob> {
         let view = self.view().await?;
-        view.as_ref()
-            .map(View::snapshot)
-            .ok_or_else(|| self.shared.lost_error())
+        view.clone().ok_or_else(|| self.shared.lost_error())
     }
 
     /// Replaces the blob's metadata under the lease with `f` applied to the
     /// current metadata. Returns the new metadata.
     pub(crate) async fn update_metadata(&self, f: impl FnOnce(&mut Metadata)) -> Result<Metadata> {
-        // A lease known to be lost sends nothing, not even the read.
-        self.ensure_held()?;
-        let mut guard = self.view().await?;
-        let Some(view) = guard.as_mut() else {
-            return Err(self.shared.lost_error());
-        };
-        let mut metadata = view.metadata.clone();
-        f(&mut metadata);
-        self.ensure_held()?;
-        let env = &self.env;
-        let conditions = self.conditions();
-        // Retrying is safe: the write replaces the whole metadata and only
-        // this lease's holder can write meanwhile.
-        let result = retry_transient(&self.shared, || {
-            env.backend.set_blob_metadata(
-                &env.settings.container,
-                &self.blob,
-                &metadata,
-                &conditions,
-            )
+        self.rewrite(false, |_, metadata| {
+            f(metadata);
+            metadata.clone()
         })
-        .await;
-        match result {
-            Ok(etag) => {
-                view.metadata = metadata.clone();
-                env.seen
-                    .remember(&self.blob, etag, &view.document, &view.metadata);
-                Ok(metadata)
-            }
-            Err(e) => {
-                self.shared.note_error(&e);
-                *guard = None;
-                env.seen.forget(&self.blob);
-                Err(e)
-            }
-        }
+        .await
     }
 
     /// Rewrites the body under the lease with `f` applied to the current
@@ -228,33 +171,47 @@ impl LeaseCore {
         &self,
         f: impl FnOnce(&mut LeaseDocument) -> T,
     ) -> Result<T> {
+        self.rewrite(true, |document, _| f(document)).await
+    }
+
+    /// Writes the view with `f` applied under the lease: the whole blob
+    /// when `body`, otherwise its metadata alone. Retrying is safe: the write
+    /// replaces what it writes whole, and only this lease's holder can
+    /// write meanwhile. After a failure the view is unknown (read again).
+    async fn rewrite<T>(
+        &self,
+        body: bool,
+        f: impl FnOnce(&mut LeaseDocument, &mut Metadata) -> T,
+    ) -> Result<T> {
         // A lease known to be lost sends nothing, not even the read.
         self.ensure_held()?;
         let mut guard = self.view().await?;
         let Some(view) = guard.as_mut() else {
             return Err(self.shared.lost_error());
         };
-        let mut document = view.document.clone();
-        let out = f(&mut document);
-        let body = document.to_bytes()?;
+        let (mut document, mut metadata) = (view.document.clone(), view.metadata.clone());
+        let out = f(&mut document, &mut metadata);
+        let bytes = if body {
+            Some(document.to_bytes()?)
+        } else {
+            None
+        };
         self.ensure_held()?;
-        let env = &self.env;
-        let conditions = self.conditions();
-        // Retrying is safe: the write replaces the whole blob and only this
-        // lease's holder can write meanwhile.
-        let result = retry_transient(&self.shared, || {
-            env.backend.put_blob(
-                &env.settings.container,
-                &self.blob,
-                body.clone(),
-                &view.metadata,
-                &conditions,
-            )
+        let (env, conditions) = (&self.env, self.conditions());
+        let container = &env.settings.container;
+        let result = retry_transient(&self.shared, || match &bytes {
+            Some(bytes) => {
+                env.backend
+                    .put_blob(container, &self.blob, bytes.clone(), &metadata, &conditions)
+            }
+            None => env
+                .backend
+                .set_blob_metadata(container, &self.blob, &metadata, &conditions),
         })
         .await;
         match result {
             Ok(etag) => {
-                view.document = document;
+                (view.document, view.metadata) = (document, metadata);
                 env.seen
                     .remember(&self.blob, etag, &view.document, &view.metadata);
                 Ok(out)
@@ -347,9 +304,7 @@ impl LeaseCore {
     /// round trip). `None` when nobody waits, the lease is lost or the
     /// queue could not be read.
     pub(crate) async fn queue_head(&self) -> Option<(super::queue::Entry, Duration)> {
-        if self.shared.is_lost() || self.finished.load(Ordering::SeqCst) {
-            return None;
-        }
+        self.ensure_held().ok()?;
         let queue = super::queue::WaitQueue::of(&self.env, &self.blob).ok()?;
         let own = [Some(self.shared.id), self.registered_as];
         let sent = Instant::now();
@@ -414,8 +369,7 @@ impl LeaseCore {
             }
         }
         *view = None;
-        self.finished.store(true, Ordering::SeqCst);
-        self.shared.stop.cancel();
+        self.abandon();
         debug!(lease = %self.shared.name, "deleted the lease blob under the lease");
         Ok(())
     }
@@ -424,7 +378,7 @@ impl LeaseCore {
     /// to that id (the waiter takes it on its next poll). `true` when it
     /// was passed on (this process holds it no more).
     pub(crate) async fn pass_to(&self, to: LeaseId) -> bool {
-        if self.shared.is_lost() || self.finished.load(Ordering::SeqCst) {
+        if self.ensure_held().is_err() {
             return false;
         }
         let env = &self.env;
@@ -434,8 +388,7 @@ impl LeaseCore {
             .await
         {
             Ok(_) => {
-                self.finished.store(true, Ordering::SeqCst);
-                self.shared.stop.cancel();
+                self.abandon();
                 debug!(lease = %self.shared.name, "passed the lease to the next process in the queue");
                 true
             }
@@ -446,7 +399,8 @@ impl LeaseCore {
         }
     }
 
-    /// Stops holding without a request (no runtime to send one on).
+    /// Stops holding without a request (no runtime to send one on, or no
+    /// lease left to release).
     pub(crate) fn abandon(&self) {
         self.finished.store(true, Ordering::SeqCst);
         self.shared.stop.cancel();

@@ -165,63 +165,45 @@ impl ManagerInner {
             }
             sleep(backoff.pause()).await;
         };
-        let state = match guard.metadata().await {
-            Ok(metadata) => OnceState::from_metadata(&metadata),
-            Err(e) => {
-                let _ = guard.release().await;
-                return Err(e.into());
+        // The lease is released however the attempt ends: the marker is
+        // durable, and a failed release only delays the others.
+        let outcome = async {
+            let state = OnceState::from_metadata(&guard.metadata().await?);
+            let (attempts, previous_attempt_unfinished) = match state {
+                OnceState::Done { .. } => return Ok(OnceOutcome::AlreadyDone),
+                OnceState::Started { attempts } => (attempts, true),
+                OnceState::NotStarted => (0, false),
+            };
+            let attempt = attempts.saturating_add(1);
+            guard
+                .update_metadata(|m| {
+                    meta_set(m, META_ONCE, "started".into());
+                    meta_set(m, META_ONCE_ATTEMPTS, attempt.to_string());
+                })
+                .await?;
+            if previous_attempt_unfinished {
+                warn!(
+                    attempt,
+                    "a previous run-once attempt did not finish; running again"
+                );
             }
-        };
-        let (attempts, previous_attempt_unfinished) = match state {
-            OnceState::Done { .. } => {
-                let _ = guard.release().await;
-                return Ok(OnceOutcome::AlreadyDone);
-            }
-            OnceState::Started { attempts } => (attempts, true),
-            OnceState::NotStarted => (0, false),
-        };
-        let attempt = attempts.saturating_add(1);
-        if let Err(e) = guard
-            .update_metadata(|m| {
-                meta_set(m, META_ONCE, "started".into());
-                meta_set(m, META_ONCE_ATTEMPTS, attempt.to_string());
-            })
-            .await
-        {
-            let _ = guard.release().await;
-            return Err(e.into());
-        }
-        if previous_attempt_unfinished {
-            warn!(
+            let ctx = OnceContext {
+                status: guard.status(),
+                previous_attempt_unfinished,
                 attempt,
-                "a previous run-once attempt did not finish; running again"
-            );
+            };
+            let output = f(ctx).await?;
+            guard
+                .update_metadata(|m| meta_set(m, META_ONCE, "done".into()))
+                .await?;
+            info!(attempt, "run-once work done");
+            Ok(OnceOutcome::Ran {
+                output,
+                previous_attempt_unfinished,
+            })
         }
-        let ctx = OnceContext {
-            status: guard.status(),
-            previous_attempt_unfinished,
-            attempt,
-        };
-        let output = match f(ctx).await {
-            Ok(output) => output,
-            Err(e) => {
-                let _ = guard.release().await;
-                return Err(e);
-            }
-        };
-        let marked = guard
-            .update_metadata(|m| meta_set(m, META_ONCE, "done".into()))
-            .await;
-        if let Err(e) = marked {
-            let _ = guard.release().await;
-            return Err(e.into());
-        }
-        info!(attempt, "run-once work done");
-        // The marker is durable; a failed release only delays the others.
+        .await;
         let _ = guard.release().await;
-        Ok(OnceOutcome::Ran {
-            output,
-            previous_attempt_unfinished,
-        })
+        outcome
     }
 }

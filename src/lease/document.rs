@@ -213,7 +213,7 @@ mod rfc3339_option {
 
     pub fn serialize<S: Serializer>(t: &Option<OffsetDateTime>, s: S) -> Result<S::Ok, S::Error> {
         match t {
-            Some(t) => s.serialize_str(&crate::entity::datetime::format(*t)),
+            Some(t) => super::rfc3339::serialize(t, s),
             None => s.serialize_none(),
         }
     }
@@ -221,12 +221,11 @@ mod rfc3339_option {
     pub fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
     ) -> Result<Option<OffsetDateTime>, D::Error> {
-        match Option::<String>::deserialize(d)? {
-            Some(text) => crate::entity::datetime::parse(&text)
-                .map(Some)
-                .map_err(serde::de::Error::custom),
-            None => Ok(None),
-        }
+        let text = Option::<String>::deserialize(d)?;
+        let parse = |text: String| crate::entity::datetime::parse(&text);
+        text.map(parse)
+            .transpose()
+            .map_err(serde::de::Error::custom)
     }
 }
 

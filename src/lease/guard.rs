@@ -16,25 +16,10 @@ use crate::backend::{LeaseId, Metadata};
 use crate::error::{Error, Result};
 
 use super::core::LeaseCore;
-use super::document::{LeaseBlob, LeaseDocument, META_EPOCH, epoch_of, meta_set};
-use super::local::{Ending, LocalSlot, Pending, SlotState, TenureBounds};
+use super::document::{LeaseBlob, META_EPOCH, epoch_of, meta_set};
+use super::local::{Ending, LocalSlot, Pending, SlotState};
 use super::name::LeaseName;
 use super::renew::LeaseShared;
-
-/// How a guard came to hold its lease.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Acquisition {
-    /// The blob lease was acquired for this guard. Its view of the lease
-    /// blob is read on first use, unless the acquire's reply showed the
-    /// blob at the ETag this manager last saw it with (nobody wrote it
-    /// since): that view is used without a read.
-    Fresh,
-    /// Another task of this process held the blob lease and handed it over
-    /// without releasing it: renewal ran throughout, and nobody else can have
-    /// written the lease blob in between, so what the previous guard knew of
-    /// it (its document, metadata and epoch) is still current.
-    HandedOver,
-}
 
 /// A held lease. Renewed in the background while it lives; ended by
 /// [`LeaseGuard::release`], or by dropping it (a best-effort release in the
@@ -53,7 +38,8 @@ pub struct LeaseGuard {
     state: Option<OwnedMutexGuard<SlotState>>,
     /// Cancelled when the lease is lost or this guard ends.
     token: CancellationToken,
-    acquisition: Acquisition,
+    /// Whether another task of this process handed the blob lease over.
+    handed_over: bool,
 }
 
 impl LeaseGuard {
@@ -61,7 +47,7 @@ impl LeaseGuard {
         core: Arc<LeaseCore>,
         slot: Arc<LocalSlot>,
         state: OwnedMutexGuard<SlotState>,
-        acquisition: Acquisition,
+        handed_over: bool,
     ) -> Self {
         let token = core.shared.lost.child_token();
         LeaseGuard {
@@ -69,7 +55,7 @@ impl LeaseGuard {
             slot,
             state: Some(state),
             token,
-            acquisition,
+            handed_over,
         }
     }
 
@@ -87,15 +73,15 @@ impl LeaseGuard {
         self.core.shared.id
     }
 
-    /// Whether the blob lease was acquired for this guard or handed over by
-    /// another task of this process.
-    pub fn acquisition(&self) -> Acquisition {
-        self.acquisition
-    }
-
-    /// Shorthand for `acquisition() == Acquisition::HandedOver`.
+    /// Whether another task of this process held the blob lease and handed
+    /// it over without releasing it (`false`: it was acquired for this
+    /// guard). After a hand-over renewal ran throughout and nobody else can
+    /// have written the lease blob in between, so what the previous guard
+    /// knew of it (document, metadata, epoch) is still current; a fresh
+    /// guard reads the blob on first use, unless the acquire's reply showed
+    /// it at the ETag this manager last saw it with.
     pub fn is_handed_over(&self) -> bool {
-        self.acquisition == Acquisition::HandedOver
+        self.handed_over
     }
 
     /// A cheap, cloneable view of this guard's validity, to give to tasks
@@ -160,17 +146,6 @@ impl LeaseGuard {
     /// lease, read first if unknown.
     pub(crate) async fn blob(&self) -> Result<LeaseBlob> {
         self.core.snapshot().await
-    }
-
-    /// Rewrites the lease document under the lease id with `f` applied to
-    /// the current document; the metadata is kept. Returns what `f`
-    /// returned. After an error whose outcome is unknown, the next call
-    /// reads the blob first.
-    pub(crate) async fn update_document<T>(
-        &self,
-        f: impl FnOnce(&mut LeaseDocument) -> T,
-    ) -> Result<T> {
-        self.core.update_document(f).await
     }
 
     /// Replaces the blob's metadata under the lease id with `f` applied to
@@ -304,9 +279,8 @@ impl LeaseGuard {
     fn end(&mut self) -> Option<(OwnedMutexGuard<SlotState>, Arc<LeaseCore>, Ending)> {
         self.token.cancel();
         let mut state = self.state.take()?;
-        let bounds = TenureBounds::of(&self.core.env.settings);
         let lost = self.core.shared.is_lost();
-        let ending = self.slot.ending(&mut state, lost, bounds);
+        let ending = self.slot.ending(&mut state, lost, &self.core.env.settings);
         match ending {
             Ending::HandOver => {
                 debug!(lease = %self.core.shared.name, "handing the lease over locally");
@@ -450,7 +424,7 @@ impl fmt::Debug for LeaseGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LeaseGuard")
             .field("name", &self.core.shared.name)
-            .field("acquisition", &self.acquisition)
+            .field("handed_over", &self.handed_over)
             .field("remaining", &self.remaining())
             .field("lost", &self.core.shared.lost.is_cancelled())
             .finish_non_exhaustive()

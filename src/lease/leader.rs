@@ -13,6 +13,7 @@ use crate::error::{Error, ErrorKind, Result};
 use super::guard::{LeaseGuard, LeaseStatus};
 use super::manager::{AcquireMode, LeaseManager, ManagerInner};
 use super::name::LeaseName;
+use super::options::setters;
 use super::outage::Outage;
 
 /// How [`LeaseManager::run_as_leader`] campaigns.
@@ -41,32 +42,25 @@ impl LeaderOptions {
         Self::default()
     }
 
-    /// Stops campaigning when `stop` is cancelled: a running term's token is
-    /// cancelled too, and `run_as_leader` returns once the leader's task
-    /// has returned and the lease is released.
-    pub fn with_stop(mut self, stop: CancellationToken) -> Self {
-        self.stop = stop;
-        self
+    setters! {
+        /// Stops campaigning when `stop` is cancelled: a running term's token is
+        /// cancelled too, and `run_as_leader` returns once the leader's task
+        /// has returned and the lease is released.
+        with_stop(stop: CancellationToken) => stop = stop;
+
+        /// Whether to campaign again after a term ends (default: yes). With
+        /// `false`, `run_as_leader` returns after the first term.
+        with_campaign_again(again: bool) => campaign_again = again;
+
+        /// Whether each term advances the lease's fencing epoch (one metadata
+        /// write; default: yes), giving the leader a number no earlier leader
+        /// had ([`LeaderContext::epoch`]).
+        with_epoch_per_term(advance: bool) => advance_epoch = advance;
     }
 
     /// The token that stops campaigning (see [`LeaderOptions::with_stop`]).
     pub fn stop_token(&self) -> CancellationToken {
         self.stop.clone()
-    }
-
-    /// Whether to campaign again after a term ends (default: yes). With
-    /// `false`, `run_as_leader` returns after the first term.
-    pub fn with_campaign_again(mut self, again: bool) -> Self {
-        self.campaign_again = again;
-        self
-    }
-
-    /// Whether each term advances the lease's fencing epoch (one metadata
-    /// write; default: yes), giving the leader a number no earlier leader
-    /// had ([`LeaderContext::epoch`]).
-    pub fn with_epoch_per_term(mut self, advance: bool) -> Self {
-        self.advance_epoch = advance;
-        self
     }
 }
 

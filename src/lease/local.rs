@@ -1,24 +1,6 @@
-//! Process-local sharing of a blob lease, and the turns processes take.
-//!
-//! Tasks of one process that want the same lease queue on a local async lock
-//! (one per lease name, FIFO) instead of polling storage. The process takes
-//! the blob lease once; when a guard ends while other local tasks are queued,
-//! the lease (with its running renewal) is handed to the next task without a
-//! release or an acquire.
-//!
-//! A process's **tenure** is its run of guards on one lease held back to
-//! back: hand-overs, and fresh acquires that follow this process's own
-//! release of the lease by less than one poll interval and a half. A
-//! tenure ends when a guard ends after [`LeaseOptions::with_handover_limit`]'s
-//! bound (units in a row, or time since the tenure began). At the end of a
-//! tenure the guard's end looks at the wait queue across processes
-//! (`queue.rs`) once. Nobody there: a new tenure begins (local hand-over or
-//! release as usual). A fresh remote waiter at its head: the lease is passed
-//! to it (Change Lease to its registered id), timed for its next poll when
-//! it publishes a schedule: local tasks go on using the lease until the
-//! guard end after which the next would come too late for that poll.
-//!
-//! [`LeaseOptions::with_handover_limit`]: super::LeaseOptions::with_handover_limit
+//! Process-local sharing of a blob lease (one FIFO async lock per name; a
+//! guard's end hands the lease, renewal running, to the next local task)
+//! and the tenures that bound it: see the [module docs](super#turns-between-processes).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,6 +14,7 @@ use crate::backend::LeaseId;
 
 use super::core::LeaseCore;
 use super::name::LeaseName;
+use super::options::Settings;
 
 /// The per-name local locks of one manager.
 #[derive(Debug, Default)]
@@ -154,32 +137,13 @@ const SHORT_RUN_HOLD: Duration = Duration::from_secs(2);
 /// others wait) before a sweep may drop it.
 const FORGET_AFTER: Duration = Duration::from_secs(60);
 
-/// The bounds that end a tenure, from the manager's settings.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct TenureBounds {
-    pub(crate) max_handovers: u32,
-    pub(crate) max_hold: Duration,
-    /// How soon after this process's own release a fresh acquire of its
-    /// continues the tenure.
-    pub(crate) continue_within: Duration,
-}
-
-impl TenureBounds {
-    pub(crate) fn of(settings: &super::Settings) -> Self {
-        let poll = settings.poll_interval;
-        TenureBounds {
-            max_handovers: settings.max_handovers,
-            max_hold: settings.max_hold,
-            continue_within: poll + poll / 2,
-        }
-    }
-}
-
 impl SlotState {
     /// Records a fresh acquire at `now`: it continues the tenure when it
-    /// follows this process's own release closely and nobody else was seen
-    /// in between; otherwise a tenure begins.
-    pub(crate) fn acquired(&mut self, now: Instant, continue_within: Duration) {
+    /// follows this process's own release by less than one poll interval
+    /// and a half and nobody else was seen in between; otherwise a tenure
+    /// begins.
+    pub(crate) fn acquired(&mut self, now: Instant, poll_interval: Duration) {
+        let continue_within = poll_interval + poll_interval / 2;
         let continued = self
             .released_at
             .is_some_and(|at| now.saturating_duration_since(at) < continue_within)
@@ -275,7 +239,7 @@ impl LocalSlot {
     /// the pass at the last guard end before that waiter's next poll (with
     /// no local task waiting, the lease is kept for one that may come back
     /// until the pass is due).
-    pub(crate) fn ending(&self, state: &mut SlotState, lost: bool, bounds: TenureBounds) -> Ending {
+    pub(crate) fn ending(&self, state: &mut SlotState, lost: bool, settings: &Settings) -> Ending {
         let now = Instant::now();
         if let Some(last) = state.last_end {
             state.last_unit = now.saturating_duration_since(last);
@@ -308,11 +272,11 @@ impl LocalSlot {
         // lease; a long run (a hot lease) after `max_hold`.
         let chain = state.handovers > 0 || waiters;
         let hold = if state.contended || state.handovers >= LONG_RUN {
-            bounds.max_hold
+            settings.max_hold
         } else {
-            bounds.max_hold.max(SHORT_RUN_HOLD)
+            settings.max_hold.max(SHORT_RUN_HOLD)
         };
-        if chain && (state.handovers >= bounds.max_handovers || held_for >= hold) {
+        if chain && (state.handovers >= settings.max_handovers || held_for >= hold) {
             // The tenure's end: the guard's end looks at the wait queue
             // (once) and passes the lease to a remote waiter there, or
             // carries on with a new tenure.

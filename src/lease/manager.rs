@@ -181,12 +181,6 @@ impl ManagerInner {
 }
 
 impl LeaseManager {
-    /// Lease blob `name` (document, metadata, lease state), read without the
-    /// lease; `None` when the blob is missing.
-    pub(crate) async fn read_blob(&self, name: &LeaseName) -> Result<Option<LeaseBlob>> {
-        self.inner.read(name).await
-    }
-
     /// Whether a fresh acquire writes the owner entries (`leasehold_owner`,
     /// `leasehold_acquired`) itself ([`LeaseOptions::with_owner_metadata`]);
     /// partition locks write them from the unit instead, and only when the
@@ -202,7 +196,7 @@ mod tests {
 
     #[test]
     fn poll_pauses_stay_near_the_interval_and_are_seeded() {
-        let backend: Arc<dyn BlobBackend> = Arc::new(crate::lease::test_support::NoBackend);
+        let backend: Arc<dyn BlobBackend> = Arc::new(crate::lease::test_support::no_backend());
         let options = LeaseOptions::new()
             .with_poll_interval(Duration::from_millis(800))
             .with_jitter_seed(7);
@@ -224,7 +218,7 @@ mod tests {
 
     #[test]
     fn standby_pauses_double_up_to_a_second() {
-        let backend: Arc<dyn BlobBackend> = Arc::new(crate::lease::test_support::NoBackend);
+        let backend: Arc<dyn BlobBackend> = Arc::new(crate::lease::test_support::no_backend());
         let manager =
             LeaseManager::new(backend.clone(), LeaseOptions::new().with_jitter_seed(3)).unwrap();
         let mut s = manager.inner.env.standby_backoff();

@@ -61,7 +61,7 @@
 //!
 //! Tasks of one process that want the same lease queue locally instead of
 //! polling storage. The process acquires the blob lease once and hands it
-//! from guard to guard ([`Acquisition::HandedOver`]) with renewal running
+//! from guard to guard ([`LeaseGuard::is_handed_over`]) with renewal running
 //! throughout, up to the tenure bound below, then releases it so other
 //! processes get their turn. Waiters in other processes poll every
 //! [`LeaseOptions::with_poll_interval`] (100 ms by default, jittered).
@@ -179,7 +179,7 @@
 //! use std::time::Duration;
 //!
 //! use leasehold::backend::memory::MemoryBackend;
-//! use leasehold::lease::{Acquisition, LeaseManager, LeaseOptions, OnceOutcome};
+//! use leasehold::lease::{LeaseManager, LeaseOptions, OnceOutcome};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> leasehold::Result<()> {
@@ -188,7 +188,7 @@
 //!
 //! // An exclusive section: held (and renewed) until released.
 //! let guard = leases.acquire("nightly-report", Duration::from_secs(30)).await?;
-//! assert_eq!(guard.acquisition(), Acquisition::Fresh);
+//! assert!(!guard.is_handed_over());
 //! let epoch = guard.advance_epoch().await?; // a fencing number for this holder
 //! guard.ensure_valid(Duration::from_secs(5))?; // before a side effect
 //! // ... work; `guard.lost()` completes if the lease is lost ...
@@ -238,11 +238,11 @@ pub use do_once::{OnceContext, OnceOutcome};
 pub(crate) use document::{LeaseDocument, META_ACQUIRED, META_OWNER};
 pub use document::{OnceState, ReservationRecord};
 pub(crate) use fence::Fence;
-pub use guard::{Acquisition, LeaseGuard, LeaseStatus};
+pub use guard::{LeaseGuard, LeaseStatus};
 pub use leader::{LeaderContext, LeaderOptions};
 pub use manager::LeaseManager;
 pub use name::LeaseName;
-pub use operator::{BreakOutcome, LeaseDescription};
+pub use operator::LeaseDescription;
 pub use options::LeaseOptions;
 pub(crate) use options::{DEFAULT_DURATION_SECS, Settings};
 pub use reservation::Reservation;

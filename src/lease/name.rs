@@ -2,6 +2,8 @@
 //!
 //! See [`LeaseName`] for the rules and the encoding.
 
+use std::fmt::Write as _;
+
 use crate::error::{Error, Result};
 use crate::key::{BlobName, shorten};
 
@@ -71,9 +73,7 @@ impl LeaseName {
             if is_safe(b) {
                 out.push(char::from(b));
             } else {
-                out.push(char::from(ESCAPE));
-                out.push(hex_digit(b >> 4));
-                out.push(hex_digit(b & 0x0f));
+                let _ = write!(out, "{}{b:02X}", char::from(ESCAPE));
             }
         }
         out
@@ -131,17 +131,12 @@ fn is_safe(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
 }
 
-fn hex_digit(v: u8) -> char {
-    let v = v & 0x0f;
-    char::from(if v < 10 { b'0' + v } else { b'A' + v - 10 })
-}
-
+/// An uppercase hex digit's value.
 fn hex_value(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
+    let digit = char::from(b)
+        .to_digit(16)
+        .filter(|_| !b.is_ascii_lowercase());
+    digit.and_then(|d| u8::try_from(d).ok())
 }
 
 impl AsRef<str> for LeaseName {

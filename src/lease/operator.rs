@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use tracing::{Instrument, info, info_span};
 
-use crate::backend::{LeaseCalls as _, LeaseDuration, LeaseState, Metadata, notes};
+use crate::backend::{LeaseCalls as _, LeaseDuration, LeaseInfo, LeaseState, Metadata, notes};
 use crate::error::{Error, ErrorKind, Result};
 
-use super::document::{META_ACQUIRED, OnceState, meta_get};
+use super::document::{LeaseBlob, LeaseDocument, META_ACQUIRED, OnceState, meta_get};
 use super::manager::LeaseManager;
 use super::name::LeaseName;
 
@@ -59,29 +59,26 @@ impl LeaseManager {
     pub async fn describe(&self, name: &str) -> Result<LeaseDescription> {
         let name = LeaseName::new(name)?;
         let blob = self.inner.read(&name).await?;
-        Ok(match blob {
-            None => LeaseDescription {
-                name,
-                exists: false,
+        let exists = blob.is_some();
+        // A missing blob describes as an empty, free one.
+        let blob = blob.unwrap_or_else(|| LeaseBlob {
+            document: LeaseDocument::default(),
+            metadata: Metadata::new(),
+            lease: LeaseInfo {
                 state: LeaseState::Available,
-                owner: None,
-                acquired_at: None,
-                epoch: 0,
-                metadata: Metadata::new(),
-                once: OnceState::NotStarted,
-                reservation_records: 0,
+                kind: None,
             },
-            Some(blob) => LeaseDescription {
-                name,
-                exists: true,
-                state: blob.lease.state,
-                owner: blob.owner().map(str::to_owned),
-                acquired_at: meta_get(&blob.metadata, META_ACQUIRED).map(str::to_owned),
-                epoch: blob.epoch(),
-                once: blob.once_state(),
-                reservation_records: blob.document.reservations.len(),
-                metadata: blob.metadata,
-            },
+        });
+        Ok(LeaseDescription {
+            name,
+            exists,
+            state: blob.lease.state,
+            owner: blob.owner().map(str::to_owned),
+            acquired_at: meta_get(&blob.metadata, META_ACQUIRED).map(str::to_owned),
+            epoch: blob.epoch(),
+            once: blob.once_state(),
+            reservation_records: blob.document.reservations.len(),
+            metadata: blob.metadata,
         })
     }
 
@@ -127,25 +124,25 @@ impl LeaseManager {
     /// and breaks an infinite one at once. The holder's guard reports the
     /// loss at its next renewal or write.
     ///
-    /// Returns [`BreakOutcome::Broken`] with the time until the lease is
-    /// broken, or [`BreakOutcome::NotHeld`] when nobody held it (the
+    /// Returns the time until the lease is broken (zero: at once; its
+    /// holder keeps it until then), or `None` when nobody held it (the
     /// service had no lease to break; nothing changed).
     ///
     /// ```
     /// # use std::{sync::Arc, time::Duration};
     /// # use leasehold::backend::memory::MemoryBackend;
-    /// use leasehold::lease::{BreakOutcome, LeaseManager, LeaseOptions};
+    /// use leasehold::lease::{LeaseManager, LeaseOptions};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> leasehold::Result<()> {
     /// let leases = LeaseManager::new(Arc::new(MemoryBackend::new()), LeaseOptions::default())?;
     /// let guard = leases.acquire("job", Duration::from_secs(5)).await?;
-    /// let outcome = leases.break_lease("job", Some(Duration::ZERO)).await?;
-    /// assert_eq!(outcome, BreakOutcome::Broken { left: Duration::ZERO });
+    /// let left = leases.break_lease("job", Some(Duration::ZERO)).await?;
+    /// assert_eq!(left, Some(Duration::ZERO));
     /// drop(guard);
     ///
     /// let free = leases.try_acquire("other").await?.expect("free");
     /// free.release().await?;
-    /// assert_eq!(leases.break_lease("other", None).await?, BreakOutcome::NotHeld);
+    /// assert_eq!(leases.break_lease("other", None).await?, None);
     /// # Ok(())
     /// # }
     /// ```
@@ -154,7 +151,11 @@ impl LeaseManager {
     /// [`Error::Invalid`] for a bad name or period (before any request);
     /// [`Error::NotFound`] when the lease blob does not exist; the backend's
     /// error otherwise.
-    pub async fn break_lease(&self, name: &str, period: Option<Duration>) -> Result<BreakOutcome> {
+    pub async fn break_lease(
+        &self,
+        name: &str,
+        period: Option<Duration>,
+    ) -> Result<Option<Duration>> {
         let name = LeaseName::new(name)?;
         if let Some(p) = period
             && (p > LeaseDuration::MAX || p.subsec_nanos() != 0)
@@ -175,14 +176,14 @@ impl LeaseManager {
             {
                 Ok(left) => {
                     info!(?left, "lease broken by operator");
-                    Ok(BreakOutcome::Broken { left })
+                    Ok(Some(left))
                 }
                 // The service's answer to a break when no lease is present.
                 Err(Error::LeaseLost {
                     code: Some(code), ..
                 }) if code == "LeaseNotPresentWithLeaseOperation" => {
                     info!("lease not held; nothing to break");
-                    Ok(BreakOutcome::NotHeld)
+                    Ok(None)
                 }
                 Err(e) => Err(e),
             }
@@ -190,20 +191,6 @@ impl LeaseManager {
         .instrument(span)
         .await
     }
-}
-
-/// What [`LeaseManager::break_lease`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BreakOutcome {
-    /// The lease was held (or already breaking): it is broken once `left`
-    /// has passed (at once when zero), and its holder keeps it until then.
-    Broken {
-        /// The time until the lease is broken.
-        left: Duration,
-    },
-    /// Nobody held the lease: the service had no lease to break, and
-    /// nothing changed.
-    NotHeld,
 }
 
 #[cfg(test)]

@@ -35,29 +35,38 @@ pub struct LeaseOptions {
 
 /// The default lease duration, in seconds.
 pub(crate) const DEFAULT_DURATION_SECS: u8 = 30;
-/// The default drift margin.
-const DEFAULT_DRIFT: Duration = Duration::from_secs(1);
-/// The default fairness bound of process-local sharing.
-const DEFAULT_MAX_HANDOVERS: u32 = 1000;
-const DEFAULT_MAX_HOLD: Duration = Duration::from_millis(500);
 
 impl Default for LeaseOptions {
     fn default() -> Self {
         LeaseOptions {
             duration: Some(Duration::from_secs(u64::from(DEFAULT_DURATION_SECS))),
             renew_interval: None,
-            drift_margin: DEFAULT_DRIFT,
+            drift_margin: Duration::from_secs(1),
             container: None,
             poll_interval: Self::DEFAULT_POLL_INTERVAL,
             owner: None,
             owner_metadata: true,
-            max_handovers: DEFAULT_MAX_HANDOVERS,
-            max_hold: DEFAULT_MAX_HOLD,
+            max_handovers: 1000,
+            max_hold: Duration::from_millis(500),
             jitter_seed: None,
             unavailable_after: Self::DEFAULT_UNAVAILABLE_AFTER,
         }
     }
 }
+
+/// Builder methods that set one option each: `name(arg: Type) => field = value;`.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident($arg:ident: $ty:ty) => $field:ident = $value:expr;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, $arg: $ty) -> Self {
+                self.$field = $value;
+                self
+            }
+        )*
+    };
+}
+pub(super) use setters;
 
 impl LeaseOptions {
     /// The default pause between attempts to take a lease held by another
@@ -76,70 +85,11 @@ impl LeaseOptions {
         Self::default()
     }
 
-    /// The lease duration: whole seconds from 15 to 60.
-    pub fn with_duration(mut self, duration: Duration) -> Self {
-        self.duration = Some(duration);
-        self
-    }
-
     /// Infinite leases: never renewed, held until released or broken. A
     /// guard of an infinite lease learns of a loss only when a write under
     /// the lease is refused.
     pub fn with_infinite_duration(mut self) -> Self {
         self.duration = None;
-        self
-    }
-
-    /// How often a held lease is renewed; must be shorter than the duration
-    /// minus the drift margin. Default: a third of the duration.
-    pub fn with_renew_interval(mut self, interval: Duration) -> Self {
-        self.renew_interval = Some(interval);
-        self
-    }
-
-    /// How much earlier than the service a guard considers its lease
-    /// expired, for clock-rate differences. Less than half the duration.
-    pub fn with_drift_margin(mut self, margin: Duration) -> Self {
-        self.drift_margin = margin;
-        self
-    }
-
-    /// The container that holds the lease blobs.
-    pub fn with_container(mut self, container: ContainerName) -> Self {
-        self.container = Some(container);
-        self
-    }
-
-    /// How long a task waiting for a lease held by another process pauses
-    /// between attempts (each pause drawn within ±10 % of it). From 10 ms to
-    /// half the lease duration; default 100 ms.
-    ///
-    /// A released lease is taken by a waiter half an interval later on
-    /// average, at the price of one request per interval per waiting task
-    /// (the default: a median hand-over of about 50 ms at just under 10
-    /// requests per second per waiter). With many processes waiting on one lease,
-    /// a longer interval keeps the blob under the service's request rate
-    /// per blob. Leader candidates on standby ([`LeaseManager::run_as_leader`](crate::lease::LeaseManager::run_as_leader))
-    /// poll more slowly: backoff from 50 ms up to 1 s, or to this interval
-    /// when it is longer.
-    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
-        self.poll_interval = interval;
-        self
-    }
-
-    /// The identity written as owner metadata and into reservation logs:
-    /// 1 to 256 printable ASCII characters, no leading or trailing space.
-    pub fn with_owner(mut self, owner: impl Into<String>) -> Self {
-        self.owner = Some(owner.into());
-        self
-    }
-
-    /// Whether a fresh acquire records the owner identity in the blob's
-    /// metadata (one read and one metadata write after the acquire).
-    /// Default: yes. Without it [`LeaseManager::describe`](crate::lease::LeaseManager::describe) shows the last
-    /// owner that did write it.
-    pub fn with_owner_metadata(mut self, write: bool) -> Self {
-        self.owner_metadata = write;
         self
     }
 
@@ -167,35 +117,69 @@ impl LeaseOptions {
         self
     }
 
-    /// Seeds the jitter of acquire polling (for reproducible tests). Without
-    /// a seed each manager draws a random one.
-    pub fn with_jitter_seed(mut self, seed: u64) -> Self {
-        self.jitter_seed = Some(seed);
-        self
-    }
+    setters! {
+        /// The lease duration: whole seconds from 15 to 60.
+        with_duration(duration: Duration) => duration = Some(duration);
 
-    /// How long a call waiting for a lease keeps trying while storage keeps
-    /// failing (transient errors, no reply, an unreachable endpoint) before
-    /// it gives up with [`Error::Unavailable`] naming the endpoint. From
-    /// 1 ms to 24 hours; default 30 s ([`LeaseOptions::DEFAULT_UNAVAILABLE_AFTER`]).
-    ///
-    /// The bound counts continuous failure: any answer from the service
-    /// (even "held by another owner") starts it afresh. The calls of one
-    /// manager share the count: a call whose first request fails within a
-    /// few seconds of another call's failure joins that run of failures,
-    /// so tasks queued behind one another do not each wait the bound
-    /// again, and a call right after a give-up fails after one attempt.
-    /// A lease held by somebody else is no failure: that wait is bounded by
-    /// the caller's timeout, where the call has one. It applies to
-    /// [`LeaseManager::acquire`](crate::lease::LeaseManager::acquire) and [`LeaseManager::try_acquire`](crate::lease::LeaseManager::try_acquire),
-    /// [`LeaseManager::do_once`](crate::lease::LeaseManager::do_once), [`LeaseManager::run_as_leader`](crate::lease::LeaseManager::run_as_leader) (a
-    /// campaign returns the error), [`LeaseManager::try_reserve`](crate::lease::LeaseManager::try_reserve) and
-    /// partition locks ([`crate::Store::lock`], through
-    /// [`crate::StoreBuilder::lease_options`]). A held lease is not
-    /// affected: its renewal is bounded by the lease's own validity.
-    pub fn with_unavailable_after(mut self, bound: Duration) -> Self {
-        self.unavailable_after = bound;
-        self
+        /// How often a held lease is renewed; must be shorter than the duration
+        /// minus the drift margin. Default: a third of the duration.
+        with_renew_interval(interval: Duration) => renew_interval = Some(interval);
+
+        /// How much earlier than the service a guard considers its lease
+        /// expired, for clock-rate differences. Less than half the duration.
+        with_drift_margin(margin: Duration) => drift_margin = margin;
+
+        /// The container that holds the lease blobs.
+        with_container(container: ContainerName) => container = Some(container);
+
+        /// How long a task waiting for a lease held by another process pauses
+        /// between attempts (each pause drawn within ±10 % of it). From 10 ms to
+        /// half the lease duration; default 100 ms.
+        ///
+        /// A released lease is taken by a waiter half an interval later on
+        /// average, at the price of one request per interval per waiting task
+        /// (the default: a median hand-over of about 50 ms at just under 10
+        /// requests per second per waiter). With many processes waiting on one lease,
+        /// a longer interval keeps the blob under the service's request rate
+        /// per blob. Leader candidates on standby ([`LeaseManager::run_as_leader`](crate::lease::LeaseManager::run_as_leader))
+        /// poll more slowly: backoff from 50 ms up to 1 s, or to this interval
+        /// when it is longer.
+        with_poll_interval(interval: Duration) => poll_interval = interval;
+
+        /// The identity written as owner metadata and into reservation logs:
+        /// 1 to 256 printable ASCII characters, no leading or trailing space.
+        with_owner(owner: impl Into<String>) => owner = Some(owner.into());
+
+        /// Whether a fresh acquire records the owner identity in the blob's
+        /// metadata (one read and one metadata write after the acquire).
+        /// Default: yes. Without it [`LeaseManager::describe`](crate::lease::LeaseManager::describe) shows the last
+        /// owner that did write it.
+        with_owner_metadata(write: bool) => owner_metadata = write;
+
+        /// Seeds the jitter of acquire polling (for reproducible tests). Without
+        /// a seed each manager draws a random one.
+        with_jitter_seed(seed: u64) => jitter_seed = Some(seed);
+
+        /// How long a call waiting for a lease keeps trying while storage keeps
+        /// failing (transient errors, no reply, an unreachable endpoint) before
+        /// it gives up with [`Error::Unavailable`] naming the endpoint. From
+        /// 1 ms to 24 hours; default 30 s ([`LeaseOptions::DEFAULT_UNAVAILABLE_AFTER`]).
+        ///
+        /// The bound counts continuous failure: any answer from the service
+        /// (even "held by another owner") starts it afresh. The calls of one
+        /// manager share the count: a call whose first request fails within a
+        /// few seconds of another call's failure joins that run of failures,
+        /// so tasks queued behind one another do not each wait the bound
+        /// again, and a call right after a give-up fails after one attempt.
+        /// A lease held by somebody else is no failure: that wait is bounded by
+        /// the caller's timeout, where the call has one. It applies to
+        /// [`LeaseManager::acquire`](crate::lease::LeaseManager::acquire) and [`LeaseManager::try_acquire`](crate::lease::LeaseManager::try_acquire),
+        /// [`LeaseManager::do_once`](crate::lease::LeaseManager::do_once), [`LeaseManager::run_as_leader`](crate::lease::LeaseManager::run_as_leader) (a
+        /// campaign returns the error), [`LeaseManager::try_reserve`](crate::lease::LeaseManager::try_reserve) and
+        /// partition locks ([`crate::Store::lock`], through
+        /// [`crate::StoreBuilder::lease_options`]). A held lease is not
+        /// affected: its renewal is bounded by the lease's own validity.
+        with_unavailable_after(bound: Duration) => unavailable_after = bound;
     }
 
     /// Checks the options and fills in the defaults that depend on others.
@@ -252,16 +236,25 @@ impl LeaseOptions {
             }
             None => default_owner(),
         };
-        let container = match &self.container {
-            Some(c) => c.clone(),
-            None => ContainerName::from_static(Self::DEFAULT_CONTAINER),
-        };
-        Ok(Settings {
+        Ok(self.settings(duration, lease_len, renew_interval, owner))
+    }
+
+    /// The settings of these options once checked, with what [`Self::resolve`]
+    /// derived from them.
+    fn settings(
+        &self,
+        duration: LeaseDuration,
+        lease_len: Option<Duration>,
+        renew_interval: Duration,
+        owner: String,
+    ) -> Settings {
+        Settings {
             duration,
             lease_len,
             renew_interval,
             drift: self.drift_margin,
-            container,
+            container: (self.container.clone())
+                .unwrap_or_else(|| ContainerName::from_static(Self::DEFAULT_CONTAINER)),
             poll_interval: self.poll_interval,
             owner,
             owner_metadata: self.owner_metadata,
@@ -270,24 +263,22 @@ impl LeaseOptions {
             unavailable_after: self.unavailable_after,
             seed: self.jitter_seed.unwrap_or_else(retry::random_seed),
             name_prefix: String::new(),
-        })
+        }
     }
 }
 
 fn check_owner(owner: &str) -> Result<()> {
-    let why = if owner.is_empty() || owner.len() > 256 {
-        Some("must be 1 to 256 characters long")
-    } else if !owner.bytes().all(|b| (b' '..=b'~').contains(&b)) {
-        Some("may contain only printable ASCII characters")
-    } else if owner.starts_with(' ') || owner.ends_with(' ') {
-        Some("must not start or end with a space")
-    } else {
-        None
-    };
-    match why {
-        Some(why) => Err(Error::invalid(format!("owner identity {owner:?}"), why)),
-        None => Ok(()),
+    let refuse = |why| Err(Error::invalid(format!("owner identity {owner:?}"), why));
+    if owner.is_empty() || owner.len() > 256 {
+        return refuse("must be 1 to 256 characters long");
     }
+    if !owner.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        return refuse("may contain only printable ASCII characters");
+    }
+    if owner.starts_with(' ') || owner.ends_with(' ') {
+        return refuse("must not start or end with a space");
+    }
+    Ok(())
 }
 
 /// `hostname-pid-random`, with the host name cut to safe ASCII.
@@ -321,21 +312,17 @@ impl Settings {
         // Whole seconds within the service's range (15 to 60).
         let secs = secs.clamp(15, 60);
         let len = Duration::from_secs(u64::from(secs));
-        Settings {
-            duration: LeaseDuration::Seconds(secs),
-            lease_len: Some(len),
-            renew_interval: len / 3,
-            drift: DEFAULT_DRIFT,
-            container,
-            poll_interval: LeaseOptions::DEFAULT_POLL_INTERVAL,
-            owner: default_owner(),
+        let options = LeaseOptions {
+            container: Some(container),
             owner_metadata,
-            max_handovers: DEFAULT_MAX_HANDOVERS,
-            max_hold: DEFAULT_MAX_HOLD,
-            unavailable_after: LeaseOptions::DEFAULT_UNAVAILABLE_AFTER,
-            seed: retry::random_seed(),
-            name_prefix: String::new(),
-        }
+            ..LeaseOptions::default()
+        };
+        options.settings(
+            LeaseDuration::Seconds(secs),
+            Some(len),
+            len / 3,
+            default_owner(),
+        )
     }
 
     /// These settings with the lease blobs under `prefix` (see
@@ -456,46 +443,20 @@ mod tests {
 
     #[test]
     fn bad_options_are_invalid_and_name_the_option() {
+        let (o, ms) = (LeaseOptions::new(), Duration::from_millis);
         let cases = [
-            (
-                LeaseOptions::new().with_duration(Duration::from_secs(14)),
-                "lease duration",
-            ),
-            (
-                LeaseOptions::new().with_duration(Duration::from_secs(61)),
-                "lease duration",
-            ),
-            (
-                LeaseOptions::new().with_duration(Duration::from_millis(15_500)),
-                "lease duration",
-            ),
-            (
-                LeaseOptions::new().with_renew_interval(Duration::from_secs(30)),
-                "renew interval",
-            ),
-            (
-                LeaseOptions::new().with_renew_interval(Duration::from_secs(29)),
-                "renew interval",
-            ),
-            (
-                LeaseOptions::new().with_renew_interval(Duration::ZERO),
-                "renew interval",
-            ),
-            (
-                LeaseOptions::new().with_drift_margin(Duration::from_secs(15)),
-                "drift margin",
-            ),
-            (
-                LeaseOptions::new().with_poll_interval(Duration::from_secs(16)),
-                "poll interval",
-            ),
-            (
-                LeaseOptions::new().with_poll_interval(Duration::from_millis(1)),
-                "poll interval",
-            ),
-            (LeaseOptions::new().with_owner(""), "owner identity"),
-            (LeaseOptions::new().with_owner("é"), "owner identity"),
-            (LeaseOptions::new().with_owner(" x"), "owner identity"),
+            (o.clone().with_duration(ms(14_000)), "lease duration"),
+            (o.clone().with_duration(ms(61_000)), "lease duration"),
+            (o.clone().with_duration(ms(15_500)), "lease duration"),
+            (o.clone().with_renew_interval(ms(30_000)), "renew interval"),
+            (o.clone().with_renew_interval(ms(29_000)), "renew interval"),
+            (o.clone().with_renew_interval(ms(0)), "renew interval"),
+            (o.clone().with_drift_margin(ms(15_000)), "drift margin"),
+            (o.clone().with_poll_interval(ms(16_000)), "poll interval"),
+            (o.clone().with_poll_interval(ms(1)), "poll interval"),
+            (o.clone().with_owner(""), "owner identity"),
+            (o.clone().with_owner("é"), "owner identity"),
+            (o.clone().with_owner(" x"), "owner identity"),
         ];
         for (o, what) in cases {
             let e = check(o).unwrap_err();

@@ -1,21 +1,9 @@
-//! How long a wait for a lease rides out failing storage.
-//!
-//! A wait for a lease can go wrong in two ways that look alike from the
-//! outside: somebody else holds the lease (keep waiting, as long as the
-//! caller allows), or storage keeps failing (transient errors, no reply, an
-//! unreachable endpoint). The second must end on its own: an [`Outage`]
-//! counts how long requests have failed without a single answer in
-//! between, and once that reaches the manager's bound
-//! ([`LeaseOptions::with_unavailable_after`]) the wait ends with
-//! [`Error::Unavailable`] naming the endpoint.
-//!
-//! Calls of one manager learn from each other: a call whose first request
-//! fails right after another call's request failed (the retry pace apart at
-//! most) joins that run of failures instead of starting its own. So tasks
-//! queued locally behind a task that gave up do not each wait the bound
-//! again.
-//!
-//! [`LeaseOptions::with_unavailable_after`]: super::LeaseOptions::with_unavailable_after
+//! How long a wait for a lease rides out failing storage (see the [module
+//! docs](super#failing-storage)): an [`Outage`] counts how long requests
+//! have failed without a single answer in between, and ends the wait with
+//! [`Error::Unavailable`] at the manager's bound. Calls of one manager join
+//! each other's run of failures, so tasks queued locally behind a task that
+//! gave up do not each wait the bound again.
 
 use std::time::Duration;
 

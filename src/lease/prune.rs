@@ -109,7 +109,7 @@ pub(crate) async fn examine(
 ) -> Result<Verdict> {
     let span = tracing::debug_span!("leasehold.prune_lock", lock = %name);
     async {
-        let seen = match locks.read_blob(name).await {
+        let seen = match locks.inner.read(name).await {
             Ok(Some(blob)) => blob,
             Ok(None) => return Ok(Verdict::Gone),
             Err(e) if e.kind() == ErrorKind::Invalid => {

@@ -1,34 +1,15 @@
 //! The wait queue of a lease across processes: a small unleased blob beside
 //! the lease blob (`<lease blob>.waiters`) where a process whose acquire
-//! was refused registers the lease id it proposes, in arrival order.
+//! was refused registers the lease id it proposes, in arrival order. How
+//! holders and waiters use it: the [module docs](super#turns-between-processes).
 //!
-//! A holder reads the queue once per tenure end (never per unit, so an
-//! uncontended lease costs what it did) and, when a fresh registration is at
-//! the head, changes its lease to that registration's id (Change Lease: an
-//! atomic hand-over, with no moment where anybody else can take the lease).
-//! The waiter learns it holds the lease on its next poll (an acquire with
-//! the current id succeeds), and at once changes the id again to one nobody
-//! else knows: from then on no other process can touch its lease.
-//!
-//! A registration is renewed by its waiter every [`refresh`] and counts as
-//! stale after [`stale_after`]; stale ones are skipped and dropped. A lease
-//! handed to a waiter that died meanwhile is taken back by the next process
+//! A lease handed to a waiter that died is taken back by the next process
 //! that renews its own registration and finds that head stale: it changes
 //! the dead id to its own (which fails harmlessly when the waiter did take
 //! the lease, since it changed the id at once). A waiter that was only slow
 //! (it took the lease under its registered id but had not changed the id
 //! yet) finds the change refused and waits on under a new id until its
 //! deadline: a takeover never ends a wait early.
-//!
-//! A waiting call polls on a fixed schedule while registered (every poll
-//! interval from an anchor it chooses) and publishes that schedule with its
-//! registration. A holder that finds a waiter with a schedule at the head
-//! does not pass the lease at once: it goes on handing it over locally and
-//! changes it just before the waiter's next poll, so the lease is idle for
-//! little more than a round trip between the two processes instead of half
-//! a poll interval on average. The schedule is wall-clock time: processes
-//! whose clocks differ lose some of that gain (up to one poll interval per
-//! turn), never safety.
 //!
 //! The body is one line per registration, `<lease id> <unix ms>` and, for a
 //! waiter polling on a schedule, ` <anchor unix ms> <every ms>`; writes are

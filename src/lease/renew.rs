@@ -1,28 +1,13 @@
-//! The state a held lease shares with its renewal task, and the task itself.
-//!
-//! Validity is counted on `tokio::time`'s monotonic clock from the moment the
-//! last successful acquire or renew was **sent**: the service starts the new
-//! period when it processes the request, which is never earlier, so
-//! `send + duration - drift margin` is a deadline the service's own expiry
-//! cannot precede. The renewal task races every request against that
-//! deadline, so a request that hangs still ends in `lost` before the lease can
-//! expire at the service. A renew left unanswered for a third of the validity
-//! left (at least a second) gets another sent beside it (up to three at
-//! once): renewing twice is harmless, the first answer counts (validity from
-//! that request's send), so a slow reply is never thrown away and a
-//! connection that stopped answering cannot hold the renewal up.
-//!
-//! Renewal failures are sorted into three kinds:
-//!
-//! * **definitive loss**: the service says the lease is no longer ours
-//!   (`LeaseIdMismatch*`, `LeaseNotPresent*`, `LeaseIsBroken*`,
-//!   `LeaseIsBreaking*`, another holder, or the blob is gone): lost at once;
-//! * **transient** ([`Error::Transient`]): retried quickly while the deadline
-//!   allows;
-//! * **ambiguous** (anything else, such as a reply that never came): verified
-//!   with a properties read. If the blob is still leased, a renew with our id
-//!   is retried (only the holder's id can renew, so its success proves we
-//!   still hold it); if it is not leased, the lease is lost.
+//! The state a held lease shares with its renewal task, and the task itself
+//! (see the [module docs](super#renewal-and-loss) for how failures are
+//! sorted). Validity is counted from the **send** time of the last
+//! successful acquire or renew: the service starts the new period when it
+//! processes the request, never earlier, so `send + duration - drift
+//! margin` is a deadline the service's own expiry cannot precede. A renew
+//! left unanswered for a third of the validity left (at least a second)
+//! gets another sent beside it (up to three at once): renewing twice is
+//! harmless, the first answer counts, so a connection that stopped
+//! answering cannot hold the renewal up.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -34,12 +19,12 @@ use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span, warn};
 
-use crate::backend::{BlobBackend, LeaseCalls as _, LeaseId, LeaseState};
+use crate::backend::{LeaseCalls as _, LeaseId, LeaseState};
 use crate::error::{Error, Result};
-use crate::key::{BlobName, ContainerName};
+use crate::key::BlobName;
 use crate::retry::{self, Backoff};
-use crate::telemetry::Telemetry;
 
+use super::env::LeaseEnv;
 use super::name::LeaseName;
 
 /// First delay before retrying a transiently failed renew.
@@ -283,12 +268,10 @@ pub(crate) fn classify(error: &Error) -> Failure {
 /// The background task that keeps a timed lease.
 pub(crate) struct Renewer {
     pub(crate) shared: Arc<LeaseShared>,
-    pub(crate) backend: Arc<dyn BlobBackend>,
-    pub(crate) container: ContainerName,
+    /// The backend, the renew interval, and where each renewal's lag is
+    /// recorded.
+    pub(crate) env: Arc<LeaseEnv>,
     pub(crate) blob: BlobName,
-    pub(crate) interval: Duration,
-    /// Where each renewal's lag is recorded.
-    pub(crate) telemetry: Telemetry,
 }
 
 /// How one renew round ended.
@@ -308,7 +291,7 @@ impl Renewer {
                 let Some(deadline) = self.shared.valid_until() else {
                     return;
                 };
-                let next = self.shared.times().last_send + self.interval;
+                let next = self.shared.times().last_send + self.env.settings.renew_interval;
                 tokio::select! {
                     biased;
                     () = self.shared.stop.cancelled() => return,
@@ -319,8 +302,7 @@ impl Renewer {
                     () = sleep_until(next) => {}
                 }
                 match self.round(deadline).await {
-                    Round::Renewed => self
-                        .telemetry
+                    Round::Renewed => (self.env.telemetry)
                         .renewal_lag(Instant::now().saturating_duration_since(next)),
                     Round::Stopped | Round::Lost => return,
                 }
@@ -408,9 +390,9 @@ impl Renewer {
     /// One renew request sent at `sent`, answered with that instant.
     fn attempt(&self, sent: Instant) -> BoxFuture<'_, (Instant, Result<()>)> {
         Box::pin(async move {
-            let r = self
-                .backend
-                .renew_lease(&self.container, &self.blob, self.shared.id)
+            let env = &self.env;
+            let r = (env.backend)
+                .renew_lease(&env.settings.container, &self.blob, self.shared.id)
                 .await;
             (sent, r)
         })
@@ -430,7 +412,7 @@ impl Renewer {
             biased;
             () = self.shared.stop.cancelled() => return Verified::Stopped,
             () = sleep_until(deadline) => return Verified::DeadlinePassed,
-            r = self.backend.blob_properties(&self.container, &self.blob) => r,
+            r = self.env.backend.blob_properties(&self.env.settings.container, &self.blob) => r,
         };
         match read {
             Ok(Some(p)) if p.lease.state == LeaseState::Leased => Verified::StillLeased,

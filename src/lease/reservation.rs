@@ -157,6 +157,7 @@ impl LeaseManager {
         let seq = entry.seq;
         async move {
             let stamped = guard
+                .core
                 .update_document(|doc| {
                     if let Some(r) = doc.reservations.iter_mut().find(|r| r.seq == seq) {
                         r.cancelled_at = Some(now);
@@ -212,6 +213,7 @@ impl ManagerInner {
             cancelled_at: None,
         };
         let seq = match guard
+            .core
             .update_document(|doc| doc.push_reservation(record))
             .await
         {

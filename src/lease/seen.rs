@@ -1,13 +1,8 @@
 //! [`SeenBlobs`]: what a lease manager last saw of its lease blobs, each at
-//! the ETag it had then, so that a fresh acquire whose reply shows the same
-//! ETag (nobody wrote the blob since) starts from that view instead of
-//! reading the blob.
-//!
+//! the ETag it had then (see the [module docs](super#reading-the-lease-blob)).
 //! Only pairs known to belong together are kept: a blob as read, as this
 //! manager created it, or as written under its lease with the ETag the
-//! write's reply carried. A write under the lease whose outcome is unknown
-//! forgets the blob. Any write by anybody else changes the ETag, so a stale
-//! entry is never used, only replaced.
+//! write's reply carried; a write whose outcome is unknown forgets the blob.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -1,168 +1,77 @@
-//! Test helpers of the lease module.
+//! Test helpers of the lease module: backends made of a layer over memory.
 
-use async_trait::async_trait;
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::backend::{
-    Blob, BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseAction, LeaseReply,
-    Metadata,
-};
+use crate::backend::memory::MemoryBackend;
+use crate::backend::{BlobBackend as _, BlobConditions, Layer, Layered, Op, Request};
 use crate::error::{Error, Result};
-use crate::key::{BlobName, ContainerName, ETag};
 
 /// A backend that refuses everything; for tests that must send nothing.
+pub(crate) fn no_backend() -> Layered<Refuse, MemoryBackend> {
+    Layered {
+        layer: Refuse,
+        inner: MemoryBackend::new(),
+    }
+}
+
+/// Refuses every request.
 #[derive(Debug)]
-pub(crate) struct NoBackend;
+pub(crate) struct Refuse;
 
-fn refuse<T>() -> Result<T> {
-    Err(Error::Backend {
-        status: Some(500),
-        code: None,
-        message: "no backend".into(),
-        source: None,
-    })
-}
-
-#[async_trait]
-impl BlobBackend for NoBackend {
-    async fn create_container(&self, _: &ContainerName) -> Result<()> {
-        refuse()
-    }
-    async fn put_blob(
+impl Layer for Refuse {
+    async fn call<T: Send>(
         &self,
-        _: &ContainerName,
-        _: &BlobName,
-        _: Vec<u8>,
-        _: &Metadata,
-        _: &BlobConditions,
-    ) -> Result<ETag> {
-        refuse()
-    }
-    async fn get_blob(&self, _: &ContainerName, _: &BlobName) -> Result<Option<Blob>> {
-        refuse()
-    }
-    async fn blob_properties(
-        &self,
-        _: &ContainerName,
-        _: &BlobName,
-    ) -> Result<Option<BlobProperties>> {
-        refuse()
-    }
-    async fn set_blob_metadata(
-        &self,
-        _: &ContainerName,
-        _: &BlobName,
-        _: &Metadata,
-        _: &BlobConditions,
-    ) -> Result<ETag> {
-        refuse()
-    }
-    async fn delete_blob(&self, _: &ContainerName, _: &BlobName, _: &BlobConditions) -> Result<()> {
-        refuse()
-    }
-    async fn list_blobs(
-        &self,
-        _: &ContainerName,
-        _: &str,
-        _: Option<&str>,
-    ) -> Result<BlobListPage> {
-        refuse()
-    }
-    async fn lease(&self, _: &ContainerName, _: &BlobName, _: LeaseAction) -> Result<LeaseReply> {
-        refuse()
+        _: &Request<'_>,
+        _: impl Future<Output = Result<T>> + Send,
+    ) -> Result<T> {
+        Err(Error::Backend {
+            status: Some(500),
+            code: None,
+            message: "no backend".into(),
+            source: None,
+        })
     }
 }
 
-/// A memory backend on which every create-only write of a blob is undone
-/// right after it succeeds, the first `times` times: somebody deleting a
-/// lease blob between its creation and the acquire that follows (a lock
-/// blob being pruned).
+/// A memory backend on which every blob write is undone right after it
+/// succeeds, the first `times` times: somebody deleting a lease blob
+/// between its creation and the acquire that follows (a lock blob being
+/// pruned). The lease tests that use it write blobs only to create them.
+pub(crate) fn vanishing(times: u32) -> Layered<Vanish, MemoryBackend> {
+    let memory = MemoryBackend::new();
+    Layered {
+        layer: Vanish {
+            memory: memory.clone(),
+            times: AtomicU32::new(times),
+        },
+        inner: memory,
+    }
+}
+
+/// Deletes each blob written, the first `times` times.
 #[derive(Debug)]
-pub(crate) struct Vanishing {
-    pub(crate) inner: crate::backend::memory::MemoryBackend,
-    pub(crate) times: std::sync::atomic::AtomicU32,
+pub(crate) struct Vanish {
+    memory: MemoryBackend,
+    times: AtomicU32,
 }
 
-impl Vanishing {
-    pub(crate) fn new(times: u32) -> Self {
-        Vanishing {
-            inner: crate::backend::memory::MemoryBackend::new(),
-            times: std::sync::atomic::AtomicU32::new(times),
-        }
-    }
-}
-
-#[async_trait]
-impl BlobBackend for Vanishing {
-    async fn create_container(&self, c: &ContainerName) -> Result<()> {
-        self.inner.create_container(c).await
-    }
-    async fn put_blob(
+impl Layer for Vanish {
+    async fn call<T: Send>(
         &self,
-        c: &ContainerName,
-        b: &BlobName,
-        body: Vec<u8>,
-        m: &Metadata,
-        conditions: &BlobConditions,
-    ) -> Result<ETag> {
-        let etag = self.inner.put_blob(c, b, body, m, conditions).await?;
-        let create = conditions.mode == crate::backend::BlobWriteMode::Create;
-        let vanish = create
-            && self
-                .times
-                .fetch_update(
-                    std::sync::atomic::Ordering::SeqCst,
-                    std::sync::atomic::Ordering::SeqCst,
-                    |n| n.checked_sub(1),
-                )
+        request: &Request<'_>,
+        next: impl Future<Output = Result<T>> + Send,
+    ) -> Result<T> {
+        let answer = next.await?;
+        let vanish = request.op() == Op::PutBlob
+            && (self.times)
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .is_ok();
-        if vanish {
-            self.inner
+        if let (true, Some(c), Some(b)) = (vanish, request.container(), request.blob()) {
+            self.memory
                 .delete_blob(c, b, &BlobConditions::none())
                 .await?;
         }
-        Ok(etag)
-    }
-    async fn get_blob(&self, c: &ContainerName, b: &BlobName) -> Result<Option<Blob>> {
-        self.inner.get_blob(c, b).await
-    }
-    async fn blob_properties(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-    ) -> Result<Option<BlobProperties>> {
-        self.inner.blob_properties(c, b).await
-    }
-    async fn set_blob_metadata(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        m: &Metadata,
-        conditions: &BlobConditions,
-    ) -> Result<ETag> {
-        self.inner.set_blob_metadata(c, b, m, conditions).await
-    }
-    async fn delete_blob(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        conditions: &BlobConditions,
-    ) -> Result<()> {
-        self.inner.delete_blob(c, b, conditions).await
-    }
-    async fn list_blobs(
-        &self,
-        c: &ContainerName,
-        p: &str,
-        m: Option<&str>,
-    ) -> Result<BlobListPage> {
-        self.inner.list_blobs(c, p, m).await
-    }
-    async fn lease(
-        &self,
-        c: &ContainerName,
-        b: &BlobName,
-        action: LeaseAction,
-    ) -> Result<LeaseReply> {
-        self.inner.lease(c, b, action).await
+        Ok(answer)
     }
 }

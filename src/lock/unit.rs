@@ -18,7 +18,7 @@ use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::entity::{Entity, EntityData, Properties, Versioned, short_type_name};
 use crate::error::{Error, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
-use crate::lease::{Acquisition, LeaseGuard, LeaseName, META_ACQUIRED, META_OWNER};
+use crate::lease::{LeaseGuard, LeaseName, META_ACQUIRED, META_OWNER};
 use crate::rows::tombstone::is_tombstone;
 use crate::table::Resolver;
 use crate::table::lock_name;
@@ -311,11 +311,9 @@ impl Unit {
     /// Whether every lock was handed over by another local unit (no
     /// acquire, no lock-blob read) rather than acquired.
     pub fn is_handed_over(&self) -> bool {
-        self.parts.iter().all(|p| {
-            p.guard
-                .as_ref()
-                .is_some_and(|g| g.acquisition() == Acquisition::HandedOver)
-        })
+        self.parts
+            .iter()
+            .all(|p| p.guard.as_ref().is_some_and(LeaseGuard::is_handed_over))
     }
 
     /// The lease guard (remaining validity, loss signal); with several

@@ -12,7 +12,7 @@ use crate::backend::{Layer, Layered, Request, TableBackend, notes};
 use crate::error::{Error, Result};
 
 use super::instruments::{Instruments, Outcome};
-use super::{RetryReason, kind_name};
+use super::kind_name;
 
 tokio::task_local! {
     /// The requests of the logical operation running in this task.
@@ -90,19 +90,14 @@ impl Layer for Metered {
             expected: notes::is_expected(e),
         });
         i.request(self.system, name, outcome, elapsed);
-        if noted.transport_retries > 0 {
-            i.retries(
-                RetryReason::Transport.as_str(),
-                name,
-                noted.transport_retries,
-            );
-        }
-        if noted.throttle_retries > 0 {
-            i.retries(
-                RetryReason::Throttled.as_str(),
-                name,
-                noted.throttle_retries,
-            );
+        // `leasehold.retry.reason`: after a transport failure or a busy answer.
+        for (reason, n) in [
+            ("transport", noted.transport_retries),
+            ("throttled", noted.throttle_retries),
+        ] {
+            if n > 0 {
+                i.retries(reason, name, n);
+            }
         }
         if noted.throttled > 0 {
             i.throttled(name, noted.throttled);

@@ -46,61 +46,67 @@ pub(super) struct Instruments {
 
 impl Instruments {
     pub(super) fn new(meter: &Meter) -> Self {
+        let counter = |name, unit, description| {
+            meter
+                .u64_counter(name)
+                .with_unit(unit)
+                .with_description(description)
+                .build()
+        };
+        let seconds = |name, description, bounds: &[f64]| {
+            meter
+                .f64_histogram(name)
+                .with_unit("s")
+                .with_description(description)
+                .with_boundaries(bounds.to_vec())
+                .build()
+        };
         Instruments {
-            requests: meter
-                .u64_counter("leasehold.requests")
-                .with_unit("{request}")
-                .with_description("Requests to the storage backend, by operation and outcome.")
-                .build(),
-            duration: meter
-                .f64_histogram("db.client.operation.duration")
-                .with_unit("s")
-                .with_description("Duration of requests to the storage backend, retries included.")
-                .with_boundaries(REQUEST_SECONDS.to_vec())
-                .build(),
-            conflicts: meter
-                .u64_counter("leasehold.conflicts")
-                .with_unit("{request}")
-                .with_description(
-                    "Requests refused because a row or blob changed or already exists (409, 412).",
-                )
-                .build(),
-            throttled: meter
-                .u64_counter("leasehold.throttled")
-                .with_unit("{response}")
-                .with_description("Answers saying the service is busy (503 ServerBusy, 429).")
-                .build(),
-            retries: meter
-                .u64_counter("leasehold.retries")
-                .with_unit("{retry}")
-                .with_description("Attempts made again: after a transport failure, throttling or a conflict.")
-                .build(),
-            renewal_lag: meter
-                .f64_histogram("leasehold.lease.renewal.lag")
-                .with_unit("s")
-                .with_description("How long after it was due a lease renewal succeeded.")
-                .with_boundaries(WAIT_SECONDS.to_vec())
-                .build(),
-            lock_wait: meter
-                .f64_histogram("leasehold.lock.wait.duration")
-                .with_unit("s")
-                .with_description("How long a unit of work waited for its partition locks.")
-                .with_boundaries(WAIT_SECONDS.to_vec())
-                .build(),
-            roll_forwards: meter
-                .u64_counter("leasehold.commit.roll_forwards")
-                .with_unit("{row}")
-                .with_description(
-                    "Committed rows finished after their commit's own finishing round: by the writer row by row, or by a reader meeting the row's mark.",
-                )
-                .build(),
-            expired_rows: meter
-                .u64_counter("leasehold.sweep.expired_rows")
-                .with_unit("{row}")
-                .with_description(
-                    "Rows past their expiry the expiry sweep met: removed, or kept because they were renewed (changed) after it read them.",
-                )
-                .build(),
+            requests: counter(
+                "leasehold.requests",
+                "{request}",
+                "Requests to the storage backend, by operation and outcome.",
+            ),
+            duration: seconds(
+                "db.client.operation.duration",
+                "Duration of requests to the storage backend, retries included.",
+                &REQUEST_SECONDS,
+            ),
+            conflicts: counter(
+                "leasehold.conflicts",
+                "{request}",
+                "Requests refused because a row or blob changed or already exists (409, 412).",
+            ),
+            throttled: counter(
+                "leasehold.throttled",
+                "{response}",
+                "Answers saying the service is busy (503 ServerBusy, 429).",
+            ),
+            retries: counter(
+                "leasehold.retries",
+                "{retry}",
+                "Attempts made again: after a transport failure, throttling or a conflict.",
+            ),
+            renewal_lag: seconds(
+                "leasehold.lease.renewal.lag",
+                "How long after it was due a lease renewal succeeded.",
+                &WAIT_SECONDS,
+            ),
+            lock_wait: seconds(
+                "leasehold.lock.wait.duration",
+                "How long a unit of work waited for its partition locks.",
+                &WAIT_SECONDS,
+            ),
+            roll_forwards: counter(
+                "leasehold.commit.roll_forwards",
+                "{row}",
+                "Committed rows finished after their commit's own finishing round: by the writer row by row, or by a reader meeting the row's mark.",
+            ),
+            expired_rows: counter(
+                "leasehold.sweep.expired_rows",
+                "{row}",
+                "Rows past their expiry the expiry sweep met: removed, or kept because they were renewed (changed) after it read them.",
+            ),
             operation_requests: meter
                 .u64_histogram("leasehold.operation.requests")
                 .with_unit("{request}")
@@ -146,13 +152,8 @@ impl Instruments {
             .add(count, &[KeyValue::new("db.operation.name", operation)]);
     }
 
-    /// One attempt of `operation` made again for `reason` (a
-    /// `RetryReason`'s label).
-    pub(super) fn retry(&self, reason: &'static str, operation: &'static str) {
-        self.retries(reason, operation, 1);
-    }
-
-    /// `count` attempts of `operation` made again for `reason`.
+    /// `count` attempts of `operation` made again for `reason`
+    /// (`transport`, `throttled` or `conflict`).
     pub(super) fn retries(&self, reason: &'static str, operation: &'static str, count: u64) {
         self.retries.add(
             count,

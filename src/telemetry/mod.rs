@@ -33,29 +33,6 @@ mod instruments;
 #[cfg(feature = "opentelemetry")]
 use instruments::Instruments;
 
-/// Why an attempt was made again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
-pub(crate) enum RetryReason {
-    /// The request failed in transit or with a server error.
-    Transport,
-    /// The service answered that it is busy (503, 429).
-    Throttled,
-    /// An optimistic write met a newer version and was re-read.
-    Conflict,
-}
-
-impl RetryReason {
-    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
-    fn as_str(self) -> &'static str {
-        match self {
-            RetryReason::Transport => "transport",
-            RetryReason::Throttled => "throttled",
-            RetryReason::Conflict => "conflict",
-        }
-    }
-}
-
 /// Where a store's metrics go: its instruments, or nowhere (feature off).
 /// Cheap to clone.
 #[derive(Clone, Default)]
@@ -150,7 +127,7 @@ impl Telemetry {
     pub(crate) fn conflict_retry(&self) {
         #[cfg(feature = "opentelemetry")]
         if let Some(i) = &self.instruments {
-            i.retry(RetryReason::Conflict.as_str(), "update_with");
+            i.retries("conflict", "update_with", 1);
         }
     }
 

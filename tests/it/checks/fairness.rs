@@ -423,7 +423,7 @@ timed async fn a_waiter_whose_lease_is_taken_over_while_it_changes_the_id_waits_
         async move {
             let got = waiter.acquire(&name, timeout).await;
             let done = Instant::now();
-            (got.map(|g| (g.acquisition(), g)), done)
+            (got.map(|g| (g.is_handed_over(), g)), done)
         }
     });
     sleep(POLL * 3).await;
