@@ -48,8 +48,6 @@
 //!   [`AzureBackendBuilder::policy`].
 
 mod auth;
-#[cfg(test)]
-mod auth_tests;
 mod batch;
 mod blobs;
 mod connection;
@@ -658,6 +656,8 @@ impl AzureBackend {
 /// and Blob services of a storage account (no registered name exists).
 pub(crate) const SYSTEM: &str = "azure.storage";
 
+#[cfg(test)]
+mod auth_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
