@@ -387,7 +387,7 @@ impl AzureBackend {
     /// Lists blobs whose names start with `prefix`, one page at a time, with
     /// a page size of `max_results` (the service default, 5000, when `None`).
     ///
-    /// [`BlobBackend::list_blobs`](crate::backend::BlobBackend::list_blobs)
+    /// [`BlobBackend::list_blobs`]
     /// is this with the service's page size.
     ///
     /// # Errors
