@@ -10,9 +10,11 @@
 //! several requests that can mix two versions of a blob being rewritten.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::num::NonZero;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use azure_core::http::headers::{HeaderName, Headers};
 use azure_core::http::{Method, Request, RequestContent, Url};
 use azure_storage_blob::models::{
@@ -31,11 +33,13 @@ use uuid::Uuid;
 
 use super::AzureBackend;
 use super::auth::{Service, header_value};
+use super::connection::base_uri;
 use super::errors::Failure;
+use super::retry::Attempt;
 use crate::backend::blob::AcquiredLease;
 use crate::backend::{
-    Blob, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseDuration,
-    LeaseId, LeaseInfo, LeaseKind, LeaseState, Metadata,
+    Blob, BlobBackend, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode,
+    LeaseAction, LeaseDuration, LeaseId, LeaseInfo, LeaseKind, LeaseReply, LeaseState, Metadata,
 };
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName, ETag, shorten};
@@ -299,73 +303,25 @@ impl AzureBackend {
             .map_err(|e| Failure::from_azure(e, &self.inner.redactor))
     }
 
-    pub(super) async fn create_container_impl(&self, container: &ContainerName) -> Result<()> {
-        self.retrying("create_container", |_| async move {
-            let client = self.container_client(container)?;
-            match self.attempt(client.create(None)).await {
-                Ok(_) => Ok(()),
-                Err(f) if matches!(f.status(), Some((409, Some("ContainerAlreadyExists")))) => {
-                    Ok(())
-                }
-                Err(f) => Err(f),
-            }
-        })
-        .await
-        .map_err(|f| f.into_error(crate::error::what::container(container)))
-    }
-
-    pub(super) async fn put_blob_impl(
+    /// Runs one request on a blob under the retry policy, with a fresh
+    /// client for each attempt; a failure is named by `what`.
+    async fn on_blob<T, F, Fut>(
         &self,
+        operation: &'static str,
         container: &ContainerName,
         blob: &BlobName,
-        body: Vec<u8>,
-        metadata: &Metadata,
-        conditions: &BlobConditions,
-    ) -> Result<ETag> {
-        check_blob_name(blob)?;
-        validate_metadata(metadata)?;
-        // Named only when something fails.
-        let what = &|| blob_what(container, blob);
-        let body = &body;
-        self.retrying("put_blob", |earlier| async move {
-            let client = self.blob_client(container, blob)?.block_blob_client();
-            let (if_match, if_none_match) = conditions_of(conditions);
-            let options = BlockBlobClientUploadOptions {
-                metadata: Some(sdk_metadata(metadata)),
-                lease_id: conditions.lease_id.map(sdk_lease_id),
-                if_match: if_match.map(Into::into),
-                if_none_match: if_none_match.map(Into::into),
-                // One Put Blob whatever the size (above this the client
-                // stages blocks: several requests, not atomic).
-                partition_size: NonZero::new(u64::MAX),
-                ..BlockBlobClientUploadOptions::default()
-            };
-            let content = RequestContent::from(body.clone());
-            match self.attempt(client.upload(content, Some(options))).await {
-                Ok(r) => Ok(ETag::new(
-                    r.etag.ok_or_else(|| no_etag("Put Blob"))?.to_string(),
-                )),
-                Err(f) => {
-                    let precondition_failed = matches!(
-                        f.status(),
-                        Some((412, Some("ConditionNotMet")) | (409, Some("BlobAlreadyExists")))
-                    );
-                    if precondition_failed && earlier.may_have_applied {
-                        return self
-                            .blob_after_lost_reply(
-                                container,
-                                blob,
-                                Some(body),
-                                metadata,
-                                f,
-                                &what(),
-                            )
-                            .await
-                            .map_err(Failure::Fatal);
-                    }
-                    Err(f)
-                }
-            }
+        what: &(dyn Fn() -> String + Sync),
+        mut attempt: F,
+    ) -> Result<T>
+    where
+        F: FnMut(BlobClient, Attempt) -> Fut,
+        Fut: Future<Output = std::result::Result<T, Failure>>,
+    {
+        self.retrying(operation, |earlier| {
+            let next = self
+                .blob_client(container, blob)
+                .map(|client| attempt(client, earlier));
+            async move { next?.await }
         })
         .await
         .map_err(|f| f.into_error(what()))
@@ -384,9 +340,9 @@ impl AzureBackend {
         what: &str,
     ) -> Result<ETag> {
         let stored = match body {
-            Some(_) => self.get_blob_impl(container, blob).await?,
+            Some(_) => self.get_blob(container, blob).await?,
             None => self
-                .blob_properties_impl(container, blob)
+                .blob_properties(container, blob)
                 .await?
                 .map(|properties| Blob {
                     body: Vec::new(),
@@ -403,18 +359,6 @@ impl AzureBackend {
             }
             _ => Err(failure.into_error(what)),
         }
-    }
-
-    pub(super) async fn get_blob_impl(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-    ) -> Result<Option<Blob>> {
-        check_blob_name(blob)?;
-        let what = || blob_what(container, blob);
-        self.retrying("get_blob", |_| self.get_blob_once(container, blob))
-            .await
-            .map_err(|f| f.into_error(what()))
     }
 
     /// One un-ranged `GET` on the pipeline: the client's reader asks for
@@ -440,115 +384,10 @@ impl AzureBackend {
         }
     }
 
-    pub(super) async fn blob_properties_impl(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-    ) -> Result<Option<BlobProperties>> {
-        check_blob_name(blob)?;
-        let what = || blob_what(container, blob);
-        self.retrying("blob_properties", |_| async move {
-            let client = self.blob_client(container, blob)?;
-            match self.attempt(client.get_properties(None)).await {
-                Ok(r) => Ok(Some(properties_from_headers(r.headers())?)),
-                // HEAD has no body: the code comes from x-ms-error-code.
-                Err(f) if matches!(f.status(), Some((404, Some("BlobNotFound")))) => Ok(None),
-                Err(f) => Err(f),
-            }
-        })
-        .await
-        .map_err(|f| f.into_error(what()))
-    }
-
-    pub(super) async fn set_blob_metadata_impl(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        metadata: &Metadata,
-        conditions: &BlobConditions,
-    ) -> Result<ETag> {
-        check_blob_name(blob)?;
-        validate_metadata(metadata)?;
-        let what = &|| blob_what(container, blob);
-        self.retrying("set_blob_metadata", |earlier| async move {
-            let client = self.blob_client(container, blob)?;
-            let (if_match, if_none_match) = conditions_of(conditions);
-            let options = BlobClientSetMetadataOptions {
-                lease_id: conditions.lease_id.map(sdk_lease_id),
-                if_match: if_match.map(Into::into),
-                if_none_match: if_none_match.map(Into::into),
-                ..BlobClientSetMetadataOptions::default()
-            };
-            let metadata_map = sdk_metadata(metadata);
-            match self
-                .attempt(client.set_metadata(&metadata_map, Some(options)))
-                .await
-            {
-                Ok(r) => Ok(ETag::new(
-                    properties_header(r.headers(), "etag")
-                        .ok_or_else(|| no_etag("Set Blob Metadata"))?,
-                )),
-                Err(f) => {
-                    let precondition_failed =
-                        matches!(f.status(), Some((412, Some("ConditionNotMet"))));
-                    if precondition_failed && earlier.may_have_applied {
-                        return self
-                            .blob_after_lost_reply(container, blob, None, metadata, f, &what())
-                            .await
-                            .map_err(Failure::Fatal);
-                    }
-                    Err(f)
-                }
-            }
-        })
-        .await
-        .map_err(|f| f.into_error(what()))
-    }
-
-    pub(super) async fn delete_blob_impl(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        conditions: &BlobConditions,
-    ) -> Result<()> {
-        check_blob_name(blob)?;
-        let what = &|| blob_what(container, blob);
-        self.retrying("delete_blob", |earlier| async move {
-            let client = self.blob_client(container, blob)?;
-            let (if_match, if_none_match) = conditions_of(conditions);
-            let options = BlobClientDeleteOptions {
-                lease_id: conditions.lease_id.map(sdk_lease_id),
-                if_match: if_match.map(Into::into),
-                if_none_match: if_none_match.map(Into::into),
-                ..BlobClientDeleteOptions::default()
-            };
-            match self.attempt(client.delete(Some(options))).await {
-                Ok(_) => Ok(()),
-                Err(f)
-                    if earlier.may_have_applied
-                        && matches!(
-                            f.status(),
-                            Some((404, Some("BlobNotFound")) | (412, Some("ConditionNotMet")))
-                        ) =>
-                {
-                    // An earlier attempt may have deleted it (an `If-Match`
-                    // on a missing blob fails with 412): gone means done.
-                    match self.blob_properties_impl(container, blob).await? {
-                        None => Ok(()),
-                        Some(_) => Err(Failure::Fatal(f.into_error(what()))),
-                    }
-                }
-                Err(f) => Err(f),
-            }
-        })
-        .await
-        .map_err(|f| f.into_error(what()))
-    }
-
     /// Lists blobs whose names start with `prefix`, one page at a time, with
     /// a page size of `max_results` (the service default, 5000, when `None`).
     ///
-    /// [`BlobBackend::list_blobs`](crate::backend::BlobBackend::list_blobs)
+    /// [`BlobBackend::list_blobs`]
     /// is this with the service's page size.
     ///
     /// # Errors
@@ -605,145 +444,152 @@ impl AzureBackend {
         .map_err(|f| f.into_error(what()))
     }
 
-    pub(super) async fn acquire_lease_impl(
+    async fn acquire_lease(
         &self,
         container: &ContainerName,
         blob: &BlobName,
         duration: LeaseDuration,
         proposed_id: LeaseId,
     ) -> Result<AcquiredLease> {
-        check_blob_name(blob)?;
-        let what = || crate::error::what::lease(container, blob);
         let duration = sdk_duration(duration)?;
         // Retrying is safe: acquiring again with the current id of an active
         // lease succeeds.
-        self.retrying("acquire_lease", |_| async move {
-            let client = self.blob_client(container, blob)?;
-            let options = BlobClientAcquireLeaseOptions {
-                proposed_lease_id: Some(sdk_lease_id(proposed_id)),
-                ..BlobClientAcquireLeaseOptions::default()
-            };
-            let r = self
-                .attempt(client.acquire_lease(duration, Some(options)))
-                .await?;
-            let id = lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?)?;
-            // The reply's ETag is the blob's: leasing does not change it.
-            let etag = r.etag().map_err(|e| self.failure(e))?;
-            Ok(AcquiredLease {
-                id,
-                etag: etag.map(|e| ETag::new(e.to_string())),
-            })
-        })
+        let what = &|| crate::error::what::lease(container, blob);
+        self.on_blob(
+            "acquire_lease",
+            container,
+            blob,
+            what,
+            |client, _| async move {
+                let options = BlobClientAcquireLeaseOptions {
+                    proposed_lease_id: Some(sdk_lease_id(proposed_id)),
+                    ..BlobClientAcquireLeaseOptions::default()
+                };
+                let r = self
+                    .attempt(client.acquire_lease(duration, Some(options)))
+                    .await?;
+                let id = lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?)?;
+                // The reply's ETag is the blob's: leasing does not change it.
+                let etag = r.etag().map_err(|e| self.failure(e))?;
+                Ok(AcquiredLease {
+                    id,
+                    etag: etag.map(|e| ETag::new(e.to_string())),
+                })
+            },
+        )
         .await
-        .map_err(|f| f.into_error(what()))
     }
 
-    pub(super) async fn renew_lease_impl(
+    async fn renew_lease(
         &self,
         container: &ContainerName,
         blob: &BlobName,
         id: LeaseId,
     ) -> Result<()> {
-        check_blob_name(blob)?;
-        let what = || crate::error::what::lease(container, blob);
-        self.retrying("renew_lease", |_| async move {
-            let client = self.blob_client(container, blob)?;
-            self.attempt(
-                client.renew_lease(sdk_lease_id(id), None::<BlobClientRenewLeaseOptions<'_>>),
-            )
-            .await
-            .map(drop)
-        })
+        let what = &|| crate::error::what::lease(container, blob);
+        self.on_blob(
+            "renew_lease",
+            container,
+            blob,
+            what,
+            |client, _| async move {
+                let renew =
+                    client.renew_lease(sdk_lease_id(id), None::<BlobClientRenewLeaseOptions<'_>>);
+                self.attempt(renew).await.map(drop)
+            },
+        )
         .await
-        .map_err(|f| f.into_error(what()))
     }
 
-    pub(super) async fn change_lease_impl(
+    async fn change_lease(
         &self,
         container: &ContainerName,
         blob: &BlobName,
         id: LeaseId,
         proposed_id: LeaseId,
     ) -> Result<LeaseId> {
-        check_blob_name(blob)?;
         let what = &|| crate::error::what::lease(container, blob);
-        self.retrying("change_lease", |earlier| async move {
-            let client = self.blob_client(container, blob)?;
-            let reply = self
-                .attempt(client.change_lease(sdk_lease_id(id), sdk_lease_id(proposed_id), None))
-                .await;
-            let changed =
-                reply.and_then(|r| lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?));
-            match changed {
-                Ok(id) => Ok(id),
-                Err(f)
-                    if earlier.may_have_applied
-                        && matches!(
-                            f.status(),
-                            Some((409, Some("LeaseIdMismatchWithLeaseOperation")))
-                        ) =>
-                {
-                    // The lost attempt may have changed it: if the proposed
-                    // id is current now, renewing with it succeeds.
-                    match self.renew_lease_impl(container, blob, proposed_id).await {
-                        Ok(()) => Ok(proposed_id),
-                        Err(_) => Err(Failure::Fatal(f.into_error(what()))),
+        self.on_blob(
+            "change_lease",
+            container,
+            blob,
+            what,
+            |client, earlier| async move {
+                let reply = self
+                    .attempt(client.change_lease(sdk_lease_id(id), sdk_lease_id(proposed_id), None))
+                    .await;
+                let changed = reply
+                    .and_then(|r| lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?));
+                match changed {
+                    Err(f)
+                        if earlier.may_have_applied
+                            && matches!(
+                                f.status(),
+                                Some((409, Some("LeaseIdMismatchWithLeaseOperation")))
+                            ) =>
+                    {
+                        // The lost attempt may have changed it: if the proposed
+                        // id is current now, renewing with it succeeds.
+                        match self.renew_lease(container, blob, proposed_id).await {
+                            Ok(()) => Ok(proposed_id),
+                            Err(_) => Err(Failure::Fatal(f.into_error(what()))),
+                        }
                     }
+                    changed => changed,
                 }
-                Err(f) => Err(f),
-            }
-        })
+            },
+        )
         .await
-        .map_err(|f| f.into_error(what()))
     }
 
-    pub(super) async fn release_lease_impl(
+    async fn release_lease(
         &self,
         container: &ContainerName,
         blob: &BlobName,
         id: LeaseId,
     ) -> Result<()> {
-        check_blob_name(blob)?;
-        let what = || crate::error::what::lease(container, blob);
-        self.retrying("release_lease", |earlier| async move {
-            let client = self.blob_client(container, blob)?;
-            let release =
-                client.release_lease(sdk_lease_id(id), None::<BlobClientReleaseLeaseOptions<'_>>);
-            match self.attempt(release).await {
-                Ok(_) => Ok(()),
-                Err(f)
-                    if earlier.may_have_applied
-                        && matches!(
-                            f.status(),
-                            Some((
-                                409,
-                                Some(
-                                    "LeaseNotPresentWithLeaseOperation"
-                                        | "LeaseIdMismatchWithLeaseOperation"
-                                )
-                            ))
-                        ) =>
-                {
+        let what = &|| crate::error::what::lease(container, blob);
+        self.on_blob(
+            "release_lease",
+            container,
+            blob,
+            what,
+            |client, earlier| async move {
+                let release = client
+                    .release_lease(sdk_lease_id(id), None::<BlobClientReleaseLeaseOptions<'_>>);
+                match self.attempt(release).await {
+                    Ok(_) => Ok(()),
                     // The lost attempt released it (and someone may have
-                    // acquired it since): either way this caller holds
-                    // nothing, which is what release is for.
-                    Ok(())
+                    // acquired it since): either way this caller holds nothing,
+                    // which is what release is for.
+                    Err(f)
+                        if earlier.may_have_applied
+                            && matches!(
+                                f.status(),
+                                Some((
+                                    409,
+                                    Some(
+                                        "LeaseNotPresentWithLeaseOperation"
+                                            | "LeaseIdMismatchWithLeaseOperation"
+                                    )
+                                ))
+                            ) =>
+                    {
+                        Ok(())
+                    }
+                    Err(f) => Err(f),
                 }
-                Err(f) => Err(f),
-            }
-        })
+            },
+        )
         .await
-        .map_err(|f| f.into_error(what()))
     }
 
-    pub(super) async fn break_lease_impl(
+    async fn break_lease(
         &self,
         container: &ContainerName,
         blob: &BlobName,
         period: Option<Duration>,
     ) -> Result<Duration> {
-        check_blob_name(blob)?;
-        let what = || crate::error::what::lease(container, blob);
         if let Some(p) = period
             && (p.subsec_nanos() != 0 || p > LeaseDuration::MAX)
         {
@@ -752,19 +598,276 @@ impl AzureBackend {
                 "must be whole seconds from 0 to 60",
             ));
         }
-        self.retrying("break_lease", |_| async move {
-            let client = self.blob_client(container, blob)?;
-            let options = BlobClientBreakLeaseOptions {
-                // Checked above: whole seconds, 0 to 60.
-                break_period: period.map(|p| i32::try_from(p.as_secs()).unwrap_or(60)),
-                ..BlobClientBreakLeaseOptions::default()
-            };
-            let r = self.attempt(client.break_lease(Some(options))).await?;
-            let seconds = r.lease_time().map_err(|e| self.failure(e))?.unwrap_or(0);
-            Ok(Duration::from_secs(u64::try_from(seconds).unwrap_or(0)))
+        let what = &|| crate::error::what::lease(container, blob);
+        self.on_blob(
+            "break_lease",
+            container,
+            blob,
+            what,
+            |client, _| async move {
+                let options = BlobClientBreakLeaseOptions {
+                    // Checked above: whole seconds, 0 to 60.
+                    break_period: period.map(|p| i32::try_from(p.as_secs()).unwrap_or(60)),
+                    ..BlobClientBreakLeaseOptions::default()
+                };
+                let r = self.attempt(client.break_lease(Some(options))).await?;
+                let seconds = r.lease_time().map_err(|e| self.failure(e))?.unwrap_or(0);
+                Ok(Duration::from_secs(u64::try_from(seconds).unwrap_or(0)))
+            },
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl BlobBackend for AzureBackend {
+    /// The Blob service URL, such as `http://127.0.0.1:10000/devstoreaccount1`
+    /// (endpoints never carry credentials: a SAS travels separately).
+    fn endpoint(&self) -> String {
+        base_uri(&self.inner.settings.blob_endpoint)
+    }
+
+    async fn create_container(&self, container: &ContainerName) -> Result<()> {
+        self.retrying("create_container", |_| async move {
+            let client = self.container_client(container)?;
+            match self.attempt(client.create(None)).await {
+                Ok(_) => Ok(()),
+                Err(f) if matches!(f.status(), Some((409, Some("ContainerAlreadyExists")))) => {
+                    Ok(())
+                }
+                Err(f) => Err(f),
+            }
         })
         .await
-        .map_err(|f| f.into_error(what()))
+        .map_err(|f| f.into_error(crate::error::what::container(container)))
+    }
+
+    async fn put_blob(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        body: Vec<u8>,
+        metadata: &Metadata,
+        conditions: &BlobConditions,
+    ) -> Result<ETag> {
+        check_blob_name(blob)?;
+        validate_metadata(metadata)?;
+        let what = &|| blob_what(container, blob);
+        let body = &body;
+        self.on_blob(
+            "put_blob",
+            container,
+            blob,
+            what,
+            |client, earlier| async move {
+                let (if_match, if_none_match) = conditions_of(conditions);
+                let options = BlockBlobClientUploadOptions {
+                    metadata: Some(sdk_metadata(metadata)),
+                    lease_id: conditions.lease_id.map(sdk_lease_id),
+                    if_match: if_match.map(Into::into),
+                    if_none_match: if_none_match.map(Into::into),
+                    // One Put Blob whatever the size (above this the client
+                    // stages blocks: several requests, not atomic).
+                    partition_size: NonZero::new(u64::MAX),
+                    ..BlockBlobClientUploadOptions::default()
+                };
+                let client = client.block_blob_client();
+                let upload = client.upload(RequestContent::from(body.clone()), Some(options));
+                match self.attempt(upload).await {
+                    Ok(r) => Ok(ETag::new(
+                        r.etag.ok_or_else(|| no_etag("Put Blob"))?.to_string(),
+                    )),
+                    Err(f)
+                        if earlier.may_have_applied
+                            && matches!(
+                                f.status(),
+                                Some(
+                                    (412, Some("ConditionNotMet"))
+                                        | (409, Some("BlobAlreadyExists"))
+                                )
+                            ) =>
+                    {
+                        self.blob_after_lost_reply(
+                            container,
+                            blob,
+                            Some(body),
+                            metadata,
+                            f,
+                            &what(),
+                        )
+                        .await
+                        .map_err(Failure::Fatal)
+                    }
+                    Err(f) => Err(f),
+                }
+            },
+        )
+        .await
+    }
+
+    async fn get_blob(&self, container: &ContainerName, blob: &BlobName) -> Result<Option<Blob>> {
+        check_blob_name(blob)?;
+        self.retrying("get_blob", |_| self.get_blob_once(container, blob))
+            .await
+            .map_err(|f| f.into_error(blob_what(container, blob)))
+    }
+
+    async fn blob_properties(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+    ) -> Result<Option<BlobProperties>> {
+        check_blob_name(blob)?;
+        let what = &|| blob_what(container, blob);
+        self.on_blob(
+            "blob_properties",
+            container,
+            blob,
+            what,
+            |client, _| async move {
+                match self.attempt(client.get_properties(None)).await {
+                    Ok(r) => Ok(Some(properties_from_headers(r.headers())?)),
+                    // HEAD has no body: the code comes from x-ms-error-code.
+                    Err(f) if matches!(f.status(), Some((404, Some("BlobNotFound")))) => Ok(None),
+                    Err(f) => Err(f),
+                }
+            },
+        )
+        .await
+    }
+
+    async fn set_blob_metadata(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        metadata: &Metadata,
+        conditions: &BlobConditions,
+    ) -> Result<ETag> {
+        check_blob_name(blob)?;
+        validate_metadata(metadata)?;
+        let what = &|| blob_what(container, blob);
+        self.on_blob(
+            "set_blob_metadata",
+            container,
+            blob,
+            what,
+            |client, earlier| async move {
+                let (if_match, if_none_match) = conditions_of(conditions);
+                let options = BlobClientSetMetadataOptions {
+                    lease_id: conditions.lease_id.map(sdk_lease_id),
+                    if_match: if_match.map(Into::into),
+                    if_none_match: if_none_match.map(Into::into),
+                    ..BlobClientSetMetadataOptions::default()
+                };
+                let metadata_map = sdk_metadata(metadata);
+                match self
+                    .attempt(client.set_metadata(&metadata_map, Some(options)))
+                    .await
+                {
+                    Ok(r) => Ok(ETag::new(
+                        properties_header(r.headers(), "etag")
+                            .ok_or_else(|| no_etag("Set Blob Metadata"))?,
+                    )),
+                    Err(f)
+                        if earlier.may_have_applied
+                            && matches!(f.status(), Some((412, Some("ConditionNotMet")))) =>
+                    {
+                        self.blob_after_lost_reply(container, blob, None, metadata, f, &what())
+                            .await
+                            .map_err(Failure::Fatal)
+                    }
+                    Err(f) => Err(f),
+                }
+            },
+        )
+        .await
+    }
+
+    async fn delete_blob(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        conditions: &BlobConditions,
+    ) -> Result<()> {
+        check_blob_name(blob)?;
+        let what = &|| blob_what(container, blob);
+        self.on_blob(
+            "delete_blob",
+            container,
+            blob,
+            what,
+            |client, earlier| async move {
+                let (if_match, if_none_match) = conditions_of(conditions);
+                let options = BlobClientDeleteOptions {
+                    lease_id: conditions.lease_id.map(sdk_lease_id),
+                    if_match: if_match.map(Into::into),
+                    if_none_match: if_none_match.map(Into::into),
+                    ..BlobClientDeleteOptions::default()
+                };
+                match self.attempt(client.delete(Some(options))).await {
+                    Ok(_) => Ok(()),
+                    Err(f)
+                        if earlier.may_have_applied
+                            && matches!(
+                                f.status(),
+                                Some((404, Some("BlobNotFound")) | (412, Some("ConditionNotMet")))
+                            ) =>
+                    {
+                        // An earlier attempt may have deleted it (an `If-Match`
+                        // on a missing blob fails with 412): gone means done.
+                        match self.blob_properties(container, blob).await? {
+                            None => Ok(()),
+                            Some(_) => Err(Failure::Fatal(f.into_error(what()))),
+                        }
+                    }
+                    Err(f) => Err(f),
+                }
+            },
+        )
+        .await
+    }
+
+    async fn list_blobs(
+        &self,
+        container: &ContainerName,
+        prefix: &str,
+        marker: Option<&str>,
+    ) -> Result<BlobListPage> {
+        self.list_blobs_page(container, prefix, marker, None).await
+    }
+
+    async fn lease(
+        &self,
+        container: &ContainerName,
+        blob: &BlobName,
+        action: LeaseAction,
+    ) -> Result<LeaseReply> {
+        check_blob_name(blob)?;
+        match action {
+            LeaseAction::Acquire { duration, proposed } => self
+                .acquire_lease(container, blob, duration, proposed)
+                .await
+                .map(|a| LeaseReply::Acquired {
+                    id: a.id,
+                    etag: a.etag,
+                }),
+            LeaseAction::Renew(id) => self
+                .renew_lease(container, blob, id)
+                .await
+                .map(|()| LeaseReply::Renewed),
+            LeaseAction::Change { id, proposed } => self
+                .change_lease(container, blob, id, proposed)
+                .await
+                .map(LeaseReply::Changed),
+            LeaseAction::Release(id) => self
+                .release_lease(container, blob, id)
+                .await
+                .map(|()| LeaseReply::Released),
+            LeaseAction::Break { period } => self
+                .break_lease(container, blob, period)
+                .await
+                .map(LeaseReply::Broken),
+        }
     }
 }
 

@@ -3,8 +3,8 @@
 //!
 //! No crate of the Azure SDK line leasehold uses parses a connection string,
 //! so leasehold does.
-//! Secrets (the account key, the SAS signature) live only in [`AccountKey`]
-//! and [`SasToken`], whose `Debug` and `Display` never show them, and no error
+//! Secrets (the account key, the SAS signature) live only in `AccountKey`
+//! and `SasToken`, whose `Debug` never shows them, and no error
 //! built here quotes a value: errors name the *part* of the string that is
 //! wrong.
 
@@ -32,9 +32,9 @@ const DEFAULT_ENDPOINT_SUFFIX: &str = "core.windows.net";
 
 const REDACTED: &str = "<redacted>";
 
-/// A storage account key. Its text never appears in `Debug` or `Display`.
+/// A storage account key. Its text never appears in `Debug`.
 #[derive(Clone, PartialEq, Eq)]
-pub struct AccountKey(String);
+pub(crate) struct AccountKey(String);
 
 impl AccountKey {
     /// Wraps a base64 account key.
@@ -42,7 +42,7 @@ impl AccountKey {
     /// # Errors
     /// [`Error::Invalid`] when the key is empty or not base64 (the key itself
     /// is not quoted).
-    pub fn new(key: impl Into<String>) -> Result<Self> {
+    pub(crate) fn new(key: impl Into<String>) -> Result<Self> {
         let key = key.into();
         if key.is_empty() {
             return Err(Error::invalid("account key", "is empty"));
@@ -54,7 +54,7 @@ impl AccountKey {
     }
 
     /// The well-known key of the storage emulator.
-    pub fn emulator() -> Self {
+    pub(crate) fn emulator() -> Self {
         AccountKey(EMULATOR_ACCOUNT_KEY.to_owned())
     }
 
@@ -70,16 +70,10 @@ impl fmt::Debug for AccountKey {
     }
 }
 
-impl fmt::Display for AccountKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(REDACTED)
-    }
-}
-
 /// A shared access signature (the query string of a SAS URL). Its `sig`
-/// parameter never appears in `Debug` or `Display`.
+/// parameter never appears in `Debug`.
 #[derive(Clone, PartialEq, Eq)]
-pub struct SasToken {
+pub(crate) struct SasToken {
     pairs: Vec<(String, String)>,
 }
 
@@ -89,7 +83,7 @@ impl SasToken {
     /// # Errors
     /// [`Error::Invalid`] when it is empty or has no `sig` parameter (nothing
     /// of the token is quoted).
-    pub fn new(token: impl AsRef<str>) -> Result<Self> {
+    pub(crate) fn new(token: impl AsRef<str>) -> Result<Self> {
         let token = token.as_ref();
         let token = token.strip_prefix('?').unwrap_or(token);
         if token.is_empty() {
@@ -151,15 +145,9 @@ impl fmt::Debug for SasToken {
     }
 }
 
-impl fmt::Display for SasToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.redacted())
-    }
-}
-
 /// How requests are authorised.
 #[derive(Clone)]
-pub enum Credentials {
+pub(crate) enum Credentials {
     /// Shared Key: the account name and one of its keys.
     AccessKey {
         /// The storage account.
@@ -343,8 +331,8 @@ fn account_hint(endpoint: &Url) -> Option<String> {
 pub struct ConnectionSettings {
     /// The storage account name.
     pub account: String,
-    /// How requests are authorised.
-    pub credentials: Credentials,
+    /// How requests are authorised (shown redacted by `Debug`).
+    pub(crate) credentials: Credentials,
     /// The Table service endpoint, such as
     /// `https://myaccount.table.core.windows.net/` or
     /// `http://127.0.0.1:10002/devstoreaccount1` (path-style, as Azurite
@@ -889,7 +877,6 @@ mod tests {
             format!("{s:?}"),
             format!("{s:#?}"),
             format!("{:?}", s.credentials),
-            format!("{key}"),
             format!("{key:?}"),
         ] {
             assert!(!text.contains(KEY), "{text}");
@@ -907,7 +894,6 @@ mod tests {
         for text in [
             format!("{s:?}"),
             format!("{:?}", s.credentials),
-            format!("{token}"),
             format!("{token:?}"),
         ] {
             assert!(!text.contains(SIG), "{text}");

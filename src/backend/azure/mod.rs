@@ -48,8 +48,6 @@
 //!   [`AzureBackendBuilder::policy`].
 
 mod auth;
-#[cfg(test)]
-mod auth_tests;
 mod batch;
 mod blobs;
 mod connection;
@@ -68,13 +66,14 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use azure_core::credentials::TokenCredential;
 use azure_core::http::policies::Policy;
 use azure_core::http::{Context, PipelineSendOptions, RawResponse, Request, Url};
 use futures_util::FutureExt as _;
 
-pub use connection::{AccountKey, ConnectionSettings, Credentials, SasToken};
+pub use connection::ConnectionSettings;
+pub(crate) use connection::Credentials;
+use connection::{AccountKey, SasToken};
 
 use self::connection::{base_uri, parse_endpoint};
 pub use retry::TransportRetry;
@@ -83,13 +82,7 @@ use self::auth::Service;
 use self::errors::{Failure, Redactor};
 use self::pipeline::Pipelines;
 use self::transport::{RootCertificate, Transport};
-use super::{
-    BlobBackend, BlobConditions, BlobListPage, BlobProperties, LeaseAction, LeaseReply, Metadata,
-    QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp, Version,
-};
-use crate::backend::WriteOptions;
 use crate::error::{Error, Result};
-use crate::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
 
 /// Azure Table Storage and Blob Storage (or Azurite) as a leasehold backend.
 ///
@@ -275,10 +268,10 @@ fn fresh_uuid() -> String {
 ///
 /// ```no_run
 /// # fn demo() -> leasehold::Result<()> {
-/// use leasehold::backend::azure::{AccountKey, AzureBackend};
+/// use leasehold::backend::azure::AzureBackend;
 /// let backend = AzureBackend::builder()
 ///     .account("myaccount")
-///     .access_key(AccountKey::new("c2VjcmV0")?)
+///     .access_key("c2VjcmV0")?
 ///     .build()?;
 /// # let _ = backend; Ok(()) }
 /// ```
@@ -353,17 +346,28 @@ impl AzureBackendBuilder {
         self
     }
 
-    /// Authorise with Shared Key, using this account key.
-    pub fn access_key(mut self, key: AccountKey) -> Self {
-        self.credentials = Some(CredentialInput::Key(key));
-        self
+    /// Authorise with Shared Key, using this base64 account key (never
+    /// shown by `Debug`, nor quoted by errors).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the account key when it is empty or not
+    /// base64.
+    pub fn access_key(mut self, key: impl Into<String>) -> Result<Self> {
+        self.credentials = Some(CredentialInput::Key(AccountKey::new(key)?));
+        Ok(self)
     }
 
     /// Authorise with this shared access signature (an account SAS covering
-    /// tables and blobs).
-    pub fn sas_token(mut self, token: SasToken) -> Self {
-        self.credentials = Some(CredentialInput::Sas(token));
-        self
+    /// tables and blobs: the query string of a SAS URL, with or without its
+    /// leading `?`; its `sig` is never shown by `Debug`, nor quoted by
+    /// errors).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the shared access signature when it is
+    /// empty or has no `sig` parameter.
+    pub fn sas_token(mut self, token: impl AsRef<str>) -> Result<Self> {
+        self.credentials = Some(CredentialInput::Sas(SasToken::new(token)?));
+        Ok(self)
     }
 
     /// Authorise with Microsoft Entra ID bearer tokens from `credential`:
@@ -652,161 +656,14 @@ impl AzureBackend {
 /// and Blob services of a storage account (no registered name exists).
 pub(crate) const SYSTEM: &str = "azure.storage";
 
-#[async_trait]
-impl TableBackend for AzureBackend {
-    fn system_name(&self) -> &'static str {
-        SYSTEM
-    }
-
-    fn server_address(&self) -> Option<String> {
-        Some(self.table_host().to_owned())
-    }
-
-    async fn create_table(&self, table: &TableName) -> Result<TableCreation> {
-        self.create_table_impl(table).await
-    }
-
-    async fn delete_table(&self, table: &TableName) -> Result<bool> {
-        self.delete_table_impl(table).await
-    }
-
-    async fn list_tables(&self) -> Result<Vec<TableName>> {
-        self.list_tables_impl().await
-    }
-
-    async fn get(
-        &self,
-        table: &TableName,
-        partition_key: &PartitionKey,
-        row_key: &RowKey,
-    ) -> Result<Option<StoredEntity>> {
-        self.get_impl(table, partition_key, row_key).await
-    }
-
-    async fn execute(
-        &self,
-        table: &TableName,
-        op: TableOp,
-        options: &WriteOptions,
-    ) -> Result<Option<Version>> {
-        self.execute_impl(table, &op, options.write_log()).await
-    }
-
-    async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
-        self.batch_impl(table, ops).await
-    }
-
-    async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage> {
-        self.query_impl(table, query).await
-    }
-}
-
-#[async_trait]
-impl BlobBackend for AzureBackend {
-    /// The Blob service URL, such as `http://127.0.0.1:10000/devstoreaccount1`
-    /// (endpoints never carry credentials: a SAS travels separately).
-    fn endpoint(&self) -> String {
-        base_uri(&self.inner.settings.blob_endpoint)
-    }
-
-    async fn create_container(&self, container: &ContainerName) -> Result<()> {
-        self.create_container_impl(container).await
-    }
-
-    async fn put_blob(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        body: Vec<u8>,
-        metadata: &Metadata,
-        conditions: &BlobConditions,
-    ) -> Result<ETag> {
-        self.put_blob_impl(container, blob, body, metadata, conditions)
-            .await
-    }
-
-    async fn get_blob(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-    ) -> Result<Option<super::Blob>> {
-        self.get_blob_impl(container, blob).await
-    }
-
-    async fn blob_properties(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-    ) -> Result<Option<BlobProperties>> {
-        self.blob_properties_impl(container, blob).await
-    }
-
-    async fn set_blob_metadata(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        metadata: &Metadata,
-        conditions: &BlobConditions,
-    ) -> Result<ETag> {
-        self.set_blob_metadata_impl(container, blob, metadata, conditions)
-            .await
-    }
-
-    async fn delete_blob(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        conditions: &BlobConditions,
-    ) -> Result<()> {
-        self.delete_blob_impl(container, blob, conditions).await
-    }
-
-    async fn list_blobs(
-        &self,
-        container: &ContainerName,
-        prefix: &str,
-        marker: Option<&str>,
-    ) -> Result<BlobListPage> {
-        self.list_blobs_page(container, prefix, marker, None).await
-    }
-
-    async fn lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        action: LeaseAction,
-    ) -> Result<LeaseReply> {
-        match action {
-            LeaseAction::Acquire { duration, proposed } => self
-                .acquire_lease_impl(container, blob, duration, proposed)
-                .await
-                .map(|a| LeaseReply::Acquired {
-                    id: a.id,
-                    etag: a.etag,
-                }),
-            LeaseAction::Renew(id) => self
-                .renew_lease_impl(container, blob, id)
-                .await
-                .map(|()| LeaseReply::Renewed),
-            LeaseAction::Change { id, proposed } => self
-                .change_lease_impl(container, blob, id, proposed)
-                .await
-                .map(LeaseReply::Changed),
-            LeaseAction::Release(id) => self
-                .release_lease_impl(container, blob, id)
-                .await
-                .map(|()| LeaseReply::Released),
-            LeaseAction::Break { period } => self
-                .break_lease_impl(container, blob, period)
-                .await
-                .map(LeaseReply::Broken),
-        }
-    }
-}
-
+#[cfg(test)]
+mod auth_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::TableBackend;
+    use crate::key::{PartitionKey, RowKey, TableName};
+    use async_trait::async_trait;
 
     const KEY: &str = "c2VjcmV0LWtleS1tYXRlcmlhbC10aGF0LW11c3Qtbm90LWxlYWs=";
     const SIG: &str = "SuperSecretSignatureValue0123456789abcdef";
@@ -825,7 +682,8 @@ mod tests {
         let sas = format!("sv=2022-11-02&ss=bt&sig={SIG}");
         let builder = AzureBackend::builder()
             .account("acct1")
-            .sas_token(SasToken::new(&sas).unwrap());
+            .sas_token(&sas)
+            .unwrap();
         let text = format!("{builder:?}");
         assert!(!text.contains(SIG), "{text}");
         let b = builder.build().unwrap();
@@ -835,7 +693,8 @@ mod tests {
 
         let builder = AzureBackend::builder()
             .account("acct1")
-            .access_key(AccountKey::new(KEY).unwrap());
+            .access_key(KEY)
+            .unwrap();
         let text = format!("{builder:?}");
         assert!(!text.contains(KEY), "{text}");
     }
@@ -1045,7 +904,8 @@ mod tests {
         assert!(e.to_string().contains("credentials"), "{e}");
         let e = AzureBackend::builder()
             .account("abc")
-            .access_key(AccountKey::emulator())
+            .access_key(KEY)
+            .unwrap()
             .table_endpoint("nope")
             .blob_endpoint("http://127.0.0.1:10000/abc")
             .build()
@@ -1057,7 +917,8 @@ mod tests {
     fn builder_refuses_one_endpoint_without_the_other() {
         let e = AzureBackend::builder()
             .account("abc")
-            .access_key(AccountKey::emulator())
+            .access_key(KEY)
+            .unwrap()
             .table_endpoint("http://127.0.0.1:10002/abc")
             .build()
             .unwrap_err();
@@ -1065,7 +926,8 @@ mod tests {
         assert!(e.to_string().contains("no BlobEndpoint"), "{e}");
         let e = AzureBackend::builder()
             .account("abc")
-            .access_key(AccountKey::emulator())
+            .access_key(KEY)
+            .unwrap()
             .blob_endpoint("http://127.0.0.1:10000/abc")
             .build()
             .unwrap_err();
@@ -1126,7 +988,8 @@ mod tests {
         assert!(e.to_string().contains("token audience"), "{e}");
         let e = AzureBackend::builder()
             .account("acct1")
-            .access_key(AccountKey::emulator())
+            .access_key(KEY)
+            .unwrap()
             .token_audience("https://storage.azure.us")
             .build()
             .unwrap_err();

@@ -16,7 +16,7 @@ use crate::key::TableName;
 use crate::query::Continuation;
 
 impl AzureBackend {
-    pub(super) async fn query_impl(
+    pub(super) async fn query_page(
         &self,
         table: &TableName,
         spec: &QuerySpec,

@@ -17,6 +17,17 @@ use super::errors::Failure;
 use crate::backend::notes;
 use crate::retry::{Backoff, random_seed, retry_transient};
 
+/// `with_x(value)` setters, each setting the field `x`.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident($field:ident: $ty:ty);)*) => {$(
+        $(#[$doc])*
+        pub fn $name(mut self, $field: $ty) -> Self {
+            self.$field = $field;
+            self
+        }
+    )*};
+}
+
 /// How the Azure backend retries transient transport failures, configured
 /// with [`AzureBackendBuilder::transport_retry`](super::AzureBackendBuilder::transport_retry).
 /// (Conflicts are never retried here: [`ConflictRetry`](crate::ConflictRetry)
@@ -94,34 +105,17 @@ impl TransportRetry {
         }
     }
 
-    /// Retries after the first attempt, at most.
-    pub fn with_max_retries(mut self, n: usize) -> Self {
-        self.max_retries = n;
-        self
-    }
-
-    /// The first wait.
-    pub fn with_initial_delay(mut self, d: Duration) -> Self {
-        self.initial_delay = d;
-        self
-    }
-
-    /// The longest single wait.
-    pub fn with_max_delay(mut self, d: Duration) -> Self {
-        self.max_delay = d;
-        self
-    }
-
-    /// The most time spent waiting between attempts, in all.
-    pub fn with_max_total_delay(mut self, d: Duration) -> Self {
-        self.max_total_delay = d;
-        self
-    }
-
-    /// How long one attempt may take before it counts as a lost reply.
-    pub fn with_request_timeout(mut self, d: Duration) -> Self {
-        self.request_timeout = d;
-        self
+    setters! {
+        /// Retries after the first attempt, at most.
+        with_max_retries(max_retries: usize);
+        /// The first wait.
+        with_initial_delay(initial_delay: Duration);
+        /// The longest single wait.
+        with_max_delay(max_delay: Duration);
+        /// The most time spent waiting between attempts, in all.
+        with_max_total_delay(max_total_delay: Duration);
+        /// How long one attempt may take before it counts as a lost reply.
+        with_request_timeout(request_timeout: Duration);
     }
 
     /// Seeds the jitter, for reproducible tests. Unseeded, each operation

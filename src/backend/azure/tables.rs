@@ -4,16 +4,23 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::AzureBackend;
+use async_trait::async_trait;
+use azure_core::http::{RawResponse, Request, Url};
+
 use super::auth::Service;
 use super::batch;
 use super::errors::Failure;
 use super::requests::{
     self, entity_what, header, op_what, stored_form, stored_from_wire, validate_op, version_of,
 };
+use super::retry::Attempt;
+use super::{AzureBackend, SYSTEM};
 
 use crate::backend::wire;
-use crate::backend::{Precondition, StoredEntity, TableCreation, TableOp, Version, validate_batch};
+use crate::backend::{
+    Precondition, QueryPage, QuerySpec, StoredEntity, TableBackend, TableCreation, TableOp,
+    Version, WriteOptions, validate_batch,
+};
 use crate::entity::EntityData;
 use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey, TableName, shorten};
@@ -63,21 +70,23 @@ fn needs_verification(op: &TableOp) -> bool {
 }
 
 impl AzureBackend {
-    pub(super) async fn create_table_impl(&self, table: &TableName) -> Result<TableCreation> {
-        self.retrying("create_table", |_| async move {
-            let base = self.base_url(Service::Table);
-            match self
-                .send_raw(Service::Table, requests::create_table(base, table)?)
-                .await
-            {
-                Ok(_) => Ok(TableCreation::Created),
-                // After a lost reply the earlier attempt may be what
-                // created it; "already there" is what can be said.
-                Err(f) if matches!(f.status(), Some((409, Some("TableAlreadyExists")))) => {
-                    Ok(TableCreation::AlreadyExisted)
-                }
-                Err(f) => Err(f),
-            }
+    /// Creates or deletes `table` under the retry policy; `answer` reads
+    /// what one attempt got back.
+    async fn on_table<T>(
+        &self,
+        operation: &'static str,
+        table: &TableName,
+        request: fn(&Url, &TableName) -> Result<Request>,
+        answer: impl Fn(
+            std::result::Result<RawResponse, Failure>,
+            Attempt,
+        ) -> std::result::Result<T, Failure>
+        + Sync,
+    ) -> Result<T> {
+        let answer = &answer;
+        self.retrying(operation, |earlier| async move {
+            let request = request(self.base_url(Service::Table), table)?;
+            answer(self.send_raw(Service::Table, request).await, earlier)
         })
         .await
         .map_err(|f| {
@@ -86,28 +95,142 @@ impl AzureBackend {
         })
     }
 
-    pub(super) async fn delete_table_impl(&self, table: &TableName) -> Result<bool> {
-        self.retrying("delete_table", |earlier| async move {
-            let base = self.base_url(Service::Table);
-            match self
-                .send_raw(Service::Table, requests::delete_table(base, table)?)
-                .await
-            {
+    async fn get_once(
+        &self,
+        table: &TableName,
+        pk: &PartitionKey,
+        rk: &RowKey,
+    ) -> std::result::Result<Option<StoredEntity>, Failure> {
+        let base = self.base_url(Service::Table);
+        match self
+            .send_raw(Service::Table, requests::get(base, table, pk, rk)?)
+            .await
+        {
+            Ok(r) => {
+                let body = r.body().as_ref();
+                let entity = match wire::direct::entity(body) {
+                    Some(entity) => entity,
+                    None => {
+                        let json: wire::ParsedEntity = serde_json::from_slice(body)
+                            .map_err(|e| undecodable(table, "entity", &e))?;
+                        wire::entity_from_parsed(table.as_str(), json)?
+                    }
+                };
+                let etag = header(&r, "etag").map(str::to_owned);
+                Ok(Some(stored_from_wire(table, entity, etag)?))
+            }
+            Err(f) => match f.status() {
+                // A missing entity is not an error; a missing table is.
+                Some((404, code)) if code != Some("TableNotFound") => Ok(None),
+                _ => Err(f),
+            },
+        }
+    }
+
+    /// An insert whose earlier attempt may have been applied came back 409:
+    /// it succeeded if the stored entity is the one written.
+    async fn insert_after_lost_reply(
+        &self,
+        table: &TableName,
+        d: &EntityData,
+        write_log: Option<&str>,
+        what: &str,
+    ) -> Result<Option<Version>> {
+        let stored = self.get(table, &d.partition_key, &d.row_key).await?;
+        let op = as_stored(&TableOp::Insert(d.clone()));
+        match stored.and_then(|s| outcome::insert_found(&op, &s, write_log)) {
+            Some(version) => {
+                tracing::debug!("insert retried after a lost reply: the stored entity is ours");
+                Ok(Some(version))
+            }
+            None => Err(Error::from_service(409, Some("EntityAlreadyExists"), what)),
+        }
+    }
+
+    async fn execute_once(
+        &self,
+        table: &TableName,
+        op: &TableOp,
+    ) -> std::result::Result<Option<Version>, Failure> {
+        let base = self.base_url(Service::Table);
+        let reply = self
+            .send_raw(Service::Table, requests::write(base, table, op)?)
+            .await?;
+        match op {
+            TableOp::Delete { .. } => Ok(None),
+            _ => Ok(Some(version_of(table, &reply)?)),
+        }
+    }
+
+    /// Reads every row a batch writes.
+    async fn read_rows(
+        &self,
+        table: &TableName,
+        ops: &[TableOp],
+    ) -> std::result::Result<Vec<Option<StoredEntity>>, Failure> {
+        let mut stored = Vec::with_capacity(ops.len());
+        for op in ops {
+            stored.push(
+                self.get_once(table, op.partition_key(), op.row_key())
+                    .await?,
+            );
+        }
+        Ok(stored)
+    }
+
+    async fn verify_batch(
+        &self,
+        table: &TableName,
+        ops: &[TableOp],
+    ) -> std::result::Result<Verdict, Failure> {
+        let stored = self.read_rows(table, ops).await?;
+        let ops: Vec<TableOp> = ops.iter().map(as_stored).collect();
+        Ok(outcome::judge(&ops, &stored, None))
+    }
+}
+
+#[async_trait]
+impl TableBackend for AzureBackend {
+    fn system_name(&self) -> &'static str {
+        SYSTEM
+    }
+
+    fn server_address(&self) -> Option<String> {
+        Some(self.table_host().to_owned())
+    }
+
+    async fn create_table(&self, table: &TableName) -> Result<TableCreation> {
+        let create = requests::create_table;
+        self.on_table("create_table", table, create, |reply, _| match reply {
+            Ok(_) => Ok(TableCreation::Created),
+            // After a lost reply the earlier attempt may be what created
+            // it; "already there" is what can be said.
+            Err(f) if matches!(f.status(), Some((409, Some("TableAlreadyExists")))) => {
+                Ok(TableCreation::AlreadyExisted)
+            }
+            Err(f) => Err(f),
+        })
+        .await
+    }
+
+    async fn delete_table(&self, table: &TableName) -> Result<bool> {
+        let delete = requests::delete_table;
+        self.on_table(
+            "delete_table",
+            table,
+            delete,
+            |reply, earlier| match reply {
                 Ok(_) => Ok(true),
                 // A retry after a lost reply finds the table gone by the
                 // attempt before: it was deleted by this call.
                 Err(f) if matches!(f.status(), Some((404, _))) => Ok(earlier.may_have_applied),
                 Err(f) => Err(f),
-            }
-        })
+            },
+        )
         .await
-        .map_err(|f| {
-            f.into_error(crate::error::what::table(table.as_str()))
-                .for_table(table.as_str())
-        })
     }
 
-    pub(super) async fn list_tables_impl(&self) -> Result<Vec<TableName>> {
+    async fn list_tables(&self) -> Result<Vec<TableName>> {
         #[derive(serde::Deserialize)]
         struct Listed {
             #[serde(rename = "TableName")]
@@ -157,7 +280,7 @@ impl AzureBackend {
         }
     }
 
-    pub(super) async fn get_impl(
+    async fn get(
         &self,
         table: &TableName,
         pk: &PartitionKey,
@@ -171,44 +294,13 @@ impl AzureBackend {
             })
     }
 
-    async fn get_once(
+    async fn execute(
         &self,
         table: &TableName,
-        pk: &PartitionKey,
-        rk: &RowKey,
-    ) -> std::result::Result<Option<StoredEntity>, Failure> {
-        let base = self.base_url(Service::Table);
-        match self
-            .send_raw(Service::Table, requests::get(base, table, pk, rk)?)
-            .await
-        {
-            Ok(r) => {
-                let body = r.body().as_ref();
-                let entity = match wire::direct::entity(body) {
-                    Some(entity) => entity,
-                    None => {
-                        let json: wire::ParsedEntity = serde_json::from_slice(body)
-                            .map_err(|e| undecodable(table, "entity", &e))?;
-                        wire::entity_from_parsed(table.as_str(), json)?
-                    }
-                };
-                let etag = header(&r, "etag").map(str::to_owned);
-                Ok(Some(stored_from_wire(table, entity, etag)?))
-            }
-            Err(f) => match f.status() {
-                // A missing entity is not an error; a missing table is.
-                Some((404, code)) if code != Some("TableNotFound") => Ok(None),
-                _ => Err(f),
-            },
-        }
-    }
-
-    pub(super) async fn execute_impl(
-        &self,
-        table: &TableName,
-        op: &TableOp,
-        write_log: Option<&str>,
+        op: TableOp,
+        options: &WriteOptions,
     ) -> Result<Option<Version>> {
+        let (op, write_log) = (&op, options.write_log());
         validate_op(table, op)?;
         // Named only when something fails, not formatted for every
         // operation.
@@ -269,46 +361,7 @@ impl AzureBackend {
         })
     }
 
-    /// An insert whose earlier attempt may have been applied came back 409:
-    /// it succeeded if the stored entity is the one written.
-    async fn insert_after_lost_reply(
-        &self,
-        table: &TableName,
-        d: &EntityData,
-        write_log: Option<&str>,
-        what: &str,
-    ) -> Result<Option<Version>> {
-        let stored = self.get_impl(table, &d.partition_key, &d.row_key).await?;
-        let op = as_stored(&TableOp::Insert(d.clone()));
-        match stored.and_then(|s| outcome::insert_found(&op, &s, write_log)) {
-            Some(version) => {
-                tracing::debug!("insert retried after a lost reply: the stored entity is ours");
-                Ok(Some(version))
-            }
-            None => Err(Error::from_service(409, Some("EntityAlreadyExists"), what)),
-        }
-    }
-
-    async fn execute_once(
-        &self,
-        table: &TableName,
-        op: &TableOp,
-    ) -> std::result::Result<Option<Version>, Failure> {
-        let base = self.base_url(Service::Table);
-        let reply = self
-            .send_raw(Service::Table, requests::write(base, table, op)?)
-            .await?;
-        match op {
-            TableOp::Delete { .. } => Ok(None),
-            _ => Ok(Some(version_of(table, &reply)?)),
-        }
-    }
-
-    pub(super) async fn batch_impl(
-        &self,
-        table: &TableName,
-        ops: &[TableOp],
-    ) -> Result<Vec<Option<Version>>> {
+    async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
         validate_batch(table.as_str(), ops)?;
         for (i, op) in ops.iter().enumerate() {
             validate_op(table, op).map_err(|e| match e {
@@ -360,30 +413,8 @@ impl AzureBackend {
         .map_err(|f| f.into_error(what))
     }
 
-    /// Reads every row a batch writes.
-    async fn read_rows(
-        &self,
-        table: &TableName,
-        ops: &[TableOp],
-    ) -> std::result::Result<Vec<Option<StoredEntity>>, Failure> {
-        let mut stored = Vec::with_capacity(ops.len());
-        for op in ops {
-            stored.push(
-                self.get_once(table, op.partition_key(), op.row_key())
-                    .await?,
-            );
-        }
-        Ok(stored)
-    }
-
-    async fn verify_batch(
-        &self,
-        table: &TableName,
-        ops: &[TableOp],
-    ) -> std::result::Result<Verdict, Failure> {
-        let stored = self.read_rows(table, ops).await?;
-        let ops: Vec<TableOp> = ops.iter().map(as_stored).collect();
-        Ok(outcome::judge(&ops, &stored, None))
+    async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage> {
+        self.query_page(table, query).await
     }
 }
 
