@@ -22,8 +22,8 @@
 //!   direct dependency, with feature `macros`);
 //! * [`uuid`]: `Uuid` of entity fields, `Edm.Guid` values and lease ids;
 //! * [`serde_json`]: the JSON values of lease documents and after-images;
-//! * [`stream`]: the `Stream` trait [`table::Query::stream`] returns, and the
-//!   extension traits to consume it (`try_next`, `try_collect`, ...).
+//! * [`stream`]: the `Stream` trait [`table::Query::stream`] returns, and
+//!   `TryStreamExt` to consume it (`try_next`, `try_collect`, ...).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -69,7 +69,8 @@ pub use tokio_util::sync::CancellationToken;
 pub use uuid;
 
 /// The `futures` stream traits, to consume [`table::Query::stream`] without
-/// depending on `futures` directly.
+/// depending on `futures` directly (`StreamExt`'s adapters are
+/// `futures-util`'s).
 ///
 /// ```
 /// # use leasehold::{Entity, Store};
@@ -88,7 +89,7 @@ pub use uuid;
 /// ```
 pub mod stream {
     pub use futures_core::Stream;
-    pub use futures_util::{StreamExt, TryStreamExt};
+    pub use futures_util::TryStreamExt;
 }
 
 /// Derives [`entity::Entity`] for a struct with named fields.

@@ -122,7 +122,7 @@ impl Store {
     ///
     /// ```
     /// use leasehold::store::{ImportOptions, ImportProgress};
-    /// use leasehold::stream::{StreamExt as _, TryStreamExt as _};
+    /// use leasehold::stream::TryStreamExt as _;
     /// use leasehold::DynamicEntity;
     /// # #[derive(leasehold::Entity, Clone, Debug)]
     /// # #[entity(table = "Orders")]
