@@ -84,16 +84,6 @@ impl<E, T> std::fmt::Debug for Column<E, T> {
     }
 }
 
-/// The comparison methods of a column, one per operator.
-macro_rules! comparisons {
-    ($($name:ident $op:ident),*) => {$(
-        #[doc = concat!("`column ", stringify!($name), " value`")]
-        pub fn $name(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
-            self.cmp(CmpOp::$op, value.into_column_value())
-        }
-    )*};
-}
-
 impl<E, T: PropertyCodec> Column<E, T> {
     /// A column for the stored property `name`.
     pub const fn new(name: &'static str) -> Self {
@@ -123,7 +113,35 @@ impl<E, T: PropertyCodec> Column<E, T> {
         }
     }
 
-    comparisons!(eq Eq, ne Ne, gt Gt, ge Ge, lt Lt, le Le);
+    /// `column eq value`
+    pub fn eq(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
+        self.cmp(CmpOp::Eq, value.into_column_value())
+    }
+
+    /// `column ne value`
+    pub fn ne(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
+        self.cmp(CmpOp::Ne, value.into_column_value())
+    }
+
+    /// `column gt value`
+    pub fn gt(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
+        self.cmp(CmpOp::Gt, value.into_column_value())
+    }
+
+    /// `column ge value`
+    pub fn ge(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
+        self.cmp(CmpOp::Ge, value.into_column_value())
+    }
+
+    /// `column lt value`
+    pub fn lt(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
+        self.cmp(CmpOp::Lt, value.into_column_value())
+    }
+
+    /// `column le value`
+    pub fn le(self, value: impl ColumnValue<T>) -> TypedFilter<E> {
+        self.cmp(CmpOp::Le, value.into_column_value())
+    }
 }
 
 /// A value a [`Column`] of type `T` compares with: `T` itself, or a type that

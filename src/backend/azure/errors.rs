@@ -17,6 +17,7 @@ use azure_core::http::headers::{HeaderName, Headers};
 use serde_json::Value as Json;
 
 use crate::error::Error;
+use crate::key::TableName;
 
 use super::credential::CredentialFailure;
 use super::transport::TransportError;
@@ -147,6 +148,16 @@ impl fmt::Display for NoReply {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
     }
+}
+
+/// A reply body that is not what the service sends.
+pub(super) fn undecodable(table: &TableName, what: &str, e: &serde_json::Error) -> Failure {
+    Failure::Fatal(Error::Backend {
+        status: None,
+        code: None,
+        message: format!("the {what} in the reply from table `{table}` cannot be read: {e}"),
+        source: None,
+    })
 }
 
 /// How one request attempt failed.

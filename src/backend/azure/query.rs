@@ -5,9 +5,8 @@ use azure_core::http::{Method, Request};
 
 use super::AzureBackend;
 use super::auth::Service;
-use super::errors::Failure;
+use super::errors::{Failure, undecodable};
 use super::requests::{header, stored_from_wire};
-use super::tables::undecodable;
 use crate::backend::wire;
 use crate::backend::{QueryPage, QuerySpec};
 use crate::entity::{RESERVED_NAMES, property_name_problem};

@@ -9,7 +9,7 @@ use azure_core::http::{RawResponse, Request, Url};
 
 use super::auth::Service;
 use super::batch;
-use super::errors::Failure;
+use super::errors::{Failure, undecodable};
 use super::requests::{
     self, entity_what, header, op_what, stored_form, stored_from_wire, validate_op, version_of,
 };
@@ -25,16 +25,6 @@ use crate::entity::EntityData;
 use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey, TableName, shorten};
 use crate::outcome::{self, Verdict};
-
-/// A reply body that is not what the service sends.
-pub(super) fn undecodable(table: &TableName, what: &str, e: &serde_json::Error) -> Failure {
-    Failure::Fatal(Error::Backend {
-        status: None,
-        code: None,
-        message: format!("the {what} in the reply from table `{table}` cannot be read: {e}"),
-        source: None,
-    })
-}
 
 fn unknown_outcome(what: &str) -> Error {
     Error::transient(format!(
