@@ -145,47 +145,24 @@ impl fmt::Debug for SasToken {
     }
 }
 
-/// How requests are authorised.
+/// How requests are authorised: Shared Key with the settings' account, an
+/// account SAS, or Entra ID bearer tokens for `audience` (see
+/// [`AzureBackendBuilder::token_credential`](super::AzureBackendBuilder::token_credential)).
 #[derive(Clone)]
 pub(crate) enum Credentials {
-    /// Shared Key: the account name and one of its keys.
-    AccessKey {
-        /// The storage account.
-        account: String,
-        /// The key.
-        key: AccountKey,
-    },
-    /// A shared access signature valid for both the Table and Blob services
-    /// (an account SAS).
+    AccessKey(AccountKey),
     Sas(SasToken),
-    /// Microsoft Entra ID: bearer tokens for `audience` from a token
-    /// credential (see [`AzureBackendBuilder::token_credential`]). The
-    /// principal needs the *Storage Table Data Contributor* and *Storage
-    /// Blob Data Contributor* roles on the account.
-    ///
-    /// [`AzureBackendBuilder::token_credential`]: super::AzureBackendBuilder::token_credential
     Token {
-        /// The credential tokens come from (`azure_core` 1.x's trait, which
-        /// `azure_identity` 1.x credentials implement).
         credential: std::sync::Arc<dyn azure_core::credentials::TokenCredential>,
-        /// The resource tokens are asked for, such as
-        /// `https://storage.azure.com` (the default) or a sovereign cloud's.
         audience: String,
     },
 }
 
 impl PartialEq for Credentials {
-    /// Keys and signatures compare by value; token credentials by identity
-    /// (the same credential) and audience.
+    /// Token credentials compare by identity and audience.
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (
-                Credentials::AccessKey { account, key },
-                Credentials::AccessKey {
-                    account: a2,
-                    key: k2,
-                },
-            ) => account == a2 && key == k2,
+            (Credentials::AccessKey(a), Credentials::AccessKey(b)) => a == b,
             (Credentials::Sas(a), Credentials::Sas(b)) => a == b,
             (
                 Credentials::Token {
@@ -207,11 +184,7 @@ impl Eq for Credentials {}
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Credentials::AccessKey { account, key } => f
-                .debug_struct("AccessKey")
-                .field("account", account)
-                .field("key", key)
-                .finish(),
+            Credentials::AccessKey(key) => f.debug_tuple("AccessKey").field(key).finish(),
             Credentials::Sas(token) => f.debug_tuple("Sas").field(token).finish(),
             Credentials::Token {
                 credential,
@@ -229,11 +202,10 @@ impl fmt::Debug for Credentials {
 }
 
 impl Credentials {
-    /// The kind of credential, for errors: `shared key`, `SAS`, or a token
-    /// credential's type name.
+    /// The kind of credential, for errors.
     pub(crate) fn kind(&self) -> String {
         match self {
-            Credentials::AccessKey { .. } => "shared key".to_owned(),
+            Credentials::AccessKey(_) => "shared key".to_owned(),
             Credentials::Sas(_) => "SAS".to_owned(),
             Credentials::Token { credential, .. } => {
                 super::credential::credential_kind(credential.as_ref())
@@ -245,7 +217,7 @@ impl Credentials {
     /// leasehold did not write itself (errors of other crates).
     pub(crate) fn secrets(&self) -> Vec<String> {
         match self {
-            Credentials::AccessKey { key, .. } => vec![key.expose().to_owned()],
+            Credentials::AccessKey(key) => vec![key.expose().to_owned()],
             Credentials::Sas(token) => token
                 .signature()
                 .map(|sig| {
@@ -398,20 +370,11 @@ impl ConnectionSettings {
     /// `EndpointSuffix`. Part names are case-insensitive. Queue, file and
     /// secondary endpoints are ignored.
     ///
-    /// leasehold uses both the Table and the Blob service (leases live in
-    /// blobs), so a string names **both endpoints or neither**:
-    ///
-    /// * neither: both are built from `AccountName`,
-    ///   `DefaultEndpointsProtocol` (default `https`) and `EndpointSuffix`
-    ///   (default `core.windows.net`), as
-    ///   `{protocol}://{account}.table.{suffix}` and
-    ///   `{protocol}://{account}.blob.{suffix}`;
-    /// * both: each is used as given (path-style URLs such as Azurite's
-    ///   `http://127.0.0.1:10002/devstoreaccount1` included);
-    /// * only one: refused. A `TableEndpoint` usually points somewhere the
-    ///   derived public blob host does not (Azurite, a private endpoint, a
-    ///   proxy), and a derived host would only fail on the first lease, with
-    ///   a DNS error for a host nobody named.
+    /// A string names **both endpoints or neither** (then both are
+    /// `{protocol}://{account}.{table|blob}.{suffix}`, by default `https`
+    /// and `core.windows.net`); only one is refused, since leases live in
+    /// blobs and a derived public blob host beside a custom Table endpoint
+    /// would fail only on the first lease.
     ///
     /// ```
     /// use leasehold::backend::azure::ConnectionSettings;
@@ -425,9 +388,7 @@ impl ConnectionSettings {
     ///
     /// # Errors
     /// [`Error::Invalid`] naming the part that is missing, repeated, unknown
-    /// or malformed (such as a `TableEndpoint` without a `BlobEndpoint`). No
-    /// value is quoted, so a key or signature in the string never reaches an
-    /// error message.
+    /// or malformed; no value is quoted.
     pub fn parse(connection_string: &str) -> Result<Self> {
         let mut parts = Parts::default();
         for (index, segment) in connection_string.split(';').enumerate() {
@@ -525,35 +486,11 @@ impl ConnectionSettings {
             account_name_check(account)?;
         }
 
-        // Both endpoints or neither: deriving the missing one from the
-        // account and suffix would silently pair a custom endpoint with a
-        // public host (see `parse`).
-        let one_sided = |given: &str, missing: &str| {
-            conn_err(format!(
-                "has {given} but no {missing}; leasehold uses both the Table and the Blob \
-                 service, so give {missing} too (or neither endpoint, to derive both from \
-                 AccountName and EndpointSuffix)"
-            ))
-        };
-        match (p.table_endpoint, p.blob_endpoint) {
-            (Some(_), None) => return Err(one_sided("TableEndpoint", "BlobEndpoint")),
-            (None, Some(_)) => return Err(one_sided("BlobEndpoint", "TableEndpoint")),
-            _ => {}
-        }
-
-        let endpoint = |what: &str, explicit: Option<&str>, service: &str| -> Result<Url> {
-            match (explicit, p.account_name) {
-                (Some(url), _) => parse_endpoint(what, url),
-                (None, Some(account)) => {
-                    parse_endpoint(what, &format!("{protocol}://{account}.{service}.{suffix}"))
-                }
-                (None, None) => Err(conn_err(format!(
-                    "has neither {what} nor AccountName to build it from"
-                ))),
-            }
-        };
-        let table_endpoint = endpoint("TableEndpoint", p.table_endpoint, "table")?;
-        let blob_endpoint = endpoint("BlobEndpoint", p.blob_endpoint, "blob")?;
+        let (table_endpoint, blob_endpoint) = endpoints(
+            "connection string",
+            [p.table_endpoint, p.blob_endpoint],
+            p.account_name.map(|account| (protocol, account, suffix)),
+        )?;
 
         let account = match p.account_name {
             Some(a) => a.to_owned(),
@@ -572,11 +509,9 @@ impl ConnectionSettings {
                 if p.account_name.is_none() {
                     return Err(conn_err("AccountKey needs AccountName"));
                 }
-                Credentials::AccessKey {
-                    account: account.clone(),
-                    key: AccountKey::new(key)
-                        .map_err(|_| conn_err("AccountKey is not valid base64"))?,
-                }
+                Credentials::AccessKey(
+                    AccountKey::new(key).map_err(|_| conn_err("AccountKey is not valid base64"))?,
+                )
             }
             (None, Some(sas)) => Credentials::Sas(SasToken::new(sas).map_err(|e| match e {
                 Error::Invalid { why, .. } => conn_err(format!("SharedAccessSignature {why}")),
@@ -606,14 +541,51 @@ impl ConnectionSettings {
     pub fn emulator() -> Result<Self> {
         Ok(ConnectionSettings {
             account: EMULATOR_ACCOUNT.to_owned(),
-            credentials: Credentials::AccessKey {
-                account: EMULATOR_ACCOUNT.to_owned(),
-                key: AccountKey::emulator(),
-            },
+            credentials: Credentials::AccessKey(AccountKey::emulator()),
             table_endpoint: parse_endpoint("TableEndpoint", EMULATOR_TABLE_ENDPOINT)?,
             blob_endpoint: parse_endpoint("BlobEndpoint", EMULATOR_BLOB_ENDPOINT)?,
         })
     }
+}
+
+/// The Table and Blob endpoints: both given, or both derived as
+/// `{protocol}://{account}.{service}.{suffix}`. Only one given is refused,
+/// naming the missing one (`subject` is the input's name): leasehold uses
+/// both services, and a derived public host beside a custom endpoint
+/// (Azurite, a private endpoint, a proxy) would only fail on the first
+/// lease, with a DNS error for a host nobody named.
+pub(crate) fn endpoints(
+    subject: &str,
+    [table, blob]: [Option<&str>; 2],
+    derive_from: Option<(&str, &str, &str)>,
+) -> Result<(Url, Url)> {
+    let one_sided = |given: &str, missing: &str| {
+        Error::invalid(
+            subject,
+            format!(
+                "has {given} but no {missing}; leasehold uses both the Table and the Blob \
+                 service, so give {missing} too (or neither, to derive both from the account)"
+            ),
+        )
+    };
+    match (table, blob) {
+        (Some(_), None) => return Err(one_sided("TableEndpoint", "BlobEndpoint")),
+        (None, Some(_)) => return Err(one_sided("BlobEndpoint", "TableEndpoint")),
+        _ => {}
+    }
+    let endpoint = |what: &str, explicit: Option<&str>, service: &str| match (explicit, derive_from) {
+        (Some(url), _) => parse_endpoint(what, url),
+        (None, Some((protocol, account, suffix))) => {
+            parse_endpoint(what, &format!("{protocol}://{account}.{service}.{suffix}"))
+        }
+        (None, None) => Err(conn_err(format!(
+            "has neither {what} nor AccountName to build it from"
+        ))),
+    };
+    Ok((
+        endpoint("TableEndpoint", table, "table")?,
+        endpoint("BlobEndpoint", blob, "blob")?,
+    ))
 }
 
 /// Storage account names: 3 to 24 lowercase letters and digits (the
@@ -649,7 +621,7 @@ mod tests {
         assert_eq!(s.account, EMULATOR_ACCOUNT);
         assert_eq!(s.table_endpoint.as_str(), EMULATOR_TABLE_ENDPOINT);
         assert_eq!(s.blob_endpoint.as_str(), EMULATOR_BLOB_ENDPOINT);
-        assert!(matches!(s.credentials, Credentials::AccessKey { .. }));
+        assert!(matches!(s.credentials, Credentials::AccessKey(_)));
         let s = ConnectionSettings::parse("usedevelopmentstorage=TRUE;").unwrap();
         assert_eq!(s, ConnectionSettings::emulator().unwrap());
         let e = ConnectionSettings::parse("UseDevelopmentStorage=false").unwrap_err();
@@ -870,7 +842,7 @@ mod tests {
             "DefaultEndpointsProtocol=https;AccountName=myacct;AccountKey={KEY};EndpointSuffix=core.windows.net"
         );
         let s = ConnectionSettings::parse(&conn).unwrap();
-        let Credentials::AccessKey { key, .. } = &s.credentials else {
+        let Credentials::AccessKey(key) = &s.credentials else {
             panic!("expected an access key");
         };
         for text in [

@@ -11,41 +11,21 @@
 //! ```
 //!
 //! What this module does that the SDK does not, or does otherwise:
-//!
-//! * entities travel as JSON with `@odata.type` annotations written and read
-//!   by `crate::backend::wire` (so an `i64` above 2^53 keeps its precision);
-//! * single quotes in keys are doubled in entity URLs, as OData literals
-//!   require;
-//! * single-entity write bodies have non-ASCII characters escaped as
-//!   `\uXXXX`: Azurite decodes such a body chunk by chunk, so a character
-//!   split between two chunks was mangled (batch bodies, read whole, stay
-//!   UTF-8);
-//! * merges are sent as `PATCH`, the Tables REST API's other merge verb (the
-//!   pipeline has no `MERGE` method; batch bodies keep `MERGE` lines);
-//! * entity-group transactions are built and their replies parsed here,
-//!   failing operation's index and error code included;
-//! * transaction updates always carry a condition unless an upsert is meant;
-//! * batches, queries and entities are checked against the service limits
-//!   before anything is sent;
-//! * errors are classified by `x-ms-error-code` (or the code in the body),
-//!   then status;
-//! * Shared Key signing, SAS tokens and bearer tokens are leasehold's own
-//!   pipeline policies (`azure_storage_blob` 1.x signs no Shared Key, and
-//!   its bearer policy would ask for a fixed scope);
-//! * blob bodies are read with one un-ranged `GET` on the pipeline (the
-//!   client's download asks for ranges, which fails on an empty blob and
-//!   can stitch together two versions of a changing blob), and blob URLs
-//!   are written here (a `/` in a name stays a path separator);
-//! * the SDK's retry policy is off; leasehold retries itself, see
-//!   [`TransportRetry`];
-//! * the last pipeline policy is leasehold's own transport: the stock
-//!   logging policy behind it would log request URLs and headers (and
-//!   stops redacting them when any crate turns on `azure_core`'s `debug`
-//!   feature), and the stock transport cannot tell a refused connection
-//!   from a lost reply. It has no test hooks; policies of your own (such as
-//!   the fault injector of `leasehold::testing`, feature `conformance`) go
-//!   in front of it through
-//!   [`AzureBackendBuilder::policy`].
+//! entities travel as JSON with `@odata.type` annotations
+//! (`crate::backend::wire`, so an `i64` above 2^53 keeps its precision);
+//! quotes in keys are doubled in entity URLs; single-entity write bodies
+//! escape non-ASCII as `\uXXXX` (Azurite decodes a body chunk by chunk and
+//! mangled a character split between two); merges are sent as `PATCH` (the
+//! pipeline has no `MERGE`); batches are built and parsed here; limits are
+//! checked before anything is sent; errors are classified by
+//! `x-ms-error-code`, then status; Shared Key, SAS and bearer signing are
+//! leasehold's own policies; blob bodies are read with one un-ranged `GET`
+//! (ranged reads fail on an empty blob and can mix two versions); leasehold
+//! retries itself ([`TransportRetry`]); and the last policy is leasehold's
+//! own transport, since the stock logging policy would log URLs and headers
+//! and the stock transport cannot tell a refused connection from a lost
+//! reply. Policies of your own go in front of it
+//! ([`AzureBackendBuilder::policy`]).
 
 mod auth;
 mod batch;
@@ -117,15 +97,11 @@ impl fmt::Debug for AzureBackend {
 
 impl AzureBackend {
     /// Connects with an Azure Storage connection string (see
-    /// [`ConnectionSettings::parse`] for what it may hold).
-    /// `UseDevelopmentStorage=true` means Azurite on its default ports.
-    ///
-    /// Nothing is sent: a wrong key or an unreachable endpoint shows on the
-    /// first operation.
+    /// [`ConnectionSettings::parse`]). Nothing is sent: a wrong key or an
+    /// unreachable endpoint shows on the first operation.
     ///
     /// # Errors
-    /// [`Error::Invalid`] naming the malformed part of the string (never
-    /// quoting a key or signature).
+    /// As [`ConnectionSettings::parse`].
     pub fn from_connection_string(connection_string: &str) -> Result<Self> {
         Self::builder()
             .connection_string(connection_string)?
@@ -148,8 +124,7 @@ impl AzureBackend {
         &self.inner.retry
     }
 
-    /// Runs one operation under the retry policy: `attempt` again after each
-    /// transient failure (see [`TransportRetry::run`]).
+    /// [`TransportRetry::run`] with this backend's policy.
     async fn retrying<T, F, Fut>(
         &self,
         operation: &'static str,
@@ -172,12 +147,8 @@ impl AzureBackend {
     }
 
     /// Runs one request attempt with the per-attempt timeout, classifying
-    /// its failure.
-    ///
-    /// A combinator rather than an `async fn`: the future of an `async fn`
-    /// keeps its argument and the timeout wrapping it side by side, and
-    /// this future sits inside every request's (a Table request's is some
-    /// 600 bytes).
+    /// its failure. Not an `async fn`, whose future would hold `fut` twice
+    /// (it sits inside every request's future).
     fn attempt<'a, T, F>(
         &'a self,
         fut: F,
@@ -196,10 +167,8 @@ impl AzureBackend {
         })
     }
 
-    /// Sends a request leasehold wrote itself (every Table request, the
-    /// un-ranged blob `GET`) once, through `service`'s pipeline (signing,
-    /// the caller's policies, leasehold's transport). A reply with an error
-    /// status is a [`Failure`] classified by its status and error code.
+    /// Sends a request leasehold wrote itself once, through `service`'s
+    /// pipeline; an error status is a classified [`Failure`].
     async fn send_raw(
         &self,
         service: Service,
@@ -209,9 +178,8 @@ impl AzureBackend {
             Service::Table => &self.inner.pipelines.table,
             Service::Blob => &self.inner.pipelines.blob,
         };
-        // Set here, so that the pipeline's own policy finds it rather than
-        // drawing a random id from the system (and, not finding the header,
-        // building an error with a backtrace) for every request.
+        // Set here, or the pipeline's policy draws a random id from the
+        // system (and builds an error with a backtrace) for every request.
         request.insert_header(CLIENT_REQUEST_ID, fresh_uuid());
         let context = Context::new();
         let reply = self
@@ -238,7 +206,6 @@ impl AzureBackend {
         }
     }
 
-    /// The base URL of a service (no trailing `/`).
     fn base_url(&self, service: Service) -> &Url {
         match service {
             Service::Table => &self.inner.table_base,
@@ -250,8 +217,8 @@ impl AzureBackend {
 /// The header that names a request in the service's logs.
 const CLIENT_REQUEST_ID: &str = "x-ms-client-request-id";
 
-/// A fresh version-4 UUID derived from one random draw per process and a
-/// counter (no system call per request): request ids, batch boundaries.
+/// A fresh version-4 UUID without a system call: request ids, batch
+/// boundaries.
 fn fresh_uuid() -> String {
     let (hi, lo) = (crate::retry::random_seed(), crate::retry::random_seed());
     let mut bytes = [0u8; 16];
@@ -280,7 +247,7 @@ fn fresh_uuid() -> String {
 pub struct AzureBackendBuilder {
     base: Option<ConnectionSettings>,
     account: Option<String>,
-    credentials: Option<CredentialInput>,
+    credentials: Option<Credentials>,
     table_endpoint: Option<String>,
     blob_endpoint: Option<String>,
     retry: TransportRetry,
@@ -289,28 +256,12 @@ pub struct AzureBackendBuilder {
     root_certificates: Vec<RootCertificate>,
 }
 
-enum CredentialInput {
-    Key(AccountKey),
-    Sas(SasToken),
-    Token(Arc<dyn TokenCredential>),
-}
-
 impl fmt::Debug for AzureBackendBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AzureBackendBuilder")
             .field("base", &self.base)
             .field("account", &self.account)
-            .field(
-                "credentials",
-                &match &self.credentials {
-                    None => "none".to_owned(),
-                    Some(CredentialInput::Key(k)) => format!("{k:?}"),
-                    Some(CredentialInput::Sas(s)) => format!("{s:?}"),
-                    Some(CredentialInput::Token(c)) => {
-                        format!("Token({})", credential::credential_kind(c.as_ref()))
-                    }
-                },
-            )
+            .field("credentials", &self.credentials)
             .field("audience", &self.audience)
             .field("root_certificates", &self.root_certificates.len())
             .field("table_endpoint", &self.table_endpoint)
@@ -346,42 +297,31 @@ impl AzureBackendBuilder {
         self
     }
 
-    /// Authorise with Shared Key, using this base64 account key (never
-    /// shown by `Debug`, nor quoted by errors).
+    /// Authorise with Shared Key, using this base64 account key.
     ///
     /// # Errors
-    /// [`Error::Invalid`] naming the account key when it is empty or not
-    /// base64.
+    /// [`Error::Invalid`] when the key is empty or not base64.
     pub fn access_key(mut self, key: impl Into<String>) -> Result<Self> {
-        self.credentials = Some(CredentialInput::Key(AccountKey::new(key)?));
+        self.credentials = Some(Credentials::AccessKey(AccountKey::new(key)?));
         Ok(self)
     }
 
-    /// Authorise with this shared access signature (an account SAS covering
-    /// tables and blobs: the query string of a SAS URL, with or without its
-    /// leading `?`; its `sig` is never shown by `Debug`, nor quoted by
-    /// errors).
+    /// Authorise with this account SAS covering tables and blobs (the query
+    /// string of a SAS URL, with or without its `?`).
     ///
     /// # Errors
-    /// [`Error::Invalid`] naming the shared access signature when it is
-    /// empty or has no `sig` parameter.
+    /// [`Error::Invalid`] when it is empty or has no `sig` parameter.
     pub fn sas_token(mut self, token: impl AsRef<str>) -> Result<Self> {
-        self.credentials = Some(CredentialInput::Sas(SasToken::new(token)?));
+        self.credentials = Some(Credentials::Sas(SasToken::new(token)?));
         Ok(self)
     }
 
-    /// Authorise with Microsoft Entra ID bearer tokens from `credential`:
-    /// any `azure_core` 1.x [`TokenCredential`], such as those of
-    /// `azure_identity` 1.x (`ManagedIdentityCredential`,
-    /// `WorkloadIdentityCredential`, `DeveloperToolsCredential`, ...), or
-    /// `default_credential` with the feature `identity`. The principal needs the *Storage Table
-    /// Data Contributor* and *Storage Blob Data Contributor* roles.
-    ///
-    /// Tokens are cached and refreshed in the background ahead of their
-    /// expiry, so requests (lease renewals included) do not wait for one;
-    /// a credential that cannot give a token makes requests fail with
-    /// [`Error::Auth`] naming its kind. Bearer tokens travel only over
-    /// `https` endpoints ([`build`](Self::build) refuses `http` ones).
+    /// Authorise with Microsoft Entra ID bearer tokens from any `azure_core`
+    /// 1.x [`TokenCredential`] (those of `azure_identity` 1.x included).
+    /// The principal needs the *Storage Table Data Contributor* and
+    /// *Storage Blob Data Contributor* roles. Tokens are refreshed in the
+    /// background ahead of their expiry; a credential that gives none makes
+    /// requests fail with [`Error::Auth`]. Endpoints must be `https`.
     ///
     /// ```no_run
     /// # fn demo(credential: std::sync::Arc<dyn azure_core::credentials::TokenCredential>) -> leasehold::Result<()> {
@@ -393,66 +333,56 @@ impl AzureBackendBuilder {
     /// # let _ = backend; Ok(()) }
     /// ```
     pub fn token_credential(mut self, credential: Arc<dyn TokenCredential>) -> Self {
-        self.credentials = Some(CredentialInput::Token(credential));
+        self.credentials = Some(Credentials::Token {
+            credential,
+            audience: String::new(),
+        });
         self
     }
 
     /// Authorise with Microsoft Entra ID through a chain of `azure_identity`
-    /// 1.x credentials, tried in this order until one gives a token (the
-    /// first that does is kept): a client secret from the environment
-    /// (`AZURE_TENANT_ID`, `AZURE_CLIENT_ID`, `AZURE_CLIENT_SECRET`),
-    /// workload identity (`AZURE_FEDERATED_TOKEN_FILE`), managed identity
-    /// (App Service, virtual machines), then the developer tools (`az
-    /// login`, `azd auth login`). With `AZURE_CREDENTIAL_KIND` set
-    /// (`environment`, `workloadidentity`, `managedidentity`,
-    /// `appservice`, `virtualmachine`, `azurecli`, `developertools`), only
-    /// that kind. See [`AzureBackendBuilder::token_credential`].
+    /// 1.x credentials, tried until one gives a token: the environment's
+    /// client secret, workload identity, managed identity, then the
+    /// developer tools (`az login`, `azd auth login`). `AZURE_CREDENTIAL_KIND`
+    /// (`environment`, `workloadidentity`, `managedidentity`, `appservice`,
+    /// `virtualmachine`, `azurecli`, `developertools`) picks one kind.
     ///
     /// # Errors
-    /// [`Error::Auth`] when no credential of the chain can be set up here
-    /// (nothing is asked of any yet: a chain that cannot give a token shows
-    /// on the first request).
+    /// [`Error::Auth`] when no credential of the chain can be set up (none
+    /// is asked for a token before the first request).
     #[cfg(feature = "identity")]
     pub fn default_credential(self) -> Result<Self> {
         let credential = identity::DefaultCredential::from_env(&self.root_certificates)?;
         Ok(self.token_credential(credential))
     }
 
-    /// The audience (resource) Entra ID tokens are asked for: by default
-    /// `https://storage.azure.com`, which every cloud accepts for storage;
-    /// a sovereign cloud's own (such as `https://storage.azure.us`), or an
-    /// account's (`https://myaccount.blob.core.windows.net`) when required.
-    /// The scope asked for is the audience and `/.default`.
+    /// The audience Entra ID tokens are asked for (default
+    /// `https://storage.azure.com`), such as a sovereign cloud's.
     pub fn token_audience(mut self, audience: impl Into<String>) -> Self {
         self.audience = Some(audience.into());
         self
     }
 
-    /// Trusts `pem` (one or more PEM certificates) as a root certificate
-    /// authority for `https` endpoints, beside the system's: for private
-    /// CAs, proxies, or an emulator with a certificate of its own.
+    /// Trusts the PEM certificates in `pem` as root authorities for `https`
+    /// endpoints, beside the system's.
     ///
     /// # Errors
-    /// [`Error::Invalid`] naming the root certificate when `pem` holds no
-    /// certificate that parses.
+    /// [`Error::Invalid`] when `pem` holds no certificate that parses.
     pub fn root_certificate_pem(mut self, pem: &[u8]) -> Result<Self> {
         self.root_certificates
             .extend(RootCertificate::parse_pem(pem)?);
         Ok(self)
     }
 
-    /// The Table service endpoint, such as
-    /// `http://127.0.0.1:10002/devstoreaccount1`. Defaults to
-    /// `https://{account}.table.core.windows.net`. Without a connection
-    /// string, give both endpoints or neither.
+    /// The Table service endpoint (default
+    /// `https://{account}.table.core.windows.net`). Give both endpoints or
+    /// neither.
     pub fn table_endpoint(mut self, url: impl Into<String>) -> Self {
         self.table_endpoint = Some(url.into());
         self
     }
 
-    /// The Blob service endpoint. Defaults to
-    /// `https://{account}.blob.core.windows.net`. Without a connection
-    /// string, give both endpoints or neither.
+    /// The Blob service endpoint (as [`Self::table_endpoint`]).
     pub fn blob_endpoint(mut self, url: impl Into<String>) -> Self {
         self.blob_endpoint = Some(url.into());
         self
@@ -464,25 +394,15 @@ impl AzureBackendBuilder {
         self
     }
 
-    /// Adds a pipeline policy that sees every HTTP request of both services
-    /// just before it is sent: after signing, in front of leasehold's
-    /// transport, on every attempt. Policies run in the order added; each
-    /// passes the request on to the next (`next[0]`), or answers itself.
+    /// Adds an `azure_core` 1.x [`Policy`] that sees every request of both
+    /// services after signing, on every attempt, in the order added (such
+    /// as `FaultInjector::transport_policy` of the test kit).
     ///
-    /// What a policy answers is read as the network's answer: an `Ok`
-    /// response as the service's reply (an error status included); an
-    /// `azure_core::Error` of kind `Connection` (or of kind `Io` whose
-    /// inner error is a [`std::io::Error`] of kind `ConnectionRefused`) as
-    /// a request that was not sent (retried); any other `Io` error as a
-    /// reply that was lost after the request may have been applied
-    /// (retried, writes verified first, see [`TransportRetry`]); any other
-    /// error is reported at once.
-    ///
-    /// For tests, `FaultInjector::transport_policy` (the test kit, feature
-    /// `conformance`)
-    /// is such a policy: it counts requests, refuses them, loses their
-    /// replies or answers with a status. Policies implement the `azure_core`
-    /// 1.x [`Policy`] trait. Merges are sent as `PATCH`.
+    /// Its answer is read as the network's: an `Ok` response as the
+    /// service's reply; an error of kind `Connection` (or `Io` wrapping a
+    /// refused connection) as a request not sent; any other `Io` error as
+    /// a lost reply (see [`TransportRetry`]); any other error is reported
+    /// at once. Merges are sent as `PATCH`.
     pub fn policy(mut self, policy: Arc<dyn Policy>) -> Self {
         self.policies.push(policy);
         self
@@ -500,69 +420,32 @@ impl AzureBackendBuilder {
             .or_else(|| base.as_ref().map(|b| b.account.clone()))
             .ok_or_else(|| Error::invalid("Azure backend", "has no account name"))?;
         connection::account_name_check(&account)?;
-        let credentials = match self.credentials {
-            Some(CredentialInput::Key(key)) => Credentials::AccessKey {
-                account: account.clone(),
-                key,
-            },
-            Some(CredentialInput::Sas(token)) => Credentials::Sas(token),
-            Some(CredentialInput::Token(credential)) => Credentials::Token {
-                credential,
-                audience: self
-                    .audience
-                    .clone()
-                    .unwrap_or_else(|| credential::DEFAULT_AUDIENCE.to_owned()),
-            },
-            None => match base.as_ref().map(|b| b.credentials.clone()) {
-                Some(Credentials::AccessKey { key, .. }) => Credentials::AccessKey {
-                    account: account.clone(),
-                    key,
-                },
-                Some(sas) => sas,
-                None => {
-                    return Err(Error::invalid(
-                        "Azure backend",
-                        "has no credentials (an account key or a SAS)",
-                    ));
-                }
-            },
+        let mut credentials = match self.credentials {
+            Some(credentials) => credentials,
+            None => base.as_ref().map(|b| b.credentials.clone()).ok_or_else(|| {
+                Error::invalid(
+                    "Azure backend",
+                    "has no credentials (an account key or a SAS)",
+                )
+            })?,
         };
-        // One custom endpoint with the other derived from the account would
-        // send half the requests to a public host nobody named.
-        if base.is_none() {
-            match (&self.table_endpoint, &self.blob_endpoint) {
-                (Some(_), None) => return Err(one_endpoint("TableEndpoint", "BlobEndpoint")),
-                (None, Some(_)) => return Err(one_endpoint("BlobEndpoint", "TableEndpoint")),
-                _ => {}
-            }
-        }
-        let endpoint = |what: &str,
-                        explicit: Option<String>,
-                        from_base: Option<Url>,
-                        service: &str|
-         -> Result<Url> {
-            match (explicit, from_base) {
-                (Some(url), _) => parse_endpoint(what, &url),
-                (None, Some(e)) => Ok(e),
-                (None, None) => parse_endpoint(
-                    what,
-                    &format!("https://{account}.{service}.core.windows.net"),
-                ),
-            }
+        let given = [self.table_endpoint.as_deref(), self.blob_endpoint.as_deref()];
+        let (table_endpoint, blob_endpoint) = match base {
+            None => connection::endpoints(
+                "Azure backend",
+                given,
+                Some(("https", &account, "core.windows.net")),
+            )?,
+            // A connection string has both: either may be overridden.
+            Some(b) => (
+                given[0].map_or(Ok(b.table_endpoint), |u| parse_endpoint("TableEndpoint", u))?,
+                given[1].map_or(Ok(b.blob_endpoint), |u| parse_endpoint("BlobEndpoint", u))?,
+            ),
         };
-        let table_endpoint = endpoint(
-            "TableEndpoint",
-            self.table_endpoint,
-            base.as_ref().map(|b| b.table_endpoint.clone()),
-            "table",
-        )?;
-        let blob_endpoint = endpoint(
-            "BlobEndpoint",
-            self.blob_endpoint,
-            base.as_ref().map(|b| b.blob_endpoint.clone()),
-            "blob",
-        )?;
-        if let Credentials::Token { audience, .. } = &credentials {
+        if let Credentials::Token { audience, .. } = &mut credentials {
+            *audience = (self.audience.as_deref())
+                .unwrap_or(credential::DEFAULT_AUDIENCE)
+                .to_owned();
             parse_endpoint("token audience", audience)
                 .map_err(|_| Error::invalid("token audience", "is not an absolute http(s) URL"))?;
             for (what, url) in [
@@ -598,10 +481,7 @@ impl AzureBackendBuilder {
 pub mod __bench {
     use super::AzureBackend;
 
-    /// The Table pipeline of `backend` (signing, leasehold's transport with
-    /// its connection pool, nothing of leasehold above them) and its Table
-    /// endpoint: requests written by hand go through exactly what
-    /// leasehold's own go through, on the same connections.
+    /// The Table pipeline of `backend` and its Table endpoint.
     pub fn table_pipeline(
         backend: &AzureBackend,
     ) -> (azure_core::http::Pipeline, azure_core::http::Url) {
@@ -610,16 +490,6 @@ pub mod __bench {
             backend.inner.table_base.clone(),
         )
     }
-}
-
-fn one_endpoint(given: &str, missing: &str) -> Error {
-    Error::invalid(
-        "Azure backend",
-        format!(
-            "has a {given} but no {missing}; give {missing} too, or neither to use the \
-             account's public endpoints"
-        ),
-    )
 }
 
 impl AzureBackend {
@@ -652,8 +522,7 @@ impl AzureBackend {
     }
 }
 
-/// `db.system.name` of the Azure backend's spans and metrics: the Table
-/// and Blob services of a storage account (no registered name exists).
+/// `db.system.name` of the Azure backend's spans and metrics.
 pub(crate) const SYSTEM: &str = "azure.storage";
 
 #[cfg(test)]

@@ -96,8 +96,8 @@ pub(crate) fn build(
     transport: Arc<dyn Policy>,
 ) -> Pipelines {
     let (table_auth, blob_auth): (Arc<dyn Policy>, Arc<dyn Policy>) = match &settings.credentials {
-        Credentials::AccessKey { account, key } => {
-            let key = Secret::new(key.expose().to_owned());
+        Credentials::AccessKey(key) => {
+            let (account, key) = (&settings.account, Secret::new(key.expose().to_owned()));
             (
                 Stamped::policy(SharedKeyPolicy::new(account, key.clone(), Service::Table)),
                 Stamped::policy(SharedKeyPolicy::new(account, key, Service::Blob)),
