@@ -1,12 +1,7 @@
-//! Connection settings: Azure Storage connection strings, credentials and
-//! endpoints.
-//!
-//! No crate of the Azure SDK line leasehold uses parses a connection string,
-//! so leasehold does.
-//! Secrets (the account key, the SAS signature) live only in `AccountKey`
-//! and `SasToken`, whose `Debug` never shows them, and no error
-//! built here quotes a value: errors name the *part* of the string that is
-//! wrong.
+//! Connection strings (no crate of the SDK line parses them), credentials
+//! and endpoints. Secrets live only in `AccountKey` and `SasToken`, whose
+//! `Debug` never shows them; errors name the *part* that is wrong, never
+//! quoting a value.
 
 use std::fmt;
 
@@ -16,32 +11,24 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 
 use crate::error::{Error, Result};
 
-/// The account name of the storage emulator (Azurite).
 pub(crate) const EMULATOR_ACCOUNT: &str = "devstoreaccount1";
 
-/// The well-known, publicly documented account key of the storage emulator.
+/// The storage emulator's publicly documented account key.
 const EMULATOR_ACCOUNT_KEY: &str =
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
-/// Azurite's default blob endpoint (`UseDevelopmentStorage=true`).
 pub(crate) const EMULATOR_BLOB_ENDPOINT: &str = "http://127.0.0.1:10000/devstoreaccount1";
-/// Azurite's default table endpoint (`UseDevelopmentStorage=true`).
 pub(crate) const EMULATOR_TABLE_ENDPOINT: &str = "http://127.0.0.1:10002/devstoreaccount1";
 
 const DEFAULT_ENDPOINT_SUFFIX: &str = "core.windows.net";
 
 const REDACTED: &str = "<redacted>";
 
-/// A storage account key. Its text never appears in `Debug`.
+/// A storage account key, never shown by `Debug`.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct AccountKey(String);
 
 impl AccountKey {
-    /// Wraps a base64 account key.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] when the key is empty or not base64 (the key itself
-    /// is not quoted).
     pub(crate) fn new(key: impl Into<String>) -> Result<Self> {
         let key = key.into();
         if key.is_empty() {
@@ -53,12 +40,10 @@ impl AccountKey {
         Ok(AccountKey(key))
     }
 
-    /// The well-known key of the storage emulator.
     pub(crate) fn emulator() -> Self {
         AccountKey(EMULATOR_ACCOUNT_KEY.to_owned())
     }
 
-    /// The key, for signing requests.
     pub(crate) fn expose(&self) -> &str {
         &self.0
     }
@@ -70,19 +55,14 @@ impl fmt::Debug for AccountKey {
     }
 }
 
-/// A shared access signature (the query string of a SAS URL). Its `sig`
-/// parameter never appears in `Debug`.
+/// A shared access signature (a SAS URL's query), its `sig` never shown by
+/// `Debug`.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct SasToken {
     pairs: Vec<(String, String)>,
 }
 
 impl SasToken {
-    /// Parses a SAS query string, with or without its leading `?`.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] when it is empty or has no `sig` parameter (nothing
-    /// of the token is quoted).
     pub(crate) fn new(token: impl AsRef<str>) -> Result<Self> {
         let token = token.as_ref();
         let token = token.strip_prefix('?').unwrap_or(token);
@@ -111,12 +91,10 @@ impl SasToken {
         Ok(SasToken { pairs })
     }
 
-    /// The decoded parameters, for the policy that appends them.
     pub(crate) fn pairs(&self) -> &[(String, String)] {
         &self.pairs
     }
 
-    /// The signature, so that it can be scrubbed from foreign error text.
     pub(crate) fn signature(&self) -> Option<&str> {
         self.pairs
             .iter()
@@ -213,8 +191,7 @@ impl Credentials {
         }
     }
 
-    /// Every secret string these credentials hold, to scrub from text that
-    /// leasehold did not write itself (errors of other crates).
+    /// The secrets to scrub from other crates' error text.
     pub(crate) fn secrets(&self) -> Vec<String> {
         match self {
             Credentials::AccessKey(key) => vec![key.expose().to_owned()],
@@ -243,15 +220,9 @@ fn form_encode(pairs: &[(String, String)]) -> String {
     }
 }
 
-/// Parses the base URL of one storage service, such as
-/// `https://myaccount.table.core.windows.net` or
-/// `http://127.0.0.1:10002/devstoreaccount1` (path-style, as Azurite uses):
-/// `http` or `https`, no query, no fragment, no credentials. A trailing `/`
-/// is dropped.
-///
-/// # Errors
-/// [`Error::Invalid`] naming `what` (such as `TableEndpoint`) and the rule
-/// broken; the URL is not quoted, in case a signature was pasted into it.
+/// Parses a service's base URL (host- or path-style): `http(s)`, no query,
+/// fragment or credentials; a trailing `/` is dropped. Errors name `what`,
+/// not the URL (a signature may have been pasted into it).
 pub(crate) fn parse_endpoint(what: &str, url: &str) -> Result<Url> {
     let bad = |why: &str| Error::invalid(format!("connection string part {what}"), why);
     let mut parsed = Url::parse(url.trim()).map_err(|_| bad("is not an absolute URL"))?;
@@ -274,8 +245,7 @@ pub(crate) fn parse_endpoint(what: &str, url: &str) -> Result<Url> {
     Ok(parsed)
 }
 
-/// An endpoint as request URLs are built on it: no
-/// trailing `/`, so that paths are appended with one separator.
+/// An endpoint without its trailing `/`.
 pub(crate) fn base_uri(endpoint: &Url) -> String {
     endpoint.as_str().trim_end_matches('/').to_owned()
 }
@@ -297,21 +267,17 @@ fn account_hint(endpoint: &Url) -> Option<String> {
         .flatten()
 }
 
-/// Everything a connection string says: account, credentials, and the Table
-/// and Blob endpoints.
+/// Everything a connection string says: account, credentials and endpoints.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ConnectionSettings {
     /// The storage account name.
     pub account: String,
-    /// How requests are authorised (shown redacted by `Debug`).
     pub(crate) credentials: Credentials,
     /// The Table service endpoint, such as
-    /// `https://myaccount.table.core.windows.net/` or
-    /// `http://127.0.0.1:10002/devstoreaccount1` (path-style, as Azurite
-    /// uses): `http` or `https`, without a query, fragment or credentials,
-    /// without a trailing `/` after a path.
+    /// `http://127.0.0.1:10002/devstoreaccount1` (no trailing `/` after a
+    /// path).
     pub table_endpoint: Url,
-    /// The Blob service endpoint (as the Table service endpoint).
+    /// The Blob service endpoint.
     pub blob_endpoint: Url,
 }
 
@@ -326,20 +292,19 @@ impl fmt::Debug for ConnectionSettings {
     }
 }
 
-/// The parts of a connection string leasehold knows. Parts for services it
-/// does not use (queues, files, secondaries) are accepted and ignored.
-#[derive(Default)]
-struct Parts<'a> {
-    use_development_storage: Option<&'a str>,
-    development_storage_proxy_uri: Option<&'a str>,
-    default_endpoints_protocol: Option<&'a str>,
-    account_name: Option<&'a str>,
-    account_key: Option<&'a str>,
-    shared_access_signature: Option<&'a str>,
-    table_endpoint: Option<&'a str>,
-    blob_endpoint: Option<&'a str>,
-    endpoint_suffix: Option<&'a str>,
-}
+/// The parts of a connection string leasehold uses, in the order
+/// `from_parts` takes them.
+const PARTS: [&str; 9] = [
+    "UseDevelopmentStorage",
+    "DevelopmentStorageProxyUri",
+    "DefaultEndpointsProtocol",
+    "AccountName",
+    "AccountKey",
+    "SharedAccessSignature",
+    "TableEndpoint",
+    "BlobEndpoint",
+    "EndpointSuffix",
+];
 
 const IGNORED_PARTS: [&str; 6] = [
     "QueueEndpoint",
@@ -354,21 +319,19 @@ fn conn_err(why: impl Into<String>) -> Error {
     Error::invalid("connection string", why)
 }
 
-/// A part name safe to repeat in an error: a short identifier. Anything else
-/// might be a mangled secret.
+/// A part name safe to repeat in an error (anything but a short identifier
+/// might be a mangled secret).
 fn printable_part_name(name: &str) -> Option<&str> {
     (name.len() <= 40 && !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric()))
         .then_some(name)
 }
 
 impl ConnectionSettings {
-    /// Parses an Azure Storage connection string.
-    ///
-    /// Understands `UseDevelopmentStorage=true` (Azurite on its default
-    /// ports), `DefaultEndpointsProtocol`, `AccountName`, `AccountKey`,
-    /// `SharedAccessSignature`, `TableEndpoint`, `BlobEndpoint` and
-    /// `EndpointSuffix`. Part names are case-insensitive. Queue, file and
-    /// secondary endpoints are ignored.
+    /// Parses an Azure Storage connection string: `UseDevelopmentStorage=true`
+    /// (Azurite on its default ports), `DefaultEndpointsProtocol`,
+    /// `AccountName`, `AccountKey`, `SharedAccessSignature`, `TableEndpoint`,
+    /// `BlobEndpoint`, `EndpointSuffix` (names case-insensitive; queue, file
+    /// and secondary endpoints are ignored).
     ///
     /// A string names **both endpoints or neither** (then both are
     /// `{protocol}://{account}.{table|blob}.{suffix}`, by default `https`
@@ -390,7 +353,7 @@ impl ConnectionSettings {
     /// [`Error::Invalid`] naming the part that is missing, repeated, unknown
     /// or malformed; no value is quoted.
     pub fn parse(connection_string: &str) -> Result<Self> {
-        let mut parts = Parts::default();
+        let mut parts = [None; PARTS.len()];
         for (index, segment) in connection_string.split(';').enumerate() {
             let segment = segment.trim();
             if segment.is_empty() {
@@ -404,20 +367,10 @@ impl ConnectionSettings {
             };
             let name = name.trim();
             let value = value.trim();
-            let slot = match name.to_ascii_lowercase().as_str() {
-                "usedevelopmentstorage" => &mut parts.use_development_storage,
-                "developmentstorageproxyuri" => &mut parts.development_storage_proxy_uri,
-                "defaultendpointsprotocol" => &mut parts.default_endpoints_protocol,
-                "accountname" => &mut parts.account_name,
-                "accountkey" => &mut parts.account_key,
-                "sharedaccesssignature" => &mut parts.shared_access_signature,
-                "tableendpoint" => &mut parts.table_endpoint,
-                "blobendpoint" => &mut parts.blob_endpoint,
-                "endpointsuffix" => &mut parts.endpoint_suffix,
-                lower => {
-                    if IGNORED_PARTS.iter().any(|p| p.eq_ignore_ascii_case(lower)) {
-                        continue;
-                    }
+            let slot = match PARTS.iter().position(|p| p.eq_ignore_ascii_case(name)) {
+                Some(i) => &mut parts[i],
+                None if IGNORED_PARTS.iter().any(|p| p.eq_ignore_ascii_case(name)) => continue,
+                None => {
                     return Err(conn_err(match printable_part_name(name) {
                         Some(name) => format!("unknown part `{name}`"),
                         None => format!("segment {} has an unknown part name", index + 1),
@@ -438,27 +391,32 @@ impl ConnectionSettings {
             }
             *slot = Some(value);
         }
-        Self::from_parts(&parts)
+        Self::from_parts(parts)
     }
 
-    fn from_parts(p: &Parts<'_>) -> Result<Self> {
-        if let Some(dev) = p.use_development_storage {
+    fn from_parts(parts: [Option<&str>; PARTS.len()]) -> Result<Self> {
+        let [
+            dev,
+            proxy,
+            protocol,
+            account_name,
+            key,
+            sas,
+            table,
+            blob,
+            suffix,
+        ] = parts;
+        if proxy.is_some() {
+            return Err(conn_err("DevelopmentStorageProxyUri is not supported"));
+        }
+        if let Some(dev) = dev {
             if !dev.eq_ignore_ascii_case("true") {
                 return Err(conn_err("UseDevelopmentStorage must be `true` when given"));
             }
-            if p.development_storage_proxy_uri.is_some() {
-                return Err(conn_err("DevelopmentStorageProxyUri is not supported"));
-            }
-            let others = [
-                ("DefaultEndpointsProtocol", p.default_endpoints_protocol),
-                ("AccountName", p.account_name),
-                ("AccountKey", p.account_key),
-                ("SharedAccessSignature", p.shared_access_signature),
-                ("TableEndpoint", p.table_endpoint),
-                ("BlobEndpoint", p.blob_endpoint),
-                ("EndpointSuffix", p.endpoint_suffix),
-            ];
-            if let Some((name, _)) = others.iter().find(|(_, v)| v.is_some()) {
+            if let Some(name) = (2..PARTS.len())
+                .find(|&i| parts[i].is_some())
+                .map(|i| PARTS[i])
+            {
                 return Err(conn_err(format!(
                     "UseDevelopmentStorage=true cannot be combined with {name}; \
                      give explicit endpoints and the emulator account instead"
@@ -466,47 +424,44 @@ impl ConnectionSettings {
             }
             return Self::emulator();
         }
-        if p.development_storage_proxy_uri.is_some() {
-            return Err(conn_err("DevelopmentStorageProxyUri is not supported"));
-        }
 
-        let protocol = match p.default_endpoints_protocol {
+        let protocol = match protocol {
             None => "https",
             Some(v) if v.eq_ignore_ascii_case("https") => "https",
             Some(v) if v.eq_ignore_ascii_case("http") => "http",
             Some(_) => return Err(conn_err("DefaultEndpointsProtocol must be http or https")),
         };
-        let suffix = p.endpoint_suffix.unwrap_or(DEFAULT_ENDPOINT_SUFFIX);
+        let suffix = suffix.unwrap_or(DEFAULT_ENDPOINT_SUFFIX);
         if suffix.starts_with('.') || suffix.contains(['/', ':', '?', '#', '@']) {
             return Err(conn_err(
                 "EndpointSuffix must be a bare domain such as core.windows.net",
             ));
         }
-        if let Some(account) = p.account_name {
+        if let Some(account) = account_name {
             account_name_check(account)?;
         }
 
         let (table_endpoint, blob_endpoint) = endpoints(
             "connection string",
-            [p.table_endpoint, p.blob_endpoint],
-            p.account_name.map(|account| (protocol, account, suffix)),
+            [table, blob],
+            account_name.map(|account| (protocol, account, suffix)),
         )?;
 
-        let account = match p.account_name {
+        let account = match account_name {
             Some(a) => a.to_owned(),
             None => account_hint(&table_endpoint)
                 .or_else(|| account_hint(&blob_endpoint))
                 .ok_or_else(|| conn_err("has no AccountName"))?,
         };
 
-        let credentials = match (p.account_key, p.shared_access_signature) {
+        let credentials = match (key, sas) {
             (Some(_), Some(_)) => {
                 return Err(conn_err(
                     "has both AccountKey and SharedAccessSignature; give one",
                 ));
             }
             (Some(key), None) => {
-                if p.account_name.is_none() {
+                if account_name.is_none() {
                     return Err(conn_err("AccountKey needs AccountName"));
                 }
                 Credentials::AccessKey(
@@ -532,9 +487,8 @@ impl ConnectionSettings {
         })
     }
 
-    /// Azurite (or the legacy emulator) on its default loopback ports with
-    /// the well-known account and key: what `UseDevelopmentStorage=true`
-    /// means.
+    /// Azurite on its default ports with the well-known account and key
+    /// (`UseDevelopmentStorage=true`).
     ///
     /// # Errors
     /// None in practice: the endpoints are constants that parse.
@@ -573,7 +527,8 @@ pub(crate) fn endpoints(
         (None, Some(_)) => return Err(one_sided("BlobEndpoint", "TableEndpoint")),
         _ => {}
     }
-    let endpoint = |what: &str, explicit: Option<&str>, service: &str| match (explicit, derive_from) {
+    let endpoint = |what: &str, explicit: Option<&str>, service: &str| match (explicit, derive_from)
+    {
         (Some(url), _) => parse_endpoint(what, url),
         (None, Some((protocol, account, suffix))) => {
             parse_endpoint(what, &format!("{protocol}://{account}.{service}.{suffix}"))
@@ -588,8 +543,7 @@ pub(crate) fn endpoints(
     ))
 }
 
-/// Storage account names: 3 to 24 lowercase letters and digits (the
-/// emulator's `devstoreaccount1` fits).
+/// Storage account names: 3 to 24 lowercase letters and digits.
 pub(crate) fn account_name_check(account: &str) -> Result<()> {
     let ok = (3..=24).contains(&account.len())
         && account

@@ -422,14 +422,20 @@ impl AzureBackendBuilder {
         connection::account_name_check(&account)?;
         let mut credentials = match self.credentials {
             Some(credentials) => credentials,
-            None => base.as_ref().map(|b| b.credentials.clone()).ok_or_else(|| {
-                Error::invalid(
-                    "Azure backend",
-                    "has no credentials (an account key or a SAS)",
-                )
-            })?,
+            None => base
+                .as_ref()
+                .map(|b| b.credentials.clone())
+                .ok_or_else(|| {
+                    Error::invalid(
+                        "Azure backend",
+                        "has no credentials (an account key or a SAS)",
+                    )
+                })?,
         };
-        let given = [self.table_endpoint.as_deref(), self.blob_endpoint.as_deref()];
+        let given = [
+            self.table_endpoint.as_deref(),
+            self.blob_endpoint.as_deref(),
+        ];
         let (table_endpoint, blob_endpoint) = match base {
             None => connection::endpoints(
                 "Azure backend",
