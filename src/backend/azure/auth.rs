@@ -1,28 +1,8 @@
-//! Signing for the `azure_core` 1.x pipeline: the storage headers every
-//! request carries, Shared Key signatures for the Table and Blob services,
-//! and SAS tokens appended to the query.
-//!
-//! `azure_storage_blob` 1.x authenticates only with Entra ID tokens or SAS
-//! URLs, and there is no 1.x Table crate, so account keys (Azurite's too)
-//! are leasehold's to sign. The rules are those of the storage REST
-//! reference ("Authorize with Shared Key"):
-//!
-//! * **Table**: `VERB`, `Content-MD5`, `Content-Type`, the date (the
-//!   `x-ms-date` value) and the canonical resource `/{account}{path}`
-//!   (with `?comp=…` when the query has a `comp` parameter), one per line.
-//! * **Blob**: `VERB`, then `Content-Encoding`, `Content-Language`,
-//!   `Content-Length` (empty when 0), `Content-MD5`, `Content-Type`, `Date`,
-//!   `If-Modified-Since`, `If-Match`, `If-None-Match`,
-//!   `If-Unmodified-Since` and `Range`, one per line; then every `x-ms-`
-//!   header as `name:value` (names lowercased and sorted); then the
-//!   canonical resource `/{account}{path}`, followed by each query
-//!   parameter as `name:value` (names lowercased and sorted, values
-//!   decoded, several values of one name sorted and joined by commas).
-//!
-//! The signature is the base64 HMAC-SHA256 of that text under the decoded
-//! account key, sent as `Authorization: SharedKey {account}:{signature}`.
-//! A request whose URL already carries a signature (`sig`) is not signed
-//! again.
+//! Signing for the `azure_core` 1.x pipeline: the storage headers, Shared
+//! Key signatures (`azure_storage_blob` 1.x signs none, and there is no 1.x
+//! Table crate) and SAS tokens. The string to sign follows the storage REST
+//! reference, "Authorize with Shared Key"; a request whose URL already
+//! carries a signature (`sig`) is not signed again.
 
 use std::fmt;
 use std::sync::Arc;
@@ -34,14 +14,11 @@ use azure_core::http::headers::{HeaderName, Headers};
 use azure_core::http::policies::{Policy, PolicyResult};
 use azure_core::http::{Context, Request, Url};
 
-/// The header carrying the request's time.
 const MS_DATE: HeaderName = HeaderName::from_static("x-ms-date");
-/// The header carrying the service version.
 const MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
-/// The header carrying the signature or token.
 const AUTHORIZATION: HeaderName = HeaderName::from_static("authorization");
 
-/// The storage service a request goes to: the two sign differently.
+/// The storage service a request goes to (the two sign differently).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Service {
     Blob,
@@ -50,12 +27,10 @@ pub(crate) enum Service {
 
 /// What a Shared Key signature covers of a request.
 pub(crate) struct Signed<'a> {
-    /// The HTTP method, as sent (`PATCH` for a merge).
     pub(crate) method: &'a str,
     pub(crate) url: &'a Url,
     pub(crate) headers: &'a Headers,
-    /// The body's length in bytes (the `Content-Length` the transport
-    /// sends, which is not among the headers when signing).
+    /// The body's length (not among the headers when signing).
     pub(crate) content_length: u64,
 }
 
@@ -64,7 +39,9 @@ impl Signed<'_> {
         header_value(self.headers, &HeaderName::from_static(name)).unwrap_or_default()
     }
 
-    /// The text a Shared Key signature for `account` signs.
+    /// The text a Shared Key signature for `account` signs: for the Table
+    /// service five lines, for the Blob service twelve, then the `x-ms-`
+    /// headers and the canonical resource with its sorted query.
     pub(crate) fn string_to_sign(&self, service: Service, account: &str) -> String {
         match service {
             Service::Table => {
@@ -147,27 +124,20 @@ impl Signed<'_> {
     }
 }
 
-/// The value of header `name`, if present.
-///
-/// Not through the getters of `Headers`: they build an error for every
-/// absent header (capturing a backtrace into it when `RUST_BACKTRACE` is
-/// set) and format a message for every present one, and a signature looks
-/// up a dozen headers on every request.
+/// The value of header `name`. Not through the getters of `Headers`, which
+/// build an error (with a backtrace) for every absent header.
 pub(crate) fn header_value<'a>(headers: &'a Headers, name: &HeaderName) -> Option<&'a str> {
-    // Names are stored lowercase (`HeaderName` insists): an exact match.
     headers
         .iter()
         .find(|(n, _)| n.as_str() == name.as_str())
         .map(|(_, v)| v.as_str())
 }
 
-/// Whether `url` already carries a signature (a SAS).
 fn is_signed(url: &Url) -> bool {
     url.query_pairs().any(|(k, _)| k == "sig")
 }
 
-/// Hands `request` to the next policy; a signing policy at the end of a
-/// pipeline is a construction error, reported, not a panic.
+/// Hands `request` to the next policy (an error, not a panic, at the end).
 pub(crate) async fn forward(
     ctx: &Context<'_>,
     request: &mut Request,
@@ -182,23 +152,17 @@ pub(crate) async fn forward(
     }
 }
 
-/// What one of leasehold's signing policies does to a request before the
-/// next policy sends it: set headers, sign, extend the query.
+/// What one of leasehold's signing policies does to a request before
+/// handing it on.
 pub(crate) trait Stamp: Send + Sync + fmt::Debug {
-    /// Prepares `request`.
-    ///
-    /// # Errors
-    /// When the request cannot be prepared (a key that is not base64).
     fn stamp(&self, request: &mut Request) -> azure_core::Result<()>;
 }
 
-/// A [`Stamp`] as a pipeline policy: it prepares each request and hands it
-/// on.
+/// A [`Stamp`] as a pipeline policy.
 #[derive(Debug)]
 pub(crate) struct Stamped<S>(pub(crate) S);
 
 impl<S: Stamp + 'static> Stamped<S> {
-    /// `stamp` as a policy for a pipeline.
     pub(crate) fn policy(stamp: S) -> Arc<dyn Policy> {
         Arc::new(Stamped(stamp))
     }
@@ -217,7 +181,7 @@ impl<S: Stamp> Policy for Stamped<S> {
     }
 }
 
-/// The time in the form HTTP headers carry it (IMF-fixdate, always GMT).
+/// The time as HTTP headers carry it (IMF-fixdate).
 pub(crate) fn http_date(at: time::OffsetDateTime) -> String {
     const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
         "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
@@ -227,8 +191,7 @@ pub(crate) fn http_date(at: time::OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
-/// A request refused, unsent, because its deadline to go out had passed
-/// (see `crate::backend::deadline`).
+/// A request not sent: its deadline to go out had passed.
 #[derive(Debug)]
 pub(crate) struct SendDeadlinePassed;
 
@@ -240,15 +203,13 @@ impl fmt::Display for SendDeadlinePassed {
 
 impl std::error::Error for SendDeadlinePassed {}
 
-/// Sets `x-ms-date` (fresh on every try, before signing) and, where the
-/// request has none, `x-ms-version`.
+/// Sets `x-ms-date` (fresh on every try) and, unless set, `x-ms-version`.
 #[derive(Debug, Clone)]
 pub(crate) struct StorageHeadersPolicy {
     version: &'static str,
 }
 
 impl StorageHeadersPolicy {
-    /// Headers naming service version `version`.
     pub(crate) fn new(version: &'static str) -> Self {
         StorageHeadersPolicy { version }
     }
@@ -256,8 +217,7 @@ impl StorageHeadersPolicy {
 
 impl Stamp for StorageHeadersPolicy {
     fn stamp(&self, request: &mut Request) -> azure_core::Result<()> {
-        // A request that may only go out by a deadline is refused here,
-        // before it is dated and signed (see `crate::backend::deadline`).
+        // Refused before it is dated and signed (`crate::backend::deadline`).
         if crate::backend::deadline::check().is_err() {
             return Err(azure_core::Error::new(
                 azure_core::error::ErrorKind::Other,
@@ -272,7 +232,7 @@ impl Stamp for StorageHeadersPolicy {
     }
 }
 
-/// Signs requests with an account key (Shared Key, for `service`).
+/// Signs requests with an account key.
 #[derive(Clone)]
 pub(crate) struct SharedKeyPolicy {
     account: String,
@@ -281,7 +241,6 @@ pub(crate) struct SharedKeyPolicy {
 }
 
 impl SharedKeyPolicy {
-    /// Signs as `account` with `key` (base64, as the portal shows it).
     pub(crate) fn new(account: impl Into<String>, key: Secret, service: Service) -> Self {
         SharedKeyPolicy {
             account: account.into(),
@@ -290,10 +249,6 @@ impl SharedKeyPolicy {
         }
     }
 
-    /// The `Authorization` value for `signed`.
-    ///
-    /// # Errors
-    /// A credential error when the key is not base64.
     pub(crate) fn authorization(&self, signed: &Signed<'_>) -> azure_core::Result<String> {
         let text = signed.string_to_sign(self.service, &self.account);
         let mac = azure_core::hmac::hmac_sha256(&text, &self.key).map_err(|_| {
@@ -330,15 +285,13 @@ impl Stamp for SharedKeyPolicy {
     }
 }
 
-/// Appends a shared access signature's parameters to every request's
-/// query, unless the URL carries a signature already.
+/// Appends a SAS's parameters to every unsigned request's query.
 #[derive(Clone)]
 pub(crate) struct SasPolicy {
     pairs: Vec<(String, String)>,
 }
 
 impl SasPolicy {
-    /// The policy for the (decoded) parameters of a SAS token.
     pub(crate) fn new(pairs: Vec<(String, String)>) -> Self {
         SasPolicy { pairs }
     }

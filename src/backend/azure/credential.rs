@@ -1,25 +1,13 @@
-//! Microsoft Entra ID tokens for both services: the token cache that sits
-//! between leasehold's bearer policy and the caller's `TokenCredential`
-//! (`azure_core` 1.x, the trait `azure_identity` 1.x credentials implement).
-//!
-//! [`BearerPolicy`] asks the cache for a token before **every** request.
-//! The cache answers at once with the token it holds, asks the wrapped
-//! credential for the configured audience (sovereign clouds have their
-//! own; the blob client's own bearer policy would ask for a fixed scope),
-//! and refreshes the token in a background task ahead of its expiry (at the
-//! earlier of half its lifetime and five minutes before it ends), so that a
-//! lease renewal never waits on a token fetch. Only the first request, or
-//! one made after every background refresh failed until the token ran out,
-//! fetches in line.
-//!
-//! Validity is counted on the Tokio clock from the moment each token
-//! arrives (its remaining lifetime then), so paused time drives it in tests
-//! and a wall clock that jumps does not.
-//!
-//! A failure to get a token is an `azure_core` error of kind `Credential`
-//! carrying a [`CredentialFailure`]: the backend turns it into
-//! `Error::Auth` naming the credential's kind. Neither the token nor the
-//! cache's `Debug` ever shows a token.
+//! Microsoft Entra ID tokens for both services: a cache between the bearer
+//! policy and the caller's `TokenCredential`, asking for the configured
+//! audience (the blob client's own bearer policy would ask for a fixed
+//! scope). It answers at once with the token it holds and refreshes it in
+//! a background task at the earlier of half its lifetime and five minutes
+//! before its end, so a lease renewal never waits on a token fetch.
+//! Validity is counted on the Tokio clock from each token's arrival (paused
+//! time drives it in tests; a jumping wall clock does not). A failure is an
+//! `azure_core` error of kind `Credential` carrying a [`CredentialFailure`]
+//! (`Error::Auth` naming the credential's kind). No `Debug` shows a token.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,18 +23,15 @@ use tokio::time::Instant;
 
 use crate::retry::{Backoff, random_seed};
 
-/// The audience of Azure Storage in the public cloud.
 pub(crate) const DEFAULT_AUDIENCE: &str = "https://storage.azure.com";
 
 /// A token is refreshed at most this long before it runs out.
 const REFRESH_AHEAD: Duration = Duration::from_secs(5 * 60);
-/// A token with less than this left is not handed out: a request could
-/// arrive after it ended.
+/// A token with less than this left is not handed out.
 const MIN_LEFT: Duration = Duration::from_secs(5);
 
 /// The kind of a token credential, for errors and `Debug`: the type name
-/// its `Debug` starts with (`DefaultAzureCredential { .. }` gives
-/// `DefaultAzureCredential`), never a field value.
+/// its `Debug` starts with, never a field value.
 pub(crate) fn credential_kind(credential: &dyn TokenCredential) -> String {
     let text = format!("{credential:?}");
     let name: String = text
@@ -61,13 +46,11 @@ pub(crate) fn credential_kind(credential: &dyn TokenCredential) -> String {
     }
 }
 
-/// The scope a token is asked for: the audience and `/.default`.
 pub(crate) fn scope_of(audience: &str) -> String {
     format!("{}/.default", audience.trim_end_matches('/'))
 }
 
-/// Why no token could be had: the credential's kind and its own failure
-/// (whose text is its own; credentials do not quote tokens).
+/// Why no token could be had: the credential's kind and its failure.
 #[derive(Debug)]
 pub(crate) struct CredentialFailure {
     pub(crate) kind: String,
@@ -86,7 +69,6 @@ impl std::error::Error for CredentialFailure {
     }
 }
 
-/// A token and when it stops being usable, on the Tokio clock.
 struct Held {
     token: AccessToken,
     ends: Instant,
@@ -100,12 +82,10 @@ struct Shared {
     held: Mutex<Option<Held>>,
     /// One fetch at a time.
     fetching: tokio::sync::Mutex<()>,
-    /// Whether a refresh task is alive (cleared when it ends, such as with
-    /// the runtime that ran it).
+    /// Whether a refresh task is alive.
     refresher: AtomicBool,
 }
 
-/// The caching, refreshing credential the signing policy sees.
 #[derive(Clone)]
 pub(crate) struct TokenCache {
     shared: Arc<Shared>,
@@ -135,7 +115,6 @@ impl TokenCache {
         }
     }
 
-    /// The held token, when it has at least [`MIN_LEFT`] left.
     fn usable(shared: &Shared) -> Option<AccessToken> {
         let held = shared.held.lock().unwrap_or_else(PoisonError::into_inner);
         held.as_ref()
@@ -143,7 +122,6 @@ impl TokenCache {
             .map(|h| h.token.clone())
     }
 
-    /// Asks the credential for a token and holds it.
     async fn fetch(shared: &Shared) -> azure_core::Result<AccessToken> {
         let scope = shared.scope.as_str();
         let token = shared
@@ -197,16 +175,18 @@ impl Drop for Alive {
     }
 }
 
-/// Refreshes the held token ahead of its end, for as long as the cache
-/// lives. Failures are retried with backoff; the held token stays in use
-/// meanwhile.
+/// Refreshes the held token while the cache lives; failures are retried
+/// with backoff, the held token staying in use.
 async fn refresh_loop(weak: Weak<Shared>) {
     let _alive = Alive(weak.clone());
-    let mut backoff = Backoff::doubling(
-        Duration::from_secs(1),
-        Duration::from_secs(30),
-        random_seed(),
-    );
+    let fresh = || {
+        Backoff::doubling(
+            Duration::from_secs(1),
+            Duration::from_secs(30),
+            random_seed(),
+        )
+    };
+    let mut backoff = fresh();
     loop {
         let refresh_at = {
             let Some(shared) = weak.upgrade() else { return };
@@ -240,13 +220,7 @@ async fn refresh_loop(weak: Weak<Shared>) {
             )),
         });
         match result {
-            Ok(_) => {
-                backoff = Backoff::doubling(
-                    Duration::from_secs(1),
-                    Duration::from_secs(30),
-                    random_seed(),
-                );
-            }
+            Ok(_) => backoff = fresh(),
             Err(e) => {
                 let pause = backoff.pause();
                 tracing::warn!(
@@ -272,23 +246,22 @@ async fn refresh_loop(weak: Weak<Shared>) {
 impl TokenCache {
     /// The held token, or a fresh one for the configured audience.
     pub(crate) async fn token(&self) -> azure_core::Result<AccessToken> {
-        if let Some(token) = TokenCache::usable(&self.shared) {
-            self.ensure_refresher();
-            return Ok(token);
-        }
-        let _one = self.shared.fetching.lock().await;
-        if let Some(token) = TokenCache::usable(&self.shared) {
-            self.ensure_refresher();
-            return Ok(token);
-        }
-        let token = TokenCache::fetch(&self.shared).await?;
+        let token = match TokenCache::usable(&self.shared) {
+            Some(token) => token,
+            None => {
+                let _one = self.shared.fetching.lock().await;
+                match TokenCache::usable(&self.shared) {
+                    Some(token) => token,
+                    None => TokenCache::fetch(&self.shared).await?,
+                }
+            }
+        };
         self.ensure_refresher();
         Ok(token)
     }
 }
 
-/// Sets `Authorization: Bearer {token}` from a [`TokenCache`] on every
-/// request (both services' pipelines).
+/// Sets `Authorization: Bearer {token}` from a [`TokenCache`].
 #[derive(Debug, Clone)]
 pub(crate) struct BearerPolicy {
     cache: TokenCache,
