@@ -36,7 +36,6 @@ use super::auth::{Service, header_value};
 use super::connection::base_uri;
 use super::errors::Failure;
 use super::retry::Attempt;
-use crate::backend::blob::AcquiredLease;
 use crate::backend::{
     Blob, BlobBackend, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode,
     LeaseAction, LeaseDuration, LeaseId, LeaseInfo, LeaseKind, LeaseReply, LeaseState, Metadata,
@@ -133,14 +132,27 @@ fn same_metadata(a: &Metadata, b: &Metadata) -> bool {
     metadata_from(a.clone()) == metadata_from(b.clone())
 }
 
-/// The condition headers of a write: (`If-Match`, `If-None-Match`). One
-/// mode per write, so at most one of them.
+/// The condition headers of a write: (`If-Match`, `If-None-Match`).
 fn conditions_of(c: &BlobConditions) -> (Option<String>, Option<String>) {
     match &c.mode {
         BlobWriteMode::Overwrite => (None, None),
         BlobWriteMode::Create => (None, Some("*".to_owned())),
         BlobWriteMode::IfMatch(etag) => (Some(etag.as_str().to_owned()), None),
     }
+}
+
+/// An SDK options struct carrying the lease and conditions of a write.
+macro_rules! conditioned {
+    ($options:ident, $conditions:expr $(, $field:ident: $value:expr)* $(,)?) => {{
+        let (if_match, if_none_match) = conditions_of($conditions);
+        $options {
+            lease_id: $conditions.lease_id.map(sdk_lease_id),
+            if_match: if_match.map(Into::into),
+            if_none_match: if_none_match.map(Into::into),
+            $($field: $value,)*
+            ..$options::default()
+        }
+    }};
 }
 
 /// A lease's state and kind from the service's words for them (headers of
@@ -443,180 +455,6 @@ impl AzureBackend {
         .await
         .map_err(|f| f.into_error(what()))
     }
-
-    async fn acquire_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        duration: LeaseDuration,
-        proposed_id: LeaseId,
-    ) -> Result<AcquiredLease> {
-        let duration = sdk_duration(duration)?;
-        // Retrying is safe: acquiring again with the current id of an active
-        // lease succeeds.
-        let what = &|| crate::error::what::lease(container, blob);
-        self.on_blob(
-            "acquire_lease",
-            container,
-            blob,
-            what,
-            |client, _| async move {
-                let options = BlobClientAcquireLeaseOptions {
-                    proposed_lease_id: Some(sdk_lease_id(proposed_id)),
-                    ..BlobClientAcquireLeaseOptions::default()
-                };
-                let r = self
-                    .attempt(client.acquire_lease(duration, Some(options)))
-                    .await?;
-                let id = lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?)?;
-                // The reply's ETag is the blob's: leasing does not change it.
-                let etag = r.etag().map_err(|e| self.failure(e))?;
-                Ok(AcquiredLease {
-                    id,
-                    etag: etag.map(|e| ETag::new(e.to_string())),
-                })
-            },
-        )
-        .await
-    }
-
-    async fn renew_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> Result<()> {
-        let what = &|| crate::error::what::lease(container, blob);
-        self.on_blob(
-            "renew_lease",
-            container,
-            blob,
-            what,
-            |client, _| async move {
-                let renew =
-                    client.renew_lease(sdk_lease_id(id), None::<BlobClientRenewLeaseOptions<'_>>);
-                self.attempt(renew).await.map(drop)
-            },
-        )
-        .await
-    }
-
-    async fn change_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-        proposed_id: LeaseId,
-    ) -> Result<LeaseId> {
-        let what = &|| crate::error::what::lease(container, blob);
-        self.on_blob(
-            "change_lease",
-            container,
-            blob,
-            what,
-            |client, earlier| async move {
-                let reply = self
-                    .attempt(client.change_lease(sdk_lease_id(id), sdk_lease_id(proposed_id), None))
-                    .await;
-                let changed = reply
-                    .and_then(|r| lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?));
-                match changed {
-                    Err(f)
-                        if earlier.may_have_applied
-                            && matches!(
-                                f.status(),
-                                Some((409, Some("LeaseIdMismatchWithLeaseOperation")))
-                            ) =>
-                    {
-                        // The lost attempt may have changed it: if the proposed
-                        // id is current now, renewing with it succeeds.
-                        match self.renew_lease(container, blob, proposed_id).await {
-                            Ok(()) => Ok(proposed_id),
-                            Err(_) => Err(Failure::Fatal(f.into_error(what()))),
-                        }
-                    }
-                    changed => changed,
-                }
-            },
-        )
-        .await
-    }
-
-    async fn release_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        id: LeaseId,
-    ) -> Result<()> {
-        let what = &|| crate::error::what::lease(container, blob);
-        self.on_blob(
-            "release_lease",
-            container,
-            blob,
-            what,
-            |client, earlier| async move {
-                let release = client
-                    .release_lease(sdk_lease_id(id), None::<BlobClientReleaseLeaseOptions<'_>>);
-                match self.attempt(release).await {
-                    Ok(_) => Ok(()),
-                    // The lost attempt released it (and someone may have
-                    // acquired it since): either way this caller holds nothing,
-                    // which is what release is for.
-                    Err(f)
-                        if earlier.may_have_applied
-                            && matches!(
-                                f.status(),
-                                Some((
-                                    409,
-                                    Some(
-                                        "LeaseNotPresentWithLeaseOperation"
-                                            | "LeaseIdMismatchWithLeaseOperation"
-                                    )
-                                ))
-                            ) =>
-                    {
-                        Ok(())
-                    }
-                    Err(f) => Err(f),
-                }
-            },
-        )
-        .await
-    }
-
-    async fn break_lease(
-        &self,
-        container: &ContainerName,
-        blob: &BlobName,
-        period: Option<Duration>,
-    ) -> Result<Duration> {
-        if let Some(p) = period
-            && (p.subsec_nanos() != 0 || p > LeaseDuration::MAX)
-        {
-            return Err(Error::invalid(
-                format!("break period {p:?}"),
-                "must be whole seconds from 0 to 60",
-            ));
-        }
-        let what = &|| crate::error::what::lease(container, blob);
-        self.on_blob(
-            "break_lease",
-            container,
-            blob,
-            what,
-            |client, _| async move {
-                let options = BlobClientBreakLeaseOptions {
-                    // Checked above: whole seconds, 0 to 60.
-                    break_period: period.map(|p| i32::try_from(p.as_secs()).unwrap_or(60)),
-                    ..BlobClientBreakLeaseOptions::default()
-                };
-                let r = self.attempt(client.break_lease(Some(options))).await?;
-                let seconds = r.lease_time().map_err(|e| self.failure(e))?.unwrap_or(0);
-                Ok(Duration::from_secs(u64::try_from(seconds).unwrap_or(0)))
-            },
-        )
-        .await
-    }
 }
 
 #[async_trait]
@@ -660,17 +498,14 @@ impl BlobBackend for AzureBackend {
             blob,
             what,
             |client, earlier| async move {
-                let (if_match, if_none_match) = conditions_of(conditions);
-                let options = BlockBlobClientUploadOptions {
+                // One Put Blob whatever the size (above this the client
+                // stages blocks: several requests, not atomic).
+                let options = conditioned!(
+                    BlockBlobClientUploadOptions,
+                    conditions,
                     metadata: Some(sdk_metadata(metadata)),
-                    lease_id: conditions.lease_id.map(sdk_lease_id),
-                    if_match: if_match.map(Into::into),
-                    if_none_match: if_none_match.map(Into::into),
-                    // One Put Blob whatever the size (above this the client
-                    // stages blocks: several requests, not atomic).
                     partition_size: NonZero::new(u64::MAX),
-                    ..BlockBlobClientUploadOptions::default()
-                };
+                );
                 let client = client.block_blob_client();
                 let upload = client.upload(RequestContent::from(body.clone()), Some(options));
                 match self.attempt(upload).await {
@@ -752,13 +587,7 @@ impl BlobBackend for AzureBackend {
             blob,
             what,
             |client, earlier| async move {
-                let (if_match, if_none_match) = conditions_of(conditions);
-                let options = BlobClientSetMetadataOptions {
-                    lease_id: conditions.lease_id.map(sdk_lease_id),
-                    if_match: if_match.map(Into::into),
-                    if_none_match: if_none_match.map(Into::into),
-                    ..BlobClientSetMetadataOptions::default()
-                };
+                let options = conditioned!(BlobClientSetMetadataOptions, conditions);
                 let metadata_map = sdk_metadata(metadata);
                 match self
                     .attempt(client.set_metadata(&metadata_map, Some(options)))
@@ -797,13 +626,7 @@ impl BlobBackend for AzureBackend {
             blob,
             what,
             |client, earlier| async move {
-                let (if_match, if_none_match) = conditions_of(conditions);
-                let options = BlobClientDeleteOptions {
-                    lease_id: conditions.lease_id.map(sdk_lease_id),
-                    if_match: if_match.map(Into::into),
-                    if_none_match: if_none_match.map(Into::into),
-                    ..BlobClientDeleteOptions::default()
-                };
+                let options = conditioned!(BlobClientDeleteOptions, conditions);
                 match self.attempt(client.delete(Some(options))).await {
                     Ok(_) => Ok(()),
                     Err(f)
@@ -843,30 +666,158 @@ impl BlobBackend for AzureBackend {
         action: LeaseAction,
     ) -> Result<LeaseReply> {
         check_blob_name(blob)?;
+        let what = &|| crate::error::what::lease(container, blob);
         match action {
-            LeaseAction::Acquire { duration, proposed } => self
-                .acquire_lease(container, blob, duration, proposed)
+            LeaseAction::Acquire { duration, proposed } => {
+                let duration = sdk_duration(duration)?;
+                // Retrying is safe: acquiring again with the current id of an
+                // active lease succeeds.
+                self.on_blob(
+                    "acquire_lease",
+                    container,
+                    blob,
+                    what,
+                    |client, _| async move {
+                        let options = BlobClientAcquireLeaseOptions {
+                            proposed_lease_id: Some(sdk_lease_id(proposed)),
+                            ..BlobClientAcquireLeaseOptions::default()
+                        };
+                        let r = self
+                            .attempt(client.acquire_lease(duration, Some(options)))
+                            .await?;
+                        let id = lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?)?;
+                        // The reply's ETag is the blob's: leasing does not change it.
+                        let etag = r.etag().map_err(|e| self.failure(e))?;
+                        Ok(LeaseReply::Acquired {
+                            id,
+                            etag: etag.map(|e| ETag::new(e.to_string())),
+                        })
+                    },
+                )
                 .await
-                .map(|a| LeaseReply::Acquired {
-                    id: a.id,
-                    etag: a.etag,
-                }),
-            LeaseAction::Renew(id) => self
-                .renew_lease(container, blob, id)
+            }
+            LeaseAction::Renew(id) => {
+                self.on_blob(
+                    "renew_lease",
+                    container,
+                    blob,
+                    what,
+                    |client, _| async move {
+                        let renew = client
+                            .renew_lease(sdk_lease_id(id), None::<BlobClientRenewLeaseOptions<'_>>);
+                        self.attempt(renew).await.map(|_| LeaseReply::Renewed)
+                    },
+                )
                 .await
-                .map(|()| LeaseReply::Renewed),
-            LeaseAction::Change { id, proposed } => self
-                .change_lease(container, blob, id, proposed)
+            }
+            LeaseAction::Change { id, proposed } => {
+                self.on_blob(
+                    "change_lease",
+                    container,
+                    blob,
+                    what,
+                    |client, earlier| async move {
+                        let reply = self
+                            .attempt(client.change_lease(
+                                sdk_lease_id(id),
+                                sdk_lease_id(proposed),
+                                None,
+                            ))
+                            .await;
+                        let changed = reply.and_then(|r| {
+                            lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?)
+                        });
+                        match changed {
+                            Err(f)
+                                if earlier.may_have_applied
+                                    && matches!(
+                                        f.status(),
+                                        Some((409, Some("LeaseIdMismatchWithLeaseOperation")))
+                                    ) =>
+                            {
+                                // The lost attempt may have changed it: if the
+                                // proposed id is current now, renewing with it
+                                // succeeds.
+                                match self
+                                    .lease(container, blob, LeaseAction::Renew(proposed))
+                                    .await
+                                {
+                                    Ok(_) => Ok(LeaseReply::Changed(proposed)),
+                                    Err(_) => Err(Failure::Fatal(f.into_error(what()))),
+                                }
+                            }
+                            changed => changed.map(LeaseReply::Changed),
+                        }
+                    },
+                )
                 .await
-                .map(LeaseReply::Changed),
-            LeaseAction::Release(id) => self
-                .release_lease(container, blob, id)
+            }
+            LeaseAction::Release(id) => {
+                self.on_blob(
+                    "release_lease",
+                    container,
+                    blob,
+                    what,
+                    |client, earlier| async move {
+                        let release = client.release_lease(
+                            sdk_lease_id(id),
+                            None::<BlobClientReleaseLeaseOptions<'_>>,
+                        );
+                        match self.attempt(release).await {
+                            Ok(_) => Ok(LeaseReply::Released),
+                            // The lost attempt released it (and someone may have
+                            // acquired it since): either way this caller holds
+                            // nothing, which is what release is for.
+                            Err(f)
+                                if earlier.may_have_applied
+                                    && matches!(
+                                        f.status(),
+                                        Some((
+                                            409,
+                                            Some(
+                                                "LeaseNotPresentWithLeaseOperation"
+                                                    | "LeaseIdMismatchWithLeaseOperation"
+                                            )
+                                        ))
+                                    ) =>
+                            {
+                                Ok(LeaseReply::Released)
+                            }
+                            Err(f) => Err(f),
+                        }
+                    },
+                )
                 .await
-                .map(|()| LeaseReply::Released),
-            LeaseAction::Break { period } => self
-                .break_lease(container, blob, period)
+            }
+            LeaseAction::Break { period } => {
+                if let Some(p) = period
+                    && (p.subsec_nanos() != 0 || p > LeaseDuration::MAX)
+                {
+                    return Err(Error::invalid(
+                        format!("break period {p:?}"),
+                        "must be whole seconds from 0 to 60",
+                    ));
+                }
+                self.on_blob(
+                    "break_lease",
+                    container,
+                    blob,
+                    what,
+                    |client, _| async move {
+                        let options = BlobClientBreakLeaseOptions {
+                            // Checked above: whole seconds, 0 to 60.
+                            break_period: period.map(|p| i32::try_from(p.as_secs()).unwrap_or(60)),
+                            ..BlobClientBreakLeaseOptions::default()
+                        };
+                        let r = self.attempt(client.break_lease(Some(options))).await?;
+                        let seconds = r.lease_time().map_err(|e| self.failure(e))?.unwrap_or(0);
+                        Ok(LeaseReply::Broken(Duration::from_secs(
+                            u64::try_from(seconds).unwrap_or(0),
+                        )))
+                    },
+                )
                 .await
-                .map(LeaseReply::Broken),
+            }
         }
     }
 }
