@@ -1,13 +1,8 @@
-//! The Blob side of the Azure backend: blobs, metadata and leases.
-
-//!
-//! Every operation but one goes through `azure_storage_blob` 1.x clients,
-//! built per call on the backend's blob client options (signing, the
-//! caller's policies, leasehold's transport). Blob URLs are written here:
-//! the container client's `blob_client` would encode a `/` in a name as
-//! `%2F`. Blob bodies are read with one un-ranged `GET` on the pipeline:
-//! the client's download asks for byte ranges (a 416 on an empty blob), in
-//! several requests that can mix two versions of a blob being rewritten.
+//! The Blob side of the Azure backend: blobs, metadata and leases, through
+//! `azure_storage_blob` 1.x clients built per call on the backend's blob
+//! pipeline, except blob bodies, read with one un-ranged `GET`: the client's
+//! download asks for ranges (a 416 on an empty blob), in several requests
+//! that can mix two versions of a blob being rewritten.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -194,14 +189,7 @@ fn lease_info(state: Option<SdkLeaseState>, duration: Option<SdkDurationKind>) -
 fn properties_from_item(
     item: azure_storage_blob::models::BlobItem,
 ) -> std::result::Result<BlobItem, Failure> {
-    let missing = |what: &str| {
-        Failure::Fatal(Error::Backend {
-            status: Some(200),
-            code: None,
-            message: format!("a blob in the listing has no {what}"),
-            source: None,
-        })
-    };
+    let missing = |what: &str| bad_reply(format!("a blob in the listing has no {what}"));
     let name = item.name.ok_or_else(|| missing("name"))?;
     let p = item.properties.ok_or_else(|| missing("properties"))?;
     let etag = p.etag.ok_or_else(|| missing("ETag"))?;
@@ -219,14 +207,7 @@ fn properties_from_item(
 /// Properties from the headers of a `GET` or `HEAD`.
 fn properties_from_headers(headers: &Headers) -> std::result::Result<BlobProperties, Failure> {
     let get = |name: &'static str| header_value(headers, &HeaderName::from_static(name));
-    let missing = |what: &str| {
-        Failure::Fatal(Error::Backend {
-            status: Some(200),
-            code: None,
-            message: format!("the blob reply has no valid {what} header"),
-            source: None,
-        })
-    };
+    let missing = |what: &str| bad_reply(format!("the blob reply has no valid {what} header"));
     let etag = get("etag").ok_or_else(|| missing("ETag"))?;
     let content_length = get("content-length")
         .and_then(|v| v.parse().ok())
@@ -245,48 +226,33 @@ fn properties_from_headers(headers: &Headers) -> std::result::Result<BlobPropert
     })
 }
 
-/// A success reply without the ETag it must carry.
-fn no_etag(operation: &str) -> Failure {
+/// A success reply without what it must carry.
+fn bad_reply(message: String) -> Failure {
     Failure::Fatal(Error::Backend {
-        status: None,
+        status: Some(200),
         code: None,
-        message: format!("the {operation} reply has no ETag"),
+        message,
         source: None,
     })
 }
 
-/// A header of a reply, as text.
-fn properties_header(headers: &Headers, name: &'static str) -> Option<String> {
-    header_value(headers, &HeaderName::from_static(name)).map(str::to_owned)
-}
-
 impl AzureBackend {
-    /// An `azure_core` error classified (for failures reading a reply's
-    /// headers).
     fn failure(&self, e: azure_core::Error) -> Failure {
         Failure::from_azure(e, &self.inner.redactor)
     }
 
-    /// `{blob endpoint}/{container}`.
-    fn container_url(&self, container: &ContainerName) -> std::result::Result<Url, Failure> {
-        let mut url = self.base_url(Service::Blob).clone();
-        url.path_segments_mut()
-            .map_err(|()| Failure::Fatal(Error::invalid("blob endpoint", "cannot carry a path")))?
-            .push(container.as_str());
-        Ok(url)
-    }
-
-    /// `{blob endpoint}/{container}/{name}`, each `/` of the name a path
-    /// separator (not `%2F`).
+    /// `{blob endpoint}/{container}[/{name}]`, each `/` of the name a path
+    /// separator (the container client's `blob_client` would write `%2F`).
     fn blob_url(
         &self,
         container: &ContainerName,
-        blob: &BlobName,
+        blob: Option<&BlobName>,
     ) -> std::result::Result<Url, Failure> {
-        let mut url = self.container_url(container)?;
+        let mut url = self.base_url(Service::Blob).clone();
         url.path_segments_mut()
             .map_err(|()| Failure::Fatal(Error::invalid("blob endpoint", "cannot carry a path")))?
-            .extend(blob.as_str().split('/'));
+            .push(container.as_str())
+            .extend(blob.map(|b| b.as_str().split('/')).into_iter().flatten());
         Ok(url)
     }
 
@@ -298,8 +264,8 @@ impl AzureBackend {
             client_options: self.inner.pipelines.blob_options.clone(),
             ..BlobContainerClientOptions::default()
         };
-        BlobContainerClient::new(self.container_url(container)?, None, Some(options))
-            .map_err(|e| Failure::from_azure(e, &self.inner.redactor))
+        BlobContainerClient::new(self.blob_url(container, None)?, None, Some(options))
+            .map_err(|e| self.failure(e))
     }
 
     fn blob_client(
@@ -311,8 +277,8 @@ impl AzureBackend {
             client_options: self.inner.pipelines.blob_options.clone(),
             ..BlobClientOptions::default()
         };
-        BlobClient::new(self.blob_url(container, blob)?, None, Some(options))
-            .map_err(|e| Failure::from_azure(e, &self.inner.redactor))
+        BlobClient::new(self.blob_url(container, Some(blob))?, None, Some(options))
+            .map_err(|e| self.failure(e))
     }
 
     /// Runs one request on a blob under the retry policy, with a fresh
@@ -373,15 +339,13 @@ impl AzureBackend {
         }
     }
 
-    /// One un-ranged `GET` on the pipeline: the client's reader asks for
-    /// byte ranges (a 416 on an empty blob) in several requests (which can
-    /// mix two versions of a blob being rewritten).
+    /// One un-ranged `GET` (see the module doc).
     async fn get_blob_once(
         &self,
         container: &ContainerName,
         blob: &BlobName,
     ) -> std::result::Result<Option<Blob>, Failure> {
-        let request = Request::new(self.blob_url(container, blob)?, Method::Get);
+        let request = Request::new(self.blob_url(container, Some(blob))?, Method::Get);
         let reply = self.send_raw(Service::Blob, request).await;
         match reply {
             Ok(r) => {
@@ -510,7 +474,9 @@ impl BlobBackend for AzureBackend {
                 let upload = client.upload(RequestContent::from(body.clone()), Some(options));
                 match self.attempt(upload).await {
                     Ok(r) => Ok(ETag::new(
-                        r.etag.ok_or_else(|| no_etag("Put Blob"))?.to_string(),
+                        r.etag
+                            .ok_or_else(|| bad_reply("the Put Blob reply has no ETag".to_owned()))?
+                            .to_string(),
                     )),
                     Err(f)
                         if earlier.may_have_applied
@@ -594,8 +560,9 @@ impl BlobBackend for AzureBackend {
                     .await
                 {
                     Ok(r) => Ok(ETag::new(
-                        properties_header(r.headers(), "etag")
-                            .ok_or_else(|| no_etag("Set Blob Metadata"))?,
+                        header_value(r.headers(), &HeaderName::from_static("etag")).ok_or_else(
+                            || bad_reply("the Set Blob Metadata reply has no ETag".to_owned()),
+                        )?,
                     )),
                     Err(f)
                         if earlier.may_have_applied
