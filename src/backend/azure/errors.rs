@@ -1,14 +1,10 @@
-//! From `azure_core` errors to leasehold's.
-//!
-//! A failed request attempt becomes a [`Failure`], which says what the retry
-//! loop needs: did the service answer (and with which status and
-//! `x-ms-error-code`), or did the request certainly not leave, or may it have
-//! been applied without a reply reaching us. Only at the end of the loop does
-//! a `Failure` become a public [`Error`], classified by
-//! [`Error::from_service`]: by error code first, then by status.
-//!
-//! Text from other crates can quote a request URL (and with it a SAS
-//! signature); every such text passes through a [`Redactor`] first.
+//! From `azure_core` errors to leasehold's. A failed attempt is a
+//! [`Failure`], telling the retry loop whether the service answered (status,
+//! `x-ms-error-code`), the request certainly did not leave, or it may have
+//! been applied without a reply; at the end of the loop it becomes an
+//! [`Error`] ([`Error::from_service`]: by code, then status). Text from
+//! other crates can quote a URL (and a SAS signature): it passes through a
+//! [`Redactor`] first.
 
 use std::fmt;
 
@@ -22,8 +18,8 @@ use crate::key::TableName;
 use super::credential::CredentialFailure;
 use super::transport::TransportError;
 
-/// Scrubs known secrets from text leasehold did not write itself, and
-/// knows the kind of credential in use (to name it in `Error::Auth`).
+/// Scrubs known secrets from foreign text; names the credential in use for
+/// `Error::Auth`.
 #[derive(Clone, Default)]
 pub(crate) struct Redactor {
     secrets: Vec<String>,
@@ -37,17 +33,11 @@ impl fmt::Debug for Redactor {
 }
 
 impl Redactor {
-    pub(crate) fn new(secrets: Vec<String>) -> Self {
+    pub(crate) fn new(secrets: Vec<String>, credential: String) -> Self {
         Redactor {
             secrets: secrets.into_iter().filter(|s| s.len() >= 4).collect(),
-            credential: String::new(),
+            credential,
         }
-    }
-
-    /// This redactor, naming `kind` as the credential in use.
-    pub(crate) fn for_credential(mut self, kind: String) -> Self {
-        self.credential = kind;
-        self
     }
 
     /// `text` with every known secret, and any `sig=` query value, replaced.
@@ -84,8 +74,8 @@ fn scrub_sig_params(text: &str) -> String {
     out
 }
 
-/// Text from another crate's error, scrubbed of secrets, level by level: the
-/// source a leasehold error keeps of a foreign failure.
+/// A foreign error's chain, each level's text scrubbed: the source a
+/// leasehold error keeps.
 #[derive(Debug)]
 pub(crate) struct Scrubbed {
     text: String,
@@ -93,7 +83,6 @@ pub(crate) struct Scrubbed {
 }
 
 impl Scrubbed {
-    /// `e` and its sources, each level's text scrubbed.
     pub(crate) fn chain(e: &(dyn std::error::Error + 'static), redactor: &Redactor) -> Self {
         Scrubbed {
             text: redactor.scrub(&e.to_string()),
@@ -132,15 +121,10 @@ impl NoReply {
     }
 }
 
+#[cfg(test)]
 impl From<&str> for NoReply {
     fn from(message: &str) -> Self {
         NoReply::new(message.to_owned(), None)
-    }
-}
-
-impl From<String> for NoReply {
-    fn from(message: String) -> Self {
-        NoReply::new(message, None)
     }
 }
 
@@ -163,27 +147,18 @@ pub(super) fn undecodable(table: &TableName, what: &str, e: &serde_json::Error) 
 /// How one request attempt failed.
 #[derive(Debug)]
 pub(crate) enum Failure {
-    /// The service answered with an error status.
-    Status {
-        /// The HTTP status.
-        status: u16,
-        /// `x-ms-error-code` (or, failing that, the code in the body).
-        code: Option<String>,
-    },
+    /// The service answered with an error status and code.
+    Status { status: u16, code: Option<String> },
     /// The request certainly did not reach the service.
     NotSent(NoReply),
-    /// The request may have reached the service, but no complete reply came
-    /// back: it may or may not have been applied.
+    /// No complete reply came back: it may have been applied.
     ReplyLost(NoReply),
     /// Not a service or transport failure; never retried.
     Fatal(Error),
 }
 
 impl Failure {
-    /// The service's error reply: `status`, with the code from
-    /// `x-ms-error-code` or, failing that, from the body (an OData error's
-    /// `code` for tables, `<Code>` for blobs). 401 and 403 are
-    /// [`Error::Auth`] naming the credential in use.
+    /// The service's error reply; 401 and 403 are [`Error::Auth`].
     pub(crate) fn from_reply(
         status: u16,
         headers: &Headers,
@@ -268,7 +243,6 @@ impl Failure {
         }
     }
 
-    /// The service answered `status` with `code`.
     pub(crate) fn status(&self) -> Option<(u16, Option<&str>)> {
         match self {
             Failure::Status { status, code } => Some((*status, code.as_deref())),
@@ -285,8 +259,7 @@ impl Failure {
         }
     }
 
-    /// Whether the service answered that it is busy (503 `ServerBusy`, 429):
-    /// throttling, which leaves the request unapplied.
+    /// Throttling (503 `ServerBusy`, 429), which leaves a request unapplied.
     pub(crate) fn is_throttling(&self) -> bool {
         matches!(
             self,
@@ -297,9 +270,8 @@ impl Failure {
         )
     }
 
-    /// Whether the request may have been applied although it failed: no
-    /// reply, a timeout, or a server error other than throttling. A write
-    /// that failed this way is verified before it is sent again.
+    /// Whether the request may have been applied although it failed (a
+    /// write is then verified before it is sent again).
     pub(crate) fn may_have_applied(&self) -> bool {
         match self {
             Failure::ReplyLost(_) => true,
@@ -308,7 +280,7 @@ impl Failure {
         }
     }
 
-    /// A short description for logs (no secrets, no keys).
+    /// A short description for logs.
     pub(crate) fn describe(&self) -> String {
         match self {
             Failure::Status { status, code } => match code {
@@ -352,13 +324,9 @@ fn with_cause(error: Error, why: NoReply) -> Error {
     }
 }
 
-/// The credential failure `e` carries (under the signing policy's context),
-/// if any.
+/// The credential failure `e` carries (maybe under a policy's context).
 fn credential_failure(e: &azure_core::Error) -> Option<&CredentialFailure> {
-    if let Some(f) = e.downcast_ref::<CredentialFailure>() {
-        return Some(f);
-    }
-    let mut source = std::error::Error::source(e);
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         if let Some(f) = s.downcast_ref::<CredentialFailure>() {
             return Some(f);
@@ -373,9 +341,8 @@ fn credential_failure(e: &azure_core::Error) -> Option<&CredentialFailure> {
     None
 }
 
-/// The service's error code for a reply: `x-ms-error-code`, else the code
-/// its body names (JSON: `odata.error.code`, `error.code` or `code`; XML:
-/// the first `<Code>`).
+/// The service's error code: `x-ms-error-code`, else the body's (JSON
+/// `odata.error.code`, `error.code` or `code`; XML `<Code>`).
 pub(crate) fn error_code(headers: &Headers, body: &[u8]) -> Option<String> {
     const ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error-code");
     if let Some(code) = super::auth::header_value(headers, &ERROR_CODE)
@@ -397,14 +364,11 @@ pub(crate) fn error_code(headers: &Headers, body: &[u8]) -> Option<String> {
     Some(text[start..start + end].trim().to_owned()).filter(|c| !c.is_empty())
 }
 
-/// Whether `e` wraps an I/O error saying the connection was refused: the
-/// request never left.
 fn connection_refused(e: &azure_core::Error) -> bool {
     e.downcast_ref::<std::io::Error>()
         .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
 }
 
-/// Statuses worth retrying: request timeout, throttling, server errors.
 pub(crate) fn is_transient_status(status: u16) -> bool {
     status == 408 || status == 429 || (500..=599).contains(&status)
 }
@@ -505,7 +469,7 @@ mod tests {
 
     #[test]
     fn redactor_scrubs_secrets_and_sig_params() {
-        let r = Redactor::new(vec!["topsecretkey".into()]);
+        let r = Redactor::new(vec!["topsecretkey".into()], String::new());
         assert_eq!(
             r.scrub("key topsecretkey in text"),
             "key <redacted> in text"
@@ -532,7 +496,7 @@ mod tests {
                 Some(&self.0)
             }
         }
-        let r = Redactor::new(vec!["topsecretkey".into()]);
+        let r = Redactor::new(vec!["topsecretkey".into()], String::new());
         let e = Outer(std::io::Error::other("key topsecretkey refused"));
         let s = Scrubbed::chain(&e, &r);
         assert_eq!(

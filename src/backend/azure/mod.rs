@@ -513,8 +513,7 @@ impl AzureBackend {
         let blob_base = base("Blob", &settings.blob_endpoint)?;
         let transport: Arc<dyn Policy> = Arc::new(Transport::new(root_certificates)?);
         let pipelines = pipeline::build(&settings, &policies, transport);
-        let redactor = Redactor::new(settings.credentials.secrets())
-            .for_credential(settings.credentials.kind());
+        let redactor = Redactor::new(settings.credentials.secrets(), settings.credentials.kind());
         Ok(AzureBackend {
             inner: Arc::new(Inner {
                 settings,
