@@ -1,11 +1,6 @@
-//! The Azure backend's transport retry policy: the one place that decides
-//! what is retried, how often and how long to wait (see [`TransportRetry`]).
-//!
-//! The SDK's own retry policy is switched off (it re-sends a POST insert after
-//! a lost reply and then reports the 409 of its own first attempt). Instead
-//! every operation runs through [`TransportRetry::run`], which re-runs one
-//! attempt under the crate's one [`retry_transient`] loop, pausing by the
-//! crate's one jittered [`Backoff`].
+//! The Azure backend's transport retry policy. The SDK's own is off (it
+//! re-sends an insert after a lost reply, then reports the 409 of its own
+//! first attempt): every operation runs through [`TransportRetry::run`].
 
 use std::future::Future;
 use std::sync::{Mutex, PoisonError};
@@ -55,15 +50,10 @@ macro_rules! setters {
 /// | blob delete | re-sent; a 404 then counts as success |
 /// | lease release, change | re-sent; release answered `LeaseNotPresent*` / `LeaseIdMismatch*`, or change answered `LeaseIdMismatch*` with the proposed id now current, counts as success |
 ///
-/// The defaults: up to 5 retries, starting at 100 ms and doubling up to 4 s
-/// per wait, at most 20 s of waiting in all, each wait drawn at random
-/// between the current step and twice it (never above the longest wait);
-/// each attempt may take at most 30 s.
-///
-/// Waits and per-attempt timeouts run on `tokio::time`. Under a paused
-/// clock (tokio's `test-util`) the clock jumps ahead while a request waits on
-/// the network, so every attempt would time out at once: run the Azure
-/// backend on real time.
+/// The defaults: up to 5 retries, waits from 100 ms doubling up to 4 s
+/// (jittered up to twice the step), 20 s of waiting in all, 30 s per
+/// attempt. Waits and timeouts run on `tokio::time`: under a paused clock
+/// every attempt would time out at once, so run the backend on real time.
 #[derive(Debug, Clone, PartialEq)]
 #[must_use = "a TransportRetry does nothing until given to `AzureBackendBuilder::transport_retry`"]
 pub struct TransportRetry {
@@ -94,10 +84,8 @@ impl TransportRetry {
         Self::default()
     }
 
-    /// No retries: every failure is reported at once. (A write whose reply
-    /// was lost is then reported as
-    /// [`Error::Transient`](crate::Error::Transient) without a read-back:
-    /// the caller cannot know whether it was applied.)
+    /// No retries: every failure is reported at once (a lost reply as
+    /// [`Error::Transient`](crate::Error::Transient), unverified).
     pub fn none() -> Self {
         TransportRetry {
             max_retries: 0,
@@ -118,8 +106,7 @@ impl TransportRetry {
         with_request_timeout(request_timeout: Duration);
     }
 
-    /// Seeds the jitter, for reproducible tests. Unseeded, each operation
-    /// draws a fresh random seed.
+    /// Seeds the jitter, for reproducible tests.
     pub fn with_jitter_seed(mut self, seed: u64) -> Self {
         self.jitter_seed = Some(seed);
         self
@@ -135,7 +122,6 @@ impl TransportRetry {
         self.request_timeout
     }
 
-    /// The pauses of one operation.
     fn backoff(&self) -> Backoff {
         let seed = self.jitter_seed.unwrap_or_else(random_seed);
         Backoff::doubling(self.initial_delay, self.max_delay, seed)
@@ -143,12 +129,9 @@ impl TransportRetry {
             .with_max_total(self.max_total_delay)
     }
 
-    /// Runs one operation: `attempt` until it succeeds, fails in a way that
-    /// is not transient, or the budget is spent; then the last failure.
-    ///
-    /// Each call of `attempt` is told whether an earlier attempt failed in a
-    /// way that may have applied the operation (so its effect may already be
-    /// stored), which decides how a write is re-sent (see [`TransportRetry`]).
+    /// Runs `attempt` until it succeeds, fails for good, or the budget is
+    /// spent. Each attempt is told whether an earlier one may have applied
+    /// the operation, which decides how a write is re-sent.
     pub(crate) async fn run<T, F, Fut>(
         &self,
         operation: &'static str,
@@ -159,9 +142,8 @@ impl TransportRetry {
         Fut: Future<Output = Result<T, Failure>>,
     {
         let mut backoff = self.backoff();
-        // What the next attempt is told, and the last failure with when it
-        // came (for the log line of the retry). The closures below share it;
-        // a lock, not a cell, so that the operation's future stays `Send`.
+        // Shared by the closures below (a lock, not a cell: the future stays
+        // `Send`).
         let state = Mutex::new(State {
             next: Attempt {
                 number: 1,
@@ -177,13 +159,13 @@ impl TransportRetry {
                     let mut s = lock();
                     (s.next, s.last.take())
                 };
-                if let Some((failure, at)) = last {
-                    notes::retry(failure.throttled);
+                if let Some((describe, throttled, at)) = last {
+                    notes::retry(throttled);
                     tracing::debug!(
                         operation,
                         attempt = now.number,
                         waited = ?at.elapsed(),
-                        failure = %failure.describe,
+                        failure = %describe,
                         "transient failure; retrying"
                     );
                 }
@@ -202,13 +184,7 @@ impl TransportRetry {
                     number: s.next.number + 1,
                     may_have_applied: s.next.may_have_applied || failure.may_have_applied(),
                 };
-                s.last = Some((
-                    Retried {
-                        describe: failure.describe(),
-                        throttled,
-                    },
-                    Instant::now(),
-                ));
+                s.last = Some((failure.describe(), throttled, Instant::now()));
                 Some(Duration::MAX)
             },
         )
@@ -227,27 +203,18 @@ impl TransportRetry {
     }
 }
 
-/// The retry state of one operation.
+/// The retry state of one operation: what the next attempt is told, and
+/// the last failure (described, whether throttled, when).
 struct State {
     next: Attempt,
-    last: Option<(Retried, Instant)>,
-}
-
-/// The failure an attempt is made again after.
-struct Retried {
-    /// For the log line.
-    describe: String,
-    /// Whether the service said it was busy.
-    throttled: bool,
+    last: Option<(String, bool, Instant)>,
 }
 
 /// What an attempt is told about the attempts before it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Attempt {
-    /// The number of this attempt, from 1.
+    /// From 1.
     pub(crate) number: u32,
-    /// Whether an earlier attempt failed in a way that may have applied the
-    /// operation.
     pub(crate) may_have_applied: bool,
 }
 

@@ -1,28 +1,14 @@
-//! The HTTP transport under both services' pipelines.
-//!
-//! leasehold puts its own last policy into the `azure_core` pipeline, in
-//! front of the stock logging and transport policies, which never run:
-//!
-//! * the stock logging policy logs every request at `DEBUG` with its URL
-//!   and headers, redacted by an allow-list that any crate in a program can
-//!   switch off (`azure_core`'s `debug` feature); this transport logs the
-//!   method and path only;
-//! * the retry loop must know whether a failed request may have reached the
-//!   service (a lost reply) or certainly did not (connection refused): a
-//!   request never sent is an `azure_core` error of kind `Connection`
-//!   carrying a [`TransportError`], one that may have been applied of kind
-//!   `Io`;
-//! * connections are pooled, with an idle timeout under the servers'
-//!   keep-alive so a pooled connection is rarely stale, through the one
-//!   `reqwest` client the program already has (the stock client is another
-//!   HTTP stack, not compiled in);
-//! * TLS is rustls with the `ring` crypto provider, configured here rather
-//!   than through a process-wide default provider (which would be the
-//!   program's to choose): certificates are checked against the system's
-//!   roots and those given to `AzureBackendBuilder::root_certificate_pem`.
-//!
-//! It has no test hooks: faults are injected by a policy in front of it (see
-//! `AzureBackendBuilder::policy` and `testing::FaultInjector`).
+//! The HTTP transport, the last policy of both pipelines (the stock logging
+//! and transport policies behind it never run). The stock logging policy
+//! logs URLs and headers, redacted by an allow-list any crate can switch off
+//! (`azure_core`'s `debug` feature): this one logs method and path. The
+//! retry loop must know whether a failed request may have reached the
+//! service: not sent is an error of kind `Connection` carrying a
+//! [`TransportError`], maybe applied of kind `Io`. Connections are pooled,
+//! idling less than the servers' keep-alive, on the program's one `reqwest`
+//! client; TLS is rustls with `ring`, configured here rather than through a
+//! process-wide provider. No test hooks: faults are injected by a policy in
+//! front of it.
 
 use std::fmt;
 use std::sync::Arc;
@@ -40,20 +26,16 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
-/// Idle pooled connections are dropped after this long: below Node's default
-/// keep-alive (5 s, which Azurite inherits) and far below Azure's.
+/// Below Node's default keep-alive (5 s, Azurite's) and far below Azure's.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
-/// How long establishing a connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A transport failure, with what the retry loop needs to know about it.
+/// A transport failure (texts without the URL).
 #[derive(Debug)]
 pub(crate) struct TransportError {
     /// Whether the request may have reached the service.
     pub(crate) maybe_sent: bool,
-    /// What happened, without the URL.
     pub(crate) message: String,
-    /// The HTTP stack's own error, without the URL.
     pub(crate) cause: Option<reqwest::Error>,
 }
 
@@ -70,8 +52,6 @@ impl std::error::Error for TransportError {
 }
 
 impl TransportError {
-    /// The `azure_core` error carrying this failure: of kind `Connection`
-    /// (documented there as "never sent") when it was not sent, else `Io`.
     fn into_azure(self) -> azure_core::Error {
         let kind = if self.maybe_sent {
             ErrorKind::Io
@@ -81,23 +61,10 @@ impl TransportError {
         azure_core::Error::new(kind, self)
     }
 
-    /// Classifies a `reqwest` failure: whether the request may have reached
-    /// the service.
-    ///
-    /// What each kind of failure means, from the service's side:
-    ///
-    /// | `reqwest` failure | reached the service? | here |
-    /// |---|---|---|
-    /// | builder (a URL or header the HTTP stack refuses, such as a URL over its 64 KiB limit) | no, and never will | [`Unsendable`], never retried (see [`classify`]) |
-    /// | connect (DNS, refused, TLS handshake, connect timeout) | no: no byte of the request left this process | not sent; retried |
-    /// | request (the connection broke while sending or before the reply) | maybe: the service may have read and applied it | may have been applied |
-    /// | body (our body could not be sent; bodies here are in memory) | maybe, in part | may have been applied |
-    /// | reading the reply (decode, body cut short, redirect) | yes: a reply had started | may have been applied |
-    /// | the attempt's own time limit (set by the retry loop, not here) | unknown | may have been applied |
-    ///
-    /// Only failures that certainly left nothing behind count as not sent;
-    /// anything else is treated as a possibly lost reply, which the retry
-    /// loop verifies before re-sending a write.
+    /// Only a failure to build the request (never sent: [`Unsendable`]) or
+    /// to connect (DNS, refused, TLS, connect timeout) left nothing behind;
+    /// any other may have been applied, and a write is verified before it
+    /// is re-sent.
     fn from_reqwest(e: reqwest::Error) -> Self {
         let maybe_sent = !(e.is_connect() || e.is_builder());
         let e = e.without_url();
@@ -116,9 +83,8 @@ impl TransportError {
     }
 }
 
-/// A request the HTTP stack refused to build: it was never sent, and sending
-/// it again cannot help. It reaches the retry loop as an error that is not a
-/// [`TransportError`], which the loop reports at once instead of retrying.
+/// A request the HTTP stack refused to build (such as a URL over 64 KiB):
+/// not a [`TransportError`], so reported at once, never retried.
 #[derive(Debug)]
 pub(crate) struct Unsendable {
     message: String,
@@ -132,8 +98,6 @@ impl fmt::Display for Unsendable {
 
 impl std::error::Error for Unsendable {}
 
-/// The `azure_core` error for a failed `reqwest` call (see
-/// [`TransportError::from_reqwest`] for what each failure means).
 fn classify(e: reqwest::Error) -> azure_core::Error {
     if e.is_builder() {
         return unsendable(TransportError::from_reqwest(e).message);
@@ -145,26 +109,18 @@ fn unsendable(message: String) -> azure_core::Error {
     azure_core::Error::new(ErrorKind::Other, Unsendable { message })
 }
 
-/// A certificate authority trusted beside the system's roots, checked when
-/// it was given (see [`RootCertificate::parse_pem`]).
+/// A certificate authority trusted beside the system's roots.
 #[derive(Debug, Clone)]
 pub(crate) struct RootCertificate(CertificateDer<'static>);
 
 impl RootCertificate {
-    /// Every certificate of `pem`, each a well-formed X.509 certificate
-    /// usable as a trust anchor.
-    ///
-    /// # Errors
-    /// [`crate::Error::Invalid`] naming the root certificate when a PEM
-    /// section does not decode, a certificate does not parse, or `pem` holds
-    /// no certificate.
+    /// Every certificate of `pem`, checked as a trust anchor when given (not
+    /// when the backend is built).
     pub(crate) fn parse_pem(pem: &[u8]) -> crate::Result<Vec<Self>> {
         let invalid = |why: &str| crate::Error::invalid("root certificate", why);
         let mut certificates = Vec::new();
         for certificate in CertificateDer::pem_slice_iter(pem) {
             let certificate = certificate.map_err(|_| invalid("is not a PEM certificate"))?;
-            // What the verifier will do with it; done here so that a bad
-            // certificate is refused when given, not when the backend is built.
             rustls::RootCertStore::empty()
                 .add(certificate.clone())
                 .map_err(|_| invalid("is not an X.509 certificate"))?;
@@ -177,9 +133,8 @@ impl RootCertificate {
     }
 }
 
-/// The TLS client configuration of a transport: rustls with the `ring`
-/// provider, HTTP/1.1, certificates checked by the platform verifier against
-/// the system's roots and `root_certificates`.
+/// rustls with `ring`, HTTP/1.1, the platform verifier with the system's
+/// roots and `root_certificates`.
 fn tls_config(
     root_certificates: &[RootCertificate],
 ) -> Result<rustls::ClientConfig, rustls::Error> {
@@ -188,8 +143,7 @@ fn tls_config(
     let verifier: Arc<dyn ServerCertVerifier> =
         match rustls_platform_verifier::Verifier::new_with_extra_roots(extra, provider.clone()) {
             Ok(verifier) => Arc::new(verifier),
-            // No root at all (no system store, none given): plain-http
-            // endpoints such as a local emulator still work, https ones fail
+            // No root at all: http endpoints still work, https ones fail
             // their handshake saying why.
             Err(e) => Arc::new(NoRoots {
                 reason: match e {
@@ -208,8 +162,7 @@ fn tls_config(
     Ok(config)
 }
 
-/// The verifier when no certificate authority could be loaded: refuses
-/// every server certificate, naming the cause and the remedy.
+/// Refuses every server certificate, naming the cause and the remedy.
 #[derive(Debug)]
 struct NoRoots {
     reason: String,
@@ -268,15 +221,13 @@ impl ServerCertVerifier for NoRoots {
     }
 }
 
-/// The last policy of both pipelines: sends the request with a pooled
-/// `reqwest` client.
+/// The last policy of both pipelines.
 #[derive(Debug)]
 pub(crate) struct Transport {
     client: reqwest::Client,
 }
 
 impl Transport {
-    /// A transport trusting `root_certificates` beside the system's roots.
     pub(crate) fn new(root_certificates: &[RootCertificate]) -> crate::Result<Self> {
         let tls = tls_config(root_certificates)
             .map_err(|e| crate::Error::client(format!("cannot set up TLS: {e}")).with_source(e))?;
@@ -319,7 +270,6 @@ impl Transport {
         let status = StatusCode::from(response.status().as_u16());
         let mut headers = Headers::new();
         for (name, value) in response.headers() {
-            // Names from the wire are ASCII tokens, lowercase in `http`.
             if let Ok(value) = value.to_str() {
                 headers.insert(
                     HeaderName::from(name.as_str().to_ascii_lowercase()),
