@@ -13,7 +13,6 @@ use azure_core::http::headers::{HeaderName, Headers};
 use serde_json::Value as Json;
 
 use crate::error::Error;
-use crate::key::TableName;
 
 use super::credential::CredentialFailure;
 use super::transport::TransportError;
@@ -135,11 +134,11 @@ impl fmt::Display for NoReply {
 }
 
 /// A reply body that is not what the service sends.
-pub(super) fn undecodable(table: &TableName, what: &str, e: &serde_json::Error) -> Failure {
+pub(super) fn undecodable(what: impl fmt::Display, e: &serde_json::Error) -> Failure {
     Failure::Fatal(Error::Backend {
         status: None,
         code: None,
-        message: format!("the {what} in the reply from table `{table}` cannot be read: {e}"),
+        message: format!("the {what} cannot be read: {e}"),
         source: None,
     })
 }

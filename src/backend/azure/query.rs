@@ -85,8 +85,12 @@ impl AzureBackend {
         let read = match wire::direct::page(body) {
             Some(entities) => entities,
             None => {
-                let page: Page = serde_json::from_slice(body)
-                    .map_err(|e| undecodable(table, "query page", &e))?;
+                let page: Page = serde_json::from_slice(body).map_err(|e| {
+                    undecodable(
+                        format_args!("query page in the reply from table `{table}`"),
+                        &e,
+                    )
+                })?;
                 page.value
                     .into_iter()
                     .map(|json| wire::entity_from_parsed(table.as_str(), json))

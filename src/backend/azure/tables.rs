@@ -1,6 +1,5 @@
-//! Writes and reads of single entities and batches on the Table service,
-//! under the transport retry policy, and what a read-back says about a write
-//! whose reply was lost.
+//! Table service operations under the retry policy, and what a read-back
+//! says about a write whose reply was lost.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -43,8 +42,7 @@ fn not_applied_and_changed(what: &str) -> Error {
     }
 }
 
-/// `op` in the form the service stores it: what a read-back is compared
-/// with.
+/// `op` as the service stores it, for comparing with a read-back.
 fn as_stored(op: &TableOp) -> TableOp {
     let mut op = op.clone();
     if let Some(d) = op.data_mut() {
@@ -101,8 +99,13 @@ impl AzureBackend {
                 let entity = match wire::direct::entity(body) {
                     Some(entity) => entity,
                     None => {
-                        let json: wire::ParsedEntity = serde_json::from_slice(body)
-                            .map_err(|e| undecodable(table, "entity", &e))?;
+                        let json: wire::ParsedEntity =
+                            serde_json::from_slice(body).map_err(|e| {
+                                undecodable(
+                                    format_args!("entity in the reply from table `{table}`"),
+                                    &e,
+                                )
+                            })?;
                         wire::entity_from_parsed(table.as_str(), json)?
                     }
                 };
@@ -152,12 +155,16 @@ impl AzureBackend {
         }
     }
 
-    /// Reads every row a batch writes.
-    async fn read_rows(
+    /// After a failure that may have applied `ops`, reads their rows: the
+    /// versions when the write was applied, `None` when it was not (send it
+    /// again), else a conflict or an unknown outcome.
+    async fn read_back(
         &self,
         table: &TableName,
         ops: &[TableOp],
-    ) -> std::result::Result<Vec<Option<StoredEntity>>, Failure> {
+        write_log: Option<&str>,
+        what: &str,
+    ) -> std::result::Result<Option<Vec<Option<Version>>>, Failure> {
         let mut stored = Vec::with_capacity(ops.len());
         for op in ops {
             stored.push(
@@ -165,17 +172,19 @@ impl AzureBackend {
                     .await?,
             );
         }
-        Ok(stored)
-    }
-
-    async fn verify_batch(
-        &self,
-        table: &TableName,
-        ops: &[TableOp],
-    ) -> std::result::Result<Verdict, Failure> {
-        let stored = self.read_rows(table, ops).await?;
         let ops: Vec<TableOp> = ops.iter().map(as_stored).collect();
-        Ok(outcome::judge(&ops, &stored, None))
+        match outcome::judge(&ops, &stored, write_log) {
+            Verdict::Applied(versions) => {
+                tracing::debug!("lost reply: the write was applied");
+                Ok(Some(versions))
+            }
+            Verdict::NotApplied => {
+                tracing::debug!("lost reply: the write was not applied; sending again");
+                Ok(None)
+            }
+            Verdict::Refused => Err(Failure::Fatal(not_applied_and_changed(what))),
+            Verdict::Unknown => Err(Failure::Fatal(unknown_outcome(what))),
+        }
     }
 }
 
@@ -242,17 +251,8 @@ impl TableBackend for AzureBackend {
                         let reply = self
                             .send_raw(Service::Table, requests::list_tables(base, next)?)
                             .await?;
-                        let page: Page =
-                            serde_json::from_slice(reply.body().as_ref()).map_err(|e| {
-                                Failure::Fatal(Error::Backend {
-                                    status: None,
-                                    code: None,
-                                    message: format!(
-                                        "the table listing in the reply cannot be read: {e}"
-                                    ),
-                                    source: None,
-                                })
-                            })?;
+                        let page: Page = serde_json::from_slice(reply.body().as_ref())
+                            .map_err(|e| undecodable("table listing in the reply", &e))?;
                         let continuation =
                             header(&reply, "x-ms-continuation-nexttablename").map(str::to_owned);
                         Ok((page, continuation))
@@ -301,22 +301,11 @@ impl TableBackend for AzureBackend {
         self.retrying(op.name(), |earlier| async move {
             if verify_first.load(Ordering::Relaxed) {
                 // A failed read is retried, and verifies again.
-                let stored = self
-                    .get_once(table, op.partition_key(), op.row_key())
-                    .await?;
+                let ops = std::slice::from_ref(op);
+                let applied = self.read_back(table, ops, write_log, &what()).await?;
                 verify_first.store(false, Ordering::Relaxed);
-                match outcome::judge(&[as_stored(op)], &[stored], write_log) {
-                    Verdict::Applied(mut v) => {
-                        tracing::debug!("lost reply: the write was applied");
-                        return Ok(v.pop().flatten());
-                    }
-                    Verdict::NotApplied => {
-                        tracing::debug!("lost reply: the write was not applied; sending again");
-                    }
-                    Verdict::Refused => {
-                        return Err(Failure::Fatal(not_applied_and_changed(&what())));
-                    }
-                    Verdict::Unknown => return Err(Failure::Fatal(unknown_outcome(&what()))),
+                if let Some(mut v) = applied {
+                    return Ok(v.pop().flatten());
                 }
             }
             match self.execute_once(table, op).await {
@@ -376,19 +365,10 @@ impl TableBackend for AzureBackend {
         let verify_first = &AtomicBool::new(false);
         self.retrying("batch", |_| async move {
             if verify_first.load(Ordering::Relaxed) {
-                // A failed read is retried, and verifies again.
-                let verdict = self.verify_batch(table, ops).await?;
+                let applied = self.read_back(table, ops, None, what).await?;
                 verify_first.store(false, Ordering::Relaxed);
-                match verdict {
-                    Verdict::Applied(versions) => {
-                        tracing::debug!("lost reply: the batch was applied");
-                        return Ok(versions);
-                    }
-                    Verdict::NotApplied => {
-                        tracing::debug!("lost reply: the batch was not applied; sending again");
-                    }
-                    Verdict::Refused => return Err(Failure::Fatal(not_applied_and_changed(what))),
-                    Verdict::Unknown => return Err(Failure::Fatal(unknown_outcome(what))),
+                if let Some(versions) = applied {
+                    return Ok(versions);
                 }
             }
             match self.batch_once(table, ops, base, request, what).await {
