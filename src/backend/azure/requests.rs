@@ -1,7 +1,4 @@
-//! Requests to the Table service and what its replies say: the request of
-//! each single-entity operation (method, URL with keys quoted, headers,
-//! body, condition), ETags and entities read back, and how errors name a
-//! row.
+//! Requests to the Table service and what its replies say.
 
 use azure_core::Bytes;
 use azure_core::http::headers::HeaderName;
@@ -13,39 +10,34 @@ use crate::entity::{EntityData, Properties, datetime, validate_entity};
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 
-/// A key as it goes into an entity URL: `'` doubled, as OData string
-/// literals require.
+/// A key as it goes into an entity URL: `'` doubled (OData literals).
 pub(super) fn quote_key(key: &str) -> String {
     key.replace('\'', "''")
 }
 
-/// `{base}/{table}`: where inserts go.
-pub(super) fn table_url(base: &Url, table: &TableName) -> Result<Url> {
+/// `{base}/{segment}`, the segment percent-encoded.
+fn url_with(base: &Url, segment: &str) -> Result<Url> {
     let mut url = base.clone();
     url.path_segments_mut()
         .map_err(|()| Error::invalid("table endpoint", "cannot carry a path"))?
-        .push(table.as_str());
+        .push(segment);
     Ok(url)
 }
 
-/// `{base}/{table}(PartitionKey='..',RowKey='..')`, keys quoted and
-/// percent-encoded.
+/// `{base}/{table}`: where inserts go.
+pub(super) fn table_url(base: &Url, table: &TableName) -> Result<Url> {
+    url_with(base, table.as_str())
+}
+
+/// `{base}/{table}(PartitionKey='..',RowKey='..')`.
 pub(super) fn entity_url(
     base: &Url,
     table: &TableName,
     pk: &PartitionKey,
     rk: &RowKey,
 ) -> Result<Url> {
-    let mut url = base.clone();
-    url.path_segments_mut()
-        .map_err(|()| Error::invalid("table endpoint", "cannot carry a path"))?
-        .push(&format!(
-            "{}(PartitionKey='{}',RowKey='{}')",
-            table.as_str(),
-            quote_key(pk.as_str()),
-            quote_key(rk.as_str())
-        ));
-    Ok(url)
+    let (pk, rk) = (quote_key(pk.as_str()), quote_key(rk.as_str()));
+    url_with(base, &format!("{table}(PartitionKey='{pk}',RowKey='{rk}')"))
 }
 
 /// The new version a write reports through its ETag, which embeds the new
@@ -86,8 +78,7 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// An entity read from the wire, with its ETag (from the header when given,
-/// else from `odata.etag`).
+/// An entity read from the wire, its ETag from the header or `odata.etag`.
 pub(super) fn stored_from_wire(
     table: &TableName,
     w: wire::WireEntity,
@@ -117,8 +108,8 @@ pub(super) fn stored_from_wire(
     })
 }
 
-/// The properties as the service will store and return them (date-times cut
-/// to 100 ns and so on): what a read-back is compared with.
+/// The properties as the service will store them (date-times cut to 100 ns
+/// and so on).
 pub(super) fn stored_form(d: &EntityData) -> Properties {
     let json = wire::entity_to_json(d.partition_key.as_str(), d.row_key.as_str(), &d.properties);
     match wire::entity_from_json("", &json) {
@@ -127,18 +118,15 @@ pub(super) fn stored_form(d: &EntityData) -> Properties {
     }
 }
 
-/// The body of a single-entity write: the entity's JSON with non-ASCII
-/// characters escaped (see `wire::EntityBody::to_ascii_text`: Azurite
-/// mangles a multi-byte character split between two chunks of a body it
-/// reads as it arrives).
+/// The body of a single-entity write, non-ASCII escaped (see the module
+/// doc of `backend::azure`).
 pub(super) fn entity_body(d: &EntityData) -> Result<Bytes> {
     let text = wire::EntityBody::new(d.partition_key.as_str(), d.row_key.as_str(), &d.properties)
         .to_ascii_text()?;
     Ok(Bytes::from(text))
 }
 
-/// What replies are asked to hold: every annotation, so that types and
-/// ETags come back with each entity.
+/// Every annotation, so that types and ETags come back with each entity.
 const FULL_METADATA: &str = "application/json;odata=fullmetadata";
 const JSON: &str = "application/json";
 
@@ -154,11 +142,7 @@ pub(super) fn if_match(c: &Precondition) -> Option<&str> {
 
 /// `POST {base}/Tables`: creates `table`.
 pub(super) fn create_table(base: &Url, table: &TableName) -> Result<Request> {
-    let mut url = base.clone();
-    url.path_segments_mut()
-        .map_err(|()| Error::invalid("table endpoint", "cannot carry a path"))?
-        .push("Tables");
-    let mut request = Request::new(url, Method::Post);
+    let mut request = Request::new(url_with(base, "Tables")?, Method::Post);
     request.insert_header("accept", FULL_METADATA);
     request.insert_header("content-type", JSON);
     request.insert_header("prefer", "return-content");
@@ -169,22 +153,15 @@ pub(super) fn create_table(base: &Url, table: &TableName) -> Result<Request> {
 
 /// `DELETE {base}/Tables('name')`: deletes `table`.
 pub(super) fn delete_table(base: &Url, table: &TableName) -> Result<Request> {
-    let mut url = base.clone();
-    url.path_segments_mut()
-        .map_err(|()| Error::invalid("table endpoint", "cannot carry a path"))?
-        .push(&format!("Tables('{}')", table.as_str()));
+    let url = url_with(base, &format!("Tables('{table}')"))?;
     let mut request = Request::new(url, Method::Delete);
     request.insert_header("accept", FULL_METADATA);
     Ok(request)
 }
 
-/// `GET {base}/Tables`: one page of the table listing, from `next` (a
-/// continuation's `NextTableName`) when given.
+/// `GET {base}/Tables`: one page of the table listing, from `next`.
 pub(super) fn list_tables(base: &Url, next: Option<&str>) -> Result<Request> {
-    let mut url = base.clone();
-    url.path_segments_mut()
-        .map_err(|()| Error::invalid("table endpoint", "cannot carry a path"))?
-        .push("Tables");
+    let mut url = url_with(base, "Tables")?;
     if let Some(next) = next {
         url.query_pairs_mut().append_pair("NextTableName", next);
     }
@@ -205,10 +182,7 @@ pub(super) fn get(
     Ok(request)
 }
 
-/// The request of one single-entity write: insert (`POST` to the table),
-/// replace (`PUT`), merge (`PATCH`, the merge verb of the Tables REST API
-/// besides `MERGE`) or delete, each with the `If-Match` its condition
-/// needs (none: insert-or-replace, insert-or-merge).
+/// The request of one single-entity write (a merge is a `PATCH`).
 pub(super) fn write(base: &Url, table: &TableName, op: &TableOp) -> Result<Request> {
     let entity = || entity_url(base, table, op.partition_key(), op.row_key());
     let mut request = match op {
@@ -238,7 +212,6 @@ pub(super) fn write(base: &Url, table: &TableName, op: &TableOp) -> Result<Reque
     Ok(request)
 }
 
-/// A header of a reply.
 pub(super) fn header<'a>(reply: &'a RawResponse, name: &'static str) -> Option<&'a str> {
     super::auth::header_value(reply.headers(), &HeaderName::from_static(name))
 }
@@ -255,7 +228,6 @@ pub(super) fn version_of(table: &TableName, reply: &RawResponse) -> Result<Versi
     version_from_etag(table, etag)
 }
 
-/// `op` of the row (`pk`, `rk`) of `table`, as every backend says it.
 pub(super) fn entity_what(op: &str, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> String {
     crate::error::what::entity(op, table.as_str(), pk, rk)
 }
