@@ -1,10 +1,6 @@
-//! Entity-group transactions on the wire: the `multipart/mixed` request,
-//! sending it once, and the parsing of its reply.
-//!
-//! The reply says which operation failed and why only inside the failing
-//! part: its JSON body holds the index (as `"N:message"`) and the code, and
-//! the batch as a whole answers 202. leasehold writes the request and reads
-//! every part back.
+//! Entity-group transactions on the wire: the `multipart/mixed` request and
+//! its reply, which answers 202 as a whole and names the failing operation
+//! only inside its part (the index as `"N:message"`, and the code).
 
 use std::fmt::Write as _;
 
@@ -15,9 +11,9 @@ use serde_json::Value as Json;
 use super::AzureBackend;
 use super::auth::Service;
 use super::errors::{Failure, is_transient_status};
-use super::requests::{entity_url, op_what, table_url, version_from_etag};
+use super::requests::{entity_url, if_match, op_what, table_url, url_with, version_from_etag};
 use crate::backend::wire;
-use crate::backend::{Precondition, TableOp, Version};
+use crate::backend::{TableOp, Version};
 use crate::error::{Error, Result};
 use crate::key::TableName;
 
@@ -57,13 +53,7 @@ pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<Ba
                 entity_url(base, table, op.partition_key(), op.row_key())?,
             ),
         };
-        let condition = match op.condition() {
-            None => None,
-            Some(Precondition::IfMatch(etag)) => Some(etag.as_str().to_owned()),
-            Some(Precondition::IfExists) => Some("*".to_owned()),
-            // No If-Match: insert-or-replace / insert-or-merge.
-            Some(Precondition::Upsert) => None,
-        };
+        let condition = op.condition();
         let _ = write!(
             body,
             "--{changeset}\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n\
@@ -73,7 +63,7 @@ pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<Ba
              DataServiceVersion: 3.0;\r\n",
             i + 1
         );
-        if let Some(etag) = condition {
+        if let Some(etag) = condition.as_ref().and_then(if_match) {
             let _ = write!(body, "If-Match: {etag}\r\n");
         }
         match op.data() {
@@ -106,14 +96,11 @@ pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<Ba
     })
 }
 
-/// One operation's reply inside a batch reply, borrowed from the reply's
-/// text (a batch of 100 carries some 600 header lines: none is copied).
+/// One operation's reply inside a batch reply, borrowed from its text.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(super) struct PartReply<'a> {
     pub(super) status: u16,
-    /// Headers, as sent (names are matched ignoring ASCII case).
     pub(super) headers: Vec<(&'a str, &'a str)>,
-    /// The body, its lines as sent.
     pub(super) body: &'a str,
 }
 
@@ -159,12 +146,9 @@ impl<'a> PartReply<'a> {
     }
 }
 
-/// Reads the operation replies out of a batch reply body, in order.
-///
-/// Each reply is an HTTP response inside a MIME part: a status line, headers,
-/// a blank line and a body, ending at the next boundary line (`--...`). This
-/// reads replies whether they sit in a changeset (the usual case) or directly
-/// in the batch (how the service answers a malformed batch).
+/// Reads the operation replies (status line, headers, blank line, body up
+/// to the next `--` line) out of a batch reply, in order, in a changeset or
+/// directly in the batch (the answer to a malformed batch).
 pub(super) fn parse(body: &str) -> Vec<PartReply<'_>> {
     #[derive(Clone, Copy)]
     enum State {
@@ -231,11 +215,7 @@ impl AzureBackend {
         request: &BatchRequest,
         what: &str,
     ) -> std::result::Result<Result<Vec<Option<Version>>>, Failure> {
-        let mut url = base.clone();
-        url.path_segments_mut()
-            .map_err(|()| Failure::Fatal(Error::invalid("table endpoint", "cannot carry a path")))?
-            .push("$batch");
-        let mut raw = Request::new(url, Method::Post);
+        let mut raw = Request::new(url_with(base, "$batch")?, Method::Post);
         raw.insert_header("content-type", request.content_type.clone());
         raw.insert_header("accept", "application/json;odata=minimalmetadata");
         raw.insert_header("dataserviceversion", "3.0;");
@@ -244,6 +224,14 @@ impl AzureBackend {
         let reply = self.send_raw(Service::Table, raw).await?;
         let text = String::from_utf8_lossy(reply.body().as_ref());
         let parts = parse(&text);
+        let bad_reply = |message| {
+            Failure::Fatal(Error::Backend {
+                status: Some(202),
+                code: None,
+                message,
+                source: None,
+            })
+        };
 
         if let Some(part) = parts.iter().find(|p| p.status >= 300 || p.status < 200) {
             let (code, message_index) = part.error_details();
@@ -278,16 +266,11 @@ impl AzureBackend {
             }));
         }
         if parts.len() != ops.len() {
-            return Err(Failure::Fatal(Error::Backend {
-                status: Some(202),
-                code: None,
-                message: format!(
-                    "{what}: the reply holds {} operation results for {} operations",
-                    parts.len(),
-                    ops.len()
-                ),
-                source: None,
-            }));
+            return Err(bad_reply(format!(
+                "{what}: the reply holds {} operation results for {} operations",
+                parts.len(),
+                ops.len()
+            )));
         }
         // Replies come in request order; Content-ID, when echoed, says so too.
         let mut ordered: Vec<Option<&PartReply<'_>>> = vec![None; ops.len()];
@@ -312,12 +295,7 @@ impl AzureBackend {
                     versions.push(Some(version_from_etag(table, etag)?));
                 }
                 (_, None) => {
-                    return Err(Failure::Fatal(Error::Backend {
-                        status: Some(202),
-                        code: None,
-                        message: format!("{what}: an operation has no reply"),
-                        source: None,
-                    }));
+                    return Err(bad_reply(format!("{what}: an operation has no reply")));
                 }
             }
         }

@@ -16,7 +16,7 @@ pub(super) fn quote_key(key: &str) -> String {
 }
 
 /// `{base}/{segment}`, the segment percent-encoded.
-fn url_with(base: &Url, segment: &str) -> Result<Url> {
+pub(super) fn url_with(base: &Url, segment: &str) -> Result<Url> {
     let mut url = base.clone();
     url.path_segments_mut()
         .map_err(|()| Error::invalid("table endpoint", "cannot carry a path"))?
