@@ -1,18 +1,9 @@
-//! The default Microsoft Entra ID credential chain, on `azure_identity` 1.x
-//! (feature `identity`).
-//!
-//! `azure_identity` 1.x has no `DefaultAzureCredential`; this chain keeps
-//! the order and the `AZURE_CREDENTIAL_KIND` values of the one leasehold
-//! offered before: a client secret from the environment, workload
-//! identity, managed identity, then the developer tools. Sources that
-//! cannot be set up here (a client secret without its tenant, workload
-//! identity without its token file) are left out; the others are asked in
-//! order until one gives a token, and the first that does is asked from
-//! then on.
-//!
-//! Every source's own requests go through leasehold's transport (its TLS
-//! roots and connection pool), never the stock HTTP client, which is not
-//! compiled in.
+//! The default Microsoft Entra ID credential chain on `azure_identity` 1.x
+//! (which has no `DefaultAzureCredential`; feature `identity`): a client
+//! secret from the environment, workload identity, managed identity, then
+//! the developer tools, leaving out those that cannot be set up; the first
+//! to give a token is asked from then on. Every source sends through
+//! leasehold's transport (the stock HTTP client is not compiled in).
 
 use std::fmt;
 use std::sync::Arc;
@@ -32,7 +23,6 @@ use super::errors::{Redactor, Scrubbed};
 use super::transport::{RootCertificate, Transport};
 use crate::error::{Error, Result};
 
-/// The environment variable that picks one kind of credential.
 const KIND: &str = "AZURE_CREDENTIAL_KIND";
 
 /// The chain: sources in order, and the one that answered first.
@@ -65,12 +55,7 @@ fn var(name: &str) -> Option<String> {
 }
 
 impl DefaultCredential {
-    /// The chain the environment describes, its sources sending through a
-    /// leasehold transport trusting `root_certificates`.
-    ///
-    /// # Errors
-    /// [`Error::Auth`] when `AZURE_CREDENTIAL_KIND` names an unknown kind,
-    /// or no source can be set up.
+    /// The chain the environment describes.
     pub(crate) fn from_env(root_certificates: &[RootCertificate]) -> Result<Arc<Self>> {
         let transport: Arc<dyn Policy> = Arc::new(Transport::new(root_certificates)?);
         let client_options = ClientOptions {

@@ -1,12 +1,11 @@
-//! Queries of the Table service: one page per call, resumed from a
-//! continuation.
+//! Queries of the Table service: one page per call.
 
 use azure_core::http::{Method, Request};
 
 use super::AzureBackend;
 use super::auth::Service;
 use super::errors::{Failure, undecodable};
-use super::requests::{header, stored_from_wire};
+use super::requests::{header, stored_from_wire, url_with};
 use crate::backend::wire;
 use crate::backend::{QueryPage, QuerySpec};
 use crate::entity::{RESERVED_NAMES, property_name_problem};
@@ -53,10 +52,7 @@ impl AzureBackend {
         spec: &QuerySpec,
         select: Option<String>,
     ) -> std::result::Result<QueryPage, Failure> {
-        let mut url = self.base_url(Service::Table).clone();
-        url.path_segments_mut()
-            .map_err(|()| Failure::Fatal(Error::invalid("table endpoint", "cannot carry a path")))?
-            .push(&format!("{table}()"));
+        let mut url = url_with(self.base_url(Service::Table), &format!("{table}()"))?;
         {
             let mut query = url.query_pairs_mut();
             if let Some(filter) = &spec.filter {
