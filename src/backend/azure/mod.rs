@@ -64,9 +64,8 @@ use self::pipeline::Pipelines;
 use self::transport::{RootCertificate, Transport};
 use crate::error::{Error, Result};
 
-/// Azure Table Storage and Blob Storage (or Azurite) as a leasehold backend.
-///
-/// Cheap to clone: clones share the HTTP connection pool.
+/// Azure Table Storage and Blob Storage (or Azurite) as a leasehold
+/// backend. Clones share the HTTP connection pool.
 #[derive(Clone)]
 pub struct AzureBackend {
     inner: Arc<Inner>,
@@ -84,12 +83,8 @@ struct Inner {
 
 impl fmt::Debug for AzureBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = &self.inner.settings;
         f.debug_struct("AzureBackend")
-            .field("account", &s.account)
-            .field("table_endpoint", &s.table_endpoint.as_str())
-            .field("blob_endpoint", &s.blob_endpoint.as_str())
-            .field("credentials", &s.credentials)
+            .field("settings", &self.inner.settings)
             .field("retry", &self.inner.retry)
             .finish()
     }
@@ -113,8 +108,7 @@ impl AzureBackend {
         AzureBackendBuilder::default()
     }
 
-    /// The settings this backend was built from (secrets redacted in
-    /// `Debug`).
+    /// The settings this backend was built from.
     pub fn settings(&self) -> &ConnectionSettings {
         &self.inner.settings
     }
@@ -135,15 +129,6 @@ impl AzureBackend {
         Fut: Future<Output = std::result::Result<T, Failure>>,
     {
         self.inner.retry.run(operation, attempt).await
-    }
-
-    /// The Table service's host (`server.address` of the spans).
-    fn table_host(&self) -> &str {
-        self.inner
-            .settings
-            .table_endpoint
-            .host_str()
-            .unwrap_or_default()
     }
 
     /// Runs one request attempt with the per-attempt timeout, classifying
@@ -242,7 +227,7 @@ fn fresh_uuid() -> String {
 ///     .build()?;
 /// # let _ = backend; Ok(()) }
 /// ```
-#[derive(Default)]
+#[derive(Debug, Default)]
 #[must_use = "an AzureBackendBuilder does nothing until `build()`"]
 pub struct AzureBackendBuilder {
     base: Option<ConnectionSettings>,
@@ -254,22 +239,6 @@ pub struct AzureBackendBuilder {
     policies: Vec<Arc<dyn Policy>>,
     audience: Option<String>,
     root_certificates: Vec<RootCertificate>,
-}
-
-impl fmt::Debug for AzureBackendBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AzureBackendBuilder")
-            .field("base", &self.base)
-            .field("account", &self.account)
-            .field("credentials", &self.credentials)
-            .field("audience", &self.audience)
-            .field("root_certificates", &self.root_certificates.len())
-            .field("table_endpoint", &self.table_endpoint)
-            .field("blob_endpoint", &self.blob_endpoint)
-            .field("retry", &self.retry)
-            .field("policies", &self.policies.len())
-            .finish()
-    }
 }
 
 impl AzureBackendBuilder {

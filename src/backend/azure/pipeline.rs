@@ -1,25 +1,9 @@
-//! The `azure_core` pipelines both services' requests go through.
-//!
-//! Every request, whether leasehold writes it (all Table requests, the
-//! un-ranged blob `GET`) or `azure_storage_blob` does (every other blob and
-//! lease operation), runs these per-try policies, in this order:
-//!
-//! 1. [`StorageHeadersPolicy`]: `x-ms-date` (fresh on every try) and, where
-//!    the request has none, `x-ms-version`;
-//! 2. the credential's policy: [`SharedKeyPolicy`] for the service,
-//!    [`SasPolicy`], or [`BearerPolicy`] over the token cache;
-//! 3. the caller's own policies ([`AzureBackendBuilder::policy`]), such as
-//!    a fault injector;
-//! 4. leasehold's [`Transport`], which answers without calling the stock
-//!    logging and transport policies behind it.
-//!
-//! The stock retry policy is off (leasehold retries, see
-//! [`TransportRetry`](super::TransportRetry)), and the blob clients get no
-//! credential of their own: their bearer policy would ask for a fixed
-//! scope and bypass the token cache.
-//!
-//! [`AzureBackendBuilder::policy`]: super::AzureBackendBuilder::policy
-//! [`Transport`]: super::transport::Transport
+//! The `azure_core` pipelines of both services. Every request, leasehold's
+//! or `azure_storage_blob`'s, runs these per-try policies in order:
+//! [`StorageHeadersPolicy`], the credential's policy, the caller's own,
+//! then leasehold's transport. The stock retry policy is off, and the blob
+//! clients get no credential of their own (their bearer policy would ask
+//! for a fixed scope and bypass the token cache).
 
 use std::sync::Arc;
 
@@ -31,19 +15,16 @@ use super::auth::{SasPolicy, Service, SharedKeyPolicy, Stamped, StorageHeadersPo
 use super::connection::{ConnectionSettings, Credentials};
 use super::credential::{BearerPolicy, TokenCache};
 
-/// The Table service version leasehold's requests are written for.
+/// The service versions leasehold's own requests are written for (the
+/// blob client names its own).
 pub(crate) const TABLE_VERSION: &str = "2022-11-02";
-/// The Blob service version of the raw `GET` (the blob client names its
-/// own on every request).
 pub(crate) const BLOB_VERSION: &str = "2022-11-02";
 
-/// The pipelines and client options of one backend.
+/// The pipelines of leasehold's own requests, and the options blob
+/// clients are built with.
 pub(crate) struct Pipelines {
-    /// Table requests, written by leasehold.
     pub(crate) table: Pipeline,
-    /// Blob requests written by leasehold (the un-ranged `GET`).
     pub(crate) blob: Pipeline,
-    /// What each blob and container client is built with.
     pub(crate) blob_options: ClientOptions,
 }
 
@@ -53,7 +34,6 @@ impl std::fmt::Debug for Pipelines {
     }
 }
 
-/// The client options for one service: the policies above, in order.
 fn options(
     version: &'static str,
     auth: Arc<dyn Policy>,
@@ -67,16 +47,13 @@ fn options(
     ClientOptions {
         per_try_policies: per_try,
         retry: RetryOptions::none(),
-        // Never reached (leasehold's transport answers first), but a client
-        // left without one would build the stock HTTP client, which is not
-        // compiled in.
+        // Never reached, but without it a client would build the stock HTTP
+        // client, which is not compiled in.
         transport: Some(Transport::with_policy(transport.clone())),
         ..ClientOptions::default()
     }
 }
 
-/// The raw pipeline over `options`: no policies beyond those the options
-/// hold.
 pub(crate) fn pipeline(options: ClientOptions) -> Pipeline {
     Pipeline::new(
         Some(env!("CARGO_PKG_NAME")),
@@ -88,8 +65,6 @@ pub(crate) fn pipeline(options: ClientOptions) -> Pipeline {
     )
 }
 
-/// Builds the pipelines for `settings`, with the caller's `policies` in
-/// front of `transport`.
 pub(crate) fn build(
     settings: &ConnectionSettings,
     policies: &[Arc<dyn Policy>],

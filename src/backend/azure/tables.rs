@@ -195,7 +195,7 @@ impl TableBackend for AzureBackend {
     }
 
     fn server_address(&self) -> Option<String> {
-        Some(self.table_host().to_owned())
+        (self.inner.settings.table_endpoint.host_str()).map(str::to_owned)
     }
 
     async fn create_table(&self, table: &TableName) -> Result<TableCreation> {
