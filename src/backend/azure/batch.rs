@@ -306,6 +306,7 @@ impl AzureBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::Precondition;
 
     const FAILED: &str = "--batchresponse_1\r\n\
         Content-Type: multipart/mixed; boundary=changesetresponse_2\r\n\r\n\

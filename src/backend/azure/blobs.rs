@@ -295,14 +295,16 @@ impl AzureBackend {
         F: FnMut(BlobClient, Attempt) -> Fut,
         Fut: Future<Output = std::result::Result<T, Failure>>,
     {
-        self.retrying(operation, |earlier| {
-            let next = self
-                .blob_client(container, blob)
-                .map(|client| attempt(client, earlier));
-            async move { next?.await }
-        })
-        .await
-        .map_err(|f| f.into_error(what()))
+        self.inner
+            .retry
+            .run(operation, |earlier| {
+                let next = self
+                    .blob_client(container, blob)
+                    .map(|client| attempt(client, earlier));
+                async move { next?.await }
+            })
+            .await
+            .map_err(|f| f.into_error(what()))
     }
 
     /// A conditional blob write whose earlier attempt may have been applied
@@ -384,40 +386,42 @@ impl AzureBackend {
             }
             Some(n) => Some(i32::try_from(n).unwrap_or(i32::MAX)),
         };
-        self.retrying("list_blobs", |_| async move {
-            let client = self.container_client(container)?;
-            let options = BlobContainerClientListBlobsOptions {
-                include: Some(vec![ListBlobsIncludeItem::Metadata]),
-                prefix: (!prefix.is_empty()).then(|| prefix.to_owned()),
-                marker: marker.map(str::to_owned),
-                maxresults: max_results,
-                ..BlobContainerClientListBlobsOptions::default()
-            };
-            let reply = self
-                .attempt(async move {
-                    let mut pages = client.list_blobs(Some(options))?.into_pages();
-                    match pages.next().await {
-                        Some(page) => page?.into_model(),
-                        None => Err(azure_core::Error::with_message(
-                            azure_core::error::ErrorKind::Other,
-                            "the listing reply held no page",
-                        )),
-                    }
+        self.inner
+            .retry
+            .run("list_blobs", |_| async move {
+                let client = self.container_client(container)?;
+                let options = BlobContainerClientListBlobsOptions {
+                    include: Some(vec![ListBlobsIncludeItem::Metadata]),
+                    prefix: (!prefix.is_empty()).then(|| prefix.to_owned()),
+                    marker: marker.map(str::to_owned),
+                    maxresults: max_results,
+                    ..BlobContainerClientListBlobsOptions::default()
+                };
+                let reply = self
+                    .attempt(async move {
+                        let mut pages = client.list_blobs(Some(options))?.into_pages();
+                        match pages.next().await {
+                            Some(page) => page?.into_model(),
+                            None => Err(azure_core::Error::with_message(
+                                azure_core::error::ErrorKind::Other,
+                                "the listing reply held no page",
+                            )),
+                        }
+                    })
+                    .await;
+                let page = reply?;
+                let items = page
+                    .blob_items
+                    .into_iter()
+                    .map(properties_from_item)
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                Ok(BlobListPage {
+                    items,
+                    next_marker: page.next_marker.filter(|m| !m.is_empty()),
                 })
-                .await;
-            let page = reply?;
-            let items = page
-                .blob_items
-                .into_iter()
-                .map(properties_from_item)
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            Ok(BlobListPage {
-                items,
-                next_marker: page.next_marker.filter(|m| !m.is_empty()),
             })
-        })
-        .await
-        .map_err(|f| f.into_error(what()))
+            .await
+            .map_err(|f| f.into_error(what()))
     }
 }
 
@@ -430,18 +434,20 @@ impl BlobBackend for AzureBackend {
     }
 
     async fn create_container(&self, container: &ContainerName) -> Result<()> {
-        self.retrying("create_container", |_| async move {
-            let client = self.container_client(container)?;
-            match self.attempt(client.create(None)).await {
-                Ok(_) => Ok(()),
-                Err(f) if matches!(f.status(), Some((409, Some("ContainerAlreadyExists")))) => {
-                    Ok(())
+        self.inner
+            .retry
+            .run("create_container", |_| async move {
+                let client = self.container_client(container)?;
+                match self.attempt(client.create(None)).await {
+                    Ok(_) => Ok(()),
+                    Err(f) if matches!(f.status(), Some((409, Some("ContainerAlreadyExists")))) => {
+                        Ok(())
+                    }
+                    Err(f) => Err(f),
                 }
-                Err(f) => Err(f),
-            }
-        })
-        .await
-        .map_err(|f| f.into_error(crate::error::what::container(container)))
+            })
+            .await
+            .map_err(|f| f.into_error(crate::error::what::container(container)))
     }
 
     async fn put_blob(
@@ -508,7 +514,9 @@ impl BlobBackend for AzureBackend {
 
     async fn get_blob(&self, container: &ContainerName, blob: &BlobName) -> Result<Option<Blob>> {
         check_blob_name(blob)?;
-        self.retrying("get_blob", |_| self.get_blob_once(container, blob))
+        self.inner
+            .retry
+            .run("get_blob", |_| self.get_blob_once(container, blob))
             .await
             .map_err(|f| f.into_error(blob_what(container, blob)))
     }

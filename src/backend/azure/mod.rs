@@ -55,7 +55,7 @@ pub use connection::ConnectionSettings;
 pub(crate) use connection::Credentials;
 use connection::{AccountKey, SasToken};
 
-use self::connection::{base_uri, parse_endpoint};
+use self::connection::parse_endpoint;
 pub use retry::TransportRetry;
 
 use self::auth::Service;
@@ -73,9 +73,6 @@ pub struct AzureBackend {
 
 struct Inner {
     settings: ConnectionSettings,
-    /// The services' base URLs (no trailing `/`), parsed once.
-    table_base: Url,
-    blob_base: Url,
     pipelines: Pipelines,
     retry: TransportRetry,
     redactor: Redactor,
@@ -116,19 +113,6 @@ impl AzureBackend {
     /// The transport retry policy in force.
     pub fn transport_retry(&self) -> &TransportRetry {
         &self.inner.retry
-    }
-
-    /// [`TransportRetry::run`] with this backend's policy.
-    async fn retrying<T, F, Fut>(
-        &self,
-        operation: &'static str,
-        attempt: F,
-    ) -> std::result::Result<T, Failure>
-    where
-        F: FnMut(retry::Attempt) -> Fut,
-        Fut: Future<Output = std::result::Result<T, Failure>>,
-    {
-        self.inner.retry.run(operation, attempt).await
     }
 
     /// Runs one request attempt with the per-attempt timeout, classifying
@@ -191,10 +175,11 @@ impl AzureBackend {
         }
     }
 
+    /// A service's endpoint (`parse_endpoint` dropped its trailing `/`).
     fn base_url(&self, service: Service) -> &Url {
         match service {
-            Service::Table => &self.inner.table_base,
-            Service::Blob => &self.inner.blob_base,
+            Service::Table => &self.inner.settings.table_endpoint,
+            Service::Blob => &self.inner.settings.blob_endpoint,
         }
     }
 }
@@ -462,7 +447,7 @@ pub mod __bench {
     ) -> (azure_core::http::Pipeline, azure_core::http::Url) {
         (
             backend.inner.pipelines.table.clone(),
-            backend.inner.table_base.clone(),
+            backend.inner.settings.table_endpoint.clone(),
         )
     }
 }
@@ -474,20 +459,12 @@ impl AzureBackend {
         policies: Vec<Arc<dyn Policy>>,
         root_certificates: &[RootCertificate],
     ) -> Result<Self> {
-        let base = |what: &str, endpoint: &Url| {
-            Url::parse(&base_uri(endpoint))
-                .map_err(|_| Error::invalid(format!("{what} endpoint"), "is not a valid URL"))
-        };
-        let table_base = base("Table", &settings.table_endpoint)?;
-        let blob_base = base("Blob", &settings.blob_endpoint)?;
         let transport: Arc<dyn Policy> = Arc::new(Transport::new(root_certificates)?);
         let pipelines = pipeline::build(&settings, &policies, transport);
         let redactor = Redactor::new(settings.credentials.secrets(), settings.credentials.kind());
         Ok(AzureBackend {
             inner: Arc::new(Inner {
                 settings,
-                table_base,
-                blob_base,
                 pipelines,
                 retry,
                 redactor,
@@ -505,6 +482,7 @@ mod auth_tests;
 mod tests {
     use super::*;
     use crate::backend::TableBackend;
+    use crate::backend::azure::connection::base_uri;
     use crate::key::{PartitionKey, RowKey, TableName};
     use async_trait::async_trait;
 

@@ -41,7 +41,9 @@ impl AzureBackend {
             }
         };
         let what = format!("query of table `{table}`");
-        self.retrying("query", |_| self.query_once(table, spec, select.clone()))
+        self.inner
+            .retry
+            .run("query", |_| self.query_once(table, spec, select.clone()))
             .await
             .map_err(|f| f.into_error(&what).for_table(table.as_str()))
     }

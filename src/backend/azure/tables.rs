@@ -72,15 +72,17 @@ impl AzureBackend {
         + Sync,
     ) -> Result<T> {
         let answer = &answer;
-        self.retrying(operation, |earlier| async move {
-            let request = request(self.base_url(Service::Table), table)?;
-            answer(self.send_raw(Service::Table, request).await, earlier)
-        })
-        .await
-        .map_err(|f| {
-            f.into_error(crate::error::what::table(table.as_str()))
-                .for_table(table.as_str())
-        })
+        self.inner
+            .retry
+            .run(operation, |earlier| async move {
+                let request = request(self.base_url(Service::Table), table)?;
+                answer(self.send_raw(Service::Table, request).await, earlier)
+            })
+            .await
+            .map_err(|f| {
+                f.into_error(crate::error::what::table(table.as_str()))
+                    .for_table(table.as_str())
+            })
     }
 
     async fn get_once(
@@ -244,7 +246,9 @@ impl TableBackend for AzureBackend {
         let mut next: Option<String> = None;
         loop {
             let (page, continuation) = self
-                .retrying("list_tables", |_| {
+                .inner
+                .retry
+                .run("list_tables", |_| {
                     let next = next.as_deref();
                     async move {
                         let base = self.base_url(Service::Table);
@@ -276,7 +280,9 @@ impl TableBackend for AzureBackend {
         pk: &PartitionKey,
         rk: &RowKey,
     ) -> Result<Option<StoredEntity>> {
-        self.retrying("get", |_| self.get_once(table, pk, rk))
+        self.inner
+            .retry
+            .run("get", |_| self.get_once(table, pk, rk))
             .await
             .map_err(|f| {
                 f.into_error(entity_what("get", table, pk, rk))
@@ -298,46 +304,48 @@ impl TableBackend for AzureBackend {
         // Whether the next attempt reads the entity first: the last one may
         // have applied a write that cannot simply be sent again.
         let verify_first = &AtomicBool::new(false);
-        self.retrying(op.name(), |earlier| async move {
-            if verify_first.load(Ordering::Relaxed) {
-                // A failed read is retried, and verifies again.
-                let ops = std::slice::from_ref(op);
-                let applied = self.read_back(table, ops, write_log, &what()).await?;
-                verify_first.store(false, Ordering::Relaxed);
-                if let Some(mut v) = applied {
-                    return Ok(v.pop().flatten());
-                }
-            }
-            match self.execute_once(table, op).await {
-                Ok(v) => Ok(v),
-                Err(f) => {
-                    if earlier.may_have_applied {
-                        match (op, f.status()) {
-                            (TableOp::Insert(d), Some((409, Some("EntityAlreadyExists")))) => {
-                                return self
-                                    .insert_after_lost_reply(table, d, write_log, &what())
-                                    .await
-                                    .map_err(Failure::Fatal);
-                            }
-                            (TableOp::Delete { .. }, Some((404, Some("ResourceNotFound")))) => {
-                                return Ok(None);
-                            }
-                            _ => {}
-                        }
+        self.inner
+            .retry
+            .run(op.name(), |earlier| async move {
+                if verify_first.load(Ordering::Relaxed) {
+                    // A failed read is retried, and verifies again.
+                    let ops = std::slice::from_ref(op);
+                    let applied = self.read_back(table, ops, write_log, &what()).await?;
+                    verify_first.store(false, Ordering::Relaxed);
+                    if let Some(mut v) = applied {
+                        return Ok(v.pop().flatten());
                     }
-                    verify_first.store(
-                        f.may_have_applied() && needs_verification(op),
-                        Ordering::Relaxed,
-                    );
-                    Err(f)
                 }
-            }
-        })
-        .await
-        .map_err(|f| {
-            f.into_error(what())
-                .for_row(table.as_str(), op.partition_key(), op.row_key())
-        })
+                match self.execute_once(table, op).await {
+                    Ok(v) => Ok(v),
+                    Err(f) => {
+                        if earlier.may_have_applied {
+                            match (op, f.status()) {
+                                (TableOp::Insert(d), Some((409, Some("EntityAlreadyExists")))) => {
+                                    return self
+                                        .insert_after_lost_reply(table, d, write_log, &what())
+                                        .await
+                                        .map_err(Failure::Fatal);
+                                }
+                                (TableOp::Delete { .. }, Some((404, Some("ResourceNotFound")))) => {
+                                    return Ok(None);
+                                }
+                                _ => {}
+                            }
+                        }
+                        verify_first.store(
+                            f.may_have_applied() && needs_verification(op),
+                            Ordering::Relaxed,
+                        );
+                        Err(f)
+                    }
+                }
+            })
+            .await
+            .map_err(|f| {
+                f.into_error(what())
+                    .for_row(table.as_str(), op.partition_key(), op.row_key())
+            })
     }
 
     async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
@@ -363,24 +371,26 @@ impl TableBackend for AzureBackend {
         // Whether the next attempt reads the rows first: the last one may
         // have applied the batch.
         let verify_first = &AtomicBool::new(false);
-        self.retrying("batch", |_| async move {
-            if verify_first.load(Ordering::Relaxed) {
-                let applied = self.read_back(table, ops, None, what).await?;
-                verify_first.store(false, Ordering::Relaxed);
-                if let Some(versions) = applied {
-                    return Ok(versions);
+        self.inner
+            .retry
+            .run("batch", |_| async move {
+                if verify_first.load(Ordering::Relaxed) {
+                    let applied = self.read_back(table, ops, None, what).await?;
+                    verify_first.store(false, Ordering::Relaxed);
+                    if let Some(versions) = applied {
+                        return Ok(versions);
+                    }
                 }
-            }
-            match self.batch_once(table, ops, base, request, what).await {
-                Ok(outcome) => outcome.map_err(Failure::Fatal),
-                Err(f) => {
-                    verify_first.store(f.may_have_applied(), Ordering::Relaxed);
-                    Err(f)
+                match self.batch_once(table, ops, base, request, what).await {
+                    Ok(outcome) => outcome.map_err(Failure::Fatal),
+                    Err(f) => {
+                        verify_first.store(f.may_have_applied(), Ordering::Relaxed);
+                        Err(f)
+                    }
                 }
-            }
-        })
-        .await
-        .map_err(|f| f.into_error(what))
+            })
+            .await
+            .map_err(|f| f.into_error(what))
     }
 
     async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage> {
