@@ -14,6 +14,8 @@ use azure_core::http::headers::{HeaderName, Headers};
 use azure_core::http::policies::{Policy, PolicyResult};
 use azure_core::http::{Context, Request, Url};
 
+use super::credential::TokenCache;
+
 const MS_DATE: HeaderName = HeaderName::from_static("x-ms-date");
 const MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
 const AUTHORIZATION: HeaderName = HeaderName::from_static("authorization");
@@ -152,31 +154,117 @@ pub(crate) async fn forward(
     }
 }
 
-/// What one of leasehold's signing policies does to a request before
-/// handing it on.
-pub(crate) trait Stamp: Send + Sync + fmt::Debug {
-    fn stamp(&self, request: &mut Request) -> azure_core::Result<()>;
+/// One of leasehold's pipeline policies: what it does to each request
+/// before handing it on.
+#[derive(Clone)]
+pub(crate) enum Stamp {
+    /// `x-ms-date` (fresh on every try) and, unless set, `x-ms-version`.
+    Headers { version: &'static str },
+    /// A Shared Key signature.
+    SharedKey {
+        account: String,
+        key: Secret,
+        service: Service,
+    },
+    /// A SAS's parameters, appended to the query of every unsigned request.
+    Sas(Vec<(String, String)>),
+    /// `Authorization: Bearer {token}` from the token cache.
+    Bearer(TokenCache),
 }
 
-/// A [`Stamp`] as a pipeline policy.
-#[derive(Debug)]
-pub(crate) struct Stamped<S>(pub(crate) S);
-
-impl<S: Stamp + 'static> Stamped<S> {
-    pub(crate) fn policy(stamp: S) -> Arc<dyn Policy> {
-        Arc::new(Stamped(stamp))
+impl fmt::Debug for Stamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stamp::Headers { version } => f.debug_tuple("Headers").field(version).finish(),
+            Stamp::SharedKey {
+                account, service, ..
+            } => f
+                .debug_struct("SharedKey")
+                .field("account", account)
+                .field("key", &"<redacted>")
+                .field("service", service)
+                .finish(),
+            Stamp::Sas(pairs) => {
+                let names: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+                f.debug_tuple("Sas").field(&names).finish()
+            }
+            Stamp::Bearer(cache) => f.debug_tuple("Bearer").field(cache).finish(),
+        }
     }
 }
 
+impl Stamp {
+    pub(crate) fn policy(self) -> Arc<dyn Policy> {
+        Arc::new(self)
+    }
+}
+
+/// The Shared Key `Authorization` value for `signed`.
+pub(crate) fn shared_key(
+    account: &str,
+    key: &Secret,
+    service: Service,
+    signed: &Signed<'_>,
+) -> azure_core::Result<String> {
+    let text = signed.string_to_sign(service, account);
+    let mac = azure_core::hmac::hmac_sha256(&text, key).map_err(|_| {
+        // The key's own error could quote it: a message of our own.
+        CoreError::with_message(CoreErrorKind::Credential, "the account key is not base64")
+    })?;
+    Ok(format!("SharedKey {account}:{mac}"))
+}
+
 #[async_trait]
-impl<S: Stamp> Policy for Stamped<S> {
+impl Policy for Stamp {
     async fn send(
         &self,
         ctx: &Context,
         request: &mut Request,
         next: &[Arc<dyn Policy>],
     ) -> PolicyResult {
-        self.0.stamp(request)?;
+        match self {
+            Stamp::Headers { version } => {
+                // Refused before it is dated and signed (`crate::backend::deadline`).
+                if crate::backend::deadline::check().is_err() {
+                    return Err(CoreError::new(CoreErrorKind::Other, SendDeadlinePassed));
+                }
+                request.insert_header(MS_DATE, http_date(time::OffsetDateTime::now_utc()));
+                if header_value(request.headers(), &MS_VERSION).is_none() {
+                    request.insert_header(MS_VERSION, *version);
+                }
+            }
+            Stamp::Bearer(cache) => {
+                let token = cache.token().await?;
+                request.insert_header(AUTHORIZATION, format!("Bearer {}", token.token.secret()));
+            }
+            // A URL that carries a signature already is not signed again.
+            _ if is_signed(request.url()) => {}
+            Stamp::SharedKey {
+                account,
+                key,
+                service,
+            } => {
+                let method = request.method();
+                let authorization = shared_key(
+                    account,
+                    key,
+                    *service,
+                    &Signed {
+                        method: method.as_str(),
+                        url: request.url(),
+                        headers: request.headers(),
+                        content_length: request.body().len().unwrap_or(0),
+                    },
+                )?;
+                request.insert_header(AUTHORIZATION, authorization);
+            }
+            Stamp::Sas(pairs) => {
+                request
+                    .url_mut()
+                    .query_pairs_mut()
+                    .extend_pairs(pairs.iter());
+            }
+        }
         forward(ctx, request, next).await
     }
 }
@@ -202,118 +290,3 @@ impl fmt::Display for SendDeadlinePassed {
 }
 
 impl std::error::Error for SendDeadlinePassed {}
-
-/// Sets `x-ms-date` (fresh on every try) and, unless set, `x-ms-version`.
-#[derive(Debug, Clone)]
-pub(crate) struct StorageHeadersPolicy {
-    version: &'static str,
-}
-
-impl StorageHeadersPolicy {
-    pub(crate) fn new(version: &'static str) -> Self {
-        StorageHeadersPolicy { version }
-    }
-}
-
-impl Stamp for StorageHeadersPolicy {
-    fn stamp(&self, request: &mut Request) -> azure_core::Result<()> {
-        // Refused before it is dated and signed (`crate::backend::deadline`).
-        if crate::backend::deadline::check().is_err() {
-            return Err(azure_core::Error::new(
-                azure_core::error::ErrorKind::Other,
-                SendDeadlinePassed,
-            ));
-        }
-        request.insert_header(MS_DATE, http_date(time::OffsetDateTime::now_utc()));
-        if header_value(request.headers(), &MS_VERSION).is_none() {
-            request.insert_header(MS_VERSION, self.version);
-        }
-        Ok(())
-    }
-}
-
-/// Signs requests with an account key.
-#[derive(Clone)]
-pub(crate) struct SharedKeyPolicy {
-    account: String,
-    key: Secret,
-    service: Service,
-}
-
-impl SharedKeyPolicy {
-    pub(crate) fn new(account: impl Into<String>, key: Secret, service: Service) -> Self {
-        SharedKeyPolicy {
-            account: account.into(),
-            key,
-            service,
-        }
-    }
-
-    pub(crate) fn authorization(&self, signed: &Signed<'_>) -> azure_core::Result<String> {
-        let text = signed.string_to_sign(self.service, &self.account);
-        let mac = azure_core::hmac::hmac_sha256(&text, &self.key).map_err(|_| {
-            // The key's own error could quote it: a message of our own.
-            CoreError::with_message(CoreErrorKind::Credential, "the account key is not base64")
-        })?;
-        Ok(format!("SharedKey {}:{mac}", self.account))
-    }
-}
-
-impl fmt::Debug for SharedKeyPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SharedKeyPolicy")
-            .field("account", &self.account)
-            .field("key", &"<redacted>")
-            .field("service", &self.service)
-            .finish()
-    }
-}
-
-impl Stamp for SharedKeyPolicy {
-    fn stamp(&self, request: &mut Request) -> azure_core::Result<()> {
-        if !is_signed(request.url()) {
-            let method = request.method();
-            let authorization = self.authorization(&Signed {
-                method: method.as_str(),
-                url: request.url(),
-                headers: request.headers(),
-                content_length: request.body().len().unwrap_or(0),
-            })?;
-            request.insert_header(AUTHORIZATION, authorization);
-        }
-        Ok(())
-    }
-}
-
-/// Appends a SAS's parameters to every unsigned request's query.
-#[derive(Clone)]
-pub(crate) struct SasPolicy {
-    pairs: Vec<(String, String)>,
-}
-
-impl SasPolicy {
-    pub(crate) fn new(pairs: Vec<(String, String)>) -> Self {
-        SasPolicy { pairs }
-    }
-}
-
-impl fmt::Debug for SasPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> = self.pairs.iter().map(|(k, _)| k.as_str()).collect();
-        f.debug_struct("SasPolicy")
-            .field("parameters", &names)
-            .finish()
-    }
-}
-
-impl Stamp for SasPolicy {
-    fn stamp(&self, request: &mut Request) -> azure_core::Result<()> {
-        if !is_signed(request.url()) {
-            request
-                .url_mut()
-                .query_pairs_mut()
-                .extend_pairs(self.pairs.iter());
-        }
-        Ok(())
-    }
-}

@@ -11,9 +11,15 @@ use azure_core::http::headers::{HeaderName, HeaderValue, Headers};
 use azure_core::http::policies::{Policy, PolicyResult};
 use azure_core::http::{AsyncRawResponse, Context, Method, Request, StatusCode, Url};
 
-use super::auth::{
-    SasPolicy, Service, SharedKeyPolicy, Signed, Stamped, StorageHeadersPolicy, http_date,
-};
+use super::auth::{Service, Signed, Stamp, http_date, shared_key};
+
+fn signer(key: &str, service: Service) -> Stamp {
+    Stamp::SharedKey {
+        account: ACCOUNT.to_owned(),
+        key: Secret::new(key.to_owned()),
+        service,
+    }
+}
 
 /// The emulator's well-known account and key.
 const ACCOUNT: &str = "devstoreaccount1";
@@ -134,8 +140,8 @@ fn http_dates_are_imf_fixdate_in_gmt() {
 
 #[test]
 fn no_policy_shows_a_secret_in_debug() {
-    let key = SharedKeyPolicy::new(ACCOUNT, Secret::new(KEY), Service::Blob);
-    let sas = SasPolicy::new(vec![
+    let key = signer(KEY, Service::Blob);
+    let sas = Stamp::Sas(vec![
         ("sv".into(), "2022-11-02".into()),
         ("sig".into(), "c2VjcmV0c2lnbmF0dXJl".into()),
     ]);
@@ -184,16 +190,16 @@ async fn send_through(policies: Vec<Arc<dyn Policy>>, url: &str) -> (Url, Header
 
 #[tokio::test]
 async fn a_sas_is_appended_once_and_a_signed_url_is_neither_extended_nor_signed() {
-    let sas = Stamped::policy(SasPolicy::new(vec![
+    let sas = Stamp::Sas(vec![
         ("sv".into(), "2022-11-02".into()),
         ("sig".into(), "a+b/c=".into()),
-    ]));
-    let key = Stamped::policy(SharedKeyPolicy::new(
-        ACCOUNT,
-        Secret::new(KEY),
-        Service::Blob,
-    ));
-    let headers_policy = Stamped::policy(StorageHeadersPolicy::new("2022-11-02"));
+    ])
+    .policy();
+    let key = signer(KEY, Service::Blob).policy();
+    let headers_policy = Stamp::Headers {
+        version: "2022-11-02",
+    }
+    .policy();
     let (url, h) = send_through(
         vec![headers_policy.clone(), sas.clone(), key.clone()],
         "http://127.0.0.1:10000/devstoreaccount1/c/b?comp=lease",
@@ -232,11 +238,7 @@ async fn a_sas_is_appended_once_and_a_signed_url_is_neither_extended_nor_signed(
 
 #[tokio::test]
 async fn a_signing_policy_at_the_end_of_a_pipeline_is_an_error_not_a_panic() {
-    let key = Stamped(SharedKeyPolicy::new(
-        ACCOUNT,
-        Secret::new(KEY),
-        Service::Table,
-    ));
+    let key = signer(KEY, Service::Table);
     let mut request = Request::new(
         Url::parse("http://127.0.0.1:10002/devstoreaccount1/Tables").unwrap(),
         Method::Get,
@@ -246,17 +248,21 @@ async fn a_signing_policy_at_the_end_of_a_pipeline_is_an_error_not_a_panic() {
 
 #[test]
 fn a_key_that_is_not_base64_is_a_credential_error_that_does_not_quote_it() {
-    let key = SharedKeyPolicy::new(ACCOUNT, Secret::new("not base64 !!"), Service::Table);
     let url = Url::parse("http://127.0.0.1:10002/devstoreaccount1/Tables").unwrap();
     let h = headers(&[("x-ms-date", DATE)]);
-    let e = key
-        .authorization(&Signed {
-            method: "GET",
-            url: &url,
-            headers: &h,
-            content_length: 0,
-        })
-        .unwrap_err();
+    let signed = Signed {
+        method: "GET",
+        url: &url,
+        headers: &h,
+        content_length: 0,
+    };
+    let e = shared_key(
+        ACCOUNT,
+        &Secret::new("not base64 !!"),
+        Service::Table,
+        &signed,
+    )
+    .unwrap_err();
     assert!(!e.to_string().contains("not base64 !!"), "{e}");
 }
 

@@ -14,11 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use azure_core::credentials::{AccessToken, TokenCredential};
-use azure_core::http::headers::HeaderName;
-use azure_core::http::policies::{Policy, PolicyResult};
-use azure_core::http::{Context, Request};
 use tokio::time::Instant;
 
 use crate::retry::{Backoff, random_seed};
@@ -258,33 +254,6 @@ impl TokenCache {
         };
         self.ensure_refresher();
         Ok(token)
-    }
-}
-
-/// Sets `Authorization: Bearer {token}` from a [`TokenCache`].
-#[derive(Debug, Clone)]
-pub(crate) struct BearerPolicy {
-    cache: TokenCache,
-}
-
-impl BearerPolicy {
-    pub(crate) fn new(cache: TokenCache) -> Self {
-        BearerPolicy { cache }
-    }
-}
-
-#[async_trait]
-impl Policy for BearerPolicy {
-    async fn send(
-        &self,
-        ctx: &Context,
-        request: &mut Request,
-        next: &[Arc<dyn Policy>],
-    ) -> PolicyResult {
-        const AUTHORIZATION: HeaderName = HeaderName::from_static("authorization");
-        let token = self.cache.token().await?;
-        request.insert_header(AUTHORIZATION, format!("Bearer {}", token.token.secret()));
-        super::auth::forward(ctx, request, next).await
     }
 }
 

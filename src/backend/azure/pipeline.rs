@@ -1,6 +1,6 @@
 //! The `azure_core` pipelines of both services. Every request, leasehold's
 //! or `azure_storage_blob`'s, runs these per-try policies in order:
-//! [`StorageHeadersPolicy`], the credential's policy, the caller's own,
+//! `Stamp::Headers`, the credential's policy, the caller's own,
 //! then leasehold's transport. The stock retry policy is off, and the blob
 //! clients get no credential of their own (their bearer policy would ask
 //! for a fixed scope and bypass the token cache).
@@ -11,9 +11,9 @@ use azure_core::credentials::Secret;
 use azure_core::http::policies::Policy;
 use azure_core::http::{ClientOptions, Pipeline, RetryOptions, Transport};
 
-use super::auth::{SasPolicy, Service, SharedKeyPolicy, Stamped, StorageHeadersPolicy};
+use super::auth::{Service, Stamp};
 use super::connection::{ConnectionSettings, Credentials};
-use super::credential::{BearerPolicy, TokenCache};
+use super::credential::TokenCache;
 
 /// The service versions leasehold's own requests are written for (the
 /// blob client names its own).
@@ -40,8 +40,7 @@ fn options(
     user: &[Arc<dyn Policy>],
     transport: &Arc<dyn Policy>,
 ) -> ClientOptions {
-    let mut per_try: Vec<Arc<dyn Policy>> =
-        vec![Stamped::policy(StorageHeadersPolicy::new(version)), auth];
+    let mut per_try: Vec<Arc<dyn Policy>> = vec![Stamp::Headers { version }.policy(), auth];
     per_try.extend(user.iter().cloned());
     per_try.push(transport.clone());
     ClientOptions {
@@ -70,29 +69,28 @@ pub(crate) fn build(
     policies: &[Arc<dyn Policy>],
     transport: Arc<dyn Policy>,
 ) -> Pipelines {
-    let (table_auth, blob_auth): (Arc<dyn Policy>, Arc<dyn Policy>) = match &settings.credentials {
+    let shared = |stamp: Stamp| {
+        let policy = stamp.policy();
+        (policy.clone(), policy)
+    };
+    let (table_auth, blob_auth) = match &settings.credentials {
         Credentials::AccessKey(key) => {
-            let (account, key) = (&settings.account, Secret::new(key.expose().to_owned()));
+            let signer = |service| Stamp::SharedKey {
+                account: settings.account.clone(),
+                key: Secret::new(key.expose().to_owned()),
+                service,
+            };
             (
-                Stamped::policy(SharedKeyPolicy::new(account, key.clone(), Service::Table)),
-                Stamped::policy(SharedKeyPolicy::new(account, key, Service::Blob)),
+                signer(Service::Table).policy(),
+                signer(Service::Blob).policy(),
             )
         }
-        Credentials::Sas(token) => {
-            let sas = Stamped::policy(SasPolicy::new(token.pairs().to_vec()));
-            (sas.clone(), sas)
-        }
+        Credentials::Sas(token) => shared(Stamp::Sas(token.pairs().to_vec())),
+        // One cache for both services: one token, one refresher.
         Credentials::Token {
             credential,
             audience,
-        } => {
-            // One cache for both services: one token, one refresher.
-            let bearer: Arc<dyn Policy> = Arc::new(BearerPolicy::new(TokenCache::new(
-                credential.clone(),
-                audience,
-            )));
-            (bearer.clone(), bearer)
-        }
+        } => shared(Stamp::Bearer(TokenCache::new(credential.clone(), audience))),
     };
     let blob_options = options(BLOB_VERSION, blob_auth, policies, &transport);
     Pipelines {
