@@ -260,6 +260,7 @@ impl TokenCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use async_trait::async_trait;
     use std::sync::atomic::AtomicU32;
 
     /// Tokens of `lifetime`, each fetch taking `delay`; counts fetches and
