@@ -1,37 +1,4 @@
-//! [`Store::sweep`]: nothing left behind. The rows leasehold writes beside
-//! an application's own, and its lock blobs, each removed once no write
-//! that relies on it can still land:
-//!
-//! | kind | left by | removed when |
-//! |---|---|---|
-//! | tombstones (`_lhGone`) | deletes of indexed types; writers taking a claim over from an absent entity | older than `older_than` and than 25 minutes |
-//! | stale index rows | writes that failed or stopped between their claims and their entity's write; deletes (their claims stay for the next writer of the value) | their entity does not hold their value, read again with any unit's mark resolved, and they are older than `older_than` and than 25 minutes |
-//! | decision rows, after-image rows | commits whose writer stopped half-way, or that a reader withdrew | a committed one once its marks are gone; a withdrawn one, and after-image rows without a decision, past 20 minutes ("Rows commits leave behind" in [`crate::lock`]) |
-//! | lock blobs | every partition ever locked | free, clean and not taken over for `older_than` ("Lock blobs" in [`crate::lock`]) |
-//! | expired rows (`_lhExpires`) | entity types declaring an expiry (see the README's "Expiry") | at once: past their expiry, every read already treats them as absent (a row of an indexed type leaves a tombstone, and its index rows go) |
-//!
-//! Every delete is conditioned on the ETag the sweep read: a row written
-//! again since (a claim taken by a new writer, a tombstone replaced by an
-//! insert, a row a unit marked) is kept for the next sweep.
-//!
-//! **Why 25 minutes.** A tombstone makes a write of its entity pending
-//! since before it fail (it is conditioned on the row being absent, or on
-//! an older ETag); a claim names the entity a write in flight is about to
-//! give the value. Both are relied on only by a write whose claims were
-//! sent before the row was written. Such a write checks, before it sends
-//! its entity's write, that at most 5 minutes passed since it started its
-//! claims (the send deadline of `crate::backend::deadline`, checked as the
-//! request is dated and signed, or applied by the memory backend); the
-//! service refuses a Shared Key request dated more than 15 minutes off;
-//! 5 minutes more allow for skew between the clocks of the writer, the
-//! service (which dates the rows) and the sweeper (which compares those
-//! dates with its own clock). See "How long a claim or tombstone is
-//! relied on" in [`crate::index`]. The 20 minutes of decision rows are the
-//! same argument, with a unit's lock in place of the 5 minutes.
-//!
-//! A sweep may run while the application writes, on any number of
-//! processes at once: what it removes nobody relies on, and what it reads
-//! as removable but changes meanwhile is refused by the ETag.
+//! [`Store::sweep`]: nothing left behind.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -252,47 +219,36 @@ impl std::fmt::Display for SweepReport {
 }
 
 impl Store {
-    /// Removes what leasehold leaves behind — tombstones, stale index rows,
-    /// decision rows and after-image rows of commits, lock blobs — each
-    /// only once no write that relies on it can still land, and only when
-    /// older than [`SweepOptions::with_older_than`] (an hour by default):
+    /// Removes what leasehold leaves behind beside an application's rows,
+    /// each once no write relying on it can still land, and only when
+    /// older than [`SweepOptions::with_older_than`]:
     ///
-    /// * a **tombstone** once older than 25 minutes: an insert stalled
-    ///   since before it (the only write its absence would let through)
-    ///   sends within 5 minutes of its claims or not at all, and the
-    ///   service refuses it 15 minutes after it was signed (5 minutes of
-    ///   clock skew on top);
-    /// * a **stale index row** (a claim or index row whose entity does not
-    ///   hold its value: read again, any unit's mark resolved, just before
-    ///   the delete) once older than the same bound, since its writer may
-    ///   still be between the claim and the entity's write until then;
-    /// * a **committed decision row** once its marks are all gone (no
-    ///   reader needs it to finish a row) and it is an hour old, whatever
-    ///   `older_than` ([`Store::commit_outcome`] answers from it; for a
-    ///   commit begun longer ago whose decision row is gone it answers
-    ///   `NotFound` rather than guess), a **withdrawn** one once older
-    ///   than 20 minutes (a commit point sent before the withdrawal can no
-    ///   longer land), and **after-image rows** with their decision row (see
-    ///   "Rows commits leave behind" in [`crate::lock`]);
-    /// * a **lock blob** once free, clean (holding no record of another
-    ///   program) and not taken over for `older_than`, each checked again
-    ///   and deleted under the lock's own lease, so a unit locking the
-    ///   partition meanwhile waits as for any holder and then creates the
-    ///   blob again (see "Lock blobs" in [`crate::lock`]).
+    /// | kind | left by | removed when |
+    /// |---|---|---|
+    /// | tombstones (`_lhGone`) | deletes of indexed types; writers taking a claim over from an absent entity | older than `older_than` and than 25 minutes |
+    /// | stale index rows | writes that failed or stopped between their claims and their entity's write; deletes (their claims stay for the next writer of the value) | their entity does not hold their value, read again with any unit's mark resolved, and they are older than `older_than` and than 25 minutes |
+    /// | decision rows, after-image rows | commits whose writer stopped half-way, or that a reader withdrew | a committed one once its marks are gone; a withdrawn one, and after-image rows without a decision, past 20 minutes ("Rows commits leave behind" in [`crate::lock`]) |
+    /// | lock blobs | every partition ever locked | free, clean and not taken over for `older_than` ("Lock blobs" in [`crate::lock`]) |
+    /// | expired rows (`_lhExpires`) | entity types declaring an expiry (see the README's "Expiry") | at once: past their expiry, every read already treats them as absent (a row of an indexed type leaves a tombstone, and its index rows go) |
     ///
-    /// Every delete carries the ETag read, so a row written again meanwhile
-    /// stays. A sweep is safe beside the application's writes and beside
-    /// other sweeps. The argument for tombstones and claims: "How long a
-    /// claim or tombstone is relied on" in [`crate::index`]; for commits'
-    /// rows: "Rows commits leave behind" in [`crate::lock`].
+    /// Every delete is conditioned on the ETag the sweep read: a row written
+    /// again since (a claim taken by a new writer, a tombstone replaced by an
+    /// insert, a row a unit marked) is kept for the next sweep.
     ///
-    /// Cost: a read of every indexed table and its index table (one query
-    /// page per 1,000 rows), a filtered query of every table of the store
-    /// for its tombstones, one or two reads and a delete per stale index
-    /// row, a delete per tombstone; one query per table and one per group
-    /// a committed decision row names; a listing per 5000 lock blobs and a
-    /// read per lock blob, and for a candidate an acquire, a read and its
-    /// deletes (or a release).
+    /// **Why 25 minutes.** Tombstones and claims are relied on only by a
+    /// write whose claims were sent before the row was written; it sends
+    /// within 5 minutes of its claims or not at all
+    /// (`crate::backend::deadline`), the service refuses a Shared Key
+    /// request dated over 15 minutes off, and 5 minutes cover clock skew
+    /// (see "How long a claim or tombstone is relied on" in
+    /// [`crate::index`]). Decision rows: the same, with a unit's lock in
+    /// place of the 5 minutes.
+    ///
+    /// Cost: a read of every indexed table and its index table, a filtered
+    /// query of every table, one or two reads and a delete per stale index
+    /// row, a delete per tombstone; one query per table and per group a
+    /// committed decision row names; for lock blobs, see "Lock blobs" in
+    /// [`crate::lock`].
     ///
     /// ```
     /// # use std::time::Duration;
