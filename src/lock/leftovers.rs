@@ -18,13 +18,14 @@ use time::OffsetDateTime;
 
 use super::decision::CommitOutcome;
 use super::env::LockEnv;
-use crate::backend::{QuerySpec, StoredEntity, TableBackend, TableOp, WriteOptions};
+use crate::backend::{StoredEntity, TableBackend};
 use crate::entity::Value;
 use crate::error::{ErrorKind, Result};
 use crate::key::{PartitionKey, TableName};
 use crate::query::{CmpOp, Filter};
 use crate::rows::decision::{self, Decision, Stored};
 use crate::rows::mark::{MARK, Mark};
+use crate::rows::{delete_as_read, query_all};
 
 /// How long after a withdrawal a commit point may still land: it is signed
 /// only while its writer's lease is valid (`crate::backend::deadline`), a
@@ -69,7 +70,7 @@ pub(crate) async fn prune(
     let mut all: Vec<(TableName, Vec<StoredEntity>)> = Vec::new();
     for table in backend.list_tables().await? {
         if table.as_str().starts_with(env.table_prefix()) {
-            let rows = rows(backend.as_ref(), &table, reserved_keys()).await?;
+            let rows = query_all(backend.as_ref(), &table, reserved_keys()).await?;
             all.push((table, rows));
         }
     }
@@ -101,7 +102,7 @@ pub(crate) async fn prune(
                         }
                 }
             };
-            if goes && (dry_run || delete(backend.as_ref(), table, row).await?) {
+            if goes && (dry_run || delete_as_read(backend.as_ref(), table, row).await?) {
                 removed.decision_rows += 1;
                 gone_ids.push(id.to_owned());
             } else {
@@ -119,7 +120,7 @@ pub(crate) async fn prune(
             };
             let undecided_and_old = !live_ids.iter().any(|l| l == id) && row.timestamp < late;
             if (gone_ids.iter().any(|g| g == id) || undecided_and_old)
-                && (dry_run || delete(backend.as_ref(), table, row).await?)
+                && (dry_run || delete_as_read(backend.as_ref(), table, row).await?)
             {
                 removed.after_image_rows += 1;
             }
@@ -185,7 +186,7 @@ pub(crate) async fn list(env: &Arc<LockEnv>, pk: &PartitionKey) -> Result<Vec<Co
         if !table.as_str().starts_with(env.table_prefix()) {
             continue;
         }
-        for row in rows(backend, &table, filter.clone()).await? {
+        for row in query_all(backend, &table, filter.clone()).await? {
             if let Some(id) = decision::id_of(&row.data.row_key) {
                 // A decision row; an after-image row is skipped.
                 if is_decision_row(&row)
@@ -260,31 +261,6 @@ fn reserved_keys() -> Filter {
     ))
 }
 
-/// Every row of `table` that `filter` matches (none of a missing table).
-async fn rows(
-    backend: &dyn TableBackend,
-    table: &TableName,
-    filter: Filter,
-) -> Result<Vec<StoredEntity>> {
-    let mut spec = QuerySpec {
-        filter: Some(filter),
-        ..QuerySpec::default()
-    };
-    let mut rows = Vec::new();
-    loop {
-        let page = match backend.query(table, &spec).await {
-            Ok(page) => page,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(rows),
-            Err(e) => return Err(e),
-        };
-        rows.extend(page.entities);
-        match page.continuation {
-            Some(next) => spec.continuation = Some(next),
-            None => return Ok(rows),
-        }
-    }
-}
-
 /// Whether no row of `groups` carries a mark of the commit `id` decided in
 /// `table` (one query per group, of its partition).
 async fn no_marks_left(
@@ -307,24 +283,9 @@ async fn no_marks_left(
                 CmpOp::Lt,
                 Value::String(format!("{txn}}}")),
             ));
-        if !rows(backend, group, marked).await?.is_empty() {
+        if !query_all(backend, group, marked).await?.is_empty() {
             return Ok(false);
         }
     }
     Ok(true)
-}
-
-/// Deletes `row` at its ETag; answers whether it did. A row changed or
-/// gone meanwhile is left to the next prune.
-async fn delete(backend: &dyn TableBackend, table: &TableName, row: &StoredEntity) -> Result<bool> {
-    let op = TableOp::Delete {
-        partition_key: row.data.partition_key.clone(),
-        row_key: row.data.row_key.clone(),
-        condition: crate::backend::Precondition::IfMatch(row.etag.clone()),
-    };
-    match backend.execute(table, op, &WriteOptions::new()).await {
-        Ok(_) => Ok(true),
-        Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => Ok(false),
-        Err(e) => Err(e),
-    }
 }

@@ -9,7 +9,7 @@ use tracing::Instrument as _;
 
 use super::Store;
 use super::lock_blobs::{PruneReport, prune_locks};
-use crate::backend::{QuerySpec, StoredEntity, TableOp, WriteOptions};
+use crate::backend::{QuerySpec, StoredEntity};
 use crate::entity::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{STALLED_WRITE_BOUND, TABLE_SUFFIX};
@@ -545,21 +545,7 @@ impl Sweeper<'_> {
         if self.dry_run {
             return Ok(true);
         }
-        let op = TableOp::Delete {
-            partition_key: row.data.partition_key.clone(),
-            row_key: row.data.row_key.clone(),
-            condition: crate::backend::Precondition::IfMatch(row.etag.clone()),
-        };
-        match self
-            .env
-            .backend()
-            .execute(table, op, &WriteOptions::new())
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => Ok(false),
-            Err(e) => Err(e),
-        }
+        crate::rows::delete_as_read(self.env.backend().as_ref(), table, row).await
     }
 }
 
