@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tracing::Instrument as _;
 
-use super::decision::{self, Decision};
+use super::decision::{self, CommitOutcome};
 use super::env::{AfterCommit, ClaimInput, IndexedType, LockEnv};
 use super::report::{CommitReport, FinishedBy};
 use super::slot::{Reads, Slot, Staged, read_absent};
@@ -516,8 +516,8 @@ impl Commit<'_> {
                 Err(e) => {
                     tracing::warn!(partition = %primary, txn = %txn, error = %e, "the commit point's reply was lost; reading its decision");
                     match decision::settle(backend.as_ref(), &table, &primary, &txn).await {
-                        Ok(Decision::Committed) => break,
-                        Ok(Decision::Withdrawn) => {
+                        Ok(CommitOutcome::Applied) => break,
+                        Ok(CommitOutcome::NotApplied) => {
                             self.withdraw(&marking, &versions).await;
                             return Err(e);
                         }

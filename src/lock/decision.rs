@@ -8,20 +8,8 @@ use super::env::LockEnv;
 use crate::error::{Error, Result};
 use crate::key::PartitionKey;
 use crate::rows::decision::table_of;
-pub(crate) use crate::rows::decision::{Decision, read, settle, withdraw};
-
-/// What happened to a commit, as its decision row tells it
-/// ([`Store::commit_outcome`](crate::Store::commit_outcome)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CommitOutcome {
-    /// The commit point went through: every write is applied (rows still
-    /// marked are finished by whoever reads them next).
-    Applied,
-    /// The commit was withdrawn before its commit point: nothing of it is
-    /// applied, ever.
-    NotApplied,
-}
+pub use crate::rows::decision::CommitOutcome;
+pub(crate) use crate::rows::decision::{read, settle, withdraw};
 
 /// [`Store::commit_outcome`](crate::Store::commit_outcome): a decision row
 /// missing for a commit begun (by its id) less than
@@ -40,7 +28,7 @@ pub(crate) async fn outcome(
         ));
     };
     let backend = env.backend().as_ref();
-    let decision = match read(backend, &table, primary, txn).await? {
+    Ok(match read(backend, &table, primary, txn).await? {
         Some(decision) => decision,
         None => {
             let swept_before = time::OffsetDateTime::now_utc()
@@ -60,10 +48,6 @@ pub(crate) async fn outcome(
             }
             withdraw(backend, &table, primary, txn).await?
         }
-    };
-    Ok(match decision {
-        Decision::Committed => CommitOutcome::Applied,
-        Decision::Withdrawn => CommitOutcome::NotApplied,
     })
 }
 

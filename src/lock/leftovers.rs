@@ -23,7 +23,7 @@ use crate::entity::Value;
 use crate::error::{ErrorKind, Result};
 use crate::key::{PartitionKey, TableName};
 use crate::query::{CmpOp, Filter};
-use crate::rows::decision::{self, Decision, Stored};
+use crate::rows::decision::{self, Stored};
 use crate::rows::mark::{MARK, Mark};
 use crate::rows::{delete_as_read, query_all};
 
@@ -85,11 +85,11 @@ pub(crate) async fn prune(
             let goes = match Stored::of(row) {
                 None => false,
                 Some(Stored {
-                    decision: Decision::Withdrawn,
+                    decision: CommitOutcome::NotApplied,
                     ..
                 }) => old(row, cutoff) && row.timestamp < late,
                 Some(Stored {
-                    decision: Decision::Committed,
+                    decision: CommitOutcome::Applied,
                     groups,
                 }) => {
                     old(row, cutoff)
@@ -160,13 +160,6 @@ pub struct CommitSummary {
     pub marked_rows: Vec<(TableName, usize)>,
 }
 
-fn state_of(stored: &Stored) -> Option<CommitOutcome> {
-    Some(match stored.decision {
-        Decision::Committed => CommitOutcome::Applied,
-        Decision::Withdrawn => CommitOutcome::NotApplied,
-    })
-}
-
 /// [`Store::list_commits`](crate::Store::list_commits): the commits whose
 /// decision row, or a row marked by them, is in partition `pk` of the
 /// store's tables, oldest first. One query per table, and one read per
@@ -194,7 +187,7 @@ pub(crate) async fn list(env: &Arc<LockEnv>, pk: &PartitionKey) -> Result<Vec<Co
                 {
                     found.push(CommitSummary {
                         transaction: format!("{id}.{table}"),
-                        outcome: state_of(&stored),
+                        outcome: Some(stored.decision),
                         primary: pk.clone(),
                         decision_table: table.clone(),
                         since: row.timestamp,
@@ -218,7 +211,7 @@ pub(crate) async fn list(env: &Arc<LockEnv>, pk: &PartitionKey) -> Result<Vec<Co
                     Err(e) if e.kind() == ErrorKind::NotFound => None,
                     row => row?,
                 };
-                let decided = row.and_then(|r| Some((state_of(&Stored::of(&r)?), r.timestamp)));
+                let decided = row.and_then(|r| Some((Some(Stored::of(&r)?.decision), r.timestamp)));
                 let (outcome, since) = decided.unwrap_or((None, at));
                 found.push(CommitSummary {
                     transaction: mark.txn,

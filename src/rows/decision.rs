@@ -1,4 +1,4 @@
-//! Decision rows: the row whose insert is the commit point of a commit
+//! CommitOutcome rows: the row whose insert is the commit point of a commit
 //! that decides in a row (row key `_lhCommit.<id>` in the primary
 //! partition and table, state `committed` or `withdrawn`, and the groups a
 //! committed one marked). The protocol that writes them is
@@ -30,22 +30,24 @@ pub(crate) const GROUPS: &str = "_lhGroups";
 /// then kept by the prune.
 const MAX_GROUPS_TEXT: usize = 30_000;
 
-/// What a decision row says.
+/// What happened to a commit, as its decision row tells it
+/// ([`Store::commit_outcome`](crate::Store::commit_outcome)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Decision {
-    /// The commit point went through: every marked row is to get the row
-    /// its commit leaves.
-    Committed,
-    /// The commit was withdrawn before its commit point: nothing of it is
-    /// applied, ever.
-    Withdrawn,
+#[non_exhaustive]
+pub enum CommitOutcome {
+    /// The commit point went through (stored as `committed`): every write
+    /// is applied (rows still marked are finished by whoever reads them).
+    Applied,
+    /// The commit was withdrawn before its commit point (stored as
+    /// `withdrawn`): nothing of it is applied, ever.
+    NotApplied,
 }
 
-impl Decision {
+impl CommitOutcome {
     pub(crate) fn text(self) -> &'static str {
         match self {
-            Decision::Committed => "committed",
-            Decision::Withdrawn => "withdrawn",
+            CommitOutcome::Applied => "committed",
+            CommitOutcome::NotApplied => "withdrawn",
         }
     }
 }
@@ -102,7 +104,7 @@ pub(crate) fn row_key(txn: &str) -> Result<RowKey> {
 ///
 /// # Errors
 /// [`Error::Invalid`] for a transaction id that makes no row key.
-pub(crate) fn insert(primary: &PartitionKey, txn: &str, decision: Decision) -> Result<TableOp> {
+pub(crate) fn insert(primary: &PartitionKey, txn: &str, decision: CommitOutcome) -> Result<TableOp> {
     let mut properties = Properties::new();
     properties.insert_static(STATE, Value::String(decision.text().into()));
     Ok(TableOp::Insert(EntityData {
@@ -122,7 +124,7 @@ pub(crate) fn insert_committed(
     txn: &str,
     groups: &[(&TableName, &PartitionKey)],
 ) -> Result<TableOp> {
-    let mut op = insert(primary, txn, Decision::Committed)?;
+    let mut op = insert(primary, txn, CommitOutcome::Applied)?;
     let list: Vec<[&str; 2]> = groups
         .iter()
         .map(|(t, pk)| [t.as_str(), pk.as_str()])
@@ -140,7 +142,7 @@ pub(crate) fn insert_committed(
 /// A decision row as stored: its decision, and the groups its commit
 /// marked (`None`: not recorded).
 pub(crate) struct Stored {
-    pub(crate) decision: Decision,
+    pub(crate) decision: CommitOutcome,
     pub(crate) groups: Option<Vec<(TableName, PartitionKey)>>,
 }
 
@@ -148,8 +150,8 @@ impl Stored {
     /// The decision row `row` says, if it is one leasehold wrote.
     pub(crate) fn of(row: &StoredEntity) -> Option<Stored> {
         let decision = match row.data.properties.get(STATE) {
-            Some(Value::String(s)) if s == Decision::Committed.text() => Decision::Committed,
-            Some(Value::String(s)) if s == Decision::Withdrawn.text() => Decision::Withdrawn,
+            Some(Value::String(s)) if s == CommitOutcome::Applied.text() => CommitOutcome::Applied,
+            Some(Value::String(s)) if s == CommitOutcome::NotApplied.text() => CommitOutcome::NotApplied,
             _ => return None,
         };
         let groups = match row.data.properties.get(GROUPS) {
@@ -197,7 +199,7 @@ pub(crate) async fn read(
     table: &TableName,
     primary: &PartitionKey,
     txn: &str,
-) -> Result<Option<Decision>> {
+) -> Result<Option<CommitOutcome>> {
     let Some(row) = backend.get(table, primary, &row_key(txn)?).await? else {
         return Ok(None);
     };
@@ -224,17 +226,17 @@ pub(crate) async fn withdraw(
     table: &TableName,
     primary: &PartitionKey,
     txn: &str,
-) -> Result<Decision> {
+) -> Result<CommitOutcome> {
     tracing::debug!(%txn, %primary, "withdrawing a commit that was never decided");
-    let withdrawal = insert(primary, txn, Decision::Withdrawn)?;
+    let withdrawal = insert(primary, txn, CommitOutcome::NotApplied)?;
     match backend
         .execute(table, withdrawal, &WriteOptions::new())
         .await
     {
-        Ok(_) => Ok(Decision::Withdrawn),
+        Ok(_) => Ok(CommitOutcome::NotApplied),
         Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(read(backend, table, primary, txn)
             .await?
-            .unwrap_or(Decision::Committed)),
+            .unwrap_or(CommitOutcome::Applied)),
         Err(e) => Err(e),
     }
 }
@@ -249,7 +251,7 @@ pub(crate) async fn settle(
     table: &TableName,
     primary: &PartitionKey,
     txn: &str,
-) -> Result<Decision> {
+) -> Result<CommitOutcome> {
     match read(backend, table, primary, txn).await? {
         Some(decision) => Ok(decision),
         None => withdraw(backend, table, primary, txn).await,
