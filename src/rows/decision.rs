@@ -1,28 +1,20 @@
-//! CommitOutcome rows: the row whose insert is the commit point of a commit
-//! that decides in a row (row key `_lhCommit.<id>` in the primary
-//! partition and table, state `committed` or `withdrawn`, and the groups a
-//! committed one marked). The protocol that writes them is
-//! `crate::lock`'s ("The commit protocol"); this file keeps their layout,
-//! and the race that decides one: whoever meets a mark of an undecided
-//! commit inserts its decision row as withdrawn, as the commit point
-//! inserts it as committed, so exactly one of them is stored.
+//! Decision rows (`_lhCommit.<id>` in the primary partition and table):
+//! their layout, and the race of inserts that decides one (see "The commit
+//! protocol" in `crate::lock`).
 
 use crate::backend::{StoredEntity, TableBackend, TableOp, WriteOptions};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 
-/// The row-key prefix of decision rows and after-image rows (see
-/// [`super::after`]), reserved in every table units write: reads never
-/// return such rows.
+/// The reserved row-key prefix of decision rows and after-image rows.
 pub(crate) const ROW_PREFIX: &str = "_lhCommit.";
 
 /// The property holding a decision.
 pub(crate) const STATE: &str = "_lhDecision";
 
 /// The property of a committed decision row naming the (table, partition)
-/// groups whose rows the commit marked: where its marks can be, for the
-/// prune that removes the row once none is left (see `leftovers.rs`).
+/// groups the commit marked, for the prune.
 pub(crate) const GROUPS: &str = "_lhGroups";
 
 /// The longest group list a decision row carries (UTF-16 units, within a
@@ -52,22 +44,15 @@ impl CommitOutcome {
     }
 }
 
-/// A fresh transaction id for a commit deciding in `table`: the id, a dot,
-/// the table (which is how a mark, and
-/// [`Store::commit_outcome`](crate::Store::commit_outcome), find the
-/// decision row).
-///
-/// The id is a version 7 UUID: it carries the time the commit began (see
-/// [`issued_at`]).
+/// A fresh transaction id for a commit deciding in `table`:
+/// `<version 7 UUID>.<table>`.
 pub(crate) fn new_txn(table: &TableName) -> String {
     format!("{}.{}", uuid::Uuid::now_v7().simple(), table.as_str())
 }
 
 /// How long a committed decision row stays at the least, whatever a
-/// sweep's `older_than`: [`Store::commit_outcome`](crate::Store::commit_outcome)
-/// answers from it. A commit's id carries the time it began
-/// ([`issued_at`]), so `commit_outcome` knows when a decision row it does
-/// not find may have been a committed one, swept.
+/// sweep's `older_than` ([`Store::commit_outcome`](crate::Store::commit_outcome)
+/// answers from it).
 pub(crate) const DECISIONS_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// When transaction `txn` began, by the clock of the process that made it
@@ -101,9 +86,6 @@ pub(crate) fn row_key(txn: &str) -> Result<RowKey> {
 }
 
 /// The insert of transaction `txn`'s decision row in partition `primary`.
-///
-/// # Errors
-/// [`Error::Invalid`] for a transaction id that makes no row key.
 pub(crate) fn insert(primary: &PartitionKey, txn: &str, decision: CommitOutcome) -> Result<TableOp> {
     let mut properties = Properties::new();
     properties.insert_static(STATE, Value::String(decision.text().into()));
@@ -114,11 +96,7 @@ pub(crate) fn insert(primary: &PartitionKey, txn: &str, decision: CommitOutcome)
     }))
 }
 
-/// The commit point's insert of transaction `txn`'s decision row as
-/// committed, naming the (table, partition) groups whose rows it marked.
-///
-/// # Errors
-/// As [`insert`].
+/// The commit point's insert of `txn`'s decision row, naming `groups`.
 pub(crate) fn insert_committed(
     primary: &PartitionKey,
     txn: &str,
@@ -175,11 +153,7 @@ pub(crate) fn id_of(row_key: &RowKey) -> Option<&str> {
     Some(rest.split_once('.').map_or(rest, |(id, _)| id))
 }
 
-/// The delete of transaction `txn`'s decision row, once no mark of it is
-/// left.
-///
-/// # Errors
-/// As [`insert`].
+/// The delete of transaction `txn`'s decision row.
 pub(crate) fn delete(primary: &PartitionKey, txn: &str) -> Result<TableOp> {
     Ok(TableOp::Delete {
         partition_key: primary.clone(),
@@ -190,10 +164,6 @@ pub(crate) fn delete(primary: &PartitionKey, txn: &str) -> Result<TableOp> {
 
 /// Transaction `txn`'s decision, read from `table` of partition `primary`
 /// (`None`: none stored).
-///
-/// # Errors
-/// [`Error::Inconsistent`] for a row that leasehold did not write; backend
-/// errors.
 pub(crate) async fn read(
     backend: &dyn TableBackend,
     table: &TableName,
@@ -214,13 +184,9 @@ pub(crate) async fn read(
     }
 }
 
-/// Withdraws transaction `txn` unless its commit point got there first:
-/// inserts its decision row as withdrawn, and answers what is stored. A
-/// decision row found and then gone was a commit's, deleted once it was
-/// finished: committed.
-///
-/// # Errors
-/// As [`read`].
+/// Withdraws transaction `txn` unless its commit point got there first,
+/// and answers what is stored (a row found and then gone was a finished
+/// commit's).
 pub(crate) async fn withdraw(
     backend: &dyn TableBackend,
     table: &TableName,
@@ -241,11 +207,7 @@ pub(crate) async fn withdraw(
     }
 }
 
-/// Transaction `txn`'s decision, made final: read, and where there is none,
-/// the transaction withdrawn (see [`withdraw`]).
-///
-/// # Errors
-/// As [`read`].
+/// Transaction `txn`'s decision, made final: read, or else withdrawn.
 pub(crate) async fn settle(
     backend: &dyn TableBackend,
     table: &TableName,
