@@ -136,24 +136,20 @@ pub struct SweepReport {
     /// After-image rows removed with their commit's decision row, or of a
     /// commit never decided, older than that bound.
     pub after_image_rows: u64,
-    /// The store's lock blobs examined: `lock_blobs` +
-    /// `lock_blobs_kept_held` + `lock_blobs_kept_pending` +
-    /// `lock_blobs_kept_recent`. (A blob deleted by somebody else between
-    /// the listing and its examination is not counted.)
+    /// The store's lock blobs examined: `lock_blobs` and the three
+    /// `lock_blobs_kept_*` counts.
     pub lock_blobs_examined: u64,
     /// Lock blobs removed (with their wait queues): free, clean and not
     /// taken over for `older_than` (see [`crate::lock`]'s "Lock blobs").
     pub lock_blobs: u64,
-    /// The partition keys of the removed lock blobs, in lock-name order. A
-    /// key too long for a lease name has a hashed lock name that does not
-    /// give the key back: its blob is counted in `lock_blobs` only.
+    /// The partition keys of the removed lock blobs, in lock-name order
+    /// (but those of hashed lock names).
     pub lock_blob_partitions: Vec<PartitionKey>,
     /// Lock blobs kept because somebody held the lock, took it first, or
     /// waited for it in its wait queue.
     pub lock_blobs_kept_held: u64,
-    /// Lock blobs kept because they carry a record this leasehold does not
-    /// write into lock blobs (or cannot read): another program's or a newer
-    /// leasehold's, an operator's business.
+    /// Lock blobs kept because they carry a record leasehold does not
+    /// write (another program's).
     pub lock_blobs_kept_pending: u64,
     /// Lock blobs kept because the lock was taken over within `older_than`,
     /// or could not be dated yet (it is stamped, and ages from then).
@@ -554,22 +550,11 @@ impl Sweeper<'_> {
 const SWEEPER_LEASE: &str = "_lhSweeper";
 
 impl Store {
-    /// Runs [`Store::sweep`] while this process is the store's sweeper:
-    /// campaigns for the leader lease `_lhSweeper` (under the store's
-    /// prefix, as all its leases are; one process of those sharing the
-    /// storage sweeps at a time), and as leader sweeps with `options`
-    /// every `every` — rows past their expiry included — handing each
-    /// round's report to `round`, until the stop token of `leader` is
-    /// cancelled ([`LeaderOptions::with_stop`]). A round that fails is
-    /// logged (and handed to `round` as its error) and the next round
-    /// tries again.
-    ///
-    /// Reads never return a row past its expiry, swept or not (see the
-    /// README's "Expiry"); the sweep reclaims its storage, at the ETag it
-    /// read, so a row renewed meanwhile is kept. Each sweep is a
-    /// `leasehold.sweep` span; expired rows are counted in the
-    /// `leasehold.sweep.expired_rows` metric (outcome `removed` or
-    /// `kept`).
+    /// Runs [`Store::sweep`] every `every` while this process leads the
+    /// leader lease `_lhSweeper` (one sweeper per storage), handing each
+    /// round's report (or error: the next round tries again) to `round`,
+    /// until the stop token of `leader` is cancelled
+    /// ([`LeaderOptions::with_stop`]).
     ///
     /// ```
     /// # use std::time::Duration;
