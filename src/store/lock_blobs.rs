@@ -1,9 +1,5 @@
-//! Pruning lock blobs (part of [`Store::sweep`](crate::Store::sweep)):
-//! deleting the lock blobs of partitions nobody has locked for a while, so
-//! that the lock container does not grow with every partition ever locked
-//! (free, clean and old, each checked again and deleted under its own
-//! lease: see `crate::lease`'s pruning), and the rows commits leave
-//! behind (`crate::lock`'s "Rows commits leave behind").
+//! The sweep's lock blobs and commit rows (see "Lock blobs" and "Rows
+//! commits leave behind" in `crate::lock`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,12 +20,8 @@ const CONCURRENCY: usize = 8;
 /// callback.
 const PROGRESS_EVERY: usize = 100;
 
-/// What the prune of lock blobs and commit rows found, folded into
-/// [`SweepReport`](crate::store::SweepReport) by the sweep.
-///
-/// Every lock blob examined is counted once: `examined` = `deleted` +
-/// `kept_held` + `kept_pending` + `kept_recent`. (A blob deleted by
-/// somebody else between the listing and its examination is not counted.)
+/// What the prune of lock blobs and commit rows found (fields as in
+/// [`SweepReport`](crate::store::SweepReport)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct PruneReport {
     /// The store's lock blobs examined.
@@ -51,17 +43,8 @@ pub(crate) struct PruneReport {
     pub(crate) deleted_partitions: Vec<PartitionKey>,
 }
 
-/// The lock blobs and commit rows part of
-/// [`Store::sweep`](crate::Store::sweep): deletes (for a `dry_run`,
-/// counts) the lock blobs of the store's partitions that are free, clean
-/// and not taken over for `older_than`, then the rows commits left that no
-/// reader needs (see the [module docs](super), "Rows commits leave behind"
-/// and "Lock blobs"). Calls `progress` with the counts so far after every
-/// [`PROGRESS_EVERY`] lock blobs examined.
-///
-/// # Errors
-/// [`Error::Invalid`] for an `older_than` reaching back before any date
-/// (before any request); backend errors.
+/// Deletes (for a `dry_run`, counts) the lock blobs, then the commit rows,
+/// the sweep removes; calls `progress` every [`PROGRESS_EVERY`] lock blobs.
 pub(crate) async fn prune_locks(
     env: &Arc<LockEnv>,
     older_than: Duration,
