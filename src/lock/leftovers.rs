@@ -37,8 +37,8 @@ const LATE_COMMIT_POINT: Duration = Duration::from_secs(20 * 60);
 /// What a prune removed of the rows commits leave behind.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Removed {
-    pub(crate) decision_rows: usize,
-    pub(crate) after_image_rows: usize,
+    pub(crate) decision_rows: u64,
+    pub(crate) after_image_rows: u64,
 }
 
 /// Removes (or, for a `dry_run`, counts) the decision rows and after-image

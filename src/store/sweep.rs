@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 use tracing::Instrument as _;
 
 use super::Store;
-use super::lock_blobs::{PruneReport, prune_locks};
+use super::lock_blobs::prune_locks;
 use crate::backend::{QuerySpec, StoredEntity};
 use crate::entity::Value;
 use crate::error::{Error, ErrorKind, Result};
@@ -171,20 +171,6 @@ impl SweepReport {
             + self.after_image_rows
             + self.lock_blobs
             + self.expired_rows
-    }
-}
-
-impl SweepReport {
-    /// Takes in the counts of what the prune of lock blobs and commit rows
-    /// found (not the partitions' keys).
-    fn add_locks(&mut self, locks: &PruneReport) {
-        self.decision_rows = count(locks.decision_rows_deleted);
-        self.after_image_rows = count(locks.after_image_rows_deleted);
-        self.lock_blobs_examined = count(locks.examined);
-        self.lock_blobs = count(locks.deleted);
-        self.lock_blobs_kept_held = count(locks.kept_held);
-        self.lock_blobs_kept_pending = count(locks.kept_pending);
-        self.lock_blobs_kept_recent = count(locks.kept_recent);
     }
 }
 
@@ -383,19 +369,9 @@ async fn sweep(
         }
 
         // Lock blobs, then decision rows and after-image rows.
-        let locks = {
-            let so_far = report.clone();
-            let mut on_blobs = |locks: &PruneReport| {
-                let mut seen = so_far.clone();
-                seen.add_locks(locks);
-                progress(&seen);
-            };
-            prune_locks(env, older_than, options.later, dry_run, &mut on_blobs)
-                .instrument(tracing::info_span!("leasehold.sweep.locks"))
-                .await?
-        };
-        report.add_locks(&locks);
-        report.lock_blob_partitions = locks.deleted_partitions;
+        prune_locks(env, older_than, options.later, dry_run, &mut report, progress)
+            .instrument(tracing::info_span!("leasehold.sweep.locks"))
+            .await?;
         progress(&report);
         tracing::info!(
             tombstones = report.tombstones,
