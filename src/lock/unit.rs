@@ -1,6 +1,6 @@
 //! [`Unit`]: one unit of work under a partition lock.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::mem::take;
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,24 +93,6 @@ pub(crate) const STAGED: &str = "leasehold-staged";
 /// `replace`, `merge` and `delete` of a *staged view* (what [`Unit::get`]
 /// returns for a staged row) write over the staged write; one of a row
 /// this unit stages no write for is refused.
-///
-/// ```
-/// # use leasehold::{Entity, Store};
-/// # #[derive(Entity, Clone, Debug)]
-/// # #[entity(table = "Notes")]
-/// # struct Note { #[entity(partition_key)] pk: String, #[entity(row_key)] id: String, text: String }
-/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-/// let store = Store::memory();
-/// let mut unit = store.lock("p").await?;
-/// let note = Note { pk: "p".into(), id: "n1".into(), text: "first".into() };
-/// unit.insert(&note)?;
-/// let again = Note { text: "second".into(), ..note.clone() };
-/// assert!(unit.insert(&again).is_err()); // refused: the unit already inserts that row,
-/// assert_eq!(unit.staged(), 1); // and the first insert stays staged
-/// unit.commit().await?;
-/// assert_eq!(store.table::<Note>().get("p", "n1").await?.unwrap().text, "first");
-/// # Ok::<(), leasehold::Error>(()) }).unwrap();
-/// ```
 #[must_use = "dropping a Unit discards its staged writes and releases the lock; call `commit().await` (or `abandon().await`)"]
 pub struct Unit {
     pub(crate) env: Arc<LockEnv>,
@@ -377,24 +359,14 @@ impl Unit {
         self.read_row::<E>(part, rk).await
     }
 
-    async fn read_row<E: Entity>(
+    pub(crate) async fn read_row<E: Entity>(
         &mut self,
         part: usize,
         rk: RowKey,
     ) -> Result<Option<Versioned<E>>> {
         let table = self.table_of::<E>()?;
-        let pk = self.parts[part].pk.clone();
         let key = (Slot { part, table }, rk);
-        if matches!(self.staged.get(&key), Some(TableOp::Merge(..)))
-            && !self.reads.contains_key(&key)
-        {
-            // A merge onto an unread row: read it, so the view is whole.
-            self.env.ensure_table(&key.0.table).await?;
-            let stored = self.env.backend().get(&key.0.table, &pk, &key.1).await?;
-            let stored = self.resolver().resolve_opt(&key.0.table, stored).await?;
-            self.ensure_held()?;
-            self.reads.insert(key.clone(), stored);
-        }
+        self.read_unread(std::slice::from_ref(&key)).await?;
         if let Some(op) = self.staged.get(&key) {
             let read = self.reads.get(&key);
             let base = read
@@ -402,16 +374,42 @@ impl Unit {
                 .filter(|r| !is_tombstone(&r.data.properties));
             return staged_view(op, base, read.is_some());
         }
-        if let Some(read) = self.reads.get(&key) {
-            return visible(read.clone());
+        visible(self.reads.get(&key).cloned().flatten())
+    }
+
+    /// Reads, all at once, the rows of `keys` this unit has not read (and
+    /// stages no whole write for: a merge onto an unread row needs the
+    /// row for its view), and records them as read; a tombstone is
+    /// recorded too (an insert then replaces it at its ETag).
+    pub(crate) async fn read_unread(&mut self, keys: &[(Slot, RowKey)]) -> Result<()> {
+        let mut seen = std::collections::HashSet::new();
+        let fetch: Vec<&(Slot, RowKey)> = (keys.iter())
+            .filter(|key| {
+                !self.reads.contains_key(key)
+                    && matches!(self.staged.get(key), None | Some(TableOp::Merge(..)))
+                    && seen.insert(*key)
+            })
+            .collect();
+        if fetch.is_empty() {
+            return Ok(());
         }
-        self.env.ensure_table(&key.0.table).await?;
-        let stored = self.env.backend().get(&key.0.table, &pk, &key.1).await?;
-        let stored = self.resolver().resolve_opt(&key.0.table, stored).await?;
+        for table in fetch.iter().map(|k| &k.0.table).collect::<BTreeSet<_>>() {
+            self.env.ensure_table(table).await?;
+        }
+        let (backend, resolver) = (self.env.backend(), self.resolver());
+        let rows = futures_util::future::try_join_all(fetch.iter().map(|(slot, rk)| {
+            let (pk, resolver) = (&self.parts[slot.part].pk, &resolver);
+            async move {
+                let stored = backend.get(&slot.table, pk, rk).await?;
+                resolver.resolve_opt(&slot.table, stored).await
+            }
+        }))
+        .await?;
+        drop(resolver);
         self.ensure_held()?;
-        // A tombstone is recorded as read and shown as absent.
-        self.reads.insert(key, stored.clone());
-        visible(stored)
+        let fetched: Vec<_> = fetch.into_iter().cloned().zip(rows).collect();
+        self.reads.extend(fetched);
+        Ok(())
     }
 
     /// Checks, right after a read's reply, that every lock is still held

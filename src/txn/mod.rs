@@ -56,7 +56,7 @@ use std::time::Duration;
 use crate::backend::{Precondition, TableOp};
 use crate::entity::{Entity, EntityData, Properties, Versioned};
 use crate::error::{Error, ErrorKind, Result};
-use crate::key::{IntoPartitionKey, IntoRowKey, PartitionKey, RowKey};
+use crate::key::{IntoPartitionKey, IntoRowKey};
 use crate::lock::{CommitReport, LockEnv, STAGED, Slot, Unit, UnitQuery};
 
 /// How a [`Transaction`] commits
@@ -156,29 +156,6 @@ impl Transaction {
     /// Reads several entities of one type, as [`Transaction::get`] does,
     /// in one round trip; answers in the order of `keys`.
     ///
-    /// ```
-    /// # use leasehold::{Entity, Store};
-    /// # #[derive(Entity, Clone, Debug)]
-    /// # #[entity(table = "Accounts")]
-    /// # struct Account { #[entity(partition_key)] customer: String, #[entity(row_key)] name: String, balance: i64 }
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// # let store = Store::memory();
-    /// # for c in ["ann", "bob"] {
-    /// #     store.table::<Account>().insert(Account { customer: c.into(), name: "main".into(), balance: 50 }).await?;
-    /// # }
-    /// let mut tx = store.transaction();
-    /// let mut rows = tx.get_many::<Account, _, _>([("ann", "main"), ("bob", "main")]).await?;
-    /// let mut bob = rows.pop().flatten().expect("bob's account");
-    /// let mut ann = rows.pop().flatten().expect("ann's account");
-    /// ann.balance -= 20;
-    /// bob.balance += 20;
-    /// tx.replace(&ann)?;
-    /// tx.replace(&bob)?;
-    /// tx.commit().await?;
-    /// # assert_eq!(store.table::<Account>().get("bob", "main").await?.unwrap().balance, 70);
-    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
-    /// ```
-    ///
     /// # Errors
     /// [`Error::Invalid`] for a bad key, before any request;
     /// [`Error::Decode`]; backend errors (of the first read that failed).
@@ -200,41 +177,14 @@ impl Transaction {
         let mut wanted = Vec::new();
         for (pk, rk) in keys {
             let part = self.unit.part_of(&pk, "read")?;
-            let slot = Slot {
-                part,
-                table: table.clone(),
-            };
-            wanted.push((pk, (slot, rk)));
+            let table = table.clone();
+            wanted.push((Slot { part, table }, rk));
         }
-        // Rows neither read nor written yet (nor merged blind), at once.
-        let mut fetch: Vec<&(PartitionKey, (Slot, RowKey))> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for w in &wanted {
-            let unread = !self.unit.reads.contains_key(&w.1)
-                && matches!(self.unit.staged.get(&w.1), None | Some(TableOp::Merge(..)));
-            if unread && seen.insert(&w.1) {
-                fetch.push(w);
-            }
-        }
-        if !fetch.is_empty() {
-            self.unit.env.ensure_table(&table).await?;
-            let (backend, resolver) = (self.unit.env.backend(), self.unit.resolver());
-            let rows = futures_util::future::try_join_all(fetch.iter().map(|(pk, (_, rk))| {
-                let (table, resolver) = (&table, &resolver);
-                async move {
-                    let stored = backend.get(table, pk, rk).await?;
-                    resolver.resolve_opt(table, stored).await
-                }
-            }))
-            .await?;
-            let fetched: Vec<_> = fetch.iter().map(|w| w.1.clone()).zip(rows).collect();
-            drop(resolver);
-            self.unit.reads.extend(fetched);
-        }
+        self.unit.read_unread(&wanted).await?;
         // Every row is now read (or staged): answered from memory.
         let mut out = Vec::with_capacity(wanted.len());
-        for (pk, (_, rk)) in wanted {
-            out.push(self.unit.get_in::<E>(pk, rk).await?);
+        for (slot, rk) in wanted {
+            out.push(self.unit.read_row::<E>(slot.part, rk).await?);
         }
         Ok(out)
     }
