@@ -1,15 +1,6 @@
-//! What commits leave behind: decision rows and after-image rows that no
-//! reader needs any more, removed by [`Store::sweep`](crate::Store::sweep)
-//! under the rules (and for the reasons) of "Rows commits leave behind" in the
-//! [module docs](super): a committed decision row once no group it names
-//! holds one of its marks (a row without the list is kept), a withdrawn
-//! one past [`LATE_COMMIT_POINT`], after-image rows with their decision
-//! row or, without one, past that bound. Each removal is conditioned on
-//! the row's ETag as read.
-//!
-//! [`Store::list_commits`](crate::Store::list_commits) shows operators the
-//! same rows of one partition, and the marks there: each commit with its
-//! decision (or none yet) and the rows it still marks. It writes nothing.
+//! What commits leave behind: the sweep's prune of it ("Rows commits leave
+//! behind" in the [module docs](super)), and
+//! [`Store::list_commits`](crate::Store::list_commits).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,11 +18,8 @@ use crate::rows::decision::{self, Stored};
 use crate::rows::mark::{MARK, Mark};
 use crate::rows::{delete_as_read, query_all};
 
-/// How long after a withdrawal a commit point may still land: it is signed
-/// only while its writer's lease is valid (`crate::backend::deadline`), a
-/// withdrawal comes only after that lease ran out, and the service refuses
-/// a Shared Key request dated more than 15 minutes off. 15 minutes, and 5
-/// of clock skew.
+/// How long after a withdrawal a commit point may still land (15 minutes
+/// of Shared Key validity, 5 of clock skew).
 const LATE_COMMIT_POINT: Duration = Duration::from_secs(20 * 60);
 
 /// What a prune removed of the rows commits leave behind.
@@ -41,15 +29,9 @@ pub(crate) struct Removed {
     pub(crate) after_image_rows: u64,
 }
 
-/// Removes (or, for a `dry_run`, counts) the decision rows and after-image
-/// rows of the store's tables that no reader needs any more, those of
-/// commits decided before `cutoff` (`None`: every commit counts as old
-/// enough for `older_than`; the [`LATE_COMMIT_POINT`] and
-/// [`decision::DECISIONS_KEPT`] bounds hold anyway). Rows are judged as if it were
-/// `later` than now (tests age rows so).
-///
-/// # Errors
-/// Backend errors of the listings, reads and deletes.
+/// Removes (for a `dry_run`, counts) the decision and after-image rows no
+/// reader needs, of commits decided before `cutoff` (`None`: any), judged
+/// as if it were `later` than now.
 pub(crate) async fn prune(
     env: &Arc<LockEnv>,
     cutoff: Option<OffsetDateTime>,
@@ -64,9 +46,7 @@ pub(crate) async fn prune(
     let old =
         |row: &StoredEntity, bound: Option<OffsetDateTime>| bound.is_none_or(|b| row.timestamp < b);
     let mut removed = Removed::default();
-    // Every table's reserved rows first: a commit's after-image rows live
-    // in the tables of the rows it marked, its decision row in the primary
-    // group's.
+    // Every table's reserved rows first: a commit's rows span tables.
     let mut all: Vec<(TableName, Vec<StoredEntity>)> = Vec::new();
     for table in backend.list_tables().await? {
         if table.as_str().starts_with(env.table_prefix()) {
@@ -110,9 +90,8 @@ pub(crate) async fn prune(
             }
         }
     }
-    // After-image rows: those of a commit whose decision row went now, or
-    // of one without a decision row that is too old for a commit point to
-    // land.
+    // After-image rows: of a commit whose decision row went, or of an old
+    // one without any.
     for (table, rows) in &all {
         for row in rows.iter().filter(|r| !is_decision_row(r)) {
             let Some(id) = decision::id_of(&row.data.row_key) else {
@@ -138,36 +117,20 @@ pub struct CommitSummary {
     /// [`CommitReport::transaction`](super::CommitReport::transaction) and
     /// [`Error::InDoubt`](crate::Error::InDoubt) give it.
     pub transaction: String,
-    /// What its decision row says: applied (its commit point went through;
-    /// rows still marked are finished by their next read) or not (it was
-    /// withdrawn; marks left are taken off by their next read). `None`:
-    /// rows carry its mark and it has no decision row — its writer has not
-    /// reached its commit point yet, or stopped before it;
-    /// [`Store::commit_outcome`](crate::Store::commit_outcome), or a reader
-    /// once the writer's lease (a transaction's time-to-live) ran out,
-    /// withdraws it unless the commit point lands first.
+    /// What its decision row says; `None`: undecided (its writer has not
+    /// reached its commit point, or stopped before it).
     pub outcome: Option<CommitOutcome>,
-    /// The partition of its decision row (its primary): the partition
-    /// listed, or another one for a commit that marked rows here.
+    /// The partition of its decision row (its primary).
     pub primary: PartitionKey,
     /// The table of its decision row, as stored (with the table prefix).
     pub decision_table: TableName,
-    /// When its decision row was written, by the service's clock; for an
-    /// undecided commit, when its oldest mark in this partition was.
+    /// When its decision row (else its oldest mark here) was written.
     pub since: OffsetDateTime,
-    /// How many rows of the listed partition still carry its mark, per
-    /// table (as stored); empty when none does.
+    /// How many rows of the listed partition carry its mark, per table.
     pub marked_rows: Vec<(TableName, usize)>,
 }
 
-/// [`Store::list_commits`](crate::Store::list_commits): the commits whose
-/// decision row, or a row marked by them, is in partition `pk` of the
-/// store's tables, oldest first. One query per table, and one read per
-/// commit marked here whose decision row is elsewhere; nothing written.
-///
-/// # Errors
-/// [`Error::Invalid`](crate::Error::Invalid) for a mark whose transaction
-/// id makes no row key; backend errors.
+/// [`Store::list_commits`](crate::Store::list_commits).
 pub(crate) async fn list(env: &Arc<LockEnv>, pk: &PartitionKey) -> Result<Vec<CommitSummary>> {
     let backend = env.backend().as_ref();
     let here = Filter::compare("PartitionKey", CmpOp::Eq, Value::String(pk.as_str().into()));
@@ -254,8 +217,7 @@ fn reserved_keys() -> Filter {
     ))
 }
 
-/// Whether no row of `groups` carries a mark of the commit `id` decided in
-/// `table` (one query per group, of its partition).
+/// Whether no row of `groups` carries a mark of commit `id` of `table`.
 async fn no_marks_left(
     backend: &dyn TableBackend,
     groups: &[(TableName, PartitionKey)],

@@ -158,21 +158,19 @@ impl Store {
 struct Importer<'a> {
     store: Store,
     table: String,
-    /// The table's full name, once it is known to exist.
+    /// Once the table is known to exist.
     name: Option<TableName>,
     options: ImportOptions,
     rows: BoxStream<'a, Result<DynamicEntity>>,
     input_done: bool,
     /// Rows taken from the input.
     read: u64,
-    /// Operations of one partition not sent yet, and their payload size.
+    /// Operations of one partition not sent yet.
     buffer: Vec<TableOp>,
     buffer_bytes: usize,
-    /// The rows buffered or in flight, with how many times each is: a row
-    /// met again waits until they are stored (see `held`).
+    /// The rows buffered or in flight, counted.
     pending: HashMap<(PartitionKey, RowKey), usize>,
-    /// A row met while an earlier write of it is pending: it is buffered
-    /// once every transaction in flight is done.
+    /// A row met while an earlier write of it is pending.
     held: Option<TableOp>,
     in_flight: FuturesOrdered<BoxFuture<'static, Result<Sent>>>,
     progress: ImportProgress,
@@ -202,8 +200,6 @@ impl Importer<'_> {
             }
         }
         loop {
-            // A row waiting for an earlier write of itself: once nothing is
-            // in flight, it starts the buffer.
             if self.held.is_some() {
                 if self.in_flight.is_empty() {
                     if let Err(e) = self.flush() {
@@ -274,8 +270,7 @@ impl Importer<'_> {
         Some(Ok(self.progress))
     }
 
-    /// Takes the next input row: checks it, and buffers its write, after
-    /// sending the buffer when the row does not fit in it.
+    /// Checks the next input row and buffers its write.
     fn take(&mut self, row: DynamicEntity) -> Result<()> {
         let table = self.name.as_ref().map_or("", |n| n.as_str());
         crate::entity::refuse_reserved_properties(&row.properties, false, |name| {
@@ -339,8 +334,6 @@ impl Importer<'_> {
                 what: "an import sent rows before its table was ready".into(),
             });
         };
-        // The rows taken so far, but a held one, are in this transaction
-        // or an earlier one.
         let end = self.read - u64::from(self.held.is_some());
         let backend = Arc::clone(self.store.backend());
         let upsert = self.options.upsert;
