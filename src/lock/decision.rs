@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::env::LockEnv;
 use crate::error::{Error, Result};
 use crate::key::PartitionKey;
-use crate::rows::decision::table_of;
 pub use crate::rows::decision::CommitOutcome;
+use crate::rows::decision::table_of;
 pub(crate) use crate::rows::decision::{read, settle, withdraw};
 
 /// [`Store::commit_outcome`](crate::Store::commit_outcome): a decision row

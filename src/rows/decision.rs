@@ -86,7 +86,11 @@ pub(crate) fn row_key(txn: &str) -> Result<RowKey> {
 }
 
 /// The insert of transaction `txn`'s decision row in partition `primary`.
-pub(crate) fn insert(primary: &PartitionKey, txn: &str, decision: CommitOutcome) -> Result<TableOp> {
+pub(crate) fn insert(
+    primary: &PartitionKey,
+    txn: &str,
+    decision: CommitOutcome,
+) -> Result<TableOp> {
     let mut properties = Properties::new();
     properties.insert_static(STATE, Value::String(decision.text().into()));
     Ok(TableOp::Insert(EntityData {
@@ -129,7 +133,9 @@ impl Stored {
     pub(crate) fn of(row: &StoredEntity) -> Option<Stored> {
         let decision = match row.data.properties.get(STATE) {
             Some(Value::String(s)) if s == CommitOutcome::Applied.text() => CommitOutcome::Applied,
-            Some(Value::String(s)) if s == CommitOutcome::NotApplied.text() => CommitOutcome::NotApplied,
+            Some(Value::String(s)) if s == CommitOutcome::NotApplied.text() => {
+                CommitOutcome::NotApplied
+            }
             _ => return None,
         };
         let groups = match row.data.properties.get(GROUPS) {

@@ -369,9 +369,16 @@ async fn sweep(
         }
 
         // Lock blobs, then decision rows and after-image rows.
-        prune_locks(env, older_than, options.later, dry_run, &mut report, progress)
-            .instrument(tracing::info_span!("leasehold.sweep.locks"))
-            .await?;
+        prune_locks(
+            env,
+            older_than,
+            options.later,
+            dry_run,
+            &mut report,
+            progress,
+        )
+        .instrument(tracing::info_span!("leasehold.sweep.locks"))
+        .await?;
         progress(&report);
         tracing::info!(
             tombstones = report.tombstones,
