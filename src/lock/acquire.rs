@@ -1,8 +1,5 @@
-//! Taking the locks of a unit: all at once when they are free, otherwise in
-//! canonical order, giving everything back on any failure. A lock blob
-//! holds the lease and its wait queue only: what a holder that died
-//! half-way through a commit left behind is in the rows it marked, which
-//! every read resolves.
+//! Taking the locks of a unit (see "Taking several locks" in the
+//! [module docs](super)).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,15 +12,9 @@ use crate::error::Result;
 use crate::key::PartitionKey;
 use crate::lease::{LeaseGuard, LeaseName};
 
-/// Takes the locks of `targets` (sorted by lock name, distinct): all at
-/// once when they are free, otherwise one after the other in that order,
-/// waiting up to `timeout` in all (`None`: not at all, and a held lock ends
-/// with `Ok(None)`). Returns the guards, in `targets` order, each with its
-/// lock blob read.
-///
-/// # Errors
-/// [`crate::Error::Timeout`] when a lock stays held; the errors of taking a
-/// lock. Every lock taken is given back first.
+/// Takes the locks of `targets` (sorted by lock name, distinct), waiting
+/// up to `timeout` in all (`None`: not at all; a held lock is `Ok(None)`).
+/// Returns the guards in `targets` order.
 pub(super) async fn take_all(
     env: &Arc<LockEnv>,
     targets: &[(LeaseName, PartitionKey)],
@@ -71,13 +62,7 @@ enum AtOnce {
 }
 
 /// Tries every lock of `targets` at once, and reads the lock blobs of a
-/// full set together. No request waits on a held lock, so trying out of
-/// order cannot deadlock; when any lock is held (or a try fails), what was
-/// taken is given back and the caller falls back to taking the locks one
-/// after the other in canonical order. A single lock is left to that path.
-///
-/// # Errors
-/// [`crate::Error::Invalid`] for a bad lock name (before any request).
+/// full set together (a single lock is left to the ordered path).
 async fn try_all_at_once(
     env: &Arc<LockEnv>,
     targets: &[(LeaseName, PartitionKey)],

@@ -1,12 +1,5 @@
-//! [`Commit`]: a unit's commit, built from what the unit read and staged
-//! and run once: the index claims, then one entity-group transaction when
-//! the writes fit one, and the commit by row marks and a decision row
-//! otherwise (see "The commit protocol" in the [module docs](super)).
-//!
-//! A [`Unit`](super::Unit) (a transaction's too) hands its reads, staged
-//! writes and locks over to a `Commit`, runs it, and gives its locks up
-//! together with the [`Committed`] commit's finishing. Nothing here calls
-//! back into the unit.
+//! [`Commit`]: a unit's (or a transaction's) commit, run once: the index
+//! claims, then "The commit protocol" of the [module docs](super).
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -16,7 +9,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tracing::Instrument as _;
 
-use super::decision::{self, Decision};
+use super::decision::{self, CommitOutcome};
 use super::env::{AfterCommit, ClaimInput, IndexedType, LockEnv};
 use super::report::{CommitReport, FinishedBy};
 use super::slot::{Reads, Slot, Staged, read_absent};
@@ -35,29 +28,19 @@ use crate::rows::mark::{Mark, apply_op, slim, strip};
 use crate::rows::tombstone::is_tombstone;
 use crate::table::Resolver;
 
-/// A unit's commit: what it needs of the unit, run once
-/// ([`Commit::run`]).
+/// What a commit needs of its unit (fields as in [`Unit`](super::Unit)).
 pub(super) struct Commit<'a> {
     pub(super) env: Arc<LockEnv>,
-    /// The unit's partitions ([`Slot::part`] indexes them).
     pub(super) parts: Vec<PartitionKey>,
-    /// The locks of those partitions, in the same order (none for a
-    /// transaction).
+    /// The locks of `parts`, in order (none for a transaction).
     pub(super) locks: Vec<&'a LeaseGuard>,
-    /// A transaction's time-to-live (`crate::txn`): it holds no lock,
-    /// validates what it read at commit, and its marks live this long.
     pub(super) ttl: Option<Duration>,
-    /// What each row looked like when the unit read it (`None`: absent).
     pub(super) reads: Reads,
-    /// One write per row, by partition (canonical order), table, row.
     pub(super) staged: Staged,
-    /// The indexed types the writes are of.
     pub(super) indexed: Vec<IndexedType>,
 }
 
-/// A commit whose writes are applied, and what is left of it: finishing
-/// its marked rows and deleting its decision row (a unit's commit decided
-/// in a row), and what its index claims leave to do
+/// A commit whose writes are applied, and what is left of it
 /// ([`Committed::complete`]).
 pub(super) struct Committed {
     env: Arc<LockEnv>,
@@ -74,16 +57,14 @@ struct Group {
     rows: Vec<(Slot, RowKey)>,
 }
 
-/// What is left of a unit's commit decided in a row once its commit point
-/// went through: its marked rows finished (`rounds`, at once), then its
-/// decision row deleted (`decision_delete`), unless a row is left marked
-/// (`all_off` false: a version missing from the marking's reply).
+/// Steps 3 and 4 of a commit decided in a row: `rounds` finish the marked
+/// rows, then `decision_delete` goes unless a row may be left marked
+/// (`all_off` false).
 struct Finishing {
     rounds: Vec<(TableName, Vec<TableOp>)>,
     txn: String,
     all_off: bool,
     decision_delete: (TableName, TableOp),
-    /// The partitions the unit held when it committed.
     held: Vec<PartitionKey>,
 }
 
@@ -95,33 +76,22 @@ struct Send {
     of: Vec<Option<(usize, usize)>>,
 }
 
-/// A commit by row marks and a decision row, planned before anything is
-/// sent.
+/// A commit decided in a row, planned before anything is sent.
 struct Plan {
-    /// The transaction id (see [`layout::new_txn`]).
     txn: String,
-    /// The partition holding the decision row (the first group's).
+    /// The decision row's partition and table (the first group's).
     primary: PartitionKey,
-    /// The table holding it.
     table: TableName,
-    /// The group whose writes ride in the commit point's transaction, if
-    /// they fit there beside the decision row.
+    /// The group whose writes ride in the commit point, if they fit there.
     riding: Option<usize>,
-    /// The commit point: the riding group's writes, each conditioned on the
-    /// row as read, and the decision row's insert, last.
+    /// The commit point: the riding group's writes, then the decision row.
     commit: Vec<TableOp>,
-    /// The marking round: every row of every other group with its mark and
-    /// after-image (conditioned on the row as read), and the after-image
-    /// rows of those whose after-image does not fit beside them.
     marking: Vec<Send>,
 }
 
 impl Committed {
-    /// Finishes what is left, together with `release` (the unit giving its
-    /// locks up: once the commit point holds, whoever takes a lock next
-    /// finishes a marked row it meets itself) and the index claims'
-    /// after-commit work (removing the index rows of the values the commit
-    /// freed). Answers the commit's report.
+    /// Finishes what is left, together with `release` (the unit's locks)
+    /// and the index claims' after-commit work.
     pub(super) async fn complete(self, release: impl Future<Output = ()>) -> CommitReport {
         let Committed {
             env,
@@ -133,9 +103,6 @@ impl Committed {
             let f = finishing?;
             let (done, recovered, off) = finish(&env, f.held, &f.rounds, &f.txn).await;
             if f.all_off && off {
-                // No mark needs the decision row any more: it goes behind
-                // the answer (should this process stop first, the sweep
-                // removes it).
                 let backend = env.backend().clone();
                 let (table, op) = f.decision_delete;
                 tokio::spawn(async move { send_cleanup(backend.as_ref(), &table, op).await });
@@ -159,9 +126,8 @@ impl Committed {
 }
 
 impl Commit<'_> {
-    /// Runs the commit: a transaction's reads validated, the index claims
-    /// made, the writes sent. Every error but [`Error::InDoubt`] means
-    /// nothing of it is applied (see [`Unit::commit`](super::Unit::commit)).
+    /// Runs the commit. Every error but [`Error::InDoubt`] means nothing
+    /// of it is applied.
     pub(super) async fn run(mut self) -> Result<Committed> {
         let partition = self.parts.first().map_or("", PartitionKey::as_str);
         let span = tracing::debug_span!("leasehold.commit", partition = %partition, partitions = self.parts.len(), ops = self.staged.len());
@@ -198,10 +164,9 @@ impl Commit<'_> {
         })
     }
 
-    /// A transaction's rows read and not written are validated: each gets
-    /// a write that changes nothing, conditioned on the ETag read (a row
-    /// read as absent must still be absent), so its mark fails the commit
-    /// when the row changed since. A unit's locks keep its reads valid.
+    /// A transaction's rows read and not written get a write that changes
+    /// nothing, conditioned on the ETag read (or on absence), so their
+    /// marks validate them. A unit's locks keep its reads valid.
     fn validate_reads(&mut self) {
         if self.ttl.is_none() {
             return;
@@ -235,9 +200,8 @@ impl Commit<'_> {
         }
     }
 
-    /// Runs the store's index claims, if the writes are of indexed types:
-    /// they read the rows of those writes (and the rows as read), and the
-    /// commit records what they read and sends the writes they answer.
+    /// Runs the store's index claims for writes of indexed types; what
+    /// they read and the writes they answer join the commit.
     async fn claim_indexes(&mut self) -> Result<Option<Box<dyn AfterCommit>>> {
         let Some(claims) = self.env.claims().cloned() else {
             return Ok(None);
@@ -264,8 +228,7 @@ impl Commit<'_> {
         Ok(claimed.after)
     }
 
-    /// The resolver of row marks this commit meets: it holds the unit's
-    /// partitions.
+    /// The resolver of row marks this commit meets.
     fn resolver(&self) -> Resolver<'_> {
         Resolver::new(self.env.tables(), self.held())
     }
@@ -279,8 +242,7 @@ impl Commit<'_> {
     }
 
     /// Whether the unit still holds the locks of `parts` (by the local
-    /// validity deadline, which ends before the service lets anyone else
-    /// take a lease).
+    /// validity deadline).
     fn holds(&self, parts: &[usize]) -> bool {
         self.ttl.is_none()
             && parts.iter().all(|&p| {
@@ -288,12 +250,8 @@ impl Commit<'_> {
             })
     }
 
-    /// Commits the staged writes; what it answers besides the report is
-    /// what is left of a commit decided in a row: finishing its marked
-    /// rows, then deleting its decision row.
-    ///
-    /// `claims_window`: when the writes rely on index claims, the time by
-    /// which they must be sent (the commit point, and the marks before it).
+    /// Sends the staged writes (by `claims_window` when they rely on
+    /// index claims); answers what is left of a commit decided in a row.
     async fn commit_inner(
         &mut self,
         claims_window: Option<tokio::time::Instant>,
@@ -342,11 +300,9 @@ impl Commit<'_> {
         Ok((report, finishing))
     }
 
-    /// Reads, all at once, the rows of the inserts of an entity type with an
-    /// expiry that this unit has not read: such a row may be stored but
-    /// past its expiry, absent to every read, and the insert then replaces
-    /// it at its ETag. (Other inserts need no read: a row there makes the
-    /// service refuse them, as it should.)
+    /// Reads, all at once, the unread rows of inserts of a type with an
+    /// expiry: a stored row past its expiry is absent to reads, and the
+    /// insert replaces it at its ETag.
     async fn read_rows_inserts_may_meet_expired(&mut self) -> Result<()> {
         let blind: Vec<(Slot, RowKey)> = self
             .staged
@@ -413,16 +369,13 @@ impl Commit<'_> {
         }
     }
 
-    /// Plans the commit of `groups` by marks and a decision row (the rows
-    /// as they were before it: `reads`). Nothing is sent.
+    /// Plans the commit of `groups` (the rows before it: `reads`).
     fn plan(&self, groups: &[Group], reads: &[Vec<Option<StoredEntity>>]) -> Result<Plan> {
         let first = &groups[0];
         let primary = self.parts[first.part].clone();
         let table = first.table.clone();
         let txn = layout::new_txn(&table);
-        // The first group rides in the commit point when it fits there
-        // (and its rows are not marked); the decision row names the groups
-        // whose rows are.
+        // The decision row names the groups whose rows are marked.
         let marked_groups = |from: usize| -> Vec<(&TableName, &PartitionKey)> {
             groups[from..]
                 .iter()
@@ -484,9 +437,8 @@ impl Commit<'_> {
         })
     }
 
-    /// The commit of `groups` by marks and a decision row: marks, commit
-    /// point; then, for a transaction, its finishing behind the answer.
-    /// Answers a unit's finishing, which goes out with its releases.
+    /// Marks, then the commit point; a transaction's finishing goes behind
+    /// the answer, a unit's is answered (it goes out with the releases).
     async fn commit_decided(
         &self,
         groups: &[Group],
@@ -514,9 +466,8 @@ impl Commit<'_> {
             Some(by) => deadline::send_by(by, marked).await?,
             None => marked.await?,
         };
-        // A holder whose lease ran out stops here, its marks withdrawn; the
-        // commit point goes out only while the primary's lock is held (a
-        // transaction's, within its time-to-live of its marks).
+        // The commit point goes out only while the primary's lock is held
+        // (a transaction's: within its time-to-live).
         let left = match self.ttl {
             Some(ttl) => Ok(ttl.saturating_sub(started.elapsed())).and_then(|left| {
                 (!left.is_zero()).then_some(left).ok_or(Error::LeaseLost {
@@ -565,8 +516,8 @@ impl Commit<'_> {
                 Err(e) => {
                     tracing::warn!(partition = %primary, txn = %txn, error = %e, "the commit point's reply was lost; reading its decision");
                     match decision::settle(backend.as_ref(), &table, &primary, &txn).await {
-                        Ok(Decision::Committed) => break,
-                        Ok(Decision::Withdrawn) => {
+                        Ok(CommitOutcome::Applied) => break,
+                        Ok(CommitOutcome::NotApplied) => {
                             self.withdraw(&marking, &versions).await;
                             return Err(e);
                         }
@@ -586,9 +537,7 @@ impl Commit<'_> {
         }
         report.batches = 1;
 
-        // 3. Committed: every marked row gets the row the commit leaves, at
-        // the ETag its mark produced, and its after-image rows go; all at
-        // once.
+        // 3. Finish.
         let mut all_off = true;
         let mut finishing: Vec<(TableName, Vec<TableOp>)> = Vec::new();
         for (send, versions) in marking.iter().zip(&versions) {
@@ -625,8 +574,6 @@ impl Commit<'_> {
         }
         let cleanup = (table, layout::delete(&primary, &txn)?);
         if self.ttl.is_some() {
-            // A transaction answers now; its rows are finished behind the
-            // answer (or by their readers, should this process stop).
             let (env, held) = (self.env.clone(), self.held());
             tokio::spawn(async move {
                 if finish(&env, held, &finishing, &txn).await.2 && all_off {
@@ -644,11 +591,9 @@ impl Commit<'_> {
         }))
     }
 
-    /// Every row of `groups` as it was before the commit: as read in the
-    /// unit, or read now (an upsert, or a value read elsewhere; inserts
-    /// need none). A write the service would refuse for what the row is
-    /// (an insert of a row that exists, a conditional write of one that
-    /// does not) fails here, before anything is sent.
+    /// Every row of `groups` before the commit: as read, or read now
+    /// (inserts need none). A write the service would refuse for what the
+    /// row is fails here, before anything is sent.
     async fn before_images(&self, groups: &[Group]) -> Result<Vec<Vec<Option<StoredEntity>>>> {
         let mut reads: Vec<Vec<Option<StoredEntity>>> = Vec::with_capacity(groups.len());
         for g in groups {
@@ -694,9 +639,8 @@ impl Commit<'_> {
         Ok(reads)
     }
 
-    /// The marking round, all at once: answers the versions each
-    /// transaction produced. When one fails, the marks made are taken off
-    /// again and the commit fails, nothing applied.
+    /// The marking round: answers the versions each transaction produced;
+    /// on a failure the marks made are taken off.
     async fn mark_rows(&self, marking: &[Send]) -> Result<Vec<Option<Vec<Option<Version>>>>> {
         let backend = self.env.backend().clone();
         // An insert meeting an undecided commit's placeholder, which
@@ -727,9 +671,6 @@ impl Commit<'_> {
             let Some((j, e)) = failed else {
                 return Ok(versions);
             };
-            // Nothing is applied: take the marks made off again. A mark
-            // left behind (its reply lost, or this clean-up failing) is
-            // withdrawn by whoever meets it.
             self.withdraw(marking, &versions).await;
             if again
                 && self
@@ -743,9 +684,8 @@ impl Commit<'_> {
         }
     }
 
-    /// Takes the marks of a commit that failed before its commit point off
-    /// the rows whose marking transaction went through (`versions`), and
-    /// removes its after-image rows, all at once, best effort.
+    /// Takes a failed commit's marks and after-image rows off, where the
+    /// marking went through (`versions`); best effort.
     async fn withdraw(&self, marking: &[Send], versions: &[Option<Vec<Option<Version>>>]) {
         let backend = self.env.backend().clone();
         let sends = marking.iter().zip(versions).filter_map(|(s, versions)| {
@@ -781,10 +721,8 @@ impl Commit<'_> {
         .await;
     }
 
-    /// Whether `refusal` of the transaction `ops` (of `table`) is an insert
-    /// meeting a row mark's placeholder that resolving it removed (the
-    /// commit it stood for was never decided). Reads the row only for such
-    /// a refusal.
+    /// Whether `refusal` of `ops` is an insert meeting an undecided
+    /// commit's placeholder that resolving it removed.
     async fn withdrew_placeholder(
         &self,
         table: &TableName,
@@ -811,8 +749,8 @@ impl Commit<'_> {
         Ok(marked && self.resolver().resolve_opt(table, stored).await?.is_none())
     }
 
-    /// Whether group `g` checks that a row the unit read as absent still
-    /// is (a delete of it, which only a mark can say).
+    /// Whether group `g` checks that a row read as absent still is (only a
+    /// mark can).
     fn checks_absence(&self, g: &Group) -> bool {
         let deletes = |op: &TableOp| {
             matches!(
@@ -830,11 +768,9 @@ impl Commit<'_> {
     }
 }
 
-/// Sends a committed commit's finishing transactions, all at once; where
-/// one is refused (a reader finished a row first, or a write without the
-/// lock overwrote it) or its reply is lost, whatever still carries the mark
-/// gets the commit's write row by row. Answers how many transactions went
-/// through, whether any was refused, and whether no mark is left.
+/// Sends the finishing transactions; where one fails, its rows are
+/// resolved one by one. Answers how many went through, whether any was
+/// refused, and whether no mark is left.
 async fn finish(
     env: &std::sync::Arc<super::env::LockEnv>,
     held: Vec<PartitionKey>,
@@ -875,8 +811,7 @@ async fn finish(
     (done, recovered, all_off)
 }
 
-/// The staged writes, ordered by partition (canonical order), table and
-/// row, as their (partition, table) groups.
+/// The staged writes (in order) as their (partition, table) groups.
 fn group(staged: impl IntoIterator<Item = ((Slot, RowKey), TableOp)>) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
     for (key, op) in staged {
@@ -896,11 +831,8 @@ fn group(staged: impl IntoIterator<Item = ((Slot, RowKey), TableOp)>) -> Vec<Gro
     groups
 }
 
-/// `ops` of one partition of `table` (and what each stands for, `of`,
-/// where given) as entity-group transactions within the service's limits.
-///
-/// # Errors
-/// [`Error::Invalid`] when one operation alone is over them.
+/// `ops` of one partition (and what each stands for, `of`) as
+/// transactions within the service's limits.
 fn sends(
     table: &TableName,
     ops: Vec<TableOp>,
@@ -917,8 +849,7 @@ fn sends(
         .collect())
 }
 
-/// The ETag a write of `op` to the row found as `read` is conditioned on:
-/// the one the write carries, else the row's as read.
+/// The ETag `op` carries, else the row's as read.
 fn condition_of(op: &TableOp, read: Option<&StoredEntity>) -> Option<ETag> {
     match op.condition() {
         Some(Precondition::IfMatch(etag)) => Some(etag),
@@ -926,9 +857,8 @@ fn condition_of(op: &TableOp, read: Option<&StoredEntity>) -> Option<ETag> {
     }
 }
 
-/// The write the commit point sends for `op` on the row found as `read`: the
-/// row the commit leaves (a merge computed from the row as read) or a
-/// delete, conditioned on the row as read; an insert where it was absent.
+/// The commit point's write for `op`: the row the commit leaves,
+/// conditioned on the row as read (an insert where it was absent).
 fn conditioned(op: &TableOp, read: Option<&StoredEntity>) -> TableOp {
     match condition_of(op, read) {
         Some(etag) => apply_op(op, read, &etag),
@@ -939,9 +869,8 @@ fn conditioned(op: &TableOp, read: Option<&StoredEntity>) -> TableOp {
     }
 }
 
-/// The write putting `mark` on the row of `op` (found as `read`):
-/// conditioned on the ETag the write itself carries, or else on the row as
-/// read (an upsert's), or inserting a placeholder where there was no row.
+/// The write putting `mark` on the row of `op`, conditioned as
+/// [`condition_of`] (a placeholder's insert where there was no row).
 fn prewrite(op: &TableOp, read: Option<&StoredEntity>, mark: &Mark) -> TableOp {
     let mut pre = mark.prewrite(op.partition_key(), op.row_key(), read);
     if let (TableOp::Replace(_, condition), Some(Precondition::IfMatch(etag))) =
@@ -952,24 +881,20 @@ fn prewrite(op: &TableOp, read: Option<&StoredEntity>, mark: &Mark) -> TableOp {
     pre
 }
 
-/// Whether `op` needs its row to exist (every write but inserts and
-/// upserts).
+/// Whether `op` needs its row to exist.
 fn needs_row(op: &TableOp) -> bool {
     !matches!(op.condition(), None | Some(Precondition::Upsert))
 }
 
-/// Sends the decision row's delete, best effort: a decision row left
-/// behind costs nothing but its storage (reads never return it).
+/// Sends the decision row's delete, best effort.
 async fn send_cleanup(backend: &dyn TableBackend, table: &TableName, op: TableOp) {
     if let Err(e) = backend.execute(table, op, &WriteOptions::new()).await {
         tracing::debug!(table = %table, error = %e, "deleting a finished commit's decision row failed; it stays, hidden from reads");
     }
 }
 
-/// The error of a commit point the service refused (nothing applied): a
-/// refused decision row (operation `decision_index`) means the transaction
-/// was withdrawn by whoever took the primary's lock after this unit's
-/// lease ran out.
+/// The error of a refused commit point: a refused decision row
+/// (`decision_index`) means a reader withdrew the commit.
 fn refusal(e: Error, decision_index: usize, primary: &PartitionKey, txn: &str) -> Error {
     match &e {
         Error::Batch { index, .. } if *index == decision_index => Error::LeaseLost {
@@ -983,11 +908,9 @@ fn refusal(e: Error, decision_index: usize, primary: &PartitionKey, txn: &str) -
     }
 }
 
-/// Settles a single transaction whose reply was lost: the service applies it
-/// whole or not at all, so either every row shows its write (done), or every
-/// row still has the state the unit read (sent again, once, by a `holder`
-/// of the lock; otherwise [`Error::LeaseLost`], nothing applied), or
-/// something else wrote the partition meanwhile.
+/// Settles a single transaction whose reply was lost, from its rows:
+/// applied, or not (sent again once by a `holder`, else
+/// [`Error::LeaseLost`]), or contradicted.
 async fn verify_batch(
     backend: &dyn TableBackend,
     pk: &PartitionKey,

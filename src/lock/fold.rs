@@ -4,11 +4,9 @@
 use crate::backend::{Precondition, TableOp};
 use crate::entity::EntityData;
 
-/// The staged write of a row once `op` follows `previous` (`None`: nothing
-/// staged for it): `Ok(None)` when the two cancel out, `Err(why)` when `op`
-/// cannot follow what is staged. `read_absent`: the unit read the row and
-/// found none. The rules are the table in the [`Unit`] docs; a fold keeps
-/// the condition of the first write, which is what the unit read.
+/// The staged write of a row once `op` follows `previous`: `Ok(None)` when
+/// they cancel out, `Err(why)` when refused (the table in the [`Unit`]
+/// docs). `read_absent`: the unit read the row and found none.
 pub(crate) fn fold(
     previous: Option<&TableOp>,
     op: TableOp,
@@ -56,10 +54,8 @@ pub(crate) fn fold(
     })
 }
 
-/// A delete's condition for a write condition: the ETag it names;
-/// whatever version is stored (`IfExists`) for `IfExists`, and for an
-/// upsert, since the service cannot delete "if present" and the delete
-/// needs the row to exist at commit.
+/// A delete's condition for a write condition: the ETag it names, else
+/// `IfExists` (the service cannot delete "if present").
 pub(crate) fn delete_condition(condition: Precondition) -> Precondition {
     match condition {
         Precondition::IfMatch(etag) => Precondition::IfMatch(etag),

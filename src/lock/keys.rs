@@ -4,14 +4,10 @@ use crate::error::Result;
 use crate::key::{IntoPartitionKey, PartitionKey};
 
 /// The partitions [`Store::lock_many`](crate::Store::lock_many) locks: any
-/// iterable of keys of one kind (`&str`, `String`, [`PartitionKey`],
-/// `&PartitionKey`), or several of them, of different kinds, joined with
-/// [`and_keys`](IntoPartitionKeys::and_keys), such as [`PartitionKey`]s a
-/// program keeps and a key as text.
-///
-/// Keys are checked when the unit is opened, before any request: a key
-/// that breaks the service's key rules is [`Error::Invalid`](crate::Error::Invalid)
-/// naming it.
+/// iterable of keys of one kind (`&str`, `String`, [`PartitionKey`]), or
+/// several of different kinds joined with
+/// [`and_keys`](IntoPartitionKeys::and_keys). Keys are checked before any
+/// request.
 ///
 /// ```
 /// use leasehold::lock::IntoPartitionKeys;

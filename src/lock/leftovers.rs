@@ -1,15 +1,6 @@
-//! What commits leave behind: decision rows and after-image rows that no
-//! reader needs any more, removed by [`Store::sweep`](crate::Store::sweep)
-//! under the rules (and for the reasons) of "Rows commits leave behind" in the
-//! [module docs](super): a committed decision row once no group it names
-//! holds one of its marks (a row without the list is kept), a withdrawn
-//! one past [`LATE_COMMIT_POINT`], after-image rows with their decision
-//! row or, without one, past that bound. Each removal is conditioned on
-//! the row's ETag as read.
-//!
-//! [`Store::list_commits`](crate::Store::list_commits) shows operators the
-//! same rows of one partition, and the marks there: each commit with its
-//! decision (or none yet) and the rows it still marks. It writes nothing.
+//! What commits leave behind: the sweep's prune of it ("Rows commits leave
+//! behind" in the [module docs](super)), and
+//! [`Store::list_commits`](crate::Store::list_commits).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,37 +9,29 @@ use time::OffsetDateTime;
 
 use super::decision::CommitOutcome;
 use super::env::LockEnv;
-use crate::backend::{QuerySpec, StoredEntity, TableBackend, TableOp, WriteOptions};
+use crate::backend::{StoredEntity, TableBackend};
 use crate::entity::Value;
 use crate::error::{ErrorKind, Result};
 use crate::key::{PartitionKey, TableName};
 use crate::query::{CmpOp, Filter};
-use crate::rows::decision::{self, Decision, Stored};
+use crate::rows::decision::{self, Stored};
 use crate::rows::mark::{MARK, Mark};
+use crate::rows::{delete_as_read, query_all};
 
-/// How long after a withdrawal a commit point may still land: it is signed
-/// only while its writer's lease is valid (`crate::backend::deadline`), a
-/// withdrawal comes only after that lease ran out, and the service refuses
-/// a Shared Key request dated more than 15 minutes off. 15 minutes, and 5
-/// of clock skew.
+/// How long after a withdrawal a commit point may still land (15 minutes
+/// of Shared Key validity, 5 of clock skew).
 const LATE_COMMIT_POINT: Duration = Duration::from_secs(20 * 60);
 
 /// What a prune removed of the rows commits leave behind.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Removed {
-    pub(crate) decision_rows: usize,
-    pub(crate) after_image_rows: usize,
+    pub(crate) decision_rows: u64,
+    pub(crate) after_image_rows: u64,
 }
 
-/// Removes (or, for a `dry_run`, counts) the decision rows and after-image
-/// rows of the store's tables that no reader needs any more, those of
-/// commits decided before `cutoff` (`None`: every commit counts as old
-/// enough for `older_than`; the [`LATE_COMMIT_POINT`] and
-/// [`decision::DECISIONS_KEPT`] bounds hold anyway). Rows are judged as if it were
-/// `later` than now (tests age rows so).
-///
-/// # Errors
-/// Backend errors of the listings, reads and deletes.
+/// Removes (for a `dry_run`, counts) the decision and after-image rows no
+/// reader needs, of commits decided before `cutoff` (`None`: any), judged
+/// as if it were `later` than now.
 pub(crate) async fn prune(
     env: &Arc<LockEnv>,
     cutoff: Option<OffsetDateTime>,
@@ -63,13 +46,11 @@ pub(crate) async fn prune(
     let old =
         |row: &StoredEntity, bound: Option<OffsetDateTime>| bound.is_none_or(|b| row.timestamp < b);
     let mut removed = Removed::default();
-    // Every table's reserved rows first: a commit's after-image rows live
-    // in the tables of the rows it marked, its decision row in the primary
-    // group's.
+    // Every table's reserved rows first: a commit's rows span tables.
     let mut all: Vec<(TableName, Vec<StoredEntity>)> = Vec::new();
     for table in backend.list_tables().await? {
         if table.as_str().starts_with(env.table_prefix()) {
-            let rows = rows(backend.as_ref(), &table, reserved_keys()).await?;
+            let rows = query_all(backend.as_ref(), &table, reserved_keys()).await?;
             all.push((table, rows));
         }
     }
@@ -84,11 +65,11 @@ pub(crate) async fn prune(
             let goes = match Stored::of(row) {
                 None => false,
                 Some(Stored {
-                    decision: Decision::Withdrawn,
+                    decision: CommitOutcome::NotApplied,
                     ..
                 }) => old(row, cutoff) && row.timestamp < late,
                 Some(Stored {
-                    decision: Decision::Committed,
+                    decision: CommitOutcome::Applied,
                     groups,
                 }) => {
                     old(row, cutoff)
@@ -101,7 +82,7 @@ pub(crate) async fn prune(
                         }
                 }
             };
-            if goes && (dry_run || delete(backend.as_ref(), table, row).await?) {
+            if goes && (dry_run || delete_as_read(backend.as_ref(), table, row).await?) {
                 removed.decision_rows += 1;
                 gone_ids.push(id.to_owned());
             } else {
@@ -109,9 +90,8 @@ pub(crate) async fn prune(
             }
         }
     }
-    // After-image rows: those of a commit whose decision row went now, or
-    // of one without a decision row that is too old for a commit point to
-    // land.
+    // After-image rows: of a commit whose decision row went, or of an old
+    // one without any.
     for (table, rows) in &all {
         for row in rows.iter().filter(|r| !is_decision_row(r)) {
             let Some(id) = decision::id_of(&row.data.row_key) else {
@@ -119,7 +99,7 @@ pub(crate) async fn prune(
             };
             let undecided_and_old = !live_ids.iter().any(|l| l == id) && row.timestamp < late;
             if (gone_ids.iter().any(|g| g == id) || undecided_and_old)
-                && (dry_run || delete(backend.as_ref(), table, row).await?)
+                && (dry_run || delete_as_read(backend.as_ref(), table, row).await?)
             {
                 removed.after_image_rows += 1;
             }
@@ -137,43 +117,20 @@ pub struct CommitSummary {
     /// [`CommitReport::transaction`](super::CommitReport::transaction) and
     /// [`Error::InDoubt`](crate::Error::InDoubt) give it.
     pub transaction: String,
-    /// What its decision row says: applied (its commit point went through;
-    /// rows still marked are finished by their next read) or not (it was
-    /// withdrawn; marks left are taken off by their next read). `None`:
-    /// rows carry its mark and it has no decision row — its writer has not
-    /// reached its commit point yet, or stopped before it;
-    /// [`Store::commit_outcome`](crate::Store::commit_outcome), or a reader
-    /// once the writer's lease (a transaction's time-to-live) ran out,
-    /// withdraws it unless the commit point lands first.
+    /// What its decision row says; `None`: undecided (its writer has not
+    /// reached its commit point, or stopped before it).
     pub outcome: Option<CommitOutcome>,
-    /// The partition of its decision row (its primary): the partition
-    /// listed, or another one for a commit that marked rows here.
+    /// The partition of its decision row (its primary).
     pub primary: PartitionKey,
     /// The table of its decision row, as stored (with the table prefix).
     pub decision_table: TableName,
-    /// When its decision row was written, by the service's clock; for an
-    /// undecided commit, when its oldest mark in this partition was.
+    /// When its decision row (else its oldest mark here) was written.
     pub since: OffsetDateTime,
-    /// How many rows of the listed partition still carry its mark, per
-    /// table (as stored); empty when none does.
+    /// How many rows of the listed partition carry its mark, per table.
     pub marked_rows: Vec<(TableName, usize)>,
 }
 
-fn state_of(stored: &Stored) -> Option<CommitOutcome> {
-    Some(match stored.decision {
-        Decision::Committed => CommitOutcome::Applied,
-        Decision::Withdrawn => CommitOutcome::NotApplied,
-    })
-}
-
-/// [`Store::list_commits`](crate::Store::list_commits): the commits whose
-/// decision row, or a row marked by them, is in partition `pk` of the
-/// store's tables, oldest first. One query per table, and one read per
-/// commit marked here whose decision row is elsewhere; nothing written.
-///
-/// # Errors
-/// [`Error::Invalid`](crate::Error::Invalid) for a mark whose transaction
-/// id makes no row key; backend errors.
+/// [`Store::list_commits`](crate::Store::list_commits).
 pub(crate) async fn list(env: &Arc<LockEnv>, pk: &PartitionKey) -> Result<Vec<CommitSummary>> {
     let backend = env.backend().as_ref();
     let here = Filter::compare("PartitionKey", CmpOp::Eq, Value::String(pk.as_str().into()));
@@ -185,7 +142,7 @@ pub(crate) async fn list(env: &Arc<LockEnv>, pk: &PartitionKey) -> Result<Vec<Co
         if !table.as_str().starts_with(env.table_prefix()) {
             continue;
         }
-        for row in rows(backend, &table, filter.clone()).await? {
+        for row in query_all(backend, &table, filter.clone()).await? {
             if let Some(id) = decision::id_of(&row.data.row_key) {
                 // A decision row; an after-image row is skipped.
                 if is_decision_row(&row)
@@ -193,7 +150,7 @@ pub(crate) async fn list(env: &Arc<LockEnv>, pk: &PartitionKey) -> Result<Vec<Co
                 {
                     found.push(CommitSummary {
                         transaction: format!("{id}.{table}"),
-                        outcome: state_of(&stored),
+                        outcome: Some(stored.decision),
                         primary: pk.clone(),
                         decision_table: table.clone(),
                         since: row.timestamp,
@@ -217,7 +174,7 @@ pub(crate) async fn list(env: &Arc<LockEnv>, pk: &PartitionKey) -> Result<Vec<Co
                     Err(e) if e.kind() == ErrorKind::NotFound => None,
                     row => row?,
                 };
-                let decided = row.and_then(|r| Some((state_of(&Stored::of(&r)?), r.timestamp)));
+                let decided = row.and_then(|r| Some((Some(Stored::of(&r)?.decision), r.timestamp)));
                 let (outcome, since) = decided.unwrap_or((None, at));
                 found.push(CommitSummary {
                     transaction: mark.txn,
@@ -260,33 +217,7 @@ fn reserved_keys() -> Filter {
     ))
 }
 
-/// Every row of `table` that `filter` matches (none of a missing table).
-async fn rows(
-    backend: &dyn TableBackend,
-    table: &TableName,
-    filter: Filter,
-) -> Result<Vec<StoredEntity>> {
-    let mut spec = QuerySpec {
-        filter: Some(filter),
-        ..QuerySpec::default()
-    };
-    let mut rows = Vec::new();
-    loop {
-        let page = match backend.query(table, &spec).await {
-            Ok(page) => page,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(rows),
-            Err(e) => return Err(e),
-        };
-        rows.extend(page.entities);
-        match page.continuation {
-            Some(next) => spec.continuation = Some(next),
-            None => return Ok(rows),
-        }
-    }
-}
-
-/// Whether no row of `groups` carries a mark of the commit `id` decided in
-/// `table` (one query per group, of its partition).
+/// Whether no row of `groups` carries a mark of commit `id` of `table`.
 async fn no_marks_left(
     backend: &dyn TableBackend,
     groups: &[(TableName, PartitionKey)],
@@ -307,24 +238,9 @@ async fn no_marks_left(
                 CmpOp::Lt,
                 Value::String(format!("{txn}}}")),
             ));
-        if !rows(backend, group, marked).await?.is_empty() {
+        if !query_all(backend, group, marked).await?.is_empty() {
             return Ok(false);
         }
     }
     Ok(true)
-}
-
-/// Deletes `row` at its ETag; answers whether it did. A row changed or
-/// gone meanwhile is left to the next prune.
-async fn delete(backend: &dyn TableBackend, table: &TableName, row: &StoredEntity) -> Result<bool> {
-    let op = TableOp::Delete {
-        partition_key: row.data.partition_key.clone(),
-        row_key: row.data.row_key.clone(),
-        condition: crate::backend::Precondition::IfMatch(row.etag.clone()),
-    };
-    match backend.execute(table, op, &WriteOptions::new()).await {
-        Ok(_) => Ok(true),
-        Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => Ok(false),
-        Err(e) => Err(e),
-    }
 }

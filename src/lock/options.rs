@@ -26,11 +26,8 @@ impl LockOptions {
     pub const DEFAULT_CONTAINER: &str = "leasehold-locks";
 
     /// The lease duration of partition locks when a store is built without
-    /// lease options: the service's minimum, 15 s, renewed every 5 s. It
-    /// bounds how long a unit waits for the lock of a holder that crashed
-    /// (see "Waiting for a crashed holder" in [`crate::lock`]). A held lock
-    /// costs one renewal per 5 s, but units hold locks for milliseconds, so
-    /// few ever renew; a longer lease would only lengthen the stall.
+    /// lease options: the service's minimum, 15 s (renewed every 5 s),
+    /// which bounds the wait for a crashed holder.
     pub const DEFAULT_LEASE_DURATION: std::time::Duration = std::time::Duration::from_secs(15);
 
     /// How long [`Store::lock`](crate::Store::lock) waits for a lock by
@@ -51,10 +48,7 @@ impl LockOptions {
     }
 
     /// How long [`Store::lock`](crate::Store::lock) waits for the lease
-    /// while another holder has it. Failing storage ends the wait sooner:
-    /// after the lock lease options'
-    /// [`with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after)
-    /// (30 s by default), with [`Error::Unavailable`](crate::Error::Unavailable).
+    /// while another holder has it.
     #[must_use = "`with_acquire_timeout` returns the changed options"]
     pub fn with_acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = timeout;

@@ -16,18 +16,11 @@ use crate::rows::fence::is_fence_row;
 use crate::rows::tombstone::is_tombstone;
 use crate::table::query_request;
 
-/// A typed query over the partitions of a [`Unit`] (all of them, or one
-/// named with [`UnitQuery::partition`]): row-key ranges and prefixes and
-/// typed filters as [`Table::query`](crate::Table::query) takes them,
-/// answered as the unit sees the rows — its staged writes included (a
-/// staged insert shows, a staged delete hides its row, and filters apply
-/// to what the commit will store), rows it read before as it read them.
-///
-/// Every row a query returns is recorded as read, like [`Unit::get`]: a
-/// write of the returned value is conditioned on the ETag read, so the
-/// commit fails if the row changed since. A row a commit left marked is
-/// resolved first and the filter applied to it as resolved, so a decided
-/// commit is always seen and an undecided one never.
+/// A typed query over the partitions of a [`Unit`] (or one, named with
+/// [`UnitQuery::partition`]), taking ranges, prefixes and filters as
+/// [`Table::query`](crate::Table::query) does, answered as the unit sees
+/// the rows (its staged writes included). Every row returned is recorded
+/// as read, as by [`Unit::get`].
 ///
 /// ```
 /// use leasehold::{Entity, Store};
@@ -84,9 +77,7 @@ impl<E: Entity> UnitQuery<'_, E> {
     /// # Errors
     /// [`crate::Error::Invalid`] for a bad filter or key, or a partition the
     /// unit does not hold (before any request); [`crate::Error::LeaseLost`]
-    /// when a page is answered after a lock of the unit may have run out
-    /// (another holder may have written since); [`crate::Error::Decode`];
-    /// backend errors.
+    /// as for [`Unit::get`]; [`crate::Error::Decode`]; backend errors.
     pub async fn all(self) -> Result<Vec<Versioned<E>>> {
         let UnitQuery {
             unit,

@@ -12,10 +12,9 @@ pub struct CommitReport {
     /// Entity-group transactions that applied its writes: the commit
     /// point's, and those finishing marked rows.
     pub batches: usize,
-    /// The transaction id of a commit decided in a row (several partitions
-    /// or tables, or more than one transaction holds; `None` for a single
-    /// transaction): what [`Store::commit_outcome`](crate::Store::commit_outcome)
-    /// and [`crate::Error::InDoubt`] name.
+    /// The transaction id of a commit decided in a row (`None` for a
+    /// single transaction), as
+    /// [`Store::commit_outcome`](crate::Store::commit_outcome) takes it.
     pub transaction: Option<String>,
     /// Who finished applying the writes.
     pub finished_by: FinishedBy,
@@ -28,8 +27,6 @@ pub enum FinishedBy {
     /// The unit's own commit.
     #[default]
     ThisUnit,
-    /// Some marked rows were finished by readers that met their marks
-    /// before the unit's own finishing round reached them. Every write is
-    /// applied all the same.
+    /// Readers finished some marked rows first; every write is applied.
     Recovery,
 }

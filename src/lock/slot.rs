@@ -28,8 +28,7 @@ pub(crate) type Reads = HashMap<(Slot, RowKey), Option<StoredEntity>>;
 /// (canonical order), table, row.
 pub(crate) type Staged = BTreeMap<(Slot, RowKey), TableOp>;
 
-/// Whether the row `key` was read and found absent (or a tombstone, which
-/// reads show as absent).
+/// Whether the row `key` was read as absent (or a tombstone).
 pub(crate) fn read_absent(reads: &Reads, key: &(Slot, RowKey)) -> bool {
     match reads.get(key) {
         Some(None) => true,

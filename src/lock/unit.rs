@@ -1,6 +1,6 @@
 //! [`Unit`]: one unit of work under a partition lock.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::mem::take;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,14 +33,10 @@ pub(crate) const STAGED: &str = "leasehold-staged";
 /// ([`Store::lock`](crate::Store::lock)) or several
 /// ([`Store::lock_many`](crate::Store::lock_many)).
 ///
-/// Reads record the ETag they saw; writes are staged until
-/// [`Unit::commit`]; reads see the unit's own staged writes. With several
-/// partitions, [`Unit::get_in`] names the partition to read and writes take
-/// entities of any of them. Dropping the unit without committing sends
-/// nothing and gives the locks up (to the next local task, or by releasing
-/// them in the background); with staged writes it also logs a `WARN`
-/// naming the partitions and the number of writes discarded
-/// ([`Unit::abandon`] discards them without it).
+/// See the [module docs](super). With several partitions,
+/// [`Unit::get_in`] names the partition to read. Dropping the unit sends
+/// nothing and gives the locks up; with staged writes it logs a `WARN`
+/// ([`Unit::abandon`] discards them quietly).
 ///
 /// ```
 /// use leasehold::{Entity, Store};
@@ -75,13 +71,10 @@ pub(crate) const STAGED: &str = "leasehold-staged";
 ///
 /// # Writing a row twice
 ///
-/// A unit writes each row once: a second write of a row it already stages
-/// is folded into the staged one, keeping the first write's condition (the
-/// ETag the unit read, or none for an upsert), or refused with
-/// [`Error::Invalid`] when it could not follow the first one. **A refused
-/// call changes nothing**: the staged writes stay exactly as they were, and
-/// a commit still applies them. Rows: what the unit stages for the row (by
-/// the call that staged it); columns: the next call on that row.
+/// A second write of a staged row is folded into the staged one, keeping
+/// the first write's condition, or refused with [`Error::Invalid`] when it
+/// could not follow it; **a refused call changes nothing**. Rows: what is
+/// staged; columns: the next call on that row.
 ///
 /// | staged \ then | `insert` | `replace` | `merge` | `delete` | `upsert` | `upsert_merge` |
 /// |---|---|---|---|---|---|---|
@@ -92,62 +85,27 @@ pub(crate) const STAGED: &str = "leasehold-staged";
 /// | **`upsert`** | refused | upsert of the new value | upsert of the merged value | delete if it exists¹ | upsert of the new value | upsert of the merged value |
 /// | **`upsert_merge`** | refused | upsert of the new value | upsert-merge of the merged value | delete if it exists¹ | upsert of the new value | upsert-merge of the merged value |
 ///
-/// "Merged value": the properties of the second call's value merged over
-/// the staged one's. Every folded write keeps the first write's condition,
-/// so `replace` then `delete` deletes only if the row still has the ETag the
-/// unit read. A refusal is where writing one after the other would fail:
-/// inserting a row the unit already writes (so it exists), or replacing,
-/// merging or deleting a row the unit deletes. An insert and its delete
-/// cancel out: nothing is written for the row, not even a check that it is
-/// absent.
-///
-/// ¹ The service cannot delete "if present": when the unit read the row and
-/// found none, the pair writes nothing; otherwise the commit deletes the row
-/// and fails with [`Error::NotFound`] (inside [`Error::Batch`]) if it does
-/// not exist.
+/// "Merged value": the second value's properties merged over the staged
+/// one's. ¹ When the unit read the row as absent the pair writes nothing;
+/// otherwise the commit fails with [`Error::NotFound`] (inside
+/// [`Error::Batch`]) if the row is gone.
 ///
 /// `replace`, `merge` and `delete` of a *staged view* (what [`Unit::get`]
-/// returns for a row with a staged write) write over that staged write; a
-/// staged view of a row this unit stages no write for (one from another
-/// unit, or of a write this unit no longer stages) has no ETag and is
-/// refused.
-///
-/// ```
-/// # use leasehold::{Entity, Store};
-/// # #[derive(Entity, Clone, Debug)]
-/// # #[entity(table = "Notes")]
-/// # struct Note { #[entity(partition_key)] pk: String, #[entity(row_key)] id: String, text: String }
-/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-/// let store = Store::memory();
-/// let mut unit = store.lock("p").await?;
-/// let note = Note { pk: "p".into(), id: "n1".into(), text: "first".into() };
-/// unit.insert(&note)?;
-/// let again = Note { text: "second".into(), ..note.clone() };
-/// assert!(unit.insert(&again).is_err()); // refused: the unit already inserts that row,
-/// assert_eq!(unit.staged(), 1); // and the first insert stays staged
-/// unit.commit().await?;
-/// assert_eq!(store.table::<Note>().get("p", "n1").await?.unwrap().text, "first");
-/// # Ok::<(), leasehold::Error>(()) }).unwrap();
-/// ```
+/// returns for a staged row) write over the staged write; one of a row
+/// this unit stages no write for is refused.
 #[must_use = "dropping a Unit discards its staged writes and releases the lock; call `commit().await` (or `abandon().await`)"]
 pub struct Unit {
     pub(crate) env: Arc<LockEnv>,
-    /// The locked partitions, in canonical order (by lock blob name).
+    /// In canonical order (by lock blob name).
     pub(crate) parts: Vec<Part>,
-    /// What each row looked like when the unit read it (`None`: absent).
     pub(crate) reads: Reads,
-    /// One staged write per row, in a fixed order: by partition (canonical
-    /// order), table, row.
     pub(crate) staged: Staged,
-    /// The indexed entity types this unit writes.
     pub(crate) indexed: Vec<IndexedType>,
-    /// A transaction's time-to-live (`crate::txn`): it holds no lock, takes
-    /// partitions as it meets them and validates what it read at commit.
-    /// `None`: a unit holding its partitions' locks.
+    /// A transaction's time-to-live (`crate::txn`: no locks, partitions
+    /// taken as met, reads validated at commit); `None` for a unit.
     pub(crate) ttl: Option<Duration>,
 }
 
-/// One locked partition of a unit.
 pub(crate) struct Part {
     pub(crate) pk: PartitionKey,
     /// `None` once the unit gave its locks up.
@@ -166,7 +124,7 @@ impl std::fmt::Debug for Unit {
 
 impl Unit {
     /// Takes the locks of `keys` (waiting up to `timeout` in all, or not at
-    /// all when `None`) in canonical order (see [`super::acquire`]).
+    /// all when `None`).
     pub(crate) async fn open<K: IntoPartitionKey>(
         env: &Arc<LockEnv>,
         keys: impl IntoIterator<Item = K>,
@@ -211,26 +169,15 @@ impl Unit {
         let Some(guards) = taken? else {
             return Ok(None);
         };
-        let unit = Unit {
-            env: env.clone(),
-            parts: targets
-                .into_iter()
-                .zip(guards)
-                .map(|((_, pk), guard)| Part {
-                    pk,
-                    guard: Some(guard),
-                })
-                .collect(),
-            reads: HashMap::new(),
-            staged: BTreeMap::new(),
-            indexed: Vec::new(),
-            ttl: None,
-        };
-        // Holder records (only where the lock changed hands) go together.
+        let parts = targets.into_iter().zip(guards);
+        let parts = parts.map(|((_, pk), guard)| Part {
+            pk,
+            guard: Some(guard),
+        });
+        let unit = Unit::new(env, parts.collect(), None);
         let recorded = join_all(unit.parts.iter().map(|part| unit.record_holder(part))).await;
         if let Some(e) = recorded.into_iter().find_map(Result::err) {
-            // Given back before answering (not by tasks spawned on drop),
-            // so that the caller's next call finds the locks free here.
+            // Given back before answering, so the next call finds them free.
             let _ = unit.abandon().await;
             return Err(e);
         }
@@ -239,9 +186,12 @@ impl Unit {
 
     /// A transaction (see [`Unit::ttl`]): no partition, no lock.
     pub(crate) fn transaction(env: &Arc<LockEnv>, ttl: Duration) -> Unit {
-        let (reads, staged) = (HashMap::new(), BTreeMap::new());
-        let (env, ttl) = (env.clone(), Some(ttl));
-        let (parts, indexed) = (Vec::new(), Vec::new());
+        Unit::new(env, Vec::new(), Some(ttl))
+    }
+
+    fn new(env: &Arc<LockEnv>, parts: Vec<Part>, ttl: Option<Duration>) -> Unit {
+        let (reads, staged, indexed) = (HashMap::new(), BTreeMap::new(), Vec::new());
+        let env = env.clone();
         Unit {
             env,
             parts,
@@ -252,7 +202,6 @@ impl Unit {
         }
     }
 
-    /// The guard of part `i`.
     pub(super) fn guard_of(&self, i: usize) -> Result<&LeaseGuard> {
         let part = self.parts.get(i).ok_or_else(|| Error::Inconsistent {
             what: format!("unit has no partition {i}"),
@@ -263,11 +212,9 @@ impl Unit {
         })
     }
 
-    /// Records this process as the lock's holder in the lock blob's metadata
-    /// unless the blob already names it (see "Who holds a lock" in the
-    /// [module docs](super)). The blob is known from the lock-blob read, so
-    /// only a change of holder costs a request. A failed write leaves the
-    /// holder unrecorded but the unit usable, unless the lease is lost.
+    /// Records this process as the lock's holder unless the blob names it
+    /// (see "Who holds a lock" in the [module docs](super)); a failed write
+    /// is logged, unless the lease is lost.
     async fn record_holder(&self, part: &Part) -> Result<()> {
         let Some(guard) = part.guard.as_ref() else {
             return Ok(());
@@ -329,8 +276,7 @@ impl Unit {
         self.env.table_name(E::TABLE)
     }
 
-    /// Records that the unit writes entities of `E` to `table`, so that its
-    /// commit claims their indexed values.
+    /// Notes `E` for the commit's index claims.
     fn note_indexes<E: Entity>(&mut self, table: &TableName) {
         if E::INDEXES.is_empty() || self.indexed.iter().any(|i| &i.table == table) {
             return;
@@ -343,7 +289,7 @@ impl Unit {
         });
     }
 
-    /// The resolver of row marks this unit meets: it holds its partitions.
+    /// The resolver of row marks this unit meets.
     pub(crate) fn resolver(&self) -> Resolver<'_> {
         Resolver::new(self.env.tables(), self.held())
     }
@@ -372,13 +318,7 @@ impl Unit {
     }
 
     /// Reads an entity of this unit's partition, recording its ETag; sees
-    /// this unit's staged writes. A row read before (or staged from a value
-    /// that knows what is stored) costs no request; a row with a staged
-    /// merge the unit knows nothing of (an `upsert_merge`) is read once, so
-    /// the view shows every property the commit leaves stored.
-    ///
-    /// A read answered when a lock of the unit may have run out fails, so
-    /// the unit's reads always show one moment of its partitions.
+    /// this unit's staged writes. A row read before costs no request.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad key, or when the unit holds several
@@ -419,26 +359,14 @@ impl Unit {
         self.read_row::<E>(part, rk).await
     }
 
-    async fn read_row<E: Entity>(
+    pub(crate) async fn read_row<E: Entity>(
         &mut self,
         part: usize,
         rk: RowKey,
     ) -> Result<Option<Versioned<E>>> {
         let table = self.table_of::<E>()?;
-        let pk = self.parts[part].pk.clone();
         let key = (Slot { part, table }, rk);
-        if matches!(self.staged.get(&key), Some(TableOp::Merge(..)))
-            && !self.reads.contains_key(&key)
-        {
-            // A merge onto a row this unit has not read (an `upsert_merge`,
-            // or a value that does not know what is stored): read the row,
-            // so the view shows every property the commit leaves stored.
-            self.env.ensure_table(&key.0.table).await?;
-            let stored = self.env.backend().get(&key.0.table, &pk, &key.1).await?;
-            let stored = self.resolver().resolve_opt(&key.0.table, stored).await?;
-            self.ensure_held()?;
-            self.reads.insert(key.clone(), stored);
-        }
+        self.read_unread(std::slice::from_ref(&key)).await?;
         if let Some(op) = self.staged.get(&key) {
             let read = self.reads.get(&key);
             let base = read
@@ -446,27 +374,46 @@ impl Unit {
                 .filter(|r| !is_tombstone(&r.data.properties));
             return staged_view(op, base, read.is_some());
         }
-        if let Some(read) = self.reads.get(&key) {
-            return visible(read.clone());
-        }
-        self.env.ensure_table(&key.0.table).await?;
-        let stored = self.env.backend().get(&key.0.table, &pk, &key.1).await?;
-        let stored = self.resolver().resolve_opt(&key.0.table, stored).await?;
-        self.ensure_held()?;
-        // A tombstone is recorded as read (an insert then replaces it at
-        // its ETag, see `crate::index`) and shown as absent.
-        self.reads.insert(key, stored.clone());
-        visible(stored)
+        visible(self.reads.get(&key).cloned().flatten())
     }
 
-    /// Checks, right after a read's reply, that every lock of the unit is
-    /// still held by its local validity deadline (which ends before the
-    /// service lets anyone else take a lease): a reply that came later may
-    /// show what another holder committed since the unit's earlier reads,
-    /// a view no single moment had.
-    ///
-    /// # Errors
-    /// [`Error::LeaseLost`] naming the lock that may have run out.
+    /// Reads, all at once, the rows of `keys` this unit has not read (and
+    /// stages no whole write for: a merge onto an unread row needs the
+    /// row for its view), and records them as read; a tombstone is
+    /// recorded too (an insert then replaces it at its ETag).
+    pub(crate) async fn read_unread(&mut self, keys: &[(Slot, RowKey)]) -> Result<()> {
+        let mut seen = std::collections::HashSet::new();
+        let fetch: Vec<&(Slot, RowKey)> = (keys.iter())
+            .filter(|key| {
+                !self.reads.contains_key(key)
+                    && matches!(self.staged.get(key), None | Some(TableOp::Merge(..)))
+                    && seen.insert(*key)
+            })
+            .collect();
+        if fetch.is_empty() {
+            return Ok(());
+        }
+        for table in fetch.iter().map(|k| &k.0.table).collect::<BTreeSet<_>>() {
+            self.env.ensure_table(table).await?;
+        }
+        let (backend, resolver) = (self.env.backend(), self.resolver());
+        let rows = futures_util::future::try_join_all(fetch.iter().map(|(slot, rk)| {
+            let (pk, resolver) = (&self.parts[slot.part].pk, &resolver);
+            async move {
+                let stored = backend.get(&slot.table, pk, rk).await?;
+                resolver.resolve_opt(&slot.table, stored).await
+            }
+        }))
+        .await?;
+        drop(resolver);
+        self.ensure_held()?;
+        let fetched: Vec<_> = fetch.into_iter().cloned().zip(rows).collect();
+        self.reads.extend(fetched);
+        Ok(())
+    }
+
+    /// Checks, right after a read's reply, that every lock is still held
+    /// (a later reply may show another holder's commit: no single moment).
     pub(super) fn ensure_held(&self) -> Result<()> {
         for i in (0..self.parts.len()).filter(|_| self.ttl.is_none()) {
             self.guard_of(i)?.ensure_valid(Duration::ZERO)?;
@@ -482,8 +429,7 @@ impl Unit {
         Ok((Slot { part, table }, data))
     }
 
-    /// The condition for a conditional write of `v`: its ETag, unless it is
-    /// the view of a staged write (then the staged write's condition holds).
+    /// `v`'s ETag as a condition (`None` for a staged view).
     fn condition_of<E>(v: &Versioned<E>) -> Option<Precondition> {
         (v.etag().as_str() != STAGED).then(|| Precondition::IfMatch(v.etag().clone()))
     }
@@ -512,12 +458,8 @@ impl Unit {
         self.stage_conditional(table, data, condition, false)
     }
 
-    /// Stages a merge conditioned on the ETag `current` was read at.
-    ///
-    /// Reads in the unit then show the entity as the commit will store it,
-    /// `None` fields with their stored values: from the unit's own read of
-    /// the row, or else from what `current` knows of its version (any value
-    /// read or written through this crate).
+    /// Stages a merge conditioned on the ETag `current` was read at; reads
+    /// in the unit then show the merged entity.
     ///
     /// # Errors
     /// As [`Unit::insert`].
@@ -525,8 +467,7 @@ impl Unit {
         let (table, data) = self.encode(current.entity(), "merge")?;
         let condition = Self::condition_of(current);
         let key = (table.clone(), data.row_key.clone());
-        // The version `current` was read at stands in for a read of the row
-        // by this unit, so the staged view knows what the merge keeps.
+        // `current`'s stored version stands in for a read of the row.
         let base = match &condition {
             Some(Precondition::IfMatch(etag)) if !self.reads.contains_key(&key) => {
                 current.stored_properties().map(|properties| StoredEntity {
@@ -566,9 +507,8 @@ impl Unit {
         )
     }
 
-    /// Stages an **unconditional** create-or-replace.
-    /// It replaces everything stored in the row, properties the type does
-    /// not know included (as [`Table::upsert`](crate::Table::upsert)).
+    /// Stages an **unconditional** create-or-replace (as
+    /// [`Table::upsert`](crate::Table::upsert)).
     ///
     /// # Errors
     /// As [`Unit::insert`].
@@ -605,10 +545,7 @@ impl Unit {
     }
 
     /// The condition of a write of a value read at `condition` (`None`: a
-    /// staged view). A staged view stands for this unit's staged write of
-    /// the row; with none staged (a view from another unit, or of a write
-    /// this unit no longer stages) there is no ETag to condition on, so the
-    /// write is refused.
+    /// staged view, refused unless this unit stages the row).
     fn condition_for_view(
         &self,
         key: &(Slot, RowKey),
@@ -625,11 +562,8 @@ impl Unit {
         }
     }
 
-    /// Adds `op` to the staged writes, folding it into an earlier write of the
-    /// same row so each row is written once (the table in the [`Unit`] docs).
-    /// The fold is decided on a borrowed view of the staged writes and
-    /// applied only when it succeeds, so a refused call leaves them exactly
-    /// as they were.
+    /// Stages `op`, folded into the row's staged write (the table in the
+    /// [`Unit`] docs); a refused call changes nothing.
     fn stage(&mut self, table: Slot, op: TableOp) -> Result<()> {
         let key = (table, op.row_key().clone());
         let read_absent = read_absent(&self.reads, &key);
@@ -656,39 +590,22 @@ impl Unit {
     }
 
     /// Applies every staged write, all or nothing, then gives the locks up.
-    ///
-    /// `Ok` means every write is applied — by this unit, or, for rows its
-    /// finishing round did not reach, by a reader that met their marks
-    /// ([`CommitReport::finished_by`]). Every error but
-    /// [`Error::InDoubt`] means nothing of the commit is applied. See "What
-    /// the caller is told" in the [module docs](super).
+    /// See "What the caller is told" in the [module docs](super).
     ///
     /// # Errors
-    /// * [`Error::LeaseLost`] when a lease has less than the commit margin
-    ///   left (nothing is sent), or was lost before the commit point — the
-    ///   decision row stored — (nothing is applied; the next holder of the
-    ///   primary's lock may have withdrawn the commit);
-    /// * [`Error::Invalid`] for writes breaking a service limit, or a row
-    ///   that cannot take a commit's mark — nothing is sent;
-    /// * [`Error::Batch`] (with a [`Error::Conflict`] or
-    ///   [`Error::AlreadyExists`] inside) when a row changed since it was read
-    ///   or exists already — nothing was applied;
-    /// * [`Error::ValueTaken`] when a staged write of an indexed type would
-    ///   give a unique field a value another entity holds — nothing is sent;
-    /// * [`Error::InDoubt`] when the commit point's reply was lost and
-    ///   storage could not be asked what it holds: all or nothing is
-    ///   applied, and
-    ///   [`Store::commit_outcome`](crate::Store::commit_outcome) tells which;
-    /// * [`Error::Transient`], [`Error::Unavailable`] and other backend
-    ///   errors before the commit point, or after a commit point whose
-    ///   reply was lost and which the commit then withdrew itself — nothing
-    ///   is applied.
+    /// Nothing is applied for each but `InDoubt`:
+    /// [`Error::LeaseLost`] (a lease short of the commit margin, or lost
+    /// before the commit point); [`Error::Invalid`] for writes breaking a
+    /// service limit; [`Error::Batch`] (with [`Error::Conflict`] or
+    /// [`Error::AlreadyExists`] inside) for a row changed since it was read
+    /// or existing already; [`Error::ValueTaken`] for a unique value
+    /// another entity holds; backend errors. [`Error::InDoubt`]: storage
+    /// could not be asked; [`Store::commit_outcome`](crate::Store::commit_outcome)
+    /// tells.
     pub async fn commit(mut self) -> Result<CommitReport> {
         let telemetry = self.env.telemetry().clone();
         let committing = async move {
-            // Whatever happens, the locks are given up; marks a failed
-            // commit left are resolved by whoever meets them. The caller
-            // asked to commit: what was not is not "forgotten".
+            // Whatever happens, the locks are given up.
             let committed = async {
                 let (reads, staged) = (take(&mut self.reads), take(&mut self.staged));
                 let indexed = take(&mut self.indexed);
@@ -732,10 +649,9 @@ impl Unit {
         }
     }
 
-    /// Gives every lock up: in canonical order, a lock another task of this
-    /// process waits for is handed over at once (no request), and that task
-    /// gets to queue for the next one before it is looked at; the locks
-    /// nobody here waits for are then released to storage all together.
+    /// Gives every lock up: in canonical order, one a local task waits for
+    /// is handed over (that task queues for the next before it is looked
+    /// at); the others are released together.
     async fn give_up(&mut self) -> Vec<(PartitionKey, Result<()>)> {
         let mut results = Vec::with_capacity(self.parts.len());
         let mut to_release = Vec::new();
@@ -761,13 +677,12 @@ impl Unit {
         results
     }
 
-    /// Gives the locks up without writing anything (as dropping the unit
-    /// does, but waiting for the releases, which go out together).
+    /// Gives the locks up without writing anything, waiting for the
+    /// releases.
     ///
     /// # Errors
-    /// The first release's error ([`Error::LeaseLost`] for a lease that ran
-    /// out, [`Error::Transient`] and other backend errors); that lease then
-    /// expires on its own, and the others are released all the same.
+    /// The first release's error ([`Error::LeaseLost`], backend errors);
+    /// that lease expires on its own, the others are released anyway.
     pub async fn abandon(mut self) -> Result<()> {
         // Discarded on purpose: no warning when the unit is dropped.
         self.staged.clear();
@@ -778,10 +693,8 @@ impl Unit {
     }
 }
 impl Drop for Unit {
-    /// A unit dropped with staged writes it never committed logs a `WARN`
-    /// naming its partitions and how many writes are discarded: usually a
-    /// forgotten `commit().await` or an early `?` return. Nothing is sent
-    /// for them either way; [`Unit::abandon`] discards them quietly.
+    /// Warns of staged writes never committed (a forgotten `commit` or an
+    /// early `?`).
     fn drop(&mut self) {
         if !self.staged.is_empty() {
             let partitions: Vec<&str> = self.parts.iter().map(|p| p.pk.as_str()).collect();
@@ -794,7 +707,6 @@ impl Drop for Unit {
     }
 }
 
-/// What a read inside the unit returns for a row with a staged write.
 /// A row as this unit's reads show it: a tombstone as absent.
 pub(super) fn visible<E: Entity>(row: Option<StoredEntity>) -> Result<Option<Versioned<E>>> {
     row.filter(|r| !is_tombstone(&r.data.properties))
@@ -802,6 +714,7 @@ pub(super) fn visible<E: Entity>(row: Option<StoredEntity>) -> Result<Option<Ver
         .transpose()
 }
 
+/// What a read inside the unit returns for a row with a staged write.
 pub(super) fn staged_view<E: Entity>(
     op: &TableOp,
     read: Option<&StoredEntity>,
@@ -810,8 +723,7 @@ pub(super) fn staged_view<E: Entity>(
     let Some(props) = staged_properties(op, read) else {
         return Ok(None);
     };
-    // Whether `props` is every property the commit leaves stored (a merge
-    // onto a row the unit knows nothing of is not).
+    // A merge onto a row the unit knows nothing of is not whole.
     let complete = read_known || !matches!(op, TableOp::Merge(..));
     let stored = if complete {
         crate::entity::Stored::Known(std::sync::Arc::new(props.clone()))

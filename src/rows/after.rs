@@ -1,14 +1,8 @@
-//! After-images: the row a commit leaves, carried by each row it marks.
-//!
-//! A marked row carries its after-image in the reserved property
-//! [`AFTER`]: inline, as the row's properties in the wire form as JSON text
-//! (`null` for a delete), or, where that would not fit beside the row (a
-//! string property holds 64 KiB, an entity 1 MiB and 255 properties), as a
-//! reference `@<n>/<m>` to `m` *after-image rows* of the same partition and
-//! table. Those rows have row keys `_lhCommit.<id>.a<n>.<i>` (the commit's
-//! reserved prefix, so reads never return them) and hold the JSON text as
-//! UTF-8 in binary properties of at most 64 KiB each. They are inserted in
-//! the same round as the marks and removed with them.
+//! After-images: the row a commit leaves, carried by each row it marks in
+//! [`AFTER`] as wire-form JSON text (`null` for a delete), or, where that
+//! does not fit beside the row, as a reference `@<n>/<m>` to `m`
+//! *after-image rows* (`_lhCommit.<id>.a<n>.<i>`) holding the text in
+//! binary properties of 64 KiB.
 
 use crate::backend::wire;
 use crate::backend::{Precondition, StoredEntity, TableBackend, TableOp};
@@ -74,14 +68,12 @@ fn row_key(txn: &str, n: usize, i: usize) -> Result<RowKey> {
     RowKey::new(format!("{ROW_PREFIX}{id}.a{n}.{i}"))
 }
 
-/// Puts the after-image `text` on `data`, a row being marked (of `table`):
-/// inline where the row still fits the service's limits, otherwise as a
-/// reference to after-image rows, whose inserts are returned (`n`: the
-/// marked row's number in its commit, unique per commit).
+/// Puts the after-image `text` on `data`, a row being marked: inline where
+/// it fits, else as a reference to after-image rows, whose inserts are
+/// returned (`n`: the marked row's number in its commit).
 ///
 /// # Errors
-/// [`Error::Invalid`] when the row cannot take its mark and a reference
-/// (it is at the service's limits already).
+/// [`Error::Invalid`] when the row cannot even take a reference.
 pub(crate) fn attach(
     table: &TableName,
     txn: &str,
@@ -128,11 +120,7 @@ pub(crate) fn attach(
     Ok(inserts)
 }
 
-/// The after-image rows `marked` refers to (none for an inline
-/// after-image), as deletes of any version.
-///
-/// # Errors
-/// [`Error::Invalid`] for a transaction id that makes no row key.
+/// The after-image rows `marked` refers to, as deletes of any version.
 pub(crate) fn rows_of(marked: &StoredEntity, txn: &str) -> Result<Vec<TableOp>> {
     let Some((n, m)) = reference(&marked.data.properties) else {
         return Ok(Vec::new());
@@ -157,13 +145,12 @@ fn reference(properties: &Properties) -> Option<(usize, usize)> {
     Some((n.parse().ok()?, m.parse().ok()?))
 }
 
-/// The write a reader sends for a committed transaction `txn`'s marked
-/// `row` of `table`: the row its commit leaves, at the row's ETag (its
-/// after-image read from the row, or from its after-image rows).
+/// The write finishing committed transaction `txn`'s marked `row`: the
+/// row its commit leaves, at the row's ETag.
 ///
 /// # Errors
 /// [`Error::Inconsistent`] when the after-image is missing or does not
-/// parse; backend errors reading after-image rows.
+/// parse; backend errors.
 pub(crate) async fn write_of(
     backend: &dyn TableBackend,
     table: &TableName,

@@ -1,28 +1,20 @@
-//! Decision rows: the row whose insert is the commit point of a commit
-//! that decides in a row (row key `_lhCommit.<id>` in the primary
-//! partition and table, state `committed` or `withdrawn`, and the groups a
-//! committed one marked). The protocol that writes them is
-//! `crate::lock`'s ("The commit protocol"); this file keeps their layout,
-//! and the race that decides one: whoever meets a mark of an undecided
-//! commit inserts its decision row as withdrawn, as the commit point
-//! inserts it as committed, so exactly one of them is stored.
+//! Decision rows (`_lhCommit.<id>` in the primary partition and table):
+//! their layout, and the race of inserts that decides one (see "The commit
+//! protocol" in `crate::lock`).
 
 use crate::backend::{StoredEntity, TableBackend, TableOp, WriteOptions};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 
-/// The row-key prefix of decision rows and after-image rows (see
-/// [`super::after`]), reserved in every table units write: reads never
-/// return such rows.
+/// The reserved row-key prefix of decision rows and after-image rows.
 pub(crate) const ROW_PREFIX: &str = "_lhCommit.";
 
 /// The property holding a decision.
 pub(crate) const STATE: &str = "_lhDecision";
 
 /// The property of a committed decision row naming the (table, partition)
-/// groups whose rows the commit marked: where its marks can be, for the
-/// prune that removes the row once none is left (see `leftovers.rs`).
+/// groups the commit marked, for the prune.
 pub(crate) const GROUPS: &str = "_lhGroups";
 
 /// The longest group list a decision row carries (UTF-16 units, within a
@@ -30,42 +22,37 @@ pub(crate) const GROUPS: &str = "_lhGroups";
 /// then kept by the prune.
 const MAX_GROUPS_TEXT: usize = 30_000;
 
-/// What a decision row says.
+/// What happened to a commit, as its decision row tells it
+/// ([`Store::commit_outcome`](crate::Store::commit_outcome)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Decision {
-    /// The commit point went through: every marked row is to get the row
-    /// its commit leaves.
-    Committed,
-    /// The commit was withdrawn before its commit point: nothing of it is
-    /// applied, ever.
-    Withdrawn,
+#[non_exhaustive]
+pub enum CommitOutcome {
+    /// The commit point went through (stored as `committed`): every write
+    /// is applied (rows still marked are finished by whoever reads them).
+    Applied,
+    /// The commit was withdrawn before its commit point (stored as
+    /// `withdrawn`): nothing of it is applied, ever.
+    NotApplied,
 }
 
-impl Decision {
+impl CommitOutcome {
     pub(crate) fn text(self) -> &'static str {
         match self {
-            Decision::Committed => "committed",
-            Decision::Withdrawn => "withdrawn",
+            CommitOutcome::Applied => "committed",
+            CommitOutcome::NotApplied => "withdrawn",
         }
     }
 }
 
-/// A fresh transaction id for a commit deciding in `table`: the id, a dot,
-/// the table (which is how a mark, and
-/// [`Store::commit_outcome`](crate::Store::commit_outcome), find the
-/// decision row).
-///
-/// The id is a version 7 UUID: it carries the time the commit began (see
-/// [`issued_at`]).
+/// A fresh transaction id for a commit deciding in `table`:
+/// `<version 7 UUID>.<table>`.
 pub(crate) fn new_txn(table: &TableName) -> String {
     format!("{}.{}", uuid::Uuid::now_v7().simple(), table.as_str())
 }
 
 /// How long a committed decision row stays at the least, whatever a
-/// sweep's `older_than`: [`Store::commit_outcome`](crate::Store::commit_outcome)
-/// answers from it. A commit's id carries the time it began
-/// ([`issued_at`]), so `commit_outcome` knows when a decision row it does
-/// not find may have been a committed one, swept.
+/// sweep's `older_than` ([`Store::commit_outcome`](crate::Store::commit_outcome)
+/// answers from it).
 pub(crate) const DECISIONS_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// When transaction `txn` began, by the clock of the process that made it
@@ -99,10 +86,11 @@ pub(crate) fn row_key(txn: &str) -> Result<RowKey> {
 }
 
 /// The insert of transaction `txn`'s decision row in partition `primary`.
-///
-/// # Errors
-/// [`Error::Invalid`] for a transaction id that makes no row key.
-pub(crate) fn insert(primary: &PartitionKey, txn: &str, decision: Decision) -> Result<TableOp> {
+pub(crate) fn insert(
+    primary: &PartitionKey,
+    txn: &str,
+    decision: CommitOutcome,
+) -> Result<TableOp> {
     let mut properties = Properties::new();
     properties.insert_static(STATE, Value::String(decision.text().into()));
     Ok(TableOp::Insert(EntityData {
@@ -112,17 +100,13 @@ pub(crate) fn insert(primary: &PartitionKey, txn: &str, decision: Decision) -> R
     }))
 }
 
-/// The commit point's insert of transaction `txn`'s decision row as
-/// committed, naming the (table, partition) groups whose rows it marked.
-///
-/// # Errors
-/// As [`insert`].
+/// The commit point's insert of `txn`'s decision row, naming `groups`.
 pub(crate) fn insert_committed(
     primary: &PartitionKey,
     txn: &str,
     groups: &[(&TableName, &PartitionKey)],
 ) -> Result<TableOp> {
-    let mut op = insert(primary, txn, Decision::Committed)?;
+    let mut op = insert(primary, txn, CommitOutcome::Applied)?;
     let list: Vec<[&str; 2]> = groups
         .iter()
         .map(|(t, pk)| [t.as_str(), pk.as_str()])
@@ -140,7 +124,7 @@ pub(crate) fn insert_committed(
 /// A decision row as stored: its decision, and the groups its commit
 /// marked (`None`: not recorded).
 pub(crate) struct Stored {
-    pub(crate) decision: Decision,
+    pub(crate) decision: CommitOutcome,
     pub(crate) groups: Option<Vec<(TableName, PartitionKey)>>,
 }
 
@@ -148,8 +132,10 @@ impl Stored {
     /// The decision row `row` says, if it is one leasehold wrote.
     pub(crate) fn of(row: &StoredEntity) -> Option<Stored> {
         let decision = match row.data.properties.get(STATE) {
-            Some(Value::String(s)) if s == Decision::Committed.text() => Decision::Committed,
-            Some(Value::String(s)) if s == Decision::Withdrawn.text() => Decision::Withdrawn,
+            Some(Value::String(s)) if s == CommitOutcome::Applied.text() => CommitOutcome::Applied,
+            Some(Value::String(s)) if s == CommitOutcome::NotApplied.text() => {
+                CommitOutcome::NotApplied
+            }
             _ => return None,
         };
         let groups = match row.data.properties.get(GROUPS) {
@@ -173,11 +159,7 @@ pub(crate) fn id_of(row_key: &RowKey) -> Option<&str> {
     Some(rest.split_once('.').map_or(rest, |(id, _)| id))
 }
 
-/// The delete of transaction `txn`'s decision row, once no mark of it is
-/// left.
-///
-/// # Errors
-/// As [`insert`].
+/// The delete of transaction `txn`'s decision row.
 pub(crate) fn delete(primary: &PartitionKey, txn: &str) -> Result<TableOp> {
     Ok(TableOp::Delete {
         partition_key: primary.clone(),
@@ -188,16 +170,12 @@ pub(crate) fn delete(primary: &PartitionKey, txn: &str) -> Result<TableOp> {
 
 /// Transaction `txn`'s decision, read from `table` of partition `primary`
 /// (`None`: none stored).
-///
-/// # Errors
-/// [`Error::Inconsistent`] for a row that leasehold did not write; backend
-/// errors.
 pub(crate) async fn read(
     backend: &dyn TableBackend,
     table: &TableName,
     primary: &PartitionKey,
     txn: &str,
-) -> Result<Option<Decision>> {
+) -> Result<Option<CommitOutcome>> {
     let Some(row) = backend.get(table, primary, &row_key(txn)?).await? else {
         return Ok(None);
     };
@@ -212,44 +190,36 @@ pub(crate) async fn read(
     }
 }
 
-/// Withdraws transaction `txn` unless its commit point got there first:
-/// inserts its decision row as withdrawn, and answers what is stored. A
-/// decision row found and then gone was a commit's, deleted once it was
-/// finished: committed.
-///
-/// # Errors
-/// As [`read`].
+/// Withdraws transaction `txn` unless its commit point got there first,
+/// and answers what is stored (a row found and then gone was a finished
+/// commit's).
 pub(crate) async fn withdraw(
     backend: &dyn TableBackend,
     table: &TableName,
     primary: &PartitionKey,
     txn: &str,
-) -> Result<Decision> {
+) -> Result<CommitOutcome> {
     tracing::debug!(%txn, %primary, "withdrawing a commit that was never decided");
-    let withdrawal = insert(primary, txn, Decision::Withdrawn)?;
+    let withdrawal = insert(primary, txn, CommitOutcome::NotApplied)?;
     match backend
         .execute(table, withdrawal, &WriteOptions::new())
         .await
     {
-        Ok(_) => Ok(Decision::Withdrawn),
+        Ok(_) => Ok(CommitOutcome::NotApplied),
         Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(read(backend, table, primary, txn)
             .await?
-            .unwrap_or(Decision::Committed)),
+            .unwrap_or(CommitOutcome::Applied)),
         Err(e) => Err(e),
     }
 }
 
-/// Transaction `txn`'s decision, made final: read, and where there is none,
-/// the transaction withdrawn (see [`withdraw`]).
-///
-/// # Errors
-/// As [`read`].
+/// Transaction `txn`'s decision, made final: read, or else withdrawn.
 pub(crate) async fn settle(
     backend: &dyn TableBackend,
     table: &TableName,
     primary: &PartitionKey,
     txn: &str,
-) -> Result<Decision> {
+) -> Result<CommitOutcome> {
     match read(backend, table, primary, txn).await? {
         Some(decision) => Ok(decision),
         None => withdraw(backend, table, primary, txn).await,

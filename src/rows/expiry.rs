@@ -1,20 +1,11 @@
 //! Row expiry: the property that says when a row stops existing for
 //! every reader.
 //!
-//! An entity type that declares an expiry (`#[entity(expires_at)]` or
-//! `#[entity(time_to_live = "...")]`, see [`crate::Entity`]'s derive) writes
-//! the instant its row expires as [`PROPERTY`], an `Edm.DateTime`, beside
-//! its own properties. Any row may carry it: a
-//! [`DynamicEntity`](crate::DynamicEntity) may set it too.
-//!
-//! A row whose expiry is at or before now (on [`crate::datetime::now`],
-//! the clock tokio's paused time moves) reads as absent, exactly as a
-//! tombstone does: every read path judges both in
-//! [`super::tombstone::is_tombstone`]. A write over it behaves as over an
-//! absent row (an insert replaces it at the ETag read). The rows are
-//! deleted later by the store's expiry sweep (`crate::store::expiry`),
-//! which finds them with a filter on [`PROPERTY`] alone, so a tool without
-//! the Rust types can find them too.
+//! A type declaring an expiry (`#[entity(expires_at)]`,
+//! `#[entity(time_to_live = "...")]`) writes [`PROPERTY`] (`Edm.DateTime`).
+//! Past it (on [`crate::datetime::now`]) the row reads as absent, as a
+//! tombstone does ([`super::tombstone::is_tombstone`]), until the sweep
+//! deletes it.
 
 use time::OffsetDateTime;
 
@@ -24,9 +15,8 @@ use crate::entity::{Properties, Value};
 /// not declare it; the derive writes it).
 pub(crate) const PROPERTY: &str = leasehold_rules::EXPIRY_PROPERTY;
 
-/// Whether a row with these properties has expired at `now`: its expiry
-/// is at or before `now`. A row without one (or with a value that is not
-/// a date-time) never expires.
+/// Whether a row with these properties has expired at `now` (one without
+/// a date-time expiry never does).
 pub(crate) fn expired_at(properties: &Properties, now: OffsetDateTime) -> bool {
     matches!(properties.get(PROPERTY), Some(Value::DateTime(at)) if *at <= now)
 }

@@ -1,9 +1,5 @@
-//! Row marks: the reserved property [`MARK`] a commit puts on every row it
-//! writes outside its commit point's transaction, naming the commit's
-//! transaction and primary partition, beside the row's after-image
-//! ([`super::after`]). How commits write marks and readers resolve them is
-//! `crate::lock`'s ("Units and optimistic writes"); this file keeps the
-//! layout and the writes that put a mark on, take it off, and finish it.
+//! Row marks ([`MARK`]): their layout and the writes that put one on, take
+//! it off and finish it (see "The commit protocol" in `crate::lock`).
 
 use std::time::Duration;
 
@@ -13,16 +9,12 @@ use crate::key::{ETag, PartitionKey, RowKey, TableName};
 
 use super::after::AFTER;
 
-/// The reserved property holding a row's mark: the transaction of the
-/// unit's commit that wrote it, until that commit is finished.
+/// The reserved property holding a row's mark.
 pub(crate) const MARK: &str = "_lhTxn";
 
-/// A row's mark: the commit `txn`, whose decision is (or will be) a row of
-/// `primary` (see [`super::decision`]); `absent`: the row did not exist
-/// before it (the mark is a placeholder the commit's write replaces);
-/// `ttl`: for a transaction's commit (which holds no lock), how long a
-/// reader that sees the mark undecided waits before it withdraws the
-/// commit (`None`: a unit's, whose primary's lock tells).
+/// A row's mark: the commit `txn` deciding in `primary`; `absent`: a
+/// placeholder where there was no row; `ttl`: a transaction's time-to-live
+/// (`None`: a unit's, whose primary's lock tells).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Mark {
     pub(crate) txn: String,
@@ -32,10 +24,9 @@ pub(crate) struct Mark {
 }
 
 impl Mark {
-    /// The stored form: `txn|R|primary` (`A` instead of `R` for a
-    /// placeholder; a transaction's followed by its time-to-live in
-    /// milliseconds, `R2000`). A partition key holds no `|` only by chance,
-    /// so the primary is whatever follows the second one.
+    /// The stored form: `txn|R|primary` (`A` for a placeholder; a
+    /// transaction's with its time-to-live in ms, `R2000`); the primary is
+    /// whatever follows the second `|`.
     fn encode(&self) -> String {
         let kind = if self.absent { 'A' } else { 'R' };
         let ttl = self
@@ -104,11 +95,9 @@ impl Mark {
     }
 }
 
-/// The mark write `pre` (a [`Mark::prewrite`] with its after-image) as
-/// sent: a replace of a row as read becomes a merge of the mark and the
-/// after-image alone under the same ETag, which stores the same row
-/// without sending the row's own properties again. Whether the row fits
-/// the service's limits is judged on `pre`, the row as it will be stored.
+/// The mark write `pre` as sent: a replace of a row as read becomes a
+/// merge of the mark and after-image alone at the same ETag (the same row
+/// stored, less sent); limits are judged on `pre`.
 pub(crate) fn slim(pre: &TableOp) -> TableOp {
     match pre {
         TableOp::Replace(data, condition) => {

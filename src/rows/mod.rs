@@ -34,6 +34,11 @@ pub(crate) mod fence;
 pub(crate) mod mark;
 pub(crate) mod tombstone;
 
+use crate::backend::{Precondition, QuerySpec, StoredEntity, TableBackend, TableOp, WriteOptions};
+use crate::error::{ErrorKind, Result};
+use crate::key::TableName;
+use crate::query::Filter;
+
 /// How long after starting its claims an indexed write (a `Table` write, a
 /// unit's or a transaction's commit) may send the writes that rely on them
 /// (see "How long a claim or tombstone is relied on" in [`crate::index`]).
@@ -51,4 +56,48 @@ pub(crate) fn is_hidden(
     decision::is_decision_row(row_key)
         || fence::is_fence_row(row_key.as_str())
         || tombstone::is_tombstone(properties)
+}
+
+/// Deletes `row` at the ETag it was read at; answers whether it did (a row
+/// changed or gone meanwhile stays).
+pub(crate) async fn delete_as_read(
+    backend: &dyn TableBackend,
+    table: &TableName,
+    row: &StoredEntity,
+) -> Result<bool> {
+    let op = TableOp::Delete {
+        partition_key: row.data.partition_key.clone(),
+        row_key: row.data.row_key.clone(),
+        condition: Precondition::IfMatch(row.etag.clone()),
+    };
+    match backend.execute(table, op, &WriteOptions::new()).await {
+        Ok(_) => Ok(true),
+        Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Every row of `table` that `filter` matches (none of a missing table).
+pub(crate) async fn query_all(
+    backend: &dyn TableBackend,
+    table: &TableName,
+    filter: Filter,
+) -> Result<Vec<StoredEntity>> {
+    let mut spec = QuerySpec {
+        filter: Some(filter),
+        ..QuerySpec::default()
+    };
+    let mut rows = Vec::new();
+    loop {
+        let page = match backend.query(table, &spec).await {
+            Ok(page) => page,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(rows),
+            Err(e) => return Err(e),
+        };
+        rows.extend(page.entities);
+        match page.continuation {
+            Some(next) => spec.continuation = Some(next),
+            None => return Ok(rows),
+        }
+    }
 }

@@ -1,20 +1,10 @@
 //! Tombstones: the row an entity of an indexed type leaves where it was
 //! deleted (see [`crate::index`]'s "Writes").
 //!
-//! A claim on a unique value is made good by a conditional write of the
-//! entity's row. A writer taking over a claim whose owner does not hold
-//! the value first makes the owner's pending write impossible, by a
-//! conditional write at the owner's row. For that to last, the row of an
-//! entity that has been written must never become absent again: an insert
-//! stalled since before it existed would then land. So a delete of such an
-//! entity replaces its row with a tombstone, and an insert over a
-//! tombstone replaces it at its ETag.
-//!
-//! Every read through leasehold ([`Table`](crate::Table) reads and queries,
-//! index lookups, the reads of units) sees a tombstone as an absent row;
-//! index verification skips them. A row past its expiry
-//! ([`super::expiry`]) is judged here too, so it reads and is written over
-//! as a tombstone is, on every path at once.
+//! The row of an indexed entity once written never becomes absent again
+//! (a stalled insert would land): a delete leaves a tombstone, which reads
+//! as absent, and an insert replaces it at its ETag. A row past its expiry
+//! is judged here too.
 
 use crate::entity::{EntityData, Properties, Value};
 use crate::key::{PartitionKey, RowKey};
@@ -23,9 +13,7 @@ use crate::key::{PartitionKey, RowKey};
 pub(crate) const PROPERTY: &str = "_lhGone";
 
 /// Whether a row with these properties reads as absent though stored: a
-/// tombstone, or a row whose expiry is at or before now
-/// ([`super::expiry::expired`]). Every read path hides such a row and an
-/// insert replaces it at its ETag.
+/// tombstone, or a row past its expiry.
 pub(crate) fn is_tombstone(properties: &Properties) -> bool {
     properties.get(PROPERTY).is_some() || super::expiry::expired(properties)
 }

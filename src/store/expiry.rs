@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use time::OffsetDateTime;
 
-use crate::backend::{Precondition, QuerySpec, StoredEntity, TableOp, WriteOptions};
+use crate::backend::{Precondition, StoredEntity, TableOp, WriteOptions};
 use crate::error::{ErrorKind, Result};
 use crate::index::claim;
 use crate::lock::LockEnv;
@@ -64,62 +64,40 @@ pub(crate) async fn delete_expired(
         Err(e) if e.kind() == ErrorKind::Invalid => None,
         Err(e) => return Err(e),
     };
-    let mut spec = QuerySpec {
-        filter: Some(Filter::compare(
-            expiry::PROPERTY,
-            CmpOp::Le,
-            crate::entity::Value::DateTime(now),
-        )),
-        select: None,
-        top: None,
-        continuation: None,
-    };
+    let due = Filter::compare(
+        expiry::PROPERTY,
+        CmpOp::Le,
+        crate::entity::Value::DateTime(now),
+    );
+    let rows = crate::rows::query_all(env.backend().as_ref(), &name, due).await?;
     let resolver = Resolver::new(env.tables(), Vec::new());
     let mut report = Expired::default();
-    loop {
-        let page = match env.backend().query(&name, &spec).await {
-            Ok(page) => page,
-            Err(e) if e.kind() == ErrorKind::NotFound => break,
-            Err(e) => return Err(e),
-        };
-        for row in page.entities {
-            if decision::is_decision_row(&row.data.row_key) {
-                continue;
-            }
-            // A row in a commit: judged as the commit leaves it.
-            let Some(row) = resolver.resolve_opt(&name, Some(row)).await? else {
-                continue;
-            };
-            if row.data.properties.get(tombstone::PROPERTY).is_some()
-                || !expiry::expired_at(&row.data.properties, now)
-            {
-                continue;
-            }
-            report.examined += 1;
-            if dry_run {
-                report.removed += 1;
-                continue;
-            }
-            let removed = match &indexes {
-                Some(indexes) => remove_indexed(env, indexes, &name, row).await?,
-                None => {
-                    let op = TableOp::Delete {
-                        partition_key: row.data.partition_key,
-                        row_key: row.data.row_key,
-                        condition: Precondition::IfMatch(row.etag),
-                    };
-                    sent(env.backend().execute(&name, op, &WriteOptions::new()).await)?
-                }
-            };
-            if removed {
-                report.removed += 1;
-            } else {
-                report.kept += 1;
-            }
+    for row in rows {
+        if decision::is_decision_row(&row.data.row_key) {
+            continue;
         }
-        match page.continuation {
-            Some(next) => spec.continuation = Some(next),
-            None => break,
+        // A row in a commit: judged as the commit leaves it.
+        let Some(row) = resolver.resolve_opt(&name, Some(row)).await? else {
+            continue;
+        };
+        if row.data.properties.get(tombstone::PROPERTY).is_some()
+            || !expiry::expired_at(&row.data.properties, now)
+        {
+            continue;
+        }
+        report.examined += 1;
+        if dry_run {
+            report.removed += 1;
+            continue;
+        }
+        let removed = match &indexes {
+            Some(indexes) => remove_indexed(env, indexes, &name, row).await?,
+            None => crate::rows::delete_as_read(env.backend().as_ref(), &name, &row).await?,
+        };
+        if removed {
+            report.removed += 1;
+        } else {
+            report.kept += 1;
         }
     }
     if !dry_run {
@@ -147,19 +125,13 @@ async fn remove_indexed(
     let freed = claim::read_freed(env.tables(), indexes, &frees, &owner).await?;
     let gone = tombstone::data(&owner.0, &owner.1, "expired");
     let op = TableOp::Replace(gone, Precondition::IfMatch(row.etag));
-    let removed = sent(env.backend().execute(table, op, &WriteOptions::new()).await)?;
+    let removed = match env.backend().execute(table, op, &WriteOptions::new()).await {
+        Ok(_) => true,
+        Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => false,
+        Err(e) => return Err(e),
+    };
     if removed {
         claim::remove_freed(env.tables(), indexes, freed).await;
     }
     Ok(removed)
-}
-
-/// Whether a delete at the ETag read went through: `false` when the row
-/// changed or went since (412, 404).
-fn sent<T>(result: Result<T>) -> Result<bool> {
-    match result {
-        Ok(_) => Ok(true),
-        Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => Ok(false),
-        Err(e) => Err(e),
-    }
 }

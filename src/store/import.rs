@@ -1,7 +1,5 @@
-//! [`Store::import`]: rows (an export's lines, read back with
-//! [`DynamicEntity::from_json_line`]) written into a table in
-//! entity-group transactions of up to 100 operations per partition, a few
-//! at once, reporting after each how much of the input is stored.
+//! [`Store::import`]: rows written into a table in entity-group
+//! transactions, a few at once.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -12,16 +10,13 @@ use futures_util::{FutureExt as _, StreamExt as _, future::BoxFuture, stream};
 
 use super::Store;
 use crate::backend::wire::entity_to_json_string;
-use crate::backend::{Backend, Precondition, QuerySpec, TableOp};
+use crate::backend::{Backend, Precondition, TableOp};
 use crate::entity::{DynamicEntity, EntityData, Value, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 use crate::query::{CmpOp, Filter};
 
-/// How [`Store::import`] writes rows: refusing to overwrite
-/// ([`ImportOptions::insert_only`]) or replacing what is stored
-/// ([`ImportOptions::upsert`]), and how many transactions it keeps in
-/// flight.
+/// How [`Store::import`] writes rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImportOptions {
     upsert: bool,
@@ -34,10 +29,8 @@ impl ImportOptions {
     pub const DEFAULT_CONCURRENCY: usize = 8;
 
     /// Each row is inserted: a row the table already holds fails the
-    /// import with [`Error::AlreadyExists`] naming it, unless it is stored
-    /// exactly as the input has it (the import itself wrote it before
-    /// being stopped, see [`Store::import`]), in which case it is left
-    /// alone and counted in [`ImportProgress::already_there`].
+    /// import with [`Error::AlreadyExists`], unless it is stored exactly as
+    /// the input has it ([`ImportProgress::already_there`]).
     pub fn insert_only() -> Self {
         ImportOptions {
             upsert: false,
@@ -45,9 +38,7 @@ impl ImportOptions {
         }
     }
 
-    /// Each row is written whether or not the table holds it (insert or
-    /// replace, unconditionally): the stored row becomes the input's,
-    /// properties the input lacks removed.
+    /// Each row is inserted or replaced, unconditionally.
     pub fn upsert() -> Self {
         ImportOptions {
             upsert: true,
@@ -55,8 +46,7 @@ impl ImportOptions {
         }
     }
 
-    /// At most `transactions` transactions in flight at once (1 to 256),
-    /// in one partition or several.
+    /// At most `transactions` transactions in flight at once (1 to 256).
     #[must_use]
     pub fn with_concurrency(mut self, transactions: usize) -> Self {
         self.concurrency = transactions;
@@ -64,23 +54,19 @@ impl ImportOptions {
     }
 }
 
-/// How far an import has come: reported by [`Store::import`] after each
-/// transaction it sends, in input order.
+/// How far an import has come, reported after each transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct ImportProgress {
-    /// The rows of the input, counted from its start, that are stored:
-    /// every row before this one is in the table. An import resumed after
-    /// this report skips this many rows of the same input.
+    /// The rows of the input, from its start, that are stored: a resumed
+    /// import skips this many.
     pub rows: u64,
     /// Of those, the rows this import wrote.
     pub written: u64,
-    /// Of those, the rows an insert-only import found stored exactly as
-    /// the input has them, and left alone.
+    /// Of those, the rows an insert-only import found already stored.
     pub already_there: u64,
 }
 
-/// What one transaction stored.
 struct Sent {
     /// The input rows before this count are stored once this one is.
     end: u64,
@@ -90,35 +76,20 @@ struct Sent {
 }
 
 impl Store {
-    /// Writes `rows` into table `table` (its name without the store's
-    /// table prefix; created when missing), reporting after each
-    /// transaction how many rows of the input are stored.
+    /// Writes `rows` (an export's lines, read back with
+    /// [`DynamicEntity::from_json_line`]) into table `table` (without the
+    /// store's prefix; created when missing). Consecutive rows of one
+    /// partition go in transactions of up to 100 operations and 4 MiB,
+    /// several in flight; each [`ImportProgress`] counts the input rows
+    /// stored, every one before included.
     ///
-    /// Consecutive rows of one partition go together, in entity-group
-    /// transactions of up to 100 operations and 4 MiB; up to
-    /// [`ImportOptions::with_concurrency`] transactions are in flight at
-    /// once, and each [`ImportProgress`] counts the rows of the input
-    /// whose transactions, and those of every row before them, are
-    /// applied. An export lists a partition's rows together, so an export
-    /// of `N` rows over `P` partitions imports in about `N / 100 + P`
-    /// transactions.
+    /// **Resuming.** After a stop, import the same input without its first
+    /// [`ImportProgress::rows`] rows: an upsert writes the rest again; an
+    /// insert-only import leaves rows stored exactly as the input has them.
     ///
-    /// **Resuming.** Keep the last [`ImportProgress::rows`]; after a stop
-    /// (an error, a crash, the stream dropped), import the same input
-    /// without its first `rows` rows. Transactions after that point may
-    /// have been applied too: an upsert writes them again; an insert-only
-    /// import finds their rows stored exactly as the input has them and
-    /// leaves them alone (a row stored otherwise is
-    /// [`Error::AlreadyExists`]). A row that appears twice in the input is
-    /// written in input order.
-    ///
-    /// Rows are written as they are, through the store's backend (its
-    /// layers included), not through an entity type: an indexed type's
-    /// index table is not written (import its exported index table too, or
-    /// rebuild the indexes: `Table::rebuild_indexes`, `leasehold indexes
-    /// rebuild`). Import into a table that nothing else writes meanwhile:
-    /// an upsert replaces whatever it finds, a row a unit's commit has
-    /// marked included.
+    /// Rows are written as they are, not through an entity type: index
+    /// tables are not written (import them too, or `leasehold indexes
+    /// rebuild`). Import into a table nothing else writes meanwhile.
     ///
     /// ```
     /// use leasehold::store::{ImportOptions, ImportProgress};
@@ -143,13 +114,11 @@ impl Store {
     /// ```
     ///
     /// # Errors
-    /// Errors come through the stream, which ends after the first one:
-    /// [`Error::Invalid`] for a concurrency outside 1 to 256 or a bad table
-    /// name (before any request), and for a row breaking a service limit
-    /// or carrying a property name leasehold reserves (`_lh…`), before the
-    /// transaction that would hold it is sent; an error of the input
-    /// stream, as it is; [`Error::AlreadyExists`] (insert-only) naming a
-    /// row the table holds with other values; backend errors.
+    /// Through the stream, which ends after the first: [`Error::Invalid`]
+    /// for a bad concurrency or table name, or a row breaking a service
+    /// limit or using a reserved (`_lh…`) property, before it is sent; the
+    /// input's errors; [`Error::AlreadyExists`] (insert-only) for a row
+    /// stored with other values; backend errors.
     pub fn import<'a, S>(
         &self,
         table: &str,
@@ -189,21 +158,19 @@ impl Store {
 struct Importer<'a> {
     store: Store,
     table: String,
-    /// The table's full name, once it is known to exist.
+    /// Once the table is known to exist.
     name: Option<TableName>,
     options: ImportOptions,
     rows: BoxStream<'a, Result<DynamicEntity>>,
     input_done: bool,
     /// Rows taken from the input.
     read: u64,
-    /// Operations of one partition not sent yet, and their payload size.
+    /// Operations of one partition not sent yet.
     buffer: Vec<TableOp>,
     buffer_bytes: usize,
-    /// The rows buffered or in flight, with how many times each is: a row
-    /// met again waits until they are stored (see `held`).
+    /// The rows buffered or in flight, counted.
     pending: HashMap<(PartitionKey, RowKey), usize>,
-    /// A row met while an earlier write of it is pending: it is buffered
-    /// once every transaction in flight is done.
+    /// A row met while an earlier write of it is pending.
     held: Option<TableOp>,
     in_flight: FuturesOrdered<BoxFuture<'static, Result<Sent>>>,
     progress: ImportProgress,
@@ -233,8 +200,6 @@ impl Importer<'_> {
             }
         }
         loop {
-            // A row waiting for an earlier write of itself: once nothing is
-            // in flight, it starts the buffer.
             if self.held.is_some() {
                 if self.in_flight.is_empty() {
                     if let Err(e) = self.flush() {
@@ -305,8 +270,7 @@ impl Importer<'_> {
         Some(Ok(self.progress))
     }
 
-    /// Takes the next input row: checks it, and buffers its write, after
-    /// sending the buffer when the row does not fit in it.
+    /// Checks the next input row and buffers its write.
     fn take(&mut self, row: DynamicEntity) -> Result<()> {
         let table = self.name.as_ref().map_or("", |n| n.as_str());
         crate::entity::refuse_reserved_properties(&row.properties, false, |name| {
@@ -370,8 +334,6 @@ impl Importer<'_> {
                 what: "an import sent rows before its table was ready".into(),
             });
         };
-        // The rows taken so far, but a held one, are in this transaction
-        // or an earlier one.
         let end = self.read - u64::from(self.held.is_some());
         let backend = Arc::clone(self.store.backend());
         let upsert = self.options.upsert;
@@ -381,10 +343,8 @@ impl Importer<'_> {
     }
 }
 
-/// Sends one transaction of an import. An insert-only transaction refused
-/// because a row exists reads its rows: those stored exactly as sent are
-/// left out (an earlier run of the import wrote them) and the rest sent
-/// again; one stored otherwise is [`Error::AlreadyExists`].
+/// Sends one transaction; an insert-only one refused because a row exists
+/// is sent again without the rows stored exactly as sent.
 async fn send(
     backend: Arc<dyn Backend>,
     table: TableName,
@@ -449,9 +409,7 @@ async fn send(
     })
 }
 
-/// The stored rows among those `ops` write (all in one partition), each
-/// as its export line, by row key: one query of the partition's key range
-/// they span.
+/// The stored rows among those `ops` write, as export lines by row key.
 async fn stored_rows(
     backend: &dyn Backend,
     table: &TableName,
@@ -475,23 +433,13 @@ async fn stored_rows(
             CmpOp::Le,
             Value::String((*high).to_owned()),
         ));
-    let mut spec = QuerySpec {
-        filter: Some(filter),
-        ..QuerySpec::default()
-    };
     let mut found = HashMap::new();
-    loop {
-        let page = backend.query(table, &spec).await?;
-        for row in page.entities {
-            if wanted.contains(row.data.row_key.as_str()) {
-                found.insert(row.data.row_key.to_string(), line_of(&row.data)?);
-            }
-        }
-        match page.continuation {
-            Some(next) => spec.continuation = Some(next),
-            None => return Ok(found),
+    for row in crate::rows::query_all(backend, table, filter).await? {
+        if wanted.contains(row.data.row_key.as_str()) {
+            found.insert(row.data.row_key.to_string(), line_of(&row.data)?);
         }
     }
+    Ok(found)
 }
 
 /// A row's export line, to compare a stored row with an input row.

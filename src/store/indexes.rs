@@ -7,14 +7,11 @@ use crate::index::IndexReport;
 use super::Store;
 
 impl Store {
-    /// Reads entity table `table` (its name without the store's table
-    /// prefix) and its index table, and reports index rows that are
-    /// missing or orphaned, and unique values held twice. Read-only.
-    /// `progress` is called with the number of rows read so far.
-    ///
-    /// The indexes are those the table's index table describes (see
-    /// [`crate::Table::get_by`] and the layout in the README); with the
-    /// entity type at hand, [`Table::verify_indexes`](crate::Table::verify_indexes) needs no description.
+    /// Reads entity table `table` (without the store's prefix) and its
+    /// index table, and reports index rows missing or orphaned and unique
+    /// values held twice, calling `progress` with the rows read so far.
+    /// With the type at hand, see
+    /// [`Table::verify_indexes`](crate::Table::verify_indexes).
     ///
     /// # Errors
     /// [`Error::NotFound`](crate::Error::NotFound) when the table has no index descriptions (no
@@ -29,11 +26,9 @@ impl Store {
         crate::index::report_table(self.tables(), table, false, &mut progress).await
     }
 
-    /// As [`Store::verify_indexes`], then fixes what it found: a missing row
-    /// is written and an orphan deleted, each under the partition locks a
-    /// leasehold write of it takes, after checking again that the problem
-    /// is still there. Duplicated unique values are reported, not fixed.
-    /// Running it again finds nothing to fix.
+    /// As [`Store::verify_indexes`], then writes missing rows and deletes
+    /// orphans (checked again under their locks); duplicated unique values
+    /// are reported, not fixed.
     ///
     /// # Errors
     /// As [`Store::verify_indexes`]; lock and backend errors of a fix (the

@@ -1,9 +1,5 @@
-//! Pruning lock blobs (part of [`Store::sweep`](crate::Store::sweep)):
-//! deleting the lock blobs of partitions nobody has locked for a while, so
-//! that the lock container does not grow with every partition ever locked
-//! (free, clean and old, each checked again and deleted under its own
-//! lease: see `crate::lease`'s pruning), and the rows commits leave
-//! behind (`crate::lock`'s "Rows commits leave behind").
+//! The sweep's lock blobs and commit rows (see "Lock blobs" and "Rows
+//! commits leave behind" in `crate::lock`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,59 +12,26 @@ use crate::key::PartitionKey;
 use crate::lease::LeaseName;
 use crate::lease::prune::{Age, Verdict, examine};
 use crate::lock::LockEnv;
+use crate::store::SweepReport;
 
 /// How many lock blobs are examined at once.
 const CONCURRENCY: usize = 8;
 
 /// How many lock blobs are examined between two calls of the progress
 /// callback.
-const PROGRESS_EVERY: usize = 100;
+const PROGRESS_EVERY: u64 = 100;
 
-/// What the prune of lock blobs and commit rows found, folded into
-/// [`SweepReport`](crate::store::SweepReport) by the sweep.
-///
-/// Every lock blob examined is counted once: `examined` = `deleted` +
-/// `kept_held` + `kept_pending` + `kept_recent`. (A blob deleted by
-/// somebody else between the listing and its examination is not counted.)
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct PruneReport {
-    /// The store's lock blobs examined.
-    pub(crate) examined: usize,
-    /// Lock blobs deleted (with their wait queues).
-    pub(crate) deleted: usize,
-    /// Kept: held, taken first, or waited for.
-    pub(crate) kept_held: usize,
-    /// Kept: the blob carries a record this leasehold does not write.
-    pub(crate) kept_pending: usize,
-    /// Kept: taken over within `older_than`, or not datable yet.
-    pub(crate) kept_recent: usize,
-    /// Decision rows removed (counted, for a dry run).
-    pub(crate) decision_rows_deleted: usize,
-    /// After-image rows removed (counted, for a dry run).
-    pub(crate) after_image_rows_deleted: usize,
-    /// The partition keys of the deleted lock blobs, in lock-name order,
-    /// but for hashed lock names (keys too long for a lease name).
-    pub(crate) deleted_partitions: Vec<PartitionKey>,
-}
-
-/// The lock blobs and commit rows part of
-/// [`Store::sweep`](crate::Store::sweep): deletes (for a `dry_run`,
-/// counts) the lock blobs of the store's partitions that are free, clean
-/// and not taken over for `older_than`, then the rows commits left that no
-/// reader needs (see the [module docs](super), "Rows commits leave behind"
-/// and "Lock blobs"). Calls `progress` with the counts so far after every
-/// [`PROGRESS_EVERY`] lock blobs examined.
-///
-/// # Errors
-/// [`Error::Invalid`] for an `older_than` reaching back before any date
-/// (before any request); backend errors.
+/// Deletes (for a `dry_run`, counts) the lock blobs, then the commit rows,
+/// the sweep removes, counting them in `report`; calls `progress` every
+/// [`PROGRESS_EVERY`] lock blobs (the partitions come at the end).
 pub(crate) async fn prune_locks(
     env: &Arc<LockEnv>,
     older_than: Duration,
     later: Duration,
     dry_run: bool,
-    progress: &mut (dyn FnMut(&PruneReport) + Send),
-) -> Result<PruneReport> {
+    report: &mut SweepReport,
+    progress: &mut (dyn FnMut(&SweepReport) + Send),
+) -> Result<()> {
     let age = Age::new(older_than)?;
     let prefix = crate::table::lock_prefix(env.table_prefix());
     let span = tracing::info_span!(
@@ -88,31 +51,29 @@ pub(crate) async fn prune_locks(
                 Ok::<_, Error>((name, verdict))
             })
             .buffered(CONCURRENCY);
-        let mut report = PruneReport::default();
+        let mut partitions = Vec::new();
         while let Some(next) = verdicts.next().await {
             let (name, verdict) = next?;
             match verdict {
                 Verdict::Deleted => {
-                    report.deleted += 1;
-                    if let Some(pk) = partition_of(&prefix, &name) {
-                        report.deleted_partitions.push(pk);
-                    }
+                    report.lock_blobs += 1;
+                    partitions.extend(partition_of(&prefix, &name));
                 }
-                Verdict::Held => report.kept_held += 1,
-                Verdict::Pending => report.kept_pending += 1,
-                Verdict::Recent => report.kept_recent += 1,
+                Verdict::Held => report.lock_blobs_kept_held += 1,
+                Verdict::Pending => report.lock_blobs_kept_pending += 1,
+                Verdict::Recent => report.lock_blobs_kept_recent += 1,
                 Verdict::Gone => continue,
             }
-            report.examined += 1;
-            if report.examined.is_multiple_of(PROGRESS_EVERY) {
-                progress(&report);
+            report.lock_blobs_examined += 1;
+            if report.lock_blobs_examined.is_multiple_of(PROGRESS_EVERY) {
+                progress(report);
             }
         }
         let removed = crate::lock::prune_commit_rows(env, age.cutoff, later, dry_run).await?;
-        report.decision_rows_deleted = removed.decision_rows;
-        report.after_image_rows_deleted = removed.after_image_rows;
-        // The sweep's own event ("swept") carries these counts.
-        Ok(report)
+        report.decision_rows = removed.decision_rows;
+        report.after_image_rows = removed.after_image_rows;
+        report.lock_blob_partitions = partitions;
+        Ok(())
     }
     .instrument(span)
     .await

@@ -8,9 +8,8 @@ use crate::index::TABLE_SUFFIX;
 use crate::key::TableName;
 
 impl Store {
-    /// Creates table `name` (the store's table prefix goes in front) unless
-    /// it exists, and says which. Tables are also created on first use by
-    /// [`Store::table`]; this is for tools, tests and set-up scripts.
+    /// Creates table `name` (under the store's prefix) unless it exists,
+    /// and says which (tables are also created on first use).
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
@@ -35,23 +34,12 @@ impl Store {
         Ok(created)
     }
 
-    /// Deletes table `name` (the store's table prefix goes in front) and
-    /// every entity in it, together with its index table when it has one
-    /// (`{name}Idx`, holding the index rows of a type with
-    /// `#[entity(unique)]` or `#[entity(index)]` fields, see
-    /// [`crate::index`]): `true` when it deleted either, `false` when there
-    /// was neither. The index table goes second, so an index never outlives
-    /// its table's entities; should the second delete fail, calling this
-    /// again finishes it. The service takes a while to let the names be
-    /// used again (Azure answers `TableBeingDeleted` meanwhile). Reads
-    /// through any of the store's handles then fail with
-    /// [`Error::NotFound`] (code `TableNotFound`, naming the table), as the
-    /// service answers them: a read does not create the table again. So do
-    /// writes through handles that had used the table before the delete; a
-    /// write through another handle creates the table again.
-    ///
-    /// Costs one query of the index table's descriptions, one delete, and
-    /// one more for an index table.
+    /// Deletes table `name` (under the store's prefix) and then its index
+    /// table (`{name}Idx`, see [`crate::index`]), if any: `true` when it
+    /// deleted either. Calling it again finishes a half-done delete. Reads
+    /// through the store's handles, and writes through handles that used
+    /// the table before, then fail with [`Error::NotFound`]; a write
+    /// through another handle creates the table again.
     ///
     /// # Errors
     /// [`Error::Invalid`] naming the table when the prefixed name is not a
@@ -74,14 +62,9 @@ impl Store {
         Ok(deleted || index_deleted)
     }
 
-    /// The user's tables under the store's table prefix, by name and
-    /// without the prefix; tables outside it are not listed, nor are the
-    /// index tables leasehold keeps beside indexed types' tables (see
-    /// [`Store::list_index_tables`]). The prefix is matched as the service
-    /// matches names, without regard to case.
-    ///
-    /// Costs one listing, and a query of each table named `…Idx` to tell
-    /// whether it is an index table.
+    /// The user's tables under the store's prefix (matched without regard
+    /// to case), without it; index tables are not listed
+    /// ([`Store::list_index_tables`]).
     ///
     /// # Errors
     /// The backend's errors.
@@ -89,14 +72,10 @@ impl Store {
         Ok(self.tables_by_kind().await?.0)
     }
 
-    /// The index tables under the store's table prefix, by name and
-    /// without the prefix: `{table}Idx` for each table of a type with
-    /// indexes (it describes its indexes in partition `~indexes`, see
-    /// [`crate::index`]), including one whose table was deleted by an
-    /// earlier version, which left it behind. [`Store::delete_table`]
-    /// deletes a table with its index table; deleting an index table
-    /// alone (`delete_table("CustomersIdx")`) leaves the index to be
-    /// rebuilt ([`Store::rebuild_indexes`]).
+    /// The index tables under the store's prefix, without it: `{table}Idx`
+    /// for each table of a type with indexes (see [`crate::index`]).
+    /// Deleting one alone leaves the index to be rebuilt
+    /// ([`Store::rebuild_indexes`]).
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
@@ -126,8 +105,7 @@ impl Store {
 }
 
 impl Store {
-    /// The tables under the store's prefix, without it: the user's, then
-    /// the index tables.
+    /// The user's tables, then the index tables.
     async fn tables_by_kind(&self) -> Result<(Vec<String>, Vec<String>)> {
         let prefix = self.table_prefix();
         let tables = self.backend().list_tables().await?;
@@ -148,8 +126,7 @@ impl Store {
         Ok((user, index))
     }
 
-    /// The index table of table `name` (without the prefix), when there is
-    /// one: `{name}Idx`, if it holds index descriptions.
+    /// `{name}Idx`, if it holds index descriptions.
     async fn index_table_of(&self, name: &str) -> Result<Option<TableName>> {
         if self.table_name(&format!("{name}{TABLE_SUFFIX}")).is_err() {
             // Too long for a table name: there can be no index table.

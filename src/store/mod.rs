@@ -40,9 +40,7 @@ pub struct Store {
 }
 
 struct StoreInner {
-    /// The backend, prefix, conflict retry policy, created tables and
-    /// partition locks (shared with every table of this store), and the
-    /// lock options (shared with every unit).
+    /// Everything but the leases, shared with every table and unit.
     locking: Arc<LockEnv>,
     leases: LeaseManager,
 }
@@ -234,18 +232,16 @@ impl Store {
 
     /// The lease manager of partition locks (container `leasehold-locks`
     /// unless configured), for operators: [`LeaseManager::list`],
-    /// [`LeaseManager::describe`] and [`LeaseManager::break_lease`] on the
-    /// lease names of [`Store::lock_lease_name`]. Taking a lock goes through
-    /// [`Store::lock`], never through this manager.
+    /// [`LeaseManager::describe`], [`LeaseManager::break_lease`]. Locks are
+    /// taken with [`Store::lock`].
     pub fn locks(&self) -> &LeaseManager {
         self.inner.locking.locks()
     }
 
     /// The lease name of the lock of a partition in [`Store::locks`]:
-    /// `"{table_prefix}/{partition_key}"` (the key alone in a store without
-    /// a table prefix), or, for a key too long for a lease name, the
-    /// prefix and `/` as before, `#` and a 128-bit hash of the key (`#`
-    /// cannot occur in a key, so the two forms never meet).
+    /// `"{table_prefix}/{partition_key}"` (the key alone without a prefix),
+    /// or, for a key too long for a lease name, `#` and a 128-bit hash of
+    /// it in place of the key.
     ///
     /// ```
     /// let store = leasehold::Store::memory();
@@ -270,12 +266,7 @@ impl Store {
         self.inner.locking.tables().table_prefix()
     }
 
-    /// The name of table `table` in this store: the table prefix, then
-    /// `table`.
-    ///
-    /// # Errors
-    /// [`crate::Error::Invalid`] when the prefixed name is not a valid table
-    /// name (too long, say).
+    /// The name of table `table` in this store, prefixed.
     pub(crate) fn table_name(&self, table: &str) -> Result<TableName> {
         self.inner.locking.tables().table_name(table)
     }
@@ -347,19 +338,11 @@ impl StoreBuilder {
         self
     }
 
-    /// Puts `prefix` before every table name, so several applications (or
-    /// test runs) can share one storage account without sharing tables. The
-    /// prefix must start with a letter and hold only ASCII letters and
-    /// digits; prefixed names must still fit the 63-character limit, which is
-    /// checked when a table is used.
-    ///
-    /// The store's blobs are kept apart the same way: the lease blobs of
-    /// [`Store::leases`] (run-once markers, leaders, reservations, guards)
-    /// are named `{prefix}/{encoded lease name}` in their container, and
-    /// partition locks are named after the prefix
-    /// ([`Store::lock_lease_name`]). Lease names are given and listed
-    /// without the prefix. A [`LeaseManager`] made with
-    /// [`LeaseManager::new`] uses no prefix.
+    /// Puts `prefix` (a letter, then ASCII letters and digits) before every
+    /// table name, so several applications can share one storage account.
+    /// The store's lease blobs are named `{prefix}/{lease name}` and its
+    /// locks after the prefix ([`Store::lock_lease_name`]); lease names are
+    /// given and listed without it.
     ///
     /// # Errors
     /// [`Error::Invalid`] naming the prefix.
@@ -391,10 +374,9 @@ impl StoreBuilder {
 
     /// Lease options of partition locks. By default: those of
     /// [`StoreBuilder::lease_options`] with container `leasehold-locks` and
-    /// no owner metadata written at every acquire (which would cost a
-    /// request per lock; units record their holder only when the lock
-    /// changes hands, see [`crate::lock`]); without lease options either,
-    /// leases of [`LockOptions::DEFAULT_LEASE_DURATION`] (15 s).
+    /// no owner metadata at every acquire (see "Who holds a lock" in
+    /// [`crate::lock`]), or leases of
+    /// [`LockOptions::DEFAULT_LEASE_DURATION`].
     pub fn lock_lease_options(mut self, options: LeaseOptions) -> Self {
         self.lock_lease_options = Some(options);
         self
@@ -455,8 +437,7 @@ impl StoreBuilder {
             )?,
             (None, None) => default_locks(blobs.clone(), &telemetry),
         };
-        // The leases of a prefixed store live under its prefix; lock
-        // names carry it already (see `Store::lock_lease_name`).
+        // Lock names carry the prefix already.
         let lease_settings = match self.lease_options {
             Some(options) => options.resolve()?,
             None => default_lease_settings(),
@@ -536,9 +517,7 @@ fn default_lease_settings() -> Settings {
     Settings::defaults(container, true, crate::lease::DEFAULT_DURATION_SECS)
 }
 
-/// The lock manager of a store with default lease options: container
-/// `leasehold-locks`, no owner metadata written at every acquire, and
-/// leases of [`LockOptions::DEFAULT_LEASE_DURATION`].
+/// The lock manager of a store with default lease options.
 fn default_locks(blobs: Arc<dyn BlobBackend>, telemetry: &Telemetry) -> LeaseManager {
     let secs = u8::try_from(LockOptions::DEFAULT_LEASE_DURATION.as_secs()).unwrap_or(15);
     LeaseManager::from_settings(

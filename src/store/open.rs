@@ -19,11 +19,9 @@ impl Store {
         Table::new(Arc::clone(self.tables()))
     }
 
-    /// The table named `table` (with the store's prefix, as for typed
-    /// tables), its rows as [`DynamicEntity`](crate::DynamicEntity): keys,
-    /// ETag, Timestamp and every property, whatever wrote them. An invalid
-    /// name is an [`Error::Invalid`] at the first
-    /// operation, as for [`Store::table`].
+    /// The table named `table` (under the store's prefix), its rows as
+    /// [`DynamicEntity`](crate::DynamicEntity); a bad name fails its first
+    /// operation.
     pub fn dynamic_table(&self, table: &str) -> Table<crate::DynamicEntity> {
         Table::new(Arc::clone(self.tables())).with_table_name(table)
     }
@@ -34,15 +32,11 @@ impl Store {
     ///
     /// # Errors
     /// [`crate::Error::Timeout`] when the lock stays held;
-    /// [`crate::Error::Unavailable`] naming the blob endpoint when storage
-    /// kept failing for the lock lease options'
-    /// [`LeaseOptions::with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after) (30 s by default);
-    /// [`crate::Error::LeaseLost`] when the lease ran out while the lock was
-    /// being taken (the process stalled past the lease duration while it
-    /// recorded itself as the holder): nothing of the call's own was written, the locks taken are
-    /// given back, and calling again is safe; [`crate::Error::Invalid`] for
-    /// a bad key; [`crate::Error::Auth`] when storage refuses the
-    /// credentials; other backend errors.
+    /// [`crate::Error::Unavailable`] when storage kept failing (see
+    /// [`LeaseOptions::with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after));
+    /// [`crate::Error::LeaseLost`] when the lease ran out while it was
+    /// taken (calling again is safe); [`crate::Error::Invalid`] for a bad
+    /// key; [`crate::Error::Auth`]; other backend errors.
     pub async fn lock(&self, partition_key: impl IntoPartitionKey) -> Result<Unit> {
         self.lock_with_timeout(partition_key, self.lock_options().acquire_timeout())
             .await
@@ -59,12 +53,10 @@ impl Store {
         Transaction::new(self.locking(), options)
     }
 
-    /// Runs `f` in a fresh [`Transaction`] and commits it; when the commit
-    /// fails with a conflict (a row changed since it was read, or the
-    /// transaction was withdrawn), runs `f` again in a new one, under the
-    /// store's [`ConflictRetry`](crate::ConflictRetry) policy, as
-    /// [`Table::update_with`](crate::Table::update_with) does for one row.
-    /// Answers what `f` answered in the attempt that committed.
+    /// Runs `f` in a fresh [`Transaction`] and commits it, running it
+    /// again on a conflict under the store's
+    /// [`ConflictRetry`](crate::ConflictRetry) policy. Answers what `f`
+    /// answered in the attempt that committed.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -136,12 +128,9 @@ impl Store {
     }
 
     /// Takes the locks of several partitions for one [`Unit`], waiting up to
-    /// the configured
     /// [`LockOptions::acquire_timeout`](crate::lock::LockOptions::acquire_timeout)
-    /// in all. Duplicate keys count once; the locks are taken in one
-    /// canonical order (by lock blob name), so units taking overlapping sets
-    /// never deadlock, and on any failure every lock already taken is given
-    /// back. See [`crate::lock`].
+    /// in all; duplicate keys count once. See "Taking several locks" in
+    /// [`crate::lock`].
     ///
     /// ```
     /// use leasehold::{Entity, Store};
@@ -169,8 +158,7 @@ impl Store {
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
     ///
-    /// Keys of different kinds (`&str` and [`PartitionKey`](crate::PartitionKey),
-    /// say) go in one call joined with
+    /// Keys of different kinds go in one call joined with
     /// [`IntoPartitionKeys::and_keys`].
     ///
     /// # Errors
@@ -214,14 +202,11 @@ impl Store {
         Unit::open(self.locking(), partition_keys.into_partition_keys()?, None).await
     }
 
-    /// What became of the commit `transaction` whose primary partition is
+    /// What became of the commit `transaction` with primary partition
     /// `primary` ([`CommitReport::transaction`], or the fields of
-    /// [`Error::InDoubt`]), as its decision row tells it:
-    /// [`Applied`](CommitOutcome::Applied) (rows still marked are finished
-    /// by whoever reads them) or [`NotApplied`](CommitOutcome::NotApplied).
-    /// A commit without a decision yet is withdrawn first (its decision row
-    /// inserted as withdrawn), so the answer is final: a commit point still
-    /// on its way is refused. One read, or a read and an insert.
+    /// [`Error::InDoubt`]), as its decision row says. An undecided commit
+    /// is withdrawn first, so the answer is final. One read, or a read and
+    /// an insert.
     ///
     /// ```
     /// # use leasehold::{Store, lock::CommitOutcome};
@@ -237,13 +222,11 @@ impl Store {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad key or a transaction id naming no table
-    /// (before any request); [`Error::NotFound`] for a commit begun more
-    /// than 50 minutes ago (its id tells) whose decision row is gone: a
-    /// sweep may have removed it, applied, after the hour it keeps
-    /// committed decision rows, so the outcome is no longer in storage
-    /// (nothing is written); [`Error::Inconsistent`] when the stored
-    /// decision does not parse; backend errors.
+    /// [`Error::Invalid`] for a bad key or transaction id (before any
+    /// request); [`Error::NotFound`] for a commit begun over 50 minutes ago
+    /// whose decision row is gone (see "Rows commits leave behind" in
+    /// [`crate::lock`]); [`Error::Inconsistent`] for a decision that does
+    /// not parse; backend errors.
     ///
     /// [`CommitReport::transaction`]: crate::lock::CommitReport::transaction
     /// [`Error::InDoubt`]: crate::Error::InDoubt
@@ -257,20 +240,11 @@ impl Store {
         crate::lock::commit_outcome(self.locking(), &pk, transaction).await
     }
 
-    /// For operators: the commits a partition holds rows of, oldest first
-    /// — those whose decision row is in it (left by a writer that stopped
-    /// before finishing its marked rows, or by a reader that withdrew the
-    /// commit) and those that still mark rows of it, decided or not
-    /// ([`CommitSummary::outcome`](crate::lock::CommitSummary::outcome)), with the rows each
-    /// still marks here. A finished commit leaves nothing, so it is not
-    /// listed; nor is a commit of one entity-group transaction. A commit
-    /// on its way shows as undecided until its commit point.
-    ///
-    /// It writes nothing: [`Store::commit_outcome`] settles a commit, a
-    /// read of a marked row finishes or withdraws its mark, and
-    /// [`Store::sweep`] removes decision rows no reader needs. One
-    /// query per table of the store, and one read per commit marked here
-    /// whose decision row is in another partition or table.
+    /// For operators: the commits whose decision row is in a partition, or
+    /// that still mark rows of it, oldest first, with the rows each marks
+    /// here. A finished commit leaves nothing, so it is not listed. Writes
+    /// nothing; one query per table, and one read per commit marked here
+    /// whose decision row is elsewhere.
     ///
     /// ```
     /// # use leasehold::Store;

@@ -1,37 +1,4 @@
-//! [`Store::sweep`]: nothing left behind. The rows leasehold writes beside
-//! an application's own, and its lock blobs, each removed once no write
-//! that relies on it can still land:
-//!
-//! | kind | left by | removed when |
-//! |---|---|---|
-//! | tombstones (`_lhGone`) | deletes of indexed types; writers taking a claim over from an absent entity | older than `older_than` and than 25 minutes |
-//! | stale index rows | writes that failed or stopped between their claims and their entity's write; deletes (their claims stay for the next writer of the value) | their entity does not hold their value, read again with any unit's mark resolved, and they are older than `older_than` and than 25 minutes |
-//! | decision rows, after-image rows | commits whose writer stopped half-way, or that a reader withdrew | a committed one once its marks are gone; a withdrawn one, and after-image rows without a decision, past 20 minutes ("Rows commits leave behind" in [`crate::lock`]) |
-//! | lock blobs | every partition ever locked | free, clean and not taken over for `older_than` ("Lock blobs" in [`crate::lock`]) |
-//! | expired rows (`_lhExpires`) | entity types declaring an expiry (see the README's "Expiry") | at once: past their expiry, every read already treats them as absent (a row of an indexed type leaves a tombstone, and its index rows go) |
-//!
-//! Every delete is conditioned on the ETag the sweep read: a row written
-//! again since (a claim taken by a new writer, a tombstone replaced by an
-//! insert, a row a unit marked) is kept for the next sweep.
-//!
-//! **Why 25 minutes.** A tombstone makes a write of its entity pending
-//! since before it fail (it is conditioned on the row being absent, or on
-//! an older ETag); a claim names the entity a write in flight is about to
-//! give the value. Both are relied on only by a write whose claims were
-//! sent before the row was written. Such a write checks, before it sends
-//! its entity's write, that at most 5 minutes passed since it started its
-//! claims (the send deadline of `crate::backend::deadline`, checked as the
-//! request is dated and signed, or applied by the memory backend); the
-//! service refuses a Shared Key request dated more than 15 minutes off;
-//! 5 minutes more allow for skew between the clocks of the writer, the
-//! service (which dates the rows) and the sweeper (which compares those
-//! dates with its own clock). See "How long a claim or tombstone is
-//! relied on" in [`crate::index`]. The 20 minutes of decision rows are the
-//! same argument, with a unit's lock in place of the 5 minutes.
-//!
-//! A sweep may run while the application writes, on any number of
-//! processes at once: what it removes nobody relies on, and what it reads
-//! as removable but changes meanwhile is refused by the ETag.
+//! [`Store::sweep`]: nothing left behind.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,8 +8,8 @@ use time::OffsetDateTime;
 use tracing::Instrument as _;
 
 use super::Store;
-use super::lock_blobs::{PruneReport, prune_locks};
-use crate::backend::{QuerySpec, StoredEntity, TableOp, WriteOptions};
+use super::lock_blobs::prune_locks;
+use crate::backend::{QuerySpec, StoredEntity};
 use crate::entity::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{STALLED_WRITE_BOUND, TABLE_SUFFIX};
@@ -169,24 +136,20 @@ pub struct SweepReport {
     /// After-image rows removed with their commit's decision row, or of a
     /// commit never decided, older than that bound.
     pub after_image_rows: u64,
-    /// The store's lock blobs examined: `lock_blobs` +
-    /// `lock_blobs_kept_held` + `lock_blobs_kept_pending` +
-    /// `lock_blobs_kept_recent`. (A blob deleted by somebody else between
-    /// the listing and its examination is not counted.)
+    /// The store's lock blobs examined: `lock_blobs` and the three
+    /// `lock_blobs_kept_*` counts.
     pub lock_blobs_examined: u64,
     /// Lock blobs removed (with their wait queues): free, clean and not
     /// taken over for `older_than` (see [`crate::lock`]'s "Lock blobs").
     pub lock_blobs: u64,
-    /// The partition keys of the removed lock blobs, in lock-name order. A
-    /// key too long for a lease name has a hashed lock name that does not
-    /// give the key back: its blob is counted in `lock_blobs` only.
+    /// The partition keys of the removed lock blobs, in lock-name order
+    /// (but those of hashed lock names).
     pub lock_blob_partitions: Vec<PartitionKey>,
     /// Lock blobs kept because somebody held the lock, took it first, or
     /// waited for it in its wait queue.
     pub lock_blobs_kept_held: u64,
-    /// Lock blobs kept because they carry a record this leasehold does not
-    /// write into lock blobs (or cannot read): another program's or a newer
-    /// leasehold's, an operator's business.
+    /// Lock blobs kept because they carry a record leasehold does not
+    /// write (another program's).
     pub lock_blobs_kept_pending: u64,
     /// Lock blobs kept because the lock was taken over within `older_than`,
     /// or could not be dated yet (it is stamped, and ages from then).
@@ -208,20 +171,6 @@ impl SweepReport {
             + self.after_image_rows
             + self.lock_blobs
             + self.expired_rows
-    }
-}
-
-impl SweepReport {
-    /// Takes in the counts of what the prune of lock blobs and commit rows
-    /// found (not the partitions' keys).
-    fn add_locks(&mut self, locks: &PruneReport) {
-        self.decision_rows = count(locks.decision_rows_deleted);
-        self.after_image_rows = count(locks.after_image_rows_deleted);
-        self.lock_blobs_examined = count(locks.examined);
-        self.lock_blobs = count(locks.deleted);
-        self.lock_blobs_kept_held = count(locks.kept_held);
-        self.lock_blobs_kept_pending = count(locks.kept_pending);
-        self.lock_blobs_kept_recent = count(locks.kept_recent);
     }
 }
 
@@ -252,47 +201,36 @@ impl std::fmt::Display for SweepReport {
 }
 
 impl Store {
-    /// Removes what leasehold leaves behind — tombstones, stale index rows,
-    /// decision rows and after-image rows of commits, lock blobs — each
-    /// only once no write that relies on it can still land, and only when
-    /// older than [`SweepOptions::with_older_than`] (an hour by default):
+    /// Removes what leasehold leaves behind beside an application's rows,
+    /// each once no write relying on it can still land, and only when
+    /// older than [`SweepOptions::with_older_than`]:
     ///
-    /// * a **tombstone** once older than 25 minutes: an insert stalled
-    ///   since before it (the only write its absence would let through)
-    ///   sends within 5 minutes of its claims or not at all, and the
-    ///   service refuses it 15 minutes after it was signed (5 minutes of
-    ///   clock skew on top);
-    /// * a **stale index row** (a claim or index row whose entity does not
-    ///   hold its value: read again, any unit's mark resolved, just before
-    ///   the delete) once older than the same bound, since its writer may
-    ///   still be between the claim and the entity's write until then;
-    /// * a **committed decision row** once its marks are all gone (no
-    ///   reader needs it to finish a row) and it is an hour old, whatever
-    ///   `older_than` ([`Store::commit_outcome`] answers from it; for a
-    ///   commit begun longer ago whose decision row is gone it answers
-    ///   `NotFound` rather than guess), a **withdrawn** one once older
-    ///   than 20 minutes (a commit point sent before the withdrawal can no
-    ///   longer land), and **after-image rows** with their decision row (see
-    ///   "Rows commits leave behind" in [`crate::lock`]);
-    /// * a **lock blob** once free, clean (holding no record of another
-    ///   program) and not taken over for `older_than`, each checked again
-    ///   and deleted under the lock's own lease, so a unit locking the
-    ///   partition meanwhile waits as for any holder and then creates the
-    ///   blob again (see "Lock blobs" in [`crate::lock`]).
+    /// | kind | left by | removed when |
+    /// |---|---|---|
+    /// | tombstones (`_lhGone`) | deletes of indexed types; writers taking a claim over from an absent entity | older than `older_than` and than 25 minutes |
+    /// | stale index rows | writes that failed or stopped between their claims and their entity's write; deletes (their claims stay for the next writer of the value) | their entity does not hold their value, read again with any unit's mark resolved, and they are older than `older_than` and than 25 minutes |
+    /// | decision rows, after-image rows | commits whose writer stopped half-way, or that a reader withdrew | a committed one once its marks are gone; a withdrawn one, and after-image rows without a decision, past 20 minutes ("Rows commits leave behind" in [`crate::lock`]) |
+    /// | lock blobs | every partition ever locked | free, clean and not taken over for `older_than` ("Lock blobs" in [`crate::lock`]) |
+    /// | expired rows (`_lhExpires`) | entity types declaring an expiry (see the README's "Expiry") | at once: past their expiry, every read already treats them as absent (a row of an indexed type leaves a tombstone, and its index rows go) |
     ///
-    /// Every delete carries the ETag read, so a row written again meanwhile
-    /// stays. A sweep is safe beside the application's writes and beside
-    /// other sweeps. The argument for tombstones and claims: "How long a
-    /// claim or tombstone is relied on" in [`crate::index`]; for commits'
-    /// rows: "Rows commits leave behind" in [`crate::lock`].
+    /// Every delete is conditioned on the ETag the sweep read: a row written
+    /// again since (a claim taken by a new writer, a tombstone replaced by an
+    /// insert, a row a unit marked) is kept for the next sweep.
     ///
-    /// Cost: a read of every indexed table and its index table (one query
-    /// page per 1,000 rows), a filtered query of every table of the store
-    /// for its tombstones, one or two reads and a delete per stale index
-    /// row, a delete per tombstone; one query per table and one per group
-    /// a committed decision row names; a listing per 5000 lock blobs and a
-    /// read per lock blob, and for a candidate an acquire, a read and its
-    /// deletes (or a release).
+    /// **Why 25 minutes.** Tombstones and claims are relied on only by a
+    /// write whose claims were sent before the row was written; it sends
+    /// within 5 minutes of its claims or not at all
+    /// (`crate::backend::deadline`), the service refuses a Shared Key
+    /// request dated over 15 minutes off, and 5 minutes cover clock skew
+    /// (see "How long a claim or tombstone is relied on" in
+    /// [`crate::index`]). Decision rows: the same, with a unit's lock in
+    /// place of the 5 minutes.
+    ///
+    /// Cost: a read of every indexed table and its index table, a filtered
+    /// query of every table, one or two reads and a delete per stale index
+    /// row, a delete per tombstone; one query per table and per group a
+    /// committed decision row names; for lock blobs, see "Lock blobs" in
+    /// [`crate::lock`].
     ///
     /// ```
     /// # use std::time::Duration;
@@ -431,19 +369,16 @@ async fn sweep(
         }
 
         // Lock blobs, then decision rows and after-image rows.
-        let locks = {
-            let so_far = report.clone();
-            let mut on_blobs = |locks: &PruneReport| {
-                let mut seen = so_far.clone();
-                seen.add_locks(locks);
-                progress(&seen);
-            };
-            prune_locks(env, older_than, options.later, dry_run, &mut on_blobs)
-                .instrument(tracing::info_span!("leasehold.sweep.locks"))
-                .await?
-        };
-        report.add_locks(&locks);
-        report.lock_blob_partitions = locks.deleted_partitions;
+        prune_locks(
+            env,
+            older_than,
+            options.later,
+            dry_run,
+            &mut report,
+            progress,
+        )
+        .instrument(tracing::info_span!("leasehold.sweep.locks"))
+        .await?;
         progress(&report);
         tracing::info!(
             tombstones = report.tombstones,
@@ -589,21 +524,7 @@ impl Sweeper<'_> {
         if self.dry_run {
             return Ok(true);
         }
-        let op = TableOp::Delete {
-            partition_key: row.data.partition_key.clone(),
-            row_key: row.data.row_key.clone(),
-            condition: crate::backend::Precondition::IfMatch(row.etag.clone()),
-        };
-        match self
-            .env
-            .backend()
-            .execute(table, op, &WriteOptions::new())
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => Ok(false),
-            Err(e) => Err(e),
-        }
+        crate::rows::delete_as_read(self.env.backend().as_ref(), table, row).await
     }
 }
 
@@ -612,22 +533,11 @@ impl Sweeper<'_> {
 const SWEEPER_LEASE: &str = "_lhSweeper";
 
 impl Store {
-    /// Runs [`Store::sweep`] while this process is the store's sweeper:
-    /// campaigns for the leader lease `_lhSweeper` (under the store's
-    /// prefix, as all its leases are; one process of those sharing the
-    /// storage sweeps at a time), and as leader sweeps with `options`
-    /// every `every` — rows past their expiry included — handing each
-    /// round's report to `round`, until the stop token of `leader` is
-    /// cancelled ([`LeaderOptions::with_stop`]). A round that fails is
-    /// logged (and handed to `round` as its error) and the next round
-    /// tries again.
-    ///
-    /// Reads never return a row past its expiry, swept or not (see the
-    /// README's "Expiry"); the sweep reclaims its storage, at the ETag it
-    /// read, so a row renewed meanwhile is kept. Each sweep is a
-    /// `leasehold.sweep` span; expired rows are counted in the
-    /// `leasehold.sweep.expired_rows` metric (outcome `removed` or
-    /// `kept`).
+    /// Runs [`Store::sweep`] every `every` while this process leads the
+    /// leader lease `_lhSweeper` (one sweeper per storage), handing each
+    /// round's report (or error: the next round tries again) to `round`,
+    /// until the stop token of `leader` is cancelled
+    /// ([`LeaderOptions::with_stop`]).
     ///
     /// ```
     /// # use std::time::Duration;

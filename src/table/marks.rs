@@ -26,7 +26,7 @@ use crate::query::{CmpOp, Filter};
 use crate::rows::tombstone::is_tombstone;
 
 use crate::rows::after::{self, AFTER};
-use crate::rows::decision::{self, Decision};
+use crate::rows::decision::{self, CommitOutcome};
 use crate::rows::is_hidden;
 pub(crate) use crate::rows::mark::MARK;
 use crate::rows::mark::{Mark, strip};
@@ -179,14 +179,14 @@ impl<'a> Resolver<'a> {
                 },
             };
             match decision {
-                Decision::Committed => {
+                CommitOutcome::Applied => {
                     tracing::debug!(table = %table, partition = %pk, row = %rk, txn = %mark.txn, "finishing a decided commit's write met on a read");
                     let op = after::write_of(backend.as_ref(), table, &row, &mark.txn).await?;
                     if write(backend.as_ref(), table, &op).await? {
                         self.env.telemetry().roll_forward();
                     }
                 }
-                Decision::Withdrawn => {
+                CommitOutcome::NotApplied => {
                     tracing::debug!(table = %table, partition = %pk, row = %rk, txn = %mark.txn, "taking off the mark of a withdrawn commit");
                     write(
                         backend.as_ref(),

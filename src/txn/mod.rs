@@ -4,53 +4,27 @@
 //! [`Unit`]'s commit, with no blob lease to take, renew
 //! or wait for.
 //!
-//! A [`Transaction`] reads rows (recording the ETag each read saw), stages
-//! writes, and commits by the one commit protocol of units (see "The
-//! commit protocol" in [`crate::lock`]): every row it writes *or read* is
-//! marked, conditioned on the ETag it read, then the insert of its
-//! decision row decides it. Its answer comes once the decision row is
-//! stored — after its reads, two round trips (the marks, then the commit
-//! point), whatever the number of partitions; the marked rows are finished
-//! behind the answer, or by whoever reads them first. Reads take a round
-//! trip each ([`Transaction::get`]) or one for all
-//! ([`Transaction::get_many`]): a transfer between two partitions read with
-//! `get_many` answers 3 round trips after it begins.
+//! A [`Transaction`] commits by the units' protocol ("The commit
+//! protocol" in [`crate::lock`]) without locks: every row it writes *or
+//! read* is marked at the ETag read, then its decision row's insert decides
+//! it. After its reads that is two round trips (marks, commit point);
+//! marked rows are finished behind the answer.
 //!
-//! # Serializable
+//! **Serializable.** A row read (or [`check`](Transaction::check)ed) and
+//! not written is marked too: if it changed, the commit fails with
+//! [`Error::Conflict`] (inside [`Error::Batch`]), nothing applied, so there
+//! is no write skew. A row read as absent must still be absent.
 //!
-//! A row the transaction read (or [`check`](Transaction::check)ed) and does
-//! not write is marked too, at the ETag read: if it changed since, the
-//! commit fails with [`Error::Conflict`] (inside
-//! [`Error::Batch`]) naming it, nothing applied. So two
-//! transactions that each read two rows and write the other one cannot
-//! both commit: no write skew. A row read as absent must still be absent.
-//!
-//! # No lease: the time-to-live
-//!
-//! Units keep a live writer from being withdrawn by its lock: a reader
-//! meeting an undecided mark waits until it can take the primary's lock.
-//! A transaction holds no lock; its marks carry a *time-to-live*
-//! ([`TransactionOptions::with_time_to_live`], 2 s by default). A reader
-//! that has seen a transaction's mark undecided for that long, on its own
-//! clock, withdraws the transaction by inserting its decision row as
-//! `withdrawn`. The writer sends its commit point only within the
-//! time-to-live of its marks (and its backend refuses to send it later:
-//! see `crate::backend::deadline`).
-//!
-//! No clock can make a decision wrong: the commit point and a withdrawal
-//! both *insert* the one decision row, and the service lets exactly one
-//! insert win. A clock running fast or slow, or a writer paused past its
-//! time-to-live, can only make a reader withdraw a live writer early; the
-//! writer's commit point is then refused whole, and it is told, nothing
-//! applied ([`Error::Conflict`]:
-//! [`Store::transact`](crate::Store::transact) runs it again).
-//!
-//! # What the caller is told
-//!
-//! As for units: `Ok` means the decision says committed; an error other
-//! than [`Error::InDoubt`] means nothing is applied;
-//! `InDoubt` (the commit point's reply lost and its decision unreadable)
-//! is answered by [`Store::commit_outcome`](crate::Store::commit_outcome).
+//! **The time-to-live.** With no lock to show a writer is alive, marks
+//! carry a time-to-live ([`TransactionOptions::with_time_to_live`], 2 s): a
+//! reader that has seen a mark undecided that long withdraws the
+//! transaction by inserting its decision row as `withdrawn`, and the
+//! writer sends its commit point only within the time-to-live of its marks
+//! (`crate::backend::deadline`). A wrong clock can only withdraw a live
+//! writer early: its commit point is refused and it answers
+//! [`Error::Conflict`], nothing applied
+//! ([`Store::transact`](crate::Store::transact) runs it again). Answers
+//! mean what a unit's mean ("What the caller is told" in [`crate::lock`]).
 //!
 //! ```
 //! use leasehold::{Entity, Store};
@@ -82,7 +56,7 @@ use std::time::Duration;
 use crate::backend::{Precondition, TableOp};
 use crate::entity::{Entity, EntityData, Properties, Versioned};
 use crate::error::{Error, ErrorKind, Result};
-use crate::key::{IntoPartitionKey, IntoRowKey, PartitionKey, RowKey};
+use crate::key::{IntoPartitionKey, IntoRowKey};
 use crate::lock::{CommitReport, LockEnv, STAGED, Slot, Unit, UnitQuery};
 
 /// How a [`Transaction`] commits
@@ -108,10 +82,8 @@ impl TransactionOptions {
         }
     }
 
-    /// How long a reader that sees the transaction's marks undecided waits
-    /// before it withdraws the transaction (see the [module docs](self)):
-    /// longer than the commit's two round trips, short enough that readers
-    /// meeting the marks of a writer that died do not wait long.
+    /// How long a reader that sees the marks undecided waits before it
+    /// withdraws the transaction (see the [module docs](self)).
     ///
     /// # Errors
     /// [`Error::Invalid`] for zero or more than [`Self::MAX_TIME_TO_LIVE`].
@@ -142,11 +114,7 @@ impl Default for TransactionOptions {
 }
 
 /// A transaction across any partitions and tables, without a lease; see
-/// the [module docs](self).
-///
-/// Reads record the ETag they saw and see the transaction's own staged
-/// writes; writes are staged until [`Transaction::commit`]. Dropping it
-/// sends nothing.
+/// the [module docs](self). Dropping it sends nothing.
 #[must_use = "a Transaction does nothing until `commit().await`"]
 #[derive(Debug)]
 pub struct Transaction {
@@ -185,33 +153,8 @@ impl Transaction {
         self.get(partition_key, row_key).await
     }
 
-    /// Reads several entities of one type at once, as [`Transaction::get`]
-    /// reads each: the rows it has not read yet (and has no staged write
-    /// for) are requested all together, so reading any number of rows
-    /// costs one round trip. Answers in the order of `keys`.
-    ///
-    /// ```
-    /// # use leasehold::{Entity, Store};
-    /// # #[derive(Entity, Clone, Debug)]
-    /// # #[entity(table = "Accounts")]
-    /// # struct Account { #[entity(partition_key)] customer: String, #[entity(row_key)] name: String, balance: i64 }
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// # let store = Store::memory();
-    /// # for c in ["ann", "bob"] {
-    /// #     store.table::<Account>().insert(Account { customer: c.into(), name: "main".into(), balance: 50 }).await?;
-    /// # }
-    /// let mut tx = store.transaction();
-    /// let mut rows = tx.get_many::<Account, _, _>([("ann", "main"), ("bob", "main")]).await?;
-    /// let mut bob = rows.pop().flatten().expect("bob's account");
-    /// let mut ann = rows.pop().flatten().expect("ann's account");
-    /// ann.balance -= 20;
-    /// bob.balance += 20;
-    /// tx.replace(&ann)?;
-    /// tx.replace(&bob)?;
-    /// tx.commit().await?;
-    /// # assert_eq!(store.table::<Account>().get("bob", "main").await?.unwrap().balance, 70);
-    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
-    /// ```
+    /// Reads several entities of one type, as [`Transaction::get`] does,
+    /// in one round trip; answers in the order of `keys`.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad key, before any request;
@@ -226,8 +169,7 @@ impl Transaction {
         R: IntoRowKey,
     {
         let table = self.unit.env.table_name(E::TABLE)?;
-        // Every key is checked before the transaction takes any partition
-        // in: a refused call leaves it as it was.
+        // Every key is checked first: a refused call changes nothing.
         let keys = keys
             .into_iter()
             .map(|(pk, rk)| Ok((pk.into_partition_key()?, rk.into_row_key()?)))
@@ -235,43 +177,14 @@ impl Transaction {
         let mut wanted = Vec::new();
         for (pk, rk) in keys {
             let part = self.unit.part_of(&pk, "read")?;
-            let slot = Slot {
-                part,
-                table: table.clone(),
-            };
-            wanted.push((pk, (slot, rk)));
+            let table = table.clone();
+            wanted.push((Slot { part, table }, rk));
         }
-        // Rows neither read nor written yet (a staged merge the
-        // transaction knows nothing of is read too, as `get` does), once
-        // each, all at once.
-        let mut fetch: Vec<&(PartitionKey, (Slot, RowKey))> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for w in &wanted {
-            let unread = !self.unit.reads.contains_key(&w.1)
-                && matches!(self.unit.staged.get(&w.1), None | Some(TableOp::Merge(..)));
-            if unread && seen.insert(&w.1) {
-                fetch.push(w);
-            }
-        }
-        if !fetch.is_empty() {
-            self.unit.env.ensure_table(&table).await?;
-            let (backend, resolver) = (self.unit.env.backend(), self.unit.resolver());
-            let rows = futures_util::future::try_join_all(fetch.iter().map(|(pk, (_, rk))| {
-                let (table, resolver) = (&table, &resolver);
-                async move {
-                    let stored = backend.get(table, pk, rk).await?;
-                    resolver.resolve_opt(table, stored).await
-                }
-            }))
-            .await?;
-            let fetched: Vec<_> = fetch.iter().map(|w| w.1.clone()).zip(rows).collect();
-            drop(resolver);
-            self.unit.reads.extend(fetched);
-        }
+        self.unit.read_unread(&wanted).await?;
         // Every row is now read (or staged): answered from memory.
         let mut out = Vec::with_capacity(wanted.len());
-        for (pk, (_, rk)) in wanted {
-            out.push(self.unit.get_in::<E>(pk, rk).await?);
+        for (slot, rk) in wanted {
+            out.push(self.unit.read_row::<E>(slot.part, rk).await?);
         }
         Ok(out)
     }
@@ -323,13 +236,10 @@ impl Transaction {
         self.unit.upsert(entity)
     }
 
-    /// A condition on a row the transaction does not write (DynamoDB's
-    /// ConditionCheck): the commit fails with
-    /// [`Error::Conflict`] (inside
-    /// [`Error::Batch`]), nothing applied, unless the
-    /// row still has `current`'s ETag. Rows the transaction read need no
-    /// check: they are validated anyway. A row it writes is validated by
-    /// its write's own condition.
+    /// A condition on a row the transaction does not write: the commit
+    /// fails with [`Error::Conflict`] (inside [`Error::Batch`]), nothing
+    /// applied, unless the row still has `current`'s ETag. (Rows read are
+    /// validated anyway.)
     ///
     /// # Errors
     /// [`Error::Invalid`] for a value without a stored version (a staged
@@ -388,24 +298,14 @@ impl Transaction {
         Ok(())
     }
 
-    /// Commits: every staged write, all or nothing, provided every row the
-    /// transaction read or checked is as it was. See the
-    /// [module docs](self) for what the answer means.
+    /// Commits every staged write, all or nothing, provided every row read
+    /// or checked is as it was.
     ///
     /// # Errors
-    /// [`Error::Batch`] with [`Error::Conflict`] or
-    /// [`Error::AlreadyExists`] inside when a row changed since it was read
-    /// (or exists already), nothing applied; [`Error::Conflict`] when the
-    /// transaction took longer than its time-to-live, or was withdrawn by a
-    /// reader meanwhile, nothing applied; [`Error::ValueTaken`] for a unique
-    /// value another entity holds; [`Error::InDoubt`]; backend errors (with
-    /// nothing applied).
+    /// As [`Unit::commit`], but [`Error::Conflict`] (nothing applied) when
+    /// the transaction outlived its time-to-live or was withdrawn.
     pub async fn commit(self) -> Result<CommitReport> {
-        // Every row read and not written is validated by the commit (see
-        // the module docs).
         self.unit.commit().await.map_err(|e| match e.kind() {
-            // Withdrawn by a reader, or too slow to mark its rows: nothing
-            // applied, worth running again.
             ErrorKind::LeaseLost => Error::Conflict {
                 what: format!("transaction not committed, nothing applied: {e}"),
                 code: None,
