@@ -34,7 +34,9 @@ pub(crate) mod fence;
 pub(crate) mod mark;
 pub(crate) mod tombstone;
 
-use crate::backend::{Precondition, QuerySpec, StoredEntity, TableBackend, TableOp, WriteOptions};
+use crate::backend::{
+    Precondition, QueryPage, QuerySpec, StoredEntity, TableBackend, TableOp, WriteOptions,
+};
 use crate::error::{ErrorKind, Result};
 use crate::key::TableName;
 use crate::query::Filter;
@@ -77,27 +79,56 @@ pub(crate) async fn delete_as_read(
     }
 }
 
-/// Every row of `table` that `filter` matches (none of a missing table).
+/// The rows of `table` that `filter` matches, a page at a time (none of a
+/// missing table): for walks over rows without a bound, such as expiry's.
+pub(crate) struct Pages<'a> {
+    backend: &'a dyn TableBackend,
+    table: &'a TableName,
+    spec: Option<QuerySpec>,
+}
+
+impl<'a> Pages<'a> {
+    pub(crate) fn new(backend: &'a dyn TableBackend, table: &'a TableName, filter: Filter) -> Self {
+        let spec = QuerySpec {
+            filter: Some(filter),
+            ..QuerySpec::default()
+        };
+        Pages {
+            backend,
+            table,
+            spec: Some(spec),
+        }
+    }
+
+    /// The next page, or `None` once every page was read.
+    pub(crate) async fn next(&mut self) -> Result<Option<Vec<StoredEntity>>> {
+        let Some(spec) = self.spec.as_mut() else {
+            return Ok(None);
+        };
+        let page = match self.backend.query(self.table, spec).await {
+            Ok(page) => page,
+            Err(e) if e.kind() == ErrorKind::NotFound => QueryPage::default(),
+            Err(e) => return Err(e),
+        };
+        match page.continuation {
+            Some(next) => spec.continuation = Some(next),
+            None => self.spec = None,
+        }
+        Ok(Some(page.entities))
+    }
+}
+
+/// Every row of `table` that `filter` matches (none of a missing table),
+/// for walks bounded by their filter.
 pub(crate) async fn query_all(
     backend: &dyn TableBackend,
     table: &TableName,
     filter: Filter,
 ) -> Result<Vec<StoredEntity>> {
-    let mut spec = QuerySpec {
-        filter: Some(filter),
-        ..QuerySpec::default()
-    };
+    let mut pages = Pages::new(backend, table, filter);
     let mut rows = Vec::new();
-    loop {
-        let page = match backend.query(table, &spec).await {
-            Ok(page) => page,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(rows),
-            Err(e) => return Err(e),
-        };
-        rows.extend(page.entities);
-        match page.continuation {
-            Some(next) => spec.continuation = Some(next),
-            None => return Ok(rows),
-        }
+    while let Some(page) = pages.next().await? {
+        rows.extend(page);
     }
+    Ok(rows)
 }

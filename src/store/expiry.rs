@@ -69,35 +69,39 @@ pub(crate) async fn delete_expired(
         CmpOp::Le,
         crate::entity::Value::DateTime(now),
     );
-    let rows = crate::rows::query_all(env.backend().as_ref(), &name, due).await?;
+    let backend = env.backend().as_ref();
+    let mut pages = crate::rows::Pages::new(backend, &name, due);
     let resolver = Resolver::new(env.tables(), Vec::new());
     let mut report = Expired::default();
-    for row in rows {
-        if decision::is_decision_row(&row.data.row_key) {
-            continue;
-        }
-        // A row in a commit: judged as the commit leaves it.
-        let Some(row) = resolver.resolve_opt(&name, Some(row)).await? else {
-            continue;
-        };
-        if row.data.properties.get(tombstone::PROPERTY).is_some()
-            || !expiry::expired_at(&row.data.properties, now)
-        {
-            continue;
-        }
-        report.examined += 1;
-        if dry_run {
-            report.removed += 1;
-            continue;
-        }
-        let removed = match &indexes {
-            Some(indexes) => remove_indexed(env, indexes, &name, row).await?,
-            None => crate::rows::delete_as_read(env.backend().as_ref(), &name, &row).await?,
-        };
-        if removed {
-            report.removed += 1;
-        } else {
-            report.kept += 1;
+    // A page at a time: a table's expired rows may not fit in memory.
+    while let Some(page) = pages.next().await? {
+        for row in page {
+            if decision::is_decision_row(&row.data.row_key) {
+                continue;
+            }
+            // A row in a commit: judged as the commit leaves it.
+            let Some(row) = resolver.resolve_opt(&name, Some(row)).await? else {
+                continue;
+            };
+            if row.data.properties.get(tombstone::PROPERTY).is_some()
+                || !expiry::expired_at(&row.data.properties, now)
+            {
+                continue;
+            }
+            report.examined += 1;
+            if dry_run {
+                report.removed += 1;
+                continue;
+            }
+            let removed = match &indexes {
+                Some(indexes) => remove_indexed(env, indexes, &name, row).await?,
+                None => crate::rows::delete_as_read(backend, &name, &row).await?,
+            };
+            if removed {
+                report.removed += 1;
+            } else {
+                report.kept += 1;
+            }
         }
     }
     if !dry_run {
