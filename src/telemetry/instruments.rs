@@ -25,9 +25,9 @@ const REQUEST_COUNTS: [f64; 10] = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.
 
 /// How a failed request ended: its error's kind (`error.type`), and
 /// whether its caller expected it (see `backend::notes::expecting`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Outcome {
-    pub(super) kind: &'static str,
+    pub(super) kind: String,
     pub(super) expected: bool,
 }
 
@@ -123,17 +123,17 @@ impl Instruments {
         &self,
         system: &'static str,
         operation: &'static str,
-        failed: Option<Outcome>,
+        failed: Option<&Outcome>,
         elapsed: Duration,
     ) {
         let system = KeyValue::new("db.system.name", system);
         let op = KeyValue::new("db.operation.name", operation);
-        let outcome = KeyValue::new("leasehold.outcome", failed.map_or("ok", |f| f.kind));
+        let kind = failed.map_or("ok", |f| f.kind.as_str());
+        let outcome = KeyValue::new("leasehold.outcome", kind.to_owned());
         self.requests.add(1, &[system.clone(), op.clone(), outcome]);
-        let error = failed.filter(|f| !f.expected).map(|f| f.kind);
-        match error {
-            Some(kind) => {
-                let error_type = KeyValue::new("error.type", kind);
+        match failed.filter(|f| !f.expected) {
+            Some(_) => {
+                let error_type = KeyValue::new("error.type", kind.to_owned());
                 self.duration.record(
                     elapsed.as_secs_f64(),
                     &[system, op.clone(), error_type.clone()],

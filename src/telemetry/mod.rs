@@ -23,7 +23,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::Backend;
-use crate::error::ErrorKind;
 
 #[cfg(feature = "opentelemetry")]
 mod backend;
@@ -201,25 +200,15 @@ impl LockOutcome {
 }
 
 /// The attribute value of an error kind (`error.type`, and the outcome of
-/// a request that failed).
-#[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
-fn kind_name(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::NotFound => "not_found",
-        ErrorKind::AlreadyExists => "already_exists",
-        ErrorKind::ValueTaken => "value_taken",
-        ErrorKind::Conflict => "conflict",
-        ErrorKind::LeaseHeld => "lease_held",
-        ErrorKind::LeaseLost => "lease_lost",
-        ErrorKind::Timeout => "timeout",
-        ErrorKind::Batch => "batch",
-        ErrorKind::Invalid => "invalid",
-        ErrorKind::Decode => "decode",
-        ErrorKind::Inconsistent => "inconsistent",
-        ErrorKind::InDoubt => "in_doubt",
-        ErrorKind::Transient => "transient",
-        ErrorKind::Backend => "backend",
-        ErrorKind::Unavailable => "unavailable",
-        ErrorKind::Auth => "auth",
+/// a request that failed): its name in snake case (`not_found`).
+#[cfg(feature = "opentelemetry")]
+fn kind_name(kind: crate::error::ErrorKind) -> String {
+    let mut name = String::new();
+    for c in format!("{kind:?}").chars() {
+        if c.is_ascii_uppercase() && !name.is_empty() {
+            name.push('_');
+        }
+        name.push(c.to_ascii_lowercase());
     }
+    name
 }
