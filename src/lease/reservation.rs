@@ -1,9 +1,7 @@
-//! Job reservations: "this process has job X for the next N seconds", with a
-//! log of recent holders kept in the job's lease blob.
-//!
-//! See [`Reservation`] for the semantics.
+//! Job reservations (see [`Reservation`]).
 
-use std::sync::{Arc, Weak};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -15,35 +13,57 @@ use tracing::{Instrument, debug, info, info_span};
 use crate::error::{Error, Result};
 
 use super::document::{RESERVATION_LOG_LEN, ReservationRecord};
-use super::guard::LeaseStatus;
+use super::guard::{LeaseGuard, LeaseStatus};
 use super::manager::{AcquireMode, LeaseManager, ManagerInner};
 use super::name::LeaseName;
-use super::registry::Entry;
+
+/// The live reservations of a manager.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    entries: Mutex<HashMap<LeaseName, Arc<Entry>>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Entry {
+    guard: AsyncMutex<Option<LeaseGuard>>,
+    /// Cancelled when the reservation ends early.
+    cancel: CancellationToken,
+    status: LeaseStatus,
+    seq: u64,
+    until: Instant,
+}
+
+impl Registry {
+    fn get(&self, job: &LeaseName) -> Option<Arc<Entry>> {
+        self.lock().get(job).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseName, Arc<Entry>>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Removes `entry` if it is still the one registered for `job`.
+    fn remove(&self, job: &LeaseName, entry: &Arc<Entry>) {
+        let mut entries = self.lock();
+        if entries.get(job).is_some_and(|e| Arc::ptr_eq(e, entry)) {
+            entries.remove(job);
+        }
+    }
+}
 
 /// The longest reservation.
 const MAX_RESERVATION: Duration = Duration::from_secs(366 * 86_400);
 
 /// A handle on a live job reservation.
 ///
-/// Semantics:
-///
-/// * A reservation of `job` for `duration` is the lease `job`, taken without
-///   waiting and held by this process for `duration` from the moment it was
-///   taken: renewed in the background up to then, and released then (or at
-///   [`LeaseManager::cancel_reservation`]). It is never renewed past
-///   `duration`; if the process dies or the release fails, the lease runs
-///   out within one lease duration of its last renewal. A task of this
-///   process queued for the same lease name when the reservation ends gets
-///   the lease handed over, as with any guard.
-/// * The reservation belongs to the manager (and its clones), not to the
-///   returned [`Reservation`] handle: dropping the handle does not end it.
-/// * Each reservation appends a [`ReservationRecord`] (holder, times) to the
-///   lease blob's log, written under the lease; a cancellation stamps its
-///   record. The log keeps the newest [`Reservation::LOG_LEN`] records, oldest
-///   first, and anyone can read it without the lease
-///   ([`LeaseManager::reservation_log`]).
-/// * Reservation names share the namespace of all other leases of the
-///   manager.
+/// A reservation of `job` for `duration` is the lease `job`, taken without
+/// waiting and held by this process (renewed) for `duration`, then released
+/// (or at [`LeaseManager::cancel_reservation`]). It belongs to the manager,
+/// not to the handle: dropping the handle does not end it. Each reservation
+/// appends a [`ReservationRecord`] to the lease blob's log (the newest
+/// [`Reservation::LOG_LEN`], readable by anyone with
+/// [`LeaseManager::reservation_log`]); a cancellation stamps its record.
+/// Reservation names share the namespace of the manager's other leases.
 #[derive(Debug, Clone)]
 pub struct Reservation {
     job: LeaseName,
@@ -104,11 +124,8 @@ impl LeaseManager {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name or a duration that is zero or over
-    /// 366 days (before any request); [`Error::Unavailable`] naming the
-    /// endpoint when storage kept failing for
-    /// [`LeaseOptions::with_unavailable_after`](super::LeaseOptions::with_unavailable_after)
-    /// (failures are retried until then); the backend's error when a request
-    /// fails otherwise (the lease is then released).
+    /// 366 days (before any request); [`Error::Unavailable`] when storage
+    /// kept failing; the backend's error (the lease is then released).
     pub async fn try_reserve(&self, job: &str, duration: Duration) -> Result<Option<Reservation>> {
         let job = LeaseName::new(job)?;
         if duration.is_zero() || duration > MAX_RESERVATION {
@@ -172,9 +189,7 @@ impl LeaseManager {
         .await
     }
 
-    /// The job's reservation log (newest [`Reservation::LOG_LEN`] records,
-    /// oldest first), read without the lease. Empty when the job was never
-    /// reserved.
+    /// The job's reservation log, oldest first, read without the lease.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name or a blob that is not a lease
