@@ -337,18 +337,18 @@ impl ManagerInner {
             };
             if !storage_failed(&error) {
                 if ambiguous || matches!(error, Error::Backend { .. }) {
-                    self.give_back(blob, proposed);
+                    self.env.give_back(blob, proposed);
                 }
                 return Err(error);
             }
             ambiguous = true;
             if let Err(unavailable) = outage.failed(started, error, &self.env) {
-                self.give_back(blob, proposed);
+                self.env.give_back(blob, proposed);
                 return Err(unavailable);
             }
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
-                self.give_back(blob, proposed);
+                self.env.give_back(blob, proposed);
                 return Err(outage.give_up(&self.env).unwrap_or_else(|| Error::Timeout {
                     what: format!("acquiring lease {name}"),
                     after: now.saturating_duration_since(started),
@@ -404,20 +404,6 @@ impl ManagerInner {
             }
         }
         None
-    }
-
-    /// Gives back, in the background, a lease an attempt may have taken
-    /// with its reply lost.
-    fn give_back(&self, blob: &BlobName, proposed: LeaseId) {
-        let backend = self.env.backend.clone();
-        let container = self.env.settings.container.clone();
-        let blob = blob.clone();
-        tokio::spawn(
-            async move {
-                let _ = backend.release_lease(&container, &blob, proposed).await;
-            }
-            .in_current_span(),
-        );
     }
 
     /// [`Self::acquire_blob`], giving up at `deadline` ([`Attempt::NoReply`]):

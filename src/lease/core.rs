@@ -1,6 +1,4 @@
-//! [`LeaseCore`]: the process's hold on one blob lease (its renewal, its
-//! view of the lease blob, the writes made under it, its release), shared by
-//! the guards it is handed through.
+//! [`LeaseCore`]: the process's hold on one blob lease.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -24,27 +22,24 @@ use super::renew::{Failure, LeaseShared, Renewer, classify, retry_transient};
 /// The first pause before retrying a failed release (then twice that).
 const RELEASE_RETRY: Duration = Duration::from_millis(100);
 
-/// The process's hold on one blob lease, shared by the guards it is handed
-/// through. Dropping the last reference without a release releases in the
-/// background.
+/// The process's hold on one blob lease (its renewal, its view of the
+/// blob, the writes under it, its release), shared by the guards it is
+/// handed through. Dropped without a release, it releases in the background.
 #[derive(Debug)]
 pub(crate) struct LeaseCore {
     pub(crate) shared: Arc<LeaseShared>,
     pub(crate) env: Arc<LeaseEnv>,
     blob: BlobName,
-    /// The lease blob as last read or written under this lease (or, when
-    /// the acquire found it unchanged, as this manager last saw it); `None`
-    /// when unknown (never read, or a write's outcome is uncertain).
+    /// The lease blob as last read or written; `None` when unknown.
     view: AsyncMutex<Option<LeaseBlob>>,
-    /// Set once released or abandoned.
     pub(crate) finished: AtomicBool,
     /// The id this process was registered under in the wait queue before
-    /// it took the lease (its registration may linger a little).
+    /// it took the lease (its registration may linger).
     registered_as: Option<LeaseId>,
 }
 
 /// A blob lease just taken: its id, when its acquire was sent, and the
-/// blob's ETag that acquire's reply carried.
+/// blob's ETag in the reply.
 #[derive(Debug, Clone)]
 pub(crate) struct Taken {
     pub(crate) id: LeaseId,
@@ -53,9 +48,8 @@ pub(crate) struct Taken {
 }
 
 impl LeaseCore {
-    /// Starts holding a lease just `taken`: spawns its renewal. When the
-    /// acquire's reply shows the blob at the ETag this manager last saw it
-    /// with, that view is the hold's, and the blob is not read.
+    /// Starts holding a lease just `taken`: spawns its renewal, and takes
+    /// the blob as last seen when the ETag matches.
     pub(crate) fn start(
         env: Arc<LeaseEnv>,
         name: LeaseName,
@@ -111,7 +105,6 @@ impl LeaseCore {
         BlobConditions::leased(self.shared.id)
     }
 
-    /// Reads the blob into the view.
     async fn load(&self, view: &mut Option<LeaseBlob>) -> Result<()> {
         let env = &self.env;
         let read = env
@@ -141,7 +134,6 @@ impl LeaseCore {
         Ok(())
     }
 
-    /// The view, read first when unknown.
     async fn view(&self) -> Result<MutexGuard<'_, Option<LeaseBlob>>> {
         let mut view = self.view.lock().await;
         if view.is_none() {
@@ -155,8 +147,7 @@ impl LeaseCore {
         view.clone().ok_or_else(|| self.shared.lost_error())
     }
 
-    /// Replaces the blob's metadata under the lease with `f` applied to the
-    /// current metadata. Returns the new metadata.
+    /// Replaces the blob's metadata under the lease with `f` applied.
     pub(crate) async fn update_metadata(&self, f: impl FnOnce(&mut Metadata)) -> Result<Metadata> {
         self.rewrite(false, |_, metadata| {
             f(metadata);
@@ -165,8 +156,7 @@ impl LeaseCore {
         .await
     }
 
-    /// Rewrites the body under the lease with `f` applied to the current
-    /// document (metadata kept). Returns `f`'s result.
+    /// Rewrites the body under the lease with `f` applied to the document.
     pub(crate) async fn update_document<T>(
         &self,
         f: impl FnOnce(&mut LeaseDocument) -> T,
@@ -175,9 +165,8 @@ impl LeaseCore {
     }
 
     /// Writes the view with `f` applied under the lease: the whole blob
-    /// when `body`, otherwise its metadata alone. Retrying is safe: the write
-    /// replaces what it writes whole, and only this lease's holder can
-    /// write meanwhile. After a failure the view is unknown (read again).
+    /// when `body`, otherwise its metadata. Retrying is safe (a whole
+    /// replacement, by the only writer); after a failure the view is unknown.
     async fn rewrite<T>(
         &self,
         body: bool,
@@ -244,8 +233,7 @@ impl LeaseCore {
         .map(drop)
     }
 
-    /// Releases the blob lease (once). A lost lease is not released: its
-    /// loss is returned instead.
+    /// Releases the blob lease (once); a lost lease returns its loss.
     pub(crate) async fn release(&self) -> Result<()> {
         if self.finished.swap(true, Ordering::SeqCst) {
             return Ok(());
@@ -258,8 +246,7 @@ impl LeaseCore {
         let span = info_span!("lease.release", lease = %self.shared.name);
         let env = &self.env;
         async {
-            // Up to three attempts, 100 ms then 200 ms apart, while the
-            // service does not say the lease is gone.
+            // Up to three attempts, 100 ms then 200 ms apart.
             let mut backoff = Backoff::doubling(RELEASE_RETRY, RELEASE_RETRY * 2, 0)
                 .without_jitter()
                 .with_max_retries(2);
@@ -300,9 +287,7 @@ impl LeaseCore {
     }
 
     /// At a tenure's end: the first fresh registration of another process
-    /// in the wait queue (one read), with how long the read took (about a
-    /// round trip). `None` when nobody waits, the lease is lost or the
-    /// queue could not be read.
+    /// in the wait queue, with how long the read took (about a round trip).
     pub(crate) async fn queue_head(&self) -> Option<(super::queue::Entry, Duration)> {
         self.ensure_held().ok()?;
         let queue = super::queue::WaitQueue::of(&self.env, &self.blob).ok()?;
@@ -317,14 +302,8 @@ impl LeaseCore {
         }
     }
 
-    /// Before the lease blob is deleted: deletes its wait queue unless a
-    /// fresh registration of another process is in it (see
-    /// [`WaitQueue::remove_if_idle`](super::queue::WaitQueue::remove_if_idle)).
-    /// `Ok(true)`: no queue blob is left; `Ok(false)`: somebody waits.
-    ///
-    /// # Errors
-    /// [`Error::LeaseLost`] when the lease is known to be lost (nothing is
-    /// sent); the backend's, for a failed read or delete.
+    /// Before the lease blob is deleted: deletes its wait queue unless
+    /// somebody waits (`Ok(false)`).
     pub(crate) async fn remove_queue_if_idle(&self) -> Result<bool> {
         self.ensure_held()?;
         let queue = super::queue::WaitQueue::of(&self.env, &self.blob)?;
@@ -333,17 +312,9 @@ impl LeaseCore {
             .await
     }
 
-    /// Deletes the lease blob under the lease id, so the service refuses the
-    /// delete once anybody else holds the lease. On success the hold ends
-    /// without a release (there is no lease left to release): renewal
-    /// stops, and the finished core is never handed to another local task
-    /// (the next one acquires afresh, creating the blob again).
-    ///
-    /// # Errors
-    /// [`Error::LeaseLost`] when the lease is known to be lost (nothing is
-    /// sent) or the service refuses the lease id (somebody else holds the
-    /// lease now); the backend's error otherwise. The hold goes on after an
-    /// error.
+    /// Deletes the lease blob under the lease id. On success the hold ends
+    /// without a release and is never handed to another local task; after
+    /// an error it goes on.
     pub(crate) async fn delete_blob(&self) -> Result<()> {
         self.ensure_held()?;
         let mut view = self.view.lock().await;
@@ -374,9 +345,8 @@ impl LeaseCore {
         Ok(())
     }
 
-    /// Passes the lease to the waiter registered as `to`: changes the lease
-    /// to that id (the waiter takes it on its next poll). `true` when it
-    /// was passed on (this process holds it no more).
+    /// Passes the lease to the waiter registered as `to` (changes the lease
+    /// to that id); `true` when passed.
     pub(crate) async fn pass_to(&self, to: LeaseId) -> bool {
         if self.ensure_held().is_err() {
             return false;
@@ -399,8 +369,7 @@ impl LeaseCore {
         }
     }
 
-    /// Stops holding without a request (no runtime to send one on, or no
-    /// lease left to release).
+    /// Stops holding without a request.
     pub(crate) fn abandon(&self) {
         self.finished.store(true, Ordering::SeqCst);
         self.shared.stop.cancel();
@@ -417,14 +386,6 @@ impl Drop for LeaseCore {
         if was_lost {
             return;
         }
-        if let Ok(runtime) = Handle::try_current() {
-            let backend = self.env.backend.clone();
-            let container = self.env.settings.container.clone();
-            let blob = self.blob.clone();
-            let id = self.shared.id;
-            runtime.spawn(async move {
-                let _ = backend.release_lease(&container, &blob, id).await;
-            });
-        }
+        self.env.give_back(&self.blob, self.shared.id);
     }
 }

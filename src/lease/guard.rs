@@ -333,15 +333,8 @@ fn linger(
         let Some(to) = state.pending.map(|p| p.to).filter(|_| still_held) else {
             return;
         };
-        if core.pass_to(to).await {
-            state.passed();
-            return;
-        }
-        state.pending = None;
         state.held = None;
-        state.renew_tenure(Instant::now());
-        state.held_since = None;
-        let _ = core.release().await;
+        let _ = finish(slot, state, core, Ending::Pass(to)).await;
     });
 }
 
