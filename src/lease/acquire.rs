@@ -138,9 +138,9 @@ impl ManagerInner {
             let core =
                 LeaseCore::start(self.env.clone(), name, blob, taken, &runtime, registered_as);
             state.held = Some(core.clone());
-            state.acquired(Instant::now(), self.env.settings.poll_interval);
+            state.acquired(Instant::now(), self.env.settings.options.poll_interval);
             let guard = LeaseGuard::new(core, slot.clone(), state, false);
-            if self.env.settings.owner_metadata
+            if self.env.settings.options.owner_metadata
                 && let Err(e) = guard.core.write_owner().await
             {
                 if guard.core.shared.is_lost() {
@@ -219,7 +219,7 @@ impl ManagerInner {
     fn leave_queue(self: &Arc<Self>, blob: &BlobName, proposed: LeaseId, gave_up: bool) {
         let inner = Arc::clone(self);
         let blob = blob.clone();
-        let pause = self.env.settings.poll_interval;
+        let pause = self.env.settings.options.poll_interval;
         tokio::spawn(
             async move {
                 let env = &inner.env;
@@ -254,7 +254,7 @@ impl ManagerInner {
         } = wait;
         let proposed = queued.id;
         let refresh = super::queue::refresh(&self.env);
-        let poll = self.env.settings.poll_interval;
+        let poll = self.env.settings.options.poll_interval;
         let poll_ms = i64::try_from(poll.as_millis()).unwrap_or(i64::MAX).max(1);
         let deadline = match mode {
             AcquireMode::Until { deadline } => Some(deadline),

@@ -77,11 +77,11 @@ impl LeaseCore {
         let shared = Arc::new(LeaseShared::new(
             name,
             taken.id,
-            settings.lease_len,
-            settings.drift,
+            settings.options.duration,
+            settings.options.drift_margin,
             taken.sent,
         ));
-        if settings.lease_len.is_some() {
+        if settings.options.duration.is_some() {
             runtime.spawn(
                 Renewer {
                     shared: shared.clone(),

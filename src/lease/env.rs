@@ -49,14 +49,14 @@ impl LeaseEnv {
 
     /// Pauses for waiting on a lease held elsewhere: the poll interval ±10 %.
     pub(crate) fn poll_backoff(&self) -> Backoff {
-        Backoff::fixed(self.settings.poll_interval, self.next_seed())
+        Backoff::fixed(self.settings.options.poll_interval, self.next_seed())
     }
 
     /// Pauses for leader candidates on standby: from 50 ms (or the poll
     /// interval, if shorter), doubling up to 1 s (or the poll interval, if
     /// longer).
     pub(crate) fn standby_backoff(&self) -> Backoff {
-        let interval = self.settings.poll_interval;
+        let interval = self.settings.options.poll_interval;
         let cap = interval.max(Duration::from_secs(1));
         Backoff::doubling(
             Duration::from_millis(50).min(interval),

@@ -235,11 +235,11 @@ impl LocalSlot {
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
         let chain = state.handovers > 0 || waiters;
         let hold = if state.contended || state.handovers >= LONG_RUN {
-            settings.max_hold
+            settings.options.max_hold
         } else {
-            settings.max_hold.max(SHORT_RUN_HOLD)
+            settings.options.max_hold.max(SHORT_RUN_HOLD)
         };
-        if chain && (state.handovers >= settings.max_handovers || held_for >= hold) {
+        if chain && (state.handovers >= settings.options.max_handovers || held_for >= hold) {
             state.released_at = None;
             state.held_since = None;
             return Ending::TenureEnd;

@@ -167,7 +167,7 @@ impl LeaseManager {
     /// Whether a fresh acquire writes the owner entries itself
     /// ([`LeaseOptions::with_owner_metadata`]).
     pub(crate) fn records_owner_on_acquire(&self) -> bool {
-        self.inner.env.settings.owner_metadata
+        self.inner.env.settings.options.owner_metadata
     }
 }
 

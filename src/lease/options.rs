@@ -19,17 +19,17 @@ use crate::retry;
 #[must_use = "LeaseOptions do nothing until given to `StoreBuilder::lease_options` or `LeaseManager::new`"]
 pub struct LeaseOptions {
     /// `None` for an infinite lease.
-    duration: Option<Duration>,
+    pub(crate) duration: Option<Duration>,
     renew_interval: Option<Duration>,
-    drift_margin: Duration,
+    pub(crate) drift_margin: Duration,
     container: Option<ContainerName>,
-    poll_interval: Duration,
+    pub(crate) poll_interval: Duration,
     owner: Option<String>,
-    owner_metadata: bool,
-    max_handovers: u32,
-    max_hold: Duration,
+    pub(crate) owner_metadata: bool,
+    pub(crate) max_handovers: u32,
+    pub(crate) max_hold: Duration,
     jitter_seed: Option<u64>,
-    unavailable_after: Duration,
+    pub(crate) unavailable_after: Duration,
 }
 
 /// The default lease duration, in seconds.
@@ -149,10 +149,8 @@ impl LeaseOptions {
 
     /// Checks the options and fills in the defaults that depend on others.
     pub(crate) fn resolve(&self) -> Result<Settings> {
-        let (duration, lease_len) = match self.duration {
-            None => (LeaseDuration::Infinite, None),
-            Some(d) => (LeaseDuration::timed(d)?, Some(d)),
-        };
+        let lease_len = self.duration;
+        let duration = lease_len.map_or(Ok(LeaseDuration::Infinite), LeaseDuration::timed)?;
         if let Some(len) = lease_len
             && self.drift_margin >= len / 2
         {
@@ -201,29 +199,22 @@ impl LeaseOptions {
             }
             None => default_owner(),
         };
-        Ok(self.settings(duration, lease_len, renew_interval, owner))
+        Ok(self.settings(duration, renew_interval, owner))
     }
 
     fn settings(
         &self,
         duration: LeaseDuration,
-        lease_len: Option<Duration>,
         renew_interval: Duration,
         owner: String,
     ) -> Settings {
         Settings {
+            options: self.clone(),
             duration,
-            lease_len,
             renew_interval,
-            drift: self.drift_margin,
             container: (self.container.clone())
                 .unwrap_or_else(|| ContainerName::from_static(Self::DEFAULT_CONTAINER)),
-            poll_interval: self.poll_interval,
             owner,
-            owner_metadata: self.owner_metadata,
-            max_handovers: self.max_handovers,
-            max_hold: self.max_hold,
-            unavailable_after: self.unavailable_after,
             seed: self.jitter_seed.unwrap_or_else(retry::random_seed),
             name_prefix: String::new(),
         }
@@ -274,16 +265,12 @@ impl Settings {
         let secs = secs.clamp(15, 60);
         let len = Duration::from_secs(u64::from(secs));
         let options = LeaseOptions {
+            duration: Some(len),
             container: Some(container),
             owner_metadata,
             ..LeaseOptions::default()
         };
-        options.settings(
-            LeaseDuration::Seconds(secs),
-            Some(len),
-            len / 3,
-            default_owner(),
-        )
+        options.settings(LeaseDuration::Seconds(secs), len / 3, default_owner())
     }
 
     pub(crate) fn with_name_prefix(mut self, prefix: &str) -> Settings {
@@ -328,20 +315,15 @@ impl Settings {
     }
 }
 
-/// Validated settings, shared by everything a manager hands out.
+/// Checked [`LeaseOptions`], with what they leave open filled in; shared by
+/// everything a manager hands out.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
+    pub(crate) options: LeaseOptions,
     pub(crate) duration: LeaseDuration,
-    pub(crate) lease_len: Option<Duration>,
     pub(crate) renew_interval: Duration,
-    pub(crate) drift: Duration,
     pub(crate) container: ContainerName,
-    pub(crate) poll_interval: Duration,
     pub(crate) owner: String,
-    pub(crate) owner_metadata: bool,
-    pub(crate) max_handovers: u32,
-    pub(crate) max_hold: Duration,
-    pub(crate) unavailable_after: Duration,
     pub(crate) seed: u64,
     /// A store's table prefix, put before every lease blob's name with a
     /// `/` (which no encoded lease name holds), to keep stores apart.
@@ -379,15 +361,15 @@ mod tests {
             format!(
                 "{:?} {:?} {:?} {:?} {} {:?} {} {} {:?} {:?}",
                 s.duration,
-                s.lease_len,
+                s.options.duration,
                 s.renew_interval,
-                s.drift,
+                s.options.drift_margin,
                 s.container,
-                s.poll_interval,
-                s.owner_metadata,
-                s.max_handovers,
-                s.max_hold,
-                s.unavailable_after
+                s.options.poll_interval,
+                s.options.owner_metadata,
+                s.options.max_handovers,
+                s.options.max_hold,
+                s.options.unavailable_after
             )
         };
         assert_eq!(fields(&built), fields(&resolved));

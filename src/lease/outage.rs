@@ -37,7 +37,7 @@ pub(crate) fn storage_failed(e: &Error) -> bool {
 impl Outage {
     pub(crate) fn new(env: &LeaseEnv) -> Self {
         Outage {
-            bound: env.settings.unavailable_after,
+            bound: env.settings.options.unavailable_after,
             since: None,
             last: None,
         }

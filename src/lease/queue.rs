@@ -21,7 +21,7 @@ const WRITE_ATTEMPTS: usize = 6;
 
 /// How often a waiter renews its registration: five poll intervals.
 pub(crate) fn refresh(env: &LeaseEnv) -> Duration {
-    env.settings.poll_interval * 5
+    env.settings.options.poll_interval * 5
 }
 
 /// After how long without renewal a registration is stale.
