@@ -103,8 +103,7 @@ impl LeaseGuard {
     ///
     /// # Errors
     /// [`Error::LeaseLost`] when the lease is lost (nothing is sent when
-    /// that was already known); the backend's error otherwise. After an
-    /// error whose outcome is unknown, the next call reads the blob first.
+    /// that was already known); the backend's error otherwise.
     pub async fn update_metadata(&self, f: impl FnOnce(&mut Metadata)) -> Result<Metadata> {
         self.core.update_metadata(f).await
     }
@@ -136,22 +135,11 @@ impl LeaseGuard {
     /// Advances the fencing epoch (as [`LeaseGuard::advance_epoch`]) and
     /// returns a [`Fence`] at it, for [`Table::fenced`](crate::Table::fenced).
     /// Each call fences out the fences of earlier calls, so call it once per
-    /// hold and share the fence (clones share what it knows).
-    ///
-    /// ```
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let store = leasehold::Store::memory();
-    /// let guard = store.leases().acquire("importer", std::time::Duration::from_secs(30)).await?;
-    /// let fence = guard.fence().await?;
-    /// assert_eq!(fence.epoch(), guard.epoch().await?);
-    /// # guard.release().await?;
-    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
-    /// ```
+    /// hold and share the fence (see [`Fence`] for an example).
     ///
     /// # Errors
     /// As [`LeaseGuard::advance_epoch`]; [`Error::Invalid`] when the lease
-    /// name is too long to name a fence row (over about 500 characters once
-    /// `%`, `/`, `\`, `#`, `?` and control characters are percent-encoded).
+    /// name is too long to name a fence row once encoded.
     pub async fn fence(&self) -> Result<Fence> {
         let epoch = self.advance_epoch().await?;
         Fence::new(self.name().as_str(), epoch)
@@ -209,9 +197,8 @@ impl LeaseGuard {
         deleted
     }
 
-    /// Ends the guard's hold. Returns what must still be released or
-    /// passed on, with the local lock to keep until then and what the end
-    /// does; `None` when the lease was handed over.
+    /// Ends the guard's hold: what must still be released or passed on,
+    /// with the local lock to keep until then; `None` when handed over.
     fn end(&mut self) -> Option<(OwnedMutexGuard<SlotState>, Arc<LeaseCore>, Ending)> {
         self.status.token.cancel();
         let mut state = self.state.take()?;
@@ -307,9 +294,8 @@ async fn finish(
     result
 }
 
-/// Keeps the lease for a local task that may come back until `at`, when a
-/// pending pass to a remote waiter is due; then passes it, unless a local
-/// task holds it (its guard's end decides) or it was passed already.
+/// Keeps the lease for a local task that may come back until `at`, then
+/// passes it as pending, unless a local task holds it or it was passed.
 fn linger(
     slot: Arc<LocalSlot>,
     mut state: OwnedMutexGuard<SlotState>,

@@ -40,7 +40,7 @@ fn attempt_cutoff(sent: Instant, deadline: Instant) -> Instant {
 }
 
 /// Why a lease was lost.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Loss {
     why: String,
     code: Option<String>,
@@ -157,20 +157,13 @@ impl LeaseShared {
 
     /// The error that reports this lease as lost.
     pub(crate) fn lost_error(&self) -> Error {
-        let loss = self
-            .loss
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        match loss {
-            Some(Loss { why, code }) => Error::LeaseLost {
-                what: format!("lease {}: {why}", self.name),
-                code,
-            },
-            None => Error::LeaseLost {
-                what: format!("lease {}", self.name),
-                code: None,
-            },
+        let loss = self.loss.lock().unwrap_or_else(PoisonError::into_inner);
+        let (why, code) = loss.as_ref().map_or((String::new(), None), |l| {
+            (format!(": {}", l.why), l.code.clone())
+        });
+        Error::LeaseLost {
+            what: format!("lease {}{why}", self.name),
+            code,
         }
     }
 
@@ -340,18 +333,8 @@ impl Renewer {
                 }
                 Failure::Ambiguous => {
                     debug!(error = %error, "renew outcome unknown; verifying");
-                    match self.verify(deadline).await {
-                        // Only our id can renew it: retry after the pause.
-                        Verified::StillLeased => {}
-                        Verified::NotLeased(why) => {
-                            self.shared.mark_lost(why, error.code().map(str::to_owned));
-                            return Round::Lost;
-                        }
-                        Verified::Unknown => {
-                            debug!("verification failed too; retrying");
-                        }
-                        Verified::Stopped => return Round::Stopped,
-                        Verified::DeadlinePassed => return self.deadline_passed(),
+                    if let Some(end) = self.verify(deadline, &error).await {
+                        return end;
                     }
                 }
             }
@@ -383,36 +366,34 @@ impl Renewer {
         Round::Lost
     }
 
-    /// Reads the blob's lease state to decide an ambiguous renew.
-    async fn verify(&self, deadline: Instant) -> Verified {
+    /// Reads the blob's lease state to decide an ambiguous renew: `None` to
+    /// retry (still leased: only our id can renew it; or unknown), otherwise
+    /// how the round ends.
+    async fn verify(&self, deadline: Instant, error: &Error) -> Option<Round> {
         let read = tokio::select! {
             biased;
-            () = self.shared.stop.cancelled() => return Verified::Stopped,
-            () = sleep_until(deadline) => return Verified::DeadlinePassed,
+            () = self.shared.stop.cancelled() => return Some(Round::Stopped),
+            () = sleep_until(deadline) => return Some(self.deadline_passed()),
             r = self.env.backend.blob_properties(&self.env.settings.container, &self.blob) => r,
         };
-        match read {
-            Ok(Some(p)) if p.lease.state == LeaseState::Leased => Verified::StillLeased,
-            Ok(Some(p)) => Verified::NotLeased(format!(
-                "renewal failed and the blob's lease is {:?}",
-                p.lease.state
-            )),
-            Ok(None) => Verified::NotLeased("the lease blob is gone".to_owned()),
-            Err(e) if classify(&e) == Failure::Lost => Verified::NotLeased(format!(
-                "renewal failed and {}",
-                refusal("a read of the lease blob", &e)
-            )),
-            Err(_) => Verified::Unknown,
-        }
+        let why = match read {
+            Ok(Some(p)) if p.lease.state == LeaseState::Leased => return None,
+            Ok(Some(p)) => format!("renewal failed and the blob's lease is {:?}", p.lease.state),
+            Ok(None) => "the lease blob is gone".to_owned(),
+            Err(e) if classify(&e) == Failure::Lost => {
+                format!(
+                    "renewal failed and {}",
+                    refusal("a read of the lease blob", &e)
+                )
+            }
+            Err(_) => {
+                debug!("verification failed too; retrying");
+                return None;
+            }
+        };
+        self.shared.mark_lost(why, error.code().map(str::to_owned));
+        Some(Round::Lost)
     }
-}
-
-enum Verified {
-    StillLeased,
-    NotLeased(String),
-    Unknown,
-    Stopped,
-    DeadlinePassed,
 }
 
 /// Retries `op` on transient failures while `shared` is valid: three

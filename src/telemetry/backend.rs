@@ -1,7 +1,6 @@
-//! [`instrumented`]: the store's backend, each call counted and timed as
-//! one request, with what the backend noted meanwhile (retries, busy
-//! answers, see [`crate::backend::notes`]); and the task-local count that
-//! ties requests to the logical operation they belong to.
+//! [`instrumented`]: the store's backend, each call recorded as one
+//! request; and the task-local count that ties requests to the logical
+//! operation they belong to.
 
 use std::cell::Cell;
 use std::future::Future;

@@ -1,16 +1,12 @@
-//! The instruments, made once per store on its meter, and how each event
-//! is recorded on them. Names, units and attributes are the README's
-//! "Metrics" table; the request instruments follow OpenTelemetry's
-//! database-client conventions (`db.client.operation.duration`,
-//! `db.system.name`, `db.operation.name`, `error.type`).
+//! The instruments, made once per store on its meter (the README's
+//! "Metrics" table; OpenTelemetry's database-client conventions).
 
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, Meter};
 
-/// Bucket bounds for request durations, in seconds: from a loopback round
-/// trip (well under a millisecond) to the longest retried call.
+/// Bucket bounds for request durations, in seconds.
 const REQUEST_SECONDS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 10.0,
 ];
@@ -116,9 +112,8 @@ impl Instruments {
         }
     }
 
-    /// One request `operation` that took `elapsed` and ended with an error
-    /// (`failed`) or well. An error its caller expected is recorded as its
-    /// outcome, not as an error: without `error.type`.
+    /// One request `operation` that took `elapsed`, `failed` or not. An
+    /// error its caller expected is an outcome, without `error.type`.
     pub(super) fn request(
         &self,
         system: &'static str,
