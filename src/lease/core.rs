@@ -12,7 +12,6 @@ use tracing::{Instrument, debug, info_span, warn};
 use crate::backend::{BlobConditions, LeaseCalls as _, LeaseId, LeaseInfo, LeaseState, Metadata};
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ETag};
-use crate::retry::{self, Backoff};
 
 use super::document::{LeaseBlob, LeaseDocument, META_ACQUIRED, META_OWNER, meta_set};
 use super::env::LeaseEnv;
@@ -247,39 +246,29 @@ impl LeaseCore {
         let env = &self.env;
         async {
             // Up to three attempts, 100 ms then 200 ms apart.
-            let mut backoff = Backoff::doubling(RELEASE_RETRY, RELEASE_RETRY * 2, 0)
-                .without_jitter()
-                .with_max_retries(2);
-            let attempts = AtomicU32::new(0);
-            let released = retry::retry_transient(
-                &mut backoff,
-                || {
-                    attempts.fetch_add(1, Ordering::Relaxed);
-                    env.backend
-                        .release_lease(&env.settings.container, &self.blob, self.shared.id)
-                },
-                |e: &Error| {
-                    if classify(e) == Failure::Lost || attempts.load(Ordering::Relaxed) >= 3 {
-                        return None;
-                    }
-                    debug!(error = %e, "release failed; retrying");
-                    Some(Duration::MAX)
-                },
-            )
-            .await;
-            match released {
-                Ok(()) => {
+            let mut pause = RELEASE_RETRY;
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let released = (env.backend)
+                    .release_lease(&env.settings.container, &self.blob, self.shared.id)
+                    .await;
+                let Err(e) = released else {
                     debug!("released");
-                    Ok(())
+                    return Ok(());
+                };
+                let lost = classify(&e) == Failure::Lost;
+                if lost && attempt > 1 {
+                    // An earlier attempt whose reply was lost did release it.
+                    return Ok(());
                 }
-                // An earlier attempt whose reply was lost did release it.
-                Err(e) if attempts.load(Ordering::Relaxed) > 1 && classify(&e) == Failure::Lost => {
-                    Ok(())
-                }
-                Err(e) => {
+                if lost || attempt == 3 {
                     warn!(error = %e, "release failed; the lease will expire on its own");
-                    Err(e)
+                    return Err(e);
                 }
+                debug!(error = %e, "release failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
             }
         }
         .instrument(span)

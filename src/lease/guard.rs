@@ -135,7 +135,17 @@ impl LeaseGuard {
     /// Advances the fencing epoch (as [`LeaseGuard::advance_epoch`]) and
     /// returns a [`Fence`] at it, for [`Table::fenced`](crate::Table::fenced).
     /// Each call fences out the fences of earlier calls, so call it once per
-    /// hold and share the fence (see [`Fence`] for an example).
+    /// hold and share the fence.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = leasehold::Store::memory();
+    /// let guard = store.leases().acquire("importer", std::time::Duration::from_secs(30)).await?;
+    /// let fence = guard.fence().await?;
+    /// assert_eq!(fence.epoch(), guard.epoch().await?);
+    /// # guard.release().await?;
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
     ///
     /// # Errors
     /// As [`LeaseGuard::advance_epoch`]; [`Error::Invalid`] when the lease
