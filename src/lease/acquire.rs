@@ -325,13 +325,8 @@ impl ManagerInner {
                         what: format!("no reply to an acquire of lease {name}"),
                         after: now.saturating_duration_since(started),
                     };
-                    return Err(match outage.failed(started, e, &self.env) {
-                        Err(unavailable) => unavailable,
-                        Ok(()) => outage.give_up(&self.env).unwrap_or_else(|| Error::Timeout {
-                            what: format!("acquiring lease {name}"),
-                            after: now.saturating_duration_since(started),
-                        }),
-                    });
+                    // Ending now, this is always the unavailable error.
+                    return outage.failed(started, e, &self.env, true).map(|()| None);
                 }
                 Attempt::Failed(e) => e,
             };
@@ -342,17 +337,11 @@ impl ManagerInner {
                 return Err(error);
             }
             ambiguous = true;
-            if let Err(unavailable) = outage.failed(started, error, &self.env) {
+            let now = Instant::now();
+            let end = deadline.is_some_and(|d| now >= d);
+            if let Err(unavailable) = outage.failed(started, error, &self.env, end) {
                 self.env.give_back(blob, proposed);
                 return Err(unavailable);
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                self.env.give_back(blob, proposed);
-                return Err(outage.give_up(&self.env).unwrap_or_else(|| Error::Timeout {
-                    what: format!("acquiring lease {name}"),
-                    after: now.saturating_duration_since(started),
-                }));
             }
             // Retry with the same id (repeating an applied acquire is harmless).
             let until = outage.limit(started);

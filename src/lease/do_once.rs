@@ -134,7 +134,7 @@ impl ManagerInner {
             match read {
                 Ok(OnceState::Done { .. }) => return Ok(OnceOutcome::AlreadyDone),
                 Ok(_) => outage.answered(&self.env),
-                Err(e) if storage_failed(&e) => outage.failed(sent, e, &self.env)?,
+                Err(e) if storage_failed(&e) => outage.failed(sent, e, &self.env, false)?,
                 Err(e) => return Err(e.into()),
             }
             if let Some(guard) = self

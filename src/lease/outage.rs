@@ -59,12 +59,14 @@ impl Outage {
     }
 
     /// Records that a request sent at `sent` failed with `error`. Returns
-    /// [`Error::Unavailable`] once failures have gone on for the bound.
+    /// [`Error::Unavailable`] once failures have gone on for the bound, or
+    /// when the wait ends now (`end`: the caller's deadline came).
     pub(crate) fn failed(
         &mut self,
         sent: Instant,
         error: Error,
         env: &LeaseEnv,
+        end: bool,
     ) -> Result<(), Error> {
         if self.since.is_none() {
             warn!(error = %error, endpoint = %env.backend.endpoint(), "storage request failed; retrying");
@@ -87,7 +89,7 @@ impl Outage {
             since
         };
         self.since = Some(since);
-        if now.saturating_duration_since(since) >= self.bound {
+        if end || now.saturating_duration_since(since) >= self.bound {
             return Err(self.unavailable(error, env));
         }
         self.last = Some(error);
