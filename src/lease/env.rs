@@ -1,7 +1,7 @@
 //! [`LeaseEnv`]: what everything a lease manager hands out shares.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -24,8 +24,9 @@ pub(crate) struct LeaseEnv {
     pub(crate) settings: Settings,
     clock: WallClock,
     backoffs: AtomicU64,
-    /// The current run of failing requests, shared by waiting calls.
-    pub(crate) recent_failures: RecentFailures,
+    /// The current run of failing requests, shared by waiting calls: (first
+    /// request sent, last failure seen).
+    pub(crate) recent_failures: Mutex<Option<(Instant, Instant)>>,
     pub(crate) seen: SeenBlobs,
     pub(crate) telemetry: Telemetry,
 }
@@ -42,7 +43,7 @@ impl LeaseEnv {
             settings,
             clock: WallClock::new(),
             backoffs: AtomicU64::new(0),
-            recent_failures: RecentFailures::default(),
+            recent_failures: Mutex::default(),
             seen: SeenBlobs::default(),
         }
     }
@@ -140,16 +141,5 @@ impl WallClock {
             .ok()
             .and_then(|elapsed| self.wall.checked_add(elapsed))
             .unwrap_or(self.wall)
-    }
-}
-
-/// The current run of failures of a manager's requests, shared by its calls:
-/// (first request sent, last failure seen). See [`Outage`](super::outage::Outage).
-#[derive(Debug, Default)]
-pub(crate) struct RecentFailures(Mutex<Option<(Instant, Instant)>>);
-
-impl RecentFailures {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Option<(Instant, Instant)>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

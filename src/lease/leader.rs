@@ -166,10 +166,6 @@ impl LeaseManager {
     }
 }
 
-fn retryable(e: &Error) -> bool {
-    matches!(e.kind(), ErrorKind::Transient | ErrorKind::Timeout)
-}
-
 impl ManagerInner {
     async fn campaign(
         self: &Arc<Self>,
@@ -225,7 +221,11 @@ impl ManagerInner {
                 Ok(epoch) => epoch,
                 Err(e) => {
                     let _ = guard.release().await;
-                    if retryable(&e) || e.kind() == ErrorKind::LeaseLost {
+                    let kind = e.kind();
+                    if matches!(
+                        kind,
+                        ErrorKind::Transient | ErrorKind::Timeout | ErrorKind::LeaseLost
+                    ) {
                         warn!(error = %e, "could not start a term; campaigning again");
                         continue;
                     }
