@@ -180,6 +180,7 @@ mod options;
 mod outage;
 pub(crate) mod prune;
 mod queue;
+mod registry;
 mod renew;
 mod reservation;
 mod seen;

@@ -1,7 +1,6 @@
 //! Job reservations (see [`Reservation`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -13,43 +12,10 @@ use tracing::{Instrument, debug, info, info_span};
 use crate::error::{Error, Result};
 
 use super::document::{RESERVATION_LOG_LEN, ReservationRecord};
-use super::guard::{LeaseGuard, LeaseStatus};
+use super::guard::LeaseStatus;
 use super::manager::{AcquireMode, LeaseManager, ManagerInner};
 use super::name::LeaseName;
-
-/// The live reservations of a manager.
-#[derive(Debug, Default)]
-pub(crate) struct Registry {
-    entries: Mutex<HashMap<LeaseName, Arc<Entry>>>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Entry {
-    guard: AsyncMutex<Option<LeaseGuard>>,
-    /// Cancelled when the reservation ends early.
-    cancel: CancellationToken,
-    status: LeaseStatus,
-    seq: u64,
-    until: Instant,
-}
-
-impl Registry {
-    fn get(&self, job: &LeaseName) -> Option<Arc<Entry>> {
-        self.lock().get(job).cloned()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseName, Arc<Entry>>> {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Removes `entry` if it is still the one registered for `job`.
-    fn remove(&self, job: &LeaseName, entry: &Arc<Entry>) {
-        let mut entries = self.lock();
-        if entries.get(job).is_some_and(|e| Arc::ptr_eq(e, entry)) {
-            entries.remove(job);
-        }
-    }
-}
+use super::registry::Entry;
 
 /// The longest reservation.
 const MAX_RESERVATION: Duration = Duration::from_secs(366 * 86_400);
