@@ -25,14 +25,11 @@ use super::queue::{Queued, Schedule};
 
 /// How one attempt at a blob lease ended.
 enum Attempt {
-    /// Taken (with the proposed id).
     Acquired(Taken),
-    /// Somebody else holds it.
     Held,
     /// No answer before the attempt's deadline; it goes on in the
     /// background and gives back whatever it takes.
     NoReply,
-    /// The request failed.
     Failed(Error),
 }
 
@@ -43,39 +40,28 @@ struct Wait<'a> {
     mode: AcquireMode,
     /// Storage failures, counted across the call (and the caller's calls).
     outage: &'a mut Outage,
-    /// Whether any attempt found the lease held.
     held_seen: bool,
     /// The registration in the wait queue, and the id proposed.
     queued: Queued,
 }
 
-/// First pause before retrying an acquire that storage failed.
-const FAILURE_RETRY_MIN: Duration = Duration::from_millis(100);
-/// Longest pause between acquires that storage failed.
-const FAILURE_RETRY_MAX: Duration = Duration::from_secs(2);
-
 /// How many times one attempt creates a lease blob that is missing at its
-/// acquire before it counts the lease as held (the blob deleted again each
-/// time, between the creation and the acquire).
+/// acquire (deleted again in between) before it counts the lease as held.
 const MISSING_BLOB_CREATES: u32 = 3;
 
 /// The pauses between acquires that storage failed: 100 ms doubling to 2 s,
-/// exact (the unavailable-after bound and the caller's deadline, which
-/// tests count on, cut them).
+/// not jittered (the bound and the caller's deadline cut them).
 fn failure_backoff() -> Backoff {
-    Backoff::doubling(FAILURE_RETRY_MIN, FAILURE_RETRY_MAX, 0).without_jitter()
+    Backoff::doubling(Duration::from_millis(100), Duration::from_secs(2), 0).without_jitter()
 }
 
-/// A lease id as it may appear in logs: never at info level, and only its
-/// first characters.
+/// A lease id as it may appear in debug logs: its first characters.
 fn short_id(id: LeaseId) -> String {
     id.to_string().chars().take(8).collect()
 }
 
 impl ManagerInner {
     /// Acquires `name` as `mode` allows: `Ok(None)` when it stayed held.
-    /// Storage failures are retried until they have gone on for the
-    /// manager's unavailable-after bound.
     pub(crate) async fn acquire(
         self: &Arc<Self>,
         name: LeaseName,
@@ -117,11 +103,8 @@ impl ManagerInner {
                     debug!("handed over locally");
                     return Ok(Some(LeaseGuard::new(core, slot.clone(), state, true)));
                 }
-                // Lost or finished while kept between guards (for a local
-                // task, or for a pass to a remote waiter that is not due
-                // yet): its tenure ends with it, and so does any pass a
-                // tenure's end left pending, which was for that lease (the
-                // waiter may be gone by the next tenure's end).
+                // Lost or finished while kept between guards: its tenure
+                // ends with it, and so does a pass left pending for it.
                 state.passed();
             }
             // Calls that try once keep their place in the wait queue (and
@@ -150,20 +133,18 @@ impl ManagerInner {
                 return Ok(None);
             };
             debug!(id = %short_id(taken.id), "acquired");
-            // The id it was registered in the wait queue under, while its
-            // registration is being removed: never a waiter to pass to.
+            // Never a waiter to pass to, while its registration is removed.
             let registered_as = queued.registered.then_some(queued.id);
             let core =
                 LeaseCore::start(self.env.clone(), name, blob, taken, &runtime, registered_as);
             state.held = Some(core.clone());
-            state.acquired(Instant::now(), self.env.settings.poll_interval);
+            state.acquired(Instant::now(), self.env.settings.options.poll_interval);
             let guard = LeaseGuard::new(core, slot.clone(), state, false);
-            if self.env.settings.owner_metadata
+            if self.env.settings.options.owner_metadata
                 && let Err(e) = guard.core.write_owner().await
             {
                 if guard.core.shared.is_lost() {
-                    // Ended here, not by a task spawned on drop: the
-                    // caller's next call must find the name free.
+                    // Ended here, so the caller's next call finds the name free.
                     let _ = guard.release().await;
                     return Err(e);
                 }
@@ -176,15 +157,10 @@ impl ManagerInner {
     }
 
     /// [`Self::acquire_blob_attempts`], registered in the lease's wait queue
-    /// while the lease is held elsewhere (waiting calls only): the queue
-    /// orders waiters across processes, and a holder at the end of its
-    /// tenure changes its lease to the id registered at the head. A lease
-    /// taken under a registered (so published) id is changed at once to an
-    /// id nobody else knows. Returns the lease taken, with the id held.
-    /// A call that tries once and finds the lease held stays registered
-    /// (`queued`) for the caller's next call. A waiting call that finds the
-    /// lease taken over when it changes the id (its registration looked
-    /// stale to another waiter) waits on under a new id until its deadline.
+    /// while the lease is held elsewhere. A lease taken under a registered
+    /// (published) id is changed at once to an id nobody else knows; one
+    /// taken over meanwhile is waited for on under a new id until the
+    /// deadline.
     async fn acquire_blob_loop(self: &Arc<Self>, wait: &mut Wait<'_>) -> Result<Option<Taken>> {
         let (blob, mode) = (wait.blob, wait.mode);
         loop {
@@ -209,16 +185,13 @@ impl ManagerInner {
                     {
                         // Changing the id leaves the blob (and its ETag) as it is.
                         Ok(_) => Ok(Some(Taken { id: own, ..taken })),
-                        // Taken over by another process from what it thought
-                        // a dead registration (this call was slower than the
-                        // registration's staleness bound): not ours after all.
+                        // Taken over from what looked a dead registration.
                         Err(Error::LeaseLost { .. }) => {
                             taken_back = true;
                             Ok(None)
                         }
-                        // Unknown whether the change was applied: keep the
-                        // registered id (if it was changed, renewals find the
-                        // lease lost, and nobody else knows the new id).
+                        // Unknown whether applied: keep the registered id
+                        // (if changed, renewals find the lease lost).
                         Err(e) => {
                             debug!(error = %e, "could not change a handed-over lease's id");
                             Ok(Some(taken))
@@ -228,9 +201,6 @@ impl ManagerInner {
                 other => other,
             };
             self.leave_queue(blob, proposed, !matches!(result, Ok(Some(_))));
-            // A wait whose deadline has not come goes on, under a new id
-            // (registered again when the lease is still held): the lease
-            // being taken over is no answer to the caller.
             let waits_on = match mode {
                 AcquireMode::Until { deadline } => Instant::now() < deadline,
                 AcquireMode::Try | AcquireMode::LocalThenTry => false,
@@ -244,13 +214,12 @@ impl ManagerInner {
         }
     }
 
-    /// Leaves the wait queue in the background. After a call that did not
-    /// take the lease (`gave_up`), a lease handed to the registration
-    /// meanwhile is given back.
+    /// Leaves the wait queue in the background; after a call that did not
+    /// take the lease, gives back one handed to the registration meanwhile.
     fn leave_queue(self: &Arc<Self>, blob: &BlobName, proposed: LeaseId, gave_up: bool) {
         let inner = Arc::clone(self);
         let blob = blob.clone();
-        let pause = self.env.settings.poll_interval;
+        let pause = self.env.settings.options.poll_interval;
         tokio::spawn(
             async move {
                 let env = &inner.env;
@@ -258,8 +227,7 @@ impl ManagerInner {
                     let _ = queue.leave(proposed).await;
                 }
                 // A holder passes the lease at most two poll intervals after
-                // it read the queue (timed for the waiter's poll): give back
-                // after one, and again after three.
+                // it read the queue.
                 if gave_up {
                     for wait in [pause, pause * 2] {
                         sleep(wait).await;
@@ -274,9 +242,8 @@ impl ManagerInner {
         );
     }
 
-    /// Attempts at the blob lease with one proposed id: polling while it is
-    /// held (as `mode` allows), retrying while storage fails (until
-    /// `outage` reaches its bound). `Ok(None)` when it stayed held.
+    /// Attempts at the blob lease with one proposed id, polling while it is
+    /// held and retrying while storage fails. `Ok(None)` when it stayed held.
     async fn acquire_blob_attempts(self: &Arc<Self>, wait: &mut Wait<'_>) -> Result<Option<Taken>> {
         let (name, blob, mode) = (wait.name, wait.blob, wait.mode);
         let Wait {
@@ -287,7 +254,7 @@ impl ManagerInner {
         } = wait;
         let proposed = queued.id;
         let refresh = super::queue::refresh(&self.env);
-        let poll = self.env.settings.poll_interval;
+        let poll = self.env.settings.options.poll_interval;
         let poll_ms = i64::try_from(poll.as_millis()).unwrap_or(i64::MAX).max(1);
         let deadline = match mode {
             AcquireMode::Until { deadline } => Some(deadline),
@@ -317,8 +284,6 @@ impl ManagerInner {
                     };
                     if registering && queued.due(now, refresh) {
                         queued.renewed_at = Some(now);
-                        // A wait with a deadline polls on a schedule from
-                        // here on, and publishes it.
                         let schedule = deadline.map(|_| {
                             let anchor = *queued.anchor.get_or_insert(started + poll);
                             Schedule {
@@ -347,11 +312,8 @@ impl ManagerInner {
                     sleep(pause.min(deadline - now)).await;
                     continue;
                 }
-                // The attempt was left to finish in the background (it gives
-                // back whatever it takes), so no further attempt may use
-                // this id: give up now.
+                // No further attempt may use this id: give up now.
                 Attempt::NoReply => {
-                    // Storage was failing already: report its last failure.
                     if let Some(e) = outage.give_up(&self.env) {
                         return Err(e);
                     }
@@ -363,48 +325,34 @@ impl ManagerInner {
                         what: format!("no reply to an acquire of lease {name}"),
                         after: now.saturating_duration_since(started),
                     };
-                    return Err(match outage.failed(started, e, &self.env) {
-                        Err(unavailable) => unavailable,
-                        Ok(()) => outage.give_up(&self.env).unwrap_or_else(|| Error::Timeout {
-                            what: format!("acquiring lease {name}"),
-                            after: now.saturating_duration_since(started),
-                        }),
-                    });
+                    // Ending now, this is always the unavailable error.
+                    return outage.failed(started, e, &self.env, true).map(|()| None);
                 }
                 Attempt::Failed(e) => e,
             };
             if !storage_failed(&error) {
                 if ambiguous || matches!(error, Error::Backend { .. }) {
-                    self.give_back(blob, proposed);
+                    self.env.give_back(blob, proposed);
                 }
                 return Err(error);
             }
             ambiguous = true;
-            if let Err(unavailable) = outage.failed(started, error, &self.env) {
-                self.give_back(blob, proposed);
+            let now = Instant::now();
+            let end = deadline.is_some_and(|d| now >= d);
+            if let Err(unavailable) = outage.failed(started, error, &self.env, end) {
+                self.env.give_back(blob, proposed);
                 return Err(unavailable);
             }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                self.give_back(blob, proposed);
-                return Err(outage.give_up(&self.env).unwrap_or_else(|| Error::Timeout {
-                    what: format!("acquiring lease {name}"),
-                    after: now.saturating_duration_since(started),
-                }));
-            }
-            // Retry with the same id (an acquire that was applied with its
-            // reply lost is then simply repeated), at the latest when the
-            // bound or the caller's deadline is reached.
+            // Retry with the same id (repeating an applied acquire is harmless).
             let until = outage.limit(started);
             let until = deadline.map_or(until, |d| d.min(until));
             sleep(failures.pause().min(until.saturating_duration_since(now))).await;
         }
     }
 
-    /// Registers (or renews) `proposed` in the lease's wait queue. A lease
-    /// handed to a stale registration ahead of every fresh one (a waiter
-    /// that died) is taken over with `proposed`: returns it, if so.
-    /// Failures only cost the order: the waiter goes on polling.
+    /// Registers (or renews) `proposed` in the lease's wait queue, and takes
+    /// over a lease handed to a stale registration ahead of it (returned).
+    /// Failures only cost the order.
     async fn register(
         &self,
         blob: &BlobName,
@@ -431,7 +379,6 @@ impl ManagerInner {
                 .is_ok()
             {
                 debug!("took over a lease handed to a waiter that went away");
-                // Restart its duration (an acquire with the current id).
                 let sent = Instant::now();
                 return env
                     .backend
@@ -448,26 +395,9 @@ impl ManagerInner {
         None
     }
 
-    /// Gives back, in the background, a lease an attempt may have taken
-    /// with its reply lost, rather than let it run out.
-    fn give_back(&self, blob: &BlobName, proposed: LeaseId) {
-        let backend = self.env.backend.clone();
-        let container = self.env.settings.container.clone();
-        let blob = blob.clone();
-        tokio::spawn(
-            async move {
-                let _ = backend.release_lease(&container, &blob, proposed).await;
-            }
-            .in_current_span(),
-        );
-    }
-
-    /// [`Self::acquire_blob`], giving up at `deadline` even when the service
-    /// has not answered by then ([`Attempt::NoReply`]). The attempt is not
-    /// cancelled, since its request may already be on its way: it finishes
-    /// in the background, and a lease it takes after all is released at
-    /// once, so a late success leaves nothing held (an infinite lease would
-    /// otherwise stay held until broken).
+    /// [`Self::acquire_blob`], giving up at `deadline` ([`Attempt::NoReply`]):
+    /// the attempt finishes in the background, and a lease it takes after
+    /// all is released at once.
     async fn acquire_blob_until(
         self: &Arc<Self>,
         name: &LeaseName,
@@ -502,8 +432,7 @@ impl ManagerInner {
     }
 
     /// One acquire of the blob lease, creating the blob (and the container)
-    /// on first use. `Ok(None)` when somebody else holds it. Failures are
-    /// the caller's to retry.
+    /// on first use. `Ok(None)` when somebody else holds it.
     async fn acquire_blob(
         &self,
         name: &LeaseName,
@@ -515,8 +444,6 @@ impl ManagerInner {
         let mut created = 0;
         loop {
             let sent = Instant::now();
-            // A blob not created yet, and a lease held elsewhere, are the
-            // answers this loop is for, not failures.
             let acquired = notes::expecting(
                 &[ErrorKind::NotFound, ErrorKind::LeaseHeld],
                 env.backend
@@ -531,10 +458,8 @@ impl ManagerInner {
                     }));
                 }
                 Err(Error::LeaseHeld { .. }) => return Ok(None),
-                // Missing again after it was created: somebody deleted it
-                // in between, under its lease (a sweep pruning lock blobs,
-                // see `Store::sweep`). Create it again; a blob that keeps
-                // vanishing is as busy as a held one.
+                // Deleted since it was created (a sweep pruning lock blobs):
+                // create it again; one that keeps vanishing counts as held.
                 Err(Error::NotFound { .. }) if created < MISSING_BLOB_CREATES => {
                     self.create_blob(name, blob).await?;
                     created += 1;
@@ -550,8 +475,7 @@ impl ManagerInner {
         }
     }
 
-    /// Creates an empty lease blob (create-only, so an existing one is kept).
-    /// A blob created here is remembered as seen, empty.
+    /// Creates an empty lease blob (create-only), remembered as seen.
     async fn create_blob(&self, name: &LeaseName, blob: &BlobName) -> Result<()> {
         let env = &self.env;
         self.ensure_container(false).await?;
@@ -567,8 +491,6 @@ impl ManagerInner {
                 &metadata,
                 &conditions,
             );
-            // A missing container (created next), and a blob created or
-            // leased by another process meanwhile, are expected.
             const EXPECTED: &[ErrorKind] = &[
                 ErrorKind::NotFound,
                 ErrorKind::AlreadyExists,
@@ -581,9 +503,7 @@ impl ManagerInner {
                         .remember(blob, etag, &LeaseDocument::default(), &Metadata::new());
                     return Ok(());
                 }
-                Err(Error::AlreadyExists { .. }) => return Ok(()),
-                // Someone else just created and leased it.
-                Err(Error::LeaseHeld { .. }) => return Ok(()),
+                Err(Error::AlreadyExists { .. } | Error::LeaseHeld { .. }) => return Ok(()),
                 Err(Error::NotFound { .. }) if !again => {}
                 Err(e) => return Err(e),
             }

@@ -1,6 +1,4 @@
-//! [`LeaseCore`]: the process's hold on one blob lease (its renewal, its
-//! view of the lease blob, the writes made under it, its release), shared by
-//! the guards it is handed through.
+//! [`LeaseCore`]: the process's hold on one blob lease.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -14,7 +12,6 @@ use tracing::{Instrument, debug, info_span, warn};
 use crate::backend::{BlobConditions, LeaseCalls as _, LeaseId, LeaseInfo, LeaseState, Metadata};
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ETag};
-use crate::retry::{self, Backoff};
 
 use super::document::{LeaseBlob, LeaseDocument, META_ACQUIRED, META_OWNER, meta_set};
 use super::env::LeaseEnv;
@@ -24,27 +21,24 @@ use super::renew::{Failure, LeaseShared, Renewer, classify, retry_transient};
 /// The first pause before retrying a failed release (then twice that).
 const RELEASE_RETRY: Duration = Duration::from_millis(100);
 
-/// The process's hold on one blob lease, shared by the guards it is handed
-/// through. Dropping the last reference without a release releases in the
-/// background.
+/// The process's hold on one blob lease (its renewal, its view of the
+/// blob, the writes under it, its release), shared by the guards it is
+/// handed through. Dropped without a release, it releases in the background.
 #[derive(Debug)]
 pub(crate) struct LeaseCore {
     pub(crate) shared: Arc<LeaseShared>,
     pub(crate) env: Arc<LeaseEnv>,
     blob: BlobName,
-    /// The lease blob as last read or written under this lease (or, when
-    /// the acquire found it unchanged, as this manager last saw it); `None`
-    /// when unknown (never read, or a write's outcome is uncertain).
+    /// The lease blob as last read or written; `None` when unknown.
     view: AsyncMutex<Option<LeaseBlob>>,
-    /// Set once released or abandoned.
     pub(crate) finished: AtomicBool,
     /// The id this process was registered under in the wait queue before
-    /// it took the lease (its registration may linger a little).
+    /// it took the lease (its registration may linger).
     registered_as: Option<LeaseId>,
 }
 
 /// A blob lease just taken: its id, when its acquire was sent, and the
-/// blob's ETag that acquire's reply carried.
+/// blob's ETag in the reply.
 #[derive(Debug, Clone)]
 pub(crate) struct Taken {
     pub(crate) id: LeaseId,
@@ -53,9 +47,8 @@ pub(crate) struct Taken {
 }
 
 impl LeaseCore {
-    /// Starts holding a lease just `taken`: spawns its renewal. When the
-    /// acquire's reply shows the blob at the ETag this manager last saw it
-    /// with, that view is the hold's, and the blob is not read.
+    /// Starts holding a lease just `taken`: spawns its renewal, and takes
+    /// the blob as last seen when the ETag matches.
     pub(crate) fn start(
         env: Arc<LeaseEnv>,
         name: LeaseName,
@@ -83,11 +76,11 @@ impl LeaseCore {
         let shared = Arc::new(LeaseShared::new(
             name,
             taken.id,
-            settings.lease_len,
-            settings.drift,
+            settings.options.duration,
+            settings.options.drift_margin,
             taken.sent,
         ));
-        if settings.lease_len.is_some() {
+        if settings.options.duration.is_some() {
             runtime.spawn(
                 Renewer {
                     shared: shared.clone(),
@@ -111,7 +104,6 @@ impl LeaseCore {
         BlobConditions::leased(self.shared.id)
     }
 
-    /// Reads the blob into the view.
     async fn load(&self, view: &mut Option<LeaseBlob>) -> Result<()> {
         let env = &self.env;
         let read = env
@@ -141,7 +133,6 @@ impl LeaseCore {
         Ok(())
     }
 
-    /// The view, read first when unknown.
     async fn view(&self) -> Result<MutexGuard<'_, Option<LeaseBlob>>> {
         let mut view = self.view.lock().await;
         if view.is_none() {
@@ -155,8 +146,7 @@ impl LeaseCore {
         view.clone().ok_or_else(|| self.shared.lost_error())
     }
 
-    /// Replaces the blob's metadata under the lease with `f` applied to the
-    /// current metadata. Returns the new metadata.
+    /// Replaces the blob's metadata under the lease with `f` applied.
     pub(crate) async fn update_metadata(&self, f: impl FnOnce(&mut Metadata)) -> Result<Metadata> {
         self.rewrite(false, |_, metadata| {
             f(metadata);
@@ -165,8 +155,7 @@ impl LeaseCore {
         .await
     }
 
-    /// Rewrites the body under the lease with `f` applied to the current
-    /// document (metadata kept). Returns `f`'s result.
+    /// Rewrites the body under the lease with `f` applied to the document.
     pub(crate) async fn update_document<T>(
         &self,
         f: impl FnOnce(&mut LeaseDocument) -> T,
@@ -175,9 +164,8 @@ impl LeaseCore {
     }
 
     /// Writes the view with `f` applied under the lease: the whole blob
-    /// when `body`, otherwise its metadata alone. Retrying is safe: the write
-    /// replaces what it writes whole, and only this lease's holder can
-    /// write meanwhile. After a failure the view is unknown (read again).
+    /// when `body`, otherwise its metadata. Retrying is safe (a whole
+    /// replacement, by the only writer); after a failure the view is unknown.
     async fn rewrite<T>(
         &self,
         body: bool,
@@ -244,8 +232,7 @@ impl LeaseCore {
         .map(drop)
     }
 
-    /// Releases the blob lease (once). A lost lease is not released: its
-    /// loss is returned instead.
+    /// Releases the blob lease (once); a lost lease returns its loss.
     pub(crate) async fn release(&self) -> Result<()> {
         if self.finished.swap(true, Ordering::SeqCst) {
             return Ok(());
@@ -258,41 +245,30 @@ impl LeaseCore {
         let span = info_span!("lease.release", lease = %self.shared.name);
         let env = &self.env;
         async {
-            // Up to three attempts, 100 ms then 200 ms apart, while the
-            // service does not say the lease is gone.
-            let mut backoff = Backoff::doubling(RELEASE_RETRY, RELEASE_RETRY * 2, 0)
-                .without_jitter()
-                .with_max_retries(2);
-            let attempts = AtomicU32::new(0);
-            let released = retry::retry_transient(
-                &mut backoff,
-                || {
-                    attempts.fetch_add(1, Ordering::Relaxed);
-                    env.backend
-                        .release_lease(&env.settings.container, &self.blob, self.shared.id)
-                },
-                |e: &Error| {
-                    if classify(e) == Failure::Lost || attempts.load(Ordering::Relaxed) >= 3 {
-                        return None;
-                    }
-                    debug!(error = %e, "release failed; retrying");
-                    Some(Duration::MAX)
-                },
-            )
-            .await;
-            match released {
-                Ok(()) => {
+            // Up to three attempts, 100 ms then 200 ms apart.
+            let mut pause = RELEASE_RETRY;
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let released = (env.backend)
+                    .release_lease(&env.settings.container, &self.blob, self.shared.id)
+                    .await;
+                let Err(e) = released else {
                     debug!("released");
-                    Ok(())
+                    return Ok(());
+                };
+                let lost = classify(&e) == Failure::Lost;
+                if lost && attempt > 1 {
+                    // An earlier attempt whose reply was lost did release it.
+                    return Ok(());
                 }
-                // An earlier attempt whose reply was lost did release it.
-                Err(e) if attempts.load(Ordering::Relaxed) > 1 && classify(&e) == Failure::Lost => {
-                    Ok(())
-                }
-                Err(e) => {
+                if lost || attempt == 3 {
                     warn!(error = %e, "release failed; the lease will expire on its own");
-                    Err(e)
+                    return Err(e);
                 }
+                debug!(error = %e, "release failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
             }
         }
         .instrument(span)
@@ -300,9 +276,7 @@ impl LeaseCore {
     }
 
     /// At a tenure's end: the first fresh registration of another process
-    /// in the wait queue (one read), with how long the read took (about a
-    /// round trip). `None` when nobody waits, the lease is lost or the
-    /// queue could not be read.
+    /// in the wait queue, with how long the read took (about a round trip).
     pub(crate) async fn queue_head(&self) -> Option<(super::queue::Entry, Duration)> {
         self.ensure_held().ok()?;
         let queue = super::queue::WaitQueue::of(&self.env, &self.blob).ok()?;
@@ -317,14 +291,8 @@ impl LeaseCore {
         }
     }
 
-    /// Before the lease blob is deleted: deletes its wait queue unless a
-    /// fresh registration of another process is in it (see
-    /// [`WaitQueue::remove_if_idle`](super::queue::WaitQueue::remove_if_idle)).
-    /// `Ok(true)`: no queue blob is left; `Ok(false)`: somebody waits.
-    ///
-    /// # Errors
-    /// [`Error::LeaseLost`] when the lease is known to be lost (nothing is
-    /// sent); the backend's, for a failed read or delete.
+    /// Before the lease blob is deleted: deletes its wait queue unless
+    /// somebody waits (`Ok(false)`).
     pub(crate) async fn remove_queue_if_idle(&self) -> Result<bool> {
         self.ensure_held()?;
         let queue = super::queue::WaitQueue::of(&self.env, &self.blob)?;
@@ -333,17 +301,9 @@ impl LeaseCore {
             .await
     }
 
-    /// Deletes the lease blob under the lease id, so the service refuses the
-    /// delete once anybody else holds the lease. On success the hold ends
-    /// without a release (there is no lease left to release): renewal
-    /// stops, and the finished core is never handed to another local task
-    /// (the next one acquires afresh, creating the blob again).
-    ///
-    /// # Errors
-    /// [`Error::LeaseLost`] when the lease is known to be lost (nothing is
-    /// sent) or the service refuses the lease id (somebody else holds the
-    /// lease now); the backend's error otherwise. The hold goes on after an
-    /// error.
+    /// Deletes the lease blob under the lease id. On success the hold ends
+    /// without a release and is never handed to another local task; after
+    /// an error it goes on.
     pub(crate) async fn delete_blob(&self) -> Result<()> {
         self.ensure_held()?;
         let mut view = self.view.lock().await;
@@ -374,9 +334,8 @@ impl LeaseCore {
         Ok(())
     }
 
-    /// Passes the lease to the waiter registered as `to`: changes the lease
-    /// to that id (the waiter takes it on its next poll). `true` when it
-    /// was passed on (this process holds it no more).
+    /// Passes the lease to the waiter registered as `to` (changes the lease
+    /// to that id); `true` when passed.
     pub(crate) async fn pass_to(&self, to: LeaseId) -> bool {
         if self.ensure_held().is_err() {
             return false;
@@ -399,8 +358,7 @@ impl LeaseCore {
         }
     }
 
-    /// Stops holding without a request (no runtime to send one on, or no
-    /// lease left to release).
+    /// Stops holding without a request.
     pub(crate) fn abandon(&self) {
         self.finished.store(true, Ordering::SeqCst);
         self.shared.stop.cancel();
@@ -417,14 +375,6 @@ impl Drop for LeaseCore {
         if was_lost {
             return;
         }
-        if let Ok(runtime) = Handle::try_current() {
-            let backend = self.env.backend.clone();
-            let container = self.env.settings.container.clone();
-            let blob = self.blob.clone();
-            let id = self.shared.id;
-            runtime.spawn(async move {
-                let _ = backend.release_lease(&container, &blob, id).await;
-            });
-        }
+        self.env.give_back(&self.blob, self.shared.id);
     }
 }

@@ -1,12 +1,6 @@
 //! Run-once: exactly one process runs a piece of work; the others wait for
-//! its completion marker.
-//!
-//! The marker lives in the lease blob's metadata (`leasehold_once`), written
-//! under the lease: `started` before the work runs, `done` after it
-//! succeeded. A caller that finds `done` returns at once. A caller that gets
-//! the lease and finds `started` knows the previous attempt never finished
-//! (its process died, or the work failed) and runs the work again, told so
-//! through [`OnceContext::previous_attempt_unfinished`].
+//! its completion marker (`leasehold_once` in the lease blob's metadata,
+//! written under the lease: `started` before the work, `done` after it).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -30,8 +24,8 @@ pub enum OnceOutcome<T> {
     Ran {
         /// What the work returned.
         output: T,
-        /// Whether an earlier attempt started and never finished (its process
-        /// died or its work failed), so the work may be partly done.
+        /// Whether an earlier attempt started and never finished, so the
+        /// work may be partly done.
         previous_attempt_unfinished: bool,
     },
     /// The work had already been done (by this or another process).
@@ -57,8 +51,7 @@ impl OnceContext {
         self.attempt
     }
 
-    /// The lease held while the work runs: check it before side effects, and
-    /// stop when it is lost.
+    /// The lease held while the work runs.
     pub fn lease(&self) -> &LeaseStatus {
         &self.status
     }
@@ -67,26 +60,18 @@ impl OnceContext {
 impl LeaseManager {
     /// Runs `f` exactly once across all processes sharing the lease `name`.
     ///
-    /// The caller that gets the lease runs `f`; callers in other processes
-    /// poll (jittered backoff) and callers in this process queue locally,
-    /// until the completion marker says done, and then return
-    /// [`OnceOutcome::AlreadyDone`]. If `f` fails, or its process dies before
-    /// the marker is written, the next caller to get the lease runs `f`
-    /// again with [`OnceContext::previous_attempt_unfinished`] set.
-    ///
-    /// Waits as long as another caller works on it; wrap it in
-    /// `tokio::time::timeout` to bound that wait. Failing storage ends the
-    /// wait on its own: after [`LeaseOptions::with_unavailable_after`] of
-    /// continuous failure (30 s by default).
-    ///
-    /// [`LeaseOptions::with_unavailable_after`]: super::LeaseOptions::with_unavailable_after
+    /// The caller that gets the lease runs `f`; the others wait until the
+    /// marker says done and return [`OnceOutcome::AlreadyDone`]. If `f`
+    /// fails, or its process dies, the next caller to get the lease runs `f`
+    /// again with [`OnceContext::previous_attempt_unfinished`] set. Waits as
+    /// long as another caller works on it (wrap it in `tokio::time::timeout`
+    /// to bound that).
     ///
     /// # Errors
     /// `f`'s error (the marker stays `started`); [`Error::Invalid`] for a bad
-    /// name; [`Error::Unavailable`] naming the endpoint when storage kept
-    /// failing for the bound (`f` did not run); [`Error::LeaseLost`] when the lease was lost before the `done`
-    /// marker could be written (`f` may then run again elsewhere); the
-    /// backend's error when a request fails for good.
+    /// name; [`Error::Unavailable`] when storage kept failing (`f` did not
+    /// run); [`Error::LeaseLost`] when the lease was lost before the `done`
+    /// marker was written; the backend's error when a request fails.
     pub async fn do_once<F, Fut, T, E>(&self, name: &str, f: F) -> Result<OnceOutcome<T>, E>
     where
         F: FnOnce(OnceContext) -> Fut,
@@ -101,8 +86,7 @@ impl LeaseManager {
     /// The run-once state of `name`, read without the lease.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad name; the backend's error when the read
-    /// fails.
+    /// [`Error::Invalid`] for a bad name; the backend's error.
     pub async fn once_state(&self, name: &str) -> Result<OnceState> {
         let name = LeaseName::new(name)?;
         Ok(self
@@ -117,7 +101,6 @@ impl ManagerInner {
     async fn once_state_unleased(&self, name: &LeaseName) -> Result<OnceState> {
         let blob = self.env.settings.blob_of(name)?;
         let env = &self.env;
-        // A missing container reads as a missing blob.
         let read = env.backend.blob_properties(&env.settings.container, &blob);
         match notes::expecting(&[ErrorKind::NotFound], read).await {
             Ok(Some(p)) => Ok(OnceState::from_metadata(&p.metadata)),
@@ -137,8 +120,7 @@ impl ManagerInner {
         E: From<Error>,
     {
         let mut backoff = self.env.poll_backoff();
-        // One failure window for the whole wait: the marker reads and the
-        // acquires count alike.
+        // One failure window for the whole wait, reads and acquires alike.
         let mut outage = Outage::new(&self.env);
         let guard = loop {
             let sent = Instant::now();
@@ -152,11 +134,9 @@ impl ManagerInner {
             match read {
                 Ok(OnceState::Done { .. }) => return Ok(OnceOutcome::AlreadyDone),
                 Ok(_) => outage.answered(&self.env),
-                Err(e) if storage_failed(&e) => outage.failed(sent, e, &self.env)?,
+                Err(e) if storage_failed(&e) => outage.failed(sent, e, &self.env, false)?,
                 Err(e) => return Err(e.into()),
             }
-            // Retries storage failures until the bound; waits locally
-            // behind other tasks of this process without limit.
             if let Some(guard) = self
                 .acquire_with(name.clone(), AcquireMode::LocalThenTry, &mut outage)
                 .await?
@@ -165,8 +145,6 @@ impl ManagerInner {
             }
             sleep(backoff.pause()).await;
         };
-        // The lease is released however the attempt ends: the marker is
-        // durable, and a failed release only delays the others.
         let outcome = async {
             let state = OnceState::from_metadata(&guard.metadata().await?);
             let (attempts, previous_attempt_unfinished) = match state {

@@ -1,9 +1,6 @@
-//! What a lease blob stores: a small versioned JSON document in the body, and
-//! a few metadata entries. A storage format, private to the crate: operators
-//! see it through [`LeaseDescription`](super::LeaseDescription), the
-//! reservation log and the run-once state.
-//!
-//! See [`LeaseDocument`] for the format.
+//! What a lease blob stores (see [`LeaseDocument`]): a private storage
+//! format, which operators see through
+//! [`LeaseDescription`](super::LeaseDescription).
 
 use std::collections::BTreeMap;
 
@@ -15,15 +12,11 @@ use crate::error::{Error, Result};
 
 use super::name::LeaseName;
 
-/// Metadata name: who acquired the lease last.
+// Metadata names (see the table on `LeaseDocument`).
 pub(crate) const META_OWNER: &str = "leasehold_owner";
-/// Metadata name: when the lease was last acquired (RFC 3339).
 pub(crate) const META_ACQUIRED: &str = "leasehold_acquired";
-/// Metadata name: the fencing epoch.
 pub(crate) const META_EPOCH: &str = "leasehold_epoch";
-/// Metadata name: the run-once marker (`started` / `done`).
 pub(crate) const META_ONCE: &str = "leasehold_once";
-/// Metadata name: how many run-once attempts have started.
 pub(crate) const META_ONCE_ATTEMPTS: &str = "leasehold_once_attempts";
 
 /// How many reservation records a lease document keeps (the newest ones).
@@ -35,13 +28,9 @@ pub(crate) const DOCUMENT_VERSION: u32 = 1;
 /// The JSON document stored in a lease blob's body, and the metadata beside
 /// it.
 ///
-/// The body holds the reservation log ([`ReservationRecord`]s, owned by the
-/// reservation API) and whatever sections a newer leasehold or another
-/// program wrote, never interpreted here. An empty body is the empty document, so
-/// a freshly created lease blob needs no initial write. Sections this layer
-/// does not know are kept as they are when the document is rewritten, so a
-/// module's section survives every other module's write, and an older node
-/// never erases what a newer one wrote.
+/// The body holds the reservation log and other sections, kept verbatim
+/// when the document is rewritten, so that an older node never erases what
+/// a newer one wrote. An empty body is the empty document.
 ///
 /// ```json
 /// {"v":1,"reservations":[{"seq":7,"holder":"web-1-4711-3fa8","reserved_at":"…","until":"…"}],"journal":{"…":"…"}}
@@ -56,20 +45,13 @@ pub(crate) const DOCUMENT_VERSION: u32 = 1;
 /// | `leasehold_epoch` | the fencing epoch, a decimal `u64` (absent = 0) |
 /// | `leasehold_once` | `started` or `done` (run-once marker) |
 /// | `leasehold_once_attempts` | how many run-once attempts started |
-///
-/// Every write of the body or metadata made through a guard carries the lease
-/// id, so the service itself refuses it once the lease is gone.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct LeaseDocument {
-    /// The format version ([`DOCUMENT_VERSION`]).
     #[serde(rename = "v")]
     version: u32,
-    /// The reservation log: the newest [`RESERVATION_LOG_LEN`] records, oldest
-    /// first.
+    /// The newest [`RESERVATION_LOG_LEN`] records, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) reservations: Vec<ReservationRecord>,
-    /// The other sections: those other modules own (the partition-lock
-    /// journal) and those written by a newer leasehold, kept verbatim.
     #[serde(flatten)]
     sections: BTreeMap<String, serde_json::Value>,
 }
@@ -91,9 +73,7 @@ impl LeaseDocument {
         self.sections.get(key)
     }
 
-    /// The names of the sections the document has (the reservation log
-    /// aside), so that a module deleting a blob can tell it holds nothing
-    /// it does not know.
+    /// The names of the sections beside the reservation log.
     pub(crate) fn section_names(&self) -> impl Iterator<Item = &str> {
         self.sections.keys().map(String::as_str)
     }
@@ -112,11 +92,8 @@ impl LeaseDocument {
         }
     }
 
-    /// Parses a blob body. An empty body is the empty document.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] when the body is not a lease document, or is one of
-    /// a newer version than this leasehold reads.
+    /// Parses a blob body; `Invalid` when it is not a lease document of a
+    /// version this leasehold reads.
     pub(crate) fn from_bytes(name: &LeaseName, body: &[u8]) -> Result<Self> {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(LeaseDocument::default());
@@ -141,11 +118,7 @@ impl LeaseDocument {
         Ok(doc)
     }
 
-    /// Serialises the document for the blob body. Writing upgrades the
-    /// version to [`DOCUMENT_VERSION`].
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] if a section cannot be serialised.
+    /// Serialises the document at [`DOCUMENT_VERSION`].
     pub(crate) fn to_bytes(&self) -> Result<Vec<u8>> {
         let mut doc = self.clone();
         doc.version = DOCUMENT_VERSION;
@@ -153,9 +126,8 @@ impl LeaseDocument {
             .map_err(|e| Error::invalid("lease document", format!("cannot be serialised: {e}")))
     }
 
-    /// Appends a reservation record, dropping the oldest beyond
-    /// [`RESERVATION_LOG_LEN`]. The record's `seq` is set to one more than
-    /// the newest record's.
+    /// Appends a reservation record numbered after the newest, dropping the
+    /// oldest beyond [`RESERVATION_LOG_LEN`]; returns its `seq`.
     pub(crate) fn push_reservation(&mut self, mut record: ReservationRecord) -> u64 {
         let seq = self
             .reservations
@@ -248,7 +220,6 @@ pub enum OnceState {
 }
 
 impl OnceState {
-    /// Reads the run-once state from blob metadata.
     pub(crate) fn from_metadata(metadata: &Metadata) -> Self {
         let attempts = meta_u64(metadata, META_ONCE_ATTEMPTS).unwrap_or(0);
         match meta_get(metadata, META_ONCE) {
@@ -291,11 +262,8 @@ pub(crate) fn epoch_of(metadata: &Metadata) -> u64 {
 /// A lease blob as read, with its document parsed.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct LeaseBlob {
-    /// The parsed body.
     pub(crate) document: LeaseDocument,
-    /// The blob's metadata.
     pub(crate) metadata: Metadata,
-    /// The lease as the service reported it.
     pub(crate) lease: crate::backend::LeaseInfo,
 }
 
@@ -308,7 +276,6 @@ impl LeaseBlob {
         })
     }
 
-    /// The fencing epoch (0 when never advanced).
     pub(crate) fn epoch(&self) -> u64 {
         epoch_of(&self.metadata)
     }
@@ -318,7 +285,6 @@ impl LeaseBlob {
         meta_get(&self.metadata, META_OWNER)
     }
 
-    /// The run-once marker.
     pub(crate) fn once_state(&self) -> OnceState {
         OnceState::from_metadata(&self.metadata)
     }

@@ -1,35 +1,33 @@
-//! [`LeaseEnv`]: what everything a lease manager hands out shares: the
-//! backend, the checked settings, the pacing of waits, a clock, the
-//! current run of storage failures, and what it last saw of its lease
-//! blobs.
+//! [`LeaseEnv`]: what everything a lease manager hands out shares.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use time::OffsetDateTime;
 use tokio::time::Instant;
 
-use crate::backend::BlobBackend;
+use tokio::runtime::Handle;
+use tracing::Instrument as _;
+
+use crate::backend::{BlobBackend, LeaseCalls as _, LeaseId};
+use crate::key::BlobName;
 use crate::retry::{self, Backoff};
 use crate::telemetry::Telemetry;
 
 use super::options::Settings;
 use super::seen::SeenBlobs;
 
-/// What guards need from their manager: the backend, the settings, a clock.
 #[derive(Debug)]
 pub(crate) struct LeaseEnv {
     pub(crate) backend: Arc<dyn BlobBackend>,
     pub(crate) settings: Settings,
     clock: WallClock,
     backoffs: AtomicU64,
-    /// The current run of failing requests, shared by waiting calls.
-    pub(crate) recent_failures: RecentFailures,
-    /// The lease blobs as last read or written, by ETag: a fresh acquire
-    /// that finds one unchanged does not read it.
+    /// The current run of failing requests, shared by waiting calls: (first
+    /// request sent, last failure seen).
+    pub(crate) recent_failures: Mutex<Option<(Instant, Instant)>>,
     pub(crate) seen: SeenBlobs,
-    /// Where renewal lag and lock waits are recorded.
     pub(crate) telemetry: Telemetry,
 }
 
@@ -45,22 +43,21 @@ impl LeaseEnv {
             settings,
             clock: WallClock::new(),
             backoffs: AtomicU64::new(0),
-            recent_failures: RecentFailures::default(),
+            recent_failures: Mutex::default(),
             seen: SeenBlobs::default(),
         }
     }
 
-    /// A fresh pause generator for waiting on a lease held elsewhere: the
-    /// poll interval, each pause drawn within ±10 % of it.
+    /// Pauses for waiting on a lease held elsewhere: the poll interval ±10 %.
     pub(crate) fn poll_backoff(&self) -> Backoff {
-        Backoff::fixed(self.settings.poll_interval, self.next_seed())
+        Backoff::fixed(self.settings.options.poll_interval, self.next_seed())
     }
 
-    /// A fresh pause generator for leader candidates on standby: from 50 ms
-    /// (or the poll interval, if shorter), doubling up to 1 s (or the poll
-    /// interval, if longer), each pause drawn from `[d, 2d]` under the cap.
+    /// Pauses for leader candidates on standby: from 50 ms (or the poll
+    /// interval, if shorter), doubling up to 1 s (or the poll interval, if
+    /// longer).
     pub(crate) fn standby_backoff(&self) -> Backoff {
-        let interval = self.settings.poll_interval;
+        let interval = self.settings.options.poll_interval;
         let cap = interval.max(Duration::from_secs(1));
         Backoff::doubling(
             Duration::from_millis(50).min(interval),
@@ -74,8 +71,21 @@ impl LeaseEnv {
         retry::derive_seed(self.settings.seed, n)
     }
 
-    /// Wall-clock time for logs and records, derived from `tokio::time` so
-    /// it follows paused time in tests.
+    /// Releases the lease `id` on `blob` in the background (a lease an
+    /// attempt may have taken with its reply lost, or a hold dropped), when
+    /// there is a runtime to send it on.
+    pub(crate) fn give_back(&self, blob: &BlobName, id: LeaseId) {
+        let (backend, container) = (self.backend.clone(), self.settings.container.clone());
+        let blob = blob.clone();
+        if let Ok(runtime) = Handle::try_current() {
+            let release = async move {
+                let _ = backend.release_lease(&container, &blob, id).await;
+            };
+            runtime.spawn(release.in_current_span());
+        }
+    }
+
+    /// Wall-clock time for logs and records, following `tokio::time`.
     pub(crate) fn now_wall(&self) -> OffsetDateTime {
         self.clock.now()
     }
@@ -131,16 +141,5 @@ impl WallClock {
             .ok()
             .and_then(|elapsed| self.wall.checked_add(elapsed))
             .unwrap_or(self.wall)
-    }
-}
-
-/// The current run of failures of a manager's requests, shared by its calls:
-/// (first request sent, last failure seen). See [`Outage`](super::outage::Outage).
-#[derive(Debug, Default)]
-pub(crate) struct RecentFailures(Mutex<Option<(Instant, Instant)>>);
-
-impl RecentFailures {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Option<(Instant, Instant)>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -20,33 +20,16 @@ use crate::key::{ETag, PartitionKey, RowKey, TableName};
 /// knows (one fence-row ETag per partition written, kept as long as the
 /// fence lives), so give clones to the tasks doing the leader's writes.
 ///
-/// **Cost:** each write is one entity-group transaction holding one extra
-/// operation (the fence row), so a fenced batch holds at most 99 operations
-/// of yours; a single write becomes a one-request transaction too. The first
-/// write of a fence to a partition reads the fence row first: one read per
-/// partition per epoch. Reads and queries are not fenced and cost nothing
-/// extra.
-///
-/// **Errors:** a write refused because of the fence is [`Error::LeaseLost`]
-/// (its `code` is the service's, such as `UpdateConditionNotSatisfied`,
-/// when the service refused it; `None` when it was refused before sending),
-/// never [`Error::Conflict`], which stays the error of a stale data row.
-///
-/// **Layout:** one fence row per lease in each partition written, row key
-/// `~lhfence~` and the lease name; typed queries and scans of the table
-/// leave such rows out, and a fenced table refuses data rows whose key
-/// starts with `~lhfence~`. Do not delete fence rows while an older holder
-/// may still write: a deleted fence row forgets which epoch wrote last.
-/// Reads do not check the fence, and the fence does not check the lease's
-/// validity: the service decides (check [`LeaseStatus::ensure_valid`]
-/// before work you want to stop sooner).
-///
-/// **Lost replies:** a fenced transaction whose reply is lost is read back
-/// like any transaction. When it was not applied it is sent again; when it
-/// was, the fence row (conditioned on its ETag, its content the same for
-/// every write of the epoch) cannot prove it was this write, so the write
-/// fails with [`Error::Transient`] saying its outcome is unknown (the next
-/// write reads the fence row again).
+/// Each write is one entity-group transaction with one extra operation
+/// (the fence row, row key `~lhfence~` and the lease name, left out of
+/// typed queries), so a fenced batch holds at most 99 operations of yours;
+/// the first write to a partition reads the fence row once per epoch. Reads
+/// are not fenced, and the fence does not check the lease's validity (check
+/// [`LeaseStatus::ensure_valid`] before work you want to stop sooner). A
+/// write refused because of the fence is [`Error::LeaseLost`], never
+/// [`Error::Conflict`]; one whose reply was lost and that was applied fails
+/// with [`Error::Transient`] (its outcome unknown). Do not delete fence rows
+/// while an older holder may still write.
 ///
 /// ```
 /// # use leasehold::{Entity, Store};
@@ -102,8 +85,7 @@ pub(crate) struct FenceInner {
 #[derive(Default)]
 pub(crate) struct FenceState {
     /// Per (table, partition): the fence row's ETag as this fence last
-    /// wrote it (`None`: unknown, read it first). The async lock makes the
-    /// fence's writes to one partition go one at a time.
+    /// wrote it (`None`: read it first); the lock serialises the writes.
     pub(crate) partitions:
         HashMap<(TableName, PartitionKey), Arc<tokio::sync::Mutex<Option<ETag>>>>,
     /// A later epoch seen on a fence row: every write is refused.
@@ -121,12 +103,9 @@ impl fmt::Debug for Fence {
 }
 
 impl Fence {
-    /// A fence for epoch `epoch` of the lease named `lease` (a valid lease
-    /// name).
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] when the lease name is too long for a row key once
-    /// encoded, or the epoch is beyond `i64::MAX`.
+    /// A fence for epoch `epoch` of the lease named `lease`; `Invalid` when
+    /// the name is too long for a row key once encoded, or the epoch is
+    /// beyond `i64::MAX`.
     pub(crate) fn new(lease: &str, epoch: u64) -> Result<Fence> {
         if i64::try_from(epoch).is_err() {
             return Err(Error::invalid(
@@ -162,7 +141,6 @@ impl Fence {
     }
 
     pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, FenceState> {
-        // The state stays consistent at every step; a poisoned lock is moot.
         self.inner
             .state
             .lock()

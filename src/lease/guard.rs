@@ -1,7 +1,8 @@
-//! [`LeaseGuard`]: a held lease as user code sees it, and [`LeaseStatus`],
-//! a cloneable view of its validity.
+//! [`LeaseGuard`]: a held lease as user code sees it, built on
+//! [`LeaseStatus`], a cloneable view of its validity.
 
 use std::fmt;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,20 +26,18 @@ use super::renew::LeaseShared;
 /// [`LeaseGuard::release`], or by dropping it (a best-effort release in the
 /// background; without a Tokio runtime the lease simply expires).
 ///
-/// Every write this guard makes to the lease blob carries the lease id, so
-/// the service refuses it once the lease is gone; the guard also refuses to
-/// send one when it already knows the lease is lost.
-///
-/// `Debug` shows the name, acquisition and validity, never the lease id.
+/// It dereferences to its [`LeaseStatus`] (`name`, `remaining`, `is_lost`,
+/// `ensure_valid`, `lost`, `cancellation_token`). Every write it makes to
+/// the lease blob carries the lease id; none is sent once the lease is
+/// known to be lost. `Debug` never shows the lease id.
 #[must_use = "dropping a LeaseGuard releases the lease at once; hold it while you need the lease, then call `release().await`"]
 pub struct LeaseGuard {
     pub(crate) core: Arc<LeaseCore>,
     slot: Arc<LocalSlot>,
     /// The local lock; `None` once the guard has ended.
     state: Option<OwnedMutexGuard<SlotState>>,
-    /// Cancelled when the lease is lost or this guard ends.
-    token: CancellationToken,
-    /// Whether another task of this process handed the blob lease over.
+    /// Its token is cancelled when the lease is lost or this guard ends.
+    status: LeaseStatus,
     handed_over: bool,
 }
 
@@ -49,37 +48,29 @@ impl LeaseGuard {
         state: OwnedMutexGuard<SlotState>,
         handed_over: bool,
     ) -> Self {
-        let token = core.shared.lost.child_token();
+        let status = LeaseStatus {
+            shared: core.shared.clone(),
+            token: core.shared.lost.child_token(),
+        };
         LeaseGuard {
             core,
             slot,
             state: Some(state),
-            token,
+            status,
             handed_over,
         }
     }
 
-    /// The lease's name.
-    pub fn name(&self) -> &LeaseName {
-        &self.core.shared.name
-    }
-
     /// The lease id, for writes made directly to the lease blob
-    /// (`BlobConditions::leased(guard.lease_id())`). The guard does not
-    /// see such writes: it goes on from the blob as it last read or wrote
-    /// it (its own writes replace the metadata, or the body and the
-    /// metadata, whole).
+    /// (`BlobConditions::leased(guard.lease_id())`), which the guard does
+    /// not see: its own writes replace the metadata (or the blob) whole.
     pub fn lease_id(&self) -> LeaseId {
         self.core.shared.id
     }
 
-    /// Whether another task of this process held the blob lease and handed
-    /// it over without releasing it (`false`: it was acquired for this
-    /// guard). After a hand-over renewal ran throughout and nobody else can
-    /// have written the lease blob in between, so what the previous guard
-    /// knew of it (document, metadata, epoch) is still current; a fresh
-    /// guard reads the blob on first use, unless the acquire's reply showed
-    /// it at the ETag this manager last saw it with.
+    /// Whether another task of this process handed the blob lease over
+    /// without releasing it (`false`: it was acquired for this guard); see
+    /// the [module docs](super#reading-the-lease-blob).
     pub fn is_handed_over(&self) -> bool {
         self.handed_over
     }
@@ -87,52 +78,12 @@ impl LeaseGuard {
     /// A cheap, cloneable view of this guard's validity, to give to tasks
     /// doing the guarded work.
     pub fn status(&self) -> LeaseStatus {
-        LeaseStatus {
-            shared: self.core.shared.clone(),
-            token: self.token.clone(),
-        }
-    }
-
-    /// How long the lease is surely still held: counted from the send time
-    /// of the last successful acquire or renew, minus the drift margin. Zero
-    /// once lost; [`Duration::MAX`] for an infinite lease.
-    pub fn remaining(&self) -> Duration {
-        self.status().remaining()
-    }
-
-    /// Whether the lease is lost (the service refused it, or its local
-    /// deadline passed without a successful renewal).
-    pub fn is_lost(&self) -> bool {
-        self.core.shared.is_lost()
-    }
-
-    /// Checks that at least `min` of validity remains.
-    ///
-    /// # Errors
-    /// [`Error::LeaseLost`] when the lease is lost or less than `min`
-    /// remains.
-    pub fn ensure_valid(&self, min: Duration) -> Result<()> {
-        self.status().ensure_valid(min)
-    }
-
-    /// A future that completes when the lease is lost (or this guard ends).
-    /// Owned, so it can be moved into a `select!` or another task.
-    pub fn lost(&self) -> WaitForCancellationFutureOwned {
-        self.token.clone().cancelled_owned()
-    }
-
-    /// A token cancelled when the lease is lost or this guard ends. Cancelling
-    /// it yourself affects only your copy's children.
-    pub fn cancellation_token(&self) -> CancellationToken {
-        self.token.child_token()
+        self.status.clone()
     }
 
     /// The lease blob's metadata as this process last read or wrote it
-    /// under this lease, read first if unknown: after a fresh acquire, this
-    /// is the lease-blob read, skipped when the acquire's reply showed the
-    /// blob unchanged (the same ETag) since this manager last read or wrote
-    /// it. After a hand-over nothing is read: nobody else can have written
-    /// the blob in between.
+    /// under this lease, read first if unknown (see the
+    /// [module docs](super#reading-the-lease-blob)).
     ///
     /// # Errors
     /// [`Error::LeaseLost`] when the lease is lost and the blob is unknown;
@@ -142,8 +93,6 @@ impl LeaseGuard {
         Ok(self.core.snapshot().await?.metadata)
     }
 
-    /// The lease blob as this process last read or wrote it under this
-    /// lease, read first if unknown.
     pub(crate) async fn blob(&self) -> Result<LeaseBlob> {
         self.core.snapshot().await
     }
@@ -154,8 +103,7 @@ impl LeaseGuard {
     ///
     /// # Errors
     /// [`Error::LeaseLost`] when the lease is lost (nothing is sent when
-    /// that was already known); the backend's error otherwise. After an
-    /// error whose outcome is unknown, the next call reads the blob first.
+    /// that was already known); the backend's error otherwise.
     pub async fn update_metadata(&self, f: impl FnOnce(&mut Metadata)) -> Result<Metadata> {
         self.core.update_metadata(f).await
     }
@@ -169,8 +117,7 @@ impl LeaseGuard {
     }
 
     /// Increments the fencing epoch with a metadata write under the lease and
-    /// returns the new value. Every holder that advances it gets a number no
-    /// earlier holder had.
+    /// returns the new value, which no earlier holder had.
     ///
     /// # Errors
     /// As [`LeaseGuard::update_metadata`].
@@ -185,13 +132,10 @@ impl LeaseGuard {
         Ok(next)
     }
 
-    /// Advances the fencing epoch (as [`LeaseGuard::advance_epoch`]: one
-    /// metadata write under the lease) and returns a [`Fence`] at the new
-    /// epoch, for [`Table::fenced`](crate::Table::fenced): its table writes
-    /// are refused by the service once a fence of a later epoch of this
-    /// lease has written the same partition. Each call gives a new epoch
-    /// (fencing out the fences of earlier calls), so call it once per hold
-    /// and share the fence (clones share what it knows).
+    /// Advances the fencing epoch (as [`LeaseGuard::advance_epoch`]) and
+    /// returns a [`Fence`] at it, for [`Table::fenced`](crate::Table::fenced).
+    /// Each call fences out the fences of earlier calls, so call it once per
+    /// hold and share the fence.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
@@ -205,8 +149,7 @@ impl LeaseGuard {
     ///
     /// # Errors
     /// As [`LeaseGuard::advance_epoch`]; [`Error::Invalid`] when the lease
-    /// name is too long to name a fence row (over about 500 characters once
-    /// `%`, `/`, `\`, `#`, `?` and control characters are percent-encoded).
+    /// name is too long to name a fence row once encoded.
     pub async fn fence(&self) -> Result<Fence> {
         let epoch = self.advance_epoch().await?;
         Fence::new(self.name().as_str(), epoch)
@@ -218,8 +161,7 @@ impl LeaseGuard {
         self.slot.has_waiters()
     }
 
-    /// [`has_local_waiters`](Self::has_local_waiters), for leasehold's own
-    /// lease checks (in its tests).
+    /// [`has_local_waiters`](Self::has_local_waiters), for lease checks.
     #[cfg(any(feature = "conformance", clippy))]
     #[doc(hidden)]
     pub fn queued_locally(&self) -> bool {
@@ -242,19 +184,12 @@ impl LeaseGuard {
         }
     }
 
-    /// Ends the guard by deleting the lease blob under the lease id (the
-    /// service refuses the delete once anybody else holds the lease), after
-    /// its wait queue. `Ok(true)`: both are gone, and the hold ended
-    /// without a release; the next acquire of the name, here or anywhere,
-    /// creates the blob again. `Ok(false)`: another process is registered
-    /// in the wait queue, so nothing was deleted and the guard ended as
-    /// [`LeaseGuard::release`] ends it (a failed release is only logged:
-    /// the lease then runs out on its own).
-    ///
-    /// # Errors
-    /// [`Error::LeaseLost`] when the lease was lost (somebody else may hold
-    /// it now; nothing was deleted); the backend's error. The guard ends
-    /// either way.
+    /// Ends the guard by deleting its wait queue and the lease blob under
+    /// the lease id. `Ok(true)`: both are gone (the next acquire creates the
+    /// blob again); `Ok(false)`: another process waits in the queue, so
+    /// nothing was deleted and the guard ended as [`LeaseGuard::release`]
+    /// ends it. The guard ends either way; `Err` after a loss (nothing
+    /// deleted) or the backend's error.
     pub(crate) async fn delete_blob(self) -> Result<bool> {
         let deleted = async {
             if !self.core.remove_queue_if_idle().await? {
@@ -263,8 +198,7 @@ impl LeaseGuard {
             self.core.delete_blob().await.map(|()| true)
         }
         .await;
-        // After a delete the core is finished: ending the guard sends
-        // nothing, and no local task is handed the deleted blob's lease.
+        // After a delete the core is finished: ending the guard sends nothing.
         let name = self.core.shared.name.clone();
         if let Err(e) = self.release().await {
             // Nothing was deleted then, and the lease runs out on its own.
@@ -273,11 +207,10 @@ impl LeaseGuard {
         deleted
     }
 
-    /// Ends the guard's hold. Returns what must still be released or
-    /// passed on, with the local lock to keep until then and what the end
-    /// does; `None` when the lease was handed over.
+    /// Ends the guard's hold: what must still be released or passed on,
+    /// with the local lock to keep until then; `None` when handed over.
     fn end(&mut self) -> Option<(OwnedMutexGuard<SlotState>, Arc<LeaseCore>, Ending)> {
-        self.token.cancel();
+        self.status.token.cancel();
         let mut state = self.state.take()?;
         let lost = self.core.shared.is_lost();
         let ending = self.slot.ending(&mut state, lost, &self.core.env.settings);
@@ -294,20 +227,9 @@ impl LeaseGuard {
     }
 }
 
-/// Finishes a guard's end, with the local lock held until then:
-///
-/// * a release releases;
-/// * a tenure's end reads the wait queue: nobody there, the lease is kept
-///   for the next local task in a new tenure (or released when none
-///   waits); a remote waiter at the head is passed the lease, at once or
-///   (when it polls on a schedule) timed for its next poll: meanwhile local
-///   tasks go on using the lease;
-/// * a pending pass changes the lease to the waiter's id;
-/// * a lease kept for nobody until a pending pass is due is passed then,
-///   unless a local task has taken it meanwhile (its guard's end passes it).
-///
-/// A pass that fails (the lease was lost meanwhile) ends like a tenure's
-/// end with nobody queued.
+/// Finishes a guard's end, with the local lock held until then (see the
+/// [module docs](super#turns-between-processes)). A pass that fails ends
+/// like a tenure's end with nobody queued.
 async fn finish(
     slot: Arc<LocalSlot>,
     mut state: OwnedMutexGuard<SlotState>,
@@ -382,9 +304,8 @@ async fn finish(
     result
 }
 
-/// Keeps the lease for a local task that may come back until `at`, when a
-/// pending pass to a remote waiter is due; then passes it, unless a local
-/// task holds it (its guard's end decides) or it was passed already.
+/// Keeps the lease for a local task that may come back until `at`, then
+/// passes it as pending, unless a local task holds it or it was passed.
 fn linger(
     slot: Arc<LocalSlot>,
     mut state: OwnedMutexGuard<SlotState>,
@@ -408,15 +329,8 @@ fn linger(
         let Some(to) = state.pending.map(|p| p.to).filter(|_| still_held) else {
             return;
         };
-        if core.pass_to(to).await {
-            state.passed();
-            return;
-        }
-        state.pending = None;
         state.held = None;
-        state.renew_tenure(Instant::now());
-        state.held_since = None;
-        let _ = core.release().await;
+        let _ = finish(slot, state, core, Ending::Pass(to)).await;
     });
 }
 
@@ -428,6 +342,14 @@ impl fmt::Debug for LeaseGuard {
             .field("remaining", &self.remaining())
             .field("lost", &self.core.shared.lost.is_cancelled())
             .finish_non_exhaustive()
+    }
+}
+
+impl Deref for LeaseGuard {
+    type Target = LeaseStatus;
+
+    fn deref(&self) -> &LeaseStatus {
+        &self.status
     }
 }
 
@@ -451,7 +373,8 @@ impl Drop for LeaseGuard {
     }
 }
 
-/// A cloneable view of a guard's validity (see [`LeaseGuard::status`]).
+/// A cloneable view of a guard's validity ([`LeaseGuard::status`]); a guard
+/// dereferences to its own.
 #[derive(Debug, Clone)]
 pub struct LeaseStatus {
     shared: Arc<LeaseShared>,
@@ -464,7 +387,9 @@ impl LeaseStatus {
         &self.shared.name
     }
 
-    /// As [`LeaseGuard::remaining`]; zero once the guard has ended.
+    /// How long the lease is surely still held (see the
+    /// [module docs](super#renewal-and-loss)). Zero once lost or the guard
+    /// has ended; [`Duration::MAX`] for an infinite lease.
     pub fn remaining(&self) -> Duration {
         if self.token.is_cancelled() {
             return Duration::ZERO;
@@ -472,7 +397,8 @@ impl LeaseStatus {
         self.shared.remaining()
     }
 
-    /// As [`LeaseGuard::is_lost`].
+    /// Whether the lease is lost (the service refused it, or its local
+    /// deadline passed without a successful renewal).
     pub fn is_lost(&self) -> bool {
         self.shared.is_lost()
     }
@@ -482,7 +408,7 @@ impl LeaseStatus {
         !self.token.is_cancelled() && !self.shared.is_lost()
     }
 
-    /// As [`LeaseGuard::ensure_valid`]; also fails once the guard has ended.
+    /// Checks that at least `min` of validity remains.
     ///
     /// # Errors
     /// [`Error::LeaseLost`] when the lease is lost, the guard has ended, or
@@ -510,12 +436,12 @@ impl LeaseStatus {
         Ok(())
     }
 
-    /// As [`LeaseGuard::lost`].
+    /// A future that completes when the lease is lost or the guard ends.
     pub fn lost(&self) -> WaitForCancellationFutureOwned {
         self.token.clone().cancelled_owned()
     }
 
-    /// As [`LeaseGuard::cancellation_token`].
+    /// A token cancelled when the lease is lost or the guard ends.
     pub fn cancellation_token(&self) -> CancellationToken {
         self.token.child_token()
     }

@@ -43,9 +43,8 @@ impl LeaderOptions {
     }
 
     setters! {
-        /// Stops campaigning when `stop` is cancelled: a running term's token is
-        /// cancelled too, and `run_as_leader` returns once the leader's task
-        /// has returned and the lease is released.
+        /// Stops campaigning when `stop` is cancelled (a running term's token
+        /// too); `run_as_leader` returns once the task has returned.
         with_stop(stop: CancellationToken) => stop = stop;
 
         /// Whether to campaign again after a term ends (default: yes). With
@@ -104,12 +103,8 @@ impl LeaderContext {
     }
 
     /// A [`Fence`] at this term's epoch, for
-    /// [`Table::fenced`](crate::Table::fenced): the term's table writes are
-    /// refused by the service once a later term (of any candidate) has
-    /// written the same partition with its fence. No request. Clones share
-    /// what the fence knows; fences from several calls in one term share
-    /// the epoch, so none fences out another (when they race on a fence
-    /// row, the loser reads it again and retries).
+    /// [`Table::fenced`](crate::Table::fenced); no request. Fences of one
+    /// term share its epoch, so none fences out another.
     ///
     /// ```
     /// # use leasehold::lease::LeaderOptions;
@@ -125,9 +120,8 @@ impl LeaderContext {
     ///
     /// # Errors
     /// [`Error::Invalid`] when the term did not advance the epoch
-    /// ([`LeaderOptions::with_epoch_per_term`] is off: two terms could share
-    /// it, so it fences nothing), or the lease name is too long to name a
-    /// fence row (see [`LeaseGuard::fence`]).
+    /// ([`LeaderOptions::with_epoch_per_term`] is off), or as
+    /// [`LeaseGuard::fence`] for a long name.
     pub fn fence(&self) -> Result<Fence> {
         if !self.epoch_per_term {
             return Err(Error::invalid(
@@ -145,23 +139,14 @@ impl LeaseManager {
     /// `f` receives a [`LeaderContext`] whose token is cancelled when the
     /// lease is lost (or campaigning is stopped). When `f` returns the lease
     /// is released and, unless stopped (see [`LeaderOptions`]), campaigning
-    /// resumes after a pause of one poll backoff step so others get a turn.
-    /// Emits `tracing` events `became leader`, `leadership lost` and
-    /// `stepped down`.
-    ///
-    /// Campaigning goes on as long as another candidate leads, but not
-    /// while storage keeps failing: when every request of a campaign has
-    /// failed for [`LeaseOptions::with_unavailable_after`] (30 s by default;
-    /// any answer from the service starts the count afresh), it returns
-    /// [`Error::Unavailable`]. A running term is not affected: it ends when
-    /// its lease is lost, and campaigning resumes.
-    ///
-    /// [`LeaseOptions::with_unavailable_after`]: super::LeaseOptions::with_unavailable_after
+    /// resumes after a pause so others get a turn. Emits `tracing` events
+    /// `became leader`, `leadership lost` and `stepped down`.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad name; [`Error::Unavailable`] naming the
-    /// endpoint when storage kept failing for the bound while campaigning;
-    /// another backend error that is neither transient nor a timeout.
+    /// [`Error::Invalid`] for a bad name; [`Error::Unavailable`] when storage
+    /// kept failing while campaigning (see the
+    /// [module docs](super#failing-storage)); another backend error that is
+    /// neither transient nor a timeout.
     pub async fn run_as_leader<F, Fut>(
         &self,
         name: &str,
@@ -181,10 +166,6 @@ impl LeaseManager {
     }
 }
 
-fn retryable(e: &Error) -> bool {
-    matches!(e.kind(), ErrorKind::Transient | ErrorKind::Timeout)
-}
-
 impl ManagerInner {
     async fn campaign(
         self: &Arc<Self>,
@@ -192,8 +173,6 @@ impl ManagerInner {
         stop: &CancellationToken,
     ) -> Result<Option<LeaseGuard>> {
         let mut backoff = self.env.standby_backoff();
-        // Storage failures are retried inside each attempt until they have
-        // gone on for the bound; the campaign then ends with the error.
         let mut outage = Outage::new(&self.env);
         loop {
             let attempt = tokio::select! {
@@ -242,7 +221,11 @@ impl ManagerInner {
                 Ok(epoch) => epoch,
                 Err(e) => {
                     let _ = guard.release().await;
-                    if retryable(&e) || e.kind() == ErrorKind::LeaseLost {
+                    let kind = e.kind();
+                    if matches!(
+                        kind,
+                        ErrorKind::Transient | ErrorKind::Timeout | ErrorKind::LeaseLost
+                    ) {
                         warn!(error = %e, "could not start a term; campaigning again");
                         continue;
                     }

@@ -24,10 +24,9 @@ pub(crate) struct LocalLeases {
 
 #[derive(Debug, Default)]
 struct SlotMap {
-    /// Kept while idle too, so that a tenure and what this process learnt
-    /// of contention survive between guards; swept when long idle.
+    /// Kept while idle too (a tenure survives between guards); swept when
+    /// long idle.
     slots: HashMap<LeaseName, Arc<LocalSlot>>,
-    /// Size after the last sweep of dead entries.
     swept_len: usize,
 }
 
@@ -61,29 +60,22 @@ pub(crate) struct LocalSlot {
 /// What the holder of a slot's lock owns.
 #[derive(Debug, Default)]
 pub(crate) struct SlotState {
-    /// The blob lease this process holds for the name, kept between guards
-    /// while it is being handed over.
+    /// The blob lease this process holds, kept between guards.
     pub(crate) held: Option<Arc<LeaseCore>>,
-    /// Guards after the first in the current tenure (hand-overs and
-    /// back-to-back re-acquires).
+    /// Guards after the first in the current tenure.
     pub(crate) handovers: u32,
-    /// When the current tenure began.
     pub(crate) held_since: Option<Instant>,
     /// When this process last released the blob lease (not at a tenure's
     /// end): a fresh acquire soon after continues the tenure.
     pub(crate) released_at: Option<Instant>,
-    /// The registration in the wait queue that calls trying once (leader
-    /// campaigns, run-once) keep between calls.
+    /// The registration that calls trying once keep between calls.
     pub(crate) queued: Option<super::queue::Queued>,
-    /// A pass to a remote waiter decided at a tenure's end, waiting for
-    /// the right guard end.
+    /// A pass to a remote waiter decided at a tenure's end.
     pub(crate) pending: Option<Pending>,
-    /// This process has seen another want the lease (an acquire of its own
-    /// refused, or somebody in the queue) since a tenure's end last found
-    /// the queue empty.
+    /// Another process was seen wanting the lease since a tenure's end
+    /// last found the queue empty.
     pub(crate) contended: bool,
-    /// When the last guard ended, and how long before that the one before
-    /// it had ended (about how long a guard lasts).
+    /// When the last guard ended, and about how long a guard lasts.
     pub(crate) last_end: Option<Instant>,
     pub(crate) last_unit: Duration,
 }
@@ -91,27 +83,22 @@ pub(crate) struct SlotState {
 /// A pass of the lease to a remote waiter, timed for its next poll.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Pending {
-    /// The id the waiter registered (the lease is changed to it).
     pub(crate) to: LeaseId,
     /// The waiter's next poll, on this process's clock.
     pub(crate) poll: Instant,
-    /// How often it polls.
     pub(crate) every: Duration,
     /// How long before its poll the change is to be sent.
     pub(crate) lead: Duration,
 }
 
 impl Pending {
-    /// When a lease kept for nobody is passed: in time for the poll.
     pub(crate) fn pass_at(&self) -> Instant {
         self.poll.checked_sub(self.lead).unwrap_or(self.poll)
     }
 
-    /// Whether a guard end at `now` passes the lease, guards lasting about
-    /// `unit`: yes when the next guard end might come too late for the
-    /// waiter's next poll. A poll already too close is given up for the
-    /// one after it (the waiter waits one poll interval more; the lease is
-    /// not left idle).
+    /// Whether a guard end at `now` passes the lease (the next guard end,
+    /// about `unit` later, might be too late for the waiter's poll). A poll
+    /// already too close is given up for the one after it.
     pub(crate) fn due(&mut self, now: Instant, unit: Duration) -> bool {
         if now + self.lead > self.poll {
             let late = (now + self.lead).saturating_duration_since(self.poll);
@@ -119,29 +106,22 @@ impl Pending {
             let skip = u32::try_from(late.as_nanos() / every.as_nanos() + 1).unwrap_or(u32::MAX);
             self.poll += every.saturating_mul(skip);
         }
-        // Twice the last guard's length: guards vary, and a pass that
-        // misses the poll costs the waiter a whole poll interval.
+        // Twice the last guard's length: guards vary.
         now + unit.saturating_mul(2) + self.lead >= self.poll
     }
 }
 
-/// Guards in a tenure from which, even when this process has not seen
-/// anyone else want the lease, the tenure ends after `max_hold` rather than
-/// after [`SHORT_RUN_HOLD`].
+/// Tenures shorter than `LONG_RUN` guards, of a process that has seen
+/// nobody else want the lease, last at least `SHORT_RUN_HOLD`.
 const LONG_RUN: u32 = 16;
-/// The least a shorter tenure of a process that has not seen anyone else
-/// want the lease lasts.
 const SHORT_RUN_HOLD: Duration = Duration::from_secs(2);
 
-/// How long an idle slot is kept for what it knows (its tenure, whether
-/// others wait) before a sweep may drop it.
+/// How long an idle slot is kept before a sweep may drop it.
 const FORGET_AFTER: Duration = Duration::from_secs(60);
 
 impl SlotState {
     /// Records a fresh acquire at `now`: it continues the tenure when it
-    /// follows this process's own release by less than one poll interval
-    /// and a half and nobody else was seen in between; otherwise a tenure
-    /// begins.
+    /// follows this process's own release by less than 1.5 poll intervals.
     pub(crate) fn acquired(&mut self, now: Instant, poll_interval: Duration) {
         let continue_within = poll_interval + poll_interval / 2;
         let continued = self
@@ -157,9 +137,8 @@ impl SlotState {
         self.released_at = None;
     }
 
-    /// Records what an attempt at the blob found: refused (`held_seen`) or
-    /// not. A lease somebody else held in between does not continue this
-    /// process's tenure.
+    /// Records whether an attempt at the blob found it held elsewhere
+    /// (which ends this process's tenure).
     pub(crate) fn attempted(&mut self, held_seen: bool) {
         if held_seen {
             self.released_at = None;
@@ -167,8 +146,7 @@ impl SlotState {
         }
     }
 
-    /// Starts a new tenure on a lease this process keeps (nobody waited in
-    /// the queue at the end of the last one).
+    /// Starts a new tenure on a lease this process keeps.
     pub(crate) fn renew_tenure(&mut self, now: Instant) {
         self.held_since = Some(now);
         self.handovers = 0;
@@ -189,17 +167,13 @@ impl SlotState {
 pub(crate) enum Ending {
     /// Keep it for the next local task.
     HandOver,
-    /// Release it (nobody waits, or the lease is lost).
     Release,
-    /// The tenure reached its bound: pass the lease to the head of the wait
-    /// queue across processes, if a fresh one is there; otherwise hand it
-    /// over locally (a new tenure) or release it.
+    /// The tenure reached its bound: read the wait queue.
     TenureEnd,
     /// Pass the lease to the waiter a tenure's end chose, now.
     Pass(LeaseId),
-    /// Keep the lease (no local task waits now, but one may come back)
-    /// until the pass to the waiter a tenure's end chose is due, at the
-    /// instant given.
+    /// Keep the lease for a local task that may come back until the pass
+    /// is due.
     Linger(Instant),
 }
 
@@ -232,13 +206,7 @@ impl LocalSlot {
         self.state.clone().try_lock_owned().ok()
     }
 
-    /// Decides what the end of a guard does, and records the decision in
-    /// `state`: hand over while tasks wait and the lease is healthy, until
-    /// the tenure reaches its bound; at the bound, a tenure end (the guard
-    /// looks at the wait queue); once a pass to a remote waiter is pending,
-    /// the pass at the last guard end before that waiter's next poll (with
-    /// no local task waiting, the lease is kept for one that may come back
-    /// until the pass is due).
+    /// Decides what the end of a guard does, and records it in `state`.
     pub(crate) fn ending(&self, state: &mut SlotState, lost: bool, settings: &Settings) -> Ending {
         let now = Instant::now();
         if let Some(last) = state.last_end {
@@ -265,21 +233,13 @@ impl LocalSlot {
         let held_for = state
             .held_since
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
-        // A tenure of one guard that nobody local waits for ends with a
-        // release anyway (the lease is free for every waiter): no read. A
-        // short run of guards (a few units in a row, say) looks at the
-        // queue only after 2 s unless this process has seen others want the
-        // lease; a long run (a hot lease) after `max_hold`.
         let chain = state.handovers > 0 || waiters;
         let hold = if state.contended || state.handovers >= LONG_RUN {
-            settings.max_hold
+            settings.options.max_hold
         } else {
-            settings.max_hold.max(SHORT_RUN_HOLD)
+            settings.options.max_hold.max(SHORT_RUN_HOLD)
         };
-        if chain && (state.handovers >= settings.max_handovers || held_for >= hold) {
-            // The tenure's end: the guard's end looks at the wait queue
-            // (once) and passes the lease to a remote waiter there, or
-            // carries on with a new tenure.
+        if chain && (state.handovers >= settings.options.max_handovers || held_for >= hold) {
             state.released_at = None;
             state.held_since = None;
             return Ending::TenureEnd;
@@ -293,8 +253,7 @@ impl LocalSlot {
     }
 }
 
-/// Counts a task as waiting while it exists (also when its future is
-/// dropped mid-wait).
+/// Counts a task as waiting while it exists.
 struct Waiting<'a>(&'a AtomicUsize);
 
 impl<'a> Waiting<'a> {

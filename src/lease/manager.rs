@@ -1,7 +1,5 @@
-//! [`LeaseManager`]: the entry point of leases. It owns what its guards
-//! share and hands guards out; the patterns built on guards (run-once,
-//! leaders, reservations, operator tools) add their methods in their own
-//! files.
+//! [`LeaseManager`]: the entry point of leases; the patterns built on
+//! guards add their methods in their own files.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,9 +53,7 @@ impl LeaseManager {
     ///
     /// # Errors
     /// [`Error::Invalid`] naming the option when `options` break a rule
-    /// (lease duration outside 15–60 s, renew interval not below the duration
-    /// minus the drift margin, drift margin of half the duration or more,
-    /// poll interval out of range, bad owner identity). Nothing is sent.
+    /// (see the [`LeaseOptions`] setters). Nothing is sent.
     pub fn new(backend: Arc<dyn BlobBackend>, options: LeaseOptions) -> Result<Self> {
         Ok(LeaseManager::from_settings(
             backend,
@@ -66,8 +62,6 @@ impl LeaseManager {
         ))
     }
 
-    /// A manager over `backend` with settings already checked, recording
-    /// its metrics on `telemetry`.
     pub(crate) fn from_settings(
         backend: Arc<dyn BlobBackend>,
         settings: Settings,
@@ -99,38 +93,27 @@ impl LeaseManager {
     }
 
     /// Takes the lease if it is free now; `Ok(None)` when another process,
-    /// or another task of this one, holds it. Failing storage is retried
-    /// for up to [`LeaseOptions::with_unavailable_after`].
+    /// or another task of this one, holds it.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name (before any request);
-    /// [`Error::Unavailable`] naming the endpoint when storage kept failing
-    /// for the bound; the backend's error when a request fails for another
-    /// reason than the lease being held.
+    /// [`Error::Unavailable`] when storage kept failing (see the
+    /// [module docs](super#failing-storage)); the backend's error when a
+    /// request fails for another reason than the lease being held.
     pub async fn try_acquire(&self, name: &str) -> Result<Option<LeaseGuard>> {
         let name = LeaseName::new(name)?;
         self.inner.acquire(name, AcquireMode::Try).await
     }
 
-    /// Takes the lease, waiting up to `timeout`: behind other tasks of this
-    /// process on a local queue, and for other processes by polling every
-    /// poll interval ([`LeaseOptions::with_poll_interval`]).
-    ///
-    /// The timeout also bounds a service that does not answer: an acquire
-    /// request still in flight at the deadline is left to finish in the
-    /// background, and a lease it takes after all is released at once.
-    /// Failing storage (transient errors, an unreachable endpoint) is
-    /// retried, but for no longer than
-    /// [`LeaseOptions::with_unavailable_after`] (30 s by default), even
-    /// when `timeout` is longer.
+    /// Takes the lease, waiting up to `timeout` (also when the service does
+    /// not answer): behind other tasks of this process, and for other
+    /// processes in the wait queue (see the [module docs](super)).
     ///
     /// # Errors
     /// [`Error::Timeout`] when the lease did not come free in time;
-    /// [`Error::Unavailable`] naming the endpoint when storage kept failing
-    /// for the bound, or was failing when the timeout came;
-    /// [`Error::Invalid`] for a bad name (before any request); the backend's
-    /// error when a request fails for another reason than the lease being
-    /// held.
+    /// [`Error::Unavailable`] when storage kept failing for the bound, or
+    /// was failing when the timeout came; otherwise as
+    /// [`LeaseManager::try_acquire`].
     pub async fn acquire(&self, name: &str, timeout: Duration) -> Result<LeaseGuard> {
         let name = LeaseName::new(name)?;
         let deadline = Instant::now()
@@ -181,12 +164,10 @@ impl ManagerInner {
 }
 
 impl LeaseManager {
-    /// Whether a fresh acquire writes the owner entries (`leasehold_owner`,
-    /// `leasehold_acquired`) itself ([`LeaseOptions::with_owner_metadata`]);
-    /// partition locks write them from the unit instead, and only when the
-    /// holder changes.
+    /// Whether a fresh acquire writes the owner entries itself
+    /// ([`LeaseOptions::with_owner_metadata`]).
     pub(crate) fn records_owner_on_acquire(&self) -> bool {
-        self.inner.env.settings.owner_metadata
+        self.inner.env.settings.options.owner_metadata
     }
 }
 

@@ -1,6 +1,5 @@
-//! Lease names and their injective encoding into blob names.
-//!
-//! See [`LeaseName`] for the rules and the encoding.
+//! Lease names and their injective encoding into blob names (see
+//! [`LeaseName`]).
 
 use std::fmt::Write as _;
 
@@ -24,13 +23,9 @@ const ESCAPE: u8 = b'~';
 /// | every other byte of the UTF-8 encoding (including `~`, `.`, `/`, `%`, spaces, non-ASCII) | `~` and two uppercase hex digits |
 ///
 /// So `orders/2024` becomes `orders~2F2024` and `é` becomes `~C3~A9`. The
-/// encoding is injective: a safe character stands only for itself, and `~`
-/// (never safe) always starts a three-character escape, so a blob name
-/// decodes back to exactly one lease name ([`LeaseName::from_blob_name`]).
-/// Case is kept (`Job` and `job` are different blobs; blob names are
-/// case-sensitive). The result is always a valid blob name: only unreserved
-/// URL characters, no `/` (so no virtual directories), never ending in `.`,
-/// at most `3 × 256 = 768` characters.
+/// encoding is injective (`~` always starts an escape), keeps case, and
+/// always gives a valid blob name: no `/`, never ending in `.`, at most
+/// 768 characters.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LeaseName(String);
 
@@ -82,8 +77,7 @@ impl LeaseName {
     /// The blob that stores this lease.
     ///
     /// # Errors
-    /// None in practice: the encoding always yields a valid blob name. The
-    /// `Result` keeps the blob-name check in one place.
+    /// None in practice: the encoding always yields a valid blob name.
     pub fn blob_name(&self) -> Result<BlobName> {
         BlobName::new(self.encoded())
     }
@@ -91,9 +85,7 @@ impl LeaseName {
     /// Decodes a blob name written by [`LeaseName::blob_name`].
     ///
     /// # Errors
-    /// [`Error::Invalid`] when `blob` is not the encoding of any lease name
-    /// (a character outside the safe set, a malformed or lowercase escape,
-    /// bytes that are not UTF-8, or a name that breaks the length rule).
+    /// [`Error::Invalid`] when `blob` is not the encoding of any lease name.
     pub fn from_blob_name(blob: &str) -> Result<Self> {
         let bad = |why: &str| Error::invalid(format!("encoded lease name {}", shorten(blob)), why);
         let bytes = blob.as_bytes();
@@ -145,33 +137,18 @@ impl AsRef<str> for LeaseName {
     }
 }
 
-impl TryFrom<&str> for LeaseName {
-    type Error = Error;
-    fn try_from(s: &str) -> Result<Self> {
-        LeaseName::new(s)
-    }
+/// `TryFrom` the string types, validated by [`LeaseName::new`].
+macro_rules! lease_name_from {
+    ($($from:ty),*) => {$(
+        impl TryFrom<$from> for LeaseName {
+            type Error = Error;
+            fn try_from(s: $from) -> Result<Self> {
+                LeaseName::new(AsRef::<str>::as_ref(&s))
+            }
+        }
+    )*};
 }
-
-impl TryFrom<String> for LeaseName {
-    type Error = Error;
-    fn try_from(s: String) -> Result<Self> {
-        LeaseName::new(s)
-    }
-}
-
-impl TryFrom<&String> for LeaseName {
-    type Error = Error;
-    fn try_from(s: &String) -> Result<Self> {
-        LeaseName::new(s.as_str())
-    }
-}
-
-impl TryFrom<&LeaseName> for LeaseName {
-    type Error = Error;
-    fn try_from(s: &LeaseName) -> Result<Self> {
-        Ok(s.clone())
-    }
-}
+lease_name_from!(&str, String, &String, &LeaseName);
 
 impl std::str::FromStr for LeaseName {
     type Err = Error;

@@ -22,18 +22,15 @@ pub struct LeaseDescription {
     pub exists: bool,
     /// The lease state ([`LeaseState::Available`] when the blob is missing).
     pub state: LeaseState,
-    /// The owner identity written by the last acquire that recorded one:
-    /// the current holder while `state` is leased or breaking (if the holder
-    /// writes owner metadata; partition locks always name their holder, see
-    /// [`crate::lock`]).
+    /// The owner identity written by the last acquire that recorded one
+    /// (the holder, while the lease is held, if it records owners).
     pub owner: Option<String>,
     /// When that owner acquired the lease, as it recorded (RFC 3339).
     pub acquired_at: Option<String>,
     /// The fencing epoch.
     pub epoch: u64,
-    /// The blob's metadata: leasehold's own entries (`leasehold_*`, shown
-    /// above) and any written with [`LeaseGuard::update_metadata`](crate::lease::LeaseGuard::update_metadata). Empty
-    /// when the blob is missing.
+    /// The blob's metadata, leasehold's own entries (`leasehold_*`)
+    /// included.
     pub metadata: Metadata,
     /// The run-once marker.
     pub once: OnceState,
@@ -83,10 +80,8 @@ impl LeaseManager {
     }
 
     /// For operators: the names of the leases in this manager's container
-    /// that start with `prefix` (all of them for `""`), in blob-name order.
-    /// Blobs whose names are not lease-name encodings (written by something
-    /// else) are skipped; a missing container lists as empty. One listing
-    /// request per page of up to 5000 blobs; nothing is acquired.
+    /// that start with `prefix` (all of them for `""`), in blob-name order;
+    /// other blobs are skipped. Nothing is acquired.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a prefix longer than [`LeaseName::MAX_LEN`];
@@ -100,7 +95,6 @@ impl LeaseManager {
             let listed =
                 env.backend
                     .list_blobs(&env.settings.container, &blob_prefix, marker.as_deref());
-            // A missing container lists as empty.
             let page = match notes::expecting(&[ErrorKind::NotFound], listed).await {
                 Ok(page) => page,
                 Err(Error::NotFound { .. }) => break,
@@ -121,12 +115,8 @@ impl LeaseManager {
 
     /// Breaks a lease for operators, whoever holds it. The holder keeps it
     /// for `period` (0–60 whole seconds); `None` lets a timed lease run out
-    /// and breaks an infinite one at once. The holder's guard reports the
-    /// loss at its next renewal or write.
-    ///
-    /// Returns the time until the lease is broken (zero: at once; its
-    /// holder keeps it until then), or `None` when nobody held it (the
-    /// service had no lease to break; nothing changed).
+    /// and breaks an infinite one at once. Returns the time until the lease
+    /// is broken, or `None` when nobody held it.
     ///
     /// ```
     /// # use std::{sync::Arc, time::Duration};

@@ -1,5 +1,4 @@
-//! [`LeaseOptions`]: what a lease manager is configured with, and the
-//! settings it checks them into.
+//! [`LeaseOptions`], and the [`Settings`] they are checked into.
 
 use std::time::Duration;
 
@@ -20,17 +19,17 @@ use crate::retry;
 #[must_use = "LeaseOptions do nothing until given to `StoreBuilder::lease_options` or `LeaseManager::new`"]
 pub struct LeaseOptions {
     /// `None` for an infinite lease.
-    duration: Option<Duration>,
+    pub(crate) duration: Option<Duration>,
     renew_interval: Option<Duration>,
-    drift_margin: Duration,
+    pub(crate) drift_margin: Duration,
     container: Option<ContainerName>,
-    poll_interval: Duration,
+    pub(crate) poll_interval: Duration,
     owner: Option<String>,
-    owner_metadata: bool,
-    max_handovers: u32,
-    max_hold: Duration,
+    pub(crate) owner_metadata: bool,
+    pub(crate) max_handovers: u32,
+    pub(crate) max_hold: Duration,
     jitter_seed: Option<u64>,
-    unavailable_after: Duration,
+    pub(crate) unavailable_after: Duration,
 }
 
 /// The default lease duration, in seconds.
@@ -93,24 +92,12 @@ impl LeaseOptions {
         self
     }
 
-    /// The bound of a tenure: how long one process keeps a lease while
-    /// other processes may want it. A tenure is the run of guards this
-    /// process holds back to back: hand-overs between its tasks, and fresh
-    /// acquires that follow its own release by less than one poll interval
-    /// and a half. It ends with the first guard that ends after
-    /// `max_handovers` guards after the first, or `max_hold` after the
-    /// tenure began: the process then reads the lease's wait queue and
-    /// passes the lease to the process registered at its head, if any (even
-    /// though local tasks wait), timed for that process's next poll;
-    /// otherwise a new tenure begins. Default: 1000 and 500 ms.
-    ///
-    /// When nobody else wants the lease this costs one small read every
-    /// `max_hold` of holding in a run of 16 guards or more (2 s at least
-    /// for shorter runs), and no pause. Shorter tenures serve
-    /// waiters sooner; longer ones lose less time to the turns (each leaves
-    /// the lease idle for about a round trip between the two processes).
-    /// See the [module docs](crate::lease#turns-between-processes) for the
-    /// bound on waiting that results.
+    /// The bound of a tenure, the run of guards one process holds back to
+    /// back while other processes may want the lease: it ends after
+    /// `max_handovers` guards or `max_hold` (default: 1000 and 500 ms), and
+    /// the lease goes to the next process in the wait queue, if any. Shorter
+    /// tenures serve waiters sooner; longer ones lose less time to the
+    /// turns. See the [module docs](crate::lease#turns-between-processes).
     pub fn with_handover_limit(mut self, max_handovers: u32, max_hold: Duration) -> Self {
         self.max_handovers = max_handovers;
         self.max_hold = max_hold;
@@ -133,17 +120,10 @@ impl LeaseOptions {
         with_container(container: ContainerName) => container = Some(container);
 
         /// How long a task waiting for a lease held by another process pauses
-        /// between attempts (each pause drawn within ±10 % of it). From 10 ms to
-        /// half the lease duration; default 100 ms.
-        ///
-        /// A released lease is taken by a waiter half an interval later on
-        /// average, at the price of one request per interval per waiting task
-        /// (the default: a median hand-over of about 50 ms at just under 10
-        /// requests per second per waiter). With many processes waiting on one lease,
-        /// a longer interval keeps the blob under the service's request rate
-        /// per blob. Leader candidates on standby ([`LeaseManager::run_as_leader`](crate::lease::LeaseManager::run_as_leader))
-        /// poll more slowly: backoff from 50 ms up to 1 s, or to this interval
-        /// when it is longer.
+        /// between attempts (±10 %): from 10 ms to half the lease duration;
+        /// default 100 ms, one request per interval per waiter. Leader
+        /// candidates on standby back off from 50 ms to 1 s (or to this
+        /// interval when it is longer).
         with_poll_interval(interval: Duration) => poll_interval = interval;
 
         /// The identity written as owner metadata and into reservation logs:
@@ -151,9 +131,7 @@ impl LeaseOptions {
         with_owner(owner: impl Into<String>) => owner = Some(owner.into());
 
         /// Whether a fresh acquire records the owner identity in the blob's
-        /// metadata (one read and one metadata write after the acquire).
-        /// Default: yes. Without it [`LeaseManager::describe`](crate::lease::LeaseManager::describe) shows the last
-        /// owner that did write it.
+        /// metadata (one metadata write after the acquire). Default: yes.
         with_owner_metadata(write: bool) => owner_metadata = write;
 
         /// Seeds the jitter of acquire polling (for reproducible tests). Without
@@ -161,33 +139,18 @@ impl LeaseOptions {
         with_jitter_seed(seed: u64) => jitter_seed = Some(seed);
 
         /// How long a call waiting for a lease keeps trying while storage keeps
-        /// failing (transient errors, no reply, an unreachable endpoint) before
-        /// it gives up with [`Error::Unavailable`] naming the endpoint. From
-        /// 1 ms to 24 hours; default 30 s ([`LeaseOptions::DEFAULT_UNAVAILABLE_AFTER`]).
-        ///
-        /// The bound counts continuous failure: any answer from the service
-        /// (even "held by another owner") starts it afresh. The calls of one
-        /// manager share the count: a call whose first request fails within a
-        /// few seconds of another call's failure joins that run of failures,
-        /// so tasks queued behind one another do not each wait the bound
-        /// again, and a call right after a give-up fails after one attempt.
-        /// A lease held by somebody else is no failure: that wait is bounded by
-        /// the caller's timeout, where the call has one. It applies to
-        /// [`LeaseManager::acquire`](crate::lease::LeaseManager::acquire) and [`LeaseManager::try_acquire`](crate::lease::LeaseManager::try_acquire),
-        /// [`LeaseManager::do_once`](crate::lease::LeaseManager::do_once), [`LeaseManager::run_as_leader`](crate::lease::LeaseManager::run_as_leader) (a
-        /// campaign returns the error), [`LeaseManager::try_reserve`](crate::lease::LeaseManager::try_reserve) and
-        /// partition locks ([`crate::Store::lock`], through
-        /// [`crate::StoreBuilder::lease_options`]). A held lease is not
-        /// affected: its renewal is bounded by the lease's own validity.
+        /// failing before it gives up with [`Error::Unavailable`]: from 1 ms to
+        /// 24 hours; default 30 s. Any answer from the service starts the count
+        /// afresh; the calls of one manager share it, so tasks queued behind
+        /// one another do not each wait the bound again. A held lease is not
+        /// affected. See the [module docs](crate::lease#failing-storage).
         with_unavailable_after(bound: Duration) => unavailable_after = bound;
     }
 
     /// Checks the options and fills in the defaults that depend on others.
     pub(crate) fn resolve(&self) -> Result<Settings> {
-        let (duration, lease_len) = match self.duration {
-            None => (LeaseDuration::Infinite, None),
-            Some(d) => (LeaseDuration::timed(d)?, Some(d)),
-        };
+        let lease_len = self.duration;
+        let duration = lease_len.map_or(Ok(LeaseDuration::Infinite), LeaseDuration::timed)?;
         if let Some(len) = lease_len
             && self.drift_margin >= len / 2
         {
@@ -236,31 +199,22 @@ impl LeaseOptions {
             }
             None => default_owner(),
         };
-        Ok(self.settings(duration, lease_len, renew_interval, owner))
+        Ok(self.settings(duration, renew_interval, owner))
     }
 
-    /// The settings of these options once checked, with what [`Self::resolve`]
-    /// derived from them.
     fn settings(
         &self,
         duration: LeaseDuration,
-        lease_len: Option<Duration>,
         renew_interval: Duration,
         owner: String,
     ) -> Settings {
         Settings {
+            options: self.clone(),
             duration,
-            lease_len,
             renew_interval,
-            drift: self.drift_margin,
             container: (self.container.clone())
                 .unwrap_or_else(|| ContainerName::from_static(Self::DEFAULT_CONTAINER)),
-            poll_interval: self.poll_interval,
             owner,
-            owner_metadata: self.owner_metadata,
-            max_handovers: self.max_handovers,
-            max_hold: self.max_hold,
-            unavailable_after: self.unavailable_after,
             seed: self.jitter_seed.unwrap_or_else(retry::random_seed),
             name_prefix: String::new(),
         }
@@ -304,29 +258,21 @@ fn default_owner() -> String {
 }
 
 impl Settings {
-    /// The settings of the default options, in `container`, writing owner
-    /// metadata on acquire or not, for leases of `secs` seconds (15 to 60):
-    /// valid by construction, so a store with default options is built
-    /// without a check that could fail.
+    /// The settings of the default options, in `container`, for leases of
+    /// `secs` seconds (clamped to 15 to 60): valid by construction, so a
+    /// store with default options is built without a check that could fail.
     pub(crate) fn defaults(container: ContainerName, owner_metadata: bool, secs: u8) -> Settings {
-        // Whole seconds within the service's range (15 to 60).
         let secs = secs.clamp(15, 60);
         let len = Duration::from_secs(u64::from(secs));
         let options = LeaseOptions {
+            duration: Some(len),
             container: Some(container),
             owner_metadata,
             ..LeaseOptions::default()
         };
-        options.settings(
-            LeaseDuration::Seconds(secs),
-            Some(len),
-            len / 3,
-            default_owner(),
-        )
+        options.settings(LeaseDuration::Seconds(secs), len / 3, default_owner())
     }
 
-    /// These settings with the lease blobs under `prefix` (see
-    /// [`Settings::name_prefix`]).
     pub(crate) fn with_name_prefix(mut self, prefix: &str) -> Settings {
         prefix.clone_into(&mut self.name_prefix);
         self
@@ -342,9 +288,7 @@ impl Settings {
         }
     }
 
-    /// The lease name a blob of this manager's container stores: `None`
-    /// for a blob outside the prefix, or whose name no lease name encodes
-    /// (a wait queue, a blob written by something else).
+    /// The lease name a blob of this manager's container stores, if any.
     pub(crate) fn name_of(&self, blob: &str) -> Option<LeaseName> {
         let encoded = if self.name_prefix.is_empty() {
             blob
@@ -356,8 +300,7 @@ impl Settings {
     }
 
     /// The blob-name prefix of the leases whose names start with `prefix`
-    /// (the encoding is byte by byte, so those are exactly the blobs
-    /// starting with its encoding).
+    /// (the encoding is byte by byte).
     pub(crate) fn blob_prefix(&self, prefix: &str) -> Result<String> {
         let encoded = if prefix.is_empty() {
             String::new()
@@ -372,25 +315,18 @@ impl Settings {
     }
 }
 
-/// Validated settings, shared by everything a manager hands out.
+/// Checked [`LeaseOptions`], with what they leave open filled in; shared by
+/// everything a manager hands out.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
+    pub(crate) options: LeaseOptions,
     pub(crate) duration: LeaseDuration,
-    pub(crate) lease_len: Option<Duration>,
     pub(crate) renew_interval: Duration,
-    pub(crate) drift: Duration,
     pub(crate) container: ContainerName,
-    pub(crate) poll_interval: Duration,
     pub(crate) owner: String,
-    pub(crate) owner_metadata: bool,
-    pub(crate) max_handovers: u32,
-    pub(crate) max_hold: Duration,
-    pub(crate) unavailable_after: Duration,
     pub(crate) seed: u64,
-    /// Put before every lease blob's name, with a `/`: a store's table
-    /// prefix, so that stores of different prefixes over one account keep
-    /// their leases apart. An encoded lease name holds no `/`, so the
-    /// blobs of a prefix never meet those of another prefix or of none.
+    /// A store's table prefix, put before every lease blob's name with a
+    /// `/` (which no encoded lease name holds), to keep stores apart.
     pub(crate) name_prefix: String,
 }
 
@@ -425,15 +361,15 @@ mod tests {
             format!(
                 "{:?} {:?} {:?} {:?} {} {:?} {} {} {:?} {:?}",
                 s.duration,
-                s.lease_len,
+                s.options.duration,
                 s.renew_interval,
-                s.drift,
+                s.options.drift_margin,
                 s.container,
-                s.poll_interval,
-                s.owner_metadata,
-                s.max_handovers,
-                s.max_hold,
-                s.unavailable_after
+                s.options.poll_interval,
+                s.options.owner_metadata,
+                s.options.max_handovers,
+                s.options.max_hold,
+                s.options.unavailable_after
             )
         };
         assert_eq!(fields(&built), fields(&resolved));

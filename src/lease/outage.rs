@@ -5,6 +5,7 @@
 //! each other's run of failures, so tasks queued locally behind a task that
 //! gave up do not each wait the bound again.
 
+use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -28,6 +29,12 @@ pub(crate) struct Outage {
     last: Option<Error>,
 }
 
+fn recent_failures(env: &LeaseEnv) -> MutexGuard<'_, Option<(Instant, Instant)>> {
+    env.recent_failures
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Whether `e` says storage failed rather than answered: a transient
 /// failure or a request that got no reply in time.
 pub(crate) fn storage_failed(e: &Error) -> bool {
@@ -37,7 +44,7 @@ pub(crate) fn storage_failed(e: &Error) -> bool {
 impl Outage {
     pub(crate) fn new(env: &LeaseEnv) -> Self {
         Outage {
-            bound: env.settings.unavailable_after,
+            bound: env.settings.options.unavailable_after,
             since: None,
             last: None,
         }
@@ -47,7 +54,7 @@ impl Outage {
     pub(crate) fn answered(&mut self, env: &LeaseEnv) {
         self.since = None;
         self.last = None;
-        *env.recent_failures.lock() = None;
+        *recent_failures(env) = None;
     }
 
     /// When the current run of failures (or, without one, a run starting
@@ -59,12 +66,14 @@ impl Outage {
     }
 
     /// Records that a request sent at `sent` failed with `error`. Returns
-    /// [`Error::Unavailable`] once failures have gone on for the bound.
+    /// [`Error::Unavailable`] once failures have gone on for the bound, or
+    /// when the wait ends now (`end`: the caller's deadline came).
     pub(crate) fn failed(
         &mut self,
         sent: Instant,
         error: Error,
         env: &LeaseEnv,
+        end: bool,
     ) -> Result<(), Error> {
         if self.since.is_none() {
             warn!(error = %error, endpoint = %env.backend.endpoint(), "storage request failed; retrying");
@@ -73,7 +82,7 @@ impl Outage {
         }
         let now = Instant::now();
         let since = {
-            let mut recent = env.recent_failures.lock();
+            let mut recent = recent_failures(env);
             let since = match (self.since, *recent) {
                 (Some(since), _) => since,
                 (None, Some((since, last)))
@@ -87,7 +96,7 @@ impl Outage {
             since
         };
         self.since = Some(since);
-        if now.saturating_duration_since(since) >= self.bound {
+        if end || now.saturating_duration_since(since) >= self.bound {
             return Err(self.unavailable(error, env));
         }
         self.last = Some(error);

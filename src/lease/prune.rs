@@ -1,44 +1,21 @@
-//! Pruning lease blobs that nobody uses any more: a blob is deleted when it
-//! is
+//! Pruning lease blobs nobody uses any more (for the partition locks, by
+//! [`Store::sweep`](crate::Store::sweep)): a blob is deleted when it is
+//! **free** (no lease), **clean** (its document holds no record: one there
+//! is another program's or a newer leasehold's) and **old** (its
+//! `leasehold_acquired` entry, written when a process takes the lease over,
+//! is older than `older_than`).
 //!
-//! * **free**: no lease on it;
-//! * **clean**: its document holds no record at all (a lock blob holds the
-//!   lease and its wait queue only, so a record there is another program's
-//!   or a newer leasehold's, and is never erased);
-//! * **old**: its `leasehold_acquired` entry (when a process last took the
-//!   lease over) is older than `older_than`.
+//! Each blob is first read without the lease, so held, pending or recent
+//! ones are not disturbed. A candidate's lease is then taken (trying once),
+//! the checks are made again, and its wait queue (unless somebody is
+//! registered there) and the blob are deleted *under the lease id*: the
+//! service refuses the delete if the lease was lost meanwhile. A process
+//! whose acquire then finds the blob missing creates it again.
 //!
-//! Used for the partition locks by [`Store::sweep`](crate::Store::sweep).
-//!
-//! # Safe against processes taking the lease
-//!
-//! Each blob is first read without the lease, so leases that are held,
-//! pending or recent are left alone without being disturbed. A candidate's
-//! lease is then taken (trying once), the checks are made again on what
-//! that acquire read, and the blob is deleted *under the lease id*: the
-//! service refuses the delete if the lease was lost meanwhile, and nobody
-//! else can write the blob while it is held. A process that wanted the
-//! lease meanwhile waits as for any holder; one whose acquire then finds
-//! the blob missing creates it again and takes it (also when a blob
-//! vanishes between its creation and the acquire). The wait queue
-//! (`<blob>.waiters`) is deleted first, unless a process is registered
-//! there: then the lease is in demand and both are kept.
-//!
-//! # Age
-//!
-//! `leasehold_acquired` is written when a process takes a lease over from
-//! another (or from nobody), not on every tenure: a lease used only by one
-//! process looks as old as that process's first tenure. Pruning it is safe
-//! (it is free and clean when deleted) and costs its next holder two
-//! requests (creating the blob, and recording the holder). The backends
-//! expose no last-modified time of a blob, so a blob without the entry
-//! cannot be dated: it counts as old only for `older_than` zero. Otherwise
-//! pruning stamps it (writes `leasehold_acquired` under its lease, naming
-//! no owner) and keeps it, so that it ages from then like any other. Times
-//! are compared on this process's wall clock, the clock the records are
-//! written with; a clock running behind makes leases look younger (kept
-//! longer), never older than their writers' clocks say. With `older_than`
-//! zero every free, clean blob is old, whatever the clocks say.
+//! A blob without the entry cannot be dated (the backends expose no
+//! last-modified time): it is old only for `older_than` zero; otherwise
+//! pruning stamps it and keeps it, so that it ages from then. Times are
+//! compared on this process's wall clock, the records' clock.
 
 use std::time::Duration;
 

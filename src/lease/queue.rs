@@ -1,20 +1,10 @@
-//! The wait queue of a lease across processes: a small unleased blob beside
-//! the lease blob (`<lease blob>.waiters`) where a process whose acquire
-//! was refused registers the lease id it proposes, in arrival order. How
-//! holders and waiters use it: the [module docs](super#turns-between-processes).
-//!
-//! A lease handed to a waiter that died is taken back by the next process
-//! that renews its own registration and finds that head stale: it changes
-//! the dead id to its own (which fails harmlessly when the waiter did take
-//! the lease, since it changed the id at once). A waiter that was only slow
-//! (it took the lease under its registered id but had not changed the id
-//! yet) finds the change refused and waits on under a new id until its
-//! deadline: a takeover never ends a wait early.
-//!
-//! The body is one line per registration, `<lease id> <unix ms>` and, for a
-//! waiter polling on a schedule, ` <anchor unix ms> <every ms>`; writes are
-//! conditional on the blob's ETag (create-only when absent) and retried a
-//! few times on a conflict.
+//! The wait queue of a lease across processes (see the
+//! [module docs](super#turns-between-processes)). The body is one line per
+//! registration, `<lease id> <unix ms>` and, for a waiter polling on a
+//! schedule, ` <anchor unix ms> <every ms>`; writes are conditional on the
+//! blob's ETag and retried a few times on a conflict. A waiter that was
+//! only slow when its lease was taken over as dead waits on under a new id
+//! until its deadline: a takeover never ends a wait early.
 
 use crate::backend::{BlobConditions, LeaseId, Metadata};
 use crate::error::{Error, Result};
@@ -31,11 +21,10 @@ const WRITE_ATTEMPTS: usize = 6;
 
 /// How often a waiter renews its registration: five poll intervals.
 pub(crate) fn refresh(env: &LeaseEnv) -> Duration {
-    env.settings.poll_interval * 5
+    env.settings.options.poll_interval * 5
 }
 
-/// After how long without renewal a registration is stale: three renewals
-/// missed (plus room for clocks that differ by a second).
+/// After how long without renewal a registration is stale.
 pub(crate) fn stale_after(env: &LeaseEnv) -> Duration {
     refresh(env) * 3 + Duration::from_secs(1)
 }
@@ -45,13 +34,10 @@ pub(crate) fn stale_after(env: &LeaseEnv) -> Duration {
 pub(crate) struct Queued {
     /// The lease id it proposes (and a holder changes its lease to).
     pub(crate) id: LeaseId,
-    /// When it last registered or renewed its registration.
     pub(crate) renewed_at: Option<Instant>,
     /// Whether a registration was written (the id is published).
     pub(crate) registered: bool,
-    /// The first poll of the schedule it polls on, once registered (waits
-    /// with a deadline only; calls that try once poll at their caller's
-    /// pace and publish no schedule).
+    /// The first poll of its schedule (waits with a deadline only).
     pub(crate) anchor: Option<Instant>,
 }
 
@@ -110,7 +96,6 @@ pub(crate) struct Entry {
     pub(crate) id: LeaseId,
     /// When its waiter last renewed it (unix milliseconds).
     seen_ms: i64,
-    /// When its waiter polls, if it polls on a schedule.
     pub(crate) schedule: Option<Schedule>,
 }
 
@@ -193,9 +178,6 @@ impl<'a> WaitQueue<'a> {
 
     /// The first fresh registration whose id is not one of `own` (this
     /// process's own, lingering while being removed); one read.
-    ///
-    /// # Errors
-    /// The backend's, for a failed read.
     pub(crate) async fn head_excluding(&self, own: &[Option<LeaseId>]) -> Result<Option<Entry>> {
         let (entries, _) = self.read().await?;
         let now = self.now_ms();
@@ -204,20 +186,10 @@ impl<'a> WaitQueue<'a> {
             .find(|e| self.is_fresh(e, now) && !own.contains(&Some(e.id))))
     }
 
-    /// Deletes the queue blob unless a fresh registration whose id is not
-    /// one of `own` is in it, conditioned on the ETag read, so a waiter
-    /// registering meanwhile keeps it (and its own write, conditioned on
-    /// that ETag too, then finds the blob gone and creates it again). Stale
-    /// registrations do not keep it: they are skipped by every holder and
-    /// dropped by the next waiter anyway. `Ok(true)`: no queue blob is
-    /// left; `Ok(false)`: somebody waits.
-    ///
-    /// Called only by the lease's holder before it deletes the lease blob:
-    /// a lease held under our own id was passed to no waiter, so no stale
-    /// registration can stand for a lease handed to a waiter that died.
-    ///
-    /// # Errors
-    /// The backend's, for a failed read or delete.
+    /// Deletes the queue blob, conditioned on the ETag read, unless a
+    /// fresh registration whose id is not one of `own` is in it (stale ones
+    /// do not keep it: the holder's lease was passed to none of them).
+    /// `Ok(true)`: no queue blob is left; `Ok(false)`: somebody waits.
     pub(crate) async fn remove_if_idle(&self, own: &[Option<LeaseId>]) -> Result<bool> {
         let env = self.env;
         let (entries, etag) = self.read().await?;
@@ -298,13 +270,9 @@ impl<'a> WaitQueue<'a> {
         Err(last.unwrap_or_else(|| Error::invalid("wait queue", "no attempt was made")))
     }
 
-    /// Registers `id` at the tail, or renews its registration in place,
-    /// with the waiter's poll schedule if it has one. Returns the stale
-    /// registrations found ahead of every fresh one (dropped from the
-    /// queue): a lease may have been handed to one of them.
-    ///
-    /// # Errors
-    /// The backend's; a conflict when other writers kept winning.
+    /// Registers `id` at the tail, or renews its registration in place.
+    /// Returns the stale registrations found ahead of every fresh one
+    /// (dropped from the queue): a lease may have been handed to one.
     pub(crate) async fn register(
         &self,
         id: LeaseId,
@@ -326,11 +294,8 @@ impl<'a> WaitQueue<'a> {
         .await
     }
 
-    /// Removes the registration of `id`. Stale ones stay: only a waiter
-    /// that registers drops them, as it takes over a lease handed to one.
-    ///
-    /// # Errors
-    /// The backend's; a conflict when other writers kept winning.
+    /// Removes the registration of `id` (stale ones stay, for the next
+    /// waiter that registers to take over a lease handed to one).
     pub(crate) async fn leave(&self, id: LeaseId) -> Result<()> {
         self.update(false, |entries, _| entries.retain(|e| e.id != id))
             .await

@@ -1,13 +1,5 @@
 //! The state a held lease shares with its renewal task, and the task itself
-//! (see the [module docs](super#renewal-and-loss) for how failures are
-//! sorted). Validity is counted from the **send** time of the last
-//! successful acquire or renew: the service starts the new period when it
-//! processes the request, never earlier, so `send + duration - drift
-//! margin` is a deadline the service's own expiry cannot precede. A renew
-//! left unanswered for a third of the validity left (at least a second)
-//! gets another sent beside it (up to three at once): renewing twice is
-//! harmless, the first answer counts, so a connection that stopped
-//! answering cannot hold the renewal up.
+//! (see the [module docs](super#renewal-and-loss)).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -27,16 +19,11 @@ use crate::retry::{self, Backoff};
 use super::env::LeaseEnv;
 use super::name::LeaseName;
 
-/// First delay before retrying a transiently failed renew.
-const RETRY_MIN: Duration = Duration::from_millis(250);
-/// Longest delay between renew retries.
-const RETRY_MAX: Duration = Duration::from_secs(2);
-
 /// The pauses between retries of a request under a held lease: 250 ms
-/// doubling to 2 s. Exact, not jittered: each lease has one renewer, and
-/// the lease's deadline (not a crowd of peers) bounds the retries.
+/// doubling to 2 s, not jittered (one renewer per lease, bounded by its
+/// deadline).
 fn retry_backoff() -> Backoff {
-    Backoff::doubling(RETRY_MIN, RETRY_MAX, 0).without_jitter()
+    Backoff::doubling(Duration::from_millis(250), Duration::from_secs(2), 0).without_jitter()
 }
 
 /// The shortest time a renew is waited for before another is sent beside it.
@@ -46,16 +33,14 @@ const ATTEMPT_MIN: Duration = Duration::from_secs(1);
 const MAX_IN_FLIGHT: usize = 3;
 
 /// Until when a renew sent at `sent` is waited for alone before another is
-/// sent beside it: a third of the validity left (at least
-/// [`ATTEMPT_MIN`]), so a request that hangs leaves time for more before
-/// `deadline`.
+/// sent beside it.
 fn attempt_cutoff(sent: Instant, deadline: Instant) -> Instant {
     let left = deadline.saturating_duration_since(sent);
     (sent + (left / 3).max(ATTEMPT_MIN)).min(deadline)
 }
 
 /// Why a lease was lost.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Loss {
     why: String,
     code: Option<String>,
@@ -172,20 +157,13 @@ impl LeaseShared {
 
     /// The error that reports this lease as lost.
     pub(crate) fn lost_error(&self) -> Error {
-        let loss = self
-            .loss
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        match loss {
-            Some(Loss { why, code }) => Error::LeaseLost {
-                what: format!("lease {}: {why}", self.name),
-                code,
-            },
-            None => Error::LeaseLost {
-                what: format!("lease {}", self.name),
-                code: None,
-            },
+        let loss = self.loss.lock().unwrap_or_else(PoisonError::into_inner);
+        let (why, code) = loss.as_ref().map_or((String::new(), None), |l| {
+            (format!(": {}", l.why), l.code.clone())
+        });
+        Error::LeaseLost {
+            what: format!("lease {}{why}", self.name),
+            code,
         }
     }
 
@@ -201,8 +179,7 @@ impl LeaseShared {
     }
 }
 
-/// Leaves the lease id out: it is a capability (whoever has it can write the
-/// lease blob), so it stays out of logs.
+/// Leaves the lease id (a capability) out.
 impl std::fmt::Debug for LeaseShared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lease")
@@ -217,10 +194,8 @@ impl std::fmt::Debug for LeaseShared {
     }
 }
 
-/// Why a lease counts as lost after the service refused `action`, told
-/// once: the refusal's own text names the blob (the lease's name says it
-/// already) and its code is the lost error's code, so only its kind is
-/// kept.
+/// Why a lease counts as lost after the service refused `action` (the
+/// refusal's code becomes the lost error's code).
 fn refusal(action: &str, error: &Error) -> String {
     match error {
         Error::NotFound { .. } => format!("the lease blob is gone ({action} found nothing)"),
@@ -317,11 +292,8 @@ impl Renewer {
     async fn round(&self, deadline: Instant) -> Round {
         let mut backoff = retry_backoff();
         loop {
-            // One renew; each time the newest has gone unanswered for its
-            // cutoff, another is sent beside it (renewing twice is harmless:
-            // only our id can renew). The first answer counts, so a slow
-            // reply is never thrown away, and a connection that stopped
-            // answering cannot hold the renewal up.
+            // Renewing twice is harmless (only our id can renew); the first
+            // answer counts.
             let mut in_flight = FuturesUnordered::new();
             let mut newest = Instant::now();
             in_flight.push(self.attempt(newest));
@@ -361,20 +333,8 @@ impl Renewer {
                 }
                 Failure::Ambiguous => {
                     debug!(error = %error, "renew outcome unknown; verifying");
-                    match self.verify(deadline).await {
-                        // Only our id can renew it: retry (after the pause
-                        // below, so a backend that keeps failing is not
-                        // hammered).
-                        Verified::StillLeased => {}
-                        Verified::NotLeased(why) => {
-                            self.shared.mark_lost(why, error.code().map(str::to_owned));
-                            return Round::Lost;
-                        }
-                        Verified::Unknown => {
-                            debug!("verification failed too; retrying");
-                        }
-                        Verified::Stopped => return Round::Stopped,
-                        Verified::DeadlinePassed => return self.deadline_passed(),
+                    if let Some(end) = self.verify(deadline, &error).await {
+                        return end;
                     }
                 }
             }
@@ -406,36 +366,34 @@ impl Renewer {
         Round::Lost
     }
 
-    /// Reads the blob's lease state to decide an ambiguous renew.
-    async fn verify(&self, deadline: Instant) -> Verified {
+    /// Reads the blob's lease state to decide an ambiguous renew: `None` to
+    /// retry (still leased: only our id can renew it; or unknown), otherwise
+    /// how the round ends.
+    async fn verify(&self, deadline: Instant, error: &Error) -> Option<Round> {
         let read = tokio::select! {
             biased;
-            () = self.shared.stop.cancelled() => return Verified::Stopped,
-            () = sleep_until(deadline) => return Verified::DeadlinePassed,
+            () = self.shared.stop.cancelled() => return Some(Round::Stopped),
+            () = sleep_until(deadline) => return Some(self.deadline_passed()),
             r = self.env.backend.blob_properties(&self.env.settings.container, &self.blob) => r,
         };
-        match read {
-            Ok(Some(p)) if p.lease.state == LeaseState::Leased => Verified::StillLeased,
-            Ok(Some(p)) => Verified::NotLeased(format!(
-                "renewal failed and the blob's lease is {:?}",
-                p.lease.state
-            )),
-            Ok(None) => Verified::NotLeased("the lease blob is gone".to_owned()),
-            Err(e) if classify(&e) == Failure::Lost => Verified::NotLeased(format!(
-                "renewal failed and {}",
-                refusal("a read of the lease blob", &e)
-            )),
-            Err(_) => Verified::Unknown,
-        }
+        let why = match read {
+            Ok(Some(p)) if p.lease.state == LeaseState::Leased => return None,
+            Ok(Some(p)) => format!("renewal failed and the blob's lease is {:?}", p.lease.state),
+            Ok(None) => "the lease blob is gone".to_owned(),
+            Err(e) if classify(&e) == Failure::Lost => {
+                format!(
+                    "renewal failed and {}",
+                    refusal("a read of the lease blob", &e)
+                )
+            }
+            Err(_) => {
+                debug!("verification failed too; retrying");
+                return None;
+            }
+        };
+        self.shared.mark_lost(why, error.code().map(str::to_owned));
+        Some(Round::Lost)
     }
-}
-
-enum Verified {
-    StillLeased,
-    NotLeased(String),
-    Unknown,
-    Stopped,
-    DeadlinePassed,
 }
 
 /// Retries `op` on transient failures while `shared` is valid: three

@@ -1,7 +1,4 @@
-//! Job reservations: "this process has job X for the next N seconds", with a
-//! log of recent holders kept in the job's lease blob.
-//!
-//! See [`Reservation`] for the semantics.
+//! Job reservations (see [`Reservation`]).
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -25,25 +22,14 @@ const MAX_RESERVATION: Duration = Duration::from_secs(366 * 86_400);
 
 /// A handle on a live job reservation.
 ///
-/// Semantics:
-///
-/// * A reservation of `job` for `duration` is the lease `job`, taken without
-///   waiting and held by this process for `duration` from the moment it was
-///   taken: renewed in the background up to then, and released then (or at
-///   [`LeaseManager::cancel_reservation`]). It is never renewed past
-///   `duration`; if the process dies or the release fails, the lease runs
-///   out within one lease duration of its last renewal. A task of this
-///   process queued for the same lease name when the reservation ends gets
-///   the lease handed over, as with any guard.
-/// * The reservation belongs to the manager (and its clones), not to the
-///   returned [`Reservation`] handle: dropping the handle does not end it.
-/// * Each reservation appends a [`ReservationRecord`] (holder, times) to the
-///   lease blob's log, written under the lease; a cancellation stamps its
-///   record. The log keeps the newest [`Reservation::LOG_LEN`] records, oldest
-///   first, and anyone can read it without the lease
-///   ([`LeaseManager::reservation_log`]).
-/// * Reservation names share the namespace of all other leases of the
-///   manager.
+/// A reservation of `job` for `duration` is the lease `job`, taken without
+/// waiting and held by this process (renewed) for `duration`, then released
+/// (or at [`LeaseManager::cancel_reservation`]). It belongs to the manager,
+/// not to the handle: dropping the handle does not end it. Each reservation
+/// appends a [`ReservationRecord`] to the lease blob's log (the newest
+/// [`Reservation::LOG_LEN`], readable by anyone with
+/// [`LeaseManager::reservation_log`]); a cancellation stamps its record.
+/// Reservation names share the namespace of the manager's other leases.
 #[derive(Debug, Clone)]
 pub struct Reservation {
     job: LeaseName,
@@ -104,11 +90,8 @@ impl LeaseManager {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name or a duration that is zero or over
-    /// 366 days (before any request); [`Error::Unavailable`] naming the
-    /// endpoint when storage kept failing for
-    /// [`LeaseOptions::with_unavailable_after`](super::LeaseOptions::with_unavailable_after)
-    /// (failures are retried until then); the backend's error when a request
-    /// fails otherwise (the lease is then released).
+    /// 366 days (before any request); [`Error::Unavailable`] when storage
+    /// kept failing; the backend's error (the lease is then released).
     pub async fn try_reserve(&self, job: &str, duration: Duration) -> Result<Option<Reservation>> {
         let job = LeaseName::new(job)?;
         if duration.is_zero() || duration > MAX_RESERVATION {
@@ -172,9 +155,7 @@ impl LeaseManager {
         .await
     }
 
-    /// The job's reservation log (newest [`Reservation::LOG_LEN`] records,
-    /// oldest first), read without the lease. Empty when the job was never
-    /// reserved.
+    /// The job's reservation log, oldest first, read without the lease.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name or a blob that is not a lease

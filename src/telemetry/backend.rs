@@ -1,7 +1,6 @@
-//! [`instrumented`]: the store's backend, each call counted and timed as
-//! one request, with what the backend noted meanwhile (retries, busy
-//! answers, see [`crate::backend::notes`]); and the task-local count that
-//! ties requests to the logical operation they belong to.
+//! [`instrumented`]: the store's backend, each call recorded as one
+//! request; and the task-local count that ties requests to the logical
+//! operation they belong to.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -36,7 +35,7 @@ pub(super) async fn counting_requests<F: Future>(fut: F) -> (F::Output, u64) {
 
 /// The `error.type` of a failed request: its error's kind, or for a batch
 /// the kind of the operation that failed it.
-fn error_type(error: &Error) -> &'static str {
+fn error_type(error: &Error) -> String {
     match error {
         Error::Batch { source, .. } => error_type(source),
         other => kind_name(other.kind()),
@@ -89,7 +88,7 @@ impl Layer for Metered {
             kind: error_type(e),
             expected: notes::is_expected(e),
         });
-        i.request(self.system, name, outcome, elapsed);
+        i.request(self.system, name, outcome.as_ref(), elapsed);
         // `leasehold.retry.reason`: after a transport failure or a busy answer.
         for (reason, n) in [
             ("transport", noted.transport_retries),

@@ -1,16 +1,12 @@
-//! The instruments, made once per store on its meter, and how each event
-//! is recorded on them. Names, units and attributes are the README's
-//! "Metrics" table; the request instruments follow OpenTelemetry's
-//! database-client conventions (`db.client.operation.duration`,
-//! `db.system.name`, `db.operation.name`, `error.type`).
+//! The instruments, made once per store on its meter (the README's
+//! "Metrics" table; OpenTelemetry's database-client conventions).
 
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, Meter};
 
-/// Bucket bounds for request durations, in seconds: from a loopback round
-/// trip (well under a millisecond) to the longest retried call.
+/// Bucket bounds for request durations, in seconds.
 const REQUEST_SECONDS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 10.0,
 ];
@@ -25,9 +21,9 @@ const REQUEST_COUNTS: [f64; 10] = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.
 
 /// How a failed request ended: its error's kind (`error.type`), and
 /// whether its caller expected it (see `backend::notes::expecting`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Outcome {
-    pub(super) kind: &'static str,
+    pub(super) kind: String,
     pub(super) expected: bool,
 }
 
@@ -116,24 +112,23 @@ impl Instruments {
         }
     }
 
-    /// One request `operation` that took `elapsed` and ended with an error
-    /// (`failed`) or well. An error its caller expected is recorded as its
-    /// outcome, not as an error: without `error.type`.
+    /// One request `operation` that took `elapsed`, `failed` or not. An
+    /// error its caller expected is an outcome, without `error.type`.
     pub(super) fn request(
         &self,
         system: &'static str,
         operation: &'static str,
-        failed: Option<Outcome>,
+        failed: Option<&Outcome>,
         elapsed: Duration,
     ) {
         let system = KeyValue::new("db.system.name", system);
         let op = KeyValue::new("db.operation.name", operation);
-        let outcome = KeyValue::new("leasehold.outcome", failed.map_or("ok", |f| f.kind));
+        let kind = failed.map_or("ok", |f| f.kind.as_str());
+        let outcome = KeyValue::new("leasehold.outcome", kind.to_owned());
         self.requests.add(1, &[system.clone(), op.clone(), outcome]);
-        let error = failed.filter(|f| !f.expected).map(|f| f.kind);
-        match error {
-            Some(kind) => {
-                let error_type = KeyValue::new("error.type", kind);
+        match failed.filter(|f| !f.expected) {
+            Some(_) => {
+                let error_type = KeyValue::new("error.type", kind.to_owned());
                 self.duration.record(
                     elapsed.as_secs_f64(),
                     &[system, op.clone(), error_type.clone()],

@@ -4,26 +4,17 @@
 //!
 //! A [`Store`](crate::Store) records on the meter given to
 //! [`StoreBuilder::meter`](crate::StoreBuilder::meter), or on the global
-//! meter provider's `leasehold` meter. The instruments, their units and
-//! attributes are listed in the README ("Metrics"):
-//!
-//! * every backend call is one request, counted and timed at the store's
-//!   backend by [`backend::instrumented`], by operation and outcome, with
-//!   the conflicts among them; the retries and throttled answers a backend
-//!   meets inside a call are noted by the backend
-//!   ([`crate::backend::notes`]) and recorded with that call;
-//! * a logical operation (a `Table` read or write, `update_with`, a batch,
-//!   a query page, a unit's commit, a purge or count) counts the requests it made
-//!   ([`Telemetry::operation`]);
-//! * leases, locks and commits record renewal lag, lock waits,
-//!   roll-forwards and undos on the handle their store gave them.
+//! meter provider's `leasehold` meter; the README ("Metrics") lists the
+//! instruments. Every backend call is one request, counted and timed by
+//! [`backend::instrumented`] with what the backend noted meanwhile
+//! ([`crate::backend::notes`]); a logical operation counts the requests it
+//! made ([`Telemetry::operation`]).
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::Backend;
-use crate::error::ErrorKind;
 
 #[cfg(feature = "opentelemetry")]
 mod backend;
@@ -33,8 +24,7 @@ mod instruments;
 #[cfg(feature = "opentelemetry")]
 use instruments::Instruments;
 
-/// Where a store's metrics go: its instruments, or nowhere (feature off).
-/// Cheap to clone.
+/// Where a store's metrics go: its instruments, or nowhere. Cheap to clone.
 #[derive(Clone, Default)]
 pub(crate) struct Telemetry {
     #[cfg(feature = "opentelemetry")]
@@ -52,8 +42,7 @@ impl std::fmt::Debug for Telemetry {
 }
 
 impl Telemetry {
-    /// The instruments of the global meter provider's `leasehold` meter
-    /// (feature on); nothing otherwise.
+    /// The instruments of the global meter provider's `leasehold` meter.
     pub(crate) fn global() -> Self {
         #[cfg(feature = "opentelemetry")]
         {
@@ -81,8 +70,7 @@ impl Telemetry {
         false
     }
 
-    /// `backend`, counting and timing its requests on these instruments
-    /// (as it is when there are none).
+    /// `backend`, counting and timing its requests on these instruments.
     pub(crate) fn instrument(&self, backend: Arc<dyn Backend>) -> Arc<dyn Backend> {
         #[cfg(feature = "opentelemetry")]
         if let Some(instruments) = &self.instruments {
@@ -152,9 +140,7 @@ impl Telemetry {
     }
 
     /// A committed row still carrying its mark was finished by a reader
-    /// meeting the mark (in a unit or not; the commit's own writer too,
-    /// when it reads the row again). Recorded with `leasehold.resolver` =
-    /// `reader`.
+    /// meeting the mark (`leasehold.resolver` = `reader`).
     pub(crate) fn roll_forward(&self) {
         #[cfg(feature = "opentelemetry")]
         if let Some(i) = &self.instruments {
@@ -162,8 +148,8 @@ impl Telemetry {
         }
     }
 
-    /// The expiry sweep of `table` removed `removed` rows past their
-    /// expiry and kept `kept` that changed after it read them.
+    /// The expiry sweep of `table` removed `removed` expired rows and kept
+    /// `kept` that changed after it read them.
     pub(crate) fn expired_rows(&self, table: &str, removed: u64, kept: u64) {
         #[cfg(feature = "opentelemetry")]
         if let Some(i) = &self.instruments {
@@ -201,25 +187,15 @@ impl LockOutcome {
 }
 
 /// The attribute value of an error kind (`error.type`, and the outcome of
-/// a request that failed).
-#[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
-fn kind_name(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::NotFound => "not_found",
-        ErrorKind::AlreadyExists => "already_exists",
-        ErrorKind::ValueTaken => "value_taken",
-        ErrorKind::Conflict => "conflict",
-        ErrorKind::LeaseHeld => "lease_held",
-        ErrorKind::LeaseLost => "lease_lost",
-        ErrorKind::Timeout => "timeout",
-        ErrorKind::Batch => "batch",
-        ErrorKind::Invalid => "invalid",
-        ErrorKind::Decode => "decode",
-        ErrorKind::Inconsistent => "inconsistent",
-        ErrorKind::InDoubt => "in_doubt",
-        ErrorKind::Transient => "transient",
-        ErrorKind::Backend => "backend",
-        ErrorKind::Unavailable => "unavailable",
-        ErrorKind::Auth => "auth",
+/// a request that failed): its name in snake case (`not_found`).
+#[cfg(feature = "opentelemetry")]
+fn kind_name(kind: crate::error::ErrorKind) -> String {
+    let mut name = String::new();
+    for c in format!("{kind:?}").chars() {
+        if c.is_ascii_uppercase() && !name.is_empty() {
+            name.push('_');
+        }
+        name.push(c.to_ascii_lowercase());
     }
+    name
 }
