@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use serde::ser::Error as _;
 use serde_json::{Map, Value as Json};
 use uuid::Uuid;
 
@@ -30,8 +29,7 @@ pub(super) const ANNOTATION: &str = "@odata.type";
 /// [`EntityBody::to_text`] writes it (the form batches, batch sizes and
 /// after-images use); [`EntityBody::to_ascii_text`] writes the same JSON
 /// with non-ASCII characters escaped (the form single-entity writes send);
-/// [`EntityBody::to_map`] reads the text back as a JSON object, and it
-/// serializes as that object (serde_json writes it back as the same text).
+/// [`EntityBody::to_map`] reads the text back as a JSON object.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EntityBody<'a> {
     partition_key: &'a str,
@@ -283,22 +281,6 @@ fn after_annotation(next: &str, name: &str) -> bool {
     match next.strip_prefix(name) {
         Some(rest) => rest > ANNOTATION,
         None => true,
-    }
-}
-
-impl serde::Serialize for EntityBody<'_> {
-    /// Serializes as the JSON object of the body text, which serde_json
-    /// writes back as that same text (the object's keys are in its order,
-    /// and doubles read back to the same bits). For request builders that
-    /// take `Serialize`; where a request can take the text, send
-    /// [`EntityBody::to_text`] and skip the round trip.
-    fn serialize<S: serde::Serializer>(
-        &self,
-        serializer: S,
-    ) -> std::result::Result<S::Ok, S::Error> {
-        let text = self.to_text().map_err(S::Error::custom)?;
-        let map: Map<String, Json> = serde_json::from_str(&text).map_err(S::Error::custom)?;
-        map.serialize(serializer)
     }
 }
 
