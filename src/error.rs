@@ -1,13 +1,15 @@
 //! The one public error type.
 //!
-//! Every fallible operation returns [`Error`]. Its variants name *situations* (the entity is
-//! missing, the ETag is stale, the lease is gone), not backends: every backend maps its failures
-//! onto the same variants and service codes ([`Error::code`]). Errors about one row carry the table
-//! and keys as fields ([`Error::table`], [`Error::row`]); transient and service failures keep the
+//! Every fallible operation returns [`Error`]. Its variants name *situations*
+//! (the entity is missing, the ETag is stale, the lease is gone), not backends:
+//! every backend maps its failures onto the same variants and service codes
+//! ([`Error::code`]). Errors about one row carry the table and keys as fields
+//! ([`Error::table`], [`Error::row`]); transient and service failures keep the
 //! HTTP status ([`Error::status`]) and the underlying failure.
 //!
-//! Secrets never appear here: errors name the *part* that was wrong, never the value of a key or
-//! signature, and other crates' text is scrubbed before it becomes a source.
+//! Secrets never appear here: errors name the *part* that was wrong, never the
+//! value of a key or signature, and other crates' text is scrubbed before it
+//! becomes a source.
 
 use std::time::Duration;
 
@@ -73,7 +75,8 @@ pub enum Error {
     NotFound {
         /// What was looked for.
         what: String,
-        /// The service's error code, such as `ResourceNotFound` or `BlobNotFound`.
+        /// The service's error code, such as `ResourceNotFound` or
+        /// `BlobNotFound`.
         code: Option<String>,
         /// The table, when a table or a row was looked for.
         table: Option<String>,
@@ -93,11 +96,12 @@ pub enum Error {
         row: RowKeys,
     },
 
-    /// A write would give a unique field (`#[entity(unique)]`) a value another entity holds (see
-    /// [`crate::index`]). Refused before anything was written; not transient. An insert onto
-    /// existing keys whose unique value another entity holds is this error, not
-    /// [`Error::AlreadyExists`]. Its [`code`](Error::code) is `UniqueValueTaken`; [`Error::row`]
-    /// gives the holder's keys.
+    /// A write would give a unique field (`#[entity(unique)]`) a value another
+    /// entity holds (see [`crate::index`]). Refused before anything was
+    /// written; not transient. An insert onto existing keys whose unique value
+    /// another entity holds is this error, not [`Error::AlreadyExists`]. Its
+    /// [`code`](Error::code) is `UniqueValueTaken`; [`Error::row`] gives the
+    /// holder's keys.
     ValueTaken {
         /// The unique index: the entity's type (its table name for a store
         /// read by table name) and the field, such as `Customer.email`.
@@ -133,13 +137,14 @@ pub enum Error {
         code: Option<String>,
     },
 
-    /// The lease this caller held is gone (expired, broken, or taken): nothing was written. Also a
-    /// fenced write refused because a later epoch of the lease wrote the partition
-    /// ([`Table::fenced`](crate::Table::fenced)).
+    /// The lease this caller held is gone (expired, broken, or taken): nothing
+    /// was written. Also a fenced write refused because a later epoch of the
+    /// lease wrote the partition ([`Table::fenced`](crate::Table::fenced)).
     LeaseLost {
         /// The lease that was lost.
         what: String,
-        /// The service's error code, such as `LeaseIdMismatchWithLeaseOperation`.
+        /// The service's error code, such as
+        /// `LeaseIdMismatchWithLeaseOperation`.
         code: Option<String>,
     },
 
@@ -182,20 +187,22 @@ pub enum Error {
         found: String,
     },
 
-    /// Stored data contradicts what leasehold wrote (rows a lost-reply transaction left that match
-    /// neither state: something wrote without the lock; a decision row, mark, after-image or fence
-    /// row that does not parse), or one of leasehold's own invariants failed (a bug). Not
+    /// Stored data contradicts what leasehold wrote (rows a lost-reply
+    /// transaction left that match neither state: something wrote without the
+    /// lock; a decision row, mark, after-image or fence row that does not
+    /// parse), or one of leasehold's own invariants failed (a bug). Not
     /// transient.
     Inconsistent {
         /// What contradicts what, or which rule was broken.
         what: String,
     },
 
-    /// A unit's commit could not finish after its commit point may have passed, and storage could
-    /// not be asked what became of it: it is fully applied or not at all, never partly. Do not
-    /// retry blindly: ask [`Store::commit_outcome`](crate::Store::commit_outcome) with `primary`
-    /// and `transaction` once storage answers; a single transaction (`transaction` is `None`) shows
-    /// in its rows.
+    /// A unit's commit could not finish after its commit point may have passed,
+    /// and storage could not be asked what became of it: it is fully applied or
+    /// not at all, never partly. Do not retry blindly: ask
+    /// [`Store::commit_outcome`](crate::Store::commit_outcome) with `primary`
+    /// and `transaction` once storage answers; a single transaction
+    /// (`transaction` is `None`) shows in its rows.
     InDoubt {
         /// What happened.
         what: String,
@@ -203,8 +210,8 @@ pub enum Error {
         /// a single transaction: its partition).
         primary: PartitionKey,
         /// The commit's transaction id
-        /// ([`CommitReport::transaction`](crate::lock::CommitReport::transaction)); `None` for a
-        /// single transaction.
+        /// ([`CommitReport::transaction`](crate::lock::CommitReport::transaction));
+        /// `None` for a single transaction.
         transaction: Option<String>,
         /// Why the outcome could not be read.
         source: Box<Error>,
@@ -224,8 +231,8 @@ pub enum Error {
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
-    /// Any other failure: reported by the service (with its status), or found on this side of the
-    /// wire (`status` is `None`).
+    /// Any other failure: reported by the service (with its status), or found
+    /// on this side of the wire (`status` is `None`).
     Backend {
         /// The HTTP status the service answered with; `None` for a failure
         /// on the client side.
@@ -238,9 +245,9 @@ pub enum Error {
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
-    /// The request was not authorised: the credential gave no token (`status` is `None`), or the
-    /// service refused it (HTTP 401 or 403). Not transient. Never holds a key, a signature or a
-    /// token.
+    /// The request was not authorised: the credential gave no token (`status`
+    /// is `None`), or the service refused it (HTTP 401 or 403). Not transient.
+    /// Never holds a key, a signature or a token.
     Auth {
         /// The kind of credential, such as `shared key`, `SAS`, or a token
         /// credential's type (`DefaultAzureCredential`, `AzureCliCredential`).
@@ -256,7 +263,8 @@ pub enum Error {
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
-    /// Storage kept failing for the configured bound while leasehold waited for a lease
+    /// Storage kept failing for the configured bound while leasehold waited for
+    /// a lease
     /// ([`LeaseOptions::with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after)),
     /// retrying all along, so it gave up.
     Unavailable {
@@ -385,9 +393,10 @@ impl std::fmt::Display for Code<'_> {
 }
 
 impl std::error::Error for Error {
-    /// The error beneath: a batch's failing operation, the last failure before storage counted as
-    /// unavailable, an in-doubt commit's unanswered read (each an [`Error`]), or the failure a
-    /// transient, backend or auth error came from.
+    /// The error beneath: a batch's failing operation, the last failure before
+    /// storage counted as unavailable, an in-doubt commit's unanswered read
+    /// (each an [`Error`]), or the failure a transient, backend or auth error
+    /// came from.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Batch { source, .. }
@@ -405,8 +414,8 @@ impl std::error::Error for Error {
 /// [`Error::kind`].
 macro_rules! kinds {
     ($($variant:ident),*) => {
-        /// The variant of an [`Error`] without its details, for matching and for
-        /// comparing outcomes across backends.
+        /// The variant of an [`Error`] without its details, for matching and
+        /// for comparing outcomes across backends.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         #[non_exhaustive]
         pub enum ErrorKind {
@@ -445,8 +454,8 @@ kinds!(
 );
 
 impl Error {
-    /// The storage service's error code (`x-ms-error-code`), when there was one; the memory backend
-    /// reports Azure's.
+    /// The storage service's error code (`x-ms-error-code`), when there was
+    /// one; the memory backend reports Azure's.
     pub fn code(&self) -> Option<&str> {
         match self {
             Error::NotFound { code, .. }
@@ -463,7 +472,8 @@ impl Error {
         }
     }
 
-    /// The HTTP status the service answered with (through a batch or unavailability too).
+    /// The HTTP status the service answered with (through a batch or
+    /// unavailability too).
     pub fn status(&self) -> Option<u16> {
         match self {
             Error::Transient { status, .. }
@@ -474,9 +484,9 @@ impl Error {
         }
     }
 
-    /// The table an error concerns, when it concerns one: a missing table, or a row that is
-    /// missing, already exists, conflicts, does not decode or holds a taken unique value (through a
-    /// [`Batch`](Error::Batch) too).
+    /// The table an error concerns, when it concerns one: a missing table, or a
+    /// row that is missing, already exists, conflicts, does not decode or holds
+    /// a taken unique value (through a [`Batch`](Error::Batch) too).
     pub fn table(&self) -> Option<&str> {
         match self {
             Error::NotFound { table, .. }
@@ -539,8 +549,8 @@ impl Error {
         }
     }
 
-    /// This error with `cause` as its source, for the variants that keep one; others are returned
-    /// unchanged.
+    /// This error with `cause` as its source, for the variants that keep one;
+    /// others are returned unchanged.
     #[cfg_attr(not(feature = "azure"), allow(dead_code))]
     pub(crate) fn with_source(
         mut self,
@@ -555,9 +565,10 @@ impl Error {
         self
     }
 
-    /// This error marked as concerning the row (`partition_key`, `row_key`) of `table`: fills the
-    /// empty table and row fields (also of a [`Batch`](Error::Batch)'s source). A missing table
-    /// (`TableNotFound`) gets the table only.
+    /// This error marked as concerning the row (`partition_key`, `row_key`) of
+    /// `table`: fills the empty table and row fields (also of a
+    /// [`Batch`](Error::Batch)'s source). A missing table (`TableNotFound`)
+    /// gets the table only.
     pub(crate) fn for_row(
         mut self,
         table: &str,
@@ -589,8 +600,9 @@ impl Error {
         self
     }
 
-    /// This error about one row, said of the operation `what` (see [`what::entity`]): for a layer
-    /// that sends another operation than the caller's (a delete sent as a tombstone's replace).
+    /// This error about one row, said of the operation `what` (see
+    /// [`what::entity`]): for a layer that sends another operation than the
+    /// caller's (a delete sent as a tombstone's replace).
     pub(crate) fn said_of(mut self, said: String) -> Self {
         match &mut self {
             Error::NotFound { what, code, .. } if code.as_deref() != Some("TableNotFound") => {
@@ -602,7 +614,8 @@ impl Error {
         self
     }
 
-    /// This error marked as concerning `table` itself (a missing table), where the field is empty.
+    /// This error marked as concerning `table` itself (a missing table), where
+    /// the field is empty.
     pub(crate) fn for_table(mut self, table: &str) -> Self {
         if let Error::NotFound { table: t, .. } | Error::AlreadyExists { table: t, .. } = &mut self
         {

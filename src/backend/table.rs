@@ -30,8 +30,9 @@ pub struct Version {
     pub timestamp: OffsetDateTime,
 }
 
-/// The condition of a replace, merge or delete. The service has no unconditional delete: a delete
-/// on [`Upsert`](Precondition::Upsert) is refused with [`Error::Invalid`] before anything is sent.
+/// The condition of a replace, merge or delete. The service has no
+/// unconditional delete: a delete on [`Upsert`](Precondition::Upsert) is
+/// refused with [`Error::Invalid`] before anything is sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Precondition {
     /// `If-Match: <etag>`: only if unchanged since read (412 otherwise, 404 if
@@ -67,16 +68,17 @@ impl WriteOptions {
     }
 
     /// The written entity keeps a write log
-    /// ([`Table::with_write_log`](crate::Table::with_write_log)) with this write's id in front.
+    /// ([`Table::with_write_log`](crate::Table::with_write_log)) with this
+    /// write's id in front.
     #[must_use]
     pub const fn with_write_log(mut self) -> Self {
         self.write_log = true;
         self
     }
 
-    /// The property holding the written entity's write log, when it keeps one: a backend that lost
-    /// the reply reads the entity back and settles the outcome by the log (see
-    /// `crate::backend::write_log`).
+    /// The property holding the written entity's write log, when it keeps one:
+    /// a backend that lost the reply reads the entity back and settles the
+    /// outcome by the log (see `crate::backend::write_log`).
     pub fn write_log(&self) -> Option<&'static str> {
         self.write_log.then_some(super::write_log::PROPERTY)
     }
@@ -97,7 +99,8 @@ pub enum TableOp {
         partition_key: PartitionKey,
         /// The row key.
         row_key: RowKey,
-        /// [`Precondition::IfMatch`] or [`Precondition::IfExists`] (see [`Precondition`]).
+        /// [`Precondition::IfMatch`] or [`Precondition::IfExists`] (see
+        /// [`Precondition`]).
         condition: Precondition,
     },
 }
@@ -223,8 +226,8 @@ impl TableOp {
     }
 }
 
-/// Checks an entity-group transaction against the service's limits: 1 to 100 operations, one
-/// partition, each row once, at most 4 MiB.
+/// Checks an entity-group transaction against the service's limits: 1 to 100
+/// operations, one partition, each row once, at most 4 MiB.
 ///
 /// # Errors [`Error::Invalid`] naming the limit and the operation that breaks it.
 pub(crate) fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
@@ -284,8 +287,8 @@ pub(crate) fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
     Ok(())
 }
 
-/// `ops`, of one partition and each on its own row, as entity-group transactions within the
-/// service's limits, in order.
+/// `ops`, of one partition and each on its own row, as entity-group
+/// transactions within the service's limits, in order.
 ///
 /// # Errors [`Error::Invalid`] when one operation alone is over them, or `ops` span partitions or touch a row twice.
 pub(crate) fn chunk_batches(table: &str, ops: Vec<TableOp>) -> Result<Vec<Vec<TableOp>>> {
@@ -331,8 +334,8 @@ pub struct QuerySpec {
     /// The user properties to return (keys and Timestamp always come back);
     /// `None` for all.
     pub select: Option<Vec<String>>,
-    /// The page size, at most [`QuerySpec::MAX_PAGE_SIZE`]; `None` lets the service pick
-    /// (up to 1000).
+    /// The page size, at most [`QuerySpec::MAX_PAGE_SIZE`]; `None` lets the
+    /// service pick (up to 1000).
     pub top: Option<u16>,
     /// Where to resume.
     pub continuation: Option<Continuation>,
