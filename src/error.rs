@@ -280,123 +280,208 @@ pub enum Error {
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::NotFound { what, code, .. } => write!(f, "not found: {what}{}", Code(code)),
-            Error::AlreadyExists { what, code, .. } => {
-                write!(f, "already exists: {what}{}", Code(code))
-            }
+        std::fmt::Display::fmt(&Text::of(self), f)
+    }
+}
+
+/// The text of each [`Error`], derived with `thiserror` from the fields it
+/// shows, borrowed. The texts are derived here rather than on `Error`
+/// itself because `thiserror` would also write `Error`'s `source()`, and
+/// its `source()` of a boxed `Error` (a batch's failing operation, an
+/// unavailability's last failure, an in-doubt commit's unanswered read) is
+/// the box, which callers cannot downcast to `Error`; `Error`'s own
+/// `source()`, below, answers the `Error` in the box.
+#[derive(Debug, thiserror::Error)]
+enum Text<'a> {
+    #[error("not found: {what}{}", code_suffix(.code))]
+    NotFound {
+        what: &'a str,
+        code: &'a Option<String>,
+    },
+    #[error("already exists: {what}{}", code_suffix(.code))]
+    AlreadyExists {
+        what: &'a str,
+        code: &'a Option<String>,
+    },
+    #[error("unique value taken: {index} = {value}{}", holder_suffix(.holder))]
+    ValueTaken {
+        index: &'a str,
+        value: &'a str,
+        holder: &'a RowKeys,
+    },
+    #[error("conflict: {what}{}", code_suffix(.code))]
+    Conflict {
+        what: &'a str,
+        code: &'a Option<String>,
+    },
+    #[error("lease held by another owner: {what}{}", code_suffix(.code))]
+    LeaseHeld {
+        what: &'a str,
+        code: &'a Option<String>,
+    },
+    #[error("lease lost: {what}{}", code_suffix(.code))]
+    LeaseLost {
+        what: &'a str,
+        code: &'a Option<String>,
+    },
+    #[error("timed out after {after:?}: {what}")]
+    Timeout { what: &'a str, after: Duration },
+    #[error("batch operation {index} failed: {cause}")]
+    Batch { index: usize, cause: &'a Error },
+    #[error("invalid {what}: {why}")]
+    Invalid { what: &'a str, why: &'a str },
+    #[error(
+        "cannot decode property `{property}` of table `{table}`{}: expected {expected}, found {found}",
+        row_suffix(.row)
+    )]
+    Decode {
+        table: &'a str,
+        row: &'a RowKeys,
+        property: &'a str,
+        expected: &'a str,
+        found: &'a str,
+    },
+    #[error("inconsistent state: {what}")]
+    Inconsistent { what: &'a str },
+    #[error(
+        "commit outcome in doubt: {what}; transaction {transaction} of primary partition {primary:?} is either fully applied or not at all: ask Store::commit_outcome({primary:?}, {transaction:?}) ({cause})"
+    )]
+    InDoubt {
+        what: &'a str,
+        primary: &'a str,
+        transaction: &'a str,
+        cause: &'a Error,
+    },
+    #[error(
+        "commit outcome in doubt: {what}; its one transaction on partition {primary:?} is either fully applied or not at all: read its rows ({cause})"
+    )]
+    InDoubtSingle {
+        what: &'a str,
+        primary: &'a str,
+        cause: &'a Error,
+    },
+    #[error("transient failure: {message}")]
+    Transient { message: &'a str },
+    #[error("{}{}: {message}", backend_prefix(*.status), code_suffix(.code))]
+    Backend {
+        status: Option<u16>,
+        code: &'a Option<String>,
+        message: &'a str,
+    },
+    #[error("not authorised ({credential}){}: {message}", code_suffix(.code))]
+    Auth {
+        credential: &'a str,
+        code: &'a Option<String>,
+        message: &'a str,
+    },
+    #[error("storage at {endpoint} unavailable for {after:?}: {cause}")]
+    Unavailable {
+        endpoint: &'a str,
+        after: Duration,
+        cause: &'a Error,
+    },
+}
+
+impl<'a> Text<'a> {
+    fn of(e: &'a Error) -> Self {
+        match e {
+            Error::NotFound { what, code, .. } => Text::NotFound { what, code },
+            Error::AlreadyExists { what, code, .. } => Text::AlreadyExists { what, code },
             Error::ValueTaken {
                 index,
                 value,
                 holder,
                 ..
-            } => {
-                write!(f, "unique value taken: {index} = {value}")?;
-                match holder.as_deref() {
-                    Some((pk, rk)) => write!(
-                        f,
-                        " is held by the entity at ({:?}, {:?})",
-                        pk.as_str(),
-                        rk.as_str()
-                    ),
-                    None => f.write_str(" is held by another entity"),
-                }
-            }
-            Error::Conflict { what, code, .. } => write!(f, "conflict: {what}{}", Code(code)),
-            Error::LeaseHeld { what, code } => {
-                write!(f, "lease held by another owner: {what}{}", Code(code))
-            }
-            Error::LeaseLost { what, code } => write!(f, "lease lost: {what}{}", Code(code)),
-            Error::Timeout { what, after } => write!(f, "timed out after {after:?}: {what}"),
-            Error::Batch { index, source } => write!(f, "batch operation {index} failed: {source}"),
-            Error::Invalid { what, why } => write!(f, "invalid {what}: {why}"),
+            } => Text::ValueTaken {
+                index,
+                value,
+                holder,
+            },
+            Error::Conflict { what, code, .. } => Text::Conflict { what, code },
+            Error::LeaseHeld { what, code } => Text::LeaseHeld { what, code },
+            Error::LeaseLost { what, code } => Text::LeaseLost { what, code },
+            Error::Timeout { what, after } => Text::Timeout {
+                what,
+                after: *after,
+            },
+            Error::Batch { index, source } => Text::Batch {
+                index: *index,
+                cause: source,
+            },
+            Error::Invalid { what, why } => Text::Invalid { what, why },
             Error::Decode {
                 table,
                 row,
                 property,
                 expected,
                 found,
-            } => {
-                write!(f, "cannot decode property `{property}` of table `{table}`")?;
-                if let Some((pk, rk)) = row.as_deref() {
-                    write!(
-                        f,
-                        " at PartitionKey {:?}, RowKey {:?}",
-                        pk.as_str(),
-                        rk.as_str()
-                    )?;
-                }
-                write!(f, ": expected {expected}, found {found}")
-            }
-            Error::Inconsistent { what } => write!(f, "inconsistent state: {what}"),
+            } => Text::Decode {
+                table,
+                row,
+                property,
+                expected,
+                found,
+            },
+            Error::Inconsistent { what } => Text::Inconsistent { what },
             Error::InDoubt {
                 what,
                 primary,
-                transaction,
+                transaction: Some(transaction),
                 source,
-            } => {
-                let primary = primary.as_str();
-                write!(f, "commit outcome in doubt: {what}; ")?;
-                match transaction {
-                    Some(t) => write!(
-                        f,
-                        "transaction {t} of primary partition {primary:?} is either fully applied or not at all: ask Store::commit_outcome({primary:?}, {t:?})"
-                    )?,
-                    None => write!(
-                        f,
-                        "its one transaction on partition {primary:?} is either fully applied or not at all: read its rows"
-                    )?,
-                }
-                write!(f, " ({source})")
-            }
-            Error::Transient { message, .. } => write!(f, "transient failure: {message}"),
+            } => Text::InDoubt {
+                what,
+                primary: primary.as_str(),
+                transaction,
+                cause: source,
+            },
+            Error::InDoubt {
+                what,
+                primary,
+                transaction: None,
+                source,
+            } => Text::InDoubtSingle {
+                what,
+                primary: primary.as_str(),
+                cause: source,
+            },
+            Error::Transient { message, .. } => Text::Transient { message },
             Error::Backend {
                 status,
                 code,
                 message,
                 ..
-            } => {
-                match status {
-                    Some(status) => write!(f, "storage service error {status}")?,
-                    None => f.write_str("storage error")?,
-                }
-                write!(f, "{}: {message}", Code(code))
-            }
+            } => Text::Backend {
+                status: *status,
+                code,
+                message,
+            },
             Error::Auth {
                 credential,
                 code,
                 message,
                 ..
-            } => write!(f, "not authorised ({credential}){}: {message}", Code(code)),
+            } => Text::Auth {
+                credential,
+                code,
+                message,
+            },
             Error::Unavailable {
                 endpoint,
                 after,
                 source,
-            } => write!(
-                f,
-                "storage at {endpoint} unavailable for {after:?}: {source}"
-            ),
-        }
-    }
-}
-
-/// A service error code as texts show it: ` (Code)`, or nothing.
-struct Code<'a>(&'a Option<String>);
-
-impl std::fmt::Display for Code<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            Some(code) => write!(f, " ({code})"),
-            None => Ok(()),
+            } => Text::Unavailable {
+                endpoint,
+                after: *after,
+                cause: source,
+            },
         }
     }
 }
 
 impl std::error::Error for Error {
-    /// The error beneath: a batch's failing operation, the last failure before
-    /// storage counted as unavailable, an in-doubt commit's unanswered read
-    /// (each an [`Error`]), or the failure a transient, backend or auth error
-    /// came from.
+    /// The error beneath: a batch's failing operation, the last failure
+    /// before storage counted as unavailable (both an [`Error`]), or the
+    /// failure a transient or backend error came from.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Batch { source, .. }
@@ -407,6 +492,42 @@ impl std::error::Error for Error {
             | Error::Auth { source, .. } => source.as_deref().map(|e| e as _),
             _ => None,
         }
+    }
+}
+
+fn backend_prefix(status: Option<u16>) -> String {
+    match status {
+        Some(status) => format!("storage service error {status}"),
+        None => "storage error".to_owned(),
+    }
+}
+
+fn holder_suffix(holder: &RowKeys) -> String {
+    match holder.as_deref() {
+        Some((pk, rk)) => format!(
+            " is held by the entity at ({:?}, {:?})",
+            pk.as_str(),
+            rk.as_str()
+        ),
+        None => " is held by another entity".to_owned(),
+    }
+}
+
+fn row_suffix(row: &RowKeys) -> String {
+    match row.as_deref() {
+        Some((pk, rk)) => format!(
+            " at PartitionKey {:?}, RowKey {:?}",
+            pk.as_str(),
+            rk.as_str()
+        ),
+        None => String::new(),
+    }
+}
+
+fn code_suffix(code: &Option<String>) -> String {
+    match code {
+        Some(code) => format!(" ({code})"),
+        None => String::new(),
     }
 }
 
