@@ -13,11 +13,8 @@ pub(crate) const MIN: OffsetDateTime = datetime!(1601-01-01 00:00:00 UTC);
 pub(crate) const MAX: OffsetDateTime = datetime!(9999-12-31 23:59:59.9999999 UTC);
 
 /// The wall-clock time as `tokio::time` sees it: the system's UTC time,
-/// moved by however far tokio's clock is from the monotonic one. The two
-/// agree in a running program; under paused time (`tokio::time::pause`)
-/// this follows the paused clock, so time-based rules (row expiry) run
-/// on it in tests without waiting. Stateless: every runtime sees its own
-/// clock.
+/// moved with tokio's clock when it is paused, so time-based rules (row
+/// expiry) run on paused time in tests.
 pub(crate) fn now() -> OffsetDateTime {
     let wall = OffsetDateTime::now_utc();
     let tokio_now = tokio::time::Instant::now().into_std();

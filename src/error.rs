@@ -1,21 +1,15 @@
 //! The one public error type.
 //!
-//! Every fallible operation in leasehold returns [`Error`]. Its variants name
-//! *situations* (the entity is missing, the ETag is stale, the lease is gone),
-//! not backends: the memory backend and the Azure backend map their failures
-//! onto the same variants, so code written against one behaves the same on the
-//! other. Where the storage service gave an error code (`x-ms-error-code`), it
-//! is kept and available through [`Error::code`].
+//! Every fallible operation returns [`Error`]. Its variants name *situations*
+//! (the entity is missing, the ETag is stale, the lease is gone), not backends:
+//! every backend maps its failures onto the same variants and service codes
+//! ([`Error::code`]). Errors about one row carry the table and keys as fields
+//! ([`Error::table`], [`Error::row`]); transient and service failures keep the
+//! HTTP status ([`Error::status`]) and the underlying failure.
 //!
-//! Errors about one row carry the table and the row's keys as fields
-//! ([`Error::table`], [`Error::row`]), not only in their message; transient
-//! and service failures keep the HTTP status ([`Error::status`]) and the
-//! underlying failure ([`std::error::Error::source`]).
-//!
-//! Secrets never appear here: connection strings are parsed before errors are
-//! built, and errors name the *part* that was wrong, never its value when the
-//! part is a key or a signature. Text from other crates (an HTTP stack's
-//! error) is scrubbed of known secrets before it becomes a source.
+//! Secrets never appear here: errors name the *part* that was wrong, never the
+//! value of a key or signature, and other crates' text is scrubbed before it
+//! becomes a source.
 
 use std::time::Duration;
 
@@ -81,7 +75,8 @@ pub enum Error {
     NotFound {
         /// What was looked for.
         what: String,
-        /// The service's error code, such as `ResourceNotFound` or `BlobNotFound`.
+        /// The service's error code, such as `ResourceNotFound` or
+        /// `BlobNotFound`.
         code: Option<String>,
         /// The table, when a table or a row was looked for.
         table: Option<String>,
@@ -101,14 +96,12 @@ pub enum Error {
         row: RowKeys,
     },
 
-    /// A write would give a unique field (`#[entity(unique)]`) a value that
-    /// another entity holds (see [`crate::index`]). Refused before anything
-    /// was written; not transient: the value stays taken until its holder
-    /// changes or is deleted. An insert onto existing keys whose value is
-    /// free is [`Error::AlreadyExists`]; one whose unique value another
-    /// entity holds is this error, whether or not its row exists. Its
-    /// [`code`](Error::code) is `UniqueValueTaken`; [`Error::table`] is the
-    /// entity table and [`Error::row`] the holder's keys.
+    /// A write would give a unique field (`#[entity(unique)]`) a value another
+    /// entity holds (see [`crate::index`]). Refused before anything was
+    /// written; not transient. An insert onto existing keys whose unique value
+    /// another entity holds is this error, not [`Error::AlreadyExists`]. Its
+    /// [`code`](Error::code) is `UniqueValueTaken`; [`Error::row`] gives the
+    /// holder's keys.
     ValueTaken {
         /// The unique index: the entity's type (its table name for a store
         /// read by table name) and the field, such as `Customer.email`.
@@ -144,14 +137,14 @@ pub enum Error {
         code: Option<String>,
     },
 
-    /// The lease this caller held is gone: expired, broken, or taken by
-    /// another owner. Nothing was written. Also a fenced table write
-    /// refused because a later epoch of the lease wrote the partition
-    /// ([`Table::fenced`](crate::Table::fenced)).
+    /// The lease this caller held is gone (expired, broken, or taken): nothing
+    /// was written. Also a fenced write refused because a later epoch of the
+    /// lease wrote the partition ([`Table::fenced`](crate::Table::fenced)).
     LeaseLost {
         /// The lease that was lost.
         what: String,
-        /// The service's error code, such as `LeaseIdMismatchWithLeaseOperation`.
+        /// The service's error code, such as
+        /// `LeaseIdMismatchWithLeaseOperation`.
         code: Option<String>,
     },
 
@@ -194,29 +187,22 @@ pub enum Error {
         found: String,
     },
 
-    /// Stored data contradicts what leasehold wrote, or leasehold found one
-    /// of its own rules broken. Not transient; retrying does not help.
-    ///
-    /// * A transaction whose reply was lost left rows that match neither the
-    ///   state read nor the state written: something wrote the partition
-    ///   without its lock.
-    /// * A decision row, row mark, after-image or fence row does not parse
-    ///   as leasehold's, or names a bad partition.
-    /// * An internal invariant failed (a unit asked for a partition it does
-    ///   not hold, a record that cannot be serialised): a leasehold bug.
+    /// Stored data contradicts what leasehold wrote (rows a lost-reply
+    /// transaction left that match neither state: something wrote without the
+    /// lock; a decision row, mark, after-image or fence row that does not
+    /// parse), or one of leasehold's own invariants failed (a bug). Not
+    /// transient.
     Inconsistent {
         /// What contradicts what, or which rule was broken.
         what: String,
     },
 
-    /// A unit's commit could not finish after its commit point may have
-    /// been passed, and storage could not be asked what became of it: it is
-    /// either fully applied (rows still marked are finished by their next
-    /// reader) or not applied at all, never partly. Do not retry
-    /// blindly: for a commit decided in a row ask
-    /// [`Store::commit_outcome`](crate::Store::commit_outcome) with
-    /// `primary` and `transaction` once storage answers; a single
-    /// transaction (`transaction` is `None`) shows in its rows.
+    /// A unit's commit could not finish after its commit point may have passed,
+    /// and storage could not be asked what became of it: it is fully applied or
+    /// not at all, never partly. Do not retry blindly: ask
+    /// [`Store::commit_outcome`](crate::Store::commit_outcome) with `primary`
+    /// and `transaction` once storage answers; a single transaction
+    /// (`transaction` is `None`) shows in its rows.
     InDoubt {
         /// What happened.
         what: String,
@@ -225,7 +211,7 @@ pub enum Error {
         primary: PartitionKey,
         /// The commit's transaction id
         /// ([`CommitReport::transaction`](crate::lock::CommitReport::transaction));
-        /// `None` for a single entity-group transaction, which has none.
+        /// `None` for a single transaction.
         transaction: Option<String>,
         /// Why the outcome could not be read.
         source: Box<Error>,
@@ -241,14 +227,12 @@ pub enum Error {
         status: Option<u16>,
         /// The service's error code, such as `ServerBusy`, when it gave one.
         code: Option<String>,
-        /// The underlying failure (such as the connection error), when
-        /// there is one.
+        /// The underlying failure, when there is one.
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
-    /// Any other failure: reported by the storage service (with its
-    /// status), or found on this side of the wire (`status` is `None`: a
-    /// reply that makes no sense, a client that cannot be built).
+    /// Any other failure: reported by the service (with its status), or found
+    /// on this side of the wire (`status` is `None`).
     Backend {
         /// The HTTP status the service answered with; `None` for a failure
         /// on the client side.
@@ -261,12 +245,9 @@ pub enum Error {
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
-    /// The request was not authorised: the credential could not give a
-    /// token (`status` is `None`), or the service refused the credentials it
-    /// was sent (HTTP 401 or 403: a token for the wrong audience or expired,
-    /// a missing role assignment, shared-key access turned off). Not
-    /// transient: retrying the same credentials does not help. Never holds a
-    /// key, a signature or a token.
+    /// The request was not authorised: the credential gave no token (`status`
+    /// is `None`), or the service refused it (HTTP 401 or 403). Not transient.
+    /// Never holds a key, a signature or a token.
     Auth {
         /// The kind of credential, such as `shared key`, `SAS`, or a token
         /// credential's type (`DefaultAzureCredential`, `AzureCliCredential`).
@@ -282,12 +263,10 @@ pub enum Error {
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
-    /// Storage kept failing (transient errors, no reply, an unreachable
-    /// endpoint) for the configured bound while leasehold waited for a lease
-    /// (see [`LeaseOptions::with_unavailable_after`]), so it gave up.
-    /// leasehold has already retried for that long.
-    ///
-    /// [`LeaseOptions::with_unavailable_after`]: crate::lease::LeaseOptions::with_unavailable_after
+    /// Storage kept failing for the configured bound while leasehold waited for
+    /// a lease
+    /// ([`LeaseOptions::with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after)),
+    /// retrying all along, so it gave up.
     Unavailable {
         /// Where the storage was sought: the blob service URL (never with
         /// credentials), or `memory`.
@@ -552,71 +531,52 @@ fn code_suffix(code: &Option<String>) -> String {
     }
 }
 
-/// The variant of an [`Error`] without its details, for matching and for
-/// comparing outcomes across backends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ErrorKind {
-    /// [`Error::NotFound`]
-    NotFound,
-    /// [`Error::AlreadyExists`]
-    AlreadyExists,
-    /// [`Error::ValueTaken`]
-    ValueTaken,
-    /// [`Error::Conflict`]
-    Conflict,
-    /// [`Error::LeaseHeld`]
-    LeaseHeld,
-    /// [`Error::LeaseLost`]
-    LeaseLost,
-    /// [`Error::Timeout`]
-    Timeout,
-    /// [`Error::Batch`]
-    Batch,
-    /// [`Error::Invalid`]
-    Invalid,
-    /// [`Error::Decode`]
-    Decode,
-    /// [`Error::Inconsistent`]
-    Inconsistent,
-    /// [`Error::InDoubt`]
-    InDoubt,
-    /// [`Error::Transient`]
-    Transient,
-    /// [`Error::Backend`]
-    Backend,
-    /// [`Error::Unavailable`]
-    Unavailable,
-    /// [`Error::Auth`]
-    Auth,
+/// Declares [`ErrorKind`], one kind for each variant of [`Error`], and
+/// [`Error::kind`].
+macro_rules! kinds {
+    ($($variant:ident),*) => {
+        /// The variant of an [`Error`] without its details, for matching and
+        /// for comparing outcomes across backends.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum ErrorKind {
+            $(#[doc = concat!("[`Error::", stringify!($variant), "`]")]
+            $variant,)*
+        }
+
+        impl Error {
+            /// The variant of this error, without its details.
+            pub fn kind(&self) -> ErrorKind {
+                match self {
+                    $(Error::$variant { .. } => ErrorKind::$variant,)*
+                }
+            }
+        }
+    };
 }
 
-impl Error {
-    /// The variant of this error, without its details.
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            Error::NotFound { .. } => ErrorKind::NotFound,
-            Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
-            Error::ValueTaken { .. } => ErrorKind::ValueTaken,
-            Error::Conflict { .. } => ErrorKind::Conflict,
-            Error::LeaseHeld { .. } => ErrorKind::LeaseHeld,
-            Error::LeaseLost { .. } => ErrorKind::LeaseLost,
-            Error::Timeout { .. } => ErrorKind::Timeout,
-            Error::Batch { .. } => ErrorKind::Batch,
-            Error::Invalid { .. } => ErrorKind::Invalid,
-            Error::Decode { .. } => ErrorKind::Decode,
-            Error::Inconsistent { .. } => ErrorKind::Inconsistent,
-            Error::InDoubt { .. } => ErrorKind::InDoubt,
-            Error::Transient { .. } => ErrorKind::Transient,
-            Error::Backend { .. } => ErrorKind::Backend,
-            Error::Unavailable { .. } => ErrorKind::Unavailable,
-            Error::Auth { .. } => ErrorKind::Auth,
-        }
-    }
+kinds!(
+    NotFound,
+    AlreadyExists,
+    ValueTaken,
+    Conflict,
+    LeaseHeld,
+    LeaseLost,
+    Timeout,
+    Batch,
+    Invalid,
+    Decode,
+    Inconsistent,
+    InDoubt,
+    Transient,
+    Backend,
+    Unavailable,
+    Auth
+);
 
-    /// The storage service's error code (`x-ms-error-code`), when there was one.
-    ///
-    /// The memory backend reports the same codes as Azure.
+impl Error {
+    /// The storage service's error code (`x-ms-error-code`), when there was
+    /// one; the memory backend reports Azure's.
     pub fn code(&self) -> Option<&str> {
         match self {
             Error::NotFound { code, .. }
@@ -633,10 +593,8 @@ impl Error {
         }
     }
 
-    /// The HTTP status the storage service answered with, for
-    /// [`Transient`](Error::Transient) and [`Backend`](Error::Backend)
-    /// failures that got a reply (and a batch or unavailability caused by
-    /// one).
+    /// The HTTP status the service answered with (through a batch or
+    /// unavailability too).
     pub fn status(&self) -> Option<u16> {
         match self {
             Error::Transient { status, .. }
@@ -647,10 +605,9 @@ impl Error {
         }
     }
 
-    /// The table an error concerns, when it concerns one: a missing table,
-    /// or a row that is missing, already exists, conflicts or does not
-    /// decode, or whose unique value is taken (through a
-    /// [`Batch`](Error::Batch) too).
+    /// The table an error concerns, when it concerns one: a missing table, or a
+    /// row that is missing, already exists, conflicts, does not decode or holds
+    /// a taken unique value (through a [`Batch`](Error::Batch) too).
     pub fn table(&self) -> Option<&str> {
         match self {
             Error::NotFound { table, .. }
@@ -713,8 +670,7 @@ impl Error {
         }
     }
 
-    /// This error with `cause` as its source, for the variants that keep
-    /// one ([`Transient`](Error::Transient) and [`Backend`](Error::Backend));
+    /// This error with `cause` as its source, for the variants that keep one;
     /// others are returned unchanged.
     #[cfg_attr(not(feature = "azure"), allow(dead_code))]
     pub(crate) fn with_source(
@@ -730,12 +686,10 @@ impl Error {
         self
     }
 
-    /// This error marked as concerning the row (`partition_key`,
-    /// `row_key`) of `table`: fills the table and row fields of
-    /// [`NotFound`](Error::NotFound), [`AlreadyExists`](Error::AlreadyExists),
-    /// [`Conflict`](Error::Conflict) and [`Decode`](Error::Decode) (and of
-    /// the source of a [`Batch`](Error::Batch)) where they are empty. A
-    /// missing table (`TableNotFound`) gets the table only.
+    /// This error marked as concerning the row (`partition_key`, `row_key`) of
+    /// `table`: fills the empty table and row fields (also of a
+    /// [`Batch`](Error::Batch)'s source). A missing table (`TableNotFound`)
+    /// gets the table only.
     pub(crate) fn for_row(
         mut self,
         table: &str,
@@ -769,8 +723,7 @@ impl Error {
 
     /// This error about one row, said of the operation `what` (see
     /// [`what::entity`]): for a layer that sends another operation than the
-    /// caller's (a delete sent as a tombstone's replace). Other errors are
-    /// returned unchanged.
+    /// caller's (a delete sent as a tombstone's replace).
     pub(crate) fn said_of(mut self, said: String) -> Self {
         match &mut self {
             Error::NotFound { what, code, .. } if code.as_deref() != Some("TableNotFound") => {
@@ -782,9 +735,8 @@ impl Error {
         self
     }
 
-    /// This error marked as concerning `table` itself (a missing table):
-    /// fills the table field of [`NotFound`](Error::NotFound) and
-    /// [`AlreadyExists`](Error::AlreadyExists) where it is empty.
+    /// This error marked as concerning `table` itself (a missing table), where
+    /// the field is empty.
     pub(crate) fn for_table(mut self, table: &str) -> Self {
         if let Error::NotFound { table: t, .. } | Error::AlreadyExists { table: t, .. } = &mut self
         {

@@ -1,27 +1,19 @@
 //! Backoff and retries: the one home of "wait, then try again".
 //!
-//! leasehold retries only what is safe to retry. Optimistic read-modify-write
-//! loops ([`Table::update_with`](crate::table::Table::update_with)) retry after
-//! a [`Conflict`](crate::Error::Conflict) by *re-reading*, never by re-sending
-//! the stale write; how often is the [`ConflictRetry`] policy. Transient
-//! transport failures are retried inside the Azure backend, under its own
-//! transport policy (`backend::azure::TransportRetry`). Nothing retries a 409 or 412 blindly.
+//! Optimistic loops ([`Table::update_with`](crate::table::Table::update_with))
+//! retry a [`Conflict`](crate::Error::Conflict) by *re-reading*, never by
+//! re-sending the stale write ([`ConflictRetry`]); transient failures are
+//! retried inside the Azure backend. Nothing retries a 409 or 412 blindly.
 //!
-//! Every pause in the crate comes from one [`Backoff`]: seedable (tests replay
-//! the same pauses), jittered (many nodes do not retry in lock-step), and
-//! optionally bounded in retries and in total delay. [`retry_transient`] is
-//! the one loop that re-runs an operation after the failures a caller says
-//! are worth another attempt.
+//! Every pause comes from one [`Backoff`]: seedable (tests replay it),
+//! jittered (nodes do not retry in lock-step), optionally bounded in retries
+//! and total delay. [`retry_transient`] is the one loop re-running an
+//! operation after failures the caller says are worth another attempt.
 //!
-//! The schedule is written here rather than taken from the `backon` crate,
-//! whose builders offer seeded jitter and the same bounds, because three of
-//! its behaviours (backon 1.6) would change leasehold's pauses: a jittered
-//! exponential pause may reach twice its cap (a quarter of the pauses of the
-//! default [`ConflictRetry`] went over its 200 ms, up to 400 ms); doubling
-//! is computed in `f32` seconds, so the exact, unjittered schedules whose
-//! timing tests count on them drift (100 ms doubles to 200.000003 ms, 30 ms
-//! to 59.999999 ms); and a constant pace jitters by up to +100 %, where
-//! polls want ±10 %.
+//! The schedule is not the `backon` crate's (1.6) because its jittered
+//! pauses may reach twice their cap, its doubling in `f32` seconds drifts
+//! (100 ms doubles to 200.000003 ms, which exact schedules' tests see), and
+//! its constant pace jitters by up to +100 %, where polls want ±10 %.
 
 use std::future::Future;
 use std::time::Duration;
@@ -171,23 +163,13 @@ impl Backoff {
     }
 
     fn draw(&mut self) -> Duration {
-        if !self.jitter {
-            return match &mut self.pace {
-                Pace::Fixed(d) => *d,
-                Pace::Doubling { next, cap } => {
-                    let d = *next;
-                    *next = (d * 2).min(*cap);
-                    d
-                }
-            };
-        }
-        let u = self.unit();
+        let u = self.jitter.then(|| self.unit());
         match &mut self.pace {
-            Pace::Fixed(d) => d.mul_f64(0.9 + 0.2 * u),
+            Pace::Fixed(d) => u.map_or(*d, |u| d.mul_f64(0.9 + 0.2 * u)),
             Pace::Doubling { next, cap } => {
                 let d = *next;
                 *next = (d * 2).min(*cap);
-                d.mul_f64(1.0 + u).min(*cap)
+                u.map_or(d, |u| d.mul_f64(1.0 + u).min(*cap))
             }
         }
     }
@@ -234,13 +216,10 @@ where
             Ok(v) => return Ok(v),
             Err(e) => e,
         };
-        let Some(limit) = retry_within(&error) else {
-            return Err(error);
-        };
-        let Some(delay) = backoff.next() else {
-            return Err(error);
-        };
-        tokio::time::sleep(delay.min(limit)).await;
+        match retry_within(&error).and_then(|limit| Some(backoff.next()?.min(limit))) {
+            Some(delay) => tokio::time::sleep(delay).await,
+            None => return Err(error),
+        }
     }
 }
 

@@ -49,68 +49,58 @@ impl fmt::Debug for LeaseId {
 }
 
 /// What [`BlobBackend::lease`](super::BlobBackend::lease) does to a
-/// blob's lease. Each action is one request of the Lease Blob operation;
-/// [`Op`](super::Op) tells them apart ([`Op::AcquireLease`](super::Op::AcquireLease), ...).
-///
-/// Every action fails with [`Error::Transient`] for a failure worth
-/// retrying (5xx, 408, a timeout, a lost connection), and otherwise with
-/// [`Error::Backend`] carrying the service's status and code, beyond the
-/// errors each names.
+/// blob's lease: one request of the Lease Blob operation each. Beyond the
+/// errors each names, every action fails as
+/// [every request](super::TableBackend#errors) does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseAction {
-    /// Acquires a lease with the client-chosen id `proposed`. Acquiring
-    /// again with the current id of an active lease succeeds (an
-    /// idempotent retry). Answers [`LeaseReply::Acquired`].
+    /// Acquires a lease with the client-chosen id `proposed` (again with the
+    /// active id succeeds: an idempotent retry). Answers
+    /// [`LeaseReply::Acquired`].
     ///
     /// # Errors
-    /// [`Error::NotFound`] for a missing blob or container;
-    /// [`Error::LeaseHeld`] when another id holds the lease or it is
-    /// breaking; [`Error::Invalid`] for a duration outside 15–60 s (before
-    /// anything is sent).
+    /// [`Error::NotFound`] for a missing blob; [`Error::LeaseHeld`] when
+    /// another id holds the lease or it is breaking; [`Error::Invalid`] for a
+    /// duration outside 15–60 s (before anything is sent).
     Acquire {
         /// How long the lease lasts unless renewed.
         duration: LeaseDuration,
         /// The lease id to take it with.
         proposed: LeaseId,
     },
-    /// Renews the lease `id`, restarting its duration. Answers
-    /// [`LeaseReply::Renewed`].
+    /// Renews the lease `id`. Answers [`LeaseReply::Renewed`].
     ///
     /// # Errors
-    /// [`Error::NotFound`] for a missing blob; [`Error::LeaseLost`] when
-    /// `id` is not the blob's lease or the lease was broken (an expired
-    /// lease nobody took since can still be renewed).
+    /// [`Error::NotFound`] for a missing blob; [`Error::LeaseLost`] when `id`
+    /// is not the blob's lease or it was broken (an expired lease nobody took
+    /// since can still be renewed).
     Renew(LeaseId),
-    /// Changes the id of the active lease `id` to `proposed`. Answers
+    /// Changes the active lease `id` to `proposed`. Answers
     /// [`LeaseReply::Changed`].
     ///
     /// # Errors
-    /// [`Error::NotFound`] for a missing blob; [`Error::LeaseLost`] when
-    /// `id` is not the active lease (changing to the current id is an
-    /// idempotent retry).
+    /// [`Error::NotFound`] for a missing blob; [`Error::LeaseLost`] when `id`
+    /// is not the active lease (changing to the current id is a retry).
     Change {
         /// The lease's current id.
         id: LeaseId,
         /// Its new id.
         proposed: LeaseId,
     },
-    /// Releases the lease `id` so others can acquire it at once. Answers
-    /// [`LeaseReply::Released`].
+    /// Releases the lease `id`. Answers [`LeaseReply::Released`].
     ///
     /// # Errors
-    /// [`Error::NotFound`] for a missing blob; [`Error::LeaseLost`] when
-    /// `id` is not the blob's lease.
+    /// [`Error::NotFound`] for a missing blob; [`Error::LeaseLost`] when `id`
+    /// is not the blob's lease.
     Release(LeaseId),
-    /// Breaks the lease without knowing its id. `period` (0–60 s) is how
-    /// long the current holder keeps it; `None` lets a timed lease run out
-    /// and breaks an infinite one at once. Answers [`LeaseReply::Broken`].
+    /// Breaks the lease without its id. `period` (0–60 s) is how long the
+    /// holder keeps it; `None` lets a timed lease run out and breaks an
+    /// infinite one at once. Answers [`LeaseReply::Broken`].
     ///
     /// # Errors
-    /// [`Error::NotFound`] for a missing blob; [`Error::Invalid`] for a
-    /// period that is not whole seconds from 0 to 60 (before anything is
-    /// sent); a service error ([`Error::LeaseLost`],
-    /// `LeaseNotPresentWithLeaseOperation`) when the blob has no lease to
-    /// break.
+    /// [`Error::NotFound`] for a missing blob; [`Error::Invalid`] for a period
+    /// not whole seconds from 0 to 60; [`Error::LeaseLost`] when there is no
+    /// lease to break.
     Break {
         /// How long the holder keeps the lease.
         period: Option<Duration>,
@@ -138,12 +128,9 @@ pub enum LeaseAction {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeaseReply {
-    /// [`LeaseAction::Acquire`]: the lease id now active on the blob (the
-    /// proposed one), and the blob's ETag from the reply (Azure's Lease
-    /// Blob reply carries it); `None` when the backend cannot tell.
-    /// Taking a lease never changes a blob's ETag (only writes do), so a
-    /// caller that remembers what the blob held at that ETag knows its
-    /// content without reading it.
+    /// [`LeaseAction::Acquire`]: the active lease id and the blob's ETag from
+    /// the reply. A lease never changes the ETag, so a caller that remembers
+    /// the blob at that ETag knows its content without reading it.
     Acquired {
         /// The lease id now active.
         id: LeaseId,
@@ -187,9 +174,7 @@ impl LeaseAction {
 /// What an acquire answered (see [`LeaseReply::Acquired`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AcquiredLease {
-    /// The lease id now active on the blob.
     pub(crate) id: LeaseId,
-    /// The blob's ETag from the reply.
     pub(crate) etag: Option<ETag>,
 }
 
@@ -388,9 +373,8 @@ pub struct BlobListPage {
     pub next_marker: Option<String>,
 }
 
-/// How a blob write treats the blob as it is: whatever is there, only
-/// nothing, or only one version. One mode per write, so conditions that
-/// cannot hold together cannot be asked for.
+/// How a blob write treats the blob as it is: one mode per write, so
+/// conditions that cannot hold together cannot be asked for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum BlobWriteMode {
     /// Whatever is stored, or nothing: no condition.
@@ -411,10 +395,9 @@ pub enum BlobWriteMode {
 pub struct BlobConditions {
     /// What the blob must be for the write to apply.
     pub mode: BlobWriteMode,
-    /// `x-ms-lease-id`: the write is made under this lease. A leased blob
-    /// accepts writes only with its lease id (412 `LeaseIdMissing` /
-    /// `LeaseIdMismatchWithBlobOperation`); a lease id on a blob without an
-    /// active lease fails (412 `LeaseNotPresentWithBlobOperation`).
+    /// `x-ms-lease-id`: the write is made under this lease (a leased blob
+    /// takes writes only with its id; an id on a blob without an active
+    /// lease fails).
     pub lease_id: Option<LeaseId>,
 }
 

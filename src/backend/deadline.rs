@@ -4,13 +4,10 @@
 //! the request, the memory backend when it applies it.
 //!
 //! A unit's commit point goes out this way, by the local validity deadline
-//! of the primary's lock (see "Rows commits leave behind" in
-//! [`crate::lock`]): a commit point signed at all was signed while the lock
-//! was held, before anybody could withdraw the commit, and the service
-//! accepts a request signed with Shared Key only within 15 minutes of its
-//! date. A process stopped between its last check of the lease and the
-//! request going out therefore cannot land a commit point long after a
-//! withdrawal, however long it was stopped.
+//! of the primary's lock (see [`crate::lock`]): it is signed while the lock
+//! is held, and the service accepts a Shared Key request only within 15
+//! minutes of its date, so a process stopped before sending cannot land a
+//! commit point long after a withdrawal.
 
 use std::future::Future;
 

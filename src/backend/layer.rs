@@ -11,44 +11,26 @@ use crate::error::Result;
 
 /// What sees every request of a backend on its way: counts it, injects
 /// faults, traces it, times it, refuses it. Given to
-/// [`StoreBuilder::layer`](crate::StoreBuilder::layer), it makes a backend
-/// that answers every request of both backend traits through
-/// [`Layer::call`], with the semantics of the backend below apart from
-/// what the layer is for.
+/// [`StoreBuilder::layer`](crate::StoreBuilder::layer), it answers every
+/// request of both backend traits through [`Layer::call`].
 ///
 /// # The stack
 ///
-/// A store stacks, from the backend up:
-///
-/// 1. the layers given to [`StoreBuilder::layer`](crate::StoreBuilder::layer),
-///    in the order given;
-/// 2. tracing: one debug span per request, named `leasehold.table` or
-///    `leasehold.blob`, with OpenTelemetry's database-client attributes
-///    (`db.system.name` from [`TableBackend::system_name`](super::TableBackend::system_name),
-///    `db.operation.name`, `db.collection.name`, `server.address`) and the
-///    request's outcome;
-/// 3. the store's metrics (feature `opentelemetry`).
-///
-/// A table's writes then go through, per table, over the store's stack:
-///
-/// 4. on [`Table::fenced`](crate::Table::fenced), the
-///    [`Fence`](crate::lease::Fence)'s layer: every write as one
-///    transaction with the partition's fence row;
-/// 5. for a type with indexes, the table sends each write through the
-///    index write path: claims first, then the entity's row through the
-///    layers below (see [`crate::index`]). The claims go to the store's
-///    stack, so they are not fenced.
-///
-/// The test kit's counter and fault injector (`testing::RequestCounter`,
-/// `testing::FaultInjector`, feature `conformance`) are layers; tracing
-/// and metrics are layers of the same trait.
+/// A store stacks, from the backend up: the layers given to
+/// [`StoreBuilder::layer`](crate::StoreBuilder::layer), in order; tracing (a
+/// debug span per request, `leasehold.table` or `leasehold.blob`, with
+/// OpenTelemetry's database-client attributes); the store's metrics (feature
+/// `opentelemetry`). A table's writes then go, over the store's stack, through
+/// the [`Fence`](crate::lease::Fence)'s layer on
+/// [`Table::fenced`](crate::Table::fenced), and for a type with indexes through
+/// the index write path (claims first, to the store's stack, unfenced; see
+/// [`crate::index`]). The test kit's counter and fault injector are layers too.
 ///
 /// # Writing one
 ///
-/// A layer has one method, [`call`](Layer::call): it sees each request
-/// (its [`Op`](super::Op), table or blob, keys) and `next`, the answer of the backend
-/// below, and answers in its place: awaits `next` (or not), before or
-/// after its own work. This one refuses deletes of whole tables:
+/// [`call`](Layer::call) sees each request (its [`Op`](super::Op), table or
+/// blob, keys) and `next`, the answer of the backend below, and answers in its
+/// place. This one refuses deletes of whole tables:
 ///
 /// ```
 /// use std::future::Future;
@@ -73,9 +55,8 @@ use crate::error::Result;
 /// # Ok::<(), leasehold::Error>(()) }).unwrap();
 /// ```
 ///
-/// A layer cannot change what a request sends or what its answer holds
-/// (the answer's type is the request's own); it can wait, count, refuse,
-/// fail, or send requests of its own to a backend it holds.
+/// A layer cannot change what a request sends or what its answer holds; it
+/// can wait, count, refuse, fail, or send requests of its own.
 pub trait Layer: Send + Sync + fmt::Debug + 'static {
     /// Answers `request`: `next` is the backend below's answer to it, not
     /// yet started.

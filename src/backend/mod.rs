@@ -4,15 +4,10 @@
 //! [`BlobBackend`] (blobs and their leases). They speak in stored properties,
 //! not user types, so a backend never sees a derive. [`memory`] is the
 //! embedded backend; `azure` (feature `azure`) talks to Azure Storage or
-//! Azurite. Layers ([`Layer`]: leasehold's own tracing and metrics, the
-//! counter and fault injector of `testing` (feature `conformance`), a
-//! user's) see every
-//! request of any backend, as [`Request`]s.
-//!
-//! Every backend returns the same [`Error`](crate::Error) variants and service
-//! error codes for the same situations; the conformance suite
-//! (`src/testing/conformance/`, published as `testing::conformance` under
-//! the `conformance` feature) holds them to it.
+//! Azurite. Layers ([`Layer`]: tracing, metrics, test wrappers, a user's)
+//! see every request of any backend, as [`Request`]s. Every backend returns
+//! the same [`Error`] variants and service codes for the same situations;
+//! the conformance suite (`testing::conformance`) holds them to it.
 
 mod blob;
 pub(crate) mod deadline;
@@ -48,20 +43,21 @@ pub use table::{
 pub(crate) use table::{chunk_batches, validate_batch};
 pub(crate) use trace::Tracing;
 
+#[cfg(doc)]
+use crate::error::Error;
 use crate::error::Result;
 use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
 
-/// Entity storage: the operations of the Table service that leasehold uses.
-///
-/// Semantics follow Azure (not Azurite where they differ): see the docs of
-/// each method and of [`TableOp`].
+/// Entity storage: the operations of the Table service that leasehold uses,
+/// with Azure's semantics (not Azurite's where they differ).
 ///
 /// # Errors
 ///
-/// Every method fails with [`Error::Transient`](crate::Error::Transient)
-/// for a failure worth retrying (5xx, 408, a timeout, a lost connection),
-/// and otherwise with [`Error::Backend`](crate::Error::Backend) carrying
-/// the service's status and code, beyond the errors it names.
+/// Every method fails with [`Error::Transient`] for a failure worth retrying
+/// (5xx, 408, a timeout, a lost connection), and otherwise with
+/// [`Error::Backend`] carrying the service's status and code, beyond the
+/// errors it names. The exact contract is the conformance suite's
+/// (`testing::conformance`).
 #[async_trait]
 pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     /// `db.system.name` of the backend's request spans and metrics (see
@@ -72,33 +68,25 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
     }
 
     /// `server.address` of the backend's request spans: the Table
-    /// service's host, never with credentials. Wrappers report the backend
-    /// they wrap. Default: none.
+    /// service's host, never with credentials. Default: none.
     fn server_address(&self) -> Option<String> {
         None
     }
 
-    /// Creates the table unless it exists. Succeeds in both cases, and
-    /// says which.
+    /// Creates the table unless it exists, and says which.
     ///
     /// # Errors
-    /// [`Error::Invalid`](crate::Error::Invalid) for a name the service refuses.
-    /// [`Error::Transient`](crate::Error::Transient) for a failure worth
-    /// retrying (5xx, 408, a timeout, a lost connection); otherwise
-    /// [`Error::Backend`](crate::Error::Backend) with the service's status and code
-    /// (Azure answers `TableBeingDeleted` for a while after a table of the
-    /// name was deleted).
+    /// [`Error::Invalid`] for a name the service refuses (Azure answers
+    /// `TableBeingDeleted` for a while after a table of the name was deleted).
     async fn create_table(&self, table: &TableName) -> Result<TableCreation>;
 
-    /// Deletes the table and every entity in it: `true` when it did,
-    /// `false` when there was no such table.
+    /// Deletes the table and its entities: `false` when there was none.
     ///
     /// # Errors
     /// Only the [errors of every request](TableBackend#errors).
     async fn delete_table(&self, table: &TableName) -> Result<bool>;
 
-    /// Every table of the account, in the service's order (by name), all
-    /// pages of the listing read.
+    /// Every table of the account, by name, all pages read.
     ///
     /// # Errors
     /// Only the [errors of every request](TableBackend#errors).
@@ -106,12 +94,8 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
 
     /// Reads one entity; `Ok(None)` when the table has no such entity.
     ///
-    /// A missing table is [`Error::NotFound`](crate::Error::NotFound) with
-    /// code `TableNotFound`.
-    ///
     /// # Errors
-    /// [`Error::NotFound`](crate::Error::NotFound) (`TableNotFound`) for a missing table.
-    /// And the [errors of every request](TableBackend#errors).
+    /// [`Error::NotFound`] (`TableNotFound`) for a missing table.
     async fn get(
         &self,
         table: &TableName,
@@ -119,20 +103,15 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
         row_key: &RowKey,
     ) -> Result<Option<StoredEntity>>;
 
-    /// Applies one write. Returns the new version, or `None` for a delete.
+    /// Applies one write: the new version, or `None` for a delete. `options`
+    /// say what goes with it, such as the write log that settles the write
+    /// if its reply is lost ([`WriteOptions::write_log`]).
     ///
     /// # Errors
-    /// By [`TableOp`]: [`Error::AlreadyExists`](crate::Error::AlreadyExists) when an insert finds the row;
-    /// [`Error::NotFound`](crate::Error::NotFound) when a conditional write or delete finds no row (or
-    /// no table); [`Error::Conflict`](crate::Error::Conflict) when the row's ETag is not the precondition;
-    /// [`Error::Invalid`](crate::Error::Invalid) for an entity that breaks a service limit (before
-    /// anything is sent).
-    /// And the [errors of every request](TableBackend#errors).
-    ///
-    /// The operation is handed over by value (a backend that keeps the
-    /// entity moves it rather than copying it); `options` say what else
-    /// goes with it, such as the write log that settles the write if its
-    /// reply is lost ([`WriteOptions::write_log`]).
+    /// [`Error::AlreadyExists`] when an insert finds the row;
+    /// [`Error::NotFound`] when a conditional write finds no row (or no
+    /// table); [`Error::Conflict`] for a stale ETag; [`Error::Invalid`] for an
+    /// entity over a service limit (before anything is sent).
     async fn execute(
         &self,
         table: &TableName,
@@ -140,27 +119,19 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
         options: &WriteOptions,
     ) -> Result<Option<Version>>;
 
-    /// Applies an entity-group transaction: all operations or none.
-    ///
-    /// Operations must share one partition, touch each row at most once, and
-    /// number at most [`TableOp::MAX_BATCH_OPS`] within
-    /// [`TableOp::MAX_BATCH_BYTES`]; breaking a
-    /// limit is [`Error::Invalid`](crate::Error::Invalid) before anything is
-    /// sent. A failing operation is [`Error::Batch`](crate::Error::Batch) with
-    /// its index. Returns one result per operation, in order.
+    /// Applies an entity-group transaction, all operations or none: one
+    /// partition, each row once, at most [`TableOp::MAX_BATCH_OPS`] within
+    /// [`TableOp::MAX_BATCH_BYTES`]. One result per operation, in order.
     ///
     /// # Errors
-    /// [`Error::Invalid`](crate::Error::Invalid) for a batch that breaks a limit (before anything is
-    /// sent); [`Error::Batch`](crate::Error::Batch) with the index and error of the operation that
-    /// failed (nothing applied).
-    /// And the [errors of every request](TableBackend#errors).
+    /// [`Error::Invalid`] for a batch over a limit (before anything is sent);
+    /// [`Error::Batch`] with the index and error of the failing operation.
     async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>>;
 
     /// Reads one page of a query.
     ///
     /// # Errors
-    /// [`Error::NotFound`](crate::Error::NotFound) (`TableNotFound`) for a missing table.
-    /// And the [errors of every request](TableBackend#errors).
+    /// [`Error::NotFound`] (`TableNotFound`) for a missing table.
     async fn query(&self, table: &TableName, query: &QuerySpec) -> Result<QueryPage>;
 }
 
@@ -169,38 +140,31 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
 ///
 /// # Errors
 ///
-/// Every method fails with [`Error::Transient`](crate::Error::Transient)
-/// for a failure worth retrying (5xx, 408, a timeout, a lost connection),
-/// and otherwise with [`Error::Backend`](crate::Error::Backend) carrying
-/// the service's status and code, beyond the errors it names.
+/// As [`TableBackend`'s](TableBackend#errors), beyond the errors each method
+/// names.
 #[async_trait]
 pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
-    /// Where the blobs live, for error messages such as
-    /// [`Error::Unavailable`](crate::Error::Unavailable): the Blob service
-    /// URL (never with credentials or a signature), or a short name such as
-    /// `memory`. Wrappers report the backend they wrap. Default:
-    /// `unnamed blob backend`.
+    /// Where the blobs live, for messages such as [`Error::Unavailable`]: the
+    /// Blob service URL (never with credentials), or a short name such as
+    /// `memory`. Default: `unnamed blob backend`.
     fn endpoint(&self) -> String {
         "unnamed blob backend".to_owned()
     }
 
-    /// Creates the container unless it exists. Succeeds in both cases.
+    /// Creates the container unless it exists.
     ///
     /// # Errors
-    /// [`Error::Invalid`](crate::Error::Invalid) for a name the service refuses.
-    /// And the [errors of every request](BlobBackend#errors).
+    /// [`Error::Invalid`] for a name the service refuses.
     async fn create_container(&self, container: &ContainerName) -> Result<()>;
 
-    /// Writes a whole block blob with its metadata, under `conditions`.
-    /// Returns the new ETag.
+    /// Writes a whole block blob with its metadata, under `conditions`: the
+    /// new ETag.
     ///
     /// # Errors
-    /// [`Error::NotFound`](crate::Error::NotFound) for a missing container; [`Error::AlreadyExists`](crate::Error::AlreadyExists) for a
-    /// create-only write that finds the blob; [`Error::Conflict`](crate::Error::Conflict) when `If-Match`
-    /// fails; [`Error::LeaseHeld`](crate::Error::LeaseHeld) when the blob is leased and no lease id was
-    /// given; [`Error::LeaseLost`](crate::Error::LeaseLost) when the lease id given is not the blob's
-    /// active lease.
-    /// And the [errors of every request](BlobBackend#errors).
+    /// [`Error::NotFound`] for a missing container; [`Error::AlreadyExists`]
+    /// for a create-only put that finds the blob; [`Error::Conflict`] when
+    /// the condition fails; [`Error::LeaseHeld`] for a leased blob and no
+    /// lease id; [`Error::LeaseLost`] for a lease id that is not the active one.
     async fn put_blob(
         &self,
         container: &ContainerName,
@@ -213,28 +177,24 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     /// Reads a blob's body and properties; `Ok(None)` when it does not exist.
     ///
     /// # Errors
-    /// [`Error::NotFound`](crate::Error::NotFound) for a missing container.
-    /// And the [errors of every request](BlobBackend#errors).
+    /// [`Error::NotFound`] for a missing container.
     async fn get_blob(&self, container: &ContainerName, blob: &BlobName) -> Result<Option<Blob>>;
 
-    /// Reads a blob's properties (ETag, metadata, lease); `Ok(None)` when it
-    /// does not exist.
+    /// Reads a blob's properties; `Ok(None)` when it does not exist.
     ///
     /// # Errors
-    /// [`Error::NotFound`](crate::Error::NotFound) for a missing container.
-    /// And the [errors of every request](BlobBackend#errors).
+    /// [`Error::NotFound`] for a missing container.
     async fn blob_properties(
         &self,
         container: &ContainerName,
         blob: &BlobName,
     ) -> Result<Option<BlobProperties>>;
 
-    /// Replaces a blob's metadata under `conditions`. Returns the new ETag.
+    /// Replaces a blob's metadata under `conditions`: the new ETag.
     ///
     /// # Errors
-    /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob or container; otherwise as
-    /// [`BlobBackend::put_blob`] for the conditions.
-    /// And the [errors of every request](BlobBackend#errors).
+    /// [`Error::NotFound`] for a missing blob; otherwise as
+    /// [`BlobBackend::put_blob`].
     async fn set_blob_metadata(
         &self,
         container: &ContainerName,
@@ -246,9 +206,8 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     /// Deletes a blob under `conditions`.
     ///
     /// # Errors
-    /// [`Error::NotFound`](crate::Error::NotFound) for a missing blob or container; otherwise as
-    /// [`BlobBackend::put_blob`] for the conditions.
-    /// And the [errors of every request](BlobBackend#errors).
+    /// [`Error::NotFound`] for a missing blob; otherwise as
+    /// [`BlobBackend::put_blob`].
     async fn delete_blob(
         &self,
         container: &ContainerName,
@@ -259,8 +218,7 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     /// Lists blobs whose names start with `prefix`, a page at a time.
     ///
     /// # Errors
-    /// [`Error::NotFound`](crate::Error::NotFound) for a missing container.
-    /// And the [errors of every request](BlobBackend#errors).
+    /// [`Error::NotFound`] for a missing container.
     async fn list_blobs(
         &self,
         container: &ContainerName,
@@ -268,9 +226,8 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
         marker: Option<&str>,
     ) -> Result<BlobListPage>;
 
-    /// Acquires, renews, changes, releases or breaks the blob's lease: one
-    /// request of the Lease Blob operation, answered by the
-    /// [`LeaseReply`] of the action.
+    /// One request of the Lease Blob operation, answered by the action's
+    /// [`LeaseReply`].
     ///
     /// # Errors
     /// As documented on each [`LeaseAction`].

@@ -21,30 +21,27 @@ pub(crate) struct Noted {
 }
 
 #[cfg(feature = "opentelemetry")]
-#[derive(Default)]
-struct Notes {
-    transport_retries: Cell<u64>,
-    throttle_retries: Cell<u64>,
-    throttled: Cell<u64>,
+tokio::task_local! {
+    static NOTES: Cell<Noted>;
 }
 
+/// Adds to the notes of the running call, if any.
 #[cfg(feature = "opentelemetry")]
-tokio::task_local! {
-    static NOTES: Notes;
+fn note(add: impl FnOnce(&mut Noted)) {
+    let _ = NOTES.try_with(|n| {
+        let mut noted = n.get();
+        add(&mut noted);
+        n.set(noted);
+    });
 }
 
 /// Runs `fut` (one backend call), collecting what the backend notes.
 #[cfg(feature = "opentelemetry")]
 pub(crate) async fn noting<F: std::future::Future>(fut: F) -> (F::Output, Noted) {
     NOTES
-        .scope(Notes::default(), async move {
+        .scope(Cell::default(), async move {
             let output = fut.await;
-            let noted = NOTES.with(|n| Noted {
-                transport_retries: n.transport_retries.get(),
-                throttle_retries: n.throttle_retries.get(),
-                throttled: n.throttled.get(),
-            });
-            (output, noted)
+            (output, NOTES.with(Cell::get))
         })
         .await
 }
@@ -53,13 +50,9 @@ pub(crate) async fn noting<F: std::future::Future>(fut: F) -> (F::Output, Noted)
 /// another transient failure.
 pub(crate) fn retry(throttled: bool) {
     #[cfg(feature = "opentelemetry")]
-    let _ = NOTES.try_with(|n| {
-        let cell = if throttled {
-            &n.throttle_retries
-        } else {
-            &n.transport_retries
-        };
-        cell.set(cell.get() + 1);
+    note(|n| match throttled {
+        true => n.throttle_retries += 1,
+        false => n.transport_retries += 1,
     });
     #[cfg(not(feature = "opentelemetry"))]
     let _ = throttled;
@@ -68,7 +61,7 @@ pub(crate) fn retry(throttled: bool) {
 /// The service answered that it is busy.
 pub(crate) fn throttled() {
     #[cfg(feature = "opentelemetry")]
-    let _ = NOTES.try_with(|n| n.throttled.set(n.throttled.get() + 1));
+    note(|n| n.throttled += 1);
 }
 
 // Error kinds a caller expects from the backend calls it makes while

@@ -6,48 +6,66 @@ use std::borrow::Cow;
 use super::TableOp;
 use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
 
-/// The kind of a backend request, as layers see it ([`Request::op`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Op {
+/// Declares [`Op`], each kind with its name in metrics ([`Op::name`]).
+macro_rules! ops {
+    ($($(#[doc = $doc:expr])* $op:ident = $name:literal,)*) => {
+        /// The kind of a backend request, as layers see it ([`Request::op`]).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Op {
+            $($(#[doc = $doc])* $op,)*
+        }
+
+        impl Op {
+            /// The request's name in metrics (`db.operation.name`).
+            pub(crate) fn name(self) -> &'static str {
+                match self {
+                    $(Op::$op => $name,)*
+                }
+            }
+        }
+    };
+}
+
+ops! {
     /// [`TableBackend::create_table`](crate::backend::TableBackend::create_table)
-    CreateTable,
+    CreateTable = "create_table",
     /// [`TableBackend::delete_table`](crate::backend::TableBackend::delete_table)
-    DeleteTable,
+    DeleteTable = "delete_table",
     /// [`TableBackend::list_tables`](crate::backend::TableBackend::list_tables)
-    ListTables,
+    ListTables = "list_tables",
     /// [`TableBackend::get`](crate::backend::TableBackend::get)
-    Get,
+    Get = "get",
     /// [`TableBackend::execute`](crate::backend::TableBackend::execute):
     /// insert, replace, merge, upsert or delete.
-    Write,
+    Write = "write",
     /// [`TableBackend::batch`](crate::backend::TableBackend::batch)
-    Batch,
+    Batch = "batch",
     /// [`TableBackend::query`](crate::backend::TableBackend::query)
-    Query,
+    Query = "query",
     /// [`BlobBackend::create_container`](crate::backend::BlobBackend::create_container)
-    CreateContainer,
+    CreateContainer = "create_container",
     /// [`BlobBackend::put_blob`](crate::backend::BlobBackend::put_blob)
-    PutBlob,
+    PutBlob = "put_blob",
     /// [`BlobBackend::get_blob`](crate::backend::BlobBackend::get_blob)
-    GetBlob,
+    GetBlob = "get_blob",
     /// [`BlobBackend::blob_properties`](crate::backend::BlobBackend::blob_properties)
-    BlobProperties,
+    BlobProperties = "blob_properties",
     /// [`BlobBackend::set_blob_metadata`](crate::backend::BlobBackend::set_blob_metadata)
-    SetBlobMetadata,
+    SetBlobMetadata = "set_blob_metadata",
     /// [`BlobBackend::delete_blob`](crate::backend::BlobBackend::delete_blob)
-    DeleteBlob,
+    DeleteBlob = "delete_blob",
     /// [`BlobBackend::list_blobs`](crate::backend::BlobBackend::list_blobs)
-    ListBlobs,
+    ListBlobs = "list_blobs",
     /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Acquire`](crate::backend::LeaseAction::Acquire)
-    AcquireLease,
+    AcquireLease = "acquire_lease",
     /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Renew`](crate::backend::LeaseAction::Renew)
-    RenewLease,
+    RenewLease = "renew_lease",
     /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Change`](crate::backend::LeaseAction::Change)
-    ChangeLease,
+    ChangeLease = "change_lease",
     /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Release`](crate::backend::LeaseAction::Release)
-    ReleaseLease,
+    ReleaseLease = "release_lease",
     /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Break`](crate::backend::LeaseAction::Break)
-    BreakLease,
+    BreakLease = "break_lease",
 }
 
 impl Op {
@@ -55,31 +73,6 @@ impl Op {
     /// than work.
     pub fn is_setup(self) -> bool {
         matches!(self, Op::CreateTable | Op::CreateContainer)
-    }
-
-    /// The request's name in metrics (`db.operation.name`).
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Op::CreateTable => "create_table",
-            Op::DeleteTable => "delete_table",
-            Op::ListTables => "list_tables",
-            Op::Get => "get",
-            Op::Write => "write",
-            Op::Batch => "batch",
-            Op::Query => "query",
-            Op::CreateContainer => "create_container",
-            Op::PutBlob => "put_blob",
-            Op::GetBlob => "get_blob",
-            Op::BlobProperties => "blob_properties",
-            Op::SetBlobMetadata => "set_blob_metadata",
-            Op::DeleteBlob => "delete_blob",
-            Op::ListBlobs => "list_blobs",
-            Op::AcquireLease => "acquire_lease",
-            Op::RenewLease => "renew_lease",
-            Op::ChangeLease => "change_lease",
-            Op::ReleaseLease => "release_lease",
-            Op::BreakLease => "break_lease",
-        }
     }
 }
 

@@ -30,12 +30,9 @@ pub struct Version {
     pub timestamp: OffsetDateTime,
 }
 
-/// The condition of a replace, merge or delete.
-///
-/// A delete takes [`IfMatch`](Precondition::IfMatch) or
-/// [`IfExists`](Precondition::IfExists): the service has no unconditional
-/// delete, so a delete on [`Upsert`](Precondition::Upsert) is refused with
-/// [`Error::Invalid`] before anything is sent.
+/// The condition of a replace, merge or delete. The service has no
+/// unconditional delete: a delete on [`Upsert`](Precondition::Upsert) is
+/// refused with [`Error::Invalid`] before anything is sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Precondition {
     /// `If-Match: <etag>`: only if unchanged since read (412 otherwise, 404 if
@@ -79,12 +76,9 @@ impl WriteOptions {
         self
     }
 
-    /// The property of the written entity that holds its write log, when it
-    /// keeps one: the ids of the entity's recent writes, newest first, this
-    /// write's own in front. A backend that can lose a reply (a connection
-    /// dropped after the request went out) reads the entity back and
-    /// settles the outcome by the log; without one it compares content,
-    /// which cannot always tell this write from another writer's.
+    /// The property holding the written entity's write log, when it keeps one:
+    /// a backend that lost the reply reads the entity back and settles the
+    /// outcome by the log (see `crate::backend::write_log`).
     pub fn write_log(&self) -> Option<&'static str> {
         self.write_log.then_some(super::write_log::PROPERTY)
     }
@@ -99,18 +93,14 @@ pub enum TableOp {
     Replace(EntityData, Precondition),
     /// Merge properties into the entity, keeping the others.
     Merge(EntityData, Precondition),
-    /// Delete the entity. The service has no unconditional delete: it
-    /// deletes a given version, or whatever version is stored (404 when
-    /// there is none).
+    /// Delete the entity (404 when there is none).
     Delete {
         /// The partition key.
         partition_key: PartitionKey,
         /// The row key.
         row_key: RowKey,
-        /// [`Precondition::IfMatch`]: only that version (412 when the
-        /// entity changed); [`Precondition::IfExists`]: whatever version is
-        /// stored. [`Precondition::Upsert`] is refused with
-        /// [`Error::Invalid`] before anything is sent.
+        /// [`Precondition::IfMatch`] or [`Precondition::IfExists`] (see
+        /// [`Precondition`]).
         condition: Precondition,
     },
 }
@@ -135,11 +125,9 @@ impl TableOp {
         }
     }
 
-    /// Checks the operation's condition: a delete on
-    /// [`Precondition::Upsert`] is no operation the service has.
+    /// Checks the operation's condition (see [`Precondition`]).
     ///
-    /// # Errors
-    /// [`Error::Invalid`] naming the operation, its table and row.
+    /// # Errors [`Error::Invalid`] naming the operation, its table and row.
     pub(crate) fn validate_condition(&self, table: &str) -> Result<()> {
         match self {
             TableOp::Delete {
@@ -238,11 +226,10 @@ impl TableOp {
     }
 }
 
-/// Checks an entity-group transaction against the service's limits: at least
-/// one and at most 100 operations, one partition, each row once, at most 4 MiB.
+/// Checks an entity-group transaction against the service's limits: 1 to 100
+/// operations, one partition, each row once, at most 4 MiB.
 ///
-/// # Errors
-/// [`Error::Invalid`] naming the limit and the operation that breaks it.
+/// # Errors [`Error::Invalid`] naming the limit and the operation that breaks it.
 pub(crate) fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
     let what = || format!("batch on table `{table}`");
     let Some(first) = ops.first() else {
@@ -300,13 +287,10 @@ pub(crate) fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
     Ok(())
 }
 
-/// `ops`, of one partition of `table` and each on its own row, as
-/// entity-group transactions within the service's limits (100 operations,
-/// 4 MiB), in order.
+/// `ops`, of one partition and each on its own row, as entity-group
+/// transactions within the service's limits, in order.
 ///
-/// # Errors
-/// [`Error::Invalid`] when one operation alone is over them, or `ops`
-/// span partitions or touch a row twice.
+/// # Errors [`Error::Invalid`] when one operation alone is over them, or `ops` span partitions or touch a row twice.
 pub(crate) fn chunk_batches(table: &str, ops: Vec<TableOp>) -> Result<Vec<Vec<TableOp>>> {
     let mut batches: Vec<Vec<TableOp>> = Vec::new();
     let mut bytes = 0;
@@ -350,8 +334,8 @@ pub struct QuerySpec {
     /// The user properties to return (keys and Timestamp always come back);
     /// `None` for all.
     pub select: Option<Vec<String>>,
-    /// The page size, at most [`QuerySpec::MAX_PAGE_SIZE`]; `None` lets the service pick
-    /// (up to 1000).
+    /// The page size, at most [`QuerySpec::MAX_PAGE_SIZE`]; `None` lets the
+    /// service pick (up to 1000).
     pub top: Option<u16>,
     /// Where to resume.
     pub continuation: Option<Continuation>,
@@ -363,9 +347,7 @@ impl QuerySpec {
 
     /// Checks the page size and filter.
     ///
-    /// # Errors
-    /// [`Error::Invalid`] for a page size of 0 or over 1000, or a filter
-    /// the service would reject.
+    /// # Errors [`Error::Invalid`] for a page size outside 1..=1000, or a filter the service would reject.
     pub fn validate(&self) -> Result<()> {
         if let Some(top) = self.top
             && (top == 0 || top > Self::MAX_PAGE_SIZE)

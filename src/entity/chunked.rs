@@ -16,16 +16,11 @@
 //! row with `body` and no `body_count` (written before the field was
 //! chunked) reads as one chunk.
 //!
-//! A value that shrinks: a replace stores exactly the chunks of the new
-//! value (chunks left over from a longer one are not kept as unknown
-//! properties: every `body_<n>` belongs to the field); a merge cannot
-//! remove properties, so the old chunks past the new `body_count` stay
-//! stored, ignored by reads, until the next replace.
-//!
-//! A projection ([`Query::select`](crate::table::Query::select)) returns
-//! the chunks of a chunked field only when it names every one of them and
-//! the count; name the other fields instead, and read the entity whole when
-//! the large value is needed.
+//! A value that shrinks: a replace stores exactly the new chunks (every
+//! `body_<n>` belongs to the field, none is kept as unknown); a merge cannot
+//! remove properties, so old chunks past the new `body_count` stay, ignored
+//! by reads, until the next replace. A projection returns a chunked field
+//! only when it names every chunk and the count.
 
 use super::data::EntityData;
 use super::properties::Properties;

@@ -15,25 +15,12 @@ use crate::key::{PartitionKey, RowKey};
 /// Any row of any table: its keys and every property as stored, with no
 /// type of its own.
 ///
-/// It is an [`Entity`], so a `Table<DynamicEntity>` has the same operations
-/// as a typed table (reads give a [`Versioned`](crate::Versioned) with the
-/// ETag and Timestamp; `insert`, `replace`, `merge`, `delete`, `upsert`,
-/// batches, `update_with`, queries with filters built from
-/// [`Column::new`](crate::query::Column::new) or
-/// [`Filter`](crate::query::Filter)); open one by table name with
-/// [`Store::dynamic_table`](crate::Store::dynamic_table). Partition-locked
-/// units take typed entities only.
-///
-/// Its properties are exactly the bag: a replace writes the bag as it is
-/// (so removing a property from it removes it from the row), and nothing
-/// is kept beside it.
-///
-/// Rows written by other programs often store values under other types
-/// than leasehold would: the legacy .NET SDK and hand-written JSON store
-/// 64-bit integers as plain JSON numbers (read back as `Edm.Int32` or
-/// `Edm.Double`), and GUIDs and dates as strings.
-/// [`DynamicEntity::get`] reads a property as any [`PropertyCodec`] type
-/// and accepts those forms too, when they convert without loss.
+/// A `Table<DynamicEntity>` ([`Store::dynamic_table`](crate::Store::dynamic_table))
+/// has every operation of a typed table (partition-locked units take typed
+/// entities only). Its properties are exactly the bag: a replace writes it
+/// as it is, and nothing is kept beside it. [`DynamicEntity::get`] also
+/// reads the forms other programs store (64-bit integers as plain numbers,
+/// GUIDs and dates as text).
 ///
 /// ```
 /// use leasehold::entity::Value;
@@ -74,11 +61,10 @@ impl DynamicEntity {
 
     /// Reads property `name` as a `T`; `Ok(None)` when it is absent.
     ///
-    /// Besides `T`'s own EDM type, it accepts the forms other programs
-    /// store, when they convert without loss: integers as `Edm.Int32`,
-    /// `Edm.Int64`, an integral `Edm.Double` or decimal text; doubles as
-    /// any number or text; GUIDs as text; date-times as RFC 3339 text;
-    /// booleans as `"true"`/`"false"`; text as a GUID or a date-time.
+    /// Besides `T`'s own EDM type, it accepts forms that convert without
+    /// loss: integers as any integral number or decimal text; doubles as
+    /// any number or text; GUIDs, RFC 3339 date-times and booleans as text;
+    /// text as a GUID or a date-time.
     ///
     /// # Errors
     /// [`Error::Decode`] naming the property, what `T` needs, what is
@@ -107,20 +93,14 @@ impl DynamicEntity {
                 self.properties.remove(name);
             }
             Err(e) => {
+                let keys = (self.partition_key.as_str(), self.row_key.as_str());
                 return Err(Error::invalid(
-                    format!("property `{name}` of {:?}", self.keys_text()),
+                    format!("property `{name}` of {keys:?}"),
                     e.0,
                 ));
             }
         }
         Ok(())
-    }
-
-    fn keys_text(&self) -> (String, String) {
-        (
-            self.partition_key.as_str().to_owned(),
-            self.row_key.as_str().to_owned(),
-        )
     }
 
     fn decode_error(&self, name: &str, e: DecodeError, stored: &Value) -> Error {
@@ -134,9 +114,8 @@ impl DynamicEntity {
     }
 }
 
-/// `value` in the form `target` needs, when another program stored it in
-/// another form that converts without loss; `None` when there is none (the
-/// value is then decoded as it is, and fails with what it is).
+/// `value` in the form `target` needs, when it converts without loss; `None`
+/// when it does not (it is then decoded as it is, and fails).
 fn convert(value: &Value, target: EdmType) -> Option<Value> {
     if value.edm_type() == target {
         return None;

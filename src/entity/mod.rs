@@ -1,13 +1,9 @@
 //! The entity model: the [`Entity`] trait, EDM values and their codecs, and
 //! [`Versioned`] (an entity with the ETag it was read at).
 //!
-//! Users normally derive [`Entity`] (see [`crate::Entity`](macro@crate::Entity))
-//! rather than implement it.
-//!
-//! The service's limits are associated constants of what they limit:
-//! [`EntityData::MAX_BYTES`], [`EntityData::MAX_PROPERTIES`] and
-//! [`Value::MAX_BYTES`]; an entity is checked against them by
-//! [`Entity::encode`], before anything is sent.
+//! Users derive [`Entity`] ([`crate::Entity`](macro@crate::Entity)). The
+//! service's limits ([`EntityData::MAX_BYTES`], [`EntityData::MAX_PROPERTIES`],
+//! [`Value::MAX_BYTES`]) are checked by [`Entity::encode`] before sending.
 
 #[cfg(feature = "chrono")]
 mod chrono;

@@ -12,38 +12,25 @@ use crate::key::ETag;
 
 /// An entity together with the version it was read or written at.
 ///
-/// Dereferences to the entity, so fields read and change as usual; passing it
-/// back to `replace`, `merge` or `delete` sends its ETag, so a write based on a
-/// stale copy fails with [`Error::Conflict`](crate::Error::Conflict) instead of
-/// overwriting someone else's change.
-///
-/// A value read or written by leasehold also remembers what was stored at its
-/// version, so that a merge can return the entity as stored without reading
-/// it again. Two values compare equal when their
-/// entities, ETags, Timestamps and write logs are equal.
+/// Dereferences to the entity; passing it back to `replace`, `merge` or
+/// `delete` sends its ETag, so a write based on a stale copy fails with
+/// [`Error::Conflict`](crate::Error::Conflict). A value read or written by
+/// leasehold also remembers what was stored at its version, so a merge can
+/// return the entity as stored without reading it again. Two values are
+/// equal when their entities, ETags, Timestamps and write logs are.
 ///
 /// # Properties unknown to the type
 ///
-/// A row may hold properties the type does not know: a newer version of
-/// the program added a field, or another program writes the same rows. A
-/// value read from storage keeps them ([`Versioned::unknown_properties`]),
-/// and writes them back beside the entity's own properties when it is
-/// passed to `replace` (of a [`Table`](crate::Table), a
-/// [`Batch`](crate::table::Batch) or a [`Unit`](crate::lock::Unit), and so
-/// in `update_with`), so an older binary during a rolling upgrade does not
-/// delete what a newer one added. A merge leaves them stored anyway. What
-/// a write returns keeps them too, for the next write.
-///
-/// They are not kept by a value the program makes itself
-/// ([`Versioned::new`]), nor by one read through a projection
-/// ([`Query::select`](crate::table::Query::select)); and writes that take
-/// a fresh entity rather than a read value (`insert`, `upsert`,
-/// `replace_unconditionally`) store exactly the entity's properties:
-/// an `upsert` of a fresh value replaces everything stored in the row.
-/// [`Versioned::take_unknown_properties`] drops them from one value;
-/// `#[entity(drop_unknown_properties)]` on a type keeps none for any of its
-/// values ([`Entity::KEEP_UNKNOWN_PROPERTIES`]), so its replaces remove
-/// what the type does not know.
+/// A value read from storage keeps the row's properties its type does not
+/// know ([`Versioned::unknown_properties`]: a newer binary's fields, another
+/// program's) and a `replace` (of a table, batch or unit, and `update_with`)
+/// writes them back, so an older binary in a rolling upgrade deletes
+/// nothing. Values made with [`Versioned::new`] or read through a
+/// projection keep none, and writes of a fresh entity (`insert`, `upsert`,
+/// `replace_unconditionally`) store exactly its properties.
+/// [`Versioned::take_unknown_properties`] drops them from one value,
+/// `#[entity(drop_unknown_properties)]` from every value of a type
+/// ([`Entity::KEEP_UNKNOWN_PROPERTIES`]).
 #[derive(Clone)]
 pub struct Versioned<E> {
     entity: E,
@@ -61,13 +48,9 @@ pub struct Versioned<E> {
     projection: bool,
 }
 
-/// What a [`Versioned`] knows of the user properties stored at its version
-/// (the write log excluded).
-///
-/// Reads keep no copy of the stored properties while the entity is
-/// unchanged: its own encoding is them, plus the stored properties its type
-/// does not carry (`extra`, usually none). The encoding is taken when the
-/// entity is first borrowed mutably, before the change.
+/// What a [`Versioned`] knows of the user properties stored at its version.
+/// While the entity is unchanged, its own encoding plus `extra` (usually
+/// none) is them: the copy is taken at the first mutable borrow.
 pub(crate) enum Stored<E> {
     /// Not known: a value made by [`Versioned::new`], or read through a
     /// projection.
@@ -155,11 +138,8 @@ impl<E: PartialEq> PartialEq for Versioned<E> {
 }
 
 impl<E> Versioned<E> {
-    /// Pairs an entity with its version.
-    ///
-    /// Such a value knows nothing of the other properties stored at that
-    /// version: merging it may cost a read (see
-    /// [`Table::merge`](crate::Table::merge)).
+    /// Pairs an entity with its version. Such a value knows nothing else of
+    /// the row: merging it may cost a read.
     pub fn new(entity: E, etag: ETag, timestamp: OffsetDateTime) -> Self {
         Versioned {
             entity,
@@ -181,17 +161,14 @@ impl<E> Versioned<E> {
 
     /// Whether this value was read through a projection
     /// ([`Query::select`](crate::table::Query::select),
-    /// [`Table::get_as`](crate::Table::get_as)), or is what a merge of
-    /// such a value returned. It holds only some of the row's properties,
-    /// so `replace` refuses it (a replace would delete the others): write
-    /// it back with `merge`, which keeps them.
+    /// [`Table::get_as`](crate::Table::get_as)) or merged from one: it holds
+    /// only some properties, so `replace` refuses it; `merge` keeps the rest.
     pub fn is_projection(&self) -> bool {
         self.projection
     }
 
-    /// The stored properties of this version that the entity's type does
-    /// not know, which a replace writes back (see "Properties unknown to the
-    /// type" above); `None` when there are none, or they are not known.
+    /// The stored properties the entity's type does not know, which a
+    /// replace writes back; `None` when there are none or they are unknown.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -231,9 +208,8 @@ impl<E> Versioned<E> {
         self.unknown.as_deref()
     }
 
-    /// Removes and returns the stored properties the type does not know
-    /// from this value, so that passing it to `replace` removes them from
-    /// the row.
+    /// Takes the unknown properties from this value, so that a `replace`
+    /// removes them from the row.
     pub fn take_unknown_properties(&mut self) -> Option<Properties> {
         self.unknown.take().map(Arc::unwrap_or_clone)
     }
@@ -315,9 +291,8 @@ impl<E> Deref for Versioned<E> {
 }
 
 impl<E> DerefMut for Versioned<E> {
-    /// The entity, mutably. The first mutable borrow of an unchanged value
-    /// read or written by leasehold first encodes the entity to keep the
-    /// properties stored at its version (what a merge needs).
+    /// The entity, mutably; the first borrow of an unchanged value keeps its
+    /// stored properties first (what a merge needs).
     fn deref_mut(&mut self) -> &mut E {
         if let Stored::Unchanged { .. } = self.stored {
             self.stored = match self.stored_properties() {

@@ -17,25 +17,18 @@
 /// | `[`, `\` | `[0`, `[1` |
 /// | `~`, U+007F–U+009F | `~` and two hex digits (uppercase) |
 ///
-/// Every other character stands for itself. The six characters that start
-/// an escape (`!`, `"`, `.`, `>`, `[`, `~`) are themselves escaped, so they
-/// only ever start one; each escape starts with a character that sorts
-/// above every unescaped character below the characters it hides and below
-/// every unescaped character above them, and escapes of one family keep
-/// their order. So escaping keeps the order
+/// Every other character stands for itself. The characters that start an
+/// escape are themselves escaped, so they only ever start one; each escape
+/// sorts between the unescaped characters around the characters it hides,
+/// and escapes of one family keep their order. So escaping keeps the order
 /// of parts, and since the space sorts below every character an escaped
-/// part holds, a part that is a prefix of another sorts first: the
-/// encoding keeps tuple order, `(a, b) < (a', b')` exactly when
-/// `join(a, b) < join(a', b')`. That holds in the service's key order (by
-/// UTF-16 code unit) and by code point alike, since escapes are ASCII and
-/// every other character is copied unchanged.
+/// part holds, the encoding keeps tuple order: `(a, b) < (a', b')` exactly
+/// when `join(a, b) < join(a', b')`, by UTF-16 code unit and by code point
+/// alike (escapes are ASCII).
 ///
-/// `#[derive(Entity)]` keys made of several fields are this encoding of the
-/// fields' [`KeyPart`](crate::key::KeyPart) forms; a key made of one field
-/// is that field's form as it is, without escapes. The derive also
-/// generates builders for both (`T::row_key_from(...)`) and prefix filters
-/// over the leading parts of a composite key (`T::row_key_prefix_year(...)`),
-/// so code never needs to join parts by hand.
+/// `#[derive(Entity)]` keys of several fields are this encoding of the
+/// fields' [`KeyPart`](crate::key::KeyPart) forms (a one-field key is the
+/// form as it is), built by the derive's key builders and prefix filters.
 ///
 /// ```
 /// use leasehold::key::CompositeKey;

@@ -1,16 +1,10 @@
 //! Validated names and keys, and the composite-key encoding.
 //!
 //! Everything that names a row is checked here, once, at the boundary:
-//! [`TableName`], [`PartitionKey`] and [`RowKey`] can only hold values the
-//! Table service accepts, so code past this point never re-checks them.
-//!
-//! Keys built from several fields use [`CompositeKey`], an encoding that keeps
-//! the tuple order of the parts (so key ranges and sorted scans behave as the
-//! tuples would), escapes every character the service forbids, and parses back.
-//!
-//! The rules themselves (table names, key characters, the key length limit
-//! [`PartitionKey::MAX_BYTES`]) are those of the `leasehold-rules` crate,
-//! which `#[derive(Entity)]` checks table names with at compile time.
+//! [`TableName`], [`PartitionKey`] and [`RowKey`] hold only values the Table
+//! service accepts (the rules are the `leasehold-rules` crate's, which the
+//! derive also checks with at compile time). Keys of several fields use
+//! [`CompositeKey`], which keeps the parts' tuple order.
 
 /// `Display` as the bare text and `Debug` as `Name("text")` for a newtype
 /// around a validated `String` (`struct Name(String)`).

@@ -58,10 +58,6 @@ pub(super) struct BlobStore {
     containers: BTreeMap<ContainerName, Container>,
 }
 
-fn blob_what(container: &ContainerName, blob: &BlobName) -> String {
-    what::blob(container, blob)
-}
-
 fn refusal_error(refusal: Refusal, what: String) -> Error {
     Error::from_service(refusal.status, Some(refusal.code), what)
 }
@@ -134,7 +130,7 @@ impl BlobStore {
         self.containers.entry(container.clone()).or_default();
     }
 
-    /// `container`, or the error of a request on `what` in it.
+    /// `container`, or the error of a request on `what` in it (also `_mut`).
     fn container(
         &self,
         container: &ContainerName,
@@ -145,7 +141,6 @@ impl BlobStore {
             .ok_or_else(|| container_not_found(what()))
     }
 
-    /// As [`BlobStore::container`], to change it.
     fn container_mut(
         &mut self,
         container: &ContainerName,
@@ -203,7 +198,7 @@ impl BlobStore {
         conditions: &BlobConditions,
         write: BlobWrite<'_>,
     ) -> Result<ETag> {
-        let what = || blob_what(container, blob);
+        let what = || what::blob(container, blob);
         if let BlobWrite::Put(_, metadata) | BlobWrite::SetMetadata(metadata) = &write {
             validate_metadata(metadata)?;
         }
@@ -250,7 +245,7 @@ impl BlobStore {
         container: &ContainerName,
         blob: &BlobName,
     ) -> Result<Option<(&[u8], BlobProperties)>> {
-        let c = self.container(container, || blob_what(container, blob))?;
+        let c = self.container(container, || what::blob(container, blob))?;
         Ok(c.blobs
             .get(blob.as_str())
             .map(|b| (b.body.as_slice(), b.properties(now))))

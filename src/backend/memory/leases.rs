@@ -95,28 +95,14 @@ impl Lease {
     pub(super) fn info(&self, now: Instant) -> LeaseInfo {
         let mut settled = self.clone();
         settled.settle(now);
-        match settled {
-            Lease::Available => LeaseInfo {
-                state: LeaseState::Available,
-                kind: None,
-            },
-            Lease::Leased { duration, .. } => LeaseInfo {
-                state: LeaseState::Leased,
-                kind: Some(duration.kind()),
-            },
-            Lease::Breaking { .. } => LeaseInfo {
-                state: LeaseState::Breaking,
-                kind: None,
-            },
-            Lease::Broken { .. } => LeaseInfo {
-                state: LeaseState::Broken,
-                kind: None,
-            },
-            Lease::Expired { .. } => LeaseInfo {
-                state: LeaseState::Expired,
-                kind: None,
-            },
-        }
+        let (state, kind) = match settled {
+            Lease::Available => (LeaseState::Available, None),
+            Lease::Leased { duration, .. } => (LeaseState::Leased, Some(duration.kind())),
+            Lease::Breaking { .. } => (LeaseState::Breaking, None),
+            Lease::Broken { .. } => (LeaseState::Broken, None),
+            Lease::Expired { .. } => (LeaseState::Expired, None),
+        };
+        LeaseInfo { state, kind }
     }
 
     fn leased(id: LeaseId, duration: LeaseDuration, now: Instant) -> Lease {
@@ -229,11 +215,9 @@ impl Lease {
             Lease::Leased { id, expires, .. } => (id, expires.map(|at| at - now)),
             Lease::Breaking { id, until } => (id, Some(until - now)),
         };
-        let wait = match (period, left) {
-            (None, None) => Duration::ZERO,
-            (None, Some(left)) => left,
-            (Some(p), None) => p,
-            (Some(p), Some(left)) => p.min(left),
+        let wait = match period {
+            Some(p) => left.map_or(p, |left| p.min(left)),
+            None => left.unwrap_or_default(),
         };
         *self = if wait.is_zero() {
             Lease::Broken { id }
@@ -254,13 +238,12 @@ impl Lease {
     ) -> Result<(), Refusal> {
         self.settle(now);
         match (&*self, lease_id) {
-            (Lease::Leased { id, .. } | Lease::Breaking { id, .. }, Some(given)) => {
-                if *id == given {
-                    Ok(())
-                } else {
-                    Err(WRITE_ID_MISMATCH)
-                }
+            (Lease::Leased { id, .. } | Lease::Breaking { id, .. }, Some(given))
+                if *id == given =>
+            {
+                Ok(())
             }
+            (Lease::Leased { .. } | Lease::Breaking { .. }, Some(_)) => Err(WRITE_ID_MISMATCH),
             (Lease::Leased { .. } | Lease::Breaking { .. }, None) => Err(WRITE_ID_MISSING),
             (_, Some(_)) => Err(WRITE_NOT_PRESENT),
             (_, None) => Ok(()),

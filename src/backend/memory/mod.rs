@@ -1,28 +1,14 @@
 //! The embedded backend: a faithful in-memory Table and Blob service.
 //!
 //! [`MemoryBackend`] is not a mock: it enforces the rules and returns the
-//! errors and codes of Azure Storage (not of Azurite, where Azurite is more
-//! lenient), so code tested against it behaves the same on the service.
-//!
-//! * **Tables.** Entities are kept in (PartitionKey, RowKey) order, compared
-//!   as UTF-16 like the service. Every write is first checked against the
-//!   service's entity limits (as [`Entity::encode`](crate::entity::Entity::encode)
-//!   checks them). Each write
-//!   gets a Timestamp strictly later than every earlier write of the backend
-//!   (at least 100 ns apart), and an ETag of Azure's shape derived from it:
-//!   `W/"datetime'2026-11-21T04%3A46%3A16.9123456Z'"`. A batch is checked
-//!   whole before any of it applies, and all its entities share one
-//!   Timestamp.
-//! * **Queries.** Pages hold at most `top` (default 1000) entities; a page
-//!   also ends once it has examined [`MemoryBackendBuilder::scan_limit`]
-//!   entities, even if it is empty, with a continuation to resume from, as
-//!   the service does when a query runs long. Continuations are positions
-//!   (the next PartitionKey and RowKey), so resuming is stable under
-//!   concurrent writes.
-//! * **Blobs and leases.** Block blobs with metadata, conditional writes,
-//!   and the lease state machine of the Lease Blob operation, timed on
-//!   [`tokio::time::Instant`] so tests can pause and advance time. Blob
-//!   ETags are quoted hex numbers such as `"0x8DC5A1B2C3D4E5F"`.
+//! errors and codes of Azure Storage (not Azurite's, where more lenient).
+//! Entities are kept in (PartitionKey, RowKey) order as UTF-16; each write
+//! is checked against the entity limits and gets a Timestamp strictly later
+//! than every earlier one, with an ETag of Azure's shape derived from it. A
+//! batch is checked whole before any of it applies. Query pages end at `top`
+//! or after [`MemoryBackendBuilder::scan_limit`] entities examined, with a
+//! continuation (the next keys). Leases run on [`tokio::time::Instant`], so
+//! tests can pause time.
 //!
 //! ```
 //! # tokio_test_block_on(async {
@@ -82,11 +68,8 @@ use crate::backend::{
 use crate::error::Result;
 use crate::key::{BlobName, ContainerName, ETag, PartitionKey, RowKey, TableName};
 
-/// An in-memory Table and Blob service with Azure's semantics.
-///
-/// Cheap to clone: clones share the same storage, like several clients of
-/// one storage account. Build one with [`MemoryBackend::new`] or, to change
-/// options, [`MemoryBackend::builder`].
+/// An in-memory Table and Blob service with Azure's semantics. Clones share
+/// one storage, like several clients of one account.
 #[derive(Clone)]
 pub struct MemoryBackend {
     inner: Arc<Inner>,
@@ -114,13 +97,9 @@ pub struct MemoryBackendBuilder {
 
 impl MemoryBackendBuilder {
     /// How many entities one query page may examine before it ends, full or
-    /// not (at least 1; default
-    /// [`MemoryBackend::DEFAULT_SCAN_LIMIT`], no limit).
-    ///
-    /// A small budget makes pages end early with a continuation, possibly
-    /// with no entities at all, as the service's pages do when a query runs
-    /// long or crosses a partition-server boundary. Use it to test that
-    /// callers follow continuations instead of stopping at an empty page.
+    /// not (at least 1; default: no limit). A small budget makes pages end
+    /// early, even empty, as the service's do when a query runs long: for
+    /// testing that callers follow continuations.
     pub fn scan_limit(mut self, entities: usize) -> Self {
         self.options.scan_limit = entities.max(1);
         self
@@ -157,9 +136,8 @@ impl Default for MemoryBackendBuilder {
     }
 }
 
-/// Locks a store. Nothing panics while a store is locked, but if something
-/// ever did, the store's data is still consistent (every change is checked
-/// before it is made), so a poisoned lock is recovered.
+/// Locks a store. A poisoned lock is recovered: every change is checked
+/// before it is made, so the data stays consistent.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
@@ -170,12 +148,10 @@ impl MemoryBackend {
     /// What [`BlobBackend::endpoint`] answers.
     pub(crate) const ENDPOINT: &str = "memory";
 
-    /// The default per-page scan budget: no limit, pages end only when full
-    /// or at the end of the table.
+    /// The default per-page scan budget: no limit.
     pub const DEFAULT_SCAN_LIMIT: usize = usize::MAX;
 
-    /// The default number of blobs in one listing page (the service's
-    /// default).
+    /// The default number of blobs in one listing page (the service's).
     pub const DEFAULT_BLOB_PAGE_SIZE: usize = 5000;
 
     /// An empty backend with default options.

@@ -1,10 +1,8 @@
-//! Reading an entity's JSON body: [`ParsedEntity`] and
-//! [`entity_from_parsed`], the one decoder.
-//!
-//! Reading accepts what the service and other clients send: Int64 as a
-//! string or a number, doubles as numbers or the strings `NaN`, `Infinity`
-//! and `-Infinity`, and values without an annotation typed the way the
-//! service infers them. A JSON `null` is an absent property.
+//! Reading an entity's JSON body: [`ParsedEntity`] and [`entity_from_parsed`],
+//! the one decoder. It accepts what the service and other clients send: Int64
+//! as a string or a number, doubles as numbers or `NaN`, `Infinity`,
+//! `-Infinity`, values without an annotation typed as the service infers them;
+//! `null` is an absent property.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -44,14 +42,10 @@ pub(super) fn found_json(v: Option<&Json>) -> String {
     }
 }
 
-/// An entity body parsed from JSON but not yet checked: what
-/// [`entity_from_parsed`] reads into a [`WireEntity`]. Deserializing it reads
-/// the text straight into property names and values, without building a
-/// `serde_json::Map`; give it to anything that deserializes a body (the SDK's
-/// response types), or use [`entity_from_json_str`] or [`entity_from_json`].
-///
-/// Entries are kept as a `serde_json::Map` would keep them: a later value or
-/// annotation of a name replaces an earlier one.
+/// An entity body parsed from JSON but not yet checked, read straight into
+/// property names and values (no `serde_json::Map`), entries kept as such a map
+/// keeps them (a later value or annotation of a name replaces an earlier one).
+/// [`entity_from_parsed`] reads it into a [`WireEntity`].
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ParsedEntity {
     partition_key: Option<Json>,
@@ -329,12 +323,10 @@ impl ParsedEntity {
     }
 }
 
-/// Reads an entity from a parsed body: keys, Timestamp, ETag and properties,
-/// each value typed by its annotation or, without one, as the service infers
-/// it.
+/// Reads an entity from a parsed body, each value typed by its annotation or,
+/// without one, as the service infers it.
 ///
-/// # Errors
-/// [`Error::Decode`] naming the table and the property that does not parse.
+/// # Errors [`Error::Decode`] naming the table and the property that does not parse.
 pub(crate) fn entity_from_parsed(table: &str, mut parsed: ParsedEntity) -> Result<WireEntity> {
     let key = |name: &str, raw: Option<Json>| match raw {
         Some(Json::String(s)) => Ok(s),
@@ -437,12 +429,9 @@ fn read_timestamp(table: &str, slot: Slot, bad: &mut [Json]) -> Result<Option<Of
     )
 }
 
-/// Reads an entity from response body text, without building a
-/// `serde_json::Map`.
+/// Reads an entity from response body text.
 ///
-/// # Errors
-/// [`Error::Decode`] naming the table and the property that does not parse,
-/// or (property `(body)`) when the text is not a JSON object.
+/// # Errors As [`entity_from_parsed`]; property `(body)` for text that is not a JSON object.
 pub(crate) fn entity_from_json_str(table: &str, text: &str) -> Result<WireEntity> {
     let parsed = serde_json::from_str(text).map_err(|e| not_an_object(table, &e))?;
     entity_from_parsed(table, parsed)

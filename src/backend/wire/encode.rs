@@ -1,18 +1,16 @@
 //! Writing an entity's JSON body: [`EntityBody`], the one encoder.
 //!
-//! The body text is that of the JSON object a `serde_json::Map` of the keys
-//! and properties would be (keys in that map's order, a later entry of the
-//! same name replacing an earlier one). For usual names it is written
-//! straight from the property bag; unusual ones (see `streams_in_map_order`)
-//! put the entries in map order first. Either way every entry is written by
-//! the same code, `write_entry`.
+//! The text is that of the JSON object a `serde_json::Map` of the keys and
+//! properties would be (map order, a later entry of a name replacing an earlier
+//! one). Usual names are written straight from the property bag; unusual ones
+//! (`streams_in_map_order`) are put in map order first. Every entry is written
+//! by `write_entry`.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use serde::ser::Error as _;
 use serde_json::{Map, Value as Json};
 use uuid::Uuid;
 
@@ -23,15 +21,11 @@ use crate::error::{Error, Result};
 /// What follows a property's name in the key of its type annotation.
 pub(super) const ANNOTATION: &str = "@odata.type";
 
-/// An entity's request body: `PartitionKey`, `RowKey` and every property,
-/// those the service cannot infer (Int64, Double, DateTime, Guid, Binary)
-/// followed by their `name@odata.type` annotation.
-///
-/// [`EntityBody::to_text`] writes it (the form batches, batch sizes and
-/// after-images use); [`EntityBody::to_ascii_text`] writes the same JSON
-/// with non-ASCII characters escaped (the form single-entity writes send);
-/// [`EntityBody::to_map`] reads the text back as a JSON object, and it
-/// serializes as that object (serde_json writes it back as the same text).
+/// An entity's request body: `PartitionKey`, `RowKey` and every property, those
+/// the service cannot infer (Int64, Double, DateTime, Guid, Binary) followed by
+/// their `name@odata.type` annotation. [`EntityBody::to_text`] writes it,
+/// [`EntityBody::to_ascii_text`] with non-ASCII characters escaped,
+/// [`EntityBody::to_map`] as a JSON object.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EntityBody<'a> {
     partition_key: &'a str,
@@ -74,20 +68,16 @@ impl<'a> EntityBody<'a> {
         Ok(out)
     }
 
-    /// The length in bytes of [`EntityBody::to_text`], found without
-    /// writing the text (what batch sizes count).
-    ///
-    /// # Errors
-    /// As [`EntityBody::to_text`].
+    /// The length in bytes of [`EntityBody::to_text`], without writing the text
+    /// (what batch sizes count).
     pub(crate) fn text_len(self) -> Result<usize> {
         let mut count = Count(0);
         self.write(&mut count)?;
         Ok(count.0)
     }
 
-    /// At least [`EntityBody::text_len`], from the lengths of the names
-    /// and values alone (each character escaped at its longest): what a
-    /// batch far below its size limit needs, without writing anything.
+    /// At least [`EntityBody::text_len`], from the lengths of names and values
+    /// alone (each character escaped at its longest).
     pub(crate) fn text_len_bound(self) -> usize {
         // `"` + name escaped + `":`, with the comma before it.
         let key = |name: &str| 6 * name.len() + 4;
@@ -142,17 +132,13 @@ impl<'a> EntityBody<'a> {
         })
     }
 
-    /// The body text with every non-ASCII character written as a `\uXXXX`
-    /// escape (a surrogate pair for one outside the BMP): the same JSON
-    /// value as [`EntityBody::to_text`], in ASCII. The Azure backend sends
-    /// single-entity writes this way: Azurite decodes such a body chunk by
-    /// chunk as it arrives, so a character split between two chunks came
-    /// back as U+FFFD (or made a string too long to store), while escapes
-    /// read the same however the body is cut. Sizes are not affected: the
-    /// service, and leasehold's checks, count the stored data, not the text.
+    /// The body text with every non-ASCII character as a `\uXXXX` escape: the
+    /// same JSON value, in ASCII. Single-entity writes go this way because
+    /// Azurite decodes a body chunk by chunk, so a character split between
+    /// chunks came back as U+FFFD; escapes read the same however the body is
+    /// cut. Sizes count the stored data, not the text.
     ///
-    /// # Errors
-    /// As [`EntityBody::to_text`].
+    /// # Errors As [`EntityBody::to_text`].
     #[cfg(any(test, feature = "azure"))]
     pub(crate) fn to_ascii_text(self) -> Result<String> {
         let text = self.to_text()?;
@@ -185,11 +171,10 @@ impl<'a> EntityBody<'a> {
         40 + self.partition_key.len() + self.row_key.len() + props
     }
 
-    /// Whether writing keys in the order "keys and properties merged by name,
-    /// each annotation right after its property" is the order of a
-    /// `serde_json::Map` (sorted by whole key) with no key written twice.
-    /// False only for unusual names (a name that is a key name, holds `@`,
-    /// or continues another annotated name with a character below `@`).
+    /// Whether writing keys and properties merged by name, each annotation
+    /// right after its property, is the order of a `serde_json::Map` with no
+    /// key twice. False only for unusual names (a key name, one holding `@`, or
+    /// one continuing an annotated name with a character below `@`).
     fn streams_in_map_order(&self) -> bool {
         let fixed = ["PartitionKey", "RowKey"];
         let mut f = 0;
@@ -214,9 +199,9 @@ impl<'a> EntityBody<'a> {
         true
     }
 
-    /// Writes the body with the keys merged into the property names by
-    /// order, each annotation right after its property: map order, when
-    /// [`streams_in_map_order`](Self::streams_in_map_order) says so.
+    /// Writes the body with the keys merged into the property names, each
+    /// annotation right after its property (when
+    /// [`streams_in_map_order`](Self::streams_in_map_order)).
     fn write_merged(&self, out: &mut impl Sink) -> std::result::Result<(), String> {
         let fixed = [
             ("PartitionKey", self.partition_key),
@@ -243,9 +228,8 @@ impl<'a> EntityBody<'a> {
         Ok(())
     }
 
-    /// Writes the body as the map its entries make: put in order (keys
-    /// first, then each property and its annotation), a later entry of a
-    /// name replacing an earlier one, written sorted by name.
+    /// Writes the body as the map its entries make (a later entry of a name
+    /// replacing an earlier one), sorted by name.
     fn write_in_map_order(&self, out: &mut impl Sink) -> std::result::Result<(), String> {
         let mut map: BTreeMap<Cow<'_, str>, Entry<'_>> = BTreeMap::new();
         map.insert("PartitionKey".into(), Entry::Text(self.partition_key));
@@ -283,22 +267,6 @@ fn after_annotation(next: &str, name: &str) -> bool {
     match next.strip_prefix(name) {
         Some(rest) => rest > ANNOTATION,
         None => true,
-    }
-}
-
-impl serde::Serialize for EntityBody<'_> {
-    /// Serializes as the JSON object of the body text, which serde_json
-    /// writes back as that same text (the object's keys are in its order,
-    /// and doubles read back to the same bits). For request builders that
-    /// take `Serialize`; where a request can take the text, send
-    /// [`EntityBody::to_text`] and skip the round trip.
-    fn serialize<S: serde::Serializer>(
-        &self,
-        serializer: S,
-    ) -> std::result::Result<S::Ok, S::Error> {
-        let text = self.to_text().map_err(S::Error::custom)?;
-        let map: Map<String, Json> = serde_json::from_str(&text).map_err(S::Error::custom)?;
-        map.serialize(serializer)
     }
 }
 
@@ -383,9 +351,8 @@ fn write_json_str(out: &mut impl Sink, s: &str) {
     out.push('"');
 }
 
-/// The inside of [`write_json_str`]: serde_json escapes `"`, `\` and the
-/// control characters below U+0020 (`\b \t \n \f \r` by name, others as
-/// `\u00xx` in lowercase hex) and writes everything else as is.
+/// The inside of [`write_json_str`], escaped as serde_json escapes: `"`, `\`
+/// and controls below U+0020 (`\b \t \n \f \r` by name, others as `\u00xx`).
 fn write_json_str_body(out: &mut impl Sink, s: &str) {
     let needs_escape = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
     if !s.bytes().any(needs_escape) {
@@ -419,10 +386,9 @@ fn write_json_str_body(out: &mut impl Sink, s: &str) {
     out.push_str(s.get(start..).unwrap_or_default());
 }
 
-/// `json` with every non-ASCII character written as `\uXXXX` (lowercase
-/// hex, two escapes for a character outside the BMP); `None` when it is
-/// ASCII already. In JSON text a character outside the ASCII range can only
-/// stand inside a string, where the escape means the same character.
+/// `json` with every non-ASCII character written as `\uXXXX` (two for one
+/// outside the BMP); `None` when it is ASCII already. Such characters stand
+/// only inside strings, where the escape means the same.
 #[cfg(any(test, feature = "azure"))]
 pub(super) fn escape_non_ascii(json: &str) -> Option<String> {
     if json.is_ascii() {
@@ -451,11 +417,10 @@ pub(super) fn escape_non_ascii(json: &str) -> Option<String> {
     Some(out)
 }
 
-/// Writes a property value (without its annotation): Int64 as a decimal
-/// string (JSON numbers lose precision past 2^53), doubles as serde_json
-/// writes them or, when JSON cannot spell them, as `"NaN"`, `"Infinity"`,
-/// `"-Infinity"`, date-times as the service writes them, Guids lowercase
-/// and hyphenated, Binary as base64.
+/// Writes a property value (without its annotation): Int64 as a decimal string
+/// (JSON numbers lose precision past 2^53), doubles as serde_json writes them
+/// or as `"NaN"`, `"Infinity"`, `"-Infinity"`, date-times as the service writes
+/// them, Guids lowercase hyphenated, Binary as base64.
 fn write_value(out: &mut impl Sink, value: &Value) -> std::result::Result<(), String> {
     match value {
         Value::String(v) => write_json_str(out, v),
