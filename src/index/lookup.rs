@@ -32,12 +32,7 @@ impl<E: Entity> Table<E> {
         let type_name = std::any::type_name::<E>();
         let not_indexed =
             |why: &str| Error::invalid(format!("column `{name}` of {type_name}"), why.to_owned());
-        let env = Arc::clone(&self.env);
-        let Some(indexes) = Indexes::of::<E>(&env)? else {
-            return Err(not_indexed(
-                "the type has no indexes; mark the field `#[entity(unique)]` or `#[entity(index)]`",
-            ));
-        };
+        let (env, indexes) = self.indexes_of()?;
         let Some(i) = indexes.defs.iter().position(|d| d.property == name) else {
             return Err(not_indexed(
                 "the field is not indexed; mark it `#[entity(unique)]` or `#[entity(index)]`",
@@ -52,7 +47,7 @@ impl<E: Entity> Table<E> {
     }
 
     /// The entity holding a value of a `#[entity(unique)]` field; `None`
-    /// when no entity holds it. Two reads: the index row, then the entity.
+    /// when no entity holds it. Two reads: the claim, then the entity.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -250,9 +245,7 @@ fn key_of<T: PropertyCodec>(name: &str, value: &T) -> Result<String> {
     }
 }
 
-/// The entity an index row points at, if it still holds the row's value
-/// (a row left by a writer outside leasehold may point at an entity that
-/// does not).
+/// The entity an index row points at, if it still holds the row's value.
 async fn holder(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
@@ -285,11 +278,6 @@ async fn holds_now(
     Ok(holds.then_some(entity))
 }
 
-/// The value key of an index row, from its partition key.
-fn row_key_form(row: &StoredEntity) -> Option<String> {
-    let mut parts = CompositeKey::split(row.data.partition_key.as_str()).ok()?;
-    (parts.len() == 2).then(|| parts.swap_remove(1))
-}
 
 type Start = Result<(Arc<TableEnv>, Indexes, usize, Filter)>;
 
@@ -316,7 +304,7 @@ fn lookup_stream<E: Entity>(
         let page = env.resolve_page(&indexes.index_table, &spec, page).await?;
         let mut items: Vec<Result<Versioned<E>>> = Vec::new();
         for row in &page.entities {
-            let Some(key) = row_key_form(row) else {
+            let Some(key) = super::value_key_of(&row.data.partition_key) else {
                 continue;
             };
             if let Some(entity) = holder(&env, &indexes, i, &key, row).await? {

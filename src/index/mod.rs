@@ -429,6 +429,12 @@ impl Indexes {
     }
 }
 
+/// The key form of the value of the index row in partition `ipk`.
+pub(crate) fn value_key_of(ipk: &PartitionKey) -> Option<String> {
+    let mut parts = CompositeKey::split(ipk.as_str()).ok()?;
+    (parts.len() == 2).then(|| parts.swap_remove(1))
+}
+
 /// The entity keys an index row points at.
 pub(crate) fn target_of(data: &EntityData) -> Option<(PartitionKey, RowKey)> {
     let text = |name: &str| match data.properties.get(name) {

@@ -5,7 +5,7 @@ use crate::backend::WriteOptions;
 use std::collections::BTreeMap;
 
 use super::claim::{self, Claimant, Neutralized};
-use super::{DEFS_PARTITION, Indexes, read_defs, target_of};
+use super::{DEFS_PARTITION, Indexes, read_defs, target_of, value_key_of};
 use crate::backend::{QuerySpec, StoredEntity, TableOp};
 use crate::entity::Value;
 use crate::error::{Error, ErrorKind, Result};
@@ -30,17 +30,12 @@ pub struct IndexReport {
     /// Index rows that name no entity (not rows of leasehold's layout),
     /// one line each.
     pub orphans: Vec<String>,
-    /// Index rows naming an entity that does not hold their value (any
-    /// more): claims and rows a write left when it failed or was never
-    /// finished, or a delete left for the next writer of the value. They
-    /// are harmless — lookups check the entity, and the next writer of the
-    /// value takes a unique claim over — and not counted as
+    /// Index rows naming an entity that does not hold their value (left by
+    /// a failed write or a delete): harmless, not counted as
     /// inconsistencies; a rebuild removes them.
     pub stale: u64,
-    /// Values of unique fields held by several entities (left by writers
-    /// outside leasehold, or by entities written before the field was
-    /// unique; not fixed: one entity must change). Each shows as one line
-    /// (`Display`).
+    /// Values of unique fields held by several entities (not fixed: one
+    /// entity must change).
     pub duplicates: Vec<DuplicateValue>,
     /// Index rows written or deleted by a rebuild.
     pub repaired: u64,
@@ -165,13 +160,19 @@ async fn scan(
 }
 
 /// The entities an index row names: its owner, and for a claim a unit
-/// took over within its commit, the entity it took it from (see
-/// `claim::prev_of`).
+/// took over within its commit, the entity it took it from.
 fn named(data: &crate::entity::EntityData) -> Vec<(PartitionKey, RowKey)> {
     target_of(data)
         .into_iter()
         .chain(claim::prev_of(data))
         .collect()
+}
+
+/// Whether index row `row` names one of `holders`.
+fn names_one_of(row: &StoredEntity, holders: &[Expected]) -> bool {
+    named(&row.data)
+        .iter()
+        .any(|t| holders.iter().any(|h| &h.entity == t))
 }
 
 fn show_entity(e: &(PartitionKey, RowKey)) -> String {
@@ -261,13 +262,7 @@ async fn check<P: FnMut(u64) + ?Sized>(
                 entities: holders.iter().map(|h| h.entity.clone()).collect(),
             });
         }
-        let row = actual.get(keys);
-        let ok = row.is_some_and(|r| {
-            named(&r.data)
-                .iter()
-                .any(|t| holders.iter().any(|h| &h.entity == t))
-        });
-        if !ok {
+        if !actual.get(keys).is_some_and(|r| names_one_of(r, holders)) {
             report.missing.push(describe(&holders[0]));
             problems.push(Problem::Missing(holders[0].clone()));
         }
@@ -282,12 +277,7 @@ async fn check<P: FnMut(u64) + ?Sized>(
                     .iter()
                     .position(|d| parts.first().is_some_and(|p| p == &d.property))
             });
-        let wanted = expected.get(&keys).is_some_and(|hs| {
-            named(&row.data)
-                .iter()
-                .any(|t| hs.iter().any(|h| &h.entity == t))
-        });
-        if !wanted {
+        if !expected.get(&keys).is_some_and(|hs| names_one_of(&row, hs)) {
             // A unique row pointing at a non-holder was counted as missing
             // for the holder; the fix overwrites it.
             if def.is_some_and(|d| indexes.defs[d].unique) && expected.contains_key(&keys) {
@@ -307,12 +297,10 @@ async fn check<P: FnMut(u64) + ?Sized>(
     Ok((report, problems))
 }
 
-/// Fixes one problem, re-checking it first (leasehold writers may have
-/// fixed or changed it since the scan), with the writes an indexed write
-/// makes: a missing value is claimed for its entity (or gets its index
-/// row), a row naming an entity that does not hold its value is removed
-/// once that entity's pending writes are made impossible. Returns whether
-/// a row was written.
+/// Fixes one problem, re-checking it first, with the writes an indexed
+/// write makes: a missing value is claimed (or gets its index row); a row
+/// naming a non-holder is removed once that entity is neutralized. Returns
+/// whether a row was written.
 async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result<bool> {
     match problem {
         Problem::Missing(e) => {
@@ -348,10 +336,7 @@ async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result
                 return Ok(false);
             };
             if let (Some(def), Some(target)) = (def, target_of(&now.data)) {
-                let key = crate::key::CompositeKey::split(ipk.as_str())
-                    .ok()
-                    .and_then(|mut p| (p.len() == 2).then(|| p.swap_remove(1)));
-                let Some(key) = key else {
+                let Some(key) = value_key_of(&ipk) else {
                     return Ok(false);
                 };
                 match claim::neutralize(env, indexes, &indexes.defs[def], &key, &target, &[])
@@ -384,12 +369,10 @@ async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result
     }
 }
 
-/// The index rows of `indexes` naming an entity that does not hold their
-/// value, as [`Store::verify_indexes`](crate::Store::verify_indexes)
-/// counts them in [`IndexReport::stale`], each with its index (rows naming
-/// no entity are not leasehold's layout, and not among them), and how many
-/// rows the check read. For [`Store::sweep`](crate::Store::sweep), which
-/// looks at each again with [`still_stale`] before removing it.
+/// The stale index rows of `indexes` ([`IndexReport::stale`]), each with
+/// its index, and how many rows the check read: for
+/// [`Store::sweep`](crate::Store::sweep), which checks each with
+/// [`still_stale`] before removing it.
 pub(crate) async fn stale_rows(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
@@ -410,18 +393,14 @@ pub(crate) async fn stale_rows(
 }
 
 /// Whether no entity index row `row` of index `def` names holds its value
-/// now, each read with any unit's mark on it resolved (so a commit in
-/// flight counts as it will be).
+/// now (marks resolved).
 pub(crate) async fn still_stale(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
     def: usize,
     row: &StoredEntity,
 ) -> Result<bool> {
-    let key = crate::key::CompositeKey::split(row.data.partition_key.as_str())
-        .ok()
-        .and_then(|mut p| (p.len() == 2).then(|| p.swap_remove(1)));
-    let Some(key) = key else {
+    let Some(key) = value_key_of(&row.data.partition_key) else {
         return Ok(false);
     };
     for (pk, rk) in named(&row.data) {
