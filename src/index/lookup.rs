@@ -78,15 +78,9 @@ impl<E: Entity> Table<E> {
         let ipk = indexes.partition(def, &key)?;
         let read = async {
             env.ensure_table(&indexes.index_table).await?;
-            let row = env
-                .backend()
-                .get(
-                    &indexes.index_table,
-                    &ipk,
-                    &RowKey::new(crate::rows::claim::ROW)?,
-                )
-                .await?;
-            let Some(row) = env.resolve_row(&indexes.index_table, row).await? else {
+            let claim_row = RowKey::new(crate::rows::claim::ROW)?;
+            let row = env.read_row(&indexes.index_table, &ipk, &claim_row);
+            let Some(row) = row.await? else {
                 return Ok(None);
             };
             if let Some(entity) = holder(&env, &indexes, i, &key, &row).await? {
@@ -268,8 +262,7 @@ async fn holds_now(
     (pk, rk): &(PartitionKey, RowKey),
 ) -> Result<Option<StoredEntity>> {
     env.ensure_table(&indexes.table).await?;
-    let entity = env.backend().get(&indexes.table, pk, rk).await?;
-    let Some(entity) = env.resolve_row(&indexes.table, entity).await? else {
+    let Some(entity) = env.read_row(&indexes.table, pk, rk).await? else {
         return Ok(None);
     };
     let holds = indexes.keys(Some(&entity.data.properties))?[i]

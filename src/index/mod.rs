@@ -437,13 +437,19 @@ pub(crate) fn value_key_of(ipk: &PartitionKey) -> Option<String> {
 
 /// The entity keys an index row points at.
 pub(crate) fn target_of(data: &EntityData) -> Option<(PartitionKey, RowKey)> {
+    keys_in(data, ENTITY_PK, ENTITY_RK)
+}
+
+/// The entity keys held in the string properties `pk` and `rk` of `data`.
+fn keys_in(data: &EntityData, pk: &str, rk: &str) -> Option<(PartitionKey, RowKey)> {
     let text = |name: &str| match data.properties.get(name) {
         Some(Value::String(s)) => Some(s.clone()),
         _ => None,
     };
-    let pk = PartitionKey::new(text(ENTITY_PK)?).ok()?;
-    let rk = RowKey::new(text(ENTITY_RK)?).ok()?;
-    Some((pk, rk))
+    Some((
+        PartitionKey::new(text(pk)?).ok()?,
+        RowKey::new(text(rk)?).ok()?,
+    ))
 }
 
 /// The index tables whose definition rows this process wrote, per store.

@@ -66,9 +66,8 @@ async fn read_for_index(
     let (slot, rk) = key;
     env.ensure_table(&slot.table).await?;
     let pk = &input.parts[slot.part];
-    let stored = env.backend().get(&slot.table, pk, rk).await?;
     let stored = Resolver::new(env, input.held.to_vec())
-        .resolve_opt(&slot.table, stored)
+        .read(&slot.table, pk, rk)
         .await?;
     read.push((key.clone(), stored.clone()));
     Ok(stored)

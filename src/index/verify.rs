@@ -404,9 +404,8 @@ pub(crate) async fn still_stale(
         return Ok(false);
     };
     for (pk, rk) in named(&row.data) {
-        let found = env.backend().get(&indexes.table, &pk, &rk).await?;
         let found = crate::table::Resolver::new(env, Vec::new())
-            .resolve_opt(&indexes.table, found)
+            .read(&indexes.table, &pk, &rk)
             .await?;
         if found.is_some_and(|r| claim::holds(&indexes.defs[def], &r.data.properties, &key)) {
             return Ok(false);

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use super::claim::{self, Keys};
 use super::{Indexes, Key};
 use crate::backend::deadline;
-use crate::backend::{Backend, Precondition, TableBackend, TableOp, Version, WriteOptions};
+use crate::backend::{Backend, Precondition, TableOp, Version, WriteOptions};
 use crate::entity::entity_type::IndexDef;
 use crate::entity::{EntityData, Properties};
 use crate::error::{Error, ErrorKind, Result};
@@ -132,10 +132,9 @@ impl IndexedWrites {
     /// Reads the entity's row, any unit's mark on it resolved.
     async fn read_state(&self, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Result<State> {
         let env = &self.env;
-        let found = env.backend().get(table, pk, rk).await?;
         Ok(
             match Resolver::new(env, Vec::new())
-                .resolve_opt(table, found)
+                .read(table, pk, rk)
                 .await?
             {
                 None => State::Absent,

@@ -11,7 +11,7 @@ use crate::backend::WriteOptions;
 use crate::backend::{QueryPage, QuerySpec, StoredEntity, TableOp};
 use crate::entity::Value;
 use crate::error::{Error, ErrorKind, Result};
-use crate::key::{PartitionKey, TableName};
+use crate::key::{PartitionKey, RowKey, TableName};
 use crate::query::{CmpOp, Filter};
 use crate::rows::tombstone::is_tombstone;
 
@@ -54,6 +54,20 @@ impl<'a> Resolver<'a> {
     /// (none for a plain read).
     pub(crate) fn new(env: &'a TableEnv, held: Vec<PartitionKey>) -> Self {
         Resolver { env, held }
+    }
+
+    /// Reads row (`pk`, `rk`) of `table`, with any mark on it resolved.
+    ///
+    /// # Errors
+    /// As [`Resolver::resolve`], and the read's.
+    pub(crate) async fn read(
+        &self,
+        table: &TableName,
+        pk: &PartitionKey,
+        rk: &RowKey,
+    ) -> Result<Option<StoredEntity>> {
+        let row = self.env.backend().get(table, pk, rk).await?;
+        self.resolve_opt(table, row).await
     }
 
     /// [`Resolver::resolve`] of a row that may be absent.
@@ -232,6 +246,21 @@ impl<'a> Resolver<'a> {
 }
 
 impl TableEnv {
+    /// Row (`pk`, `rk`) of `table` as a reader outside any unit sees it
+    /// (see [`TableEnv::resolve_row`]).
+    ///
+    /// # Errors
+    /// As [`Resolver::read`].
+    pub(crate) async fn read_row(
+        &self,
+        table: &TableName,
+        pk: &PartitionKey,
+        rk: &RowKey,
+    ) -> Result<Option<StoredEntity>> {
+        let row = self.backend().get(table, pk, rk).await?;
+        self.resolve_row(table, row).await
+    }
+
     /// `row` of `table` as a reader outside any unit may see it: with any
     /// mark on it resolved (see [`Resolver::resolve`]).
     ///
