@@ -5,7 +5,7 @@ use tracing::Instrument as _;
 
 use super::fence::FenceLayer;
 use super::handle::Table;
-use super::stored::{Base, stored_after};
+use super::stored::{Base, prepare};
 use crate::backend::WriteOptions;
 use crate::backend::{Precondition, TableBackend, TableOp, Version, Wrap as _, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
@@ -25,20 +25,7 @@ impl<E: Entity> Table<E> {
         base: Base,
         make_op: impl FnOnce(EntityData) -> TableOp,
     ) -> Result<Versioned<E>> {
-        let data = base.encode(entity)?;
-        crate::entity::refuse_reserved_properties(&data.properties, true, |name| {
-            format!("property `{name}` of {}", std::any::type_name::<E>())
-        })?;
-        // Decoded before sending: nothing is sent for an undecodable form.
-        // `Err` holds the keys to read the entity back at.
-        let after = match stored_after::<E>(&data, base)? {
-            Some(known) => Ok(known),
-            None => Err((
-                data.partition_key.clone(),
-                data.row_key.clone(),
-                E::decode(data.clone())?,
-            )),
-        };
+        let (data, after) = prepare(entity, base)?;
         let mut op = make_op(data);
         let log = (self.write_log
             && matches!(
@@ -62,6 +49,7 @@ impl<E: Entity> Table<E> {
         let name = self.ready().await?;
         let span = write_span(name, &op);
         let op_name = op.name();
+        let (pk, rk) = (op.partition_key().clone(), op.row_key().clone());
         // A lost reply is settled by the write log.
         let options = if log.is_some() {
             WriteOptions::new().with_write_log()
@@ -89,7 +77,7 @@ impl<E: Entity> Table<E> {
                 .with_stored(stored)
                 // What a merge of a projection returns is one too.
                 .with_projection(current.is_some_and(Versioned::is_projection))),
-            Err((pk, rk, sent)) => Ok(self
+            Err(sent) => Ok(self
                 .read_back(&pk, &rk, sent, version)
                 .instrument(span)
                 .await
