@@ -8,7 +8,7 @@
 //! `table` module docs (`mod.rs`), where users see them.
 
 use futures_core::Stream;
-use futures_util::{StreamExt as _, stream};
+use futures_util::{StreamExt as _, TryStreamExt as _};
 
 use super::handle::Table;
 use super::query::{Page, Query};
@@ -20,7 +20,7 @@ use crate::entity::{
 };
 use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey};
-use crate::query::ContinuationToken;
+
 
 impl<E: Entity> Table<E> {
     /// Every row of the table as exported (see [`Query::export`]), page by
@@ -85,30 +85,9 @@ impl<E: Entity> Query<E> {
     /// ([`Query::select`]: an export reads whole rows), a bad filter, page
     /// size or token (before any request); backend errors.
     pub fn export(self) -> impl Stream<Item = Result<Page<DynamicEntity>>> + Send + 'static {
-        let start = self.into_export();
-        stream::try_unfold(Some(start), |state| async move {
-            let Some(start) = state else {
-                return Ok(None);
-            };
-            let (table, mut spec, query) = start?;
-            let page = Query::fetch_rows(&table, &spec).await?;
-            let items = page
-                .entities
-                .into_iter()
-                .map(exported)
-                .collect::<Result<Vec<_>>>()?;
-            let next = page.continuation;
-            let page = Page {
-                items,
-                continuation: next.clone().map(|at| ContinuationToken::new(at, query)),
-            };
-            let rest = next.map(|at| {
-                spec.continuation = Some(at);
-                Ok((table, spec, query))
-            });
-            Ok(Some((page, rest)))
-        })
-        .boxed()
+        Query::row_pages(self.into_export(), |row, _| Some(exported(row)))
+            .and_then(Page::of)
+            .boxed()
     }
 }
 

@@ -9,7 +9,7 @@ use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 use super::handle::{SameTable, Table};
 use super::marks::query_request;
 use super::stored::versioned_from;
-use crate::backend::{QueryPage, QuerySpec};
+use crate::backend::{QueryPage, QuerySpec, StoredEntity};
 use crate::entity::{Entity, Versioned, property_name_problem};
 use crate::error::{Error, Result};
 use crate::key::PartitionKey;
@@ -89,6 +89,9 @@ impl<E> std::fmt::Debug for Query<E> {
     }
 }
 
+/// A page's rows as decoded (or errors), and the token of the next page.
+pub(super) type RowPage<T> = (Vec<Result<Versioned<T>>>, Option<ContinuationToken>);
+
 /// One page of typed results.
 #[derive(Debug, Clone)]
 pub struct Page<E> {
@@ -98,6 +101,16 @@ pub struct Page<E> {
     /// Where the next page starts, for [`Query::resume`] on the same query;
     /// `None` on the last page.
     pub continuation: Option<ContinuationToken>,
+}
+
+impl<E> Page<E> {
+    /// The page of `rows`, failing with its first error.
+    pub(super) async fn of((items, continuation): RowPage<E>) -> Result<Page<E>> {
+        Ok(Page {
+            items: items.into_iter().collect::<Result<_>>()?,
+            continuation,
+        })
+    }
 }
 
 impl<E: Entity> Table<E> {
@@ -362,24 +375,47 @@ impl<E: Entity> Query<E> {
             .await
     }
 
-    /// One page as [`Query::fetch_rows`] reads it, each row decoded (or
-    /// left out) by `policy`.
-    async fn fetch(
-        table: &Table<E>,
-        spec: &QuerySpec,
-        policy: &OnDecodeError,
-    ) -> Result<(
-        Vec<Result<Versioned<E>>>,
-        Option<crate::query::Continuation>,
-    )> {
-        let page = Self::fetch_rows(table, spec).await?;
-        let complete = spec.select.is_none();
-        let items = page
-            .entities
-            .into_iter()
-            .filter_map(|row| apply(policy, versioned_from(row, complete)))
-            .collect();
-        Ok((items, page.continuation))
+    /// The pages of a query from `start` (its table, first request and
+    /// token digest) as [`Query::fetch_rows`] reads them, each row decoded
+    /// (or left out) by `decode` (given whether rows are whole), each page
+    /// with the token of the next. Ends after a page holding an error.
+    pub(super) fn row_pages<T: Send + 'static>(
+        start: Result<(Table<E>, QuerySpec, u64)>,
+        decode: impl Fn(StoredEntity, bool) -> Option<Result<Versioned<T>>> + Send + 'static,
+    ) -> impl Stream<Item = Result<RowPage<T>>> + Send + 'static {
+        let start = start.map(|start| (start, decode));
+        stream::try_unfold(Some(start), |state| async move {
+            let Some(start) = state else {
+                return Ok(None);
+            };
+            let ((table, mut spec, query), decode) = start?;
+            let page = Self::fetch_rows(&table, &spec).await?;
+            let complete = spec.select.is_none();
+            let items: Vec<_> = page
+                .entities
+                .into_iter()
+                .filter_map(|row| decode(row, complete))
+                .collect();
+            let next = page.continuation;
+            let token = next.clone().map(|at| ContinuationToken::new(at, query));
+            let rest = match next {
+                Some(at) if items.iter().all(Result::is_ok) => {
+                    spec.continuation = Some(at);
+                    Some(Ok(((table, spec, query), decode)))
+                }
+                _ => None,
+            };
+            Ok(Some(((items, token), rest)))
+        })
+    }
+
+    /// [`Query::row_pages`] of this query, rows decoded by its policy.
+    fn decoded_pages(self) -> impl Stream<Item = Result<RowPage<E>>> + Send + 'static {
+        let policy = self.on_decode_error.clone();
+        let start = self.spec().map(|(spec, query)| (self.table, spec, query));
+        Self::row_pages(start, move |row, complete| {
+            apply(&policy, versioned_from(row, complete))
+        })
     }
 
     /// What an export of this query reads (see [`Query::export`]): the
@@ -406,12 +442,11 @@ impl<E: Entity> Query<E> {
     /// request); [`Error::Decode`] for a row that does not decode, unless
     /// [`Query::on_decode_error`] says otherwise; backend errors.
     pub async fn page(self) -> Result<Page<E>> {
-        let (spec, query) = self.spec()?;
-        let (items, next) = Self::fetch(&self.table, &spec, &self.on_decode_error).await?;
-        Ok(Page {
-            items: items.into_iter().collect::<Result<_>>()?,
-            continuation: next.map(|at| ContinuationToken::new(at, query)),
-        })
+        let first = std::pin::pin!(self.pages()).try_next().await?;
+        Ok(first.unwrap_or(Page {
+            items: Vec::new(),
+            continuation: None,
+        }))
     }
 
     /// The pages of the query, one request each, each with the token of the
@@ -466,27 +501,7 @@ impl<E: Entity> Query<E> {
     /// Errors come through the stream, which ends after the first one: as
     /// [`Query::page`] for each page.
     pub fn pages(self) -> impl Stream<Item = Result<Page<E>>> + Send + 'static {
-        let policy = self.on_decode_error.clone();
-        let start = self
-            .spec()
-            .map(|(spec, query)| (self.table, spec, query, policy));
-        stream::try_unfold(Some(start), |state| async move {
-            let Some(start) = state else {
-                return Ok(None);
-            };
-            let (table, mut spec, query, policy) = start?;
-            let (items, next) = Self::fetch(&table, &spec, &policy).await?;
-            let page = Page {
-                items: items.into_iter().collect::<Result<_>>()?,
-                continuation: next.clone().map(|at| ContinuationToken::new(at, query)),
-            };
-            let rest = next.map(|at| {
-                spec.continuation = Some(at);
-                Ok((table, spec, query, policy))
-            });
-            Ok(Some((page, rest)))
-        })
-        .boxed()
+        self.decoded_pages().and_then(Page::of).boxed()
     }
 
     /// Every matching entity, page after page, as a stream.
@@ -498,27 +513,16 @@ impl<E: Entity> Query<E> {
     /// does not decode (unless [`Query::on_decode_error`] skips it), and the
     /// backend's error when a page request fails.
     pub fn stream(self) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
-        let policy = self.on_decode_error.clone();
-        let start = self.spec().map(|(spec, _)| (self.table, spec, policy));
-        stream::try_unfold(Some(start), |state| async move {
-            let Some(start) = state else {
-                return Ok(None);
-            };
-            let (table, mut spec, policy) = start?;
-            let (mut items, next) = Self::fetch(&table, &spec, &policy).await?;
-            // The stream ends with its first error.
-            if let Some(failed) = items.iter().position(Result::is_err) {
-                items.truncate(failed + 1);
-                return Ok(Some((stream::iter(items), None)));
-            }
-            let next = next.map(|at| {
-                spec.continuation = Some(at);
-                Ok((table, spec, policy))
-            });
-            Ok(Some((stream::iter(items), next)))
-        })
-        .try_flatten()
-        .boxed()
+        self.decoded_pages()
+            .map_ok(|(mut items, _)| {
+                // The stream ends with its first error.
+                if let Some(failed) = items.iter().position(Result::is_err) {
+                    items.truncate(failed + 1);
+                }
+                stream::iter(items)
+            })
+            .try_flatten()
+            .boxed()
     }
 
     /// Every matching entity, collected.
