@@ -260,10 +260,27 @@ pub(crate) async fn neutralize(
     }
 }
 
+/// Sets value `key` of index `def` for `who`'s entity: claims it
+/// ([`claim`]) for a unique index, writes its index row ([`add_row`])
+/// otherwise.
+pub(crate) async fn set(
+    env: &Arc<TableEnv>,
+    indexes: &Indexes,
+    def: &Def,
+    key: &Key,
+    who: &Claimant<'_>,
+) -> Result<()> {
+    if def.unique {
+        claim(env, indexes, def, key, who).await
+    } else {
+        add_row(env, indexes, def, key, who.owner).await
+    }
+}
+
 /// Writes the index row of non-unique value `key` for entity `owner`
 /// (unconditionally: it names only the owner, and lookups check the owner
 /// still holds the value).
-pub(crate) async fn add_row(
+async fn add_row(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
     def: &Def,

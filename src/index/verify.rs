@@ -309,24 +309,12 @@ async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result
                 value: e.value.clone(),
                 key: e.key.clone(),
             };
-            if def.unique {
-                match claim::claim(
-                    env,
-                    indexes,
-                    def,
-                    &key,
-                    &Claimant::plain(&e.entity, "rebuilt"),
-                )
-                .await
-                {
-                    Ok(()) => Ok(true),
-                    // Held by another entity as well: a duplicate, reported.
-                    Err(Error::ValueTaken { .. }) => Ok(false),
-                    Err(err) => Err(err),
-                }
-            } else {
-                claim::add_row(env, indexes, def, &key, &e.entity).await?;
-                Ok(true)
+            let who = Claimant::plain(&e.entity, "rebuilt");
+            match claim::set(env, indexes, def, &key, &who).await {
+                Ok(()) => Ok(true),
+                // Held by another entity as well: a duplicate, reported.
+                Err(Error::ValueTaken { .. }) => Ok(false),
+                Err(err) => Err(err),
             }
         }
         Problem::Orphan { row, def } => {

@@ -279,18 +279,12 @@ impl IndexedWrites {
             // The entity's write goes out within `SEND_WINDOW` of this
             // round's first claim, or not at all (see the module docs).
             let send_by = tokio::time::Instant::now() + super::SEND_WINDOW;
-            let claiming = futures_util::future::try_join_all(claims.iter().map(|(i, key)| {
-                let def = &indexes.defs[*i];
-                let (owner, txn) = (&owner, txn.as_str());
-                async move {
-                    if def.unique {
-                        claim::claim(env, indexes, def, key, &claim::Claimant::plain(owner, txn))
-                            .await
-                    } else {
-                        claim::add_row(env, indexes, def, key, owner).await
-                    }
-                }
-            }));
+            let who = claim::Claimant::plain(&owner, &txn);
+            let claiming = futures_util::future::try_join_all(
+                claims
+                    .iter()
+                    .map(|(i, key)| claim::set(env, indexes, &indexes.defs[*i], key, &who)),
+            );
             let (claimed, freed) = futures_util::future::join(
                 claiming,
                 claim::read_freed(env, indexes, &frees, &owner),

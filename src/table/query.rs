@@ -137,20 +137,16 @@ impl<E: Entity> Query<E> {
 
     scope_builders!("Only entities of this partition.");
 
-    /// Returns only these properties (keys and Timestamp always come back).
-    /// Fields not selected must tolerate absence (`Option`, `default`, `skip`),
-    /// or decoding fails with [`Error::Decode`]. [`Query::select`] names
-    /// the properties by a type instead.
+    /// Returns only these properties (keys and Timestamp always come back);
+    /// fields not selected must tolerate absence (`Option`, `default`,
+    /// `skip`). [`Query::select`] names them by a type instead.
     pub fn select_properties(mut self, properties: &[&str]) -> Self {
         self.select = Some(properties.iter().map(|p| (*p).to_owned()).collect());
         self
     }
 
     /// A projection: the same query, reading only the properties of `V`, an
-    /// entity type of the same table (`$select` of exactly
-    /// [`Entity::PROPERTY_NAMES`] of `V`; keys and Timestamp always come
-    /// back), decoded as `V`. A `V` of another table does not compile.
-    /// A list view that needs 3 of 40 properties downloads 3.
+    /// entity type of the same table, decoded as `V`.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -193,16 +189,11 @@ impl<E: Entity> Query<E> {
     ///
     /// # Writing a projection back
     ///
-    /// A value read through a projection holds only some of the row's
-    /// properties ([`Versioned::is_projection`](crate::Versioned::is_projection)).
-    /// `merge` writes it back at the ETag read, changing only the
-    /// properties it carries; `replace` (of a [`Table`], a batch or a unit)
-    /// refuses it with [`Error::Invalid`] before sending anything, since it
-    /// would delete every property the projection left out (and, for an
-    /// indexed type, release the unique values among them).
+    /// `merge` writes a projection back at the ETag read; `replace` (of a
+    /// [`Table`], a batch or a unit) refuses it with [`Error::Invalid`],
+    /// since it would delete every property the projection left out.
     ///
-    /// A type of another table is a build error (the check runs when the
-    /// program is built, not under `cargo check`):
+    /// A type of another table is a build error (not under `cargo check`):
     ///
     /// ```compile_fail
     /// # use leasehold::{Entity, Store};
@@ -236,12 +227,9 @@ impl<E: Entity> Query<E> {
         self
     }
 
-    /// Leaves out the rows that do not decode into `E` ([`Error::Decode`],
-    /// such as a row another program wrote with a property of another
-    /// type) and hands each one's error, naming table, keys and property,
-    /// to `report`. Without it, such a row fails the query (a stream ends
-    /// with its error). Only decoding into `E` is covered: a reply the
-    /// backend cannot parse at all still fails its page.
+    /// Leaves out the rows that do not decode into `E` and hands each one's
+    /// [`Error::Decode`] to `report`. Without it, such a row fails the
+    /// query. A reply the backend cannot parse still fails its page.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -335,8 +323,7 @@ impl<E: Entity> Query<E> {
             Some(token) => Some(token.at.clone()),
             None => None,
         };
-        // The query as asked; what is sent for it (marked rows and what
-        // resolving them needs included) is the table's `Resolve`'s to say.
+        // The query as asked; what is sent for it is `query_request`'s.
         let spec = QuerySpec {
             filter,
             select: self.select.clone(),
@@ -348,9 +335,8 @@ impl<E: Entity> Query<E> {
     }
 
     /// The query's table and the request that reads only the keys (and
-    /// ETags) of the rows it matches, for purges and counts: validated as
-    /// [`Query::page`] validates, and a row-key range that holds no key
-    /// refused.
+    /// ETags) of the rows it matches, for purges and counts (a row-key
+    /// range that holds no key refused).
     pub(super) fn key_scan(self) -> Result<(Table<E>, QuerySpec)> {
         check_range(&self.rows)?;
         let (mut spec, _) = self.spec()?;
@@ -359,9 +345,7 @@ impl<E: Entity> Query<E> {
         Ok((self.table, spec))
     }
 
-    /// One page of rows as a read sees them: marked rows resolved (and the
-    /// filter applied to them as resolved), rows reads never return
-    /// (decision rows, tombstones, fence rows) left out.
+    /// One page of rows as a read sees them (see [`TableEnv::resolve_page`](super::TableEnv::resolve_page)).
     pub(super) async fn fetch_rows(table: &Table<E>, spec: &QuerySpec) -> Result<QueryPage> {
         table
             .env
@@ -418,12 +402,8 @@ impl<E: Entity> Query<E> {
         })
     }
 
-    /// What an export of this query reads (see [`Query::export`]): the
-    /// table, the first request and the digest its tokens carry.
-    ///
-    /// # Errors
-    /// As [`Query::page`] before any request; [`Error::Invalid`] for a
-    /// query with a projection (an export reads whole rows).
+    /// What an export of this query reads: the table, the first request and
+    /// the digest its tokens carry ([`Error::Invalid`] with a projection).
     pub(super) fn into_export(self) -> Result<(Table<E>, QuerySpec, u64)> {
         if self.select.is_some() {
             return Err(Error::invalid(
@@ -450,8 +430,7 @@ impl<E: Entity> Query<E> {
     }
 
     /// The pages of the query, one request each, each with the token of the
-    /// next: what a web API hands its client one at a time, and
-    /// [`Query::stream`] takes apart.
+    /// next.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -507,11 +486,8 @@ impl<E: Entity> Query<E> {
     /// Every matching entity, page after page, as a stream.
     ///
     /// # Errors
-    /// Errors come through the stream, which ends after the first one:
-    /// [`Error::Invalid`](crate::Error::Invalid) for a query that cannot be
-    /// rendered, [`Error::Decode`](crate::Error::Decode) for an entity that
-    /// does not decode (unless [`Query::on_decode_error`] skips it), and the
-    /// backend's error when a page request fails.
+    /// Through the stream, which ends after the first one: as
+    /// [`Query::page`].
     pub fn stream(self) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
         self.decoded_pages()
             .map_ok(|(mut items, _)| {
