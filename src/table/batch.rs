@@ -252,7 +252,8 @@ impl<E: Entity> Batch<E> {
         let versions = loop {
             let sent = self
                 .table
-                .execute_batch(name, &ops)
+                .writer
+                .batch(name, &ops)
                 .instrument(span.clone())
                 .await;
             let index = match &sent {

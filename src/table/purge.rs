@@ -225,7 +225,7 @@ impl<E: Entity> Table<E> {
         mut progress: impl FnMut(&PurgeReport) + Send,
     ) -> Result<PurgeReport> {
         let concurrency = options.checked()?;
-        let (reader, spec) = query.key_scan()?;
+        let (reader, pages) = query.key_pages()?;
         let name = self.same_table(&reader)?.clone();
         let span = tracing::debug_span!("leasehold.purge", table = %name, concurrency);
         let telemetry = self.env.telemetry().clone();
@@ -235,29 +235,19 @@ impl<E: Entity> Table<E> {
                 (true, true) => TableOp::MAX_BATCH_OPS - 1,
                 (true, false) => TableOp::MAX_BATCH_OPS,
             };
-            let grouping = Grouping::new(batch);
-            let deletes = stream::try_unfold(Some((reader, spec, grouping)), |state| async move {
-                let Some((reader, mut spec, mut grouping)) = state else {
-                    return Ok(None);
-                };
-                let page = Query::fetch_rows(&reader, &spec).await?;
-                let mut out = Vec::new();
-                for row in page.entities {
-                    grouping.add(row, &mut out);
-                }
-                let next = match page.continuation {
-                    Some(at) => {
-                        spec.continuation = Some(at);
-                        Some((reader, spec, grouping))
+            let mut grouping = Grouping::new(batch);
+            let deletes = pages
+                .map_ok(move |(rows, more)| {
+                    let mut out = Vec::new();
+                    for row in rows {
+                        grouping.add(row, &mut out);
                     }
-                    None => {
+                    if !more {
                         out.extend(grouping.current.take());
-                        None
                     }
-                };
-                Ok::<_, Error>(Some((stream::iter(out.into_iter().map(Ok)), next)))
-            })
-            .try_flatten();
+                    stream::iter(out.into_iter().map(Ok))
+                })
+                .try_flatten();
             let mut done = std::pin::pin!(
                 deletes
                     .map_ok(|deletes| self.delete_group(deletes))
@@ -338,21 +328,14 @@ impl<E: Entity> Table<E> {
         query: Query<E>,
         mut progress: impl FnMut(u64) + Send,
     ) -> Result<u64> {
-        let (reader, mut spec) = query.key_scan()?;
+        let (reader, pages) = query.key_pages()?;
         let name = self.same_table(&reader)?;
         let span = tracing::debug_span!("leasehold.count", table = %name);
-        let count = async {
-            let mut count = 0u64;
-            loop {
-                let page = Query::fetch_rows(&reader, &spec).await?;
-                count += page.entities.len() as u64;
-                progress(count);
-                match page.continuation {
-                    Some(at) => spec.continuation = Some(at),
-                    None => return Ok(count),
-                }
-            }
-        };
+        let count = pages.try_fold(0u64, |count, (rows, _)| {
+            let count = count + rows.len() as u64;
+            progress(count);
+            async move { Ok(count) }
+        });
         self.env
             .telemetry()
             .operation("count", count.instrument(span))
@@ -414,7 +397,7 @@ impl<E: Entity> Table<E> {
                 partition = %partition,
                 ops = ops.len()
             );
-            match self.execute_batch(name, &ops).instrument(span).await {
+            match self.writer.batch(name, &ops).instrument(span).await {
                 Ok(_) => {
                     report.deleted += ops.len() as u64;
                     break;

@@ -90,7 +90,7 @@ impl<E> std::fmt::Debug for Query<E> {
 }
 
 /// A page's rows as decoded (or errors), and the token of the next page.
-pub(super) type RowPage<T> = (Vec<Result<Versioned<T>>>, Option<ContinuationToken>);
+pub(super) type RowPage<T> = (Vec<Result<T>>, Option<ContinuationToken>);
 
 /// One page of typed results.
 #[derive(Debug, Clone)]
@@ -105,7 +105,7 @@ pub struct Page<E> {
 
 impl<E> Page<E> {
     /// The page of `rows`, failing with its first error.
-    pub(super) async fn of((items, continuation): RowPage<E>) -> Result<Page<E>> {
+    pub(super) async fn of((items, continuation): RowPage<Versioned<E>>) -> Result<Page<E>> {
         Ok(Page {
             items: items.into_iter().collect::<Result<_>>()?,
             continuation,
@@ -334,19 +334,28 @@ impl<E: Entity> Query<E> {
         Ok((spec, query))
     }
 
-    /// The query's table and the request that reads only the keys (and
-    /// ETags) of the rows it matches, for purges and counts (a row-key
-    /// range that holds no key refused).
-    pub(super) fn key_scan(self) -> Result<(Table<E>, QuerySpec)> {
+    /// The query's table and the pages of the keys (and ETags) of the rows
+    /// it matches, each with whether a page follows, for purges and counts
+    /// (validated before any request; a row-key range that holds no key
+    /// refused).
+    pub(super) fn key_pages(
+        self,
+    ) -> Result<(
+        Table<E>,
+        impl Stream<Item = Result<(Vec<StoredEntity>, bool)>> + Send + 'static,
+    )> {
         check_range(&self.rows)?;
-        let (mut spec, _) = self.spec()?;
+        let (mut spec, query) = self.spec()?;
         // Keys, Timestamp and ETag always come back: no property is asked.
         spec.select = Some(Vec::new());
-        Ok((self.table, spec))
+        let table = self.table.clone();
+        let pages = Self::row_pages(Ok((self.table, spec, query)), |row, _| Some(Ok(row)));
+        let pages = pages.map_ok(|(rows, next)| (rows.into_iter().flatten().collect(), next.is_some()));
+        Ok((table, pages))
     }
 
     /// One page of rows as a read sees them (see [`TableEnv::resolve_page`](super::TableEnv::resolve_page)).
-    pub(super) async fn fetch_rows(table: &Table<E>, spec: &QuerySpec) -> Result<QueryPage> {
+    async fn fetch_rows(table: &Table<E>, spec: &QuerySpec) -> Result<QueryPage> {
         table
             .env
             .telemetry()
@@ -365,7 +374,7 @@ impl<E: Entity> Query<E> {
     /// with the token of the next. Ends after a page holding an error.
     pub(super) fn row_pages<T: Send + 'static>(
         start: Result<(Table<E>, QuerySpec, u64)>,
-        decode: impl Fn(StoredEntity, bool) -> Option<Result<Versioned<T>>> + Send + 'static,
+        decode: impl Fn(StoredEntity, bool) -> Option<Result<T>> + Send + 'static,
     ) -> impl Stream<Item = Result<RowPage<T>>> + Send + 'static {
         let start = start.map(|start| (start, decode));
         stream::try_unfold(Some(start), |state| async move {
@@ -394,7 +403,7 @@ impl<E: Entity> Query<E> {
     }
 
     /// [`Query::row_pages`] of this query, rows decoded by its policy.
-    fn decoded_pages(self) -> impl Stream<Item = Result<RowPage<E>>> + Send + 'static {
+    fn decoded_pages(self) -> impl Stream<Item = Result<RowPage<Versioned<E>>>> + Send + 'static {
         let policy = self.on_decode_error.clone();
         let start = self.spec().map(|(spec, query)| (self.table, spec, query));
         Self::row_pages(start, move |row, complete| {

@@ -468,16 +468,6 @@ impl<E: Entity> Table<E> {
             None => self.writer.execute(name, op, options).await,
         }
     }
-
-    /// Sends an entity-group transaction, fenced as [`Table::execute`]
-    /// sends a write.
-    pub(super) async fn execute_batch(
-        &self,
-        name: &TableName,
-        ops: &[TableOp],
-    ) -> Result<Vec<Option<Version>>> {
-        self.writer.batch(name, ops).await
-    }
 }
 
 /// The span of one write of a table.
