@@ -377,6 +377,30 @@ impl Indexes {
             .collect()
     }
 
+    /// The values a write changes from `before` to `after` (the row's
+    /// stored properties; `None`: absent).
+    pub(crate) fn changes(
+        &self,
+        before: Option<&Properties>,
+        after: Option<&Properties>,
+    ) -> Result<Changes> {
+        let mut changes = Changes::default();
+        let pairs = self.keys(before)?.into_iter().zip(self.keys(after)?);
+        for (i, (old, new)) in pairs.enumerate() {
+            if old.as_ref().map(|k| &k.key) == new.as_ref().map(|k| &k.key) {
+                continue;
+            }
+            changes.claims.extend(new.map(|new| (i, new)));
+            if let Some(old) = old {
+                if after.is_some() {
+                    changes.frees.push((i, old.clone()));
+                }
+                changes.releases.push((i, old));
+            }
+        }
+        Ok(changes)
+    }
+
     /// The partition of index `def`'s row for a value of key form `key`.
     pub(crate) fn partition(&self, def: &Def, key: &str) -> Result<PartitionKey> {
         PartitionKey::new(CompositeKey::join([def.property.as_str(), key])).map_err(|e| {
@@ -433,6 +457,18 @@ impl Indexes {
 pub(crate) fn value_key_of(ipk: &PartitionKey) -> Option<String> {
     let mut parts = CompositeKey::split(ipk.as_str()).ok()?;
     (parts.len() == 2).then(|| parts.swap_remove(1))
+}
+
+/// The index values a write changes, each with its index.
+#[derive(Debug, Default)]
+pub(crate) struct Changes {
+    /// The values it sets, to claim.
+    pub(crate) claims: Vec<(usize, Key)>,
+    /// The values it takes away whose index rows go once it landed (none
+    /// for a delete, which leaves its claims to the next writer).
+    pub(crate) frees: Vec<(usize, Key)>,
+    /// Every value it takes away.
+    pub(crate) releases: Vec<(usize, Key)>,
 }
 
 /// The entity keys an index row points at.

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use futures_util::future::{join, try_join_all};
 
 use super::claim::{self, Freed, Keys};
-use super::{Indexes, Key};
+use super::{Changes, Indexes, Key};
 use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::entity::Properties;
 use crate::error::Result;
@@ -105,33 +105,19 @@ async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Cla
             TableOp::Delete { .. } => None,
         };
         let indexes = &all[n];
-        let old = indexes.keys(before.as_ref())?;
-        let new = indexes.keys(after.as_ref())?;
-        let mut plan = Plan {
+        let Changes {
+            claims,
+            frees,
+            releases,
+        } = indexes.changes(before.as_ref(), after.as_ref())?;
+        writes.push((key.clone(), op));
+        plans.push(Plan {
             indexes: n,
             owner: (input.parts[key.0.part].clone(), key.1.clone()),
-            claims: Vec::new(),
-            frees: Vec::new(),
-            releases: Vec::new(),
-        };
-        for (def, (o, k)) in old.into_iter().zip(new).enumerate() {
-            if o.as_ref().map(|k| &k.key) == k.as_ref().map(|k| &k.key) {
-                continue;
-            }
-            if let Some(k) = k {
-                plan.claims.push((def, k));
-            }
-            if let Some(o) = o {
-                // A delete leaves its claims to the next writer of the
-                // value.
-                if after.is_some() {
-                    plan.frees.push((def, o.clone()));
-                }
-                plan.releases.push((def, o));
-            }
-        }
-        writes.push((key.clone(), op));
-        plans.push(plan);
+            claims,
+            frees,
+            releases,
+        });
     }
     // Two writes of this unit claiming one unique value: refused. A
     // value one write claims and another frees (a re-keyed entity) is

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 
 use super::claim::{self, Keys};
-use super::{Indexes, Key};
+use super::Indexes;
 use crate::backend::deadline;
 use crate::backend::{Backend, Precondition, TableOp, Version, WriteOptions};
 use crate::entity::entity_type::IndexDef;
@@ -257,22 +257,8 @@ impl IndexedWrites {
                 }
                 _ => {}
             }
-            let old = indexes.keys(state.properties())?;
-            let now = indexes.keys(after(&state).as_ref())?;
-            let mut claims: Vec<(usize, &Key)> = Vec::new();
-            let mut frees: Vec<(usize, Key)> = Vec::new();
-            for (i, (o, n)) in old.iter().zip(&now).enumerate() {
-                if o.as_ref().map(|k| &k.key) == n.as_ref().map(|k| &k.key) {
-                    continue;
-                }
-                if let Some(n) = n {
-                    claims.push((i, n));
-                }
-                // A delete leaves its claims to the next writer of the value.
-                if let (Some(o), Some(_)) = (o, new) {
-                    frees.push((i, o.clone()));
-                }
-            }
+            let super::Changes { claims, frees, .. } =
+                indexes.changes(state.properties(), after(&state).as_ref())?;
             if !claims.is_empty() || !frees.is_empty() {
                 super::ensure_defs(env, indexes).await?;
             }
