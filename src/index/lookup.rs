@@ -13,7 +13,7 @@ use crate::backend::{QuerySpec, StoredEntity};
 use crate::entity::{Entity, PropertyCodec, Value, Versioned};
 use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey};
-use crate::query::{CmpOp, Column, ColumnValue, Filter};
+use crate::query::{CmpOp, Column, ColumnValue, Filter, key_range_filter};
 use crate::table::TableEnv;
 use crate::table::{Table, versioned};
 use std::sync::Arc;
@@ -121,7 +121,7 @@ impl<E: Entity> Table<E> {
                 CmpOp::Eq,
                 Value::String(ipk.as_str().to_owned()),
             );
-            Ok((env, indexes, i, filter))
+            Ok((env, indexes, i, Some(filter)))
         });
         lookup_stream::<E>(start)
     }
@@ -155,38 +155,29 @@ impl<E: Entity> Table<E> {
         column: Column<E, T>,
         range: R,
     ) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
-        let bound =
-            |b: Bound<&T>, included: CmpOp, excluded: CmpOp| -> Result<Option<(CmpOp, String)>> {
-                Ok(match b {
-                    Bound::Included(v) => Some((included, key_of(column.name(), v)?)),
-                    Bound::Excluded(v) => Some((excluded, key_of(column.name(), v)?)),
-                    Bound::Unbounded => None,
-                })
-            };
-        let lo = bound(range.start_bound(), CmpOp::Ge, CmpOp::Gt);
-        let hi = bound(range.end_bound(), CmpOp::Le, CmpOp::Lt);
         let start = self.index_on(&column, false).and_then(|(env, indexes, i)| {
             let def = &indexes.defs[i];
-            let pk = |key: &str| -> Result<Value> {
-                Ok(Value::String(
-                    indexes.partition(def, key)?.as_str().to_owned(),
-                ))
+            let pk = |key: &str| Ok::<_, Error>(indexes.partition(def, key)?.as_str().to_owned());
+            let bound = |b: Bound<&T>| -> Result<Bound<String>> {
+                Ok(match b {
+                    Bound::Included(v) => Bound::Included(pk(&key_of(column.name(), v)?)?),
+                    Bound::Excluded(v) => Bound::Excluded(pk(&key_of(column.name(), v)?)?),
+                    Bound::Unbounded => Bound::Unbounded,
+                })
             };
-            let low = match lo? {
-                Some((op, key)) => Filter::compare("PartitionKey", op, pk(&key)?),
-                None => Filter::compare("PartitionKey", CmpOp::Ge, pk("")?),
+            let low = match bound(range.start_bound())? {
+                Bound::Unbounded => Bound::Included(pk("")?),
+                low => low,
             };
-            let high = match hi? {
-                Some((op, key)) => Filter::compare("PartitionKey", op, pk(&key)?),
+            let high = match bound(range.end_bound())? {
                 // Every partition of this index starts with the property
                 // and the separator; the next character bounds them.
-                None => Filter::compare(
-                    "PartitionKey",
-                    CmpOp::Lt,
-                    Value::String(format!("{}!", CompositeKey::join([def.property.as_str()]))),
-                ),
+                Bound::Unbounded => {
+                    Bound::Excluded(format!("{}!", CompositeKey::join([def.property.as_str()])))
+                }
+                high => high,
             };
-            Ok((env, indexes, i, low.and(high)))
+            Ok((env, indexes, i, key_range_filter("PartitionKey", (low, high))))
         });
         lookup_stream::<E>(start)
     }
@@ -272,7 +263,7 @@ async fn holds_now(
 }
 
 
-type Start = Result<(Arc<TableEnv>, Indexes, usize, Filter)>;
+type Start = Result<(Arc<TableEnv>, Indexes, usize, Option<Filter>)>;
 
 /// The entities of the index rows `filter` selects, page after page.
 fn lookup_stream<E: Entity>(
@@ -280,7 +271,7 @@ fn lookup_stream<E: Entity>(
 ) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
     let start = start.map(|(env, indexes, i, filter)| {
         let spec = QuerySpec {
-            filter: Some(filter),
+            filter,
             select: None,
             top: None,
             continuation: None,
