@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::Instrument as _;
 
 use super::env::{IndexedWriter, TableEnv};
-use super::marks::needs_resolving;
 use super::stored::versioned;
 use crate::backend::Backend;
 use crate::entity::{Entity, Versioned, short_type_name};
@@ -253,14 +252,7 @@ impl<E: Entity> Table<E> {
                 let span =
                     tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
                 async {
-                    let stored = self.env.backend().get(name, pk, rk).await?;
-                    let stored = match stored {
-                        Some(row) if needs_resolving(&row) => {
-                            self.env.resolve_row(name, Some(row)).await?
-                        }
-                        stored => stored,
-                    };
-                    match stored {
+                    match self.env.read_row(name, pk, rk).await? {
                         Some(stored) => {
                             Ok(Some(crate::__private::in_row(pk, rk, versioned(stored))?))
                         }

@@ -36,12 +36,6 @@ const FENCE_FIRST_TRY: Duration = Duration::from_millis(500);
 /// The longest pause between those tries.
 const FENCE_MAX_PAUSE: Duration = Duration::from_secs(6);
 
-/// Whether `row` carries a mark or reads as absent (a tombstone, a row
-/// past its expiry).
-pub(crate) fn needs_resolving(row: &StoredEntity) -> bool {
-    row.data.properties.get(MARK).is_some() || is_tombstone(&row.data.properties)
-}
-
 /// Who resolves a mark: what it holds.
 pub(crate) struct Resolver<'a> {
     env: &'a TableEnv,
@@ -305,36 +299,29 @@ impl TableEnv {
         let resolver = Resolver::new(self, Vec::new());
         let mut rows = Vec::with_capacity(page.entities.len());
         for row in std::mem::take(&mut page.entities) {
-            // A commit's decision row, a fence row: leasehold's, never
-            // the caller's.
-            if Mark::of(&row.data.properties).is_none()
-                && is_hidden(&row.data.row_key, &row.data.properties)
-            {
-                continue;
-            }
             // A row carrying the mark property may have been returned for
             // it alone (see `query_request`): the filter decides.
             let check = !exact || row.data.properties.get(MARK).is_some();
             let mut row = match Mark::of(&row.data.properties) {
                 None => row,
-                Some(_) => {
-                    // A projection without the after-image resolving needs.
-                    let row = if row.data.properties.get(AFTER).is_none() {
-                        let full = self
-                            .backend()
-                            .get(table, &row.data.partition_key, &row.data.row_key)
-                            .await?;
-                        let Some(full) = full else { continue };
-                        full
-                    } else {
-                        row
+                // A projection without the after-image resolving needs is
+                // read whole.
+                Some(_) if row.data.properties.get(AFTER).is_none() => {
+                    let (pk, rk) = (&row.data.partition_key, &row.data.row_key);
+                    let Some(row) = resolver.read(table, pk, rk).await? else {
+                        continue;
                     };
+                    row
+                }
+                Some(_) => {
                     let Some(row) = resolver.resolve(table, row).await? else {
                         continue;
                     };
                     row
                 }
             };
+            // A commit's decision row, a fence row: leasehold's, never
+            // the caller's.
             if is_hidden(&row.data.row_key, &row.data.properties) {
                 continue;
             }

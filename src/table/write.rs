@@ -133,49 +133,32 @@ impl<E: Entity> Table<E> {
     /// The other writes fail as this one does, apart from what their own
     /// docs say.
     pub async fn insert(&self, entity: E) -> Result<Versioned<E>> {
-        self.env
-            .telemetry()
-            .operation("insert", async move {
-                match self
-                    .write(&entity, None, Base::Nothing, TableOp::Insert)
-                    .await
-                {
-                    // The row may be the placeholder of a unit's insert that was
-                    // never decided: once resolved, the insert is tried again.
-                    // A row that reads as absent though stored (past its
-                    // expiry) is replaced at the version read instead.
-                    Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                        let keys = entity.encode().ok().map(|d| (d.partition_key, d.row_key));
-                        let absent = match &keys {
-                            Some((pk, rk)) => self.absent_once_resolved(pk, rk).await?,
-                            None => None,
-                        };
-                        match absent {
-                            Some(None) => {
-                                self.write(&entity, None, Base::Nothing, TableOp::Insert)
-                                    .await
-                            }
-                            Some(Some(etag)) => {
-                                self.write(&entity, None, Base::Nothing, |d| {
-                                    TableOp::Replace(d, Precondition::IfMatch(etag))
-                                })
-                                .await
-                                // Changed since: someone else wrote the row.
-                                .map_err(|c| {
-                                    if c.kind() == ErrorKind::Conflict {
-                                        e
-                                    } else {
-                                        c
-                                    }
-                                })
-                            }
-                            None => Err(e),
-                        }
+        let insert = async move {
+            let e = match self.write(&entity, None, Base::Nothing, TableOp::Insert).await {
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => e,
+                other => return other,
+            };
+            // The row may be the placeholder of a unit's insert that was
+            // never decided: once resolved, the insert is tried again. A row
+            // that reads as absent though stored (past its expiry) is
+            // replaced at the version read instead.
+            let Ok(data) = entity.encode() else {
+                return Err(e);
+            };
+            match self.absent_once_resolved(&data.partition_key, &data.row_key).await? {
+                Some(None) => self.write(&entity, None, Base::Nothing, TableOp::Insert).await,
+                Some(Some(etag)) => {
+                    let replace = |d| TableOp::Replace(d, Precondition::IfMatch(etag));
+                    match self.write(&entity, None, Base::Nothing, replace).await {
+                        // Changed since: someone else wrote the row.
+                        Err(c) if c.kind() == ErrorKind::Conflict => Err(e),
+                        other => other,
                     }
-                    other => other,
                 }
-            })
-            .await
+                None => Err(e),
+            }
+        };
+        self.env.telemetry().operation("insert", insert).await
     }
 
     /// Whether the row `(pk, rk)` reads as absent though stored: `None`
