@@ -131,15 +131,11 @@ impl<E: Entity> Table<E> {
             let stored = self.ready().await?.as_str();
             loop {
                 attempts += 1;
-                let mut current =
-                    self.get_keys(&pk, &rk)
-                        .await?
-                        .ok_or_else(|| Error::NotFound {
-                            what: crate::error::what::entity("update", stored, &pk, &rk),
-                            code: Some("ResourceNotFound".into()),
-                            table: Some(stored.to_owned()),
-                            row: Some(Box::new((pk.clone(), rk.clone()))),
-                        })?;
+                let what = || crate::error::what::entity("update", stored, &pk, &rk);
+                let mut current = self.get_keys(&pk, &rk).await?.ok_or_else(|| {
+                    Error::from_service(404, Some("ResourceNotFound"), what())
+                        .for_row(stored, &pk, &rk)
+                })?;
                 // Replaced whole: the stored properties are kept only for an
                 // indexed write (they tell which indexed values change).
                 let entity = if E::INDEXES.is_empty() {
@@ -149,11 +145,8 @@ impl<E: Entity> Table<E> {
                 };
                 f(entity).map_err(UpdateError::Refused)?;
                 if current.partition_key()? != pk || current.row_key()? != rk {
-                    return Err(Error::invalid(
-                        crate::error::what::entity("update", stored, &pk, &rk),
-                        "the update function changed a key",
-                    )
-                    .into());
+                    let why = "the update function changed a key";
+                    return Err(Error::invalid(what(), why).into());
                 }
                 match self.replace(&current).await {
                     Err(e) if e.kind() == ErrorKind::Conflict => match delays.next() {
@@ -163,16 +156,10 @@ impl<E: Entity> Table<E> {
                             tokio::time::sleep(delay).await;
                         }
                         None => {
-                            return Err(Error::Conflict {
-                                what: format!(
-                                    "{}: it kept changing, {attempts} attempts conflicted",
-                                    crate::error::what::entity("update", stored, &pk, &rk)
-                                ),
-                                code: e.code().map(str::to_owned),
-                                table: Some(stored.to_owned()),
-                                row: Some(Box::new((pk.clone(), rk.clone()))),
-                            }
-                            .into());
+                            let what =
+                                format!("{}: it kept changing, {attempts} attempts conflicted", what());
+                            let e = Error::from_service(412, e.code(), what);
+                            return Err(e.for_row(stored, &pk, &rk).into());
                         }
                     },
                     other => return other.map_err(UpdateError::Failed),
