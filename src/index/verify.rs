@@ -129,7 +129,7 @@ async fn scan(
     env: &Arc<TableEnv>,
     table: &TableName,
     select: Option<Vec<String>>,
-    mut each: impl FnMut(StoredEntity),
+    mut each: impl FnMut(StoredEntity) -> Result<()>,
 ) -> Result<()> {
     let mut spec = QuerySpec {
         filter: None,
@@ -149,7 +149,7 @@ async fn scan(
             if row.data.partition_key.as_str() != DEFS_PARTITION
                 && !crate::rows::is_hidden(&row.data.row_key, &row.data.properties)
             {
-                each(row);
+                each(row)?;
             }
         }
         match page.continuation {
@@ -191,7 +191,6 @@ async fn check<P: FnMut(u64) + ?Sized>(
     let mut scanned = 0u64;
     // Index row keys -> the entities that should have it.
     let mut expected: BTreeMap<(PartitionKey, RowKey), Vec<Expected>> = BTreeMap::new();
-    let mut failed: Option<Error> = None;
     let mut select: Vec<String> = indexes.defs.iter().map(|d| d.property.clone()).collect();
     select.push(crate::rows::tombstone::PROPERTY.to_owned());
     scan(env, &indexes.table, Some(select), |row| {
@@ -199,45 +198,30 @@ async fn check<P: FnMut(u64) + ?Sized>(
         scanned += 1;
         progress(scanned);
         let entity = (row.data.partition_key.clone(), row.data.row_key.clone());
-        let keys = match indexes.keys(Some(&row.data.properties)) {
-            Ok(keys) => keys,
-            Err(e) => {
-                failed.get_or_insert(e);
-                return;
-            }
-        };
+        let keys = indexes.keys(Some(&row.data.properties))?;
         for (def_i, key) in keys.into_iter().enumerate() {
             let Some(key) = key else { continue };
             let def = &indexes.defs[def_i];
-            let keys = indexes
-                .partition(def, &key.key)
-                .and_then(|ipk| Ok((ipk, Indexes::row(def, &entity.0, &entity.1)?)));
-            match keys {
-                Ok(k) => expected.entry(k).or_default().push(Expected {
-                    def: def_i,
-                    value: key.value,
-                    key: key.key,
-                    entity: entity.clone(),
-                }),
-                Err(e) => {
-                    failed.get_or_insert(e);
-                }
-            }
+            let ipk = indexes.partition(def, &key.key)?;
+            let irk = Indexes::row(def, &entity.0, &entity.1)?;
+            expected.entry((ipk, irk)).or_default().push(Expected {
+                def: def_i,
+                value: key.value,
+                key: key.key,
+                entity: entity.clone(),
+            });
         }
+        Ok(())
     })
     .await?;
-    if let Some(e) = failed {
-        return Err(e);
-    }
     let mut actual: BTreeMap<(PartitionKey, RowKey), StoredEntity> = BTreeMap::new();
     scan(env, &indexes.index_table, None, |row| {
         report.index_rows += 1;
         scanned += 1;
         progress(scanned);
-        actual.insert(
-            (row.data.partition_key.clone(), row.data.row_key.clone()),
-            row,
-        );
+        let keys = (row.data.partition_key.clone(), row.data.row_key.clone());
+        actual.insert(keys, row);
+        Ok(())
     })
     .await?;
 
