@@ -177,7 +177,12 @@ impl<E: Entity> Table<E> {
                 }
                 high => high,
             };
-            Ok((env, indexes, i, key_range_filter("PartitionKey", (low, high))))
+            Ok((
+                env,
+                indexes,
+                i,
+                key_range_filter("PartitionKey", (low, high)),
+            ))
         });
         lookup_stream::<E>(start)
     }
@@ -261,7 +266,6 @@ async fn holds_now(
         .is_some_and(|k| k.key == key);
     Ok(holds.then_some(entity))
 }
-
 
 type Start = Result<(Arc<TableEnv>, Indexes, usize, Option<Filter>)>;
 

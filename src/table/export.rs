@@ -17,7 +17,6 @@ use crate::entity::{
 use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey};
 
-
 impl<E: Entity> Table<E> {
     /// Every row of the table as exported, page by page:
     /// `self.query().export()` (see [`Query::export`]).

@@ -350,7 +350,8 @@ impl<E: Entity> Query<E> {
         spec.select = Some(Vec::new());
         let table = self.table.clone();
         let pages = Self::row_pages(Ok((self.table, spec, query)), |row, _| Some(Ok(row)));
-        let pages = pages.map_ok(|(rows, next)| (rows.into_iter().flatten().collect(), next.is_some()));
+        let pages =
+            pages.map_ok(|(rows, next)| (rows.into_iter().flatten().collect(), next.is_some()));
         Ok((table, pages))
     }
 

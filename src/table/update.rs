@@ -156,8 +156,10 @@ impl<E: Entity> Table<E> {
                             tokio::time::sleep(delay).await;
                         }
                         None => {
-                            let what =
-                                format!("{}: it kept changing, {attempts} attempts conflicted", what());
+                            let what = format!(
+                                "{}: it kept changing, {attempts} attempts conflicted",
+                                what()
+                            );
                             let e = Error::from_service(412, e.code(), what);
                             return Err(e.for_row(stored, &pk, &rk).into());
                         }

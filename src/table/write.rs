@@ -134,7 +134,10 @@ impl<E: Entity> Table<E> {
     /// docs say.
     pub async fn insert(&self, entity: E) -> Result<Versioned<E>> {
         let insert = async move {
-            let e = match self.write(&entity, None, Base::Nothing, TableOp::Insert).await {
+            let e = match self
+                .write(&entity, None, Base::Nothing, TableOp::Insert)
+                .await
+            {
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => e,
                 other => return other,
             };
@@ -145,8 +148,14 @@ impl<E: Entity> Table<E> {
             let Ok(data) = entity.encode() else {
                 return Err(e);
             };
-            match self.absent_once_resolved(&data.partition_key, &data.row_key).await? {
-                Some(None) => self.write(&entity, None, Base::Nothing, TableOp::Insert).await,
+            match self
+                .absent_once_resolved(&data.partition_key, &data.row_key)
+                .await?
+            {
+                Some(None) => {
+                    self.write(&entity, None, Base::Nothing, TableOp::Insert)
+                        .await
+                }
                 Some(Some(etag)) => {
                     let replace = |d| TableOp::Replace(d, Precondition::IfMatch(etag));
                     match self.write(&entity, None, Base::Nothing, replace).await {
