@@ -89,6 +89,9 @@ impl<E> std::fmt::Debug for Query<E> {
     }
 }
 
+/// Pages of rows, each with whether a page follows.
+pub(super) type KeyPages = stream::BoxStream<'static, Result<(Vec<StoredEntity>, bool)>>;
+
 /// A page's rows as decoded (or errors), and the token of the next page.
 pub(super) type RowPage<T> = (Vec<Result<T>>, Option<ContinuationToken>);
 
@@ -338,12 +341,7 @@ impl<E: Entity> Query<E> {
     /// it matches, each with whether a page follows, for purges and counts
     /// (validated before any request; a row-key range that holds no key
     /// refused).
-    pub(super) fn key_pages(
-        self,
-    ) -> Result<(
-        Table<E>,
-        impl Stream<Item = Result<(Vec<StoredEntity>, bool)>> + Send + 'static,
-    )> {
+    pub(super) fn key_pages(self) -> Result<(Table<E>, KeyPages)> {
         check_range(&self.rows)?;
         let (mut spec, query) = self.spec()?;
         // Keys, Timestamp and ETag always come back: no property is asked.
@@ -352,7 +350,7 @@ impl<E: Entity> Query<E> {
         let pages = Self::row_pages(Ok((self.table, spec, query)), |row, _| Some(Ok(row)));
         let pages =
             pages.map_ok(|(rows, next)| (rows.into_iter().flatten().collect(), next.is_some()));
-        Ok((table, pages))
+        Ok((table, pages.boxed()))
     }
 
     /// One page of rows as a read sees them (see [`TableEnv::resolve_page`](super::TableEnv::resolve_page)).
