@@ -115,21 +115,26 @@ impl<'a> Claimant<'a> {
     }
 }
 
-/// Claims `key` of unique index `def` for `who` (see "Writes" in the
-/// module docs): inserts the claim, or replaces it at the ETag read once
-/// every other entity it names is [neutralized](neutralize).
+/// Sets value `key` of index `def` for `who`'s entity. Of a non-unique
+/// index, writes its index row ([`add_row`]). Of a unique one, claims it
+/// (see "Writes" in the module docs): inserts the claim, or replaces it at
+/// the ETag read once every other entity it names is
+/// [neutralized](neutralize).
 ///
 /// # Errors
 /// [`Error::ValueTaken`] when another entity holds the value;
 /// [`Error::Timeout`] when the claim kept changing under the write for
 /// [`ATTEMPTS`] tries; backend errors.
-pub(crate) async fn claim(
+pub(crate) async fn set(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
     def: &Def,
     key: &Key,
     who: &Claimant<'_>,
 ) -> Result<()> {
+    if !def.unique {
+        return add_row(env, indexes, def, key, who.owner).await;
+    }
     let Claimant {
         owner,
         txn,
@@ -240,7 +245,7 @@ pub(crate) async fn neutralize(
     let table = &indexes.table;
     env.ensure_table(table).await?;
     let row = Resolver::new(env, held.to_vec())
-        .read(table, &owner.0, &owner.1)
+        .read(table, (&owner.0, &owner.1))
         .await?;
     let op = match row {
         Some(row) if holds(def, &row.data.properties, key) => return Ok(Neutralized::Holds),
@@ -257,23 +262,6 @@ pub(crate) async fn neutralize(
         Ok(()) => Ok(Neutralized::Done),
         Err(e) if raced(&e) => Ok(Neutralized::Raced),
         Err(e) => Err(e),
-    }
-}
-
-/// Sets value `key` of index `def` for `who`'s entity: claims it
-/// ([`claim`]) for a unique index, writes its index row ([`add_row`])
-/// otherwise.
-pub(crate) async fn set(
-    env: &Arc<TableEnv>,
-    indexes: &Indexes,
-    def: &Def,
-    key: &Key,
-    who: &Claimant<'_>,
-) -> Result<()> {
-    if def.unique {
-        claim(env, indexes, def, key, who).await
-    } else {
-        add_row(env, indexes, def, key, who.owner).await
     }
 }
 

@@ -65,7 +65,7 @@ async fn read_for_index(
     env.ensure_table(&slot.table).await?;
     let pk = &input.parts[slot.part];
     let stored = Resolver::new(env, input.held.to_vec())
-        .read(&slot.table, pk, rk)
+        .read(&slot.table, (pk, rk))
         .await?;
     read.push((key.clone(), stored.clone()));
     Ok(stored)

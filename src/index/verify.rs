@@ -377,7 +377,7 @@ pub(crate) async fn still_stale(
     };
     for (pk, rk) in named(&row.data) {
         let found = crate::table::Resolver::new(env, Vec::new())
-            .read(&indexes.table, &pk, &rk)
+            .read(&indexes.table, (&pk, &rk))
             .await?;
         if found.is_some_and(|r| claim::holds(&indexes.defs[def], &r.data.properties, &key)) {
             return Ok(false);

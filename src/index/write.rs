@@ -133,7 +133,7 @@ impl IndexedWrites {
     async fn read_state(&self, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Result<State> {
         let env = &self.env;
         Ok(
-            match Resolver::new(env, Vec::new()).read(table, pk, rk).await? {
+            match Resolver::new(env, Vec::new()).read(table, (pk, rk)).await? {
                 None => State::Absent,
                 Some(row) if is_tombstone(&row.data.properties) => State::Tombstone(row.etag),
                 Some(row) => State::Row(row.etag, Arc::new(row.data.properties)),

@@ -194,8 +194,30 @@ impl<T: PropertyCodec> ColumnValue<Option<T>> for T {
     }
 }
 
-// Conversions to a column type, each also accepted by a column of
-// `Option<column type>`.
+// Lossless widenings, each also accepted by a column of `Option<column type>`.
+macro_rules! widen {
+    ($column:ty: $($from:ty),*) => {$(
+        impl ColumnValue<$column> for $from {
+            fn into_column_value(self) -> $column {
+                <$column>::from(self)
+            }
+        }
+        impl ColumnValue<Option<$column>> for $from {
+            fn into_column_value(self) -> Option<$column> {
+                Some(<$column>::from(self))
+            }
+        }
+    )*};
+}
+widen!(i64: i8, i16, i32, u8, u16, u32);
+widen!(i32: i8, i16, u8, u16);
+widen!(i16: i8, u8);
+widen!(u64: u8, u16, u32);
+widen!(u32: u8, u16);
+widen!(u16: u8);
+widen!(f64: f32, i8, i16, i32, u8, u16, u32);
+
+// Borrowed and boxed forms of strings and byte strings.
 macro_rules! borrowed {
     ($column:ty: $([$($generics:tt)*] $from:ty => |$v:ident| $convert:expr),* $(,)?) => {$(
         impl<$($generics)*> ColumnValue<$column> for $from {
@@ -224,20 +246,6 @@ borrowed!(Vec<u8>:
     [const N: usize] [u8; N] => |b| b.to_vec(),
     ['a, const N: usize] &'a [u8; N] => |b| b.to_vec(),
 );
-
-// Lossless widenings.
-macro_rules! widen {
-    ($column:ty: $($from:ty),*) => {
-        borrowed!($column: $([] $from => |v| <$column>::from(v)),*);
-    };
-}
-widen!(i64: i8, i16, i32, u8, u16, u32);
-widen!(i32: i8, i16, u8, u16);
-widen!(i16: i8, u8);
-widen!(u64: u8, u16, u32);
-widen!(u32: u8, u16);
-widen!(u16: u8);
-widen!(f64: f32, i8, i16, i32, u8, u16, u32);
 
 /// A filter over entities of type `E`, combined with `&`, `|` and `!`.
 ///

@@ -50,15 +50,11 @@ impl<'a> Resolver<'a> {
         Resolver { env, held }
     }
 
-    /// Reads row (`pk`, `rk`) of `table`, with any mark on it resolved.
-    ///
-    /// # Errors
-    /// As [`Resolver::resolve`], and the read's.
+    /// Reads the row of `table` at `keys`, with any mark on it resolved.
     pub(crate) async fn read(
         &self,
         table: &TableName,
-        pk: &PartitionKey,
-        rk: &RowKey,
+        (pk, rk): (&PartitionKey, &RowKey),
     ) -> Result<Option<StoredEntity>> {
         let row = self.env.backend().get(table, pk, rk).await?;
         self.resolve_opt(table, row).await
@@ -242,9 +238,6 @@ impl<'a> Resolver<'a> {
 impl TableEnv {
     /// Row (`pk`, `rk`) of `table` as a reader outside any unit sees it
     /// (see [`TableEnv::resolve_row`]).
-    ///
-    /// # Errors
-    /// As [`Resolver::read`].
     pub(crate) async fn read_row(
         &self,
         table: &TableName,
@@ -308,7 +301,7 @@ impl TableEnv {
                 // read whole.
                 Some(_) if row.data.properties.get(AFTER).is_none() => {
                     let (pk, rk) = (&row.data.partition_key, &row.data.row_key);
-                    let Some(row) = resolver.read(table, pk, rk).await? else {
+                    let Some(row) = resolver.read(table, (pk, rk)).await? else {
                         continue;
                     };
                     row
