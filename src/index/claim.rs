@@ -24,18 +24,10 @@ const PREV_RK: &str = "PrevRowKey";
 
 /// The entity a claim was taken over from within one unit, if any.
 pub(crate) fn prev_of(data: &EntityData) -> Option<Keys> {
-    let text = |name: &str| match data.properties.get(name) {
-        Some(Value::String(s)) => Some(s.clone()),
-        _ => None,
-    };
-    Some((
-        PartitionKey::new(text(PREV_PK)?).ok()?,
-        RowKey::new(text(PREV_RK)?).ok()?,
-    ))
+    super::keys_in(data, PREV_PK, PREV_RK)
 }
 
-/// How many times a claim is tried again after losing a race with another
-/// writer of the value before the write gives up with [`Error::Timeout`].
+/// Tries of a claim losing races before [`Error::Timeout`].
 const ATTEMPTS: usize = 16;
 
 /// An entity's keys.
@@ -123,24 +115,26 @@ impl<'a> Claimant<'a> {
     }
 }
 
-/// Claims `key` of unique index `def` for `who`'s entity on behalf of its
-/// write `txn`: the claim row is inserted, or, where it exists, replaced
-/// at the ETag read — once its owner is `owner`, or its owner is shown not
-/// to hold the value and can no longer come to hold it ([`neutralize`]).
-/// Every success writes the claim row, so a writer taking the claim over
-/// from an ETag read before it fails.
+/// Sets value `key` of index `def` for `who`'s entity. Of a non-unique
+/// index, writes its index row ([`add_row`]). Of a unique one, claims it
+/// (see "Writes" in the module docs): inserts the claim, or replaces it at
+/// the ETag read once every other entity it names is
+/// [neutralized](neutralize).
 ///
 /// # Errors
 /// [`Error::ValueTaken`] when another entity holds the value;
 /// [`Error::Timeout`] when the claim kept changing under the write for
 /// [`ATTEMPTS`] tries; backend errors.
-pub(crate) async fn claim(
+pub(crate) async fn set(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
     def: &Def,
     key: &Key,
     who: &Claimant<'_>,
 ) -> Result<()> {
+    if !def.unique {
+        return add_row(env, indexes, def, key, who.owner).await;
+    }
     let Claimant {
         owner,
         txn,
@@ -165,11 +159,8 @@ pub(crate) async fn claim(
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
-        let found = env
-            .backend()
-            .get(table, &row.partition_key, &row.row_key)
-            .await?;
-        let Some(current) = env.resolve_row(table, found).await? else {
+        let found = env.read_row(table, &row.partition_key, &row.row_key);
+        let Some(current) = found.await? else {
             continue;
         };
         let holder = target_of(&current.data);
@@ -177,12 +168,8 @@ pub(crate) async fn claim(
         if holder.is_some() && holder.as_ref() == freed_by_unit {
             take_as = index_row(indexes, def, key, owner, txn, freed_by_unit)?;
         } else {
-            // Every other entity the claim names must not hold the value,
-            // and must never come to hold it by a write pending now. A claim
-            // naming the owner may still name, as the entity a unit frees,
-            // one that holds the value while that unit's commit has not
-            // landed: rewriting the claim drops that name, so it is checked
-            // too.
+            // Every other entity the claim names is neutralized, the one a
+            // unit frees (which rewriting the claim drops) included.
             let prev = prev_of(&current.data);
             let named: Vec<Keys> = if holder.as_ref() == Some(owner) {
                 if prev.is_some() && prev.as_ref() == freed_by_unit {
@@ -244,18 +231,9 @@ pub(crate) enum Neutralized {
 }
 
 /// Makes any pending write of entity `owner` impossible unless the owner
-/// holds `key` of index `def` now: a conditional write at its row — a
-/// tombstone where it is absent, the row as it is (a new ETag) where it
-/// exists. A pending write of the owner is conditioned on an older state
-/// of the row (an ETag, or its absence), so it fails from then on; rows of
-/// indexed types are never deleted (a delete leaves a tombstone), so an
-/// insert waiting for the row to be absent fails for good.
-///
-/// A mark of a unit's commit on the row is resolved first (the commit
-/// finished or withdrawn), so the row is judged as it is, never as a
-/// commit in flight would leave it.
-/// `held`: the partitions whose locks the caller holds (see
-/// [`Claimant::held`]).
+/// holds `key` of index `def` now (invariant 2 of the module docs): a
+/// tombstone where it is absent, the row rewritten where it exists, judged
+/// with any mark resolved. `held`: see [`Claimant::held`].
 pub(crate) async fn neutralize(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
@@ -266,9 +244,8 @@ pub(crate) async fn neutralize(
 ) -> Result<Neutralized> {
     let table = &indexes.table;
     env.ensure_table(table).await?;
-    let found = env.backend().get(table, &owner.0, &owner.1).await?;
     let row = Resolver::new(env, held.to_vec())
-        .resolve_opt(table, found)
+        .read(table, (&owner.0, &owner.1))
         .await?;
     let op = match row {
         Some(row) if holds(def, &row.data.properties, key) => return Ok(Neutralized::Holds),
@@ -291,7 +268,7 @@ pub(crate) async fn neutralize(
 /// Writes the index row of non-unique value `key` for entity `owner`
 /// (unconditionally: it names only the owner, and lookups check the owner
 /// still holds the value).
-pub(crate) async fn add_row(
+async fn add_row(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
     def: &Def,
@@ -339,9 +316,7 @@ pub(crate) async fn read_freed(
 }
 
 /// Removes the index rows read by [`read_freed`], each at the ETag read,
-/// once the owner's write succeeded: a row claimed again since (a new
-/// ETag) stays. Best effort: a row left behind is a stale claim, which
-/// lookups see through and the next writer of the value takes over.
+/// best effort (a row left behind is a stale claim).
 pub(crate) async fn remove_freed(env: &Arc<TableEnv>, indexes: &Indexes, freed: Vec<Freed>) {
     let deletes = freed.into_iter().map(|f| async move {
         let op = TableOp::Delete {

@@ -13,7 +13,7 @@ use crate::backend::{QuerySpec, StoredEntity};
 use crate::entity::{Entity, PropertyCodec, Value, Versioned};
 use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey};
-use crate::query::{CmpOp, Column, ColumnValue, Filter};
+use crate::query::{CmpOp, Column, ColumnValue, Filter, key_range_filter};
 use crate::table::TableEnv;
 use crate::table::{Table, versioned};
 use std::sync::Arc;
@@ -32,12 +32,7 @@ impl<E: Entity> Table<E> {
         let type_name = std::any::type_name::<E>();
         let not_indexed =
             |why: &str| Error::invalid(format!("column `{name}` of {type_name}"), why.to_owned());
-        let env = Arc::clone(&self.env);
-        let Some(indexes) = Indexes::of::<E>(&env)? else {
-            return Err(not_indexed(
-                "the type has no indexes; mark the field `#[entity(unique)]` or `#[entity(index)]`",
-            ));
-        };
+        let (env, indexes) = self.indexes_of()?;
         let Some(i) = indexes.defs.iter().position(|d| d.property == name) else {
             return Err(not_indexed(
                 "the field is not indexed; mark it `#[entity(unique)]` or `#[entity(index)]`",
@@ -52,7 +47,7 @@ impl<E: Entity> Table<E> {
     }
 
     /// The entity holding a value of a `#[entity(unique)]` field; `None`
-    /// when no entity holds it. Two reads: the index row, then the entity.
+    /// when no entity holds it. Two reads: the claim, then the entity.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -83,15 +78,9 @@ impl<E: Entity> Table<E> {
         let ipk = indexes.partition(def, &key)?;
         let read = async {
             env.ensure_table(&indexes.index_table).await?;
-            let row = env
-                .backend()
-                .get(
-                    &indexes.index_table,
-                    &ipk,
-                    &RowKey::new(crate::rows::claim::ROW)?,
-                )
-                .await?;
-            let Some(row) = env.resolve_row(&indexes.index_table, row).await? else {
+            let claim_row = RowKey::new(crate::rows::claim::ROW)?;
+            let row = env.read_row(&indexes.index_table, &ipk, &claim_row);
+            let Some(row) = row.await? else {
                 return Ok(None);
             };
             if let Some(entity) = holder(&env, &indexes, i, &key, &row).await? {
@@ -132,7 +121,7 @@ impl<E: Entity> Table<E> {
                 CmpOp::Eq,
                 Value::String(ipk.as_str().to_owned()),
             );
-            Ok((env, indexes, i, filter))
+            Ok((env, indexes, i, Some(filter)))
         });
         lookup_stream::<E>(start)
     }
@@ -166,38 +155,34 @@ impl<E: Entity> Table<E> {
         column: Column<E, T>,
         range: R,
     ) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
-        let bound =
-            |b: Bound<&T>, included: CmpOp, excluded: CmpOp| -> Result<Option<(CmpOp, String)>> {
-                Ok(match b {
-                    Bound::Included(v) => Some((included, key_of(column.name(), v)?)),
-                    Bound::Excluded(v) => Some((excluded, key_of(column.name(), v)?)),
-                    Bound::Unbounded => None,
-                })
-            };
-        let lo = bound(range.start_bound(), CmpOp::Ge, CmpOp::Gt);
-        let hi = bound(range.end_bound(), CmpOp::Le, CmpOp::Lt);
         let start = self.index_on(&column, false).and_then(|(env, indexes, i)| {
             let def = &indexes.defs[i];
-            let pk = |key: &str| -> Result<Value> {
-                Ok(Value::String(
-                    indexes.partition(def, key)?.as_str().to_owned(),
-                ))
+            let pk = |key: &str| Ok::<_, Error>(indexes.partition(def, key)?.as_str().to_owned());
+            let bound = |b: Bound<&T>| -> Result<Bound<String>> {
+                Ok(match b {
+                    Bound::Included(v) => Bound::Included(pk(&key_of(column.name(), v)?)?),
+                    Bound::Excluded(v) => Bound::Excluded(pk(&key_of(column.name(), v)?)?),
+                    Bound::Unbounded => Bound::Unbounded,
+                })
             };
-            let low = match lo? {
-                Some((op, key)) => Filter::compare("PartitionKey", op, pk(&key)?),
-                None => Filter::compare("PartitionKey", CmpOp::Ge, pk("")?),
+            let low = match bound(range.start_bound())? {
+                Bound::Unbounded => Bound::Included(pk("")?),
+                low => low,
             };
-            let high = match hi? {
-                Some((op, key)) => Filter::compare("PartitionKey", op, pk(&key)?),
+            let high = match bound(range.end_bound())? {
                 // Every partition of this index starts with the property
                 // and the separator; the next character bounds them.
-                None => Filter::compare(
-                    "PartitionKey",
-                    CmpOp::Lt,
-                    Value::String(format!("{}!", CompositeKey::join([def.property.as_str()]))),
-                ),
+                Bound::Unbounded => {
+                    Bound::Excluded(format!("{}!", CompositeKey::join([def.property.as_str()])))
+                }
+                high => high,
             };
-            Ok((env, indexes, i, low.and(high)))
+            Ok((
+                env,
+                indexes,
+                i,
+                key_range_filter("PartitionKey", (low, high)),
+            ))
         });
         lookup_stream::<E>(start)
     }
@@ -250,9 +235,7 @@ fn key_of<T: PropertyCodec>(name: &str, value: &T) -> Result<String> {
     }
 }
 
-/// The entity an index row points at, if it still holds the row's value
-/// (a row left by a writer outside leasehold may point at an entity that
-/// does not).
+/// The entity an index row points at, if it still holds the row's value.
 async fn holder(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
@@ -275,8 +258,7 @@ async fn holds_now(
     (pk, rk): &(PartitionKey, RowKey),
 ) -> Result<Option<StoredEntity>> {
     env.ensure_table(&indexes.table).await?;
-    let entity = env.backend().get(&indexes.table, pk, rk).await?;
-    let Some(entity) = env.resolve_row(&indexes.table, entity).await? else {
+    let Some(entity) = env.read_row(&indexes.table, pk, rk).await? else {
         return Ok(None);
     };
     let holds = indexes.keys(Some(&entity.data.properties))?[i]
@@ -285,13 +267,7 @@ async fn holds_now(
     Ok(holds.then_some(entity))
 }
 
-/// The value key of an index row, from its partition key.
-fn row_key_form(row: &StoredEntity) -> Option<String> {
-    let mut parts = CompositeKey::split(row.data.partition_key.as_str()).ok()?;
-    (parts.len() == 2).then(|| parts.swap_remove(1))
-}
-
-type Start = Result<(Arc<TableEnv>, Indexes, usize, Filter)>;
+type Start = Result<(Arc<TableEnv>, Indexes, usize, Option<Filter>)>;
 
 /// The entities of the index rows `filter` selects, page after page.
 fn lookup_stream<E: Entity>(
@@ -299,7 +275,7 @@ fn lookup_stream<E: Entity>(
 ) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
     let start = start.map(|(env, indexes, i, filter)| {
         let spec = QuerySpec {
-            filter: Some(filter),
+            filter,
             select: None,
             top: None,
             continuation: None,
@@ -316,7 +292,7 @@ fn lookup_stream<E: Entity>(
         let page = env.resolve_page(&indexes.index_table, &spec, page).await?;
         let mut items: Vec<Result<Versioned<E>>> = Vec::new();
         for row in &page.entities {
-            let Some(key) = row_key_form(row) else {
+            let Some(key) = super::value_key_of(&row.data.partition_key) else {
                 continue;
             };
             if let Some(entity) = holder(&env, &indexes, i, &key, row).await? {

@@ -40,35 +40,23 @@
 //!
 //! # Storage layout
 //!
-//! * The index rows of entity type `E` live in their own table, named
-//!   `E::TABLE` followed by `Idx` (with the store's table prefix), so
-//!   queries of the entity's table never meet them.
-//! * The **partition key** of an index row is the composite key
-//!   ([`CompositeKey`]) of the property name and
-//!   the value's key form, so every value has its own partition. The key
-//!   form keeps order, so the partitions of
-//!   one index sort as their values do and a range of values is a range of
-//!   partition keys: strings stand for themselves, integers (`Edm.Int32`
-//!   and `Edm.Int64` alike) are the sign-flipped 20-digit decimal form of
-//!   `i64`, date-times are UTC with seven fractional digits, GUIDs are
-//!   lowercase hyphenated. A field whose type has no key form
-//!   ([`KeyPart`]) cannot be indexed (a compile error).
+//! * The index rows of `E` live in the table `E::TABLE` + `Idx` (with the
+//!   store's prefix), so queries of the entity's table never meet them.
+//! * An index row's **partition key** is the [`CompositeKey`] of the
+//!   property name and the value's key form ([`KeyPart`]; a type without
+//!   one cannot be indexed), so every value has its own partition and a
+//!   range of values is a range of partition keys.
 //! * A **unique** index row, the value's *claim*, has the row key
-//!   `_lhClaim`, so the service itself refuses a second row for a value
-//!   (no row leasehold writes has an empty key: Azure Cosmos DB for Table
-//!   refuses them); a **non-unique**
-//!   one has the composite key of the entity's partition and row keys.
-//!   Both name the entity in `EntityPartitionKey` and `EntityRowKey`; a
-//!   claim also names the write that made it (`Txn`).
-//! * An absent value (a `None` field) has no index row: any number of
-//!   entities may leave a unique field empty.
-//! * The partition `~indexes` of the index table describes the indexes (one
-//!   row per indexed property, `Unique` true or false), written once per
-//!   process and store by the first indexed write, so that the operator
-//!   command can verify a table without the Rust type.
-//! * A deleted entity leaves a *tombstone* at its keys: a row holding only
-//!   the property `_lhGone`, which every read through leasehold sees as
-//!   absent, and which an insert of the same keys replaces.
+//!   `_lhClaim`, so the service itself refuses a second row for a value; a
+//!   **non-unique** one has the composite key of the entity's keys. Both
+//!   name the entity in `EntityPartitionKey` and `EntityRowKey`; a claim
+//!   also names the write that made it (`Txn`).
+//! * An absent value (a `None` field) has no index row.
+//! * The partition `~indexes` describes the indexes (one row per indexed
+//!   property, `Unique` true or false), written once per process and store,
+//!   so that the operator command can verify a table without the Rust type.
+//! * A deleted entity leaves a *tombstone* at its keys (only the property
+//!   `_lhGone`), which reads see as absent and an insert replaces.
 //!
 //! # Writes
 //!
@@ -100,130 +88,87 @@
 //! names its holder. No clock or lease takes part, until rows are swept
 //! (below).
 //!
-//! **A write of entity X** goes through the *index write path*, which
-//! every [`Table`](crate::Table) of a type with indexes sends its writes
-//! through (the entity's write then goes through the table's writer, the
-//! fence's layer of a [fenced](crate::Table::fenced) table included, so
-//! the entity's write is fenced and its claims are not). It computes the
-//! indexed values the row holds now (known from the value read through
-//! leasehold, which the table hands on with the write, or read) and after
-//! the write. For each unique value it sets it *claims* it: it inserts the
-//! claim naming X; where a claim exists, it reads it and, when the claim
-//! names X already, writes it again (3); when it names another entity Y,
-//! it reads Y: Y holds the value → [`Error::ValueTaken`]; otherwise it
-//! neutralizes Y (2) and takes the claim over at the ETag read. For each
-//! non-unique value it sets, it writes the index row. Then it writes X
-//! (1): insert, replace, merge or delete at the ETag it was read at — the
-//! commit point — through the backend below the layer. Last, the claims and rows of the values it freed are
-//! removed at the ETags read before the write (a claim taken since stays).
-//! A write that leaves every indexed value as it is (a replace or merge of
-//! a value read through leasehold) is the plain single write. An
-//! unconditional write (`upsert`, `upsert_merge`,
-//! `replace_unconditionally`, `delete_unconditionally`) of an indexed type
-//! is sent conditioned on the row as just read, and read again and retried
-//! when the row changed in between.
+//! **A write of entity X** (the *index write path*, which every
+//! [`Table`](crate::Table) of an indexed type sends its writes through)
+//! computes the indexed values the row holds now (from the value read
+//! through leasehold, or read) and after the write. Each unique value it
+//! sets it *claims*: it inserts the claim naming X; where a claim exists,
+//! it reads it and, when it names X, writes it again (3); when it names
+//! another entity Y, it reads Y: Y holds the value →
+//! [`Error::ValueTaken`]; otherwise it neutralizes Y (2) and takes the
+//! claim over at the ETag read. Each non-unique value it sets gets its
+//! index row. Then it writes X (1) at the ETag it was read at — the commit
+//! point — through the table's writer (so of a
+//! [fenced](crate::Table::fenced) table the entity's write is fenced, its
+//! claims are not). Last, the rows of the values it freed are removed at
+//! the ETags read before. A write that leaves every indexed value as it is
+//! is the plain single write. An unconditional write of an indexed type is
+//! sent conditioned on the row as just read, and retried when it changed.
 //!
-//! A **delete** replaces the row with a tombstone at its ETag and leaves
-//! its claims: the next writer of the value finds them stale and takes
-//! them over. A writer that fails or dies between its claims and its
-//! entity write leaves stale claims the same way. So a **lookup**
-//! ([`Table::get_by`](crate::Table::get_by)) reads the claim and the entity
-//! it names, and answers the entity only if it holds the value;
-//! `find_by` and `find_range` check every entity the same way.
+//! A **delete** leaves a tombstone and its claims, which the next writer
+//! of the value finds stale and takes over; a writer that dies between its
+//! claims and its entity write leaves stale claims the same way. So a
+//! **lookup** ([`Table::get_by`](crate::Table::get_by), `find_by`,
+//! `find_range`) answers an entity only if it holds the value.
 //!
-//! **How long a claim or tombstone is relied on.** The invariants hold as
-//! long as the rows they write stay: a tombstone where an entity was, and
-//! a stale claim until the next writer of the value takes it over. A
-//! writer sends its entity's write only within 5 minutes
-//! (`SEND_WINDOW`) of starting its claims — inside the send deadline of
-//! `crate::backend::deadline`, checked as the request is dated and signed
-//! (the memory backend: as it is applied); past it, the write is not sent
-//! and fails with [`Error::Timeout`] — and the service refuses a Shared
-//! Key request dated more than 15 minutes off. So a write stalled since
-//! before a tombstone or a claim was written lands within 20 minutes of
-//! it, or never; with 5 minutes of clock skew between the writer, the
-//! service and the sweeper, `STALLED_WRITE_BOUND` = 25 minutes. Past
-//! that, a tombstone guards against nothing, and a claim whose entity does
-//! not hold its value is relied on by no write, so
-//! [`Store::sweep`](crate::Store::sweep) removes them (each at the ETag it
-//! read: a claim or tombstone written again since stays). This is the
-//! argument of "Rows commits leave behind" in [`crate::lock`].
+//! **How long a claim or tombstone is relied on.** A writer sends its
+//! entity's write only within `SEND_WINDOW` (5 minutes) of starting its
+//! claims, checked as the request is dated (past it: [`Error::Timeout`]),
+//! and the service refuses a Shared Key request dated more than 15 minutes
+//! off. So a write stalled since before a tombstone or a claim lands
+//! within 20 minutes of it, or never; with 5 minutes of clock skew,
+//! `STALLED_WRITE_BOUND` = 25 minutes. Past that,
+//! [`Store::sweep`](crate::Store::sweep) removes tombstones and stale
+//! claims (each at the ETag it read). See "Rows commits leave behind" in
+//! [`crate::lock`].
 //!
-//! **Units.** A [`Unit`](crate::lock::Unit) writing an indexed type needs
-//! no lock beyond the entity's partition. Before its commit sends
-//! anything, it conditions each staged write of the type on the row as
-//! the unit read it (an upsert becomes an insert or a write at the ETag
-//! read), and claims the values they set as above; a value another entity
-//! holds fails the commit with [`Error::ValueTaken`], nothing of it
-//! applied. The commit is the commit point of the claims; one that fails,
-//! or a unit that is abandoned, leaves stale claims. A neutralizing write
-//! of a row a live unit has read makes that unit's commit fail with a
-//! conflict, as any optimistic write does. A unit that frees a value from
-//! one entity and sets it on another (re-keying an entity) takes the claim
-//! over naming both, so that until its commit lands the first still
-//! counts as the holder. Two writes of one unit claiming one value are
-//! refused. A [`Batch`](crate::table::Batch) of an indexed type is
-//! refused: its entity-group transaction cannot carry the claims.
-//!
-//! **Fenced tables** ([`Table::fenced`](crate::Table::fenced)) write
-//! indexed types: the entity's write is fenced, its claims are not (a
-//! claim is good only once the fenced write lands).
+//! **Units.** Before a [`Unit`](crate::lock::Unit)'s commit sends
+//! anything, it conditions each staged write of an indexed type on the
+//! row as the unit read it and claims the values they set as above; a
+//! value another entity holds fails the commit with
+//! [`Error::ValueTaken`], nothing applied. A failed or abandoned commit
+//! leaves stale claims. A unit that moves a value from one entity to
+//! another takes the claim over naming both, so the first counts as the
+//! holder until the commit lands. Two writes of one unit claiming one
+//! value are refused, and so is a [`Batch`](crate::table::Batch) of an
+//! indexed type: its transaction cannot carry the claims.
 //!
 //! # Errors of indexed writes
 //!
-//! Each write method of [`Table`](crate::Table) lists its errors. One that
-//! claims a value adds:
+//! A write that claims a value adds to its errors:
 //!
 //! * [`Error::ValueTaken`] when it would give a unique field a value
-//!   another entity holds (not for deletes, which only free values). Match
-//!   the kind: `e.kind() == ErrorKind::ValueTaken`; the code
-//!   `UniqueValueTaken` ([`Error::code`]) is kept. An insert of keys that
-//!   exist is [`Error::AlreadyExists`] when its unique values are free or
-//!   its own, and [`Error::ValueTaken`] when another entity holds one
-//!   (telling that the row exists too would cost a read).
+//!   another entity holds (code `UniqueValueTaken`). An insert of keys
+//!   that exist is [`Error::AlreadyExists`] when its unique values are
+//!   free or its own, [`Error::ValueTaken`] otherwise.
 //! * [`Error::Timeout`] when the claim kept changing under the write (16
 //!   tries), or an unconditional write's row kept changing (8 attempts).
 //! * [`Error::Invalid`] when a value's index partition key would be too
 //!   long — before any request.
 //!
-//! //! # Adding an index to a populated table
+//! # Adding an index to a populated table
 //!
 //! Marking a field `#[entity(unique)]` or `#[entity(index)]` changes no
-//! stored row: the entities already there have no index rows until they
-//! are backfilled, so until then lookups ([`Table::get_by`](crate::Table::get_by),
-//! `find_by`, `find_range`) miss them, and a unique value one of them holds
-//! is not yet defended (a write claiming it finds no index row and is let
-//! through). The steps:
+//! stored row: until the entities already there are backfilled, lookups
+//! miss them and their unique values are not defended. The steps:
 //!
-//! 1. **Deploy the new type to every writer first.** Writes of the new
-//!    version keep the index rows of every value they claim or free;
-//!    writers still running the old version write without them (their rows
-//!    show as missing or orphaned later).
-//! 2. **Update the code that writes the type in batches.** A
-//!    [`Batch`](crate::table::Batch) of the type is refused with
-//!    [`Error::Invalid`]: move it into a unit. Units and fenced tables
-//!    need no change.
-//! 3. **Backfill**: [`Table::rebuild_indexes`](crate::Table::rebuild_indexes)
-//!    from a program with the new type, or the operator command
-//!    `leasehold indexes rebuild TABLE` ([`Store::rebuild_indexes`](crate::Store::rebuild_indexes)).
-//!    The command reads the index descriptions that the new version writes
-//!    at its first indexed write (or its first `Table::verify_indexes` or
-//!    `Table::rebuild_indexes`); before that it ends with "not found".
-//!    Each missing value is claimed for its entity (or gets its index row)
-//!    as a write of the new version claims it, so writes of the new
-//!    version may go on meanwhile: neither undoes the other. The rebuild
-//!    reads the whole entity table (one query page per 1,000 entities).
+//! 1. **Deploy the new type to every writer first**; writers of the old
+//!    version write without index rows.
+//! 2. **Move batches of the type into units**: a
+//!    [`Batch`](crate::table::Batch) of an indexed type is refused with
+//!    [`Error::Invalid`].
+//! 3. **Backfill**: [`Table::rebuild_indexes`](crate::Table::rebuild_indexes),
+//!    or `leasehold indexes rebuild TABLE`
+//!    ([`Store::rebuild_indexes`](crate::Store::rebuild_indexes), which
+//!    needs the index descriptions the new version writes at its first
+//!    indexed write). Writes may go on meanwhile: a missing value is
+//!    claimed as a write claims it. It reads the whole entity table.
 //! 4. **Verify**: [`Table::verify_indexes`](crate::Table::verify_indexes)
-//!    or `leasehold indexes verify TABLE` (read-only) should report nothing
-//!    missing or orphaned. Run the rebuild again if writers of the old
-//!    version were still running during the first one.
-//! 5. **Duplicates** of a new unique field (entities that shared the value
-//!    before it was unique, or that took one while it was not yet
-//!    defended) are reported in [`IndexReport::duplicates`], never fixed:
-//!    the index row goes to one holder, and each other holder must get
-//!    another value (an ordinary write of the new version does it). When
-//!    no duplicate may arise at all, stop the writes of the type from step
-//!    1 until the backfill is done.
+//!    or `leasehold indexes verify TABLE` should report nothing missing or
+//!    orphaned; rebuild again if old writers were still running.
+//! 5. **Duplicates** of a new unique field are reported in
+//!    [`IndexReport::duplicates`], never fixed: the index row goes to one
+//!    holder, and each other holder must get another value.
 //!
 //! ```
 //! use leasehold::{Entity, Store};
@@ -262,19 +207,14 @@
 //!
 //! # Cost per write
 //!
-//! Asserted on both backends (`indexes::indexed_writes_cost_their_budget`
-//! in leasehold's checks, `tests/it/checks`): an insert claiming one fresh unique value costs 2
-//! requests in 2 round trips (the claim, the entity); a change of the value
-//! 4 in 3 (the new claim and the old claim's read, the entity, the old
-//! claim's removal); a delete 1 (the tombstone); `get_by` 2; a write that
-//! leaves every indexed value alone is the plain write. An insert refused
-//! because another entity holds its value costs 3 in 3 round trips: the
-//! refused claim insert, the claim's read, its holder's read. Taking over a
-//! stale claim (the value of a deleted entity, say) costs 4 more: the
-//! refused insert, the claim's and the owner's reads, the owner's
-//! neutralizing write. Each further value a write claims adds its claim,
-//! sent with the others at once. The benchmark (`benches/compare`,
-//! section `indexes`) measures the latency next to the plain write.
+//! An insert claiming one fresh unique value costs 2 requests in 2 round
+//! trips (the claim, the entity); a change of the value 4 in 3 (the new
+//! claim and the old claim's read, the entity, the old claim's removal); a
+//! delete 1 (the tombstone); `get_by` 2; a write that leaves every indexed
+//! value alone is the plain write. An insert refused because another
+//! entity holds its value costs 3 (the refused claim, the claim's read,
+//! its holder's read); taking over a stale claim costs 4 more. Each
+//! further value adds its claim, sent with the others at once.
 
 pub(crate) mod claim;
 mod lookup;
@@ -296,9 +236,8 @@ use crate::table::TableEnv;
 
 pub(crate) use crate::rows::SEND_WINDOW;
 
-/// How long a tombstone or a stale claim may still be relied on by a write
-/// stalled since before it: [`SEND_WINDOW`], the 15 minutes the service
-/// accepts a Shared Key request's date off, and 5 minutes of clock skew.
+/// How long a tombstone or a stale claim may still be relied on (see the
+/// module docs).
 pub(crate) const STALLED_WRITE_BOUND: std::time::Duration = std::time::Duration::from_secs(25 * 60);
 
 /// The suffix of an index table's name.
@@ -332,8 +271,7 @@ pub(crate) struct Indexes {
     pub(crate) defs: Vec<Def>,
 }
 
-/// The key form of a stored value in an index (see the module docs), or
-/// why it has none.
+/// The key form of a stored value in an index, or why it has none.
 pub(crate) fn value_key(value: &Value) -> std::result::Result<String, String> {
     match value {
         Value::String(s) => Ok(s.clone()),
@@ -360,8 +298,7 @@ pub(crate) fn show(value: &Value) -> String {
     }
 }
 
-/// A value as text, without quotes: a string as it is, a number in
-/// decimal, a GUID hyphenated, a date-time in RFC 3339.
+/// A value as text, without quotes.
 pub(crate) fn text(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
@@ -440,6 +377,30 @@ impl Indexes {
             .collect()
     }
 
+    /// The values a write changes from `before` to `after` (the row's
+    /// stored properties; `None`: absent).
+    pub(crate) fn changes(
+        &self,
+        before: Option<&Properties>,
+        after: Option<&Properties>,
+    ) -> Result<Changes> {
+        let mut changes = Changes::default();
+        let pairs = self.keys(before)?.into_iter().zip(self.keys(after)?);
+        for (i, (old, new)) in pairs.enumerate() {
+            if old.as_ref().map(|k| &k.key) == new.as_ref().map(|k| &k.key) {
+                continue;
+            }
+            changes.claims.extend(new.map(|new| (i, new)));
+            if let Some(old) = old {
+                if after.is_some() {
+                    changes.frees.push((i, old.clone()));
+                }
+                changes.releases.push((i, old));
+            }
+        }
+        Ok(changes)
+    }
+
     /// The partition of index `def`'s row for a value of key form `key`.
     pub(crate) fn partition(&self, def: &Def, key: &str) -> Result<PartitionKey> {
         PartitionKey::new(CompositeKey::join([def.property.as_str(), key])).map_err(|e| {
@@ -492,15 +453,39 @@ impl Indexes {
     }
 }
 
+/// The key form of the value of the index row in partition `ipk`.
+pub(crate) fn value_key_of(ipk: &PartitionKey) -> Option<String> {
+    let mut parts = CompositeKey::split(ipk.as_str()).ok()?;
+    (parts.len() == 2).then(|| parts.swap_remove(1))
+}
+
+/// The index values a write changes, each with its index.
+#[derive(Debug, Default)]
+pub(crate) struct Changes {
+    /// The values it sets, to claim.
+    pub(crate) claims: Vec<(usize, Key)>,
+    /// The values it takes away whose index rows go once it landed (none
+    /// for a delete, which leaves its claims to the next writer).
+    pub(crate) frees: Vec<(usize, Key)>,
+    /// Every value it takes away.
+    pub(crate) releases: Vec<(usize, Key)>,
+}
+
 /// The entity keys an index row points at.
 pub(crate) fn target_of(data: &EntityData) -> Option<(PartitionKey, RowKey)> {
+    keys_in(data, ENTITY_PK, ENTITY_RK)
+}
+
+/// The entity keys held in the string properties `pk` and `rk` of `data`.
+fn keys_in(data: &EntityData, pk: &str, rk: &str) -> Option<(PartitionKey, RowKey)> {
     let text = |name: &str| match data.properties.get(name) {
         Some(Value::String(s)) => Some(s.clone()),
         _ => None,
     };
-    let pk = PartitionKey::new(text(ENTITY_PK)?).ok()?;
-    let rk = RowKey::new(text(ENTITY_RK)?).ok()?;
-    Some((pk, rk))
+    Some((
+        PartitionKey::new(text(pk)?).ok()?,
+        RowKey::new(text(rk)?).ok()?,
+    ))
 }
 
 /// The index tables whose definition rows this process wrote, per store.

@@ -1,7 +1,5 @@
-//! The index claims of a unit's writes of indexed entity types: made
-//! before its commit, which makes them good, with no lock beyond the
-//! entity's partition (see the [module docs](super)). The store installs
-//! them in its units as [`UnitClaims`].
+//! The index claims of a unit's writes of indexed entity types, made
+//! before its commit (see the [module docs](super)).
 
 use std::sync::Arc;
 
@@ -9,7 +7,7 @@ use async_trait::async_trait;
 use futures_util::future::{join, try_join_all};
 
 use super::claim::{self, Freed, Keys};
-use super::{Indexes, Key};
+use super::{Changes, Indexes, Key};
 use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::entity::Properties;
 use crate::error::Result;
@@ -66,29 +64,18 @@ async fn read_for_index(
     let (slot, rk) = key;
     env.ensure_table(&slot.table).await?;
     let pk = &input.parts[slot.part];
-    let stored = env.backend().get(&slot.table, pk, rk).await?;
     let stored = Resolver::new(env, input.held.to_vec())
-        .resolve_opt(&slot.table, stored)
+        .read(&slot.table, (pk, rk))
         .await?;
     read.push((key.clone(), stored.clone()));
     Ok(stored)
 }
 
-/// Before the commit sends anything: makes every staged write of an
-/// indexed type one its claims can rely on, and claims the values the
-/// writes set.
-///
-/// * Each write is conditioned on the row as the unit read it, read
-///   before any claim: an upsert becomes an insert or a write at the
-///   ETag read, and an insert over a tombstone a replace at its ETag.
-/// * A delete leaves a tombstone (see `crate::rows::tombstone`).
-/// * Each unique value set is claimed, each non-unique one gets its
-///   index row; a value another entity holds is refused with
-///   [`crate::Error::ValueTaken`] before anything of the commit is sent.
-///
-/// Answers the rows it read, the writes to send instead of the staged
-/// ones, and the index rows of the values freed, read now, to remove once
-/// the commit succeeded.
+/// Before the commit sends anything: conditions every staged write of an
+/// indexed type on the row as the unit read it ([`conditioned`]) and sets
+/// the values the writes set (see "Units" in the module docs). Answers
+/// the rows it read, the writes to send instead of the staged ones, and
+/// the index rows of the values freed, to remove once the commit succeeded.
 async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Claimed> {
     let tables = Arc::clone(env);
     let all: Vec<Indexes> = input
@@ -118,33 +105,19 @@ async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Cla
             TableOp::Delete { .. } => None,
         };
         let indexes = &all[n];
-        let old = indexes.keys(before.as_ref())?;
-        let new = indexes.keys(after.as_ref())?;
-        let mut plan = Plan {
+        let Changes {
+            claims,
+            frees,
+            releases,
+        } = indexes.changes(before.as_ref(), after.as_ref())?;
+        writes.push((key.clone(), op));
+        plans.push(Plan {
             indexes: n,
             owner: (input.parts[key.0.part].clone(), key.1.clone()),
-            claims: Vec::new(),
-            frees: Vec::new(),
-            releases: Vec::new(),
-        };
-        for (def, (o, k)) in old.into_iter().zip(new).enumerate() {
-            if o.as_ref().map(|k| &k.key) == k.as_ref().map(|k| &k.key) {
-                continue;
-            }
-            if let Some(k) = k {
-                plan.claims.push((def, k));
-            }
-            if let Some(o) = o {
-                // A delete leaves its claims to the next writer of the
-                // value.
-                if after.is_some() {
-                    plan.frees.push((def, o.clone()));
-                }
-                plan.releases.push((def, o));
-            }
-        }
-        writes.push((key.clone(), op));
-        plans.push(plan);
+            claims,
+            frees,
+            releases,
+        });
     }
     // Two writes of this unit claiming one unique value: refused. A
     // value one write claims and another frees (a re-keyed entity) is
@@ -189,25 +162,13 @@ async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Cla
         .flat_map(|plan| plan.claims.iter().map(move |c| (plan, c)));
     let claims = try_join_all(each.zip(&freed_by).map(|((plan, (def, key)), from)| {
         let indexes = &all[plan.indexes];
-        let txn = txn.as_str();
-        {
-            let d = &indexes.defs[*def];
-            async move {
-                if d.unique {
-                    {
-                        let who = claim::Claimant {
-                            owner: &plan.owner,
-                            txn,
-                            freed_by_unit: from.as_ref(),
-                            held,
-                        };
-                        claim::claim(env, indexes, d, key, &who).await
-                    }
-                } else {
-                    claim::add_row(env, indexes, d, key, &plan.owner).await
-                }
-            }
-        }
+        let who = claim::Claimant {
+            owner: &plan.owner,
+            txn: txn.as_str(),
+            freed_by_unit: from.as_ref(),
+            held,
+        };
+        async move { claim::set(env, indexes, &indexes.defs[*def], key, &who).await }
     }));
     let freed = try_join_all(plans.iter().filter(|p| !p.frees.is_empty()).map(|plan| {
         let indexes = &all[plan.indexes];

@@ -5,7 +5,7 @@ use crate::backend::WriteOptions;
 use std::collections::BTreeMap;
 
 use super::claim::{self, Claimant, Neutralized};
-use super::{DEFS_PARTITION, Indexes, read_defs, target_of};
+use super::{DEFS_PARTITION, Indexes, read_defs, target_of, value_key_of};
 use crate::backend::{QuerySpec, StoredEntity, TableOp};
 use crate::entity::Value;
 use crate::error::{Error, ErrorKind, Result};
@@ -30,17 +30,12 @@ pub struct IndexReport {
     /// Index rows that name no entity (not rows of leasehold's layout),
     /// one line each.
     pub orphans: Vec<String>,
-    /// Index rows naming an entity that does not hold their value (any
-    /// more): claims and rows a write left when it failed or was never
-    /// finished, or a delete left for the next writer of the value. They
-    /// are harmless — lookups check the entity, and the next writer of the
-    /// value takes a unique claim over — and not counted as
+    /// Index rows naming an entity that does not hold their value (left by
+    /// a failed write or a delete): harmless, not counted as
     /// inconsistencies; a rebuild removes them.
     pub stale: u64,
-    /// Values of unique fields held by several entities (left by writers
-    /// outside leasehold, or by entities written before the field was
-    /// unique; not fixed: one entity must change). Each shows as one line
-    /// (`Display`).
+    /// Values of unique fields held by several entities (not fixed: one
+    /// entity must change).
     pub duplicates: Vec<DuplicateValue>,
     /// Index rows written or deleted by a rebuild.
     pub repaired: u64,
@@ -134,7 +129,7 @@ async fn scan(
     env: &Arc<TableEnv>,
     table: &TableName,
     select: Option<Vec<String>>,
-    mut each: impl FnMut(StoredEntity),
+    mut each: impl FnMut(StoredEntity) -> Result<()>,
 ) -> Result<()> {
     let mut spec = QuerySpec {
         filter: None,
@@ -154,7 +149,7 @@ async fn scan(
             if row.data.partition_key.as_str() != DEFS_PARTITION
                 && !crate::rows::is_hidden(&row.data.row_key, &row.data.properties)
             {
-                each(row);
+                each(row)?;
             }
         }
         match page.continuation {
@@ -165,13 +160,19 @@ async fn scan(
 }
 
 /// The entities an index row names: its owner, and for a claim a unit
-/// took over within its commit, the entity it took it from (see
-/// `claim::prev_of`).
+/// took over within its commit, the entity it took it from.
 fn named(data: &crate::entity::EntityData) -> Vec<(PartitionKey, RowKey)> {
     target_of(data)
         .into_iter()
         .chain(claim::prev_of(data))
         .collect()
+}
+
+/// Whether index row `row` names one of `holders`.
+fn names_one_of(row: &StoredEntity, holders: &[Expected]) -> bool {
+    named(&row.data)
+        .iter()
+        .any(|t| holders.iter().any(|h| &h.entity == t))
 }
 
 fn show_entity(e: &(PartitionKey, RowKey)) -> String {
@@ -190,7 +191,6 @@ async fn check<P: FnMut(u64) + ?Sized>(
     let mut scanned = 0u64;
     // Index row keys -> the entities that should have it.
     let mut expected: BTreeMap<(PartitionKey, RowKey), Vec<Expected>> = BTreeMap::new();
-    let mut failed: Option<Error> = None;
     let mut select: Vec<String> = indexes.defs.iter().map(|d| d.property.clone()).collect();
     select.push(crate::rows::tombstone::PROPERTY.to_owned());
     scan(env, &indexes.table, Some(select), |row| {
@@ -198,45 +198,30 @@ async fn check<P: FnMut(u64) + ?Sized>(
         scanned += 1;
         progress(scanned);
         let entity = (row.data.partition_key.clone(), row.data.row_key.clone());
-        let keys = match indexes.keys(Some(&row.data.properties)) {
-            Ok(keys) => keys,
-            Err(e) => {
-                failed.get_or_insert(e);
-                return;
-            }
-        };
+        let keys = indexes.keys(Some(&row.data.properties))?;
         for (def_i, key) in keys.into_iter().enumerate() {
             let Some(key) = key else { continue };
             let def = &indexes.defs[def_i];
-            let keys = indexes
-                .partition(def, &key.key)
-                .and_then(|ipk| Ok((ipk, Indexes::row(def, &entity.0, &entity.1)?)));
-            match keys {
-                Ok(k) => expected.entry(k).or_default().push(Expected {
-                    def: def_i,
-                    value: key.value,
-                    key: key.key,
-                    entity: entity.clone(),
-                }),
-                Err(e) => {
-                    failed.get_or_insert(e);
-                }
-            }
+            let ipk = indexes.partition(def, &key.key)?;
+            let irk = Indexes::row(def, &entity.0, &entity.1)?;
+            expected.entry((ipk, irk)).or_default().push(Expected {
+                def: def_i,
+                value: key.value,
+                key: key.key,
+                entity: entity.clone(),
+            });
         }
+        Ok(())
     })
     .await?;
-    if let Some(e) = failed {
-        return Err(e);
-    }
     let mut actual: BTreeMap<(PartitionKey, RowKey), StoredEntity> = BTreeMap::new();
     scan(env, &indexes.index_table, None, |row| {
         report.index_rows += 1;
         scanned += 1;
         progress(scanned);
-        actual.insert(
-            (row.data.partition_key.clone(), row.data.row_key.clone()),
-            row,
-        );
+        let keys = (row.data.partition_key.clone(), row.data.row_key.clone());
+        actual.insert(keys, row);
+        Ok(())
     })
     .await?;
 
@@ -261,13 +246,7 @@ async fn check<P: FnMut(u64) + ?Sized>(
                 entities: holders.iter().map(|h| h.entity.clone()).collect(),
             });
         }
-        let row = actual.get(keys);
-        let ok = row.is_some_and(|r| {
-            named(&r.data)
-                .iter()
-                .any(|t| holders.iter().any(|h| &h.entity == t))
-        });
-        if !ok {
+        if !actual.get(keys).is_some_and(|r| names_one_of(r, holders)) {
             report.missing.push(describe(&holders[0]));
             problems.push(Problem::Missing(holders[0].clone()));
         }
@@ -282,12 +261,7 @@ async fn check<P: FnMut(u64) + ?Sized>(
                     .iter()
                     .position(|d| parts.first().is_some_and(|p| p == &d.property))
             });
-        let wanted = expected.get(&keys).is_some_and(|hs| {
-            named(&row.data)
-                .iter()
-                .any(|t| hs.iter().any(|h| &h.entity == t))
-        });
-        if !wanted {
+        if !expected.get(&keys).is_some_and(|hs| names_one_of(&row, hs)) {
             // A unique row pointing at a non-holder was counted as missing
             // for the holder; the fix overwrites it.
             if def.is_some_and(|d| indexes.defs[d].unique) && expected.contains_key(&keys) {
@@ -307,12 +281,10 @@ async fn check<P: FnMut(u64) + ?Sized>(
     Ok((report, problems))
 }
 
-/// Fixes one problem, re-checking it first (leasehold writers may have
-/// fixed or changed it since the scan), with the writes an indexed write
-/// makes: a missing value is claimed for its entity (or gets its index
-/// row), a row naming an entity that does not hold its value is removed
-/// once that entity's pending writes are made impossible. Returns whether
-/// a row was written.
+/// Fixes one problem, re-checking it first, with the writes an indexed
+/// write makes: a missing value is claimed (or gets its index row); a row
+/// naming a non-holder is removed once that entity is neutralized. Returns
+/// whether a row was written.
 async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result<bool> {
     match problem {
         Problem::Missing(e) => {
@@ -321,24 +293,12 @@ async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result
                 value: e.value.clone(),
                 key: e.key.clone(),
             };
-            if def.unique {
-                match claim::claim(
-                    env,
-                    indexes,
-                    def,
-                    &key,
-                    &Claimant::plain(&e.entity, "rebuilt"),
-                )
-                .await
-                {
-                    Ok(()) => Ok(true),
-                    // Held by another entity as well: a duplicate, reported.
-                    Err(Error::ValueTaken { .. }) => Ok(false),
-                    Err(err) => Err(err),
-                }
-            } else {
-                claim::add_row(env, indexes, def, &key, &e.entity).await?;
-                Ok(true)
+            let who = Claimant::plain(&e.entity, "rebuilt");
+            match claim::set(env, indexes, def, &key, &who).await {
+                Ok(()) => Ok(true),
+                // Held by another entity as well: a duplicate, reported.
+                Err(Error::ValueTaken { .. }) => Ok(false),
+                Err(err) => Err(err),
             }
         }
         Problem::Orphan { row, def } => {
@@ -348,10 +308,7 @@ async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result
                 return Ok(false);
             };
             if let (Some(def), Some(target)) = (def, target_of(&now.data)) {
-                let key = crate::key::CompositeKey::split(ipk.as_str())
-                    .ok()
-                    .and_then(|mut p| (p.len() == 2).then(|| p.swap_remove(1)));
-                let Some(key) = key else {
+                let Some(key) = value_key_of(&ipk) else {
                     return Ok(false);
                 };
                 match claim::neutralize(env, indexes, &indexes.defs[def], &key, &target, &[])
@@ -384,12 +341,10 @@ async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result
     }
 }
 
-/// The index rows of `indexes` naming an entity that does not hold their
-/// value, as [`Store::verify_indexes`](crate::Store::verify_indexes)
-/// counts them in [`IndexReport::stale`], each with its index (rows naming
-/// no entity are not leasehold's layout, and not among them), and how many
-/// rows the check read. For [`Store::sweep`](crate::Store::sweep), which
-/// looks at each again with [`still_stale`] before removing it.
+/// The stale index rows of `indexes` ([`IndexReport::stale`]), each with
+/// its index, and how many rows the check read: for
+/// [`Store::sweep`](crate::Store::sweep), which checks each with
+/// [`still_stale`] before removing it.
 pub(crate) async fn stale_rows(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
@@ -410,24 +365,19 @@ pub(crate) async fn stale_rows(
 }
 
 /// Whether no entity index row `row` of index `def` names holds its value
-/// now, each read with any unit's mark on it resolved (so a commit in
-/// flight counts as it will be).
+/// now (marks resolved).
 pub(crate) async fn still_stale(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
     def: usize,
     row: &StoredEntity,
 ) -> Result<bool> {
-    let key = crate::key::CompositeKey::split(row.data.partition_key.as_str())
-        .ok()
-        .and_then(|mut p| (p.len() == 2).then(|| p.swap_remove(1)));
-    let Some(key) = key else {
+    let Some(key) = value_key_of(&row.data.partition_key) else {
         return Ok(false);
     };
     for (pk, rk) in named(&row.data) {
-        let found = env.backend().get(&indexes.table, &pk, &rk).await?;
         let found = crate::table::Resolver::new(env, Vec::new())
-            .resolve_opt(&indexes.table, found)
+            .read(&indexes.table, (&pk, &rk))
             .await?;
         if found.is_some_and(|r| claim::holds(&indexes.defs[def], &r.data.properties, &key)) {
             return Ok(false);

@@ -1,18 +1,14 @@
-//! The index write path: the writes of a table of an indexed type, claims
-//! first, then the entity's row, which makes them good (see the
-//! [module docs](super)). Every [`Table`](crate::Table) of a type with
-//! indexes sends its writes through it ([`writes`], which the store
-//! installs in its tables' environment), with the row as the table read
-//! it.
+//! The index write path (see the [module docs](super)): claims first, then
+//! the entity's row, which makes them good.
 
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 
+use super::Indexes;
 use super::claim::{self, Keys};
-use super::{Indexes, Key};
 use crate::backend::deadline;
-use crate::backend::{Backend, Precondition, TableBackend, TableOp, Version, WriteOptions};
+use crate::backend::{Backend, Precondition, TableOp, Version, WriteOptions};
 use crate::entity::entity_type::IndexDef;
 use crate::entity::{EntityData, Properties};
 use crate::error::{Error, ErrorKind, Result};
@@ -25,8 +21,7 @@ use crate::table::{IndexedWriter, Resolver, TableEnv};
 const ATTEMPTS: usize = 8;
 
 /// The write path of the table `declared_table` of the indexed type
-/// `type_name` (see the module docs): a
-/// `crate::table::env::IndexWrites`.
+/// `type_name`.
 pub(crate) fn writes(
     env: Arc<TableEnv>,
     declared_table: &'static str,
@@ -137,12 +132,8 @@ impl IndexedWrites {
     /// Reads the entity's row, any unit's mark on it resolved.
     async fn read_state(&self, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Result<State> {
         let env = &self.env;
-        let found = env.backend().get(table, pk, rk).await?;
         Ok(
-            match Resolver::new(env, Vec::new())
-                .resolve_opt(table, found)
-                .await?
-            {
+            match Resolver::new(env, Vec::new()).read(table, (pk, rk)).await? {
                 None => State::Absent,
                 Some(row) if is_tombstone(&row.data.properties) => State::Tombstone(row.etag),
                 Some(row) => State::Row(row.etag, Arc::new(row.data.properties)),
@@ -150,56 +141,29 @@ impl IndexedWrites {
         )
     }
 
-    /// The fields of an error about the row (`pk`, `rk`) of `table`
-    /// that the caller's `op` wrote, as the backends fill them.
-    fn about_row(
+    /// The service's answer `(status, code)` to the caller's `op` of the
+    /// row (`pk`, `rk`), as the backend would give it.
+    fn refused(
+        (status, code): (u16, &str),
         op: &str,
         table: &TableName,
         pk: &PartitionKey,
         rk: &RowKey,
-    ) -> (String, Option<String>, Option<Box<Keys>>) {
-        (
-            crate::error::what::entity(op, table.as_str(), pk, rk),
-            Some(table.as_str().to_owned()),
-            Some(Box::new((pk.clone(), rk.clone()))),
-        )
+    ) -> Error {
+        let what = crate::error::what::entity(op, table.as_str(), pk, rk);
+        Error::from_service(status, Some(code), what).for_row(table.as_str(), pk, rk)
     }
 
     fn not_found(op: &str, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Error {
-        let (what, table, row) = Self::about_row(op, table, pk, rk);
-        Error::NotFound {
-            what,
-            code: Some("ResourceNotFound".into()),
-            table,
-            row,
-        }
+        Self::refused((404, "ResourceNotFound"), op, table, pk, rk)
     }
 
     fn exists(op: &str, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Error {
-        let (what, table, row) = Self::about_row(op, table, pk, rk);
-        Error::AlreadyExists {
-            what,
-            code: Some("EntityAlreadyExists".into()),
-            table,
-            row,
-        }
+        Self::refused((409, "EntityAlreadyExists"), op, table, pk, rk)
     }
 
-    /// The row changed since the version the caller's write is at: the
-    /// service's 412, as the backend would answer the write.
-    fn changed(op: &str, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Error {
-        let (what, table, row) = Self::about_row(op, table, pk, rk);
-        Error::Conflict {
-            what,
-            code: Some("UpdateConditionNotSatisfied".into()),
-            table,
-            row,
-        }
-    }
-
-    /// `e`, the refusal of a conditional write; or, when the row is a
-    /// tombstone now, `NotFound`: the row is gone, as the caller sees rows
-    /// (as an unindexed table's write says).
+    /// `e`, the refusal of a conditional write; `NotFound` when the row is
+    /// a tombstone now (as an unindexed table's write says).
     async fn gone_if_tombstone(
         &self,
         e: Error,
@@ -216,12 +180,7 @@ impl IndexedWrites {
         Ok(e)
     }
 
-    /// Sends `op` as an indexed write: the plain write when it leaves
-    /// every indexed value as it is; otherwise claims for the values it
-    /// sets, then the entity's row conditioned on the state read before
-    /// them (an insert over a tombstone replaces it; a delete leaves a
-    /// tombstone, its claims to the next writer of the value), then the
-    /// removal of the index rows of values it freed.
+    /// Sends `op` as an indexed write (see "Writes" in the module docs).
     async fn indexed(
         &self,
         below: &dyn Backend,
@@ -261,7 +220,10 @@ impl IndexedWrites {
                 Some(p) => State::Row(etag, p),
                 None => match self.read_state(table, &pk, &rk).await? {
                     State::Row(read, p) if read == etag => State::Row(read, p),
-                    State::Row(..) => return Err(Self::changed(op_name, table, &pk, &rk)),
+                    State::Row(..) => {
+                        let changed = (412, "UpdateConditionNotSatisfied");
+                        return Err(Self::refused(changed, op_name, table, &pk, &rk));
+                    }
                     _ => return Err(Self::not_found(op_name, table, &pk, &rk)),
                 },
             },
@@ -292,50 +254,26 @@ impl IndexedWrites {
                 }
                 _ => {}
             }
-            let old = indexes.keys(state.properties())?;
-            let now = indexes.keys(after(&state).as_ref())?;
-            let mut claims: Vec<(usize, &Key)> = Vec::new();
-            let mut frees: Vec<(usize, Key)> = Vec::new();
-            for (i, (o, n)) in old.iter().zip(&now).enumerate() {
-                if o.as_ref().map(|k| &k.key) == n.as_ref().map(|k| &k.key) {
-                    continue;
-                }
-                if let Some(n) = n {
-                    claims.push((i, n));
-                }
-                // A delete leaves its claims to the next writer of the value.
-                if let (Some(o), Some(_)) = (o, new) {
-                    frees.push((i, o.clone()));
-                }
-            }
+            let super::Changes { claims, frees, .. } =
+                indexes.changes(state.properties(), after(&state).as_ref())?;
             if !claims.is_empty() || !frees.is_empty() {
                 super::ensure_defs(env, indexes).await?;
             }
             // The entity's write goes out within `SEND_WINDOW` of this
-            // round's first claim, or not at all (see "Writes" in the
-            // module docs): what bounds how long a claim or tombstone must
-            // outlive the writes relying on it.
+            // round's first claim, or not at all (see the module docs).
             let send_by = tokio::time::Instant::now() + super::SEND_WINDOW;
-            let claiming = futures_util::future::try_join_all(claims.iter().map(|(i, key)| {
-                let def = &indexes.defs[*i];
-                let (owner, txn) = (&owner, txn.as_str());
-                async move {
-                    if def.unique {
-                        claim::claim(env, indexes, def, key, &claim::Claimant::plain(owner, txn))
-                            .await
-                    } else {
-                        claim::add_row(env, indexes, def, key, owner).await
-                    }
-                }
-            }));
+            let who = claim::Claimant::plain(&owner, &txn);
+            let claiming = futures_util::future::try_join_all(
+                claims
+                    .iter()
+                    .map(|(i, key)| claim::set(env, indexes, &indexes.defs[*i], key, &who)),
+            );
             let (claimed, freed) = futures_util::future::join(
                 claiming,
                 claim::read_freed(env, indexes, &frees, &owner),
             )
             .await;
-            // A value another entity holds is refused as such, naming the
-            // holder, whether or not the row exists: telling an existing
-            // row would cost a read of it.
+            // Refused as `ValueTaken` whether or not the row exists.
             claimed?;
             let freed = freed?;
             let sent = match self.entity_op(table, &op, &state, &pk, &rk) {

@@ -100,27 +100,12 @@ impl Filter {
     /// it travels in the query's URL): 10 KiB. A longer filter is
     /// [`Error::Invalid`] before any request, on every backend.
     ///
-    /// A query is a `GET` whose filter travels in the request line, beside
-    /// the continuation of the page it resumes and the headers. The Table
-    /// service's REST reference sets no limit on `$filter` or on the URL
-    /// (HTTP/1.1, RFC 9112 section 3, only asks servers to take request
-    /// lines of 8000 bytes at least), so the bound comes from what answers:
-    /// Azurite runs on Node, whose default limit for a request head (request
-    /// line and headers together) is 16 KiB; longer heads get 431
-    /// (measured on Azurite 3.37 with Node 20: a 16 408-byte head passes, a
-    /// 16 424-byte one does not). Besides the filter, the longest query
-    /// head holds about 0.5 KiB of path, page size and headers, and a
-    /// continuation of two keys, each up to 1536 bytes of UTF-8 for a 1 KiB
-    /// key, which Azurite sends base64-encoded (2048 characters for 1536
-    /// bytes; Azure's tokens are base64 too). 10 KiB leaves that room within
-    /// 16 KiB. What Azure's own front end accepts is not documented and was
-    /// not measured here.
-    ///
-    /// Each UTF-16 unit of a key costs 1 to 9 bytes here (see
-    /// [`crate::query`], "Key ranges"), so a key of 1 KiB (512 units) costs
-    /// at most 4608: a filter naming a partition key and one row key, or a
-    /// row-key range with one bound, always fits; a range with two bounds
-    /// fits unless all three keys are long and non-ASCII.
+    /// The filter travels in the request line. The service documents no
+    /// limit; Azurite (Node) answers 431 to a request head over 16 KiB
+    /// (measured on Azurite 3.37, Node 20), and the longest query head
+    /// holds, besides the filter, about 0.5 KiB of path and headers and a
+    /// base64 continuation of two 1 KiB keys (4 KiB): 10 KiB leaves that
+    /// room. See [`crate::query`], "Key ranges", for what fits.
     pub const MAX_LEN: usize = 10 * 1024;
 
     /// A comparison.
@@ -154,11 +139,26 @@ impl Filter {
 
     /// The number of comparisons.
     pub fn comparisons(&self) -> usize {
-        match self {
-            Filter::Compare { .. } => 1,
-            Filter::And(a, b) | Filter::Or(a, b) => a.comparisons() + b.comparisons(),
-            Filter::Not(a) => a.comparisons(),
+        self.leaves().len()
+    }
+
+    /// The comparisons' properties and literals, in order.
+    fn leaves(&self) -> Vec<(&str, &Value)> {
+        fn walk<'a>(f: &'a Filter, out: &mut Vec<(&'a str, &'a Value)>) {
+            match f {
+                Filter::Compare {
+                    property, value, ..
+                } => out.push((property, value)),
+                Filter::And(a, b) | Filter::Or(a, b) => {
+                    walk(a, out);
+                    walk(b, out);
+                }
+                Filter::Not(a) => walk(a, out),
+            }
         }
+        let mut out = Vec::new();
+        walk(self, &mut out);
+        out
     }
 
     /// Checks the rules the service applies to filters: at most
@@ -181,12 +181,28 @@ impl Filter {
                 format!("has {n} comparisons; the service allows at most {MAX_COMPARISONS}"),
             ));
         }
-        self.validate_parts()?;
+        for (property, value) in self.leaves() {
+            // Property names are written into the OData text unquoted.
+            let system = matches!(property, "PartitionKey" | "RowKey" | "Timestamp");
+            if let Some(why) = property_name_problem(property).filter(|_| !system) {
+                return Err(Error::invalid(format!("filter property {property:?}"), why));
+            }
+            let literal = || format!("filter literal for `{property}`");
+            match value {
+                Value::Double(d) if !d.is_finite() => {
+                    let why = format!("{d} cannot be written in a filter");
+                    return Err(Error::invalid(literal(), why));
+                }
+                Value::DateTime(t) => {
+                    datetime::normalize(*t).map_err(|why| Error::invalid(literal(), why))?;
+                }
+                _ => {}
+            }
+        }
         let len = self.encoded_len();
         if len > MAX_FILTER_LEN {
-            let mut names: Vec<&str> = Vec::new();
-            self.property_names(&mut names);
-            let on = names
+            let on = self
+                .property_names()
                 .iter()
                 .map(|n| format!("`{n}`"))
                 .collect::<Vec<_>>()
@@ -217,53 +233,14 @@ impl Filter {
     }
 
     /// The distinct property names compared, in order of appearance.
-    fn property_names<'a>(&'a self, out: &mut Vec<&'a str>) {
-        match self {
-            Filter::Compare { property, .. } => {
-                if !out.contains(&property.as_str()) {
-                    out.push(property);
-                }
+    fn property_names(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for (property, _) in self.leaves() {
+            if !out.contains(&property) {
+                out.push(property);
             }
-            Filter::And(a, b) | Filter::Or(a, b) => {
-                a.property_names(out);
-                b.property_names(out);
-            }
-            Filter::Not(a) => a.property_names(out),
         }
-    }
-
-    fn validate_parts(&self) -> Result<()> {
-        match self {
-            Filter::Compare {
-                property, value, ..
-            } => {
-                // Property names are written into the OData text unquoted.
-                let system = matches!(property.as_str(), "PartitionKey" | "RowKey" | "Timestamp");
-                let problem = if system {
-                    None
-                } else {
-                    property_name_problem(property)
-                };
-                if let Some(why) = problem {
-                    return Err(Error::invalid(format!("filter property {property:?}"), why));
-                }
-                match value {
-                    Value::Double(d) if !d.is_finite() => Err(Error::invalid(
-                        format!("filter literal for `{property}`"),
-                        format!("{d} cannot be written in a filter"),
-                    )),
-                    Value::DateTime(t) => datetime::normalize(*t).map(|_| ()).map_err(|why| {
-                        Error::invalid(format!("filter literal for `{property}`"), why)
-                    }),
-                    _ => Ok(()),
-                }
-            }
-            Filter::And(a, b) | Filter::Or(a, b) => {
-                a.validate_parts()?;
-                b.validate_parts()
-            }
-            Filter::Not(a) => a.validate_parts(),
-        }
+        out
     }
 
     /// Renders the filter as an OData `$filter` expression.
@@ -319,15 +296,11 @@ impl Filter {
                 other => out.push(other),
             }
         }
-        fn on_keys(f: &Filter) -> bool {
-            match f {
-                Filter::Compare { property, .. } => {
-                    matches!(property.as_str(), "PartitionKey" | "RowKey")
-                }
-                Filter::And(a, b) | Filter::Or(a, b) => on_keys(a) && on_keys(b),
-                Filter::Not(a) => on_keys(a),
-            }
-        }
+        let on_keys = |f: &Filter| {
+            f.leaves()
+                .iter()
+                .all(|(p, _)| matches!(*p, "PartitionKey" | "RowKey"))
+        };
         let join = |parts: Vec<&Filter>| parts.into_iter().cloned().reduce(Filter::and);
         let mut all = Vec::new();
         conjuncts(self, &mut all);
@@ -338,8 +311,7 @@ impl Filter {
     /// The distinct properties compared other than the keys and
     /// `Timestamp`, in order of appearance.
     pub(crate) fn user_properties(&self) -> Vec<&str> {
-        let mut names = Vec::new();
-        self.property_names(&mut names);
+        let mut names = self.property_names();
         names.retain(|n| !matches!(*n, "PartitionKey" | "RowKey" | "Timestamp"));
         names
     }
@@ -403,13 +375,9 @@ fn write_literal(out: &mut String, value: &Value) {
             let _ = write!(out, "{i}L");
         }
         Value::Double(d) => {
-            // Plain decimal digits, never an exponent: `Display` writes the
-            // shortest digits that read back as the same double, without an
-            // exponent (so exact), and a fraction is added where it has none
-            // so the service reads a double, never an Int32. Azurite reads
-            // an exponent form ("1E300", "2.5E3") as a property name and
-            // matches the wrong rows. The longest such literal (5E-324) is
-            // 326 bytes, so even 15 of them fit in `Filter::MAX_LEN`.
+            // Shortest round-trip digits, never an exponent (Azurite reads
+            // "1E300" as a property name), with a fraction so the service
+            // reads a double. The longest (5E-324) is 326 bytes.
             let start = out.len();
             let _ = write!(out, "{d}");
             if !out[start..].contains('.') {

@@ -29,25 +29,14 @@
 //!
 //! # Key ranges
 //!
-//! A query's partition key and row-key range travel in its filter, which is
-//! at most [`Filter::MAX_LEN`] (10 KiB) once URL-encoded. Each UTF-16 unit
-//! of a key costs: 1 byte for ASCII letters, digits, space and `*-._`;
-//! 3 for other ASCII (6 for `'`, which is doubled); 6 for a character of two
-//! UTF-8 bytes (`é`, Cyrillic, Greek); 9 for one of three (CJK, most of the
-//! BMP); 6 per unit for one outside the BMP (an emoji is two units, 12
-//! bytes). A 1 KiB key (512 units) costs at most 4608 bytes, so:
-//!
-//! * a range of one key (`k..=k`) is sent as one `eq` comparison and runs
-//!   for any valid partition and row key;
-//! * a range with one bound (`a..`, `..b`, `..=b`) runs for any valid keys;
-//! * a range with two bounds runs when the costs of its partition key and
-//!   both bounds add up to at most 10 152 bytes (`MAX_LEN` less the 88
-//!   bytes of the filter around them): any two valid bounds in a partition
-//!   whose key is ASCII letters and digits, for one. Two 512-character CJK
-//!   bounds in a partition with a 512-character CJK key are
-//!   [`Error::Invalid`] naming the filter, before any request.
-//!
-//! A filter of your own adds to the same total.
+//! A query's partition key and row-key range travel in its filter, at most
+//! [`Filter::MAX_LEN`] (10 KiB) once URL-encoded, with the filter of your
+//! own. A UTF-16 unit of a key costs 1 to 9 bytes encoded (9 for CJK), so
+//! a range of one key (`k..=k`, one `eq` comparison) or with one bound runs
+//! for any valid keys; one with two bounds runs when the partition key and
+//! both bounds cost at most 10 152 bytes (any bounds in an ASCII
+//! partition, for one), and is [`Error::Invalid`] otherwise, before any
+//! request.
 
 mod filter;
 mod token;
@@ -145,11 +134,9 @@ impl<E, T: PropertyCodec> Column<E, T> {
 }
 
 /// A value a [`Column`] of type `T` compares with: `T` itself, or a type that
-/// converts to `T` without loss and means the same thing.
-///
-/// A column of a field of type `Option<T>` is a column of `T`: it compares
-/// with `T` (an absent value cannot be compared; the service has no null).
-/// Besides its own type, a column accepts these widenings and nothing else:
+/// converts to `T` without loss and means the same thing. A column of an
+/// `Option<T>` field is a column of `T` (the service has no null). The
+/// widenings:
 ///
 /// | column type | also accepts |
 /// |---|---|
@@ -163,10 +150,8 @@ impl<E, T: PropertyCodec> Column<E, T> {
 /// | `String` | `&str`, `&String`, `Box<str>`, `Cow<str>` |
 /// | `Vec<u8>` | `&[u8]`, `&Vec<u8>`, `[u8; N]`, `&[u8; N]` |
 ///
-/// So `bool` never compares with a number, nor a number with a string. An
-/// integer literal on an `i64` column (`c.total.ge(100)`) is read as an
-/// `i32` and widened; a literal beyond the `i32` range needs its type
-/// spelled (`c.total.ge(5_000_000_000_i64)`).
+/// An integer literal beyond the `i32` range needs its type spelled
+/// (`c.total.ge(5_000_000_000_i64)`).
 ///
 /// ```compile_fail,E0277
 /// # use leasehold::Entity;
@@ -388,9 +373,8 @@ pub struct Continuation {
     pub next_row_key: Option<String>,
 }
 
-/// A key range over string keys, turned into a filter. A range of one key
-/// (`k..=k`) is one `eq` comparison, which sends the key once: so any valid
-/// key fits within [`Filter::MAX_LEN`], in any valid partition.
+/// A key range over string keys, turned into a filter (a range of one key:
+/// one `eq` comparison, see the module docs).
 pub(crate) fn key_range_filter(
     property: &'static str,
     range: (Bound<String>, Bound<String>),
@@ -431,11 +415,8 @@ pub(crate) fn scope_filter(
         .reduce(Filter::and)
 }
 
-/// The builder methods a typed query shares with a unit's query: a
-/// partition, a row-key range or prefix, and filters, kept in the fields
-/// `partition: Option<Result<PartitionKey>>`,
-/// `rows: (Bound<String>, Bound<String>)` and
-/// `filter: Option<TypedFilter<E>>`.
+/// The builder methods a typed query shares with a unit's query, over the
+/// fields `partition`, `rows` and `filter`.
 macro_rules! scope_builders {
     ($partition:literal) => {
         #[doc = $partition]

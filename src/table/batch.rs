@@ -3,7 +3,7 @@
 use tracing::Instrument as _;
 
 use super::handle::Table;
-use super::stored::{Base, stored_after};
+use super::stored::{Base, prepare};
 use crate::backend::{Precondition, TableOp, validate_batch};
 use crate::entity::{Entity, Stored, Versioned};
 use crate::error::{Error, ErrorKind, Result};
@@ -37,11 +37,8 @@ use crate::key::IntoRowKey;
 /// # Ok::<(), leasehold::Error>(()) }).unwrap();
 /// ```
 ///
-/// Written entities come back as stored, as from the single writes. A merge
-/// of a value that does not know the stored properties
-/// ([`Versioned::new`], a projected query), or an `upsert_merge`, leaving a
-/// property of `E` unwritten costs one read of that entity after the
-/// commit (see [`Table::merge`]).
+/// Written entities come back as stored, as from the single writes (a
+/// merge may cost a read after the commit, see [`Table::merge`]).
 #[must_use = "a Batch sends nothing until `commit().await`"]
 pub struct Batch<E> {
     table: Table<E>,
@@ -54,11 +51,9 @@ enum Returned<E> {
     /// Nothing: a delete.
     Deleted,
     /// This entity, as stored; `true` when it was merged from a value read
-    /// through a projection (see [`Versioned::is_projection`]).
+    /// through a projection.
     Entity(E, Stored<E>, bool),
-    /// The entity as read back after the commit (see
-    /// [`Table::read_back`]); this one, as sent, if the read does not find
-    /// the version the commit made.
+    /// The entity as read back after the commit (see [`Table::read_back`]).
     ReadBack(E),
 }
 
@@ -99,19 +94,14 @@ impl<E: Entity> Batch<E> {
         make: impl FnOnce(crate::entity::EntityData) -> TableOp,
     ) -> Self {
         if self.error.is_none() {
-            let encoded = base
-                .and_then(|base| Ok((base.encode(entity)?, base)))
-                .and_then(|(data, base)| {
-                    crate::entity::refuse_reserved_properties(&data.properties, true, |name| {
-                        format!("property `{name}` of {}", std::any::type_name::<E>())
-                    })?;
-                    let returned = match stored_after::<E>(&data, base)? {
-                        Some((entity, stored)) => Returned::Entity(entity, stored, projection),
-                        None => Returned::ReadBack(E::decode(data.clone())?),
-                    };
-                    Ok((make(data), returned))
-                });
-            self.add(encoded);
+            let encoded = base.and_then(|base| prepare(entity, base));
+            self.add(encoded.map(|(data, after)| {
+                let returned = match after {
+                    Ok((entity, stored)) => Returned::Entity(entity, stored, projection),
+                    Err(sent) => Returned::ReadBack(sent),
+                };
+                (make(data), returned)
+            }));
         }
         self
     }
@@ -221,19 +211,16 @@ impl<E: Entity> Batch<E> {
 
     /// Sends the batch: all operations apply, or none. Each operation
     /// answers, in order, with the entity as stored and its new version (as
-    /// [`Table::insert`] and [`Table::merge`] return it), or `None` for a
-    /// delete.
+    /// the single writes return it), or `None` for a delete.
     ///
     /// # Errors
-    /// [`Error::Invalid`] when the group breaks a service limit, and
-    /// [`Error::Batch`] (with the index) for an operation that could not be
-    /// encoded or whose stored form does not decode — both before anything
-    /// is sent; [`Error::Batch`] with the failing index and its cause (such
-    /// as [`Error::Conflict`]) when the service rejects an operation, in
-    /// which case nothing was applied. Any other answer means the batch was
-    /// applied: a merge whose result only a read can tell is read back,
-    /// and answered as merged, at the commit's version, when the read does
-    /// not find that version (see [`Table::upsert_merge`]).
+    /// [`Error::Invalid`] when the group breaks a service limit or the type
+    /// has indexes, and [`Error::Batch`] (with the index) for an operation
+    /// that could not be encoded — both before anything is sent;
+    /// [`Error::Batch`] with the failing index and its cause (such as
+    /// [`Error::Conflict`]) when the service rejects an operation, in which
+    /// case nothing was applied. Any other answer means the batch was
+    /// applied.
     pub async fn commit(self) -> Result<Vec<Option<Versioned<E>>>> {
         let telemetry = self.table.env.telemetry().clone();
         telemetry.operation("batch", self.commit_now()).await
@@ -259,15 +246,14 @@ impl<E: Entity> Batch<E> {
             ops = ops.len()
         );
         // An insert of a type with an expiry refused for a row that reads
-        // as absent though stored (past its expiry; or an undecided
-        // commit's placeholder, now resolved) is sent again: over the
-        // expired row as a replace at the version read. At most once a
-        // row. (Other refused inserts cost no read.)
+        // as absent though stored is sent again (over an expired row as a
+        // replace at the version read), at most once a row.
         let mut tries = ops.len();
         let versions = loop {
             let sent = self
                 .table
-                .execute_batch(name, &ops)
+                .writer
+                .batch(name, &ops)
                 .instrument(span.clone())
                 .await;
             let index = match &sent {

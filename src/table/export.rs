@@ -1,14 +1,10 @@
-//! Export: a table's rows as JSON lines, page by page, each page with the
-//! token that resumes after it ([`Table::export`], [`Query::export`]), and
-//! the line form of a row ([`DynamicEntity::to_json_line`],
-//! [`DynamicEntity::from_json_line`]), which
-//! [`Store::import`](crate::Store::import) reads back.
-//!
-//! The line format and what an export reads are documented in the
-//! `table` module docs (`mod.rs`), where users see them.
+//! Export: a table's rows as JSON lines ([`Table::export`],
+//! [`Query::export`]), and the line form of a row, which
+//! [`Store::import`](crate::Store::import) reads back. The format is told
+//! in the `table` module docs.
 
 use futures_core::Stream;
-use futures_util::{StreamExt as _, stream};
+use futures_util::{StreamExt as _, TryStreamExt as _};
 
 use super::handle::Table;
 use super::query::{Page, Query};
@@ -20,13 +16,10 @@ use crate::entity::{
 };
 use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey};
-use crate::query::ContinuationToken;
 
 impl<E: Entity> Table<E> {
-    /// Every row of the table as exported (see [`Query::export`]), page by
-    /// page. The same as `self.query().export()`; narrow it to a partition,
-    /// a row-key range or a filter, or resume it, through
-    /// [`Table::query`].
+    /// Every row of the table as exported, page by page:
+    /// `self.query().export()` (see [`Query::export`]).
     ///
     /// ```
     /// use leasehold::stream::TryStreamExt as _;
@@ -63,21 +56,14 @@ impl<E: Entity> Table<E> {
 }
 
 impl<E: Entity> Query<E> {
-    /// The rows this query selects, as stored (whatever `E` is: an export
-    /// does not decode rows into it), page by page, each page with the
-    /// token of the next one: write each row with
-    /// [`DynamicEntity::to_json_line`], and once a page is safely written,
-    /// keep its [`Page::continuation`] to resume from with
-    /// [`Query::resume`] on the same query. An empty page may come with a
-    /// token (the service ends pages early); the last page has none.
-    ///
-    /// Marked rows come out as the commit that marked them leaves them,
-    /// and leasehold's hidden rows and reserved properties are left out:
-    /// see the line format and what an export reads in the
-    /// [`table`](crate::table) module docs, and
-    /// [`Store::import`](crate::Store::import) for the way back.
-    /// Each page is one request (two or more only where a marked row needs
-    /// resolving).
+    /// The rows this query selects, as stored (not decoded into `E`), page
+    /// by page, each page with the token of the next one: write each row
+    /// with [`DynamicEntity::to_json_line`], and once a page is safely
+    /// written, keep its [`Page::continuation`] to resume from with
+    /// [`Query::resume`]. An empty page may come with a token; the last
+    /// page has none. See the [`table`](crate::table) module docs for the
+    /// line format, and [`Store::import`](crate::Store::import) for the
+    /// way back.
     ///
     /// # Errors
     /// Errors come through the stream, which ends after the first one:
@@ -85,30 +71,9 @@ impl<E: Entity> Query<E> {
     /// ([`Query::select`]: an export reads whole rows), a bad filter, page
     /// size or token (before any request); backend errors.
     pub fn export(self) -> impl Stream<Item = Result<Page<DynamicEntity>>> + Send + 'static {
-        let start = self.into_export();
-        stream::try_unfold(Some(start), |state| async move {
-            let Some(start) = state else {
-                return Ok(None);
-            };
-            let (table, mut spec, query) = start?;
-            let page = Query::fetch_rows(&table, &spec).await?;
-            let items = page
-                .entities
-                .into_iter()
-                .map(exported)
-                .collect::<Result<Vec<_>>>()?;
-            let next = page.continuation;
-            let page = Page {
-                items,
-                continuation: next.clone().map(|at| ContinuationToken::new(at, query)),
-            };
-            let rest = next.map(|at| {
-                spec.continuation = Some(at);
-                Ok((table, spec, query))
-            });
-            Ok(Some((page, rest)))
-        })
-        .boxed()
+        Query::row_pages(self.into_export(), |row, _| Some(exported(row)))
+            .and_then(Page::of)
+            .boxed()
     }
 }
 
@@ -166,10 +131,8 @@ impl DynamicEntity {
     }
 
     /// A row read back from one line of an export (see
-    /// [`DynamicEntity::to_json_line`]). It reads what the service's JSON
-    /// allows besides: Int64 as a number, values without an annotation
-    /// typed as the service types them; `Timestamp`, `odata.*` entries and
-    /// `null` values are left out.
+    /// [`DynamicEntity::to_json_line`]), or of the service's JSON
+    /// (`Timestamp`, `odata.*` entries and `null` values are left out).
     ///
     /// # Errors
     /// [`Error::Invalid`] naming the culprit, before anything is written:

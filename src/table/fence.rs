@@ -1,17 +1,12 @@
 //! Fenced writes: the layer that sends every table write of a
 //! [fenced](crate::Table::fenced) [`Table`](crate::Table) as an
-//! entity-group transaction with the partition's fence row, through a
-//! [`Fence`] (one epoch of one lease, handed out by `crate::lease`). The
-//! fence row's layout is `crate::rows::fence`'s.
+//! entity-group transaction with the partition's fence row (layout:
+//! `crate::rows::fence`), through a [`Fence`].
 //!
 //! # Protocol
 //!
-//! Each partition a fence writes holds one *fence row* per lease, in the
-//! same table (a transaction spans one table and one partition): row key
-//! `~lhfence~` followed by the lease name (`%`, `/`, `\`, `#`, `?`
-//! and control characters percent-encoded), properties `_lhFenceEpoch`
-//! (`Edm.Int64`) and `_lhFenceLease`. Every write goes as one transaction:
-//! the fence row first, then the operations.
+//! Every write goes as one transaction: the fence row first, then the
+//! operations.
 //!
 //! * The first write of a fence to a partition reads the fence row once:
 //!   absent, the transaction inserts it; at this epoch or an older one, the
@@ -29,12 +24,9 @@
 //!   [`ConflictRetry`](crate::ConflictRetry) allows.
 //!
 //! An older epoch can never replace a newer epoch's fence row: it would
-//! need the row's current ETag, which it only gets by reading the row, and
-//! a read showing a newer epoch refuses the write. So once a newer epoch
-//! has written a partition, every write of an older epoch to it is refused
-//! by the service. Writes of one fence to one partition are sent one at a
-//! time (they would race on the fence row's ETag anyway); writes to
-//! different partitions run in parallel.
+//! need the row's current ETag, which only a read gives, and a read
+//! showing a newer epoch refuses the write. Writes of one fence to one
+//! partition are sent one at a time; to different partitions, in parallel.
 
 use std::fmt;
 use std::sync::Arc;
@@ -260,9 +252,8 @@ fn all_etag(all: &[TableOp]) -> Option<ETag> {
     }
 }
 
-/// The fence as a [`Wrap`](crate::backend::Wrap): the backend it makes sends every write of a
-/// fenced [`Table`](crate::Table) through the [`Fence`]; every other
-/// request goes to the backend below.
+/// The fence as a [`Wrap`](crate::backend::Wrap): writes go through the
+/// [`Fence`], every other request to the backend below.
 #[derive(Debug, Clone)]
 pub(crate) struct FenceLayer {
     fence: Fence,

@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::Instrument as _;
 
 use super::env::{IndexedWriter, TableEnv};
-use super::marks::needs_resolving;
 use super::stored::versioned;
 use crate::backend::Backend;
 use crate::entity::{Entity, Versioned, short_type_name};
@@ -26,12 +25,10 @@ pub struct Table<E> {
     /// Whether the table is [fenced](Table::fenced) (a fenced transaction
     /// holds one operation less).
     pub(super) fenced: bool,
-    /// Set once the store has made sure the table exists (the store never
-    /// forgets it), so later operations skip the store's lookup.
+    /// Set once the store has made sure the table exists.
     ready: Arc<AtomicBool>,
-    /// The write path of an indexed type (see `crate::index`), which sends
-    /// the entity's write through [`Table::writer`] after its index rows;
-    /// `None`: every write is the plain one.
+    /// The write path of an indexed type (see `crate::index`); `None`:
+    /// every write is the plain one.
     pub(super) indexing: Option<Arc<dyn IndexedWriter>>,
     _entity: PhantomData<fn() -> E>,
 }
@@ -109,9 +106,8 @@ impl<E: Entity> Table<E> {
         let indexing = (!E::INDEXES.is_empty())
             .then(|| env.index_writes(E::TABLE, short_type_name::<E>(), E::INDEXES));
         Table {
-            // The derive checks the name at compile time; a hand-written
-            // `Entity` impl (or a prefix making it too long) gets its error at
-            // the first operation.
+            // An invalid name (hand-written impl, long prefix) fails the
+            // first operation.
             name: env.table_name(E::TABLE).map_err(|e| e.to_string()),
             writer: Arc::clone(env.backend()),
             fenced: false,
@@ -135,23 +131,14 @@ impl<E: Entity> Table<E> {
     /// or merges conditionally, so that a write whose reply is lost can be
     /// settled exactly.
     ///
-    /// Without it, a conditional write whose reply was lost is settled by
-    /// reading the entity back, which cannot always tell this write from
-    /// another writer's (an identical write from the same version, or later
-    /// writes on top); then the write fails with [`Error::Transient`] saying
-    /// its outcome is unknown, rather than risk reporting it wrongly. With it,
-    /// each such write stores a fresh 8-character id in front of the ids of
-    /// the entity's last 31 writes, in the reserved property
-    /// `_lhWriteLog` (a string of under 300 characters, one of the 252
-    /// properties); the read-back then finds the write among the ids, or finds
-    /// every write since the version it was based on listed without it. This
-    /// is what makes [`Table::update_with`] exact under lost replies.
-    ///
-    /// The log is never decoded into `E`. Unconditional writes
-    /// (`upsert`, `replace_unconditionally`) and batches do not extend it;
-    /// a full replacement without it drops it, after which the first
-    /// outcomes that depend on it are unknown again. The memory backend never
-    /// loses replies; it stores the log like any property.
+    /// Without it, a lost reply is settled by reading the entity back, which
+    /// cannot always tell this write from another writer's; then the write
+    /// fails with [`Error::Transient`] ("outcome unknown"). With it, each
+    /// such write stores a fresh 8-character id in front of the ids of the
+    /// entity's last 31 writes, in the reserved property `_lhWriteLog`
+    /// (under 300 characters, one of the 252 properties), which the
+    /// read-back consults. Unconditional writes and batches do not extend
+    /// it; a replacement without it drops it.
     ///
     /// ```
     /// # #[derive(leasehold::Entity, Clone)]
@@ -197,10 +184,8 @@ impl<E: Entity> Table<E> {
     }
 
     /// The table name for a read: the table is created on first use too,
-    /// except after this store deleted it. Then the read goes to the
-    /// service as it is, and a table still missing is its answer,
-    /// [`Error::NotFound`] (`TableNotFound`) naming the table, not an empty
-    /// table made for the read.
+    /// except after this store deleted it (then a missing table is the
+    /// answer, [`Error::NotFound`]).
     pub(crate) async fn ready_to_read(&self) -> Result<&TableName> {
         let name = self.name()?;
         if !self.ready.load(Ordering::Acquire) && self.env.ensure_table_to_read(name).await? {
@@ -226,10 +211,8 @@ impl<E: Entity> Table<E> {
         self.get_keys(&pk, &rk).await
     }
 
-    /// Reads one entity as `V`, an entity type of the same table with fewer
-    /// properties: only `V`'s properties come back (one query request with
-    /// `$select`, see [`Query::select`](super::Query::select)). A `V` of
-    /// another table does not compile.
+    /// Reads one entity as `V`, an entity type of the same table: only
+    /// `V`'s properties come back (see [`Query::select`](super::Query::select)).
     ///
     /// # Errors
     /// As [`Table::get`]; [`Error::Decode`] when the stored entity does not
@@ -269,14 +252,7 @@ impl<E: Entity> Table<E> {
                 let span =
                     tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
                 async {
-                    let stored = self.env.backend().get(name, pk, rk).await?;
-                    let stored = match stored {
-                        Some(row) if needs_resolving(&row) => {
-                            self.env.resolve_row(name, Some(row)).await?
-                        }
-                        stored => stored,
-                    };
-                    match stored {
+                    match self.env.read_row(name, pk, rk).await? {
                         Some(stored) => {
                             Ok(Some(crate::__private::in_row(pk, rk, versioned(stored))?))
                         }
@@ -290,14 +266,10 @@ impl<E: Entity> Table<E> {
     }
 }
 
-/// Reads of entity types with a constant row key: the bound is on the impl,
-/// so that calling them on another type is one error, at the call.
 impl<E: Entity + ConstantRowKey> Table<E> {
     /// Reads the one entity of partition `partition_key`, for a type whose
     /// row key is a constant (`#[entity(row_key = "...")]`, see
-    /// [`ConstantRowKey`]); `None` when there is none. A type whose row key
-    /// comes from its fields has no such method (a compile error), and is
-    /// read with [`Table::get`].
+    /// [`ConstantRowKey`]); `None` when there is none.
     ///
     /// ```
     /// use leasehold::{Entity, Store};
@@ -317,9 +289,7 @@ impl<E: Entity + ConstantRowKey> Table<E> {
     /// ```
     ///
     /// # Errors
-    /// As [`Table::get`]: [`Error::Invalid`] for an invalid key (before any
-    /// request); [`Error::Decode`] when the stored entity does not fit `E`;
-    /// backend errors.
+    /// As [`Table::get`].
     pub async fn get_one(
         &self,
         partition_key: impl IntoPartitionKey,

@@ -1,18 +1,8 @@
-//! Resolving row marks: how anyone who reads a row a commit marked
-//! finishes or withdraws what the mark stands for (see "Units and
-//! optimistic writes" in `crate::lock`), so that every read through a
-//! [`Table`](super::Table), a unit or an index lookup sees rows as
-//! committed.
-//!
-//! A mark is the reserved property [`MARK`] on a stored row, naming the
-//! commit's transaction and primary partition, beside the row the commit
-//! leaves (`crate::rows::after`). The commit puts it on every row it writes
-//! outside its commit point's transaction (conditioned on the ETag the unit
-//! read, so a row changed since fails the commit before anything is
-//! applied), and replaces each marked row at the ETag its mark produced
-//! once the commit point is stored. So from the mark on, only a writer
-//! holding the marked row's ETag can write it; every read resolves a mark
-//! before returning a row, so nobody gets that ETag.
+//! Resolving row marks: a reader of a row a commit marked ([`MARK`])
+//! finishes or withdraws what the mark stands for, so that every read
+//! through a [`Table`](super::Table), a unit or an index lookup sees rows
+//! as committed. The protocol is told in `crate::lock` ("Units and
+//! optimistic writes").
 
 use std::time::Duration;
 
@@ -21,7 +11,7 @@ use crate::backend::WriteOptions;
 use crate::backend::{QueryPage, QuerySpec, StoredEntity, TableOp};
 use crate::entity::Value;
 use crate::error::{Error, ErrorKind, Result};
-use crate::key::{PartitionKey, TableName};
+use crate::key::{PartitionKey, RowKey, TableName};
 use crate::query::{CmpOp, Filter};
 use crate::rows::tombstone::is_tombstone;
 
@@ -46,13 +36,6 @@ const FENCE_FIRST_TRY: Duration = Duration::from_millis(500);
 /// The longest pause between those tries.
 const FENCE_MAX_PAUSE: Duration = Duration::from_secs(6);
 
-/// Whether `row` needs resolving at all: it carries a mark or reads as
-/// absent (a tombstone, a row past its expiry). Most rows do not, and
-/// skip the call.
-pub(crate) fn needs_resolving(row: &StoredEntity) -> bool {
-    row.data.properties.get(MARK).is_some() || is_tombstone(&row.data.properties)
-}
-
 /// Who resolves a mark: what it holds.
 pub(crate) struct Resolver<'a> {
     env: &'a TableEnv,
@@ -65,6 +48,16 @@ impl<'a> Resolver<'a> {
     /// (none for a plain read).
     pub(crate) fn new(env: &'a TableEnv, held: Vec<PartitionKey>) -> Self {
         Resolver { env, held }
+    }
+
+    /// Reads the row of `table` at `keys`, with any mark on it resolved.
+    pub(crate) async fn read(
+        &self,
+        table: &TableName,
+        (pk, rk): (&PartitionKey, &RowKey),
+    ) -> Result<Option<StoredEntity>> {
+        let row = self.env.backend().get(table, pk, rk).await?;
+        self.resolve_opt(table, row).await
     }
 
     /// [`Resolver::resolve`] of a row that may be absent.
@@ -82,11 +75,8 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    /// `row` (of `table`) as it is once any mark on it is resolved: the
-    /// commit it stands for finished (when its decision row says
-    /// committed) or withdrawn (when it can no longer be committed).
-    /// `None`: the row is absent once resolved. A row without a mark costs
-    /// nothing.
+    /// `row` (of `table`) once any mark on it is resolved: its commit
+    /// finished or withdrawn. `None`: absent once resolved.
     ///
     /// # Errors
     /// [`Error::Timeout`] when the row stays marked (the primary's lock
@@ -210,12 +200,9 @@ impl<'a> Resolver<'a> {
     }
 
     /// Takes the lock of `primary` and gives it back: whoever held it when
-    /// a mark was made has lost it since. A dead writer's lease runs out
-    /// at most one lease duration after its last renewal; the lease is
-    /// tried at growing intervals (from [`FENCE_FIRST_TRY`], doubling up to
-    /// [`FENCE_MAX_PAUSE`]) rather than waited for in the lock's queue, so
-    /// a reader waiting out a 15 s lease sends 7 tries and a release, not
-    /// one request per poll of a waiting unit.
+    /// a mark was made has lost it since. Tried at doubling intervals (from
+    /// [`FENCE_FIRST_TRY`] up to [`FENCE_MAX_PAUSE`]), not in the lock's
+    /// queue: waiting out a 15 s lease costs 7 tries and a release.
     ///
     /// # Errors
     /// [`Error::Timeout`] after the lock options' acquire timeout; the
@@ -249,6 +236,18 @@ impl<'a> Resolver<'a> {
 }
 
 impl TableEnv {
+    /// Row (`pk`, `rk`) of `table` as a reader outside any unit sees it
+    /// (see [`TableEnv::resolve_row`]).
+    pub(crate) async fn read_row(
+        &self,
+        table: &TableName,
+        pk: &PartitionKey,
+        rk: &RowKey,
+    ) -> Result<Option<StoredEntity>> {
+        let row = self.backend().get(table, pk, rk).await?;
+        self.resolve_row(table, row).await
+    }
+
     /// `row` of `table` as a reader outside any unit may see it: with any
     /// mark on it resolved (see [`Resolver::resolve`]).
     ///
@@ -265,13 +264,10 @@ impl TableEnv {
         Ok(row.filter(|r| !is_tombstone(&r.data.properties)))
     }
 
-    /// A page of a query of `table` asked as `spec` (and sent as
-    /// [`query_request`] says) with every marked row on it resolved:
-    /// dropped when it is absent once resolved or does not match the
-    /// filter as resolved, cut down to the selected properties otherwise;
-    /// the rows reads never return ([`is_hidden`]) are dropped, and so are
-    /// the rows the service returned without checking the filter that do
-    /// not match it. A page with none of these costs nothing.
+    /// A page of a query asked as `spec` (sent as [`query_request`] says)
+    /// as reads see it: marked rows resolved and filtered as resolved,
+    /// hidden rows ([`is_hidden`]) and rows not matching the filter dropped,
+    /// rows cut down to the selection.
     ///
     /// # Errors
     /// As [`Resolver::resolve`].
@@ -296,36 +292,29 @@ impl TableEnv {
         let resolver = Resolver::new(self, Vec::new());
         let mut rows = Vec::with_capacity(page.entities.len());
         for row in std::mem::take(&mut page.entities) {
-            // A commit's decision row, a fence row: leasehold's, never
-            // the caller's.
-            if Mark::of(&row.data.properties).is_none()
-                && is_hidden(&row.data.row_key, &row.data.properties)
-            {
-                continue;
-            }
             // A row carrying the mark property may have been returned for
             // it alone (see `query_request`): the filter decides.
             let check = !exact || row.data.properties.get(MARK).is_some();
             let mut row = match Mark::of(&row.data.properties) {
                 None => row,
-                Some(_) => {
-                    // A projection without the after-image resolving needs.
-                    let row = if row.data.properties.get(AFTER).is_none() {
-                        let full = self
-                            .backend()
-                            .get(table, &row.data.partition_key, &row.data.row_key)
-                            .await?;
-                        let Some(full) = full else { continue };
-                        full
-                    } else {
-                        row
+                // A projection without the after-image resolving needs is
+                // read whole.
+                Some(_) if row.data.properties.get(AFTER).is_none() => {
+                    let (pk, rk) = (&row.data.partition_key, &row.data.row_key);
+                    let Some(row) = resolver.read(table, (pk, rk)).await? else {
+                        continue;
                     };
+                    row
+                }
+                Some(_) => {
                     let Some(row) = resolver.resolve(table, row).await? else {
                         continue;
                     };
                     row
                 }
             };
+            // A commit's decision row, a fence row: leasehold's, never
+            // the caller's.
             if is_hidden(&row.data.row_key, &row.data.properties) {
                 continue;
             }
@@ -353,18 +342,13 @@ impl TableEnv {
 /// The request a query asked as `asked` sends, and whether the service
 /// checks its whole filter on the rows without a mark it returns.
 ///
-/// The service evaluates a filter on the row as stored, which for a
-/// marked row is its before-image: a commit decided but not yet finished
-/// on that row would be missed by a filter its after-image matches. So the
-/// request also returns every row of the key range carrying a mark —
-/// `keys and (rest or _lhTxn ge '')`, a comparison on a property a row
-/// lacks being false — and [`TableEnv::resolve_page`] applies the filter to
-/// each such row as resolved. Where that is over the service's limits (15
-/// comparisons, [`Filter::MAX_LEN`]), only the key range is sent and the
-/// filter is applied to every row on this side. A projection also asks for
-/// the mark, the after-image, the tombstone and expiry properties and the properties
-/// the filter compares, so that a row is resolved and checked as stored;
-/// the page is cut back to the projection after.
+/// The service filters a marked row by its before-image, so the request
+/// also returns every marked row of the key range (`keys and (rest or
+/// _lhTxn ge '')`) and [`TableEnv::resolve_page`] filters each as
+/// resolved. Over the service's limits (15 comparisons,
+/// [`Filter::MAX_LEN`]) only the key range is sent and every row is
+/// filtered here. A projection also asks for the reserved properties and
+/// those the filter compares.
 pub(crate) fn query_request(asked: &QuerySpec) -> (QuerySpec, bool) {
     let mut sent = asked.clone();
     let mut exact = true;
@@ -406,9 +390,8 @@ pub(crate) fn query_request(asked: &QuerySpec) -> (QuerySpec, bool) {
     (sent, exact)
 }
 
-/// Sends a resolving write; answers whether it was applied. A refusal
-/// means someone else resolved (or wrote) the row first, which the next
-/// read shows.
+/// Sends a resolving write; answers whether it was applied (a refusal:
+/// someone else resolved or wrote the row first).
 async fn write(
     backend: &dyn crate::backend::TableBackend,
     table: &TableName,

@@ -8,16 +8,7 @@
 //! so: [`Table::upsert`], [`Table::upsert_merge`],
 //! [`Table::replace_unconditionally`], [`Table::delete_unconditionally`].
 //!
-//! One file per job: `handle` (the table, its name and reads), `write`
-//! (single-entity writes), `update` (optimistic read-modify-write), `query`,
-//! `batch`, `purge` (deleting and counting what a query matches), `stored` (what a read returns and a write leaves stored),
-//! `marks` (how every read resolves the marks commits leave on rows and
-//! hides leasehold's own rows), `lock_name` (the lease name of a
-//! partition's lock, which a read takes to settle a commit whose writer is
-//! gone), `fence` (the writes of a [fenced](Table::fenced) table), `export`
-//! (a table's rows as JSON lines) and `env` (what the tables of a store
-//! share, the index write path of indexed types included).
-//!
+
 //! # Export and import: the line format
 //!
 //! One JSON object per row and per line, as the Table service's REST API
@@ -37,22 +28,13 @@
 //! | `Edm.Binary` | standard base64 with padding | `Edm.Binary` |
 //!
 //! Keys are written in byte order of their names (an annotation right
-//! after its property), strings escaped as `serde_json` escapes them and
-//! otherwise as UTF-8, so the same rows always give the same bytes: an
-//! export, imported into an empty table and exported again, is
-//! byte-identical. `Timestamp` and the ETag are not written (the service
-//! sets both anew on every write, an import included), nor are leasehold's
-//! own reserved properties (names starting with `_lh`, such as the write
-//! log of [`Table::with_write_log`]).
+//! after its property), so an export, imported into an empty table and
+//! exported again, is byte-identical. `Timestamp`, the ETag and
+//! leasehold's reserved properties (`_lh...`) are not written.
 //!
-//! # What an export reads
-//!
-//! Rows as every read of the table sees them: a row a commit left marked
-//! comes out as the commit leaves it (finished or withdrawn first, see
-//! `crate::lock`), and leasehold's hidden rows are left out (a commit's
-//! decision and after-image rows, the tombstones of deleted indexed
-//! entities, fence rows). An index table (`{table}Idx`) is a table of its
-//! own: export it too, or rebuild the indexes after an import.
+//! An export reads rows as every read sees them (marks resolved,
+//! leasehold's hidden rows left out). An index table (`{table}Idx`) is a
+//! table of its own: export it too, or rebuild the indexes after an import.
 //!
 //! [`Table::export`] and [`Query::export`] read the rows;
 //! [`crate::Store::import`] writes them back.

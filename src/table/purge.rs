@@ -24,9 +24,7 @@ pub struct PurgeOptions {
 }
 
 impl PurgeOptions {
-    /// How many entity-group transactions (of different partitions, or
-    /// of one partition's successive hundreds) are in flight at once by
-    /// default.
+    /// How many delete requests are in flight at once by default.
     pub const DEFAULT_CONCURRENCY: usize = 8;
 
     /// The defaults: [`PurgeOptions::DEFAULT_CONCURRENCY`] deletes in
@@ -37,9 +35,8 @@ impl PurgeOptions {
         }
     }
 
-    /// At most `requests` deletes in flight at once (at least 1; 0 is
-    /// refused by the purge as [`Error::Invalid`], before any request).
-    /// The service serves about 2,000 entities a second per partition and
+    /// At most `requests` deletes in flight at once (at least 1). The
+    /// service serves about 2,000 entities a second per partition and
     /// 20,000 per account: past a few dozen, more only meets `ServerBusy`.
     #[must_use = "`with_concurrency` returns the changed options"]
     pub fn with_concurrency(mut self, requests: usize) -> Self {
@@ -75,10 +72,8 @@ pub struct PurgeReport {
     /// deleted them after the purge read them (their delete carried the
     /// ETag read).
     pub skipped: u64,
-    /// Delete requests sent: entity-group transactions of up to 100
-    /// deletes, a transaction sent again without a row that had changed;
-    /// for a type with indexes, single deletes (each with the requests of
-    /// its index rows).
+    /// Delete requests sent (transactions, or single deletes for a type
+    /// with indexes).
     pub batches: u64,
 }
 
@@ -98,9 +93,7 @@ struct Deletes {
 }
 
 /// The rows a purge has read and not yet handed out as [`Deletes`]: the
-/// current partition's (the service returns rows in key order, so a
-/// partition's rows come together; a service that does not only makes
-/// smaller transactions).
+/// current partition's (rows come in key order).
 struct Grouping {
     /// Rows per group: 1 for an indexed type, deleted one by one.
     batch: usize,
@@ -181,35 +174,20 @@ impl<E: Entity> Table<E> {
     /// `progress` with the totals so far after each delete request.
     ///
     /// **What it deletes.** The rows a read of the table through `query`
-    /// returns (partition, row-key range or prefix, filter; a
-    /// [`Query::resume`] token starts it there): a unit's mark met on the
-    /// way is resolved first, as every read resolves it, so a commit in
-    /// progress is finished or withdrawn, never cut in half; leasehold's
-    /// own rows (commits' decision and after-image rows, the tombstones of
-    /// indexed types, fence rows) are never read, so never deleted. Each
-    /// delete carries the ETag read: a row another writer changed or
-    /// deleted since is left as it is and counted in
+    /// returns: marks met on the way are resolved first, leasehold's own
+    /// rows are never read. Each delete carries the ETag read: a row
+    /// changed or deleted since is left and counted in
     /// [`PurgeReport::skipped`].
     ///
-    /// **How.** It reads the keys alone (`$select` of no property, pages of
-    /// up to 1,000 rows) and deletes each partition's rows in entity-group
-    /// transactions of 100 (99 through a [fenced](Table::fenced) table),
-    /// several partitions (and successive hundreds of one) at once, up to
-    /// [`PurgeOptions::with_concurrency`] transactions in flight, while
-    /// reading on. A transaction refused because one of its rows changed
-    /// is sent again without that row (the service names one refused row
-    /// per answer, so rows another purge deleted meanwhile cost a request
-    /// each). A purge of 250 rows of one
-    /// partition costs 4 requests: one page, three transactions. A type
-    /// with [indexes](crate::index) is deleted row by row through the same
-    /// path as [`Table::delete`], so its values are freed with it and its
-    /// rows leave their tombstones; each row then costs what that delete
-    /// costs (for a type with a unique field, one write: the tombstone at
-    /// the ETag read), up to the same number in flight.
-    ///
-    /// Through [`Store::dynamic_table`](crate::Store::dynamic_table) a
-    /// table is deleted as plain rows: purge an indexed type through its
-    /// own `Table`.
+    /// **How.** It reads the keys alone (pages of up to 1,000 rows) and
+    /// deletes each partition's rows in entity-group transactions of 100
+    /// (99 through a [fenced](Table::fenced) table), up to
+    /// [`PurgeOptions::with_concurrency`] in flight, while reading on. A
+    /// transaction refused because one of its rows changed is sent again
+    /// without that row. 250 rows of one partition cost 4 requests. A type
+    /// with [indexes](crate::index) is deleted row by row as
+    /// [`Table::delete`] deletes (through
+    /// [`Store::dynamic_table`](crate::Store::dynamic_table), as plain rows).
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -236,22 +214,10 @@ impl<E: Entity> Table<E> {
     /// ```
     ///
     /// # Errors
-    /// * [`Error::Invalid`] before any request: `query` is of another table
-    ///   (through [`Store::dynamic_table`](crate::Store::dynamic_table)),
-    ///   its filter, page size or token is invalid, its row-key range holds
-    ///   no key (its start after its end), the concurrency is 0, or the
-    ///   table's name is invalid;
-    /// * [`Error::NotFound`] (`TableNotFound`) when the table does not
-    ///   exist because the store deleted it;
-    /// * [`Error::Timeout`] when a row stays marked by a commit whose
-    ///   primary lock stays held (as a read);
-    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table once
-    ///   a later epoch wrote the partition;
-    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
-    ///   other backend errors.
-    ///
-    /// The purge stops at the first error; what it deleted stays deleted,
-    /// and running it again goes on with what is left.
+    /// As [`Table::count_with`]; also [`Error::Invalid`] for a concurrency
+    /// of 0, and [`Error::LeaseLost`] through a [fenced](Table::fenced)
+    /// table once a later epoch wrote the partition. The purge stops at the
+    /// first error; what it deleted stays deleted.
     pub async fn purge_with(
         &self,
         query: Query<E>,
@@ -259,7 +225,7 @@ impl<E: Entity> Table<E> {
         mut progress: impl FnMut(&PurgeReport) + Send,
     ) -> Result<PurgeReport> {
         let concurrency = options.checked()?;
-        let (reader, spec) = query.key_scan()?;
+        let (reader, pages) = query.key_pages()?;
         let name = self.same_table(&reader)?.clone();
         let span = tracing::debug_span!("leasehold.purge", table = %name, concurrency);
         let telemetry = self.env.telemetry().clone();
@@ -269,29 +235,19 @@ impl<E: Entity> Table<E> {
                 (true, true) => TableOp::MAX_BATCH_OPS - 1,
                 (true, false) => TableOp::MAX_BATCH_OPS,
             };
-            let grouping = Grouping::new(batch);
-            let deletes = stream::try_unfold(Some((reader, spec, grouping)), |state| async move {
-                let Some((reader, mut spec, mut grouping)) = state else {
-                    return Ok(None);
-                };
-                let page = Query::fetch_rows(&reader, &spec).await?;
-                let mut out = Vec::new();
-                for row in page.entities {
-                    grouping.add(row, &mut out);
-                }
-                let next = match page.continuation {
-                    Some(at) => {
-                        spec.continuation = Some(at);
-                        Some((reader, spec, grouping))
+            let mut grouping = Grouping::new(batch);
+            let deletes = pages
+                .map_ok(move |(rows, more)| {
+                    let mut out = Vec::new();
+                    for row in rows {
+                        grouping.add(row, &mut out);
                     }
-                    None => {
+                    if !more {
                         out.extend(grouping.current.take());
-                        None
                     }
-                };
-                Ok::<_, Error>(Some((stream::iter(out.into_iter().map(Ok)), next)))
-            })
-            .try_flatten();
+                    stream::iter(out.into_iter().map(Ok))
+                })
+                .try_flatten();
             let mut done = std::pin::pin!(
                 deletes
                     .map_ok(|deletes| self.delete_group(deletes))
@@ -314,9 +270,7 @@ impl<E: Entity> Table<E> {
     }
 
     /// Counts the rows `query` matches, as a read of the table returns
-    /// them (a unit's marks resolved, leasehold's own rows left out, a
-    /// filter applied as the query applies it), reading keys only: pages
-    /// of up to 1,000 rows without their properties, one request each.
+    /// them, reading keys only: one request per page of up to 1,000 rows.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -360,11 +314,12 @@ impl<E: Entity> Table<E> {
     /// ```
     ///
     /// # Errors
-    /// * [`Error::Invalid`] before any request: `query` is of another table,
-    ///   its filter, page size or token is invalid, its row-key range holds
-    ///   no key, or the table's name is invalid;
-    /// * [`Error::NotFound`] (`TableNotFound`) when the table does not
-    ///   exist because the store deleted it;
+    /// * [`Error::Invalid`] before any request: `query` is of another table
+    ///   (through [`Store::dynamic_table`](crate::Store::dynamic_table)),
+    ///   its filter, page size or token is invalid, or its row-key range
+    ///   holds no key;
+    /// * [`Error::NotFound`] (`TableNotFound`) when the store deleted the
+    ///   table;
     /// * [`Error::Timeout`] when a row stays marked by a commit whose
     ///   primary lock stays held (as a read);
     /// * backend errors.
@@ -373,21 +328,14 @@ impl<E: Entity> Table<E> {
         query: Query<E>,
         mut progress: impl FnMut(u64) + Send,
     ) -> Result<u64> {
-        let (reader, mut spec) = query.key_scan()?;
+        let (reader, pages) = query.key_pages()?;
         let name = self.same_table(&reader)?;
         let span = tracing::debug_span!("leasehold.count", table = %name);
-        let count = async {
-            let mut count = 0u64;
-            loop {
-                let page = Query::fetch_rows(&reader, &spec).await?;
-                count += page.entities.len() as u64;
-                progress(count);
-                match page.continuation {
-                    Some(at) => spec.continuation = Some(at),
-                    None => return Ok(count),
-                }
-            }
-        };
+        let count = pages.try_fold(0u64, |count, (rows, _)| {
+            let count = count + rows.len() as u64;
+            progress(count);
+            async move { Ok(count) }
+        });
         self.env
             .telemetry()
             .operation("count", count.instrument(span))
@@ -449,7 +397,7 @@ impl<E: Entity> Table<E> {
                 partition = %partition,
                 ops = ops.len()
             );
-            match self.execute_batch(name, &ops).instrument(span).await {
+            match self.writer.batch(name, &ops).instrument(span).await {
                 Ok(_) => {
                     report.deleted += ops.len() as u64;
                     break;

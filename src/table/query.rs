@@ -9,7 +9,7 @@ use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 use super::handle::{SameTable, Table};
 use super::marks::query_request;
 use super::stored::versioned_from;
-use crate::backend::{QueryPage, QuerySpec};
+use crate::backend::{QueryPage, QuerySpec, StoredEntity};
 use crate::entity::{Entity, Versioned, property_name_problem};
 use crate::error::{Error, Result};
 use crate::key::PartitionKey;
@@ -89,6 +89,12 @@ impl<E> std::fmt::Debug for Query<E> {
     }
 }
 
+/// Pages of rows, each with whether a page follows.
+pub(super) type KeyPages = stream::BoxStream<'static, Result<(Vec<StoredEntity>, bool)>>;
+
+/// A page's rows as decoded (or errors), and the token of the next page.
+pub(super) type RowPage<T> = (Vec<Result<T>>, Option<ContinuationToken>);
+
 /// One page of typed results.
 #[derive(Debug, Clone)]
 pub struct Page<E> {
@@ -98,6 +104,16 @@ pub struct Page<E> {
     /// Where the next page starts, for [`Query::resume`] on the same query;
     /// `None` on the last page.
     pub continuation: Option<ContinuationToken>,
+}
+
+impl<E> Page<E> {
+    /// The page of `rows`, failing with its first error.
+    pub(super) async fn of((items, continuation): RowPage<Versioned<E>>) -> Result<Page<E>> {
+        Ok(Page {
+            items: items.into_iter().collect::<Result<_>>()?,
+            continuation,
+        })
+    }
 }
 
 impl<E: Entity> Table<E> {
@@ -124,20 +140,16 @@ impl<E: Entity> Query<E> {
 
     scope_builders!("Only entities of this partition.");
 
-    /// Returns only these properties (keys and Timestamp always come back).
-    /// Fields not selected must tolerate absence (`Option`, `default`, `skip`),
-    /// or decoding fails with [`Error::Decode`]. [`Query::select`] names
-    /// the properties by a type instead.
+    /// Returns only these properties (keys and Timestamp always come back);
+    /// fields not selected must tolerate absence (`Option`, `default`,
+    /// `skip`). [`Query::select`] names them by a type instead.
     pub fn select_properties(mut self, properties: &[&str]) -> Self {
         self.select = Some(properties.iter().map(|p| (*p).to_owned()).collect());
         self
     }
 
     /// A projection: the same query, reading only the properties of `V`, an
-    /// entity type of the same table (`$select` of exactly
-    /// [`Entity::PROPERTY_NAMES`] of `V`; keys and Timestamp always come
-    /// back), decoded as `V`. A `V` of another table does not compile.
-    /// A list view that needs 3 of 40 properties downloads 3.
+    /// entity type of the same table, decoded as `V`.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -180,16 +192,11 @@ impl<E: Entity> Query<E> {
     ///
     /// # Writing a projection back
     ///
-    /// A value read through a projection holds only some of the row's
-    /// properties ([`Versioned::is_projection`](crate::Versioned::is_projection)).
-    /// `merge` writes it back at the ETag read, changing only the
-    /// properties it carries; `replace` (of a [`Table`], a batch or a unit)
-    /// refuses it with [`Error::Invalid`] before sending anything, since it
-    /// would delete every property the projection left out (and, for an
-    /// indexed type, release the unique values among them).
+    /// `merge` writes a projection back at the ETag read; `replace` (of a
+    /// [`Table`], a batch or a unit) refuses it with [`Error::Invalid`],
+    /// since it would delete every property the projection left out.
     ///
-    /// A type of another table is a build error (the check runs when the
-    /// program is built, not under `cargo check`):
+    /// A type of another table is a build error (not under `cargo check`):
     ///
     /// ```compile_fail
     /// # use leasehold::{Entity, Store};
@@ -223,12 +230,9 @@ impl<E: Entity> Query<E> {
         self
     }
 
-    /// Leaves out the rows that do not decode into `E` ([`Error::Decode`],
-    /// such as a row another program wrote with a property of another
-    /// type) and hands each one's error, naming table, keys and property,
-    /// to `report`. Without it, such a row fails the query (a stream ends
-    /// with its error). Only decoding into `E` is covered: a reply the
-    /// backend cannot parse at all still fails its page.
+    /// Leaves out the rows that do not decode into `E` and hands each one's
+    /// [`Error::Decode`] to `report`. Without it, such a row fails the
+    /// query. A reply the backend cannot parse still fails its page.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -322,8 +326,7 @@ impl<E: Entity> Query<E> {
             Some(token) => Some(token.at.clone()),
             None => None,
         };
-        // The query as asked; what is sent for it (marked rows and what
-        // resolving them needs included) is the table's `Resolve`'s to say.
+        // The query as asked; what is sent for it is `query_request`'s.
         let spec = QuerySpec {
             filter,
             select: self.select.clone(),
@@ -334,22 +337,24 @@ impl<E: Entity> Query<E> {
         Ok((spec, query))
     }
 
-    /// The query's table and the request that reads only the keys (and
-    /// ETags) of the rows it matches, for purges and counts: validated as
-    /// [`Query::page`] validates, and a row-key range that holds no key
-    /// refused.
-    pub(super) fn key_scan(self) -> Result<(Table<E>, QuerySpec)> {
+    /// The query's table and the pages of the keys (and ETags) of the rows
+    /// it matches, each with whether a page follows, for purges and counts
+    /// (validated before any request; a row-key range that holds no key
+    /// refused).
+    pub(super) fn key_pages(self) -> Result<(Table<E>, KeyPages)> {
         check_range(&self.rows)?;
-        let (mut spec, _) = self.spec()?;
+        let (mut spec, query) = self.spec()?;
         // Keys, Timestamp and ETag always come back: no property is asked.
         spec.select = Some(Vec::new());
-        Ok((self.table, spec))
+        let table = self.table.clone();
+        let pages = Self::row_pages(Ok((self.table, spec, query)), |row, _| Some(Ok(row)));
+        let pages =
+            pages.map_ok(|(rows, next)| (rows.into_iter().flatten().collect(), next.is_some()));
+        Ok((table, pages.boxed()))
     }
 
-    /// One page of rows as a read sees them: marked rows resolved (and the
-    /// filter applied to them as resolved), rows reads never return
-    /// (decision rows, tombstones, fence rows) left out.
-    pub(super) async fn fetch_rows(table: &Table<E>, spec: &QuerySpec) -> Result<QueryPage> {
+    /// One page of rows as a read sees them (see [`TableEnv::resolve_page`](super::TableEnv::resolve_page)).
+    async fn fetch_rows(table: &Table<E>, spec: &QuerySpec) -> Result<QueryPage> {
         table
             .env
             .telemetry()
@@ -362,32 +367,51 @@ impl<E: Entity> Query<E> {
             .await
     }
 
-    /// One page as [`Query::fetch_rows`] reads it, each row decoded (or
-    /// left out) by `policy`.
-    async fn fetch(
-        table: &Table<E>,
-        spec: &QuerySpec,
-        policy: &OnDecodeError,
-    ) -> Result<(
-        Vec<Result<Versioned<E>>>,
-        Option<crate::query::Continuation>,
-    )> {
-        let page = Self::fetch_rows(table, spec).await?;
-        let complete = spec.select.is_none();
-        let items = page
-            .entities
-            .into_iter()
-            .filter_map(|row| apply(policy, versioned_from(row, complete)))
-            .collect();
-        Ok((items, page.continuation))
+    /// The pages of a query from `start` (its table, first request and
+    /// token digest) as [`Query::fetch_rows`] reads them, each row decoded
+    /// (or left out) by `decode` (given whether rows are whole), each page
+    /// with the token of the next. Ends after a page holding an error.
+    pub(super) fn row_pages<T: Send + 'static>(
+        start: Result<(Table<E>, QuerySpec, u64)>,
+        decode: impl Fn(StoredEntity, bool) -> Option<Result<T>> + Send + 'static,
+    ) -> impl Stream<Item = Result<RowPage<T>>> + Send + 'static {
+        let start = start.map(|start| (start, decode));
+        stream::try_unfold(Some(start), |state| async move {
+            let Some(start) = state else {
+                return Ok(None);
+            };
+            let ((table, mut spec, query), decode) = start?;
+            let page = Self::fetch_rows(&table, &spec).await?;
+            let complete = spec.select.is_none();
+            let items: Vec<_> = page
+                .entities
+                .into_iter()
+                .filter_map(|row| decode(row, complete))
+                .collect();
+            let next = page.continuation;
+            let token = next.clone().map(|at| ContinuationToken::new(at, query));
+            let rest = match next {
+                Some(at) if items.iter().all(Result::is_ok) => {
+                    spec.continuation = Some(at);
+                    Some(Ok(((table, spec, query), decode)))
+                }
+                _ => None,
+            };
+            Ok(Some(((items, token), rest)))
+        })
     }
 
-    /// What an export of this query reads (see [`Query::export`]): the
-    /// table, the first request and the digest its tokens carry.
-    ///
-    /// # Errors
-    /// As [`Query::page`] before any request; [`Error::Invalid`] for a
-    /// query with a projection (an export reads whole rows).
+    /// [`Query::row_pages`] of this query, rows decoded by its policy.
+    fn decoded_pages(self) -> impl Stream<Item = Result<RowPage<Versioned<E>>>> + Send + 'static {
+        let policy = self.on_decode_error.clone();
+        let start = self.spec().map(|(spec, query)| (self.table, spec, query));
+        Self::row_pages(start, move |row, complete| {
+            apply(&policy, versioned_from(row, complete))
+        })
+    }
+
+    /// What an export of this query reads: the table, the first request and
+    /// the digest its tokens carry ([`Error::Invalid`] with a projection).
     pub(super) fn into_export(self) -> Result<(Table<E>, QuerySpec, u64)> {
         if self.select.is_some() {
             return Err(Error::invalid(
@@ -406,17 +430,15 @@ impl<E: Entity> Query<E> {
     /// request); [`Error::Decode`] for a row that does not decode, unless
     /// [`Query::on_decode_error`] says otherwise; backend errors.
     pub async fn page(self) -> Result<Page<E>> {
-        let (spec, query) = self.spec()?;
-        let (items, next) = Self::fetch(&self.table, &spec, &self.on_decode_error).await?;
-        Ok(Page {
-            items: items.into_iter().collect::<Result<_>>()?,
-            continuation: next.map(|at| ContinuationToken::new(at, query)),
-        })
+        let first = std::pin::pin!(self.pages()).try_next().await?;
+        Ok(first.unwrap_or(Page {
+            items: Vec::new(),
+            continuation: None,
+        }))
     }
 
     /// The pages of the query, one request each, each with the token of the
-    /// next: what a web API hands its client one at a time, and
-    /// [`Query::stream`] takes apart.
+    /// next.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -466,59 +488,25 @@ impl<E: Entity> Query<E> {
     /// Errors come through the stream, which ends after the first one: as
     /// [`Query::page`] for each page.
     pub fn pages(self) -> impl Stream<Item = Result<Page<E>>> + Send + 'static {
-        let policy = self.on_decode_error.clone();
-        let start = self
-            .spec()
-            .map(|(spec, query)| (self.table, spec, query, policy));
-        stream::try_unfold(Some(start), |state| async move {
-            let Some(start) = state else {
-                return Ok(None);
-            };
-            let (table, mut spec, query, policy) = start?;
-            let (items, next) = Self::fetch(&table, &spec, &policy).await?;
-            let page = Page {
-                items: items.into_iter().collect::<Result<_>>()?,
-                continuation: next.clone().map(|at| ContinuationToken::new(at, query)),
-            };
-            let rest = next.map(|at| {
-                spec.continuation = Some(at);
-                Ok((table, spec, query, policy))
-            });
-            Ok(Some((page, rest)))
-        })
-        .boxed()
+        self.decoded_pages().and_then(Page::of).boxed()
     }
 
     /// Every matching entity, page after page, as a stream.
     ///
     /// # Errors
-    /// Errors come through the stream, which ends after the first one:
-    /// [`Error::Invalid`](crate::Error::Invalid) for a query that cannot be
-    /// rendered, [`Error::Decode`](crate::Error::Decode) for an entity that
-    /// does not decode (unless [`Query::on_decode_error`] skips it), and the
-    /// backend's error when a page request fails.
+    /// Through the stream, which ends after the first one: as
+    /// [`Query::page`].
     pub fn stream(self) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
-        let policy = self.on_decode_error.clone();
-        let start = self.spec().map(|(spec, _)| (self.table, spec, policy));
-        stream::try_unfold(Some(start), |state| async move {
-            let Some(start) = state else {
-                return Ok(None);
-            };
-            let (table, mut spec, policy) = start?;
-            let (mut items, next) = Self::fetch(&table, &spec, &policy).await?;
-            // The stream ends with its first error.
-            if let Some(failed) = items.iter().position(Result::is_err) {
-                items.truncate(failed + 1);
-                return Ok(Some((stream::iter(items), None)));
-            }
-            let next = next.map(|at| {
-                spec.continuation = Some(at);
-                Ok((table, spec, policy))
-            });
-            Ok(Some((stream::iter(items), next)))
-        })
-        .try_flatten()
-        .boxed()
+        self.decoded_pages()
+            .map_ok(|(mut items, _)| {
+                // The stream ends with its first error.
+                if let Some(failed) = items.iter().position(Result::is_err) {
+                    items.truncate(failed + 1);
+                }
+                stream::iter(items)
+            })
+            .try_flatten()
+            .boxed()
     }
 
     /// Every matching entity, collected.

@@ -125,16 +125,29 @@ impl Base {
     }
 }
 
+/// What a write of `entity` leaves stored, as far as known before sending.
+pub(crate) type After<E> = std::result::Result<(E, Stored<E>), E>;
+
+/// The stored form a write of `entity` onto `base` sends, checked before
+/// anything is sent (reserved properties refused, the form decoded), and
+/// what it leaves stored ([`stored_after`]; `Err`: the entity as sent,
+/// when only a read can tell).
+pub(crate) fn prepare<E: Entity>(entity: &E, base: Base) -> Result<(EntityData, After<E>)> {
+    let data = base.encode(entity)?;
+    crate::entity::refuse_reserved_properties(&data.properties, true, |name| {
+        format!("property `{name}` of {}", std::any::type_name::<E>())
+    })?;
+    let after = match stored_after::<E>(&data, base)? {
+        Some(known) => Ok(known),
+        None => Err(E::decode(data.clone())?),
+    };
+    Ok((data, after))
+}
+
 /// The entity a write of `data` onto `base` leaves stored, decoded as a
-/// read would decode it (so dates come back at 100 ns in UTC, JSON fields
-/// as they parse), with what the value knows of the stored properties;
-/// `None` when only a read can tell (a merge onto unknown properties that
-/// leaves some of `E`'s properties unwritten).
-///
-/// The cost is one copy of the properties sent and one decode per write
-/// (a merge onto a changed value copies the properties it is based on
-/// too); a copy is needed anyway, since the write moves the data into the
-/// backend.
+/// read would decode it, with what the value knows of the stored
+/// properties; `None` when only a read can tell (a merge onto unknown
+/// properties that leaves some of `E`'s properties unwritten).
 pub(crate) fn stored_after<E: Entity>(
     data: &EntityData,
     base: Base,
@@ -147,13 +160,7 @@ pub(crate) fn stored_after<E: Entity>(
         })
     };
     Ok(Some(match base {
-        Base::Nothing | Base::Replace(None) => {
-            (decode(data.properties.clone())?, Stored::unchanged(None))
-        }
-        Base::Replace(Some(unknown)) => (
-            decode(data.properties.clone())?,
-            Stored::unchanged(Some(unknown)),
-        ),
+        Base::Nothing => (decode(data.properties.clone())?, Stored::unchanged(None)),
         // A type with no property names of its own (`DynamicEntity`, whose
         // bag is every stored property) is what the merge leaves: the
         // stored properties merged with those sent.
@@ -162,7 +169,9 @@ pub(crate) fn stored_after<E: Entity>(
             after.merge_from(&data.properties);
             (decode(after.clone())?, Stored::Known(Arc::new(after)))
         }
-        Base::MergeUnchanged(extra) => (decode(data.properties.clone())?, Stored::unchanged(extra)),
+        Base::Replace(kept) | Base::MergeUnchanged(kept) => {
+            (decode(data.properties.clone())?, Stored::unchanged(kept))
+        }
         Base::Merge(Some(stored)) => {
             let mut after = Arc::unwrap_or_clone(stored);
             after.merge_from(&data.properties);

@@ -28,34 +28,17 @@ impl<E: Entity> Table<E> {
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
     ///
-    /// When a reply is lost on the way back, the backend reads the entity to
-    /// learn whether the write was applied. On a table opened with
-    /// [`Table::with_write_log`] that always settles it, so `f`'s effect is
-    /// applied exactly once; without a write log an undecidable case is
-    /// reported as [`Error::Transient`] ("outcome unknown") rather than
-    /// retried, since retrying could apply `f` twice.
+    /// A lost reply is settled by reading the entity; with
+    /// [`Table::with_write_log`] that always settles it, so `f` is applied
+    /// exactly once; without, an undecidable case is [`Error::Transient`]
+    /// ("outcome unknown"), not retried, since a retry could apply `f` twice.
     ///
     /// # Errors
-    /// * [`Error::Conflict`] when every attempt conflicted;
-    ///   [`Error::NotFound`] when the entity does not exist;
-    /// * [`Error::ValueTaken`] when the type has unique fields
-    ///   (`#[entity(unique)]`) and `f` gave one a value another entity holds
-    ///   (not retried; nothing is written; its [`code`](Error::code) is
-    ///   `UniqueValueTaken`);
-    /// * [`Error::Invalid`] when `f` changed a key, or the entity breaks a
-    ///   service limit; [`Error::Decode`] when the stored entity, or its
-    ///   changed form, does not decode — nothing is sent;
-    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition;
-    ///   [`Error::Invalid`] through a fenced table for a type with indexes;
-    /// * when `f` changes an indexed value, the
-    ///   [errors of indexed writes](crate::index#errors-of-indexed-writes)
-    ///   (taking the locks: [`Error::Timeout`], [`Error::Unavailable`],
-    ///   [`Error::Inconsistent`], [`Error::LeaseLost`]; committing:
-    ///   [`Error::InDoubt`]);
-    /// * [`Error::Transient`] when the outcome of a write is unknown (see
-    ///   above) or the backend's retries ran out; [`Error::Unavailable`],
-    ///   [`Error::Auth`] and other backend errors.
+    /// As [`Table::replace`], except [`Error::Conflict`] only when every
+    /// attempt conflicted (a value taken is not retried); also
+    /// [`Error::Invalid`] when `f` changed a key, [`Error::Decode`] when the
+    /// stored entity does not decode, and [`Error::Transient`] when a
+    /// write's outcome is unknown (see above).
     pub async fn update_with<F>(
         &self,
         partition_key: impl IntoPartitionKey,
@@ -78,11 +61,8 @@ impl<E: Entity> Table<E> {
     }
 
     /// Like [`Table::update_with`], with an update function that may refuse
-    /// the change: when `f` returns `Err(u)`, nothing is sent and the call
-    /// returns [`UpdateError::Refused`]`(u)`, the caller's own value. `f`
-    /// sees a freshly read entity on every attempt: after a conflict it runs
-    /// again on the re-read entity (and may refuse then), with the same
-    /// retry rules as [`Table::update_with`].
+    /// the change: when `f` returns `Err(u)` (on any attempt), nothing is
+    /// sent and the call returns [`UpdateError::Refused`]`(u)`.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -151,18 +131,13 @@ impl<E: Entity> Table<E> {
             let stored = self.ready().await?.as_str();
             loop {
                 attempts += 1;
-                let mut current =
-                    self.get_keys(&pk, &rk)
-                        .await?
-                        .ok_or_else(|| Error::NotFound {
-                            what: crate::error::what::entity("update", stored, &pk, &rk),
-                            code: Some("ResourceNotFound".into()),
-                            table: Some(stored.to_owned()),
-                            row: Some(Box::new((pk.clone(), rk.clone()))),
-                        })?;
-                // The whole entity is replaced next: no record of the stored
-                // properties is needed, but by an indexed write (it tells
-                // which indexed values change).
+                let what = || crate::error::what::entity("update", stored, &pk, &rk);
+                let mut current = self.get_keys(&pk, &rk).await?.ok_or_else(|| {
+                    Error::from_service(404, Some("ResourceNotFound"), what())
+                        .for_row(stored, &pk, &rk)
+                })?;
+                // Replaced whole: the stored properties are kept only for an
+                // indexed write (they tell which indexed values change).
                 let entity = if E::INDEXES.is_empty() {
                     current.entity_mut_for_replace()
                 } else {
@@ -170,11 +145,8 @@ impl<E: Entity> Table<E> {
                 };
                 f(entity).map_err(UpdateError::Refused)?;
                 if current.partition_key()? != pk || current.row_key()? != rk {
-                    return Err(Error::invalid(
-                        crate::error::what::entity("update", stored, &pk, &rk),
-                        "the update function changed a key",
-                    )
-                    .into());
+                    let why = "the update function changed a key";
+                    return Err(Error::invalid(what(), why).into());
                 }
                 match self.replace(&current).await {
                     Err(e) if e.kind() == ErrorKind::Conflict => match delays.next() {
@@ -184,16 +156,12 @@ impl<E: Entity> Table<E> {
                             tokio::time::sleep(delay).await;
                         }
                         None => {
-                            return Err(Error::Conflict {
-                                what: format!(
-                                    "{}: it kept changing, {attempts} attempts conflicted",
-                                    crate::error::what::entity("update", stored, &pk, &rk)
-                                ),
-                                code: e.code().map(str::to_owned),
-                                table: Some(stored.to_owned()),
-                                row: Some(Box::new((pk.clone(), rk.clone()))),
-                            }
-                            .into());
+                            let what = format!(
+                                "{}: it kept changing, {attempts} attempts conflicted",
+                                what()
+                            );
+                            let e = Error::from_service(412, e.code(), what);
+                            return Err(e.for_row(stored, &pk, &rk).into());
                         }
                     },
                     other => return other.map_err(UpdateError::Failed),
@@ -207,16 +175,10 @@ impl<E: Entity> Table<E> {
 /// Why [`Table::try_update_with`] did not update: the update function
 /// refused, with the caller's own error, or the update failed.
 ///
-/// Match it to tell the two apart. A function whose own error type holds
-/// leasehold's errors (`From<leasehold::Error>`) and whose update function
-/// refuses with that same type needs no match:
-/// [`UpdateError::flatten`] gives that error either way, so
-/// `.await.map_err(UpdateError::flatten)?` returns it. For a plain `?`,
-/// implement `From<UpdateError<MyError>> for MyError` with `flatten` in
-/// your crate (the orphan rules allow it there, since `MyError` is yours).
-/// With leasehold's own [`Error`] as the function's error (an update
-/// function refusing with an [`Error`]), `.map_err(UpdateError::flatten)?`
-/// works the same.
+/// When the refusal's type converts from leasehold's [`Error`],
+/// `.map_err(UpdateError::flatten)?` gives that type either way (for a
+/// plain `?`, implement `From<UpdateError<MyError>> for MyError` with
+/// `flatten` in your crate).
 ///
 /// ```
 /// use leasehold::table::UpdateError;
@@ -252,25 +214,9 @@ impl<E: Entity> Table<E> {
 ///     Ok(())
 /// }
 ///
-/// // With this in your crate, a plain `?` does the same.
-/// impl From<UpdateError<ShopError>> for ShopError {
-///     fn from(e: UpdateError<ShopError>) -> Self {
-///         e.flatten()
-///     }
-/// }
-///
-/// async fn ship(orders: &Table<Order>, id: &str) -> Result<(), ShopError> {
-///     orders.try_update_with("s", id, |o| {
-///         o.status = "shipped".into();
-///         Ok::<(), ShopError>(())
-///     }).await?;
-///     Ok(())
-/// }
-///
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 /// let orders = Store::memory().table::<Order>();
-/// orders.insert(Order { shop: "s".into(), id: "1".into(), status: "new".into() }).await?;
-/// ship(&orders, "1").await.unwrap();
+/// orders.insert(Order { shop: "s".into(), id: "1".into(), status: "shipped".into() }).await?;
 /// assert!(matches!(cancel(&orders, "1").await, Err(ShopError::AlreadyShipped(id)) if id == "1"));
 /// assert!(matches!(
 ///     cancel(&orders, "2").await,
@@ -287,10 +233,8 @@ pub enum UpdateError<U> {
 }
 
 impl<U: From<Error>> UpdateError<U> {
-    /// The caller's error either way: the update function's own error, or
-    /// leasehold's error converted with `U::from`. For a function returning
-    /// `Result<_, U>`: `.await.map_err(UpdateError::flatten)?` (see
-    /// [`UpdateError`]).
+    /// The caller's error either way: the refusal, or leasehold's error
+    /// converted with `U::from`.
     pub fn flatten(self) -> U {
         match self {
             UpdateError::Refused(u) => u,

@@ -5,7 +5,7 @@ use tracing::Instrument as _;
 
 use super::fence::FenceLayer;
 use super::handle::Table;
-use super::stored::{Base, stored_after};
+use super::stored::{Base, prepare};
 use crate::backend::WriteOptions;
 use crate::backend::{Precondition, TableBackend, TableOp, Version, Wrap as _, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
@@ -15,10 +15,9 @@ use crate::lease::Fence;
 use crate::rows::mark::MARK;
 
 impl<E: Entity> Table<E> {
-    /// Sends one write of `entity` (of `current`, for a write conditioned
-    /// on a version read) and returns the entity as stored (see
-    /// [`stored_after`]) with the version produced. When only a read can
-    /// tell what is stored, the entity is read back after the write.
+    /// Sends one write of `entity` (`current`: the version it is
+    /// conditioned on) and returns the entity as stored ([`stored_after`]),
+    /// read back when only a read can tell.
     pub(crate) async fn write(
         &self,
         entity: &E,
@@ -26,21 +25,7 @@ impl<E: Entity> Table<E> {
         base: Base,
         make_op: impl FnOnce(EntityData) -> TableOp,
     ) -> Result<Versioned<E>> {
-        let data = base.encode(entity)?;
-        crate::entity::refuse_reserved_properties(&data.properties, true, |name| {
-            format!("property `{name}` of {}", std::any::type_name::<E>())
-        })?;
-        // Decoded before sending, so an entity whose stored form does not
-        // decode is refused with nothing sent. `Err` holds the keys to read
-        // the entity back at, when only a read can tell what is stored.
-        let after = match stored_after::<E>(&data, base)? {
-            Some(known) => Ok(known),
-            None => Err((
-                data.partition_key.clone(),
-                data.row_key.clone(),
-                E::decode(data.clone())?,
-            )),
-        };
+        let (data, after) = prepare(entity, base)?;
         let mut op = make_op(data);
         let log = (self.write_log
             && matches!(
@@ -64,15 +49,14 @@ impl<E: Entity> Table<E> {
         let name = self.ready().await?;
         let span = write_span(name, &op);
         let op_name = op.name();
-        // The backend is told where the write log is, to settle a lost
-        // reply by it.
+        let (pk, rk) = (op.partition_key().clone(), op.row_key().clone());
+        // A lost reply is settled by the write log.
         let options = if log.is_some() {
             WriteOptions::new().with_write_log()
         } else {
             WriteOptions::new()
         };
-        // The index write path takes the values the row holds from the
-        // version read, rather than asking the service (copied only for it).
+        // The index write path takes the row's values from the version read.
         let as_read = match self.indexing {
             Some(_) => current.and_then(Versioned::stored_properties),
             None => None,
@@ -93,7 +77,7 @@ impl<E: Entity> Table<E> {
                 .with_stored(stored)
                 // What a merge of a projection returns is one too.
                 .with_projection(current.is_some_and(Versioned::is_projection))),
-            Err((pk, rk, sent)) => Ok(self
+            Err(sent) => Ok(self
                 .read_back(&pk, &rk, sent, version)
                 .instrument(span)
                 .await
@@ -101,15 +85,9 @@ impl<E: Entity> Table<E> {
         }
     }
 
-    /// The entity a merge left, when only a read can tell what is stored
-    /// (a merge onto unknown properties leaving some of `E`'s unwritten):
-    /// read back, when the read finds the version the merge produced. The
-    /// merge was applied whatever the read finds: when the row changed or
-    /// went since (another writer got in between), or the read fails, the
-    /// answer is what the merge knows — `sent` (the entity as merged, its
-    /// unwritten fields as sent) at the merge's version, its stored
-    /// properties unknown. A conditional write of that value then fails,
-    /// since the row is no longer at that version.
+    /// The entity a merge left, read back when the read finds the merge's
+    /// version; otherwise (changed since, or the read failed) `sent` at the
+    /// merge's version, which a conditional write then finds stale.
     pub(super) async fn read_back(
         &self,
         pk: &PartitionKey,
@@ -151,58 +129,50 @@ impl<E: Entity> Table<E> {
     ///   ([`Error::Timeout`] when the value's claim kept changing under it);
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
+    ///
+    /// The other writes fail as this one does, apart from what their own
+    /// docs say.
     pub async fn insert(&self, entity: E) -> Result<Versioned<E>> {
-        self.env
-            .telemetry()
-            .operation("insert", async move {
-                match self
-                    .write(&entity, None, Base::Nothing, TableOp::Insert)
-                    .await
-                {
-                    // The row may be the placeholder of a unit's insert that was
-                    // never decided: once resolved, the insert is tried again.
-                    // A row that reads as absent though stored (past its
-                    // expiry) is replaced at the version read instead.
-                    Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                        let keys = entity.encode().ok().map(|d| (d.partition_key, d.row_key));
-                        let absent = match &keys {
-                            Some((pk, rk)) => self.absent_once_resolved(pk, rk).await?,
-                            None => None,
-                        };
-                        match absent {
-                            Some(None) => {
-                                self.write(&entity, None, Base::Nothing, TableOp::Insert)
-                                    .await
-                            }
-                            Some(Some(etag)) => {
-                                self.write(&entity, None, Base::Nothing, |d| {
-                                    TableOp::Replace(d, Precondition::IfMatch(etag))
-                                })
-                                .await
-                                // Changed since: someone else wrote the row.
-                                .map_err(|c| {
-                                    if c.kind() == ErrorKind::Conflict {
-                                        e
-                                    } else {
-                                        c
-                                    }
-                                })
-                            }
-                            None => Err(e),
-                        }
-                    }
-                    other => other,
+        let insert = async move {
+            let e = match self
+                .write(&entity, None, Base::Nothing, TableOp::Insert)
+                .await
+            {
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => e,
+                other => return other,
+            };
+            // The row may be the placeholder of a unit's insert that was
+            // never decided: once resolved, the insert is tried again. A row
+            // that reads as absent though stored (past its expiry) is
+            // replaced at the version read instead.
+            let Ok(data) = entity.encode() else {
+                return Err(e);
+            };
+            match self
+                .absent_once_resolved(&data.partition_key, &data.row_key)
+                .await?
+            {
+                Some(None) => {
+                    self.write(&entity, None, Base::Nothing, TableOp::Insert)
+                        .await
                 }
-            })
-            .await
+                Some(Some(etag)) => {
+                    let replace = |d| TableOp::Replace(d, Precondition::IfMatch(etag));
+                    match self.write(&entity, None, Base::Nothing, replace).await {
+                        // Changed since: someone else wrote the row.
+                        Err(c) if c.kind() == ErrorKind::Conflict => Err(e),
+                        other => other,
+                    }
+                }
+                None => Err(e),
+            }
+        };
+        self.env.telemetry().operation("insert", insert).await
     }
 
     /// Whether the row `(pk, rk)` reads as absent though stored: `None`
-    /// when it does not; `Some(None)` when it carries a row mark and is
-    /// absent once the mark is resolved (see [`crate::lock`]'s "Units and
-    /// optimistic writes"); `Some(Some(etag))` when what is stored reads as
-    /// absent (a row past its expiry, see [`crate::rows::expiry`]) at
-    /// `etag`.
+    /// when it does not; `Some(None)` when it is absent once its mark is
+    /// resolved; `Some(Some(etag))` when it is a tombstone at `etag`.
     pub(super) async fn absent_once_resolved(
         &self,
         pk: &PartitionKey,
@@ -231,26 +201,12 @@ impl<E: Entity> Table<E> {
     /// Returns the new version, ready for the next conditional write.
     ///
     /// # Errors
-    /// * [`Error::Conflict`] when the stored entity changed since `current`
-    ///   was read; [`Error::NotFound`] when it was deleted;
-    /// * [`Error::ValueTaken`] when the type has unique fields
-    ///   (`#[entity(unique)]`) and the change would give the entity a value another entity
-    ///   holds (nothing is written; its [`code`](Error::code) is
-    ///   `UniqueValueTaken`);
-    /// * [`Error::Invalid`] when the entity breaks a service limit or has an
-    ///   invalid key (or an indexed value whose index partition key would be
-    ///   invalid), when `current` was read through a projection
-    ///   ([`Versioned::is_projection`]: a replace would delete the
-    ///   properties it did not read; [`Table::merge`] writes it back), and
-    ///   [`Error::Decode`] when its stored form does not decode — nothing is
-    ///   sent;
-    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition;
-    /// * for a type with indexes, when the write claims an indexed value,
-    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
-    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
-    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
-    ///   other backend errors.
+    /// As [`Table::insert`], except that the row must exist:
+    /// [`Error::Conflict`] when the stored entity changed since `current`
+    /// was read, [`Error::NotFound`] when it was deleted; also
+    /// [`Error::Invalid`] when `current` was read through a projection
+    /// ([`Versioned::is_projection`]: a replace would delete the properties
+    /// it did not read; [`Table::merge`] writes it back).
     pub async fn replace(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
         let etag = current.etag().clone();
         let base = Base::replace_of(current);
@@ -276,15 +232,11 @@ impl<E: Entity> Table<E> {
     /// carry (`None` fields) keep their stored values.
     ///
     /// Returns the entity as stored after the merge, `None` fields showing
-    /// the values they kept, so that passing it on to [`Table::replace`]
-    /// keeps them too. A `current` read or written through this crate knows
-    /// the properties stored at its version, and the merge sends one request.
-    /// A value that does not ([`Versioned::new`], or a query with
-    /// [`Query::select`](super::Query::select)) costs a read after the merge when some property of
-    /// `E` is left unwritten; if another writer changed or deleted the
-    /// entity in between, the answer is the entity as merged (unwritten
-    /// fields `None`) at the merge's version, as [`Table::upsert_merge`]
-    /// answers: the merge was applied.
+    /// the values they kept. A `current` that does not know the properties
+    /// stored at its version ([`Versioned::new`], or a query with
+    /// [`Query::select`](super::Query::select)) costs a read after the
+    /// merge when some property of `E` is left unwritten, answered as
+    /// [`Table::upsert_merge`] answers.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -305,23 +257,9 @@ impl<E: Entity> Table<E> {
     /// ```
     ///
     /// # Errors
-    /// * [`Error::Conflict`] when the stored entity changed since `current`
-    ///   was read; [`Error::NotFound`] when it was deleted;
-    /// * [`Error::ValueTaken`] when the type has unique fields
-    ///   (`#[entity(unique)]`) and the merge would give the entity a value another entity
-    ///   holds (nothing is written; its [`code`](Error::code) is
-    ///   `UniqueValueTaken`);
-    /// * [`Error::Invalid`] when the entity breaks a service limit or has an
-    ///   invalid key (or an indexed value whose index partition key would be
-    ///   invalid), and [`Error::Decode`] when its stored form does not decode
-    ///   — nothing is sent;
-    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition;
-    /// * for a type with indexes, when the write claims an indexed value,
-    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
-    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
-    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
-    ///   other backend errors.
+    /// As [`Table::insert`], except [`Error::Conflict`] when the stored
+    /// entity changed since `current` was read and [`Error::NotFound`] when
+    /// it was deleted.
     pub async fn merge(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
         let etag = current.etag().clone();
         let base = Ok(Base::merge_of(current));
@@ -337,17 +275,7 @@ impl<E: Entity> Table<E> {
     /// it is never refused with [`Error::ValueTaken`].
     ///
     /// # Errors
-    /// * [`Error::Conflict`] when the stored entity changed since `current`
-    ///   was read; [`Error::NotFound`] when it is already gone;
-    /// * [`Error::Invalid`] when `current`'s keys are invalid (nothing is
-    ///   sent);
-    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition;
-    /// * for a type with indexes, when the write claims an indexed value,
-    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
-    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
-    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
-    ///   other backend errors.
+    /// As [`Table::merge`] ([`Error::Invalid`] only for invalid keys).
     pub async fn delete(&self, current: &Versioned<E>) -> Result<()> {
         self.env
             .telemetry()
@@ -370,21 +298,7 @@ impl<E: Entity> Table<E> {
     /// [`Table::upsert_merge`] keeps them.
     ///
     /// # Errors
-    /// * [`Error::ValueTaken`] when the type has unique fields
-    ///   (`#[entity(unique)]`) and the entity would take a value another entity
-    ///   holds (nothing is written; its [`code`](Error::code) is
-    ///   `UniqueValueTaken`);
-    /// * [`Error::Invalid`] when the entity breaks a service limit or has an
-    ///   invalid key (or an indexed value whose index partition key would be
-    ///   invalid), and [`Error::Decode`] when its stored form does not decode
-    ///   — nothing is sent;
-    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition;
-    /// * for a type with indexes, when the write claims an indexed value,
-    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
-    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
-    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
-    ///   other backend errors.
+    /// As [`Table::insert`], never [`Error::AlreadyExists`].
     pub async fn upsert(&self, entity: E) -> Result<Versioned<E>> {
         self.traced("upsert", &entity, None, Ok(Base::Nothing), |d| {
             TableOp::Replace(d, Precondition::Upsert)
@@ -395,31 +309,15 @@ impl<E: Entity> Table<E> {
     /// Creates the entity or merges its properties into the stored one,
     /// whatever is stored. **Unconditional.**
     ///
-    /// Returns the entity as stored, at the version the merge produced.
-    /// Nothing is known of the stored entity beforehand, so when a property
-    /// of `E` is left unwritten (a `None` field) the entity is read back
-    /// after the write, one more request. An answer other than an error
-    /// means the merge was applied: if another writer changed or deleted
-    /// the entity before the read (or the read fails), the value returned
-    /// is the entity as merged (its unwritten fields `None`) at the merge's
-    /// version, which a conditional write then finds stale.
+    /// Returns the entity as stored, at the version the merge produced;
+    /// when a property of `E` is left unwritten (a `None` field) it is read
+    /// back, one more request. An answer other than an error means the
+    /// merge was applied: if the entity changed before the read (or the
+    /// read fails), the value returned is the entity as merged at the
+    /// merge's version, which a conditional write then finds stale.
     ///
     /// # Errors
-    /// * [`Error::ValueTaken`] when the type has unique fields
-    ///   (`#[entity(unique)]`) and the merged entity would hold a value another entity
-    ///   holds (nothing is written; its [`code`](Error::code) is
-    ///   `UniqueValueTaken`);
-    /// * [`Error::Invalid`] when the entity breaks a service limit or has an
-    ///   invalid key (or an indexed value whose index partition key would be
-    ///   invalid), and [`Error::Decode`] when its stored form does not decode
-    ///   — nothing is sent;
-    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition;
-    /// * for a type with indexes, when the write claims an indexed value,
-    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
-    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
-    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
-    ///   other backend errors.
+    /// As [`Table::upsert`].
     pub async fn upsert_merge(&self, entity: E) -> Result<Versioned<E>> {
         self.traced("upsert_merge", &entity, None, Ok(Base::Merge(None)), |d| {
             TableOp::Merge(d, Precondition::Upsert)
@@ -431,22 +329,8 @@ impl<E: Entity> Table<E> {
     /// except that it must exist.
     ///
     /// # Errors
-    /// * [`Error::NotFound`] when there is no such entity;
-    /// * [`Error::ValueTaken`] when the type has unique fields
-    ///   (`#[entity(unique)]`) and the entity would take a value another entity
-    ///   holds (nothing is written; its [`code`](Error::code) is
-    ///   `UniqueValueTaken`);
-    /// * [`Error::Invalid`] when the entity breaks a service limit or has an
-    ///   invalid key (or an indexed value whose index partition key would be
-    ///   invalid), and [`Error::Decode`] when its stored form does not decode
-    ///   — nothing is sent;
-    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition;
-    /// * for a type with indexes, when the write claims an indexed value,
-    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
-    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
-    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
-    ///   other backend errors.
+    /// As [`Table::upsert`], and [`Error::NotFound`] when there is no such
+    /// entity.
     pub async fn replace_unconditionally(&self, entity: E) -> Result<Versioned<E>> {
         self.traced(
             "replace_unconditionally",
@@ -465,15 +349,7 @@ impl<E: Entity> Table<E> {
     /// with [`Error::ValueTaken`].
     ///
     /// # Errors
-    /// * [`Error::NotFound`] when there is no such entity;
-    /// * [`Error::Invalid`] for an invalid key (nothing is sent);
-    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
-    ///   later epoch of the fence's lease wrote the partition;
-    /// * for a type with indexes, when the write claims an indexed value,
-    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
-    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
-    /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
-    ///   other backend errors.
+    /// As [`Table::delete`], never [`Error::Conflict`].
     pub async fn delete_unconditionally(
         &self,
         partition_key: impl IntoPartitionKey,
@@ -489,8 +365,6 @@ impl<E: Entity> Table<E> {
             .await
     }
 
-    /// Sends one write through this table's writer (fenced or not),
-    /// creating the table first.
     /// [`Table::write`] as the operation `name` of the table's telemetry.
     async fn traced(
         &self,
@@ -539,12 +413,9 @@ impl<E: Entity> Table<E> {
     ///
     /// Costs one extra operation in each transaction (so fenced batches hold
     /// at most 99 operations) and one read of the fence row per partition
-    /// per fence; see [`Fence`] for the protocol and the errors. On a table
-    /// with a [write log](Table::with_write_log), fenced writes still
-    /// extend it, but a lost reply is settled as a transaction's (see
-    /// [`Fence`]), not by the log. A type with
-    /// [indexes](crate::index) is written through a fenced table as
-    /// elsewhere: the entity's write is fenced, its index claims are not.
+    /// per fence; see [`Fence`] for the protocol, the errors and how a lost
+    /// reply is settled. Of a type with [indexes](crate::index), the
+    /// entity's write is fenced, its index claims are not.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -570,11 +441,9 @@ impl<E: Entity> Table<E> {
         table
     }
 
-    /// Sends one write: through the index write path of a type with
-    /// indexes (`as_read`: the row's properties at the version `op` is
-    /// conditioned on, as read), which sends the entity's write through
-    /// the table's writer (the store's stack, then the fence's layer of a
-    /// [fenced](Table::fenced) table).
+    /// Sends one write through the table's writer, by the index write path
+    /// for a type with indexes (`as_read`: the row's properties at the
+    /// version `op` is conditioned on).
     async fn execute(
         &self,
         name: &TableName,
@@ -590,16 +459,6 @@ impl<E: Entity> Table<E> {
             }
             None => self.writer.execute(name, op, options).await,
         }
-    }
-
-    /// Sends an entity-group transaction, fenced as [`Table::execute`]
-    /// sends a write.
-    pub(super) async fn execute_batch(
-        &self,
-        name: &TableName,
-        ops: &[TableOp],
-    ) -> Result<Vec<Option<Version>>> {
-        self.writer.batch(name, ops).await
     }
 }
 
