@@ -205,11 +205,7 @@ impl TableOp {
     fn payload_size_with(&self, body_len: impl FnOnce(wire::EntityBody<'_>) -> usize) -> usize {
         const PART_OVERHEAD: usize = 512;
         let body = match self.data() {
-            Some(d) => body_len(wire::EntityBody::new(
-                d.partition_key.as_str(),
-                d.row_key.as_str(),
-                &d.properties,
-            )),
+            Some(d) => body_len(wire::EntityBody::of(d)),
             None => 0,
         };
         // The keys travel in the part's URL, percent-encoded: up to three

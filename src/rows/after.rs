@@ -25,8 +25,7 @@ const CHUNKS_PER_ROW: usize = 15;
 
 /// A row's properties in the wire form, without its keys.
 pub(crate) fn properties_json(d: &EntityData) -> serde_json::Map<String, serde_json::Value> {
-    let mut json =
-        wire::entity_to_json(d.partition_key.as_str(), d.row_key.as_str(), &d.properties);
+    let mut json = wire::EntityBody::of(d).to_map();
     json.remove("PartitionKey");
     json.remove("RowKey");
     json

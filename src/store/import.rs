@@ -9,7 +9,7 @@ use futures_util::stream::{BoxStream, FuturesOrdered};
 use futures_util::{FutureExt as _, StreamExt as _, future::BoxFuture, stream};
 
 use super::Store;
-use crate::backend::wire::entity_to_json_string;
+use crate::backend::wire::EntityBody;
 use crate::backend::{Backend, Precondition, TableOp};
 use crate::entity::{DynamicEntity, EntityData, Value, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
@@ -444,9 +444,5 @@ async fn stored_rows(
 
 /// A row's export line, to compare a stored row with an input row.
 fn line_of(data: &EntityData) -> Result<String> {
-    entity_to_json_string(
-        data.partition_key.as_str(),
-        data.row_key.as_str(),
-        &data.properties,
-    )
+    EntityBody::of(data).to_text()
 }

@@ -10,7 +10,7 @@ use super::handle::Table;
 use super::query::{Page, Query};
 use super::stored::versioned;
 use crate::backend::StoredEntity;
-use crate::backend::wire::{entity_from_json_str, entity_to_json_string};
+use crate::backend::wire::{EntityBody, entity_from_json_str};
 use crate::entity::{
     DynamicEntity, Entity, Versioned, is_reserved, refuse_reserved_properties, validate_entity,
 };
@@ -123,11 +123,12 @@ impl DynamicEntity {
     /// [`Error::Invalid`] naming the row if it cannot be written (no row
     /// of a table fails).
     pub fn to_json_line(&self) -> Result<String> {
-        entity_to_json_string(
+        EntityBody::new(
             self.partition_key.as_str(),
             self.row_key.as_str(),
             &self.properties,
         )
+        .to_text()
     }
 
     /// A row read back from one line of an export (see

@@ -68,12 +68,9 @@ pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<Ba
         }
         match op.data() {
             Some(d) => {
-                let json = wire::entity_to_json_string(
-                    d.partition_key.as_str(),
-                    d.row_key.as_str(),
-                    &d.properties,
-                )
-                .map_err(|e| Error::invalid(format!("batch operation {i}"), e.to_string()))?;
+                let json = wire::EntityBody::of(d)
+                    .to_text()
+                    .map_err(|e| Error::invalid(format!("batch operation {i}"), e.to_string()))?;
                 // Only an insert answers with the entity unless asked not
                 // to; the other writes answer 204 with no body anyway.
                 let prefer = match op {

@@ -111,7 +111,7 @@ pub(super) fn stored_from_wire(
 /// The properties as the service will store them (date-times cut to 100 ns
 /// and so on).
 pub(super) fn stored_form(d: &EntityData) -> Properties {
-    let json = wire::entity_to_json(d.partition_key.as_str(), d.row_key.as_str(), &d.properties);
+    let json = wire::EntityBody::of(d).to_map();
     match wire::entity_from_json("", &json) {
         Ok(w) => w.properties,
         Err(_) => d.properties.clone(),
@@ -121,8 +121,7 @@ pub(super) fn stored_form(d: &EntityData) -> Properties {
 /// The body of a single-entity write, non-ASCII escaped (see the module
 /// doc of `backend::azure`).
 pub(super) fn entity_body(d: &EntityData) -> Result<Bytes> {
-    let text = wire::EntityBody::new(d.partition_key.as_str(), d.row_key.as_str(), &d.properties)
-        .to_ascii_text()?;
+    let text = wire::EntityBody::of(d).to_ascii_text()?;
     Ok(Bytes::from(text))
 }
 

@@ -15,7 +15,7 @@ use serde_json::{Map, Value as Json};
 use uuid::Uuid;
 
 use crate::datetime;
-use crate::entity::{Properties, Value};
+use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, Result};
 
 /// What follows a property's name in the key of its type annotation.
@@ -56,6 +56,15 @@ impl<'a> EntityBody<'a> {
             row_key,
             properties,
         }
+    }
+
+    /// The body of a row.
+    pub(crate) fn of(data: &'a EntityData) -> Self {
+        Self::new(
+            data.partition_key.as_str(),
+            data.row_key.as_str(),
+            &data.properties,
+        )
     }
 
     /// The body text.
@@ -484,25 +493,4 @@ fn format_i64(i: i64, buf: &mut [u8; 20]) -> std::result::Result<&str, std::str:
         buf[at] = b'-';
     }
     std::str::from_utf8(&buf[at..])
-}
-
-/// The request body of an entity as a JSON object (see [`EntityBody`]).
-pub(crate) fn entity_to_json(
-    partition_key: &str,
-    row_key: &str,
-    props: &Properties,
-) -> Map<String, Json> {
-    EntityBody::new(partition_key, row_key, props).to_map()
-}
-
-/// The request body text of an entity (see [`EntityBody`]).
-///
-/// # Errors
-/// [`Error::Invalid`] if serialization fails (it does not for any bag).
-pub(crate) fn entity_to_json_string(
-    partition_key: &str,
-    row_key: &str,
-    props: &Properties,
-) -> Result<String> {
-    EntityBody::new(partition_key, row_key, props).to_text()
 }

@@ -40,7 +40,7 @@ mod encode;
 #[cfg(feature = "azure")]
 pub(crate) use decode::{ParsedEntity, WireEntity, entity_from_parsed};
 pub(crate) use decode::{entity_from_json, entity_from_json_str};
-pub(crate) use encode::{EntityBody, entity_to_json, entity_to_json_string};
+pub(crate) use encode::EntityBody;
 
 #[cfg(test)]
 mod tests;

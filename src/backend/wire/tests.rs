@@ -10,6 +10,14 @@ use super::decode::WireEntity;
 use super::*;
 use crate::entity::{Properties, Value};
 
+fn entity_to_json(pk: &str, rk: &str, props: &Properties) -> Map<String, Json> {
+    EntityBody::new(pk, rk, props).to_map()
+}
+
+fn entity_to_json_string(pk: &str, rk: &str, props: &Properties) -> crate::Result<String> {
+    EntityBody::new(pk, rk, props).to_text()
+}
+
 fn old_text(pk: &str, rk: &str, props: &Properties) -> String {
     serde_json::to_string(&reference::entity_to_json(pk, rk, props)).unwrap()
 }
@@ -368,7 +376,8 @@ mod derived {
     use time::macros::datetime;
     use uuid::Uuid;
 
-    use super::super::{entity_from_json, entity_to_json};
+    use super::super::entity_from_json;
+    use super::entity_to_json;
     use crate::entity::{Entity, EntityData};
     use crate::error::{Error, Result};
     use crate::key::{PartitionKey, RowKey};
@@ -588,7 +597,8 @@ mod round_trips {
     use proptest::prelude::*;
     use time::OffsetDateTime;
 
-    use super::super::{EntityBody, entity_from_json, entity_to_json};
+    use super::super::{EntityBody, entity_from_json};
+    use super::entity_to_json;
     use crate::datetime;
     use crate::entity::{Properties, Value};
 
@@ -930,9 +940,10 @@ mod direct_reads {
     use proptest::prelude::*;
     use serde_json::Value as Json;
 
+    use super::entity_to_json;
     use super::round_trips::{date_time, properties, valid_key};
     use super::{new_read, old_read};
-    use crate::backend::wire::{direct, entity_to_json};
+    use crate::backend::wire::direct;
     use crate::datetime;
     use crate::entity::Properties;
 
