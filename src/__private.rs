@@ -218,25 +218,15 @@ pub fn key_part<K>(
 }
 
 /// The partition key of the `N` rendered [`FixedKeyPart`]s, which the derive
-/// checked fit ([`fixed_parts_fit`]).
+/// checked fit ([`fixed_parts_fit`]), or of a constant it checked.
 pub fn fixed_partition_key<const N: usize>(parts: [String; N]) -> PartitionKey {
     PartitionKey::from_valid(join_key_parts(parts))
 }
 
 /// The row key of the `N` rendered [`FixedKeyPart`]s, which the derive checked
-/// fit ([`fixed_parts_fit`]).
+/// fit ([`fixed_parts_fit`]), or of a constant it checked.
 pub fn fixed_row_key<const N: usize>(parts: [String; N]) -> RowKey {
     RowKey::from_valid(join_key_parts(parts))
-}
-
-/// A constant partition key, checked at compile time by the derive.
-pub fn constant_partition_key(key: &'static str) -> PartitionKey {
-    PartitionKey::from_valid(key.to_owned())
-}
-
-/// A constant row key, checked at compile time by the derive.
-pub fn constant_row_key(key: &'static str) -> RowKey {
-    RowKey::from_valid(key.to_owned())
 }
 
 /// Names the row of a decoding result's [`Error::Decode`] that names none.
@@ -257,7 +247,7 @@ pub fn in_row<T>(partition_key: &PartitionKey, row_key: &RowKey, decoded: Result
 ///
 /// # Errors [`Error::Invalid`] if the body cannot be written (it can for any bag).
 pub fn wire_body(partition_key: &str, row_key: &str, properties: &Properties) -> Result<String> {
-    crate::backend::wire::entity_to_json_string(partition_key, row_key, properties)
+    crate::backend::wire::EntityBody::new(partition_key, row_key, properties).to_text()
 }
 
 /// Reads a JSON entity body as the Azure backend reads replies, for leasehold's

@@ -243,9 +243,9 @@ pub fn builders(model: &Model<'_>) -> TokenStream {
             ),
         };
         let from = format_ident!("{}", from);
-        let (constant_builder, fixed_builder) = match kind {
-            KeyKind::Partition => (quote!(constant_partition_key), quote!(fixed_partition_key)),
-            KeyKind::Row => (quote!(constant_row_key), quote!(fixed_row_key)),
+        let fixed_builder = match kind {
+            KeyKind::Partition => quote!(fixed_partition_key),
+            KeyKind::Row => quote!(fixed_row_key),
         };
         if let Some(value) = constant {
             let doc = format!(
@@ -255,7 +255,7 @@ pub fn builders(model: &Model<'_>) -> TokenStream {
             out.extend(quote! {
                 #[doc = #doc]
                 #vis fn #from() -> #ty {
-                    #p::#constant_builder(#value)
+                    #p::#fixed_builder([#p::String::from(#value)])
                 }
             });
             if matches!(kind, KeyKind::Row) {
