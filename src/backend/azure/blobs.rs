@@ -307,38 +307,72 @@ impl AzureBackend {
             .map_err(|f| f.into_error(what()))
     }
 
-    /// A conditional blob write whose earlier attempt may have been applied
-    /// failed its condition: it succeeded if the blob now holds what was
-    /// written (body when given, and metadata).
-    async fn blob_after_lost_reply(
+    /// A blob write (`put_blob` with its body, `set_blob_metadata` without)
+    /// under the retry policy. A condition failing after an attempt that may
+    /// have been applied is read back: the write succeeded if the blob now
+    /// holds what was written (body when given, and metadata).
+    async fn write_blob<F, Fut>(
         &self,
+        operation: &'static str,
         container: &ContainerName,
         blob: &BlobName,
         body: Option<&[u8]>,
         metadata: &Metadata,
-        failure: Failure,
-        what: &str,
-    ) -> Result<ETag> {
-        let stored = match body {
-            Some(_) => self.get_blob(container, blob).await?,
-            None => self
-                .blob_properties(container, blob)
-                .await?
-                .map(|properties| Blob {
-                    body: Vec::new(),
-                    properties,
-                }),
-        };
-        match stored {
-            Some(s)
-                if body.is_none_or(|b| b == s.body.as_slice())
-                    && same_metadata(&s.properties.metadata, metadata) =>
-            {
-                tracing::debug!("blob write retried after a lost reply: the stored blob is ours");
-                Ok(s.properties.etag)
-            }
-            _ => Err(failure.into_error(what)),
-        }
+        send: F,
+    ) -> Result<ETag>
+    where
+        F: Fn(BlobClient) -> Fut,
+        Fut: Future<Output = std::result::Result<ETag, Failure>>,
+    {
+        check_blob_name(blob)?;
+        validate_metadata(metadata)?;
+        let what = &|| blob_what(container, blob);
+        let send = &send;
+        self.on_blob(
+            operation,
+            container,
+            blob,
+            what,
+            |client, earlier| async move {
+                let f = match send(client).await {
+                    Err(f)
+                        if earlier.may_have_applied
+                            && matches!(
+                                f.status(),
+                                Some(
+                                    (412, Some("ConditionNotMet"))
+                                        | (409, Some("BlobAlreadyExists"))
+                                )
+                            ) =>
+                    {
+                        f
+                    }
+                    sent => return sent,
+                };
+                let stored = match body {
+                    Some(_) => self.get_blob(container, blob).await,
+                    None => self.blob_properties(container, blob).await.map(|p| {
+                        p.map(|properties| Blob {
+                            body: Vec::new(),
+                            properties,
+                        })
+                    }),
+                };
+                match stored.map_err(Failure::Fatal)? {
+                    Some(s)
+                        if body.is_none_or(|b| b == s.body.as_slice())
+                            && same_metadata(&s.properties.metadata, metadata) =>
+                    {
+                        tracing::debug!(
+                            "blob write retried after a lost reply: the stored blob is ours"
+                        );
+                        Ok(s.properties.etag)
+                    }
+                    _ => Err(Failure::Fatal(f.into_error(what()))),
+                }
+            },
+        )
+        .await
     }
 
     /// One un-ranged `GET` (see the module doc).
@@ -458,18 +492,16 @@ impl BlobBackend for AzureBackend {
         metadata: &Metadata,
         conditions: &BlobConditions,
     ) -> Result<ETag> {
-        check_blob_name(blob)?;
-        validate_metadata(metadata)?;
-        let what = &|| blob_what(container, blob);
         let body = &body;
-        self.on_blob(
+        self.write_blob(
             "put_blob",
             container,
             blob,
-            what,
-            |client, earlier| async move {
-                // One Put Blob whatever the size (above this the client
-                // stages blocks: several requests, not atomic).
+            Some(body),
+            metadata,
+            |client| async move {
+                // One Put Blob whatever the size (above this the client stages
+                // blocks: several requests, not atomic).
                 let options = conditioned!(
                     BlockBlobClientUploadOptions,
                     conditions,
@@ -478,35 +510,10 @@ impl BlobBackend for AzureBackend {
                 );
                 let client = client.block_blob_client();
                 let upload = client.upload(RequestContent::from(body.clone()), Some(options));
-                match self.attempt(upload).await {
-                    Ok(r) => Ok(ETag::new(
-                        r.etag
-                            .ok_or_else(|| bad_reply("the Put Blob reply has no ETag".to_owned()))?
-                            .to_string(),
-                    )),
-                    Err(f)
-                        if earlier.may_have_applied
-                            && matches!(
-                                f.status(),
-                                Some(
-                                    (412, Some("ConditionNotMet"))
-                                        | (409, Some("BlobAlreadyExists"))
-                                )
-                            ) =>
-                    {
-                        self.blob_after_lost_reply(
-                            container,
-                            blob,
-                            Some(body),
-                            metadata,
-                            f,
-                            &what(),
-                        )
-                        .await
-                        .map_err(Failure::Fatal)
-                    }
-                    Err(f) => Err(f),
-                }
+                let etag = self.attempt(upload).await?.etag;
+                let etag =
+                    etag.ok_or_else(|| bad_reply("the Put Blob reply has no ETag".to_owned()))?;
+                Ok(ETag::new(etag.to_string()))
             },
         )
         .await
@@ -552,36 +559,22 @@ impl BlobBackend for AzureBackend {
         metadata: &Metadata,
         conditions: &BlobConditions,
     ) -> Result<ETag> {
-        check_blob_name(blob)?;
-        validate_metadata(metadata)?;
-        let what = &|| blob_what(container, blob);
-        self.on_blob(
+        self.write_blob(
             "set_blob_metadata",
             container,
             blob,
-            what,
-            |client, earlier| async move {
+            None,
+            metadata,
+            |client| async move {
                 let options = conditioned!(BlobClientSetMetadataOptions, conditions);
                 let metadata_map = sdk_metadata(metadata);
-                match self
+                let r = self
                     .attempt(client.set_metadata(&metadata_map, Some(options)))
-                    .await
-                {
-                    Ok(r) => Ok(ETag::new(
-                        header_value(r.headers(), &HeaderName::from_static("etag")).ok_or_else(
-                            || bad_reply("the Set Blob Metadata reply has no ETag".to_owned()),
-                        )?,
-                    )),
-                    Err(f)
-                        if earlier.may_have_applied
-                            && matches!(f.status(), Some((412, Some("ConditionNotMet")))) =>
-                    {
-                        self.blob_after_lost_reply(container, blob, None, metadata, f, &what())
-                            .await
-                            .map_err(Failure::Fatal)
-                    }
-                    Err(f) => Err(f),
-                }
+                    .await?;
+                let etag = header_value(r.headers(), &HeaderName::from_static("etag"));
+                Ok(ETag::new(etag.ok_or_else(|| {
+                    bad_reply("the Set Blob Metadata reply has no ETag".to_owned())
+                })?))
             },
         )
         .await
