@@ -74,7 +74,8 @@ fn scrub_sig_params(text: &str) -> String {
 }
 
 /// A foreign error's chain, each level's text scrubbed: the source a
-/// leasehold error keeps.
+/// leasehold error keeps. Also what happened to a request that got no reply
+/// (the `text`), with the failure beneath.
 #[derive(Debug)]
 pub(crate) struct Scrubbed {
     text: String,
@@ -83,12 +84,22 @@ pub(crate) struct Scrubbed {
 
 impl Scrubbed {
     pub(crate) fn chain(e: &(dyn std::error::Error + 'static), redactor: &Redactor) -> Self {
+        let next = e.source().map(|next| Scrubbed::chain(next, redactor));
+        Scrubbed::new(redactor.scrub(&e.to_string()), next)
+    }
+
+    pub(crate) fn new(text: String, next: Option<Scrubbed>) -> Self {
         Scrubbed {
-            text: redactor.scrub(&e.to_string()),
-            next: e
-                .source()
-                .map(|next| Box::new(Scrubbed::chain(next, redactor))),
+            text,
+            next: next.map(Box::new),
         }
+    }
+}
+
+#[cfg(test)]
+impl From<&str> for Scrubbed {
+    fn from(text: &str) -> Self {
+        Scrubbed::new(text.to_owned(), None)
     }
 }
 
@@ -101,35 +112,6 @@ impl fmt::Display for Scrubbed {
 impl std::error::Error for Scrubbed {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.next.as_deref().map(|e| e as _)
-    }
-}
-
-/// What happened to a request that got no reply, and the failure beneath.
-#[derive(Debug)]
-pub(crate) struct NoReply {
-    message: String,
-    cause: Option<Box<dyn std::error::Error + Send + Sync>>,
-}
-
-impl NoReply {
-    pub(crate) fn new(
-        message: String,
-        cause: Option<Box<dyn std::error::Error + Send + Sync>>,
-    ) -> Self {
-        NoReply { message, cause }
-    }
-}
-
-#[cfg(test)]
-impl From<&str> for NoReply {
-    fn from(message: &str) -> Self {
-        NoReply::new(message.to_owned(), None)
-    }
-}
-
-impl fmt::Display for NoReply {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
     }
 }
 
@@ -149,9 +131,9 @@ pub(crate) enum Failure {
     /// The service answered with an error status and code.
     Status { status: u16, code: Option<String> },
     /// The request certainly did not reach the service.
-    NotSent(NoReply),
+    NotSent(Scrubbed),
     /// No complete reply came back: it may have been applied.
-    ReplyLost(NoReply),
+    ReplyLost(Scrubbed),
     /// Not a service or transport failure; never retried.
     Fatal(Error),
 }
@@ -207,12 +189,9 @@ impl Failure {
                 source: Some(Box::new(Scrubbed::chain(&failure.source, redactor))),
             });
         }
-        let scrubbed =
-            |e: &(dyn std::error::Error + 'static)| -> Box<dyn std::error::Error + Send + Sync> {
-                Box::new(Scrubbed::chain(e, redactor))
-            };
+        let scrubbed = |e: &(dyn std::error::Error + 'static)| Scrubbed::chain(e, redactor);
         if let Some(t) = e.downcast_ref::<TransportError>() {
-            let why = NoReply::new(
+            let why = Scrubbed::new(
                 redactor.scrub(&t.message),
                 t.cause.as_ref().map(|c| scrubbed(c)),
             );
@@ -228,13 +207,13 @@ impl Failure {
         match kind {
             // A pipeline policy's refused connection (such as an injected
             // fault): certainly not sent.
-            ErrorKind::Connection => Failure::NotSent(NoReply::new(message, inner)),
+            ErrorKind::Connection => Failure::NotSent(Scrubbed::new(message, inner)),
             ErrorKind::Io if connection_refused(&e) => {
-                Failure::NotSent(NoReply::new(message, inner))
+                Failure::NotSent(Scrubbed::new(message, inner))
             }
             // Reading a reply body failed after the status arrived, or a
             // pipeline policy lost the reply.
-            ErrorKind::Io => Failure::ReplyLost(NoReply::new(message, inner)),
+            ErrorKind::Io => Failure::ReplyLost(Scrubbed::new(message, inner)),
             _ => Failure::Fatal(
                 Error::client(format!("unexpected reply or client error: {message}"))
                     .with_source(scrubbed(&e)),
@@ -316,9 +295,9 @@ impl From<Error> for Failure {
 }
 
 /// `error` with the failure beneath `why` as its source.
-fn with_cause(error: Error, why: NoReply) -> Error {
-    match why.cause {
-        Some(cause) => error.with_source(cause),
+fn with_cause(error: Error, why: Scrubbed) -> Error {
+    match why.next {
+        Some(cause) => error.with_source(*cause),
         None => error,
     }
 }

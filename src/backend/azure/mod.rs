@@ -129,9 +129,9 @@ impl AzureBackend {
         tokio::time::timeout(limit, fut).map(move |done| match done {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(Failure::from_azure(e, &self.inner.redactor)),
-            Err(elapsed) => Err(Failure::ReplyLost(errors::NoReply::new(
+            Err(elapsed) => Err(Failure::ReplyLost(errors::Scrubbed::new(
                 format!("no reply within {limit:?}"),
-                Some(Box::new(elapsed)),
+                Some(errors::Scrubbed::chain(&elapsed, &self.inner.redactor)),
             ))),
         })
     }
