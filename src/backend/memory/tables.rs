@@ -10,9 +10,9 @@ use super::clock::{WriteClock, entity_etag};
 use crate::backend::{
     Precondition, QueryPage, QuerySpec, StoredEntity, TableCreation, TableOp, Version,
 };
-use crate::entity::{EntityData, Properties, entity_size, validate_entity};
+use crate::entity::{EntityData, entity_size, validate_entity};
 use crate::error::{Error, Result, what};
-use crate::key::{ETag, PartitionKey, RowKey, TableName};
+use crate::key::{PartitionKey, RowKey, TableName};
 use crate::query::{Continuation, Row};
 
 /// A row's position: the PartitionKey, a 0 unit, then the RowKey, all as
@@ -72,37 +72,19 @@ fn resume_position(partition_key: &str, row_key: &str) -> Position {
     }
 }
 
-/// One stored entity.
-#[derive(Debug, Clone)]
-struct StoredRow {
-    partition_key: PartitionKey,
-    row_key: RowKey,
-    properties: Properties,
-    timestamp: OffsetDateTime,
-    etag: ETag,
-}
-
-impl StoredRow {
-    fn to_entity(&self, select: Option<&[String]>) -> StoredEntity {
-        let mut properties = self.properties.clone();
-        if let Some(names) = select {
-            properties.retain_names(names);
-        }
-        StoredEntity {
-            data: EntityData {
-                partition_key: self.partition_key.clone(),
-                row_key: self.row_key.clone(),
-                properties,
-            },
-            etag: self.etag.clone(),
-            timestamp: self.timestamp,
-        }
+/// A stored row as a read returns it, with only the `select`ed properties
+/// when given.
+fn read_row(row: &StoredEntity, select: Option<&[String]>) -> StoredEntity {
+    let mut read = row.clone();
+    if let Some(names) = select {
+        read.data.properties.retain_names(names);
     }
+    read
 }
 
 #[derive(Debug, Default)]
 struct Table {
-    rows: BTreeMap<Position, StoredRow>,
+    rows: BTreeMap<Position, StoredEntity>,
 }
 
 /// What one checked operation will do once committed.
@@ -148,10 +130,10 @@ fn validate_op(table: &TableName, op: &TableOp) -> Result<()> {
 /// Checks a condition against the stored row (`None`: absent).
 fn check_condition(
     condition: &Precondition,
-    existing: Option<&StoredRow>,
+    existing: Option<&StoredEntity>,
     what: impl Fn() -> String,
 ) -> Result<()> {
-    let must_exist = |existing: Option<&StoredRow>| match existing {
+    let must_exist = |existing: Option<&StoredEntity>| match existing {
         Some(_) => Ok(()),
         None => Err(Error::from_service(404, Some("ResourceNotFound"), what())),
     };
@@ -206,7 +188,9 @@ impl Table {
             TableOp::Merge(mut d, condition) => {
                 let what = || entity_what(op_name, name, &d.partition_key, &d.row_key);
                 check_condition(&condition, existing, what)?;
-                let mut merged = existing.map(|r| r.properties.clone()).unwrap_or_default();
+                let mut merged = existing
+                    .map(|r| r.data.properties.clone())
+                    .unwrap_or_default();
                 merged.merge_from(&d.properties);
                 // Each part was valid; their union may not be. The caller
                 // could not know, so this is the service's own 400.
@@ -238,28 +222,18 @@ impl Table {
     /// Applies a checked plan at `timestamp`.
     fn commit(&mut self, plan: Planned, timestamp: OffsetDateTime) -> Option<Version> {
         match plan {
-            Planned::Put(EntityData {
-                partition_key,
-                row_key,
-                properties,
-            }) => {
+            Planned::Put(data) => {
                 let etag = entity_etag(timestamp);
-                let row = StoredRow {
-                    partition_key,
-                    row_key,
-                    properties,
+                let row = StoredEntity {
+                    data,
                     timestamp,
                     etag: etag.clone(),
                 };
-                let existing =
-                    with_position(row.partition_key.as_str(), row.row_key.as_str(), |p| {
-                        self.rows.get_mut(p)
-                    });
-                match existing {
+                let (pk, rk) = (row.data.partition_key.as_str(), row.data.row_key.as_str());
+                match with_position(pk, rk, |p| self.rows.get_mut(p)) {
                     Some(slot) => *slot = row,
                     None => {
-                        let at = position(row.partition_key.as_str(), row.row_key.as_str());
-                        self.rows.insert(at, row);
+                        self.rows.insert(position(pk, rk), row);
                     }
                 }
                 Some(Version { etag, timestamp })
@@ -320,7 +294,7 @@ impl TableStore {
         Ok(with_position(
             partition_key.as_str(),
             row_key.as_str(),
-            |p| t.rows.get(p).map(|r| r.to_entity(None)),
+            |p| t.rows.get(p).cloned(),
         ))
     }
 
@@ -404,19 +378,19 @@ impl TableStore {
             scanned += 1;
             let matches = spec.filter.as_ref().is_none_or(|f| {
                 f.matches(&Row {
-                    partition_key: row.partition_key.as_str(),
-                    row_key: row.row_key.as_str(),
+                    partition_key: row.data.partition_key.as_str(),
+                    row_key: row.data.row_key.as_str(),
                     timestamp: row.timestamp,
-                    properties: &row.properties,
+                    properties: &row.data.properties,
                 })
             });
             if matches {
-                entities.push(row.to_entity(select));
+                entities.push(read_row(row, select));
             }
         }
         let continuation = rows.next().map(|(_, row)| Continuation {
-            next_partition_key: row.partition_key.as_str().to_owned(),
-            next_row_key: Some(row.row_key.as_str().to_owned()),
+            next_partition_key: row.data.partition_key.as_str().to_owned(),
+            next_row_key: Some(row.data.row_key.as_str().to_owned()),
         });
         Ok(QueryPage {
             entities,
