@@ -183,23 +183,18 @@ async fn refresh_loop(weak: Weak<Shared>) {
         )
     };
     let mut backoff = fresh();
+    // When the held token is due for refresh (`None`: none is held).
+    let refresh_at = |shared: &Shared| {
+        let held = shared.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.as_ref().map(|h| h.refresh_at)
+    };
     loop {
-        let refresh_at = {
-            let Some(shared) = weak.upgrade() else { return };
-            let held = shared.held.lock().unwrap_or_else(PoisonError::into_inner);
-            match held.as_ref() {
-                Some(h) => h.refresh_at,
-                None => return,
-            }
+        let Some(at) = weak.upgrade().and_then(|shared| refresh_at(&shared)) else {
+            return;
         };
-        tokio::time::sleep_until(refresh_at).await;
+        tokio::time::sleep_until(at).await;
         let Some(shared) = weak.upgrade() else { return };
-        let due = {
-            let held = shared.held.lock().unwrap_or_else(PoisonError::into_inner);
-            held.as_ref()
-                .is_some_and(|h| h.refresh_at <= Instant::now())
-        };
-        if !due {
+        if refresh_at(&shared).is_none_or(|at| at > Instant::now()) {
             continue;
         }
         let result = {

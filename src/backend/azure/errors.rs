@@ -117,12 +117,7 @@ impl std::error::Error for Scrubbed {
 
 /// A reply body that is not what the service sends.
 pub(super) fn undecodable(what: impl fmt::Display, e: &serde_json::Error) -> Failure {
-    Failure::Fatal(Error::Backend {
-        status: None,
-        code: None,
-        message: format!("the {what} cannot be read: {e}"),
-        source: None,
-    })
+    Failure::Fatal(Error::client(format!("the {what} cannot be read: {e}")))
 }
 
 /// How one request attempt failed.
