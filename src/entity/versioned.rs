@@ -51,6 +51,7 @@ pub struct Versioned<E> {
 /// What a [`Versioned`] knows of the user properties stored at its version.
 /// While the entity is unchanged, its own encoding plus `extra` (usually
 /// none) is them: the copy is taken at the first mutable borrow.
+#[derive(Clone)]
 pub(crate) enum Stored<E> {
     /// Not known: a value made by [`Versioned::new`], or read through a
     /// projection.
@@ -62,19 +63,6 @@ pub(crate) enum Stored<E> {
     },
     /// Every stored property.
     Known(Arc<Properties>),
-}
-
-impl<E> Clone for Stored<E> {
-    fn clone(&self) -> Self {
-        match self {
-            Stored::Unknown => Stored::Unknown,
-            Stored::Unchanged { encode, extra } => Stored::Unchanged {
-                encode: *encode,
-                extra: extra.clone(),
-            },
-            Stored::Known(p) => Stored::Known(Arc::clone(p)),
-        }
-    }
 }
 
 impl<E: Entity> Versioned<E> {
