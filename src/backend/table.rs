@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use time::OffsetDateTime;
 
 use crate::backend::wire;
-use crate::entity::EntityData;
+use crate::entity::{EntityData, validate_entity};
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey};
 use crate::query::{Continuation, Filter};
@@ -125,10 +125,14 @@ impl TableOp {
         }
     }
 
-    /// Checks the operation's condition (see [`Precondition`]).
+    /// Checks what can be checked before sending: the operation's condition
+    /// (see [`Precondition`]) and the limits of the entity it writes.
     ///
     /// # Errors [`Error::Invalid`] naming the operation, its table and row.
-    pub(crate) fn validate_condition(&self, table: &str) -> Result<()> {
+    pub(crate) fn validate(&self, table: &str) -> Result<()> {
+        if let Some(d) = self.data() {
+            validate_entity(table, &d.partition_key, &d.row_key, &d.properties)?;
+        }
         match self {
             TableOp::Delete {
                 condition: Precondition::Upsert,

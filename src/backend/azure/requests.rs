@@ -6,7 +6,7 @@ use azure_core::http::{Method, RawResponse, Request, Url};
 
 use crate::backend::wire;
 use crate::backend::{Precondition, StoredEntity, TableOp, Version};
-use crate::entity::{EntityData, Properties, datetime, validate_entity};
+use crate::entity::{EntityData, Properties, datetime};
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 
@@ -227,20 +227,8 @@ pub(super) fn version_of(table: &TableName, reply: &RawResponse) -> Result<Versi
     version_from_etag(table, etag)
 }
 
-pub(super) fn entity_what(op: &str, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> String {
-    crate::error::what::entity(op, table.as_str(), pk, rk)
-}
-
 pub(super) fn op_what(table: &TableName, op: &TableOp) -> String {
-    entity_what(op.name(), table, op.partition_key(), op.row_key())
-}
-
-pub(super) fn validate_op(table: &TableName, op: &TableOp) -> Result<()> {
-    op.validate_condition(table.as_str())?;
-    if let Some(d) = op.data() {
-        validate_entity(table.as_str(), &d.partition_key, &d.row_key, &d.properties)?;
-    }
-    Ok(())
+    crate::error::what::entity(op.name(), table.as_str(), op.partition_key(), op.row_key())
 }
 
 #[cfg(test)]

@@ -9,9 +9,7 @@ use azure_core::http::{RawResponse, Request, Url};
 use super::auth::Service;
 use super::batch;
 use super::errors::{Failure, undecodable};
-use super::requests::{
-    self, entity_what, header, op_what, stored_form, stored_from_wire, validate_op, version_of,
-};
+use super::requests::{self, header, op_what, stored_form, stored_from_wire, version_of};
 use super::retry::Attempt;
 use super::{AzureBackend, SYSTEM};
 
@@ -285,7 +283,7 @@ impl TableBackend for AzureBackend {
             .run("get", |_| self.get_once(table, pk, rk))
             .await
             .map_err(|f| {
-                f.into_error(entity_what("get", table, pk, rk))
+                f.into_error(crate::error::what::entity("get", table.as_str(), pk, rk))
                     .for_row(table.as_str(), pk, rk)
             })
     }
@@ -297,7 +295,7 @@ impl TableBackend for AzureBackend {
         options: &WriteOptions,
     ) -> Result<Option<Version>> {
         let (op, write_log) = (&op, options.write_log());
-        validate_op(table, op)?;
+        op.validate(table.as_str())?;
         // Named only when something fails, not formatted for every
         // operation.
         let what = &|| op_what(table, op);
@@ -351,7 +349,7 @@ impl TableBackend for AzureBackend {
     async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
         validate_batch(table.as_str(), ops)?;
         for (i, op) in ops.iter().enumerate() {
-            validate_op(table, op).map_err(|e| match e {
+            op.validate(table.as_str()).map_err(|e| match e {
                 Error::Invalid { what, why } => {
                     Error::invalid(format!("batch operation {i}: {what}"), why)
                 }

@@ -10,7 +10,7 @@ use super::clock::{WriteClock, entity_etag};
 use crate::backend::{
     Precondition, QueryPage, QuerySpec, StoredEntity, TableCreation, TableOp, Version,
 };
-use crate::entity::{EntityData, entity_size, validate_entity};
+use crate::entity::{EntityData, entity_size};
 use crate::error::{Error, Result, what};
 use crate::key::{PartitionKey, RowKey, TableName};
 use crate::query::{Continuation, Row};
@@ -108,25 +108,6 @@ fn table_not_found(table: &TableName) -> Error {
         .for_table(table.as_str())
 }
 
-fn entity_what(
-    op: &str,
-    table: &TableName,
-    partition_key: &PartitionKey,
-    row_key: &RowKey,
-) -> String {
-    what::entity(op, table.as_str(), partition_key, row_key)
-}
-
-/// Checks what the caller can check before sending anything: the entity
-/// limits of every written entity, and that a delete has a condition.
-fn validate_op(table: &TableName, op: &TableOp) -> Result<()> {
-    op.validate_condition(table.as_str())?;
-    match op.data() {
-        Some(d) => validate_entity(table.as_str(), &d.partition_key, &d.row_key, &d.properties),
-        None => Ok(()),
-    }
-}
-
 /// Checks a condition against the stored row (`None`: absent).
 fn check_condition(
     condition: &Precondition,
@@ -175,18 +156,18 @@ impl Table {
                 Some(_) => Err(Error::from_service(
                     409,
                     Some("EntityAlreadyExists"),
-                    entity_what(op_name, name, &d.partition_key, &d.row_key),
+                    what::entity(op_name, name.as_str(), &d.partition_key, &d.row_key),
                 )),
                 None => Ok(Planned::Put(d)),
             },
             TableOp::Replace(d, condition) => {
                 check_condition(&condition, existing, || {
-                    entity_what(op_name, name, &d.partition_key, &d.row_key)
+                    what::entity(op_name, name.as_str(), &d.partition_key, &d.row_key)
                 })?;
                 Ok(Planned::Put(d))
             }
             TableOp::Merge(mut d, condition) => {
-                let what = || entity_what(op_name, name, &d.partition_key, &d.row_key);
+                let what = || what::entity(op_name, name.as_str(), &d.partition_key, &d.row_key);
                 check_condition(&condition, existing, what)?;
                 let mut merged = existing
                     .map(|r| r.data.properties.clone())
@@ -209,7 +190,7 @@ impl Table {
                 condition,
             } => {
                 check_condition(&condition, existing, || {
-                    entity_what(op_name, name, &partition_key, &row_key)
+                    what::entity(op_name, name.as_str(), &partition_key, &row_key)
                 })?;
                 Ok(Planned::Remove {
                     partition_key,
@@ -305,7 +286,7 @@ impl TableStore {
         table: &TableName,
         op: TableOp,
     ) -> Result<Option<Version>> {
-        validate_op(table, &op)?;
+        op.validate(table.as_str())?;
         let t = self.table_mut(table)?;
         let plan = t.plan(table, op)?;
         Ok(t.commit(plan, clock.tick()))
@@ -322,7 +303,7 @@ impl TableStore {
     ) -> Result<Vec<Option<Version>>> {
         crate::backend::validate_batch(table.as_str(), ops)?;
         for (index, op) in ops.iter().enumerate() {
-            validate_op(table, op).map_err(|e| match e {
+            op.validate(table.as_str()).map_err(|e| match e {
                 Error::Invalid { what, why } => Error::Invalid {
                     what: format!("operation {index} of batch on table `{table}`: {what}"),
                     why,
