@@ -1,6 +1,6 @@
 //! The data the blob side of a backend speaks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::time::Duration;
@@ -8,11 +8,67 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::key::{BlobName, ContainerName, ETag};
+use crate::key::{BlobName, ContainerName, ETag, shorten};
 
 /// Blob metadata: names (C# identifiers, case-insensitive in the service) to
 /// ASCII values.
 pub type Metadata = BTreeMap<String, String>;
+
+/// The most bytes of metadata (names and values) one blob may carry.
+const MAX_METADATA_BYTES: usize = 8 * 1024;
+
+/// Checks metadata as the service would: names are ASCII C# identifiers,
+/// unique ignoring case; values are printable ASCII (they travel as HTTP
+/// headers); names and values together take at most 8 KiB.
+pub(crate) fn validate_metadata(metadata: &Metadata) -> Result<()> {
+    let mut seen = HashSet::new();
+    let mut bytes = 0;
+    for (name, value) in metadata {
+        let what = || format!("blob metadata name {}", shorten(name));
+        let mut chars = name.chars();
+        let starts_well = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if !starts_well || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(Error::invalid(
+                what(),
+                "must be an ASCII identifier: a letter or `_`, then letters, digits or `_`",
+            ));
+        }
+        if !seen.insert(name.to_ascii_lowercase()) {
+            return Err(Error::invalid(
+                what(),
+                "appears twice ignoring case; metadata names are case-insensitive",
+            ));
+        }
+        // The value itself is never quoted back: metadata may hold anything.
+        if !value.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+            return Err(Error::invalid(
+                format!("value of blob metadata `{name}`"),
+                "must be printable ASCII",
+            ));
+        }
+        bytes += name.len() + value.len();
+    }
+    if bytes > MAX_METADATA_BYTES {
+        return Err(Error::invalid(
+            "blob metadata",
+            format!("is {bytes} bytes; the limit is {MAX_METADATA_BYTES}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a break period: whole seconds from 0 to 60.
+pub(crate) fn validate_break_period(period: Option<Duration>) -> Result<()> {
+    match period {
+        Some(p) if p > LeaseDuration::MAX || p.subsec_nanos() != 0 => Err(Error::invalid(
+            format!("lease break period {p:?}"),
+            "must be whole seconds from 0 to 60",
+        )),
+        _ => Ok(()),
+    }
+}
 
 /// A lease id. leasehold always proposes its own, so a retried acquire is
 /// recognised as the same request.

@@ -31,6 +31,7 @@ use super::auth::{Service, header_value};
 use super::connection::base_uri;
 use super::errors::Failure;
 use super::retry::Attempt;
+use crate::backend::blob::{validate_break_period, validate_metadata};
 use crate::backend::{
     Blob, BlobBackend, BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode,
     LeaseAction, LeaseDuration, LeaseId, LeaseInfo, LeaseKind, LeaseReply, LeaseState, Metadata,
@@ -79,31 +80,6 @@ fn sdk_duration(d: LeaseDuration) -> Result<i32> {
         LeaseDuration::Seconds(s) => i32::from(s),
         LeaseDuration::Infinite => -1,
     })
-}
-
-/// Metadata must travel as HTTP headers: names are C#-style identifiers in
-/// ASCII, values printable ASCII.
-fn validate_metadata(metadata: &Metadata) -> Result<()> {
-    for (name, value) in metadata {
-        let mut chars = name.chars();
-        let ok_name = chars
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ok_name {
-            return Err(Error::invalid(
-                format!("metadata name {}", shorten(name)),
-                "must be an ASCII identifier (a letter or `_`, then letters, digits or `_`)",
-            ));
-        }
-        if !value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-            return Err(Error::invalid(
-                format!("metadata value of `{name}`"),
-                "must be printable ASCII",
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn sdk_metadata(metadata: &Metadata) -> HashMap<String, String> {
@@ -758,14 +734,7 @@ impl BlobBackend for AzureBackend {
                 .await
             }
             LeaseAction::Break { period } => {
-                if let Some(p) = period
-                    && (p.subsec_nanos() != 0 || p > LeaseDuration::MAX)
-                {
-                    return Err(Error::invalid(
-                        format!("break period {p:?}"),
-                        "must be whole seconds from 0 to 60",
-                    ));
-                }
+                validate_break_period(period)?;
                 self.on_blob(
                     "break_lease",
                     container,

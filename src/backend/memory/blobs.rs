@@ -1,22 +1,19 @@
 //! The blob side: containers, block blobs with metadata, conditional writes
 //! and the lease checks on writes.
 
-use std::collections::{BTreeMap, HashSet};
-use std::time::Duration;
+use std::collections::BTreeMap;
 
 use tokio::time::Instant;
 
 use super::clock::{WriteClock, blob_etag};
-use super::leases::{Lease, MAX_BREAK_PERIOD, Refusal, WRITE_NO_BLOB_LEASE};
+use super::leases::{Lease, Refusal, WRITE_NO_BLOB_LEASE};
+use crate::backend::blob::{validate_break_period, validate_metadata};
 use crate::backend::{
     BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseAction, LeaseReply,
     Metadata,
 };
 use crate::error::{Error, Result, what};
-use crate::key::{BlobName, ContainerName, ETag, shorten};
-
-/// The most bytes of metadata (names and values) one blob may carry.
-const MAX_METADATA_BYTES: usize = 8 * 1024;
+use crate::key::{BlobName, ContainerName, ETag};
 
 #[derive(Debug, Clone)]
 struct StoredBlob {
@@ -70,59 +67,6 @@ fn container_not_found(what: String) -> Error {
 
 fn blob_not_found(what: String) -> Error {
     Error::from_service(404, Some("BlobNotFound"), what)
-}
-
-/// Checks metadata as the service would: names are ASCII C# identifiers,
-/// unique ignoring case; values are printable ASCII (they travel as HTTP
-/// headers); names and values together take at most 8 KiB.
-fn validate_metadata(metadata: &Metadata) -> Result<()> {
-    let mut seen = HashSet::new();
-    let mut bytes = 0;
-    for (name, value) in metadata {
-        let what = || format!("blob metadata name {}", shorten(name));
-        let mut chars = name.chars();
-        let starts_well = chars
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-        if !starts_well || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(Error::invalid(
-                what(),
-                "must be an ASCII identifier: a letter or `_`, then letters, digits or `_`",
-            ));
-        }
-        if !seen.insert(name.to_ascii_lowercase()) {
-            return Err(Error::invalid(
-                what(),
-                "appears twice ignoring case; metadata names are case-insensitive",
-            ));
-        }
-        // The value itself is never quoted back: metadata may hold anything.
-        if !value.bytes().all(|b| (b' '..=b'~').contains(&b)) {
-            return Err(Error::invalid(
-                format!("value of blob metadata `{name}`"),
-                "must be printable ASCII",
-            ));
-        }
-        bytes += name.len() + value.len();
-    }
-    if bytes > MAX_METADATA_BYTES {
-        return Err(Error::invalid(
-            "blob metadata",
-            format!("is {bytes} bytes; the limit is {MAX_METADATA_BYTES}"),
-        ));
-    }
-    Ok(())
-}
-
-/// Checks a break period: whole seconds from 0 to 60.
-pub(super) fn validate_break_period(period: Option<Duration>) -> Result<()> {
-    match period {
-        Some(p) if p > MAX_BREAK_PERIOD || p.subsec_nanos() != 0 => Err(Error::invalid(
-            format!("lease break period {p:?}"),
-            "must be whole seconds from 0 to 60",
-        )),
-        _ => Ok(()),
-    }
 }
 
 impl BlobStore {

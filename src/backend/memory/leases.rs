@@ -28,9 +28,6 @@ use tokio::time::Instant;
 
 use crate::backend::{LeaseDuration, LeaseId, LeaseInfo, LeaseState};
 
-/// The longest break period the service accepts.
-pub(super) const MAX_BREAK_PERIOD: Duration = Duration::from_secs(60);
-
 /// A refused lease or blob operation: the status and error code the service
 /// answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,8 +190,8 @@ impl Lease {
         }
     }
 
-    /// Break. `period` must already be checked against
-    /// [`MAX_BREAK_PERIOD`]. Returns the time until the lease is broken.
+    /// Break, with a checked `period`. Returns the time until the lease is
+    /// broken.
     ///
     /// With no period, a timed lease breaks when it would have expired, an
     /// infinite one at once, and a breaking one keeps its break time. A
