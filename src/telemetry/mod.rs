@@ -41,6 +41,8 @@ impl std::fmt::Debug for Telemetry {
     }
 }
 
+// Without the feature, every recording is a no-op that ignores its inputs.
+#[cfg_attr(not(feature = "opentelemetry"), allow(unused_variables))]
 impl Telemetry {
     /// The instruments of the global meter provider's `leasehold` meter.
     pub(crate) fn global() -> Self {
@@ -105,10 +107,7 @@ impl Telemetry {
             }
         }
         #[cfg(not(feature = "opentelemetry"))]
-        {
-            let _ = name;
-            fut
-        }
+        fut
     }
 
     /// An optimistic write is tried again after a conflict.
@@ -125,18 +124,16 @@ impl Telemetry {
         if let Some(i) = &self.instruments {
             i.renewal_lag(lag);
         }
-        #[cfg(not(feature = "opentelemetry"))]
-        let _ = lag;
     }
 
-    /// A unit waited `waited` for its partition locks, ending `outcome`.
-    pub(crate) fn lock_wait(&self, waited: Duration, outcome: LockOutcome) {
+    /// A unit waited `waited` for its partition locks, ending `outcome`:
+    /// `acquired`, `held` (past the timeout, or at once for a `try_`) or
+    /// `failed`.
+    pub(crate) fn lock_wait(&self, waited: Duration, outcome: &'static str) {
         #[cfg(feature = "opentelemetry")]
         if let Some(i) = &self.instruments {
-            i.lock_wait(waited, outcome.as_str());
+            i.lock_wait(waited, outcome);
         }
-        #[cfg(not(feature = "opentelemetry"))]
-        let _ = (waited, outcome);
     }
 
     /// A committed row still carrying its mark was finished by a reader
@@ -158,30 +155,6 @@ impl Telemetry {
                     i.expired_rows(table, outcome, n);
                 }
             }
-        }
-        #[cfg(not(feature = "opentelemetry"))]
-        let _ = (table, removed, kept);
-    }
-}
-
-/// How a wait for partition locks ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LockOutcome {
-    /// Every lock was taken.
-    Acquired,
-    /// A lock stayed held (past the timeout, or at once for a `try_`).
-    Held,
-    /// Taking a lock failed.
-    Failed,
-}
-
-impl LockOutcome {
-    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
-    fn as_str(self) -> &'static str {
-        match self {
-            LockOutcome::Acquired => "acquired",
-            LockOutcome::Held => "held",
-            LockOutcome::Failed => "failed",
         }
     }
 }
