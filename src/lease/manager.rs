@@ -16,7 +16,7 @@ use super::guard::LeaseGuard;
 use super::local::LocalLeases;
 use super::name::LeaseName;
 use super::options::{LeaseOptions, Settings};
-use super::registry::Registry;
+use super::reservation::Registry;
 use crate::telemetry::Telemetry;
 
 /// Hands out lease guards and the patterns built on them. Cheap to clone;
