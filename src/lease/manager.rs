@@ -163,14 +163,6 @@ impl ManagerInner {
     }
 }
 
-impl LeaseManager {
-    /// Whether a fresh acquire writes the owner entries itself
-    /// ([`LeaseOptions::with_owner_metadata`]).
-    pub(crate) fn records_owner_on_acquire(&self) -> bool {
-        self.inner.env.settings.options.owner_metadata
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

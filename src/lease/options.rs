@@ -278,14 +278,18 @@ impl Settings {
         self
     }
 
-    /// The blob that stores lease `name`: [`LeaseName::blob_name`], under
-    /// `{name_prefix}/` when there is a prefix.
-    pub(crate) fn blob_of(&self, name: &LeaseName) -> Result<BlobName> {
+    /// `encoded`, under `{name_prefix}/` when there is a prefix.
+    fn prefixed(&self, encoded: String) -> String {
         if self.name_prefix.is_empty() {
-            name.blob_name()
+            encoded
         } else {
-            BlobName::new(format!("{}/{}", self.name_prefix, name.encoded()))
+            format!("{}/{encoded}", self.name_prefix)
         }
+    }
+
+    /// The blob that stores lease `name`.
+    pub(crate) fn blob_of(&self, name: &LeaseName) -> Result<BlobName> {
+        BlobName::new(self.prefixed(name.encoded()))
     }
 
     /// The lease name a blob of this manager's container stores, if any.
@@ -307,11 +311,7 @@ impl Settings {
         } else {
             LeaseName::new(prefix)?.encoded()
         };
-        Ok(if self.name_prefix.is_empty() {
-            encoded
-        } else {
-            format!("{}/{encoded}", self.name_prefix)
-        })
+        Ok(self.prefixed(encoded))
     }
 }
 

@@ -171,7 +171,7 @@ async fn recheck(
     // A manager that records owners on acquire has just written its own
     // entry: what was there before is what the first read saw. Otherwise
     // the acquire's read shows a process that took the lock over since.
-    let records_owner = locks.records_owner_on_acquire();
+    let records_owner = locks.inner.env.settings.options.owner_metadata;
     let acquired = if records_owner {
         seen_acquired
     } else {
