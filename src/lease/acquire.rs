@@ -405,13 +405,11 @@ impl ManagerInner {
             Ok(Err(e)) => Attempt::Failed(e),
             Err(_) => {
                 debug!(id = %short_id(proposed), "deadline passed during an acquire; giving back whatever it takes");
-                let backend = self.env.backend.clone();
-                let container = self.env.settings.container.clone();
-                let blob = blob.clone();
+                let (env, blob) = (self.env.clone(), blob.clone());
                 tokio::spawn(
                     async move {
                         if let Ok(Some(_)) = attempt.await {
-                            let _ = backend.release_lease(&container, &blob, proposed).await;
+                            env.give_back(&blob, proposed);
                         }
                     }
                     .in_current_span(),
