@@ -33,7 +33,11 @@ pub(crate) struct Telemetry {
 
 impl std::fmt::Debug for Telemetry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.is_on() {
+        #[cfg(feature = "opentelemetry")]
+        let on = self.instruments.is_some();
+        #[cfg(not(feature = "opentelemetry"))]
+        let on = false;
+        f.write_str(if on {
             "Telemetry(on)"
         } else {
             "Telemetry(off)"
@@ -63,13 +67,6 @@ impl Telemetry {
         Telemetry {
             instruments: Some(Arc::new(Instruments::new(meter))),
         }
-    }
-
-    fn is_on(&self) -> bool {
-        #[cfg(feature = "opentelemetry")]
-        return self.instruments.is_some();
-        #[cfg(not(feature = "opentelemetry"))]
-        false
     }
 
     /// `backend`, counting and timing its requests on these instruments.
