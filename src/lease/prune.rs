@@ -185,10 +185,7 @@ async fn recheck(
             if !records_owner {
                 let at = crate::datetime::format(OffsetDateTime::now_utc());
                 let stamped = guard
-                    .update_metadata(|m| {
-                        m.retain(|k, _| !k.eq_ignore_ascii_case(META_ACQUIRED));
-                        m.insert(META_ACQUIRED.to_owned(), at);
-                    })
+                    .update_metadata(|m| super::document::meta_set(m, META_ACQUIRED, at))
                     .await;
                 // Unstamped, it is simply looked at again next time.
                 match stamped {

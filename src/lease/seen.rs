@@ -1,8 +1,5 @@
 //! [`SeenBlobs`]: what a lease manager last saw of its lease blobs, each at
 //! the ETag it had then (see the [module docs](super#reading-the-lease-blob)).
-//! Only pairs known to belong together are kept: a blob as read, as this
-//! manager created it, or as written under its lease with the ETag the
-//! write's reply carried; a write whose outcome is unknown forgets the blob.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
