@@ -174,6 +174,18 @@ impl LeaseGuard {
         }
     }
 
+    /// `result`'s value with the guard, or its error once the guard has
+    /// ended (what a pattern does when a step under a fresh lease fails).
+    pub(crate) async fn or_release<T>(self, result: Result<T>) -> Result<(Self, T)> {
+        match result {
+            Ok(value) => Ok((self, value)),
+            Err(e) => {
+                let _ = self.release().await;
+                Err(e)
+            }
+        }
+    }
+
     /// Ends the guard, deleting its wait queue and the lease blob under the
     /// lease id: `Ok(false)` when another process waits in the queue
     /// (nothing deleted, ended as [`LeaseGuard::release`] ends it).

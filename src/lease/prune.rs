@@ -116,18 +116,12 @@ pub(crate) async fn examine(
             return Ok(Verdict::Held);
         };
         let keep = recheck(locks, &guard, seen_acquired, age).await;
-        match keep {
-            Ok(None) => {}
-            Ok(Some(verdict)) => {
-                if let Err(e) = guard.release().await {
-                    tracing::warn!(error = %e, "releasing a lock kept by pruning failed; it will expire");
-                }
-                return Ok(verdict);
+        let (guard, keep) = guard.or_release(keep).await?;
+        if let Some(verdict) = keep {
+            if let Err(e) = guard.release().await {
+                tracing::warn!(error = %e, "releasing a lock kept by pruning failed; it will expire");
             }
-            Err(e) => {
-                let _ = guard.release().await;
-                return Err(e);
-            }
+            return Ok(verdict);
         }
         match guard.delete_blob().await {
             Ok(true) => {

@@ -193,17 +193,10 @@ impl ManagerInner {
             until,
             cancelled_at: None,
         };
-        let seq = match guard
-            .core
+        let seq = (guard.core)
             .update_document(|doc| doc.push_reservation(record))
-            .await
-        {
-            Ok(seq) => seq,
-            Err(e) => {
-                let _ = guard.release().await;
-                return Err(e);
-            }
-        };
+            .await;
+        let (guard, seq) = guard.or_release(seq).await?;
         let status = guard.status();
         let entry = Arc::new(Entry {
             guard: AsyncMutex::new(Some(guard)),
