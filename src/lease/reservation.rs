@@ -1,7 +1,6 @@
-//! Job reservations (see [`Reservation`]), and a manager's live ones.
+//! Job reservations (see [`Reservation`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -13,8 +12,8 @@ use tracing::{Instrument, debug, info, info_span};
 use crate::error::{Error, Result};
 
 use super::document::{RESERVATION_LOG_LEN, ReservationRecord};
-use super::guard::{LeaseGuard, LeaseStatus};
-use super::manager::{AcquireMode, LeaseManager, ManagerInner};
+use super::guard::LeaseStatus;
+use super::manager::{AcquireMode, Entry, LeaseManager, ManagerInner};
 use super::name::LeaseName;
 
 /// The longest reservation.
@@ -216,40 +215,6 @@ impl ManagerInner {
             until,
             ends,
         }))
-    }
-}
-
-/// The live reservations of a manager.
-#[derive(Debug, Default)]
-pub(crate) struct Registry {
-    entries: Mutex<HashMap<LeaseName, Arc<Entry>>>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Entry {
-    pub(crate) guard: AsyncMutex<Option<LeaseGuard>>,
-    /// Cancelled when the reservation ends early.
-    pub(crate) cancel: CancellationToken,
-    pub(crate) status: LeaseStatus,
-    pub(crate) seq: u64,
-    pub(crate) until: Instant,
-}
-
-impl Registry {
-    pub(crate) fn get(&self, job: &LeaseName) -> Option<Arc<Entry>> {
-        self.lock().get(job).cloned()
-    }
-
-    pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<LeaseName, Arc<Entry>>> {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Removes `entry` if it is still the one registered for `job`.
-    pub(crate) fn remove(&self, job: &LeaseName, entry: &Arc<Entry>) {
-        let mut entries = self.lock();
-        if entries.get(job).is_some_and(|e| Arc::ptr_eq(e, entry)) {
-            entries.remove(job);
-        }
     }
 }
 
