@@ -379,17 +379,7 @@ impl ManagerInner {
                 .is_ok()
             {
                 debug!("took over a lease handed to a waiter that went away");
-                let sent = Instant::now();
-                return env
-                    .backend
-                    .acquire_lease(container, blob, env.settings.duration, proposed)
-                    .await
-                    .ok()
-                    .map(|acquired| Taken {
-                        id: proposed,
-                        sent,
-                        etag: acquired.etag,
-                    });
+                return self.take(blob, proposed).await.ok();
             }
         }
         None
@@ -415,13 +405,11 @@ impl ManagerInner {
             Ok(Err(e)) => Attempt::Failed(e),
             Err(_) => {
                 debug!(id = %short_id(proposed), "deadline passed during an acquire; giving back whatever it takes");
-                let backend = self.env.backend.clone();
-                let container = self.env.settings.container.clone();
-                let blob = blob.clone();
+                let (env, blob) = (self.env.clone(), blob.clone());
                 tokio::spawn(
                     async move {
                         if let Ok(Some(_)) = attempt.await {
-                            let _ = backend.release_lease(&container, &blob, proposed).await;
+                            env.give_back(&blob, proposed);
                         }
                     }
                     .in_current_span(),
@@ -439,24 +427,11 @@ impl ManagerInner {
         blob: &BlobName,
         proposed: LeaseId,
     ) -> Result<Option<Taken>> {
-        let env = &self.env;
-        let container = &env.settings.container;
         let mut created = 0;
         loop {
-            let sent = Instant::now();
-            let acquired = notes::expecting(
-                &[ErrorKind::NotFound, ErrorKind::LeaseHeld],
-                env.backend
-                    .acquire_lease(container, blob, env.settings.duration, proposed),
-            );
-            match acquired.await {
-                Ok(acquired) => {
-                    return Ok(Some(Taken {
-                        id: proposed,
-                        sent,
-                        etag: acquired.etag,
-                    }));
-                }
+            let expected = &[ErrorKind::NotFound, ErrorKind::LeaseHeld];
+            match notes::expecting(expected, self.take(blob, proposed)).await {
+                Ok(taken) => return Ok(Some(taken)),
                 Err(Error::LeaseHeld { .. }) => return Ok(None),
                 // Deleted since it was created (a sweep pruning lock blobs):
                 // create it again; one that keeps vanishing counts as held.
@@ -473,6 +448,16 @@ impl ManagerInner {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// One acquire of the blob lease with `id`.
+    async fn take(&self, blob: &BlobName, id: LeaseId) -> Result<Taken> {
+        let (env, sent) = (&self.env, Instant::now());
+        let acquired =
+            env.backend
+                .acquire_lease(&env.settings.container, blob, env.settings.duration, id);
+        let etag = acquired.await?.etag;
+        Ok(Taken { id, sent, etag })
     }
 
     /// Creates an empty lease blob (create-only), remembered as seen.

@@ -283,7 +283,7 @@ impl LeaseCore {
         let own = [Some(self.shared.id), self.registered_as];
         let sent = Instant::now();
         match queue.head_excluding(&own).await {
-            Ok(head) => head.map(|head| (head, sent.elapsed())),
+            Ok((head, _)) => head.map(|head| (head, sent.elapsed())),
             Err(e) => {
                 debug!(error = %e, "could not read the wait queue");
                 None

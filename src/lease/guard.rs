@@ -22,19 +22,13 @@ use super::local::{Ending, LocalSlot, Pending, SlotState};
 use super::name::LeaseName;
 use super::renew::LeaseShared;
 
-/// A held lease. Renewed in the background while it lives; ended by
-/// [`LeaseGuard::release`], or by dropping it (a best-effort release in the
-/// background; without a Tokio runtime the lease simply expires).
-///
-/// It dereferences to its [`LeaseStatus`] (`name`, `remaining`, `is_lost`,
-/// `ensure_valid`, `lost`, `cancellation_token`). Every write it makes to
-/// the lease blob carries the lease id; none is sent once the lease is
-/// known to be lost. `Debug` never shows the lease id.
+/// A held lease (see the [module docs](super)); it dereferences to its
+/// [`LeaseStatus`]. `Debug` never shows the lease id.
 #[must_use = "dropping a LeaseGuard releases the lease at once; hold it while you need the lease, then call `release().await`"]
 pub struct LeaseGuard {
     pub(crate) core: Arc<LeaseCore>,
     slot: Arc<LocalSlot>,
-    /// The local lock; `None` once the guard has ended.
+    /// `None` once the guard has ended.
     state: Option<OwnedMutexGuard<SlotState>>,
     /// Its token is cancelled when the lease is lost or this guard ends.
     status: LeaseStatus,
@@ -75,20 +69,19 @@ impl LeaseGuard {
         self.handed_over
     }
 
-    /// A cheap, cloneable view of this guard's validity, to give to tasks
-    /// doing the guarded work.
+    /// A cloneable view of this guard's validity, for the tasks doing the
+    /// guarded work.
     pub fn status(&self) -> LeaseStatus {
         self.status.clone()
     }
 
-    /// The lease blob's metadata as this process last read or wrote it
-    /// under this lease, read first if unknown (see the
+    /// The lease blob's metadata (see the
     /// [module docs](super#reading-the-lease-blob)).
     ///
     /// # Errors
     /// [`Error::LeaseLost`] when the lease is lost and the blob is unknown;
-    /// the backend's error; [`Error::Invalid`] when the body is not a lease
-    /// document.
+    /// the backend's error; [`Error::Invalid`] for a body that is not a
+    /// lease document.
     pub async fn metadata(&self) -> Result<Metadata> {
         Ok(self.core.snapshot().await?.metadata)
     }
@@ -97,9 +90,8 @@ impl LeaseGuard {
         self.core.snapshot().await
     }
 
-    /// Replaces the blob's metadata under the lease id with `f` applied to
-    /// the current metadata. Returns the metadata written. Keep leasehold's
-    /// own entries (`leasehold_*`) unless you mean to change them.
+    /// Replaces the blob's metadata under the lease with `f` applied, and
+    /// returns it. Keep leasehold's own entries (`leasehold_*`).
     ///
     /// # Errors
     /// [`Error::LeaseLost`] when the lease is lost (nothing is sent when
@@ -116,8 +108,8 @@ impl LeaseGuard {
         Ok(self.core.snapshot().await?.epoch())
     }
 
-    /// Increments the fencing epoch with a metadata write under the lease and
-    /// returns the new value, which no earlier holder had.
+    /// Increments the fencing epoch (a metadata write under the lease) and
+    /// returns it: no earlier holder had it.
     ///
     /// # Errors
     /// As [`LeaseGuard::update_metadata`].
@@ -132,10 +124,9 @@ impl LeaseGuard {
         Ok(next)
     }
 
-    /// Advances the fencing epoch (as [`LeaseGuard::advance_epoch`]) and
-    /// returns a [`Fence`] at it, for [`Table::fenced`](crate::Table::fenced).
-    /// Each call fences out the fences of earlier calls, so call it once per
-    /// hold and share the fence.
+    /// [`LeaseGuard::advance_epoch`], as a [`Fence`] for
+    /// [`Table::fenced`](crate::Table::fenced): call it once per hold and
+    /// share the fence (each call fences out the earlier ones).
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
@@ -155,8 +146,7 @@ impl LeaseGuard {
         Fence::new(self.name().as_str(), epoch)
     }
 
-    /// Whether another task of this process waits for this lease, so that
-    /// releasing it hands it over without a request.
+    /// Whether another task of this process waits for this lease.
     pub(crate) fn has_local_waiters(&self) -> bool {
         self.slot.has_waiters()
     }
@@ -168,13 +158,13 @@ impl LeaseGuard {
         self.has_local_waiters()
     }
 
-    /// Ends the guard: hands the blob lease to the next local task when one
-    /// waits (within the fairness bound), otherwise releases it.
+    /// Ends the guard: hands the lease to the next local task when one
+    /// waits (within the tenure bound), otherwise releases it.
     ///
     /// # Errors
-    /// [`Error::LeaseLost`] when the lease had been lost (the work done under
-    /// it may not have been exclusive); the backend's error when the release
-    /// request failed (the lease then expires on its own).
+    /// [`Error::LeaseLost`] when the lease had been lost (the work under it
+    /// may not have been exclusive); the backend's error when the release
+    /// failed (the lease then expires on its own).
     pub async fn release(mut self) -> Result<()> {
         let lost = self.core.shared.is_lost();
         match self.end() {
@@ -184,12 +174,21 @@ impl LeaseGuard {
         }
     }
 
-    /// Ends the guard by deleting its wait queue and the lease blob under
-    /// the lease id. `Ok(true)`: both are gone (the next acquire creates the
-    /// blob again); `Ok(false)`: another process waits in the queue, so
-    /// nothing was deleted and the guard ended as [`LeaseGuard::release`]
-    /// ends it. The guard ends either way; `Err` after a loss (nothing
-    /// deleted) or the backend's error.
+    /// `result`'s value with the guard, or its error once the guard has
+    /// ended (what a pattern does when a step under a fresh lease fails).
+    pub(crate) async fn or_release<T>(self, result: Result<T>) -> Result<(Self, T)> {
+        match result {
+            Ok(value) => Ok((self, value)),
+            Err(e) => {
+                let _ = self.release().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Ends the guard, deleting its wait queue and the lease blob under the
+    /// lease id: `Ok(false)` when another process waits in the queue
+    /// (nothing deleted, ended as [`LeaseGuard::release`] ends it).
     pub(crate) async fn delete_blob(self) -> Result<bool> {
         let deleted = async {
             if !self.core.remove_queue_if_idle().await? {
@@ -397,8 +396,7 @@ impl LeaseStatus {
         self.shared.remaining()
     }
 
-    /// Whether the lease is lost (the service refused it, or its local
-    /// deadline passed without a successful renewal).
+    /// Whether the lease is lost.
     pub fn is_lost(&self) -> bool {
         self.shared.is_lost()
     }

@@ -217,20 +217,18 @@ impl ManagerInner {
             } else {
                 guard.epoch().await
             };
-            let epoch = match epoch {
-                Ok(epoch) => epoch,
-                Err(e) => {
-                    let _ = guard.release().await;
-                    let kind = e.kind();
+            let (guard, epoch) = match guard.or_release(epoch).await {
+                Ok(held) => held,
+                Err(e)
                     if matches!(
-                        kind,
+                        e.kind(),
                         ErrorKind::Transient | ErrorKind::Timeout | ErrorKind::LeaseLost
-                    ) {
-                        warn!(error = %e, "could not start a term; campaigning again");
-                        continue;
-                    }
-                    return Err(e);
+                    ) =>
+                {
+                    warn!(error = %e, "could not start a term; campaigning again");
+                    continue;
                 }
+                Err(e) => return Err(e),
             };
             term += 1;
             info!(epoch, term, "became leader");

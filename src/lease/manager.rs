@@ -1,10 +1,13 @@
-//! [`LeaseManager`]: the entry point of leases; the patterns built on
-//! guards add their methods in their own files.
+//! [`LeaseManager`]: the entry point of leases (the patterns built on
+//! guards add their methods in their own files), and its live reservations.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use tokio::sync::Mutex as AsyncMutex;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::backend::{BlobBackend, LeaseDuration, notes};
 use crate::error::{Error, ErrorKind, Result};
@@ -12,11 +15,10 @@ use crate::key::ContainerName;
 
 use super::document::LeaseBlob;
 use super::env::LeaseEnv;
-use super::guard::LeaseGuard;
+use super::guard::{LeaseGuard, LeaseStatus};
 use super::local::LocalLeases;
 use super::name::LeaseName;
 use super::options::{LeaseOptions, Settings};
-use super::registry::Registry;
 use crate::telemetry::Telemetry;
 
 /// Hands out lease guards and the patterns built on them. Cheap to clone;
@@ -163,11 +165,38 @@ impl ManagerInner {
     }
 }
 
-impl LeaseManager {
-    /// Whether a fresh acquire writes the owner entries itself
-    /// ([`LeaseOptions::with_owner_metadata`]).
-    pub(crate) fn records_owner_on_acquire(&self) -> bool {
-        self.inner.env.settings.options.owner_metadata
+/// The live reservations of a manager
+/// ([`Reservation`](super::Reservation)s).
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    entries: Mutex<HashMap<LeaseName, Arc<Entry>>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub(crate) guard: AsyncMutex<Option<LeaseGuard>>,
+    /// Cancelled when the reservation ends early.
+    pub(crate) cancel: CancellationToken,
+    pub(crate) status: LeaseStatus,
+    pub(crate) seq: u64,
+    pub(crate) until: Instant,
+}
+
+impl Registry {
+    pub(crate) fn get(&self, job: &LeaseName) -> Option<Arc<Entry>> {
+        self.lock().get(job).cloned()
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<LeaseName, Arc<Entry>>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Removes `entry` if it is still the one registered for `job`.
+    pub(crate) fn remove(&self, job: &LeaseName, entry: &Arc<Entry>) {
+        let mut entries = self.lock();
+        if entries.get(job).is_some_and(|e| Arc::ptr_eq(e, entry)) {
+            entries.remove(job);
+        }
     }
 }
 

@@ -180,7 +180,6 @@ mod options;
 mod outage;
 pub(crate) mod prune;
 mod queue;
-mod registry;
 mod renew;
 mod reservation;
 mod seen;

@@ -8,13 +8,9 @@ use crate::key::{BlobName, ContainerName};
 use crate::lease::LeaseName;
 use crate::retry;
 
-/// Settings of a [`LeaseManager`](crate::lease::LeaseManager), checked by [`LeaseManager::new`](crate::lease::LeaseManager::new).
-///
-/// Defaults: 30 s leases renewed every 10 s (a third of the duration unless
-/// set), 1 s drift margin, container [`LeaseOptions::DEFAULT_CONTAINER`], acquire polling
-/// every 100 ms, owner identity `hostname-pid-random`, owner metadata
-/// written on acquire, tenures of up to 1000 units or 500 ms in a row, waits
-/// for a lease ending after 30 s of failing storage.
+/// Settings of a [`LeaseManager`](crate::lease::LeaseManager), checked by
+/// [`LeaseManager::new`](crate::lease::LeaseManager::new); each setter
+/// names its default.
 #[derive(Debug, Clone)]
 #[must_use = "LeaseOptions do nothing until given to `StoreBuilder::lease_options` or `LeaseManager::new`"]
 pub struct LeaseOptions {
@@ -92,12 +88,10 @@ impl LeaseOptions {
         self
     }
 
-    /// The bound of a tenure, the run of guards one process holds back to
-    /// back while other processes may want the lease: it ends after
-    /// `max_handovers` guards or `max_hold` (default: 1000 and 500 ms), and
-    /// the lease goes to the next process in the wait queue, if any. Shorter
-    /// tenures serve waiters sooner; longer ones lose less time to the
-    /// turns. See the [module docs](crate::lease#turns-between-processes).
+    /// The bound of a [tenure](crate::lease#turns-between-processes):
+    /// `max_handovers` guards or `max_hold` (default: 1000 and 500 ms).
+    /// Shorter tenures serve other processes sooner; longer ones lose less
+    /// time to the turns.
     pub fn with_handover_limit(mut self, max_handovers: u32, max_hold: Duration) -> Self {
         self.max_handovers = max_handovers;
         self.max_hold = max_hold;
@@ -119,11 +113,10 @@ impl LeaseOptions {
         /// The container that holds the lease blobs.
         with_container(container: ContainerName) => container = Some(container);
 
-        /// How long a task waiting for a lease held by another process pauses
+        /// How long a wait for a lease held by another process pauses
         /// between attempts (±10 %): from 10 ms to half the lease duration;
-        /// default 100 ms, one request per interval per waiter. Leader
-        /// candidates on standby back off from 50 ms to 1 s (or to this
-        /// interval when it is longer).
+        /// default 100 ms. Leader candidates on standby back off from 50 ms
+        /// to 1 s (or to this interval when it is longer).
         with_poll_interval(interval: Duration) => poll_interval = interval;
 
         /// The identity written as owner metadata and into reservation logs:
@@ -134,16 +127,12 @@ impl LeaseOptions {
         /// metadata (one metadata write after the acquire). Default: yes.
         with_owner_metadata(write: bool) => owner_metadata = write;
 
-        /// Seeds the jitter of acquire polling (for reproducible tests). Without
-        /// a seed each manager draws a random one.
+        /// Seeds the jitter of acquire polling (for reproducible tests).
         with_jitter_seed(seed: u64) => jitter_seed = Some(seed);
 
-        /// How long a call waiting for a lease keeps trying while storage keeps
-        /// failing before it gives up with [`Error::Unavailable`]: from 1 ms to
-        /// 24 hours; default 30 s. Any answer from the service starts the count
-        /// afresh; the calls of one manager share it, so tasks queued behind
-        /// one another do not each wait the bound again. A held lease is not
-        /// affected. See the [module docs](crate::lease#failing-storage).
+        /// How long a wait for a lease rides out failing storage before it
+        /// gives up with [`Error::Unavailable`]: from 1 ms to 24 hours;
+        /// default 30 s (see the [module docs](crate::lease#failing-storage)).
         with_unavailable_after(bound: Duration) => unavailable_after = bound;
     }
 
@@ -259,8 +248,7 @@ fn default_owner() -> String {
 
 impl Settings {
     /// The settings of the default options, in `container`, for leases of
-    /// `secs` seconds (clamped to 15 to 60): valid by construction, so a
-    /// store with default options is built without a check that could fail.
+    /// `secs` seconds (clamped to 15 to 60): valid without a check.
     pub(crate) fn defaults(container: ContainerName, owner_metadata: bool, secs: u8) -> Settings {
         let secs = secs.clamp(15, 60);
         let len = Duration::from_secs(u64::from(secs));
@@ -278,14 +266,18 @@ impl Settings {
         self
     }
 
-    /// The blob that stores lease `name`: [`LeaseName::blob_name`], under
-    /// `{name_prefix}/` when there is a prefix.
-    pub(crate) fn blob_of(&self, name: &LeaseName) -> Result<BlobName> {
+    /// `encoded`, under `{name_prefix}/` when there is a prefix.
+    fn prefixed(&self, encoded: String) -> String {
         if self.name_prefix.is_empty() {
-            name.blob_name()
+            encoded
         } else {
-            BlobName::new(format!("{}/{}", self.name_prefix, name.encoded()))
+            format!("{}/{encoded}", self.name_prefix)
         }
+    }
+
+    /// The blob that stores lease `name`.
+    pub(crate) fn blob_of(&self, name: &LeaseName) -> Result<BlobName> {
+        BlobName::new(self.prefixed(name.encoded()))
     }
 
     /// The lease name a blob of this manager's container stores, if any.
@@ -307,11 +299,7 @@ impl Settings {
         } else {
             LeaseName::new(prefix)?.encoded()
         };
-        Ok(if self.name_prefix.is_empty() {
-            encoded
-        } else {
-            format!("{}/{encoded}", self.name_prefix)
-        })
+        Ok(self.prefixed(encoded))
     }
 }
 

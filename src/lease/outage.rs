@@ -1,9 +1,7 @@
 //! How long a wait for a lease rides out failing storage (see the [module
-//! docs](super#failing-storage)): an [`Outage`] counts how long requests
-//! have failed without a single answer in between, and ends the wait with
-//! [`Error::Unavailable`] at the manager's bound. Calls of one manager join
-//! each other's run of failures, so tasks queued locally behind a task that
-//! gave up do not each wait the bound again.
+//! docs](super#failing-storage)). Calls of one manager join each other's
+//! run of failures, so tasks queued behind a task that gave up do not each
+//! wait the bound again.
 
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;

@@ -116,18 +116,12 @@ pub(crate) async fn examine(
             return Ok(Verdict::Held);
         };
         let keep = recheck(locks, &guard, seen_acquired, age).await;
-        match keep {
-            Ok(None) => {}
-            Ok(Some(verdict)) => {
-                if let Err(e) = guard.release().await {
-                    tracing::warn!(error = %e, "releasing a lock kept by pruning failed; it will expire");
-                }
-                return Ok(verdict);
+        let (guard, keep) = guard.or_release(keep).await?;
+        if let Some(verdict) = keep {
+            if let Err(e) = guard.release().await {
+                tracing::warn!(error = %e, "releasing a lock kept by pruning failed; it will expire");
             }
-            Err(e) => {
-                let _ = guard.release().await;
-                return Err(e);
-            }
+            return Ok(verdict);
         }
         match guard.delete_blob().await {
             Ok(true) => {
@@ -171,7 +165,7 @@ async fn recheck(
     // A manager that records owners on acquire has just written its own
     // entry: what was there before is what the first read saw. Otherwise
     // the acquire's read shows a process that took the lock over since.
-    let records_owner = locks.records_owner_on_acquire();
+    let records_owner = locks.inner.env.settings.options.owner_metadata;
     let acquired = if records_owner {
         seen_acquired
     } else {
@@ -185,10 +179,7 @@ async fn recheck(
             if !records_owner {
                 let at = crate::datetime::format(OffsetDateTime::now_utc());
                 let stamped = guard
-                    .update_metadata(|m| {
-                        m.retain(|k, _| !k.eq_ignore_ascii_case(META_ACQUIRED));
-                        m.insert(META_ACQUIRED.to_owned(), at);
-                    })
+                    .update_metadata(|m| super::document::meta_set(m, META_ACQUIRED, at))
                     .await;
                 // Unstamped, it is simply looked at again next time.
                 match stamped {

@@ -177,13 +177,17 @@ impl<'a> WaitQueue<'a> {
     }
 
     /// The first fresh registration whose id is not one of `own` (this
-    /// process's own, lingering while being removed); one read.
-    pub(crate) async fn head_excluding(&self, own: &[Option<LeaseId>]) -> Result<Option<Entry>> {
-        let (entries, _) = self.read().await?;
+    /// process's own, lingering while being removed), and the blob's ETag
+    /// (`None`: no queue blob); one read.
+    pub(crate) async fn head_excluding(
+        &self,
+        own: &[Option<LeaseId>],
+    ) -> Result<(Option<Entry>, Option<ETag>)> {
+        let (entries, etag) = self.read().await?;
         let now = self.now_ms();
-        Ok(entries
-            .into_iter()
-            .find(|e| self.is_fresh(e, now) && !own.contains(&Some(e.id))))
+        let head =
+            (entries.into_iter()).find(|e| self.is_fresh(e, now) && !own.contains(&Some(e.id)));
+        Ok((head, etag))
     }
 
     /// Deletes the queue blob, conditioned on the ETag read, unless a
@@ -192,17 +196,11 @@ impl<'a> WaitQueue<'a> {
     /// `Ok(true)`: no queue blob is left; `Ok(false)`: somebody waits.
     pub(crate) async fn remove_if_idle(&self, own: &[Option<LeaseId>]) -> Result<bool> {
         let env = self.env;
-        let (entries, etag) = self.read().await?;
-        let Some(etag) = etag else {
-            return Ok(true);
+        let etag = match self.head_excluding(own).await? {
+            (Some(_), _) => return Ok(false),
+            (None, None) => return Ok(true),
+            (None, Some(etag)) => etag,
         };
-        let now = self.now_ms();
-        if entries
-            .iter()
-            .any(|e| self.is_fresh(e, now) && !own.contains(&Some(e.id)))
-        {
-            return Ok(false);
-        }
         match env
             .backend
             .delete_blob(

@@ -13,9 +13,8 @@ use crate::error::{Error, Result};
 
 use super::document::{RESERVATION_LOG_LEN, ReservationRecord};
 use super::guard::LeaseStatus;
-use super::manager::{AcquireMode, LeaseManager, ManagerInner};
+use super::manager::{AcquireMode, Entry, LeaseManager, ManagerInner};
 use super::name::LeaseName;
-use super::registry::Entry;
 
 /// The longest reservation.
 const MAX_RESERVATION: Duration = Duration::from_secs(366 * 86_400);
@@ -193,17 +192,10 @@ impl ManagerInner {
             until,
             cancelled_at: None,
         };
-        let seq = match guard
-            .core
+        let seq = (guard.core)
             .update_document(|doc| doc.push_reservation(record))
-            .await
-        {
-            Ok(seq) => seq,
-            Err(e) => {
-                let _ = guard.release().await;
-                return Err(e);
-            }
-        };
+            .await;
+        let (guard, seq) = guard.or_release(seq).await?;
         let status = guard.status();
         let entry = Arc::new(Entry {
             guard: AsyncMutex::new(Some(guard)),

@@ -1,10 +1,7 @@
 //! [`SeenBlobs`]: what a lease manager last saw of its lease blobs, each at
 //! the ETag it had then (see the [module docs](super#reading-the-lease-blob)).
-//! Only pairs known to belong together are kept: a blob as read, as this
-//! manager created it, or as written under its lease with the ETag the
-//! write's reply carried; a write whose outcome is unknown forgets the blob.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::backend::Metadata;
@@ -24,8 +21,7 @@ pub(crate) struct SeenBlobs(Mutex<Seen>);
 #[derive(Debug, Default)]
 struct Seen {
     blobs: HashMap<BlobName, Entry>,
-    /// Blob names by when they were last remembered, oldest first.
-    order: BTreeMap<u64, BlobName>,
+    /// The stamp of the next blob remembered.
     next: u64,
 }
 
@@ -64,24 +60,18 @@ impl SeenBlobs {
             metadata: metadata.clone(),
             stamp,
         };
-        if let Some(old) = seen.blobs.insert(blob.clone(), entry) {
-            seen.order.remove(&old.stamp);
-        }
-        seen.order.insert(stamp, blob.clone());
-        while seen.blobs.len() > SEEN_CAPACITY {
-            let Some((_, oldest)) = seen.order.pop_first() else {
-                break;
-            };
-            seen.blobs.remove(&oldest);
+        seen.blobs.insert(blob.clone(), entry);
+        if seen.blobs.len() > SEEN_CAPACITY {
+            let oldest = (seen.blobs.iter())
+                .min_by_key(|(_, e)| e.stamp)
+                .map(|(b, _)| b.clone());
+            seen.blobs.retain(|b, _| Some(b) != oldest.as_ref());
         }
     }
 
     /// Forgets what was seen of `blob` (its content is unknown now).
     pub(crate) fn forget(&self, blob: &BlobName) {
-        let mut seen = self.lock();
-        if let Some(old) = seen.blobs.remove(blob) {
-            seen.order.remove(&old.stamp);
-        }
+        self.lock().blobs.remove(blob);
     }
 
     /// The document and metadata `blob` holds at `etag`, if that is the

@@ -22,7 +22,6 @@ use crate::lease::{LeaseGuard, LeaseName, META_ACQUIRED, META_OWNER};
 use crate::rows::tombstone::is_tombstone;
 use crate::table::Resolver;
 use crate::table::lock_name;
-use crate::telemetry::LockOutcome;
 
 /// The ETag of an entity as a unit shows it after staging a write to it: it
 /// has no stored version yet. Passing such a value back to the unit updates
@@ -160,10 +159,10 @@ impl Unit {
         env.telemetry().lock_wait(
             started.elapsed(),
             match &taken {
-                Ok(Some(_)) => LockOutcome::Acquired,
-                Ok(None) => LockOutcome::Held,
-                Err(e) if e.kind() == crate::ErrorKind::Timeout => LockOutcome::Held,
-                Err(_) => LockOutcome::Failed,
+                Ok(Some(_)) => "acquired",
+                Ok(None) => "held",
+                Err(e) if e.kind() == crate::ErrorKind::Timeout => "held",
+                Err(_) => "failed",
             },
         );
         let Some(guards) = taken? else {

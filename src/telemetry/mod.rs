@@ -33,7 +33,11 @@ pub(crate) struct Telemetry {
 
 impl std::fmt::Debug for Telemetry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.is_on() {
+        #[cfg(feature = "opentelemetry")]
+        let on = self.instruments.is_some();
+        #[cfg(not(feature = "opentelemetry"))]
+        let on = false;
+        f.write_str(if on {
             "Telemetry(on)"
         } else {
             "Telemetry(off)"
@@ -41,6 +45,8 @@ impl std::fmt::Debug for Telemetry {
     }
 }
 
+// Without the feature, every recording is a no-op that ignores its inputs.
+#[cfg_attr(not(feature = "opentelemetry"), allow(unused_variables))]
 impl Telemetry {
     /// The instruments of the global meter provider's `leasehold` meter.
     pub(crate) fn global() -> Self {
@@ -61,13 +67,6 @@ impl Telemetry {
         Telemetry {
             instruments: Some(Arc::new(Instruments::new(meter))),
         }
-    }
-
-    fn is_on(&self) -> bool {
-        #[cfg(feature = "opentelemetry")]
-        return self.instruments.is_some();
-        #[cfg(not(feature = "opentelemetry"))]
-        false
     }
 
     /// `backend`, counting and timing its requests on these instruments.
@@ -105,10 +104,7 @@ impl Telemetry {
             }
         }
         #[cfg(not(feature = "opentelemetry"))]
-        {
-            let _ = name;
-            fut
-        }
+        fut
     }
 
     /// An optimistic write is tried again after a conflict.
@@ -125,18 +121,16 @@ impl Telemetry {
         if let Some(i) = &self.instruments {
             i.renewal_lag(lag);
         }
-        #[cfg(not(feature = "opentelemetry"))]
-        let _ = lag;
     }
 
-    /// A unit waited `waited` for its partition locks, ending `outcome`.
-    pub(crate) fn lock_wait(&self, waited: Duration, outcome: LockOutcome) {
+    /// A unit waited `waited` for its partition locks, ending `outcome`:
+    /// `acquired`, `held` (past the timeout, or at once for a `try_`) or
+    /// `failed`.
+    pub(crate) fn lock_wait(&self, waited: Duration, outcome: &'static str) {
         #[cfg(feature = "opentelemetry")]
         if let Some(i) = &self.instruments {
-            i.lock_wait(waited, outcome.as_str());
+            i.lock_wait(waited, outcome);
         }
-        #[cfg(not(feature = "opentelemetry"))]
-        let _ = (waited, outcome);
     }
 
     /// A committed row still carrying its mark was finished by a reader
@@ -158,30 +152,6 @@ impl Telemetry {
                     i.expired_rows(table, outcome, n);
                 }
             }
-        }
-        #[cfg(not(feature = "opentelemetry"))]
-        let _ = (table, removed, kept);
-    }
-}
-
-/// How a wait for partition locks ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LockOutcome {
-    /// Every lock was taken.
-    Acquired,
-    /// A lock stayed held (past the timeout, or at once for a `try_`).
-    Held,
-    /// Taking a lock failed.
-    Failed,
-}
-
-impl LockOutcome {
-    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
-    fn as_str(self) -> &'static str {
-        match self {
-            LockOutcome::Acquired => "acquired",
-            LockOutcome::Held => "held",
-            LockOutcome::Failed => "failed",
         }
     }
 }
