@@ -245,15 +245,8 @@ impl IndexedWrites {
         // Writers losing races to each other step back as `update_with` does.
         let mut pauses = env.conflict_retry().backoff();
         for _ in 0..ATTEMPTS {
-            match (kind, &state) {
-                (Kind::Insert, State::Row(..)) => {
-                    return Err(Self::exists(op_name, table, &pk, &rk));
-                }
-                (Kind::Existing, State::Absent | State::Tombstone(_)) => {
-                    return Err(Self::not_found(op_name, table, &pk, &rk));
-                }
-                _ => {}
-            }
+            // Refused before any claim when the row is not as `op` needs.
+            let entity = self.entity_op(table, &op, &state, &pk, &rk)?;
             let super::Changes { claims, frees, .. } =
                 indexes.changes(state.properties(), after(&state).as_ref())?;
             if !claims.is_empty() || !frees.is_empty() {
@@ -276,33 +269,21 @@ impl IndexedWrites {
             // Refused as `ValueTaken` whether or not the row exists.
             claimed?;
             let freed = freed?;
-            let sent = match self.entity_op(table, &op, &state, &pk, &rk) {
-                Ok(entity) => {
-                    deadline::send_by(send_by, below.execute(table, entity, options))
-                        .await
-                        .map_err(|e| {
-                            if e.kind() == ErrorKind::LeaseLost
-                                && tokio::time::Instant::now() > send_by
-                            {
-                                return Error::Timeout {
-                                    what: format!(
-                                        "{}: not sent, {:?} after its claims (an entity's write must follow its claims within that time, or a claim or tombstone it relies on may be gone); the row is as it was, unless an earlier try of it landed",
-                                        crate::error::what::entity(op_name, table.as_str(), &pk, &rk),
-                                        super::SEND_WINDOW
-                                    ),
-                                    after: started.elapsed(),
-                                };
-                            }
-                            e.said_of(crate::error::what::entity(
-                                op_name,
-                                table.as_str(),
-                                &pk,
-                                &rk,
-                            ))
-                        })
-                }
-                Err(e) => Err(e),
-            };
+            let sent = deadline::send_by(send_by, below.execute(table, entity, options))
+                .await
+                .map_err(|e| {
+                    let what = crate::error::what::entity(op_name, table.as_str(), &pk, &rk);
+                    if e.kind() == ErrorKind::LeaseLost && tokio::time::Instant::now() > send_by {
+                        return Error::Timeout {
+                            what: format!(
+                                "{what}: not sent, {:?} after its claims (an entity's write must follow its claims within that time, or a claim or tombstone it relies on may be gone); the row is as it was, unless an earlier try of it landed",
+                                super::SEND_WINDOW
+                            ),
+                            after: started.elapsed(),
+                        };
+                    }
+                    e.said_of(what)
+                });
             match sent {
                 Ok(version) => {
                     claim::remove_freed(env, indexes, freed).await;

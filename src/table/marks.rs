@@ -236,30 +236,19 @@ impl<'a> Resolver<'a> {
 }
 
 impl TableEnv {
-    /// Row (`pk`, `rk`) of `table` as a reader outside any unit sees it
-    /// (see [`TableEnv::resolve_row`]).
+    /// Row (`pk`, `rk`) of `table` as a reader outside any unit sees it:
+    /// any mark on it resolved, a tombstone absent.
+    ///
+    /// # Errors
+    /// As [`Resolver::resolve`].
     pub(crate) async fn read_row(
         &self,
         table: &TableName,
         pk: &PartitionKey,
         rk: &RowKey,
     ) -> Result<Option<StoredEntity>> {
-        let row = self.backend().get(table, pk, rk).await?;
-        self.resolve_row(table, row).await
-    }
-
-    /// `row` of `table` as a reader outside any unit may see it: with any
-    /// mark on it resolved (see [`Resolver::resolve`]).
-    ///
-    /// # Errors
-    /// As [`Resolver::resolve`].
-    pub(crate) async fn resolve_row(
-        &self,
-        table: &TableName,
-        row: Option<StoredEntity>,
-    ) -> Result<Option<StoredEntity>> {
         let row = Resolver::new(self, Vec::new())
-            .resolve_opt(table, row)
+            .read(table, (pk, rk))
             .await?;
         Ok(row.filter(|r| !is_tombstone(&r.data.properties)))
     }
