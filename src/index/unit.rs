@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures_util::future::{join, try_join_all};
 
-use super::claim::{self, Freed, Keys};
+use super::claim::{self, Keys};
 use super::{Changes, Indexes, Key};
 use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::entity::Properties;
@@ -28,7 +28,7 @@ impl CommitClaims for UnitClaims {
 
 /// What a unit's commit does with index rows once it succeeded: the rows
 /// of the values it freed, per index table.
-struct FreedRows(Vec<(Indexes, Vec<Freed>)>);
+struct FreedRows(Vec<(Indexes, Vec<StoredEntity>)>);
 
 #[async_trait]
 impl AfterCommit for FreedRows {

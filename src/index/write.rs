@@ -14,7 +14,7 @@ use crate::entity::{EntityData, Properties};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 use crate::rows::tombstone::{self, is_tombstone};
-use crate::table::{IndexedWriter, Resolver, TableEnv};
+use crate::table::{IndexedWriter, Resolver, TableEnv, lost_race};
 
 /// How many times a write whose row changed under it (an unconditional
 /// write, or an insert meeting a tombstone) reads it again and starts over.
@@ -290,11 +290,7 @@ impl IndexedWrites {
                     return Ok(version);
                 }
                 Err(e) => {
-                    let raced = matches!(
-                        e.kind(),
-                        ErrorKind::Conflict | ErrorKind::NotFound | ErrorKind::AlreadyExists
-                    );
-                    if !raced || kind == Kind::At {
+                    if !lost_race(&e) || kind == Kind::At {
                         return Err(self.gone_if_tombstone(e, op_name, table, &pk, &rk).await?);
                     }
                     if let Some(pause) = pauses.next() {

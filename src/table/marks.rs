@@ -209,7 +209,7 @@ impl<'a> Resolver<'a> {
     /// errors of taking the lease.
     async fn fence(&self, primary: &PartitionKey) -> Result<()> {
         let started = tokio::time::Instant::now();
-        let timeout = self.env.lock_timeout();
+        let timeout = self.env.lock_timeout;
         let name = super::lock_name::lock_name(self.env.table_prefix(), primary)?;
         let mut pause = FENCE_FIRST_TRY;
         loop {
@@ -391,16 +391,18 @@ async fn write(
         .await
     {
         Ok(_) => Ok(true),
-        Err(e)
-            if matches!(
-                e.kind(),
-                ErrorKind::Conflict | ErrorKind::NotFound | ErrorKind::AlreadyExists
-            ) =>
-        {
-            Ok(false)
-        }
+        Err(e) if lost_race(&e) => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// Whether `e` says a conditional write lost a race (the row changed, was
+/// created or was removed meanwhile).
+pub(crate) fn lost_race(e: &Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Conflict | ErrorKind::NotFound | ErrorKind::AlreadyExists
+    )
 }
 
 /// Removes the after-image rows of a marked `row` once its mark is
