@@ -3,12 +3,12 @@
 
 use tracing::Instrument as _;
 
-use super::fence::FenceLayer;
+use super::fence::FencedWrites;
 use super::handle::Table;
 use super::marks::Resolver;
 use super::stored::{Base, prepare};
 use crate::backend::WriteOptions;
-use crate::backend::{Precondition, TableBackend, TableOp, Version, Wrap as _, write_log};
+use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
@@ -429,8 +429,11 @@ impl<E: Entity> Table<E> {
     pub fn fenced(&self, fence: &Fence) -> Table<E> {
         // A fenced table fenced again has the later fence only.
         let mut table = self.clone();
-        let layer = FenceLayer::new(fence.clone(), self.env.conflict_retry().clone());
-        table.writer = layer.layer(std::sync::Arc::clone(self.env.backend()));
+        table.writer = std::sync::Arc::new(FencedWrites {
+            inner: std::sync::Arc::clone(self.env.backend()),
+            fence: fence.clone(),
+            races: self.env.conflict_retry().clone(),
+        });
         table.fenced = true;
         table
     }
