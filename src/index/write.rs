@@ -75,7 +75,7 @@ impl IndexedWriter for IndexedWrites {
 /// The entity's row as the write is conditioned on it, known before any
 /// claim is made.
 #[derive(Debug, Clone)]
-enum State {
+pub(super) enum State {
     Absent,
     Tombstone(ETag),
     Row(ETag, Arc<Properties>),
@@ -155,11 +155,7 @@ impl IndexedWrites {
     }
 
     fn not_found(op: &str, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Error {
-        Self::refused((404, "ResourceNotFound"), op, table, pk, rk)
-    }
-
-    fn exists(op: &str, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Error {
-        Self::refused((409, "EntityAlreadyExists"), op, table, pk, rk)
+        Self::refused(NOT_FOUND, op, table, pk, rk)
     }
 
     /// `e`, the refusal of a conditional write; `NotFound` when the row is
@@ -246,7 +242,8 @@ impl IndexedWrites {
         let mut pauses = env.conflict_retry().backoff();
         for _ in 0..ATTEMPTS {
             // Refused before any claim when the row is not as `op` needs.
-            let entity = self.entity_op(table, &op, &state, &pk, &rk)?;
+            let entity = entity_op(&op, &state)
+                .map_err(|refusal| Self::refused(refusal, op_name, table, &pk, &rk))?;
             let super::Changes { claims, frees, .. } =
                 indexes.changes(state.properties(), after(&state).as_ref())?;
             if !claims.is_empty() || !frees.is_empty() {
@@ -310,46 +307,42 @@ impl IndexedWrites {
             after: started.elapsed(),
         })
     }
+}
 
-    /// The entity's write of `op`, conditioned on `state`: the commit point
-    /// of the claims made for it. A delete leaves a tombstone.
-    fn entity_op(
-        &self,
-        table: &TableName,
-        op: &TableOp,
-        state: &State,
-        pk: &PartitionKey,
-        rk: &RowKey,
-    ) -> Result<TableOp> {
-        let at = |etag: &ETag| Precondition::IfMatch(etag.clone());
-        let gone = || tombstone::data(pk, rk, "deleted");
-        Ok(match (op, kind_of(op), state) {
-            // As asked: at the version the caller read.
-            (TableOp::Delete { .. }, Kind::At, _) => {
-                TableOp::Replace(gone(), op.condition().unwrap_or(Precondition::IfExists))
+/// The refusal of a write whose row is not as it needs: the service's
+/// answer `(status, code)`.
+type Refusal = (u16, &'static str);
+const NOT_FOUND: Refusal = (404, "ResourceNotFound");
+const EXISTS: Refusal = (409, "EntityAlreadyExists");
+
+/// The entity's write of `op`, conditioned on `state`: the commit point
+/// of the claims made for it (a unit's commit sends it too). A delete
+/// leaves a tombstone.
+pub(super) fn entity_op(op: &TableOp, state: &State) -> std::result::Result<TableOp, Refusal> {
+    let at = |etag: &ETag| Precondition::IfMatch(etag.clone());
+    let gone = || tombstone::data(op.partition_key(), op.row_key(), "deleted");
+    Ok(match (op, kind_of(op), state) {
+        // As asked: at the version the caller read.
+        (TableOp::Delete { .. }, Kind::At, _) => {
+            TableOp::Replace(gone(), op.condition().unwrap_or(Precondition::IfExists))
+        }
+        (_, Kind::At, _) => op.clone(),
+        (TableOp::Delete { .. }, _, State::Row(etag, _) | State::Version(etag)) => {
+            TableOp::Replace(gone(), at(etag))
+        }
+        (TableOp::Delete { .. }, ..) => return Err(NOT_FOUND),
+        (_, Kind::Insert, State::Row(..) | State::Version(_)) => return Err(EXISTS),
+        (_, Kind::Existing, State::Absent | State::Tombstone(_)) => return Err(NOT_FOUND),
+        (TableOp::Insert(d) | TableOp::Replace(d, _) | TableOp::Merge(d, _), _, state) => {
+            let d = d.clone();
+            match state {
+                State::Absent => TableOp::Insert(d),
+                State::Tombstone(etag) => TableOp::Replace(d, at(etag)),
+                State::Row(etag, _) | State::Version(etag) => match op {
+                    TableOp::Merge(..) => TableOp::Merge(d, at(etag)),
+                    _ => TableOp::Replace(d, at(etag)),
+                },
             }
-            (_, Kind::At, _) => op.clone(),
-            (TableOp::Delete { .. }, _, State::Row(etag, _) | State::Version(etag)) => {
-                TableOp::Replace(gone(), at(etag))
-            }
-            (TableOp::Delete { .. }, ..) => return Err(Self::not_found(op.name(), table, pk, rk)),
-            (_, Kind::Insert, State::Row(..) | State::Version(_)) => {
-                return Err(Self::exists(op.name(), table, pk, rk));
-            }
-            (_, Kind::Existing, State::Absent | State::Tombstone(_)) => {
-                return Err(Self::not_found(op.name(), table, pk, rk));
-            }
-            (TableOp::Insert(d) | TableOp::Replace(d, _) | TableOp::Merge(d, _), _, state) => {
-                let d = d.clone();
-                match state {
-                    State::Absent => TableOp::Insert(d),
-                    State::Tombstone(etag) => TableOp::Replace(d, at(etag)),
-                    State::Row(etag, _) | State::Version(etag) => match op {
-                        TableOp::Merge(..) => TableOp::Merge(d, at(etag)),
-                        _ => TableOp::Replace(d, at(etag)),
-                    },
-                }
-            }
-        })
-    }
+        }
+    })
 }
