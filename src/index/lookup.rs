@@ -10,7 +10,7 @@ use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 use super::verify::{IndexReport, report};
 use super::{Indexes, target_of, value_key};
 use crate::backend::{QuerySpec, StoredEntity};
-use crate::entity::{Entity, PropertyCodec, Value, Versioned};
+use crate::entity::{Entity, PropertyCodec, Value, Versioned, short_type_name};
 use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey};
 use crate::query::{CmpOp, Column, ColumnValue, Filter, key_range_filter};
@@ -208,14 +208,14 @@ impl<E: Entity> Table<E> {
     }
 
     fn indexes_of(&self) -> Result<(Arc<TableEnv>, Indexes)> {
-        let no = || {
-            Error::invalid(
+        if E::INDEXES.is_empty() {
+            return Err(Error::invalid(
                 std::any::type_name::<E>(),
                 "has no indexes; mark fields `#[entity(unique)]` or `#[entity(index)]`",
-            )
-        };
+            ));
+        }
         let env = Arc::clone(&self.env);
-        let indexes = Indexes::of::<E>(&env)?.ok_or_else(no)?;
+        let indexes = Indexes::new(&env, E::TABLE, short_type_name::<E>(), E::INDEXES)?;
         Ok((env, indexes))
     }
 }
