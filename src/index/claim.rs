@@ -10,8 +10,8 @@ use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey};
 use crate::rows::tombstone::{self, is_tombstone};
-use crate::table::Resolver;
 use crate::table::TableEnv;
+use crate::table::{Resolver, lost_race as raced};
 use std::sync::Arc;
 
 /// The property of a claim naming the write that made it.
@@ -75,15 +75,6 @@ async fn send(env: &Arc<TableEnv>, table: &crate::key::TableName, op: TableOp) -
         .execute(table, op, &WriteOptions::new())
         .await
         .map(|_| ())
-}
-
-/// Whether `e` says a conditional write lost a race (the row changed, was
-/// created or was removed meanwhile).
-fn raced(e: &Error) -> bool {
-    matches!(
-        e.kind(),
-        ErrorKind::Conflict | ErrorKind::NotFound | ErrorKind::AlreadyExists
-    )
 }
 
 /// Who claims a value.
@@ -284,12 +275,6 @@ async fn add_row(
     .await
 }
 
-/// An index row of a value the write frees, as read before the write.
-pub(crate) struct Freed {
-    def: usize,
-    row: StoredEntity,
-}
-
 /// Reads the index rows of the values `owner` frees (`(def, key)` pairs)
 /// that name it, to remove them once the write that frees them succeeded.
 pub(crate) async fn read_freed(
@@ -297,16 +282,13 @@ pub(crate) async fn read_freed(
     indexes: &Indexes,
     frees: &[(usize, Key)],
     owner: &Keys,
-) -> Result<Vec<Freed>> {
+) -> Result<Vec<StoredEntity>> {
     let reads = frees.iter().map(|(def, key)| async move {
         let d = &indexes.defs[*def];
         let ipk = indexes.partition(d, &key.key)?;
         let irk = Indexes::row(d, &owner.0, &owner.1)?;
         let row = env.backend().get(&indexes.index_table, &ipk, &irk).await?;
-        Ok::<_, Error>(
-            row.filter(|r| target_of(&r.data).as_ref() == Some(owner))
-                .map(|row| Freed { def: *def, row }),
-        )
+        Ok::<_, Error>(row.filter(|r| target_of(&r.data).as_ref() == Some(owner)))
     });
     join_all(reads)
         .await
@@ -317,17 +299,17 @@ pub(crate) async fn read_freed(
 
 /// Removes the index rows read by [`read_freed`], each at the ETag read,
 /// best effort (a row left behind is a stale claim).
-pub(crate) async fn remove_freed(env: &Arc<TableEnv>, indexes: &Indexes, freed: Vec<Freed>) {
-    let deletes = freed.into_iter().map(|f| async move {
+pub(crate) async fn remove_freed(env: &Arc<TableEnv>, indexes: &Indexes, freed: Vec<StoredEntity>) {
+    let deletes = freed.into_iter().map(|row| async move {
         let op = TableOp::Delete {
-            partition_key: f.row.data.partition_key.clone(),
-            row_key: f.row.data.row_key.clone(),
-            condition: Precondition::IfMatch(f.row.etag.clone()),
+            partition_key: row.data.partition_key,
+            row_key: row.data.row_key,
+            condition: Precondition::IfMatch(row.etag),
         };
         if let Err(e) = send(env, &indexes.index_table, op).await
             && !raced(&e)
         {
-            tracing::debug!(table = %indexes.index_table, field = %indexes.defs[f.def].field, error = %e, "removing a freed index row failed; it stays as a stale claim");
+            tracing::debug!(table = %indexes.index_table, error = %e, "removing a freed index row failed; it stays as a stale claim");
         }
     });
     join_all(deletes).await;

@@ -7,10 +7,10 @@ use std::ops::{Bound, RangeBounds};
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
-use super::verify::{IndexReport, rebuild, verify};
+use super::verify::{IndexReport, report};
 use super::{Indexes, target_of, value_key};
 use crate::backend::{QuerySpec, StoredEntity};
-use crate::entity::{Entity, PropertyCodec, Value, Versioned};
+use crate::entity::{Entity, PropertyCodec, Value, Versioned, short_type_name};
 use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey};
 use crate::query::{CmpOp, Column, ColumnValue, Filter, key_range_filter};
@@ -83,18 +83,16 @@ impl<E: Entity> Table<E> {
             let Some(row) = row.await? else {
                 return Ok(None);
             };
-            if let Some(entity) = holder(&env, &indexes, i, &key, &row).await? {
-                return versioned(entity).map(Some);
+            // The entity the claim names, else one a unit took the claim
+            // over from within a commit that frees it: until that commit
+            // lands, that entity holds the value.
+            let named = target_of(&row.data).into_iter();
+            for keys in named.chain(super::claim::prev_of(&row.data)) {
+                if let Some(entity) = holds_now(&env, &indexes, i, &key, &keys).await? {
+                    return versioned(entity).map(Some);
+                }
             }
-            // A claim a unit took over from an entity its commit frees the
-            // value from: until that commit lands, the entity holds it.
-            let Some(prev) = super::claim::prev_of(&row.data) else {
-                return Ok(None);
-            };
-            match holds_now(&env, &indexes, i, &key, &prev).await? {
-                Some(entity) => versioned(entity).map(Some),
-                None => Ok(None),
-            }
+            Ok(None)
         };
         env.telemetry().operation("get_by", read).await
     }
@@ -195,7 +193,7 @@ impl<E: Entity> Table<E> {
     pub async fn verify_indexes(&self) -> Result<IndexReport> {
         let (env, indexes) = self.indexes_of()?;
         super::ensure_defs(&env, &indexes).await?;
-        verify(&env, &indexes).await
+        report(&env, &indexes, false, &mut |_| {}).await
     }
 
     /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes) for this table, with `E`'s indexes.
@@ -206,18 +204,18 @@ impl<E: Entity> Table<E> {
     pub async fn rebuild_indexes(&self) -> Result<IndexReport> {
         let (env, indexes) = self.indexes_of()?;
         super::ensure_defs(&env, &indexes).await?;
-        rebuild(&env, &indexes, &mut |_| {}).await
+        report(&env, &indexes, true, &mut |_| {}).await
     }
 
     fn indexes_of(&self) -> Result<(Arc<TableEnv>, Indexes)> {
-        let no = || {
-            Error::invalid(
+        if E::INDEXES.is_empty() {
+            return Err(Error::invalid(
                 std::any::type_name::<E>(),
                 "has no indexes; mark fields `#[entity(unique)]` or `#[entity(index)]`",
-            )
-        };
+            ));
+        }
         let env = Arc::clone(&self.env);
-        let indexes = Indexes::of::<E>(&env)?.ok_or_else(no)?;
+        let indexes = Indexes::new(&env, E::TABLE, short_type_name::<E>(), E::INDEXES)?;
         Ok((env, indexes))
     }
 }
@@ -233,20 +231,6 @@ fn key_of<T: PropertyCodec>(name: &str, value: &T) -> Result<String> {
         )),
         Err(e) => Err(Error::invalid(what(), e.0)),
     }
-}
-
-/// The entity an index row points at, if it still holds the row's value.
-async fn holder(
-    env: &Arc<TableEnv>,
-    indexes: &Indexes,
-    i: usize,
-    key: &str,
-    row: &StoredEntity,
-) -> Result<Option<StoredEntity>> {
-    let Some(target) = target_of(&row.data) else {
-        return Ok(None);
-    };
-    holds_now(env, indexes, i, key, &target).await
 }
 
 /// Entity `(pk, rk)` if it holds key form `key` of index `i` now.
@@ -295,7 +279,10 @@ fn lookup_stream<E: Entity>(
             let Some(key) = super::value_key_of(&row.data.partition_key) else {
                 continue;
             };
-            if let Some(entity) = holder(&env, &indexes, i, &key, row).await? {
+            let Some(target) = target_of(&row.data) else {
+                continue;
+            };
+            if let Some(entity) = holds_now(&env, &indexes, i, &key, &target).await? {
                 items.push(versioned(entity));
             }
         }

@@ -229,7 +229,7 @@ pub use verify::{DuplicateValue, IndexReport};
 pub(crate) use verify::{defs_of, report_table, stale_rows, still_stale};
 pub(crate) use write::writes;
 
-use crate::entity::{EntityData, Properties, Value, short_type_name};
+use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey, TableName};
 use crate::table::TableEnv;
@@ -314,25 +314,9 @@ pub(crate) struct Key {
 }
 
 impl Indexes {
-    /// The indexes of `E` in `store`; `None` when it has none.
-    pub(crate) fn of<E: crate::entity::Entity>(tables: &TableEnv) -> Result<Option<Indexes>> {
-        if E::INDEXES.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(Indexes::new(
-            tables,
-            E::TABLE,
-            short_type_name::<E>(),
-            E::INDEXES,
-        )?))
-    }
-
-    /// The indexes of an indexed type a unit writes.
-    pub(crate) fn of_type(tables: &TableEnv, t: &crate::lock::IndexedType) -> Result<Indexes> {
-        Indexes::new(tables, t.declared_table, t.type_name.clone(), t.defs)
-    }
-
-    fn new(
+    /// The indexes `defs` of the type `type_name` of table
+    /// `declared_table` in the store of `tables`.
+    pub(super) fn new(
         tables: &TableEnv,
         declared_table: &str,
         type_name: String,

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures_util::future::{join, try_join_all};
 
-use super::claim::{self, Freed, Keys};
+use super::claim::{self, Keys};
+use super::write::{State, entity_op};
 use super::{Changes, Indexes, Key};
 use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::entity::Properties;
@@ -28,7 +29,7 @@ impl CommitClaims for UnitClaims {
 
 /// What a unit's commit does with index rows once it succeeded: the rows
 /// of the values it freed, per index table.
-struct FreedRows(Vec<(Indexes, Vec<Freed>)>);
+struct FreedRows(Vec<(Indexes, Vec<StoredEntity>)>);
 
 #[async_trait]
 impl AfterCommit for FreedRows {
@@ -77,11 +78,10 @@ async fn read_for_index(
 /// the rows it read, the writes to send instead of the staged ones, and
 /// the index rows of the values freed, to remove once the commit succeeded.
 async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Claimed> {
-    let tables = Arc::clone(env);
     let all: Vec<Indexes> = input
         .indexed
         .iter()
-        .map(|t| Indexes::of_type(&tables, t))
+        .map(|t| Indexes::new(env, t.declared_table, t.type_name.clone(), t.defs))
         .collect::<Result<_>>()?;
     let mut plans: Vec<Plan> = Vec::new();
     let (mut read, mut writes) = (Vec::new(), Vec::new());
@@ -189,49 +189,28 @@ async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Cla
 }
 
 /// A staged write of an indexed type, conditioned on the row as the unit
-/// read it (`read`, a tombstone included): see [`claim_indexes`].
+/// read it (`read`, a tombstone included) as a [`Table`](crate::Table)'s
+/// indexed write conditions it: see [`claim_indexes`].
 fn conditioned(op: TableOp, read: Option<&StoredEntity>) -> TableOp {
-    let at = |r: &StoredEntity| Precondition::IfMatch(r.etag.clone());
-    let tomb = read.filter(|r| is_tombstone(&r.data.properties));
-    let live = read.filter(|r| !is_tombstone(&r.data.properties));
-    match op {
-        TableOp::Insert(d) => match tomb {
-            Some(t) => TableOp::Replace(d, at(t)),
-            None => TableOp::Insert(d),
-        },
-        TableOp::Replace(d, c @ (Precondition::Upsert | Precondition::IfExists)) => {
-            match (live, tomb, c) {
-                (Some(r), _, _) | (None, Some(r), Precondition::Upsert) => {
-                    TableOp::Replace(d, at(r))
-                }
-                (None, None, Precondition::Upsert) => TableOp::Insert(d),
-                // Nothing to replace: the commit fails as it would have.
-                (None, _, c) => TableOp::Replace(d, c),
-            }
-        }
-        TableOp::Merge(d, c @ (Precondition::Upsert | Precondition::IfExists)) => {
-            match (live, tomb, c) {
-                (Some(r), _, _) => TableOp::Merge(d, at(r)),
-                (None, Some(t), Precondition::Upsert) => TableOp::Replace(d, at(t)),
-                (None, None, Precondition::Upsert) => TableOp::Insert(d),
-                (None, _, c) => TableOp::Merge(d, c),
-            }
-        }
-        TableOp::Delete {
-            partition_key,
-            row_key,
-            condition,
-        } => {
-            let condition = match (condition, live) {
-                (Precondition::IfMatch(etag), _) => Precondition::IfMatch(etag),
-                (_, Some(r)) => at(r),
-                (_, None) => Precondition::IfExists,
-            };
-            TableOp::Replace(
-                tombstone::data(&partition_key, &row_key, "deleted"),
-                condition,
-            )
-        }
-        other => other,
+    let state = match read {
+        None => State::Absent,
+        Some(r) if is_tombstone(&r.data.properties) => State::Tombstone(r.etag.clone()),
+        Some(r) => State::Version(r.etag.clone()),
+    };
+    match (entity_op(&op, &state), op) {
+        (Ok(sent), _) => sent,
+        // Nothing to write onto: the commit fails as it would have.
+        (
+            Err(_),
+            TableOp::Delete {
+                partition_key,
+                row_key,
+                ..
+            },
+        ) => TableOp::Replace(
+            tombstone::data(&partition_key, &row_key, "deleted"),
+            Precondition::IfExists,
+        ),
+        (Err(_), other) => other,
     }
 }

@@ -407,27 +407,19 @@ pub(crate) async fn report_table(
     repair: bool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<IndexReport> {
-    let indexes = defs_of(env, table).await?;
-    if repair {
-        rebuild(env, &indexes, progress).await
-    } else {
-        Ok(check(env, &indexes, progress).await?.0)
-    }
+    report(env, &defs_of(env, table).await?, repair, progress).await
 }
 
-/// The report of a check of `indexes` (see [`check`]), without progress.
-pub(super) async fn verify(env: &Arc<TableEnv>, indexes: &Indexes) -> Result<IndexReport> {
-    Ok(check(env, indexes, &mut |_| {}).await?.0)
-}
-
-/// Checks `indexes` and repairs every missing or orphan row found.
-pub(super) async fn rebuild(
+/// Checks `indexes`, and when `repair` fixes every missing or orphan row
+/// found.
+pub(super) async fn report(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
+    repair: bool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<IndexReport> {
     let (mut report, problems) = check(env, indexes, progress).await?;
-    for problem in problems {
+    for problem in problems.into_iter().filter(|_| repair) {
         if fix(env, indexes, problem).await? {
             report.repaired += 1;
         }

@@ -14,7 +14,7 @@ use crate::entity::{EntityData, Properties};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 use crate::rows::tombstone::{self, is_tombstone};
-use crate::table::{IndexedWriter, Resolver, TableEnv};
+use crate::table::{IndexedWriter, Resolver, TableEnv, lost_race};
 
 /// How many times a write whose row changed under it (an unconditional
 /// write, or an insert meeting a tombstone) reads it again and starts over.
@@ -75,7 +75,7 @@ impl IndexedWriter for IndexedWrites {
 /// The entity's row as the write is conditioned on it, known before any
 /// claim is made.
 #[derive(Debug, Clone)]
-enum State {
+pub(super) enum State {
     Absent,
     Tombstone(ETag),
     Row(ETag, Arc<Properties>),
@@ -155,11 +155,7 @@ impl IndexedWrites {
     }
 
     fn not_found(op: &str, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Error {
-        Self::refused((404, "ResourceNotFound"), op, table, pk, rk)
-    }
-
-    fn exists(op: &str, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Error {
-        Self::refused((409, "EntityAlreadyExists"), op, table, pk, rk)
+        Self::refused(NOT_FOUND, op, table, pk, rk)
     }
 
     /// `e`, the refusal of a conditional write; `NotFound` when the row is
@@ -245,15 +241,9 @@ impl IndexedWrites {
         // Writers losing races to each other step back as `update_with` does.
         let mut pauses = env.conflict_retry().backoff();
         for _ in 0..ATTEMPTS {
-            match (kind, &state) {
-                (Kind::Insert, State::Row(..)) => {
-                    return Err(Self::exists(op_name, table, &pk, &rk));
-                }
-                (Kind::Existing, State::Absent | State::Tombstone(_)) => {
-                    return Err(Self::not_found(op_name, table, &pk, &rk));
-                }
-                _ => {}
-            }
+            // Refused before any claim when the row is not as `op` needs.
+            let entity = entity_op(&op, &state)
+                .map_err(|refusal| Self::refused(refusal, op_name, table, &pk, &rk))?;
             let super::Changes { claims, frees, .. } =
                 indexes.changes(state.properties(), after(&state).as_ref())?;
             if !claims.is_empty() || !frees.is_empty() {
@@ -276,44 +266,28 @@ impl IndexedWrites {
             // Refused as `ValueTaken` whether or not the row exists.
             claimed?;
             let freed = freed?;
-            let sent = match self.entity_op(table, &op, &state, &pk, &rk) {
-                Ok(entity) => {
-                    deadline::send_by(send_by, below.execute(table, entity, options))
-                        .await
-                        .map_err(|e| {
-                            if e.kind() == ErrorKind::LeaseLost
-                                && tokio::time::Instant::now() > send_by
-                            {
-                                return Error::Timeout {
-                                    what: format!(
-                                        "{}: not sent, {:?} after its claims (an entity's write must follow its claims within that time, or a claim or tombstone it relies on may be gone); the row is as it was, unless an earlier try of it landed",
-                                        crate::error::what::entity(op_name, table.as_str(), &pk, &rk),
-                                        super::SEND_WINDOW
-                                    ),
-                                    after: started.elapsed(),
-                                };
-                            }
-                            e.said_of(crate::error::what::entity(
-                                op_name,
-                                table.as_str(),
-                                &pk,
-                                &rk,
-                            ))
-                        })
-                }
-                Err(e) => Err(e),
-            };
+            let sent = deadline::send_by(send_by, below.execute(table, entity, options))
+                .await
+                .map_err(|e| {
+                    let what = crate::error::what::entity(op_name, table.as_str(), &pk, &rk);
+                    if e.kind() == ErrorKind::LeaseLost && tokio::time::Instant::now() > send_by {
+                        return Error::Timeout {
+                            what: format!(
+                                "{what}: not sent, {:?} after its claims (an entity's write must follow its claims within that time, or a claim or tombstone it relies on may be gone); the row is as it was, unless an earlier try of it landed",
+                                super::SEND_WINDOW
+                            ),
+                            after: started.elapsed(),
+                        };
+                    }
+                    e.said_of(what)
+                });
             match sent {
                 Ok(version) => {
                     claim::remove_freed(env, indexes, freed).await;
                     return Ok(version);
                 }
                 Err(e) => {
-                    let raced = matches!(
-                        e.kind(),
-                        ErrorKind::Conflict | ErrorKind::NotFound | ErrorKind::AlreadyExists
-                    );
-                    if !raced || kind == Kind::At {
+                    if !lost_race(&e) || kind == Kind::At {
                         return Err(self.gone_if_tombstone(e, op_name, table, &pk, &rk).await?);
                     }
                     if let Some(pause) = pauses.next() {
@@ -333,46 +307,42 @@ impl IndexedWrites {
             after: started.elapsed(),
         })
     }
+}
 
-    /// The entity's write of `op`, conditioned on `state`: the commit point
-    /// of the claims made for it. A delete leaves a tombstone.
-    fn entity_op(
-        &self,
-        table: &TableName,
-        op: &TableOp,
-        state: &State,
-        pk: &PartitionKey,
-        rk: &RowKey,
-    ) -> Result<TableOp> {
-        let at = |etag: &ETag| Precondition::IfMatch(etag.clone());
-        let gone = || tombstone::data(pk, rk, "deleted");
-        Ok(match (op, kind_of(op), state) {
-            // As asked: at the version the caller read.
-            (TableOp::Delete { .. }, Kind::At, _) => {
-                TableOp::Replace(gone(), op.condition().unwrap_or(Precondition::IfExists))
+/// The refusal of a write whose row is not as it needs: the service's
+/// answer `(status, code)`.
+type Refusal = (u16, &'static str);
+const NOT_FOUND: Refusal = (404, "ResourceNotFound");
+const EXISTS: Refusal = (409, "EntityAlreadyExists");
+
+/// The entity's write of `op`, conditioned on `state`: the commit point
+/// of the claims made for it (a unit's commit sends it too). A delete
+/// leaves a tombstone.
+pub(super) fn entity_op(op: &TableOp, state: &State) -> std::result::Result<TableOp, Refusal> {
+    let at = |etag: &ETag| Precondition::IfMatch(etag.clone());
+    let gone = || tombstone::data(op.partition_key(), op.row_key(), "deleted");
+    Ok(match (op, kind_of(op), state) {
+        // As asked: at the version the caller read.
+        (TableOp::Delete { .. }, Kind::At, _) => {
+            TableOp::Replace(gone(), op.condition().unwrap_or(Precondition::IfExists))
+        }
+        (_, Kind::At, _) => op.clone(),
+        (TableOp::Delete { .. }, _, State::Row(etag, _) | State::Version(etag)) => {
+            TableOp::Replace(gone(), at(etag))
+        }
+        (TableOp::Delete { .. }, ..) => return Err(NOT_FOUND),
+        (_, Kind::Insert, State::Row(..) | State::Version(_)) => return Err(EXISTS),
+        (_, Kind::Existing, State::Absent | State::Tombstone(_)) => return Err(NOT_FOUND),
+        (TableOp::Insert(d) | TableOp::Replace(d, _) | TableOp::Merge(d, _), _, state) => {
+            let d = d.clone();
+            match state {
+                State::Absent => TableOp::Insert(d),
+                State::Tombstone(etag) => TableOp::Replace(d, at(etag)),
+                State::Row(etag, _) | State::Version(etag) => match op {
+                    TableOp::Merge(..) => TableOp::Merge(d, at(etag)),
+                    _ => TableOp::Replace(d, at(etag)),
+                },
             }
-            (_, Kind::At, _) => op.clone(),
-            (TableOp::Delete { .. }, _, State::Row(etag, _) | State::Version(etag)) => {
-                TableOp::Replace(gone(), at(etag))
-            }
-            (TableOp::Delete { .. }, ..) => return Err(Self::not_found(op.name(), table, pk, rk)),
-            (_, Kind::Insert, State::Row(..) | State::Version(_)) => {
-                return Err(Self::exists(op.name(), table, pk, rk));
-            }
-            (_, Kind::Existing, State::Absent | State::Tombstone(_)) => {
-                return Err(Self::not_found(op.name(), table, pk, rk));
-            }
-            (TableOp::Insert(d) | TableOp::Replace(d, _) | TableOp::Merge(d, _), _, state) => {
-                let d = d.clone();
-                match state {
-                    State::Absent => TableOp::Insert(d),
-                    State::Tombstone(etag) => TableOp::Replace(d, at(etag)),
-                    State::Row(etag, _) | State::Version(etag) => match op {
-                        TableOp::Merge(..) => TableOp::Merge(d, at(etag)),
-                        _ => TableOp::Replace(d, at(etag)),
-                    },
-                }
-            }
-        })
-    }
+        }
+    })
 }

@@ -209,7 +209,7 @@ mod unit;
 
 pub use decision::CommitOutcome;
 pub(crate) use decision::outcome as commit_outcome;
-pub(crate) use env::{AfterCommit, ClaimInput, Claimed, CommitClaims, IndexedType, LockEnv};
+pub(crate) use env::{AfterCommit, ClaimInput, Claimed, CommitClaims, LockEnv};
 pub use keys::IntoPartitionKeys;
 pub use leftovers::CommitSummary;
 pub(crate) use leftovers::list as list_commits;

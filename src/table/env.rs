@@ -31,12 +31,12 @@ pub(crate) struct TableEnv {
     ready_tables: Mutex<Tables>,
     /// Where the store records its metrics.
     telemetry: Telemetry,
-    /// The lease manager of the store's partition locks.
     locks: LeaseManager,
-    /// How long a read waits for the lock of a commit's primary partition.
-    lock_timeout: Duration,
+    /// How long a read waits for the lock of a commit's primary partition
+    /// (the lock options' acquire timeout).
+    pub(super) lock_timeout: Duration,
     /// Makes the write path of an indexed type (`crate::index`).
-    index_writes: IndexWrites,
+    pub(super) index_writes: IndexWrites,
 }
 
 /// Makes the write path of the table of an indexed entity type: from the
@@ -88,23 +88,6 @@ impl TableEnv {
     /// The lease manager of the store's partition locks.
     pub(crate) fn locks(&self) -> &LeaseManager {
         &self.locks
-    }
-
-    /// How long a read waits for the lock of a commit's primary partition
-    /// (the lock options' acquire timeout).
-    pub(crate) fn lock_timeout(&self) -> Duration {
-        self.lock_timeout
-    }
-
-    /// The write path of the table of an indexed type (see
-    /// [`IndexWrites`]).
-    pub(crate) fn index_writes(
-        self: &Arc<Self>,
-        declared_table: &'static str,
-        type_name: String,
-        defs: &'static [IndexDef],
-    ) -> Arc<dyn IndexedWriter> {
-        (self.index_writes)(Arc::clone(self), declared_table, type_name, defs)
     }
 
     /// The backend tables read and write through.

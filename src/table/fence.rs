@@ -29,15 +29,11 @@
 //! partition are sent one at a time; to different partitions, in parallel.
 
 use std::fmt;
-use std::sync::Arc;
-
 use tracing::Instrument as _;
 
 use crate::backend::delegate::{Writes, delegate_backend};
-use crate::backend::{
-    Backend, Precondition, TableBackend, TableOp, Version, Wrap, WriteOptions, validate_batch,
-};
-use crate::error::{Error, ErrorKind, Result};
+use crate::backend::{Precondition, TableBackend, TableOp, Version, WriteOptions, validate_batch};
+use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, TableName};
 use crate::lease::Fence;
 use crate::retry::ConflictRetry;
@@ -196,10 +192,7 @@ impl Fence {
                         )));
                     }
                     Err(Error::Batch { index: 0, source })
-                        if matches!(
-                            source.kind(),
-                            ErrorKind::Conflict | ErrorKind::AlreadyExists | ErrorKind::NotFound
-                        ) && source.code() != Some("TableNotFound") =>
+                        if super::lost_race(&source) && source.code() != Some("TableNotFound") =>
                     {
                         // Another writer changed the fence row; nothing was
                         // applied. Whose epoch is it now?
@@ -252,36 +245,13 @@ fn all_etag(all: &[TableOp]) -> Option<ETag> {
     }
 }
 
-/// The fence as a [`Wrap`](crate::backend::Wrap): writes go through the
-/// [`Fence`], every other request to the backend below.
-#[derive(Debug, Clone)]
-pub(crate) struct FenceLayer {
-    fence: Fence,
+/// The writer of a [fenced](crate::Table::fenced) table: writes go
+/// through the [`Fence`], every other request to the backend below.
+pub(super) struct FencedWrites<B> {
+    pub(super) inner: B,
+    pub(super) fence: Fence,
     /// How races with fences of the same epoch are retried.
-    races: ConflictRetry,
-}
-
-impl FenceLayer {
-    pub(crate) fn new(fence: Fence, races: ConflictRetry) -> Self {
-        FenceLayer { fence, races }
-    }
-}
-
-impl Wrap for FenceLayer {
-    fn layer(&self, inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
-        Arc::new(FencedWrites {
-            inner,
-            fence: self.fence.clone(),
-            races: self.races.clone(),
-        })
-    }
-}
-
-/// A backend whose writes go through a [`Fence`] (see [`FenceLayer`]).
-struct FencedWrites<B> {
-    inner: B,
-    fence: Fence,
-    races: ConflictRetry,
+    pub(super) races: ConflictRetry,
 }
 
 impl<B: TableBackend> Writes for FencedWrites<B> {

@@ -103,8 +103,14 @@ impl<E: Entity> Table<E> {
     /// resolve marks and hide leasehold's rows, and the writes of a type
     /// with indexes keep its index rows.
     pub(crate) fn new(env: Arc<TableEnv>) -> Self {
-        let indexing = (!E::INDEXES.is_empty())
-            .then(|| env.index_writes(E::TABLE, short_type_name::<E>(), E::INDEXES));
+        let indexing = (!E::INDEXES.is_empty()).then(|| {
+            (env.index_writes)(
+                Arc::clone(&env),
+                E::TABLE,
+                short_type_name::<E>(),
+                E::INDEXES,
+            )
+        });
         Table {
             // An invalid name (hand-written impl, long prefix) fails the
             // first operation.

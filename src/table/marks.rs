@@ -209,7 +209,7 @@ impl<'a> Resolver<'a> {
     /// errors of taking the lease.
     async fn fence(&self, primary: &PartitionKey) -> Result<()> {
         let started = tokio::time::Instant::now();
-        let timeout = self.env.lock_timeout();
+        let timeout = self.env.lock_timeout;
         let name = super::lock_name::lock_name(self.env.table_prefix(), primary)?;
         let mut pause = FENCE_FIRST_TRY;
         loop {
@@ -236,30 +236,19 @@ impl<'a> Resolver<'a> {
 }
 
 impl TableEnv {
-    /// Row (`pk`, `rk`) of `table` as a reader outside any unit sees it
-    /// (see [`TableEnv::resolve_row`]).
+    /// Row (`pk`, `rk`) of `table` as a reader outside any unit sees it:
+    /// any mark on it resolved, a tombstone absent.
+    ///
+    /// # Errors
+    /// As [`Resolver::resolve`].
     pub(crate) async fn read_row(
         &self,
         table: &TableName,
         pk: &PartitionKey,
         rk: &RowKey,
     ) -> Result<Option<StoredEntity>> {
-        let row = self.backend().get(table, pk, rk).await?;
-        self.resolve_row(table, row).await
-    }
-
-    /// `row` of `table` as a reader outside any unit may see it: with any
-    /// mark on it resolved (see [`Resolver::resolve`]).
-    ///
-    /// # Errors
-    /// As [`Resolver::resolve`].
-    pub(crate) async fn resolve_row(
-        &self,
-        table: &TableName,
-        row: Option<StoredEntity>,
-    ) -> Result<Option<StoredEntity>> {
         let row = Resolver::new(self, Vec::new())
-            .resolve_opt(table, row)
+            .read(table, (pk, rk))
             .await?;
         Ok(row.filter(|r| !is_tombstone(&r.data.properties)))
     }
@@ -402,16 +391,18 @@ async fn write(
         .await
     {
         Ok(_) => Ok(true),
-        Err(e)
-            if matches!(
-                e.kind(),
-                ErrorKind::Conflict | ErrorKind::NotFound | ErrorKind::AlreadyExists
-            ) =>
-        {
-            Ok(false)
-        }
+        Err(e) if lost_race(&e) => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// Whether `e` says a conditional write lost a race (the row changed, was
+/// created or was removed meanwhile).
+pub(crate) fn lost_race(e: &Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Conflict | ErrorKind::NotFound | ErrorKind::AlreadyExists
+    )
 }
 
 /// Removes the after-image rows of a marked `row` once its mark is

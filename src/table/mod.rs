@@ -59,7 +59,7 @@ pub use batch::Batch;
 pub(crate) use env::{IndexedWriter, TableEnv};
 pub use handle::Table;
 pub(crate) use lock_name::{lock_name, lock_prefix};
-pub(crate) use marks::{Resolver, query_request};
+pub(crate) use marks::{Resolver, lost_race, query_request};
 pub use purge::{PurgeOptions, PurgeReport};
 pub use query::{Page, Query};
 pub(crate) use stored::{Base, versioned};

@@ -65,12 +65,7 @@ type OnDecodeError = Option<Arc<dyn Fn(Error) + Send + Sync>>;
 fn apply<E>(policy: &OnDecodeError, row: Result<Versioned<E>>) -> Option<Result<Versioned<E>>> {
     match (row, policy) {
         (Err(e @ Error::Decode { .. }), Some(report)) => {
-            if let Error::Decode {
-                table, property, ..
-            } = &e
-            {
-                tracing::debug!(%table, %property, "leaving out a row that does not decode");
-            }
+            tracing::debug!(error = %e, "leaving out a row that does not decode");
             report(e);
             None
         }

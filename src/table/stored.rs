@@ -90,13 +90,6 @@ impl Base {
         Ok(Base::Replace(current.unknown_shared()))
     }
 
-    /// The stored form a write of `entity` onto this base sends: the
-    /// entity's own, plus the unknown properties a replace keeps (checked
-    /// against the service's limits again, with them).
-    pub(crate) fn encode<E: Entity>(&self, entity: &E) -> Result<EntityData> {
-        self.complete::<E>(entity.encode()?)
-    }
-
     /// `data`, an entity's own stored form, with the unknown properties a
     /// replace keeps.
     pub(crate) fn complete<E: Entity>(&self, mut data: EntityData) -> Result<EntityData> {
@@ -133,7 +126,7 @@ pub(crate) type After<E> = std::result::Result<(E, Stored<E>), E>;
 /// what it leaves stored ([`stored_after`]; `Err`: the entity as sent,
 /// when only a read can tell).
 pub(crate) fn prepare<E: Entity>(entity: &E, base: Base) -> Result<(EntityData, After<E>)> {
-    let data = base.encode(entity)?;
+    let data = base.complete::<E>(entity.encode()?)?;
     crate::entity::refuse_reserved_properties(&data.properties, true, |name| {
         format!("property `{name}` of {}", std::any::type_name::<E>())
     })?;

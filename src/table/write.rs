@@ -3,16 +3,18 @@
 
 use tracing::Instrument as _;
 
-use super::fence::FenceLayer;
+use super::fence::FencedWrites;
 use super::handle::Table;
+use super::marks::Resolver;
 use super::stored::{Base, prepare};
 use crate::backend::WriteOptions;
-use crate::backend::{Precondition, TableBackend, TableOp, Version, Wrap as _, write_log};
+use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::lease::Fence;
 use crate::rows::mark::MARK;
+use crate::rows::tombstone::is_tombstone;
 
 impl<E: Entity> Table<E> {
     /// Sends one write of `entity` (`current`: the version it is
@@ -184,17 +186,12 @@ impl<E: Entity> Table<E> {
             return Ok(None);
         };
         if stored.data.properties.get(MARK).is_none() {
-            return Ok(
-                crate::rows::tombstone::is_tombstone(&stored.data.properties)
-                    .then_some(Some(stored.etag)),
-            );
+            return Ok(is_tombstone(&stored.data.properties).then_some(Some(stored.etag)));
         }
-        Ok(self
-            .env
-            .resolve_row(name, Some(stored))
-            .await?
-            .is_none()
-            .then_some(None))
+        let resolver = Resolver::new(&self.env, Vec::new());
+        let resolved = resolver.resolve(name, stored).await?;
+        let gone = resolved.is_none_or(|r| is_tombstone(&r.data.properties));
+        Ok(gone.then_some(None))
     }
 
     /// Replaces the entity if it is unchanged since `current` was read.
@@ -221,10 +218,7 @@ impl<E: Entity> Table<E> {
     /// # Errors
     /// As [`Table::replace`].
     pub async fn replace_owned(&self, current: Versioned<E>) -> Result<Versioned<E>> {
-        self.env
-            .telemetry()
-            .operation("replace", async move { self.replace(&current).await })
-            .await
+        self.replace(&current).await
     }
 
     /// Merges the entity's properties into the stored entity if it is
@@ -435,8 +429,11 @@ impl<E: Entity> Table<E> {
     pub fn fenced(&self, fence: &Fence) -> Table<E> {
         // A fenced table fenced again has the later fence only.
         let mut table = self.clone();
-        let layer = FenceLayer::new(fence.clone(), self.env.conflict_retry().clone());
-        table.writer = layer.layer(std::sync::Arc::clone(self.env.backend()));
+        table.writer = std::sync::Arc::new(FencedWrites {
+            inner: std::sync::Arc::clone(self.env.backend()),
+            fence: fence.clone(),
+            races: self.env.conflict_retry().clone(),
+        });
         table.fenced = true;
         table
     }
