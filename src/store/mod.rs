@@ -492,3 +492,119 @@ fn default_lock_settings() -> Settings {
 fn lock_container() -> ContainerName {
     ContainerName::from_static(LockOptions::DEFAULT_CONTAINER)
 }
+
+#[cfg(test)]
+mod tests {
+    #[cfg(feature = "azure")]
+    fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[cfg(feature = "azure")]
+    #[test]
+    fn the_environment_selects_key_or_login() {
+        use crate::ErrorKind;
+        let b = super::backend_from_env(&env_of(&[(
+            "AZURE_STORAGE_CONNECTION_STRING",
+            "UseDevelopmentStorage=true",
+        )]))
+        .unwrap();
+        assert_eq!(b.settings().account, "devstoreaccount1");
+        let b = super::backend_from_env(&env_of(&[
+            ("AZURE_STORAGE_AUTH_MODE", "Key"),
+            (
+                "AZURE_STORAGE_CONNECTION_STRING",
+                "UseDevelopmentStorage=true",
+            ),
+        ]))
+        .unwrap();
+        assert_eq!(b.settings().account, "devstoreaccount1");
+        let e = super::backend_from_env(&env_of(&[])).unwrap_err();
+        assert!(
+            e.to_string().contains("AZURE_STORAGE_CONNECTION_STRING"),
+            "{e}"
+        );
+        let e =
+            super::backend_from_env(&env_of(&[("AZURE_STORAGE_AUTH_MODE", "sso")])).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid);
+        assert!(e.to_string().contains("AZURE_STORAGE_AUTH_MODE"), "{e}");
+        let e =
+            super::backend_from_env(&env_of(&[("AZURE_STORAGE_AUTH_MODE", "login")])).unwrap_err();
+        assert!(e.to_string().contains("AZURE_STORAGE_ACCOUNT"), "{e}");
+        // Login with an account: a token-authenticated backend (identity),
+        // or an error saying to enable the feature.
+        let login = super::backend_from_env(&env_of(&[
+            ("AZURE_STORAGE_AUTH_MODE", "login"),
+            ("AZURE_STORAGE_ACCOUNT", "myacct"),
+            (
+                "AZURE_STORAGE_CONNECTION_STRING",
+                "UseDevelopmentStorage=true",
+            ),
+        ]));
+        #[cfg(feature = "identity")]
+        {
+            // The chain of `azure_identity` can always be set up (the
+            // Azure CLI and managed identity need nothing to start).
+            let b = login.unwrap();
+            assert_eq!(b.settings().account, "myacct");
+            assert!(matches!(
+                b.settings().credentials,
+                crate::backend::azure::Credentials::Token { .. }
+            ));
+            assert_eq!(
+                b.settings().blob_endpoint.as_str(),
+                "https://myacct.blob.core.windows.net/"
+            );
+        }
+        #[cfg(not(feature = "identity"))]
+        {
+            let e = login.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Invalid);
+            assert!(e.to_string().contains("`identity` feature"), "{e}");
+        }
+    }
+
+    use super::*;
+
+    #[test]
+    fn the_default_lock_container_is_a_container_name() {
+        assert_eq!(
+            ContainerName::new(LockOptions::DEFAULT_CONTAINER).unwrap(),
+            lock_container()
+        );
+    }
+
+    #[test]
+    fn a_default_store_has_the_settings_of_default_options() {
+        let default = Store::memory();
+        let built = Store::builder(MemoryBackend::new())
+            .lease_options(LeaseOptions::default())
+            .build()
+            .unwrap();
+        for (a, b) in [
+            (default.leases(), built.leases()),
+            (default.locks(), built.locks()),
+        ] {
+            assert_eq!(a.container(), b.container());
+        }
+        assert_eq!(
+            default.leases().lease_duration(),
+            built.leases().lease_duration()
+        );
+        assert_eq!(default.locks().container().as_str(), "leasehold-locks");
+        // Locks of a store without lease options last the service minimum;
+        // with lease options, those options' duration.
+        assert_eq!(
+            default.locks().lease_duration(),
+            crate::backend::LeaseDuration::Seconds(15)
+        );
+        assert_eq!(
+            built.locks().lease_duration(),
+            built.leases().lease_duration()
+        );
+    }
+}
