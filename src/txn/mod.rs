@@ -113,6 +113,19 @@ impl Default for TransactionOptions {
     }
 }
 
+/// The staging methods of [`Transaction`], each its unit's.
+macro_rules! stage {
+    ($($(#[$doc:meta])* $name:ident($arg:ident: $ty:ty);)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Errors
+        #[doc = concat!("As [`Unit::", stringify!($name), "`].")]
+        pub fn $name<E: Entity>(&mut self, $arg: $ty) -> Result<()> {
+            self.unit.$name($arg)
+        }
+    )*};
+}
+
 /// A transaction across any partitions and tables, without a lease; see
 /// the [module docs](self). Dropping it sends nothing.
 #[must_use = "a Transaction does nothing until `commit().await`"]
@@ -196,44 +209,17 @@ impl Transaction {
         self.unit.query()
     }
 
-    /// Stages the creation of an entity (the commit fails if it exists).
-    ///
-    /// # Errors
-    /// As [`Unit::insert`].
-    pub fn insert<E: Entity>(&mut self, entity: &E) -> Result<()> {
-        self.unit.insert(entity)
-    }
-
-    /// Stages the replacement of an entity read at its ETag.
-    ///
-    /// # Errors
-    /// As [`Unit::replace`].
-    pub fn replace<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
-        self.unit.replace(current)
-    }
-
-    /// Stages a merge of an entity's properties at its ETag.
-    ///
-    /// # Errors
-    /// As [`Unit::merge`].
-    pub fn merge<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
-        self.unit.merge(current)
-    }
-
-    /// Stages the delete of an entity at its ETag.
-    ///
-    /// # Errors
-    /// As [`Unit::delete`].
-    pub fn delete<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
-        self.unit.delete(current)
-    }
-
-    /// Stages an insert-or-replace, without a condition.
-    ///
-    /// # Errors
-    /// As [`Unit::upsert`].
-    pub fn upsert<E: Entity>(&mut self, entity: &E) -> Result<()> {
-        self.unit.upsert(entity)
+    stage! {
+        /// Stages the creation of an entity (the commit fails if it exists).
+        insert(entity: &E);
+        /// Stages the replacement of an entity read at its ETag.
+        replace(current: &Versioned<E>);
+        /// Stages a merge of an entity's properties at its ETag.
+        merge(current: &Versioned<E>);
+        /// Stages the delete of an entity at its ETag.
+        delete(current: &Versioned<E>);
+        /// Stages an insert-or-replace, without a condition.
+        upsert(entity: &E);
     }
 
     /// A condition on a row the transaction does not write: the commit
