@@ -2,6 +2,7 @@
 //! transactions, a few at once.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use futures_core::Stream;
@@ -11,10 +12,10 @@ use futures_util::{FutureExt as _, StreamExt as _, future::BoxFuture, stream};
 use super::Store;
 use crate::backend::wire::entity_to_json_string;
 use crate::backend::{Backend, Precondition, TableOp};
-use crate::entity::{DynamicEntity, EntityData, Value, validate_entity};
+use crate::entity::{DynamicEntity, EntityData, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
-use crate::query::{CmpOp, Filter};
+use crate::query::scope_filter;
 
 /// How [`Store::import`] writes rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -419,20 +420,14 @@ async fn stored_rows(
     let (Some(low), Some(high)) = (wanted.iter().min(), wanted.iter().max()) else {
         return Ok(HashMap::new());
     };
-    let Some(pk) = ops.first().map(TableOp::partition_key) else {
+    let rows = (
+        Bound::Included(low.to_string()),
+        Bound::Included(high.to_string()),
+    );
+    let pk = ops.first().map(|op| op.partition_key().as_str());
+    let Some(filter) = scope_filter(pk, &rows, None) else {
         return Ok(HashMap::new());
     };
-    let filter = Filter::compare("PartitionKey", CmpOp::Eq, Value::String(pk.to_string()))
-        .and(Filter::compare(
-            "RowKey",
-            CmpOp::Ge,
-            Value::String((*low).to_owned()),
-        ))
-        .and(Filter::compare(
-            "RowKey",
-            CmpOp::Le,
-            Value::String((*high).to_owned()),
-        ));
     let mut found = HashMap::new();
     for row in crate::rows::query_all(backend, table, filter).await? {
         if wanted.contains(row.data.row_key.as_str()) {

@@ -9,7 +9,7 @@ use tracing::Instrument as _;
 
 use super::Store;
 use super::lock_blobs::prune_locks;
-use crate::backend::{QuerySpec, StoredEntity};
+use crate::backend::StoredEntity;
 use crate::entity::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{STALLED_WRITE_BOUND, TABLE_SUFFIX};
@@ -18,7 +18,7 @@ use crate::lease::LeaderOptions;
 use crate::lock::LockEnv;
 use crate::query::{CmpOp, Filter};
 use crate::rows::mark::MARK;
-use crate::rows::tombstone;
+use crate::rows::{Pages, tombstone};
 
 /// What [`Store::sweep`] removes and how.
 ///
@@ -476,25 +476,12 @@ impl Sweeper<'_> {
         report: &mut SweepReport,
         progress: &mut (dyn FnMut(&SweepReport) + Send),
     ) -> Result<()> {
-        let mut spec = QuerySpec {
-            filter: Some(Filter::compare(
-                tombstone::PROPERTY,
-                CmpOp::Ge,
-                Value::String(String::new()),
-            )),
-            select: None,
-            top: Some(QuerySpec::MAX_PAGE_SIZE),
-            continuation: None,
-        };
-        loop {
-            let page = match self.env.backend().query(table, &spec).await {
-                Ok(page) => page,
-                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-                Err(e) => return Err(e),
-            };
-            report.rows_examined += count(page.entities.len());
+        let tombstones = Filter::compare(tombstone::PROPERTY, CmpOp::Ge, Value::String("".into()));
+        let mut pages = Pages::new(self.env.backend().as_ref(), table, tombstones);
+        while let Some(page) = pages.next().await? {
+            report.rows_examined += count(page.len());
             let (old, young): (Vec<StoredEntity>, Vec<StoredEntity>) =
-                page.entities.into_iter().partition(|row| {
+                page.into_iter().partition(|row| {
                     tombstone::is_tombstone(&row.data.properties)
                         && row.data.properties.get(MARK).is_none()
                         && row.timestamp < self.cutoff
@@ -511,11 +498,8 @@ impl Sweeper<'_> {
                 }
             }
             progress(report);
-            match page.continuation {
-                Some(next) => spec.continuation = Some(next),
-                None => return Ok(()),
-            }
         }
+        Ok(())
     }
 
     /// Deletes `row` at its ETag (for a dry run, counts it); answers
