@@ -217,14 +217,8 @@ impl Store {
     /// again since (a claim taken by a new writer, a tombstone replaced by an
     /// insert, a row a unit marked) is kept for the next sweep.
     ///
-    /// **Why 25 minutes.** Tombstones and claims are relied on only by a
-    /// write whose claims were sent before the row was written; it sends
-    /// within 5 minutes of its claims or not at all
-    /// (`crate::backend::deadline`), the service refuses a Shared Key
-    /// request dated over 15 minutes off, and 5 minutes cover clock skew
-    /// (see "How long a claim or tombstone is relied on" in
-    /// [`crate::index`]). Decision rows: the same, with a unit's lock in
-    /// place of the 5 minutes.
+    /// Why 25 minutes: "How long a claim or tombstone is relied on" in
+    /// [`crate::index`].
     ///
     /// Cost: a read of every indexed table and its index table, a filtered
     /// query of every table, one or two reads and a delete per stale index
@@ -357,13 +351,11 @@ async fn sweep(
         let expiry_now = crate::datetime::now() + options.later;
         for table in &tables {
             let name = &table.as_str()[prefix.len()..];
-            let expired = super::expiry::delete_expired(env, name, expiry_now, dry_run)
+            let examined = report.rows_examined;
+            super::expiry::delete_expired(env, name, expiry_now, dry_run, &mut report)
                 .instrument(tracing::info_span!("leasehold.sweep.expired", table = %table))
                 .await?;
-            report.rows_examined += expired.examined;
-            report.expired_rows += expired.removed;
-            report.kept += expired.kept;
-            if expired.examined > 0 {
+            if report.rows_examined > examined {
                 progress(&report);
             }
         }
