@@ -32,7 +32,9 @@ use crate::table::Resolver;
 pub(super) struct Commit<'a> {
     pub(super) env: Arc<LockEnv>,
     pub(super) parts: Vec<PartitionKey>,
-    /// The locks of `parts`, in order (none for a transaction).
+    /// The partitions whose locks the unit holds, and those locks, in
+    /// order (none for a transaction).
+    pub(super) held: Vec<PartitionKey>,
     pub(super) locks: Vec<&'a LeaseGuard>,
     pub(super) ttl: Option<Duration>,
     pub(super) reads: Reads,
@@ -208,11 +210,10 @@ impl Commit<'_> {
         if self.indexed.is_empty() {
             return Ok(None);
         }
-        let held = self.held();
         let indexed = |slot: &Slot| self.indexed.iter().any(|t| t.table == slot.table);
         let input = ClaimInput {
             parts: &self.parts,
-            held: &held,
+            held: &self.held,
             writes: self
                 .staged
                 .iter()
@@ -229,15 +230,7 @@ impl Commit<'_> {
 
     /// The resolver of row marks this commit meets.
     fn resolver(&self) -> Resolver<'_> {
-        Resolver::new(self.env.tables(), self.held())
-    }
-
-    /// The partitions whose locks the unit holds (none: a transaction).
-    fn held(&self) -> Vec<PartitionKey> {
-        match self.ttl {
-            Some(_) => Vec::new(),
-            None => self.parts.clone(),
-        }
+        Resolver::new(self.env.tables(), self.held.clone())
     }
 
     /// Whether the unit still holds the locks of `parts` (by the local
@@ -541,7 +534,7 @@ impl Commit<'_> {
         }
         let cleanup = (table, layout::delete(&primary, &txn)?);
         if self.ttl.is_some() {
-            let (env, held) = (self.env.clone(), self.held());
+            let (env, held) = (self.env.clone(), self.held.clone());
             tokio::spawn(async move {
                 if finish(&env, held, &finishing, &txn).await.2 && all_off {
                     send_cleanup(env.backend().as_ref(), &cleanup.0, cleanup.1).await;
@@ -554,7 +547,7 @@ impl Commit<'_> {
             txn,
             all_off,
             decision_delete: cleanup,
-            held: self.held(),
+            held: self.held.clone(),
         }))
     }
 
