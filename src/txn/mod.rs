@@ -235,46 +235,41 @@ impl Transaction {
         let data = current.encode()?;
         let table = self.unit.env.table_name(E::TABLE)?;
         let etag = current.etag().clone();
-        let read_before = self
-            .unit
-            .parts
-            .iter()
-            .position(|p| p.pk == data.partition_key);
-        if etag.as_str() == STAGED
-            && read_before.is_none_or(|part| {
-                let key = (
-                    Slot {
-                        part,
-                        table: table.clone(),
-                    },
-                    data.row_key.clone(),
-                );
-                !self.unit.reads.contains_key(&key)
-            })
-        {
-            return Err(Error::invalid(
-                "check",
-                "the value is a staged view, with no stored version",
-            ));
+        let part = (self.unit.parts.iter()).position(|p| p.pk == data.partition_key);
+        let read = part.and_then(|part| {
+            let key = (
+                Slot {
+                    part,
+                    table: table.clone(),
+                },
+                data.row_key.clone(),
+            );
+            self.unit.reads.get(&key)
+        });
+        match read {
+            Some(Some(row)) if row.etag == etag => return Ok(()),
+            Some(_) => {
+                return Err(Error::Conflict {
+                    what: format!(
+                        "check of row {:?} of partition {:?} in `{table}`: the transaction read it at another version",
+                        data.row_key.as_str(),
+                        data.partition_key.as_str(),
+                    ),
+                    code: None,
+                    table: Some(table.as_str().to_owned()),
+                    row: Some(Box::new((data.partition_key, data.row_key))),
+                });
+            }
+            None if etag.as_str() == STAGED => {
+                return Err(Error::invalid(
+                    "check",
+                    "the value is a staged view, with no stored version",
+                ));
+            }
+            None => {}
         }
         let part = self.unit.part_of(&data.partition_key, "check")?;
         let key = (Slot { part, table }, data.row_key.clone());
-        if let Some(read) = self.unit.reads.get(&key) {
-            return match read {
-                Some(row) if row.etag == etag => Ok(()),
-                _ => Err(Error::Conflict {
-                    what: format!(
-                        "check of row {:?} of partition {:?} in `{}`: the transaction read it at another version",
-                        data.row_key.as_str(),
-                        data.partition_key.as_str(),
-                        key.0.table
-                    ),
-                    code: None,
-                    table: Some(key.0.table.as_str().to_owned()),
-                    row: Some(Box::new((data.partition_key, data.row_key))),
-                }),
-            };
-        }
         let unchanged = EntityData {
             properties: Properties::new(),
             ..data
