@@ -43,7 +43,7 @@ impl ImportOptions {
     pub fn upsert() -> Self {
         ImportOptions {
             upsert: true,
-            concurrency: Self::DEFAULT_CONCURRENCY,
+            ..Self::insert_only()
         }
     }
 
@@ -293,27 +293,26 @@ impl Importer<'_> {
             TableOp::Insert(data)
         };
         let key = (op.partition_key().clone(), op.row_key().clone());
-        if self.pending.contains_key(&key) {
-            // Written again: after the earlier write is stored.
-            self.flush()?;
-            self.held = Some(op);
-            *self.pending.entry(key).or_default() += 1;
-            self.read += 1;
-            return Ok(());
-        }
+        let again = self.pending.contains_key(&key);
         let size = op.payload_size();
-        let fits = self.buffer.first().is_none_or(|first| {
-            first.partition_key() == op.partition_key()
-                && self.buffer.len() < TableOp::MAX_BATCH_OPS
-                && self.buffer_bytes + size <= TableOp::MAX_BATCH_BYTES
-        });
+        let fits = !again
+            && self.buffer.first().is_none_or(|first| {
+                first.partition_key() == op.partition_key()
+                    && self.buffer.len() < TableOp::MAX_BATCH_OPS
+                    && self.buffer_bytes + size <= TableOp::MAX_BATCH_BYTES
+            });
         if !fits {
             self.flush()?;
         }
         *self.pending.entry(key).or_default() += 1;
         self.read += 1;
-        self.buffer_bytes += size;
-        self.buffer.push(op);
+        if again {
+            // Written again: after the earlier write is stored.
+            self.held = Some(op);
+        } else {
+            self.buffer_bytes += size;
+            self.buffer.push(op);
+        }
         Ok(())
     }
 
