@@ -372,18 +372,7 @@ async fn sweep(
         .instrument(tracing::info_span!("leasehold.sweep.locks"))
         .await?;
         progress(&report);
-        tracing::info!(
-            tombstones = report.tombstones,
-            stale_index_rows = report.stale_index_rows,
-            decision_rows = report.decision_rows,
-            after_image_rows = report.after_image_rows,
-            lock_blobs = report.lock_blobs,
-            lock_blobs_examined = report.lock_blobs_examined,
-            expired_rows = report.expired_rows,
-            rows_examined = report.rows_examined,
-            kept = report.kept,
-            "swept"
-        );
+        tracing::info!(%report, "swept");
         Ok(report)
     }
     .instrument(span)
