@@ -100,16 +100,7 @@ impl Committed {
             finishing,
             after,
         } = self;
-        let finished = async {
-            let f = finishing?;
-            let (done, recovered, off) = finish(&env, f.held, &f.rounds, &f.txn).await;
-            if f.all_off && off {
-                let backend = env.backend().clone();
-                let (table, op) = f.decision_delete;
-                tokio::spawn(async move { send_cleanup(backend.as_ref(), &table, op).await });
-            }
-            Some((done, recovered))
-        };
+        let finished = async { Some(finishing?.run(&env).await) };
         let freed = async {
             if let Some(after) = after {
                 after.run(&env).await;
@@ -233,15 +224,6 @@ impl Commit<'_> {
         Resolver::new(self.env.tables(), self.held.clone())
     }
 
-    /// Whether the unit still holds the locks of `parts` (by the local
-    /// validity deadline).
-    fn holds(&self, parts: &[usize]) -> bool {
-        self.ttl.is_none()
-            && parts.iter().all(|&p| {
-                (self.locks.get(p)).is_some_and(|g| g.ensure_valid(Duration::ZERO).is_ok())
-            })
-    }
-
     /// Sends the staged writes (by `claims_window` when they rely on
     /// index claims); answers what is left of a commit decided in a row.
     async fn commit_inner(
@@ -333,9 +315,10 @@ impl Commit<'_> {
             Err(e) if is_refusal(&e) => Err(e),
             Err(e) => {
                 // Reading is safe without the lease; sending again is not,
-                // so only a holder does it.
+                // so only a holder (by the local validity deadline) does it.
                 tracing::warn!(partition = %pk, error = %e, "transaction outcome unknown; verifying");
-                let held = self.holds(&[g.part]);
+                let lock = self.locks.get(g.part);
+                let held = lock.is_some_and(|l| l.ensure_valid(Duration::ZERO).is_ok());
                 verify_batch(backend.as_ref(), pk, &g.table, &g.ops, e, held)
                     .await
                     .map_err(|e| match e.kind() {
@@ -532,23 +515,19 @@ impl Commit<'_> {
             let sent = sends(table, ops, Vec::new())?;
             finishing.extend(sent.into_iter().map(|s| (s.table, s.ops)));
         }
-        let cleanup = (table, layout::delete(&primary, &txn)?);
-        if self.ttl.is_some() {
-            let (env, held) = (self.env.clone(), self.held.clone());
-            tokio::spawn(async move {
-                if finish(&env, held, &finishing, &txn).await.2 && all_off {
-                    send_cleanup(env.backend().as_ref(), &cleanup.0, cleanup.1).await;
-                }
-            });
-            return Ok(None);
-        }
-        Ok(Some(Finishing {
+        let finishing = Finishing {
+            decision_delete: (table, layout::delete(&primary, &txn)?),
             rounds: finishing,
             txn,
             all_off,
-            decision_delete: cleanup,
             held: self.held.clone(),
-        }))
+        };
+        if self.ttl.is_some() {
+            let env = self.env.clone();
+            tokio::spawn(async move { finishing.run(&env).await });
+            return Ok(None);
+        }
+        Ok(Some(finishing))
     }
 
     /// Every row of `groups` before the commit: as read, or read now
@@ -741,47 +720,57 @@ impl Commit<'_> {
     }
 }
 
-/// Sends the finishing transactions; where one fails, its rows are
-/// resolved one by one. Answers how many went through, whether any was
-/// refused, and whether no mark is left.
-async fn finish(
-    env: &std::sync::Arc<super::env::LockEnv>,
-    held: Vec<PartitionKey>,
-    finishing: &[(TableName, Vec<TableOp>)],
-    txn: &str,
-) -> (usize, bool, bool) {
-    let backend = env.backend();
-    let results = join_all(
-        finishing
-            .iter()
-            .map(|(table, ops)| backend.batch(table, ops)),
-    )
-    .await;
-    let resolver = Resolver::new(env.tables(), held);
-    let (mut done, mut recovered, mut all_off) = (0, false, true);
-    for ((table, ops), result) in finishing.iter().zip(results) {
-        let e = match result {
-            Ok(_) => {
-                done += 1;
-                continue;
-            }
-            Err(e) => e,
-        };
-        recovered |= is_refusal(&e);
-        tracing::debug!(txn = %txn, error = %e, "finishing a committed transaction's rows one by one");
-        for op in ops.iter().filter(|op| !is_decision_row(op.row_key())) {
-            let finished = async {
-                let stored = backend.get(table, op.partition_key(), op.row_key()).await?;
-                resolver.resolve_opt(table, stored).await
-            }
-            .await;
-            if let Err(e) = finished {
-                tracing::warn!(partition = %op.partition_key(), txn = %txn, error = %e, "a committed row is left marked; whoever reads it next finishes it");
-                all_off = false;
+impl Finishing {
+    /// Sends the finishing transactions; where one fails, its rows are
+    /// resolved one by one. Then the decision row's delete goes, behind,
+    /// when no mark is left. Answers how many went through and whether any
+    /// was refused.
+    async fn run(self, env: &Arc<LockEnv>) -> (usize, bool) {
+        let Finishing {
+            rounds: finishing,
+            txn,
+            all_off: deletes,
+            decision_delete,
+            held,
+        } = self;
+        let backend = env.backend();
+        let results = join_all(
+            finishing
+                .iter()
+                .map(|(table, ops)| backend.batch(table, ops)),
+        )
+        .await;
+        let resolver = Resolver::new(env.tables(), held);
+        let (mut done, mut recovered, mut all_off) = (0, false, true);
+        for ((table, ops), result) in finishing.iter().zip(results) {
+            let e = match result {
+                Ok(_) => {
+                    done += 1;
+                    continue;
+                }
+                Err(e) => e,
+            };
+            recovered |= is_refusal(&e);
+            tracing::debug!(txn = %txn, error = %e, "finishing a committed transaction's rows one by one");
+            for op in ops.iter().filter(|op| !is_decision_row(op.row_key())) {
+                let finished = async {
+                    let stored = backend.get(table, op.partition_key(), op.row_key()).await?;
+                    resolver.resolve_opt(table, stored).await
+                }
+                .await;
+                if let Err(e) = finished {
+                    tracing::warn!(partition = %op.partition_key(), txn = %txn, error = %e, "a committed row is left marked; whoever reads it next finishes it");
+                    all_off = false;
+                }
             }
         }
+        if deletes && all_off {
+            let backend = env.backend().clone();
+            let (table, op) = decision_delete;
+            tokio::spawn(async move { send_cleanup(backend.as_ref(), &table, op).await });
+        }
+        (done, recovered)
     }
-    (done, recovered, all_off)
 }
 
 /// The staged writes (in order) as their (partition, table) groups.
