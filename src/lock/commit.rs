@@ -32,7 +32,9 @@ use crate::table::Resolver;
 pub(super) struct Commit<'a> {
     pub(super) env: Arc<LockEnv>,
     pub(super) parts: Vec<PartitionKey>,
-    /// The locks of `parts`, in order (none for a transaction).
+    /// The partitions whose locks the unit holds, and those locks, in
+    /// order (none for a transaction).
+    pub(super) held: Vec<PartitionKey>,
     pub(super) locks: Vec<&'a LeaseGuard>,
     pub(super) ttl: Option<Duration>,
     pub(super) reads: Reads,
@@ -82,9 +84,8 @@ struct Plan {
     /// The decision row's partition and table (the first group's).
     primary: PartitionKey,
     table: TableName,
-    /// The group whose writes ride in the commit point, if they fit there.
-    riding: Option<usize>,
-    /// The commit point: the riding group's writes, then the decision row.
+    /// The commit point: the first group's writes if they fit there (they
+    /// are then not marked), then the decision row.
     commit: Vec<TableOp>,
     marking: Vec<Send>,
 }
@@ -99,16 +100,7 @@ impl Committed {
             finishing,
             after,
         } = self;
-        let finished = async {
-            let f = finishing?;
-            let (done, recovered, off) = finish(&env, f.held, &f.rounds, &f.txn).await;
-            if f.all_off && off {
-                let backend = env.backend().clone();
-                let (table, op) = f.decision_delete;
-                tokio::spawn(async move { send_cleanup(backend.as_ref(), &table, op).await });
-            }
-            Some((done, recovered))
-        };
+        let finished = async { Some(finishing?.run(&env).await) };
         let freed = async {
             if let Some(after) = after {
                 after.run(&env).await;
@@ -209,11 +201,10 @@ impl Commit<'_> {
         if self.indexed.is_empty() {
             return Ok(None);
         }
-        let held = self.held();
         let indexed = |slot: &Slot| self.indexed.iter().any(|t| t.table == slot.table);
         let input = ClaimInput {
             parts: &self.parts,
-            held: &held,
+            held: &self.held,
             writes: self
                 .staged
                 .iter()
@@ -230,24 +221,7 @@ impl Commit<'_> {
 
     /// The resolver of row marks this commit meets.
     fn resolver(&self) -> Resolver<'_> {
-        Resolver::new(self.env.tables(), self.held())
-    }
-
-    /// The partitions whose locks the unit holds (none: a transaction).
-    fn held(&self) -> Vec<PartitionKey> {
-        match self.ttl {
-            Some(_) => Vec::new(),
-            None => self.parts.clone(),
-        }
-    }
-
-    /// Whether the unit still holds the locks of `parts` (by the local
-    /// validity deadline).
-    fn holds(&self, parts: &[usize]) -> bool {
-        self.ttl.is_none()
-            && parts.iter().all(|&p| {
-                (self.locks.get(p)).is_some_and(|g| g.ensure_valid(Duration::ZERO).is_ok())
-            })
+        Resolver::new(self.env.tables(), self.held.clone())
     }
 
     /// Sends the staged writes (by `claims_window` when they rely on
@@ -336,22 +310,15 @@ impl Commit<'_> {
     async fn commit_one(&self, g: &Group) -> Result<()> {
         let backend = self.env.backend().clone();
         let pk = &self.parts[g.part];
-        let mut sent = backend.batch(&g.table, &g.ops).await;
-        if let Err(e) = &sent
-            && self.withdrew_placeholder(&g.table, &g.ops, e).await?
-        {
-            // The row an insert met was an undecided commit's
-            // placeholder, now gone: the transaction is sent again.
-            sent = backend.batch(&g.table, &g.ops).await;
-        }
-        match sent {
+        match self.send(&g.table, &g.ops, None).await? {
             Ok(_) => Ok(()),
             Err(e) if is_refusal(&e) => Err(e),
             Err(e) => {
                 // Reading is safe without the lease; sending again is not,
-                // so only a holder does it.
+                // so only a holder (by the local validity deadline) does it.
                 tracing::warn!(partition = %pk, error = %e, "transaction outcome unknown; verifying");
-                let held = self.holds(&[g.part]);
+                let lock = self.locks.get(g.part);
+                let held = lock.is_some_and(|l| l.ensure_valid(Duration::ZERO).is_ok());
                 verify_batch(backend.as_ref(), pk, &g.table, &g.ops, e, held)
                     .await
                     .map_err(|e| match e.kind() {
@@ -431,7 +398,6 @@ impl Commit<'_> {
             txn,
             primary,
             table,
-            riding,
             commit,
             marking,
         })
@@ -452,7 +418,6 @@ impl Commit<'_> {
             txn,
             primary,
             table,
-            riding,
             commit,
             marking,
         } = plan;
@@ -493,44 +458,32 @@ impl Commit<'_> {
         };
 
         // 2. The commit point.
-        let mut again = true;
-        loop {
-            match deadline::send_by(deadline, backend.batch(&table, &commit)).await {
-                Ok(_) => break,
-                Err(e) if is_refusal(&e) => {
-                    if again
-                        && let Some(j) = riding
-                        && self
-                            .withdrew_placeholder(&groups[j].table, &commit, &e)
-                            .await?
-                    {
-                        again = false;
-                        continue;
+        match self.send(&table, &commit, Some(deadline)).await? {
+            Ok(_) => {}
+            Err(e) if is_refusal(&e) => {
+                self.withdraw(&marking, &versions).await;
+                return Err(refusal(e, commit.len() - 1, &primary, &txn));
+            }
+            // A lost reply, or a later try refused unsent past the
+            // deadline (an earlier one may have landed): the decision
+            // row says which.
+            Err(e) => {
+                tracing::warn!(partition = %primary, txn = %txn, error = %e, "the commit point's reply was lost; reading its decision");
+                match decision::settle(backend.as_ref(), &table, &primary, &txn).await {
+                    Ok(CommitOutcome::Applied) => {}
+                    Ok(CommitOutcome::NotApplied) => {
+                        self.withdraw(&marking, &versions).await;
+                        return Err(e);
                     }
-                    self.withdraw(&marking, &versions).await;
-                    return Err(refusal(e, commit.len() - 1, &primary, &txn));
-                }
-                // A lost reply, or a later try refused unsent past the
-                // deadline (an earlier one may have landed): the decision
-                // row says which.
-                Err(e) => {
-                    tracing::warn!(partition = %primary, txn = %txn, error = %e, "the commit point's reply was lost; reading its decision");
-                    match decision::settle(backend.as_ref(), &table, &primary, &txn).await {
-                        Ok(CommitOutcome::Applied) => break,
-                        Ok(CommitOutcome::NotApplied) => {
-                            self.withdraw(&marking, &versions).await;
-                            return Err(e);
-                        }
-                        Err(read) => {
-                            return Err(Error::InDoubt {
-                                what: format!(
-                                    "the commit point's reply was lost ({e}) and its decision could not be read back"
-                                ),
-                                primary,
-                                transaction: Some(txn),
-                                source: Box::new(read),
-                            });
-                        }
+                    Err(read) => {
+                        return Err(Error::InDoubt {
+                            what: format!(
+                                "the commit point's reply was lost ({e}) and its decision could not be read back"
+                            ),
+                            primary,
+                            transaction: Some(txn),
+                            source: Box::new(read),
+                        });
                     }
                 }
             }
@@ -539,56 +492,42 @@ impl Commit<'_> {
 
         // 3. Finish.
         let mut all_off = true;
-        let mut finishing: Vec<(TableName, Vec<TableOp>)> = Vec::new();
-        for (send, versions) in marking.iter().zip(&versions) {
-            let versions = versions.as_deref().unwrap_or_default();
-            let mut ops = Vec::with_capacity(send.ops.len());
-            for (i, (pre, of)) in send.ops.iter().zip(&send.of).enumerate() {
-                match of {
-                    Some((j, k)) => match versions.get(i).and_then(Option::as_ref) {
-                        Some(marked) => ops.push(apply_op(
-                            &groups[*j].ops[*k],
-                            reads[*j][*k].as_ref(),
-                            &marked.etag,
-                        )),
-                        // No version in the reply: the row is left to its
-                        // readers, and so is the decision row.
-                        None => all_off = false,
-                    },
-                    None => {
-                        if let Some(data) = pre.data() {
-                            ops.push(TableOp::Delete {
-                                partition_key: data.partition_key.clone(),
-                                row_key: data.row_key.clone(),
-                                condition: Precondition::IfExists,
-                            });
-                        }
-                    }
-                }
+        let finished = after_marking(&marking, &versions, |pre, of, marked| match (of, marked) {
+            (Some((j, k)), Some(marked)) => Some(apply_op(
+                &groups[j].ops[k],
+                reads[j][k].as_ref(),
+                &marked.etag,
+            )),
+            // No version in the reply: the row is left to its readers,
+            // and so is the decision row.
+            (Some(_), None) => {
+                all_off = false;
+                None
             }
-            finishing.extend(
-                sends(&send.table, ops, Vec::new())?
-                    .into_iter()
-                    .map(|s| (s.table, s.ops)),
-            );
+            (None, _) => pre.data().map(|data| TableOp::Delete {
+                partition_key: data.partition_key.clone(),
+                row_key: data.row_key.clone(),
+                condition: Precondition::IfExists,
+            }),
+        });
+        let mut finishing: Vec<(TableName, Vec<TableOp>)> = Vec::new();
+        for (table, ops) in finished {
+            let sent = sends(table, ops, Vec::new())?;
+            finishing.extend(sent.into_iter().map(|s| (s.table, s.ops)));
         }
-        let cleanup = (table, layout::delete(&primary, &txn)?);
-        if self.ttl.is_some() {
-            let (env, held) = (self.env.clone(), self.held());
-            tokio::spawn(async move {
-                if finish(&env, held, &finishing, &txn).await.2 && all_off {
-                    send_cleanup(env.backend().as_ref(), &cleanup.0, cleanup.1).await;
-                }
-            });
-            return Ok(None);
-        }
-        Ok(Some(Finishing {
+        let finishing = Finishing {
+            decision_delete: (table, layout::delete(&primary, &txn)?),
             rounds: finishing,
             txn,
             all_off,
-            decision_delete: cleanup,
-            held: self.held(),
-        }))
+            held: self.held.clone(),
+        };
+        if self.ttl.is_some() {
+            let env = self.env.clone();
+            tokio::spawn(async move { finishing.run(&env).await });
+            return Ok(None);
+        }
+        Ok(Some(finishing))
     }
 
     /// Every row of `groups` before the commit: as read, or read now
@@ -688,29 +627,20 @@ impl Commit<'_> {
     /// marking went through (`versions`); best effort.
     async fn withdraw(&self, marking: &[Send], versions: &[Option<Vec<Option<Version>>>]) {
         let backend = self.env.backend().clone();
-        let sends = marking.iter().zip(versions).filter_map(|(s, versions)| {
-            let versions = versions.as_ref()?;
-            let ops: Vec<TableOp> = s
-                .ops
-                .iter()
-                .zip(versions)
-                .filter_map(|(op, version)| {
-                    let data = op.data()?.clone();
-                    let etag = version.as_ref()?.etag.clone();
-                    match Mark::of(&data.properties) {
-                        Some(mark) => Some(strip(data, etag, &mark)),
-                        // An after-image row.
-                        None => Some(TableOp::Delete {
-                            partition_key: data.partition_key,
-                            row_key: data.row_key,
-                            condition: Precondition::IfMatch(etag),
-                        }),
-                    }
-                })
-                .collect();
-            (!ops.is_empty()).then_some((&s.table, ops))
+        let sends = after_marking(marking, versions, |op, _, version| {
+            let data = op.data()?.clone();
+            let etag = version?.etag.clone();
+            match Mark::of(&data.properties) {
+                Some(mark) => Some(strip(data, etag, &mark)),
+                // An after-image row.
+                None => Some(TableOp::Delete {
+                    partition_key: data.partition_key,
+                    row_key: data.row_key,
+                    condition: Precondition::IfMatch(etag),
+                }),
+            }
         });
-        join_all(sends.map(|(table, ops)| {
+        join_all(sends.into_iter().map(|(table, ops)| {
             let backend = backend.clone();
             async move {
                 if let Err(e) = backend.batch(table, &ops).await {
@@ -719,6 +649,28 @@ impl Commit<'_> {
             }
         }))
         .await;
+    }
+
+    /// Sends `ops` (each try by `by`), once more when an insert met an
+    /// undecided commit's placeholder that resolving it removed; the outer
+    /// error is one reading the row failed with.
+    async fn send(
+        &self,
+        table: &TableName,
+        ops: &[TableOp],
+        by: Option<tokio::time::Instant>,
+    ) -> Result<Result<Vec<Option<Version>>>> {
+        let backend = self.env.backend();
+        let send = || async {
+            match by {
+                Some(by) => deadline::send_by(by, backend.batch(table, ops)).await,
+                None => backend.batch(table, ops).await,
+            }
+        };
+        match send().await {
+            Err(e) if self.withdrew_placeholder(table, ops, &e).await? => Ok(send().await),
+            sent => Ok(sent),
+        }
     }
 
     /// Whether `refusal` of `ops` is an insert meeting an undecided
@@ -768,47 +720,57 @@ impl Commit<'_> {
     }
 }
 
-/// Sends the finishing transactions; where one fails, its rows are
-/// resolved one by one. Answers how many went through, whether any was
-/// refused, and whether no mark is left.
-async fn finish(
-    env: &std::sync::Arc<super::env::LockEnv>,
-    held: Vec<PartitionKey>,
-    finishing: &[(TableName, Vec<TableOp>)],
-    txn: &str,
-) -> (usize, bool, bool) {
-    let backend = env.backend();
-    let results = join_all(
-        finishing
-            .iter()
-            .map(|(table, ops)| backend.batch(table, ops)),
-    )
-    .await;
-    let resolver = Resolver::new(env.tables(), held);
-    let (mut done, mut recovered, mut all_off) = (0, false, true);
-    for ((table, ops), result) in finishing.iter().zip(results) {
-        let e = match result {
-            Ok(_) => {
-                done += 1;
-                continue;
-            }
-            Err(e) => e,
-        };
-        recovered |= is_refusal(&e);
-        tracing::debug!(txn = %txn, error = %e, "finishing a committed transaction's rows one by one");
-        for op in ops.iter().filter(|op| !is_decision_row(op.row_key())) {
-            let finished = async {
-                let stored = backend.get(table, op.partition_key(), op.row_key()).await?;
-                resolver.resolve_opt(table, stored).await
-            }
-            .await;
-            if let Err(e) = finished {
-                tracing::warn!(partition = %op.partition_key(), txn = %txn, error = %e, "a committed row is left marked; whoever reads it next finishes it");
-                all_off = false;
+impl Finishing {
+    /// Sends the finishing transactions; where one fails, its rows are
+    /// resolved one by one. Then the decision row's delete goes, behind,
+    /// when no mark is left. Answers how many went through and whether any
+    /// was refused.
+    async fn run(self, env: &Arc<LockEnv>) -> (usize, bool) {
+        let Finishing {
+            rounds: finishing,
+            txn,
+            all_off: deletes,
+            decision_delete,
+            held,
+        } = self;
+        let backend = env.backend();
+        let results = join_all(
+            finishing
+                .iter()
+                .map(|(table, ops)| backend.batch(table, ops)),
+        )
+        .await;
+        let resolver = Resolver::new(env.tables(), held);
+        let (mut done, mut recovered, mut all_off) = (0, false, true);
+        for ((table, ops), result) in finishing.iter().zip(results) {
+            let e = match result {
+                Ok(_) => {
+                    done += 1;
+                    continue;
+                }
+                Err(e) => e,
+            };
+            recovered |= is_refusal(&e);
+            tracing::debug!(txn = %txn, error = %e, "finishing a committed transaction's rows one by one");
+            for op in ops.iter().filter(|op| !is_decision_row(op.row_key())) {
+                let finished = async {
+                    let stored = backend.get(table, op.partition_key(), op.row_key()).await?;
+                    resolver.resolve_opt(table, stored).await
+                }
+                .await;
+                if let Err(e) = finished {
+                    tracing::warn!(partition = %op.partition_key(), txn = %txn, error = %e, "a committed row is left marked; whoever reads it next finishes it");
+                    all_off = false;
+                }
             }
         }
+        if deletes && all_off {
+            let backend = env.backend().clone();
+            let (table, op) = decision_delete;
+            tokio::spawn(async move { send_cleanup(backend.as_ref(), &table, op).await });
+        }
+        (done, recovered)
     }
-    (done, recovered, all_off)
 }
 
 /// The staged writes (in order) as their (partition, table) groups.
@@ -829,6 +791,27 @@ fn group(staged: impl IntoIterator<Item = ((Slot, RowKey), TableOp)>) -> Vec<Gro
         }
     }
     groups
+}
+
+/// Per transaction of the marking round that went through (`versions`),
+/// the writes `f` makes of its operations, from what each stands for and
+/// the version its marking gave it.
+fn after_marking<'m>(
+    marking: &'m [Send],
+    versions: &[Option<Vec<Option<Version>>>],
+    mut f: impl FnMut(&TableOp, Option<(usize, usize)>, Option<&Version>) -> Option<TableOp>,
+) -> Vec<(&'m TableName, Vec<TableOp>)> {
+    let mut out = Vec::new();
+    for (send, versions) in marking.iter().zip(versions) {
+        let Some(versions) = versions else { continue };
+        let ops: Vec<TableOp> = (send.ops.iter().zip(&send.of).enumerate())
+            .filter_map(|(i, (op, of))| f(op, *of, versions.get(i).and_then(Option::as_ref)))
+            .collect();
+        if !ops.is_empty() {
+            out.push((&send.table, ops));
+        }
+    }
+    out
 }
 
 /// `ops` of one partition (and what each stands for, `of`) as

@@ -615,10 +615,11 @@ impl Unit {
                         .collect::<Result<_>>()?,
                 };
                 let parts = self.parts.iter().map(|p| p.pk.clone()).collect();
-                let (env, ttl) = (self.env.clone(), self.ttl);
+                let (env, ttl, held) = (self.env.clone(), self.ttl, self.held());
                 let commit = Commit {
                     env,
                     parts,
+                    held,
                     locks,
                     ttl,
                     reads,

@@ -63,8 +63,7 @@ pub(crate) fn text(op: &TableOp) -> String {
 /// The row key of after-image row `i` of marked row `n` of transaction
 /// `txn`.
 fn row_key(txn: &str, n: usize, i: usize) -> Result<RowKey> {
-    let id = txn.split_once('.').map_or(txn, |(id, _)| id);
-    RowKey::new(format!("{ROW_PREFIX}{id}.a{n}.{i}"))
+    RowKey::new(format!("{ROW_PREFIX}{}.a{n}.{i}", super::decision::id(txn)))
 }
 
 /// Puts the after-image `text` on `data`, a row being marked: inline where

@@ -58,14 +58,18 @@ pub(crate) const DECISIONS_KEPT: std::time::Duration = std::time::Duration::from
 /// When transaction `txn` began, by the clock of the process that made it
 /// (`None`: an id leasehold did not make).
 pub(crate) fn issued_at(txn: &str) -> Option<time::OffsetDateTime> {
-    let id = txn.split_once('.').map_or(txn, |(id, _)| id);
-    let uuid = uuid::Uuid::try_parse(id).ok()?;
+    let uuid = uuid::Uuid::try_parse(id(txn)).ok()?;
     if uuid.get_version_num() != 7 {
         return None;
     }
     let (secs, nanos) = uuid.get_timestamp()?.to_unix();
     let at = time::OffsetDateTime::from_unix_timestamp(i64::try_from(secs).ok()?).ok()?;
     Some(at + time::Duration::nanoseconds(i64::from(nanos)))
+}
+
+/// The id part of transaction id `txn` (`<id>.<table>`).
+pub(crate) fn id(txn: &str) -> &str {
+    txn.split_once('.').map_or(txn, |(id, _)| id)
 }
 
 /// The table a transaction id names (`None`: it names none).
@@ -81,8 +85,7 @@ pub(crate) fn is_decision_row(row_key: &RowKey) -> bool {
 
 /// The row key of transaction `txn`'s decision row.
 pub(crate) fn row_key(txn: &str) -> Result<RowKey> {
-    let id = txn.split_once('.').map_or(txn, |(id, _)| id);
-    RowKey::new(format!("{ROW_PREFIX}{id}"))
+    RowKey::new(format!("{ROW_PREFIX}{}", id(txn)))
 }
 
 /// The insert of transaction `txn`'s decision row in partition `primary`.
@@ -155,8 +158,7 @@ impl Stored {
 /// The transaction id part of a decision row's or after-image row's key
 /// (`None`: not such a key).
 pub(crate) fn id_of(row_key: &RowKey) -> Option<&str> {
-    let rest = row_key.as_str().strip_prefix(ROW_PREFIX)?;
-    Some(rest.split_once('.').map_or(rest, |(id, _)| id))
+    row_key.as_str().strip_prefix(ROW_PREFIX).map(id)
 }
 
 /// The delete of transaction `txn`'s decision row.

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use time::OffsetDateTime;
 
+use super::SweepReport;
 use crate::backend::{Precondition, StoredEntity, TableOp, WriteOptions};
 use crate::error::{ErrorKind, Result};
 use crate::index::claim;
@@ -32,21 +33,10 @@ use crate::query::{CmpOp, Filter};
 use crate::rows::{decision, expiry, tombstone};
 use crate::table::Resolver;
 
-/// What the expiry step of a sweep did to one table.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Expired {
-    /// Rows past their expiry read.
-    pub(crate) examined: u64,
-    /// Rows removed (for a dry run: that would be).
-    pub(crate) removed: u64,
-    /// Rows kept because they changed after the sweep read them.
-    pub(crate) kept: u64,
-}
-
 /// Deletes the rows of `table` (the name without the store's prefix)
 /// whose expiry is at or before `now`, each at the ETag read (see the
 /// module docs); a dry run only counts them. A table that does not exist
-/// has nothing to sweep.
+/// has nothing to sweep. Counts them in `report`.
 ///
 /// # Errors
 /// [`Error::Invalid`] for a bad table name, before any request; the
@@ -56,7 +46,8 @@ pub(crate) async fn delete_expired(
     table: &str,
     now: OffsetDateTime,
     dry_run: bool,
-) -> Result<Expired> {
+    report: &mut SweepReport,
+) -> Result<()> {
     let name = env.table_name(table)?;
     let indexes = match crate::index::read_defs(env.tables(), table).await {
         Ok(found) => found,
@@ -72,7 +63,7 @@ pub(crate) async fn delete_expired(
     let backend = env.backend().as_ref();
     let mut pages = crate::rows::Pages::new(backend, &name, due);
     let resolver = Resolver::new(env.tables(), Vec::new());
-    let mut report = Expired::default();
+    let before = (report.expired_rows, report.kept);
     // A page at a time: a table's expired rows may not fit in memory.
     while let Some(page) = pages.next().await? {
         for row in page {
@@ -88,9 +79,9 @@ pub(crate) async fn delete_expired(
             {
                 continue;
             }
-            report.examined += 1;
+            report.rows_examined += 1;
             if dry_run {
-                report.removed += 1;
+                report.expired_rows += 1;
                 continue;
             }
             let removed = match &indexes {
@@ -98,17 +89,20 @@ pub(crate) async fn delete_expired(
                 None => crate::rows::delete_as_read(backend, &name, &row).await?,
             };
             if removed {
-                report.removed += 1;
+                report.expired_rows += 1;
             } else {
                 report.kept += 1;
             }
         }
     }
     if !dry_run {
-        env.telemetry()
-            .expired_rows(name.as_str(), report.removed, report.kept);
+        env.telemetry().expired_rows(
+            name.as_str(),
+            report.expired_rows - before.0,
+            report.kept - before.1,
+        );
     }
-    Ok(report)
+    Ok(())
 }
 
 /// Deletes an expired row of a type with indexes: its tombstone at the

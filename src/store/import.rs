@@ -2,6 +2,7 @@
 //! transactions, a few at once.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use futures_core::Stream;
@@ -11,10 +12,10 @@ use futures_util::{FutureExt as _, StreamExt as _, future::BoxFuture, stream};
 use super::Store;
 use crate::backend::wire::EntityBody;
 use crate::backend::{Backend, Precondition, TableOp};
-use crate::entity::{DynamicEntity, EntityData, Value, validate_entity};
+use crate::entity::{DynamicEntity, EntityData, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
-use crate::query::{CmpOp, Filter};
+use crate::query::scope_filter;
 
 /// How [`Store::import`] writes rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +43,7 @@ impl ImportOptions {
     pub fn upsert() -> Self {
         ImportOptions {
             upsert: true,
-            concurrency: Self::DEFAULT_CONCURRENCY,
+            ..Self::insert_only()
         }
     }
 
@@ -292,27 +293,26 @@ impl Importer<'_> {
             TableOp::Insert(data)
         };
         let key = (op.partition_key().clone(), op.row_key().clone());
-        if self.pending.contains_key(&key) {
-            // Written again: after the earlier write is stored.
-            self.flush()?;
-            self.held = Some(op);
-            *self.pending.entry(key).or_default() += 1;
-            self.read += 1;
-            return Ok(());
-        }
+        let again = self.pending.contains_key(&key);
         let size = op.payload_size();
-        let fits = self.buffer.first().is_none_or(|first| {
-            first.partition_key() == op.partition_key()
-                && self.buffer.len() < TableOp::MAX_BATCH_OPS
-                && self.buffer_bytes + size <= TableOp::MAX_BATCH_BYTES
-        });
+        let fits = !again
+            && self.buffer.first().is_none_or(|first| {
+                first.partition_key() == op.partition_key()
+                    && self.buffer.len() < TableOp::MAX_BATCH_OPS
+                    && self.buffer_bytes + size <= TableOp::MAX_BATCH_BYTES
+            });
         if !fits {
             self.flush()?;
         }
         *self.pending.entry(key).or_default() += 1;
         self.read += 1;
-        self.buffer_bytes += size;
-        self.buffer.push(op);
+        if again {
+            // Written again: after the earlier write is stored.
+            self.held = Some(op);
+        } else {
+            self.buffer_bytes += size;
+            self.buffer.push(op);
+        }
         Ok(())
     }
 
@@ -419,20 +419,14 @@ async fn stored_rows(
     let (Some(low), Some(high)) = (wanted.iter().min(), wanted.iter().max()) else {
         return Ok(HashMap::new());
     };
-    let Some(pk) = ops.first().map(TableOp::partition_key) else {
+    let rows = (
+        Bound::Included(low.to_string()),
+        Bound::Included(high.to_string()),
+    );
+    let pk = ops.first().map(|op| op.partition_key().as_str());
+    let Some(filter) = scope_filter(pk, &rows, None) else {
         return Ok(HashMap::new());
     };
-    let filter = Filter::compare("PartitionKey", CmpOp::Eq, Value::String(pk.to_string()))
-        .and(Filter::compare(
-            "RowKey",
-            CmpOp::Ge,
-            Value::String((*low).to_owned()),
-        ))
-        .and(Filter::compare(
-            "RowKey",
-            CmpOp::Le,
-            Value::String((*high).to_owned()),
-        ));
     let mut found = HashMap::new();
     for row in crate::rows::query_all(backend, table, filter).await? {
         if wanted.contains(row.data.row_key.as_str()) {

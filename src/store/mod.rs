@@ -154,43 +154,7 @@ impl Store {
 
     /// A store on any backend, with default options.
     pub fn new(backend: impl Backend) -> Store {
-        let telemetry = Telemetry::global();
-        let backend = stack(Arc::new(backend), &[], &telemetry);
-        let blobs: Arc<dyn BlobBackend> = backend.clone();
-        Store::assemble(
-            backend,
-            ConflictRetry::default(),
-            String::new(),
-            LeaseManager::from_settings(blobs.clone(), default_lease_settings(), telemetry.clone()),
-            default_locks(blobs, &telemetry),
-            LockOptions::default(),
-            telemetry,
-        )
-    }
-
-    fn assemble(
-        backend: Arc<dyn Backend>,
-        conflict_retry: ConflictRetry,
-        table_prefix: String,
-        leases: LeaseManager,
-        locks: LeaseManager,
-        lock_options: LockOptions,
-        telemetry: Telemetry,
-    ) -> Store {
-        let tables = Arc::new(TableEnv::new(
-            backend,
-            conflict_retry,
-            table_prefix,
-            telemetry,
-            locks,
-            lock_options.acquire_timeout(),
-            crate::index::writes,
-        ));
-        let claims: Arc<dyn CommitClaims> = Arc::new(UnitClaims);
-        let locking = Arc::new(LockEnv::new(tables, lock_options, Some(claims)));
-        Store {
-            inner: Arc::new(StoreInner { locking, leases }),
-        }
+        Store::builder(backend).assemble(None, None)
     }
 
     /// A builder for a store on `backend`.
@@ -417,45 +381,47 @@ impl StoreBuilder {
     /// # Errors
     /// [`crate::Error::Invalid`] naming a lease option that is out of range.
     pub fn build(self) -> Result<Store> {
-        let telemetry = self.telemetry.unwrap_or_else(Telemetry::global);
-        let backend = stack(self.backend, &self.layers, &telemetry);
-        let blobs: Arc<dyn BlobBackend> = backend.clone();
-        let manager = |options: LeaseOptions| {
-            Ok::<_, Error>(LeaseManager::from_settings(
-                blobs.clone(),
-                options.resolve()?,
-                telemetry.clone(),
-            ))
-        };
-        let locks = match (self.lock_lease_options, &self.lease_options) {
-            (Some(options), _) => manager(options)?,
-            (None, Some(options)) => manager(
+        let locks = match (&self.lock_lease_options, &self.lease_options) {
+            (Some(options), _) => Some(options.resolve()?),
+            (None, Some(options)) => Some(
                 options
                     .clone()
                     .with_container(lock_container())
-                    .with_owner_metadata(false),
-            )?,
-            (None, None) => default_locks(blobs.clone(), &telemetry),
+                    .with_owner_metadata(false)
+                    .resolve()?,
+            ),
+            (None, None) => None,
         };
+        let leases = self.lease_options.as_ref().map(LeaseOptions::resolve);
+        Ok(self.assemble(leases.transpose()?, locks))
+    }
+
+    /// The store, with the lease and lock settings resolved (`None`: the
+    /// defaults).
+    fn assemble(self, leases: Option<Settings>, locks: Option<Settings>) -> Store {
+        let telemetry = self.telemetry.unwrap_or_else(Telemetry::global);
+        let backend = stack(self.backend, &self.layers, &telemetry);
+        let blobs: Arc<dyn BlobBackend> = backend.clone();
+        let manager =
+            |settings| LeaseManager::from_settings(blobs.clone(), settings, telemetry.clone());
+        let locks = manager(locks.unwrap_or_else(default_lock_settings));
         // Lock names carry the prefix already.
-        let lease_settings = match self.lease_options {
-            Some(options) => options.resolve()?,
-            None => default_lease_settings(),
-        };
-        let leases = LeaseManager::from_settings(
-            blobs.clone(),
-            lease_settings.with_name_prefix(&self.table_prefix),
-            telemetry.clone(),
-        );
-        Ok(Store::assemble(
+        let leases = leases.unwrap_or_else(default_lease_settings);
+        let leases = manager(leases.with_name_prefix(&self.table_prefix));
+        let tables = Arc::new(TableEnv::new(
             backend,
             self.conflict_retry,
             self.table_prefix,
-            leases,
-            locks,
-            self.lock_options,
             telemetry,
-        ))
+            locks,
+            self.lock_options.acquire_timeout(),
+            crate::index::writes,
+        ));
+        let claims: Arc<dyn CommitClaims> = Arc::new(UnitClaims);
+        let locking = Arc::new(LockEnv::new(tables, self.lock_options, Some(claims)));
+        Store {
+            inner: Arc::new(StoreInner { locking, leases }),
+        }
     }
 }
 
@@ -517,14 +483,10 @@ fn default_lease_settings() -> Settings {
     Settings::defaults(container, true, crate::lease::DEFAULT_DURATION_SECS)
 }
 
-/// The lock manager of a store with default lease options.
-fn default_locks(blobs: Arc<dyn BlobBackend>, telemetry: &Telemetry) -> LeaseManager {
+/// The settings of a store's lock manager with default lease options.
+fn default_lock_settings() -> Settings {
     let secs = u8::try_from(LockOptions::DEFAULT_LEASE_DURATION.as_secs()).unwrap_or(15);
-    LeaseManager::from_settings(
-        blobs,
-        Settings::defaults(lock_container(), false, secs),
-        telemetry.clone(),
-    )
+    Settings::defaults(lock_container(), false, secs)
 }
 
 fn lock_container() -> ContainerName {

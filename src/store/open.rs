@@ -38,8 +38,7 @@ impl Store {
     /// taken (calling again is safe); [`crate::Error::Invalid`] for a bad
     /// key; [`crate::Error::Auth`]; other backend errors.
     pub async fn lock(&self, partition_key: impl IntoPartitionKey) -> Result<Unit> {
-        self.lock_with_timeout(partition_key, self.lock_options().acquire_timeout())
-            .await
+        self.lock_many([partition_key]).await
     }
 
     /// A transaction across any partitions and tables, without a lease,
@@ -111,12 +110,7 @@ impl Store {
         partition_key: impl IntoPartitionKey,
         timeout: Duration,
     ) -> Result<Unit> {
-        Unit::open(self.locking(), [partition_key], Some(timeout))
-            .await?
-            .ok_or_else(|| Error::Timeout {
-                what: "partition lock".into(),
-                after: timeout,
-            })
+        self.lock_many_with_timeout([partition_key], timeout).await
     }
 
     /// Takes the lock of a partition if nobody holds it; `Ok(None)` otherwise.
@@ -124,7 +118,7 @@ impl Store {
     /// # Errors
     /// As [`Store::lock`], without the timeout.
     pub async fn try_lock(&self, partition_key: impl IntoPartitionKey) -> Result<Option<Unit>> {
-        Unit::open(self.locking(), [partition_key], None).await
+        self.try_lock_many([partition_key]).await
     }
 
     /// Takes the locks of several partitions for one [`Unit`], waiting up to
@@ -185,7 +179,7 @@ impl Store {
         )
         .await?
         .ok_or_else(|| Error::Timeout {
-            what: "partition locks".into(),
+            what: "partition lock".into(),
             after: timeout,
         })
     }

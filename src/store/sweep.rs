@@ -9,7 +9,7 @@ use tracing::Instrument as _;
 
 use super::Store;
 use super::lock_blobs::prune_locks;
-use crate::backend::{QuerySpec, StoredEntity};
+use crate::backend::StoredEntity;
 use crate::entity::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{STALLED_WRITE_BOUND, TABLE_SUFFIX};
@@ -18,7 +18,7 @@ use crate::lease::LeaderOptions;
 use crate::lock::LockEnv;
 use crate::query::{CmpOp, Filter};
 use crate::rows::mark::MARK;
-use crate::rows::tombstone;
+use crate::rows::{Pages, tombstone};
 
 /// What [`Store::sweep`] removes and how.
 ///
@@ -217,14 +217,8 @@ impl Store {
     /// again since (a claim taken by a new writer, a tombstone replaced by an
     /// insert, a row a unit marked) is kept for the next sweep.
     ///
-    /// **Why 25 minutes.** Tombstones and claims are relied on only by a
-    /// write whose claims were sent before the row was written; it sends
-    /// within 5 minutes of its claims or not at all
-    /// (`crate::backend::deadline`), the service refuses a Shared Key
-    /// request dated over 15 minutes off, and 5 minutes cover clock skew
-    /// (see "How long a claim or tombstone is relied on" in
-    /// [`crate::index`]). Decision rows: the same, with a unit's lock in
-    /// place of the 5 minutes.
+    /// Why 25 minutes: "How long a claim or tombstone is relied on" in
+    /// [`crate::index`].
     ///
     /// Cost: a read of every indexed table and its index table, a filtered
     /// query of every table, one or two reads and a delete per stale index
@@ -357,13 +351,11 @@ async fn sweep(
         let expiry_now = crate::datetime::now() + options.later;
         for table in &tables {
             let name = &table.as_str()[prefix.len()..];
-            let expired = super::expiry::delete_expired(env, name, expiry_now, dry_run)
+            let examined = report.rows_examined;
+            super::expiry::delete_expired(env, name, expiry_now, dry_run, &mut report)
                 .instrument(tracing::info_span!("leasehold.sweep.expired", table = %table))
                 .await?;
-            report.rows_examined += expired.examined;
-            report.expired_rows += expired.removed;
-            report.kept += expired.kept;
-            if expired.examined > 0 {
+            if report.rows_examined > examined {
                 progress(&report);
             }
         }
@@ -380,18 +372,7 @@ async fn sweep(
         .instrument(tracing::info_span!("leasehold.sweep.locks"))
         .await?;
         progress(&report);
-        tracing::info!(
-            tombstones = report.tombstones,
-            stale_index_rows = report.stale_index_rows,
-            decision_rows = report.decision_rows,
-            after_image_rows = report.after_image_rows,
-            lock_blobs = report.lock_blobs,
-            lock_blobs_examined = report.lock_blobs_examined,
-            expired_rows = report.expired_rows,
-            rows_examined = report.rows_examined,
-            kept = report.kept,
-            "swept"
-        );
+        tracing::info!(%report, "swept");
         Ok(report)
     }
     .instrument(span)
@@ -476,25 +457,12 @@ impl Sweeper<'_> {
         report: &mut SweepReport,
         progress: &mut (dyn FnMut(&SweepReport) + Send),
     ) -> Result<()> {
-        let mut spec = QuerySpec {
-            filter: Some(Filter::compare(
-                tombstone::PROPERTY,
-                CmpOp::Ge,
-                Value::String(String::new()),
-            )),
-            select: None,
-            top: Some(QuerySpec::MAX_PAGE_SIZE),
-            continuation: None,
-        };
-        loop {
-            let page = match self.env.backend().query(table, &spec).await {
-                Ok(page) => page,
-                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-                Err(e) => return Err(e),
-            };
-            report.rows_examined += count(page.entities.len());
+        let tombstones = Filter::compare(tombstone::PROPERTY, CmpOp::Ge, Value::String("".into()));
+        let mut pages = Pages::new(self.env.backend().as_ref(), table, tombstones);
+        while let Some(page) = pages.next().await? {
+            report.rows_examined += count(page.len());
             let (old, young): (Vec<StoredEntity>, Vec<StoredEntity>) =
-                page.entities.into_iter().partition(|row| {
+                page.into_iter().partition(|row| {
                     tombstone::is_tombstone(&row.data.properties)
                         && row.data.properties.get(MARK).is_none()
                         && row.timestamp < self.cutoff
@@ -511,11 +479,8 @@ impl Sweeper<'_> {
                 }
             }
             progress(report);
-            match page.continuation {
-                Some(next) => spec.continuation = Some(next),
-                None => return Ok(()),
-            }
         }
+        Ok(())
     }
 
     /// Deletes `row` at its ETag (for a dry run, counts it); answers

@@ -113,6 +113,19 @@ impl Default for TransactionOptions {
     }
 }
 
+/// The staging methods of [`Transaction`], each its unit's.
+macro_rules! stage {
+    ($($(#[$doc:meta])* $name:ident($arg:ident: $ty:ty);)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Errors
+        #[doc = concat!("As [`Unit::", stringify!($name), "`].")]
+        pub fn $name<E: Entity>(&mut self, $arg: $ty) -> Result<()> {
+            self.unit.$name($arg)
+        }
+    )*};
+}
+
 /// A transaction across any partitions and tables, without a lease; see
 /// the [module docs](self). Dropping it sends nothing.
 #[must_use = "a Transaction does nothing until `commit().await`"]
@@ -196,44 +209,17 @@ impl Transaction {
         self.unit.query()
     }
 
-    /// Stages the creation of an entity (the commit fails if it exists).
-    ///
-    /// # Errors
-    /// As [`Unit::insert`].
-    pub fn insert<E: Entity>(&mut self, entity: &E) -> Result<()> {
-        self.unit.insert(entity)
-    }
-
-    /// Stages the replacement of an entity read at its ETag.
-    ///
-    /// # Errors
-    /// As [`Unit::replace`].
-    pub fn replace<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
-        self.unit.replace(current)
-    }
-
-    /// Stages a merge of an entity's properties at its ETag.
-    ///
-    /// # Errors
-    /// As [`Unit::merge`].
-    pub fn merge<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
-        self.unit.merge(current)
-    }
-
-    /// Stages the delete of an entity at its ETag.
-    ///
-    /// # Errors
-    /// As [`Unit::delete`].
-    pub fn delete<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
-        self.unit.delete(current)
-    }
-
-    /// Stages an insert-or-replace, without a condition.
-    ///
-    /// # Errors
-    /// As [`Unit::upsert`].
-    pub fn upsert<E: Entity>(&mut self, entity: &E) -> Result<()> {
-        self.unit.upsert(entity)
+    stage! {
+        /// Stages the creation of an entity (the commit fails if it exists).
+        insert(entity: &E);
+        /// Stages the replacement of an entity read at its ETag.
+        replace(current: &Versioned<E>);
+        /// Stages a merge of an entity's properties at its ETag.
+        merge(current: &Versioned<E>);
+        /// Stages the delete of an entity at its ETag.
+        delete(current: &Versioned<E>);
+        /// Stages an insert-or-replace, without a condition.
+        upsert(entity: &E);
     }
 
     /// A condition on a row the transaction does not write: the commit
@@ -249,46 +235,41 @@ impl Transaction {
         let data = current.encode()?;
         let table = self.unit.env.table_name(E::TABLE)?;
         let etag = current.etag().clone();
-        let read_before = self
-            .unit
-            .parts
-            .iter()
-            .position(|p| p.pk == data.partition_key);
-        if etag.as_str() == STAGED
-            && read_before.is_none_or(|part| {
-                let key = (
-                    Slot {
-                        part,
-                        table: table.clone(),
-                    },
-                    data.row_key.clone(),
-                );
-                !self.unit.reads.contains_key(&key)
-            })
-        {
-            return Err(Error::invalid(
-                "check",
-                "the value is a staged view, with no stored version",
-            ));
+        let part = (self.unit.parts.iter()).position(|p| p.pk == data.partition_key);
+        let read = part.and_then(|part| {
+            let key = (
+                Slot {
+                    part,
+                    table: table.clone(),
+                },
+                data.row_key.clone(),
+            );
+            self.unit.reads.get(&key)
+        });
+        match read {
+            Some(Some(row)) if row.etag == etag => return Ok(()),
+            Some(_) => {
+                return Err(Error::Conflict {
+                    what: format!(
+                        "check of row {:?} of partition {:?} in `{table}`: the transaction read it at another version",
+                        data.row_key.as_str(),
+                        data.partition_key.as_str(),
+                    ),
+                    code: None,
+                    table: Some(table.as_str().to_owned()),
+                    row: Some(Box::new((data.partition_key, data.row_key))),
+                });
+            }
+            None if etag.as_str() == STAGED => {
+                return Err(Error::invalid(
+                    "check",
+                    "the value is a staged view, with no stored version",
+                ));
+            }
+            None => {}
         }
         let part = self.unit.part_of(&data.partition_key, "check")?;
         let key = (Slot { part, table }, data.row_key.clone());
-        if let Some(read) = self.unit.reads.get(&key) {
-            return match read {
-                Some(row) if row.etag == etag => Ok(()),
-                _ => Err(Error::Conflict {
-                    what: format!(
-                        "check of row {:?} of partition {:?} in `{}`: the transaction read it at another version",
-                        data.row_key.as_str(),
-                        data.partition_key.as_str(),
-                        key.0.table
-                    ),
-                    code: None,
-                    table: Some(key.0.table.as_str().to_owned()),
-                    row: Some(Box::new((data.partition_key, data.row_key))),
-                }),
-            };
-        }
         let unchanged = EntityData {
             properties: Properties::new(),
             ..data
