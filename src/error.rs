@@ -1,28 +1,17 @@
-//! The one public error type.
-//!
-//! Every fallible operation returns [`Error`]. Its variants name *situations*
-//! (the entity is missing, the ETag is stale, the lease is gone), not backends:
-//! every backend maps its failures onto the same variants and service codes
-//! ([`Error::code`]). Errors about one row carry the table and keys as fields
-//! ([`Error::table`], [`Error::row`]); transient and service failures keep the
-//! HTTP status ([`Error::status`]) and the underlying failure.
-//!
+//! The one public error type. Its variants name *situations*, not backends:
+//! every backend maps its failures onto the same variants and service codes.
 //! Secrets never appear here: errors name the *part* that was wrong, never the
-//! value of a key or signature, and other crates' text is scrubbed before it
-//! becomes a source.
+//! value of a key or signature, and other crates' text is scrubbed.
 
 use std::time::Duration;
 
 use crate::key::{PartitionKey, RowKey};
 
-/// The subjects of error texts, one form for every backend and layer: an
-/// error names the operation the caller called, the table as stored (with
-/// the store's prefix) and keys as quoted strings (`("us", "u07")`).
+/// The subjects of error texts, one form for every backend and layer: the
+/// caller's operation, the table as stored, keys quoted (`("us", "u07")`).
 pub(crate) mod what {
     use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, shorten};
 
-    /// `op` (a [`TableOp::name`](crate::backend::TableOp::name), `get`,
-    /// `update`) of one row of `table`.
     pub(crate) fn entity(op: &str, table: &str, pk: &PartitionKey, rk: &RowKey) -> String {
         format!(
             "{op} of entity ({}, {}) in table `{table}`",
@@ -31,27 +20,22 @@ pub(crate) mod what {
         )
     }
 
-    /// A table itself (one that is missing or already exists).
     pub(crate) fn table(table: &str) -> String {
         format!("table `{table}`")
     }
 
-    /// A blob, for its reads and writes.
     pub(crate) fn blob(container: &ContainerName, blob: &BlobName) -> String {
         format!("blob {} in container `{container}`", shorten(blob.as_str()))
     }
 
-    /// The lease of a blob, for lease operations.
     pub(crate) fn lease(container: &ContainerName, name: &BlobName) -> String {
         format!("lease on {}", blob(container, name))
     }
 
-    /// A listing of a container's blobs.
     pub(crate) fn listing(container: &ContainerName) -> String {
         format!("listing of container `{container}`")
     }
 
-    /// A container itself (named by the Azure backend only).
     #[cfg_attr(not(feature = "azure"), allow(dead_code))]
     pub(crate) fn container(container: &ContainerName) -> String {
         format!("container `{container}`")
@@ -75,8 +59,7 @@ pub enum Error {
     NotFound {
         /// What was looked for.
         what: String,
-        /// The service's error code, such as `ResourceNotFound` or
-        /// `BlobNotFound`.
+        /// The service's error code, such as `ResourceNotFound`.
         code: Option<String>,
         /// The table, when a table or a row was looked for.
         table: Option<String>,
@@ -97,17 +80,14 @@ pub enum Error {
     },
 
     /// A write would give a unique field (`#[entity(unique)]`) a value another
-    /// entity holds (see [`crate::index`]). Refused before anything was
-    /// written; not transient. An insert onto existing keys whose unique value
-    /// another entity holds is this error, not [`Error::AlreadyExists`]. Its
-    /// [`code`](Error::code) is `UniqueValueTaken`; [`Error::row`] gives the
-    /// holder's keys.
+    /// entity holds (see [`crate::index`]); nothing was written. Also for an
+    /// insert onto existing keys whose unique value another entity holds.
+    /// Its [`code`](Error::code) is `UniqueValueTaken`; [`Error::row`] gives
+    /// the holder's keys.
     ValueTaken {
-        /// The unique index: the entity's type (its table name for a store
-        /// read by table name) and the field, such as `Customer.email`.
+        /// The unique index, such as `Customer.email`.
         index: String,
-        /// The value as messages show it: a string in quotes, a number,
-        /// GUID or date-time as text.
+        /// The value as messages show it (a string in quotes).
         value: String,
         /// The entity table (with the store's table prefix).
         table: String,
@@ -115,8 +95,7 @@ pub enum Error {
         holder: RowKeys,
     },
 
-    /// A conditional write failed: the ETag that was read is stale, someone
-    /// else wrote in between (HTTP 412).
+    /// A conditional write failed: the ETag read is stale (HTTP 412).
     Conflict {
         /// What was being written.
         what: String,
@@ -128,8 +107,8 @@ pub enum Error {
         row: RowKeys,
     },
 
-    /// Somebody else holds the lease (HTTP 409 `LeaseAlreadyPresent`, or a
-    /// write to a leased blob without its lease id).
+    /// Somebody else holds the lease (or a write to a leased blob came
+    /// without its lease id).
     LeaseHeld {
         /// The lease, or the blob that is leased.
         what: String,
@@ -137,14 +116,13 @@ pub enum Error {
         code: Option<String>,
     },
 
-    /// The lease this caller held is gone (expired, broken, or taken): nothing
-    /// was written. Also a fenced write refused because a later epoch of the
-    /// lease wrote the partition ([`Table::fenced`](crate::Table::fenced)).
+    /// The lease this caller held is gone (expired, broken, or taken), or a
+    /// later epoch wrote the partition ([`Table::fenced`](crate::Table::fenced)):
+    /// nothing was written.
     LeaseLost {
         /// The lease that was lost.
         what: String,
-        /// The service's error code, such as
-        /// `LeaseIdMismatchWithLeaseOperation`.
+        /// The service's error code, such as `LeaseIdMismatchWithLeaseOperation`.
         code: Option<String>,
     },
 
@@ -164,10 +142,9 @@ pub enum Error {
         source: Box<Error>,
     },
 
-    /// Input that the service would reject: a key, table name, property,
-    /// size, duration or connection string. Raised before any request.
+    /// Input that the service would reject, found before any request.
     Invalid {
-        /// The culprit: which field, key, name or value.
+        /// Which field, key, name or value.
         what: String,
         /// Which rule it breaks.
         why: String,
@@ -177,7 +154,7 @@ pub enum Error {
     Decode {
         /// The table the entity was read from.
         table: String,
-        /// The keys of the row, when known (every row read from a table).
+        /// The keys of the row, when known.
         row: RowKeys,
         /// The property name as stored.
         property: String,
@@ -187,75 +164,63 @@ pub enum Error {
         found: String,
     },
 
-    /// Stored data contradicts what leasehold wrote (rows a lost-reply
-    /// transaction left that match neither state: something wrote without the
-    /// lock; a decision row, mark, after-image or fence row that does not
-    /// parse), or one of leasehold's own invariants failed (a bug). Not
-    /// transient.
+    /// Stored data contradicts what leasehold wrote (something wrote without
+    /// the lock; a row of leasehold's own does not parse), or one of its
+    /// invariants failed (a bug). Not transient.
     Inconsistent {
         /// What contradicts what, or which rule was broken.
         what: String,
     },
 
-    /// A unit's commit could not finish after its commit point may have passed,
-    /// and storage could not be asked what became of it: it is fully applied or
-    /// not at all, never partly. Do not retry blindly: ask
-    /// [`Store::commit_outcome`](crate::Store::commit_outcome) with `primary`
-    /// and `transaction` once storage answers; a single transaction
-    /// (`transaction` is `None`) shows in its rows.
+    /// A commit could not finish after its commit point may have passed, and
+    /// storage could not be asked what became of it: it is fully applied or
+    /// not at all. Do not retry blindly: ask
+    /// [`Store::commit_outcome`](crate::Store::commit_outcome) once storage
+    /// answers; a single transaction (`transaction` is `None`) shows in its rows.
     InDoubt {
         /// What happened.
         what: String,
-        /// The commit's primary partition, which holds its decision row (for
-        /// a single transaction: its partition).
+        /// The commit's primary partition (holding its decision row).
         primary: PartitionKey,
-        /// The commit's transaction id
-        /// ([`CommitReport::transaction`](crate::lock::CommitReport::transaction));
-        /// `None` for a single transaction.
+        /// The commit's transaction id; `None` for a single transaction.
         transaction: Option<String>,
         /// Why the outcome could not be read.
         source: Box<Error>,
     },
 
-    /// A failure that may go away if retried (5xx, 408, 429, no reply, a
-    /// refused connection), left after leasehold's own retries gave up.
+    /// A failure that may go away if retried (5xx, 408, 429, no reply), left
+    /// after leasehold's own retries gave up.
     Transient {
         /// What failed.
         message: String,
-        /// The HTTP status the service answered with; `None` when no reply
-        /// came (the request was not sent, or its reply was lost).
+        /// The HTTP status; `None` when no reply came.
         status: Option<u16>,
-        /// The service's error code, such as `ServerBusy`, when it gave one.
+        /// The service's error code, such as `ServerBusy`.
         code: Option<String>,
         /// The underlying failure, when there is one.
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
-    /// Any other failure: reported by the service (with its status), or found
-    /// on this side of the wire (`status` is `None`).
+    /// Any other failure, reported by the service or found on this side.
     Backend {
-        /// The HTTP status the service answered with; `None` for a failure
-        /// on the client side.
+        /// The HTTP status; `None` for a failure on the client side.
         status: Option<u16>,
-        /// The service's error code, when it gave one.
+        /// The service's error code.
         code: Option<String>,
-        /// What went wrong (the service's message, or the client's).
+        /// What went wrong.
         message: String,
         /// The underlying failure, when there is one.
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
-    /// The request was not authorised: the credential gave no token (`status`
-    /// is `None`), or the service refused it (HTTP 401 or 403). Not transient.
-    /// Never holds a key, a signature or a token.
+    /// The request was not authorised: the credential gave no token, or the
+    /// service refused it (401, 403). Never holds a key, signature or token.
     Auth {
-        /// The kind of credential, such as `shared key`, `SAS`, or a token
-        /// credential's type (`DefaultAzureCredential`, `AzureCliCredential`).
+        /// The kind of credential, such as `shared key` or `AzureCliCredential`.
         credential: String,
         /// The HTTP status of the refusal; `None` when no token was had.
         status: Option<u16>,
-        /// The service's error code, such as `AuthenticationFailed` or
-        /// `AuthorizationPermissionMismatch`.
+        /// The service's error code, such as `AuthenticationFailed`.
         code: Option<String>,
         /// What was refused, and why when known.
         message: String,
@@ -263,13 +228,11 @@ pub enum Error {
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
-    /// Storage kept failing for the configured bound while leasehold waited for
-    /// a lease
-    /// ([`LeaseOptions::with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after)),
-    /// retrying all along, so it gave up.
+    /// Storage kept failing for the bound of
+    /// [`LeaseOptions::with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after)
+    /// while leasehold waited for a lease.
     Unavailable {
-        /// Where the storage was sought: the blob service URL (never with
-        /// credentials), or `memory`.
+        /// The blob service URL (never with credentials), or `memory`.
         endpoint: String,
         /// How long requests kept failing.
         after: Duration,
@@ -284,13 +247,10 @@ impl std::fmt::Display for Error {
     }
 }
 
-/// The text of each [`Error`], derived with `thiserror` from the fields it
-/// shows, borrowed. The texts are derived here rather than on `Error`
-/// itself because `thiserror` would also write `Error`'s `source()`, and
-/// its `source()` of a boxed `Error` (a batch's failing operation, an
-/// unavailability's last failure, an in-doubt commit's unanswered read) is
-/// the box, which callers cannot downcast to `Error`; `Error`'s own
-/// `source()`, below, answers the `Error` in the box.
+/// The text of each [`Error`], derived with `thiserror`. Not derived on
+/// `Error` itself because `thiserror`'s `source()` of a boxed `Error` is the
+/// box, which callers cannot downcast to `Error`; `Error`'s own `source()`,
+/// below, answers the `Error` in the box.
 #[derive(Debug, thiserror::Error)]
 enum Text<'a> {
     #[error("not found: {what}{}", code_suffix(.code))]
@@ -479,9 +439,6 @@ impl<'a> Text<'a> {
 }
 
 impl std::error::Error for Error {
-    /// The error beneath: a batch's failing operation, the last failure
-    /// before storage counted as unavailable (both an [`Error`]), or the
-    /// failure a transient or backend error came from.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Batch { source, .. }
@@ -531,8 +488,7 @@ fn code_suffix(code: &Option<String>) -> String {
     }
 }
 
-/// Declares [`ErrorKind`], one kind for each variant of [`Error`], and
-/// [`Error::kind`].
+/// Declares [`ErrorKind`] and [`Error::kind`].
 macro_rules! kinds {
     ($($variant:ident),*) => {
         /// The variant of an [`Error`] without its details, for matching and
@@ -605,9 +561,8 @@ impl Error {
         }
     }
 
-    /// The table an error concerns, when it concerns one: a missing table, or a
-    /// row that is missing, already exists, conflicts, does not decode or holds
-    /// a taken unique value (through a [`Batch`](Error::Batch) too).
+    /// The table an error concerns, when it concerns one (through a
+    /// [`Batch`](Error::Batch) too).
     pub fn table(&self) -> Option<&str> {
         match self {
             Error::NotFound { table, .. }
@@ -634,8 +589,7 @@ impl Error {
         }
     }
 
-    /// Whether retrying the same request may succeed (transient failures only;
-    /// never a conflict or precondition failure).
+    /// Whether retrying the same request may succeed (transient failures only).
     pub fn is_transient(&self) -> bool {
         matches!(self, Error::Transient { .. })
     }
@@ -648,8 +602,7 @@ impl Error {
         }
     }
 
-    /// A [`Transient`](Error::Transient) failure without a reply: no status,
-    /// no code, no source (add one with [`Error::with_source`]).
+    /// A [`Transient`](Error::Transient) failure without a reply.
     pub(crate) fn transient(message: impl Into<String>) -> Self {
         Error::Transient {
             message: message.into(),
@@ -659,8 +612,7 @@ impl Error {
         }
     }
 
-    /// A [`Backend`](Error::Backend) failure found on the client side: a
-    /// reply that makes no sense, a client that cannot be built.
+    /// A [`Backend`](Error::Backend) failure found on the client side.
     pub(crate) fn client(message: impl Into<String>) -> Self {
         Error::Backend {
             status: None,
@@ -670,8 +622,7 @@ impl Error {
         }
     }
 
-    /// This error with `cause` as its source, for the variants that keep one;
-    /// others are returned unchanged.
+    /// This error with `cause` as its source, for the variants that keep one.
     #[cfg_attr(not(feature = "azure"), allow(dead_code))]
     pub(crate) fn with_source(
         mut self,
@@ -686,10 +637,8 @@ impl Error {
         self
     }
 
-    /// This error marked as concerning the row (`partition_key`, `row_key`) of
-    /// `table`: fills the empty table and row fields (also of a
-    /// [`Batch`](Error::Batch)'s source). A missing table (`TableNotFound`)
-    /// gets the table only.
+    /// This error marked as concerning a row of `table`: fills the empty table
+    /// and row fields (also of a [`Batch`](Error::Batch)'s source).
     pub(crate) fn for_row(
         mut self,
         table: &str,
@@ -721,9 +670,8 @@ impl Error {
         self
     }
 
-    /// This error about one row, said of the operation `what` (see
-    /// [`what::entity`]): for a layer that sends another operation than the
-    /// caller's (a delete sent as a tombstone's replace).
+    /// This error said of the operation `said`: for a layer that sends another
+    /// operation than the caller's (a delete sent as a tombstone's replace).
     pub(crate) fn said_of(mut self, said: String) -> Self {
         match &mut self {
             Error::NotFound { what, code, .. } if code.as_deref() != Some("TableNotFound") => {
@@ -735,8 +683,7 @@ impl Error {
         self
     }
 
-    /// This error marked as concerning `table` itself (a missing table), where
-    /// the field is empty.
+    /// This error marked as concerning `table` itself (a missing table).
     pub(crate) fn for_table(mut self, table: &str) -> Self {
         if let Error::NotFound { table: t, .. } | Error::AlreadyExists { table: t, .. } = &mut self
         {
@@ -745,8 +692,7 @@ impl Error {
         self
     }
 
-    /// Builds an error from a service status and error code, the way both
-    /// backends classify failures: by code first, then by status.
+    /// Classifies a service failure: by code first, then by status.
     pub(crate) fn from_service(status: u16, code: Option<&str>, what: impl Into<String>) -> Self {
         let what = what.into();
         let code_owned = code.map(str::to_owned);
