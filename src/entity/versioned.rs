@@ -15,33 +15,27 @@ use crate::key::ETag;
 /// Dereferences to the entity; passing it back to `replace`, `merge` or
 /// `delete` sends its ETag, so a write based on a stale copy fails with
 /// [`Error::Conflict`](crate::Error::Conflict). A value read or written by
-/// leasehold also remembers what was stored at its version, so a merge can
-/// return the entity as stored without reading it again. Two values are
-/// equal when their entities, ETags, Timestamps and write logs are.
+/// leasehold also remembers what was stored, so a merge can return the
+/// entity as stored without reading it again.
 ///
 /// # Properties unknown to the type
 ///
 /// A value read from storage keeps the row's properties its type does not
-/// know ([`Versioned::unknown_properties`]: a newer binary's fields, another
-/// program's) and a `replace` (of a table, batch or unit, and `update_with`)
-/// writes them back, so an older binary in a rolling upgrade deletes
-/// nothing. Values made with [`Versioned::new`] or read through a
-/// projection keep none, and writes of a fresh entity (`insert`, `upsert`,
-/// `replace_unconditionally`) store exactly its properties.
+/// know (a newer binary's fields) and a `replace` writes them back, so an
+/// older binary in a rolling upgrade deletes nothing. Values made with
+/// [`Versioned::new`] or read through a projection keep none; writes of a
+/// fresh entity (`insert`, `upsert`) store exactly its properties.
 /// [`Versioned::take_unknown_properties`] drops them from one value,
-/// `#[entity(drop_unknown_properties)]` from every value of a type
-/// ([`Entity::KEEP_UNKNOWN_PROPERTIES`]).
+/// `#[entity(drop_unknown_properties)]` from every value of a type.
 #[derive(Clone)]
 pub struct Versioned<E> {
     entity: E,
     etag: ETag,
     timestamp: OffsetDateTime,
-    /// The stored write log (see [`crate::backend::write_log`]), if any.
     write_log: Option<String>,
     /// What is known of the stored properties of this version.
     stored: Stored<E>,
-    /// The stored properties the entity's type does not know, written back
-    /// by a replace (see "Properties unknown to the type" above).
+    /// See "Properties unknown to the type" above.
     unknown: Option<Arc<Properties>>,
     /// Read through a projection (or merged from such a value): the row
     /// holds properties this value never saw, so it must not replace it.
@@ -49,26 +43,21 @@ pub struct Versioned<E> {
 }
 
 /// What a [`Versioned`] knows of the user properties stored at its version.
-/// While the entity is unchanged, its own encoding plus `extra` (usually
-/// none) is them: the copy is taken at the first mutable borrow.
+/// While the entity is unchanged, its own encoding plus `extra` is them: the
+/// copy is taken at the first mutable borrow.
 #[derive(Clone)]
 pub(crate) enum Stored<E> {
-    /// Not known: a value made by [`Versioned::new`], or read through a
-    /// projection.
     Unknown,
-    /// The entity's own encoding (by `encode`) plus `extra`.
     Unchanged {
         encode: fn(&E) -> Result<Properties>,
         extra: Option<Arc<Properties>>,
     },
-    /// Every stored property.
     Known(Arc<Properties>),
 }
 
 impl<E: Entity> Versioned<E> {
-    /// Records what is known of the properties stored at this version, and
-    /// from it the properties the type does not know (unless the type opts
-    /// out of keeping them).
+    /// Records what is known of the stored properties, and from it the
+    /// unknown ones (unless the type opts out of keeping them).
     pub(crate) fn with_stored(mut self, stored: Stored<E>) -> Self {
         self.unknown = if E::KEEP_UNKNOWN_PROPERTIES {
             match &stored {
@@ -84,8 +73,7 @@ impl<E: Entity> Versioned<E> {
     }
 }
 
-/// The properties of `all` that `E` does not know, shared; `None` when
-/// there are none.
+/// The properties of `all` that `E` does not know; `None` when none.
 pub(crate) fn unknown_of<E: Entity>(all: &Properties) -> Option<Arc<Properties>> {
     let unknown: Properties = all
         .iter()
@@ -96,8 +84,7 @@ pub(crate) fn unknown_of<E: Entity>(all: &Properties) -> Option<Arc<Properties>>
 }
 
 impl<E: Entity> Stored<E> {
-    /// The state of an entity decoded from (or encoded to) exactly the
-    /// stored `properties`' names of `E`, with `extra` stored beside them.
+    /// An entity as decoded from (or encoded to) storage, `extra` beside it.
     pub(crate) fn unchanged(extra: Option<Arc<Properties>>) -> Self {
         Stored::Unchanged {
             encode: E::encode_properties,
@@ -140,8 +127,6 @@ impl<E> Versioned<E> {
         }
     }
 
-    /// Marks this value as read through a projection, or not (see
-    /// [`Versioned::is_projection`]).
     pub(crate) fn with_projection(mut self, projection: bool) -> Self {
         self.projection = projection;
         self
@@ -202,13 +187,11 @@ impl<E> Versioned<E> {
         self.unknown.take().map(Arc::unwrap_or_clone)
     }
 
-    /// The unknown properties, shared, for a write that keeps them.
     pub(crate) fn unknown_shared(&self) -> Option<Arc<Properties>> {
         self.unknown.clone()
     }
 
-    /// Every user property stored at this version, when known (a copy is
-    /// made only for an unchanged entity with no other record of them).
+    /// Every user property stored at this version, when known.
     pub(crate) fn stored_properties(&self) -> Option<Arc<Properties>> {
         match &self.stored {
             Stored::Unknown => None,
@@ -223,8 +206,7 @@ impl<E> Versioned<E> {
         }
     }
 
-    /// The stored properties the entity's type does not carry, when known
-    /// without a copy of the others.
+    /// The unknown properties, when known without a copy of the others.
     pub(crate) fn unchanged_extra(&self) -> Option<Option<&Arc<Properties>>> {
         match &self.stored {
             Stored::Unchanged { extra, .. } => Some(extra.as_ref()),
@@ -239,13 +221,11 @@ impl<E> Versioned<E> {
         &mut self.entity
     }
 
-    /// Attaches the write log stored with this version.
     pub(crate) fn with_write_log(mut self, log: Option<String>) -> Self {
         self.write_log = log;
         self
     }
 
-    /// The write log stored with this version, if any.
     pub(crate) fn write_log(&self) -> Option<&str> {
         self.write_log.as_deref()
     }
