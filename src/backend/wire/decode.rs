@@ -473,27 +473,35 @@ fn read_value_owned(
 /// A non-null JSON value read as `t` (other than a string as Edm.String or a
 /// boolean as Edm.Boolean, which move), or `None` when it is not one.
 fn read_typed(t: EdmType, raw: &Json) -> Option<Value> {
+    match (t, raw) {
+        (EdmType::String | EdmType::Boolean, _) => None,
+        (_, Json::String(s)) => typed_from_str(t, s),
+        (EdmType::Int32, _) => raw
+            .as_i64()
+            .and_then(|i| i32::try_from(i).ok())
+            .map(Value::Int32),
+        (EdmType::Int64, Json::Number(n)) => n.as_i64().map(Value::Int64),
+        (EdmType::Double, Json::Number(n)) => n.as_f64().map(Value::Double),
+        _ => None,
+    }
+}
+
+/// A string value read as `t`, by both readers of a body; `None` when it is
+/// not one (an Int32 or a Boolean is never a string).
+pub(super) fn typed_from_str(t: EdmType, s: &str) -> Option<Value> {
     Some(match t {
-        EdmType::String | EdmType::Boolean => return None,
-        EdmType::Int32 => Value::Int32(raw.as_i64().and_then(|i| i32::try_from(i).ok())?),
-        EdmType::Int64 => Value::Int64(match raw {
-            Json::String(s) => s.parse().ok()?,
-            Json::Number(n) => n.as_i64()?,
-            _ => return None,
+        EdmType::String => Value::String(s.to_owned()),
+        EdmType::Int64 => Value::Int64(s.parse().ok()?),
+        EdmType::Double => Value::Double(match s {
+            "NaN" => f64::NAN,
+            "Infinity" => f64::INFINITY,
+            "-Infinity" => f64::NEG_INFINITY,
+            other => other.parse().ok()?,
         }),
-        EdmType::Double => Value::Double(match raw {
-            Json::Number(n) => n.as_f64()?,
-            Json::String(s) => match s.as_str() {
-                "NaN" => f64::NAN,
-                "Infinity" => f64::INFINITY,
-                "-Infinity" => f64::NEG_INFINITY,
-                other => other.parse().ok()?,
-            },
-            _ => return None,
-        }),
-        EdmType::DateTime => Value::DateTime(datetime::parse(raw.as_str()?).ok()?),
-        EdmType::Guid => Value::Guid(Uuid::parse_str(raw.as_str()?).ok()?),
-        EdmType::Binary => Value::Binary(BASE64.decode(raw.as_str()?).ok()?),
+        EdmType::DateTime => Value::DateTime(datetime::parse(s).ok()?),
+        EdmType::Guid => Value::Guid(Uuid::parse_str(s).ok()?),
+        EdmType::Binary => Value::Binary(BASE64.decode(s).ok()?),
+        EdmType::Int32 | EdmType::Boolean => return None,
     })
 }
 

@@ -14,14 +14,11 @@
 
 use std::fmt;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
-use super::decode::{Key, KeyName, KeySeed, WireEntity};
+use super::decode::{Key, KeyName, KeySeed, WireEntity, typed_from_str};
 use crate::datetime;
 use crate::entity::{EdmType, Properties, Value};
 
@@ -240,21 +237,7 @@ impl<'de> Visitor<'de> for Typed {
         Ok(matches!(self.0, None | Some(EdmType::Double)).then_some(Value::Double(v)))
     }
     fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Option<Value>, E> {
-        Ok(match self.0 {
-            None | Some(EdmType::String) => Some(Value::String(s.to_owned())),
-            Some(EdmType::Int64) => s.parse().ok().map(Value::Int64),
-            Some(EdmType::Double) => match s {
-                "NaN" => Some(f64::NAN),
-                "Infinity" => Some(f64::INFINITY),
-                "-Infinity" => Some(f64::NEG_INFINITY),
-                other => other.parse().ok(),
-            }
-            .map(Value::Double),
-            Some(EdmType::DateTime) => datetime::parse(s).ok().map(Value::DateTime),
-            Some(EdmType::Guid) => Uuid::parse_str(s).ok().map(Value::Guid),
-            Some(EdmType::Binary) => BASE64.decode(s).ok().map(Value::Binary),
-            Some(EdmType::Int32 | EdmType::Boolean) => None,
-        })
+        Ok(typed_from_str(self.0.unwrap_or(EdmType::String), s))
     }
     fn visit_string<E: serde::de::Error>(self, s: String) -> Result<Option<Value>, E> {
         match self.0 {
