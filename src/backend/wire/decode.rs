@@ -19,15 +19,11 @@ use crate::error::{Error, Result};
 /// An entity as read from the wire.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct WireEntity {
-    /// `PartitionKey`
     pub(crate) partition_key: String,
-    /// `RowKey`
     pub(crate) row_key: String,
-    /// `Timestamp`, when the service sent it.
     pub(crate) timestamp: Option<OffsetDateTime>,
     /// `odata.etag`, when the service sent it.
     pub(crate) etag: Option<String>,
-    /// Every other property.
     pub(crate) properties: Properties,
 }
 
@@ -43,9 +39,8 @@ pub(super) fn found_json(v: Option<&Json>) -> String {
 }
 
 /// An entity body parsed from JSON but not yet checked, read straight into
-/// property names and values (no `serde_json::Map`), entries kept as such a map
-/// keeps them (a later value or annotation of a name replaces an earlier one).
-/// [`entity_from_parsed`] reads it into a [`WireEntity`].
+/// property names and values (no `serde_json::Map`), a later value or
+/// annotation of a name replacing an earlier one.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ParsedEntity {
     partition_key: Option<Json>,
@@ -55,7 +50,6 @@ pub(crate) struct ParsedEntity {
     /// service sends it last, after names that sort after it, which would
     /// otherwise cost every reply a sort.
     timestamp: Slot,
-    /// Properties and annotations by property name.
     entries: Vec<Entry>,
     /// Annotations that are not a known type name, for errors.
     bad_annotations: Vec<Json>,
@@ -79,7 +73,6 @@ struct Slot {
     annotation: Ann,
 }
 
-/// An annotation as an entry holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 enum Ann {
     #[default]
@@ -102,15 +95,11 @@ pub(super) enum Key<N> {
     Partition,
     Row,
     Etag,
-    /// `Timestamp`.
     Timestamp,
-    /// The annotation of `Timestamp`.
     TimestampAnnotation,
     /// A key that does not bear on the entity (kept only as JSON is).
     Ignored,
-    /// A property's value.
     Property(N),
-    /// A property's `@odata.type` annotation.
     Annotation(N),
 }
 
@@ -250,8 +239,6 @@ impl<'de> serde::de::Visitor<'de> for ParsedEntityVisitor {
 }
 
 impl ParsedEntity {
-    /// An annotation as entries hold it (one that is not a known type is
-    /// kept for the error).
     fn annotation(&mut self, annotation: Annotation) -> Ann {
         match annotation {
             Annotation::Known(t) => Ann::Known(t),
@@ -324,9 +311,8 @@ impl ParsedEntity {
 }
 
 /// Reads an entity from a parsed body, each value typed by its annotation or,
-/// without one, as the service infers it.
-///
-/// # Errors [`Error::Decode`] naming the table and the property that does not parse.
+/// without one, as the service infers it; [`Error::Decode`] naming the
+/// property that does not parse.
 pub(crate) fn entity_from_parsed(table: &str, mut parsed: ParsedEntity) -> Result<WireEntity> {
     let key = |name: &str, raw: Option<Json>| match raw {
         Some(Json::String(s)) => Ok(s),
@@ -429,9 +415,8 @@ fn read_timestamp(table: &str, slot: Slot, bad: &mut [Json]) -> Result<Option<Of
     )
 }
 
-/// Reads an entity from response body text.
-///
-/// # Errors As [`entity_from_parsed`]; property `(body)` for text that is not a JSON object.
+/// Reads an entity from response body text (property `(body)` of the error
+/// for text that is not a JSON object).
 pub(crate) fn entity_from_json_str(table: &str, text: &str) -> Result<WireEntity> {
     let parsed = serde_json::from_str(text).map_err(|e| not_an_object(table, &e))?;
     entity_from_parsed(table, parsed)
@@ -506,17 +491,11 @@ pub(super) fn typed_from_str(t: EdmType, s: &str) -> Option<Value> {
 }
 
 /// Reads an entity from a body already parsed into a JSON object.
-///
-/// # Errors
-/// As [`entity_from_parsed`].
 pub(crate) fn entity_from_json(table: &str, json: &Map<String, Json>) -> Result<WireEntity> {
-    // Reading a map's entries cannot fail: every key is a string and
-    // every value is read as it is.
     let parsed = ParsedEntity::deserialize(json).map_err(|e| not_an_object(table, &e))?;
     entity_from_parsed(table, parsed)
 }
 
-/// A body that is not an entity's JSON object.
 fn not_an_object(table: &str, e: &serde_json::Error) -> Error {
     Error::Decode {
         table: table.to_owned(),

@@ -1,16 +1,11 @@
 //! Reading entity bodies in one pass, straight into a [`WireEntity`], when
 //! they have the form the service gives them: each property's annotation
 //! right before its value, every value of its annotated type, no name twice,
-//! no `null`. Anything else makes the reader step aside (`None`), and the
-//! caller reads the body again with the one decoder ([`super::ParsedEntity`]
-//! and [`super::entity_from_parsed`]), which reads every form and reports
-//! every error. Both read the bodies this one reads to the same entity (the
-//! tests check it).
-//!
-//! What one pass saves: the text of Int64, DateTime, Guid and Binary values
-//! is read in place rather than copied into JSON values first, a property's
-//! name is allocated once for its annotation and its value, and no list of
-//! entries is built and walked again.
+//! no `null`. Anything else makes the reader step aside (`None`) for the one
+//! decoder ([`super::entity_from_parsed`]), which reads every form and
+//! reports every error; both read these bodies alike (the tests check it).
+//! One pass reads values in place rather than through JSON values, and
+//! allocates a property's name once.
 
 use std::fmt;
 
@@ -22,21 +17,18 @@ use super::decode::{Key, KeyName, KeySeed, WireEntity, typed_from_str};
 use crate::datetime;
 use crate::entity::{EdmType, Properties, Value};
 
-/// Reads one entity body; `None` when it is not in the service's form (or
-/// not JSON at all): read it with the general decoder then.
+/// Reads one entity body; `None` when it is not in the service's form.
 pub(crate) fn entity(body: &[u8]) -> Option<WireEntity> {
     serde_json::from_slice::<Direct>(body).ok()?.0
 }
 
 /// Reads the entities of a query page (`{"value": [...]}`); `None` when any
-/// of them is not in the service's form: read the page with the general
-/// decoder then.
+/// of them is not in the service's form.
 pub(crate) fn page(body: &[u8]) -> Option<Vec<WireEntity>> {
     let page = serde_json::from_slice::<DirectPage>(body).ok()?;
     page.value.into_iter().map(|e| e.0).collect()
 }
 
-/// An entity read in one pass, or `None` where the body has another form.
 struct Direct(Option<WireEntity>);
 
 super::deserialize_by!(Direct, deserialize_map, EntityVisitor);
@@ -96,8 +88,7 @@ struct Read {
 }
 
 impl Read {
-    /// Reads the value of `key`; `Ok(None)` when the body is not in the
-    /// service's form.
+    /// Reads the value of `key`; `Ok(None)` when not in the service's form.
     fn step<'de, A: MapAccess<'de>>(
         &mut self,
         key: Key<KeyName>,

@@ -1,10 +1,6 @@
-//! Writing an entity's JSON body: [`EntityBody`], the one encoder.
-//!
-//! The text is that of the JSON object a `serde_json::Map` of the keys and
-//! properties would be (map order, a later entry of a name replacing an earlier
-//! one). Usual names are written straight from the property bag; unusual ones
-//! (`streams_in_map_order`) are put in map order first. Every entry is written
-//! by `write_entry`.
+//! Writing an entity's JSON body: [`EntityBody`], the one encoder. The text
+//! is that of the JSON object a `serde_json::Map` of the keys and properties
+//! would be (map order, a later entry of a name replacing an earlier one).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -22,10 +18,7 @@ use crate::error::{Error, Result};
 pub(super) const ANNOTATION: &str = "@odata.type";
 
 /// An entity's request body: `PartitionKey`, `RowKey` and every property, those
-/// the service cannot infer (Int64, Double, DateTime, Guid, Binary) followed by
-/// their `name@odata.type` annotation. [`EntityBody::to_text`] writes it,
-/// [`EntityBody::to_ascii_text`] with non-ASCII characters escaped,
-/// [`EntityBody::to_map`] as a JSON object.
+/// the service cannot infer followed by their `name@odata.type` annotation.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EntityBody<'a> {
     partition_key: &'a str,
@@ -45,7 +38,6 @@ enum Entry<'a> {
 }
 
 impl<'a> EntityBody<'a> {
-    /// The body for an entity with these keys and properties.
     pub(crate) fn new(
         partition_key: &'a str,
         row_key: &'a str,
@@ -58,7 +50,6 @@ impl<'a> EntityBody<'a> {
         }
     }
 
-    /// The body of a row.
     pub(crate) fn of(data: &'a EntityData) -> Self {
         Self::new(
             data.partition_key.as_str(),
@@ -67,10 +58,8 @@ impl<'a> EntityBody<'a> {
         )
     }
 
-    /// The body text.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] if a value cannot be written (none fails).
+    /// The body text; [`Error::Invalid`] if a value cannot be written (none
+    /// fails).
     pub(crate) fn to_text(self) -> Result<String> {
         let mut out = String::with_capacity(self.estimated_len());
         self.write(&mut out)?;
@@ -154,10 +143,9 @@ impl<'a> EntityBody<'a> {
         Ok(escape_non_ascii(&text).unwrap_or(text))
     }
 
-    /// The body as a JSON object: its text, read back.
+    /// The body as a JSON object: its text, read back (a double reads back
+    /// to the same bits: serde_json's `float_roundtrip`).
     pub(crate) fn to_map(self) -> Map<String, Json> {
-        // The text is a JSON object, and reading a double back gives the same
-        // bits (serde_json's `float_roundtrip`).
         self.to_text()
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok())
@@ -209,8 +197,7 @@ impl<'a> EntityBody<'a> {
     }
 
     /// Writes the body with the keys merged into the property names, each
-    /// annotation right after its property (when
-    /// [`streams_in_map_order`](Self::streams_in_map_order)).
+    /// annotation right after its property.
     fn write_merged(&self, out: &mut impl Sink) -> std::result::Result<(), String> {
         let fixed = [
             ("PartitionKey", self.partition_key),
@@ -426,33 +413,19 @@ pub(super) fn escape_non_ascii(json: &str) -> Option<String> {
     Some(out)
 }
 
-/// Writes a property value (without its annotation): Int64 as a decimal string
-/// (JSON numbers lose precision past 2^53), doubles as serde_json writes them
-/// or as `"NaN"`, `"Infinity"`, `"-Infinity"`, date-times as the service writes
-/// them, Guids lowercase hyphenated, Binary as base64.
+/// Writes a property value (without its annotation), in the forms the module
+/// doc of `wire` gives.
 fn write_value(out: &mut impl Sink, value: &Value) -> std::result::Result<(), String> {
     match value {
         Value::String(v) => write_json_str(out, v),
         Value::Boolean(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Int32(i) => {
-            let mut buf = [0u8; 20];
-            out.push_str(format_i64(i64::from(*i), &mut buf).map_err(|e| e.to_string())?);
-        }
+        Value::Int32(i) => write_number(out, i)?,
         Value::Int64(i) => {
-            let mut buf = [0u8; 20];
             out.push('"');
-            out.push_str(format_i64(*i, &mut buf).map_err(|e| e.to_string())?);
+            write_number(out, i)?;
             out.push('"');
         }
-        Value::Double(d) if d.is_finite() => {
-            // serde_json's own float text (shortest round-trip form).
-            let mut buf = [0u8; 40];
-            let mut cursor = std::io::Cursor::new(&mut buf[..]);
-            serde_json::to_writer(&mut cursor, d).map_err(|e| e.to_string())?;
-            let n = usize::try_from(cursor.position()).map_err(|e| e.to_string())?;
-            let text = buf.get(..n).unwrap_or_default();
-            out.push_str(std::str::from_utf8(text).map_err(|e| e.to_string())?);
-        }
+        Value::Double(d) if d.is_finite() => write_number(out, d)?,
         Value::Double(d) if d.is_nan() => out.push_str("\"NaN\""),
         Value::Double(d) if *d > 0.0 => out.push_str("\"Infinity\""),
         Value::Double(_) => out.push_str("\"-Infinity\""),
@@ -475,22 +448,14 @@ fn write_value(out: &mut impl Sink, value: &Value) -> std::result::Result<(), St
     Ok(())
 }
 
-/// `i` in decimal, as `i.to_string()` writes it, in `buf`.
-fn format_i64(i: i64, buf: &mut [u8; 20]) -> std::result::Result<&str, std::str::Utf8Error> {
-    let mut n = i.unsigned_abs();
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        // `n % 10` is a digit: the cast cannot truncate.
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if i < 0 {
-        at -= 1;
-        buf[at] = b'-';
-    }
-    std::str::from_utf8(&buf[at..])
+/// Writes a number as serde_json writes it (a double in its shortest
+/// round-trip form), through a buffer on the stack.
+fn write_number(out: &mut impl Sink, n: &impl serde::Serialize) -> std::result::Result<(), String> {
+    let mut buf = [0u8; 40];
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    serde_json::to_writer(&mut cursor, n).map_err(|e| e.to_string())?;
+    let n = usize::try_from(cursor.position()).map_err(|e| e.to_string())?;
+    let text = buf.get(..n).unwrap_or_default();
+    out.push_str(std::str::from_utf8(text).map_err(|e| e.to_string())?);
+    Ok(())
 }

@@ -9,16 +9,12 @@
 //! that JSON cannot spell (`NaN`, `Infinity`, `-Infinity`) as annotated
 //! strings.
 //!
-//! One encoder ([`EntityBody`], in `encode`) and one decoder
-//! ([`ParsedEntity`] read by [`entity_from_parsed`], in `decode`); the other
-//! functions here only give them a JSON object or text to work on. Replies
-//! of the service are first read in one pass by [`direct`], which reads only
-//! the service's own form and leaves every other body to the decoder. Both
-//! compile without the `azure` feature: the memory backend sizes batches
-//! and commits store after-images with them.
+//! One encoder ([`EntityBody`]) and one decoder ([`entity_from_parsed`]).
+//! Replies of the service are first read in one pass by [`direct`], which
+//! reads only the service's own form and leaves every other body to the
+//! decoder.
 
-/// `impl Deserialize for $ty`: the deserializer's `$how` (`deserialize_map`,
-/// `deserialize_any`...) driving `$visitor`.
+/// `impl Deserialize for $ty`: the deserializer's `$how` driving `$visitor`.
 macro_rules! deserialize_by {
     ($ty:ty, $how:ident, $visitor:expr) => {
         impl<'de> serde::Deserialize<'de> for $ty {
