@@ -113,14 +113,8 @@ pub fn decoded<T>(
     result.map_err(|e| decode_error(table, name, e))
 }
 
-fn decode_error(table: &str, name: &str, e: crate::entity::DecodeError) -> Error {
-    Error::Decode {
-        table: table.to_owned(),
-        row: None,
-        property: name.to_owned(),
-        expected: e.expected,
-        found: e.found,
-    }
+fn decode_error(table: &str, name: &str, e: DecodeError) -> Error {
+    Error::decode(table, name, e.expected, e.found)
 }
 
 /// Which key a key field feeds, for errors.
@@ -176,12 +170,13 @@ pub fn row_key_of<const N: usize>(table: &str, parts: [String; N]) -> Result<Row
 /// Splits a stored key into its `N` raw parts ([`Error::Decode`] when it has
 /// other than `N`).
 pub fn split_key<const N: usize>(table: &str, kind: KeyKind, key: &str) -> Result<[String; N]> {
-    let wrong = |found: String| Error::Decode {
-        table: table.to_owned(),
-        row: None,
-        property: kind.property().to_owned(),
-        expected: format!("a composite key of {N} parts"),
-        found,
+    let wrong = |found: String| {
+        Error::decode(
+            table,
+            kind.property(),
+            format!("a composite key of {N} parts"),
+            found,
+        )
     };
     if N == 1 {
         return Ok(std::array::from_fn(|_| key.to_owned()));
@@ -203,17 +198,18 @@ pub fn key_part<K>(
 ) -> Result<K> {
     parsed.map_err(|why| {
         let raw = crate::key::shorten(raw);
-        Error::Decode {
-            table: table.to_owned(),
-            row: None,
-            property: format!("{} (field `{field}`)", kind.property()),
-            expected: crate::entity::short_type_name::<K>(),
-            found: if why.is_empty() {
-                raw
-            } else {
-                format!("{raw} ({why})")
-            },
-        }
+        let found = if why.is_empty() {
+            raw
+        } else {
+            format!("{raw} ({why})")
+        };
+        let property = format!("{} (field `{field}`)", kind.property());
+        Error::decode(
+            table,
+            property,
+            crate::entity::short_type_name::<K>(),
+            found,
+        )
     })
 }
 
@@ -265,13 +261,12 @@ pub fn constant_key(table: &str, kind: KeyKind, stored: &str, expected: &str) ->
     if stored == expected {
         return Ok(());
     }
-    Err(Error::Decode {
-        table: table.to_owned(),
-        row: None,
-        property: kind.property().to_owned(),
-        expected: format!("the constant {expected:?}"),
-        found: format!("{stored:?}"),
-    })
+    Err(Error::decode(
+        table,
+        kind.property(),
+        format!("the constant {expected:?}"),
+        format!("{stored:?}"),
+    ))
 }
 
 pub use crate::query::TypedFilter;

@@ -602,6 +602,22 @@ impl Error {
         }
     }
 
+    /// An [`Error::Decode`] of `property` of `table`, its row not yet known.
+    pub(crate) fn decode(
+        table: &str,
+        property: impl Into<String>,
+        expected: impl Into<String>,
+        found: impl Into<String>,
+    ) -> Self {
+        Error::Decode {
+            table: table.to_owned(),
+            row: None,
+            property: property.into(),
+            expected: expected.into(),
+            found: found.into(),
+        }
+    }
+
     /// A [`Transient`](Error::Transient) failure without a reply.
     pub(crate) fn transient(message: impl Into<String>) -> Self {
         Error::Transient {

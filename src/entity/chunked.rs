@@ -143,33 +143,23 @@ pub fn take_chunked(
     table: &str,
     name: &'static str,
 ) -> Result<Option<Value>> {
-    let error = |property: String, expected: String, found: String| Error::Decode {
-        table: table.to_owned(),
-        row: None,
-        property,
-        expected,
-        found,
-    };
     let count_property = count_name(name);
     let count = match props.remove(&count_property) {
         None if props.get(name).is_none() => return Ok(None),
         None => 1,
         Some(Value::Int32(n)) if n >= 1 => n,
         Some(other) => {
-            return Err(error(
+            return Err(Error::decode(
+                table,
                 count_property,
-                "the chunk count, a positive Edm.Int32".into(),
+                "the chunk count, a positive Edm.Int32",
                 super::codec::describe(&other),
             ));
         }
     };
-    let mut whole = props.remove(name).ok_or_else(|| {
-        error(
-            name.to_owned(),
-            format!("chunk 0 of {count}"),
-            "absent".into(),
-        )
-    })?;
+    let mut whole = props
+        .remove(name)
+        .ok_or_else(|| Error::decode(table, name, format!("chunk 0 of {count}"), "absent"))?;
     for i in 1..count {
         let chunk_name = format!("{name}_{i}");
         let chunk = props.remove(&chunk_name);
@@ -180,7 +170,8 @@ pub fn take_chunked(
                 let found = chunk
                     .as_ref()
                     .map_or_else(|| "absent".to_owned(), super::codec::describe);
-                return Err(error(
+                return Err(Error::decode(
+                    table,
                     chunk_name,
                     format!("chunk {i} of {count}, an {}", w.edm_type().odata_name()),
                     found,

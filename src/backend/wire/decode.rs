@@ -316,7 +316,7 @@ impl ParsedEntity {
 pub(crate) fn entity_from_parsed(table: &str, mut parsed: ParsedEntity) -> Result<WireEntity> {
     let key = |name: &str, raw: Option<Json>| match raw {
         Some(Json::String(s)) => Ok(s),
-        other => Err(decode_err(
+        other => Err(Error::decode(
             table,
             name,
             "Edm.String",
@@ -360,16 +360,6 @@ pub(crate) fn entity_from_parsed(table: &str, mut parsed: ParsedEntity) -> Resul
     })
 }
 
-fn decode_err(table: &str, property: &str, expected: &str, found: String) -> Error {
-    Error::Decode {
-        table: table.to_owned(),
-        row: None,
-        property: property.to_owned(),
-        expected: expected.to_owned(),
-        found,
-    }
-}
-
 /// The value of entry `name`, read by its annotation (`bad` holds the
 /// annotations that are not a known type); `None` for an entry that is only
 /// an annotation, or a JSON `null`.
@@ -393,14 +383,14 @@ fn read_entry(
                 .unwrap_or_default();
             return Err(match found {
                 Json::String(t) => {
-                    decode_err(table, name, "a known Edm type", format!("annotation {t:?}"))
+                    Error::decode(table, name, "a known Edm type", format!("annotation {t:?}"))
                 }
-                other => decode_err(table, name, "an Edm type annotation", other.to_string()),
+                other => Error::decode(table, name, "an Edm type annotation", other.to_string()),
             });
         }
     };
     read_value_owned(annotation, raw)
-        .map_err(|(expected, raw)| decode_err(table, name, &expected, found_json(Some(&raw))))
+        .map_err(|(expected, raw)| Error::decode(table, name, expected, found_json(Some(&raw))))
 }
 
 /// The `Timestamp` of a body: a date-time, or `None` when it is absent or
@@ -497,13 +487,7 @@ pub(crate) fn entity_from_json(table: &str, json: &Map<String, Json>) -> Result<
 }
 
 fn not_an_object(table: &str, e: &serde_json::Error) -> Error {
-    Error::Decode {
-        table: table.to_owned(),
-        row: None,
-        property: "(body)".into(),
-        expected: "an entity as a JSON object".into(),
-        found: e.to_string(),
-    }
+    Error::decode(table, "(body)", "an entity as a JSON object", e.to_string())
 }
 
 #[cfg(test)]
