@@ -135,7 +135,11 @@ pub mod stream {
 /// one with a `String` (or other) part returns a `Result` ([`Error::Invalid`]
 /// for no valid key). For a key of several fields, `T::row_key_prefix_a(a)`,
 /// `T::row_key_prefix_a_b(a, b)`, ... (and `partition_key_prefix_...`) are
-/// typed filters for the rows whose key starts with those parts:
+/// typed filters for the rows whose key starts with those parts.
+///
+/// `T::columns()` gives a `TColumns` struct of typed [`query::Column`]s, one
+/// per stored field that is not `json` (of `T` for an `Option<T>`) and per
+/// key of a single `String` field.
 ///
 /// ```
 /// # use leasehold::{Entity, Store};
@@ -149,46 +153,26 @@ pub mod stream {
 ///     #[entity(row_key = 1)]
 ///     number: u32,
 ///     total: i64,
+///     note: Option<String>,
 /// }
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 /// let orders = Store::memory().table::<Order>();
 /// for (year, number) in [(2025, 7), (2026, 1), (2026, 2)] {
-///     orders.insert(Order { shop: "s1".into(), year, number, total: 5 }).await?;
+///     orders.insert(Order { shop: "s1".into(), year, number, total: 5, note: None }).await?;
 /// }
 /// // Integer parts cannot fail: the key itself, no `?`.
 /// let rk = Order::row_key_from(2026, 2);
 /// assert!(orders.get("s1", rk).await?.is_some());
 /// let of_2026 = orders.query().partition("s1").filter(Order::row_key_prefix_year(2026)).all().await?;
 /// assert_eq!(of_2026.len(), 2);
-/// # Ok::<(), leasehold::Error>(()) }).unwrap();
-/// ```
-///
-/// `T::columns()` gives a `TColumns` struct of typed [`query::Column`]s, one
-/// per stored field that is not `json` (of `T` for an `Option<T>`) and per
-/// key of a single `String` field.
-///
-/// ```
-/// use leasehold::Entity;
-///
-/// #[derive(Entity)]
-/// #[entity(table = "Orders")]
-/// struct Order {
-///     #[entity(partition_key)]
-///     customer: String,
-///     #[entity(row_key = 0)]
-///     year: u16,
-///     #[entity(row_key = 1)]
-///     number: u32,
-///     total: i64,
-///     note: Option<String>,
-/// }
 ///
 /// let c = Order::columns();
-/// let f = c.customer.eq("c1") & c.total.ge(100) & c.note.ne("gift");
+/// let f = c.shop.eq("s1") & c.total.ge(100) & c.note.ne("gift");
 /// assert_eq!(
 ///     f.to_odata().unwrap(),
-///     "((PartitionKey eq 'c1') and (total ge 100L)) and (note ne 'gift')"
+///     "((PartitionKey eq 's1') and (total ge 100L)) and (note ne 'gift')"
 /// );
+/// # Ok::<(), leasehold::Error>(()) }).unwrap();
 /// ```
 pub use leasehold_derive::Entity;
 
