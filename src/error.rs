@@ -253,43 +253,25 @@ impl std::fmt::Display for Error {
 /// below, answers the `Error` in the box.
 #[derive(Debug, thiserror::Error)]
 enum Text<'a> {
-    #[error("not found: {what}{}", code_suffix(.code))]
-    NotFound {
-        what: &'a str,
-        code: &'a Option<String>,
-    },
-    #[error("already exists: {what}{}", code_suffix(.code))]
-    AlreadyExists {
-        what: &'a str,
-        code: &'a Option<String>,
-    },
-    #[error("unique value taken: {index} = {value}{}", holder_suffix(.holder))]
-    ValueTaken {
-        index: &'a str,
-        value: &'a str,
-        holder: &'a RowKeys,
-    },
-    #[error("conflict: {what}{}", code_suffix(.code))]
-    Conflict {
-        what: &'a str,
-        code: &'a Option<String>,
-    },
-    #[error("lease held by another owner: {what}{}", code_suffix(.code))]
-    LeaseHeld {
-        what: &'a str,
-        code: &'a Option<String>,
-    },
-    #[error("lease lost: {what}{}", code_suffix(.code))]
-    LeaseLost {
-        what: &'a str,
-        code: &'a Option<String>,
-    },
-    #[error("timed out after {after:?}: {what}")]
-    Timeout { what: &'a str, after: Duration },
-    #[error("batch operation {index} failed: {cause}")]
-    Batch { index: usize, cause: &'a Error },
-    #[error("invalid {what}: {why}")]
-    Invalid { what: &'a str, why: &'a str },
+    #[error("not found: {0}{c}", c = code_suffix(.1))]
+    NotFound(&'a str, &'a Option<String>),
+    #[error("already exists: {0}{c}", c = code_suffix(.1))]
+    AlreadyExists(&'a str, &'a Option<String>),
+    /// Index, value, holder.
+    #[error("unique value taken: {0} = {1}{h}", h = holder_suffix(.2))]
+    ValueTaken(&'a str, &'a str, &'a RowKeys),
+    #[error("conflict: {0}{c}", c = code_suffix(.1))]
+    Conflict(&'a str, &'a Option<String>),
+    #[error("lease held by another owner: {0}{c}", c = code_suffix(.1))]
+    LeaseHeld(&'a str, &'a Option<String>),
+    #[error("lease lost: {0}{c}", c = code_suffix(.1))]
+    LeaseLost(&'a str, &'a Option<String>),
+    #[error("timed out after {1:?}: {0}")]
+    Timeout(&'a str, Duration),
+    #[error("batch operation {0} failed: {1}")]
+    Batch(usize, &'a Error),
+    #[error("invalid {0}: {1}")]
+    Invalid(&'a str, &'a str),
     #[error(
         "cannot decode property `{property}` of table `{table}`{}: expected {expected}, found {found}",
         row_suffix(.row)
@@ -301,8 +283,8 @@ enum Text<'a> {
         expected: &'a str,
         found: &'a str,
     },
-    #[error("inconsistent state: {what}")]
-    Inconsistent { what: &'a str },
+    #[error("inconsistent state: {0}")]
+    Inconsistent(&'a str),
     #[error(
         "commit outcome in doubt: {what}; transaction {transaction} of primary partition {primary:?} is either fully applied or not at all: ask Store::commit_outcome({primary:?}, {transaction:?}) ({cause})"
     )]
@@ -313,62 +295,38 @@ enum Text<'a> {
         cause: &'a Error,
     },
     #[error(
-        "commit outcome in doubt: {what}; its one transaction on partition {primary:?} is either fully applied or not at all: read its rows ({cause})"
+        "commit outcome in doubt: {0}; its one transaction on partition {1:?} is either fully applied or not at all: read its rows ({2})"
     )]
-    InDoubtSingle {
-        what: &'a str,
-        primary: &'a str,
-        cause: &'a Error,
-    },
-    #[error("transient failure: {message}")]
-    Transient { message: &'a str },
-    #[error("{}{}: {message}", backend_prefix(*.status), code_suffix(.code))]
-    Backend {
-        status: Option<u16>,
-        code: &'a Option<String>,
-        message: &'a str,
-    },
-    #[error("not authorised ({credential}){}: {message}", code_suffix(.code))]
-    Auth {
-        credential: &'a str,
-        code: &'a Option<String>,
-        message: &'a str,
-    },
-    #[error("storage at {endpoint} unavailable for {after:?}: {cause}")]
-    Unavailable {
-        endpoint: &'a str,
-        after: Duration,
-        cause: &'a Error,
-    },
+    InDoubtSingle(&'a str, &'a str, &'a Error),
+    #[error("transient failure: {0}")]
+    Transient(&'a str),
+    /// Status, code, message.
+    #[error("{p}{c}: {2}", p = backend_prefix(*.0), c = code_suffix(.1))]
+    Backend(Option<u16>, &'a Option<String>, &'a str),
+    /// Credential, code, message.
+    #[error("not authorised ({0}){c}: {2}", c = code_suffix(.1))]
+    Auth(&'a str, &'a Option<String>, &'a str),
+    #[error("storage at {0} unavailable for {1:?}: {2}")]
+    Unavailable(&'a str, Duration, &'a Error),
 }
 
 impl<'a> Text<'a> {
     fn of(e: &'a Error) -> Self {
         match e {
-            Error::NotFound { what, code, .. } => Text::NotFound { what, code },
-            Error::AlreadyExists { what, code, .. } => Text::AlreadyExists { what, code },
+            Error::NotFound { what, code, .. } => Text::NotFound(what, code),
+            Error::AlreadyExists { what, code, .. } => Text::AlreadyExists(what, code),
             Error::ValueTaken {
                 index,
                 value,
                 holder,
                 ..
-            } => Text::ValueTaken {
-                index,
-                value,
-                holder,
-            },
-            Error::Conflict { what, code, .. } => Text::Conflict { what, code },
-            Error::LeaseHeld { what, code } => Text::LeaseHeld { what, code },
-            Error::LeaseLost { what, code } => Text::LeaseLost { what, code },
-            Error::Timeout { what, after } => Text::Timeout {
-                what,
-                after: *after,
-            },
-            Error::Batch { index, source } => Text::Batch {
-                index: *index,
-                cause: source,
-            },
-            Error::Invalid { what, why } => Text::Invalid { what, why },
+            } => Text::ValueTaken(index, value, holder),
+            Error::Conflict { what, code, .. } => Text::Conflict(what, code),
+            Error::LeaseHeld { what, code } => Text::LeaseHeld(what, code),
+            Error::LeaseLost { what, code } => Text::LeaseLost(what, code),
+            Error::Timeout { what, after } => Text::Timeout(what, *after),
+            Error::Batch { index, source } => Text::Batch(*index, source),
+            Error::Invalid { what, why } => Text::Invalid(what, why),
             Error::Decode {
                 table,
                 row,
@@ -382,7 +340,7 @@ impl<'a> Text<'a> {
                 expected,
                 found,
             },
-            Error::Inconsistent { what } => Text::Inconsistent { what },
+            Error::Inconsistent { what } => Text::Inconsistent(what),
             Error::InDoubt {
                 what,
                 primary,
@@ -399,41 +357,25 @@ impl<'a> Text<'a> {
                 primary,
                 transaction: None,
                 source,
-            } => Text::InDoubtSingle {
-                what,
-                primary: primary.as_str(),
-                cause: source,
-            },
-            Error::Transient { message, .. } => Text::Transient { message },
+            } => Text::InDoubtSingle(what, primary.as_str(), source),
+            Error::Transient { message, .. } => Text::Transient(message),
             Error::Backend {
                 status,
                 code,
                 message,
                 ..
-            } => Text::Backend {
-                status: *status,
-                code,
-                message,
-            },
+            } => Text::Backend(*status, code, message),
             Error::Auth {
                 credential,
                 code,
                 message,
                 ..
-            } => Text::Auth {
-                credential,
-                code,
-                message,
-            },
+            } => Text::Auth(credential, code, message),
             Error::Unavailable {
                 endpoint,
                 after,
                 source,
-            } => Text::Unavailable {
-                endpoint,
-                after: *after,
-                cause: source,
-            },
+            } => Text::Unavailable(endpoint, *after, source),
         }
     }
 }
