@@ -10,16 +10,13 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName, ETag, shorten};
 
-/// Blob metadata: names (C# identifiers, case-insensitive in the service) to
-/// ASCII values.
+/// Blob metadata: names (C# identifiers, case-insensitive) to ASCII values.
 pub type Metadata = BTreeMap<String, String>;
 
-/// The most bytes of metadata (names and values) one blob may carry.
 const MAX_METADATA_BYTES: usize = 8 * 1024;
 
-/// Checks metadata as the service would: names are ASCII C# identifiers,
-/// unique ignoring case; values are printable ASCII (they travel as HTTP
-/// headers); names and values together take at most 8 KiB.
+/// Checks metadata as the service would; values are printable ASCII because
+/// they travel as HTTP headers.
 pub(crate) fn validate_metadata(metadata: &Metadata) -> Result<()> {
     let mut seen = HashSet::new();
     let mut bytes = 0;
@@ -59,7 +56,6 @@ pub(crate) fn validate_metadata(metadata: &Metadata) -> Result<()> {
     Ok(())
 }
 
-/// Checks a break period: whole seconds from 0 to 60.
 pub(crate) fn validate_break_period(period: Option<Duration>) -> Result<()> {
     match period {
         Some(p) if p > LeaseDuration::MAX || p.subsec_nanos() != 0 => Err(Error::invalid(
@@ -105,8 +101,8 @@ impl fmt::Debug for LeaseId {
 }
 
 /// What [`BlobBackend::lease`](super::BlobBackend::lease) does to a
-/// blob's lease: one request of the Lease Blob operation each. Beyond the
-/// errors each names, every action fails as
+/// blob's lease: one request of the Lease Blob operation each. Every action
+/// also fails with [`Error::NotFound`] for a missing blob, and as
 /// [every request](super::TableBackend#errors) does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseAction {
@@ -115,9 +111,8 @@ pub enum LeaseAction {
     /// [`LeaseReply::Acquired`].
     ///
     /// # Errors
-    /// [`Error::NotFound`] for a missing blob; [`Error::LeaseHeld`] when
-    /// another id holds the lease or it is breaking; [`Error::Invalid`] for a
-    /// duration outside 15–60 s (before anything is sent).
+    /// [`Error::LeaseHeld`] when another id holds the lease or it is
+    /// breaking; [`Error::Invalid`] for a duration outside 15–60 s.
     Acquire {
         /// How long the lease lasts unless renewed.
         duration: LeaseDuration,
@@ -127,16 +122,15 @@ pub enum LeaseAction {
     /// Renews the lease `id`. Answers [`LeaseReply::Renewed`].
     ///
     /// # Errors
-    /// [`Error::NotFound`] for a missing blob; [`Error::LeaseLost`] when `id`
-    /// is not the blob's lease or it was broken (an expired lease nobody took
-    /// since can still be renewed).
+    /// [`Error::LeaseLost`] when `id` is not the blob's lease or it was
+    /// broken (an expired lease nobody took since can still be renewed).
     Renew(LeaseId),
     /// Changes the active lease `id` to `proposed`. Answers
     /// [`LeaseReply::Changed`].
     ///
     /// # Errors
-    /// [`Error::NotFound`] for a missing blob; [`Error::LeaseLost`] when `id`
-    /// is not the active lease (changing to the current id is a retry).
+    /// [`Error::LeaseLost`] when `id` is not the active lease (changing to
+    /// the current id is a retry).
     Change {
         /// The lease's current id.
         id: LeaseId,
@@ -146,17 +140,15 @@ pub enum LeaseAction {
     /// Releases the lease `id`. Answers [`LeaseReply::Released`].
     ///
     /// # Errors
-    /// [`Error::NotFound`] for a missing blob; [`Error::LeaseLost`] when `id`
-    /// is not the blob's lease.
+    /// [`Error::LeaseLost`] when `id` is not the blob's lease.
     Release(LeaseId),
     /// Breaks the lease without its id. `period` (0–60 s) is how long the
     /// holder keeps it; `None` lets a timed lease run out and breaks an
     /// infinite one at once. Answers [`LeaseReply::Broken`].
     ///
     /// # Errors
-    /// [`Error::NotFound`] for a missing blob; [`Error::Invalid`] for a period
-    /// not whole seconds from 0 to 60; [`Error::LeaseLost`] when there is no
-    /// lease to break.
+    /// [`Error::Invalid`] for a period not whole seconds from 0 to 60;
+    /// [`Error::LeaseLost`] when there is no lease to break.
     Break {
         /// How long the holder keeps the lease.
         period: Option<Duration>,
@@ -184,9 +176,8 @@ pub enum LeaseAction {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeaseReply {
-    /// [`LeaseAction::Acquire`]: the active lease id and the blob's ETag from
-    /// the reply. A lease never changes the ETag, so a caller that remembers
-    /// the blob at that ETag knows its content without reading it.
+    /// [`LeaseAction::Acquire`]. A lease never changes the ETag, so a caller
+    /// that remembers the blob at that ETag knows its content unread.
     Acquired {
         /// The lease id now active.
         id: LeaseId,
@@ -204,8 +195,7 @@ pub enum LeaseReply {
 }
 
 impl LeaseReply {
-    /// The lease's id after an acquire ([`LeaseReply::Acquired`]) or a
-    /// change ([`LeaseReply::Changed`]); `None` for the other replies.
+    /// The lease's id after an acquire or a change; `None` otherwise.
     pub fn lease_id(&self) -> Option<LeaseId> {
         match self {
             LeaseReply::Acquired { id, .. } | LeaseReply::Changed(id) => Some(*id),
@@ -215,7 +205,6 @@ impl LeaseReply {
 }
 
 impl LeaseAction {
-    /// The kind of request this action is.
     pub(crate) fn op(&self) -> super::Op {
         match self {
             LeaseAction::Acquire { .. } => super::Op::AcquireLease,
@@ -227,7 +216,6 @@ impl LeaseAction {
     }
 }
 
-/// What an acquire answered (see [`LeaseReply::Acquired`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AcquiredLease {
     pub(crate) id: LeaseId,
@@ -235,7 +223,7 @@ pub(crate) struct AcquiredLease {
 }
 
 /// One method of [`LeaseCalls`]: its arguments, the action they make, and
-/// what it keeps of the action's own reply.
+/// what it keeps of the reply.
 macro_rules! lease_call {
     ($name:ident($($arg:ident: $ty:ty),*) -> $out:ty = $action:expr, $reply:pat => $keep:expr) => {
         fn $name(
@@ -252,10 +240,8 @@ macro_rules! lease_call {
     };
 }
 
-/// The lease actions one at a time, each with the answer it has: how
-/// leasehold calls [`BlobBackend::lease`](super::BlobBackend::lease).
-/// A backend answering an action with another action's reply is a bug
-/// there: [`Error::Inconsistent`].
+/// The lease actions one at a time, each with its own answer. A backend
+/// answering with another action's reply is [`Error::Inconsistent`].
 pub(crate) trait LeaseCalls: super::BlobBackend {
     lease_call!(acquire_lease(duration: LeaseDuration, proposed: LeaseId) -> AcquiredLease =
         LeaseAction::Acquire { duration, proposed },
@@ -272,7 +258,6 @@ pub(crate) trait LeaseCalls: super::BlobBackend {
 
 impl<B: super::BlobBackend + ?Sized> LeaseCalls for B {}
 
-/// Sends `action` and keeps what `pick` finds in the reply.
 async fn answer<B: super::BlobBackend + ?Sized, T>(
     backend: &B,
     container: &ContainerName,
@@ -338,7 +323,7 @@ impl LeaseDuration {
     /// Checks a value built directly from the enum.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for `Seconds` outside 15..=60.
+    /// As [`LeaseDuration::timed`].
     pub fn validate(self) -> Result<Self> {
         match self {
             LeaseDuration::Seconds(s) => Self::timed(Duration::from_secs(u64::from(s))),
@@ -363,8 +348,8 @@ pub enum LeaseState {
     Broken,
 }
 
-/// Whether a lease is timed or infinite, as the service reports it (it does
-/// not report a timed lease's seconds).
+/// Whether a lease is timed or infinite (the service does not report a
+/// timed lease's seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LeaseKind {
     /// A timed lease (15–60 s).
@@ -451,9 +436,8 @@ pub enum BlobWriteMode {
 pub struct BlobConditions {
     /// What the blob must be for the write to apply.
     pub mode: BlobWriteMode,
-    /// `x-ms-lease-id`: the write is made under this lease (a leased blob
-    /// takes writes only with its id; an id on a blob without an active
-    /// lease fails).
+    /// The lease the write is made under (a leased blob takes writes only
+    /// with its id; an id on a blob without an active lease fails).
     pub lease_id: Option<LeaseId>,
 }
 

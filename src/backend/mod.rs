@@ -1,13 +1,9 @@
-//! The storage traits every backend implements, and the backends.
-//!
-//! Two small, object-safe traits: [`TableBackend`] (entities) and
-//! [`BlobBackend`] (blobs and their leases). They speak in stored properties,
-//! not user types, so a backend never sees a derive. [`memory`] is the
-//! embedded backend; `azure` (feature `azure`) talks to Azure Storage or
-//! Azurite. Layers ([`Layer`]: tracing, metrics, test wrappers, a user's)
-//! see every request of any backend, as [`Request`]s. Every backend returns
-//! the same [`Error`] variants and service codes for the same situations;
-//! the conformance suite (`testing::conformance`) holds them to it.
+//! The storage traits every backend implements, and the backends: two small,
+//! object-safe traits that speak in stored properties, not user types.
+//! [`memory`] is the embedded backend; `azure` (feature `azure`) talks to
+//! Azure Storage or Azurite. [`Layer`]s see every request of any backend.
+//! Every backend returns the same [`Error`] variants and service codes for
+//! the same situations; the conformance suite holds them to it.
 
 mod blob;
 pub(crate) mod deadline;
@@ -53,22 +49,19 @@ use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
 ///
 /// # Errors
 ///
-/// Every method fails with [`Error::Transient`] for a failure worth retrying
-/// (5xx, 408, a timeout, a lost connection), and otherwise with
-/// [`Error::Backend`] carrying the service's status and code, beyond the
-/// errors it names. The exact contract is the conformance suite's
-/// (`testing::conformance`).
+/// Beyond the errors it names, every method fails with [`Error::Transient`]
+/// for a failure worth retrying (5xx, 408, a timeout, a lost connection),
+/// and otherwise with [`Error::Backend`].
 #[async_trait]
 pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
-    /// `db.system.name` of the backend's request spans and metrics (see
-    /// [`Layer`]): `leasehold.memory`, `azure.storage`. Wrappers report
-    /// the backend they wrap. Default: `other`.
+    /// `db.system.name` of the backend's request spans and metrics, such as
+    /// `leasehold.memory`. Default: `other`.
     fn system_name(&self) -> &'static str {
         "other"
     }
 
-    /// `server.address` of the backend's request spans: the Table
-    /// service's host, never with credentials. Default: none.
+    /// `server.address` of the backend's request spans (never with
+    /// credentials). Default: none.
     fn server_address(&self) -> Option<String> {
         None
     }
@@ -103,9 +96,7 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
         row_key: &RowKey,
     ) -> Result<Option<StoredEntity>>;
 
-    /// Applies one write: the new version, or `None` for a delete. `options`
-    /// say what goes with it, such as the write log that settles the write
-    /// if its reply is lost ([`WriteOptions::write_log`]).
+    /// Applies one write: the new version, or `None` for a delete.
     ///
     /// # Errors
     /// [`Error::AlreadyExists`] when an insert finds the row;
@@ -144,9 +135,8 @@ pub trait TableBackend: Send + Sync + fmt::Debug + 'static {
 /// names.
 #[async_trait]
 pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
-    /// Where the blobs live, for messages such as [`Error::Unavailable`]: the
-    /// Blob service URL (never with credentials), or a short name such as
-    /// `memory`. Default: `unnamed blob backend`.
+    /// Where the blobs live, for messages such as [`Error::Unavailable`]:
+    /// the Blob service URL (never with credentials), or a short name.
     fn endpoint(&self) -> String {
         "unnamed blob backend".to_owned()
     }
@@ -157,8 +147,7 @@ pub trait BlobBackend: Send + Sync + fmt::Debug + 'static {
     /// [`Error::Invalid`] for a name the service refuses.
     async fn create_container(&self, container: &ContainerName) -> Result<()>;
 
-    /// Writes a whole block blob with its metadata, under `conditions`: the
-    /// new ETag.
+    /// Writes a whole block blob with its metadata: the new ETag.
     ///
     /// # Errors
     /// [`Error::NotFound`] for a missing container; [`Error::AlreadyExists`]
