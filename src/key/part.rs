@@ -7,8 +7,8 @@ use uuid::Uuid;
 /// A Rust type that can be (part of) a partition or row key.
 ///
 /// Encodings keep order: for two values `a < b`, the encoded strings compare
-/// the same way, so key ranges over encoded keys are ranges over values.
-/// Integers are written with a fixed width; `OffsetDateTime` as UTC with seven
+/// the same way. Integers are written with a fixed width (which is also
+/// their [`FixedKeyPart::MAX_KEY_LEN`]); `OffsetDateTime` as UTC with seven
 /// fractional digits; `Uuid` as lowercase hyphenated hex.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be part of a partition or row key",
@@ -23,8 +23,7 @@ pub trait KeyPart: Sized {
     ///
     /// # Errors
     /// A message saying why `s` is not a key form of this type, such as
-    /// `not 5 decimal digits`. The error leasehold builds from it already
-    /// names the type and quotes `s`, so the message need not repeat them.
+    /// `not 5 decimal digits` (leasehold adds the type and `s`).
     fn parse_key(s: &str) -> std::result::Result<Self, String>;
 
     /// This value's key form as a new string.
@@ -59,6 +58,10 @@ macro_rules! unsigned_key_part {
                 s.parse().map_err(|_| format!("above {}", <$t>::MAX))
             }
         }
+
+        impl FixedKeyPart for $t {
+            const MAX_KEY_LEN: usize = $width;
+        }
     )*};
 }
 unsigned_key_part!(u8 => 3, u16 => 5, u32 => 10, u64 => 20);
@@ -75,6 +78,10 @@ macro_rules! signed_key_part {
                 let biased = <$u>::parse_key(s)?;
                 Ok((biased ^ (1 << (<$u>::BITS - 1))) as $t)
             }
+        }
+
+        impl FixedKeyPart for $t {
+            const MAX_KEY_LEN: usize = $width;
         }
     )*};
 }
@@ -119,30 +126,6 @@ pub trait FixedKeyPart: KeyPart {
     const MAX_KEY_LEN: usize;
 }
 
-impl FixedKeyPart for u8 {
-    const MAX_KEY_LEN: usize = 3;
-}
-impl FixedKeyPart for u16 {
-    const MAX_KEY_LEN: usize = 5;
-}
-impl FixedKeyPart for u32 {
-    const MAX_KEY_LEN: usize = 10;
-}
-impl FixedKeyPart for u64 {
-    const MAX_KEY_LEN: usize = 20;
-}
-impl FixedKeyPart for i8 {
-    const MAX_KEY_LEN: usize = 3;
-}
-impl FixedKeyPart for i16 {
-    const MAX_KEY_LEN: usize = 5;
-}
-impl FixedKeyPart for i32 {
-    const MAX_KEY_LEN: usize = 10;
-}
-impl FixedKeyPart for i64 {
-    const MAX_KEY_LEN: usize = 20;
-}
 impl FixedKeyPart for Uuid {
     const MAX_KEY_LEN: usize = 36;
 }
