@@ -21,16 +21,11 @@ use crate::query::{Continuation, Row};
 /// UTF-16 order, and a lookup needs no allocation (see [`with_position`]).
 type Position = Box<[u16]>;
 
-/// Appends the position of (`partition_key`, `row_key`) to `out`.
-fn push_position(out: &mut Vec<u16>, partition_key: &str, row_key: &str) {
+fn position(partition_key: &str, row_key: &str) -> Position {
+    let mut out = Vec::with_capacity(partition_key.len() + 1 + row_key.len());
     out.extend(partition_key.encode_utf16());
     out.push(0);
     out.extend(row_key.encode_utf16());
-}
-
-fn position(partition_key: &str, row_key: &str) -> Position {
-    let mut out = Vec::with_capacity(partition_key.len() + 1 + row_key.len());
-    push_position(&mut out, partition_key, row_key);
     out.into_boxed_slice()
 }
 
@@ -70,16 +65,6 @@ fn resume_position(partition_key: &str, row_key: &str) -> Position {
         }
         None => position(partition_key, row_key),
     }
-}
-
-/// A stored row as a read returns it, with only the `select`ed properties
-/// when given.
-fn read_row(row: &StoredEntity, select: Option<&[String]>) -> StoredEntity {
-    let mut read = row.clone();
-    if let Some(names) = select {
-        read.data.properties.retain_names(names);
-    }
-    read
 }
 
 #[derive(Debug, Default)]
@@ -142,32 +127,34 @@ impl Table {
     /// anything. Its errors name the row.
     fn plan(&self, name: &TableName, op: TableOp) -> Result<Planned> {
         let (pk, rk) = (op.partition_key().clone(), op.row_key().clone());
-        self.plan_op(name, op)
+        self.plan_op(name, op, &pk, &rk)
             .map_err(|e| e.for_row(name.as_str(), &pk, &rk))
     }
 
-    fn plan_op(&self, name: &TableName, op: TableOp) -> Result<Planned> {
+    fn plan_op(
+        &self,
+        name: &TableName,
+        op: TableOp,
+        pk: &PartitionKey,
+        rk: &RowKey,
+    ) -> Result<Planned> {
         let op_name = op.name();
-        let existing = with_position(op.partition_key().as_str(), op.row_key().as_str(), |p| {
-            self.rows.get(p)
-        });
+        let what = || what::entity(op_name, name.as_str(), pk, rk);
+        let existing = with_position(pk.as_str(), rk.as_str(), |p| self.rows.get(p));
         match op {
             TableOp::Insert(d) => match existing {
                 Some(_) => Err(Error::from_service(
                     409,
                     Some("EntityAlreadyExists"),
-                    what::entity(op_name, name.as_str(), &d.partition_key, &d.row_key),
+                    what(),
                 )),
                 None => Ok(Planned::Put(d)),
             },
             TableOp::Replace(d, condition) => {
-                check_condition(&condition, existing, || {
-                    what::entity(op_name, name.as_str(), &d.partition_key, &d.row_key)
-                })?;
+                check_condition(&condition, existing, what)?;
                 Ok(Planned::Put(d))
             }
             TableOp::Merge(mut d, condition) => {
-                let what = || what::entity(op_name, name.as_str(), &d.partition_key, &d.row_key);
                 check_condition(&condition, existing, what)?;
                 let mut merged = existing
                     .map(|r| r.data.properties.clone())
@@ -189,9 +176,7 @@ impl Table {
                 row_key,
                 condition,
             } => {
-                check_condition(&condition, existing, || {
-                    what::entity(op_name, name.as_str(), &partition_key, &row_key)
-                })?;
+                check_condition(&condition, existing, what)?;
                 Ok(Planned::Remove {
                     partition_key,
                     row_key,
@@ -366,7 +351,11 @@ impl TableStore {
                 })
             });
             if matches {
-                entities.push(read_row(row, select));
+                let mut read = row.clone();
+                if let Some(names) = select {
+                    read.data.properties.retain_names(names);
+                }
+                entities.push(read);
             }
         }
         let continuation = rows.next().map(|(_, row)| Continuation {
