@@ -9,9 +9,8 @@
 //! * a partition-lock unit whose single transaction lost its reply
 //!   ([`judge_locked`]): it holds the partition's lock, so nobody else wrote.
 //!
-//! Callers pass operations in the form the service stores (the Azure
-//! backend normalises them first: date-times cut to 100 ns and so on), and
-//! the write log's property explicitly, when the write carries one.
+//! Callers pass operations in the form the service stores (date-times cut
+//! to 100 ns and so on).
 // Only the Azure backend meets lost replies of its own.
 #![cfg_attr(not(feature = "azure"), allow(dead_code))]
 
@@ -21,10 +20,8 @@ use crate::entity::Properties;
 use crate::key::ETag;
 
 /// Whether `stored` (`None`: no row) is the state `op` leaves behind: the
-/// row is gone for a delete; otherwise it holds the properties written (all
-/// of them for an insert or replace, at least those merged for a merge)
-/// and, for a write conditioned on an ETag, no longer that ETag (every write
-/// changes it).
+/// properties written (at least those merged for a merge) and, for a write
+/// conditioned on an ETag, no longer that ETag (every write changes it).
 pub(crate) fn shows_effect(op: &TableOp, stored: Option<&StoredEntity>) -> bool {
     let moved_on = |c: &Precondition, s: &StoredEntity| match c {
         Precondition::IfMatch(e) => &s.etag != e,
@@ -45,8 +42,7 @@ fn contains(stored: &Properties, written: &Properties) -> bool {
     written.iter().all(|(k, v)| stored.get(k) == Some(v))
 }
 
-/// Whether `stored` still meets `op`'s precondition, so that `op` would be
-/// applied if sent now.
+/// Whether `op` would be applied to `stored` if sent now.
 pub(crate) fn precondition_holds(op: &TableOp, stored: Option<&StoredEntity>) -> bool {
     match op.condition() {
         None => stored.is_none(),
@@ -68,16 +64,12 @@ pub(crate) enum Verdict {
     /// A write log proves the write was not applied, and someone else has
     /// written since: the write fails as it would have.
     Refused,
-    /// The read-back cannot tell. A conditional write whose content is stored
-    /// under a new ETag may be another writer's identical write (two
-    /// increments of one counter); a stored state that matches neither the
-    /// write nor its precondition may be the write built upon, or another
-    /// writer's. Reporting either as applied or as refused could lose or
-    /// repeat an effect, so the outcome stays unknown.
+    /// The read-back cannot tell (see `crate::backend::write_log` for why
+    /// content under a new ETag proves nothing): reporting it as applied or
+    /// as refused could lose or repeat an effect.
     Unknown,
 }
 
-/// The version of a stored entity.
 pub(crate) fn version_of(s: &StoredEntity) -> Version {
     Version {
         etag: s.etag.clone(),
@@ -120,10 +112,8 @@ fn log_evidence(op: &TableOp, stored: Option<&StoredEntity>, write_log: Option<&
 }
 
 /// Settles writes whose reply was lost while other writers may have
-/// written: `ops` (one, or an entity-group transaction, which the service
-/// applies whole or not at all) against the rows as read back, `stored[i]`
-/// for `ops[i]`. `write_log` names the property holding the writes' logs,
-/// when they carry one.
+/// written: `ops` (one, or an atomic entity-group transaction) against the
+/// rows as read back, `stored[i]` for `ops[i]`.
 pub(crate) fn judge(
     ops: &[TableOp],
     stored: &[Option<StoredEntity>],
@@ -189,10 +179,9 @@ pub(crate) fn judge(
     }
 }
 
-/// An insert whose earlier attempt may have been applied (its reply lost)
-/// found its row on the next attempt: the version it produced when the row
-/// is the one it wrote, or was built upon since (by its write log); `None`
-/// when the row is somebody else's.
+/// An insert whose earlier attempt's reply was lost found its row: the
+/// version it produced when the row is its own write (or was built upon
+/// since, by its write log); `None` when the row is somebody else's.
 pub(crate) fn insert_found(
     op: &TableOp,
     stored: &StoredEntity,
@@ -221,8 +210,7 @@ pub(crate) enum Locked {
     },
 }
 
-/// Settles a transaction (`ops`, `stored[i]` the row of `ops[i]` as read
-/// back) whose reply was lost, under the partition's lock.
+/// Settles a transaction whose reply was lost, under the partition's lock.
 pub(crate) fn judge_locked(ops: &[TableOp], stored: &[Option<StoredEntity>]) -> Locked {
     let mut applied = 0;
     let mut pending = 0;

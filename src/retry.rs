@@ -6,9 +6,7 @@
 //! retried inside the Azure backend. Nothing retries a 409 or 412 blindly.
 //!
 //! Every pause comes from one [`Backoff`]: seedable (tests replay it),
-//! jittered (nodes do not retry in lock-step), optionally bounded in retries
-//! and total delay. [`retry_transient`] is the one loop re-running an
-//! operation after failures the caller says are worth another attempt.
+//! jittered (nodes do not retry in lock-step), optionally bounded.
 //!
 //! The schedule is not the `backon` crate's (1.6) because its jittered
 //! pauses may reach twice their cap, its doubling in `f32` seconds drifts
@@ -22,8 +20,6 @@ use crate::error::{Error, Result};
 
 /// How [`Table::update_with`](crate::table::Table::update_with) retries after
 /// a conflict: jittered exponential backoff, bounded by an attempt count.
-/// Each attempt re-reads the entity; a stale write is never re-sent.
-///
 /// Configured with [`StoreBuilder::conflict_retry`](crate::StoreBuilder::conflict_retry).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConflictRetry {
@@ -72,14 +68,12 @@ impl ConflictRetry {
         self.max_attempts
     }
 
-    /// The pauses between attempts: `max_attempts - 1` of them.
     pub(crate) fn backoff(&self) -> Backoff {
         Backoff::doubling(self.min_delay, self.max_delay, random_seed())
             .with_max_retries(self.max_attempts.saturating_sub(1))
     }
 }
 
-/// How pauses grow.
 #[derive(Debug, Clone, Copy)]
 enum Pace {
     /// The same pause each time, ±10 %.
@@ -100,13 +94,10 @@ pub(crate) struct Backoff {
 }
 
 impl Backoff {
-    /// Pauses of about `interval`, each drawn within ±10 % of it.
     pub(crate) fn fixed(interval: Duration, seed: u64) -> Self {
         Backoff::new(Pace::Fixed(interval), seed)
     }
 
-    /// Pauses from `first`, doubling, each drawn from `[d, 2d]` and never
-    /// above `cap`.
     pub(crate) fn doubling(first: Duration, cap: Duration, seed: u64) -> Self {
         Backoff::new(
             Pace::Doubling {
@@ -135,7 +126,6 @@ impl Backoff {
         self
     }
 
-    /// Ends after `n` pauses.
     pub(crate) fn with_max_retries(mut self, n: u32) -> Self {
         self.retries_left = Some(n);
         self
@@ -156,7 +146,6 @@ impl Backoff {
         d
     }
 
-    /// A uniform draw from `[0, 1)`.
     fn unit(&mut self) -> f64 {
         self.rng = splitmix(self.rng);
         (self.rng >> 11) as f64 / (1u64 << 53) as f64
