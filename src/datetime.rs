@@ -12,9 +12,8 @@ pub(crate) const MIN: OffsetDateTime = datetime!(1601-01-01 00:00:00 UTC);
 /// The latest `Edm.DateTime` the service stores.
 pub(crate) const MAX: OffsetDateTime = datetime!(9999-12-31 23:59:59.9999999 UTC);
 
-/// The wall-clock time as `tokio::time` sees it: the system's UTC time,
-/// moved with tokio's clock when it is paused, so time-based rules (row
-/// expiry) run on paused time in tests.
+/// The wall-clock time as `tokio::time` sees it (moved with tokio's clock
+/// when it is paused), so row expiry runs on paused time in tests.
 pub(crate) fn now() -> OffsetDateTime {
     let wall = OffsetDateTime::now_utc();
     let tokio_now = tokio::time::Instant::now().into_std();
@@ -63,6 +62,17 @@ pub(crate) fn format(t: OffsetDateTime) -> String {
     )
 }
 
+/// The separators of [`format`]'s text, by position.
+const SEPARATORS: [(usize, u8); 7] = [
+    (4, b'-'),
+    (7, b'-'),
+    (10, b'T'),
+    (13, b':'),
+    (16, b':'),
+    (19, b'.'),
+    (27, b'Z'),
+];
+
 /// As [`format`], into a stack buffer: `None` (use [`format`]) unless the
 /// date-time is UTC with a four-digit year.
 pub(crate) fn format_into(t: OffsetDateTime, buf: &mut [u8; 28]) -> Option<&str> {
@@ -85,13 +95,9 @@ pub(crate) fn format_into(t: OffsetDateTime, buf: &mut [u8; 28]) -> Option<&str>
     put(14, 2, u32::from(t.minute()));
     put(17, 2, u32::from(t.second()));
     put(20, 7, frac);
-    buf[4] = b'-';
-    buf[7] = b'-';
-    buf[10] = b'T';
-    buf[13] = b':';
-    buf[16] = b':';
-    buf[19] = b'.';
-    buf[27] = b'Z';
+    for (i, c) in SEPARATORS {
+        buf[i] = c;
+    }
     std::str::from_utf8(buf).ok()
 }
 
@@ -112,22 +118,12 @@ pub(crate) fn parse(s: &str) -> Result<OffsetDateTime, String> {
     normalize(t)
 }
 
-/// The date-time the service's own form (see [`format`]) writes, read
-/// without the general RFC 3339 parser: every `Timestamp` and date-time
-/// property the service sends has that form. `None` for any other text,
-/// or an instant out of range: [`parse`] then reads it the general way.
+/// The date-time in the service's own form (see [`format`]), which every
+/// date-time it sends has, read without the general RFC 3339 parser;
+/// `None` for any other text or an instant out of range.
 fn parse_canonical(s: &str) -> Option<OffsetDateTime> {
     let b: &[u8; 28] = s.as_bytes().try_into().ok()?;
-    let separators = [
-        (4, b'-'),
-        (7, b'-'),
-        (10, b'T'),
-        (13, b':'),
-        (16, b':'),
-        (19, b'.'),
-        (27, b'Z'),
-    ];
-    if separators.iter().any(|&(i, c)| b[i] != c) {
+    if SEPARATORS.iter().any(|&(i, c)| b[i] != c) {
         return None;
     }
     let number = |at: usize, width: usize| {
