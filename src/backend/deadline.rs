@@ -1,13 +1,7 @@
-//! A deadline for sending: inside [`send_by`], a backend refuses a
-//! request, without sending it, once the deadline has passed at the moment
-//! the request would go out — the Azure backend when it dates and signs
-//! the request, the memory backend when it applies it.
-//!
-//! A unit's commit point goes out this way, by the local validity deadline
-//! of the primary's lock (see [`crate::lock`]): it is signed while the lock
-//! is held, and the service accepts a Shared Key request only within 15
-//! minutes of its date, so a process stopped before sending cannot land a
-//! commit point long after a withdrawal.
+//! A deadline for sending: inside [`send_by`], a backend refuses a request,
+//! without sending it, once the deadline has passed when it would go out
+//! (the Azure backend when it signs it, the memory backend when it applies
+//! it). A unit's commit point goes out this way (see [`crate::lock`]).
 
 use std::future::Future;
 
@@ -41,7 +35,6 @@ pub(crate) fn check() -> Result<()> {
     }
 }
 
-/// The error of a request refused by [`check`].
 pub(crate) fn passed() -> Error {
     Error::LeaseLost {
         what: "a request that may only go out while a lease is held was not sent: the lease may have run out before it could go".into(),

@@ -72,11 +72,9 @@ tokio::task_local! {
 }
 
 /// Runs `fut`, backend calls whose failures of `kinds` the caller expects
-/// and handles as a normal outcome (a 404 to the first acquire of a lease
-/// blob, which it then creates; a lease held by another process, which it
-/// waits for): the store's metrics record such a call with its outcome,
-/// but not as an error (no `error.type`), so that normal use does not look
-/// like failing storage.
+/// and handles as a normal outcome (a lease held by another process, which
+/// it waits for): the store's metrics record them without `error.type`, so
+/// that normal use does not look like failing storage.
 pub(crate) async fn expecting<F: std::future::Future>(
     kinds: &'static [crate::error::ErrorKind],
     fut: F,

@@ -21,9 +21,8 @@ impl ETag {
     }
 
     /// The ETag reported for a write known to have been applied whose own
-    /// ETag could not be learnt because its reply was lost and later writes
-    /// have replaced it since. It matches no stored entity, as the lost one
-    /// no longer would: a conditional write based on it fails with
+    /// ETag was lost with its reply and replaced since. It matches no stored
+    /// entity: a conditional write based on it fails with
     /// [`Error::Conflict`](crate::Error::Conflict).
     pub fn superseded() -> Self {
         ETag(SUPERSEDED_ETAG.into())

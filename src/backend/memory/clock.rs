@@ -1,11 +1,6 @@
-//! The backend's write clock: strictly increasing Timestamps and the ETags
-//! derived from them.
-//!
-//! Every write (entity or blob) takes one tick. A tick is the wall-clock time
-//! in UTC at the service's 100 ns resolution, pushed forward when needed so
-//! that it is always at least 100 ns after the previous tick: two writes never
-//! share a Timestamp, so they never share an ETag, however fast they follow
-//! each other.
+//! The backend's write clock: every write (entity or blob) takes one tick,
+//! at least 100 ns after the previous one, so two writes never share a
+//! Timestamp, and so never an ETag, however fast they follow each other.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -31,8 +26,7 @@ impl WriteClock {
         }
     }
 
-    /// The next Timestamp: `max(now, previous + 100 ns)`, in UTC, truncated
-    /// to 100 ns.
+    /// The next Timestamp: `max(now, previous + 100 ns)`.
     pub(super) fn tick(&self) -> OffsetDateTime {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         // `now` is always inside the Edm.DateTime range in practice; if the

@@ -2,13 +2,7 @@
 //!
 //! [`MemoryBackend`] is not a mock: it enforces the rules and returns the
 //! errors and codes of Azure Storage (not Azurite's, where more lenient).
-//! Entities are kept in (PartitionKey, RowKey) order as UTF-16; each write
-//! is checked against the entity limits and gets a Timestamp strictly later
-//! than every earlier one, with an ETag of Azure's shape derived from it. A
-//! batch is checked whole before any of it applies. Query pages end at `top`
-//! or after [`MemoryBackendBuilder::scan_limit`] entities examined, with a
-//! continuation (the next keys). Leases run on [`tokio::time::Instant`], so
-//! tests can pause time.
+//! Leases run on [`tokio::time::Instant`], so tests can pause time.
 //!
 //! ```
 //! # tokio_test_block_on(async {
@@ -97,9 +91,8 @@ pub struct MemoryBackendBuilder {
 
 impl MemoryBackendBuilder {
     /// How many entities one query page may examine before it ends, full or
-    /// not (at least 1; default: no limit). A small budget makes pages end
-    /// early, even empty, as the service's do when a query runs long: for
-    /// testing that callers follow continuations.
+    /// not (at least 1; default: no limit): pages that end early, even
+    /// empty, as the service's do, test that callers follow continuations.
     pub fn scan_limit(mut self, entities: usize) -> Self {
         self.options.scan_limit = entities.max(1);
         self
@@ -136,7 +129,7 @@ impl Default for MemoryBackendBuilder {
     }
 }
 
-/// Locks a store. A poisoned lock is recovered: every change is checked
+/// Locks a store, recovering a poisoned lock: every change is checked
 /// before it is made, so the data stays consistent.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
@@ -145,7 +138,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl MemoryBackend {
-    /// What [`BlobBackend::endpoint`] answers.
     pub(crate) const ENDPOINT: &str = "memory";
 
     /// The default per-page scan budget: no limit.
@@ -159,7 +151,7 @@ impl MemoryBackend {
         Self::builder().build()
     }
 
-    /// A builder for a backend with non-default options.
+    /// A builder for a backend with other options.
     pub fn builder() -> MemoryBackendBuilder {
         MemoryBackendBuilder::default()
     }
@@ -204,7 +196,6 @@ impl fmt::Debug for MemoryBackend {
     }
 }
 
-/// `db.system.name` of the memory backend's spans and metrics.
 pub(crate) const SYSTEM: &str = "leasehold.memory";
 
 #[async_trait]
