@@ -116,9 +116,8 @@ impl<'a> Request<'a> {
     }
 
     /// The operation's name, as in spans (`db.operation.name`): the
-    /// write's kind for a write (`insert`, `replace`, `merge`, `upsert`,
-    /// `upsert-merge`, `delete`), the request's otherwise (`get`,
-    /// `acquire_lease`, ...).
+    /// write's kind for a write (`insert`, `upsert`, ...), the request's
+    /// otherwise (`get`, `acquire_lease`, ...).
     pub fn name(&self) -> &'static str {
         self.name
     }
@@ -179,57 +178,48 @@ impl<'a> Request<'a> {
         }
     }
 
-    pub(crate) fn on_table(op: Op, table: &'a TableName) -> Self {
+    fn in_table(
+        op: Op,
+        table: &'a TableName,
+        partition: Option<Cow<'a, PartitionKey>>,
+        row: Option<Cow<'a, RowKey>>,
+        size: Option<usize>,
+    ) -> Self {
+        let target = Target::Table {
+            table,
+            partition,
+            row,
+            size,
+        };
         Request {
             op,
             name: op.name(),
-            target: Target::Table {
-                table,
-                partition: None,
-                row: None,
-                size: None,
-            },
+            target,
         }
     }
 
+    pub(crate) fn on_table(op: Op, table: &'a TableName) -> Self {
+        Self::in_table(op, table, None, None, None)
+    }
+
     pub(crate) fn row(op: Op, table: &'a TableName, pk: &'a PartitionKey, rk: &'a RowKey) -> Self {
-        Request {
-            op,
-            name: op.name(),
-            target: Target::Table {
-                table,
-                partition: Some(Cow::Borrowed(pk)),
-                row: Some(Cow::Borrowed(rk)),
-                size: None,
-            },
-        }
+        let (pk, rk) = (Some(Cow::Borrowed(pk)), Some(Cow::Borrowed(rk)));
+        Self::in_table(op, table, pk, rk, None)
     }
 
     /// A write: its keys are copied, as the write itself moves on.
     pub(crate) fn write(table: &'a TableName, op: &TableOp) -> Self {
+        let pk = Some(Cow::Owned(op.partition_key().clone()));
+        let rk = Some(Cow::Owned(op.row_key().clone()));
         Request {
-            op: Op::Write,
             name: op.name(),
-            target: Target::Table {
-                table,
-                partition: Some(Cow::Owned(op.partition_key().clone())),
-                row: Some(Cow::Owned(op.row_key().clone())),
-                size: None,
-            },
+            ..Self::in_table(Op::Write, table, pk, rk, None)
         }
     }
 
     pub(crate) fn batch(table: &'a TableName, ops: &'a [TableOp]) -> Self {
-        Request {
-            op: Op::Batch,
-            name: Op::Batch.name(),
-            target: Target::Table {
-                table,
-                partition: ops.first().map(|op| Cow::Borrowed(op.partition_key())),
-                row: None,
-                size: Some(ops.len()),
-            },
-        }
+        let partition = ops.first().map(|op| Cow::Borrowed(op.partition_key()));
+        Self::in_table(Op::Batch, table, partition, None, Some(ops.len()))
     }
 
     pub(crate) fn on_blob(

@@ -103,35 +103,22 @@ pub(super) enum Key<N> {
     Annotation(N),
 }
 
-impl<'a> Key<&'a str> {
-    /// What key `k` is: the one rule both readers of a body follow.
-    pub(super) fn of(k: &'a str) -> Self {
+impl<N> Key<N> {
+    /// What key `k` is, its property name made by `name`: the one rule both
+    /// readers of a body follow.
+    fn of(k: &str, name: impl FnOnce(&str) -> N) -> Self {
         match k {
             "PartitionKey" => Key::Partition,
             "RowKey" => Key::Row,
             "Timestamp" => Key::Timestamp,
             _ if k.contains('@') => match k.strip_suffix(ANNOTATION) {
                 Some("Timestamp") => Key::TimestampAnnotation,
-                Some(base) if !base.contains('@') => Key::Annotation(base),
+                Some(base) if !base.contains('@') => Key::Annotation(name(base)),
                 _ => Key::Ignored,
             },
             "odata.etag" => Key::Etag,
             _ if k.starts_with("odata.") => Key::Ignored,
-            _ => Key::Property(k),
-        }
-    }
-
-    /// The same key, its property name made by `name`.
-    pub(super) fn named<N>(self, name: impl FnOnce(&'a str) -> N) -> Key<N> {
-        match self {
-            Key::Partition => Key::Partition,
-            Key::Row => Key::Row,
-            Key::Etag => Key::Etag,
-            Key::Timestamp => Key::Timestamp,
-            Key::TimestampAnnotation => Key::TimestampAnnotation,
-            Key::Ignored => Key::Ignored,
-            Key::Property(n) => Key::Property(name(n)),
-            Key::Annotation(n) => Key::Annotation(name(n)),
+            _ => Key::Property(name(k)),
         }
     }
 }
@@ -166,7 +153,7 @@ impl serde::de::Visitor<'_> for KeySeed<'_> {
         f.write_str("a property name")
     }
     fn visit_str<E: serde::de::Error>(self, k: &str) -> std::result::Result<Key<KeyName>, E> {
-        Ok(Key::of(k).named(|n| {
+        Ok(Key::of(k, |n| {
             if self.last == Some(n) {
                 KeyName::Last
             } else {
