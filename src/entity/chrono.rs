@@ -21,8 +21,6 @@ fn from_time(t: OffsetDateTime) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(t.unix_timestamp(), t.nanosecond())
 }
 
-/// `chrono::DateTime<Utc>` is stored as `Edm.DateTime`, in UTC with 100 ns
-/// resolution: finer digits are dropped, as the service would.
 impl super::expiry::ExpiryInstant for DateTime<Utc> {
     /// `None` (never) for an instant outside what `time` represents.
     fn expiry_instant(&self) -> Option<OffsetDateTime> {
@@ -30,6 +28,7 @@ impl super::expiry::ExpiryInstant for DateTime<Utc> {
     }
 }
 
+/// Finer digits than 100 ns are dropped, as the service would.
 impl PropertyCodec for DateTime<Utc> {
     const EDM_TYPE: EdmType = EdmType::DateTime;
     fn encode(&self) -> Result<Option<Value>, EncodeError> {
@@ -48,20 +47,16 @@ impl PropertyCodec for DateTime<Utc> {
     }
 }
 
-/// `chrono::DateTime<Utc>` as a key part: the same fixed-width UTC text
-/// with seven fractional digits as `OffsetDateTime`, so key order is time
-/// order (within the Edm.DateTime range; an instant outside it is written
-/// as the nearest end of the range).
+/// The same key text as `OffsetDateTime`; an instant outside the
+/// Edm.DateTime range is written as the nearest end of the range.
 impl KeyPart for DateTime<Utc> {
     fn write_key(&self, out: &mut String) {
         let t = to_time(self)
             .and_then(datetime::normalize)
-            .unwrap_or_else(|_| {
-                if self.timestamp() < 0 {
-                    time::macros::datetime!(1601-01-01 00:00 UTC)
-                } else {
-                    time::macros::datetime!(9999-12-31 23:59:59.9999999 UTC)
-                }
+            .unwrap_or(if self.timestamp() < 0 {
+                datetime::MIN
+            } else {
+                datetime::MAX
             });
         t.write_key(out);
     }
