@@ -76,9 +76,8 @@ impl WriteOptions {
         self
     }
 
-    /// The property holding the written entity's write log, when it keeps one:
-    /// a backend that lost the reply reads the entity back and settles the
-    /// outcome by the log (see `crate::backend::write_log`).
+    /// The property holding the written entity's write log, when it keeps
+    /// one: a backend that lost the reply settles the outcome by it.
     pub fn write_log(&self) -> Option<&'static str> {
         self.write_log.then_some(super::write_log::PROPERTY)
     }
@@ -114,8 +113,7 @@ impl TableOp {
     /// operation counts [`TableOp::payload_size`]).
     pub const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
 
-    /// The operation's condition; an insert, which needs the row to be
-    /// absent, has none (`None`).
+    /// The operation's condition; `None` for an insert.
     pub fn condition(&self) -> Option<Precondition> {
         match self {
             TableOp::Insert(_) => None,
@@ -125,10 +123,8 @@ impl TableOp {
         }
     }
 
-    /// Checks what can be checked before sending: the operation's condition
-    /// (see [`Precondition`]) and the limits of the entity it writes.
-    ///
-    /// # Errors [`Error::Invalid`] naming the operation, its table and row.
+    /// Checks the operation's condition and the limits of the entity it
+    /// writes before sending ([`Error::Invalid`]).
     pub(crate) fn validate(&self, table: &str) -> Result<()> {
         if let Some(d) = self.data() {
             validate_entity(table, &d.partition_key, &d.row_key, &d.properties)?;
@@ -200,8 +196,7 @@ impl TableOp {
         self.payload_size_with(|body| body.text_len().unwrap_or(0))
     }
 
-    /// At least [`TableOp::payload_size`], found from the lengths of the
-    /// names and values without writing the body.
+    /// At least [`TableOp::payload_size`], without writing the body.
     fn payload_size_bound(&self) -> usize {
         self.payload_size_with(|body| body.text_len_bound())
     }
@@ -226,10 +221,8 @@ impl TableOp {
     }
 }
 
-/// Checks an entity-group transaction against the service's limits: 1 to 100
-/// operations, one partition, each row once, at most 4 MiB.
-///
-/// # Errors [`Error::Invalid`] naming the limit and the operation that breaks it.
+/// Checks an entity-group transaction against the service's limits
+/// ([`Error::Invalid`] naming the limit and the operation that breaks it).
 pub(crate) fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
     let what = || format!("batch on table `{table}`");
     let Some(first) = ops.first() else {
@@ -287,10 +280,8 @@ pub(crate) fn validate_batch(table: &str, ops: &[TableOp]) -> Result<()> {
     Ok(())
 }
 
-/// `ops`, of one partition and each on its own row, as entity-group
-/// transactions within the service's limits, in order.
-///
-/// # Errors [`Error::Invalid`] when one operation alone is over them, or `ops` span partitions or touch a row twice.
+/// `ops` as entity-group transactions within the service's limits, in order
+/// ([`Error::Invalid`] as [`validate_batch`]).
 pub(crate) fn chunk_batches(table: &str, ops: Vec<TableOp>) -> Result<Vec<Vec<TableOp>>> {
     let mut batches: Vec<Vec<TableOp>> = Vec::new();
     let mut bytes = 0;
@@ -347,7 +338,9 @@ impl QuerySpec {
 
     /// Checks the page size and filter.
     ///
-    /// # Errors [`Error::Invalid`] for a page size outside 1..=1000, or a filter the service would reject.
+    /// # Errors
+    /// [`Error::Invalid`] for a page size outside 1..=1000, or a filter the
+    /// service would reject.
     pub fn validate(&self) -> Result<()> {
         if let Some(top) = self.top
             && (top == 0 || top > Self::MAX_PAGE_SIZE)
