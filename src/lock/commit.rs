@@ -260,10 +260,7 @@ impl Commit<'_> {
             && validate_batch(g.table.as_str(), &g.ops).is_ok()
             && !self.checks_absence(g)
         {
-            match claims_window {
-                Some(by) => deadline::send_by(by, self.commit_one(g)).await?,
-                None => self.commit_one(g).await?,
-            }
+            within(claims_window, self.commit_one(g)).await?;
             report.batches = 1;
             return Ok((report, None));
         }
@@ -289,18 +286,7 @@ impl Commit<'_> {
         if blind.is_empty() {
             return Ok(());
         }
-        let backend = self.unit.env.backend().clone();
-        let resolver = self.resolver();
-        let rows = futures_util::future::try_join_all(blind.iter().map(|(slot, rk)| {
-            let (backend, resolver) = (&backend, &resolver);
-            let pk = self.pk(slot.part);
-            async move {
-                let stored = backend.get(&slot.table, pk, rk).await?;
-                resolver.resolve_opt(&slot.table, stored).await
-            }
-        }))
-        .await?;
-        drop(resolver);
+        let rows = self.unit.fetch(&blind.iter().collect::<Vec<_>>()).await?;
         self.reads.extend(blind.into_iter().zip(rows));
         Ok(())
     }
@@ -425,11 +411,7 @@ impl Commit<'_> {
 
         // 1. The marking round, all at once.
         let started = tokio::time::Instant::now();
-        let marked = self.mark_rows(&marking);
-        let versions = match claims_window {
-            Some(by) => deadline::send_by(by, marked).await?,
-            None => marked.await?,
-        };
+        let versions = within(claims_window, self.mark_rows(&marking)).await?;
         // The commit point goes out only while the primary's lock is held
         // (a transaction's: within its time-to-live).
         let left = match self.unit.ttl {
@@ -537,10 +519,7 @@ impl Commit<'_> {
                 let read = match (self.reads.get(row), op) {
                     (Some(read), _) => read.clone(),
                     (None, TableOp::Insert(_)) => None,
-                    (None, _) => {
-                        let stored = self.unit.env.backend().get(&g.table, pk, &row.1).await?;
-                        self.resolver().resolve_opt(&g.table, stored).await?
-                    }
+                    (None, _) => self.unit.fetch(&[row]).await?.pop().flatten(),
                 };
                 // The service would refuse it: nothing is sent.
                 let refusal = match (&read, op) {
@@ -656,12 +635,7 @@ impl Commit<'_> {
         by: Option<tokio::time::Instant>,
     ) -> Result<Result<Vec<Option<Version>>>> {
         let backend = self.unit.env.backend();
-        let send = || async {
-            match by {
-                Some(by) => deadline::send_by(by, backend.batch(table, ops)).await,
-                None => backend.batch(table, ops).await,
-            }
-        };
+        let send = || within(by, backend.batch(table, ops));
         match send().await {
             Err(e) if self.withdrew_placeholder(table, ops, &e).await? => Ok(send().await),
             sent => Ok(sent),
@@ -858,6 +832,14 @@ fn prewrite(op: &TableOp, read: Option<&StoredEntity>, mark: &Mark) -> TableOp {
         *condition = Precondition::IfMatch(etag);
     }
     pre
+}
+
+/// Runs `f` under [`deadline::send_by`] `by`, if given.
+async fn within<F: Future>(by: Option<tokio::time::Instant>, f: F) -> F::Output {
+    match by {
+        Some(by) => deadline::send_by(by, f).await,
+        None => f.await,
+    }
 }
 
 /// Whether `op` needs its row to exist.

@@ -388,20 +388,27 @@ impl Unit {
         for table in fetch.iter().map(|k| &k.0.table).collect::<BTreeSet<_>>() {
             self.env.ensure_table(table).await?;
         }
+        let rows = self.fetch(&fetch).await?;
+        self.ensure_held()?;
+        let fetched: Vec<_> = fetch.into_iter().cloned().zip(rows).collect();
+        self.reads.extend(fetched);
+        Ok(())
+    }
+
+    /// Reads the rows of `keys`, all at once, their marks resolved.
+    pub(super) async fn fetch(
+        &self,
+        keys: &[&(Slot, RowKey)],
+    ) -> Result<Vec<Option<StoredEntity>>> {
         let (backend, resolver) = (self.env.backend(), self.resolver());
-        let rows = futures_util::future::try_join_all(fetch.iter().map(|(slot, rk)| {
+        futures_util::future::try_join_all(keys.iter().map(|(slot, rk)| {
             let (pk, resolver) = (&self.parts[slot.part].pk, &resolver);
             async move {
                 let stored = backend.get(&slot.table, pk, rk).await?;
                 resolver.resolve_opt(&slot.table, stored).await
             }
         }))
-        .await?;
-        drop(resolver);
-        self.ensure_held()?;
-        let fetched: Vec<_> = fetch.into_iter().cloned().zip(rows).collect();
-        self.reads.extend(fetched);
-        Ok(())
+        .await
     }
 
     /// Checks, right after a read's reply, that every lock is still held.
