@@ -533,7 +533,10 @@ impl Commit<'_> {
                             ..
                         },
                     ) if read_absent(&self.reads, row) => None,
-                    (None, op) if needs_row(op) => Some((404, "ResourceNotFound")),
+                    // A write needing its row.
+                    (None, op) if !matches!(op.condition(), None | Some(Precondition::Upsert)) => {
+                        Some((404, "ResourceNotFound"))
+                    }
                     _ => None,
                 };
                 if let Some((status, code)) = refusal {
@@ -737,7 +740,11 @@ impl Finishing {
         if deletes && all_off {
             let backend = env.backend().clone();
             let (table, op) = decision_delete;
-            tokio::spawn(async move { send_cleanup(backend.as_ref(), &table, op).await });
+            tokio::spawn(async move {
+                if let Err(e) = backend.execute(&table, op, &WriteOptions::new()).await {
+                    tracing::debug!(table = %table, error = %e, "deleting a finished commit's decision row failed; it stays, hidden from reads");
+                }
+            });
         }
         (done, recovered)
     }
@@ -802,18 +809,15 @@ fn sends(
         .collect())
 }
 
-/// The ETag `op` carries, else the row's as read.
-fn condition_of(op: &TableOp, read: Option<&StoredEntity>) -> Option<ETag> {
-    match op.condition() {
+/// The commit point's write for `op`: the row the commit leaves,
+/// conditioned on the ETag `op` carries, else the row's as read (an insert
+/// where it was absent).
+fn conditioned(op: &TableOp, read: Option<&StoredEntity>) -> TableOp {
+    let etag = match op.condition() {
         Some(Precondition::IfMatch(etag)) => Some(etag),
         _ => read.map(|r| r.etag.clone()),
-    }
-}
-
-/// The commit point's write for `op`: the row the commit leaves,
-/// conditioned on the row as read (an insert where it was absent).
-fn conditioned(op: &TableOp, read: Option<&StoredEntity>) -> TableOp {
-    match condition_of(op, read) {
+    };
+    match etag {
         Some(etag) => apply_op(op, read, &etag),
         None => match apply_op(op, None, &ETag::new("*")) {
             TableOp::Replace(data, _) => TableOp::Insert(data),
@@ -823,7 +827,7 @@ fn conditioned(op: &TableOp, read: Option<&StoredEntity>) -> TableOp {
 }
 
 /// The write putting `mark` on the row of `op`, conditioned as
-/// [`condition_of`] (a placeholder's insert where there was no row).
+/// [`conditioned`] (a placeholder's insert where there was no row).
 fn prewrite(op: &TableOp, read: Option<&StoredEntity>, mark: &Mark) -> TableOp {
     let mut pre = mark.prewrite(op.partition_key(), op.row_key(), read);
     if let (TableOp::Replace(_, condition), Some(Precondition::IfMatch(etag))) =
@@ -839,18 +843,6 @@ async fn within<F: Future>(by: Option<tokio::time::Instant>, f: F) -> F::Output 
     match by {
         Some(by) => deadline::send_by(by, f).await,
         None => f.await,
-    }
-}
-
-/// Whether `op` needs its row to exist.
-fn needs_row(op: &TableOp) -> bool {
-    !matches!(op.condition(), None | Some(Precondition::Upsert))
-}
-
-/// Sends the decision row's delete, best effort.
-async fn send_cleanup(backend: &dyn TableBackend, table: &TableName, op: TableOp) {
-    if let Err(e) = backend.execute(table, op, &WriteOptions::new()).await {
-        tracing::debug!(table = %table, error = %e, "deleting a finished commit's decision row failed; it stays, hidden from reads");
     }
 }
 
