@@ -6,14 +6,13 @@ use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds as _};
 
 use super::slot::Slot;
-use super::unit::{Unit, staged_properties, staged_view};
+use super::unit::Unit;
 use crate::backend::QuerySpec;
 use crate::entity::{Entity, Versioned};
 use crate::error::Result;
 use crate::key::{PartitionKey, RowKey};
 use crate::query::{Row, TypedFilter, scope_builders, scope_filter};
 use crate::rows::fence::is_fence_row;
-use crate::rows::tombstone::is_tombstone;
 use crate::table::query_request;
 
 /// A typed query over the partitions of a [`Unit`] (or one, named with
@@ -163,25 +162,7 @@ impl<E: Entity> UnitQuery<'_, E> {
             }
             for rk in seen {
                 let key = (slot.clone(), rk);
-                let read = unit.reads.get(&key);
-                // A tombstone reads as absent (see `crate::index`).
-                let stored = read
-                    .and_then(Option::as_ref)
-                    .filter(|r| !is_tombstone(&r.data.properties));
-                let (view, props) = match unit.staged.get(&key) {
-                    Some(op) => {
-                        let props = staged_properties(op, stored);
-                        (staged_view::<E>(op, stored, read.is_some())?, props)
-                    }
-                    None => match stored {
-                        Some(stored) => (
-                            Some(crate::table::versioned::<E>(stored.clone())?),
-                            Some(stored.data.properties.clone()),
-                        ),
-                        None => (None, None),
-                    },
-                };
-                let (Some(view), Some(props)) = (view, props) else {
+                let Some((view, props)) = unit.view::<E>(&key)? else {
                     continue;
                 };
                 let matches = filter.as_ref().is_none_or(|f| {

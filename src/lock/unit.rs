@@ -361,14 +361,25 @@ impl Unit {
         let table = self.table_of::<E>()?;
         let key = (Slot { part, table }, rk);
         self.read_unread(std::slice::from_ref(&key)).await?;
-        if let Some(op) = self.staged.get(&key) {
-            let read = self.reads.get(&key);
-            let base = read
-                .and_then(Option::as_ref)
-                .filter(|r| !is_tombstone(&r.data.properties));
-            return staged_view(op, base, read.is_some());
+        Ok(self.view::<E>(&key)?.map(|(view, _)| view))
+    }
+
+    /// Row `key` as this unit sees it (its staged write over what it read;
+    /// a tombstone as absent), with the properties it shows.
+    pub(super) fn view<E: Entity>(
+        &self,
+        key: &(Slot, RowKey),
+    ) -> Result<Option<(Versioned<E>, Properties)>> {
+        let read = self.reads.get(key);
+        let stored = read
+            .and_then(Option::as_ref)
+            .filter(|r| !is_tombstone(&r.data.properties));
+        match self.staged.get(key) {
+            Some(op) => staged_view(op, stored, read.is_some()),
+            None => (stored.cloned())
+                .map(|r| Ok((crate::table::versioned(r.clone())?, r.data.properties)))
+                .transpose(),
         }
-        visible(self.reads.get(&key).cloned().flatten())
     }
 
     /// Reads, all at once, the rows of `keys` this unit has not read and
@@ -666,57 +677,37 @@ impl Drop for Unit {
     }
 }
 
-/// A row as this unit's reads show it: a tombstone as absent.
-pub(super) fn visible<E: Entity>(row: Option<StoredEntity>) -> Result<Option<Versioned<E>>> {
-    row.filter(|r| !is_tombstone(&r.data.properties))
-        .map(crate::table::versioned)
-        .transpose()
-}
-
-/// What a read inside the unit returns for a row with a staged write.
-pub(super) fn staged_view<E: Entity>(
+/// What a read inside the unit returns for a row with a staged write, and
+/// the properties it shows (`None`: a delete).
+fn staged_view<E: Entity>(
     op: &TableOp,
     read: Option<&StoredEntity>,
     read_known: bool,
-) -> Result<Option<Versioned<E>>> {
-    let Some(props) = staged_properties(op, read) else {
-        return Ok(None);
+) -> Result<Option<(Versioned<E>, Properties)>> {
+    let props = match op {
+        TableOp::Delete { .. } => return Ok(None),
+        TableOp::Insert(d) | TableOp::Replace(d, _) => d.properties.clone(),
+        TableOp::Merge(d, _) => {
+            let mut base = read.map(|r| r.data.properties.clone()).unwrap_or_default();
+            base.merge_from(&d.properties);
+            base
+        }
     };
     // A merge onto a row the unit knows nothing of is not whole.
-    let complete = read_known || !matches!(op, TableOp::Merge(..));
-    let stored = if complete {
+    let stored = if read_known || !matches!(op, TableOp::Merge(..)) {
         crate::entity::Stored::Known(std::sync::Arc::new(props.clone()))
     } else {
         crate::entity::Stored::Unknown
     };
-    let data = op.data().map(|d| EntityData {
+    let Some(d) = op.data() else {
+        return Ok(None);
+    };
+    let data = EntityData {
         partition_key: d.partition_key.clone(),
         row_key: d.row_key.clone(),
-        properties: props,
-    });
-    match data {
-        Some(data) => Ok(Some(
-            Versioned::new(
-                E::decode(data)?,
-                ETag::new(STAGED),
-                read.map(|r| r.timestamp)
-                    .unwrap_or_else(OffsetDateTime::now_utc),
-            )
-            .with_stored(stored),
-        )),
-        None => Ok(None),
-    }
-}
-
-/// The properties a staged write leaves stored (`None`: a delete).
-pub(super) fn staged_properties(op: &TableOp, read: Option<&StoredEntity>) -> Option<Properties> {
-    match op {
-        TableOp::Delete { .. } => None,
-        TableOp::Insert(d) | TableOp::Replace(d, _) => Some(d.properties.clone()),
-        TableOp::Merge(d, _) => {
-            let mut base = read.map(|r| r.data.properties.clone()).unwrap_or_default();
-            base.merge_from(&d.properties);
-            Some(base)
-        }
-    }
+        properties: props.clone(),
+    };
+    let timestamp = read.map_or_else(OffsetDateTime::now_utc, |r| r.timestamp);
+    let view = Versioned::new(E::decode(data)?, ETag::new(STAGED), timestamp).with_stored(stored);
+    Ok(Some((view, props)))
 }
