@@ -1,8 +1,9 @@
-//! [`Commit`]: a unit's (or a transaction's) commit, run once: the index
-//! claims, then "The commit protocol" of the [module docs](super).
+//! [`Unit::commit`] and the [`Commit`] it runs: the index claims, then
+//! "The commit protocol" of the [module docs](super).
 
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::mem::take;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -83,6 +84,44 @@ struct Plan {
     /// are then not marked), then the decision row.
     commit: Vec<TableOp>,
     marking: Vec<Send>,
+}
+
+impl Unit {
+    /// Applies every staged write, all or nothing, then gives the locks up.
+    ///
+    /// # Errors
+    /// Nothing is applied for each but [`Error::InDoubt`] ("What the caller
+    /// is told" in the [module docs](super)): [`Error::LeaseLost`] (a lease
+    /// short of the commit margin, or lost before the commit point);
+    /// [`Error::Invalid`] for writes breaking a service limit;
+    /// [`Error::Batch`] (with [`Error::Conflict`] or
+    /// [`Error::AlreadyExists`] inside) for a row changed since it was read
+    /// or existing already; [`Error::ValueTaken`] for a unique value
+    /// another entity holds; backend errors.
+    pub async fn commit(mut self) -> Result<CommitReport> {
+        let telemetry = self.env.telemetry().clone();
+        let committing = async move {
+            // Whatever happens, the locks are given up.
+            let committed = async {
+                let commit = Commit {
+                    reads: take(&mut self.reads),
+                    staged: take(&mut self.staged),
+                    indexed: take(&mut self.indexed),
+                    unit: &self,
+                };
+                commit.run().await
+            }
+            .await;
+            match committed {
+                Ok(committed) => Ok(committed.complete(self.release_all()).await),
+                Err(e) => {
+                    self.release_all().await;
+                    Err(e)
+                }
+            }
+        };
+        telemetry.operation("unit.commit", committing).await
+    }
 }
 
 impl Committed {

@@ -1,7 +1,6 @@
 //! [`Unit`]: one unit of work under a partition lock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::mem::take;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,10 +8,8 @@ use futures_util::future::join_all;
 use time::OffsetDateTime;
 
 use super::acquire;
-use super::commit::Commit;
 use super::env::{IndexedType, LockEnv};
 use super::fold::{delete_condition, fold};
-use super::report::CommitReport;
 use super::slot::{Reads, Slot, Staged, read_absent};
 use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::entity::{Entity, EntityData, Properties, Versioned, short_type_name};
@@ -577,44 +574,8 @@ impl Unit {
         self.staged.len()
     }
 
-    /// Applies every staged write, all or nothing, then gives the locks up.
-    ///
-    /// # Errors
-    /// Nothing is applied for each but [`Error::InDoubt`] ("What the caller
-    /// is told" in the [module docs](super)): [`Error::LeaseLost`] (a lease
-    /// short of the commit margin, or lost before the commit point);
-    /// [`Error::Invalid`] for writes breaking a service limit;
-    /// [`Error::Batch`] (with [`Error::Conflict`] or
-    /// [`Error::AlreadyExists`] inside) for a row changed since it was read
-    /// or existing already; [`Error::ValueTaken`] for a unique value
-    /// another entity holds; backend errors.
-    pub async fn commit(mut self) -> Result<CommitReport> {
-        let telemetry = self.env.telemetry().clone();
-        let committing = async move {
-            // Whatever happens, the locks are given up.
-            let committed = async {
-                let commit = Commit {
-                    reads: take(&mut self.reads),
-                    staged: take(&mut self.staged),
-                    indexed: take(&mut self.indexed),
-                    unit: &self,
-                };
-                commit.run().await
-            }
-            .await;
-            match committed {
-                Ok(committed) => Ok(committed.complete(self.release_all()).await),
-                Err(e) => {
-                    self.release_all().await;
-                    Err(e)
-                }
-            }
-        };
-        telemetry.operation("unit.commit", committing).await
-    }
-
     /// Gives every lock up, logging (not returning) failed releases.
-    async fn release_all(&mut self) {
+    pub(super) async fn release_all(&mut self) {
         for (pk, released) in self.give_up().await {
             if let Err(e) = released {
                 tracing::warn!(partition = %pk, error = %e, "releasing the lock after commit failed; it will expire");
