@@ -246,19 +246,6 @@ pub struct StoreBuilder {
     layers: Vec<Arc<dyn Wrap>>,
 }
 
-/// The store's stack over `backend` (see [`Layer`]): `layers` in order,
-/// then tracing, then the store's metrics.
-fn stack(
-    backend: Arc<dyn Backend>,
-    layers: &[Arc<dyn Wrap>],
-    telemetry: &Telemetry,
-) -> Arc<dyn Backend> {
-    let layered = layers
-        .iter()
-        .fold(backend, |backend, layer| layer.layer(backend));
-    telemetry.instrument(Tracing.layer(layered))
-}
-
 impl StoreBuilder {
     /// Records this store's metrics on `meter` rather than on the global
     /// meter provider's `leasehold` meter (instruments: the README's
@@ -379,7 +366,9 @@ impl StoreBuilder {
     /// The store, with the lease and lock settings (`None`: the defaults).
     fn assemble(self, leases: Option<Settings>, locks: Option<Settings>) -> Store {
         let telemetry = self.telemetry.unwrap_or_else(Telemetry::global);
-        let backend = stack(self.backend, &self.layers, &telemetry);
+        // The layers in order, then tracing, then the store's metrics.
+        let layered = (self.layers.iter()).fold(self.backend, |below, layer| layer.layer(below));
+        let backend = telemetry.instrument(Tracing.layer(layered));
         let blobs: Arc<dyn BlobBackend> = backend.clone();
         let manager =
             |settings| LeaseManager::from_settings(blobs.clone(), settings, telemetry.clone());
