@@ -16,10 +16,9 @@ use crate::rows::fence::is_fence_row;
 use crate::table::query_request;
 
 /// A typed query over the partitions of a [`Unit`] (or one, named with
-/// [`UnitQuery::partition`]), taking ranges, prefixes and filters as
-/// [`Table::query`](crate::Table::query) does, answered as the unit sees
-/// the rows (its staged writes included). Every row returned is recorded
-/// as read, as by [`Unit::get`].
+/// [`UnitQuery::partition`]), built as a [`Table::query`](crate::Table::query),
+/// answered as the unit sees the rows; every row returned is recorded as
+/// read.
 ///
 /// ```
 /// use leasehold::{Entity, Store};
@@ -75,8 +74,7 @@ impl<E: Entity> UnitQuery<'_, E> {
     ///
     /// # Errors
     /// [`crate::Error::Invalid`] for a bad filter or key, or a partition the
-    /// unit does not hold (before any request); [`crate::Error::LeaseLost`]
-    /// as for [`Unit::get`]; [`crate::Error::Decode`]; backend errors.
+    /// unit does not hold (before any request); otherwise as [`Unit::get`].
     pub async fn all(self) -> Result<Vec<Versioned<E>>> {
         let UnitQuery {
             unit,
