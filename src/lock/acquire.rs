@@ -13,8 +13,8 @@ use crate::key::PartitionKey;
 use crate::lease::{LeaseGuard, LeaseName};
 
 /// Takes the locks of `targets` (sorted by lock name, distinct), waiting
-/// up to `timeout` in all (`None`: not at all; a held lock is `Ok(None)`).
-/// Returns the guards in `targets` order.
+/// up to `timeout` in all (`None`: not at all; a held lock is `Ok(None)`),
+/// answering the guards in `targets` order.
 pub(super) async fn take_all(
     env: &Arc<LockEnv>,
     targets: &[(LeaseName, PartitionKey)],
@@ -119,8 +119,7 @@ async fn take(
     }
 }
 
-/// Gives back locks taken by an acquisition that does not go on, all at
-/// once.
+/// Gives back the locks of an acquisition that does not go on.
 async fn give_back(guards: Vec<LeaseGuard>) {
     join_all(guards.into_iter().map(|guard| async move {
         let name = guard.name().clone();

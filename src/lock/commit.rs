@@ -1,8 +1,9 @@
-//! [`Commit`]: a unit's (or a transaction's) commit, run once: the index
-//! claims, then "The commit protocol" of the [module docs](super).
+//! [`Unit::commit`] and the [`Commit`] it runs: the index claims, then
+//! "The commit protocol" of the [module docs](super).
 
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::mem::take;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use super::decision::{self, CommitOutcome};
 use super::env::{AfterCommit, ClaimInput, IndexedType, LockEnv};
 use super::report::{CommitReport, FinishedBy};
 use super::slot::{Reads, Slot, Staged, read_absent};
+use super::unit::Unit;
 use crate::backend::{
     Precondition, StoredEntity, TableBackend, TableOp, Version, chunk_batches, validate_batch,
 };
@@ -20,7 +22,6 @@ use crate::backend::{WriteOptions, deadline};
 use crate::entity::{EntityData, Properties};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
-use crate::lease::LeaseGuard;
 use crate::outcome::{self, Locked};
 use crate::rows::after;
 use crate::rows::decision::{self as layout, is_decision_row};
@@ -28,15 +29,10 @@ use crate::rows::mark::{Mark, apply_op, slim, strip};
 use crate::rows::tombstone::is_tombstone;
 use crate::table::Resolver;
 
-/// What a commit needs of its unit (fields as in [`Unit`](super::Unit)).
+/// A unit's commit: the unit's locks and partitions, and its reads, staged
+/// writes and indexed types, taken from it.
 pub(super) struct Commit<'a> {
-    pub(super) env: Arc<LockEnv>,
-    pub(super) parts: Vec<PartitionKey>,
-    /// The partitions whose locks the unit holds, and those locks, in
-    /// order (none for a transaction).
-    pub(super) held: Vec<PartitionKey>,
-    pub(super) locks: Vec<&'a LeaseGuard>,
-    pub(super) ttl: Option<Duration>,
+    pub(super) unit: &'a Unit,
     pub(super) reads: Reads,
     pub(super) staged: Staged,
     pub(super) indexed: Vec<IndexedType>,
@@ -90,6 +86,44 @@ struct Plan {
     marking: Vec<Send>,
 }
 
+impl Unit {
+    /// Applies every staged write, all or nothing, then gives the locks up.
+    ///
+    /// # Errors
+    /// Nothing is applied for each but [`Error::InDoubt`] ("What the caller
+    /// is told" in the [module docs](super)): [`Error::LeaseLost`] (a lease
+    /// short of the commit margin, or lost before the commit point);
+    /// [`Error::Invalid`] for writes breaking a service limit;
+    /// [`Error::Batch`] (with [`Error::Conflict`] or
+    /// [`Error::AlreadyExists`] inside) for a row changed since it was read
+    /// or existing already; [`Error::ValueTaken`] for a unique value
+    /// another entity holds; backend errors.
+    pub async fn commit(mut self) -> Result<CommitReport> {
+        let telemetry = self.env.telemetry().clone();
+        let committing = async move {
+            // Whatever happens, the locks are given up.
+            let committed = async {
+                let commit = Commit {
+                    reads: take(&mut self.reads),
+                    staged: take(&mut self.staged),
+                    indexed: take(&mut self.indexed),
+                    unit: &self,
+                };
+                commit.run().await
+            }
+            .await;
+            match committed {
+                Ok(committed) => Ok(committed.complete(self.release_all()).await),
+                Err(e) => {
+                    self.release_all().await;
+                    Err(e)
+                }
+            }
+        };
+        telemetry.operation("unit.commit", committing).await
+    }
+}
+
 impl Committed {
     /// Finishes what is left, together with `release` (the unit's locks)
     /// and the index claims' after-commit work.
@@ -121,14 +155,14 @@ impl Commit<'_> {
     /// Runs the commit. Every error but [`Error::InDoubt`] means nothing
     /// of it is applied.
     pub(super) async fn run(mut self) -> Result<Committed> {
-        let partition = self.parts.first().map_or("", PartitionKey::as_str);
-        let span = tracing::debug_span!("leasehold.commit", partition = %partition, partitions = self.parts.len(), ops = self.staged.len());
+        let partition = self.unit.parts.first().map_or("", |p| p.pk.as_str());
+        let span = tracing::debug_span!("leasehold.commit", partition = %partition, partitions = self.unit.parts.len(), ops = self.staged.len());
         // A unit writing indexed types sends its writes within the claims'
         // window of starting its claims, or not at all (see "How long a
         // claim or tombstone is relied on" in `crate::index`).
-        let claims_window = (!self.indexed.is_empty() && self.env.claims().is_some())
+        let claims_window = (!self.indexed.is_empty() && self.unit.env.claims().is_some())
             .then(|| tokio::time::Instant::now() + crate::rows::SEND_WINDOW);
-        let env = self.env.clone();
+        let env = self.unit.env.clone();
         async {
             self.validate_reads();
             let after = self.claim_indexes().await?;
@@ -160,14 +194,14 @@ impl Commit<'_> {
     /// nothing, conditioned on the ETag read (or on absence), so their
     /// marks validate them. A unit's locks keep its reads valid.
     fn validate_reads(&mut self) {
-        if self.ttl.is_none() {
+        if self.unit.ttl.is_none() {
             return;
         }
         for (key, read) in &self.reads {
             if self.staged.contains_key(key) {
                 continue;
             }
-            let (partition_key, row_key) = (self.parts[key.0.part].clone(), key.1.clone());
+            let (partition_key, row_key) = (self.pk(key.0.part).clone(), key.1.clone());
             let properties = Properties::new();
             // A tombstone (read as absent) is kept as it is.
             let op = match read {
@@ -195,16 +229,17 @@ impl Commit<'_> {
     /// Runs the store's index claims for writes of indexed types; what
     /// they read and the writes they answer join the commit.
     async fn claim_indexes(&mut self) -> Result<Option<Box<dyn AfterCommit>>> {
-        let Some(claims) = self.env.claims().cloned() else {
+        let Some(claims) = self.unit.env.claims().cloned() else {
             return Ok(None);
         };
         if self.indexed.is_empty() {
             return Ok(None);
         }
         let indexed = |slot: &Slot| self.indexed.iter().any(|t| t.table == slot.table);
+        let parts: Vec<PartitionKey> = self.unit.parts.iter().map(|p| p.pk.clone()).collect();
         let input = ClaimInput {
-            parts: &self.parts,
-            held: &self.held,
+            parts: &parts,
+            held: &self.unit.held(),
             writes: self
                 .staged
                 .iter()
@@ -213,15 +248,18 @@ impl Commit<'_> {
             reads: &self.reads,
             indexed: &self.indexed,
         };
-        let claimed = claims.claim(&self.env, input).await?;
+        let claimed = claims.claim(&self.unit.env, input).await?;
         self.reads.extend(claimed.read);
         self.staged.extend(claimed.writes);
         Ok(claimed.after)
     }
 
-    /// The resolver of row marks this commit meets.
+    fn pk(&self, part: usize) -> &PartitionKey {
+        &self.unit.parts[part].pk
+    }
+
     fn resolver(&self) -> Resolver<'_> {
-        Resolver::new(self.env.tables(), self.held.clone())
+        self.unit.resolver()
     }
 
     /// Sends the staged writes (by `claims_window` when they rely on
@@ -234,12 +272,12 @@ impl Commit<'_> {
         if self.staged.is_empty() {
             return Ok((report, None));
         }
-        for guard in &self.locks {
-            guard.ensure_valid(self.env.lock_options().commit_margin)?;
+        for i in (0..self.unit.parts.len()).filter(|_| self.unit.ttl.is_none()) {
+            (self.unit.guard_of(i)?).ensure_valid(self.unit.env.lock_options().commit_margin)?;
         }
         let tables: BTreeSet<TableName> = self.staged.keys().map(|k| k.0.table.clone()).collect();
         for table in &tables {
-            self.env.ensure_table(table).await?;
+            self.unit.env.ensure_table(table).await?;
         }
         self.read_rows_inserts_may_meet_expired().await?;
         // An insert over a row the unit read as absent but stored (a
@@ -261,10 +299,7 @@ impl Commit<'_> {
             && validate_batch(g.table.as_str(), &g.ops).is_ok()
             && !self.checks_absence(g)
         {
-            match claims_window {
-                Some(by) => deadline::send_by(by, self.commit_one(g)).await?,
-                None => self.commit_one(g).await?,
-            }
+            within(claims_window, self.commit_one(g)).await?;
             report.batches = 1;
             return Ok((report, None));
         }
@@ -290,26 +325,15 @@ impl Commit<'_> {
         if blind.is_empty() {
             return Ok(());
         }
-        let backend = self.env.backend().clone();
-        let resolver = self.resolver();
-        let rows = futures_util::future::try_join_all(blind.iter().map(|(slot, rk)| {
-            let (backend, resolver) = (&backend, &resolver);
-            let pk = &self.parts[slot.part];
-            async move {
-                let stored = backend.get(&slot.table, pk, rk).await?;
-                resolver.resolve_opt(&slot.table, stored).await
-            }
-        }))
-        .await?;
-        drop(resolver);
+        let rows = self.unit.fetch(&blind.iter().collect::<Vec<_>>()).await?;
         self.reads.extend(blind.into_iter().zip(rows));
         Ok(())
     }
 
     /// A commit that is one entity-group transaction.
     async fn commit_one(&self, g: &Group) -> Result<()> {
-        let backend = self.env.backend().clone();
-        let pk = &self.parts[g.part];
+        let backend = self.unit.env.backend().clone();
+        let pk = self.pk(g.part);
         match self.send(&g.table, &g.ops, None).await? {
             Ok(_) => Ok(()),
             Err(e) if is_refusal(&e) => Err(e),
@@ -317,8 +341,8 @@ impl Commit<'_> {
                 // Reading is safe without the lease; sending again is not,
                 // so only a holder (by the local validity deadline) does it.
                 tracing::warn!(partition = %pk, error = %e, "transaction outcome unknown; verifying");
-                let lock = self.locks.get(g.part);
-                let held = lock.is_some_and(|l| l.ensure_valid(Duration::ZERO).is_ok());
+                let lock = self.unit.guard_of(g.part);
+                let held = lock.is_ok_and(|l| l.ensure_valid(Duration::ZERO).is_ok());
                 verify_batch(backend.as_ref(), pk, &g.table, &g.ops, e, held)
                     .await
                     .map_err(|e| match e.kind() {
@@ -339,14 +363,14 @@ impl Commit<'_> {
     /// Plans the commit of `groups` (the rows before it: `reads`).
     fn plan(&self, groups: &[Group], reads: &[Vec<Option<StoredEntity>>]) -> Result<Plan> {
         let first = &groups[0];
-        let primary = self.parts[first.part].clone();
+        let primary = self.pk(first.part).clone();
         let table = first.table.clone();
         let txn = layout::new_txn(&table);
         // The decision row names the groups whose rows are marked.
         let marked_groups = |from: usize| -> Vec<(&TableName, &PartitionKey)> {
             groups[from..]
                 .iter()
-                .map(|g| (&g.table, &self.parts[g.part]))
+                .map(|g| (&g.table, self.pk(g.part)))
                 .collect()
         };
         let decision_row = layout::insert_committed(&primary, &txn, &marked_groups(1))?;
@@ -379,7 +403,7 @@ impl Commit<'_> {
                     txn: txn.clone(),
                     primary: primary.clone(),
                     absent: read.is_none(),
-                    ttl: self.ttl,
+                    ttl: self.unit.ttl,
                 };
                 let mut pre = prewrite(op, read.as_ref(), &mark);
                 let text = after::text(&apply_op(op, read.as_ref(), &ETag::new("*")));
@@ -413,7 +437,7 @@ impl Commit<'_> {
     ) -> Result<Option<Finishing>> {
         let reads = self.before_images(groups).await?;
         let plan = self.plan(groups, &reads)?;
-        let backend = self.env.backend().clone();
+        let backend = self.unit.env.backend().clone();
         let Plan {
             txn,
             primary,
@@ -426,25 +450,17 @@ impl Commit<'_> {
 
         // 1. The marking round, all at once.
         let started = tokio::time::Instant::now();
-        let marked = self.mark_rows(&marking);
-        let versions = match claims_window {
-            Some(by) => deadline::send_by(by, marked).await?,
-            None => marked.await?,
-        };
+        let versions = within(claims_window, self.mark_rows(&marking)).await?;
         // The commit point goes out only while the primary's lock is held
         // (a transaction's: within its time-to-live).
-        let left = match self.ttl {
+        let left = match self.unit.ttl {
             Some(ttl) => Ok(ttl.saturating_sub(started.elapsed())).and_then(|left| {
                 (!left.is_zero()).then_some(left).ok_or(Error::LeaseLost {
                     what: format!("transaction {txn} took longer than its time-to-live ({ttl:?}) to mark its rows; nothing of it is applied"),
                     code: None,
                 })
             }),
-            None => (self.locks.get(primary_part))
-                .ok_or_else(|| Error::Inconsistent {
-                    what: format!("the commit has no lock of partition {primary}"),
-                })
-                .and_then(|g| g.ensure_valid(Duration::ZERO).map(|()| g.remaining())),
+            None => (self.unit.guard_of(primary_part)).and_then(|g| g.ensure_valid(Duration::ZERO).map(|()| g.remaining())),
         };
         let deadline = match left {
             Ok(left) => {
@@ -520,10 +536,10 @@ impl Commit<'_> {
             rounds: finishing,
             txn,
             all_off,
-            held: self.held.clone(),
+            held: self.unit.held(),
         };
-        if self.ttl.is_some() {
-            let env = self.env.clone();
+        if self.unit.ttl.is_some() {
+            let env = self.unit.env.clone();
             tokio::spawn(async move { finishing.run(&env).await });
             return Ok(None);
         }
@@ -536,16 +552,13 @@ impl Commit<'_> {
     async fn before_images(&self, groups: &[Group]) -> Result<Vec<Vec<Option<StoredEntity>>>> {
         let mut reads: Vec<Vec<Option<StoredEntity>>> = Vec::with_capacity(groups.len());
         for g in groups {
-            let pk = &self.parts[g.part];
+            let pk = self.pk(g.part);
             let mut rows = Vec::with_capacity(g.ops.len());
             for (k, (op, row)) in g.ops.iter().zip(&g.rows).enumerate() {
                 let read = match (self.reads.get(row), op) {
                     (Some(read), _) => read.clone(),
                     (None, TableOp::Insert(_)) => None,
-                    (None, _) => {
-                        let stored = self.env.backend().get(&g.table, pk, &row.1).await?;
-                        self.resolver().resolve_opt(&g.table, stored).await?
-                    }
+                    (None, _) => self.unit.fetch(&[row]).await?.pop().flatten(),
                 };
                 // The service would refuse it: nothing is sent.
                 let refusal = match (&read, op) {
@@ -559,7 +572,10 @@ impl Commit<'_> {
                             ..
                         },
                     ) if read_absent(&self.reads, row) => None,
-                    (None, op) if needs_row(op) => Some((404, "ResourceNotFound")),
+                    // A write needing its row.
+                    (None, op) if !matches!(op.condition(), None | Some(Precondition::Upsert)) => {
+                        Some((404, "ResourceNotFound"))
+                    }
                     _ => None,
                 };
                 if let Some((status, code)) = refusal {
@@ -581,7 +597,7 @@ impl Commit<'_> {
     /// The marking round: answers the versions each transaction produced;
     /// on a failure the marks made are taken off.
     async fn mark_rows(&self, marking: &[Send]) -> Result<Vec<Option<Vec<Option<Version>>>>> {
-        let backend = self.env.backend().clone();
+        let backend = self.unit.env.backend().clone();
         // An insert meeting an undecided commit's placeholder, which
         // resolving it removed, gets the round sent once more.
         let mut again = true;
@@ -626,7 +642,7 @@ impl Commit<'_> {
     /// Takes a failed commit's marks and after-image rows off, where the
     /// marking went through (`versions`); best effort.
     async fn withdraw(&self, marking: &[Send], versions: &[Option<Vec<Option<Version>>>]) {
-        let backend = self.env.backend().clone();
+        let backend = self.unit.env.backend().clone();
         let sends = after_marking(marking, versions, |op, _, version| {
             let data = op.data()?.clone();
             let etag = version?.etag.clone();
@@ -660,13 +676,8 @@ impl Commit<'_> {
         ops: &[TableOp],
         by: Option<tokio::time::Instant>,
     ) -> Result<Result<Vec<Option<Version>>>> {
-        let backend = self.env.backend();
-        let send = || async {
-            match by {
-                Some(by) => deadline::send_by(by, backend.batch(table, ops)).await,
-                None => backend.batch(table, ops).await,
-            }
-        };
+        let backend = self.unit.env.backend();
+        let send = || within(by, backend.batch(table, ops));
         match send().await {
             Err(e) if self.withdrew_placeholder(table, ops, &e).await? => Ok(send().await),
             sent => Ok(sent),
@@ -691,6 +702,7 @@ impl Commit<'_> {
             return Ok(false);
         }
         let stored = self
+            .unit
             .env
             .backend()
             .get(table, &data.partition_key, &data.row_key)
@@ -767,7 +779,11 @@ impl Finishing {
         if deletes && all_off {
             let backend = env.backend().clone();
             let (table, op) = decision_delete;
-            tokio::spawn(async move { send_cleanup(backend.as_ref(), &table, op).await });
+            tokio::spawn(async move {
+                if let Err(e) = backend.execute(&table, op, &WriteOptions::new()).await {
+                    tracing::debug!(table = %table, error = %e, "deleting a finished commit's decision row failed; it stays, hidden from reads");
+                }
+            });
         }
         (done, recovered)
     }
@@ -832,18 +848,15 @@ fn sends(
         .collect())
 }
 
-/// The ETag `op` carries, else the row's as read.
-fn condition_of(op: &TableOp, read: Option<&StoredEntity>) -> Option<ETag> {
-    match op.condition() {
+/// The commit point's write for `op`: the row the commit leaves,
+/// conditioned on the ETag `op` carries, else the row's as read (an insert
+/// where it was absent).
+fn conditioned(op: &TableOp, read: Option<&StoredEntity>) -> TableOp {
+    let etag = match op.condition() {
         Some(Precondition::IfMatch(etag)) => Some(etag),
         _ => read.map(|r| r.etag.clone()),
-    }
-}
-
-/// The commit point's write for `op`: the row the commit leaves,
-/// conditioned on the row as read (an insert where it was absent).
-fn conditioned(op: &TableOp, read: Option<&StoredEntity>) -> TableOp {
-    match condition_of(op, read) {
+    };
+    match etag {
         Some(etag) => apply_op(op, read, &etag),
         None => match apply_op(op, None, &ETag::new("*")) {
             TableOp::Replace(data, _) => TableOp::Insert(data),
@@ -853,7 +866,7 @@ fn conditioned(op: &TableOp, read: Option<&StoredEntity>) -> TableOp {
 }
 
 /// The write putting `mark` on the row of `op`, conditioned as
-/// [`condition_of`] (a placeholder's insert where there was no row).
+/// [`conditioned`] (a placeholder's insert where there was no row).
 fn prewrite(op: &TableOp, read: Option<&StoredEntity>, mark: &Mark) -> TableOp {
     let mut pre = mark.prewrite(op.partition_key(), op.row_key(), read);
     if let (TableOp::Replace(_, condition), Some(Precondition::IfMatch(etag))) =
@@ -864,15 +877,11 @@ fn prewrite(op: &TableOp, read: Option<&StoredEntity>, mark: &Mark) -> TableOp {
     pre
 }
 
-/// Whether `op` needs its row to exist.
-fn needs_row(op: &TableOp) -> bool {
-    !matches!(op.condition(), None | Some(Precondition::Upsert))
-}
-
-/// Sends the decision row's delete, best effort.
-async fn send_cleanup(backend: &dyn TableBackend, table: &TableName, op: TableOp) {
-    if let Err(e) = backend.execute(table, op, &WriteOptions::new()).await {
-        tracing::debug!(table = %table, error = %e, "deleting a finished commit's decision row failed; it stays, hidden from reads");
+/// Runs `f` under [`deadline::send_by`] `by`, if given.
+async fn within<F: Future>(by: Option<tokio::time::Instant>, f: F) -> F::Output {
+    match by {
+        Some(by) => deadline::send_by(by, f).await,
+        None => f.await,
     }
 }
 

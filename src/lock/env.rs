@@ -44,23 +44,19 @@ impl LockEnv {
         }
     }
 
-    /// What the store's tables share (also reached through `Deref`).
     pub(crate) fn tables(&self) -> &Arc<TableEnv> {
         &self.tables
     }
 
-    /// The lock options units are opened with.
     pub(crate) fn lock_options(&self) -> &LockOptions {
         &self.options
     }
 
-    /// The index claims of commits.
     pub(crate) fn claims(&self) -> Option<&Arc<dyn CommitClaims>> {
         self.claims.as_ref()
     }
 }
 
-/// The tables' backend, lock manager, telemetry and names.
 impl std::ops::Deref for LockEnv {
     type Target = TableEnv;
 

@@ -1,5 +1,5 @@
-//! What commits leave behind: the sweep's prune of it ("Rows commits leave
-//! behind" in the [module docs](super)), and
+//! What commits leave behind ("Rows commits leave behind" in the
+//! [module docs](super)): the sweep's prune, and
 //! [`Store::list_commits`](crate::Store::list_commits).
 
 use std::sync::Arc;
@@ -29,9 +29,8 @@ pub(crate) struct Removed {
     pub(crate) after_image_rows: u64,
 }
 
-/// Removes (for a `dry_run`, counts) the decision and after-image rows no
-/// reader needs, of commits decided before `cutoff` (`None`: any), judged
-/// as if it were `later` than now.
+/// Removes (a `dry_run`: counts) the decision and after-image rows no
+/// reader needs, decided before `cutoff` (`None`: any), `later` than now.
 pub(crate) async fn prune(
     env: &Arc<LockEnv>,
     cutoff: Option<OffsetDateTime>,
@@ -117,8 +116,7 @@ pub struct CommitSummary {
     /// [`CommitReport::transaction`](super::CommitReport::transaction) and
     /// [`Error::InDoubt`](crate::Error::InDoubt) give it.
     pub transaction: String,
-    /// What its decision row says; `None`: undecided (its writer has not
-    /// reached its commit point, or stopped before it).
+    /// What its decision row says; `None`: undecided.
     pub outcome: Option<CommitOutcome>,
     /// The partition of its decision row (its primary).
     pub primary: PartitionKey,

@@ -30,16 +30,13 @@ impl LockOptions {
     /// which bounds the wait for a crashed holder.
     pub const DEFAULT_LEASE_DURATION: std::time::Duration = std::time::Duration::from_secs(15);
 
-    /// How long [`Store::lock`](crate::Store::lock) waits for a lock by
-    /// default (see [`LockOptions::with_acquire_timeout`]).
+    /// The default of [`LockOptions::with_acquire_timeout`].
     pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(60);
 
-    /// How much lease validity a commit needs by default (see
-    /// [`LockOptions::with_commit_margin`]).
+    /// The default of [`LockOptions::with_commit_margin`].
     pub const DEFAULT_COMMIT_MARGIN: Duration = Duration::from_secs(5);
 
-    /// The defaults: wait up to 60 s for a lock; commit only with at least
-    /// 5 s of lease left.
+    /// The defaults.
     pub fn new() -> Self {
         LockOptions {
             acquire_timeout: Self::DEFAULT_ACQUIRE_TIMEOUT,
@@ -62,14 +59,12 @@ impl LockOptions {
         self
     }
 
-    /// How long [`Store::lock`](crate::Store::lock) waits for a lock held
-    /// by another (see [`LockOptions::with_acquire_timeout`]).
+    /// See [`LockOptions::with_acquire_timeout`].
     pub fn acquire_timeout(&self) -> Duration {
         self.acquire_timeout
     }
 
-    /// How much lease validity a commit needs before it sends anything
-    /// (see [`LockOptions::with_commit_margin`]).
+    /// See [`LockOptions::with_commit_margin`].
     pub fn commit_margin(&self) -> Duration {
         self.commit_margin
     }

@@ -6,21 +6,19 @@ use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds as _};
 
 use super::slot::Slot;
-use super::unit::{Unit, staged_properties, staged_view};
+use super::unit::Unit;
 use crate::backend::QuerySpec;
 use crate::entity::{Entity, Versioned};
 use crate::error::Result;
 use crate::key::{PartitionKey, RowKey};
 use crate::query::{Row, TypedFilter, scope_builders, scope_filter};
 use crate::rows::fence::is_fence_row;
-use crate::rows::tombstone::is_tombstone;
 use crate::table::query_request;
 
 /// A typed query over the partitions of a [`Unit`] (or one, named with
-/// [`UnitQuery::partition`]), taking ranges, prefixes and filters as
-/// [`Table::query`](crate::Table::query) does, answered as the unit sees
-/// the rows (its staged writes included). Every row returned is recorded
-/// as read, as by [`Unit::get`].
+/// [`UnitQuery::partition`]), built as a [`Table::query`](crate::Table::query),
+/// answered as the unit sees the rows; every row returned is recorded as
+/// read.
 ///
 /// ```
 /// use leasehold::{Entity, Store};
@@ -76,8 +74,7 @@ impl<E: Entity> UnitQuery<'_, E> {
     ///
     /// # Errors
     /// [`crate::Error::Invalid`] for a bad filter or key, or a partition the
-    /// unit does not hold (before any request); [`crate::Error::LeaseLost`]
-    /// as for [`Unit::get`]; [`crate::Error::Decode`]; backend errors.
+    /// unit does not hold (before any request); otherwise as [`Unit::get`].
     pub async fn all(self) -> Result<Vec<Versioned<E>>> {
         let UnitQuery {
             unit,
@@ -163,25 +160,7 @@ impl<E: Entity> UnitQuery<'_, E> {
             }
             for rk in seen {
                 let key = (slot.clone(), rk);
-                let read = unit.reads.get(&key);
-                // A tombstone reads as absent (see `crate::index`).
-                let stored = read
-                    .and_then(Option::as_ref)
-                    .filter(|r| !is_tombstone(&r.data.properties));
-                let (view, props) = match unit.staged.get(&key) {
-                    Some(op) => {
-                        let props = staged_properties(op, stored);
-                        (staged_view::<E>(op, stored, read.is_some())?, props)
-                    }
-                    None => match stored {
-                        Some(stored) => (
-                            Some(crate::table::versioned::<E>(stored.clone())?),
-                            Some(stored.data.properties.clone()),
-                        ),
-                        None => (None, None),
-                    },
-                };
-                let (Some(view), Some(props)) = (view, props) else {
+                let Some((view, props)) = unit.view::<E>(&key)? else {
                     continue;
                 };
                 let matches = filter.as_ref().is_none_or(|f| {

@@ -1,7 +1,6 @@
 //! [`Unit`]: one unit of work under a partition lock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::mem::take;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,10 +8,8 @@ use futures_util::future::join_all;
 use time::OffsetDateTime;
 
 use super::acquire;
-use super::commit::Commit;
 use super::env::{IndexedType, LockEnv};
 use super::fold::{delete_condition, fold};
-use super::report::CommitReport;
 use super::slot::{Reads, Slot, Staged, read_absent};
 use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::entity::{Entity, EntityData, Properties, Versioned, short_type_name};
@@ -23,19 +20,17 @@ use crate::rows::tombstone::is_tombstone;
 use crate::table::Resolver;
 use crate::table::lock_name;
 
-/// The ETag of an entity as a unit shows it after staging a write to it: it
-/// has no stored version yet. Passing such a value back to the unit updates
-/// the staged write.
+/// The ETag of a staged view (a row as a unit shows it after staging a
+/// write to it); writing such a value back updates the staged write.
 pub(crate) const STAGED: &str = "leasehold-staged";
 
 /// A unit of work holding the locks of one partition
 /// ([`Store::lock`](crate::Store::lock)) or several
 /// ([`Store::lock_many`](crate::Store::lock_many)).
 ///
-/// See the [module docs](super). With several partitions,
-/// [`Unit::get_in`] names the partition to read. Dropping the unit sends
-/// nothing and gives the locks up; with staged writes it logs a `WARN`
-/// ([`Unit::abandon`] discards them quietly).
+/// See the [module docs](super). Dropping the unit sends nothing and gives
+/// the locks up; with staged writes it logs a `WARN` ([`Unit::abandon`]
+/// discards them quietly).
 ///
 /// ```
 /// use leasehold::{Entity, Store};
@@ -71,9 +66,9 @@ pub(crate) const STAGED: &str = "leasehold-staged";
 /// # Writing a row twice
 ///
 /// A second write of a staged row is folded into the staged one, keeping
-/// the first write's condition, or refused with [`Error::Invalid`] when it
-/// could not follow it; **a refused call changes nothing**. Rows: what is
-/// staged; columns: the next call on that row.
+/// the first write's condition, or refused with [`Error::Invalid`]; **a
+/// refused call changes nothing**. Rows: what is staged; columns: the next
+/// call on that row.
 ///
 /// | staged \ then | `insert` | `replace` | `merge` | `delete` | `upsert` | `upsert_merge` |
 /// |---|---|---|---|---|---|---|
@@ -122,8 +117,8 @@ impl std::fmt::Debug for Unit {
 }
 
 impl Unit {
-    /// Takes the locks of `keys` (waiting up to `timeout` in all, or not at
-    /// all when `None`).
+    /// Takes the locks of `keys`, waiting up to `timeout` in all (`None`:
+    /// not at all).
     pub(crate) async fn open<K: IntoPartitionKey>(
         env: &Arc<LockEnv>,
         keys: impl IntoIterator<Item = K>,
@@ -211,9 +206,9 @@ impl Unit {
         })
     }
 
-    /// Records this process as the lock's holder unless the blob names it
-    /// (see "Who holds a lock" in the [module docs](super)); a failed write
-    /// is logged, unless the lease is lost.
+    /// Records this process as the lock's holder ("Who holds a lock" in
+    /// the [module docs](super)); a failed write is logged, unless the
+    /// lease is lost.
     async fn record_holder(&self, part: &Part) -> Result<()> {
         let Some(guard) = part.guard.as_ref() else {
             return Ok(());
@@ -248,8 +243,7 @@ impl Unit {
         &self.parts[0].pk
     }
 
-    /// The partitions this unit holds, in canonical order (by lock blob
-    /// name).
+    /// The partitions this unit holds, in canonical order.
     pub fn partition_keys(&self) -> Vec<&PartitionKey> {
         self.parts.iter().map(|p| &p.pk).collect()
     }
@@ -288,13 +282,12 @@ impl Unit {
         });
     }
 
-    /// The resolver of row marks this unit meets.
     pub(crate) fn resolver(&self) -> Resolver<'_> {
         Resolver::new(self.env.tables(), self.held())
     }
 
     /// The partitions whose locks this unit holds (none: a transaction).
-    fn held(&self) -> Vec<PartitionKey> {
+    pub(super) fn held(&self) -> Vec<PartitionKey> {
         match self.ttl {
             Some(_) => Vec::new(),
             None => self.parts.iter().map(|p| p.pk.clone()).collect(),
@@ -322,8 +315,8 @@ impl Unit {
     /// # Errors
     /// [`Error::Invalid`] for a bad key, or when the unit holds several
     /// partitions (use [`Unit::get_in`]); [`Error::LeaseLost`] when the
-    /// reply came after a lock of the unit may have run out (another holder
-    /// may have written since); [`Error::Decode`]; backend errors.
+    /// reply came after a lock may have run out; [`Error::Decode`];
+    /// backend errors.
     pub async fn get<E: Entity>(
         &mut self,
         row_key: impl IntoRowKey,
@@ -344,9 +337,8 @@ impl Unit {
     /// Reads an entity of any locked partition, as [`Unit::get`].
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad key or a partition this unit does not
-    /// hold (naming it and the locked ones); [`Error::LeaseLost`] as for
-    /// [`Unit::get`]; [`Error::Decode`]; backend errors.
+    /// As [`Unit::get`]; [`Error::Invalid`] for a partition this unit does
+    /// not hold.
     pub async fn get_in<E: Entity>(
         &mut self,
         partition_key: impl IntoPartitionKey,
@@ -366,20 +358,29 @@ impl Unit {
         let table = self.table_of::<E>()?;
         let key = (Slot { part, table }, rk);
         self.read_unread(std::slice::from_ref(&key)).await?;
-        if let Some(op) = self.staged.get(&key) {
-            let read = self.reads.get(&key);
-            let base = read
-                .and_then(Option::as_ref)
-                .filter(|r| !is_tombstone(&r.data.properties));
-            return staged_view(op, base, read.is_some());
-        }
-        visible(self.reads.get(&key).cloned().flatten())
+        Ok(self.view::<E>(&key)?.map(|(view, _)| view))
     }
 
-    /// Reads, all at once, the rows of `keys` this unit has not read (and
-    /// stages no whole write for: a merge onto an unread row needs the
-    /// row for its view), and records them as read; a tombstone is
-    /// recorded too (an insert then replaces it at its ETag).
+    /// Row `key` as this unit sees it (its staged write over what it read;
+    /// a tombstone as absent), with the properties it shows.
+    pub(super) fn view<E: Entity>(
+        &self,
+        key: &(Slot, RowKey),
+    ) -> Result<Option<(Versioned<E>, Properties)>> {
+        let read = self.reads.get(key);
+        let stored = read
+            .and_then(Option::as_ref)
+            .filter(|r| !is_tombstone(&r.data.properties));
+        match self.staged.get(key) {
+            Some(op) => staged_view(op, stored, read.is_some()),
+            None => (stored.cloned())
+                .map(|r| Ok((crate::table::versioned(r.clone())?, r.data.properties)))
+                .transpose(),
+        }
+    }
+
+    /// Reads, all at once, the rows of `keys` this unit has not read and
+    /// stages no whole write for, and records them (a tombstone too).
     pub(crate) async fn read_unread(&mut self, keys: &[(Slot, RowKey)]) -> Result<()> {
         let mut seen = std::collections::HashSet::new();
         let fetch: Vec<&(Slot, RowKey)> = (keys.iter())
@@ -395,24 +396,30 @@ impl Unit {
         for table in fetch.iter().map(|k| &k.0.table).collect::<BTreeSet<_>>() {
             self.env.ensure_table(table).await?;
         }
-        let (backend, resolver) = (self.env.backend(), self.resolver());
-        let rows = futures_util::future::try_join_all(fetch.iter().map(|(slot, rk)| {
-            let (pk, resolver) = (&self.parts[slot.part].pk, &resolver);
-            async move {
-                let stored = backend.get(&slot.table, pk, rk).await?;
-                resolver.resolve_opt(&slot.table, stored).await
-            }
-        }))
-        .await?;
-        drop(resolver);
+        let rows = self.fetch(&fetch).await?;
         self.ensure_held()?;
         let fetched: Vec<_> = fetch.into_iter().cloned().zip(rows).collect();
         self.reads.extend(fetched);
         Ok(())
     }
 
-    /// Checks, right after a read's reply, that every lock is still held
-    /// (a later reply may show another holder's commit: no single moment).
+    /// Reads the rows of `keys`, all at once, their marks resolved.
+    pub(super) async fn fetch(
+        &self,
+        keys: &[&(Slot, RowKey)],
+    ) -> Result<Vec<Option<StoredEntity>>> {
+        let (backend, resolver) = (self.env.backend(), self.resolver());
+        futures_util::future::try_join_all(keys.iter().map(|(slot, rk)| {
+            let (pk, resolver) = (&self.parts[slot.part].pk, &resolver);
+            async move {
+                let stored = backend.get(&slot.table, pk, rk).await?;
+                resolver.resolve_opt(&slot.table, stored).await
+            }
+        }))
+        .await
+    }
+
+    /// Checks, right after a read's reply, that every lock is still held.
     pub(super) fn ensure_held(&self) -> Result<()> {
         for i in (0..self.parts.len()).filter(|_| self.ttl.is_none()) {
             self.guard_of(i)?.ensure_valid(Duration::ZERO)?;
@@ -428,9 +435,26 @@ impl Unit {
         Ok((Slot { part, table }, data))
     }
 
-    /// `v`'s ETag as a condition (`None` for a staged view).
-    fn condition_of<E>(v: &Versioned<E>) -> Option<Precondition> {
-        (v.etag().as_str() != STAGED).then(|| Precondition::IfMatch(v.etag().clone()))
+    /// The condition of a write of `current`: its ETag, or for a staged
+    /// view (refused unless this unit stages the row) the staged write's.
+    fn condition_of<E>(
+        &self,
+        table: &Slot,
+        data: &EntityData,
+        current: &Versioned<E>,
+        what: &str,
+    ) -> Result<Precondition> {
+        let key = (table.clone(), data.row_key.clone());
+        if current.etag().as_str() != STAGED {
+            Ok(Precondition::IfMatch(current.etag().clone()))
+        } else if self.staged.contains_key(&key) {
+            Ok(Precondition::IfExists)
+        } else {
+            Err(Error::invalid(
+                format!("{what} of row {:?} in `{}`", key.1.as_str(), key.0),
+                "the value is a staged view, and this unit stages no write of that row (a view from another unit, or of a write this unit no longer stages)",
+            ))
+        }
     }
 
     /// Stages the creation of an entity (the commit fails if it exists).
@@ -453,22 +477,21 @@ impl Unit {
         let base = crate::table::Base::replace_of(current)?;
         let (table, data) = self.encode(current.entity(), "replace")?;
         let data = base.complete::<E>(data)?;
-        let condition = Self::condition_of(current);
-        self.stage_conditional(table, data, condition, false)
+        let condition = self.condition_of(&table, &data, current, "replace")?;
+        self.stage(table, TableOp::Replace(data, condition))
     }
 
-    /// Stages a merge conditioned on the ETag `current` was read at; reads
-    /// in the unit then show the merged entity.
+    /// Stages a merge conditioned on the ETag `current` was read at.
     ///
     /// # Errors
     /// As [`Unit::insert`].
     pub fn merge<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
         let (table, data) = self.encode(current.entity(), "merge")?;
-        let condition = Self::condition_of(current);
+        let condition = self.condition_of(&table, &data, current, "merge")?;
         let key = (table.clone(), data.row_key.clone());
         // `current`'s stored version stands in for a read of the row.
         let base = match &condition {
-            Some(Precondition::IfMatch(etag)) if !self.reads.contains_key(&key) => {
+            Precondition::IfMatch(etag) if !self.reads.contains_key(&key) => {
                 current.stored_properties().map(|properties| StoredEntity {
                     data: EntityData {
                         partition_key: data.partition_key.clone(),
@@ -481,7 +504,7 @@ impl Unit {
             }
             _ => None,
         };
-        self.stage_conditional(table, data, condition, true)?;
+        self.stage(table, TableOp::Merge(data, condition))?;
         if let Some(read) = base {
             self.reads.insert(key, Some(read));
         }
@@ -494,8 +517,7 @@ impl Unit {
     /// As [`Unit::insert`].
     pub fn delete<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
         let (table, data) = self.encode(current.entity(), "delete")?;
-        let key = (table.clone(), data.row_key.clone());
-        let condition = self.condition_for_view(&key, Self::condition_of(current), "delete")?;
+        let condition = self.condition_of(&table, &data, current, "delete")?;
         self.stage(
             table,
             TableOp::Delete {
@@ -525,44 +547,8 @@ impl Unit {
         self.stage(table, TableOp::Merge(data, Precondition::Upsert))
     }
 
-    fn stage_conditional(
-        &mut self,
-        table: Slot,
-        data: EntityData,
-        condition: Option<Precondition>,
-        merge: bool,
-    ) -> Result<()> {
-        let key = (table.clone(), data.row_key.clone());
-        let what = if merge { "merge" } else { "replace" };
-        let condition = self.condition_for_view(&key, condition, what)?;
-        let op = if merge {
-            TableOp::Merge(data, condition)
-        } else {
-            TableOp::Replace(data, condition)
-        };
-        self.stage(table, op)
-    }
-
-    /// The condition of a write of a value read at `condition` (`None`: a
-    /// staged view, refused unless this unit stages the row).
-    fn condition_for_view(
-        &self,
-        key: &(Slot, RowKey),
-        condition: Option<Precondition>,
-        what: &str,
-    ) -> Result<Precondition> {
-        match condition {
-            Some(c) => Ok(c),
-            None if self.staged.contains_key(key) => Ok(Precondition::IfExists),
-            None => Err(Error::invalid(
-                format!("{what} of row {:?} in `{}`", key.1.as_str(), key.0),
-                "the value is a staged view, and this unit stages no write of that row (a view from another unit, or of a write this unit no longer stages)",
-            )),
-        }
-    }
-
     /// Stages `op`, folded into the row's staged write (the table in the
-    /// [`Unit`] docs); a refused call changes nothing.
+    /// [`Unit`] docs).
     fn stage(&mut self, table: Slot, op: TableOp) -> Result<()> {
         let key = (table, op.row_key().clone());
         let read_absent = read_absent(&self.reads, &key);
@@ -588,60 +574,8 @@ impl Unit {
         self.staged.len()
     }
 
-    /// Applies every staged write, all or nothing, then gives the locks up.
-    /// See "What the caller is told" in the [module docs](super).
-    ///
-    /// # Errors
-    /// Nothing is applied for each but `InDoubt`:
-    /// [`Error::LeaseLost`] (a lease short of the commit margin, or lost
-    /// before the commit point); [`Error::Invalid`] for writes breaking a
-    /// service limit; [`Error::Batch`] (with [`Error::Conflict`] or
-    /// [`Error::AlreadyExists`] inside) for a row changed since it was read
-    /// or existing already; [`Error::ValueTaken`] for a unique value
-    /// another entity holds; backend errors. [`Error::InDoubt`]: storage
-    /// could not be asked; [`Store::commit_outcome`](crate::Store::commit_outcome)
-    /// tells.
-    pub async fn commit(mut self) -> Result<CommitReport> {
-        let telemetry = self.env.telemetry().clone();
-        let committing = async move {
-            // Whatever happens, the locks are given up.
-            let committed = async {
-                let (reads, staged) = (take(&mut self.reads), take(&mut self.staged));
-                let indexed = take(&mut self.indexed);
-                let locks = match self.ttl {
-                    Some(_) => Vec::new(),
-                    None => (0..self.parts.len())
-                        .map(|i| self.guard_of(i))
-                        .collect::<Result<_>>()?,
-                };
-                let parts = self.parts.iter().map(|p| p.pk.clone()).collect();
-                let (env, ttl, held) = (self.env.clone(), self.ttl, self.held());
-                let commit = Commit {
-                    env,
-                    parts,
-                    held,
-                    locks,
-                    ttl,
-                    reads,
-                    staged,
-                    indexed,
-                };
-                commit.run().await
-            }
-            .await;
-            match committed {
-                Ok(committed) => Ok(committed.complete(self.release_all()).await),
-                Err(e) => {
-                    self.release_all().await;
-                    Err(e)
-                }
-            }
-        };
-        telemetry.operation("unit.commit", committing).await
-    }
-
     /// Gives every lock up, logging (not returning) failed releases.
-    async fn release_all(&mut self) {
+    pub(super) async fn release_all(&mut self) {
         for (pk, released) in self.give_up().await {
             if let Err(e) = released {
                 tracing::warn!(partition = %pk, error = %e, "releasing the lock after commit failed; it will expire");
@@ -650,8 +584,7 @@ impl Unit {
     }
 
     /// Gives every lock up: in canonical order, one a local task waits for
-    /// is handed over (that task queues for the next before it is looked
-    /// at); the others are released together.
+    /// is handed over; the others are released together.
     async fn give_up(&mut self) -> Vec<(PartitionKey, Result<()>)> {
         let mut results = Vec::with_capacity(self.parts.len());
         let mut to_release = Vec::new();
@@ -661,6 +594,7 @@ impl Unit {
             };
             if guard.has_local_waiters() {
                 results.push((part.pk.clone(), guard.release().await));
+                // The waiting task queues for the next lock before it is looked at.
                 tokio::task::yield_now().await;
             } else {
                 to_release.push((part.pk.clone(), guard));
@@ -677,8 +611,7 @@ impl Unit {
         results
     }
 
-    /// Gives the locks up without writing anything, waiting for the
-    /// releases.
+    /// Gives the locks up without writing anything.
     ///
     /// # Errors
     /// The first release's error ([`Error::LeaseLost`], backend errors);
@@ -693,8 +626,6 @@ impl Unit {
     }
 }
 impl Drop for Unit {
-    /// Warns of staged writes never committed (a forgotten `commit` or an
-    /// early `?`).
     fn drop(&mut self) {
         if !self.staged.is_empty() {
             let partitions: Vec<&str> = self.parts.iter().map(|p| p.pk.as_str()).collect();
@@ -707,57 +638,37 @@ impl Drop for Unit {
     }
 }
 
-/// A row as this unit's reads show it: a tombstone as absent.
-pub(super) fn visible<E: Entity>(row: Option<StoredEntity>) -> Result<Option<Versioned<E>>> {
-    row.filter(|r| !is_tombstone(&r.data.properties))
-        .map(crate::table::versioned)
-        .transpose()
-}
-
-/// What a read inside the unit returns for a row with a staged write.
-pub(super) fn staged_view<E: Entity>(
+/// What a read inside the unit returns for a row with a staged write, and
+/// the properties it shows (`None`: a delete).
+fn staged_view<E: Entity>(
     op: &TableOp,
     read: Option<&StoredEntity>,
     read_known: bool,
-) -> Result<Option<Versioned<E>>> {
-    let Some(props) = staged_properties(op, read) else {
-        return Ok(None);
+) -> Result<Option<(Versioned<E>, Properties)>> {
+    let props = match op {
+        TableOp::Delete { .. } => return Ok(None),
+        TableOp::Insert(d) | TableOp::Replace(d, _) => d.properties.clone(),
+        TableOp::Merge(d, _) => {
+            let mut base = read.map(|r| r.data.properties.clone()).unwrap_or_default();
+            base.merge_from(&d.properties);
+            base
+        }
     };
     // A merge onto a row the unit knows nothing of is not whole.
-    let complete = read_known || !matches!(op, TableOp::Merge(..));
-    let stored = if complete {
+    let stored = if read_known || !matches!(op, TableOp::Merge(..)) {
         crate::entity::Stored::Known(std::sync::Arc::new(props.clone()))
     } else {
         crate::entity::Stored::Unknown
     };
-    let data = op.data().map(|d| EntityData {
+    let Some(d) = op.data() else {
+        return Ok(None);
+    };
+    let data = EntityData {
         partition_key: d.partition_key.clone(),
         row_key: d.row_key.clone(),
-        properties: props,
-    });
-    match data {
-        Some(data) => Ok(Some(
-            Versioned::new(
-                E::decode(data)?,
-                ETag::new(STAGED),
-                read.map(|r| r.timestamp)
-                    .unwrap_or_else(OffsetDateTime::now_utc),
-            )
-            .with_stored(stored),
-        )),
-        None => Ok(None),
-    }
-}
-
-/// The properties a staged write leaves stored (`None`: a delete).
-pub(super) fn staged_properties(op: &TableOp, read: Option<&StoredEntity>) -> Option<Properties> {
-    match op {
-        TableOp::Delete { .. } => None,
-        TableOp::Insert(d) | TableOp::Replace(d, _) => Some(d.properties.clone()),
-        TableOp::Merge(d, _) => {
-            let mut base = read.map(|r| r.data.properties.clone()).unwrap_or_default();
-            base.merge_from(&d.properties);
-            Some(base)
-        }
-    }
+        properties: props.clone(),
+    };
+    let timestamp = read.map_or_else(OffsetDateTime::now_utc, |r| r.timestamp);
+    let view = Versioned::new(E::decode(data)?, ETag::new(STAGED), timestamp).with_stored(stored);
+    Ok(Some((view, props)))
 }

@@ -72,6 +72,16 @@ pub(crate) async fn delete_as_read(
         row_key: row.data.row_key.clone(),
         condition: Precondition::IfMatch(row.etag.clone()),
     };
+    write_as_read(backend, table, op).await
+}
+
+/// Sends `op`, conditioned on a row as read; answers whether it went
+/// through (`false`: the row changed or went meanwhile).
+pub(crate) async fn write_as_read(
+    backend: &dyn TableBackend,
+    table: &TableName,
+    op: TableOp,
+) -> Result<bool> {
     match backend.execute(table, op, &WriteOptions::new()).await {
         Ok(_) => Ok(true),
         Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => Ok(false),

@@ -1,31 +1,19 @@
 //! The expiry step of [`Store::sweep`](super::Store::sweep): deletes the
-//! rows past their expiry (see `crate::rows::expiry`), which every read
-//! already treats as absent.
-//!
-//! **What it deletes.** The rows of a table whose expiry property is at or
-//! before the sweep's `now`, found by a filter on that property alone
-//! (`_lhExpires le datetime'…'`), so it needs no Rust type and sweeps any
-//! table. A row carrying a unit's mark is resolved first, as every read
-//! resolves it, and judged as resolved.
-//!
-//! **Safety.** Each delete carries the ETag the sweep read. A row renewed
-//! (written with a later expiry, or replaced by an insert over it) after
-//! the sweep read it has a new ETag: the delete is refused (412) and the
-//! row kept, counted in [`SweepReport::kept`](super::SweepReport::kept). Unlike tombstones, an
-//! expired row needs no waiting bound: no write relies on it being there
-//! (an insert over it is conditioned on its ETag, which the delete
-//! changes). A row of a type with
-//! indexes is deleted as [`Table::delete`](crate::Table::delete) deletes
-//! one: replaced by a tombstone at the ETag read (so a stalled insert of
-//! its keys cannot land later, see `crate::index`), then its index rows
-//! are removed, each at the ETag read (one claimed again since stays).
+//! rows past their expiry (`crate::rows::expiry`), found by a filter on
+//! the expiry property alone, so any table is swept without its Rust type.
+//! A marked row is judged as resolved. Each delete carries the ETag read,
+//! so a row renewed since is kept; no waiting bound is needed, since no
+//! write relies on an expired row being there (an insert over it is
+//! conditioned on its ETag). A row of a type with indexes goes as
+//! [`Table::delete`](crate::Table::delete) deletes one: a tombstone at the
+//! ETag read, then its index rows.
 
 use std::sync::Arc;
 
 use time::OffsetDateTime;
 
 use super::SweepReport;
-use crate::backend::{Precondition, StoredEntity, TableOp, WriteOptions};
+use crate::backend::{Precondition, StoredEntity, TableOp};
 use crate::error::{ErrorKind, Result};
 use crate::index::claim;
 use crate::lock::LockEnv;
@@ -33,14 +21,8 @@ use crate::query::{CmpOp, Filter};
 use crate::rows::{decision, expiry, tombstone};
 use crate::table::Resolver;
 
-/// Deletes the rows of `table` (the name without the store's prefix)
-/// whose expiry is at or before `now`, each at the ETag read (see the
-/// module docs); a dry run only counts them. A table that does not exist
-/// has nothing to sweep. Counts them in `report`.
-///
-/// # Errors
-/// [`Error::Invalid`] for a bad table name, before any request; the
-/// backend's errors.
+/// Deletes (a dry run: counts) the rows of `table` (without the store's
+/// prefix) whose expiry is at or before `now`, counting them in `report`.
 pub(crate) async fn delete_expired(
     env: &Arc<LockEnv>,
     table: &str,
@@ -105,8 +87,8 @@ pub(crate) async fn delete_expired(
     Ok(())
 }
 
-/// Deletes an expired row of a type with indexes: its tombstone at the
-/// ETag read, then its index rows. `false` when the row changed since.
+/// Deletes an expired row of a type with indexes; `false` when the row
+/// changed since.
 async fn remove_indexed(
     env: &Arc<LockEnv>,
     indexes: &crate::index::Indexes,
@@ -123,11 +105,7 @@ async fn remove_indexed(
     let freed = claim::read_freed(env.tables(), indexes, &frees, &owner).await?;
     let gone = tombstone::data(&owner.0, &owner.1, "expired");
     let op = TableOp::Replace(gone, Precondition::IfMatch(row.etag));
-    let removed = match env.backend().execute(table, op, &WriteOptions::new()).await {
-        Ok(_) => true,
-        Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => false,
-        Err(e) => return Err(e),
-    };
+    let removed = crate::rows::write_as_read(env.backend().as_ref(), table, op).await?;
     if removed {
         claim::remove_freed(env.tables(), indexes, freed).await;
     }

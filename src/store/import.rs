@@ -1,5 +1,4 @@
-//! [`Store::import`]: rows written into a table in entity-group
-//! transactions, a few at once.
+//! [`Store::import`].
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
@@ -25,13 +24,12 @@ pub struct ImportOptions {
 }
 
 impl ImportOptions {
-    /// Transactions in flight at once unless
-    /// [`ImportOptions::with_concurrency`] says otherwise.
+    /// The default of [`ImportOptions::with_concurrency`].
     pub const DEFAULT_CONCURRENCY: usize = 8;
 
-    /// Each row is inserted: a row the table already holds fails the
-    /// import with [`Error::AlreadyExists`], unless it is stored exactly as
-    /// the input has it ([`ImportProgress::already_there`]).
+    /// Each row is inserted: a row already stored fails the import with
+    /// [`Error::AlreadyExists`], unless it is stored exactly as the input
+    /// has it ([`ImportProgress::already_there`]).
     pub fn insert_only() -> Self {
         ImportOptions {
             upsert: false,
@@ -59,8 +57,8 @@ impl ImportOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct ImportProgress {
-    /// The rows of the input, from its start, that are stored: a resumed
-    /// import skips this many.
+    /// The rows of the input, from its start, that are stored (a resumed
+    /// import skips this many).
     pub rows: u64,
     /// Of those, the rows this import wrote.
     pub written: u64,
@@ -79,14 +77,10 @@ struct Sent {
 impl Store {
     /// Writes `rows` (an export's lines, read back with
     /// [`DynamicEntity::from_json_line`]) into table `table` (without the
-    /// store's prefix; created when missing). Consecutive rows of one
-    /// partition go in transactions of up to 100 operations and 4 MiB,
-    /// several in flight; each [`ImportProgress`] counts the input rows
-    /// stored, every one before included.
-    ///
-    /// **Resuming.** After a stop, import the same input without its first
-    /// [`ImportProgress::rows`] rows: an upsert writes the rest again; an
-    /// insert-only import leaves rows stored exactly as the input has them.
+    /// store's prefix; created when missing), consecutive rows of one
+    /// partition in transactions of up to 100 operations and 4 MiB, several
+    /// in flight, reporting [`ImportProgress`] after each. To resume, import
+    /// the same input without its first [`ImportProgress::rows`] rows.
     ///
     /// Rows are written as they are, not through an entity type: index
     /// tables are not written (import them too, or `leasehold indexes
@@ -251,7 +245,6 @@ impl Importer<'_> {
         }
     }
 
-    /// Reports a transaction that is done.
     fn finished(&mut self, sent: Option<Result<Sent>>) -> Option<Result<ImportProgress>> {
         let sent = match sent? {
             Ok(sent) => sent,
@@ -316,13 +309,12 @@ impl Importer<'_> {
         Ok(())
     }
 
-    /// Buffers `op` (the buffer is empty).
     fn push(&mut self, op: TableOp) {
         self.buffer_bytes = op.payload_size();
         self.buffer.push(op);
     }
 
-    /// Sends the buffer as one transaction, if it holds any row.
+    /// Sends the buffer as one transaction.
     fn flush(&mut self) -> Result<()> {
         if self.buffer.is_empty() {
             return Ok(());

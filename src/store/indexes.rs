@@ -1,5 +1,5 @@
-//! What a store offers of the indexes of its entity tables by table name:
-//! their check and repair (see [`crate::index`]).
+//! Checking and repairing the indexes of a table by its name
+//! ([`crate::index`]).
 
 use crate::error::Result;
 use crate::index::IndexReport;
@@ -9,9 +9,8 @@ use super::Store;
 impl Store {
     /// Reads entity table `table` (without the store's prefix) and its
     /// index table, and reports index rows missing or orphaned and unique
-    /// values held twice, calling `progress` with the rows read so far.
-    /// With the type at hand, see
-    /// [`Table::verify_indexes`](crate::Table::verify_indexes).
+    /// values held twice, calling `progress` with the rows read so far (as
+    /// [`Table::verify_indexes`](crate::Table::verify_indexes) by name).
     ///
     /// # Errors
     /// [`Error::NotFound`](crate::Error::NotFound) when the table has no index descriptions (no

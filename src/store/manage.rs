@@ -1,5 +1,4 @@
-//! Table management through a store: create, delete and list the tables
-//! under its table prefix.
+//! Creating, deleting and listing the tables under a store's prefix.
 
 use super::Store;
 use crate::backend::{TableCreation, notes};
@@ -26,7 +25,7 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::Invalid`] naming the table when the prefixed name is not a
-    /// valid table name (nothing is sent); the backend's errors.
+    /// valid table name, before any request; the backend's errors.
     pub async fn create_table(&self, name: &str) -> Result<TableCreation> {
         let table = self.managed_table(name)?;
         let created = self.backend().create_table(&table).await?;
@@ -34,16 +33,15 @@ impl Store {
         Ok(created)
     }
 
-    /// Deletes table `name` (under the store's prefix) and then its index
-    /// table (`{name}Idx`, see [`crate::index`]), if any: `true` when it
-    /// deleted either. Calling it again finishes a half-done delete. Reads
-    /// through the store's handles, and writes through handles that used
-    /// the table before, then fail with [`Error::NotFound`]; a write
-    /// through another handle creates the table again.
+    /// Deletes table `name` (under the store's prefix), then its index
+    /// table (`{name}Idx`), if any: `true` when it deleted either. Calling
+    /// it again finishes a half-done delete. Reads, and writes through
+    /// handles that used the table before, then fail with
+    /// [`Error::NotFound`]; a write through another handle creates the
+    /// table again.
     ///
     /// # Errors
-    /// [`Error::Invalid`] naming the table when the prefixed name is not a
-    /// valid table name (nothing is sent); the backend's errors.
+    /// As [`Store::create_table`].
     pub async fn delete_table(&self, name: &str) -> Result<bool> {
         let table = self.managed_table(name)?;
         let index_table = self.index_table_of(name).await?;
@@ -72,10 +70,9 @@ impl Store {
         Ok(self.tables_by_kind().await?.0)
     }
 
-    /// The index tables under the store's prefix, without it: `{table}Idx`
-    /// for each table of a type with indexes (see [`crate::index`]).
-    /// Deleting one alone leaves the index to be rebuilt
-    /// ([`Store::rebuild_indexes`]).
+    /// The index tables (`{table}Idx`, [`crate::index`]) under the store's
+    /// prefix, without it; deleting one alone leaves the index to be
+    /// rebuilt ([`Store::rebuild_indexes`]).
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
@@ -138,8 +135,7 @@ impl Store {
         Ok(indexes.map(|i| i.index_table))
     }
 
-    /// The prefixed name of table `name`; an empty name is refused (it
-    /// would name the prefix itself).
+    /// The prefixed name of table `name` (not empty: that names the prefix).
     fn managed_table(&self, name: &str) -> Result<TableName> {
         if name.is_empty() {
             return Err(Error::invalid("table name", "is empty"));

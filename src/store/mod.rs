@@ -61,9 +61,8 @@ impl Store {
         Store::new(MemoryBackend::new())
     }
 
-    /// A store on Azure Storage (or Azurite) from a connection string, such
-    /// as `UseDevelopmentStorage=true` or
-    /// `DefaultEndpointsProtocol=https;AccountName=...;AccountKey=...`.
+    /// A store on Azure Storage (or Azurite) from a connection string
+    /// (`UseDevelopmentStorage=true`, `AccountName=...;AccountKey=...`).
     ///
     /// # Errors
     /// [`crate::Error::Invalid`] naming the malformed part of the string
@@ -75,16 +74,12 @@ impl Store {
         ))
     }
 
-    /// A store on Azure Storage (or Azurite) configured by the environment,
-    /// with the conventions of the Azure CLI:
-    ///
-    /// * `AZURE_STORAGE_AUTH_MODE=login` with `AZURE_STORAGE_ACCOUNT`:
-    ///   Microsoft Entra ID sign-in through the default credential chain
-    ///   (environment / workload identity, managed identity, Azure CLI; see
-    ///   `AzureBackendBuilder::default_credential`) on the account's public
-    ///   endpoints. Needs the feature `identity`;
-    /// * otherwise (`AZURE_STORAGE_AUTH_MODE` unset or `key`): the
-    ///   connection string in `AZURE_STORAGE_CONNECTION_STRING`.
+    /// A store on Azure Storage (or Azurite) configured by the environment
+    /// as the Azure CLI reads it: `AZURE_STORAGE_AUTH_MODE=login` with
+    /// `AZURE_STORAGE_ACCOUNT` signs in with Microsoft Entra ID through the
+    /// default credential chain (`AzureBackendBuilder::default_credential`,
+    /// feature `identity`); otherwise (mode unset or `key`) the connection
+    /// string in `AZURE_STORAGE_CONNECTION_STRING`.
     ///
     /// # Errors
     /// [`crate::Error::Invalid`] naming the variable that is unset,
@@ -98,12 +93,9 @@ impl Store {
         })?))
     }
 
-    /// A builder for a store on Azure Storage (or Azurite) from a connection
-    /// string, to set a table prefix, lease options and the other
-    /// [`StoreBuilder`] settings. [`Store::connect`] is this builder with
-    /// the defaults. The string is read as [`Store::connect`] reads it
-    /// (see [`ConnectionSettings::parse`]); nothing is sent until the store
-    /// is used.
+    /// A [`StoreBuilder`] for a store on Azure Storage (or Azurite) from a
+    /// connection string, read as [`ConnectionSettings::parse`] reads it;
+    /// [`Store::connect`] is this builder with the defaults.
     ///
     /// ```
     /// use std::time::Duration;
@@ -130,10 +122,8 @@ impl Store {
         ))
     }
 
-    /// As [`Store::builder_from_connection_string`], with the store the
-    /// environment describes (as [`Store::from_env`]: a connection string
-    /// in `AZURE_STORAGE_CONNECTION_STRING`, or `AZURE_STORAGE_AUTH_MODE=login`
-    /// with `AZURE_STORAGE_ACCOUNT`).
+    /// A [`StoreBuilder`] for the store the environment describes (as
+    /// [`Store::from_env`]).
     ///
     /// ```no_run
     /// let store = leasehold::Store::builder_from_env()?
@@ -187,25 +177,21 @@ impl Store {
     }
 
     /// The lease manager: auto-renewing leases, run-once initialisation,
-    /// leader election and job reservations (container `leasehold-leases`
-    /// unless configured; under the table prefix, see
-    /// [`StoreBuilder::table_prefix`]).
+    /// leader election and job reservations.
     pub fn leases(&self) -> &LeaseManager {
         &self.inner.leases
     }
 
-    /// The lease manager of partition locks (container `leasehold-locks`
-    /// unless configured), for operators: [`LeaseManager::list`],
-    /// [`LeaseManager::describe`], [`LeaseManager::break_lease`]. Locks are
-    /// taken with [`Store::lock`].
+    /// The lease manager of partition locks, for operators
+    /// ([`LeaseManager::list`], [`LeaseManager::describe`],
+    /// [`LeaseManager::break_lease`]); locks are taken with [`Store::lock`].
     pub fn locks(&self) -> &LeaseManager {
         self.inner.locking.locks()
     }
 
-    /// The lease name of the lock of a partition in [`Store::locks`]:
-    /// `"{table_prefix}/{partition_key}"` (the key alone without a prefix),
-    /// or, for a key too long for a lease name, `#` and a 128-bit hash of
-    /// it in place of the key.
+    /// The lease name of a partition's lock in [`Store::locks`]:
+    /// `"{table_prefix}/{partition_key}"` (the key alone without a prefix;
+    /// `#` and a 128-bit hash for a key too long for a lease name).
     ///
     /// ```
     /// let store = leasehold::Store::memory();
@@ -230,17 +216,14 @@ impl Store {
         self.inner.locking.tables().table_prefix()
     }
 
-    /// The name of table `table` in this store, prefixed.
     pub(crate) fn table_name(&self, table: &str) -> Result<TableName> {
         self.inner.locking.tables().table_name(table)
     }
 
-    /// What the store's tables share.
     pub(crate) fn tables(&self) -> &Arc<TableEnv> {
         self.inner.locking.tables()
     }
 
-    /// What the units of this store share.
     pub(crate) fn locking(&self) -> &Arc<LockEnv> {
         &self.inner.locking
     }
@@ -263,23 +246,10 @@ pub struct StoreBuilder {
     layers: Vec<Arc<dyn Wrap>>,
 }
 
-/// The store's stack over `backend` (see [`Layer`]): `layers` in order,
-/// then tracing, then the store's metrics.
-fn stack(
-    backend: Arc<dyn Backend>,
-    layers: &[Arc<dyn Wrap>],
-    telemetry: &Telemetry,
-) -> Arc<dyn Backend> {
-    let layered = layers
-        .iter()
-        .fold(backend, |backend, layer| layer.layer(backend));
-    telemetry.instrument(Tracing.layer(layered))
-}
-
 impl StoreBuilder {
     /// Records this store's metrics on `meter` rather than on the global
-    /// meter provider's `leasehold` meter (feature `opentelemetry`; the
-    /// instruments are listed in the README, "Metrics").
+    /// meter provider's `leasehold` meter (instruments: the README's
+    /// "Metrics").
     ///
     /// ```
     /// use opentelemetry::metrics::MeterProvider as _;
@@ -303,10 +273,9 @@ impl StoreBuilder {
     }
 
     /// Puts `prefix` (a letter, then ASCII letters and digits) before every
-    /// table name, so several applications can share one storage account.
-    /// The store's lease blobs are named `{prefix}/{lease name}` and its
-    /// locks after the prefix ([`Store::lock_lease_name`]); lease names are
-    /// given and listed without it.
+    /// table name, so several applications can share one storage account;
+    /// lease blobs are named `{prefix}/{lease name}` (lease names are given
+    /// and listed without it), locks as [`Store::lock_lease_name`] says.
     ///
     /// # Errors
     /// [`Error::Invalid`] naming the prefix.
@@ -328,9 +297,8 @@ impl StoreBuilder {
         Ok(self)
     }
 
-    /// Options of [`Store::leases`] (duration, renewal, container, how long
-    /// a wait for a lease rides out failing storage with
-    /// [`LeaseOptions::with_unavailable_after`], ...).
+    /// Options of [`Store::leases`] (container `leasehold-leases` by
+    /// default).
     pub fn lease_options(mut self, options: LeaseOptions) -> Self {
         self.lease_options = Some(options);
         self
@@ -338,17 +306,16 @@ impl StoreBuilder {
 
     /// Lease options of partition locks. By default: those of
     /// [`StoreBuilder::lease_options`] with container `leasehold-locks` and
-    /// no owner metadata at every acquire (see "Who holds a lock" in
-    /// [`crate::lock`]), or leases of
-    /// [`LockOptions::DEFAULT_LEASE_DURATION`].
+    /// no owner metadata at every acquire ("Who holds a lock" in
+    /// [`crate::lock`]), else leases of [`LockOptions::DEFAULT_LEASE_DURATION`].
     pub fn lock_lease_options(mut self, options: LeaseOptions) -> Self {
         self.lock_lease_options = Some(options);
         self
     }
 
     /// Stacks `layer` over the backend, above the layers given before it
-    /// and below the store's tracing and metrics (see [`Layer`]). Every
-    /// request of the store goes through it: tables, leases, locks.
+    /// and below the store's tracing and metrics; every request of the
+    /// store goes through it.
     ///
     /// ```
     /// use leasehold::backend::Op;
@@ -396,11 +363,12 @@ impl StoreBuilder {
         Ok(self.assemble(leases.transpose()?, locks))
     }
 
-    /// The store, with the lease and lock settings resolved (`None`: the
-    /// defaults).
+    /// The store, with the lease and lock settings (`None`: the defaults).
     fn assemble(self, leases: Option<Settings>, locks: Option<Settings>) -> Store {
         let telemetry = self.telemetry.unwrap_or_else(Telemetry::global);
-        let backend = stack(self.backend, &self.layers, &telemetry);
+        // The layers in order, then tracing, then the store's metrics.
+        let layered = (self.layers.iter()).fold(self.backend, |below, layer| layer.layer(below));
+        let backend = telemetry.instrument(Tracing.layer(layered));
         let blobs: Arc<dyn BlobBackend> = backend.clone();
         let manager =
             |settings| LeaseManager::from_settings(blobs.clone(), settings, telemetry.clone());
@@ -425,8 +393,7 @@ impl StoreBuilder {
     }
 }
 
-/// The Azure backend the environment describes (see [`Store::from_env`]);
-/// `var` reads a variable (`None` when unset or not UTF-8).
+/// The Azure backend the environment (`var`) describes: [`Store::from_env`].
 #[cfg(feature = "azure")]
 fn backend_from_env(
     var: &dyn Fn(&str) -> Option<String>,
@@ -448,8 +415,7 @@ fn backend_from_env(
     }
 }
 
-/// `AZURE_STORAGE_AUTH_MODE=login`: Entra ID sign-in for the account in
-/// `AZURE_STORAGE_ACCOUNT`.
+/// `AZURE_STORAGE_AUTH_MODE=login`.
 #[cfg(feature = "azure")]
 fn login_backend(
     var: &dyn Fn(&str) -> Option<String>,
@@ -477,13 +443,11 @@ fn login_backend(
     }
 }
 
-/// The settings of a store's lease manager with default lease options.
 fn default_lease_settings() -> Settings {
     let container = ContainerName::from_static(LeaseOptions::DEFAULT_CONTAINER);
     Settings::defaults(container, true, crate::lease::DEFAULT_DURATION_SECS)
 }
 
-/// The settings of a store's lock manager with default lease options.
 fn default_lock_settings() -> Settings {
     let secs = u8::try_from(LockOptions::DEFAULT_LEASE_DURATION.as_secs()).unwrap_or(15);
     Settings::defaults(lock_container(), false, secs)

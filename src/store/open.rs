@@ -1,5 +1,4 @@
-//! What a store opens: typed tables, and partition locks (units of work),
-//! with the operator's access to a commit's decision.
+//! What a store opens: tables, units, transactions, and commits' decisions.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,24 +18,17 @@ impl Store {
         Table::new(Arc::clone(self.tables()))
     }
 
-    /// The table named `table` (under the store's prefix), its rows as
-    /// [`DynamicEntity`](crate::DynamicEntity); a bad name fails its first
-    /// operation.
+    /// The table named `table` (under the store's prefix) of
+    /// [`DynamicEntity`](crate::DynamicEntity) rows; a bad name fails its
+    /// first operation.
     pub fn dynamic_table(&self, table: &str) -> Table<crate::DynamicEntity> {
         Table::new(Arc::clone(self.tables())).with_table_name(table)
     }
 
-    /// Takes the lock of a partition, waiting up to the configured
-    /// [`LockOptions::acquire_timeout`](crate::lock::LockOptions::acquire_timeout).
-    /// See [`crate::lock`].
+    /// Takes the lock of a partition ([`Store::lock_many`] of one key).
     ///
     /// # Errors
-    /// [`crate::Error::Timeout`] when the lock stays held;
-    /// [`crate::Error::Unavailable`] when storage kept failing (see
-    /// [`LeaseOptions::with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after));
-    /// [`crate::Error::LeaseLost`] when the lease ran out while it was
-    /// taken (calling again is safe); [`crate::Error::Invalid`] for a bad
-    /// key; [`crate::Error::Auth`]; other backend errors.
+    /// As [`Store::lock_many`].
     pub async fn lock(&self, partition_key: impl IntoPartitionKey) -> Result<Unit> {
         self.lock_many([partition_key]).await
     }
@@ -47,15 +39,14 @@ impl Store {
         self.transaction_with(&TransactionOptions::default())
     }
 
-    /// A transaction committing with `options` (its time-to-live).
+    /// A transaction committing with `options`.
     pub fn transaction_with(&self, options: &TransactionOptions) -> Transaction {
         Transaction::new(self.locking(), options)
     }
 
-    /// Runs `f` in a fresh [`Transaction`] and commits it, running it
-    /// again on a conflict under the store's
-    /// [`ConflictRetry`](crate::ConflictRetry) policy. Answers what `f`
-    /// answered in the attempt that committed.
+    /// Runs `f` in a fresh [`Transaction`] and commits it, again on a
+    /// conflict under the store's [`ConflictRetry`](crate::ConflictRetry);
+    /// answers what `f` answered in the attempt that committed.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -104,7 +95,7 @@ impl Store {
     /// As [`Store::lock`], waiting up to `timeout`.
     ///
     /// # Errors
-    /// As [`Store::lock`].
+    /// As [`Store::lock_many`].
     pub async fn lock_with_timeout(
         &self,
         partition_key: impl IntoPartitionKey,
@@ -113,18 +104,19 @@ impl Store {
         self.lock_many_with_timeout([partition_key], timeout).await
     }
 
-    /// Takes the lock of a partition if nobody holds it; `Ok(None)` otherwise.
+    /// As [`Store::lock`] if nobody holds the lock; `Ok(None)` otherwise.
     ///
     /// # Errors
-    /// As [`Store::lock`], without the timeout.
+    /// As [`Store::lock_many`], without the timeout.
     pub async fn try_lock(&self, partition_key: impl IntoPartitionKey) -> Result<Option<Unit>> {
         self.try_lock_many([partition_key]).await
     }
 
-    /// Takes the locks of several partitions for one [`Unit`], waiting up to
+    /// Takes the locks of partitions for one [`Unit`] (see [`crate::lock`]),
+    /// waiting up to
     /// [`LockOptions::acquire_timeout`](crate::lock::LockOptions::acquire_timeout)
-    /// in all; duplicate keys count once. See "Taking several locks" in
-    /// [`crate::lock`].
+    /// in all; duplicate keys count once, keys of different kinds join
+    /// with [`IntoPartitionKeys::and_keys`].
     ///
     /// ```
     /// use leasehold::{Entity, Store};
@@ -152,12 +144,14 @@ impl Store {
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
     ///
-    /// Keys of different kinds go in one call joined with
-    /// [`IntoPartitionKeys::and_keys`].
-    ///
     /// # Errors
-    /// [`crate::Error::Invalid`] for a bad key (naming it) or an empty set
-    /// (before any request); otherwise as [`Store::lock`].
+    /// [`crate::Error::Timeout`] when a lock stays held;
+    /// [`crate::Error::Unavailable`] when storage kept failing (see
+    /// [`LeaseOptions::with_unavailable_after`](crate::lease::LeaseOptions::with_unavailable_after));
+    /// [`crate::Error::LeaseLost`] when a lease ran out while the locks
+    /// were taken (calling again is safe); [`crate::Error::Invalid`] for a
+    /// bad key (naming it) or an empty set, before any request;
+    /// [`crate::Error::Auth`]; other backend errors.
     pub async fn lock_many(&self, partition_keys: impl IntoPartitionKeys) -> Result<Unit> {
         self.lock_many_with_timeout(partition_keys, self.lock_options().acquire_timeout())
             .await
@@ -184,8 +178,8 @@ impl Store {
         })
     }
 
-    /// Takes the locks of several partitions if nobody holds any of them;
-    /// `Ok(None)` otherwise, with every lock it took given back.
+    /// As [`Store::lock_many`] if nobody holds any of the locks; `Ok(None)`
+    /// otherwise, every lock taken given back.
     ///
     /// # Errors
     /// As [`Store::lock_many`], without the timeout.
@@ -198,9 +192,8 @@ impl Store {
 
     /// What became of the commit `transaction` with primary partition
     /// `primary` ([`CommitReport::transaction`], or the fields of
-    /// [`Error::InDoubt`]), as its decision row says. An undecided commit
-    /// is withdrawn first, so the answer is final. One read, or a read and
-    /// an insert.
+    /// [`Error::InDoubt`]); an undecided commit is withdrawn first, so the
+    /// answer is final. One read, or a read and an insert.
     ///
     /// ```
     /// # use leasehold::{Store, lock::CommitOutcome};
@@ -234,11 +227,10 @@ impl Store {
         crate::lock::commit_outcome(self.locking(), &pk, transaction).await
     }
 
-    /// For operators: the commits whose decision row is in a partition, or
-    /// that still mark rows of it, oldest first, with the rows each marks
-    /// here. A finished commit leaves nothing, so it is not listed. Writes
-    /// nothing; one query per table, and one read per commit marked here
-    /// whose decision row is elsewhere.
+    /// For operators: the unfinished commits whose decision row is in a
+    /// partition, or that still mark rows of it, oldest first, with the
+    /// rows each marks here. Writes nothing; one query per table, and one
+    /// read per commit marked here whose decision row is elsewhere.
     ///
     /// ```
     /// # use leasehold::Store;

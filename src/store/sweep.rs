@@ -35,22 +35,18 @@ pub struct SweepOptions {
     older_than: Duration,
     dry_run: bool,
     concurrency: usize,
-    /// How much later than now the sweep takes the time to be, for rows
-    /// (not lock blobs): tests age rows with it.
+    /// See `SweepOptions::as_if_later`.
     later: Duration,
 }
 
 impl SweepOptions {
-    /// Rows and lock blobs younger than this are kept unless
-    /// [`SweepOptions::with_older_than`] says otherwise: an hour.
+    /// The default of [`SweepOptions::with_older_than`]: an hour.
     pub const DEFAULT_OLDER_THAN: Duration = Duration::from_secs(3600);
 
-    /// Deletes in flight at once unless
-    /// [`SweepOptions::with_concurrency`] says otherwise.
+    /// The default of [`SweepOptions::with_concurrency`].
     pub const DEFAULT_CONCURRENCY: usize = 8;
 
-    /// The defaults: everything [`SweepOptions::DEFAULT_OLDER_THAN`] old
-    /// removed, [`SweepOptions::DEFAULT_CONCURRENCY`] deletes in flight.
+    /// The defaults.
     pub fn new() -> Self {
         SweepOptions {
             older_than: Self::DEFAULT_OLDER_THAN,
@@ -61,9 +57,8 @@ impl SweepOptions {
     }
 
     /// Keeps what is younger than `age` (lock blobs: taken over within
-    /// it). The safety bounds of each kind hold anyway (see
-    /// [`Store::sweep`]): `Duration::ZERO` removes every lock blob that is
-    /// free and clean, and rows as soon as nothing can rely on them.
+    /// it). Each kind's safety bound ([`Store::sweep`]) holds anyway:
+    /// `Duration::ZERO` removes what nothing can rely on.
     #[must_use = "`with_older_than` returns the changed options"]
     pub fn with_older_than(mut self, age: Duration) -> Self {
         self.older_than = age;
@@ -86,9 +81,8 @@ impl SweepOptions {
         self
     }
 
-    /// Judges the age of rows as if the sweep ran `by` later than now (lock
-    /// blobs are judged at the time now). For tests that
-    /// age rows past the safety bounds.
+    /// Judges the age of rows (not lock blobs) as if the sweep ran `by`
+    /// later than now, for tests.
     #[cfg(any(feature = "conformance", clippy))]
     #[doc(hidden)]
     #[must_use]
@@ -114,33 +108,27 @@ impl Default for SweepOptions {
     }
 }
 
-/// What [`Store::sweep`] removed (for a dry run: would remove now), per
-/// kind; handed to the progress callback of
-/// [`Store::sweep_with_progress`] as it goes.
+/// What [`Store::sweep`] removed (a dry run: would remove now), per kind
+/// (see the table there).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SweepReport {
     /// Whether nothing was deleted.
     pub dry_run: bool,
-    /// Rows read: entities and index rows of the indexed tables, the
-    /// tombstones and expired rows of every table.
+    /// Rows read.
     pub rows_examined: u64,
     /// Tombstones removed.
     pub tombstones: u64,
-    /// Index rows naming an entity that does not hold their value, removed.
+    /// Stale index rows removed.
     pub stale_index_rows: u64,
-    /// Decision rows removed: committed ones whose marks are all gone,
-    /// withdrawn ones older than the time a late commit point may take to
-    /// land (see [`crate::lock`]'s "Rows commits leave behind").
+    /// Decision rows removed.
     pub decision_rows: u64,
-    /// After-image rows removed with their commit's decision row, or of a
-    /// commit never decided, older than that bound.
+    /// After-image rows removed.
     pub after_image_rows: u64,
     /// The store's lock blobs examined: `lock_blobs` and the three
     /// `lock_blobs_kept_*` counts.
     pub lock_blobs_examined: u64,
-    /// Lock blobs removed (with their wait queues): free, clean and not
-    /// taken over for `older_than` (see [`crate::lock`]'s "Lock blobs").
+    /// Lock blobs removed (with their wait queues).
     pub lock_blobs: u64,
     /// The partition keys of the removed lock blobs, in lock-name order
     /// (but those of hashed lock names).
@@ -149,16 +137,15 @@ pub struct SweepReport {
     /// waited for it in its wait queue.
     pub lock_blobs_kept_held: u64,
     /// Lock blobs kept because they carry a record leasehold does not
-    /// write (another program's).
+    /// write.
     pub lock_blobs_kept_pending: u64,
     /// Lock blobs kept because the lock was taken over within `older_than`,
     /// or could not be dated yet (it is stamped, and ages from then).
     pub lock_blobs_kept_recent: u64,
-    /// Rows past their expiry removed (see the README's "Expiry").
+    /// Rows past their expiry removed.
     pub expired_rows: u64,
-    /// Tombstones and stale index rows kept because they are younger than
-    /// their bound, or changed since they were read; expired rows kept
-    /// because they changed (were renewed) since they were read.
+    /// Rows kept because they are younger than their bound or changed
+    /// since they were read.
     pub kept: u64,
 }
 
@@ -214,11 +201,8 @@ impl Store {
     /// | expired rows (`_lhExpires`) | entity types declaring an expiry (see the README's "Expiry") | at once: past their expiry, every read already treats them as absent (a row of an indexed type leaves a tombstone, and its index rows go) |
     ///
     /// Every delete is conditioned on the ETag the sweep read: a row written
-    /// again since (a claim taken by a new writer, a tombstone replaced by an
-    /// insert, a row a unit marked) is kept for the next sweep.
-    ///
-    /// Why 25 minutes: "How long a claim or tombstone is relied on" in
-    /// [`crate::index`].
+    /// since is kept for the next sweep. Why 25 minutes: "How long a claim
+    /// or tombstone is relied on" in [`crate::index`].
     ///
     /// Cost: a read of every indexed table and its index table, a filtered
     /// query of every table, one or two reads and a delete per stale index
@@ -258,16 +242,14 @@ impl Store {
     /// [`Error::Invalid`] for a concurrency out of range or an
     /// `older_than` reaching back before any date (before any request);
     /// [`Error::Unavailable`] when storage kept failing; backend errors.
-    /// The sweep stops at the first; what it removed stays removed, and
-    /// running it again goes on from there.
+    /// What it removed before stays removed.
     pub async fn sweep(&self, options: &SweepOptions) -> Result<SweepReport> {
         self.sweep_with_progress(options, |_| {}).await
     }
 
     /// As [`Store::sweep`], calling `progress` with the counts so far as
-    /// it goes (after every page of rows read, every few deletes and every
-    /// 100 lock blobs examined; the removed lock blobs' partitions come
-    /// with the last call).
+    /// it goes (the removed lock blobs' partitions come with the last
+    /// call).
     ///
     /// # Errors
     /// As [`Store::sweep`].
@@ -391,8 +373,7 @@ struct Sweeper<'a> {
 }
 
 impl Sweeper<'_> {
-    /// The index rows of `entity_table` (its name without the prefix)
-    /// naming an entity that does not hold their value, old enough.
+    /// The stale index rows of `entity_table` (without the prefix).
     async fn stale_index_rows(
         &self,
         entity_table: &str,
@@ -450,7 +431,7 @@ impl Sweeper<'_> {
         Ok(())
     }
 
-    /// The tombstones of `table`, old enough and not marked by a unit.
+    /// The tombstones of `table` not marked by a unit.
     async fn tombstones(
         &self,
         table: &TableName,
@@ -483,8 +464,8 @@ impl Sweeper<'_> {
         Ok(())
     }
 
-    /// Deletes `row` at its ETag (for a dry run, counts it); answers
-    /// whether it did. A row changed or gone meanwhile stays.
+    /// Deletes `row` at its ETag (a dry run: counts it); answers whether
+    /// it did.
     async fn delete(&self, table: &TableName, row: &StoredEntity) -> Result<bool> {
         if self.dry_run {
             return Ok(true);
@@ -493,16 +474,14 @@ impl Sweeper<'_> {
     }
 }
 
-/// The leader lease of the store's sweeper (under the store's table
-/// prefix, as all its leases are).
+/// The leader lease of the store's sweeper.
 const SWEEPER_LEASE: &str = "_lhSweeper";
 
 impl Store {
     /// Runs [`Store::sweep`] every `every` while this process leads the
-    /// leader lease `_lhSweeper` (one sweeper per storage), handing each
-    /// round's report (or error: the next round tries again) to `round`,
-    /// until the stop token of `leader` is cancelled
-    /// ([`LeaderOptions::with_stop`]).
+    /// leader lease `_lhSweeper`, handing each round's report or error to
+    /// `round`, until the stop token of `leader`
+    /// ([`LeaderOptions::with_stop`]) is cancelled.
     ///
     /// ```
     /// # use std::time::Duration;

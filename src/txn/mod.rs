@@ -1,30 +1,23 @@
 //! Transactions across partitions and tables without a lease
 //! ([`Store::transaction`](crate::Store::transaction),
-//! [`Store::transact`](crate::Store::transact)): all or nothing, like a
-//! [`Unit`]'s commit, with no blob lease to take, renew
-//! or wait for.
-//!
-//! A [`Transaction`] commits by the units' protocol ("The commit
-//! protocol" in [`crate::lock`]) without locks: every row it writes *or
-//! read* is marked at the ETag read, then its decision row's insert decides
-//! it. After its reads that is two round trips (marks, commit point);
-//! marked rows are finished behind the answer.
+//! [`Store::transact`](crate::Store::transact)): all or nothing, as a
+//! [`Unit`]'s commit ("The commit protocol" in [`crate::lock`]), with no
+//! lease to take, renew or wait for. After its reads a commit is two round
+//! trips (marks, commit point); marked rows are finished behind the answer.
 //!
 //! **Serializable.** A row read (or [`check`](Transaction::check)ed) and
-//! not written is marked too: if it changed, the commit fails with
+//! not written is marked too, at the ETag read (a row read as absent must
+//! still be absent): if it changed, the commit fails with
 //! [`Error::Conflict`] (inside [`Error::Batch`]), nothing applied, so there
-//! is no write skew. A row read as absent must still be absent.
+//! is no write skew.
 //!
 //! **The time-to-live.** With no lock to show a writer is alive, marks
-//! carry a time-to-live ([`TransactionOptions::with_time_to_live`], 2 s): a
+//! carry a time-to-live ([`TransactionOptions::with_time_to_live`]): a
 //! reader that has seen a mark undecided that long withdraws the
-//! transaction by inserting its decision row as `withdrawn`, and the
-//! writer sends its commit point only within the time-to-live of its marks
-//! (`crate::backend::deadline`). A wrong clock can only withdraw a live
-//! writer early: its commit point is refused and it answers
-//! [`Error::Conflict`], nothing applied
-//! ([`Store::transact`](crate::Store::transact) runs it again). Answers
-//! mean what a unit's mean ("What the caller is told" in [`crate::lock`]).
+//! transaction, and the writer sends its commit point only within the
+//! time-to-live of its marks. A wrong clock can only withdraw a live
+//! writer early: it answers [`Error::Conflict`], nothing applied
+//! ([`Store::transact`](crate::Store::transact) runs it again).
 //!
 //! ```
 //! use leasehold::{Entity, Store};
@@ -71,8 +64,7 @@ impl TransactionOptions {
     /// The default time-to-live of a transaction's marks.
     pub const DEFAULT_TIME_TO_LIVE: Duration = Duration::from_secs(2);
 
-    /// The longest time-to-live: a reader meeting an undecided mark waits
-    /// this long at most.
+    /// The longest time-to-live.
     pub const MAX_TIME_TO_LIVE: Duration = Duration::from_secs(60);
 
     /// The defaults: a 2 s time-to-live.
@@ -83,7 +75,7 @@ impl TransactionOptions {
     }
 
     /// How long a reader that sees the marks undecided waits before it
-    /// withdraws the transaction (see the [module docs](self)).
+    /// withdraws the transaction.
     ///
     /// # Errors
     /// [`Error::Invalid`] for zero or more than [`Self::MAX_TIME_TO_LIVE`].
@@ -101,7 +93,7 @@ impl TransactionOptions {
         Ok(self)
     }
 
-    /// The time-to-live of the transaction's marks.
+    /// See [`TransactionOptions::with_time_to_live`].
     pub fn time_to_live(&self) -> Duration {
         self.ttl
     }
@@ -126,8 +118,8 @@ macro_rules! stage {
     )*};
 }
 
-/// A transaction across any partitions and tables, without a lease; see
-/// the [module docs](self). Dropping it sends nothing.
+/// A transaction across any partitions and tables, without a lease (the
+/// [module docs](self)). Dropping it sends nothing.
 #[must_use = "a Transaction does nothing until `commit().await`"]
 #[derive(Debug)]
 pub struct Transaction {
@@ -170,8 +162,7 @@ impl Transaction {
     /// in one round trip; answers in the order of `keys`.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad key, before any request;
-    /// [`Error::Decode`]; backend errors (of the first read that failed).
+    /// As [`Transaction::get`], every key checked before any request.
     pub async fn get_many<E, P, R>(
         &mut self,
         keys: impl IntoIterator<Item = (P, R)>,
@@ -223,9 +214,8 @@ impl Transaction {
     }
 
     /// A condition on a row the transaction does not write: the commit
-    /// fails with [`Error::Conflict`] (inside [`Error::Batch`]), nothing
-    /// applied, unless the row still has `current`'s ETag. (Rows read are
-    /// validated anyway.)
+    /// fails as for a row read that changed unless the row still has
+    /// `current`'s ETag.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a value without a stored version (a staged
@@ -280,7 +270,7 @@ impl Transaction {
     }
 
     /// Commits every staged write, all or nothing, provided every row read
-    /// or checked is as it was.
+    /// or checked is unchanged.
     ///
     /// # Errors
     /// As [`Unit::commit`], but [`Error::Conflict`] (nothing applied) when
