@@ -268,18 +268,8 @@ impl<E: Entity> Batch<E> {
                 _ => break sent?,
             };
             tries -= 1;
-            let (pk, rk) = (
-                ops[index].partition_key().clone(),
-                ops[index].row_key().clone(),
-            );
-            match self.table.absent_once_resolved(&pk, &rk).await? {
-                // A placeholder, gone now: the same insert again.
-                Some(None) => {}
-                Some(Some(etag)) => {
-                    if let TableOp::Insert(data) = &ops[index] {
-                        ops[index] = TableOp::Replace(data.clone(), Precondition::IfMatch(etag));
-                    }
-                }
+            match self.table.insert_again(ops[index].clone()).await? {
+                Some(again) => ops[index] = again,
                 None => break sent?,
             }
         };

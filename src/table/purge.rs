@@ -365,14 +365,12 @@ impl<E: Entity> Table<E> {
         if !E::INDEXES.is_empty() {
             for (row, etag) in rows {
                 report.batches += 1;
-                match self
-                    .delete_op(
-                        partition.clone(),
-                        row,
-                        crate::backend::Precondition::IfMatch(etag),
-                    )
-                    .await
-                {
+                let op = TableOp::Delete {
+                    partition_key: partition.clone(),
+                    row_key: row,
+                    condition: crate::backend::Precondition::IfMatch(etag),
+                };
+                match self.send(op).await {
                     Ok(()) => report.deleted += 1,
                     Err(e) if changed_since_read(&e) => report.skipped += 1,
                     Err(e) => return Err(e),

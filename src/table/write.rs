@@ -11,7 +11,7 @@ use crate::backend::WriteOptions;
 use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
-use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
+use crate::key::{IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::lease::Fence;
 use crate::rows::mark::MARK;
 use crate::rows::tombstone::is_tombstone;
@@ -67,12 +67,8 @@ impl<E: Entity> Table<E> {
             .execute(name, op, &options, as_read)
             .instrument(span.clone())
             .await?;
-        let version = version.ok_or_else(|| Error::Backend {
-            status: None,
-            code: None,
-            message: format!("{op_name} returned no version"),
-            source: None,
-        })?;
+        let version =
+            version.ok_or_else(|| Error::client(format!("{op_name} returned no version")))?;
         match after {
             Ok((entity, stored)) => Ok(Versioned::new(entity, version.etag, version.timestamp)
                 .with_write_log(log)
@@ -143,55 +139,50 @@ impl<E: Entity> Table<E> {
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => e,
                 other => return other,
             };
-            // The row may be the placeholder of a unit's insert that was
-            // never decided: once resolved, the insert is tried again. A row
-            // that reads as absent though stored (past its expiry) is
-            // replaced at the version read instead.
             let Ok(data) = entity.encode() else {
                 return Err(e);
             };
-            match self
-                .absent_once_resolved(&data.partition_key, &data.row_key)
-                .await?
-            {
-                Some(None) => {
-                    self.write(&entity, None, Base::Nothing, TableOp::Insert)
-                        .await
-                }
-                Some(Some(etag)) => {
-                    let replace = |d| TableOp::Replace(d, Precondition::IfMatch(etag));
-                    match self.write(&entity, None, Base::Nothing, replace).await {
-                        // Changed since: someone else wrote the row.
-                        Err(c) if c.kind() == ErrorKind::Conflict => Err(e),
-                        other => other,
-                    }
-                }
-                None => Err(e),
+            let Some(again) = self.insert_again(TableOp::Insert(data)).await? else {
+                return Err(e);
+            };
+            let is_replace = matches!(again, TableOp::Replace(..));
+            let make = move |d| match again {
+                TableOp::Replace(_, condition) => TableOp::Replace(d, condition),
+                _ => TableOp::Insert(d),
+            };
+            match self.write(&entity, None, Base::Nothing, make).await {
+                // Changed since: someone else wrote the row.
+                Err(c) if is_replace && c.kind() == ErrorKind::Conflict => Err(e),
+                other => other,
             }
         };
         self.env.telemetry().operation("insert", insert).await
     }
 
-    /// Whether the row `(pk, rk)` reads as absent though stored: `None`
-    /// when it does not; `Some(None)` when it is absent once its mark is
-    /// resolved; `Some(Some(etag))` when it is a tombstone at `etag`.
-    pub(super) async fn absent_once_resolved(
-        &self,
-        pk: &PartitionKey,
-        rk: &RowKey,
-    ) -> Result<Option<Option<ETag>>> {
+    /// What to send again for `insert`, an insert refused because its row
+    /// exists, when that row reads as absent: the placeholder of a unit's
+    /// insert never decided (the same insert, once resolved), or a
+    /// tombstone or expired row (a replace at the version read). `None`
+    /// when the row is there.
+    pub(super) async fn insert_again(&self, insert: TableOp) -> Result<Option<TableOp>> {
+        let TableOp::Insert(data) = insert else {
+            return Ok(None);
+        };
         let name = self.ready().await?;
-        let stored = self.env.backend().get(name, pk, rk).await?;
-        let Some(stored) = stored else {
+        let (pk, rk) = (&data.partition_key, &data.row_key);
+        let Some(stored) = self.env.backend().get(name, pk, rk).await? else {
             return Ok(None);
         };
         if stored.data.properties.get(MARK).is_none() {
-            return Ok(is_tombstone(&stored.data.properties).then_some(Some(stored.etag)));
+            let tombstone = is_tombstone(&stored.data.properties);
+            let replace = TableOp::Replace(data, Precondition::IfMatch(stored.etag));
+            return Ok(tombstone.then_some(replace));
         }
-        let resolver = Resolver::new(&self.env, Vec::new());
-        let resolved = resolver.resolve(name, stored).await?;
+        let resolved = Resolver::new(&self.env, Vec::new())
+            .resolve(name, stored)
+            .await?;
         let gone = resolved.is_none_or(|r| is_tombstone(&r.data.properties));
-        Ok(gone.then_some(None))
+        Ok(gone.then_some(TableOp::Insert(data)))
     }
 
     /// Replaces the entity if it is unchanged since `current` was read.
@@ -271,15 +262,11 @@ impl<E: Entity> Table<E> {
     /// # Errors
     /// As [`Table::merge`] ([`Error::Invalid`] only for invalid keys).
     pub async fn delete(&self, current: &Versioned<E>) -> Result<()> {
-        self.env
-            .telemetry()
-            .operation("delete", async move {
-                let pk = current.partition_key()?;
-                let rk = current.row_key()?;
-                self.delete_op(pk, rk, Precondition::IfMatch(current.etag().clone()))
-                    .await
-            })
-            .await
+        let keys = current
+            .partition_key()
+            .and_then(|pk| Ok((pk, current.row_key()?)));
+        let condition = Precondition::IfMatch(current.etag().clone());
+        self.traced_delete("delete", keys, condition).await
     }
 
     /// Creates or overwrites the entity, whatever is stored. **Unconditional:**
@@ -349,14 +336,31 @@ impl<E: Entity> Table<E> {
         partition_key: impl IntoPartitionKey,
         row_key: impl IntoRowKey,
     ) -> Result<()> {
-        self.env
-            .telemetry()
-            .operation("delete_unconditionally", async move {
-                let pk = partition_key.into_partition_key()?;
-                let rk = row_key.into_row_key()?;
-                self.delete_op(pk, rk, Precondition::IfExists).await
-            })
+        let keys =
+            (partition_key.into_partition_key()).and_then(|pk| Ok((pk, row_key.into_row_key()?)));
+        let condition = Precondition::IfExists;
+        self.traced_delete("delete_unconditionally", keys, condition)
             .await
+    }
+
+    /// A delete of the row `keys` name under `condition`, as the operation
+    /// `name` of the table's telemetry.
+    async fn traced_delete(
+        &self,
+        name: &'static str,
+        keys: Result<(PartitionKey, RowKey)>,
+        condition: Precondition,
+    ) -> Result<()> {
+        let delete = async move {
+            let (partition_key, row_key) = keys?;
+            let op = TableOp::Delete {
+                partition_key,
+                row_key,
+                condition,
+            };
+            self.send(op).await
+        };
+        self.env.telemetry().operation(name, delete).await
     }
 
     /// [`Table::write`] as the operation `name` of the table's telemetry.
@@ -379,20 +383,6 @@ impl<E: Entity> Table<E> {
             .instrument(span)
             .await
             .map(|_| ())
-    }
-
-    pub(super) async fn delete_op(
-        &self,
-        pk: PartitionKey,
-        rk: RowKey,
-        condition: Precondition,
-    ) -> Result<()> {
-        self.send(TableOp::Delete {
-            partition_key: pk,
-            row_key: rk,
-            condition,
-        })
-        .await
     }
 }
 
