@@ -47,21 +47,8 @@ impl<E: Entity> Table<E> {
     }
 
     /// The entity holding a value of a `#[entity(unique)]` field; `None`
-    /// when no entity holds it. Two reads: the claim, then the entity.
-    ///
-    /// ```
-    /// # use leasehold::{Entity, Store};
-    /// # #[derive(Entity, Clone, Debug)]
-    /// # #[entity(table = "Customers")]
-    /// # struct Customer { #[entity(partition_key)] region: String, #[entity(row_key)] id: String, #[entity(unique)] email: String }
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let customers = Store::memory().table::<Customer>();
-    /// customers.insert(Customer { region: "eu".into(), id: "1".into(), email: "ann@example.com".into() }).await?;
-    /// let c = Customer::columns();
-    /// assert_eq!(customers.get_by(c.email, "ann@example.com").await?.map(|v| v.id.clone()), Some("1".into()));
-    /// assert!(customers.get_by(c.email, "bob@example.com").await?.is_none());
-    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
-    /// ```
+    /// when no entity holds it. Two reads: the claim, then the entity. See
+    /// the [`index`](crate::index) module docs for an example.
     ///
     /// # Errors
     /// [`Error::Invalid`] when the column's field is not `#[entity(unique)]`
@@ -191,20 +178,21 @@ impl<E: Entity> Table<E> {
     /// As [`Store::verify_indexes`](crate::Store::verify_indexes); [`Error::Invalid`] when `E` has no
     /// indexes.
     pub async fn verify_indexes(&self) -> Result<IndexReport> {
-        let (env, indexes) = self.indexes_of()?;
-        super::ensure_defs(&env, &indexes).await?;
-        report(&env, &indexes, false, &mut |_| {}).await
+        self.report_indexes(false).await
     }
 
     /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes) for this table, with `E`'s indexes.
     ///
     /// # Errors
-    /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes); [`Error::Invalid`] when `E` has no
-    /// indexes.
+    /// As [`Table::verify_indexes`].
     pub async fn rebuild_indexes(&self) -> Result<IndexReport> {
+        self.report_indexes(true).await
+    }
+
+    async fn report_indexes(&self, repair: bool) -> Result<IndexReport> {
         let (env, indexes) = self.indexes_of()?;
         super::ensure_defs(&env, &indexes).await?;
-        report(&env, &indexes, true, &mut |_| {}).await
+        report(&env, &indexes, repair, &mut |_| {}).await
     }
 
     fn indexes_of(&self) -> Result<(Arc<TableEnv>, Indexes)> {
@@ -272,8 +260,7 @@ fn lookup_stream<E: Entity>(
         };
         let (env, indexes, i, mut spec) = start?;
         env.ensure_table(&indexes.index_table).await?;
-        let page = env.backend().query(&indexes.index_table, &spec).await?;
-        let page = env.resolve_page(&indexes.index_table, &spec, page).await?;
+        let page = env.query_page(&indexes.index_table, &spec).await?;
         let mut items: Vec<Result<Versioned<E>>> = Vec::new();
         for row in &page.entities {
             let Some(key) = super::value_key_of(&row.data.partition_key) else {

@@ -47,7 +47,7 @@ use std::ops::{Bound, RangeBounds};
 pub(crate) use filter::Row;
 pub use filter::{CmpOp, Filter};
 pub use token::ContinuationToken;
-pub(crate) use token::digest;
+pub(crate) use token::{digest, digest_from};
 
 use crate::entity::{PropertyCodec, Value};
 use crate::error::{Error, Result};

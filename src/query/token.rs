@@ -40,12 +40,14 @@ impl ContinuationToken {
 /// FNV-1a, 64 bits: a checksum and a query digest stable across builds
 /// and platforms (not a defence against a forger, who has the algorithm).
 pub(crate) fn digest(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+    digest_from(0xcbf2_9ce4_8422_2325, bytes)
+}
+
+/// [`digest`] from another offset basis (a second, independent hash).
+pub(crate) fn digest_from(offset: u64, bytes: &[u8]) -> u64 {
+    (bytes.iter()).fold(offset, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn bad_token() -> Error {

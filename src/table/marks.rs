@@ -253,22 +253,22 @@ impl TableEnv {
         Ok(row.filter(|r| !is_tombstone(&r.data.properties)))
     }
 
-    /// A page of a query asked as `spec` (sent as [`query_request`] says)
-    /// as reads see it: marked rows resolved and filtered as resolved,
-    /// hidden rows ([`is_hidden`]) and rows not matching the filter dropped,
-    /// rows cut down to the selection.
+    /// A page of a query of `table` asked as `spec` (sent as
+    /// [`query_request`] says) as reads see it: marked rows resolved and
+    /// filtered as resolved, hidden rows ([`is_hidden`]) and rows not
+    /// matching the filter dropped, rows cut down to the selection.
     ///
     /// # Errors
-    /// As [`Resolver::resolve`].
-    pub(crate) async fn resolve_page(
+    /// As [`Resolver::resolve`]; backend errors.
+    pub(crate) async fn query_page(
         &self,
         table: &TableName,
         spec: &QuerySpec,
-        mut page: QueryPage,
     ) -> Result<QueryPage> {
         // `exact`: every row without a mark that the service returned
         // matches the filter.
-        let exact = query_request(spec).1;
+        let (sent, exact) = query_request(spec);
+        let mut page = self.backend().query(table, &sent).await?;
         if exact
             && spec.select.is_none()
             && !page.entities.iter().any(|row| {
@@ -333,7 +333,7 @@ impl TableEnv {
 ///
 /// The service filters a marked row by its before-image, so the request
 /// also returns every marked row of the key range (`keys and (rest or
-/// _lhTxn ge '')`) and [`TableEnv::resolve_page`] filters each as
+/// _lhTxn ge '')`) and [`TableEnv::query_page`] filters each as
 /// resolved. Over the service's limits (15 comparisons,
 /// [`Filter::MAX_LEN`]) only the key range is sent and every row is
 /// filtered here. A projection also asks for the reserved properties and

@@ -7,7 +7,6 @@ use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
 use super::handle::{SameTable, Table};
-use super::marks::query_request;
 use super::stored::versioned_from;
 use crate::backend::{QueryPage, QuerySpec, StoredEntity};
 use crate::entity::{Entity, Versioned, property_name_problem};
@@ -348,18 +347,15 @@ impl<E: Entity> Query<E> {
         Ok((table, pages.boxed()))
     }
 
-    /// One page of rows as a read sees them (see [`TableEnv::resolve_page`](super::TableEnv::resolve_page)).
+    /// One page of rows as a read sees them (see [`TableEnv::query_page`](super::TableEnv::query_page)).
     async fn fetch_rows(table: &Table<E>, spec: &QuerySpec) -> Result<QueryPage> {
-        table
-            .env
-            .telemetry()
-            .operation("query", async {
-                let name = table.ready_to_read().await?;
-                let backend = table.env.backend();
-                let page = backend.query(name, &query_request(spec).0).await?;
-                table.env.resolve_page(name, spec, page).await
-            })
-            .await
+        let read = async {
+            table
+                .env
+                .query_page(table.ready_to_read().await?, spec)
+                .await
+        };
+        table.env.telemetry().operation("query", read).await
     }
 
     /// The pages of a query from `start` (its table, first request and
