@@ -41,139 +41,119 @@
 //! # Storage layout
 //!
 //! * The index rows of `E` live in the table `E::TABLE` + `Idx` (with the
-//!   store's prefix), so queries of the entity's table never meet them.
-//! * An index row's **partition key** is the [`CompositeKey`] of the
-//!   property name and the value's key form ([`KeyPart`]; a type without
-//!   one cannot be indexed), so every value has its own partition and a
-//!   range of values is a range of partition keys.
-//! * A **unique** index row, the value's *claim*, has the row key
-//!   `_lhClaim`, so the service itself refuses a second row for a value; a
-//!   **non-unique** one has the composite key of the entity's keys. Both
-//!   name the entity in `EntityPartitionKey` and `EntityRowKey`; a claim
-//!   also names the write that made it (`Txn`).
-//! * An absent value (a `None` field) has no index row.
+//!   store's prefix). An index row's partition key is the [`CompositeKey`]
+//!   of the property name and the value's key form ([`KeyPart`]), so a
+//!   range of values is a range of partitions.
+//! * A unique value's row, its *claim*, has the row key `_lhClaim` (the
+//!   service refuses a second one); a non-unique one has the composite of
+//!   the entity's keys. Both name the entity in `EntityPartitionKey` and
+//!   `EntityRowKey`; a claim also names the write that made it (`Txn`). An
+//!   absent value (`None`) has no row.
 //! * The partition `~indexes` describes the indexes (one row per indexed
-//!   property, `Unique` true or false), written once per process and store,
-//!   so that the operator command can verify a table without the Rust type.
-//! * A deleted entity leaves a *tombstone* at its keys (only the property
-//!   `_lhGone`), which reads see as absent and an insert replaces.
+//!   property, `Unique` true or false), so the operator command can verify
+//!   a table without the Rust type.
+//! * A deleted entity leaves a *tombstone* at its keys (only `_lhGone`),
+//!   which reads see as absent and an insert replaces.
 //!
 //! # Writes
 //!
 //! No write takes a lock. An entity **holds** a value when its row (any
-//! unit's mark on it resolved) stores it. A claim is **good** when the
-//! entity it names holds its value; a claim naming an entity that does not
-//! is *stale*, and lookups and writers see through it. The invariants:
+//! unit's mark on it resolved) stores it. A claim naming an entity that
+//! does not hold its value is *stale*; lookups and writers see through it.
+//! The invariants:
 //!
 //! 1. an entity comes to hold a unique value only by a conditional write
-//!    of its row (an insert, or a write at an ETag) sent after the write
-//!    made the value's claim name it, and conditioned on a state of the
-//!    row read *before* that claim write;
+//!    of its row sent after the value's claim names it, and conditioned on
+//!    a state of the row read *before* that claim write;
 //! 2. a claim is taken from the entity it names only by a write at the
 //!    claim's ETag, after reading that the entity does not hold the value
-//!    and then writing its row conditionally (a tombstone where it is
-//!    absent, the row as it is where it exists): that write fails every
-//!    write of the entity pending since before it, since each is
-//!    conditioned on an older state, and rows of indexed types are never
-//!    deleted, so an insert waiting for the row to be absent fails for
-//!    good;
-//! 3. every claim write changes the claim's ETag, so a writer taking the
-//!    claim over from a version read before another writer claimed it
-//!    fails and looks again.
+//!    and then writing its row conditionally (a tombstone where absent,
+//!    the row as it is where it exists): that fails every write of the
+//!    entity pending since before it, and rows of indexed types are never
+//!    deleted, so an insert waiting for the row to be absent fails for good;
+//! 3. every claim write changes the claim's ETag, so a takeover from a
+//!    version read before another writer claimed fails and looks again.
 //!
-//! Together: of two entities holding one value, the later claimant must
-//! have taken the claim over after the first claimant's claim, so it
-//! neutralized the first entity's write, which then could not land — no
-//! two entities ever hold one unique value, and the claim of a held value
-//! names its holder. No clock or lease takes part, until rows are swept
-//! (below).
+//! So of two entities holding one value, the later claimant took the claim
+//! over after the first's claim and neutralized the first's write: no two
+//! entities ever hold one unique value, and a held value's claim names its
+//! holder. No clock or lease takes part, until rows are swept (below).
 //!
-//! **A write of entity X** (the *index write path*, which every
-//! [`Table`](crate::Table) of an indexed type sends its writes through)
-//! computes the indexed values the row holds now (from the value read
-//! through leasehold, or read) and after the write. Each unique value it
-//! sets it *claims*: it inserts the claim naming X; where a claim exists,
-//! it reads it and, when it names X, writes it again (3); when it names
-//! another entity Y, it reads Y: Y holds the value →
-//! [`Error::ValueTaken`]; otherwise it neutralizes Y (2) and takes the
-//! claim over at the ETag read. Each non-unique value it sets gets its
-//! index row. Then it writes X (1) at the ETag it was read at — the commit
-//! point — through the table's writer (so of a
-//! [fenced](crate::Table::fenced) table the entity's write is fenced, its
-//! claims are not). Last, the rows of the values it freed are removed at
-//! the ETags read before. A write that leaves every indexed value as it is
-//! is the plain single write. An unconditional write of an indexed type is
-//! sent conditioned on the row as just read, and retried when it changed.
+//! **A write of entity X** (every [`Table`](crate::Table) of an indexed
+//! type sends its writes this way) computes the indexed values the row
+//! holds before (as read) and after the write. It claims each unique value
+//! it sets: inserts the claim; where one exists that names X, writes it
+//! again (3); where it names Y, reads Y: Y holds the value →
+//! [`Error::ValueTaken`], else it neutralizes Y (2) and takes the claim
+//! over at the ETag read. Each non-unique value gets its index row. Then it
+//! writes X (1) at the ETag read, the commit point, through the table's
+//! writer (of a [fenced](crate::Table::fenced) table the entity's write is
+//! fenced, its claims are not); last, the rows of the values it freed are
+//! removed at the ETags read. A write changing no indexed value is the
+//! plain write; an unconditional one is sent conditioned on the row as
+//! just read, and retried when it changed.
 //!
-//! A **delete** leaves a tombstone and its claims, which the next writer
-//! of the value finds stale and takes over; a writer that dies between its
-//! claims and its entity write leaves stale claims the same way. So a
-//! **lookup** ([`Table::get_by`](crate::Table::get_by), `find_by`,
-//! `find_range`) answers an entity only if it holds the value.
+//! A delete leaves a tombstone and its claims, which the next writer of
+//! the value finds stale, as is a claim whose writer died before its
+//! entity write. So a lookup ([`Table::get_by`](crate::Table::get_by),
+//! `find_by`, `find_range`) answers an entity only if it holds the value.
 //!
 //! **How long a claim or tombstone is relied on.** A writer sends its
-//! entity's write only within `SEND_WINDOW` (5 minutes) of starting its
-//! claims, checked as the request is dated (past it: [`Error::Timeout`]),
-//! and the service refuses a Shared Key request dated more than 15 minutes
-//! off. So a write stalled since before a tombstone or a claim lands
-//! within 20 minutes of it, or never; with 5 minutes of clock skew,
+//! entity's write within `SEND_WINDOW` (5 minutes) of starting its claims
+//! (past it: [`Error::Timeout`]), and the service refuses a Shared Key
+//! request dated more than 15 minutes off, so a stalled write lands within
+//! 20 minutes or never; with 5 minutes of clock skew,
 //! `STALLED_WRITE_BOUND` = 25 minutes. Past that,
 //! [`Store::sweep`](crate::Store::sweep) removes tombstones and stale
-//! claims (each at the ETag it read). See "Rows commits leave behind" in
+//! claims (each at the ETag read); see "Rows commits leave behind" in
 //! [`crate::lock`].
 //!
 //! **Units.** Before a [`Unit`](crate::lock::Unit)'s commit sends
-//! anything, it conditions each staged write of an indexed type on the
-//! row as the unit read it and claims the values they set as above; a
-//! value another entity holds fails the commit with
-//! [`Error::ValueTaken`], nothing applied. A failed or abandoned commit
-//! leaves stale claims. A unit that moves a value from one entity to
-//! another takes the claim over naming both, so the first counts as the
-//! holder until the commit lands. Two writes of one unit claiming one
-//! value are refused, and so is a [`Batch`](crate::table::Batch) of an
-//! indexed type: its transaction cannot carry the claims.
+//! anything, it conditions each staged write of an indexed type on the row
+//! as the unit read it and claims the values they set as above; a value
+//! another entity holds fails the commit with [`Error::ValueTaken`],
+//! nothing applied. A unit moving a value between two of its entities
+//! takes the claim over naming both, so the first holds it until the
+//! commit lands. Two writes of one unit claiming one value are refused,
+//! and so is a [`Batch`](crate::table::Batch) of an indexed type (its
+//! transaction cannot carry the claims).
 //!
 //! # Errors of indexed writes
 //!
 //! A write that claims a value adds to its errors:
 //!
-//! * [`Error::ValueTaken`] when it would give a unique field a value
-//!   another entity holds (code `UniqueValueTaken`). An insert of keys
-//!   that exist is [`Error::AlreadyExists`] when its unique values are
-//!   free or its own, [`Error::ValueTaken`] otherwise.
+//! * [`Error::ValueTaken`] (code `UniqueValueTaken`) when a unique field
+//!   would take a value another entity holds. An insert of existing keys
+//!   is [`Error::AlreadyExists`] when its unique values are free or its
+//!   own.
 //! * [`Error::Timeout`] when the claim kept changing under the write (16
-//!   tries), or an unconditional write's row kept changing (8 attempts).
+//!   tries), or an unconditional write's row did (8 attempts).
 //! * [`Error::Invalid`] when a value's index partition key would be too
-//!   long — before any request.
+//!   long, before any request.
 //!
 //! # Adding an index to a populated table
 //!
-//! Marking a field `#[entity(unique)]` or `#[entity(index)]` changes no
-//! stored row: until the entities already there are backfilled, lookups
-//! miss them and their unique values are not defended. The steps:
+//! Marking a field changes no stored row: until the entities already
+//! there are backfilled, lookups miss them and their unique values are not
+//! defended.
 //!
-//! 1. **Deploy the new type to every writer first**; writers of the old
-//!    version write without index rows.
-//! 2. **Move batches of the type into units**: a
-//!    [`Batch`](crate::table::Batch) of an indexed type is refused with
-//!    [`Error::Invalid`].
-//! 3. **Backfill**: [`Table::rebuild_indexes`](crate::Table::rebuild_indexes),
+//! 1. **Deploy the new type to every writer first** (old writers write no
+//!    index rows), and move batches of the type into units.
+//! 2. **Backfill** with [`Table::rebuild_indexes`](crate::Table::rebuild_indexes)
 //!    or `leasehold indexes rebuild TABLE`
 //!    ([`Store::rebuild_indexes`](crate::Store::rebuild_indexes), which
 //!    needs the index descriptions the new version writes at its first
-//!    indexed write). Writes may go on meanwhile: a missing value is
-//!    claimed as a write claims it. It reads the whole entity table.
-//! 4. **Verify**: [`Table::verify_indexes`](crate::Table::verify_indexes)
-//!    or `leasehold indexes verify TABLE` should report nothing missing or
-//!    orphaned; rebuild again if old writers were still running.
-//! 5. **Duplicates** of a new unique field are reported in
-//!    [`IndexReport::duplicates`], never fixed: the index row goes to one
-//!    holder, and each other holder must get another value.
+//!    indexed write). It reads the whole table; writes may go on.
+//! 3. **Verify** with [`Table::verify_indexes`](crate::Table::verify_indexes)
+//!    or `leasehold indexes verify TABLE`; rebuild again if old writers
+//!    were still running.
+//! 4. **Duplicates** of a new unique field are reported in
+//!    [`IndexReport::duplicates`], never fixed: each other holder must get
+//!    another value.
 //!
 //! ```
 //! use leasehold::{Entity, Store};
 //!
-//! /// The type as the old version knew it: no index.
 //! #[derive(Entity, Debug, Clone)]
 //! #[entity(table = "Members")]
 //! struct MemberV1 { #[entity(partition_key)] region: String, #[entity(row_key)] id: String, email: String }
@@ -198,8 +178,8 @@
 //! assert_eq!(members.get_by(c.email, "bob@x.org").await?.expect("indexed").id, "2");
 //! let dup = &fixed.duplicates[0]; // ann@x.org, held by "1" and "3"
 //! assert_eq!((dup.value.as_str(), dup.entities.len()), ("ann@x.org", 2));
+//! assert_eq!(dup.partition_key.as_str(), "email ann@x.0org");
 //!
-//! // The index row went to one holder; the other gets a value of its own.
 //! members.update_with("eu", "3", |m| m.email = "ann.b@x.org".into()).await?;
 //! assert!(members.verify_indexes().await?.is_consistent());
 //! # Ok::<(), leasehold::Error>(()) }).unwrap();
@@ -208,13 +188,11 @@
 //! # Cost per write
 //!
 //! An insert claiming one fresh unique value costs 2 requests in 2 round
-//! trips (the claim, the entity); a change of the value 4 in 3 (the new
-//! claim and the old claim's read, the entity, the old claim's removal); a
-//! delete 1 (the tombstone); `get_by` 2; a write that leaves every indexed
-//! value alone is the plain write. An insert refused because another
-//! entity holds its value costs 3 (the refused claim, the claim's read,
-//! its holder's read); taking over a stale claim costs 4 more. Each
-//! further value adds its claim, sent with the others at once.
+//! trips (the claim, the entity); a change of the value 4 in 3 (new claim
+//! and old claim's read, the entity, the old claim's removal); a delete 1
+//! (the tombstone); `get_by` 2. An insert refused because another entity
+//! holds its value costs 3; taking over a stale claim 4 more. Each further
+//! value adds its claim, sent with the others at once.
 
 pub(crate) mod claim;
 mod lookup;

@@ -49,31 +49,8 @@ impl IndexReport {
 }
 
 /// A value of a unique field that several entities hold, as
-/// [`IndexReport::duplicates`] lists it.
-///
-/// ```
-/// # use leasehold::{Entity, Store};
-/// # #[derive(Entity, Clone, Debug)]
-/// # #[entity(table = "Customers")]
-/// # struct Customer { #[entity(partition_key)] region: String, #[entity(row_key)] id: String, #[entity(unique)] email: String }
-/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-/// let store = Store::memory();
-/// let customers = store.table::<Customer>();
-/// // Two rows written around the index (a plain table of the same rows).
-/// let raw = store.dynamic_table("Customers");
-/// for id in ["1", "2"] {
-///     let mut row = leasehold::DynamicEntity::new(leasehold::PartitionKey::new("eu")?, leasehold::RowKey::new(id)?);
-///     row.set("email", "ann@example.com".to_owned())?;
-///     raw.insert(row).await?;
-/// }
-/// let report = customers.verify_indexes().await?;
-/// let dup = &report.duplicates[0];
-/// assert_eq!((dup.index.as_str(), dup.value.as_str()), ("Customer.email", "ann@example.com"));
-/// assert_eq!(dup.partition_key.as_str(), "email ann@example.0com");
-/// assert_eq!(dup.entities.len(), 2);
-/// assert_eq!(dup.entities[0].1.as_str(), "1");
-/// # Ok::<(), leasehold::Error>(()) }).unwrap();
-/// ```
+/// [`IndexReport::duplicates`] lists it (example: the [`index`](crate::index)
+/// module docs, "Adding an index to a populated table").
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DuplicateValue {
