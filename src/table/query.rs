@@ -16,8 +16,7 @@ use crate::query::{ContinuationToken, Filter, TypedFilter, digest, scope_builder
 
 /// A query over a [`Table`]: partition, row-key range, filter, projection,
 /// page size and resume token, then [`Query::stream`], [`Query::page`],
-/// [`Query::pages`] or
-/// [`Query::all`].
+/// [`Query::pages`] or [`Query::all`].
 ///
 /// ```
 /// # use leasehold::{Entity, Store};
@@ -55,12 +54,10 @@ pub struct Query<E> {
     on_decode_error: OnDecodeError,
 }
 
-/// Where a [`Query`] hands the decode errors of the rows it leaves out
-/// (see [`Query::on_decode_error`]); `None`: the error is returned.
+/// See [`Query::on_decode_error`]; `None`: the error is returned.
 type OnDecodeError = Option<Arc<dyn Fn(Error) + Send + Sync>>;
 
-/// Applies a query's decode-error policy to one decoded row: `None` when
-/// it is left out.
+/// Applies a decode-error policy to one row: `None` when it is left out.
 fn apply<E>(policy: &OnDecodeError, row: Result<Versioned<E>>) -> Option<Result<Versioned<E>>> {
     match (row, policy) {
         (Err(e @ Error::Decode { .. }), Some(report)) => {
@@ -92,7 +89,7 @@ pub(super) type RowPage<T> = (Vec<Result<T>>, Option<ContinuationToken>);
 /// One page of typed results.
 #[derive(Debug, Clone)]
 pub struct Page<E> {
-    /// The entities of this page, in key order (possibly none even when more
+    /// The entities of this page, in key order (maybe none though more
     /// follow).
     pub items: Vec<Versioned<E>>,
     /// Where the next page starts, for [`Query::resume`] on the same query;
@@ -101,7 +98,6 @@ pub struct Page<E> {
 }
 
 impl<E> Page<E> {
-    /// The page of `rows`, failing with its first error.
     pub(super) async fn of((items, continuation): RowPage<Versioned<E>>) -> Result<Page<E>> {
         Ok(Page {
             items: items.into_iter().collect::<Result<_>>()?,
@@ -134,9 +130,9 @@ impl<E: Entity> Query<E> {
 
     scope_builders!("Only entities of this partition.");
 
-    /// Returns only these properties (keys and Timestamp always come back);
-    /// fields not selected must tolerate absence (`Option`, `default`,
-    /// `skip`). [`Query::select`] names them by a type instead.
+    /// Returns only these properties (and the keys and Timestamp); fields
+    /// not selected must tolerate absence. [`Query::select`] names them by
+    /// a type instead.
     pub fn select_properties(mut self, properties: &[&str]) -> Self {
         self.select = Some(properties.iter().map(|p| (*p).to_owned()).collect());
         self
@@ -156,7 +152,6 @@ impl<E: Entity> Query<E> {
     ///     notes: String,
     /// }
     ///
-    /// /// The list view: two properties of the same table.
     /// #[derive(Entity, Clone, Debug)]
     /// #[entity(table = "Orders")]
     /// struct OrderTotal {
@@ -184,13 +179,9 @@ impl<E: Entity> Query<E> {
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
     ///
-    /// # Writing a projection back
-    ///
-    /// `merge` writes a projection back at the ETag read; `replace` (of a
-    /// [`Table`], a batch or a unit) refuses it with [`Error::Invalid`],
-    /// since it would delete every property the projection left out.
-    ///
-    /// A type of another table is a build error (not under `cargo check`):
+    /// A projection is written back by `merge`; `replace` refuses it
+    /// ([`Error::Invalid`]). A type of another table is a build error (not
+    /// under `cargo check`):
     ///
     /// ```compile_fail
     /// # use leasehold::{Entity, Store};
@@ -225,8 +216,8 @@ impl<E: Entity> Query<E> {
     }
 
     /// Leaves out the rows that do not decode into `E` and hands each one's
-    /// [`Error::Decode`] to `report`. Without it, such a row fails the
-    /// query. A reply the backend cannot parse still fails its page.
+    /// [`Error::Decode`] to `report` (without it, such a row fails the
+    /// query).
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -265,15 +256,14 @@ impl<E: Entity> Query<E> {
     }
 
     /// Resumes where a [`Page`] of the same query (table, filter,
-    /// selection; the page size may differ) left off. A token of another
-    /// query is [`Error::Invalid`] when the query runs, before any request.
+    /// selection; not page size) left off; a token of another query is
+    /// [`Error::Invalid`] before any request.
     pub fn resume(mut self, token: ContinuationToken) -> Self {
         self.resume = Some(token);
         self
     }
 
-    /// The request this query sends first, validated, and the digest its
-    /// continuation tokens carry.
+    /// The first request, validated, and the digest its tokens carry.
     fn spec(&self) -> Result<(QuerySpec, u64)> {
         let partition = match &self.partition {
             Some(pk) => Some(pk.as_ref().map_err(clone_invalid)?.as_str()),
@@ -332,9 +322,7 @@ impl<E: Entity> Query<E> {
     }
 
     /// The query's table and the pages of the keys (and ETags) of the rows
-    /// it matches, each with whether a page follows, for purges and counts
-    /// (validated before any request; a row-key range that holds no key
-    /// refused).
+    /// it matches, for purges and counts (an empty row-key range refused).
     pub(super) fn key_pages(self) -> Result<(Table<E>, KeyPages)> {
         check_range(&self.rows)?;
         let (mut spec, query) = self.spec()?;
@@ -359,9 +347,9 @@ impl<E: Entity> Query<E> {
     }
 
     /// The pages of a query from `start` (its table, first request and
-    /// token digest) as [`Query::fetch_rows`] reads them, each row decoded
-    /// (or left out) by `decode` (given whether rows are whole), each page
-    /// with the token of the next. Ends after a page holding an error.
+    /// token digest), each row decoded (or left out) by `decode` (given
+    /// whether rows are whole), each page with the next one's token. Ends
+    /// after a page holding an error.
     pub(super) fn row_pages<T: Send + 'static>(
         start: Result<(Table<E>, QuerySpec, u64)>,
         decode: impl Fn(StoredEntity, bool) -> Option<Result<T>> + Send + 'static,
@@ -392,7 +380,6 @@ impl<E: Entity> Query<E> {
         })
     }
 
-    /// [`Query::row_pages`] of this query, rows decoded by its policy.
     fn decoded_pages(self) -> impl Stream<Item = Result<RowPage<Versioned<E>>>> + Send + 'static {
         let policy = self.on_decode_error.clone();
         let start = self.spec().map(|(spec, query)| (self.table, spec, query));
@@ -401,8 +388,7 @@ impl<E: Entity> Query<E> {
         })
     }
 
-    /// What an export of this query reads: the table, the first request and
-    /// the digest its tokens carry ([`Error::Invalid`] with a projection).
+    /// The `start` of [`Query::row_pages`] for an export (no projection).
     pub(super) fn into_export(self) -> Result<(Table<E>, QuerySpec, u64)> {
         if self.select.is_some() {
             return Err(Error::invalid(
@@ -428,8 +414,7 @@ impl<E: Entity> Query<E> {
         }))
     }
 
-    /// The pages of the query, one request each, each with the token of the
-    /// next.
+    /// The pages of the query, one request each.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -476,8 +461,7 @@ impl<E: Entity> Query<E> {
     /// ```
     ///
     /// # Errors
-    /// Errors come through the stream, which ends after the first one: as
-    /// [`Query::page`] for each page.
+    /// Through the stream, which ends after the first: as [`Query::page`].
     pub fn pages(self) -> impl Stream<Item = Result<Page<E>>> + Send + 'static {
         self.decoded_pages().and_then(Page::of).boxed()
     }
@@ -485,8 +469,7 @@ impl<E: Entity> Query<E> {
     /// Every matching entity, page after page, as a stream.
     ///
     /// # Errors
-    /// Through the stream, which ends after the first one: as
-    /// [`Query::page`].
+    /// Through the stream, which ends after the first: as [`Query::page`].
     pub fn stream(self) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
         self.decoded_pages()
             .map_ok(|(mut items, _)| {
@@ -509,8 +492,7 @@ impl<E: Entity> Query<E> {
     }
 }
 
-/// Refuses a row-key range that holds no key: its start after its end,
-/// or one key excluded at either end.
+/// Refuses a row-key range that holds no key.
 fn check_range(rows: &(Bound<String>, Bound<String>)) -> Result<()> {
     let (start, end, open) = match rows {
         (Bound::Included(s), Bound::Included(e)) => (s, e, false),
