@@ -10,11 +10,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::key::IntoRowKey;
 
 /// An atomic group of writes to one partition of one table: all apply or
-/// none does.
-///
-/// Operations are checked when added and the whole group against the service
-/// limits (100 operations, 4 MiB, one partition, each row once) before
-/// anything is sent. The conditional forms send the ETag of the value passed.
+/// none does. Checked against the service limits (100 operations, 4 MiB,
+/// one partition, each row once) before anything is sent.
 ///
 /// ```
 /// # use leasehold::{Entity, Store};
@@ -36,9 +33,6 @@ use crate::key::IntoRowKey;
 /// assert_eq!(accounts.get("alice", "savings").await?.unwrap().balance, 40);
 /// # Ok::<(), leasehold::Error>(()) }).unwrap();
 /// ```
-///
-/// Written entities come back as stored, as from the single writes (a
-/// merge may cost a read after the commit, see [`Table::merge`]).
 #[must_use = "a Batch sends nothing until `commit().await`"]
 pub struct Batch<E> {
     table: Table<E>,
@@ -50,10 +44,9 @@ pub struct Batch<E> {
 enum Returned<E> {
     /// Nothing: a delete.
     Deleted,
-    /// This entity, as stored; `true` when it was merged from a value read
-    /// through a projection.
+    /// This entity, as stored; `true`: merged from a projection.
     Entity(E, Stored<E>, bool),
-    /// The entity as read back after the commit (see [`Table::read_back`]).
+    /// Read back after the commit (see [`Table::read_back`]).
     ReadBack(E),
 }
 
@@ -106,7 +99,6 @@ impl<E: Entity> Batch<E> {
         self
     }
 
-    /// Adds an operation, or records why it could not be added.
     fn add(&mut self, op: Result<(TableOp, Returned<E>)>) {
         match op {
             Ok(op) => self.ops.push(op),
@@ -119,7 +111,6 @@ impl<E: Entity> Batch<E> {
         }
     }
 
-    /// Adds a delete of the row `keys` name, under `condition`.
     fn push_delete(
         mut self,
         keys: Result<(crate::key::PartitionKey, crate::key::RowKey)>,
@@ -170,9 +161,8 @@ impl<E: Entity> Batch<E> {
         self.push_delete(keys, Precondition::IfMatch(current.etag().clone()))
     }
 
-    /// Creates or overwrites an entity. **Unconditional.**
-    /// Replaces everything stored in the row, properties the type does not
-    /// know included (as [`Table::upsert`](crate::Table::upsert)).
+    /// Creates or overwrites an entity. **Unconditional** (as
+    /// [`Table::upsert`](crate::Table::upsert)).
     pub fn upsert(self, entity: E) -> Self {
         self.push(&entity, Ok(Base::Nothing), false, |d| {
             TableOp::Replace(d, Precondition::Upsert)
@@ -186,8 +176,7 @@ impl<E: Entity> Batch<E> {
         })
     }
 
-    /// Deletes an existing entity whatever its version, in the partition of
-    /// the batch's other operations. **Unconditional.**
+    /// Deletes an existing entity whatever its version. **Unconditional.**
     pub fn delete_unconditionally(
         self,
         partition_key: impl crate::key::IntoPartitionKey,
@@ -209,18 +198,16 @@ impl<E: Entity> Batch<E> {
         self.ops.is_empty()
     }
 
-    /// Sends the batch: all operations apply, or none. Each operation
-    /// answers, in order, with the entity as stored and its new version (as
-    /// the single writes return it), or `None` for a delete.
+    /// Sends the batch: all operations apply, or none. Each answers, in
+    /// order, with the entity as stored (as the single writes return it),
+    /// or `None` for a delete.
     ///
     /// # Errors
-    /// [`Error::Invalid`] when the group breaks a service limit or the type
-    /// has indexes, and [`Error::Batch`] (with the index) for an operation
-    /// that could not be encoded — both before anything is sent;
-    /// [`Error::Batch`] with the failing index and its cause (such as
-    /// [`Error::Conflict`]) when the service rejects an operation, in which
-    /// case nothing was applied. Any other answer means the batch was
-    /// applied.
+    /// Before anything is sent: [`Error::Invalid`] when the group breaks a
+    /// service limit or the type has indexes, [`Error::Batch`] for an
+    /// operation that could not be encoded. [`Error::Batch`] with the
+    /// failing index and its cause (such as [`Error::Conflict`]) when the
+    /// service rejects an operation: nothing was applied.
     pub async fn commit(self) -> Result<Vec<Option<Versioned<E>>>> {
         let telemetry = self.table.env.telemetry().clone();
         telemetry.operation("batch", self.commit_now()).await
@@ -246,8 +233,7 @@ impl<E: Entity> Batch<E> {
             ops = ops.len()
         );
         // An insert of a type with an expiry refused for a row that reads
-        // as absent though stored is sent again (over an expired row as a
-        // replace at the version read), at most once a row.
+        // as absent is sent again ([`Table::insert_again`]), once a row.
         let mut tries = ops.len();
         let versions = loop {
             let sent = self
