@@ -1,6 +1,4 @@
-//! The index methods of [`Table`]: lookups through an index (by unique
-//! value, by value, by range of values), and verifying and rebuilding a
-//! table's index rows (the work is `verify.rs`'s).
+//! The index methods of [`Table`]: lookups, verify and rebuild.
 
 use std::ops::{Bound, RangeBounds};
 
@@ -19,7 +17,6 @@ use crate::table::{Table, versioned};
 use std::sync::Arc;
 
 impl<E: Entity> Table<E> {
-    /// The indexes of `E` and the position of the index on `column`.
     fn index_on<T>(
         &self,
         column: &Column<E, T>,
@@ -84,14 +81,12 @@ impl<E: Entity> Table<E> {
         env.telemetry().operation("get_by", read).await
     }
 
-    /// Every entity whose `#[entity(index)]` (or `unique`) field holds
-    /// `value`, as a stream: one query of the value's index partition per
-    /// page, and one read per entity.
+    /// Every entity whose indexed field holds `value`, as a stream: one
+    /// query per page of the value's index partition, one read per entity.
     ///
     /// # Errors
-    /// Through the stream, which ends after the first one:
-    /// [`Error::Invalid`] when the field is not indexed or the value has no
-    /// key form; [`Error::Decode`]; backend errors.
+    /// Through the stream, which ends after the first: as
+    /// [`Table::get_by`], for any indexed field.
     pub fn find_by<T: PropertyCodec + KeyPart>(
         &self,
         column: Column<E, T>,
@@ -112,8 +107,7 @@ impl<E: Entity> Table<E> {
     }
 
     /// Every entity whose indexed field holds a value in `range`, in value
-    /// order, as a stream (the key form of values keeps their order, so a
-    /// range of values is a range of index partitions).
+    /// order, as a stream.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -155,8 +149,8 @@ impl<E: Entity> Table<E> {
                 low => low,
             };
             let high = match bound(range.end_bound())? {
-                // Every partition of this index starts with the property
-                // and the separator; the next character bounds them.
+                // Past every partition of this index: the property, then
+                // the character after the separator.
                 Bound::Unbounded => {
                     Bound::Excluded(format!("{}!", CompositeKey::join([def.property.as_str()])))
                 }
@@ -208,7 +202,6 @@ impl<E: Entity> Table<E> {
     }
 }
 
-/// The key form of a column value.
 fn key_of<T: PropertyCodec>(name: &str, value: &T) -> Result<String> {
     let what = || format!("lookup value for `{name}`");
     match value.encode() {
@@ -221,7 +214,7 @@ fn key_of<T: PropertyCodec>(name: &str, value: &T) -> Result<String> {
     }
 }
 
-/// Entity `(pk, rk)` if it holds key form `key` of index `i` now.
+/// Entity `(pk, rk)` if it holds `key` of index `i` now.
 async fn holds_now(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
