@@ -214,22 +214,16 @@ use crate::table::TableEnv;
 
 pub(crate) use crate::rows::SEND_WINDOW;
 
-/// How long a tombstone or a stale claim may still be relied on (see the
-/// module docs).
+/// How long a tombstone or a stale claim is relied on (module docs).
 pub(crate) const STALLED_WRITE_BOUND: std::time::Duration = std::time::Duration::from_secs(25 * 60);
 
-/// The suffix of an index table's name.
+/// The names of the storage layout (module docs).
 pub(crate) const TABLE_SUFFIX: &str = "Idx";
-/// The property of an index row holding the entity's partition key.
 pub(crate) const ENTITY_PK: &str = "EntityPartitionKey";
-/// The property of an index row holding the entity's row key.
 pub(crate) const ENTITY_RK: &str = "EntityRowKey";
-/// The partition of an index table describing its indexes.
 pub(crate) const DEFS_PARTITION: &str = "~indexes";
-/// The property of a definition row saying whether the index is unique.
 pub(crate) const UNIQUE: &str = "Unique";
 
-/// One index, by stored property.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Def {
     pub(crate) field: String,
@@ -242,9 +236,7 @@ pub(crate) struct Def {
 pub(crate) struct Indexes {
     /// The entity's type (or table) name, for messages.
     pub(crate) type_name: String,
-    /// The entity table.
     pub(crate) table: TableName,
-    /// The index table.
     pub(crate) index_table: TableName,
     pub(crate) defs: Vec<Def>,
 }
@@ -276,7 +268,6 @@ pub(crate) fn show(value: &Value) -> String {
     }
 }
 
-/// A value as text, without quotes.
 pub(crate) fn text(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
@@ -284,7 +275,7 @@ pub(crate) fn text(value: &Value) -> String {
     }
 }
 
-/// An index value of one entity: the value and its key form.
+/// An index value and its key form.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Key {
     pub(crate) value: Value,
@@ -292,8 +283,6 @@ pub(crate) struct Key {
 }
 
 impl Indexes {
-    /// The indexes `defs` of the type `type_name` of table
-    /// `declared_table` in the store of `tables`.
     pub(super) fn new(
         tables: &TableEnv,
         declared_table: &str,
@@ -315,8 +304,7 @@ impl Indexes {
         })
     }
 
-    /// The index values of an entity's stored properties, one per index
-    /// (`None`: absent, no index row).
+    /// The index values of an entity's stored properties, one per index.
     pub(crate) fn keys(&self, properties: Option<&Properties>) -> Result<Vec<Option<Key>>> {
         self.defs
             .iter()
@@ -339,8 +327,7 @@ impl Indexes {
             .collect()
     }
 
-    /// The values a write changes from `before` to `after` (the row's
-    /// stored properties; `None`: absent).
+    /// The values a write changes from `before` to `after` (stored).
     pub(crate) fn changes(
         &self,
         before: Option<&Properties>,
@@ -363,7 +350,6 @@ impl Indexes {
         Ok(changes)
     }
 
-    /// The partition of index `def`'s row for a value of key form `key`.
     pub(crate) fn partition(&self, def: &Def, key: &str) -> Result<PartitionKey> {
         PartitionKey::new(CompositeKey::join([def.property.as_str(), key])).map_err(|e| {
             Error::invalid(
@@ -373,7 +359,6 @@ impl Indexes {
         })
     }
 
-    /// The row key of index `def`'s row for the entity `(pk, rk)`.
     pub(crate) fn row(def: &Def, pk: &PartitionKey, rk: &RowKey) -> Result<RowKey> {
         if def.unique {
             RowKey::new(crate::rows::claim::ROW)
@@ -382,7 +367,6 @@ impl Indexes {
         }
     }
 
-    /// The stored form of an index row pointing at entity `(pk, rk)`.
     pub(crate) fn row_data(
         ipk: PartitionKey,
         irk: RowKey,
@@ -399,7 +383,6 @@ impl Indexes {
         }
     }
 
-    /// The error refusing a value another entity holds.
     pub(crate) fn duplicate(
         &self,
         def: &Def,
@@ -421,24 +404,21 @@ pub(crate) fn value_key_of(ipk: &PartitionKey) -> Option<String> {
     (parts.len() == 2).then(|| parts.swap_remove(1))
 }
 
-/// The index values a write changes, each with its index.
+/// The index values a write changes, each with its index's position.
 #[derive(Debug, Default)]
 pub(crate) struct Changes {
-    /// The values it sets, to claim.
     pub(crate) claims: Vec<(usize, Key)>,
-    /// The values it takes away whose index rows go once it landed (none
-    /// for a delete, which leaves its claims to the next writer).
+    /// The values it takes away whose rows go once it landed (none for a
+    /// delete, which leaves its claims to the next writer).
     pub(crate) frees: Vec<(usize, Key)>,
     /// Every value it takes away.
     pub(crate) releases: Vec<(usize, Key)>,
 }
 
-/// The entity keys an index row points at.
 pub(crate) fn target_of(data: &EntityData) -> Option<(PartitionKey, RowKey)> {
     keys_in(data, ENTITY_PK, ENTITY_RK)
 }
 
-/// The entity keys held in the string properties `pk` and `rk` of `data`.
 fn keys_in(data: &EntityData, pk: &str, rk: &str) -> Option<(PartitionKey, RowKey)> {
     let text = |name: &str| match data.properties.get(name) {
         Some(Value::String(s)) => Some(s.clone()),
@@ -450,11 +430,10 @@ fn keys_in(data: &EntityData, pk: &str, rk: &str) -> Option<(PartitionKey, RowKe
     ))
 }
 
-/// The index tables whose definition rows this process wrote, per store.
 static DEFS_WRITTEN: Mutex<Vec<(Weak<TableEnv>, TableName)>> = Mutex::new(Vec::new());
 
-/// Writes the definition rows of `indexes` (see the module docs) unless
-/// this process already did for this store; creates the index table.
+/// Creates the index table and writes the definition rows of `indexes`,
+/// unless this process did for this store.
 pub(crate) async fn ensure_defs(env: &Arc<TableEnv>, indexes: &Indexes) -> Result<()> {
     let weak = Arc::downgrade(env);
     let known = {
@@ -495,8 +474,7 @@ pub(crate) async fn ensure_defs(env: &Arc<TableEnv>, indexes: &Indexes) -> Resul
 }
 
 /// Forgets that this process wrote the definition rows of `index_table`
-/// for the store of `env` (the store deleted the table): the next indexed
-/// write creates the table and writes them again.
+/// (the store deleted it), so the next indexed write writes them again.
 pub(crate) fn forget_defs(env: &Arc<TableEnv>, index_table: &TableName) {
     let weak = Arc::downgrade(env);
     DEFS_WRITTEN
@@ -505,8 +483,7 @@ pub(crate) fn forget_defs(env: &Arc<TableEnv>, index_table: &TableName) {
         .retain(|(w, t)| !(Weak::ptr_eq(w, &weak) && t == index_table));
 }
 
-/// Reads the definition rows of the index table of entity table `table`
-/// (unprefixed name); `None` when there are none.
+/// Reads the definition rows of entity table `table` (unprefixed).
 pub(crate) async fn read_defs(env: &Arc<TableEnv>, table: &str) -> Result<Option<Indexes>> {
     let entity_table = env.table_name(table)?;
     let index_table = env.table_name(&format!("{table}{TABLE_SUFFIX}"))?;

@@ -1,5 +1,5 @@
-//! Verifying and rebuilding the index rows of a table: finding (and
-//! fixing) the orphan and missing rows that writers outside leasehold leave.
+//! Verifying and rebuilding the index rows of a table: the orphan and
+//! missing rows writers outside leasehold leave.
 
 use crate::backend::WriteOptions;
 use std::collections::BTreeMap;
@@ -14,7 +14,7 @@ use crate::table::TableEnv;
 use std::sync::Arc;
 
 /// What [`Store::verify_indexes`](crate::Store::verify_indexes) found, or [`Store::rebuild_indexes`](crate::Store::rebuild_indexes)
-/// found and fixed, in the index rows of one table.
+/// found and fixed, in one table.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct IndexReport {
@@ -30,12 +30,10 @@ pub struct IndexReport {
     /// Index rows that name no entity (not rows of leasehold's layout),
     /// one line each.
     pub orphans: Vec<String>,
-    /// Index rows naming an entity that does not hold their value (left by
-    /// a failed write or a delete): harmless, not counted as
-    /// inconsistencies; a rebuild removes them.
+    /// Index rows naming an entity that does not hold their value:
+    /// harmless; a rebuild removes them.
     pub stale: u64,
-    /// Values of unique fields held by several entities (not fixed: one
-    /// entity must change).
+    /// Values of unique fields held by several entities (not fixed).
     pub duplicates: Vec<DuplicateValue>,
     /// Index rows written or deleted by a rebuild.
     pub repaired: u64,
@@ -54,13 +52,11 @@ impl IndexReport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DuplicateValue {
-    /// The unique index: the entity's type (the table name for
-    /// [`Store::verify_indexes`](crate::Store::verify_indexes)) and the field, such as `Customer.email`.
+    /// The entity's type (or table name) and the field: `Customer.email`.
     pub index: String,
     /// The field.
     pub field: String,
-    /// The value as text: a string as it is, an integer in decimal, a GUID
-    /// hyphenated, a date-time in RFC 3339 (UTC).
+    /// The value as text (a date-time in RFC 3339, UTC).
     pub value: String,
     /// The partition of the value's index row.
     pub partition_key: PartitionKey,
@@ -82,7 +78,7 @@ impl std::fmt::Display for DuplicateValue {
     }
 }
 
-/// An index row that should exist: its keys and the entity it points at.
+/// An index row that should exist.
 #[derive(Debug, Clone)]
 struct Expected {
     def: usize,
@@ -91,7 +87,6 @@ struct Expected {
     entity: (PartitionKey, RowKey),
 }
 
-/// A problem found, with what it takes to fix it.
 enum Problem {
     Missing(Expected),
     /// A row naming no entity, or one that does not hold its value.
@@ -136,8 +131,7 @@ async fn scan(
     }
 }
 
-/// The entities an index row names: its owner, and for a claim a unit
-/// took over within its commit, the entity it took it from.
+/// The entities an index row names (see `claim::prev_of`).
 fn named(data: &crate::entity::EntityData) -> Vec<(PartitionKey, RowKey)> {
     target_of(data)
         .into_iter()
@@ -145,7 +139,6 @@ fn named(data: &crate::entity::EntityData) -> Vec<(PartitionKey, RowKey)> {
         .collect()
 }
 
-/// Whether index row `row` names one of `holders`.
 fn names_one_of(row: &StoredEntity, holders: &[Expected]) -> bool {
     named(&row.data)
         .iter()
@@ -258,10 +251,9 @@ async fn check<P: FnMut(u64) + ?Sized>(
     Ok((report, problems))
 }
 
-/// Fixes one problem, re-checking it first, with the writes an indexed
-/// write makes: a missing value is claimed (or gets its index row); a row
-/// naming a non-holder is removed once that entity is neutralized. Returns
-/// whether a row was written.
+/// Fixes one problem, re-checked first, as an indexed write would: a
+/// missing value is claimed; a row naming a non-holder is removed once
+/// that entity is neutralized. Answers whether a row was written.
 async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result<bool> {
     match problem {
         Problem::Missing(e) => {
@@ -318,10 +310,8 @@ async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result
     }
 }
 
-/// The stale index rows of `indexes` ([`IndexReport::stale`]), each with
-/// its index, and how many rows the check read: for
-/// [`Store::sweep`](crate::Store::sweep), which checks each with
-/// [`still_stale`] before removing it.
+/// The stale index rows of `indexes`, each with its index, and how many
+/// rows were read: for [`Store::sweep`](crate::Store::sweep).
 pub(crate) async fn stale_rows(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
@@ -341,8 +331,7 @@ pub(crate) async fn stale_rows(
     Ok((report.entities + report.index_rows, stale))
 }
 
-/// Whether no entity index row `row` of index `def` names holds its value
-/// now (marks resolved).
+/// Whether no entity index row `row` names holds its value now.
 pub(crate) async fn still_stale(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
@@ -375,9 +364,7 @@ pub(crate) async fn defs_of(env: &Arc<TableEnv>, table: &str) -> Result<Indexes>
     })
 }
 
-/// Checks the index rows of entity table `table`, and repairs them when
-/// `repair` (see [`crate::Store::verify_indexes`] and
-/// [`crate::Store::rebuild_indexes`]).
+/// [`report`] by the definitions stored for entity table `table`.
 pub(crate) async fn report_table(
     env: &Arc<TableEnv>,
     table: &str,
@@ -387,8 +374,7 @@ pub(crate) async fn report_table(
     report(env, &defs_of(env, table).await?, repair, progress).await
 }
 
-/// Checks `indexes`, and when `repair` fixes every missing or orphan row
-/// found.
+/// Checks `indexes`, and when `repair` fixes what it found.
 pub(super) async fn report(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
