@@ -27,8 +27,8 @@ impl CommitClaims for UnitClaims {
     }
 }
 
-/// What a unit's commit does with index rows once it succeeded: the rows
-/// of the values it freed, per index table.
+/// The rows of the values a unit's commit freed, per index table, to
+/// remove once it succeeded.
 struct FreedRows(Vec<(Indexes, Vec<StoredEntity>)>);
 
 #[async_trait]
@@ -51,8 +51,8 @@ struct Plan {
     releases: Vec<(usize, Key)>,
 }
 
-/// The row `key` as the unit read it, or else read now (creating its
-/// table first) and added to `read`, for the commit to record.
+/// The row `key` as the unit read it, or else read now and added to
+/// `read`, for the commit to record.
 async fn read_for_index(
     env: &Arc<TableEnv>,
     input: &ClaimInput<'_>,
@@ -73,10 +73,8 @@ async fn read_for_index(
 }
 
 /// Before the commit sends anything: conditions every staged write of an
-/// indexed type on the row as the unit read it ([`conditioned`]) and sets
-/// the values the writes set (see "Units" in the module docs). Answers
-/// the rows it read, the writes to send instead of the staged ones, and
-/// the index rows of the values freed, to remove once the commit succeeded.
+/// indexed type on the row as the unit read it and sets the values they
+/// set (see "Units" in the module docs).
 async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Claimed> {
     let all: Vec<Indexes> = input
         .indexed
@@ -188,9 +186,8 @@ async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Cla
     })
 }
 
-/// A staged write of an indexed type, conditioned on the row as the unit
-/// read it (`read`, a tombstone included) as a [`Table`](crate::Table)'s
-/// indexed write conditions it: see [`claim_indexes`].
+/// A staged write conditioned on the row as the unit read it, as a
+/// [`Table`](crate::Table)'s indexed write conditions it.
 fn conditioned(op: TableOp, read: Option<&StoredEntity>) -> TableOp {
     let state = match read {
         None => State::Absent,
