@@ -145,20 +145,11 @@ impl<E: Entity> Query<E> {
     /// # use leasehold::{Entity, Store};
     /// #[derive(Entity, Clone, Debug)]
     /// #[entity(table = "Orders")]
-    /// struct Order {
-    ///     #[entity(partition_key)] customer: String,
-    ///     #[entity(row_key)] id: String,
-    ///     total: i64,
-    ///     notes: String,
-    /// }
+    /// struct Order { #[entity(partition_key)] customer: String, #[entity(row_key)] id: String, total: i64, notes: String }
     ///
     /// #[derive(Entity, Clone, Debug)]
     /// #[entity(table = "Orders")]
-    /// struct OrderTotal {
-    ///     #[entity(partition_key)] customer: String,
-    ///     #[entity(row_key)] id: String,
-    ///     total: i64,
-    /// }
+    /// struct OrderTotal { #[entity(partition_key)] customer: String, #[entity(row_key)] id: String, total: i64 }
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
     /// let store = Store::memory();
@@ -423,40 +414,20 @@ impl<E: Entity> Query<E> {
     /// # #[derive(Entity, Clone, Debug)]
     /// # #[entity(table = "Orders")]
     /// # struct Order { #[entity(partition_key)] customer: String, #[entity(row_key)] id: String, total: i64 }
-    ///
-    /// /// A handler of `GET /orders?page=TOKEN`: one page and where the
-    /// /// next starts, as JSON the client sends back.
-    /// async fn list_orders(
-    ///     store: &Store,
-    ///     page: Option<&str>,
-    /// ) -> leasehold::Result<leasehold::serde_json::Value> {
-    ///     let mut query = store.table::<Order>().query().partition("alice").page_size(2);
-    ///     if let Some(text) = page {
-    ///         // Text that is not a token of this query: `Invalid`, no request.
-    ///         query = query.resume(text.parse::<ContinuationToken>()?);
-    ///     }
-    ///     let page = query.page().await?;
-    ///     let totals: Vec<i64> = page.items.iter().map(|o| o.total).collect();
-    ///     Ok(leasehold::serde_json::json!({ "totals": totals, "next": page.continuation }))
-    /// }
-    ///
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let store = Store::memory();
-    /// let orders = store.table::<Order>();
+    /// let orders = Store::memory().table::<Order>();
     /// for (id, total) in [("1", 10), ("2", 20), ("3", 30)] {
     ///     orders.insert(Order { customer: "alice".into(), id: id.into(), total }).await?;
     /// }
-    /// let first = list_orders(&store, None).await?;
-    /// assert_eq!(first["totals"], leasehold::serde_json::json!([10, 20]));
-    /// let next = first["next"].as_str().expect("a next page");
-    /// let second = list_orders(&store, Some(next)).await?;
-    /// assert_eq!(second["totals"], leasehold::serde_json::json!([30]));
-    /// assert!(second["next"].is_null());
-    /// assert!(list_orders(&store, Some("made-up")).await.is_err());
-    ///
-    /// // Or every page in turn, as a stream:
     /// let pages: Vec<_> = orders.query().page_size(2).pages().try_collect().await?;
     /// assert_eq!(pages.iter().map(|p| p.items.len()).collect::<Vec<_>>(), [2, 1]);
+    ///
+    /// // Or one page per request of a client, who carries the token as text:
+    /// let first = orders.query().page_size(2).page().await?;
+    /// let text = first.continuation.expect("a next page").to_string();
+    /// let token: ContinuationToken = text.parse()?; // `Invalid` if made up
+    /// let second = orders.query().page_size(2).resume(token).page().await?;
+    /// assert_eq!((second.items[0].total, second.continuation), (30, None));
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
     ///

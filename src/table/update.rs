@@ -147,15 +147,10 @@ impl<E: Entity> Table<E> {
 /// struct Order { #[entity(partition_key)] shop: String, #[entity(row_key)] id: String, status: String }
 ///
 /// #[derive(Debug)]
-/// enum ShopError {
-///     AlreadyShipped(String),
-///     Storage(leasehold::Error),
-/// }
+/// enum ShopError { AlreadyShipped(String), Storage(leasehold::Error) }
 ///
 /// impl From<leasehold::Error> for ShopError {
-///     fn from(e: leasehold::Error) -> Self {
-///         ShopError::Storage(e)
-///     }
+///     fn from(e: leasehold::Error) -> Self { ShopError::Storage(e) }
 /// }
 ///
 /// async fn cancel(orders: &Table<Order>, id: &str) -> Result<(), ShopError> {
