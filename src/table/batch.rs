@@ -66,19 +66,15 @@ impl<E> std::fmt::Debug for Batch<E> {
 impl<E: Entity> Table<E> {
     /// An entity-group transaction on one partition of this table.
     pub fn batch(&self) -> Batch<E> {
-        Batch::new(self.clone())
-    }
-}
-
-impl<E: Entity> Batch<E> {
-    fn new(table: Table<E>) -> Self {
         Batch {
-            table,
+            table: self.clone(),
             ops: Vec::new(),
             error: None,
         }
     }
+}
 
+impl<E: Entity> Batch<E> {
     fn push(
         mut self,
         entity: &E,

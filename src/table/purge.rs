@@ -92,13 +92,6 @@ struct Grouping {
 }
 
 impl Grouping {
-    fn new(batch: usize) -> Self {
-        Grouping {
-            batch,
-            current: None,
-        }
-    }
-
     /// Adds `row`, pushing the deletes it completes onto `out`.
     fn add(&mut self, row: StoredEntity, out: &mut Vec<Deletes>) {
         let StoredEntity { data, etag, .. } = row;
@@ -216,7 +209,10 @@ impl<E: Entity> Table<E> {
                 (true, true) => TableOp::MAX_BATCH_OPS - 1,
                 (true, false) => TableOp::MAX_BATCH_OPS,
             };
-            let mut grouping = Grouping::new(batch);
+            let mut grouping = Grouping {
+                batch,
+                current: None,
+            };
             let deletes = pages
                 .map_ok(move |(rows, more)| {
                     let mut out = Vec::new();
@@ -394,7 +390,10 @@ mod tests {
 
     #[test]
     fn rows_are_grouped_by_partition_in_hundreds() {
-        let mut grouping = Grouping::new(100);
+        let mut grouping = Grouping {
+            batch: 100,
+            current: None,
+        };
         let mut out = Vec::new();
         for i in 0..250 {
             grouping.add(row("a", &format!("{i:03}")), &mut out);
@@ -418,7 +417,10 @@ mod tests {
 
     #[test]
     fn rows_of_an_indexed_type_go_one_by_one() {
-        let mut grouping = Grouping::new(1);
+        let mut grouping = Grouping {
+            batch: 1,
+            current: None,
+        };
         let mut out = Vec::new();
         grouping.add(row("a", "1"), &mut out);
         grouping.add(row("a", "2"), &mut out);

@@ -110,14 +110,8 @@ impl<E: Entity> Table<E> {
     /// A query over this table. Fence rows (row keys starting with
     /// `~lhfence~`, see [`Fence`](super::Fence)) are left out.
     pub fn query(&self) -> Query<E> {
-        Query::new(self.clone())
-    }
-}
-
-impl<E: Entity> Query<E> {
-    fn new(table: Table<E>) -> Self {
         Query {
-            table,
+            table: self.clone(),
             partition: None,
             rows: (Bound::Unbounded, Bound::Unbounded),
             filter: None,
@@ -127,7 +121,9 @@ impl<E: Entity> Query<E> {
             on_decode_error: None,
         }
     }
+}
 
+impl<E: Entity> Query<E> {
     scope_builders!("Only entities of this partition.");
 
     /// Returns only these properties (and the keys and Timestamp); fields
