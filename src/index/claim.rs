@@ -4,7 +4,7 @@
 
 use futures_util::future::join_all;
 
-use super::{Def, Indexes, Key, target_of, value_key};
+use super::{Def, ENTITY_PK, ENTITY_RK, Indexes, Key, target_of, value_key};
 use crate::backend::{Precondition, StoredEntity, TableOp, WriteOptions};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
@@ -45,9 +45,14 @@ fn index_row(
     txn: &str,
     prev: Option<&Keys>,
 ) -> Result<EntityData> {
-    let ipk = indexes.partition(def, &key.key)?;
-    let irk = Indexes::row(def, &owner.0, &owner.1)?;
-    let mut data = Indexes::row_data(ipk, irk, &owner.0, &owner.1);
+    let mut properties = Properties::with_capacity(2);
+    properties.insert_static(ENTITY_PK, Value::String(owner.0.as_str().to_owned()));
+    properties.insert_static(ENTITY_RK, Value::String(owner.1.as_str().to_owned()));
+    let mut data = EntityData {
+        partition_key: indexes.partition(def, &key.key)?,
+        row_key: Indexes::row(def, &owner.0, &owner.1)?,
+        properties,
+    };
     if def.unique {
         data.properties
             .insert_static(TXN, Value::String(txn.to_owned()));

@@ -367,22 +367,6 @@ impl Indexes {
         }
     }
 
-    pub(crate) fn row_data(
-        ipk: PartitionKey,
-        irk: RowKey,
-        pk: &PartitionKey,
-        rk: &RowKey,
-    ) -> EntityData {
-        let mut properties = Properties::with_capacity(2);
-        properties.insert_static(ENTITY_PK, Value::String(pk.as_str().to_owned()));
-        properties.insert_static(ENTITY_RK, Value::String(rk.as_str().to_owned()));
-        EntityData {
-            partition_key: ipk,
-            row_key: irk,
-            properties,
-        }
-    }
-
     pub(crate) fn duplicate(
         &self,
         def: &Def,
