@@ -67,7 +67,11 @@ fn index_row(
 }
 
 /// Sends one index write (never through a fence).
-async fn send(env: &Arc<TableEnv>, table: &crate::key::TableName, op: TableOp) -> Result<()> {
+pub(super) async fn send(
+    env: &Arc<TableEnv>,
+    table: &crate::key::TableName,
+    op: TableOp,
+) -> Result<()> {
     env.backend()
         .execute(table, op, &WriteOptions::new())
         .await

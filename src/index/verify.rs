@@ -1,16 +1,15 @@
 //! Verifying and rebuilding the index rows of a table: the orphan and
 //! missing rows writers outside leasehold leave.
 
-use crate::backend::WriteOptions;
 use std::collections::BTreeMap;
 
 use super::claim::{self, Claimant, Neutralized};
 use super::{DEFS_PARTITION, Indexes, read_defs, target_of, value_key_of};
 use crate::backend::{QuerySpec, StoredEntity, TableOp};
 use crate::entity::Value;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
-use crate::table::TableEnv;
+use crate::table::{TableEnv, lost_race};
 use std::sync::Arc;
 
 /// What [`Store::verify_indexes`](crate::Store::verify_indexes) found, or [`Store::rebuild_indexes`](crate::Store::rebuild_indexes)
@@ -287,23 +286,14 @@ async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result
                     Neutralized::Holds | Neutralized::Raced => return Ok(false),
                 }
             }
-            let removed = env
-                .backend()
-                .execute(
-                    &indexes.index_table,
-                    TableOp::Delete {
-                        partition_key: ipk,
-                        row_key: irk,
-                        condition: crate::backend::Precondition::IfMatch(now.etag),
-                    },
-                    &WriteOptions::new(),
-                )
-                .await;
-            match removed {
-                Ok(_) => Ok(true),
-                Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => {
-                    Ok(false)
-                }
+            let op = TableOp::Delete {
+                partition_key: ipk,
+                row_key: irk,
+                condition: crate::backend::Precondition::IfMatch(now.etag),
+            };
+            match claim::send(env, &indexes.index_table, op).await {
+                Ok(()) => Ok(true),
+                Err(e) if lost_race(&e) => Ok(false),
                 Err(e) => Err(e),
             }
         }
