@@ -241,9 +241,7 @@ fn lookup_stream<E: Entity>(
     let start = start.map(|(env, indexes, i, filter)| {
         let spec = QuerySpec {
             filter,
-            select: None,
-            top: None,
-            continuation: None,
+            ..QuerySpec::default()
         };
         (env, indexes, i, spec)
     });

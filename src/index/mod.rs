@@ -477,9 +477,7 @@ pub(crate) async fn read_defs(env: &Arc<TableEnv>, table: &str) -> Result<Option
             crate::query::CmpOp::Eq,
             Value::String(DEFS_PARTITION.into()),
         )),
-        select: None,
-        top: None,
-        continuation: None,
+        ..crate::backend::QuerySpec::default()
     };
     let page = match env.backend().query(&index_table, &spec).await {
         Ok(page) => page,

@@ -103,10 +103,9 @@ async fn scan(
     mut each: impl FnMut(StoredEntity) -> Result<()>,
 ) -> Result<()> {
     let mut spec = QuerySpec {
-        filter: None,
         select,
         top: Some(QuerySpec::MAX_PAGE_SIZE),
-        continuation: None,
+        ..QuerySpec::default()
     };
     loop {
         let page = match env.backend().query(table, &spec).await {
