@@ -42,7 +42,7 @@ impl<E: Entity> Table<E> {
         F: FnMut(&mut E),
     {
         let updated = self
-            .update_loop(partition_key, row_key, |e| {
+            .try_update_with(partition_key, row_key, |e| {
                 f(e);
                 Ok::<(), std::convert::Infallible>(())
             })
@@ -63,18 +63,6 @@ impl<E: Entity> Table<E> {
     /// sent); [`UpdateError::Failed`] with the errors of
     /// [`Table::update_with`].
     pub async fn try_update_with<F, U>(
-        &self,
-        partition_key: impl IntoPartitionKey,
-        row_key: impl IntoRowKey,
-        f: F,
-    ) -> std::result::Result<Versioned<E>, UpdateError<U>>
-    where
-        F: FnMut(&mut E) -> std::result::Result<(), U>,
-    {
-        self.update_loop(partition_key, row_key, f).await
-    }
-
-    async fn update_loop<F, U>(
         &self,
         partition_key: impl IntoPartitionKey,
         row_key: impl IntoRowKey,
