@@ -26,9 +26,6 @@
 //! let dup = customers.insert(Customer { region: "us".into(), id: "2".into(),
 //!     email: "ann@example.com".into(), city: None }).await;
 //! assert_eq!(dup.unwrap_err().kind(), ErrorKind::ValueTaken); // nothing stored
-//! let again = customers.insert(Customer { region: "eu".into(), id: "1".into(),
-//!     email: "bob@example.com".into(), city: None }).await;
-//! assert_eq!(again.unwrap_err().kind(), ErrorKind::AlreadyExists); // the row exists
 //!
 //! let ann = customers.get_by(c.email, "ann@example.com").await?.expect("indexed");
 //! assert_eq!(ann.id, "1");

@@ -6,12 +6,10 @@ use crate::lease::LeaseName;
 use crate::query::{digest, digest_from};
 
 /// The lease name of the lock of partition `pk` in a store with table prefix
-/// `prefix`: `prefix/pk` (`pk` without a prefix), or, when that exceeds the
-/// lease-name limit, the prefix and a 128-bit hash of the key after `#` (a
-/// character keys cannot contain, so the two forms never meet). Keys
-/// cannot contain `/` either, so the names of one prefix (or of none) never
-/// meet another's. Two keys sharing a hashed name would only share a lock,
-/// which stays safe.
+/// `prefix`: `prefix/pk`, or past the lease-name limit the prefix, `#` and
+/// a 128-bit hash of the key. Keys contain neither `#` nor `/`, so the two
+/// forms and the names of two prefixes never meet; two keys sharing a hash
+/// would only share a lock, which stays safe.
 pub(crate) fn lock_name(prefix: &str, pk: &PartitionKey) -> Result<LeaseName> {
     let prefix = lock_prefix(prefix);
     let plain = format!("{prefix}{}", pk.as_str());

@@ -8,7 +8,7 @@ use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
 use super::handle::{SameTable, Table};
 use super::stored::versioned_from;
-use crate::backend::{QueryPage, QuerySpec, StoredEntity};
+use crate::backend::{QuerySpec, StoredEntity};
 use crate::entity::{Entity, Versioned, property_name_problem};
 use crate::error::{Error, Result};
 use crate::key::PartitionKey;
@@ -322,17 +322,6 @@ impl<E: Entity> Query<E> {
         Ok((table, pages.boxed()))
     }
 
-    /// One page of rows as a read sees them (see [`TableEnv::query_page`](super::TableEnv::query_page)).
-    async fn fetch_rows(table: &Table<E>, spec: &QuerySpec) -> Result<QueryPage> {
-        let read = async {
-            table
-                .env
-                .query_page(table.ready_to_read().await?, spec)
-                .await
-        };
-        table.env.telemetry().operation("query", read).await
-    }
-
     /// The pages of a query from `start` (its table, first request and
     /// token digest), each row decoded (or left out) by `decode` (given
     /// whether rows are whole), each page with the next one's token. Ends
@@ -347,7 +336,14 @@ impl<E: Entity> Query<E> {
                 return Ok(None);
             };
             let ((table, mut spec, query), decode) = start?;
-            let page = Self::fetch_rows(&table, &spec).await?;
+            // As reads see them (see [`TableEnv::query_page`](super::TableEnv::query_page)).
+            let read = async {
+                table
+                    .env
+                    .query_page(table.ready_to_read().await?, &spec)
+                    .await
+            };
+            let page = table.env.telemetry().operation("query", read).await?;
             let complete = spec.select.is_none();
             let items: Vec<_> = page
                 .entities

@@ -59,9 +59,7 @@ impl<E: Entity> Table<E> {
     /// [`UpdateError`].
     ///
     /// # Errors
-    /// [`UpdateError::Refused`] with `f`'s error when it refused (nothing
-    /// sent); [`UpdateError::Failed`] with the errors of
-    /// [`Table::update_with`].
+    /// [`UpdateError::Failed`] with the errors of [`Table::update_with`].
     pub async fn try_update_with<F, U>(
         &self,
         partition_key: impl IntoPartitionKey,
