@@ -8,10 +8,10 @@ use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 use super::verify::{IndexReport, report};
 use super::{Indexes, target_of, value_key};
 use crate::backend::{QuerySpec, StoredEntity};
-use crate::entity::{Entity, PropertyCodec, Value, Versioned, short_type_name};
+use crate::entity::{Entity, PropertyCodec, Versioned, short_type_name};
 use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey};
-use crate::query::{CmpOp, Column, ColumnValue, Filter, key_range_filter};
+use crate::query::{Column, ColumnValue, Filter, key_range_filter, scope_filter};
 use crate::table::TableEnv;
 use crate::table::{Table, versioned};
 use std::sync::Arc;
@@ -96,12 +96,9 @@ impl<E: Entity> Table<E> {
         let start = self.index_on(&column, false).and_then(|(env, indexes, i)| {
             let key = key_of(column.name(), &value)?;
             let ipk = indexes.partition(&indexes.defs[i], &key)?;
-            let filter = Filter::compare(
-                "PartitionKey",
-                CmpOp::Eq,
-                Value::String(ipk.as_str().to_owned()),
-            );
-            Ok((env, indexes, i, Some(filter)))
+            let all = (Bound::Unbounded, Bound::Unbounded);
+            let filter = scope_filter(Some(ipk.as_str()), &all, None);
+            Ok((env, indexes, i, filter))
         });
         lookup_stream::<E>(start)
     }

@@ -197,6 +197,7 @@ mod unit;
 mod verify;
 mod write;
 
+use std::ops::Bound::Unbounded;
 use std::sync::{Arc, Mutex, Weak};
 
 pub(crate) use unit::UnitClaims;
@@ -469,11 +470,7 @@ pub(crate) async fn read_defs(env: &Arc<TableEnv>, table: &str) -> Result<Option
     let entity_table = env.table_name(table)?;
     let index_table = env.table_name(&format!("{table}{TABLE_SUFFIX}"))?;
     let spec = crate::backend::QuerySpec {
-        filter: Some(crate::query::Filter::compare(
-            "PartitionKey",
-            crate::query::CmpOp::Eq,
-            Value::String(DEFS_PARTITION.into()),
-        )),
+        filter: crate::query::scope_filter(Some(DEFS_PARTITION), &(Unbounded, Unbounded), None),
         ..crate::backend::QuerySpec::default()
     };
     let page = match env.backend().query(&index_table, &spec).await {

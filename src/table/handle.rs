@@ -238,24 +238,15 @@ impl<E: Entity> Table<E> {
         pk: &PartitionKey,
         rk: &RowKey,
     ) -> Result<Option<Versioned<E>>> {
-        self.env
-            .telemetry()
-            .operation("get", async {
-                let name = self.ready_to_read().await?;
-                let span =
-                    tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
-                async {
-                    match self.env.read_row(name, pk, rk).await? {
-                        Some(stored) => {
-                            Ok(Some(crate::__private::in_row(pk, rk, versioned(stored))?))
-                        }
-                        None => Ok(None),
-                    }
-                }
-                .instrument(span)
-                .await
-            })
-            .await
+        let read = async {
+            let name = self.ready_to_read().await?;
+            let span =
+                tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
+            let row = self.env.read_row(name, pk, rk).instrument(span).await?;
+            row.map(|stored| crate::__private::in_row(pk, rk, versioned(stored)))
+                .transpose()
+        };
+        self.env.telemetry().operation("get", read).await
     }
 }
 
