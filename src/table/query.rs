@@ -57,18 +57,6 @@ pub struct Query<E> {
 /// See [`Query::on_decode_error`]; `None`: the error is returned.
 type OnDecodeError = Option<Arc<dyn Fn(Error) + Send + Sync>>;
 
-/// Applies a decode-error policy to one row: `None` when it is left out.
-fn apply<E>(policy: &OnDecodeError, row: Result<Versioned<E>>) -> Option<Result<Versioned<E>>> {
-    match (row, policy) {
-        (Err(e @ Error::Decode { .. }), Some(report)) => {
-            tracing::debug!(error = %e, "leaving out a row that does not decode");
-            report(e);
-            None
-        }
-        (row, _) => Some(row),
-    }
-}
-
 impl<E> std::fmt::Debug for Query<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Query")
@@ -367,7 +355,14 @@ impl<E: Entity> Query<E> {
         let policy = self.on_decode_error.clone();
         let start = self.spec().map(|(spec, query)| (self.table, spec, query));
         Self::row_pages(start, move |row, complete| {
-            apply(&policy, versioned_from(row, complete))
+            match (versioned_from(row, complete), &policy) {
+                (Err(e @ Error::Decode { .. }), Some(report)) => {
+                    tracing::debug!(error = %e, "leaving out a row that does not decode");
+                    report(e);
+                    None
+                }
+                (row, _) => Some(row),
+            }
         })
     }
 

@@ -59,10 +59,10 @@ impl<E: Entity> Table<E> {
             WriteOptions::new()
         };
         // The index write path takes the row's values from the version read.
-        let as_read = match self.indexing {
-            Some(_) => current.and_then(Versioned::stored_properties),
-            None => None,
-        };
+        let as_read = self
+            .indexing
+            .as_ref()
+            .and_then(|_| current?.stored_properties());
         let version = self
             .execute(name, op, &options, as_read)
             .instrument(span.clone())
