@@ -93,13 +93,13 @@ impl<E: Entity> Table<E> {
         version: Version,
     ) -> Versioned<E> {
         match self.get_keys(pk, rk).await {
-            Ok(Some(read)) if read.etag() == &version.etag => read,
-            Ok(_) => Versioned::new(sent, version.etag, version.timestamp),
+            Ok(Some(read)) if read.etag() == &version.etag => return read,
+            Ok(_) => {}
             Err(e) => {
-                tracing::debug!(table = E::TABLE, partition = %pk, row = %rk, error = %e, "reading a merged entity back failed; the merge's own result is returned");
-                Versioned::new(sent, version.etag, version.timestamp)
+                tracing::debug!(table = E::TABLE, partition = %pk, row = %rk, error = %e, "reading a merged entity back failed; the merge's own result is returned")
             }
         }
+        Versioned::new(sent, version.etag, version.timestamp)
     }
 
     /// Creates the entity; fails if it exists.
