@@ -208,8 +208,7 @@ pub(crate) enum Neutralized {
 }
 
 /// Makes any pending write of entity `owner` fail unless it holds `key`
-/// of index `def` now (invariant 2 of the module docs). `held`: see
-/// [`Claimant::held`].
+/// of index `def` now (invariant 2 of the module docs).
 pub(crate) async fn neutralize(
     env: &Arc<TableEnv>,
     indexes: &Indexes,

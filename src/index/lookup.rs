@@ -48,9 +48,9 @@ impl<E: Entity> Table<E> {
     /// the [`index`](crate::index) module docs for an example.
     ///
     /// # Errors
-    /// [`Error::Invalid`] when the column's field is not `#[entity(unique)]`
-    /// or the value has no key form (before any request);
-    /// [`Error::Decode`] when the entity does not decode; backend errors.
+    /// [`Error::Invalid`] before any request when the field is not
+    /// `#[entity(unique)]` or the value has no key form; [`Error::Decode`];
+    /// backend errors.
     pub async fn get_by<T: PropertyCodec + KeyPart>(
         &self,
         column: Column<E, T>,

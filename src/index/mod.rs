@@ -1,10 +1,9 @@
 //! Declarative indexes: `#[entity(unique)]` and `#[entity(index)]`.
 //!
-//! A field marked `#[entity(unique)]` holds a value no two entities of the
-//! type share; one marked `#[entity(index)]` is looked up by value. Every
-//! write through [`Table`](crate::Table) or a [`Unit`](crate::lock::Unit)
-//! keeps the index rows together with the entity, all or nothing, and a
-//! duplicate is refused before anything is stored.
+//! No two entities of a type share the value of a `#[entity(unique)]`
+//! field; an `#[entity(index)]` field is looked up by value. Every write
+//! through [`Table`](crate::Table) or a [`Unit`](crate::lock::Unit) keeps
+//! the index rows with the entity, and a duplicate is refused unstored.
 //!
 //! ```
 //! use leasehold::{Entity, ErrorKind, Store};
@@ -390,8 +389,8 @@ pub(crate) fn value_key_of(ipk: &PartitionKey) -> Option<String> {
 #[derive(Debug, Default)]
 pub(crate) struct Changes {
     pub(crate) claims: Vec<(usize, Key)>,
-    /// The values it takes away whose rows go once it landed (none for a
-    /// delete, which leaves its claims to the next writer).
+    /// The values it takes away whose rows go once it landed (a delete
+    /// leaves its claims to the next writer).
     pub(crate) frees: Vec<(usize, Key)>,
     /// Every value it takes away.
     pub(crate) releases: Vec<(usize, Key)>,

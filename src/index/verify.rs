@@ -23,11 +23,9 @@ pub struct IndexReport {
     pub entities: u64,
     /// Index rows read.
     pub index_rows: u64,
-    /// Indexed values with no index row pointing at their entity, one line
-    /// each (type, field, value, entity keys).
+    /// Indexed values whose entity no index row names, one line each.
     pub missing: Vec<String>,
-    /// Index rows that name no entity (not rows of leasehold's layout),
-    /// one line each.
+    /// Index rows that name no entity, one line each.
     pub orphans: Vec<String>,
     /// Index rows naming an entity that does not hold their value:
     /// harmless; a rebuild removes them.

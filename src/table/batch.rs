@@ -42,7 +42,6 @@ pub struct Batch<E> {
 
 /// What an operation of a batch returns once committed.
 enum Returned<E> {
-    /// Nothing: a delete.
     Deleted,
     /// This entity, as stored; `true`: merged from a projection.
     Entity(E, Stored<E>, bool),

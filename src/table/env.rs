@@ -15,9 +15,8 @@ use crate::lease::LeaseManager;
 use crate::retry::ConflictRetry;
 use crate::telemetry::Telemetry;
 
-/// What the tables of one store share, so tables need nothing else of the
-/// store. `locks` are the partition locks a read takes to settle a commit
-/// whose writer is gone (see [`super::marks`]).
+/// What the tables of one store share; `locks`: those a read takes to
+/// settle a commit whose writer is gone (see [`super::marks`]).
 pub(crate) struct TableEnv {
     backend: Arc<dyn Backend>,
     conflict_retry: ConflictRetry,

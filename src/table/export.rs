@@ -121,8 +121,8 @@ impl DynamicEntity {
         .to_text()
     }
 
-    /// A row read back from one line of an export, or of the service's
-    /// JSON (`Timestamp`, `odata.*` entries and `null` values left out).
+    /// A row read back from a line of an export or of the service's JSON
+    /// (`Timestamp`, `odata.*` entries and `null` values left out).
     ///
     /// # Errors
     /// [`Error::Invalid`] naming the culprit: not a JSON object, a key

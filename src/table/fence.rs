@@ -232,7 +232,7 @@ fn all_etag(all: &[TableOp]) -> Option<ETag> {
 pub(super) struct FencedWrites<B> {
     pub(super) inner: B,
     pub(super) fence: Fence,
-    /// How races with fences of the same epoch are retried.
+    /// Retries races with fences of the same epoch.
     pub(super) races: ConflictRetry,
 }
 

@@ -1,5 +1,4 @@
-//! [`Table`]: the handle of one typed table: its name, the table's
-//! creation on first use, and single-entity reads.
+//! [`Table`]: the handle of one typed table, and single-entity reads.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -191,10 +190,9 @@ impl<E: Entity> Table<E> {
     /// Reads one entity with its ETag; `None` when there is none.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for an invalid key; [`Error::Decode`] when the stored
-    /// entity does not fit `E`; [`Error::NotFound`] (code `TableNotFound`)
-    /// when the table does not exist because the store deleted it (see
-    /// [`crate::Store::delete_table`]); backend errors.
+    /// [`Error::Invalid`] for an invalid key; [`Error::Decode`] when the
+    /// stored entity does not fit `E`; [`Error::NotFound`] (`TableNotFound`)
+    /// after [`crate::Store::delete_table`]; backend errors.
     pub async fn get(
         &self,
         partition_key: impl IntoPartitionKey,

@@ -1,8 +1,6 @@
 //! Resolving row marks: a reader of a row a commit marked ([`MARK`])
-//! finishes or withdraws what the mark stands for, so that every read
-//! through a [`Table`](super::Table), a unit or an index lookup sees rows
-//! as committed. The protocol is told in `crate::lock` ("Units and
-//! optimistic writes").
+//! finishes or withdraws the commit, so every read sees rows as committed
+//! (the protocol: `crate::lock`, "Units and optimistic writes").
 
 use std::time::Duration;
 
@@ -316,15 +314,13 @@ impl TableEnv {
 }
 
 /// The request a query asked as `asked` sends, and whether the service
-/// checks its whole filter on the rows without a mark it returns.
+/// checks its whole filter on the unmarked rows it returns.
 ///
 /// The service filters a marked row by its before-image, so the request
-/// also returns every marked row of the key range (`keys and (rest or
-/// _lhTxn ge '')`) and [`TableEnv::query_page`] filters each as
-/// resolved. Over the service's limits (15 comparisons,
-/// [`Filter::MAX_LEN`]) only the key range is sent and every row is
-/// filtered here. A projection also asks for the reserved properties and
-/// those the filter compares.
+/// also returns the key range's marked rows (`keys and (rest or _lhTxn ge
+/// '')`), which [`TableEnv::query_page`] filters as resolved; over the
+/// service's limits only the key range is sent. A projection also asks for
+/// the reserved properties and those the filter compares.
 pub(crate) fn query_request(asked: &QuerySpec) -> (QuerySpec, bool) {
     let mut sent = asked.clone();
     let mut exact = true;

@@ -29,9 +29,9 @@ impl PurgeOptions {
         }
     }
 
-    /// At most `requests` deletes in flight at once (at least 1). The
-    /// service serves about 2,000 entities a second per partition and
-    /// 20,000 per account: past a few dozen, more only meets `ServerBusy`.
+    /// At most `requests` (at least 1) deletes in flight: the service
+    /// serves about 2,000 entities a second per partition and 20,000 per
+    /// account, so past a few dozen more only meet `ServerBusy`.
     #[must_use = "`with_concurrency` returns the changed options"]
     pub fn with_concurrency(mut self, requests: usize) -> Self {
         self.concurrency = requests;
@@ -64,8 +64,7 @@ pub struct PurgeReport {
     pub deleted: u64,
     /// Rows matched but not deleted: changed or deleted since read.
     pub skipped: u64,
-    /// Delete requests sent (transactions, or single deletes for a type
-    /// with indexes).
+    /// Delete requests sent.
     pub batches: u64,
 }
 

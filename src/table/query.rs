@@ -115,8 +115,7 @@ impl<E: Entity> Query<E> {
     scope_builders!("Only entities of this partition.");
 
     /// Returns only these properties (and the keys and Timestamp); fields
-    /// not selected must tolerate absence. [`Query::select`] names them by
-    /// a type instead.
+    /// not selected must tolerate absence. See also [`Query::select`].
     pub fn select_properties(mut self, properties: &[&str]) -> Self {
         self.select = Some(properties.iter().map(|p| (*p).to_owned()).collect());
         self
@@ -183,8 +182,7 @@ impl<E: Entity> Query<E> {
         }
     }
 
-    /// Entities per page, 1 to 1000 ([`QuerySpec::MAX_PAGE_SIZE`], the
-    /// service's limit and default).
+    /// Entities per page, 1 to [`QuerySpec::MAX_PAGE_SIZE`] (the default).
     pub fn page_size(mut self, size: u16) -> Self {
         self.page_size = Some(size);
         self

@@ -1,5 +1,4 @@
-//! From stored entities to typed values: what a read returns, and what a
-//! write leaves stored.
+//! From stored entities to typed values, for reads and writes.
 
 use std::sync::Arc;
 

@@ -18,8 +18,7 @@ use crate::rows::tombstone::is_tombstone;
 
 impl<E: Entity> Table<E> {
     /// Sends one write of `entity` (`current`: the version it is
-    /// conditioned on) and returns the entity as stored, read back when
-    /// only a read can tell.
+    /// conditioned on) and returns the entity as stored.
     pub(crate) async fn write(
         &self,
         entity: &E,
@@ -312,8 +311,7 @@ impl<E: Entity> Table<E> {
             .await
     }
 
-    /// A delete of the row `keys` name under `condition`, as the operation
-    /// `name` of the table's telemetry.
+    /// A delete as the operation `name` of the table's telemetry.
     async fn traced_delete(
         &self,
         name: &'static str,
