@@ -4,7 +4,7 @@
 
 use futures_util::future::join_all;
 
-use super::{Def, Indexes, Key, target_of, value_key};
+use super::{Def, ENTITY_PK, ENTITY_RK, Indexes, Key, target_of, value_key};
 use crate::backend::{Precondition, StoredEntity, TableOp, WriteOptions};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
@@ -14,27 +14,21 @@ use crate::table::TableEnv;
 use crate::table::{Resolver, lost_race as raced};
 use std::sync::Arc;
 
-/// The property of a claim naming the write that made it.
 pub(crate) const TXN: &str = "Txn";
-/// The properties of a claim taken over by a unit from an entity the same
-/// unit's commit frees the value from: that entity's keys. Until the commit
-/// lands, that entity still holds the value.
+/// The keys of the entity a unit took a claim over from within its
+/// commit, which holds the value until the commit lands.
 const PREV_PK: &str = "PrevPartitionKey";
 const PREV_RK: &str = "PrevRowKey";
 
-/// The entity a claim was taken over from within one unit, if any.
 pub(crate) fn prev_of(data: &EntityData) -> Option<Keys> {
     super::keys_in(data, PREV_PK, PREV_RK)
 }
 
-/// Tries of a claim losing races before [`Error::Timeout`].
 const ATTEMPTS: usize = 16;
 
-/// An entity's keys.
 pub(crate) type Keys = (PartitionKey, RowKey);
 
-/// Whether stored properties `properties` (of an entity row, not a
-/// tombstone) hold key form `key` in index `def`.
+/// Whether an entity's stored `properties` hold `key` in index `def`.
 pub(crate) fn holds(def: &Def, properties: &Properties, key: &str) -> bool {
     !is_tombstone(properties)
         && properties
@@ -43,8 +37,6 @@ pub(crate) fn holds(def: &Def, properties: &Properties, key: &str) -> bool {
             .is_some_and(|k| k == key)
 }
 
-/// The stored form of the index row of `def` for value `key` of entity
-/// `owner`: a claim (with the write's id) for a unique index.
 fn index_row(
     indexes: &Indexes,
     def: &Def,
@@ -53,9 +45,14 @@ fn index_row(
     txn: &str,
     prev: Option<&Keys>,
 ) -> Result<EntityData> {
-    let ipk = indexes.partition(def, &key.key)?;
-    let irk = Indexes::row(def, &owner.0, &owner.1)?;
-    let mut data = Indexes::row_data(ipk, irk, &owner.0, &owner.1);
+    let mut properties = Properties::with_capacity(2);
+    properties.insert_static(ENTITY_PK, Value::String(owner.0.as_str().to_owned()));
+    properties.insert_static(ENTITY_RK, Value::String(owner.1.as_str().to_owned()));
+    let mut data = EntityData {
+        partition_key: indexes.partition(def, &key.key)?,
+        row_key: Indexes::row(def, &owner.0, &owner.1)?,
+        properties,
+    };
     if def.unique {
         data.properties
             .insert_static(TXN, Value::String(txn.to_owned()));
@@ -69,33 +66,31 @@ fn index_row(
     Ok(data)
 }
 
-/// Sends one write of the index machinery (never through a fence).
-async fn send(env: &Arc<TableEnv>, table: &crate::key::TableName, op: TableOp) -> Result<()> {
+/// Sends one index write (never through a fence).
+pub(super) async fn send(
+    env: &Arc<TableEnv>,
+    table: &crate::key::TableName,
+    op: TableOp,
+) -> Result<()> {
     env.backend()
         .execute(table, op, &WriteOptions::new())
         .await
         .map(|_| ())
 }
 
-/// Who claims a value.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Claimant<'a> {
-    /// The entity the claim names.
     pub(crate) owner: &'a Keys,
-    /// The write making the claim.
     pub(crate) txn: &'a str,
-    /// An entity whose write in the same unit's commit frees the value (a
-    /// unit re-keying an entity): a claim it holds is taken over without
-    /// touching it, and names it, so that until the commit lands it still
-    /// counts as the holder.
+    /// An entity the same unit's commit frees the value from: its claim
+    /// is taken over naming it, untouched (see `PREV_PK`).
     pub(crate) freed_by_unit: Option<&'a Keys>,
-    /// The partitions whose locks the claimant holds (a unit's): a mark
-    /// whose primary it holds is taken off at once rather than waited for.
+    /// The partitions whose locks a unit holds: a mark whose primary it
+    /// holds is taken off at once.
     pub(crate) held: &'a [PartitionKey],
 }
 
 impl<'a> Claimant<'a> {
-    /// A claimant holding no lock (a [`crate::Table`] write, a rebuild).
     pub(crate) fn plain(owner: &'a Keys, txn: &'a str) -> Self {
         Claimant {
             owner,
@@ -106,16 +101,12 @@ impl<'a> Claimant<'a> {
     }
 }
 
-/// Sets value `key` of index `def` for `who`'s entity. Of a non-unique
-/// index, writes its index row ([`add_row`]). Of a unique one, claims it
-/// (see "Writes" in the module docs): inserts the claim, or replaces it at
-/// the ETag read once every other entity it names is
-/// [neutralized](neutralize).
+/// Sets value `key` of index `def` for `who`'s entity: its index row, or
+/// of a unique index its claim (see "Writes" in the module docs).
 ///
 /// # Errors
 /// [`Error::ValueTaken`] when another entity holds the value;
-/// [`Error::Timeout`] when the claim kept changing under the write for
-/// [`ATTEMPTS`] tries; backend errors.
+/// [`Error::Timeout`] after [`ATTEMPTS`] lost races.
 pub(crate) async fn set(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
@@ -137,25 +128,23 @@ pub(crate) async fn set(
     let started = tokio::time::Instant::now();
     let mut pauses = env.conflict_retry().backoff();
     for attempt in 0..ATTEMPTS {
-        // Writers losing races to each other step back as `update_with`
-        // does.
+        // Racing writers step back as `update_with` does.
         if attempt > 0
             && let Some(pause) = pauses.next()
         {
             tokio::time::sleep(pause).await;
         }
-        let row = &plain;
-        match send(env, table, TableOp::Insert(row.clone())).await {
+        match send(env, table, TableOp::Insert(plain.clone())).await {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
-        let found = env.read_row(table, &row.partition_key, &row.row_key);
+        let found = env.read_row(table, &plain.partition_key, &plain.row_key);
         let Some(current) = found.await? else {
             continue;
         };
         let holder = target_of(&current.data);
-        let mut take_as = row.clone();
+        let mut take_as = plain.clone();
         if holder.is_some() && holder.as_ref() == freed_by_unit {
             take_as = index_row(indexes, def, key, owner, txn, freed_by_unit)?;
         } else {
@@ -179,11 +168,11 @@ pub(crate) async fn set(
                     Neutralized::Holds => {
                         return Err(indexes.duplicate(def, &key.value, Some(named)));
                     }
-                    Neutralized::Raced => raced = true,
+                    Neutralized::Raced => {
+                        raced = true;
+                        break;
+                    }
                     Neutralized::Done => {}
-                }
-                if raced {
-                    break;
                 }
             }
             if raced {
@@ -210,21 +199,16 @@ pub(crate) async fn set(
     })
 }
 
-/// What [`neutralize`] found.
 pub(crate) enum Neutralized {
-    /// The owner holds the value.
     Holds,
-    /// The owner's row changed while it was looked at: look again.
+    /// The owner's row changed meanwhile: look again.
     Raced,
-    /// The owner does not hold the value, and no write of it pending now
-    /// can succeed any more.
+    /// No pending write of the owner can succeed any more.
     Done,
 }
 
-/// Makes any pending write of entity `owner` impossible unless the owner
-/// holds `key` of index `def` now (invariant 2 of the module docs): a
-/// tombstone where it is absent, the row rewritten where it exists, judged
-/// with any mark resolved. `held`: see [`Claimant::held`].
+/// Makes any pending write of entity `owner` fail unless it holds `key`
+/// of index `def` now (invariant 2 of the module docs).
 pub(crate) async fn neutralize(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
@@ -256,9 +240,8 @@ pub(crate) async fn neutralize(
     }
 }
 
-/// Writes the index row of non-unique value `key` for entity `owner`
-/// (unconditionally: it names only the owner, and lookups check the owner
-/// still holds the value).
+/// Writes the index row of a non-unique value, unconditionally (lookups
+/// check the owner holds the value).
 async fn add_row(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
@@ -275,8 +258,8 @@ async fn add_row(
     .await
 }
 
-/// Reads the index rows of the values `owner` frees (`(def, key)` pairs)
-/// that name it, to remove them once the write that frees them succeeded.
+/// Reads the index rows of the values `owner` frees that name it, to
+/// remove once the write freeing them succeeded.
 pub(crate) async fn read_freed(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
@@ -297,8 +280,8 @@ pub(crate) async fn read_freed(
         .collect()
 }
 
-/// Removes the index rows read by [`read_freed`], each at the ETag read,
-/// best effort (a row left behind is a stale claim).
+/// Removes the rows [`read_freed`] read at their ETags, best effort (a
+/// row left behind is a stale claim).
 pub(crate) async fn remove_freed(env: &Arc<TableEnv>, indexes: &Indexes, freed: Vec<StoredEntity>) {
     let deletes = freed.into_iter().map(|row| async move {
         let op = TableOp::Delete {

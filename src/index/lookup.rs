@@ -1,6 +1,4 @@
-//! The index methods of [`Table`]: lookups through an index (by unique
-//! value, by value, by range of values), and verifying and rebuilding a
-//! table's index rows (the work is `verify.rs`'s).
+//! The index methods of [`Table`]: lookups, verify and rebuild.
 
 use std::ops::{Bound, RangeBounds};
 
@@ -10,16 +8,15 @@ use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 use super::verify::{IndexReport, report};
 use super::{Indexes, target_of, value_key};
 use crate::backend::{QuerySpec, StoredEntity};
-use crate::entity::{Entity, PropertyCodec, Value, Versioned, short_type_name};
+use crate::entity::{Entity, PropertyCodec, Versioned, short_type_name};
 use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey};
-use crate::query::{CmpOp, Column, ColumnValue, Filter, key_range_filter};
+use crate::query::{Column, ColumnValue, Filter, key_range_filter, scope_filter};
 use crate::table::TableEnv;
 use crate::table::{Table, versioned};
 use std::sync::Arc;
 
 impl<E: Entity> Table<E> {
-    /// The indexes of `E` and the position of the index on `column`.
     fn index_on<T>(
         &self,
         column: &Column<E, T>,
@@ -47,26 +44,13 @@ impl<E: Entity> Table<E> {
     }
 
     /// The entity holding a value of a `#[entity(unique)]` field; `None`
-    /// when no entity holds it. Two reads: the claim, then the entity.
-    ///
-    /// ```
-    /// # use leasehold::{Entity, Store};
-    /// # #[derive(Entity, Clone, Debug)]
-    /// # #[entity(table = "Customers")]
-    /// # struct Customer { #[entity(partition_key)] region: String, #[entity(row_key)] id: String, #[entity(unique)] email: String }
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let customers = Store::memory().table::<Customer>();
-    /// customers.insert(Customer { region: "eu".into(), id: "1".into(), email: "ann@example.com".into() }).await?;
-    /// let c = Customer::columns();
-    /// assert_eq!(customers.get_by(c.email, "ann@example.com").await?.map(|v| v.id.clone()), Some("1".into()));
-    /// assert!(customers.get_by(c.email, "bob@example.com").await?.is_none());
-    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
-    /// ```
+    /// when no entity holds it. Two reads: the claim, then the entity. See
+    /// the [`index`](crate::index) module docs for an example.
     ///
     /// # Errors
-    /// [`Error::Invalid`] when the column's field is not `#[entity(unique)]`
-    /// or the value has no key form (before any request);
-    /// [`Error::Decode`] when the entity does not decode; backend errors.
+    /// [`Error::Invalid`] before any request when the field is not
+    /// `#[entity(unique)]` or the value has no key form; [`Error::Decode`];
+    /// backend errors.
     pub async fn get_by<T: PropertyCodec + KeyPart>(
         &self,
         column: Column<E, T>,
@@ -97,14 +81,12 @@ impl<E: Entity> Table<E> {
         env.telemetry().operation("get_by", read).await
     }
 
-    /// Every entity whose `#[entity(index)]` (or `unique`) field holds
-    /// `value`, as a stream: one query of the value's index partition per
-    /// page, and one read per entity.
+    /// Every entity whose indexed field holds `value`, as a stream: one
+    /// query per page of the value's index partition, one read per entity.
     ///
     /// # Errors
-    /// Through the stream, which ends after the first one:
-    /// [`Error::Invalid`] when the field is not indexed or the value has no
-    /// key form; [`Error::Decode`]; backend errors.
+    /// Through the stream, which ends after the first: as
+    /// [`Table::get_by`], for any indexed field.
     pub fn find_by<T: PropertyCodec + KeyPart>(
         &self,
         column: Column<E, T>,
@@ -114,19 +96,15 @@ impl<E: Entity> Table<E> {
         let start = self.index_on(&column, false).and_then(|(env, indexes, i)| {
             let key = key_of(column.name(), &value)?;
             let ipk = indexes.partition(&indexes.defs[i], &key)?;
-            let filter = Filter::compare(
-                "PartitionKey",
-                CmpOp::Eq,
-                Value::String(ipk.as_str().to_owned()),
-            );
-            Ok((env, indexes, i, Some(filter)))
+            let all = (Bound::Unbounded, Bound::Unbounded);
+            let filter = scope_filter(Some(ipk.as_str()), &all, None);
+            Ok((env, indexes, i, filter))
         });
         lookup_stream::<E>(start)
     }
 
     /// Every entity whose indexed field holds a value in `range`, in value
-    /// order, as a stream (the key form of values keeps their order, so a
-    /// range of values is a range of index partitions).
+    /// order, as a stream.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -168,8 +146,8 @@ impl<E: Entity> Table<E> {
                 low => low,
             };
             let high = match bound(range.end_bound())? {
-                // Every partition of this index starts with the property
-                // and the separator; the next character bounds them.
+                // Past every partition of this index: the property, then
+                // the character after the separator.
                 Bound::Unbounded => {
                     Bound::Excluded(format!("{}!", CompositeKey::join([def.property.as_str()])))
                 }
@@ -191,20 +169,21 @@ impl<E: Entity> Table<E> {
     /// As [`Store::verify_indexes`](crate::Store::verify_indexes); [`Error::Invalid`] when `E` has no
     /// indexes.
     pub async fn verify_indexes(&self) -> Result<IndexReport> {
-        let (env, indexes) = self.indexes_of()?;
-        super::ensure_defs(&env, &indexes).await?;
-        report(&env, &indexes, false, &mut |_| {}).await
+        self.report_indexes(false).await
     }
 
     /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes) for this table, with `E`'s indexes.
     ///
     /// # Errors
-    /// As [`Store::rebuild_indexes`](crate::Store::rebuild_indexes); [`Error::Invalid`] when `E` has no
-    /// indexes.
+    /// As [`Table::verify_indexes`].
     pub async fn rebuild_indexes(&self) -> Result<IndexReport> {
+        self.report_indexes(true).await
+    }
+
+    async fn report_indexes(&self, repair: bool) -> Result<IndexReport> {
         let (env, indexes) = self.indexes_of()?;
         super::ensure_defs(&env, &indexes).await?;
-        report(&env, &indexes, true, &mut |_| {}).await
+        report(&env, &indexes, repair, &mut |_| {}).await
     }
 
     fn indexes_of(&self) -> Result<(Arc<TableEnv>, Indexes)> {
@@ -220,7 +199,6 @@ impl<E: Entity> Table<E> {
     }
 }
 
-/// The key form of a column value.
 fn key_of<T: PropertyCodec>(name: &str, value: &T) -> Result<String> {
     let what = || format!("lookup value for `{name}`");
     match value.encode() {
@@ -233,7 +211,7 @@ fn key_of<T: PropertyCodec>(name: &str, value: &T) -> Result<String> {
     }
 }
 
-/// Entity `(pk, rk)` if it holds key form `key` of index `i` now.
+/// Entity `(pk, rk)` if it holds `key` of index `i` now.
 async fn holds_now(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
@@ -260,9 +238,7 @@ fn lookup_stream<E: Entity>(
     let start = start.map(|(env, indexes, i, filter)| {
         let spec = QuerySpec {
             filter,
-            select: None,
-            top: None,
-            continuation: None,
+            ..QuerySpec::default()
         };
         (env, indexes, i, spec)
     });
@@ -272,8 +248,7 @@ fn lookup_stream<E: Entity>(
         };
         let (env, indexes, i, mut spec) = start?;
         env.ensure_table(&indexes.index_table).await?;
-        let page = env.backend().query(&indexes.index_table, &spec).await?;
-        let page = env.resolve_page(&indexes.index_table, &spec, page).await?;
+        let page = env.query_page(&indexes.index_table, &spec).await?;
         let mut items: Vec<Result<Versioned<E>>> = Vec::new();
         for row in &page.entities {
             let Some(key) = super::value_key_of(&row.data.partition_key) else {

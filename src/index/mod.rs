@@ -1,10 +1,9 @@
 //! Declarative indexes: `#[entity(unique)]` and `#[entity(index)]`.
 //!
-//! A field marked `#[entity(unique)]` holds a value no two entities of the
-//! type share; one marked `#[entity(index)]` is looked up by value. Every
-//! write through [`Table`](crate::Table) or a [`Unit`](crate::lock::Unit)
-//! keeps the index rows together with the entity, all or nothing, and a
-//! duplicate is refused before anything is stored.
+//! No two entities of a type share the value of a `#[entity(unique)]`
+//! field; an `#[entity(index)]` field is looked up by value. Every write
+//! through [`Table`](crate::Table) or a [`Unit`](crate::lock::Unit) keeps
+//! the index rows with the entity, and a duplicate is refused unstored.
 //!
 //! ```
 //! use leasehold::{Entity, ErrorKind, Store};
@@ -26,9 +25,6 @@
 //! let dup = customers.insert(Customer { region: "us".into(), id: "2".into(),
 //!     email: "ann@example.com".into(), city: None }).await;
 //! assert_eq!(dup.unwrap_err().kind(), ErrorKind::ValueTaken); // nothing stored
-//! let again = customers.insert(Customer { region: "eu".into(), id: "1".into(),
-//!     email: "bob@example.com".into(), city: None }).await;
-//! assert_eq!(again.unwrap_err().kind(), ErrorKind::AlreadyExists); // the row exists
 //!
 //! let ann = customers.get_by(c.email, "ann@example.com").await?.expect("indexed");
 //! assert_eq!(ann.id, "1");
@@ -41,139 +37,119 @@
 //! # Storage layout
 //!
 //! * The index rows of `E` live in the table `E::TABLE` + `Idx` (with the
-//!   store's prefix), so queries of the entity's table never meet them.
-//! * An index row's **partition key** is the [`CompositeKey`] of the
-//!   property name and the value's key form ([`KeyPart`]; a type without
-//!   one cannot be indexed), so every value has its own partition and a
-//!   range of values is a range of partition keys.
-//! * A **unique** index row, the value's *claim*, has the row key
-//!   `_lhClaim`, so the service itself refuses a second row for a value; a
-//!   **non-unique** one has the composite key of the entity's keys. Both
-//!   name the entity in `EntityPartitionKey` and `EntityRowKey`; a claim
-//!   also names the write that made it (`Txn`).
-//! * An absent value (a `None` field) has no index row.
+//!   store's prefix). An index row's partition key is the [`CompositeKey`]
+//!   of the property name and the value's key form ([`KeyPart`]), so a
+//!   range of values is a range of partitions.
+//! * A unique value's row, its *claim*, has the row key `_lhClaim` (the
+//!   service refuses a second one); a non-unique one has the composite of
+//!   the entity's keys. Both name the entity in `EntityPartitionKey` and
+//!   `EntityRowKey`; a claim also names the write that made it (`Txn`). An
+//!   absent value (`None`) has no row.
 //! * The partition `~indexes` describes the indexes (one row per indexed
-//!   property, `Unique` true or false), written once per process and store,
-//!   so that the operator command can verify a table without the Rust type.
-//! * A deleted entity leaves a *tombstone* at its keys (only the property
-//!   `_lhGone`), which reads see as absent and an insert replaces.
+//!   property, `Unique` true or false), so the operator command can verify
+//!   a table without the Rust type.
+//! * A deleted entity leaves a *tombstone* at its keys (only `_lhGone`),
+//!   which reads see as absent and an insert replaces.
 //!
 //! # Writes
 //!
 //! No write takes a lock. An entity **holds** a value when its row (any
-//! unit's mark on it resolved) stores it. A claim is **good** when the
-//! entity it names holds its value; a claim naming an entity that does not
-//! is *stale*, and lookups and writers see through it. The invariants:
+//! unit's mark on it resolved) stores it. A claim naming an entity that
+//! does not hold its value is *stale*; lookups and writers see through it.
+//! The invariants:
 //!
 //! 1. an entity comes to hold a unique value only by a conditional write
-//!    of its row (an insert, or a write at an ETag) sent after the write
-//!    made the value's claim name it, and conditioned on a state of the
-//!    row read *before* that claim write;
+//!    of its row sent after the value's claim names it, and conditioned on
+//!    a state of the row read *before* that claim write;
 //! 2. a claim is taken from the entity it names only by a write at the
 //!    claim's ETag, after reading that the entity does not hold the value
-//!    and then writing its row conditionally (a tombstone where it is
-//!    absent, the row as it is where it exists): that write fails every
-//!    write of the entity pending since before it, since each is
-//!    conditioned on an older state, and rows of indexed types are never
-//!    deleted, so an insert waiting for the row to be absent fails for
-//!    good;
-//! 3. every claim write changes the claim's ETag, so a writer taking the
-//!    claim over from a version read before another writer claimed it
-//!    fails and looks again.
+//!    and then writing its row conditionally (a tombstone where absent,
+//!    the row as it is where it exists): that fails every write of the
+//!    entity pending since before it, and rows of indexed types are never
+//!    deleted, so an insert waiting for the row to be absent fails for good;
+//! 3. every claim write changes the claim's ETag, so a takeover from a
+//!    version read before another writer claimed fails and looks again.
 //!
-//! Together: of two entities holding one value, the later claimant must
-//! have taken the claim over after the first claimant's claim, so it
-//! neutralized the first entity's write, which then could not land — no
-//! two entities ever hold one unique value, and the claim of a held value
-//! names its holder. No clock or lease takes part, until rows are swept
-//! (below).
+//! So of two entities holding one value, the later claimant took the claim
+//! over after the first's claim and neutralized the first's write: no two
+//! entities ever hold one unique value, and a held value's claim names its
+//! holder. No clock or lease takes part, until rows are swept (below).
 //!
-//! **A write of entity X** (the *index write path*, which every
-//! [`Table`](crate::Table) of an indexed type sends its writes through)
-//! computes the indexed values the row holds now (from the value read
-//! through leasehold, or read) and after the write. Each unique value it
-//! sets it *claims*: it inserts the claim naming X; where a claim exists,
-//! it reads it and, when it names X, writes it again (3); when it names
-//! another entity Y, it reads Y: Y holds the value →
-//! [`Error::ValueTaken`]; otherwise it neutralizes Y (2) and takes the
-//! claim over at the ETag read. Each non-unique value it sets gets its
-//! index row. Then it writes X (1) at the ETag it was read at — the commit
-//! point — through the table's writer (so of a
-//! [fenced](crate::Table::fenced) table the entity's write is fenced, its
-//! claims are not). Last, the rows of the values it freed are removed at
-//! the ETags read before. A write that leaves every indexed value as it is
-//! is the plain single write. An unconditional write of an indexed type is
-//! sent conditioned on the row as just read, and retried when it changed.
+//! **A write of entity X** (every [`Table`](crate::Table) of an indexed
+//! type sends its writes this way) computes the indexed values the row
+//! holds before (as read) and after the write. It claims each unique value
+//! it sets: inserts the claim; where one exists that names X, writes it
+//! again (3); where it names Y, reads Y: Y holds the value →
+//! [`Error::ValueTaken`], else it neutralizes Y (2) and takes the claim
+//! over at the ETag read. Each non-unique value gets its index row. Then it
+//! writes X (1) at the ETag read, the commit point, through the table's
+//! writer (of a [fenced](crate::Table::fenced) table the entity's write is
+//! fenced, its claims are not); last, the rows of the values it freed are
+//! removed at the ETags read. A write changing no indexed value is the
+//! plain write; an unconditional one is sent conditioned on the row as
+//! just read, and retried when it changed.
 //!
-//! A **delete** leaves a tombstone and its claims, which the next writer
-//! of the value finds stale and takes over; a writer that dies between its
-//! claims and its entity write leaves stale claims the same way. So a
-//! **lookup** ([`Table::get_by`](crate::Table::get_by), `find_by`,
-//! `find_range`) answers an entity only if it holds the value.
+//! A delete leaves a tombstone and its claims, which the next writer of
+//! the value finds stale, as is a claim whose writer died before its
+//! entity write. So a lookup ([`Table::get_by`](crate::Table::get_by),
+//! `find_by`, `find_range`) answers an entity only if it holds the value.
 //!
 //! **How long a claim or tombstone is relied on.** A writer sends its
-//! entity's write only within `SEND_WINDOW` (5 minutes) of starting its
-//! claims, checked as the request is dated (past it: [`Error::Timeout`]),
-//! and the service refuses a Shared Key request dated more than 15 minutes
-//! off. So a write stalled since before a tombstone or a claim lands
-//! within 20 minutes of it, or never; with 5 minutes of clock skew,
+//! entity's write within `SEND_WINDOW` (5 minutes) of starting its claims
+//! (past it: [`Error::Timeout`]), and the service refuses a Shared Key
+//! request dated more than 15 minutes off, so a stalled write lands within
+//! 20 minutes or never; with 5 minutes of clock skew,
 //! `STALLED_WRITE_BOUND` = 25 minutes. Past that,
 //! [`Store::sweep`](crate::Store::sweep) removes tombstones and stale
-//! claims (each at the ETag it read). See "Rows commits leave behind" in
+//! claims (each at the ETag read); see "Rows commits leave behind" in
 //! [`crate::lock`].
 //!
 //! **Units.** Before a [`Unit`](crate::lock::Unit)'s commit sends
-//! anything, it conditions each staged write of an indexed type on the
-//! row as the unit read it and claims the values they set as above; a
-//! value another entity holds fails the commit with
-//! [`Error::ValueTaken`], nothing applied. A failed or abandoned commit
-//! leaves stale claims. A unit that moves a value from one entity to
-//! another takes the claim over naming both, so the first counts as the
-//! holder until the commit lands. Two writes of one unit claiming one
-//! value are refused, and so is a [`Batch`](crate::table::Batch) of an
-//! indexed type: its transaction cannot carry the claims.
+//! anything, it conditions each staged write of an indexed type on the row
+//! as the unit read it and claims the values they set as above; a value
+//! another entity holds fails the commit with [`Error::ValueTaken`],
+//! nothing applied. A unit moving a value between two of its entities
+//! takes the claim over naming both, so the first holds it until the
+//! commit lands. Two writes of one unit claiming one value are refused,
+//! and so is a [`Batch`](crate::table::Batch) of an indexed type (its
+//! transaction cannot carry the claims).
 //!
 //! # Errors of indexed writes
 //!
 //! A write that claims a value adds to its errors:
 //!
-//! * [`Error::ValueTaken`] when it would give a unique field a value
-//!   another entity holds (code `UniqueValueTaken`). An insert of keys
-//!   that exist is [`Error::AlreadyExists`] when its unique values are
-//!   free or its own, [`Error::ValueTaken`] otherwise.
+//! * [`Error::ValueTaken`] (code `UniqueValueTaken`) when a unique field
+//!   would take a value another entity holds. An insert of existing keys
+//!   is [`Error::AlreadyExists`] when its unique values are free or its
+//!   own.
 //! * [`Error::Timeout`] when the claim kept changing under the write (16
-//!   tries), or an unconditional write's row kept changing (8 attempts).
+//!   tries), or an unconditional write's row did (8 attempts).
 //! * [`Error::Invalid`] when a value's index partition key would be too
-//!   long — before any request.
+//!   long, before any request.
 //!
 //! # Adding an index to a populated table
 //!
-//! Marking a field `#[entity(unique)]` or `#[entity(index)]` changes no
-//! stored row: until the entities already there are backfilled, lookups
-//! miss them and their unique values are not defended. The steps:
+//! Marking a field changes no stored row: until the entities already
+//! there are backfilled, lookups miss them and their unique values are not
+//! defended.
 //!
-//! 1. **Deploy the new type to every writer first**; writers of the old
-//!    version write without index rows.
-//! 2. **Move batches of the type into units**: a
-//!    [`Batch`](crate::table::Batch) of an indexed type is refused with
-//!    [`Error::Invalid`].
-//! 3. **Backfill**: [`Table::rebuild_indexes`](crate::Table::rebuild_indexes),
+//! 1. **Deploy the new type to every writer first** (old writers write no
+//!    index rows), and move batches of the type into units.
+//! 2. **Backfill** with [`Table::rebuild_indexes`](crate::Table::rebuild_indexes)
 //!    or `leasehold indexes rebuild TABLE`
 //!    ([`Store::rebuild_indexes`](crate::Store::rebuild_indexes), which
 //!    needs the index descriptions the new version writes at its first
-//!    indexed write). Writes may go on meanwhile: a missing value is
-//!    claimed as a write claims it. It reads the whole entity table.
-//! 4. **Verify**: [`Table::verify_indexes`](crate::Table::verify_indexes)
-//!    or `leasehold indexes verify TABLE` should report nothing missing or
-//!    orphaned; rebuild again if old writers were still running.
-//! 5. **Duplicates** of a new unique field are reported in
-//!    [`IndexReport::duplicates`], never fixed: the index row goes to one
-//!    holder, and each other holder must get another value.
+//!    indexed write). It reads the whole table; writes may go on.
+//! 3. **Verify** with [`Table::verify_indexes`](crate::Table::verify_indexes)
+//!    or `leasehold indexes verify TABLE`; rebuild again if old writers
+//!    were still running.
+//! 4. **Duplicates** of a new unique field are reported in
+//!    [`IndexReport::duplicates`], never fixed: each other holder must get
+//!    another value.
 //!
 //! ```
 //! use leasehold::{Entity, Store};
 //!
-//! /// The type as the old version knew it: no index.
 //! #[derive(Entity, Debug, Clone)]
 //! #[entity(table = "Members")]
 //! struct MemberV1 { #[entity(partition_key)] region: String, #[entity(row_key)] id: String, email: String }
@@ -198,8 +174,8 @@
 //! assert_eq!(members.get_by(c.email, "bob@x.org").await?.expect("indexed").id, "2");
 //! let dup = &fixed.duplicates[0]; // ann@x.org, held by "1" and "3"
 //! assert_eq!((dup.value.as_str(), dup.entities.len()), ("ann@x.org", 2));
+//! assert_eq!(dup.partition_key.as_str(), "email ann@x.0org");
 //!
-//! // The index row went to one holder; the other gets a value of its own.
 //! members.update_with("eu", "3", |m| m.email = "ann.b@x.org".into()).await?;
 //! assert!(members.verify_indexes().await?.is_consistent());
 //! # Ok::<(), leasehold::Error>(()) }).unwrap();
@@ -208,13 +184,11 @@
 //! # Cost per write
 //!
 //! An insert claiming one fresh unique value costs 2 requests in 2 round
-//! trips (the claim, the entity); a change of the value 4 in 3 (the new
-//! claim and the old claim's read, the entity, the old claim's removal); a
-//! delete 1 (the tombstone); `get_by` 2; a write that leaves every indexed
-//! value alone is the plain write. An insert refused because another
-//! entity holds its value costs 3 (the refused claim, the claim's read,
-//! its holder's read); taking over a stale claim costs 4 more. Each
-//! further value adds its claim, sent with the others at once.
+//! trips (the claim, the entity); a change of the value 4 in 3 (new claim
+//! and old claim's read, the entity, the old claim's removal); a delete 1
+//! (the tombstone); `get_by` 2. An insert refused because another entity
+//! holds its value costs 3; taking over a stale claim 4 more. Each further
+//! value adds its claim, sent with the others at once.
 
 pub(crate) mod claim;
 mod lookup;
@@ -222,6 +196,7 @@ mod unit;
 mod verify;
 mod write;
 
+use std::ops::Bound::Unbounded;
 use std::sync::{Arc, Mutex, Weak};
 
 pub(crate) use unit::UnitClaims;
@@ -236,22 +211,16 @@ use crate::table::TableEnv;
 
 pub(crate) use crate::rows::SEND_WINDOW;
 
-/// How long a tombstone or a stale claim may still be relied on (see the
-/// module docs).
+/// How long a tombstone or a stale claim is relied on (module docs).
 pub(crate) const STALLED_WRITE_BOUND: std::time::Duration = std::time::Duration::from_secs(25 * 60);
 
-/// The suffix of an index table's name.
+/// The names of the storage layout (module docs).
 pub(crate) const TABLE_SUFFIX: &str = "Idx";
-/// The property of an index row holding the entity's partition key.
 pub(crate) const ENTITY_PK: &str = "EntityPartitionKey";
-/// The property of an index row holding the entity's row key.
 pub(crate) const ENTITY_RK: &str = "EntityRowKey";
-/// The partition of an index table describing its indexes.
 pub(crate) const DEFS_PARTITION: &str = "~indexes";
-/// The property of a definition row saying whether the index is unique.
 pub(crate) const UNIQUE: &str = "Unique";
 
-/// One index, by stored property.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Def {
     pub(crate) field: String,
@@ -264,9 +233,7 @@ pub(crate) struct Def {
 pub(crate) struct Indexes {
     /// The entity's type (or table) name, for messages.
     pub(crate) type_name: String,
-    /// The entity table.
     pub(crate) table: TableName,
-    /// The index table.
     pub(crate) index_table: TableName,
     pub(crate) defs: Vec<Def>,
 }
@@ -298,7 +265,6 @@ pub(crate) fn show(value: &Value) -> String {
     }
 }
 
-/// A value as text, without quotes.
 pub(crate) fn text(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
@@ -306,7 +272,7 @@ pub(crate) fn text(value: &Value) -> String {
     }
 }
 
-/// An index value of one entity: the value and its key form.
+/// An index value and its key form.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Key {
     pub(crate) value: Value,
@@ -314,8 +280,6 @@ pub(crate) struct Key {
 }
 
 impl Indexes {
-    /// The indexes `defs` of the type `type_name` of table
-    /// `declared_table` in the store of `tables`.
     pub(super) fn new(
         tables: &TableEnv,
         declared_table: &str,
@@ -337,8 +301,7 @@ impl Indexes {
         })
     }
 
-    /// The index values of an entity's stored properties, one per index
-    /// (`None`: absent, no index row).
+    /// The index values of an entity's stored properties, one per index.
     pub(crate) fn keys(&self, properties: Option<&Properties>) -> Result<Vec<Option<Key>>> {
         self.defs
             .iter()
@@ -361,8 +324,7 @@ impl Indexes {
             .collect()
     }
 
-    /// The values a write changes from `before` to `after` (the row's
-    /// stored properties; `None`: absent).
+    /// The values a write changes from `before` to `after` (stored).
     pub(crate) fn changes(
         &self,
         before: Option<&Properties>,
@@ -385,7 +347,6 @@ impl Indexes {
         Ok(changes)
     }
 
-    /// The partition of index `def`'s row for a value of key form `key`.
     pub(crate) fn partition(&self, def: &Def, key: &str) -> Result<PartitionKey> {
         PartitionKey::new(CompositeKey::join([def.property.as_str(), key])).map_err(|e| {
             Error::invalid(
@@ -395,7 +356,6 @@ impl Indexes {
         })
     }
 
-    /// The row key of index `def`'s row for the entity `(pk, rk)`.
     pub(crate) fn row(def: &Def, pk: &PartitionKey, rk: &RowKey) -> Result<RowKey> {
         if def.unique {
             RowKey::new(crate::rows::claim::ROW)
@@ -404,24 +364,6 @@ impl Indexes {
         }
     }
 
-    /// The stored form of an index row pointing at entity `(pk, rk)`.
-    pub(crate) fn row_data(
-        ipk: PartitionKey,
-        irk: RowKey,
-        pk: &PartitionKey,
-        rk: &RowKey,
-    ) -> EntityData {
-        let mut properties = Properties::with_capacity(2);
-        properties.insert_static(ENTITY_PK, Value::String(pk.as_str().to_owned()));
-        properties.insert_static(ENTITY_RK, Value::String(rk.as_str().to_owned()));
-        EntityData {
-            partition_key: ipk,
-            row_key: irk,
-            properties,
-        }
-    }
-
-    /// The error refusing a value another entity holds.
     pub(crate) fn duplicate(
         &self,
         def: &Def,
@@ -443,24 +385,21 @@ pub(crate) fn value_key_of(ipk: &PartitionKey) -> Option<String> {
     (parts.len() == 2).then(|| parts.swap_remove(1))
 }
 
-/// The index values a write changes, each with its index.
+/// The index values a write changes, each with its index's position.
 #[derive(Debug, Default)]
 pub(crate) struct Changes {
-    /// The values it sets, to claim.
     pub(crate) claims: Vec<(usize, Key)>,
-    /// The values it takes away whose index rows go once it landed (none
-    /// for a delete, which leaves its claims to the next writer).
+    /// The values it takes away whose rows go once it landed (a delete
+    /// leaves its claims to the next writer).
     pub(crate) frees: Vec<(usize, Key)>,
     /// Every value it takes away.
     pub(crate) releases: Vec<(usize, Key)>,
 }
 
-/// The entity keys an index row points at.
 pub(crate) fn target_of(data: &EntityData) -> Option<(PartitionKey, RowKey)> {
     keys_in(data, ENTITY_PK, ENTITY_RK)
 }
 
-/// The entity keys held in the string properties `pk` and `rk` of `data`.
 fn keys_in(data: &EntityData, pk: &str, rk: &str) -> Option<(PartitionKey, RowKey)> {
     let text = |name: &str| match data.properties.get(name) {
         Some(Value::String(s)) => Some(s.clone()),
@@ -472,11 +411,10 @@ fn keys_in(data: &EntityData, pk: &str, rk: &str) -> Option<(PartitionKey, RowKe
     ))
 }
 
-/// The index tables whose definition rows this process wrote, per store.
 static DEFS_WRITTEN: Mutex<Vec<(Weak<TableEnv>, TableName)>> = Mutex::new(Vec::new());
 
-/// Writes the definition rows of `indexes` (see the module docs) unless
-/// this process already did for this store; creates the index table.
+/// Creates the index table and writes the definition rows of `indexes`,
+/// unless this process did for this store.
 pub(crate) async fn ensure_defs(env: &Arc<TableEnv>, indexes: &Indexes) -> Result<()> {
     let weak = Arc::downgrade(env);
     let known = {
@@ -517,8 +455,7 @@ pub(crate) async fn ensure_defs(env: &Arc<TableEnv>, indexes: &Indexes) -> Resul
 }
 
 /// Forgets that this process wrote the definition rows of `index_table`
-/// for the store of `env` (the store deleted the table): the next indexed
-/// write creates the table and writes them again.
+/// (the store deleted it), so the next indexed write writes them again.
 pub(crate) fn forget_defs(env: &Arc<TableEnv>, index_table: &TableName) {
     let weak = Arc::downgrade(env);
     DEFS_WRITTEN
@@ -527,20 +464,13 @@ pub(crate) fn forget_defs(env: &Arc<TableEnv>, index_table: &TableName) {
         .retain(|(w, t)| !(Weak::ptr_eq(w, &weak) && t == index_table));
 }
 
-/// Reads the definition rows of the index table of entity table `table`
-/// (unprefixed name); `None` when there are none.
+/// Reads the definition rows of entity table `table` (unprefixed).
 pub(crate) async fn read_defs(env: &Arc<TableEnv>, table: &str) -> Result<Option<Indexes>> {
     let entity_table = env.table_name(table)?;
     let index_table = env.table_name(&format!("{table}{TABLE_SUFFIX}"))?;
     let spec = crate::backend::QuerySpec {
-        filter: Some(crate::query::Filter::compare(
-            "PartitionKey",
-            crate::query::CmpOp::Eq,
-            Value::String(DEFS_PARTITION.into()),
-        )),
-        select: None,
-        top: None,
-        continuation: None,
+        filter: crate::query::scope_filter(Some(DEFS_PARTITION), &(Unbounded, Unbounded), None),
+        ..crate::backend::QuerySpec::default()
     };
     let page = match env.backend().query(&index_table, &spec).await {
         Ok(page) => page,

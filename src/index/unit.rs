@@ -27,8 +27,8 @@ impl CommitClaims for UnitClaims {
     }
 }
 
-/// What a unit's commit does with index rows once it succeeded: the rows
-/// of the values it freed, per index table.
+/// The rows of the values a unit's commit freed, per index table, to
+/// remove once it succeeded.
 struct FreedRows(Vec<(Indexes, Vec<StoredEntity>)>);
 
 #[async_trait]
@@ -44,15 +44,11 @@ impl AfterCommit for FreedRows {
 struct Plan {
     indexes: usize,
     owner: Keys,
-    claims: Vec<(usize, Key)>,
-    /// Values freed, to remove their rows after the commit.
-    frees: Vec<(usize, Key)>,
-    /// Every value the write takes from the entity (a delete's included).
-    releases: Vec<(usize, Key)>,
+    changes: Changes,
 }
 
-/// The row `key` as the unit read it, or else read now (creating its
-/// table first) and added to `read`, for the commit to record.
+/// The row `key` as the unit read it, or else read now and added to
+/// `read`, for the commit to record.
 async fn read_for_index(
     env: &Arc<TableEnv>,
     input: &ClaimInput<'_>,
@@ -73,10 +69,8 @@ async fn read_for_index(
 }
 
 /// Before the commit sends anything: conditions every staged write of an
-/// indexed type on the row as the unit read it ([`conditioned`]) and sets
-/// the values the writes set (see "Units" in the module docs). Answers
-/// the rows it read, the writes to send instead of the staged ones, and
-/// the index rows of the values freed, to remove once the commit succeeded.
+/// indexed type on the row as the unit read it and sets the values they
+/// set (see "Units" in the module docs).
 async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Claimed> {
     let all: Vec<Indexes> = input
         .indexed
@@ -105,18 +99,12 @@ async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Cla
             TableOp::Delete { .. } => None,
         };
         let indexes = &all[n];
-        let Changes {
-            claims,
-            frees,
-            releases,
-        } = indexes.changes(before.as_ref(), after.as_ref())?;
+        let changes = indexes.changes(before.as_ref(), after.as_ref())?;
         writes.push((key.clone(), op));
         plans.push(Plan {
             indexes: n,
             owner: (input.parts[key.0.part].clone(), key.1.clone()),
-            claims,
-            frees,
-            releases,
+            changes,
         });
     }
     // Two writes of this unit claiming one unique value: refused. A
@@ -127,29 +115,25 @@ async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Cla
     };
     let mut freed_by: Vec<Option<Keys>> = Vec::new();
     for (i, plan) in plans.iter().enumerate() {
-        for (def, key) in &plan.claims {
+        for (def, key) in &plan.changes.claims {
             let d = &all[plan.indexes].defs[*def];
             if let Some(p) = plans[..i]
                 .iter()
-                .find(|p| d.unique && same(p, &p.claims, plan.indexes, *def, key))
+                .find(|p| d.unique && same(p, &p.changes.claims, plan.indexes, *def, key))
             {
                 return Err(all[plan.indexes].duplicate(d, &key.value, Some(p.owner.clone())));
             }
             freed_by.push(
                 plans
                     .iter()
-                    .find(|p| same(p, &p.releases, plan.indexes, *def, key))
+                    .find(|p| same(p, &p.changes.releases, plan.indexes, *def, key))
                     .map(|p| p.owner.clone()),
             );
         }
     }
-    let touched: Vec<usize> = plans
-        .iter()
-        .filter(|p| !p.claims.is_empty() || !p.frees.is_empty())
-        .map(|p| p.indexes)
-        .collect();
     for (n, indexes) in all.iter().enumerate() {
-        if touched.contains(&n) {
+        let touches = |p: &Plan| !p.changes.claims.is_empty() || !p.changes.frees.is_empty();
+        if plans.iter().any(|p| p.indexes == n && touches(p)) {
             super::ensure_defs(env, indexes).await?;
         }
     }
@@ -159,7 +143,7 @@ async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Cla
     let txn = crate::backend::write_log::new_id();
     let each = plans
         .iter()
-        .flat_map(|plan| plan.claims.iter().map(move |c| (plan, c)));
+        .flat_map(|plan| plan.changes.claims.iter().map(move |c| (plan, c)));
     let claims = try_join_all(each.zip(&freed_by).map(|((plan, (def, key)), from)| {
         let indexes = &all[plan.indexes];
         let who = claim::Claimant {
@@ -170,13 +154,19 @@ async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Cla
         };
         async move { claim::set(env, indexes, &indexes.defs[*def], key, &who).await }
     }));
-    let freed = try_join_all(plans.iter().filter(|p| !p.frees.is_empty()).map(|plan| {
-        let indexes = &all[plan.indexes];
-        async move {
-            let rows = claim::read_freed(env, indexes, &plan.frees, &plan.owner).await?;
-            Ok::<_, crate::Error>((indexes.clone(), rows))
-        }
-    }));
+    let freed = try_join_all(
+        plans
+            .iter()
+            .filter(|p| !p.changes.frees.is_empty())
+            .map(|plan| {
+                let indexes = &all[plan.indexes];
+                async move {
+                    let rows =
+                        claim::read_freed(env, indexes, &plan.changes.frees, &plan.owner).await?;
+                    Ok::<_, crate::Error>((indexes.clone(), rows))
+                }
+            }),
+    );
     let (claimed, freed) = join(claims, freed).await;
     claimed?;
     let freed = FreedRows(freed?);
@@ -188,9 +178,8 @@ async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Cla
     })
 }
 
-/// A staged write of an indexed type, conditioned on the row as the unit
-/// read it (`read`, a tombstone included) as a [`Table`](crate::Table)'s
-/// indexed write conditions it: see [`claim_indexes`].
+/// A staged write conditioned on the row as the unit read it, as a
+/// [`Table`](crate::Table)'s indexed write conditions it.
 fn conditioned(op: TableOp, read: Option<&StoredEntity>) -> TableOp {
     let state = match read {
         None => State::Absent,

@@ -1,20 +1,19 @@
-//! Verifying and rebuilding the index rows of a table: finding (and
-//! fixing) the orphan and missing rows that writers outside leasehold leave.
+//! Verifying and rebuilding the index rows of a table: the orphan and
+//! missing rows writers outside leasehold leave.
 
-use crate::backend::WriteOptions;
 use std::collections::BTreeMap;
 
 use super::claim::{self, Claimant, Neutralized};
 use super::{DEFS_PARTITION, Indexes, read_defs, target_of, value_key_of};
 use crate::backend::{QuerySpec, StoredEntity, TableOp};
 use crate::entity::Value;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
-use crate::table::TableEnv;
+use crate::table::{TableEnv, lost_race};
 use std::sync::Arc;
 
 /// What [`Store::verify_indexes`](crate::Store::verify_indexes) found, or [`Store::rebuild_indexes`](crate::Store::rebuild_indexes)
-/// found and fixed, in the index rows of one table.
+/// found and fixed, in one table.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct IndexReport {
@@ -24,18 +23,14 @@ pub struct IndexReport {
     pub entities: u64,
     /// Index rows read.
     pub index_rows: u64,
-    /// Indexed values with no index row pointing at their entity, one line
-    /// each (type, field, value, entity keys).
+    /// Indexed values whose entity no index row names, one line each.
     pub missing: Vec<String>,
-    /// Index rows that name no entity (not rows of leasehold's layout),
-    /// one line each.
+    /// Index rows that name no entity, one line each.
     pub orphans: Vec<String>,
-    /// Index rows naming an entity that does not hold their value (left by
-    /// a failed write or a delete): harmless, not counted as
-    /// inconsistencies; a rebuild removes them.
+    /// Index rows naming an entity that does not hold their value:
+    /// harmless; a rebuild removes them.
     pub stale: u64,
-    /// Values of unique fields held by several entities (not fixed: one
-    /// entity must change).
+    /// Values of unique fields held by several entities (not fixed).
     pub duplicates: Vec<DuplicateValue>,
     /// Index rows written or deleted by a rebuild.
     pub repaired: u64,
@@ -49,41 +44,16 @@ impl IndexReport {
 }
 
 /// A value of a unique field that several entities hold, as
-/// [`IndexReport::duplicates`] lists it.
-///
-/// ```
-/// # use leasehold::{Entity, Store};
-/// # #[derive(Entity, Clone, Debug)]
-/// # #[entity(table = "Customers")]
-/// # struct Customer { #[entity(partition_key)] region: String, #[entity(row_key)] id: String, #[entity(unique)] email: String }
-/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-/// let store = Store::memory();
-/// let customers = store.table::<Customer>();
-/// // Two rows written around the index (a plain table of the same rows).
-/// let raw = store.dynamic_table("Customers");
-/// for id in ["1", "2"] {
-///     let mut row = leasehold::DynamicEntity::new(leasehold::PartitionKey::new("eu")?, leasehold::RowKey::new(id)?);
-///     row.set("email", "ann@example.com".to_owned())?;
-///     raw.insert(row).await?;
-/// }
-/// let report = customers.verify_indexes().await?;
-/// let dup = &report.duplicates[0];
-/// assert_eq!((dup.index.as_str(), dup.value.as_str()), ("Customer.email", "ann@example.com"));
-/// assert_eq!(dup.partition_key.as_str(), "email ann@example.0com");
-/// assert_eq!(dup.entities.len(), 2);
-/// assert_eq!(dup.entities[0].1.as_str(), "1");
-/// # Ok::<(), leasehold::Error>(()) }).unwrap();
-/// ```
+/// [`IndexReport::duplicates`] lists it (example: the [`index`](crate::index)
+/// module docs, "Adding an index to a populated table").
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DuplicateValue {
-    /// The unique index: the entity's type (the table name for
-    /// [`Store::verify_indexes`](crate::Store::verify_indexes)) and the field, such as `Customer.email`.
+    /// The entity's type (or table name) and the field: `Customer.email`.
     pub index: String,
     /// The field.
     pub field: String,
-    /// The value as text: a string as it is, an integer in decimal, a GUID
-    /// hyphenated, a date-time in RFC 3339 (UTC).
+    /// The value as text (a date-time in RFC 3339, UTC).
     pub value: String,
     /// The partition of the value's index row.
     pub partition_key: PartitionKey,
@@ -105,7 +75,7 @@ impl std::fmt::Display for DuplicateValue {
     }
 }
 
-/// An index row that should exist: its keys and the entity it points at.
+/// An index row that should exist.
 #[derive(Debug, Clone)]
 struct Expected {
     def: usize,
@@ -114,7 +84,6 @@ struct Expected {
     entity: (PartitionKey, RowKey),
 }
 
-/// A problem found, with what it takes to fix it.
 enum Problem {
     Missing(Expected),
     /// A row naming no entity, or one that does not hold its value.
@@ -132,10 +101,9 @@ async fn scan(
     mut each: impl FnMut(StoredEntity) -> Result<()>,
 ) -> Result<()> {
     let mut spec = QuerySpec {
-        filter: None,
         select,
         top: Some(QuerySpec::MAX_PAGE_SIZE),
-        continuation: None,
+        ..QuerySpec::default()
     };
     loop {
         let page = match env.backend().query(table, &spec).await {
@@ -159,8 +127,7 @@ async fn scan(
     }
 }
 
-/// The entities an index row names: its owner, and for a claim a unit
-/// took over within its commit, the entity it took it from.
+/// The entities an index row names (see `claim::prev_of`).
 fn named(data: &crate::entity::EntityData) -> Vec<(PartitionKey, RowKey)> {
     target_of(data)
         .into_iter()
@@ -168,7 +135,6 @@ fn named(data: &crate::entity::EntityData) -> Vec<(PartitionKey, RowKey)> {
         .collect()
 }
 
-/// Whether index row `row` names one of `holders`.
 fn names_one_of(row: &StoredEntity, holders: &[Expected]) -> bool {
     named(&row.data)
         .iter()
@@ -281,10 +247,9 @@ async fn check<P: FnMut(u64) + ?Sized>(
     Ok((report, problems))
 }
 
-/// Fixes one problem, re-checking it first, with the writes an indexed
-/// write makes: a missing value is claimed (or gets its index row); a row
-/// naming a non-holder is removed once that entity is neutralized. Returns
-/// whether a row was written.
+/// Fixes one problem, re-checked first, as an indexed write would: a
+/// missing value is claimed; a row naming a non-holder is removed once
+/// that entity is neutralized. Answers whether a row was written.
 async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result<bool> {
     match problem {
         Problem::Missing(e) => {
@@ -318,33 +283,22 @@ async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result
                     Neutralized::Holds | Neutralized::Raced => return Ok(false),
                 }
             }
-            let removed = env
-                .backend()
-                .execute(
-                    &indexes.index_table,
-                    TableOp::Delete {
-                        partition_key: ipk,
-                        row_key: irk,
-                        condition: crate::backend::Precondition::IfMatch(now.etag),
-                    },
-                    &WriteOptions::new(),
-                )
-                .await;
-            match removed {
-                Ok(_) => Ok(true),
-                Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::NotFound) => {
-                    Ok(false)
-                }
+            let op = TableOp::Delete {
+                partition_key: ipk,
+                row_key: irk,
+                condition: crate::backend::Precondition::IfMatch(now.etag),
+            };
+            match claim::send(env, &indexes.index_table, op).await {
+                Ok(()) => Ok(true),
+                Err(e) if lost_race(&e) => Ok(false),
                 Err(e) => Err(e),
             }
         }
     }
 }
 
-/// The stale index rows of `indexes` ([`IndexReport::stale`]), each with
-/// its index, and how many rows the check read: for
-/// [`Store::sweep`](crate::Store::sweep), which checks each with
-/// [`still_stale`] before removing it.
+/// The stale index rows of `indexes`, each with its index, and how many
+/// rows were read: for [`Store::sweep`](crate::Store::sweep).
 pub(crate) async fn stale_rows(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
@@ -364,8 +318,7 @@ pub(crate) async fn stale_rows(
     Ok((report.entities + report.index_rows, stale))
 }
 
-/// Whether no entity index row `row` of index `def` names holds its value
-/// now (marks resolved).
+/// Whether no entity index row `row` names holds its value now.
 pub(crate) async fn still_stale(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
@@ -398,9 +351,7 @@ pub(crate) async fn defs_of(env: &Arc<TableEnv>, table: &str) -> Result<Indexes>
     })
 }
 
-/// Checks the index rows of entity table `table`, and repairs them when
-/// `repair` (see [`crate::Store::verify_indexes`] and
-/// [`crate::Store::rebuild_indexes`]).
+/// [`report`] by the definitions stored for entity table `table`.
 pub(crate) async fn report_table(
     env: &Arc<TableEnv>,
     table: &str,
@@ -410,8 +361,7 @@ pub(crate) async fn report_table(
     report(env, &defs_of(env, table).await?, repair, progress).await
 }
 
-/// Checks `indexes`, and when `repair` fixes every missing or orphan row
-/// found.
+/// Checks `indexes`, and when `repair` fixes what it found.
 pub(super) async fn report(
     env: &Arc<TableEnv>,
     indexes: &Indexes,

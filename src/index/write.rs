@@ -16,12 +16,10 @@ use crate::key::{ETag, PartitionKey, RowKey, TableName};
 use crate::rows::tombstone::{self, is_tombstone};
 use crate::table::{IndexedWriter, Resolver, TableEnv, lost_race};
 
-/// How many times a write whose row changed under it (an unconditional
-/// write, or an insert meeting a tombstone) reads it again and starts over.
+/// How often a write whose row changed under it (an unconditional write,
+/// an insert meeting a tombstone) reads it again and starts over.
 const ATTEMPTS: usize = 8;
 
-/// The write path of the table `declared_table` of the indexed type
-/// `type_name`.
 pub(crate) fn writes(
     env: Arc<TableEnv>,
     declared_table: &'static str,
@@ -37,11 +35,10 @@ pub(crate) fn writes(
     })
 }
 
-/// The writes of an indexed type's table: the entity's write goes to the
-/// table's writer, the claims to the store's backend.
+/// The entity's write goes to the table's writer, the claims to the
+/// store's backend.
 struct IndexedWrites {
     env: Arc<TableEnv>,
-    /// The table as the type declares it.
     declared: &'static str,
     type_name: String,
     defs: &'static [IndexDef],
@@ -73,7 +70,7 @@ impl IndexedWriter for IndexedWrites {
 }
 
 /// The entity's row as the write is conditioned on it, known before any
-/// claim is made.
+/// claim.
 #[derive(Debug, Clone)]
 pub(super) enum State {
     Absent,
@@ -92,17 +89,15 @@ impl State {
     }
 }
 
-/// A write as the index write path sees it: what it stores and on what
-/// condition.
+/// A write's condition as the index write path sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// An insert: the row must be absent.
     Insert,
-    /// At the version read ([`Precondition::IfMatch`]).
+    /// [`Precondition::IfMatch`].
     At,
-    /// Whatever is stored, which must exist ([`Precondition::IfExists`]).
+    /// [`Precondition::IfExists`].
     Existing,
-    /// Whatever is stored, or nothing ([`Precondition::Upsert`]).
+    /// [`Precondition::Upsert`].
     Any,
 }
 
@@ -129,7 +124,6 @@ impl IndexedWrites {
         Ok(Arc::clone(self.indexes.get_or_init(|| found)))
     }
 
-    /// Reads the entity's row, any unit's mark on it resolved.
     async fn read_state(&self, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Result<State> {
         let env = &self.env;
         Ok(
@@ -141,8 +135,7 @@ impl IndexedWrites {
         )
     }
 
-    /// The service's answer `(status, code)` to the caller's `op` of the
-    /// row (`pk`, `rk`), as the backend would give it.
+    /// The service's answer `(status, code)` to the caller's `op`.
     fn refused(
         (status, code): (u16, &str),
         op: &str,
@@ -154,12 +147,8 @@ impl IndexedWrites {
         Error::from_service(status, Some(code), what).for_row(table.as_str(), pk, rk)
     }
 
-    fn not_found(op: &str, table: &TableName, pk: &PartitionKey, rk: &RowKey) -> Error {
-        Self::refused(NOT_FOUND, op, table, pk, rk)
-    }
-
-    /// `e`, the refusal of a conditional write; `NotFound` when the row is
-    /// a tombstone now (as an unindexed table's write says).
+    /// `e`, a conditional write's refusal; `NotFound` when the row is a
+    /// tombstone now (as an unindexed table's write says).
     async fn gone_if_tombstone(
         &self,
         e: Error,
@@ -171,7 +160,7 @@ impl IndexedWrites {
         if e.kind() == ErrorKind::Conflict
             && matches!(self.read_state(table, pk, rk).await?, State::Tombstone(_))
         {
-            return Ok(Self::not_found(op, table, pk, rk));
+            return Ok(Self::refused(NOT_FOUND, op, table, pk, rk));
         }
         Ok(e)
     }
@@ -188,8 +177,7 @@ impl IndexedWrites {
     ) -> Result<Option<Version>> {
         let env = &self.env;
         let kind = kind_of(&op);
-        // Errors name the caller's operation, whatever is sent for it (a
-        // delete's tombstone is a replace).
+        // Errors name the caller's operation (a delete sends a replace).
         let op_name = op.name();
         let merge = matches!(op, TableOp::Merge(..));
         let (pk, rk) = (op.partition_key().clone(), op.row_key().clone());
@@ -206,9 +194,8 @@ impl IndexedWrites {
                 _ => Some(new.properties.clone()),
             }
         };
-        // The state the entity write is conditioned on, read before any
-        // claim (a claim made after it is what a takeover must see
-        // changed).
+        // Read before any claim: a takeover must see it changed by a
+        // claim made after.
         let mut state = match (&op, op.condition()) {
             (TableOp::Insert(_), _) => State::Absent,
             (TableOp::Delete { .. }, Some(Precondition::IfMatch(etag))) => State::Version(etag),
@@ -220,13 +207,11 @@ impl IndexedWrites {
                         let changed = (412, "UpdateConditionNotSatisfied");
                         return Err(Self::refused(changed, op_name, table, &pk, &rk));
                     }
-                    _ => return Err(Self::not_found(op_name, table, &pk, &rk)),
+                    _ => return Err(Self::refused(NOT_FOUND, op_name, table, &pk, &rk)),
                 },
             },
             _ => self.read_state(table, &pk, &rk).await?,
         };
-        // A conditional replace or merge that leaves every indexed value
-        // alone is the plain write.
         if let (Kind::At, State::Row(_, p)) = (kind, &state)
             && new.is_some()
             && indexes.keys(Some(p))? == indexes.keys(after(&state).as_ref())?
@@ -238,7 +223,7 @@ impl IndexedWrites {
         }
         let txn = crate::backend::write_log::new_id();
         let started = tokio::time::Instant::now();
-        // Writers losing races to each other step back as `update_with` does.
+        // Racing writers step back as `update_with` does.
         let mut pauses = env.conflict_retry().backoff();
         for _ in 0..ATTEMPTS {
             // Refused before any claim when the row is not as `op` needs.
@@ -249,8 +234,7 @@ impl IndexedWrites {
             if !claims.is_empty() || !frees.is_empty() {
                 super::ensure_defs(env, indexes).await?;
             }
-            // The entity's write goes out within `SEND_WINDOW` of this
-            // round's first claim, or not at all (see the module docs).
+            // Within `SEND_WINDOW` of this round's first claim, or never.
             let send_by = tokio::time::Instant::now() + super::SEND_WINDOW;
             let who = claim::Claimant::plain(&owner, &txn);
             let claiming = futures_util::future::try_join_all(
@@ -302,22 +286,20 @@ impl IndexedWrites {
                 "{}: its row kept changing under it ({ATTEMPTS} attempts)",
                 crate::error::what::entity(op_name, table.as_str(), &pk, &rk)
             ),
-            // The time the attempts took, not a deadline: what ran out was
-            // the attempts.
+            // The attempts ran out, not a deadline.
             after: started.elapsed(),
         })
     }
 }
 
-/// The refusal of a write whose row is not as it needs: the service's
-/// answer `(status, code)`.
+/// The service's answer `(status, code)` to a write whose row is not as
+/// it needs.
 type Refusal = (u16, &'static str);
 const NOT_FOUND: Refusal = (404, "ResourceNotFound");
 const EXISTS: Refusal = (409, "EntityAlreadyExists");
 
-/// The entity's write of `op`, conditioned on `state`: the commit point
-/// of the claims made for it (a unit's commit sends it too). A delete
-/// leaves a tombstone.
+/// The entity's write of `op` conditioned on `state` (a delete leaves a
+/// tombstone): the commit point of its claims, a unit's too.
 pub(super) fn entity_op(op: &TableOp, state: &State) -> std::result::Result<TableOp, Refusal> {
     let at = |etag: &ETag| Precondition::IfMatch(etag.clone());
     let gone = || tombstone::data(op.partition_key(), op.row_key(), "deleted");

@@ -1,10 +1,8 @@
-//! The filter language: a small AST of comparisons, rendered as OData.
-//!
-//! Backends receive the AST, not a string: the Azure backend renders it with
-//! [`Filter::to_odata`], the memory backend evaluates it with
-//! [`Filter::matches`]. Both follow the service's typing: a comparison matches
-//! only a property of exactly the literal's EDM type, so an `Edm.Int64` column
-//! compared with an `Int32` literal matches nothing, as in Azure.
+//! The filter language: a small AST of comparisons, which the Azure
+//! backend renders with [`Filter::to_odata`] and the memory backend
+//! evaluates with [`Filter::matches`]. A comparison matches only a property
+//! of exactly the literal's EDM type (an `Edm.Int64` property never
+//! matches an `Int32` literal), as in Azure.
 
 use std::cmp::Ordering;
 use std::fmt::Write as _;
@@ -78,17 +76,12 @@ pub enum Filter {
     Not(Box<Filter>),
 }
 
-/// What a filter is evaluated against: an entity's keys, Timestamp and
-/// properties.
+/// What a filter is evaluated against.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Row<'a> {
-    /// `PartitionKey`
     pub(crate) partition_key: &'a str,
-    /// `RowKey`
     pub(crate) row_key: &'a str,
-    /// `Timestamp`
     pub(crate) timestamp: time::OffsetDateTime,
-    /// User properties.
     pub(crate) properties: &'a Properties,
 }
 
@@ -96,16 +89,14 @@ impl Filter {
     /// The most comparisons one filter may hold (a service limit).
     pub const MAX_COMPARISONS: usize = 15;
 
-    /// The longest filter leasehold sends, in bytes of its URL-encoded text (as
-    /// it travels in the query's URL): 10 KiB. A longer filter is
-    /// [`Error::Invalid`] before any request, on every backend.
+    /// The longest filter leasehold sends, in bytes of its URL-encoded
+    /// text: 10 KiB; a longer one is [`Error::Invalid`] before any request.
     ///
-    /// The filter travels in the request line. The service documents no
-    /// limit; Azurite (Node) answers 431 to a request head over 16 KiB
-    /// (measured on Azurite 3.37, Node 20), and the longest query head
-    /// holds, besides the filter, about 0.5 KiB of path and headers and a
-    /// base64 continuation of two 1 KiB keys (4 KiB): 10 KiB leaves that
-    /// room. See [`crate::query`], "Key ranges", for what fits.
+    /// The service documents no limit on the request line; Azurite (3.37,
+    /// Node 20) answers 431 to a request head over 16 KiB, and the longest
+    /// query head holds besides the filter about 0.5 KiB of path and
+    /// headers and a continuation of two 1 KiB keys (4 KiB). See
+    /// [`crate::query`], "Key ranges", for what fits.
     pub const MAX_LEN: usize = 10 * 1024;
 
     /// A comparison.
@@ -142,7 +133,6 @@ impl Filter {
         self.leaves().len()
     }
 
-    /// The comparisons' properties and literals, in order.
     fn leaves(&self) -> Vec<(&str, &Value)> {
         fn walk<'a>(f: &'a Filter, out: &mut Vec<(&'a str, &'a Value)>) {
             match f {
@@ -161,13 +151,11 @@ impl Filter {
         out
     }
 
-    /// Checks the rules the service applies to filters: at most
-    /// [`MAX_COMPARISONS`](Self::MAX_COMPARISONS) comparisons, at most
-    /// [`MAX_LEN`](Self::MAX_LEN) bytes
-    /// once URL-encoded, property names it accepts
-    /// (`PartitionKey`, `RowKey`, `Timestamp` or a valid property name, so a
-    /// name can never change the rendered expression), literals it can spell
-    /// (no NaN or infinities), date-times in range.
+    /// Checks the service's rules: at most
+    /// [`MAX_COMPARISONS`](Self::MAX_COMPARISONS) comparisons and
+    /// [`MAX_LEN`](Self::MAX_LEN) bytes URL-encoded, valid property names
+    /// (so a name never changes the expression), literals it can spell (no
+    /// NaN or infinities), date-times in range.
     ///
     /// # Errors
     /// [`Error::Invalid`] naming the filter part at fault.
@@ -218,10 +206,8 @@ impl Filter {
         Ok(())
     }
 
-    /// The length of the filter's text once URL-encoded for a query string
-    /// (`application/x-www-form-urlencoded`, as the Azure client encodes it):
-    /// ASCII letters, digits, `*-._` and space take one byte, every other
-    /// byte of the UTF-8 text three.
+    /// The length of the filter's text URL-encoded as the Azure client
+    /// encodes a query string (form encoding).
     pub(crate) fn encoded_len(&self) -> usize {
         self.to_odata()
             .bytes()
@@ -282,10 +268,9 @@ impl Filter {
         }
     }
 
-    /// The filter split into its top-level conjuncts that compare only
-    /// `PartitionKey` and `RowKey` (a row keeps its keys whatever is
-    /// written to it) and the rest, each joined back with `and` in order;
-    /// `None` where there is no such conjunct.
+    /// The filter's top-level conjuncts on `PartitionKey` and `RowKey`
+    /// alone (a row keeps its keys whatever is written to it), and the
+    /// rest, each joined back with `and`.
     pub(crate) fn split_keys(&self) -> (Option<Filter>, Option<Filter>) {
         fn conjuncts<'a>(f: &'a Filter, out: &mut Vec<&'a Filter>) {
             match f {
@@ -342,8 +327,8 @@ impl Filter {
     }
 }
 
-/// Orders two values of the same EDM type as the service does; `None` when
-/// the types differ or a double is NaN (such comparisons never match).
+/// Orders two values as the service does; `None` (never matches) when the
+/// types differ or a double is NaN.
 fn compare_values(stored: &Value, literal: &Value) -> Option<Ordering> {
     match (stored, literal) {
         (Value::String(a), Value::String(b)) => Some(crate::key::compare_keys(a, b)),

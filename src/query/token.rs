@@ -1,5 +1,4 @@
-//! [`ContinuationToken`]: where a typed query resumes, as a client carries
-//! it between requests.
+//! [`ContinuationToken`]: where a typed query resumes.
 
 use std::fmt;
 use std::str::FromStr;
@@ -17,17 +16,13 @@ const VERSION: u8 = 1;
 /// [`Page`](crate::table::Page) hands out and
 /// [`Query::resume`](crate::table::Query::resume) takes.
 ///
-/// A web API can give it to its client and read it back: it is opaque,
-/// URL-safe text (`Display`, `FromStr`; serde writes and reads it as that
-/// text). It carries a checksum, so text that was cut, altered or made up
-/// is [`Error::Invalid`] when parsed, and the query it came from (table,
-/// filter, selection), so resuming another query with it is
-/// [`Error::Invalid`] too, in both cases before any request. The page size
-/// may change from page to page.
+/// Opaque, URL-safe text for a client to carry (`Display`, `FromStr`,
+/// serde as that text). Its checksum makes text cut, altered or made up
+/// [`Error::Invalid`] when parsed; its query digest (table, filter,
+/// selection) makes resuming another query [`Error::Invalid`] too.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ContinuationToken {
     pub(crate) at: Continuation,
-    /// A digest of the query it resumes.
     pub(crate) query: u64,
 }
 
@@ -40,12 +35,14 @@ impl ContinuationToken {
 /// FNV-1a, 64 bits: a checksum and a query digest stable across builds
 /// and platforms (not a defence against a forger, who has the algorithm).
 pub(crate) fn digest(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+    digest_from(0xcbf2_9ce4_8422_2325, bytes)
+}
+
+/// [`digest`] from another offset basis (a second, independent hash).
+pub(crate) fn digest_from(offset: u64, bytes: &[u8]) -> u64 {
+    (bytes.iter()).fold(offset, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn bad_token() -> Error {
@@ -82,8 +79,7 @@ impl FromStr for ContinuationToken {
     /// Reads a token written by `Display`.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for text that is not such a token, or that was
-    /// cut or altered.
+    /// [`Error::Invalid`] for text that is not such a token.
     fn from_str(text: &str) -> Result<Self> {
         let bytes = TOKEN_BASE64.decode(text.trim()).map_err(|_| bad_token())?;
         if bytes.len() < 1 + 8 + 8 || bytes[0] != VERSION {

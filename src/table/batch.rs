@@ -10,11 +10,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::key::IntoRowKey;
 
 /// An atomic group of writes to one partition of one table: all apply or
-/// none does.
-///
-/// Operations are checked when added and the whole group against the service
-/// limits (100 operations, 4 MiB, one partition, each row once) before
-/// anything is sent. The conditional forms send the ETag of the value passed.
+/// none does. Checked against the service limits (100 operations, 4 MiB,
+/// one partition, each row once) before anything is sent.
 ///
 /// ```
 /// # use leasehold::{Entity, Store};
@@ -36,9 +33,6 @@ use crate::key::IntoRowKey;
 /// assert_eq!(accounts.get("alice", "savings").await?.unwrap().balance, 40);
 /// # Ok::<(), leasehold::Error>(()) }).unwrap();
 /// ```
-///
-/// Written entities come back as stored, as from the single writes (a
-/// merge may cost a read after the commit, see [`Table::merge`]).
 #[must_use = "a Batch sends nothing until `commit().await`"]
 pub struct Batch<E> {
     table: Table<E>,
@@ -48,12 +42,10 @@ pub struct Batch<E> {
 
 /// What an operation of a batch returns once committed.
 enum Returned<E> {
-    /// Nothing: a delete.
     Deleted,
-    /// This entity, as stored; `true` when it was merged from a value read
-    /// through a projection.
+    /// This entity, as stored; `true`: merged from a projection.
     Entity(E, Stored<E>, bool),
-    /// The entity as read back after the commit (see [`Table::read_back`]).
+    /// Read back after the commit (see [`Table::read_back`]).
     ReadBack(E),
 }
 
@@ -73,19 +65,15 @@ impl<E> std::fmt::Debug for Batch<E> {
 impl<E: Entity> Table<E> {
     /// An entity-group transaction on one partition of this table.
     pub fn batch(&self) -> Batch<E> {
-        Batch::new(self.clone())
-    }
-}
-
-impl<E: Entity> Batch<E> {
-    fn new(table: Table<E>) -> Self {
         Batch {
-            table,
+            table: self.clone(),
             ops: Vec::new(),
             error: None,
         }
     }
+}
 
+impl<E: Entity> Batch<E> {
     fn push(
         mut self,
         entity: &E,
@@ -106,7 +94,6 @@ impl<E: Entity> Batch<E> {
         self
     }
 
-    /// Adds an operation, or records why it could not be added.
     fn add(&mut self, op: Result<(TableOp, Returned<E>)>) {
         match op {
             Ok(op) => self.ops.push(op),
@@ -119,7 +106,6 @@ impl<E: Entity> Batch<E> {
         }
     }
 
-    /// Adds a delete of the row `keys` name, under `condition`.
     fn push_delete(
         mut self,
         keys: Result<(crate::key::PartitionKey, crate::key::RowKey)>,
@@ -170,9 +156,8 @@ impl<E: Entity> Batch<E> {
         self.push_delete(keys, Precondition::IfMatch(current.etag().clone()))
     }
 
-    /// Creates or overwrites an entity. **Unconditional.**
-    /// Replaces everything stored in the row, properties the type does not
-    /// know included (as [`Table::upsert`](crate::Table::upsert)).
+    /// Creates or overwrites an entity. **Unconditional** (as
+    /// [`Table::upsert`](crate::Table::upsert)).
     pub fn upsert(self, entity: E) -> Self {
         self.push(&entity, Ok(Base::Nothing), false, |d| {
             TableOp::Replace(d, Precondition::Upsert)
@@ -186,8 +171,7 @@ impl<E: Entity> Batch<E> {
         })
     }
 
-    /// Deletes an existing entity whatever its version, in the partition of
-    /// the batch's other operations. **Unconditional.**
+    /// Deletes an existing entity whatever its version. **Unconditional.**
     pub fn delete_unconditionally(
         self,
         partition_key: impl crate::key::IntoPartitionKey,
@@ -209,18 +193,16 @@ impl<E: Entity> Batch<E> {
         self.ops.is_empty()
     }
 
-    /// Sends the batch: all operations apply, or none. Each operation
-    /// answers, in order, with the entity as stored and its new version (as
-    /// the single writes return it), or `None` for a delete.
+    /// Sends the batch: all operations apply, or none. Each answers, in
+    /// order, with the entity as stored (as the single writes return it),
+    /// or `None` for a delete.
     ///
     /// # Errors
-    /// [`Error::Invalid`] when the group breaks a service limit or the type
-    /// has indexes, and [`Error::Batch`] (with the index) for an operation
-    /// that could not be encoded — both before anything is sent;
-    /// [`Error::Batch`] with the failing index and its cause (such as
-    /// [`Error::Conflict`]) when the service rejects an operation, in which
-    /// case nothing was applied. Any other answer means the batch was
-    /// applied.
+    /// Before anything is sent: [`Error::Invalid`] when the group breaks a
+    /// service limit or the type has indexes, [`Error::Batch`] for an
+    /// operation that could not be encoded. [`Error::Batch`] with the
+    /// failing index and its cause (such as [`Error::Conflict`]) when the
+    /// service rejects an operation: nothing was applied.
     pub async fn commit(self) -> Result<Vec<Option<Versioned<E>>>> {
         let telemetry = self.table.env.telemetry().clone();
         telemetry.operation("batch", self.commit_now()).await
@@ -246,8 +228,7 @@ impl<E: Entity> Batch<E> {
             ops = ops.len()
         );
         // An insert of a type with an expiry refused for a row that reads
-        // as absent though stored is sent again (over an expired row as a
-        // replace at the version read), at most once a row.
+        // as absent is sent again ([`Table::insert_again`]), once a row.
         let mut tries = ops.len();
         let versions = loop {
             let sent = self
@@ -268,18 +249,8 @@ impl<E: Entity> Batch<E> {
                 _ => break sent?,
             };
             tries -= 1;
-            let (pk, rk) = (
-                ops[index].partition_key().clone(),
-                ops[index].row_key().clone(),
-            );
-            match self.table.absent_once_resolved(&pk, &rk).await? {
-                // A placeholder, gone now: the same insert again.
-                Some(None) => {}
-                Some(Some(etag)) => {
-                    if let TableOp::Insert(data) = &ops[index] {
-                        ops[index] = TableOp::Replace(data.clone(), Precondition::IfMatch(etag));
-                    }
-                }
+            match self.table.insert_again(ops[index].clone()).await? {
+                Some(again) => ops[index] = again,
                 None => break sent?,
             }
         };

@@ -1,5 +1,4 @@
-//! [`TableEnv`]: what the tables of one store share, and the write path
-//! of entity types with indexes ([`IndexWrites`]), which the store installs.
+//! [`TableEnv`]: what the tables of one store share.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -16,32 +15,22 @@ use crate::lease::LeaseManager;
 use crate::retry::ConflictRetry;
 use crate::telemetry::Telemetry;
 
-/// What the tables of one store share: the backend, the table prefix, the
-/// conflict retry policy, the record of tables already created, the
-/// partition locks a read takes to settle a commit whose writer is gone
-/// (see [`super::marks`]), and the write path of indexed types. The store
-/// owns it and hands it to every [`Table`](super::Table) it makes, so
-/// tables need nothing else of the store.
+/// What the tables of one store share; `locks`: those a read takes to
+/// settle a commit whose writer is gone (see [`super::marks`]).
 pub(crate) struct TableEnv {
     backend: Arc<dyn Backend>,
     conflict_retry: ConflictRetry,
     table_prefix: String,
-    /// Tables created (or found), so each is created once, and tables
-    /// this store deleted, which reads do not create again.
     ready_tables: Mutex<Tables>,
-    /// Where the store records its metrics.
     telemetry: Telemetry,
     locks: LeaseManager,
-    /// How long a read waits for the lock of a commit's primary partition
-    /// (the lock options' acquire timeout).
+    /// How long a read waits for a commit's primary lock.
     pub(super) lock_timeout: Duration,
-    /// Makes the write path of an indexed type (`crate::index`).
     pub(super) index_writes: IndexWrites,
 }
 
-/// Makes the write path of the table of an indexed entity type: from the
-/// store's tables, the table the type declares, the type's name and its
-/// indexes.
+/// Makes the write path of an indexed type (`crate::index`) from the
+/// store's tables, its declared table, its name and its indexes.
 pub(crate) type IndexWrites =
     fn(Arc<TableEnv>, &'static str, String, &'static [IndexDef]) -> Arc<dyn IndexedWriter>;
 
@@ -49,9 +38,8 @@ pub(crate) type IndexWrites =
 /// then the entity's row through `below` (see `crate::index`, "Writes").
 #[async_trait]
 pub(crate) trait IndexedWriter: Send + Sync + std::fmt::Debug {
-    /// Sends `op` to `table` through `below`; `as_read` holds the
-    /// properties the row held at the version `op` is conditioned on, as
-    /// the table read them (saves reading them again).
+    /// Sends `op` to `table` through `below`; `as_read`: the row's
+    /// properties at the version `op` is conditioned on, if known.
     async fn execute(
         &self,
         below: &dyn Backend,
@@ -85,42 +73,32 @@ impl TableEnv {
         }
     }
 
-    /// The lease manager of the store's partition locks.
     pub(crate) fn locks(&self) -> &LeaseManager {
         &self.locks
     }
 
-    /// The backend tables read and write through.
     pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
     }
 
-    /// How optimistic read-modify-write loops retry after a conflict.
     pub(crate) fn conflict_retry(&self) -> &ConflictRetry {
         &self.conflict_retry
     }
 
-    /// Where the store records its metrics.
     pub(crate) fn telemetry(&self) -> &Telemetry {
         &self.telemetry
     }
 
-    /// The prefix put before every table name.
     pub(crate) fn table_prefix(&self) -> &str {
         &self.table_prefix
     }
 
-    /// The name of table `table` in this store: the table prefix, then
-    /// `table`. The one place a prefixed name is made.
-    ///
-    /// # Errors
-    /// [`crate::Error::Invalid`] when the prefixed name is not a valid table
-    /// name (too long, say).
+    /// The name of table `table` in this store, prefixed: the one place a
+    /// prefixed name is made.
     pub(crate) fn table_name(&self, table: &str) -> Result<TableName> {
         TableName::new(format!("{}{table}", self.table_prefix))
     }
 
-    /// Creates `table` unless it was created (or found) before.
     pub(crate) async fn ensure_table(&self, table: &TableName) -> Result<()> {
         if self.lock_ready().ready.contains(table) {
             return Ok(());
@@ -131,8 +109,7 @@ impl TableEnv {
     }
 
     /// [`Self::ensure_table`] for a read: `false`, creating nothing, when
-    /// this store deleted `table` and has not created it since, so that
-    /// the read meets the table missing as the service has it.
+    /// this store deleted `table` (the read meets it missing).
     pub(crate) async fn ensure_table_to_read(&self, table: &TableName) -> Result<bool> {
         if self.lock_ready().deleted.contains(table) {
             return Ok(false);
@@ -141,16 +118,14 @@ impl TableEnv {
         Ok(true)
     }
 
-    /// Records that `table` exists (a store created it).
     pub(crate) fn mark_ready(&self, table: &TableName) {
         let mut tables = self.lock_ready();
         tables.deleted.remove(table);
         tables.ready.insert(table.clone());
     }
 
-    /// Forgets that `table` exists (a store is deleting it): the next
-    /// handle creates it again when it writes, and reads find it missing
-    /// until then.
+    /// Forgets that `table` exists (the store is deleting it): writes
+    /// create it again, reads meet it missing until then.
     pub(crate) fn forget_ready(&self, table: &TableName) {
         let mut tables = self.lock_ready();
         tables.ready.remove(table);
@@ -166,7 +141,6 @@ impl TableEnv {
     }
 }
 
-/// What a store knows of its tables' existence.
 #[derive(Default)]
 struct Tables {
     /// Created (or found), so each is created once.

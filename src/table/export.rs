@@ -1,7 +1,5 @@
-//! Export: a table's rows as JSON lines ([`Table::export`],
-//! [`Query::export`]), and the line form of a row, which
-//! [`Store::import`](crate::Store::import) reads back. The format is told
-//! in the `table` module docs.
+//! Export: a table's rows as JSON lines, in the format the `table` module
+//! docs tell.
 
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _};
@@ -18,8 +16,7 @@ use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey};
 
 impl<E: Entity> Table<E> {
-    /// Every row of the table as exported, page by page:
-    /// `self.query().export()` (see [`Query::export`]).
+    /// `self.query().export()`: see [`Query::export`].
     ///
     /// ```
     /// use leasehold::stream::TryStreamExt as _;
@@ -56,20 +53,15 @@ impl<E: Entity> Table<E> {
 }
 
 impl<E: Entity> Query<E> {
-    /// The rows this query selects, as stored (not decoded into `E`), page
-    /// by page, each page with the token of the next one: write each row
-    /// with [`DynamicEntity::to_json_line`], and once a page is safely
-    /// written, keep its [`Page::continuation`] to resume from with
-    /// [`Query::resume`]. An empty page may come with a token; the last
-    /// page has none. See the [`table`](crate::table) module docs for the
-    /// line format, and [`Store::import`](crate::Store::import) for the
-    /// way back.
+    /// The rows this query selects, as stored, page by page: write each
+    /// row with [`DynamicEntity::to_json_line`], and once a page is safely
+    /// written, keep its [`Page::continuation`] to [`Query::resume`] from.
+    /// [`Store::import`](crate::Store::import) reads the lines back.
     ///
     /// # Errors
-    /// Errors come through the stream, which ends after the first one:
-    /// [`Error::Invalid`] for a query with a projection
-    /// ([`Query::select`]: an export reads whole rows), a bad filter, page
-    /// size or token (before any request); backend errors.
+    /// Through the stream, which ends after the first: as [`Query::page`];
+    /// [`Error::Invalid`] for a query with a projection (an export reads
+    /// whole rows).
     pub fn export(self) -> impl Stream<Item = Result<Page<DynamicEntity>>> + Send + 'static {
         Query::row_pages(self.into_export(), |row, _| Some(exported(row)))
             .and_then(Page::of)
@@ -77,8 +69,7 @@ impl<E: Entity> Query<E> {
     }
 }
 
-/// A row as an export writes it: every property but leasehold's reserved
-/// ones.
+/// A row as an export writes it: without leasehold's reserved properties.
 fn exported(mut row: StoredEntity) -> Result<Versioned<DynamicEntity>> {
     if row
         .data
@@ -99,9 +90,8 @@ fn exported(mut row: StoredEntity) -> Result<Versioned<DynamicEntity>> {
 }
 
 impl DynamicEntity {
-    /// The row as one line of an export: a JSON object with the keys and
-    /// every property, EDM types exact, in a fixed order (the format is in
-    /// the [`table`](crate::table) module docs), without a line break.
+    /// The row as one line of an export, without a line break (the format
+    /// is in the [`table`](crate::table) module docs).
     ///
     /// ```
     /// use leasehold::entity::Value;
@@ -120,8 +110,8 @@ impl DynamicEntity {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Invalid`] naming the row if it cannot be written (no row
-    /// of a table fails).
+    /// [`Error::Invalid`] naming the row if it cannot be written (never for
+    /// a row read from a table).
     pub fn to_json_line(&self) -> Result<String> {
         EntityBody::new(
             self.partition_key.as_str(),
@@ -131,16 +121,13 @@ impl DynamicEntity {
         .to_text()
     }
 
-    /// A row read back from one line of an export (see
-    /// [`DynamicEntity::to_json_line`]), or of the service's JSON
-    /// (`Timestamp`, `odata.*` entries and `null` values are left out).
+    /// A row read back from a line of an export or of the service's JSON
+    /// (`Timestamp`, `odata.*` entries and `null` values left out).
     ///
     /// # Errors
-    /// [`Error::Invalid`] naming the culprit, before anything is written:
-    /// text that is not a JSON object, a key missing or breaking a key rule,
-    /// a value that does not fit its annotation, a property name leasehold
-    /// reserves (`_lh…`) or the service refuses, a row over the service's
-    /// limits.
+    /// [`Error::Invalid`] naming the culprit: not a JSON object, a key
+    /// missing or invalid, a value that does not fit its annotation, a
+    /// reserved (`_lh…`) or refused property name, a row over the limits.
     pub fn from_json_line(line: &str) -> Result<DynamicEntity> {
         let wire = entity_from_json_str("", line).map_err(|e| match e {
             Error::Decode {

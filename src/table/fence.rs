@@ -1,32 +1,22 @@
-//! Fenced writes: the layer that sends every table write of a
-//! [fenced](crate::Table::fenced) [`Table`](crate::Table) as an
-//! entity-group transaction with the partition's fence row (layout:
-//! `crate::rows::fence`), through a [`Fence`].
+//! Fenced writes: every write of a [fenced](crate::Table::fenced)
+//! [`Table`](crate::Table) goes as one entity-group transaction, the
+//! partition's fence row (layout: `crate::rows::fence`) first.
 //!
-//! # Protocol
+//! * A fence's first write to a partition reads the fence row: absent, the
+//!   transaction inserts it; at this epoch or an older one, replaces it at
+//!   the ETag read; at a newer epoch, the write is refused unsent.
+//! * After each applied transaction the fence keeps the row's new ETag for
+//!   the next write to the partition: no read.
+//! * When the service refuses the fence row (operation 0), nothing was
+//!   applied and the row is read again: a newer epoch is
+//!   [`Error::LeaseLost`], for this write and every later one; the same
+//!   epoch (another fence of it wrote) is sent again at the ETag read, as
+//!   often as the store's [`ConflictRetry`](crate::ConflictRetry) allows.
 //!
-//! Every write goes as one transaction: the fence row first, then the
-//! operations.
-//!
-//! * The first write of a fence to a partition reads the fence row once:
-//!   absent, the transaction inserts it; at this epoch or an older one, the
-//!   transaction replaces it conditioned on the ETag read; at a newer epoch,
-//!   the write is refused before anything is sent.
-//! * After each applied transaction the fence keeps the fence row's new
-//!   ETag, and the next write to the partition replaces the row conditioned
-//!   on it: no read.
-//! * When the service refuses the fence row (another writer changed it:
-//!   412, 409 or 404 on operation 0), nothing was applied; the fence row is
-//!   read again. A newer epoch: [`Error::LeaseLost`], and every later write
-//!   of this fence is refused before sending. The same epoch (another fence
-//!   of this epoch wrote in between): the write is sent again with the ETag
-//!   read, after a pause, as often as the store's
-//!   [`ConflictRetry`](crate::ConflictRetry) allows.
-//!
-//! An older epoch can never replace a newer epoch's fence row: it would
-//! need the row's current ETag, which only a read gives, and a read
-//! showing a newer epoch refuses the write. Writes of one fence to one
-//! partition are sent one at a time; to different partitions, in parallel.
+//! An older epoch never replaces a newer epoch's fence row: it would need
+//! the row's current ETag, which only a read gives, and a read showing a
+//! newer epoch refuses the write. Writes of one fence to one partition go
+//! one at a time.
 
 use std::fmt;
 use tracing::Instrument as _;
@@ -42,7 +32,6 @@ use crate::rows::fence::is_fence_row;
 use crate::rows::fence::{self as layout, ROW_PREFIX};
 
 impl Fence {
-    /// The error of a write refused because epoch `newer` wrote.
     fn fenced_out(
         &self,
         table: &TableName,
@@ -69,7 +58,6 @@ impl Fence {
         }
     }
 
-    /// Checks the operations of one fenced write before anything is sent.
     fn check_ops(&self, table: &TableName, ops: &[TableOp]) -> Result<()> {
         if ops.len() >= TableOp::MAX_BATCH_OPS {
             return Err(Error::invalid(
@@ -93,10 +81,9 @@ impl Fence {
         Ok(())
     }
 
-    /// Reads the fence row of `pk`: `Ok(None)` when absent, its ETag when
-    /// it carries this epoch or an older one; [`Error::LeaseLost`] (and the
-    /// fence marked superseded) when it carries a newer one. `code` is the
-    /// service's code of the refusal that made the read needed, if any.
+    /// Reads the fence row of `pk`: its ETag, `None` when absent;
+    /// [`Error::LeaseLost`] (the fence marked superseded) at a newer epoch,
+    /// with `code`, the refusal's that made the read needed.
     async fn read(
         &self,
         backend: &dyn TableBackend,
@@ -132,8 +119,7 @@ impl Fence {
     }
 
     /// Sends `ops` (one partition) as one transaction with the fence row;
-    /// returns their versions (the fence row's left out) and maps a failing
-    /// index back to `ops`.
+    /// versions and a failing index are `ops`'.
     async fn write(
         &self,
         backend: &dyn TableBackend,
@@ -161,8 +147,7 @@ impl Fence {
             self.check_current(table, &pk)?;
             let slot = self.slot(table, &pk);
             let mut known = slot.lock().await;
-            // The condition of the next attempt: `Some(etag)` to replace,
-            // `None` to insert; read when nothing is known.
+            // `Some(etag)` to replace, `None` to insert.
             let mut condition = match known.take() {
                 Some(etag) => Some(etag),
                 None => {
@@ -235,9 +220,7 @@ impl Fence {
     }
 }
 
-/// The ETag the fence row operation of `all` was conditioned on (the
-/// fence row's current one when the transaction failed on another
-/// operation), `None` for an insert.
+/// The ETag the fence row operation of `all` was conditioned on.
 fn all_etag(all: &[TableOp]) -> Option<ETag> {
     match all.first() {
         Some(TableOp::Replace(_, Precondition::IfMatch(etag))) => Some(etag.clone()),
@@ -245,19 +228,17 @@ fn all_etag(all: &[TableOp]) -> Option<ETag> {
     }
 }
 
-/// The writer of a [fenced](crate::Table::fenced) table: writes go
-/// through the [`Fence`], every other request to the backend below.
+/// The writer of a [fenced](crate::Table::fenced) table.
 pub(super) struct FencedWrites<B> {
     pub(super) inner: B,
     pub(super) fence: Fence,
-    /// How races with fences of the same epoch are retried.
+    /// Retries races with fences of the same epoch.
     pub(super) races: ConflictRetry,
 }
 
 impl<B: TableBackend> Writes for FencedWrites<B> {
-    /// One fenced write: its version, or its own error (not wrapped in
-    /// [`Error::Batch`]). A lost reply is settled as a transaction's, not
-    /// by the write log.
+    /// One fenced write, its error not wrapped in [`Error::Batch`]. A lost
+    /// reply is settled as a transaction's, not by the write log.
     async fn execute(
         &self,
         table: &TableName,
@@ -275,8 +256,6 @@ impl<B: TableBackend> Writes for FencedWrites<B> {
         }
     }
 
-    /// A fenced entity-group transaction: the fence row's operation goes
-    /// with `ops`.
     async fn batch(&self, table: &TableName, ops: &[TableOp]) -> Result<Vec<Option<Version>>> {
         self.fence.write(&self.inner, &self.races, table, ops).await
     }

@@ -1,5 +1,4 @@
-//! [`Table`]: the handle of one typed table: its name, the table's
-//! creation on first use, and single-entity reads.
+//! [`Table`]: the handle of one typed table, and single-entity reads.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -19,16 +18,13 @@ pub struct Table<E> {
     pub(crate) env: Arc<TableEnv>,
     name: std::result::Result<TableName, String>,
     pub(super) write_log: bool,
-    /// The backend of this table's writes: the store's stack, then the
-    /// fence's layer of a [fenced](Table::fenced) table.
+    /// The store's backend, under the fence's layer when
+    /// [fenced](Table::fenced).
     pub(super) writer: Arc<dyn Backend>,
-    /// Whether the table is [fenced](Table::fenced) (a fenced transaction
-    /// holds one operation less).
+    /// A fenced transaction holds one operation less.
     pub(super) fenced: bool,
-    /// Set once the store has made sure the table exists.
     ready: Arc<AtomicBool>,
-    /// The write path of an indexed type (see `crate::index`); `None`:
-    /// every write is the plain one.
+    /// The write path of an indexed type (see `crate::index`).
     pub(super) indexing: Option<Arc<dyn IndexedWriter>>,
     _entity: PhantomData<fn() -> E>,
 }
@@ -42,9 +38,8 @@ impl<E> Clone for Table<E> {
 }
 
 impl<E> Table<E> {
-    /// The same table read as `V`: a type stored in the same table (the
-    /// caller checks that, see [`SameTable`]). Its writes do not go through
-    /// the index write path: a view only reads.
+    /// The same table read as `V`, a type of the same table (checked by
+    /// the caller with [`SameTable`]); only for reads: no index write path.
     pub(crate) fn view<V>(&self) -> Table<V> {
         Table {
             env: Arc::clone(&self.env),
@@ -59,9 +54,8 @@ impl<E> Table<E> {
     }
 }
 
-/// A compile-time check that `V` is stored in `E`'s table: naming
-/// `SameTable::<E, V>::CHECK` in a function fails to compile for a `V` of
-/// another table.
+/// `SameTable::<E, V>::CHECK` fails to compile for a `V` stored in
+/// another table than `E`.
 pub(crate) struct SameTable<E, V>(PhantomData<fn(E) -> V>);
 
 impl<E: Entity, V: Entity> SameTable<E, V> {
@@ -71,8 +65,7 @@ impl<E: Entity, V: Entity> SameTable<E, V> {
     );
 }
 
-/// Whether two table names are the same, as the service compares them
-/// (without regard to ASCII case).
+/// Whether two table names are the same (the service ignores ASCII case).
 const fn same_table_name(a: &str, b: &str) -> bool {
     // By bytes: `str::eq_ignore_ascii_case` is not `const` before 1.89.
     let (a, b) = (a.as_bytes(), b.as_bytes());
@@ -99,9 +92,6 @@ impl<E> std::fmt::Debug for Table<E> {
 }
 
 impl<E: Entity> Table<E> {
-    /// The table of `E` in the store whose tables share `env`: its reads
-    /// resolve marks and hide leasehold's rows, and the writes of a type
-    /// with indexes keep its index rows.
     pub(crate) fn new(env: Arc<TableEnv>) -> Self {
         let indexing = (!E::INDEXES.is_empty()).then(|| {
             (env.index_writes)(
@@ -125,8 +115,8 @@ impl<E: Entity> Table<E> {
         }
     }
 
-    /// This handle on the table named `table` instead of `E::TABLE` (with
-    /// the store's prefix), for [`crate::Store::dynamic_table`].
+    /// This handle on the table `table` (prefixed), for
+    /// [`crate::Store::dynamic_table`].
     pub(crate) fn with_table_name(mut self, table: &str) -> Self {
         self.name = self.env.table_name(table).map_err(|e| e.to_string());
         self.ready = Arc::new(AtomicBool::new(false));
@@ -134,17 +124,15 @@ impl<E: Entity> Table<E> {
     }
 
     /// This table, keeping a write log in every entity it inserts, replaces
-    /// or merges conditionally, so that a write whose reply is lost can be
-    /// settled exactly.
+    /// or merges conditionally, so that a write whose reply is lost is
+    /// settled exactly (without it, a read-back that cannot tell this write
+    /// from another's fails with [`Error::Transient`], "outcome unknown").
     ///
-    /// Without it, a lost reply is settled by reading the entity back, which
-    /// cannot always tell this write from another writer's; then the write
-    /// fails with [`Error::Transient`] ("outcome unknown"). With it, each
-    /// such write stores a fresh 8-character id in front of the ids of the
-    /// entity's last 31 writes, in the reserved property `_lhWriteLog`
-    /// (under 300 characters, one of the 252 properties), which the
-    /// read-back consults. Unconditional writes and batches do not extend
-    /// it; a replacement without it drops it.
+    /// Each such write stores a fresh 8-character id before the ids of the
+    /// entity's last 31 writes in the reserved property `_lhWriteLog`
+    /// (under 300 characters, one of the 252 properties). Unconditional
+    /// writes and batches do not extend it; a replacement without it drops
+    /// it.
     ///
     /// ```
     /// # #[derive(leasehold::Entity, Clone)]
@@ -179,7 +167,7 @@ impl<E: Entity> Table<E> {
         })
     }
 
-    /// The table name, after making sure the table exists: for writes.
+    /// The table name, after making sure the table exists.
     pub(crate) async fn ready(&self) -> Result<&TableName> {
         let name = self.name()?;
         if !self.ready.load(Ordering::Acquire) {
@@ -189,9 +177,8 @@ impl<E: Entity> Table<E> {
         Ok(name)
     }
 
-    /// The table name for a read: the table is created on first use too,
-    /// except after this store deleted it (then a missing table is the
-    /// answer, [`Error::NotFound`]).
+    /// [`Table::ready`] for a read, which meets a table this store deleted
+    /// missing.
     pub(crate) async fn ready_to_read(&self) -> Result<&TableName> {
         let name = self.name()?;
         if !self.ready.load(Ordering::Acquire) && self.env.ensure_table_to_read(name).await? {
@@ -203,10 +190,9 @@ impl<E: Entity> Table<E> {
     /// Reads one entity with its ETag; `None` when there is none.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for an invalid key; [`Error::Decode`] when the stored
-    /// entity does not fit `E`; [`Error::NotFound`] (code `TableNotFound`)
-    /// when the table does not exist because the store deleted it (see
-    /// [`crate::Store::delete_table`]); backend errors.
+    /// [`Error::Invalid`] for an invalid key; [`Error::Decode`] when the
+    /// stored entity does not fit `E`; [`Error::NotFound`] (`TableNotFound`)
+    /// after [`crate::Store::delete_table`]; backend errors.
     pub async fn get(
         &self,
         partition_key: impl IntoPartitionKey,
@@ -217,12 +203,11 @@ impl<E: Entity> Table<E> {
         self.get_keys(&pk, &rk).await
     }
 
-    /// Reads one entity as `V`, an entity type of the same table: only
-    /// `V`'s properties come back (see [`Query::select`](super::Query::select)).
+    /// Reads one entity as `V`, an entity type of the same table (a
+    /// projection, see [`Query::select`](super::Query::select)).
     ///
     /// # Errors
-    /// As [`Table::get`]; [`Error::Decode`] when the stored entity does not
-    /// fit `V`.
+    /// As [`Table::get`].
     pub async fn get_as<V: Entity>(
         &self,
         partition_key: impl IntoPartitionKey,
@@ -251,31 +236,21 @@ impl<E: Entity> Table<E> {
         pk: &PartitionKey,
         rk: &RowKey,
     ) -> Result<Option<Versioned<E>>> {
-        self.env
-            .telemetry()
-            .operation("get", async {
-                let name = self.ready_to_read().await?;
-                let span =
-                    tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
-                async {
-                    match self.env.read_row(name, pk, rk).await? {
-                        Some(stored) => {
-                            Ok(Some(crate::__private::in_row(pk, rk, versioned(stored))?))
-                        }
-                        None => Ok(None),
-                    }
-                }
-                .instrument(span)
-                .await
-            })
-            .await
+        let read = async {
+            let name = self.ready_to_read().await?;
+            let span =
+                tracing::debug_span!("leasehold.get", table = %name, partition = %pk, row = %rk);
+            let row = self.env.read_row(name, pk, rk).instrument(span).await?;
+            row.map(|stored| crate::__private::in_row(pk, rk, versioned(stored)))
+                .transpose()
+        };
+        self.env.telemetry().operation("get", read).await
     }
 }
 
 impl<E: Entity + ConstantRowKey> Table<E> {
-    /// Reads the one entity of partition `partition_key`, for a type whose
-    /// row key is a constant (`#[entity(row_key = "...")]`, see
-    /// [`ConstantRowKey`]); `None` when there is none.
+    /// Reads the one entity of partition `partition_key` of a type whose
+    /// row key is a constant ([`ConstantRowKey`]).
     ///
     /// ```
     /// use leasehold::{Entity, Store};

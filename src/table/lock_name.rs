@@ -3,24 +3,21 @@
 use crate::error::{Error, Result};
 use crate::key::PartitionKey;
 use crate::lease::LeaseName;
+use crate::query::{digest, digest_from};
 
 /// The lease name of the lock of partition `pk` in a store with table prefix
-/// `prefix`: `prefix/pk` (`pk` without a prefix), or, when that exceeds the
-/// lease-name limit, the prefix and a 128-bit hash of the key after `#` (a
-/// character keys cannot contain, so the two forms never meet). Keys
-/// cannot contain `/` either, so the names of one prefix (or of none) never
-/// meet another's. Two keys sharing a hashed name would only share a lock,
-/// which stays safe.
+/// `prefix`: `prefix/pk`, or past the lease-name limit the prefix, `#` and
+/// a 128-bit hash of the key. Keys contain neither `#` nor `/`, so the two
+/// forms and the names of two prefixes never meet; two keys sharing a hash
+/// would only share a lock, which stays safe.
 pub(crate) fn lock_name(prefix: &str, pk: &PartitionKey) -> Result<LeaseName> {
     let prefix = lock_prefix(prefix);
     let plain = format!("{prefix}{}", pk.as_str());
     if plain.len() <= LeaseName::MAX_LEN {
         return LeaseName::new(plain);
     }
-    let (a, b) = (
-        fnv1a(0xcbf2_9ce4_8422_2325, pk.as_str()),
-        fnv1a(0x6c62_272e_07bb_0142, pk.as_str()),
-    );
+    let key = pk.as_str().as_bytes();
+    let (a, b) = (digest(key), digest_from(0x6c62_272e_07bb_0142, key));
     LeaseName::new(format!("{prefix}#{a:016x}{b:016x}"))
         .map_err(|e| Error::invalid(format!("lock for partition key {pk:?}"), e.to_string()))
 }
@@ -33,11 +30,4 @@ pub(crate) fn lock_prefix(prefix: &str) -> String {
     } else {
         format!("{prefix}/")
     }
-}
-
-/// FNV-1a over UTF-8, stable across processes and versions.
-fn fnv1a(offset: u64, s: &str) -> u64 {
-    s.bytes().fold(offset, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }

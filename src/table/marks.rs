@@ -1,8 +1,6 @@
 //! Resolving row marks: a reader of a row a commit marked ([`MARK`])
-//! finishes or withdraws what the mark stands for, so that every read
-//! through a [`Table`](super::Table), a unit or an index lookup sees rows
-//! as committed. The protocol is told in `crate::lock` ("Units and
-//! optimistic writes").
+//! finishes or withdraws the commit, so every read sees rows as committed
+//! (the protocol: `crate::lock`, "Units and optimistic writes").
 
 use std::time::Duration;
 
@@ -21,22 +19,20 @@ use crate::rows::is_hidden;
 pub(crate) use crate::rows::mark::MARK;
 use crate::rows::mark::{Mark, strip};
 
-/// How often a row that stays marked is looked at again before giving up.
+/// Looks at a row that stays marked before giving up.
 const RESOLVE_ATTEMPTS: u32 = 12;
 
-/// How long a reader meeting a mark of an undecided commit waits for its
-/// writer (re-reading the row and its decision in between) before it tries
-/// the primary's lock: the writer is normally one round trip from its
-/// commit point.
+/// How long a reader meeting an undecided commit's mark waits for its
+/// writer (normally one round trip from its commit point) before it tries
+/// the primary's lock.
 const WAITS: [Duration; 2] = [Duration::from_millis(20), Duration::from_millis(200)];
 
-/// The first pause between tries of an undecided commit's primary lock.
+/// The first and the longest pause between tries of an undecided commit's
+/// primary lock.
 const FENCE_FIRST_TRY: Duration = Duration::from_millis(500);
-
-/// The longest pause between those tries.
 const FENCE_MAX_PAUSE: Duration = Duration::from_secs(6);
 
-/// Who resolves a mark: what it holds.
+/// Who resolves a mark.
 pub(crate) struct Resolver<'a> {
     env: &'a TableEnv,
     /// The partitions whose locks the caller holds.
@@ -44,13 +40,11 @@ pub(crate) struct Resolver<'a> {
 }
 
 impl<'a> Resolver<'a> {
-    /// A resolver for the tables of `env`, holding the locks of `held`
-    /// (none for a plain read).
     pub(crate) fn new(env: &'a TableEnv, held: Vec<PartitionKey>) -> Self {
         Resolver { env, held }
     }
 
-    /// Reads the row of `table` at `keys`, with any mark on it resolved.
+    /// Reads a row, with any mark on it resolved.
     pub(crate) async fn read(
         &self,
         table: &TableName,
@@ -61,9 +55,6 @@ impl<'a> Resolver<'a> {
     }
 
     /// [`Resolver::resolve`] of a row that may be absent.
-    ///
-    /// # Errors
-    /// As [`Resolver::resolve`].
     pub(crate) async fn resolve_opt(
         &self,
         table: &TableName,
@@ -87,8 +78,7 @@ impl<'a> Resolver<'a> {
         table: &TableName,
         row: StoredEntity,
     ) -> Result<Option<StoredEntity>> {
-        // Most rows carry no mark: answered without boxing the resolver's
-        // (large, recursive) future.
+        // Most rows carry no mark: no boxing of the large, recursive future.
         if Mark::of(&row.data.properties).is_none() {
             return Ok(Some(row));
         }
@@ -200,13 +190,11 @@ impl<'a> Resolver<'a> {
     }
 
     /// Takes the lock of `primary` and gives it back: whoever held it when
-    /// a mark was made has lost it since. Tried at doubling intervals (from
-    /// [`FENCE_FIRST_TRY`] up to [`FENCE_MAX_PAUSE`]), not in the lock's
-    /// queue: waiting out a 15 s lease costs 7 tries and a release.
+    /// a mark was made has lost it since. Tried at doubling intervals, not
+    /// in the lock's queue: waiting out a 15 s lease costs 7 tries.
     ///
     /// # Errors
-    /// [`Error::Timeout`] after the lock options' acquire timeout; the
-    /// errors of taking the lease.
+    /// [`Error::Timeout`] after the lock options' acquire timeout.
     async fn fence(&self, primary: &PartitionKey) -> Result<()> {
         let started = tokio::time::Instant::now();
         let timeout = self.env.lock_timeout;
@@ -236,11 +224,8 @@ impl<'a> Resolver<'a> {
 }
 
 impl TableEnv {
-    /// Row (`pk`, `rk`) of `table` as a reader outside any unit sees it:
-    /// any mark on it resolved, a tombstone absent.
-    ///
-    /// # Errors
-    /// As [`Resolver::resolve`].
+    /// A row as a reader outside any unit sees it: any mark on it
+    /// resolved, a tombstone absent.
     pub(crate) async fn read_row(
         &self,
         table: &TableName,
@@ -253,22 +238,22 @@ impl TableEnv {
         Ok(row.filter(|r| !is_tombstone(&r.data.properties)))
     }
 
-    /// A page of a query asked as `spec` (sent as [`query_request`] says)
-    /// as reads see it: marked rows resolved and filtered as resolved,
-    /// hidden rows ([`is_hidden`]) and rows not matching the filter dropped,
-    /// rows cut down to the selection.
+    /// A page of a query of `table` asked as `spec` (sent as
+    /// [`query_request`] says) as reads see it: marked rows resolved and
+    /// filtered as resolved, hidden rows ([`is_hidden`]) and rows not
+    /// matching the filter dropped, rows cut down to the selection.
     ///
     /// # Errors
-    /// As [`Resolver::resolve`].
-    pub(crate) async fn resolve_page(
+    /// As [`Resolver::resolve`]; backend errors.
+    pub(crate) async fn query_page(
         &self,
         table: &TableName,
         spec: &QuerySpec,
-        mut page: QueryPage,
     ) -> Result<QueryPage> {
         // `exact`: every row without a mark that the service returned
         // matches the filter.
-        let exact = query_request(spec).1;
+        let (sent, exact) = query_request(spec);
+        let mut page = self.backend().query(table, &sent).await?;
         if exact
             && spec.select.is_none()
             && !page.entities.iter().any(|row| {
@@ -329,15 +314,13 @@ impl TableEnv {
 }
 
 /// The request a query asked as `asked` sends, and whether the service
-/// checks its whole filter on the rows without a mark it returns.
+/// checks its whole filter on the unmarked rows it returns.
 ///
 /// The service filters a marked row by its before-image, so the request
-/// also returns every marked row of the key range (`keys and (rest or
-/// _lhTxn ge '')`) and [`TableEnv::resolve_page`] filters each as
-/// resolved. Over the service's limits (15 comparisons,
-/// [`Filter::MAX_LEN`]) only the key range is sent and every row is
-/// filtered here. A projection also asks for the reserved properties and
-/// those the filter compares.
+/// also returns the key range's marked rows (`keys and (rest or _lhTxn ge
+/// '')`), which [`TableEnv::query_page`] filters as resolved; over the
+/// service's limits only the key range is sent. A projection also asks for
+/// the reserved properties and those the filter compares.
 pub(crate) fn query_request(asked: &QuerySpec) -> (QuerySpec, bool) {
     let mut sent = asked.clone();
     let mut exact = true;
@@ -379,8 +362,8 @@ pub(crate) fn query_request(asked: &QuerySpec) -> (QuerySpec, bool) {
     (sent, exact)
 }
 
-/// Sends a resolving write; answers whether it was applied (a refusal:
-/// someone else resolved or wrote the row first).
+/// Sends a resolving write; `false` when someone else resolved or wrote
+/// the row first.
 async fn write(
     backend: &dyn crate::backend::TableBackend,
     table: &TableName,
@@ -396,8 +379,7 @@ async fn write(
     }
 }
 
-/// Whether `e` says a conditional write lost a race (the row changed, was
-/// created or was removed meanwhile).
+/// Whether `e` says a conditional write lost a race.
 pub(crate) fn lost_race(e: &Error) -> bool {
     matches!(
         e.kind(),
@@ -405,8 +387,8 @@ pub(crate) fn lost_race(e: &Error) -> bool {
     )
 }
 
-/// Removes the after-image rows of a marked `row` once its mark is
-/// resolved, best effort (one left behind is hidden from every read).
+/// Removes the after-image rows of a resolved mark, best effort (one left
+/// behind is hidden from every read).
 async fn remove_after_rows(
     backend: &dyn crate::backend::TableBackend,
     table: &TableName,

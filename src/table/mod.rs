@@ -1,20 +1,17 @@
 //! [`Table<E>`]: typed, optimistic access to the entities of one table.
 //!
 //! Every read returns a [`Versioned<E>`](crate::entity::Versioned) (the
-//! entity and its ETag); every replace, merge and delete takes one back and
-//! sends its ETag, so a write based on a stale copy fails with
-//! [`Error::Conflict`](crate::Error::Conflict) instead of silently
-//! overwriting. Writes without a condition exist only under names that say
-//! so: [`Table::upsert`], [`Table::upsert_merge`],
+//! entity and its ETag); every replace, merge and delete sends it back, so
+//! a write based on a stale copy fails with
+//! [`Error::Conflict`](crate::Error::Conflict). Writes without a condition
+//! say so in their names: [`Table::upsert`], [`Table::upsert_merge`],
 //! [`Table::replace_unconditionally`], [`Table::delete_unconditionally`].
 //!
-
 //! # Export and import: the line format
 //!
-//! One JSON object per row and per line, as the Table service's REST API
-//! writes an entity: `PartitionKey`, `RowKey` and every property, each
-//! value of a type JSON cannot tell followed by its `name@odata.type`
-//! annotation:
+//! One JSON object per row and line, as the service's REST API writes an
+//! entity: the keys and every property, a value of a type JSON cannot
+//! tell followed by its `name@odata.type` annotation:
 //!
 //! | EDM type | value | annotation |
 //! |---|---|---|
@@ -28,13 +25,11 @@
 //! | `Edm.Binary` | standard base64 with padding | `Edm.Binary` |
 //!
 //! Keys are written in byte order of their names (an annotation right
-//! after its property), so an export, imported into an empty table and
-//! exported again, is byte-identical. `Timestamp`, the ETag and
-//! leasehold's reserved properties (`_lh...`) are not written.
-//!
-//! An export reads rows as every read sees them (marks resolved,
-//! leasehold's hidden rows left out). An index table (`{table}Idx`) is a
-//! table of its own: export it too, or rebuild the indexes after an import.
+//! after its property), so an export imported into an empty table and
+//! exported again is byte-identical. `Timestamp`, the ETag and reserved
+//! properties (`_lh...`) are not written. Rows are read as every read sees
+//! them. An index table (`{table}Idx`) is a table of its own: export it
+//! too, or rebuild the indexes after an import.
 //!
 //! [`Table::export`] and [`Query::export`] read the rows;
 //! [`crate::Store::import`] writes them back.

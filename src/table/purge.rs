@@ -11,13 +11,8 @@ use crate::entity::Entity;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 
-/// How [`Table::purge_with`] works: how many deletes it keeps in flight.
-///
-/// ```
-/// use leasehold::table::PurgeOptions;
-/// let options = PurgeOptions::new().with_concurrency(4);
-/// # let _ = options;
-/// ```
+/// How many deletes [`Table::purge_with`] keeps in flight (example
+/// there).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PurgeOptions {
     concurrency: usize,
@@ -27,17 +22,16 @@ impl PurgeOptions {
     /// How many delete requests are in flight at once by default.
     pub const DEFAULT_CONCURRENCY: usize = 8;
 
-    /// The defaults: [`PurgeOptions::DEFAULT_CONCURRENCY`] deletes in
-    /// flight.
+    /// The defaults.
     pub fn new() -> Self {
         PurgeOptions {
             concurrency: Self::DEFAULT_CONCURRENCY,
         }
     }
 
-    /// At most `requests` deletes in flight at once (at least 1). The
-    /// service serves about 2,000 entities a second per partition and
-    /// 20,000 per account: past a few dozen, more only meets `ServerBusy`.
+    /// At most `requests` (at least 1) deletes in flight: the service
+    /// serves about 2,000 entities a second per partition and 20,000 per
+    /// account, so past a few dozen more only meet `ServerBusy`.
     #[must_use = "`with_concurrency` returns the changed options"]
     pub fn with_concurrency(mut self, requests: usize) -> Self {
         self.concurrency = requests;
@@ -61,19 +55,16 @@ impl Default for PurgeOptions {
     }
 }
 
-/// What a [`Table::purge`] did (and, handed to the progress callback of
-/// [`Table::purge_with`], what it has done so far).
+/// What a [`Table::purge`] did (or, handed to the progress callback of
+/// [`Table::purge_with`], has done so far).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PurgeReport {
     /// Rows deleted.
     pub deleted: u64,
-    /// Rows matched but not deleted, because another writer changed or
-    /// deleted them after the purge read them (their delete carried the
-    /// ETag read).
+    /// Rows matched but not deleted: changed or deleted since read.
     pub skipped: u64,
-    /// Delete requests sent (transactions, or single deletes for a type
-    /// with indexes).
+    /// Delete requests sent.
     pub batches: u64,
 }
 
@@ -85,15 +76,14 @@ impl std::ops::AddAssign for PurgeReport {
     }
 }
 
-/// One delete request of a purge: rows of one partition, each with the
-/// ETag it was read at.
+/// One delete request of a purge: rows of one partition at their ETags.
 struct Deletes {
     partition: PartitionKey,
     rows: Vec<(RowKey, ETag)>,
 }
 
-/// The rows a purge has read and not yet handed out as [`Deletes`]: the
-/// current partition's (rows come in key order).
+/// The rows of the current partition a purge read and has not yet
+/// handed out (rows come in key order).
 struct Grouping {
     /// Rows per group: 1 for an indexed type, deleted one by one.
     batch: usize,
@@ -101,13 +91,6 @@ struct Grouping {
 }
 
 impl Grouping {
-    fn new(batch: usize) -> Self {
-        Grouping {
-            batch,
-            current: None,
-        }
-    }
-
     /// Adds `row`, pushing the deletes it completes onto `out`.
     fn add(&mut self, row: StoredEntity, out: &mut Vec<Deletes>) {
         let StoredEntity { data, etag, .. } = row;
@@ -141,10 +124,8 @@ fn changed_since_read(e: &Error) -> bool {
 }
 
 impl<E: Entity> Table<E> {
-    /// Deletes every row `query` matches, as a read of the table returns
-    /// them, each only if unchanged since the purge read it. Reads keys
-    /// only; see [`Table::purge_with`] for how it deletes and what it
-    /// costs.
+    /// Deletes every row `query` matches, each only if unchanged since
+    /// read; see [`Table::purge_with`].
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -170,24 +151,17 @@ impl<E: Entity> Table<E> {
         self.purge_with(query, &PurgeOptions::new(), |_| {}).await
     }
 
-    /// Deletes every row `query` matches, with `options`, calling
-    /// `progress` with the totals so far after each delete request.
+    /// Deletes every row `query` matches (as a read returns them), with
+    /// `options`, calling `progress` with the totals after each request.
+    /// Each delete carries the ETag read: a row changed or deleted since is
+    /// left and counted in [`PurgeReport::skipped`].
     ///
-    /// **What it deletes.** The rows a read of the table through `query`
-    /// returns: marks met on the way are resolved first, leasehold's own
-    /// rows are never read. Each delete carries the ETag read: a row
-    /// changed or deleted since is left and counted in
-    /// [`PurgeReport::skipped`].
-    ///
-    /// **How.** It reads the keys alone (pages of up to 1,000 rows) and
-    /// deletes each partition's rows in entity-group transactions of 100
-    /// (99 through a [fenced](Table::fenced) table), up to
-    /// [`PurgeOptions::with_concurrency`] in flight, while reading on. A
-    /// transaction refused because one of its rows changed is sent again
-    /// without that row. 250 rows of one partition cost 4 requests. A type
-    /// with [indexes](crate::index) is deleted row by row as
-    /// [`Table::delete`] deletes (through
-    /// [`Store::dynamic_table`](crate::Store::dynamic_table), as plain rows).
+    /// It reads the keys alone and deletes each partition's rows in
+    /// transactions of 100 (99 when [fenced](Table::fenced)), a transaction
+    /// refused for one changed row sent again without it: 250 rows of one
+    /// partition cost 4 requests. A type with [indexes](crate::index) is
+    /// deleted row by row as [`Table::delete`] deletes (as plain rows
+    /// through [`Store::dynamic_table`](crate::Store::dynamic_table)).
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -214,9 +188,8 @@ impl<E: Entity> Table<E> {
     /// ```
     ///
     /// # Errors
-    /// As [`Table::count_with`]; also [`Error::Invalid`] for a concurrency
-    /// of 0, and [`Error::LeaseLost`] through a [fenced](Table::fenced)
-    /// table once a later epoch wrote the partition. The purge stops at the
+    /// As [`Table::count_with`]; [`Error::Invalid`] for a concurrency of 0;
+    /// [`Error::LeaseLost`] when [fenced](Table::fenced). It stops at the
     /// first error; what it deleted stays deleted.
     pub async fn purge_with(
         &self,
@@ -235,7 +208,10 @@ impl<E: Entity> Table<E> {
                 (true, true) => TableOp::MAX_BATCH_OPS - 1,
                 (true, false) => TableOp::MAX_BATCH_OPS,
             };
-            let mut grouping = Grouping::new(batch);
+            let mut grouping = Grouping {
+                batch,
+                current: None,
+            };
             let deletes = pages
                 .map_ok(move |(rows, more)| {
                     let mut out = Vec::new();
@@ -269,24 +245,9 @@ impl<E: Entity> Table<E> {
         telemetry.operation("purge", purge.instrument(span)).await
     }
 
-    /// Counts the rows `query` matches, as a read of the table returns
-    /// them, reading keys only: one request per page of up to 1,000 rows.
-    ///
-    /// ```
-    /// # use leasehold::{Entity, Store};
-    /// # #[derive(Entity, Clone, Debug)]
-    /// # #[entity(table = "Events")]
-    /// # struct Event { #[entity(partition_key)] day: String, #[entity(row_key)] id: String, kind: String }
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let events = Store::memory().table::<Event>();
-    /// for (id, kind) in [("1", "debug"), ("2", "audit"), ("3", "debug")] {
-    ///     events.insert(Event { day: "d1".into(), id: id.into(), kind: kind.into() }).await?;
-    /// }
-    /// assert_eq!(events.count(events.query().partition("d1")).await?, 3);
-    /// let debug = Event::columns().kind.eq("debug");
-    /// assert_eq!(events.count(events.query().filter(debug)).await?, 2);
-    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
-    /// ```
+    /// Counts the rows `query` matches (as a read returns them), reading
+    /// keys only: one request per page of up to 1,000 rows. Example: see
+    /// [`Table::purge`].
     ///
     /// # Errors
     /// As [`Table::count_with`].
@@ -320,8 +281,7 @@ impl<E: Entity> Table<E> {
     ///   holds no key;
     /// * [`Error::NotFound`] (`TableNotFound`) when the store deleted the
     ///   table;
-    /// * [`Error::Timeout`] when a row stays marked by a commit whose
-    ///   primary lock stays held (as a read);
+    /// * [`Error::Timeout`] when a row stays marked (as a read);
     /// * backend errors.
     pub async fn count_with(
         &self,
@@ -342,8 +302,7 @@ impl<E: Entity> Table<E> {
             .await
     }
 
-    /// This table's name, once `reader` (a query's table) is checked to
-    /// be the same table.
+    /// This table's name, once checked to be `reader`'s (a query's table).
     fn same_table(&self, reader: &Table<E>) -> Result<&TableName> {
         let name = self.name()?;
         let asked = reader.name()?;
@@ -356,23 +315,19 @@ impl<E: Entity> Table<E> {
         Ok(name)
     }
 
-    /// Sends one request of a purge: a transaction of `deletes` (sent
-    /// again without any row refused as changed), or for a type with
-    /// indexes the single delete.
+    /// Sends the deletes of one group (see [`Table::purge_with`]).
     async fn delete_group(&self, deletes: Deletes) -> Result<PurgeReport> {
         let mut report = PurgeReport::default();
         let Deletes { partition, rows } = deletes;
         if !E::INDEXES.is_empty() {
             for (row, etag) in rows {
                 report.batches += 1;
-                match self
-                    .delete_op(
-                        partition.clone(),
-                        row,
-                        crate::backend::Precondition::IfMatch(etag),
-                    )
-                    .await
-                {
+                let op = TableOp::Delete {
+                    partition_key: partition.clone(),
+                    row_key: row,
+                    condition: crate::backend::Precondition::IfMatch(etag),
+                };
+                match self.send(op).await {
                     Ok(()) => report.deleted += 1,
                     Err(e) if changed_since_read(&e) => report.skipped += 1,
                     Err(e) => return Err(e),
@@ -434,7 +389,10 @@ mod tests {
 
     #[test]
     fn rows_are_grouped_by_partition_in_hundreds() {
-        let mut grouping = Grouping::new(100);
+        let mut grouping = Grouping {
+            batch: 100,
+            current: None,
+        };
         let mut out = Vec::new();
         for i in 0..250 {
             grouping.add(row("a", &format!("{i:03}")), &mut out);
@@ -458,7 +416,10 @@ mod tests {
 
     #[test]
     fn rows_of_an_indexed_type_go_one_by_one() {
-        let mut grouping = Grouping::new(1);
+        let mut grouping = Grouping {
+            batch: 1,
+            current: None,
+        };
         let mut out = Vec::new();
         grouping.add(row("a", "1"), &mut out);
         grouping.add(row("a", "2"), &mut out);

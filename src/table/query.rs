@@ -7,9 +7,8 @@ use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
 use super::handle::{SameTable, Table};
-use super::marks::query_request;
 use super::stored::versioned_from;
-use crate::backend::{QueryPage, QuerySpec, StoredEntity};
+use crate::backend::{QuerySpec, StoredEntity};
 use crate::entity::{Entity, Versioned, property_name_problem};
 use crate::error::{Error, Result};
 use crate::key::PartitionKey;
@@ -17,8 +16,7 @@ use crate::query::{ContinuationToken, Filter, TypedFilter, digest, scope_builder
 
 /// A query over a [`Table`]: partition, row-key range, filter, projection,
 /// page size and resume token, then [`Query::stream`], [`Query::page`],
-/// [`Query::pages`] or
-/// [`Query::all`].
+/// [`Query::pages`] or [`Query::all`].
 ///
 /// ```
 /// # use leasehold::{Entity, Store};
@@ -56,22 +54,8 @@ pub struct Query<E> {
     on_decode_error: OnDecodeError,
 }
 
-/// Where a [`Query`] hands the decode errors of the rows it leaves out
-/// (see [`Query::on_decode_error`]); `None`: the error is returned.
+/// See [`Query::on_decode_error`]; `None`: the error is returned.
 type OnDecodeError = Option<Arc<dyn Fn(Error) + Send + Sync>>;
-
-/// Applies a query's decode-error policy to one decoded row: `None` when
-/// it is left out.
-fn apply<E>(policy: &OnDecodeError, row: Result<Versioned<E>>) -> Option<Result<Versioned<E>>> {
-    match (row, policy) {
-        (Err(e @ Error::Decode { .. }), Some(report)) => {
-            tracing::debug!(error = %e, "leaving out a row that does not decode");
-            report(e);
-            None
-        }
-        (row, _) => Some(row),
-    }
-}
 
 impl<E> std::fmt::Debug for Query<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,7 +77,7 @@ pub(super) type RowPage<T> = (Vec<Result<T>>, Option<ContinuationToken>);
 /// One page of typed results.
 #[derive(Debug, Clone)]
 pub struct Page<E> {
-    /// The entities of this page, in key order (possibly none even when more
+    /// The entities of this page, in key order (maybe none though more
     /// follow).
     pub items: Vec<Versioned<E>>,
     /// Where the next page starts, for [`Query::resume`] on the same query;
@@ -102,7 +86,6 @@ pub struct Page<E> {
 }
 
 impl<E> Page<E> {
-    /// The page of `rows`, failing with its first error.
     pub(super) async fn of((items, continuation): RowPage<Versioned<E>>) -> Result<Page<E>> {
         Ok(Page {
             items: items.into_iter().collect::<Result<_>>()?,
@@ -115,14 +98,8 @@ impl<E: Entity> Table<E> {
     /// A query over this table. Fence rows (row keys starting with
     /// `~lhfence~`, see [`Fence`](super::Fence)) are left out.
     pub fn query(&self) -> Query<E> {
-        Query::new(self.clone())
-    }
-}
-
-impl<E: Entity> Query<E> {
-    fn new(table: Table<E>) -> Self {
         Query {
-            table,
+            table: self.clone(),
             partition: None,
             rows: (Bound::Unbounded, Bound::Unbounded),
             filter: None,
@@ -132,12 +109,13 @@ impl<E: Entity> Query<E> {
             on_decode_error: None,
         }
     }
+}
 
+impl<E: Entity> Query<E> {
     scope_builders!("Only entities of this partition.");
 
-    /// Returns only these properties (keys and Timestamp always come back);
-    /// fields not selected must tolerate absence (`Option`, `default`,
-    /// `skip`). [`Query::select`] names them by a type instead.
+    /// Returns only these properties (and the keys and Timestamp); fields
+    /// not selected must tolerate absence. See also [`Query::select`].
     pub fn select_properties(mut self, properties: &[&str]) -> Self {
         self.select = Some(properties.iter().map(|p| (*p).to_owned()).collect());
         self
@@ -150,21 +128,11 @@ impl<E: Entity> Query<E> {
     /// # use leasehold::{Entity, Store};
     /// #[derive(Entity, Clone, Debug)]
     /// #[entity(table = "Orders")]
-    /// struct Order {
-    ///     #[entity(partition_key)] customer: String,
-    ///     #[entity(row_key)] id: String,
-    ///     total: i64,
-    ///     notes: String,
-    /// }
+    /// struct Order { #[entity(partition_key)] customer: String, #[entity(row_key)] id: String, total: i64, notes: String }
     ///
-    /// /// The list view: two properties of the same table.
     /// #[derive(Entity, Clone, Debug)]
     /// #[entity(table = "Orders")]
-    /// struct OrderTotal {
-    ///     #[entity(partition_key)] customer: String,
-    ///     #[entity(row_key)] id: String,
-    ///     total: i64,
-    /// }
+    /// struct OrderTotal { #[entity(partition_key)] customer: String, #[entity(row_key)] id: String, total: i64 }
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
     /// let store = Store::memory();
@@ -185,13 +153,9 @@ impl<E: Entity> Query<E> {
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
     ///
-    /// # Writing a projection back
-    ///
-    /// `merge` writes a projection back at the ETag read; `replace` (of a
-    /// [`Table`], a batch or a unit) refuses it with [`Error::Invalid`],
-    /// since it would delete every property the projection left out.
-    ///
-    /// A type of another table is a build error (not under `cargo check`):
+    /// A projection is written back by `merge`; `replace` refuses it
+    /// ([`Error::Invalid`]). A type of another table is a build error (not
+    /// under `cargo check`):
     ///
     /// ```compile_fail
     /// # use leasehold::{Entity, Store};
@@ -218,16 +182,15 @@ impl<E: Entity> Query<E> {
         }
     }
 
-    /// Entities per page, 1 to 1000 ([`QuerySpec::MAX_PAGE_SIZE`], the
-    /// service's limit and default).
+    /// Entities per page, 1 to [`QuerySpec::MAX_PAGE_SIZE`] (the default).
     pub fn page_size(mut self, size: u16) -> Self {
         self.page_size = Some(size);
         self
     }
 
     /// Leaves out the rows that do not decode into `E` and hands each one's
-    /// [`Error::Decode`] to `report`. Without it, such a row fails the
-    /// query. A reply the backend cannot parse still fails its page.
+    /// [`Error::Decode`] to `report` (without it, such a row fails the
+    /// query).
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -266,15 +229,14 @@ impl<E: Entity> Query<E> {
     }
 
     /// Resumes where a [`Page`] of the same query (table, filter,
-    /// selection; the page size may differ) left off. A token of another
-    /// query is [`Error::Invalid`] when the query runs, before any request.
+    /// selection; not page size) left off; a token of another query is
+    /// [`Error::Invalid`] before any request.
     pub fn resume(mut self, token: ContinuationToken) -> Self {
         self.resume = Some(token);
         self
     }
 
-    /// The request this query sends first, validated, and the digest its
-    /// continuation tokens carry.
+    /// The first request, validated, and the digest its tokens carry.
     fn spec(&self) -> Result<(QuerySpec, u64)> {
         let partition = match &self.partition {
             Some(pk) => Some(pk.as_ref().map_err(clone_invalid)?.as_str()),
@@ -333,9 +295,7 @@ impl<E: Entity> Query<E> {
     }
 
     /// The query's table and the pages of the keys (and ETags) of the rows
-    /// it matches, each with whether a page follows, for purges and counts
-    /// (validated before any request; a row-key range that holds no key
-    /// refused).
+    /// it matches, for purges and counts (an empty row-key range refused).
     pub(super) fn key_pages(self) -> Result<(Table<E>, KeyPages)> {
         check_range(&self.rows)?;
         let (mut spec, query) = self.spec()?;
@@ -348,24 +308,10 @@ impl<E: Entity> Query<E> {
         Ok((table, pages.boxed()))
     }
 
-    /// One page of rows as a read sees them (see [`TableEnv::resolve_page`](super::TableEnv::resolve_page)).
-    async fn fetch_rows(table: &Table<E>, spec: &QuerySpec) -> Result<QueryPage> {
-        table
-            .env
-            .telemetry()
-            .operation("query", async {
-                let name = table.ready_to_read().await?;
-                let backend = table.env.backend();
-                let page = backend.query(name, &query_request(spec).0).await?;
-                table.env.resolve_page(name, spec, page).await
-            })
-            .await
-    }
-
     /// The pages of a query from `start` (its table, first request and
-    /// token digest) as [`Query::fetch_rows`] reads them, each row decoded
-    /// (or left out) by `decode` (given whether rows are whole), each page
-    /// with the token of the next. Ends after a page holding an error.
+    /// token digest), each row decoded (or left out) by `decode` (given
+    /// whether rows are whole), each page with the next one's token. Ends
+    /// after a page holding an error.
     pub(super) fn row_pages<T: Send + 'static>(
         start: Result<(Table<E>, QuerySpec, u64)>,
         decode: impl Fn(StoredEntity, bool) -> Option<Result<T>> + Send + 'static,
@@ -376,7 +322,14 @@ impl<E: Entity> Query<E> {
                 return Ok(None);
             };
             let ((table, mut spec, query), decode) = start?;
-            let page = Self::fetch_rows(&table, &spec).await?;
+            // As reads see them (see [`TableEnv::query_page`](super::TableEnv::query_page)).
+            let read = async {
+                table
+                    .env
+                    .query_page(table.ready_to_read().await?, &spec)
+                    .await
+            };
+            let page = table.env.telemetry().operation("query", read).await?;
             let complete = spec.select.is_none();
             let items: Vec<_> = page
                 .entities
@@ -396,17 +349,22 @@ impl<E: Entity> Query<E> {
         })
     }
 
-    /// [`Query::row_pages`] of this query, rows decoded by its policy.
     fn decoded_pages(self) -> impl Stream<Item = Result<RowPage<Versioned<E>>>> + Send + 'static {
         let policy = self.on_decode_error.clone();
         let start = self.spec().map(|(spec, query)| (self.table, spec, query));
         Self::row_pages(start, move |row, complete| {
-            apply(&policy, versioned_from(row, complete))
+            match (versioned_from(row, complete), &policy) {
+                (Err(e @ Error::Decode { .. }), Some(report)) => {
+                    tracing::debug!(error = %e, "leaving out a row that does not decode");
+                    report(e);
+                    None
+                }
+                (row, _) => Some(row),
+            }
         })
     }
 
-    /// What an export of this query reads: the table, the first request and
-    /// the digest its tokens carry ([`Error::Invalid`] with a projection).
+    /// The `start` of [`Query::row_pages`] for an export (no projection).
     pub(super) fn into_export(self) -> Result<(Table<E>, QuerySpec, u64)> {
         if self.select.is_some() {
             return Err(Error::invalid(
@@ -432,8 +390,7 @@ impl<E: Entity> Query<E> {
         }))
     }
 
-    /// The pages of the query, one request each, each with the token of the
-    /// next.
+    /// The pages of the query, one request each.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -442,46 +399,25 @@ impl<E: Entity> Query<E> {
     /// # #[derive(Entity, Clone, Debug)]
     /// # #[entity(table = "Orders")]
     /// # struct Order { #[entity(partition_key)] customer: String, #[entity(row_key)] id: String, total: i64 }
-    ///
-    /// /// A handler of `GET /orders?page=TOKEN`: one page and where the
-    /// /// next starts, as JSON the client sends back.
-    /// async fn list_orders(
-    ///     store: &Store,
-    ///     page: Option<&str>,
-    /// ) -> leasehold::Result<leasehold::serde_json::Value> {
-    ///     let mut query = store.table::<Order>().query().partition("alice").page_size(2);
-    ///     if let Some(text) = page {
-    ///         // Text that is not a token of this query: `Invalid`, no request.
-    ///         query = query.resume(text.parse::<ContinuationToken>()?);
-    ///     }
-    ///     let page = query.page().await?;
-    ///     let totals: Vec<i64> = page.items.iter().map(|o| o.total).collect();
-    ///     Ok(leasehold::serde_json::json!({ "totals": totals, "next": page.continuation }))
-    /// }
-    ///
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let store = Store::memory();
-    /// let orders = store.table::<Order>();
+    /// let orders = Store::memory().table::<Order>();
     /// for (id, total) in [("1", 10), ("2", 20), ("3", 30)] {
     ///     orders.insert(Order { customer: "alice".into(), id: id.into(), total }).await?;
     /// }
-    /// let first = list_orders(&store, None).await?;
-    /// assert_eq!(first["totals"], leasehold::serde_json::json!([10, 20]));
-    /// let next = first["next"].as_str().expect("a next page");
-    /// let second = list_orders(&store, Some(next)).await?;
-    /// assert_eq!(second["totals"], leasehold::serde_json::json!([30]));
-    /// assert!(second["next"].is_null());
-    /// assert!(list_orders(&store, Some("made-up")).await.is_err());
-    ///
-    /// // Or every page in turn, as a stream:
     /// let pages: Vec<_> = orders.query().page_size(2).pages().try_collect().await?;
     /// assert_eq!(pages.iter().map(|p| p.items.len()).collect::<Vec<_>>(), [2, 1]);
+    ///
+    /// // Or one page per request of a client, who carries the token as text:
+    /// let first = orders.query().page_size(2).page().await?;
+    /// let text = first.continuation.expect("a next page").to_string();
+    /// let token: ContinuationToken = text.parse()?; // `Invalid` if made up
+    /// let second = orders.query().page_size(2).resume(token).page().await?;
+    /// assert_eq!((second.items[0].total, second.continuation), (30, None));
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
     ///
     /// # Errors
-    /// Errors come through the stream, which ends after the first one: as
-    /// [`Query::page`] for each page.
+    /// Through the stream, which ends after the first: as [`Query::page`].
     pub fn pages(self) -> impl Stream<Item = Result<Page<E>>> + Send + 'static {
         self.decoded_pages().and_then(Page::of).boxed()
     }
@@ -489,8 +425,7 @@ impl<E: Entity> Query<E> {
     /// Every matching entity, page after page, as a stream.
     ///
     /// # Errors
-    /// Through the stream, which ends after the first one: as
-    /// [`Query::page`].
+    /// Through the stream, which ends after the first: as [`Query::page`].
     pub fn stream(self) -> impl Stream<Item = Result<Versioned<E>>> + Send + 'static {
         self.decoded_pages()
             .map_ok(|(mut items, _)| {
@@ -513,8 +448,7 @@ impl<E: Entity> Query<E> {
     }
 }
 
-/// Refuses a row-key range that holds no key: its start after its end,
-/// or one key excluded at either end.
+/// Refuses a row-key range that holds no key.
 fn check_range(rows: &(Bound<String>, Bound<String>)) -> Result<()> {
     let (start, end, open) = match rows {
         (Bound::Included(s), Bound::Included(e)) => (s, e, false),

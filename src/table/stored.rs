@@ -1,5 +1,4 @@
-//! From stored entities to typed values: what a read returns, and what a
-//! write leaves stored.
+//! From stored entities to typed values, for reads and writes.
 
 use std::sync::Arc;
 
@@ -7,14 +6,13 @@ use crate::backend::{StoredEntity, write_log};
 use crate::entity::{Entity, EntityData, Properties, Stored, Value, Versioned};
 use crate::error::Result;
 
-/// Builds the typed value of a stored entity; its write log, if any, is
-/// kept beside the entity rather than decoded into it.
+/// The typed value of a stored entity, its write log kept beside it.
 pub(crate) fn versioned<E: Entity>(stored: StoredEntity) -> Result<Versioned<E>> {
     versioned_from(stored, true)
 }
 
-/// As [`versioned`]; `complete` says whether `stored` holds every stored
-/// property (not so for a projection), and so whether the value knows them.
+/// As [`versioned`]; `complete`: `stored` holds every stored property
+/// (not a projection's).
 pub(crate) fn versioned_from<E: Entity>(
     mut stored: StoredEntity,
     complete: bool,
@@ -36,8 +34,7 @@ pub(crate) fn versioned_from<E: Entity>(
     )
 }
 
-/// The stored properties that `E` does not carry (written by another type
-/// sharing the table), copied only when there are some.
+/// The stored properties that `E` does not carry, if any.
 fn extra_properties<E: Entity>(properties: &Properties) -> Option<Arc<Properties>> {
     // Chunks of chunked fields are carried, though not named.
     if properties.iter().all(|(name, _)| E::is_own_property(name)) {
@@ -69,12 +66,10 @@ pub(crate) enum Base {
 }
 
 impl Base {
-    /// The base of a replace of `current`: the properties it keeps.
+    /// The base of a replace of `current`.
     ///
     /// # Errors
-    /// [`Error::Invalid`](crate::Error::Invalid) for a value read through a
-    /// projection: it knows only some of the row's properties, and a
-    /// replace would delete the others.
+    /// [`Error::Invalid`](crate::Error::Invalid) for a projection.
     pub(crate) fn replace_of<E: Entity>(current: &Versioned<E>) -> Result<Base> {
         if current.is_projection() {
             let type_name = std::any::type_name::<E>();
@@ -90,8 +85,8 @@ impl Base {
         Ok(Base::Replace(current.unknown_shared()))
     }
 
-    /// `data`, an entity's own stored form, with the unknown properties a
-    /// replace keeps.
+    /// An entity's own stored form with the unknown properties a replace
+    /// keeps.
     pub(crate) fn complete<E: Entity>(&self, mut data: EntityData) -> Result<EntityData> {
         if let Base::Replace(Some(unknown)) = self {
             for (name, value) in unknown.iter() {
@@ -121,10 +116,9 @@ impl Base {
 /// What a write of `entity` leaves stored, as far as known before sending.
 pub(crate) type After<E> = std::result::Result<(E, Stored<E>), E>;
 
-/// The stored form a write of `entity` onto `base` sends, checked before
-/// anything is sent (reserved properties refused, the form decoded), and
-/// what it leaves stored ([`stored_after`]; `Err`: the entity as sent,
-/// when only a read can tell).
+/// The stored form a write of `entity` onto `base` sends, checked, and
+/// what it leaves stored (`Err`: the entity as sent, when only a read can
+/// tell).
 pub(crate) fn prepare<E: Entity>(entity: &E, base: Base) -> Result<(EntityData, After<E>)> {
     let data = base.complete::<E>(entity.encode()?)?;
     crate::entity::refuse_reserved_properties(&data.properties, true, |name| {
@@ -137,10 +131,9 @@ pub(crate) fn prepare<E: Entity>(entity: &E, base: Base) -> Result<(EntityData, 
     Ok((data, after))
 }
 
-/// The entity a write of `data` onto `base` leaves stored, decoded as a
-/// read would decode it, with what the value knows of the stored
-/// properties; `None` when only a read can tell (a merge onto unknown
-/// properties that leaves some of `E`'s properties unwritten).
+/// The entity a write of `data` onto `base` leaves stored, as a read
+/// decodes it; `None` when only a read can tell (a merge onto unknown
+/// properties leaving some of `E`'s unwritten).
 pub(crate) fn stored_after<E: Entity>(
     data: &EntityData,
     base: Base,

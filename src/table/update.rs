@@ -8,12 +8,10 @@ use crate::key::{IntoPartitionKey, IntoRowKey};
 
 impl<E: Entity> Table<E> {
     /// Read-modify-write with optimistic retries: reads the entity, applies
-    /// `f`, and replaces it under the ETag read. On a conflict it re-reads and
-    /// applies `f` again to the fresh copy, waiting a jittered, growing delay,
-    /// up to the store's [`conflict_retry`](crate::StoreBuilder::conflict_retry)
-    /// attempt count. `f` may run several times and must not change the keys.
-    /// A function that may refuse the change (a business rule) is what
-    /// [`Table::try_update_with`] takes.
+    /// `f`, and replaces it under the ETag read; on a conflict, re-reads and
+    /// applies `f` again after a growing, jittered delay, up to the store's
+    /// [`conflict_retry`](crate::StoreBuilder::conflict_retry). `f` may run
+    /// several times and must not change the keys.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -28,17 +26,12 @@ impl<E: Entity> Table<E> {
     /// # Ok::<(), leasehold::Error>(()) }).unwrap();
     /// ```
     ///
-    /// A lost reply is settled by reading the entity; with
-    /// [`Table::with_write_log`] that always settles it, so `f` is applied
-    /// exactly once; without, an undecidable case is [`Error::Transient`]
-    /// ("outcome unknown"), not retried, since a retry could apply `f` twice.
-    ///
     /// # Errors
-    /// As [`Table::replace`], except [`Error::Conflict`] only when every
-    /// attempt conflicted (a value taken is not retried); also
-    /// [`Error::Invalid`] when `f` changed a key, [`Error::Decode`] when the
-    /// stored entity does not decode, and [`Error::Transient`] when a
-    /// write's outcome is unknown (see above).
+    /// As [`Table::replace`], but [`Error::Conflict`] only when every
+    /// attempt conflicted; [`Error::Invalid`] when `f` changed a key;
+    /// [`Error::Transient`] when a lost reply cannot be settled (never
+    /// with [`Table::with_write_log`]), not retried: a retry could apply `f`
+    /// twice.
     pub async fn update_with<F>(
         &self,
         partition_key: impl IntoPartitionKey,
@@ -49,7 +42,7 @@ impl<E: Entity> Table<E> {
         F: FnMut(&mut E),
     {
         let updated = self
-            .update_loop(partition_key, row_key, |e| {
+            .try_update_with(partition_key, row_key, |e| {
                 f(e);
                 Ok::<(), std::convert::Infallible>(())
             })
@@ -62,57 +55,12 @@ impl<E: Entity> Table<E> {
 
     /// Like [`Table::update_with`], with an update function that may refuse
     /// the change: when `f` returns `Err(u)` (on any attempt), nothing is
-    /// sent and the call returns [`UpdateError::Refused`]`(u)`.
-    ///
-    /// ```
-    /// # use leasehold::{Entity, Store};
-    /// # use leasehold::table::UpdateError;
-    /// #[derive(Entity, Clone, Debug)]
-    /// #[entity(table = "Orders")]
-    /// struct Order { #[entity(partition_key)] shop: String, #[entity(row_key)] id: String, status: String }
-    ///
-    /// #[derive(Debug, PartialEq)]
-    /// enum CancelError { AlreadyShipped }
-    ///
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let orders = Store::memory().table::<Order>();
-    /// orders.insert(Order { shop: "s".into(), id: "1".into(), status: "shipped".into() }).await?;
-    /// let outcome = orders
-    ///     .try_update_with("s", "1", |o| {
-    ///         if o.status == "shipped" {
-    ///             return Err(CancelError::AlreadyShipped);
-    ///         }
-    ///         o.status = "cancelled".into();
-    ///         Ok(())
-    ///     })
-    ///     .await;
-    /// match outcome {
-    ///     Err(UpdateError::Refused(reason)) => assert_eq!(reason, CancelError::AlreadyShipped),
-    ///     Err(UpdateError::Failed(e)) => return Err(e),
-    ///     Ok(_) => unreachable!("a shipped order is not cancelled"),
-    /// }
-    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
-    /// ```
+    /// sent and the call returns [`UpdateError::Refused`]`(u)`. Example: see
+    /// [`UpdateError`].
     ///
     /// # Errors
-    /// [`UpdateError::Refused`] with `f`'s error when it refused (nothing
-    /// sent); [`UpdateError::Failed`] with the errors of
-    /// [`Table::update_with`].
+    /// [`UpdateError::Failed`] with the errors of [`Table::update_with`].
     pub async fn try_update_with<F, U>(
-        &self,
-        partition_key: impl IntoPartitionKey,
-        row_key: impl IntoRowKey,
-        f: F,
-    ) -> std::result::Result<Versioned<E>, UpdateError<U>>
-    where
-        F: FnMut(&mut E) -> std::result::Result<(), U>,
-    {
-        self.update_loop(partition_key, row_key, f).await
-    }
-
-    /// The optimistic read-modify-write loop of [`Table::update_with`] and
-    /// [`Table::try_update_with`].
-    async fn update_loop<F, U>(
         &self,
         partition_key: impl IntoPartitionKey,
         row_key: impl IntoRowKey,
@@ -173,12 +121,8 @@ impl<E: Entity> Table<E> {
 }
 
 /// Why [`Table::try_update_with`] did not update: the update function
-/// refused, with the caller's own error, or the update failed.
-///
-/// When the refusal's type converts from leasehold's [`Error`],
-/// `.map_err(UpdateError::flatten)?` gives that type either way (for a
-/// plain `?`, implement `From<UpdateError<MyError>> for MyError` with
-/// `flatten` in your crate).
+/// refused, or the update failed. When the refusal's type converts from
+/// [`Error`], `.map_err(UpdateError::flatten)?` gives that type either way.
 ///
 /// ```
 /// use leasehold::table::UpdateError;
@@ -189,15 +133,10 @@ impl<E: Entity> Table<E> {
 /// struct Order { #[entity(partition_key)] shop: String, #[entity(row_key)] id: String, status: String }
 ///
 /// #[derive(Debug)]
-/// enum ShopError {
-///     AlreadyShipped(String),
-///     Storage(leasehold::Error),
-/// }
+/// enum ShopError { AlreadyShipped(String), Storage(leasehold::Error) }
 ///
 /// impl From<leasehold::Error> for ShopError {
-///     fn from(e: leasehold::Error) -> Self {
-///         ShopError::Storage(e)
-///     }
+///     fn from(e: leasehold::Error) -> Self { ShopError::Storage(e) }
 /// }
 ///
 /// async fn cancel(orders: &Table<Order>, id: &str) -> Result<(), ShopError> {
@@ -233,8 +172,7 @@ pub enum UpdateError<U> {
 }
 
 impl<U: From<Error>> UpdateError<U> {
-    /// The caller's error either way: the refusal, or leasehold's error
-    /// converted with `U::from`.
+    /// The caller's error either way (leasehold's converted by `U::from`).
     pub fn flatten(self) -> U {
         match self {
             UpdateError::Refused(u) => u,
@@ -262,7 +200,6 @@ impl<U> std::error::Error for UpdateError<U>
 where
     U: std::error::Error + 'static,
 {
-    /// The source of the error shown: each message is said once.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             UpdateError::Refused(u) => u.source(),

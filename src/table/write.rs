@@ -11,15 +11,14 @@ use crate::backend::WriteOptions;
 use crate::backend::{Precondition, TableBackend, TableOp, Version, write_log};
 use crate::entity::{Entity, EntityData, Value, Versioned, validate_entity};
 use crate::error::{Error, ErrorKind, Result};
-use crate::key::{ETag, IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
+use crate::key::{IntoPartitionKey, IntoRowKey, PartitionKey, RowKey, TableName};
 use crate::lease::Fence;
 use crate::rows::mark::MARK;
 use crate::rows::tombstone::is_tombstone;
 
 impl<E: Entity> Table<E> {
     /// Sends one write of `entity` (`current`: the version it is
-    /// conditioned on) and returns the entity as stored ([`stored_after`]),
-    /// read back when only a read can tell.
+    /// conditioned on) and returns the entity as stored.
     pub(crate) async fn write(
         &self,
         entity: &E,
@@ -59,20 +58,16 @@ impl<E: Entity> Table<E> {
             WriteOptions::new()
         };
         // The index write path takes the row's values from the version read.
-        let as_read = match self.indexing {
-            Some(_) => current.and_then(Versioned::stored_properties),
-            None => None,
-        };
+        let as_read = self
+            .indexing
+            .as_ref()
+            .and_then(|_| current?.stored_properties());
         let version = self
             .execute(name, op, &options, as_read)
             .instrument(span.clone())
             .await?;
-        let version = version.ok_or_else(|| Error::Backend {
-            status: None,
-            code: None,
-            message: format!("{op_name} returned no version"),
-            source: None,
-        })?;
+        let version =
+            version.ok_or_else(|| Error::client(format!("{op_name} returned no version")))?;
         match after {
             Ok((entity, stored)) => Ok(Versioned::new(entity, version.etag, version.timestamp)
                 .with_write_log(log)
@@ -87,9 +82,8 @@ impl<E: Entity> Table<E> {
         }
     }
 
-    /// The entity a merge left, read back when the read finds the merge's
-    /// version; otherwise (changed since, or the read failed) `sent` at the
-    /// merge's version, which a conditional write then finds stale.
+    /// The entity a merge left, read back; `sent` at the merge's version
+    /// when the row changed since or the read failed.
     pub(super) async fn read_back(
         &self,
         pk: &PartitionKey,
@@ -98,42 +92,34 @@ impl<E: Entity> Table<E> {
         version: Version,
     ) -> Versioned<E> {
         match self.get_keys(pk, rk).await {
-            Ok(Some(read)) if read.etag() == &version.etag => read,
-            Ok(_) => Versioned::new(sent, version.etag, version.timestamp),
+            Ok(Some(read)) if read.etag() == &version.etag => return read,
+            Ok(_) => {}
             Err(e) => {
-                tracing::debug!(table = E::TABLE, partition = %pk, row = %rk, error = %e, "reading a merged entity back failed; the merge's own result is returned");
-                Versioned::new(sent, version.etag, version.timestamp)
+                tracing::debug!(table = E::TABLE, partition = %pk, row = %rk, error = %e, "reading a merged entity back failed; the merge's own result is returned")
             }
         }
+        Versioned::new(sent, version.etag, version.timestamp)
     }
 
     /// Creates the entity; fails if it exists.
     ///
-    /// Every write returns the entity as stored, which is what a later
-    /// [`Table::get`] returns: date-times at the service's 100 ns precision
-    /// in UTC, `json` fields as they parse back.
+    /// Every write returns the entity as stored, as a later [`Table::get`]
+    /// returns it (date-times at 100 ns in UTC, `json` fields as they parse
+    /// back).
     ///
     /// # Errors
-    /// * [`Error::AlreadyExists`] when a row with the entity's keys exists
-    ///   (an indexed insert says so before writing anything);
-    /// * [`Error::ValueTaken`] when the type has unique fields
-    ///   (`#[entity(unique)]`) and the entity would take a value another entity
-    ///   holds (nothing is written; its [`code`](Error::code) is
-    ///   `UniqueValueTaken`);
-    /// * [`Error::Invalid`] when the entity breaks a service limit or has an
-    ///   invalid key (or an indexed value whose index partition key would be
-    ///   invalid), and [`Error::Decode`] when its stored form does not decode
-    ///   — nothing is sent;
-    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table, once a
+    /// The other writes fail as this one does, apart from what their docs
+    /// say:
+    /// * [`Error::AlreadyExists`] when a row with the entity's keys exists;
+    /// * [`Error::Invalid`] (a service limit, an invalid key) and
+    ///   [`Error::Decode`] before anything is sent;
+    /// * [`Error::LeaseLost`] through a [fenced](Table::fenced) table once a
     ///   later epoch of the fence's lease wrote the partition;
-    /// * for a type with indexes, when the write claims an indexed value,
-    ///   the [errors of indexed writes](crate::index#errors-of-indexed-writes)
-    ///   ([`Error::Timeout`] when the value's claim kept changing under it);
+    /// * of a type with indexes, the [errors of indexed
+    ///   writes](crate::index#errors-of-indexed-writes), such as
+    ///   [`Error::ValueTaken`];
     /// * [`Error::Transient`], [`Error::Unavailable`], [`Error::Auth`] and
     ///   other backend errors.
-    ///
-    /// The other writes fail as this one does, apart from what their own
-    /// docs say.
     pub async fn insert(&self, entity: E) -> Result<Versioned<E>> {
         let insert = async move {
             let e = match self
@@ -143,67 +129,58 @@ impl<E: Entity> Table<E> {
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => e,
                 other => return other,
             };
-            // The row may be the placeholder of a unit's insert that was
-            // never decided: once resolved, the insert is tried again. A row
-            // that reads as absent though stored (past its expiry) is
-            // replaced at the version read instead.
             let Ok(data) = entity.encode() else {
                 return Err(e);
             };
-            match self
-                .absent_once_resolved(&data.partition_key, &data.row_key)
-                .await?
-            {
-                Some(None) => {
-                    self.write(&entity, None, Base::Nothing, TableOp::Insert)
-                        .await
-                }
-                Some(Some(etag)) => {
-                    let replace = |d| TableOp::Replace(d, Precondition::IfMatch(etag));
-                    match self.write(&entity, None, Base::Nothing, replace).await {
-                        // Changed since: someone else wrote the row.
-                        Err(c) if c.kind() == ErrorKind::Conflict => Err(e),
-                        other => other,
-                    }
-                }
-                None => Err(e),
+            let Some(again) = self.insert_again(TableOp::Insert(data)).await? else {
+                return Err(e);
+            };
+            let is_replace = matches!(again, TableOp::Replace(..));
+            let make = move |d| match again {
+                TableOp::Replace(_, condition) => TableOp::Replace(d, condition),
+                _ => TableOp::Insert(d),
+            };
+            match self.write(&entity, None, Base::Nothing, make).await {
+                // Changed since: someone else wrote the row.
+                Err(c) if is_replace && c.kind() == ErrorKind::Conflict => Err(e),
+                other => other,
             }
         };
         self.env.telemetry().operation("insert", insert).await
     }
 
-    /// Whether the row `(pk, rk)` reads as absent though stored: `None`
-    /// when it does not; `Some(None)` when it is absent once its mark is
-    /// resolved; `Some(Some(etag))` when it is a tombstone at `etag`.
-    pub(super) async fn absent_once_resolved(
-        &self,
-        pk: &PartitionKey,
-        rk: &RowKey,
-    ) -> Result<Option<Option<ETag>>> {
+    /// What to send again for `insert`, refused because its row exists,
+    /// when that row reads as absent: the same insert over a unit's
+    /// undecided placeholder (once resolved), a replace at the version read
+    /// over a tombstone or an expired row; `None` when the row is there.
+    pub(super) async fn insert_again(&self, insert: TableOp) -> Result<Option<TableOp>> {
+        let TableOp::Insert(data) = insert else {
+            return Ok(None);
+        };
         let name = self.ready().await?;
-        let stored = self.env.backend().get(name, pk, rk).await?;
-        let Some(stored) = stored else {
+        let (pk, rk) = (&data.partition_key, &data.row_key);
+        let Some(stored) = self.env.backend().get(name, pk, rk).await? else {
             return Ok(None);
         };
         if stored.data.properties.get(MARK).is_none() {
-            return Ok(is_tombstone(&stored.data.properties).then_some(Some(stored.etag)));
+            let tombstone = is_tombstone(&stored.data.properties);
+            let replace = TableOp::Replace(data, Precondition::IfMatch(stored.etag));
+            return Ok(tombstone.then_some(replace));
         }
-        let resolver = Resolver::new(&self.env, Vec::new());
-        let resolved = resolver.resolve(name, stored).await?;
+        let resolved = Resolver::new(&self.env, Vec::new())
+            .resolve(name, stored)
+            .await?;
         let gone = resolved.is_none_or(|r| is_tombstone(&r.data.properties));
-        Ok(gone.then_some(None))
+        Ok(gone.then_some(TableOp::Insert(data)))
     }
 
     /// Replaces the entity if it is unchanged since `current` was read.
-    /// Returns the new version, ready for the next conditional write.
     ///
     /// # Errors
-    /// As [`Table::insert`], except that the row must exist:
-    /// [`Error::Conflict`] when the stored entity changed since `current`
-    /// was read, [`Error::NotFound`] when it was deleted; also
+    /// As [`Table::insert`], but [`Error::Conflict`] when the entity changed
+    /// since `current` was read, [`Error::NotFound`] when it was deleted;
     /// [`Error::Invalid`] when `current` was read through a projection
-    /// ([`Versioned::is_projection`]: a replace would delete the properties
-    /// it did not read; [`Table::merge`] writes it back).
+    /// (write it back with [`Table::merge`]).
     pub async fn replace(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
         let etag = current.etag().clone();
         let base = Base::replace_of(current);
@@ -222,15 +199,11 @@ impl<E: Entity> Table<E> {
     }
 
     /// Merges the entity's properties into the stored entity if it is
-    /// unchanged since `current` was read. Properties the entity does not
-    /// carry (`None` fields) keep their stored values.
-    ///
-    /// Returns the entity as stored after the merge, `None` fields showing
-    /// the values they kept. A `current` that does not know the properties
-    /// stored at its version ([`Versioned::new`], or a query with
-    /// [`Query::select`](super::Query::select)) costs a read after the
-    /// merge when some property of `E` is left unwritten, answered as
-    /// [`Table::upsert_merge`] answers.
+    /// unchanged since `current` was read; `None` fields keep their stored
+    /// values, and come back as kept. A `current` that does not know the
+    /// stored properties ([`Versioned::new`], a projection) costs a read
+    /// after the merge when a property of `E` is left unwritten (see
+    /// [`Table::upsert_merge`]).
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -251,9 +224,7 @@ impl<E: Entity> Table<E> {
     /// ```
     ///
     /// # Errors
-    /// As [`Table::insert`], except [`Error::Conflict`] when the stored
-    /// entity changed since `current` was read and [`Error::NotFound`] when
-    /// it was deleted.
+    /// As [`Table::replace`], never for a projection.
     pub async fn merge(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
         let etag = current.etag().clone();
         let base = Ok(Base::merge_of(current));
@@ -265,30 +236,19 @@ impl<E: Entity> Table<E> {
 
     /// Deletes the entity if it is unchanged since `current` was read.
     ///
-    /// Deleting frees the entity's indexed values; it never takes one, so
-    /// it is never refused with [`Error::ValueTaken`].
-    ///
     /// # Errors
-    /// As [`Table::merge`] ([`Error::Invalid`] only for invalid keys).
+    /// As [`Table::merge`] (never [`Error::ValueTaken`]).
     pub async fn delete(&self, current: &Versioned<E>) -> Result<()> {
-        self.env
-            .telemetry()
-            .operation("delete", async move {
-                let pk = current.partition_key()?;
-                let rk = current.row_key()?;
-                self.delete_op(pk, rk, Precondition::IfMatch(current.etag().clone()))
-                    .await
-            })
-            .await
+        let keys = current
+            .partition_key()
+            .and_then(|pk| Ok((pk, current.row_key()?)));
+        let condition = Precondition::IfMatch(current.etag().clone());
+        self.traced_delete("delete", keys, condition).await
     }
 
     /// Creates or overwrites the entity, whatever is stored. **Unconditional:**
-    /// a concurrent change is lost.
-    ///
-    /// It replaces everything stored in the row: properties the type does
-    /// not know (written by a newer version of the program, or another one)
-    /// are removed, since a fresh value carries none (see
-    /// [`Versioned`](crate::Versioned#properties-unknown-to-the-type));
+    /// a concurrent change is lost, and so are properties the type does not
+    /// know (see [`Versioned`](crate::Versioned#properties-unknown-to-the-type));
     /// [`Table::upsert_merge`] keeps them.
     ///
     /// # Errors
@@ -303,12 +263,10 @@ impl<E: Entity> Table<E> {
     /// Creates the entity or merges its properties into the stored one,
     /// whatever is stored. **Unconditional.**
     ///
-    /// Returns the entity as stored, at the version the merge produced;
-    /// when a property of `E` is left unwritten (a `None` field) it is read
-    /// back, one more request. An answer other than an error means the
-    /// merge was applied: if the entity changed before the read (or the
-    /// read fails), the value returned is the entity as merged at the
-    /// merge's version, which a conditional write then finds stale.
+    /// When a property of `E` is left unwritten (a `None` field) the entity
+    /// is read back, one more request; if it changed before that read (or
+    /// the read fails), the entity as merged comes back at the merge's
+    /// version, which a conditional write then finds stale.
     ///
     /// # Errors
     /// As [`Table::upsert`].
@@ -339,9 +297,6 @@ impl<E: Entity> Table<E> {
     /// Deletes an entity whatever its version. **Unconditional** except that
     /// it must exist.
     ///
-    /// Deleting frees the entity's indexed values; it is never refused
-    /// with [`Error::ValueTaken`].
-    ///
     /// # Errors
     /// As [`Table::delete`], never [`Error::Conflict`].
     pub async fn delete_unconditionally(
@@ -349,14 +304,30 @@ impl<E: Entity> Table<E> {
         partition_key: impl IntoPartitionKey,
         row_key: impl IntoRowKey,
     ) -> Result<()> {
-        self.env
-            .telemetry()
-            .operation("delete_unconditionally", async move {
-                let pk = partition_key.into_partition_key()?;
-                let rk = row_key.into_row_key()?;
-                self.delete_op(pk, rk, Precondition::IfExists).await
-            })
+        let keys =
+            (partition_key.into_partition_key()).and_then(|pk| Ok((pk, row_key.into_row_key()?)));
+        let condition = Precondition::IfExists;
+        self.traced_delete("delete_unconditionally", keys, condition)
             .await
+    }
+
+    /// A delete as the operation `name` of the table's telemetry.
+    async fn traced_delete(
+        &self,
+        name: &'static str,
+        keys: Result<(PartitionKey, RowKey)>,
+        condition: Precondition,
+    ) -> Result<()> {
+        let delete = async move {
+            let (partition_key, row_key) = keys?;
+            let op = TableOp::Delete {
+                partition_key,
+                row_key,
+                condition,
+            };
+            self.send(op).await
+        };
+        self.env.telemetry().operation(name, delete).await
     }
 
     /// [`Table::write`] as the operation `name` of the table's telemetry.
@@ -380,36 +351,18 @@ impl<E: Entity> Table<E> {
             .await
             .map(|_| ())
     }
-
-    pub(super) async fn delete_op(
-        &self,
-        pk: PartitionKey,
-        rk: RowKey,
-        condition: Precondition,
-    ) -> Result<()> {
-        self.send(TableOp::Delete {
-            partition_key: pk,
-            row_key: rk,
-            condition,
-        })
-        .await
-    }
 }
 
 impl<E: Entity> Table<E> {
-    /// This table, its writes fenced by `fence`: every insert, replace,
-    /// merge, delete and upsert (and [`Table::update_with`], and
-    /// [`Table::batch`]) goes as one entity-group transaction together with
-    /// the partition's fence row, and the service refuses it once a later
-    /// epoch of the fence's lease has written the partition
-    /// ([`Error::LeaseLost`]). Reads and queries are unchanged. Cheap: call
-    /// it for each write or keep the table.
+    /// This table, its writes fenced by `fence`: every write (batches and
+    /// [`Table::update_with`] too) goes as one entity-group transaction
+    /// with the partition's fence row, which the service refuses once a
+    /// later epoch of the fence's lease wrote the partition
+    /// ([`Error::LeaseLost`]). Reads are unchanged. Cheap to call.
     ///
-    /// Costs one extra operation in each transaction (so fenced batches hold
-    /// at most 99 operations) and one read of the fence row per partition
-    /// per fence; see [`Fence`] for the protocol, the errors and how a lost
-    /// reply is settled. Of a type with [indexes](crate::index), the
-    /// entity's write is fenced, its index claims are not.
+    /// Costs one operation in each transaction (fenced batches hold at most
+    /// 99) and one read of the fence row per partition per fence; see
+    /// [`Fence`] for the protocol. Index claims are not fenced.
     ///
     /// ```
     /// # use leasehold::{Entity, Store};
@@ -439,8 +392,7 @@ impl<E: Entity> Table<E> {
     }
 
     /// Sends one write through the table's writer, by the index write path
-    /// for a type with indexes (`as_read`: the row's properties at the
-    /// version `op` is conditioned on).
+    /// for a type with indexes (`as_read`: see [`IndexedWriter::execute`](super::IndexedWriter::execute)).
     async fn execute(
         &self,
         name: &TableName,
@@ -459,7 +411,6 @@ impl<E: Entity> Table<E> {
     }
 }
 
-/// The span of one write of a table.
 fn write_span(table: &crate::key::TableName, op: &TableOp) -> tracing::Span {
     tracing::debug_span!(
         "leasehold.write",
