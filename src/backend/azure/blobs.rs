@@ -39,10 +39,6 @@ use crate::backend::{
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName, ETag, shorten};
 
-fn blob_what(container: &ContainerName, blob: &BlobName) -> String {
-    crate::error::what::blob(container, blob)
-}
-
 /// A leading `/` would be lost in the blob's URL (so `/a` would address
 /// `a`): such names are refused rather than silently aliased.
 fn check_blob_name(blob: &BlobName) -> Result<()> {
@@ -82,13 +78,6 @@ fn sdk_duration(d: LeaseDuration) -> Result<i32> {
     })
 }
 
-fn sdk_metadata(metadata: &Metadata) -> HashMap<String, String> {
-    metadata
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
 /// Metadata as read back. Names are lowercased: HTTP header names are
 /// case-insensitive and the HTTP stack lowercases them, so reads through
 /// headers could not give the written case anyway; listings follow suit.
@@ -97,10 +86,6 @@ fn metadata_from(pairs: impl IntoIterator<Item = (String, String)>) -> Metadata 
         .into_iter()
         .map(|(k, v)| (k.to_ascii_lowercase(), v))
         .collect()
-}
-
-fn same_metadata(a: &Metadata, b: &Metadata) -> bool {
-    metadata_from(a.clone()) == metadata_from(b.clone())
 }
 
 /// The condition headers of a write: (`If-Match`, `If-None-Match`).
@@ -302,7 +287,7 @@ impl AzureBackend {
     {
         check_blob_name(blob)?;
         validate_metadata(metadata)?;
-        let what = &|| blob_what(container, blob);
+        let what = &|| crate::error::what::blob(container, blob);
         let send = &send;
         self.on_blob(
             operation,
@@ -337,7 +322,7 @@ impl AzureBackend {
                 match stored.map_err(Failure::Fatal)? {
                     Some(s)
                         if body.is_none_or(|b| b == s.body.as_slice())
-                            && same_metadata(&s.properties.metadata, metadata) =>
+                            && s.properties.metadata == metadata_from(metadata.clone()) =>
                     {
                         tracing::debug!(
                             "blob write retried after a lost reply: the stored blob is ours"
@@ -481,7 +466,7 @@ impl BlobBackend for AzureBackend {
                 let options = conditioned!(
                     BlockBlobClientUploadOptions,
                     conditions,
-                    metadata: Some(sdk_metadata(metadata)),
+                    metadata: Some(HashMap::from_iter(metadata.clone())),
                     partition_size: NonZero::new(u64::MAX),
                 );
                 let client = client.block_blob_client();
@@ -501,7 +486,7 @@ impl BlobBackend for AzureBackend {
             .retry
             .run("get_blob", |_| self.get_blob_once(container, blob))
             .await
-            .map_err(|f| f.into_error(blob_what(container, blob)))
+            .map_err(|f| f.into_error(crate::error::what::blob(container, blob)))
     }
 
     async fn blob_properties(
@@ -510,7 +495,7 @@ impl BlobBackend for AzureBackend {
         blob: &BlobName,
     ) -> Result<Option<BlobProperties>> {
         check_blob_name(blob)?;
-        let what = &|| blob_what(container, blob);
+        let what = &|| crate::error::what::blob(container, blob);
         self.on_blob(
             "blob_properties",
             container,
@@ -543,7 +528,7 @@ impl BlobBackend for AzureBackend {
             metadata,
             |client| async move {
                 let options = conditioned!(BlobClientSetMetadataOptions, conditions);
-                let metadata_map = sdk_metadata(metadata);
+                let metadata_map = HashMap::from_iter(metadata.clone());
                 let r = self
                     .attempt(client.set_metadata(&metadata_map, Some(options)))
                     .await?;
@@ -563,7 +548,7 @@ impl BlobBackend for AzureBackend {
         conditions: &BlobConditions,
     ) -> Result<()> {
         check_blob_name(blob)?;
-        let what = &|| blob_what(container, blob);
+        let what = &|| crate::error::what::blob(container, blob);
         self.on_blob(
             "delete_blob",
             container,
@@ -611,23 +596,32 @@ impl BlobBackend for AzureBackend {
     ) -> Result<LeaseReply> {
         check_blob_name(blob)?;
         let what = &|| crate::error::what::lease(container, blob);
+        let mut seconds = 0;
         match action {
-            LeaseAction::Acquire { duration, proposed } => {
-                let duration = sdk_duration(duration)?;
-                // Retrying is safe: acquiring again with the current id of an
-                // active lease succeeds.
-                self.on_blob(
-                    "acquire_lease",
-                    container,
-                    blob,
-                    what,
-                    |client, _| async move {
+            LeaseAction::Acquire { duration, .. } => seconds = sdk_duration(duration)?,
+            LeaseAction::Break { period } => validate_break_period(period)?,
+            _ => {}
+        }
+        let lost = |f: &Failure, earlier: Attempt, codes: &[&str]| {
+            earlier.may_have_applied
+                && matches!(f.status(), Some((409, Some(code))) if codes.contains(&code))
+        };
+        self.on_blob(
+            action.op().name(),
+            container,
+            blob,
+            what,
+            |client, earlier| async move {
+                match action {
+                    // Retrying is safe: acquiring again with the current id
+                    // of an active lease succeeds.
+                    LeaseAction::Acquire { proposed, .. } => {
                         let options = BlobClientAcquireLeaseOptions {
                             proposed_lease_id: Some(sdk_lease_id(proposed)),
                             ..BlobClientAcquireLeaseOptions::default()
                         };
                         let r = self
-                            .attempt(client.acquire_lease(duration, Some(options)))
+                            .attempt(client.acquire_lease(seconds, Some(options)))
                             .await?;
                         let id = lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?)?;
                         // The reply's ETag is the blob's: leasing does not change it.
@@ -636,52 +630,23 @@ impl BlobBackend for AzureBackend {
                             id,
                             etag: etag.map(|e| ETag::new(e.to_string())),
                         })
-                    },
-                )
-                .await
-            }
-            LeaseAction::Renew(id) => {
-                self.on_blob(
-                    "renew_lease",
-                    container,
-                    blob,
-                    what,
-                    |client, _| async move {
+                    }
+                    LeaseAction::Renew(id) => {
                         let renew = client
                             .renew_lease(sdk_lease_id(id), None::<BlobClientRenewLeaseOptions<'_>>);
                         self.attempt(renew).await.map(|_| LeaseReply::Renewed)
-                    },
-                )
-                .await
-            }
-            LeaseAction::Change { id, proposed } => {
-                self.on_blob(
-                    "change_lease",
-                    container,
-                    blob,
-                    what,
-                    |client, earlier| async move {
-                        let reply = self
-                            .attempt(client.change_lease(
-                                sdk_lease_id(id),
-                                sdk_lease_id(proposed),
-                                None,
-                            ))
-                            .await;
-                        let changed = reply.and_then(|r| {
+                    }
+                    LeaseAction::Change { id, proposed } => {
+                        let change =
+                            client.change_lease(sdk_lease_id(id), sdk_lease_id(proposed), None);
+                        let changed = self.attempt(change).await.and_then(|r| {
                             lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?)
                         });
                         match changed {
-                            Err(f)
-                                if earlier.may_have_applied
-                                    && matches!(
-                                        f.status(),
-                                        Some((409, Some("LeaseIdMismatchWithLeaseOperation")))
-                                    ) =>
-                            {
-                                // The lost attempt may have changed it: if the
-                                // proposed id is current now, renewing with it
-                                // succeeds.
+                            // The lost attempt may have changed it: if the
+                            // proposed id is current now, renewing with it
+                            // succeeds.
+                            Err(f) if lost(&f, earlier, &["LeaseIdMismatchWithLeaseOperation"]) => {
                                 match self
                                     .lease(container, blob, LeaseAction::Renew(proposed))
                                     .await
@@ -692,55 +657,33 @@ impl BlobBackend for AzureBackend {
                             }
                             changed => changed.map(LeaseReply::Changed),
                         }
-                    },
-                )
-                .await
-            }
-            LeaseAction::Release(id) => {
-                self.on_blob(
-                    "release_lease",
-                    container,
-                    blob,
-                    what,
-                    |client, earlier| async move {
+                    }
+                    LeaseAction::Release(id) => {
                         let release = client.release_lease(
                             sdk_lease_id(id),
                             None::<BlobClientReleaseLeaseOptions<'_>>,
                         );
                         match self.attempt(release).await {
                             Ok(_) => Ok(LeaseReply::Released),
-                            // The lost attempt released it (and someone may have
-                            // acquired it since): either way this caller holds
-                            // nothing, which is what release is for.
+                            // The lost attempt released it (and someone may
+                            // have acquired it since): either way this caller
+                            // holds nothing, which is what release is for.
                             Err(f)
-                                if earlier.may_have_applied
-                                    && matches!(
-                                        f.status(),
-                                        Some((
-                                            409,
-                                            Some(
-                                                "LeaseNotPresentWithLeaseOperation"
-                                                    | "LeaseIdMismatchWithLeaseOperation"
-                                            )
-                                        ))
-                                    ) =>
+                                if lost(
+                                    &f,
+                                    earlier,
+                                    &[
+                                        "LeaseNotPresentWithLeaseOperation",
+                                        "LeaseIdMismatchWithLeaseOperation",
+                                    ],
+                                ) =>
                             {
                                 Ok(LeaseReply::Released)
                             }
                             Err(f) => Err(f),
                         }
-                    },
-                )
-                .await
-            }
-            LeaseAction::Break { period } => {
-                validate_break_period(period)?;
-                self.on_blob(
-                    "break_lease",
-                    container,
-                    blob,
-                    what,
-                    |client, _| async move {
+                    }
+                    LeaseAction::Break { period } => {
                         let options = BlobClientBreakLeaseOptions {
                             // Checked above: whole seconds, 0 to 60.
                             break_period: period.map(|p| i32::try_from(p.as_secs()).unwrap_or(60)),
@@ -751,11 +694,11 @@ impl BlobBackend for AzureBackend {
                         Ok(LeaseReply::Broken(Duration::from_secs(
                             u64::try_from(seconds).unwrap_or(0),
                         )))
-                    },
-                )
-                .await
-            }
-        }
+                    }
+                }
+            },
+        )
+        .await
     }
 }
 
