@@ -14,6 +14,7 @@ use azure_core::http::headers::{HeaderName, Headers};
 use azure_core::http::policies::{Policy, PolicyResult};
 use azure_core::http::{Context, Request, Url};
 
+use super::connection::SasToken;
 use super::credential::TokenCache;
 
 const MS_DATE: HeaderName = HeaderName::from_static("x-ms-date");
@@ -155,8 +156,8 @@ pub(crate) async fn forward(
 }
 
 /// One of leasehold's pipeline policies: what it does to each request
-/// before handing it on.
-#[derive(Clone)]
+/// before handing it on. No `Debug` shows a secret.
+#[derive(Clone, Debug)]
 pub(crate) enum Stamp {
     /// `x-ms-date` (fresh on every try) and, unless set, `x-ms-version`.
     Headers { version: &'static str },
@@ -166,31 +167,10 @@ pub(crate) enum Stamp {
         key: Secret,
         service: Service,
     },
-    /// A SAS's parameters, appended to the query of every unsigned request.
-    Sas(Vec<(String, String)>),
+    /// A SAS, appended to the query of every unsigned request.
+    Sas(SasToken),
     /// `Authorization: Bearer {token}` from the token cache.
     Bearer(TokenCache),
-}
-
-impl fmt::Debug for Stamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Stamp::Headers { version } => f.debug_tuple("Headers").field(version).finish(),
-            Stamp::SharedKey {
-                account, service, ..
-            } => f
-                .debug_struct("SharedKey")
-                .field("account", account)
-                .field("key", &"<redacted>")
-                .field("service", service)
-                .finish(),
-            Stamp::Sas(pairs) => {
-                let names: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
-                f.debug_tuple("Sas").field(&names).finish()
-            }
-            Stamp::Bearer(cache) => f.debug_tuple("Bearer").field(cache).finish(),
-        }
-    }
 }
 
 impl Stamp {
@@ -258,11 +238,11 @@ impl Policy for Stamp {
                 )?;
                 request.insert_header(AUTHORIZATION, authorization);
             }
-            Stamp::Sas(pairs) => {
+            Stamp::Sas(token) => {
                 request
                     .url_mut()
                     .query_pairs_mut()
-                    .extend_pairs(pairs.iter());
+                    .extend_pairs(token.pairs().iter());
             }
         }
         forward(ctx, request, next).await

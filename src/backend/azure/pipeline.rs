@@ -85,7 +85,7 @@ pub(crate) fn build(
                 signer(Service::Blob).policy(),
             )
         }
-        Credentials::Sas(token) => shared(Stamp::Sas(token.pairs().to_vec())),
+        Credentials::Sas(token) => shared(Stamp::Sas(token.clone())),
         // One cache for both services: one token, one refresher.
         Credentials::Token {
             credential,
