@@ -39,7 +39,7 @@ pub(crate) struct Signed<'a> {
 
 impl Signed<'_> {
     fn header(&self, name: &'static str) -> &str {
-        header_value(self.headers, &HeaderName::from_static(name)).unwrap_or_default()
+        header_value(self.headers, name).unwrap_or_default()
     }
 
     /// The text a Shared Key signature for `account` signs: for the Table
@@ -129,10 +129,10 @@ impl Signed<'_> {
 
 /// The value of header `name`. Not through the getters of `Headers`, which
 /// build an error (with a backtrace) for every absent header.
-pub(crate) fn header_value<'a>(headers: &'a Headers, name: &HeaderName) -> Option<&'a str> {
+pub(crate) fn header_value<'a>(headers: &'a Headers, name: &str) -> Option<&'a str> {
     headers
         .iter()
-        .find(|(n, _)| n.as_str() == name.as_str())
+        .find(|(n, _)| n.as_str() == name)
         .map(|(_, v)| v.as_str())
 }
 
@@ -209,7 +209,7 @@ impl Policy for Stamp {
                     return Err(CoreError::new(CoreErrorKind::Other, SendDeadlinePassed));
                 }
                 request.insert_header(MS_DATE, http_date(time::OffsetDateTime::now_utc()));
-                if header_value(request.headers(), &MS_VERSION).is_none() {
+                if header_value(request.headers(), MS_VERSION.as_str()).is_none() {
                     request.insert_header(MS_VERSION, *version);
                 }
             }

@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 
 use super::AzureBackend;
 use super::auth::Service;
-use super::errors::{Failure, is_transient_status};
+use super::errors::{Failure, bad_reply, is_transient_status};
 use super::requests::{entity_url, if_match, op_what, table_url, url_with, version_from_etag};
 use crate::backend::wire;
 use crate::backend::{TableOp, Version};
@@ -221,15 +221,6 @@ impl AzureBackend {
         let reply = self.send_raw(Service::Table, raw).await?;
         let text = String::from_utf8_lossy(reply.body().as_ref());
         let parts = parse(&text);
-        let bad_reply = |message| {
-            Failure::Fatal(Error::Backend {
-                status: Some(202),
-                code: None,
-                message,
-                source: None,
-            })
-        };
-
         if let Some(part) = parts.iter().find(|p| p.status >= 300 || p.status < 200) {
             let (code, message_index) = part.error_details();
             if is_transient_status(part.status) {
@@ -263,11 +254,14 @@ impl AzureBackend {
             }));
         }
         if parts.len() != ops.len() {
-            return Err(bad_reply(format!(
-                "{what}: the reply holds {} operation results for {} operations",
-                parts.len(),
-                ops.len()
-            )));
+            return Err(bad_reply(
+                202,
+                format!(
+                    "{what}: the reply holds {} operation results for {} operations",
+                    parts.len(),
+                    ops.len()
+                ),
+            ));
         }
         // Replies come in request order; Content-ID, when echoed, says so too.
         let mut ordered: Vec<Option<&PartReply<'_>>> = vec![None; ops.len()];
@@ -292,7 +286,7 @@ impl AzureBackend {
                     versions.push(Some(version_from_etag(table, etag)?));
                 }
                 (_, None) => {
-                    return Err(bad_reply(format!("{what}: an operation has no reply")));
+                    return Err(bad_reply(202, format!("{what}: an operation has no reply")));
                 }
             }
         }

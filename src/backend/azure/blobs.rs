@@ -10,15 +10,14 @@ use std::num::NonZero;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use azure_core::http::headers::{HeaderName, Headers};
+use azure_core::http::headers::Headers;
 use azure_core::http::{Method, Request, RequestContent, Url};
 use azure_storage_blob::models::{
     BlobClientAcquireLeaseOptions, BlobClientAcquireLeaseResultHeaders,
     BlobClientBreakLeaseOptions, BlobClientBreakLeaseResultHeaders,
     BlobClientChangeLeaseResultHeaders, BlobClientDeleteOptions, BlobClientReleaseLeaseOptions,
     BlobClientRenewLeaseOptions, BlobClientSetMetadataOptions, BlobContainerClientListBlobsOptions,
-    BlockBlobClientUploadOptions, LeaseDuration as SdkDurationKind, LeaseState as SdkLeaseState,
-    ListBlobsIncludeItem,
+    BlockBlobClientUploadOptions, ListBlobsIncludeItem,
 };
 use azure_storage_blob::{
     BlobClient, BlobClientOptions, BlobContainerClient, BlobContainerClientOptions,
@@ -29,7 +28,7 @@ use uuid::Uuid;
 use super::AzureBackend;
 use super::auth::{Service, header_value};
 use super::connection::base_uri;
-use super::errors::Failure;
+use super::errors::{Failure, bad_reply};
 use super::retry::Attempt;
 use crate::backend::blob::{validate_break_period, validate_metadata};
 use crate::backend::{
@@ -57,17 +56,12 @@ fn sdk_lease_id(id: LeaseId) -> String {
 }
 
 fn lease_id_from_sdk(id: Option<String>) -> std::result::Result<LeaseId, Failure> {
-    let bad = |source: Option<uuid::Error>| {
-        let e = Error::client("the service returned no lease id, or one that is not a GUID");
-        Failure::Fatal(match source {
-            Some(source) => e.with_source(source),
-            None => e,
-        })
-    };
-    let id = id.ok_or_else(|| bad(None))?;
-    id.parse::<Uuid>()
-        .map(LeaseId::from_uuid)
-        .map_err(|e| bad(Some(e)))
+    let bad = || Error::client("the service returned no lease id, or one that is not a GUID");
+    match id.as_deref().map(Uuid::parse_str) {
+        Some(Ok(id)) => Ok(LeaseId::from_uuid(id)),
+        Some(Err(e)) => Err(bad().with_source(e).into()),
+        None => Err(bad().into()),
+    }
 }
 
 /// The seconds a lease is asked for: 15 to 60, or -1 for an infinite one.
@@ -111,8 +105,7 @@ macro_rules! conditioned {
     }};
 }
 
-/// A lease's state and kind from the service's words for them (headers of
-/// a `GET` or `HEAD`).
+/// A lease's state and kind from the service's words for them.
 fn lease_info_from(state: Option<&str>, duration: Option<&str>) -> LeaseInfo {
     let state = match state.map(str::to_ascii_lowercase).as_deref() {
         Some("leased") => LeaseState::Leased,
@@ -131,26 +124,10 @@ fn lease_info_from(state: Option<&str>, duration: Option<&str>) -> LeaseInfo {
     LeaseInfo { state, kind }
 }
 
-/// A lease's state and kind from a listing.
-fn lease_info(state: Option<SdkLeaseState>, duration: Option<SdkDurationKind>) -> LeaseInfo {
-    let state = state.map(|s| match s {
-        SdkLeaseState::Leased => "leased",
-        SdkLeaseState::Expired => "expired",
-        SdkLeaseState::Breaking => "breaking",
-        SdkLeaseState::Broken => "broken",
-        _ => "available",
-    });
-    let duration = duration.map(|d| match d {
-        SdkDurationKind::Infinite => "infinite",
-        _ => "fixed",
-    });
-    lease_info_from(state, duration)
-}
-
 fn properties_from_item(
     item: azure_storage_blob::models::BlobItem,
 ) -> std::result::Result<BlobItem, Failure> {
-    let missing = |what: &str| bad_reply(format!("a blob in the listing has no {what}"));
+    let missing = |what: &str| bad_reply(200, format!("a blob in the listing has no {what}"));
     let name = item.name.ok_or_else(|| missing("name"))?;
     let p = item.properties.ok_or_else(|| missing("properties"))?;
     let etag = p.etag.ok_or_else(|| missing("ETag"))?;
@@ -159,7 +136,10 @@ fn properties_from_item(
         properties: BlobProperties {
             etag: ETag::new(etag.to_string()),
             metadata: metadata_from(item.metadata.and_then(|m| m.values).unwrap_or_default()),
-            lease: lease_info(p.lease_state, p.lease_duration),
+            lease: lease_info_from(
+                p.lease_state.as_ref().map(AsRef::as_ref),
+                p.lease_duration.as_ref().map(AsRef::as_ref),
+            ),
             content_length: p.content_length.unwrap_or(0),
         },
     })
@@ -167,8 +147,8 @@ fn properties_from_item(
 
 /// Properties from the headers of a `GET` or `HEAD`.
 fn properties_from_headers(headers: &Headers) -> std::result::Result<BlobProperties, Failure> {
-    let get = |name: &'static str| header_value(headers, &HeaderName::from_static(name));
-    let missing = |what: &str| bad_reply(format!("the blob reply has no valid {what} header"));
+    let get = |name| header_value(headers, name);
+    let missing = |what: &str| bad_reply(200, format!("the blob reply has no valid {what} header"));
     let etag = get("etag").ok_or_else(|| missing("ETag"))?;
     let content_length = get("content-length")
         .and_then(|v| v.parse().ok())
@@ -184,16 +164,6 @@ fn properties_from_headers(headers: &Headers) -> std::result::Result<BlobPropert
         metadata,
         lease,
         content_length,
-    })
-}
-
-/// A success reply without what it must carry.
-fn bad_reply(message: String) -> Failure {
-    Failure::Fatal(Error::Backend {
-        status: Some(200),
-        code: None,
-        message,
-        source: None,
     })
 }
 
@@ -472,8 +442,8 @@ impl BlobBackend for AzureBackend {
                 let client = client.block_blob_client();
                 let upload = client.upload(RequestContent::from(body.clone()), Some(options));
                 let etag = self.attempt(upload).await?.etag;
-                let etag =
-                    etag.ok_or_else(|| bad_reply("the Put Blob reply has no ETag".to_owned()))?;
+                let etag = etag
+                    .ok_or_else(|| bad_reply(200, "the Put Blob reply has no ETag".to_owned()))?;
                 Ok(ETag::new(etag.to_string()))
             },
         )
@@ -532,9 +502,9 @@ impl BlobBackend for AzureBackend {
                 let r = self
                     .attempt(client.set_metadata(&metadata_map, Some(options)))
                     .await?;
-                let etag = header_value(r.headers(), &HeaderName::from_static("etag"));
+                let etag = header_value(r.headers(), "etag");
                 Ok(ETag::new(etag.ok_or_else(|| {
-                    bad_reply("the Set Blob Metadata reply has no ETag".to_owned())
+                    bad_reply(200, "the Set Blob Metadata reply has no ETag".to_owned())
                 })?))
             },
         )
@@ -768,7 +738,9 @@ mod tests {
         assert_eq!((info.state, info.kind), (LeaseState::Broken, None));
         let info = lease_info_from(None, None);
         assert_eq!((info.state, info.kind), (LeaseState::Available, None));
-        let info = lease_info(Some(SdkLeaseState::Leased), Some(SdkDurationKind::Fixed));
+        use azure_storage_blob::models::{LeaseDuration as Kind, LeaseState as State};
+        let (state, duration) = (State::Leased, Kind::Fixed);
+        let info = lease_info_from(Some(state.as_ref()), Some(duration.as_ref()));
         assert_eq!(
             (info.state, info.kind),
             (LeaseState::Leased, Some(LeaseKind::Fixed))

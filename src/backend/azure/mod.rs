@@ -202,7 +202,6 @@ fn fresh_uuid() -> String {
 #[derive(Debug, Default)]
 #[must_use = "an AzureBackendBuilder does nothing until `build()`"]
 pub struct AzureBackendBuilder {
-    base: Option<ConnectionSettings>,
     account: Option<String>,
     credentials: Option<Credentials>,
     table_endpoint: Option<String>,
@@ -214,22 +213,29 @@ pub struct AzureBackendBuilder {
 }
 
 impl AzureBackendBuilder {
-    /// Starts from a connection string; later calls override its parts.
+    /// Takes the parts of a connection string (over those set before);
+    /// later calls override them.
     ///
     /// # Errors
     /// As [`ConnectionSettings::parse`].
-    pub fn connection_string(mut self, connection_string: &str) -> Result<Self> {
-        self.base = Some(ConnectionSettings::parse(connection_string)?);
-        Ok(self)
+    pub fn connection_string(self, connection_string: &str) -> Result<Self> {
+        Ok(self.start_from(ConnectionSettings::parse(connection_string)?))
+    }
+
+    fn start_from(mut self, settings: ConnectionSettings) -> Self {
+        self.account = Some(settings.account);
+        self.credentials = Some(settings.credentials);
+        self.table_endpoint = Some(settings.table_endpoint.into());
+        self.blob_endpoint = Some(settings.blob_endpoint.into());
+        self
     }
 
     /// Starts from Azurite's defaults (`UseDevelopmentStorage=true`).
     ///
     /// # Errors
     /// None in practice (see [`ConnectionSettings::emulator`]).
-    pub fn emulator(mut self) -> Result<Self> {
-        self.base = Some(ConnectionSettings::emulator()?);
-        Ok(self)
+    pub fn emulator(self) -> Result<Self> {
+        Ok(self.start_from(ConnectionSettings::emulator()?))
     }
 
     /// The storage account name.
@@ -351,40 +357,23 @@ impl AzureBackendBuilder {
     /// [`Error::Invalid`] when the account, credentials or an endpoint is
     /// missing or malformed.
     pub fn build(self) -> Result<AzureBackend> {
-        let base = self.base;
-        let account = self
-            .account
-            .or_else(|| base.as_ref().map(|b| b.account.clone()))
-            .ok_or_else(|| Error::invalid("Azure backend", "has no account name"))?;
+        let account =
+            (self.account).ok_or_else(|| Error::invalid("Azure backend", "has no account name"))?;
         connection::account_name_check(&account)?;
-        let mut credentials = match self.credentials {
-            Some(credentials) => credentials,
-            None => base
-                .as_ref()
-                .map(|b| b.credentials.clone())
-                .ok_or_else(|| {
-                    Error::invalid(
-                        "Azure backend",
-                        "has no credentials (an account key or a SAS)",
-                    )
-                })?,
-        };
-        let given = [
-            self.table_endpoint.as_deref(),
-            self.blob_endpoint.as_deref(),
-        ];
-        let (table_endpoint, blob_endpoint) = match base {
-            None => connection::endpoints(
+        let mut credentials = self.credentials.ok_or_else(|| {
+            Error::invalid(
                 "Azure backend",
-                given,
-                Some(("https", &account, "core.windows.net")),
-            )?,
-            // A connection string has both: either may be overridden.
-            Some(b) => (
-                given[0].map_or(Ok(b.table_endpoint), |u| parse_endpoint("TableEndpoint", u))?,
-                given[1].map_or(Ok(b.blob_endpoint), |u| parse_endpoint("BlobEndpoint", u))?,
-            ),
-        };
+                "has no credentials (an account key or a SAS)",
+            )
+        })?;
+        let (table_endpoint, blob_endpoint) = connection::endpoints(
+            "Azure backend",
+            [
+                self.table_endpoint.as_deref(),
+                self.blob_endpoint.as_deref(),
+            ],
+            Some(("https", &account, "core.windows.net")),
+        )?;
         if let Credentials::Token { audience, .. } = &mut credentials {
             *audience = (self.audience.as_deref())
                 .unwrap_or(credential::DEFAULT_AUDIENCE)

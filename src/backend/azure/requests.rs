@@ -1,7 +1,6 @@
 //! Requests to the Table service and what its replies say.
 
 use azure_core::Bytes;
-use azure_core::http::headers::HeaderName;
 use azure_core::http::{Method, RawResponse, Request, Url};
 
 use crate::backend::wire;
@@ -212,7 +211,7 @@ pub(super) fn write(base: &Url, table: &TableName, op: &TableOp) -> Result<Reque
 }
 
 pub(super) fn header<'a>(reply: &'a RawResponse, name: &'static str) -> Option<&'a str> {
-    super::auth::header_value(reply.headers(), &HeaderName::from_static(name))
+    super::auth::header_value(reply.headers(), name)
 }
 
 /// The `ETag` header of a write's reply, as a version.
@@ -234,6 +233,7 @@ pub(super) fn op_what(table: &TableName, op: &TableOp) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use azure_core::http::headers::HeaderName;
 
     fn table() -> TableName {
         TableName::new("Things").unwrap()
