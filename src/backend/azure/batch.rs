@@ -11,7 +11,7 @@ use serde_json::Value as Json;
 use super::AzureBackend;
 use super::auth::Service;
 use super::errors::{Failure, bad_reply, is_transient_status};
-use super::requests::{entity_url, if_match, op_what, table_url, url_with, version_from_etag};
+use super::requests::{if_match, op_what, url_with, version_from_etag, write_url};
 use crate::backend::wire;
 use crate::backend::{TableOp, Version};
 use crate::error::{Error, Result};
@@ -38,21 +38,13 @@ pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<Ba
         "--{batch}\r\nContent-Type: multipart/mixed; boundary={changeset}\r\n\r\n"
     );
     for (i, op) in ops.iter().enumerate() {
-        let (method, url) = match op {
-            TableOp::Insert(_) => ("POST", table_url(base, table)?),
-            TableOp::Replace(..) => (
-                "PUT",
-                entity_url(base, table, op.partition_key(), op.row_key())?,
-            ),
-            TableOp::Merge(..) => (
-                "MERGE",
-                entity_url(base, table, op.partition_key(), op.row_key())?,
-            ),
-            TableOp::Delete { .. } => (
-                "DELETE",
-                entity_url(base, table, op.partition_key(), op.row_key())?,
-            ),
+        let method = match op {
+            TableOp::Insert(_) => "POST",
+            TableOp::Replace(..) => "PUT",
+            TableOp::Merge(..) => "MERGE",
+            TableOp::Delete { .. } => "DELETE",
         };
+        let url = write_url(base, table, op)?;
         let condition = op.condition();
         let _ = write!(
             body,
@@ -274,16 +266,7 @@ impl AzureBackend {
             match (op, part) {
                 (TableOp::Delete { .. }, _) => versions.push(None),
                 (_, Some(part)) => {
-                    let etag = part.header("etag").ok_or_else(|| {
-                        Failure::Fatal(Error::Decode {
-                            table: table.to_string(),
-                            row: None,
-                            property: "ETag".into(),
-                            expected: "an ETag header in the batch reply".into(),
-                            found: "absent".into(),
-                        })
-                    })?;
-                    versions.push(Some(version_from_etag(table, etag)?));
+                    versions.push(Some(version_from_etag(table, part.header("etag"))?));
                 }
                 (_, None) => {
                     return Err(bad_reply(202, format!("{what}: an operation has no reply")));

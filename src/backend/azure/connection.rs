@@ -4,11 +4,15 @@
 //! quoting a value.
 
 use std::fmt;
+use std::sync::Arc;
+
+use azure_core::credentials::TokenCredential;
 
 use azure_core::http::Url;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
+use super::credential::credential_kind;
 use crate::error::{Error, Result};
 
 pub(crate) const EMULATOR_ACCOUNT: &str = "devstoreaccount1";
@@ -117,56 +121,31 @@ impl fmt::Debug for SasToken {
 /// How requests are authorised: Shared Key with the settings' account, an
 /// account SAS, or Entra ID bearer tokens for `audience` (see
 /// [`AzureBackendBuilder::token_credential`](super::AzureBackendBuilder::token_credential)).
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq, Debug)]
 pub(crate) enum Credentials {
     AccessKey(AccountKey),
     Sas(SasToken),
     Token {
-        credential: std::sync::Arc<dyn azure_core::credentials::TokenCredential>,
+        credential: TokenSource,
         audience: String,
     },
 }
 
-impl PartialEq for Credentials {
-    /// Token credentials compare by identity and audience.
+/// A token credential: equal to its clones only; `Debug` shows its kind.
+#[derive(Clone)]
+pub(crate) struct TokenSource(pub(crate) Arc<dyn TokenCredential>);
+
+impl PartialEq for TokenSource {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Credentials::AccessKey(a), Credentials::AccessKey(b)) => a == b,
-            (Credentials::Sas(a), Credentials::Sas(b)) => a == b,
-            (
-                Credentials::Token {
-                    credential,
-                    audience,
-                },
-                Credentials::Token {
-                    credential: c2,
-                    audience: a2,
-                },
-            ) => std::sync::Arc::ptr_eq(credential, c2) && audience == a2,
-            _ => false,
-        }
+        Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
-impl Eq for Credentials {}
+impl Eq for TokenSource {}
 
-impl fmt::Debug for Credentials {
+impl fmt::Debug for TokenSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Credentials::AccessKey(key) => f.debug_tuple("AccessKey").field(key).finish(),
-            Credentials::Sas(token) => f.debug_tuple("Sas").field(token).finish(),
-            Credentials::Token {
-                credential,
-                audience,
-            } => f
-                .debug_struct("Token")
-                .field(
-                    "credential",
-                    &super::credential::credential_kind(credential.as_ref()),
-                )
-                .field("audience", audience)
-                .finish(),
-        }
+        f.write_str(&credential_kind(self.0.as_ref()))
     }
 }
 
@@ -176,9 +155,7 @@ impl Credentials {
         match self {
             Credentials::AccessKey(_) => "shared key".to_owned(),
             Credentials::Sas(_) => "SAS".to_owned(),
-            Credentials::Token { credential, .. } => {
-                super::credential::credential_kind(credential.as_ref())
-            }
+            Credentials::Token { credential, .. } => credential_kind(credential.0.as_ref()),
         }
     }
 

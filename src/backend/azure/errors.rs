@@ -196,10 +196,7 @@ impl Failure {
         }
         let scrubbed = |e: &(dyn std::error::Error + 'static)| Scrubbed::chain(e, redactor);
         if let Some(t) = e.downcast_ref::<TransportError>() {
-            let why = Scrubbed::new(
-                redactor.scrub(&t.message),
-                t.cause.as_ref().map(|c| scrubbed(c)),
-            );
+            let why = Scrubbed::new(redactor.scrub(&t.message), Some(scrubbed(&t.cause)));
             return if t.maybe_sent {
                 Failure::ReplyLost(why)
             } else {

@@ -280,7 +280,7 @@ impl AzureBackendBuilder {
     /// ```
     pub fn token_credential(mut self, credential: Arc<dyn TokenCredential>) -> Self {
         self.credentials = Some(Credentials::Token {
-            credential,
+            credential: connection::TokenSource(credential),
             audience: String::new(),
         });
         self

@@ -90,7 +90,10 @@ pub(crate) fn build(
         Credentials::Token {
             credential,
             audience,
-        } => shared(Stamp::Bearer(TokenCache::new(credential.clone(), audience))),
+        } => shared(Stamp::Bearer(TokenCache::new(
+            credential.0.clone(),
+            audience,
+        ))),
     };
     let blob_options = options(BLOB_VERSION, blob_auth, policies, &transport);
     Pipelines {

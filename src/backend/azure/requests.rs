@@ -28,6 +28,14 @@ pub(super) fn table_url(base: &Url, table: &TableName) -> Result<Url> {
     url_with(base, table.as_str())
 }
 
+/// Where a write of `op` goes: the table for an insert, else the entity.
+pub(super) fn write_url(base: &Url, table: &TableName, op: &TableOp) -> Result<Url> {
+    match op {
+        TableOp::Insert(_) => table_url(base, table),
+        _ => entity_url(base, table, op.partition_key(), op.row_key()),
+    }
+}
+
 /// `{base}/{table}(PartitionKey='..',RowKey='..')`.
 pub(super) fn entity_url(
     base: &Url,
@@ -39,16 +47,17 @@ pub(super) fn entity_url(
     url_with(base, &format!("{table}(PartitionKey='{pk}',RowKey='{rk}')"))
 }
 
-/// The new version a write reports through its ETag, which embeds the new
-/// Timestamp: `W/"datetime'2024-01-02T03%3A04%3A05.1234567Z'"`.
-pub(super) fn version_from_etag(table: &TableName, etag: &str) -> Result<Version> {
+/// The new version a write reports through its ETag (header), which embeds
+/// the new Timestamp: `W/"datetime'2024-01-02T03%3A04%3A05.1234567Z'"`.
+pub(super) fn version_from_etag(table: &TableName, etag: Option<&str>) -> Result<Version> {
     let bad = || Error::Decode {
         table: table.to_string(),
         row: None,
         property: "ETag".into(),
         expected: "W/\"datetime'…'\"".into(),
-        found: etag.to_owned(),
+        found: etag.unwrap_or("absent").to_owned(),
     };
+    let etag = etag.ok_or_else(bad)?;
     let inner = etag
         .strip_prefix("W/\"datetime'")
         .and_then(|s| s.strip_suffix("'\""))
@@ -182,20 +191,19 @@ pub(super) fn get(
 
 /// The request of one single-entity write (a merge is a `PATCH`).
 pub(super) fn write(base: &Url, table: &TableName, op: &TableOp) -> Result<Request> {
-    let entity = || entity_url(base, table, op.partition_key(), op.row_key());
-    let mut request = match op {
-        TableOp::Insert(_) => {
-            let mut r = Request::new(table_url(base, table)?, Method::Post);
-            r.insert_header("accept", FULL_METADATA);
-            r.insert_header("prefer", "return-no-content");
-            r
-        }
-        TableOp::Replace(..) => Request::new(entity()?, Method::Put),
-        TableOp::Merge(..) => Request::new(entity()?, Method::Patch),
-        TableOp::Delete { .. } => Request::new(entity()?, Method::Delete),
+    let method = match op {
+        TableOp::Insert(_) => Method::Post,
+        TableOp::Replace(..) => Method::Put,
+        TableOp::Merge(..) => Method::Patch,
+        TableOp::Delete { .. } => Method::Delete,
     };
+    let mut request = Request::new(write_url(base, table, op)?, method);
     let condition = match op {
-        TableOp::Insert(_) => None,
+        TableOp::Insert(_) => {
+            request.insert_header("accept", FULL_METADATA);
+            request.insert_header("prefer", "return-no-content");
+            None
+        }
         TableOp::Replace(_, c) | TableOp::Merge(_, c) | TableOp::Delete { condition: c, .. } => {
             if_match(c)
         }
@@ -212,18 +220,6 @@ pub(super) fn write(base: &Url, table: &TableName, op: &TableOp) -> Result<Reque
 
 pub(super) fn header<'a>(reply: &'a RawResponse, name: &'static str) -> Option<&'a str> {
     super::auth::header_value(reply.headers(), name)
-}
-
-/// The `ETag` header of a write's reply, as a version.
-pub(super) fn version_of(table: &TableName, reply: &RawResponse) -> Result<Version> {
-    let etag = header(reply, "etag").ok_or_else(|| Error::Decode {
-        table: table.to_string(),
-        row: None,
-        property: "ETag".into(),
-        expected: "an ETag header".into(),
-        found: "absent".into(),
-    })?;
-    version_from_etag(table, etag)
 }
 
 pub(super) fn op_what(table: &TableName, op: &TableOp) -> String {
@@ -356,13 +352,16 @@ mod tests {
 
     #[test]
     fn versions_come_from_etags() {
-        let v = version_from_etag(&table(), "W/\"datetime'2026-11-21T04%3A46%3A16.9123456Z'\"")
-            .unwrap();
+        let v = version_from_etag(
+            &table(),
+            Some("W/\"datetime'2026-11-21T04%3A46%3A16.9123456Z'\""),
+        )
+        .unwrap();
         assert_eq!(
             datetime::format(v.timestamp),
             "2026-11-21T04:46:16.9123456Z"
         );
-        let e = version_from_etag(&table(), "\"0x8D\"").unwrap_err();
+        let e = version_from_etag(&table(), Some("\"0x8D\"")).unwrap_err();
         assert!(matches!(e, Error::Decode { .. }), "{e}");
     }
 }
