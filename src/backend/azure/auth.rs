@@ -4,7 +4,8 @@
 //! reference, "Authorize with Shared Key"; a request whose URL already
 //! carries a signature (`sig`) is not signed again.
 
-use std::fmt;
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -95,31 +96,18 @@ impl Signed<'_> {
                     .collect();
                 ms.sort_unstable();
                 for (name, value) in ms {
-                    text.push_str(name);
-                    text.push(':');
-                    text.push_str(value);
-                    text.push('\n');
+                    let _ = writeln!(text, "{name}:{value}");
                 }
-                text.push('/');
-                text.push_str(account);
-                text.push_str(self.url.path());
-                let mut params: Vec<(String, String)> = self
-                    .url
-                    .query_pairs()
-                    .map(|(k, v)| (k.to_lowercase(), v.into_owned()))
-                    .collect();
-                params.sort_unstable();
-                let mut last: Option<String> = None;
-                for (name, value) in params {
-                    if last.as_deref() == Some(name.as_str()) {
-                        text.push(',');
-                    } else {
-                        text.push('\n');
-                        text.push_str(&name);
-                        text.push(':');
-                        last = Some(name);
-                    }
-                    text.push_str(&value);
+                let _ = write!(text, "/{account}{}", self.url.path());
+                // Each parameter once, its values sorted and joined by `,`.
+                let mut params = BTreeMap::<String, Vec<String>>::new();
+                for (name, value) in self.url.query_pairs() {
+                    let values = params.entry(name.to_lowercase()).or_default();
+                    values.push(value.into_owned());
+                }
+                for (name, mut values) in params {
+                    values.sort_unstable();
+                    let _ = write!(text, "\n{name}:{}", values.join(","));
                 }
                 text
             }

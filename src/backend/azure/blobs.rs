@@ -280,16 +280,7 @@ impl AzureBackend {
                     }
                     sent => return sent,
                 };
-                let stored = match body {
-                    Some(_) => self.get_blob(container, blob).await,
-                    None => self.blob_properties(container, blob).await.map(|p| {
-                        p.map(|properties| Blob {
-                            body: Vec::new(),
-                            properties,
-                        })
-                    }),
-                };
-                match stored.map_err(Failure::Fatal)? {
+                match self.read_blob(container, blob, body.is_some()).await? {
                     Some(s)
                         if body.is_none_or(|b| b == s.body.as_slice())
                             && s.properties.metadata == metadata_from(metadata.clone()) =>
@@ -306,25 +297,35 @@ impl AzureBackend {
         .await
     }
 
-    /// One un-ranged `GET` (see the module doc).
-    async fn get_blob_once(
+    /// A blob through one un-ranged `GET` (see the module doc), or its
+    /// properties alone (and an empty body) through a `HEAD`.
+    async fn read_blob(
         &self,
         container: &ContainerName,
         blob: &BlobName,
-    ) -> std::result::Result<Option<Blob>, Failure> {
-        let request = Request::new(self.blob_url(container, Some(blob))?, Method::Get);
-        let reply = self.send_raw(Service::Blob, request).await;
-        match reply {
-            Ok(r) => {
-                let properties = properties_from_headers(r.headers())?;
-                Ok(Some(Blob {
-                    body: r.body().as_ref().to_vec(),
-                    properties,
-                }))
-            }
-            Err(f) if matches!(f.status(), Some((404, Some("BlobNotFound")))) => Ok(None),
-            Err(f) => Err(f),
-        }
+        with_body: bool,
+    ) -> Result<Option<Blob>> {
+        check_blob_name(blob)?;
+        let (operation, method) = match with_body {
+            true => ("get_blob", Method::Get),
+            false => ("blob_properties", Method::Head),
+        };
+        self.inner
+            .retry
+            .run(operation, |_| async move {
+                let request = Request::new(self.blob_url(container, Some(blob))?, method);
+                match self.send_raw(Service::Blob, request).await {
+                    Ok(r) => Ok(Some(Blob {
+                        properties: properties_from_headers(r.headers())?,
+                        body: r.body().as_ref().to_vec(),
+                    })),
+                    // A HEAD has no body: the code comes from x-ms-error-code.
+                    Err(f) if matches!(f.status(), Some((404, Some("BlobNotFound")))) => Ok(None),
+                    Err(f) => Err(f),
+                }
+            })
+            .await
+            .map_err(|f| f.into_error(crate::error::what::blob(container, blob)))
     }
 
     /// Lists blobs whose names start with `prefix`, one page at a time, with
@@ -451,12 +452,7 @@ impl BlobBackend for AzureBackend {
     }
 
     async fn get_blob(&self, container: &ContainerName, blob: &BlobName) -> Result<Option<Blob>> {
-        check_blob_name(blob)?;
-        self.inner
-            .retry
-            .run("get_blob", |_| self.get_blob_once(container, blob))
-            .await
-            .map_err(|f| f.into_error(crate::error::what::blob(container, blob)))
+        self.read_blob(container, blob, true).await
     }
 
     async fn blob_properties(
@@ -464,23 +460,8 @@ impl BlobBackend for AzureBackend {
         container: &ContainerName,
         blob: &BlobName,
     ) -> Result<Option<BlobProperties>> {
-        check_blob_name(blob)?;
-        let what = &|| crate::error::what::blob(container, blob);
-        self.on_blob(
-            "blob_properties",
-            container,
-            blob,
-            what,
-            |client, _| async move {
-                match self.attempt(client.get_properties(None)).await {
-                    Ok(r) => Ok(Some(properties_from_headers(r.headers())?)),
-                    // HEAD has no body: the code comes from x-ms-error-code.
-                    Err(f) if matches!(f.status(), Some((404, Some("BlobNotFound")))) => Ok(None),
-                    Err(f) => Err(f),
-                }
-            },
-        )
-        .await
+        let blob = self.read_blob(container, blob, false).await?;
+        Ok(blob.map(|b| b.properties))
     }
 
     async fn set_blob_metadata(
