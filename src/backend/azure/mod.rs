@@ -34,7 +34,6 @@ mod retry;
 mod tables;
 mod transport;
 
-use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -58,25 +57,17 @@ use crate::error::{Error, Result};
 
 /// Azure Table Storage and Blob Storage (or Azurite) as a leasehold
 /// backend. Clones share the HTTP connection pool.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct AzureBackend {
     inner: Arc<Inner>,
 }
 
+#[derive(Debug)]
 struct Inner {
     settings: ConnectionSettings,
     pipelines: Pipelines,
     retry: TransportRetry,
     redactor: Redactor,
-}
-
-impl fmt::Debug for AzureBackend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AzureBackend")
-            .field("settings", &self.inner.settings)
-            .field("retry", &self.inner.retry)
-            .finish()
-    }
 }
 
 impl AzureBackend {
@@ -178,10 +169,8 @@ const CLIENT_REQUEST_ID: &str = "x-ms-client-request-id";
 /// A version-4 UUID without a system call.
 fn fresh_uuid() -> String {
     let (hi, lo) = (crate::retry::random_seed(), crate::retry::random_seed());
-    let mut bytes = [0u8; 16];
-    bytes[..8].copy_from_slice(&hi.to_le_bytes());
-    bytes[8..].copy_from_slice(&lo.to_le_bytes());
-    uuid::Builder::from_random_bytes(bytes)
+    let bits = (u128::from(hi) << 64) | u128::from(lo);
+    uuid::Builder::from_random_bytes(bits.to_le_bytes())
         .into_uuid()
         .hyphenated()
         .to_string()

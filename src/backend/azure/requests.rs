@@ -9,11 +9,6 @@ use crate::entity::{EntityData, Properties, datetime};
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 
-/// A key as it goes into an entity URL: `'` doubled (OData literals).
-pub(super) fn quote_key(key: &str) -> String {
-    key.replace('\'', "''")
-}
-
 /// `{base}/{segment}`, the segment percent-encoded.
 pub(super) fn url_with(base: &Url, segment: &str) -> Result<Url> {
     let mut url = base.clone();
@@ -23,27 +18,27 @@ pub(super) fn url_with(base: &Url, segment: &str) -> Result<Url> {
     Ok(url)
 }
 
-/// `{base}/{table}`: where inserts go.
-pub(super) fn table_url(base: &Url, table: &TableName) -> Result<Url> {
-    url_with(base, table.as_str())
-}
-
-/// Where a write of `op` goes: the table for an insert, else the entity.
+/// Where a write of `op` goes: `{base}/{table}` for an insert, else the
+/// entity.
 pub(super) fn write_url(base: &Url, table: &TableName, op: &TableOp) -> Result<Url> {
     match op {
-        TableOp::Insert(_) => table_url(base, table),
+        TableOp::Insert(_) => url_with(base, table.as_str()),
         _ => entity_url(base, table, op.partition_key(), op.row_key()),
     }
 }
 
-/// `{base}/{table}(PartitionKey='..',RowKey='..')`.
+/// `{base}/{table}(PartitionKey='..',RowKey='..')`, `'` doubled in keys
+/// (OData literals).
 pub(super) fn entity_url(
     base: &Url,
     table: &TableName,
     pk: &PartitionKey,
     rk: &RowKey,
 ) -> Result<Url> {
-    let (pk, rk) = (quote_key(pk.as_str()), quote_key(rk.as_str()));
+    let (pk, rk) = (
+        pk.as_str().replace('\'', "''"),
+        rk.as_str().replace('\'', "''"),
+    );
     url_with(base, &format!("{table}(PartitionKey='{pk}',RowKey='{rk}')"))
 }
 
@@ -250,7 +245,7 @@ mod tests {
             "http://127.0.0.1:10002/devstoreaccount1/Things(PartitionKey='o''brien',RowKey='a%20b%25')"
         );
         assert_eq!(
-            table_url(&base, &table()).unwrap().as_str(),
+            url_with(&base, table().as_str()).unwrap().as_str(),
             "http://127.0.0.1:10002/devstoreaccount1/Things"
         );
     }
