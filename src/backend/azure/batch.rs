@@ -17,7 +17,6 @@ use crate::backend::{TableOp, Version};
 use crate::error::{Error, Result};
 use crate::key::TableName;
 
-/// A batch request: its `Content-Type` and body.
 pub(super) struct BatchRequest {
     pub(super) content_type: String,
     pub(super) body: Bytes,

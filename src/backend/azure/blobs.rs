@@ -329,10 +329,8 @@ impl AzureBackend {
     }
 
     /// Lists blobs whose names start with `prefix`, one page at a time, with
-    /// a page size of `max_results` (the service default, 5000, when `None`).
-    ///
-    /// [`BlobBackend::list_blobs`]
-    /// is this with the service's page size.
+    /// a page size of `max_results` (`None`: the service's 5000, as
+    /// [`BlobBackend::list_blobs`]).
     ///
     /// # Errors
     /// [`Error::NotFound`] for a missing container; [`Error::Transient`]
@@ -345,13 +343,10 @@ impl AzureBackend {
         max_results: Option<u32>,
     ) -> Result<BlobListPage> {
         let what = || crate::error::what::listing(container);
-        let max_results = match max_results {
-            None => None,
-            Some(0) => {
-                return Err(Error::invalid("page size", "0 must be at least 1"));
-            }
-            Some(n) => Some(i32::try_from(n).unwrap_or(i32::MAX)),
-        };
+        if max_results == Some(0) {
+            return Err(Error::invalid("page size", "0 must be at least 1"));
+        }
+        let max_results = max_results.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
         self.inner
             .retry
             .run("list_blobs", |_| async move {

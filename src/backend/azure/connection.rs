@@ -499,7 +499,6 @@ pub(crate) fn endpoints(
     ))
 }
 
-/// Storage account names: 3 to 24 lowercase letters and digits.
 pub(crate) fn account_name_check(account: &str) -> Result<()> {
     let ok = (3..=24).contains(&account.len())
         && account

@@ -142,7 +142,6 @@ pub(super) fn if_match(c: &Precondition) -> Option<&str> {
     }
 }
 
-/// `POST {base}/Tables`: creates `table`.
 pub(super) fn create_table(base: &Url, table: &TableName) -> Result<Request> {
     let mut request = Request::new(url_with(base, "Tables")?, Method::Post);
     request.insert_header("accept", FULL_METADATA);
@@ -153,7 +152,6 @@ pub(super) fn create_table(base: &Url, table: &TableName) -> Result<Request> {
     Ok(request)
 }
 
-/// `DELETE {base}/Tables('name')`: deletes `table`.
 pub(super) fn delete_table(base: &Url, table: &TableName) -> Result<Request> {
     let url = url_with(base, &format!("Tables('{table}')"))?;
     let mut request = Request::new(url, Method::Delete);
@@ -172,7 +170,6 @@ pub(super) fn list_tables(base: &Url, next: Option<&str>) -> Result<Request> {
     Ok(request)
 }
 
-/// `GET` of one entity.
 pub(super) fn get(
     base: &Url,
     table: &TableName,

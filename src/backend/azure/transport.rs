@@ -208,7 +208,6 @@ impl ServerCertVerifier for NoRoots {
     }
 }
 
-/// The last policy of both pipelines.
 #[derive(Debug)]
 pub(crate) struct Transport {
     client: reqwest::Client,
