@@ -239,17 +239,6 @@ impl Failure {
         }
     }
 
-    /// Throttling (503 `ServerBusy`, 429), which leaves a request unapplied.
-    pub(crate) fn is_throttling(&self) -> bool {
-        matches!(
-            self,
-            Failure::Status {
-                status: 503 | 429,
-                ..
-            }
-        )
-    }
-
     /// Whether the request may have been applied although it failed (a
     /// write is then verified before it is sent again).
     pub(crate) fn may_have_applied(&self) -> bool {

@@ -34,6 +34,7 @@ mod retry;
 mod tables;
 mod transport;
 
+use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -57,17 +58,25 @@ use crate::error::{Error, Result};
 
 /// Azure Table Storage and Blob Storage (or Azurite) as a leasehold
 /// backend. Clones share the HTTP connection pool.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct AzureBackend {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
 struct Inner {
     settings: ConnectionSettings,
     pipelines: Pipelines,
     retry: TransportRetry,
     redactor: Redactor,
+}
+
+impl fmt::Debug for AzureBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AzureBackend")
+            .field("settings", &self.inner.settings)
+            .field("retry", &self.inner.retry)
+            .finish()
+    }
 }
 
 impl AzureBackend {

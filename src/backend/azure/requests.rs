@@ -121,13 +121,6 @@ pub(super) fn stored_form(d: &EntityData) -> Properties {
     }
 }
 
-/// The body of a single-entity write, non-ASCII escaped (see the module
-/// doc of `backend::azure`).
-pub(super) fn entity_body(d: &EntityData) -> Result<Bytes> {
-    let text = wire::EntityBody::of(d).to_ascii_text()?;
-    Ok(Bytes::from(text))
-}
-
 /// Every annotation, so that types and ETags come back with each entity.
 const FULL_METADATA: &str = "application/json;odata=fullmetadata";
 const JSON: &str = "application/json";
@@ -205,7 +198,8 @@ pub(super) fn write(base: &Url, table: &TableName, op: &TableOp) -> Result<Reque
     }
     if let Some(d) = op.data() {
         request.insert_header("content-type", JSON);
-        request.set_body(entity_body(d)?);
+        // Non-ASCII escaped: see the module doc of `backend::azure`.
+        request.set_body(Bytes::from(wire::EntityBody::of(d).to_ascii_text()?));
     }
     Ok(request)
 }

@@ -166,7 +166,8 @@ impl TransportRetry {
                 attempt(now)
             },
             |failure: &Failure| {
-                let throttled = failure.is_throttling();
+                // 503 `ServerBusy` and 429 leave a request unapplied.
+                let throttled = matches!(failure.status(), Some((503 | 429, _)));
                 if throttled {
                     notes::throttled();
                 }
