@@ -4,7 +4,8 @@
 //! reference, "Authorize with Shared Key"; a request whose URL already
 //! carries a signature (`sig`) is not signed again.
 
-use std::fmt;
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -14,6 +15,7 @@ use azure_core::http::headers::{HeaderName, Headers};
 use azure_core::http::policies::{Policy, PolicyResult};
 use azure_core::http::{Context, Request, Url};
 
+use super::connection::SasToken;
 use super::credential::TokenCache;
 
 const MS_DATE: HeaderName = HeaderName::from_static("x-ms-date");
@@ -38,7 +40,7 @@ pub(crate) struct Signed<'a> {
 
 impl Signed<'_> {
     fn header(&self, name: &'static str) -> &str {
-        header_value(self.headers, &HeaderName::from_static(name)).unwrap_or_default()
+        header_value(self.headers, name).unwrap_or_default()
     }
 
     /// The text a Shared Key signature for `account` signs: for the Table
@@ -94,31 +96,18 @@ impl Signed<'_> {
                     .collect();
                 ms.sort_unstable();
                 for (name, value) in ms {
-                    text.push_str(name);
-                    text.push(':');
-                    text.push_str(value);
-                    text.push('\n');
+                    let _ = writeln!(text, "{name}:{value}");
                 }
-                text.push('/');
-                text.push_str(account);
-                text.push_str(self.url.path());
-                let mut params: Vec<(String, String)> = self
-                    .url
-                    .query_pairs()
-                    .map(|(k, v)| (k.to_lowercase(), v.into_owned()))
-                    .collect();
-                params.sort_unstable();
-                let mut last: Option<String> = None;
-                for (name, value) in params {
-                    if last.as_deref() == Some(name.as_str()) {
-                        text.push(',');
-                    } else {
-                        text.push('\n');
-                        text.push_str(&name);
-                        text.push(':');
-                        last = Some(name);
-                    }
-                    text.push_str(&value);
+                let _ = write!(text, "/{account}{}", self.url.path());
+                // Each parameter once, its values sorted and joined by `,`.
+                let mut params = BTreeMap::<String, Vec<String>>::new();
+                for (name, value) in self.url.query_pairs() {
+                    let values = params.entry(name.to_lowercase()).or_default();
+                    values.push(value.into_owned());
+                }
+                for (name, mut values) in params {
+                    values.sort_unstable();
+                    let _ = write!(text, "\n{name}:{}", values.join(","));
                 }
                 text
             }
@@ -128,10 +117,10 @@ impl Signed<'_> {
 
 /// The value of header `name`. Not through the getters of `Headers`, which
 /// build an error (with a backtrace) for every absent header.
-pub(crate) fn header_value<'a>(headers: &'a Headers, name: &HeaderName) -> Option<&'a str> {
+pub(crate) fn header_value<'a>(headers: &'a Headers, name: &str) -> Option<&'a str> {
     headers
         .iter()
-        .find(|(n, _)| n.as_str() == name.as_str())
+        .find(|(n, _)| n.as_str() == name)
         .map(|(_, v)| v.as_str())
 }
 
@@ -155,8 +144,8 @@ pub(crate) async fn forward(
 }
 
 /// One of leasehold's pipeline policies: what it does to each request
-/// before handing it on.
-#[derive(Clone)]
+/// before handing it on. No `Debug` shows a secret.
+#[derive(Clone, Debug)]
 pub(crate) enum Stamp {
     /// `x-ms-date` (fresh on every try) and, unless set, `x-ms-version`.
     Headers { version: &'static str },
@@ -166,31 +155,10 @@ pub(crate) enum Stamp {
         key: Secret,
         service: Service,
     },
-    /// A SAS's parameters, appended to the query of every unsigned request.
-    Sas(Vec<(String, String)>),
+    /// A SAS, appended to the query of every unsigned request.
+    Sas(SasToken),
     /// `Authorization: Bearer {token}` from the token cache.
     Bearer(TokenCache),
-}
-
-impl fmt::Debug for Stamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Stamp::Headers { version } => f.debug_tuple("Headers").field(version).finish(),
-            Stamp::SharedKey {
-                account, service, ..
-            } => f
-                .debug_struct("SharedKey")
-                .field("account", account)
-                .field("key", &"<redacted>")
-                .field("service", service)
-                .finish(),
-            Stamp::Sas(pairs) => {
-                let names: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
-                f.debug_tuple("Sas").field(&names).finish()
-            }
-            Stamp::Bearer(cache) => f.debug_tuple("Bearer").field(cache).finish(),
-        }
-    }
 }
 
 impl Stamp {
@@ -229,7 +197,7 @@ impl Policy for Stamp {
                     return Err(CoreError::new(CoreErrorKind::Other, SendDeadlinePassed));
                 }
                 request.insert_header(MS_DATE, http_date(time::OffsetDateTime::now_utc()));
-                if header_value(request.headers(), &MS_VERSION).is_none() {
+                if header_value(request.headers(), MS_VERSION.as_str()).is_none() {
                     request.insert_header(MS_VERSION, *version);
                 }
             }
@@ -258,11 +226,11 @@ impl Policy for Stamp {
                 )?;
                 request.insert_header(AUTHORIZATION, authorization);
             }
-            Stamp::Sas(pairs) => {
+            Stamp::Sas(token) => {
                 request
                     .url_mut()
                     .query_pairs_mut()
-                    .extend_pairs(pairs.iter());
+                    .extend_pairs(token.pairs().iter());
             }
         }
         forward(ctx, request, next).await

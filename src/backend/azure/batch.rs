@@ -10,14 +10,13 @@ use serde_json::Value as Json;
 
 use super::AzureBackend;
 use super::auth::Service;
-use super::errors::{Failure, is_transient_status};
-use super::requests::{entity_url, if_match, op_what, table_url, url_with, version_from_etag};
+use super::errors::{Failure, bad_reply, is_transient_status};
+use super::requests::{if_match, op_what, url_with, version_from_etag, write_url};
 use crate::backend::wire;
 use crate::backend::{TableOp, Version};
 use crate::error::{Error, Result};
 use crate::key::TableName;
 
-/// A batch request: its `Content-Type` and body.
 pub(super) struct BatchRequest {
     pub(super) content_type: String,
     pub(super) body: Bytes,
@@ -38,21 +37,13 @@ pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<Ba
         "--{batch}\r\nContent-Type: multipart/mixed; boundary={changeset}\r\n\r\n"
     );
     for (i, op) in ops.iter().enumerate() {
-        let (method, url) = match op {
-            TableOp::Insert(_) => ("POST", table_url(base, table)?),
-            TableOp::Replace(..) => (
-                "PUT",
-                entity_url(base, table, op.partition_key(), op.row_key())?,
-            ),
-            TableOp::Merge(..) => (
-                "MERGE",
-                entity_url(base, table, op.partition_key(), op.row_key())?,
-            ),
-            TableOp::Delete { .. } => (
-                "DELETE",
-                entity_url(base, table, op.partition_key(), op.row_key())?,
-            ),
+        let method = match op {
+            TableOp::Insert(_) => "POST",
+            TableOp::Replace(..) => "PUT",
+            TableOp::Merge(..) => "MERGE",
+            TableOp::Delete { .. } => "DELETE",
         };
+        let url = write_url(base, table, op)?;
         let condition = op.condition();
         let _ = write!(
             body,
@@ -221,15 +212,6 @@ impl AzureBackend {
         let reply = self.send_raw(Service::Table, raw).await?;
         let text = String::from_utf8_lossy(reply.body().as_ref());
         let parts = parse(&text);
-        let bad_reply = |message| {
-            Failure::Fatal(Error::Backend {
-                status: Some(202),
-                code: None,
-                message,
-                source: None,
-            })
-        };
-
         if let Some(part) = parts.iter().find(|p| p.status >= 300 || p.status < 200) {
             let (code, message_index) = part.error_details();
             if is_transient_status(part.status) {
@@ -263,11 +245,14 @@ impl AzureBackend {
             }));
         }
         if parts.len() != ops.len() {
-            return Err(bad_reply(format!(
-                "{what}: the reply holds {} operation results for {} operations",
-                parts.len(),
-                ops.len()
-            )));
+            return Err(bad_reply(
+                202,
+                format!(
+                    "{what}: the reply holds {} operation results for {} operations",
+                    parts.len(),
+                    ops.len()
+                ),
+            ));
         }
         // Replies come in request order; Content-ID, when echoed, says so too.
         let mut ordered: Vec<Option<&PartReply<'_>>> = vec![None; ops.len()];
@@ -280,19 +265,10 @@ impl AzureBackend {
             match (op, part) {
                 (TableOp::Delete { .. }, _) => versions.push(None),
                 (_, Some(part)) => {
-                    let etag = part.header("etag").ok_or_else(|| {
-                        Failure::Fatal(Error::Decode {
-                            table: table.to_string(),
-                            row: None,
-                            property: "ETag".into(),
-                            expected: "an ETag header in the batch reply".into(),
-                            found: "absent".into(),
-                        })
-                    })?;
-                    versions.push(Some(version_from_etag(table, etag)?));
+                    versions.push(Some(version_from_etag(table, part.header("etag"))?));
                 }
                 (_, None) => {
-                    return Err(bad_reply(format!("{what}: an operation has no reply")));
+                    return Err(bad_reply(202, format!("{what}: an operation has no reply")));
                 }
             }
         }

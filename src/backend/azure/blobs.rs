@@ -10,15 +10,14 @@ use std::num::NonZero;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use azure_core::http::headers::{HeaderName, Headers};
+use azure_core::http::headers::Headers;
 use azure_core::http::{Method, Request, RequestContent, Url};
 use azure_storage_blob::models::{
     BlobClientAcquireLeaseOptions, BlobClientAcquireLeaseResultHeaders,
     BlobClientBreakLeaseOptions, BlobClientBreakLeaseResultHeaders,
     BlobClientChangeLeaseResultHeaders, BlobClientDeleteOptions, BlobClientReleaseLeaseOptions,
     BlobClientRenewLeaseOptions, BlobClientSetMetadataOptions, BlobContainerClientListBlobsOptions,
-    BlockBlobClientUploadOptions, LeaseDuration as SdkDurationKind, LeaseState as SdkLeaseState,
-    ListBlobsIncludeItem,
+    BlockBlobClientUploadOptions, ListBlobsIncludeItem,
 };
 use azure_storage_blob::{
     BlobClient, BlobClientOptions, BlobContainerClient, BlobContainerClientOptions,
@@ -29,7 +28,7 @@ use uuid::Uuid;
 use super::AzureBackend;
 use super::auth::{Service, header_value};
 use super::connection::base_uri;
-use super::errors::Failure;
+use super::errors::{Failure, bad_reply};
 use super::retry::Attempt;
 use crate::backend::blob::{validate_break_period, validate_metadata};
 use crate::backend::{
@@ -38,10 +37,6 @@ use crate::backend::{
 };
 use crate::error::{Error, Result};
 use crate::key::{BlobName, ContainerName, ETag, shorten};
-
-fn blob_what(container: &ContainerName, blob: &BlobName) -> String {
-    crate::error::what::blob(container, blob)
-}
 
 /// A leading `/` would be lost in the blob's URL (so `/a` would address
 /// `a`): such names are refused rather than silently aliased.
@@ -61,17 +56,12 @@ fn sdk_lease_id(id: LeaseId) -> String {
 }
 
 fn lease_id_from_sdk(id: Option<String>) -> std::result::Result<LeaseId, Failure> {
-    let bad = |source: Option<uuid::Error>| {
-        let e = Error::client("the service returned no lease id, or one that is not a GUID");
-        Failure::Fatal(match source {
-            Some(source) => e.with_source(source),
-            None => e,
-        })
-    };
-    let id = id.ok_or_else(|| bad(None))?;
-    id.parse::<Uuid>()
-        .map(LeaseId::from_uuid)
-        .map_err(|e| bad(Some(e)))
+    let bad = || Error::client("the service returned no lease id, or one that is not a GUID");
+    match id.as_deref().map(Uuid::parse_str) {
+        Some(Ok(id)) => Ok(LeaseId::from_uuid(id)),
+        Some(Err(e)) => Err(bad().with_source(e).into()),
+        None => Err(bad().into()),
+    }
 }
 
 /// The seconds a lease is asked for: 15 to 60, or -1 for an infinite one.
@@ -82,13 +72,6 @@ fn sdk_duration(d: LeaseDuration) -> Result<i32> {
     })
 }
 
-fn sdk_metadata(metadata: &Metadata) -> HashMap<String, String> {
-    metadata
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
 /// Metadata as read back. Names are lowercased: HTTP header names are
 /// case-insensitive and the HTTP stack lowercases them, so reads through
 /// headers could not give the written case anyway; listings follow suit.
@@ -97,10 +80,6 @@ fn metadata_from(pairs: impl IntoIterator<Item = (String, String)>) -> Metadata 
         .into_iter()
         .map(|(k, v)| (k.to_ascii_lowercase(), v))
         .collect()
-}
-
-fn same_metadata(a: &Metadata, b: &Metadata) -> bool {
-    metadata_from(a.clone()) == metadata_from(b.clone())
 }
 
 /// The condition headers of a write: (`If-Match`, `If-None-Match`).
@@ -126,8 +105,7 @@ macro_rules! conditioned {
     }};
 }
 
-/// A lease's state and kind from the service's words for them (headers of
-/// a `GET` or `HEAD`).
+/// A lease's state and kind from the service's words for them.
 fn lease_info_from(state: Option<&str>, duration: Option<&str>) -> LeaseInfo {
     let state = match state.map(str::to_ascii_lowercase).as_deref() {
         Some("leased") => LeaseState::Leased,
@@ -146,26 +124,10 @@ fn lease_info_from(state: Option<&str>, duration: Option<&str>) -> LeaseInfo {
     LeaseInfo { state, kind }
 }
 
-/// A lease's state and kind from a listing.
-fn lease_info(state: Option<SdkLeaseState>, duration: Option<SdkDurationKind>) -> LeaseInfo {
-    let state = state.map(|s| match s {
-        SdkLeaseState::Leased => "leased",
-        SdkLeaseState::Expired => "expired",
-        SdkLeaseState::Breaking => "breaking",
-        SdkLeaseState::Broken => "broken",
-        _ => "available",
-    });
-    let duration = duration.map(|d| match d {
-        SdkDurationKind::Infinite => "infinite",
-        _ => "fixed",
-    });
-    lease_info_from(state, duration)
-}
-
 fn properties_from_item(
     item: azure_storage_blob::models::BlobItem,
 ) -> std::result::Result<BlobItem, Failure> {
-    let missing = |what: &str| bad_reply(format!("a blob in the listing has no {what}"));
+    let missing = |what: &str| bad_reply(200, format!("a blob in the listing has no {what}"));
     let name = item.name.ok_or_else(|| missing("name"))?;
     let p = item.properties.ok_or_else(|| missing("properties"))?;
     let etag = p.etag.ok_or_else(|| missing("ETag"))?;
@@ -174,7 +136,10 @@ fn properties_from_item(
         properties: BlobProperties {
             etag: ETag::new(etag.to_string()),
             metadata: metadata_from(item.metadata.and_then(|m| m.values).unwrap_or_default()),
-            lease: lease_info(p.lease_state, p.lease_duration),
+            lease: lease_info_from(
+                p.lease_state.as_ref().map(AsRef::as_ref),
+                p.lease_duration.as_ref().map(AsRef::as_ref),
+            ),
             content_length: p.content_length.unwrap_or(0),
         },
     })
@@ -182,8 +147,8 @@ fn properties_from_item(
 
 /// Properties from the headers of a `GET` or `HEAD`.
 fn properties_from_headers(headers: &Headers) -> std::result::Result<BlobProperties, Failure> {
-    let get = |name: &'static str| header_value(headers, &HeaderName::from_static(name));
-    let missing = |what: &str| bad_reply(format!("the blob reply has no valid {what} header"));
+    let get = |name| header_value(headers, name);
+    let missing = |what: &str| bad_reply(200, format!("the blob reply has no valid {what} header"));
     let etag = get("etag").ok_or_else(|| missing("ETag"))?;
     let content_length = get("content-length")
         .and_then(|v| v.parse().ok())
@@ -199,16 +164,6 @@ fn properties_from_headers(headers: &Headers) -> std::result::Result<BlobPropert
         metadata,
         lease,
         content_length,
-    })
-}
-
-/// A success reply without what it must carry.
-fn bad_reply(message: String) -> Failure {
-    Failure::Fatal(Error::Backend {
-        status: Some(200),
-        code: None,
-        message,
-        source: None,
     })
 }
 
@@ -302,7 +257,7 @@ impl AzureBackend {
     {
         check_blob_name(blob)?;
         validate_metadata(metadata)?;
-        let what = &|| blob_what(container, blob);
+        let what = &|| crate::error::what::blob(container, blob);
         let send = &send;
         self.on_blob(
             operation,
@@ -325,19 +280,10 @@ impl AzureBackend {
                     }
                     sent => return sent,
                 };
-                let stored = match body {
-                    Some(_) => self.get_blob(container, blob).await,
-                    None => self.blob_properties(container, blob).await.map(|p| {
-                        p.map(|properties| Blob {
-                            body: Vec::new(),
-                            properties,
-                        })
-                    }),
-                };
-                match stored.map_err(Failure::Fatal)? {
+                match self.read_blob(container, blob, body.is_some()).await? {
                     Some(s)
                         if body.is_none_or(|b| b == s.body.as_slice())
-                            && same_metadata(&s.properties.metadata, metadata) =>
+                            && s.properties.metadata == metadata_from(metadata.clone()) =>
                     {
                         tracing::debug!(
                             "blob write retried after a lost reply: the stored blob is ours"
@@ -351,32 +297,40 @@ impl AzureBackend {
         .await
     }
 
-    /// One un-ranged `GET` (see the module doc).
-    async fn get_blob_once(
+    /// A blob through one un-ranged `GET` (see the module doc), or its
+    /// properties alone (and an empty body) through a `HEAD`.
+    async fn read_blob(
         &self,
         container: &ContainerName,
         blob: &BlobName,
-    ) -> std::result::Result<Option<Blob>, Failure> {
-        let request = Request::new(self.blob_url(container, Some(blob))?, Method::Get);
-        let reply = self.send_raw(Service::Blob, request).await;
-        match reply {
-            Ok(r) => {
-                let properties = properties_from_headers(r.headers())?;
-                Ok(Some(Blob {
-                    body: r.body().as_ref().to_vec(),
-                    properties,
-                }))
-            }
-            Err(f) if matches!(f.status(), Some((404, Some("BlobNotFound")))) => Ok(None),
-            Err(f) => Err(f),
-        }
+        with_body: bool,
+    ) -> Result<Option<Blob>> {
+        check_blob_name(blob)?;
+        let (operation, method) = match with_body {
+            true => ("get_blob", Method::Get),
+            false => ("blob_properties", Method::Head),
+        };
+        self.inner
+            .retry
+            .run(operation, |_| async move {
+                let request = Request::new(self.blob_url(container, Some(blob))?, method);
+                match self.send_raw(Service::Blob, request).await {
+                    Ok(r) => Ok(Some(Blob {
+                        properties: properties_from_headers(r.headers())?,
+                        body: r.body().as_ref().to_vec(),
+                    })),
+                    // A HEAD has no body: the code comes from x-ms-error-code.
+                    Err(f) if matches!(f.status(), Some((404, Some("BlobNotFound")))) => Ok(None),
+                    Err(f) => Err(f),
+                }
+            })
+            .await
+            .map_err(|f| f.into_error(crate::error::what::blob(container, blob)))
     }
 
     /// Lists blobs whose names start with `prefix`, one page at a time, with
-    /// a page size of `max_results` (the service default, 5000, when `None`).
-    ///
-    /// [`BlobBackend::list_blobs`]
-    /// is this with the service's page size.
+    /// a page size of `max_results` (`None`: the service's 5000, as
+    /// [`BlobBackend::list_blobs`]).
     ///
     /// # Errors
     /// [`Error::NotFound`] for a missing container; [`Error::Transient`]
@@ -389,13 +343,10 @@ impl AzureBackend {
         max_results: Option<u32>,
     ) -> Result<BlobListPage> {
         let what = || crate::error::what::listing(container);
-        let max_results = match max_results {
-            None => None,
-            Some(0) => {
-                return Err(Error::invalid("page size", "0 must be at least 1"));
-            }
-            Some(n) => Some(i32::try_from(n).unwrap_or(i32::MAX)),
-        };
+        if max_results == Some(0) {
+            return Err(Error::invalid("page size", "0 must be at least 1"));
+        }
+        let max_results = max_results.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
         self.inner
             .retry
             .run("list_blobs", |_| async move {
@@ -481,14 +432,14 @@ impl BlobBackend for AzureBackend {
                 let options = conditioned!(
                     BlockBlobClientUploadOptions,
                     conditions,
-                    metadata: Some(sdk_metadata(metadata)),
+                    metadata: Some(HashMap::from_iter(metadata.clone())),
                     partition_size: NonZero::new(u64::MAX),
                 );
                 let client = client.block_blob_client();
                 let upload = client.upload(RequestContent::from(body.clone()), Some(options));
                 let etag = self.attempt(upload).await?.etag;
-                let etag =
-                    etag.ok_or_else(|| bad_reply("the Put Blob reply has no ETag".to_owned()))?;
+                let etag = etag
+                    .ok_or_else(|| bad_reply(200, "the Put Blob reply has no ETag".to_owned()))?;
                 Ok(ETag::new(etag.to_string()))
             },
         )
@@ -496,12 +447,7 @@ impl BlobBackend for AzureBackend {
     }
 
     async fn get_blob(&self, container: &ContainerName, blob: &BlobName) -> Result<Option<Blob>> {
-        check_blob_name(blob)?;
-        self.inner
-            .retry
-            .run("get_blob", |_| self.get_blob_once(container, blob))
-            .await
-            .map_err(|f| f.into_error(blob_what(container, blob)))
+        self.read_blob(container, blob, true).await
     }
 
     async fn blob_properties(
@@ -509,23 +455,8 @@ impl BlobBackend for AzureBackend {
         container: &ContainerName,
         blob: &BlobName,
     ) -> Result<Option<BlobProperties>> {
-        check_blob_name(blob)?;
-        let what = &|| blob_what(container, blob);
-        self.on_blob(
-            "blob_properties",
-            container,
-            blob,
-            what,
-            |client, _| async move {
-                match self.attempt(client.get_properties(None)).await {
-                    Ok(r) => Ok(Some(properties_from_headers(r.headers())?)),
-                    // HEAD has no body: the code comes from x-ms-error-code.
-                    Err(f) if matches!(f.status(), Some((404, Some("BlobNotFound")))) => Ok(None),
-                    Err(f) => Err(f),
-                }
-            },
-        )
-        .await
+        let blob = self.read_blob(container, blob, false).await?;
+        Ok(blob.map(|b| b.properties))
     }
 
     async fn set_blob_metadata(
@@ -543,13 +474,13 @@ impl BlobBackend for AzureBackend {
             metadata,
             |client| async move {
                 let options = conditioned!(BlobClientSetMetadataOptions, conditions);
-                let metadata_map = sdk_metadata(metadata);
+                let metadata_map = HashMap::from_iter(metadata.clone());
                 let r = self
                     .attempt(client.set_metadata(&metadata_map, Some(options)))
                     .await?;
-                let etag = header_value(r.headers(), &HeaderName::from_static("etag"));
+                let etag = header_value(r.headers(), "etag");
                 Ok(ETag::new(etag.ok_or_else(|| {
-                    bad_reply("the Set Blob Metadata reply has no ETag".to_owned())
+                    bad_reply(200, "the Set Blob Metadata reply has no ETag".to_owned())
                 })?))
             },
         )
@@ -563,7 +494,7 @@ impl BlobBackend for AzureBackend {
         conditions: &BlobConditions,
     ) -> Result<()> {
         check_blob_name(blob)?;
-        let what = &|| blob_what(container, blob);
+        let what = &|| crate::error::what::blob(container, blob);
         self.on_blob(
             "delete_blob",
             container,
@@ -611,23 +542,32 @@ impl BlobBackend for AzureBackend {
     ) -> Result<LeaseReply> {
         check_blob_name(blob)?;
         let what = &|| crate::error::what::lease(container, blob);
+        let mut seconds = 0;
         match action {
-            LeaseAction::Acquire { duration, proposed } => {
-                let duration = sdk_duration(duration)?;
-                // Retrying is safe: acquiring again with the current id of an
-                // active lease succeeds.
-                self.on_blob(
-                    "acquire_lease",
-                    container,
-                    blob,
-                    what,
-                    |client, _| async move {
+            LeaseAction::Acquire { duration, .. } => seconds = sdk_duration(duration)?,
+            LeaseAction::Break { period } => validate_break_period(period)?,
+            _ => {}
+        }
+        let lost = |f: &Failure, earlier: Attempt, codes: &[&str]| {
+            earlier.may_have_applied
+                && matches!(f.status(), Some((409, Some(code))) if codes.contains(&code))
+        };
+        self.on_blob(
+            action.op().name(),
+            container,
+            blob,
+            what,
+            |client, earlier| async move {
+                match action {
+                    // Retrying is safe: acquiring again with the current id
+                    // of an active lease succeeds.
+                    LeaseAction::Acquire { proposed, .. } => {
                         let options = BlobClientAcquireLeaseOptions {
                             proposed_lease_id: Some(sdk_lease_id(proposed)),
                             ..BlobClientAcquireLeaseOptions::default()
                         };
                         let r = self
-                            .attempt(client.acquire_lease(duration, Some(options)))
+                            .attempt(client.acquire_lease(seconds, Some(options)))
                             .await?;
                         let id = lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?)?;
                         // The reply's ETag is the blob's: leasing does not change it.
@@ -636,52 +576,23 @@ impl BlobBackend for AzureBackend {
                             id,
                             etag: etag.map(|e| ETag::new(e.to_string())),
                         })
-                    },
-                )
-                .await
-            }
-            LeaseAction::Renew(id) => {
-                self.on_blob(
-                    "renew_lease",
-                    container,
-                    blob,
-                    what,
-                    |client, _| async move {
+                    }
+                    LeaseAction::Renew(id) => {
                         let renew = client
                             .renew_lease(sdk_lease_id(id), None::<BlobClientRenewLeaseOptions<'_>>);
                         self.attempt(renew).await.map(|_| LeaseReply::Renewed)
-                    },
-                )
-                .await
-            }
-            LeaseAction::Change { id, proposed } => {
-                self.on_blob(
-                    "change_lease",
-                    container,
-                    blob,
-                    what,
-                    |client, earlier| async move {
-                        let reply = self
-                            .attempt(client.change_lease(
-                                sdk_lease_id(id),
-                                sdk_lease_id(proposed),
-                                None,
-                            ))
-                            .await;
-                        let changed = reply.and_then(|r| {
+                    }
+                    LeaseAction::Change { id, proposed } => {
+                        let change =
+                            client.change_lease(sdk_lease_id(id), sdk_lease_id(proposed), None);
+                        let changed = self.attempt(change).await.and_then(|r| {
                             lease_id_from_sdk(r.lease_id().map_err(|e| self.failure(e))?)
                         });
                         match changed {
-                            Err(f)
-                                if earlier.may_have_applied
-                                    && matches!(
-                                        f.status(),
-                                        Some((409, Some("LeaseIdMismatchWithLeaseOperation")))
-                                    ) =>
-                            {
-                                // The lost attempt may have changed it: if the
-                                // proposed id is current now, renewing with it
-                                // succeeds.
+                            // The lost attempt may have changed it: if the
+                            // proposed id is current now, renewing with it
+                            // succeeds.
+                            Err(f) if lost(&f, earlier, &["LeaseIdMismatchWithLeaseOperation"]) => {
                                 match self
                                     .lease(container, blob, LeaseAction::Renew(proposed))
                                     .await
@@ -692,55 +603,33 @@ impl BlobBackend for AzureBackend {
                             }
                             changed => changed.map(LeaseReply::Changed),
                         }
-                    },
-                )
-                .await
-            }
-            LeaseAction::Release(id) => {
-                self.on_blob(
-                    "release_lease",
-                    container,
-                    blob,
-                    what,
-                    |client, earlier| async move {
+                    }
+                    LeaseAction::Release(id) => {
                         let release = client.release_lease(
                             sdk_lease_id(id),
                             None::<BlobClientReleaseLeaseOptions<'_>>,
                         );
                         match self.attempt(release).await {
                             Ok(_) => Ok(LeaseReply::Released),
-                            // The lost attempt released it (and someone may have
-                            // acquired it since): either way this caller holds
-                            // nothing, which is what release is for.
+                            // The lost attempt released it (and someone may
+                            // have acquired it since): either way this caller
+                            // holds nothing, which is what release is for.
                             Err(f)
-                                if earlier.may_have_applied
-                                    && matches!(
-                                        f.status(),
-                                        Some((
-                                            409,
-                                            Some(
-                                                "LeaseNotPresentWithLeaseOperation"
-                                                    | "LeaseIdMismatchWithLeaseOperation"
-                                            )
-                                        ))
-                                    ) =>
+                                if lost(
+                                    &f,
+                                    earlier,
+                                    &[
+                                        "LeaseNotPresentWithLeaseOperation",
+                                        "LeaseIdMismatchWithLeaseOperation",
+                                    ],
+                                ) =>
                             {
                                 Ok(LeaseReply::Released)
                             }
                             Err(f) => Err(f),
                         }
-                    },
-                )
-                .await
-            }
-            LeaseAction::Break { period } => {
-                validate_break_period(period)?;
-                self.on_blob(
-                    "break_lease",
-                    container,
-                    blob,
-                    what,
-                    |client, _| async move {
+                    }
+                    LeaseAction::Break { period } => {
                         let options = BlobClientBreakLeaseOptions {
                             // Checked above: whole seconds, 0 to 60.
                             break_period: period.map(|p| i32::try_from(p.as_secs()).unwrap_or(60)),
@@ -751,11 +640,11 @@ impl BlobBackend for AzureBackend {
                         Ok(LeaseReply::Broken(Duration::from_secs(
                             u64::try_from(seconds).unwrap_or(0),
                         )))
-                    },
-                )
-                .await
-            }
-        }
+                    }
+                }
+            },
+        )
+        .await
     }
 }
 
@@ -825,7 +714,9 @@ mod tests {
         assert_eq!((info.state, info.kind), (LeaseState::Broken, None));
         let info = lease_info_from(None, None);
         assert_eq!((info.state, info.kind), (LeaseState::Available, None));
-        let info = lease_info(Some(SdkLeaseState::Leased), Some(SdkDurationKind::Fixed));
+        use azure_storage_blob::models::{LeaseDuration as Kind, LeaseState as State};
+        let (state, duration) = (State::Leased, Kind::Fixed);
+        let info = lease_info_from(Some(state.as_ref()), Some(duration.as_ref()));
         assert_eq!(
             (info.state, info.kind),
             (LeaseState::Leased, Some(LeaseKind::Fixed))

@@ -4,11 +4,15 @@
 //! quoting a value.
 
 use std::fmt;
+use std::sync::Arc;
+
+use azure_core::credentials::TokenCredential;
 
 use azure_core::http::Url;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
+use super::credential::credential_kind;
 use crate::error::{Error, Result};
 
 pub(crate) const EMULATOR_ACCOUNT: &str = "devstoreaccount1";
@@ -101,81 +105,47 @@ impl SasToken {
             .find(|(k, _)| k == "sig")
             .map(|(_, v)| v.as_str())
     }
-
-    fn redacted(&self) -> String {
-        self.pairs
-            .iter()
-            .map(|(k, v)| {
-                if k == "sig" {
-                    format!("{k}={REDACTED}")
-                } else {
-                    format!("{k}={v}")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("&")
-    }
 }
 
 impl fmt::Debug for SasToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SasToken({})", self.redacted())
+        f.write_str("SasToken(")?;
+        for (i, (k, v)) in self.pairs.iter().enumerate() {
+            let v = if k == "sig" { REDACTED } else { v };
+            write!(f, "{}{k}={v}", if i == 0 { "" } else { "&" })?;
+        }
+        f.write_str(")")
     }
 }
 
 /// How requests are authorised: Shared Key with the settings' account, an
 /// account SAS, or Entra ID bearer tokens for `audience` (see
 /// [`AzureBackendBuilder::token_credential`](super::AzureBackendBuilder::token_credential)).
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq, Debug)]
 pub(crate) enum Credentials {
     AccessKey(AccountKey),
     Sas(SasToken),
     Token {
-        credential: std::sync::Arc<dyn azure_core::credentials::TokenCredential>,
+        credential: TokenSource,
         audience: String,
     },
 }
 
-impl PartialEq for Credentials {
-    /// Token credentials compare by identity and audience.
+/// A token credential: equal to its clones only; `Debug` shows its kind.
+#[derive(Clone)]
+pub(crate) struct TokenSource(pub(crate) Arc<dyn TokenCredential>);
+
+impl PartialEq for TokenSource {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Credentials::AccessKey(a), Credentials::AccessKey(b)) => a == b,
-            (Credentials::Sas(a), Credentials::Sas(b)) => a == b,
-            (
-                Credentials::Token {
-                    credential,
-                    audience,
-                },
-                Credentials::Token {
-                    credential: c2,
-                    audience: a2,
-                },
-            ) => std::sync::Arc::ptr_eq(credential, c2) && audience == a2,
-            _ => false,
-        }
+        Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
-impl Eq for Credentials {}
+impl Eq for TokenSource {}
 
-impl fmt::Debug for Credentials {
+impl fmt::Debug for TokenSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Credentials::AccessKey(key) => f.debug_tuple("AccessKey").field(key).finish(),
-            Credentials::Sas(token) => f.debug_tuple("Sas").field(token).finish(),
-            Credentials::Token {
-                credential,
-                audience,
-            } => f
-                .debug_struct("Token")
-                .field(
-                    "credential",
-                    &super::credential::credential_kind(credential.as_ref()),
-                )
-                .field("audience", audience)
-                .finish(),
-        }
+        f.write_str(&credential_kind(self.0.as_ref()))
     }
 }
 
@@ -185,9 +155,7 @@ impl Credentials {
         match self {
             Credentials::AccessKey(_) => "shared key".to_owned(),
             Credentials::Sas(_) => "SAS".to_owned(),
-            Credentials::Token { credential, .. } => {
-                super::credential::credential_kind(credential.as_ref())
-            }
+            Credentials::Token { credential, .. } => credential_kind(credential.0.as_ref()),
         }
     }
 
@@ -195,28 +163,24 @@ impl Credentials {
     pub(crate) fn secrets(&self) -> Vec<String> {
         match self {
             Credentials::AccessKey(key) => vec![key.expose().to_owned()],
+            // The signature, also as a URL's query carries it.
             Credentials::Sas(token) => token
                 .signature()
                 .map(|sig| {
-                    let encoded = form_encode(&[("sig".to_owned(), sig.to_owned())]);
-                    let encoded = encoded.strip_prefix("sig=").unwrap_or(&encoded).to_owned();
-                    vec![sig.to_owned(), encoded]
+                    let mut url = Url::parse("http://sas.invalid/").ok();
+                    let encoded = url.as_mut().and_then(|u| {
+                        u.query_pairs_mut().append_pair("s", sig);
+                        u.query().map(|q| q["s=".len()..].to_owned())
+                    });
+                    [Some(sig.to_owned()), encoded]
+                        .into_iter()
+                        .flatten()
+                        .collect()
                 })
                 .unwrap_or_default(),
             // Tokens change; they never reach text leasehold writes.
             Credentials::Token { .. } => Vec::new(),
         }
-    }
-}
-
-/// `application/x-www-form-urlencoded` serialisation of query pairs.
-fn form_encode(pairs: &[(String, String)]) -> String {
-    match Url::parse("http://sas.invalid/") {
-        Ok(mut url) => {
-            url.query_pairs_mut().extend_pairs(pairs.iter());
-            url.query().unwrap_or_default().to_owned()
-        }
-        Err(_) => String::new(),
     }
 }
 
@@ -335,9 +299,9 @@ impl ConnectionSettings {
     ///
     /// A string names **both endpoints or neither** (then both are
     /// `{protocol}://{account}.{table|blob}.{suffix}`, by default `https`
-    /// and `core.windows.net`); only one is refused, since leases live in
-    /// blobs and a derived public blob host beside a custom Table endpoint
-    /// would fail only on the first lease.
+    /// and `core.windows.net`): leases live in blobs, and a derived public
+    /// blob host beside a custom Table endpoint would fail only on the
+    /// first lease, with a DNS error for a host nobody named.
     ///
     /// ```
     /// use leasehold::backend::azure::ConnectionSettings;
@@ -377,17 +341,13 @@ impl ConnectionSettings {
                     }));
                 }
             };
-            if slot.is_some() {
-                return Err(conn_err(format!(
-                    "part `{}` appears more than once",
-                    printable_part_name(name).unwrap_or("?")
-                )));
-            }
-            if value.is_empty() {
-                return Err(conn_err(format!(
-                    "part `{}` is empty",
-                    printable_part_name(name).unwrap_or("?")
-                )));
+            if slot.is_some() || value.is_empty() {
+                let name = printable_part_name(name).unwrap_or("?");
+                let why = match slot {
+                    Some(_) => "appears more than once",
+                    None => "is empty",
+                };
+                return Err(conn_err(format!("part `{name}` {why}")));
             }
             *slot = Some(value);
         }
@@ -502,12 +462,8 @@ impl ConnectionSettings {
     }
 }
 
-/// The Table and Blob endpoints: both given, or both derived as
-/// `{protocol}://{account}.{service}.{suffix}`. Only one given is refused,
-/// naming the missing one (`subject` is the input's name): leasehold uses
-/// both services, and a derived public host beside a custom endpoint
-/// (Azurite, a private endpoint, a proxy) would only fail on the first
-/// lease, with a DNS error for a host nobody named.
+/// The Table and Blob endpoints: both given, or both derived (see
+/// [`ConnectionSettings::parse`]); `subject` names the input in errors.
 pub(crate) fn endpoints(
     subject: &str,
     [table, blob]: [Option<&str>; 2],
@@ -543,7 +499,6 @@ pub(crate) fn endpoints(
     ))
 }
 
-/// Storage account names: 3 to 24 lowercase letters and digits.
 pub(crate) fn account_name_check(account: &str) -> Result<()> {
     let ok = (3..=24).contains(&account.len())
         && account

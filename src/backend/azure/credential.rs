@@ -1,13 +1,11 @@
 //! Microsoft Entra ID tokens for both services: a cache between the bearer
-//! policy and the caller's `TokenCredential`, asking for the configured
-//! audience (the blob client's own bearer policy would ask for a fixed
-//! scope). It answers at once with the token it holds and refreshes it in
-//! a background task at the earlier of half its lifetime and five minutes
-//! before its end, so a lease renewal never waits on a token fetch.
-//! Validity is counted on the Tokio clock from each token's arrival (paused
-//! time drives it in tests; a jumping wall clock does not). A failure is an
-//! `azure_core` error of kind `Credential` carrying a [`CredentialFailure`]
-//! (`Error::Auth` naming the credential's kind). No `Debug` shows a token.
+//! policy and the caller's `TokenCredential`. It answers at once with the
+//! token it holds and refreshes it in a background task at the earlier of
+//! half its lifetime and five minutes before its end, so a lease renewal
+//! never waits on a token fetch. Validity is counted on the Tokio clock
+//! from each token's arrival (a jumping wall clock does not matter). A
+//! failure carries a [`CredentialFailure`] (`Error::Auth` naming the
+//! credential's kind). No `Debug` shows a token.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -109,6 +107,22 @@ impl TokenCache {
                 refresher: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// The held token, or a fresh one for the configured audience.
+    pub(crate) async fn token(&self) -> azure_core::Result<AccessToken> {
+        let token = match TokenCache::usable(&self.shared) {
+            Some(token) => token,
+            None => {
+                let _one = self.shared.fetching.lock().await;
+                match TokenCache::usable(&self.shared) {
+                    Some(token) => token,
+                    None => TokenCache::fetch(&self.shared).await?,
+                }
+            }
+        };
+        self.ensure_refresher();
+        Ok(token)
     }
 
     fn usable(shared: &Shared) -> Option<AccessToken> {
@@ -221,34 +235,10 @@ async fn refresh_loop(weak: Weak<Shared>) {
                     "token refresh failed; the held token stays in use"
                 );
                 drop(shared);
+                // Then again at once: the held token's refresh time passed.
                 tokio::time::sleep(pause).await;
-                // Try again at once: the held token's refresh time passed.
-                if let Some(shared) = weak.upgrade() {
-                    let mut held = shared.held.lock().unwrap_or_else(PoisonError::into_inner);
-                    if let Some(h) = held.as_mut() {
-                        h.refresh_at = h.refresh_at.min(Instant::now());
-                    }
-                }
             }
         }
-    }
-}
-
-impl TokenCache {
-    /// The held token, or a fresh one for the configured audience.
-    pub(crate) async fn token(&self) -> azure_core::Result<AccessToken> {
-        let token = match TokenCache::usable(&self.shared) {
-            Some(token) => token,
-            None => {
-                let _one = self.shared.fetching.lock().await;
-                match TokenCache::usable(&self.shared) {
-                    Some(token) => token,
-                    None => TokenCache::fetch(&self.shared).await?,
-                }
-            }
-        };
-        self.ensure_refresher();
-        Ok(token)
     }
 }
 

@@ -9,7 +9,7 @@
 use std::fmt;
 
 use azure_core::error::ErrorKind;
-use azure_core::http::headers::{HeaderName, Headers};
+use azure_core::http::headers::Headers;
 use serde_json::Value as Json;
 
 use crate::error::Error;
@@ -115,6 +115,16 @@ impl std::error::Error for Scrubbed {
     }
 }
 
+/// A success reply without what it must carry.
+pub(super) fn bad_reply(status: u16, message: String) -> Failure {
+    Failure::Fatal(Error::Backend {
+        status: Some(status),
+        code: None,
+        message,
+        source: None,
+    })
+}
+
 /// A reply body that is not what the service sends.
 pub(super) fn undecodable(what: impl fmt::Display, e: &serde_json::Error) -> Failure {
     Failure::Fatal(Error::client(format!("the {what} cannot be read: {e}")))
@@ -186,10 +196,7 @@ impl Failure {
         }
         let scrubbed = |e: &(dyn std::error::Error + 'static)| Scrubbed::chain(e, redactor);
         if let Some(t) = e.downcast_ref::<TransportError>() {
-            let why = Scrubbed::new(
-                redactor.scrub(&t.message),
-                t.cause.as_ref().map(|c| scrubbed(c)),
-            );
+            let why = Scrubbed::new(redactor.scrub(&t.message), Some(scrubbed(&t.cause)));
             return if t.maybe_sent {
                 Failure::ReplyLost(why)
             } else {
@@ -230,17 +237,6 @@ impl Failure {
             Failure::NotSent(_) | Failure::ReplyLost(_) => true,
             Failure::Fatal(_) => false,
         }
-    }
-
-    /// Throttling (503 `ServerBusy`, 429), which leaves a request unapplied.
-    pub(crate) fn is_throttling(&self) -> bool {
-        matches!(
-            self,
-            Failure::Status {
-                status: 503 | 429,
-                ..
-            }
-        )
     }
 
     /// Whether the request may have been applied although it failed (a
@@ -299,26 +295,17 @@ fn with_cause(error: Error, why: Scrubbed) -> Error {
 
 /// The credential failure `e` carries (maybe under a policy's context).
 fn credential_failure(e: &azure_core::Error) -> Option<&CredentialFailure> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(s) = source {
-        if let Some(f) = s.downcast_ref::<CredentialFailure>() {
-            return Some(f);
-        }
-        if let Some(inner) = s.downcast_ref::<azure_core::Error>()
-            && let Some(f) = inner.downcast_ref::<CredentialFailure>()
-        {
-            return Some(f);
-        }
-        source = s.source();
-    }
-    None
+    let first: &(dyn std::error::Error + 'static) = e;
+    std::iter::successors(Some(first), |s| s.source()).find_map(|s| {
+        (s.downcast_ref::<CredentialFailure>())
+            .or_else(|| s.downcast_ref::<azure_core::Error>()?.downcast_ref())
+    })
 }
 
 /// The service's error code: `x-ms-error-code`, else the body's (JSON
 /// `odata.error.code`, `error.code` or `code`; XML `<Code>`).
 pub(crate) fn error_code(headers: &Headers, body: &[u8]) -> Option<String> {
-    const ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error-code");
-    if let Some(code) = super::auth::header_value(headers, &ERROR_CODE)
+    if let Some(code) = super::auth::header_value(headers, "x-ms-error-code")
         && !code.is_empty()
     {
         return Some(code.to_owned());

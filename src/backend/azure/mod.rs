@@ -10,21 +10,13 @@
 //! # let _ = backend; Ok(()) }
 //! ```
 //!
-//! What this module does that the SDK does not, or does otherwise:
-//! entities travel as JSON with `@odata.type` annotations
-//! (`crate::backend::wire`, so an `i64` above 2^53 keeps its precision);
-//! quotes in keys are doubled in entity URLs; single-entity write bodies
-//! escape non-ASCII as `\uXXXX` (Azurite decodes a body chunk by chunk and
-//! mangled a character split between two); merges are sent as `PATCH` (the
-//! pipeline has no `MERGE`); batches are built and parsed here; limits are
-//! checked before anything is sent; errors are classified by
-//! `x-ms-error-code`, then status; Shared Key, SAS and bearer signing are
-//! leasehold's own policies; blob bodies are read with one un-ranged `GET`
-//! (ranged reads fail on an empty blob and can mix two versions); leasehold
-//! retries itself ([`TransportRetry`]); and the last policy is leasehold's
-//! own transport, since the stock logging policy would log URLs and headers
-//! and the stock transport cannot tell a refused connection from a lost
-//! reply. Policies of your own go in front of it
+//! Beyond the SDK: entities travel as JSON with `@odata.type` annotations
+//! (`crate::backend::wire`: an `i64` above 2^53 keeps its precision);
+//! single-entity write bodies escape non-ASCII as `\uXXXX` (Azurite decodes
+//! a body chunk by chunk and mangled a character split between two); limits
+//! are checked before anything is sent; signing, retries
+//! ([`TransportRetry`]) and the transport are leasehold's own (each
+//! submodule says why); your policies go in front of the transport
 //! ([`AzureBackendBuilder::policy`]).
 
 mod auth;
@@ -89,8 +81,7 @@ impl fmt::Debug for AzureBackend {
 
 impl AzureBackend {
     /// Connects with an Azure Storage connection string (see
-    /// [`ConnectionSettings::parse`]). Nothing is sent: a wrong key or an
-    /// unreachable endpoint shows on the first operation.
+    /// [`ConnectionSettings::parse`]). Sends nothing.
     ///
     /// # Errors
     /// As [`ConnectionSettings::parse`].
@@ -115,9 +106,8 @@ impl AzureBackend {
         &self.inner.retry
     }
 
-    /// Runs one request attempt with the per-attempt timeout, classifying
-    /// its failure. Not an `async fn`, whose future would hold `fut` twice
-    /// (it sits inside every request's future).
+    /// One attempt under the per-attempt timeout. Not an `async fn`, whose
+    /// future would hold `fut` twice (it sits inside every request's future).
     fn attempt<'a, T, F>(
         &'a self,
         fut: F,
@@ -136,8 +126,8 @@ impl AzureBackend {
         })
     }
 
-    /// Sends a request leasehold wrote itself once, through `service`'s
-    /// pipeline; an error status is a classified [`Failure`].
+    /// Sends a request leasehold wrote itself once; an error status is a
+    /// [`Failure`].
     async fn send_raw(
         &self,
         service: Service,
@@ -175,7 +165,6 @@ impl AzureBackend {
         }
     }
 
-    /// A service's endpoint (`parse_endpoint` dropped its trailing `/`).
     fn base_url(&self, service: Service) -> &Url {
         match service {
             Service::Table => &self.inner.settings.table_endpoint,
@@ -184,24 +173,20 @@ impl AzureBackend {
     }
 }
 
-/// The header that names a request in the service's logs.
 const CLIENT_REQUEST_ID: &str = "x-ms-client-request-id";
 
-/// A fresh version-4 UUID without a system call: request ids, batch
-/// boundaries.
+/// A version-4 UUID without a system call.
 fn fresh_uuid() -> String {
     let (hi, lo) = (crate::retry::random_seed(), crate::retry::random_seed());
-    let mut bytes = [0u8; 16];
-    bytes[..8].copy_from_slice(&hi.to_le_bytes());
-    bytes[8..].copy_from_slice(&lo.to_le_bytes());
-    uuid::Builder::from_random_bytes(bytes)
+    let bits = (u128::from(hi) << 64) | u128::from(lo);
+    uuid::Builder::from_random_bytes(bits.to_le_bytes())
         .into_uuid()
         .hyphenated()
         .to_string()
 }
 
-/// Builds an [`AzureBackend`] from explicit parts, or from a connection
-/// string with parts overridden.
+/// Builds an [`AzureBackend`] from parts, or from a connection string with
+/// parts overridden.
 ///
 /// ```no_run
 /// # fn demo() -> leasehold::Result<()> {
@@ -215,7 +200,6 @@ fn fresh_uuid() -> String {
 #[derive(Debug, Default)]
 #[must_use = "an AzureBackendBuilder does nothing until `build()`"]
 pub struct AzureBackendBuilder {
-    base: Option<ConnectionSettings>,
     account: Option<String>,
     credentials: Option<Credentials>,
     table_endpoint: Option<String>,
@@ -227,22 +211,29 @@ pub struct AzureBackendBuilder {
 }
 
 impl AzureBackendBuilder {
-    /// Starts from a connection string; later calls override its parts.
+    /// Takes the parts of a connection string (over those set before);
+    /// later calls override them.
     ///
     /// # Errors
     /// As [`ConnectionSettings::parse`].
-    pub fn connection_string(mut self, connection_string: &str) -> Result<Self> {
-        self.base = Some(ConnectionSettings::parse(connection_string)?);
-        Ok(self)
+    pub fn connection_string(self, connection_string: &str) -> Result<Self> {
+        Ok(self.start_from(ConnectionSettings::parse(connection_string)?))
+    }
+
+    fn start_from(mut self, settings: ConnectionSettings) -> Self {
+        self.account = Some(settings.account);
+        self.credentials = Some(settings.credentials);
+        self.table_endpoint = Some(settings.table_endpoint.into());
+        self.blob_endpoint = Some(settings.blob_endpoint.into());
+        self
     }
 
     /// Starts from Azurite's defaults (`UseDevelopmentStorage=true`).
     ///
     /// # Errors
     /// None in practice (see [`ConnectionSettings::emulator`]).
-    pub fn emulator(mut self) -> Result<Self> {
-        self.base = Some(ConnectionSettings::emulator()?);
-        Ok(self)
+    pub fn emulator(self) -> Result<Self> {
+        Ok(self.start_from(ConnectionSettings::emulator()?))
     }
 
     /// The storage account name.
@@ -260,8 +251,8 @@ impl AzureBackendBuilder {
         Ok(self)
     }
 
-    /// Authorise with this account SAS covering tables and blobs (the query
-    /// string of a SAS URL, with or without its `?`).
+    /// Authorise with an account SAS covering tables and blobs (a SAS URL's
+    /// query, with or without its `?`).
     ///
     /// # Errors
     /// [`Error::Invalid`] when it is empty or has no `sig` parameter.
@@ -271,11 +262,10 @@ impl AzureBackendBuilder {
     }
 
     /// Authorise with Microsoft Entra ID bearer tokens from any `azure_core`
-    /// 1.x [`TokenCredential`] (those of `azure_identity` 1.x included).
-    /// The principal needs the *Storage Table Data Contributor* and
-    /// *Storage Blob Data Contributor* roles. Tokens are refreshed in the
-    /// background ahead of their expiry; a credential that gives none makes
-    /// requests fail with [`Error::Auth`]. Endpoints must be `https`.
+    /// 1.x [`TokenCredential`]; the principal needs the *Storage Table Data
+    /// Contributor* and *Storage Blob Data Contributor* roles. Tokens are
+    /// refreshed ahead of expiry; when none comes, requests fail with
+    /// [`Error::Auth`]. Endpoints must be `https`.
     ///
     /// ```no_run
     /// # fn demo(credential: std::sync::Arc<dyn azure_core::credentials::TokenCredential>) -> leasehold::Result<()> {
@@ -288,7 +278,7 @@ impl AzureBackendBuilder {
     /// ```
     pub fn token_credential(mut self, credential: Arc<dyn TokenCredential>) -> Self {
         self.credentials = Some(Credentials::Token {
-            credential,
+            credential: connection::TokenSource(credential),
             audience: String::new(),
         });
         self
@@ -302,8 +292,7 @@ impl AzureBackendBuilder {
     /// `virtualmachine`, `azurecli`, `developertools`) picks one kind.
     ///
     /// # Errors
-    /// [`Error::Auth`] when no credential of the chain can be set up (none
-    /// is asked for a token before the first request).
+    /// [`Error::Auth`] when no credential of the chain can be set up.
     #[cfg(feature = "identity")]
     pub fn default_credential(self) -> Result<Self> {
         let credential = identity::DefaultCredential::from_env(&self.root_certificates)?;
@@ -317,8 +306,8 @@ impl AzureBackendBuilder {
         self
     }
 
-    /// Trusts the PEM certificates in `pem` as root authorities for `https`
-    /// endpoints, beside the system's.
+    /// Trusts the PEM certificates in `pem` as root authorities, beside the
+    /// system's.
     ///
     /// # Errors
     /// [`Error::Invalid`] when `pem` holds no certificate that parses.
@@ -350,13 +339,11 @@ impl AzureBackendBuilder {
 
     /// Adds an `azure_core` 1.x [`Policy`] that sees every request of both
     /// services after signing, on every attempt, in the order added (such
-    /// as `FaultInjector::transport_policy` of the test kit).
-    ///
-    /// Its answer is read as the network's: an `Ok` response as the
-    /// service's reply; an error of kind `Connection` (or `Io` wrapping a
-    /// refused connection) as a request not sent; any other `Io` error as
-    /// a lost reply (see [`TransportRetry`]); any other error is reported
-    /// at once. Merges are sent as `PATCH`.
+    /// as `FaultInjector::transport_policy` of the test kit). Its answer is
+    /// read as the network's: an error of kind `Connection` (or `Io`
+    /// wrapping a refused connection) as a request not sent, any other `Io`
+    /// error as a lost reply (see [`TransportRetry`]), any other error is
+    /// reported at once. Merges are sent as `PATCH`.
     pub fn policy(mut self, policy: Arc<dyn Policy>) -> Self {
         self.policies.push(policy);
         self
@@ -368,40 +355,23 @@ impl AzureBackendBuilder {
     /// [`Error::Invalid`] when the account, credentials or an endpoint is
     /// missing or malformed.
     pub fn build(self) -> Result<AzureBackend> {
-        let base = self.base;
-        let account = self
-            .account
-            .or_else(|| base.as_ref().map(|b| b.account.clone()))
-            .ok_or_else(|| Error::invalid("Azure backend", "has no account name"))?;
+        let account =
+            (self.account).ok_or_else(|| Error::invalid("Azure backend", "has no account name"))?;
         connection::account_name_check(&account)?;
-        let mut credentials = match self.credentials {
-            Some(credentials) => credentials,
-            None => base
-                .as_ref()
-                .map(|b| b.credentials.clone())
-                .ok_or_else(|| {
-                    Error::invalid(
-                        "Azure backend",
-                        "has no credentials (an account key or a SAS)",
-                    )
-                })?,
-        };
-        let given = [
-            self.table_endpoint.as_deref(),
-            self.blob_endpoint.as_deref(),
-        ];
-        let (table_endpoint, blob_endpoint) = match base {
-            None => connection::endpoints(
+        let mut credentials = self.credentials.ok_or_else(|| {
+            Error::invalid(
                 "Azure backend",
-                given,
-                Some(("https", &account, "core.windows.net")),
-            )?,
-            // A connection string has both: either may be overridden.
-            Some(b) => (
-                given[0].map_or(Ok(b.table_endpoint), |u| parse_endpoint("TableEndpoint", u))?,
-                given[1].map_or(Ok(b.blob_endpoint), |u| parse_endpoint("BlobEndpoint", u))?,
-            ),
-        };
+                "has no credentials (an account key or a SAS)",
+            )
+        })?;
+        let (table_endpoint, blob_endpoint) = connection::endpoints(
+            "Azure backend",
+            [
+                self.table_endpoint.as_deref(),
+                self.blob_endpoint.as_deref(),
+            ],
+            Some(("https", &account, "core.windows.net")),
+        )?;
         if let Credentials::Token { audience, .. } = &mut credentials {
             *audience = (self.audience.as_deref())
                 .unwrap_or(credential::DEFAULT_AUDIENCE)
@@ -432,7 +402,17 @@ impl AzureBackendBuilder {
             table_endpoint,
             blob_endpoint,
         };
-        AzureBackend::from_settings(settings, self.retry, self.policies, &self.root_certificates)
+        let transport: Arc<dyn Policy> = Arc::new(Transport::new(&self.root_certificates)?);
+        let pipelines = pipeline::build(&settings, &self.policies, transport);
+        let redactor = Redactor::new(settings.credentials.secrets(), settings.credentials.kind());
+        Ok(AzureBackend {
+            inner: Arc::new(Inner {
+                settings,
+                pipelines,
+                retry: self.retry,
+                redactor,
+            }),
+        })
     }
 }
 
@@ -449,27 +429,6 @@ pub mod __bench {
             backend.inner.pipelines.table.clone(),
             backend.inner.settings.table_endpoint.clone(),
         )
-    }
-}
-
-impl AzureBackend {
-    fn from_settings(
-        settings: ConnectionSettings,
-        retry: TransportRetry,
-        policies: Vec<Arc<dyn Policy>>,
-        root_certificates: &[RootCertificate],
-    ) -> Result<Self> {
-        let transport: Arc<dyn Policy> = Arc::new(Transport::new(root_certificates)?);
-        let pipelines = pipeline::build(&settings, &policies, transport);
-        let redactor = Redactor::new(settings.credentials.secrets(), settings.credentials.kind());
-        Ok(AzureBackend {
-            inner: Arc::new(Inner {
-                settings,
-                pipelines,
-                retry,
-                redactor,
-            }),
-        })
     }
 }
 

@@ -85,12 +85,15 @@ pub(crate) fn build(
                 signer(Service::Blob).policy(),
             )
         }
-        Credentials::Sas(token) => shared(Stamp::Sas(token.pairs().to_vec())),
+        Credentials::Sas(token) => shared(Stamp::Sas(token.clone())),
         // One cache for both services: one token, one refresher.
         Credentials::Token {
             credential,
             audience,
-        } => shared(Stamp::Bearer(TokenCache::new(credential.clone(), audience))),
+        } => shared(Stamp::Bearer(TokenCache::new(
+            credential.0.clone(),
+            audience,
+        ))),
     };
     let blob_options = options(BLOB_VERSION, blob_auth, policies, &transport);
     Pipelines {

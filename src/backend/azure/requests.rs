@@ -1,7 +1,6 @@
 //! Requests to the Table service and what its replies say.
 
 use azure_core::Bytes;
-use azure_core::http::headers::HeaderName;
 use azure_core::http::{Method, RawResponse, Request, Url};
 
 use crate::backend::wire;
@@ -9,11 +8,6 @@ use crate::backend::{Precondition, StoredEntity, TableOp, Version};
 use crate::entity::{EntityData, Properties, datetime};
 use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
-
-/// A key as it goes into an entity URL: `'` doubled (OData literals).
-pub(super) fn quote_key(key: &str) -> String {
-    key.replace('\'', "''")
-}
 
 /// `{base}/{segment}`, the segment percent-encoded.
 pub(super) fn url_with(base: &Url, segment: &str) -> Result<Url> {
@@ -24,32 +18,41 @@ pub(super) fn url_with(base: &Url, segment: &str) -> Result<Url> {
     Ok(url)
 }
 
-/// `{base}/{table}`: where inserts go.
-pub(super) fn table_url(base: &Url, table: &TableName) -> Result<Url> {
-    url_with(base, table.as_str())
+/// Where a write of `op` goes: `{base}/{table}` for an insert, else the
+/// entity.
+pub(super) fn write_url(base: &Url, table: &TableName, op: &TableOp) -> Result<Url> {
+    match op {
+        TableOp::Insert(_) => url_with(base, table.as_str()),
+        _ => entity_url(base, table, op.partition_key(), op.row_key()),
+    }
 }
 
-/// `{base}/{table}(PartitionKey='..',RowKey='..')`.
+/// `{base}/{table}(PartitionKey='..',RowKey='..')`, `'` doubled in keys
+/// (OData literals).
 pub(super) fn entity_url(
     base: &Url,
     table: &TableName,
     pk: &PartitionKey,
     rk: &RowKey,
 ) -> Result<Url> {
-    let (pk, rk) = (quote_key(pk.as_str()), quote_key(rk.as_str()));
+    let (pk, rk) = (
+        pk.as_str().replace('\'', "''"),
+        rk.as_str().replace('\'', "''"),
+    );
     url_with(base, &format!("{table}(PartitionKey='{pk}',RowKey='{rk}')"))
 }
 
-/// The new version a write reports through its ETag, which embeds the new
-/// Timestamp: `W/"datetime'2024-01-02T03%3A04%3A05.1234567Z'"`.
-pub(super) fn version_from_etag(table: &TableName, etag: &str) -> Result<Version> {
+/// The new version a write reports through its ETag (header), which embeds
+/// the new Timestamp: `W/"datetime'2024-01-02T03%3A04%3A05.1234567Z'"`.
+pub(super) fn version_from_etag(table: &TableName, etag: Option<&str>) -> Result<Version> {
     let bad = || Error::Decode {
         table: table.to_string(),
         row: None,
         property: "ETag".into(),
         expected: "W/\"datetime'…'\"".into(),
-        found: etag.to_owned(),
+        found: etag.unwrap_or("absent").to_owned(),
     };
+    let etag = etag.ok_or_else(bad)?;
     let inner = etag
         .strip_prefix("W/\"datetime'")
         .and_then(|s| s.strip_suffix("'\""))
@@ -118,13 +121,6 @@ pub(super) fn stored_form(d: &EntityData) -> Properties {
     }
 }
 
-/// The body of a single-entity write, non-ASCII escaped (see the module
-/// doc of `backend::azure`).
-pub(super) fn entity_body(d: &EntityData) -> Result<Bytes> {
-    let text = wire::EntityBody::of(d).to_ascii_text()?;
-    Ok(Bytes::from(text))
-}
-
 /// Every annotation, so that types and ETags come back with each entity.
 const FULL_METADATA: &str = "application/json;odata=fullmetadata";
 const JSON: &str = "application/json";
@@ -139,7 +135,6 @@ pub(super) fn if_match(c: &Precondition) -> Option<&str> {
     }
 }
 
-/// `POST {base}/Tables`: creates `table`.
 pub(super) fn create_table(base: &Url, table: &TableName) -> Result<Request> {
     let mut request = Request::new(url_with(base, "Tables")?, Method::Post);
     request.insert_header("accept", FULL_METADATA);
@@ -150,7 +145,6 @@ pub(super) fn create_table(base: &Url, table: &TableName) -> Result<Request> {
     Ok(request)
 }
 
-/// `DELETE {base}/Tables('name')`: deletes `table`.
 pub(super) fn delete_table(base: &Url, table: &TableName) -> Result<Request> {
     let url = url_with(base, &format!("Tables('{table}')"))?;
     let mut request = Request::new(url, Method::Delete);
@@ -169,7 +163,6 @@ pub(super) fn list_tables(base: &Url, next: Option<&str>) -> Result<Request> {
     Ok(request)
 }
 
-/// `GET` of one entity.
 pub(super) fn get(
     base: &Url,
     table: &TableName,
@@ -183,20 +176,19 @@ pub(super) fn get(
 
 /// The request of one single-entity write (a merge is a `PATCH`).
 pub(super) fn write(base: &Url, table: &TableName, op: &TableOp) -> Result<Request> {
-    let entity = || entity_url(base, table, op.partition_key(), op.row_key());
-    let mut request = match op {
-        TableOp::Insert(_) => {
-            let mut r = Request::new(table_url(base, table)?, Method::Post);
-            r.insert_header("accept", FULL_METADATA);
-            r.insert_header("prefer", "return-no-content");
-            r
-        }
-        TableOp::Replace(..) => Request::new(entity()?, Method::Put),
-        TableOp::Merge(..) => Request::new(entity()?, Method::Patch),
-        TableOp::Delete { .. } => Request::new(entity()?, Method::Delete),
+    let method = match op {
+        TableOp::Insert(_) => Method::Post,
+        TableOp::Replace(..) => Method::Put,
+        TableOp::Merge(..) => Method::Patch,
+        TableOp::Delete { .. } => Method::Delete,
     };
+    let mut request = Request::new(write_url(base, table, op)?, method);
     let condition = match op {
-        TableOp::Insert(_) => None,
+        TableOp::Insert(_) => {
+            request.insert_header("accept", FULL_METADATA);
+            request.insert_header("prefer", "return-no-content");
+            None
+        }
         TableOp::Replace(_, c) | TableOp::Merge(_, c) | TableOp::Delete { condition: c, .. } => {
             if_match(c)
         }
@@ -206,25 +198,14 @@ pub(super) fn write(base: &Url, table: &TableName, op: &TableOp) -> Result<Reque
     }
     if let Some(d) = op.data() {
         request.insert_header("content-type", JSON);
-        request.set_body(entity_body(d)?);
+        // Non-ASCII escaped: see the module doc of `backend::azure`.
+        request.set_body(Bytes::from(wire::EntityBody::of(d).to_ascii_text()?));
     }
     Ok(request)
 }
 
 pub(super) fn header<'a>(reply: &'a RawResponse, name: &'static str) -> Option<&'a str> {
-    super::auth::header_value(reply.headers(), &HeaderName::from_static(name))
-}
-
-/// The `ETag` header of a write's reply, as a version.
-pub(super) fn version_of(table: &TableName, reply: &RawResponse) -> Result<Version> {
-    let etag = header(reply, "etag").ok_or_else(|| Error::Decode {
-        table: table.to_string(),
-        row: None,
-        property: "ETag".into(),
-        expected: "an ETag header".into(),
-        found: "absent".into(),
-    })?;
-    version_from_etag(table, etag)
+    super::auth::header_value(reply.headers(), name)
 }
 
 pub(super) fn op_what(table: &TableName, op: &TableOp) -> String {
@@ -234,6 +215,7 @@ pub(super) fn op_what(table: &TableName, op: &TableOp) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use azure_core::http::headers::HeaderName;
 
     fn table() -> TableName {
         TableName::new("Things").unwrap()
@@ -254,7 +236,7 @@ mod tests {
             "http://127.0.0.1:10002/devstoreaccount1/Things(PartitionKey='o''brien',RowKey='a%20b%25')"
         );
         assert_eq!(
-            table_url(&base, &table()).unwrap().as_str(),
+            url_with(&base, table().as_str()).unwrap().as_str(),
             "http://127.0.0.1:10002/devstoreaccount1/Things"
         );
     }
@@ -356,13 +338,16 @@ mod tests {
 
     #[test]
     fn versions_come_from_etags() {
-        let v = version_from_etag(&table(), "W/\"datetime'2026-11-21T04%3A46%3A16.9123456Z'\"")
-            .unwrap();
+        let v = version_from_etag(
+            &table(),
+            Some("W/\"datetime'2026-11-21T04%3A46%3A16.9123456Z'\""),
+        )
+        .unwrap();
         assert_eq!(
             datetime::format(v.timestamp),
             "2026-11-21T04:46:16.9123456Z"
         );
-        let e = version_from_etag(&table(), "\"0x8D\"").unwrap_err();
+        let e = version_from_etag(&table(), Some("\"0x8D\"")).unwrap_err();
         assert!(matches!(e, Error::Decode { .. }), "{e}");
     }
 }

@@ -23,23 +23,18 @@ macro_rules! setters {
     )*};
 }
 
-/// How the Azure backend retries transient transport failures, configured
-/// with [`AzureBackendBuilder::transport_retry`](super::AzureBackendBuilder::transport_retry).
-/// (Conflicts are never retried here: [`ConflictRetry`](crate::ConflictRetry)
-/// is the policy of optimistic read-modify-write loops.)
-///
+/// How the Azure backend retries transient transport failures (set with
+/// [`AzureBackendBuilder::transport_retry`](super::AzureBackendBuilder::transport_retry);
+/// conflicts are [`ConflictRetry`](crate::ConflictRetry)'s business).
 /// Every request runs under it, with jittered exponential backoff bounded in
-/// attempts and in total delay:
+/// attempts and in total delay. Retried: 408, 429, 5xx, refused or reset
+/// connections, per-attempt timeouts; after the budget,
+/// [`Error::Transient`](crate::Error::Transient). Never retried: every other
+/// status, and a request the HTTP stack refuses to build (such as a URL
+/// over 64 KiB: [`Error::Backend`](crate::Error::Backend) at once).
 ///
-/// | failure | retried? |
-/// |---|---|
-/// | 408, 429, 5xx, connection refused, connection reset, per-attempt timeout | yes, until the budget is spent; then [`Error::Transient`](crate::Error::Transient) |
-/// | 409, 412, 404, 400 and every other status | never |
-/// | a request the HTTP stack refuses to build (such as a URL over its 64 KiB limit): never sent | never: [`Error::Backend`](crate::Error::Backend) at once (filters are checked against [`Filter::MAX_LEN`](crate::query::Filter::MAX_LEN) before this point) |
-///
-/// What is re-sent after a failure that *may have been applied* (no reply, a
-/// timeout, a 5xx other than 503) depends on the operation, because blindly
-/// re-sending a write is not safe:
+/// After a failure that *may have been applied* (no reply, a timeout, a 5xx
+/// other than 503), blindly re-sending a write is not safe:
 ///
 /// | operation | after a possibly-applied failure |
 /// |---|---|
@@ -50,10 +45,10 @@ macro_rules! setters {
 /// | blob delete | re-sent; a 404 then counts as success |
 /// | lease release, change | re-sent; release answered `LeaseNotPresent*` / `LeaseIdMismatch*`, or change answered `LeaseIdMismatch*` with the proposed id now current, counts as success |
 ///
-/// The defaults: up to 5 retries, waits from 100 ms doubling up to 4 s
-/// (jittered up to twice the step), 20 s of waiting in all, 30 s per
-/// attempt. Waits and timeouts run on `tokio::time`: under a paused clock
-/// every attempt would time out at once, so run the backend on real time.
+/// Defaults: 5 retries, waits from 100 ms doubling up to 4 s (jittered up
+/// to twice the step), 20 s of waiting in all, 30 s per attempt. Waits and
+/// timeouts run on `tokio::time`: run the backend on real time (under a
+/// paused clock every attempt times out at once).
 #[derive(Debug, Clone, PartialEq)]
 #[must_use = "a TransportRetry does nothing until given to `AzureBackendBuilder::transport_retry`"]
 pub struct TransportRetry {
@@ -130,8 +125,7 @@ impl TransportRetry {
     }
 
     /// Runs `attempt` until it succeeds, fails for good, or the budget is
-    /// spent. Each attempt is told whether an earlier one may have applied
-    /// the operation, which decides how a write is re-sent.
+    /// spent.
     pub(crate) async fn run<T, F, Fut>(
         &self,
         operation: &'static str,
@@ -172,7 +166,8 @@ impl TransportRetry {
                 attempt(now)
             },
             |failure: &Failure| {
-                let throttled = failure.is_throttling();
+                // 503 `ServerBusy` and 429 leave a request unapplied.
+                let throttled = matches!(failure.status(), Some((503 | 429, _)));
                 if throttled {
                     notes::throttled();
                 }
@@ -203,8 +198,8 @@ impl TransportRetry {
     }
 }
 
-/// The retry state of one operation: what the next attempt is told, and
-/// the last failure (described, whether throttled, when).
+/// What the next attempt is told, and the last failure (described,
+/// whether throttled, when).
 struct State {
     next: Attempt,
     last: Option<(String, bool, Instant)>,

@@ -9,7 +9,7 @@ use azure_core::http::{RawResponse, Request, Url};
 use super::auth::Service;
 use super::batch;
 use super::errors::{Failure, undecodable};
-use super::requests::{self, header, op_what, stored_form, stored_from_wire, version_of};
+use super::requests::{self, header, op_what, stored_form, stored_from_wire, version_from_etag};
 use super::retry::Attempt;
 use super::{AzureBackend, SYSTEM};
 
@@ -151,7 +151,7 @@ impl AzureBackend {
             .await?;
         match op {
             TableOp::Delete { .. } => Ok(None),
-            _ => Ok(Some(version_of(table, &reply)?)),
+            _ => Ok(Some(version_from_etag(table, header(&reply, "etag"))?)),
         }
     }
 

@@ -36,7 +36,7 @@ pub(crate) struct TransportError {
     /// Whether the request may have reached the service.
     pub(crate) maybe_sent: bool,
     pub(crate) message: String,
-    pub(crate) cause: Option<reqwest::Error>,
+    pub(crate) cause: reqwest::Error,
 }
 
 impl fmt::Display for TransportError {
@@ -47,7 +47,7 @@ impl fmt::Display for TransportError {
 
 impl std::error::Error for TransportError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.cause.as_ref().map(|e| e as _)
+        Some(&self.cause)
     }
 }
 
@@ -61,8 +61,8 @@ impl TransportError {
         azure_core::Error::new(kind, self)
     }
 
-    /// Only a failure to build the request (never sent: [`Unsendable`]) or
-    /// to connect (DNS, refused, TLS, connect timeout) left nothing behind;
+    /// Only a failure to build the request (never sent: see [`unsendable`])
+    /// or to connect (DNS, refused, TLS, connect timeout) left nothing behind;
     /// any other may have been applied, and a write is verified before it
     /// is re-sent.
     fn from_reqwest(e: reqwest::Error) -> Self {
@@ -78,25 +78,10 @@ impl TransportError {
         TransportError {
             maybe_sent,
             message,
-            cause: Some(e),
+            cause: e,
         }
     }
 }
-
-/// A request the HTTP stack refused to build (such as a URL over 64 KiB):
-/// not a [`TransportError`], so reported at once, never retried.
-#[derive(Debug)]
-pub(crate) struct Unsendable {
-    message: String,
-}
-
-impl fmt::Display for Unsendable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "request not sent: {}", self.message)
-    }
-}
-
-impl std::error::Error for Unsendable {}
 
 fn classify(e: reqwest::Error) -> azure_core::Error {
     if e.is_builder() {
@@ -105,8 +90,10 @@ fn classify(e: reqwest::Error) -> azure_core::Error {
     TransportError::from_reqwest(e).into_azure()
 }
 
+/// A request the HTTP stack refused to build (such as a URL over 64 KiB):
+/// not a [`TransportError`], so reported at once, never retried.
 fn unsendable(message: String) -> azure_core::Error {
-    azure_core::Error::new(ErrorKind::Other, Unsendable { message })
+    azure_core::Error::with_message(ErrorKind::Other, format!("request not sent: {message}"))
 }
 
 /// A certificate authority trusted beside the system's roots.
@@ -221,7 +208,6 @@ impl ServerCertVerifier for NoRoots {
     }
 }
 
-/// The last policy of both pipelines.
 #[derive(Debug)]
 pub(crate) struct Transport {
     client: reqwest::Client,
@@ -237,14 +223,7 @@ impl Transport {
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true)
             .build()
-            .map_err(|e| {
-                let e = TransportError::from_reqwest(e);
-                let error = crate::Error::client(format!("cannot build the HTTP client: {e}"));
-                match e.cause {
-                    Some(cause) => error.with_source(cause),
-                    None => error,
-                }
-            })?;
+            .map_err(|e| crate::Error::client("cannot build the HTTP client").with_source(e))?;
         Ok(Transport { client })
     }
 
