@@ -456,7 +456,7 @@ impl ManagerInner {
         let acquired =
             env.backend
                 .acquire_lease(&env.settings.container, blob, env.settings.duration, id);
-        let etag = acquired.await?.etag;
+        let etag = acquired.await?;
         Ok(Taken { id, sent, etag })
     }
 
