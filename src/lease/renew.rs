@@ -1,7 +1,7 @@
 //! The state a held lease shares with its renewal task, and the task itself
 //! (see the [module docs](super#renewal-and-loss)).
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
@@ -39,19 +39,15 @@ fn attempt_cutoff(sent: Instant, deadline: Instant) -> Instant {
     (sent + (left / 3).max(ATTEMPT_MIN)).min(deadline)
 }
 
-/// Why a lease was lost.
+/// What the holders of a lease know of its validity.
 #[derive(Debug)]
-struct Loss {
-    why: String,
-    code: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Times {
+struct Validity {
     /// When the last successful acquire or renew was sent.
     last_send: Instant,
     /// Until when the lease is surely ours; `None` for an infinite lease.
     valid_until: Option<Instant>,
+    /// Why the lease was lost, with the service's code (the first wins).
+    loss: Option<(String, Option<String>)>,
 }
 
 /// What every holder of one blob lease (the guards, the renewal task, status
@@ -62,8 +58,7 @@ pub(crate) struct LeaseShared {
     /// The lease duration; `None` for an infinite lease.
     lease_len: Option<Duration>,
     drift: Duration,
-    times: Mutex<Times>,
-    loss: Mutex<Option<Loss>>,
+    validity: Mutex<Validity>,
     /// Cancelled when the lease is lost (never on a normal release).
     pub(crate) lost: CancellationToken,
     /// Cancelled when the process stops holding the lease (release, loss or
@@ -84,24 +79,24 @@ impl LeaseShared {
             id,
             lease_len,
             drift,
-            times: Mutex::new(Times {
+            validity: Mutex::new(Validity {
                 last_send: sent,
                 valid_until: lease_len.map(|len| valid_until(sent, len, drift)),
+                loss: None,
             }),
-            loss: Mutex::new(None),
             lost: CancellationToken::new(),
             stop: CancellationToken::new(),
         }
     }
 
-    fn times(&self) -> Times {
-        *self.times.lock().unwrap_or_else(PoisonError::into_inner)
+    fn validity(&self) -> MutexGuard<'_, Validity> {
+        self.validity.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records a successful renew sent at `sent`.
     fn renewed(&self, sent: Instant) {
         if let Some(len) = self.lease_len {
-            let mut t = self.times.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut t = self.validity();
             let until = valid_until(sent, len, self.drift);
             t.last_send = t.last_send.max(sent);
             t.valid_until = Some(t.valid_until.map_or(until, |old| old.max(until)));
@@ -110,7 +105,7 @@ impl LeaseShared {
 
     /// The local deadline, `None` for an infinite lease.
     pub(crate) fn valid_until(&self) -> Option<Instant> {
-        self.times().valid_until
+        self.validity().valid_until
     }
 
     /// How long the lease is surely still ours; zero once lost or released,
@@ -143,13 +138,13 @@ impl LeaseShared {
     /// Records the loss (the first reason wins) and fires `lost`.
     pub(crate) fn mark_lost(&self, why: impl Into<String>, code: Option<String>) {
         {
-            let mut loss = self.loss.lock().unwrap_or_else(PoisonError::into_inner);
-            if loss.is_some() {
+            let mut validity = self.validity();
+            if validity.loss.is_some() {
                 return;
             }
             let why = why.into();
             warn!(lease = %self.name, reason = %why, "lease lost");
-            *loss = Some(Loss { why, code });
+            validity.loss = Some((why, code));
         }
         self.lost.cancel();
         self.stop.cancel();
@@ -157,9 +152,9 @@ impl LeaseShared {
 
     /// The error that reports this lease as lost.
     pub(crate) fn lost_error(&self) -> Error {
-        let loss = self.loss.lock().unwrap_or_else(PoisonError::into_inner);
-        let (why, code) = loss.as_ref().map_or((String::new(), None), |l| {
-            (format!(": {}", l.why), l.code.clone())
+        let validity = self.validity();
+        let (why, code) = (validity.loss.as_ref()).map_or((String::new(), None), |(why, code)| {
+            (format!(": {why}"), code.clone())
         });
         Error::LeaseLost {
             what: format!("lease {}{why}", self.name),
@@ -266,7 +261,7 @@ impl Renewer {
                 let Some(deadline) = self.shared.valid_until() else {
                     return;
                 };
-                let next = self.shared.times().last_send + self.env.settings.renew_interval;
+                let next = self.shared.validity().last_send + self.env.settings.renew_interval;
                 tokio::select! {
                     biased;
                     () = self.shared.stop.cancelled() => return,
