@@ -104,39 +104,28 @@ impl LeaseCore {
         BlobConditions::leased(self.shared.id)
     }
 
-    async fn load(&self, view: &mut Option<LeaseBlob>) -> Result<()> {
-        let env = &self.env;
-        let read = env
-            .backend
-            .get_blob(&env.settings.container, &self.blob)
-            .await
-            .and_then(|b| {
-                b.ok_or_else(|| Error::NotFound {
-                    what: format!("lease blob of {}", self.shared.name),
-                    code: Some("BlobNotFound".into()),
-                    table: None,
-                    row: None,
-                })
-            });
-        let blob = match read {
-            Ok(b) => b,
-            Err(e) => {
-                self.shared.note_error(&e);
-                return Err(e);
-            }
-        };
-        let etag = blob.properties.etag.clone();
-        let blob = LeaseBlob::from_blob(&self.shared.name, blob)?;
-        env.seen
-            .remember(&self.blob, etag, &blob.document, &blob.metadata);
-        *view = Some(blob);
-        Ok(())
-    }
-
+    /// The view, read first when unknown.
     async fn view(&self) -> Result<MutexGuard<'_, Option<LeaseBlob>>> {
         let mut view = self.view.lock().await;
         if view.is_none() {
-            self.load(&mut view).await?;
+            let env = &self.env;
+            let read = (env
+                .backend
+                .get_blob(&env.settings.container, &self.blob)
+                .await)
+                .and_then(|b| {
+                    b.ok_or_else(|| Error::NotFound {
+                        what: format!("lease blob of {}", self.shared.name),
+                        code: Some("BlobNotFound".into()),
+                        table: None,
+                        row: None,
+                    })
+                });
+            let blob = read.inspect_err(|e| self.shared.note_error(e))?;
+            let etag = blob.properties.etag.clone();
+            let blob = LeaseBlob::from_blob(&self.shared.name, blob)?;
+            (env.seen).remember(&self.blob, etag, &blob.document, &blob.metadata);
+            *view = Some(blob);
         }
         Ok(view)
     }
@@ -179,11 +168,7 @@ impl LeaseCore {
         };
         let (mut document, mut metadata) = (view.document.clone(), view.metadata.clone());
         let out = f(&mut document, &mut metadata);
-        let bytes = if body {
-            Some(document.to_bytes()?)
-        } else {
-            None
-        };
+        let bytes = body.then(|| document.to_bytes()).transpose()?;
         self.ensure_held()?;
         let (env, conditions) = (&self.env, self.conditions());
         let container = &env.settings.container;
@@ -318,17 +303,16 @@ impl LeaseCore {
         })
         .await;
         env.seen.forget(&self.blob);
+        *view = None;
         match result {
             Ok(()) => {}
             // An earlier attempt whose reply was lost did delete it.
             Err(Error::NotFound { .. }) if attempts.load(Ordering::Relaxed) > 1 => {}
             Err(e) => {
                 self.shared.note_error(&e);
-                *view = None;
                 return Err(e);
             }
         }
-        *view = None;
         self.abandon();
         debug!(lease = %self.shared.name, "deleted the lease blob under the lease");
         Ok(())
