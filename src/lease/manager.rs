@@ -179,7 +179,10 @@ pub(crate) struct Entry {
     pub(crate) cancel: CancellationToken,
     pub(crate) status: LeaseStatus,
     pub(crate) seq: u64,
-    pub(crate) until: Instant,
+    pub(crate) reserved_at: time::OffsetDateTime,
+    pub(crate) until: time::OffsetDateTime,
+    /// `until`, on the Tokio clock.
+    pub(crate) ends: Instant,
 }
 
 impl Registry {

@@ -32,11 +32,7 @@ const MAX_RESERVATION: Duration = Duration::from_secs(366 * 86_400);
 #[derive(Debug, Clone)]
 pub struct Reservation {
     job: LeaseName,
-    status: LeaseStatus,
-    seq: u64,
-    reserved_at: OffsetDateTime,
-    until: OffsetDateTime,
-    ends: Instant,
+    entry: Arc<Entry>,
 }
 
 impl Reservation {
@@ -50,36 +46,41 @@ impl Reservation {
 
     /// This reservation's position in the job's log.
     pub fn seq(&self) -> u64 {
-        self.seq
+        self.entry.seq
     }
 
     /// When it was taken.
     pub fn reserved_at(&self) -> OffsetDateTime {
-        self.reserved_at
+        self.entry.reserved_at
     }
 
     /// When it ends unless cancelled earlier.
     pub fn until(&self) -> OffsetDateTime {
-        self.until
+        self.entry.until
     }
 
     /// Time left: until its end, and never more than the lease's own
     /// validity. Zero once ended or lost.
     pub fn remaining(&self) -> Duration {
-        self.status
-            .remaining()
-            .min(self.ends.saturating_duration_since(Instant::now()))
+        (self.entry.status.remaining())
+            .min(self.entry.ends.saturating_duration_since(Instant::now()))
     }
 
     /// Whether it is still held.
     pub fn is_active(&self) -> bool {
-        self.status.is_held() && Instant::now() < self.ends
+        self.entry.is_active()
     }
 
     /// The lease behind the reservation (its token is cancelled when the
     /// reservation ends or is lost).
     pub fn lease(&self) -> &LeaseStatus {
-        &self.status
+        &self.entry.status
+    }
+}
+
+impl Entry {
+    fn is_active(&self) -> bool {
+        self.status.is_held() && Instant::now() < self.ends
     }
 }
 
@@ -114,7 +115,7 @@ impl LeaseManager {
         self.inner
             .reservations
             .get(&job)
-            .is_some_and(|e| e.status.is_held() && Instant::now() < e.until)
+            .is_some_and(|e| e.is_active())
     }
 
     /// Ends this process's reservation of `job` early: stamps its log
@@ -196,25 +197,19 @@ impl ManagerInner {
             .update_document(|doc| doc.push_reservation(record))
             .await;
         let (guard, seq) = guard.or_release(seq).await?;
-        let status = guard.status();
         let entry = Arc::new(Entry {
+            status: guard.status(),
             guard: AsyncMutex::new(Some(guard)),
             cancel: CancellationToken::new(),
-            status: status.clone(),
-            seq,
-            until: ends,
-        });
-        this.reservations.lock().insert(job.clone(), entry.clone());
-        tokio::spawn(expire(Arc::downgrade(this), job.clone(), entry));
-        info!(seq, ?duration, "reserved");
-        Ok(Some(Reservation {
-            job,
-            status,
             seq,
             reserved_at,
             until,
             ends,
-        }))
+        });
+        this.reservations.lock().insert(job.clone(), entry.clone());
+        tokio::spawn(expire(Arc::downgrade(this), job.clone(), entry.clone()));
+        info!(seq, ?duration, "reserved");
+        Ok(Some(Reservation { job, entry }))
     }
 }
 
@@ -222,7 +217,7 @@ impl ManagerInner {
 async fn expire(manager: Weak<ManagerInner>, job: LeaseName, entry: Arc<Entry>) {
     let lost = entry.status.lost();
     tokio::select! {
-        () = sleep_until(entry.until) => {}
+        () = sleep_until(entry.ends) => {}
         () = entry.cancel.cancelled() => return,
         () = lost => {}
     }
