@@ -93,7 +93,9 @@ impl LeaseManager {
             .inner
             .read(&name)
             .await?
-            .map_or(OnceState::NotStarted, |b| b.once_state()))
+            .map_or(OnceState::NotStarted, |b| {
+                OnceState::from_metadata(&b.metadata)
+            }))
     }
 }
 

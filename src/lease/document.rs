@@ -276,17 +276,9 @@ impl LeaseBlob {
         })
     }
 
-    pub(crate) fn epoch(&self) -> u64 {
-        epoch_of(&self.metadata)
-    }
-
     /// The owner identity recorded by the last acquire that wrote it.
     pub(crate) fn owner(&self) -> Option<&str> {
         meta_get(&self.metadata, META_OWNER)
-    }
-
-    pub(crate) fn once_state(&self) -> OnceState {
-        OnceState::from_metadata(&self.metadata)
     }
 
     /// When the last acquire that recorded it took the lease

@@ -100,7 +100,7 @@ impl LeaseGuard {
     /// # Errors
     /// As [`LeaseGuard::metadata`], when a read is needed.
     pub async fn epoch(&self) -> Result<u64> {
-        Ok(self.core.snapshot().await?.epoch())
+        Ok(epoch_of(&self.metadata().await?))
     }
 
     /// Increments the fencing epoch (a metadata write under the lease) and

@@ -8,7 +8,7 @@ use tracing::{Instrument, info, info_span};
 use crate::backend::{LeaseCalls as _, LeaseDuration, LeaseInfo, LeaseState, Metadata, notes};
 use crate::error::{Error, ErrorKind, Result};
 
-use super::document::{LeaseBlob, LeaseDocument, META_ACQUIRED, OnceState, meta_get};
+use super::document::{LeaseBlob, LeaseDocument, META_ACQUIRED, OnceState, epoch_of, meta_get};
 use super::manager::LeaseManager;
 use super::name::LeaseName;
 
@@ -72,8 +72,8 @@ impl LeaseManager {
             state: blob.lease.state,
             owner: blob.owner().map(str::to_owned),
             acquired_at: meta_get(&blob.metadata, META_ACQUIRED).map(str::to_owned),
-            epoch: blob.epoch(),
-            once: blob.once_state(),
+            epoch: epoch_of(&blob.metadata),
+            once: OnceState::from_metadata(&blob.metadata),
             reservation_records: blob.document.reservations.len(),
             metadata: blob.metadata,
         })
