@@ -27,8 +27,7 @@ use super::queue::{Queued, Schedule};
 enum Attempt {
     Acquired(Taken),
     Held,
-    /// No answer before the attempt's deadline; it goes on in the
-    /// background and gives back whatever it takes.
+    /// No answer before the attempt's deadline.
     NoReply,
     Failed(Error),
 }
@@ -38,15 +37,14 @@ struct Wait<'a> {
     name: &'a LeaseName,
     blob: &'a BlobName,
     mode: AcquireMode,
-    /// Storage failures, counted across the call (and the caller's calls).
     outage: &'a mut Outage,
     held_seen: bool,
     /// The registration in the wait queue, and the id proposed.
     queued: Queued,
 }
 
-/// How many times one attempt creates a lease blob that is missing at its
-/// acquire (deleted again in between) before it counts the lease as held.
+/// How often one attempt creates a lease blob deleted again before its
+/// acquire, before it counts the lease as held.
 const MISSING_BLOB_CREATES: u32 = 3;
 
 /// The pauses between acquires that storage failed: 100 ms doubling to 2 s,
@@ -71,8 +69,7 @@ impl ManagerInner {
         self.acquire_with(name, mode, &mut outage).await
     }
 
-    /// [`Self::acquire`], counting storage failures in `outage`, which the
-    /// caller may carry across several acquires.
+    /// [`Self::acquire`], counting storage failures in `outage`.
     pub(crate) async fn acquire_with(
         self: &Arc<Self>,
         name: LeaseName,
@@ -156,11 +153,10 @@ impl ManagerInner {
         .await
     }
 
-    /// [`Self::acquire_blob_attempts`], registered in the lease's wait queue
-    /// while the lease is held elsewhere. A lease taken under a registered
-    /// (published) id is changed at once to an id nobody else knows; one
-    /// taken over meanwhile is waited for on under a new id until the
-    /// deadline.
+    /// [`Self::acquire_blob_attempts`], then out of the wait queue. A lease
+    /// taken under a registered (published) id is changed at once to an id
+    /// nobody else knows; one taken over meanwhile is waited for on under a
+    /// new id until the deadline.
     async fn acquire_blob_loop(self: &Arc<Self>, wait: &mut Wait<'_>) -> Result<Option<Taken>> {
         let (blob, mode) = (wait.blob, wait.mode);
         loop {
@@ -242,8 +238,8 @@ impl ManagerInner {
         );
     }
 
-    /// Attempts at the blob lease with one proposed id, polling while it is
-    /// held and retrying while storage fails. `Ok(None)` when it stayed held.
+    /// Attempts at the blob lease with one proposed id, polling (registered
+    /// in the queue) while it is held and retrying while storage fails.
     async fn acquire_blob_attempts(self: &Arc<Self>, wait: &mut Wait<'_>) -> Result<Option<Taken>> {
         let (name, blob, mode) = (wait.name, wait.blob, wait.mode);
         let Wait {
@@ -350,9 +346,9 @@ impl ManagerInner {
         }
     }
 
-    /// Registers (or renews) `proposed` in the lease's wait queue, and takes
-    /// over a lease handed to a stale registration ahead of it (returned).
-    /// Failures only cost the order.
+    /// Registers (or renews) `proposed` in the wait queue, and takes over a
+    /// lease handed to a stale registration ahead of it. Failures only cost
+    /// the order.
     async fn register(
         &self,
         blob: &BlobName,
@@ -385,9 +381,8 @@ impl ManagerInner {
         None
     }
 
-    /// [`Self::acquire_blob`], giving up at `deadline` ([`Attempt::NoReply`]):
-    /// the attempt finishes in the background, and a lease it takes after
-    /// all is released at once.
+    /// [`Self::acquire_blob`] until `deadline`, then finished in the
+    /// background, giving back any lease it takes.
     async fn acquire_blob_until(
         self: &Arc<Self>,
         name: &LeaseName,
@@ -420,7 +415,7 @@ impl ManagerInner {
     }
 
     /// One acquire of the blob lease, creating the blob (and the container)
-    /// on first use. `Ok(None)` when somebody else holds it.
+    /// on first use.
     async fn acquire_blob(
         &self,
         name: &LeaseName,

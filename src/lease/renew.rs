@@ -1,5 +1,5 @@
-//! The state a held lease shares with its renewal task, and the task itself
-//! (see the [module docs](super#renewal-and-loss)).
+//! A held lease's shared state and its renewal task (see the
+//! [module docs](super#renewal-and-loss)).
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -19,9 +19,8 @@ use crate::retry::{self, Backoff};
 use super::env::LeaseEnv;
 use super::name::LeaseName;
 
-/// The pauses between retries of a request under a held lease: 250 ms
-/// doubling to 2 s, not jittered (one renewer per lease, bounded by its
-/// deadline).
+/// The pauses between retries under a held lease: 250 ms doubling to 2 s,
+/// not jittered (one renewer per lease, bounded by its deadline).
 fn retry_backoff() -> Backoff {
     Backoff::doubling(Duration::from_millis(250), Duration::from_secs(2), 0).without_jitter()
 }
@@ -32,8 +31,7 @@ const ATTEMPT_MIN: Duration = Duration::from_secs(1);
 /// The most renews of one round waiting for their answers at once.
 const MAX_IN_FLIGHT: usize = 3;
 
-/// Until when a renew sent at `sent` is waited for alone before another is
-/// sent beside it.
+/// Until when a renew sent at `sent` is waited for alone.
 fn attempt_cutoff(sent: Instant, deadline: Instant) -> Instant {
     let left = deadline.saturating_duration_since(sent);
     (sent + (left / 3).max(ATTEMPT_MIN)).min(deadline)
@@ -61,8 +59,7 @@ pub(crate) struct LeaseShared {
     validity: Mutex<Validity>,
     /// Cancelled when the lease is lost (never on a normal release).
     pub(crate) lost: CancellationToken,
-    /// Cancelled when the process stops holding the lease (release, loss or
-    /// abandonment): ends the renewal task.
+    /// Cancelled when the process stops holding the lease: ends renewal.
     pub(crate) stop: CancellationToken,
 }
 
@@ -120,8 +117,8 @@ impl LeaseShared {
         }
     }
 
-    /// Whether the lease is lost. Passing the local deadline counts as a loss
-    /// even before the renewal task has noticed, and is recorded as one.
+    /// Whether the lease is lost; a passed deadline is recorded as a loss
+    /// even before the renewal task notices.
     pub(crate) fn is_lost(&self) -> bool {
         if self.lost.is_cancelled() {
             return true;
@@ -162,8 +159,7 @@ impl LeaseShared {
         }
     }
 
-    /// Marks the lease lost when `error` says the service no longer knows it
-    /// as ours.
+    /// Marks the lease lost when `error` says it is not ours any more.
     pub(crate) fn note_error(&self, error: &Error) {
         if classify(error) == Failure::Lost {
             self.mark_lost(
@@ -189,8 +185,7 @@ impl std::fmt::Debug for LeaseShared {
     }
 }
 
-/// Why a lease counts as lost after the service refused `action` (the
-/// refusal's code becomes the lost error's code).
+/// Why a lease counts as lost after the service refused `action`.
 fn refusal(action: &str, error: &Error) -> String {
     match error {
         Error::NotFound { .. } => format!("the lease blob is gone ({action} found nothing)"),
@@ -238,8 +233,6 @@ pub(crate) fn classify(error: &Error) -> Failure {
 /// The background task that keeps a timed lease.
 pub(crate) struct Renewer {
     pub(crate) shared: Arc<LeaseShared>,
-    /// The backend, the renew interval, and where each renewal's lag is
-    /// recorded.
     pub(crate) env: Arc<LeaseEnv>,
     pub(crate) blob: BlobName,
 }
@@ -252,8 +245,7 @@ enum Round {
 }
 
 impl Renewer {
-    /// Renews every `interval` until stopped or lost. Returns at once for an
-    /// infinite lease.
+    /// Renews every interval until stopped or lost.
     pub(crate) async fn run(self) {
         let span = debug_span!("lease.renew", lease = %self.shared.name);
         async move {
@@ -282,8 +274,7 @@ impl Renewer {
         .await
     }
 
-    /// Renews once, retrying and verifying as the failures require, all
-    /// before `deadline`.
+    /// Renews once before `deadline`, retrying and verifying as needed.
     async fn round(&self, deadline: Instant) -> Round {
         let mut backoff = retry_backoff();
         loop {
@@ -361,9 +352,8 @@ impl Renewer {
         Round::Lost
     }
 
-    /// Reads the blob's lease state to decide an ambiguous renew: `None` to
-    /// retry (still leased: only our id can renew it; or unknown), otherwise
-    /// how the round ends.
+    /// Reads the blob's lease state after an ambiguous renew: `None` to
+    /// retry (still leased, or unknown), otherwise how the round ends.
     async fn verify(&self, deadline: Instant, error: &Error) -> Option<Round> {
         let read = tokio::select! {
             biased;
@@ -391,9 +381,8 @@ impl Renewer {
     }
 }
 
-/// Retries `op` on transient failures while `shared` is valid: three
-/// retries at most, each pause at most half the validity left, for requests
-/// that are safe to repeat.
+/// Retries `op` (safe to repeat) on transient failures while `shared` is
+/// valid: three retries, each pause at most half the validity left.
 pub(crate) async fn retry_transient<T, F, Fut>(shared: &LeaseShared, op: F) -> Result<T>
 where
     F: FnMut() -> Fut,
