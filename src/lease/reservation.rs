@@ -19,16 +19,11 @@ use super::name::LeaseName;
 /// The longest reservation.
 const MAX_RESERVATION: Duration = Duration::from_secs(366 * 86_400);
 
-/// A handle on a live job reservation.
-///
-/// A reservation of `job` for `duration` is the lease `job`, taken without
-/// waiting and held by this process (renewed) for `duration`, then released
-/// (or at [`LeaseManager::cancel_reservation`]). It belongs to the manager,
-/// not to the handle: dropping the handle does not end it. Each reservation
-/// appends a [`ReservationRecord`] to the lease blob's log (the newest
-/// [`Reservation::LOG_LEN`], readable by anyone with
+/// A handle on a live job reservation: the lease `job`, taken without
+/// waiting and held (renewed) by the manager, not the handle, for its
+/// duration or until [`LeaseManager::cancel_reservation`]. Each reservation
+/// appends a [`ReservationRecord`] to the lease blob's log (see
 /// [`LeaseManager::reservation_log`]); a cancellation stamps its record.
-/// Reservation names share the namespace of the manager's other leases.
 #[derive(Debug, Clone)]
 pub struct Reservation {
     job: LeaseName,
@@ -59,8 +54,7 @@ impl Reservation {
         self.entry.until
     }
 
-    /// Time left: until its end, and never more than the lease's own
-    /// validity. Zero once ended or lost.
+    /// Time left, never more than the lease's validity; zero once ended.
     pub fn remaining(&self) -> Duration {
         (self.entry.status.remaining())
             .min(self.entry.ends.saturating_duration_since(Instant::now()))
@@ -71,8 +65,7 @@ impl Reservation {
         self.entry.is_active()
     }
 
-    /// The lease behind the reservation (its token is cancelled when the
-    /// reservation ends or is lost).
+    /// The lease behind the reservation.
     pub fn lease(&self) -> &LeaseStatus {
         &self.entry.status
     }
@@ -85,8 +78,8 @@ impl Entry {
 }
 
 impl LeaseManager {
-    /// Reserves `job` for `duration` if nobody holds it now; `Ok(None)`
-    /// otherwise (including when this process already holds it).
+    /// Reserves `job` for `duration` if nobody (this process included)
+    /// holds it now.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name or a duration that is zero or over
@@ -106,8 +99,7 @@ impl LeaseManager {
             .await
     }
 
-    /// Whether this process holds a live reservation of `job`. Sends nothing;
-    /// to see whether anyone holds it, use [`LeaseManager::describe`].
+    /// Whether this process holds a live reservation of `job` (no request).
     pub fn has_reservation(&self, job: &str) -> bool {
         let Ok(job) = LeaseName::new(job) else {
             return false;
@@ -118,9 +110,8 @@ impl LeaseManager {
             .is_some_and(|e| e.is_active())
     }
 
-    /// Ends this process's reservation of `job` early: stamps its log
-    /// record as cancelled and releases the lease. `Ok(false)` when this
-    /// process held no live reservation of `job`.
+    /// Ends this process's reservation of `job` early, stamping its log
+    /// record: `Ok(false)` when it held none.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name; the backend's error when stamping
@@ -155,7 +146,8 @@ impl LeaseManager {
         .await
     }
 
-    /// The job's reservation log, oldest first, read without the lease.
+    /// The job's reservation log (the newest [`Reservation::LOG_LEN`]
+    /// records, oldest first), read without the lease.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name or a blob that is not a lease
