@@ -27,6 +27,7 @@ pub(super) struct Outcome {
     pub(super) expected: bool,
 }
 
+#[derive(Debug)]
 pub(super) struct Instruments {
     requests: Counter<u64>,
     duration: Histogram<f64>,

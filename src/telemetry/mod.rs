@@ -6,7 +6,7 @@
 //! [`StoreBuilder::meter`](crate::StoreBuilder::meter), or on the global
 //! meter provider's `leasehold` meter; the README ("Metrics") lists the
 //! instruments. Every backend call is one request, counted and timed by
-//! [`backend::instrumented`] with what the backend noted meanwhile
+//! [`backend::Metered`] with what the backend noted meanwhile
 //! ([`crate::backend::notes`]); a logical operation counts the requests it
 //! made ([`Telemetry::operation`]).
 
@@ -81,7 +81,12 @@ impl Telemetry {
     pub(crate) fn instrument(&self, backend: Arc<dyn Backend>) -> Arc<dyn Backend> {
         #[cfg(feature = "opentelemetry")]
         if let Some(instruments) = &self.instruments {
-            return Arc::new(backend::instrumented(backend, instruments.clone()));
+            let layer = backend::Metered {
+                instruments: instruments.clone(),
+                system: backend.system_name(),
+            };
+            let inner = backend;
+            return Arc::new(crate::backend::Layered { layer, inner });
         }
         backend
     }
