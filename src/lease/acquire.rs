@@ -23,15 +23,6 @@ use super::name::LeaseName;
 use super::outage::{Outage, storage_failed};
 use super::queue::{Queued, Schedule};
 
-/// How one attempt at a blob lease ended.
-enum Attempt {
-    Acquired(Taken),
-    Held,
-    /// No answer before the attempt's deadline.
-    NoReply,
-    Failed(Error),
-}
-
 /// One call's wait for a blob lease, across the attempts and ids it takes.
 struct Wait<'a> {
     name: &'a LeaseName,
@@ -265,11 +256,11 @@ impl ManagerInner {
             let limit = outage.limit(started);
             let stop_at = deadline.map_or(limit, |d| d.min(limit));
             let error = match self.acquire_blob_until(name, blob, proposed, stop_at).await {
-                Attempt::Acquired(taken) => {
+                Some(Ok(Some(taken))) => {
                     outage.answered(&self.env);
                     return Ok(Some(taken));
                 }
-                Attempt::Held => {
+                Some(Ok(None)) => {
                     *held_seen = true;
                     outage.answered(&self.env);
                     failures = failure_backoff();
@@ -308,8 +299,8 @@ impl ManagerInner {
                     sleep(pause.min(deadline - now)).await;
                     continue;
                 }
-                // No further attempt may use this id: give up now.
-                Attempt::NoReply => {
+                // No reply: no further attempt may use this id; give up now.
+                None => {
                     if let Some(e) = outage.give_up(&self.env) {
                         return Err(e);
                     }
@@ -324,7 +315,7 @@ impl ManagerInner {
                     // Ending now, this is always the unavailable error.
                     return outage.failed(started, e, &self.env, true).map(|()| None);
                 }
-                Attempt::Failed(e) => e,
+                Some(Err(e)) => e,
             };
             if !storage_failed(&error) {
                 if ambiguous || matches!(error, Error::Backend { .. }) {
@@ -381,23 +372,21 @@ impl ManagerInner {
         None
     }
 
-    /// [`Self::acquire_blob`] until `deadline`, then finished in the
-    /// background, giving back any lease it takes.
+    /// [`Self::acquire_blob`] until `deadline` (`None`: no reply), then
+    /// finished in the background, giving back any lease it takes.
     async fn acquire_blob_until(
         self: &Arc<Self>,
         name: &LeaseName,
         blob: &BlobName,
         proposed: LeaseId,
         deadline: Instant,
-    ) -> Attempt {
+    ) -> Option<Result<Option<Taken>>> {
         let inner = Arc::clone(self);
         let (owned_name, owned_blob) = (name.clone(), blob.clone());
         let mut attempt =
             Box::pin(async move { inner.acquire_blob(&owned_name, &owned_blob, proposed).await });
         match timeout_at(deadline, attempt.as_mut()).await {
-            Ok(Ok(Some(taken))) => Attempt::Acquired(taken),
-            Ok(Ok(None)) => Attempt::Held,
-            Ok(Err(e)) => Attempt::Failed(e),
+            Ok(answer) => Some(answer),
             Err(_) => {
                 debug!(id = %short_id(proposed), "deadline passed during an acquire; giving back whatever it takes");
                 let (env, blob) = (self.env.clone(), blob.clone());
@@ -409,7 +398,7 @@ impl ManagerInner {
                     }
                     .in_current_span(),
                 );
-                Attempt::NoReply
+                None
             }
         }
     }
