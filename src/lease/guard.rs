@@ -205,7 +205,9 @@ impl LeaseGuard {
         self.status.token.cancel();
         let mut state = self.state.take()?;
         let lost = self.core.shared.is_lost();
-        let ending = self.slot.ending(&mut state, lost, &self.core.env.settings);
+        let ending = self
+            .slot
+            .ending(&mut state, lost, &self.core.shared.env.settings);
         match ending {
             Ending::HandOver => {
                 debug!(lease = %self.core.shared.name, "handing the lease over locally");
@@ -244,7 +246,7 @@ async fn finish(
                 let now = Instant::now();
                 match head.schedule {
                     Some(schedule) => {
-                        let env = &core.env;
+                        let env = &core.shared.env;
                         let every = Duration::from_millis(schedule.every_ms.unsigned_abs());
                         let lead = (read_took + Duration::from_millis(2)).min(every / 2);
                         let lead_ms = i64::try_from(lead.as_millis()).unwrap_or(i64::MAX);

@@ -53,9 +53,8 @@ struct Validity {
 pub(crate) struct LeaseShared {
     pub(crate) name: LeaseName,
     pub(crate) id: LeaseId,
-    /// The lease duration; `None` for an infinite lease.
-    lease_len: Option<Duration>,
-    drift: Duration,
+    pub(crate) env: Arc<LeaseEnv>,
+    pub(crate) blob: BlobName,
     validity: Mutex<Validity>,
     /// Cancelled when the lease is lost (never on a normal release).
     pub(crate) lost: CancellationToken,
@@ -67,18 +66,21 @@ impl LeaseShared {
     pub(crate) fn new(
         name: LeaseName,
         id: LeaseId,
-        lease_len: Option<Duration>,
-        drift: Duration,
+        env: Arc<LeaseEnv>,
+        blob: BlobName,
         sent: Instant,
     ) -> Self {
+        let options = &env.settings.options;
+        let valid_until =
+            (options.duration).map(|len| sent + len.saturating_sub(options.drift_margin));
         LeaseShared {
             name,
             id,
-            lease_len,
-            drift,
+            env,
+            blob,
             validity: Mutex::new(Validity {
                 last_send: sent,
-                valid_until: lease_len.map(|len| valid_until(sent, len, drift)),
+                valid_until,
                 loss: None,
             }),
             lost: CancellationToken::new(),
@@ -92,9 +94,10 @@ impl LeaseShared {
 
     /// Records a successful renew sent at `sent`.
     fn renewed(&self, sent: Instant) {
-        if let Some(len) = self.lease_len {
+        let options = &self.env.settings.options;
+        if let Some(len) = options.duration {
             let mut t = self.validity();
-            let until = valid_until(sent, len, self.drift);
+            let until = sent + len.saturating_sub(options.drift_margin);
             t.last_send = t.last_send.max(sent);
             t.valid_until = Some(t.valid_until.map_or(until, |old| old.max(until)));
         }
@@ -194,10 +197,6 @@ fn refusal(action: &str, error: &Error) -> String {
     }
 }
 
-fn valid_until(sent: Instant, len: Duration, drift: Duration) -> Instant {
-    sent + len.saturating_sub(drift)
-}
-
 /// How a failed lease request is handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Failure {
@@ -230,13 +229,6 @@ pub(crate) fn classify(error: &Error) -> Failure {
     }
 }
 
-/// The background task that keeps a timed lease.
-pub(crate) struct Renewer {
-    pub(crate) shared: Arc<LeaseShared>,
-    pub(crate) env: Arc<LeaseEnv>,
-    pub(crate) blob: BlobName,
-}
-
 /// How one renew round ended.
 enum Round {
     Renewed,
@@ -244,21 +236,22 @@ enum Round {
     Lost,
 }
 
-impl Renewer {
+/// The background task that keeps a timed lease.
+impl LeaseShared {
     /// Renews every interval until stopped or lost.
-    pub(crate) async fn run(self) {
-        let span = debug_span!("lease.renew", lease = %self.shared.name);
+    pub(crate) async fn renewal(self: Arc<Self>) {
+        let span = debug_span!("lease.renew", lease = %self.name);
         async move {
             loop {
-                let Some(deadline) = self.shared.valid_until() else {
+                let Some(deadline) = self.valid_until() else {
                     return;
                 };
-                let next = self.shared.validity().last_send + self.env.settings.renew_interval;
+                let next = self.validity().last_send + self.env.settings.renew_interval;
                 tokio::select! {
                     biased;
-                    () = self.shared.stop.cancelled() => return,
+                    () = self.stop.cancelled() => return,
                     () = sleep_until(deadline) => {
-                        self.shared.mark_lost("its local validity deadline passed", None);
+                        self.mark_lost("its local validity deadline passed", None);
                         return;
                     }
                     () = sleep_until(next) => {}
@@ -287,7 +280,7 @@ impl Renewer {
                 let cutoff = attempt_cutoff(newest, deadline);
                 tokio::select! {
                     biased;
-                    () = self.shared.stop.cancelled() => return Round::Stopped,
+                    () = self.stop.cancelled() => return Round::Stopped,
                     () = sleep_until(deadline) => return self.deadline_passed(),
                     Some(answer) = in_flight.next() => break answer,
                     () = sleep_until(cutoff), if in_flight.len() < MAX_IN_FLIGHT => {
@@ -300,7 +293,7 @@ impl Renewer {
             drop(in_flight);
             let error = match result {
                 Ok(()) => {
-                    self.shared.renewed(sent);
+                    self.renewed(sent);
                     debug!("renewed");
                     return Round::Renewed;
                 }
@@ -308,7 +301,7 @@ impl Renewer {
             };
             match classify(&error) {
                 Failure::Lost => {
-                    self.shared.mark_lost(
+                    self.mark_lost(
                         refusal("its renewal", &error),
                         error.code().map(str::to_owned),
                     );
@@ -326,7 +319,7 @@ impl Renewer {
             }
             tokio::select! {
                 biased;
-                () = self.shared.stop.cancelled() => return Round::Stopped,
+                () = self.stop.cancelled() => return Round::Stopped,
                 () = sleep_until(deadline) => return self.deadline_passed(),
                 () = sleep(backoff.pause()) => {}
             }
@@ -338,14 +331,14 @@ impl Renewer {
         Box::pin(async move {
             let env = &self.env;
             let r = (env.backend)
-                .renew_lease(&env.settings.container, &self.blob, self.shared.id)
+                .renew_lease(&env.settings.container, &self.blob, self.id)
                 .await;
             (sent, r)
         })
     }
 
     fn deadline_passed(&self) -> Round {
-        self.shared.mark_lost(
+        self.mark_lost(
             "its local validity deadline passed before a renewal succeeded",
             None,
         );
@@ -357,7 +350,7 @@ impl Renewer {
     async fn verify(&self, deadline: Instant, error: &Error) -> Option<Round> {
         let read = tokio::select! {
             biased;
-            () = self.shared.stop.cancelled() => return Some(Round::Stopped),
+            () = self.stop.cancelled() => return Some(Round::Stopped),
             () = sleep_until(deadline) => return Some(self.deadline_passed()),
             r = self.env.backend.blob_properties(&self.env.settings.container, &self.blob) => r,
         };
@@ -376,7 +369,7 @@ impl Renewer {
                 return None;
             }
         };
-        self.shared.mark_lost(why, error.code().map(str::to_owned));
+        self.mark_lost(why, error.code().map(str::to_owned));
         Some(Round::Lost)
     }
 }
@@ -441,11 +434,16 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn validity_counts_from_send_time_minus_drift() {
         let sent = Instant::now();
+        let options = (crate::lease::LeaseOptions::new())
+            .with_duration(Duration::from_secs(30))
+            .with_drift_margin(Duration::from_secs(2));
+        let backend = Arc::new(crate::backend::memory::MemoryBackend::new());
+        let env = LeaseEnv::new(backend, options.resolve().unwrap(), Default::default());
         let shared = LeaseShared::new(
             LeaseName::new("v").unwrap(),
             LeaseId::new_random(),
-            Some(Duration::from_secs(30)),
-            Duration::from_secs(2),
+            Arc::new(env),
+            BlobName::new("v").unwrap(),
             sent,
         );
         assert_eq!(shared.remaining(), Duration::from_secs(28));
