@@ -227,60 +227,47 @@ async fn finish(
     slot: Arc<LocalSlot>,
     mut state: OwnedMutexGuard<SlotState>,
     core: Arc<LeaseCore>,
-    ending: Ending,
+    mut ending: Ending,
 ) -> Result<()> {
-    let to = match ending {
-        Ending::HandOver | Ending::Release => None,
-        Ending::Pass(to) => Some(to),
+    if ending == Ending::TenureEnd {
+        let head = core.queue_head().await;
+        state.contended = head.is_some();
+        if let Some((head, read_took)) = head {
+            ending = Ending::Pass(head.id);
+            // A waiter polling on a schedule is passed the lease just
+            // before its next poll; until then the lease stays here.
+            if let Some(schedule) = head.schedule {
+                let (env, now) = (&core.shared.env, Instant::now());
+                let every = Duration::from_millis(schedule.every_ms.unsigned_abs());
+                let lead = (read_took + Duration::from_millis(2)).min(every / 2);
+                let lead_ms = i64::try_from(lead.as_millis()).unwrap_or(i64::MAX);
+                let poll_ms = schedule.next_poll(env.wall_ms(now).saturating_add(lead_ms));
+                let poll = env.instant_at_ms(poll_ms, now);
+                state.pending = Some(Pending {
+                    to: head.id,
+                    poll,
+                    every,
+                    lead,
+                });
+                ending = slot.pending_ending(&mut state, now).unwrap_or(ending);
+            }
+        }
+    }
+    match ending {
+        Ending::HandOver => {
+            state.held = Some(core);
+            return Ok(());
+        }
         Ending::Linger(at) => {
             linger(slot, state, core, at);
             return Ok(());
         }
-        Ending::TenureEnd => match core.queue_head().await {
-            None => {
-                state.contended = false;
-                None
-            }
-            Some((head, read_took)) => {
-                state.contended = true;
-                let now = Instant::now();
-                match head.schedule {
-                    Some(schedule) => {
-                        let env = &core.shared.env;
-                        let every = Duration::from_millis(schedule.every_ms.unsigned_abs());
-                        let lead = (read_took + Duration::from_millis(2)).min(every / 2);
-                        let lead_ms = i64::try_from(lead.as_millis()).unwrap_or(i64::MAX);
-                        let poll_ms = schedule.next_poll(env.wall_ms(now).saturating_add(lead_ms));
-                        let mut pending = Pending {
-                            to: head.id,
-                            poll: env.instant_at_ms(poll_ms, now),
-                            every,
-                            lead,
-                        };
-                        if pending.due(now, state.last_unit) {
-                            Some(head.id)
-                        } else {
-                            let at = pending.pass_at();
-                            state.pending = Some(pending);
-                            if slot.has_waiters() {
-                                state.held = Some(core);
-                            } else {
-                                linger(slot, state, core, at);
-                            }
-                            return Ok(());
-                        }
-                    }
-                    None => Some(head.id),
-                }
-            }
-        },
-    };
-    if let Some(to) = to {
-        if core.pass_to(to).await {
+        Ending::Pass(to) if core.pass_to(to).await => {
             state.passed();
             return Ok(());
         }
-        state.pending = None;
+        Ending::Pass(_) => state.pending = None,
+        Ending::Release | Ending::TenureEnd => {}
     }
     if matches!(ending, Ending::TenureEnd | Ending::Pass(_)) {
         state.renew_tenure(Instant::now());

@@ -200,6 +200,20 @@ impl LocalSlot {
         self.state.clone().try_lock_owned().ok()
     }
 
+    /// What a guard end at `now` does with a pass pending, if there is one:
+    /// pass now, keep the lease for a local task, or linger until it is due.
+    pub(crate) fn pending_ending(&self, state: &mut SlotState, now: Instant) -> Option<Ending> {
+        let unit = state.last_unit;
+        let pending = state.pending.as_mut()?;
+        Some(if pending.due(now, unit) {
+            Ending::Pass(pending.to)
+        } else if self.has_waiters() {
+            Ending::HandOver
+        } else {
+            Ending::Linger(pending.pass_at())
+        })
+    }
+
     /// Decides what the end of a guard does, and records it in `state`.
     pub(crate) fn ending(&self, state: &mut SlotState, lost: bool, settings: &Settings) -> Ending {
         let now = Instant::now();
@@ -213,17 +227,10 @@ impl LocalSlot {
             state.pending = None;
             return Ending::Release;
         }
-        let waiters = self.waiters.load(Ordering::SeqCst) > 0;
-        let unit = state.last_unit;
-        if let Some(pending) = state.pending.as_mut() {
-            return if pending.due(now, unit) {
-                Ending::Pass(pending.to)
-            } else if waiters {
-                Ending::HandOver
-            } else {
-                Ending::Linger(pending.pass_at())
-            };
+        if let Some(ending) = self.pending_ending(state, now) {
+            return ending;
         }
+        let waiters = self.has_waiters();
         let held_for = state
             .held_since
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
