@@ -175,23 +175,18 @@ mod rfc3339 {
 
 /// Optional date-times, as [`rfc3339`].
 mod rfc3339_option {
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
     use time::OffsetDateTime;
 
     pub fn serialize<S: Serializer>(t: &Option<OffsetDateTime>, s: S) -> Result<S::Ok, S::Error> {
-        match t {
-            Some(t) => super::rfc3339::serialize(t, s),
-            None => s.serialize_none(),
-        }
+        t.map(crate::entity::datetime::format).serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
     ) -> Result<Option<OffsetDateTime>, D::Error> {
         let text = Option::<String>::deserialize(d)?;
-        let parse = |text: String| crate::entity::datetime::parse(&text);
-        text.map(parse)
-            .transpose()
+        (text.map(|t| crate::entity::datetime::parse(&t)).transpose())
             .map_err(serde::de::Error::custom)
     }
 }
