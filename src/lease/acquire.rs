@@ -447,11 +447,9 @@ impl ManagerInner {
     /// Creates an empty lease blob (create-only), remembered as seen.
     async fn create_blob(&self, name: &LeaseName, blob: &BlobName) -> Result<()> {
         let env = &self.env;
-        self.ensure_container(false).await?;
+        // Again after a NotFound: the container was deleted since.
         for again in [false, true] {
-            if again {
-                self.ensure_container(true).await?;
-            }
+            self.ensure_container(again).await?;
             let (metadata, conditions) = (Metadata::new(), BlobConditions::create_only());
             let put = env.backend.put_blob(
                 &env.settings.container,

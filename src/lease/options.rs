@@ -175,10 +175,7 @@ impl LeaseOptions {
             ));
         }
         let owner = match &self.owner {
-            Some(owner) => {
-                check_owner(owner)?;
-                owner.clone()
-            }
+            Some(owner) => check_owner(owner)?,
             None => default_owner(),
         };
         Ok(self.settings(duration, renew_interval, owner))
@@ -203,7 +200,7 @@ impl LeaseOptions {
     }
 }
 
-fn check_owner(owner: &str) -> Result<()> {
+fn check_owner(owner: &str) -> Result<String> {
     let refuse = |why| Err(Error::invalid(format!("owner identity {owner:?}"), why));
     if owner.is_empty() || owner.len() > 256 {
         return refuse("must be 1 to 256 characters long");
@@ -214,7 +211,7 @@ fn check_owner(owner: &str) -> Result<()> {
     if owner.starts_with(' ') || owner.ends_with(' ') {
         return refuse("must not start or end with a space");
     }
-    Ok(())
+    Ok(owner.to_owned())
 }
 
 /// `hostname-pid-random`, with the host name cut to safe ASCII.
