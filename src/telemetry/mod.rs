@@ -1,14 +1,9 @@
-//! Metrics: what leasehold counts and times, recorded through the
-//! `opentelemetry` API crate when the `opentelemetry` feature is on (and
-//! compiled away when it is off).
-//!
-//! A [`Store`](crate::Store) records on the meter given to
-//! [`StoreBuilder::meter`](crate::StoreBuilder::meter), or on the global
-//! meter provider's `leasehold` meter; the README ("Metrics") lists the
-//! instruments. Every backend call is one request, counted and timed by
-//! [`backend::Metered`] with what the backend noted meanwhile
-//! ([`crate::backend::notes`]); a logical operation counts the requests it
-//! made ([`Telemetry::operation`]).
+//! Metrics (README, "Metrics"), recorded through the `opentelemetry` API
+//! crate with the `opentelemetry` feature, compiled away without it, on
+//! the meter given to [`StoreBuilder::meter`](crate::StoreBuilder::meter)
+//! or the global provider's `leasehold` meter. Every backend call is one
+//! request ([`backend::Metered`]); a logical operation counts the requests
+//! it made ([`Telemetry::operation`]).
 
 use std::future::Future;
 use std::sync::Arc;
