@@ -216,12 +216,6 @@ impl LeaseAction {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct AcquiredLease {
-    pub(crate) id: LeaseId,
-    pub(crate) etag: Option<ETag>,
-}
-
 /// One method of [`LeaseCalls`]: its arguments, the action they make, and
 /// what it keeps of the reply.
 macro_rules! lease_call {
@@ -243,9 +237,9 @@ macro_rules! lease_call {
 /// The lease actions one at a time, each with its own answer. A backend
 /// answering with another action's reply is [`Error::Inconsistent`].
 pub(crate) trait LeaseCalls: super::BlobBackend {
-    lease_call!(acquire_lease(duration: LeaseDuration, proposed: LeaseId) -> AcquiredLease =
+    lease_call!(acquire_lease(duration: LeaseDuration, proposed: LeaseId) -> Option<ETag> =
         LeaseAction::Acquire { duration, proposed },
-        LeaseReply::Acquired { id, etag } => AcquiredLease { id, etag });
+        LeaseReply::Acquired { etag, .. } => etag);
     lease_call!(renew_lease(id: LeaseId) -> () =
         LeaseAction::Renew(id), LeaseReply::Renewed => ());
     lease_call!(change_lease(id: LeaseId, proposed: LeaseId) -> LeaseId =

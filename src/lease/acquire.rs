@@ -23,30 +23,19 @@ use super::name::LeaseName;
 use super::outage::{Outage, storage_failed};
 use super::queue::{Queued, Schedule};
 
-/// How one attempt at a blob lease ended.
-enum Attempt {
-    Acquired(Taken),
-    Held,
-    /// No answer before the attempt's deadline; it goes on in the
-    /// background and gives back whatever it takes.
-    NoReply,
-    Failed(Error),
-}
-
 /// One call's wait for a blob lease, across the attempts and ids it takes.
 struct Wait<'a> {
     name: &'a LeaseName,
     blob: &'a BlobName,
     mode: AcquireMode,
-    /// Storage failures, counted across the call (and the caller's calls).
     outage: &'a mut Outage,
     held_seen: bool,
     /// The registration in the wait queue, and the id proposed.
     queued: Queued,
 }
 
-/// How many times one attempt creates a lease blob that is missing at its
-/// acquire (deleted again in between) before it counts the lease as held.
+/// How often one attempt creates a lease blob deleted again before its
+/// acquire, before it counts the lease as held.
 const MISSING_BLOB_CREATES: u32 = 3;
 
 /// The pauses between acquires that storage failed: 100 ms doubling to 2 s,
@@ -71,8 +60,7 @@ impl ManagerInner {
         self.acquire_with(name, mode, &mut outage).await
     }
 
-    /// [`Self::acquire`], counting storage failures in `outage`, which the
-    /// caller may carry across several acquires.
+    /// [`Self::acquire`], counting storage failures in `outage`.
     pub(crate) async fn acquire_with(
         self: &Arc<Self>,
         name: LeaseName,
@@ -156,11 +144,10 @@ impl ManagerInner {
         .await
     }
 
-    /// [`Self::acquire_blob_attempts`], registered in the lease's wait queue
-    /// while the lease is held elsewhere. A lease taken under a registered
-    /// (published) id is changed at once to an id nobody else knows; one
-    /// taken over meanwhile is waited for on under a new id until the
-    /// deadline.
+    /// [`Self::acquire_blob_attempts`], then out of the wait queue. A lease
+    /// taken under a registered (published) id is changed at once to an id
+    /// nobody else knows; one taken over meanwhile is waited for on under a
+    /// new id until the deadline.
     async fn acquire_blob_loop(self: &Arc<Self>, wait: &mut Wait<'_>) -> Result<Option<Taken>> {
         let (blob, mode) = (wait.blob, wait.mode);
         loop {
@@ -242,8 +229,8 @@ impl ManagerInner {
         );
     }
 
-    /// Attempts at the blob lease with one proposed id, polling while it is
-    /// held and retrying while storage fails. `Ok(None)` when it stayed held.
+    /// Attempts at the blob lease with one proposed id, polling (registered
+    /// in the queue) while it is held and retrying while storage fails.
     async fn acquire_blob_attempts(self: &Arc<Self>, wait: &mut Wait<'_>) -> Result<Option<Taken>> {
         let (name, blob, mode) = (wait.name, wait.blob, wait.mode);
         let Wait {
@@ -269,11 +256,11 @@ impl ManagerInner {
             let limit = outage.limit(started);
             let stop_at = deadline.map_or(limit, |d| d.min(limit));
             let error = match self.acquire_blob_until(name, blob, proposed, stop_at).await {
-                Attempt::Acquired(taken) => {
+                Some(Ok(Some(taken))) => {
                     outage.answered(&self.env);
                     return Ok(Some(taken));
                 }
-                Attempt::Held => {
+                Some(Ok(None)) => {
                     *held_seen = true;
                     outage.answered(&self.env);
                     failures = failure_backoff();
@@ -312,8 +299,8 @@ impl ManagerInner {
                     sleep(pause.min(deadline - now)).await;
                     continue;
                 }
-                // No further attempt may use this id: give up now.
-                Attempt::NoReply => {
+                // No reply: no further attempt may use this id; give up now.
+                None => {
                     if let Some(e) = outage.give_up(&self.env) {
                         return Err(e);
                     }
@@ -328,7 +315,7 @@ impl ManagerInner {
                     // Ending now, this is always the unavailable error.
                     return outage.failed(started, e, &self.env, true).map(|()| None);
                 }
-                Attempt::Failed(e) => e,
+                Some(Err(e)) => e,
             };
             if !storage_failed(&error) {
                 if ambiguous || matches!(error, Error::Backend { .. }) {
@@ -350,9 +337,9 @@ impl ManagerInner {
         }
     }
 
-    /// Registers (or renews) `proposed` in the lease's wait queue, and takes
-    /// over a lease handed to a stale registration ahead of it (returned).
-    /// Failures only cost the order.
+    /// Registers (or renews) `proposed` in the wait queue, and takes over a
+    /// lease handed to a stale registration ahead of it. Failures only cost
+    /// the order.
     async fn register(
         &self,
         blob: &BlobName,
@@ -385,24 +372,21 @@ impl ManagerInner {
         None
     }
 
-    /// [`Self::acquire_blob`], giving up at `deadline` ([`Attempt::NoReply`]):
-    /// the attempt finishes in the background, and a lease it takes after
-    /// all is released at once.
+    /// [`Self::acquire_blob`] until `deadline` (`None`: no reply), then
+    /// finished in the background, giving back any lease it takes.
     async fn acquire_blob_until(
         self: &Arc<Self>,
         name: &LeaseName,
         blob: &BlobName,
         proposed: LeaseId,
         deadline: Instant,
-    ) -> Attempt {
+    ) -> Option<Result<Option<Taken>>> {
         let inner = Arc::clone(self);
         let (owned_name, owned_blob) = (name.clone(), blob.clone());
         let mut attempt =
             Box::pin(async move { inner.acquire_blob(&owned_name, &owned_blob, proposed).await });
         match timeout_at(deadline, attempt.as_mut()).await {
-            Ok(Ok(Some(taken))) => Attempt::Acquired(taken),
-            Ok(Ok(None)) => Attempt::Held,
-            Ok(Err(e)) => Attempt::Failed(e),
+            Ok(answer) => Some(answer),
             Err(_) => {
                 debug!(id = %short_id(proposed), "deadline passed during an acquire; giving back whatever it takes");
                 let (env, blob) = (self.env.clone(), blob.clone());
@@ -414,13 +398,13 @@ impl ManagerInner {
                     }
                     .in_current_span(),
                 );
-                Attempt::NoReply
+                None
             }
         }
     }
 
     /// One acquire of the blob lease, creating the blob (and the container)
-    /// on first use. `Ok(None)` when somebody else holds it.
+    /// on first use.
     async fn acquire_blob(
         &self,
         name: &LeaseName,
@@ -456,18 +440,16 @@ impl ManagerInner {
         let acquired =
             env.backend
                 .acquire_lease(&env.settings.container, blob, env.settings.duration, id);
-        let etag = acquired.await?.etag;
+        let etag = acquired.await?;
         Ok(Taken { id, sent, etag })
     }
 
     /// Creates an empty lease blob (create-only), remembered as seen.
     async fn create_blob(&self, name: &LeaseName, blob: &BlobName) -> Result<()> {
         let env = &self.env;
-        self.ensure_container(false).await?;
+        // Again after a NotFound: the container was deleted since.
         for again in [false, true] {
-            if again {
-                self.ensure_container(true).await?;
-            }
+            self.ensure_container(again).await?;
             let (metadata, conditions) = (Metadata::new(), BlobConditions::create_only());
             let put = env.backend.put_blob(
                 &env.settings.container,

@@ -16,7 +16,7 @@ use crate::key::{BlobName, ETag};
 use super::document::{LeaseBlob, LeaseDocument, META_ACQUIRED, META_OWNER, meta_set};
 use super::env::LeaseEnv;
 use super::name::LeaseName;
-use super::renew::{Failure, LeaseShared, Renewer, classify, retry_transient};
+use super::renew::{Failure, LeaseShared, classify, retry_transient};
 
 /// The first pause before retrying a failed release (then twice that).
 const RELEASE_RETRY: Duration = Duration::from_millis(100);
@@ -27,8 +27,6 @@ const RELEASE_RETRY: Duration = Duration::from_millis(100);
 #[derive(Debug)]
 pub(crate) struct LeaseCore {
     pub(crate) shared: Arc<LeaseShared>,
-    pub(crate) env: Arc<LeaseEnv>,
-    blob: BlobName,
     /// The lease blob as last read or written; `None` when unknown.
     view: AsyncMutex<Option<LeaseBlob>>,
     pub(crate) finished: AtomicBool,
@@ -73,27 +71,13 @@ impl LeaseCore {
                     },
                 }
             });
-        let shared = Arc::new(LeaseShared::new(
-            name,
-            taken.id,
-            settings.options.duration,
-            settings.options.drift_margin,
-            taken.sent,
-        ));
-        if settings.options.duration.is_some() {
-            runtime.spawn(
-                Renewer {
-                    shared: shared.clone(),
-                    env: env.clone(),
-                    blob: blob.clone(),
-                }
-                .run(),
-            );
+        let timed = settings.options.duration.is_some();
+        let shared = Arc::new(LeaseShared::new(name, taken.id, env, blob, taken.sent));
+        if timed {
+            runtime.spawn(shared.clone().renewal());
         }
         Arc::new(LeaseCore {
             shared,
-            env,
-            blob,
             view: AsyncMutex::new(view),
             finished: AtomicBool::new(false),
             registered_as,
@@ -104,39 +88,28 @@ impl LeaseCore {
         BlobConditions::leased(self.shared.id)
     }
 
-    async fn load(&self, view: &mut Option<LeaseBlob>) -> Result<()> {
-        let env = &self.env;
-        let read = env
-            .backend
-            .get_blob(&env.settings.container, &self.blob)
-            .await
-            .and_then(|b| {
-                b.ok_or_else(|| Error::NotFound {
-                    what: format!("lease blob of {}", self.shared.name),
-                    code: Some("BlobNotFound".into()),
-                    table: None,
-                    row: None,
-                })
-            });
-        let blob = match read {
-            Ok(b) => b,
-            Err(e) => {
-                self.shared.note_error(&e);
-                return Err(e);
-            }
-        };
-        let etag = blob.properties.etag.clone();
-        let blob = LeaseBlob::from_blob(&self.shared.name, blob)?;
-        env.seen
-            .remember(&self.blob, etag, &blob.document, &blob.metadata);
-        *view = Some(blob);
-        Ok(())
-    }
-
+    /// The view, read first when unknown.
     async fn view(&self) -> Result<MutexGuard<'_, Option<LeaseBlob>>> {
         let mut view = self.view.lock().await;
         if view.is_none() {
-            self.load(&mut view).await?;
+            let env = &self.shared.env;
+            let read = (env
+                .backend
+                .get_blob(&env.settings.container, &self.shared.blob)
+                .await)
+                .and_then(|b| {
+                    b.ok_or_else(|| Error::NotFound {
+                        what: format!("lease blob of {}", self.shared.name),
+                        code: Some("BlobNotFound".into()),
+                        table: None,
+                        row: None,
+                    })
+                });
+            let blob = read.inspect_err(|e| self.shared.note_error(e))?;
+            let etag = blob.properties.etag.clone();
+            let blob = LeaseBlob::from_blob(&self.shared.name, blob)?;
+            (env.seen).remember(&self.shared.blob, etag, &blob.document, &blob.metadata);
+            *view = Some(blob);
         }
         Ok(view)
     }
@@ -179,35 +152,35 @@ impl LeaseCore {
         };
         let (mut document, mut metadata) = (view.document.clone(), view.metadata.clone());
         let out = f(&mut document, &mut metadata);
-        let bytes = if body {
-            Some(document.to_bytes()?)
-        } else {
-            None
-        };
+        let bytes = body.then(|| document.to_bytes()).transpose()?;
         self.ensure_held()?;
-        let (env, conditions) = (&self.env, self.conditions());
+        let (env, conditions) = (&self.shared.env, self.conditions());
         let container = &env.settings.container;
         let result = retry_transient(&self.shared, || match &bytes {
-            Some(bytes) => {
+            Some(bytes) => env.backend.put_blob(
+                container,
+                &self.shared.blob,
+                bytes.clone(),
+                &metadata,
+                &conditions,
+            ),
+            None => {
                 env.backend
-                    .put_blob(container, &self.blob, bytes.clone(), &metadata, &conditions)
+                    .set_blob_metadata(container, &self.shared.blob, &metadata, &conditions)
             }
-            None => env
-                .backend
-                .set_blob_metadata(container, &self.blob, &metadata, &conditions),
         })
         .await;
         match result {
             Ok(etag) => {
                 (view.document, view.metadata) = (document, metadata);
                 env.seen
-                    .remember(&self.blob, etag, &view.document, &view.metadata);
+                    .remember(&self.shared.blob, etag, &view.document, &view.metadata);
                 Ok(out)
             }
             Err(e) => {
                 self.shared.note_error(&e);
                 *guard = None;
-                env.seen.forget(&self.blob);
+                env.seen.forget(&self.shared.blob);
                 Err(e)
             }
         }
@@ -222,8 +195,8 @@ impl LeaseCore {
 
     /// Records who holds the lease.
     pub(crate) async fn write_owner(&self) -> Result<()> {
-        let owner = self.env.settings.owner.clone();
-        let at = crate::entity::datetime::format(self.env.now_wall());
+        let owner = self.shared.env.settings.owner.clone();
+        let at = crate::entity::datetime::format(self.shared.env.now_wall());
         self.update_metadata(|m| {
             meta_set(m, META_OWNER, owner);
             meta_set(m, META_ACQUIRED, at);
@@ -243,7 +216,7 @@ impl LeaseCore {
             return Err(self.shared.lost_error());
         }
         let span = info_span!("lease.release", lease = %self.shared.name);
-        let env = &self.env;
+        let env = &self.shared.env;
         async {
             // Up to three attempts, 100 ms then 200 ms apart.
             let mut pause = RELEASE_RETRY;
@@ -251,7 +224,7 @@ impl LeaseCore {
             loop {
                 attempt += 1;
                 let released = (env.backend)
-                    .release_lease(&env.settings.container, &self.blob, self.shared.id)
+                    .release_lease(&env.settings.container, &self.shared.blob, self.shared.id)
                     .await;
                 let Err(e) = released else {
                     debug!("released");
@@ -279,7 +252,7 @@ impl LeaseCore {
     /// in the wait queue, with how long the read took (about a round trip).
     pub(crate) async fn queue_head(&self) -> Option<(super::queue::Entry, Duration)> {
         self.ensure_held().ok()?;
-        let queue = super::queue::WaitQueue::of(&self.env, &self.blob).ok()?;
+        let queue = super::queue::WaitQueue::of(&self.shared.env, &self.shared.blob).ok()?;
         let own = [Some(self.shared.id), self.registered_as];
         let sent = Instant::now();
         match queue.head_excluding(&own).await {
@@ -295,7 +268,7 @@ impl LeaseCore {
     /// somebody waits (`Ok(false)`).
     pub(crate) async fn remove_queue_if_idle(&self) -> Result<bool> {
         self.ensure_held()?;
-        let queue = super::queue::WaitQueue::of(&self.env, &self.blob)?;
+        let queue = super::queue::WaitQueue::of(&self.shared.env, &self.shared.blob)?;
         queue
             .remove_if_idle(&[Some(self.shared.id), self.registered_as])
             .await
@@ -307,28 +280,27 @@ impl LeaseCore {
     pub(crate) async fn delete_blob(&self) -> Result<()> {
         self.ensure_held()?;
         let mut view = self.view.lock().await;
-        let env = &self.env;
+        let env = &self.shared.env;
         let conditions = self.conditions();
         let attempts = AtomicU32::new(0);
         // Retrying is safe: only this lease's holder can delete the blob.
         let result = retry_transient(&self.shared, || {
             attempts.fetch_add(1, Ordering::Relaxed);
             env.backend
-                .delete_blob(&env.settings.container, &self.blob, &conditions)
+                .delete_blob(&env.settings.container, &self.shared.blob, &conditions)
         })
         .await;
-        env.seen.forget(&self.blob);
+        env.seen.forget(&self.shared.blob);
+        *view = None;
         match result {
             Ok(()) => {}
             // An earlier attempt whose reply was lost did delete it.
             Err(Error::NotFound { .. }) if attempts.load(Ordering::Relaxed) > 1 => {}
             Err(e) => {
                 self.shared.note_error(&e);
-                *view = None;
                 return Err(e);
             }
         }
-        *view = None;
         self.abandon();
         debug!(lease = %self.shared.name, "deleted the lease blob under the lease");
         Ok(())
@@ -340,10 +312,15 @@ impl LeaseCore {
         if self.ensure_held().is_err() {
             return false;
         }
-        let env = &self.env;
+        let env = &self.shared.env;
         match env
             .backend
-            .change_lease(&env.settings.container, &self.blob, self.shared.id, to)
+            .change_lease(
+                &env.settings.container,
+                &self.shared.blob,
+                self.shared.id,
+                to,
+            )
             .await
         {
             Ok(_) => {
@@ -375,6 +352,6 @@ impl Drop for LeaseCore {
         if was_lost {
             return;
         }
-        self.env.give_back(&self.blob, self.shared.id);
+        self.shared.env.give_back(&self.shared.blob, self.shared.id);
     }
 }

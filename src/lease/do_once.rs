@@ -41,7 +41,7 @@ pub struct OnceContext {
 }
 
 impl OnceContext {
-    /// Whether an earlier attempt started and never finished.
+    /// Whether an earlier attempt never finished.
     pub fn previous_attempt_unfinished(&self) -> bool {
         self.previous_attempt_unfinished
     }
@@ -58,14 +58,11 @@ impl OnceContext {
 }
 
 impl LeaseManager {
-    /// Runs `f` exactly once across all processes sharing the lease `name`.
-    ///
-    /// The caller that gets the lease runs `f`; the others wait until the
-    /// marker says done and return [`OnceOutcome::AlreadyDone`]. If `f`
-    /// fails, or its process dies, the next caller to get the lease runs `f`
-    /// again with [`OnceContext::previous_attempt_unfinished`] set. Waits as
-    /// long as another caller works on it (wrap it in `tokio::time::timeout`
-    /// to bound that).
+    /// Runs `f` exactly once across all processes sharing the lease `name`;
+    /// the others wait for the marker and return [`OnceOutcome::AlreadyDone`].
+    /// If `f` fails, or its process dies, the next caller runs it again with
+    /// [`OnceContext::previous_attempt_unfinished`]. Waits as long as another
+    /// caller works (bound it with `tokio::time::timeout`).
     ///
     /// # Errors
     /// `f`'s error (the marker stays `started`); [`Error::Invalid`] for a bad
@@ -93,7 +90,9 @@ impl LeaseManager {
             .inner
             .read(&name)
             .await?
-            .map_or(OnceState::NotStarted, |b| b.once_state()))
+            .map_or(OnceState::NotStarted, |b| {
+                OnceState::from_metadata(&b.metadata)
+            }))
     }
 }
 

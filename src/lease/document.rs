@@ -25,12 +25,9 @@ pub(crate) const RESERVATION_LOG_LEN: usize = 10;
 /// The document version this leasehold writes and the newest it reads.
 pub(crate) const DOCUMENT_VERSION: u32 = 1;
 
-/// The JSON document stored in a lease blob's body, and the metadata beside
-/// it.
-///
-/// The body holds the reservation log and other sections, kept verbatim
-/// when the document is rewritten, so that an older node never erases what
-/// a newer one wrote. An empty body is the empty document.
+/// The JSON document in a lease blob's body (empty: the empty document),
+/// and the metadata beside it. Sections it does not know are kept verbatim,
+/// so an older node never erases what a newer one wrote.
 ///
 /// ```json
 /// {"v":1,"reservations":[{"seq":7,"holder":"web-1-4711-3fa8","reserved_at":"…","until":"…"}],"journal":{"…":"…"}}
@@ -73,7 +70,6 @@ impl LeaseDocument {
         self.sections.get(key)
     }
 
-    /// The names of the sections beside the reservation log.
     pub(crate) fn section_names(&self) -> impl Iterator<Item = &str> {
         self.sections.keys().map(String::as_str)
     }
@@ -92,8 +88,7 @@ impl LeaseDocument {
         }
     }
 
-    /// Parses a blob body; `Invalid` when it is not a lease document of a
-    /// version this leasehold reads.
+    /// `Invalid` when `body` is not a lease document this version reads.
     pub(crate) fn from_bytes(name: &LeaseName, body: &[u8]) -> Result<Self> {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(LeaseDocument::default());
@@ -126,8 +121,8 @@ impl LeaseDocument {
             .map_err(|e| Error::invalid("lease document", format!("cannot be serialised: {e}")))
     }
 
-    /// Appends a reservation record numbered after the newest, dropping the
-    /// oldest beyond [`RESERVATION_LOG_LEN`]; returns its `seq`.
+    /// Appends `record`, numbered after the newest, dropping the oldest
+    /// beyond [`RESERVATION_LOG_LEN`]; returns its `seq`.
     pub(crate) fn push_reservation(&mut self, mut record: ReservationRecord) -> u64 {
         let seq = self
             .reservations
@@ -180,23 +175,18 @@ mod rfc3339 {
 
 /// Optional date-times, as [`rfc3339`].
 mod rfc3339_option {
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
     use time::OffsetDateTime;
 
     pub fn serialize<S: Serializer>(t: &Option<OffsetDateTime>, s: S) -> Result<S::Ok, S::Error> {
-        match t {
-            Some(t) => super::rfc3339::serialize(t, s),
-            None => s.serialize_none(),
-        }
+        t.map(crate::entity::datetime::format).serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
     ) -> Result<Option<OffsetDateTime>, D::Error> {
         let text = Option::<String>::deserialize(d)?;
-        let parse = |text: String| crate::entity::datetime::parse(&text);
-        text.map(parse)
-            .transpose()
+        (text.map(|t| crate::entity::datetime::parse(&t)).transpose())
             .map_err(serde::de::Error::custom)
     }
 }
@@ -230,8 +220,7 @@ impl OnceState {
     }
 }
 
-/// A metadata value by name, ignoring ASCII case (the service treats
-/// metadata names case-insensitively).
+/// A metadata value by name, ignoring ASCII case (as the service does).
 pub(crate) fn meta_get<'a>(metadata: &'a Metadata, name: &str) -> Option<&'a str> {
     metadata
         .get(name)
@@ -276,21 +265,11 @@ impl LeaseBlob {
         })
     }
 
-    pub(crate) fn epoch(&self) -> u64 {
-        epoch_of(&self.metadata)
-    }
-
-    /// The owner identity recorded by the last acquire that wrote it.
     pub(crate) fn owner(&self) -> Option<&str> {
         meta_get(&self.metadata, META_OWNER)
     }
 
-    pub(crate) fn once_state(&self) -> OnceState {
-        OnceState::from_metadata(&self.metadata)
-    }
-
-    /// When the last acquire that recorded it took the lease
-    /// (`leasehold_acquired`), if it parses as RFC 3339.
+    /// `leasehold_acquired`, if it parses as RFC 3339.
     pub(crate) fn acquired_at(&self) -> Option<OffsetDateTime> {
         meta_get(&self.metadata, META_ACQUIRED).and_then(|v| crate::datetime::parse(v.trim()).ok())
     }

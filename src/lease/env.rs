@@ -22,7 +22,10 @@ use super::seen::SeenBlobs;
 pub(crate) struct LeaseEnv {
     pub(crate) backend: Arc<dyn BlobBackend>,
     pub(crate) settings: Settings,
-    clock: WallClock,
+    /// The wall-clock time at `mono`: the manager's wall clock follows
+    /// `tokio::time` from there.
+    wall: OffsetDateTime,
+    mono: Instant,
     backoffs: AtomicU64,
     /// The current run of failing requests, shared by waiting calls: (first
     /// request sent, last failure seen).
@@ -41,7 +44,8 @@ impl LeaseEnv {
             telemetry,
             backend,
             settings,
-            clock: WallClock::new(),
+            wall: OffsetDateTime::now_utc(),
+            mono: Instant::now(),
             backoffs: AtomicU64::new(0),
             recent_failures: Mutex::default(),
             seen: SeenBlobs::default(),
@@ -87,13 +91,22 @@ impl LeaseEnv {
 
     /// Wall-clock time for logs and records, following `tokio::time`.
     pub(crate) fn now_wall(&self) -> OffsetDateTime {
-        self.clock.now()
+        time::Duration::try_from(self.mono.elapsed())
+            .ok()
+            .and_then(|elapsed| self.wall.checked_add(elapsed))
+            .unwrap_or(self.wall)
     }
 
     /// The wall-clock time (unix milliseconds) of the instant `at` on this
     /// manager's clock: how processes tell each other when they poll.
     pub(crate) fn wall_ms(&self, at: Instant) -> i64 {
-        self.clock.ms_at(at)
+        let base = i64::try_from(self.wall.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX);
+        let (since, sign) = match at.checked_duration_since(self.mono) {
+            Some(d) => (d, 1),
+            None => (self.mono.saturating_duration_since(at), -1),
+        };
+        let since = i64::try_from(since.as_millis()).unwrap_or(i64::MAX);
+        base.saturating_add(sign * since)
     }
 
     /// The instant on this manager's clock of the wall-clock time `ms`
@@ -106,40 +119,5 @@ impl LeaseEnv {
         } else {
             now.checked_sub(by).unwrap_or(now)
         }
-    }
-}
-
-/// Wall-clock time as `tokio::time` sees it: the wall time at the manager's
-/// creation plus monotonic time elapsed since.
-#[derive(Debug)]
-struct WallClock {
-    wall: OffsetDateTime,
-    mono: Instant,
-}
-
-impl WallClock {
-    fn new() -> Self {
-        WallClock {
-            wall: OffsetDateTime::now_utc(),
-            mono: Instant::now(),
-        }
-    }
-
-    /// Unix milliseconds at `at`.
-    fn ms_at(&self, at: Instant) -> i64 {
-        let base = i64::try_from(self.wall.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX);
-        let (since, sign) = match at.checked_duration_since(self.mono) {
-            Some(d) => (d, 1),
-            None => (self.mono.saturating_duration_since(at), -1),
-        };
-        let since = i64::try_from(since.as_millis()).unwrap_or(i64::MAX);
-        base.saturating_add(sign * since)
-    }
-
-    fn now(&self) -> OffsetDateTime {
-        time::Duration::try_from(self.mono.elapsed())
-            .ok()
-            .and_then(|elapsed| self.wall.checked_add(elapsed))
-            .unwrap_or(self.wall)
     }
 }

@@ -1,7 +1,5 @@
-//! [`Fence`]: one epoch of one lease, as a writer of table rows. A lease
-//! hands it out ([`LeaseGuard::fence`](crate::lease::LeaseGuard::fence),
-//! [`LeaderContext::fence`](crate::lease::LeaderContext::fence)); the
-//! fenced writes themselves, and their protocol, are `crate::table::fence`'s.
+//! [`Fence`], as a lease hands it out; the fenced writes and their
+//! protocol are `crate::table::fence`'s.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -11,25 +9,18 @@ use crate::error::{Error, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 
 /// One epoch of one lease, as a writer of table rows: a [`Table`] opened
-/// with [`Table::fenced`] sends each write together with the partition's
-/// fence row, and the **service** refuses it once a fence of a later epoch
-/// of the same lease has written that partition.
+/// with [`Table::fenced`] sends each write with the partition's fence row,
+/// and the **service** refuses it once a fence of a later epoch of the same
+/// lease has written that partition (costs: [`Table::fenced`]).
 ///
-/// Get one from the lease: [`LeaseGuard::fence`] (advances the epoch) or
-/// [`LeaderContext::fence`] (the term's epoch). Clones share what the fence
-/// knows (one fence-row ETag per partition written, kept as long as the
-/// fence lives), so give clones to the tasks doing the leader's writes.
-///
-/// Each write is one entity-group transaction with one extra operation
-/// (the fence row, row key `~lhfence~` and the lease name, left out of
-/// typed queries), so a fenced batch holds at most 99 operations of yours;
-/// the first write to a partition reads the fence row once per epoch. Reads
-/// are not fenced, and the fence does not check the lease's validity (check
-/// [`LeaseStatus::ensure_valid`] before work you want to stop sooner). A
-/// write refused because of the fence is [`Error::LeaseLost`], never
-/// [`Error::Conflict`]; one whose reply was lost and that was applied fails
-/// with [`Error::Transient`] (its outcome unknown). Do not delete fence rows
-/// while an older holder may still write.
+/// Get one from [`LeaseGuard::fence`] (advances the epoch) or
+/// [`LeaderContext::fence`] (the term's epoch). Clones share the fence-row
+/// ETags it keeps per partition: give them to the tasks doing the writes.
+/// Reads are not fenced, and the fence does not check the lease's validity
+/// (see [`LeaseStatus::ensure_valid`]). A write refused by the fence is
+/// [`Error::LeaseLost`], never [`Error::Conflict`]; one whose reply was lost
+/// and that was applied fails with [`Error::Transient`]. Do not delete fence
+/// rows while an older holder may still write.
 ///
 /// ```
 /// # use leasehold::{Entity, Store};
@@ -103,9 +94,8 @@ impl fmt::Debug for Fence {
 }
 
 impl Fence {
-    /// A fence for epoch `epoch` of the lease named `lease`; `Invalid` when
-    /// the name is too long for a row key once encoded, or the epoch is
-    /// beyond `i64::MAX`.
+    /// `Invalid` when the name is too long for a row key once encoded, or
+    /// the epoch is beyond `i64::MAX`.
     pub(crate) fn new(lease: &str, epoch: u64) -> Result<Fence> {
         if i64::try_from(epoch).is_err() {
             return Err(Error::invalid(
@@ -134,8 +124,8 @@ impl Fence {
         self.inner.epoch
     }
 
-    /// The later epoch this fence has seen on a fence row, if any: from then
-    /// on every write through it is refused before sending.
+    /// The later epoch seen on a fence row, if any: every write through
+    /// this fence is then refused before sending.
     pub fn superseded_by(&self) -> Option<u64> {
         self.state().superseded
     }

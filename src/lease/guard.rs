@@ -55,22 +55,19 @@ impl LeaseGuard {
         }
     }
 
-    /// The lease id, for writes made directly to the lease blob
-    /// (`BlobConditions::leased(guard.lease_id())`), which the guard does
-    /// not see: its own writes replace the metadata (or the blob) whole.
+    /// The lease id, for writes of your own to the lease blob
+    /// (`BlobConditions::leased(id)`); the guard does not see them.
     pub fn lease_id(&self) -> LeaseId {
         self.core.shared.id
     }
 
-    /// Whether another task of this process handed the blob lease over
-    /// without releasing it (`false`: it was acquired for this guard); see
-    /// the [module docs](super#reading-the-lease-blob).
+    /// Whether another task of this process handed the lease over
+    /// (`false`: it was acquired for this guard).
     pub fn is_handed_over(&self) -> bool {
         self.handed_over
     }
 
-    /// A cloneable view of this guard's validity, for the tasks doing the
-    /// guarded work.
+    /// A cloneable view of this guard's validity.
     pub fn status(&self) -> LeaseStatus {
         self.status.clone()
     }
@@ -79,9 +76,8 @@ impl LeaseGuard {
     /// [module docs](super#reading-the-lease-blob)).
     ///
     /// # Errors
-    /// [`Error::LeaseLost`] when the lease is lost and the blob is unknown;
-    /// the backend's error; [`Error::Invalid`] for a body that is not a
-    /// lease document.
+    /// [`Error::LeaseLost`] when the lease is lost and the blob unknown;
+    /// [`Error::Invalid`] for a body that is not a lease document.
     pub async fn metadata(&self) -> Result<Metadata> {
         Ok(self.core.snapshot().await?.metadata)
     }
@@ -94,8 +90,7 @@ impl LeaseGuard {
     /// returns it. Keep leasehold's own entries (`leasehold_*`).
     ///
     /// # Errors
-    /// [`Error::LeaseLost`] when the lease is lost (nothing is sent when
-    /// that was already known); the backend's error otherwise.
+    /// [`Error::LeaseLost`] when the lease is lost (known: nothing sent).
     pub async fn update_metadata(&self, f: impl FnOnce(&mut Metadata)) -> Result<Metadata> {
         self.core.update_metadata(f).await
     }
@@ -105,7 +100,7 @@ impl LeaseGuard {
     /// # Errors
     /// As [`LeaseGuard::metadata`], when a read is needed.
     pub async fn epoch(&self) -> Result<u64> {
-        Ok(self.core.snapshot().await?.epoch())
+        Ok(epoch_of(&self.metadata().await?))
     }
 
     /// Increments the fencing epoch (a metadata write under the lease) and
@@ -124,9 +119,8 @@ impl LeaseGuard {
         Ok(next)
     }
 
-    /// [`LeaseGuard::advance_epoch`], as a [`Fence`] for
-    /// [`Table::fenced`](crate::Table::fenced): call it once per hold and
-    /// share the fence (each call fences out the earlier ones).
+    /// [`LeaseGuard::advance_epoch`], as a [`Fence`]: call it once per hold
+    /// and share the fence (each call fences out the earlier ones).
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
@@ -139,8 +133,8 @@ impl LeaseGuard {
     /// ```
     ///
     /// # Errors
-    /// As [`LeaseGuard::advance_epoch`]; [`Error::Invalid`] when the lease
-    /// name is too long to name a fence row once encoded.
+    /// As [`LeaseGuard::advance_epoch`]; [`Error::Invalid`] for a lease
+    /// name too long for a fence row.
     pub async fn fence(&self) -> Result<Fence> {
         let epoch = self.advance_epoch().await?;
         Fence::new(self.name().as_str(), epoch)
@@ -163,8 +157,8 @@ impl LeaseGuard {
     ///
     /// # Errors
     /// [`Error::LeaseLost`] when the lease had been lost (the work under it
-    /// may not have been exclusive); the backend's error when the release
-    /// failed (the lease then expires on its own).
+    /// may not have been exclusive); a failed release's error (the lease
+    /// then expires on its own).
     pub async fn release(mut self) -> Result<()> {
         let lost = self.core.shared.is_lost();
         match self.end() {
@@ -175,7 +169,7 @@ impl LeaseGuard {
     }
 
     /// `result`'s value with the guard, or its error once the guard has
-    /// ended (what a pattern does when a step under a fresh lease fails).
+    /// ended.
     pub(crate) async fn or_release<T>(self, result: Result<T>) -> Result<(Self, T)> {
         match result {
             Ok(value) => Ok((self, value)),
@@ -197,7 +191,6 @@ impl LeaseGuard {
             self.core.delete_blob().await.map(|()| true)
         }
         .await;
-        // After a delete the core is finished: ending the guard sends nothing.
         let name = self.core.shared.name.clone();
         if let Err(e) = self.release().await {
             // Nothing was deleted then, and the lease runs out on its own.
@@ -212,7 +205,9 @@ impl LeaseGuard {
         self.status.token.cancel();
         let mut state = self.state.take()?;
         let lost = self.core.shared.is_lost();
-        let ending = self.slot.ending(&mut state, lost, &self.core.env.settings);
+        let ending = self
+            .slot
+            .ending(&mut state, lost, &self.core.shared.env.settings);
         match ending {
             Ending::HandOver => {
                 debug!(lease = %self.core.shared.name, "handing the lease over locally");
@@ -226,76 +221,60 @@ impl LeaseGuard {
     }
 }
 
-/// Finishes a guard's end, with the local lock held until then (see the
-/// [module docs](super#turns-between-processes)). A pass that fails ends
-/// like a tenure's end with nobody queued.
+/// Finishes a guard's end, with the local lock held until then. A pass
+/// that fails ends like a tenure's end with nobody queued.
 async fn finish(
     slot: Arc<LocalSlot>,
     mut state: OwnedMutexGuard<SlotState>,
     core: Arc<LeaseCore>,
-    ending: Ending,
+    mut ending: Ending,
 ) -> Result<()> {
-    let to = match ending {
-        Ending::HandOver | Ending::Release => None,
-        Ending::Pass(to) => Some(to),
+    if ending == Ending::TenureEnd {
+        let head = core.queue_head().await;
+        state.contended = head.is_some();
+        if let Some((head, read_took)) = head {
+            ending = Ending::Pass(head.id);
+            // A waiter polling on a schedule is passed the lease just
+            // before its next poll; until then the lease stays here.
+            if let Some(schedule) = head.schedule {
+                let (env, now) = (&core.shared.env, Instant::now());
+                let every = Duration::from_millis(schedule.every_ms.unsigned_abs());
+                let lead = (read_took + Duration::from_millis(2)).min(every / 2);
+                let lead_ms = i64::try_from(lead.as_millis()).unwrap_or(i64::MAX);
+                let poll_ms = schedule.next_poll(env.wall_ms(now).saturating_add(lead_ms));
+                let poll = env.instant_at_ms(poll_ms, now);
+                state.pending = Some(Pending {
+                    to: head.id,
+                    poll,
+                    every,
+                    lead,
+                });
+                ending = slot.pending_ending(&mut state, now).unwrap_or(ending);
+            }
+        }
+    }
+    match ending {
+        Ending::HandOver => {
+            state.held = Some(core);
+            return Ok(());
+        }
         Ending::Linger(at) => {
             linger(slot, state, core, at);
             return Ok(());
         }
-        Ending::TenureEnd => match core.queue_head().await {
-            None => {
-                state.contended = false;
-                None
-            }
-            Some((head, read_took)) => {
-                state.contended = true;
-                let now = Instant::now();
-                match head.schedule {
-                    Some(schedule) => {
-                        let env = &core.env;
-                        let every = Duration::from_millis(schedule.every_ms.unsigned_abs());
-                        let lead = (read_took + Duration::from_millis(2)).min(every / 2);
-                        let lead_ms = i64::try_from(lead.as_millis()).unwrap_or(i64::MAX);
-                        let poll_ms = schedule.next_poll(env.wall_ms(now).saturating_add(lead_ms));
-                        let mut pending = Pending {
-                            to: head.id,
-                            poll: env.instant_at_ms(poll_ms, now),
-                            every,
-                            lead,
-                        };
-                        if pending.due(now, state.last_unit) {
-                            Some(head.id)
-                        } else {
-                            let at = pending.pass_at();
-                            state.pending = Some(pending);
-                            if slot.has_waiters() {
-                                state.held = Some(core);
-                            } else {
-                                linger(slot, state, core, at);
-                            }
-                            return Ok(());
-                        }
-                    }
-                    None => Some(head.id),
-                }
-            }
-        },
-    };
-    if let Some(to) = to {
-        if core.pass_to(to).await {
+        Ending::Pass(to) if core.pass_to(to).await => {
             state.passed();
             return Ok(());
         }
-        state.pending = None;
+        Ending::Pass(_) => state.pending = None,
+        Ending::Release | Ending::TenureEnd => {}
     }
     if matches!(ending, Ending::TenureEnd | Ending::Pass(_)) {
-        let now = Instant::now();
+        state.renew_tenure(Instant::now());
         if slot.has_waiters() && !core.shared.is_lost() {
-            state.renew_tenure(now);
             state.held = Some(core);
             return Ok(());
         }
-        state.renew_tenure(now);
         state.held_since = None;
     }
     let result = core.release().await;
@@ -372,8 +351,7 @@ impl Drop for LeaseGuard {
     }
 }
 
-/// A cloneable view of a guard's validity ([`LeaseGuard::status`]); a guard
-/// dereferences to its own.
+/// A cloneable view of a guard's validity ([`LeaseGuard::status`]).
 #[derive(Debug, Clone)]
 pub struct LeaseStatus {
     shared: Arc<LeaseShared>,
@@ -386,9 +364,8 @@ impl LeaseStatus {
         &self.shared.name
     }
 
-    /// How long the lease is surely still held (see the
-    /// [module docs](super#renewal-and-loss)). Zero once lost or the guard
-    /// has ended; [`Duration::MAX`] for an infinite lease.
+    /// How long the lease is surely still held: zero once lost or ended;
+    /// [`Duration::MAX`] for an infinite lease.
     pub fn remaining(&self) -> Duration {
         if self.token.is_cancelled() {
             return Duration::ZERO;
@@ -415,23 +392,16 @@ impl LeaseStatus {
         if self.shared.is_lost() {
             return Err(self.shared.lost_error());
         }
-        if self.token.is_cancelled() {
-            return Err(Error::LeaseLost {
-                what: format!("lease {}: the guard has ended", self.shared.name),
-                code: None,
-            });
-        }
         let remaining = self.shared.remaining();
-        if remaining < min {
-            return Err(Error::LeaseLost {
-                what: format!(
-                    "lease {}: {remaining:?} of validity left, {min:?} needed",
-                    self.shared.name
-                ),
-                code: None,
-            });
-        }
-        Ok(())
+        let why = if self.token.is_cancelled() {
+            "the guard has ended".to_owned()
+        } else if remaining < min {
+            format!("{remaining:?} of validity left, {min:?} needed")
+        } else {
+            return Ok(());
+        };
+        let what = format!("lease {}: {why}", self.shared.name);
+        Err(Error::LeaseLost { what, code: None })
     }
 
     /// A future that completes when the lease is lost or the guard ends.

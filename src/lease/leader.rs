@@ -52,8 +52,8 @@ impl LeaderOptions {
         with_campaign_again(again: bool) => campaign_again = again;
 
         /// Whether each term advances the lease's fencing epoch (one metadata
-        /// write; default: yes), giving the leader a number no earlier leader
-        /// had ([`LeaderContext::epoch`]).
+        /// write; default: yes), so no earlier leader had
+        /// [`LeaderContext::epoch`].
         with_epoch_per_term(advance: bool) => advance_epoch = advance;
     }
 
@@ -74,14 +74,13 @@ pub struct LeaderContext {
 }
 
 impl LeaderContext {
-    /// Cancelled when leadership ends: the lease is lost, or campaigning is
-    /// being stopped. The task should return promptly then.
+    /// Cancelled when the lease is lost or campaigning stops: return
+    /// promptly then.
     pub fn cancellation_token(&self) -> &CancellationToken {
         &self.token
     }
 
-    /// Completes when leadership ends (see
-    /// [`LeaderContext::cancellation_token`]).
+    /// Completes when [`LeaderContext::cancellation_token`] is cancelled.
     pub async fn cancelled(&self) {
         self.token.cancelled().await;
     }
@@ -134,13 +133,12 @@ impl LeaderContext {
 }
 
 impl LeaseManager {
-    /// Campaigns for the lease `name` and runs `f` while leading.
-    ///
-    /// `f` receives a [`LeaderContext`] whose token is cancelled when the
-    /// lease is lost (or campaigning is stopped). When `f` returns the lease
-    /// is released and, unless stopped (see [`LeaderOptions`]), campaigning
-    /// resumes after a pause so others get a turn. Emits `tracing` events
-    /// `became leader`, `leadership lost` and `stepped down`.
+    /// Campaigns for the lease `name` and runs `f` while leading: its
+    /// [`LeaderContext`]'s token is cancelled when the lease is lost or
+    /// campaigning stops. When `f` returns the lease is released and, unless
+    /// stopped (see [`LeaderOptions`]), campaigning resumes after a pause.
+    /// Emits `tracing` events `became leader`, `leadership lost` and
+    /// `stepped down`.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name; [`Error::Unavailable`] when storage
@@ -180,13 +178,8 @@ impl ManagerInner {
                 () = stop.cancelled() => return Ok(None),
                 r = self.acquire_with(name.clone(), AcquireMode::LocalThenTry, &mut outage) => r,
             };
-            match attempt {
-                Ok(Some(guard)) => return Ok(Some(guard)),
-                Ok(None) => {}
-                Err(e) => {
-                    warn!(error = %e, "campaign ended");
-                    return Err(e);
-                }
+            if let Some(guard) = attempt.inspect_err(|e| warn!(error = %e, "campaign ended"))? {
+                return Ok(Some(guard));
             }
             tokio::select! {
                 biased;

@@ -1,6 +1,5 @@
-//! Process-local sharing of a blob lease (one FIFO async lock per name; a
-//! guard's end hands the lease, renewal running, to the next local task)
-//! and the tenures that bound it: see the [module docs](super#turns-between-processes).
+//! Process-local sharing of a blob lease (one FIFO async lock per name)
+//! and the tenures that bound it (see the [module docs](super#turns-between-processes)).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,8 +23,8 @@ pub(crate) struct LocalLeases {
 
 #[derive(Debug, Default)]
 struct SlotMap {
-    /// Kept while idle too (a tenure survives between guards); swept when
-    /// long idle.
+    /// Kept while idle (a tenure survives between guards), swept when long
+    /// idle.
     slots: HashMap<LeaseName, Arc<LocalSlot>>,
     swept_len: usize,
 }
@@ -65,15 +64,13 @@ pub(crate) struct SlotState {
     /// Guards after the first in the current tenure.
     pub(crate) handovers: u32,
     pub(crate) held_since: Option<Instant>,
-    /// When this process last released the blob lease (not at a tenure's
-    /// end): a fresh acquire soon after continues the tenure.
+    /// When this process last released the blob lease within a tenure.
     pub(crate) released_at: Option<Instant>,
     /// The registration that calls trying once keep between calls.
     pub(crate) queued: Option<super::queue::Queued>,
     /// A pass to a remote waiter decided at a tenure's end.
     pub(crate) pending: Option<Pending>,
-    /// Another process was seen wanting the lease since a tenure's end
-    /// last found the queue empty.
+    /// Another process wanted the lease since the queue was last empty.
     pub(crate) contended: bool,
     /// When the last guard ended, and about how long a guard lasts.
     pub(crate) last_end: Option<Instant>,
@@ -96,9 +93,9 @@ impl Pending {
         self.poll.checked_sub(self.lead).unwrap_or(self.poll)
     }
 
-    /// Whether a guard end at `now` passes the lease (the next guard end,
-    /// about `unit` later, might be too late for the waiter's poll). A poll
-    /// already too close is given up for the one after it.
+    /// Whether a guard end at `now` passes the lease (the next, about `unit`
+    /// later, may be too late for the waiter's poll); a poll already too
+    /// close is given up for the next.
     pub(crate) fn due(&mut self, now: Instant, unit: Duration) -> bool {
         if now + self.lead > self.poll {
             let late = (now + self.lead).saturating_duration_since(self.poll);
@@ -120,8 +117,7 @@ const SHORT_RUN_HOLD: Duration = Duration::from_secs(2);
 const FORGET_AFTER: Duration = Duration::from_secs(60);
 
 impl SlotState {
-    /// Records a fresh acquire at `now`: it continues the tenure when it
-    /// follows this process's own release by less than 1.5 poll intervals.
+    /// Records a fresh acquire at `now` (it may continue the tenure).
     pub(crate) fn acquired(&mut self, now: Instant, poll_interval: Duration) {
         let continue_within = poll_interval + poll_interval / 2;
         let continued = self
@@ -137,8 +133,7 @@ impl SlotState {
         self.released_at = None;
     }
 
-    /// Records whether an attempt at the blob found it held elsewhere
-    /// (which ends this process's tenure).
+    /// Records whether an attempt found the lease held elsewhere.
     pub(crate) fn attempted(&mut self, held_seen: bool) {
         if held_seen {
             self.released_at = None;
@@ -172,8 +167,7 @@ pub(crate) enum Ending {
     TenureEnd,
     /// Pass the lease to the waiter a tenure's end chose, now.
     Pass(LeaseId),
-    /// Keep the lease for a local task that may come back until the pass
-    /// is due.
+    /// Keep the lease for a local task until the pass is due.
     Linger(Instant),
 }
 
@@ -206,6 +200,20 @@ impl LocalSlot {
         self.state.clone().try_lock_owned().ok()
     }
 
+    /// What a guard end at `now` does with a pass pending, if there is one:
+    /// pass now, keep the lease for a local task, or linger until it is due.
+    pub(crate) fn pending_ending(&self, state: &mut SlotState, now: Instant) -> Option<Ending> {
+        let unit = state.last_unit;
+        let pending = state.pending.as_mut()?;
+        Some(if pending.due(now, unit) {
+            Ending::Pass(pending.to)
+        } else if self.has_waiters() {
+            Ending::HandOver
+        } else {
+            Ending::Linger(pending.pass_at())
+        })
+    }
+
     /// Decides what the end of a guard does, and records it in `state`.
     pub(crate) fn ending(&self, state: &mut SlotState, lost: bool, settings: &Settings) -> Ending {
         let now = Instant::now();
@@ -219,17 +227,10 @@ impl LocalSlot {
             state.pending = None;
             return Ending::Release;
         }
-        let waiters = self.waiters.load(Ordering::SeqCst) > 0;
-        let unit = state.last_unit;
-        if let Some(pending) = state.pending.as_mut() {
-            return if pending.due(now, unit) {
-                Ending::Pass(pending.to)
-            } else if waiters {
-                Ending::HandOver
-            } else {
-                Ending::Linger(pending.pass_at())
-            };
+        if let Some(ending) = self.pending_ending(state, now) {
+            return ending;
         }
+        let waiters = self.has_waiters();
         let held_for = state
             .held_since
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));

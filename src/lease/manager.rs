@@ -21,10 +21,9 @@ use super::name::LeaseName;
 use super::options::{LeaseOptions, Settings};
 use crate::telemetry::Telemetry;
 
-/// Hands out lease guards and the patterns built on them. Cheap to clone;
-/// clones share the process-local queues.
-///
-/// See the [module docs](crate::lease) for the lease model and an example.
+/// Hands out lease guards and the patterns built on them (see the
+/// [module docs](crate::lease) for an example). Clones share the
+/// process-local queues.
 #[derive(Debug, Clone)]
 pub struct LeaseManager {
     pub(crate) inner: Arc<ManagerInner>,
@@ -94,8 +93,7 @@ impl LeaseManager {
         self.inner.env.settings.duration
     }
 
-    /// Takes the lease if it is free now; `Ok(None)` when another process,
-    /// or another task of this one, holds it.
+    /// Takes the lease if nobody, this process included, holds it now.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name (before any request);
@@ -107,15 +105,13 @@ impl LeaseManager {
         self.inner.acquire(name, AcquireMode::Try).await
     }
 
-    /// Takes the lease, waiting up to `timeout` (also when the service does
-    /// not answer): behind other tasks of this process, and for other
-    /// processes in the wait queue (see the [module docs](super)).
+    /// Takes the lease, waiting up to `timeout` (even when the service does
+    /// not answer), in turn with other tasks and processes.
     ///
     /// # Errors
     /// [`Error::Timeout`] when the lease did not come free in time;
-    /// [`Error::Unavailable`] when storage kept failing for the bound, or
-    /// was failing when the timeout came; otherwise as
-    /// [`LeaseManager::try_acquire`].
+    /// [`Error::Unavailable`] also when storage was failing at the timeout;
+    /// otherwise as [`LeaseManager::try_acquire`].
     pub async fn acquire(&self, name: &str, timeout: Duration) -> Result<LeaseGuard> {
         let name = LeaseName::new(name)?;
         let deadline = Instant::now()
@@ -165,8 +161,7 @@ impl ManagerInner {
     }
 }
 
-/// The live reservations of a manager
-/// ([`Reservation`](super::Reservation)s).
+/// A manager's live [`Reservation`](super::Reservation)s.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     entries: Mutex<HashMap<LeaseName, Arc<Entry>>>,
@@ -179,7 +174,10 @@ pub(crate) struct Entry {
     pub(crate) cancel: CancellationToken,
     pub(crate) status: LeaseStatus,
     pub(crate) seq: u64,
-    pub(crate) until: Instant,
+    pub(crate) reserved_at: time::OffsetDateTime,
+    pub(crate) until: time::OffsetDateTime,
+    /// `until`, on the Tokio clock.
+    pub(crate) ends: Instant,
 }
 
 impl Registry {

@@ -96,18 +96,16 @@ impl LeaseName {
                 out.push(b);
                 i += 1;
             } else if b == ESCAPE {
-                let hi = bytes.get(i + 1).copied().and_then(hex_value);
-                let lo = bytes.get(i + 2).copied().and_then(hex_value);
-                match (hi, lo) {
-                    (Some(hi), Some(lo)) => {
-                        let decoded = (hi << 4) | lo;
-                        if is_safe(decoded) {
-                            return Err(bad("escapes a character that stands for itself"));
-                        }
-                        out.push(decoded);
-                    }
-                    _ => return Err(bad("`~` must be followed by two uppercase hex digits")),
+                let upper_hex =
+                    |h: &&str| h.bytes().all(|c| matches!(c, b'0'..=b'9' | b'A'..=b'F'));
+                let hex = blob.get(i + 1..i + 3).filter(upper_hex);
+                let Some(decoded) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) else {
+                    return Err(bad("`~` must be followed by two uppercase hex digits"));
+                };
+                if is_safe(decoded) {
+                    return Err(bad("escapes a character that stands for itself"));
                 }
+                out.push(decoded);
                 i += 3;
             } else {
                 return Err(bad("contains a character outside the encoding's alphabet"));
@@ -121,14 +119,6 @@ impl LeaseName {
 /// Bytes that stand for themselves in an encoded name.
 fn is_safe(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
-}
-
-/// An uppercase hex digit's value.
-fn hex_value(b: u8) -> Option<u8> {
-    let digit = char::from(b)
-        .to_digit(16)
-        .filter(|_| !b.is_ascii_lowercase());
-    digit.and_then(|d| u8::try_from(d).ok())
 }
 
 impl AsRef<str> for LeaseName {

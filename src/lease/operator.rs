@@ -8,7 +8,7 @@ use tracing::{Instrument, info, info_span};
 use crate::backend::{LeaseCalls as _, LeaseDuration, LeaseInfo, LeaseState, Metadata, notes};
 use crate::error::{Error, ErrorKind, Result};
 
-use super::document::{LeaseBlob, LeaseDocument, META_ACQUIRED, OnceState, meta_get};
+use super::document::{LeaseBlob, LeaseDocument, META_ACQUIRED, OnceState, epoch_of, meta_get};
 use super::manager::LeaseManager;
 use super::name::LeaseName;
 
@@ -22,8 +22,7 @@ pub struct LeaseDescription {
     pub exists: bool,
     /// The lease state ([`LeaseState::Available`] when the blob is missing).
     pub state: LeaseState,
-    /// The owner identity written by the last acquire that recorded one
-    /// (the holder, while the lease is held, if it records owners).
+    /// The owner identity the last acquire recorded.
     pub owner: Option<String>,
     /// When that owner acquired the lease, as it recorded (RFC 3339).
     pub acquired_at: Option<String>,
@@ -39,8 +38,7 @@ pub struct LeaseDescription {
 }
 
 impl LeaseDescription {
-    /// Whether somebody holds the lease (leased, or breaking but not yet
-    /// broken).
+    /// Whether somebody holds the lease (leased or breaking).
     pub fn is_held(&self) -> bool {
         matches!(self.state, LeaseState::Leased | LeaseState::Breaking)
     }
@@ -72,16 +70,15 @@ impl LeaseManager {
             state: blob.lease.state,
             owner: blob.owner().map(str::to_owned),
             acquired_at: meta_get(&blob.metadata, META_ACQUIRED).map(str::to_owned),
-            epoch: blob.epoch(),
-            once: blob.once_state(),
+            epoch: epoch_of(&blob.metadata),
+            once: OnceState::from_metadata(&blob.metadata),
             reservation_records: blob.document.reservations.len(),
             metadata: blob.metadata,
         })
     }
 
-    /// For operators: the names of the leases in this manager's container
-    /// that start with `prefix` (all of them for `""`), in blob-name order;
-    /// other blobs are skipped. Nothing is acquired.
+    /// The names of the leases in this manager's container that start with
+    /// `prefix` (all for `""`), in blob-name order.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a prefix longer than [`LeaseName::MAX_LEN`];
@@ -113,10 +110,9 @@ impl LeaseManager {
         Ok(names)
     }
 
-    /// Breaks a lease for operators, whoever holds it. The holder keeps it
-    /// for `period` (0–60 whole seconds); `None` lets a timed lease run out
-    /// and breaks an infinite one at once. Returns the time until the lease
-    /// is broken, or `None` when nobody held it.
+    /// Breaks a lease, whoever holds it, after `period` (0–60 whole
+    /// seconds; `None`: a timed lease runs out, an infinite one breaks at
+    /// once). Returns the time until it is broken, `None` when nobody held it.
     ///
     /// ```
     /// # use std::{sync::Arc, time::Duration};

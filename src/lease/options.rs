@@ -64,12 +64,10 @@ macro_rules! setters {
 pub(super) use setters;
 
 impl LeaseOptions {
-    /// The default pause between attempts to take a lease held by another
-    /// process (see [`LeaseOptions::with_poll_interval`]).
+    /// The default of [`LeaseOptions::with_poll_interval`].
     pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
-    /// How long storage may keep failing before a wait for a lease gives up
-    /// (see [`LeaseOptions::with_unavailable_after`]).
+    /// The default of [`LeaseOptions::with_unavailable_after`].
     pub const DEFAULT_UNAVAILABLE_AFTER: Duration = Duration::from_secs(30);
 
     /// The default container for lease blobs.
@@ -80,9 +78,8 @@ impl LeaseOptions {
         Self::default()
     }
 
-    /// Infinite leases: never renewed, held until released or broken. A
-    /// guard of an infinite lease learns of a loss only when a write under
-    /// the lease is refused.
+    /// Infinite leases: never renewed, held until released or broken; a
+    /// loss shows only when a write under the lease is refused.
     pub fn with_infinite_duration(mut self) -> Self {
         self.duration = None;
         self
@@ -90,8 +87,6 @@ impl LeaseOptions {
 
     /// The bound of a [tenure](crate::lease#turns-between-processes):
     /// `max_handovers` guards or `max_hold` (default: 1000 and 500 ms).
-    /// Shorter tenures serve other processes sooner; longer ones lose less
-    /// time to the turns.
     pub fn with_handover_limit(mut self, max_handovers: u32, max_hold: Duration) -> Self {
         self.max_handovers = max_handovers;
         self.max_hold = max_hold;
@@ -106,33 +101,31 @@ impl LeaseOptions {
         /// minus the drift margin. Default: a third of the duration.
         with_renew_interval(interval: Duration) => renew_interval = Some(interval);
 
-        /// How much earlier than the service a guard considers its lease
-        /// expired, for clock-rate differences. Less than half the duration.
+        /// How much earlier than the service a guard counts its lease
+        /// expired: less than half the duration (default 1 s).
         with_drift_margin(margin: Duration) => drift_margin = margin;
 
         /// The container that holds the lease blobs.
         with_container(container: ContainerName) => container = Some(container);
 
-        /// How long a wait for a lease held by another process pauses
-        /// between attempts (±10 %): from 10 ms to half the lease duration;
-        /// default 100 ms. Leader candidates on standby back off from 50 ms
-        /// to 1 s (or to this interval when it is longer).
+        /// The pause between attempts at a lease held elsewhere (±10 %):
+        /// from 10 ms to half the lease duration; default 100 ms. Standby
+        /// leader candidates back off from 50 ms to 1 s (or this, if longer).
         with_poll_interval(interval: Duration) => poll_interval = interval;
 
         /// The identity written as owner metadata and into reservation logs:
         /// 1 to 256 printable ASCII characters, no leading or trailing space.
         with_owner(owner: impl Into<String>) => owner = Some(owner.into());
 
-        /// Whether a fresh acquire records the owner identity in the blob's
-        /// metadata (one metadata write after the acquire). Default: yes.
+        /// Whether a fresh acquire records the owner in the blob's metadata
+        /// (one more write). Default: yes.
         with_owner_metadata(write: bool) => owner_metadata = write;
 
         /// Seeds the jitter of acquire polling (for reproducible tests).
         with_jitter_seed(seed: u64) => jitter_seed = Some(seed);
 
-        /// How long a wait for a lease rides out failing storage before it
-        /// gives up with [`Error::Unavailable`]: from 1 ms to 24 hours;
-        /// default 30 s (see the [module docs](crate::lease#failing-storage)).
+        /// How long a wait for a lease rides out [failing
+        /// storage](crate::lease#failing-storage): from 1 ms to 24 hours.
         with_unavailable_after(bound: Duration) => unavailable_after = bound;
     }
 
@@ -182,10 +175,7 @@ impl LeaseOptions {
             ));
         }
         let owner = match &self.owner {
-            Some(owner) => {
-                check_owner(owner)?;
-                owner.clone()
-            }
+            Some(owner) => check_owner(owner)?,
             None => default_owner(),
         };
         Ok(self.settings(duration, renew_interval, owner))
@@ -210,7 +200,7 @@ impl LeaseOptions {
     }
 }
 
-fn check_owner(owner: &str) -> Result<()> {
+fn check_owner(owner: &str) -> Result<String> {
     let refuse = |why| Err(Error::invalid(format!("owner identity {owner:?}"), why));
     if owner.is_empty() || owner.len() > 256 {
         return refuse("must be 1 to 256 characters long");
@@ -221,7 +211,7 @@ fn check_owner(owner: &str) -> Result<()> {
     if owner.starts_with(' ') || owner.ends_with(' ') {
         return refuse("must not start or end with a space");
     }
-    Ok(())
+    Ok(owner.to_owned())
 }
 
 /// `hostname-pid-random`, with the host name cut to safe ASCII.
@@ -247,8 +237,8 @@ fn default_owner() -> String {
 }
 
 impl Settings {
-    /// The settings of the default options, in `container`, for leases of
-    /// `secs` seconds (clamped to 15 to 60): valid without a check.
+    /// The default options' settings in `container`, for leases of `secs`
+    /// seconds (clamped to 15 to 60): valid without a check.
     pub(crate) fn defaults(container: ContainerName, owner_metadata: bool, secs: u8) -> Settings {
         let secs = secs.clamp(15, 60);
         let len = Duration::from_secs(u64::from(secs));
@@ -291,8 +281,7 @@ impl Settings {
         LeaseName::from_blob_name(encoded).ok()
     }
 
-    /// The blob-name prefix of the leases whose names start with `prefix`
-    /// (the encoding is byte by byte).
+    /// The blob-name prefix of the leases whose names start with `prefix`.
     pub(crate) fn blob_prefix(&self, prefix: &str) -> Result<String> {
         let encoded = if prefix.is_empty() {
             String::new()
@@ -303,8 +292,7 @@ impl Settings {
     }
 }
 
-/// Checked [`LeaseOptions`], with what they leave open filled in; shared by
-/// everything a manager hands out.
+/// Checked [`LeaseOptions`], with what they leave open filled in.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     pub(crate) options: LeaseOptions,

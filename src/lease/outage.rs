@@ -1,7 +1,6 @@
-//! How long a wait for a lease rides out failing storage (see the [module
-//! docs](super#failing-storage)). Calls of one manager join each other's
-//! run of failures, so tasks queued behind a task that gave up do not each
-//! wait the bound again.
+//! How long a wait for a lease rides out [failing storage](super#failing-storage).
+//! Calls of one manager join each other's run of failures, so tasks queued
+//! behind one that gave up do not each wait the bound again.
 
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;
@@ -33,8 +32,8 @@ fn recent_failures(env: &LeaseEnv) -> MutexGuard<'_, Option<(Instant, Instant)>>
         .unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Whether `e` says storage failed rather than answered: a transient
-/// failure or a request that got no reply in time.
+/// Whether storage failed (transiently, or with no reply in time) rather
+/// than answered.
 pub(crate) fn storage_failed(e: &Error) -> bool {
     e.is_transient() || matches!(e, Error::Timeout { .. })
 }

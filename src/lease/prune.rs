@@ -1,21 +1,17 @@
-//! Pruning lease blobs nobody uses any more (for the partition locks, by
+//! Pruning the lock blobs nobody uses any more (by
 //! [`Store::sweep`](crate::Store::sweep)): a blob is deleted when it is
 //! **free** (no lease), **clean** (its document holds no record: one there
 //! is another program's or a newer leasehold's) and **old** (its
-//! `leasehold_acquired` entry, written when a process takes the lease over,
-//! is older than `older_than`).
+//! `leasehold_acquired`, written when a process takes the lease, is older
+//! than `older_than`, on this process's wall clock, the records' clock).
 //!
 //! Each blob is first read without the lease, so held, pending or recent
-//! ones are not disturbed. A candidate's lease is then taken (trying once),
-//! the checks are made again, and its wait queue (unless somebody is
-//! registered there) and the blob are deleted *under the lease id*: the
-//! service refuses the delete if the lease was lost meanwhile. A process
-//! whose acquire then finds the blob missing creates it again.
-//!
-//! A blob without the entry cannot be dated (the backends expose no
-//! last-modified time): it is old only for `older_than` zero; otherwise
-//! pruning stamps it and keeps it, so that it ages from then. Times are
-//! compared on this process's wall clock, the records' clock.
+//! ones are not disturbed; a candidate's lease is then taken (trying once),
+//! the checks are made again, and its wait queue (unless somebody waits
+//! there) and the blob are deleted *under the lease id*, which the service
+//! refuses if the lease was lost meanwhile. An acquire that finds the blob
+//! missing creates it again. A blob without the entry cannot be dated: it
+//! is old only for `older_than` zero; otherwise it is stamped and kept.
 
 use std::time::Duration;
 
@@ -76,8 +72,7 @@ fn kept_for(document: &LeaseDocument) -> Option<Verdict> {
         .then_some(Verdict::Pending)
 }
 
-/// Examines one lease blob: read without the lease; for a candidate (and
-/// not `dry_run`), take the lease, check again, delete under it.
+/// Examines one lease blob (see the module docs).
 pub(crate) async fn examine(
     locks: &LeaseManager,
     name: &LeaseName,
@@ -141,10 +136,8 @@ pub(crate) async fn examine(
     .await
 }
 
-/// Checks the lock blob `guard` holds again, as the acquire read it
-/// (`seen_acquired`: its `leasehold_acquired` as read before). `None`: it
-/// is to be deleted; otherwise why it is kept (an undated blob is stamped
-/// on the way).
+/// Checks the lock blob `guard` holds again (`seen_acquired`: as read
+/// before): `None` to delete it, otherwise why it is kept.
 async fn recheck(
     locks: &LeaseManager,
     guard: &LeaseGuard,

@@ -1,10 +1,8 @@
 //! The wait queue of a lease across processes (see the
-//! [module docs](super#turns-between-processes)). The body is one line per
+//! [module docs](super#turns-between-processes)): one line per
 //! registration, `<lease id> <unix ms>` and, for a waiter polling on a
-//! schedule, ` <anchor unix ms> <every ms>`; writes are conditional on the
-//! blob's ETag and retried a few times on a conflict. A waiter that was
-//! only slow when its lease was taken over as dead waits on under a new id
-//! until its deadline: a takeover never ends a wait early.
+//! schedule, ` <anchor unix ms> <every ms>`; written conditionally on the
+//! blob's ETag, retried a few times on a conflict.
 
 use crate::backend::{BlobConditions, LeaseId, Metadata};
 use crate::error::{Error, Result};
@@ -32,10 +30,9 @@ pub(crate) fn stale_after(env: &LeaseEnv) -> Duration {
 /// A waiter's registration in a lease's wait queue.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Queued {
-    /// The lease id it proposes (and a holder changes its lease to).
     pub(crate) id: LeaseId,
     pub(crate) renewed_at: Option<Instant>,
-    /// Whether a registration was written (the id is published).
+    /// Whether the id is published.
     pub(crate) registered: bool,
     /// The first poll of its schedule (waits with a deadline only).
     pub(crate) anchor: Option<Instant>,
@@ -177,8 +174,7 @@ impl<'a> WaitQueue<'a> {
     }
 
     /// The first fresh registration whose id is not one of `own` (this
-    /// process's own, lingering while being removed), and the blob's ETag
-    /// (`None`: no queue blob); one read.
+    /// process's, lingering while being removed), and the blob's ETag.
     pub(crate) async fn head_excluding(
         &self,
         own: &[Option<LeaseId>],
@@ -190,10 +186,9 @@ impl<'a> WaitQueue<'a> {
         Ok((head, etag))
     }
 
-    /// Deletes the queue blob, conditioned on the ETag read, unless a
-    /// fresh registration whose id is not one of `own` is in it (stale ones
-    /// do not keep it: the holder's lease was passed to none of them).
-    /// `Ok(true)`: no queue blob is left; `Ok(false)`: somebody waits.
+    /// Deletes the queue blob (conditioned on the ETag read) unless it
+    /// holds a head: `Ok(false)` when somebody waits. Stale registrations do
+    /// not keep it: the holder's lease was passed to none of them.
     pub(crate) async fn remove_if_idle(&self, own: &[Option<LeaseId>]) -> Result<bool> {
         let env = self.env;
         let etag = match self.head_excluding(own).await? {
@@ -218,9 +213,7 @@ impl<'a> WaitQueue<'a> {
     }
 
     /// Applies `change` to the registrations (stale ones dropped first when
-    /// `drop_stale`), writing the result conditionally; retried on a
-    /// conflict. Returns the stale registrations that were at the head
-    /// before the first fresh one.
+    /// `drop_stale`); returns the stale ones ahead of the first fresh one.
     async fn update(
         &self,
         drop_stale: bool,
@@ -268,9 +261,8 @@ impl<'a> WaitQueue<'a> {
         Err(last.unwrap_or_else(|| Error::invalid("wait queue", "no attempt was made")))
     }
 
-    /// Registers `id` at the tail, or renews its registration in place.
-    /// Returns the stale registrations found ahead of every fresh one
-    /// (dropped from the queue): a lease may have been handed to one.
+    /// Registers `id` at the tail, or renews it in place; returns the stale
+    /// registrations dropped ahead of it (a lease may be handed to one).
     pub(crate) async fn register(
         &self,
         id: LeaseId,

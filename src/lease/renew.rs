@@ -1,7 +1,7 @@
-//! The state a held lease shares with its renewal task, and the task itself
-//! (see the [module docs](super#renewal-and-loss)).
+//! A held lease's shared state and its renewal task (see the
+//! [module docs](super#renewal-and-loss)).
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
@@ -19,9 +19,8 @@ use crate::retry::{self, Backoff};
 use super::env::LeaseEnv;
 use super::name::LeaseName;
 
-/// The pauses between retries of a request under a held lease: 250 ms
-/// doubling to 2 s, not jittered (one renewer per lease, bounded by its
-/// deadline).
+/// The pauses between retries under a held lease: 250 ms doubling to 2 s,
+/// not jittered (one renewer per lease, bounded by its deadline).
 fn retry_backoff() -> Backoff {
     Backoff::doubling(Duration::from_millis(250), Duration::from_secs(2), 0).without_jitter()
 }
@@ -32,26 +31,21 @@ const ATTEMPT_MIN: Duration = Duration::from_secs(1);
 /// The most renews of one round waiting for their answers at once.
 const MAX_IN_FLIGHT: usize = 3;
 
-/// Until when a renew sent at `sent` is waited for alone before another is
-/// sent beside it.
+/// Until when a renew sent at `sent` is waited for alone.
 fn attempt_cutoff(sent: Instant, deadline: Instant) -> Instant {
     let left = deadline.saturating_duration_since(sent);
     (sent + (left / 3).max(ATTEMPT_MIN)).min(deadline)
 }
 
-/// Why a lease was lost.
+/// What the holders of a lease know of its validity.
 #[derive(Debug)]
-struct Loss {
-    why: String,
-    code: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Times {
+struct Validity {
     /// When the last successful acquire or renew was sent.
     last_send: Instant,
     /// Until when the lease is surely ours; `None` for an infinite lease.
     valid_until: Option<Instant>,
+    /// Why the lease was lost, with the service's code (the first wins).
+    loss: Option<(String, Option<String>)>,
 }
 
 /// What every holder of one blob lease (the guards, the renewal task, status
@@ -59,15 +53,12 @@ struct Times {
 pub(crate) struct LeaseShared {
     pub(crate) name: LeaseName,
     pub(crate) id: LeaseId,
-    /// The lease duration; `None` for an infinite lease.
-    lease_len: Option<Duration>,
-    drift: Duration,
-    times: Mutex<Times>,
-    loss: Mutex<Option<Loss>>,
+    pub(crate) env: Arc<LeaseEnv>,
+    pub(crate) blob: BlobName,
+    validity: Mutex<Validity>,
     /// Cancelled when the lease is lost (never on a normal release).
     pub(crate) lost: CancellationToken,
-    /// Cancelled when the process stops holding the lease (release, loss or
-    /// abandonment): ends the renewal task.
+    /// Cancelled when the process stops holding the lease: ends renewal.
     pub(crate) stop: CancellationToken,
 }
 
@@ -75,34 +66,38 @@ impl LeaseShared {
     pub(crate) fn new(
         name: LeaseName,
         id: LeaseId,
-        lease_len: Option<Duration>,
-        drift: Duration,
+        env: Arc<LeaseEnv>,
+        blob: BlobName,
         sent: Instant,
     ) -> Self {
+        let options = &env.settings.options;
+        let valid_until =
+            (options.duration).map(|len| sent + len.saturating_sub(options.drift_margin));
         LeaseShared {
             name,
             id,
-            lease_len,
-            drift,
-            times: Mutex::new(Times {
+            env,
+            blob,
+            validity: Mutex::new(Validity {
                 last_send: sent,
-                valid_until: lease_len.map(|len| valid_until(sent, len, drift)),
+                valid_until,
+                loss: None,
             }),
-            loss: Mutex::new(None),
             lost: CancellationToken::new(),
             stop: CancellationToken::new(),
         }
     }
 
-    fn times(&self) -> Times {
-        *self.times.lock().unwrap_or_else(PoisonError::into_inner)
+    fn validity(&self) -> MutexGuard<'_, Validity> {
+        self.validity.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records a successful renew sent at `sent`.
     fn renewed(&self, sent: Instant) {
-        if let Some(len) = self.lease_len {
-            let mut t = self.times.lock().unwrap_or_else(PoisonError::into_inner);
-            let until = valid_until(sent, len, self.drift);
+        let options = &self.env.settings.options;
+        if let Some(len) = options.duration {
+            let mut t = self.validity();
+            let until = sent + len.saturating_sub(options.drift_margin);
             t.last_send = t.last_send.max(sent);
             t.valid_until = Some(t.valid_until.map_or(until, |old| old.max(until)));
         }
@@ -110,7 +105,7 @@ impl LeaseShared {
 
     /// The local deadline, `None` for an infinite lease.
     pub(crate) fn valid_until(&self) -> Option<Instant> {
-        self.times().valid_until
+        self.validity().valid_until
     }
 
     /// How long the lease is surely still ours; zero once lost or released,
@@ -125,8 +120,8 @@ impl LeaseShared {
         }
     }
 
-    /// Whether the lease is lost. Passing the local deadline counts as a loss
-    /// even before the renewal task has noticed, and is recorded as one.
+    /// Whether the lease is lost; a passed deadline is recorded as a loss
+    /// even before the renewal task notices.
     pub(crate) fn is_lost(&self) -> bool {
         if self.lost.is_cancelled() {
             return true;
@@ -143,13 +138,13 @@ impl LeaseShared {
     /// Records the loss (the first reason wins) and fires `lost`.
     pub(crate) fn mark_lost(&self, why: impl Into<String>, code: Option<String>) {
         {
-            let mut loss = self.loss.lock().unwrap_or_else(PoisonError::into_inner);
-            if loss.is_some() {
+            let mut validity = self.validity();
+            if validity.loss.is_some() {
                 return;
             }
             let why = why.into();
             warn!(lease = %self.name, reason = %why, "lease lost");
-            *loss = Some(Loss { why, code });
+            validity.loss = Some((why, code));
         }
         self.lost.cancel();
         self.stop.cancel();
@@ -157,9 +152,9 @@ impl LeaseShared {
 
     /// The error that reports this lease as lost.
     pub(crate) fn lost_error(&self) -> Error {
-        let loss = self.loss.lock().unwrap_or_else(PoisonError::into_inner);
-        let (why, code) = loss.as_ref().map_or((String::new(), None), |l| {
-            (format!(": {}", l.why), l.code.clone())
+        let validity = self.validity();
+        let (why, code) = (validity.loss.as_ref()).map_or((String::new(), None), |(why, code)| {
+            (format!(": {why}"), code.clone())
         });
         Error::LeaseLost {
             what: format!("lease {}{why}", self.name),
@@ -167,8 +162,7 @@ impl LeaseShared {
         }
     }
 
-    /// Marks the lease lost when `error` says the service no longer knows it
-    /// as ours.
+    /// Marks the lease lost when `error` says it is not ours any more.
     pub(crate) fn note_error(&self, error: &Error) {
         if classify(error) == Failure::Lost {
             self.mark_lost(
@@ -194,18 +188,13 @@ impl std::fmt::Debug for LeaseShared {
     }
 }
 
-/// Why a lease counts as lost after the service refused `action` (the
-/// refusal's code becomes the lost error's code).
+/// Why a lease counts as lost after the service refused `action`.
 fn refusal(action: &str, error: &Error) -> String {
     match error {
         Error::NotFound { .. } => format!("the lease blob is gone ({action} found nothing)"),
         Error::LeaseHeld { .. } => format!("another owner holds it ({action} was refused)"),
         _ => format!("the service refused {action}"),
     }
-}
-
-fn valid_until(sent: Instant, len: Duration, drift: Duration) -> Instant {
-    sent + len.saturating_sub(drift)
 }
 
 /// How a failed lease request is handled.
@@ -240,15 +229,6 @@ pub(crate) fn classify(error: &Error) -> Failure {
     }
 }
 
-/// The background task that keeps a timed lease.
-pub(crate) struct Renewer {
-    pub(crate) shared: Arc<LeaseShared>,
-    /// The backend, the renew interval, and where each renewal's lag is
-    /// recorded.
-    pub(crate) env: Arc<LeaseEnv>,
-    pub(crate) blob: BlobName,
-}
-
 /// How one renew round ended.
 enum Round {
     Renewed,
@@ -256,22 +236,22 @@ enum Round {
     Lost,
 }
 
-impl Renewer {
-    /// Renews every `interval` until stopped or lost. Returns at once for an
-    /// infinite lease.
-    pub(crate) async fn run(self) {
-        let span = debug_span!("lease.renew", lease = %self.shared.name);
+/// The background task that keeps a timed lease.
+impl LeaseShared {
+    /// Renews every interval until stopped or lost.
+    pub(crate) async fn renewal(self: Arc<Self>) {
+        let span = debug_span!("lease.renew", lease = %self.name);
         async move {
             loop {
-                let Some(deadline) = self.shared.valid_until() else {
+                let Some(deadline) = self.valid_until() else {
                     return;
                 };
-                let next = self.shared.times().last_send + self.env.settings.renew_interval;
+                let next = self.validity().last_send + self.env.settings.renew_interval;
                 tokio::select! {
                     biased;
-                    () = self.shared.stop.cancelled() => return,
+                    () = self.stop.cancelled() => return,
                     () = sleep_until(deadline) => {
-                        self.shared.mark_lost("its local validity deadline passed", None);
+                        self.mark_lost("its local validity deadline passed", None);
                         return;
                     }
                     () = sleep_until(next) => {}
@@ -287,8 +267,7 @@ impl Renewer {
         .await
     }
 
-    /// Renews once, retrying and verifying as the failures require, all
-    /// before `deadline`.
+    /// Renews once before `deadline`, retrying and verifying as needed.
     async fn round(&self, deadline: Instant) -> Round {
         let mut backoff = retry_backoff();
         loop {
@@ -301,7 +280,7 @@ impl Renewer {
                 let cutoff = attempt_cutoff(newest, deadline);
                 tokio::select! {
                     biased;
-                    () = self.shared.stop.cancelled() => return Round::Stopped,
+                    () = self.stop.cancelled() => return Round::Stopped,
                     () = sleep_until(deadline) => return self.deadline_passed(),
                     Some(answer) = in_flight.next() => break answer,
                     () = sleep_until(cutoff), if in_flight.len() < MAX_IN_FLIGHT => {
@@ -314,7 +293,7 @@ impl Renewer {
             drop(in_flight);
             let error = match result {
                 Ok(()) => {
-                    self.shared.renewed(sent);
+                    self.renewed(sent);
                     debug!("renewed");
                     return Round::Renewed;
                 }
@@ -322,7 +301,7 @@ impl Renewer {
             };
             match classify(&error) {
                 Failure::Lost => {
-                    self.shared.mark_lost(
+                    self.mark_lost(
                         refusal("its renewal", &error),
                         error.code().map(str::to_owned),
                     );
@@ -340,7 +319,7 @@ impl Renewer {
             }
             tokio::select! {
                 biased;
-                () = self.shared.stop.cancelled() => return Round::Stopped,
+                () = self.stop.cancelled() => return Round::Stopped,
                 () = sleep_until(deadline) => return self.deadline_passed(),
                 () = sleep(backoff.pause()) => {}
             }
@@ -352,27 +331,26 @@ impl Renewer {
         Box::pin(async move {
             let env = &self.env;
             let r = (env.backend)
-                .renew_lease(&env.settings.container, &self.blob, self.shared.id)
+                .renew_lease(&env.settings.container, &self.blob, self.id)
                 .await;
             (sent, r)
         })
     }
 
     fn deadline_passed(&self) -> Round {
-        self.shared.mark_lost(
+        self.mark_lost(
             "its local validity deadline passed before a renewal succeeded",
             None,
         );
         Round::Lost
     }
 
-    /// Reads the blob's lease state to decide an ambiguous renew: `None` to
-    /// retry (still leased: only our id can renew it; or unknown), otherwise
-    /// how the round ends.
+    /// Reads the blob's lease state after an ambiguous renew: `None` to
+    /// retry (still leased, or unknown), otherwise how the round ends.
     async fn verify(&self, deadline: Instant, error: &Error) -> Option<Round> {
         let read = tokio::select! {
             biased;
-            () = self.shared.stop.cancelled() => return Some(Round::Stopped),
+            () = self.stop.cancelled() => return Some(Round::Stopped),
             () = sleep_until(deadline) => return Some(self.deadline_passed()),
             r = self.env.backend.blob_properties(&self.env.settings.container, &self.blob) => r,
         };
@@ -391,14 +369,13 @@ impl Renewer {
                 return None;
             }
         };
-        self.shared.mark_lost(why, error.code().map(str::to_owned));
+        self.mark_lost(why, error.code().map(str::to_owned));
         Some(Round::Lost)
     }
 }
 
-/// Retries `op` on transient failures while `shared` is valid: three
-/// retries at most, each pause at most half the validity left, for requests
-/// that are safe to repeat.
+/// Retries `op` (safe to repeat) on transient failures while `shared` is
+/// valid: three retries, each pause at most half the validity left.
 pub(crate) async fn retry_transient<T, F, Fut>(shared: &LeaseShared, op: F) -> Result<T>
 where
     F: FnMut() -> Fut,
@@ -457,11 +434,16 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn validity_counts_from_send_time_minus_drift() {
         let sent = Instant::now();
+        let options = (crate::lease::LeaseOptions::new())
+            .with_duration(Duration::from_secs(30))
+            .with_drift_margin(Duration::from_secs(2));
+        let backend = Arc::new(crate::backend::memory::MemoryBackend::new());
+        let env = LeaseEnv::new(backend, options.resolve().unwrap(), Default::default());
         let shared = LeaseShared::new(
             LeaseName::new("v").unwrap(),
             LeaseId::new_random(),
-            Some(Duration::from_secs(30)),
-            Duration::from_secs(2),
+            Arc::new(env),
+            BlobName::new("v").unwrap(),
             sent,
         );
         assert_eq!(shared.remaining(), Duration::from_secs(28));

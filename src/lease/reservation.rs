@@ -19,24 +19,15 @@ use super::name::LeaseName;
 /// The longest reservation.
 const MAX_RESERVATION: Duration = Duration::from_secs(366 * 86_400);
 
-/// A handle on a live job reservation.
-///
-/// A reservation of `job` for `duration` is the lease `job`, taken without
-/// waiting and held by this process (renewed) for `duration`, then released
-/// (or at [`LeaseManager::cancel_reservation`]). It belongs to the manager,
-/// not to the handle: dropping the handle does not end it. Each reservation
-/// appends a [`ReservationRecord`] to the lease blob's log (the newest
-/// [`Reservation::LOG_LEN`], readable by anyone with
+/// A handle on a live job reservation: the lease `job`, taken without
+/// waiting and held (renewed) by the manager, not the handle, for its
+/// duration or until [`LeaseManager::cancel_reservation`]. Each reservation
+/// appends a [`ReservationRecord`] to the lease blob's log (see
 /// [`LeaseManager::reservation_log`]); a cancellation stamps its record.
-/// Reservation names share the namespace of the manager's other leases.
 #[derive(Debug, Clone)]
 pub struct Reservation {
     job: LeaseName,
-    status: LeaseStatus,
-    seq: u64,
-    reserved_at: OffsetDateTime,
-    until: OffsetDateTime,
-    ends: Instant,
+    entry: Arc<Entry>,
 }
 
 impl Reservation {
@@ -50,42 +41,45 @@ impl Reservation {
 
     /// This reservation's position in the job's log.
     pub fn seq(&self) -> u64 {
-        self.seq
+        self.entry.seq
     }
 
     /// When it was taken.
     pub fn reserved_at(&self) -> OffsetDateTime {
-        self.reserved_at
+        self.entry.reserved_at
     }
 
     /// When it ends unless cancelled earlier.
     pub fn until(&self) -> OffsetDateTime {
-        self.until
+        self.entry.until
     }
 
-    /// Time left: until its end, and never more than the lease's own
-    /// validity. Zero once ended or lost.
+    /// Time left, never more than the lease's validity; zero once ended.
     pub fn remaining(&self) -> Duration {
-        self.status
-            .remaining()
-            .min(self.ends.saturating_duration_since(Instant::now()))
+        (self.entry.status.remaining())
+            .min(self.entry.ends.saturating_duration_since(Instant::now()))
     }
 
     /// Whether it is still held.
     pub fn is_active(&self) -> bool {
-        self.status.is_held() && Instant::now() < self.ends
+        self.entry.is_active()
     }
 
-    /// The lease behind the reservation (its token is cancelled when the
-    /// reservation ends or is lost).
+    /// The lease behind the reservation.
     pub fn lease(&self) -> &LeaseStatus {
-        &self.status
+        &self.entry.status
+    }
+}
+
+impl Entry {
+    fn is_active(&self) -> bool {
+        self.status.is_held() && Instant::now() < self.ends
     }
 }
 
 impl LeaseManager {
-    /// Reserves `job` for `duration` if nobody holds it now; `Ok(None)`
-    /// otherwise (including when this process already holds it).
+    /// Reserves `job` for `duration` if nobody (this process included)
+    /// holds it now.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name or a duration that is zero or over
@@ -105,8 +99,7 @@ impl LeaseManager {
             .await
     }
 
-    /// Whether this process holds a live reservation of `job`. Sends nothing;
-    /// to see whether anyone holds it, use [`LeaseManager::describe`].
+    /// Whether this process holds a live reservation of `job` (no request).
     pub fn has_reservation(&self, job: &str) -> bool {
         let Ok(job) = LeaseName::new(job) else {
             return false;
@@ -114,12 +107,11 @@ impl LeaseManager {
         self.inner
             .reservations
             .get(&job)
-            .is_some_and(|e| e.status.is_held() && Instant::now() < e.until)
+            .is_some_and(|e| e.is_active())
     }
 
-    /// Ends this process's reservation of `job` early: stamps its log
-    /// record as cancelled and releases the lease. `Ok(false)` when this
-    /// process held no live reservation of `job`.
+    /// Ends this process's reservation of `job` early, stamping its log
+    /// record: `Ok(false)` when it held none.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name; the backend's error when stamping
@@ -154,7 +146,8 @@ impl LeaseManager {
         .await
     }
 
-    /// The job's reservation log, oldest first, read without the lease.
+    /// The job's reservation log (the newest [`Reservation::LOG_LEN`]
+    /// records, oldest first), read without the lease.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name or a blob that is not a lease
@@ -196,25 +189,19 @@ impl ManagerInner {
             .update_document(|doc| doc.push_reservation(record))
             .await;
         let (guard, seq) = guard.or_release(seq).await?;
-        let status = guard.status();
         let entry = Arc::new(Entry {
+            status: guard.status(),
             guard: AsyncMutex::new(Some(guard)),
             cancel: CancellationToken::new(),
-            status: status.clone(),
-            seq,
-            until: ends,
-        });
-        this.reservations.lock().insert(job.clone(), entry.clone());
-        tokio::spawn(expire(Arc::downgrade(this), job.clone(), entry));
-        info!(seq, ?duration, "reserved");
-        Ok(Some(Reservation {
-            job,
-            status,
             seq,
             reserved_at,
             until,
             ends,
-        }))
+        });
+        this.reservations.lock().insert(job.clone(), entry.clone());
+        tokio::spawn(expire(Arc::downgrade(this), job.clone(), entry.clone()));
+        info!(seq, ?duration, "reserved");
+        Ok(Some(Reservation { job, entry }))
     }
 }
 
@@ -222,7 +209,7 @@ impl ManagerInner {
 async fn expire(manager: Weak<ManagerInner>, job: LeaseName, entry: Arc<Entry>) {
     let lost = entry.status.lost();
     tokio::select! {
-        () = sleep_until(entry.until) => {}
+        () = sleep_until(entry.ends) => {}
         () = entry.cancel.cancelled() => return,
         () = lost => {}
     }

@@ -9,12 +9,10 @@ use crate::key::{BlobName, ETag};
 
 use super::document::LeaseDocument;
 
-/// How many lease blobs a manager remembers; the least recently seen are
-/// forgotten first.
+/// How many lease blobs a manager remembers (the most recently seen).
 pub(crate) const SEEN_CAPACITY: usize = 1024;
 
-/// The last view of each of a manager's lease blobs with its ETag, the most
-/// recent [`SEEN_CAPACITY`] of them.
+/// The last view of each of a manager's lease blobs, with its ETag.
 #[derive(Debug, Default)]
 pub(crate) struct SeenBlobs(Mutex<Seen>);
 

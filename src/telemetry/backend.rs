@@ -1,13 +1,12 @@
-//! [`instrumented`]: the store's backend, each call recorded as one
-//! request; and the task-local count that ties requests to the logical
-//! operation they belong to.
+//! [`Metered`]: the layer that records each backend call as one request;
+//! and the task-local count that ties requests to their logical operation.
 
 use std::cell::Cell;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::backend::{Layer, Layered, Request, TableBackend, notes};
+use crate::backend::{Layer, Request, notes};
 use crate::error::{Error, Result};
 
 use super::instruments::{Instruments, Outcome};
@@ -42,33 +41,12 @@ fn error_type(error: &Error) -> String {
     }
 }
 
-/// `inner`, its every call recorded as one request.
-pub(super) fn instrumented<B: TableBackend>(
-    inner: B,
-    instruments: Arc<Instruments>,
-) -> Layered<Metered, B> {
-    Layered {
-        layer: Metered {
-            instruments,
-            system: inner.system_name(),
-        },
-        inner,
-    }
-}
-
 /// The layer that records every request it sees.
+#[derive(Debug)]
 pub(super) struct Metered {
-    instruments: Arc<Instruments>,
+    pub(super) instruments: Arc<Instruments>,
     /// `db.system.name`: the memory backend's, or Azure Storage's.
-    system: &'static str,
-}
-
-impl std::fmt::Debug for Metered {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Metered")
-            .field("system", &self.system)
-            .finish_non_exhaustive()
-    }
+    pub(super) system: &'static str,
 }
 
 impl Layer for Metered {

@@ -27,17 +27,18 @@ pub(super) struct Outcome {
     pub(super) expected: bool,
 }
 
+#[derive(Debug)]
 pub(super) struct Instruments {
     requests: Counter<u64>,
     duration: Histogram<f64>,
     conflicts: Counter<u64>,
     throttled: Counter<u64>,
     retries: Counter<u64>,
-    renewal_lag: Histogram<f64>,
-    lock_wait: Histogram<f64>,
-    roll_forwards: Counter<u64>,
+    pub(super) renewal_lag: Histogram<f64>,
+    pub(super) lock_wait: Histogram<f64>,
+    pub(super) roll_forwards: Counter<u64>,
     operation_requests: Histogram<u64>,
-    expired_rows: Counter<u64>,
+    pub(super) expired_rows: Counter<u64>,
 }
 
 impl Instruments {
@@ -155,32 +156,6 @@ impl Instruments {
             &[
                 KeyValue::new("db.operation.name", operation),
                 KeyValue::new("leasehold.retry.reason", reason),
-            ],
-        );
-    }
-
-    pub(super) fn renewal_lag(&self, lag: Duration) {
-        self.renewal_lag.record(lag.as_secs_f64(), &[]);
-    }
-
-    pub(super) fn lock_wait(&self, waited: Duration, outcome: &'static str) {
-        self.lock_wait.record(
-            waited.as_secs_f64(),
-            &[KeyValue::new("leasehold.outcome", outcome)],
-        );
-    }
-
-    pub(super) fn roll_forward(&self, by: &'static str) {
-        self.roll_forwards
-            .add(1, &[KeyValue::new("leasehold.resolver", by)]);
-    }
-
-    pub(super) fn expired_rows(&self, table: &str, outcome: &'static str, count: u64) {
-        self.expired_rows.add(
-            count,
-            &[
-                KeyValue::new("db.collection.name", table.to_owned()),
-                KeyValue::new("leasehold.outcome", outcome),
             ],
         );
     }

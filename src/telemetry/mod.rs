@@ -1,14 +1,9 @@
-//! Metrics: what leasehold counts and times, recorded through the
-//! `opentelemetry` API crate when the `opentelemetry` feature is on (and
-//! compiled away when it is off).
-//!
-//! A [`Store`](crate::Store) records on the meter given to
-//! [`StoreBuilder::meter`](crate::StoreBuilder::meter), or on the global
-//! meter provider's `leasehold` meter; the README ("Metrics") lists the
-//! instruments. Every backend call is one request, counted and timed by
-//! [`backend::instrumented`] with what the backend noted meanwhile
-//! ([`crate::backend::notes`]); a logical operation counts the requests it
-//! made ([`Telemetry::operation`]).
+//! Metrics (README, "Metrics"), recorded through the `opentelemetry` API
+//! crate with the `opentelemetry` feature, compiled away without it, on
+//! the meter given to [`StoreBuilder::meter`](crate::StoreBuilder::meter)
+//! or the global provider's `leasehold` meter. Every backend call is one
+//! request ([`backend::Metered`]); a logical operation counts the requests
+//! it made ([`Telemetry::operation`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,6 +18,8 @@ mod instruments;
 
 #[cfg(feature = "opentelemetry")]
 use instruments::Instruments;
+#[cfg(feature = "opentelemetry")]
+use opentelemetry::KeyValue;
 
 /// Where a store's metrics go: its instruments, or nowhere. Cheap to clone.
 #[derive(Clone, Default)]
@@ -37,12 +34,18 @@ impl std::fmt::Debug for Telemetry {
         let on = self.instruments.is_some();
         #[cfg(not(feature = "opentelemetry"))]
         let on = false;
-        f.write_str(if on {
-            "Telemetry(on)"
-        } else {
-            "Telemetry(off)"
-        })
+        write!(f, "Telemetry({})", if on { "on" } else { "off" })
     }
+}
+
+/// Runs `$record` with the instruments bound to `$i`, when there are any.
+macro_rules! record {
+    ($telemetry:ident, |$i:ident| $record:expr) => {
+        #[cfg(feature = "opentelemetry")]
+        if let Some($i) = &$telemetry.instruments {
+            $record;
+        }
+    };
 }
 
 // Without the feature, every recording is a no-op that ignores its inputs.
@@ -73,7 +76,12 @@ impl Telemetry {
     pub(crate) fn instrument(&self, backend: Arc<dyn Backend>) -> Arc<dyn Backend> {
         #[cfg(feature = "opentelemetry")]
         if let Some(instruments) = &self.instruments {
-            return Arc::new(backend::instrumented(backend, instruments.clone()));
+            let layer = backend::Metered {
+                instruments: instruments.clone(),
+                system: backend.system_name(),
+            };
+            let inner = backend;
+            return Arc::new(crate::backend::Layered { layer, inner });
         }
         backend
     }
@@ -109,50 +117,45 @@ impl Telemetry {
 
     /// An optimistic write is tried again after a conflict.
     pub(crate) fn conflict_retry(&self) {
-        #[cfg(feature = "opentelemetry")]
-        if let Some(i) = &self.instruments {
-            i.retries("conflict", "update_with", 1);
-        }
+        record!(self, |i| i.retries("conflict", "update_with", 1));
     }
 
     /// A lease was renewed `lag` after its renewal was due.
     pub(crate) fn renewal_lag(&self, lag: Duration) {
-        #[cfg(feature = "opentelemetry")]
-        if let Some(i) = &self.instruments {
-            i.renewal_lag(lag);
-        }
+        record!(self, |i| i.renewal_lag.record(lag.as_secs_f64(), &[]));
     }
 
     /// A unit waited `waited` for its partition locks, ending `outcome`:
     /// `acquired`, `held` (past the timeout, or at once for a `try_`) or
     /// `failed`.
     pub(crate) fn lock_wait(&self, waited: Duration, outcome: &'static str) {
-        #[cfg(feature = "opentelemetry")]
-        if let Some(i) = &self.instruments {
-            i.lock_wait(waited, outcome);
-        }
+        record!(self, |i| i.lock_wait.record(
+            waited.as_secs_f64(),
+            &[KeyValue::new("leasehold.outcome", outcome)],
+        ));
     }
 
     /// A committed row still carrying its mark was finished by a reader
     /// meeting the mark (`leasehold.resolver` = `reader`).
     pub(crate) fn roll_forward(&self) {
-        #[cfg(feature = "opentelemetry")]
-        if let Some(i) = &self.instruments {
-            i.roll_forward("reader");
-        }
+        record!(self, |i| i
+            .roll_forwards
+            .add(1, &[KeyValue::new("leasehold.resolver", "reader")]));
     }
 
     /// The expiry sweep of `table` removed `removed` expired rows and kept
     /// `kept` that changed after it read them.
     pub(crate) fn expired_rows(&self, table: &str, removed: u64, kept: u64) {
-        #[cfg(feature = "opentelemetry")]
-        if let Some(i) = &self.instruments {
-            for (outcome, n) in [("removed", removed), ("kept", kept)] {
+        record!(
+            self,
+            |i| for (outcome, n) in [("removed", removed), ("kept", kept)] {
                 if n > 0 {
-                    i.expired_rows(table, outcome, n);
+                    let table = KeyValue::new("db.collection.name", table.to_owned());
+                    let outcome = KeyValue::new("leasehold.outcome", outcome);
+                    i.expired_rows.add(n, &[table, outcome]);
                 }
             }
-        }
+        );
     }
 }
 

@@ -176,11 +176,8 @@ async fn a_lease_id_on_a_blob_without_a_lease_is_lease_not_present() {
 #[tokio::test]
 async fn a_deleted_blob_loses_its_lease() {
     let (m, c, b, _) = setup().await;
-    let id = m
-        .acquire_lease(&c, &b, SECS_30, LeaseId::new_random())
-        .await
-        .unwrap()
-        .id;
+    let id = LeaseId::new_random();
+    m.acquire_lease(&c, &b, SECS_30, id).await.unwrap();
     m.delete_blob(&c, &b, &BlobConditions::leased(id))
         .await
         .unwrap();

@@ -54,7 +54,7 @@ impl Fixture {
         self.m
             .acquire_lease(&self.c, &self.b, d, id)
             .await
-            .map(|acquired| acquired.id)
+            .map(|_| id)
     }
 
     async fn renew(&self, id: LeaseId) -> crate::Result<()> {
