@@ -272,9 +272,7 @@ impl Commit<'_> {
         if self.staged.is_empty() {
             return Ok((report, None));
         }
-        for i in (0..self.unit.parts.len()).filter(|_| self.unit.ttl.is_none()) {
-            (self.unit.guard_of(i)?).ensure_valid(self.unit.env.lock_options().commit_margin)?;
-        }
+        (self.unit).ensure_held(self.unit.env.lock_options().commit_margin)?;
         let tables: BTreeSet<TableName> = self.staged.keys().map(|k| k.0.table.clone()).collect();
         for table in &tables {
             self.unit.env.ensure_table(table).await?;
@@ -615,10 +613,8 @@ impl Commit<'_> {
                     Err(e) => {
                         versions.push(None);
                         // A refusal says more than a lost reply.
-                        if is_refusal(&e) {
+                        if failed.is_none() || is_refusal(&e) {
                             failed = Some((j, e));
-                        } else {
-                            failed.get_or_insert((j, e));
                         }
                     }
                 }
@@ -627,15 +623,14 @@ impl Commit<'_> {
                 return Ok(versions);
             };
             self.withdraw(marking, &versions).await;
-            if again
-                && self
-                    .withdrew_placeholder(&marking[j].table, &marking[j].ops, &e)
+            if !again
+                || !self
+                    .withdrew_placeholder(sent[j].0, &marking[j].ops, &e)
                     .await?
             {
-                again = false;
-                continue;
+                return Err(e);
             }
-            return Err(e);
+            again = false;
         }
     }
 

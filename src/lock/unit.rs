@@ -397,7 +397,7 @@ impl Unit {
             self.env.ensure_table(table).await?;
         }
         let rows = self.fetch(&fetch).await?;
-        self.ensure_held()?;
+        self.ensure_held(Duration::ZERO)?;
         let fetched: Vec<_> = fetch.into_iter().cloned().zip(rows).collect();
         self.reads.extend(fetched);
         Ok(())
@@ -419,10 +419,11 @@ impl Unit {
         .await
     }
 
-    /// Checks, right after a read's reply, that every lock is still held.
-    pub(super) fn ensure_held(&self) -> Result<()> {
+    /// Checks that every lock is still held, `margin` short of its end (a
+    /// read's reply: zero; a commit: the commit margin).
+    pub(super) fn ensure_held(&self, margin: Duration) -> Result<()> {
         for i in (0..self.parts.len()).filter(|_| self.ttl.is_none()) {
-            self.guard_of(i)?.ensure_valid(Duration::ZERO)?;
+            self.guard_of(i)?.ensure_valid(margin)?;
         }
         Ok(())
     }
