@@ -101,9 +101,7 @@ impl<E: Entity> UnitQuery<'_, E> {
             let all = scope_filter(Some(pk), &rows, filter.clone());
             let spec = QuerySpec {
                 filter: all,
-                select: None,
-                top: None,
-                continuation: None,
+                ..QuerySpec::default()
             };
             spec.validate()?;
             specs.push((part, spec));
