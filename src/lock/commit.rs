@@ -19,14 +19,14 @@ use crate::backend::{
     Precondition, StoredEntity, TableBackend, TableOp, Version, chunk_batches, validate_batch,
 };
 use crate::backend::{WriteOptions, deadline};
-use crate::entity::{EntityData, Properties};
+use crate::entity::Properties;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 use crate::outcome::{self, Locked};
-use crate::rows::after;
 use crate::rows::decision::{self as layout, is_decision_row};
 use crate::rows::mark::{Mark, apply_op, slim, strip};
 use crate::rows::tombstone::is_tombstone;
+use crate::rows::{self, after};
 use crate::table::Resolver;
 
 /// A unit's commit: the unit's locks and partitions, and its reads, staged
@@ -201,26 +201,14 @@ impl Commit<'_> {
             if self.staged.contains_key(key) {
                 continue;
             }
-            let (partition_key, row_key) = (self.pk(key.0.part).clone(), key.1.clone());
-            let properties = Properties::new();
+            let (pk, rk) = (self.pk(key.0.part), &key.1);
             // A tombstone (read as absent) is kept as it is.
             let op = match read {
-                Some(row) => {
-                    let condition = Precondition::IfMatch(row.etag.clone());
-                    TableOp::Merge(
-                        EntityData {
-                            partition_key,
-                            row_key,
-                            properties,
-                        },
-                        condition,
-                    )
-                }
-                None => TableOp::Delete {
-                    partition_key,
-                    row_key,
-                    condition: Precondition::IfExists,
-                },
+                Some(row) => TableOp::Merge(
+                    rows::row(pk, rk, Properties::new()),
+                    Precondition::IfMatch(row.etag.clone()),
+                ),
+                None => rows::delete(pk, rk, Precondition::IfExists),
             };
             self.staged.insert(key.clone(), op);
         }
@@ -518,11 +506,11 @@ impl Commit<'_> {
                 all_off = false;
                 None
             }
-            (None, _) => pre.data().map(|data| TableOp::Delete {
-                partition_key: data.partition_key.clone(),
-                row_key: data.row_key.clone(),
-                condition: Precondition::IfExists,
-            }),
+            (None, _) => Some(rows::delete(
+                pre.partition_key(),
+                pre.row_key(),
+                Precondition::IfExists,
+            )),
         });
         let mut finishing: Vec<(TableName, Vec<TableOp>)> = Vec::new();
         for (table, ops) in finished {
@@ -644,11 +632,11 @@ impl Commit<'_> {
             match Mark::of(&data.properties) {
                 Some(mark) => Some(strip(data, etag, &mark)),
                 // An after-image row.
-                None => Some(TableOp::Delete {
-                    partition_key: data.partition_key,
-                    row_key: data.row_key,
-                    condition: Precondition::IfMatch(etag),
-                }),
+                None => Some(rows::delete(
+                    &data.partition_key,
+                    &data.row_key,
+                    Precondition::IfMatch(etag),
+                )),
             }
         });
         join_all(sends.into_iter().map(|(table, ops)| {

@@ -494,11 +494,11 @@ impl Unit {
         let base = match &condition {
             Precondition::IfMatch(etag) if !self.reads.contains_key(&key) => {
                 current.stored_properties().map(|properties| StoredEntity {
-                    data: EntityData {
-                        partition_key: data.partition_key.clone(),
-                        row_key: data.row_key.clone(),
-                        properties: std::sync::Arc::unwrap_or_clone(properties),
-                    },
+                    data: crate::rows::row(
+                        &data.partition_key,
+                        &data.row_key,
+                        Arc::unwrap_or_clone(properties),
+                    ),
                     etag: etag.clone(),
                     timestamp: current.timestamp(),
                 })
@@ -519,14 +519,9 @@ impl Unit {
     pub fn delete<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
         let (table, data) = self.encode(current.entity(), "delete")?;
         let condition = self.condition_of(&table, &data, current, "delete")?;
-        self.stage(
-            table,
-            TableOp::Delete {
-                partition_key: data.partition_key,
-                row_key: data.row_key,
-                condition: delete_condition(condition),
-            },
-        )
+        let condition = delete_condition(condition);
+        let op = crate::rows::delete(&data.partition_key, &data.row_key, condition);
+        self.stage(table, op)
     }
 
     /// Stages an **unconditional** create-or-replace (as
@@ -664,11 +659,7 @@ fn staged_view<E: Entity>(
     let Some(d) = op.data() else {
         return Ok(None);
     };
-    let data = EntityData {
-        partition_key: d.partition_key.clone(),
-        row_key: d.row_key.clone(),
-        properties: props.clone(),
-    };
+    let data = crate::rows::row(&d.partition_key, &d.row_key, props.clone());
     let timestamp = read.map_or_else(OffsetDateTime::now_utc, |r| r.timestamp);
     let view = Versioned::new(E::decode(data)?, ETag::new(STAGED), timestamp).with_stored(stored);
     Ok(Some((view, props)))

@@ -87,11 +87,12 @@ pub(crate) fn attach(
         for (j, chunk) in row.iter().enumerate() {
             properties.insert(format!("d{j}"), Value::Binary(chunk.to_vec()));
         }
-        inserts.push(TableOp::Insert(EntityData {
-            partition_key: data.partition_key.clone(),
-            row_key: row_key(txn, n, i)?,
+        let key = row_key(txn, n, i)?;
+        inserts.push(TableOp::Insert(super::row(
+            &data.partition_key,
+            &key,
             properties,
-        }));
+        )));
     }
     Ok(inserts)
 }
@@ -103,11 +104,8 @@ pub(crate) fn rows_of(marked: &StoredEntity, txn: &str) -> Result<Vec<TableOp>> 
     };
     (0..m)
         .map(|i| {
-            Ok(TableOp::Delete {
-                partition_key: marked.data.partition_key.clone(),
-                row_key: row_key(txn, n, i)?,
-                condition: Precondition::IfExists,
-            })
+            let (pk, if_exists) = (&marked.data.partition_key, Precondition::IfExists);
+            Ok(super::delete(pk, &row_key(txn, n, i)?, if_exists))
         })
         .collect()
 }
@@ -165,27 +163,16 @@ pub(crate) async fn write_of(
     };
     let json: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| bad(format!("does not parse: {e}")))?;
+    let (pk, rk) = (&row.data.partition_key, &row.data.row_key);
+    let at = Precondition::IfMatch(row.etag.clone());
     match json {
-        serde_json::Value::Null => Ok(TableOp::Delete {
-            partition_key: row.data.partition_key.clone(),
-            row_key: row.data.row_key.clone(),
-            condition: Precondition::IfMatch(row.etag.clone()),
-        }),
+        serde_json::Value::Null => Ok(super::delete(pk, rk, at)),
         serde_json::Value::Object(mut json) => {
-            let (partition_key, row_key) = (&row.data.partition_key, &row.data.row_key);
-            json.insert("PartitionKey".into(), partition_key.as_str().into());
-            json.insert("RowKey".into(), row_key.as_str().into());
+            json.insert("PartitionKey".into(), pk.as_str().into());
+            json.insert("RowKey".into(), rk.as_str().into());
             let parsed = wire::entity_from_json(table.as_str(), &json)
                 .map_err(|e| bad(format!("does not parse: {e}")))?;
-            let data = EntityData {
-                partition_key: partition_key.clone(),
-                row_key: row_key.clone(),
-                properties: parsed.properties,
-            };
-            Ok(TableOp::Replace(
-                data,
-                Precondition::IfMatch(row.etag.clone()),
-            ))
+            Ok(TableOp::Replace(super::row(pk, rk, parsed.properties), at))
         }
         _ => Err(bad("is neither a row nor null".into())),
     }

@@ -3,7 +3,7 @@
 //! protocol" in `crate::lock`).
 
 use crate::backend::{StoredEntity, TableBackend, TableOp, WriteOptions};
-use crate::entity::{EntityData, Properties, Value};
+use crate::entity::{Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 
@@ -96,11 +96,11 @@ pub(crate) fn insert(
 ) -> Result<TableOp> {
     let mut properties = Properties::new();
     properties.insert_static(STATE, Value::String(decision.text().into()));
-    Ok(TableOp::Insert(EntityData {
-        partition_key: primary.clone(),
-        row_key: row_key(txn)?,
+    Ok(TableOp::Insert(super::row(
+        primary,
+        &row_key(txn)?,
         properties,
-    }))
+    )))
 }
 
 /// The commit point's insert of `txn`'s decision row, naming `groups`.
@@ -163,11 +163,8 @@ pub(crate) fn id_of(row_key: &RowKey) -> Option<&str> {
 
 /// The delete of transaction `txn`'s decision row.
 pub(crate) fn delete(primary: &PartitionKey, txn: &str) -> Result<TableOp> {
-    Ok(TableOp::Delete {
-        partition_key: primary.clone(),
-        row_key: row_key(txn)?,
-        condition: crate::backend::Precondition::IfExists,
-    })
+    let if_exists = crate::backend::Precondition::IfExists;
+    Ok(super::delete(primary, &row_key(txn)?, if_exists))
 }
 
 /// Transaction `txn`'s decision, read from `table` of partition `primary`

@@ -37,8 +37,9 @@ pub(crate) mod tombstone;
 use crate::backend::{
     Precondition, QueryPage, QuerySpec, StoredEntity, TableBackend, TableOp, WriteOptions,
 };
+use crate::entity::{EntityData, Properties};
 use crate::error::{ErrorKind, Result};
-use crate::key::TableName;
+use crate::key::{PartitionKey, RowKey, TableName};
 use crate::query::Filter;
 
 /// How long after starting its claims an indexed write (a `Table` write, a
@@ -51,13 +52,28 @@ pub(crate) const SEND_WINDOW: std::time::Duration = std::time::Duration::from_se
 /// a fence row, or a row that reads as absent though stored (a tombstone,
 /// a row past its expiry: [`tombstone::is_tombstone`]). (Index rows live in
 /// tables of their own; whether one is stale takes a read of its entity.)
-pub(crate) fn is_hidden(
-    row_key: &crate::key::RowKey,
-    properties: &crate::entity::Properties,
-) -> bool {
+pub(crate) fn is_hidden(row_key: &RowKey, properties: &Properties) -> bool {
     decision::is_decision_row(row_key)
         || fence::is_fence_row(row_key.as_str())
         || tombstone::is_tombstone(properties)
+}
+
+/// A row of partition `pk` keyed `rk` holding `properties`.
+pub(crate) fn row(pk: &PartitionKey, rk: &RowKey, properties: Properties) -> EntityData {
+    EntityData {
+        partition_key: pk.clone(),
+        row_key: rk.clone(),
+        properties,
+    }
+}
+
+/// The delete of row `rk` of partition `pk` under `condition`.
+pub(crate) fn delete(pk: &PartitionKey, rk: &RowKey, condition: Precondition) -> TableOp {
+    TableOp::Delete {
+        partition_key: pk.clone(),
+        row_key: rk.clone(),
+        condition,
+    }
 }
 
 /// Deletes `row` at the ETag it was read at; answers whether it did (a row
@@ -67,11 +83,8 @@ pub(crate) async fn delete_as_read(
     table: &TableName,
     row: &StoredEntity,
 ) -> Result<bool> {
-    let op = TableOp::Delete {
-        partition_key: row.data.partition_key.clone(),
-        row_key: row.data.row_key.clone(),
-        condition: Precondition::IfMatch(row.etag.clone()),
-    };
+    let (data, etag) = (&row.data, Precondition::IfMatch(row.etag.clone()));
+    let op = delete(&data.partition_key, &data.row_key, etag);
     write_as_read(backend, table, op).await
 }
 
