@@ -102,15 +102,13 @@ impl Unit {
         let telemetry = self.env.telemetry().clone();
         let committing = async move {
             // Whatever happens, the locks are given up.
-            let committed = async {
-                let commit = Commit {
-                    reads: take(&mut self.reads),
-                    staged: take(&mut self.staged),
-                    indexed: take(&mut self.indexed),
-                    unit: &self,
-                };
-                commit.run().await
+            let committed = Commit {
+                reads: take(&mut self.reads),
+                staged: take(&mut self.staged),
+                indexed: take(&mut self.indexed),
+                unit: &self,
             }
+            .run()
             .await;
             match committed {
                 Ok(committed) => Ok(committed.complete(self.release_all()).await),
@@ -244,10 +242,6 @@ impl Commit<'_> {
 
     fn pk(&self, part: usize) -> &PartitionKey {
         &self.unit.parts[part].pk
-    }
-
-    fn resolver(&self) -> Resolver<'_> {
-        self.unit.resolver()
     }
 
     /// Sends the staged writes (by `claims_window` when they rely on
@@ -690,10 +684,11 @@ impl Commit<'_> {
             .backend()
             .get(table, &data.partition_key, &data.row_key)
             .await?;
+        let resolver = self.unit.resolver();
         let marked = stored
             .as_ref()
             .is_some_and(|row| Mark::of(&row.data.properties).is_some());
-        Ok(marked && self.resolver().resolve_opt(table, stored).await?.is_none())
+        Ok(marked && resolver.resolve_opt(table, stored).await?.is_none())
     }
 
     /// Whether group `g` checks that a row read as absent still is (only a

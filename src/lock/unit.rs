@@ -363,7 +363,7 @@ impl Unit {
 
     /// Row `key` as this unit sees it (its staged write over what it read;
     /// a tombstone as absent), with the properties it shows.
-    pub(super) fn view<E: Entity>(
+    pub(crate) fn view<E: Entity>(
         &self,
         key: &(Slot, RowKey),
     ) -> Result<Option<(Versioned<E>, Properties)>> {
