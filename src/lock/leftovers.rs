@@ -62,24 +62,17 @@ pub(crate) async fn prune(
                 continue;
             };
             let goes = match Stored::of(row) {
-                None => false,
-                Some(Stored {
-                    decision: CommitOutcome::NotApplied,
-                    ..
-                }) => old(row, cutoff) && row.timestamp < late,
-                Some(Stored {
-                    decision: CommitOutcome::Applied,
-                    groups,
-                }) => {
-                    old(row, cutoff)
-                        && row.timestamp < kept
-                        && match &groups {
-                            Some(groups) => {
-                                no_marks_left(backend.as_ref(), groups, id, table).await?
-                            }
-                            None => false,
-                        }
+                Some(stored) if stored.decision == CommitOutcome::NotApplied => {
+                    old(row, cutoff) && row.timestamp < late
                 }
+                // A committed one, once no group it names holds its marks.
+                Some(Stored {
+                    groups: Some(groups),
+                    ..
+                }) if old(row, cutoff) && row.timestamp < kept => {
+                    no_marks_left(backend.as_ref(), &groups, id, table).await?
+                }
+                _ => false,
             };
             if goes && (dry_run || delete_as_read(backend.as_ref(), table, row).await?) {
                 removed.decision_rows += 1;
