@@ -354,7 +354,8 @@ impl Commit<'_> {
                 .collect()
         };
         let decision_row = layout::insert_committed(&primary, &txn, &marked_groups(1))?;
-        let mut riding = None;
+        // Groups from `marked_from` on are marked.
+        let mut marked_from = 0;
         let mut commit = vec![layout::insert_committed(&primary, &txn, &marked_groups(0))?];
         if first.ops.len() < TableOp::MAX_BATCH_OPS && !self.checks_absence(first) {
             let mut ops: Vec<TableOp> = first
@@ -365,16 +366,13 @@ impl Commit<'_> {
                 .collect();
             ops.push(decision_row);
             if validate_batch(table.as_str(), &ops).is_ok() {
-                riding = Some(0);
+                marked_from = 1;
                 commit = ops;
             }
         }
         let mut marking = Vec::new();
         let mut n = 0;
-        for (j, (g, rows)) in groups.iter().zip(reads).enumerate() {
-            if riding == Some(j) {
-                continue;
-            }
+        for (j, (g, rows)) in groups.iter().zip(reads).enumerate().skip(marked_from) {
             let mut ops = Vec::with_capacity(g.ops.len());
             let mut of = Vec::with_capacity(g.ops.len());
             let mut hidden = Vec::new();
