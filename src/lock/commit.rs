@@ -29,8 +29,8 @@ use crate::rows::tombstone::is_tombstone;
 use crate::rows::{self, after};
 use crate::table::Resolver;
 
-/// A unit's commit: the unit's locks and partitions, and its reads, staged
-/// writes and indexed types, taken from it.
+/// A unit's commit, with the reads, staged writes and indexed types taken
+/// from the unit.
 pub(super) struct Commit<'a> {
     pub(super) unit: &'a Unit,
     pub(super) reads: Reads,
@@ -150,8 +150,6 @@ impl Committed {
 }
 
 impl Commit<'_> {
-    /// Runs the commit. Every error but [`Error::InDoubt`] means nothing
-    /// of it is applied.
     pub(super) async fn run(mut self) -> Result<Committed> {
         let partition = self.unit.parts.first().map_or("", |p| p.pk.as_str());
         let span = tracing::debug_span!("leasehold.commit", partition = %partition, partitions = self.unit.parts.len(), ops = self.staged.len());
@@ -289,9 +287,8 @@ impl Commit<'_> {
         Ok((report, finishing))
     }
 
-    /// Reads, all at once, the unread rows of inserts of a type with an
-    /// expiry: a stored row past its expiry is absent to reads, and the
-    /// insert replaces it at its ETag.
+    /// Reads the unread rows of inserts of a type with an expiry: an
+    /// expired row is absent to reads, and the insert replaces it.
     async fn read_rows_inserts_may_meet_expired(&mut self) -> Result<()> {
         let blind: Vec<(Slot, RowKey)> = self
             .staged
@@ -709,10 +706,8 @@ impl Commit<'_> {
 }
 
 impl Finishing {
-    /// Sends the finishing transactions; where one fails, its rows are
-    /// resolved one by one. Then the decision row's delete goes, behind,
-    /// when no mark is left. Answers how many went through and whether any
-    /// was refused.
+    /// Steps 3 and 4; a failed transaction's rows are resolved one by one.
+    /// Answers how many went through and whether any was refused.
     async fn run(self, env: &Arc<LockEnv>) -> (usize, bool) {
         let Finishing {
             rounds: finishing,
