@@ -574,7 +574,8 @@ impl Commit<'_> {
     async fn mark_rows(&self, marking: &[Send]) -> Result<Vec<Option<Vec<Option<Version>>>>> {
         let backend = self.unit.env.backend().clone();
         // An insert meeting an undecided commit's placeholder, which
-        // resolving it removed, gets the round sent once more.
+        // resolving it removed, gets the round sent once more. Our marks go
+        // first, so that a writer resolving them never waits on us.
         let mut again = true;
         let sent: Vec<(&TableName, Vec<_>)> = marking
             .iter()

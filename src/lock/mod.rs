@@ -61,7 +61,7 @@
 //! [`crate::Error::LeaseLost`], nothing applied. A reader in a unit holding
 //! the primary's lock withdraws an undecided commit at once. A transaction
 //! ([`crate::txn`]) runs the same protocol without locks: its marks carry a
-//! time-to-live instead. Row keys starting `_lhCommit.` are reserved.
+//! time-to-live instead.
 //!
 //! # Units and optimistic writes
 //!
@@ -91,10 +91,9 @@
 //! A commit decided in a row is atomic to every reader of single rows, but
 //! two plain reads are two moments. Read several partitions consistently
 //! in a unit holding their locks ([`Store::lock_many`](crate::Store::lock_many),
-//! [`Unit::get_in`] or [`Unit::query`], [`Unit::abandon`]). A read in a
-//! unit whose reply arrives after a lock may have run out fails with
-//! [`crate::Error::LeaseLost`]. A filtered query also fetches the marked
-//! rows of its key range and filters each as resolved.
+//! [`Unit::get_in`] or [`Unit::query`], [`Unit::abandon`]). A filtered
+//! query also fetches the marked rows of its key range and filters each as
+//! resolved.
 //!
 //! # Waiting for a crashed holder
 //!
