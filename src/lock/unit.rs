@@ -641,13 +641,13 @@ fn staged_view<E: Entity>(
     read: Option<&StoredEntity>,
     read_known: bool,
 ) -> Result<Option<(Versioned<E>, Properties)>> {
-    let props = match op {
+    let (d, props) = match op {
         TableOp::Delete { .. } => return Ok(None),
-        TableOp::Insert(d) | TableOp::Replace(d, _) => d.properties.clone(),
+        TableOp::Insert(d) | TableOp::Replace(d, _) => (d, d.properties.clone()),
         TableOp::Merge(d, _) => {
             let mut base = read.map(|r| r.data.properties.clone()).unwrap_or_default();
             base.merge_from(&d.properties);
-            base
+            (d, base)
         }
     };
     // A merge onto a row the unit knows nothing of is not whole.
@@ -655,9 +655,6 @@ fn staged_view<E: Entity>(
         crate::entity::Stored::Known(std::sync::Arc::new(props.clone()))
     } else {
         crate::entity::Stored::Unknown
-    };
-    let Some(d) = op.data() else {
-        return Ok(None);
     };
     let data = crate::rows::row(&d.partition_key, &d.row_key, props.clone());
     let timestamp = read.map_or_else(OffsetDateTime::now_utc, |r| r.timestamp);

@@ -133,13 +133,10 @@ pub(crate) struct Stored {
 impl Stored {
     /// The decision row `row` says, if it is one leasehold wrote.
     pub(crate) fn of(row: &StoredEntity) -> Option<Stored> {
-        let decision = match row.data.properties.get(STATE) {
-            Some(Value::String(s)) if s == CommitOutcome::Applied.text() => CommitOutcome::Applied,
-            Some(Value::String(s)) if s == CommitOutcome::NotApplied.text() => {
-                CommitOutcome::NotApplied
-            }
-            _ => return None,
-        };
+        let state = row.data.properties.get(STATE);
+        let decision = [CommitOutcome::Applied, CommitOutcome::NotApplied]
+            .into_iter()
+            .find(|d| matches!(state, Some(Value::String(s)) if s == d.text()))?;
         let groups = match row.data.properties.get(GROUPS) {
             Some(Value::String(text)) => serde_json::from_str::<Vec<[String; 2]>>(text)
                 .ok()
