@@ -36,13 +36,10 @@ pub(super) async fn take_all(
                 let _ = guard.blob().await;
                 guards.push(guard);
             }
-            Ok(None) => {
+            // Held, or failed: the locks taken go back.
+            other => {
                 give_back(guards).await;
-                return Ok(None);
-            }
-            Err(e) => {
-                give_back(guards).await;
-                return Err(e);
+                return other.map(|_| None);
             }
         }
     }
@@ -77,24 +74,22 @@ async fn try_all_at_once(
     )
     .await;
     let mut guards = Vec::with_capacity(targets.len());
-    let mut all = true;
-    let mut failed = false;
+    let (mut held, mut failed) = (false, false);
     for t in tries {
         match t {
             Ok(Some(guard)) => guards.push(guard),
-            Ok(None) => all = false,
+            Ok(None) => held = true,
             Err(e) if e.kind() == crate::ErrorKind::Invalid => {
                 give_back(guards).await;
                 return Err(e);
             }
             Err(e) => {
                 tracing::debug!(error = %e, "trying the locks at once failed; taking them in order");
-                all = false;
                 failed = true;
             }
         }
     }
-    if !all {
+    if held || failed {
         give_back(guards).await;
         return Ok(AtOnce::Held { failed });
     }

@@ -19,18 +19,18 @@ use crate::backend::{
     Precondition, StoredEntity, TableBackend, TableOp, Version, chunk_batches, validate_batch,
 };
 use crate::backend::{WriteOptions, deadline};
-use crate::entity::{EntityData, Properties};
+use crate::entity::Properties;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{ETag, PartitionKey, RowKey, TableName};
 use crate::outcome::{self, Locked};
-use crate::rows::after;
 use crate::rows::decision::{self as layout, is_decision_row};
 use crate::rows::mark::{Mark, apply_op, slim, strip};
 use crate::rows::tombstone::is_tombstone;
+use crate::rows::{self, after};
 use crate::table::Resolver;
 
-/// A unit's commit: the unit's locks and partitions, and its reads, staged
-/// writes and indexed types, taken from it.
+/// A unit's commit, with the reads, staged writes and indexed types taken
+/// from the unit.
 pub(super) struct Commit<'a> {
     pub(super) unit: &'a Unit,
     pub(super) reads: Reads,
@@ -102,15 +102,13 @@ impl Unit {
         let telemetry = self.env.telemetry().clone();
         let committing = async move {
             // Whatever happens, the locks are given up.
-            let committed = async {
-                let commit = Commit {
-                    reads: take(&mut self.reads),
-                    staged: take(&mut self.staged),
-                    indexed: take(&mut self.indexed),
-                    unit: &self,
-                };
-                commit.run().await
+            let committed = Commit {
+                reads: take(&mut self.reads),
+                staged: take(&mut self.staged),
+                indexed: take(&mut self.indexed),
+                unit: &self,
             }
+            .run()
             .await;
             match committed {
                 Ok(committed) => Ok(committed.complete(self.release_all()).await),
@@ -152,8 +150,6 @@ impl Committed {
 }
 
 impl Commit<'_> {
-    /// Runs the commit. Every error but [`Error::InDoubt`] means nothing
-    /// of it is applied.
     pub(super) async fn run(mut self) -> Result<Committed> {
         let partition = self.unit.parts.first().map_or("", |p| p.pk.as_str());
         let span = tracing::debug_span!("leasehold.commit", partition = %partition, partitions = self.unit.parts.len(), ops = self.staged.len());
@@ -201,26 +197,14 @@ impl Commit<'_> {
             if self.staged.contains_key(key) {
                 continue;
             }
-            let (partition_key, row_key) = (self.pk(key.0.part).clone(), key.1.clone());
-            let properties = Properties::new();
+            let (pk, rk) = (self.pk(key.0.part), &key.1);
             // A tombstone (read as absent) is kept as it is.
             let op = match read {
-                Some(row) => {
-                    let condition = Precondition::IfMatch(row.etag.clone());
-                    TableOp::Merge(
-                        EntityData {
-                            partition_key,
-                            row_key,
-                            properties,
-                        },
-                        condition,
-                    )
-                }
-                None => TableOp::Delete {
-                    partition_key,
-                    row_key,
-                    condition: Precondition::IfExists,
-                },
+                Some(row) => TableOp::Merge(
+                    rows::row(pk, rk, Properties::new()),
+                    Precondition::IfMatch(row.etag.clone()),
+                ),
+                None => rows::delete(pk, rk, Precondition::IfExists),
             };
             self.staged.insert(key.clone(), op);
         }
@@ -258,10 +242,6 @@ impl Commit<'_> {
         &self.unit.parts[part].pk
     }
 
-    fn resolver(&self) -> Resolver<'_> {
-        self.unit.resolver()
-    }
-
     /// Sends the staged writes (by `claims_window` when they rely on
     /// index claims); answers what is left of a commit decided in a row.
     async fn commit_inner(
@@ -272,9 +252,7 @@ impl Commit<'_> {
         if self.staged.is_empty() {
             return Ok((report, None));
         }
-        for i in (0..self.unit.parts.len()).filter(|_| self.unit.ttl.is_none()) {
-            (self.unit.guard_of(i)?).ensure_valid(self.unit.env.lock_options().commit_margin)?;
-        }
+        (self.unit).ensure_held(self.unit.env.lock_options().commit_margin)?;
         let tables: BTreeSet<TableName> = self.staged.keys().map(|k| k.0.table.clone()).collect();
         for table in &tables {
             self.unit.env.ensure_table(table).await?;
@@ -309,9 +287,8 @@ impl Commit<'_> {
         Ok((report, finishing))
     }
 
-    /// Reads, all at once, the unread rows of inserts of a type with an
-    /// expiry: a stored row past its expiry is absent to reads, and the
-    /// insert replaces it at its ETag.
+    /// Reads the unread rows of inserts of a type with an expiry: an
+    /// expired row is absent to reads, and the insert replaces it.
     async fn read_rows_inserts_may_meet_expired(&mut self) -> Result<()> {
         let blind: Vec<(Slot, RowKey)> = self
             .staged
@@ -374,7 +351,8 @@ impl Commit<'_> {
                 .collect()
         };
         let decision_row = layout::insert_committed(&primary, &txn, &marked_groups(1))?;
-        let mut riding = None;
+        // Groups from `marked_from` on are marked.
+        let mut marked_from = 0;
         let mut commit = vec![layout::insert_committed(&primary, &txn, &marked_groups(0))?];
         if first.ops.len() < TableOp::MAX_BATCH_OPS && !self.checks_absence(first) {
             let mut ops: Vec<TableOp> = first
@@ -385,16 +363,13 @@ impl Commit<'_> {
                 .collect();
             ops.push(decision_row);
             if validate_batch(table.as_str(), &ops).is_ok() {
-                riding = Some(0);
+                marked_from = 1;
                 commit = ops;
             }
         }
         let mut marking = Vec::new();
         let mut n = 0;
-        for (j, (g, rows)) in groups.iter().zip(reads).enumerate() {
-            if riding == Some(j) {
-                continue;
-            }
+        for (j, (g, rows)) in groups.iter().zip(reads).enumerate().skip(marked_from) {
             let mut ops = Vec::with_capacity(g.ops.len());
             let mut of = Vec::with_capacity(g.ops.len());
             let mut hidden = Vec::new();
@@ -520,11 +495,11 @@ impl Commit<'_> {
                 all_off = false;
                 None
             }
-            (None, _) => pre.data().map(|data| TableOp::Delete {
-                partition_key: data.partition_key.clone(),
-                row_key: data.row_key.clone(),
-                condition: Precondition::IfExists,
-            }),
+            (None, _) => Some(rows::delete(
+                pre.partition_key(),
+                pre.row_key(),
+                Precondition::IfExists,
+            )),
         });
         let mut finishing: Vec<(TableName, Vec<TableOp>)> = Vec::new();
         for (table, ops) in finished {
@@ -599,7 +574,8 @@ impl Commit<'_> {
     async fn mark_rows(&self, marking: &[Send]) -> Result<Vec<Option<Vec<Option<Version>>>>> {
         let backend = self.unit.env.backend().clone();
         // An insert meeting an undecided commit's placeholder, which
-        // resolving it removed, gets the round sent once more.
+        // resolving it removed, gets the round sent once more. Our marks go
+        // first, so that a writer resolving them never waits on us.
         let mut again = true;
         let sent: Vec<(&TableName, Vec<_>)> = marking
             .iter()
@@ -615,10 +591,8 @@ impl Commit<'_> {
                     Err(e) => {
                         versions.push(None);
                         // A refusal says more than a lost reply.
-                        if is_refusal(&e) {
+                        if failed.is_none() || is_refusal(&e) {
                             failed = Some((j, e));
-                        } else {
-                            failed.get_or_insert((j, e));
                         }
                     }
                 }
@@ -627,15 +601,14 @@ impl Commit<'_> {
                 return Ok(versions);
             };
             self.withdraw(marking, &versions).await;
-            if again
-                && self
-                    .withdrew_placeholder(&marking[j].table, &marking[j].ops, &e)
+            if !again
+                || !self
+                    .withdrew_placeholder(sent[j].0, &marking[j].ops, &e)
                     .await?
             {
-                again = false;
-                continue;
+                return Err(e);
             }
-            return Err(e);
+            again = false;
         }
     }
 
@@ -649,11 +622,11 @@ impl Commit<'_> {
             match Mark::of(&data.properties) {
                 Some(mark) => Some(strip(data, etag, &mark)),
                 // An after-image row.
-                None => Some(TableOp::Delete {
-                    partition_key: data.partition_key,
-                    row_key: data.row_key,
-                    condition: Precondition::IfMatch(etag),
-                }),
+                None => Some(rows::delete(
+                    &data.partition_key,
+                    &data.row_key,
+                    Precondition::IfMatch(etag),
+                )),
             }
         });
         join_all(sends.into_iter().map(|(table, ops)| {
@@ -707,10 +680,11 @@ impl Commit<'_> {
             .backend()
             .get(table, &data.partition_key, &data.row_key)
             .await?;
+        let resolver = self.unit.resolver();
         let marked = stored
             .as_ref()
             .is_some_and(|row| Mark::of(&row.data.properties).is_some());
-        Ok(marked && self.resolver().resolve_opt(table, stored).await?.is_none())
+        Ok(marked && resolver.resolve_opt(table, stored).await?.is_none())
     }
 
     /// Whether group `g` checks that a row read as absent still is (only a
@@ -733,10 +707,8 @@ impl Commit<'_> {
 }
 
 impl Finishing {
-    /// Sends the finishing transactions; where one fails, its rows are
-    /// resolved one by one. Then the decision row's delete goes, behind,
-    /// when no mark is left. Answers how many went through and whether any
-    /// was refused.
+    /// Steps 3 and 4; a failed transaction's rows are resolved one by one.
+    /// Answers how many went through and whether any was refused.
     async fn run(self, env: &Arc<LockEnv>) -> (usize, bool) {
         let Finishing {
             rounds: finishing,

@@ -8,12 +8,12 @@ use super::env::LockEnv;
 use crate::error::{Error, Result};
 use crate::key::PartitionKey;
 pub use crate::rows::decision::CommitOutcome;
-use crate::rows::decision::table_of;
+use crate::rows::decision::{DECISIONS_KEPT, issued_at, table_of};
 pub(crate) use crate::rows::decision::{read, settle, withdraw};
 
 /// [`Store::commit_outcome`](crate::Store::commit_outcome): a decision row
 /// missing for a commit begun (by its id) less than
-/// [`DECISIONS_KEPT`](crate::rows::decision::DECISIONS_KEPT) less two
+/// [`DECISIONS_KEPT`] less two
 /// [`CLOCK_SKEW`]s ago was never committed (the sweep keeps committed ones
 /// that long), so it is withdrawn; an older one may have been swept.
 pub(crate) async fn outcome(
@@ -31,15 +31,13 @@ pub(crate) async fn outcome(
     Ok(match read(backend, &table, primary, txn).await? {
         Some(decision) => decision,
         None => {
-            let swept_before = time::OffsetDateTime::now_utc()
-                - crate::rows::decision::DECISIONS_KEPT
-                + CLOCK_SKEW * 2;
-            if crate::rows::decision::issued_at(txn).is_some_and(|at| at < swept_before) {
+            let swept_before = time::OffsetDateTime::now_utc() - DECISIONS_KEPT + CLOCK_SKEW * 2;
+            if issued_at(txn).is_some_and(|at| at < swept_before) {
                 return Err(Error::NotFound {
                     what: format!(
                         "the decision row of transaction {txn} (partition {:?} of `{table}`): the transaction began more than {} minutes ago, and a sweep may have removed its decision once it was applied and finished; its outcome can no longer be read from storage (read its rows)",
                         primary.as_str(),
-                        (crate::rows::decision::DECISIONS_KEPT - CLOCK_SKEW * 2).as_secs() / 60
+                        (DECISIONS_KEPT - CLOCK_SKEW * 2).as_secs() / 60
                     ),
                     code: None,
                     table: Some(table.as_str().to_owned()),

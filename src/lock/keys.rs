@@ -15,18 +15,11 @@ use crate::key::{IntoPartitionKey, PartitionKey};
 ///
 /// #[derive(Entity, Clone, Debug)]
 /// #[entity(table = "Customers")]
-/// struct Customer {
-///     #[entity(partition_key)]
-///     region: String,
-///     #[entity(row_key)]
-///     id: String,
-///     #[entity(unique)]
-///     email: String,
-/// }
+/// struct Customer { #[entity(partition_key)] region: String, #[entity(row_key)] id: String }
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 /// let store = Store::memory();
-/// let ann = Customer { region: "eu".into(), id: "1".into(), email: "ann@example.com".into() };
+/// let ann = Customer { region: "eu".into(), id: "1".into() };
 /// let kept = vec![leasehold::PartitionKey::new("us")?]; // `PartitionKey`s
 /// let mut unit = store.lock_many(kept.and_keys([ann.region.as_str()])).await?;
 /// unit.insert(&ann)?;

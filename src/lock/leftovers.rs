@@ -62,24 +62,17 @@ pub(crate) async fn prune(
                 continue;
             };
             let goes = match Stored::of(row) {
-                None => false,
-                Some(Stored {
-                    decision: CommitOutcome::NotApplied,
-                    ..
-                }) => old(row, cutoff) && row.timestamp < late,
-                Some(Stored {
-                    decision: CommitOutcome::Applied,
-                    groups,
-                }) => {
-                    old(row, cutoff)
-                        && row.timestamp < kept
-                        && match &groups {
-                            Some(groups) => {
-                                no_marks_left(backend.as_ref(), groups, id, table).await?
-                            }
-                            None => false,
-                        }
+                Some(stored) if stored.decision == CommitOutcome::NotApplied => {
+                    old(row, cutoff) && row.timestamp < late
                 }
+                // A committed one, once no group it names holds its marks.
+                Some(Stored {
+                    groups: Some(groups),
+                    ..
+                }) if old(row, cutoff) && row.timestamp < kept => {
+                    no_marks_left(backend.as_ref(), &groups, id, table).await?
+                }
+                _ => false,
             };
             if goes && (dry_run || delete_as_read(backend.as_ref(), table, row).await?) {
                 removed.decision_rows += 1;
@@ -208,11 +201,13 @@ fn is_decision_row(row: &StoredEntity) -> bool {
 fn reserved_keys() -> Filter {
     let prefix = decision::ROW_PREFIX;
     let end = format!("{}/", prefix.trim_end_matches('.'));
-    Filter::compare("RowKey", CmpOp::Ge, Value::String(prefix.to_owned())).and(Filter::compare(
-        "RowKey",
-        CmpOp::Lt,
-        Value::String(end),
-    ))
+    between("RowKey", prefix.to_owned(), end)
+}
+
+/// The rows whose string `property` lies in `[from, to)`.
+fn between(property: &'static str, from: String, to: String) -> Filter {
+    let compare = |op, value| Filter::compare(property, op, Value::String(value));
+    compare(CmpOp::Ge, from).and(compare(CmpOp::Lt, to))
 }
 
 /// Whether no row of `groups` carries a mark of commit `id` of `table`.
@@ -225,17 +220,8 @@ async fn no_marks_left(
     // A mark's text starts with the transaction id: `<id>.<table>|…`.
     let txn = format!("{id}.{}", table.as_str());
     for (group, pk) in groups {
-        let marked = Filter::compare("PartitionKey", CmpOp::Eq, Value::String(pk.as_str().into()))
-            .and(Filter::compare(
-                MARK,
-                CmpOp::Ge,
-                Value::String(format!("{txn}|")),
-            ))
-            .and(Filter::compare(
-                MARK,
-                CmpOp::Lt,
-                Value::String(format!("{txn}}}")),
-            ));
+        let here = Filter::compare("PartitionKey", CmpOp::Eq, Value::String(pk.as_str().into()));
+        let marked = here.and(between(MARK, format!("{txn}|"), format!("{txn}}}")));
         if !query_all(backend, group, marked).await?.is_empty() {
             return Ok(false);
         }

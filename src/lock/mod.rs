@@ -3,20 +3,15 @@
 //!
 //! [`Store::lock`](crate::Store::lock) takes the blob lease named after a
 //! partition key and returns a [`Unit`];
-//! [`Store::lock_many`](crate::Store::lock_many) takes several. Reads in a
-//! unit record the ETags they saw and see its staged writes;
-//! [`Unit::commit`] applies every write, all or nothing; dropping the unit
-//! sends nothing.
+//! [`Store::lock_many`](crate::Store::lock_many) takes several.
 //!
 //! # Taking several locks
 //!
-//! A unit tries every lock at once, then reads their lock blobs at once:
-//! two round trips however many partitions (a try never waits, so no
-//! deadlock). When any is held, the locks taken are given back and taken
-//! one after the other in canonical order, by lock blob name
+//! A unit tries every lock at once, then reads their lock blobs at once
+//! (two round trips). When any is held, the locks taken are given back and
+//! taken one after the other in canonical order, by lock blob name
 //! ([`Store::lock_lease_name`](crate::Store::lock_lease_name)), so
-//! overlapping sets never wait in a cycle. A lock that cannot be had gives
-//! back every lock already taken.
+//! overlapping sets never wait in a cycle.
 //!
 //! # The commit protocol
 //!
@@ -66,7 +61,7 @@
 //! [`crate::Error::LeaseLost`], nothing applied. A reader in a unit holding
 //! the primary's lock withdraws an undecided commit at once. A transaction
 //! ([`crate::txn`]) runs the same protocol without locks: its marks carry a
-//! time-to-live instead. Row keys starting `_lhCommit.` are reserved.
+//! time-to-live instead.
 //!
 //! # Units and optimistic writes
 //!
@@ -96,10 +91,9 @@
 //! A commit decided in a row is atomic to every reader of single rows, but
 //! two plain reads are two moments. Read several partitions consistently
 //! in a unit holding their locks ([`Store::lock_many`](crate::Store::lock_many),
-//! [`Unit::get_in`] or [`Unit::query`], [`Unit::abandon`]). A read in a
-//! unit whose reply arrives after a lock may have run out fails with
-//! [`crate::Error::LeaseLost`]. A filtered query also fetches the marked
-//! rows of its key range and filters each as resolved.
+//! [`Unit::get_in`] or [`Unit::query`], [`Unit::abandon`]). A filtered
+//! query also fetches the marked rows of its key range and filters each as
+//! resolved.
 //!
 //! # Waiting for a crashed holder
 //!
@@ -158,12 +152,9 @@
 //! A lock blob stays after its first lock. [`Store::sweep`](crate::Store::sweep)
 //! deletes one when it is free (no lease), clean (no record in it) and old
 //! (`leasehold_acquired` at least `older_than` ago; an undated blob is
-//! stamped now and kept, unless `older_than` is zero). Each candidate's
-//! lease is taken (one try), the blob checked again and deleted with that
-//! lease id, wait queue first unless a process waits there; a unit locking
-//! it meanwhile either wins (the blob is kept) or creates it again. Cost: a
-//! listing per 5000 blobs, a read per blob, and per candidate an acquire, a
-//! read, then the deletes or a release.
+//! stamped now and kept), under its lease, as lease blobs are pruned. Cost:
+//! a listing per 5000 blobs, a read per blob, and per candidate an acquire,
+//! a read, then the deletes or a release.
 //!
 //! [`LeaseManager::describe`]: crate::lease::LeaseManager::describe
 //! [`Store::locks`]: crate::Store::locks

@@ -101,9 +101,7 @@ impl<E: Entity> UnitQuery<'_, E> {
             let all = scope_filter(Some(pk), &rows, filter.clone());
             let spec = QuerySpec {
                 filter: all,
-                select: None,
-                top: None,
-                continuation: None,
+                ..QuerySpec::default()
             };
             spec.validate()?;
             specs.push((part, spec));
@@ -135,7 +133,7 @@ impl<E: Entity> UnitQuery<'_, E> {
                 }
                 // Answered while the unit's leases may have run out: another
                 // holder may have committed meanwhile.
-                unit.ensure_held()?;
+                unit.ensure_held(std::time::Duration::ZERO)?;
                 // Fence rows (fenced writes) and commits' decision rows are
                 // not the caller's entities.
                 for row in rows.into_iter().filter(|r| {

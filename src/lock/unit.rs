@@ -363,7 +363,7 @@ impl Unit {
 
     /// Row `key` as this unit sees it (its staged write over what it read;
     /// a tombstone as absent), with the properties it shows.
-    pub(super) fn view<E: Entity>(
+    pub(crate) fn view<E: Entity>(
         &self,
         key: &(Slot, RowKey),
     ) -> Result<Option<(Versioned<E>, Properties)>> {
@@ -397,7 +397,7 @@ impl Unit {
             self.env.ensure_table(table).await?;
         }
         let rows = self.fetch(&fetch).await?;
-        self.ensure_held()?;
+        self.ensure_held(Duration::ZERO)?;
         let fetched: Vec<_> = fetch.into_iter().cloned().zip(rows).collect();
         self.reads.extend(fetched);
         Ok(())
@@ -419,10 +419,11 @@ impl Unit {
         .await
     }
 
-    /// Checks, right after a read's reply, that every lock is still held.
-    pub(super) fn ensure_held(&self) -> Result<()> {
+    /// Checks that every lock is still held, `margin` short of its end (a
+    /// read's reply: zero; a commit: the commit margin).
+    pub(super) fn ensure_held(&self, margin: Duration) -> Result<()> {
         for i in (0..self.parts.len()).filter(|_| self.ttl.is_none()) {
-            self.guard_of(i)?.ensure_valid(Duration::ZERO)?;
+            self.guard_of(i)?.ensure_valid(margin)?;
         }
         Ok(())
     }
@@ -493,11 +494,11 @@ impl Unit {
         let base = match &condition {
             Precondition::IfMatch(etag) if !self.reads.contains_key(&key) => {
                 current.stored_properties().map(|properties| StoredEntity {
-                    data: EntityData {
-                        partition_key: data.partition_key.clone(),
-                        row_key: data.row_key.clone(),
-                        properties: std::sync::Arc::unwrap_or_clone(properties),
-                    },
+                    data: crate::rows::row(
+                        &data.partition_key,
+                        &data.row_key,
+                        Arc::unwrap_or_clone(properties),
+                    ),
                     etag: etag.clone(),
                     timestamp: current.timestamp(),
                 })
@@ -518,14 +519,9 @@ impl Unit {
     pub fn delete<E: Entity>(&mut self, current: &Versioned<E>) -> Result<()> {
         let (table, data) = self.encode(current.entity(), "delete")?;
         let condition = self.condition_of(&table, &data, current, "delete")?;
-        self.stage(
-            table,
-            TableOp::Delete {
-                partition_key: data.partition_key,
-                row_key: data.row_key,
-                condition: delete_condition(condition),
-            },
-        )
+        let condition = delete_condition(condition);
+        let op = crate::rows::delete(&data.partition_key, &data.row_key, condition);
+        self.stage(table, op)
     }
 
     /// Stages an **unconditional** create-or-replace (as
@@ -645,13 +641,13 @@ fn staged_view<E: Entity>(
     read: Option<&StoredEntity>,
     read_known: bool,
 ) -> Result<Option<(Versioned<E>, Properties)>> {
-    let props = match op {
+    let (d, props) = match op {
         TableOp::Delete { .. } => return Ok(None),
-        TableOp::Insert(d) | TableOp::Replace(d, _) => d.properties.clone(),
+        TableOp::Insert(d) | TableOp::Replace(d, _) => (d, d.properties.clone()),
         TableOp::Merge(d, _) => {
             let mut base = read.map(|r| r.data.properties.clone()).unwrap_or_default();
             base.merge_from(&d.properties);
-            base
+            (d, base)
         }
     };
     // A merge onto a row the unit knows nothing of is not whole.
@@ -660,14 +656,7 @@ fn staged_view<E: Entity>(
     } else {
         crate::entity::Stored::Unknown
     };
-    let Some(d) = op.data() else {
-        return Ok(None);
-    };
-    let data = EntityData {
-        partition_key: d.partition_key.clone(),
-        row_key: d.row_key.clone(),
-        properties: props.clone(),
-    };
+    let data = crate::rows::row(&d.partition_key, &d.row_key, props.clone());
     let timestamp = read.map_or_else(OffsetDateTime::now_utc, |r| r.timestamp);
     let view = Versioned::new(E::decode(data)?, ETag::new(STAGED), timestamp).with_stored(stored);
     Ok(Some((view, props)))

@@ -8,7 +8,7 @@ use crate::backend::wire;
 use crate::backend::{Precondition, StoredEntity, TableBackend, TableOp};
 use crate::entity::{EntityData, Properties, Value, validate_entity};
 use crate::error::{Error, Result};
-use crate::key::{PartitionKey, RowKey, TableName};
+use crate::key::{RowKey, TableName};
 
 use super::decision::ROW_PREFIX;
 
@@ -23,38 +23,16 @@ const CHUNK: usize = 64 * 1024;
 /// service's 1 MiB per entity with the keys and names.
 const CHUNKS_PER_ROW: usize = 15;
 
-/// A row's properties in the wire form, without its keys.
-pub(crate) fn properties_json(d: &EntityData) -> serde_json::Map<String, serde_json::Value> {
-    let mut json = wire::EntityBody::of(d).to_map();
-    json.remove("PartitionKey");
-    json.remove("RowKey");
-    json
-}
-
-/// Wire-form properties back as an entity of `table` at the given keys.
-pub(crate) fn entity_of(
-    table: &TableName,
-    partition_key: &PartitionKey,
-    row_key: &RowKey,
-    json: &serde_json::Map<String, serde_json::Value>,
-) -> std::result::Result<EntityData, String> {
-    let mut json = json.clone();
-    json.insert("PartitionKey".into(), partition_key.as_str().into());
-    json.insert("RowKey".into(), row_key.as_str().into());
-    let parsed = wire::entity_from_json(table.as_str(), &json).map_err(|e| e.to_string())?;
-    Ok(EntityData {
-        partition_key: partition_key.clone(),
-        row_key: row_key.clone(),
-        properties: parsed.properties,
-    })
-}
-
 /// The after-image text of `op`, the whole-row replace or delete a commit
 /// applies.
 pub(crate) fn text(op: &TableOp) -> String {
     match op.data() {
+        // The row's properties in the wire form, without its keys.
         Some(data) if !matches!(op, TableOp::Delete { .. }) => {
-            serde_json::Value::Object(properties_json(data)).to_string()
+            let mut json = wire::EntityBody::of(data).to_map();
+            json.remove("PartitionKey");
+            json.remove("RowKey");
+            serde_json::Value::Object(json).to_string()
         }
         _ => "null".to_owned(),
     }
@@ -109,11 +87,12 @@ pub(crate) fn attach(
         for (j, chunk) in row.iter().enumerate() {
             properties.insert(format!("d{j}"), Value::Binary(chunk.to_vec()));
         }
-        inserts.push(TableOp::Insert(EntityData {
-            partition_key: data.partition_key.clone(),
-            row_key: row_key(txn, n, i)?,
+        let key = row_key(txn, n, i)?;
+        inserts.push(TableOp::Insert(super::row(
+            &data.partition_key,
+            &key,
             properties,
-        }));
+        )));
     }
     Ok(inserts)
 }
@@ -125,11 +104,8 @@ pub(crate) fn rows_of(marked: &StoredEntity, txn: &str) -> Result<Vec<TableOp>> 
     };
     (0..m)
         .map(|i| {
-            Ok(TableOp::Delete {
-                partition_key: marked.data.partition_key.clone(),
-                row_key: row_key(txn, n, i)?,
-                condition: Precondition::IfExists,
-            })
+            let (pk, if_exists) = (&marked.data.partition_key, Precondition::IfExists);
+            Ok(super::delete(pk, &row_key(txn, n, i)?, if_exists))
         })
         .collect()
 }
@@ -187,19 +163,16 @@ pub(crate) async fn write_of(
     };
     let json: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| bad(format!("does not parse: {e}")))?;
+    let (pk, rk) = (&row.data.partition_key, &row.data.row_key);
+    let at = Precondition::IfMatch(row.etag.clone());
     match json {
-        serde_json::Value::Null => Ok(TableOp::Delete {
-            partition_key: row.data.partition_key.clone(),
-            row_key: row.data.row_key.clone(),
-            condition: Precondition::IfMatch(row.etag.clone()),
-        }),
-        serde_json::Value::Object(map) => {
-            let data = entity_of(table, &row.data.partition_key, &row.data.row_key, &map)
+        serde_json::Value::Null => Ok(super::delete(pk, rk, at)),
+        serde_json::Value::Object(mut json) => {
+            json.insert("PartitionKey".into(), pk.as_str().into());
+            json.insert("RowKey".into(), rk.as_str().into());
+            let parsed = wire::entity_from_json(table.as_str(), &json)
                 .map_err(|e| bad(format!("does not parse: {e}")))?;
-            Ok(TableOp::Replace(
-                data,
-                Precondition::IfMatch(row.etag.clone()),
-            ))
+            Ok(TableOp::Replace(super::row(pk, rk, parsed.properties), at))
         }
         _ => Err(bad("is neither a row nor null".into())),
     }
@@ -209,7 +182,7 @@ pub(crate) async fn write_of(
 mod tests {
     use super::*;
     use crate::backend::memory::MemoryBackend;
-    use crate::key::ETag;
+    use crate::key::{ETag, PartitionKey};
 
     fn keys() -> (TableName, PartitionKey, RowKey) {
         (

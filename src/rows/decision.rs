@@ -3,11 +3,11 @@
 //! protocol" in `crate::lock`).
 
 use crate::backend::{StoredEntity, TableBackend, TableOp, WriteOptions};
-use crate::entity::{EntityData, Properties, Value};
+use crate::entity::{Properties, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 
-/// The reserved row-key prefix of decision rows and after-image rows.
+/// The row-key prefix of decision rows and after-image rows.
 pub(crate) const ROW_PREFIX: &str = "_lhCommit.";
 
 /// The property holding a decision.
@@ -22,7 +22,7 @@ pub(crate) const GROUPS: &str = "_lhGroups";
 /// then kept by the prune.
 const MAX_GROUPS_TEXT: usize = 30_000;
 
-/// What happened to a commit, as its decision row tells it
+/// What happened to a commit
 /// ([`Store::commit_outcome`](crate::Store::commit_outcome)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -67,28 +67,27 @@ pub(crate) fn issued_at(txn: &str) -> Option<time::OffsetDateTime> {
     Some(at + time::Duration::nanoseconds(i64::from(nanos)))
 }
 
-/// The id part of transaction id `txn` (`<id>.<table>`).
+/// The id part of `txn` (`<id>.<table>`).
 pub(crate) fn id(txn: &str) -> &str {
     txn.split_once('.').map_or(txn, |(id, _)| id)
 }
 
-/// The table a transaction id names (`None`: it names none).
+/// The table `txn` names.
 pub(crate) fn table_of(txn: &str) -> Option<TableName> {
     let (_, table) = txn.split_once('.')?;
     TableName::new(table).ok()
 }
 
-/// Whether `row_key` is a decision row's.
+/// Whether `row_key` is a decision row's or an after-image row's.
 pub(crate) fn is_decision_row(row_key: &RowKey) -> bool {
     row_key.as_str().starts_with(ROW_PREFIX)
 }
 
-/// The row key of transaction `txn`'s decision row.
 pub(crate) fn row_key(txn: &str) -> Result<RowKey> {
     RowKey::new(format!("{ROW_PREFIX}{}", id(txn)))
 }
 
-/// The insert of transaction `txn`'s decision row in partition `primary`.
+/// The insert of `txn`'s decision row in partition `primary`.
 pub(crate) fn insert(
     primary: &PartitionKey,
     txn: &str,
@@ -96,11 +95,11 @@ pub(crate) fn insert(
 ) -> Result<TableOp> {
     let mut properties = Properties::new();
     properties.insert_static(STATE, Value::String(decision.text().into()));
-    Ok(TableOp::Insert(EntityData {
-        partition_key: primary.clone(),
-        row_key: row_key(txn)?,
+    Ok(TableOp::Insert(super::row(
+        primary,
+        &row_key(txn)?,
         properties,
-    }))
+    )))
 }
 
 /// The commit point's insert of `txn`'s decision row, naming `groups`.
@@ -134,13 +133,10 @@ pub(crate) struct Stored {
 impl Stored {
     /// The decision row `row` says, if it is one leasehold wrote.
     pub(crate) fn of(row: &StoredEntity) -> Option<Stored> {
-        let decision = match row.data.properties.get(STATE) {
-            Some(Value::String(s)) if s == CommitOutcome::Applied.text() => CommitOutcome::Applied,
-            Some(Value::String(s)) if s == CommitOutcome::NotApplied.text() => {
-                CommitOutcome::NotApplied
-            }
-            _ => return None,
-        };
+        let state = row.data.properties.get(STATE);
+        let decision = [CommitOutcome::Applied, CommitOutcome::NotApplied]
+            .into_iter()
+            .find(|d| matches!(state, Some(Value::String(s)) if s == d.text()))?;
         let groups = match row.data.properties.get(GROUPS) {
             Some(Value::String(text)) => serde_json::from_str::<Vec<[String; 2]>>(text)
                 .ok()
@@ -161,17 +157,12 @@ pub(crate) fn id_of(row_key: &RowKey) -> Option<&str> {
     row_key.as_str().strip_prefix(ROW_PREFIX).map(id)
 }
 
-/// The delete of transaction `txn`'s decision row.
 pub(crate) fn delete(primary: &PartitionKey, txn: &str) -> Result<TableOp> {
-    Ok(TableOp::Delete {
-        partition_key: primary.clone(),
-        row_key: row_key(txn)?,
-        condition: crate::backend::Precondition::IfExists,
-    })
+    let if_exists = crate::backend::Precondition::IfExists;
+    Ok(super::delete(primary, &row_key(txn)?, if_exists))
 }
 
-/// Transaction `txn`'s decision, read from `table` of partition `primary`
-/// (`None`: none stored).
+/// `txn`'s decision as stored in `table` of partition `primary`.
 pub(crate) async fn read(
     backend: &dyn TableBackend,
     table: &TableName,

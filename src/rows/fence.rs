@@ -56,11 +56,7 @@ pub(crate) fn data(pk: &PartitionKey, row_key: &RowKey, lease: &str, epoch: i64)
     let mut properties = Properties::with_capacity(2);
     properties.insert_static(EPOCH, Value::Int64(epoch));
     properties.insert_static(LEASE, Value::String(lease.to_owned()));
-    EntityData {
-        partition_key: pk.clone(),
-        row_key: row_key.clone(),
-        properties,
-    }
+    super::row(pk, row_key, properties)
 }
 
 /// The epoch a stored fence row carries.

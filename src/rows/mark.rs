@@ -85,11 +85,7 @@ impl Mark {
             None => {
                 let mut properties = Properties::new();
                 properties.insert_static(MARK, Value::String(self.encode()));
-                TableOp::Insert(EntityData {
-                    partition_key: pk.clone(),
-                    row_key: rk.clone(),
-                    properties,
-                })
+                TableOp::Insert(super::row(pk, rk, properties))
             }
         }
     }
@@ -107,11 +103,7 @@ pub(crate) fn slim(pre: &TableOp) -> TableOp {
                     properties.insert_static(name, value.clone());
                 }
             }
-            let data = EntityData {
-                partition_key: data.partition_key.clone(),
-                row_key: data.row_key.clone(),
-                properties,
-            };
+            let data = super::row(&data.partition_key, &data.row_key, properties);
             TableOp::Merge(data, condition.clone())
         }
         other => other.clone(),
@@ -125,11 +117,11 @@ pub(crate) fn strip(mut data: EntityData, etag: ETag, mark: &Mark) -> TableOp {
     data.properties.remove(MARK);
     data.properties.remove(AFTER);
     if mark.absent && data.properties.is_empty() {
-        TableOp::Delete {
-            partition_key: data.partition_key,
-            row_key: data.row_key,
-            condition: Precondition::IfMatch(etag),
-        }
+        super::delete(
+            &data.partition_key,
+            &data.row_key,
+            Precondition::IfMatch(etag),
+        )
     } else {
         TableOp::Replace(data, Precondition::IfMatch(etag))
     }
@@ -147,24 +139,14 @@ pub(crate) fn apply_op(op: &TableOp, read: Option<&StoredEntity>, marked: &ETag)
             let mut properties = read.map(|r| r.data.properties.clone()).unwrap_or_default();
             properties.remove(crate::backend::write_log::PROPERTY);
             properties.merge_from(&data.properties);
-            TableOp::Replace(
-                EntityData {
-                    partition_key: data.partition_key.clone(),
-                    row_key: data.row_key.clone(),
-                    properties,
-                },
-                at,
-            )
+            let data = super::row(&data.partition_key, &data.row_key, properties);
+            TableOp::Replace(data, at)
         }
         TableOp::Delete {
             partition_key,
             row_key,
             ..
-        } => TableOp::Delete {
-            partition_key: partition_key.clone(),
-            row_key: row_key.clone(),
-            condition: Precondition::IfMatch(marked.clone()),
-        },
+        } => super::delete(partition_key, row_key, at),
     }
 }
 

@@ -15,16 +15,12 @@
 //! | a fenced write's fence row ([`fence`]) | row of each partition a fence writes | `~lhfence~<lease>`, properties `_lhFenceEpoch`, `_lhFenceLease` |
 //! | an entity's write log (`crate::backend::write_log`) | property of an entity row | `_lhWriteLog` |
 //!
-//! Reads through leasehold never return a row [`is_hidden`] names (a
-//! decision or after-image row, a fence row, a tombstone, a row past its
-//! expiry), and resolve a mark before returning its row. Entity types may
-//! not use a property name starting with `_lh`: the derive refuses them at
-//! compile time, and every write of properties a user gave refuses them
-//! before any request ([`crate::entity::refuse_reserved_properties`], which
-//! sits with the entities because a [`DynamicEntity`](crate::DynamicEntity)
-//! refuses them as it is encoded). The write log's name and the expiry's
-//! are the rules crate's, which the derive and the backends (that settle a
-//! lost reply by the log) share.
+//! Reads through leasehold never return a row [`is_hidden`] names, and
+//! resolve a mark before returning its row. Entity types may not use a
+//! property name starting with `_lh`: the derive refuses them at compile
+//! time, and every write of properties a user gave refuses them before any
+//! request ([`crate::entity::refuse_reserved_properties`]). The write log's
+//! name and the expiry's are the rules crate's, shared with the derive.
 
 pub(crate) mod after;
 pub(crate) mod claim;
@@ -37,8 +33,9 @@ pub(crate) mod tombstone;
 use crate::backend::{
     Precondition, QueryPage, QuerySpec, StoredEntity, TableBackend, TableOp, WriteOptions,
 };
+use crate::entity::{EntityData, Properties};
 use crate::error::{ErrorKind, Result};
-use crate::key::TableName;
+use crate::key::{PartitionKey, RowKey, TableName};
 use crate::query::Filter;
 
 /// How long after starting its claims an indexed write (a `Table` write, a
@@ -46,18 +43,32 @@ use crate::query::Filter;
 /// (see "How long a claim or tombstone is relied on" in [`crate::index`]).
 pub(crate) const SEND_WINDOW: std::time::Duration = std::time::Duration::from_secs(5 * 60);
 
-/// Whether the row `(row_key, properties)` is one that reads through
-/// leasehold never return: a decision row or after-image row of a commit,
-/// a fence row, or a row that reads as absent though stored (a tombstone,
-/// a row past its expiry: [`tombstone::is_tombstone`]). (Index rows live in
-/// tables of their own; whether one is stale takes a read of its entity.)
-pub(crate) fn is_hidden(
-    row_key: &crate::key::RowKey,
-    properties: &crate::entity::Properties,
-) -> bool {
+/// Whether reads through leasehold leave the row out: a commit's decision
+/// or after-image row, a fence row, or a row that reads as absent
+/// ([`tombstone::is_tombstone`]). (Whether an index row is stale takes a
+/// read of its entity.)
+pub(crate) fn is_hidden(row_key: &RowKey, properties: &Properties) -> bool {
     decision::is_decision_row(row_key)
         || fence::is_fence_row(row_key.as_str())
         || tombstone::is_tombstone(properties)
+}
+
+/// A row of partition `pk` keyed `rk` holding `properties`.
+pub(crate) fn row(pk: &PartitionKey, rk: &RowKey, properties: Properties) -> EntityData {
+    EntityData {
+        partition_key: pk.clone(),
+        row_key: rk.clone(),
+        properties,
+    }
+}
+
+/// The delete of row `rk` of partition `pk` under `condition`.
+pub(crate) fn delete(pk: &PartitionKey, rk: &RowKey, condition: Precondition) -> TableOp {
+    TableOp::Delete {
+        partition_key: pk.clone(),
+        row_key: rk.clone(),
+        condition,
+    }
 }
 
 /// Deletes `row` at the ETag it was read at; answers whether it did (a row
@@ -67,11 +78,8 @@ pub(crate) async fn delete_as_read(
     table: &TableName,
     row: &StoredEntity,
 ) -> Result<bool> {
-    let op = TableOp::Delete {
-        partition_key: row.data.partition_key.clone(),
-        row_key: row.data.row_key.clone(),
-        condition: Precondition::IfMatch(row.etag.clone()),
-    };
+    let (data, etag) = (&row.data, Precondition::IfMatch(row.etag.clone()));
+    let op = delete(&data.partition_key, &data.row_key, etag);
     write_as_read(backend, table, op).await
 }
 

@@ -23,11 +23,7 @@ pub(crate) fn is_tombstone(properties: &Properties) -> bool {
 pub(crate) fn data(pk: &PartitionKey, rk: &RowKey, why: &str) -> EntityData {
     let mut properties = Properties::with_capacity(1);
     properties.insert_static(PROPERTY, Value::String(why.to_owned()));
-    EntityData {
-        partition_key: pk.clone(),
-        row_key: rk.clone(),
-        properties,
-    }
+    super::row(pk, rk, properties)
 }
 
 #[cfg(test)]

@@ -47,7 +47,7 @@
 use std::time::Duration;
 
 use crate::backend::{Precondition, TableOp};
-use crate::entity::{Entity, EntityData, Properties, Versioned};
+use crate::entity::{Entity, Properties, Versioned};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{IntoPartitionKey, IntoRowKey};
 use crate::lock::{CommitReport, LockEnv, STAGED, Slot, Unit, UnitQuery};
@@ -186,11 +186,9 @@ impl Transaction {
         }
         self.unit.read_unread(&wanted).await?;
         // Every row is now read (or staged): answered from memory.
-        let mut out = Vec::with_capacity(wanted.len());
-        for (slot, rk) in wanted {
-            out.push(self.unit.read_row::<E>(slot.part, rk).await?);
-        }
-        Ok(out)
+        (wanted.iter())
+            .map(|key| Ok(self.unit.view::<E>(key)?.map(|(view, _)| view)))
+            .collect()
     }
 
     /// A typed query of one partition (name it with
@@ -225,18 +223,17 @@ impl Transaction {
         let data = current.encode()?;
         let table = self.unit.env.table_name(E::TABLE)?;
         let etag = current.etag().clone();
-        let part = (self.unit.parts.iter()).position(|p| p.pk == data.partition_key);
-        let read = part.and_then(|part| {
-            let key = (
+        let key = |part| {
+            (
                 Slot {
                     part,
                     table: table.clone(),
                 },
                 data.row_key.clone(),
-            );
-            self.unit.reads.get(&key)
-        });
-        match read {
+            )
+        };
+        let part = (self.unit.parts.iter()).position(|p| p.pk == data.partition_key);
+        match part.and_then(|part| self.unit.reads.get(&key(part))) {
             Some(Some(row)) if row.etag == etag => return Ok(()),
             Some(_) => {
                 return Err(Error::Conflict {
@@ -247,7 +244,7 @@ impl Transaction {
                     ),
                     code: None,
                     table: Some(table.as_str().to_owned()),
-                    row: Some(Box::new((data.partition_key, data.row_key))),
+                    row: Some(Box::new((data.partition_key.clone(), data.row_key.clone()))),
                 });
             }
             None if etag.as_str() == STAGED => {
@@ -258,12 +255,8 @@ impl Transaction {
             }
             None => {}
         }
-        let part = self.unit.part_of(&data.partition_key, "check")?;
-        let key = (Slot { part, table }, data.row_key.clone());
-        let unchanged = EntityData {
-            properties: Properties::new(),
-            ..data
-        };
+        let key = key(self.unit.part_of(&data.partition_key, "check")?);
+        let unchanged = crate::rows::row(&data.partition_key, &data.row_key, Properties::new());
         let check = TableOp::Merge(unchanged, Precondition::IfMatch(etag));
         self.unit.staged.entry(key).or_insert(check);
         Ok(())
