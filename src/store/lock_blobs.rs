@@ -8,7 +8,7 @@ use futures_util::StreamExt as _;
 use tracing::Instrument as _;
 
 use crate::error::{Error, Result};
-use crate::key::PartitionKey;
+use crate::key::{PartitionKey, TableName};
 use crate::lease::LeaseName;
 use crate::lease::prune::{Age, Verdict, examine};
 use crate::lock::LockEnv;
@@ -26,6 +26,7 @@ const PROGRESS_EVERY: u64 = 100;
 /// [`PROGRESS_EVERY`] lock blobs (the partitions come at the end).
 pub(crate) async fn prune_locks(
     env: &Arc<LockEnv>,
+    tables: &[TableName],
     older_than: Duration,
     later: Duration,
     dry_run: bool,
@@ -69,7 +70,8 @@ pub(crate) async fn prune_locks(
                 progress(report);
             }
         }
-        let removed = crate::lock::prune_commit_rows(env, age.cutoff, later, dry_run).await?;
+        let removed =
+            crate::lock::prune_commit_rows(env, tables, age.cutoff, later, dry_run).await?;
         report.decision_rows = removed.decision_rows;
         report.after_image_rows = removed.after_image_rows;
         report.lock_blob_partitions = partitions;

@@ -250,6 +250,7 @@ impl Store {
         partition_key: impl IntoPartitionKey,
     ) -> Result<Vec<crate::lock::CommitSummary>> {
         let pk = partition_key.into_partition_key()?;
-        crate::lock::list_commits(self.locking(), &pk).await
+        let tables = super::manage::prefixed_tables(self.tables()).await?;
+        crate::lock::list_commits(self.locking(), tables, &pk).await
     }
 }

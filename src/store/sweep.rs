@@ -292,14 +292,8 @@ async fn sweep(
             dry_run,
             ..SweepReport::default()
         };
-        let prefix = env.table_prefix().to_owned();
-        let tables: Vec<TableName> = env
-            .backend()
-            .list_tables()
-            .await?
-            .into_iter()
-            .filter(|t| t.as_str().starts_with(&prefix))
-            .collect();
+        let prefix_len = env.table_prefix().len();
+        let tables = super::manage::prefixed_tables(env).await?;
         let sweeper = Sweeper {
             env,
             cutoff,
@@ -310,7 +304,7 @@ async fn sweep(
         // Stale index rows first (a tombstone their entity left goes
         // after them), per indexed table.
         for index_table in tables.iter().filter(|t| t.as_str().ends_with(TABLE_SUFFIX)) {
-            let name = &index_table.as_str()[prefix.len()..];
+            let name = &index_table.as_str()[prefix_len..];
             let entity_table = &name[..name.len() - TABLE_SUFFIX.len()];
             sweeper
                 .stale_index_rows(entity_table, &mut report, progress)
@@ -332,7 +326,7 @@ async fn sweep(
         // read; judged on the clock reads judge them by.
         let expiry_now = crate::datetime::now() + options.later;
         for table in &tables {
-            let name = &table.as_str()[prefix.len()..];
+            let name = &table.as_str()[prefix_len..];
             let examined = report.rows_examined;
             super::expiry::delete_expired(env, name, expiry_now, dry_run, &mut report)
                 .instrument(tracing::info_span!("leasehold.sweep.expired", table = %table))
@@ -345,6 +339,7 @@ async fn sweep(
         // Lock blobs, then decision rows and after-image rows.
         prune_locks(
             env,
+            &tables,
             older_than,
             options.later,
             dry_run,
@@ -401,34 +396,19 @@ impl Sweeper<'_> {
             .await?
         };
         report.rows_examined = base + read;
-        let (old, young): (Vec<_>, Vec<_>) = stale
-            .into_iter()
-            .partition(|(_, row)| row.timestamp < self.cutoff);
-        report.kept += count(young.len());
         let indexes = &indexes;
-        let mut removals = futures_util::stream::iter(old)
-            .map(|(def, row)| async move {
-                // A dry run reads nothing more (a read may finish a mark).
-                if !self.dry_run
-                    && !crate::index::still_stale(env.tables(), indexes, def, &row).await?
-                {
-                    return Ok(false);
-                }
-                self.delete(&indexes.index_table, &row).await
-            })
-            .buffer_unordered(self.concurrency);
-        while let Some(removed) = removals.next().await {
-            if removed? {
-                report.stale_index_rows += 1;
-            } else {
-                report.kept += 1;
+        let old = |(_, row): &(_, StoredEntity)| row.timestamp < self.cutoff;
+        let remove = |(def, row): (_, StoredEntity)| async move {
+            // A dry run reads nothing more (a read may finish a mark).
+            if !self.dry_run && !crate::index::still_stale(env.tables(), indexes, def, &row).await?
+            {
+                return Ok(false);
             }
-            if report.stale_index_rows.is_multiple_of(100) {
-                progress(report);
-            }
-        }
-        progress(report);
-        Ok(())
+            self.delete(&indexes.index_table, &row).await
+        };
+        let kind: fn(&mut SweepReport) -> &mut u64 = |r| &mut r.stale_index_rows;
+        self.remove(stale, old, remove, kind, report, progress)
+            .await
     }
 
     /// The tombstones of `table` not marked by a unit.
@@ -442,25 +422,49 @@ impl Sweeper<'_> {
         let mut pages = Pages::new(self.env.backend().as_ref(), table, tombstones);
         while let Some(page) = pages.next().await? {
             report.rows_examined += count(page.len());
-            let (old, young): (Vec<StoredEntity>, Vec<StoredEntity>) =
-                page.into_iter().partition(|row| {
-                    tombstone::is_tombstone(&row.data.properties)
-                        && row.data.properties.get(MARK).is_none()
-                        && row.timestamp < self.cutoff
-                });
-            report.kept += count(young.len());
-            let mut removals = futures_util::stream::iter(old)
-                .map(|row| async move { self.delete(table, &row).await })
-                .buffer_unordered(self.concurrency);
-            while let Some(removed) = removals.next().await {
-                if removed? {
-                    report.tombstones += 1;
-                } else {
-                    report.kept += 1;
-                }
-            }
-            progress(report);
+            let old = |row: &StoredEntity| {
+                tombstone::is_tombstone(&row.data.properties)
+                    && row.data.properties.get(MARK).is_none()
+                    && row.timestamp < self.cutoff
+            };
+            let remove = |row: StoredEntity| async move { self.delete(table, &row).await };
+            let kind: fn(&mut SweepReport) -> &mut u64 = |r| &mut r.tombstones;
+            self.remove(page, old, remove, kind, report, progress)
+                .await?;
         }
+        Ok(())
+    }
+
+    /// Runs `remove` on the `rows` that are `old`, `concurrency` at once,
+    /// counting each removed in `kind`, and in `kept` the young ones and
+    /// those changed since they were read; calls `progress` every 100
+    /// removals and at the end.
+    async fn remove<T, F: Future<Output = Result<bool>>>(
+        &self,
+        rows: Vec<T>,
+        old: impl Fn(&T) -> bool,
+        remove: impl FnMut(T) -> F,
+        kind: fn(&mut SweepReport) -> &mut u64,
+        report: &mut SweepReport,
+        progress: &mut (dyn FnMut(&SweepReport) + Send),
+    ) -> Result<()> {
+        let (old, young): (Vec<T>, Vec<T>) = rows.into_iter().partition(|row| old(row));
+        report.kept += count(young.len());
+        let mut removals = futures_util::stream::iter(old)
+            .map(remove)
+            .buffer_unordered(self.concurrency);
+        while let Some(removed) = removals.next().await {
+            let counted = if removed? {
+                kind(report)
+            } else {
+                &mut report.kept
+            };
+            *counted += 1;
+            if kind(report).is_multiple_of(100) {
+                progress(report);
+            }
+        }
+        progress(report);
         Ok(())
     }
 
