@@ -119,7 +119,11 @@ impl Store {
 
     /// `{name}Idx`, if it holds index descriptions.
     async fn index_table_of(&self, name: &str) -> Result<Option<TableName>> {
-        if self.table_name(&format!("{name}{TABLE_SUFFIX}")).is_err() {
+        if self
+            .tables()
+            .table_name(&format!("{name}{TABLE_SUFFIX}"))
+            .is_err()
+        {
             // Too long for a table name: there can be no index table.
             return Ok(None);
         }
@@ -134,7 +138,7 @@ impl Store {
         if name.is_empty() {
             return Err(Error::invalid("table name", "is empty"));
         }
-        self.table_name(name)
+        self.tables().table_name(name)
     }
 }
 

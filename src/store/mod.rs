@@ -7,7 +7,7 @@ use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, BlobBackend, Layer, Tracing, Wrap};
 use crate::error::{Error, Result};
 use crate::index::UnitClaims;
-use crate::key::{ContainerName, IntoPartitionKey, TableName};
+use crate::key::{ContainerName, IntoPartitionKey};
 use crate::lease::{LeaseManager, LeaseName, LeaseOptions, Settings};
 use crate::lock::options::LockOptions;
 use crate::lock::{CommitClaims, LockEnv};
@@ -69,9 +69,7 @@ impl Store {
     /// (never echoing a key or signature).
     #[cfg(feature = "azure")]
     pub fn connect(connection_string: &str) -> Result<Store> {
-        Ok(Store::new(
-            crate::backend::azure::AzureBackend::from_connection_string(connection_string)?,
-        ))
+        Store::builder_from_connection_string(connection_string)?.build()
     }
 
     /// A store on Azure Storage (or Azurite) configured by the environment
@@ -88,9 +86,7 @@ impl Store {
     /// of the chain can be set up.
     #[cfg(feature = "azure")]
     pub fn from_env() -> Result<Store> {
-        Ok(Store::new(backend_from_env(&|name| {
-            std::env::var(name).ok()
-        })?))
+        Store::builder_from_env()?.build()
     }
 
     /// A [`StoreBuilder`] for a store on Azure Storage (or Azurite) from a
@@ -214,10 +210,6 @@ impl Store {
     /// The prefix put before every table name (empty by default).
     pub fn table_prefix(&self) -> &str {
         self.inner.locking.tables().table_prefix()
-    }
-
-    pub(crate) fn table_name(&self, table: &str) -> Result<TableName> {
-        self.inner.locking.tables().table_name(table)
     }
 
     pub(crate) fn tables(&self) -> &Arc<TableEnv> {
