@@ -126,23 +126,10 @@ impl<E, T: PropertyCodec> Column<E, T> {
 }
 
 /// A value a [`Column`] of type `T` compares with: `T` itself, or a type that
-/// converts to `T` without loss (a column of an `Option<T>` field is one of
-/// `T`):
-///
-/// | column type | also accepts |
-/// |---|---|
-/// | `i64` | `i8`, `i16`, `i32`, `u8`, `u16`, `u32` |
-/// | `i32` | `i8`, `i16`, `u8`, `u16` |
-/// | `i16` | `i8`, `u8` |
-/// | `u64` | `u8`, `u16`, `u32` |
-/// | `u32` | `u8`, `u16` |
-/// | `u16` | `u8` |
-/// | `f64` | `f32`, `i8`, `i16`, `i32`, `u8`, `u16`, `u32` |
-/// | `String` | `&str`, `&String`, `Box<str>`, `Cow<str>` |
-/// | `Vec<u8>` | `&[u8]`, `&Vec<u8>`, `[u8; N]`, `&[u8; N]` |
-///
-/// An integer literal beyond the `i32` range needs its type spelled
-/// (`c.total.ge(5_000_000_000_i64)`).
+/// converts to `T` without loss (`i32` for `i64`, `f32` for `f64`, `&str`
+/// for `String`, `&[u8]` for `Vec<u8>`: the implementors below; a column of
+/// an `Option<T>` field is one of `T`). An integer literal beyond the `i32`
+/// range needs its type spelled (`c.total.ge(5_000_000_000_i64)`).
 ///
 /// ```compile_fail,E0277
 /// # use leasehold::Entity;

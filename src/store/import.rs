@@ -66,6 +66,7 @@ pub struct ImportProgress {
     pub already_there: u64,
 }
 
+/// One transaction's rows, stored.
 struct Sent {
     /// The input rows before this count are stored once this one is.
     end: u64,
@@ -79,12 +80,12 @@ impl Store {
     /// [`DynamicEntity::from_json_line`]) into table `table` (without the
     /// store's prefix; created when missing), consecutive rows of one
     /// partition in transactions of up to 100 operations and 4 MiB, several
-    /// in flight, reporting [`ImportProgress`] after each. To resume, import
-    /// the same input without its first [`ImportProgress::rows`] rows.
+    /// in flight. To resume, import the same input without its first
+    /// [`ImportProgress::rows`] rows.
     ///
-    /// Rows are written as they are, not through an entity type: index
-    /// tables are not written (import them too, or `leasehold indexes
-    /// rebuild`). Import into a table nothing else writes meanwhile.
+    /// Rows are written as they are: index tables are not written (import
+    /// them too, or rebuild the indexes). Import into a table nothing else
+    /// writes meanwhile.
     ///
     /// ```
     /// use leasehold::store::{ImportOptions, ImportProgress};

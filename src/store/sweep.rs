@@ -35,7 +35,6 @@ pub struct SweepOptions {
     older_than: Duration,
     dry_run: bool,
     concurrency: usize,
-    /// See `SweepOptions::as_if_later`.
     later: Duration,
 }
 
@@ -204,11 +203,11 @@ impl Store {
     /// since is kept for the next sweep. Why 25 minutes: "How long a claim
     /// or tombstone is relied on" in [`crate::index`].
     ///
-    /// Cost: a read of every indexed table and its index table, a filtered
-    /// query of every table, one or two reads and a delete per stale index
-    /// row, a delete per tombstone; one query per table and per group a
-    /// committed decision row names; for lock blobs, see "Lock blobs" in
-    /// [`crate::lock`].
+    /// Cost: one table listing; a read of every indexed table and its index
+    /// table, one or two reads and a delete per stale index row; filtered
+    /// queries of every table, a delete per row removed; one query per
+    /// group a committed decision row names; for lock blobs, see "Lock
+    /// blobs" in [`crate::lock`].
     ///
     /// ```
     /// # use std::time::Duration;
@@ -247,9 +246,8 @@ impl Store {
         self.sweep_with_progress(options, |_| {}).await
     }
 
-    /// As [`Store::sweep`], calling `progress` with the counts so far as
-    /// it goes (the removed lock blobs' partitions come with the last
-    /// call).
+    /// As [`Store::sweep`], calling `progress` with the counts so far (the
+    /// removed lock blobs' partitions come with the last call).
     ///
     /// # Errors
     /// As [`Store::sweep`].
@@ -468,8 +466,7 @@ impl Sweeper<'_> {
         Ok(())
     }
 
-    /// Deletes `row` at its ETag (a dry run: counts it); answers whether
-    /// it did.
+    /// Deletes `row` at its ETag (a dry run: counts it).
     async fn delete(&self, table: &TableName, row: &StoredEntity) -> Result<bool> {
         if self.dry_run {
             return Ok(true);
