@@ -13,7 +13,9 @@ use std::sync::Arc;
 use time::OffsetDateTime;
 
 use super::SweepReport;
+use super::sweep::Sweeper;
 use crate::backend::{Precondition, StoredEntity, TableOp};
+use crate::entity::Value;
 use crate::error::{ErrorKind, Result};
 use crate::index::claim;
 use crate::lock::LockEnv;
@@ -21,70 +23,62 @@ use crate::query::{CmpOp, Filter};
 use crate::rows::{decision, expiry, tombstone};
 use crate::table::Resolver;
 
-/// Deletes (a dry run: counts) the rows of `table` (without the store's
-/// prefix) whose expiry is at or before `now`, counting them in `report`.
-pub(crate) async fn delete_expired(
-    env: &Arc<LockEnv>,
-    table: &str,
-    now: OffsetDateTime,
-    dry_run: bool,
-    report: &mut SweepReport,
-) -> Result<()> {
-    let name = env.table_name(table)?;
-    let indexes = match crate::index::read_defs(env.tables(), table).await {
-        Ok(found) => found,
-        // No index table can have such a name: the type has no indexes.
-        Err(e) if e.kind() == ErrorKind::Invalid => None,
-        Err(e) => return Err(e),
-    };
-    let due = Filter::compare(
-        expiry::PROPERTY,
-        CmpOp::Le,
-        crate::entity::Value::DateTime(now),
-    );
-    let backend = env.backend().as_ref();
-    let mut pages = crate::rows::Pages::new(backend, &name, due);
-    let resolver = Resolver::new(env.tables(), Vec::new());
-    let before = (report.expired_rows, report.kept);
-    // A page at a time: a table's expired rows may not fit in memory.
-    while let Some(page) = pages.next().await? {
-        for row in page {
-            if decision::is_decision_row(&row.data.row_key) {
-                continue;
+impl Sweeper<'_> {
+    /// The rows of `table` (without the store's prefix) whose expiry is at
+    /// or before `now`.
+    pub(super) async fn expired(
+        &self,
+        table: &str,
+        now: OffsetDateTime,
+        report: &mut SweepReport,
+        progress: &mut (dyn FnMut(&SweepReport) + Send),
+    ) -> Result<()> {
+        let env = self.env;
+        let name = &env.table_name(table)?;
+        let indexes = &match crate::index::read_defs(env.tables(), table).await {
+            Ok(found) => found,
+            // No index table can have such a name: the type has no indexes.
+            Err(e) if e.kind() == ErrorKind::Invalid => None,
+            Err(e) => return Err(e),
+        };
+        let due = Filter::compare(expiry::PROPERTY, CmpOp::Le, Value::DateTime(now));
+        let mut pages = crate::rows::Pages::new(env.backend().as_ref(), name, due);
+        let resolver = Resolver::new(env.tables(), Vec::new());
+        let before = (report.expired_rows, report.kept);
+        // A page at a time: a table's expired rows may not fit in memory.
+        while let Some(page) = pages.next().await? {
+            let mut rows = Vec::new();
+            for row in page {
+                if decision::is_decision_row(&row.data.row_key) {
+                    continue;
+                }
+                // A row in a commit: judged as the commit leaves it.
+                let Some(row) = resolver.resolve_opt(name, Some(row)).await? else {
+                    continue;
+                };
+                if row.data.properties.get(tombstone::PROPERTY).is_none()
+                    && expiry::expired_at(&row.data.properties, now)
+                {
+                    rows.push(row);
+                }
             }
-            // A row in a commit: judged as the commit leaves it.
-            let Some(row) = resolver.resolve_opt(&name, Some(row)).await? else {
-                continue;
+            report.rows_examined += rows.len() as u64;
+            let remove = |row: StoredEntity| async move {
+                match indexes {
+                    Some(indexes) if !self.dry_run => remove_indexed(env, indexes, name, row).await,
+                    _ => self.delete(name, &row).await,
+                }
             };
-            if row.data.properties.get(tombstone::PROPERTY).is_some()
-                || !expiry::expired_at(&row.data.properties, now)
-            {
-                continue;
-            }
-            report.rows_examined += 1;
-            if dry_run {
-                report.expired_rows += 1;
-                continue;
-            }
-            let removed = match &indexes {
-                Some(indexes) => remove_indexed(env, indexes, &name, row).await?,
-                None => crate::rows::delete_as_read(backend, &name, &row).await?,
-            };
-            if removed {
-                report.expired_rows += 1;
-            } else {
-                report.kept += 1;
-            }
+            let kind: fn(&mut SweepReport) -> &mut u64 = |r| &mut r.expired_rows;
+            self.remove(rows, |_| true, remove, kind, report, progress)
+                .await?;
         }
+        if !self.dry_run {
+            let (removed, kept) = (report.expired_rows - before.0, report.kept - before.1);
+            env.telemetry().expired_rows(name.as_str(), removed, kept);
+        }
+        Ok(())
     }
-    if !dry_run {
-        env.telemetry().expired_rows(
-            name.as_str(),
-            report.expired_rows - before.0,
-            report.kept - before.1,
-        );
-    }
-    Ok(())
 }
 
 /// Deletes an expired row of a type with indexes; `false` when the row

@@ -325,13 +325,10 @@ async fn sweep(
         let expiry_now = crate::datetime::now() + options.later;
         for table in &tables {
             let name = &table.as_str()[prefix_len..];
-            let examined = report.rows_examined;
-            super::expiry::delete_expired(env, name, expiry_now, dry_run, &mut report)
+            sweeper
+                .expired(name, expiry_now, &mut report, progress)
                 .instrument(tracing::info_span!("leasehold.sweep.expired", table = %table))
                 .await?;
-            if report.rows_examined > examined {
-                progress(&report);
-            }
         }
 
         // Lock blobs, then decision rows and after-image rows.
@@ -358,10 +355,10 @@ fn count(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
 }
 
-struct Sweeper<'a> {
-    env: &'a Arc<LockEnv>,
+pub(super) struct Sweeper<'a> {
+    pub(super) env: &'a Arc<LockEnv>,
     cutoff: OffsetDateTime,
-    dry_run: bool,
+    pub(super) dry_run: bool,
     concurrency: usize,
 }
 
@@ -437,7 +434,7 @@ impl Sweeper<'_> {
     /// counting each removed in `kind`, and in `kept` the young ones and
     /// those changed since they were read; calls `progress` every 100
     /// removals and at the end.
-    async fn remove<T, F: Future<Output = Result<bool>>>(
+    pub(super) async fn remove<T, F: Future<Output = Result<bool>>>(
         &self,
         rows: Vec<T>,
         old: impl Fn(&T) -> bool,
@@ -467,7 +464,7 @@ impl Sweeper<'_> {
     }
 
     /// Deletes `row` at its ETag (a dry run: counts it).
-    async fn delete(&self, table: &TableName, row: &StoredEntity) -> Result<bool> {
+    pub(super) async fn delete(&self, table: &TableName, row: &StoredEntity) -> Result<bool> {
         if self.dry_run {
             return Ok(true);
         }
