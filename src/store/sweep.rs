@@ -18,7 +18,8 @@ use crate::lease::LeaderOptions;
 use crate::lock::LockEnv;
 use crate::query::{CmpOp, Filter};
 use crate::rows::mark::MARK;
-use crate::rows::{Pages, tombstone};
+use crate::rows::{Pages, decision, tombstone};
+use crate::table::Resolver;
 
 /// What [`Store::sweep`] removes and how.
 ///
@@ -355,10 +356,10 @@ fn count(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
 }
 
-pub(super) struct Sweeper<'a> {
-    pub(super) env: &'a Arc<LockEnv>,
+struct Sweeper<'a> {
+    env: &'a Arc<LockEnv>,
     cutoff: OffsetDateTime,
-    pub(super) dry_run: bool,
+    dry_run: bool,
     concurrency: usize,
 }
 
@@ -430,11 +431,73 @@ impl Sweeper<'_> {
         Ok(())
     }
 
+    /// The rows of `table` (without the store's prefix) whose expiry is at
+    /// or before `now` (see `super::expiry`).
+    pub(super) async fn expired(
+        &self,
+        table: &str,
+        now: OffsetDateTime,
+        report: &mut SweepReport,
+        progress: &mut (dyn FnMut(&SweepReport) + Send),
+    ) -> Result<()> {
+        let env = self.env;
+        let name = &env.table_name(table)?;
+        let indexes = &match crate::index::read_defs(env.tables(), table).await {
+            Ok(found) => found,
+            // No index table can have such a name: the type has no indexes.
+            Err(e) if e.kind() == ErrorKind::Invalid => None,
+            Err(e) => return Err(e),
+        };
+        let due = Filter::compare(
+            crate::rows::expiry::PROPERTY,
+            CmpOp::Le,
+            Value::DateTime(now),
+        );
+        let mut pages = Pages::new(env.backend().as_ref(), name, due);
+        let resolver = Resolver::new(env.tables(), Vec::new());
+        let before = (report.expired_rows, report.kept);
+        // A page at a time: a table's expired rows may not fit in memory.
+        while let Some(page) = pages.next().await? {
+            let mut rows = Vec::new();
+            for row in page {
+                if decision::is_decision_row(&row.data.row_key) {
+                    continue;
+                }
+                // A row in a commit: judged as the commit leaves it.
+                let Some(row) = resolver.resolve_opt(name, Some(row)).await? else {
+                    continue;
+                };
+                if row.data.properties.get(tombstone::PROPERTY).is_none()
+                    && crate::rows::expiry::expired_at(&row.data.properties, now)
+                {
+                    rows.push(row);
+                }
+            }
+            report.rows_examined += rows.len() as u64;
+            let remove = |row: StoredEntity| async move {
+                match indexes {
+                    Some(indexes) if !self.dry_run => {
+                        super::expiry::remove_indexed(env, indexes, name, row).await
+                    }
+                    _ => self.delete(name, &row).await,
+                }
+            };
+            let kind: fn(&mut SweepReport) -> &mut u64 = |r| &mut r.expired_rows;
+            self.remove(rows, |_| true, remove, kind, report, progress)
+                .await?;
+        }
+        if !self.dry_run {
+            let (removed, kept) = (report.expired_rows - before.0, report.kept - before.1);
+            env.telemetry().expired_rows(name.as_str(), removed, kept);
+        }
+        Ok(())
+    }
+
     /// Runs `remove` on the `rows` that are `old`, `concurrency` at once,
     /// counting each removed in `kind`, and in `kept` the young ones and
     /// those changed since they were read; calls `progress` every 100
     /// removals and at the end.
-    pub(super) async fn remove<T, F: Future<Output = Result<bool>>>(
+    async fn remove<T, F: Future<Output = Result<bool>>>(
         &self,
         rows: Vec<T>,
         old: impl Fn(&T) -> bool,
@@ -464,7 +527,7 @@ impl Sweeper<'_> {
     }
 
     /// Deletes `row` at its ETag (a dry run: counts it).
-    pub(super) async fn delete(&self, table: &TableName, row: &StoredEntity) -> Result<bool> {
+    async fn delete(&self, table: &TableName, row: &StoredEntity) -> Result<bool> {
         if self.dry_run {
             return Ok(true);
         }
