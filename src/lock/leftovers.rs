@@ -29,10 +29,12 @@ pub(crate) struct Removed {
     pub(crate) after_image_rows: u64,
 }
 
-/// Removes (a `dry_run`: counts) the decision and after-image rows no
-/// reader needs, decided before `cutoff` (`None`: any), `later` than now.
+/// Removes (a `dry_run`: counts) the decision and after-image rows of
+/// `tables` (the store's) no reader needs, decided before `cutoff`
+/// (`None`: any), `later` than now.
 pub(crate) async fn prune(
     env: &Arc<LockEnv>,
+    tables: &[TableName],
     cutoff: Option<OffsetDateTime>,
     later: Duration,
     dry_run: bool,
@@ -47,11 +49,9 @@ pub(crate) async fn prune(
     let mut removed = Removed::default();
     // Every table's reserved rows first: a commit's rows span tables.
     let mut all: Vec<(TableName, Vec<StoredEntity>)> = Vec::new();
-    for table in backend.list_tables().await? {
-        if table.as_str().starts_with(env.table_prefix()) {
-            let rows = query_all(backend.as_ref(), &table, reserved_keys()).await?;
-            all.push((table, rows));
-        }
+    for table in tables {
+        let rows = query_all(backend.as_ref(), table, reserved_keys()).await?;
+        all.push((table.clone(), rows));
     }
     // Decision rows: what they decide says which after-image rows go.
     let mut gone_ids: Vec<String> = Vec::new();
@@ -121,18 +121,20 @@ pub struct CommitSummary {
     pub marked_rows: Vec<(TableName, usize)>,
 }
 
-/// [`Store::list_commits`](crate::Store::list_commits).
-pub(crate) async fn list(env: &Arc<LockEnv>, pk: &PartitionKey) -> Result<Vec<CommitSummary>> {
+/// [`Store::list_commits`](crate::Store::list_commits) over `tables` (the
+/// store's).
+pub(crate) async fn list(
+    env: &Arc<LockEnv>,
+    tables: Vec<TableName>,
+    pk: &PartitionKey,
+) -> Result<Vec<CommitSummary>> {
     let backend = env.backend().as_ref();
     let here = Filter::compare("PartitionKey", CmpOp::Eq, Value::String(pk.as_str().into()));
     let marked = Filter::compare(MARK, CmpOp::Ge, Value::String(String::new()));
     let filter = here.and(reserved_keys().or(marked));
     let mut found: Vec<CommitSummary> = Vec::new();
     let mut marks: Vec<(Mark, TableName, OffsetDateTime)> = Vec::new();
-    for table in backend.list_tables().await? {
-        if !table.as_str().starts_with(env.table_prefix()) {
-            continue;
-        }
+    for table in tables {
         for row in query_all(backend, &table, filter.clone()).await? {
             if let Some(id) = decision::id_of(&row.data.row_key) {
                 // A decision row; an after-image row is skipped.

@@ -231,40 +231,19 @@ impl Filter {
 
     /// Renders the filter as an OData `$filter` expression.
     pub fn to_odata(&self) -> String {
-        let mut out = String::new();
-        self.write_odata(&mut out);
-        out
-    }
-
-    fn write_odata(&self, out: &mut String) {
         match self {
             Filter::Compare {
                 property,
                 op,
                 value,
             } => {
-                let _ = write!(out, "{property} {} ", op.odata());
-                write_literal(out, value);
+                let mut out = format!("{property} {} ", op.odata());
+                write_literal(&mut out, value);
+                out
             }
-            Filter::And(a, b) | Filter::Or(a, b) => {
-                let word = if matches!(self, Filter::And(..)) {
-                    " and "
-                } else {
-                    " or "
-                };
-                out.push('(');
-                a.write_odata(out);
-                out.push(')');
-                out.push_str(word);
-                out.push('(');
-                b.write_odata(out);
-                out.push(')');
-            }
-            Filter::Not(a) => {
-                out.push_str("not (");
-                a.write_odata(out);
-                out.push(')');
-            }
+            Filter::And(a, b) => format!("({}) and ({})", a.to_odata(), b.to_odata()),
+            Filter::Or(a, b) => format!("({}) or ({})", a.to_odata(), b.to_odata()),
+            Filter::Not(a) => format!("not ({})", a.to_odata()),
         }
     }
 

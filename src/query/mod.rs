@@ -82,18 +82,16 @@ impl<E, T: PropertyCodec> Column<E, T> {
     }
 
     fn cmp(self, op: CmpOp, value: T) -> TypedFilter<E> {
-        let inner = match value.encode() {
-            Ok(Some(value)) => Ok(Filter::compare(self.name, op, value)),
-            Ok(None) => Err((
-                format!("filter literal for `{}`", self.name),
-                "an absent value cannot be compared; the service has no null".to_owned(),
-            )),
-            Err(e) => Err((format!("filter literal for `{}`", self.name), e.0)),
-        };
-        TypedFilter {
-            inner,
-            _entity: PhantomData,
-        }
+        TypedFilter::of(
+            match value.encode() {
+                Ok(Some(value)) => Ok(Filter::compare(self.name, op, value)),
+                Ok(None) => {
+                    Err("an absent value cannot be compared; the service has no null".into())
+                }
+                Err(e) => Err(e.0),
+            }
+            .map_err(|why| (format!("filter literal for `{}`", self.name), why)),
+        )
     }
 
     /// `column eq value`
@@ -128,23 +126,10 @@ impl<E, T: PropertyCodec> Column<E, T> {
 }
 
 /// A value a [`Column`] of type `T` compares with: `T` itself, or a type that
-/// converts to `T` without loss (a column of an `Option<T>` field is one of
-/// `T`):
-///
-/// | column type | also accepts |
-/// |---|---|
-/// | `i64` | `i8`, `i16`, `i32`, `u8`, `u16`, `u32` |
-/// | `i32` | `i8`, `i16`, `u8`, `u16` |
-/// | `i16` | `i8`, `u8` |
-/// | `u64` | `u8`, `u16`, `u32` |
-/// | `u32` | `u8`, `u16` |
-/// | `u16` | `u8` |
-/// | `f64` | `f32`, `i8`, `i16`, `i32`, `u8`, `u16`, `u32` |
-/// | `String` | `&str`, `&String`, `Box<str>`, `Cow<str>` |
-/// | `Vec<u8>` | `&[u8]`, `&Vec<u8>`, `[u8; N]`, `&[u8; N]` |
-///
-/// An integer literal beyond the `i32` range needs its type spelled
-/// (`c.total.ge(5_000_000_000_i64)`).
+/// converts to `T` without loss (`i32` for `i64`, `f32` for `f64`, `&str`
+/// for `String`, `&[u8]` for `Vec<u8>`: the implementors below; a column of
+/// an `Option<T>` field is one of `T`). An integer literal beyond the `i32`
+/// range needs its type spelled (`c.total.ge(5_000_000_000_i64)`).
 ///
 /// ```compile_fail,E0277
 /// # use leasehold::Entity;
@@ -244,10 +229,7 @@ pub struct TypedFilter<E> {
 
 impl<E> Clone for TypedFilter<E> {
     fn clone(&self) -> Self {
-        TypedFilter {
-            inner: self.inner.clone(),
-            _entity: PhantomData,
-        }
+        TypedFilter::of(self.inner.clone())
     }
 }
 
@@ -261,20 +243,21 @@ impl<E> std::fmt::Debug for TypedFilter<E> {
 }
 
 impl<E> TypedFilter<E> {
-    /// Wraps an untyped filter (for properties the derive does not know).
-    pub fn raw(filter: Filter) -> Self {
+    fn of(inner: std::result::Result<Filter, (String, String)>) -> Self {
         TypedFilter {
-            inner: Ok(filter),
+            inner,
             _entity: PhantomData,
         }
     }
 
+    /// Wraps an untyped filter (for properties the derive does not know).
+    pub fn raw(filter: Filter) -> Self {
+        TypedFilter::of(Ok(filter))
+    }
+
     /// The same filter over a projection's type.
     pub(crate) fn view<V>(self) -> TypedFilter<V> {
-        TypedFilter {
-            inner: self.inner,
-            _entity: PhantomData,
-        }
+        TypedFilter::of(self.inner)
     }
 
     /// The untyped filter, checked by [`Filter::validate`].
@@ -299,13 +282,10 @@ impl<E> TypedFilter<E> {
     }
 
     fn combine(self, other: Self, f: impl FnOnce(Filter, Filter) -> Filter) -> Self {
-        TypedFilter {
-            inner: match (self.inner, other.inner) {
-                (Ok(a), Ok(b)) => Ok(f(a, b)),
-                (Err(e), _) | (_, Err(e)) => Err(e),
-            },
-            _entity: PhantomData,
-        }
+        TypedFilter::of(match (self.inner, other.inner) {
+            (Ok(a), Ok(b)) => Ok(f(a, b)),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        })
     }
 
     /// Both hold.
@@ -336,10 +316,7 @@ impl<E> std::ops::BitOr for TypedFilter<E> {
 impl<E> std::ops::Not for TypedFilter<E> {
     type Output = Self;
     fn not(self) -> Self {
-        TypedFilter {
-            inner: self.inner.map(Filter::not),
-            _entity: PhantomData,
-        }
+        TypedFilter::of(self.inner.map(Filter::not))
     }
 }
 
@@ -453,11 +430,7 @@ pub(crate) fn prefix_range(prefix: &str) -> (Bound<String>, Bound<String>) {
 pub(crate) fn owned_bounds<R: RangeBounds<S>, S: AsRef<str>>(
     range: R,
 ) -> (Bound<String>, Bound<String>) {
-    let own = |b: Bound<&S>| match b {
-        Bound::Included(s) => Bound::Included(s.as_ref().to_owned()),
-        Bound::Excluded(s) => Bound::Excluded(s.as_ref().to_owned()),
-        Bound::Unbounded => Bound::Unbounded,
-    };
+    let own = |b: Bound<&S>| b.map(|s| s.as_ref().to_owned());
     (own(range.start_bound()), own(range.end_bound()))
 }
 

@@ -1,95 +1,22 @@
-//! The expiry step of [`Store::sweep`](super::Store::sweep): deletes the
-//! rows past their expiry (`crate::rows::expiry`), found by a filter on
-//! the expiry property alone, so any table is swept without its Rust type.
-//! A marked row is judged as resolved. Each delete carries the ETag read,
-//! so a row renewed since is kept; no waiting bound is needed, since no
-//! write relies on an expired row being there (an insert over it is
-//! conditioned on its ETag). A row of a type with indexes goes as
-//! [`Table::delete`](crate::Table::delete) deletes one: a tombstone at the
-//! ETag read, then its index rows.
+//! The expiry step of [`Store::sweep`](super::Store::sweep) for a row of
+//! an indexed type. Expired rows are found by a filter on the expiry
+//! property alone (`crate::rows::expiry`), so any table is swept without
+//! its Rust type, judged with marks resolved. No waiting bound is needed:
+//! no write relies on an expired row being there (an insert over it is
+//! conditioned on its ETag).
 
 use std::sync::Arc;
 
-use time::OffsetDateTime;
-
-use super::SweepReport;
 use crate::backend::{Precondition, StoredEntity, TableOp};
-use crate::error::{ErrorKind, Result};
+use crate::error::Result;
 use crate::index::claim;
 use crate::lock::LockEnv;
-use crate::query::{CmpOp, Filter};
-use crate::rows::{decision, expiry, tombstone};
-use crate::table::Resolver;
+use crate::rows::tombstone;
 
-/// Deletes (a dry run: counts) the rows of `table` (without the store's
-/// prefix) whose expiry is at or before `now`, counting them in `report`.
-pub(crate) async fn delete_expired(
-    env: &Arc<LockEnv>,
-    table: &str,
-    now: OffsetDateTime,
-    dry_run: bool,
-    report: &mut SweepReport,
-) -> Result<()> {
-    let name = env.table_name(table)?;
-    let indexes = match crate::index::read_defs(env.tables(), table).await {
-        Ok(found) => found,
-        // No index table can have such a name: the type has no indexes.
-        Err(e) if e.kind() == ErrorKind::Invalid => None,
-        Err(e) => return Err(e),
-    };
-    let due = Filter::compare(
-        expiry::PROPERTY,
-        CmpOp::Le,
-        crate::entity::Value::DateTime(now),
-    );
-    let backend = env.backend().as_ref();
-    let mut pages = crate::rows::Pages::new(backend, &name, due);
-    let resolver = Resolver::new(env.tables(), Vec::new());
-    let before = (report.expired_rows, report.kept);
-    // A page at a time: a table's expired rows may not fit in memory.
-    while let Some(page) = pages.next().await? {
-        for row in page {
-            if decision::is_decision_row(&row.data.row_key) {
-                continue;
-            }
-            // A row in a commit: judged as the commit leaves it.
-            let Some(row) = resolver.resolve_opt(&name, Some(row)).await? else {
-                continue;
-            };
-            if row.data.properties.get(tombstone::PROPERTY).is_some()
-                || !expiry::expired_at(&row.data.properties, now)
-            {
-                continue;
-            }
-            report.rows_examined += 1;
-            if dry_run {
-                report.expired_rows += 1;
-                continue;
-            }
-            let removed = match &indexes {
-                Some(indexes) => remove_indexed(env, indexes, &name, row).await?,
-                None => crate::rows::delete_as_read(backend, &name, &row).await?,
-            };
-            if removed {
-                report.expired_rows += 1;
-            } else {
-                report.kept += 1;
-            }
-        }
-    }
-    if !dry_run {
-        env.telemetry().expired_rows(
-            name.as_str(),
-            report.expired_rows - before.0,
-            report.kept - before.1,
-        );
-    }
-    Ok(())
-}
-
-/// Deletes an expired row of a type with indexes; `false` when the row
-/// changed since.
-async fn remove_indexed(
+/// Deletes an expired row of a type with indexes as
+/// [`Table::delete`](crate::Table::delete) deletes one: a tombstone at the
+/// ETag read, then its index rows; `false` when the row changed since.
+pub(super) async fn remove_indexed(
     env: &Arc<LockEnv>,
     indexes: &crate::index::Indexes,
     table: &crate::key::TableName,

@@ -66,6 +66,7 @@ pub struct ImportProgress {
     pub already_there: u64,
 }
 
+/// One transaction's rows, stored.
 struct Sent {
     /// The input rows before this count are stored once this one is.
     end: u64,
@@ -79,12 +80,12 @@ impl Store {
     /// [`DynamicEntity::from_json_line`]) into table `table` (without the
     /// store's prefix; created when missing), consecutive rows of one
     /// partition in transactions of up to 100 operations and 4 MiB, several
-    /// in flight, reporting [`ImportProgress`] after each. To resume, import
-    /// the same input without its first [`ImportProgress::rows`] rows.
+    /// in flight. To resume, import the same input without its first
+    /// [`ImportProgress::rows`] rows.
     ///
-    /// Rows are written as they are, not through an entity type: index
-    /// tables are not written (import them too, or `leasehold indexes
-    /// rebuild`). Import into a table nothing else writes meanwhile.
+    /// Rows are written as they are: index tables are not written (import
+    /// them too, or rebuild the indexes). Import into a table nothing else
+    /// writes meanwhile.
     ///
     /// ```
     /// use leasehold::store::{ImportOptions, ImportProgress};
@@ -137,14 +138,10 @@ impl Store {
             held: None,
             in_flight: FuturesOrdered::new(),
             progress: ImportProgress::default(),
-            failed: false,
         };
-        stream::unfold(importer, |mut importer| async move {
-            let next = importer.step().await;
-            if matches!(next, Some(Err(_))) {
-                importer.failed = true;
-            }
-            next.map(|item| (item, importer))
+        // Ends after the first error.
+        stream::try_unfold(importer, |mut importer| async move {
+            Ok(importer.step().await?.map(|progress| (progress, importer)))
         })
     }
 }
@@ -169,47 +166,38 @@ struct Importer<'a> {
     held: Option<TableOp>,
     in_flight: FuturesOrdered<BoxFuture<'static, Result<Sent>>>,
     progress: ImportProgress,
-    failed: bool,
 }
 
 impl Importer<'_> {
-    /// The next report, error or end.
-    async fn step(&mut self) -> Option<Result<ImportProgress>> {
-        if self.failed {
-            return None;
-        }
+    /// The next report, or the end.
+    async fn step(&mut self) -> Result<Option<ImportProgress>> {
         if self.name.is_none() {
             if !(1..=256).contains(&self.options.concurrency) {
-                return Some(Err(Error::invalid(
+                return Err(Error::invalid(
                     "import concurrency",
                     format!(
                         "{} transactions at once is outside 1..=256",
                         self.options.concurrency
                     ),
-                )));
+                ));
             }
             let table = self.store.dynamic_table(&self.table);
-            match table.ready().await {
-                Ok(name) => self.name = Some(name.clone()),
-                Err(e) => return Some(Err(e)),
-            }
+            self.name = Some(table.ready().await?.clone());
         }
         loop {
             if self.held.is_some() {
-                if self.in_flight.is_empty() {
-                    if let Err(e) = self.flush() {
-                        return Some(Err(e));
-                    }
-                    if let Some(op) = self.held.take() {
-                        self.push(op);
-                    }
-                    continue;
+                if !self.in_flight.is_empty() {
+                    let sent = self.in_flight.next().await;
+                    return self.finished(sent);
                 }
-                let sent = self.in_flight.next().await;
-                return self.finished(sent);
+                self.flush()?;
+                if let Some(op) = self.held.take() {
+                    self.buffer_bytes = op.payload_size();
+                    self.buffer.push(op);
+                }
+                continue;
             }
-            let room = self.in_flight.len() < self.options.concurrency;
-            if !self.input_done && room {
+            if !self.input_done && self.in_flight.len() < self.options.concurrency {
                 let row = if self.in_flight.is_empty() {
                     self.rows.next().await
                 } else {
@@ -219,36 +207,26 @@ impl Importer<'_> {
                         row = self.rows.next() => row,
                     }
                 };
-                match row {
+                match row.transpose()? {
                     None => self.input_done = true,
-                    Some(Err(e)) => return Some(Err(e)),
-                    Some(Ok(row)) => {
-                        if let Err(e) = self.take(row) {
-                            return Some(Err(e));
-                        }
-                    }
+                    Some(row) => self.take(row)?,
                 }
                 continue;
             }
             if self.input_done && !self.buffer.is_empty() {
-                if let Err(e) = self.flush() {
-                    return Some(Err(e));
-                }
+                self.flush()?;
                 continue;
             }
+            // With room or input left, something is in flight: `None` is
+            // the end.
             let sent = self.in_flight.next().await;
-            match sent {
-                None if self.input_done => return None,
-                None => continue,
-                sent => return self.finished(sent),
-            }
+            return self.finished(sent);
         }
     }
 
-    fn finished(&mut self, sent: Option<Result<Sent>>) -> Option<Result<ImportProgress>> {
-        let sent = match sent? {
-            Ok(sent) => sent,
-            Err(e) => return Some(Err(e)),
+    fn finished(&mut self, sent: Option<Result<Sent>>) -> Result<Option<ImportProgress>> {
+        let Some(sent) = sent.transpose()? else {
+            return Ok(None);
         };
         for key in sent.keys {
             if let Some(n) = self.pending.get_mut(&key) {
@@ -261,7 +239,7 @@ impl Importer<'_> {
         self.progress.rows = sent.end;
         self.progress.written += sent.written;
         self.progress.already_there += sent.already_there;
-        Some(Ok(self.progress))
+        Ok(Some(self.progress))
     }
 
     /// Checks the next input row and buffers its write.
@@ -309,11 +287,6 @@ impl Importer<'_> {
         Ok(())
     }
 
-    fn push(&mut self, op: TableOp) {
-        self.buffer_bytes = op.payload_size();
-        self.buffer.push(op);
-    }
-
     /// Sends the buffer as one transaction.
     fn flush(&mut self) -> Result<()> {
         if self.buffer.is_empty() {
@@ -349,10 +322,7 @@ async fn send(
         .map(|op| (op.partition_key().clone(), op.row_key().clone()))
         .collect();
     let mut already_there = 0;
-    loop {
-        if ops.is_empty() {
-            break;
-        }
+    while !ops.is_empty() {
         match backend.batch(&table, &ops).await {
             Ok(_) => break,
             Err(Error::Batch { source, .. })
@@ -367,19 +337,18 @@ async fn send(
                         None => kept.push(op),
                         Some(text) if *text == line_of(data)? => already_there += 1,
                         Some(_) => {
-                            return Err(Error::AlreadyExists {
+                            let (pk, rk) = (&data.partition_key, &data.row_key);
+                            let e = Error::AlreadyExists {
                                 what: format!(
                                     "row ({:?}, {:?}) of table `{table}`, stored with other values than the import's",
-                                    data.partition_key.as_str(),
-                                    data.row_key.as_str()
+                                    pk.as_str(),
+                                    rk.as_str()
                                 ),
                                 code: source.code().map(str::to_owned),
-                                table: Some(table.as_str().to_owned()),
-                                row: Some(Box::new((
-                                    data.partition_key.clone(),
-                                    data.row_key.clone(),
-                                ))),
-                            });
+                                table: None,
+                                row: None,
+                            };
+                            return Err(e.for_row(table.as_str(), pk, rk));
                         }
                     }
                 }

@@ -5,6 +5,7 @@ use crate::backend::{TableCreation, notes};
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::TABLE_SUFFIX;
 use crate::key::TableName;
+use crate::table::TableEnv;
 
 impl Store {
     /// Creates table `name` (under the store's prefix) unless it exists,
@@ -104,16 +105,9 @@ impl Store {
 impl Store {
     /// The user's tables, then the index tables.
     async fn tables_by_kind(&self) -> Result<(Vec<String>, Vec<String>)> {
-        let prefix = self.table_prefix();
-        let tables = self.backend().list_tables().await?;
-        let names = tables.into_iter().filter_map(|t| {
-            let name = t.as_str();
-            let head = name.get(..prefix.len())?;
-            let rest = &name[prefix.len()..];
-            (head.eq_ignore_ascii_case(prefix) && !rest.is_empty()).then(|| rest.to_owned())
-        });
         let (mut user, mut index) = (Vec::new(), Vec::new());
-        for name in names {
+        for table in prefixed_tables(self.tables()).await? {
+            let name = table.as_str()[self.table_prefix().len()..].to_owned();
             let is_index = match name.strip_suffix(TABLE_SUFFIX) {
                 Some(table) if !table.is_empty() => self.index_table_of(table).await?.is_some(),
                 _ => false,
@@ -125,7 +119,11 @@ impl Store {
 
     /// `{name}Idx`, if it holds index descriptions.
     async fn index_table_of(&self, name: &str) -> Result<Option<TableName>> {
-        if self.table_name(&format!("{name}{TABLE_SUFFIX}")).is_err() {
+        if self
+            .tables()
+            .table_name(&format!("{name}{TABLE_SUFFIX}"))
+            .is_err()
+        {
             // Too long for a table name: there can be no index table.
             return Ok(None);
         }
@@ -140,6 +138,21 @@ impl Store {
         if name.is_empty() {
             return Err(Error::invalid("table name", "is empty"));
         }
-        self.table_name(name)
+        self.tables().table_name(name)
     }
+}
+
+/// The tables under the store's prefix (matched without regard to case, as
+/// the service names tables; not the prefix alone), as stored: one listing.
+pub(super) async fn prefixed_tables(env: &TableEnv) -> Result<Vec<TableName>> {
+    let prefix = env.table_prefix();
+    let mut tables = env.backend().list_tables().await?;
+    tables.retain(|t| {
+        let name = t.as_str();
+        name.len() > prefix.len()
+            && name
+                .get(..prefix.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+    });
+    Ok(tables)
 }

@@ -7,7 +7,7 @@ use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, BlobBackend, Layer, Tracing, Wrap};
 use crate::error::{Error, Result};
 use crate::index::UnitClaims;
-use crate::key::{ContainerName, IntoPartitionKey, TableName};
+use crate::key::{ContainerName, IntoPartitionKey};
 use crate::lease::{LeaseManager, LeaseName, LeaseOptions, Settings};
 use crate::lock::options::LockOptions;
 use crate::lock::{CommitClaims, LockEnv};
@@ -69,17 +69,13 @@ impl Store {
     /// (never echoing a key or signature).
     #[cfg(feature = "azure")]
     pub fn connect(connection_string: &str) -> Result<Store> {
-        Ok(Store::new(
-            crate::backend::azure::AzureBackend::from_connection_string(connection_string)?,
-        ))
+        Store::builder_from_connection_string(connection_string)?.build()
     }
 
     /// A store on Azure Storage (or Azurite) configured by the environment
     /// as the Azure CLI reads it: `AZURE_STORAGE_AUTH_MODE=login` with
-    /// `AZURE_STORAGE_ACCOUNT` signs in with Microsoft Entra ID through the
-    /// default credential chain (`AzureBackendBuilder::default_credential`,
-    /// feature `identity`); otherwise (mode unset or `key`) the connection
-    /// string in `AZURE_STORAGE_CONNECTION_STRING`.
+    /// `AZURE_STORAGE_ACCOUNT` signs in with Microsoft Entra ID (feature
+    /// `identity`); otherwise `AZURE_STORAGE_CONNECTION_STRING`.
     ///
     /// # Errors
     /// [`crate::Error::Invalid`] naming the variable that is unset,
@@ -88,14 +84,10 @@ impl Store {
     /// of the chain can be set up.
     #[cfg(feature = "azure")]
     pub fn from_env() -> Result<Store> {
-        Ok(Store::new(backend_from_env(&|name| {
-            std::env::var(name).ok()
-        })?))
+        Store::builder_from_env()?.build()
     }
 
-    /// A [`StoreBuilder`] for a store on Azure Storage (or Azurite) from a
-    /// connection string, read as [`ConnectionSettings::parse`] reads it;
-    /// [`Store::connect`] is this builder with the defaults.
+    /// A [`StoreBuilder`] for [`Store::connect`]'s store.
     ///
     /// ```
     /// use std::time::Duration;
@@ -110,11 +102,8 @@ impl Store {
     /// # Ok::<(), leasehold::Error>(())
     /// ```
     ///
-    /// [`ConnectionSettings::parse`]: crate::backend::azure::ConnectionSettings::parse
-    ///
     /// # Errors
-    /// [`crate::Error::Invalid`] naming the malformed or missing part of the
-    /// string (never echoing a key or signature).
+    /// As [`Store::connect`].
     #[cfg(feature = "azure")]
     pub fn builder_from_connection_string(connection_string: &str) -> Result<StoreBuilder> {
         Ok(Store::builder(
@@ -122,8 +111,7 @@ impl Store {
         ))
     }
 
-    /// A [`StoreBuilder`] for the store the environment describes (as
-    /// [`Store::from_env`]).
+    /// A [`StoreBuilder`] for [`Store::from_env`]'s store.
     ///
     /// ```no_run
     /// let store = leasehold::Store::builder_from_env()?
@@ -182,9 +170,8 @@ impl Store {
         &self.inner.leases
     }
 
-    /// The lease manager of partition locks, for operators
-    /// ([`LeaseManager::list`], [`LeaseManager::describe`],
-    /// [`LeaseManager::break_lease`]); locks are taken with [`Store::lock`].
+    /// The lease manager of partition locks, for operators (list, describe,
+    /// break); locks are taken with [`Store::lock`].
     pub fn locks(&self) -> &LeaseManager {
         self.inner.locking.locks()
     }
@@ -216,10 +203,6 @@ impl Store {
         self.inner.locking.tables().table_prefix()
     }
 
-    pub(crate) fn table_name(&self, table: &str) -> Result<TableName> {
-        self.inner.locking.tables().table_name(table)
-    }
-
     pub(crate) fn tables(&self) -> &Arc<TableEnv> {
         self.inner.locking.tables()
     }
@@ -248,8 +231,7 @@ pub struct StoreBuilder {
 
 impl StoreBuilder {
     /// Records this store's metrics on `meter` rather than on the global
-    /// meter provider's `leasehold` meter (instruments: the README's
-    /// "Metrics").
+    /// meter provider's `leasehold` meter (the README's "Metrics").
     ///
     /// ```
     /// use opentelemetry::metrics::MeterProvider as _;
@@ -265,8 +247,8 @@ impl StoreBuilder {
         self
     }
 
-    /// How [`Table::update_with`](crate::Table::update_with) retries after a conflict (default: 10
-    /// attempts, 2–200 ms jittered backoff).
+    /// How read-modify-write loops retry after a conflict
+    /// ([`ConflictRetry::default`]).
     pub fn conflict_retry(mut self, policy: ConflictRetry) -> Self {
         self.conflict_retry = policy;
         self
@@ -314,8 +296,7 @@ impl StoreBuilder {
     }
 
     /// Stacks `layer` over the backend, above the layers given before it
-    /// and below the store's tracing and metrics; every request of the
-    /// store goes through it.
+    /// and below the store's tracing and metrics.
     ///
     /// ```
     /// use leasehold::backend::Op;
@@ -346,7 +327,7 @@ impl StoreBuilder {
     /// Builds the store.
     ///
     /// # Errors
-    /// [`crate::Error::Invalid`] naming a lease option that is out of range.
+    /// [`Error::Invalid`] naming a lease option out of range.
     pub fn build(self) -> Result<Store> {
         let locks = match (&self.lock_lease_options, &self.lease_options) {
             (Some(options), _) => Some(options.resolve()?),
@@ -363,7 +344,7 @@ impl StoreBuilder {
         Ok(self.assemble(leases.transpose()?, locks))
     }
 
-    /// The store, with the lease and lock settings (`None`: the defaults).
+    /// `None`: the default settings.
     fn assemble(self, leases: Option<Settings>, locks: Option<Settings>) -> Store {
         let telemetry = self.telemetry.unwrap_or_else(Telemetry::global);
         // The layers in order, then tracing, then the store's metrics.

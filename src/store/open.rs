@@ -113,8 +113,7 @@ impl Store {
     }
 
     /// Takes the locks of partitions for one [`Unit`] (see [`crate::lock`]),
-    /// waiting up to
-    /// [`LockOptions::acquire_timeout`](crate::lock::LockOptions::acquire_timeout)
+    /// waiting up to [`LockOptions::acquire_timeout`](crate::lock::LockOptions::acquire_timeout)
     /// in all; duplicate keys count once, keys of different kinds join
     /// with [`IntoPartitionKeys::and_keys`].
     ///
@@ -191,9 +190,9 @@ impl Store {
     }
 
     /// What became of the commit `transaction` with primary partition
-    /// `primary` ([`CommitReport::transaction`], or the fields of
-    /// [`Error::InDoubt`]); an undecided commit is withdrawn first, so the
-    /// answer is final. One read, or a read and an insert.
+    /// `primary` (as [`Error::InDoubt`] names them); an undecided commit is
+    /// withdrawn first, so the answer is final. One read, or a read and an
+    /// insert.
     ///
     /// ```
     /// # use leasehold::{Store, lock::CommitOutcome};
@@ -215,7 +214,6 @@ impl Store {
     /// [`crate::lock`]); [`Error::Inconsistent`] for a decision that does
     /// not parse; backend errors.
     ///
-    /// [`CommitReport::transaction`]: crate::lock::CommitReport::transaction
     /// [`Error::InDoubt`]: crate::Error::InDoubt
     /// [`Error::NotFound`]: crate::Error::NotFound
     pub async fn commit_outcome(
@@ -250,6 +248,7 @@ impl Store {
         partition_key: impl IntoPartitionKey,
     ) -> Result<Vec<crate::lock::CommitSummary>> {
         let pk = partition_key.into_partition_key()?;
-        crate::lock::list_commits(self.locking(), &pk).await
+        let tables = super::manage::prefixed_tables(self.tables()).await?;
+        crate::lock::list_commits(self.locking(), tables, &pk).await
     }
 }

@@ -18,7 +18,8 @@ use crate::lease::LeaderOptions;
 use crate::lock::LockEnv;
 use crate::query::{CmpOp, Filter};
 use crate::rows::mark::MARK;
-use crate::rows::{Pages, tombstone};
+use crate::rows::{Pages, decision, tombstone};
+use crate::table::Resolver;
 
 /// What [`Store::sweep`] removes and how.
 ///
@@ -35,7 +36,6 @@ pub struct SweepOptions {
     older_than: Duration,
     dry_run: bool,
     concurrency: usize,
-    /// See `SweepOptions::as_if_later`.
     later: Duration,
 }
 
@@ -204,11 +204,11 @@ impl Store {
     /// since is kept for the next sweep. Why 25 minutes: "How long a claim
     /// or tombstone is relied on" in [`crate::index`].
     ///
-    /// Cost: a read of every indexed table and its index table, a filtered
-    /// query of every table, one or two reads and a delete per stale index
-    /// row, a delete per tombstone; one query per table and per group a
-    /// committed decision row names; for lock blobs, see "Lock blobs" in
-    /// [`crate::lock`].
+    /// Cost: one table listing; a read of every indexed table and its index
+    /// table, one or two reads and a delete per stale index row; filtered
+    /// queries of every table, a delete per row removed; one query per
+    /// group a committed decision row names; for lock blobs, see "Lock
+    /// blobs" in [`crate::lock`].
     ///
     /// ```
     /// # use std::time::Duration;
@@ -247,9 +247,8 @@ impl Store {
         self.sweep_with_progress(options, |_| {}).await
     }
 
-    /// As [`Store::sweep`], calling `progress` with the counts so far as
-    /// it goes (the removed lock blobs' partitions come with the last
-    /// call).
+    /// As [`Store::sweep`], calling `progress` with the counts so far (the
+    /// removed lock blobs' partitions come with the last call).
     ///
     /// # Errors
     /// As [`Store::sweep`].
@@ -292,14 +291,8 @@ async fn sweep(
             dry_run,
             ..SweepReport::default()
         };
-        let prefix = env.table_prefix().to_owned();
-        let tables: Vec<TableName> = env
-            .backend()
-            .list_tables()
-            .await?
-            .into_iter()
-            .filter(|t| t.as_str().starts_with(&prefix))
-            .collect();
+        let prefix_len = env.table_prefix().len();
+        let tables = super::manage::prefixed_tables(env).await?;
         let sweeper = Sweeper {
             env,
             cutoff,
@@ -310,7 +303,7 @@ async fn sweep(
         // Stale index rows first (a tombstone their entity left goes
         // after them), per indexed table.
         for index_table in tables.iter().filter(|t| t.as_str().ends_with(TABLE_SUFFIX)) {
-            let name = &index_table.as_str()[prefix.len()..];
+            let name = &index_table.as_str()[prefix_len..];
             let entity_table = &name[..name.len() - TABLE_SUFFIX.len()];
             sweeper
                 .stale_index_rows(entity_table, &mut report, progress)
@@ -332,19 +325,17 @@ async fn sweep(
         // read; judged on the clock reads judge them by.
         let expiry_now = crate::datetime::now() + options.later;
         for table in &tables {
-            let name = &table.as_str()[prefix.len()..];
-            let examined = report.rows_examined;
-            super::expiry::delete_expired(env, name, expiry_now, dry_run, &mut report)
+            let name = &table.as_str()[prefix_len..];
+            sweeper
+                .expired(name, expiry_now, &mut report, progress)
                 .instrument(tracing::info_span!("leasehold.sweep.expired", table = %table))
                 .await?;
-            if report.rows_examined > examined {
-                progress(&report);
-            }
         }
 
         // Lock blobs, then decision rows and after-image rows.
         prune_locks(
             env,
+            &tables,
             older_than,
             options.later,
             dry_run,
@@ -401,34 +392,19 @@ impl Sweeper<'_> {
             .await?
         };
         report.rows_examined = base + read;
-        let (old, young): (Vec<_>, Vec<_>) = stale
-            .into_iter()
-            .partition(|(_, row)| row.timestamp < self.cutoff);
-        report.kept += count(young.len());
         let indexes = &indexes;
-        let mut removals = futures_util::stream::iter(old)
-            .map(|(def, row)| async move {
-                // A dry run reads nothing more (a read may finish a mark).
-                if !self.dry_run
-                    && !crate::index::still_stale(env.tables(), indexes, def, &row).await?
-                {
-                    return Ok(false);
-                }
-                self.delete(&indexes.index_table, &row).await
-            })
-            .buffer_unordered(self.concurrency);
-        while let Some(removed) = removals.next().await {
-            if removed? {
-                report.stale_index_rows += 1;
-            } else {
-                report.kept += 1;
+        let old = |(_, row): &(_, StoredEntity)| row.timestamp < self.cutoff;
+        let remove = |(def, row): (_, StoredEntity)| async move {
+            // A dry run reads nothing more (a read may finish a mark).
+            if !self.dry_run && !crate::index::still_stale(env.tables(), indexes, def, &row).await?
+            {
+                return Ok(false);
             }
-            if report.stale_index_rows.is_multiple_of(100) {
-                progress(report);
-            }
-        }
-        progress(report);
-        Ok(())
+            self.delete(&indexes.index_table, &row).await
+        };
+        let kind: fn(&mut SweepReport) -> &mut u64 = |r| &mut r.stale_index_rows;
+        self.remove(stale, old, remove, kind, report, progress)
+            .await
     }
 
     /// The tombstones of `table` not marked by a unit.
@@ -442,30 +418,115 @@ impl Sweeper<'_> {
         let mut pages = Pages::new(self.env.backend().as_ref(), table, tombstones);
         while let Some(page) = pages.next().await? {
             report.rows_examined += count(page.len());
-            let (old, young): (Vec<StoredEntity>, Vec<StoredEntity>) =
-                page.into_iter().partition(|row| {
-                    tombstone::is_tombstone(&row.data.properties)
-                        && row.data.properties.get(MARK).is_none()
-                        && row.timestamp < self.cutoff
-                });
-            report.kept += count(young.len());
-            let mut removals = futures_util::stream::iter(old)
-                .map(|row| async move { self.delete(table, &row).await })
-                .buffer_unordered(self.concurrency);
-            while let Some(removed) = removals.next().await {
-                if removed? {
-                    report.tombstones += 1;
-                } else {
-                    report.kept += 1;
-                }
-            }
-            progress(report);
+            let old = |row: &StoredEntity| {
+                tombstone::is_tombstone(&row.data.properties)
+                    && row.data.properties.get(MARK).is_none()
+                    && row.timestamp < self.cutoff
+            };
+            let remove = |row: StoredEntity| async move { self.delete(table, &row).await };
+            let kind: fn(&mut SweepReport) -> &mut u64 = |r| &mut r.tombstones;
+            self.remove(page, old, remove, kind, report, progress)
+                .await?;
         }
         Ok(())
     }
 
-    /// Deletes `row` at its ETag (a dry run: counts it); answers whether
-    /// it did.
+    /// The rows of `table` (without the store's prefix) whose expiry is at
+    /// or before `now` (see `super::expiry`).
+    pub(super) async fn expired(
+        &self,
+        table: &str,
+        now: OffsetDateTime,
+        report: &mut SweepReport,
+        progress: &mut (dyn FnMut(&SweepReport) + Send),
+    ) -> Result<()> {
+        let env = self.env;
+        let name = &env.table_name(table)?;
+        let indexes = &match crate::index::read_defs(env.tables(), table).await {
+            Ok(found) => found,
+            // No index table can have such a name: the type has no indexes.
+            Err(e) if e.kind() == ErrorKind::Invalid => None,
+            Err(e) => return Err(e),
+        };
+        let due = Filter::compare(
+            crate::rows::expiry::PROPERTY,
+            CmpOp::Le,
+            Value::DateTime(now),
+        );
+        let mut pages = Pages::new(env.backend().as_ref(), name, due);
+        let resolver = Resolver::new(env.tables(), Vec::new());
+        let before = (report.expired_rows, report.kept);
+        // A page at a time: a table's expired rows may not fit in memory.
+        while let Some(page) = pages.next().await? {
+            let mut rows = Vec::new();
+            for row in page {
+                if decision::is_decision_row(&row.data.row_key) {
+                    continue;
+                }
+                // A row in a commit: judged as the commit leaves it.
+                let Some(row) = resolver.resolve_opt(name, Some(row)).await? else {
+                    continue;
+                };
+                if row.data.properties.get(tombstone::PROPERTY).is_none()
+                    && crate::rows::expiry::expired_at(&row.data.properties, now)
+                {
+                    rows.push(row);
+                }
+            }
+            report.rows_examined += rows.len() as u64;
+            let remove = |row: StoredEntity| async move {
+                match indexes {
+                    Some(indexes) if !self.dry_run => {
+                        super::expiry::remove_indexed(env, indexes, name, row).await
+                    }
+                    _ => self.delete(name, &row).await,
+                }
+            };
+            let kind: fn(&mut SweepReport) -> &mut u64 = |r| &mut r.expired_rows;
+            self.remove(rows, |_| true, remove, kind, report, progress)
+                .await?;
+        }
+        if !self.dry_run {
+            let (removed, kept) = (report.expired_rows - before.0, report.kept - before.1);
+            env.telemetry().expired_rows(name.as_str(), removed, kept);
+        }
+        Ok(())
+    }
+
+    /// Runs `remove` on the `rows` that are `old`, `concurrency` at once,
+    /// counting each removed in `kind`, and in `kept` the young ones and
+    /// those changed since they were read; calls `progress` every 100
+    /// removals and at the end.
+    async fn remove<T, F: Future<Output = Result<bool>>>(
+        &self,
+        rows: Vec<T>,
+        old: impl Fn(&T) -> bool,
+        remove: impl FnMut(T) -> F,
+        kind: fn(&mut SweepReport) -> &mut u64,
+        report: &mut SweepReport,
+        progress: &mut (dyn FnMut(&SweepReport) + Send),
+    ) -> Result<()> {
+        let (old, young): (Vec<T>, Vec<T>) = rows.into_iter().partition(|row| old(row));
+        report.kept += count(young.len());
+        let mut removals = futures_util::stream::iter(old)
+            .map(remove)
+            .buffer_unordered(self.concurrency);
+        while let Some(removed) = removals.next().await {
+            let counted = if removed? {
+                kind(report)
+            } else {
+                &mut report.kept
+            };
+            *counted += 1;
+            if kind(report).is_multiple_of(100) {
+                progress(report);
+            }
+        }
+        progress(report);
+        Ok(())
+    }
+
+    /// Deletes `row` at its ETag (a dry run: counts it).
     async fn delete(&self, table: &TableName, row: &StoredEntity) -> Result<bool> {
         if self.dry_run {
             return Ok(true);
