@@ -3,6 +3,7 @@
 use azure_core::Bytes;
 use azure_core::http::{Method, RawResponse, Request, Url};
 
+use super::errors::{Failure, undecodable};
 use crate::backend::wire;
 use crate::backend::{Precondition, StoredEntity, TableOp, Version};
 use crate::entity::{EntityData, Properties, datetime};
@@ -45,12 +46,13 @@ pub(super) fn entity_url(
 /// The new version a write reports through its ETag (header), which embeds
 /// the new Timestamp: `W/"datetime'2024-01-02T03%3A04%3A05.1234567Z'"`.
 pub(super) fn version_from_etag(table: &TableName, etag: Option<&str>) -> Result<Version> {
-    let bad = || Error::Decode {
-        table: table.to_string(),
-        row: None,
-        property: "ETag".into(),
-        expected: "W/\"datetime'…'\"".into(),
-        found: etag.unwrap_or("absent").to_owned(),
+    let bad = || {
+        Error::decode(
+            table.as_str(),
+            "ETag",
+            "W/\"datetime'…'\"",
+            etag.unwrap_or("absent"),
+        )
     };
     let etag = etag.ok_or_else(bad)?;
     let inner = etag
@@ -87,13 +89,7 @@ pub(super) fn stored_from_wire(
     w: wire::WireEntity,
     etag: Option<String>,
 ) -> Result<StoredEntity> {
-    let decode = |property: &str, expected: &str| Error::Decode {
-        table: table.to_string(),
-        row: None,
-        property: property.into(),
-        expected: expected.into(),
-        found: "absent".into(),
-    };
+    let decode = |property, expected| Error::decode(table.as_str(), property, expected, "absent");
     let etag = etag
         .or(w.etag)
         .ok_or_else(|| decode("odata.etag", "an ETag"))?;
@@ -109,6 +105,21 @@ pub(super) fn stored_from_wire(
         etag: ETag::new(etag),
         timestamp,
     })
+}
+
+/// Reads a reply body with the one-pass reader of `wire::direct`, else with
+/// the general decoder, which reads every form and reports every error.
+pub(super) fn read_reply<P: serde::de::DeserializeOwned, T>(
+    body: &[u8],
+    direct: fn(&[u8]) -> Option<T>,
+    general: impl FnOnce(P) -> Result<T>,
+    what: impl FnOnce() -> String,
+) -> std::result::Result<T, Failure> {
+    if let Some(read) = direct(body) {
+        return Ok(read);
+    }
+    let parsed = serde_json::from_slice(body).map_err(|e| undecodable(what(), &e))?;
+    Ok(general(parsed)?)
 }
 
 /// The properties as the service will store them (date-times cut to 100 ns

@@ -9,7 +9,9 @@ use azure_core::http::{RawResponse, Request, Url};
 use super::auth::Service;
 use super::batch;
 use super::errors::{Failure, undecodable};
-use super::requests::{self, header, op_what, stored_form, stored_from_wire, version_from_etag};
+use super::requests::{
+    self, header, op_what, read_reply, stored_form, stored_from_wire, version_from_etag,
+};
 use super::retry::Attempt;
 use super::{AzureBackend, SYSTEM};
 
@@ -96,19 +98,12 @@ impl AzureBackend {
         {
             Ok(r) => {
                 let body = r.body().as_ref();
-                let entity = match wire::direct::entity(body) {
-                    Some(entity) => entity,
-                    None => {
-                        let json: wire::ParsedEntity =
-                            serde_json::from_slice(body).map_err(|e| {
-                                undecodable(
-                                    format_args!("entity in the reply from table `{table}`"),
-                                    &e,
-                                )
-                            })?;
-                        wire::entity_from_parsed(table.as_str(), json)?
-                    }
-                };
+                let entity = read_reply(
+                    body,
+                    wire::direct::entity,
+                    |json| wire::entity_from_parsed(table.as_str(), json),
+                    || format!("entity in the reply from table `{table}`"),
+                )?;
                 let etag = header(&r, "etag").map(str::to_owned);
                 Ok(Some(stored_from_wire(table, entity, etag)?))
             }
