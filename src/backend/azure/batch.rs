@@ -193,8 +193,8 @@ pub(super) fn parse(body: &str) -> Vec<PartReply<'_>> {
 }
 
 impl AzureBackend {
-    /// Sends the batch once. `Ok(Err(_))` is a final answer (an operation
-    /// failed; nothing was applied); `Err(_)` a failure to retry or report.
+    /// Sends the batch once. A failed operation is a final answer
+    /// ([`Failure::Fatal`]: nothing was applied).
     pub(super) async fn batch_once(
         &self,
         table: &TableName,
@@ -202,7 +202,7 @@ impl AzureBackend {
         base: &Url,
         request: &BatchRequest,
         what: &str,
-    ) -> std::result::Result<Result<Vec<Option<Version>>>, Failure> {
+    ) -> std::result::Result<Vec<Option<Version>>, Failure> {
         let mut raw = Request::new(url_with(base, "$batch")?, Method::Post);
         raw.insert_header("content-type", request.content_type.clone());
         raw.insert_header("accept", "application/json;odata=minimalmetadata");
@@ -232,7 +232,7 @@ impl AzureBackend {
                     None => what.to_owned(),
                 },
             );
-            return Ok(Err(match index {
+            return Err(Failure::Fatal(match index {
                 Some(index) => Error::Batch {
                     index,
                     source: Box::new(source.for_row(
@@ -272,7 +272,7 @@ impl AzureBackend {
                 }
             }
         }
-        Ok(Ok(versions))
+        Ok(versions)
     }
 }
 

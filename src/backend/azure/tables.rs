@@ -51,12 +51,6 @@ fn as_stored(op: &TableOp) -> TableOp {
     op
 }
 
-/// Whether re-sending `op` after a possibly-applied failure needs a check
-/// first: conditional writes would fail against their own effect.
-fn needs_verification(op: &TableOp) -> bool {
-    matches!(op.condition(), Some(Precondition::IfMatch(_)))
-}
-
 impl AzureBackend {
     /// Creates or deletes `table` under the retry policy; `answer` reads
     /// what one attempt got back.
@@ -150,16 +144,22 @@ impl AzureBackend {
         }
     }
 
-    /// After a failure that may have applied `ops`, reads their rows: the
-    /// versions when the write was applied, `None` when it was not (send it
-    /// again), else a conflict or an unknown outcome.
+    /// When `verify_first` is set (the last attempt may have applied `ops`
+    /// and sending them again is not safe), reads their rows: the versions
+    /// when the write was applied, `None` when it was not (send it again),
+    /// else a conflict or an unknown outcome. A failed read leaves the flag
+    /// set: the next attempt verifies again.
     async fn read_back(
         &self,
+        verify_first: &AtomicBool,
         table: &TableName,
         ops: &[TableOp],
         write_log: Option<&str>,
-        what: &str,
+        what: &(dyn Fn() -> String + Sync),
     ) -> std::result::Result<Option<Vec<Option<Version>>>, Failure> {
+        if !verify_first.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         let mut stored = Vec::with_capacity(ops.len());
         for op in ops {
             stored.push(
@@ -167,6 +167,7 @@ impl AzureBackend {
                     .await?,
             );
         }
+        verify_first.store(false, Ordering::Relaxed);
         let ops: Vec<TableOp> = ops.iter().map(as_stored).collect();
         match outcome::judge(&ops, &stored, write_log) {
             Verdict::Applied(versions) => {
@@ -177,8 +178,8 @@ impl AzureBackend {
                 tracing::debug!("lost reply: the write was not applied; sending again");
                 Ok(None)
             }
-            Verdict::Refused => Err(Failure::Fatal(not_applied_and_changed(what))),
-            Verdict::Unknown => Err(Failure::Fatal(unknown_outcome(what))),
+            Verdict::Refused => Err(Failure::Fatal(not_applied_and_changed(&what()))),
+            Verdict::Unknown => Err(Failure::Fatal(unknown_outcome(&what()))),
         }
     }
 }
@@ -300,14 +301,12 @@ impl TableBackend for AzureBackend {
         self.inner
             .retry
             .run(op.name(), |earlier| async move {
-                if verify_first.load(Ordering::Relaxed) {
-                    // A failed read is retried, and verifies again.
-                    let ops = std::slice::from_ref(op);
-                    let applied = self.read_back(table, ops, write_log, &what()).await?;
-                    verify_first.store(false, Ordering::Relaxed);
-                    if let Some(mut v) = applied {
-                        return Ok(v.pop().flatten());
-                    }
+                let ops = std::slice::from_ref(op);
+                if let Some(mut v) = self
+                    .read_back(verify_first, table, ops, write_log, what)
+                    .await?
+                {
+                    return Ok(v.pop().flatten());
                 }
                 match self.execute_once(table, op).await {
                     Ok(v) => Ok(v),
@@ -327,7 +326,9 @@ impl TableBackend for AzureBackend {
                             }
                         }
                         verify_first.store(
-                            f.may_have_applied() && needs_verification(op),
+                            // Conditional writes would fail against their own effect.
+                            f.may_have_applied()
+                                && matches!(op.condition(), Some(Precondition::IfMatch(_))),
                             Ordering::Relaxed,
                         );
                         Err(f)
@@ -361,26 +362,19 @@ impl TableBackend for AzureBackend {
         let base = self.base_url(Service::Table);
         let request = &batch::build(base, table, ops)?;
         let what = &what;
-        // Whether the next attempt reads the rows first: the last one may
-        // have applied the batch.
+        let whole = &|| what.clone();
         let verify_first = &AtomicBool::new(false);
         self.inner
             .retry
             .run("batch", |_| async move {
-                if verify_first.load(Ordering::Relaxed) {
-                    let applied = self.read_back(table, ops, None, what).await?;
-                    verify_first.store(false, Ordering::Relaxed);
-                    if let Some(versions) = applied {
-                        return Ok(versions);
-                    }
+                if let Some(versions) = self
+                    .read_back(verify_first, table, ops, None, whole)
+                    .await?
+                {
+                    return Ok(versions);
                 }
-                match self.batch_once(table, ops, base, request, what).await {
-                    Ok(outcome) => outcome.map_err(Failure::Fatal),
-                    Err(f) => {
-                        verify_first.store(f.may_have_applied(), Ordering::Relaxed);
-                        Err(f)
-                    }
-                }
+                let sent = self.batch_once(table, ops, base, request, what).await;
+                sent.inspect_err(|f| verify_first.store(f.may_have_applied(), Ordering::Relaxed))
             })
             .await
             .map_err(|f| f.into_error(what))
