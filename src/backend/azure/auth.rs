@@ -5,7 +5,7 @@
 //! carries a signature (`sig`) is not signed again.
 
 use std::collections::BTreeMap;
-use std::fmt::{self, Write as _};
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -248,13 +248,6 @@ pub(crate) fn http_date(at: time::OffsetDateTime) -> String {
 }
 
 /// A request not sent: its deadline to go out had passed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("not sent: its deadline to go out had passed")]
 pub(crate) struct SendDeadlinePassed;
-
-impl fmt::Display for SendDeadlinePassed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("not sent: its deadline to go out had passed")
-    }
-}
-
-impl std::error::Error for SendDeadlinePassed {}

@@ -45,22 +45,11 @@ pub(crate) fn scope_of(audience: &str) -> String {
 }
 
 /// Why no token could be had: the credential's kind and its failure.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{kind} could not get a token")]
 pub(crate) struct CredentialFailure {
     pub(crate) kind: String,
     pub(crate) source: azure_core::Error,
-}
-
-impl fmt::Display for CredentialFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} could not get a token", self.kind)
-    }
-}
-
-impl std::error::Error for CredentialFailure {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
-    }
 }
 
 struct Held {

@@ -76,9 +76,11 @@ fn scrub_sig_params(text: &str) -> String {
 /// A foreign error's chain, each level's text scrubbed: the source a
 /// leasehold error keeps. Also what happened to a request that got no reply
 /// (the `text`), with the failure beneath.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{text}")]
 pub(crate) struct Scrubbed {
     text: String,
+    #[source]
     next: Option<Box<Scrubbed>>,
 }
 
@@ -100,18 +102,6 @@ impl Scrubbed {
 impl From<&str> for Scrubbed {
     fn from(text: &str) -> Self {
         Scrubbed::new(text.to_owned(), None)
-    }
-}
-
-impl fmt::Display for Scrubbed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-impl std::error::Error for Scrubbed {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.next.as_deref().map(|e| e as _)
     }
 }
 

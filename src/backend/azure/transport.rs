@@ -10,7 +10,6 @@
 //! process-wide provider. No test hooks: faults are injected by a policy in
 //! front of it.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,24 +30,14 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A transport failure (texts without the URL).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
 pub(crate) struct TransportError {
     /// Whether the request may have reached the service.
     pub(crate) maybe_sent: bool,
     pub(crate) message: String,
+    #[source]
     pub(crate) cause: reqwest::Error,
-}
-
-impl fmt::Display for TransportError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for TransportError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.cause)
-    }
 }
 
 impl TransportError {
