@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 
 use super::AzureBackend;
 use super::auth::Service;
-use super::errors::{Failure, bad_reply, is_transient_status};
+use super::errors::{Failure, bad_reply, error_code, is_transient_status};
 use super::requests::{if_match, op_what, url_with, version_from_etag, write_url};
 use crate::backend::wire;
 use crate::backend::{TableOp, Version};
@@ -109,27 +109,20 @@ impl<'a> PartReply<'a> {
             .checked_sub(1)
     }
 
-    /// The error code and the failing operation's index, from an OData error
-    /// body: `{"odata.error": {"code": "...", "message": {"value": "3:..."}}}`.
+    /// The error code (as [`error_code`]) and the failing operation's index,
+    /// from an OData error body: `{"odata.error": {"code": "...", "message":
+    /// {"value": "3:..."}}}`.
     pub(super) fn error_details(&self) -> (Option<String>, Option<usize>) {
-        let Ok(json) = serde_json::from_str::<Json>(self.body.trim()) else {
-            return (self.header("x-ms-error-code").map(str::to_owned), None);
-        };
-        let err = json.get("odata.error").or_else(|| json.get("error"));
-        let code = err
-            .and_then(|e| e.get("code"))
-            .and_then(Json::as_str)
-            .map(str::to_owned)
-            .or_else(|| self.header("x-ms-error-code").map(str::to_owned));
-        let message = err
+        let code = error_code(self.header("x-ms-error-code"), self.body.as_bytes());
+        let json = serde_json::from_str::<Json>(self.body.trim()).ok();
+        let message = (json.as_ref())
+            .and_then(|j| j.get("odata.error").or_else(|| j.get("error")))
             .and_then(|e| e.get("message"))
             .and_then(|m| m.get("value").and_then(Json::as_str).or_else(|| m.as_str()));
-        let index = message.and_then(|m| {
-            let digits: String = m.chars().take_while(char::is_ascii_digit).collect();
-            (!digits.is_empty() && m[digits.len()..].starts_with(':'))
-                .then(|| digits.parse().ok())
-                .flatten()
-        });
+        let index = message
+            .and_then(|m| m.split_once(':'))
+            .filter(|(digits, _)| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|(digits, _)| digits.parse().ok());
         (code, index)
     }
 }

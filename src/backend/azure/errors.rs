@@ -141,7 +141,7 @@ impl Failure {
         body: &[u8],
         redactor: &Redactor,
     ) -> Self {
-        let code = error_code(headers, body);
+        let code = error_code(super::auth::header_value(headers, "x-ms-error-code"), body);
         if status == 401 || status == 403 {
             return Failure::Fatal(Error::Auth {
                 credential: redactor.credential.clone(),
@@ -292,10 +292,10 @@ fn credential_failure(e: &azure_core::Error) -> Option<&CredentialFailure> {
     })
 }
 
-/// The service's error code: `x-ms-error-code`, else the body's (JSON
-/// `odata.error.code`, `error.code` or `code`; XML `<Code>`).
-pub(crate) fn error_code(headers: &Headers, body: &[u8]) -> Option<String> {
-    if let Some(code) = super::auth::header_value(headers, "x-ms-error-code")
+/// The service's error code: the `x-ms-error-code` header, else the body's
+/// (JSON `odata.error.code`, `error.code` or `code`; XML `<Code>`).
+pub(crate) fn error_code(header: Option<&str>, body: &[u8]) -> Option<String> {
+    if let Some(code) = header
         && !code.is_empty()
     {
         return Some(code.to_owned());
@@ -463,18 +463,15 @@ mod tests {
         let table = br#"{"odata.error":{"code":"EntityAlreadyExists","message":{"value":"x"}}}"#;
         let blob = b"<?xml version=\"1.0\"?><Error><Code>LeaseIdMissing</Code><Message>m</Message></Error>";
         assert_eq!(
-            error_code(&headers, table).as_deref(),
+            error_code(None, table).as_deref(),
             Some("EntityAlreadyExists")
         );
-        assert_eq!(
-            error_code(&headers, blob).as_deref(),
-            Some("LeaseIdMissing")
-        );
-        assert_eq!(error_code(&headers, b"").as_deref(), None);
-        assert_eq!(error_code(&headers, b"{}").as_deref(), None);
+        assert_eq!(error_code(None, blob).as_deref(), Some("LeaseIdMissing"));
+        assert_eq!(error_code(None, b"").as_deref(), None);
+        assert_eq!(error_code(None, b"{}").as_deref(), None);
         headers.insert("x-ms-error-code", "ConditionNotMet");
         assert_eq!(
-            error_code(&headers, table).as_deref(),
+            error_code(Some("ConditionNotMet"), table).as_deref(),
             Some("ConditionNotMet")
         );
         let f = Failure::from_reply(412, &headers, b"", &Redactor::default());
