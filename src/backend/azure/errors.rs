@@ -25,12 +25,6 @@ pub(crate) struct Redactor {
     credential: String,
 }
 
-impl fmt::Debug for Redactor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Redactor({} secrets)", self.secrets.len())
-    }
-}
-
 impl Redactor {
     pub(crate) fn new(secrets: Vec<String>, credential: String) -> Self {
         Redactor {

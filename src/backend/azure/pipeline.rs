@@ -28,12 +28,6 @@ pub(crate) struct Pipelines {
     pub(crate) blob_options: ClientOptions,
 }
 
-impl std::fmt::Debug for Pipelines {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pipelines").finish_non_exhaustive()
-    }
-}
-
 fn options(
     version: &'static str,
     auth: Arc<dyn Policy>,
