@@ -1,10 +1,7 @@
-//! From `azure_core` errors to leasehold's. A failed attempt is a
-//! [`Failure`], telling the retry loop whether the service answered (status,
-//! `x-ms-error-code`), the request certainly did not leave, or it may have
-//! been applied without a reply; at the end of the loop it becomes an
-//! [`Error`] ([`Error::from_service`]: by code, then status). Text from
-//! other crates can quote a URL (and a SAS signature): it passes through a
-//! [`Redactor`] first.
+//! From `azure_core` errors to leasehold's: a failed attempt is a
+//! [`Failure`] for the retry loop, then an [`Error`] ([`Error::from_service`]:
+//! by code, then status). Text from other crates can quote a URL (and a SAS
+//! signature): it passes through a [`Redactor`] first.
 
 use std::fmt;
 
@@ -17,7 +14,7 @@ use crate::error::Error;
 use super::credential::CredentialFailure;
 use super::transport::TransportError;
 
-/// Scrubs known secrets from foreign text; names the credential in use for
+/// Scrubs known secrets from foreign text; names the credential for
 /// `Error::Auth`.
 #[derive(Clone, Default)]
 pub(crate) struct Redactor {
@@ -67,9 +64,8 @@ fn scrub_sig_params(text: &str) -> String {
     out
 }
 
-/// A foreign error's chain, each level's text scrubbed: the source a
-/// leasehold error keeps. Also what happened to a request that got no reply
-/// (the `text`), with the failure beneath.
+/// A foreign error's chain, each level's text scrubbed (also a request's
+/// fate, such as "no reply", with the failure beneath).
 #[derive(Debug, thiserror::Error)]
 #[error("{text}")]
 pub(crate) struct Scrubbed {
@@ -156,8 +152,8 @@ impl Failure {
             ..
         } = e.kind()
         {
-            // Never the error's own `error_code`: for a reply without
-            // `x-ms-error-code` and a JSON body it is the status number.
+            // Not the error's `error_code`: without `x-ms-error-code` and
+            // with a JSON body it is the status number.
             let status = u16::from(*status);
             return match raw_response {
                 Some(r) => Failure::from_reply(status, r.headers(), r.body().as_ref(), redactor),
@@ -223,8 +219,7 @@ impl Failure {
         }
     }
 
-    /// Whether the request may have been applied although it failed (a
-    /// write is then verified before it is sent again).
+    /// Whether the request may have been applied although it failed.
     pub(crate) fn may_have_applied(&self) -> bool {
         match self {
             Failure::ReplyLost(_) => true,
@@ -286,8 +281,7 @@ fn credential_failure(e: &azure_core::Error) -> Option<&CredentialFailure> {
     })
 }
 
-/// The service's error code: the `x-ms-error-code` header, else the body's
-/// (JSON `odata.error.code`, `error.code` or `code`; XML `<Code>`).
+/// The `x-ms-error-code` header, else the body's code (JSON or XML).
 pub(crate) fn error_code(header: Option<&str>, body: &[u8]) -> Option<String> {
     if let Some(code) = header
         && !code.is_empty()
