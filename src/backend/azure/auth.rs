@@ -143,8 +143,7 @@ pub(crate) async fn forward(
     }
 }
 
-/// One of leasehold's pipeline policies: what it does to each request
-/// before handing it on. No `Debug` shows a secret.
+/// One of leasehold's pipeline policies. No `Debug` shows a secret.
 #[derive(Clone, Debug)]
 pub(crate) enum Stamp {
     /// `x-ms-date` (fresh on every try) and, unless set, `x-ms-version`.

@@ -24,11 +24,9 @@ pub(super) struct BatchRequest {
 
 /// Writes the `multipart/mixed` body of a transaction on `table`.
 pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<BatchRequest> {
-    // Boundaries carry 64 random bits in hex: a delimiter must start a line,
-    // and no part's content has a line break of its own (its JSON escapes
-    // them, its keys are percent-encoded in its URL), so the randomness only
-    // guards against parsers that look for the boundary anywhere. The
-    // service repeats each boundary in its reply, once per operation.
+    // Random boundaries only guard against parsers that look for one
+    // anywhere: a delimiter starts a line, and no part has a line break of
+    // its own (JSON escapes them, keys are percent-encoded in the URL).
     let batch = format!("batch_{:016x}", crate::retry::random_seed());
     let changeset = format!("changeset_{:016x}", crate::retry::random_seed());
     let mut body = String::new();
@@ -128,15 +126,14 @@ impl<'a> PartReply<'a> {
 }
 
 /// Reads the operation replies (status line, headers, blank line, body up
-/// to the next `--` line) out of a batch reply, in order, in a changeset or
-/// directly in the batch (the answer to a malformed batch).
+/// to the next `--` line) out of a batch reply, in a changeset or not (the
+/// answer to a malformed batch).
 pub(super) fn parse(body: &str) -> Vec<PartReply<'_>> {
     #[derive(Clone, Copy)]
     enum State {
         Outside,
         Headers,
-        /// In a body that starts at this offset and, so far, ends at the
-        /// other (the end of its last line, without the line break).
+        /// In a body from this offset to, so far, the end of its last line.
         Body(usize, usize),
     }
     let mut replies = Vec::new();

@@ -19,8 +19,6 @@ pub(super) fn url_with(base: &Url, segment: &str) -> Result<Url> {
     Ok(url)
 }
 
-/// Where a write of `op` goes: `{base}/{table}` for an insert, else the
-/// entity.
 pub(super) fn write_url(base: &Url, table: &TableName, op: &TableOp) -> Result<Url> {
     match op {
         TableOp::Insert(_) => url_with(base, table.as_str()),
@@ -43,8 +41,8 @@ pub(super) fn entity_url(
     url_with(base, &format!("{table}(PartitionKey='{pk}',RowKey='{rk}')"))
 }
 
-/// The new version a write reports through its ETag (header), which embeds
-/// the new Timestamp: `W/"datetime'2024-01-02T03%3A04%3A05.1234567Z'"`.
+/// The version a write's ETag reports, which embeds the new Timestamp:
+/// `W/"datetime'2024-01-02T03%3A04%3A05.1234567Z'"`.
 pub(super) fn version_from_etag(table: &TableName, etag: Option<&str>) -> Result<Version> {
     let bad = || {
         Error::decode(
@@ -107,8 +105,8 @@ pub(super) fn stored_from_wire(
     })
 }
 
-/// Reads a reply body with the one-pass reader of `wire::direct`, else with
-/// the general decoder, which reads every form and reports every error.
+/// Reads a reply body with the one-pass reader of `wire::direct`, else
+/// with the general decoder, which reports every error.
 pub(super) fn read_reply<P: serde::de::DeserializeOwned, T>(
     body: &[u8],
     direct: fn(&[u8]) -> Option<T>,
@@ -136,8 +134,7 @@ pub(super) fn stored_form(d: &EntityData) -> Properties {
 const FULL_METADATA: &str = "application/json;odata=fullmetadata";
 const JSON: &str = "application/json";
 
-/// The `If-Match` a condition sends: the ETag, `*` for "exists", none for
-/// an upsert.
+/// The `If-Match` a condition sends.
 pub(super) fn if_match(c: &Precondition) -> Option<&str> {
     match c {
         Precondition::IfMatch(etag) => Some(etag.as_str()),
@@ -163,7 +160,6 @@ pub(super) fn delete_table(base: &Url, table: &TableName) -> Result<Request> {
     Ok(request)
 }
 
-/// `GET {base}/Tables`: one page of the table listing, from `next`.
 pub(super) fn list_tables(base: &Url, next: Option<&str>) -> Result<Request> {
     let mut url = url_with(base, "Tables")?;
     if let Some(next) = next {

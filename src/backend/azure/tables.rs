@@ -1,5 +1,5 @@
-//! Table service operations under the retry policy, and what a read-back
-//! says about a write whose reply was lost.
+//! Table service operations, and what a read-back says about a write
+//! whose reply was lost.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -52,8 +52,7 @@ fn as_stored(op: &TableOp) -> TableOp {
 }
 
 impl AzureBackend {
-    /// Creates or deletes `table` under the retry policy; `answer` reads
-    /// what one attempt got back.
+    /// Creates or deletes `table`; `answer` reads one attempt's reply.
     async fn on_table<T>(
         &self,
         operation: &'static str,
@@ -144,11 +143,10 @@ impl AzureBackend {
         }
     }
 
-    /// When `verify_first` is set (the last attempt may have applied `ops`
-    /// and sending them again is not safe), reads their rows: the versions
-    /// when the write was applied, `None` when it was not (send it again),
-    /// else a conflict or an unknown outcome. A failed read leaves the flag
-    /// set: the next attempt verifies again.
+    /// When `verify_first` is set (the last attempt may have applied `ops`),
+    /// reads their rows: the versions when the write was applied, `None`
+    /// when it was not (send it again), else a conflict or an unknown
+    /// outcome. A failed read leaves the flag set.
     async fn read_back(
         &self,
         verify_first: &AtomicBool,
@@ -292,8 +290,7 @@ impl TableBackend for AzureBackend {
     ) -> Result<Option<Version>> {
         let (op, write_log) = (&op, options.write_log());
         op.validate(table.as_str())?;
-        // Named only when something fails, not formatted for every
-        // operation.
+        // Formatted only when something fails.
         let what = &|| op_what(table, op);
         // Whether the next attempt reads the entity first: the last one may
         // have applied a write that cannot simply be sent again.
