@@ -128,21 +128,6 @@ fn is_signed(url: &Url) -> bool {
     url.query_pairs().any(|(k, _)| k == "sig")
 }
 
-/// Hands `request` to the next policy (an error, not a panic, at the end).
-pub(crate) async fn forward(
-    ctx: &Context<'_>,
-    request: &mut Request,
-    next: &[Arc<dyn Policy>],
-) -> PolicyResult {
-    match next.split_first() {
-        Some((first, rest)) => first.send(ctx, request, rest).await,
-        None => Err(CoreError::with_message(
-            CoreErrorKind::Other,
-            "a leasehold signing policy was the last of its pipeline",
-        )),
-    }
-}
-
 /// One of leasehold's pipeline policies. No `Debug` shows a secret.
 #[derive(Clone, Debug)]
 pub(crate) enum Stamp {
@@ -232,7 +217,13 @@ impl Policy for Stamp {
                     .extend_pairs(token.pairs().iter());
             }
         }
-        forward(ctx, request, next).await
+        match next.split_first() {
+            Some((first, rest)) => first.send(ctx, request, rest).await,
+            None => Err(CoreError::with_message(
+                CoreErrorKind::Other,
+                "a leasehold signing policy was the last of its pipeline",
+            )),
+        }
     }
 }
 

@@ -3,9 +3,9 @@
 use azure_core::http::{Method, Request};
 
 use super::AzureBackend;
-use super::auth::Service;
+use super::auth::{Service, header_value};
 use super::errors::Failure;
-use super::requests::{header, read_reply, stored_from_wire, url_with};
+use super::requests::{read_reply, stored_from_wire, url_with};
 use crate::backend::wire;
 use crate::backend::{QueryPage, QuerySpec};
 use crate::entity::{RESERVED_NAMES, property_name_problem};
@@ -91,9 +91,12 @@ impl AzureBackend {
             || format!("query page in the reply from table `{table}`"),
         )?;
         let continuation =
-            header(&reply, "x-ms-continuation-nextpartitionkey").map(|pk| Continuation {
-                next_partition_key: pk.to_owned(),
-                next_row_key: header(&reply, "x-ms-continuation-nextrowkey").map(str::to_owned),
+            header_value(reply.headers(), "x-ms-continuation-nextpartitionkey").map(|pk| {
+                Continuation {
+                    next_partition_key: pk.to_owned(),
+                    next_row_key: header_value(reply.headers(), "x-ms-continuation-nextrowkey")
+                        .map(str::to_owned),
+                }
             });
         let entities = read
             .into_iter()

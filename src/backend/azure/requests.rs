@@ -1,7 +1,7 @@
 //! Requests to the Table service and what its replies say.
 
 use azure_core::Bytes;
-use azure_core::http::{Method, RawResponse, Request, Url};
+use azure_core::http::{Method, Request, Url};
 
 use super::errors::{Failure, undecodable};
 use crate::backend::wire;
@@ -209,10 +209,6 @@ pub(super) fn write(base: &Url, table: &TableName, op: &TableOp) -> Result<Reque
         request.set_body(Bytes::from(wire::EntityBody::of(d).to_ascii_text()?));
     }
     Ok(request)
-}
-
-pub(super) fn header<'a>(reply: &'a RawResponse, name: &'static str) -> Option<&'a str> {
-    super::auth::header_value(reply.headers(), name)
 }
 
 pub(super) fn op_what(table: &TableName, op: &TableOp) -> String {

@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use azure_core::http::{RawResponse, Request, Url};
 
-use super::auth::Service;
+use super::auth::{Service, header_value};
 use super::batch;
 use super::errors::{Failure, undecodable};
 use super::requests::{
-    self, header, op_what, read_reply, stored_form, stored_from_wire, version_from_etag,
+    self, op_what, read_reply, stored_form, stored_from_wire, version_from_etag,
 };
 use super::retry::Attempt;
 use super::{AzureBackend, SYSTEM};
@@ -97,7 +97,7 @@ impl AzureBackend {
                     |json| wire::entity_from_parsed(table.as_str(), json),
                     || format!("entity in the reply from table `{table}`"),
                 )?;
-                let etag = header(&r, "etag").map(str::to_owned);
+                let etag = header_value(r.headers(), "etag").map(str::to_owned);
                 Ok(Some(stored_from_wire(table, entity, etag)?))
             }
             Err(f) => match f.status() {
@@ -139,7 +139,10 @@ impl AzureBackend {
             .await?;
         match op {
             TableOp::Delete { .. } => Ok(None),
-            _ => Ok(Some(version_from_etag(table, header(&reply, "etag"))?)),
+            _ => Ok(Some(version_from_etag(
+                table,
+                header_value(reply.headers(), "etag"),
+            )?)),
         }
     }
 
@@ -250,7 +253,8 @@ impl TableBackend for AzureBackend {
                         let page: Page = serde_json::from_slice(reply.body().as_ref())
                             .map_err(|e| undecodable("table listing in the reply", &e))?;
                         let continuation =
-                            header(&reply, "x-ms-continuation-nexttablename").map(str::to_owned);
+                            header_value(reply.headers(), "x-ms-continuation-nexttablename")
+                                .map(str::to_owned);
                         Ok((page, continuation))
                     }
                 })
