@@ -1,8 +1,6 @@
-//! Signing for the `azure_core` 1.x pipeline: the storage headers, Shared
-//! Key signatures (`azure_storage_blob` 1.x signs none, and there is no 1.x
-//! Table crate) and SAS tokens. The string to sign follows the storage REST
-//! reference, "Authorize with Shared Key"; a request whose URL already
-//! carries a signature (`sig`) is not signed again.
+//! Signing: the storage headers, Shared Key signatures (`azure_storage_blob`
+//! 1.x signs none) as the storage REST reference's "Authorize with Shared
+//! Key" says, and SAS tokens.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -43,9 +41,7 @@ impl Signed<'_> {
         header_value(self.headers, name).unwrap_or_default()
     }
 
-    /// The text a Shared Key signature for `account` signs: for the Table
-    /// service five lines, for the Blob service twelve, then the `x-ms-`
-    /// headers and the canonical resource with its sorted query.
+    /// The text a Shared Key signature for `account` signs.
     pub(crate) fn string_to_sign(&self, service: Service, account: &str) -> String {
         match service {
             Service::Table => {
@@ -151,7 +147,6 @@ impl Stamp {
     }
 }
 
-/// The Shared Key `Authorization` value for `signed`.
 pub(crate) fn shared_key(
     account: &str,
     key: &Secret,

@@ -10,13 +10,12 @@
 //! # let _ = backend; Ok(()) }
 //! ```
 //!
-//! Beyond the SDK: entities travel as JSON with `@odata.type` annotations
-//! (`crate::backend::wire`: an `i64` above 2^53 keeps its precision);
-//! single-entity write bodies escape non-ASCII as `\uXXXX` (Azurite decodes
-//! a body chunk by chunk and mangled a character split between two); limits
-//! are checked before anything is sent; signing, retries
-//! ([`TransportRetry`]) and the transport are leasehold's own (each
-//! submodule says why); your policies go in front of the transport
+//! Entities travel as JSON with `@odata.type` annotations (an `i64` above
+//! 2^53 keeps its precision); single-entity write bodies escape non-ASCII
+//! as `\uXXXX` (Azurite decodes a body chunk by chunk and mangled a
+//! character split between two); limits are checked before anything is
+//! sent; signing, retries ([`TransportRetry`]) and the transport are
+//! leasehold's own; your policies go in front of the transport
 //! ([`AzureBackendBuilder::policy`]).
 
 mod auth;
@@ -319,9 +318,8 @@ impl AzureBackendBuilder {
         self
     }
 
-    /// Adds an `azure_core` 1.x [`Policy`] that sees every request of both
-    /// services after signing, on every attempt, in the order added (such
-    /// as `FaultInjector::transport_policy` of the test kit). Its answer is
+    /// Adds an `azure_core` 1.x [`Policy`] that sees every signed request of
+    /// both services on every attempt, in the order added. Its answer is
     /// read as the network's: an error of kind `Connection` (or `Io`
     /// wrapping a refused connection) as a request not sent, any other `Io`
     /// error as a lost reply (see [`TransportRetry`]), any other error is

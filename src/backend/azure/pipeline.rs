@@ -1,9 +1,7 @@
-//! The `azure_core` pipelines of both services. Every request, leasehold's
-//! or `azure_storage_blob`'s, runs these per-try policies in order:
-//! `Stamp::Headers`, the credential's policy, the caller's own,
-//! then leasehold's transport. The stock retry policy is off, and the blob
-//! clients get no credential of their own (their bearer policy would ask
-//! for a fixed scope and bypass the token cache).
+//! The `azure_core` pipelines of both services, whose per-try policies are
+//! `Stamp::Headers`, the credential's, the caller's, then the transport.
+//! Blob clients get no credential of their own (their bearer policy would
+//! ask for a fixed scope and bypass the token cache).
 
 use std::sync::Arc;
 
@@ -15,13 +13,11 @@ use super::auth::{Service, Stamp};
 use super::connection::{ConnectionSettings, Credentials};
 use super::credential::TokenCache;
 
-/// The service versions leasehold's own requests are written for (the
-/// blob client names its own).
+/// The service versions of leasehold's own requests.
 pub(crate) const TABLE_VERSION: &str = "2022-11-02";
 pub(crate) const BLOB_VERSION: &str = "2022-11-02";
 
-/// The pipelines of leasehold's own requests, and the options blob
-/// clients are built with.
+/// The pipelines of leasehold's own requests, and the blob clients' options.
 pub(crate) struct Pipelines {
     pub(crate) table: Pipeline,
     pub(crate) blob: Pipeline,
