@@ -25,23 +25,6 @@ use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey, TableName, shorten};
 use crate::outcome::{self, Verdict};
 
-fn unknown_outcome(what: &str) -> Error {
-    Error::transient(format!(
-        "{what}: the reply was lost and the outcome is unknown: the read-back cannot tell whether this write was applied (its content stands under a new ETag, which another writer may have produced from the same version, or the entity has changed since); a table opened with `with_write_log` can tell"
-    ))
-}
-
-fn not_applied_and_changed(what: &str) -> Error {
-    Error::Conflict {
-        what: format!(
-            "{what}: the reply was lost; the entity's write log shows the write was not applied and the entity has changed since it was read"
-        ),
-        code: None,
-        table: None,
-        row: None,
-    }
-}
-
 /// `op` as the service stores it, for comparing with a read-back.
 fn as_stored(op: &TableOp) -> TableOp {
     let mut op = op.clone();
@@ -179,8 +162,19 @@ impl AzureBackend {
                 tracing::debug!("lost reply: the write was not applied; sending again");
                 Ok(None)
             }
-            Verdict::Refused => Err(Failure::Fatal(not_applied_and_changed(&what()))),
-            Verdict::Unknown => Err(Failure::Fatal(unknown_outcome(&what()))),
+            Verdict::Refused => Err(Failure::Fatal(Error::Conflict {
+                what: format!(
+                    "{}: the reply was lost; the entity's write log shows the write was not applied and the entity has changed since it was read",
+                    what()
+                ),
+                code: None,
+                table: None,
+                row: None,
+            })),
+            Verdict::Unknown => Err(Failure::Fatal(Error::transient(format!(
+                "{}: the reply was lost and the outcome is unknown: the read-back cannot tell whether this write was applied (its content stands under a new ETag, which another writer may have produced from the same version, or the entity has changed since); a table opened with `with_write_log` can tell",
+                what()
+            )))),
         }
     }
 }
