@@ -141,12 +141,6 @@ pub(crate) enum Stamp {
     Bearer(TokenCache),
 }
 
-impl Stamp {
-    pub(crate) fn policy(self) -> Arc<dyn Policy> {
-        Arc::new(self)
-    }
-}
-
 pub(crate) fn shared_key(
     account: &str,
     key: &Secret,

@@ -30,7 +30,7 @@ fn options(
     user: &[Arc<dyn Policy>],
     transport: &Arc<dyn Policy>,
 ) -> ClientOptions {
-    let mut per_try: Vec<Arc<dyn Policy>> = vec![Stamp::Headers { version }.policy(), auth];
+    let mut per_try: Vec<Arc<dyn Policy>> = vec![Arc::new(Stamp::Headers { version }), auth];
     per_try.extend(user.iter().cloned());
     per_try.push(transport.clone());
     ClientOptions {
@@ -60,20 +60,19 @@ pub(crate) fn build(
     transport: Arc<dyn Policy>,
 ) -> Pipelines {
     let shared = |stamp: Stamp| {
-        let policy = stamp.policy();
+        let policy: Arc<dyn Policy> = Arc::new(stamp);
         (policy.clone(), policy)
     };
     let (table_auth, blob_auth) = match &settings.credentials {
         Credentials::AccessKey(key) => {
-            let signer = |service| Stamp::SharedKey {
-                account: settings.account.clone(),
-                key: Secret::new(key.expose().to_owned()),
-                service,
+            let signer = |service| -> Arc<dyn Policy> {
+                Arc::new(Stamp::SharedKey {
+                    account: settings.account.clone(),
+                    key: Secret::new(key.expose().to_owned()),
+                    service,
+                })
             };
-            (
-                signer(Service::Table).policy(),
-                signer(Service::Blob).policy(),
-            )
+            (signer(Service::Table), signer(Service::Blob))
         }
         Credentials::Sas(token) => shared(Stamp::Sas(token.clone())),
         // One cache for both services: one token, one refresher.
