@@ -1,11 +1,9 @@
-//! Signing for the `azure_core` 1.x pipeline: the storage headers, Shared
-//! Key signatures (`azure_storage_blob` 1.x signs none, and there is no 1.x
-//! Table crate) and SAS tokens. The string to sign follows the storage REST
-//! reference, "Authorize with Shared Key"; a request whose URL already
-//! carries a signature (`sig`) is not signed again.
+//! Signing: the storage headers, Shared Key signatures (`azure_storage_blob`
+//! 1.x signs none) as the storage REST reference's "Authorize with Shared
+//! Key" says, and SAS tokens.
 
 use std::collections::BTreeMap;
-use std::fmt::{self, Write as _};
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -43,9 +41,7 @@ impl Signed<'_> {
         header_value(self.headers, name).unwrap_or_default()
     }
 
-    /// The text a Shared Key signature for `account` signs: for the Table
-    /// service five lines, for the Blob service twelve, then the `x-ms-`
-    /// headers and the canonical resource with its sorted query.
+    /// The text a Shared Key signature for `account` signs.
     pub(crate) fn string_to_sign(&self, service: Service, account: &str) -> String {
         match service {
             Service::Table => {
@@ -128,23 +124,7 @@ fn is_signed(url: &Url) -> bool {
     url.query_pairs().any(|(k, _)| k == "sig")
 }
 
-/// Hands `request` to the next policy (an error, not a panic, at the end).
-pub(crate) async fn forward(
-    ctx: &Context<'_>,
-    request: &mut Request,
-    next: &[Arc<dyn Policy>],
-) -> PolicyResult {
-    match next.split_first() {
-        Some((first, rest)) => first.send(ctx, request, rest).await,
-        None => Err(CoreError::with_message(
-            CoreErrorKind::Other,
-            "a leasehold signing policy was the last of its pipeline",
-        )),
-    }
-}
-
-/// One of leasehold's pipeline policies: what it does to each request
-/// before handing it on. No `Debug` shows a secret.
+/// One of leasehold's pipeline policies. No `Debug` shows a secret.
 #[derive(Clone, Debug)]
 pub(crate) enum Stamp {
     /// `x-ms-date` (fresh on every try) and, unless set, `x-ms-version`.
@@ -161,13 +141,6 @@ pub(crate) enum Stamp {
     Bearer(TokenCache),
 }
 
-impl Stamp {
-    pub(crate) fn policy(self) -> Arc<dyn Policy> {
-        Arc::new(self)
-    }
-}
-
-/// The Shared Key `Authorization` value for `signed`.
 pub(crate) fn shared_key(
     account: &str,
     key: &Secret,
@@ -233,7 +206,13 @@ impl Policy for Stamp {
                     .extend_pairs(token.pairs().iter());
             }
         }
-        forward(ctx, request, next).await
+        match next.split_first() {
+            Some((first, rest)) => first.send(ctx, request, rest).await,
+            None => Err(CoreError::with_message(
+                CoreErrorKind::Other,
+                "a leasehold signing policy was the last of its pipeline",
+            )),
+        }
     }
 }
 
@@ -248,13 +227,6 @@ pub(crate) fn http_date(at: time::OffsetDateTime) -> String {
 }
 
 /// A request not sent: its deadline to go out had passed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("not sent: its deadline to go out had passed")]
 pub(crate) struct SendDeadlinePassed;
-
-impl fmt::Display for SendDeadlinePassed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("not sent: its deadline to go out had passed")
-    }
-}
-
-impl std::error::Error for SendDeadlinePassed {}

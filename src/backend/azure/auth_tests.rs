@@ -188,12 +188,14 @@ async fn send_through(policies: Vec<Arc<dyn Policy>>, url: &str) -> (Url, Header
 
 #[tokio::test]
 async fn a_sas_is_appended_once_and_a_signed_url_is_neither_extended_nor_signed() {
-    let sas = Stamp::Sas(SasToken::new("sv=2022-11-02&sig=a%2Bb%2Fc%3D").unwrap()).policy();
-    let key = signer(KEY, Service::Blob).policy();
-    let headers_policy = Stamp::Headers {
+    let policy = |stamp: Stamp| -> Arc<dyn Policy> { Arc::new(stamp) };
+    let sas = policy(Stamp::Sas(
+        SasToken::new("sv=2022-11-02&sig=a%2Bb%2Fc%3D").unwrap(),
+    ));
+    let key = policy(signer(KEY, Service::Blob));
+    let headers_policy = policy(Stamp::Headers {
         version: "2022-11-02",
-    }
-    .policy();
+    });
     let (url, h) = send_through(
         vec![headers_policy.clone(), sas.clone(), key.clone()],
         "http://127.0.0.1:10000/devstoreaccount1/c/b?comp=lease",

@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 
 use super::AzureBackend;
 use super::auth::Service;
-use super::errors::{Failure, bad_reply, is_transient_status};
+use super::errors::{Failure, bad_reply, error_code, is_transient_status};
 use super::requests::{if_match, op_what, url_with, version_from_etag, write_url};
 use crate::backend::wire;
 use crate::backend::{TableOp, Version};
@@ -24,11 +24,9 @@ pub(super) struct BatchRequest {
 
 /// Writes the `multipart/mixed` body of a transaction on `table`.
 pub(super) fn build(base: &Url, table: &TableName, ops: &[TableOp]) -> Result<BatchRequest> {
-    // Boundaries carry 64 random bits in hex: a delimiter must start a line,
-    // and no part's content has a line break of its own (its JSON escapes
-    // them, its keys are percent-encoded in its URL), so the randomness only
-    // guards against parsers that look for the boundary anywhere. The
-    // service repeats each boundary in its reply, once per operation.
+    // Random boundaries only guard against parsers that look for one
+    // anywhere: a delimiter starts a line, and no part has a line break of
+    // its own (JSON escapes them, keys are percent-encoded in the URL).
     let batch = format!("batch_{:016x}", crate::retry::random_seed());
     let changeset = format!("changeset_{:016x}", crate::retry::random_seed());
     let mut body = String::new();
@@ -109,41 +107,33 @@ impl<'a> PartReply<'a> {
             .checked_sub(1)
     }
 
-    /// The error code and the failing operation's index, from an OData error
-    /// body: `{"odata.error": {"code": "...", "message": {"value": "3:..."}}}`.
+    /// The error code (as [`error_code`]) and the failing operation's index,
+    /// from an OData error body: `{"odata.error": {"code": "...", "message":
+    /// {"value": "3:..."}}}`.
     pub(super) fn error_details(&self) -> (Option<String>, Option<usize>) {
-        let Ok(json) = serde_json::from_str::<Json>(self.body.trim()) else {
-            return (self.header("x-ms-error-code").map(str::to_owned), None);
-        };
-        let err = json.get("odata.error").or_else(|| json.get("error"));
-        let code = err
-            .and_then(|e| e.get("code"))
-            .and_then(Json::as_str)
-            .map(str::to_owned)
-            .or_else(|| self.header("x-ms-error-code").map(str::to_owned));
-        let message = err
+        let code = error_code(self.header("x-ms-error-code"), self.body.as_bytes());
+        let json = serde_json::from_str::<Json>(self.body.trim()).ok();
+        let message = (json.as_ref())
+            .and_then(|j| j.get("odata.error").or_else(|| j.get("error")))
             .and_then(|e| e.get("message"))
             .and_then(|m| m.get("value").and_then(Json::as_str).or_else(|| m.as_str()));
-        let index = message.and_then(|m| {
-            let digits: String = m.chars().take_while(char::is_ascii_digit).collect();
-            (!digits.is_empty() && m[digits.len()..].starts_with(':'))
-                .then(|| digits.parse().ok())
-                .flatten()
-        });
+        let index = message
+            .and_then(|m| m.split_once(':'))
+            .filter(|(digits, _)| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|(digits, _)| digits.parse().ok());
         (code, index)
     }
 }
 
 /// Reads the operation replies (status line, headers, blank line, body up
-/// to the next `--` line) out of a batch reply, in order, in a changeset or
-/// directly in the batch (the answer to a malformed batch).
+/// to the next `--` line) out of a batch reply, in a changeset or not (the
+/// answer to a malformed batch).
 pub(super) fn parse(body: &str) -> Vec<PartReply<'_>> {
     #[derive(Clone, Copy)]
     enum State {
         Outside,
         Headers,
-        /// In a body that starts at this offset and, so far, ends at the
-        /// other (the end of its last line, without the line break).
+        /// In a body from this offset to, so far, the end of its last line.
         Body(usize, usize),
     }
     let mut replies = Vec::new();
@@ -193,8 +183,8 @@ pub(super) fn parse(body: &str) -> Vec<PartReply<'_>> {
 }
 
 impl AzureBackend {
-    /// Sends the batch once. `Ok(Err(_))` is a final answer (an operation
-    /// failed; nothing was applied); `Err(_)` a failure to retry or report.
+    /// Sends the batch once. A failed operation is a final answer
+    /// ([`Failure::Fatal`]: nothing was applied).
     pub(super) async fn batch_once(
         &self,
         table: &TableName,
@@ -202,7 +192,7 @@ impl AzureBackend {
         base: &Url,
         request: &BatchRequest,
         what: &str,
-    ) -> std::result::Result<Result<Vec<Option<Version>>>, Failure> {
+    ) -> std::result::Result<Vec<Option<Version>>, Failure> {
         let mut raw = Request::new(url_with(base, "$batch")?, Method::Post);
         raw.insert_header("content-type", request.content_type.clone());
         raw.insert_header("accept", "application/json;odata=minimalmetadata");
@@ -232,7 +222,7 @@ impl AzureBackend {
                     None => what.to_owned(),
                 },
             );
-            return Ok(Err(match index {
+            return Err(Failure::Fatal(match index {
                 Some(index) => Error::Batch {
                     index,
                     source: Box::new(source.for_row(
@@ -272,7 +262,7 @@ impl AzureBackend {
                 }
             }
         }
-        Ok(Ok(versions))
+        Ok(versions)
     }
 }
 

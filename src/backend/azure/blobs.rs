@@ -1,8 +1,7 @@
-//! The Blob side of the Azure backend: blobs, metadata and leases, through
-//! `azure_storage_blob` 1.x clients built per call on the backend's blob
-//! pipeline, except blob bodies, read with one un-ranged `GET`: the client's
-//! download asks for ranges (a 416 on an empty blob), in several requests
-//! that can mix two versions of a blob being rewritten.
+//! Blobs, metadata and leases through `azure_storage_blob` 1.x clients on
+//! the blob pipeline, except reads: one un-ranged `GET` (the client's
+//! download asks for ranges, a 416 on an empty blob, in several requests
+//! that can mix two versions of a blob being rewritten).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -72,9 +71,8 @@ fn sdk_duration(d: LeaseDuration) -> Result<i32> {
     })
 }
 
-/// Metadata as read back. Names are lowercased: HTTP header names are
-/// case-insensitive and the HTTP stack lowercases them, so reads through
-/// headers could not give the written case anyway; listings follow suit.
+/// Metadata as read back, names lowercased as the HTTP stack gives header
+/// names (listings follow suit).
 fn metadata_from(pairs: impl IntoIterator<Item = (String, String)>) -> Metadata {
     pairs
         .into_iter()
@@ -212,8 +210,8 @@ impl AzureBackend {
             .map_err(|e| self.failure(e))
     }
 
-    /// Runs one request on a blob under the retry policy, with a fresh
-    /// client for each attempt; a failure is named by `what`.
+    /// One request on a blob under the retry policy, a fresh client for
+    /// each attempt.
     async fn on_blob<T, F, Fut>(
         &self,
         operation: &'static str,
@@ -238,10 +236,9 @@ impl AzureBackend {
             .map_err(|f| f.into_error(what()))
     }
 
-    /// A blob write (`put_blob` with its body, `set_blob_metadata` without)
-    /// under the retry policy. A condition failing after an attempt that may
-    /// have been applied is read back: the write succeeded if the blob now
-    /// holds what was written (body when given, and metadata).
+    /// A blob write (`put_blob` with its body, `set_blob_metadata` without).
+    /// A condition failing after a lost reply reads the blob back: the
+    /// write succeeded if it holds what was written.
     async fn write_blob<F, Fut>(
         &self,
         operation: &'static str,
@@ -328,9 +325,8 @@ impl AzureBackend {
             .map_err(|f| f.into_error(crate::error::what::blob(container, blob)))
     }
 
-    /// Lists blobs whose names start with `prefix`, one page at a time, with
-    /// a page size of `max_results` (`None`: the service's 5000, as
-    /// [`BlobBackend::list_blobs`]).
+    /// [`BlobBackend::list_blobs`] with a page size of `max_results`
+    /// (`None`: the service's 5000).
     ///
     /// # Errors
     /// [`Error::NotFound`] for a missing container; [`Error::Transient`]
@@ -388,8 +384,7 @@ impl AzureBackend {
 
 #[async_trait]
 impl BlobBackend for AzureBackend {
-    /// The Blob service URL, such as `http://127.0.0.1:10000/devstoreaccount1`
-    /// (endpoints never carry credentials: a SAS travels separately).
+    /// The Blob service URL (never with credentials: a SAS travels apart).
     fn endpoint(&self) -> String {
         base_uri(&self.inner.settings.blob_endpoint)
     }

@@ -1,7 +1,6 @@
 //! Connection strings (no crate of the SDK line parses them), credentials
 //! and endpoints. Secrets live only in `AccountKey` and `SasToken`, whose
-//! `Debug` never shows them; errors name the *part* that is wrong, never
-//! quoting a value.
+//! `Debug` hides them; errors name the *part* that is wrong, not its value.
 
 use std::fmt;
 use std::sync::Arc;
@@ -118,9 +117,7 @@ impl fmt::Debug for SasToken {
     }
 }
 
-/// How requests are authorised: Shared Key with the settings' account, an
-/// account SAS, or Entra ID bearer tokens for `audience` (see
-/// [`AzureBackendBuilder::token_credential`](super::AzureBackendBuilder::token_credential)).
+/// How requests are authorised (Entra ID tokens are asked for `audience`).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub(crate) enum Credentials {
     AccessKey(AccountKey),
@@ -184,9 +181,8 @@ impl Credentials {
     }
 }
 
-/// Parses a service's base URL (host- or path-style): `http(s)`, no query,
-/// fragment or credentials; a trailing `/` is dropped. Errors name `what`,
-/// not the URL (a signature may have been pasted into it).
+/// Parses a service's base URL (host- or path-style), dropping a trailing
+/// `/`. Errors name `what`, not the URL (a signature may be pasted in it).
 pub(crate) fn parse_endpoint(what: &str, url: &str) -> Result<Url> {
     let bad = |why: &str| Error::invalid(format!("connection string part {what}"), why);
     let mut parsed = Url::parse(url.trim()).map_err(|_| bad("is not an absolute URL"))?;
@@ -214,8 +210,8 @@ pub(crate) fn base_uri(endpoint: &Url) -> String {
     endpoint.as_str().trim_end_matches('/').to_owned()
 }
 
-/// The account an endpoint names: the first path segment of a path-style
-/// (emulator) URL, else the first label of the host.
+/// The account an endpoint names: a path-style (emulator) URL's first
+/// segment, else the host's first label.
 fn account_hint(endpoint: &Url) -> Option<String> {
     let path_account = endpoint
         .path_segments()
@@ -238,8 +234,7 @@ pub struct ConnectionSettings {
     pub account: String,
     pub(crate) credentials: Credentials,
     /// The Table service endpoint, such as
-    /// `http://127.0.0.1:10002/devstoreaccount1` (no trailing `/` after a
-    /// path).
+    /// `http://127.0.0.1:10002/devstoreaccount1` (no trailing `/`).
     pub table_endpoint: Url,
     /// The Blob service endpoint.
     pub blob_endpoint: Url,
@@ -256,8 +251,7 @@ impl fmt::Debug for ConnectionSettings {
     }
 }
 
-/// The parts of a connection string leasehold uses, in the order
-/// `from_parts` takes them.
+/// The parts leasehold uses, in the order `from_parts` takes them.
 const PARTS: [&str; 9] = [
     "UseDevelopmentStorage",
     "DevelopmentStorageProxyUri",
@@ -283,8 +277,7 @@ fn conn_err(why: impl Into<String>) -> Error {
     Error::invalid("connection string", why)
 }
 
-/// A part name safe to repeat in an error (anything but a short identifier
-/// might be a mangled secret).
+/// A part name safe to quote (anything else might be a mangled secret).
 fn printable_part_name(name: &str) -> Option<&str> {
     (name.len() <= 40 && !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric()))
         .then_some(name)
@@ -299,9 +292,8 @@ impl ConnectionSettings {
     ///
     /// A string names **both endpoints or neither** (then both are
     /// `{protocol}://{account}.{table|blob}.{suffix}`, by default `https`
-    /// and `core.windows.net`): leases live in blobs, and a derived public
-    /// blob host beside a custom Table endpoint would fail only on the
-    /// first lease, with a DNS error for a host nobody named.
+    /// and `core.windows.net`): a blob host derived beside a custom Table
+    /// endpoint would fail only at the first lease, on a host nobody named.
     ///
     /// ```
     /// use leasehold::backend::azure::ConnectionSettings;
@@ -448,10 +440,8 @@ impl ConnectionSettings {
     }
 
     /// Azurite on its default ports with the well-known account and key
-    /// (`UseDevelopmentStorage=true`).
-    ///
-    /// # Errors
-    /// None in practice: the endpoints are constants that parse.
+    /// (`UseDevelopmentStorage=true`). Never fails in practice: the
+    /// endpoints are constants that parse.
     pub fn emulator() -> Result<Self> {
         Ok(ConnectionSettings {
             account: EMULATOR_ACCOUNT.to_owned(),

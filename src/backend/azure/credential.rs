@@ -1,11 +1,9 @@
-//! Microsoft Entra ID tokens for both services: a cache between the bearer
-//! policy and the caller's `TokenCredential`. It answers at once with the
-//! token it holds and refreshes it in a background task at the earlier of
-//! half its lifetime and five minutes before its end, so a lease renewal
-//! never waits on a token fetch. Validity is counted on the Tokio clock
-//! from each token's arrival (a jumping wall clock does not matter). A
-//! failure carries a [`CredentialFailure`] (`Error::Auth` naming the
-//! credential's kind). No `Debug` shows a token.
+//! Microsoft Entra ID tokens for both services: a cache in front of the
+//! caller's `TokenCredential` that answers with the token it holds and
+//! refreshes it in a background task at the earlier of half its lifetime
+//! and five minutes before its end, so a lease renewal never waits on a
+//! fetch. Validity is counted on the Tokio clock from each token's arrival.
+//! No `Debug` shows a token.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,8 +22,7 @@ const REFRESH_AHEAD: Duration = Duration::from_secs(5 * 60);
 /// A token with less than this left is not handed out.
 const MIN_LEFT: Duration = Duration::from_secs(5);
 
-/// The kind of a token credential, for errors and `Debug`: the type name
-/// its `Debug` starts with, never a field value.
+/// The type name a credential's `Debug` starts with, never a field value.
 pub(crate) fn credential_kind(credential: &dyn TokenCredential) -> String {
     let text = format!("{credential:?}");
     let name: String = text
@@ -45,22 +42,11 @@ pub(crate) fn scope_of(audience: &str) -> String {
 }
 
 /// Why no token could be had: the credential's kind and its failure.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{kind} could not get a token")]
 pub(crate) struct CredentialFailure {
     pub(crate) kind: String,
     pub(crate) source: azure_core::Error,
-}
-
-impl fmt::Display for CredentialFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} could not get a token", self.kind)
-    }
-}
-
-impl std::error::Error for CredentialFailure {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
-    }
 }
 
 struct Held {
@@ -109,7 +95,6 @@ impl TokenCache {
         }
     }
 
-    /// The held token, or a fresh one for the configured audience.
     pub(crate) async fn token(&self) -> azure_core::Result<AccessToken> {
         let token = match TokenCache::usable(&self.shared) {
             Some(token) => token,
@@ -160,7 +145,6 @@ impl TokenCache {
         Ok(token)
     }
 
-    /// Starts the refresh task unless one is alive.
     fn ensure_refresher(&self) {
         if self.shared.refresher.swap(true, Ordering::AcqRel) {
             return;
@@ -174,7 +158,7 @@ impl TokenCache {
     }
 }
 
-/// Clears the refresher flag when the task ends, however it ends.
+/// Clears the refresher flag however the task ends.
 struct Alive(Weak<Shared>);
 
 impl Drop for Alive {

@@ -1,10 +1,7 @@
-//! From `azure_core` errors to leasehold's. A failed attempt is a
-//! [`Failure`], telling the retry loop whether the service answered (status,
-//! `x-ms-error-code`), the request certainly did not leave, or it may have
-//! been applied without a reply; at the end of the loop it becomes an
-//! [`Error`] ([`Error::from_service`]: by code, then status). Text from
-//! other crates can quote a URL (and a SAS signature): it passes through a
-//! [`Redactor`] first.
+//! From `azure_core` errors to leasehold's: a failed attempt is a
+//! [`Failure`] for the retry loop, then an [`Error`] ([`Error::from_service`]:
+//! by code, then status). Text from other crates can quote a URL (and a SAS
+//! signature): it passes through a [`Redactor`] first.
 
 use std::fmt;
 
@@ -17,18 +14,12 @@ use crate::error::Error;
 use super::credential::CredentialFailure;
 use super::transport::TransportError;
 
-/// Scrubs known secrets from foreign text; names the credential in use for
+/// Scrubs known secrets from foreign text; names the credential for
 /// `Error::Auth`.
 #[derive(Clone, Default)]
 pub(crate) struct Redactor {
     secrets: Vec<String>,
     credential: String,
-}
-
-impl fmt::Debug for Redactor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Redactor({} secrets)", self.secrets.len())
-    }
 }
 
 impl Redactor {
@@ -73,12 +64,13 @@ fn scrub_sig_params(text: &str) -> String {
     out
 }
 
-/// A foreign error's chain, each level's text scrubbed: the source a
-/// leasehold error keeps. Also what happened to a request that got no reply
-/// (the `text`), with the failure beneath.
-#[derive(Debug)]
+/// A foreign error's chain, each level's text scrubbed (also a request's
+/// fate, such as "no reply", with the failure beneath).
+#[derive(Debug, thiserror::Error)]
+#[error("{text}")]
 pub(crate) struct Scrubbed {
     text: String,
+    #[source]
     next: Option<Box<Scrubbed>>,
 }
 
@@ -100,18 +92,6 @@ impl Scrubbed {
 impl From<&str> for Scrubbed {
     fn from(text: &str) -> Self {
         Scrubbed::new(text.to_owned(), None)
-    }
-}
-
-impl fmt::Display for Scrubbed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-impl std::error::Error for Scrubbed {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.next.as_deref().map(|e| e as _)
     }
 }
 
@@ -151,7 +131,7 @@ impl Failure {
         body: &[u8],
         redactor: &Redactor,
     ) -> Self {
-        let code = error_code(headers, body);
+        let code = error_code(super::auth::header_value(headers, "x-ms-error-code"), body);
         if status == 401 || status == 403 {
             return Failure::Fatal(Error::Auth {
                 credential: redactor.credential.clone(),
@@ -172,8 +152,8 @@ impl Failure {
             ..
         } = e.kind()
         {
-            // Never the error's own `error_code`: for a reply without
-            // `x-ms-error-code` and a JSON body it is the status number.
+            // Not the error's `error_code`: without `x-ms-error-code` and
+            // with a JSON body it is the status number.
             let status = u16::from(*status);
             return match raw_response {
                 Some(r) => Failure::from_reply(status, r.headers(), r.body().as_ref(), redactor),
@@ -239,8 +219,7 @@ impl Failure {
         }
     }
 
-    /// Whether the request may have been applied although it failed (a
-    /// write is then verified before it is sent again).
+    /// Whether the request may have been applied although it failed.
     pub(crate) fn may_have_applied(&self) -> bool {
         match self {
             Failure::ReplyLost(_) => true,
@@ -302,10 +281,9 @@ fn credential_failure(e: &azure_core::Error) -> Option<&CredentialFailure> {
     })
 }
 
-/// The service's error code: `x-ms-error-code`, else the body's (JSON
-/// `odata.error.code`, `error.code` or `code`; XML `<Code>`).
-pub(crate) fn error_code(headers: &Headers, body: &[u8]) -> Option<String> {
-    if let Some(code) = super::auth::header_value(headers, "x-ms-error-code")
+/// The `x-ms-error-code` header, else the body's code (JSON or XML).
+pub(crate) fn error_code(header: Option<&str>, body: &[u8]) -> Option<String> {
+    if let Some(code) = header
         && !code.is_empty()
     {
         return Some(code.to_owned());
@@ -473,18 +451,15 @@ mod tests {
         let table = br#"{"odata.error":{"code":"EntityAlreadyExists","message":{"value":"x"}}}"#;
         let blob = b"<?xml version=\"1.0\"?><Error><Code>LeaseIdMissing</Code><Message>m</Message></Error>";
         assert_eq!(
-            error_code(&headers, table).as_deref(),
+            error_code(None, table).as_deref(),
             Some("EntityAlreadyExists")
         );
-        assert_eq!(
-            error_code(&headers, blob).as_deref(),
-            Some("LeaseIdMissing")
-        );
-        assert_eq!(error_code(&headers, b"").as_deref(), None);
-        assert_eq!(error_code(&headers, b"{}").as_deref(), None);
+        assert_eq!(error_code(None, blob).as_deref(), Some("LeaseIdMissing"));
+        assert_eq!(error_code(None, b"").as_deref(), None);
+        assert_eq!(error_code(None, b"{}").as_deref(), None);
         headers.insert("x-ms-error-code", "ConditionNotMet");
         assert_eq!(
-            error_code(&headers, table).as_deref(),
+            error_code(Some("ConditionNotMet"), table).as_deref(),
             Some("ConditionNotMet")
         );
         let f = Failure::from_reply(412, &headers, b"", &Redactor::default());

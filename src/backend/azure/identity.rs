@@ -1,9 +1,6 @@
-//! The default Microsoft Entra ID credential chain on `azure_identity` 1.x
-//! (which has no `DefaultAzureCredential`; feature `identity`): a client
-//! secret from the environment, workload identity, managed identity, then
-//! the developer tools, leaving out those that cannot be set up; the first
-//! to give a token is asked from then on. Every source sends through
-//! leasehold's transport (the stock HTTP client is not compiled in).
+//! The default Microsoft Entra ID credential chain (`azure_identity` 1.x has
+//! no `DefaultAzureCredential`): the first source to give a token is asked
+//! from then on. Every source sends through leasehold's transport.
 
 use std::fmt;
 use std::sync::Arc;
@@ -55,7 +52,6 @@ fn var(name: &str) -> Option<String> {
 }
 
 impl DefaultCredential {
-    /// The chain the environment describes.
     pub(crate) fn from_env(root_certificates: &[RootCertificate]) -> Result<Arc<Self>> {
         let transport: Arc<dyn Policy> = Arc::new(Transport::new(root_certificates)?);
         let client_options = ClientOptions {

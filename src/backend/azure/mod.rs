@@ -10,13 +10,12 @@
 //! # let _ = backend; Ok(()) }
 //! ```
 //!
-//! Beyond the SDK: entities travel as JSON with `@odata.type` annotations
-//! (`crate::backend::wire`: an `i64` above 2^53 keeps its precision);
-//! single-entity write bodies escape non-ASCII as `\uXXXX` (Azurite decodes
-//! a body chunk by chunk and mangled a character split between two); limits
-//! are checked before anything is sent; signing, retries
-//! ([`TransportRetry`]) and the transport are leasehold's own (each
-//! submodule says why); your policies go in front of the transport
+//! Entities travel as JSON with `@odata.type` annotations (an `i64` above
+//! 2^53 keeps its precision); single-entity write bodies escape non-ASCII
+//! as `\uXXXX` (Azurite decodes a body chunk by chunk and mangled a
+//! character split between two); limits are checked before anything is
+//! sent; signing, retries ([`TransportRetry`]) and the transport are
+//! leasehold's own; your policies go in front of the transport
 //! ([`AzureBackendBuilder::policy`]).
 
 mod auth;
@@ -80,11 +79,8 @@ impl fmt::Debug for AzureBackend {
 }
 
 impl AzureBackend {
-    /// Connects with an Azure Storage connection string (see
-    /// [`ConnectionSettings::parse`]). Sends nothing.
-    ///
-    /// # Errors
-    /// As [`ConnectionSettings::parse`].
+    /// Connects with an Azure Storage connection string, failing as
+    /// [`ConnectionSettings::parse`]. Sends nothing.
     pub fn from_connection_string(connection_string: &str) -> Result<Self> {
         Self::builder()
             .connection_string(connection_string)?
@@ -107,7 +103,7 @@ impl AzureBackend {
     }
 
     /// One attempt under the per-attempt timeout. Not an `async fn`, whose
-    /// future would hold `fut` twice (it sits inside every request's future).
+    /// future would hold `fut` twice.
     fn attempt<'a, T, F>(
         &'a self,
         fut: F,
@@ -126,8 +122,7 @@ impl AzureBackend {
         })
     }
 
-    /// Sends a request leasehold wrote itself once; an error status is a
-    /// [`Failure`].
+    /// Sends a request once; an error status is a [`Failure`].
     async fn send_raw(
         &self,
         service: Service,
@@ -211,11 +206,8 @@ pub struct AzureBackendBuilder {
 }
 
 impl AzureBackendBuilder {
-    /// Takes the parts of a connection string (over those set before);
-    /// later calls override them.
-    ///
-    /// # Errors
-    /// As [`ConnectionSettings::parse`].
+    /// Takes the parts of a connection string over those set before,
+    /// failing as [`ConnectionSettings::parse`].
     pub fn connection_string(self, connection_string: &str) -> Result<Self> {
         Ok(self.start_from(ConnectionSettings::parse(connection_string)?))
     }
@@ -228,10 +220,8 @@ impl AzureBackendBuilder {
         self
     }
 
-    /// Starts from Azurite's defaults (`UseDevelopmentStorage=true`).
-    ///
-    /// # Errors
-    /// None in practice (see [`ConnectionSettings::emulator`]).
+    /// Takes Azurite's defaults ([`ConnectionSettings::emulator`]) over
+    /// the parts set before.
     pub fn emulator(self) -> Result<Self> {
         Ok(self.start_from(ConnectionSettings::emulator()?))
     }
@@ -242,30 +232,25 @@ impl AzureBackendBuilder {
         self
     }
 
-    /// Authorise with Shared Key, using this base64 account key.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] when the key is empty or not base64.
+    /// Authorise with Shared Key, using this base64 account key
+    /// ([`Error::Invalid`] when empty or not base64).
     pub fn access_key(mut self, key: impl Into<String>) -> Result<Self> {
         self.credentials = Some(Credentials::AccessKey(AccountKey::new(key)?));
         Ok(self)
     }
 
     /// Authorise with an account SAS covering tables and blobs (a SAS URL's
-    /// query, with or without its `?`).
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] when it is empty or has no `sig` parameter.
+    /// query, with or without its `?`); [`Error::Invalid`] when it is empty
+    /// or has no `sig` parameter.
     pub fn sas_token(mut self, token: impl AsRef<str>) -> Result<Self> {
         self.credentials = Some(Credentials::Sas(SasToken::new(token)?));
         Ok(self)
     }
 
     /// Authorise with Microsoft Entra ID bearer tokens from any `azure_core`
-    /// 1.x [`TokenCredential`]; the principal needs the *Storage Table Data
-    /// Contributor* and *Storage Blob Data Contributor* roles. Tokens are
-    /// refreshed ahead of expiry; when none comes, requests fail with
-    /// [`Error::Auth`]. Endpoints must be `https`.
+    /// 1.x [`TokenCredential`] (roles *Storage Table Data Contributor* and
+    /// *Storage Blob Data Contributor*), refreshed ahead of expiry; without
+    /// a token requests fail with [`Error::Auth`]. Endpoints must be `https`.
     ///
     /// ```no_run
     /// # fn demo(credential: std::sync::Arc<dyn azure_core::credentials::TokenCredential>) -> leasehold::Result<()> {
@@ -307,10 +292,7 @@ impl AzureBackendBuilder {
     }
 
     /// Trusts the PEM certificates in `pem` as root authorities, beside the
-    /// system's.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] when `pem` holds no certificate that parses.
+    /// system's; [`Error::Invalid`] when none parses.
     pub fn root_certificate_pem(mut self, pem: &[u8]) -> Result<Self> {
         self.root_certificates
             .extend(RootCertificate::parse_pem(pem)?);
@@ -318,8 +300,7 @@ impl AzureBackendBuilder {
     }
 
     /// The Table service endpoint (default
-    /// `https://{account}.table.core.windows.net`). Give both endpoints or
-    /// neither.
+    /// `https://{account}.table.core.windows.net`); give both or neither.
     pub fn table_endpoint(mut self, url: impl Into<String>) -> Self {
         self.table_endpoint = Some(url.into());
         self
@@ -337,9 +318,8 @@ impl AzureBackendBuilder {
         self
     }
 
-    /// Adds an `azure_core` 1.x [`Policy`] that sees every request of both
-    /// services after signing, on every attempt, in the order added (such
-    /// as `FaultInjector::transport_policy` of the test kit). Its answer is
+    /// Adds an `azure_core` 1.x [`Policy`] that sees every signed request of
+    /// both services on every attempt, in the order added. Its answer is
     /// read as the network's: an error of kind `Connection` (or `Io`
     /// wrapping a refused connection) as a request not sent, any other `Io`
     /// error as a lost reply (see [`TransportRetry`]), any other error is
@@ -349,11 +329,8 @@ impl AzureBackendBuilder {
         self
     }
 
-    /// Builds the backend. Sends nothing.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] when the account, credentials or an endpoint is
-    /// missing or malformed.
+    /// Builds the backend (sends nothing); [`Error::Invalid`] when the
+    /// account, credentials or an endpoint is missing or malformed.
     pub fn build(self) -> Result<AzureBackend> {
         let account =
             (self.account).ok_or_else(|| Error::invalid("Azure backend", "has no account name"))?;

@@ -1,9 +1,7 @@
-//! The `azure_core` pipelines of both services. Every request, leasehold's
-//! or `azure_storage_blob`'s, runs these per-try policies in order:
-//! `Stamp::Headers`, the credential's policy, the caller's own,
-//! then leasehold's transport. The stock retry policy is off, and the blob
-//! clients get no credential of their own (their bearer policy would ask
-//! for a fixed scope and bypass the token cache).
+//! The `azure_core` pipelines of both services, whose per-try policies are
+//! `Stamp::Headers`, the credential's, the caller's, then the transport.
+//! Blob clients get no credential of their own (their bearer policy would
+//! ask for a fixed scope and bypass the token cache).
 
 use std::sync::Arc;
 
@@ -15,23 +13,15 @@ use super::auth::{Service, Stamp};
 use super::connection::{ConnectionSettings, Credentials};
 use super::credential::TokenCache;
 
-/// The service versions leasehold's own requests are written for (the
-/// blob client names its own).
+/// The service versions of leasehold's own requests.
 pub(crate) const TABLE_VERSION: &str = "2022-11-02";
 pub(crate) const BLOB_VERSION: &str = "2022-11-02";
 
-/// The pipelines of leasehold's own requests, and the options blob
-/// clients are built with.
+/// The pipelines of leasehold's own requests, and the blob clients' options.
 pub(crate) struct Pipelines {
     pub(crate) table: Pipeline,
     pub(crate) blob: Pipeline,
     pub(crate) blob_options: ClientOptions,
-}
-
-impl std::fmt::Debug for Pipelines {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pipelines").finish_non_exhaustive()
-    }
 }
 
 fn options(
@@ -40,7 +30,7 @@ fn options(
     user: &[Arc<dyn Policy>],
     transport: &Arc<dyn Policy>,
 ) -> ClientOptions {
-    let mut per_try: Vec<Arc<dyn Policy>> = vec![Stamp::Headers { version }.policy(), auth];
+    let mut per_try: Vec<Arc<dyn Policy>> = vec![Arc::new(Stamp::Headers { version }), auth];
     per_try.extend(user.iter().cloned());
     per_try.push(transport.clone());
     ClientOptions {
@@ -70,20 +60,19 @@ pub(crate) fn build(
     transport: Arc<dyn Policy>,
 ) -> Pipelines {
     let shared = |stamp: Stamp| {
-        let policy = stamp.policy();
+        let policy: Arc<dyn Policy> = Arc::new(stamp);
         (policy.clone(), policy)
     };
     let (table_auth, blob_auth) = match &settings.credentials {
         Credentials::AccessKey(key) => {
-            let signer = |service| Stamp::SharedKey {
-                account: settings.account.clone(),
-                key: Secret::new(key.expose().to_owned()),
-                service,
+            let signer = |service| -> Arc<dyn Policy> {
+                Arc::new(Stamp::SharedKey {
+                    account: settings.account.clone(),
+                    key: Secret::new(key.expose().to_owned()),
+                    service,
+                })
             };
-            (
-                signer(Service::Table).policy(),
-                signer(Service::Blob).policy(),
-            )
+            (signer(Service::Table), signer(Service::Blob))
         }
         Credentials::Sas(token) => shared(Stamp::Sas(token.clone())),
         // One cache for both services: one token, one refresher.

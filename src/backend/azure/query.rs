@@ -3,9 +3,9 @@
 use azure_core::http::{Method, Request};
 
 use super::AzureBackend;
-use super::auth::Service;
-use super::errors::{Failure, undecodable};
-use super::requests::{header, stored_from_wire, url_with};
+use super::auth::{Service, header_value};
+use super::errors::Failure;
+use super::requests::{read_reply, stored_from_wire, url_with};
 use crate::backend::wire;
 use crate::backend::{QueryPage, QuerySpec};
 use crate::entity::{RESERVED_NAMES, property_name_problem};
@@ -80,25 +80,23 @@ impl AzureBackend {
         request.insert_header("accept", "application/json;odata=fullmetadata");
         let reply = self.send_raw(Service::Table, request).await?;
         let body = reply.body().as_ref();
-        let read = match wire::direct::page(body) {
-            Some(entities) => entities,
-            None => {
-                let page: Page = serde_json::from_slice(body).map_err(|e| {
-                    undecodable(
-                        format_args!("query page in the reply from table `{table}`"),
-                        &e,
-                    )
-                })?;
-                page.value
-                    .into_iter()
+        let read = read_reply(
+            body,
+            wire::direct::page,
+            |page: Page| {
+                (page.value.into_iter())
                     .map(|json| wire::entity_from_parsed(table.as_str(), json))
-                    .collect::<Result<Vec<_>>>()?
-            }
-        };
+                    .collect()
+            },
+            || format!("query page in the reply from table `{table}`"),
+        )?;
         let continuation =
-            header(&reply, "x-ms-continuation-nextpartitionkey").map(|pk| Continuation {
-                next_partition_key: pk.to_owned(),
-                next_row_key: header(&reply, "x-ms-continuation-nextrowkey").map(str::to_owned),
+            header_value(reply.headers(), "x-ms-continuation-nextpartitionkey").map(|pk| {
+                Continuation {
+                    next_partition_key: pk.to_owned(),
+                    next_row_key: header_value(reply.headers(), "x-ms-continuation-nextrowkey")
+                        .map(str::to_owned),
+                }
             });
         let entities = read
             .into_iter()

@@ -1,8 +1,9 @@
 //! Requests to the Table service and what its replies say.
 
 use azure_core::Bytes;
-use azure_core::http::{Method, RawResponse, Request, Url};
+use azure_core::http::{Method, Request, Url};
 
+use super::errors::{Failure, undecodable};
 use crate::backend::wire;
 use crate::backend::{Precondition, StoredEntity, TableOp, Version};
 use crate::entity::{EntityData, Properties, datetime};
@@ -18,8 +19,6 @@ pub(super) fn url_with(base: &Url, segment: &str) -> Result<Url> {
     Ok(url)
 }
 
-/// Where a write of `op` goes: `{base}/{table}` for an insert, else the
-/// entity.
 pub(super) fn write_url(base: &Url, table: &TableName, op: &TableOp) -> Result<Url> {
     match op {
         TableOp::Insert(_) => url_with(base, table.as_str()),
@@ -42,15 +41,16 @@ pub(super) fn entity_url(
     url_with(base, &format!("{table}(PartitionKey='{pk}',RowKey='{rk}')"))
 }
 
-/// The new version a write reports through its ETag (header), which embeds
-/// the new Timestamp: `W/"datetime'2024-01-02T03%3A04%3A05.1234567Z'"`.
+/// The version a write's ETag reports, which embeds the new Timestamp:
+/// `W/"datetime'2024-01-02T03%3A04%3A05.1234567Z'"`.
 pub(super) fn version_from_etag(table: &TableName, etag: Option<&str>) -> Result<Version> {
-    let bad = || Error::Decode {
-        table: table.to_string(),
-        row: None,
-        property: "ETag".into(),
-        expected: "W/\"datetime'…'\"".into(),
-        found: etag.unwrap_or("absent").to_owned(),
+    let bad = || {
+        Error::decode(
+            table.as_str(),
+            "ETag",
+            "W/\"datetime'…'\"",
+            etag.unwrap_or("absent"),
+        )
     };
     let etag = etag.ok_or_else(bad)?;
     let inner = etag
@@ -87,13 +87,7 @@ pub(super) fn stored_from_wire(
     w: wire::WireEntity,
     etag: Option<String>,
 ) -> Result<StoredEntity> {
-    let decode = |property: &str, expected: &str| Error::Decode {
-        table: table.to_string(),
-        row: None,
-        property: property.into(),
-        expected: expected.into(),
-        found: "absent".into(),
-    };
+    let decode = |property, expected| Error::decode(table.as_str(), property, expected, "absent");
     let etag = etag
         .or(w.etag)
         .ok_or_else(|| decode("odata.etag", "an ETag"))?;
@@ -111,6 +105,21 @@ pub(super) fn stored_from_wire(
     })
 }
 
+/// Reads a reply body with the one-pass reader of `wire::direct`, else
+/// with the general decoder, which reports every error.
+pub(super) fn read_reply<P: serde::de::DeserializeOwned, T>(
+    body: &[u8],
+    direct: fn(&[u8]) -> Option<T>,
+    general: impl FnOnce(P) -> Result<T>,
+    what: impl FnOnce() -> String,
+) -> std::result::Result<T, Failure> {
+    if let Some(read) = direct(body) {
+        return Ok(read);
+    }
+    let parsed = serde_json::from_slice(body).map_err(|e| undecodable(what(), &e))?;
+    Ok(general(parsed)?)
+}
+
 /// The properties as the service will store them (date-times cut to 100 ns
 /// and so on).
 pub(super) fn stored_form(d: &EntityData) -> Properties {
@@ -125,8 +134,7 @@ pub(super) fn stored_form(d: &EntityData) -> Properties {
 const FULL_METADATA: &str = "application/json;odata=fullmetadata";
 const JSON: &str = "application/json";
 
-/// The `If-Match` a condition sends: the ETag, `*` for "exists", none for
-/// an upsert.
+/// The `If-Match` a condition sends.
 pub(super) fn if_match(c: &Precondition) -> Option<&str> {
     match c {
         Precondition::IfMatch(etag) => Some(etag.as_str()),
@@ -152,7 +160,6 @@ pub(super) fn delete_table(base: &Url, table: &TableName) -> Result<Request> {
     Ok(request)
 }
 
-/// `GET {base}/Tables`: one page of the table listing, from `next`.
 pub(super) fn list_tables(base: &Url, next: Option<&str>) -> Result<Request> {
     let mut url = url_with(base, "Tables")?;
     if let Some(next) = next {
@@ -202,10 +209,6 @@ pub(super) fn write(base: &Url, table: &TableName, op: &TableOp) -> Result<Reque
         request.set_body(Bytes::from(wire::EntityBody::of(d).to_ascii_text()?));
     }
     Ok(request)
-}
-
-pub(super) fn header<'a>(reply: &'a RawResponse, name: &'static str) -> Option<&'a str> {
-    super::auth::header_value(reply.headers(), name)
 }
 
 pub(super) fn op_what(table: &TableName, op: &TableOp) -> String {

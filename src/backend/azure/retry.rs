@@ -1,6 +1,5 @@
 //! The Azure backend's transport retry policy. The SDK's own is off (it
-//! re-sends an insert after a lost reply, then reports the 409 of its own
-//! first attempt): every operation runs through [`TransportRetry::run`].
+//! reports the 409 of an insert re-sent after a lost reply).
 
 use std::future::Future;
 use std::sync::{Mutex, PoisonError};
@@ -124,8 +123,7 @@ impl TransportRetry {
             .with_max_total(self.max_total_delay)
     }
 
-    /// Runs `attempt` until it succeeds, fails for good, or the budget is
-    /// spent.
+    /// Runs `attempt` until it succeeds, fails for good, or the budget ends.
     pub(crate) async fn run<T, F, Fut>(
         &self,
         operation: &'static str,
@@ -198,8 +196,7 @@ impl TransportRetry {
     }
 }
 
-/// What the next attempt is told, and the last failure (described,
-/// whether throttled, when).
+/// The next attempt, and the last failure (described, throttled, when).
 struct State {
     next: Attempt,
     last: Option<(String, bool, Instant)>,

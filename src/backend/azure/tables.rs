@@ -1,15 +1,17 @@
-//! Table service operations under the retry policy, and what a read-back
-//! says about a write whose reply was lost.
+//! Table service operations, and what a read-back says about a write
+//! whose reply was lost.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use azure_core::http::{RawResponse, Request, Url};
 
-use super::auth::Service;
+use super::auth::{Service, header_value};
 use super::batch;
 use super::errors::{Failure, undecodable};
-use super::requests::{self, header, op_what, stored_form, stored_from_wire, version_from_etag};
+use super::requests::{
+    self, op_what, read_reply, stored_form, stored_from_wire, version_from_etag,
+};
 use super::retry::Attempt;
 use super::{AzureBackend, SYSTEM};
 
@@ -23,23 +25,6 @@ use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey, TableName, shorten};
 use crate::outcome::{self, Verdict};
 
-fn unknown_outcome(what: &str) -> Error {
-    Error::transient(format!(
-        "{what}: the reply was lost and the outcome is unknown: the read-back cannot tell whether this write was applied (its content stands under a new ETag, which another writer may have produced from the same version, or the entity has changed since); a table opened with `with_write_log` can tell"
-    ))
-}
-
-fn not_applied_and_changed(what: &str) -> Error {
-    Error::Conflict {
-        what: format!(
-            "{what}: the reply was lost; the entity's write log shows the write was not applied and the entity has changed since it was read"
-        ),
-        code: None,
-        table: None,
-        row: None,
-    }
-}
-
 /// `op` as the service stores it, for comparing with a read-back.
 fn as_stored(op: &TableOp) -> TableOp {
     let mut op = op.clone();
@@ -49,15 +34,8 @@ fn as_stored(op: &TableOp) -> TableOp {
     op
 }
 
-/// Whether re-sending `op` after a possibly-applied failure needs a check
-/// first: conditional writes would fail against their own effect.
-fn needs_verification(op: &TableOp) -> bool {
-    matches!(op.condition(), Some(Precondition::IfMatch(_)))
-}
-
 impl AzureBackend {
-    /// Creates or deletes `table` under the retry policy; `answer` reads
-    /// what one attempt got back.
+    /// Creates or deletes `table`; `answer` reads one attempt's reply.
     async fn on_table<T>(
         &self,
         operation: &'static str,
@@ -96,20 +74,13 @@ impl AzureBackend {
         {
             Ok(r) => {
                 let body = r.body().as_ref();
-                let entity = match wire::direct::entity(body) {
-                    Some(entity) => entity,
-                    None => {
-                        let json: wire::ParsedEntity =
-                            serde_json::from_slice(body).map_err(|e| {
-                                undecodable(
-                                    format_args!("entity in the reply from table `{table}`"),
-                                    &e,
-                                )
-                            })?;
-                        wire::entity_from_parsed(table.as_str(), json)?
-                    }
-                };
-                let etag = header(&r, "etag").map(str::to_owned);
+                let entity = read_reply(
+                    body,
+                    wire::direct::entity,
+                    |json| wire::entity_from_parsed(table.as_str(), json),
+                    || format!("entity in the reply from table `{table}`"),
+                )?;
+                let etag = header_value(r.headers(), "etag").map(str::to_owned);
                 Ok(Some(stored_from_wire(table, entity, etag)?))
             }
             Err(f) => match f.status() {
@@ -151,20 +122,28 @@ impl AzureBackend {
             .await?;
         match op {
             TableOp::Delete { .. } => Ok(None),
-            _ => Ok(Some(version_from_etag(table, header(&reply, "etag"))?)),
+            _ => Ok(Some(version_from_etag(
+                table,
+                header_value(reply.headers(), "etag"),
+            )?)),
         }
     }
 
-    /// After a failure that may have applied `ops`, reads their rows: the
-    /// versions when the write was applied, `None` when it was not (send it
-    /// again), else a conflict or an unknown outcome.
+    /// When `verify_first` is set (the last attempt may have applied `ops`),
+    /// reads their rows: the versions when the write was applied, `None`
+    /// when it was not (send it again), else a conflict or an unknown
+    /// outcome. A failed read leaves the flag set.
     async fn read_back(
         &self,
+        verify_first: &AtomicBool,
         table: &TableName,
         ops: &[TableOp],
         write_log: Option<&str>,
-        what: &str,
+        what: &(dyn Fn() -> String + Sync),
     ) -> std::result::Result<Option<Vec<Option<Version>>>, Failure> {
+        if !verify_first.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         let mut stored = Vec::with_capacity(ops.len());
         for op in ops {
             stored.push(
@@ -172,6 +151,7 @@ impl AzureBackend {
                     .await?,
             );
         }
+        verify_first.store(false, Ordering::Relaxed);
         let ops: Vec<TableOp> = ops.iter().map(as_stored).collect();
         match outcome::judge(&ops, &stored, write_log) {
             Verdict::Applied(versions) => {
@@ -182,8 +162,19 @@ impl AzureBackend {
                 tracing::debug!("lost reply: the write was not applied; sending again");
                 Ok(None)
             }
-            Verdict::Refused => Err(Failure::Fatal(not_applied_and_changed(what))),
-            Verdict::Unknown => Err(Failure::Fatal(unknown_outcome(what))),
+            Verdict::Refused => Err(Failure::Fatal(Error::Conflict {
+                what: format!(
+                    "{}: the reply was lost; the entity's write log shows the write was not applied and the entity has changed since it was read",
+                    what()
+                ),
+                code: None,
+                table: None,
+                row: None,
+            })),
+            Verdict::Unknown => Err(Failure::Fatal(Error::transient(format!(
+                "{}: the reply was lost and the outcome is unknown: the read-back cannot tell whether this write was applied (its content stands under a new ETag, which another writer may have produced from the same version, or the entity has changed since); a table opened with `with_write_log` can tell",
+                what()
+            )))),
         }
     }
 }
@@ -256,7 +247,8 @@ impl TableBackend for AzureBackend {
                         let page: Page = serde_json::from_slice(reply.body().as_ref())
                             .map_err(|e| undecodable("table listing in the reply", &e))?;
                         let continuation =
-                            header(&reply, "x-ms-continuation-nexttablename").map(str::to_owned);
+                            header_value(reply.headers(), "x-ms-continuation-nexttablename")
+                                .map(str::to_owned);
                         Ok((page, continuation))
                     }
                 })
@@ -296,8 +288,7 @@ impl TableBackend for AzureBackend {
     ) -> Result<Option<Version>> {
         let (op, write_log) = (&op, options.write_log());
         op.validate(table.as_str())?;
-        // Named only when something fails, not formatted for every
-        // operation.
+        // Formatted only when something fails.
         let what = &|| op_what(table, op);
         // Whether the next attempt reads the entity first: the last one may
         // have applied a write that cannot simply be sent again.
@@ -305,14 +296,12 @@ impl TableBackend for AzureBackend {
         self.inner
             .retry
             .run(op.name(), |earlier| async move {
-                if verify_first.load(Ordering::Relaxed) {
-                    // A failed read is retried, and verifies again.
-                    let ops = std::slice::from_ref(op);
-                    let applied = self.read_back(table, ops, write_log, &what()).await?;
-                    verify_first.store(false, Ordering::Relaxed);
-                    if let Some(mut v) = applied {
-                        return Ok(v.pop().flatten());
-                    }
+                let ops = std::slice::from_ref(op);
+                if let Some(mut v) = self
+                    .read_back(verify_first, table, ops, write_log, what)
+                    .await?
+                {
+                    return Ok(v.pop().flatten());
                 }
                 match self.execute_once(table, op).await {
                     Ok(v) => Ok(v),
@@ -332,7 +321,9 @@ impl TableBackend for AzureBackend {
                             }
                         }
                         verify_first.store(
-                            f.may_have_applied() && needs_verification(op),
+                            // Conditional writes would fail against their own effect.
+                            f.may_have_applied()
+                                && matches!(op.condition(), Some(Precondition::IfMatch(_))),
                             Ordering::Relaxed,
                         );
                         Err(f)
@@ -366,26 +357,19 @@ impl TableBackend for AzureBackend {
         let base = self.base_url(Service::Table);
         let request = &batch::build(base, table, ops)?;
         let what = &what;
-        // Whether the next attempt reads the rows first: the last one may
-        // have applied the batch.
+        let whole = &|| what.clone();
         let verify_first = &AtomicBool::new(false);
         self.inner
             .retry
             .run("batch", |_| async move {
-                if verify_first.load(Ordering::Relaxed) {
-                    let applied = self.read_back(table, ops, None, what).await?;
-                    verify_first.store(false, Ordering::Relaxed);
-                    if let Some(versions) = applied {
-                        return Ok(versions);
-                    }
+                if let Some(versions) = self
+                    .read_back(verify_first, table, ops, None, whole)
+                    .await?
+                {
+                    return Ok(versions);
                 }
-                match self.batch_once(table, ops, base, request, what).await {
-                    Ok(outcome) => outcome.map_err(Failure::Fatal),
-                    Err(f) => {
-                        verify_first.store(f.may_have_applied(), Ordering::Relaxed);
-                        Err(f)
-                    }
-                }
+                let sent = self.batch_once(table, ops, base, request, what).await;
+                sent.inspect_err(|f| verify_first.store(f.may_have_applied(), Ordering::Relaxed))
             })
             .await
             .map_err(|f| f.into_error(what))

@@ -1,16 +1,12 @@
 //! The HTTP transport, the last policy of both pipelines (the stock logging
-//! and transport policies behind it never run). The stock logging policy
-//! logs URLs and headers, redacted by an allow-list any crate can switch off
-//! (`azure_core`'s `debug` feature): this one logs method and path. The
-//! retry loop must know whether a failed request may have reached the
-//! service: not sent is an error of kind `Connection` carrying a
-//! [`TransportError`], maybe applied of kind `Io`. Connections are pooled,
-//! idling less than the servers' keep-alive, on the program's one `reqwest`
-//! client; TLS is rustls with `ring`, configured here rather than through a
-//! process-wide provider. No test hooks: faults are injected by a policy in
-//! front of it.
+//! policy behind it, which logs URLs and headers behind an allow-list any
+//! crate can switch off, never runs: this one logs method and path). A
+//! failed request not sent is an error of kind `Connection` carrying a
+//! [`TransportError`], one maybe applied of kind `Io`. Connections are
+//! pooled on one `reqwest` client, idling less than the servers'
+//! keep-alive; TLS is rustls with `ring`, configured here rather than
+//! through a process-wide provider. Faults are injected by a policy in front.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,24 +27,14 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A transport failure (texts without the URL).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
 pub(crate) struct TransportError {
     /// Whether the request may have reached the service.
     pub(crate) maybe_sent: bool,
     pub(crate) message: String,
+    #[source]
     pub(crate) cause: reqwest::Error,
-}
-
-impl fmt::Display for TransportError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for TransportError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.cause)
-    }
 }
 
 impl TransportError {
@@ -61,10 +47,9 @@ impl TransportError {
         azure_core::Error::new(kind, self)
     }
 
-    /// Only a failure to build the request (never sent: see [`unsendable`])
-    /// or to connect (DNS, refused, TLS, connect timeout) left nothing behind;
-    /// any other may have been applied, and a write is verified before it
-    /// is re-sent.
+    /// Only a failure to build the request or to connect (DNS, refused,
+    /// TLS, connect timeout) left nothing behind; any other may have been
+    /// applied.
     fn from_reqwest(e: reqwest::Error) -> Self {
         let maybe_sent = !(e.is_connect() || e.is_builder());
         let e = e.without_url();
