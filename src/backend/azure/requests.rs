@@ -57,28 +57,16 @@ pub(super) fn version_from_etag(table: &TableName, etag: Option<&str>) -> Result
         .strip_prefix("W/\"datetime'")
         .and_then(|s| s.strip_suffix("'\""))
         .ok_or_else(bad)?;
-    let timestamp = datetime::parse(&percent_decode(inner).ok_or_else(bad)?).map_err(|_| bad())?;
+    let timestamp = datetime::parse(
+        &percent_encoding::percent_decode_str(inner)
+            .decode_utf8()
+            .map_err(|_| bad())?,
+    )
+    .map_err(|_| bad())?;
     Ok(Version {
         etag: ETag::new(etag),
         timestamp,
     })
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// An entity read from the wire, its ETag from the header or `odata.etag`.
