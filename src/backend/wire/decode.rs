@@ -84,7 +84,7 @@ enum Ann {
 
 /// An `@odata.type` annotation's value.
 #[derive(Debug, Clone)]
-enum Annotation {
+pub(super) enum Annotation {
     Known(EdmType),
     /// Anything else (an unknown name or not a string), kept for the error.
     Other(Json),

@@ -9,11 +9,11 @@
 
 use std::fmt;
 
+use serde::Deserialize;
 use serde::de::{IgnoredAny, MapAccess, Visitor};
-use serde::{Deserialize, Deserializer};
 use time::OffsetDateTime;
 
-use super::decode::{Key, KeyName, KeySeed, Typed, WireEntity};
+use super::decode::{Annotation, Key, KeyName, KeySeed, Typed, WireEntity};
 use crate::datetime;
 use crate::entity::{EdmType, Properties};
 
@@ -112,16 +112,16 @@ impl Read {
                 t.is_some() && once(&mut self.timestamp, t)
             }
             Key::TimestampAnnotation => {
-                let known = map.next_value::<Annotation>()?.0 == Some(EdmType::DateTime);
+                let known = matches!(map.next_value()?, Annotation::Known(EdmType::DateTime));
                 let first = !self.timestamp_annotated;
                 self.timestamp_annotated = true;
                 known && first
             }
             Key::Annotation(KeyName::Last) => return Ok(None),
-            Key::Annotation(KeyName::New(name)) => match map.next_value::<Annotation>()?.0 {
+            Key::Annotation(KeyName::New(name)) => match map.next_value::<Annotation>()? {
                 // An annotation of a property already read comes after its
                 // value: not the service's form.
-                Some(t) if self.properties.get(&name).is_none() => {
+                Annotation::Known(t) if self.properties.get(&name).is_none() => {
                     self.pending = Some((name, t));
                     true
                 }
@@ -169,16 +169,4 @@ fn once<T>(slot: &mut Option<T>, value: Option<T>) -> bool {
     }
     *slot = value;
     true
-}
-
-/// An annotation naming a known type, or `None` for another string (any
-/// other value is not the service's form and fails the one-pass read).
-struct Annotation(Option<EdmType>);
-
-impl<'de> Deserialize<'de> for Annotation {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Annotation(EdmType::from_odata_name(&String::deserialize(
-            d,
-        )?)))
-    }
 }
