@@ -176,15 +176,7 @@ pub fn take_chunked(
     }
     // Chunks past the count (left by a merge of a shorter value) are not
     // part of the value.
-    let stale: Vec<String> = props
-        .iter()
-        .map(|(k, _)| k)
-        .filter(|k| is_chunk_of(k, &[name]))
-        .map(str::to_owned)
-        .collect();
-    for k in stale {
-        props.remove(&k);
-    }
+    props.retain(|k| !is_chunk_of(k, &[name]));
     Ok(Some(whole))
 }
 
