@@ -45,11 +45,6 @@ impl ChunkedField for Option<Vec<u8>> {}
 /// Checks, at the field's type, that it can be chunked.
 pub fn chunked_field<T: ChunkedField>() {}
 
-/// The name of a chunked field's chunk count.
-fn count_name(name: &str) -> String {
-    format!("{name}_count")
-}
-
 /// Whether `property` is a property of one of the chunked fields stored as
 /// `fields`: its count, or a numbered chunk (even past the count).
 pub fn is_chunk_of(property: &str, fields: &[&str]) -> bool {
@@ -126,7 +121,7 @@ pub fn put_chunked(
     }
     // At most 1 MiB in chunks of 32 768 units or more: a small count.
     props.insert(
-        count_name(name),
+        format!("{name}_count"),
         Value::Int32(i32::try_from(count).unwrap_or(i32::MAX)),
     );
     Ok(())
@@ -143,7 +138,7 @@ pub fn take_chunked(
     table: &str,
     name: &'static str,
 ) -> Result<Option<Value>> {
-    let count_property = count_name(name);
+    let count_property = format!("{name}_count");
     let count = match props.remove(&count_property) {
         None if props.get(name).is_none() => return Ok(None),
         None => 1,
@@ -181,15 +176,7 @@ pub fn take_chunked(
     }
     // Chunks past the count (left by a merge of a shorter value) are not
     // part of the value.
-    let stale: Vec<String> = props
-        .iter()
-        .map(|(k, _)| k)
-        .filter(|k| is_chunk_of(k, &[name]))
-        .map(str::to_owned)
-        .collect();
-    for k in stale {
-        props.remove(&k);
-    }
+    props.retain(|k| !is_chunk_of(k, &[name]));
     Ok(Some(whole))
 }
 

@@ -4,7 +4,7 @@
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::codec::{DecodeError, PropertyCodec, describe};
+use super::codec::{PropertyCodec, describe};
 use super::data::EntityData;
 use super::entity_type::Entity;
 use super::properties::Properties;
@@ -74,9 +74,13 @@ impl DynamicEntity {
             return Ok(None);
         };
         let converted = convert(value, T::EDM_TYPE).unwrap_or_else(|| value.clone());
-        T::decode(Some(converted))
-            .map(Some)
-            .map_err(|e| self.decode_error(name, e, value))
+        T::decode(Some(converted)).map(Some).map_err(|e| {
+            Error::decode(Self::TABLE, name, e.expected, describe(value)).for_row(
+                Self::TABLE,
+                &self.partition_key,
+                &self.row_key,
+            )
+        })
     }
 
     /// Sets property `name` to `value` as its [`PropertyCodec`] stores it
@@ -101,16 +105,6 @@ impl DynamicEntity {
             }
         }
         Ok(())
-    }
-
-    fn decode_error(&self, name: &str, e: DecodeError, stored: &Value) -> Error {
-        Error::Decode {
-            table: Self::TABLE.to_owned(),
-            row: Some(Box::new((self.partition_key.clone(), self.row_key.clone()))),
-            property: name.to_owned(),
-            expected: e.expected,
-            found: describe(stored),
-        }
     }
 }
 

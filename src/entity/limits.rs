@@ -13,23 +13,6 @@ const MAX_VALUE_BYTES: usize = Value::MAX_BYTES;
 const MAX_USER_PROPERTIES: usize = EntityData::MAX_PROPERTIES;
 const MAX_ENTITY_BYTES: usize = EntityData::MAX_BYTES;
 
-/// Why a value is too large to store, or `None`.
-pub(crate) fn value_size_problem(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) if 2 * utf16_len(s) > MAX_VALUE_BYTES => Some(format!(
-            "string is {} UTF-16 units ({} bytes); the limit is {} bytes",
-            utf16_len(s),
-            2 * utf16_len(s),
-            MAX_VALUE_BYTES
-        )),
-        Value::Binary(b) if b.len() > MAX_VALUE_BYTES => Some(format!(
-            "binary is {} bytes; the limit is {MAX_VALUE_BYTES}",
-            b.len()
-        )),
-        _ => None,
-    }
-}
-
 /// The size of an entity in the service's accounting: 4 bytes, plus both keys
 /// as UTF-16, plus for each property 8 bytes, its name as UTF-16 and its value.
 pub(crate) fn entity_size(pk: &PartitionKey, rk: &RowKey, props: &Properties) -> usize {
@@ -70,30 +53,26 @@ pub(crate) fn validate_entity(
                 why,
             ));
         }
-        let value_size = match value {
-            Value::String(s) => {
-                let units = utf16_len(s);
-                if 2 * units > MAX_VALUE_BYTES {
-                    return Err(Error::invalid(
-                        format!("property `{name}` of {}", at()),
-                        format!(
-                            "string is {units} UTF-16 units ({} bytes); the limit is {MAX_VALUE_BYTES} bytes",
-                            2 * units
-                        ),
-                    ));
-                }
-                4 + 2 * units
-            }
-            other => {
-                if let Some(why) = value_size_problem(other) {
-                    return Err(Error::invalid(
-                        format!("property `{name}` of {}", at()),
-                        why,
-                    ));
-                }
-                other.stored_size()
-            }
+        // Strings count two bytes per UTF-16 unit, both beside a 4-byte length.
+        let value_size = value.stored_size();
+        let why = match value {
+            Value::String(_) if value_size - 4 > MAX_VALUE_BYTES => Some(format!(
+                "string is {} UTF-16 units ({} bytes); the limit is {MAX_VALUE_BYTES} bytes",
+                (value_size - 4) / 2,
+                value_size - 4
+            )),
+            Value::Binary(b) if b.len() > MAX_VALUE_BYTES => Some(format!(
+                "binary is {} bytes; the limit is {MAX_VALUE_BYTES}",
+                b.len()
+            )),
+            _ => None,
         };
+        if let Some(why) = why {
+            return Err(Error::invalid(
+                format!("property `{name}` of {}", at()),
+                why,
+            ));
+        }
         size += 8 + 2 * utf16_len(name) + value_size;
     }
     if props.len() > MAX_USER_PROPERTIES {

@@ -117,8 +117,11 @@ impl Properties {
 
     /// Keeps only the named properties.
     pub fn retain_names(&mut self, names: &[impl AsRef<str>]) {
-        self.0
-            .retain(|(k, _)| names.iter().any(|n| n.as_ref() == k.as_ref()));
+        self.retain(|k| names.iter().any(|n| n.as_ref() == k));
+    }
+
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.0.retain(|(k, _)| keep(k));
     }
 
     /// Merges `other` into this bag: its properties replace same-named ones,

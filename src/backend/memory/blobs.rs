@@ -221,23 +221,8 @@ impl BlobStore {
         Ok(BlobListPage { items, next_marker })
     }
 
-    /// Runs a lease operation on an existing blob. Lease operations never
-    /// change the blob's ETag; `op` is given it for its reply.
-    fn with_lease<T>(
-        &mut self,
-        container: &ContainerName,
-        blob: &BlobName,
-        op: impl FnOnce(&mut Lease, &ETag) -> std::result::Result<T, Refusal>,
-    ) -> Result<T> {
-        let c = self.container_mut(container, || what::lease(container, blob))?;
-        let stored = c
-            .blobs
-            .get_mut(blob.as_str())
-            .ok_or_else(|| blob_not_found(what::lease(container, blob)))?;
-        op(&mut stored.lease, &stored.etag)
-            .map_err(|r| refusal_error(r, what::lease(container, blob)))
-    }
-
+    /// Runs a lease action on an existing blob. Lease actions never change
+    /// the blob's ETag.
     pub(super) fn lease(
         &mut self,
         now: Instant,
@@ -246,33 +231,35 @@ impl BlobStore {
         action: LeaseAction,
     ) -> Result<LeaseReply> {
         match action {
-            LeaseAction::Acquire { duration, proposed } => {
-                let duration = duration.validate()?;
-                // As the service: the reply carries the blob's ETag.
-                self.with_lease(container, blob, |l, etag| {
-                    let id = l.acquire(now, duration, proposed)?;
-                    Ok(LeaseReply::Acquired {
-                        id,
-                        etag: Some(etag.clone()),
-                    })
-                })
+            LeaseAction::Acquire { duration, .. } => {
+                duration.validate()?;
             }
-            LeaseAction::Renew(id) => self.with_lease(container, blob, |l, _| {
-                l.renew(now, id).map(|()| LeaseReply::Renewed)
-            }),
-            LeaseAction::Change { id, proposed } => self.with_lease(container, blob, |l, _| {
-                l.change(now, id, proposed).map(LeaseReply::Changed)
-            }),
-            LeaseAction::Release(id) => self.with_lease(container, blob, |l, _| {
-                l.release(now, id).map(|()| LeaseReply::Released)
-            }),
-            LeaseAction::Break { period } => {
-                validate_break_period(period)?;
-                self.with_lease(container, blob, |l, _| {
-                    l.break_lease(now, period).map(LeaseReply::Broken)
-                })
-            }
+            LeaseAction::Break { period } => validate_break_period(period)?,
+            _ => {}
         }
+        let what = || what::lease(container, blob);
+        let c = self.container_mut(container, what)?;
+        let stored = c
+            .blobs
+            .get_mut(blob.as_str())
+            .ok_or_else(|| blob_not_found(what()))?;
+        let lease = &mut stored.lease;
+        match action {
+            // As the service: the reply carries the blob's ETag.
+            LeaseAction::Acquire { duration, proposed } => lease
+                .acquire(now, duration, proposed)
+                .map(|id| LeaseReply::Acquired {
+                    id,
+                    etag: Some(stored.etag.clone()),
+                }),
+            LeaseAction::Renew(id) => lease.renew(now, id).map(|()| LeaseReply::Renewed),
+            LeaseAction::Change { id, proposed } => {
+                lease.change(now, id, proposed).map(LeaseReply::Changed)
+            }
+            LeaseAction::Release(id) => lease.release(now, id).map(|()| LeaseReply::Released),
+            LeaseAction::Break { period } => lease.break_lease(now, period).map(LeaseReply::Broken),
+        }
+        .map_err(|r| refusal_error(r, what()))
     }
 
     /// The number of containers, for `Debug`.

@@ -70,23 +70,18 @@ pub struct MemoryBackend {
 }
 
 struct Inner {
-    options: Options,
+    options: MemoryBackendBuilder,
     clock: WriteClock,
     tables: Mutex<TableStore>,
     blobs: Mutex<BlobStore>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Options {
-    scan_limit: usize,
-    blob_page_size: usize,
 }
 
 /// Options for a [`MemoryBackend`].
 #[derive(Debug, Clone)]
 #[must_use = "a MemoryBackendBuilder does nothing until `build()`"]
 pub struct MemoryBackendBuilder {
-    options: Options,
+    scan_limit: usize,
+    blob_page_size: usize,
 }
 
 impl MemoryBackendBuilder {
@@ -94,14 +89,14 @@ impl MemoryBackendBuilder {
     /// not (at least 1; default: no limit): pages that end early, even
     /// empty, as the service's do, test that callers follow continuations.
     pub fn scan_limit(mut self, entities: usize) -> Self {
-        self.options.scan_limit = entities.max(1);
+        self.scan_limit = entities.max(1);
         self
     }
 
     /// How many blobs one listing page holds at most (at least 1; default
     /// [`MemoryBackend::DEFAULT_BLOB_PAGE_SIZE`]).
     pub fn blob_page_size(mut self, blobs: usize) -> Self {
-        self.options.blob_page_size = blobs.max(1);
+        self.blob_page_size = blobs.max(1);
         self
     }
 
@@ -109,7 +104,7 @@ impl MemoryBackendBuilder {
     pub fn build(self) -> MemoryBackend {
         MemoryBackend {
             inner: Arc::new(Inner {
-                options: self.options,
+                options: self,
                 clock: WriteClock::new(),
                 tables: Mutex::new(TableStore::default()),
                 blobs: Mutex::new(BlobStore::default()),
@@ -121,10 +116,8 @@ impl MemoryBackendBuilder {
 impl Default for MemoryBackendBuilder {
     fn default() -> Self {
         MemoryBackendBuilder {
-            options: Options {
-                scan_limit: MemoryBackend::DEFAULT_SCAN_LIMIT,
-                blob_page_size: MemoryBackend::DEFAULT_BLOB_PAGE_SIZE,
-            },
+            scan_limit: MemoryBackend::DEFAULT_SCAN_LIMIT,
+            blob_page_size: MemoryBackend::DEFAULT_BLOB_PAGE_SIZE,
         }
     }
 }

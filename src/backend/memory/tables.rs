@@ -127,62 +127,43 @@ impl Table {
     /// anything. Its errors name the row.
     fn plan(&self, name: &TableName, op: TableOp) -> Result<Planned> {
         let (pk, rk) = (op.partition_key().clone(), op.row_key().clone());
-        self.plan_op(name, op, &pk, &rk)
-            .map_err(|e| e.for_row(name.as_str(), &pk, &rk))
-    }
-
-    fn plan_op(
-        &self,
-        name: &TableName,
-        op: TableOp,
-        pk: &PartitionKey,
-        rk: &RowKey,
-    ) -> Result<Planned> {
         let op_name = op.name();
-        let what = || what::entity(op_name, name.as_str(), pk, rk);
+        let what = || what::entity(op_name, name.as_str(), &pk, &rk);
         let existing = with_position(pk.as_str(), rk.as_str(), |p| self.rows.get(p));
-        match op {
-            TableOp::Insert(d) => match existing {
-                Some(_) => Err(Error::from_service(
-                    409,
-                    Some("EntityAlreadyExists"),
-                    what(),
-                )),
-                None => Ok(Planned::Put(d)),
-            },
+        let refused = |status, code| Err(Error::from_service(status, Some(code), what()));
+        let planned = match op {
+            TableOp::Insert(_) if existing.is_some() => refused(409, "EntityAlreadyExists"),
+            TableOp::Insert(d) => Ok(Planned::Put(d)),
             TableOp::Replace(d, condition) => {
-                check_condition(&condition, existing, what)?;
-                Ok(Planned::Put(d))
+                check_condition(&condition, existing, what).map(|()| Planned::Put(d))
             }
-            TableOp::Merge(mut d, condition) => {
-                check_condition(&condition, existing, what)?;
-                let mut merged = existing
-                    .map(|r| r.data.properties.clone())
-                    .unwrap_or_default();
-                merged.merge_from(&d.properties);
-                // Each part was valid; their union may not be. The caller
-                // could not know, so this is the service's own 400.
-                if merged.len() > EntityData::MAX_PROPERTIES {
-                    return Err(Error::from_service(400, Some("TooManyProperties"), what()));
-                }
-                if entity_size(&d.partition_key, &d.row_key, &merged) > EntityData::MAX_BYTES {
-                    return Err(Error::from_service(400, Some("EntityTooLarge"), what()));
-                }
-                d.properties = merged;
-                Ok(Planned::Put(d))
-            }
+            TableOp::Merge(mut d, condition) => check_condition(&condition, existing, what)
+                .and_then(|()| {
+                    let mut merged = existing
+                        .map(|r| r.data.properties.clone())
+                        .unwrap_or_default();
+                    merged.merge_from(&d.properties);
+                    // Each part was valid; their union may not be. The caller
+                    // could not know, so this is the service's own 400.
+                    if merged.len() > EntityData::MAX_PROPERTIES {
+                        return refused(400, "TooManyProperties");
+                    }
+                    if entity_size(&d.partition_key, &d.row_key, &merged) > EntityData::MAX_BYTES {
+                        return refused(400, "EntityTooLarge");
+                    }
+                    d.properties = merged;
+                    Ok(Planned::Put(d))
+                }),
             TableOp::Delete {
                 partition_key,
                 row_key,
                 condition,
-            } => {
-                check_condition(&condition, existing, what)?;
-                Ok(Planned::Remove {
-                    partition_key,
-                    row_key,
-                })
-            }
-        }
+            } => check_condition(&condition, existing, what).map(|()| Planned::Remove {
+                partition_key,
+                row_key,
+            }),
+        };
+        planned.map_err(|e| e.for_row(name.as_str(), &pk, &rk))
     }
 
     /// Applies a checked plan at `timestamp`.

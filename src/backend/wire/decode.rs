@@ -84,7 +84,7 @@ enum Ann {
 
 /// An `@odata.type` annotation's value.
 #[derive(Debug, Clone)]
-enum Annotation {
+pub(super) enum Annotation {
     Known(EdmType),
     /// Anything else (an unknown name or not a string), kept for the error.
     Other(Json),
@@ -399,52 +399,26 @@ pub(crate) fn entity_from_json_str(table: &str, text: &str) -> Result<WireEntity
     entity_from_parsed(table, parsed)
 }
 
-/// Reads one JSON value with its optional annotation, taking it by value
-/// (strings move into the value); `Ok(None)` for null. The error is the
+/// Reads one JSON value with its optional annotation, as [`Typed`] does, a
+/// string moving into the value; `Ok(None)` for null. The error is the
 /// expected type and the JSON given back.
 fn read_value_owned(
     annotation: Option<EdmType>,
     raw: Json,
 ) -> std::result::Result<Option<Value>, (String, Json)> {
-    let fail = |t: EdmType, raw: Json| Err((t.odata_name().to_owned(), raw));
-    let value = match (annotation, raw) {
-        (_, Json::Null) => return Ok(None),
-        (None | Some(EdmType::String), Json::String(s)) => Value::String(s),
-        (None | Some(EdmType::Boolean), Json::Bool(b)) => Value::Boolean(b),
-        (None, Json::Number(n)) => match n.as_i64() {
-            Some(i) => match i32::try_from(i) {
-                Ok(i) => Value::Int32(i),
-                Err(_) => Value::Int64(i),
-            },
-            None => match n.as_f64() {
-                Some(d) => Value::Double(d),
-                None => return Err(("a number".into(), Json::Number(n))),
-            },
+    match (annotation, raw) {
+        (_, Json::Null) => Ok(None),
+        (None | Some(EdmType::String), Json::String(s)) => Ok(Some(Value::String(s))),
+        (_, raw) => match serde::de::DeserializeSeed::deserialize(Typed(annotation), &raw) {
+            Ok(Some(v)) => Ok(Some(v)),
+            _ => {
+                let expected = annotation.map_or(
+                    "a property value (not an object or array)",
+                    EdmType::odata_name,
+                );
+                Err((expected.to_owned(), raw))
+            }
         },
-        (None, raw) => {
-            return Err(("a property value (not an object or array)".into(), raw));
-        }
-        (Some(t), raw) => match read_typed(t, &raw) {
-            Some(v) => v,
-            None => return fail(t, raw),
-        },
-    };
-    Ok(Some(value))
-}
-
-/// A non-null JSON value read as `t` (other than a string as Edm.String or a
-/// boolean as Edm.Boolean, which move), or `None` when it is not one.
-fn read_typed(t: EdmType, raw: &Json) -> Option<Value> {
-    match (t, raw) {
-        (EdmType::String | EdmType::Boolean, _) => None,
-        (_, Json::String(s)) => typed_from_str(t, s),
-        (EdmType::Int32, _) => raw
-            .as_i64()
-            .and_then(|i| i32::try_from(i).ok())
-            .map(Value::Int32),
-        (EdmType::Int64, Json::Number(n)) => n.as_i64().map(Value::Int64),
-        (EdmType::Double, Json::Number(n)) => n.as_f64().map(Value::Double),
-        _ => None,
     }
 }
 
@@ -475,6 +449,84 @@ pub(crate) fn entity_from_json(table: &str, json: &Map<String, Json>) -> Result<
 
 fn not_an_object(table: &str, e: &serde_json::Error) -> Error {
     Error::decode(table, "(body)", "an entity as a JSON object", e.to_string())
+}
+
+/// A property's value read as its annotation (or, without one, as the
+/// service infers it) says: `None` for `null` or a value of another type.
+pub(super) struct Typed(pub(super) Option<EdmType>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Typed {
+    type Value = Option<Value>;
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Option<Value>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Typed {
+    type Value = Option<Value>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a property value")
+    }
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> std::result::Result<Option<Value>, E> {
+        Ok(matches!(self.0, None | Some(EdmType::Boolean)).then_some(Value::Boolean(v)))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<Option<Value>, E> {
+        Ok(match self.0 {
+            None => Some(i32::try_from(v).map_or(Value::Int64(v), Value::Int32)),
+            Some(EdmType::Int32) => i32::try_from(v).ok().map(Value::Int32),
+            Some(EdmType::Int64) => Some(Value::Int64(v)),
+            // As JSON numbers read as doubles.
+            #[allow(clippy::cast_precision_loss)]
+            Some(EdmType::Double) => Some(Value::Double(v as f64)),
+            Some(_) => None,
+        })
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<Option<Value>, E> {
+        match i64::try_from(v) {
+            Ok(v) => self.visit_i64(v),
+            // Past i64: a double, as a JSON number reads.
+            #[allow(clippy::cast_precision_loss)]
+            Err(_) => {
+                Ok(matches!(self.0, None | Some(EdmType::Double))
+                    .then_some(Value::Double(v as f64)))
+            }
+        }
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<Option<Value>, E> {
+        Ok(matches!(self.0, None | Some(EdmType::Double)).then_some(Value::Double(v)))
+    }
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> std::result::Result<Option<Value>, E> {
+        Ok(typed_from_str(self.0.unwrap_or(EdmType::String), s))
+    }
+    fn visit_string<E: serde::de::Error>(self, s: String) -> std::result::Result<Option<Value>, E> {
+        match self.0 {
+            None | Some(EdmType::String) => Ok(Some(Value::String(s))),
+            _ => self.visit_str(&s),
+        }
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Option<Value>, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<Option<Value>, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Option<Value>, A::Error> {
+        while map
+            .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(None)
+    }
 }
 
 #[cfg(test)]

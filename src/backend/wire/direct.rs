@@ -9,13 +9,13 @@
 
 use std::fmt;
 
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
+use serde::de::{IgnoredAny, MapAccess, Visitor};
 use time::OffsetDateTime;
 
-use super::decode::{Key, KeyName, KeySeed, WireEntity, typed_from_str};
+use super::decode::{Annotation, Key, KeyName, KeySeed, Typed, WireEntity};
 use crate::datetime;
-use crate::entity::{EdmType, Properties, Value};
+use crate::entity::{EdmType, Properties};
 
 /// Reads one entity body; `None` when it is not in the service's form.
 pub(crate) fn entity(body: &[u8]) -> Option<WireEntity> {
@@ -112,16 +112,16 @@ impl Read {
                 t.is_some() && once(&mut self.timestamp, t)
             }
             Key::TimestampAnnotation => {
-                let known = map.next_value::<Annotation>()?.0 == Some(EdmType::DateTime);
+                let known = matches!(map.next_value()?, Annotation::Known(EdmType::DateTime));
                 let first = !self.timestamp_annotated;
                 self.timestamp_annotated = true;
                 known && first
             }
             Key::Annotation(KeyName::Last) => return Ok(None),
-            Key::Annotation(KeyName::New(name)) => match map.next_value::<Annotation>()?.0 {
+            Key::Annotation(KeyName::New(name)) => match map.next_value::<Annotation>()? {
                 // An annotation of a property already read comes after its
                 // value: not the service's form.
-                Some(t) if self.properties.get(&name).is_none() => {
+                Annotation::Known(t) if self.properties.get(&name).is_none() => {
                     self.pending = Some((name, t));
                     true
                 }
@@ -169,82 +169,4 @@ fn once<T>(slot: &mut Option<T>, value: Option<T>) -> bool {
     }
     *slot = value;
     true
-}
-
-/// An annotation naming a known type, or `None` for another string (any
-/// other value is not the service's form and fails the one-pass read).
-struct Annotation(Option<EdmType>);
-
-impl<'de> Deserialize<'de> for Annotation {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Annotation(EdmType::from_odata_name(&String::deserialize(
-            d,
-        )?)))
-    }
-}
-
-/// A property's value read as its annotation (or, without one, as the
-/// service infers it) says: `None` for `null` or a value of another type.
-struct Typed(Option<EdmType>);
-
-impl<'de> DeserializeSeed<'de> for Typed {
-    type Value = Option<Value>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<Value>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Typed {
-    type Value = Option<Value>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a property value")
-    }
-    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Option<Value>, E> {
-        Ok(matches!(self.0, None | Some(EdmType::Boolean)).then_some(Value::Boolean(v)))
-    }
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Option<Value>, E> {
-        Ok(match self.0 {
-            None => Some(i32::try_from(v).map_or(Value::Int64(v), Value::Int32)),
-            Some(EdmType::Int32) => i32::try_from(v).ok().map(Value::Int32),
-            Some(EdmType::Int64) => Some(Value::Int64(v)),
-            // As JSON numbers read as doubles.
-            #[allow(clippy::cast_precision_loss)]
-            Some(EdmType::Double) => Some(Value::Double(v as f64)),
-            Some(_) => None,
-        })
-    }
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Option<Value>, E> {
-        match i64::try_from(v) {
-            Ok(v) => self.visit_i64(v),
-            // Past i64: a double, as a JSON number reads.
-            #[allow(clippy::cast_precision_loss)]
-            Err(_) => {
-                Ok(matches!(self.0, None | Some(EdmType::Double))
-                    .then_some(Value::Double(v as f64)))
-            }
-        }
-    }
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Option<Value>, E> {
-        Ok(matches!(self.0, None | Some(EdmType::Double)).then_some(Value::Double(v)))
-    }
-    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Option<Value>, E> {
-        Ok(typed_from_str(self.0.unwrap_or(EdmType::String), s))
-    }
-    fn visit_string<E: serde::de::Error>(self, s: String) -> Result<Option<Value>, E> {
-        match self.0 {
-            None | Some(EdmType::String) => Ok(Some(Value::String(s))),
-            _ => self.visit_str(&s),
-        }
-    }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Option<Value>, E> {
-        Ok(None)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<Value>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Value>, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
 }
