@@ -33,7 +33,7 @@ pub(super) async fn take_all(
                 // The blob's holder metadata is read now, as the lock is
                 // taken (see `Unit::record_holder`); a failed read is
                 // made again there.
-                let _ = guard.blob().await;
+                let _ = guard.core.snapshot().await;
                 guards.push(guard);
             }
             Ok(None) => {
@@ -100,7 +100,7 @@ async fn try_all_at_once(
     }
     // The lock-blob reads, together; a failed one is read again when the
     // lock's holder is recorded.
-    join_all(guards.iter().map(LeaseGuard::blob)).await;
+    join_all(guards.iter().map(|guard| guard.core.snapshot())).await;
     Ok(AtOnce::Taken(guards))
 }
 

@@ -214,7 +214,7 @@ impl Unit {
             return Ok(());
         };
         let owner = self.env.locks().owner();
-        if guard.blob().await?.owner() == Some(owner) {
+        if guard.core.snapshot().await?.owner() == Some(owner) {
             return Ok(());
         }
         let at = crate::entity::datetime::format(OffsetDateTime::now_utc());
@@ -592,7 +592,7 @@ impl Unit {
             let Some(guard) = part.guard.take() else {
                 continue;
             };
-            if guard.has_local_waiters() {
+            if guard.queued_locally() {
                 results.push((part.pk.clone(), guard.release().await));
                 // The waiting task queues for the next lock before it is looked at.
                 tokio::task::yield_now().await;
