@@ -73,7 +73,7 @@ async fn try_all_at_once(
     let tries = join_all(
         targets
             .iter()
-            .map(|(name, _)| env.locks().try_acquire(name.as_str())),
+            .map(|(name, _)| env.locks.try_acquire(name.as_str())),
     )
     .await;
     let mut guards = Vec::with_capacity(targets.len());
@@ -113,9 +113,9 @@ async fn take(
     match deadline {
         Some(deadline) => {
             let left = deadline.saturating_duration_since(Instant::now());
-            env.locks().acquire(name.as_str(), left).await.map(Some)
+            env.locks.acquire(name.as_str(), left).await.map(Some)
         }
-        None => env.locks().try_acquire(name.as_str()).await,
+        None => env.locks.try_acquire(name.as_str()).await,
     }
 }
 

@@ -37,7 +37,7 @@ pub(crate) async fn prune(
     later: Duration,
     dry_run: bool,
 ) -> Result<Removed> {
-    let backend = env.backend().clone();
+    let backend = env.backend.clone();
     let now = OffsetDateTime::now_utc() + later;
     let cutoff = cutoff.map(|c| c + later);
     let late = now - LATE_COMMIT_POINT;
@@ -48,7 +48,7 @@ pub(crate) async fn prune(
     // Every table's reserved rows first: a commit's rows span tables.
     let mut all: Vec<(TableName, Vec<StoredEntity>)> = Vec::new();
     for table in backend.list_tables().await? {
-        if table.as_str().starts_with(env.table_prefix()) {
+        if table.as_str().starts_with(&env.table_prefix) {
             let rows = query_all(backend.as_ref(), &table, reserved_keys()).await?;
             all.push((table, rows));
         }
@@ -130,14 +130,14 @@ pub struct CommitSummary {
 
 /// [`Store::list_commits`](crate::Store::list_commits).
 pub(crate) async fn list(env: &Arc<LockEnv>, pk: &PartitionKey) -> Result<Vec<CommitSummary>> {
-    let backend = env.backend().as_ref();
+    let backend = env.backend.as_ref();
     let here = Filter::compare("PartitionKey", CmpOp::Eq, Value::String(pk.as_str().into()));
     let marked = Filter::compare(MARK, CmpOp::Ge, Value::String(String::new()));
     let filter = here.and(reserved_keys().or(marked));
     let mut found: Vec<CommitSummary> = Vec::new();
     let mut marks: Vec<(Mark, TableName, OffsetDateTime)> = Vec::new();
     for table in backend.list_tables().await? {
-        if !table.as_str().starts_with(env.table_prefix()) {
+        if !table.as_str().starts_with(&env.table_prefix) {
             continue;
         }
         for row in query_all(backend, &table, filter.clone()).await? {

@@ -42,7 +42,7 @@ pub(crate) async fn delete_expired(
         CmpOp::Le,
         crate::entity::Value::DateTime(now),
     );
-    let backend = env.backend().as_ref();
+    let backend = env.backend.as_ref();
     let mut pages = crate::rows::Pages::new(backend, &name, due);
     let resolver = Resolver::new(env.tables(), Vec::new());
     let before = (report.expired_rows, report.kept);
@@ -78,7 +78,7 @@ pub(crate) async fn delete_expired(
         }
     }
     if !dry_run {
-        env.telemetry().expired_rows(
+        env.telemetry.expired_rows(
             name.as_str(),
             report.expired_rows - before.0,
             report.kept - before.1,
@@ -105,7 +105,7 @@ async fn remove_indexed(
     let freed = claim::read_freed(env.tables(), indexes, &frees, &owner).await?;
     let gone = tombstone::data(&owner.0, &owner.1, "expired");
     let op = TableOp::Replace(gone, Precondition::IfMatch(row.etag));
-    let removed = crate::rows::write_as_read(env.backend().as_ref(), table, op).await?;
+    let removed = crate::rows::write_as_read(env.backend.as_ref(), table, op).await?;
     if removed {
         claim::remove_freed(env.tables(), indexes, freed).await;
     }

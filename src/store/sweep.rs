@@ -283,7 +283,7 @@ async fn sweep(
     let dry_run = options.dry_run;
     let span = tracing::info_span!(
         "leasehold.sweep",
-        prefix = %env.table_prefix(),
+        prefix = %env.table_prefix,
         ?older_than,
         dry_run
     );
@@ -292,9 +292,9 @@ async fn sweep(
             dry_run,
             ..SweepReport::default()
         };
-        let prefix = env.table_prefix().to_owned();
+        let prefix = env.table_prefix.to_owned();
         let tables: Vec<TableName> = env
-            .backend()
+            .backend
             .list_tables()
             .await?
             .into_iter()
@@ -439,7 +439,7 @@ impl Sweeper<'_> {
         progress: &mut (dyn FnMut(&SweepReport) + Send),
     ) -> Result<()> {
         let tombstones = Filter::compare(tombstone::PROPERTY, CmpOp::Ge, Value::String("".into()));
-        let mut pages = Pages::new(self.env.backend().as_ref(), table, tombstones);
+        let mut pages = Pages::new(self.env.backend.as_ref(), table, tombstones);
         while let Some(page) = pages.next().await? {
             report.rows_examined += count(page.len());
             let (old, young): (Vec<StoredEntity>, Vec<StoredEntity>) =
@@ -470,7 +470,7 @@ impl Sweeper<'_> {
         if self.dry_run {
             return Ok(true);
         }
-        crate::rows::delete_as_read(self.env.backend().as_ref(), table, row).await
+        crate::rows::delete_as_read(self.env.backend.as_ref(), table, row).await
     }
 }
 

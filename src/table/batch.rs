@@ -204,7 +204,7 @@ impl<E: Entity> Batch<E> {
     /// failing index and its cause (such as [`Error::Conflict`]) when the
     /// service rejects an operation: nothing was applied.
     pub async fn commit(self) -> Result<Vec<Option<Versioned<E>>>> {
-        let telemetry = self.table.env.telemetry().clone();
+        let telemetry = self.table.env.telemetry.clone();
         telemetry.operation("batch", self.commit_now()).await
     }
 
