@@ -72,7 +72,7 @@ pub(super) async fn send(
     table: &crate::key::TableName,
     op: TableOp,
 ) -> Result<()> {
-    env.backend()
+    env.backend
         .execute(table, op, &WriteOptions::new())
         .await
         .map(|_| ())
@@ -126,7 +126,7 @@ pub(crate) async fn set(
     let plain = index_row(indexes, def, key, owner, txn, None)?;
     let table = &indexes.index_table;
     let started = tokio::time::Instant::now();
-    let mut pauses = env.conflict_retry().backoff();
+    let mut pauses = env.conflict_retry.backoff();
     for attempt in 0..ATTEMPTS {
         // Racing writers step back as `update_with` does.
         if attempt > 0
@@ -270,7 +270,7 @@ pub(crate) async fn read_freed(
         let d = &indexes.defs[*def];
         let ipk = indexes.partition(d, &key.key)?;
         let irk = Indexes::row(d, &owner.0, &owner.1)?;
-        let row = env.backend().get(&indexes.index_table, &ipk, &irk).await?;
+        let row = env.backend.get(&indexes.index_table, &ipk, &irk).await?;
         Ok::<_, Error>(row.filter(|r| target_of(&r.data).as_ref() == Some(owner)))
     });
     join_all(reads)

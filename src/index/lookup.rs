@@ -78,7 +78,7 @@ impl<E: Entity> Table<E> {
             }
             Ok(None)
         };
-        env.telemetry().operation("get_by", read).await
+        env.telemetry.operation("get_by", read).await
     }
 
     /// Every entity whose indexed field holds `value`, as a stream: one

@@ -446,7 +446,7 @@ pub(crate) async fn ensure_defs(env: &Arc<TableEnv>, indexes: &Indexes) -> Resul
             ))
         })
         .collect::<Result<_>>()?;
-    env.backend().batch(&indexes.index_table, &ops).await?;
+    env.backend.batch(&indexes.index_table, &ops).await?;
     DEFS_WRITTEN
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -472,7 +472,7 @@ pub(crate) async fn read_defs(env: &Arc<TableEnv>, table: &str) -> Result<Option
         filter: crate::query::scope_filter(Some(DEFS_PARTITION), &(Unbounded, Unbounded), None),
         ..crate::backend::QuerySpec::default()
     };
-    let page = match env.backend().query(&index_table, &spec).await {
+    let page = match env.backend.query(&index_table, &spec).await {
         Ok(page) => page,
         Err(Error::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e),

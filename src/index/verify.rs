@@ -106,7 +106,7 @@ async fn scan(
         ..QuerySpec::default()
     };
     loop {
-        let page = match env.backend().query(table, &spec).await {
+        let page = match env.backend.query(table, &spec).await {
             Ok(page) => page,
             Err(Error::NotFound { .. }) => return Ok(()),
             Err(e) => return Err(e),
@@ -269,7 +269,7 @@ async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result
         Problem::Orphan { row, def } => {
             let ipk = row.data.partition_key.clone();
             let irk = row.data.row_key.clone();
-            let Some(now) = env.backend().get(&indexes.index_table, &ipk, &irk).await? else {
+            let Some(now) = env.backend.get(&indexes.index_table, &ipk, &irk).await? else {
                 return Ok(false);
             };
             if let (Some(def), Some(target)) = (def, target_of(&now.data)) {

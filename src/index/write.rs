@@ -224,7 +224,7 @@ impl IndexedWrites {
         let txn = crate::backend::write_log::new_id();
         let started = tokio::time::Instant::now();
         // Racing writers step back as `update_with` does.
-        let mut pauses = env.conflict_retry().backoff();
+        let mut pauses = env.conflict_retry.backoff();
         for _ in 0..ATTEMPTS {
             // Refused before any claim when the row is not as `op` needs.
             let entity = entity_op(&op, &state)

@@ -501,7 +501,7 @@ mod tests {
         guard
             .ensure_valid(std::time::Duration::from_secs(1))
             .unwrap();
-        let blob = guard.blob().await.unwrap();
+        let blob = guard.core.snapshot().await.unwrap();
         assert!(blob.lease.is_locked());
         guard.release().await.unwrap();
 

@@ -85,19 +85,12 @@ impl LeaseManager {
     /// # Errors
     /// [`Error::Invalid`] for a bad name; the backend's error.
     pub async fn once_state(&self, name: &str) -> Result<OnceState> {
-        let name = LeaseName::new(name)?;
-        Ok(self
-            .inner
-            .read(&name)
-            .await?
-            .map_or(OnceState::NotStarted, |b| {
-                OnceState::from_metadata(&b.metadata)
-            }))
+        self.inner.once_state(&LeaseName::new(name)?).await
     }
 }
 
 impl ManagerInner {
-    async fn once_state_unleased(&self, name: &LeaseName) -> Result<OnceState> {
+    async fn once_state(&self, name: &LeaseName) -> Result<OnceState> {
         let blob = self.env.settings.blob_of(name)?;
         let env = &self.env;
         let read = env.backend.blob_properties(&env.settings.container, &blob);
@@ -123,7 +116,7 @@ impl ManagerInner {
         let mut outage = Outage::new(&self.env);
         let guard = loop {
             let sent = Instant::now();
-            let read = timeout_at(outage.limit(sent), self.once_state_unleased(&name)).await;
+            let read = timeout_at(outage.limit(sent), self.once_state(&name)).await;
             let read = read.unwrap_or_else(|_| {
                 Err(Error::Timeout {
                     what: format!("no reply to a read of lease {name}"),

@@ -62,14 +62,10 @@ use crate::key::{ETag, PartitionKey, RowKey, TableName};
 /// [`LeaseStatus::ensure_valid`]: crate::lease::LeaseStatus::ensure_valid
 #[derive(Clone)]
 pub struct Fence {
-    pub(crate) inner: Arc<FenceInner>,
-}
-
-pub(crate) struct FenceInner {
-    pub(crate) lease: String,
+    pub(crate) lease: Arc<str>,
     pub(crate) epoch: u64,
     pub(crate) row_key: RowKey,
-    pub(crate) state: Mutex<FenceState>,
+    state: Arc<Mutex<FenceState>>,
 }
 
 /// What a fence knows of the partitions it wrote.
@@ -86,8 +82,8 @@ pub(crate) struct FenceState {
 impl fmt::Debug for Fence {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Fence")
-            .field("lease", &self.inner.lease)
-            .field("epoch", &self.inner.epoch)
+            .field("lease", &self.lease)
+            .field("epoch", &self.epoch)
             .field("superseded_by", &self.superseded_by())
             .finish_non_exhaustive()
     }
@@ -105,23 +101,21 @@ impl Fence {
         }
         let row_key = crate::rows::fence::row_key(lease)?;
         Ok(Fence {
-            inner: Arc::new(FenceInner {
-                lease: lease.to_owned(),
-                epoch,
-                row_key,
-                state: Mutex::new(FenceState::default()),
-            }),
+            lease: lease.into(),
+            epoch,
+            row_key,
+            state: Arc::default(),
         })
     }
 
     /// The name of the lease this fence belongs to.
     pub fn lease(&self) -> &str {
-        &self.inner.lease
+        &self.lease
     }
 
     /// The fence's epoch.
     pub fn epoch(&self) -> u64 {
-        self.inner.epoch
+        self.epoch
     }
 
     /// The later epoch seen on a fence row, if any: every write through
@@ -131,8 +125,7 @@ impl Fence {
     }
 
     pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, FenceState> {
-        self.inner
-            .state
+        self.state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -159,9 +152,7 @@ mod tests {
     #[test]
     fn a_fence_keeps_its_lease_and_epoch() {
         let fence = Fence::new("jobs/a%b#c?d\\e\u{1}f", 3).unwrap();
-        assert!(crate::rows::fence::is_fence_row(
-            fence.inner.row_key.as_str()
-        ));
+        assert!(crate::rows::fence::is_fence_row(fence.row_key.as_str()));
         assert_eq!((fence.lease(), fence.epoch()), ("jobs/a%b#c?d\\e\u{1}f", 3));
     }
 

@@ -17,7 +17,7 @@ use crate::backend::{LeaseId, Metadata};
 use crate::error::{Error, Result};
 
 use super::core::LeaseCore;
-use super::document::{LeaseBlob, META_EPOCH, epoch_of, meta_set};
+use super::document::{META_EPOCH, epoch_of, meta_set};
 use super::local::{Ending, LocalSlot, Pending, SlotState};
 use super::name::LeaseName;
 use super::renew::LeaseShared;
@@ -82,10 +82,6 @@ impl LeaseGuard {
         Ok(self.core.snapshot().await?.metadata)
     }
 
-    pub(crate) async fn blob(&self) -> Result<LeaseBlob> {
-        self.core.snapshot().await
-    }
-
     /// Replaces the blob's metadata under the lease with `f` applied, and
     /// returns it. Keep leasehold's own entries (`leasehold_*`).
     ///
@@ -141,15 +137,9 @@ impl LeaseGuard {
     }
 
     /// Whether another task of this process waits for this lease.
-    pub(crate) fn has_local_waiters(&self) -> bool {
-        self.slot.has_waiters()
-    }
-
-    /// [`has_local_waiters`](Self::has_local_waiters), for lease checks.
-    #[cfg(any(feature = "conformance", clippy))]
     #[doc(hidden)]
     pub fn queued_locally(&self) -> bool {
-        self.has_local_waiters()
+        self.slot.has_waiters()
     }
 
     /// Ends the guard: hands the lease to the next local task when one

@@ -144,7 +144,7 @@ async fn recheck(
     seen_acquired: Option<OffsetDateTime>,
     age: Age,
 ) -> Result<Option<Verdict>> {
-    let held = match guard.blob().await {
+    let held = match guard.core.snapshot().await {
         Ok(blob) => blob,
         Err(e) if e.kind() == ErrorKind::Invalid => {
             tracing::warn!(error = %e, "keeping a lock blob this leasehold cannot read");

@@ -33,7 +33,7 @@ pub(super) async fn take_all(
                 // The blob's holder metadata is read now, as the lock is
                 // taken (see `Unit::record_holder`); a failed read is
                 // made again there.
-                let _ = guard.blob().await;
+                let _ = guard.core.snapshot().await;
                 guards.push(guard);
             }
             // Held, or failed: the locks taken go back.
@@ -70,7 +70,7 @@ async fn try_all_at_once(
     let tries = join_all(
         targets
             .iter()
-            .map(|(name, _)| env.locks().try_acquire(name.as_str())),
+            .map(|(name, _)| env.locks.try_acquire(name.as_str())),
     )
     .await;
     let mut guards = Vec::with_capacity(targets.len());
@@ -95,7 +95,7 @@ async fn try_all_at_once(
     }
     // The lock-blob reads, together; a failed one is read again when the
     // lock's holder is recorded.
-    join_all(guards.iter().map(LeaseGuard::blob)).await;
+    join_all(guards.iter().map(|guard| guard.core.snapshot())).await;
     Ok(AtOnce::Taken(guards))
 }
 
@@ -108,9 +108,9 @@ async fn take(
     match deadline {
         Some(deadline) => {
             let left = deadline.saturating_duration_since(Instant::now());
-            env.locks().acquire(name.as_str(), left).await.map(Some)
+            env.locks.acquire(name.as_str(), left).await.map(Some)
         }
-        None => env.locks().try_acquire(name.as_str()).await,
+        None => env.locks.try_acquire(name.as_str()).await,
     }
 }
 

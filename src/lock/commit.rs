@@ -99,7 +99,7 @@ impl Unit {
     /// or existing already; [`Error::ValueTaken`] for a unique value
     /// another entity holds; backend errors.
     pub async fn commit(mut self) -> Result<CommitReport> {
-        let telemetry = self.env.telemetry().clone();
+        let telemetry = self.env.telemetry.clone();
         let committing = async move {
             // Whatever happens, the locks are given up.
             let committed = Commit {
@@ -309,7 +309,7 @@ impl Commit<'_> {
 
     /// A commit that is one entity-group transaction.
     async fn commit_one(&self, g: &Group) -> Result<()> {
-        let backend = self.unit.env.backend().clone();
+        let backend = self.unit.env.backend.clone();
         let pk = self.pk(g.part);
         match self.send(&g.table, &g.ops, None).await? {
             Ok(_) => Ok(()),
@@ -412,7 +412,7 @@ impl Commit<'_> {
     ) -> Result<Option<Finishing>> {
         let reads = self.before_images(groups).await?;
         let plan = self.plan(groups, &reads)?;
-        let backend = self.unit.env.backend().clone();
+        let backend = self.unit.env.backend.clone();
         let Plan {
             txn,
             primary,
@@ -572,7 +572,7 @@ impl Commit<'_> {
     /// The marking round: answers the versions each transaction produced;
     /// on a failure the marks made are taken off.
     async fn mark_rows(&self, marking: &[Send]) -> Result<Vec<Option<Vec<Option<Version>>>>> {
-        let backend = self.unit.env.backend().clone();
+        let backend = self.unit.env.backend.clone();
         // An insert meeting an undecided commit's placeholder, which
         // resolving it removed, gets the round sent once more. Our marks go
         // first, so that a writer resolving them never waits on us.
@@ -615,7 +615,7 @@ impl Commit<'_> {
     /// Takes a failed commit's marks and after-image rows off, where the
     /// marking went through (`versions`); best effort.
     async fn withdraw(&self, marking: &[Send], versions: &[Option<Vec<Option<Version>>>]) {
-        let backend = self.unit.env.backend().clone();
+        let backend = self.unit.env.backend.clone();
         let sends = after_marking(marking, versions, |op, _, version| {
             let data = op.data()?.clone();
             let etag = version?.etag.clone();
@@ -649,7 +649,7 @@ impl Commit<'_> {
         ops: &[TableOp],
         by: Option<tokio::time::Instant>,
     ) -> Result<Result<Vec<Option<Version>>>> {
-        let backend = self.unit.env.backend();
+        let backend = &self.unit.env.backend;
         let send = || within(by, backend.batch(table, ops));
         match send().await {
             Err(e) if self.withdrew_placeholder(table, ops, &e).await? => Ok(send().await),
@@ -677,7 +677,7 @@ impl Commit<'_> {
         let stored = self
             .unit
             .env
-            .backend()
+            .backend
             .get(table, &data.partition_key, &data.row_key)
             .await?;
         let resolver = self.unit.resolver();
@@ -717,7 +717,7 @@ impl Finishing {
             decision_delete,
             held,
         } = self;
-        let backend = env.backend();
+        let backend = &env.backend;
         let results = join_all(
             finishing
                 .iter()
@@ -749,7 +749,7 @@ impl Finishing {
             }
         }
         if deletes && all_off {
-            let backend = env.backend().clone();
+            let backend = env.backend.clone();
             let (table, op) = decision_delete;
             tokio::spawn(async move {
                 if let Err(e) = backend.execute(&table, op, &WriteOptions::new()).await {

@@ -27,7 +27,7 @@ pub(crate) async fn outcome(
             "names no table: a commit's id is `<id>.<table>`, as `CommitReport::transaction` and `Error::InDoubt` give it",
         ));
     };
-    let backend = env.backend().as_ref();
+    let backend = env.backend.as_ref();
     Ok(match read(backend, &table, primary, txn).await? {
         Some(decision) => decision,
         None => {

@@ -25,7 +25,7 @@ pub(crate) struct LockEnv {
 impl std::fmt::Debug for LockEnv {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockEnv")
-            .field("table_prefix", &self.table_prefix())
+            .field("table_prefix", &self.table_prefix)
             .field("options", &self.options)
             .finish_non_exhaustive()
     }

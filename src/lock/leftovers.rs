@@ -39,7 +39,7 @@ pub(crate) async fn prune(
     later: Duration,
     dry_run: bool,
 ) -> Result<Removed> {
-    let backend = env.backend().clone();
+    let backend = env.backend.clone();
     let now = OffsetDateTime::now_utc() + later;
     let cutoff = cutoff.map(|c| c + later);
     let late = now - LATE_COMMIT_POINT;
@@ -128,7 +128,7 @@ pub(crate) async fn list(
     tables: Vec<TableName>,
     pk: &PartitionKey,
 ) -> Result<Vec<CommitSummary>> {
-    let backend = env.backend().as_ref();
+    let backend = env.backend.as_ref();
     let here = Filter::compare("PartitionKey", CmpOp::Eq, Value::String(pk.as_str().into()));
     let marked = Filter::compare(MARK, CmpOp::Ge, Value::String(String::new()));
     let filter = here.and(reserved_keys().or(marked));

@@ -107,7 +107,7 @@ impl<E: Entity> UnitQuery<'_, E> {
             specs.push((part, spec));
         }
         unit.env.ensure_table(&table).await?;
-        let backend = unit.env.backend().clone();
+        let backend = unit.env.backend.clone();
         let mut out = Vec::new();
         for (part, mut spec) in specs {
             let slot = Slot {

@@ -130,7 +130,7 @@ impl Unit {
             if targets.iter().any(|(_, p)| p == &pk) {
                 continue;
             }
-            let name = lock_name(env.table_prefix(), &pk)?;
+            let name = lock_name(&env.table_prefix, &pk)?;
             if let Some((_, other)) = targets.iter().find(|(n, _)| n == &name) {
                 return Err(Error::invalid(
                     format!("partition keys {:?} and {:?}", other.as_str(), pk.as_str()),
@@ -148,10 +148,10 @@ impl Unit {
         targets.sort_by(|a, b| a.0.cmp(&b.0));
         let started = tokio::time::Instant::now();
         let taken = env
-            .telemetry()
+            .telemetry
             .operation("lock", acquire::take_all(env, &targets, timeout))
             .await;
-        env.telemetry().lock_wait(
+        env.telemetry.lock_wait(
             started.elapsed(),
             match &taken {
                 Ok(Some(_)) => "acquired",
@@ -213,8 +213,8 @@ impl Unit {
         let Some(guard) = part.guard.as_ref() else {
             return Ok(());
         };
-        let owner = self.env.locks().owner();
-        if guard.blob().await?.owner() == Some(owner) {
+        let owner = self.env.locks.owner();
+        if guard.core.snapshot().await?.owner() == Some(owner) {
             return Ok(());
         }
         let at = crate::entity::datetime::format(OffsetDateTime::now_utc());
@@ -408,7 +408,7 @@ impl Unit {
         &self,
         keys: &[&(Slot, RowKey)],
     ) -> Result<Vec<Option<StoredEntity>>> {
-        let (backend, resolver) = (self.env.backend(), self.resolver());
+        let (backend, resolver) = (&self.env.backend, self.resolver());
         futures_util::future::try_join_all(keys.iter().map(|(slot, rk)| {
             let (pk, resolver) = (&self.parts[slot.part].pk, &resolver);
             async move {
@@ -588,7 +588,7 @@ impl Unit {
             let Some(guard) = part.guard.take() else {
                 continue;
             };
-            if guard.has_local_waiters() {
+            if guard.queued_locally() {
                 results.push((part.pk.clone(), guard.release().await));
                 // The waiting task queues for the next lock before it is looked at.
                 tokio::task::yield_now().await;

@@ -32,7 +32,7 @@ pub(super) async fn remove_indexed(
     let freed = claim::read_freed(env.tables(), indexes, &frees, &owner).await?;
     let gone = tombstone::data(&owner.0, &owner.1, "expired");
     let op = TableOp::Replace(gone, Precondition::IfMatch(row.etag));
-    let removed = crate::rows::write_as_read(env.backend().as_ref(), table, op).await?;
+    let removed = crate::rows::write_as_read(env.backend.as_ref(), table, op).await?;
     if removed {
         claim::remove_freed(env.tables(), indexes, freed).await;
     }

@@ -34,14 +34,14 @@ pub(crate) async fn prune_locks(
     progress: &mut (dyn FnMut(&SweepReport) + Send),
 ) -> Result<()> {
     let age = Age::new(older_than)?;
-    let prefix = crate::table::lock_prefix(env.table_prefix());
+    let prefix = crate::table::lock_prefix(&env.table_prefix);
     // Without a prefix the listing holds other prefixes' locks too, whose
     // names have a `/` (see `lock_name`).
-    let mut names = env.locks().list(&prefix).await?;
+    let mut names = env.locks.list(&prefix).await?;
     names.retain(|n| partition_part(&prefix, n).is_some());
     let mut verdicts = futures_util::stream::iter(names)
         .map(|name| async move {
-            let verdict = examine(env.locks(), &name, age, dry_run).await?;
+            let verdict = examine(&env.locks, &name, age, dry_run).await?;
             Ok::<_, Error>((name, verdict))
         })
         .buffered(CONCURRENCY);

@@ -145,8 +145,8 @@ impl Store {
 /// The tables under the store's prefix (matched without regard to case, as
 /// the service names tables; not the prefix alone), as stored: one listing.
 pub(super) async fn prefixed_tables(env: &TableEnv) -> Result<Vec<TableName>> {
-    let prefix = env.table_prefix();
-    let mut tables = env.backend().list_tables().await?;
+    let prefix = env.table_prefix.as_str();
+    let mut tables = env.backend.list_tables().await?;
     tables.retain(|t| {
         let name = t.as_str();
         name.len() > prefix.len()

@@ -156,12 +156,12 @@ impl Store {
 
     /// The backend this store uses.
     pub fn backend(&self) -> &Arc<dyn Backend> {
-        self.inner.locking.tables().backend()
+        &self.inner.locking.tables().backend
     }
 
     /// How optimistic read-modify-write loops retry after a conflict.
     pub fn conflict_retry(&self) -> &ConflictRetry {
-        self.inner.locking.tables().conflict_retry()
+        &self.inner.locking.tables().conflict_retry
     }
 
     /// The lease manager: auto-renewing leases, run-once initialisation,
@@ -173,7 +173,7 @@ impl Store {
     /// The lease manager of partition locks, for operators (list, describe,
     /// break); locks are taken with [`Store::lock`].
     pub fn locks(&self) -> &LeaseManager {
-        self.inner.locking.locks()
+        &self.inner.locking.locks
     }
 
     /// The lease name of a partition's lock in [`Store::locks`]:
@@ -200,7 +200,7 @@ impl Store {
 
     /// The prefix put before every table name (empty by default).
     pub fn table_prefix(&self) -> &str {
-        self.inner.locking.tables().table_prefix()
+        &self.inner.locking.tables().table_prefix
     }
 
     pub(crate) fn tables(&self) -> &Arc<TableEnv> {

@@ -282,7 +282,7 @@ async fn sweep(
     let dry_run = options.dry_run;
     let span = tracing::info_span!(
         "leasehold.sweep",
-        prefix = %env.table_prefix(),
+        prefix = %env.table_prefix,
         ?older_than,
         dry_run
     );
@@ -291,7 +291,7 @@ async fn sweep(
             dry_run,
             ..SweepReport::default()
         };
-        let prefix_len = env.table_prefix().len();
+        let prefix_len = env.table_prefix.len();
         let tables = super::manage::prefixed_tables(env).await?;
         let sweeper = Sweeper {
             env,
@@ -415,7 +415,7 @@ impl Sweeper<'_> {
         progress: &mut (dyn FnMut(&SweepReport) + Send),
     ) -> Result<()> {
         let tombstones = Filter::compare(tombstone::PROPERTY, CmpOp::Ge, Value::String("".into()));
-        let mut pages = Pages::new(self.env.backend().as_ref(), table, tombstones);
+        let mut pages = Pages::new(self.env.backend.as_ref(), table, tombstones);
         while let Some(page) = pages.next().await? {
             report.rows_examined += count(page.len());
             let old = |row: &StoredEntity| {
@@ -453,7 +453,7 @@ impl Sweeper<'_> {
             CmpOp::Le,
             Value::DateTime(now),
         );
-        let mut pages = Pages::new(env.backend().as_ref(), name, due);
+        let mut pages = Pages::new(env.backend.as_ref(), name, due);
         let resolver = Resolver::new(env.tables(), Vec::new());
         let before = (report.expired_rows, report.kept);
         // A page at a time: a table's expired rows may not fit in memory.
@@ -488,7 +488,7 @@ impl Sweeper<'_> {
         }
         if !self.dry_run {
             let (removed, kept) = (report.expired_rows - before.0, report.kept - before.1);
-            env.telemetry().expired_rows(name.as_str(), removed, kept);
+            env.telemetry.expired_rows(name.as_str(), removed, kept);
         }
         Ok(())
     }
@@ -531,7 +531,7 @@ impl Sweeper<'_> {
         if self.dry_run {
             return Ok(true);
         }
-        crate::rows::delete_as_read(self.env.backend().as_ref(), table, row).await
+        crate::rows::delete_as_read(self.env.backend.as_ref(), table, row).await
     }
 }
 

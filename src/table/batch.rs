@@ -75,27 +75,26 @@ impl<E: Entity> Table<E> {
 
 impl<E: Entity> Batch<E> {
     fn push(
-        mut self,
+        self,
         entity: &E,
         base: Result<Base>,
         projection: bool,
         make: impl FnOnce(crate::entity::EntityData) -> TableOp,
     ) -> Self {
-        if self.error.is_none() {
-            let encoded = base.and_then(|base| prepare(entity, base));
-            self.add(encoded.map(|(data, after)| {
-                let returned = match after {
-                    Ok((entity, stored)) => Returned::Entity(entity, stored, projection),
-                    Err(sent) => Returned::ReadBack(sent),
-                };
-                (make(data), returned)
-            }));
-        }
-        self
+        let encoded = base.and_then(|base| prepare(entity, base));
+        self.add(encoded.map(|(data, after)| {
+            let returned = match after {
+                Ok((entity, stored)) => Returned::Entity(entity, stored, projection),
+                Err(sent) => Returned::ReadBack(sent),
+            };
+            (make(data), returned)
+        }))
     }
 
-    fn add(&mut self, op: Result<(TableOp, Returned<E>)>) {
+    /// Adds `op`, or its error unless an earlier one failed the batch.
+    fn add(mut self, op: Result<(TableOp, Returned<E>)>) -> Self {
         match op {
+            _ if self.error.is_some() => {}
             Ok(op) => self.ops.push(op),
             Err(e) => {
                 self.error = Some(Error::Batch {
@@ -104,24 +103,22 @@ impl<E: Entity> Batch<E> {
                 })
             }
         }
+        self
     }
 
     fn push_delete(
-        mut self,
+        self,
         keys: Result<(crate::key::PartitionKey, crate::key::RowKey)>,
         condition: Precondition,
     ) -> Self {
-        if self.error.is_none() {
-            self.add(keys.map(|(partition_key, row_key)| {
-                let op = TableOp::Delete {
-                    partition_key,
-                    row_key,
-                    condition,
-                };
-                (op, Returned::Deleted)
-            }));
-        }
-        self
+        self.add(keys.map(|(partition_key, row_key)| {
+            let op = TableOp::Delete {
+                partition_key,
+                row_key,
+                condition,
+            };
+            (op, Returned::Deleted)
+        }))
     }
 
     /// Creates an entity (fails the batch if it exists).
@@ -204,7 +201,7 @@ impl<E: Entity> Batch<E> {
     /// failing index and its cause (such as [`Error::Conflict`]) when the
     /// service rejects an operation: nothing was applied.
     pub async fn commit(self) -> Result<Vec<Option<Versioned<E>>>> {
-        let telemetry = self.table.env.telemetry().clone();
+        let telemetry = self.table.env.telemetry.clone();
         telemetry.operation("batch", self.commit_now()).await
     }
 

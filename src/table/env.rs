@@ -18,12 +18,12 @@ use crate::telemetry::Telemetry;
 /// What the tables of one store share; `locks`: those a read takes to
 /// settle a commit whose writer is gone (see [`super::marks`]).
 pub(crate) struct TableEnv {
-    backend: Arc<dyn Backend>,
-    conflict_retry: ConflictRetry,
-    table_prefix: String,
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) conflict_retry: ConflictRetry,
+    pub(crate) table_prefix: String,
     ready_tables: Mutex<Tables>,
-    telemetry: Telemetry,
-    locks: LeaseManager,
+    pub(crate) telemetry: Telemetry,
+    pub(crate) locks: LeaseManager,
     /// How long a read waits for a commit's primary lock.
     pub(super) lock_timeout: Duration,
     pub(super) index_writes: IndexWrites,
@@ -71,26 +71,6 @@ impl TableEnv {
             lock_timeout,
             index_writes,
         }
-    }
-
-    pub(crate) fn locks(&self) -> &LeaseManager {
-        &self.locks
-    }
-
-    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
-        &self.backend
-    }
-
-    pub(crate) fn conflict_retry(&self) -> &ConflictRetry {
-        &self.conflict_retry
-    }
-
-    pub(crate) fn telemetry(&self) -> &Telemetry {
-        &self.telemetry
-    }
-
-    pub(crate) fn table_prefix(&self) -> &str {
-        &self.table_prefix
     }
 
     /// The name of table `table` in this store, prefixed: the one place a

@@ -43,8 +43,8 @@ impl Fence {
             what: format!(
                 "fenced write to partition {:?} of table `{table}`: epoch {} of lease {:?} is superseded by epoch {newer}",
                 pk.as_str(),
-                self.inner.epoch,
-                self.inner.lease,
+                self.epoch,
+                self.lease,
             ),
             code: code.map(str::to_owned),
         }
@@ -91,12 +91,12 @@ impl Fence {
         pk: &PartitionKey,
         code: Option<&str>,
     ) -> Result<Option<ETag>> {
-        let Some(stored) = backend.get(table, pk, &self.inner.row_key).await? else {
+        let Some(stored) = backend.get(table, pk, &self.row_key).await? else {
             tracing::debug!("no fence row yet");
             return Ok(None);
         };
         let epoch = layout::epoch_of(&stored)?;
-        if epoch > self.inner.epoch {
+        if epoch > self.epoch {
             let mut state = self.state();
             state.superseded = Some(state.superseded.map_or(epoch, |e| e.max(epoch)));
             drop(state);
@@ -110,8 +110,8 @@ impl Fence {
     /// The fence row operation: insert when absent, else replace on `etag`.
     fn fence_op(&self, pk: &PartitionKey, etag: Option<ETag>) -> TableOp {
         // `new` checked that the epoch fits.
-        let epoch = i64::try_from(self.inner.epoch).unwrap_or(i64::MAX);
-        let data = layout::data(pk, &self.inner.row_key, &self.inner.lease, epoch);
+        let epoch = i64::try_from(self.epoch).unwrap_or(i64::MAX);
+        let data = layout::data(pk, &self.row_key, &self.lease, epoch);
         match etag {
             None => TableOp::Insert(data),
             Some(etag) => TableOp::Replace(data, Precondition::IfMatch(etag)),
@@ -139,8 +139,8 @@ impl Fence {
             "leasehold.fence",
             table = %table,
             partition = %pk,
-            lease = %self.inner.lease,
-            epoch = self.inner.epoch,
+            lease = %self.lease,
+            epoch = self.epoch,
             ops = ops.len()
         );
         async {
@@ -186,13 +186,13 @@ impl Fence {
                             return Err(Error::Conflict {
                                 what: format!(
                                     "fence row of lease {:?} in partition {:?} of table `{table}`: other writers of epoch {} changed it before each of {attempts} attempts",
-                                    self.inner.lease,
+                                    self.lease,
                                     pk.as_str(),
-                                    self.inner.epoch
+                                    self.epoch
                                 ),
                                 code: source.code().map(str::to_owned),
                                 table: Some(table.to_string()),
-                                row: Some(Box::new((pk.clone(), self.inner.row_key.clone()))),
+                                row: Some(Box::new((pk.clone(), self.row_key.clone()))),
                             });
                         };
                         tracing::debug!(attempts, "fence row changed by this epoch; sending again");

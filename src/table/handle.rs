@@ -105,7 +105,7 @@ impl<E: Entity> Table<E> {
             // An invalid name (hand-written impl, long prefix) fails the
             // first operation.
             name: env.table_name(E::TABLE).map_err(|e| e.to_string()),
-            writer: Arc::clone(env.backend()),
+            writer: Arc::clone(&env.backend),
             fenced: false,
             env,
             write_log: false,
@@ -218,7 +218,7 @@ impl<E: Entity> Table<E> {
         let rk = row_key.into_row_key()?;
         let page = self
             .env
-            .telemetry()
+            .telemetry
             .operation(
                 "get",
                 self.query()
@@ -244,7 +244,7 @@ impl<E: Entity> Table<E> {
             row.map(|stored| crate::__private::in_row(pk, rk, versioned(stored)))
                 .transpose()
         };
-        self.env.telemetry().operation("get", read).await
+        self.env.telemetry.operation("get", read).await
     }
 }
 

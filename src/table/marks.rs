@@ -50,7 +50,7 @@ impl<'a> Resolver<'a> {
         table: &TableName,
         (pk, rk): (&PartitionKey, &RowKey),
     ) -> Result<Option<StoredEntity>> {
-        let row = self.env.backend().get(table, pk, rk).await?;
+        let row = self.env.backend.get(table, pk, rk).await?;
         self.resolve_opt(table, row).await
     }
 
@@ -92,7 +92,7 @@ impl<'a> Resolver<'a> {
     ) -> Result<Option<StoredEntity>> {
         let pk = row.data.partition_key.clone();
         let rk = row.data.row_key.clone();
-        let backend = self.env.backend().clone();
+        let backend = self.env.backend.clone();
         let mut current = Some(row);
         let mut waited = 0;
         let started = tokio::time::Instant::now();
@@ -163,7 +163,7 @@ impl<'a> Resolver<'a> {
                     tracing::debug!(table = %table, partition = %pk, row = %rk, txn = %mark.txn, "finishing a decided commit's write met on a read");
                     let op = after::write_of(backend.as_ref(), table, &row, &mark.txn).await?;
                     if write(backend.as_ref(), table, &op).await? {
-                        self.env.telemetry().roll_forward();
+                        self.env.telemetry.roll_forward();
                     }
                 }
                 CommitOutcome::NotApplied => {
@@ -198,10 +198,10 @@ impl<'a> Resolver<'a> {
     async fn fence(&self, primary: &PartitionKey) -> Result<()> {
         let started = tokio::time::Instant::now();
         let timeout = self.env.lock_timeout;
-        let name = super::lock_name::lock_name(self.env.table_prefix(), primary)?;
+        let name = super::lock_name::lock_name(&self.env.table_prefix, primary)?;
         let mut pause = FENCE_FIRST_TRY;
         loop {
-            if let Some(guard) = self.env.locks().try_acquire(name.as_str()).await? {
+            if let Some(guard) = self.env.locks.try_acquire(name.as_str()).await? {
                 if let Err(e) = guard.release().await {
                     tracing::debug!(partition = %primary, error = %e, "giving back a primary's lock taken to settle its commit failed; it will expire");
                 }
@@ -253,7 +253,7 @@ impl TableEnv {
         // `exact`: every row without a mark that the service returned
         // matches the filter.
         let (sent, exact) = query_request(spec);
-        let mut page = self.backend().query(table, &sent).await?;
+        let mut page = self.backend.query(table, &sent).await?;
         if exact
             && spec.select.is_none()
             && !page.entities.iter().any(|row| {

@@ -201,7 +201,7 @@ impl<E: Entity> Table<E> {
         let (reader, pages) = query.key_pages()?;
         let name = self.same_table(&reader)?.clone();
         let span = tracing::debug_span!("leasehold.purge", table = %name, concurrency);
-        let telemetry = self.env.telemetry().clone();
+        let telemetry = self.env.telemetry.clone();
         let purge = async move {
             let batch = match (E::INDEXES.is_empty(), self.fenced) {
                 (false, _) => 1,
@@ -297,7 +297,7 @@ impl<E: Entity> Table<E> {
             async move { Ok(count) }
         });
         self.env
-            .telemetry()
+            .telemetry
             .operation("count", count.instrument(span))
             .await
     }

@@ -329,7 +329,7 @@ impl<E: Entity> Query<E> {
                     .query_page(table.ready_to_read().await?, &spec)
                     .await
             };
-            let page = table.env.telemetry().operation("query", read).await?;
+            let page = table.env.telemetry.operation("query", read).await?;
             let complete = spec.select.is_none();
             let items: Vec<_> = page
                 .entities

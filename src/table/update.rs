@@ -71,10 +71,10 @@ impl<E: Entity> Table<E> {
     {
         let pk = partition_key.into_partition_key()?;
         let rk = row_key.into_row_key()?;
-        let policy = self.env.conflict_retry().clone();
+        let policy = self.env.conflict_retry.clone();
         let mut delays = policy.backoff();
         let mut attempts = 0u32;
-        let telemetry = self.env.telemetry();
+        let telemetry = &self.env.telemetry;
         let work = async {
             let stored = self.ready().await?.as_str();
             loop {

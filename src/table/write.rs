@@ -146,7 +146,7 @@ impl<E: Entity> Table<E> {
                 other => other,
             }
         };
-        self.env.telemetry().operation("insert", insert).await
+        self.env.telemetry.operation("insert", insert).await
     }
 
     /// What to send again for `insert`, refused because its row exists,
@@ -159,7 +159,7 @@ impl<E: Entity> Table<E> {
         };
         let name = self.ready().await?;
         let (pk, rk) = (&data.partition_key, &data.row_key);
-        let Some(stored) = self.env.backend().get(name, pk, rk).await? else {
+        let Some(stored) = self.env.backend.get(name, pk, rk).await? else {
             return Ok(None);
         };
         if stored.data.properties.get(MARK).is_none() {
@@ -327,7 +327,7 @@ impl<E: Entity> Table<E> {
             };
             self.send(op).await
         };
-        self.env.telemetry().operation(name, delete).await
+        self.env.telemetry.operation(name, delete).await
     }
 
     /// [`Table::write`] as the operation `name` of the table's telemetry.
@@ -340,7 +340,7 @@ impl<E: Entity> Table<E> {
         make_op: impl FnOnce(EntityData) -> TableOp,
     ) -> Result<Versioned<E>> {
         let write = async move { self.write(entity, current, base?, make_op).await };
-        self.env.telemetry().operation(name, write).await
+        self.env.telemetry.operation(name, write).await
     }
 
     pub(crate) async fn send(&self, op: TableOp) -> Result<()> {
@@ -383,9 +383,9 @@ impl<E: Entity> Table<E> {
         // A fenced table fenced again has the later fence only.
         let mut table = self.clone();
         table.writer = std::sync::Arc::new(FencedWrites {
-            inner: std::sync::Arc::clone(self.env.backend()),
+            inner: std::sync::Arc::clone(&self.env.backend),
             fence: fence.clone(),
-            races: self.env.conflict_retry().clone(),
+            races: self.env.conflict_retry.clone(),
         });
         table.fenced = true;
         table
