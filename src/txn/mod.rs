@@ -146,18 +146,6 @@ impl Transaction {
         self.unit.get_in(partition_key, row_key).await
     }
 
-    /// As [`Transaction::get`] (the name [`Unit::get_in`] has).
-    ///
-    /// # Errors
-    /// As [`Transaction::get`].
-    pub async fn get_in<E: Entity>(
-        &mut self,
-        partition_key: impl IntoPartitionKey,
-        row_key: impl IntoRowKey,
-    ) -> Result<Option<Versioned<E>>> {
-        self.get(partition_key, row_key).await
-    }
-
     /// Reads several entities of one type, as [`Transaction::get`] does,
     /// in one round trip; answers in the order of `keys`.
     ///
