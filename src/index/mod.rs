@@ -201,7 +201,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 pub(crate) use unit::UnitClaims;
 pub use verify::{DuplicateValue, IndexReport};
-pub(crate) use verify::{defs_of, report_table, stale_rows, still_stale};
+pub(crate) use verify::{defs_of, report, stale_rows, still_stale};
 pub(crate) use write::writes;
 
 use crate::entity::{EntityData, Properties, Value};
@@ -436,14 +436,8 @@ pub(crate) async fn ensure_defs(env: &Arc<TableEnv>, indexes: &Indexes) -> Resul
             let mut properties = Properties::with_capacity(2);
             properties.insert_static(UNIQUE, Value::Boolean(def.unique));
             properties.insert("Field", Value::String(def.field.clone()));
-            Ok(crate::backend::TableOp::Replace(
-                EntityData {
-                    partition_key: pk.clone(),
-                    row_key: RowKey::new(def.property.clone())?,
-                    properties,
-                },
-                crate::backend::Precondition::Upsert,
-            ))
+            let row = crate::rows::row(&pk, &RowKey::new(def.property.clone())?, properties);
+            Ok(crate::backend::TableOp::Replace(row, crate::backend::Precondition::Upsert))
         })
         .collect::<Result<_>>()?;
     env.backend.batch(&indexes.index_table, &ops).await?;

@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 
 use super::claim::{self, Claimant, Neutralized};
 use super::{DEFS_PARTITION, Indexes, read_defs, target_of, value_key_of};
-use crate::backend::{QuerySpec, StoredEntity, TableOp};
+use crate::backend::{QuerySpec, StoredEntity};
 use crate::entity::Value;
 use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
-use crate::table::{TableEnv, lost_race};
+use crate::rows::Pages;
+use crate::table::TableEnv;
 use std::sync::Arc;
 
 /// What [`Store::verify_indexes`](crate::Store::verify_indexes) found, or [`Store::rebuild_indexes`](crate::Store::rebuild_indexes)
@@ -100,31 +101,19 @@ async fn scan(
     select: Option<Vec<String>>,
     mut each: impl FnMut(StoredEntity) -> Result<()>,
 ) -> Result<()> {
-    let mut spec = QuerySpec {
-        select,
-        top: Some(QuerySpec::MAX_PAGE_SIZE),
-        ..QuerySpec::default()
-    };
-    loop {
-        let page = match env.backend.query(table, &spec).await {
-            Ok(page) => page,
-            Err(Error::NotFound { .. }) => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        for row in page.entities {
-            // A commit's decision row, a fence row, a tombstone: leasehold's
-            // own, neither an entity nor an index row.
-            if row.data.partition_key.as_str() != DEFS_PARTITION
+    let top = Some(QuerySpec::MAX_PAGE_SIZE);
+    let mut pages = Pages::of(env.backend.as_ref(), table, QuerySpec { select, top, ..QuerySpec::default() });
+    while let Some(page) = pages.next().await? {
+        // A commit's decision row, a fence row, a tombstone: leasehold's
+        // own, neither an entity nor an index row.
+        for row in page.into_iter().filter(|row| {
+            row.data.partition_key.as_str() != DEFS_PARTITION
                 && !crate::rows::is_hidden(&row.data.row_key, &row.data.properties)
-            {
-                each(row)?;
-            }
-        }
-        match page.continuation {
-            Some(c) => spec.continuation = Some(c),
-            None => return Ok(()),
+        }) {
+            each(row)?;
         }
     }
+    Ok(())
 }
 
 /// The entities an index row names (see `claim::prev_of`).
@@ -283,16 +272,7 @@ async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result
                     Neutralized::Holds | Neutralized::Raced => return Ok(false),
                 }
             }
-            let op = TableOp::Delete {
-                partition_key: ipk,
-                row_key: irk,
-                condition: crate::backend::Precondition::IfMatch(now.etag),
-            };
-            match claim::send(env, &indexes.index_table, op).await {
-                Ok(()) => Ok(true),
-                Err(e) if lost_race(&e) => Ok(false),
-                Err(e) => Err(e),
-            }
+            crate::rows::delete_as_read(env.backend.as_ref(), &indexes.index_table, &now).await
         }
     }
 }
@@ -351,18 +331,8 @@ pub(crate) async fn defs_of(env: &Arc<TableEnv>, table: &str) -> Result<Indexes>
     })
 }
 
-/// [`report`] by the definitions stored for entity table `table`.
-pub(crate) async fn report_table(
-    env: &Arc<TableEnv>,
-    table: &str,
-    repair: bool,
-    progress: &mut dyn FnMut(u64),
-) -> Result<IndexReport> {
-    report(env, &defs_of(env, table).await?, repair, progress).await
-}
-
 /// Checks `indexes`, and when `repair` fixes what it found.
-pub(super) async fn report(
+pub(crate) async fn report(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
     repair: bool,
