@@ -156,7 +156,7 @@ impl Commit<'_> {
         // A unit writing indexed types sends its writes within the claims'
         // window of starting its claims, or not at all (see "How long a
         // claim or tombstone is relied on" in `crate::index`).
-        let claims_window = (!self.indexed.is_empty() && self.unit.env.claims().is_some())
+        let claims_window = (!self.indexed.is_empty())
             .then(|| tokio::time::Instant::now() + crate::rows::SEND_WINDOW);
         let env = self.unit.env.clone();
         async {
@@ -213,9 +213,6 @@ impl Commit<'_> {
     /// Runs the store's index claims for writes of indexed types; what
     /// they read and the writes they answer join the commit.
     async fn claim_indexes(&mut self) -> Result<Option<Box<dyn AfterCommit>>> {
-        let Some(claims) = self.unit.env.claims().cloned() else {
-            return Ok(None);
-        };
         if self.indexed.is_empty() {
             return Ok(None);
         }
@@ -232,7 +229,7 @@ impl Commit<'_> {
             reads: &self.reads,
             indexed: &self.indexed,
         };
-        let claimed = claims.claim(&self.unit.env, input).await?;
+        let claimed = self.unit.env.claims.claim(&self.unit.env, input).await?;
         self.reads.extend(claimed.read);
         self.staged.extend(claimed.writes);
         Ok(claimed.after)
@@ -252,7 +249,7 @@ impl Commit<'_> {
         if self.staged.is_empty() {
             return Ok((report, None));
         }
-        (self.unit).ensure_held(self.unit.env.lock_options().commit_margin)?;
+        (self.unit).ensure_held(self.unit.env.options.commit_margin)?;
         let tables: BTreeSet<TableName> = self.staged.keys().map(|k| k.0.table.clone()).collect();
         for table in &tables {
             self.unit.env.ensure_table(table).await?;
@@ -724,7 +721,7 @@ impl Finishing {
                 .map(|(table, ops)| backend.batch(table, ops)),
         )
         .await;
-        let resolver = Resolver::new(env.tables(), held);
+        let resolver = Resolver::new(&env.tables, held);
         let (mut done, mut recovered, mut all_off) = (0, false, true);
         for ((table, ops), result) in finishing.iter().zip(results) {
             let e = match result {
