@@ -48,8 +48,8 @@ fn index_row(
     let mut properties = Properties::with_capacity(2);
     properties.insert_static(ENTITY_PK, Value::String(owner.0.as_str().to_owned()));
     properties.insert_static(ENTITY_RK, Value::String(owner.1.as_str().to_owned()));
-    let (pk, rk) = (indexes.partition(def, &key.key)?, Indexes::row(def, &owner.0, &owner.1)?);
-    let mut data = crate::rows::row(&pk, &rk, properties);
+    let pk = indexes.partition(def, &key.key)?;
+    let mut data = crate::rows::row(&pk, &Indexes::row(def, &owner.0, &owner.1)?, properties);
     if def.unique {
         data.properties
             .insert_static(TXN, Value::String(txn.to_owned()));

@@ -204,6 +204,7 @@ pub use verify::{DuplicateValue, IndexReport};
 pub(crate) use verify::{defs_of, report, stale_rows, still_stale};
 pub(crate) use write::writes;
 
+use crate::backend::{Precondition, TableOp};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey, TableName};
@@ -429,7 +430,7 @@ pub(crate) async fn ensure_defs(env: &Arc<TableEnv>, indexes: &Indexes) -> Resul
     }
     env.ensure_table(&indexes.index_table).await?;
     let pk = PartitionKey::new(DEFS_PARTITION)?;
-    let ops: Vec<crate::backend::TableOp> = indexes
+    let ops: Vec<TableOp> = indexes
         .defs
         .iter()
         .map(|def| {
@@ -437,7 +438,7 @@ pub(crate) async fn ensure_defs(env: &Arc<TableEnv>, indexes: &Indexes) -> Resul
             properties.insert_static(UNIQUE, Value::Boolean(def.unique));
             properties.insert("Field", Value::String(def.field.clone()));
             let row = crate::rows::row(&pk, &RowKey::new(def.property.clone())?, properties);
-            Ok(crate::backend::TableOp::Replace(row, crate::backend::Precondition::Upsert))
+            Ok(TableOp::Replace(row, Precondition::Upsert))
         })
         .collect::<Result<_>>()?;
     env.backend.batch(&indexes.index_table, &ops).await?;

@@ -101,8 +101,12 @@ async fn scan(
     select: Option<Vec<String>>,
     mut each: impl FnMut(StoredEntity) -> Result<()>,
 ) -> Result<()> {
-    let top = Some(QuerySpec::MAX_PAGE_SIZE);
-    let mut pages = Pages::of(env.backend.as_ref(), table, QuerySpec { select, top, ..QuerySpec::default() });
+    let spec = QuerySpec {
+        select,
+        top: Some(QuerySpec::MAX_PAGE_SIZE),
+        ..QuerySpec::default()
+    };
+    let mut pages = Pages::of(env.backend.as_ref(), table, spec);
     while let Some(page) = pages.next().await? {
         // A commit's decision row, a fence row, a tombstone: leasehold's
         // own, neither an entity nor an index row.

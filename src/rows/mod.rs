@@ -107,14 +107,21 @@ pub(crate) struct Pages<'a> {
 
 impl<'a> Pages<'a> {
     pub(crate) fn new(backend: &'a dyn TableBackend, table: &'a TableName, filter: Filter) -> Self {
-        let filter = Some(filter);
-        Self::of(backend, table, QuerySpec { filter, ..QuerySpec::default() })
+        let spec = QuerySpec {
+            filter: Some(filter),
+            ..QuerySpec::default()
+        };
+        Self::of(backend, table, spec)
     }
 
     /// The pages of a query asked as `spec`.
     pub(crate) fn of(backend: &'a dyn TableBackend, table: &'a TableName, spec: QuerySpec) -> Self {
         let spec = Some(spec);
-        Pages { backend, table, spec }
+        Pages {
+            backend,
+            table,
+            spec,
+        }
     }
 
     /// The next page, or `None` once every page was read.

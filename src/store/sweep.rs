@@ -396,8 +396,7 @@ impl Sweeper<'_> {
         let old = |(_, row): &(_, StoredEntity)| row.timestamp < self.cutoff;
         let remove = |(def, row): (_, StoredEntity)| async move {
             // A dry run reads nothing more (a read may finish a mark).
-            if !self.dry_run && !crate::index::still_stale(&env.tables, indexes, def, &row).await?
-            {
+            if !self.dry_run && !crate::index::still_stale(&env.tables, indexes, def, &row).await? {
                 return Ok(false);
             }
             self.delete(&indexes.index_table, &row).await
