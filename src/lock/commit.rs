@@ -410,13 +410,7 @@ impl Commit<'_> {
         let reads = self.before_images(groups).await?;
         let plan = self.plan(groups, &reads)?;
         let backend = self.unit.env.backend.clone();
-        let Plan {
-            txn,
-            primary,
-            table,
-            commit,
-            marking,
-        } = plan;
+        let (txn, primary, marking) = (plan.txn, plan.primary, plan.marking);
         report.transaction = Some(txn.clone());
         let primary_part = groups[0].part;
 
@@ -446,18 +440,18 @@ impl Commit<'_> {
         };
 
         // 2. The commit point.
-        match self.send(&table, &commit, Some(deadline)).await? {
+        match self.send(&plan.table, &plan.commit, Some(deadline)).await? {
             Ok(_) => {}
             Err(e) if is_refusal(&e) => {
                 self.withdraw(&marking, &versions).await;
-                return Err(refusal(e, commit.len() - 1, &primary, &txn));
+                return Err(refusal(e, plan.commit.len() - 1, &primary, &txn));
             }
             // A lost reply, or a later try refused unsent past the
             // deadline (an earlier one may have landed): the decision
             // row says which.
             Err(e) => {
                 tracing::warn!(partition = %primary, txn = %txn, error = %e, "the commit point's reply was lost; reading its decision");
-                match decision::settle(backend.as_ref(), &table, &primary, &txn).await {
+                match decision::settle(backend.as_ref(), &plan.table, &primary, &txn).await {
                     Ok(CommitOutcome::Applied) => {}
                     Ok(CommitOutcome::NotApplied) => {
                         self.withdraw(&marking, &versions).await;
@@ -504,7 +498,7 @@ impl Commit<'_> {
             finishing.extend(sent.into_iter().map(|s| (s.table, s.ops)));
         }
         let finishing = Finishing {
-            decision_delete: (table, layout::delete(&primary, &txn)?),
+            decision_delete: (plan.table, layout::delete(&primary, &txn)?),
             rounds: finishing,
             txn,
             all_off,
@@ -535,15 +529,8 @@ impl Commit<'_> {
                 // The service would refuse it: nothing is sent.
                 let refusal = match (&read, op) {
                     (Some(_), TableOp::Insert(_)) => Some((409, "EntityAlreadyExists")),
-                    // (A delete of a row read as absent checks that it
-                    // still is: its mark does.)
-                    (
-                        None,
-                        TableOp::Delete {
-                            condition: Precondition::IfExists,
-                            ..
-                        },
-                    ) if read_absent(&self.reads, row) => None,
+                    // (Its mark checks that it still is.)
+                    (None, op) if self.checks_absent(op, row) => None,
                     // A write needing its row.
                     (None, op) if !matches!(op.condition(), None | Some(Precondition::Upsert)) => {
                         Some((404, "ResourceNotFound"))
@@ -687,19 +674,13 @@ impl Commit<'_> {
     /// Whether group `g` checks that a row read as absent still is (only a
     /// mark can).
     fn checks_absence(&self, g: &Group) -> bool {
-        let deletes = |op: &TableOp| {
-            matches!(
-                op,
-                TableOp::Delete {
-                    condition: Precondition::IfExists,
-                    ..
-                }
-            )
-        };
-        g.ops
-            .iter()
-            .zip(&g.rows)
-            .any(|(op, row)| deletes(op) && read_absent(&self.reads, row))
+        (g.ops.iter().zip(&g.rows)).any(|(op, row)| self.checks_absent(op, row))
+    }
+
+    /// Whether `op` is a delete of a row read as absent.
+    fn checks_absent(&self, op: &TableOp, row: &(Slot, RowKey)) -> bool {
+        let deletes = matches!(op.condition(), Some(Precondition::IfExists));
+        deletes && matches!(op, TableOp::Delete { .. }) && read_absent(&self.reads, row)
     }
 }
 
@@ -707,23 +688,12 @@ impl Finishing {
     /// Steps 3 and 4; a failed transaction's rows are resolved one by one.
     /// Answers how many went through and whether any was refused.
     async fn run(self, env: &Arc<LockEnv>) -> (usize, bool) {
-        let Finishing {
-            rounds: finishing,
-            txn,
-            all_off: deletes,
-            decision_delete,
-            held,
-        } = self;
-        let backend = &env.backend;
-        let results = join_all(
-            finishing
-                .iter()
-                .map(|(table, ops)| backend.batch(table, ops)),
-        )
-        .await;
-        let resolver = Resolver::new(&env.tables, held);
+        let (backend, txn) = (&env.backend, &self.txn);
+        let sent = (self.rounds.iter()).map(|(table, ops)| backend.batch(table, ops));
+        let results = join_all(sent).await;
+        let resolver = Resolver::new(&env.tables, self.held);
         let (mut done, mut recovered, mut all_off) = (0, false, true);
-        for ((table, ops), result) in finishing.iter().zip(results) {
+        for ((table, ops), result) in self.rounds.iter().zip(results) {
             let e = match result {
                 Ok(_) => {
                     done += 1;
@@ -745,9 +715,9 @@ impl Finishing {
                 }
             }
         }
-        if deletes && all_off {
+        if self.all_off && all_off {
             let backend = env.backend.clone();
-            let (table, op) = decision_delete;
+            let (table, op) = self.decision_delete;
             tokio::spawn(async move {
                 if let Err(e) = backend.execute(&table, op, &WriteOptions::new()).await {
                     tracing::debug!(table = %table, error = %e, "deleting a finished commit's decision row failed; it stays, hidden from reads");
