@@ -486,11 +486,10 @@ impl Commit<'_> {
                 all_off = false;
                 None
             }
-            (None, _) => Some(rows::delete(
-                pre.partition_key(),
-                pre.row_key(),
-                Precondition::IfExists,
-            )),
+            (None, _) => {
+                let if_exists = Precondition::IfExists;
+                Some(rows::delete(pre.partition_key(), pre.row_key(), if_exists))
+            }
         });
         let mut finishing: Vec<(TableName, Vec<TableOp>)> = Vec::new();
         for (table, ops) in finished {
@@ -606,11 +605,10 @@ impl Commit<'_> {
             match Mark::of(&data.properties) {
                 Some(mark) => Some(strip(data, etag, &mark)),
                 // An after-image row.
-                None => Some(rows::delete(
-                    &data.partition_key,
-                    &data.row_key,
-                    Precondition::IfMatch(etag),
-                )),
+                None => {
+                    let at = Precondition::IfMatch(etag);
+                    Some(rows::delete(&data.partition_key, &data.row_key, at))
+                }
             }
         });
         join_all(sends.into_iter().map(|(table, ops)| {
