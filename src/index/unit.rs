@@ -68,9 +68,7 @@ async fn read_for_index(
     Ok(stored)
 }
 
-/// Before the commit sends anything: conditions every staged write of an
-/// indexed type on the row as the unit read it and sets the values they
-/// set (see "Units" in the module docs).
+/// The claims of a unit's staged writes ("Units" in the module docs).
 async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Claimed> {
     let all: Vec<Indexes> = input
         .indexed

@@ -212,24 +212,20 @@ impl Transaction {
         let table = self.unit.env.table_name(E::TABLE)?;
         let etag = current.etag().clone();
         let key = |part| {
-            (
-                Slot {
-                    part,
-                    table: table.clone(),
-                },
-                data.row_key.clone(),
-            )
+            let table = table.clone();
+            (Slot { part, table }, data.row_key.clone())
         };
         let part = (self.unit.parts.iter()).position(|p| p.pk == data.partition_key);
         match part.and_then(|part| self.unit.reads.get(&key(part))) {
             Some(Some(row)) if row.etag == etag => return Ok(()),
             Some(_) => {
+                let what = format!(
+                    "check of row {:?} of partition {:?} in `{table}`: the transaction read it at another version",
+                    data.row_key.as_str(),
+                    data.partition_key.as_str(),
+                );
                 return Err(Error::Conflict {
-                    what: format!(
-                        "check of row {:?} of partition {:?} in `{table}`: the transaction read it at another version",
-                        data.row_key.as_str(),
-                        data.partition_key.as_str(),
-                    ),
+                    what,
                     code: None,
                     table: Some(table.as_str().to_owned()),
                     row: Some(Box::new((data.partition_key.clone(), data.row_key.clone()))),
