@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use super::claim::{self, Claimant, Neutralized};
 use super::{DEFS_PARTITION, Indexes, read_defs, target_of, value_key_of};
 use crate::backend::{QuerySpec, StoredEntity};
-use crate::entity::Value;
 use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
 use crate::rows::Pages;
@@ -80,8 +79,7 @@ impl std::fmt::Display for DuplicateValue {
 #[derive(Debug, Clone)]
 struct Expected {
     def: usize,
-    value: Value,
-    key: String,
+    key: super::Key,
     entity: (PartitionKey, RowKey),
 }
 
@@ -165,8 +163,7 @@ async fn check<P: FnMut(u64) + ?Sized>(
             let irk = Indexes::row(def, &entity.0, &entity.1)?;
             expected.entry((ipk, irk)).or_default().push(Expected {
                 def: def_i,
-                value: key.value,
-                key: key.key,
+                key,
                 entity: entity.clone(),
             });
         }
@@ -192,7 +189,7 @@ async fn check<P: FnMut(u64) + ?Sized>(
                 "{}.{} = {} of entity {}",
                 indexes.type_name,
                 def.field,
-                super::show(&e.value),
+                super::show(&e.key.value),
                 show_entity(&e.entity)
             )
         };
@@ -200,7 +197,7 @@ async fn check<P: FnMut(u64) + ?Sized>(
             report.duplicates.push(DuplicateValue {
                 index: format!("{}.{}", indexes.type_name, def.field),
                 field: def.field.clone(),
-                value: super::text(&holders[0].value),
+                value: super::text(&holders[0].key.value),
                 partition_key: keys.0.clone(),
                 entities: holders.iter().map(|h| h.entity.clone()).collect(),
             });
@@ -246,13 +243,8 @@ async fn check<P: FnMut(u64) + ?Sized>(
 async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result<bool> {
     match problem {
         Problem::Missing(e) => {
-            let def = &indexes.defs[e.def];
-            let key = super::Key {
-                value: e.value.clone(),
-                key: e.key.clone(),
-            };
             let who = Claimant::plain(&e.entity, "rebuilt");
-            match claim::set(env, indexes, def, &key, &who).await {
+            match claim::set(env, indexes, &indexes.defs[e.def], &e.key, &who).await {
                 Ok(()) => Ok(true),
                 // Held by another entity as well: a duplicate, reported.
                 Err(Error::ValueTaken { .. }) => Ok(false),
