@@ -64,11 +64,7 @@ fn index_row(
 }
 
 /// Sends one index write (never through a fence).
-pub(super) async fn send(
-    env: &Arc<TableEnv>,
-    table: &crate::key::TableName,
-    op: TableOp,
-) -> Result<()> {
+async fn send(env: &Arc<TableEnv>, table: &crate::key::TableName, op: TableOp) -> Result<()> {
     env.backend
         .execute(table, op, &WriteOptions::new())
         .await
@@ -177,10 +173,8 @@ pub(crate) async fn set(
             }
         }
         let take = TableOp::Replace(take_as, Precondition::IfMatch(current.etag));
-        match send(env, table, take).await {
-            Ok(()) => return Ok(()),
-            Err(e) if raced(&e) => {}
-            Err(e) => return Err(e),
+        if crate::rows::write_as_read(env.backend.as_ref(), table, take).await? {
+            return Ok(());
         }
     }
     Err(Error::Timeout {
