@@ -37,12 +37,8 @@ pub(crate) fn fold(
             // nothing to write.
             Precondition::Upsert if read_absent => None,
             c => {
-                let condition = delete_condition(c.clone());
-                Some(crate::rows::delete(
-                    op.partition_key(),
-                    op.row_key(),
-                    condition,
-                ))
+                let (pk, rk) = (op.partition_key(), op.row_key());
+                Some(crate::rows::delete(pk, rk, delete_condition(c.clone())))
             }
         },
     })
