@@ -48,11 +48,8 @@ fn index_row(
     let mut properties = Properties::with_capacity(2);
     properties.insert_static(ENTITY_PK, Value::String(owner.0.as_str().to_owned()));
     properties.insert_static(ENTITY_RK, Value::String(owner.1.as_str().to_owned()));
-    let mut data = EntityData {
-        partition_key: indexes.partition(def, &key.key)?,
-        row_key: Indexes::row(def, &owner.0, &owner.1)?,
-        properties,
-    };
+    let pk = indexes.partition(def, &key.key)?;
+    let mut data = crate::rows::row(&pk, &Indexes::row(def, &owner.0, &owner.1)?, properties);
     if def.unique {
         data.properties
             .insert_static(TXN, Value::String(txn.to_owned()));
@@ -67,11 +64,7 @@ fn index_row(
 }
 
 /// Sends one index write (never through a fence).
-pub(super) async fn send(
-    env: &Arc<TableEnv>,
-    table: &crate::key::TableName,
-    op: TableOp,
-) -> Result<()> {
+async fn send(env: &Arc<TableEnv>, table: &crate::key::TableName, op: TableOp) -> Result<()> {
     env.backend
         .execute(table, op, &WriteOptions::new())
         .await
@@ -180,10 +173,8 @@ pub(crate) async fn set(
             }
         }
         let take = TableOp::Replace(take_as, Precondition::IfMatch(current.etag));
-        match send(env, table, take).await {
-            Ok(()) => return Ok(()),
-            Err(e) if raced(&e) => {}
-            Err(e) => return Err(e),
+        if crate::rows::write_as_read(env.backend.as_ref(), table, take).await? {
+            return Ok(());
         }
     }
     Err(Error::Timeout {
@@ -283,15 +274,9 @@ pub(crate) async fn read_freed(
 /// Removes the rows [`read_freed`] read at their ETags, best effort (a
 /// row left behind is a stale claim).
 pub(crate) async fn remove_freed(env: &Arc<TableEnv>, indexes: &Indexes, freed: Vec<StoredEntity>) {
-    let deletes = freed.into_iter().map(|row| async move {
-        let op = TableOp::Delete {
-            partition_key: row.data.partition_key,
-            row_key: row.data.row_key,
-            condition: Precondition::IfMatch(row.etag),
-        };
-        if let Err(e) = send(env, &indexes.index_table, op).await
-            && !raced(&e)
-        {
+    let deletes = freed.iter().map(|row| async move {
+        let deleted = crate::rows::delete_as_read(env.backend.as_ref(), &indexes.index_table, row);
+        if let Err(e) = deleted.await {
             tracing::debug!(table = %indexes.index_table, error = %e, "removing a freed index row failed; it stays as a stale claim");
         }
     });

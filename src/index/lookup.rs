@@ -220,13 +220,8 @@ async fn holds_now(
     (pk, rk): &(PartitionKey, RowKey),
 ) -> Result<Option<StoredEntity>> {
     env.ensure_table(&indexes.table).await?;
-    let Some(entity) = env.read_row(&indexes.table, pk, rk).await? else {
-        return Ok(None);
-    };
-    let holds = indexes.keys(Some(&entity.data.properties))?[i]
-        .as_ref()
-        .is_some_and(|k| k.key == key);
-    Ok(holds.then_some(entity))
+    let entity = env.read_row(&indexes.table, pk, rk).await?;
+    Ok(entity.filter(|e| super::claim::holds(&indexes.defs[i], &e.data.properties, key)))
 }
 
 type Start = Result<(Arc<TableEnv>, Indexes, usize, Option<Filter>)>;

@@ -201,9 +201,10 @@ use std::sync::{Arc, Mutex, Weak};
 
 pub(crate) use unit::UnitClaims;
 pub use verify::{DuplicateValue, IndexReport};
-pub(crate) use verify::{defs_of, report_table, stale_rows, still_stale};
+pub(crate) use verify::{defs_of, report, stale_rows, still_stale};
 pub(crate) use write::writes;
 
+use crate::backend::{Precondition, TableOp};
 use crate::entity::{EntityData, Properties, Value};
 use crate::error::{Error, Result};
 use crate::key::{CompositeKey, KeyPart, PartitionKey, RowKey, TableName};
@@ -429,21 +430,15 @@ pub(crate) async fn ensure_defs(env: &Arc<TableEnv>, indexes: &Indexes) -> Resul
     }
     env.ensure_table(&indexes.index_table).await?;
     let pk = PartitionKey::new(DEFS_PARTITION)?;
-    let ops: Vec<crate::backend::TableOp> = indexes
+    let ops: Vec<TableOp> = indexes
         .defs
         .iter()
         .map(|def| {
             let mut properties = Properties::with_capacity(2);
             properties.insert_static(UNIQUE, Value::Boolean(def.unique));
             properties.insert("Field", Value::String(def.field.clone()));
-            Ok(crate::backend::TableOp::Replace(
-                EntityData {
-                    partition_key: pk.clone(),
-                    row_key: RowKey::new(def.property.clone())?,
-                    properties,
-                },
-                crate::backend::Precondition::Upsert,
-            ))
+            let row = crate::rows::row(&pk, &RowKey::new(def.property.clone())?, properties);
+            Ok(TableOp::Replace(row, Precondition::Upsert))
         })
         .collect::<Result<_>>()?;
     env.backend.batch(&indexes.index_table, &ops).await?;

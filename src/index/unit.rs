@@ -23,7 +23,7 @@ pub(crate) struct UnitClaims;
 #[async_trait]
 impl CommitClaims for UnitClaims {
     async fn claim(&self, env: &Arc<LockEnv>, input: ClaimInput<'_>) -> Result<Claimed> {
-        claim_indexes(env.tables(), input).await
+        claim_indexes(&env.tables, input).await
     }
 }
 
@@ -35,7 +35,7 @@ struct FreedRows(Vec<(Indexes, Vec<StoredEntity>)>);
 impl AfterCommit for FreedRows {
     async fn run(self: Box<Self>, env: &Arc<LockEnv>) {
         for (indexes, rows) in self.0 {
-            claim::remove_freed(env.tables(), &indexes, rows).await;
+            claim::remove_freed(&env.tables, &indexes, rows).await;
         }
     }
 }
@@ -68,9 +68,7 @@ async fn read_for_index(
     Ok(stored)
 }
 
-/// Before the commit sends anything: conditions every staged write of an
-/// indexed type on the row as the unit read it and sets the values they
-/// set (see "Units" in the module docs).
+/// The claims of a unit's staged writes ("Units" in the module docs).
 async fn claim_indexes(env: &Arc<TableEnv>, input: ClaimInput<'_>) -> Result<Claimed> {
     let all: Vec<Indexes> = input
         .indexed
@@ -186,20 +184,13 @@ fn conditioned(op: TableOp, read: Option<&StoredEntity>) -> TableOp {
         Some(r) if is_tombstone(&r.data.properties) => State::Tombstone(r.etag.clone()),
         Some(r) => State::Version(r.etag.clone()),
     };
-    match (entity_op(&op, &state), op) {
-        (Ok(sent), _) => sent,
+    match entity_op(&op, &state) {
+        Ok(sent) => sent,
         // Nothing to write onto: the commit fails as it would have.
-        (
-            Err(_),
-            TableOp::Delete {
-                partition_key,
-                row_key,
-                ..
-            },
-        ) => TableOp::Replace(
-            tombstone::data(&partition_key, &row_key, "deleted"),
-            Precondition::IfExists,
-        ),
-        (Err(_), other) => other,
+        Err(_) if matches!(op, TableOp::Delete { .. }) => {
+            let gone = tombstone::data(op.partition_key(), op.row_key(), "deleted");
+            TableOp::Replace(gone, Precondition::IfExists)
+        }
+        Err(_) => op,
     }
 }

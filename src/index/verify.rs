@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use super::claim::{self, Claimant, Neutralized};
 use super::{DEFS_PARTITION, Indexes, read_defs, target_of, value_key_of};
-use crate::backend::{QuerySpec, StoredEntity, TableOp};
-use crate::entity::Value;
+use crate::backend::{QuerySpec, StoredEntity};
 use crate::error::{Error, Result};
 use crate::key::{PartitionKey, RowKey, TableName};
-use crate::table::{TableEnv, lost_race};
+use crate::rows::Pages;
+use crate::table::TableEnv;
 use std::sync::Arc;
 
 /// What [`Store::verify_indexes`](crate::Store::verify_indexes) found, or [`Store::rebuild_indexes`](crate::Store::rebuild_indexes)
@@ -79,8 +79,7 @@ impl std::fmt::Display for DuplicateValue {
 #[derive(Debug, Clone)]
 struct Expected {
     def: usize,
-    value: Value,
-    key: String,
+    key: super::Key,
     entity: (PartitionKey, RowKey),
 }
 
@@ -100,31 +99,23 @@ async fn scan(
     select: Option<Vec<String>>,
     mut each: impl FnMut(StoredEntity) -> Result<()>,
 ) -> Result<()> {
-    let mut spec = QuerySpec {
+    let spec = QuerySpec {
         select,
         top: Some(QuerySpec::MAX_PAGE_SIZE),
         ..QuerySpec::default()
     };
-    loop {
-        let page = match env.backend.query(table, &spec).await {
-            Ok(page) => page,
-            Err(Error::NotFound { .. }) => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        for row in page.entities {
-            // A commit's decision row, a fence row, a tombstone: leasehold's
-            // own, neither an entity nor an index row.
-            if row.data.partition_key.as_str() != DEFS_PARTITION
+    let mut pages = Pages::of(env.backend.as_ref(), table, spec);
+    while let Some(page) = pages.next().await? {
+        // A commit's decision row, a fence row, a tombstone: leasehold's
+        // own, neither an entity nor an index row.
+        for row in page.into_iter().filter(|row| {
+            row.data.partition_key.as_str() != DEFS_PARTITION
                 && !crate::rows::is_hidden(&row.data.row_key, &row.data.properties)
-            {
-                each(row)?;
-            }
-        }
-        match page.continuation {
-            Some(c) => spec.continuation = Some(c),
-            None => return Ok(()),
+        }) {
+            each(row)?;
         }
     }
+    Ok(())
 }
 
 /// The entities an index row names (see `claim::prev_of`).
@@ -172,8 +163,7 @@ async fn check<P: FnMut(u64) + ?Sized>(
             let irk = Indexes::row(def, &entity.0, &entity.1)?;
             expected.entry((ipk, irk)).or_default().push(Expected {
                 def: def_i,
-                value: key.value,
-                key: key.key,
+                key,
                 entity: entity.clone(),
             });
         }
@@ -199,7 +189,7 @@ async fn check<P: FnMut(u64) + ?Sized>(
                 "{}.{} = {} of entity {}",
                 indexes.type_name,
                 def.field,
-                super::show(&e.value),
+                super::show(&e.key.value),
                 show_entity(&e.entity)
             )
         };
@@ -207,7 +197,7 @@ async fn check<P: FnMut(u64) + ?Sized>(
             report.duplicates.push(DuplicateValue {
                 index: format!("{}.{}", indexes.type_name, def.field),
                 field: def.field.clone(),
-                value: super::text(&holders[0].value),
+                value: super::text(&holders[0].key.value),
                 partition_key: keys.0.clone(),
                 entities: holders.iter().map(|h| h.entity.clone()).collect(),
             });
@@ -253,13 +243,8 @@ async fn check<P: FnMut(u64) + ?Sized>(
 async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result<bool> {
     match problem {
         Problem::Missing(e) => {
-            let def = &indexes.defs[e.def];
-            let key = super::Key {
-                value: e.value.clone(),
-                key: e.key.clone(),
-            };
             let who = Claimant::plain(&e.entity, "rebuilt");
-            match claim::set(env, indexes, def, &key, &who).await {
+            match claim::set(env, indexes, &indexes.defs[e.def], &e.key, &who).await {
                 Ok(()) => Ok(true),
                 // Held by another entity as well: a duplicate, reported.
                 Err(Error::ValueTaken { .. }) => Ok(false),
@@ -283,16 +268,7 @@ async fn fix(env: &Arc<TableEnv>, indexes: &Indexes, problem: Problem) -> Result
                     Neutralized::Holds | Neutralized::Raced => return Ok(false),
                 }
             }
-            let op = TableOp::Delete {
-                partition_key: ipk,
-                row_key: irk,
-                condition: crate::backend::Precondition::IfMatch(now.etag),
-            };
-            match claim::send(env, &indexes.index_table, op).await {
-                Ok(()) => Ok(true),
-                Err(e) if lost_race(&e) => Ok(false),
-                Err(e) => Err(e),
-            }
+            crate::rows::delete_as_read(env.backend.as_ref(), &indexes.index_table, &now).await
         }
     }
 }
@@ -351,18 +327,8 @@ pub(crate) async fn defs_of(env: &Arc<TableEnv>, table: &str) -> Result<Indexes>
     })
 }
 
-/// [`report`] by the definitions stored for entity table `table`.
-pub(crate) async fn report_table(
-    env: &Arc<TableEnv>,
-    table: &str,
-    repair: bool,
-    progress: &mut dyn FnMut(u64),
-) -> Result<IndexReport> {
-    report(env, &defs_of(env, table).await?, repair, progress).await
-}
-
 /// Checks `indexes`, and when `repair` fixes what it found.
-pub(super) async fn report(
+pub(crate) async fn report(
     env: &Arc<TableEnv>,
     indexes: &Indexes,
     repair: bool,

@@ -89,27 +89,6 @@ impl State {
     }
 }
 
-/// A write's condition as the index write path sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Insert,
-    /// [`Precondition::IfMatch`].
-    At,
-    /// [`Precondition::IfExists`].
-    Existing,
-    /// [`Precondition::Upsert`].
-    Any,
-}
-
-fn kind_of(op: &TableOp) -> Kind {
-    match op.condition() {
-        None => Kind::Insert,
-        Some(Precondition::IfMatch(_)) => Kind::At,
-        Some(Precondition::IfExists) => Kind::Existing,
-        Some(Precondition::Upsert) => Kind::Any,
-    }
-}
-
 impl IndexedWrites {
     fn indexes(&self) -> Result<Arc<Indexes>> {
         if let Some(known) = self.indexes.get() {
@@ -176,7 +155,7 @@ impl IndexedWrites {
         as_read: Option<Arc<Properties>>,
     ) -> Result<Option<Version>> {
         let env = &self.env;
-        let kind = kind_of(&op);
+        let at_version = matches!(op.condition(), Some(Precondition::IfMatch(_)));
         // Errors name the caller's operation (a delete sends a replace).
         let op_name = op.name();
         let merge = matches!(op, TableOp::Merge(..));
@@ -212,7 +191,8 @@ impl IndexedWrites {
             },
             _ => self.read_state(table, &pk, &rk).await?,
         };
-        if let (Kind::At, State::Row(_, p)) = (kind, &state)
+        if at_version
+            && let State::Row(_, p) = &state
             && new.is_some()
             && indexes.keys(Some(p))? == indexes.keys(after(&state).as_ref())?
         {
@@ -271,7 +251,7 @@ impl IndexedWrites {
                     return Ok(version);
                 }
                 Err(e) => {
-                    if !lost_race(&e) || kind == Kind::At {
+                    if !lost_race(&e) || at_version {
                         return Err(self.gone_if_tombstone(e, op_name, table, &pk, &rk).await?);
                     }
                     if let Some(pause) = pauses.next() {
@@ -303,18 +283,20 @@ const EXISTS: Refusal = (409, "EntityAlreadyExists");
 pub(super) fn entity_op(op: &TableOp, state: &State) -> std::result::Result<TableOp, Refusal> {
     let at = |etag: &ETag| Precondition::IfMatch(etag.clone());
     let gone = || tombstone::data(op.partition_key(), op.row_key(), "deleted");
-    Ok(match (op, kind_of(op), state) {
+    Ok(match (op, op.condition(), state) {
         // As asked: at the version the caller read.
-        (TableOp::Delete { .. }, Kind::At, _) => {
-            TableOp::Replace(gone(), op.condition().unwrap_or(Precondition::IfExists))
+        (TableOp::Delete { .. }, Some(c @ Precondition::IfMatch(_)), _) => {
+            TableOp::Replace(gone(), c)
         }
-        (_, Kind::At, _) => op.clone(),
+        (_, Some(Precondition::IfMatch(_)), _) => op.clone(),
         (TableOp::Delete { .. }, _, State::Row(etag, _) | State::Version(etag)) => {
             TableOp::Replace(gone(), at(etag))
         }
         (TableOp::Delete { .. }, ..) => return Err(NOT_FOUND),
-        (_, Kind::Insert, State::Row(..) | State::Version(_)) => return Err(EXISTS),
-        (_, Kind::Existing, State::Absent | State::Tombstone(_)) => return Err(NOT_FOUND),
+        (_, None, State::Row(..) | State::Version(_)) => return Err(EXISTS),
+        (_, Some(Precondition::IfExists), State::Absent | State::Tombstone(_)) => {
+            return Err(NOT_FOUND);
+        }
         (TableOp::Insert(d) | TableOp::Replace(d, _) | TableOp::Merge(d, _), _, state) => {
             let d = d.clone();
             match state {

@@ -156,7 +156,7 @@ impl Commit<'_> {
         // A unit writing indexed types sends its writes within the claims'
         // window of starting its claims, or not at all (see "How long a
         // claim or tombstone is relied on" in `crate::index`).
-        let claims_window = (!self.indexed.is_empty() && self.unit.env.claims().is_some())
+        let claims_window = (!self.indexed.is_empty())
             .then(|| tokio::time::Instant::now() + crate::rows::SEND_WINDOW);
         let env = self.unit.env.clone();
         async {
@@ -213,9 +213,6 @@ impl Commit<'_> {
     /// Runs the store's index claims for writes of indexed types; what
     /// they read and the writes they answer join the commit.
     async fn claim_indexes(&mut self) -> Result<Option<Box<dyn AfterCommit>>> {
-        let Some(claims) = self.unit.env.claims().cloned() else {
-            return Ok(None);
-        };
         if self.indexed.is_empty() {
             return Ok(None);
         }
@@ -232,7 +229,7 @@ impl Commit<'_> {
             reads: &self.reads,
             indexed: &self.indexed,
         };
-        let claimed = claims.claim(&self.unit.env, input).await?;
+        let claimed = self.unit.env.claims.claim(&self.unit.env, input).await?;
         self.reads.extend(claimed.read);
         self.staged.extend(claimed.writes);
         Ok(claimed.after)
@@ -252,7 +249,7 @@ impl Commit<'_> {
         if self.staged.is_empty() {
             return Ok((report, None));
         }
-        (self.unit).ensure_held(self.unit.env.lock_options().commit_margin)?;
+        (self.unit).ensure_held(self.unit.env.options.commit_margin)?;
         let tables: BTreeSet<TableName> = self.staged.keys().map(|k| k.0.table.clone()).collect();
         for table in &tables {
             self.unit.env.ensure_table(table).await?;
@@ -413,13 +410,7 @@ impl Commit<'_> {
         let reads = self.before_images(groups).await?;
         let plan = self.plan(groups, &reads)?;
         let backend = self.unit.env.backend.clone();
-        let Plan {
-            txn,
-            primary,
-            table,
-            commit,
-            marking,
-        } = plan;
+        let (txn, primary, marking) = (plan.txn, plan.primary, plan.marking);
         report.transaction = Some(txn.clone());
         let primary_part = groups[0].part;
 
@@ -449,18 +440,18 @@ impl Commit<'_> {
         };
 
         // 2. The commit point.
-        match self.send(&table, &commit, Some(deadline)).await? {
+        match self.send(&plan.table, &plan.commit, Some(deadline)).await? {
             Ok(_) => {}
             Err(e) if is_refusal(&e) => {
                 self.withdraw(&marking, &versions).await;
-                return Err(refusal(e, commit.len() - 1, &primary, &txn));
+                return Err(refusal(e, plan.commit.len() - 1, &primary, &txn));
             }
             // A lost reply, or a later try refused unsent past the
             // deadline (an earlier one may have landed): the decision
             // row says which.
             Err(e) => {
                 tracing::warn!(partition = %primary, txn = %txn, error = %e, "the commit point's reply was lost; reading its decision");
-                match decision::settle(backend.as_ref(), &table, &primary, &txn).await {
+                match decision::settle(backend.as_ref(), &plan.table, &primary, &txn).await {
                     Ok(CommitOutcome::Applied) => {}
                     Ok(CommitOutcome::NotApplied) => {
                         self.withdraw(&marking, &versions).await;
@@ -495,11 +486,10 @@ impl Commit<'_> {
                 all_off = false;
                 None
             }
-            (None, _) => Some(rows::delete(
-                pre.partition_key(),
-                pre.row_key(),
-                Precondition::IfExists,
-            )),
+            (None, _) => {
+                let if_exists = Precondition::IfExists;
+                Some(rows::delete(pre.partition_key(), pre.row_key(), if_exists))
+            }
         });
         let mut finishing: Vec<(TableName, Vec<TableOp>)> = Vec::new();
         for (table, ops) in finished {
@@ -507,7 +497,7 @@ impl Commit<'_> {
             finishing.extend(sent.into_iter().map(|s| (s.table, s.ops)));
         }
         let finishing = Finishing {
-            decision_delete: (table, layout::delete(&primary, &txn)?),
+            decision_delete: (plan.table, layout::delete(&primary, &txn)?),
             rounds: finishing,
             txn,
             all_off,
@@ -538,15 +528,8 @@ impl Commit<'_> {
                 // The service would refuse it: nothing is sent.
                 let refusal = match (&read, op) {
                     (Some(_), TableOp::Insert(_)) => Some((409, "EntityAlreadyExists")),
-                    // (A delete of a row read as absent checks that it
-                    // still is: its mark does.)
-                    (
-                        None,
-                        TableOp::Delete {
-                            condition: Precondition::IfExists,
-                            ..
-                        },
-                    ) if read_absent(&self.reads, row) => None,
+                    // (Its mark checks that it still is.)
+                    (None, op) if self.checks_absent(op, row) => None,
                     // A write needing its row.
                     (None, op) if !matches!(op.condition(), None | Some(Precondition::Upsert)) => {
                         Some((404, "ResourceNotFound"))
@@ -622,11 +605,10 @@ impl Commit<'_> {
             match Mark::of(&data.properties) {
                 Some(mark) => Some(strip(data, etag, &mark)),
                 // An after-image row.
-                None => Some(rows::delete(
-                    &data.partition_key,
-                    &data.row_key,
-                    Precondition::IfMatch(etag),
-                )),
+                None => {
+                    let at = Precondition::IfMatch(etag);
+                    Some(rows::delete(&data.partition_key, &data.row_key, at))
+                }
             }
         });
         join_all(sends.into_iter().map(|(table, ops)| {
@@ -690,19 +672,13 @@ impl Commit<'_> {
     /// Whether group `g` checks that a row read as absent still is (only a
     /// mark can).
     fn checks_absence(&self, g: &Group) -> bool {
-        let deletes = |op: &TableOp| {
-            matches!(
-                op,
-                TableOp::Delete {
-                    condition: Precondition::IfExists,
-                    ..
-                }
-            )
-        };
-        g.ops
-            .iter()
-            .zip(&g.rows)
-            .any(|(op, row)| deletes(op) && read_absent(&self.reads, row))
+        (g.ops.iter().zip(&g.rows)).any(|(op, row)| self.checks_absent(op, row))
+    }
+
+    /// Whether `op` is a delete of a row read as absent.
+    fn checks_absent(&self, op: &TableOp, row: &(Slot, RowKey)) -> bool {
+        let deletes = matches!(op.condition(), Some(Precondition::IfExists));
+        deletes && matches!(op, TableOp::Delete { .. }) && read_absent(&self.reads, row)
     }
 }
 
@@ -710,23 +686,12 @@ impl Finishing {
     /// Steps 3 and 4; a failed transaction's rows are resolved one by one.
     /// Answers how many went through and whether any was refused.
     async fn run(self, env: &Arc<LockEnv>) -> (usize, bool) {
-        let Finishing {
-            rounds: finishing,
-            txn,
-            all_off: deletes,
-            decision_delete,
-            held,
-        } = self;
-        let backend = &env.backend;
-        let results = join_all(
-            finishing
-                .iter()
-                .map(|(table, ops)| backend.batch(table, ops)),
-        )
-        .await;
-        let resolver = Resolver::new(env.tables(), held);
+        let (backend, txn) = (&env.backend, &self.txn);
+        let sent = (self.rounds.iter()).map(|(table, ops)| backend.batch(table, ops));
+        let results = join_all(sent).await;
+        let resolver = Resolver::new(&env.tables, self.held);
         let (mut done, mut recovered, mut all_off) = (0, false, true);
-        for ((table, ops), result) in finishing.iter().zip(results) {
+        for ((table, ops), result) in self.rounds.iter().zip(results) {
             let e = match result {
                 Ok(_) => {
                     done += 1;
@@ -748,9 +713,9 @@ impl Finishing {
                 }
             }
         }
-        if deletes && all_off {
+        if self.all_off && all_off {
             let backend = env.backend.clone();
-            let (table, op) = decision_delete;
+            let (table, op) = self.decision_delete;
             tokio::spawn(async move {
                 if let Err(e) = backend.execute(&table, op, &WriteOptions::new()).await {
                     tracing::debug!(table = %table, error = %e, "deleting a finished commit's decision row failed; it stays, hidden from reads");

@@ -17,9 +17,9 @@ use super::slot::{Reads, Slot};
 /// of its partition locks), the lock options, and the index claims of
 /// commits.
 pub(crate) struct LockEnv {
-    tables: Arc<TableEnv>,
-    options: LockOptions,
-    claims: Option<Arc<dyn CommitClaims>>,
+    pub(crate) tables: Arc<TableEnv>,
+    pub(crate) options: LockOptions,
+    pub(crate) claims: Arc<dyn CommitClaims>,
 }
 
 impl std::fmt::Debug for LockEnv {
@@ -28,32 +28,6 @@ impl std::fmt::Debug for LockEnv {
             .field("table_prefix", &self.table_prefix)
             .field("options", &self.options)
             .finish_non_exhaustive()
-    }
-}
-
-impl LockEnv {
-    pub(crate) fn new(
-        tables: Arc<TableEnv>,
-        options: LockOptions,
-        claims: Option<Arc<dyn CommitClaims>>,
-    ) -> Self {
-        LockEnv {
-            tables,
-            options,
-            claims,
-        }
-    }
-
-    pub(crate) fn tables(&self) -> &Arc<TableEnv> {
-        &self.tables
-    }
-
-    pub(crate) fn lock_options(&self) -> &LockOptions {
-        &self.options
-    }
-
-    pub(crate) fn claims(&self) -> Option<&Arc<dyn CommitClaims>> {
-        self.claims.as_ref()
     }
 }
 

@@ -32,30 +32,21 @@ pub(crate) fn fold(
         (Replace(_, c) | Merge(_, c), Replace(d, _)) => Some(Replace(d, c.clone())),
         (Replace(old, c), Merge(d, _)) => Some(Replace(merged(old.clone(), &d), c.clone())),
         (Merge(old, c), Merge(d, _)) => Some(Merge(merged(old.clone(), &d), c.clone())),
-        (
-            Replace(_, c) | Merge(_, c),
-            Delete {
-                partition_key,
-                row_key,
-                ..
-            },
-        ) => match c {
+        (Replace(_, c) | Merge(_, c), op @ Delete { .. }) => match c {
             // An upsert of a row the unit found absent, then its delete:
             // nothing to write.
             Precondition::Upsert if read_absent => None,
-            // Otherwise the service cannot delete "if present": the delete
-            // needs the row to exist at commit.
-            c => Some(Delete {
-                partition_key,
-                row_key,
-                condition: delete_condition(c.clone()),
-            }),
+            c => {
+                let (pk, rk) = (op.partition_key(), op.row_key());
+                Some(crate::rows::delete(pk, rk, delete_condition(c.clone())))
+            }
         },
     })
 }
 
 /// A delete's condition for a write condition: the ETag it names, else
-/// `IfExists` (the service cannot delete "if present").
+/// `IfExists` (the service cannot delete "if present": the delete needs
+/// the row to exist at commit).
 pub(crate) fn delete_condition(condition: Precondition) -> Precondition {
     match condition {
         Precondition::IfMatch(etag) => Precondition::IfMatch(etag),

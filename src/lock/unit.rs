@@ -283,7 +283,7 @@ impl Unit {
     }
 
     pub(crate) fn resolver(&self) -> Resolver<'_> {
-        Resolver::new(self.env.tables(), self.held())
+        Resolver::new(&self.env.tables, self.held())
     }
 
     /// The partitions whose locks this unit holds (none: a transaction).

@@ -87,12 +87,8 @@ pub(crate) fn attach(
         for (j, chunk) in row.iter().enumerate() {
             properties.insert(format!("d{j}"), Value::Binary(chunk.to_vec()));
         }
-        let key = row_key(txn, n, i)?;
-        inserts.push(TableOp::Insert(super::row(
-            &data.partition_key,
-            &key,
-            properties,
-        )));
+        let row = super::row(&data.partition_key, &row_key(txn, n, i)?, properties);
+        inserts.push(TableOp::Insert(row));
     }
     Ok(inserts)
 }

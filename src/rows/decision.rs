@@ -95,11 +95,8 @@ pub(crate) fn insert(
 ) -> Result<TableOp> {
     let mut properties = Properties::new();
     properties.insert_static(STATE, Value::String(decision.text().into()));
-    Ok(TableOp::Insert(super::row(
-        primary,
-        &row_key(txn)?,
-        properties,
-    )))
+    let row = super::row(primary, &row_key(txn)?, properties);
+    Ok(TableOp::Insert(row))
 }
 
 /// The commit point's insert of `txn`'s decision row, naming `groups`.

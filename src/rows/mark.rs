@@ -116,14 +116,11 @@ pub(crate) fn slim(pre: &TableOp) -> TableOp {
 pub(crate) fn strip(mut data: EntityData, etag: ETag, mark: &Mark) -> TableOp {
     data.properties.remove(MARK);
     data.properties.remove(AFTER);
+    let at = Precondition::IfMatch(etag);
     if mark.absent && data.properties.is_empty() {
-        super::delete(
-            &data.partition_key,
-            &data.row_key,
-            Precondition::IfMatch(etag),
-        )
+        super::delete(&data.partition_key, &data.row_key, at)
     } else {
-        TableOp::Replace(data, Precondition::IfMatch(etag))
+        TableOp::Replace(data, at)
     }
 }
 
@@ -142,11 +139,7 @@ pub(crate) fn apply_op(op: &TableOp, read: Option<&StoredEntity>, marked: &ETag)
             let data = super::row(&data.partition_key, &data.row_key, properties);
             TableOp::Replace(data, at)
         }
-        TableOp::Delete {
-            partition_key,
-            row_key,
-            ..
-        } => super::delete(partition_key, row_key, at),
+        TableOp::Delete { .. } => super::delete(op.partition_key(), op.row_key(), at),
     }
 }
 

@@ -111,10 +111,16 @@ impl<'a> Pages<'a> {
             filter: Some(filter),
             ..QuerySpec::default()
         };
+        Self::of(backend, table, spec)
+    }
+
+    /// The pages of a query asked as `spec`.
+    pub(crate) fn of(backend: &'a dyn TableBackend, table: &'a TableName, spec: QuerySpec) -> Self {
+        let spec = Some(spec);
         Pages {
             backend,
             table,
-            spec: Some(spec),
+            spec,
         }
     }
 

@@ -1,10 +1,6 @@
 //! Tombstones: the row an entity of an indexed type leaves where it was
-//! deleted (see [`crate::index`]'s "Writes").
-//!
-//! The row of an indexed entity once written never becomes absent again
-//! (a stalled insert would land): a delete leaves a tombstone, which reads
-//! as absent, and an insert replaces it at its ETag. A row past its expiry
-//! is judged here too.
+//! deleted, read as absent (why: invariant 2 in [`crate::index`]); a row
+//! past its expiry is judged here too.
 
 use crate::entity::{EntityData, Properties, Value};
 use crate::key::{PartitionKey, RowKey};

@@ -29,12 +29,12 @@ pub(super) async fn remove_indexed(
         .enumerate()
         .filter_map(|(i, key)| key.map(|k| (i, k)))
         .collect();
-    let freed = claim::read_freed(env.tables(), indexes, &frees, &owner).await?;
+    let freed = claim::read_freed(&env.tables, indexes, &frees, &owner).await?;
     let gone = tombstone::data(&owner.0, &owner.1, "expired");
     let op = TableOp::Replace(gone, Precondition::IfMatch(row.etag));
     let removed = crate::rows::write_as_read(env.backend.as_ref(), table, op).await?;
     if removed {
-        claim::remove_freed(env.tables(), indexes, freed).await;
+        claim::remove_freed(&env.tables, indexes, freed).await;
     }
     Ok(removed)
 }

@@ -22,7 +22,8 @@ impl Store {
         table: &str,
         mut progress: impl FnMut(u64),
     ) -> Result<IndexReport> {
-        crate::index::report_table(self.tables(), table, false, &mut progress).await
+        let indexes = crate::index::defs_of(self.tables(), table).await?;
+        crate::index::report(self.tables(), &indexes, false, &mut progress).await
     }
 
     /// As [`Store::verify_indexes`], then writes missing rows and deletes
@@ -37,6 +38,7 @@ impl Store {
         table: &str,
         mut progress: impl FnMut(u64),
     ) -> Result<IndexReport> {
-        crate::index::report_table(self.tables(), table, true, &mut progress).await
+        let indexes = crate::index::defs_of(self.tables(), table).await?;
+        crate::index::report(self.tables(), &indexes, true, &mut progress).await
     }
 }

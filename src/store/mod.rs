@@ -9,8 +9,8 @@ use crate::error::{Error, Result};
 use crate::index::UnitClaims;
 use crate::key::{ContainerName, IntoPartitionKey};
 use crate::lease::{LeaseManager, LeaseName, LeaseOptions, Settings};
+use crate::lock::LockEnv;
 use crate::lock::options::LockOptions;
-use crate::lock::{CommitClaims, LockEnv};
 use crate::retry::ConflictRetry;
 use crate::table::TableEnv;
 use crate::table::lock_name;
@@ -156,12 +156,12 @@ impl Store {
 
     /// The backend this store uses.
     pub fn backend(&self) -> &Arc<dyn Backend> {
-        &self.inner.locking.tables().backend
+        &self.inner.locking.tables.backend
     }
 
     /// How optimistic read-modify-write loops retry after a conflict.
     pub fn conflict_retry(&self) -> &ConflictRetry {
-        &self.inner.locking.tables().conflict_retry
+        &self.inner.locking.tables.conflict_retry
     }
 
     /// The lease manager: auto-renewing leases, run-once initialisation,
@@ -195,16 +195,16 @@ impl Store {
 
     /// The partition-lock settings.
     pub fn lock_options(&self) -> &LockOptions {
-        self.inner.locking.lock_options()
+        &self.inner.locking.options
     }
 
     /// The prefix put before every table name (empty by default).
     pub fn table_prefix(&self) -> &str {
-        &self.inner.locking.tables().table_prefix
+        &self.inner.locking.tables.table_prefix
     }
 
     pub(crate) fn tables(&self) -> &Arc<TableEnv> {
-        self.inner.locking.tables()
+        &self.inner.locking.tables
     }
 
     pub(crate) fn locking(&self) -> &Arc<LockEnv> {
@@ -366,8 +366,11 @@ impl StoreBuilder {
             self.lock_options.acquire_timeout(),
             crate::index::writes,
         ));
-        let claims: Arc<dyn CommitClaims> = Arc::new(UnitClaims);
-        let locking = Arc::new(LockEnv::new(tables, self.lock_options, Some(claims)));
+        let locking = Arc::new(LockEnv {
+            tables,
+            options: self.lock_options,
+            claims: Arc::new(UnitClaims),
+        });
         Store {
             inner: Arc::new(StoreInner { locking, leases }),
         }

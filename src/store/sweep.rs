@@ -373,7 +373,7 @@ impl Sweeper<'_> {
     ) -> Result<()> {
         let env = self.env;
         // An index table without descriptions has no index rows to judge.
-        let indexes = match crate::index::defs_of(env.tables(), entity_table).await {
+        let indexes = match crate::index::defs_of(&env.tables, entity_table).await {
             Ok(indexes) => indexes,
             Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Invalid) => {
                 return Ok(());
@@ -383,7 +383,7 @@ impl Sweeper<'_> {
         let base = report.rows_examined;
         let (read, stale) = {
             let mut seen = report.clone();
-            crate::index::stale_rows(env.tables(), &indexes, &mut |n| {
+            crate::index::stale_rows(&env.tables, &indexes, &mut |n| {
                 seen.rows_examined = base + n;
                 if n.is_multiple_of(1000) {
                     progress(&seen);
@@ -396,8 +396,7 @@ impl Sweeper<'_> {
         let old = |(_, row): &(_, StoredEntity)| row.timestamp < self.cutoff;
         let remove = |(def, row): (_, StoredEntity)| async move {
             // A dry run reads nothing more (a read may finish a mark).
-            if !self.dry_run && !crate::index::still_stale(env.tables(), indexes, def, &row).await?
-            {
+            if !self.dry_run && !crate::index::still_stale(&env.tables, indexes, def, &row).await? {
                 return Ok(false);
             }
             self.delete(&indexes.index_table, &row).await
@@ -442,7 +441,7 @@ impl Sweeper<'_> {
     ) -> Result<()> {
         let env = self.env;
         let name = &env.table_name(table)?;
-        let indexes = &match crate::index::read_defs(env.tables(), table).await {
+        let indexes = &match crate::index::read_defs(&env.tables, table).await {
             Ok(found) => found,
             // No index table can have such a name: the type has no indexes.
             Err(e) if e.kind() == ErrorKind::Invalid => None,
@@ -454,7 +453,7 @@ impl Sweeper<'_> {
             Value::DateTime(now),
         );
         let mut pages = Pages::new(env.backend.as_ref(), name, due);
-        let resolver = Resolver::new(env.tables(), Vec::new());
+        let resolver = Resolver::new(&env.tables, Vec::new());
         let before = (report.expired_rows, report.kept);
         // A page at a time: a table's expired rows may not fit in memory.
         while let Some(page) = pages.next().await? {

@@ -146,18 +146,6 @@ impl Transaction {
         self.unit.get_in(partition_key, row_key).await
     }
 
-    /// As [`Transaction::get`] (the name [`Unit::get_in`] has).
-    ///
-    /// # Errors
-    /// As [`Transaction::get`].
-    pub async fn get_in<E: Entity>(
-        &mut self,
-        partition_key: impl IntoPartitionKey,
-        row_key: impl IntoRowKey,
-    ) -> Result<Option<Versioned<E>>> {
-        self.get(partition_key, row_key).await
-    }
-
     /// Reads several entities of one type, as [`Transaction::get`] does,
     /// in one round trip; answers in the order of `keys`.
     ///
@@ -224,24 +212,20 @@ impl Transaction {
         let table = self.unit.env.table_name(E::TABLE)?;
         let etag = current.etag().clone();
         let key = |part| {
-            (
-                Slot {
-                    part,
-                    table: table.clone(),
-                },
-                data.row_key.clone(),
-            )
+            let table = table.clone();
+            (Slot { part, table }, data.row_key.clone())
         };
         let part = (self.unit.parts.iter()).position(|p| p.pk == data.partition_key);
         match part.and_then(|part| self.unit.reads.get(&key(part))) {
             Some(Some(row)) if row.etag == etag => return Ok(()),
             Some(_) => {
+                let what = format!(
+                    "check of row {:?} of partition {:?} in `{table}`: the transaction read it at another version",
+                    data.row_key.as_str(),
+                    data.partition_key.as_str(),
+                );
                 return Err(Error::Conflict {
-                    what: format!(
-                        "check of row {:?} of partition {:?} in `{table}`: the transaction read it at another version",
-                        data.row_key.as_str(),
-                        data.partition_key.as_str(),
-                    ),
+                    what,
                     code: None,
                     table: Some(table.as_str().to_owned()),
                     row: Some(Box::new((data.partition_key.clone(), data.row_key.clone()))),
