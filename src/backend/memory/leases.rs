@@ -256,6 +256,3 @@ impl Lease {
         }
     }
 }
-
-/// The refusal for a lease id given on a write to a blob that does not exist.
-pub(super) const WRITE_NO_BLOB_LEASE: Refusal = WRITE_NOT_PRESENT;
