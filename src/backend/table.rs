@@ -198,7 +198,7 @@ impl TableOp {
 
     /// At least [`TableOp::payload_size`], without writing the body.
     fn payload_size_bound(&self) -> usize {
-        self.payload_size_with(|body| body.text_len_bound())
+        self.payload_size_with(|body| body.text_len_bound(6))
     }
 
     fn payload_size_with(&self, body_len: impl FnOnce(wire::EntityBody<'_>) -> usize) -> usize {

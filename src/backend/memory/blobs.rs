@@ -59,8 +59,6 @@ fn refusal_error(refusal: Refusal, what: String) -> Error {
     Error::from_service(refusal.status, Some(refusal.code), what)
 }
 
-/// A missing container, said of the operation on `what` (as the service
-/// answers a request on a blob of it).
 fn container_not_found(what: String) -> Error {
     Error::from_service(404, Some("ContainerNotFound"), what)
 }

@@ -5,7 +5,7 @@
 //! Leases run on [`tokio::time::Instant`], so tests can pause time.
 //!
 //! ```
-//! # tokio_test_block_on(async {
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! use leasehold::backend::memory::MemoryBackend;
 //! use leasehold::backend::{TableBackend, TableOp, WriteOptions};
 //! use leasehold::entity::{EntityData, Properties, Value};
@@ -26,11 +26,7 @@
 //!     .await?;
 //! let stored = backend.get(&table, &data.partition_key, &data.row_key).await?;
 //! assert_eq!(stored.map(|s| s.etag), version.map(|v| v.etag));
-//! # Ok::<(), leasehold::Error>(())
-//! # }).unwrap();
-//! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
-//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
-//! # }
+//! # Ok::<(), leasehold::Error>(()) }).unwrap();
 //! ```
 
 mod blobs;

@@ -61,7 +61,7 @@ impl<'a> EntityBody<'a> {
     /// The body text; [`Error::Invalid`] if a value cannot be written (none
     /// fails).
     pub(crate) fn to_text(self) -> Result<String> {
-        let mut out = String::with_capacity(self.estimated_len());
+        let mut out = String::with_capacity(self.text_len_bound(1));
         self.write(&mut out)?;
         Ok(out)
     }
@@ -74,13 +74,14 @@ impl<'a> EntityBody<'a> {
         Ok(count.0)
     }
 
-    /// At least [`EntityBody::text_len`], from the lengths of names and values
-    /// alone (each character escaped at its longest).
-    pub(crate) fn text_len_bound(self) -> usize {
+    /// From the lengths of names and values alone, each byte of text
+    /// escaped to `escape` bytes: with 6, at least [`EntityBody::text_len`];
+    /// with 1, that length when nothing needs an escape (to size a buffer).
+    pub(crate) fn text_len_bound(self, escape: usize) -> usize {
         // `"` + name escaped + `":`, with the comma before it.
-        let key = |name: &str| 6 * name.len() + 4;
+        let key = |name: &str| escape * name.len() + 4;
         let value = |v: &Value| match v {
-            Value::String(s) => 6 * s.len() + 2,
+            Value::String(s) => escape * s.len() + 2,
             Value::Boolean(_) => 5,
             Value::Int32(_) => 11,
             Value::Int64(_) => 22,
@@ -104,10 +105,10 @@ impl<'a> EntityBody<'a> {
             })
             .sum();
         2 + key("PartitionKey")
-            + 6 * self.partition_key.len()
+            + escape * self.partition_key.len()
             + 2
             + key("RowKey")
-            + 6 * self.row_key.len()
+            + escape * self.row_key.len()
             + 2
             + properties
     }
@@ -150,22 +151,6 @@ impl<'a> EntityBody<'a> {
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or_default()
-    }
-
-    /// About the length of the body text (more when strings need escapes),
-    /// to size the buffer once.
-    fn estimated_len(&self) -> usize {
-        let value_len = |v: &Value| match v {
-            Value::String(s) => s.len() + 2,
-            Value::Binary(b) => b.len().div_ceil(3) * 4 + 2,
-            _ => 40,
-        };
-        let props: usize = self
-            .properties
-            .iter()
-            .map(|(name, v)| 2 * name.len() + 4 + value_len(v) + 28)
-            .sum();
-        40 + self.partition_key.len() + self.row_key.len() + props
     }
 
     /// Whether writing keys and properties merged by name, each annotation
