@@ -177,7 +177,7 @@ impl TransportRetry {
                     number: s.next.number + 1,
                     may_have_applied: s.next.may_have_applied || failure.may_have_applied(),
                 };
-                s.last = Some((failure.describe(), throttled, Instant::now()));
+                s.last = Some((failure.to_string(), throttled, Instant::now()));
                 Some(Duration::MAX)
             },
         )
@@ -188,7 +188,7 @@ impl TransportRetry {
             tracing::warn!(
                 operation,
                 attempts = lock().next.number - 1,
-                failure = %failure.describe(),
+                failure = %failure,
                 "transient failure; giving up"
             );
         }

@@ -293,18 +293,11 @@ impl TableStore {
         let t = self.table(table)?;
         let top = usize::from(spec.top.unwrap_or(QuerySpec::MAX_PAGE_SIZE));
         let scan_limit = scan_limit.max(1);
-        let start = spec.continuation.as_ref().map(|c| {
-            resume_position(
-                &c.next_partition_key,
-                c.next_row_key.as_deref().unwrap_or(""),
-            )
+        // No continuation: the empty position, before every row.
+        let start = spec.continuation.as_ref().map_or_else(Position::default, |c| {
+            resume_position(&c.next_partition_key, c.next_row_key.as_deref().unwrap_or(""))
         });
-        let mut rows = match start {
-            Some(start) => t
-                .rows
-                .range::<[u16], _>((Bound::Included(&*start), Bound::Unbounded)),
-            None => t.rows.range::<[u16], _>(..),
-        };
+        let mut rows = t.rows.range::<[u16], _>((Bound::Included(&*start), Bound::Unbounded));
         let select = spec.select.as_deref();
         let mut entities = Vec::new();
         let mut scanned = 0;
