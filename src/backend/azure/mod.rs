@@ -407,9 +407,6 @@ pub mod __bench {
     }
 }
 
-/// `db.system.name` of the Azure backend's spans and metrics.
-pub(crate) const SYSTEM: &str = "azure.storage";
-
 #[cfg(test)]
 mod auth_tests;
 #[cfg(test)]

@@ -13,7 +13,7 @@ use super::requests::{
     self, op_what, read_reply, stored_form, stored_from_wire, version_from_etag,
 };
 use super::retry::Attempt;
-use super::{AzureBackend, SYSTEM};
+use super::AzureBackend;
 
 use crate::backend::wire;
 use crate::backend::{
@@ -182,7 +182,7 @@ impl AzureBackend {
 #[async_trait]
 impl TableBackend for AzureBackend {
     fn system_name(&self) -> &'static str {
-        SYSTEM
+        "azure.storage"
     }
 
     fn server_address(&self) -> Option<String> {

@@ -127,8 +127,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl MemoryBackend {
-    pub(crate) const ENDPOINT: &str = "memory";
-
     /// The default per-page scan budget: no limit.
     pub const DEFAULT_SCAN_LIMIT: usize = usize::MAX;
 
@@ -185,12 +183,10 @@ impl fmt::Debug for MemoryBackend {
     }
 }
 
-pub(crate) const SYSTEM: &str = "leasehold.memory";
-
 #[async_trait]
 impl TableBackend for MemoryBackend {
     fn system_name(&self) -> &'static str {
-        SYSTEM
+        "leasehold.memory"
     }
 
     async fn create_table(&self, table: &TableName) -> Result<TableCreation> {
@@ -239,7 +235,7 @@ impl TableBackend for MemoryBackend {
 #[async_trait]
 impl BlobBackend for MemoryBackend {
     fn endpoint(&self) -> String {
-        MemoryBackend::ENDPOINT.to_owned()
+        "memory".to_owned()
     }
 
     async fn create_container(&self, container: &ContainerName) -> Result<()> {
