@@ -483,7 +483,9 @@ pub(crate) fn endpoints(
 pub(crate) fn account_name_check(account: &str) -> Result<()> {
     let allowed = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     if !(3..=24).contains(&account.len()) || !account.bytes().all(allowed) {
-        return Err(conn_err("AccountName must be 3 to 24 lowercase letters and digits"));
+        return Err(conn_err(
+            "AccountName must be 3 to 24 lowercase letters and digits",
+        ));
     }
     Ok(())
 }

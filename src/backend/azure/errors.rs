@@ -114,7 +114,7 @@ pub(super) fn undecodable(what: impl fmt::Display, e: &serde_json::Error) -> Fai
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Failure {
     /// The service answered with an error status and code.
-    #[error("status {status}{}", code.as_ref().map_or(String::new(), |c| format!(" ({c})")))]
+    #[error("status {status}{}", .code.as_ref().map_or(String::new(), |c| format!(" ({c})")))]
     Status { status: u16, code: Option<String> },
     /// The request certainly did not reach the service.
     #[error("not sent: {0}")]
@@ -326,13 +326,9 @@ mod tests {
         drop(listener);
         let url = format!("http://127.0.0.1:{port}/T()?$filter={}", "a".repeat(70_000));
         let f = failure_of(&url).await;
-        assert!(!f.is_transient(), "{}", f.to_string());
-        assert!(!f.may_have_applied(), "{}", f.to_string());
-        assert!(
-            f.to_string().contains("request not sent"),
-            "{}",
-            f.to_string()
-        );
+        assert!(!f.is_transient(), "{f}");
+        assert!(!f.may_have_applied(), "{f}");
+        assert!(f.to_string().contains("request not sent"), "{f}");
         assert!(
             !f.to_string().contains("aaaa"),
             "the URL stays out of errors"
@@ -346,7 +342,7 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         drop(listener);
         let f = failure_of(&format!("http://127.0.0.1:{port}/T()")).await;
-        assert!(matches!(f, Failure::NotSent(_)), "{}", f.to_string());
+        assert!(matches!(f, Failure::NotSent(_)), "{f}");
         assert!(f.is_transient() && !f.may_have_applied());
         // The public error keeps the connection error as its source chain,
         // and no status (no reply came).
@@ -384,7 +380,7 @@ mod tests {
         });
         let f = failure_of(&format!("http://127.0.0.1:{port}/T()")).await;
         server.await.unwrap();
-        assert!(matches!(f, Failure::ReplyLost(_)), "{}", f.to_string());
+        assert!(matches!(f, Failure::ReplyLost(_)), "{f}");
         assert!(f.is_transient() && f.may_have_applied());
     }
 

@@ -104,7 +104,11 @@ fn check_condition(
         (Precondition::Upsert, _) => Ok(()),
         (_, None) => Err(Error::from_service(404, Some("ResourceNotFound"), what())),
         (Precondition::IfMatch(etag), Some(row)) if etag.as_str() != "*" && row.etag != *etag => {
-            Err(Error::from_service(412, Some("UpdateConditionNotSatisfied"), what()))
+            Err(Error::from_service(
+                412,
+                Some("UpdateConditionNotSatisfied"),
+                what(),
+            ))
         }
         _ => Ok(()),
     }
@@ -293,11 +297,17 @@ impl TableStore {
         let t = self.table(table)?;
         let top = usize::from(spec.top.unwrap_or(QuerySpec::MAX_PAGE_SIZE));
         let scan_limit = scan_limit.max(1);
-        // No continuation: the empty position, before every row.
-        let start = spec.continuation.as_ref().map_or_else(Position::default, |c| {
-            resume_position(&c.next_partition_key, c.next_row_key.as_deref().unwrap_or(""))
+        let start = spec.continuation.as_ref().map(|c| {
+            resume_position(
+                &c.next_partition_key,
+                c.next_row_key.as_deref().unwrap_or(""),
+            )
         });
-        let mut rows = t.rows.range::<[u16], _>((Bound::Included(&*start), Bound::Unbounded));
+        // No continuation: the empty position, before every row.
+        let start = start.unwrap_or_default();
+        let mut rows = t
+            .rows
+            .range::<[u16], _>((Bound::Included(&*start), Bound::Unbounded));
         let select = spec.select.as_deref();
         let mut entities = Vec::new();
         let mut scanned = 0;

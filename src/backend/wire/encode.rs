@@ -29,10 +29,8 @@ pub(crate) struct EntityBody<'a> {
 /// The value of one entry of a body.
 #[derive(Clone, Copy)]
 enum Entry<'a> {
-    /// A key's value: a JSON string.
+    /// A key's value or a type annotation: a JSON string.
     Text(&'a str),
-    /// A type annotation: an `Edm.*` name (a JSON string needing no escape).
-    TypeName(&'static str),
     /// A property's value.
     Value(&'a Value),
 }
@@ -136,8 +134,6 @@ impl<'a> EntityBody<'a> {
     /// Azurite decodes a body chunk by chunk, so a character split between
     /// chunks came back as U+FFFD; escapes read the same however the body is
     /// cut. Sizes count the stored data, not the text.
-    ///
-    /// # Errors As [`EntityBody::to_text`].
     #[cfg(any(test, feature = "azure"))]
     pub(crate) fn to_ascii_text(self) -> Result<String> {
         let text = self.to_text()?;
@@ -199,7 +195,7 @@ impl<'a> EntityBody<'a> {
             write_entry(out, &mut first, name, false, Entry::Value(value))?;
             if needs_annotation(value) {
                 let annotation = value.edm_type().odata_name();
-                write_entry(out, &mut first, name, true, Entry::TypeName(annotation))?;
+                write_entry(out, &mut first, name, true, Entry::Text(annotation))?;
             }
         }
         for (key, value) in &fixed[f..] {
@@ -221,7 +217,7 @@ impl<'a> EntityBody<'a> {
                 let annotation = value.edm_type().odata_name();
                 map.insert(
                     format!("{name}{ANNOTATION}").into(),
-                    Entry::TypeName(annotation),
+                    Entry::Text(annotation),
                 );
             }
         }
@@ -315,11 +311,6 @@ fn write_entry(
     out.push_str("\":");
     match entry {
         Entry::Text(text) => write_json_str(out, text),
-        Entry::TypeName(name) => {
-            out.push('"');
-            out.push_str(name);
-            out.push('"');
-        }
         Entry::Value(value) => write_value(out, value)?,
     }
     Ok(())
