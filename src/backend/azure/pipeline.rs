@@ -28,8 +28,8 @@ fn options(
     user: &[Arc<dyn Policy>],
     transport: &Arc<dyn Policy>,
 ) -> ClientOptions {
-    let version = VERSION;
-    let mut per_try: Vec<Arc<dyn Policy>> = vec![Arc::new(Stamp::Headers { version }), auth];
+    let stamp = Stamp::Headers { version: VERSION };
+    let mut per_try: Vec<Arc<dyn Policy>> = vec![Arc::new(stamp), auth];
     per_try.extend(user.iter().cloned());
     per_try.push(transport.clone());
     ClientOptions {
