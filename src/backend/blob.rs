@@ -101,14 +101,14 @@ impl fmt::Debug for LeaseId {
 }
 
 /// What [`BlobBackend::lease`](super::BlobBackend::lease) does to a
-/// blob's lease: one request of the Lease Blob operation each. Every action
-/// also fails with [`Error::NotFound`] for a missing blob, and as
+/// blob's lease: one request of the Lease Blob operation each, answered by
+/// the [`LeaseReply`] of its name. Every action also fails with
+/// [`Error::NotFound`] for a missing blob, and as
 /// [every request](super::TableBackend#errors) does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseAction {
     /// Acquires a lease with the client-chosen id `proposed` (again with the
-    /// active id succeeds: an idempotent retry). Answers
-    /// [`LeaseReply::Acquired`].
+    /// active id succeeds: an idempotent retry).
     ///
     /// # Errors
     /// [`Error::LeaseHeld`] when another id holds the lease or it is
@@ -119,14 +119,13 @@ pub enum LeaseAction {
         /// The lease id to take it with.
         proposed: LeaseId,
     },
-    /// Renews the lease `id`. Answers [`LeaseReply::Renewed`].
+    /// Renews the lease `id`.
     ///
     /// # Errors
     /// [`Error::LeaseLost`] when `id` is not the blob's lease or it was
     /// broken (an expired lease nobody took since can still be renewed).
     Renew(LeaseId),
-    /// Changes the active lease `id` to `proposed`. Answers
-    /// [`LeaseReply::Changed`].
+    /// Changes the active lease `id` to `proposed`.
     ///
     /// # Errors
     /// [`Error::LeaseLost`] when `id` is not the active lease (changing to
@@ -137,14 +136,14 @@ pub enum LeaseAction {
         /// Its new id.
         proposed: LeaseId,
     },
-    /// Releases the lease `id`. Answers [`LeaseReply::Released`].
+    /// Releases the lease `id`.
     ///
     /// # Errors
     /// [`Error::LeaseLost`] when `id` is not the blob's lease.
     Release(LeaseId),
     /// Breaks the lease without its id. `period` (0–60 s) is how long the
     /// holder keeps it; `None` lets a timed lease run out and breaks an
-    /// infinite one at once. Answers [`LeaseReply::Broken`].
+    /// infinite one at once.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a period not whole seconds from 0 to 60;
@@ -283,10 +282,8 @@ impl LeaseDuration {
     /// The longest timed lease.
     pub const MAX: Duration = Duration::from_secs(60);
 
-    /// A timed lease of `duration`, which must be whole seconds in 15..=60.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] naming the duration otherwise.
+    /// A timed lease of `duration`; [`Error::Invalid`] unless it is whole
+    /// seconds in 15..=60.
     pub fn timed(duration: Duration) -> Result<Self> {
         let secs = duration.as_secs();
         if duration.subsec_nanos() != 0 || !(15..=60).contains(&secs) {
@@ -314,10 +311,8 @@ impl LeaseDuration {
         }
     }
 
-    /// Checks a value built directly from the enum.
-    ///
-    /// # Errors
-    /// As [`LeaseDuration::timed`].
+    /// Checks a value built directly from the enum ([`Error::Invalid`] as
+    /// [`LeaseDuration::timed`]).
     pub fn validate(self) -> Result<Self> {
         match self {
             LeaseDuration::Seconds(s) => Self::timed(Duration::from_secs(u64::from(s))),
@@ -424,8 +419,7 @@ pub enum BlobWriteMode {
     IfMatch(ETag),
 }
 
-/// The conditions of a blob write: a [mode](BlobWriteMode) and, optionally,
-/// the lease it is made under.
+/// The conditions of a blob write.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BlobConditions {
     /// What the blob must be for the write to apply.
@@ -443,10 +437,7 @@ impl BlobConditions {
 
     /// Overwrite, under this lease.
     pub fn leased(id: LeaseId) -> Self {
-        BlobConditions {
-            lease_id: Some(id),
-            ..Self::default()
-        }
+        Self::none().with_lease(id)
     }
 
     /// Only if the blob does not exist.

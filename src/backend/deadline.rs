@@ -23,11 +23,8 @@ pub(crate) async fn send_by<F: Future>(deadline: Instant, f: F) -> F::Output {
     SEND_BY.scope(deadline, f).await
 }
 
-/// Whether a request may go out now.
-///
-/// # Errors
-/// [`Error::LeaseLost`] once the deadline of an enclosing [`send_by`] has
-/// passed: the request must not be sent.
+/// Whether a request may go out now: [`Error::LeaseLost`] once the deadline
+/// of an enclosing [`send_by`] has passed.
 pub(crate) fn check() -> Result<()> {
     match SEND_BY.try_with(|deadline| *deadline) {
         Ok(deadline) if Instant::now() > deadline => Err(passed()),

@@ -39,7 +39,6 @@ impl crate::backend::Layer for Through {
 /// transaction with its fence row):
 /// `delegate_backend!(W, own writes)` hands `execute` and `batch` to it.
 pub(crate) trait Writes {
-    /// Sends one write.
     fn execute(
         &self,
         table: &crate::key::TableName,
@@ -47,7 +46,6 @@ pub(crate) trait Writes {
         options: &WriteOptions,
     ) -> impl Future<Output = Result<Option<Version>>> + Send;
 
-    /// Sends an entity-group transaction.
     fn batch(
         &self,
         table: &crate::key::TableName,

@@ -28,9 +28,7 @@ use crate::error::Result;
 ///
 /// # Writing one
 ///
-/// [`call`](Layer::call) sees each request (its [`Op`](super::Op), table or
-/// blob, keys) and `next`, the answer of the backend below, and answers in its
-/// place. This one refuses deletes of whole tables:
+/// This one refuses deletes of whole tables:
 ///
 /// ```
 /// use std::future::Future;
@@ -58,8 +56,8 @@ use crate::error::Result;
 /// A layer cannot change what a request sends or what its answer holds; it
 /// can wait, count, refuse, fail, or send requests of its own.
 pub trait Layer: Send + Sync + fmt::Debug + 'static {
-    /// Answers `request`: `next` is the backend below's answer to it, not
-    /// yet started.
+    /// Answers `request` (its [`Op`](super::Op), table or blob, keys) in
+    /// place of `next`, the backend below's answer to it, not yet started.
     fn call<T: Send>(
         &self,
         request: &Request<'_>,

@@ -8,11 +8,13 @@ use crate::key::{BlobName, ContainerName, PartitionKey, RowKey, TableName};
 
 /// Declares [`Op`], each kind with its name in metrics ([`Op::name`]).
 macro_rules! ops {
-    ($($(#[doc = $doc:expr])* $op:ident = $name:literal,)*) => {
-        /// The kind of a backend request, as layers see it ([`Request::op`]).
+    ($($op:ident = $name:literal,)*) => {
+        /// The kind of a backend request, as layers see it ([`Request::op`]):
+        /// one per method of the backend traits ([`Op::Write`] for every
+        /// single write), one per [`LeaseAction`](crate::backend::LeaseAction).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Op {
-            $($(#[doc = $doc])* $op,)*
+            $(#[doc = concat!("A `", $name, "` request.")] $op,)*
         }
 
         impl Op {
@@ -27,44 +29,24 @@ macro_rules! ops {
 }
 
 ops! {
-    /// [`TableBackend::create_table`](crate::backend::TableBackend::create_table)
     CreateTable = "create_table",
-    /// [`TableBackend::delete_table`](crate::backend::TableBackend::delete_table)
     DeleteTable = "delete_table",
-    /// [`TableBackend::list_tables`](crate::backend::TableBackend::list_tables)
     ListTables = "list_tables",
-    /// [`TableBackend::get`](crate::backend::TableBackend::get)
     Get = "get",
-    /// [`TableBackend::execute`](crate::backend::TableBackend::execute):
-    /// insert, replace, merge, upsert or delete.
     Write = "write",
-    /// [`TableBackend::batch`](crate::backend::TableBackend::batch)
     Batch = "batch",
-    /// [`TableBackend::query`](crate::backend::TableBackend::query)
     Query = "query",
-    /// [`BlobBackend::create_container`](crate::backend::BlobBackend::create_container)
     CreateContainer = "create_container",
-    /// [`BlobBackend::put_blob`](crate::backend::BlobBackend::put_blob)
     PutBlob = "put_blob",
-    /// [`BlobBackend::get_blob`](crate::backend::BlobBackend::get_blob)
     GetBlob = "get_blob",
-    /// [`BlobBackend::blob_properties`](crate::backend::BlobBackend::blob_properties)
     BlobProperties = "blob_properties",
-    /// [`BlobBackend::set_blob_metadata`](crate::backend::BlobBackend::set_blob_metadata)
     SetBlobMetadata = "set_blob_metadata",
-    /// [`BlobBackend::delete_blob`](crate::backend::BlobBackend::delete_blob)
     DeleteBlob = "delete_blob",
-    /// [`BlobBackend::list_blobs`](crate::backend::BlobBackend::list_blobs)
     ListBlobs = "list_blobs",
-    /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Acquire`](crate::backend::LeaseAction::Acquire)
     AcquireLease = "acquire_lease",
-    /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Renew`](crate::backend::LeaseAction::Renew)
     RenewLease = "renew_lease",
-    /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Change`](crate::backend::LeaseAction::Change)
     ChangeLease = "change_lease",
-    /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Release`](crate::backend::LeaseAction::Release)
     ReleaseLease = "release_lease",
-    /// [`BlobBackend::lease`](crate::backend::BlobBackend::lease) with [`LeaseAction::Break`](crate::backend::LeaseAction::Break)
     BreakLease = "break_lease",
 }
 
@@ -80,12 +62,8 @@ impl Op {
 /// about (table, keys; container, blob). Made before the request is sent.
 #[derive(Debug)]
 pub struct Request<'a> {
-    /// The kind of request.
     pub(crate) op: Op,
-    /// `db.operation.name` of its span: the write's kind (`insert`,
-    /// `replace`, ...) for a write, [`Op::name`] otherwise.
     pub(crate) name: &'static str,
-    /// What the request is about.
     pub(crate) target: Target<'a>,
 }
 
@@ -170,12 +148,13 @@ impl<'a> Request<'a> {
         }
     }
 
+    fn new(op: Op, target: Target<'a>) -> Self {
+        let name = op.name();
+        Request { op, name, target }
+    }
+
     pub(crate) fn account(op: Op) -> Self {
-        Request {
-            op,
-            name: op.name(),
-            target: Target::Account,
-        }
+        Self::new(op, Target::Account)
     }
 
     fn in_table(
@@ -191,11 +170,7 @@ impl<'a> Request<'a> {
             row,
             size,
         };
-        Request {
-            op,
-            name: op.name(),
-            target,
-        }
+        Self::new(op, target)
     }
 
     pub(crate) fn on_table(op: Op, table: &'a TableName) -> Self {
@@ -227,10 +202,6 @@ impl<'a> Request<'a> {
         container: &'a ContainerName,
         blob: Option<&'a BlobName>,
     ) -> Self {
-        Request {
-            op,
-            name: op.name(),
-            target: Target::Blob { container, blob },
-        }
+        Self::new(op, Target::Blob { container, blob })
     }
 }

@@ -37,10 +37,8 @@ struct Traced {
 }
 
 impl Traced {
-    /// The span of `request`: named `leasehold.table` or `leasehold.blob`,
-    /// with `otel.name` `{operation} {table}` (or `{container}`) for
-    /// `tracing-opentelemetry`. Keys are recorded; metadata, bodies and
-    /// lease ids never are.
+    /// The span of `request`. Keys are recorded; metadata, bodies and lease
+    /// ids never are.
     fn span(&self, request: &Request<'_>) -> tracing::Span {
         let address = self.address.as_deref();
         match &request.target {

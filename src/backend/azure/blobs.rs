@@ -329,8 +329,7 @@ impl AzureBackend {
     /// (`None`: the service's 5000).
     ///
     /// # Errors
-    /// [`Error::NotFound`] for a missing container; [`Error::Transient`]
-    /// after retries; [`Error::Backend`] for other service errors.
+    /// As [`BlobBackend::list_blobs`].
     pub async fn list_blobs_page(
         &self,
         container: &ContainerName,

@@ -10,6 +10,7 @@ use azure_core::credentials::TokenCredential;
 use azure_core::http::Url;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 
 use super::credential::credential_kind;
 use crate::error::{Error, Result};
@@ -161,20 +162,10 @@ impl Credentials {
         match self {
             Credentials::AccessKey(key) => vec![key.expose().to_owned()],
             // The signature, also as a URL's query carries it.
-            Credentials::Sas(token) => token
-                .signature()
-                .map(|sig| {
-                    let mut url = Url::parse("http://sas.invalid/").ok();
-                    let encoded = url.as_mut().and_then(|u| {
-                        u.query_pairs_mut().append_pair("s", sig);
-                        u.query().map(|q| q["s=".len()..].to_owned())
-                    });
-                    [Some(sig.to_owned()), encoded]
-                        .into_iter()
-                        .flatten()
-                        .collect()
-                })
-                .unwrap_or_default(),
+            Credentials::Sas(token) => token.signature().map_or_else(Vec::new, |sig| {
+                let encoded = utf8_percent_encode(sig, NON_ALPHANUMERIC).to_string();
+                vec![sig.to_owned(), encoded]
+            }),
             // Tokens change; they never reach text leasehold writes.
             Credentials::Token { .. } => Vec::new(),
         }
@@ -490,17 +481,13 @@ pub(crate) fn endpoints(
 }
 
 pub(crate) fn account_name_check(account: &str) -> Result<()> {
-    let ok = (3..=24).contains(&account.len())
-        && account
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    if ok {
-        Ok(())
-    } else {
-        Err(conn_err(
+    let allowed = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    if !(3..=24).contains(&account.len()) || !account.bytes().all(allowed) {
+        return Err(conn_err(
             "AccountName must be 3 to 24 lowercase letters and digits",
-        ))
+        ));
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -110,17 +110,21 @@ pub(super) fn undecodable(what: impl fmt::Display, e: &serde_json::Error) -> Fai
     Failure::Fatal(Error::client(format!("the {what} cannot be read: {e}")))
 }
 
-/// How one request attempt failed.
-#[derive(Debug)]
+/// How one request attempt failed (its text is for logs).
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum Failure {
     /// The service answered with an error status and code.
+    #[error("status {status}{}", .code.as_ref().map_or(String::new(), |c| format!(" ({c})")))]
     Status { status: u16, code: Option<String> },
     /// The request certainly did not reach the service.
+    #[error("not sent: {0}")]
     NotSent(Scrubbed),
     /// No complete reply came back: it may have been applied.
+    #[error("no reply: {0}")]
     ReplyLost(Scrubbed),
     /// Not a service or transport failure; never retried.
-    Fatal(Error),
+    #[error(transparent)]
+    Fatal(#[from] Error),
 }
 
 impl Failure {
@@ -228,19 +232,6 @@ impl Failure {
         }
     }
 
-    /// A short description for logs.
-    pub(crate) fn describe(&self) -> String {
-        match self {
-            Failure::Status { status, code } => match code {
-                Some(code) => format!("status {status} ({code})"),
-                None => format!("status {status}"),
-            },
-            Failure::NotSent(m) => format!("not sent: {m}"),
-            Failure::ReplyLost(m) => format!("no reply: {m}"),
-            Failure::Fatal(e) => e.to_string(),
-        }
-    }
-
     /// The public error for this failure of the operation on `what`.
     pub(crate) fn into_error(self, what: impl Into<String>) -> Error {
         let what = what.into();
@@ -255,12 +246,6 @@ impl Failure {
             }
             Failure::Fatal(e) => e,
         }
-    }
-}
-
-impl From<Error> for Failure {
-    fn from(e: Error) -> Self {
-        Failure::Fatal(e)
     }
 }
 
@@ -341,15 +326,11 @@ mod tests {
         drop(listener);
         let url = format!("http://127.0.0.1:{port}/T()?$filter={}", "a".repeat(70_000));
         let f = failure_of(&url).await;
-        assert!(!f.is_transient(), "{}", f.describe());
-        assert!(!f.may_have_applied(), "{}", f.describe());
+        assert!(!f.is_transient(), "{f}");
+        assert!(!f.may_have_applied(), "{f}");
+        assert!(f.to_string().contains("request not sent"), "{f}");
         assert!(
-            f.describe().contains("request not sent"),
-            "{}",
-            f.describe()
-        );
-        assert!(
-            !f.describe().contains("aaaa"),
+            !f.to_string().contains("aaaa"),
             "the URL stays out of errors"
         );
     }
@@ -361,7 +342,7 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         drop(listener);
         let f = failure_of(&format!("http://127.0.0.1:{port}/T()")).await;
-        assert!(matches!(f, Failure::NotSent(_)), "{}", f.describe());
+        assert!(matches!(f, Failure::NotSent(_)), "{f}");
         assert!(f.is_transient() && !f.may_have_applied());
         // The public error keeps the connection error as its source chain,
         // and no status (no reply came).
@@ -399,7 +380,7 @@ mod tests {
         });
         let f = failure_of(&format!("http://127.0.0.1:{port}/T()")).await;
         server.await.unwrap();
-        assert!(matches!(f, Failure::ReplyLost(_)), "{}", f.describe());
+        assert!(matches!(f, Failure::ReplyLost(_)), "{f}");
         assert!(f.is_transient() && f.may_have_applied());
     }
 

@@ -37,14 +37,19 @@ impl fmt::Debug for DefaultCredential {
     }
 }
 
-fn setup_error(what: &str, e: &azure_core::Error) -> Error {
+/// The chain's error: it `has no source`, or `cannot be set up: {source}`.
+fn chain_error(why: &str, e: Option<&azure_core::Error>) -> Error {
     Error::Auth {
         credential: "DefaultAzureCredential".to_owned(),
         status: None,
         code: None,
-        message: format!("the default credential chain cannot be set up: {what}"),
-        source: Some(Box::new(Scrubbed::chain(e, &Redactor::default()))),
+        message: format!("the default credential chain {why}"),
+        source: e.map(|e| Box::new(Scrubbed::chain(e, &Redactor::default())) as _),
     }
+}
+
+fn setup_error(what: &str, e: &azure_core::Error) -> Error {
+    chain_error(&format!("cannot be set up: {what}"), Some(e))
 }
 
 fn var(name: &str) -> Option<String> {
@@ -113,13 +118,7 @@ impl DefaultCredential {
                          virtualmachine, azurecli, developertools)"
                     ),
                 ),
-                None => Error::Auth {
-                    credential: "DefaultAzureCredential".to_owned(),
-                    status: None,
-                    code: None,
-                    message: "the default credential chain has no source".to_owned(),
-                    source: None,
-                },
+                None => chain_error("has no source", None),
             });
         }
         Ok(Arc::new(DefaultCredential {

@@ -11,11 +11,9 @@
 //! ```
 //!
 //! Entities travel as JSON with `@odata.type` annotations (an `i64` above
-//! 2^53 keeps its precision); single-entity write bodies escape non-ASCII
-//! as `\uXXXX` (Azurite decodes a body chunk by chunk and mangled a
-//! character split between two); limits are checked before anything is
-//! sent; signing, retries ([`TransportRetry`]) and the transport are
-//! leasehold's own; your policies go in front of the transport
+//! 2^53 keeps its precision); limits are checked before anything is sent;
+//! signing, retries ([`TransportRetry`]) and the transport are leasehold's
+//! own; your policies go in front of the transport
 //! ([`AzureBackendBuilder::policy`]).
 
 mod auth;
@@ -408,9 +406,6 @@ pub mod __bench {
         )
     }
 }
-
-/// `db.system.name` of the Azure backend's spans and metrics.
-pub(crate) const SYSTEM: &str = "azure.storage";
 
 #[cfg(test)]
 mod auth_tests;

@@ -13,9 +13,8 @@ use super::auth::{Service, Stamp};
 use super::connection::{ConnectionSettings, Credentials};
 use super::credential::TokenCache;
 
-/// The service versions of leasehold's own requests.
-pub(crate) const TABLE_VERSION: &str = "2022-11-02";
-pub(crate) const BLOB_VERSION: &str = "2022-11-02";
+/// The service version of leasehold's own requests, to both services.
+const VERSION: &str = "2022-11-02";
 
 /// The pipelines of leasehold's own requests, and the blob clients' options.
 pub(crate) struct Pipelines {
@@ -25,12 +24,12 @@ pub(crate) struct Pipelines {
 }
 
 fn options(
-    version: &'static str,
     auth: Arc<dyn Policy>,
     user: &[Arc<dyn Policy>],
     transport: &Arc<dyn Policy>,
 ) -> ClientOptions {
-    let mut per_try: Vec<Arc<dyn Policy>> = vec![Arc::new(Stamp::Headers { version }), auth];
+    let stamp = Stamp::Headers { version: VERSION };
+    let mut per_try: Vec<Arc<dyn Policy>> = vec![Arc::new(stamp), auth];
     per_try.extend(user.iter().cloned());
     per_try.push(transport.clone());
     ClientOptions {
@@ -84,9 +83,9 @@ pub(crate) fn build(
             audience,
         ))),
     };
-    let blob_options = options(BLOB_VERSION, blob_auth, policies, &transport);
+    let blob_options = options(blob_auth, policies, &transport);
     Pipelines {
-        table: pipeline(options(TABLE_VERSION, table_auth, policies, &transport)),
+        table: pipeline(options(table_auth, policies, &transport)),
         blob: pipeline(blob_options.clone()),
         blob_options,
     }

@@ -193,7 +193,7 @@ pub(super) fn write(base: &Url, table: &TableName, op: &TableOp) -> Result<Reque
     }
     if let Some(d) = op.data() {
         request.insert_header("content-type", JSON);
-        // Non-ASCII escaped: see the module doc of `backend::azure`.
+        // Non-ASCII escaped: see `EntityBody::to_ascii_text`.
         request.set_body(Bytes::from(wire::EntityBody::of(d).to_ascii_text()?));
     }
     Ok(request)

@@ -116,13 +116,6 @@ impl TransportRetry {
         self.request_timeout
     }
 
-    fn backoff(&self) -> Backoff {
-        let seed = self.jitter_seed.unwrap_or_else(random_seed);
-        Backoff::doubling(self.initial_delay, self.max_delay, seed)
-            .with_max_retries(u32::try_from(self.max_retries).unwrap_or(u32::MAX))
-            .with_max_total(self.max_total_delay)
-    }
-
     /// Runs `attempt` until it succeeds, fails for good, or the budget ends.
     pub(crate) async fn run<T, F, Fut>(
         &self,
@@ -133,7 +126,10 @@ impl TransportRetry {
         F: FnMut(Attempt) -> Fut,
         Fut: Future<Output = Result<T, Failure>>,
     {
-        let mut backoff = self.backoff();
+        let seed = self.jitter_seed.unwrap_or_else(random_seed);
+        let mut backoff = Backoff::doubling(self.initial_delay, self.max_delay, seed)
+            .with_max_retries(u32::try_from(self.max_retries).unwrap_or(u32::MAX))
+            .with_max_total(self.max_total_delay);
         // Shared by the closures below (a lock, not a cell: the future stays
         // `Send`).
         let state = Mutex::new(State {
@@ -177,7 +173,7 @@ impl TransportRetry {
                     number: s.next.number + 1,
                     may_have_applied: s.next.may_have_applied || failure.may_have_applied(),
                 };
-                s.last = Some((failure.describe(), throttled, Instant::now()));
+                s.last = Some((failure.to_string(), throttled, Instant::now()));
                 Some(Duration::MAX)
             },
         )
@@ -188,7 +184,7 @@ impl TransportRetry {
             tracing::warn!(
                 operation,
                 attempts = lock().next.number - 1,
-                failure = %failure.describe(),
+                failure = %failure,
                 "transient failure; giving up"
             );
         }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use azure_core::http::{RawResponse, Request, Url};
 
+use super::AzureBackend;
 use super::auth::{Service, header_value};
 use super::batch;
 use super::errors::{Failure, undecodable};
@@ -13,7 +14,6 @@ use super::requests::{
     self, op_what, read_reply, stored_form, stored_from_wire, version_from_etag,
 };
 use super::retry::Attempt;
-use super::{AzureBackend, SYSTEM};
 
 use crate::backend::wire;
 use crate::backend::{
@@ -182,7 +182,7 @@ impl AzureBackend {
 #[async_trait]
 impl TableBackend for AzureBackend {
     fn system_name(&self) -> &'static str {
-        SYSTEM
+        "azure.storage"
     }
 
     fn server_address(&self) -> Option<String> {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use tokio::time::Instant;
 
 use super::clock::{WriteClock, blob_etag};
-use super::leases::{Lease, Refusal, WRITE_NO_BLOB_LEASE};
+use super::leases::{Lease, Refusal};
 use crate::backend::blob::{validate_break_period, validate_metadata};
 use crate::backend::{
     BlobConditions, BlobItem, BlobListPage, BlobProperties, BlobWriteMode, LeaseAction, LeaseReply,
@@ -59,8 +59,6 @@ fn refusal_error(refusal: Refusal, what: String) -> Error {
     Error::from_service(refusal.status, Some(refusal.code), what)
 }
 
-/// A missing container, said of the operation on `what` (as the service
-/// answers a request on a blob of it).
 fn container_not_found(what: String) -> Error {
     Error::from_service(404, Some("ContainerNotFound"), what)
 }
@@ -103,29 +101,22 @@ impl BlobStore {
         now: Instant,
         what: impl Fn() -> String,
     ) -> Result<()> {
-        let Some(blob) = existing else {
+        let not_met = || Error::from_service(412, Some("ConditionNotMet"), what());
+        match (&conditions.mode, &existing) {
             // If-Match names a version of something that is not there.
-            if let BlobWriteMode::IfMatch(_) = conditions.mode {
-                return Err(Error::from_service(412, Some("ConditionNotMet"), what()));
+            (BlobWriteMode::IfMatch(_), None) => return Err(not_met()),
+            (BlobWriteMode::IfMatch(etag), Some(b)) if etag.as_str() != "*" && *etag != b.etag => {
+                return Err(not_met());
             }
-            if conditions.lease_id.is_some() {
-                return Err(refusal_error(WRITE_NO_BLOB_LEASE, what()));
+            (BlobWriteMode::Create, Some(_)) if put => {
+                return Err(Error::from_service(409, Some("BlobAlreadyExists"), what()));
             }
-            return Ok(());
-        };
-        if let BlobWriteMode::IfMatch(etag) = &conditions.mode
-            && etag.as_str() != "*"
-            && *etag != blob.etag
-        {
-            return Err(Error::from_service(412, Some("ConditionNotMet"), what()));
+            (BlobWriteMode::Create, Some(_)) => return Err(not_met()),
+            _ => {}
         }
-        if conditions.mode == BlobWriteMode::Create {
-            return Err(match put {
-                true => Error::from_service(409, Some("BlobAlreadyExists"), what()),
-                false => Error::from_service(412, Some("ConditionNotMet"), what()),
-            });
-        }
-        blob.lease
+        // A lease id on a blob that is not there finds no lease.
+        let mut absent = Lease::Available;
+        (existing.map_or(&mut absent, |b| &mut b.lease))
             .check_write(now, conditions.lease_id)
             .map_err(|r| refusal_error(r, what()))
     }

@@ -46,35 +46,26 @@ impl WriteClock {
 /// `W/"datetime'2026-11-21T04%3A46%3A16.9123456Z'"`, where the date-time is
 /// the entity's Timestamp with `:` percent-encoded.
 pub(super) fn entity_etag(timestamp: OffsetDateTime) -> ETag {
-    // Written by hand, in one allocation: this runs on every entity write.
-    // The same text as `datetime::format` with `:` as `%3A`.
-    let t = timestamp.to_offset(time::UtcOffset::UTC);
+    // In one allocation: this runs on every entity write.
+    let mut buf = [0u8; 28];
+    let formatted;
+    let stamp = match datetime::format_into(timestamp, &mut buf) {
+        Some(stamp) => stamp,
+        None => {
+            formatted = datetime::format(timestamp);
+            &formatted
+        }
+    };
     let mut text = String::with_capacity(48);
     text.push_str("W/\"datetime'");
-    push_digits(&mut text, u32::try_from(t.year()).unwrap_or(0), 4);
-    text.push('-');
-    push_digits(&mut text, u32::from(u8::from(t.month())), 2);
-    text.push('-');
-    push_digits(&mut text, u32::from(t.day()), 2);
-    text.push('T');
-    push_digits(&mut text, u32::from(t.hour()), 2);
-    text.push_str("%3A");
-    push_digits(&mut text, u32::from(t.minute()), 2);
-    text.push_str("%3A");
-    push_digits(&mut text, u32::from(t.second()), 2);
-    text.push('.');
-    push_digits(&mut text, t.nanosecond() / 100, 7);
-    text.push_str("Z'\"");
-    ETag::new(text)
-}
-
-/// Appends the last `width` decimal digits of `n`, zero-padded.
-fn push_digits(out: &mut String, n: u32, width: u32) {
-    let mut div = 10u32.pow(width - 1);
-    while div > 0 {
-        out.push(char::from(b'0' + ((n / div) % 10) as u8));
-        div /= 10;
+    for (i, part) in stamp.split(':').enumerate() {
+        if i > 0 {
+            text.push_str("%3A");
+        }
+        text.push_str(part);
     }
+    text.push_str("'\"");
+    ETag::new(text)
 }
 
 /// The 100 ns ticks since 1601-01-01 UTC (a Windows FILETIME), the basis of

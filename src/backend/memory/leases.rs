@@ -190,12 +190,10 @@ impl Lease {
         }
     }
 
-    /// Break, with a checked `period`. Returns the time until the lease is
-    /// broken.
-    ///
-    /// With no period, a timed lease breaks when it would have expired, an
-    /// infinite one at once, and a breaking one keeps its break time. A
-    /// period never extends the time the lease has left.
+    /// Break, with a checked `period`, as
+    /// [`LeaseAction::Break`](crate::backend::LeaseAction::Break) says (a
+    /// period never extends the time the lease has left): the time until the
+    /// lease is broken. A breaking lease keeps its break time without one.
     pub(super) fn break_lease(
         &mut self,
         now: Instant,
@@ -256,6 +254,3 @@ impl Lease {
         }
     }
 }
-
-/// The refusal for a lease id given on a write to a blob that does not exist.
-pub(super) const WRITE_NO_BLOB_LEASE: Refusal = WRITE_NOT_PRESENT;

@@ -5,7 +5,7 @@
 //! Leases run on [`tokio::time::Instant`], so tests can pause time.
 //!
 //! ```
-//! # tokio_test_block_on(async {
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! use leasehold::backend::memory::MemoryBackend;
 //! use leasehold::backend::{TableBackend, TableOp, WriteOptions};
 //! use leasehold::entity::{EntityData, Properties, Value};
@@ -26,11 +26,7 @@
 //!     .await?;
 //! let stored = backend.get(&table, &data.partition_key, &data.row_key).await?;
 //! assert_eq!(stored.map(|s| s.etag), version.map(|v| v.etag));
-//! # Ok::<(), leasehold::Error>(())
-//! # }).unwrap();
-//! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
-//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
-//! # }
+//! # Ok::<(), leasehold::Error>(()) }).unwrap();
 //! ```
 
 mod blobs;
@@ -131,8 +127,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl MemoryBackend {
-    pub(crate) const ENDPOINT: &str = "memory";
-
     /// The default per-page scan budget: no limit.
     pub const DEFAULT_SCAN_LIMIT: usize = usize::MAX;
 
@@ -189,12 +183,10 @@ impl fmt::Debug for MemoryBackend {
     }
 }
 
-pub(crate) const SYSTEM: &str = "leasehold.memory";
-
 #[async_trait]
 impl TableBackend for MemoryBackend {
     fn system_name(&self) -> &'static str {
-        SYSTEM
+        "leasehold.memory"
     }
 
     async fn create_table(&self, table: &TableName) -> Result<TableCreation> {
@@ -243,7 +235,7 @@ impl TableBackend for MemoryBackend {
 #[async_trait]
 impl BlobBackend for MemoryBackend {
     fn endpoint(&self) -> String {
-        MemoryBackend::ENDPOINT.to_owned()
+        "memory".to_owned()
     }
 
     async fn create_container(&self, container: &ContainerName) -> Result<()> {

@@ -93,32 +93,24 @@ fn table_not_found(table: &TableName) -> Error {
         .for_table(table.as_str())
 }
 
-/// Checks a condition against the stored row (`None`: absent).
+/// Checks a condition against the stored row (`None`: absent); `If-Match: *`
+/// on the wire means "if it exists".
 fn check_condition(
     condition: &Precondition,
     existing: Option<&StoredEntity>,
     what: impl Fn() -> String,
 ) -> Result<()> {
-    let must_exist = |existing: Option<&StoredEntity>| match existing {
-        Some(_) => Ok(()),
-        None => Err(Error::from_service(404, Some("ResourceNotFound"), what())),
-    };
-    match condition {
-        Precondition::Upsert => Ok(()),
-        Precondition::IfExists => must_exist(existing),
-        // `If-Match: *` on the wire means "if it exists".
-        Precondition::IfMatch(etag) if etag.as_str() == "*" => must_exist(existing),
-        Precondition::IfMatch(etag) => {
-            must_exist(existing)?;
-            match existing {
-                Some(row) if row.etag == *etag => Ok(()),
-                _ => Err(Error::from_service(
-                    412,
-                    Some("UpdateConditionNotSatisfied"),
-                    what(),
-                )),
-            }
+    match (condition, existing) {
+        (Precondition::Upsert, _) => Ok(()),
+        (_, None) => Err(Error::from_service(404, Some("ResourceNotFound"), what())),
+        (Precondition::IfMatch(etag), Some(row)) if etag.as_str() != "*" && row.etag != *etag => {
+            Err(Error::from_service(
+                412,
+                Some("UpdateConditionNotSatisfied"),
+                what(),
+            ))
         }
+        _ => Ok(()),
     }
 }
 
@@ -311,12 +303,11 @@ impl TableStore {
                 c.next_row_key.as_deref().unwrap_or(""),
             )
         });
-        let mut rows = match start {
-            Some(start) => t
-                .rows
-                .range::<[u16], _>((Bound::Included(&*start), Bound::Unbounded)),
-            None => t.rows.range::<[u16], _>(..),
-        };
+        // No continuation: the empty position, before every row.
+        let start = start.unwrap_or_default();
+        let mut rows = t
+            .rows
+            .range::<[u16], _>((Bound::Included(&*start), Bound::Unbounded));
         let select = spec.select.as_deref();
         let mut entities = Vec::new();
         let mut scanned = 0;

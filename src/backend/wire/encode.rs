@@ -29,10 +29,8 @@ pub(crate) struct EntityBody<'a> {
 /// The value of one entry of a body.
 #[derive(Clone, Copy)]
 enum Entry<'a> {
-    /// A key's value: a JSON string.
+    /// A key's value or a type annotation: a JSON string.
     Text(&'a str),
-    /// A type annotation: an `Edm.*` name (a JSON string needing no escape).
-    TypeName(&'static str),
     /// A property's value.
     Value(&'a Value),
 }
@@ -61,7 +59,7 @@ impl<'a> EntityBody<'a> {
     /// The body text; [`Error::Invalid`] if a value cannot be written (none
     /// fails).
     pub(crate) fn to_text(self) -> Result<String> {
-        let mut out = String::with_capacity(self.estimated_len());
+        let mut out = String::with_capacity(self.text_len_bound(1));
         self.write(&mut out)?;
         Ok(out)
     }
@@ -74,13 +72,14 @@ impl<'a> EntityBody<'a> {
         Ok(count.0)
     }
 
-    /// At least [`EntityBody::text_len`], from the lengths of names and values
-    /// alone (each character escaped at its longest).
-    pub(crate) fn text_len_bound(self) -> usize {
+    /// From the lengths of names and values alone, each byte of text
+    /// escaped to `escape` bytes: with 6, at least [`EntityBody::text_len`];
+    /// with 1, that length when nothing needs an escape (to size a buffer).
+    pub(crate) fn text_len_bound(self, escape: usize) -> usize {
         // `"` + name escaped + `":`, with the comma before it.
-        let key = |name: &str| 6 * name.len() + 4;
+        let key = |name: &str| escape * name.len() + 4;
         let value = |v: &Value| match v {
-            Value::String(s) => 6 * s.len() + 2,
+            Value::String(s) => escape * s.len() + 2,
             Value::Boolean(_) => 5,
             Value::Int32(_) => 11,
             Value::Int64(_) => 22,
@@ -104,10 +103,10 @@ impl<'a> EntityBody<'a> {
             })
             .sum();
         2 + key("PartitionKey")
-            + 6 * self.partition_key.len()
+            + escape * self.partition_key.len()
             + 2
             + key("RowKey")
-            + 6 * self.row_key.len()
+            + escape * self.row_key.len()
             + 2
             + properties
     }
@@ -135,8 +134,6 @@ impl<'a> EntityBody<'a> {
     /// Azurite decodes a body chunk by chunk, so a character split between
     /// chunks came back as U+FFFD; escapes read the same however the body is
     /// cut. Sizes count the stored data, not the text.
-    ///
-    /// # Errors As [`EntityBody::to_text`].
     #[cfg(any(test, feature = "azure"))]
     pub(crate) fn to_ascii_text(self) -> Result<String> {
         let text = self.to_text()?;
@@ -150,22 +147,6 @@ impl<'a> EntityBody<'a> {
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or_default()
-    }
-
-    /// About the length of the body text (more when strings need escapes),
-    /// to size the buffer once.
-    fn estimated_len(&self) -> usize {
-        let value_len = |v: &Value| match v {
-            Value::String(s) => s.len() + 2,
-            Value::Binary(b) => b.len().div_ceil(3) * 4 + 2,
-            _ => 40,
-        };
-        let props: usize = self
-            .properties
-            .iter()
-            .map(|(name, v)| 2 * name.len() + 4 + value_len(v) + 28)
-            .sum();
-        40 + self.partition_key.len() + self.row_key.len() + props
     }
 
     /// Whether writing keys and properties merged by name, each annotation
@@ -214,7 +195,7 @@ impl<'a> EntityBody<'a> {
             write_entry(out, &mut first, name, false, Entry::Value(value))?;
             if needs_annotation(value) {
                 let annotation = value.edm_type().odata_name();
-                write_entry(out, &mut first, name, true, Entry::TypeName(annotation))?;
+                write_entry(out, &mut first, name, true, Entry::Text(annotation))?;
             }
         }
         for (key, value) in &fixed[f..] {
@@ -236,7 +217,7 @@ impl<'a> EntityBody<'a> {
                 let annotation = value.edm_type().odata_name();
                 map.insert(
                     format!("{name}{ANNOTATION}").into(),
-                    Entry::TypeName(annotation),
+                    Entry::Text(annotation),
                 );
             }
         }
@@ -330,11 +311,6 @@ fn write_entry(
     out.push_str("\":");
     match entry {
         Entry::Text(text) => write_json_str(out, text),
-        Entry::TypeName(name) => {
-            out.push('"');
-            out.push_str(name);
-            out.push('"');
-        }
         Entry::Value(value) => write_value(out, value)?,
     }
     Ok(())

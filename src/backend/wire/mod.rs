@@ -8,11 +8,6 @@
 //! (JSON numbers lose precision past 2^53), Binary as base64, and doubles
 //! that JSON cannot spell (`NaN`, `Infinity`, `-Infinity`) as annotated
 //! strings.
-//!
-//! One encoder ([`EntityBody`]) and one decoder ([`entity_from_parsed`]).
-//! Replies of the service are first read in one pass by [`direct`], which
-//! reads only the service's own form and leaves every other body to the
-//! decoder.
 
 /// `impl Deserialize for $ty`: the deserializer's `$how` driving `$visitor`.
 macro_rules! deserialize_by {
