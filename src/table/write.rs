@@ -190,14 +190,6 @@ impl<E: Entity> Table<E> {
         .await
     }
 
-    /// Like [`Table::replace`], taking the value by move.
-    ///
-    /// # Errors
-    /// As [`Table::replace`].
-    pub async fn replace_owned(&self, current: Versioned<E>) -> Result<Versioned<E>> {
-        self.replace(&current).await
-    }
-
     /// Merges the entity's properties into the stored entity if it is
     /// unchanged since `current` was read; `None` fields keep their stored
     /// values, and come back as kept. A `current` that does not know the
