@@ -137,9 +137,15 @@ impl LeaseGuard {
     }
 
     /// Whether another task of this process waits for this lease.
+    pub(crate) fn has_local_waiters(&self) -> bool {
+        self.slot.has_waiters()
+    }
+
+    /// [`LeaseGuard::has_local_waiters`], for the checks of hand-overs.
+    #[cfg(any(feature = "conformance", clippy))]
     #[doc(hidden)]
     pub fn queued_locally(&self) -> bool {
-        self.slot.has_waiters()
+        self.has_local_waiters()
     }
 
     /// Ends the guard: hands the lease to the next local task when one
