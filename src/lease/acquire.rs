@@ -21,7 +21,7 @@ use super::guard::LeaseGuard;
 use super::manager::{AcquireMode, ManagerInner};
 use super::name::LeaseName;
 use super::outage::{Outage, storage_failed};
-use super::queue::{Queued, Schedule};
+use super::queue::{Queued, Schedule, poll_after};
 
 /// One call's wait for a blob lease, across the attempts and ids it takes.
 struct Wait<'a> {
@@ -292,8 +292,8 @@ impl ManagerInner {
                     if now >= deadline {
                         return Ok(None);
                     }
-                    let pause = match queued.next_poll(now, poll) {
-                        Some(at) => at - now,
+                    let pause = match queued.anchor {
+                        Some(anchor) => poll_after(anchor, poll, now) - now,
                         None => backoff.pause(),
                     };
                     sleep(pause.min(deadline - now)).await;

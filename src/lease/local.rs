@@ -98,10 +98,7 @@ impl Pending {
     /// close is given up for the next.
     pub(crate) fn due(&mut self, now: Instant, unit: Duration) -> bool {
         if now + self.lead > self.poll {
-            let late = (now + self.lead).saturating_duration_since(self.poll);
-            let every = self.every.max(Duration::from_millis(1));
-            let skip = u32::try_from(late.as_nanos() / every.as_nanos() + 1).unwrap_or(u32::MAX);
-            self.poll += every.saturating_mul(skip);
+            self.poll = super::queue::poll_after(self.poll, self.every, now + self.lead);
         }
         // Twice the last guard's length: guards vary.
         now + unit.saturating_mul(2) + self.lead >= self.poll
