@@ -16,6 +16,7 @@ use crate::key::{BlobName, ETag};
 use super::document::{LeaseBlob, LeaseDocument, META_ACQUIRED, META_OWNER, meta_set};
 use super::env::LeaseEnv;
 use super::name::LeaseName;
+use super::queue::{Entry, WaitQueue};
 use super::renew::{Failure, LeaseShared, classify, retry_transient};
 
 /// The first pause before retrying a failed release (then twice that).
@@ -248,12 +249,18 @@ impl LeaseCore {
         .await
     }
 
+    /// The lease's wait queue, and the ids of this process's own
+    /// registrations in it (which may linger), for a holder.
+    pub(crate) fn queue(&self) -> Result<(WaitQueue<'_>, [Option<LeaseId>; 2])> {
+        self.ensure_held()?;
+        let queue = WaitQueue::of(&self.shared.env, &self.shared.blob)?;
+        Ok((queue, [Some(self.shared.id), self.registered_as]))
+    }
+
     /// At a tenure's end: the first fresh registration of another process
     /// in the wait queue, with how long the read took (about a round trip).
-    pub(crate) async fn queue_head(&self) -> Option<(super::queue::Entry, Duration)> {
-        self.ensure_held().ok()?;
-        let queue = super::queue::WaitQueue::of(&self.shared.env, &self.shared.blob).ok()?;
-        let own = [Some(self.shared.id), self.registered_as];
+    pub(crate) async fn queue_head(&self) -> Option<(Entry, Duration)> {
+        let (queue, own) = self.queue().ok()?;
         let sent = Instant::now();
         match queue.head_excluding(&own).await {
             Ok((head, _)) => head.map(|head| (head, sent.elapsed())),
@@ -262,16 +269,6 @@ impl LeaseCore {
                 None
             }
         }
-    }
-
-    /// Before the lease blob is deleted: deletes its wait queue unless
-    /// somebody waits (`Ok(false)`).
-    pub(crate) async fn remove_queue_if_idle(&self) -> Result<bool> {
-        self.ensure_held()?;
-        let queue = super::queue::WaitQueue::of(&self.shared.env, &self.shared.blob)?;
-        queue
-            .remove_if_idle(&[Some(self.shared.id), self.registered_as])
-            .await
     }
 
     /// Deletes the lease blob under the lease id. On success the hold ends

@@ -181,7 +181,8 @@ impl LeaseGuard {
     /// (nothing deleted, ended as [`LeaseGuard::release`] ends it).
     pub(crate) async fn delete_blob(self) -> Result<bool> {
         let deleted = async {
-            if !self.core.remove_queue_if_idle().await? {
+            let (queue, own) = self.core.queue()?;
+            if !queue.remove_if_idle(&own).await? {
                 return Ok(false);
             }
             self.core.delete_blob().await.map(|()| true)
