@@ -50,18 +50,9 @@ fn short_id(id: LeaseId) -> String {
 }
 
 impl ManagerInner {
-    /// Acquires `name` as `mode` allows: `Ok(None)` when it stayed held.
+    /// Acquires `name` as `mode` allows, counting storage failures in
+    /// `outage`: `Ok(None)` when it stayed held.
     pub(crate) async fn acquire(
-        self: &Arc<Self>,
-        name: LeaseName,
-        mode: AcquireMode,
-    ) -> Result<Option<LeaseGuard>> {
-        let mut outage = Outage::new(&self.env);
-        self.acquire_with(name, mode, &mut outage).await
-    }
-
-    /// [`Self::acquire`], counting storage failures in `outage`.
-    pub(crate) async fn acquire_with(
         self: &Arc<Self>,
         name: LeaseName,
         mode: AcquireMode,

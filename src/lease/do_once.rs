@@ -130,7 +130,7 @@ impl ManagerInner {
                 Err(e) => return Err(e.into()),
             }
             if let Some(guard) = self
-                .acquire_with(name.clone(), AcquireMode::LocalThenTry, &mut outage)
+                .acquire(name.clone(), AcquireMode::LocalThenTry, &mut outage)
                 .await?
             {
                 break guard;

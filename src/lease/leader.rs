@@ -176,7 +176,7 @@ impl ManagerInner {
             let attempt = tokio::select! {
                 biased;
                 () = stop.cancelled() => return Ok(None),
-                r = self.acquire_with(name.clone(), AcquireMode::LocalThenTry, &mut outage) => r,
+                r = self.acquire(name.clone(), AcquireMode::LocalThenTry, &mut outage) => r,
             };
             if let Some(guard) = attempt.inspect_err(|e| warn!(error = %e, "campaign ended"))? {
                 return Ok(Some(guard));

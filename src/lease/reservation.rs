@@ -15,6 +15,7 @@ use super::document::{RESERVATION_LOG_LEN, ReservationRecord};
 use super::guard::LeaseStatus;
 use super::manager::{AcquireMode, Entry, LeaseManager, ManagerInner};
 use super::name::LeaseName;
+use super::outage::Outage;
 
 /// The longest reservation.
 const MAX_RESERVATION: Duration = Duration::from_secs(366 * 86_400);
@@ -169,7 +170,8 @@ impl ManagerInner {
         job: LeaseName,
         duration: Duration,
     ) -> Result<Option<Reservation>> {
-        let Some(guard) = this.acquire(job.clone(), AcquireMode::Try).await? else {
+        let outage = &mut Outage::new(&this.env);
+        let Some(guard) = this.acquire(job.clone(), AcquireMode::Try, outage).await? else {
             return Ok(None);
         };
         let ends = Instant::now() + duration;
