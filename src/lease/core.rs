@@ -194,7 +194,6 @@ impl LeaseCore {
         Ok(())
     }
 
-    /// Records who holds the lease.
     pub(crate) async fn write_owner(&self) -> Result<()> {
         let owner = self.shared.env.settings.owner.clone();
         let at = crate::entity::datetime::format(self.shared.env.now_wall());

@@ -136,12 +136,11 @@ impl LeaseGuard {
         Fence::new(self.name().as_str(), epoch)
     }
 
-    /// Whether another task of this process waits for this lease.
     pub(crate) fn has_local_waiters(&self) -> bool {
         self.slot.has_waiters()
     }
 
-    /// [`LeaseGuard::has_local_waiters`], for the checks of hand-overs.
+    /// Whether another task of this process waits for this lease.
     #[cfg(any(feature = "conformance", clippy))]
     #[doc(hidden)]
     pub fn queued_locally(&self) -> bool {

@@ -130,7 +130,6 @@ impl SlotState {
         self.released_at = None;
     }
 
-    /// Records whether an attempt found the lease held elsewhere.
     pub(crate) fn attempted(&mut self, held_seen: bool) {
         if held_seen {
             self.released_at = None;
@@ -187,12 +186,10 @@ impl LocalSlot {
         self.state.clone().lock_owned().await
     }
 
-    /// Whether tasks of this process queue for the lease.
     pub(crate) fn has_waiters(&self) -> bool {
         self.waiters.load(Ordering::SeqCst) > 0
     }
 
-    /// Takes the slot's lock if it is free.
     pub(crate) fn try_lock(&self) -> Option<OwnedMutexGuard<SlotState>> {
         self.state.clone().try_lock_owned().ok()
     }

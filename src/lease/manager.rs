@@ -33,7 +33,6 @@ pub struct LeaseManager {
 #[derive(Debug)]
 pub(crate) struct ManagerInner {
     pub(crate) env: Arc<LeaseEnv>,
-    /// Whether this manager has created its container.
     container_ready: tokio::sync::Mutex<bool>,
     pub(crate) local: LocalLeases,
     pub(crate) reservations: Registry,

@@ -17,7 +17,6 @@ use super::manager::{AcquireMode, Entry, LeaseManager, ManagerInner};
 use super::name::LeaseName;
 use super::outage::Outage;
 
-/// The longest reservation.
 const MAX_RESERVATION: Duration = Duration::from_secs(366 * 86_400);
 
 /// A handle on a live job reservation: the lease `job`, taken without

@@ -104,7 +104,6 @@ impl Base {
         Ok(data)
     }
 
-    /// The base of a merge of `current`.
     pub(crate) fn merge_of<E>(current: &Versioned<E>) -> Base {
         match current.unchanged_extra() {
             Some(extra) => Base::MergeUnchanged(extra.cloned()),

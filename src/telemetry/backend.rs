@@ -17,12 +17,10 @@ tokio::task_local! {
     static OPERATION: Cell<u64>;
 }
 
-/// Whether a logical operation is running in this task.
 pub(super) fn in_operation() -> bool {
     OPERATION.try_with(|_| ()).is_ok()
 }
 
-/// Runs `fut`, counting the requests it makes.
 pub(super) async fn counting_requests<F: Future>(fut: F) -> (F::Output, u64) {
     OPERATION
         .scope(Cell::new(0), async move {

@@ -160,7 +160,6 @@ impl Instruments {
         );
     }
 
-    /// The logical operation `name` made `requests` requests.
     pub(super) fn operation(&self, name: &'static str, requests: u64) {
         self.operation_requests
             .record(requests, &[KeyValue::new("leasehold.operation", name)]);

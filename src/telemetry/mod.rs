@@ -64,7 +64,6 @@ impl Telemetry {
         Telemetry::default()
     }
 
-    /// The instruments of `meter`.
     #[cfg(feature = "opentelemetry")]
     pub(crate) fn from_meter(meter: &opentelemetry::metrics::Meter) -> Self {
         Telemetry {
