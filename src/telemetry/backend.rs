@@ -6,6 +6,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
+use opentelemetry::KeyValue;
+
 use crate::backend::{Layer, Request, notes};
 use crate::error::{Error, Result};
 
@@ -75,7 +77,8 @@ impl Layer for Metered {
             }
         }
         if noted.throttled > 0 {
-            i.throttled(name, noted.throttled);
+            let op = KeyValue::new("db.operation.name", name);
+            i.throttled.add(noted.throttled, &[op]);
         }
         result
     }

@@ -103,7 +103,8 @@ impl Telemetry {
                 match instruments {
                     Some(i) if !backend::in_operation() => {
                         let (output, requests) = backend::counting_requests(fut).await;
-                        i.operation(name, requests);
+                        let name = KeyValue::new("leasehold.operation", name);
+                        i.operation_requests.record(requests, &[name]);
                         output
                     }
                     _ => fut.await,
