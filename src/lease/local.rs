@@ -89,10 +89,6 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    pub(crate) fn pass_at(&self) -> Instant {
-        self.poll.checked_sub(self.lead).unwrap_or(self.poll)
-    }
-
     /// Whether a guard end at `now` passes the lease (the next, about `unit`
     /// later, may be too late for the waiter's poll); a poll already too
     /// close is given up for the next.
@@ -204,7 +200,7 @@ impl LocalSlot {
         } else if self.has_waiters() {
             Ending::HandOver
         } else {
-            Ending::Linger(pending.pass_at())
+            Ending::Linger(pending.poll.checked_sub(pending.lead).unwrap_or(pending.poll))
         })
     }
 
