@@ -129,15 +129,9 @@ fn parse(body: &[u8]) -> Vec<Entry> {
 fn render(entries: &[Entry]) -> Vec<u8> {
     entries
         .iter()
-        .map(|e| match e.schedule {
-            Some(s) => format!(
-                "{} {} {} {}\n",
-                e.id.as_uuid(),
-                e.seen_ms,
-                s.anchor_ms,
-                s.every_ms
-            ),
-            None => format!("{} {}\n", e.id.as_uuid(), e.seen_ms),
+        .map(|e| {
+            let schedule = e.schedule.map(|s| format!(" {} {}", s.anchor_ms, s.every_ms));
+            format!("{} {}{}\n", e.id.as_uuid(), e.seen_ms, schedule.unwrap_or_default())
         })
         .collect::<String>()
         .into_bytes()
