@@ -200,7 +200,8 @@ impl LocalSlot {
         } else if self.has_waiters() {
             Ending::HandOver
         } else {
-            Ending::Linger(pending.poll.checked_sub(pending.lead).unwrap_or(pending.poll))
+            let at = pending.poll.checked_sub(pending.lead);
+            Ending::Linger(at.unwrap_or(pending.poll))
         })
     }
 

@@ -130,8 +130,11 @@ fn render(entries: &[Entry]) -> Vec<u8> {
     entries
         .iter()
         .map(|e| {
-            let schedule = e.schedule.map(|s| format!(" {} {}", s.anchor_ms, s.every_ms));
-            format!("{} {}{}\n", e.id.as_uuid(), e.seen_ms, schedule.unwrap_or_default())
+            let (id, seen) = (e.id.as_uuid(), e.seen_ms);
+            match e.schedule {
+                Some(s) => format!("{id} {seen} {} {}\n", s.anchor_ms, s.every_ms),
+                None => format!("{id} {seen}\n"),
+            }
         })
         .collect::<String>()
         .into_bytes()
