@@ -115,9 +115,18 @@ impl LeaseGuard {
         Ok(next)
     }
 
-    /// [`LeaseGuard::advance_epoch`], as a [`Fence`] (example there): call
-    /// it once per hold and share the fence (each call fences out the
-    /// earlier ones).
+    /// [`LeaseGuard::advance_epoch`], as a [`Fence`]: call it once per hold
+    /// and share the fence (each call fences out the earlier ones).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = leasehold::Store::memory();
+    /// let guard = store.leases().acquire("importer", std::time::Duration::from_secs(30)).await?;
+    /// let fence = guard.fence().await?;
+    /// assert_eq!(fence.epoch(), guard.epoch().await?);
+    /// # guard.release().await?;
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
     ///
     /// # Errors
     /// As [`LeaseGuard::advance_epoch`]; [`Error::Invalid`] for a lease

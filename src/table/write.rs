@@ -338,8 +338,22 @@ impl<E: Entity> Table<E> {
     ///
     /// Costs one operation in each transaction (fenced batches hold at most
     /// 99) and one read of the fence row per partition per fence; see
-    /// [`Fence`] for the protocol and an example. Index claims are not
-    /// fenced.
+    /// [`Fence`] for the protocol. Index claims are not fenced.
+    ///
+    /// ```
+    /// # use leasehold::{Entity, Store};
+    /// # #[derive(Entity, Clone, Debug)]
+    /// # #[entity(table = "Settings")]
+    /// # struct Setting { #[entity(partition_key)] app: String, #[entity(row_key)] key: String, value: String }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = Store::memory();
+    /// let guard = store.leases().acquire("settings-writer", std::time::Duration::from_secs(30)).await?;
+    /// let settings = store.table::<Setting>().fenced(&guard.fence().await?);
+    /// settings.upsert(Setting { app: "a".into(), key: "mode".into(), value: "on".into() }).await?;
+    /// settings.update_with("a", "mode", |s| s.value = "off".into()).await?;
+    /// # guard.release().await?;
+    /// # Ok::<(), leasehold::Error>(()) }).unwrap();
+    /// ```
     #[must_use = "`fenced` returns a fenced copy of the table; `self` is unchanged"]
     pub fn fenced(&self, fence: &Fence) -> Table<E> {
         // A fenced table fenced again has the later fence only.
