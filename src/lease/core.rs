@@ -85,10 +85,6 @@ impl LeaseCore {
         })
     }
 
-    fn conditions(&self) -> BlobConditions {
-        BlobConditions::leased(self.shared.id)
-    }
-
     /// The view, read first when unknown.
     async fn view(&self) -> Result<MutexGuard<'_, Option<LeaseBlob>>> {
         let mut view = self.view.lock().await;
@@ -155,7 +151,8 @@ impl LeaseCore {
         let out = f(&mut document, &mut metadata);
         let bytes = body.then(|| document.to_bytes()).transpose()?;
         self.ensure_held()?;
-        let (env, conditions) = (&self.shared.env, self.conditions());
+        let env = &self.shared.env;
+        let conditions = BlobConditions::leased(self.shared.id);
         let container = &env.settings.container;
         let result = retry_transient(&self.shared, || match &bytes {
             Some(bytes) => env.backend.put_blob(
@@ -277,7 +274,7 @@ impl LeaseCore {
         self.ensure_held()?;
         let mut view = self.view.lock().await;
         let env = &self.shared.env;
-        let conditions = self.conditions();
+        let conditions = BlobConditions::leased(self.shared.id);
         let attempts = AtomicU32::new(0);
         // Retrying is safe: only this lease's holder can delete the blob.
         let result = retry_transient(&self.shared, || {
