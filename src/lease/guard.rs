@@ -266,7 +266,8 @@ async fn finish(
         Ending::Release | Ending::TenureEnd => {}
     }
     if matches!(ending, Ending::TenureEnd | Ending::Pass(_)) {
-        state.renew_tenure(Instant::now());
+        // A new tenure on the lease this process keeps.
+        (state.held_since, state.handovers) = (Some(Instant::now()), 0);
         if slot.has_waiters() && !core.shared.is_lost() {
             state.held = Some(core);
             return Ok(());

@@ -133,12 +133,6 @@ impl SlotState {
         }
     }
 
-    /// Starts a new tenure on a lease this process keeps.
-    pub(crate) fn renew_tenure(&mut self, now: Instant) {
-        self.held_since = Some(now);
-        self.handovers = 0;
-    }
-
     /// Forgets the tenure of a lease this process no longer holds.
     pub(crate) fn passed(&mut self) {
         self.held = None;
