@@ -43,7 +43,7 @@ pub(crate) async fn memory_vs_azurite(env: &Env, report: &mut Report) -> Res<()>
             for i in 0..n_mem {
                 let mut next = mem_cur.clone();
                 next.count = (i + round) as i32;
-                mem_cur = mem_t.replace_owned(next).await.unwrap();
+                mem_cur = mem_t.replace(&next).await.unwrap();
             }
         })
         .await;
@@ -52,7 +52,7 @@ pub(crate) async fn memory_vs_azurite(env: &Env, report: &mut Report) -> Res<()>
             for i in 0..n_az {
                 let mut next = az_cur.clone();
                 next.count = (i + round) as i32;
-                az_cur = az_t.replace_owned(next).await.unwrap();
+                az_cur = az_t.replace(&next).await.unwrap();
             }
         })
         .await;

@@ -204,7 +204,7 @@ pub(crate) async fn per_operation(env: &Env, report: &mut Report) -> Res<f64> {
                 let slot = &mut cur[Placed::side(i)];
                 let mut next = slot.take().expect("the last write's result");
                 next.count = i as i32;
-                *slot = Some(table.replace_owned(next).await.unwrap());
+                *slot = Some(table.replace(&next).await.unwrap());
             }
         },
         |i| {

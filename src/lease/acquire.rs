@@ -21,7 +21,7 @@ use super::guard::LeaseGuard;
 use super::manager::{AcquireMode, ManagerInner};
 use super::name::LeaseName;
 use super::outage::{Outage, storage_failed};
-use super::queue::{Queued, Schedule};
+use super::queue::{Queued, Schedule, poll_after};
 
 /// One call's wait for a blob lease, across the attempts and ids it takes.
 struct Wait<'a> {
@@ -50,18 +50,9 @@ fn short_id(id: LeaseId) -> String {
 }
 
 impl ManagerInner {
-    /// Acquires `name` as `mode` allows: `Ok(None)` when it stayed held.
+    /// Acquires `name` as `mode` allows, counting storage failures in
+    /// `outage`: `Ok(None)` when it stayed held.
     pub(crate) async fn acquire(
-        self: &Arc<Self>,
-        name: LeaseName,
-        mode: AcquireMode,
-    ) -> Result<Option<LeaseGuard>> {
-        let mut outage = Outage::new(&self.env);
-        self.acquire_with(name, mode, &mut outage).await
-    }
-
-    /// [`Self::acquire`], counting storage failures in `outage`.
-    pub(crate) async fn acquire_with(
         self: &Arc<Self>,
         name: LeaseName,
         mode: AcquireMode,
@@ -292,8 +283,8 @@ impl ManagerInner {
                     if now >= deadline {
                         return Ok(None);
                     }
-                    let pause = match queued.next_poll(now, poll) {
-                        Some(at) => at - now,
+                    let pause = match queued.anchor {
+                        Some(anchor) => poll_after(anchor, poll, now) - now,
                         None => backoff.pause(),
                     };
                     sleep(pause.min(deadline - now)).await;

@@ -16,6 +16,7 @@ use crate::key::{BlobName, ETag};
 use super::document::{LeaseBlob, LeaseDocument, META_ACQUIRED, META_OWNER, meta_set};
 use super::env::LeaseEnv;
 use super::name::LeaseName;
+use super::queue::{Entry, WaitQueue};
 use super::renew::{Failure, LeaseShared, classify, retry_transient};
 
 /// The first pause before retrying a failed release (then twice that).
@@ -84,10 +85,6 @@ impl LeaseCore {
         })
     }
 
-    fn conditions(&self) -> BlobConditions {
-        BlobConditions::leased(self.shared.id)
-    }
-
     /// The view, read first when unknown.
     async fn view(&self) -> Result<MutexGuard<'_, Option<LeaseBlob>>> {
         let mut view = self.view.lock().await;
@@ -154,7 +151,8 @@ impl LeaseCore {
         let out = f(&mut document, &mut metadata);
         let bytes = body.then(|| document.to_bytes()).transpose()?;
         self.ensure_held()?;
-        let (env, conditions) = (&self.shared.env, self.conditions());
+        let env = &self.shared.env;
+        let conditions = BlobConditions::leased(self.shared.id);
         let container = &env.settings.container;
         let result = retry_transient(&self.shared, || match &bytes {
             Some(bytes) => env.backend.put_blob(
@@ -193,7 +191,6 @@ impl LeaseCore {
         Ok(())
     }
 
-    /// Records who holds the lease.
     pub(crate) async fn write_owner(&self) -> Result<()> {
         let owner = self.shared.env.settings.owner.clone();
         let at = crate::entity::datetime::format(self.shared.env.now_wall());
@@ -248,12 +245,18 @@ impl LeaseCore {
         .await
     }
 
+    /// The lease's wait queue, and the ids of this process's own
+    /// registrations in it (which may linger), for a holder.
+    pub(crate) fn queue(&self) -> Result<(WaitQueue<'_>, [Option<LeaseId>; 2])> {
+        self.ensure_held()?;
+        let queue = WaitQueue::of(&self.shared.env, &self.shared.blob)?;
+        Ok((queue, [Some(self.shared.id), self.registered_as]))
+    }
+
     /// At a tenure's end: the first fresh registration of another process
     /// in the wait queue, with how long the read took (about a round trip).
-    pub(crate) async fn queue_head(&self) -> Option<(super::queue::Entry, Duration)> {
-        self.ensure_held().ok()?;
-        let queue = super::queue::WaitQueue::of(&self.shared.env, &self.shared.blob).ok()?;
-        let own = [Some(self.shared.id), self.registered_as];
+    pub(crate) async fn queue_head(&self) -> Option<(Entry, Duration)> {
+        let (queue, own) = self.queue().ok()?;
         let sent = Instant::now();
         match queue.head_excluding(&own).await {
             Ok((head, _)) => head.map(|head| (head, sent.elapsed())),
@@ -264,16 +267,6 @@ impl LeaseCore {
         }
     }
 
-    /// Before the lease blob is deleted: deletes its wait queue unless
-    /// somebody waits (`Ok(false)`).
-    pub(crate) async fn remove_queue_if_idle(&self) -> Result<bool> {
-        self.ensure_held()?;
-        let queue = super::queue::WaitQueue::of(&self.shared.env, &self.shared.blob)?;
-        queue
-            .remove_if_idle(&[Some(self.shared.id), self.registered_as])
-            .await
-    }
-
     /// Deletes the lease blob under the lease id. On success the hold ends
     /// without a release and is never handed to another local task; after
     /// an error it goes on.
@@ -281,7 +274,7 @@ impl LeaseCore {
         self.ensure_held()?;
         let mut view = self.view.lock().await;
         let env = &self.shared.env;
-        let conditions = self.conditions();
+        let conditions = BlobConditions::leased(self.shared.id);
         let attempts = AtomicU32::new(0);
         // Retrying is safe: only this lease's holder can delete the blob.
         let result = retry_transient(&self.shared, || {

@@ -3,7 +3,6 @@
 //! written under the lease: `started` before the work, `done` after it).
 
 use std::future::Future;
-use std::sync::Arc;
 
 use tokio::time::{Instant, sleep, timeout_at};
 use tracing::{Instrument, info, info_span, warn};
@@ -13,7 +12,7 @@ use crate::error::{Error, ErrorKind, Result};
 
 use super::document::{META_ONCE, META_ONCE_ATTEMPTS, OnceState, meta_set};
 use super::guard::LeaseStatus;
-use super::manager::{AcquireMode, LeaseManager, ManagerInner};
+use super::manager::{AcquireMode, LeaseManager};
 use super::name::LeaseName;
 use super::outage::{Outage, storage_failed};
 
@@ -77,7 +76,75 @@ impl LeaseManager {
     {
         let name = LeaseName::new(name)?;
         let span = info_span!("lease.do_once", lease = %name);
-        self.inner.do_once(name, f).instrument(span).await
+        let this = &self.inner;
+        async move {
+            let mut backoff = this.env.poll_backoff();
+            // One failure window for the whole wait, reads and acquires alike.
+            let mut outage = Outage::new(&this.env);
+            let guard = loop {
+                let sent = Instant::now();
+                let read = timeout_at(outage.limit(sent), self.once_state(name.as_str())).await;
+                let read = read.unwrap_or_else(|_| {
+                    Err(Error::Timeout {
+                        what: format!("no reply to a read of lease {name}"),
+                        after: sent.elapsed(),
+                    })
+                });
+                match read {
+                    Ok(OnceState::Done { .. }) => return Ok(OnceOutcome::AlreadyDone),
+                    Ok(_) => outage.answered(&this.env),
+                    Err(e) if storage_failed(&e) => outage.failed(sent, e, &this.env, false)?,
+                    Err(e) => return Err(e.into()),
+                }
+                if let Some(guard) = this
+                    .acquire(name.clone(), AcquireMode::LocalThenTry, &mut outage)
+                    .await?
+                {
+                    break guard;
+                }
+                sleep(backoff.pause()).await;
+            };
+            let outcome = async {
+                let state = OnceState::from_metadata(&guard.metadata().await?);
+                let (attempts, previous_attempt_unfinished) = match state {
+                    OnceState::Done { .. } => return Ok(OnceOutcome::AlreadyDone),
+                    OnceState::Started { attempts } => (attempts, true),
+                    OnceState::NotStarted => (0, false),
+                };
+                let attempt = attempts.saturating_add(1);
+                guard
+                    .update_metadata(|m| {
+                        meta_set(m, META_ONCE, "started".into());
+                        meta_set(m, META_ONCE_ATTEMPTS, attempt.to_string());
+                    })
+                    .await?;
+                if previous_attempt_unfinished {
+                    warn!(
+                        attempt,
+                        "a previous run-once attempt did not finish; running again"
+                    );
+                }
+                let ctx = OnceContext {
+                    status: guard.status(),
+                    previous_attempt_unfinished,
+                    attempt,
+                };
+                let output = f(ctx).await?;
+                guard
+                    .update_metadata(|m| meta_set(m, META_ONCE, "done".into()))
+                    .await?;
+                info!(attempt, "run-once work done");
+                Ok(OnceOutcome::Ran {
+                    output,
+                    previous_attempt_unfinished,
+                })
+            }
+            .await;
+            let _ = guard.release().await;
+            outcome
+        }
+        .instrument(span)
+        .await
     }
 
     /// The run-once state of `name`, read without the lease.
@@ -85,95 +152,13 @@ impl LeaseManager {
     /// # Errors
     /// [`Error::Invalid`] for a bad name; the backend's error.
     pub async fn once_state(&self, name: &str) -> Result<OnceState> {
-        self.inner.once_state(&LeaseName::new(name)?).await
-    }
-}
-
-impl ManagerInner {
-    async fn once_state(&self, name: &LeaseName) -> Result<OnceState> {
-        let blob = self.env.settings.blob_of(name)?;
-        let env = &self.env;
+        let env = &self.inner.env;
+        let blob = env.settings.blob_of(&LeaseName::new(name)?)?;
         let read = env.backend.blob_properties(&env.settings.container, &blob);
         match notes::expecting(&[ErrorKind::NotFound], read).await {
             Ok(Some(p)) => Ok(OnceState::from_metadata(&p.metadata)),
             Ok(None) | Err(Error::NotFound { .. }) => Ok(OnceState::NotStarted),
             Err(e) => Err(e),
         }
-    }
-
-    async fn do_once<F, Fut, T, E>(
-        self: &Arc<Self>,
-        name: LeaseName,
-        f: F,
-    ) -> Result<OnceOutcome<T>, E>
-    where
-        F: FnOnce(OnceContext) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: From<Error>,
-    {
-        let mut backoff = self.env.poll_backoff();
-        // One failure window for the whole wait, reads and acquires alike.
-        let mut outage = Outage::new(&self.env);
-        let guard = loop {
-            let sent = Instant::now();
-            let read = timeout_at(outage.limit(sent), self.once_state(&name)).await;
-            let read = read.unwrap_or_else(|_| {
-                Err(Error::Timeout {
-                    what: format!("no reply to a read of lease {name}"),
-                    after: sent.elapsed(),
-                })
-            });
-            match read {
-                Ok(OnceState::Done { .. }) => return Ok(OnceOutcome::AlreadyDone),
-                Ok(_) => outage.answered(&self.env),
-                Err(e) if storage_failed(&e) => outage.failed(sent, e, &self.env, false)?,
-                Err(e) => return Err(e.into()),
-            }
-            if let Some(guard) = self
-                .acquire_with(name.clone(), AcquireMode::LocalThenTry, &mut outage)
-                .await?
-            {
-                break guard;
-            }
-            sleep(backoff.pause()).await;
-        };
-        let outcome = async {
-            let state = OnceState::from_metadata(&guard.metadata().await?);
-            let (attempts, previous_attempt_unfinished) = match state {
-                OnceState::Done { .. } => return Ok(OnceOutcome::AlreadyDone),
-                OnceState::Started { attempts } => (attempts, true),
-                OnceState::NotStarted => (0, false),
-            };
-            let attempt = attempts.saturating_add(1);
-            guard
-                .update_metadata(|m| {
-                    meta_set(m, META_ONCE, "started".into());
-                    meta_set(m, META_ONCE_ATTEMPTS, attempt.to_string());
-                })
-                .await?;
-            if previous_attempt_unfinished {
-                warn!(
-                    attempt,
-                    "a previous run-once attempt did not finish; running again"
-                );
-            }
-            let ctx = OnceContext {
-                status: guard.status(),
-                previous_attempt_unfinished,
-                attempt,
-            };
-            let output = f(ctx).await?;
-            guard
-                .update_metadata(|m| meta_set(m, META_ONCE, "done".into()))
-                .await?;
-            info!(attempt, "run-once work done");
-            Ok(OnceOutcome::Ran {
-                output,
-                previous_attempt_unfinished,
-            })
-        }
-        .await;
-        let _ = guard.release().await;
-        outcome
     }
 }

@@ -136,10 +136,15 @@ impl LeaseGuard {
         Fence::new(self.name().as_str(), epoch)
     }
 
+    pub(crate) fn has_local_waiters(&self) -> bool {
+        self.slot.has_waiters()
+    }
+
     /// Whether another task of this process waits for this lease.
+    #[cfg(any(feature = "conformance", clippy))]
     #[doc(hidden)]
     pub fn queued_locally(&self) -> bool {
-        self.slot.has_waiters()
+        self.has_local_waiters()
     }
 
     /// Ends the guard: hands the lease to the next local task when one
@@ -175,7 +180,8 @@ impl LeaseGuard {
     /// (nothing deleted, ended as [`LeaseGuard::release`] ends it).
     pub(crate) async fn delete_blob(self) -> Result<bool> {
         let deleted = async {
-            if !self.core.remove_queue_if_idle().await? {
+            let (queue, own) = self.core.queue()?;
+            if !queue.remove_if_idle(&own).await? {
                 return Ok(false);
             }
             self.core.delete_blob().await.map(|()| true)
@@ -260,7 +266,8 @@ async fn finish(
         Ending::Release | Ending::TenureEnd => {}
     }
     if matches!(ending, Ending::TenureEnd | Ending::Pass(_)) {
-        state.renew_tenure(Instant::now());
+        // A new tenure on the lease this process keeps.
+        (state.held_since, state.handovers) = (Some(Instant::now()), 0);
         if slot.has_waiters() && !core.shared.is_lost() {
             state.held = Some(core);
             return Ok(());

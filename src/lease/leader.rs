@@ -149,7 +149,7 @@ impl LeaseManager {
         &self,
         name: &str,
         options: LeaderOptions,
-        f: F,
+        mut f: F,
     ) -> Result<()>
     where
         F: FnMut(LeaderContext) -> Fut,
@@ -157,10 +157,87 @@ impl LeaseManager {
     {
         let name = LeaseName::new(name)?;
         let span = info_span!("lease.leader", lease = %name);
-        self.inner
-            .run_as_leader(name, options, f)
-            .instrument(span)
-            .await
+        let this = &self.inner;
+        async move {
+            let stop = options.stop.clone();
+            let mut term = 0u64;
+            loop {
+                let Some(guard) = this.campaign(&name, &stop).await? else {
+                    return Ok(());
+                };
+                let epoch = if options.advance_epoch {
+                    guard.advance_epoch().await
+                } else {
+                    guard.epoch().await
+                };
+                let (guard, epoch) = match guard.or_release(epoch).await {
+                    Ok(held) => held,
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            ErrorKind::Transient | ErrorKind::Timeout | ErrorKind::LeaseLost
+                        ) =>
+                    {
+                        warn!(error = %e, "could not start a term; campaigning again");
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
+                term += 1;
+                info!(epoch, term, "became leader");
+                let token = guard.cancellation_token();
+                let ctx = LeaderContext {
+                    token: token.clone(),
+                    status: guard.status(),
+                    epoch,
+                    term,
+                    epoch_per_term: options.advance_epoch,
+                };
+                let lost = guard.lost();
+                tokio::pin!(lost);
+                let work = f(ctx);
+                tokio::pin!(work);
+                let mut stopping = false;
+                let mut lost_seen = false;
+                loop {
+                    tokio::select! {
+                        () = &mut work => break,
+                        () = &mut lost, if !lost_seen => {
+                            lost_seen = true;
+                            if guard.is_lost() {
+                                warn!(epoch, term, "leadership lost");
+                            }
+                        }
+                        () = stop.cancelled(), if !stopping => {
+                            stopping = true;
+                            token.cancel();
+                        }
+                    }
+                }
+                if guard.is_lost() {
+                    if !lost_seen {
+                        warn!(epoch, term, "leadership lost");
+                    }
+                    let _ = guard.release().await;
+                } else {
+                    if let Err(e) = guard.release().await {
+                        warn!(error = %e, "release after stepping down failed");
+                    }
+                    info!(epoch, term, "stepped down");
+                }
+                if !options.campaign_again || stop.is_cancelled() {
+                    return Ok(());
+                }
+                let mut rest = this.env.standby_backoff();
+                tokio::select! {
+                    biased;
+                    () = stop.cancelled() => return Ok(()),
+                    () = sleep(rest.pause()) => {}
+                }
+            }
+        }
+        .instrument(span)
+        .await
     }
 }
 
@@ -176,7 +253,7 @@ impl ManagerInner {
             let attempt = tokio::select! {
                 biased;
                 () = stop.cancelled() => return Ok(None),
-                r = self.acquire_with(name.clone(), AcquireMode::LocalThenTry, &mut outage) => r,
+                r = self.acquire(name.clone(), AcquireMode::LocalThenTry, &mut outage) => r,
             };
             if let Some(guard) = attempt.inspect_err(|e| warn!(error = %e, "campaign ended"))? {
                 return Ok(Some(guard));
@@ -185,94 +262,6 @@ impl ManagerInner {
                 biased;
                 () = stop.cancelled() => return Ok(None),
                 () = sleep(backoff.pause()) => {}
-            }
-        }
-    }
-
-    async fn run_as_leader<F, Fut>(
-        self: &Arc<Self>,
-        name: LeaseName,
-        options: LeaderOptions,
-        mut f: F,
-    ) -> Result<()>
-    where
-        F: FnMut(LeaderContext) -> Fut,
-        Fut: Future<Output = ()>,
-    {
-        let stop = options.stop.clone();
-        let mut term = 0u64;
-        loop {
-            let Some(guard) = self.campaign(&name, &stop).await? else {
-                return Ok(());
-            };
-            let epoch = if options.advance_epoch {
-                guard.advance_epoch().await
-            } else {
-                guard.epoch().await
-            };
-            let (guard, epoch) = match guard.or_release(epoch).await {
-                Ok(held) => held,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::Transient | ErrorKind::Timeout | ErrorKind::LeaseLost
-                    ) =>
-                {
-                    warn!(error = %e, "could not start a term; campaigning again");
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            term += 1;
-            info!(epoch, term, "became leader");
-            let token = guard.cancellation_token();
-            let ctx = LeaderContext {
-                token: token.clone(),
-                status: guard.status(),
-                epoch,
-                term,
-                epoch_per_term: options.advance_epoch,
-            };
-            let lost = guard.lost();
-            tokio::pin!(lost);
-            let work = f(ctx);
-            tokio::pin!(work);
-            let mut stopping = false;
-            let mut lost_seen = false;
-            loop {
-                tokio::select! {
-                    () = &mut work => break,
-                    () = &mut lost, if !lost_seen => {
-                        lost_seen = true;
-                        if guard.is_lost() {
-                            warn!(epoch, term, "leadership lost");
-                        }
-                    }
-                    () = stop.cancelled(), if !stopping => {
-                        stopping = true;
-                        token.cancel();
-                    }
-                }
-            }
-            if guard.is_lost() {
-                if !lost_seen {
-                    warn!(epoch, term, "leadership lost");
-                }
-                let _ = guard.release().await;
-            } else {
-                if let Err(e) = guard.release().await {
-                    warn!(error = %e, "release after stepping down failed");
-                }
-                info!(epoch, term, "stepped down");
-            }
-            if !options.campaign_again || stop.is_cancelled() {
-                return Ok(());
-            }
-            let mut rest = self.env.standby_backoff();
-            tokio::select! {
-                biased;
-                () = stop.cancelled() => return Ok(()),
-                () = sleep(rest.pause()) => {}
             }
         }
     }

@@ -89,19 +89,12 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    pub(crate) fn pass_at(&self) -> Instant {
-        self.poll.checked_sub(self.lead).unwrap_or(self.poll)
-    }
-
     /// Whether a guard end at `now` passes the lease (the next, about `unit`
     /// later, may be too late for the waiter's poll); a poll already too
     /// close is given up for the next.
     pub(crate) fn due(&mut self, now: Instant, unit: Duration) -> bool {
         if now + self.lead > self.poll {
-            let late = (now + self.lead).saturating_duration_since(self.poll);
-            let every = self.every.max(Duration::from_millis(1));
-            let skip = u32::try_from(late.as_nanos() / every.as_nanos() + 1).unwrap_or(u32::MAX);
-            self.poll += every.saturating_mul(skip);
+            self.poll = super::queue::poll_after(self.poll, self.every, now + self.lead);
         }
         // Twice the last guard's length: guards vary.
         now + unit.saturating_mul(2) + self.lead >= self.poll
@@ -133,18 +126,11 @@ impl SlotState {
         self.released_at = None;
     }
 
-    /// Records whether an attempt found the lease held elsewhere.
     pub(crate) fn attempted(&mut self, held_seen: bool) {
         if held_seen {
             self.released_at = None;
             self.contended = true;
         }
-    }
-
-    /// Starts a new tenure on a lease this process keeps.
-    pub(crate) fn renew_tenure(&mut self, now: Instant) {
-        self.held_since = Some(now);
-        self.handovers = 0;
     }
 
     /// Forgets the tenure of a lease this process no longer holds.
@@ -190,12 +176,10 @@ impl LocalSlot {
         self.state.clone().lock_owned().await
     }
 
-    /// Whether tasks of this process queue for the lease.
     pub(crate) fn has_waiters(&self) -> bool {
         self.waiters.load(Ordering::SeqCst) > 0
     }
 
-    /// Takes the slot's lock if it is free.
     pub(crate) fn try_lock(&self) -> Option<OwnedMutexGuard<SlotState>> {
         self.state.clone().try_lock_owned().ok()
     }
@@ -210,7 +194,8 @@ impl LocalSlot {
         } else if self.has_waiters() {
             Ending::HandOver
         } else {
-            Ending::Linger(pending.pass_at())
+            let at = pending.poll.checked_sub(pending.lead);
+            Ending::Linger(at.unwrap_or(pending.poll))
         })
     }
 

@@ -19,6 +19,7 @@ use super::guard::{LeaseGuard, LeaseStatus};
 use super::local::LocalLeases;
 use super::name::LeaseName;
 use super::options::{LeaseOptions, Settings};
+use super::outage::Outage;
 use crate::telemetry::Telemetry;
 
 /// Hands out lease guards and the patterns built on them (see the
@@ -32,7 +33,6 @@ pub struct LeaseManager {
 #[derive(Debug)]
 pub(crate) struct ManagerInner {
     pub(crate) env: Arc<LeaseEnv>,
-    /// Whether this manager has created its container.
     container_ready: tokio::sync::Mutex<bool>,
     pub(crate) local: LocalLeases,
     pub(crate) reservations: Registry,
@@ -102,7 +102,8 @@ impl LeaseManager {
     /// request fails for another reason than the lease being held.
     pub async fn try_acquire(&self, name: &str) -> Result<Option<LeaseGuard>> {
         let name = LeaseName::new(name)?;
-        self.inner.acquire(name, AcquireMode::Try).await
+        let outage = &mut Outage::new(&self.inner.env);
+        self.inner.acquire(name, AcquireMode::Try, outage).await
     }
 
     /// Takes the lease, waiting up to `timeout` (even when the service does
@@ -117,11 +118,9 @@ impl LeaseManager {
         let deadline = Instant::now()
             .checked_add(timeout)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
-        match self
-            .inner
-            .acquire(name.clone(), AcquireMode::Until { deadline })
-            .await?
-        {
+        let outage = &mut Outage::new(&self.inner.env);
+        let mode = AcquireMode::Until { deadline };
+        match self.inner.acquire(name.clone(), mode, outage).await? {
             Some(guard) => Ok(guard),
             None => Err(Error::Timeout {
                 what: format!("acquiring lease {name}"),

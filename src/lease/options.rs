@@ -265,7 +265,6 @@ impl Settings {
         }
     }
 
-    /// The blob that stores lease `name`.
     pub(crate) fn blob_of(&self, name: &LeaseName) -> Result<BlobName> {
         BlobName::new(self.prefixed(name.encoded()))
     }

@@ -56,10 +56,6 @@ impl Age {
         })
     }
 
-    fn is_zero(self) -> bool {
-        self.cutoff.is_none()
-    }
-
     fn is_recent(self, t: OffsetDateTime) -> bool {
         self.cutoff.is_some_and(|cutoff| t > cutoff)
     }
@@ -101,7 +97,7 @@ pub(crate) async fn examine(
             Some(t) if age.is_recent(t) => return Ok(Verdict::Recent),
             // Undated: old only for `older_than` zero; a real run takes the
             // lease to stamp it.
-            None if dry_run && !age.is_zero() => return Ok(Verdict::Recent),
+            None if dry_run && age.cutoff.is_some() => return Ok(Verdict::Recent),
             _ => {}
         }
         if dry_run {
@@ -167,7 +163,7 @@ async fn recheck(
     match acquired {
         Some(t) if age.is_recent(t) => Ok(Some(Verdict::Recent)),
         Some(_) => Ok(None),
-        None if age.is_zero() => Ok(None),
+        None if age.cutoff.is_none() => Ok(None),
         None => {
             if !records_owner {
                 let at = crate::datetime::format(OffsetDateTime::now_utc());

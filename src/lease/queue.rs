@@ -27,6 +27,17 @@ pub(crate) fn stale_after(env: &LeaseEnv) -> Duration {
     refresh(env) * 3 + Duration::from_secs(1)
 }
 
+/// The first poll `anchor + k × every` after `t` (`anchor` if later), on
+/// this process's clock; [`Schedule::next_poll`] is the published form.
+pub(crate) fn poll_after(anchor: Instant, every: Duration, t: Instant) -> Instant {
+    if anchor > t {
+        return anchor;
+    }
+    let every = every.max(Duration::from_millis(1));
+    let steps = t.saturating_duration_since(anchor).as_nanos() / every.as_nanos() + 1;
+    anchor + every.saturating_mul(u32::try_from(steps).unwrap_or(u32::MAX))
+}
+
 /// A waiter's registration in a lease's wait queue.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Queued {
@@ -46,17 +57,6 @@ impl Queued {
             registered: false,
             anchor: None,
         }
-    }
-
-    /// The next poll on its schedule after `now`, if it has one.
-    pub(crate) fn next_poll(&self, now: Instant, every: Duration) -> Option<Instant> {
-        let anchor = self.anchor?;
-        if anchor > now {
-            return Some(anchor);
-        }
-        let every = every.max(Duration::from_millis(1));
-        let steps = now.saturating_duration_since(anchor).as_nanos() / every.as_nanos() + 1;
-        Some(anchor + every.saturating_mul(u32::try_from(steps).unwrap_or(u32::MAX)))
     }
 
     /// Whether the registration is to be written or renewed at `now`.
@@ -129,15 +129,12 @@ fn parse(body: &[u8]) -> Vec<Entry> {
 fn render(entries: &[Entry]) -> Vec<u8> {
     entries
         .iter()
-        .map(|e| match e.schedule {
-            Some(s) => format!(
-                "{} {} {} {}\n",
-                e.id.as_uuid(),
-                e.seen_ms,
-                s.anchor_ms,
-                s.every_ms
-            ),
-            None => format!("{} {}\n", e.id.as_uuid(), e.seen_ms),
+        .map(|e| {
+            let (id, seen) = (e.id.as_uuid(), e.seen_ms);
+            match e.schedule {
+                Some(s) => format!("{id} {seen} {} {}\n", s.anchor_ms, s.every_ms),
+                None => format!("{id} {seen}\n"),
+            }
         })
         .collect::<String>()
         .into_bytes()

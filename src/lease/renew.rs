@@ -150,7 +150,6 @@ impl LeaseShared {
         self.stop.cancel();
     }
 
-    /// The error that reports this lease as lost.
     pub(crate) fn lost_error(&self) -> Error {
         let validity = self.validity();
         let (why, code) = (validity.loss.as_ref()).map_or((String::new(), None), |(why, code)| {

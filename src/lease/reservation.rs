@@ -15,8 +15,8 @@ use super::document::{RESERVATION_LOG_LEN, ReservationRecord};
 use super::guard::LeaseStatus;
 use super::manager::{AcquireMode, Entry, LeaseManager, ManagerInner};
 use super::name::LeaseName;
+use super::outage::Outage;
 
-/// The longest reservation.
 const MAX_RESERVATION: Duration = Duration::from_secs(366 * 86_400);
 
 /// A handle on a live job reservation: the lease `job`, taken without
@@ -94,9 +94,45 @@ impl LeaseManager {
             ));
         }
         let span = info_span!("lease.reserve", lease = %job);
-        ManagerInner::try_reserve(&self.inner, job, duration)
-            .instrument(span)
-            .await
+        let this = &self.inner;
+        async move {
+            let outage = &mut Outage::new(&this.env);
+            let Some(guard) = this.acquire(job.clone(), AcquireMode::Try, outage).await? else {
+                return Ok(None);
+            };
+            let ends = Instant::now() + duration;
+            let reserved_at = this.env.now_wall();
+            let until = time::Duration::try_from(duration)
+                .ok()
+                .and_then(|d| reserved_at.checked_add(d))
+                .unwrap_or(reserved_at);
+            let record = ReservationRecord {
+                seq: 0,
+                holder: this.env.settings.owner.clone(),
+                reserved_at,
+                until,
+                cancelled_at: None,
+            };
+            let seq = (guard.core)
+                .update_document(|doc| doc.push_reservation(record))
+                .await;
+            let (guard, seq) = guard.or_release(seq).await?;
+            let entry = Arc::new(Entry {
+                status: guard.status(),
+                guard: AsyncMutex::new(Some(guard)),
+                cancel: CancellationToken::new(),
+                seq,
+                reserved_at,
+                until,
+                ends,
+            });
+            this.reservations.lock().insert(job.clone(), entry.clone());
+            tokio::spawn(expire(Arc::downgrade(this), job.clone(), entry.clone()));
+            info!(seq, ?duration, "reserved");
+            Ok(Some(Reservation { job, entry }))
+        }
+        .instrument(span)
+        .await
     }
 
     /// Whether this process holds a live reservation of `job` (no request).
@@ -160,48 +196,6 @@ impl LeaseManager {
             .await?
             .map(|b| b.document.reservations)
             .unwrap_or_default())
-    }
-}
-
-impl ManagerInner {
-    async fn try_reserve(
-        this: &Arc<ManagerInner>,
-        job: LeaseName,
-        duration: Duration,
-    ) -> Result<Option<Reservation>> {
-        let Some(guard) = this.acquire(job.clone(), AcquireMode::Try).await? else {
-            return Ok(None);
-        };
-        let ends = Instant::now() + duration;
-        let reserved_at = this.env.now_wall();
-        let until = time::Duration::try_from(duration)
-            .ok()
-            .and_then(|d| reserved_at.checked_add(d))
-            .unwrap_or(reserved_at);
-        let record = ReservationRecord {
-            seq: 0,
-            holder: this.env.settings.owner.clone(),
-            reserved_at,
-            until,
-            cancelled_at: None,
-        };
-        let seq = (guard.core)
-            .update_document(|doc| doc.push_reservation(record))
-            .await;
-        let (guard, seq) = guard.or_release(seq).await?;
-        let entry = Arc::new(Entry {
-            status: guard.status(),
-            guard: AsyncMutex::new(Some(guard)),
-            cancel: CancellationToken::new(),
-            seq,
-            reserved_at,
-            until,
-            ends,
-        });
-        this.reservations.lock().insert(job.clone(), entry.clone());
-        tokio::spawn(expire(Arc::downgrade(this), job.clone(), entry.clone()));
-        info!(seq, ?duration, "reserved");
-        Ok(Some(Reservation { job, entry }))
     }
 }
 

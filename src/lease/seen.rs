@@ -80,7 +80,6 @@ impl SeenBlobs {
         Some((entry.document.clone(), entry.metadata.clone()))
     }
 
-    /// How many blobs are remembered.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.lock().blobs.len()

@@ -588,7 +588,7 @@ impl Unit {
             let Some(guard) = part.guard.take() else {
                 continue;
             };
-            if guard.queued_locally() {
+            if guard.has_local_waiters() {
                 results.push((part.pk.clone(), guard.release().await));
                 // The waiting task queues for the next lock before it is looked at.
                 tokio::task::yield_now().await;

@@ -71,21 +71,7 @@ impl<E: Entity> Query<E> {
 
 /// A row as an export writes it: without leasehold's reserved properties.
 fn exported(mut row: StoredEntity) -> Result<Versioned<DynamicEntity>> {
-    if row
-        .data
-        .properties
-        .iter()
-        .any(|(name, _)| is_reserved(name))
-    {
-        let kept = row
-            .data
-            .properties
-            .iter()
-            .filter(|(name, _)| !is_reserved(name))
-            .map(|(name, value)| (name.to_owned(), value.clone()))
-            .collect();
-        row.data.properties = kept;
-    }
+    row.data.properties.retain(|name| !is_reserved(name));
     versioned(row)
 }
 

@@ -159,8 +159,9 @@ impl Fence {
             let mut delays = races.backoff();
             loop {
                 self.check_current(table, &pk)?;
+                let sent = condition.take();
                 let mut all = Vec::with_capacity(ops.len() + 1);
-                all.push(self.fence_op(&pk, condition.take()));
+                all.push(self.fence_op(&pk, sent.clone()));
                 all.extend(ops.iter().cloned());
                 validate_batch(table.as_str(), &all)?;
                 attempts += 1;
@@ -203,7 +204,7 @@ impl Fence {
                     Err(Error::Batch { index, source }) => {
                         return Err(match index.checked_sub(1) {
                             Some(index) => {
-                                *known = all_etag(&all);
+                                *known = sent;
                                 Error::Batch { index, source }
                             }
                             None => *source,
@@ -217,14 +218,6 @@ impl Fence {
         }
         .instrument(span)
         .await
-    }
-}
-
-/// The ETag the fence row operation of `all` was conditioned on.
-fn all_etag(all: &[TableOp]) -> Option<ETag> {
-    match all.first() {
-        Some(TableOp::Replace(_, Precondition::IfMatch(etag))) => Some(etag.clone()),
-        _ => None,
     }
 }
 

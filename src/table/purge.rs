@@ -319,22 +319,6 @@ impl<E: Entity> Table<E> {
     async fn delete_group(&self, deletes: Deletes) -> Result<PurgeReport> {
         let mut report = PurgeReport::default();
         let Deletes { partition, rows } = deletes;
-        if !E::INDEXES.is_empty() {
-            for (row, etag) in rows {
-                report.batches += 1;
-                let op = TableOp::Delete {
-                    partition_key: partition.clone(),
-                    row_key: row,
-                    condition: crate::backend::Precondition::IfMatch(etag),
-                };
-                match self.send(op).await {
-                    Ok(()) => report.deleted += 1,
-                    Err(e) if changed_since_read(&e) => report.skipped += 1,
-                    Err(e) => return Err(e),
-                }
-            }
-            return Ok(report);
-        }
         let mut ops: Vec<TableOp> = rows
             .into_iter()
             .map(|(row_key, etag)| TableOp::Delete {
@@ -343,6 +327,17 @@ impl<E: Entity> Table<E> {
                 condition: crate::backend::Precondition::IfMatch(etag),
             })
             .collect();
+        if !E::INDEXES.is_empty() {
+            for op in ops {
+                report.batches += 1;
+                match self.send(op).await {
+                    Ok(()) => report.deleted += 1,
+                    Err(e) if changed_since_read(&e) => report.skipped += 1,
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(report);
+        }
         let name = self.ready().await?;
         while !ops.is_empty() {
             report.batches += 1;

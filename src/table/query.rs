@@ -236,17 +236,12 @@ impl<E: Entity> Query<E> {
         self
     }
 
-    /// The first request, validated, and the digest its tokens carry.
-    fn spec(&self) -> Result<(QuerySpec, u64)> {
-        let partition = match &self.partition {
-            Some(pk) => Some(pk.as_ref().map_err(clone_invalid)?.as_str()),
-            None => None,
-        };
-        let user = self
-            .filter
-            .clone()
-            .map(TypedFilter::into_filter)
-            .transpose()?;
+    /// The query's table, its first request, validated, and the digest its
+    /// tokens carry: the `start` of [`Query::row_pages`].
+    fn spec(self) -> Result<(Table<E>, QuerySpec, u64)> {
+        let partition = self.partition.transpose()?;
+        let partition = partition.as_ref().map(PartitionKey::as_str);
+        let user = self.filter.map(TypedFilter::into_filter).transpose()?;
         let filter = scope_filter(partition, &self.rows, user);
         if let Some(select) = &self.select {
             for name in select {
@@ -286,23 +281,22 @@ impl<E: Entity> Query<E> {
         // The query as asked; what is sent for it is `query_request`'s.
         let spec = QuerySpec {
             filter,
-            select: self.select.clone(),
+            select: self.select,
             top: self.page_size,
             continuation,
         };
         spec.validate()?;
-        Ok((spec, query))
+        Ok((self.table, spec, query))
     }
 
     /// The query's table and the pages of the keys (and ETags) of the rows
     /// it matches, for purges and counts (an empty row-key range refused).
     pub(super) fn key_pages(self) -> Result<(Table<E>, KeyPages)> {
         check_range(&self.rows)?;
-        let (mut spec, query) = self.spec()?;
+        let (table, mut spec, query) = self.spec()?;
         // Keys, Timestamp and ETag always come back: no property is asked.
         spec.select = Some(Vec::new());
-        let table = self.table.clone();
-        let pages = Self::row_pages(Ok((self.table, spec, query)), |row, _| Some(Ok(row)));
+        let pages = Self::row_pages(Ok((table.clone(), spec, query)), |row, _| Some(Ok(row)));
         let pages =
             pages.map_ok(|(rows, next)| (rows.into_iter().flatten().collect(), next.is_some()));
         Ok((table, pages.boxed()))
@@ -351,8 +345,7 @@ impl<E: Entity> Query<E> {
 
     fn decoded_pages(self) -> impl Stream<Item = Result<RowPage<Versioned<E>>>> + Send + 'static {
         let policy = self.on_decode_error.clone();
-        let start = self.spec().map(|(spec, query)| (self.table, spec, query));
-        Self::row_pages(start, move |row, complete| {
+        Self::row_pages(self.spec(), move |row, complete| {
             match (versioned_from(row, complete), &policy) {
                 (Err(e @ Error::Decode { .. }), Some(report)) => {
                     tracing::debug!(error = %e, "leaving out a row that does not decode");
@@ -372,8 +365,7 @@ impl<E: Entity> Query<E> {
                 "an export reads whole rows; leave out `select` and `select_properties`",
             ));
         }
-        let (spec, query) = self.spec()?;
-        Ok((self.table, spec, query))
+        self.spec()
     }
 
     /// Reads one page.
@@ -465,11 +457,4 @@ fn check_range(rows: &(Bound<String>, Bound<String>)) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-fn clone_invalid(e: &Error) -> Error {
-    match e {
-        Error::Invalid { what, why } => Error::invalid(what.clone(), why.clone()),
-        other => Error::invalid("partition key", other.to_string()),
-    }
 }

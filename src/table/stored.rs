@@ -40,11 +40,8 @@ fn extra_properties<E: Entity>(properties: &Properties) -> Option<Arc<Properties
     if properties.iter().all(|(name, _)| E::is_own_property(name)) {
         return None;
     }
-    let extra: Properties = properties
-        .iter()
-        .filter(|(name, _)| !E::is_own_property(name))
-        .map(|(name, value)| (name.to_owned(), value.clone()))
-        .collect();
+    let mut extra = properties.clone();
+    extra.retain(|name| !E::is_own_property(name));
     Some(Arc::new(extra))
 }
 
@@ -104,7 +101,6 @@ impl Base {
         Ok(data)
     }
 
-    /// The base of a merge of `current`.
     pub(crate) fn merge_of<E>(current: &Versioned<E>) -> Base {
         match current.unchanged_extra() {
             Some(extra) => Base::MergeUnchanged(extra.cloned()),
@@ -145,24 +141,21 @@ pub(crate) fn stored_after<E: Entity>(
             properties,
         })
     };
+    // The stored properties merged with those sent.
+    let merged = |stored: Arc<Properties>| {
+        let mut after = Arc::unwrap_or_clone(stored);
+        after.merge_from(&data.properties);
+        Ok::<_, crate::Error>((decode(after.clone())?, Stored::Known(Arc::new(after))))
+    };
     Ok(Some(match base {
         Base::Nothing => (decode(data.properties.clone())?, Stored::unchanged(None)),
         // A type with no property names of its own (`DynamicEntity`, whose
-        // bag is every stored property) is what the merge leaves: the
-        // stored properties merged with those sent.
-        Base::MergeUnchanged(Some(extra)) if E::PROPERTY_NAMES.is_empty() => {
-            let mut after = Arc::unwrap_or_clone(extra);
-            after.merge_from(&data.properties);
-            (decode(after.clone())?, Stored::Known(Arc::new(after)))
-        }
+        // bag is every stored property) is what the merge leaves.
+        Base::MergeUnchanged(Some(extra)) if E::PROPERTY_NAMES.is_empty() => merged(extra)?,
         Base::Replace(kept) | Base::MergeUnchanged(kept) => {
             (decode(data.properties.clone())?, Stored::unchanged(kept))
         }
-        Base::Merge(Some(stored)) => {
-            let mut after = Arc::unwrap_or_clone(stored);
-            after.merge_from(&data.properties);
-            (decode(after.clone())?, Stored::Known(Arc::new(after)))
-        }
+        Base::Merge(Some(stored)) => merged(stored)?,
         Base::Merge(None) => {
             // Every property of `E` sent: the merge leaves exactly them for
             // `E` (not so for a type with no property names of its own).

@@ -41,16 +41,11 @@ impl<E: Entity> Table<E> {
     where
         F: FnMut(&mut E),
     {
-        let updated = self
-            .try_update_with(partition_key, row_key, |e| {
-                f(e);
-                Ok::<(), std::convert::Infallible>(())
-            })
-            .await;
-        updated.map_err(|e| match e {
-            UpdateError::Refused(never) => match never {},
-            UpdateError::Failed(e) => e,
-        })
+        let updated = self.try_update_with(partition_key, row_key, |e| {
+            f(e);
+            Ok::<(), Error>(())
+        });
+        updated.await.map_err(UpdateError::flatten)
     }
 
     /// Like [`Table::update_with`], with an update function that may refuse

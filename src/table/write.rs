@@ -23,10 +23,10 @@ impl<E: Entity> Table<E> {
         &self,
         entity: &E,
         current: Option<&Versioned<E>>,
-        base: Base,
+        base: Result<Base>,
         make_op: impl FnOnce(EntityData) -> TableOp,
     ) -> Result<Versioned<E>> {
-        let (data, after) = prepare(entity, base)?;
+        let (data, after) = prepare(entity, base?)?;
         let mut op = make_op(data);
         let log = (self.write_log
             && matches!(
@@ -123,7 +123,7 @@ impl<E: Entity> Table<E> {
     pub async fn insert(&self, entity: E) -> Result<Versioned<E>> {
         let insert = async move {
             let e = match self
-                .write(&entity, None, Base::Nothing, TableOp::Insert)
+                .write(&entity, None, Ok(Base::Nothing), TableOp::Insert)
                 .await
             {
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => e,
@@ -140,7 +140,7 @@ impl<E: Entity> Table<E> {
                 TableOp::Replace(_, condition) => TableOp::Replace(d, condition),
                 _ => TableOp::Insert(d),
             };
-            match self.write(&entity, None, Base::Nothing, make).await {
+            match self.write(&entity, None, Ok(Base::Nothing), make).await {
                 // Changed since: someone else wrote the row.
                 Err(c) if is_replace && c.kind() == ErrorKind::Conflict => Err(e),
                 other => other,
@@ -184,18 +184,10 @@ impl<E: Entity> Table<E> {
     pub async fn replace(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
         let etag = current.etag().clone();
         let base = Base::replace_of(current);
-        self.traced("replace", current.entity(), Some(current), base, |d| {
+        let write = self.write(current.entity(), Some(current), base, |d| {
             TableOp::Replace(d, Precondition::IfMatch(etag))
-        })
-        .await
-    }
-
-    /// Like [`Table::replace`], taking the value by move.
-    ///
-    /// # Errors
-    /// As [`Table::replace`].
-    pub async fn replace_owned(&self, current: Versioned<E>) -> Result<Versioned<E>> {
-        self.replace(&current).await
+        });
+        self.env.telemetry.operation("replace", write).await
     }
 
     /// Merges the entity's properties into the stored entity if it is
@@ -228,10 +220,10 @@ impl<E: Entity> Table<E> {
     pub async fn merge(&self, current: &Versioned<E>) -> Result<Versioned<E>> {
         let etag = current.etag().clone();
         let base = Ok(Base::merge_of(current));
-        self.traced("merge", current.entity(), Some(current), base, |d| {
+        let write = self.write(current.entity(), Some(current), base, |d| {
             TableOp::Merge(d, Precondition::IfMatch(etag))
-        })
-        .await
+        });
+        self.env.telemetry.operation("merge", write).await
     }
 
     /// Deletes the entity if it is unchanged since `current` was read.
@@ -254,10 +246,10 @@ impl<E: Entity> Table<E> {
     /// # Errors
     /// As [`Table::insert`], never [`Error::AlreadyExists`].
     pub async fn upsert(&self, entity: E) -> Result<Versioned<E>> {
-        self.traced("upsert", &entity, None, Ok(Base::Nothing), |d| {
+        let write = self.write(&entity, None, Ok(Base::Nothing), |d| {
             TableOp::Replace(d, Precondition::Upsert)
-        })
-        .await
+        });
+        self.env.telemetry.operation("upsert", write).await
     }
 
     /// Creates the entity or merges its properties into the stored one,
@@ -271,10 +263,10 @@ impl<E: Entity> Table<E> {
     /// # Errors
     /// As [`Table::upsert`].
     pub async fn upsert_merge(&self, entity: E) -> Result<Versioned<E>> {
-        self.traced("upsert_merge", &entity, None, Ok(Base::Merge(None)), |d| {
+        let write = self.write(&entity, None, Ok(Base::Merge(None)), |d| {
             TableOp::Merge(d, Precondition::Upsert)
-        })
-        .await
+        });
+        self.env.telemetry.operation("upsert_merge", write).await
     }
 
     /// Replaces an existing entity whatever its version. **Unconditional**
@@ -284,14 +276,11 @@ impl<E: Entity> Table<E> {
     /// As [`Table::upsert`], and [`Error::NotFound`] when there is no such
     /// entity.
     pub async fn replace_unconditionally(&self, entity: E) -> Result<Versioned<E>> {
-        self.traced(
-            "replace_unconditionally",
-            &entity,
-            None,
-            Ok(Base::Nothing),
-            |d| TableOp::Replace(d, Precondition::IfExists),
-        )
-        .await
+        let write = self.write(&entity, None, Ok(Base::Nothing), |d| {
+            TableOp::Replace(d, Precondition::IfExists)
+        });
+        let telemetry = &self.env.telemetry;
+        telemetry.operation("replace_unconditionally", write).await
     }
 
     /// Deletes an entity whatever its version. **Unconditional** except that
@@ -328,19 +317,6 @@ impl<E: Entity> Table<E> {
             self.send(op).await
         };
         self.env.telemetry.operation(name, delete).await
-    }
-
-    /// [`Table::write`] as the operation `name` of the table's telemetry.
-    async fn traced(
-        &self,
-        name: &'static str,
-        entity: &E,
-        current: Option<&Versioned<E>>,
-        base: Result<Base>,
-        make_op: impl FnOnce(EntityData) -> TableOp,
-    ) -> Result<Versioned<E>> {
-        let write = async move { self.write(entity, current, base?, make_op).await };
-        self.env.telemetry.operation(name, write).await
     }
 
     pub(crate) async fn send(&self, op: TableOp) -> Result<()> {

@@ -6,6 +6,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
+use opentelemetry::KeyValue;
+
 use crate::backend::{Layer, Request, notes};
 use crate::error::{Error, Result};
 
@@ -17,12 +19,10 @@ tokio::task_local! {
     static OPERATION: Cell<u64>;
 }
 
-/// Whether a logical operation is running in this task.
 pub(super) fn in_operation() -> bool {
     OPERATION.try_with(|_| ()).is_ok()
 }
 
-/// Runs `fut`, counting the requests it makes.
 pub(super) async fn counting_requests<F: Future>(fut: F) -> (F::Output, u64) {
     OPERATION
         .scope(Cell::new(0), async move {
@@ -77,7 +77,8 @@ impl Layer for Metered {
             }
         }
         if noted.throttled > 0 {
-            i.throttled(name, noted.throttled);
+            let op = KeyValue::new("db.operation.name", name);
+            i.throttled.add(noted.throttled, &[op]);
         }
         result
     }

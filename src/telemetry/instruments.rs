@@ -32,12 +32,12 @@ pub(super) struct Instruments {
     requests: Counter<u64>,
     duration: Histogram<f64>,
     conflicts: Counter<u64>,
-    throttled: Counter<u64>,
+    pub(super) throttled: Counter<u64>,
     retries: Counter<u64>,
     pub(super) renewal_lag: Histogram<f64>,
     pub(super) lock_wait: Histogram<f64>,
     pub(super) roll_forwards: Counter<u64>,
-    operation_requests: Histogram<u64>,
+    pub(super) operation_requests: Histogram<u64>,
     pub(super) expired_rows: Counter<u64>,
 }
 
@@ -142,12 +142,6 @@ impl Instruments {
         }
     }
 
-    /// `count` busy answers met by one request `operation`.
-    pub(super) fn throttled(&self, operation: &'static str, count: u64) {
-        self.throttled
-            .add(count, &[KeyValue::new("db.operation.name", operation)]);
-    }
-
     /// `count` attempts of `operation` made again for `reason`
     /// (`transport`, `throttled` or `conflict`).
     pub(super) fn retries(&self, reason: &'static str, operation: &'static str, count: u64) {
@@ -158,11 +152,5 @@ impl Instruments {
                 KeyValue::new("leasehold.retry.reason", reason),
             ],
         );
-    }
-
-    /// The logical operation `name` made `requests` requests.
-    pub(super) fn operation(&self, name: &'static str, requests: u64) {
-        self.operation_requests
-            .record(requests, &[KeyValue::new("leasehold.operation", name)]);
     }
 }

@@ -64,7 +64,6 @@ impl Telemetry {
         Telemetry::default()
     }
 
-    /// The instruments of `meter`.
     #[cfg(feature = "opentelemetry")]
     pub(crate) fn from_meter(meter: &opentelemetry::metrics::Meter) -> Self {
         Telemetry {
@@ -104,7 +103,8 @@ impl Telemetry {
                 match instruments {
                     Some(i) if !backend::in_operation() => {
                         let (output, requests) = backend::counting_requests(fut).await;
-                        i.operation(name, requests);
+                        let name = KeyValue::new("leasehold.operation", name);
+                        i.operation_requests.record(requests, &[name]);
                         output
                     }
                     _ => fut.await,

@@ -1075,11 +1075,6 @@ plain(oauth) async fn writes_return_what_get_returns(ctx) {
     same_as_get("replace", replaced.clone()).await;
     let mut v = replaced;
     v.when = fine;
-    let owned = t.replace_owned(v).await.unwrap();
-    check("replace_owned", &owned);
-    same_as_get("replace_owned", owned.clone()).await;
-    let mut v = owned;
-    v.when = fine;
     let merged = t.merge(&v).await.unwrap();
     check("merge", &merged);
     same_as_get("merge", merged).await;
