@@ -40,9 +40,11 @@ fn extra_properties<E: Entity>(properties: &Properties) -> Option<Arc<Properties
     if properties.iter().all(|(name, _)| E::is_own_property(name)) {
         return None;
     }
-    let mut extra = properties.clone();
-    extra.retain(|name| !E::is_own_property(name));
-    Some(Arc::new(extra))
+    // Copies only what `E` does not carry, not the whole row.
+    let extra = (properties.iter())
+        .filter(|(name, _)| !E::is_own_property(name))
+        .map(|(name, value)| (name.to_owned(), value.clone()));
+    Some(Arc::new(extra.collect()))
 }
 
 /// What a write stores beside the properties it sends, as far as known
